@@ -1,0 +1,39 @@
+# The two commands a new user needs: `make demo` and `make test`.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint install reproduce bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	# The CPU torch wheel first, so nothing below pulls a multi-GB CUDA build.
+	$(BIN)/python -m pip install -q "torch==2.13.0"
+	$(BIN)/python -m pip install -q -e ".[test]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/ldp-audit demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test: $(STAMP) lint
+	$(BIN)/python -m pytest -q
+
+reproduce: $(STAMP)
+	$(BIN)/ldp-audit reproduce pgc-a3c --trials 20
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench_mechanisms.py
+	$(BIN)/python benchmarks/bench_audit.py
+	$(BIN)/python benchmarks/bench_accountant.py
+	$(BIN)/python benchmarks/bench_pgc.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info

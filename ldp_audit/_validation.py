@@ -1,0 +1,100 @@
+"""Validation helpers shared by every public boundary (never ``assert``)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ldp_audit.errors import InvalidParameterError
+
+
+def check_epsilon(value: Any, name: str = "epsilon", *, allow_inf: bool = False) -> float:
+    """Return ``value`` as a float if it is a valid privacy parameter, else raise.
+
+    Args:
+        value: the candidate epsilon.
+        name: parameter name used in the error message.
+        allow_inf: accept ``float('inf')`` (an explicit non-private baseline).
+    """
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise InvalidParameterError(f"{name} must be a real number, got {value!r}") from None
+    if math.isnan(v):
+        raise InvalidParameterError(f"{name} must not be NaN, got {value!r}")
+    if math.isinf(v):
+        if v > 0 and allow_inf:
+            return v
+        raise InvalidParameterError(
+            f"{name} must be finite (pass epsilon=float('inf') only where a non-private "
+            f"baseline is allowed), got {value!r}"
+        )
+    if v <= 0:
+        raise InvalidParameterError(f"{name} must be > 0, got {value!r}")
+    return v
+
+
+def check_positive(value: Any, name: str) -> float:
+    """Return ``value`` as a float if it is finite and > 0, else raise."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise InvalidParameterError(f"{name} must be a real number, got {value!r}") from None
+    if not math.isfinite(v) or v <= 0:
+        raise InvalidParameterError(f"{name} must be finite and > 0, got {value!r}")
+    return v
+
+
+def check_probability(value: Any, name: str, *, open_interval: bool = True) -> float:
+    """Return ``value`` as a float in (0, 1) (or [0, 1] when ``open_interval`` is False)."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise InvalidParameterError(f"{name} must be a real number, got {value!r}") from None
+    ok = (0.0 < v < 1.0) if open_interval else (0.0 <= v <= 1.0)
+    if not ok:
+        interval = "(0, 1)" if open_interval else "[0, 1]"
+        raise InvalidParameterError(f"{name} must be in {interval}, got {value!r}")
+    return v
+
+
+def check_batch(x: Any, name: str = "x", *, dim: int | None = None) -> np.ndarray:
+    """Return ``x`` as a C-contiguous float64 array of shape (n, d), all finite.
+
+    A NaN or inf in an input would leak through any additive mechanism, so it is refused here,
+    before any randomisation.
+    """
+    arr = np.asarray(x)
+    if arr.dtype == object or not (
+        np.issubdtype(arr.dtype, np.floating)
+        or np.issubdtype(arr.dtype, np.integer)
+        or arr.dtype == np.bool_
+    ):
+        raise InvalidParameterError(f"{name} must be a real numeric array, got dtype {arr.dtype}")
+    if arr.ndim != 2:
+        raise InvalidParameterError(
+            f"{name} must have shape (n, d) (one row per report), got shape {arr.shape}"
+        )
+    if arr.shape[0] == 0 or arr.shape[1] == 0:
+        raise InvalidParameterError(f"{name} must be non-empty, got shape {arr.shape}")
+    if dim is not None and arr.shape[1] != dim:
+        raise InvalidParameterError(f"{name} must have {dim} columns, got shape {arr.shape}")
+    arr = np.ascontiguousarray(arr, dtype=np.float64)
+    if not np.isfinite(arr).all():
+        bad = np.argwhere(~np.isfinite(arr))[0]
+        raise InvalidParameterError(
+            f"{name} must be finite; found {arr[tuple(bad)]!r} at index {tuple(int(i) for i in bad)}"
+        )
+    return arr
+
+
+def check_rng(rng: Any, name: str = "rng") -> np.random.Generator:
+    """Require an explicit ``numpy.random.Generator`` (no hidden global state)."""
+    if not isinstance(rng, np.random.Generator):
+        raise InvalidParameterError(
+            f"{name} must be a numpy.random.Generator (e.g. numpy.random.default_rng(seed)), "
+            f"got {type(rng).__name__}"
+        )
+    return rng
