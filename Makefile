@@ -24,6 +24,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 test: $(STAMP) lint
+	-bash scripts/ensure_chromium.sh
 	$(BIN)/python -m pytest -q
 
 reproduce: $(STAMP)

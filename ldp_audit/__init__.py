@@ -1,1 +1,64 @@
-"""ldp-audit."""
+"""ldp-audit: check the privacy of locally private distributed reinforcement learning.
+
+``import ldp_audit`` needs only numpy and scipy; torch, opacus, gymnasium and dp_accounting are
+imported lazily by the parts that use them.
+
+Submodules:
+    mechanisms: the epsilon-LDP mechanisms (Laplace, projected random sign, bit flip, randomized
+        response, Gaussian) and ``split_epsilon``.
+    audit: the black-box auditor (``audit``) and the white-box ``exact_epsilon``.
+    stats: Clopper-Pearson, Wilson and the rate -> epsilon conversions shared with ``attacks``.
+    accountant: events, the SQLite ledger, composition and budgets.
+    report: privacy reports (HTML, Markdown, JSON).
+    testing: ``check_mechanism``, a conformance checker for your own mechanism.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from ldp_audit.errors import (
+    BudgetExceeded,
+    InvalidParameterError,
+    LdpAuditError,
+    LedgerError,
+    RunDirectoryError,
+)
+
+__version__ = "0.1.0"
+
+# Public names re-exported lazily (PEP 562) so importing the package stays light.
+_LAZY = {
+    "Laplace": "ldp_audit.mechanisms",
+    "ProjectedRandomSign": "ldp_audit.mechanisms",
+    "BitFlip": "ldp_audit.mechanisms",
+    "RandomizedResponse": "ldp_audit.mechanisms",
+    "Gaussian": "ldp_audit.mechanisms",
+    "NoPrivacy": "ldp_audit.mechanisms",
+    "split_epsilon": "ldp_audit.mechanisms",
+    "AuditResult": "ldp_audit.audit",
+    "exact_epsilon": "ldp_audit.audit",
+    "Accountant": "ldp_audit.accountant",
+    "Ledger": "ldp_audit.accountant",
+    "check_mechanism": "ldp_audit.testing",
+}
+
+__all__ = [
+    "BudgetExceeded",
+    "InvalidParameterError",
+    "LdpAuditError",
+    "LedgerError",
+    "RunDirectoryError",
+    "__version__",
+    *_LAZY,
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ldp_audit' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -83,10 +83,8 @@ def check_batch(x: Any, name: str = "x", *, dim: int | None = None) -> np.ndarra
         raise InvalidParameterError(f"{name} must have {dim} columns, got shape {arr.shape}")
     arr = np.ascontiguousarray(arr, dtype=np.float64)
     if not np.isfinite(arr).all():
-        bad = np.argwhere(~np.isfinite(arr))[0]
-        raise InvalidParameterError(
-            f"{name} must be finite; found {arr[tuple(bad)]!r} at index {tuple(int(i) for i in bad)}"
-        )
+        bad = tuple(int(i) for i in np.argwhere(~np.isfinite(arr))[0])
+        raise InvalidParameterError(f"{name} must be finite; found {arr[bad]!r} at index {bad}")
     return arr
 
 
