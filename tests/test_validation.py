@@ -1,0 +1,67 @@
+"""Every public boundary refuses bad input with a message naming parameter and value."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from ldp_audit._validation import (
+    check_batch,
+    check_epsilon,
+    check_positive,
+    check_probability,
+    check_rng,
+)
+from ldp_audit.errors import InvalidParameterError
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, math.nan, math.inf, -math.inf, "abc", None])
+def test_check_epsilon_rejects(bad: object) -> None:
+    with pytest.raises(InvalidParameterError, match="epsilon"):
+        check_epsilon(bad)
+
+
+def test_check_epsilon_inf_only_when_allowed() -> None:
+    assert check_epsilon(math.inf, allow_inf=True) == math.inf
+    assert check_epsilon("0.5") == 0.5
+    with pytest.raises(InvalidParameterError, match="-inf"):
+        check_epsilon(-math.inf, allow_inf=True)
+
+
+@pytest.mark.parametrize("bad", [0.0, -2.0, math.nan, math.inf])
+def test_check_positive_names_parameter_and_value(bad: float) -> None:
+    with pytest.raises(InvalidParameterError, match=r"clip must be finite and > 0, got"):
+        check_positive(bad, "clip")
+
+
+def test_check_probability() -> None:
+    assert check_probability(0.95, "confidence") == 0.95
+    for bad in (0.0, 1.0, 1.5, math.nan):
+        with pytest.raises(InvalidParameterError, match="confidence"):
+            check_probability(bad, "confidence")
+    assert check_probability(0.0, "q", open_interval=False) == 0.0
+
+
+def test_check_batch_shapes_dtypes_and_non_finite() -> None:
+    out = check_batch(np.arange(6, dtype=np.int32).reshape(2, 3))
+    assert out.dtype == np.float64 and out.shape == (2, 3)
+    with pytest.raises(InvalidParameterError, match=r"shape \(n, d\)"):
+        check_batch(np.zeros(3))
+    with pytest.raises(InvalidParameterError, match="3 columns"):
+        check_batch(np.zeros((2, 2)), dim=3)
+    with pytest.raises(InvalidParameterError, match="dtype"):
+        check_batch(np.array([["a", "b"]]))
+    with pytest.raises(InvalidParameterError, match="non-empty"):
+        check_batch(np.zeros((0, 3)))
+    x = np.zeros((2, 3))
+    x[1, 2] = np.nan
+    with pytest.raises(InvalidParameterError, match=r"nan at index \(1, 2\)"):
+        check_batch(x, "gradient")
+
+
+def test_check_rng_requires_generator() -> None:
+    assert isinstance(check_rng(np.random.default_rng(0)), np.random.Generator)
+    with pytest.raises(InvalidParameterError, match="numpy.random.Generator"):
+        check_rng(np.random.RandomState(0))
