@@ -1,0 +1,379 @@
+"""Learning-efficiency metrics of PGC-A3C (Ono & Takahashi 2020, section 4).
+
+Pure, side-effect-free functions from per-submission scores to the paper's measures:
+
+- ``moving_average``: the forward window mean mu_n of eq. (25);
+- ``first_success_time``: FST of eq. (26), ``inf`` if the target is never met;
+- ``success_ratio``: the success-ratio curve of eq. (27) (Figure 3);
+- ``success_auc`` / ``relative_auc``: the area under that curve and its ratio to the
+  non-private curve's area (Table 3);
+- ``median_ci`` / ``ratio_ci`` / ``relative_auc_ci``: bootstrap and Wilson confidence intervals
+  reported beside Tables 1-3.
+
+Indexing follows the paper: submissions are numbered n = 1..N (1-based). Arrays are 0-based, so
+``zeta[..., i]`` is zeta_{i+1} and ``mu[..., i]`` is mu_{i+1}; FST values are 1-based submission
+numbers.
+
+Our resolution of what the paper leaves open (documented in docs/readme/reproduce.md):
+
+- mu_n needs zeta_n..zeta_{n+m-1}; where that window runs past the last submission (or into a NaN,
+  i.e. a submission that was never made), mu_n is undefined (NaN) and never counts as a success.
+- The area under the success curve is the integral of the right-continuous step function
+  n -> success_ratio(n) over [0, horizon], i.e. mean_k max(0, horizon - FST_k).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from ldp_audit.errors import InvalidParameterError
+
+__all__ = [
+    "TARGET_SCORE",
+    "WINDOW",
+    "moving_average",
+    "first_success_time",
+    "success_ratio",
+    "success_auc",
+    "relative_auc",
+    "median_ci",
+    "ratio_ci",
+    "relative_auc_ci",
+    "summarize",
+]
+
+#: Theta, the target score of eq. (26).
+TARGET_SCORE = 195.0
+#: m, the forward window of eq. (25).
+WINDOW = 10
+
+
+def _check_window(window: Any) -> int:
+    if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1:
+        raise InvalidParameterError(f"window must be an integer >= 1, got {window!r}")
+    return int(window)
+
+
+def _check_scores(zeta: Any) -> np.ndarray:
+    arr = np.asarray(zeta)
+    if arr.dtype == object or not (
+        np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)
+    ):
+        raise InvalidParameterError(f"zeta must be a real numeric array, got dtype {arr.dtype}")
+    if arr.ndim not in (1, 2) or arr.shape[-1] == 0:
+        raise InvalidParameterError(
+            f"zeta must have shape (N,) or (trials, N) with N >= 1, got shape {arr.shape}"
+        )
+    arr = arr.astype(np.float64, copy=False)
+    if np.isinf(arr).any():
+        raise InvalidParameterError("zeta must hold finite scores or NaN (not reached), got inf")
+    return arr
+
+
+def _check_fst(fst: Any) -> np.ndarray:
+    arr = np.asarray(fst, dtype=np.float64)
+    if arr.ndim != 1 or arr.size == 0:
+        raise InvalidParameterError(
+            f"fst must have shape (trials,) with trials >= 1, got {arr.shape}"
+        )
+    bad = np.isnan(arr) | (arr < 1)
+    if bad.any():
+        raise InvalidParameterError(
+            f"fst must hold 1-based submission numbers >= 1 or inf, got {arr[bad][0]!r} "
+            f"at index {int(np.argmax(bad))}"
+        )
+    return arr
+
+
+def _check_horizon(horizon: Any) -> float:
+    try:
+        h = float(horizon)
+    except (TypeError, ValueError):
+        raise InvalidParameterError(f"horizon must be a real number, got {horizon!r}") from None
+    if not math.isfinite(h) or h <= 0:
+        raise InvalidParameterError(f"horizon must be finite and > 0, got {horizon!r}")
+    return h
+
+
+def moving_average(zeta: Any, window: int = WINDOW) -> np.ndarray:
+    """Forward window mean of the scores, eq. (25).
+
+    mu_n = (1/m) * sum_{n'=n}^{n+m-1} zeta_{n'}.
+
+    Args:
+        zeta: scores, shape (N,) or (trials, N); ``zeta[..., i]`` is zeta_{i+1}. NaN marks a
+            submission that was never made (a trial stopped early).
+        window: m (the paper uses 10).
+
+    Returns:
+        float64 array of the same shape as ``zeta``; ``mu[..., i]`` is mu_{i+1}. Entries whose
+        window runs past the end or contains a NaN are NaN.
+    """
+    z = _check_scores(zeta)
+    m = _check_window(window)
+    mu = np.full(z.shape, np.nan)
+    n = z.shape[-1]
+    if n >= m:
+        # The window mean of eq. (25), summed in a fixed order so that ten scores of 195 give
+        # exactly 195.0 (no cumulative-sum rounding near the threshold).
+        view = np.lib.stride_tricks.sliding_window_view(z, m, axis=-1)
+        mu[..., : n - m + 1] = view.sum(axis=-1) / m
+    return mu
+
+
+def first_success_time(
+    zeta: Any, threshold: float = TARGET_SCORE, window: int = WINDOW
+) -> np.ndarray | float:
+    """First success time, eq. (26): FST = min{n : mu_n >= Theta}; ``inf`` if never.
+
+    Args:
+        zeta: scores, shape (N,) or (trials, N) (see ``moving_average``).
+        threshold: Theta (the paper uses 195).
+        window: m of eq. (25).
+
+    Returns:
+        The 1-based submission number of the first success as a float (``inf`` if none); an
+        array of shape (trials,) for 2-D input, a float for 1-D input.
+    """
+    mu = moving_average(zeta, window)
+    thr = float(threshold)
+    if not math.isfinite(thr):
+        raise InvalidParameterError(f"threshold must be finite, got {threshold!r}")
+    hit = mu >= thr  # NaN compares False: an undefined mu_n is never a success
+    first = np.argmax(hit, axis=-1).astype(np.float64) + 1.0  # 1-based n
+    fst = np.where(hit.any(axis=-1), first, np.inf)
+    return float(fst) if fst.ndim == 0 else fst
+
+
+def success_ratio(fst: Any, n: Any) -> np.ndarray | float:
+    """Success ratio, eq. (27): the fraction of trials with FST_k <= n.
+
+    Args:
+        fst: first success times, shape (trials,), 1-based, ``inf`` for never.
+        n: submission count(s) at which to evaluate the curve (scalar or array).
+
+    Returns:
+        float or array shaped like ``n``.
+    """
+    f = np.sort(_check_fst(fst))
+    q = np.asarray(n, dtype=np.float64)
+    ratio = np.searchsorted(f, q, side="right") / f.size
+    return float(ratio) if ratio.ndim == 0 else ratio
+
+
+def success_auc(fst: Any, horizon: float) -> float:
+    """Area under the success-ratio curve on [0, horizon] (Figure 3, Table 3).
+
+    The curve is the right-continuous step function n -> success_ratio(n), so its area is
+    mean_k max(0, horizon - FST_k) (a trial succeeding at FST_k contributes the rest of the run).
+
+    Args:
+        fst: first success times, shape (trials,).
+        horizon: the end of the x-axis (the paper: 90,000 submissions).
+    """
+    f = _check_fst(fst)
+    h = _check_horizon(horizon)
+    return float(np.mean(np.clip(h - f, 0.0, None)))
+
+
+def relative_auc(fst: Any, reference_fst: Any, horizon: float) -> float:
+    """Relative AUC (Table 3): area of ``fst``'s success curve over the reference's area.
+
+    Args:
+        fst: first success times of the setting, shape (trials,).
+        reference_fst: first success times of the non-private (epsilon = inf) baseline.
+        horizon: the common end of the x-axis.
+
+    Returns:
+        The ratio; NaN when the reference never succeeded within the horizon (area 0).
+    """
+    ref = success_auc(reference_fst, horizon)
+    own = success_auc(fst, horizon)
+    return own / ref if ref > 0 else float("nan")
+
+
+def _percentile_bootstrap(stat: np.ndarray, confidence: float) -> tuple[float, float]:
+    """Percentile interval without interpolation (statistics may be inf)."""
+    a = (1.0 - confidence) / 2.0
+    lo = np.quantile(stat, a, method="inverted_cdf")
+    hi = np.quantile(stat, 1.0 - a, method="inverted_cdf")
+    return float(lo), float(hi)
+
+
+def _check_confidence(confidence: Any) -> float:
+    c = float(confidence)
+    if not 0.0 < c < 1.0:
+        raise InvalidParameterError(f"confidence must be in (0, 1), got {confidence!r}")
+    return c
+
+
+def _check_resamples(n_resamples: Any) -> int:
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, (int, np.integer)):
+        raise InvalidParameterError(f"n_resamples must be an integer >= 100, got {n_resamples!r}")
+    if n_resamples < 100:
+        raise InvalidParameterError(f"n_resamples must be an integer >= 100, got {n_resamples!r}")
+    return int(n_resamples)
+
+
+def median_ci(
+    values: Any,
+    *,
+    rng: np.random.Generator,
+    confidence: float = 0.95,
+    n_resamples: int = 10_000,
+) -> tuple[float, float]:
+    """Percentile-bootstrap confidence interval for the median (Table 1's median FST).
+
+    ``inf`` values (trials that never succeeded) are allowed: the percentile is taken without
+    interpolation, so an interval endpoint may be ``inf``.
+
+    Args:
+        values: the sample, shape (trials,).
+        rng: the resampling stream.
+        confidence: two-sided level.
+        n_resamples: bootstrap resamples.
+    """
+    x = np.asarray(values, dtype=np.float64)
+    if x.ndim != 1 or x.size == 0 or np.isnan(x).any():
+        raise InvalidParameterError(
+            f"values must be a non-empty 1-D array without NaN, got shape {x.shape}"
+        )
+    if not isinstance(rng, np.random.Generator):
+        raise InvalidParameterError(
+            f"rng must be a numpy.random.Generator, got {type(rng).__name__}"
+        )
+    c = _check_confidence(confidence)
+    b = _check_resamples(n_resamples)
+    idx = rng.integers(0, x.size, size=(b, x.size))
+    meds = np.median(x[idx], axis=1)
+    return _percentile_bootstrap(meds, c)
+
+
+def ratio_ci(successes: int, trials: int, *, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval for a success ratio (Table 2).
+
+    Args:
+        successes: number of trials with FST <= horizon.
+        trials: K.
+        confidence: two-sided level.
+    """
+    if isinstance(trials, bool) or not isinstance(trials, (int, np.integer)) or trials < 1:
+        raise InvalidParameterError(f"trials must be an integer >= 1, got {trials!r}")
+    if (
+        isinstance(successes, bool)
+        or not isinstance(successes, (int, np.integer))
+        or not 0 <= successes <= trials
+    ):
+        raise InvalidParameterError(
+            f"successes must be an integer in [0, trials={trials}], got {successes!r}"
+        )
+    c = _check_confidence(confidence)
+    res = stats.binomtest(int(successes), int(trials)).proportion_ci(
+        confidence_level=c, method="wilson"
+    )
+    return float(res.low), float(res.high)
+
+
+def relative_auc_ci(
+    fst: Any,
+    reference_fst: Any,
+    horizon: float,
+    *,
+    rng: np.random.Generator,
+    confidence: float = 0.95,
+    n_resamples: int = 10_000,
+) -> tuple[float, float]:
+    """Percentile-bootstrap interval for the relative AUC (Table 3).
+
+    The setting's trials and the reference's trials are resampled independently.
+    """
+    f = _check_fst(fst)
+    r = _check_fst(reference_fst)
+    h = _check_horizon(horizon)
+    if not isinstance(rng, np.random.Generator):
+        raise InvalidParameterError(
+            f"rng must be a numpy.random.Generator, got {type(rng).__name__}"
+        )
+    c = _check_confidence(confidence)
+    b = _check_resamples(n_resamples)
+    own = np.clip(h - f, 0.0, None)[rng.integers(0, f.size, size=(b, f.size))].mean(axis=1)
+    ref = np.clip(h - r, 0.0, None)[rng.integers(0, r.size, size=(b, r.size))].mean(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = np.where(ref > 0, own / ref, np.nan)
+    rel = rel[~np.isnan(rel)]
+    if rel.size == 0:
+        return float("nan"), float("nan")
+    return _percentile_bootstrap(rel, c)
+
+
+def summarize(
+    zeta: Any,
+    *,
+    horizon: float | None = None,
+    reference_fst: Any = None,
+    rng: np.random.Generator,
+    confidence: float = 0.95,
+    n_resamples: int = 10_000,
+    threshold: float = TARGET_SCORE,
+    window: int = WINDOW,
+) -> dict[str, Any]:
+    """All of one setting's Table 1-3 measures, JSON-able.
+
+    Args:
+        zeta: scores, shape (trials, N).
+        horizon: x-axis end for the success ratio and AUC; default N (``zeta.shape[1]``).
+        reference_fst: FSTs of the non-private baseline; without it the relative AUC is omitted.
+        rng: stream for the bootstrap intervals.
+        confidence: level of every interval.
+        n_resamples: bootstrap resamples.
+        threshold: Theta of eq. (26).
+        window: m of eq. (25).
+
+    Returns:
+        dict with ``trials``, ``horizon``, ``fst`` (list, ``None`` for never), ``median_fst`` and
+        ``median_fst_ci``, ``success_ratio`` and ``success_ratio_ci``, ``auc`` and, with a
+        reference, ``relative_auc`` and ``relative_auc_ci``. Infinite values are written as
+        ``None`` so that the dict is strict JSON.
+    """
+    z = _check_scores(zeta)
+    if z.ndim != 2:
+        raise InvalidParameterError(f"zeta must have shape (trials, N), got shape {z.shape}")
+    h = float(z.shape[1]) if horizon is None else _check_horizon(horizon)
+    fst = first_success_time(z, threshold, window)
+    med_rng, auc_rng = rng.spawn(2)
+    k = int(fst.size)
+    succ = int(np.sum(fst <= h))
+    out: dict[str, Any] = {
+        "trials": k,
+        "horizon": h,
+        "fst": [_json_float(v) for v in fst],
+        "median_fst": _json_float(float(np.median(fst))),
+        "median_fst_ci": [
+            _json_float(v)
+            for v in median_ci(fst, rng=med_rng, confidence=confidence, n_resamples=n_resamples)
+        ],
+        "successes": succ,
+        "success_ratio": succ / k,
+        "success_ratio_ci": list(ratio_ci(succ, k, confidence=confidence)),
+        "auc": success_auc(fst, h),
+        "confidence": confidence,
+    }
+    if reference_fst is not None:
+        ref = _check_fst(reference_fst)
+        out["relative_auc"] = _json_float(relative_auc(fst, ref, h))
+        out["relative_auc_ci"] = [
+            _json_float(v)
+            for v in relative_auc_ci(
+                fst, ref, h, rng=auc_rng, confidence=confidence, n_resamples=n_resamples
+            )
+        ]
+    return out
+
+
+def _json_float(v: float) -> float | None:
+    v = float(v)
+    return v if math.isfinite(v) else None
