@@ -1,0 +1,186 @@
+"""Smoke and contract tests of ldp_audit.mechanisms (shapes, config round trip, bad input)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from ldp_audit import mechanisms as m
+from ldp_audit.errors import InvalidParameterError
+
+D = 7
+
+
+def _all_mechanisms() -> list[m.Mechanism]:
+    return [
+        m.Laplace(epsilon=1.0, clip=0.5),
+        m.ProjectedRandomSign(epsilon=7.5, clip=1.0),
+        m.ProjectedRandomSign(epsilon=1.0, clip=1.0, reduced_dim=3),
+        m.BitFlip(epsilon=2.0),
+        m.Gaussian(clip=1.0, noise_multiplier=1.1),
+        m.NoPrivacy(),
+    ]
+
+
+def _input(mech: m.Mechanism, n: int, rng: np.random.Generator) -> np.ndarray:
+    x = rng.normal(size=(n, D))
+    return np.clip(x, -1, 1) if isinstance(mech, m.BitFlip) else x
+
+
+@pytest.mark.parametrize("mech", _all_mechanisms(), ids=repr)
+def test_shape_dtype_and_determinism(mech: m.Mechanism) -> None:
+    x = _input(mech, 50, np.random.default_rng(0))
+    y1 = mech.privatize(x, np.random.default_rng(1))
+    y2 = mech.privatize(x, np.random.default_rng(1))
+    assert y1.shape == (50, D)
+    assert y1.dtype == np.float64
+    assert np.isfinite(y1).all()
+    np.testing.assert_array_equal(y1, y2)
+    if not isinstance(mech, m.NoPrivacy):
+        y3 = mech.privatize(x, np.random.default_rng(2))
+        assert not np.array_equal(y1, y3)
+
+
+@pytest.mark.parametrize("mech", _all_mechanisms(), ids=repr)
+def test_config_round_trip_is_json(mech: m.Mechanism) -> None:
+    cfg = mech.to_config()
+    back = m.from_config(json.loads(json.dumps(cfg)))
+    assert back == mech
+    assert type(back) is type(mech)
+
+
+@pytest.mark.parametrize("mech", _all_mechanisms(), ids=repr)
+def test_candidate_pairs_have_the_dimension(mech: m.Mechanism) -> None:
+    pairs = mech.candidate_pairs(D)
+    assert len(pairs) >= 1
+    for a, b in pairs:
+        assert a.shape == (D,) and b.shape == (D,)
+        assert not np.array_equal(a, b)
+
+
+def test_randomized_response_shape_and_values() -> None:
+    rr = m.RandomizedResponse(epsilon=1.0, k=4)
+    x = np.array([[0], [3], [2.0]] * 100)
+    y = rr.privatize(x, np.random.default_rng(0))
+    assert y.shape == (300, 1)
+    assert set(np.unique(y)) <= {0, 1, 2, 3}
+    assert m.from_config(rr.to_config()) == rr
+    assert rr.keep_probability == pytest.approx(math.e / (math.e + 3))
+
+
+def test_prs_with_matrices_matches_privatize() -> None:
+    mech = m.ProjectedRandomSign(epsilon=10.0, clip=1.0)
+    x = np.random.default_rng(0).normal(size=(20, D))
+    out, bits, mats = mech.privatize_with_matrices(x, np.random.default_rng(3))
+    np.testing.assert_array_equal(out, mech.privatize(x, np.random.default_rng(3)))
+    dh = mech.effective_reduced_dim(D)
+    assert dh == 4
+    assert bits.shape == (20, dh) and mats.shape == (20, dh, D)
+    np.testing.assert_allclose(out, np.einsum("nkd,nk->nd", mats, bits * mech.clip))
+
+
+def test_split_epsilon() -> None:
+    assert m.split_epsilon(2.0, 4) == 0.5
+    assert m.split_epsilon(float("inf"), 3) == math.inf
+    with pytest.raises(InvalidParameterError, match="rounds"):
+        m.split_epsilon(1.0, 0)
+    with pytest.raises(InvalidParameterError, match="total"):
+        m.split_epsilon(-1.0, 2)
+
+
+@pytest.mark.parametrize(
+    ("factory", "param"),
+    [
+        (lambda: m.Laplace(epsilon=0.0, clip=1.0), "epsilon"),
+        (lambda: m.Laplace(epsilon=-1.0, clip=1.0), "epsilon"),
+        (lambda: m.Laplace(epsilon=float("nan"), clip=1.0), "epsilon"),
+        (lambda: m.Laplace(epsilon=float("inf"), clip=1.0), "NoPrivacy"),
+        (lambda: m.Laplace(epsilon=1.0, clip=0.0), "clip"),
+        (lambda: m.Laplace(epsilon=1.0, clip=float("inf")), "clip"),
+        (lambda: m.ProjectedRandomSign(epsilon=1.0, clip=-1.0), "clip"),
+        (lambda: m.ProjectedRandomSign(epsilon=1.0, clip=1.0, reduced_dim=0), "reduced_dim"),
+        (lambda: m.ProjectedRandomSign(epsilon=1.0, clip=1.0, reduced_dim=1.5), "reduced_dim"),
+        (lambda: m.BitFlip(epsilon=float("inf")), "NoPrivacy"),
+        (lambda: m.RandomizedResponse(epsilon=1.0, k=1), "k"),
+        (lambda: m.Gaussian(clip=1.0, noise_multiplier=0.0), "noise_multiplier"),
+        (lambda: m.Gaussian(clip=1.0, noise_multiplier=1.0, delta=0.0), "delta"),
+        (lambda: m.Gaussian(clip=float("nan"), noise_multiplier=1.0), "clip"),
+    ],
+)
+def test_bad_parameters_raise(factory, param: str) -> None:
+    with pytest.raises(InvalidParameterError, match=param):
+        factory()
+
+
+def test_reduced_dim_above_d_raises_at_privatize() -> None:
+    mech = m.ProjectedRandomSign(epsilon=1.0, clip=1.0, reduced_dim=D + 1)
+    with pytest.raises(InvalidParameterError, match=r"reduced_dim.*8"):
+        mech.privatize(np.zeros((2, D)), np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("mech", _all_mechanisms(), ids=repr)
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_non_finite_input_raises_before_randomness(mech: m.Mechanism, bad: float) -> None:
+    x = np.zeros((4, D))
+    x[2, 3] = bad
+    rng = np.random.default_rng(0)
+    before = rng.bit_generator.state
+    with pytest.raises(InvalidParameterError, match="finite"):
+        mech.privatize(x, rng)
+    assert rng.bit_generator.state == before
+
+
+@pytest.mark.parametrize("mech", _all_mechanisms(), ids=repr)
+def test_wrong_shape_dtype_and_rng_raise(mech: m.Mechanism) -> None:
+    rng = np.random.default_rng(0)
+    with pytest.raises(InvalidParameterError, match="shape"):
+        mech.privatize(np.zeros(D), rng)
+    with pytest.raises(InvalidParameterError, match="dtype"):
+        mech.privatize(np.array([["a"] * D]), rng)
+    with pytest.raises(InvalidParameterError, match="rng"):
+        mech.privatize(np.zeros((1, D)), 0)
+
+
+def test_bitflip_rejects_out_of_range() -> None:
+    with pytest.raises(InvalidParameterError, match=r"\[-1, 1\]"):
+        m.BitFlip(epsilon=1.0).privatize(np.full((1, 3), 1.5), np.random.default_rng(0))
+
+
+def test_randomized_response_rejects_bad_values() -> None:
+    rr = m.RandomizedResponse(epsilon=1.0, k=3)
+    for bad in ([[3]], [[-1]], [[0.5]]):
+        with pytest.raises(InvalidParameterError, match="integers"):
+            rr.privatize(np.array(bad), np.random.default_rng(0))
+    with pytest.raises(InvalidParameterError, match="1 columns"):
+        rr.privatize(np.zeros((2, 2)), np.random.default_rng(0))
+
+
+def test_from_config_rejects_unknown() -> None:
+    with pytest.raises(InvalidParameterError, match="name"):
+        m.from_config({"name": "nope"})
+    with pytest.raises(InvalidParameterError, match="laplace"):
+        m.from_config({"name": "laplace", "epsilon": 1.0, "clip": 1.0, "extra": 1})
+
+
+def test_frozen() -> None:
+    mech = m.Laplace(epsilon=1.0, clip=1.0)
+    with pytest.raises(AttributeError):
+        mech.epsilon = 2.0  # type: ignore[misc]
+
+
+def test_huge_inputs_are_clipped_without_nan() -> None:
+    x = np.full((3, D), 1e300)
+    x[1] = -1e300
+    rng = np.random.default_rng(0)
+    for mech in _all_mechanisms():
+        if isinstance(mech, (m.BitFlip, m.NoPrivacy)):
+            continue
+        y = mech.privatize(x, rng)
+        assert np.isfinite(y).all(), mech
+    lap = m.Laplace(epsilon=1.0, clip=0.5)
+    np.testing.assert_allclose(np.abs(lap.clip_rows(x)).sum(axis=1), 0.25)
+    gau = m.Gaussian(clip=2.0, noise_multiplier=1.0)
+    np.testing.assert_allclose(np.linalg.norm(gau.clip_rows(x), axis=1), 2.0)
