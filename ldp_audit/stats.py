@@ -1,0 +1,269 @@
+"""Statistics shared by the auditor and the attacks.
+
+Everything here is side-effect free and vectorised: counts may be arrays and broadcast together.
+
+* Clopper-Pearson (exact binomial) one-sided and two-sided bounds, from the Beta quantile
+  function (``scipy.special.betaincinv``):
+  ``lower(k, n, a) = Beta^{-1}(a; k, n - k + 1)`` and
+  ``upper(k, n, a) = Beta^{-1}(1 - a; k + 1, n - k)``, so that ``P(p < lower) <= a`` and
+  ``P(p > upper) <= a`` for every true rate ``p``.
+* The Wilson score interval (approximate, for reporting only).
+* The epsilon lower bound from two counts (the auditor's recipe): if a mechanism is
+  (epsilon, delta)-DP then for every event S, ``P[M(x) in S] <= e^epsilon P[M(x2) in S] + delta``,
+  hence ``epsilon >= ln((p1 - delta) / p2)``; plugging a lower confidence bound for ``p1`` and an
+  upper one for ``p2`` gives a bound that exceeds the true epsilon with probability at most
+  ``alpha`` (each side gets ``alpha / 2``).
+* ``epsilon_from_tpr_fpr`` — the hypothesis-testing view (Kairouz et al. 2015): an
+  (epsilon, delta)-DP mechanism forces ``TPR <= e^eps FPR + delta`` and
+  ``1 - FPR <= e^eps (1 - TPR) + delta`` for every test.
+* Bootstrap confidence interval of a median, and the Bonferroni split.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from scipy import special
+
+from ldp_audit._validation import check_probability
+from ldp_audit.errors import InvalidParameterError
+
+__all__ = [
+    "clopper_pearson_lower",
+    "clopper_pearson_upper",
+    "clopper_pearson_interval",
+    "wilson_interval",
+    "epsilon_lower_bound_from_counts",
+    "epsilon_from_tpr_fpr",
+    "epsilon_lower_bound_from_tpr_fpr_counts",
+    "bootstrap_median_ci",
+    "bonferroni",
+]
+
+
+def _counts(k: Any, n: Any, kname: str = "k", nname: str = "n") -> tuple[np.ndarray, np.ndarray]:
+    """Validate counts: real arrays with 0 <= k <= n and n > 0 (non-integer allowed)."""
+    k_arr = np.asarray(k, dtype=np.float64)
+    n_arr = np.asarray(n, dtype=np.float64)
+    if not (np.all(np.isfinite(k_arr)) and np.all(np.isfinite(n_arr))):
+        raise InvalidParameterError(f"{kname} and {nname} must be finite, got {k!r} and {n!r}")
+    if np.any(n_arr <= 0):
+        raise InvalidParameterError(f"{nname} must be > 0, got {n!r}")
+    if np.any(k_arr < 0) or np.any(k_arr > n_arr):
+        raise InvalidParameterError(f"{kname} must satisfy 0 <= {kname} <= {nname}, got {k!r}")
+    return k_arr, n_arr
+
+
+def _alpha(alpha: Any) -> float:
+    return check_probability(alpha, "alpha")
+
+
+def _out(v: np.ndarray) -> Any:
+    return float(v) if np.ndim(v) == 0 else v
+
+
+def clopper_pearson_lower(k: Any, n: Any, alpha: float) -> Any:
+    """One-sided Clopper-Pearson lower bound for a binomial rate.
+
+    ``P(true p < bound) <= alpha`` for every true ``p`` (exact, conservative).
+
+    Args:
+        k: number of successes (array-like; non-integer values are interpolated).
+        n: number of trials (> 0).
+        alpha: one-sided error probability in (0, 1).
+
+    Returns:
+        ``Beta^{-1}(alpha; k, n - k + 1)``, and 0 where ``k == 0`` (float or array).
+    """
+    k_arr, n_arr = _counts(k, n)
+    a = _alpha(alpha)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        lo = special.betaincinv(np.maximum(k_arr, 1e-300), n_arr - k_arr + 1.0, a)
+    lo = np.where(k_arr <= 0, 0.0, lo)
+    return _out(np.asarray(lo, dtype=np.float64))
+
+
+def clopper_pearson_upper(k: Any, n: Any, alpha: float) -> Any:
+    """One-sided Clopper-Pearson upper bound for a binomial rate.
+
+    ``P(true p > bound) <= alpha`` for every true ``p``. Where ``k == 0`` this is
+    ``1 - alpha^(1/n)`` (the "rule of three" generalised).
+
+    Args:
+        k: number of successes (array-like).
+        n: number of trials (> 0).
+        alpha: one-sided error probability in (0, 1).
+    """
+    k_arr, n_arr = _counts(k, n)
+    a = _alpha(alpha)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        hi = special.betaincinv(k_arr + 1.0, np.maximum(n_arr - k_arr, 1e-300), 1.0 - a)
+    hi = np.where(k_arr >= n_arr, 1.0, hi)
+    return _out(np.asarray(hi, dtype=np.float64))
+
+
+def clopper_pearson_interval(k: Any, n: Any, alpha: float) -> tuple[Any, Any]:
+    """Two-sided Clopper-Pearson interval with coverage >= 1 - alpha (alpha/2 per side)."""
+    a = _alpha(alpha)
+    return clopper_pearson_lower(k, n, a / 2.0), clopper_pearson_upper(k, n, a / 2.0)
+
+
+def wilson_interval(k: Any, n: Any, alpha: float) -> tuple[Any, Any]:
+    """Two-sided Wilson score interval (approximate coverage 1 - alpha; for reporting).
+
+    ``(p + z^2/2n +- z sqrt(p(1-p)/n + z^2/4n^2)) / (1 + z^2/n)`` with ``z = Phi^{-1}(1-alpha/2)``.
+    """
+    k_arr, n_arr = _counts(k, n)
+    a = _alpha(alpha)
+    z = float(special.ndtri(1.0 - a / 2.0))
+    p = k_arr / n_arr
+    z2n = z * z / n_arr
+    centre = (p + z2n / 2.0) / (1.0 + z2n)
+    half = z * np.sqrt(p * (1.0 - p) / n_arr + z2n / (4.0 * n_arr)) / (1.0 + z2n)
+    return _out(np.clip(centre - half, 0.0, 1.0)), _out(np.clip(centre + half, 0.0, 1.0))
+
+
+def _check_delta(delta: Any) -> float:
+    try:
+        d = float(delta)
+    except (TypeError, ValueError):
+        raise InvalidParameterError(f"delta must be a real number, got {delta!r}") from None
+    if not (0.0 <= d < 1.0):
+        raise InvalidParameterError(f"delta must be in [0, 1), got {delta!r}")
+    return d
+
+
+def epsilon_lower_bound_from_counts(
+    k1: Any, n1: Any, k2: Any, n2: Any, alpha: float, *, delta: float = 0.0
+) -> Any:
+    """Epsilon lower bound from event counts under M(x) (k1 of n1) and M(x2) (k2 of n2).
+
+    ``ln(max(CP_lower(k1, n1, alpha/2) - delta, 0)) - ln(CP_upper(k2, n2, alpha/2))``.
+    If the mechanism is (epsilon, delta)-DP, the bound exceeds epsilon with probability at most
+    ``alpha`` (union of the two one-sided Clopper-Pearson failures). With ``delta = 0`` this is
+    the pure-DP form. Only one direction is bounded: swap the arguments for the other, and split
+    ``alpha`` over every (event, direction) you estimate (:func:`bonferroni`).
+
+    Args:
+        k1: event count among the n1 outputs of M(x).
+        n1: number of outputs of M(x).
+        k2: event count among the n2 outputs of M(x2).
+        n2: number of outputs of M(x2).
+        alpha: total error probability in (0, 1).
+        delta: the delta of the (epsilon, delta) claim, in [0, 1).
+
+    Returns:
+        The bound (float or array); ``-inf`` where the lower rate bound does not exceed delta.
+    """
+    a = _alpha(alpha)
+    d = _check_delta(delta)
+    lo = np.asarray(clopper_pearson_lower(k1, n1, a / 2.0)) - d
+    hi = np.asarray(clopper_pearson_upper(k2, n2, a / 2.0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.where(lo > 0.0, np.log(np.maximum(lo, 1e-300)) - np.log(hi), -np.inf)
+    return _out(np.asarray(out, dtype=np.float64))
+
+
+def epsilon_from_tpr_fpr(tpr: Any, fpr: Any, *, delta: float = 0.0) -> Any:
+    """Smallest epsilon consistent with a test's TPR/FPR (a point estimate, not a bound).
+
+    For (epsilon, delta)-DP, every membership test satisfies ``TPR <= e^eps FPR + delta`` and
+    ``1 - FPR <= e^eps (1 - TPR) + delta`` (Kairouz, Oh & Viswanath 2015, Thm. 2.1), so
+    ``eps >= max(ln((TPR - delta) / FPR), ln((1 - FPR - delta) / (1 - TPR)), 0)``.
+
+    Args:
+        tpr: true positive rate(s) in [0, 1].
+        fpr: false positive rate(s) in [0, 1].
+        delta: in [0, 1).
+
+    Returns:
+        The implied epsilon (``inf`` where a rate is 0 against a positive numerator).
+    """
+    t = np.asarray(tpr, dtype=np.float64)
+    f = np.asarray(fpr, dtype=np.float64)
+    if np.any(~np.isfinite(t)) or np.any((t < 0) | (t > 1)):
+        raise InvalidParameterError(f"tpr must be in [0, 1], got {tpr!r}")
+    if np.any(~np.isfinite(f)) or np.any((f < 0) | (f > 1)):
+        raise InvalidParameterError(f"fpr must be in [0, 1], got {fpr!r}")
+    d = _check_delta(delta)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a = np.where(t - d > 0, np.log(np.maximum(t - d, 1e-300)) - np.log(f), -np.inf)
+        b = np.where(1 - f - d > 0, np.log(np.maximum(1 - f - d, 1e-300)) - np.log(1 - t), -np.inf)
+    return _out(np.maximum(np.maximum(a, b), 0.0))
+
+
+def epsilon_lower_bound_from_tpr_fpr_counts(
+    tp: Any, n_pos: Any, fp: Any, n_neg: Any, alpha: float, *, delta: float = 0.0
+) -> Any:
+    """Confidence-``1 - alpha`` epsilon lower bound from a test's confusion counts.
+
+    Bounds both inequalities of :func:`epsilon_from_tpr_fpr` (``alpha / 2`` each, Bonferroni),
+    each with one-sided Clopper-Pearson bounds, and returns the larger (floored at 0).
+
+    Args:
+        tp: positives flagged (out of n_pos members / outputs of M(x)).
+        n_pos: number of positives.
+        fp: negatives flagged (out of n_neg outputs of M(x2)).
+        n_neg: number of negatives.
+        alpha: total error probability.
+        delta: in [0, 1).
+    """
+    a = _alpha(alpha)
+    tp_arr, npos = _counts(tp, n_pos, "tp", "n_pos")
+    fp_arr, nneg = _counts(fp, n_neg, "fp", "n_neg")
+    e1 = epsilon_lower_bound_from_counts(tp_arr, npos, fp_arr, nneg, a / 2.0, delta=delta)
+    e2 = epsilon_lower_bound_from_counts(
+        nneg - fp_arr, nneg, npos - tp_arr, npos, a / 2.0, delta=delta
+    )
+    return _out(np.maximum(np.maximum(e1, e2), 0.0))
+
+
+def bonferroni(alpha: float, m: int) -> float:
+    """Per-test error level ``alpha / m`` so that ``m`` tests fail jointly w.p. <= alpha."""
+    a = _alpha(alpha)
+    if isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 1:
+        raise InvalidParameterError(f"m (number of tests) must be an integer >= 1, got {m!r}")
+    return a / int(m)
+
+
+def bootstrap_median_ci(
+    values: Any,
+    *,
+    confidence: float = 0.95,
+    n_boot: int = 2000,
+    rng: np.random.Generator,
+) -> tuple[float, float, float]:
+    """Percentile-bootstrap confidence interval of the median.
+
+    Infinite values are allowed (e.g. first-success times that never happened) and sort last.
+
+    Args:
+        values: 1-D sample.
+        confidence: two-sided level in (0, 1).
+        n_boot: number of bootstrap resamples (>= 100).
+        rng: explicit generator.
+
+    Returns:
+        ``(median, low, high)``.
+    """
+    from ldp_audit._validation import check_rng
+
+    conf = check_probability(confidence, "confidence")
+    check_rng(rng)
+    x = np.asarray(values, dtype=np.float64).ravel()
+    if x.size == 0 or np.any(np.isnan(x)):
+        raise InvalidParameterError(f"values must be a non-empty array without NaN, got {values!r}")
+    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 100:
+        raise InvalidParameterError(f"n_boot must be an integer >= 100, got {n_boot!r}")
+    idx = rng.integers(0, x.size, size=(int(n_boot), x.size))
+    meds = np.median(x[idx], axis=1)
+    a = (1.0 - conf) / 2.0
+    lo, hi = np.quantile(meds, [a, 1.0 - a], method="inverted_cdf")
+    return float(np.median(x)), float(lo), float(hi)
+
+
+def normal_quantile(p: float) -> float:
+    """Standard normal quantile (helper for callers that want z-scores)."""
+    return float(special.ndtri(p)) if 0.0 < p < 1.0 else math.copysign(math.inf, p - 0.5)
