@@ -1,0 +1,256 @@
+"""``ldp-audit train pgc-a3c`` and ``ldp-audit reproduce pgc-a3c``.
+
+``train`` runs K seeded PGC-A3C trials at one setting (optionally writing a run directory, see
+docs/interfaces.md) and prints the paper's metrics; ``reproduce`` runs the whole grid of Tables
+1-3 (epsilon in {1, 2, 5, 10, inf} x {Laplace, PRS}) and writes ``reports/pgc-a3c/``.
+Progress bars go to stderr; ``--json`` prints JSON on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from typing import Any
+
+import numpy as np
+
+from ldp_audit.errors import InvalidParameterError
+
+_MECHANISMS = ("laplace", "prs", "none")
+
+
+def _epsilon(text: str) -> float:
+    """argparse type: a positive real or ``inf``."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"epsilon must be a number or 'inf', got {text!r}"
+        ) from None
+    if math.isnan(v) or v <= 0:
+        raise argparse.ArgumentTypeError(f"epsilon must be > 0 (or inf), got {text!r}")
+    return v
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return v
+
+
+def _seed(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"seed must be an integer >= 0, got {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"seed must be an integer >= 0, got {text!r}")
+    return v
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``train`` and ``reproduce`` subcommands."""
+    train = subparsers.add_parser("train", help="train an algorithm under local DP")
+    tsub = train.add_subparsers(dest="algorithm", metavar="ALGORITHM")
+    tsub.required = True
+    p = tsub.add_parser(
+        "pgc-a3c",
+        help="PGC-A3C (Ono & Takahashi 2020) on CartPole with private gravity",
+        description="Run K seeded PGC-A3C trials at one setting and report FST (eq. 26), "
+        "success ratio (eq. 27) and the privacy spent per agent.",
+    )
+    p.add_argument("--mechanism", choices=_MECHANISMS, required=True)
+    p.add_argument(
+        "--epsilon",
+        type=_epsilon,
+        default=None,
+        help="total epsilon per agent (required for laplace/prs; 'none' is epsilon = inf)",
+    )
+    p.add_argument("--trials", type=_positive_int, default=1, help="K independent runs")
+    p.add_argument("--seed", type=_seed, default=0)
+    p.add_argument(
+        "--rounds", type=_positive_int, default=1, help="T submissions per agent at epsilon/T"
+    )
+    p.add_argument(
+        "--max-submissions", type=_positive_int, default=90_000, help="submissions per trial"
+    )
+    p.add_argument("--out", default=None, metavar="RUN_DIR", help="write a run directory here")
+    p.add_argument("--json", action="store_true", help="print the metrics as JSON on stdout")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    p.set_defaults(func=_train_pgc)
+
+    rep = subparsers.add_parser("reproduce", help="reproduce a paper's tables and figures")
+    rsub = rep.add_subparsers(dest="target", metavar="TARGET")
+    rsub.required = True
+    r = rsub.add_parser(
+        "pgc-a3c",
+        help="Tables 1-3 and Figures 2-3 of Ono & Takahashi (2020)",
+        description="Run epsilon in {1,2,5,10,inf} x {laplace, prs}, K trials each, and write "
+        "results.json, tables.md, figure2.png, figure3.png and README.md.",
+    )
+    r.add_argument("--trials", type=_positive_int, default=20)
+    r.add_argument("--out", default="reports/pgc-a3c")
+    r.add_argument("--max-submissions", type=_positive_int, default=90_000)
+    r.add_argument("--seed", type=_seed, default=0)
+    r.add_argument(
+        "--figure2-trials",
+        type=_positive_int,
+        default=None,
+        help="trials per extra Figure 2 setting (default: --trials)",
+    )
+    r.add_argument("--no-figure2", action="store_true", help="skip the Figure 2 extra runs")
+    r.add_argument(
+        "--stop-at-target",
+        action="store_true",
+        help="stop grid trials once FST is known (Figure 2 then uses separate full runs)",
+    )
+    r.add_argument("--json", action="store_true", help="print results.json on stdout")
+    r.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    r.set_defaults(func=_reproduce_pgc)
+
+
+def _train_pgc(args: argparse.Namespace) -> int:
+    from training import metrics
+    from training.pgc_a3c import PgcA3cConfig, train
+
+    if args.mechanism == "none":
+        if args.epsilon is not None and not math.isinf(args.epsilon):
+            raise InvalidParameterError(
+                f"--epsilon must be omitted or inf with --mechanism none, got {args.epsilon!r}"
+            )
+        eps_kw: dict[str, Any] = {}
+    else:
+        if args.epsilon is None:
+            raise InvalidParameterError(
+                f"--epsilon is required with --mechanism {args.mechanism}, got none"
+            )
+        eps_kw = {"epsilon": args.epsilon}
+    cfg = PgcA3cConfig(
+        mechanism=args.mechanism,
+        trials=args.trials,
+        max_submissions=args.max_submissions,
+        rounds=args.rounds,
+        **eps_kw,
+    )
+    t0 = time.perf_counter()
+    res = train(cfg, seed=args.seed, run_dir=args.out, progress=not args.no_progress)
+    secs = time.perf_counter() - t0
+    zeta = np.asarray(res.zeta, dtype=np.float64)
+    summary = metrics.summarize(zeta, rng=np.random.default_rng(args.seed))
+    out = {
+        "algorithm": "pgc-a3c",
+        "mechanism": args.mechanism,
+        "epsilon": None if args.mechanism == "none" else args.epsilon,
+        "rounds": args.rounds,
+        "trials": args.trials,
+        "max_submissions": args.max_submissions,
+        "seed": args.seed,
+        "seconds": secs,
+        "run_dir": args.out,
+        "privacy": _jsonable(getattr(res, "privacy", None)),
+        "final_mean_mu": _final_mean_mu(zeta),
+        **summary,
+    }
+    if args.json:
+        print(json.dumps(out, indent=1, allow_nan=False))
+        return 0
+    eps = "inf" if out["epsilon"] is None else f"{out['epsilon']:g}"
+    lo, hi = summary["success_ratio_ci"]
+    med = summary["median_fst"]
+    mlo, mhi = summary["median_fst_ci"]
+    print(
+        f"pgc-a3c mechanism={args.mechanism} epsilon={eps} rounds={args.rounds} "
+        f"trials={args.trials} max_submissions={args.max_submissions} seed={args.seed} "
+        f"({secs:.1f} s)"
+    )
+    print(f"  FST per trial (eq. 26): {_fmt_list(summary['fst'])}")
+    print(f"  median FST: {_fmt(med)}  (95% bootstrap CI {_fmt(mlo)} .. {_fmt(mhi)})")
+    print(
+        f"  success ratio at {args.max_submissions}: {summary['success_ratio']:.2f}  "
+        f"(95% Wilson CI {lo:.2f} .. {hi:.2f})"
+    )
+    if out["final_mean_mu"] is not None:
+        print(f"  mean of the last defined mu_n (eq. 25) over trials: {out['final_mean_mu']:.1f}")
+    if args.out:
+        print(f"  run directory: {args.out}")
+    return 0
+
+
+def _reproduce_pgc(args: argparse.Namespace) -> int:
+    from training.reproduce import ReproduceConfig, run_reproduction, write_report
+
+    cfg = ReproduceConfig(
+        trials=args.trials,
+        max_submissions=args.max_submissions,
+        seed=args.seed,
+        figure2=not args.no_figure2,
+        figure2_trials=args.figure2_trials,
+        stop_at_target=args.stop_at_target,
+    )
+    results = run_reproduction(cfg, progress=not args.no_progress)
+    paths = write_report(results, args.out)
+    if args.json:
+        print(json.dumps(results, indent=1, allow_nan=False))
+    else:
+        print(f"reproduce pgc-a3c: {results['seconds_total']:.0f} s; wrote")
+        for p in paths:
+            print(f"  {p}")
+    return 0
+
+
+def _final_mean_mu(zeta: np.ndarray) -> float | None:
+    """Mean over trials of each trial's last defined mu_n (eq. 25)."""
+    from training import metrics
+
+    mu = metrics.moving_average(zeta)
+    last = []
+    for row in mu:
+        ok = np.flatnonzero(~np.isnan(row))
+        if ok.size:
+            last.append(row[ok[-1]])
+    return float(np.mean(last)) if last else None
+
+
+def _fmt(v: float | None) -> str:
+    return "never" if v is None else f"{v:g}"
+
+
+def _fmt_list(vs: list[float | None]) -> str:
+    return ", ".join(_fmt(v) for v in vs)
+
+
+def _jsonable(obj: Any) -> Any:
+    """Best-effort conversion of the engine's privacy summary to strict JSON."""
+    if obj is None:
+        return None
+    if hasattr(obj, "to_dict"):
+        obj = obj.to_dict()
+    elif hasattr(obj, "__dataclass_fields__"):
+        from dataclasses import asdict
+
+        obj = asdict(obj)
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return _jsonable(obj.tolist())
+    if isinstance(obj, (np.floating, float)):
+        f = float(obj)
+        return f if math.isfinite(f) else ("inf" if f > 0 else str(f))
+    if isinstance(obj, (np.integer, int, bool, str)):
+        return obj.item() if isinstance(obj, np.generic) else obj
+    return str(obj)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    from ldp_audit.cli import main
+
+    sys.exit(main())

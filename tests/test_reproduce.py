@@ -1,0 +1,130 @@
+"""The reproduction pipeline: grid, metrics, report files (fake engine) and a tiny real run."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from ldp_audit.errors import InvalidParameterError
+from training import reproduce
+
+
+def _fake_engine(success_at: dict[str, int]):
+    """A deterministic stand-in for ``pgc_a3c.train``: score 200 from a known submission on."""
+    calls = []
+
+    def fn(setting, seed, max_submissions):
+        calls.append((setting.key, seed, setting.trials, setting.engine_mechanism))
+        z = np.zeros((setting.trials, max_submissions))
+        start = success_at.get(setting.key)
+        if start is not None:
+            # trial k succeeds at FST = start + k (so the median is known exactly)
+            for k in range(setting.trials):
+                z[k, start + k - 1 :] = 200.0
+        return z
+
+    fn.calls = calls
+    return fn
+
+
+def test_grid_settings_and_metrics_with_fake_engine(tmp_path):
+    cfg = reproduce.ReproduceConfig(
+        trials=4, max_submissions=200, seed=7, epsilons=(1.0, math.inf), n_resamples=200
+    )
+    fake = _fake_engine(
+        {
+            "laplace-epsinf-B1": 11,  # FSTs 11..14
+            "laplace-eps1-B1": 101,  # FSTs 101..104
+            "prs-eps1-B100": 51,
+            # prs-epsinf-B100 never succeeds
+        }
+    )
+    res = reproduce.run_reproduction(cfg, progress=False, train_fn=fake)
+    keys = [c[0] for c in fake.calls]
+    # the grid, then the two Figure 2 settings that are not in it
+    assert keys[:4] == ["laplace-eps1-B1", "laplace-epsinf-B1", "prs-eps1-B100", "prs-epsinf-B100"]
+    assert sorted(keys[4:]) == ["laplace-eps1-B100", "prs-eps1-B1"]
+    assert len(set(c[1] for c in fake.calls)) == len(keys)  # one seed stream per setting
+    assert {c[3] for c in fake.calls if "epsinf" in c[0]} == {"none"}  # eps = inf is plain A3C
+    s = res["settings"]
+    assert s["laplace-epsinf-B1"]["fst"] == [11.0, 12.0, 13.0, 14.0]
+    assert s["laplace-epsinf-B1"]["median_fst"] == 12.5
+    assert s["laplace-epsinf-B1"]["relative_auc"] == 1.0
+    assert s["laplace-eps1-B1"]["median_fst"] == 102.5
+    # areas: mean(200 - FST) = 200 - 102.5 = 97.5 vs 200 - 12.5 = 187.5
+    assert s["laplace-eps1-B1"]["relative_auc"] == pytest.approx(97.5 / 187.5)
+    assert s["prs-epsinf-B100"]["success_ratio"] == 0.0
+    assert s["prs-epsinf-B100"]["median_fst"] is None
+    assert s["prs-epsinf-B100"]["relative_auc"] == 0.0
+    assert set(res["figure2"]) == {
+        "laplace-eps1-B1",
+        "laplace-eps1-B100",
+        "prs-eps1-B1",
+        "prs-eps1-B100",
+    }
+    # the reproduction is a pure function of the seed and the engine's output
+    again = reproduce.run_reproduction(cfg, progress=False, train_fn=_fake_engine({}))
+    assert [c for c in again["settings"]] == list(s)
+
+    paths = reproduce.write_report(res, tmp_path)
+    names = {p.name for p in paths}
+    assert names == {"results.json", "tables.md", "figure2.png", "figure3.png", "README.md"}
+    loaded = json.loads((tmp_path / "results.json").read_text())
+    assert loaded["settings"]["laplace-eps1-B1"]["fst"] == [101.0, 102.0, 103.0, 104.0]
+    tables = (tmp_path / "tables.md").read_text()
+    assert "18377.0" in tables and "102.5" in tables  # paper's and ours side by side
+    assert "smaller than the paper's" in tables
+    readme = (tmp_path / "README.md").read_text()
+    assert "K = 4 trials per setting, at most 200 submissions" in readme
+    assert (tmp_path / "figure3.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_notes_are_included_and_comparison_flags(tmp_path):
+    cfg = reproduce.ReproduceConfig(
+        trials=3,
+        max_submissions=50,
+        epsilons=(math.inf,),
+        mechanisms=("laplace",),
+        figure2=False,
+        n_resamples=200,
+    )
+    res = reproduce.run_reproduction(
+        cfg, progress=False, train_fn=_fake_engine({"laplace-epsinf-B1": 5})
+    )
+    (tmp_path / "notes.md").write_text("## Discussion\n\nHand-written.\n")
+    reproduce.write_report(res, tmp_path)
+    readme = (tmp_path / "README.md").read_text()
+    assert readme.rstrip().endswith("Hand-written.")
+    cmp = {(c["setting"], c["measure"]): c for c in reproduce.comparison(res)}
+    # paper median FST 1769 is far above our [5, 7]; success ratio 1.0 is inside ours (3/3)
+    assert cmp[("laplace-epsinf-B1", "median_fst")]["paper_vs_ci"] == "above"
+    assert cmp[("laplace-epsinf-B1", "success_ratio")]["paper_vs_ci"] == "inside"
+    assert not (tmp_path / "figure2.png").exists()
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"trials": 0},
+        {"max_submissions": 5},
+        {"mechanisms": ("gauss",)},
+        {"epsilons": (-1.0,)},
+        {"seed": -1},
+        {"confidence": 1.0},
+        {"figure2_trials": 0},
+    ],
+)
+def test_config_validation(kwargs):
+    with pytest.raises(InvalidParameterError):
+        reproduce.ReproduceConfig(**kwargs)
+
+
+def test_engine_shape_mismatch_is_an_error():
+    cfg = reproduce.ReproduceConfig(
+        trials=2, max_submissions=20, epsilons=(1.0,), mechanisms=("prs",), figure2=False
+    )
+    with pytest.raises(InvalidParameterError, match="shape"):
+        reproduce.run_reproduction(cfg, progress=False, train_fn=lambda s, seed, n: np.zeros(3))

@@ -1,0 +1,644 @@
+"""Reproduce Tables 1-3 and Figures 2-3 of Ono & Takahashi (2020) with PGC-A3C.
+
+One file, top to bottom: the grid of settings (epsilon in {1, 2, 5, 10, inf} x {Laplace, PRS}),
+K trials each through ``training.pgc_a3c.train``, the metrics of ``training.metrics`` (eqs. 25-27,
+relative AUC), and the report written to ``reports/pgc-a3c/``:
+
+- ``results.json``: every setting's FSTs, medians, success ratios, relative AUCs with confidence
+  intervals, the Figure 2 curves, timings, the exact configuration and library versions;
+- ``tables.md``: Tables 1-3 with our numbers beside the paper's;
+- ``figure2.png``: average score mu_n (eq. 25) during training at epsilon = 1 with |B| = 1 and
+  |B| = 100, both mechanisms (the paper's Figure 2);
+- ``figure3.png``: success ratio (eq. 27) against submissions per epsilon, (a) Laplace, (b) PRS
+  (the paper's Figure 3);
+- ``README.md``: how it was run, where our numbers differ from the paper's and why (a hand-written
+  ``notes.md`` in the same folder, if present, is included verbatim).
+
+Library code: nothing here prints; progress goes to a tqdm bar on stderr when asked.
+
+Our resolutions (also in docs/readme/reproduce.md): the epsilon = inf column is plain A3C without
+any privatisation (``mechanism="none"``: no clipping, no noise), run with each mechanism's buffer
+size (|B| = 1 beside Laplace, |B| = 100 beside PRS); the relative AUC of every setting is taken
+against the epsilon = inf Laplace (|B| = 1) curve, the paper's non-private A3C.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ldp_audit.errors import InvalidParameterError
+from training import metrics
+
+__all__ = [
+    "PAPER",
+    "ReproduceConfig",
+    "Setting",
+    "run_reproduction",
+    "write_report",
+]
+
+INF = float("inf")
+
+#: The paper's Tables 1-3 (papers.md section 1). ``None``: no number printed for that cell.
+PAPER: dict[str, dict[str, dict[float, float | None]]] = {
+    "median_fst": {
+        "laplace": {1.0: 18377.0, 2.0: 20238.5, 5.0: 5714.5, 10.0: 4055.0, INF: 1769.0},
+        "prs": {1.0: 25226.5, 2.0: 7549.0, 5.0: 2656.5, 10.0: 11217.5, INF: None},
+    },
+    "success_ratio": {
+        "laplace": {1.0: 0.80, 2.0: 0.90, 5.0: 1.00, 10.0: 1.00, INF: 1.0},
+        "prs": {1.0: 0.85, 2.0: 0.95, 5.0: 0.90, 10.0: 0.90, INF: None},
+    },
+    "relative_auc": {
+        "laplace": {1.0: 0.673, 2.0: 0.711, 5.0: 0.909, 10.0: 0.965, INF: None},
+        "prs": {1.0: 0.660, 2.0: 0.862, 5.0: 0.835, 10.0: 0.771, INF: 1.0},
+    },
+}
+
+#: Buffer sizes the paper uses in Tables 1-3 (section 4.1): Laplace |B| = 1, PRS |B| = 100.
+PAPER_BUFFER = {"laplace": 1, "prs": 100}
+MECHANISMS = ("laplace", "prs")
+MACHINE = f"{os.cpu_count()}-core {platform.machine()} CPU"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReproduceConfig:
+    """What to run. The defaults are the paper's experiment."""
+
+    trials: int = 20
+    """K, independent training runs per setting (the paper: 20)."""
+    max_submissions: int = 90_000
+    """Submissions per run and the x-axis end of Figure 3 / the AUC (the paper: 90,000)."""
+    seed: int = 0
+    """Master seed; each setting gets its own stream derived from it."""
+    epsilons: tuple[float, ...] = (1.0, 2.0, 5.0, 10.0, INF)
+    """The epsilon grid (inf: non-private A3C)."""
+    mechanisms: tuple[str, ...] = MECHANISMS
+    """Mechanisms of the grid."""
+    figure2: bool = True
+    """Also run the Figure 2 settings (epsilon = 1 with the other buffer size) for the curves."""
+    figure2_trials: int | None = None
+    """Trials per Figure 2 setting not already in the grid (default: ``trials``)."""
+    stop_at_target: bool = False
+    """Stop a grid trial once its FST is known (Tables 1-3 and Figure 3 need only FSTs); the
+    Figure 2 curves are then taken from separate full-length runs."""
+    confidence: float = 0.95
+    """Level of every confidence interval."""
+    n_resamples: int = 10_000
+    """Bootstrap resamples per interval."""
+
+    def __post_init__(self) -> None:
+        for name in ("trials", "max_submissions", "n_resamples"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise InvalidParameterError(f"{name} must be an integer >= 1, got {v!r}")
+        if self.max_submissions < metrics.WINDOW:
+            raise InvalidParameterError(
+                f"max_submissions must be >= {metrics.WINDOW} (the window of eq. 25), "
+                f"got {self.max_submissions!r}"
+            )
+        if self.figure2_trials is not None and (
+            isinstance(self.figure2_trials, bool)
+            or not isinstance(self.figure2_trials, int)
+            or self.figure2_trials < 1
+        ):
+            raise InvalidParameterError(
+                f"figure2_trials must be None or an integer >= 1, got {self.figure2_trials!r}"
+            )
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise InvalidParameterError(f"seed must be an integer >= 0, got {self.seed!r}")
+        for m in self.mechanisms:
+            if m not in MECHANISMS:
+                raise InvalidParameterError(f"mechanisms must be among {MECHANISMS}, got {m!r}")
+        if not self.mechanisms or not self.epsilons:
+            raise InvalidParameterError("mechanisms and epsilons must be non-empty")
+        for e in self.epsilons:
+            if not (isinstance(e, (int, float)) and not isinstance(e, bool)) or not e > 0:
+                raise InvalidParameterError(f"epsilons must be > 0 (or inf), got {e!r}")
+        if not 0.0 < self.confidence < 1.0:
+            raise InvalidParameterError(f"confidence must be in (0, 1), got {self.confidence!r}")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One cell of the grid: a mechanism family, epsilon and buffer size."""
+
+    mechanism: str
+    """``"laplace"`` or ``"prs"`` (the table row)."""
+    epsilon: float
+    """Privacy parameter; ``inf`` runs plain A3C (``mechanism="none"``)."""
+    buffer_size: int
+    """|B| of the aggregator (eq. 22)."""
+    trials: int
+    """K."""
+    stop_at_target: bool = False
+    """Whether runs stop once FST is known."""
+    index: int = field(default=0, compare=False)
+    """Position in the run order; selects the setting's seed stream."""
+
+    @property
+    def key(self) -> str:
+        """Stable name, e.g. ``laplace-eps1-B1``."""
+        eps = "inf" if math.isinf(self.epsilon) else f"{self.epsilon:g}"
+        return f"{self.mechanism}-eps{eps}-B{self.buffer_size}"
+
+    @property
+    def engine_mechanism(self) -> str:
+        """What ``PgcA3cConfig.mechanism`` gets: epsilon = inf is plain A3C."""
+        return "none" if math.isinf(self.epsilon) else self.mechanism
+
+
+def _settings(cfg: ReproduceConfig) -> tuple[list[Setting], list[Setting]]:
+    """The grid settings and the extra Figure 2 settings, in run order."""
+    grid = [
+        Setting(m, float(e), PAPER_BUFFER[m], cfg.trials, cfg.stop_at_target)
+        for m in cfg.mechanisms
+        for e in cfg.epsilons
+    ]
+    extra: list[Setting] = []
+    if cfg.figure2:
+        k2 = cfg.figure2_trials or cfg.trials
+        for m in cfg.mechanisms:
+            for b in sorted(set(PAPER_BUFFER.values())):
+                s = Setting(m, 1.0, b, k2, False)
+                if cfg.stop_at_target or s not in grid:
+                    extra.append(s)
+    ordered = grid + extra
+    ordered = [
+        Setting(s.mechanism, s.epsilon, s.buffer_size, s.trials, s.stop_at_target, i)
+        for i, s in enumerate(ordered)
+    ]
+    return ordered[: len(grid)], ordered[len(grid) :]
+
+
+def _setting_seed(master: int, index: int) -> int:
+    """Independent per-setting seed (SeedSequence of (master, index))."""
+    return int(np.random.SeedSequence([master, index]).generate_state(1, dtype=np.uint32)[0])
+
+
+TrainFn = Callable[[Setting, int, int], np.ndarray]
+
+
+def _engine_train(setting: Setting, seed: int, max_submissions: int) -> np.ndarray:
+    """Run one setting through the engine; return zeta (trials, max_submissions)."""
+    from training.pgc_a3c import PgcA3cConfig, train  # lazy: torch-free import of this module
+
+    kwargs: dict[str, Any] = dict(
+        mechanism=setting.engine_mechanism,
+        trials=setting.trials,
+        max_submissions=max_submissions,
+        buffer_size=setting.buffer_size,
+        stop_at_target=setting.stop_at_target,
+    )
+    if not math.isinf(setting.epsilon):
+        kwargs["epsilon"] = setting.epsilon
+    res = train(PgcA3cConfig(**kwargs), seed=seed, progress=False)
+    return np.asarray(res.zeta, dtype=np.float64)
+
+
+def _curve(zeta: np.ndarray, points: int = 900) -> dict[str, list[float | None]]:
+    """Across-trial mean of mu_n (eq. 25), thinned to about ``points`` block means."""
+    mu = metrics.moving_average(zeta)  # (trials, N), NaN where undefined
+    n = mu.shape[1]
+    step = max(1, n // points)
+    nb = n // step
+    blocks = mu[:, : nb * step].reshape(mu.shape[0], nb, step)
+    ok = ~np.isnan(blocks)
+    sums = np.where(ok, blocks, 0.0).sum(axis=(0, 2))
+    cnt = ok.sum(axis=(0, 2))
+    vals = np.where(cnt > 0, sums / np.maximum(cnt, 1), np.nan)
+    x = (np.arange(nb) * step + (step + 1) / 2.0).tolist()  # block centre, 1-based n
+    return {"n": x, "mean_mu": [None if math.isnan(v) else float(v) for v in vals]}
+
+
+def run_reproduction(
+    cfg: ReproduceConfig,
+    *,
+    progress: bool | None = None,
+    train_fn: TrainFn | None = None,
+) -> dict[str, Any]:
+    """Run the grid and compute Tables 1-3 and the Figure 2/3 data.
+
+    Args:
+        cfg: what to run.
+        progress: show a tqdm bar on stderr (``None``: only when stderr is a terminal).
+        train_fn: ``(setting, seed, max_submissions) -> zeta`` replacing the engine (tests).
+
+    Returns:
+        The JSON-able results dict that ``write_report`` turns into the report.
+    """
+    from tqdm.auto import tqdm
+
+    fn = train_fn or _engine_train
+    grid, extra = _settings(cfg)
+    rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, 2**31]))
+    results: dict[str, Any] = {
+        "paper": "Ono & Takahashi 2020, Locally Private Distributed Reinforcement Learning",
+        "config": {k: _jsonable(v) for k, v in asdict(cfg).items()},
+        "machine": MACHINE,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "versions": _versions(),
+        "settings": {},
+        "figure2": {},
+    }
+    zetas: dict[str, np.ndarray] = {}
+    total = sum(s.trials for s in grid + extra)
+    t_all = time.perf_counter()
+    disable = None if progress is None else not progress  # None: only on a terminal
+    with tqdm(total=total, unit="run", disable=disable) as bar:
+        for s in grid + extra:
+            bar.set_postfix_str(s.key)
+            seed = _setting_seed(cfg.seed, s.index)
+            t0 = time.perf_counter()
+            zeta = fn(s, seed, cfg.max_submissions)
+            secs = time.perf_counter() - t0
+            if zeta.shape != (s.trials, cfg.max_submissions):
+                raise InvalidParameterError(
+                    f"engine returned zeta of shape {zeta.shape}, expected "
+                    f"{(s.trials, cfg.max_submissions)} for {s.key}"
+                )
+            zetas[s.key] = zeta
+            entry = {
+                "mechanism": s.mechanism,
+                "engine_mechanism": s.engine_mechanism,
+                "epsilon": _jsonable(s.epsilon),
+                "buffer_size": s.buffer_size,
+                "trials": s.trials,
+                "seed": seed,
+                "stop_at_target": s.stop_at_target,
+                "seconds": secs,
+                "submissions_run": int(np.sum(~np.isnan(zeta))),
+                "fst": [
+                    metrics._json_float(v) for v in np.atleast_1d(metrics.first_success_time(zeta))
+                ],
+            }
+            if s in grid:
+                results["settings"][s.key] = entry
+            else:
+                results.setdefault("figure2_runs", {})[s.key] = entry
+            bar.update(s.trials)
+    results["seconds_total"] = time.perf_counter() - t_all
+
+    # Tables 1-3: metrics per grid setting against the eps = inf Laplace (|B| = 1) reference.
+    ref_key = Setting("laplace", INF, PAPER_BUFFER["laplace"], cfg.trials).key
+    ref_fst = (
+        metrics.first_success_time(zetas[ref_key], metrics.TARGET_SCORE)
+        if ref_key in zetas
+        else None
+    )
+    results["reference"] = ref_key if ref_fst is not None else None
+    for s, child in zip(grid, rng.spawn(len(grid)), strict=True):
+        summary = metrics.summarize(
+            zetas[s.key],
+            horizon=cfg.max_submissions,
+            reference_fst=ref_fst,
+            rng=child,
+            confidence=cfg.confidence,
+            n_resamples=cfg.n_resamples,
+        )
+        summary.pop("fst")
+        results["settings"][s.key].update(summary)
+
+    # Figure 2: mean mu_n curves at epsilon = 1, |B| in {1, 100}, both mechanisms (full runs).
+    if cfg.figure2:
+        for s in grid + extra:
+            if s.epsilon == 1.0 and not s.stop_at_target:
+                results["figure2"][s.key] = {
+                    "mechanism": s.mechanism,
+                    "buffer_size": s.buffer_size,
+                    "trials": s.trials,
+                    **_curve(zetas[s.key]),
+                }
+    # Figure 3: the success curves are steps at the FSTs, stored in settings[*]["fst"].
+    return results
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, float) and math.isinf(v):
+        return "inf"
+    if isinstance(v, tuple):
+        return [_jsonable(x) for x in v]
+    return v
+
+
+def _versions() -> dict[str, str]:
+    import importlib.metadata as md
+
+    out = {}
+    for pkg in ("ldp-audit", "numpy", "scipy", "torch", "gymnasium"):
+        try:
+            out[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            out[pkg] = "not installed"
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# The report
+# --------------------------------------------------------------------------------------------
+
+
+def _eps_of(entry: dict[str, Any]) -> float:
+    e = entry["epsilon"]
+    return INF if e == "inf" else float(e)
+
+
+def _fmt(v: float | None, digits: int) -> str:
+    if v is None:
+        return "inf"
+    return f"{v:.{digits}f}"
+
+
+def _cell(entry: dict[str, Any] | None, measure: str) -> str:
+    if entry is None:
+        return "—"
+    if measure == "median_fst":
+        lo, hi = entry["median_fst_ci"]
+        return f"{_fmt(entry['median_fst'], 1)} [{_fmt(lo, 0)}, {_fmt(hi, 0)}]"
+    if measure == "success_ratio":
+        lo, hi = entry["success_ratio_ci"]
+        return f"{entry['success_ratio']:.2f} [{lo:.2f}, {hi:.2f}]"
+    if "relative_auc" not in entry or entry["relative_auc"] is None:
+        return "n/a"
+    lo, hi = entry["relative_auc_ci"]
+    return f"{entry['relative_auc']:.3f} [{_fmt(lo, 3)}, {_fmt(hi, 3)}]"
+
+
+def _paper_cell(measure: str, mech: str, eps: float) -> str:
+    v = PAPER[measure][mech].get(eps)
+    if v is None:
+        return ""
+    return {"median_fst": f"{v:.1f}", "success_ratio": f"{v:.2f}", "relative_auc": f"{v:.3f}"}[
+        measure
+    ]
+
+
+_TITLES = {
+    "median_fst": "Table 1 — median first success time FST (eq. 26), submissions",
+    "success_ratio": "Table 2 — success ratio at the horizon (eq. 27)",
+    "relative_auc": "Table 3 — relative AUC of the success curve against non-private A3C",
+}
+_CI_NOTE = {
+    "median_fst": "percentile-bootstrap CI of the median (inf: more than half the resampled "
+    "trials never succeeded)",
+    "success_ratio": "Wilson score interval",
+    "relative_auc": "percentile bootstrap over the setting's and the reference's trials",
+}
+
+
+def tables_markdown(results: dict[str, Any]) -> str:
+    """Tables 1-3, ours beside the paper's, as Markdown."""
+    cfg = results["config"]
+    settings = results["settings"]
+    eps_list = sorted({_eps_of(e) for e in settings.values()})
+    mechs = [m for m in MECHANISMS if any(e["mechanism"] == m for e in settings.values())]
+    conf = int(round(100 * cfg["confidence"]))
+    lines = [
+        "# PGC-A3C: Tables 1-3, ours beside the paper's",
+        "",
+        f"Ours: K = {cfg['trials']} trials per setting, at most {cfg['max_submissions']:,} "
+        f"submissions per trial, master seed {cfg['seed']}; the paper: K = 20, 90,000 "
+        f"submissions. Brackets: {conf}% confidence intervals. "
+        f"Generated by `ldp-audit reproduce pgc-a3c` on {results['created']} "
+        f"({results['machine']}).",
+        "",
+    ]
+    if cfg["max_submissions"] != 90_000 or cfg["trials"] != 20:
+        lines += [
+            f"**This run is smaller than the paper's** ({cfg['trials']} trials x "
+            f"{cfg['max_submissions']:,} submissions instead of 20 x 90,000): FSTs beyond "
+            f"{cfg['max_submissions']:,} count as never, so success ratios and AUCs are over a "
+            "shorter horizon and are not directly comparable.",
+            "",
+        ]
+    for measure in ("median_fst", "success_ratio", "relative_auc"):
+        lines += [f"## {_TITLES[measure]}", "", f"Intervals: {_CI_NOTE[measure]}.", ""]
+        head = "| Q | source | " + " | ".join(_eps_label(e) for e in eps_list) + " |"
+        lines += [head, "|" + "---|" * (2 + len(eps_list))]
+        for m in mechs:
+            by_eps = {_eps_of(e): e for e in settings.values() if e["mechanism"] == m}
+            name = {"laplace": "Laplace", "prs": "PRS"}[m]
+            lines.append(
+                f"| {name} | paper | "
+                + " | ".join(_paper_cell(measure, m, e) for e in eps_list)
+                + " |"
+            )
+            lines.append(
+                f"| {name} | ours | "
+                + " | ".join(_cell(by_eps.get(e), measure) for e in eps_list)
+                + " |"
+            )
+        lines.append("")
+    lines += [
+        "epsilon = inf is plain A3C (no clipping, no noise) with the row's buffer size "
+        "(Laplace |B| = 1, PRS |B| = 100); relative AUCs are against the Laplace epsilon = inf "
+        f"(|B| = 1) curve over [0, {cfg['max_submissions']:,}].",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _eps_label(e: float) -> str:
+    return "eps=inf" if math.isinf(e) else f"eps={e:g}"
+
+
+def comparison(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each paper number against our interval: inside, below or above."""
+    out = []
+    for key, entry in results["settings"].items():
+        m, e = entry["mechanism"], _eps_of(entry)
+        for measure, ci_key in (
+            ("median_fst", "median_fst_ci"),
+            ("success_ratio", "success_ratio_ci"),
+            ("relative_auc", "relative_auc_ci"),
+        ):
+            paper = PAPER[measure][m].get(e)
+            if paper is None or ci_key not in entry:
+                continue
+            if measure == "relative_auc" and entry[measure] is None:
+                continue  # no reference curve to compare against
+            lo, hi = entry[ci_key]
+            lo = -INF if lo is None else lo
+            hi = INF if hi is None else hi
+            where = "inside" if lo <= paper <= hi else ("below" if paper < lo else "above")
+            ours = entry[measure]
+            out.append(
+                {
+                    "setting": key,
+                    "measure": measure,
+                    "paper": paper,
+                    "ours": ours,
+                    "ci": [entry[ci_key][0], entry[ci_key][1]],
+                    "paper_vs_ci": where,
+                }
+            )
+    return out
+
+
+def figure3(results: dict[str, Any], path: Path) -> None:
+    """Success ratio (eq. 27) against submissions per epsilon: (a) Laplace, (b) PRS."""
+    from matplotlib.figure import Figure
+
+    horizon = float(results["config"]["max_submissions"])
+    settings = results["settings"]
+    mechs = [m for m in MECHANISMS if any(e["mechanism"] == m for e in settings.values())]
+    fig = Figure(figsize=(5.0 * len(mechs), 3.8), layout="constrained")
+    axes = fig.subplots(1, len(mechs), squeeze=False)[0]
+    for ax, m, tag in zip(axes, mechs, "ab", strict=False):
+        entries = sorted(
+            (e for e in settings.values() if e["mechanism"] == m), key=lambda e: _eps_of(e)
+        )
+        for e in entries:
+            fst = np.array([INF if v is None else v for v in e["fst"]], dtype=float)
+            xs = np.r_[0.0, np.sort(fst[fst <= horizon]), horizon]
+            ys = metrics.success_ratio(fst, xs)
+            ax.step(xs, ys, where="post", label=_eps_label(_eps_of(e)).replace("eps", "ε"))
+        ax.set_xlim(0, horizon)
+        ax.set_ylim(-0.02, 1.02)
+        ax.set_xlabel("#submissions")
+        ax.set_ylabel("success ratio")
+        name = {"laplace": "Laplace mechanism", "prs": "PRS mechanism"}[m]
+        ax.set_title(f"({tag}) {name}")
+        ax.legend(loc="lower right", fontsize=8)
+        ax.grid(alpha=0.3)
+    k = results["config"]["trials"]
+    fig.suptitle(f"Figure 3 (ours): success ratio at #submissions, K = {k}", fontsize=10)
+    fig.savefig(path, dpi=120)
+
+
+def figure2(results: dict[str, Any], path: Path) -> None:
+    """Average score mu_n (eq. 25, mean over trials) during training at epsilon = 1."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7.0, 4.0), layout="constrained")
+    ax = fig.subplots()
+    for _key, c in sorted(results["figure2"].items()):
+        y = np.array([np.nan if v is None else v for v in c["mean_mu"]], dtype=float)
+        name = {"laplace": "Laplace", "prs": "PRS"}[c["mechanism"]]
+        ax.plot(c["n"], y, lw=1.0, label=f"{name}, |B| = {c['buffer_size']} (K = {c['trials']})")
+    ax.axhline(metrics.TARGET_SCORE, color="grey", ls=":", lw=0.8)
+    ax.set_xlim(0, results["config"]["max_submissions"])
+    ax.set_ylim(0, 205)
+    ax.set_xlabel("#submissions")
+    ax.set_ylabel("average score μ_n (eq. 25), mean over trials")
+    ax.set_title("Figure 2 (ours): ε = 1, with and without buffering", fontsize=10)
+    ax.legend(loc="best", fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.savefig(path, dpi=120)
+
+
+def readme_markdown(results: dict[str, Any], notes: str | None) -> str:
+    """The report's README: how it was run, and where and why we differ from the paper."""
+    cfg = results["config"]
+    cmp = comparison(results)
+    inside = sum(c["paper_vs_ci"] == "inside" for c in cmp)
+    cmd = (
+        f"ldp-audit reproduce pgc-a3c --trials {cfg['trials']} "
+        f"--max-submissions {cfg['max_submissions']} --seed {cfg['seed']}"
+    )
+    lines = [
+        "# PGC-A3C reproduction (Ono & Takahashi 2020, Tables 1-3, Figures 2-3)",
+        "",
+        f"Generated by `{cmd}` on {results['created']} ({results['machine']}), "
+        f"{results['seconds_total']:.0f} s in all.",
+        "",
+        f"- Scale: **K = {cfg['trials']} trials per setting, at most "
+        f"{cfg['max_submissions']:,} submissions per trial** (the paper: 20 x 90,000).",
+        "- Files: `tables.md` (Tables 1-3, ours beside the paper's, with confidence intervals), "
+        "`figure2.png`, `figure3.png`, `results.json` (every number, FSTs per trial, timings, "
+        "versions).",
+        "- Settings: Laplace with C = 0.01 and |B| = 1, PRS with C = 1, |B| = 100 and "
+        "d_hat = max{1, min{d, floor(eps/2.5)}}; eta 0.5, gamma 0.99, lambda 0.5, beta 0.01, "
+        "9 agents, alpha-greedy alpha = max{0, 0.5 - n/1800}. epsilon = inf is plain A3C (no "
+        "clipping or noise) with the row's buffer size.",
+        "",
+        "## Where our numbers differ from the paper's",
+        "",
+        f"{inside} of {len(cmp)} paper numbers fall inside our {int(100 * cfg['confidence'])}% "
+        "intervals. The others:",
+        "",
+        "| setting | measure | paper | ours | our interval | paper is |",
+        "|---|---|---|---|---|---|",
+    ]
+    for c in cmp:
+        if c["paper_vs_ci"] == "inside":
+            continue
+        lo, hi = c["ci"]
+        lines.append(
+            f"| {c['setting']} | {c['measure']} | {c['paper']} | {_num(c['ours'])} | "
+            f"[{_num(lo)}, {_num(hi)}] | {c['paper_vs_ci']} |"
+        )
+    lines += [
+        "",
+        "Why numbers can differ, in general (what the paper does not pin down):",
+        "",
+        "- The paper ran 9 real threads (TensorFlow 1.14, Gym 0.14); we emulate the asynchrony "
+        "deterministically (an agent takes theta when its episode starts and submits when it "
+        "ends), so staleness patterns differ.",
+        "- Weight initialisation, the optimiser beyond eq. 22, how the eq. 15-18 sums are scaled "
+        "and where the score of a submission is measured are not specified; we document our "
+        "choices in docs/readme/pgc-a3c.md.",
+        "- With K = 20, a median FST or a success ratio is noisy: the intervals above are wide, "
+        "and so were the paper's (which it does not report).",
+    ]
+    if cfg["max_submissions"] != 90_000 or cfg["trials"] != 20:
+        lines.append(
+            "- **This run is smaller than the paper's**: the horizon is "
+            f"{cfg['max_submissions']:,} submissions, so trials that would have succeeded later "
+            "count as never here."
+        )
+    if notes:
+        lines += ["", notes.strip()]
+    lines.append("")
+    return "\n".join(lines)
+
+
+def _num(v: Any) -> str:
+    if v is None:
+        return "inf"
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def write_report(results: dict[str, Any], out_dir: str | os.PathLike[str]) -> list[Path]:
+    """Write results.json, tables.md, figure2.png, figure3.png and README.md into ``out_dir``.
+
+    A hand-written ``notes.md`` already in ``out_dir`` is appended to the README.
+
+    Returns:
+        The paths written.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    results = dict(results)
+    results["comparison"] = comparison(results)
+    written = []
+    p = out / "results.json"
+    p.write_text(json.dumps(results, indent=1, allow_nan=False) + "\n")
+    written.append(p)
+    p = out / "tables.md"
+    p.write_text(tables_markdown(results))
+    written.append(p)
+    p = out / "figure3.png"
+    figure3(results, p)
+    written.append(p)
+    if results.get("figure2"):
+        p = out / "figure2.png"
+        figure2(results, p)
+        written.append(p)
+    notes_path = out / "notes.md"
+    notes = notes_path.read_text() if notes_path.exists() else None
+    p = out / "README.md"
+    p.write_text(readme_markdown(results, notes))
+    written.append(p)
+    return written
