@@ -28,8 +28,9 @@ import math
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
+from ldp_audit import stats
+from ldp_audit._validation import check_rng
 from ldp_audit.errors import InvalidParameterError
 
 __all__ = [
@@ -238,19 +239,13 @@ def median_ci(
         n_resamples: bootstrap resamples.
     """
     x = np.asarray(values, dtype=np.float64)
-    if x.ndim != 1 or x.size == 0 or np.isnan(x).any():
-        raise InvalidParameterError(
-            f"values must be a non-empty 1-D array without NaN, got shape {x.shape}"
-        )
-    if not isinstance(rng, np.random.Generator):
-        raise InvalidParameterError(
-            f"rng must be a numpy.random.Generator, got {type(rng).__name__}"
-        )
+    if x.ndim != 1:
+        raise InvalidParameterError(f"values must be a 1-D array, got shape {x.shape}")
     c = _check_confidence(confidence)
     b = _check_resamples(n_resamples)
-    idx = rng.integers(0, x.size, size=(b, x.size))
-    meds = np.median(x[idx], axis=1)
-    return _percentile_bootstrap(meds, c)
+    # ldp_audit.stats resamples and takes the percentile without interpolation (inf-safe).
+    _, lo, hi = stats.bootstrap_median_ci(x, confidence=c, n_boot=b, rng=rng)
+    return lo, hi
 
 
 def ratio_ci(successes: int, trials: int, *, confidence: float = 0.95) -> tuple[float, float]:
@@ -272,10 +267,8 @@ def ratio_ci(successes: int, trials: int, *, confidence: float = 0.95) -> tuple[
             f"successes must be an integer in [0, trials={trials}], got {successes!r}"
         )
     c = _check_confidence(confidence)
-    res = stats.binomtest(int(successes), int(trials)).proportion_ci(
-        confidence_level=c, method="wilson"
-    )
-    return float(res.low), float(res.high)
+    lo, hi = stats.wilson_interval(int(successes), int(trials), 1.0 - c)
+    return float(lo), float(hi)
 
 
 def relative_auc_ci(
@@ -294,10 +287,7 @@ def relative_auc_ci(
     f = _check_fst(fst)
     r = _check_fst(reference_fst)
     h = _check_horizon(horizon)
-    if not isinstance(rng, np.random.Generator):
-        raise InvalidParameterError(
-            f"rng must be a numpy.random.Generator, got {type(rng).__name__}"
-        )
+    check_rng(rng)
     c = _check_confidence(confidence)
     b = _check_resamples(n_resamples)
     own = np.clip(h - f, 0.0, None)[rng.integers(0, f.size, size=(b, f.size))].mean(axis=1)
