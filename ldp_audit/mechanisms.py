@@ -452,12 +452,13 @@ class ProjectedRandomSign(Mechanism):
         for xx, sign in ((xb, 1.0), (x2b, -1.0)):
             xx = np.broadcast_to(xx, (b.shape[0], d))
             ubar = self._projections(signs, xx)
-            a = np.clip((ubar + self.clip) / (2.0 * self.clip), 0.0, 1.0)
-            lp, lm = self._log_probs(a, eps_b)
+            lp, lm = self._log_probs(ubar, eps_b)
             total += sign * np.where(b > 0, lp, lm).sum(axis=1)
         return total
 
-    def _log_probs(self, a: np.ndarray, bit_eps: float) -> tuple[np.ndarray, np.ndarray]:
+    def _log_probs(self, ubar: np.ndarray, bit_eps: float) -> tuple[np.ndarray, np.ndarray]:
+        """Eq. 24 in log space: (log P(u~_i = +C), log P(u~_i = -C))."""
+        a = np.clip((ubar + self.clip) / (2.0 * self.clip), 0.0, 1.0)
         return _bitflip_log_probs(a, bit_eps)
 
     def candidate_pairs(self, dim: int) -> list[tuple[np.ndarray, np.ndarray]]:
