@@ -1,0 +1,338 @@
+"""Scoring an attack against the guarantee it attacks.
+
+An attack's success means little on its own; beside the ceiling that the epsilon-LDP guarantee
+allows it becomes an end-to-end audit. This module holds the side-effect-free arithmetic:
+
+* the accuracy ceiling for guessing one of ``k`` equally likely secrets from an epsilon-LDP
+  release, ``e^eps / (e^eps + k - 1)`` (Ono & Takahashi 2020, Sec. 1 motivation; the standard
+  Bayes bound for k-ary hypotheses under pure DP), and its composition: ``T`` reports at
+  epsilon each are together ``T * epsilon``-LDP (sequential composition, Ono & Takahashi 2020,
+  Sec. 3.2.1);
+* the implied lower bound ``e^eps >= acc (k - 1) / (1 - acc)`` from an observed accuracy, taken at
+  the Clopper-Pearson lower confidence limit of the accuracy so that the bound holds with the
+  stated confidence;
+* the (epsilon, delta) hypothesis-testing bound ``TPR <= e^eps FPR + delta`` (and its mirror
+  ``1 - FPR <= e^eps (1 - TPR) + delta``) turned into an epsilon lower bound from membership
+  rates (Steinke, Nasr & Jagielski 2023, Def. 2.1 / eq. (1));
+* :class:`AttackResult`, the frozen record every attack returns.
+
+A result whose confidence interval lies entirely above the ceiling is a *privacy violation*: the
+pipeline leaked more than it claims. No violation proves nothing about the absence of leaks.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ldp_audit._validation import check_epsilon, check_probability
+from ldp_audit.errors import InvalidParameterError
+from ldp_audit.stats import (
+    clopper_pearson_interval,
+    clopper_pearson_lower,
+    epsilon_from_tpr_fpr,
+    epsilon_lower_bound_from_tpr_fpr_counts,
+)
+
+__all__ = [
+    "AttackResult",
+    "accuracy_ceiling",
+    "accuracy_interval",
+    "composed_epsilon",
+    "epsilon_from_accuracy",
+    "epsilon_lower_bound_from_accuracy",
+    "epsilon_from_rates",
+    "epsilon_lower_bound_from_rates",
+    "membership_tpr_ceiling",
+]
+
+
+def _check_k(k: Any) -> int:
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or int(k) < 2:
+        raise InvalidParameterError(f"k must be an integer >= 2 (number of secrets), got {k!r}")
+    return int(k)
+
+
+def _check_count(value: Any, name: str, *, minimum: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or int(value) < minimum:
+        raise InvalidParameterError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def composed_epsilon(epsilon: float, reports: int = 1) -> float:
+    """Epsilon of ``reports`` independent epsilon-LDP reports about the same secret.
+
+    Sequential composition (Ono & Takahashi 2020, Sec. 3.2.1): ``T`` reports at ``epsilon`` each
+    are ``T * epsilon``-LDP together. ``inf`` stays ``inf``.
+
+    Args:
+        epsilon: per-report epsilon (``inf`` allowed: the non-private baseline).
+        reports: number of reports ``T >= 1``.
+
+    Returns:
+        ``T * epsilon``.
+    """
+    eps = check_epsilon(epsilon, "epsilon", allow_inf=True)
+    t = _check_count(reports, "reports", minimum=1)
+    return eps * t
+
+
+def accuracy_ceiling(epsilon: float, k: int, reports: int = 1) -> float:
+    """Largest accuracy any attacker can reach guessing one of ``k`` equally likely secrets.
+
+    For an epsilon-LDP release ``M`` and a uniform prior over ``k`` secrets,
+    ``P[guess = s] <= e^eps / (e^eps + k - 1)``: summing ``P[A(M(s)) = s] <= e^eps P[A(M(s')) = s]``
+    over the ``k - 1`` wrong secrets ``s'`` gives ``(k - 1) p_s <= e^eps (1 - ...)``; averaging
+    over ``s`` yields the bound. With ``T`` reports the epsilon composes to ``T * epsilon``.
+
+    Args:
+        epsilon: per-report epsilon (``inf`` gives 1.0).
+        k: number of equally likely secrets (e.g. 3 gravities).
+        reports: reports per agent ``T``.
+
+    Returns:
+        ``e^{T eps} / (e^{T eps} + k - 1)`` in ``[1/k, 1]``.
+    """
+    k = _check_k(k)
+    eps = composed_epsilon(epsilon, reports)
+    if math.isinf(eps):
+        return 1.0
+    # e^e / (e^e + k - 1) = 1 / (1 + (k - 1) e^{-e}), stable for large eps.
+    return 1.0 / (1.0 + (k - 1) * math.exp(-eps))
+
+
+def epsilon_from_accuracy(accuracy: float, k: int) -> float:
+    """Epsilon implied by an accuracy: ``ln(acc (k - 1) / (1 - acc))``, 0 at or below chance.
+
+    The inverse of :func:`accuracy_ceiling` for one report; ``inf`` at accuracy 1.
+
+    Args:
+        accuracy: accuracy in ``[0, 1]``.
+        k: number of equally likely secrets.
+    """
+    k = _check_k(k)
+    acc = check_probability(accuracy, "accuracy", open_interval=False)
+    if acc <= 1.0 / k:
+        return 0.0
+    if acc >= 1.0:
+        return math.inf
+    return math.log(acc * (k - 1) / (1.0 - acc))
+
+
+def accuracy_interval(correct: int, trials: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Two-sided Clopper-Pearson interval for an accuracy ``correct / trials``.
+
+    Args:
+        correct: number of correct guesses.
+        trials: number of guesses (agents attacked).
+        confidence: coverage of the interval, in (0, 1).
+    """
+    trials = _check_count(trials, "trials", minimum=1)
+    correct = _check_count(correct, "correct")
+    if correct > trials:
+        raise InvalidParameterError(f"correct must be <= trials={trials}, got {correct}")
+    confidence = check_probability(confidence, "confidence")
+    lo, hi = clopper_pearson_interval(correct, trials, 1.0 - confidence)
+    return float(lo), float(hi)
+
+
+def epsilon_lower_bound_from_accuracy(
+    correct: int, trials: int, k: int, confidence: float = 0.95
+) -> float:
+    """Epsilon lower bound, holding with probability ``confidence``, from attack accuracy.
+
+    Takes the one-sided Clopper-Pearson lower limit ``acc_lo`` at level ``confidence``
+    (``ldp_audit.stats.clopper_pearson_lower``) and returns ``ln(acc_lo (k - 1) / (1 - acc_lo))``
+    (issue 6: ``e^eps >= acc (k - 1) / (1 - acc)``), or 0 when ``acc_lo <= 1/k``. With ``T``
+    reports per agent this bounds the composed ``T * epsilon``.
+
+    Args:
+        correct: correct guesses.
+        trials: guesses made (independent agents).
+        k: number of equally likely secrets.
+        confidence: one-sided confidence of the bound, in (0, 1).
+    """
+    k = _check_k(k)
+    confidence = check_probability(confidence, "confidence")
+    trials = _check_count(trials, "trials", minimum=1)
+    correct = _check_count(correct, "correct")
+    if correct > trials:
+        raise InvalidParameterError(f"correct must be <= trials={trials}, got {correct}")
+    lo = float(clopper_pearson_lower(correct, trials, 1.0 - confidence))
+    return epsilon_from_accuracy(lo, k)
+
+
+def membership_tpr_ceiling(epsilon: float, fpr: float, delta: float = 0.0) -> float:
+    """Largest TPR an (epsilon, delta)-DP guarantee allows at a given FPR.
+
+    ``TPR <= min(1, e^eps FPR + delta, 1 - e^{-eps} (1 - delta - FPR))`` — the two inequalities
+    of the hypothesis-testing view of DP (Steinke, Nasr & Jagielski 2023, eq. (1), both
+    directions).
+
+    Args:
+        epsilon: the claimed epsilon (``inf`` gives 1.0).
+        fpr: false-positive rate in [0, 1].
+        delta: the claimed delta in [0, 1].
+    """
+    eps = check_epsilon(epsilon, "epsilon", allow_inf=True)
+    fpr = check_probability(fpr, "fpr", open_interval=False)
+    delta = check_probability(delta, "delta", open_interval=False)
+    if math.isinf(eps):
+        return 1.0
+    bound = min(1.0, math.exp(eps) * fpr + delta, 1.0 - math.exp(-eps) * (1.0 - delta - fpr))
+    return max(bound, 0.0)
+
+
+def epsilon_from_rates(tpr: float, fpr: float, delta: float = 0.0) -> float:
+    """Point estimate of epsilon from membership rates: the larger of the two DP inequalities.
+
+    ``max(ln((TPR - delta) / FPR), ln((1 - FPR - delta) / (1 - TPR)), 0)``
+    (Steinke, Nasr & Jagielski 2023, eq. (1)).
+    """
+    tpr = check_probability(tpr, "tpr", open_interval=False)
+    fpr = check_probability(fpr, "fpr", open_interval=False)
+    return float(epsilon_from_tpr_fpr(tpr, fpr, delta=delta))
+
+
+def epsilon_lower_bound_from_rates(
+    true_positives: int,
+    positives: int,
+    false_positives: int,
+    negatives: int,
+    delta: float = 0.0,
+    confidence: float = 0.95,
+) -> float:
+    """Epsilon lower bound from membership guesses, holding with probability ``confidence``.
+
+    Delegates to ``ldp_audit.stats.epsilon_lower_bound_from_tpr_fpr_counts``: both DP
+    inequalities, each at ``alpha / 2`` with ``alpha = 1 - confidence`` (Bonferroni), each from
+    one-sided Clopper-Pearson limits (TPR low / FPR high, and the mirror TNR low / FNR high).
+
+    Args:
+        true_positives: members guessed "in".
+        positives: number of members.
+        false_positives: non-members guessed "in".
+        negatives: number of non-members.
+        delta: the claimed delta.
+        confidence: overall confidence in (0, 1).
+    """
+    positives = _check_count(positives, "positives", minimum=1)
+    negatives = _check_count(negatives, "negatives", minimum=1)
+    tp = _check_count(true_positives, "true_positives")
+    fp = _check_count(false_positives, "false_positives")
+    if tp > positives:
+        raise InvalidParameterError(f"true_positives must be <= positives={positives}, got {tp}")
+    if fp > negatives:
+        raise InvalidParameterError(f"false_positives must be <= negatives={negatives}, got {fp}")
+    confidence = check_probability(confidence, "confidence")
+    return float(
+        epsilon_lower_bound_from_tpr_fpr_counts(
+            tp, positives, fp, negatives, 1.0 - confidence, delta=delta
+        )
+    )
+
+
+@dataclass(frozen=True)
+class AttackResult:
+    """What an attack achieved, beside what the guarantee allows.
+
+    Attributes:
+        attack: attack name (``"dynamics"``, ``"dynamics-malicious"``, ``"membership"``...).
+        mechanism: the attacked mechanism's ``to_config()`` (``{"name": "none"}`` if non-private).
+        epsilon: claimed per-report epsilon (``inf`` for the non-private baseline).
+        reports_per_agent: reports ``T`` the attacker combines per secret.
+        k: number of equally likely secrets (0 for continuous / membership attacks).
+        n: number of attacked secrets (agents or canaries).
+        correct: number of correct guesses (classification attacks; else 0).
+        accuracy: ``correct / n`` (or balanced accuracy for membership).
+        accuracy_ci: two-sided Clopper-Pearson interval at ``confidence``.
+        ceiling: accuracy ceiling of the guarantee at ``T * epsilon``.
+        composed_epsilon: ``T * epsilon``.
+        epsilon_lower_bound: epsilon (composed over T reports) implied by the attack, holding with
+            probability ``confidence``; compare with ``composed_epsilon``.
+        confidence: confidence level of the interval and the bound.
+        chance: accuracy of guessing blindly (``1/k``).
+        mae: mean absolute error (continuous variant), else None.
+        mae_baseline: MAE of always guessing the prior mean (continuous variant), else None.
+        auc: ROC AUC (membership), else None.
+        tpr_at_fpr: ``{"0.01": tpr, "0.001": tpr}`` (membership), else empty.
+        advantage: ``TPR - FPR`` at the best threshold, or ``(acc - 1/k) / (1 - 1/k)``.
+        seconds: wall-clock time of the attack.
+        extra: free-form, JSON-able details (settings, per-class counts...).
+    """
+
+    attack: str
+    mechanism: dict[str, Any]
+    epsilon: float
+    reports_per_agent: int
+    k: int
+    n: int
+    correct: int
+    accuracy: float
+    accuracy_ci: tuple[float, float]
+    ceiling: float
+    composed_epsilon: float
+    epsilon_lower_bound: float
+    confidence: float = 0.95
+    chance: float = 0.0
+    mae: float | None = None
+    mae_baseline: float | None = None
+    auc: float | None = None
+    tpr_at_fpr: dict[str, float] = field(default_factory=dict)
+    advantage: float = 0.0
+    seconds: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def violation(self) -> bool:
+        """True when the attack beats the guarantee beyond its confidence interval.
+
+        Equivalently the implied epsilon lower bound exceeds the claimed (composed) epsilon.
+        False proves nothing: a weak attack never violates.
+        """
+        return bool(self.epsilon_lower_bound > self.composed_epsilon * (1.0 + 1e-12))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able dict (``inf`` written as the string ``"inf"``), with ``violation``."""
+        d = asdict(self)
+        d["accuracy_ci"] = list(self.accuracy_ci)
+        d["violation"] = self.violation
+        return _jsonable(d)
+
+    def summary(self) -> str:
+        """One human-readable line (for the CLI)."""
+        eps = "inf" if math.isinf(self.epsilon) else f"{self.epsilon:g}"
+        lo, hi = self.accuracy_ci
+        head = (
+            f"{self.attack}: eps={eps} x T={self.reports_per_agent} n={self.n} "
+            f"acc={self.accuracy:.3f} [{lo:.3f}, {hi:.3f}] ceiling={self.ceiling:.3f} "
+            f"chance={self.chance:.3f} eps_lb={self.epsilon_lower_bound:.3f}"
+        )
+        if self.mae is not None:
+            head += f" mae={self.mae:.4f} (baseline {self.mae_baseline:.4f})"
+        if self.auc is not None:
+            head += f" auc={self.auc:.3f}"
+        verdict = "VIOLATION" if self.violation else "no violation (proves nothing)"
+        return f"{head} -> {verdict}"
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return _jsonable(obj.tolist())
+    if isinstance(obj, (np.integer,)):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        f = float(obj)
+        if math.isnan(f):
+            return "nan"
+        if math.isinf(f):
+            return "inf" if f > 0 else "-inf"
+        return f
+    return obj
