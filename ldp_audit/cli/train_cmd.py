@@ -117,9 +117,6 @@ def register(subparsers: Any) -> None:
 
 
 def _train_pgc(args: argparse.Namespace) -> int:
-    from training import metrics
-    from training.pgc_a3c import PgcA3cConfig, train
-
     if args.mechanism == "none":
         if args.epsilon is not None and not math.isinf(args.epsilon):
             raise InvalidParameterError(
@@ -132,6 +129,10 @@ def _train_pgc(args: argparse.Namespace) -> int:
                 f"--epsilon is required with --mechanism {args.mechanism}, got none"
             )
         eps_kw = {"epsilon": args.epsilon}
+
+    from training import metrics  # after validation: the engine imports torch
+    from training.pgc_a3c import PgcA3cConfig, train
+
     cfg = PgcA3cConfig(
         mechanism=args.mechanism,
         trials=args.trials,

@@ -1,0 +1,91 @@
+"""``ldp-audit train pgc-a3c`` and ``ldp-audit reproduce pgc-a3c``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import numpy as np
+import pytest
+
+from ldp_audit.cli import train_cmd
+from ldp_audit.errors import LdpAuditError
+
+
+def _run(argv: list[str]) -> int:
+    """Parse and dispatch like ``ldp_audit.cli.main`` with only this module registered."""
+    parser = argparse.ArgumentParser(prog="ldp-audit")
+    sub = parser.add_subparsers(dest="command")
+    sub.required = True
+    train_cmd.register(sub)
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except LdpAuditError as exc:
+        print(f"ldp-audit: error: {exc}", file=sys.stderr)
+        return 2
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["train", "pgc-a3c", "--mechanism", "gauss", "--epsilon", "1"],
+        ["train", "pgc-a3c", "--mechanism", "laplace", "--epsilon", "-1"],
+        ["train", "pgc-a3c", "--mechanism", "laplace", "--epsilon", "nan"],
+        ["train", "pgc-a3c", "--mechanism", "prs", "--epsilon", "1", "--trials", "0"],
+        ["train", "pgc-a3c", "--mechanism", "prs", "--epsilon", "1", "--seed", "x"],
+        ["reproduce", "pgc-a3c", "--trials", "0"],
+        ["reproduce", "other"],
+    ],
+)
+def test_usage_errors_exit_2(argv, capsys):
+    with pytest.raises(SystemExit) as exc:
+        _run(argv)
+    assert exc.value.code == 2
+    assert "error" in capsys.readouterr().err
+
+
+def test_missing_epsilon_is_a_usage_error(capsys):
+    assert _run(["train", "pgc-a3c", "--mechanism", "laplace", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "--epsilon is required with --mechanism laplace" in err
+    assert _run(["train", "pgc-a3c", "--mechanism", "none", "--epsilon", "2"]) == 2
+    assert "--epsilon must be omitted or inf" in capsys.readouterr().err
+
+
+def test_reproduce_cli_writes_report(tmp_path, monkeypatch, capsys):
+    from training import reproduce
+
+    def fake(setting, seed, n):
+        z = np.zeros((setting.trials, n))
+        z[:, 20:] = 200.0  # every trial: FST 21
+        return z
+
+    monkeypatch.setattr(reproduce, "_engine_train", fake)
+    out = tmp_path / "rep"
+    rc = _run(
+        [
+            "reproduce",
+            "pgc-a3c",
+            "--trials",
+            "2",
+            "--max-submissions",
+            "100",
+            "--out",
+            str(out),
+            "--no-progress",
+            "--json",
+        ]
+    )
+    assert rc == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["config"]["trials"] == 2 and printed["config"]["max_submissions"] == 100
+    assert printed["settings"]["prs-eps5-B100"]["fst"] == [21.0, 21.0]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "README.md",
+        "figure2.png",
+        "figure3.png",
+        "results.json",
+        "tables.md",
+    ]
