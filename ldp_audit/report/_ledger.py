@@ -1,0 +1,103 @@
+"""Per-agent privacy spend read from a run's ledger through the accountant's public API.
+
+The report never reads the ledger's tables itself: it asks ``ldp_audit.accountant`` (the owner
+of the SQLite schema) for each agent's spend under basic sequential composition and under the
+tightest valid method, so the numbers in a report are the numbers the accountant enforces.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ldp_audit.errors import LdpAuditError, RunDirectoryError
+
+__all__ = ["LedgerStats", "read_ledger"]
+
+
+@dataclass(frozen=True)
+class LedgerStats:
+    """Per-agent spend, aligned arrays (one entry per agent in the ledger).
+
+    Attributes:
+        agents: agent ids ("<trial>/<agent>").
+        basic: epsilon spent under basic sequential composition.
+        best: epsilon spent under the tightest valid method.
+        method: the method that gave ``best`` for each agent.
+        delta: the delta at which spend was evaluated.
+        budget: the per-agent epsilon budget, or None when no budget was set.
+    """
+
+    agents: list[str]
+    basic: np.ndarray
+    best: np.ndarray
+    method: list[str]
+    delta: float
+    budget: float | None
+
+
+def _method_of(detail: Any) -> str:
+    """The winning method's name from ``Accountant.spent_detail`` (dict or object)."""
+    for key in ("method", "best_method", "winner"):
+        if isinstance(detail, dict) and isinstance(detail.get(key), str):
+            return detail[key]
+        if isinstance(getattr(detail, key, None), str):
+            return getattr(detail, key)
+    return "best"
+
+
+def read_ledger(
+    path: str | Path,
+    *,
+    delta: float = 0.0,
+    budget: float | None = None,
+    progress: Callable[[Iterable[Any]], Iterable[Any]] | None = None,
+) -> LedgerStats:
+    """Read every agent's spend from an SQLite ledger.
+
+    Args:
+        path: the run's ``ledger.sqlite``.
+        delta: delta at which to evaluate spend (0 for pure-epsilon events).
+        budget: the per-agent epsilon budget, if the run set one.
+        progress: optional wrapper for the per-agent loop (e.g. ``tqdm``).
+
+    Raises:
+        RunDirectoryError: the ledger cannot be opened or read by the accountant.
+    """
+    from ldp_audit.accountant import Accountant, Ledger
+
+    try:
+        ledger = Ledger(str(path))
+        acc = Accountant(ledger=ledger)
+        agents = [str(a) for a in acc.agents()]
+        it: Iterable[str] = progress(agents) if progress is not None else agents
+        basic = np.empty(len(agents))
+        best = np.empty(len(agents))
+        method: list[str] = []
+        for i, a in enumerate(it):
+            basic[i] = float(acc.spent(a, delta=delta, method="basic"))
+            if hasattr(acc, "spent_detail"):
+                detail = acc.spent_detail(a, delta=delta)
+                b = (
+                    detail.get("epsilon")
+                    if isinstance(detail, dict)
+                    else getattr(detail, "epsilon", None)
+                )
+                best[i] = float(b) if b is not None else float(acc.spent(a, delta=delta))
+                method.append(_method_of(detail))
+            else:
+                best[i] = float(acc.spent(a, delta=delta, method="best"))
+                method.append("best")
+        close = getattr(ledger, "close", None)
+        if callable(close):
+            close()
+    except LdpAuditError as exc:
+        raise RunDirectoryError(f"{path}: ledger cannot be read ({exc})") from exc
+    if budget is not None and not (isinstance(budget, (int, float)) and math.isfinite(budget)):
+        budget = None
+    return LedgerStats(agents, basic, best, method, float(delta), budget)

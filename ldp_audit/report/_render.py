@@ -1,0 +1,449 @@
+"""Render a report model as self-contained HTML, Markdown and JSON.
+
+The HTML embeds its figures as base64 PNG ``data:`` URIs and its CSS inline: no network, no
+external files, so ``index.html`` opens the same in any browser, offline.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import math
+from typing import Any
+
+__all__ = ["render_html", "render_markdown", "render_json", "FIGURE_TITLES"]
+
+#: figure name -> caption, in display order.
+FIGURE_TITLES = {
+    "ledger": "Spent epsilon over submissions and per-agent spend",
+    "audit": "Audit: claimed, exact and empirical epsilon",
+    "attack": "Attack accuracy beside the ceiling curve",
+    "learning": "Learning curves, FST and success ratio",
+}
+
+_CSS = """
+body{font-family:-apple-system,"Segoe UI",Roboto,"DejaVu Sans",Arial,sans-serif;margin:0;
+ color:#1d2330;background:#f5f6f8;line-height:1.45}
+main{max-width:1060px;margin:0 auto;padding:24px 28px 48px;background:#fff;min-height:100vh}
+h1{font-size:26px;margin:0 0 4px}
+h2{font-size:20px;margin:32px 0 8px;border-bottom:2px solid #e3e6eb;padding-bottom:4px}
+h3{font-size:16px;margin:18px 0 6px}
+.sub{color:#5b6475;font-size:13px;margin-bottom:16px}
+.verdict{border-radius:8px;padding:14px 18px;margin:14px 0 8px;border-left:8px solid}
+.verdict.consistent{background:#eaf7ee;border-color:#2ca02c}
+.verdict.violation{background:#fdecec;border-color:#d62728}
+.verdict.partially{background:#fff6e5;border-color:#ff9f1c}
+.verdict .head{font-size:19px;font-weight:700;margin-bottom:6px}
+.verdict h3{margin:10px 0 2px;font-size:14px;text-transform:uppercase;letter-spacing:.04em;
+ color:#3b4352}
+.verdict ul{margin:2px 0 4px 20px;padding:0}
+table{border-collapse:collapse;margin:8px 0 12px;font-size:13.5px}
+th,td{border:1px solid #d9dde3;padding:4px 9px;text-align:left;vertical-align:top}
+th{background:#f0f2f5;font-weight:600}td.num{text-align:right;font-variant-numeric:tabular-nums}
+.bad{color:#b3161b;font-weight:700}.good{color:#1f7a33;font-weight:600}.na{color:#7a8292;font-style:italic}
+.notrun{background:#f4f4f6;border:1px dashed #aab;padding:8px 12px;border-radius:6px;color:#4a5263}
+figure{margin:10px 0 18px}figure img{max-width:100%;height:auto;border:1px solid #e3e6eb}
+figcaption{font-size:12.5px;color:#5b6475}
+details{margin:6px 0}summary{cursor:pointer;color:#2a5db0}
+pre{background:#f6f8fa;padding:8px;overflow-x:auto;font-size:12px}
+code{font-size:12.5px}
+"""
+
+
+def _f(v: Any, nd: int = 4) -> str:
+    if v is None:
+        return "n/a"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        if math.isinf(v):
+            return "inf" if v > 0 else "-inf"
+        if math.isnan(v):
+            return "NaN"
+        return f"{v:.{nd}g}"
+    return str(v)
+
+
+def _e(v: Any, nd: int = 4) -> str:
+    return html.escape(_f(v, nd))
+
+
+def _witness(w: Any) -> str:
+    if w is None:
+        return "n/a"
+    s = json.dumps(w, default=str, allow_nan=True)
+    return s if len(s) <= 160 else s[:157] + "..."
+
+
+# ---------------------------------------------------------------------- tables (rows of cells)
+
+
+def _tables(m: dict[str, Any]) -> dict[str, tuple[list[str], list[list[Any]]]]:
+    run, led, aud, att, learn = m["run"], m["ledger"], m["audits"], m["attacks"], m["learning"]
+    t: dict[str, tuple[list[str], list[list[Any]]]] = {}
+    mech = run["mechanism"]
+    t["run"] = (
+        ["field", "value"],
+        [
+            ["algorithm", run["algorithm"]],
+            ["mechanism", ", ".join(f"{k}={_f(v)}" for k, v in mech.items())],
+            ["seed", run["seed"]],
+            ["created", run["created"]],
+            ["trials / submissions / d", f"{run['trials']} / {run['submissions']} / {run['dim']}"],
+            ["distinct broadcast thetas", run["distinct_thetas"]],
+            ["versions", ", ".join(f"{k} {v}" for k, v in run["versions"].items()) or "n/a"],
+        ],
+    )
+    t["config"] = (["parameter", "value"], [[k, _f(v)] for k, v in run["config"].items()])
+    rows = []
+    for name, key in (("basic sequential composition", "basic"), ("tightest valid method", "best")):
+        s = led[key]
+        rows.append([name, s["min"], s["median"], s["mean"], s["max"]])
+    if led["remaining"] is not None:
+        s = led["remaining"]
+        rows.append(["remaining budget", s["min"], s["median"], s["mean"], s["max"]])
+    s = led["submissions_per_agent"]
+    rows.append(["submissions per agent", s["min"], s["median"], s["mean"], s["max"]])
+    t["ledger"] = (["per agent", "min", "median", "mean", "max"], rows)
+    t["top"] = (
+        ["agent", "submissions", "spent (basic)", "spent (tightest)", "method", "remaining"],
+        [
+            [r["agent"], r["submissions"], r["basic"], r["best"], r["method"], r["remaining"]]
+            for r in led["top_agents"]
+        ],
+    )
+    t["audits"] = (
+        [
+            "mechanism",
+            "claimed eps",
+            "exact eps (white-box)",
+            "empirical lower bound",
+            "confidence",
+            "samples",
+            "verdict",
+            "witness",
+        ],
+        [
+            [
+                r["mechanism"],
+                r["claimed_epsilon"],
+                r["exact_epsilon"],
+                r["epsilon_lower_bound"],
+                r["confidence"],
+                r["samples"],
+                "VIOLATION" if r["violation"] else "consistent (no violation found)",
+                _witness(r["witness"]),
+            ]
+            for r in aud["results"]
+        ],
+    )
+    t["attacks"] = (
+        [
+            "attack",
+            "accuracy",
+            "CI",
+            "ceiling",
+            "chance",
+            "implied eps lower bound",
+            "AUC",
+            "advantage",
+            "TPR at low FPR",
+            "targets",
+            "verdict",
+        ],
+        [
+            [
+                r["name"],
+                r["accuracy"],
+                f"[{_f(r['ci_low'])}, {_f(r['ci_high'])}]" if r["ci_low"] is not None else None,
+                r["ceiling"],
+                r["chance"],
+                r["implied_epsilon_lower_bound"],
+                r["auc"],
+                r["advantage"],
+                _witness(r["tpr_at_fpr"]) if r["tpr_at_fpr"] is not None else None,
+                r["samples"],
+                "EXCEEDS CEILING" if r["violation"] else "within ceiling",
+            ]
+            for r in att["results"]
+        ],
+    )
+    t["trials"] = (
+        ["trial", "submissions", "mean score", "last score", "best mu_n", "FST (eq. 26)"],
+        [
+            [r["trial"], r["submissions"], r["mean_score"], r["last_score"], r["best_mu"], r["fst"]]
+            for r in learn["trials"]
+        ],
+    )
+    paper = learn["paper"] or {}
+    t["paper"] = (
+        ["measure", "ours (this run)", "paper (20 trials, 90,000 submissions)"],
+        [
+            ["median FST (Table 1)", learn["median_fst"], paper.get("median_fst")],
+            ["success ratio (Table 2)", learn["success_ratio"], paper.get("success_ratio")],
+            ["relative AUC (Table 3)", learn["relative_auc"], paper.get("relative_auc")],
+        ],
+    )
+    return t
+
+
+def _html_table(head: list[str], rows: list[list[Any]]) -> str:
+    out = [
+        "<table><thead><tr>",
+        *(f"<th>{html.escape(h)}</th>" for h in head),
+        "</tr></thead><tbody>",
+    ]
+    for r in rows:
+        out.append("<tr>")
+        for c in r:
+            cls = ' class="num"' if isinstance(c, (int, float)) and not isinstance(c, bool) else ""
+            txt = _e(c)
+            if txt in ("VIOLATION", "EXCEEDS CEILING"):
+                txt = f'<span class="bad">{txt}</span>'
+            elif c is None:
+                txt = '<span class="na">n/a</span>'
+            out.append(f"<td{cls}>{txt}</td>")
+        out.append("</tr>")
+    out.append("</tbody></table>")
+    return "".join(out)
+
+
+def _md_table(head: list[str], rows: list[list[Any]]) -> str:
+    def cell(c: Any) -> str:
+        return _f(c).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------- shared prose
+
+
+def _ledger_note(led: dict[str, Any]) -> str:
+    s = (
+        f"{led['agents']} agents in the ledger ({led['agents_in_transcript']} submitted reports), "
+        f"evaluated at delta = {_f(led['delta'])}. Methods that gave the tightest bound: "
+        + ", ".join(f"{k} ({v} agents)" for k, v in led["methods"].items())
+        + ". "
+    )
+    s += (
+        f"Budget: {_f(led['budget'])} per agent; {led['over_budget']} agent(s) over it."
+        if led["budget"] is not None
+        else "No per-agent budget was set."
+    )
+    if led["uncharged_agents"]:
+        s += (
+            f" WARNING: {led['uncharged_agents']} agent(s) submitted without a ledger charge "
+            f"(e.g. {', '.join(led['uncharged_examples'])})."
+        )
+    return s
+
+
+def _paper_note(learn: dict[str, Any], run: dict[str, Any]) -> str:
+    if learn["paper"] is None:
+        return "The paper (Ono & Takahashi 2020) reports no setting matching this run."
+    return (
+        f"Paper numbers are for the same mechanism and epsilon over 20 trials of up to 90,000 "
+        f"submissions; this run has {run['trials']} trial(s) of up to {learn['horizon']} "
+        f"submissions, so its numbers are not comparable unless the horizon and trial count "
+        f"match."
+    )
+
+
+_NOT_RUN = {
+    "audits": "Not run: this run directory has no audit.json. Run `ldp-audit audit` on the "
+    "mechanism and save the result as audit.json to verify the claim.",
+    "attacks": "Not run: this run directory has no attack_*.json. Run `ldp-audit attack` on the "
+    "transcript to measure what an attacker recovers.",
+}
+
+
+# ---------------------------------------------------------------------- renderers
+
+
+def render_html(model: dict[str, Any], figures: dict[str, bytes]) -> str:
+    """The self-contained HTML page (inline CSS, figures as base64 PNG data URIs)."""
+    m, t = model, _tables(model)
+    v, run = m["verdict"], m["run"]
+    cls = v["status"].split()[0]
+
+    def fig(name: str) -> str:
+        png = figures.get(name)
+        if png is None:
+            return ""
+        b64 = base64.b64encode(png).decode("ascii")
+        cap = html.escape(FIGURE_TITLES[name])
+        return (
+            f'<figure><img id="fig-{name}" alt="{cap}" src="data:image/png;base64,{b64}">'
+            f"<figcaption>{cap}</figcaption></figure>"
+        )
+
+    def lst(items: list[str]) -> str:
+        if not items:
+            return '<ul><li class="na">nothing</li></ul>'
+        return "<ul>" + "".join(f"<li>{html.escape(i)}</li>" for i in items) + "</ul>"
+
+    p = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>Privacy report: {html.escape(run['algorithm'])} "
+        f"({html.escape(str(run['mechanism'].get('name')))})</title>",
+        f"<style>{_CSS}</style></head><body><main>",
+        f"<h1>Privacy report: {html.escape(run['algorithm'])}, "
+        f"{html.escape(str(run['mechanism'].get('name')))} mechanism, "
+        f"epsilon = {_e(m['ledger']['epsilon_per_submission'])}</h1>",
+        f'<div class="sub">Run directory <code>{html.escape(m["run_dir"])}</code> &middot; seed '
+        f"{_e(run['seed'])} &middot; generated {html.escape(m['generated'])} by ldp-audit</div>",
+        f'<section id="verdict" class="verdict {cls}"><div class="head">Verdict: '
+        f"{html.escape(v['status'])}. {html.escape(v['headline'])}</div>",
+        "<h3>What is guaranteed</h3>",
+        lst(v["guaranteed"]),
+        "<h3>What was verified</h3>",
+        lst(v["verified"]),
+        "<h3>What was not verified</h3>",
+        lst(v["not_verified"]),
+        "</section>",
+        '<h2 id="ledger">Privacy ledger (per agent)</h2>',
+        f"<p>{html.escape(_ledger_note(m['ledger']))}</p>",
+        _html_table(*t["ledger"]),
+        fig("ledger"),
+        f"<h3>Top {len(m['ledger']['top_agents'])} agents by spent epsilon</h3>",
+        _html_table(*t["top"]),
+        '<h2 id="audits">Audits of the mechanisms used</h2>',
+    ]
+    if m["audits"]["status"] == "run":
+        p += [
+            _html_table(*t["audits"]),
+            fig("audit"),
+            "<p>A lower bound at or below the claim is consistent with it; it does not prove "
+            "it. A lower bound above the claim is a violation at the stated confidence.</p>",
+        ]
+    else:
+        p.append(f'<p class="notrun">{html.escape(_NOT_RUN["audits"])}</p>')
+    p.append('<h2 id="attacks">Attacks on the transcript</h2>')
+    if m["attacks"]["status"] == "run":
+        p += [
+            _html_table(*t["attacks"]),
+            fig("attack"),
+            "<p>The ceiling is the best accuracy any attacker can reach against one "
+            "epsilon-LDP report with k equally likely secrets: e^eps / (e^eps + k - 1). "
+            "Accuracy whose confidence interval lies above it contradicts the claim.</p>",
+        ]
+    else:
+        p.append(f'<p class="notrun">{html.escape(_NOT_RUN["attacks"])}</p>')
+    learn = m["learning"]
+    p += [
+        '<h2 id="learning">Learning: mu_n, FST and success ratio</h2>',
+        fig("learning"),
+        _html_table(*t["trials"]),
+        "<h3>Beside the paper (Ono &amp; Takahashi 2020, Tables 1-3)</h3>",
+        _html_table(*t["paper"]),
+        f"<p>{html.escape(_paper_note(learn, run))}</p>",
+    ]
+    if learn["extra_metrics"]:
+        p.append(
+            _html_table(["metric", "value"], [[k, v] for k, v in learn["extra_metrics"].items()])
+        )
+    p += [
+        '<h2 id="config">Run configuration and environment</h2>',
+        _html_table(*t["run"]),
+        "<details><summary>Full training configuration</summary>",
+        _html_table(*t["config"]),
+        "</details>",
+        "</main></body></html>",
+    ]
+    return "\n".join(x for x in p if x)
+
+
+def render_markdown(model: dict[str, Any], figure_files: dict[str, str]) -> str:
+    """The Markdown report; figures are linked as files (``figure_files``: name -> path)."""
+    m, t = model, _tables(model)
+    v, run = m["verdict"], m["run"]
+    out = [
+        f"# Privacy report: {run['algorithm']}, {run['mechanism'].get('name')} mechanism, "
+        f"epsilon = {_f(m['ledger']['epsilon_per_submission'])}",
+        "",
+        f"Run directory `{m['run_dir']}`, seed {run['seed']}, generated {m['generated']}.",
+        "",
+        f"**Verdict: {v['status']}.** {v['headline']}",
+        "",
+    ]
+    for title, key in (
+        ("What is guaranteed", "guaranteed"),
+        ("What was verified", "verified"),
+        ("What was not verified", "not_verified"),
+    ):
+        out += (
+            [f"**{title}**", ""]
+            + [f"- {i}" for i in v[key]]
+            + (["- nothing"] if not v[key] else [])
+            + [""]
+        )
+
+    def fig(name: str) -> list[str]:
+        return (
+            [f"![{FIGURE_TITLES[name]}]({figure_files[name]})", ""] if name in figure_files else []
+        )
+
+    out += [
+        "## Privacy ledger (per agent)",
+        "",
+        _ledger_note(m["ledger"]),
+        "",
+        _md_table(*t["ledger"]),
+        "",
+        *fig("ledger"),
+        f"### Top {len(m['ledger']['top_agents'])} agents by spent epsilon",
+        "",
+        _md_table(*t["top"]),
+        "",
+        "## Audits of the mechanisms used",
+        "",
+    ]
+    if m["audits"]["status"] == "run":
+        out += [_md_table(*t["audits"]), "", *fig("audit")]
+    else:
+        out += [_NOT_RUN["audits"], ""]
+    out += ["## Attacks on the transcript", ""]
+    if m["attacks"]["status"] == "run":
+        out += [_md_table(*t["attacks"]), "", *fig("attack")]
+    else:
+        out += [_NOT_RUN["attacks"], ""]
+    out += [
+        "## Learning: mu_n, FST and success ratio",
+        "",
+        *fig("learning"),
+        _md_table(*t["trials"]),
+        "",
+        "### Beside the paper (Ono & Takahashi 2020, Tables 1-3)",
+        "",
+        _md_table(*t["paper"]),
+        "",
+        _paper_note(m["learning"], run),
+        "",
+        "## Run configuration and environment",
+        "",
+        _md_table(*t["run"]),
+        "",
+        _md_table(*t["config"]),
+        "",
+    ]
+    return "\n".join(out)
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, float) and not math.isfinite(x):
+        return None if math.isnan(x) else ("inf" if x > 0 else "-inf")
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    return x
+
+
+def render_json(model: dict[str, Any]) -> str:
+    """The report model as strict JSON (infinities written as the strings "inf"/"-inf")."""
+    return json.dumps(_jsonable(model), indent=2, sort_keys=False, allow_nan=False, default=str)
