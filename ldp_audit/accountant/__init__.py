@@ -1,0 +1,66 @@
+"""The accountant: events, the durable SQLite ledger, composition and budgets.
+
+A thin façade (Opacus style): the maths lives side-effect free in ``composition``, ``rdp``,
+``prv`` and ``pld``; ``ledger`` stores charges; ``accountant`` ties them together; ``planning``
+answers "how many rounds fit". Importing this package needs only numpy and scipy: Opacus
+(torch) and dp_accounting load lazily when an ``rdp``/``prv``/``pld`` number is first asked for.
+
+Example:
+    >>> from ldp_audit.accountant import Accountant, Budget, LaplaceEvent
+    >>> acc = Accountant(budget=Budget(epsilon=1.0))
+    >>> acc.charge_many([("0/1", LaplaceEvent(0.5)), ("0/2", LaplaceEvent(1.0))])
+    2
+    >>> acc.spent("0/2", method="basic")
+    1.0
+"""
+
+from __future__ import annotations
+
+from ldp_audit.accountant.accountant import (
+    METHODS,
+    Accountant,
+    Budget,
+    SpentDetail,
+    compose,
+    supports,
+)
+from ldp_audit.accountant.events import (
+    ComposedEvent,
+    DpEvent,
+    GaussianEvent,
+    LaplaceEvent,
+    NonPrivateEvent,
+    PoissonSampledEvent,
+    PureDpEvent,
+    SelfComposedEvent,
+    event_for,
+    event_from_dict,
+    event_from_json,
+    event_to_json,
+)
+from ldp_audit.accountant.ledger import Ledger
+from ldp_audit.accountant.planning import epsilon_per_round, rounds_for_budget
+
+__all__ = [
+    "METHODS",
+    "Accountant",
+    "Budget",
+    "SpentDetail",
+    "compose",
+    "supports",
+    "DpEvent",
+    "PureDpEvent",
+    "LaplaceEvent",
+    "GaussianEvent",
+    "NonPrivateEvent",
+    "PoissonSampledEvent",
+    "SelfComposedEvent",
+    "ComposedEvent",
+    "event_for",
+    "event_from_dict",
+    "event_from_json",
+    "event_to_json",
+    "Ledger",
+    "rounds_for_budget",
+    "epsilon_per_round",
+]

@@ -1,0 +1,591 @@
+"""The accountant: charges agents durably, composes their histories, enforces budgets.
+
+Data flow (design.md): ``Mechanism.privatize`` -> ``Accountant.charge`` (durable, before release)
+-> the aggregator sees the noisy report. ``charge`` returns only after the charge has been
+committed to the ledger (SQLite WAL, ``synchronous=FULL``); the caller releases the report after
+that. When a budget is set, the check runs inside the same ``BEGIN IMMEDIATE`` transaction as the
+write, so concurrent processes cannot both pass the check and overshoot.
+
+Composition methods (``spent(..., method=...)``):
+
+========== ============================================================ =====================
+method     result                                                       events
+========== ============================================================ =====================
+basic      sum of epsilons (PGC paper, Theorem 1)                       pure / Laplace
+advanced   Dwork-Rothblum-Vadhan                                         pure / Laplace
+optimal    Kairouz-Oh-Viswanath exact composition                        pure / Laplace
+rdp        Renyi DP via Opacus (exact RR / Laplace / Gaussian curves)    all but non-private
+prv        Opacus ``PRVAccountant``                                      (sampled) Gaussian
+pld        dp_accounting privacy loss distributions                      all but non-private
+best       the minimum of every method that supports the history         any
+========== ============================================================ =====================
+
+Every method gives a valid upper bound for its events, so ``best`` (their minimum) is valid too,
+for histories whose epsilons were fixed in advance. Poisson-sampled pure events count at the
+amplified epsilon ``log(1 + q (e^eps - 1))``.
+
+Adaptive choice of epsilons (privacy filters): when the epsilon of a round may depend on earlier
+outputs, only ``Budget(method="basic")`` (sequential composition is a valid filter) and
+``Budget(method="filter")`` (Rogers-Roth-Ullman-Vadhan 2016, Theorem 5.1) are valid stopping
+rules; ``Accountant(adaptive=True)`` refuses any other budget method.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from ldp_audit._validation import check_epsilon
+from ldp_audit.accountant import composition, pld, prv, rdp
+from ldp_audit.accountant.events import (
+    DpEvent,
+    LaplaceEvent,
+    NonPrivateEvent,
+    PoissonSampledEvent,
+    PureDpEvent,
+    event_from_json,
+    event_to_json,
+    flatten,
+)
+from ldp_audit.accountant.ledger import SCOPES, Ledger
+from ldp_audit.errors import BudgetExceeded, InvalidParameterError
+
+__all__ = [
+    "METHODS",
+    "Budget",
+    "SpentDetail",
+    "Accountant",
+    "compose",
+    "supports",
+]
+
+#: Composition methods in the order ``best`` reports ties (cheapest first).
+METHODS = ("basic", "advanced", "optimal", "rdp", "prv", "pld")
+_ALL_METHODS = (*METHODS, "best")
+_NEEDS_DELTA = {"advanced", "rdp", "prv", "pld"}
+_BUDGET_METHODS = (*_ALL_METHODS, "filter")
+_ADAPTIVE_METHODS = ("basic", "filter")
+# Relative slack of the budget check so that T charges of total/T fit into total exactly.
+_BUDGET_RTOL = 1e-9
+
+
+def _check_delta(delta: Any) -> float:
+    try:
+        d = float(delta)
+    except (TypeError, ValueError):
+        raise InvalidParameterError(
+            f"delta must be a real number in [0, 1), got {delta!r}"
+        ) from None
+    if math.isnan(d) or not (0.0 <= d < 1.0):
+        raise InvalidParameterError(f"delta must be in [0, 1), got {delta!r}")
+    return d
+
+
+def _check_method(method: Any, allowed: Sequence[str] = _ALL_METHODS) -> str:
+    if method not in allowed:
+        raise InvalidParameterError(f"method must be one of {tuple(allowed)}, got {method!r}")
+    return str(method)
+
+
+def _check_agent(agent: Any) -> str:
+    if not isinstance(agent, str) or not agent:
+        raise InvalidParameterError(f"agent must be a non-empty string, got {agent!r}")
+    return agent
+
+
+def _check_scope(scope: Any) -> str:
+    if scope not in SCOPES:
+        raise InvalidParameterError(f"scope must be one of {SCOPES}, got {scope!r}")
+    return str(scope)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A per-agent privacy budget: every agent may spend at most ``epsilon`` at ``delta``.
+
+    Args:
+        epsilon: the total epsilon each agent may spend.
+        delta: the delta at which spending is measured (0 for pure DP).
+        method: the composition used for the check (see ``Accountant``); ``"filter"`` is the
+            Rogers-Roth-Ullman-Vadhan privacy filter for adaptively chosen epsilons (needs
+            delta in (0, 1/e)).
+    """
+
+    epsilon: float
+    delta: float = 0.0
+    method: str = "basic"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon, "budget epsilon"))
+        object.__setattr__(self, "delta", _check_delta(self.delta))
+        _check_method(self.method, _BUDGET_METHODS)
+        if (self.method in _NEEDS_DELTA or self.method == "filter") and self.delta == 0.0:
+            raise InvalidParameterError(
+                f"budget delta must be > 0 for method {self.method!r}, got {self.delta!r}"
+            )
+        if self.method == "filter" and self.delta >= 1.0 / math.e:
+            raise InvalidParameterError(
+                f"budget delta must be in (0, 1/e) for method 'filter', got {self.delta!r}"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"epsilon": self.epsilon, "delta": self.delta, "method": self.method}
+
+
+@dataclass(frozen=True)
+class SpentDetail:
+    """What an agent has spent, and which composition gave the number.
+
+    Attributes:
+        agent: the agent id.
+        epsilon: the reported epsilon (the winner's for ``method="best"``).
+        delta: the delta it holds at.
+        method: the composition that gave ``epsilon``.
+        by_method: every method that supports the history -> its epsilon.
+        charges: number of ledger rows of the agent.
+        scope: ``"local"``, ``"central"`` or ``"mixed"``.
+        remaining: budget epsilon minus spent under the budget's own method (None without budget).
+    """
+
+    agent: str
+    epsilon: float
+    delta: float
+    method: str
+    by_method: dict[str, float] = field(default_factory=dict)
+    charges: int = 0
+    scope: str = "local"
+    remaining: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "agent": self.agent,
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "method": self.method,
+            "by_method": dict(self.by_method),
+            "charges": self.charges,
+            "scope": self.scope,
+            "remaining": self.remaining,
+        }
+
+
+# ---------------------------------------------------------------------------------------------
+# Composition of one history: pure functions, memoised on the (immutable) history signature.
+# ---------------------------------------------------------------------------------------------
+
+Signature = tuple[tuple[str, int], ...]
+
+
+def _signature(history: Iterable[tuple[str, int]]) -> Signature:
+    c: Counter[str] = Counter()
+    for ev, n in history:
+        c[ev] += int(n)
+    return tuple(sorted(c.items()))
+
+
+def _pure_epsilon(atom: DpEvent) -> float | None:
+    """The pure epsilon of an atom of the pure family, else None."""
+    if isinstance(atom, PureDpEvent | LaplaceEvent):
+        return atom.epsilon
+    if isinstance(atom, PoissonSampledEvent) and isinstance(atom.event, PureDpEvent | LaplaceEvent):
+        return composition.amplified_epsilon(atom.event.epsilon, atom.sample_rate)
+    return None
+
+
+def _pure_pairs(atoms: Mapping[DpEvent, int]) -> tuple[np.ndarray, np.ndarray] | None:
+    eps: Counter[float] = Counter()
+    for atom, n in atoms.items():
+        e = _pure_epsilon(atom)
+        if e is None:
+            return None
+        eps[e] += n
+    keys = sorted(eps)
+    return np.array(keys, dtype=np.float64), np.array([eps[k] for k in keys], dtype=np.float64)
+
+
+def _method_value(atoms: Mapping[DpEvent, int], delta: float, method: str) -> float | None:
+    """Epsilon of ``atoms`` under ``method``, or None when the method does not apply."""
+    if method in _NEEDS_DELTA and delta == 0.0:
+        return None
+    if method in ("basic", "advanced", "optimal"):
+        pairs = _pure_pairs(atoms)
+        if pairs is None:
+            return None
+        e, c = pairs
+        if method == "basic":
+            return composition.basic_epsilon(e, c)
+        if method == "advanced":
+            return composition.advanced_epsilon(e, c, delta=delta)
+        try:
+            return composition.optimal_epsilon_heterogeneous(e, c, delta=delta)
+        except InvalidParameterError:
+            return None  # support too large for the exact convolution
+    if method == "rdp":
+        if not all(rdp.supports(a) for a in atoms):
+            return None
+        return rdp.rdp_epsilon(atoms, delta=delta)[0]
+    if method == "prv":
+        if not all(prv.supports(a) for a in atoms):
+            return None
+        return prv.prv_epsilon(atoms, delta=delta)
+    if method == "pld":
+        if not all(pld.supports(a) for a in atoms):
+            return None
+        return pld.pld_epsilon(atoms, delta=delta)
+    raise InvalidParameterError(f"method must be one of {_ALL_METHODS}, got {method!r}")
+
+
+def _atoms(sig: Signature) -> Counter[DpEvent]:
+    return flatten([(event_from_json(ev), n) for ev, n in sig])
+
+
+@lru_cache(maxsize=65536)
+def _evaluate(sig: Signature, delta: float, method: str) -> tuple[float, str, tuple]:
+    """(epsilon, winning method, ((method, epsilon), ...)) for one history signature."""
+    if not sig:
+        return 0.0, "basic" if method == "best" else method, ()
+    atoms = _atoms(sig)
+    if any(isinstance(a, NonPrivateEvent) for a in atoms) or any(
+        isinstance(a, PoissonSampledEvent) and isinstance(a.event, NonPrivateEvent) for a in atoms
+    ):
+        return math.inf, "non_private", ()
+    if method != "best":
+        v = _method_value(atoms, delta, method)
+        if v is None:
+            kinds = sorted({type(a).__name__ for a in atoms})
+            need = " and delta > 0" if method in _NEEDS_DELTA else ""
+            raise InvalidParameterError(
+                f"method {method!r} does not support this history (events {kinds}, "
+                f"delta={delta!r}){need}; use method='best' or one of {METHODS}"
+            )
+        return float(v), method, ((method, float(v)),)
+    values = []
+    for m in METHODS:
+        v = _method_value(atoms, delta, m)
+        if v is not None:
+            values.append((m, float(v)))
+    if not values:
+        if delta == 0.0:
+            # Gaussian-type events have no pure-DP guarantee: epsilon(delta=0) is infinite.
+            return math.inf, "none", ()
+        kinds = sorted({type(a).__name__ for a in atoms})
+        raise InvalidParameterError(f"no composition method supports events {kinds}")
+    winner = min(values, key=lambda mv: mv[1])
+    return winner[1], winner[0], tuple(values)
+
+
+def compose(
+    events: DpEvent | Iterable[DpEvent] | Iterable[tuple[DpEvent, int]],
+    *,
+    delta: float = 0.0,
+    method: str = "best",
+) -> tuple[float, str]:
+    """Epsilon (and the method that gave it) of a history, without any ledger.
+
+    Args:
+        events: an event, a list of events, or ``(event, count)`` pairs.
+        delta: target delta (methods other than basic/optimal need delta > 0).
+        method: one of ``basic, advanced, optimal, rdp, prv, pld, best``.
+    """
+    delta = _check_delta(delta)
+    method = _check_method(method)
+    if isinstance(events, DpEvent):
+        pairs = [(events, 1)]
+    else:
+        pairs = [(e, 1) if isinstance(e, DpEvent) else (e[0], int(e[1])) for e in events]
+    sig = _signature((event_to_json(e), n) for e, n in pairs)
+    eps, winner, _ = _evaluate(sig, delta, method)
+    return eps, winner
+
+
+def supports(event: DpEvent, method: str, *, delta: float = 1e-5) -> bool:
+    """Whether ``method`` can compose histories made of ``event`` (at ``delta``)."""
+    method = _check_method(method)
+    delta = _check_delta(delta)
+    atoms = flatten(event)
+    if any(isinstance(a, NonPrivateEvent) for a in atoms):
+        return True  # every method reports infinity
+    if method == "best":
+        return any(supports(event, m, delta=delta) for m in METHODS)
+    if method in _NEEDS_DELTA and delta == 0.0:
+        return False
+    if method in ("basic", "advanced", "optimal"):
+        return all(_pure_epsilon(a) is not None for a in atoms)
+    mod = {"rdp": rdp, "prv": prv, "pld": pld}[method]
+    return all(mod.supports(a) for a in atoms)
+
+
+# ---------------------------------------------------------------------------------------------
+# The accountant
+# ---------------------------------------------------------------------------------------------
+
+
+class Accountant:
+    """Per-agent privacy accounting over a durable ledger (after Opacus's ``IAccountant``).
+
+    Args:
+        ledger: a ``Ledger``, a path to one, or None for a private in-memory ledger.
+        budget: None (record only), a float (epsilon, pure, basic composition) or a ``Budget``.
+            It applies to every agent separately (local DP is per agent).
+        run_id: stored with every charge (e.g. the trainer's run directory name).
+        adaptive: the epsilons may be chosen adaptively (privacy filter mode): the budget method
+            must then be ``"basic"`` or ``"filter"``.
+
+    Example:
+        >>> acc = Accountant(budget=Budget(epsilon=1.0))
+        >>> acc.charge("0/3", PureDpEvent(0.5))
+        >>> acc.spent("0/3", method="basic")
+        0.5
+    """
+
+    def __init__(
+        self,
+        ledger: Ledger | str | os.PathLike[str] | None = None,
+        budget: Budget | float | None = None,
+        run_id: str | None = None,
+        *,
+        adaptive: bool = False,
+    ) -> None:
+        if ledger is None:
+            ledger = Ledger(":memory:")
+        elif not isinstance(ledger, Ledger):
+            ledger = Ledger(ledger)
+        self.ledger = ledger
+        if budget is not None and not isinstance(budget, Budget):
+            budget = Budget(epsilon=budget)
+        if adaptive and budget is not None and budget.method not in _ADAPTIVE_METHODS:
+            raise InvalidParameterError(
+                f"budget method must be one of {_ADAPTIVE_METHODS} when epsilons are chosen "
+                f"adaptively (adaptive=True), got {budget.method!r}"
+            )
+        self.budget: Budget | None = budget
+        self.adaptive = bool(adaptive)
+        if run_id is not None and not isinstance(run_id, str):
+            raise InvalidParameterError(f"run_id must be a string or None, got {run_id!r}")
+        self.run_id = run_id
+        self._cache: dict[tuple, dict[str, float]] = {}
+
+    # ---- charging ----------------------------------------------------------------------------
+
+    def charge(self, agent: str, event: DpEvent, *, scope: str = "local") -> None:
+        """Record that ``agent`` releases ``event``; returns once the charge is durable.
+
+        Raises:
+            BudgetExceeded: the charge would take the agent past the budget; nothing recorded.
+            InvalidParameterError: bad agent, event or scope, or the budget's method cannot
+                compose the agent's history.
+            LedgerError: the ledger cannot be written.
+        """
+        self.charge_many([(agent, event)], scope=scope)
+
+    def charge_many(self, charges: Iterable[tuple[str, DpEvent]], *, scope: str = "local") -> int:
+        """Record many charges in one durable transaction, all or nothing.
+
+        The budget is checked for every agent (with all of the batch's charges to that agent
+        added) before anything is written, inside the write transaction.
+
+        Returns:
+            The number of charges recorded.
+
+        Raises:
+            BudgetExceeded: some agent would exceed the budget; nothing of the batch is recorded.
+        """
+        scope = _check_scope(scope)
+        rows: list[tuple[str, str, str]] = []
+        json_of: dict[DpEvent, str] = {}
+        for item in charges:
+            try:
+                agent, event = item
+            except (TypeError, ValueError):
+                raise InvalidParameterError(
+                    f"charges must be (agent, event) pairs, got {item!r}"
+                ) from None
+            text = json_of.get(event) if isinstance(event, DpEvent) else None
+            if text is None:
+                text = event_to_json(event)  # validates the event
+                json_of[event] = text
+            rows.append((_check_agent(agent), text, scope))
+        if not rows:
+            return 0
+        with self.ledger.transaction():
+            if self.budget is not None:
+                self._check_budget(rows)
+            self.ledger._insert(rows, run_id=self.run_id, when=None)
+        return len(rows)
+
+    def _check_budget(self, rows: Sequence[tuple[str, str, str]]) -> None:
+        budget = self.budget
+        if budget is None:  # pragma: no cover - callers check
+            return
+        new: dict[str, Counter[str]] = {}
+        for agent, text, _ in rows:
+            new.setdefault(agent, Counter())[text] += 1
+        old = self.ledger.histories(new.keys())
+        for agent, add in new.items():
+            sig = _signature([*old.get(agent, ()), *add.items()])
+            if budget.method == "filter":
+                ok, eps = self._filter_ok(sig, budget)
+            else:
+                eps = _evaluate(sig, budget.delta, budget.method)[0]
+                ok = eps <= budget.epsilon * (1.0 + _BUDGET_RTOL)
+            if not ok:
+                raise BudgetExceeded(
+                    f"charging agent {agent!r} with {sorted(add)} would spend epsilon {eps:.6g} "
+                    f"(delta={budget.delta:g}, method={budget.method!r}) > budget "
+                    f"{budget.epsilon:g}; nothing was recorded"
+                )
+
+    @staticmethod
+    def _filter_ok(sig: Signature, budget: Budget) -> tuple[bool, float]:
+        atoms = _atoms(sig)
+        eps_list: list[float] = []
+        for atom, n in atoms.items():
+            e = _pure_epsilon(atom)
+            if e is None:
+                raise InvalidParameterError(
+                    f"budget method 'filter' supports pure-DP and Laplace events, got {atom!r}"
+                )
+            eps_list.extend([e] * n)
+        stat = composition.filter_epsilon(
+            eps_list, epsilon_budget=budget.epsilon, delta=budget.delta
+        )
+        return stat <= budget.epsilon, stat
+
+    # ---- reading -----------------------------------------------------------------------------
+
+    def agents(self, scope: str | None = None) -> list[str]:
+        """Every charged agent (sorted), optionally only those charged under ``scope``."""
+        if scope is not None:
+            _check_scope(scope)
+        return self.ledger.agents(scope)
+
+    def spent(self, agent: str, *, delta: float = 0.0, method: str = "best") -> float:
+        """Epsilon ``agent`` has spent at ``delta`` under ``method`` (0.0 if never charged)."""
+        return self.spent_detail(agent, delta=delta, method=method).epsilon
+
+    def spent_detail(self, agent: str, *, delta: float = 0.0, method: str = "best") -> SpentDetail:
+        """Like ``spent`` with the winning method, every method's value and the remaining budget."""
+        agent = _check_agent(agent)
+        delta = _check_delta(delta)
+        method = _check_method(method)
+        history = self.ledger.history(agent)
+        sig = _signature(history)
+        eps, winner, values = _evaluate(sig, delta, method)
+        scopes = {r for r in self.ledger.scopes().get(agent, set())} if history else {"local"}
+        return SpentDetail(
+            agent=agent,
+            epsilon=eps,
+            delta=delta,
+            method=winner,
+            by_method=dict(values),
+            charges=sum(n for _, n in sig),
+            scope=scopes.pop() if len(scopes) == 1 else "mixed",
+            remaining=self._remaining(sig),
+        )
+
+    def _remaining(self, sig: Signature) -> float | None:
+        b = self.budget
+        if b is None:
+            return None
+        if b.method == "filter":
+            return b.epsilon - self._filter_ok(sig, b)[1] if sig else b.epsilon
+        return b.epsilon - _evaluate(sig, b.delta, b.method)[0]
+
+    def remaining(self, agent: str) -> float:
+        """Budget epsilon left to ``agent`` under the budget's own method and delta.
+
+        Raises:
+            InvalidParameterError: the accountant has no budget.
+        """
+        if self.budget is None:
+            raise InvalidParameterError("remaining() needs a budget; this accountant has none")
+        sig = _signature(self.ledger.history(_check_agent(agent)))
+        return float(self._remaining(sig) or 0.0)
+
+    def spent_all(
+        self, *, delta: float = 0.0, method: str = "best", scope: str | None = None
+    ) -> dict[str, float]:
+        """``{agent: epsilon}`` for every agent, computed in bulk.
+
+        Agents with identical histories share one computation, and the result is cached on the
+        ledger's row count (rows are only appended), so repeated calls are free until a new
+        charge lands.
+        """
+        delta = _check_delta(delta)
+        method = _check_method(method)
+        if scope is not None:
+            _check_scope(scope)
+        key = (self.ledger.version(), delta, method, scope)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return dict(hit)
+        out = {
+            agent: _evaluate(_signature(hist), delta, method)[0]
+            for agent, hist in self.ledger.histories(None, scope).items()
+        }
+        if len(self._cache) > 16:
+            self._cache.clear()
+        self._cache[key] = out
+        return dict(out)
+
+    def spent_all_detail(
+        self, *, delta: float = 0.0, method: str = "best", scope: str | None = None
+    ) -> dict[str, tuple[float, str]]:
+        """``{agent: (epsilon, winning method)}`` for every agent, in bulk."""
+        delta = _check_delta(delta)
+        method = _check_method(method)
+        if scope is not None:
+            _check_scope(scope)
+        out = {}
+        for agent, hist in self.ledger.histories(None, scope).items():
+            eps, winner, _ = _evaluate(_signature(hist), delta, method)
+            out[agent] = (eps, winner)
+        return out
+
+    def summary(self, *, delta: float = 0.0, method: str = "best") -> dict[str, Any]:
+        """Local (per-agent LDP) and central (DP-SGD) claims side by side, never summed.
+
+        Returns:
+            ``{"local": {...}, "central": {...}, "delta": d, "method": m, "budget": ...}`` where
+            each scope holds ``agents`` (count), ``max_epsilon`` (the guarantee every agent of the
+            scope has), ``max_agent`` and ``methods`` (winning method -> number of agents). Each
+            scope is composed only over that scope's charges.
+        """
+        out: dict[str, Any] = {"delta": _check_delta(delta), "method": _check_method(method)}
+        for scope in SCOPES:
+            detail = self.spent_all_detail(delta=delta, method=method, scope=scope)
+            winners: Counter[str] = Counter(w for _, w in detail.values())
+            if detail:
+                top = max(detail, key=lambda a: detail[a][0])
+                out[scope] = {
+                    "agents": len(detail),
+                    "max_epsilon": detail[top][0],
+                    "max_agent": top,
+                    "methods": dict(winners),
+                }
+            else:
+                out[scope] = {"agents": 0, "max_epsilon": 0.0, "max_agent": None, "methods": {}}
+        out["budget"] = None if self.budget is None else self.budget.to_dict()
+        return out
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the ledger connection."""
+        self.ledger.close()
+
+    def __enter__(self) -> Accountant:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Accountant(ledger={self.ledger!r}, budget={self.budget!r}, run_id={self.run_id!r})"

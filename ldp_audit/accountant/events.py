@@ -1,0 +1,325 @@
+"""Privacy events: immutable descriptions of what an agent released (after Google's dp_accounting).
+
+An event's meaning never changes; new behaviour gets a new class. Every event round-trips through
+JSON (``to_dict`` / ``event_from_dict``), which is how the ledger stores it.
+
+Atomic events:
+    PureDpEvent(epsilon)            any epsilon-DP release (PRS, bit flip, randomized response);
+    LaplaceEvent(epsilon)           a Laplace release with L1-sensitivity / scale = epsilon
+                                    (PGC paper eqs. 19-21), which composes more tightly;
+    GaussianEvent(noise_multiplier) a Gaussian release, noise std / L2-sensitivity;
+    NonPrivateEvent()               a release with no privacy (epsilon = infinity).
+Combinators:
+    PoissonSampledEvent(sample_rate, event)  the event run on a Poisson subsample (DP-SGD step);
+    SelfComposedEvent(event, count)          ``count`` independent repetitions;
+    ComposedEvent(events)                    the events one after another.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import operator
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from ldp_audit._validation import check_epsilon, check_positive, check_probability
+from ldp_audit.errors import InvalidParameterError
+
+__all__ = [
+    "DpEvent",
+    "PureDpEvent",
+    "LaplaceEvent",
+    "GaussianEvent",
+    "NonPrivateEvent",
+    "PoissonSampledEvent",
+    "SelfComposedEvent",
+    "ComposedEvent",
+    "event_from_dict",
+    "event_from_json",
+    "event_to_json",
+    "event_for",
+    "flatten",
+]
+
+
+class DpEvent:
+    """Base class of all privacy events (frozen dataclasses)."""
+
+    def to_dict(self) -> dict[str, Any]:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class PureDpEvent(DpEvent):
+    """An ``epsilon``-DP release with nothing more known about the mechanism.
+
+    Composed with the tight generic curve of randomized response (Kairouz-Oh-Viswanath 2015:
+    randomized response dominates every epsilon-DP mechanism).
+    """
+
+    epsilon: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon, "epsilon"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": "pure", "epsilon": self.epsilon}
+
+
+@dataclass(frozen=True)
+class LaplaceEvent(DpEvent):
+    """A Laplace release whose L1-sensitivity / noise-scale ratio is ``epsilon``.
+
+    PGC paper eqs. 19-21: gradients clipped to L1 norm C/2 (sensitivity C) plus Lap(C/epsilon) per
+    coordinate. It is epsilon-DP, and its exact privacy-loss distribution composes more tightly.
+    """
+
+    epsilon: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon, "epsilon"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": "laplace", "epsilon": self.epsilon}
+
+
+@dataclass(frozen=True)
+class GaussianEvent(DpEvent):
+    """A Gaussian release: noise standard deviation / L2-sensitivity = ``noise_multiplier``."""
+
+    noise_multiplier: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "noise_multiplier", check_positive(self.noise_multiplier, "noise_multiplier")
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": "gaussian", "noise_multiplier": self.noise_multiplier}
+
+
+@dataclass(frozen=True)
+class NonPrivateEvent(DpEvent):
+    """A release with no privacy guarantee: every composition method reports infinity."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": "non_private"}
+
+
+@dataclass(frozen=True)
+class PoissonSampledEvent(DpEvent):
+    """``event`` applied to a Poisson subsample with inclusion probability ``sample_rate``."""
+
+    sample_rate: float
+    event: DpEvent
+
+    def __post_init__(self) -> None:
+        q = check_probability(self.sample_rate, "sample_rate", open_interval=False)
+        if q == 0.0:
+            raise InvalidParameterError(f"sample_rate must be in (0, 1], got {self.sample_rate!r}")
+        object.__setattr__(self, "sample_rate", q)
+        _check_event(self.event, "event")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "type": "poisson_sampled",
+            "sample_rate": self.sample_rate,
+            "event": self.event.to_dict(),
+        }
+
+
+@dataclass(frozen=True)
+class SelfComposedEvent(DpEvent):
+    """``count`` independent repetitions of ``event``."""
+
+    event: DpEvent
+    count: int
+
+    def __post_init__(self) -> None:
+        _check_event(self.event, "event")
+        object.__setattr__(self, "count", _check_count(self.count))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": "self_composed", "event": self.event.to_dict(), "count": self.count}
+
+
+@dataclass(frozen=True)
+class ComposedEvent(DpEvent):
+    """The ``events`` applied one after another (a tuple; order does not change the guarantee)."""
+
+    events: tuple[DpEvent, ...]
+
+    def __post_init__(self) -> None:
+        if isinstance(self.events, DpEvent) or not isinstance(self.events, Iterable):
+            raise InvalidParameterError(
+                f"events must be a sequence of events, got {type(self.events).__name__}"
+            )
+        events = tuple(self.events)
+        for i, e in enumerate(events):
+            _check_event(e, f"events[{i}]")
+        object.__setattr__(self, "events", events)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": "composed", "events": [e.to_dict() for e in self.events]}
+
+
+def _check_count(count: Any) -> int:
+    if isinstance(count, bool):
+        raise InvalidParameterError(f"count must be an integer >= 1, got {count!r}")
+    try:
+        n = operator.index(count)
+    except TypeError:
+        if isinstance(count, float) and count.is_integer():
+            n = int(count)
+        else:
+            raise InvalidParameterError(f"count must be an integer >= 1, got {count!r}") from None
+    if n < 1:
+        raise InvalidParameterError(f"count must be an integer >= 1, got {count!r}")
+    return n
+
+
+def _check_event(event: Any, name: str) -> None:
+    if not isinstance(event, DpEvent):
+        raise InvalidParameterError(
+            f"{name} must be a privacy event (e.g. PureDpEvent(epsilon=1.0)), "
+            f"got {type(event).__name__}"
+        )
+
+
+def event_from_dict(d: Mapping[str, Any]) -> DpEvent:
+    """Invert ``DpEvent.to_dict``.
+
+    Raises:
+        InvalidParameterError: ``d`` does not describe a known event.
+    """
+    if not isinstance(d, Mapping) or "type" not in d:
+        raise InvalidParameterError(f"event must be a mapping with a 'type' key, got {d!r}")
+    kind = d["type"]
+    try:
+        if kind == "pure":
+            return PureDpEvent(d["epsilon"])
+        if kind == "laplace":
+            return LaplaceEvent(d["epsilon"])
+        if kind == "gaussian":
+            return GaussianEvent(d["noise_multiplier"])
+        if kind == "non_private":
+            return NonPrivateEvent()
+        if kind == "poisson_sampled":
+            return PoissonSampledEvent(d["sample_rate"], event_from_dict(d["event"]))
+        if kind == "self_composed":
+            return SelfComposedEvent(event_from_dict(d["event"]), d["count"])
+        if kind == "composed":
+            return ComposedEvent(tuple(event_from_dict(e) for e in d["events"]))
+    except KeyError as exc:
+        raise InvalidParameterError(f"event of type {kind!r} lacks field {exc.args[0]!r}") from None
+    raise InvalidParameterError(f"event type must be a known event type, got {kind!r}")
+
+
+def event_to_json(event: DpEvent) -> str:
+    """Canonical JSON of an event (sorted keys, no spaces): equal events give equal strings."""
+    _check_event(event, "event")
+    return json.dumps(event.to_dict(), sort_keys=True, separators=(",", ":"))
+
+
+@lru_cache(maxsize=4096)
+def event_from_json(text: str) -> DpEvent:
+    """Parse the canonical JSON written by ``event_to_json`` (cached: events are immutable)."""
+    try:
+        d = json.loads(text)
+    except (TypeError, ValueError) as exc:
+        raise InvalidParameterError(f"event JSON must be valid JSON, got {text!r}") from exc
+    return event_from_dict(d)
+
+
+def flatten(events: Iterable[tuple[DpEvent, int]] | DpEvent) -> Counter[DpEvent]:
+    """Reduce a history to a multiset of atomic events: ``{atomic_event: count}``.
+
+    Atomic events are ``PureDpEvent``, ``LaplaceEvent``, ``GaussianEvent``, ``NonPrivateEvent`` and
+    ``PoissonSampledEvent`` of an atomic event. ``SelfComposedEvent`` multiplies counts and
+    ``ComposedEvent`` concatenates; a ``PoissonSampledEvent`` of a composite is kept whole.
+
+    Args:
+        events: an event, or pairs ``(event, count)``.
+    """
+    out: Counter[DpEvent] = Counter()
+    pairs = [(events, 1)] if isinstance(events, DpEvent) else events
+    stack = list(pairs)
+    while stack:
+        ev, n = stack.pop()
+        if isinstance(ev, SelfComposedEvent):
+            stack.append((ev.event, n * ev.count))
+        elif isinstance(ev, ComposedEvent):
+            stack.extend((e, n) for e in ev.events)
+        else:
+            out[ev] += n
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# mechanism -> event (duck typed on ``to_config()['name']`` so we do not import mechanisms)
+# ---------------------------------------------------------------------------------------------
+
+_PURE_NAMES = {
+    "projectedrandomsign",
+    "projected_random_sign",
+    "prs",
+    "bitflip",
+    "bit_flip",
+    "randomizedresponse",
+    "randomized_response",
+}
+
+
+def _norm(name: str) -> str:
+    return str(name).strip().lower().replace("-", "_")
+
+
+def event_for(mechanism: Any) -> DpEvent:
+    """The event one report of ``mechanism`` releases.
+
+    The mapping (by ``mechanism.to_config()['name']``, duck typed):
+
+    * ``Laplace`` -> ``LaplaceEvent(epsilon)`` (eqs. 19-21: sensitivity C, scale C/epsilon);
+    * ``ProjectedRandomSign``, ``BitFlip``, ``RandomizedResponse`` -> ``PureDpEvent(epsilon)``;
+    * ``Gaussian(clip, noise_multiplier)`` -> ``GaussianEvent(noise_multiplier / 2)``: the
+      mechanism adds N(0, (noise_multiplier * clip)^2) to an input clipped to L2 norm ``clip``;
+      in the local model any two inputs are neighbours (replace-one), so the L2 sensitivity is
+      2 * clip and the std / sensitivity ratio is noise_multiplier / 2;
+    * ``NoPrivacy`` (or any mechanism with infinite epsilon) -> ``NonPrivateEvent()``.
+
+    Any other object with a finite ``epsilon`` and ``delta == 0`` maps to ``PureDpEvent``.
+
+    Raises:
+        InvalidParameterError: the mechanism has no finite pure epsilon and is not recognised.
+    """
+    cfg: dict[str, Any] = {}
+    to_config = getattr(mechanism, "to_config", None)
+    if callable(to_config):
+        cfg = dict(to_config())
+    name = _norm(cfg.get("name", type(mechanism).__name__)).replace("_", "")
+    eps = cfg.get("epsilon", getattr(mechanism, "epsilon", None))
+    if name in {"noprivacy", "nonprivate", "none"} or (
+        eps is not None and math.isinf(float(eps)) and float(eps) > 0
+    ):
+        return NonPrivateEvent()
+    if name == "gaussian":
+        nm = cfg.get("noise_multiplier", getattr(mechanism, "noise_multiplier", None))
+        if nm is None:
+            raise InvalidParameterError(
+                f"mechanism {name!r} must expose noise_multiplier, got config {cfg!r}"
+            )
+        return GaussianEvent(float(nm) / 2.0)
+    if name == "laplace":
+        return LaplaceEvent(eps)
+    if name in {n.replace("_", "") for n in _PURE_NAMES}:
+        return PureDpEvent(eps)
+    delta = cfg.get("delta", getattr(mechanism, "delta", 0.0)) or 0.0
+    if eps is not None and float(delta) == 0.0:
+        return PureDpEvent(eps)
+    raise InvalidParameterError(
+        f"mechanism must be a known mechanism or have a finite pure epsilon, got {mechanism!r}"
+    )

@@ -1,0 +1,253 @@
+"""Accountant: charging, budgets (checked before the write), spent, bulk spent, summary."""
+
+from __future__ import annotations
+
+import math
+import sys
+import types
+
+import pytest
+
+from ldp_audit.accountant import (
+    Accountant,
+    Budget,
+    ComposedEvent,
+    GaussianEvent,
+    LaplaceEvent,
+    Ledger,
+    NonPrivateEvent,
+    PoissonSampledEvent,
+    PureDpEvent,
+    SelfComposedEvent,
+    compose,
+    event_for,
+    supports,
+)
+from ldp_audit.errors import BudgetExceeded, InvalidParameterError
+
+
+def test_charge_and_basic_spent_sum():
+    acc = Accountant()
+    acc.charge("t/1", PureDpEvent(0.25))
+    acc.charge("t/1", LaplaceEvent(0.5))
+    acc.charge("t/2", PureDpEvent(1.0))
+    assert acc.spent("t/1", method="basic") == pytest.approx(0.75, abs=1e-15)
+    assert acc.spent("t/2", method="basic") == 1.0
+    assert acc.spent("never", method="basic") == 0.0
+    assert acc.agents() == ["t/1", "t/2"]
+
+
+def test_budget_refuses_without_recording():
+    acc = Accountant(budget=Budget(epsilon=1.0))
+    acc.charge("a", PureDpEvent(0.6))
+    with pytest.raises(BudgetExceeded, match="'a'.*1.1.*budget 1"):
+        acc.charge("a", PureDpEvent(0.5))
+    assert len(acc.ledger) == 1
+    assert acc.spent("a", method="basic") == pytest.approx(0.6)
+    assert acc.remaining("a") == pytest.approx(0.4)
+    acc.charge("a", PureDpEvent(0.4))  # exactly the budget fits
+    assert acc.remaining("a") == pytest.approx(0.0, abs=1e-12)
+
+
+def test_budget_float_is_basic_pure():
+    acc = Accountant(budget=2.0)
+    assert acc.budget == Budget(epsilon=2.0, delta=0.0, method="basic")
+
+
+def test_even_split_fits_exactly():
+    """T charges of eps/T fit into eps despite rounding (paper 3.2.1)."""
+    acc = Accountant(budget=1.0)
+    acc.charge_many([("a", PureDpEvent(1.0 / 7))] * 7)
+    with pytest.raises(BudgetExceeded):
+        acc.charge("a", PureDpEvent(1e-6))
+
+
+def test_charge_many_all_or_nothing():
+    acc = Accountant(budget=1.0)
+    batch = [("x", PureDpEvent(0.5)), ("y", PureDpEvent(0.5)), ("y", PureDpEvent(0.6))]
+    with pytest.raises(BudgetExceeded, match="'y'"):
+        acc.charge_many(batch)
+    assert len(acc.ledger) == 0
+    assert acc.charge_many(batch[:2]) == 2
+    assert acc.charge_many([]) == 0
+
+
+def test_charge_validates_inputs():
+    acc = Accountant()
+    with pytest.raises(InvalidParameterError, match="agent"):
+        acc.charge("", PureDpEvent(1.0))
+    with pytest.raises(InvalidParameterError, match="agent"):
+        acc.charge(3, PureDpEvent(1.0))  # type: ignore[arg-type]
+    with pytest.raises(InvalidParameterError, match="event"):
+        acc.charge("a", 1.0)  # type: ignore[arg-type]
+    with pytest.raises(InvalidParameterError, match="scope"):
+        acc.charge("a", PureDpEvent(1.0), scope="global")
+    with pytest.raises(InvalidParameterError, match="pairs"):
+        acc.charge_many([("a",)])  # type: ignore[list-item]
+    assert len(acc.ledger) == 0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"epsilon": -1.0}, "epsilon must be > 0"),
+        ({"epsilon": 1.0, "delta": 1.5}, "delta must be in"),
+        ({"epsilon": 1.0, "method": "magic"}, "method must be one of"),
+        ({"epsilon": 1.0, "method": "rdp"}, "delta must be > 0"),
+        ({"epsilon": 1.0, "delta": 0.5, "method": "filter"}, "1/e"),
+    ],
+)
+def test_budget_validation(kwargs, match):
+    with pytest.raises(InvalidParameterError, match=match):
+        Budget(**kwargs)
+
+
+def test_adaptive_mode_refuses_non_filter_methods():
+    with pytest.raises(InvalidParameterError, match="adaptive"):
+        Accountant(budget=Budget(1.0, delta=1e-5, method="optimal"), adaptive=True)
+    Accountant(budget=Budget(1.0, delta=1e-5, method="filter"), adaptive=True)
+    Accountant(budget=Budget(1.0), adaptive=True)
+
+
+def test_filter_budget_stops_adaptive_rounds():
+    acc = Accountant(budget=Budget(epsilon=1.0, delta=1e-6, method="filter"), adaptive=True)
+    n = 0
+    with pytest.raises(BudgetExceeded):
+        for _ in range(10_000):
+            acc.charge("a", PureDpEvent(0.01))
+            n += 1
+    # The filter must allow at least what basic composition allows (100 rounds here is not
+    # guaranteed: the filter pays a constant), and stop well before 10,000 rounds.
+    assert 1 <= n < 10_000
+    assert acc.remaining("a") >= 0.0
+
+
+def test_spent_methods_and_best_reports_winner():
+    acc = Accountant()
+    acc.charge_many([("a", PureDpEvent(0.1))] * 100)
+    d = acc.spent_detail("a", delta=1e-5)
+    assert d.charges == 100
+    assert d.by_method["basic"] == pytest.approx(10.0)
+    assert d.by_method["optimal"] == pytest.approx(4.3068, abs=1e-4)
+    assert d.epsilon == min(d.by_method.values())
+    assert d.method in d.by_method and d.by_method[d.method] == d.epsilon
+    assert "prv" not in d.by_method  # prv is for Gaussians only
+    with pytest.raises(InvalidParameterError, match="'prv' does not support"):
+        acc.spent("a", delta=1e-5, method="prv")
+    with pytest.raises(InvalidParameterError, match="delta"):
+        acc.spent("a", delta=-0.1)
+    with pytest.raises(InvalidParameterError, match="method"):
+        acc.spent("a", method="nope")
+
+
+def test_delta_zero_best_is_basic():
+    acc = Accountant()
+    acc.charge_many([("a", LaplaceEvent(0.5))] * 4)
+    d = acc.spent_detail("a", delta=0.0)
+    assert set(d.by_method) == {"basic", "optimal"}
+    assert d.epsilon == pytest.approx(2.0)
+
+
+def test_non_private_is_infinite():
+    acc = Accountant()
+    acc.charge("a", NonPrivateEvent())
+    assert math.isinf(acc.spent("a", delta=1e-5))
+    assert acc.spent_detail("a").method == "non_private"
+    b = Accountant(budget=100.0)
+    with pytest.raises(BudgetExceeded):
+        b.charge("a", NonPrivateEvent())
+
+
+def test_gaussian_history_not_basic():
+    acc = Accountant()
+    acc.charge("m", GaussianEvent(1.0), scope="central")
+    with pytest.raises(InvalidParameterError, match="'basic' does not support"):
+        acc.spent("m", method="basic")
+    assert set(acc.spent_detail("m", delta=1e-5).by_method) == {"rdp", "prv", "pld"}
+    assert not supports(GaussianEvent(1.0), "basic")
+    assert supports(GaussianEvent(1.0), "prv")
+    assert not supports(GaussianEvent(1.0), "prv", delta=0.0)
+
+
+def test_spent_all_bulk_equals_single_and_caches():
+    acc = Accountant()
+    acc.charge_many([(f"0/{i}", PureDpEvent(0.5 + (i % 3))) for i in range(300)])
+    acc.charge_many([("0/1", LaplaceEvent(0.25))])
+    bulk = acc.spent_all(method="basic")
+    assert len(bulk) == 300
+    for a in ("0/0", "0/1", "0/2", "0/299"):
+        assert bulk[a] == acc.spent(a, method="basic")
+    assert acc.spent_all(method="basic") == bulk  # cached
+    acc.charge("0/0", PureDpEvent(1.0))  # a new row invalidates the cache
+    assert acc.spent_all(method="basic")["0/0"] == pytest.approx(bulk["0/0"] + 1.0)
+
+
+def test_local_and_central_reported_apart():
+    acc = Accountant()
+    acc.charge_many([("0/1", PureDpEvent(1.0)), ("0/2", PureDpEvent(2.0))])
+    acc.charge_many(
+        [("dpsgd", PoissonSampledEvent(0.01, GaussianEvent(1.0)))] * 10, scope="central"
+    )
+    s = acc.summary(delta=1e-5)
+    assert s["local"]["agents"] == 2 and s["local"]["max_agent"] == "0/2"
+    assert s["local"]["max_epsilon"] <= 2.0
+    assert s["central"]["agents"] == 1 and s["central"]["max_agent"] == "dpsgd"
+    assert 0 < s["central"]["max_epsilon"] < 1.0
+    assert acc.agents(scope="central") == ["dpsgd"]
+    assert acc.spent_detail("dpsgd").scope == "central"
+    assert math.isinf(acc.spent("dpsgd"))  # no pure-DP guarantee at delta = 0
+
+
+def test_compose_function_and_nested_events():
+    inner = ComposedEvent([PureDpEvent(0.1), LaplaceEvent(0.2)])
+    ev = SelfComposedEvent(inner, 3)
+    assert compose(ev, method="basic")[0] == pytest.approx(0.9)
+    assert compose([PureDpEvent(0.1), PureDpEvent(0.2)], method="basic")[0] == pytest.approx(0.3)
+    assert compose([(PureDpEvent(0.1), 4)], method="basic")[0] == pytest.approx(0.4)
+
+
+def test_poisson_sampled_pure_is_amplified():
+    ev = PoissonSampledEvent(0.1, PureDpEvent(1.0))
+    eps, _ = compose(ev, method="basic")
+    assert eps == pytest.approx(math.log1p(0.1 * math.expm1(1.0)))
+
+
+def _fake(name, **cfg):
+    obj = types.SimpleNamespace(**cfg)
+    obj.to_config = lambda: {"name": name, **cfg}
+    return obj
+
+
+def test_event_for_duck_typed():
+    assert event_for(_fake("Laplace", epsilon=2.0, clip=0.01)) == LaplaceEvent(2.0)
+    assert event_for(_fake("ProjectedRandomSign", epsilon=1.0, clip=1.0)) == PureDpEvent(1.0)
+    assert event_for(_fake("BitFlip", epsilon=0.5)) == PureDpEvent(0.5)
+    assert event_for(_fake("RandomizedResponse", epsilon=3.0, k=2)) == PureDpEvent(3.0)
+    g = _fake("Gaussian", clip=1.0, noise_multiplier=4.0, delta=1e-5)
+    assert event_for(g) == GaussianEvent(2.0)  # replace-one: sensitivity 2 * clip
+    assert event_for(_fake("NoPrivacy")) == NonPrivateEvent()
+    assert event_for(_fake("Laplace", epsilon=float("inf"))) == NonPrivateEvent()
+    with pytest.raises(InvalidParameterError, match="mechanism"):
+        event_for(_fake("Weird", delta=0.1, epsilon=1.0))
+
+
+def test_import_is_light():
+    """``import ldp_audit.accountant`` must not pull torch/opacus/dp_accounting."""
+    import subprocess
+
+    code = (
+        "import sys, ldp_audit, ldp_audit.accountant as a; a.Accountant().charge('x', "
+        "a.PureDpEvent(1.0)); a.Accountant().spent('x', method='basic'); "
+        "print(sorted(m for m in ('torch','opacus','dp_accounting') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_accountant_accepts_path(tmp_path):
+    path = tmp_path / "l.sqlite"
+    with Accountant(path, run_id="run-1") as acc:
+        acc.charge("a", PureDpEvent(1.0))
+    with Ledger(path) as led:
+        rec = led.records()
+    assert rec[0]["run_id"] == "run-1" and rec[0]["agent"] == "a" and rec[0]["scope"] == "local"
