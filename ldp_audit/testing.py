@@ -1,0 +1,452 @@
+"""A conformance checker for epsilon-LDP mechanisms, in the spirit of Gymnasium's ``check_env``.
+
+Run it on your own mechanism -- anything with ``epsilon`` and ``privatize(x, rng)``::
+
+    from ldp_audit.testing import check_mechanism
+    report = check_mechanism(my_mechanism, dim=16)   # raises MechanismCheckError on failure
+    print(report)
+
+What it checks (each a :class:`CheckResult` in the returned :class:`MechanismCheckReport`):
+
+* ``interface``: ``epsilon`` is a number > 0 (inf allowed), ``privatize`` is callable, ``delta``
+  (0 if absent) is in [0, 1).
+* ``output``: ``privatize`` of an (n, d) batch returns a 2-D ndarray with n finite rows.
+* ``determinism``: the same seed gives the same output; ``randomness``: another seed gives a
+  different one (skipped for epsilon = inf).
+* ``rejects_nan`` / ``rejects_inf``: a NaN/inf anywhere in the batch raises a ``ValueError``
+  (``InvalidParameterError`` is one) *before any randomness is drawn* (the generator's state is
+  unchanged), so a non-finite input can never reach an output.
+* ``rejects_1d``: a 1-D input raises; ``rejects_non_generator``: an int seed instead of a
+  ``numpy.random.Generator`` raises.
+* ``exact_loss``: where the mechanism has an exact ``privacy_loss`` (pure epsilon only), the loss
+  at sampled outputs never exceeds epsilon (PRS-like mechanisms with ``privatize_with_matrices``
+  are checked conditional on M).
+* ``empirical_ratio``: for each input pair, half the samples pick the most revealing event among
+  thresholds, output values and privacy-loss level sets; the other half bounds
+  ``ln(P(S|x) - delta) - ln P(S|x2)`` from below with Clopper-Pearson. For an (epsilon,
+  delta)-LDP mechanism the bound exceeds epsilon with probability <= ``alpha`` (Bonferroni over
+  the pairs), so a failure is strong evidence of a violation. A pass proves nothing: it only
+  means these samples and events found no violation.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ldp_audit._validation import check_probability
+from ldp_audit.errors import InvalidParameterError, LdpAuditError
+from ldp_audit.stats import epsilon_lower_bound_from_counts
+
+__all__ = ["CheckResult", "MechanismCheckReport", "MechanismCheckError", "check_mechanism"]
+
+_QUANTILES = (0.01, 0.05, 0.2, 0.5, 0.8, 0.95, 0.99)
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One check: its name, whether it passed (None = skipped), and a human-readable detail."""
+
+    name: str
+    passed: bool | None
+    detail: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "passed": self.passed, "detail": self.detail}
+
+
+@dataclass(frozen=True)
+class MechanismCheckReport:
+    """All check results for one mechanism."""
+
+    mechanism: str
+    results: tuple[CheckResult, ...]
+
+    @property
+    def passed(self) -> bool:
+        """True when no check failed (skipped checks do not fail)."""
+        return all(r.passed is not False for r in self.results)
+
+    @property
+    def failures(self) -> tuple[CheckResult, ...]:
+        return tuple(r for r in self.results if r.passed is False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "mechanism": self.mechanism,
+            "passed": self.passed,
+            "results": [r.to_dict() for r in self.results],
+        }
+
+    def __str__(self) -> str:
+        lines = [f"check_mechanism({self.mechanism}): {'PASS' if self.passed else 'FAIL'}"]
+        for r in self.results:
+            mark = {True: "ok  ", False: "FAIL", None: "skip"}[r.passed]
+            lines.append(f"  [{mark}] {r.name}: {r.detail}")
+        return "\n".join(lines)
+
+
+class MechanismCheckError(LdpAuditError, AssertionError):
+    """Raised by :func:`check_mechanism` when a check fails; ``.report`` holds every result."""
+
+    def __init__(self, report: MechanismCheckReport) -> None:
+        self.report = report
+        super().__init__(str(report))
+
+
+# ----------------------------------------------------------------------------------------------
+# helpers
+# ----------------------------------------------------------------------------------------------
+
+
+def _default_pairs(dim: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    e0 = np.zeros(dim)
+    e0[0] = 1.0
+    ones = np.ones(dim)
+    return [(e0, -e0), (ones, -ones), (1e6 * e0, -1e6 * e0), (np.zeros(dim), e0)]
+
+
+def _state(rng: np.random.Generator) -> Any:
+    return rng.bit_generator.state
+
+
+def _rows(v: np.ndarray, n: int) -> np.ndarray:
+    return np.tile(np.asarray(v, dtype=np.float64), (n, 1))
+
+
+def _as_2d_float(y: Any) -> np.ndarray:
+    a = np.asarray(y, dtype=np.float64)
+    return a.reshape(a.shape[0], -1)
+
+
+def _statistics(
+    mech: Any, x: np.ndarray, x2: np.ndarray, n: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Draw n outputs under x and x2 and return statistics (n, s) for both and their names.
+
+    Statistics: the first columns of the output, the projection on x - x2 when shapes agree,
+    and the mechanism's own privacy loss when it offers one (the Neyman-Pearson statistic).
+    """
+    x_rows, x2_rows = _rows(x, n), _rows(x2, n)
+    with_m = callable(getattr(mech, "privatize_with_matrices", None))
+    if with_m:
+        y1, b1, m1 = mech.privatize_with_matrices(x_rows, rng)
+        y2, b2, m2 = mech.privatize_with_matrices(x2_rows, rng)
+    else:
+        y1, y2 = mech.privatize(x_rows, rng), mech.privatize(x2_rows, rng)
+    y1, y2 = _as_2d_float(y1), _as_2d_float(y2)
+    cols1, cols2, names = [], [], []
+    for j in range(min(4, y1.shape[1])):
+        cols1.append(y1[:, j])
+        cols2.append(y2[:, j])
+        names.append(f"y[{j}]")
+    diff = np.asarray(x, dtype=np.float64) - np.asarray(x2, dtype=np.float64)
+    if y1.shape[1] == diff.size and y1.shape[1] > 1 and np.any(diff):
+        w = diff / np.linalg.norm(diff)
+        cols1.append(y1 @ w)
+        cols2.append(y2 @ w)
+        names.append("y.(x-x2)")
+    loss_fn = getattr(mech, "privacy_loss", None)
+    if callable(loss_fn):
+        try:
+            if with_m:
+                l1 = loss_fn(x[None], x2[None], b1, m1)
+                l2 = loss_fn(x[None], x2[None], b2, m2)
+            else:
+                l1, l2 = loss_fn(x[None], x2[None], y1), loss_fn(x[None], x2[None], y2)
+            l1, l2 = np.asarray(l1, dtype=np.float64), np.asarray(l2, dtype=np.float64)
+            if l1.shape == (n,) and l2.shape == (n,):
+                cols1.append(l1)
+                cols2.append(l2)
+                names.append("privacy_loss")
+        except (TypeError, ValueError, NotImplementedError):
+            pass
+    return np.column_stack(cols1), np.column_stack(cols2), names
+
+
+def _events(
+    s1: np.ndarray, s2: np.ndarray, names: list[str], pooled: np.ndarray
+) -> tuple[list[Callable[[np.ndarray], np.ndarray]], list[str]]:
+    """Candidate events chosen from the selection half only: thresholds at pooled quantiles and,
+    for statistics with few distinct values, equality events."""
+    fns: list[Callable[[np.ndarray], np.ndarray]] = []
+    labels: list[str] = []
+    for j, name in enumerate(names):
+        col = pooled[:, j]
+        finite = col[np.isfinite(col)]
+        uniq = np.unique(finite)
+        if uniq.size <= 32:
+            for v in uniq:
+                fns.append(lambda s, j=j, v=v: s[:, j] == v)
+                labels.append(f"{name} == {v:.6g}")
+        if finite.size:
+            for t in np.unique(np.quantile(finite, _QUANTILES)):
+                fns.append(lambda s, j=j, t=t: s[:, j] > t)
+                labels.append(f"{name} > {t:.6g}")
+    return fns, labels
+
+
+def _ratio_check(
+    mech: Any,
+    pairs: Sequence[tuple[np.ndarray, np.ndarray]],
+    n_samples: int,
+    alpha: float,
+    rng: np.random.Generator,
+) -> CheckResult:
+    eps = float(mech.epsilon)
+    delta = float(getattr(mech, "delta", 0.0) or 0.0)
+    a_pair = alpha / len(pairs)
+    half = n_samples // 2
+    worst, worst_detail = -math.inf, "no informative event"
+    for i, (x, x2) in enumerate(pairs):
+        s1, s2, names = _statistics(mech, np.asarray(x), np.asarray(x2), n_samples, rng)
+        sel1, sel2, tst1, tst2 = s1[:half], s2[:half], s1[half:], s2[half:]
+        fns, labels = _events(sel1, sel2, names, np.vstack([sel1, sel2]))
+        if not fns:
+            continue
+        # Select the event whose Clopper-Pearson bound is largest on the selection half (a
+        # conservative score that does not chase rare, noisy events); test it on fresh samples.
+        c1 = np.array([fn(sel1).sum() for fn in fns], dtype=np.float64)
+        c2 = np.array([fn(sel2).sum() for fn in fns], dtype=np.float64)
+        fwd = np.atleast_1d(
+            epsilon_lower_bound_from_counts(c1, half, c2, half, a_pair, delta=delta)
+        )
+        bwd = np.atleast_1d(
+            epsilon_lower_bound_from_counts(c2, half, c1, half, a_pair, delta=delta)
+        )
+        scores = np.concatenate([fwd, bwd])
+        best = int(np.argmax(scores))
+        best_k = (best % len(fns), best // len(fns))
+        k, direction = best_k
+        t1, t2 = float(fns[k](tst1).sum()), float(fns[k](tst2).sum())
+        if direction == 1:
+            t1, t2 = t2, t1
+        n_test = tst1.shape[0]
+        bound = float(epsilon_lower_bound_from_counts(t1, n_test, t2, n_test, a_pair, delta=delta))
+        if bound > worst:
+            arrow = "x vs x2" if direction == 0 else "x2 vs x"
+            worst = bound
+            worst_detail = (
+                f"pair {i}, event '{labels[k]}' ({arrow}): {int(t1)}/{n_test} vs {int(t2)}/{n_test}"
+            )
+    passed = not worst > eps
+    verdict = "<=" if passed else ">"
+    return CheckResult(
+        "empirical_ratio",
+        passed,
+        f"epsilon lower bound {worst:.4g} {verdict} claimed {eps:.4g} at confidence "
+        f"{1 - alpha:.7g} over {len(pairs)} pair(s); worst: {worst_detail}"
+        + ("" if passed else " -- the mechanism violates its claim"),
+    )
+
+
+def _exact_check(
+    mech: Any, pairs: Sequence[tuple[np.ndarray, np.ndarray]], rng: np.random.Generator
+) -> CheckResult:
+    eps = float(mech.epsilon)
+    loss_fn = getattr(mech, "privacy_loss", None)
+    if not callable(loss_fn):
+        return CheckResult("exact_loss", None, "no privacy_loss method")
+    if float(getattr(mech, "delta", 0.0) or 0.0) > 0.0:
+        return CheckResult("exact_loss", None, "delta > 0: the privacy loss is not bounded")
+    with_m = callable(getattr(mech, "privatize_with_matrices", None))
+    worst = -math.inf
+    for x, x2 in pairs:
+        xr = _rows(x, 500)
+        try:
+            if with_m:
+                _, bits, mats = mech.privatize_with_matrices(xr, rng)
+                loss = loss_fn(np.asarray(x)[None], np.asarray(x2)[None], bits, mats)
+            else:
+                y = mech.privatize(xr, rng)
+                loss = loss_fn(np.asarray(x)[None], np.asarray(x2)[None], y)
+        except (TypeError, NotImplementedError) as exc:
+            return CheckResult("exact_loss", None, f"privacy_loss not usable: {exc}")
+        worst = max(worst, float(np.max(np.abs(loss))))
+    passed = worst <= eps * (1 + 1e-9) + 1e-12
+    return CheckResult(
+        "exact_loss",
+        passed,
+        f"max |privacy loss| at 500 sampled outputs per pair = {worst:.6g} "
+        f"{'<=' if passed else '>'} epsilon {eps:.6g}",
+    )
+
+
+def _expect_raise(
+    name: str, fn: Callable[[np.random.Generator], Any], seed: int, *, check_state: bool
+) -> CheckResult:
+    rng = np.random.default_rng(seed)
+    before = _state(rng)
+    try:
+        fn(rng)
+    except (ValueError, TypeError) as exc:
+        if check_state and _state(rng) != before:
+            return CheckResult(name, False, "raised, but only after drawing randomness")
+        return CheckResult(name, True, f"raised {type(exc).__name__}: {exc}")
+    except Exception as exc:  # noqa: BLE001 - a user mechanism may raise anything
+        return CheckResult(
+            name, False, f"raised {type(exc).__name__} (expected ValueError/TypeError): {exc}"
+        )
+    return CheckResult(name, False, "accepted the input and returned an output")
+
+
+# ----------------------------------------------------------------------------------------------
+# public entry point
+# ----------------------------------------------------------------------------------------------
+
+
+def check_mechanism(
+    mechanism: Any,
+    dim: int | None = None,
+    *,
+    pairs: Sequence[tuple[Any, Any]] | None = None,
+    n_samples: int = 20_000,
+    alpha: float = 1e-6,
+    seed: int = 0,
+    raise_on_failure: bool = True,
+) -> MechanismCheckReport:
+    """Check that ``mechanism`` keeps the mechanism contract and does not visibly violate its
+    epsilon claim (see the module docstring for the list of checks).
+
+    Args:
+        mechanism: anything with ``epsilon`` and ``privatize(x, rng)``; ``delta``,
+            ``privacy_loss``, ``candidate_pairs`` and ``privatize_with_matrices`` are used when
+            present.
+        dim: input dimension d; default 1 for mechanisms with a category count ``k``, else 8.
+        pairs: input pairs (x, x2) of shape (d,) to test; default ``mechanism.candidate_pairs(d)``
+            when available, else unit vectors, sign vectors and a huge input.
+        n_samples: outputs drawn per input of each pair for the ratio check (>= 1000).
+        alpha: probability that the ratio check fails a correct mechanism, in (0, 1).
+        seed: seed of every generator the checker creates.
+        raise_on_failure: raise :class:`MechanismCheckError` when a check fails.
+
+    Returns:
+        The :class:`MechanismCheckReport`.
+
+    Raises:
+        MechanismCheckError: a check failed (only when ``raise_on_failure``).
+        InvalidParameterError: bad arguments to the checker itself.
+    """
+    a = check_probability(alpha, "alpha")
+    if isinstance(n_samples, bool) or not isinstance(n_samples, int) or n_samples < 1000:
+        raise InvalidParameterError(f"n_samples must be an integer >= 1000, got {n_samples!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise InvalidParameterError(f"seed must be a non-negative integer, got {seed!r}")
+    if dim is None:
+        dim = 1 if hasattr(mechanism, "k") else 8
+    if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
+        raise InvalidParameterError(f"dim must be an integer >= 1, got {dim!r}")
+    label = repr(mechanism)
+    results: list[CheckResult] = []
+
+    def finish() -> MechanismCheckReport:
+        report = MechanismCheckReport(label, tuple(results))
+        if raise_on_failure and not report.passed:
+            raise MechanismCheckError(report)
+        return report
+
+    # -- interface
+    eps = getattr(mechanism, "epsilon", None)
+    problems = []
+    if not isinstance(eps, (int, float, np.floating)) or isinstance(eps, bool):
+        problems.append(f"epsilon must be a number, got {eps!r}")
+    elif math.isnan(eps) or eps <= 0:
+        problems.append(f"epsilon must be > 0, got {eps!r}")
+    if not callable(getattr(mechanism, "privatize", None)):
+        problems.append("privatize(x, rng) is missing")
+    delta = getattr(mechanism, "delta", 0.0)
+    if not isinstance(delta, (int, float, np.floating)) or not 0.0 <= float(delta) < 1.0:
+        problems.append(f"delta must be in [0, 1), got {delta!r}")
+    results.append(CheckResult("interface", not problems, "; ".join(problems) or "ok"))
+    if problems:
+        return finish()
+    private = math.isfinite(float(eps))
+
+    # -- input pairs
+    if pairs is None:
+        cand = getattr(mechanism, "candidate_pairs", None)
+        pairs = cand(dim) if callable(cand) else _default_pairs(dim)
+    pairs = [(np.asarray(p, dtype=np.float64), np.asarray(q, dtype=np.float64)) for p, q in pairs]
+    if not pairs or any(p.shape != (dim,) or q.shape != (dim,) for p, q in pairs):
+        raise InvalidParameterError(f"pairs must be a non-empty list of (x, x2) of shape ({dim},)")
+    usable = []
+    for p, q in pairs:
+        try:
+            mechanism.privatize(np.vstack([p, q]), np.random.default_rng(seed))
+            usable.append((p, q))
+        except (ValueError, TypeError):
+            continue
+    if not usable:
+        results.append(CheckResult("output", False, "privatize rejected every input pair"))
+        return finish()
+    pairs = usable
+    x = np.vstack([np.vstack([p, q]) for p, q in pairs])
+    x = np.vstack([x] * max(1, 16 // x.shape[0]))
+
+    # -- output shape, determinism, randomness
+    y = mechanism.privatize(x, np.random.default_rng(seed))
+    ok = isinstance(y, np.ndarray) and y.ndim == 2 and y.shape[0] == x.shape[0]
+    if ok and np.issubdtype(y.dtype, np.number):
+        ok = bool(np.isfinite(y).all())
+    results.append(
+        CheckResult(
+            "output",
+            ok,
+            f"{type(y).__name__} of shape {getattr(y, 'shape', None)} for input {x.shape}"
+            + ("" if ok else " (expected a finite 2-D ndarray with one row per input row)"),
+        )
+    )
+    y_same = mechanism.privatize(x, np.random.default_rng(seed))
+    same = np.array_equal(np.asarray(y), np.asarray(y_same))
+    results.append(
+        CheckResult(
+            "determinism", same, "same seed, same output" if same else "same seed, different output"
+        )
+    )
+    if private:
+        y_other = mechanism.privatize(x, np.random.default_rng(seed + 1))
+        differ = not np.array_equal(np.asarray(y), np.asarray(y_other))
+        results.append(
+            CheckResult(
+                "randomness",
+                differ,
+                "another seed gives another output"
+                if differ
+                else "another seed gives the same output (randomness not from rng?)",
+            )
+        )
+    else:
+        results.append(CheckResult("randomness", None, "epsilon = inf: non-private baseline"))
+
+    # -- bad input
+    for name, bad in (("rejects_nan", np.nan), ("rejects_inf", np.inf)):
+        xb = x.copy()
+        xb[x.shape[0] // 2, dim - 1] = bad
+        results.append(
+            _expect_raise(name, lambda r, xb=xb: mechanism.privatize(xb, r), seed, check_state=True)
+        )
+    results.append(
+        _expect_raise("rejects_1d", lambda r: mechanism.privatize(x[0], r), seed, check_state=False)
+    )
+    results.append(
+        _expect_raise(
+            "rejects_non_generator",
+            lambda r: mechanism.privatize(x, seed),
+            seed,
+            check_state=False,
+        )
+    )
+
+    # -- privacy
+    if private:
+        streams = np.random.default_rng(seed).spawn(2)
+        results.append(_exact_check(mechanism, pairs, streams[0]))
+        results.append(_ratio_check(mechanism, pairs, n_samples, a, streams[1]))
+    else:
+        results.append(CheckResult("exact_loss", None, "epsilon = inf"))
+        results.append(CheckResult("empirical_ratio", None, "epsilon = inf"))
+    return finish()
