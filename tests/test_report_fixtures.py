@@ -23,9 +23,14 @@ def make_run(
     seed: int = 0,
     audit: list[dict[str, Any]] | None = None,
     attacks: dict[str, dict[str, Any]] | None = None,
-    ledger: bool = True,
+    ledger: str | None = "bare",
 ) -> Path:
-    """Write a small, well-formed run directory (ledger.sqlite is a bare SQLite file)."""
+    """Write a small, well-formed run directory.
+
+    ``ledger``: "bare" (an SQLite file that is no ledger: pass LedgerStats to build_report),
+    "real" (charged through ``ldp_audit.accountant``, one LaplaceEvent(epsilon) per submission),
+    or None (no ledger file).
+    """
     rng = np.random.default_rng(seed)
     path.mkdir(parents=True, exist_ok=True)
     n = trials * submissions
@@ -58,7 +63,15 @@ def make_run(
         "created": "2026-11-22T04:00:00+00:00",
     }
     (path / "config.json").write_text(json.dumps(cfg))
-    if ledger:
+    if ledger == "real":
+        from ldp_audit.accountant import Accountant, LaplaceEvent
+
+        acc = Accountant(ledger=str(path / "ledger.sqlite"))
+        acc.charge_many(
+            [(f"{t}/{a}", LaplaceEvent(epsilon)) for t, a in zip(trial, agent, strict=True)]
+        )
+        acc.close()
+    elif ledger == "bare":
         con = sqlite3.connect(path / "ledger.sqlite")
         con.execute("CREATE TABLE t (x INTEGER)")
         con.commit()

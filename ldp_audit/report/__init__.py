@@ -98,6 +98,7 @@ def build_report(
     top: int = 10,
     ledger: LedgerStats | None = None,
     progress: Callable[[Iterable[Any]], Iterable[Any]] | None = None,
+    figures: bool = True,
 ) -> Report:
     """Build the report of one run directory.
 
@@ -106,6 +107,8 @@ def build_report(
         top: rows in the top-spenders table (>= 1).
         ledger: per-agent spend, when already read; by default read from the run's ledger.
         progress: optional wrapper for the per-agent ledger loop (e.g. ``tqdm``).
+        figures: draw the figures (False gives the model and tables only; the HTML then has
+            no images).
 
     Raises:
         RunDirectoryError: the run directory is incomplete or malformed.
@@ -121,6 +124,8 @@ def build_report(
         )
         ledger = read_ledger(data.ledger_path, delta=delta, budget=_budget(data), progress=progress)
     model = build_model(data, ledger, top=top)
+    if not figures:
+        return Report(model=model, figures={})
     from ldp_audit.report import _plots
 
     figures: dict[str, bytes] = {"ledger": _plots.ledger_figure(data, ledger)}

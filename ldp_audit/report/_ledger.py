@@ -69,35 +69,39 @@ def read_ledger(
     Raises:
         RunDirectoryError: the ledger cannot be opened or read by the accountant.
     """
+    import sqlite3
+
     from ldp_audit.accountant import Accountant, Ledger
 
     try:
         ledger = Ledger(str(path))
+    except (LdpAuditError, sqlite3.Error) as exc:
+        raise RunDirectoryError(f"{path}: ledger cannot be opened ({exc})") from exc
+    try:
         acc = Accountant(ledger=ledger)
-        agents = [str(a) for a in acc.agents()]
-        it: Iterable[str] = progress(agents) if progress is not None else agents
-        basic = np.empty(len(agents))
-        best = np.empty(len(agents))
-        method: list[str] = []
-        for i, a in enumerate(it):
-            basic[i] = float(acc.spent(a, delta=delta, method="basic"))
-            if hasattr(acc, "spent_detail"):
+        if hasattr(acc, "spent_all") and hasattr(acc, "spent_all_detail"):
+            # bulk: agents with identical histories share one computation (90k agents in ~1 s)
+            basic_d = acc.spent_all(delta=delta, method="basic", scope="local")
+            best_d = acc.spent_all_detail(delta=delta, method="best", scope="local")
+            agents = sorted(basic_d)
+            basic = np.array([basic_d[a] for a in agents], dtype=np.float64)
+            best = np.array([best_d[a][0] for a in agents], dtype=np.float64)
+            method = [str(best_d[a][1]) for a in agents]
+        else:  # the contract's per-agent API
+            agents = [str(a) for a in acc.agents()]
+            it: Iterable[str] = progress(agents) if progress is not None else agents
+            basic = np.empty(len(agents))
+            best = np.empty(len(agents))
+            method = []
+            for i, a in enumerate(it):
+                basic[i] = float(acc.spent(a, delta=delta, method="basic"))
                 detail = acc.spent_detail(a, delta=delta)
-                b = (
-                    detail.get("epsilon")
-                    if isinstance(detail, dict)
-                    else getattr(detail, "epsilon", None)
-                )
-                best[i] = float(b) if b is not None else float(acc.spent(a, delta=delta))
+                best[i] = float(getattr(detail, "epsilon", acc.spent(a, delta=delta)))
                 method.append(_method_of(detail))
-            else:
-                best[i] = float(acc.spent(a, delta=delta, method="best"))
-                method.append("best")
-        close = getattr(ledger, "close", None)
-        if callable(close):
-            close()
-    except LdpAuditError as exc:
+    except (LdpAuditError, sqlite3.Error) as exc:
         raise RunDirectoryError(f"{path}: ledger cannot be read ({exc})") from exc
+    finally:
+        ledger.close()
     if budget is not None and not (isinstance(budget, (int, float)) and math.isfinite(budget)):
         budget = None
     return LedgerStats(agents, basic, best, method, float(delta), budget)

@@ -1,0 +1,219 @@
+"""The one-command demo: train, audit, attack and report, end to end (``make demo``).
+
+``run_demo(out_dir)`` runs the main job of the toolkit on embedded defaults, calling only the
+public APIs of the other packages:
+
+1. a short PGC-A3C run (Ono & Takahashi 2020, Algorithm 1) with the Laplace mechanism
+   (Alg. 2, eqs. 19-21) at epsilon = 5, a few agents, charging every report to the SQLite ledger
+   ``out_dir/ledger.sqlite`` before it is released (``training.pgc_a3c.train``);
+2. an audit of the mechanism it used: the white-box exact epsilon and a black-box empirical
+   lower bound with confidence (``ldp_audit.audit``) -> ``audit.json``;
+3. the dynamics-inference attack on its transcript: recover each agent's gravity from its
+   noisy reports, scored against ``secrets.npz`` (``attacks.dynamics``) -> ``attack_dynamics.json``;
+4. the privacy report (``ldp_audit.report``) -> ``out_dir/report/index.html``.
+
+Everything is derived from one seed. Library code: nothing is printed; progress bars (tqdm) go to
+stderr when ``progress`` is true.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ldp_audit.errors import InvalidParameterError
+
+__all__ = ["DemoSettings", "DemoResult", "run_demo", "RUN_FILES"]
+
+#: Files of a run directory the demo (re)writes; only these are removed before a new demo run,
+#: so a stale ledger can never add old charges to a new run.
+RUN_FILES = (
+    "config.json",
+    "ledger.sqlite",
+    "ledger.sqlite-wal",
+    "ledger.sqlite-shm",
+    "ledger.sqlite-journal",
+    "transcript.npz",
+    "secrets.npz",
+    "metrics.json",
+    "model.npz",
+    "audit.json",
+    "attack_dynamics.json",
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DemoSettings:
+    """The demo's embedded defaults (sized to finish within 3 minutes on 2 cores)."""
+
+    mechanism: str = "laplace"
+    """Mechanism of the PGC-A3C run (paper Alg. 2)."""
+    epsilon: float = 5.0
+    """Per-agent epsilon of the run (the paper's eps = 5 column)."""
+    n_agents: int = 3
+    """Concurrent agents (the paper uses 9)."""
+    trials: int = 1
+    """Independent trials K."""
+    max_submissions: int = 600
+    """Submissions per trial (the paper's horizon is 90,000)."""
+    audit_samples: int = 200_000
+    """Samples per candidate input of the black-box audit."""
+    audit_confidence: float = 0.95
+    """Confidence of the audit's empirical lower bound."""
+    attack_shadow: int = 40
+    """Shadow episodes per candidate gravity per distinct broadcast theta."""
+    attack_groups: int = 60
+    """Agents (groups of reports) the attack targets."""
+    attack_confidence: float = 0.95
+    """Confidence of the attack's accuracy interval and implied epsilon bound."""
+
+
+@dataclass(frozen=True)
+class DemoResult:
+    """Where the demo wrote its run and report, and how long each stage took."""
+
+    run_dir: Path
+    report: dict[str, Path]
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def _stage(bar: Any, name: str) -> None:
+    if bar is not None:
+        bar.set_description(name)
+
+
+def _check_seed(seed: Any) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise InvalidParameterError(f"seed must be an integer >= 0, got {seed!r}")
+    return int(seed)
+
+
+def _audit(run_dir: Path, settings: DemoSettings, rng: np.random.Generator, progress: bool) -> None:
+    """Audit the run's mechanism (rebuilt from config.json); write audit.json."""
+    from ldp_audit.audit import audit, exact_epsilon
+    from ldp_audit.mechanisms import from_config
+
+    cfg = json.loads((run_dir / "config.json").read_text())
+    mech = from_config(cfg["mechanism"])
+    with np.load(run_dir / "transcript.npz") as tr:
+        dim = int(tr["report"].shape[1])
+    pairs = mech.candidate_pairs(dim)
+    result = audit(
+        mech,
+        pairs,
+        samples=settings.audit_samples,
+        confidence=settings.audit_confidence,
+        rng=rng,
+    )
+    entry = dict(result.to_dict())
+    entry.setdefault("mechanism", cfg["mechanism"].get("name"))
+    entry["exact_epsilon"] = float(exact_epsilon(mech, pairs))
+    (run_dir / "audit.json").write_text(json.dumps([entry], indent=2, default=str))
+
+
+def _attack(run_dir: Path, settings: DemoSettings, seed: int, progress: bool) -> None:
+    """Dynamics inference on the transcript, scored with secrets.npz; write attack_dynamics.json."""
+    from attacks.dynamics import attack_run_dir, score_run_dir
+
+    pred = attack_run_dir(
+        run_dir,
+        n_shadow=settings.attack_shadow,
+        max_groups=settings.attack_groups,
+        seed=seed,
+        progress=progress,
+    )
+    result = score_run_dir(run_dir, pred, confidence=settings.attack_confidence)
+    (run_dir / "attack_dynamics.json").write_text(json.dumps(result.to_dict(), indent=2))
+
+
+def run_demo(
+    out_dir: str | Path = "runs/demo",
+    *,
+    seed: int = 0,
+    settings: DemoSettings | None = None,
+    report_dir: str | Path | None = None,
+    progress: bool = False,
+) -> DemoResult:
+    """Train, audit, attack and report, end to end.
+
+    Args:
+        out_dir: the run directory (created; the demo's own files in it are replaced).
+        seed: the one seed everything derives from (training, audit and attack streams).
+        settings: override the embedded defaults.
+        report_dir: where the report goes (default ``out_dir/report``).
+        progress: tqdm progress bars on stderr.
+
+    Returns:
+        The run directory, the report's paths and per-stage wall-clock seconds.
+    """
+    seed = _check_seed(seed)
+    s = settings or DemoSettings()
+    if not isinstance(s, DemoSettings):
+        raise InvalidParameterError(f"settings must be a DemoSettings, got {type(s).__name__}")
+    run_dir = Path(out_dir)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise InvalidParameterError(f"out_dir must be a directory, got file {str(run_dir)!r}")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    for name in RUN_FILES:
+        (run_dir / name).unlink(missing_ok=True)
+    rep_dir = Path(report_dir) if report_dir is not None else run_dir / "report"
+    if rep_dir.is_dir() and (rep_dir / "index.html").is_file():
+        shutil.rmtree(rep_dir / "figures", ignore_errors=True)
+
+    # independent streams: training gets its own seed, audit and attack spawned generators
+    train_ss, audit_ss, attack_ss = np.random.SeedSequence(seed).spawn(3)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=4, desc="demo", unit="stage", position=0, leave=True)
+    seconds: dict[str, float] = {}
+    try:
+        t = time.perf_counter()
+        _stage(bar, "demo: training PGC-A3C")
+        from training.pgc_a3c import PgcA3cConfig, train
+
+        cfg = PgcA3cConfig(
+            mechanism=s.mechanism,
+            epsilon=s.epsilon,
+            trials=s.trials,
+            n_agents=s.n_agents,
+            max_submissions=s.max_submissions,
+        )
+        train(cfg, seed=int(train_ss.generate_state(1)[0]), run_dir=run_dir, progress=progress)
+        seconds["train"] = time.perf_counter() - t
+        if bar is not None:
+            bar.update(1)
+
+        t = time.perf_counter()
+        _stage(bar, "demo: auditing the mechanism")
+        _audit(run_dir, s, np.random.default_rng(audit_ss), progress)
+        seconds["audit"] = time.perf_counter() - t
+        if bar is not None:
+            bar.update(1)
+
+        t = time.perf_counter()
+        _stage(bar, "demo: attacking the transcript")
+        _attack(run_dir, s, int(attack_ss.generate_state(1)[0]), progress)
+        seconds["attack"] = time.perf_counter() - t
+        if bar is not None:
+            bar.update(1)
+
+        t = time.perf_counter()
+        _stage(bar, "demo: writing the report")
+        from ldp_audit.report import write_report
+
+        paths = write_report(run_dir, rep_dir)
+        seconds["report"] = time.perf_counter() - t
+        if bar is not None:
+            bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+    return DemoResult(run_dir=run_dir, report=paths, seconds=seconds)

@@ -1,0 +1,334 @@
+"""ldp_audit.report: run-directory validation, the report model, and the rendered files."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ldp_audit.errors import InvalidParameterError, RunDirectoryError
+from ldp_audit.report import REQUIRED_FILES, build_report, load_run, write_report
+from ldp_audit.report._paper import paper_row
+from ldp_audit.report._plots import ceiling, spend_over_submissions
+from tests.test_report_fixtures import GOOD_ATTACK, GOOD_AUDIT, ledger_for, make_run
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> Path:
+    return make_run(tmp_path / "run", audit=[GOOD_AUDIT], attacks={"dynamics": GOOD_ATTACK})
+
+
+# ---------------------------------------------------------------- validation of run directories
+
+
+def test_load_run_reads_every_part(run: Path) -> None:
+    data = load_run(run)
+    assert data.n_submissions == 120 and data.dim == 4
+    assert data.config["mechanism"]["name"] == "laplace"
+    assert data.audits is not None and data.audits[0]["claimed_epsilon"] == 5.0
+    assert set(data.attacks) == {"dynamics"}
+    assert data.secrets is not None and data.secrets["gravity"].shape == (120,)
+
+
+@pytest.mark.parametrize("missing", REQUIRED_FILES)
+def test_missing_required_file_is_named(run: Path, missing: str) -> None:
+    (run / missing).unlink()
+    with pytest.raises(RunDirectoryError, match=re.escape(missing)):
+        load_run(run)
+
+
+def test_not_a_directory(tmp_path: Path) -> None:
+    with pytest.raises(RunDirectoryError, match="run_dir must be an existing directory"):
+        load_run(tmp_path / "nope")
+
+
+def _rewrite_npz(path: Path, **changes: object) -> None:
+    with np.load(path) as z:
+        arrays = {k: z[k] for k in z.files}
+    for k, v in changes.items():
+        if v is None:
+            arrays.pop(k)
+        else:
+            arrays[k] = v
+    np.savez(path, **arrays)
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda r: (r / "config.json").write_text("{not json"), "config.json: is not valid JSON"),
+        (
+            lambda r: (r / "config.json").write_text(
+                '{"algorithm": "x", "config": {}, "mechanism": {"name": "laplace"}}'
+            ),
+            "missing key\\(s\\) seed",
+        ),
+        (
+            lambda r: (r / "config.json").write_text(
+                '{"algorithm": "x", "config": {}, "mechanism": {}, "seed": 1}'
+            ),
+            "'mechanism' must be an object with a string 'name'",
+        ),
+        (lambda r: _rewrite_npz(r / "transcript.npz", score=None), "missing array\\(s\\) score"),
+        (
+            lambda r: _rewrite_npz(r / "transcript.npz", agent=np.zeros(3, np.int64)),
+            "'agent' must be a 1-D integer array of length N=120",
+        ),
+        (
+            lambda r: _rewrite_npz(r / "transcript.npz", theta_index=np.full(120, 10**6)),
+            "'theta_index' must index rows of 'thetas'",
+        ),
+        (
+            lambda r: _rewrite_npz(r / "model.npz", theta=np.zeros((2, 7))),
+            "model.npz: 'theta' has d=7",
+        ),
+        (
+            lambda r: (r / "transcript.npz").write_bytes(b"garbage"),
+            "transcript.npz: is not a readable .npz",
+        ),
+        (
+            lambda r: (r / "ledger.sqlite").write_bytes(b"not a database"),
+            "ledger.sqlite: is not an SQLite database",
+        ),
+        (lambda r: (r / "metrics.json").write_text('{"mu": []}'), "missing key 'zeta'"),
+        (lambda r: (r / "audit.json").write_text('{"a": 1}'), "audit.json: must hold a JSON list"),
+        (
+            lambda r: (r / "audit.json").write_text('[{"claimed_epsilon": 1}]'),
+            "entry 0: 'epsilon_lower_bound' must be a number",
+        ),
+        (
+            lambda r: (r / "attack_dynamics.json").write_text('{"accuracy": 1.5}'),
+            "attack_dynamics.json: 'accuracy' must be a number in \\[0, 1\\]",
+        ),
+        (
+            lambda r: _rewrite_npz(r / "secrets.npz", gravity=np.zeros(5)),
+            "secrets.npz: 'gravity' must have shape",
+        ),
+    ],
+)
+def test_malformed_run_directory_names_the_problem(run: Path, mutate, message: str) -> None:
+    mutate(run)
+    with pytest.raises(RunDirectoryError, match=message):
+        load_run(run)
+
+
+def test_foreign_sqlite_file_is_refused_by_the_accountant(run: Path) -> None:
+    # the fixture's "bare" ledger is an SQLite file of another application
+    with pytest.raises(RunDirectoryError, match="ledger.sqlite: ledger cannot be opened"):
+        build_report(run)
+
+
+# ---------------------------------------------------------------- the model and the verdict
+
+
+def test_consistent_run_verdict_and_sections(run: Path) -> None:
+    rep = build_report(
+        run, ledger=ledger_for(run, per_submission=5.0, best_factor=0.5, budget=300.0)
+    )
+    m = rep.model
+    assert m["verdict"]["status"] == "consistent"
+    assert m["audits"]["status"] == "run" and m["attacks"]["status"] == "run"
+    led = m["ledger"]
+    assert led["agents"] == 6 and led["agents_in_transcript"] == 6 and led["uncharged_agents"] == 0
+    # 2 trials x 60 submissions over 3 agents: 20 submissions each at eps 5 -> basic 100
+    assert led["basic"]["max"] == pytest.approx(100.0) and led["best"]["max"] == pytest.approx(50.0)
+    assert led["remaining"]["min"] == pytest.approx(250.0) and led["over_budget"] == 0
+    assert [r["submissions"] for r in led["top_agents"]] == [20] * 6
+    text = " ".join(m["verdict"]["guaranteed"])
+    assert "epsilon = 5 per submission" in text and "at most 100" in text
+    assert set(rep.figures) == {"ledger", "audit", "attack", "learning"}
+    assert all(png.startswith(PNG_MAGIC) for png in rep.figures.values())
+
+
+def test_optional_parts_are_reported_as_not_run(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "bare")
+    rep = build_report(run, ledger=ledger_for(run), figures=False)
+    m = rep.model
+    assert m["audits"]["status"] == "not run" and m["attacks"]["status"] == "not run"
+    assert m["verdict"]["status"] == "partially verified"
+    nv = " ".join(m["verdict"]["not_verified"])
+    assert "No audit" in nv and "No attack" in nv
+    html, md = rep.to_html(), rep.to_markdown()
+    for text in (html, md):
+        assert "Not run: this run directory has no audit.json" in text
+        assert "Not run: this run directory has no attack_*.json" in text
+
+
+def test_audit_violation_is_the_headline(tmp_path: Path) -> None:
+    bad = dict(GOOD_AUDIT, epsilon_lower_bound=7.5)
+    bad.pop("violation")  # derived from lower bound > claim when the entry does not say
+    run = make_run(tmp_path / "r", audit=[bad], attacks={"dynamics": GOOD_ATTACK})
+    rep = build_report(run, ledger=ledger_for(run), figures=False)
+    assert rep.model["verdict"]["status"] == "violation"
+    assert rep.model["audits"]["results"][0]["violation"] is True
+    assert "AUDIT VIOLATION" in " ".join(rep.model["verdict"]["not_verified"])
+    assert '<span class="bad">VIOLATION</span>' in rep.to_html()
+
+
+def test_attack_above_ceiling_is_a_violation(tmp_path: Path) -> None:
+    att = dict(GOOD_ATTACK, accuracy=0.99, accuracy_ci=[0.985, 0.995], ceiling=0.9)
+    att.pop("violation")
+    run = make_run(tmp_path / "r", audit=[GOOD_AUDIT], attacks={"dynamics": att})
+    rep = build_report(run, ledger=ledger_for(run), figures=False)
+    assert rep.model["verdict"]["status"] == "violation"
+    assert rep.model["attacks"]["results"][0]["violation"] is True
+
+
+def test_uncharged_agents_are_flagged(run: Path) -> None:
+    rep = build_report(run, ledger=ledger_for(run, drop=2), figures=False)
+    led = rep.model["ledger"]
+    assert led["uncharged_agents"] == 2 and led["uncharged_examples"] == ["0/0", "0/1"]
+    assert "NOT accounted" in " ".join(rep.model["verdict"]["not_verified"])
+
+
+def test_budget_overrun_is_not_guaranteed(run: Path) -> None:
+    rep = build_report(run, ledger=ledger_for(run, budget=50.0), figures=False)
+    assert rep.model["ledger"]["over_budget"] == 6
+    assert "6 agent(s) over budget" in " ".join(rep.model["verdict"]["not_verified"])
+
+
+def test_learning_metrics_fst_and_paper(run: Path) -> None:
+    learn = build_report(run, ledger=ledger_for(run), figures=False).model["learning"]
+    # eqs. 25-26 by hand: zeta_n = min(200, 20 + 4(n-1) + 5t); trial 0's window at n = 42 is
+    # 184, 188, 192, 196, 200 x 6 -> mu = 196 >= 195, while at n = 41 mu = 194; trial 1 is one
+    # step ahead.
+    assert [t["fst"] for t in learn["trials"]] == [42.0, 41.0]
+    assert learn["success_ratio"] == 1.0 and learn["median_fst"] == 41.5
+    assert learn["paper"] == {"median_fst": 5714.5, "success_ratio": 1.0, "relative_auc": 0.909}
+
+
+def test_never_successful_trial_has_infinite_fst_in_strict_json(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "r")
+    (run / "metrics.json").write_text(json.dumps({"zeta": [[10.0] * 60, [12.0] * 60]}))
+    rep = build_report(run, ledger=ledger_for(run), figures=False)
+    assert rep.model["learning"]["success_ratio"] == 0.0
+
+    def refuse(c: str) -> None:
+        raise AssertionError(f"non-standard JSON constant {c}")
+
+    doc = json.loads(rep.to_json(), parse_constant=refuse)
+    assert [t["fst"] for t in doc["learning"]["trials"]] == ["inf", "inf"]
+
+
+def test_paper_row_lookup() -> None:
+    assert paper_row("ProjectedRandomSign", 2.0) == {
+        "median_fst": 7549.0,
+        "success_ratio": 0.95,
+        "relative_auc": 0.862,
+    }
+    assert paper_row("laplace", float("inf"))["median_fst"] == 1769.0
+    assert paper_row("laplace", 3.0) is None and paper_row("gaussian", 1.0) is None
+
+
+def test_top_must_be_positive(run: Path) -> None:
+    with pytest.raises(InvalidParameterError, match="top must be an integer >= 1, got 0"):
+        build_report(run, top=0, ledger=ledger_for(run))
+
+
+# ---------------------------------------------------------------- figures and rendered files
+
+
+def test_spend_over_submissions_is_cumulative_per_agent(run: Path) -> None:
+    data = load_run(run)
+    spend, running = spend_over_submissions(data, ledger_for(run, per_submission=2.0))
+    # agent (0, a) submits at rows a, a+3, a+6, ...: its k-th submission brings it to 2k
+    assert spend[:6].tolist() == [2.0, 2.0, 2.0, 4.0, 4.0, 4.0]
+    assert spend[57:60].tolist() == [40.0, 40.0, 40.0] and spend[60] == 2.0
+    assert np.all(np.diff(running) >= 0) and running[-1] == 40.0
+
+
+def test_ceiling_formula() -> None:
+    assert ceiling(0.0, 3) == pytest.approx(1 / 3)
+    assert ceiling(np.log(2.0), 2) == pytest.approx(2 / 3)
+    assert ceiling(1000.0, 3) == pytest.approx(1.0)
+
+
+def test_written_html_is_self_contained(run: Path, tmp_path: Path) -> None:
+    rep = build_report(run, ledger=ledger_for(run))
+    paths = rep.write(tmp_path / "out")
+    html = paths["html"].read_text()
+    assert not re.search(r"(src|href)\s*=\s*[\"']?(https?:|//)", html)
+    assert "<link" not in html and "<script" not in html and "@import" not in html
+    imgs = re.findall(r'<img [^>]*src="data:image/png;base64,([A-Za-z0-9+/=]+)"', html)
+    assert len(imgs) == 4 == html.count("<img ")
+    assert all(base64.b64decode(b).startswith(PNG_MAGIC) for b in imgs)
+    md = paths["markdown"].read_text()
+    for name in ("ledger", "audit", "attack", "learning"):
+        assert f"(figures/{name}.png)" in md
+        assert (tmp_path / "out" / "figures" / f"{name}.png").read_bytes().startswith(PNG_MAGIC)
+    doc = json.loads(paths["json"].read_text())
+    assert doc["schema"] == "ldp-audit-report/1" and doc["verdict"]["status"] == "consistent"
+
+
+def test_html_escapes_run_content(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "r")
+    cfg = json.loads((run / "config.json").read_text())
+    cfg["algorithm"] = "<script>alert(1)</script>"
+    (run / "config.json").write_text(json.dumps(cfg))
+    html = build_report(run, ledger=ledger_for(run), figures=False).to_html()
+    assert "<script>" not in html and "&lt;script&gt;" in html
+
+
+def test_ninety_thousand_agents_are_summarised(tmp_path: Path) -> None:
+    # PGC at paper scale: 90,000 submissions, each by its own agent
+    run = make_run(tmp_path / "big", trials=1, agents=90_000, submissions=90_000, d=2)
+    t0 = time.perf_counter()
+    rep = build_report(run, ledger=ledger_for(run, per_submission=5.0))
+    seconds = time.perf_counter() - t0
+    led = rep.model["ledger"]
+    assert led["agents"] == 90_000 and len(led["top_agents"]) == 10
+    html = rep.to_html()
+    assert html.count("<tr>") < 60  # tables summarise; no row per agent
+    assert len(html) < 2_000_000
+    assert seconds < 30.0  # generous: ~3 s measured on the shared 2-core machine
+
+
+# ------------------------------------------------------- real ledger through the accountant
+
+
+def test_real_ledger_end_to_end(tmp_path: Path) -> None:
+    pytest.importorskip("ldp_audit.accountant")
+    run = make_run(tmp_path / "r", ledger="real", epsilon=0.5, attacks={"dynamics": GOOD_ATTACK})
+    paths = write_report(run)
+    assert paths["html"] == run / "report" / "index.html"
+    doc = json.loads(paths["json"].read_text())
+    led = doc["ledger"]
+    assert led["agents"] == 6 and led["uncharged_agents"] == 0
+    assert led["basic"]["max"] == pytest.approx(20 * 0.5)
+    assert led["best"]["max"] <= led["basic"]["max"] + 1e-9
+    assert doc["audits"]["status"] == "not run"
+
+
+def _cli(argv: list[str]) -> int:
+    """Run a subcommand of report_cmd alone (other CLI modules may not be installed yet)."""
+    import argparse
+
+    from ldp_audit.cli import report_cmd
+
+    parser = argparse.ArgumentParser(prog="ldp-audit")
+    report_cmd.register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return int(args.func(args))
+
+
+def test_cli_report_writes_files_and_exit_codes(tmp_path: Path, capsys) -> None:
+    pytest.importorskip("ldp_audit.accountant")
+    run = make_run(tmp_path / "r", ledger="real", audit=[GOOD_AUDIT])
+    assert _cli(["report", str(run), "-o", str(tmp_path / "o"), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert Path(out["html"]).is_file() and Path(out["json"]).is_file()
+    assert out["verdict"] == "partially verified"
+    bad = dict(GOOD_AUDIT, epsilon_lower_bound=9.0, violation=True)
+    (run / "audit.json").write_text(json.dumps([bad]))
+    assert _cli(["report", str(run), "-o", str(tmp_path / "o2")]) == 1  # violation -> exit 1
+    assert "VIOLATION" in capsys.readouterr().out
+    (run / "transcript.npz").unlink()
+    with pytest.raises(RunDirectoryError, match="missing transcript.npz"):
+        _cli(["report", str(run)])  # main() turns this into exit 2
