@@ -335,7 +335,8 @@ class _Policy:
             np.multiply(self.wcT[k], obs_t[k][:, None], out=tmp)
             pre += tmp
         np.maximum(pre, 0.0, out=pre)  # ReLU
-        return np.einsum("bj,bj->b", pre, self.wdiff) > 0.0
+        pre *= self.wdiff
+        return pre.sum(axis=1) > 0.0  # a last-axis sum: rounding independent of the batch
 
 
 def greedy_actions(theta: np.ndarray, obs: np.ndarray) -> np.ndarray:
@@ -384,10 +385,13 @@ def loss_gradients(
     lengths = np.asarray(lengths, dtype=np.int64)
     wc, wp, wv = unpack_theta(theta)
     s = np.asarray(obs, dtype=np.float64)  # (M, L+1, 4)
-    pre = np.einsum("mjk,mlk->mlj", wc, s)  # (M, L+1, 16)
+    # Every contraction below is an explicit product + sum over a fixed-length last axis, or a
+    # sum over the time axis (sequential, so zero padding changes nothing): a row's gradient is
+    # bit-for-bit independent of the other rows in the batch and of the padded length L.
+    pre = (wc[:, None, :, :] * s[:, :, None, :]).sum(axis=3)  # (M, L+1, 16)
     h = np.maximum(pre, 0.0)
-    z = np.einsum("mkj,mlj->mlk", wp, h)  # logits (M, L+1, 2)
-    v = np.einsum("mj,mlj->ml", wv, h)  # V(s_t; theta) (M, L+1)
+    z = (wp[:, None, :, :] * h[:, :, None, :]).sum(axis=3)  # logits (M, L+1, 2)
+    v = (wv[:, None, :] * h).sum(axis=2)  # V(s_t; theta) (M, L+1)
     ar = np.arange(m)
     v_last = np.where(np.asarray(bootstrap, dtype=bool), v[ar, lengths], 0.0)
 
@@ -397,10 +401,16 @@ def loss_gradients(
     gam = np.broadcast_to(np.asarray(gamma, dtype=np.float64), (m,))
     # eq. 18, bootstrap discounted as in eq. 12:
     # V_hat_t = sum_{j=t}^{T-1} g^{j-t} r_j + g^{T-t} V_T
-    v_hat = np.empty((m, big_l))
-    for g_val in np.unique(gam):
-        sel = gam == g_val
-        v_hat[sel] = r[sel] @ _discount_matrix(g_val, big_l)
+    pw = gam[:, None] ** steps[None, :]  # gamma^t
+    if pw[:, -1].min() > 1e-250:
+        # sum_{j>=t} g^{j-t} r_j = g^{-t} * (reverse cumulative sum of g^j r_j); cumsum is
+        # sequential, so the padded zeros at the end change nothing
+        v_hat = np.cumsum((pw * r)[:, ::-1], axis=1)[:, ::-1] / pw
+    else:  # gamma^L would underflow: the discount matrix (rounding then depends on L)
+        v_hat = np.empty((m, big_l))
+        for g_val in np.unique(gam):
+            sel = gam == g_val
+            v_hat[sel] = r[sel] @ _discount_matrix(g_val, big_l)
     boot_pow = gam[:, None] ** np.maximum(lengths[:, None] - steps[None, :], 0)
     v_hat += boot_pow * v_last[:, None]
     v_t = v[:, :big_l]
@@ -424,11 +434,12 @@ def loss_gradients(
     dv = np.where(valid, -2.0 * lam_b * adv, 0.0)
 
     ht = h[:, :big_l]
-    g_wp = np.einsum("mlk,mlj->mkj", dz, ht)
-    g_wv = np.einsum("ml,mlj->mj", dv, ht)
-    dh = np.einsum("mlk,mkj->mlj", dz, wp) + dv[:, :, None] * wv[:, None, :]
+    g_wp = (dz[:, :, :, None] * ht[:, :, None, :]).sum(axis=1)  # (M, 2, 16)
+    g_wv = (dv[:, :, None] * ht).sum(axis=1)  # (M, 16)
+    dh = dz[:, :, 0, None] * wp[:, None, 0, :] + dz[:, :, 1, None] * wp[:, None, 1, :]
+    dh += dv[:, :, None] * wv[:, None, :]
     dpre = np.where(pre[:, :big_l] > 0.0, dh, 0.0)
-    g_wc = np.einsum("mlj,mlk->mjk", dpre, s[:, :big_l])
+    g_wc = (dpre[:, :, :, None] * s[:, :big_l, None, :]).sum(axis=1)  # (M, 16, 4)
     return np.concatenate([g_wc.reshape(m, -1), g_wp.reshape(m, -1), g_wv], axis=1)
 
 
@@ -906,7 +917,8 @@ class _Engine:
             lam=self.lam[gs],
             beta=self.beta[gs],
         )
-        scores = self.rews[sub, :big_l].sum(axis=1, dtype=np.float64)
+        valid = np.arange(big_l)[None, :] < lengths[:, None]  # rows hold older episodes beyond
+        scores = np.where(valid, self.rews[sub, :big_l], 0.0).sum(axis=1)  # zeta: steps survived
         sub_index = self.n_sub[gs] + rk
         cfg = self.cfg_of[gs]
         for ci in np.unique(cfg).tolist():  # configs own contiguous trials: rows stay in order
