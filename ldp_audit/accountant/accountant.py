@@ -20,6 +20,9 @@ pld        dp_accounting privacy loss distributions                      all but
 best       the minimum of every method that supports the history         any
 ========== ============================================================ =====================
 
+(``best`` skips rdp/pld for plain ``PureDpEvent`` histories once ``optimal`` applies: the optimal
+composition is exact there, so nothing valid can be smaller.)
+
 Every method gives a valid upper bound for its events, so ``best`` (their minimum) is valid too,
 for histories whose epsilons were fixed in advance. Poisson-sampled pure events count at the
 amplified epsilon ``log(1 + q (e^eps - 1))``.
@@ -267,7 +270,12 @@ def _evaluate(sig: Signature, delta: float, method: str) -> tuple[float, str, tu
             )
         return float(v), method, ((method, float(v)),)
     values = []
+    # For plain PureDpEvent histories the optimal composition is exact (Kairouz-Oh-Viswanath):
+    # no valid bound can be smaller, so the slower rdp/pld bounds are not computed for "best".
+    exact = all(type(a) is PureDpEvent for a in atoms)
     for m in METHODS:
+        if exact and m in ("rdp", "prv", "pld") and any(w == "optimal" for w, _ in values):
+            continue
         v = _method_value(atoms, delta, m)
         if v is not None:
             values.append((m, float(v)))

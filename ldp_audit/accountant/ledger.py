@@ -46,6 +46,69 @@ CREATE INDEX IF NOT EXISTS {_CHARGES}_agent ON {_CHARGES} (agent);
 SCOPES = ("local", "central")
 
 
+def _init_schema(c: sqlite3.Connection) -> None:
+    for statement in _SCHEMA.split(";"):
+        if statement.strip():
+            c.execute(statement)
+    c.executemany(
+        f"INSERT OR IGNORE INTO {_META} (key, value) VALUES (?, ?)",
+        [
+            ("application", APPLICATION),
+            ("schema_version", str(SCHEMA_VERSION)),
+            ("created", str(time.time())),
+        ],
+    )
+
+
+def _create_atomically(path: Path) -> None:
+    """Create a new, initialised ledger at ``path`` without ever exposing a 0-byte file.
+
+    The database is built in a temporary file beside ``path`` and hard-linked into place; if
+    another process created ``path`` meanwhile, its ledger is kept and ours discarded. So an
+    existing empty file can only be a truncated ledger, which ``Ledger`` refuses.
+    """
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{time.time_ns()}.tmp")
+    try:
+        c = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            c.execute("PRAGMA journal_mode=WAL")
+            c.execute("BEGIN IMMEDIATE")
+            _init_schema(c)
+            c.execute("COMMIT")
+        finally:
+            c.close()
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+        except OSError:  # no hard links here: fall back to exclusive creation by rename
+            if not path.exists():
+                os.rename(tmp, path)
+    except sqlite3.Error as exc:
+        raise LedgerError(f"cannot create ledger {str(path)!r}: {exc}") from exc
+    except OSError as exc:
+        raise LedgerError(f"cannot create ledger {str(path)!r}: {exc}") from exc
+    finally:
+        for suffix in ("", "-wal", "-shm"):
+            try:
+                os.unlink(f"{tmp}{suffix}")
+            except FileNotFoundError:
+                pass
+    try:  # make the new directory entry durable
+        dfd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    except OSError:  # pragma: no cover - platforms without directory fsync
+        pass
+
+
 class Ledger:
     """An append-only SQLite ledger of privacy charges.
 
@@ -63,18 +126,27 @@ class Ledger:
     def __init__(self, path: str | os.PathLike[str], *, timeout: float = 60.0, verify: bool = True):
         self.path = str(path)
         self._memory = self.path == ":memory:"
+        self._timeout = float(timeout)
         if not self._memory:
             p = Path(self.path)
             if p.is_dir():
                 raise LedgerError(f"ledger path {self.path!r} is a directory, not a ledger file")
-            if p.exists() and p.stat().st_size > 0:
-                with open(p, "rb") as fh:
-                    head = fh.read(len(_SQLITE_MAGIC))
-                if head != _SQLITE_MAGIC:
-                    raise LedgerError(
-                        f"ledger file {self.path!r} is not an SQLite database (foreign or "
-                        f"corrupt file); refusing to treat it as an empty ledger"
-                    )
+            if not p.exists():
+                _create_atomically(p)
+            size = p.stat().st_size
+            if size == 0:
+                raise LedgerError(
+                    f"ledger file {self.path!r} exists but is empty (0 bytes): a truncated "
+                    f"ledger cannot be told from a new one, so it is refused; delete it to start "
+                    f"a new ledger"
+                )
+            with open(p, "rb") as fh:
+                head = fh.read(len(_SQLITE_MAGIC))
+            if head != _SQLITE_MAGIC:
+                raise LedgerError(
+                    f"ledger file {self.path!r} is not an SQLite database (foreign or "
+                    f"corrupt file); refusing to treat it as an empty ledger"
+                )
         try:
             self._conn = sqlite3.connect(
                 self.path, timeout=float(timeout), isolation_level=None, check_same_thread=False
@@ -121,17 +193,7 @@ class Ledger:
                         f"ledger file {self.path!r} is an SQLite database of another application "
                         f"(tables {others!r}, no {_META!r} table); refusing to use it as a ledger"
                     )
-                for statement in _SCHEMA.split(";"):
-                    if statement.strip():
-                        c.execute(statement)
-                c.executemany(
-                    f"INSERT OR IGNORE INTO {_META} (key, value) VALUES (?, ?)",
-                    [
-                        ("application", APPLICATION),
-                        ("schema_version", str(SCHEMA_VERSION)),
-                        ("created", str(time.time())),
-                    ],
-                )
+                _init_schema(c)
             meta = dict(c.execute(f"SELECT key, value FROM {_META}").fetchall())
             if meta.get("application") != APPLICATION:
                 raise LedgerError(
