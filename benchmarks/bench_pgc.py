@@ -1,0 +1,213 @@
+"""Speed of the batched PGC-A3C engine against the straightforward worker, in the same run.
+
+Measures, on this machine and at this moment (both sides see the same load):
+
+1. the straightforward worker (benchmarks/reference_pgc.py: one gymnasium CartPole-v1 and one
+   torch module, a Python loop per step) for ``--ref-seconds`` seconds;
+2. the lock-step engine (training.pgc_a3c.train_grid) on a paper-like grid: ``--settings``
+   configs x ``--trials`` trials x 9 agents, each for ``--submissions`` submissions;
+3. the batched episode gradient (eqs. 15-18) in hand-written numpy vs torch autograd on the same
+   episodes (which one the engine should use).
+
+Prints env-steps/s and submissions/s of both and their ratio; writes JSON (``--out``).
+
+    .venv/bin/python benchmarks/bench_pgc.py            # ~1-2 minutes on 2 cores
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from reference_pgc import reference_train  # noqa: E402
+
+from training.pgc_a3c import (  # noqa: E402
+    DIM,
+    PgcA3cConfig,
+    init_theta,
+    loss_gradients,
+    rollout,
+    train_grid,
+)
+
+
+def bench_reference(seconds: float) -> dict:
+    cfg = PgcA3cConfig(mechanism="laplace", epsilon=1.0, trials=1)
+    r = reference_train(cfg, seed=0, max_seconds=seconds)
+    return {
+        "seconds": r["seconds"],
+        "submissions": r["submissions"],
+        "env_steps": r["env_steps"],
+        "env_steps_per_s": r["env_steps"] / r["seconds"],
+        "submissions_per_s": r["submissions"] / r["seconds"],
+    }
+
+
+def bench_engine(settings: int, trials: int, submissions: int) -> dict:
+    eps = [1.0, 2.0, 5.0, 10.0]
+    cfgs = []
+    for i in range(settings):
+        mech = ("laplace", "prs")[i % 2]
+        cfgs.append(
+            PgcA3cConfig(
+                mechanism=mech,
+                epsilon=eps[(i // 2) % 4],
+                trials=trials,
+                max_submissions=submissions,
+            )
+        )
+    t0 = time.perf_counter()
+    res = train_grid(cfgs, seed=0)
+    secs = time.perf_counter() - t0
+    steps = res[0].env_steps  # the engine counts all rows of the grid
+    subs = int(sum(r.submissions.sum() for r in res))
+    return {
+        "settings": settings,
+        "trials_per_setting": trials,
+        "agents": settings * trials * 9,
+        "submissions_per_trial": submissions,
+        "seconds": secs,
+        "env_steps": steps,
+        "submissions": subs,
+        "env_steps_per_s": steps / secs,
+        "submissions_per_s": subs / secs,
+    }
+
+
+def _torch_gradients(theta, ro, gamma=0.99, lam=0.5, beta=0.01):
+    """The same loss with torch autograd, batched over rows (per-row weight tensors)."""
+    import torch
+
+    big_l = int(ro["lengths"].max())
+    th = torch.tensor(theta, requires_grad=True)
+    m = th.shape[0]
+    wc = th[:, :64].reshape(m, 16, 4)
+    wp = th[:, 64:96].reshape(m, 2, 16)
+    wv = th[:, 96:].reshape(m, 16)
+    s = torch.as_tensor(ro["obs"][:, : big_l + 1])
+    h = torch.relu(torch.einsum("mjk,mlk->mlj", wc, s))
+    z = torch.einsum("mkj,mlj->mlk", wp, h)
+    v = torch.einsum("mj,mlj->ml", wv, h)
+    lengths = torch.as_tensor(ro["lengths"])
+    steps = torch.arange(big_l)
+    valid = steps[None, :] < lengths[:, None]
+    with torch.no_grad():
+        boot = torch.as_tensor(ro["bootstrap"])
+        v_last = torch.where(boot, v[torch.arange(m), lengths], torch.zeros(m))
+        r = torch.where(valid, torch.as_tensor(ro["rewards"][:, :big_l]), torch.zeros(()))
+        exps = (steps[None, :] - steps[:, None]).clamp(min=0).double()
+        disc = torch.where(steps[:, None] >= steps[None, :], gamma**exps, torch.zeros(()))
+        target = (
+            r @ disc + gamma ** (lengths[:, None] - steps[None, :]).clamp(min=0) * v_last[:, None]
+        )
+        adv = target - v[:, :big_l]
+    logp = torch.log_softmax(z[:, :big_l], dim=-1)
+    pi = logp.exp()
+    ent = -(pi * logp).sum(-1)
+    a = torch.as_tensor(ro["actions"][:, :big_l]).long()
+    lp_a = logp.gather(2, a[..., None]).squeeze(-1)
+    loss_p = -(lp_a * adv) - beta * ent
+    loss_v = (target - v[:, :big_l]) ** 2
+    loss = torch.where(valid, loss_p + lam * loss_v, torch.zeros(())).sum()
+    loss.backward()
+    return th.grad.numpy()
+
+
+def bench_gradients(rows: int = 200, repeats: int = 5) -> dict:
+    rng = np.random.default_rng(0)
+    theta = np.stack([init_theta(rng) for _ in range(rows)])
+    ro = rollout(
+        theta,
+        rng.choice([9.7, 9.8, 9.9], rows),
+        rng.uniform(-0.05, 0.05, (rows, 4)),
+        rng.random((200, rows)),
+        0.5,
+    )
+    big_l = int(ro["lengths"].max())
+    args = (
+        theta,
+        ro["obs"][:, : big_l + 1],
+        ro["actions"][:, :big_l],
+        ro["rewards"][:, :big_l],
+        ro["lengths"],
+        ro["bootstrap"],
+    )
+    t_np = min(_timeit(lambda: loss_gradients(*args)) for _ in range(repeats))
+    t_torch = min(_timeit(lambda: _torch_gradients(theta, ro)) for _ in range(repeats))
+    diff = float(np.abs(loss_gradients(*args) - _torch_gradients(theta, ro)).max())
+    return {
+        "rows": rows,
+        "max_length": big_l,
+        "numpy_ms": 1e3 * t_np,
+        "torch_ms": 1e3 * t_torch,
+        "torch_over_numpy": t_torch / t_np,
+        "max_abs_difference": diff,
+        "dim": DIM,
+    }
+
+
+def _timeit(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--ref-seconds", type=float, default=20.0)
+    p.add_argument("--settings", type=int, default=10)
+    p.add_argument("--trials", type=int, default=20)
+    p.add_argument("--submissions", type=int, default=1000)
+    p.add_argument("--out", default="benchmarks/results/bench_pgc.json")
+    a = p.parse_args()
+
+    ref = bench_reference(a.ref_seconds)
+    print(
+        f"reference worker : {ref['env_steps_per_s']:>12,.0f} env-steps/s "
+        f"{ref['submissions_per_s']:>10,.1f} submissions/s  ({ref['submissions']} subs)"
+    )
+    eng = bench_engine(a.settings, a.trials, a.submissions)
+    print(
+        f"lock-step engine : {eng['env_steps_per_s']:>12,.0f} env-steps/s "
+        f"{eng['submissions_per_s']:>10,.1f} submissions/s  ({eng['agents']} agents, "
+        f"{eng['seconds']:.1f} s)"
+    )
+    ratio_steps = eng["env_steps_per_s"] / ref["env_steps_per_s"]
+    ratio_subs = eng["submissions_per_s"] / ref["submissions_per_s"]
+    print(
+        f"ratio            : {ratio_steps:>12,.0f}x env-steps/s {ratio_subs:>10,.0f}x submissions/s"
+    )
+    grad = bench_gradients()
+    print(
+        f"episode gradients: numpy {grad['numpy_ms']:.1f} ms, torch autograd "
+        f"{grad['torch_ms']:.1f} ms for {grad['rows']} episodes (torch/numpy "
+        f"{grad['torch_over_numpy']:.2f}, max |diff| {grad['max_abs_difference']:.1e})"
+    )
+    out = {
+        "machine": f"{platform.machine()} {os.cpu_count()} CPUs, {platform.platform()}",
+        "python": platform.python_version(),
+        "reference": ref,
+        "engine": eng,
+        "ratio_env_steps_per_s": ratio_steps,
+        "ratio_submissions_per_s": ratio_subs,
+        "gradients": grad,
+        "command": "python " + " ".join(sys.argv),
+    }
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.out).write_text(json.dumps(out, indent=1))
+    print(f"wrote {a.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
