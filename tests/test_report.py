@@ -332,3 +332,17 @@ def test_cli_report_writes_files_and_exit_codes(tmp_path: Path, capsys) -> None:
     (run / "transcript.npz").unlink()
     with pytest.raises(RunDirectoryError, match="missing transcript.npz"):
         _cli(["report", str(run)])  # main() turns this into exit 2
+
+
+def test_central_claims_are_reported_beside_local_never_summed(tmp_path: Path) -> None:
+    pytest.importorskip("ldp_audit.accountant")
+    from ldp_audit.accountant import Accountant, GaussianEvent
+
+    run = make_run(tmp_path / "r", ledger="real", epsilon=1.0)
+    acc = Accountant(ledger=str(run / "ledger.sqlite"))
+    acc.charge("model", GaussianEvent(1.0), scope="central")
+    acc.close()
+    m = build_report(run, figures=False).model
+    assert m["ledger"]["agents"] == 6 and m["ledger"]["basic"]["max"] == pytest.approx(20.0)
+    assert m["ledger"]["central"] == {"agents": 1, "max_epsilon": float("inf")}
+    assert "never summed" in " ".join(m["verdict"]["guaranteed"])

@@ -48,6 +48,9 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--top", type=_top, default=10, help="rows in the top-agents table")
     p.add_argument("--json", action="store_true", help="print the written paths as JSON")
+    p.add_argument(
+        "--screenshot", action="store_true", help="also save screenshot.png (needs chromium)"
+    )
     p.set_defaults(func=_report)
 
     d = subparsers.add_parser(
@@ -61,7 +64,16 @@ def register(subparsers: Any) -> None:
     d.add_argument("--report-dir", default=None, help="where the report goes (default OUT/report)")
     d.add_argument("--no-progress", action="store_true", help="no progress bars on stderr")
     d.add_argument("--json", action="store_true", help="print the written paths as JSON")
+    d.add_argument(
+        "--screenshot", action="store_true", help="also save screenshot.png (needs chromium)"
+    )
     d.set_defaults(func=_demo)
+
+
+def _screenshot(paths: dict[str, Path]) -> None:
+    from ldp_audit.report.browser import screenshot
+
+    paths["screenshot"] = screenshot(paths["html"], paths["html"].parent / "screenshot.png")
 
 
 def _paths_json(paths: dict[str, Path], **extra: Any) -> str:
@@ -79,6 +91,8 @@ def _report(args: argparse.Namespace) -> int:
     report = build_report(args.run_dir, top=args.top, progress=progress)
     out = Path(args.run_dir) / "report" if args.out_dir is None else Path(args.out_dir)
     paths = report.write(out)
+    if args.screenshot:
+        _screenshot(paths)
     verdict = report.model["verdict"]
     if args.json:
         print(_paths_json(paths, verdict=verdict["status"]))
@@ -96,6 +110,8 @@ def _demo(args: argparse.Namespace) -> int:
     res = run_demo(
         args.out, seed=args.seed, report_dir=args.report_dir, progress=not args.no_progress
     )
+    if args.screenshot:
+        _screenshot(res.report)
     if args.json:
         print(_paths_json(res.report, run_dir=res.run_dir, seconds=res.seconds))
     else:

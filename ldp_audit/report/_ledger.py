@@ -39,6 +39,8 @@ class LedgerStats:
     method: list[str]
     delta: float
     budget: float | None
+    central: dict[str, float] | None = None
+    """Central (DP-SGD) claims by agent, when the ledger holds any; never summed with local."""
 
 
 def _method_of(detail: Any) -> str:
@@ -87,7 +89,9 @@ def read_ledger(
             basic = np.array([basic_d[a] for a in agents], dtype=np.float64)
             best = np.array([best_d[a][0] for a in agents], dtype=np.float64)
             method = [str(best_d[a][1]) for a in agents]
+            central = acc.spent_all(delta=delta, method="best", scope="central") or None
         else:  # the contract's per-agent API
+            central = None
             agents = [str(a) for a in acc.agents()]
             it: Iterable[str] = progress(agents) if progress is not None else agents
             basic = np.empty(len(agents))
@@ -104,4 +108,4 @@ def read_ledger(
         ledger.close()
     if budget is not None and not (isinstance(budget, (int, float)) and math.isfinite(budget)):
         budget = None
-    return LedgerStats(agents, basic, best, method, float(delta), budget)
+    return LedgerStats(agents, basic, best, method, float(delta), budget, central)

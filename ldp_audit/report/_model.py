@@ -124,6 +124,12 @@ def _ledger_section(run: RunData, led: LedgerStats, top: int) -> dict[str, Any]:
         "remaining": None if remaining is None else _stats(remaining),
         "over_budget": None if remaining is None else int((remaining < -1e-12).sum()),
         "top_agents": rows,
+        "central": None
+        if not led.central
+        else {
+            "agents": len(led.central),
+            "max_epsilon": float(max(led.central.values())),
+        },
     }
 
 
@@ -132,7 +138,7 @@ def _audit_section(run: RunData) -> dict[str, Any]:
         return {"status": "not run", "results": []}
     out = []
     for e in run.audits:
-        claim = float(e["claimed_epsilon"])
+        claim = float(e["claimed_epsilon"])  # float("inf") parses the "inf" of to_dict()
         lb = float(e["epsilon_lower_bound"])
         viol = e.get("violation")
         viol = bool(viol) if isinstance(viol, bool) else lb > claim
@@ -393,6 +399,12 @@ def _verdict(model: dict[str, Any]) -> dict[str, Any]:
         (not_verified if over else guaranteed).append(msg)
     else:
         guaranteed.append("No per-agent budget was set for this run.")
+    if led["central"]:
+        guaranteed.append(
+            f"Central (model-level) claims are reported separately, never summed with the local "
+            f"ones: {led['central']['agents']} ledger id(s), largest central epsilon "
+            f"{_fmt(led['central']['max_epsilon'])}."
+        )
     if led["uncharged_agents"]:
         not_verified.append(
             f"{led['uncharged_agents']} agent(s) submitted reports that the ledger never charged "
@@ -458,6 +470,23 @@ def _verdict(model: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _generator() -> dict[str, str]:
+    """What produced the report (the run's own versions are in ``run.versions``)."""
+    import platform
+
+    import matplotlib
+
+    from ldp_audit import __version__
+
+    return {
+        "ldp_audit": __version__,
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "matplotlib": matplotlib.__version__,
+        "platform": f"{platform.system()} {platform.machine()}",
+    }
+
+
 def build_model(run: RunData, ledger: LedgerStats, *, top: int = 10) -> dict[str, Any]:
     """Build the JSON-able report model of one run.
 
@@ -473,6 +502,7 @@ def build_model(run: RunData, ledger: LedgerStats, *, top: int = 10) -> dict[str
     model: dict[str, Any] = {
         "schema": SCHEMA,
         "generated": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "generator": _generator(),
         "run_dir": str(run.path),
         "run": _run_section(run),
         "ledger": _ledger_section(run, ledger, top),

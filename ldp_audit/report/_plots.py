@@ -105,8 +105,16 @@ def ledger_figure(run: RunData, led: LedgerStats) -> bytes:
     if led.basic.size:
         hi = float(max(led.basic.max(), led.best.max()))
         bins = np.linspace(0, hi * 1.05 + 1e-9, 30)
-        ax2.hist(led.basic, bins=bins, color=_BLUE, alpha=0.6, label="basic composition")
-        ax2.hist(led.best, bins=bins, color=_GREEN, alpha=0.6, label="tightest valid method")
+        ax2.hist(led.basic, bins=bins, color=_BLUE, alpha=0.5, label="basic composition")
+        ax2.hist(
+            led.best,
+            bins=bins,
+            color=_GREEN,
+            histtype="step",
+            lw=2.5,
+            ls="--",
+            label="tightest valid method",
+        )
         if led.budget is not None:
             ax2.axvline(led.budget, color="k", ls=":", lw=1.2, label="budget")
         ax2.legend(fontsize=8)

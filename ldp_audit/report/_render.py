@@ -69,11 +69,31 @@ def _e(v: Any, nd: int = 4) -> str:
     return html.escape(_f(v, nd))
 
 
+def _short(v: Any, k: int = 4) -> str:
+    if isinstance(v, list) and v and all(isinstance(x, (int, float)) for x in v):
+        head = ", ".join(f"{x:.4g}" for x in v[:k])
+        return f"[{head}{', ...' if len(v) > k else ''}] ({len(v)} values)"
+    return json.dumps(v, default=str)
+
+
 def _witness(w: Any) -> str:
+    """One readable line for an audit witness (AuditResult's Witness.to_dict()) or any value."""
     if w is None:
         return "n/a"
-    s = json.dumps(w, default=str, allow_nan=True)
-    return s if len(s) <= 160 else s[:157] + "..."
+    if isinstance(w, dict) and "event" in w:
+        parts = [f"event: {w['event']}"]
+        if w.get("family"):
+            parts[0] += f" [{w['family']}]"
+        if all(k in w for k in ("k1", "n1", "k2", "n2")):
+            parts.append(
+                f"counts {w['k1']}/{w['n1']} under M(x) vs {w['k2']}/{w['n2']} under M(x2)"
+            )
+        if "x" in w and "x2" in w:
+            parts.append(f"x = {_short(w['x'])}, x2 = {_short(w['x2'])}")
+        s = "; ".join(parts)
+    else:
+        s = json.dumps(w, default=str, allow_nan=True)
+    return s if len(s) <= 400 else s[:397] + "..."
 
 
 # ---------------------------------------------------------------------- tables (rows of cells)
@@ -93,6 +113,10 @@ def _tables(m: dict[str, Any]) -> dict[str, tuple[list[str], list[list[Any]]]]:
             ["trials / submissions / d", f"{run['trials']} / {run['submissions']} / {run['dim']}"],
             ["distinct broadcast thetas", run["distinct_thetas"]],
             ["versions", ", ".join(f"{k} {v}" for k, v in run["versions"].items()) or "n/a"],
+            [
+                "report generated with",
+                ", ".join(f"{k} {v}" for k, v in m.get("generator", {}).items()) or "n/a",
+            ],
         ],
     )
     t["config"] = (["parameter", "value"], [[k, _f(v)] for k, v in run["config"].items()])
