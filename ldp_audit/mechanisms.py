@@ -10,7 +10,7 @@ Where each equation of the paper (``papers/ono-takahashi-2020-locally-private-di
 lives:
 
 * eq. 4 (bit flip)                       -> :class:`BitFlip`, :func:`_bitflip_log_probs`
-* eq. 5 (sparse random matrix M)         -> :func:`_draw_sign_codes`
+* eq. 5 (sparse random matrix M)         -> :func:`_sign_codes`
 * eq. 19 (L1 clip to C/2), eq. 20        -> :func:`_clip_l1`, :class:`Laplace`
 * eq. 21 / Algorithm 2 (Laplace noise)   -> :meth:`Laplace.privatize`
 * eq. 23 (element clip), eq. 24 (flip),
@@ -20,9 +20,13 @@ lives:
 Known limitation (documented, not fixed): :class:`Laplace` draws its noise with
 ``Generator.laplace`` in IEEE floating point, which is subject to Mironov's (CCS 2012) attack on
 the least significant bits: the set of reachable outputs depends on the input, so an adversary who
-sees the exact float can in principle distinguish inputs. The snapping mechanism defends against it
-at the cost of rounding and a slightly larger epsilon; we leave it out (see
+sees the exact float can in principle distinguish inputs. The snapping mechanism defends against
+it at the cost of rounding and a slightly larger epsilon; we leave it out (see
 docs/readme/mechanisms.md).
+
+Every ``privatize`` consumes its generator report by report (each row's draws are contiguous in
+the stream), so splitting a batch into consecutive parts and privatising them in order with the
+same generator gives exactly the same output rows: the trainers rely on this for reproducibility.
 """
 
 from __future__ import annotations
@@ -131,20 +135,29 @@ def _row_scale(x: np.ndarray) -> np.ndarray:
 
 def _clip_l1(x: np.ndarray, bound: float) -> np.ndarray:
     """Eq. 19: ``g / max{1, ||g||_1 / bound}`` row-wise, without overflow for huge inputs."""
-    m = _row_scale(x)
+    s = np.abs(x).sum(axis=1)
+    if np.isfinite(s).all():  # fast path: one pass, rows inside the ball are returned exactly
+        return x * np.minimum(1.0, bound / np.where(s > 0, s, bound))[:, None]
+    m = _row_scale(x)  # some row's norm overflowed: rescale by its largest entry first
     xs = x / m
     s = np.abs(xs).sum(axis=1, keepdims=True)  # in [1, d] (or 0): ||x||_1 = m * s
-    over = (m * s) > bound  # m * s may be inf: then it is over
+    with np.errstate(over="ignore"):
+        over = (m * s) > bound  # m * s may be inf: then it is over
     scaled = xs * (bound / np.where(s > 0, s, 1.0))
     return np.where(over, scaled, x)
 
 
 def _clip_l2(x: np.ndarray, bound: float) -> np.ndarray:
     """``g / max{1, ||g||_2 / bound}`` row-wise, without overflow for huge inputs."""
+    with np.errstate(over="ignore"):
+        s = np.sqrt(np.einsum("ij,ij->i", x, x))
+    if np.isfinite(s).all():  # fast path (no entry near sqrt(float max))
+        return x * np.minimum(1.0, bound / np.where(s > 0, s, bound))[:, None]
     m = _row_scale(x)
     xs = x / m
     s = np.sqrt(np.einsum("ij,ij->i", xs, xs))[:, None]  # ||x||_2 = m * s
-    over = (m * s) > bound
+    with np.errstate(over="ignore"):
+        over = (m * s) > bound
     scaled = xs * (bound / np.where(s > 0, s, 1.0))
     return np.where(over, scaled, x)
 
@@ -236,7 +249,9 @@ class Laplace(Mechanism):
         """
         xb = check_batch(x, "x")
         rng = check_rng(rng)
-        return self.clip_rows(xb) + rng.laplace(0.0, self.scale, size=xb.shape)
+        noise = rng.laplace(0.0, self.scale, size=xb.shape)
+        noise += self.clip_rows(xb)
+        return noise
 
     def privacy_loss(self, x: Any, x2: Any, y: Any) -> np.ndarray:
         """Exact ``log p(y|x) - log p(y|x2) = (||y - c(x2)||_1 - ||y - c(x)||_1) / b`` per row.
@@ -283,10 +298,10 @@ def default_reduced_dim(epsilon: float, dim: int) -> int:
     return max(1, min(int(dim), math.floor(float(epsilon) / 2.5)))
 
 
-def _draw_sign_codes(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
-    """Eq. 5 as int8 signs s in {-1, 0, +1} w.p. 1/6, 2/3, 1/6; the matrix is M = sqrt(3) s."""
-    k = rng.integers(0, 6, size=shape, dtype=np.int8)
-    return (k == 5).astype(np.int8) - (k == 0).astype(np.int8)
+def _sign_codes(uniforms: np.ndarray) -> np.ndarray:
+    """Eq. 5 as int8 signs s in {-1, 0, +1} w.p. 1/6, 2/3, 1/6 from uniforms in [0, 1); the
+    matrix is M = sqrt(3) s."""
+    return (uniforms >= 5.0 / 6.0).astype(np.int8) - (uniforms < 1.0 / 6.0).astype(np.int8)
 
 
 @dataclass(frozen=True)
@@ -350,11 +365,14 @@ class ProjectedRandomSign(Mechanism):
         return np.clip(u, -self.clip, self.clip)
 
     def _projections(self, signs: np.ndarray, x: np.ndarray) -> np.ndarray:
-        """ubar = clip(M g) for signs (n, d_hat, d) and x (n or 1, d), overflow-safe."""
-        m = _row_scale(x)
-        v = np.einsum("nkd,nd->nk", signs, x / m, optimize=False) * _SQRT3
-        with np.errstate(over="ignore"):
-            u = v * m  # may be +-inf for huge inputs, never NaN (v finite, m finite > 0)
+        """ubar = clip(M g) (eq. 23) for signs (n, d_hat, d) and x (n, d), overflow-safe."""
+        with np.errstate(over="ignore", invalid="ignore"):
+            u = np.einsum("nkd,nd->nk", signs, x, optimize=False) * _SQRT3
+        if not np.isfinite(u).all():  # an intermediate sum overflowed: rescale rows first
+            m = _row_scale(x)
+            v = np.einsum("nkd,nd->nk", signs, x / m, optimize=False) * _SQRT3
+            with np.errstate(over="ignore"):
+                u = v * m  # may be +-inf for huge inputs, never NaN (v finite, m finite > 0)
         return self.element_clip(u)
 
     def _prob_plus(self, ubar: np.ndarray, bit_eps: float) -> np.ndarray:
@@ -373,13 +391,16 @@ class ProjectedRandomSign(Mechanism):
         out = np.empty((n, d))
         bits_all = np.empty((n, dh)) if keep else None
         mats = np.empty((n, dh, d)) if keep else None
-        step = max(1, _PRS_CHUNK_ELEMENTS // (dh * d))
+        step = max(1, _PRS_CHUNK_ELEMENTS // (dh * d + dh))
         for lo in range(0, n, step):
             hi = min(n, lo + step)
-            signs = _draw_sign_codes(rng, (hi - lo, dh, d))  # eq. 5
+            # One block of uniforms per report (M's entries, then the d_hat flips), so the
+            # generator is consumed report by report and chunking never changes the output.
+            uni = rng.random((hi - lo, dh * d + dh))
+            signs = _sign_codes(uni[:, : dh * d].reshape(hi - lo, dh, d))  # eq. 5
             ubar = self._projections(signs, xb[lo:hi])  # eq. 23
             p = self._prob_plus(ubar, bit_eps)  # eq. 24
-            bits = np.where(rng.random(p.shape) < p, 1.0, -1.0)
+            bits = np.where(uni[:, dh * d :] < p, 1.0, -1.0)
             # M^T u~ = sqrt(3) C s^T bits
             out[lo:hi] = np.einsum("nkd,nk->nd", signs, bits, optimize=False) * (_SQRT3 * self.clip)
             if keep:
@@ -595,8 +616,9 @@ class RandomizedResponse(Mechanism):
         xi = self._check_values(x, "x")
         rng = check_rng(rng)
         n = xi.shape[0]
-        keep = rng.random((n, 1)) < self.keep_probability
-        other = rng.integers(0, self.k - 1, size=(n, 1))
+        u = rng.random((n, 2))  # two uniforms per report, drawn report by report
+        keep = u[:, :1] < self.keep_probability
+        other = np.minimum(np.floor(u[:, 1:] * (self.k - 1)), self.k - 2).astype(np.int64)
         other = other + (other >= xi)  # uniform over {0..k-1} \ {x}
         return np.where(keep, xi, other)
 
@@ -758,7 +780,10 @@ class Gaussian(Mechanism):
         """Return ``clip_L2(x) + N(0, sigma^2 I)`` row-wise."""
         xb = check_batch(x, "x")
         rng = check_rng(rng)
-        return self.clip_rows(xb) + rng.normal(0.0, self.sigma, size=xb.shape)
+        noise = rng.standard_normal(size=xb.shape)
+        noise *= self.sigma
+        noise += self.clip_rows(xb)
+        return noise
 
     def privacy_loss(self, x: Any, x2: Any, y: Any) -> np.ndarray:
         """Exact log-density ratio ``(||y - c(x2)||^2 - ||y - c(x)||^2) / (2 sigma^2)``
