@@ -1,0 +1,309 @@
+"""Tests of ldp_audit.audit.
+
+Exact first (deterministic fakes with known rates: the bound arithmetic), then seeded audits of
+broken mechanisms (must be flagged) and correct ones (must not be). Correct-mechanism audits run
+at confidence 1 - 1e-7, so by the auditor's guarantee each such test fails with probability at
+most 1e-7 whatever the seed. Broken-mechanism audits have margins of many standard errors
+(stated per test).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from ldp_audit import audit as audit_mod
+from ldp_audit.audit import AuditResult, Witness, audit, default_pairs, exact_epsilon
+from ldp_audit.errors import InvalidParameterError
+from ldp_audit.mechanisms import (
+    BitFlip,
+    Gaussian,
+    Laplace,
+    ProjectedRandomSign,
+    RandomizedResponse,
+)
+from ldp_audit.stats import epsilon_lower_bound_from_counts
+from tests.broken_for_audit import (
+    DoubledRandomizedResponse,
+    NoisyMaxIndex,
+    NoisyMaxValue,
+    SparseVector,
+    SparseVectorNoQueryNoise,
+    TextbookFloatLaplace,
+)
+from tests.broken_mechanisms import known_broken
+
+STRICT = 1 - 1e-7  # confidence for "correct mechanism is not flagged" tests
+
+
+class RateFake:
+    """Deterministic fake: of every privatize call's n rows, exactly round(p n) are 1.0."""
+
+    def __init__(self, rates: dict[float, float], epsilon: float = 1.0, delta: float = 0.0):
+        self.rates, self.epsilon, self.delta = rates, epsilon, delta
+        self.calls: list[int] = []
+
+    def privatize(self, x, rng):
+        n = x.shape[0]
+        self.calls.append(n)
+        k = int(round(self.rates[float(x[0, 0])] * n))
+        y = np.zeros((n, 1))
+        y[:k] = 1.0
+        return y
+
+
+PAIR = [(np.array([0.0]), np.array([1.0]))]
+
+
+# ---------------------------------------------------------------------------------------------
+# exact arithmetic on deterministic fakes
+# ---------------------------------------------------------------------------------------------
+
+
+def test_bound_arithmetic_exact_on_fake():
+    fake = RateFake({0.0: 0.6, 1.0: 0.2}, epsilon=1.5)
+    r = audit(fake, PAIR, samples=10_000, confidence=0.9, rng=0, max_events=1)
+    n_est = 10_000 - 1_000
+    k1, k2 = round(0.6 * n_est), round(0.2 * n_est)
+    want = epsilon_lower_bound_from_counts(k1, n_est, k2, n_est, 0.1)
+    assert r.epsilon_lower_bound == pytest.approx(want, rel=1e-12)
+    assert r.events_estimated == 1
+    w = r.witness
+    assert (w.k1, w.n1, w.k2, w.n2) == (k1, n_est, k2, n_est)
+    assert w.x == (0.0,) and w.x2 == (1.0,)
+    assert r.samples == 10_000 and r.selection_samples == 1_000
+    assert r.claimed_epsilon == 1.5 and not r.violation
+    assert 1.0 < r.epsilon_lower_bound < math.log(3.0)
+
+
+def test_bound_arithmetic_other_direction_and_bonferroni():
+    # x2 is the numerator now: rates 0.1 vs 0.5 on y = 1; and y = 0 gives 0.9 vs 0.5.
+    fake = RateFake({0.0: 0.1, 1.0: 0.5}, epsilon=0.5)
+    r = audit(fake, PAIR, samples=20_000, confidence=0.95, rng=1, max_events=2)
+    n_est = 18_000
+    k_y1 = (round(0.5 * n_est), round(0.1 * n_est))  # (x2, x) counts of y = 1
+    want = epsilon_lower_bound_from_counts(
+        k_y1[0], n_est, k_y1[1], n_est, 0.05 / r.events_estimated
+    )
+    assert r.epsilon_lower_bound == pytest.approx(want, rel=1e-12)
+    assert r.witness.x == (1.0,) and r.witness.x2 == (0.0,)
+    assert r.violation  # ln 5 - slack > 0.5
+    assert r.epsilon_lower_bound > 1.4
+
+
+def test_epsilon_delta_form_exact():
+    fake = RateFake({0.0: 0.6, 1.0: 0.2}, epsilon=0.5, delta=0.1)
+    r = audit(fake, PAIR, samples=10_000, confidence=0.9, rng=0, max_events=1)
+    n_est = 9_000
+    want = epsilon_lower_bound_from_counts(5400, n_est, 1800, n_est, 0.1, delta=0.1)
+    assert r.delta == 0.1
+    assert r.epsilon_lower_bound == pytest.approx(want, rel=1e-12)
+    assert r.epsilon_lower_bound < math.log(0.5 / 0.2)
+
+
+def test_identical_outputs_give_zero_and_no_violation():
+    fake = RateFake({0.0: 0.3, 1.0: 0.3})
+    r = audit(fake, PAIR, samples=5_000, rng=0)
+    assert r.epsilon_lower_bound == 0.0 and not r.violation
+
+
+def test_chunking_bounds_each_privatize_call(monkeypatch):
+    monkeypatch.setattr(audit_mod, "_CHUNK_ELEMENTS", 2048)
+    fake = RateFake({0.0: 0.5, 1.0: 0.25})
+    r = audit(fake, PAIR, samples=20_000, rng=0, max_events=1)
+    assert max(fake.calls) <= 2048
+    assert sum(fake.calls) == 2 * 20_000  # one pair, every sample drawn exactly once
+    assert r.witness.n1 == 18_000
+
+
+def test_result_dict_json_and_summary():
+    r = audit(RateFake({0.0: 0.6, 1.0: 0.2}, epsilon=1.5), PAIR, samples=5_000, rng=0)
+    d = json.loads(json.dumps(r.to_dict()))
+    assert d["violation"] is False and d["claimed_epsilon"] == 1.5
+    assert d["witness"]["x"] == [0.0] and d["witness"]["family"] in ("cells", "coordinate")
+    s = r.summary()
+    assert "proves nothing" in s and "witness" in s
+    assert isinstance(r, AuditResult) and isinstance(r.witness, Witness)
+    with pytest.raises(AttributeError):
+        r.epsilon_lower_bound = 5.0  # type: ignore[misc]  # frozen
+    viol = AuditResult(2.0, 1.0, 0.95, 10, None, 0.1)
+    assert viol.violation and "VIOLATION" in viol.summary()
+    assert AuditResult(1.0, math.inf, 0.95, 10, None, 0.1).to_dict()["claimed_epsilon"] == "inf"
+
+
+def test_reproducible_with_seed():
+    m = Laplace(epsilon=1.0, clip=1.0)
+    a = audit(m, samples=20_000, rng=5, float_bits=False)
+    b = audit(m, samples=20_000, rng=5, float_bits=False)
+    assert a.epsilon_lower_bound == b.epsilon_lower_bound
+    assert a.witness == b.witness
+
+
+# ---------------------------------------------------------------------------------------------
+# validation
+# ---------------------------------------------------------------------------------------------
+
+
+class NoDomain:
+    epsilon = 1.0
+
+    def privatize(self, x, rng):
+        return x + rng.laplace(0.0, 1.0, size=x.shape)
+
+
+def test_validation_errors():
+    with pytest.raises(InvalidParameterError, match="pairs must be given"):
+        audit(NoDomain(), samples=5_000)
+    with pytest.raises(InvalidParameterError, match="privatize"):
+        audit(object(), PAIR)
+    with pytest.raises(InvalidParameterError, match="samples"):
+        audit(NoDomain(), PAIR, samples=10)
+    with pytest.raises(InvalidParameterError, match="confidence"):
+        audit(NoDomain(), PAIR, confidence=1.0)
+    with pytest.raises(InvalidParameterError, match="same length"):
+        audit(NoDomain(), [(np.zeros(2), np.zeros(3))], samples=5_000)
+    with pytest.raises(InvalidParameterError, match="finite"):
+        audit(NoDomain(), [(np.array([np.nan]), np.zeros(1))], samples=5_000)
+    with pytest.raises(InvalidParameterError, match="at least one"):
+        audit(NoDomain(), [], samples=5_000)
+    with pytest.raises(InvalidParameterError, match="rng"):
+        audit(NoDomain(), PAIR, samples=5_000, rng="seed")  # type: ignore[arg-type]
+    with pytest.raises(InvalidParameterError, match="max_events"):
+        audit(NoDomain(), PAIR, samples=5_000, max_events=0)
+
+    class BadShape(NoDomain):
+        def privatize(self, x, rng):
+            return np.zeros((3, 1))
+
+    with pytest.raises(InvalidParameterError, match="shape"):
+        audit(BadShape(), PAIR, samples=5_000)
+
+
+def test_user_mechanism_with_pairs_and_1d_output():
+    class OneD:
+        epsilon = 2.0
+
+        def privatize(self, x, rng):  # returns (n,) -- accepted as (n, 1)
+            return x[:, 0] + rng.laplace(0.0, 1.0, size=x.shape[0])
+
+    r = audit(OneD(), PAIR, samples=50_000, rng=0, float_bits=False, confidence=STRICT)
+    assert not r.violation and r.epsilon_lower_bound > 0.5
+
+
+def test_default_pairs_dedupes():
+    pairs = default_pairs(Laplace(epsilon=1.0, clip=1.0), 1)
+    keys = {tuple(np.concatenate(p)) for p in pairs}
+    assert len(keys) == len(pairs) >= 2
+
+
+# ---------------------------------------------------------------------------------------------
+# broken mechanisms are flagged (fixed seeds; margins of many standard errors)
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mech", known_broken(), ids=lambda m: type(m).__name__)
+def test_known_broken_flagged(mech):
+    # Exact-arithmetic audit (float bits off) so the mathematical bug itself is caught.
+    # Smallest margin: L2ClipLaplace at d = 4 (true 2 eps; the bound's standard error at these
+    # counts is < 0.05, the margin > 0.3, i.e. > 6 standard errors: false failure < 1e-9).
+    r = audit(mech, samples=100_000, rng=11, dim=4, float_bits=False)
+    assert r.violation, r.summary()
+
+
+@pytest.mark.parametrize(
+    "mech, kw, at_least",
+    [
+        # (d-1) eps = 4 true; bound ~ 2.7 at these counts, > 10 standard errors above 1
+        (NoisyMaxValue(1.0), {"dim": 5}, 1.5),
+        (SparseVectorNoQueryNoise(1.0), {"dim": 4}, 3.0),  # true: inf (p2 = 0 exactly)
+        (DoubledRandomizedResponse(1.0), {}, 1.5),  # true 2; standard error ~ 0.02
+        (TextbookFloatLaplace(1.0), {}, 3.0),  # float bits: p2 = 0 exactly (Mironov 2012)
+    ],
+    ids=["noisy-max-value", "svt-no-query-noise", "rr-doubled", "textbook-float-laplace"],
+)
+def test_extra_broken_flagged(mech, kw, at_least):
+    r = audit(mech, samples=100_000, rng=3, **kw)
+    assert r.violation and r.epsilon_lower_bound > at_least, r.summary()
+
+
+def test_float_laplace_is_correct_in_exact_arithmetic():
+    r = audit(
+        TextbookFloatLaplace(1.0), samples=100_000, rng=3, float_bits=False, confidence=STRICT
+    )
+    assert not r.violation
+    assert r.witness.family != "float-bits"
+
+
+def test_builtin_float_laplace_leaks_low_bits():
+    # Documented limitation of ldp_audit.mechanisms.Laplace (Generator.laplace in doubles).
+    r = audit(Laplace(epsilon=1.0, clip=1.0), samples=100_000, rng=0)
+    assert r.violation and r.witness.family == "float-bits"
+    assert r.witness.k2 == 0  # an event M(x2) never produces
+
+
+# ---------------------------------------------------------------------------------------------
+# correct mechanisms are not flagged (confidence 1 - 1e-7: false failure <= 1e-7 each)
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "mech, kw",
+    [
+        (RandomizedResponse(epsilon=1.0), {}),
+        (RandomizedResponse(epsilon=0.5, k=4), {}),
+        (BitFlip(epsilon=1.0), {"dim": 3}),
+        (ProjectedRandomSign(epsilon=1.0, clip=1.0, reduced_dim=1), {"dim": 1}),
+        (ProjectedRandomSign(epsilon=2.0, clip=1.0, reduced_dim=2), {"dim": 4}),
+        (Laplace(epsilon=1.0, clip=1.0), {"dim": 3, "float_bits": False}),
+        (Gaussian(clip=1.0, noise_multiplier=2.0), {"dim": 2, "float_bits": False}),
+        (NoisyMaxIndex(1.0), {"dim": 5}),
+        (SparseVector(1.0), {"dim": 4}),
+    ],
+    ids=lambda v: type(v).__name__ if not isinstance(v, dict) else "",
+)
+def test_correct_not_flagged(mech, kw):
+    r = audit(mech, samples=100_000, rng=7, confidence=STRICT, **kw)
+    assert not r.violation, r.summary()
+    assert r.epsilon_lower_bound >= 0.0
+
+
+def test_tight_on_laplace_and_rr():
+    # 1e6 samples: the bound's standard error is ~0.003 (eps = 1); expected ratio ~0.99, so the
+    # 0.95 floor is > 10 standard errors away.
+    r = audit(Laplace(epsilon=1.0, clip=1.0), samples=1_000_000, rng=0, float_bits=False)
+    assert 0.95 <= r.epsilon_lower_bound <= 1.0
+    r = audit(RandomizedResponse(epsilon=1.0), samples=1_000_000, rng=0)
+    assert 0.95 <= r.epsilon_lower_bound <= 1.0
+
+
+def test_soundness_many_small_audits():
+    # 300 seeded audits of a correct RR at confidence 0.9: exceedances of the true epsilon are
+    # Binomial(300, <= 0.1); P(count > 60) = 7.1e-8.
+    m = RandomizedResponse(epsilon=1.0)
+    seeds = np.random.default_rng(2024).spawn(300)
+    over = sum(
+        audit(m, samples=2_000, rng=s, confidence=0.9).epsilon_lower_bound > 1.0 for s in seeds
+    )
+    assert over <= 60
+
+
+# ---------------------------------------------------------------------------------------------
+# exact epsilon (white box)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_exact_epsilon_builtins():
+    assert exact_epsilon(Laplace(epsilon=1.0, clip=1.0), dim=3) == pytest.approx(1.0, abs=1e-9)
+    assert exact_epsilon(RandomizedResponse(epsilon=0.7, k=3)) == pytest.approx(0.7, abs=1e-9)
+    assert exact_epsilon(BitFlip(epsilon=1.0), dim=2) == pytest.approx(1.0, abs=1e-9)
+    prs = ProjectedRandomSign(epsilon=1.0, clip=1.0, reduced_dim=1)
+    assert exact_epsilon(prs, dim=2) == pytest.approx(1.0, abs=1e-9)
+    g = Gaussian(clip=1.0, noise_multiplier=2.0)
+    assert exact_epsilon(g, dim=2) == pytest.approx(g.epsilon, rel=1e-9)
+    half = known_broken()[0]  # HalfScaleLaplace: true 2 eps
+    assert exact_epsilon(half, dim=1) == pytest.approx(2.0, abs=1e-9)
+    with pytest.raises(InvalidParameterError, match="privacy_loss"):
+        exact_epsilon(NoDomain(), PAIR)
