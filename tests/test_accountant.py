@@ -251,3 +251,28 @@ def test_accountant_accepts_path(tmp_path):
     with Ledger(path) as led:
         rec = led.records()
     assert rec[0]["run_id"] == "run-1" and rec[0]["agent"] == "a" and rec[0]["scope"] == "local"
+
+
+def test_bulk_unsupported_is_infinite_not_error():
+    acc = Accountant()
+    acc.charge("g", GaussianEvent(1.0))
+    acc.charge("p", PureDpEvent(1.0))
+    out = acc.spent_all(method="basic")
+    assert math.isinf(out["g"]) and out["p"] == 1.0
+    assert acc.spent_all_detail(method="basic")["g"] == (math.inf, "unsupported")
+
+
+def test_event_for_real_mechanisms_and_gaussian_sensitivity():
+    mech = pytest.importorskip("ldp_audit.mechanisms")
+    assert event_for(mech.Laplace(epsilon=1.0, clip=0.01)) == LaplaceEvent(1.0)
+    assert event_for(mech.ProjectedRandomSign(epsilon=2.0, clip=1.0)) == PureDpEvent(2.0)
+    assert event_for(mech.BitFlip(epsilon=0.5)) == PureDpEvent(0.5)
+    assert event_for(mech.RandomizedResponse(epsilon=1.0, k=3)) == PureDpEvent(1.0)
+    assert event_for(mech.NoPrivacy()) == NonPrivateEvent()
+    g = mech.Gaussian(clip=1.0, noise_multiplier=4.0, delta=1e-5)
+    ev = event_for(g)
+    assert ev == GaussianEvent(2.0)
+    # The mechanism's own analytic epsilon (replace-one, sensitivity 2 * clip) agrees with the
+    # accountant's tight PLD/PRV numbers for the mapped event.
+    eps = compose(ev, delta=1e-5, method="pld")[0]
+    assert eps == pytest.approx(g.epsilon, abs=2e-3)

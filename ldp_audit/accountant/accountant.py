@@ -35,6 +35,7 @@ rules; ``Accountant(adaptive=True)`` refuses any other budget method.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from collections import Counter
@@ -379,6 +380,11 @@ class Accountant:
             raise InvalidParameterError(f"run_id must be a string or None, got {run_id!r}")
         self.run_id = run_id
         self._cache: dict[tuple, dict[str, float]] = {}
+        if budget is not None:
+            # Recorded so that `ldp-audit budget LEDGER` can show what is left.
+            text = json.dumps({**budget.to_dict(), "adaptive": self.adaptive}, sort_keys=True)
+            if self.ledger.meta().get("budget") != text:
+                self.ledger.set_meta("budget", text)
 
     # ---- charging ----------------------------------------------------------------------------
 
@@ -524,7 +530,8 @@ class Accountant:
 
         Agents with identical histories share one computation, and the result is cached on the
         ledger's row count (rows are only appended), so repeated calls are free until a new
-        charge lands.
+        charge lands. An agent whose history ``method`` cannot compose (e.g. ``basic`` for a
+        Gaussian) gets ``inf`` (``spent`` would raise).
         """
         delta = _check_delta(delta)
         method = _check_method(method)
@@ -535,7 +542,7 @@ class Accountant:
         if hit is not None:
             return dict(hit)
         out = {
-            agent: _evaluate(_signature(hist), delta, method)[0]
+            agent: self._bulk_one(_signature(hist), delta, method)[0]
             for agent, hist in self.ledger.histories(None, scope).items()
         }
         if len(self._cache) > 16:
@@ -551,11 +558,22 @@ class Accountant:
         method = _check_method(method)
         if scope is not None:
             _check_scope(scope)
-        out = {}
-        for agent, hist in self.ledger.histories(None, scope).items():
-            eps, winner, _ = _evaluate(_signature(hist), delta, method)
-            out[agent] = (eps, winner)
-        return out
+        return {
+            agent: self._bulk_one(_signature(hist), delta, method)
+            for agent, hist in self.ledger.histories(None, scope).items()
+        }
+
+    @staticmethod
+    def _bulk_one(sig: Signature, delta: float, method: str) -> tuple[float, str]:
+        """One agent of a bulk query: a method that cannot compose the history gives infinity.
+
+        (``spent`` raises instead; in bulk, one Gaussian agent must not hide every other number.)
+        """
+        try:
+            eps, winner, _ = _evaluate(sig, delta, method)
+        except InvalidParameterError:
+            return math.inf, "unsupported"
+        return eps, winner
 
     def summary(self, *, delta: float = 0.0, method: str = "best") -> dict[str, Any]:
         """Local (per-agent LDP) and central (DP-SGD) claims side by side, never summed.

@@ -117,13 +117,21 @@ class Ledger:
         timeout: seconds to wait for another process's write lock.
         verify: run SQLite's ``quick_check`` on open (linear in the file size; catches truncated
             and corrupt files early). Opening never proceeds on a file that fails it.
+        create: create a new ledger when ``path`` does not exist (else raise ``LedgerError``).
 
     Raises:
         LedgerError: the file is not an SQLite database, belongs to another application, has a
             newer schema, is corrupt or truncated, or cannot be opened.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, timeout: float = 60.0, verify: bool = True):
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        timeout: float = 60.0,
+        verify: bool = True,
+        create: bool = True,
+    ):
         self.path = str(path)
         self._memory = self.path == ":memory:"
         self._timeout = float(timeout)
@@ -132,6 +140,8 @@ class Ledger:
             if p.is_dir():
                 raise LedgerError(f"ledger path {self.path!r} is a directory, not a ledger file")
             if not p.exists():
+                if not create:
+                    raise LedgerError(f"ledger file {self.path!r} does not exist")
                 _create_atomically(p)
             size = p.stat().st_size
             if size == 0:
@@ -360,6 +370,19 @@ class Ledger:
         for agent, event, count in rows:
             out.setdefault(agent, []).append((event, int(count)))
         return out
+
+    def meta(self) -> dict[str, str]:
+        """The ledger's metadata table (application, schema_version, created, budget, ...)."""
+        return dict(self._read(f"SELECT key, value FROM {_META}"))
+
+    def set_meta(self, key: str, value: str) -> None:
+        """Durably set one metadata entry (e.g. the budget an accountant enforces)."""
+        if key in ("application", "schema_version"):
+            raise InvalidParameterError(f"key must not be a reserved metadata key, got {key!r}")
+        with self.transaction():
+            self._conn.execute(
+                f"INSERT OR REPLACE INTO {_META} (key, value) VALUES (?, ?)", (key, str(value))
+            )
 
     def scopes(self) -> dict[str, set[str]]:
         """``{agent: {scopes it was charged under}}``."""

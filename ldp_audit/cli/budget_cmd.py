@@ -1,0 +1,205 @@
+"""``ldp-audit budget LEDGER [--agent ID] [--delta D] [--method M] [--json]``.
+
+Reads a privacy ledger (a ``ledger.sqlite`` file or a run directory holding one) and prints, per
+agent, the epsilon spent at ``delta``, the composition that gave it and what is left of the
+budget; local (per-agent LDP) and central (DP-SGD) claims are summarised side by side, never
+summed. The ledger is opened read-only in spirit: nothing is written, and a missing file is an
+error (never a new, empty ledger).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+_METHODS = ("best", "basic", "advanced", "optimal", "rdp", "prv", "pld")
+
+
+def _delta(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"delta must be a number in [0, 1), got {text!r}"
+        ) from None
+    if not (0.0 <= v < 1.0):
+        raise argparse.ArgumentTypeError(f"delta must be in [0, 1), got {text!r}")
+    return v
+
+
+def _budget(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"budget must be a number > 0, got {text!r}") from None
+    if not (v > 0 and math.isfinite(v)):
+        raise argparse.ArgumentTypeError(f"budget must be finite and > 0, got {text!r}")
+    return v
+
+
+def _limit(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"limit must be an integer >= 0, got {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"limit must be an integer >= 0, got {text!r}")
+    return v
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``budget`` subcommand."""
+    p = subparsers.add_parser(
+        "budget",
+        help="privacy spent and remaining per agent, from a ledger",
+        description="Epsilon spent and remaining per agent of a privacy ledger, and which "
+        "composition (basic, advanced, optimal, rdp, prv, pld) gave it. Local (per-agent LDP) "
+        "and central (DP-SGD) claims are reported side by side.",
+    )
+    p.add_argument(
+        "ledger", metavar="LEDGER", help="ledger.sqlite, or a run directory that holds one"
+    )
+    p.add_argument("--agent", default=None, help="only this agent (e.g. 0/17)")
+    p.add_argument(
+        "--delta",
+        type=_delta,
+        default=0.0,
+        help="delta at which epsilon is reported (default 0: pure DP; Gaussian events need > 0)",
+    )
+    p.add_argument(
+        "--method", choices=_METHODS, default="best", help="composition (default: best valid)"
+    )
+    p.add_argument(
+        "--budget",
+        type=_budget,
+        default=None,
+        help="per-agent epsilon budget for 'remaining' (default: the budget recorded in the "
+        "ledger by the accountant that wrote it, if any)",
+    )
+    p.add_argument(
+        "--limit",
+        type=_limit,
+        default=20,
+        help="agents listed in the text table, largest spend first (default 20; 0 = all)",
+    )
+    p.add_argument("--json", action="store_true", help="print JSON (every agent) on stdout")
+    p.set_defaults(func=_run)
+
+
+def _ledger_path(arg: str) -> Path:
+    path = Path(arg)
+    if path.is_dir():
+        path = path / "ledger.sqlite"
+    return path
+
+
+def _fmt(x: float | None) -> str:
+    if x is None:
+        return "-"
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return f"{x:.6g}"
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ldp_audit.accountant import Accountant, Budget, Ledger
+
+    path = _ledger_path(args.ledger)
+    ledger = Ledger(path, create=False)
+    try:
+        recorded = ledger.meta().get("budget")
+        budget = None
+        if args.budget is not None:
+            budget = Budget(epsilon=args.budget)
+        elif recorded:
+            b = json.loads(recorded)
+            budget = Budget(epsilon=b["epsilon"], delta=b["delta"], method=b["method"])
+        acc = Accountant(ledger=ledger)  # no budget: opening must not write to the ledger
+        used: dict[str, float] = {}
+        if budget is not None and budget.method != "filter":
+            used = acc.spent_all(delta=budget.delta, method=budget.method)
+        if args.agent is not None:
+            detail = acc.spent_detail(args.agent, delta=args.delta, method=args.method)
+            row = _row(detail.agent, detail.epsilon, detail.method, detail.scope, used, budget)
+            row["charges"] = detail.charges
+            row["by_method"] = detail.by_method
+            if budget is not None and args.agent not in used and budget.method != "filter":
+                row["remaining"] = budget.epsilon  # never charged
+            rows = [row]
+        else:
+            scopes = ledger.scopes()
+            bulk = acc.spent_all_detail(delta=args.delta, method=args.method)
+            rows = []
+            for a in sorted(bulk):
+                sc = scopes.get(a, {"local"})
+                scope = next(iter(sc)) if len(sc) == 1 else "mixed"
+                rows.append(_row(a, bulk[a][0], bulk[a][1], scope, used, budget))
+        summary = acc.summary(delta=args.delta, method=args.method)
+        out = {
+            "ledger": str(path),
+            "charges": len(ledger),
+            "delta": args.delta,
+            "method": args.method,
+            "budget": None if budget is None else budget.to_dict(),
+            "summary": {k: summary[k] for k in ("local", "central")},
+            "agents": rows,
+        }
+    finally:
+        ledger.close()
+    if args.json:
+        print(json.dumps(out, indent=2, default=_json_default))
+        return 0
+    _print_text(out, args.limit)
+    return 0
+
+
+def _row(
+    agent: str, eps: float, method: str, scope: str, used: dict[str, float], budget: Any
+) -> dict:
+    remaining = None
+    if budget is not None and agent in used and math.isfinite(used[agent]):
+        remaining = budget.epsilon - used[agent]  # infinite spend: not composable by the budget
+    return {
+        "agent": agent,
+        "scope": scope,
+        "epsilon": eps,
+        "method": method,
+        "remaining": remaining,
+    }
+
+
+def _json_default(x: Any) -> Any:
+    return str(x)
+
+
+def _print_text(out: dict, limit: int) -> None:
+    b = out["budget"]
+    print(f"ledger: {out['ledger']}  ({out['charges']} charges, {len(out['agents'])} agents)")
+    print(f"delta = {out['delta']:g}, method = {out['method']}")
+    if b is None:
+        print("budget: none recorded (pass --budget EPS to see what is left)")
+    else:
+        print(f"budget: epsilon {b['epsilon']:g} per agent (delta {b['delta']:g}, {b['method']})")
+    print()
+    print(f"{'scope':<8} {'agents':>8} {'max epsilon':>12}  {'agent':<16} methods")
+    for scope in ("local", "central"):
+        s = out["summary"][scope]
+        methods = ", ".join(f"{m}: {n}" for m, n in sorted(s["methods"].items())) or "-"
+        print(
+            f"{scope:<8} {s['agents']:>8} {_fmt(s['max_epsilon']) if s['agents'] else '-':>12}  "
+            f"{str(s['max_agent'] or '-'):<16} {methods}"
+        )
+    rows = sorted(out["agents"], key=lambda r: (-r["epsilon"], r["agent"]))
+    shown = rows if limit == 0 else rows[:limit]
+    print()
+    print(f"{'agent':<20} {'scope':<8} {'epsilon':>12} {'method':<12} {'remaining':>12}")
+    for r in shown:
+        print(
+            f"{r['agent']:<20} {r['scope']:<8} {_fmt(r['epsilon']):>12} {r['method']:<12} "
+            f"{_fmt(r['remaining']):>12}"
+        )
+    if len(shown) < len(rows):
+        print(f"... {len(rows) - len(shown)} more agents (--limit 0 lists all, --json for all)")

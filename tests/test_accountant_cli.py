@@ -1,0 +1,118 @@
+"""``ldp-audit budget``: text and JSON output, run directories, errors (exit 2)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+from ldp_audit.accountant import (
+    Accountant,
+    Budget,
+    GaussianEvent,
+    LaplaceEvent,
+    PoissonSampledEvent,
+)
+from ldp_audit.cli import budget_cmd
+from ldp_audit.errors import LdpAuditError
+
+
+def _main(argv: list[str]) -> int:
+    """The dispatch of ``ldp_audit.cli.main`` for the budget subcommand alone."""
+    parser = argparse.ArgumentParser(prog="ldp-audit")
+    sub = parser.add_subparsers(dest="command")
+    budget_cmd.register(sub)
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except LdpAuditError as exc:
+        print(f"ldp-audit: error: {exc}")
+        return 2
+
+
+@pytest.fixture()
+def ledger(tmp_path):
+    path = tmp_path / "run" / "ledger.sqlite"
+    path.parent.mkdir()
+    with Accountant(path, budget=Budget(epsilon=2.0)) as acc:
+        acc.charge_many([(f"0/{i}", LaplaceEvent(1.0)) for i in range(30)])
+        acc.charge("0/7", LaplaceEvent(0.5))
+    with Accountant(path) as acc:
+        step = PoissonSampledEvent(0.01, GaussianEvent(1.0))
+        acc.charge_many([("dpsgd", step)] * 50, scope="central")
+    return path
+
+
+def test_json_all_agents(ledger, capsys):
+    assert _main(["budget", str(ledger), "--json", "--method", "basic"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["charges"] == 81
+    assert out["budget"] == {"epsilon": 2.0, "delta": 0.0, "method": "basic"}
+    by = {r["agent"]: r for r in out["agents"]}
+    assert len(by) == 31
+    assert by["0/7"]["epsilon"] == pytest.approx(1.5)
+    assert by["0/7"]["remaining"] == pytest.approx(0.5)
+    assert by["0/7"]["method"] == "basic" and by["0/7"]["scope"] == "local"
+    assert by["dpsgd"]["method"] == "unsupported" and by["dpsgd"]["remaining"] is None
+    assert out["summary"]["local"]["max_agent"] == "0/7"
+    assert out["summary"]["central"]["agents"] == 1
+
+
+def test_run_directory_and_agent_detail(ledger, capsys):
+    argv = ["budget", str(ledger.parent), "--agent", "dpsgd", "--delta", "1e-5", "--json"]
+    assert _main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    (row,) = out["agents"]
+    assert row["charges"] == 50 and row["scope"] == "central"
+    assert set(row["by_method"]) == {"rdp", "prv", "pld"}
+    assert row["epsilon"] == min(row["by_method"].values())
+    assert 0 < out["summary"]["central"]["max_epsilon"] < 1.0
+
+
+def test_text_output_lists_largest_first(ledger, capsys):
+    assert _main(["budget", str(ledger), "--delta", "1e-5", "--limit", "2"]) == 0
+    text = capsys.readouterr().out
+    assert "budget: epsilon 2 per agent" in text
+    lines = text.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("agent "))
+    assert lines[first + 1].startswith("0/7 ")
+    assert "29 more agents" in text
+    assert "local" in text and "central" in text
+
+
+def test_budget_override_and_unknown_agent(ledger, capsys):
+    argv = ["budget", str(ledger), "--agent", "nobody", "--budget", "3", "--json"]
+    assert _main(argv) == 0
+    row = json.loads(capsys.readouterr().out)["agents"][0]
+    assert row["epsilon"] == 0.0 and row["remaining"] == 3.0
+
+
+def test_missing_ledger_is_an_error_not_a_new_file(tmp_path, capsys):
+    path = tmp_path / "nothere.sqlite"
+    assert _main(["budget", str(path)]) == 2
+    assert "does not exist" in capsys.readouterr().out
+    assert not path.exists()
+
+
+def test_foreign_file_exit_2(tmp_path, capsys):
+    path = tmp_path / "junk.sqlite"
+    path.write_bytes(b"not a database at all" * 10)
+    assert _main(["budget", str(path)]) == 2
+    assert "junk.sqlite" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("bad", [["--delta", "2"], ["--method", "magic"], ["--limit", "-1"]])
+def test_bad_arguments_exit_2(ledger, bad):
+    with pytest.raises(SystemExit) as info:
+        _main(["budget", str(ledger), *bad])
+    assert info.value.code == 2
+
+
+def test_cli_does_not_write(ledger):
+    with Accountant(ledger) as acc:
+        rows_before, meta_before = acc.ledger.records(), acc.ledger.meta()
+    assert _main(["budget", str(ledger), "--json", "--budget", "5"]) == 0
+    with Accountant(ledger) as acc:
+        assert acc.ledger.records() == rows_before
+        assert acc.ledger.meta() == meta_before  # --budget is not written back
