@@ -62,7 +62,7 @@ __all__ = [
 ]
 
 _SQRT3 = math.sqrt(3.0)
-#: Cap on the number of float64 elements of the random matrices held at once by PRS.
+#: Cap on the number of float64 uniforms (matrix entries and flips) PRS draws per chunk.
 _PRS_CHUNK_ELEMENTS = 1 << 22
 
 

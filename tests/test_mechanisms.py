@@ -205,3 +205,63 @@ def test_batch_split_gives_the_same_rows(mech, monkeypatch) -> None:
     if isinstance(mech, m.ProjectedRandomSign):  # the chunk size does not matter either
         monkeypatch.setattr(m, "_PRS_CHUNK_ELEMENTS", 50)
         np.testing.assert_array_equal(whole, mech.privatize(x, np.random.default_rng(3)))
+
+
+# False-failure probability: KS p-value uniform under the null; threshold 1e-6.
+def test_gaussian_privacy_loss_has_the_known_distribution() -> None:
+    from scipy import stats
+
+    mech = m.Gaussian(clip=1.0, noise_multiplier=1.5)
+    x, x2 = mech.candidate_pairs(5)[0]  # distance 2C: mu = (2C)^2 / (2 sigma^2)
+    y = mech.privatize(np.tile(x, (20_000, 1)), np.random.default_rng(8))
+    loss = mech.privacy_loss(x, x2, y)
+    mu = (2.0 * mech.clip) ** 2 / (2 * mech.sigma**2)
+    assert stats.kstest(loss, stats.norm(mu, math.sqrt(2 * mu)).cdf).pvalue >= 1e-6
+    manual = (((y - x2) ** 2).sum(1) - ((y - x) ** 2).sum(1)) / (2 * mech.sigma**2)
+    np.testing.assert_allclose(loss, manual, rtol=1e-9, atol=1e-12)
+
+
+def test_no_privacy_is_identity_with_infinite_loss() -> None:
+    mech = m.NoPrivacy()
+    x = np.arange(6.0).reshape(2, 3)
+    np.testing.assert_array_equal(mech.privatize(x, np.random.default_rng(0)), x)
+    assert mech.epsilon == math.inf and mech.delta == 0.0
+    loss = mech.privacy_loss(x[:1], x[1:], np.vstack([x[0], x[1], x[0] + 1]))
+    np.testing.assert_array_equal(loss, [math.inf, -math.inf, 0.0])
+
+
+@pytest.mark.parametrize(
+    ("call", "param"),
+    [
+        (lambda: m.analytic_gaussian_epsilon(0.0, 1.0, 1e-5), "sigma"),
+        (lambda: m.analytic_gaussian_epsilon(1.0, -1.0, 1e-5), "sensitivity"),
+        (lambda: m.analytic_gaussian_epsilon(1.0, 1.0, 1.0), "delta"),
+        (lambda: m.analytic_gaussian_sigma(float("inf"), 1.0, 1e-5), "NoPrivacy"),
+        (lambda: m.analytic_gaussian_sigma(1.0, 1.0, 0.0), "delta"),
+        (lambda: m.analytic_gaussian_delta(-1.0, 1.0, 1.0), "epsilon"),
+    ],
+)
+def test_analytic_gaussian_bad_arguments(call, param: str) -> None:
+    with pytest.raises(InvalidParameterError, match=param):
+        call()
+
+
+def test_analytic_gaussian_edge_values() -> None:
+    # delta already above the epsilon = 0 level: epsilon 0; huge noise: tiny epsilon
+    assert m.analytic_gaussian_epsilon(1.0, 1e-6, 0.5) == 0.0
+    assert 0 < m.analytic_gaussian_epsilon(1e3, 1.0, 1e-5) < 0.01
+    assert m.analytic_gaussian_delta(math.inf, 1.0, 1.0) == 0.0
+
+
+def test_privacy_loss_validates_its_inputs() -> None:
+    lap = m.Laplace(epsilon=1.0, clip=1.0)
+    with pytest.raises(InvalidParameterError, match="rows"):
+        lap.privacy_loss(np.zeros((2, 3)), np.zeros((1, 3)), np.zeros((3, 3)))
+    prs = m.ProjectedRandomSign(epsilon=1.0, clip=1.0)
+    _, bits, mats = prs.privatize_with_matrices(np.zeros((2, 3)), np.random.default_rng(0))
+    with pytest.raises(InvalidParameterError, match="bits"):
+        prs.privacy_loss(np.zeros(3), np.ones(3), bits * 0.5, mats)
+    with pytest.raises(InvalidParameterError, match="matrices"):
+        prs.privacy_loss(np.zeros(3), np.ones(3), bits, mats * 2)
+    with pytest.raises(InvalidParameterError, match=r"\{-1, \+1\}"):
+        m.BitFlip(epsilon=1.0).privacy_loss(np.zeros(2), np.ones(2), np.zeros((1, 2)))
