@@ -7,15 +7,13 @@ saying why, only when Chromium cannot be installed (not root, no apt, no package
 
 from __future__ import annotations
 
-import json
-import re
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from ldp_audit.report import build_report
-from ldp_audit.report.browser import dump_dom, find_chromium, screenshot
+from ldp_audit.report.browser import find_chromium, page_check, screenshot
 from tests.test_report_fixtures import GOOD_ATTACK, GOOD_AUDIT, ledger_for, make_run
 
 pytestmark = pytest.mark.browser
@@ -40,10 +38,7 @@ def chromium() -> str:
 
 
 def _check(html: Path, chromium: str) -> dict:
-    dom = dump_dom(html, binary=chromium)
-    m = re.search(r'<pre id="ldp-audit-check">(.*?)</pre>', dom, re.S)
-    assert m is not None, f"the page did not finish loading in Chromium: {dom[-500:]!r}"
-    return json.loads(m.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+    return page_check(html, binary=chromium)
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +54,7 @@ def test_fresh_report_loads_and_images_decode(chromium: str, fresh_report: Path)
     assert check["errors"] == []
     assert check["images"] == 4 and check["decoded"] == 4
     assert check["title"].startswith("Privacy report: pgc-a3c")
+    assert check["height"] > 1000  # laid out: verdict, tables and four figures
 
 
 def test_committed_demo_report_loads_and_images_decode(chromium: str) -> None:

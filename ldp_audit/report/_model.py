@@ -8,6 +8,7 @@ silently.
 from __future__ import annotations
 
 import datetime as _dt
+import heapq
 import math
 from collections import Counter
 from typing import Any
@@ -65,6 +66,10 @@ def transcript_agent_ids(run: RunData) -> tuple[np.ndarray, np.ndarray, list[str
     return inverse.reshape(-1), counts, ids
 
 
+def _natural(agent: str) -> tuple[Any, ...]:
+    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in agent.split("/"))
+
+
 def _run_section(run: RunData) -> dict[str, Any]:
     cfg = run.config
     tr = run.transcript
@@ -93,10 +98,13 @@ def _ledger_section(run: RunData, led: LedgerStats, top: int) -> dict[str, Any]:
     in_ledger = set(led.agents)
     uncharged = [a for a in ids if a not in in_ledger]
     tr_counts = dict(zip(ids, counts.tolist(), strict=True))
-    order = np.lexsort((np.array(led.agents, dtype=object).astype(str), -led.basic))[:top]
+    # largest spend first; ties in natural agent order ("0/2" before "0/10")
+    order = heapq.nsmallest(
+        top, range(len(led.agents)), key=lambda i: (-led.basic[i], _natural(led.agents[i]))
+    )
     remaining = (led.budget - led.best) if led.budget is not None else None
     rows = []
-    for i in order.tolist():
+    for i in order:
         rows.append(
             {
                 "agent": led.agents[i],

@@ -7,6 +7,9 @@ request (the report needs none: it is self-contained).
 
 from __future__ import annotations
 
+import html
+import json
+import re
 import shutil
 import subprocess
 import tempfile
@@ -14,7 +17,14 @@ from pathlib import Path
 
 from ldp_audit.errors import InvalidParameterError
 
-__all__ = ["find_chromium", "chromium_command", "dump_dom", "screenshot", "CHECK_SCRIPT"]
+__all__ = [
+    "find_chromium",
+    "chromium_command",
+    "dump_dom",
+    "page_check",
+    "screenshot",
+    "CHECK_SCRIPT",
+]
 
 _FLAGS = (
     "--headless",
@@ -40,7 +50,8 @@ window.addEventListener('load', function () {
   var out = document.createElement('pre');
   out.id = 'ldp-audit-check';
   out.textContent = JSON.stringify({images: imgs.length, decoded: ok,
-    errors: window.__errors, title: document.title});
+    errors: window.__errors, title: document.title,
+    height: document.documentElement.scrollHeight});
   document.body.appendChild(out);
 });
 </script>"""
@@ -74,7 +85,29 @@ def _binary(binary: str | None) -> str:
     return b
 
 
-def dump_dom(html_path: str | Path, *, binary: str | None = None, timeout: float = 60.0) -> str:
+def page_check(
+    html_path: str | Path, *, width: int = 1100, binary: str | None = None, timeout: float = 60.0
+) -> dict:
+    """Load the page in Chromium and return what :data:`CHECK_SCRIPT` saw.
+
+    Returns:
+        ``{"images": n, "decoded": n_ok, "errors": [...], "title": str, "height": px}``.
+
+    Raises:
+        InvalidParameterError: Chromium is missing or the page never finished loading.
+    """
+    dom = dump_dom(html_path, width=width, binary=binary, timeout=timeout)
+    m = re.search(r'<pre id="ldp-audit-check">(.*?)</pre>', dom, re.S)
+    if m is None:
+        raise InvalidParameterError(
+            f"{html_path} did not finish loading in Chromium; DOM tail: {dom[-300:]!r}"
+        )
+    return json.loads(html.unescape(m.group(1)))
+
+
+def dump_dom(
+    html_path: str | Path, *, width: int = 1100, binary: str | None = None, timeout: float = 60.0
+) -> str:
     """Load ``html_path`` (with :data:`CHECK_SCRIPT` injected) headless and return the DOM."""
     src = Path(html_path)
     with tempfile.TemporaryDirectory(prefix="ldp-audit-chromium-") as tmp:
@@ -84,6 +117,7 @@ def dump_dom(html_path: str | Path, *, binary: str | None = None, timeout: float
         cmd = chromium_command(
             _binary(binary),
             Path(tmp) / "profile",
+            f"--window-size={int(width)},800",
             "--virtual-time-budget=5000",
             "--dump-dom",
             page.as_uri(),
@@ -96,11 +130,17 @@ def screenshot(
     png_path: str | Path,
     *,
     width: int = 1100,
-    height: int = 2400,
+    height: int | None = None,
     binary: str | None = None,
     timeout: float = 60.0,
 ) -> Path:
-    """Write a PNG screenshot of ``html_path`` (the top ``width`` x ``height`` pixels)."""
+    """Write a PNG screenshot of ``html_path``, ``width`` x ``height`` pixels.
+
+    ``height=None`` measures the page first and captures all of it.
+    """
+    if height is None:
+        check = page_check(html_path, width=width, binary=binary, timeout=timeout)
+        height = max(600, int(check["height"]) - 40)  # less the check's own <pre>
     out = Path(png_path).resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="ldp-audit-chromium-") as tmp:
