@@ -346,3 +346,19 @@ def test_central_claims_are_reported_beside_local_never_summed(tmp_path: Path) -
     assert m["ledger"]["agents"] == 6 and m["ledger"]["basic"]["max"] == pytest.approx(20.0)
     assert m["ledger"]["central"] == {"agents": 1, "max_epsilon": float("inf")}
     assert "never summed" in " ".join(m["verdict"]["guaranteed"])
+
+
+def test_budget_recorded_in_the_ledger_is_reported(tmp_path: Path) -> None:
+    pytest.importorskip("ldp_audit.accountant")
+    from ldp_audit.accountant import Accountant, Budget
+
+    run = make_run(tmp_path / "r", ledger="real", epsilon=1.0)
+    Accountant(ledger=str(run / "ledger.sqlite"), budget=Budget(epsilon=30.0)).close()
+    before = (run / "ledger.sqlite").read_bytes()
+    m = build_report(run, figures=False).model
+    led = m["ledger"]
+    # 20 submissions per agent at eps 1 under a budget of 30 (basic): 10 left each
+    assert led["budget"] == 30.0 and led["budget_method"] == "basic"
+    assert led["remaining"]["min"] == pytest.approx(10.0) and led["over_budget"] == 0
+    assert "Budget 30 per agent: 0 agent(s) over budget." in m["verdict"]["guaranteed"]
+    assert (run / "ledger.sqlite").read_bytes() == before  # reading never alters the ledger

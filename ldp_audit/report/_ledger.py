@@ -41,6 +41,10 @@ class LedgerStats:
     budget: float | None
     central: dict[str, float] | None = None
     """Central (DP-SGD) claims by agent, when the ledger holds any; never summed with local."""
+    remaining: np.ndarray | None = None
+    """Budget left per agent under the budget's own method and delta (None: budget - best)."""
+    budget_method: str | None = None
+    """The composition the budget is enforced with ("basic", ...), when recorded."""
 
 
 def _method_of(detail: Any) -> str:
@@ -76,7 +80,7 @@ def read_ledger(
     from ldp_audit.accountant import Accountant, Ledger
 
     try:
-        ledger = Ledger(str(path))
+        ledger = Ledger(str(path), create=False)  # a report never creates or alters a ledger
     except (LdpAuditError, sqlite3.Error) as exc:
         raise RunDirectoryError(f"{path}: ledger cannot be opened ({exc})") from exc
     try:
@@ -90,8 +94,26 @@ def read_ledger(
             best = np.array([best_d[a][0] for a in agents], dtype=np.float64)
             method = [str(best_d[a][1]) for a in agents]
             central = acc.spent_all(delta=delta, method="best", scope="central") or None
+            remaining, budget_method = None, None
+            recorded = _recorded_budget(ledger)
+            if budget is None and recorded is not None:
+                budget = recorded["epsilon"]
+            if recorded is not None and recorded.get("method") in (
+                "basic",
+                "best",
+                "advanced",
+                "optimal",
+                "rdp",
+                "prv",
+                "pld",
+            ):
+                budget_method = str(recorded["method"])
+                b_spent = acc.spent_all(
+                    delta=float(recorded.get("delta", 0.0)), method=budget_method, scope="local"
+                )
+                remaining = np.array([budget - b_spent[a] for a in agents], dtype=np.float64)
         else:  # the contract's per-agent API
-            central = None
+            central, remaining, budget_method = None, None, None
             agents = [str(a) for a in acc.agents()]
             it: Iterable[str] = progress(agents) if progress is not None else agents
             basic = np.empty(len(agents))
@@ -108,4 +130,26 @@ def read_ledger(
         ledger.close()
     if budget is not None and not (isinstance(budget, (int, float)) and math.isfinite(budget)):
         budget = None
-    return LedgerStats(agents, basic, best, method, float(delta), budget, central)
+    return LedgerStats(
+        agents, basic, best, method, float(delta), budget, central, remaining, budget_method
+    )
+
+
+def _recorded_budget(ledger: Any) -> dict[str, Any] | None:
+    """The budget the accountant recorded in the ledger's metadata, if any."""
+    import json
+
+    meta = getattr(ledger, "meta", None)
+    if not callable(meta):
+        return None
+    text = meta().get("budget")
+    if not text:
+        return None
+    try:
+        b = json.loads(text)
+    except (TypeError, ValueError):
+        return None
+    eps = b.get("epsilon") if isinstance(b, dict) else None
+    if isinstance(eps, (int, float)) and not isinstance(eps, bool) and math.isfinite(eps):
+        return b
+    return None

@@ -102,7 +102,12 @@ def _ledger_section(run: RunData, led: LedgerStats, top: int) -> dict[str, Any]:
     order = heapq.nsmallest(
         top, range(len(led.agents)), key=lambda i: (-led.basic[i], _natural(led.agents[i]))
     )
-    remaining = (led.budget - led.best) if led.budget is not None else None
+    if led.budget is None:
+        remaining = None
+    elif led.remaining is not None:
+        remaining = led.remaining
+    else:
+        remaining = led.budget - led.best
     rows = []
     for i in order:
         rows.append(
@@ -129,6 +134,7 @@ def _ledger_section(run: RunData, led: LedgerStats, top: int) -> dict[str, Any]:
         "best": _stats(led.best),
         "methods": dict(Counter(led.method).most_common()),
         "budget": led.budget,
+        "budget_method": led.budget_method,
         "remaining": None if remaining is None else _stats(remaining),
         "over_budget": None if remaining is None else int((remaining < -1e-12).sum()),
         "top_agents": rows,

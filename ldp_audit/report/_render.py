@@ -253,7 +253,13 @@ def _ledger_note(led: dict[str, Any]) -> str:
         + ". "
     )
     s += (
-        f"Budget: {_f(led['budget'])} per agent; {led['over_budget']} agent(s) over it."
+        f"Budget: {_f(led['budget'])} per agent"
+        + (
+            f" (enforced under {led['budget_method']} composition)"
+            if led.get("budget_method")
+            else ""
+        )
+        + f"; {led['over_budget']} agent(s) over it."
         if led["budget"] is not None
         else "No per-agent budget was set."
     )
