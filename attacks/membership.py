@@ -1,0 +1,401 @@
+"""Membership inference with canary agents, and one-run auditing (Steinke, Nasr & Jagielski 2023).
+
+Setting (issue 6): ``m`` canary agents, environments with an unusual gravity (e.g. 12.0), are
+each included independently with probability 1/2 in *one* training run; an excluded canary's slot
+is filled by an ordinary agent (gravity from the paper's {9.7, 9.8, 9.9}), so the number of
+agents is fixed and the neighbouring datasets differ by replacing one agent's environment. The
+attacker knows which agent slots are canary slots (they are public in the audit), not which ones
+hold a canary; it scores every slot from what the run published (transcript and/or final model)
+and guesses membership.
+
+Why this audits the guarantee: every report of an agent is epsilon-LDP in its gradient, hence in
+its gravity (post-processing), and the thetas an agent receives depend on its own reports only
+through earlier noisy reports, so the whole run is ``T * epsilon``-DP with respect to each agent's
+gravity (adaptive sequential composition; Ono & Takahashi 2020, Sec. 3.2.1). For pure
+``eps``-DP, Steinke, Nasr & Jagielski (2023, Thm. 3.1 with delta = 0) show that when the attacker
+guesses ``r`` of the independent canary bits, the number ``V`` of correct guesses is
+stochastically dominated by ``Binomial(r, e^eps / (e^eps + 1))``; so the one-sided
+Clopper-Pearson lower limit ``p_lo`` of ``V / r`` gives ``eps >= ln(p_lo / (1 - p_lo))`` with
+confidence ``1 - beta``.
+
+Generic API (any trainer that writes a run directory plugs in):
+
+* a *trainer* is ``trainer(gravities (n_agents,), run_dir, rng) -> None`` and writes the run
+  directory of docs/interfaces.md (``transcript.npz`` whose ``agent`` column indexes
+  ``gravities``; ``model.npz``; ``config.json`` with the mechanism). :class:`FixedThetaTrainer`
+  is the built-in one (one round of PGC at a fixed broadcast theta); adapters for PGC-A3C,
+  DP-SGD, FedRL and FRD only need to map per-agent gravities to their configs.
+* a *scorer* is ``scorer(run_dir, agents (m,)) -> scores (m,)`` (higher: more likely a canary);
+  it must not open ``secrets.npz``. :class:`TranscriptScorer` is the built-in one (the dynamics
+  attack's shadow-gradient likelihood ratio "canary gravity vs ordinary gravities").
+* :func:`run` draws the canary bits, trains once, scores, and returns an
+  :class:`~attacks.scoring.AttackResult` with AUC, TPR at FPR 1% and 0.1%, advantage, the
+  ceiling ``TPR <= e^eps FPR + delta`` and the one-run epsilon lower bound.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from attacks.dynamics import (
+    GRAVITIES,
+    Simulator,
+    _check_int,
+    _mechanism_config,
+    _privatize,
+    attack_run_dir,
+    mechanism_epsilon,
+    simulate_shadow,
+)
+from attacks.scoring import (
+    AttackResult,
+    accuracy_ceiling,
+    accuracy_interval,
+    composed_epsilon,
+    membership_tpr_ceiling,
+)
+from ldp_audit._validation import check_probability, check_rng
+from ldp_audit.errors import InvalidParameterError, RunDirectoryError
+from ldp_audit.stats import clopper_pearson_lower
+
+__all__ = [
+    "FixedThetaTrainer",
+    "Scorer",
+    "Trainer",
+    "TranscriptScorer",
+    "membership_metrics",
+    "one_run_epsilon_lower_bound",
+    "run",
+]
+
+#: ``trainer(gravities (n_agents,), run_dir, rng) -> None`` writes a run directory.
+Trainer = Callable[[np.ndarray, Path, np.random.Generator], None]
+#: ``scorer(run_dir, agents (m,)) -> scores (m,)``; higher means "more likely a canary".
+Scorer = Callable[[Path, np.ndarray], np.ndarray]
+
+#: Fractions of the canaries guessed "in" (top scores) and "out" (bottom scores) that the one-run
+#: bound tries; fixed in advance, with a Bonferroni split of beta over them.
+GUESS_FRACTIONS: tuple[float, ...] = (0.02, 0.05, 0.1, 0.2, 0.5)
+
+
+def one_run_epsilon_lower_bound(
+    scores: np.ndarray,
+    included: np.ndarray,
+    *,
+    confidence: float = 0.95,
+    fractions: Sequence[float] = GUESS_FRACTIONS,
+) -> dict[str, Any]:
+    """One-run epsilon lower bound (Steinke, Nasr & Jagielski 2023, Thm. 3.1, delta = 0).
+
+    For each fraction ``f`` in ``fractions`` (fixed before looking at the scores), guess "in" for
+    the ``floor(f m / 2)`` highest scores and "out" for as many lowest, abstain on the rest;
+    ``V`` correct guesses out of ``r`` give ``eps >= logit(CP_lower(V, r, beta / len(fractions)))``
+    (Bonferroni over the fractions), ``beta = 1 - confidence``. The largest bound is returned.
+
+    Args:
+        scores: (m,) membership scores (higher: more likely included).
+        included: (m,) bool, the secret inclusion bits (scoring only).
+        confidence: confidence of the bound.
+        fractions: fractions of canaries to guess on.
+
+    Returns:
+        ``{"epsilon_lower_bound", "guesses", "correct", "fraction"}`` of the best fraction.
+    """
+    s = np.asarray(scores, dtype=np.float64).reshape(-1)
+    inc = np.asarray(included, dtype=bool).reshape(-1)
+    if s.shape != inc.shape or s.size < 2 or not np.isfinite(s).all():
+        raise InvalidParameterError(
+            f"scores must be finite with the shape of included, got {s.shape} vs {inc.shape}"
+        )
+    beta = 1.0 - check_probability(confidence, "confidence")
+    fr = [check_probability(f, "fraction", open_interval=False) for f in fractions]
+    order = np.argsort(-s, kind="stable")
+    best = {"epsilon_lower_bound": 0.0, "guesses": 0, "correct": 0, "fraction": None}
+    for f in fr:
+        k = int(math.floor(f * s.size / 2))
+        if k < 1:
+            continue
+        correct = int(inc[order[:k]].sum() + (~inc[order[-k:]]).sum())
+        r = 2 * k
+        p_lo = float(clopper_pearson_lower(correct, r, beta / len(fr)))
+        eps = 0.0 if p_lo <= 0.5 else (math.inf if p_lo >= 1 else math.log(p_lo / (1 - p_lo)))
+        if eps > best["epsilon_lower_bound"] or best["fraction"] is None:
+            best = {"epsilon_lower_bound": eps, "guesses": r, "correct": correct, "fraction": f}
+    return best
+
+
+def membership_metrics(
+    scores: np.ndarray,
+    included: np.ndarray,
+    *,
+    fprs: Sequence[float] = (0.01, 0.001),
+) -> dict[str, Any]:
+    """AUC, TPR at fixed FPRs, and advantage ``max_t TPR(t) - FPR(t)`` of membership scores."""
+    from sklearn.metrics import roc_auc_score, roc_curve
+
+    s = np.asarray(scores, dtype=np.float64).reshape(-1)
+    inc = np.asarray(included, dtype=bool).reshape(-1)
+    if inc.all() or not inc.any():
+        raise InvalidParameterError("included must hold both members and non-members")
+    fpr, tpr, _ = roc_curve(inc, s)
+    out: dict[str, Any] = {
+        "auc": float(roc_auc_score(inc, s)),
+        "advantage": float(np.max(tpr - fpr)),
+        "tpr_at_fpr": {},
+    }
+    for target in fprs:
+        ok = fpr <= target
+        out["tpr_at_fpr"][f"{target:g}"] = float(tpr[ok].max()) if ok.any() else 0.0
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# Built-in trainer and scorer
+# ------------------------------------------------------------------------------------------------
+
+
+def _write_run_dir(
+    run_dir: Path,
+    *,
+    algorithm: str,
+    config: dict[str, Any],
+    mechanism: Any,
+    transcript: dict[str, np.ndarray],
+    gravity_rows: np.ndarray,
+    model: np.ndarray,
+) -> None:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.json").write_text(
+        json.dumps(
+            {
+                "algorithm": algorithm,
+                "config": config,
+                "mechanism": _mechanism_config(mechanism),
+                "seed": config.get("seed"),
+                "versions": {"numpy": np.__version__},
+            },
+            indent=2,
+        )
+    )
+    np.savez(run_dir / "transcript.npz", **transcript)
+    np.savez(run_dir / "secrets.npz", gravity=gravity_rows)
+    np.savez(run_dir / "model.npz", theta=model)
+
+
+@dataclass(frozen=True)
+class FixedThetaTrainer:
+    """One round of PGC at a fixed broadcast theta: every agent submits ``T`` noisy gradients.
+
+    The simplest trainer that writes a run directory (docs/interfaces.md); used by the tests, the
+    sweep and as the reference for adapters. Each agent runs ``reports_per_agent`` episodes at
+    ``theta`` in its own environment (gravity from ``gravities``) and submits
+    ``mechanism.privatize(gradient)`` for each; the final model is ``theta`` (nothing is learned,
+    so membership can leak only through the transcript).
+
+    Args:
+        theta: broadcast parameters (d,).
+        mechanism: the agents' mechanism (``None`` or ``NoPrivacy()``: non-private).
+        reports_per_agent: reports ``T`` per agent.
+        simulator: ``episode_gradients``-compatible (default the public PGC-A3C one).
+        alpha: exploration probability.
+    """
+
+    theta: np.ndarray
+    mechanism: Any = None
+    reports_per_agent: int = 1
+    simulator: Simulator | None = None
+    alpha: float = 0.0
+
+    def __call__(self, gravities: np.ndarray, run_dir: Path, rng: np.random.Generator) -> None:
+        rng = check_rng(rng)
+        g = np.asarray(gravities, dtype=np.float64).reshape(-1)
+        T = int(self.reports_per_agent)
+        if T < 1:
+            raise InvalidParameterError(f"reports_per_agent must be >= 1, got {T}")
+        theta = np.asarray(self.theta, dtype=np.float64).reshape(-1)
+        agent = np.repeat(np.arange(g.size), T)
+        grads = simulate_shadow(theta, g[agent], rng, simulator=self.simulator, alpha=self.alpha)
+        reports = _privatize(self.mechanism, grads, rng)
+        n = agent.size
+        _write_run_dir(
+            Path(run_dir),
+            algorithm="fixed-theta",
+            config={"reports_per_agent": T, "alpha": self.alpha, "n_agents": int(g.size)},
+            mechanism=self.mechanism,
+            transcript={
+                "trial": np.zeros(n, dtype=np.int64),
+                "agent": agent.astype(np.int64),
+                "submission": np.arange(n, dtype=np.int64),
+                "theta_index": np.zeros(n, dtype=np.int64),
+                "report": reports,
+                "score": np.full(n, np.nan),
+                "thetas": theta[None, :],
+            },
+            gravity_rows=g[agent],
+            model=theta[None, :],
+        )
+
+
+@dataclass(frozen=True)
+class TranscriptScorer:
+    """Score canary slots by the shadow-gradient log-likelihood ratio of their reports.
+
+    For each canary slot, ``score = log p(reports | canary gravity) - log mean_b p(reports | b)``
+    over the ordinary gravities ``b`` (uniform mixture), computed by
+    :func:`attacks.dynamics.attack_run_dir` with the candidates ``background + (canary,)``. Reads
+    ``transcript.npz`` and ``config.json`` only.
+    """
+
+    canary_gravity: float = 12.0
+    background: tuple[float, ...] = GRAVITIES
+    n_shadow: int = 400
+    method: str = "auto"
+    mechanism: Any = None
+    simulator: Simulator | None = None
+    alpha: float = 0.0
+    seed: int | None = 0
+
+    def __call__(self, run_dir: Path, agents: np.ndarray) -> np.ndarray:
+        cands = tuple(sorted({*self.background, float(self.canary_gravity)}))
+        pred = attack_run_dir(
+            run_dir,
+            mechanism=self.mechanism,
+            n_shadow=self.n_shadow,
+            max_groups=None,
+            group_by="agent",
+            method=self.method,
+            candidates=cands,
+            simulator=self.simulator,
+            alpha=self.alpha,
+            seed=self.seed,
+        )
+        post = np.clip(pred["posterior"], 1e-300, 1.0)
+        ci = cands.index(float(self.canary_gravity))
+        # log posterior odds canary vs. the ordinary mixture (uniform prior cancels up to a const)
+        others = np.delete(post, ci, axis=1).sum(axis=1)
+        llr = np.log(post[:, ci]) - np.log(np.clip(others, 1e-300, None))
+        agent_ids = pred["groups"][:, 1]
+        out = np.full(np.asarray(agents).size, -np.inf)
+        pos = {int(a): i for i, a in enumerate(agent_ids)}
+        for j, a in enumerate(np.asarray(agents).reshape(-1)):
+            if int(a) in pos:
+                out[j] = llr[pos[int(a)]]
+        if not np.isfinite(out).any():
+            raise RunDirectoryError("no canary agent appears in the transcript")
+        return np.where(np.isfinite(out), out, np.nanmin(out[np.isfinite(out)]) - 1.0)
+
+
+def _reports_per_agent(run_dir: Path, agents: np.ndarray) -> int:
+    with np.load(Path(run_dir) / "transcript.npz") as z:
+        agent = z["agent"]
+    counts = np.bincount(agent.astype(np.int64), minlength=int(agents.max()) + 1)
+    return int(counts[agents].max())
+
+
+def run(
+    trainer: Trainer,
+    *,
+    run_dir: str | Path,
+    mechanism: Any,
+    n_agents: int = 400,
+    n_canaries: int = 200,
+    canary_gravity: float = 12.0,
+    background: Sequence[float] = GRAVITIES,
+    scorer: Scorer | None = None,
+    seed: int | None = None,
+    rng: np.random.Generator | None = None,
+    confidence: float = 0.95,
+    delta: float = 0.0,
+) -> AttackResult:
+    """One-run membership audit: draw canary bits, train once, score, bound epsilon.
+
+    Agent slots ``0..n_canaries-1`` are canary slots: slot ``i`` gets ``canary_gravity`` if its
+    secret bit is 1 (probability 1/2, independent), else an ordinary gravity; the other slots
+    always get ordinary gravities (uniform over ``background``).
+
+    Args:
+        trainer: writes the run directory (see :data:`Trainer`).
+        run_dir: where the trainer writes.
+        mechanism: the mechanism the trainer uses (for the claimed epsilon and the ceiling).
+        n_agents: agents in the run.
+        n_canaries: canary slots (``<= n_agents``).
+        canary_gravity: the unusual gravity of a canary.
+        background: ordinary gravities.
+        scorer: membership scorer (default :class:`TranscriptScorer`).
+        seed, rng: randomness (canary bits, ordinary gravities, the trainer's stream).
+        confidence: confidence of the intervals and the epsilon lower bound.
+        delta: the claimed delta for the TPR ceiling (0 for pure LDP).
+
+    Returns:
+        :class:`AttackResult` (attack ``"membership"``): ``accuracy`` = correct / guesses of the
+        one-run bound's best fraction, ``ceiling`` = ``e^{T eps} / (e^{T eps} + 1)``,
+        ``epsilon_lower_bound`` the one-run bound, plus AUC, TPR at FPR 1% / 0.1%, advantage and
+        the TPR ceilings in ``extra``.
+    """
+    t0 = time.perf_counter()
+    n_agents = _check_int(n_agents, "n_agents", minimum=2)
+    n_canaries = _check_int(n_canaries, "n_canaries", minimum=2)
+    if n_canaries > n_agents:
+        raise InvalidParameterError(f"n_canaries must be <= n_agents={n_agents}, got {n_canaries}")
+    rng = check_rng(rng) if rng is not None else np.random.default_rng(seed)
+    bits_rng, grav_rng, train_rng = rng.spawn(3)
+    # --- secrets (scoring only): canary bits and every agent's gravity ---
+    included = bits_rng.random(n_canaries) < 0.5
+    gravities = grav_rng.choice(np.asarray(background, dtype=np.float64), size=n_agents)
+    gravities[:n_canaries][included] = float(canary_gravity)
+    run_dir = Path(run_dir)
+    trainer(gravities, run_dir, train_rng)
+
+    # --- the attacker: sees the run directory (not secrets.npz) and the canary slots ---
+    agents = np.arange(n_canaries)
+    scorer = scorer if scorer is not None else TranscriptScorer(canary_gravity=canary_gravity)
+    scores = np.asarray(scorer(run_dir, agents), dtype=np.float64)
+
+    # --- scoring only ---
+    T = _reports_per_agent(run_dir, agents)
+    eps = mechanism_epsilon(mechanism)
+    one = one_run_epsilon_lower_bound(scores, included, confidence=confidence)
+    met = membership_metrics(scores, included)
+    ceilings = {
+        k: membership_tpr_ceiling(composed_epsilon(eps, T), float(k), delta)
+        for k in met["tpr_at_fpr"]
+    }
+    r, v = one["guesses"], one["correct"]
+    return AttackResult(
+        attack="membership",
+        mechanism=_mechanism_config(mechanism),
+        epsilon=eps,
+        reports_per_agent=T,
+        k=2,
+        n=int(n_canaries),
+        correct=v,
+        accuracy=v / r if r else float("nan"),
+        accuracy_ci=accuracy_interval(v, r, confidence) if r else (0.0, 1.0),
+        ceiling=accuracy_ceiling(eps, 2, T),
+        composed_epsilon=composed_epsilon(eps, T),
+        epsilon_lower_bound=float(one["epsilon_lower_bound"]),
+        confidence=confidence,
+        chance=0.5,
+        auc=met["auc"],
+        tpr_at_fpr=met["tpr_at_fpr"],
+        advantage=met["advantage"],
+        seconds=time.perf_counter() - t0,
+        extra={
+            "tpr_ceiling_at_fpr": ceilings,
+            "guesses": r,
+            "guess_fraction": one["fraction"],
+            "n_agents": int(n_agents),
+            "members": int(included.sum()),
+            "canary_gravity": float(canary_gravity),
+            "delta": delta,
+            "note": "TPR at FPR 0.001 needs >= 1000 non-members to be informative",
+        },
+    )
