@@ -11,10 +11,11 @@ Lu et al. 2022, with the Mironov 2012 floating-point attack added):
 
 1. **Selection** (a fresh fraction of the samples, split in a *fit* half A and a *tune* half B).
    For every input pair (x, x2), fit a handful of one-dimensional statistics on A:
-   the output itself / its most separating coordinate, the projection onto x - x2, the L1 and L2
-   norms, a logistic-regression score trained to separate M(x) from M(x2) (multi-dimensional
-   outputs), a log-ratio score of discrete output cells (few distinct outputs), and a log-ratio
-   score of floating-point *bit cells* (sign, exponent, trailing zeros of the mantissa: Mironov
+   the output itself / its most separating coordinate, the projection onto x - x2, the
+   median-anchored L1 log-ratio (exact for additive Laplace noise), the L1 and L2 norms, a
+   logistic-regression score trained to separate M(x) from M(x2) (multi-dimensional outputs),
+   a log-ratio score of discrete output cells (few distinct outputs), and a log-ratio score of
+   floating-point *bit cells* (sign, exponent, trailing zeros of the mantissa: Mironov
    2012 — additive noise in IEEE doubles leaves input-dependent gaps in the low bits). On B,
    choose for each statistic the threshold event ``{s > t}`` or ``{s <= t}`` and the direction
    (which input is the numerator) that maximise the bound the estimation step is expected to
@@ -82,7 +83,8 @@ class Witness:
         x2: the other input.
         event: readable description of the event S.
         family: the statistic family that produced S (``"coordinate"``, ``"projection"``,
-            ``"l1-norm"``, ``"l2-norm"``, ``"classifier"``, ``"cells"``, ``"float-bits"``).
+            ``"l1-ratio"``, ``"l1-norm"``, ``"l2-norm"``, ``"classifier"``, ``"cells"``,
+            ``"float-bits"``).
         k1: estimation count of S among n1 outputs of M(x).
         n1: estimation samples of M(x).
         k2: estimation count of S among n2 outputs of M(x2).
@@ -281,6 +283,23 @@ class _Norm(_Statistic):
         return f"||y||_{self.order}"
 
 
+class _MedianL1Ratio(_Statistic):
+    """``sum_i |y_i - b_i| - |y_i - a_i|`` with a, b the coordinate medians of M(x), M(x2) on A:
+    the exact log-likelihood ratio (up to scale) of additive Laplace noise around a and b."""
+
+    family = "l1-ratio"
+
+    def __init__(self, a: np.ndarray, b: np.ndarray) -> None:
+        self.a, self.b = a, b
+
+    def _values(self, y: np.ndarray) -> np.ndarray:
+        with np.errstate(all="ignore"):
+            return (np.abs(y - self.b) - np.abs(y - self.a)).sum(axis=1)
+
+    def label(self) -> str:
+        return "sum_i |y_i - median2_i| - |y_i - median1_i|"
+
+
 def _finite_features(y: np.ndarray) -> np.ndarray:
     return np.clip(np.nan_to_num(y, nan=0.0, posinf=1e150, neginf=-1e150), -1e150, 1e150)
 
@@ -408,6 +427,50 @@ class _CellScore(_Statistic):
         return text
 
 
+class _Snap:
+    """Rounds outputs to an absolute grid per coordinate (exact-arithmetic mode).
+
+    ``fl(x + noise)`` lands on an input-dependent subset of the doubles (Mironov 2012), and a
+    statistic whose threshold sits where only rounding decides (e.g. at the maximum of a sum of
+    differences) inherits that leak. With ``float_bits=False`` every statistic therefore sees
+    ``round(y / g) g`` with ``g_j = 2^-32 max(|q_0.01|, |q_0.99|)`` of coordinate j (fitted on A):
+    each grid cell holds >= 2^15 doubles reachable from either input, so the events measure the
+    mechanism's real-valued distribution, discretised. Any deterministic map keeps soundness.
+    """
+
+    def __init__(self, grid: np.ndarray) -> None:
+        self.grid = grid
+
+    @classmethod
+    def fit(cls, ya1: np.ndarray, ya2: np.ndarray) -> _Snap:
+        f = _finite_features(np.concatenate([ya1, ya2]))
+        q = np.quantile(f, [0.01, 0.99], axis=0)
+        mag = np.max(np.abs(q), axis=0)
+        grid = np.ldexp(np.where(mag > 0, mag, 1.0), -32)
+        return cls(grid)
+
+    def __call__(self, y: np.ndarray) -> np.ndarray:
+        with np.errstate(all="ignore"):
+            return np.round(y / self.grid) * self.grid
+
+
+class _Snapped(_Statistic):
+    """A statistic evaluated on snapped outputs (see :class:`_Snap`)."""
+
+    def __init__(self, inner: _Statistic, snap: _Snap) -> None:
+        self.inner, self.snap = inner, snap
+        self.family = inner.family
+
+    def values(self, y: np.ndarray) -> np.ndarray:
+        return self.inner.values(self.snap(y))
+
+    def label(self) -> str:
+        return self.inner.label()
+
+    def describe(self, op: str, t: float) -> str:
+        return self.inner.describe(op, t) + " (outputs on a 2^-32-relative grid)"
+
+
 def _float_cell_statistic(ya1: np.ndarray, ya2: np.ndarray, j: int, k: int) -> _CellScore:
     def keyfn(y: np.ndarray) -> np.ndarray:
         return _float_keys(y[:, j])
@@ -458,6 +521,9 @@ def _build_statistics(
         scale = np.max(np.abs(w))
         if np.isfinite(scale) and scale > 0:
             stats.append(_Projection(w / scale, name))
+        med1, med2 = np.median(f1, axis=0), np.median(f2, axis=0)
+        if np.any(med1 != med2):
+            stats.append(_MedianL1Ratio(med1, med2))
         stats.append(_Norm(1))
         stats.append(_Norm(2))
         stats.append(_Classifier(ya1, ya2))
@@ -825,7 +891,12 @@ def audit(
                     f"the two inputs of pairs[{p}]; outputs must have one shape"
                 )
             bar.update(2 * n_a)
-            stats = _build_statistics(x, x2, ya1, ya2, float_bits)
+            if float_bits:
+                stats = _build_statistics(x, x2, ya1, ya2, True)
+            else:
+                snap = _Snap.fit(ya1, ya2)
+                inner = _build_statistics(x, x2, snap(ya1), snap(ya2), False)
+                stats = [_Snapped(st, snap) for st in inner]
             del ya1, ya2
             sb1 = _stream_values(mechanism, x, n_b, rb1, stats, bar.update)
             sb2 = _stream_values(mechanism, x2, n_b, rb2, stats, bar.update)
