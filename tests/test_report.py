@@ -362,3 +362,20 @@ def test_budget_recorded_in_the_ledger_is_reported(tmp_path: Path) -> None:
     assert led["remaining"]["min"] == pytest.approx(10.0) and led["over_budget"] == 0
     assert "Budget 30 per agent: 0 agent(s) over budget." in m["verdict"]["guaranteed"]
     assert (run / "ledger.sqlite").read_bytes() == before  # reading never alters the ledger
+
+
+def test_trainer_claim_is_checked_against_the_ledger(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "r")
+    metrics = json.loads((run / "metrics.json").read_text())
+    metrics["privacy"] = {"epsilon_per_agent": 100.0, "composition": "sequential (basic)"}
+    (run / "metrics.json").write_text(json.dumps(metrics))
+    ok = build_report(run, ledger=ledger_for(run, per_submission=5.0), figures=False).model
+    assert ok["claim"]["epsilon_per_agent"] == 100.0
+    assert "The ledger agrees with the trainer's claim" in " ".join(ok["verdict"]["verified"])
+    over = build_report(run, ledger=ledger_for(run, per_submission=6.0), figures=False).model
+    assert over["verdict"]["status"] == "violation"
+    assert "LEDGER ABOVE CLAIM: an agent spent 120" in " ".join(over["verdict"]["not_verified"])
+    assert (
+        "trainer&#x27;s privacy statement"
+        in build_report(run, ledger=ledger_for(run), figures=False).to_html()
+    )

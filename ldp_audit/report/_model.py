@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import heapq
+import json
 import math
 from collections import Counter
 from typing import Any
@@ -373,14 +374,20 @@ def _learning_section(run: RunData) -> dict[str, Any]:
         "median_fst": float(np.median(fst)) if fst.size else None,
         "relative_auc": _num(run.metrics.get("relative_auc")),
         "extra_metrics": {
-            k: v
+            k: v if isinstance(v, (int, float, str)) else json.dumps(v, default=str)
             for k, v in run.metrics.items()
-            if k not in ("zeta", "mu", "fst")
-            and isinstance(v, (int, float, str))
-            and not isinstance(v, bool)
+            if k not in ("zeta", "mu", "fst", "privacy") and len(json.dumps(v, default=str)) <= 200
         },
         "paper": paper,
     }
+
+
+def _claim_section(run: RunData) -> dict[str, Any] | None:
+    """The trainer's own privacy statement (metrics.json ``privacy``), if it wrote one."""
+    claim = run.metrics.get("privacy")
+    if not isinstance(claim, dict):
+        return None
+    return {k: v for k, v in claim.items() if isinstance(v, (str, int, float, bool, list))}
 
 
 def _fmt(v: float | None, nd: int = 3) -> str:
@@ -407,6 +414,24 @@ def _verdict(model: dict[str, Any]) -> dict[str, Any]:
             f"basic sequential composition and {_fmt(led['best']['max'])} under the tightest valid "
             f"method ({', '.join(led['methods'])}), over {led['agents']} agents in the ledger."
         )
+    claim = model.get("claim") or {}
+    eps_agent = _num(claim.get("epsilon_per_agent"))
+    if eps_agent is not None:
+        how = f" ({claim['composition']})" if isinstance(claim.get("composition"), str) else ""
+        guaranteed.append(
+            f"The trainer claims each agent's reports are {_fmt(eps_agent)}-LDP{how}."
+        )
+        top = led["basic"]["max"]
+        if top is not None and top > eps_agent * (1 + 1e-9):
+            not_verified.append(
+                f"LEDGER ABOVE CLAIM: an agent spent {_fmt(top)} under basic composition, more "
+                f"than the trainer's per-agent claim {_fmt(eps_agent)}."
+            )
+        elif top is not None:
+            verified.append(
+                f"The ledger agrees with the trainer's claim: no agent spent more than "
+                f"{_fmt(eps_agent)} (largest: {_fmt(top)})."
+            )
     if led["budget"] is not None:
         over = led["over_budget"]
         msg = f"Budget {_fmt(led['budget'])} per agent: {over} agent(s) over budget."
@@ -426,7 +451,7 @@ def _verdict(model: dict[str, Any]) -> dict[str, Any]:
         )
     else:
         verified.append("Every agent that submitted a report was charged in the ledger.")
-    violations = 0
+    violations = sum(1 for x in not_verified if x.startswith("LEDGER ABOVE CLAIM"))
     if aud["status"] == "run":
         for r in aud["results"]:
             if r["violation"]:
@@ -523,6 +548,7 @@ def build_model(run: RunData, ledger: LedgerStats, *, top: int = 10) -> dict[str
         "audits": _audit_section(run),
         "attacks": _attack_section(run),
         "learning": _learning_section(run),
+        "claim": _claim_section(run),
     }
     model["verdict"] = _verdict(model)
     return model

@@ -130,6 +130,8 @@ def _tables(m: dict[str, Any]) -> dict[str, tuple[list[str], list[list[Any]]]]:
     s = led["submissions_per_agent"]
     rows.append(["submissions per agent", s["min"], s["median"], s["mean"], s["max"]])
     t["ledger"] = (["per agent", "min", "median", "mean", "max"], rows)
+    claim = m.get("claim") or {}
+    t["claim"] = (["trainer's privacy statement", "value"], [[k, _f(v)] for k, v in claim.items()])
     t["top"] = (
         ["agent", "submissions", "spent (basic)", "spent (tightest)", "method", "remaining"],
         [
@@ -339,6 +341,7 @@ def render_html(model: dict[str, Any], figures: dict[str, bytes]) -> str:
         '<h2 id="ledger">Privacy ledger (per agent)</h2>',
         f"<p>{html.escape(_ledger_note(m['ledger']))}</p>",
         _html_table(*t["ledger"]),
+        _html_table(*t["claim"]) if m.get("claim") else "",
         fig("ledger"),
         f"<h3>Top {len(m['ledger']['top_agents'])} agents by spent epsilon</h3>",
         _html_table(*t["top"]),
@@ -425,6 +428,7 @@ def render_markdown(model: dict[str, Any], figure_files: dict[str, str]) -> str:
         "",
         _md_table(*t["ledger"]),
         "",
+        *([_md_table(*t["claim"]), ""] if m.get("claim") else []),
         *fig("ledger"),
         f"### Top {len(m['ledger']['top_agents'])} agents by spent epsilon",
         "",
