@@ -413,7 +413,8 @@ class Accountant:
         """
         scope = _check_scope(scope)
         rows: list[tuple[str, str, str]] = []
-        json_of: dict[DpEvent, str] = {}
+        # JSON per event object (by identity: a batch usually shares one event object).
+        json_of: dict[int, tuple[DpEvent, str]] = {}
         for item in charges:
             try:
                 agent, event = item
@@ -421,11 +422,12 @@ class Accountant:
                 raise InvalidParameterError(
                     f"charges must be (agent, event) pairs, got {item!r}"
                 ) from None
-            text = json_of.get(event) if isinstance(event, DpEvent) else None
-            if text is None:
-                text = event_to_json(event)  # validates the event
-                json_of[event] = text
-            rows.append((_check_agent(agent), text, scope))
+            hit = json_of.get(id(event))
+            if hit is None:
+                hit = json_of[id(event)] = (event, event_to_json(event))  # validates the event
+            if type(agent) is not str or not agent:
+                _check_agent(agent)
+            rows.append((agent, hit[1], scope))
         if not rows:
             return 0
         with self.ledger.transaction():
@@ -438,21 +440,37 @@ class Accountant:
         budget = self.budget
         if budget is None:  # pragma: no cover - callers check
             return
-        new: dict[str, Counter[str]] = {}
+        batch: dict[str, list[str]] = {}
         for agent, text, _ in rows:
-            new.setdefault(agent, Counter())[text] += 1
-        old = self.ledger.histories(new.keys())
-        for agent, add in new.items():
-            sig = _signature([*old.get(agent, ()), *add.items()])
-            if budget.method == "filter":
-                ok, eps = self._filter_ok(sig, budget)
+            texts = batch.get(agent)
+            if texts is None:
+                batch[agent] = [text]
             else:
-                eps = _evaluate(sig, budget.delta, budget.method)[0]
-                ok = eps <= budget.epsilon * (1.0 + _BUDGET_RTOL)
+                texts.append(text)
+        old = self.ledger.histories(batch.keys())
+        single: dict[str, Signature] = {}  # the common case: a new agent charged once
+        memo: dict[Signature, tuple[bool, float]] = {}
+        for agent, texts in batch.items():
+            hist = old.get(agent)
+            if hist is None and len(texts) == 1:
+                sig = single.get(texts[0])
+                if sig is None:
+                    sig = single[texts[0]] = ((texts[0], 1),)
+            else:
+                sig = _signature([*(hist or ()), *((t, 1) for t in texts)])
+            verdict = memo.get(sig)
+            if verdict is None:
+                if budget.method == "filter":
+                    verdict = self._filter_ok(sig, budget)
+                else:
+                    eps = _evaluate(sig, budget.delta, budget.method)[0]
+                    verdict = (eps <= budget.epsilon * (1.0 + _BUDGET_RTOL), eps)
+                memo[sig] = verdict
+            ok, eps = verdict
             if not ok:
                 raise BudgetExceeded(
-                    f"charging agent {agent!r} with {sorted(add)} would spend epsilon {eps:.6g} "
-                    f"(delta={budget.delta:g}, method={budget.method!r}) > budget "
+                    f"charging agent {agent!r} with {sorted(set(texts))} would spend epsilon "
+                    f"{eps:.6g} (delta={budget.delta:g}, method={budget.method!r}) > budget "
                     f"{budget.epsilon:g}; nothing was recorded"
                 )
 
@@ -541,10 +559,7 @@ class Accountant:
         hit = self._cache.get(key)
         if hit is not None:
             return dict(hit)
-        out = {
-            agent: self._bulk_one(_signature(hist), delta, method)[0]
-            for agent, hist in self.ledger.histories(None, scope).items()
-        }
+        out = {agent: res[0] for agent, res in self._bulk(delta, method, scope).items()}
         if len(self._cache) > 16:
             self._cache.clear()
         self._cache[key] = out
@@ -558,10 +573,19 @@ class Accountant:
         method = _check_method(method)
         if scope is not None:
             _check_scope(scope)
-        return {
-            agent: self._bulk_one(_signature(hist), delta, method)
-            for agent, hist in self.ledger.histories(None, scope).items()
-        }
+        return self._bulk(delta, method, scope)
+
+    def _bulk(self, delta: float, method: str, scope: str | None) -> dict[str, tuple[float, str]]:
+        memo: dict[Any, tuple[float, str]] = {}
+        out: dict[str, tuple[float, str]] = {}
+        for agent, hist in self.ledger.histories(None, scope).items():
+            key = hist[0] if len(hist) == 1 else _signature(hist)  # one distinct event: fast path
+            res = memo.get(key)
+            if res is None:
+                sig = ((hist[0][0], int(hist[0][1])),) if len(hist) == 1 else key
+                res = memo[key] = self._bulk_one(sig, delta, method)
+            out[agent] = res
+        return out
 
     @staticmethod
     def _bulk_one(sig: Signature, delta: float, method: str) -> tuple[float, str]:

@@ -12,6 +12,7 @@ silently treated as an empty ledger.
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import time
@@ -344,29 +345,16 @@ class Ledger:
             wanted = list(dict.fromkeys(agents))
             if not wanted:
                 return out
-            if len(wanted) <= 500:
-                marks = ",".join("?" * len(wanted))
-                w = " AND ".join([f"c.agent IN ({marks})", *where])
-                rows = self._read(
-                    f"SELECT c.agent, c.event, COUNT(*) FROM {_CHARGES} c WHERE {w} "
-                    f"GROUP BY c.agent, c.event",
-                    [*wanted, *params],
-                )
-            else:
-                try:
-                    self._conn.execute("CREATE TEMP TABLE IF NOT EXISTS _want (agent TEXT)")
-                    self._conn.execute("DELETE FROM _want")
-                    self._conn.executemany(
-                        "INSERT INTO _want (agent) VALUES (?)", ((a,) for a in wanted)
-                    )
-                except sqlite3.DatabaseError as exc:
-                    raise LedgerError(f"ledger {self.path!r}: read failed: {exc}") from exc
-                w = ("AND " + " AND ".join(where)) if where else ""
-                rows = self._read(
-                    f"SELECT c.agent, c.event, COUNT(*) FROM _want w JOIN {_CHARGES} c "
-                    f"ON c.agent = w.agent {w} GROUP BY c.agent, c.event",
-                    params,
-                )
+            w = ("AND " + " AND ".join(where)) if where else ""
+            try:  # one JSON array parameter: no temp table, no parameter-count limit
+                rows = self._conn.execute(
+                    f"SELECT c.agent, c.event, COUNT(*) FROM {_CHARGES} c "
+                    f"WHERE c.agent IN (SELECT value FROM json_each(?)) {w} "
+                    "GROUP BY c.agent, c.event",
+                    [json.dumps(wanted), *params],
+                ).fetchall()
+            except sqlite3.DatabaseError as exc:
+                raise LedgerError(f"ledger {self.path!r}: read failed: {exc}") from exc
         for agent, event, count in rows:
             out.setdefault(agent, []).append((event, int(count)))
         return out
