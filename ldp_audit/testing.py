@@ -146,7 +146,9 @@ def _statistics(
         names.append(f"y[{j}]")
     diff = np.asarray(x, dtype=np.float64) - np.asarray(x2, dtype=np.float64)
     if y1.shape[1] == diff.size and y1.shape[1] > 1 and np.any(diff):
-        w = diff / np.linalg.norm(diff)
+        half_diff = np.asarray(x, dtype=np.float64) / 2 - np.asarray(x2, dtype=np.float64) / 2
+        w = half_diff / np.abs(half_diff).max()  # overflow-safe direction of x - x2
+        w /= np.linalg.norm(w)
         cols1.append(y1 @ w)
         cols2.append(y2 @ w)
         names.append("y.(x-x2)")

@@ -17,6 +17,8 @@ D = 7
 def _all_mechanisms() -> list[m.Mechanism]:
     return [
         m.Laplace(epsilon=1.0, clip=0.5),
+        m.DiscreteLaplace(epsilon=1.0, clip=0.5),
+        m.DiscreteLaplace(epsilon=2.0, clip=0.5, resolution=0.01),
         m.ProjectedRandomSign(epsilon=7.5, clip=1.0),
         m.ProjectedRandomSign(epsilon=1.0, clip=1.0, reduced_dim=3),
         m.BitFlip(epsilon=2.0),
@@ -100,6 +102,8 @@ def test_split_epsilon() -> None:
         (lambda: m.Laplace(epsilon=float("inf"), clip=1.0), "NoPrivacy"),
         (lambda: m.Laplace(epsilon=1.0, clip=0.0), "clip"),
         (lambda: m.Laplace(epsilon=1.0, clip=float("inf")), "clip"),
+        (lambda: m.DiscreteLaplace(epsilon=1.0, clip=1.0, resolution=0.0), "resolution"),
+        (lambda: m.DiscreteLaplace(epsilon=float("inf"), clip=1.0), "NoPrivacy"),
         (lambda: m.ProjectedRandomSign(epsilon=1.0, clip=-1.0), "clip"),
         (lambda: m.ProjectedRandomSign(epsilon=1.0, clip=1.0, reduced_dim=0), "reduced_dim"),
         (lambda: m.ProjectedRandomSign(epsilon=1.0, clip=1.0, reduced_dim=1.5), "reduced_dim"),

@@ -278,7 +278,8 @@ def _empirical_bound_prs(mech, x: np.ndarray, x2: np.ndarray, n: int, seed: int,
     out1, b1, m1 = mech.privatize_with_matrices(_rows(x, n), rng)
     out2, b2, m2 = mech.privatize_with_matrices(_rows(x2, n), rng)
     d = len(x)
-    w = (x - x2) / np.linalg.norm(x - x2) if np.any(x != x2) else np.eye(1, d)[0]
+    v = (x / 2 - x2 / 2) / max(np.abs(x).max(), np.abs(x2).max(), 1e-300)  # overflow-safe
+    w = v / np.linalg.norm(v) if np.any(v) else np.eye(1, d)[0]
     scale = mech.clip * math.sqrt(3)
 
     def events(out, bits, mats):
@@ -576,3 +577,73 @@ def test_gaussian_epsilon_uses_replace_one_sensitivity() -> None:
     assert mech.epsilon == pytest.approx(
         m.Gaussian(clip=7.0, noise_multiplier=3.0, delta=1e-6).epsilon
     )
+
+
+# ----------------------------------------------------------------------------------------------
+# discrete Laplace (the floating-point-attack-resistant variant)
+# ----------------------------------------------------------------------------------------------
+
+
+@st.composite
+def discrete_laplace_cases(draw: st.DrawFn):
+    d, c, eps = draw(dims), draw(clips), draw(epsilons)
+    res = draw(st.one_of(st.none(), st.floats(-3.0, 0.0).map(lambda e: c * 10.0**e)))
+    mech = m.DiscreteLaplace(epsilon=eps, clip=c, resolution=res)
+    return mech, draw(adversarial_vector(d, c)), draw(adversarial_vector(d, c))
+
+
+@SETTINGS
+@given(case=discrete_laplace_cases(), seed=st.integers(0, 2**32 - 1))
+def test_discrete_laplace_exact_loss_and_grid(case, seed: int) -> None:
+    mech, x, x2 = case
+    d = len(x)
+    rng = np.random.default_rng(seed)
+    y = np.vstack([mech.privatize(_rows(x, 100), rng), mech.privatize(_rows(x2, 100), rng)])
+    step = mech.grid_step(d)
+    # every output lies on the same grid whatever the input: no input-dependent gaps
+    np.testing.assert_allclose(y / step, np.rint(y / step), rtol=0, atol=1e-6)
+    k1, k2 = mech.grid_centres(x[None]), mech.grid_centres(x2[None])
+    assert np.abs(k1 - k2).sum() <= mech.grid_sensitivity(d)  # the rounding bound
+    far = (k1 + np.sign(k1 - k2) * 10 * mech.grid_sensitivity(d)) * step
+    loss = mech.privacy_loss(x, x2, np.vstack([y, far]))
+    assert np.all(np.abs(loss) <= _tol(mech.epsilon))
+
+
+# False-failure probability <= 1e-6: 5 exact binomial tests at ALPHA / 5.
+def test_discrete_laplace_noise_pmf() -> None:
+    mech = m.DiscreteLaplace(epsilon=2.0, clip=1.0, resolution=0.1)
+    d, n = 4, 25_000
+    y = mech.privatize(np.zeros((n, d)), np.random.default_rng(12))
+    z = np.rint(y / 0.1).astype(int).ravel()
+    q = mech.noise_ratio(d)
+    assert mech.grid_sensitivity(d) == 14
+    for v in (0, 1, -1, 5, -12):
+        p = (1 - q) / (1 + q) * q ** abs(v)
+        assert stats.binomtest(int((z == v).sum()), z.size, p).pvalue >= ALPHA / 5
+
+
+# False-failure probability <= 1e-6 (Bonferroni over the 12 examples and, inside each, over
+# events and directions).
+@EMPIRICAL_SETTINGS
+@given(case=discrete_laplace_cases(), seed=st.integers(0, 2**32 - 1))
+def test_discrete_laplace_empirical_ratio(case, seed: int) -> None:
+    mech, x, x2 = case
+    rng = np.random.default_rng(seed)
+    n = 10_000
+    y1, y2 = mech.privatize(_rows(x, n), rng), mech.privatize(_rows(x2, n), rng)
+    d = len(x)
+    step = mech.grid_step(d)
+    centre = (mech.grid_centres(x[None])[0] + mech.grid_centres(x2[None])[0]) * step / 2
+    diff = mech.grid_centres(x[None])[0] - mech.grid_centres(x2[None])[0]
+    w = diff / np.linalg.norm(diff) if np.any(diff) else np.eye(1, d)[0]
+    scale = mech.grid_sensitivity(d) * step / mech.epsilon
+
+    def events(y):
+        return np.hstack(
+            [
+                _output_events(y, centre, w, scale),
+                _loss_events(mech.privacy_loss(x, x2, y), mech.epsilon),
+            ]
+        )
+
+    assert _max_lower_bound(events(y1), events(y2), ALPHA / 12) <= mech.epsilon

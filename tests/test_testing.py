@@ -32,6 +32,7 @@ CHECKS = {
     "mech",
     [
         m.Laplace(epsilon=1.0, clip=1.0),
+        m.DiscreteLaplace(epsilon=1.0, clip=1.0),
         m.ProjectedRandomSign(epsilon=1.0, clip=1.0),
         m.ProjectedRandomSign(epsilon=10.0, clip=0.5),
         m.BitFlip(epsilon=2.0),
