@@ -647,3 +647,16 @@ def test_discrete_laplace_empirical_ratio(case, seed: int) -> None:
         )
 
     assert _max_lower_bound(events(y1), events(y2), ALPHA / 12) <= mech.epsilon
+
+
+# The auditor's float-bit events (Mironov 2012) separate float Laplace outputs by their low bits.
+# DiscreteLaplace: audit's guarantee gives a false alarm with probability <= 1 - confidence = 1e-6.
+# Laplace: the documented limitation; the counts differ by orders of magnitude (deterministic seed).
+def test_float_bits_audit_flags_float_laplace_but_not_discrete_laplace() -> None:
+    from ldp_audit.audit import audit
+
+    kwargs = {"samples": 100_000, "rng": 0, "dim": 2, "confidence": 1 - ALPHA}
+    discrete = audit(m.DiscreteLaplace(epsilon=1.0, clip=1.0), **kwargs)
+    assert not discrete.violation and discrete.epsilon_lower_bound <= 1.0
+    floating = audit(m.Laplace(epsilon=1.0, clip=1.0), **kwargs)
+    assert floating.violation and floating.epsilon_lower_bound > 2.0
