@@ -20,6 +20,7 @@ from ldp_audit.audit import AuditResult, Witness, audit, default_pairs, exact_ep
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.mechanisms import (
     BitFlip,
+    DiscreteLaplace,
     Gaussian,
     Laplace,
     ProjectedRandomSign,
@@ -259,6 +260,7 @@ def test_builtin_float_laplace_leaks_low_bits():
         (ProjectedRandomSign(epsilon=2.0, clip=1.0, reduced_dim=2), {"dim": 4}),
         (Laplace(epsilon=1.0, clip=1.0), {"dim": 3, "float_bits": False}),
         (Gaussian(clip=1.0, noise_multiplier=2.0), {"dim": 2, "float_bits": False}),
+        (DiscreteLaplace(epsilon=1.0, clip=1.0), {"dim": 1}),  # float-safe: bits searched too
         (NoisyMaxIndex(1.0), {"dim": 5}),
         (SparseVector(1.0), {"dim": 4}),
     ],
