@@ -105,7 +105,7 @@ def _torch_gradients(theta, ro, gamma=0.99, lam=0.5, beta=0.01):
         boot = torch.as_tensor(ro["bootstrap"])
         v_last = torch.where(boot, v[torch.arange(m), lengths], torch.zeros(m))
         r = torch.where(valid, torch.as_tensor(ro["rewards"][:, :big_l]), torch.zeros(()))
-        exps = (steps[None, :] - steps[:, None]).clamp(min=0).double()
+        exps = (steps[:, None] - steps[None, :]).clamp(min=0).double()
         disc = torch.where(steps[:, None] >= steps[None, :], gamma**exps, torch.zeros(()))
         target = (
             r @ disc + gamma ** (lengths[:, None] - steps[None, :]).clamp(min=0) * v_last[:, None]

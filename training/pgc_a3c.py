@@ -353,6 +353,85 @@ def _discount_matrix(gamma: float, length: int) -> np.ndarray:
     return np.where(diff >= 0, float(gamma) ** np.maximum(diff, 0), 0.0)
 
 
+def bucket_length(lengths: np.ndarray) -> np.ndarray:
+    """Padded length 2^ceil(log2 T) (at least 8) of the bucket an episode of length T goes to."""
+    b = np.maximum(3, np.ceil(np.log2(np.maximum(np.asarray(lengths), 1))).astype(np.int64))
+    return np.left_shift(1, b)
+
+
+def _c(x: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(x)
+
+
+def _gradients_fixed(
+    theta: np.ndarray,
+    obs: np.ndarray,
+    actions: np.ndarray,
+    rewards: np.ndarray,
+    lengths: np.ndarray,
+    bootstrap: np.ndarray,
+    gamma: np.ndarray,
+    lam: np.ndarray,
+    beta: np.ndarray,
+) -> np.ndarray:
+    """Eqs. 15-18 for rows padded to one bucket length L (obs (M, L+1, 4), the rest (M, L)).
+
+    Contractions are batched matmuls of C-contiguous operands whose shapes depend only on L, so
+    a row's gradient is bit-for-bit the same whichever other rows share its batch; entries past
+    a row's length are masked to exact zeros before they can contribute.
+    """
+    m, big_l = actions.shape
+    wc, wp, wv = unpack_theta(theta)
+    s = _c(obs)  # (M, L+1, 4)
+    pre = np.matmul(s, _c(wc.transpose(0, 2, 1)))  # theta_c s: (M, L+1, 16)
+    h = np.maximum(pre, 0.0)  # ReLU
+    z = np.matmul(h, _c(wp.transpose(0, 2, 1)))  # logits (M, L+1, 2)
+    v = np.matmul(h, _c(wv[:, :, None]))[:, :, 0]  # V(s_t; theta) (M, L+1)
+    ar = np.arange(m)
+    v_last = np.where(bootstrap, v[ar, lengths], 0.0)
+
+    steps = np.arange(big_l)
+    valid = steps[None, :] < lengths[:, None]  # (M, L)
+    r = np.where(valid, rewards, 0.0)
+    # eq. 18, bootstrap discounted as in eq. 12:
+    # V_hat_t = sum_{j=t}^{T-1} g^{j-t} r_j + g^{T-t} V_T
+    pw = gamma[:, None] ** steps[None, :]  # gamma^t
+    if pw[:, -1].min() > 1e-250:
+        # g^{-t} * (reverse cumulative sum of g^j r_j); cumsum is sequential
+        v_hat = np.cumsum((pw * r)[:, ::-1], axis=1)[:, ::-1] / pw
+    else:  # gamma^L would underflow: the discount matrix
+        v_hat = np.empty((m, big_l))
+        for g_val in np.unique(gamma):
+            sel = gamma == g_val
+            v_hat[sel] = r[sel] @ _discount_matrix(g_val, big_l)
+    boot_pow = gamma[:, None] ** np.maximum(lengths[:, None] - steps[None, :], 0)
+    v_hat += boot_pow * v_last[:, None]
+    v_t = v[:, :big_l]
+    adv = v_hat - v_t  # eq. 12: A(s_t) = V_hat(s_t) - V(s_t), a constant
+
+    zt = z[:, :big_l]
+    zmax = zt.max(axis=2, keepdims=True)
+    logp = zt - zmax - np.log(np.exp(zt - zmax).sum(axis=2, keepdims=True))
+    pi = np.exp(logp)
+    ent = -(pi * logp).sum(axis=2)  # eq. 13
+    onehot = np.zeros_like(pi)
+    onehot[ar[:, None], steps[None, :], actions.astype(np.int64)] = 1.0
+    mask = valid[:, :, None]
+    # eq. 16: d/dz [-log pi(a) A] = -A (onehot - pi);  d/dz [-beta H] = beta pi (log pi + H)
+    dz = -adv[:, :, None] * (onehot - pi) + beta[:, None, None] * pi * (logp + ent[:, :, None])
+    dz = np.where(mask, dz, 0.0)
+    # eq. 17 x lambda (eq. 15): d/dV [lambda (V_hat - V)^2] = -2 lambda (V_hat - V)
+    dv = np.where(valid, -2.0 * lam[:, None] * adv, 0.0)
+
+    ht = _c(h[:, :big_l])
+    g_wp = np.matmul(_c(dz.transpose(0, 2, 1)), ht)  # (M, 2, 16)
+    g_wv = np.matmul(_c(dv[:, None, :]), ht)[:, 0, :]  # (M, 16)
+    dh = np.matmul(dz, _c(wp)) + dv[:, :, None] * wv[:, None, :]  # (M, L, 16)
+    dpre = np.where(pre[:, :big_l] > 0.0, dh, 0.0)
+    g_wc = np.matmul(_c(dpre.transpose(0, 2, 1)), _c(s[:, :big_l]))  # (M, 16, 4)
+    return np.concatenate([g_wc.reshape(m, -1), g_wp.reshape(m, -1), g_wv], axis=1)
+
+
 def loss_gradients(
     theta: np.ndarray,
     obs: np.ndarray,
@@ -367,6 +446,9 @@ def loss_gradients(
 ) -> np.ndarray:
     """Gradient of the episode loss L = L_p + lambda L_v (eqs. 15-18) per row, by hand.
 
+    Rows are grouped by :func:`bucket_length` and each group padded to exactly that length, so
+    a row's result never depends on the other rows or on how far the inputs were padded.
+
     Args:
         theta: (M, 112) parameters each episode was played with.
         obs: (M, L+1, 4) observations s_0..s_L (row m valid up to ``lengths[m]``, inclusive).
@@ -380,67 +462,30 @@ def loss_gradients(
     Returns:
         (M, 112) gradients dL/dtheta in our packing.
     """
-    theta = np.asarray(theta, dtype=np.float64)
-    m, big_l = actions.shape
+    theta = _check_theta(theta)
+    m, big_l = np.shape(actions)
     lengths = np.asarray(lengths, dtype=np.int64)
-    wc, wp, wv = unpack_theta(theta)
-    s = np.asarray(obs, dtype=np.float64)  # (M, L+1, 4)
-    # Every contraction below is an explicit product + sum over a fixed-length last axis, or a
-    # sum over the time axis (sequential, so zero padding changes nothing): a row's gradient is
-    # bit-for-bit independent of the other rows in the batch and of the padded length L.
-    pre = (wc[:, None, :, :] * s[:, :, None, :]).sum(axis=3)  # (M, L+1, 16)
-    h = np.maximum(pre, 0.0)
-    z = (wp[:, None, :, :] * h[:, :, None, :]).sum(axis=3)  # logits (M, L+1, 2)
-    v = (wv[:, None, :] * h).sum(axis=2)  # V(s_t; theta) (M, L+1)
-    ar = np.arange(m)
-    v_last = np.where(np.asarray(bootstrap, dtype=bool), v[ar, lengths], 0.0)
-
-    steps = np.arange(big_l)
-    valid = steps[None, :] < lengths[:, None]  # (M, L)
-    r = np.where(valid, rewards, 0.0)
-    gam = np.broadcast_to(np.asarray(gamma, dtype=np.float64), (m,))
-    # eq. 18, bootstrap discounted as in eq. 12:
-    # V_hat_t = sum_{j=t}^{T-1} g^{j-t} r_j + g^{T-t} V_T
-    pw = gam[:, None] ** steps[None, :]  # gamma^t
-    if pw[:, -1].min() > 1e-250:
-        # sum_{j>=t} g^{j-t} r_j = g^{-t} * (reverse cumulative sum of g^j r_j); cumsum is
-        # sequential, so the padded zeros at the end change nothing
-        v_hat = np.cumsum((pw * r)[:, ::-1], axis=1)[:, ::-1] / pw
-    else:  # gamma^L would underflow: the discount matrix (rounding then depends on L)
-        v_hat = np.empty((m, big_l))
-        for g_val in np.unique(gam):
-            sel = gam == g_val
-            v_hat[sel] = r[sel] @ _discount_matrix(g_val, big_l)
-    boot_pow = gam[:, None] ** np.maximum(lengths[:, None] - steps[None, :], 0)
-    v_hat += boot_pow * v_last[:, None]
-    v_t = v[:, :big_l]
-    adv = v_hat - v_t  # eq. 12: A(s_t) = V_hat(s_t) - V(s_t), a constant
-
-    zt = z[:, :big_l]
-    zmax = zt.max(axis=2, keepdims=True)
-    logp = zt - zmax - np.log(np.exp(zt - zmax).sum(axis=2, keepdims=True))
-    pi = np.exp(logp)
-    ent = -(pi * logp).sum(axis=2)  # eq. 13
-    onehot = np.zeros_like(pi)
-    onehot[ar[:, None], steps[None, :], actions.astype(np.int64)] = 1.0
-
-    lam_b = np.broadcast_to(np.asarray(lam, dtype=np.float64), (m,))[:, None]
-    beta_b = np.broadcast_to(np.asarray(beta, dtype=np.float64), (m,))[:, None, None]
-    mask = valid[:, :, None]
-    # eq. 16: d/dz [-log pi(a) A] = -A (onehot - pi);  d/dz [-beta H] = beta pi (log pi + H)
-    dz = -adv[:, :, None] * (onehot - pi) + beta_b * pi * (logp + ent[:, :, None])
-    dz = np.where(mask, dz, 0.0)
-    # eq. 17 x lambda (eq. 15): d/dV [lambda (V_hat - V)^2] = -2 lambda (V_hat - V)
-    dv = np.where(valid, -2.0 * lam_b * adv, 0.0)
-
-    ht = h[:, :big_l]
-    g_wp = (dz[:, :, :, None] * ht[:, :, None, :]).sum(axis=1)  # (M, 2, 16)
-    g_wv = (dv[:, :, None] * ht).sum(axis=1)  # (M, 16)
-    dh = dz[:, :, 0, None] * wp[:, None, 0, :] + dz[:, :, 1, None] * wp[:, None, 1, :]
-    dh += dv[:, :, None] * wv[:, None, :]
-    dpre = np.where(pre[:, :big_l] > 0.0, dh, 0.0)
-    g_wc = (dpre[:, :, :, None] * s[:, :big_l, None, :]).sum(axis=1)  # (M, 16, 4)
-    return np.concatenate([g_wc.reshape(m, -1), g_wp.reshape(m, -1), g_wv], axis=1)
+    if lengths.shape != (m,) or lengths.min() < 1 or lengths.max() > big_l:
+        raise InvalidParameterError(f"lengths must be (M,) in [1, {big_l}], got {lengths!r}")
+    boot = np.asarray(bootstrap, dtype=bool)
+    per = [np.broadcast_to(np.asarray(x, dtype=np.float64), (m,)) for x in (gamma, lam, beta)]
+    obs = np.asarray(obs, dtype=np.float64)
+    actions, rewards = np.asarray(actions), np.asarray(rewards, dtype=np.float64)
+    out = np.empty((m, DIM))
+    blen = bucket_length(lengths)
+    for lb in np.unique(blen).tolist():
+        sel = np.flatnonzero(blen == lb)
+        o = np.zeros((sel.size, lb + 1, OBS_DIM))
+        a = np.zeros((sel.size, lb), dtype=np.int64)
+        r = np.zeros((sel.size, lb))
+        k = min(lb, big_l)
+        o[:, : k + 1] = obs[sel, : k + 1]
+        a[:, :k] = actions[sel, :k]
+        r[:, :k] = rewards[sel, :k]
+        out[sel] = _gradients_fixed(
+            theta[sel], o, a, r, lengths[sel], boot[sel], *(x[sel] for x in per)
+        )
+    return out
 
 
 def rollout(
@@ -599,6 +644,13 @@ class PrivateReport:
         return int(self._noisy.shape[0])
 
 
+def _runs(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Start index and length of each run of equal values in a sorted 1-D array."""
+    first = np.flatnonzero(x[1:] != x[:-1]) + 1
+    first = np.concatenate((np.zeros(1, dtype=np.int64), first))
+    return first, np.diff(np.concatenate((first, np.array([x.size]))))
+
+
 def _clip_l1(x: np.ndarray, bound: float) -> np.ndarray:
     """Eq. 19: g / max{1, ||g||_1 / bound} per row."""
     n1 = np.abs(x).sum(axis=1, keepdims=True)
@@ -615,6 +667,7 @@ def privatize_reports(
     agent: np.ndarray,
     rng: np.random.Generator,
     clip: float | None = None,
+    event: Any = None,
 ) -> PrivateReport:
     """Agent side: charge the ledger, then randomise, then release (Algorithm 1, step 3).
 
@@ -631,8 +684,10 @@ def privatize_reports(
         rng: noise generator.
         clip: if given, rows are clipped to L1 norm clip/2 first (eq. 19; the ``none`` baseline,
             whose mechanism adds no noise).
+        event: the ledger event of one report (default ``event_for(mechanism)``).
     """
-    event = _accountant_api()[2](mechanism)
+    if event is None:
+        event = _accountant_api()[2](mechanism)
     accountant.charge_many([(a, event) for a in agent_ids])  # durable, before release
     x = grads if clip is None else _clip_l1(grads, clip / 2.0)
     noisy = mechanism.privatize(x, rng)
@@ -655,19 +710,26 @@ class Aggregator:
         self.count = np.zeros(g, dtype=np.int64)
         self.version = np.zeros(g, dtype=np.int64)  # bumps at every update of theta
 
-    def receive(self, report: PrivateReport) -> None:
-        """Apply a batch of reports in row order (rows of one trial in arrival order)."""
-        if type(report) is not PrivateReport or not getattr(report, "_sealed", False):
-            raise TypeError(
-                f"the aggregator accepts only PrivateReport objects from privatize_reports, "
-                f"got {type(report).__name__}"
-            )
-        tr, y = report.trial, report.noisy
+    def receive(self, *reports: PrivateReport) -> None:
+        """Apply batches of reports in row order (rows of one trial contiguous, in arrival
+        order; different reports must concern different trials)."""
+        for report in reports:
+            if type(report) is not PrivateReport or not getattr(report, "_sealed", False):
+                raise TypeError(
+                    f"the aggregator accepts only PrivateReport objects from privatize_reports, "
+                    f"got {type(report).__name__}"
+                )
+        if not reports:
+            return
+        if len(reports) == 1:
+            tr, y = reports[0].trial, reports[0].noisy
+        else:
+            tr = np.concatenate([r.trial for r in reports])
+            y = np.concatenate([r.noisy for r in reports])
         if tr.size == 0:
             return
         # rank of each row within its trial (rows of a trial are contiguous)
-        first = np.flatnonzero(np.r_[True, tr[1:] != tr[:-1]])
-        counts = np.diff(np.r_[first, tr.size])
+        first, counts = _runs(tr)
         rank = np.arange(tr.size) - np.repeat(first, counts)
         for k in range(int(rank.max()) + 1):  # at most n_agents passes, vectorised over trials
             sel = rank == k
@@ -725,6 +787,7 @@ class _Engine:
         self.accountants = list(accountants)
         self.record = list(record)
         self.mechs = [c.make_mechanism() for c in self.configs]
+        self.events = [_accountant_api()[2](m) for m in self.mechs]
         self.mech_rngs = [_mechanism_rng(s) for s in self.seeds]
 
         # ---- per trial (global index g) ----
@@ -771,9 +834,10 @@ class _Engine:
         self.row_gravity = np.zeros(E)
         self.row_theta = np.zeros((E, DIM))
         self.row_version = np.full(E, -1, dtype=np.int64)
-        self.obs = np.zeros((E, self.S + 1, OBS_DIM))
-        self.acts = np.zeros((E, self.S), dtype=np.int8)
-        self.rews = np.zeros((E, self.S), dtype=np.float32)
+        s_pad = int(bucket_length(np.array([self.S]))[0])  # room for the largest bucket
+        self.obs = np.zeros((E, s_pad + 1, OBS_DIM))
+        self.acts = np.zeros((E, s_pad), dtype=np.int8)
+        self.rews = np.zeros((E, s_pad), dtype=np.float32)
         self.env = PrivateGravityCartPole(np.full(E, 9.8), episode_steps=self.S)
         self.policy = _Policy(self.row_theta)
 
@@ -796,8 +860,7 @@ class _Engine:
     # ------------------------------------------------------------------------------ streams
     def _refill_act_block(self) -> None:
         rt = self.row_trial
-        first = np.flatnonzero(np.r_[True, rt[1:] != rt[:-1]])
-        counts = np.diff(np.r_[first, rt.size])
+        first, counts = _runs(rt)
         blk = np.empty((_ACT_BLOCK, rt.size))
         for f, n in zip(first.tolist(), counts.tolist(), strict=True):
             blk[:, f : f + n] = self.streams[int(rt[f])].act.random((_ACT_BLOCK, n))
@@ -806,8 +869,7 @@ class _Engine:
 
     def _take_resets(self, g: np.ndarray) -> np.ndarray:
         """5 uniforms per restart, rows grouped by trial in order; consumed per trial."""
-        first = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
-        counts = np.diff(np.r_[first, g.size])
+        first, counts = _runs(g)
         tg = g[first]
         need = self.reset_ptr[tg] + counts > _RESET_BLOCK
         for gi in tg[need].tolist():
@@ -827,8 +889,7 @@ class _Engine:
         u = self._take_resets(g)
         na_rows, na_g = rows[new_agent], g[new_agent]
         if na_rows.size:
-            first = np.flatnonzero(np.r_[True, na_g[1:] != na_g[:-1]])
-            counts = np.diff(np.r_[first, na_g.size])
+            first, counts = _runs(na_g)
             rank = np.arange(na_g.size) - np.repeat(first, counts)
             self.row_agent[na_rows] = self.next_agent[na_g] + rank
             self.next_agent[na_g[first]] += counts
@@ -897,8 +958,7 @@ class _Engine:
         trunc: np.ndarray,
     ) -> None:
         g = self.row_trial[rows]
-        first = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
-        counts = np.diff(np.r_[first, g.size])
+        first, counts = _runs(g)
         rank = np.arange(g.size) - np.repeat(first, counts)
         keep = rank < (self.max_sub[g] - self.n_sub[g])  # the cap: later arrivals are discarded
         sub = rows[keep]
@@ -906,21 +966,30 @@ class _Engine:
         lengths = t[sub].astype(np.int64) + 1  # t was read before the step
         self.obs[sub, lengths] = obs[sub].astype(np.float64)
         big_l = int(lengths.max())
-        grads = loss_gradients(
-            self.row_theta[sub],
-            self.obs[sub, : big_l + 1],
-            self.acts[sub, :big_l],
-            self.rews[sub, :big_l],
-            lengths,
-            trunc[sub] & ~term[sub],
-            gamma=self.gamma[gs],
-            lam=self.lam[gs],
-            beta=self.beta[gs],
-        )
+        boot = trunc[sub] & ~term[sub]
+        grads = np.empty((sub.size, DIM))
+        # rows bucketed by episode length (powers of two, as loss_gradients does): little work
+        # goes into padding, and a row's gradient does not depend on the rows beside it
+        blen = bucket_length(lengths)
+        for lb in np.unique(blen).tolist():
+            sel = np.flatnonzero(blen == lb)
+            rs, gsel = sub[sel], gs[sel]
+            grads[sel] = _gradients_fixed(
+                self.row_theta[rs],
+                self.obs[rs, : lb + 1],
+                self.acts[rs, :lb],
+                self.rews[rs, :lb],
+                lengths[sel],
+                boot[sel],
+                self.gamma[gsel],
+                self.lam[gsel],
+                self.beta[gsel],
+            )
         valid = np.arange(big_l)[None, :] < lengths[:, None]  # rows hold older episodes beyond
         scores = np.where(valid, self.rews[sub, :big_l], 0.0).sum(axis=1)  # zeta: steps survived
         sub_index = self.n_sub[gs] + rk
         cfg = self.cfg_of[gs]
+        reports = []
         for ci in np.unique(cfg).tolist():  # configs own contiguous trials: rows stay in order
             sel = cfg == ci
             c = self.configs[ci]
@@ -935,6 +1004,7 @@ class _Engine:
                 agent=ag,
                 rng=self.mech_rngs[ci],
                 clip=c.effective_clip if c.mechanism == "none" else None,
+                event=self.events[ci],
             )
             # ---------------- trust boundary: only `report` crosses it ----------------
             if self.record[ci]:
@@ -949,7 +1019,8 @@ class _Engine:
                 rec["score"].append(scores[sel])
                 rec["gravity"].append(self.row_gravity[sub[sel]])
                 rec["gradient"].append(grads[sel])
-            self.agg.receive(report)
+            reports.append(report)
+        self.agg.receive(*reports)
         for gi, n, s in zip(gs.tolist(), sub_index.tolist(), scores.tolist(), strict=True):
             self.zeta[gi][n] = s
         np.add.at(self.n_sub, gs, 1)
