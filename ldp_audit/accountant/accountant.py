@@ -510,7 +510,7 @@ class Accountant:
         history = self.ledger.history(agent)
         sig = _signature(history)
         eps, winner, values = _evaluate(sig, delta, method)
-        scopes = {r for r in self.ledger.scopes().get(agent, set())} if history else {"local"}
+        scopes = self.ledger.agent_scopes(agent) if history else {"local"}
         return SpentDetail(
             agent=agent,
             epsilon=eps,

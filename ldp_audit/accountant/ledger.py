@@ -372,6 +372,11 @@ class Ledger:
                 f"INSERT OR REPLACE INTO {_META} (key, value) VALUES (?, ?)", (key, str(value))
             )
 
+    def agent_scopes(self, agent: str) -> set[str]:
+        """The scopes ``agent`` was charged under (empty if never charged)."""
+        sql = f"SELECT DISTINCT scope FROM {_CHARGES} WHERE agent = ?"
+        return {r[0] for r in self._read(sql, (agent,))}
+
     def scopes(self) -> dict[str, set[str]]:
         """``{agent: {scopes it was charged under}}``."""
         out: dict[str, set[str]] = {}
