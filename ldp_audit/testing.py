@@ -171,7 +171,7 @@ def _statistics(
 
 
 def _events(
-    s1: np.ndarray, s2: np.ndarray, names: list[str], pooled: np.ndarray
+    names: list[str], pooled: np.ndarray
 ) -> tuple[list[Callable[[np.ndarray], np.ndarray]], list[str]]:
     """Candidate events chosen from the selection half only: thresholds at pooled quantiles and,
     for statistics with few distinct values, equality events."""
@@ -207,7 +207,7 @@ def _ratio_check(
     for i, (x, x2) in enumerate(pairs):
         s1, s2, names = _statistics(mech, np.asarray(x), np.asarray(x2), n_samples, rng)
         sel1, sel2, tst1, tst2 = s1[:half], s2[:half], s1[half:], s2[half:]
-        fns, labels = _events(sel1, sel2, names, np.vstack([sel1, sel2]))
+        fns, labels = _events(names, np.vstack([sel1, sel2]))
         if not fns:
             continue
         # Select the event whose Clopper-Pearson bound is largest on the selection half (a
