@@ -169,6 +169,13 @@ class AuditResult:
                 "mechanism may still violate its claim on inputs, events or sample sizes that "
                 "were not tried."
             )
+        if self.violation and self.witness is not None and self.witness.family == "float-bits":
+            lines.append(
+                "  the leak is in the floating-point representation (Mironov 2012): outputs of "
+                "M(x) and M(x2) occupy different sets of doubles. The mechanism may be correct "
+                "in exact arithmetic (audit it with float_bits=False / --no-float-bits); a "
+                "float-safe implementation (snapping, discrete noise on a grid) removes the leak."
+            )
         if self.witness is not None:
             w = self.witness
             lines.append(f"witness: x = {_short(w.x)}, x2 = {_short(w.x2)}")

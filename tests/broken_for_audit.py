@@ -11,6 +11,10 @@ black-box contract. ``dim`` is the input dimension the pairs are built for.
 | DoubledRandomizedResponse | binary randomized response run at 2 eps, claims eps | 2 eps |
 | TextbookFloatLaplace | ``clip(x) + b * ln(U)`` in IEEE doubles (Mironov 2012) | inf (low bits) |
 
+Held-out-style extras with a ``broken`` switch: ExponentialMechanism (weights exp(eps u), not
+exp(eps u / 2): 2 eps), UnaryEncoding (flip probability at 2 eps: 2 eps); TwoSidedGeometric is
+a correct integer mechanism.
+
 Correct twins: NoisyMaxIndex (Dwork & Roth Claim 3.9, counting queries, Lap(1/eps)),
 SparseVector (AboveThreshold, Lap(2/eps) threshold, Lap(4/eps) queries; Lyu et al. 2017 Alg. 1
 with c = 1), and TextbookFloatLaplace itself is correct in exact arithmetic (audit with
@@ -139,3 +143,62 @@ class TextbookFloatLaplace:
 
     def candidate_pairs(self, dim: int) -> list[tuple[np.ndarray, np.ndarray]]:
         return [(np.zeros(dim), np.full(dim, self.clip))]
+
+
+@dataclass(frozen=True)
+class ExponentialMechanism:
+    """Exponential mechanism over d candidates with utilities x (sensitivity 1): candidate j
+    w.p. proportional to exp(eps x_j / 2). ``broken=True`` drops the 1/2 (true epsilon 2 eps on
+    the pair below, where the utilities move by +-1 in opposite directions). Output (n, 1)."""
+
+    epsilon: float
+    broken: bool = False
+    dim: int = 4
+
+    def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        w = (self.epsilon if self.broken else self.epsilon / 2.0) * _rows(x)
+        p = np.exp(w - w.max(axis=1, keepdims=True))
+        cdf = np.cumsum(p / p.sum(axis=1, keepdims=True), axis=1)
+        u = rng.random((x.shape[0], 1))
+        return np.minimum((u > cdf).sum(axis=1), x.shape[1] - 1).astype(np.float64)[:, None]
+
+    def candidate_pairs(self, dim: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        a = np.zeros(dim)
+        a[0] = 1.0
+        return [(a, 1.0 - a)]
+
+
+@dataclass(frozen=True)
+class UnaryEncoding:
+    """Optimized unary encoding (Wang et al. 2017) of a value in {0..k-1}: one-hot, keep a 1
+    w.p. 1/2, turn a 0 on w.p. 1/(e^eps + 1); output (n, k) bits. ``broken=True`` uses
+    1/(e^{2 eps} + 1): the loss ln(p (1 - q) / (q (1 - p))) = ln((1 - q)/q) becomes 2 eps."""
+
+    epsilon: float
+    k: int = 8
+    broken: bool = False
+
+    def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        e = 2.0 * self.epsilon if self.broken else self.epsilon
+        onehot = np.eye(self.k)[_rows(x)[:, 0].astype(int)]
+        prob = np.where(onehot == 1.0, 0.5, 1.0 / (math.exp(e) + 1.0))
+        return (rng.random(onehot.shape) < prob).astype(np.float64)
+
+    def candidate_pairs(self, dim: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        return [(np.zeros(1), np.ones(1))]
+
+
+@dataclass(frozen=True)
+class TwoSidedGeometric:
+    """Correct geometric mechanism on integers clipped to [0, 10] (sensitivity 1): x + G1 - G2
+    with G ~ Geometric(1 - e^-eps) - 1; integer outputs (float-safe)."""
+
+    epsilon: float
+
+    def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        a = math.exp(-self.epsilon)
+        q = np.clip(np.round(_rows(x)), 0.0, 10.0)
+        return q + rng.geometric(1.0 - a, q.shape) - rng.geometric(1.0 - a, q.shape)
+
+    def candidate_pairs(self, dim: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        return [(np.zeros(dim), np.ones(dim))]

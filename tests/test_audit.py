@@ -29,11 +29,14 @@ from ldp_audit.mechanisms import (
 from ldp_audit.stats import epsilon_lower_bound_from_counts
 from tests.broken_for_audit import (
     DoubledRandomizedResponse,
+    ExponentialMechanism,
     NoisyMaxIndex,
     NoisyMaxValue,
     SparseVector,
     SparseVectorNoQueryNoise,
     TextbookFloatLaplace,
+    TwoSidedGeometric,
+    UnaryEncoding,
 )
 from tests.broken_mechanisms import known_broken
 
@@ -222,8 +225,17 @@ def test_known_broken_flagged(mech):
         (SparseVectorNoQueryNoise(1.0), {"dim": 4}, 3.0),  # true: inf (p2 = 0 exactly)
         (DoubledRandomizedResponse(1.0), {}, 1.5),  # true 2; standard error ~ 0.02
         (TextbookFloatLaplace(1.0), {}, 3.0),  # float bits: p2 = 0 exactly (Mironov 2012)
+        (ExponentialMechanism(1.0, broken=True), {"dim": 4}, 1.2),  # true 2; s.e. ~0.03
+        (UnaryEncoding(1.0, broken=True), {}, 1.5),  # true 2; s.e. ~0.02
     ],
-    ids=["noisy-max-value", "svt-no-query-noise", "rr-doubled", "textbook-float-laplace"],
+    ids=[
+        "noisy-max-value",
+        "svt-no-query-noise",
+        "rr-doubled",
+        "textbook-float-laplace",
+        "exponential-no-half",
+        "unary-encoding-doubled",
+    ],
 )
 def test_extra_broken_flagged(mech, kw, at_least):
     r = audit(mech, samples=100_000, rng=3, **kw)
@@ -263,6 +275,9 @@ def test_builtin_float_laplace_leaks_low_bits():
         (DiscreteLaplace(epsilon=1.0, clip=1.0), {"dim": 1}),  # float-safe: bits searched too
         (NoisyMaxIndex(1.0), {"dim": 5}),
         (SparseVector(1.0), {"dim": 4}),
+        (ExponentialMechanism(1.0), {"dim": 4}),
+        (UnaryEncoding(1.0), {}),
+        (TwoSidedGeometric(1.0), {"dim": 1}),
     ],
     ids=lambda v: type(v).__name__ if not isinstance(v, dict) else "",
 )
