@@ -819,7 +819,8 @@ def audit(
             ``privatize(x, rng)`` mapping (n, d) inputs to (n, k) outputs, rows independent.
         pairs: list of (x, x2) 1-D input arrays to compare. None: the mechanism's declared
             ``candidate_pairs(dim)`` (a mechanism without one needs explicit pairs).
-        samples: outputs per input of each pair (selection + estimation), >= 1000.
+        samples: outputs per input of each pair, >= 1000: ``selection_fraction`` of them select
+            events for every pair; the rest estimate, drawn only for pairs a kept event uses.
         confidence: in (0, 1).
         rng: a ``numpy.random.Generator``, an int seed, or None (fresh entropy).
         dim: input dimension for ``candidate_pairs`` (default: ``mechanism.dim`` or 1).
