@@ -686,12 +686,36 @@ def privatize_reports(
             whose mechanism adds no noise).
         event: the ledger event of one report (default ``event_for(mechanism)``).
     """
-    if event is None:
-        event = _accountant_api()[2](mechanism)
-    accountant.charge_many([(a, event) for a in agent_ids])  # durable, before release
-    x = grads if clip is None else _clip_l1(grads, clip / 2.0)
-    noisy = mechanism.privatize(x, rng)
-    return PrivateReport(noisy, trial, agent, float(mechanism.epsilon), seal=_REPORT_SEAL)
+    group = dict(
+        grads=grads,
+        mechanism=mechanism,
+        agent_ids=agent_ids,
+        trial=trial,
+        agent=agent,
+        rng=rng,
+        clip=clip,
+        event=event,
+    )
+    return _privatize_groups([group], accountant)[0]
+
+
+def _privatize_groups(groups: list[dict[str, Any]], accountant: Any) -> list[PrivateReport]:
+    """:func:`privatize_reports` for several groups (mechanisms) with ONE ledger transaction:
+    every row of every group is charged before any group draws noise."""
+    charges = []
+    for gr in groups:
+        ev = gr["event"] if gr["event"] is not None else _accountant_api()[2](gr["mechanism"])
+        charges.extend((a, ev) for a in gr["agent_ids"])
+    accountant.charge_many(charges)  # durable, before release
+    out = []
+    for gr in groups:
+        g, clip, mech = gr["grads"], gr["clip"], gr["mechanism"]
+        x = g if clip is None else _clip_l1(g, clip / 2.0)
+        noisy = mech.privatize(x, gr["rng"])
+        out.append(
+            PrivateReport(noisy, gr["trial"], gr["agent"], float(mech.epsilon), seal=_REPORT_SEAL)
+        )
+    return out
 
 
 class Aggregator:
@@ -785,6 +809,11 @@ class _Engine:
         self.S = steps.pop()
         self.seeds = [int(s) for s in seeds]
         self.accountants = list(accountants)
+        # one accountant object for every config (train_grid without ledgers or run dirs):
+        # agent ids get a "<config>:" prefix and each step is charged in one transaction
+        self.shared_accountant = len(self.accountants) > 1 and all(
+            a is self.accountants[0] for a in self.accountants
+        )
         self.record = list(record)
         self.mechs = [c.make_mechanism() for c in self.configs]
         self.events = [_accountant_api()[2](m) for m in self.mechs]
@@ -989,24 +1018,37 @@ class _Engine:
         scores = np.where(valid, self.rews[sub, :big_l], 0.0).sum(axis=1)  # zeta: steps survived
         sub_index = self.n_sub[gs] + rk
         cfg = self.cfg_of[gs]
-        reports = []
+        groups, cis, sels = [], [], []
         for ci in np.unique(cfg).tolist():  # configs own contiguous trials: rows stay in order
             sel = cfg == ci
             c = self.configs[ci]
             lt, ag = self.local[gs[sel]], self.row_agent[sub[sel]]
-            ids = [f"{a}/{b}" for a, b in zip(lt.tolist(), ag.tolist(), strict=True)]
-            report = privatize_reports(
-                grads[sel],
-                mechanism=self.mechs[ci],
-                accountant=self.accountants[ci],
-                agent_ids=ids,
-                trial=gs[sel],
-                agent=ag,
-                rng=self.mech_rngs[ci],
-                clip=c.effective_clip if c.mechanism == "none" else None,
-                event=self.events[ci],
+            prefix = f"{ci}:" if self.shared_accountant else ""
+            ids = [f"{prefix}{a}/{b}" for a, b in zip(lt.tolist(), ag.tolist(), strict=True)]
+            groups.append(
+                dict(
+                    grads=grads[sel],
+                    mechanism=self.mechs[ci],
+                    agent_ids=ids,
+                    trial=gs[sel],
+                    agent=ag,
+                    rng=self.mech_rngs[ci],
+                    clip=c.effective_clip if c.mechanism == "none" else None,
+                    event=self.events[ci],
+                )
             )
-            # ---------------- trust boundary: only `report` crosses it ----------------
+            cis.append(ci)
+            sels.append(sel)
+        if self.shared_accountant:  # one ledger transaction for the whole step
+            reports = _privatize_groups(groups, self.accountants[0])
+        else:
+            reports = [
+                _privatize_groups([g], self.accountants[c])[0]
+                for g, c in zip(groups, cis, strict=True)
+            ]
+        # ---------------- trust boundary: only `reports` cross it ----------------
+        for ci, sel, report in zip(cis, sels, reports, strict=True):
+            lt, ag = self.local[gs[sel]], self.row_agent[sub[sel]]
             if self.record[ci]:
                 rec = self.tr[ci]
                 rec["trial"].append(lt)
@@ -1019,7 +1061,6 @@ class _Engine:
                 rec["score"].append(scores[sel])
                 rec["gravity"].append(self.row_gravity[sub[sel]])
                 rec["gradient"].append(grads[sel])
-            reports.append(report)
         self.agg.receive(*reports)
         for gi, n, s in zip(gs.tolist(), sub_index.tolist(), scores.tolist(), strict=True):
             self.zeta[gi][n] = s
@@ -1214,7 +1255,13 @@ def train_grid(
     from training import run_dir as rd
 
     accountants = []
-    for i, c in enumerate(configs):
+    durable = any(d is not None for d in dirs) or (
+        ledgers is not None and any(x is not None for x in ledgers)
+    )
+    if not durable and n > 1 and all(c.budget is None for c in configs):
+        # nobody will read these ledgers: one in-memory ledger, one transaction per step
+        accountants = [_make_accountant(None, None)] * n
+    for i, c in enumerate(configs if not accountants else ()):
         led = ledgers[i] if ledgers is not None else None
         if led is None and dirs[i] is not None:
             led = rd.open_ledger(dirs[i])
