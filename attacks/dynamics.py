@@ -175,8 +175,8 @@ class ShadowGradientAttack(ClassifierMixin, BaseEstimator):
         method: ``"likelihood"`` (exact noise law; Laplace and randomized response),
             ``"classifier"`` (sklearn classifier on privatised shadows) or ``"auto"``
             (likelihood where the law is known, else classifier).
-        classifier: a scikit-learn classifier with ``predict_proba`` (default: standardise +
-            shrinkage LDA).
+        classifier: a scikit-learn classifier with ``predict_proba`` (default: gradient boosting
+            for the non-private baseline, standardise + shrinkage LDA under noise).
         n_noise: privatised copies of each shadow gradient for the classifier method.
         random_state: seed or ``numpy.random.Generator`` for privatising the shadows.
 
@@ -242,7 +242,11 @@ class ShadowGradientAttack(ClassifierMixin, BaseEstimator):
         Xr = np.repeat(X, n_noise, axis=0)
         yr = np.repeat(np.searchsorted(classes, y), n_noise)  # class indices (sklearn labels)
         Xp = _privatize(self.mechanism, Xr, rng)
-        clf = clone(self.classifier) if self.classifier is not None else _default_classifier()
+        clf = (
+            clone(self.classifier)
+            if self.classifier is not None
+            else _default_classifier(self.mechanism)
+        )
         self.classifier_ = clf.fit(Xp, yr)
         return self
 
@@ -289,7 +293,14 @@ class ShadowGradientAttack(ClassifierMixin, BaseEstimator):
 
     def predict(self, R: np.ndarray) -> np.ndarray:
         """Most likely gravity of each report, shape (n,)."""
-        return self.classes_[np.argmax(self.log_likelihood(R), axis=1)]
+        ll = self.log_likelihood(R)
+        return self.classes_[np.argmax(ll, axis=1)]
+
+    def score(self, X: np.ndarray, y: np.ndarray, sample_weight: Any = None) -> float:
+        """Accuracy of :meth:`predict` on reports ``X`` with true gravities ``y``."""
+        pred = self.predict(X)
+        hit = np.isclose(pred, np.asarray(y, dtype=np.float64).reshape(-1)).astype(np.float64)
+        return float(np.average(hit, weights=sample_weight))
 
     def predict_groups(
         self, R: np.ndarray, groups: np.ndarray
@@ -322,13 +333,30 @@ class ShadowGradientAttack(ClassifierMixin, BaseEstimator):
             raise NotFittedError("ShadowGradientAttack is not fitted yet; call fit(X, y) first")
 
 
-def _default_classifier() -> Any:
-    from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
+def _default_classifier(mechanism: Any) -> Any:
+    """Default classifier: gradient boosting without noise, shrinkage LDA with noise.
+
+    Measured (docs/readme/attacks.md): on clean gradients the gravity signal is non-linear and
+    tiny (LDA stays at chance where boosting reaches ~0.39 per report at the crafted theta); under
+    LDP noise the noise dominates and the fast linear rule is as good as any we tried.
+    """
+    from sklearn.feature_selection import VarianceThreshold
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
+    if mechanism is None or mechanism_epsilon(mechanism) == math.inf:
+        from sklearn.ensemble import HistGradientBoostingClassifier
+
+        return make_pipeline(
+            VarianceThreshold(),
+            HistGradientBoostingClassifier(max_iter=100, random_state=0),
+        )
+    from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
+
     return make_pipeline(
-        StandardScaler(), LinearDiscriminantAnalysis(solver="lsqr", shrinkage="auto")
+        VarianceThreshold(),
+        StandardScaler(),
+        LinearDiscriminantAnalysis(solver="lsqr", shrinkage="auto"),
     )
 
 

@@ -1,0 +1,224 @@
+"""Dynamics-inference attack: known-ceiling mechanism, eps = inf recovery, estimator API."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from attacks import dynamics as D
+from attacks.scoring import accuracy_ceiling
+from ldp_audit.errors import InvalidParameterError, RunDirectoryError
+from ldp_audit.mechanisms import Laplace, NoPrivacy, RandomizedResponse
+
+CANDS = np.array(D.GRAVITIES)
+
+
+def index_simulator(theta, gravity, rng, alpha=0.0):
+    """A 'world' whose gradient is the gravity's index: RR of it has a known, tight ceiling."""
+    idx = np.searchsorted(CANDS, np.asarray(gravity)).astype(np.float64)[:, None]
+    return idx, np.zeros(idx.shape[0])
+
+
+class DoubledRR(RandomizedResponse):
+    """Broken on purpose: claims epsilon but randomises at 3 * epsilon."""
+
+    def privatize(self, x, rng):
+        return RandomizedResponse(epsilon=3 * self.epsilon, k=self.k).privatize(x, rng)
+
+
+# 6 binomial checks below share alpha = 1e-6 (Bonferroni: 1e-6 / 6 per check, two-sided).
+ALPHA = 1e-6 / 6
+
+
+def cp(correct: int, n: int, alpha: float = ALPHA) -> tuple[float, float]:
+    lo = stats.beta.ppf(alpha / 2, correct, n - correct + 1) if correct else 0.0
+    hi = stats.beta.ppf(1 - alpha / 2, correct + 1, n - correct) if correct < n else 1.0
+    return lo, hi
+
+
+@pytest.mark.parametrize("eps", [0.5, 1.0, 2.0])
+def test_rr_single_report_reaches_ceiling_and_never_exceeds(eps: float) -> None:
+    # For k-ary RR of the true index the ML guess (the report itself) is exactly at the ceiling
+    # e^eps / (e^eps + k - 1): the ceiling must lie in the attack's CP interval (false-failure
+    # probability <= 1e-6 / 6 per parameter, Clopper-Pearson is exact-conservative).
+    mech = RandomizedResponse(epsilon=eps, k=3)
+    r = D.run(
+        mech,
+        theta=np.zeros(1),
+        n_agents=20_000,
+        n_shadow=5,
+        simulator=index_simulator,
+        seed=11,
+    )
+    lo, hi = cp(r.correct, r.n)
+    assert r.method if hasattr(r, "method") else True
+    assert r.extra["method"] == "likelihood"
+    assert r.ceiling == pytest.approx(accuracy_ceiling(eps, 3))
+    assert lo <= r.ceiling <= hi
+    assert not r.violation
+
+
+@pytest.mark.parametrize("T", [3, 5])
+def test_rr_many_reports_never_exceed_composed_ceiling(T: int) -> None:
+    # With T reports the composed ceiling e^{T eps}/(e^{T eps}+2) is an upper bound (not tight):
+    # the CP lower limit at 1e-6/6 must not exceed it, and the attack must still gain from T.
+    eps = 0.3
+    mech = RandomizedResponse(epsilon=eps, k=3)
+    r = D.run(
+        mech,
+        theta=np.zeros(1),
+        n_agents=20_000,
+        reports_per_agent=T,
+        n_shadow=5,
+        simulator=index_simulator,
+        seed=12,
+    )
+    lo, hi = cp(r.correct, r.n)
+    assert lo <= r.ceiling
+    assert r.composed_epsilon == pytest.approx(T * eps)
+    # and the attack is Bayes-optimal: its accuracy matches the exact MAP accuracy
+    # (1/k) sum_y max_g P(y | g), enumerated over all 3^T report sequences.
+    import itertools
+
+    keep = math.exp(eps) / (math.exp(eps) + 2)
+    bayes = 0.0
+    for ys in itertools.product(range(3), repeat=T):
+        lik = [math.prod(keep if y == g else (1 - keep) / 2 for y in ys) for g in range(3)]
+        bayes += max(lik) / 3
+    assert lo <= bayes <= hi
+    assert bayes > accuracy_ceiling(eps, 3)  # more reports help
+
+
+def test_broken_mechanism_is_flagged() -> None:
+    # RR at 3 * eps while claiming eps: the attack exceeds the claimed ceiling beyond its
+    # interval. At eps = 0.5, n = 20,000 the true accuracy 0.69 vs ceiling 0.45 is ~70 standard
+    # errors away, so a missed flag has probability far below 1e-6.
+    mech = DoubledRR(epsilon=0.5, k=3)
+    r = D.run(
+        mech,
+        theta=np.zeros(1),
+        n_agents=20_000,
+        n_shadow=5,
+        simulator=index_simulator,
+        seed=13,
+        confidence=1 - 1e-6,
+        method="classifier",
+        classifier=None,
+    )
+    assert r.violation
+    assert r.epsilon_lower_bound > 0.5
+
+
+def test_eps_inf_recovers_gravity_far_above_chance() -> None:
+    # Small setup with the real public simulator: two well-separated gravities (7.0 vs 12.0),
+    # random initial theta, 10 reports per agent, no privacy. Measured: 198/200 correct
+    # (0.99; chance 0.5) with seed 0. If the attack's true accuracy is >= 0.95, P(correct < 150)
+    # is < 1e-20 (binomial tail), so the bound below fails only if the attack is broken.
+    from training.pgc_a3c import init_theta
+
+    theta = init_theta(np.random.default_rng(0))
+    r = D.run(
+        NoPrivacy(),
+        theta=theta,
+        candidates=(7.0, 12.0),
+        n_agents=200,
+        reports_per_agent=10,
+        n_shadow=300,
+        seed=0,
+    )
+    assert r.correct >= 150
+    assert r.epsilon_lower_bound > 1.0
+    assert r.ceiling == 1.0 and not r.violation
+
+
+def test_laplace_likelihood_on_separable_world() -> None:
+    # A deterministic world whose clean gradient differs by gravity: at large eps the exact
+    # Laplace likelihood attack is near perfect, and never beyond its ceiling.
+    def sim(theta, gravity, rng, alpha=0.0):
+        g = np.asarray(gravity)
+        x = np.zeros((g.size, 4))
+        x[:, 0] = (g - 9.8) * 0.02  # +-0.002 in L1, within the clip C/2 = 0.005
+        x[:, 1] = rng.uniform(-1e-4, 1e-4, size=g.size)
+        return x, np.zeros(g.size)
+
+    mech = Laplace(epsilon=20.0, clip=0.01)
+    r = D.run(mech, theta=np.zeros(1), n_agents=3000, n_shadow=50, simulator=sim, seed=3)
+    assert r.extra["method"] == "likelihood"
+    # b = C/eps = 5e-4 vs separation 2e-3: the Bayes accuracy is ~0.94; bound 0.85 is > 10 SE
+    # below it (false failure << 1e-6), and the ceiling at eps = 20 is ~1.
+    assert r.accuracy > 0.85
+    assert not r.violation
+
+
+def test_estimator_api() -> None:
+    from sklearn.base import clone
+    from sklearn.exceptions import NotFittedError
+
+    rng = np.random.default_rng(5)
+    X = np.repeat(np.arange(3.0), 50)[:, None]
+    y = CANDS[np.repeat(np.arange(3), 50)]
+    est = D.ShadowGradientAttack(RandomizedResponse(epsilon=1.0, k=3))
+    with pytest.raises(NotFittedError):
+        est.predict(X)
+    assert est.fit(X, y) is est
+    assert est.method_ == "likelihood"
+    np.testing.assert_array_equal(est.classes_, CANDS)
+    p = est.predict_proba(np.array([[0.0], [2.0]]))
+    assert p.shape == (2, 3)
+    np.testing.assert_allclose(p.sum(axis=1), 1.0)
+    q = math.exp(1) / (math.exp(1) + 2)
+    assert p[0, 0] == pytest.approx(q)
+    np.testing.assert_array_equal(est.predict(np.array([[1.0]])), [9.8])
+    ids, guess, post = est.predict_groups(np.array([[0.0], [0.0], [2.0]]), np.array([7, 7, 9]))
+    np.testing.assert_array_equal(ids, [7, 9])
+    np.testing.assert_array_equal(guess, [9.7, 9.9])
+    assert clone(est).get_params()["method"] == "auto"
+    # classifier method on a mechanism with noise
+    est2 = D.ShadowGradientAttack(
+        RandomizedResponse(epsilon=1.0, k=3), method="classifier", random_state=rng
+    ).fit(X, y)
+    assert est2.method_ == "classifier" and hasattr(est2, "classifier_")
+    assert 0.0 <= est2.score(X, y) <= 1.0
+    with pytest.raises(InvalidParameterError, match="method"):
+        D.ShadowGradientAttack(None, method="bogus").fit(X, y)
+    with pytest.raises(InvalidParameterError, match="likelihood"):
+        D.ShadowGradientAttack(NoPrivacy(), method="likelihood").fit(X, y)
+
+
+def test_validation() -> None:
+    with pytest.raises(InvalidParameterError, match="candidates"):
+        D.run(None, theta=np.zeros(1), candidates=(9.8,), simulator=index_simulator, seed=0)
+    with pytest.raises(InvalidParameterError, match="reports_per_agent"):
+        D.run(None, theta=np.zeros(1), reports_per_agent=0, simulator=index_simulator, seed=0)
+    with pytest.raises(InvalidParameterError, match="rng"):
+        D.simulate_shadow(np.zeros(1), [9.8], rng=0, simulator=index_simulator)
+    with pytest.raises(InvalidParameterError, match="weights"):
+        D.linear_controller_theta([1.0, 2.0])
+
+
+def test_run_dir_attack_reads_no_secrets(tmp_path) -> None:
+    from attacks.membership import FixedThetaTrainer
+
+    mech = RandomizedResponse(epsilon=2.0, k=3)
+    rng = np.random.default_rng(8)
+    gravities = rng.choice(CANDS, size=500)
+    FixedThetaTrainer(
+        theta=np.zeros(1), mechanism=mech, reports_per_agent=2, simulator=index_simulator
+    )(gravities, tmp_path, rng)
+    secrets = (tmp_path / "secrets.npz").read_bytes()
+    (tmp_path / "secrets.npz").unlink()
+    pred = D.attack_run_dir(tmp_path, n_shadow=5, max_groups=None, simulator=index_simulator)
+    assert "gravity" not in pred and pred["guess"].shape == (500,)
+    with pytest.raises(RunDirectoryError, match="secrets"):
+        D.score_run_dir(tmp_path, pred)
+    (tmp_path / "secrets.npz").write_bytes(secrets)
+    res = D.score_run_dir(tmp_path, pred)
+    assert res.reports_per_agent == 2 and res.n == 500
+    assert res.mechanism["name"] == "randomized_response"
+    # two RR reports at eps=2: accuracy well above chance, below the composed ceiling.
+    # true accuracy ~0.80; the bound 0.7 is ~5.6 SE below (false failure < 1e-7).
+    assert 0.7 < res.accuracy
+    assert not res.violation

@@ -1,0 +1,122 @@
+"""Exact checks of the attack scoring arithmetic (attacks.scoring)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from scipy import stats
+
+from attacks.scoring import (
+    AttackResult,
+    accuracy_ceiling,
+    accuracy_interval,
+    composed_epsilon,
+    epsilon_from_accuracy,
+    epsilon_from_rates,
+    epsilon_lower_bound_from_accuracy,
+    epsilon_lower_bound_from_rates,
+    membership_tpr_ceiling,
+)
+from ldp_audit.errors import InvalidParameterError
+
+
+def test_ceiling_closed_form() -> None:
+    e = math.e
+    assert accuracy_ceiling(1.0, 3) == pytest.approx(e / (e + 2), rel=1e-15)
+    assert accuracy_ceiling(math.log(3), 2) == pytest.approx(0.75, rel=1e-15)
+    # T reports at eps compose to T * eps
+    assert accuracy_ceiling(2.0, 3, reports=5) == pytest.approx(
+        math.exp(10) / (math.exp(10) + 2), rel=1e-15
+    )
+    assert accuracy_ceiling(math.inf, 3) == 1.0
+    assert accuracy_ceiling(1e-12, 4) == pytest.approx(0.25, rel=1e-9)
+    # no overflow for huge eps
+    assert accuracy_ceiling(5000.0, 3) == 1.0
+
+
+def test_composition() -> None:
+    assert composed_epsilon(0.5, 4) == 2.0
+    assert composed_epsilon(math.inf, 3) == math.inf
+    with pytest.raises(InvalidParameterError, match="reports"):
+        composed_epsilon(1.0, 0)
+
+
+def test_epsilon_from_accuracy_inverts_ceiling() -> None:
+    for eps in (0.1, 1.0, 3.0):
+        for k in (2, 3, 10):
+            assert epsilon_from_accuracy(accuracy_ceiling(eps, k), k) == pytest.approx(eps)
+    assert epsilon_from_accuracy(1 / 3, 3) == 0.0
+    assert epsilon_from_accuracy(0.1, 3) == 0.0
+    assert epsilon_from_accuracy(1.0, 3) == math.inf
+
+
+def test_lower_bound_uses_one_sided_clopper_pearson() -> None:
+    # CP lower limit at level 0.95: Beta^{-1}(0.05; c, n - c + 1)
+    c, n, k = 90, 100, 3
+    lo = stats.beta.ppf(0.05, c, n - c + 1)
+    assert epsilon_lower_bound_from_accuracy(c, n, k) == pytest.approx(
+        math.log(lo * (k - 1) / (1 - lo)), rel=1e-9
+    )
+    # at chance the bound is 0
+    assert epsilon_lower_bound_from_accuracy(34, 100, 3) == 0.0
+    lo2, hi2 = accuracy_interval(5, 10, 0.95)
+    assert lo2 == pytest.approx(stats.beta.ppf(0.025, 5, 6), rel=1e-9)
+    assert hi2 == pytest.approx(stats.beta.ppf(0.975, 6, 5), rel=1e-9)
+
+
+def test_membership_ceiling_and_rates() -> None:
+    assert membership_tpr_ceiling(1.0, 0.01) == pytest.approx(math.e * 0.01)
+    assert membership_tpr_ceiling(1.0, 0.01, delta=1e-3) == pytest.approx(math.e * 0.01 + 1e-3)
+    # the mirrored inequality binds at large FPR
+    assert membership_tpr_ceiling(1.0, 0.9) == pytest.approx(1 - math.exp(-1) * 0.1)
+    assert membership_tpr_ceiling(math.inf, 0.001) == 1.0
+    assert epsilon_from_rates(0.5, 0.1) == pytest.approx(math.log(5))
+    assert epsilon_from_rates(0.9, 0.5) == pytest.approx(math.log(0.5 / 0.1))
+    assert epsilon_from_rates(0.1, 0.1) == 0.0
+    # the bound is below the point estimate and positive for a strong test
+    b = epsilon_lower_bound_from_rates(900, 1000, 100, 1000)
+    assert 0 < b < epsilon_from_rates(0.9, 0.1)
+
+
+def test_validation_names_parameter() -> None:
+    with pytest.raises(InvalidParameterError, match="k must be an integer >= 2"):
+        accuracy_ceiling(1.0, 1)
+    with pytest.raises(InvalidParameterError, match="epsilon must be > 0"):
+        accuracy_ceiling(-1.0, 3)
+    with pytest.raises(InvalidParameterError, match="correct must be <= trials"):
+        epsilon_lower_bound_from_accuracy(11, 10, 3)
+    with pytest.raises(InvalidParameterError, match="accuracy"):
+        epsilon_from_accuracy(1.5, 3)
+
+
+def test_attack_result_violation_and_json() -> None:
+    def make(correct: int) -> AttackResult:
+        n, k, eps = 1000, 3, 0.5
+        return AttackResult(
+            attack="dynamics",
+            mechanism={"name": "randomized_response"},
+            epsilon=eps,
+            reports_per_agent=1,
+            k=k,
+            n=n,
+            correct=correct,
+            accuracy=correct / n,
+            accuracy_ci=accuracy_interval(correct, n),
+            ceiling=accuracy_ceiling(eps, k),
+            composed_epsilon=eps,
+            epsilon_lower_bound=epsilon_lower_bound_from_accuracy(correct, n, k),
+        )
+
+    ok = make(440)  # ceiling(0.5, 3) = 0.452
+    bad = make(700)
+    assert not ok.violation
+    assert bad.violation
+    d = json.loads(json.dumps(bad.to_dict()))
+    assert d["violation"] is True
+    assert d["accuracy_ci"][0] < 0.7 < d["accuracy_ci"][1]
+    inf = AttackResult(**{**ok.__dict__, "epsilon": math.inf, "composed_epsilon": math.inf})
+    assert json.loads(json.dumps(inf.to_dict()))["epsilon"] == "inf"
+    assert not inf.violation
+    assert "no violation" in ok.summary() and "VIOLATION" in bad.summary()
