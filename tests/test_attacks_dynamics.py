@@ -54,7 +54,6 @@ def test_rr_single_report_reaches_ceiling_and_never_exceeds(eps: float) -> None:
         seed=11,
     )
     lo, hi = cp(r.correct, r.n)
-    assert r.method if hasattr(r, "method") else True
     assert r.extra["method"] == "likelihood"
     assert r.ceiling == pytest.approx(accuracy_ceiling(eps, 3))
     assert lo <= r.ceiling <= hi
