@@ -59,8 +59,10 @@ __all__ = ["AuditResult", "Witness", "audit", "exact_epsilon", "default_pairs"]
 
 #: float64 elements held per privatize call (outputs are streamed in chunks of this size).
 _CHUNK_ELEMENTS = 1 << 22
-#: rows of the fit half A used to train the classifier.
+#: rows of the fit half A used to train the classifier (fewer for very wide outputs).
 _CLASSIFIER_ROWS = 20_000
+#: float64 values of the fit half A kept per input (A is capped for very wide outputs).
+_FIT_ELEMENTS = 1 << 24
 #: at most this many distinct output rows for the discrete-cell statistic.
 _MAX_CELLS = 4096
 #: candidate thresholds per statistic.
@@ -320,8 +322,9 @@ class _Classifier(_Statistic):
         from sklearn.exceptions import ConvergenceWarning
         from sklearn.linear_model import LogisticRegression
 
-        a1 = _finite_features(ya1[:_CLASSIFIER_ROWS])
-        a2 = _finite_features(ya2[:_CLASSIFIER_ROWS])
+        rows = max(500, min(_CLASSIFIER_ROWS, (1 << 22) // ya1.shape[1]))
+        a1 = _finite_features(ya1[:rows])
+        a2 = _finite_features(ya2[:rows])
         feats = np.concatenate([a1, a2])
         self.mu = feats.mean(axis=0)
         sd = feats.std(axis=0)
@@ -659,8 +662,10 @@ def _chunks(n: int, d: int) -> list[int]:
     return out
 
 
-def _sample(mechanism: Any, x: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
-    parts = [_privatize_rows(mechanism, x, m, rng) for m in _chunks(n, x.shape[0])]
+def _sample(
+    mechanism: Any, x: np.ndarray, n: int, rng: np.random.Generator, width: int
+) -> np.ndarray:
+    parts = [_privatize_rows(mechanism, x, m, rng) for m in _chunks(n, width)]
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
@@ -671,10 +676,11 @@ def _stream_values(
     rng: np.random.Generator,
     stats: Sequence[_Statistic],
     tick: Callable[[int], None],
+    width: int,
 ) -> list[np.ndarray]:
     """Statistic values of n fresh outputs of M(x), computed chunk by chunk."""
     acc: list[list[np.ndarray]] = [[] for _ in stats]
-    for m in _chunks(n, x.shape[0]):
+    for m in _chunks(n, width):
         y = _privatize_rows(mechanism, x, m, rng)
         for a, st in zip(acc, stats, strict=True):
             a.append(st.values(y))
@@ -689,9 +695,10 @@ def _stream_counts(
     rng: np.random.Generator,
     events: Sequence[_Candidate],
     tick: Callable[[int], None],
+    width: int,
 ) -> list[int]:
     counts = [0] * len(events)
-    for m in _chunks(n, x.shape[0]):
+    for m in _chunks(n, width):
         y = _privatize_rows(mechanism, x, m, rng)
         cache: dict[int, np.ndarray] = {}
         for i, ev in enumerate(events):
@@ -888,17 +895,23 @@ def audit(
         streams = rng.spawn(len(pair_list))
         candidates: list[_Candidate] = []
         est_rngs: list[tuple[np.random.Generator, np.random.Generator]] = []
+        widths: list[int] = []
         for p, (x, x2) in enumerate(pair_list):
             ra1, ra2, rb1, rb2, re1, re2 = streams[p].spawn(6)
             est_rngs.append((re1, re2))
-            ya1 = _sample(mechanism, x, n_a, ra1)
-            ya2 = _sample(mechanism, x2, n_a, ra2)
+            # width of one output row, from a small probe, so chunks stay ~2^22 values even
+            # when outputs are much wider than inputs (one-hot encodings)
+            width = max(x.shape[0], _privatize_rows(mechanism, x, 8, ra1).shape[1])
+            widths.append(width)
+            n_a_p = min(n_a, max(1000, _FIT_ELEMENTS // width))
+            ya1 = _sample(mechanism, x, n_a_p, ra1, width)
+            ya2 = _sample(mechanism, x2, n_a_p, ra2, width)
             if ya1.shape[1] != ya2.shape[1]:
                 raise InvalidParameterError(
                     f"mechanism.privatize returned {ya1.shape[1]} and {ya2.shape[1]} columns for "
                     f"the two inputs of pairs[{p}]; outputs must have one shape"
                 )
-            bar.update(2 * n_a)
+            bar.update(2 * n_a)  # (counted as drawn even when capped for wide outputs)
             if float_bits:
                 stats = _build_statistics(x, x2, ya1, ya2, True)
             else:
@@ -906,8 +919,8 @@ def audit(
                 inner = _build_statistics(x, x2, snap(ya1), snap(ya2), False)
                 stats = [_Snapped(st, snap) for st in inner]
             del ya1, ya2
-            sb1 = _stream_values(mechanism, x, n_b, rb1, stats, bar.update)
-            sb2 = _stream_values(mechanism, x2, n_b, rb2, stats, bar.update)
+            sb1 = _stream_values(mechanism, x, n_b, rb1, stats, bar.update, width)
+            sb2 = _stream_values(mechanism, x2, n_b, rb2, stats, bar.update, width)
             for st, v1, v2 in zip(stats, sb1, sb2, strict=True):
                 c = _best_event(st, v1, v2, p, n_est, alpha_sel, delta)
                 if c is not None:
@@ -939,8 +952,8 @@ def audit(
         for p, evs in by_pair.items():
             x, x2 = pair_list[p]
             re1, re2 = est_rngs[p]
-            k_x = _stream_counts(mechanism, x, n_est, re1, evs, bar.update)
-            k_x2 = _stream_counts(mechanism, x2, n_est, re2, evs, bar.update)
+            k_x = _stream_counts(mechanism, x, n_est, re1, evs, bar.update, widths[p])
+            k_x2 = _stream_counts(mechanism, x2, n_est, re2, evs, bar.update, widths[p])
             for ev, a, b in zip(evs, k_x, k_x2, strict=True):
                 results[id(ev)] = (a, b)
         for ev in chosen:

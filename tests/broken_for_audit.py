@@ -180,7 +180,8 @@ class UnaryEncoding:
 
     def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         e = 2.0 * self.epsilon if self.broken else self.epsilon
-        onehot = np.eye(self.k)[_rows(x)[:, 0].astype(int)]
+        onehot = np.zeros((x.shape[0], self.k))
+        onehot[np.arange(x.shape[0]), _rows(x)[:, 0].astype(int)] = 1.0
         prob = np.where(onehot == 1.0, 0.5, 1.0 / (math.exp(e) + 1.0))
         return (rng.random(onehot.shape) < prob).astype(np.float64)
 

@@ -119,8 +119,25 @@ def test_chunking_bounds_each_privatize_call(monkeypatch):
     fake = RateFake({0.0: 0.5, 1.0: 0.25})
     r = audit(fake, PAIR, samples=20_000, rng=0, max_events=1)
     assert max(fake.calls) <= 2048
-    assert sum(fake.calls) == 2 * 20_000  # one pair, every sample drawn exactly once
+    assert sum(fake.calls) == 2 * 20_000 + 8  # every sample drawn once, plus an 8-row probe
     assert r.witness.n1 == 18_000
+
+
+def test_wide_outputs_are_chunked_by_output_width():
+    calls: list[tuple[int, int]] = []
+
+    class Wide:
+        epsilon = 1.0
+
+        def privatize(self, x, rng):
+            y = UnaryEncoding(1.0, k=2048).privatize(x, rng)
+            calls.append(y.shape)
+            return y
+
+    r = audit(Wide(), PAIR, samples=3_000, rng=0, float_bits=False)
+    # chunks of max(1024, 2^22 / 2048) = 2048 rows: a call never holds more than 2^22 values
+    assert max(n * k for n, k in calls) <= 2048 * 2048
+    assert r.epsilon_lower_bound >= 0.0 and not r.violation
 
 
 def test_result_dict_json_and_summary():
