@@ -276,3 +276,28 @@ def test_event_for_real_mechanisms_and_gaussian_sensitivity():
     # accountant's tight PLD/PRV numbers for the mapped event.
     eps = compose(ev, delta=1e-5, method="pld")[0]
     assert eps == pytest.approx(g.epsilon, abs=2e-3)
+
+
+def test_local_budget_does_not_govern_central_charges():
+    step = PoissonSampledEvent(0.01, GaussianEvent(1.0))
+    acc = Accountant(budget=1.0)
+    acc.charge_many([("m", step)] * 5, scope="central")  # the local budget does not apply
+    acc.charge("m", PureDpEvent(1.0))  # local spend of "m" counts only local charges
+    assert acc.remaining("m") == pytest.approx(0.0)
+    with pytest.raises(InvalidParameterError, match="central budget"):
+        acc.remaining("m", scope="central")
+
+
+def test_central_budget_with_rdp():
+    step = PoissonSampledEvent(0.05, GaussianEvent(1.0))
+    acc = Accountant(central_budget=Budget(epsilon=2.0, delta=1e-5, method="rdp"))
+    n = 0
+    with pytest.raises(BudgetExceeded, match="'model'"):
+        for _ in range(10_000):
+            acc.charge("model", step, scope="central")
+            n += 1
+    assert 1 < n < 10_000
+    used = acc.spent("model", delta=1e-5, method="rdp")
+    assert used <= 2.0 < compose([(step, n + 1)], delta=1e-5, method="rdp")[0]
+    assert acc.remaining("model", scope="central") == pytest.approx(2.0 - used)
+    acc.charge("x", PureDpEvent(50.0))  # no local budget

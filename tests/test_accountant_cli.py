@@ -116,3 +116,20 @@ def test_cli_does_not_write(ledger):
     with Accountant(ledger) as acc:
         assert acc.ledger.records() == rows_before
         assert acc.ledger.meta() == meta_before  # --budget is not written back
+
+
+def test_central_budget_remaining(tmp_path, capsys):
+    path = tmp_path / "l.sqlite"
+    step = PoissonSampledEvent(0.01, GaussianEvent(1.0))
+    with Accountant(
+        path, budget=1.0, central_budget=Budget(epsilon=3.0, delta=1e-5, method="rdp")
+    ) as acc:
+        acc.charge_many([("dpsgd", step)] * 20, scope="central")
+        acc.charge("0/0", LaplaceEvent(0.25))
+        used = acc.spent("dpsgd", delta=1e-5, method="rdp")
+    assert _main(["budget", str(path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["central_budget"] == {"epsilon": 3.0, "delta": 1e-5, "method": "rdp"}
+    by = {r["agent"]: r for r in out["agents"]}
+    assert by["dpsgd"]["remaining"] == pytest.approx(3.0 - used)
+    assert by["0/0"]["remaining"] == pytest.approx(0.75)

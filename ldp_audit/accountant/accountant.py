@@ -341,11 +341,14 @@ class Accountant:
 
     Args:
         ledger: a ``Ledger``, a path to one, or None for a private in-memory ledger.
-        budget: None (record only), a float (epsilon, pure, basic composition) or a ``Budget``.
-            It applies to every agent separately (local DP is per agent).
+        budget: the budget of ``scope="local"`` charges (per-agent LDP): None (record only), a
+            float (epsilon, pure, basic composition) or a ``Budget``. It applies to every agent
+            separately, over that agent's local charges only.
         run_id: stored with every charge (e.g. the trainer's run directory name).
-        adaptive: the epsilons may be chosen adaptively (privacy filter mode): the budget method
+        adaptive: the epsilons may be chosen adaptively (privacy filter mode): the budget methods
             must then be ``"basic"`` or ``"filter"``.
+        central_budget: the budget of ``scope="central"`` charges (e.g. a DP-SGD model), checked
+            over central charges only; local and central claims are never summed.
 
     Example:
         >>> acc = Accountant(budget=Budget(epsilon=1.0))
@@ -361,30 +364,39 @@ class Accountant:
         run_id: str | None = None,
         *,
         adaptive: bool = False,
+        central_budget: Budget | float | None = None,
     ) -> None:
         if ledger is None:
             ledger = Ledger(":memory:")
         elif not isinstance(ledger, Ledger):
             ledger = Ledger(ledger)
         self.ledger = ledger
-        if budget is not None and not isinstance(budget, Budget):
-            budget = Budget(epsilon=budget)
-        if adaptive and budget is not None and budget.method not in _ADAPTIVE_METHODS:
-            raise InvalidParameterError(
-                f"budget method must be one of {_ADAPTIVE_METHODS} when epsilons are chosen "
-                f"adaptively (adaptive=True), got {budget.method!r}"
-            )
-        self.budget: Budget | None = budget
+        budgets = {}
+        for name, b in (("budget", budget), ("central_budget", central_budget)):
+            if b is not None and not isinstance(b, Budget):
+                b = Budget(epsilon=b)
+            if adaptive and b is not None and b.method not in _ADAPTIVE_METHODS:
+                raise InvalidParameterError(
+                    f"{name} method must be one of {_ADAPTIVE_METHODS} when epsilons are chosen "
+                    f"adaptively (adaptive=True), got {b.method!r}"
+                )
+            budgets[name] = b
+        self.budget: Budget | None = budgets["budget"]
+        self.central_budget: Budget | None = budgets["central_budget"]
         self.adaptive = bool(adaptive)
         if run_id is not None and not isinstance(run_id, str):
             raise InvalidParameterError(f"run_id must be a string or None, got {run_id!r}")
         self.run_id = run_id
         self._cache: dict[tuple, dict[str, float]] = {}
-        if budget is not None:
-            # Recorded so that `ldp-audit budget LEDGER` can show what is left.
-            text = json.dumps({**budget.to_dict(), "adaptive": self.adaptive}, sort_keys=True)
-            if self.ledger.meta().get("budget") != text:
-                self.ledger.set_meta("budget", text)
+        for name, b in budgets.items():
+            if b is not None:
+                # Recorded so that `ldp-audit budget LEDGER` can show what is left.
+                text = json.dumps({**b.to_dict(), "adaptive": self.adaptive}, sort_keys=True)
+                if self.ledger.meta().get(name) != text:
+                    self.ledger.set_meta(name, text)
+
+    def _budget_for(self, scope: str) -> Budget | None:
+        return self.central_budget if scope == "central" else self.budget
 
     # ---- charging ----------------------------------------------------------------------------
 
@@ -431,15 +443,15 @@ class Accountant:
         if not rows:
             return 0
         with self.ledger.transaction():
-            if self.budget is not None:
-                self._check_budget(rows)
+            budget = self._budget_for(scope)
+            if budget is not None:
+                self._check_budget(rows, budget, scope)
             self.ledger._insert(rows, run_id=self.run_id, when=None)
         return len(rows)
 
-    def _check_budget(self, rows: Sequence[tuple[str, str, str]]) -> None:
-        budget = self.budget
-        if budget is None:  # pragma: no cover - callers check
-            return
+    def _check_budget(
+        self, rows: Sequence[tuple[str, str, str]], budget: Budget, scope: str
+    ) -> None:
         batch: dict[str, list[str]] = {}
         for agent, text, _ in rows:
             texts = batch.get(agent)
@@ -447,7 +459,7 @@ class Accountant:
                 batch[agent] = [text]
             else:
                 texts.append(text)
-        old = self.ledger.histories(batch.keys())
+        old = self.ledger.histories(batch.keys(), scope)
         single: dict[str, Signature] = {}  # the common case: a new agent charged once
         memo: dict[Signature, tuple[bool, float]] = {}
         for agent, texts in batch.items():
@@ -511,6 +523,7 @@ class Accountant:
         sig = _signature(history)
         eps, winner, values = _evaluate(sig, delta, method)
         scopes = self.ledger.agent_scopes(agent) if history else {"local"}
+        scope = next(iter(scopes)) if len(scopes) == 1 else "mixed"
         return SpentDetail(
             agent=agent,
             epsilon=eps,
@@ -518,28 +531,40 @@ class Accountant:
             method=winner,
             by_method=dict(values),
             charges=sum(n for _, n in sig),
-            scope=scopes.pop() if len(scopes) == 1 else "mixed",
-            remaining=self._remaining(sig),
+            scope=scope,
+            remaining=self._remaining(agent, "central" if scope == "central" else "local"),
         )
 
-    def _remaining(self, sig: Signature) -> float | None:
-        b = self.budget
+    def _remaining(self, agent: str, scope: str) -> float | None:
+        b = self._budget_for(scope)
         if b is None:
             return None
-        if b.method == "filter":
-            return b.epsilon - self._filter_ok(sig, b)[1] if sig else b.epsilon
-        return b.epsilon - _evaluate(sig, b.delta, b.method)[0]
+        sig = _signature(self.ledger.history(agent, scope))
+        try:
+            if b.method == "filter":
+                return b.epsilon - self._filter_ok(sig, b)[1] if sig else b.epsilon
+            return b.epsilon - _evaluate(sig, b.delta, b.method)[0]
+        except InvalidParameterError:
+            return None  # the budget's method cannot compose this history
 
-    def remaining(self, agent: str) -> float:
-        """Budget epsilon left to ``agent`` under the budget's own method and delta.
+    def remaining(self, agent: str, *, scope: str = "local") -> float:
+        """Budget epsilon left to ``agent`` (over its ``scope`` charges) under that budget.
 
         Raises:
-            InvalidParameterError: the accountant has no budget.
+            InvalidParameterError: no budget for ``scope``, or its method cannot compose the
+                agent's history.
         """
-        if self.budget is None:
-            raise InvalidParameterError("remaining() needs a budget; this accountant has none")
-        sig = _signature(self.ledger.history(_check_agent(agent)))
-        return float(self._remaining(sig) or 0.0)
+        scope = _check_scope(scope)
+        if self._budget_for(scope) is None:
+            raise InvalidParameterError(
+                f"remaining() needs a {scope} budget; this accountant has none"
+            )
+        out = self._remaining(_check_agent(agent), scope)
+        if out is None:
+            raise InvalidParameterError(
+                f"the {scope} budget's method cannot compose the history of agent {agent!r}"
+            )
+        return float(out)
 
     def spent_all(
         self, *, delta: float = 0.0, method: str = "best", scope: str | None = None
@@ -623,6 +648,9 @@ class Accountant:
             else:
                 out[scope] = {"agents": 0, "max_epsilon": 0.0, "max_agent": None, "methods": {}}
         out["budget"] = None if self.budget is None else self.budget.to_dict()
+        out["central_budget"] = (
+            None if self.central_budget is None else self.central_budget.to_dict()
+        )
         return out
 
     # ---- lifecycle ---------------------------------------------------------------------------
@@ -638,4 +666,7 @@ class Accountant:
         self.close()
 
     def __repr__(self) -> str:
-        return f"Accountant(ledger={self.ledger!r}, budget={self.budget!r}, run_id={self.run_id!r})"
+        return (
+            f"Accountant(ledger={self.ledger!r}, budget={self.budget!r}, "
+            f"central_budget={self.central_budget!r}, run_id={self.run_id!r})"
+        )

@@ -110,24 +110,29 @@ def _run(args: argparse.Namespace) -> int:
     path = _ledger_path(args.ledger)
     ledger = Ledger(path, create=False)
     try:
-        recorded = ledger.meta().get("budget")
-        budget = None
+        meta = ledger.meta()
+        budgets: dict[str, Any] = {}
+        for scope, key in (("local", "budget"), ("central", "central_budget")):
+            budgets[scope] = None
+            if meta.get(key):
+                b = json.loads(meta[key])
+                budgets[scope] = Budget(epsilon=b["epsilon"], delta=b["delta"], method=b["method"])
         if args.budget is not None:
-            budget = Budget(epsilon=args.budget)
-        elif recorded:
-            b = json.loads(recorded)
-            budget = Budget(epsilon=b["epsilon"], delta=b["delta"], method=b["method"])
+            budgets["local"] = Budget(epsilon=args.budget)
+        budget = budgets["local"]
         acc = Accountant(ledger=ledger)  # no budget: opening must not write to the ledger
-        used: dict[str, float] = {}
-        if budget is not None and budget.method != "filter":
-            used = acc.spent_all(delta=budget.delta, method=budget.method)
+        used: dict[str, float] = {}  # spend under each agent's own scope budget
+        for scope, b in budgets.items():
+            if b is not None and b.method != "filter":
+                used.update(acc.spent_all(delta=b.delta, method=b.method, scope=scope))
         if args.agent is not None:
             detail = acc.spent_detail(args.agent, delta=args.delta, method=args.method)
-            row = _row(detail.agent, detail.epsilon, detail.method, detail.scope, used, budget)
+            b = budgets["central" if detail.scope == "central" else "local"]
+            row = _row(detail.agent, detail.epsilon, detail.method, detail.scope, used, b)
             row["charges"] = detail.charges
             row["by_method"] = detail.by_method
-            if budget is not None and args.agent not in used and budget.method != "filter":
-                row["remaining"] = budget.epsilon  # never charged
+            if b is not None and detail.charges == 0 and b.method != "filter":
+                row["remaining"] = b.epsilon  # never charged
             rows = [row]
         else:
             scopes = ledger.scopes()
@@ -136,7 +141,8 @@ def _run(args: argparse.Namespace) -> int:
             for a in sorted(bulk):
                 sc = scopes.get(a, {"local"})
                 scope = next(iter(sc)) if len(sc) == 1 else "mixed"
-                rows.append(_row(a, bulk[a][0], bulk[a][1], scope, used, budget))
+                b = budgets["central" if scope == "central" else "local"]
+                rows.append(_row(a, bulk[a][0], bulk[a][1], scope, used, b))
         summary = acc.summary(delta=args.delta, method=args.method)
         out = {
             "ledger": str(path),
@@ -144,6 +150,7 @@ def _run(args: argparse.Namespace) -> int:
             "delta": args.delta,
             "method": args.method,
             "budget": None if budget is None else budget.to_dict(),
+            "central_budget": None if budgets["central"] is None else budgets["central"].to_dict(),
             "summary": {k: summary[k] for k in ("local", "central")},
             "agents": rows,
         }
@@ -183,6 +190,9 @@ def _print_text(out: dict, limit: int) -> None:
         print("budget: none recorded (pass --budget EPS to see what is left)")
     else:
         print(f"budget: epsilon {b['epsilon']:g} per agent (delta {b['delta']:g}, {b['method']})")
+    cb = out["central_budget"]
+    if cb is not None:
+        print(f"central budget: epsilon {cb['epsilon']:g} (delta {cb['delta']:g}, {cb['method']})")
     print()
     print(f"{'scope':<8} {'agents':>8} {'max epsilon':>12}  {'agent':<16} methods")
     for scope in ("local", "central"):
