@@ -97,6 +97,22 @@ def ledger_figure(run: RunData, led: LedgerStats) -> bytes:
         )
     if led.budget is not None:
         ax1.axhline(led.budget, color="k", ls=":", lw=1.2, label="budget")
+    if spend.size:
+        inverse, _, _ = transcript_agent_ids(run)
+        first = np.zeros(inverse.size, dtype=bool)
+        first[np.unique(inverse, return_index=True)[1]] = True
+        ax1b = ax1.twinx()
+        ax1b.plot(
+            n[idx],
+            np.cumsum(first)[idx],
+            color=_GREY,
+            lw=1,
+            ls="-.",
+            label="agents charged so far (right axis)",
+        )
+        ax1b.set_ylabel("agents", color=_GREY)
+        ax1b.set_ylim(bottom=0)
+        ax1b.legend(fontsize=8, loc="center right")
     ax1.set_xlabel("submission n (arrival order)")
     ax1.set_ylabel("spent epsilon per agent")
     ax1.set_title("Spent epsilon over submissions")
