@@ -118,7 +118,8 @@ def epsilon_from_loss_distribution(losses: np.ndarray, log_p: np.ndarray, delta:
         # delta at least the whole P-mass above any eps: epsilon 0 suffices (or below).
         return 0.0
     eps = float(cand[np.argmax(ok)])
-    return max(eps, 0.0)
+    # Round up by a few ulps' worth so that float cancellation in A - delta never under-reports.
+    return max(eps + 1e-12 * max(1.0, abs(eps)), 0.0)
 
 
 def _log_binom(k: int) -> np.ndarray:
