@@ -6,13 +6,20 @@ import base64
 import json
 import re
 import time
+from math import inf
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
-from ldp_audit.report import REQUIRED_FILES, build_report, load_run, write_report
+from ldp_audit.report import (
+    REQUIRED_FILES,
+    LedgerStats,
+    build_report,
+    load_run,
+    write_report,
+)
 from ldp_audit.report._paper import paper_row
 from ldp_audit.report._plots import ceiling, spend_over_submissions
 from tests.test_report_fixtures import GOOD_ATTACK, GOOD_AUDIT, ledger_for, make_run
@@ -379,3 +386,13 @@ def test_trainer_claim_is_checked_against_the_ledger(tmp_path: Path) -> None:
         "trainer&#x27;s privacy statement"
         in build_report(run, ledger=ledger_for(run), figures=False).to_html()
     )
+
+
+def test_run_without_submissions_still_reports(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "r", trials=1, submissions=0)
+    (run / "metrics.json").write_text(json.dumps({"zeta": [[]]}))
+    empty = LedgerStats([], np.zeros(0), np.zeros(0), [], 0.0, None)
+    rep = build_report(run, ledger=empty)
+    assert rep.model["ledger"]["agents"] == 0 and rep.model["learning"]["trials"][0]["fst"] == inf
+    assert "made no submissions" in " ".join(rep.model["verdict"]["not_verified"])
+    assert all(png.startswith(PNG_MAGIC) for png in rep.figures.values())

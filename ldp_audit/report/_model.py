@@ -336,6 +336,8 @@ def fst_values(run: RunData) -> np.ndarray:
         return np.array([float(fst)])
     thr = float(run.metrics.get("target_score", TARGET_SCORE))
     mu = mu_matrix(run)
+    if mu.shape[-1] == 0:
+        return np.full(mu.shape[0], np.inf)
     hit = mu >= thr
     first = np.argmax(hit, axis=-1).astype(np.float64) + 1.0
     return np.where(hit.any(axis=-1), first, np.inf)
@@ -444,6 +446,8 @@ def _verdict(model: dict[str, Any]) -> dict[str, Any]:
             f"ones: {led['central']['agents']} ledger id(s), largest central epsilon "
             f"{_fmt(led['central']['max_epsilon'])}."
         )
+    if model["run"]["submissions"] == 0:
+        not_verified.append("The run made no submissions: nothing was released or learned.")
     if led["uncharged_agents"]:
         not_verified.append(
             f"{led['uncharged_agents']} agent(s) submitted reports that the ledger never charged "

@@ -117,7 +117,8 @@ def ledger_figure(run: RunData, led: LedgerStats) -> bytes:
     ax1.set_ylabel("spent epsilon per agent")
     ax1.set_title("Spent epsilon over submissions")
     ax1.set_ylim(bottom=0)
-    ax1.legend(fontsize=8, loc="lower right")
+    if ax1.get_legend_handles_labels()[0]:
+        ax1.legend(fontsize=8, loc="lower right")
     if led.basic.size:
         hi = float(max(led.basic.max(), led.best.max()))
         bins = np.linspace(0, hi * 1.05 + 1e-9, 30)
