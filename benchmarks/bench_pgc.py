@@ -53,10 +53,21 @@ def bench_reference(seconds: float) -> dict:
     }
 
 
-def bench_engine(settings: int, trials: int, submissions: int) -> dict:
+def bench_engine(settings: int, trials: int, submissions: int, same: bool) -> dict:
+    """``same``: one config (Laplace, eps = 1: the reference worker's workload) with
+    settings * trials trials; else a paper-like grid of ``settings`` configs."""
     eps = [1.0, 2.0, 5.0, 10.0]
     cfgs = []
-    for i in range(settings):
+    if same:
+        cfgs = [
+            PgcA3cConfig(
+                mechanism="laplace",
+                epsilon=1.0,
+                trials=settings * trials,
+                max_submissions=submissions,
+            )
+        ]
+    for i in range(settings if not same else 0):
         mech = ("laplace", "prs")[i % 2]
         cfgs.append(
             PgcA3cConfig(
@@ -72,7 +83,8 @@ def bench_engine(settings: int, trials: int, submissions: int) -> dict:
     steps = res[0].env_steps  # the engine counts all rows of the grid
     subs = int(sum(r.submissions.sum() for r in res))
     return {
-        "settings": settings,
+        "workload": "laplace eps=1 (same as reference)" if same else "grid laplace/prs x eps",
+        "settings": len(cfgs),
         "trials_per_setting": trials,
         "agents": settings * trials * 9,
         "submissions_per_trial": submissions,
@@ -176,9 +188,9 @@ def main() -> int:
         f"reference worker : {ref['env_steps_per_s']:>12,.0f} env-steps/s "
         f"{ref['submissions_per_s']:>10,.1f} submissions/s  ({ref['submissions']} subs)"
     )
-    eng = bench_engine(a.settings, a.trials, a.submissions)
+    eng = bench_engine(a.settings, a.trials, a.submissions, same=True)
     print(
-        f"lock-step engine : {eng['env_steps_per_s']:>12,.0f} env-steps/s "
+        f"engine, same work: {eng['env_steps_per_s']:>12,.0f} env-steps/s "
         f"{eng['submissions_per_s']:>10,.1f} submissions/s  ({eng['agents']} agents, "
         f"{eng['seconds']:.1f} s)"
     )
@@ -186,6 +198,12 @@ def main() -> int:
     ratio_subs = eng["submissions_per_s"] / ref["submissions_per_s"]
     print(
         f"ratio            : {ratio_steps:>12,.0f}x env-steps/s {ratio_subs:>10,.0f}x submissions/s"
+    )
+    grid = bench_engine(a.settings, a.trials, a.submissions, same=False)
+    print(
+        f"engine, grid     : {grid['env_steps_per_s']:>12,.0f} env-steps/s "
+        f"{grid['submissions_per_s']:>10,.1f} submissions/s  ({grid['settings']} settings, "
+        f"{grid['agents']} agents, {grid['seconds']:.1f} s)"
     )
     grad = bench_gradients()
     print(
@@ -198,6 +216,7 @@ def main() -> int:
         "python": platform.python_version(),
         "reference": ref,
         "engine": eng,
+        "engine_grid": grid,
         "ratio_env_steps_per_s": ratio_steps,
         "ratio_submissions_per_s": ratio_subs,
         "gradients": grad,
