@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ldp_audit.accountant import Accountant, LaplaceEvent, Ledger, PureDpEvent
+from ldp_audit.accountant import Accountant, Budget, LaplaceEvent, Ledger, PureDpEvent
 from ldp_audit.accountant.ledger import SCHEMA_VERSION
 from ldp_audit.errors import BudgetExceeded, InvalidParameterError, LedgerError
 
@@ -257,3 +257,26 @@ def test_sigkill_never_releases_uncharged(tmp_path):
         assert not missing, f"round {rnd}: released without a charge: {sorted(missing)[:5]}"
         total_released = len(rel)
     assert total_released > 0  # the test exercised releases
+
+
+def test_threads_share_one_accountant(tmp_path):
+    import threading
+
+    acc = Accountant(tmp_path / "l.sqlite", budget=Budget(epsilon=1.0))
+    errors: list[BaseException] = []
+
+    def work(t: int) -> None:
+        try:
+            for i in range(50):
+                acc.charge(f"{t}/{i}", PureDpEvent(0.5))
+                acc.spent(f"{t}/{i}", method="basic")
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(3)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors
+    assert len(acc.ledger) == 150

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -165,6 +166,8 @@ class Ledger:
         except sqlite3.Error as exc:
             raise LedgerError(f"cannot open ledger {self.path!r}: {exc}") from exc
         self._in_tx = False
+        # One connection may be shared by threads (check_same_thread=False): serialise its use.
+        self._lock = threading.RLock()
         try:
             self._setup(verify)
         except sqlite3.DatabaseError as exc:
@@ -234,25 +237,28 @@ class Ledger:
         transaction ends, so a budget check inside it cannot be raced. Any exception rolls back.
         The commit returns only once the WAL is synced (``synchronous=FULL``).
         """
-        if self._in_tx:
-            raise LedgerError(f"ledger {self.path!r}: nested transactions are not supported")
-        try:
-            self._conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            raise LedgerError(f"ledger {self.path!r}: cannot take the write lock: {exc}") from exc
-        self._in_tx = True
-        try:
-            yield self._conn
-        except BaseException:
+        with self._lock:
+            if self._in_tx:
+                raise LedgerError(f"ledger {self.path!r}: nested transactions are not supported")
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise LedgerError(
+                    f"ledger {self.path!r}: cannot take the write lock: {exc}"
+                ) from exc
+            self._in_tx = True
+            try:
+                yield self._conn
+            except BaseException:
+                self._in_tx = False
+                self._conn.execute("ROLLBACK")
+                raise
             self._in_tx = False
-            self._conn.execute("ROLLBACK")
-            raise
-        self._in_tx = False
-        try:
-            self._conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            self._conn.execute("ROLLBACK")
-            raise LedgerError(f"ledger {self.path!r}: commit failed: {exc}") from exc
+            try:
+                self._conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                self._conn.execute("ROLLBACK")
+                raise LedgerError(f"ledger {self.path!r}: commit failed: {exc}") from exc
 
     def _insert(
         self, rows: Sequence[tuple[str, str, str]], *, run_id: str | None, when: float | None
@@ -295,7 +301,8 @@ class Ledger:
 
     def _read(self, sql: str, params: Sequence[object] = ()) -> list[tuple]:
         try:
-            return self._conn.execute(sql, params).fetchall()
+            with self._lock:
+                return self._conn.execute(sql, params).fetchall()
         except sqlite3.DatabaseError as exc:
             raise LedgerError(f"ledger {self.path!r}: read failed: {exc}") from exc
 
@@ -347,12 +354,25 @@ class Ledger:
                 return out
             w = ("AND " + " AND ".join(where)) if where else ""
             try:  # one JSON array parameter: no temp table, no parameter-count limit
-                rows = self._conn.execute(
-                    f"SELECT c.agent, c.event, COUNT(*) FROM {_CHARGES} c "
-                    f"WHERE c.agent IN (SELECT value FROM json_each(?)) {w} "
-                    "GROUP BY c.agent, c.event",
-                    [json.dumps(wanted), *params],
-                ).fetchall()
+                with self._lock:
+                    rows = self._conn.execute(
+                        f"SELECT c.agent, c.event, COUNT(*) FROM {_CHARGES} c "
+                        f"WHERE c.agent IN (SELECT value FROM json_each(?)) {w} "
+                        "GROUP BY c.agent, c.event",
+                        [json.dumps(wanted), *params],
+                    ).fetchall()
+            except sqlite3.OperationalError as exc:
+                if "json_each" not in str(exc):
+                    raise LedgerError(f"ledger {self.path!r}: read failed: {exc}") from exc
+                rows = []  # SQLite built without JSON1: chunks of 500 bound parameters
+                for i in range(0, len(wanted), 500):
+                    chunk = wanted[i : i + 500]
+                    rows += self._read(
+                        f"SELECT c.agent, c.event, COUNT(*) FROM {_CHARGES} c "
+                        f"WHERE c.agent IN ({','.join('?' * len(chunk))}) {w} "
+                        "GROUP BY c.agent, c.event",
+                        [*chunk, *params],
+                    )
             except sqlite3.DatabaseError as exc:
                 raise LedgerError(f"ledger {self.path!r}: read failed: {exc}") from exc
         for agent, event, count in rows:
