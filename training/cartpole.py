@@ -143,6 +143,15 @@ class PrivateGravityCartPole:
             self._env.gravity[rows] = _check_gravity(gravity, rows.shape[0])
         self._ended[rows] = False
 
+    def _reset_rows_unchecked(
+        self, rows: np.ndarray, states: np.ndarray, gravity: np.ndarray
+    ) -> None:
+        """``reset_rows`` for callers that validated their inputs (the trainer's hot loop)."""
+        self._env.state[:, rows] = states.T
+        self._env.steps[rows] = 0
+        self._env.gravity[rows] = gravity
+        self._ended[rows] = False
+
     def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Step every row with ``actions`` (N,) in {0, 1}.
 

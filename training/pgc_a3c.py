@@ -354,8 +354,8 @@ def _discount_matrix(gamma: float, length: int) -> np.ndarray:
 
 
 def bucket_length(lengths: np.ndarray) -> np.ndarray:
-    """Padded length 2^ceil(log2 T) (at least 8) of the bucket an episode of length T goes to."""
-    b = np.maximum(3, np.ceil(np.log2(np.maximum(np.asarray(lengths), 1))).astype(np.int64))
+    """Padded length 2^ceil(log2 T) (at least 16) of the bucket an episode of length T goes to."""
+    b = np.maximum(4, np.ceil(np.log2(np.maximum(np.asarray(lengths), 1))).astype(np.int64))
     return np.left_shift(1, b)
 
 
@@ -414,12 +414,12 @@ def _gradients_fixed(
     logp = zt - zmax - np.log(np.exp(zt - zmax).sum(axis=2, keepdims=True))
     pi = np.exp(logp)
     ent = -(pi * logp).sum(axis=2)  # eq. 13
-    onehot = np.zeros_like(pi)
-    onehot[ar[:, None], steps[None, :], actions.astype(np.int64)] = 1.0
-    mask = valid[:, :, None]
-    # eq. 16: d/dz [-log pi(a) A] = -A (onehot - pi);  d/dz [-beta H] = beta pi (log pi + H)
-    dz = -adv[:, :, None] * (onehot - pi) + beta[:, None, None] * pi * (logp + ent[:, :, None])
-    dz = np.where(mask, dz, 0.0)
+    # eq. 16: d/dz [-log pi(a) A] = -A (onehot - pi);  d/dz [-beta H] = beta pi (log pi + H).
+    # With two actions both terms sum to zero over the actions, so dz_0 = -dz_1.
+    pi1, logp1 = pi[:, :, 1], logp[:, :, 1]
+    dz1 = -adv * (actions - pi1) + beta[:, None] * pi1 * (logp1 + ent)
+    dz1 = np.where(valid, dz1, 0.0)
+    dz = np.stack((-dz1, dz1), axis=2)
     # eq. 17 x lambda (eq. 15): d/dV [lambda (V_hat - V)^2] = -2 lambda (V_hat - V)
     dv = np.where(valid, -2.0 * lam[:, None] * adv, 0.0)
 
@@ -646,9 +646,11 @@ class PrivateReport:
 
 def _runs(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Start index and length of each run of equal values in a sorted 1-D array."""
-    first = np.flatnonzero(x[1:] != x[:-1]) + 1
-    first = np.concatenate((np.zeros(1, dtype=np.int64), first))
-    return first, np.diff(np.concatenate((first, np.array([x.size]))))
+    edges = np.empty(x.size + 1, dtype=bool)
+    edges[0] = edges[-1] = True
+    np.not_equal(x[1:], x[:-1], out=edges[1:-1])
+    pos = np.flatnonzero(edges)
+    return pos[:-1], pos[1:] - pos[:-1]
 
 
 def _clip_l1(x: np.ndarray, bound: float) -> np.ndarray:
@@ -845,7 +847,12 @@ class _Engine:
         self.target, self.window = per("target_score"), per("window", np.int64)
         buf = np.array([self.configs[c].effective_buffer_size for c in cfg_of], dtype=np.int64)
         self.agg = Aggregator(np.stack(thetas), per("eta"), buf)
-        self.gtable = [np.array(c.gravities) for c in self.configs]
+        # gravity table per trial, padded: psi = table[g, floor(u * len_g)]
+        width = max(len(c.gravities) for c in self.configs)
+        self.gtable = np.zeros((G, width))
+        self.glen = np.array([len(self.configs[c].gravities) for c in cfg_of], dtype=np.int64)
+        for gi, c in enumerate(cfg_of):
+            self.gtable[gi, : self.glen[gi]] = self.configs[c].gravities
 
         self.n_sub = np.zeros(G, dtype=np.int64)
         self.next_agent = np.zeros(G, dtype=np.int64)
@@ -923,19 +930,14 @@ class _Engine:
             self.row_agent[na_rows] = self.next_agent[na_g] + rank
             self.next_agent[na_g[first]] += counts
             self.row_round[na_rows] = 0
-            ug = u[new_agent, 0]
-            grav = np.empty(na_rows.size)
-            cfg = self.cfg_of[na_g]
-            for ci in np.unique(cfg).tolist():
-                sel = cfg == ci
-                tab = self.gtable[ci]
-                grav[sel] = tab[np.minimum((ug[sel] * tab.size).astype(np.int64), tab.size - 1)]
-            self.row_gravity[na_rows] = grav
+            n_g = self.glen[na_g]  # psi uniform over the config's gravities
+            idx = np.minimum((u[new_agent, 0] * n_g).astype(np.int64), n_g - 1)
+            self.row_gravity[na_rows] = self.gtable[na_g, idx]
         self.row_round[rows[~new_agent]] += 1
         th = self.agg.theta[g]
         self.row_theta[rows] = th
         self.policy.set_rows(rows, th)
-        self.env.reset_rows(rows, initial_states(u[:, 1:]), self.row_gravity[rows])
+        self.env._reset_rows_unchecked(rows, initial_states(u[:, 1:]), self.row_gravity[rows])
         if any(self.record):
             self._record_broadcast(rows, g)
 
