@@ -284,3 +284,31 @@ def test_short_non_private_run_learns():
     first, last = z[:, :100].mean(), z[:, -100:].mean()
     assert first < 25.0
     assert last > 2.5 * first and last > 50.0
+
+
+def test_stop_at_target_stops_exactly_when_fst_is_known():
+    from training.metrics import first_success_time
+
+    cfg = PgcA3cConfig(
+        mechanism="laplace",
+        epsilon=1.0,
+        trials=6,
+        max_submissions=400,
+        stop_at_target=True,
+        target_score=25.0,
+        window=4,
+    )
+    res = train(cfg, seed=3)
+    fst = first_success_time(res.zeta, threshold=25.0, window=4)  # 1-based, inf if never
+    stopped = res.stopped_at_target
+    assert stopped.any() and (~stopped).any()  # both cases occur with this seed
+    for k in range(cfg.trials):
+        n = int(res.submissions[k])
+        assert np.all(np.isnan(res.zeta[k, n:])) and not np.isnan(res.zeta[k, :n]).any()
+        if stopped[k]:
+            # the window of FST completed at submission FST + 3; at most the other workers'
+            # reports of that same lock-step arrived after it
+            assert math.isfinite(fst[k])
+            assert fst[k] + 3 <= n <= fst[k] + 3 + cfg.n_agents - 1
+        else:
+            assert math.isinf(fst[k]) and n == 400
