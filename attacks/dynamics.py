@@ -32,7 +32,6 @@ Ground truth is touched in one place per entry point, marked ``# --- scoring onl
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -110,7 +109,7 @@ def simulate_shadow(
     rng: np.random.Generator,
     *,
     simulator: Simulator | None = None,
-    alpha: float = 0.0,
+    alpha: float | np.ndarray = 0.0,
     progress: bool = False,
 ) -> np.ndarray:
     """Clean gradients of one episode per entry of ``gravities``, at ``theta``, batched.
@@ -121,7 +120,7 @@ def simulate_shadow(
         gravities: gravity of each episode, shape (B,).
         rng: randomness of the episodes (initial states, exploration).
         simulator: ``episode_gradients``-compatible callable; default the public PGC-A3C one.
-        alpha: exploration probability of the simulated agents (0: greedy).
+        alpha: exploration probability of the simulated agents (0: greedy), scalar or (B,).
         progress: show a tqdm bar on stderr.
 
     Returns:
@@ -146,7 +145,8 @@ def simulate_shadow(
 
         starts = tqdm(starts, desc="shadow episodes", unit="chunk", leave=False)
     for s in starts:
-        grads, _ = sim(np.ascontiguousarray(th[s : s + _CHUNK]), g[s : s + _CHUNK], rng, alpha)
+        a = alpha if np.ndim(alpha) == 0 else np.asarray(alpha)[s : s + _CHUNK]
+        grads, _ = sim(np.ascontiguousarray(th[s : s + _CHUNK]), g[s : s + _CHUNK], rng, a)
         out.append(np.asarray(grads, dtype=np.float64))
     return np.concatenate(out, axis=0)
 
@@ -697,7 +697,7 @@ def attack_run_dir(
     method: str = "auto",
     candidates: Sequence[float] = GRAVITIES,
     simulator: Simulator | None = None,
-    alpha: float = 0.0,
+    alpha: float | str = "schedule",
     seed: int | None = None,
     progress: bool = False,
 ) -> dict[str, Any]:
@@ -713,28 +713,29 @@ def attack_run_dir(
         n_shadow: shadow episodes per candidate per distinct theta.
         max_groups: attack at most this many groups (first ones in arrival order); None for all.
         group_by: ``"agent"`` ((trial, agent) pairs) or ``"report"`` (each report alone).
-        method, candidates, simulator, alpha, seed, progress: as in :func:`run`.
+        alpha: exploration probability of the shadows, or ``"schedule"``: the protocol's public
+            ``max(0, alpha_start - n / alpha_decay)`` at the report's submission index ``n``
+            (read from ``config.json``; PGC-A3C defaults 0.5 and 1800).
+        method, candidates, simulator, seed, progress: as in :func:`run`.
 
     Returns:
         Predictions, without any ground truth: ``{"rows": [...], "groups": (G, 2 or 1),
         "group_of_row": (R,), "guess": (G,), "posterior": (G, k), "candidates": [...],
         "mechanism": config, "epsilon": eps, "reports_per_group": (G,)}``.
     """
-    run_dir = Path(run_dir)
-    tpath, cpath = run_dir / "transcript.npz", run_dir / "config.json"
-    if not tpath.exists():
-        raise RunDirectoryError(f"{tpath} is missing")
-    cands = _check_candidates(candidates)
-    if mechanism is None and cpath.exists():
-        from ldp_audit.mechanisms import from_config
+    from training.run_dir import read_config, read_transcript
 
-        cfg = json.loads(cpath.read_text())
-        mechanism = from_config(cfg["mechanism"])
-    with np.load(tpath) as z:
-        tr = {k: z[k] for k in z.files}
-    for key in ("trial", "agent", "theta_index", "report", "thetas"):
-        if key not in tr:
-            raise RunDirectoryError(f"{tpath} lacks array {key!r}")
+    run_dir = Path(run_dir)
+    cands = _check_candidates(candidates)
+    tr = read_transcript(run_dir)  # what crossed the trust boundary (never secrets.npz)
+    cfg: dict[str, Any] = {}
+    if (run_dir / "config.json").exists():
+        cfg = read_config(run_dir)
+    if mechanism is None and cfg:
+        mechanism = _mechanism_from_run_config(cfg)
+    train_cfg = cfg.get("config", {}) if isinstance(cfg.get("config"), dict) else {}
+    if isinstance(alpha, str) and alpha != "schedule":
+        raise InvalidParameterError(f"alpha must be a probability or 'schedule', got {alpha!r}")
     if group_by == "agent":
         keys = np.stack([tr["trial"], tr["agent"]], axis=1)
     elif group_by == "report":
@@ -750,20 +751,51 @@ def attack_run_dir(
     rng = np.random.default_rng(seed)
     ll = np.zeros((rows.size, cands.size))
     tidx = tr["theta_index"][rows]
-    it = np.unique(tidx)
-    streams = rng.spawn(it.size)
-    if progress:
-        from tqdm.auto import tqdm
+    sub = tr["submission"][rows]
+    thetas_used, first = np.unique(tidx, return_index=True)
 
-        it = tqdm(it, desc="thetas", unit="theta")
-    for v, r in zip(it, streams, strict=True):
-        sel = np.flatnonzero(tidx == v)
-        shadow_g = np.repeat(cands, n_shadow)
-        s_rng, n_rng = r.spawn(2)
-        shadow = simulate_shadow(tr["thetas"][v], shadow_g, s_rng, simulator=simulator, alpha=alpha)
-        est = ShadowGradientAttack(mechanism, method=method, random_state=n_rng)
-        est.fit(shadow, shadow_g)
-        ll[sel] = est.log_likelihood(tr["report"][rows[sel]])
+    def alpha_at(submission: float) -> float:
+        if alpha == "schedule" and "alpha" in train_cfg:  # a fixed-alpha protocol
+            return float(train_cfg["alpha"])
+        if alpha == "schedule":  # the public exploration schedule of the protocol (Sec. 4)
+            a0 = float(train_cfg.get("alpha_start", 0.5))
+            decay = float(train_cfg.get("alpha_decay", 1800.0))
+            return max(0.0, a0 - float(submission) / decay)
+        return float(alpha)
+
+    law = _known_law(mechanism)
+    if method == "likelihood" or (method == "auto" and law is not None):
+        # exact noise law: shadows at each report's own theta (Monte Carlo per theta)
+        it: Any = zip(thetas_used, rng.spawn(thetas_used.size), strict=True)
+        if progress:
+            from tqdm.auto import tqdm
+
+            it = tqdm(list(it), desc="thetas", unit="theta")
+        for v, r in it:
+            sel = np.flatnonzero(tidx == v)
+            shadow_g = np.repeat(cands, n_shadow)
+            s_rng, n_rng = r.spawn(2)
+            a = alpha_at(sub[sel].min())
+            shadow = simulate_shadow(tr["thetas"][v], shadow_g, s_rng, simulator=simulator, alpha=a)
+            est = ShadowGradientAttack(mechanism, method="likelihood", random_state=n_rng)
+            ll[sel] = est.fit(shadow, shadow_g).log_likelihood(tr["report"][rows[sel]])
+    else:
+        # classifier: one classifier on shadows pooled over the distinct thetas (consecutive
+        # thetas differ by one small update), n_shadow per candidate per theta, one batched call
+        s_rng, n_rng = rng.spawn(2)
+        th_rows = np.repeat(thetas_used, cands.size * n_shadow)
+        shadow_g = np.tile(np.repeat(cands, n_shadow), thetas_used.size)
+        a_rows = np.repeat([alpha_at(sub[i]) for i in first], cands.size * n_shadow)
+        shadow = simulate_shadow(
+            tr["thetas"][th_rows],
+            shadow_g,
+            s_rng,
+            simulator=simulator,
+            alpha=a_rows,
+            progress=progress,
+        )
+        est = ShadowGradientAttack(mechanism, method="classifier", random_state=n_rng)
+        ll[:] = est.fit(shadow, shadow_g).log_likelihood(tr["report"][rows])
     g_rows = group_of_row[rows]
     gids, inv = np.unique(g_rows, return_inverse=True)
     total = np.zeros((gids.size, cands.size))
@@ -782,6 +814,33 @@ def attack_run_dir(
     }
 
 
+class _ClippedRelease:
+    """PGC-A3C's ``mechanism="none"``: the gradient is L1-clipped to C/2 (eq. 19), no noise."""
+
+    epsilon = math.inf
+
+    def __init__(self, clip: float) -> None:
+        self.clip = float(clip)
+
+    def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        norms = np.abs(x).sum(axis=1, keepdims=True)
+        return x * np.minimum(1.0, (self.clip / 2.0) / np.maximum(norms, 1e-300))
+
+    def to_config(self) -> dict[str, Any]:
+        return {"name": "none", "clip": self.clip}
+
+
+def _mechanism_from_run_config(cfg: dict[str, Any]) -> Any:
+    """The per-report mechanism of a run (``config.json``), as the attacker knows it."""
+    from ldp_audit.mechanisms import from_config
+
+    train_cfg = cfg.get("config") if isinstance(cfg.get("config"), dict) else {}
+    if train_cfg.get("mechanism") == "none":
+        clip = train_cfg.get("clip") or 0.01
+        return _ClippedRelease(clip)
+    return from_config(cfg["mechanism"])
+
+
 def score_run_dir(
     run_dir: str | Path, prediction: dict[str, Any], *, confidence: float = 0.95
 ) -> AttackResult:
@@ -791,11 +850,12 @@ def score_run_dir(
     """
     t0 = time.perf_counter()
     # --- scoring only: the one place the attack module opens secrets.npz ---
+    from training.run_dir import read_secrets
+
     spath = Path(run_dir) / "secrets.npz"
     if not spath.exists():
         raise RunDirectoryError(f"{spath} is missing (needed to score the attack)")
-    with np.load(spath) as z:
-        gravity = np.asarray(z["gravity"], dtype=np.float64)
+    gravity = np.asarray(read_secrets(run_dir)["gravity"], dtype=np.float64)
     rows, inv = prediction["rows"], prediction["group_of_row"]
     truth_rows = gravity[rows]
     G = prediction["guess"].shape[0]

@@ -260,7 +260,7 @@ class TranscriptScorer:
     method: str = "auto"
     mechanism: Any = None
     simulator: Simulator | None = None
-    alpha: float = 0.0
+    alpha: float | str = "schedule"
     seed: int | None = 0
 
     def __call__(self, run_dir: Path, agents: np.ndarray) -> np.ndarray:
