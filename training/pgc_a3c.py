@@ -40,6 +40,7 @@ config in :func:`train_grid` gets exactly the run :func:`train` gives it with th
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Sequence
@@ -359,6 +360,14 @@ def bucket_length(lengths: np.ndarray) -> np.ndarray:
     return np.left_shift(1, b)
 
 
+@functools.lru_cache(maxsize=64)
+def _gamma_powers(gamma: float, length: int) -> np.ndarray:
+    """gamma^k for k = 0..length (read-only, cached)."""
+    tab = float(gamma) ** np.arange(length + 1, dtype=np.float64)
+    tab.flags.writeable = False
+    return tab
+
+
 def _c(x: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(x)
 
@@ -395,7 +404,13 @@ def _gradients_fixed(
     r = np.where(valid, rewards, 0.0)
     # eq. 18, bootstrap discounted as in eq. 12:
     # V_hat_t = sum_{j=t}^{T-1} g^{j-t} r_j + g^{T-t} V_T
-    pw = gamma[:, None] ** steps[None, :]  # gamma^t
+    if np.all(gamma == gamma[0]):  # the usual case: one table of powers, gathered
+        tab = _gamma_powers(float(gamma[0]), big_l)
+        pw = np.broadcast_to(tab[:big_l], (m, big_l))
+        boot_pow = tab[np.maximum(lengths[:, None] - steps[None, :], 0)]
+    else:
+        pw = gamma[:, None] ** steps[None, :]  # gamma^t
+        boot_pow = gamma[:, None] ** np.maximum(lengths[:, None] - steps[None, :], 0)
     if pw[:, -1].min() > 1e-250:
         # g^{-t} * (reverse cumulative sum of g^j r_j); cumsum is sequential
         v_hat = np.cumsum((pw * r)[:, ::-1], axis=1)[:, ::-1] / pw
@@ -404,32 +419,29 @@ def _gradients_fixed(
         for g_val in np.unique(gamma):
             sel = gamma == g_val
             v_hat[sel] = r[sel] @ _discount_matrix(g_val, big_l)
-    boot_pow = gamma[:, None] ** np.maximum(lengths[:, None] - steps[None, :], 0)
     v_hat += boot_pow * v_last[:, None]
     v_t = v[:, :big_l]
     adv = v_hat - v_t  # eq. 12: A(s_t) = V_hat(s_t) - V(s_t), a constant
 
-    zt = z[:, :big_l]
-    zmax = zt.max(axis=2, keepdims=True)
-    logp = zt - zmax - np.log(np.exp(zt - zmax).sum(axis=2, keepdims=True))
-    pi = np.exp(logp)
-    ent = -(pi * logp).sum(axis=2)  # eq. 13
+    # two-action softmax: log pi_1 = -log(1 + e^{-d}), log pi_0 = -log(1 + e^{d}), d = z_1 - z_0
+    d = z[:, :big_l, 1] - z[:, :big_l, 0]
+    logp1, logp0 = -np.logaddexp(0.0, -d), -np.logaddexp(0.0, d)
+    pi1, pi0 = np.exp(logp1), np.exp(logp0)
+    ent = -(pi0 * logp0 + pi1 * logp1)  # eq. 13
     # eq. 16: d/dz [-log pi(a) A] = -A (onehot - pi);  d/dz [-beta H] = beta pi (log pi + H).
     # With two actions both terms sum to zero over the actions, so dz_0 = -dz_1.
-    pi1, logp1 = pi[:, :, 1], logp[:, :, 1]
     dz1 = -adv * (actions - pi1) + beta[:, None] * pi1 * (logp1 + ent)
     dz1 = np.where(valid, dz1, 0.0)
-    dz = np.stack((-dz1, dz1), axis=2)
     # eq. 17 x lambda (eq. 15): d/dV [lambda (V_hat - V)^2] = -2 lambda (V_hat - V)
     dv = np.where(valid, -2.0 * lam[:, None] * adv, 0.0)
 
     ht = _c(h[:, :big_l])
-    g_wp = np.matmul(_c(dz.transpose(0, 2, 1)), ht)  # (M, 2, 16)
-    g_wv = np.matmul(_c(dv[:, None, :]), ht)[:, 0, :]  # (M, 16)
-    dh = np.matmul(dz, _c(wp)) + dv[:, :, None] * wv[:, None, :]  # (M, L, 16)
+    g_wp1 = np.matmul(dz1[:, None, :], ht)[:, 0, :]  # (M, 16); row 0 is its negative
+    g_wv = np.matmul(dv[:, None, :], ht)[:, 0, :]  # (M, 16)
+    dh = dz1[:, :, None] * (wp[:, 1, :] - wp[:, 0, :])[:, None, :] + dv[:, :, None] * wv[:, None, :]
     dpre = np.where(pre[:, :big_l] > 0.0, dh, 0.0)
     g_wc = np.matmul(_c(dpre.transpose(0, 2, 1)), _c(s[:, :big_l]))  # (M, 16, 4)
-    return np.concatenate([g_wc.reshape(m, -1), g_wp.reshape(m, -1), g_wv], axis=1)
+    return np.concatenate([g_wc.reshape(m, -1), -g_wp1, g_wp1, g_wv], axis=1)
 
 
 def loss_gradients(
