@@ -182,6 +182,10 @@ def main() -> int:
     p.add_argument("--submissions", type=int, default=1000)
     p.add_argument("--out", default="benchmarks/results/bench_pgc.json")
     a = p.parse_args()
+    import torch
+
+    # tiny networks: one torch thread is fastest (and fair on a shared 2-core machine)
+    torch.set_num_threads(1)
 
     ref = bench_reference(a.ref_seconds)
     print(
