@@ -98,7 +98,8 @@ def one_run_epsilon_lower_bound(
     For each fraction ``f`` in ``fractions`` (fixed before looking at the scores), guess "in" for
     the ``floor(f m / 2)`` highest scores and "out" for as many lowest, abstain on the rest;
     ``V`` correct guesses out of ``r`` give ``eps >= logit(CP_lower(V, r, beta / len(fractions)))``
-    (Bonferroni over the fractions), ``beta = 1 - confidence``. The largest bound is returned.
+    (Bonferroni over the fractions), ``beta = 1 - confidence``. The largest bound is returned
+    (ties go to the larger fraction).
 
     Args:
         scores: (m,) membership scores (higher: more likely included).
@@ -127,7 +128,8 @@ def one_run_epsilon_lower_bound(
         r = 2 * k
         p_lo = float(clopper_pearson_lower(correct, r, beta / len(fr)))
         eps = 0.0 if p_lo <= 0.5 else (math.inf if p_lo >= 1 else math.log(p_lo / (1 - p_lo)))
-        if eps > best["epsilon_lower_bound"] or best["fraction"] is None:
+        # ties (e.g. all 0) go to the larger fraction: more guesses, a tighter accuracy interval
+        if eps >= best["epsilon_lower_bound"]:
             best = {"epsilon_lower_bound": eps, "guesses": r, "correct": correct, "fraction": f}
     return best
 

@@ -1,0 +1,285 @@
+"""``ldp-audit attack dynamics|membership|sweep``: attacks scored against the guarantee.
+
+``dynamics`` attacks agents' gravities from their noisy reports: either a run directory written by
+a trainer (``--run-dir``), or a fresh population of simulated agents that each submit ``T``
+reports at one broadcast theta (the initial PGC-A3C theta, a theta after ``--train-submissions``
+non-private PGC-A3C submissions, or with ``--malicious`` the crafted theta of an active
+aggregator). ``membership`` runs a one-run canary audit (Steinke, Nasr & Jagielski 2023).
+``sweep`` runs the eps x mechanism x reports sweep of ``attacks.sweep``.
+
+``--epsilon`` is the epsilon of ONE report; ``T`` reports compose to ``T * epsilon`` (the ceiling
+uses that). Exit 0: no violation (which proves nothing); 1: the attack beat the guarantee beyond
+its confidence interval; 2: usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+_MECHANISMS = ("laplace", "prs", "none")
+
+
+def _epsilon(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"epsilon must be a number or 'inf', got {text!r}"
+        ) from None
+    if math.isnan(v) or v <= 0:
+        raise argparse.ArgumentTypeError(f"epsilon must be > 0 (or inf), got {text!r}")
+    return v
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return v
+
+
+def _nonneg_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return v
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--mechanism", choices=_MECHANISMS, default="laplace")
+    p.add_argument(
+        "--epsilon",
+        type=_epsilon,
+        default=1.0,
+        help="epsilon of ONE report (T reports compose to T * epsilon); ignored for 'none'",
+    )
+    p.add_argument("--clip", type=float, default=None, help="C (default 0.01 Laplace, 1 PRS)")
+    p.add_argument(
+        "--reports-per-agent", type=_positive_int, default=1, dest="reports", metavar="T"
+    )
+    p.add_argument("--agents", type=_positive_int, default=300, help="agents attacked")
+    p.add_argument(
+        "--shadow", type=_positive_int, default=1000, help="shadow episodes per candidate"
+    )
+    p.add_argument("--malicious", action="store_true", help="broadcast a crafted theta")
+    p.add_argument(
+        "--train-submissions",
+        type=_nonneg_int,
+        default=0,
+        help="honest theta after this many non-private PGC-A3C submissions (0: initial theta)",
+    )
+    p.add_argument("--seed", type=_nonneg_int, default=0)
+    p.add_argument("--confidence", type=float, default=0.95)
+    p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+    p.add_argument("--out", default=None, help="also write the JSON result to this file")
+    p.add_argument("--plot", default=None, help="write a PNG of the result to this file")
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``attack`` subcommand family."""
+    attack = subparsers.add_parser(
+        "attack", help="dynamics / membership inference, scored against the LDP ceiling"
+    )
+    sub = attack.add_subparsers(dest="attack", metavar="ATTACK")
+    sub.required = True
+
+    d = sub.add_parser(
+        "dynamics",
+        help="recover each agent's gravity from its noisy gradients (shadow-gradient attack)",
+        description="Shadow-gradient dynamics inference; reports accuracy with a Clopper-Pearson "
+        "interval, the ceiling e^(T eps)/(e^(T eps)+k-1) and the implied epsilon lower bound.",
+    )
+    _common(d)
+    d.add_argument("--run-dir", default=None, help="attack this run directory's transcript")
+    d.add_argument(
+        "--max-groups", type=_positive_int, default=200, help="agents attacked in --run-dir"
+    )
+    d.add_argument(
+        "--continuous",
+        action="store_true",
+        help="gravity uniform on [9.5, 10.1]; report the MAE of the posterior mean",
+    )
+    d.set_defaults(func=_dynamics)
+
+    m = sub.add_parser(
+        "membership",
+        help="one-run canary membership audit (Steinke, Nasr & Jagielski 2023)",
+        description="Canary agents (unusual gravity) are included with probability 1/2 in one "
+        "run; the attacker scores each canary slot from the transcript. Reports AUC, TPR at FPR "
+        "1%% / 0.1%%, advantage, the ceiling and the one-run epsilon lower bound.",
+    )
+    _common(m)
+    m.add_argument("--canaries", type=_positive_int, default=200)
+    m.add_argument("--canary-gravity", type=float, default=12.0)
+    m.add_argument("--run-dir", default=None, help="where the run is written (default: temp)")
+    m.set_defaults(func=_membership, agents=400, shadow=400)
+
+    s = sub.add_parser(
+        "sweep",
+        help="eps x {Laplace, PRS} x {1, 5, 20} reports sweep -> reports/attacks/",
+    )
+    from attacks.sweep import add_arguments
+
+    add_arguments(s)
+    s.set_defaults(func=_sweep)
+
+
+def _mechanism(args: argparse.Namespace) -> Any:
+    from ldp_audit.mechanisms import Laplace, NoPrivacy, ProjectedRandomSign
+
+    if args.mechanism == "none" or math.isinf(args.epsilon):
+        return NoPrivacy()
+    if args.mechanism == "laplace":
+        return Laplace(epsilon=args.epsilon, clip=args.clip if args.clip else 0.01)
+    return ProjectedRandomSign(epsilon=args.epsilon, clip=args.clip if args.clip else 1.0)
+
+
+def _theta(args: argparse.Namespace, rng: Any) -> tuple[Any, dict[str, Any]]:
+    from attacks.sweep import broadcast_theta
+
+    progress = sys.stderr.isatty()
+    if args.malicious:
+        if progress:
+            print("crafting a gravity-revealing theta ...", file=sys.stderr)
+        return broadcast_theta("crafted", rng)
+    if args.train_submissions > 0:
+        return broadcast_theta("trained", rng, train_submissions=args.train_submissions)
+    return broadcast_theta("init", rng)
+
+
+def _emit(args: argparse.Namespace, result: Any, info: dict[str, Any] | None = None) -> int:
+    d = result.to_dict()
+    if info:
+        d["extra"]["theta_info"] = {
+            k: v for k, v in info.items() if k in ("theta", "source", "chosen")
+        }
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(d, indent=1))
+    if args.plot:
+        _plot(result, args.plot)
+    if args.json:
+        print(json.dumps(d, indent=1))
+    else:
+        print(result.summary())
+    return 1 if result.violation else 0
+
+
+def _plot(result: Any, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(4.5, 3.2))
+    if result.auc is not None or result.mae is not None:
+        labels = ["accuracy", "ceiling"] if result.auc is None else ["one-run acc.", "ceiling"]
+    else:
+        labels = ["accuracy", "ceiling"]
+    vals = [result.accuracy, result.ceiling]
+    ax.bar(labels, vals, color=["tab:blue", "tab:grey"])
+    lo, hi = result.accuracy_ci
+    if math.isfinite(lo):
+        ax.errorbar(
+            [0],
+            [result.accuracy],
+            yerr=[[result.accuracy - lo], [hi - result.accuracy]],
+            color="k",
+            capsize=4,
+        )
+    ax.axhline(result.chance, ls=":", color="k", label="chance")
+    ax.set_ylim(0, 1.05)
+    ax.set_title(f"{result.attack}: eps={result.epsilon:g} x T={result.reports_per_agent}")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _dynamics(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from attacks import dynamics as D
+
+    if args.run_dir:
+        pred = D.attack_run_dir(
+            args.run_dir,
+            n_shadow=args.shadow,
+            max_groups=args.max_groups,
+            seed=args.seed,
+            progress=sys.stderr.isatty(),
+        )
+        return _emit(args, D.score_run_dir(args.run_dir, pred, confidence=args.confidence))
+    rng = np.random.default_rng(args.seed)
+    theta_rng, attack_rng = rng.spawn(2)
+    theta, info = _theta(args, theta_rng)
+    mech = _mechanism(args)
+    if args.continuous:
+        res = D.run_continuous(
+            mech,
+            theta=theta,
+            n_agents=args.agents,
+            reports_per_agent=args.reports,
+            n_shadow=args.shadow,
+            rng=attack_rng,
+            progress=sys.stderr.isatty(),
+        )
+    else:
+        res = D.run(
+            mech,
+            theta=theta,
+            n_agents=args.agents,
+            reports_per_agent=args.reports,
+            n_shadow=args.shadow,
+            rng=attack_rng,
+            confidence=args.confidence,
+            attack="dynamics-malicious" if args.malicious else "dynamics",
+            progress=sys.stderr.isatty(),
+        )
+    return _emit(args, res, info)
+
+
+def _membership(args: argparse.Namespace) -> int:
+    import tempfile
+
+    import numpy as np
+
+    from attacks import membership as M
+
+    rng = np.random.default_rng(args.seed)
+    theta_rng, run_rng = rng.spawn(2)
+    theta, info = _theta(args, theta_rng)
+    mech = _mechanism(args)
+    trainer = M.FixedThetaTrainer(theta=theta, mechanism=mech, reports_per_agent=args.reports)
+    scorer = M.TranscriptScorer(canary_gravity=args.canary_gravity, n_shadow=args.shadow)
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir = Path(args.run_dir) if args.run_dir else Path(tmp)
+        res = M.run(
+            trainer,
+            run_dir=run_dir,
+            mechanism=mech,
+            n_agents=max(args.agents, args.canaries),
+            n_canaries=args.canaries,
+            canary_gravity=args.canary_gravity,
+            scorer=scorer,
+            rng=run_rng,
+            confidence=args.confidence,
+        )
+    return _emit(args, res, info)
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from attacks.sweep import run_from_args
+
+    return run_from_args(args)
