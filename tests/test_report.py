@@ -176,6 +176,9 @@ def test_audit_violation_is_the_headline(tmp_path: Path) -> None:
     assert rep.model["verdict"]["status"] == "violation"
     assert rep.model["audits"]["results"][0]["violation"] is True
     assert "AUDIT VIOLATION" in " ".join(rep.model["verdict"]["not_verified"])
+    assert rep.model["verdict"]["headline"] == (
+        "1 privacy violation(s) found. Audit violation: laplace leaks at least 7.5 > claimed 5."
+    )
     assert '<span class="bad">VIOLATION</span>' in rep.to_html()
 
 

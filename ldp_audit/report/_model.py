@@ -497,7 +497,10 @@ def _verdict(model: dict[str, Any]) -> dict[str, Any]:
         "rests on the mechanism's proof and on every release being charged before it is made."
     )
     if violations:
-        status, headline = "violation", f"{violations} privacy violation(s) found."
+        first = next(x for x in not_verified if x.split(":")[0].isupper())
+        status = "violation"
+        headline = f"{violations} privacy violation(s) found. {first.split(':')[0].capitalize()}: "
+        headline += first.split(":", 1)[1].strip()
     elif aud["status"] == "run" and att["status"] == "run":
         status = "consistent"
         headline = "Claims consistent with every audit and attack that was run."
