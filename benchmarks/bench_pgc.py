@@ -120,6 +120,37 @@ class _Recorder:
         self.n.append(self._n)
 
 
+def bench_paper_grid(submissions: int, trials: int) -> dict:
+    """The Tables 1-3 grid (Laplace/PRS x eps 1, 2, 5, 10, plus eps = inf), stop_at_target."""
+    cfgs = [
+        PgcA3cConfig(
+            mechanism=m, epsilon=e, trials=trials, max_submissions=submissions, stop_at_target=True
+        )
+        for m in ("laplace", "prs")
+        for e in (1.0, 2.0, 5.0, 10.0)
+    ]
+    cfgs.append(
+        PgcA3cConfig(
+            mechanism="none", trials=trials, max_submissions=submissions, stop_at_target=True
+        )
+    )
+    t0 = time.perf_counter()
+    res = train_grid(cfgs, seed=0)
+    secs = time.perf_counter() - t0
+    subs = int(sum(r.submissions.sum() for r in res))
+    return {
+        "settings": len(cfgs),
+        "trials": trials,
+        "max_submissions": submissions,
+        "seconds": secs,
+        "submissions": subs,
+        "env_steps": res[0].env_steps,
+        "submissions_per_s": subs / secs,
+        "env_steps_per_s": res[0].env_steps / secs,
+        "stopped_at_target": [int(r.stopped_at_target.sum()) for r in res],
+    }
+
+
 def _torch_gradients(theta, ro, gamma=0.99, lam=0.5, beta=0.01):
     """The same loss with torch autograd, batched over rows (per-row weight tensors)."""
     import torch
@@ -204,6 +235,13 @@ def main() -> int:
     p.add_argument("--settings", type=int, default=10)
     p.add_argument("--trials", type=int, default=20)
     p.add_argument("--submissions", type=int, default=1000)
+    p.add_argument(
+        "--paper-grid",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also time the 9-setting Tables 1-3 grid (20 trials, N submissions, stop_at_target)",
+    )
     p.add_argument("--out", default="benchmarks/results/bench_pgc.json")
     a = p.parse_args()
     import torch
@@ -246,6 +284,15 @@ def main() -> int:
         f"{grad['torch_ms']:.1f} ms for {grad['rows']} episodes (torch/numpy "
         f"{grad['torch_over_numpy']:.2f}, max |diff| {grad['max_abs_difference']:.1e})"
     )
+    paper = None
+    if a.paper_grid:
+        paper = bench_paper_grid(a.paper_grid, a.trials)
+        print(
+            f"paper grid       : {paper['seconds']:.1f} s for {paper['settings']} settings x "
+            f"{paper['trials']} trials x {paper['max_submissions']} submissions "
+            f"({paper['submissions_per_s']:,.0f} submissions/s, "
+            f"{paper['env_steps_per_s']:,.0f} env-steps/s)"
+        )
     out = {
         "machine": f"{platform.machine()} {os.cpu_count()} CPUs, {platform.platform()}",
         "python": platform.python_version(),
@@ -257,6 +304,7 @@ def main() -> int:
         "ratio_steady_env_steps_per_s": steady_steps,
         "ratio_steady_submissions_per_s": steady_subs,
         "gradients": grad,
+        "paper_grid": paper,
         "command": "python " + " ".join(sys.argv),
     }
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
