@@ -37,6 +37,7 @@ from training.pgc_a3c import (  # noqa: E402
     init_theta,
     loss_gradients,
     rollout,
+    train_grid,
 )
 
 
