@@ -276,8 +276,12 @@ def test_short_non_private_run_learns():
 
     Measured with seed 0: mean score 17.6 over the first 100 submissions of every trial, 56.0
     over the last 100 (per trial 15.9/14.1/22.9/17.3 -> 102.5/9.9/27.5/84.2). The run is
-    deterministic given the seed, so this is not a statistical test. (With the paper's C = 0.01
-    L1 clip the baseline does not learn within 6,000 submissions: see docs/readme/pgc-a3c.md.)
+    deterministic given the seed and the platform's floating point, so this is a regression
+    check of one seeded run, not a statistical test. Learning this early varies by seed (6 trials
+    x 1,000 submissions, mean of the first 100 -> last 200: seed 0 22.6 -> 62.5, seed 1 22.7 ->
+    29.1, seed 2 22.1 -> 42.6); a BLAS with different rounding may need another seed here. (With
+    the paper's C = 0.01 L1 clip the baseline does not learn within 30,000 submissions: see
+    docs/readme/pgc-a3c.md.)
     """
     cfg = PgcA3cConfig(mechanism="none", trials=4, max_submissions=700, clip=1e9, eta=0.05)
     z = train(cfg, seed=0).zeta
