@@ -6,7 +6,6 @@ import json
 import subprocess
 import sys
 
-
 _MAIN = "import sys; from ldp_audit.cli import main; sys.exit(main(sys.argv[1:]))"
 
 
