@@ -103,6 +103,7 @@ def sweep(
     seed: int = 0,
     confidence: float = 0.95,
     train_submissions: int = 3000,
+    n_probe: int = 1000,
     progress: bool = False,
 ) -> dict[str, Any]:
     """Run the sweep; returns the JSON-able document (see module docstring)."""
@@ -120,6 +121,7 @@ def sweep(
             "n_shadow_per_candidate": n_shadow,
             "seed": seed,
             "confidence": confidence,
+            "craft_probe_per_candidate": n_probe,
             "epsilon_meaning": "per report; T reports compose to T * eps",
             "shared_episodes": "per theta, agents' and shadow episodes are simulated once and "
             "shared by all cells; mechanism noise is fresh per cell",
@@ -139,7 +141,9 @@ def sweep(
     for kind, th_rng in zip(thetas, root.spawn(len(thetas)), strict=True):
         t0 = time.perf_counter()
         design_rng, world_rng, shadow_rng, noise_rng = th_rng.spawn(4)
-        theta, info = broadcast_theta(kind, design_rng, train_submissions=train_submissions)
+        theta, info = broadcast_theta(
+            kind, design_rng, train_submissions=train_submissions, n_probe=n_probe
+        )
         # --- the world: agents' gravities (secret, scoring only) and clean gradients ---
         secret = world_rng.choice(cands, size=n_agents)
         grads = simulate_shadow(theta, np.repeat(secret, t_max), world_rng, progress=progress)
@@ -272,6 +276,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--shadow", type=int, default=1000, help="shadow episodes per candidate")
     p.add_argument("--thetas", default=",".join(THETAS), help="comma list of " + "/".join(THETAS))
     p.add_argument("--train-submissions", type=int, default=3000)
+    p.add_argument(
+        "--probe", type=int, default=1000, help="craft_theta probe episodes per candidate"
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="reports/attacks", help="output directory")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -287,6 +294,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         n_shadow=args.shadow,
         seed=args.seed,
         train_submissions=args.train_submissions,
+        n_probe=args.probe,
         progress=not args.quiet,
     )
     doc["settings"]["command"] = " ".join(sys.argv)

@@ -220,7 +220,11 @@ def _dynamics(args: argparse.Namespace) -> int:
             seed=args.seed,
             progress=sys.stderr.isatty(),
         )
-        return _emit(args, D.score_run_dir(args.run_dir, pred, confidence=args.confidence))
+        res = D.score_run_dir(args.run_dir, pred, confidence=args.confidence)
+        # docs/interfaces.md: RUN_DIR/attack_*.json holds AttackResult.to_dict() per attack
+        target = Path(args.run_dir) / "attack_dynamics.json"
+        target.write_text(json.dumps(res.to_dict(), indent=1))
+        return _emit(args, res)
     rng = np.random.default_rng(args.seed)
     theta_rng, attack_rng = rng.spawn(2)
     theta, info = _theta(args, theta_rng)
