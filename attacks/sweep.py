@@ -35,16 +35,8 @@ from typing import Any
 
 import numpy as np
 
-from attacks.dynamics import (
-    GRAVITIES,
-    ShadowGradientAttack,
-    _privatize,
-    _result,
-    craft_theta,
-    linear_controller_theta,
-    simulate_shadow,
-)
-from attacks.scoring import accuracy_ceiling
+# attacks.dynamics (scikit-learn) is imported inside the functions, so that registering the
+# `ldp-audit attack sweep` parser stays light.
 
 EPSILONS: tuple[float, ...] = (0.5, 1.0, 2.0, 5.0, 10.0, math.inf)
 MECHANISMS: tuple[str, ...] = ("laplace", "prs")
@@ -69,6 +61,8 @@ def broadcast_theta(
     kind: str, rng: np.random.Generator, *, train_submissions: int = 3000, n_probe: int = 400
 ) -> tuple[np.ndarray, dict[str, Any]]:
     """The theta of one threat model (see module docstring) and a description of it."""
+    from attacks.dynamics import craft_theta, linear_controller_theta
+
     if kind == "init":
         from training.pgc_a3c import init_theta
 
@@ -107,6 +101,14 @@ def sweep(
     progress: bool = False,
 ) -> dict[str, Any]:
     """Run the sweep; returns the JSON-able document (see module docstring)."""
+    from attacks.dynamics import (
+        GRAVITIES,
+        ShadowGradientAttack,
+        _privatize,
+        _result,
+        simulate_shadow,
+    )
+
     t_start = time.perf_counter()
     root = np.random.default_rng(seed)
     cands = np.asarray(GRAVITIES)
@@ -194,6 +196,8 @@ def plot(doc: dict[str, Any], path: str | Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    from attacks.scoring import accuracy_ceiling
 
     res = doc["results"]
     thetas = [t["theta"] for t in doc["thetas"]]
