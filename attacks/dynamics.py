@@ -625,7 +625,7 @@ def linear_controller_theta(
 def craft_theta(
     *,
     candidates: Sequence[float] = GRAVITIES,
-    n_probe: int = 300,
+    n_probe: int = 1000,
     n_designs: int = 12,
     simulator: Simulator | None = None,
     seed: int | None = None,

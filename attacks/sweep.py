@@ -58,7 +58,7 @@ def make_mechanism(name: str, epsilon: float) -> Any:
 
 
 def broadcast_theta(
-    kind: str, rng: np.random.Generator, *, train_submissions: int = 3000, n_probe: int = 400
+    kind: str, rng: np.random.Generator, *, train_submissions: int = 3000, n_probe: int = 1000
 ) -> tuple[np.ndarray, dict[str, Any]]:
     """The theta of one threat model (see module docstring) and a description of it."""
     from attacks.dynamics import craft_theta, linear_controller_theta
