@@ -306,11 +306,14 @@ class AttackResult:
         """One human-readable line (for the CLI)."""
         eps = "inf" if math.isinf(self.epsilon) else f"{self.epsilon:g}"
         lo, hi = self.accuracy_ci
-        head = (
-            f"{self.attack}: eps={eps} x T={self.reports_per_agent} n={self.n} "
-            f"acc={self.accuracy:.3f} [{lo:.3f}, {hi:.3f}] ceiling={self.ceiling:.3f} "
-            f"chance={self.chance:.3f} eps_lb={self.epsilon_lower_bound:.3f}"
-        )
+        if self.k == 0 and self.mae is not None:  # continuous variant: no accuracy / ceiling
+            head = f"{self.attack}: eps={eps} x T={self.reports_per_agent} n={self.n}"
+        else:
+            head = (
+                f"{self.attack}: eps={eps} x T={self.reports_per_agent} n={self.n} "
+                f"acc={self.accuracy:.3f} [{lo:.3f}, {hi:.3f}] ceiling={self.ceiling:.3f} "
+                f"chance={self.chance:.3f} eps_lb={self.epsilon_lower_bound:.3f}"
+            )
         if self.mae is not None:
             head += f" mae={self.mae:.4f} (baseline {self.mae_baseline:.4f})"
         if self.auc is not None:
