@@ -84,7 +84,9 @@ def check_batch(x: Any, name: str = "x", *, dim: int | None = None) -> np.ndarra
     arr = np.ascontiguousarray(arr, dtype=np.float64)
     if not np.isfinite(arr).all():
         bad = tuple(int(i) for i in np.argwhere(~np.isfinite(arr))[0])
-        raise InvalidParameterError(f"{name} must be finite; found {float(arr[bad])} at index {bad}")
+        raise InvalidParameterError(
+            f"{name} must be finite; found {float(arr[bad])} at index {bad}"
+        )
     return arr
 
 
