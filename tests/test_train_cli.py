@@ -57,12 +57,16 @@ def test_missing_epsilon_is_a_usage_error(capsys):
 def test_reproduce_cli_writes_report(tmp_path, monkeypatch, capsys):
     from training import reproduce
 
-    def fake(setting, seed, n):
-        z = np.zeros((setting.trials, n))
-        z[:, 20:] = 200.0  # every trial: FST 21
-        return z
+    def fake(settings, seeds, n, progress):
+        assert len(set(seeds.values())) == len(settings)
+        out = {}
+        for s in settings:
+            z = np.zeros((s.trials, n))
+            z[:, 20:] = 200.0  # every trial: FST 21
+            out[s.key] = z
+        return out
 
-    monkeypatch.setattr(reproduce, "_engine_train", fake)
+    monkeypatch.setattr(reproduce, "_engine_grid", fake)
     out = tmp_path / "rep"
     rc = _run(
         [

@@ -190,9 +190,8 @@ def _setting_seed(master: int, index: int) -> int:
 TrainFn = Callable[[Setting, int, int], np.ndarray]
 
 
-def _engine_train(setting: Setting, seed: int, max_submissions: int) -> np.ndarray:
-    """Run one setting through the engine; return zeta (trials, max_submissions)."""
-    from training.pgc_a3c import PgcA3cConfig, train  # lazy: torch-free import of this module
+def _engine_config(setting: Setting, max_submissions: int) -> Any:
+    from training.pgc_a3c import PgcA3cConfig  # lazy: torch-free import of this module
 
     kwargs: dict[str, Any] = dict(
         mechanism=setting.engine_mechanism,
@@ -203,8 +202,20 @@ def _engine_train(setting: Setting, seed: int, max_submissions: int) -> np.ndarr
     )
     if not math.isinf(setting.epsilon):
         kwargs["epsilon"] = setting.epsilon
-    res = train(PgcA3cConfig(**kwargs), seed=seed, progress=False)
-    return np.asarray(res.zeta, dtype=np.float64)
+    return PgcA3cConfig(**kwargs)
+
+
+def _engine_grid(
+    settings: list[Setting], seeds: dict[str, int], max_submissions: int, progress: bool | None
+) -> dict[str, np.ndarray]:
+    """Every setting in one ``train_grid`` call; zeta (trials, max_submissions) per setting."""
+    from training.pgc_a3c import train_grid
+
+    configs = [_engine_config(s, max_submissions) for s in settings]
+    res = train_grid(
+        configs, seed=[seeds[s.key] for s in settings], progress=progress, transcript=False
+    )
+    return {s.key: np.asarray(r.zeta, dtype=np.float64) for s, r in zip(settings, res, strict=True)}
 
 
 def _curve(zeta: np.ndarray, points: int = 900) -> dict[str, list[float | None]]:
@@ -240,7 +251,6 @@ def run_reproduction(
     """
     from tqdm.auto import tqdm
 
-    fn = train_fn or _engine_train
     grid, extra = _settings(cfg)
     rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, 2**31]))
     results: dict[str, Any] = {
@@ -253,41 +263,48 @@ def run_reproduction(
         "figure2": {},
     }
     zetas: dict[str, np.ndarray] = {}
-    total = sum(s.trials for s in grid + extra)
+    seeds = {s.key: _setting_seed(cfg.seed, s.index) for s in grid + extra}
     t_all = time.perf_counter()
-    disable = None if progress is None else not progress  # None: only on a terminal
-    with tqdm(total=total, unit="run", disable=disable) as bar:
-        for s in grid + extra:
-            bar.set_postfix_str(s.key)
-            seed = _setting_seed(cfg.seed, s.index)
-            t0 = time.perf_counter()
-            zeta = fn(s, seed, cfg.max_submissions)
-            secs = time.perf_counter() - t0
-            if zeta.shape != (s.trials, cfg.max_submissions):
-                raise InvalidParameterError(
-                    f"engine returned zeta of shape {zeta.shape}, expected "
-                    f"{(s.trials, cfg.max_submissions)} for {s.key}"
-                )
-            zetas[s.key] = zeta
-            entry = {
-                "mechanism": s.mechanism,
-                "engine_mechanism": s.engine_mechanism,
-                "epsilon": _jsonable(s.epsilon),
-                "buffer_size": s.buffer_size,
-                "trials": s.trials,
-                "seed": seed,
-                "stop_at_target": s.stop_at_target,
-                "seconds": secs,
-                "submissions_run": int(np.sum(~np.isnan(zeta))),
-                "fst": [
-                    metrics._json_float(v) for v in np.atleast_1d(metrics.first_success_time(zeta))
-                ],
-            }
-            if s in grid:
-                results["settings"][s.key] = entry
-            else:
-                results.setdefault("figure2_runs", {})[s.key] = entry
-            bar.update(s.trials)
+    if train_fn is None:
+        # All settings and trials in ONE lock-step batch (training.pgc_a3c.train_grid).
+        zetas = _engine_grid(grid + extra, seeds, cfg.max_submissions, progress)
+        secs_of = {s.key: None for s in grid + extra}
+    else:
+        secs_of = {}
+        disable = None if progress is None else not progress  # None: only on a terminal
+        total = sum(s.trials for s in grid + extra)
+        with tqdm(total=total, unit="run", disable=disable) as bar:
+            for s in grid + extra:
+                bar.set_postfix_str(s.key)
+                t0 = time.perf_counter()
+                zetas[s.key] = np.asarray(train_fn(s, seeds[s.key], cfg.max_submissions))
+                secs_of[s.key] = time.perf_counter() - t0
+                bar.update(s.trials)
+    for s in grid + extra:
+        zeta = zetas[s.key]
+        if zeta.shape != (s.trials, cfg.max_submissions):
+            raise InvalidParameterError(
+                f"engine returned zeta of shape {zeta.shape}, expected "
+                f"{(s.trials, cfg.max_submissions)} for {s.key}"
+            )
+        entry = {
+            "mechanism": s.mechanism,
+            "engine_mechanism": s.engine_mechanism,
+            "epsilon": _jsonable(s.epsilon),
+            "buffer_size": s.buffer_size,
+            "trials": s.trials,
+            "seed": seeds[s.key],
+            "stop_at_target": s.stop_at_target,
+            "seconds": secs_of[s.key],
+            "submissions_run": int(np.sum(~np.isnan(zeta))),
+            "fst": [
+                metrics._json_float(v) for v in np.atleast_1d(metrics.first_success_time(zeta))
+            ],
+        }
+        if s in grid:
+            results["settings"][s.key] = entry
+        else:
+            results.setdefault("figure2_runs", {})[s.key] = entry
     results["seconds_total"] = time.perf_counter() - t_all
 
     # Tables 1-3: metrics per grid setting against the eps = inf Laplace (|B| = 1) reference.
