@@ -16,10 +16,11 @@ relative AUC), and the report written to ``reports/pgc-a3c/``:
 
 Library code: nothing here prints; progress goes to a tqdm bar on stderr when asked.
 
-Our resolutions (also in docs/readme/reproduce.md): the epsilon = inf column is plain A3C without
-any privatisation (``mechanism="none"``: no clipping, no noise), run with each mechanism's buffer
-size (|B| = 1 beside Laplace, |B| = 100 beside PRS); the relative AUC of every setting is taken
-against the epsilon = inf Laplace (|B| = 1) curve, the paper's non-private A3C.
+Our resolutions (also in docs/readme/reproduce.md): the epsilon = inf column is the engine's
+non-private baseline (``mechanism="none"``: the gradient clipped to L1 norm C/2 with C = 0.01 as
+for Laplace, eq. 19, and no noise), run with each mechanism's buffer size (|B| = 1 beside Laplace,
+|B| = 100 beside PRS); the relative AUC of every setting is taken against the epsilon = inf Laplace
+(|B| = 1) curve, the paper's non-private A3C.
 """
 
 from __future__ import annotations
@@ -137,7 +138,7 @@ class Setting:
     mechanism: str
     """``"laplace"`` or ``"prs"`` (the table row)."""
     epsilon: float
-    """Privacy parameter; ``inf`` runs plain A3C (``mechanism="none"``)."""
+    """Privacy parameter; ``inf`` runs the non-private baseline (``mechanism="none"``)."""
     buffer_size: int
     """|B| of the aggregator (eq. 22)."""
     trials: int
@@ -155,7 +156,7 @@ class Setting:
 
     @property
     def engine_mechanism(self) -> str:
-        """What ``PgcA3cConfig.mechanism`` gets: epsilon = inf is plain A3C."""
+        """What ``PgcA3cConfig.mechanism`` gets: epsilon = inf is the non-private baseline."""
         return "none" if math.isinf(self.epsilon) else self.mechanism
 
 
@@ -458,7 +459,8 @@ def tables_markdown(results: dict[str, Any]) -> str:
             )
         lines.append("")
     lines += [
-        "epsilon = inf is plain A3C (no clipping, no noise) with the row's buffer size "
+        "epsilon = inf is the non-private baseline (`mechanism=none`: L1 clip C/2 with C = 0.01, "
+        "eq. 19, no noise) with the row's buffer size "
         "(Laplace |B| = 1, PRS |B| = 100); relative AUCs are against the Laplace epsilon = inf "
         f"(|B| = 1) curve over [0, {cfg['max_submissions']:,}].",
         "",
@@ -577,8 +579,9 @@ def readme_markdown(results: dict[str, Any], notes: str | None) -> str:
         "versions).",
         "- Settings: Laplace with C = 0.01 and |B| = 1, PRS with C = 1, |B| = 100 and "
         "d_hat = max{1, min{d, floor(eps/2.5)}}; eta 0.5, gamma 0.99, lambda 0.5, beta 0.01, "
-        "9 agents, alpha-greedy alpha = max{0, 0.5 - n/1800}. epsilon = inf is plain A3C (no "
-        "clipping or noise) with the row's buffer size.",
+        "9 agents, alpha-greedy alpha = max{0, 0.5 - n/1800}. epsilon = inf is the engine's "
+        "non-private baseline (`mechanism=none`: L1 clip C/2 with C = 0.01, no noise) with the "
+        "row's buffer size.",
         "",
         "## Where our numbers differ from the paper's",
         "",
