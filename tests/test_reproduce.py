@@ -128,3 +128,27 @@ def test_engine_shape_mismatch_is_an_error():
     )
     with pytest.raises(InvalidParameterError, match="shape"):
         reproduce.run_reproduction(cfg, progress=False, train_fn=lambda s, seed, n: np.zeros(3))
+
+
+def test_tiny_real_reproduction_is_seeded(tmp_path):
+    """Two trials, 60 submissions, through the real engine (train_grid): complete and seeded."""
+    pytest.importorskip("training.pgc_a3c")
+    cfg = reproduce.ReproduceConfig(
+        trials=2, max_submissions=60, epsilons=(1.0, math.inf), n_resamples=200
+    )
+    a = reproduce.run_reproduction(cfg, progress=False)
+    b = reproduce.run_reproduction(cfg, progress=False)
+    assert list(a["settings"]) == [
+        "laplace-eps1-B1",
+        "laplace-epsinf-B1",
+        "prs-eps1-B100",
+        "prs-epsinf-B100",
+    ]
+    for key, entry in a["settings"].items():
+        assert entry["submissions_run"] == 2 * 60  # no stop_at_target: full length
+        assert len(entry["fst"]) == 2
+        assert entry["fst"] == b["settings"][key]["fst"]
+    assert a["figure2"] == b["figure2"]  # bit-for-bit: same mean mu_n curves
+    assert any(v is not None for c in a["figure2"].values() for v in c["mean_mu"])
+    reproduce.write_report(a, tmp_path)
+    assert (tmp_path / "figure2.png").stat().st_size > 1000

@@ -93,3 +93,22 @@ def test_reproduce_cli_writes_report(tmp_path, monkeypatch, capsys):
         "results.json",
         "tables.md",
     ]
+
+
+def test_train_cli_real_engine_writes_run_dir(tmp_path, capsys):
+    pytest.importorskip("training.pgc_a3c")
+    run = tmp_path / "run"
+    argv = ["train", "pgc-a3c", "--mechanism", "laplace", "--epsilon", "2", "--trials", "2"]
+    argv += ["--max-submissions", "40", "--seed", "3", "--no-progress", "--json"]
+    assert _run([*argv, "--out", str(run)]) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert first["mechanism"] == "laplace" and first["epsilon"] == 2.0 and first["trials"] == 2
+    assert len(first["fst"]) == 2 and first["horizon"] == 40.0
+    assert 0.0 <= first["success_ratio"] <= 1.0
+    for name in ("config.json", "transcript.npz", "ledger.sqlite", "metrics.json"):
+        assert (run / name).exists(), name
+    # seeded: the same command gives the same scores
+    assert _run(argv) == 0
+    second = json.loads(capsys.readouterr().out)
+    assert second["final_mean_mu"] == first["final_mean_mu"]
+    assert second["fst"] == first["fst"]
