@@ -836,8 +836,9 @@ def _mechanism_from_run_config(cfg: dict[str, Any]) -> Any:
 
     train_cfg = cfg.get("config") if isinstance(cfg.get("config"), dict) else {}
     if train_cfg.get("mechanism") == "none":
-        clip = train_cfg.get("clip") or 0.01
-        return _ClippedRelease(clip)
+        from training.pgc_a3c import PgcA3cConfig  # public config: the baseline's clip C
+
+        return _ClippedRelease(PgcA3cConfig.from_dict(train_cfg).effective_clip)
     return from_config(cfg["mechanism"])
 
 

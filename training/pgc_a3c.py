@@ -29,8 +29,12 @@ Our resolutions of what the paper leaves open (listed in docs/readme/pgc-a3c.md)
   ``rounds=T``: an agent plays T consecutive episodes (same gravity, fresh theta each time) and
   submits each at epsilon/T (section 3.2.1). ``max_submissions`` caps submissions per trial; the
   episodes still running when a trial stops are discarded (never released, never charged).
-- ``mechanism="none"`` is the epsilon = inf baseline: the gradient is clipped to L1 norm C/2
-  (eq. 19, C = 0.01 as Laplace) and released without noise (charged as ``NonPrivateEvent``).
+- ``mechanism="none"`` is the epsilon = inf baseline, the paper's "non-private A3C" (Table 2: it
+  "succeeds in all trials"), released without noise (charged as ``NonPrivateEvent``). Our
+  resolution: the paper gives it no privacy clip, but plain SGD at eta = 0.5 on the unclipped summed
+  episode loss (eq. 22) drives theta to non-finite values within tens of submissions in some trials,
+  so the baseline keeps a stabilising L1 clip with C = 10 (norm 5, 1000x the Laplace C). With the
+  Laplace setting's C = 0.01 the noiseless run does not learn at all (see the README).
 
 Randomness: ``seed`` -> ``SeedSequence(seed, spawn_key=(0, k))`` per trial k (initial theta,
 acting uniforms, resets) and ``spawn_key=(1,)`` for the config's mechanism noise. A trial's acting
@@ -77,7 +81,7 @@ _SIZES = (HIDDEN * OBS_DIM, N_ACTIONS * HIDDEN, HIDDEN)
 #: d = 112.
 DIM = sum(_SIZES)
 _MECHANISMS = ("laplace", "prs", "none")
-_PAPER_CLIP = {"laplace": 0.01, "prs": 1.0, "none": 0.01}
+_PAPER_CLIP: dict[str, float] = {"laplace": 0.01, "prs": 1.0, "none": 10.0}
 _PAPER_BUFFER = {"laplace": 1, "prs": 100, "none": 1}
 #: Acting uniforms are drawn per trial in blocks of this many lock-steps.
 _ACT_BLOCK = 256
@@ -114,7 +118,7 @@ class PgcA3cConfig:
     """Submissions per agent T; each at epsilon/T (section 3.2.1). 1 = the paper's main setting."""
     clip: float | None = None
     """C: L1 sensitivity for Laplace (eq. 19-20), element clip for PRS (eq. 23). None = paper
-    default (0.01 Laplace and none, 1 PRS)."""
+    default (0.01 Laplace, 1 PRS, 10 for the non-private baseline)."""
     buffer_size: int | None = None
     """MAX_BUF |B| of Algorithm 1. None = paper default (1 Laplace and none, 100 PRS)."""
     reduced_dim: int | None = None
@@ -1198,7 +1202,7 @@ def _privacy_summary(c: PgcA3cConfig, agents: np.ndarray, accountant: Any) -> di
             "each agent's reports satisfy epsilon_per_agent-LDP with respect to its gravity; "
             "agents were charged on the ledger before every release"
             if math.isfinite(eps)
-            else "non-private baseline: reports are clipped gradients without noise"
+            else "non-private baseline: L1-clipped gradients (C = effective clip), no noise"
         ),
     }
 
