@@ -224,62 +224,6 @@ def _attack_section(run: RunData) -> dict[str, Any]:
                 else None,
                 "samples": _first(a, "n", "samples", "n_targets"),
                 "violation": viol,
-                "details": {k: v for k, v in a.items() if isinstance(v, (str, int, float, bool))},
-            }
-        )
-    return {"status": "run", "results": out}
-
-
-def _first(d: dict[str, Any], *keys: str) -> Any:
-    for k in keys:
-        if k in d and d[k] is not None:
-            return d[k]
-    return None
-
-
-def _attack_section(run: RunData) -> dict[str, Any]:
-    if not run.attacks:
-        return {"status": "not run", "results": []}
-    out = []
-    for name, a in run.attacks.items():
-        ci = _first(a, "accuracy_ci", "ci", "confidence_interval")
-        lo = _num(_first(a, "ci_low", "accuracy_low", "accuracy_lower"))
-        hi = _num(_first(a, "ci_high", "accuracy_high", "accuracy_upper"))
-        if isinstance(ci, (list, tuple)) and len(ci) == 2:
-            lo, hi = _num(ci[0]), _num(ci[1])
-        ceiling = _num(_first(a, "ceiling", "accuracy_ceiling"))
-        viol = a.get("violation")
-        if not isinstance(viol, bool):
-            viol = lo is not None and ceiling is not None and lo > ceiling
-        tpr = _first(a, "tpr_at_fpr", "tpr_at_low_fpr")
-        out.append(
-            {
-                "name": name,
-                "attack": str(a.get("attack") or a.get("name") or name),
-                "accuracy": float(a["accuracy"]),
-                "ci_low": lo,
-                "ci_high": hi,
-                "confidence": _num(a.get("confidence")),
-                "ceiling": ceiling,
-                "chance": _num(_first(a, "chance", "baseline")),
-                "k": _first(a, "k", "n_classes", "candidates"),
-                # the ceiling applies to the epsilon composed over the T reports attacked together
-                "epsilon": _num(_first(a, "composed_epsilon", "epsilon", "claimed_epsilon")),
-                "reports_per_agent": _first(a, "reports_per_agent"),
-                "mae": _num(a.get("mae")),
-                "mae_baseline": _num(a.get("mae_baseline")),
-                "implied_epsilon_lower_bound": _num(
-                    _first(
-                        a, "implied_epsilon_lower_bound", "epsilon_lower_bound", "implied_epsilon"
-                    )
-                ),
-                "auc": _num(a.get("auc")),
-                "advantage": _num(a.get("advantage")),
-                "tpr_at_fpr": tpr
-                if isinstance(tpr, (dict, list, float, int)) and tpr != {}
-                else None,
-                "samples": _first(a, "n", "samples", "n_targets"),
-                "violation": viol,
                 "details": {
                     k: v
                     for k, v in a.items()
