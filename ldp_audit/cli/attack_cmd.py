@@ -21,39 +21,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ldp_audit.cli._types import epsilon_or_inf, int_at_least
+
 _MECHANISMS = ("laplace", "prs", "none")
 
 
-def _epsilon(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"epsilon must be a number or 'inf', got {text!r}"
-        ) from None
-    if math.isnan(v) or v <= 0:
-        raise argparse.ArgumentTypeError(f"epsilon must be > 0 (or inf), got {text!r}")
-    return v
-
-
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
-    return v
-
-
-def _nonneg_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
-    return v
+_epsilon = epsilon_or_inf
+_positive_int = int_at_least("value", 1)
+_nonneg_int = int_at_least("value", 0)
 
 
 def _common(p: argparse.ArgumentParser) -> None:

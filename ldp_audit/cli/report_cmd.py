@@ -13,25 +13,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ldp_audit.cli._types import int_at_least
 
-def _seed(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"seed must be an integer >= 0, got {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"seed must be an integer >= 0, got {text!r}")
-    return v
-
-
-def _top(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"top must be an integer >= 1, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"top must be an integer >= 1, got {text!r}")
-    return v
+_seed = int_at_least("seed", 0)
+_top = int_at_least("top", 1)
 
 
 def register(subparsers: Any) -> None:
