@@ -152,3 +152,20 @@ def test_tiny_real_reproduction_is_seeded(tmp_path):
     assert any(v is not None for c in a["figure2"].values() for v in c["mean_mu"])
     reproduce.write_report(a, tmp_path)
     assert (tmp_path / "figure2.png").stat().st_size > 1000
+
+
+def test_comparison_treats_null_endpoints_as_inf():
+    res = {
+        "settings": {
+            "laplace-eps1-B1": {
+                "mechanism": "laplace",
+                "epsilon": 1.0,
+                "median_fst": None,
+                "median_fst_ci": [None, None],  # [inf, inf]: never within the horizon
+                "success_ratio": 0.0,
+                "success_ratio_ci": [0.0, 0.16],
+            }
+        }
+    }
+    cmp = {c["measure"]: c["paper_vs_ci"] for c in reproduce.comparison(res)}
+    assert cmp == {"median_fst": "below", "success_ratio": "above"}

@@ -488,7 +488,7 @@ def comparison(results: dict[str, Any]) -> list[dict[str, Any]]:
             if measure == "relative_auc" and entry[measure] is None:
                 continue  # no reference curve to compare against
             lo, hi = entry[ci_key]
-            lo = -INF if lo is None else lo
+            lo = INF if lo is None else lo  # None in results is always +inf (JSON)
             hi = INF if hi is None else hi
             where = "inside" if lo <= paper <= hi else ("below" if paper < lo else "above")
             ours = entry[measure]
