@@ -529,7 +529,7 @@ def figure3(results: dict[str, Any], path: Path) -> None:
         ax.set_ylabel("success ratio")
         name = {"laplace": "Laplace mechanism", "prs": "PRS mechanism"}[m]
         ax.set_title(f"({tag}) {name}")
-        ax.legend(loc="lower right", fontsize=8)
+        ax.legend(loc="upper left", fontsize=8)
         ax.grid(alpha=0.3)
     k = results["config"]["trials"]
     fig.suptitle(f"Figure 3 (ours): success ratio at #submissions, K = {k}", fontsize=10)
