@@ -17,42 +17,15 @@ from typing import Any
 
 import numpy as np
 
+from ldp_audit.cli._types import epsilon_or_inf, int_at_least
 from ldp_audit.errors import InvalidParameterError
 
 _MECHANISMS = ("laplace", "prs", "none")
 
 
-def _epsilon(text: str) -> float:
-    """argparse type: a positive real or ``inf``."""
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"epsilon must be a number or 'inf', got {text!r}"
-        ) from None
-    if math.isnan(v) or v <= 0:
-        raise argparse.ArgumentTypeError(f"epsilon must be > 0 (or inf), got {text!r}")
-    return v
-
-
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
-    return v
-
-
-def _seed(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"seed must be an integer >= 0, got {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"seed must be an integer >= 0, got {text!r}")
-    return v
+_epsilon = epsilon_or_inf
+_positive_int = int_at_least("value", 1)
+_seed = int_at_least("seed", 0)
 
 
 def register(subparsers: Any) -> None:
