@@ -247,6 +247,40 @@ class FixedThetaTrainer:
 
 
 @dataclass(frozen=True)
+class PgcA3cTrainer:
+    """PGC-A3C training (``training.pgc_a3c.train``) as a membership :data:`Trainer`.
+
+    Agent ``a`` of the single trial (agents numbered in arrival order) gets ``gravities[a]``
+    through ``PgcA3cConfig.agent_gravities``, so canaries are planted in real asynchronous training
+    and their reports are computed at whatever theta the aggregator broadcast when their episode
+    started. The run stops after ``len(gravities) * rounds`` submissions; a canary whose episode is
+    still running then never submits (the scorer gives it the lowest score).
+
+    Args:
+        config: a ``PgcA3cConfig``; ``trials``, ``agent_gravities`` and ``max_submissions`` are set
+            per call. Pass ``scorer=TranscriptScorer(mechanism=config.make_mechanism())`` and
+            ``mechanism=config.make_mechanism()`` to :func:`run`.
+    """
+
+    config: Any
+
+    def __call__(self, gravities: np.ndarray, run_dir: Path, rng: np.random.Generator) -> None:
+        import dataclasses
+
+        from training.pgc_a3c import train
+
+        rng = check_rng(rng)
+        g = tuple(float(x) for x in np.asarray(gravities, dtype=np.float64).reshape(-1))
+        cfg = dataclasses.replace(
+            self.config,
+            trials=1,
+            agent_gravities=g,
+            max_submissions=len(g) * int(self.config.rounds),
+        )
+        train(cfg, seed=int(rng.integers(2**62)), run_dir=run_dir, progress=False)
+
+
+@dataclass(frozen=True)
 class TranscriptScorer:
     """Score canary slots by the shadow-gradient log-likelihood ratio of their reports.
 

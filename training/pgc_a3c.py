@@ -133,6 +133,10 @@ class PgcA3cConfig:
     """Entropy weight beta of eq. 16."""
     gravities: tuple[float, ...] = PAPER_GRAVITIES
     """The private gravity psi of an agent is drawn uniformly from these."""
+    agent_gravities: tuple[float, ...] | None = None
+    """Optional fixed gravity of agent a (agents numbered in arrival order within each trial),
+    e.g. to plant canaries for membership inference; agents beyond its length draw from
+    ``gravities``. The reset stream is consumed the same way either way."""
     episode_steps: int = 200
     """Episodes are cut after this many steps (score max 200)."""
     alpha_start: float = 0.5
@@ -190,6 +194,13 @@ class PgcA3cConfig:
                 f"gravities must be a non-empty tuple of finite values > 0, got {self.gravities!r}"
             )
         object.__setattr__(self, "gravities", g)
+        if self.agent_gravities is not None:
+            ag = tuple(float(x) for x in self.agent_gravities)
+            if not all(math.isfinite(x) and x > 0 for x in ag):
+                raise InvalidParameterError(
+                    f"agent_gravities must hold finite values > 0, got {self.agent_gravities!r}"
+                )
+            object.__setattr__(self, "agent_gravities", ag)
         if self.budget is not None:
             object.__setattr__(self, "budget", check_positive(self.budget, "budget"))
 
@@ -227,6 +238,8 @@ class PgcA3cConfig:
         """JSON-able dict (inf epsilon as the string "inf")."""
         d = asdict(self)
         d["gravities"] = list(self.gravities)
+        if self.agent_gravities is not None:
+            d["agent_gravities"] = list(self.agent_gravities)
         if math.isinf(d["epsilon"]):
             d["epsilon"] = "inf"
         return d
@@ -237,8 +250,9 @@ class PgcA3cConfig:
         d = dict(d)
         if d.get("epsilon") == "inf":
             d["epsilon"] = math.inf
-        if "gravities" in d:
-            d["gravities"] = tuple(d["gravities"])
+        for key in ("gravities", "agent_gravities"):
+            if d.get(key) is not None:
+                d[key] = tuple(d[key])
         return cls(**d)
 
 
@@ -869,6 +883,11 @@ class _Engine:
         self.glen = np.array([len(self.configs[c].gravities) for c in cfg_of], dtype=np.int64)
         for gi, c in enumerate(cfg_of):
             self.gtable[gi, : self.glen[gi]] = self.configs[c].gravities
+        # fixed per-agent gravities (canaries), per trial; empty when not set
+        self.agent_gtable = [
+            np.asarray(self.configs[c].agent_gravities or (), dtype=np.float64) for c in cfg_of
+        ]
+        self.any_agent_g = any(t.size for t in self.agent_gtable)
 
         self.n_sub = np.zeros(G, dtype=np.int64)
         self.next_agent = np.zeros(G, dtype=np.int64)
@@ -949,6 +968,11 @@ class _Engine:
             n_g = self.glen[na_g]  # psi uniform over the config's gravities
             idx = np.minimum((u[new_agent, 0] * n_g).astype(np.int64), n_g - 1)
             self.row_gravity[na_rows] = self.gtable[na_g, idx]
+            if self.any_agent_g:
+                for r, gi in zip(na_rows.tolist(), na_g.tolist(), strict=True):
+                    table, a = self.agent_gtable[gi], self.row_agent[r]
+                    if a < table.size:
+                        self.row_gravity[r] = table[a]
         self.row_round[rows[~new_agent]] += 1
         th = self.agg.theta[g]
         self.row_theta[rows] = th
