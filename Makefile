@@ -37,6 +37,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_audit.py
 	$(BIN)/python benchmarks/bench_accountant.py
 	$(BIN)/python benchmarks/bench_pgc.py
+	$(BIN)/python benchmarks/bench_attacks.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info

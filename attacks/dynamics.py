@@ -336,7 +336,7 @@ class ShadowGradientAttack(ClassifierMixin, BaseEstimator):
 def _default_classifier(mechanism: Any) -> Any:
     """Default classifier: gradient boosting without noise, shrinkage LDA with noise.
 
-    Measured (docs/readme/attacks.md): on clean gradients the gravity signal is non-linear and
+    Measured (README.md, "Attacks"): on clean gradients the gravity signal is non-linear and
     tiny (LDA stays at chance where boosting reaches ~0.39 per report at the crafted theta); under
     LDP noise the noise dominates and the fast linear rule is as good as any we tried.
     """

@@ -22,7 +22,7 @@ Known limitation (documented, not fixed): :class:`Laplace` draws its noise with
 the least significant bits: the set of reachable outputs depends on the input, so an adversary who
 sees the exact float can in principle distinguish inputs. The snapping mechanism defends against
 it at the cost of rounding and a slightly larger epsilon; we leave it out (see
-docs/readme/mechanisms.md).
+README.md, "Mechanisms").
 
 Every ``privatize`` consumes its generator report by report (each row's draws are contiguous in
 the stream), so splitting a batch into consecutive parts and privatising them in order with the

@@ -60,7 +60,7 @@ def test_fresh_report_loads_and_images_decode(chromium: str, fresh_report: Path)
 def test_committed_demo_report_loads_and_images_decode(chromium: str) -> None:
     if not DEMO_HTML.is_file():
         pytest.fail(
-            f"{DEMO_HTML} is missing: regenerate it with the command in docs/readme/report.md"
+            f"{DEMO_HTML} is missing: regenerate it with the command in README.md (Privacy reports)"
         )
     check = _check(DEMO_HTML, chromium)
     assert check["errors"] == []

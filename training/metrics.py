@@ -14,7 +14,7 @@ Indexing follows the paper: submissions are numbered n = 1..N (1-based). Arrays 
 ``zeta[..., i]`` is zeta_{i+1} and ``mu[..., i]`` is mu_{i+1}; FST values are 1-based submission
 numbers.
 
-Our resolution of what the paper leaves open (documented in docs/readme/reproduce.md):
+Our resolution of what the paper leaves open (documented in README.md, "Reproducing PGC-A3C"):
 
 - mu_n needs zeta_n..zeta_{n+m-1}; where that window runs past the last submission (or into a NaN,
   i.e. a submission that was never made), mu_n is undefined (NaN) and never counts as a success.

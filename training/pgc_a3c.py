@@ -10,7 +10,7 @@ Speed comes from running every agent of every trial (and of every config of a gr
 one vectorised CartPole over all rows, one batched forward per step, one batched backward over the
 agents whose episodes ended at that step. There is no per-step Python loop over agents.
 
-Our resolutions of what the paper leaves open (listed in docs/readme/pgc-a3c.md):
+Our resolutions of what the paper leaves open (listed in README.md, "PGC-A3C engine"):
 
 - Parameters are packed as theta = [theta_c (16x4, row-major), theta_p (2x16), theta_v (1x16)],
   d = 112, no biases; initialised Glorot-uniform (TensorFlow's default, the paper used TF 1.14).

@@ -16,7 +16,7 @@ relative AUC), and the report written to ``reports/pgc-a3c/``:
 
 Library code: nothing here prints; progress goes to a tqdm bar on stderr when asked.
 
-Our resolutions (also in docs/readme/reproduce.md): the epsilon = inf column is the engine's
+Our resolutions (also in README.md, "Reproducing PGC-A3C"): the epsilon = inf column is the engine's
 non-private baseline (``mechanism="none"``: no noise; the gradient keeps a stabilising L1 clip
 C/2 with C = 10, since unclipped SGD at eta = 0.5 diverges), run with each mechanism's buffer
 size (|B| = 1 beside Laplace, |B| = 100 beside PRS); the relative AUC of every setting is taken
@@ -608,7 +608,7 @@ def readme_markdown(results: dict[str, Any], notes: str | None) -> str:
         "ends), so staleness patterns differ.",
         "- Weight initialisation, the optimiser beyond eq. 22, how the eq. 15-18 sums are scaled "
         "and where the score of a submission is measured are not specified; we document our "
-        "choices in docs/readme/pgc-a3c.md.",
+        "choices in the repository README (section 'PGC-A3C engine').",
         "- With K = 20, a median FST or a success ratio is noisy: the intervals above are wide, "
         "and so were the paper's (which it does not report).",
     ]
