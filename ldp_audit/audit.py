@@ -41,6 +41,7 @@ its claim on inputs or events that were not tried.
 
 from __future__ import annotations
 
+import abc
 import math
 import time
 import warnings
@@ -231,7 +232,7 @@ def _short(v: Sequence[float], k: int = 6) -> str:
 # ----------------------------------------------------------------------------------------------
 
 
-class _Statistic:
+class _Statistic(abc.ABC):
     """A deterministic map from an (n, k) output batch to n real scores (NaN -> +inf)."""
 
     family = "statistic"
@@ -240,11 +241,13 @@ class _Statistic:
         s = np.asarray(self._values(y), dtype=np.float64)
         return np.where(np.isnan(s), np.inf, s)
 
-    def _values(self, y: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _values(self, y: np.ndarray) -> np.ndarray:
+        """Raw scores of the outputs ``y`` (NaN allowed; mapped to +inf)."""
 
-    def label(self) -> str:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abc.abstractmethod
+    def label(self) -> str:
+        """Readable description of the statistic (used in the witness)."""
 
     def describe(self, op: str, t: float) -> str:
         return f"{self.label()} {'>' if op == 'gt' else '<='} {t:.17g}"
@@ -471,7 +474,7 @@ class _Snapped(_Statistic):
         self.inner, self.snap = inner, snap
         self.family = inner.family
 
-    def values(self, y: np.ndarray) -> np.ndarray:
+    def _values(self, y: np.ndarray) -> np.ndarray:
         return self.inner.values(self.snap(y))
 
     def label(self) -> str:

@@ -31,6 +31,7 @@ same generator gives exactly the same output rows: the trainers rely on this for
 
 from __future__ import annotations
 
+import abc
 import math
 import numbers
 from dataclasses import dataclass
@@ -188,7 +189,7 @@ def _bitflip_prob_plus(a: np.ndarray, eps: float) -> np.ndarray:
 # ----------------------------------------------------------------------------------------------
 
 
-class Mechanism:
+class Mechanism(abc.ABC):
     """Common behaviour of the built-in mechanisms (a user's mechanism needs only ``epsilon``
     and ``privatize``)."""
 
@@ -199,12 +200,13 @@ class Mechanism:
         """The delta of the guarantee: 0.0 for pure epsilon-LDP mechanisms."""
         return 0.0
 
+    @abc.abstractmethod
     def to_config(self) -> dict[str, Any]:
         """JSON-able description with a ``"name"`` key; :func:`from_config` inverts it."""
-        raise NotImplementedError
 
-    def privatize(self, x: Any, rng: np.random.Generator) -> np.ndarray:  # pragma: no cover
-        raise NotImplementedError
+    @abc.abstractmethod
+    def privatize(self, x: Any, rng: np.random.Generator) -> np.ndarray:
+        """Randomise each row of ``x`` (n, d) independently with ``rng``."""
 
 
 # ----------------------------------------------------------------------------------------------

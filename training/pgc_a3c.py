@@ -57,6 +57,7 @@ import numpy as np
 from ldp_audit._validation import check_epsilon, check_positive, check_rng
 from ldp_audit.errors import InvalidParameterError
 from training.cartpole import PAPER_GRAVITIES, PrivateGravityCartPole, initial_states
+from training.run_dir import TRANSCRIPT_KEYS
 
 __all__ = [
     "DIM",
@@ -1198,18 +1199,9 @@ class _Engine:
         return out
 
 
-_TR_KEYS = (
-    "trial",
-    "agent",
-    "worker",
-    "round",
-    "submission",
-    "theta_index",
-    "report",
-    "score",
-    "gravity",
-    "gradient",
-)
+# per-submission arrays recorded: the transcript's rows (run_dir.TRANSCRIPT_KEYS less the theta
+# table) and the secrets the attacker must not see
+_TR_KEYS = (*(k for k in TRANSCRIPT_KEYS if k != "thetas"), "gravity", "gradient")
 
 
 def _privacy_summary(c: PgcA3cConfig, agents: np.ndarray, accountant: Any) -> dict[str, Any]:

@@ -17,6 +17,7 @@ Combinators:
 
 from __future__ import annotations
 
+import abc
 import json
 import math
 import operator
@@ -46,11 +47,12 @@ __all__ = [
 ]
 
 
-class DpEvent:
+class DpEvent(abc.ABC):
     """Base class of all privacy events (frozen dataclasses)."""
 
-    def to_dict(self) -> dict[str, Any]:  # pragma: no cover - overridden
-        raise NotImplementedError
+    @abc.abstractmethod
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able description of the event (round-trips through the ledger)."""
 
 
 @dataclass(frozen=True)
