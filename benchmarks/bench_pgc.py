@@ -4,10 +4,12 @@ Measures, on this machine and at this moment (both sides see the same load):
 
 1. the straightforward worker (benchmarks/reference_pgc.py: one gymnasium CartPole-v1 and one
    torch module, a Python loop per step) for ``--ref-seconds`` seconds;
-2. the lock-step engine (training.pgc_a3c.train_grid) on a paper-like grid: ``--settings``
-   configs x ``--trials`` trials x 9 agents, each for ``--submissions`` submissions;
-3. the batched episode gradient (eqs. 15-18) in hand-written numpy vs torch autograd on the same
-   episodes (which one the engine should use).
+2. the lock-step engine (training.pgc_a3c) on the same workload (Laplace, eps = 1),
+   ``--settings`` x ``--trials`` trials x 9 agents, ``--submissions`` submissions each, in one
+   process; then the same work spread over ``--workers`` processes (``train_grid(workers=...)``);
+3. the engine on a paper-like grid (Laplace/PRS x eps) in one process;
+4. the episode gradient (eqs. 15-18): the engine's compiled kernel vs the batched NumPy
+   formulation vs torch autograd on the same episodes.
 
 Prints env-steps/s and submissions/s of both and their ratio; writes JSON (``--out``).
 
@@ -34,6 +36,7 @@ from reference_pgc import reference_train  # noqa: E402
 from training.pgc_a3c import (  # noqa: E402
     DIM,
     PgcA3cConfig,
+    _loss_gradients_numpy,
     init_theta,
     loss_gradients,
     rollout,
@@ -106,6 +109,37 @@ def bench_engine(settings: int, trials: int, submissions: int, same: bool) -> di
         "submissions_per_s": subs / secs,
         "steady_submissions_per_s": steady_subs_per_s,
         "steady_env_steps_per_s": steady_subs_per_s * steps / subs,
+    }
+
+
+def bench_parallel(settings: int, trials: int, submissions: int, workers: int) -> dict:
+    """The reference's workload (Laplace, eps = 1) with the same number of trials as
+    ``bench_engine(same=True)``, dealt to ``workers`` processes as ``workers`` configs (seeds
+    0..workers-1) through ``train_grid(workers=...)``."""
+    total = settings * trials
+    cfgs = [
+        PgcA3cConfig(
+            mechanism="laplace",
+            epsilon=1.0,
+            trials=total // workers + (1 if w < total % workers else 0),
+            max_submissions=submissions,
+        )
+        for w in range(workers)
+    ]
+    t0 = time.perf_counter()
+    res = train_grid(cfgs, seed=list(range(workers)), workers=workers)
+    secs = time.perf_counter() - t0
+    subs = int(sum(r.submissions.sum() for r in res))
+    return {
+        "workload": "laplace eps=1 (same as reference)",
+        "workers": workers,
+        "trials": total,
+        "submissions_per_trial": submissions,
+        "seconds": secs,
+        "env_steps": res[0].env_steps,
+        "submissions": subs,
+        "env_steps_per_s": res[0].env_steps / secs,
+        "submissions_per_s": subs / secs,
     }
 
 
@@ -210,16 +244,22 @@ def bench_gradients(rows: int = 200, repeats: int = 5) -> dict:
         ro["lengths"],
         ro["bootstrap"],
     )
-    t_np = min(_timeit(lambda: loss_gradients(*args)) for _ in range(repeats))
+    loss_gradients(*args)  # compile (or load the cached kernel) outside the timing
+    t_kernel = min(_timeit(lambda: loss_gradients(*args)) for _ in range(repeats))
+    t_np = min(_timeit(lambda: _loss_gradients_numpy(*args)) for _ in range(repeats))
     t_torch = min(_timeit(lambda: _torch_gradients(theta, ro)) for _ in range(repeats))
     diff = float(np.abs(loss_gradients(*args) - _torch_gradients(theta, ro)).max())
+    diff_np = float(np.abs(loss_gradients(*args) - _loss_gradients_numpy(*args)).max())
     return {
         "rows": rows,
         "max_length": big_l,
+        "kernel_ms": 1e3 * t_kernel,
         "numpy_ms": 1e3 * t_np,
         "torch_ms": 1e3 * t_torch,
-        "torch_over_numpy": t_torch / t_np,
+        "numpy_over_kernel": t_np / t_kernel,
+        "torch_over_kernel": t_torch / t_kernel,
         "max_abs_difference": diff,
+        "max_abs_difference_numpy": diff_np,
         "dim": DIM,
     }
 
@@ -242,6 +282,9 @@ def main() -> int:
         default=0,
         metavar="N",
         help="also time the 9-setting Tables 1-3 grid (20 trials, N submissions, stop_at_target)",
+    )
+    p.add_argument(
+        "--workers", type=int, default=2, help="processes for the parallel run (train_grid)"
     )
     p.add_argument("--out", default="benchmarks/results/bench_pgc.json")
     a = p.parse_args()
@@ -279,11 +322,20 @@ def main() -> int:
         f"{grid['submissions_per_s']:>10,.1f} submissions/s  ({grid['settings']} settings, "
         f"{grid['agents']} agents, {grid['seconds']:.1f} s)"
     )
+    par = bench_parallel(a.settings, a.trials, a.submissions, a.workers)
+    ratio_par = par["env_steps_per_s"] / ref["env_steps_per_s"]
+    print(
+        f"engine, {a.workers} procs : {par['env_steps_per_s']:>12,.0f} env-steps/s "
+        f"{par['submissions_per_s']:>10,.1f} submissions/s  ({par['seconds']:.1f} s; "
+        f"ratio {ratio_par:,.0f}x env-steps/s)"
+    )
     grad = bench_gradients()
     print(
-        f"episode gradients: numpy {grad['numpy_ms']:.1f} ms, torch autograd "
-        f"{grad['torch_ms']:.1f} ms for {grad['rows']} episodes (torch/numpy "
-        f"{grad['torch_over_numpy']:.2f}, max |diff| {grad['max_abs_difference']:.1e})"
+        f"episode gradients: compiled kernel {grad['kernel_ms']:.2f} ms, numpy "
+        f"{grad['numpy_ms']:.2f} ms, torch autograd {grad['torch_ms']:.1f} ms for "
+        f"{grad['rows']} episodes (numpy/kernel {grad['numpy_over_kernel']:.1f}x, "
+        f"torch/kernel {grad['torch_over_kernel']:.0f}x, max |diff| vs torch "
+        f"{grad['max_abs_difference']:.1e})"
     )
     paper = None
     if a.paper_grid:
@@ -300,6 +352,8 @@ def main() -> int:
         "reference": ref,
         "engine": eng,
         "engine_grid": grid,
+        "engine_parallel": par,
+        "ratio_parallel_env_steps_per_s": ratio_par,
         "ratio_env_steps_per_s": ratio_steps,
         "ratio_submissions_per_s": ratio_subs,
         "ratio_steady_env_steps_per_s": steady_steps,

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, ClassVar
 
+import numba as nb
 import numpy as np
 from scipy import optimize, special
 from scipy.stats import norm
@@ -406,6 +407,61 @@ def _sign_codes(uniforms: np.ndarray) -> np.ndarray:
     return (uniforms >= 5.0 / 6.0).astype(np.int8) - (uniforms < 1.0 / 6.0).astype(np.int8)
 
 
+_SIGN_CODES = _sign_codes
+
+
+@nb.njit(cache=True, nogil=True)
+def _prs_kernel(
+    uni: np.ndarray,
+    x: np.ndarray,
+    dh: int,
+    clip: float,
+    p0: float,
+    slope: float,
+    bits: np.ndarray,
+    out: np.ndarray,
+) -> bool:
+    """Algorithm 3 for rows of ``x`` from their uniforms ``uni`` (n, d_hat d + d_hat), compiled.
+
+    Per row: s = eq.-5 signs from the first d_hat d uniforms (M = sqrt(3) s); u = M x; ubar =
+    clip(u, -C, C) (eq. 23); bit_k = +1 with probability p0 + slope (ubar_k + C)/(2C) (eq. 24,
+    p0 = 1/(e^{e'}+1), slope = tanh(e'/2)), decided by the last d_hat uniforms; out = M^T (C bits).
+    Returns False (and leaves ``out`` unusable) if some projection is not finite, for the caller's
+    overflow-safe path. Same uniforms -> same output as the NumPy formulation up to summation
+    order in u.
+    """
+    n, d = x.shape
+    hi, lo = 5.0 / 6.0, 1.0 / 6.0
+    for i in range(n):
+        for j in range(d):
+            out[i, j] = 0.0
+        for k in range(dh):
+            base = k * d
+            acc = 0.0
+            for j in range(d):
+                v = uni[i, base + j]
+                if v >= hi:
+                    acc += x[i, j]
+                elif v < lo:
+                    acc -= x[i, j]
+            u = acc * _SQRT3
+            if not math.isfinite(u):
+                return False
+            ubar = min(max(u, -clip), clip)  # eq. 23
+            a = min(max((ubar + clip) / (2.0 * clip), 0.0), 1.0)
+            b = 1.0 if uni[i, dh * d + k] < p0 + a * slope else -1.0  # eq. 24
+            bits[i, k] = b
+            for j in range(d):
+                v = uni[i, base + j]
+                if v >= hi:
+                    out[i, j] += b
+                elif v < lo:
+                    out[i, j] -= b
+        for j in range(d):
+            out[i, j] *= _SQRT3 * clip  # M^T u~ = sqrt(3) C s^T bits
+    return True
+
+
 @dataclass(frozen=True)
 class ProjectedRandomSign(Mechanism):
     """Projected random sign (PRS) mechanism (Algorithm 3).
@@ -494,11 +550,28 @@ class ProjectedRandomSign(Mechanism):
         bits_all = np.empty((n, dh)) if keep else None
         mats = np.empty((n, dh, d)) if keep else None
         step = max(1, _PRS_CHUNK_ELEMENTS // (dh * d + dh))
+        p0, slope = float(special.expit(-bit_eps)), math.tanh(bit_eps / 2.0)  # eq. 24
+        # the compiled kernel implements eqs. 5, 23-24 itself: only when no subclass overrides them
+        cls = type(self)
+        fast = (
+            all(
+                getattr(cls, h) is getattr(ProjectedRandomSign, h)
+                for h in ("element_clip", "_prob_plus", "_projections")
+            )
+            and _sign_codes is _SIGN_CODES
+        )
         for lo in range(0, n, step):
             hi = min(n, lo + step)
             # One block of uniforms per report (M's entries, then the d_hat flips), so the
             # generator is consumed report by report and chunking never changes the output.
             uni = rng.random((hi - lo, dh * d + dh))
+            bits = np.empty((hi - lo, dh))
+            if fast and _prs_kernel(uni, xb[lo:hi], dh, self.clip, p0, slope, bits, out[lo:hi]):
+                if keep:
+                    bits_all[lo:hi] = bits
+                    mats[lo:hi] = _sign_codes(uni[:, : dh * d].reshape(hi - lo, dh, d)) * _SQRT3
+                continue
+            # a projection overflowed (inputs near the float maximum): the rescaling path
             signs = _sign_codes(uni[:, : dh * d].reshape(hi - lo, dh, d))  # eq. 5
             ubar = self._projections(signs, xb[lo:hi])  # eq. 23
             p = self._prob_plus(ubar, bit_eps)  # eq. 24

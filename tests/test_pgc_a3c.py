@@ -116,6 +116,7 @@ def test_config_validation_and_defaults():
         ({"clip": -1.0}, "clip"),
         ({"reduced_dim": 3}, "reduced_dim"),
         ({"gravities": ()}, "gravities"),
+        ({"acting": "softmax"}, "acting"),
     ]:
         with pytest.raises(InvalidParameterError, match=match):
             PgcA3cConfig(**kw)

@@ -46,7 +46,7 @@ def test_grid_settings_and_metrics_with_fake_engine(tmp_path):
     keys = [c[0] for c in fake.calls]
     # the grid, then the two Figure 2 settings that are not in it
     assert keys[:4] == ["laplace-eps1-B1", "laplace-epsinf-B1", "prs-eps1-B100", "prs-epsinf-B100"]
-    assert sorted(keys[4:]) == ["laplace-eps1-B100", "prs-eps1-B1"]
+    assert sorted(keys[4:]) == ["laplace-eps1-B100-fig2", "prs-eps1-B1-fig2"]
     assert len(set(c[1] for c in fake.calls)) == len(keys)  # one seed stream per setting
     assert {c[3] for c in fake.calls if "epsinf" in c[0]} == {"none"}  # eps = inf is plain A3C
     s = res["settings"]
@@ -61,8 +61,8 @@ def test_grid_settings_and_metrics_with_fake_engine(tmp_path):
     assert s["prs-epsinf-B100"]["relative_auc"] == 0.0
     assert set(res["figure2"]) == {
         "laplace-eps1-B1",
-        "laplace-eps1-B100",
-        "prs-eps1-B1",
+        "laplace-eps1-B100-fig2",
+        "prs-eps1-B1-fig2",
         "prs-eps1-B100",
     }
     # the reproduction is a pure function of the seed and the engine's output
@@ -80,6 +80,35 @@ def test_grid_settings_and_metrics_with_fake_engine(tmp_path):
     readme = (tmp_path / "README.md").read_text()
     assert "K = 4 trials per setting, at most 200 submissions" in readme
     assert (tmp_path / "figure3.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_stop_at_target_runs_figure2_separately_with_its_own_horizon():
+    cfg = reproduce.ReproduceConfig(
+        trials=3,
+        max_submissions=300,
+        seed=1,
+        epsilons=(1.0, math.inf),
+        n_resamples=100,
+        stop_at_target=True,
+        figure2_trials=2,
+        figure2_submissions=120,
+    )
+    fake = _fake_engine({"laplace-eps1-B1": 50, "laplace-eps1-B1-fig2": 20})
+    res = reproduce.run_reproduction(cfg, progress=False, train_fn=fake)
+    calls = {c[0]: c for c in fake.calls}
+    assert len(calls) == len(fake.calls) == 8  # 4 grid settings + 4 Figure 2 runs, no key shared
+    assert calls["laplace-eps1-B1"][2] == 3 and calls["laplace-eps1-B1-fig2"][2] == 2
+    assert calls["laplace-eps1-B1"][1] != calls["laplace-eps1-B1-fig2"][1]  # own seed streams
+    # the grid's FSTs come from the grid runs, not from the Figure 2 runs of the same setting
+    assert res["settings"]["laplace-eps1-B1"]["fst"] == [50.0, 51.0, 52.0]
+    assert res["figure2_runs"]["laplace-eps1-B1-fig2"]["submissions_run"] == 2 * 120
+    assert set(res["figure2"]) == {
+        f"{m}-eps1-B{b}-fig2" for m in ("laplace", "prs") for b in (1, 100)
+    }
+    with pytest.raises(InvalidParameterError, match="figure2_submissions"):
+        reproduce.ReproduceConfig(figure2_submissions=3)
+    with pytest.raises(InvalidParameterError, match="acting"):
+        reproduce.ReproduceConfig(acting="softmax")
 
 
 def test_notes_are_included_and_comparison_flags(tmp_path):

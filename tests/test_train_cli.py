@@ -57,11 +57,14 @@ def test_missing_epsilon_is_a_usage_error(capsys):
 def test_reproduce_cli_writes_report(tmp_path, monkeypatch, capsys):
     from training import reproduce
 
-    def fake(settings, seeds, n, progress):
+    seen = {}
+
+    def fake(settings, seeds, horizon, progress, workers, acting):
         assert len(set(seeds.values())) == len(settings)
+        seen.update(workers=workers, acting=acting)
         out = {}
         for s in settings:
-            z = np.zeros((s.trials, n))
+            z = np.zeros((s.trials, horizon[s.key]))
             z[:, 20:] = 200.0  # every trial: FST 21
             out[s.key] = z
         return out
@@ -78,11 +81,16 @@ def test_reproduce_cli_writes_report(tmp_path, monkeypatch, capsys):
             "100",
             "--out",
             str(out),
+            "--workers",
+            "3",
+            "--acting",
+            "sample",
             "--no-progress",
             "--json",
         ]
     )
     assert rc == 0
+    assert seen == {"workers": 3, "acting": "sample"}
     printed = json.loads(capsys.readouterr().out)
     assert printed["config"]["trials"] == 2 and printed["config"]["max_submissions"] == 100
     assert printed["settings"]["prs-eps5-B100"]["fst"] == [21.0, 21.0]

@@ -1,14 +1,14 @@
 """PGC-A3C: locally private distributed A3C (Ono & Takahashi 2020, Algorithms 1-3), batched.
 
 Read top to bottom: the network (section 4, "Implementation"), the episode loss and its gradient
-(eqs. 15-18, written by hand in numpy and checked against torch autograd), the alpha-greedy
+(eqs. 15-18, written by hand, compiled, and checked against torch autograd), the alpha-greedy
 rollout, the agent-side privatisation (Algorithms 2-3 from :mod:`ldp_audit.mechanisms`, charged to
 the ledger *before* release), the aggregator (eq. 22), and the lock-step engine that emulates the
 9 asynchronous agents deterministically.
 
 Speed comes from running every agent of every trial (and of every config of a grid) in lock-step:
-one vectorised CartPole over all rows, one batched forward per step, one batched backward over the
-agents whose episodes ended at that step. There is no per-step Python loop over agents.
+one vectorised CartPole over all rows, one compiled acting pass per step, one compiled backward
+over the agents whose episodes ended at that step. There is no per-step Python loop over agents.
 
 Our resolutions of what the paper leaves open (listed in README.md, "PGC-A3C engine"):
 
@@ -22,6 +22,8 @@ Our resolutions of what the paper leaves open (listed in README.md, "PGC-A3C eng
 - Acting: with probability alpha a uniformly random action, else argmax pi (ties -> action 0);
   alpha = max{0, 0.5 - n/1800} with n the trial's submissions so far at that step. One uniform u
   per agent-step decides both: explore iff u < alpha, and then action = 1 iff u >= alpha/2.
+  ``acting="sample"`` (an ablation, not the paper as printed) draws the non-exploring action from
+  pi with the same uniform.
 - Asynchrony: the ``n_agents`` workers of a trial step in lock-step; a worker copies the current
   theta when its episode starts and submits when it ends; reports arriving at the same step are
   applied in worker order; workers restart with the theta after those updates.
@@ -39,7 +41,13 @@ Our resolutions of what the paper leaves open (listed in README.md, "PGC-A3C eng
 Randomness: ``seed`` -> ``SeedSequence(seed, spawn_key=(0, k))`` per trial k (initial theta,
 acting uniforms, resets) and ``spawn_key=(1,)`` for the config's mechanism noise. A trial's acting
 and reset streams are consumed in blocks independently of which other trials run beside it, and a
-config in :func:`train_grid` gets exactly the run :func:`train` gives it with the same seed.
+config in :func:`train_grid` gets exactly the run :func:`train` gives it with the same seed (and
+the same with any ``workers``). The mechanism stream is shared by the config's trials in arrival
+order, so one trial's noise depends on its sibling trials: changing ``max_submissions`` or
+``stop_at_target`` of a config changes the noise its other trials draw (still reproducible).
+
+Speed: the hot loops (acting, the episode gradient, eq. 22, the step's bookkeeping) are Numba
+kernels in :mod:`training._kernels`; the physics is Gymnasium's.
 """
 
 from __future__ import annotations
@@ -49,6 +57,7 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from dataclasses import replace as dataclasses_replace
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +65,13 @@ import numpy as np
 
 from ldp_audit._validation import check_epsilon, check_positive, check_rng
 from ldp_audit.errors import InvalidParameterError
+from training._kernels import (
+    act_and_record,
+    aggregate,
+    ended_episodes,
+    episode_gradients_kernel,
+    record_scores,
+)
 from training.cartpole import PAPER_GRAVITIES, PrivateGravityCartPole, initial_states
 from training.run_dir import TRANSCRIPT_KEYS
 
@@ -82,6 +98,7 @@ _SIZES = (HIDDEN * OBS_DIM, N_ACTIONS * HIDDEN, HIDDEN)
 #: d = 112.
 DIM = sum(_SIZES)
 _MECHANISMS = ("laplace", "prs", "none")
+_ACTING = ("argmax", "sample")
 _PAPER_CLIP: dict[str, float] = {"laplace": 0.01, "prs": 1.0, "none": 10.0}
 _PAPER_BUFFER = {"laplace": 1, "prs": 100, "none": 1}
 #: Acting uniforms are drawn per trial in blocks of this many lock-steps.
@@ -144,6 +161,10 @@ class PgcA3cConfig:
     """alpha = max{0, alpha_start - n / alpha_decay} (section 4)."""
     alpha_decay: float = 1800.0
     """See ``alpha_start``."""
+    acting: str = "argmax"
+    """The non-exploring action (probability 1 - alpha): "argmax" pi (Algorithm 1 and section 4
+    as printed) or "sample" a ~ pi(.|s) (what the public A3C example the paper's hyper-parameters
+    match does; an ablation, see README)."""
     stop_at_target: bool = False
     """Stop a trial once mu_n >= target_score is certain (FST known, eq. 26); later zeta are NaN."""
     target_score: float = 195.0
@@ -162,6 +183,8 @@ class PgcA3cConfig:
             object.__setattr__(self, "epsilon", math.inf)
         else:
             object.__setattr__(self, "epsilon", check_epsilon(self.epsilon, "epsilon"))
+        if self.acting not in _ACTING:
+            raise InvalidParameterError(f"acting must be one of {_ACTING}, got {self.acting!r}")
         for name, lo in (("trials", 1), ("n_agents", 1), ("max_submissions", 1), ("rounds", 1)):
             _check_int(getattr(self, name), name, lo)
         _check_int(self.episode_steps, "episode_steps", 1)
@@ -326,44 +349,31 @@ def _check_theta(theta: Any, name: str = "theta") -> np.ndarray:
     return np.ascontiguousarray(t)
 
 
-class _Policy:
-    """Per-row greedy policy in a layout that makes one batched step cheap."""
-
-    def __init__(self, theta: np.ndarray) -> None:
-        wc, wp, _ = unpack_theta(theta)
-        self.wcT = np.ascontiguousarray(wc.transpose(2, 0, 1))  # (4, B, 16)
-        self.wdiff = np.ascontiguousarray(wp[:, 1, :] - wp[:, 0, :])  # logit_1 - logit_0
-        self._pre = np.empty(self.wdiff.shape)
-        self._tmp = np.empty(self.wdiff.shape)
-
-    def set_rows(self, rows: np.ndarray, theta: np.ndarray) -> None:
-        wc, wp, _ = unpack_theta(theta)
-        self.wcT[:, rows, :] = wc.transpose(2, 0, 1)
-        self.wdiff[rows] = wp[:, 1, :] - wp[:, 0, :]
-
-    def select(self, rows: np.ndarray) -> None:
-        self.wcT = np.ascontiguousarray(self.wcT[:, rows, :])
-        self.wdiff = self.wdiff[rows].copy()
-        self._pre = np.empty(self.wdiff.shape)
-        self._tmp = np.empty(self.wdiff.shape)
-
-    def greedy(self, obs_t: np.ndarray) -> np.ndarray:
-        """argmax_a pi(a|s) per row for observations obs_t (4, B); ties go to action 0."""
-        pre, tmp = self._pre, self._tmp
-        np.multiply(self.wcT[0], obs_t[0][:, None], out=pre)
-        for k in range(1, OBS_DIM):
-            np.multiply(self.wcT[k], obs_t[k][:, None], out=tmp)
-            pre += tmp
-        np.maximum(pre, 0.0, out=pre)  # ReLU
-        pre *= self.wdiff
-        return pre.sum(axis=1) > 0.0  # a last-axis sum: rounding independent of the batch
-
-
 def greedy_actions(theta: np.ndarray, obs: np.ndarray) -> np.ndarray:
-    """argmax_a pi(a|s; theta) for rows of theta (B,112) and observations (B,4); ties -> 0."""
+    """argmax_a pi(a|s; theta) for rows of theta (B,112) and observations (B,4); ties -> 0.
+
+    The observations are rounded to float32 first, as the engine does with the state."""
     t = _check_theta(theta)
     o = np.asarray(obs, dtype=np.float64)
-    return _Policy(t).greedy(np.ascontiguousarray(o.T)).astype(np.int64)
+    if o.shape != (t.shape[0], OBS_DIM):
+        raise InvalidParameterError(
+            f"obs must have shape ({t.shape[0]}, {OBS_DIM}), got shape {o.shape}"
+        )
+    b = t.shape[0]
+    actions = np.empty(b, dtype=np.int64)
+    zeros = np.zeros(b)
+    act_and_record(
+        np.ascontiguousarray(o.T),
+        t,
+        zeros,
+        zeros,
+        np.zeros(b, dtype=np.bool_),
+        np.zeros(b, dtype=np.int64),
+        np.empty((b, 1, OBS_DIM)),
+        np.empty((b, 1), dtype=np.int8),
+        actions,
+    )
+    return actions
 
 
 def _discount_matrix(gamma: float, length: int) -> np.ndarray:
@@ -477,6 +487,97 @@ def loss_gradients(
 ) -> np.ndarray:
     """Gradient of the episode loss L = L_p + lambda L_v (eqs. 15-18) per row, by hand.
 
+    The engine's own code path (:func:`training._kernels.episode_gradients_kernel`): a row's
+    result never depends on the other rows or on how far the inputs were padded.
+
+    Args:
+        theta: (M, 112) parameters each episode was played with.
+        obs: (M, L+1, 4) observations s_0..s_L (row m valid up to ``lengths[m]``, inclusive).
+        actions: (M, L) actions a_0..a_{L-1}.
+        rewards: (M, L) rewards r_0..r_{L-1}.
+        lengths: (M,) T_m >= 1, the number of actions taken in row m's episode.
+        bootstrap: (M,) True where the episode was cut (use V(s_T)), False where it terminated
+            (V(s_T) = 0).
+        gamma, lam, beta: scalars or (M,) per row.
+
+    Returns:
+        (M, 112) gradients dL/dtheta in our packing.
+    """
+    theta = _check_theta(theta)
+    m, big_l = _check_episode_batch(theta, obs, actions, rewards, lengths, bootstrap)
+    per = [
+        np.ascontiguousarray(np.broadcast_to(np.asarray(x, dtype=np.float64), (m,)))
+        for x in (gamma, lam, beta)
+    ]
+    out = np.empty((m, DIM))
+    episode_gradients_kernel(
+        theta,
+        np.arange(m, dtype=np.int64),
+        np.ascontiguousarray(obs, dtype=np.float64),
+        np.ascontiguousarray(actions, dtype=np.int8),
+        np.ascontiguousarray(rewards, dtype=np.float64),
+        np.ascontiguousarray(lengths, dtype=np.int64),
+        np.ascontiguousarray(bootstrap, dtype=np.bool_),
+        *per,
+        out,
+        np.empty(m),
+    )
+    return out
+
+
+def _check_episode_batch(
+    theta: np.ndarray,
+    obs: Any,
+    actions: Any,
+    rewards: Any,
+    lengths: Any,
+    bootstrap: Any,
+) -> tuple[int, int]:
+    """Shapes and values of an episode batch; returns (M, L)."""
+    m = theta.shape[0]
+    a = np.asarray(actions)
+    if a.ndim != 2 or a.shape[0] != m:
+        raise InvalidParameterError(f"actions must have shape ({m}, L), got shape {a.shape}")
+    big_l = a.shape[1]
+    ln = np.asarray(lengths)
+    if ln.shape != (m,) or ln.min() < 1 or ln.max() > big_l:
+        raise InvalidParameterError(f"lengths must be (M,) in [1, {big_l}], got {lengths!r}")
+    if not np.isin(a, (0, 1)).all():
+        raise InvalidParameterError("actions must be 0 or 1")
+    o = np.asarray(obs)
+    if o.ndim != 3 or o.shape[0] != m or o.shape[2] != OBS_DIM or o.shape[1] <= ln.max():
+        raise InvalidParameterError(
+            f"obs must have shape ({m}, >= {int(ln.max()) + 1}, {OBS_DIM}), got shape {o.shape}"
+        )
+    r = np.asarray(rewards)
+    if r.ndim != 2 or r.shape[0] != m or r.shape[1] < ln.max():
+        raise InvalidParameterError(
+            f"rewards must have shape ({m}, >= {int(ln.max())}), got shape {r.shape}"
+        )
+    if not (np.all(np.isfinite(o)) and np.all(np.isfinite(r))):
+        raise InvalidParameterError("obs and rewards must be finite")
+    if np.shape(bootstrap) != (m,):
+        raise InvalidParameterError(
+            f"bootstrap must have shape ({m},), got shape {np.shape(bootstrap)}"
+        )
+    return m, big_l
+
+
+def _loss_gradients_numpy(
+    theta: np.ndarray,
+    obs: np.ndarray,
+    actions: np.ndarray,
+    rewards: np.ndarray,
+    lengths: np.ndarray,
+    bootstrap: np.ndarray,
+    *,
+    gamma: float | np.ndarray = 0.99,
+    lam: float | np.ndarray = 0.5,
+    beta: float | np.ndarray = 0.01,
+) -> np.ndarray:
+    """:func:`loss_gradients` in batched NumPy (the formulation before the compiled kernel;
+    kept to cross-check the kernel in tests and benchmarks).
+
     Rows are grouped by :func:`bucket_length` and each group padded to exactly that length, so
     a row's result never depends on the other rows or on how far the inputs were padded.
 
@@ -526,6 +627,8 @@ def rollout(
     uniforms: np.ndarray,
     alpha: float | np.ndarray,
     steps: int = 200,
+    *,
+    acting: str = "argmax",
 ) -> dict[str, np.ndarray]:
     """Play one alpha-greedy episode per row, all rows in lock-step.
 
@@ -536,6 +639,7 @@ def rollout(
         uniforms: (steps, B) in [0, 1): explore iff u < alpha, then action = 1 iff u >= alpha/2.
         alpha: exploration probability, scalar or (B,).
         steps: episode cap.
+        acting: "argmax" or "sample" (see ``PgcA3cConfig.acting``).
 
     Returns:
         dict with obs (B, steps+1, 4), actions (B, steps), rewards (B, steps), lengths (B,),
@@ -543,41 +647,57 @@ def rollout(
     """
     theta = _check_theta(theta)
     b = theta.shape[0]
+    if acting not in _ACTING:
+        raise InvalidParameterError(f"acting must be one of {_ACTING}, got {acting!r}")
+    sample = np.full(b, acting == "sample")
     env = PrivateGravityCartPole(gravity, episode_steps=steps)
     env.reset_rows(np.arange(b), init_states)
-    pol = _Policy(theta)
-    alpha_b = np.broadcast_to(np.asarray(alpha, dtype=np.float64), (b,))
+    alpha_b = np.ascontiguousarray(np.broadcast_to(np.asarray(alpha, dtype=np.float64), (b,)))
+    uniforms = np.asarray(uniforms, dtype=np.float64)
     obs = np.zeros((b, steps + 1, OBS_DIM))
-    acts = np.zeros((b, steps), dtype=np.int64)
+    acts = np.zeros((b, steps), dtype=np.int8)
     rews = np.zeros((b, steps))
     lengths = np.zeros(b, dtype=np.int64)
     boot = np.zeros(b, dtype=bool)
     alive = np.arange(b)
-    cur = env.observation.astype(np.float64)
+    th = theta
+    o_tmp = np.empty((b, 1, OBS_DIM))
+    a_tmp = np.empty((b, 1), dtype=np.int8)
+    a = np.empty(b, dtype=np.int64)
+    zero_t = np.zeros(b, dtype=np.int64)
     for t in range(steps):
-        obs[alive, t] = cur
-        u = uniforms[t, alive]
-        a = np.where(u < alpha_b[alive], u >= alpha_b[alive] / 2.0, pol.greedy(cur.T.copy()))
-        a = a.astype(np.int64)
-        acts[alive, t] = a
-        nxt, r, term, trunc = env.step(a)
+        n = alive.size
+        # the engine's own acting kernel (same observation rounding, greedy rule and ties)
+        act_and_record(
+            env._env.state,
+            th,
+            np.ascontiguousarray(uniforms[t, alive]),
+            alpha_b[alive],
+            sample[:n],
+            zero_t[:n],
+            o_tmp[:n],
+            a_tmp[:n],
+            a[:n],
+        )
+        obs[alive, t] = o_tmp[:n, 0]
+        acts[alive, t] = a_tmp[:n, 0]
+        nxt, r, term, trunc = env.step(a[:n])
         rews[alive, t] = r
         done = term | trunc
-        cur = nxt.astype(np.float64)
         if done.any():
             ended = alive[done]
-            obs[ended, t + 1] = cur[done]
+            obs[ended, t + 1] = nxt[done].astype(np.float64)
             lengths[ended] = t + 1
             boot[ended] = trunc[done] & ~term[done]
             keep = np.flatnonzero(~done)
-            alive, cur = alive[keep], cur[keep]
+            alive = alive[keep]
             if alive.size == 0:
                 break
             env.select(keep)
-            pol.select(keep)
+            th = np.ascontiguousarray(th[keep])
     return {
         "obs": obs,
-        "actions": acts,
+        "actions": acts.astype(np.int64),
         "rewards": rews,
         "lengths": lengths,
         "bootstrap": boot,
@@ -595,6 +715,7 @@ def episode_gradients(
     gamma: float = 0.99,
     lam: float = 0.5,
     beta: float = 0.01,
+    acting: str = "argmax",
 ) -> tuple[np.ndarray, np.ndarray]:
     """The attacker's simulator: one episode per row, returns raw gradients and scores.
 
@@ -608,6 +729,7 @@ def episode_gradients(
         alpha: exploration probability (scalar or (B,)).
         steps: episode cap (200 in the paper).
         gamma, lam, beta: loss hyper-parameters (paper defaults).
+        acting: "argmax" (the paper) or "sample" (``PgcA3cConfig.acting``).
 
     Returns:
         (grads (B, 112), scores (B,)).
@@ -618,7 +740,7 @@ def episode_gradients(
     steps = _check_int(steps, "steps", 1)
     init = initial_states(rng.random((t.shape[0], OBS_DIM)))
     uni = rng.random((steps, t.shape[0]))
-    ro = rollout(t, g.copy(), init, uni, alpha, steps)
+    ro = rollout(t, g.copy(), init, uni, alpha, steps, acting=acting)
     big_l = int(ro["lengths"].max())
     grads = loss_gradients(
         t,
@@ -785,22 +907,17 @@ class Aggregator:
             y = np.concatenate([r.noisy for r in reports])
         if tr.size == 0:
             return
-        # rank of each row within its trial (rows of a trial are contiguous)
-        first, counts = _runs(tr)
-        rank = np.arange(tr.size) - np.repeat(first, counts)
-        for k in range(int(rank.max()) + 1):  # at most n_agents passes, vectorised over trials
-            sel = rank == k
-            g = tr[sel]
-            self.buffer[g] += y[sel]
-            self.count[g] += 1
-            full = self.count[g] >= self.buffer_size[g]
-            if full.any():
-                gf = g[full]
-                # eq. 22: theta <- theta - eta * (1/|B|) sum_{g~ in B} g~
-                self.theta[gf] -= self.eta[gf, None] * (self.buffer[gf] / self.count[gf, None])
-                self.buffer[gf] = 0.0
-                self.count[gf] = 0
-                self.version[gf] += 1
+        # eq. 22: theta <- theta - eta * (1/|B|) sum_{g~ in B} g~, one compiled pass in row order
+        aggregate(
+            self.theta,
+            self.buffer,
+            self.count,
+            self.version,
+            self.eta,
+            self.buffer_size,
+            np.ascontiguousarray(tr, dtype=np.int64),
+            np.ascontiguousarray(y, dtype=np.float64),
+        )
 
 
 # ==============================================================================================
@@ -871,6 +988,7 @@ class _Engine:
 
         self.gamma, self.lam, self.beta = per("gamma"), per("lam"), per("beta")
         self.alpha0, self.alpha_decay = per("alpha_start"), per("alpha_decay")
+        self.sample_g = np.array([self.configs[c].acting == "sample" for c in cfg_of], dtype=bool)
         self.max_sub = per("max_submissions", np.int64)
         self.rounds = per("rounds", np.int64)
         self.n_agents = per("n_agents", np.int64)
@@ -894,7 +1012,10 @@ class _Engine:
         self.next_agent = np.zeros(G, dtype=np.int64)
         self.active = np.ones(G, dtype=bool)
         self.at_target = np.zeros(G, dtype=bool)
-        self.zeta = [np.full(self.configs[c].max_submissions, np.nan) for c in cfg_of]
+        # zeta_n of every trial in one flat array (trial g owns [zoff[g], zoff[g] + max_sub[g]))
+        self.zoff = np.concatenate([[0], np.cumsum(self.max_sub)[:-1]]).astype(np.int64)
+        self.zeta_flat = np.full(int(self.max_sub.sum()), np.nan)
+        self.alpha_g = np.maximum(0.0, self.alpha0 - self.n_sub / self.alpha_decay)
         self.env_steps = 0
 
         # ---- per row (trial-major, worker order) ----
@@ -911,7 +1032,7 @@ class _Engine:
         self.acts = np.zeros((E, s_pad), dtype=np.int8)
         self.rews = np.zeros((E, s_pad), dtype=np.float32)
         self.env = PrivateGravityCartPole(np.full(E, 9.8), episode_steps=self.S)
-        self.policy = _Policy(self.row_theta)
+        self.actions = np.zeros(E, dtype=np.int64)
 
         # ---- randomness in blocks ----
         self.act_block = np.zeros((_ACT_BLOCK, E))
@@ -977,7 +1098,6 @@ class _Engine:
         self.row_round[rows[~new_agent]] += 1
         th = self.agg.theta[g]
         self.row_theta[rows] = th
-        self.policy.set_rows(rows, th)
         self.env._reset_rows_unchecked(rows, initial_states(u[:, 1:]), self.row_gravity[rows])
         if any(self.record):
             self._record_broadcast(rows, g)
@@ -1000,19 +1120,23 @@ class _Engine:
                 self._refill_act_block()
             u = self.act_block[self.block_pos]
             self.block_pos += 1
+            env = self.env._env
+            t = env.steps.copy()  # step() increments in place
+            # alpha-greedy (section 4): alpha = max{0, 0.5 - n/1800}; records s_t and a_t
+            act_and_record(
+                env.state,
+                self.row_theta,
+                u,
+                self.alpha_g[self.row_trial],
+                self.sample_g[self.row_trial],
+                t,
+                self.obs,
+                self.acts,
+                self.actions,
+            )
+            obs, r, term, trunc = self.env._step_unchecked(self.actions)
             E = self.row_trial.size
-            ar = np.arange(E)
-            st = self.env._env.state  # (4, E) float64, read without a copy
-            obs_t = st.astype(np.float32).astype(np.float64)  # what Gymnasium shows the agent
-            t = self.env._env.steps.astype(np.int64)  # a copy: step() increments in place
-            self.obs[ar, t] = obs_t.T
-            # alpha-greedy (section 4): alpha = max{0, 0.5 - n/1800}
-            alpha = np.maximum(0.0, self.alpha0 - self.n_sub / self.alpha_decay)[self.row_trial]
-            greedy = self.policy.greedy(obs_t)
-            a = np.where(u < alpha, u >= 0.5 * alpha, greedy)
-            self.acts[ar, t] = a
-            obs, r, term, trunc = self.env.step(a.astype(np.int64))
-            self.rews[ar, t] = r
+            self.rews[np.arange(E), t] = r
             self.env_steps += E
             done = term | trunc
             if done.any():
@@ -1029,41 +1153,40 @@ class _Engine:
         term: np.ndarray,
         trunc: np.ndarray,
     ) -> None:
+        n = rows.size
+        sub, gs, rk = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
+        lengths, boot = np.empty(n, np.int64), np.empty(n, np.bool_)
+        # the cap: a trial's later arrivals beyond max_submissions are discarded
+        m = ended_episodes(
+            rows, self.row_trial, self.max_sub, self.n_sub, t, term, trunc,
+            sub, gs, rk, lengths, boot,
+        )  # fmt: skip
+        sub, gs, rk, lengths, boot = sub[:m], gs[:m], rk[:m], lengths[:m], boot[:m]
         g = self.row_trial[rows]
-        first, counts = _runs(g)
-        rank = np.arange(g.size) - np.repeat(first, counts)
-        keep = rank < (self.max_sub[g] - self.n_sub[g])  # the cap: later arrivals are discarded
-        sub = rows[keep]
-        gs, rk = g[keep], rank[keep]
-        lengths = t[sub].astype(np.int64) + 1  # t was read before the step
-        self.obs[sub, lengths] = obs[sub].astype(np.float64)
-        big_l = int(lengths.max())
-        boot = trunc[sub] & ~term[sub]
+        self.obs[sub, lengths] = obs[sub]  # s_T, the state the episode ended in
         grads = np.empty((sub.size, DIM))
-        # rows bucketed by episode length (powers of two, as loss_gradients does): little work
-        # goes into padding, and a row's gradient does not depend on the rows beside it
-        blen = bucket_length(lengths)
-        for lb in np.unique(blen).tolist():
-            sel = np.flatnonzero(blen == lb)
-            rs, gsel = sub[sel], gs[sel]
-            grads[sel] = _gradients_fixed(
-                self.row_theta[rs],
-                self.obs[rs, : lb + 1],
-                self.acts[rs, :lb],
-                self.rews[rs, :lb],
-                lengths[sel],
-                boot[sel],
-                self.gamma[gsel],
-                self.lam[gsel],
-                self.beta[gsel],
-            )
-        valid = np.arange(big_l)[None, :] < lengths[:, None]  # rows hold older episodes beyond
-        scores = np.where(valid, self.rews[sub, :big_l], 0.0).sum(axis=1)  # zeta: steps survived
+        scores = np.empty(sub.size)  # zeta: steps survived
+        episode_gradients_kernel(  # eqs. 15-18, one compiled loop over the ended episodes
+            self.row_theta[sub],
+            sub,
+            self.obs,
+            self.acts,
+            self.rews,
+            lengths,
+            boot,
+            self.gamma[gs],
+            self.lam[gs],
+            self.beta[gs],
+            grads,
+            scores,
+        )
         sub_index = self.n_sub[gs] + rk
-        cfg = self.cfg_of[gs]
+        cfg = self.cfg_of[gs]  # sorted: configs own contiguous blocks of trials
         groups, cis, sels = [], [], []
-        for ci in np.unique(cfg).tolist():  # configs own contiguous trials: rows stay in order
-            sel = cfg == ci
+        c_first, c_count = _runs(cfg)
+        for f, k in zip(c_first.tolist(), c_count.tolist(), strict=True):
+            ci = int(cfg[f])
+            sel = slice(f, f + k)
             c = self.configs[ci]
             lt, ag = self.local[gs[sel]], self.row_agent[sub[sel]]
             prefix = f"{ci}:" if self.shared_accountant else ""
@@ -1105,24 +1228,24 @@ class _Engine:
                 rec["gravity"].append(self.row_gravity[sub[sel]])
                 rec["gradient"].append(grads[sel])
         self.agg.receive(*reports)
-        for gi, n, s in zip(gs.tolist(), sub_index.tolist(), scores.tolist(), strict=True):
-            self.zeta[gi][n] = s
-        np.add.at(self.n_sub, gs, 1)
-
-        # ---- stop criteria ----
-        ended_now = np.zeros(self.G, dtype=bool)
-        tg = np.unique(gs)
-        ended_now[tg[self.n_sub[tg] >= self.max_sub[tg]]] = True
-        for gi in tg[self.stop_target[tg]].tolist():  # eq. 25-26 on the newly complete windows
-            w, n = int(self.window[gi]), int(self.n_sub[gi])
-            z = self.zeta[gi]
-            lo = max(0, n - int(np.sum(gs == gi)) - w + 1)
-            if n >= w:
-                mu = np.convolve(z[lo:n], np.ones(w) / w, mode="valid")
-                if mu.size and np.any(mu >= self.target[gi]):
-                    ended_now[gi] = True
-                    self.at_target[gi] = True
-        self.active &= ~ended_now
+        # zeta_n, submission counts, alpha, and the stop criteria (max_submissions; eqs. 25-26)
+        any_ended = record_scores(
+            gs,
+            sub_index,
+            scores,
+            self.zoff,
+            self.zeta_flat,
+            self.n_sub,
+            self.alpha_g,
+            self.alpha0,
+            self.alpha_decay,
+            self.max_sub,
+            self.stop_target,
+            self.window,
+            self.target,
+            self.active,
+            self.at_target,
+        )
 
         # ---- restart the workers whose episodes ended (trials still running) ----
         still = self.active[g]
@@ -1130,7 +1253,7 @@ class _Engine:
             rr = rows[still]
             new_agent = self.row_round[rr] + 1 >= self.rounds[g[still]]
             self._start_rows(rr, new_agent)
-        if ended_now.any():
+        if any_ended:
             self._compact()
 
     def _compact(self) -> None:
@@ -1150,7 +1273,7 @@ class _Engine:
             setattr(self, name, getattr(self, name)[keep].copy())
         self.act_block = np.ascontiguousarray(self.act_block[:, keep])
         self.env.select(keep)
-        self.policy.select(keep)
+        self.actions = np.zeros(keep.size, dtype=np.int64)
 
     # ------------------------------------------------------------------------------ results
     def results(self, seconds: float) -> list[TrainResult]:
@@ -1185,7 +1308,9 @@ class _Engine:
                 TrainResult(
                     config=c,
                     seed=self.seeds[ci],
-                    zeta=np.stack([self.zeta[g] for g in gs]),
+                    zeta=np.stack(
+                        [self.zeta_flat[self.zoff[g] : self.zoff[g] + self.max_sub[g]] for g in gs]
+                    ),
                     theta=self.agg.theta[gs].copy(),
                     submissions=self.n_sub[gs].copy(),
                     stopped_at_target=self.at_target[gs].copy(),
@@ -1252,6 +1377,8 @@ def train_grid(
     ledgers: Sequence[Any] | None = None,
     progress: bool | None = None,
     transcript: bool | None = None,
+    workers: int = 1,
+    _sink: Any = None,
 ) -> list[TrainResult]:
     """Run several configs (e.g. the 10 settings of Tables 1-3) in ONE lock-step batch.
 
@@ -1270,6 +1397,10 @@ def train_grid(
         progress: show a tqdm bar on stderr (submissions); None = off.
         transcript: record the transcript (default: only for configs with a run directory).
             At paper scale a transcript holds 90,000 x trials reports; record it for attack runs.
+        workers: processes to spread the configs over (one lock-step batch each; configs are
+            dealt round-robin). The results are exactly those of ``workers=1``: a config's run
+            never depends on the configs beside it. ``env_steps`` of every result is then the
+            total over all workers. Not with ``ledgers`` (ledger objects stay in this process).
 
     Returns:
         One :class:`TrainResult` per config, in order.
@@ -1286,6 +1417,11 @@ def train_grid(
     dirs = list(run_dirs) if run_dirs is not None else [None] * n
     if len(dirs) != n:
         raise InvalidParameterError(f"run_dirs must have one entry per config ({n})")
+    workers = _check_int(workers, "workers", 1)
+    if workers > 1 and n > 1:
+        if ledgers is not None:
+            raise InvalidParameterError("workers > 1 cannot take ledger objects; use run_dirs")
+        return _train_grid_parallel(configs, seeds, dirs, progress, transcript, workers)
     from training import run_dir as rd
 
     accountants = []
@@ -1313,7 +1449,7 @@ def train_grid(
             unit="sub",
         )
     try:
-        engine.run(bar)
+        engine.run(bar if _sink is None else _sink)
     finally:
         if bar is not None:
             bar.close()
@@ -1322,6 +1458,118 @@ def train_grid(
         if d is not None:
             rd.write_run(d, res)
     return results
+
+
+def _grid_worker(
+    queue: Any,
+    idx: list[int],
+    configs: list[PgcA3cConfig],
+    seeds: list[int],
+    dirs: list[Any],
+    transcript: bool | None,
+) -> None:
+    """One process of :func:`_train_grid_parallel`: runs its configs, reports progress and
+    results (or the exception) through ``queue``."""
+    try:
+
+        class _Sink:
+            def __init__(self) -> None:
+                self.pending, self.last = 0, time.monotonic()
+
+            def update(self, k: int) -> None:
+                self.pending += k
+                now = time.monotonic()
+                if now - self.last > 0.2:
+                    queue.put(("progress", self.pending))
+                    self.pending, self.last = 0, now
+
+        res = train_grid(
+            configs, seed=seeds, run_dirs=dirs, progress=False, transcript=transcript, _sink=_Sink()
+        )
+        queue.put(("done", idx, res))
+    except BaseException as exc:  # noqa: BLE001 - forwarded to the parent, which re-raises
+        import traceback
+
+        queue.put(("error", idx, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
+
+
+def _train_grid_parallel(
+    configs: list[PgcA3cConfig],
+    seeds: list[int],
+    dirs: list[Any],
+    progress: bool | None,
+    transcript: bool | None,
+    workers: int,
+) -> list[TrainResult]:
+    import multiprocessing as mp
+    import queue as queue_mod
+
+    # fork where the platform has it (workers start at once and work from <stdin> or a
+    # notebook); the parent starts no thread before forking (the progress bar comes after)
+    ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+    q = ctx.Queue()
+    n = len(configs)
+    parts = [list(range(w, n, workers)) for w in range(min(workers, n))]
+    procs = []
+    for idx in parts:
+        p = ctx.Process(
+            target=_grid_worker,
+            args=(
+                q,
+                idx,
+                [configs[i] for i in idx],
+                [seeds[i] for i in idx],
+                [dirs[i] for i in idx],
+                transcript,
+            ),
+            daemon=True,
+        )
+        p.start()
+        procs.append(p)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(
+            total=int(sum(c.trials * c.max_submissions for c in configs)),
+            desc="pgc-a3c submissions",
+            unit="sub",
+        )
+    t0 = time.perf_counter()
+    out: list[Any] = [None] * n
+    left = len(procs)
+    try:
+        while left:
+            try:
+                msg = q.get(timeout=1.0)
+            except queue_mod.Empty:
+                dead = [p for p in procs if p.exitcode not in (None, 0)]
+                if dead:
+                    raise RuntimeError(
+                        f"a train_grid worker died (exit code {dead[0].exitcode})"
+                    ) from None
+                continue
+            if msg[0] == "progress":
+                if bar is not None:
+                    bar.update(msg[1])
+            elif msg[0] == "error":
+                raise RuntimeError(f"train_grid worker failed: {msg[2]}")
+            else:
+                _, idx, res = msg
+                for i, r in zip(idx, res, strict=True):
+                    out[i] = r
+                left -= 1
+    finally:
+        if bar is not None:
+            bar.close()
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+            p.join()
+    secs = time.perf_counter() - t0
+    # env_steps of a worker's results count that worker's batch; report the grid's total
+    total_steps = sum(int(out[idx[0]].env_steps) for idx in parts)
+    return [dataclasses_replace(r, env_steps=total_steps, seconds=secs) for r in out]
 
 
 def train(

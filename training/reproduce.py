@@ -91,6 +91,9 @@ class ReproduceConfig:
     """Also run the Figure 2 settings (epsilon = 1 with the other buffer size) for the curves."""
     figure2_trials: int | None = None
     """Trials per Figure 2 setting not already in the grid (default: ``trials``)."""
+    figure2_submissions: int | None = None
+    """Submissions per extra Figure 2 run (default: ``max_submissions``). Full runs whose
+    trials learn play 200-step episodes to the end, which sets the pace of the whole batch."""
     stop_at_target: bool = False
     """Stop a grid trial once its FST is known (Tables 1-3 and Figure 3 need only FSTs); the
     Figure 2 curves are then taken from separate full-length runs."""
@@ -98,9 +101,14 @@ class ReproduceConfig:
     """Level of every confidence interval."""
     n_resamples: int = 10_000
     """Bootstrap resamples per interval."""
+    acting: str = "argmax"
+    """``PgcA3cConfig.acting`` of every run: "argmax" (the paper as printed) or "sample"."""
+    workers: int = 1
+    """Processes the grid is spread over (``train_grid(workers=...)``); results do not depend
+    on it."""
 
     def __post_init__(self) -> None:
-        for name in ("trials", "max_submissions", "n_resamples"):
+        for name in ("trials", "max_submissions", "n_resamples", "workers"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise InvalidParameterError(f"{name} must be an integer >= 1, got {v!r}")
@@ -108,6 +116,15 @@ class ReproduceConfig:
             raise InvalidParameterError(
                 f"max_submissions must be >= {metrics.WINDOW} (the window of eq. 25), "
                 f"got {self.max_submissions!r}"
+            )
+        if self.figure2_submissions is not None and (
+            isinstance(self.figure2_submissions, bool)
+            or not isinstance(self.figure2_submissions, int)
+            or self.figure2_submissions < metrics.WINDOW
+        ):
+            raise InvalidParameterError(
+                f"figure2_submissions must be None or an integer >= {metrics.WINDOW}, "
+                f"got {self.figure2_submissions!r}"
             )
         if self.figure2_trials is not None and (
             isinstance(self.figure2_trials, bool)
@@ -119,6 +136,8 @@ class ReproduceConfig:
             )
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise InvalidParameterError(f"seed must be an integer >= 0, got {self.seed!r}")
+        if self.acting not in ("argmax", "sample"):
+            raise InvalidParameterError(f"acting must be 'argmax' or 'sample', got {self.acting!r}")
         for m in self.mechanisms:
             if m not in MECHANISMS:
                 raise InvalidParameterError(f"mechanisms must be among {MECHANISMS}, got {m!r}")
@@ -145,6 +164,8 @@ class Setting:
     """K."""
     stop_at_target: bool = False
     """Whether runs stop once FST is known."""
+    figure2: bool = False
+    """An extra full-length run for Figure 2 (its key ends in ``-fig2``)."""
     index: int = field(default=0, compare=False)
     """Position in the run order; selects the setting's seed stream."""
 
@@ -152,7 +173,8 @@ class Setting:
     def key(self) -> str:
         """Stable name, e.g. ``laplace-eps1-B1``."""
         eps = "inf" if math.isinf(self.epsilon) else f"{self.epsilon:g}"
-        return f"{self.mechanism}-eps{eps}-B{self.buffer_size}"
+        tag = "-fig2" if self.figure2 else ""
+        return f"{self.mechanism}-eps{eps}-B{self.buffer_size}{tag}"
 
     @property
     def engine_mechanism(self) -> str:
@@ -172,12 +194,12 @@ def _settings(cfg: ReproduceConfig) -> tuple[list[Setting], list[Setting]]:
         k2 = cfg.figure2_trials or cfg.trials
         for m in cfg.mechanisms:
             for b in sorted(set(PAPER_BUFFER.values())):
-                s = Setting(m, 1.0, b, k2, False)
-                if cfg.stop_at_target or s not in grid:
-                    extra.append(s)
+                in_grid = Setting(m, 1.0, b, cfg.trials, False) in grid
+                if cfg.stop_at_target or not in_grid:
+                    extra.append(Setting(m, 1.0, b, k2, False, figure2=True))
     ordered = grid + extra
     ordered = [
-        Setting(s.mechanism, s.epsilon, s.buffer_size, s.trials, s.stop_at_target, i)
+        Setting(s.mechanism, s.epsilon, s.buffer_size, s.trials, s.stop_at_target, s.figure2, i)
         for i, s in enumerate(ordered)
     ]
     return ordered[: len(grid)], ordered[len(grid) :]
@@ -191,7 +213,7 @@ def _setting_seed(master: int, index: int) -> int:
 TrainFn = Callable[[Setting, int, int], np.ndarray]
 
 
-def _engine_config(setting: Setting, max_submissions: int) -> Any:
+def _engine_config(setting: Setting, max_submissions: int, acting: str = "argmax") -> Any:
     from training.pgc_a3c import PgcA3cConfig  # lazy: torch-free import of this module
 
     kwargs: dict[str, Any] = dict(
@@ -200,6 +222,7 @@ def _engine_config(setting: Setting, max_submissions: int) -> Any:
         max_submissions=max_submissions,
         buffer_size=setting.buffer_size,
         stop_at_target=setting.stop_at_target,
+        acting=acting,
     )
     if not math.isinf(setting.epsilon):
         kwargs["epsilon"] = setting.epsilon
@@ -207,14 +230,23 @@ def _engine_config(setting: Setting, max_submissions: int) -> Any:
 
 
 def _engine_grid(
-    settings: list[Setting], seeds: dict[str, int], max_submissions: int, progress: bool | None
+    settings: list[Setting],
+    seeds: dict[str, int],
+    horizon: dict[str, int],
+    progress: bool | None,
+    workers: int = 1,
+    acting: str = "argmax",
 ) -> dict[str, np.ndarray]:
     """Every setting in one ``train_grid`` call; zeta (trials, max_submissions) per setting."""
     from training.pgc_a3c import train_grid
 
-    configs = [_engine_config(s, max_submissions) for s in settings]
+    configs = [_engine_config(s, horizon[s.key], acting) for s in settings]
     res = train_grid(
-        configs, seed=[seeds[s.key] for s in settings], progress=progress, transcript=False
+        configs,
+        seed=[seeds[s.key] for s in settings],
+        progress=progress,
+        transcript=False,
+        workers=workers,
     )
     return {s.key: np.asarray(r.zeta, dtype=np.float64) for s, r in zip(settings, res, strict=True)}
 
@@ -265,10 +297,12 @@ def run_reproduction(
     }
     zetas: dict[str, np.ndarray] = {}
     seeds = {s.key: _setting_seed(cfg.seed, s.index) for s in grid + extra}
+    horizon = {s.key: cfg.max_submissions for s in grid}
+    horizon.update({s.key: cfg.figure2_submissions or cfg.max_submissions for s in extra})
     t_all = time.perf_counter()
     if train_fn is None:
         # All settings and trials in ONE lock-step batch (training.pgc_a3c.train_grid).
-        zetas = _engine_grid(grid + extra, seeds, cfg.max_submissions, progress)
+        zetas = _engine_grid(grid + extra, seeds, horizon, progress, cfg.workers, cfg.acting)
         secs_of = {s.key: None for s in grid + extra}
     else:
         secs_of = {}
@@ -278,15 +312,15 @@ def run_reproduction(
             for s in grid + extra:
                 bar.set_postfix_str(s.key)
                 t0 = time.perf_counter()
-                zetas[s.key] = np.asarray(train_fn(s, seeds[s.key], cfg.max_submissions))
+                zetas[s.key] = np.asarray(train_fn(s, seeds[s.key], horizon[s.key]))
                 secs_of[s.key] = time.perf_counter() - t0
                 bar.update(s.trials)
     for s in grid + extra:
         zeta = zetas[s.key]
-        if zeta.shape != (s.trials, cfg.max_submissions):
+        if zeta.shape != (s.trials, horizon[s.key]):
             raise InvalidParameterError(
                 f"engine returned zeta of shape {zeta.shape}, expected "
-                f"{(s.trials, cfg.max_submissions)} for {s.key}"
+                f"{(s.trials, horizon[s.key])} for {s.key}"
             )
         entry = {
             "mechanism": s.mechanism,
@@ -547,7 +581,7 @@ def figure2(results: dict[str, Any], path: Path) -> None:
         name = {"laplace": "Laplace", "prs": "PRS"}[c["mechanism"]]
         ax.plot(c["n"], y, lw=1.0, label=f"{name}, |B| = {c['buffer_size']} (K = {c['trials']})")
     ax.axhline(metrics.TARGET_SCORE, color="grey", ls=":", lw=0.8)
-    ax.set_xlim(0, results["config"]["max_submissions"])
+    ax.set_xlim(0, max([c["n"][-1] for c in results["figure2"].values() if c["n"]] or [1]))
     ax.set_ylim(0, 205)
     ax.set_xlabel("#submissions")
     ax.set_ylabel("average score μ_n (eq. 25), mean over trials")

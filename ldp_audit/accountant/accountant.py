@@ -425,8 +425,11 @@ class Accountant:
         """
         scope = _check_scope(scope)
         rows: list[tuple[str, str, str]] = []
-        # JSON per event object (by identity: a batch usually shares one event object).
-        json_of: dict[int, tuple[DpEvent, str]] = {}
+        # JSON per event object, by identity (a trainer charges the same event object at every
+        # step); the memo holds the event, so its id cannot be reused while it is cached.
+        json_of = self.__dict__.setdefault("_event_json_memo", {})
+        if len(json_of) > 1024:
+            json_of.clear()
         for item in charges:
             try:
                 agent, event = item
@@ -435,7 +438,7 @@ class Accountant:
                     f"charges must be (agent, event) pairs, got {item!r}"
                 ) from None
             hit = json_of.get(id(event))
-            if hit is None:
+            if hit is None or hit[0] is not event:
                 hit = json_of[id(event)] = (event, event_to_json(event))  # validates the event
             if type(agent) is not str or not agent:
                 _check_agent(agent)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
 from typing import Any
@@ -54,6 +55,13 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--max-submissions", type=_positive_int, default=90_000, help="submissions per trial"
     )
+    p.add_argument(
+        "--acting",
+        choices=("argmax", "sample"),
+        default="argmax",
+        help="non-exploring action: argmax pi (the paper) or a sample of pi (ablation)",
+    )
+    p.add_argument("--stop-at-target", action="store_true", help="stop a trial once FST is known")
     p.add_argument("--out", default=None, metavar="RUN_DIR", help="write a run directory here")
     p.add_argument("--json", action="store_true", help="print the metrics as JSON on stdout")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
@@ -78,11 +86,30 @@ def register(subparsers: Any) -> None:
         default=None,
         help="trials per extra Figure 2 setting (default: --trials)",
     )
+    r.add_argument(
+        "--figure2-submissions",
+        type=_positive_int,
+        default=None,
+        help="submissions per extra Figure 2 run (default: --max-submissions)",
+    )
     r.add_argument("--no-figure2", action="store_true", help="skip the Figure 2 extra runs")
     r.add_argument(
         "--stop-at-target",
         action="store_true",
         help="stop grid trials once FST is known (Figure 2 then uses separate full runs)",
+    )
+    r.add_argument(
+        "--acting",
+        choices=("argmax", "sample"),
+        default="argmax",
+        help="non-exploring action: argmax pi (the paper) or a sample of pi (ablation)",
+    )
+    r.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=None,
+        help="processes to spread the grid over (default: the CPU count; results do not depend "
+        "on it)",
     )
     r.add_argument("--json", action="store_true", help="print results.json on stdout")
     r.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
@@ -111,6 +138,8 @@ def _train_pgc(args: argparse.Namespace) -> int:
         trials=args.trials,
         max_submissions=args.max_submissions,
         rounds=args.rounds,
+        acting=args.acting,
+        stop_at_target=args.stop_at_target,
         **eps_kw,
     )
     t0 = time.perf_counter()
@@ -166,7 +195,10 @@ def _reproduce_pgc(args: argparse.Namespace) -> int:
         seed=args.seed,
         figure2=not args.no_figure2,
         figure2_trials=args.figure2_trials,
+        figure2_submissions=args.figure2_submissions,
         stop_at_target=args.stop_at_target,
+        workers=args.workers or max(1, os.cpu_count() or 1),
+        acting=args.acting,
     )
     results = run_reproduction(cfg, progress=not args.no_progress)
     paths = write_report(results, args.out)

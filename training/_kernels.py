@@ -1,0 +1,342 @@
+"""Compiled (Numba) inner loops of the PGC-A3C engine: acting and the episode gradient.
+
+The lock-step engine in :mod:`training.pgc_a3c` spends its time in two places: choosing the
+actions of every row at every step, and the gradient of eqs. 15-18 of every episode that ended
+at that step. With NumPy each is a few dozen calls on small arrays, so Python and call overhead
+dominates; here each is one compiled loop. The physics stays Gymnasium's (``CartPoleVectorEnv``).
+
+Both kernels work row by row, so a row's result never depends on which other rows share the
+batch, and they keep IEEE semantics (no ``fastmath``): results are bit-for-bit reproducible.
+``tests/test_pgc_kernels.py`` checks them against the NumPy formulation and torch autograd.
+
+Parameter packing (see :func:`training.pgc_a3c.unpack_theta`): theta[0:64] is theta_c (16x4,
+row-major: theta_c[j, k] = theta[4 j + k]), theta[64:80] is theta_p row 0, theta[80:96] row 1,
+theta[96:112] theta_v.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba as nb
+import numpy as np
+
+__all__ = [
+    "act_and_record",
+    "aggregate",
+    "ended_episodes",
+    "episode_gradients_kernel",
+    "record_scores",
+]
+
+_H, _O = 16, 4
+_P0, _P1, _V = 64, 80, 96
+
+
+@nb.njit(cache=True, nogil=True)
+def _log_sigmoid_pair(d: float) -> tuple[float, float]:
+    """(log pi_1, log pi_0) of the two-action softmax with logit difference d = z_1 - z_0,
+    i.e. (-logaddexp(0, -d), -logaddexp(0, d)), computed without overflow."""
+    e = math.log1p(math.exp(-abs(d)))
+    if d > 0.0:
+        return -e, -(d + e)
+    return d - e, -e
+
+
+@nb.njit(cache=True, nogil=True)
+def act_and_record(
+    state: np.ndarray,
+    theta: np.ndarray,
+    u: np.ndarray,
+    alpha: np.ndarray,
+    sample: np.ndarray,
+    t: np.ndarray,
+    obs_buf: np.ndarray,
+    acts_buf: np.ndarray,
+    actions: np.ndarray,
+) -> None:
+    """One lock-step of acting for every row i (section 4, alpha-greedy):
+
+    - the observation is the float64 state rounded to float32 (what Gymnasium shows an agent),
+      recorded at ``obs_buf[i, t[i]]``;
+    - greedy action argmax_a pi(a|s) = 1 iff (theta_p1 - theta_p0) . ReLU(theta_c s) > 0
+      (ties go to action 0);
+    - with probability alpha a uniformly random action: explore iff u < alpha, and then
+      action = 1 iff u >= alpha / 2 (one uniform per agent-step decides both);
+    - rows with ``sample[i]`` draw the non-exploring action from pi instead of taking the argmax:
+      v = (u - alpha) / (1 - alpha) is uniform on [0, 1) given u >= alpha, action = 1 iff
+      v < pi(1|s), so the same uniform still decides everything;
+    - the action is recorded at ``acts_buf[i, t[i]]`` and written to ``actions[i]``.
+
+    Args:
+        state: (4, E) float64 physical state (Gymnasium's layout).
+        theta: (E, 112) the parameters each row acts with.
+        u: (E,) uniforms in [0, 1); alpha: (E,) exploration probability per row.
+        sample: (E,) bool, sample from pi rather than take the argmax.
+        t: (E,) step index of each row in its episode.
+        obs_buf: (E, L + 1, 4) float64; acts_buf: (E, L) int8; actions: (E,) int64 output.
+    """
+    n = state.shape[1]
+    for i in range(n):
+        ti = t[i]
+        o0 = np.float64(np.float32(state[0, i]))
+        o1 = np.float64(np.float32(state[1, i]))
+        o2 = np.float64(np.float32(state[2, i]))
+        o3 = np.float64(np.float32(state[3, i]))
+        obs_buf[i, ti, 0] = o0
+        obs_buf[i, ti, 1] = o1
+        obs_buf[i, ti, 2] = o2
+        obs_buf[i, ti, 3] = o3
+        acc = 0.0
+        for j in range(_H):
+            p = theta[i, 4 * j] * o0
+            p += theta[i, 4 * j + 1] * o1
+            p += theta[i, 4 * j + 2] * o2
+            p += theta[i, 4 * j + 3] * o3
+            if p > 0.0:
+                acc += p * (theta[i, _P1 + j] - theta[i, _P0 + j])
+        ui, ai = u[i], alpha[i]
+        if ui < ai:
+            a = 1 if ui >= 0.5 * ai else 0
+        elif sample[i]:
+            # pi(1|s) = sigmoid(z_1 - z_0), evaluated without overflow
+            if acc >= 0.0:
+                pi1 = 1.0 / (1.0 + math.exp(-acc))
+            else:
+                e = math.exp(acc)
+                pi1 = e / (1.0 + e)
+            a = 1 if (ui - ai) / (1.0 - ai) < pi1 else 0
+        else:
+            a = 1 if acc > 0.0 else 0
+        acts_buf[i, ti] = a
+        actions[i] = a
+
+
+@nb.njit(cache=True, nogil=True)
+def episode_gradients_kernel(
+    theta: np.ndarray,
+    rows: np.ndarray,
+    obs_buf: np.ndarray,
+    acts_buf: np.ndarray,
+    rews_buf: np.ndarray,
+    lengths: np.ndarray,
+    bootstrap: np.ndarray,
+    gamma: np.ndarray,
+    lam: np.ndarray,
+    beta: np.ndarray,
+    out: np.ndarray,
+    scores: np.ndarray,
+) -> None:
+    """Gradient of the episode loss (eqs. 15-18) for M episodes, written into ``out`` (M, 112);
+    ``scores[m]`` gets the episode's return sum_t r_t (zeta: the steps the pole stood).
+
+    Episode m is stored in row ``rows[m]`` of the buffers: states ``obs_buf[r, :T+1]`` (T + 1
+    states: s_0..s_T), actions ``acts_buf[r, :T]``, rewards ``rews_buf[r, :T]``, T = lengths[m].
+    Its parameters are ``theta[m]``.
+
+    - Eq. 18 with the bootstrap discounted as in eq. 12: V_hat_t = r_t + gamma V_hat_{t+1},
+      V_hat_T = V(s_T) if ``bootstrap[m]`` (episode cut at the step limit) else 0 (terminal).
+    - A_t = V_hat_t - V(s_t) (eq. 12), a constant w.r.t. theta, as is V_hat.
+    - Eq. 16: L_p = -sum_t log pi(a_t|s_t) A_t - beta sum_t H(pi(.|s_t)) (eq. 13 for H).
+    - Eq. 17 x lambda (eq. 15): L_v = lambda sum_t (V_hat_t - V(s_t))^2.
+    """
+    m_total = rows.shape[0]
+    t_max = 0
+    for m in range(m_total):
+        if lengths[m] > t_max:
+            t_max = lengths[m]
+    hid = np.empty((t_max + 1, _H))
+    pre = np.empty((t_max + 1, _H))
+    val = np.empty(t_max + 1)
+    dif = np.empty(t_max + 1)
+    vhat = np.empty(t_max + 1)
+    wd = np.empty(_H)
+    for m in range(m_total):
+        r = rows[m]
+        big_t = lengths[m]
+        th = theta[m]
+        for j in range(_H):
+            wd[j] = th[_P1 + j] - th[_P0 + j]
+        # forward pass over s_0..s_T
+        for t in range(big_t + 1):
+            s0 = obs_buf[r, t, 0]
+            s1 = obs_buf[r, t, 1]
+            s2 = obs_buf[r, t, 2]
+            s3 = obs_buf[r, t, 3]
+            v = 0.0
+            z0 = 0.0
+            z1 = 0.0
+            for j in range(_H):
+                p = th[4 * j] * s0
+                p += th[4 * j + 1] * s1
+                p += th[4 * j + 2] * s2
+                p += th[4 * j + 3] * s3
+                pre[t, j] = p
+                h = p if p > 0.0 else 0.0
+                hid[t, j] = h
+                v += th[_V + j] * h
+                z0 += th[_P0 + j] * h
+                z1 += th[_P1 + j] * h
+            val[t] = v
+            dif[t] = z1 - z0
+        # eq. 18 (bootstrap discounted as in eq. 12)
+        nxt = val[big_t] if bootstrap[m] else 0.0
+        g = gamma[m]
+        for t in range(big_t - 1, -1, -1):
+            nxt = rews_buf[r, t] + g * nxt
+            vhat[t] = nxt
+        total = 0.0
+        for t in range(big_t):
+            total += rews_buf[r, t]
+        scores[m] = total
+        # backward pass
+        for k in range(112):
+            out[m, k] = 0.0
+        b = beta[m]
+        two_lam = 2.0 * lam[m]
+        for t in range(big_t):
+            adv = vhat[t] - val[t]  # eq. 12, a constant
+            lp1, lp0 = _log_sigmoid_pair(dif[t])
+            pi1 = math.exp(lp1)
+            pi0 = math.exp(lp0)
+            ent = -(pi0 * lp0 + pi1 * lp1)  # eq. 13
+            # d/dz_1 of eq. 16 (dz_0 = -dz_1 with two actions)
+            dz1 = -adv * (acts_buf[r, t] - pi1) + b * pi1 * (lp1 + ent)
+            dv = -two_lam * adv  # d/dV of lambda (V_hat - V)^2
+            s0 = obs_buf[r, t, 0]
+            s1 = obs_buf[r, t, 1]
+            s2 = obs_buf[r, t, 2]
+            s3 = obs_buf[r, t, 3]
+            for j in range(_H):
+                h = hid[t, j]
+                out[m, _P1 + j] += dz1 * h
+                out[m, _V + j] += dv * h
+                if pre[t, j] > 0.0:
+                    dh = dz1 * wd[j] + dv * th[_V + j]
+                    out[m, 4 * j] += dh * s0
+                    out[m, 4 * j + 1] += dh * s1
+                    out[m, 4 * j + 2] += dh * s2
+                    out[m, 4 * j + 3] += dh * s3
+        for j in range(_H):
+            out[m, _P0 + j] = -out[m, _P1 + j]
+
+
+@nb.njit(cache=True, nogil=True)
+def aggregate(
+    theta: np.ndarray,
+    buffer: np.ndarray,
+    count: np.ndarray,
+    version: np.ndarray,
+    eta: np.ndarray,
+    buffer_size: np.ndarray,
+    trial: np.ndarray,
+    reports: np.ndarray,
+) -> None:
+    """Eq. 22 for reports arriving in row order: report i joins the buffer of trial ``trial[i]``;
+    when that buffer holds ``buffer_size`` reports, theta <- theta - eta * mean(buffer) and the
+    buffer is emptied (``version`` counts the updates)."""
+    d = theta.shape[1]
+    for i in range(trial.shape[0]):
+        g = trial[i]
+        for k in range(d):
+            buffer[g, k] += reports[i, k]
+        count[g] += 1
+        if count[g] >= buffer_size[g]:
+            c = np.float64(count[g])
+            e = eta[g]
+            for k in range(d):
+                theta[g, k] -= e * (buffer[g, k] / c)
+                buffer[g, k] = 0.0
+            count[g] = 0
+            version[g] += 1
+
+
+@nb.njit(cache=True, nogil=True)
+def ended_episodes(
+    rows: np.ndarray,
+    row_trial: np.ndarray,
+    max_sub: np.ndarray,
+    n_sub: np.ndarray,
+    t: np.ndarray,
+    term: np.ndarray,
+    trunc: np.ndarray,
+    sub: np.ndarray,
+    gs: np.ndarray,
+    rank: np.ndarray,
+    lengths: np.ndarray,
+    boot: np.ndarray,
+) -> int:
+    """Which of the ended episodes in ``rows`` (sorted, so a trial's rows are contiguous and in
+    worker order) are submitted: a trial takes at most ``max_sub - n_sub`` more, the later
+    workers' episodes are discarded. Writes row, trial, rank within the trial's arrivals,
+    length T = t + 1 and whether to bootstrap (cut, not terminal) of each kept episode; returns
+    how many were kept."""
+    m = 0
+    prev = -1
+    k = 0
+    for i in range(rows.shape[0]):
+        r = rows[i]
+        g = row_trial[r]
+        if g != prev:
+            prev = g
+            k = 0
+        else:
+            k += 1
+        if k < max_sub[g] - n_sub[g]:
+            sub[m] = r
+            gs[m] = g
+            rank[m] = k
+            lengths[m] = t[r] + 1
+            boot[m] = trunc[r] and not term[r]
+            m += 1
+    return m
+
+
+@nb.njit(cache=True, nogil=True)
+def record_scores(
+    gs: np.ndarray,
+    sub_index: np.ndarray,
+    scores: np.ndarray,
+    zoff: np.ndarray,
+    zeta: np.ndarray,
+    n_sub: np.ndarray,
+    alpha: np.ndarray,
+    alpha0: np.ndarray,
+    alpha_decay: np.ndarray,
+    max_sub: np.ndarray,
+    stop_target: np.ndarray,
+    window: np.ndarray,
+    target: np.ndarray,
+    active: np.ndarray,
+    at_target: np.ndarray,
+) -> bool:
+    """Book the step's submissions: zeta_n of each (trial ``gs[i]``, 0-based n ``sub_index[i]``),
+    the trials' submission counts and exploration rates alpha = max{0, alpha0 - n/decay}, and the
+    stop criteria: a trial ends at ``max_sub`` submissions or, with ``stop_target``, as soon as a
+    window completed this step has mu_n >= target (eqs. 25-26; scores are whole step counts, so
+    the window sum is exact in any order). Returns whether some trial ended."""
+    for i in range(gs.shape[0]):
+        g = gs[i]
+        zeta[zoff[g] + sub_index[i]] = scores[i]
+        n_sub[g] += 1
+    ended = False
+    for i in range(gs.shape[0]):
+        g = gs[i]
+        alpha[g] = max(0.0, alpha0[g] - n_sub[g] / alpha_decay[g])
+        if not active[g]:
+            continue
+        if n_sub[g] >= max_sub[g]:
+            active[g] = False
+            ended = True
+        if stop_target[g]:
+            w = window[g]
+            lo = sub_index[i] - w + 1
+            if lo >= 0:
+                total = 0.0
+                for j in range(lo, sub_index[i] + 1):
+                    total += zeta[zoff[g] + j]
+                if total / w >= target[g]:
+                    active[g] = False
+                    at_target[g] = True
+                    ended = True
+    return ended
