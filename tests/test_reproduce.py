@@ -127,6 +127,13 @@ def test_notes_are_included_and_comparison_flags(tmp_path):
     reproduce.write_report(res, tmp_path)
     readme = (tmp_path / "README.md").read_text()
     assert readme.rstrip().endswith("Hand-written.")
+    assert "argmax pi (the paper as printed)" in readme and "ablation" not in readme
+    assert "--stop-at-target" not in readme.split("\n")[2]
+    res["config"]["acting"], res["config"]["stop_at_target"] = "sample", True
+    reproduce.write_report(res, tmp_path)
+    readme = (tmp_path / "README.md").read_text()
+    assert "sampled from pi (**an ablation, not the paper as printed**)" in readme
+    assert "--stop-at-target" in readme and "--acting sample" in readme
     cmp = {(c["setting"], c["measure"]): c for c in reproduce.comparison(res)}
     # paper median FST 1769 is far above our [5, 7]; success ratio 1.0 is inside ours (3/3)
     assert cmp[("laplace-epsinf-B1", "median_fst")]["paper_vs_ci"] == "above"
@@ -198,3 +205,43 @@ def test_comparison_treats_null_endpoints_as_inf():
     }
     cmp = {c["measure"]: c["paper_vs_ci"] for c in reproduce.comparison(res)}
     assert cmp == {"median_fst": "below", "success_ratio": "above"}
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {},
+        {
+            "trials": 20,
+            "max_submissions": 90_000,
+            "stop_at_target": True,
+            "figure2_trials": 5,
+            "figure2_submissions": 20_000,
+            "seed": 3,
+        },
+        {"trials": 2, "max_submissions": 500, "figure2": False, "acting": "sample"},
+    ],
+)
+def test_report_command_reruns_the_same_config(kwargs):
+    """The command printed in the report's README parses back (through the real CLI parser) to
+    the configuration that produced the report."""
+    import dataclasses
+    import shlex
+
+    from ldp_audit.cli import build_parser
+
+    cfg = reproduce.ReproduceConfig(**kwargs)
+    d = dataclasses.asdict(cfg)
+    cmd = reproduce.reproduce_command(d)
+    argv = shlex.split(cmd)
+    assert argv[:3] == ["ldp-audit", "reproduce", "pgc-a3c"]
+    args = build_parser().parse_args(argv[1:])
+    assert args.trials == cfg.trials
+    assert args.max_submissions == cfg.max_submissions
+    assert args.seed == cfg.seed
+    assert args.stop_at_target == cfg.stop_at_target
+    assert (not args.no_figure2) == cfg.figure2
+    if cfg.figure2:
+        assert args.figure2_trials == cfg.figure2_trials
+        assert args.figure2_submissions == cfg.figure2_submissions
+    assert args.acting == cfg.acting

@@ -539,6 +539,18 @@ def comparison(results: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def _submission_axis(ax: Any) -> None:
+    """x axis in submissions, at most 6 ticks, thousands written as "20k" (no overlapping labels
+    at the paper's 90,000)."""
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=6, integer=True))
+    ax.xaxis.set_major_formatter(
+        FuncFormatter(lambda x, _pos: f"{x / 1000:g}k" if abs(x) >= 1000 else f"{x:g}")
+    )
+    ax.set_xlabel("#submissions")
+
+
 def figure3(results: dict[str, Any], path: Path) -> None:
     """Success ratio (eq. 27) against submissions per epsilon: (a) Laplace, (b) PRS."""
     from matplotlib.figure import Figure
@@ -559,7 +571,7 @@ def figure3(results: dict[str, Any], path: Path) -> None:
             ax.step(xs, ys, where="post", label=_eps_label(_eps_of(e)).replace("eps", "ε"))
         ax.set_xlim(0, horizon)
         ax.set_ylim(-0.02, 1.02)
-        ax.set_xlabel("#submissions")
+        _submission_axis(ax)
         ax.set_ylabel("success ratio")
         name = {"laplace": "Laplace mechanism", "prs": "PRS mechanism"}[m]
         ax.set_title(f"({tag}) {name}")
@@ -583,7 +595,7 @@ def figure2(results: dict[str, Any], path: Path) -> None:
     ax.axhline(metrics.TARGET_SCORE, color="grey", ls=":", lw=0.8)
     ax.set_xlim(0, max([c["n"][-1] for c in results["figure2"].values() if c["n"]] or [1]))
     ax.set_ylim(0, 205)
-    ax.set_xlabel("#submissions")
+    _submission_axis(ax)
     ax.set_ylabel("average score μ_n (eq. 25), mean over trials")
     ax.set_title("Figure 2 (ours): ε = 1, with and without buffering", fontsize=10)
     ax.legend(loc="best", fontsize=8)
@@ -591,15 +603,36 @@ def figure2(results: dict[str, Any], path: Path) -> None:
     fig.savefig(path, dpi=120)
 
 
+def reproduce_command(cfg: dict[str, Any]) -> str:
+    """The ``ldp-audit reproduce pgc-a3c`` command line that reruns ``results["config"]``
+    (every option that differs from the CLI's default; ``--workers`` left out: results do not
+    depend on it)."""
+    parts = [
+        "ldp-audit reproduce pgc-a3c",
+        f"--trials {cfg['trials']}",
+        f"--max-submissions {cfg['max_submissions']}",
+    ]
+    if cfg.get("stop_at_target"):
+        parts.append("--stop-at-target")
+    if not cfg.get("figure2", True):
+        parts.append("--no-figure2")
+    else:
+        if cfg.get("figure2_trials") is not None:
+            parts.append(f"--figure2-trials {cfg['figure2_trials']}")
+        if cfg.get("figure2_submissions") is not None:
+            parts.append(f"--figure2-submissions {cfg['figure2_submissions']}")
+    if cfg.get("acting", "argmax") != "argmax":
+        parts.append(f"--acting {cfg['acting']}")
+    parts.append(f"--seed {cfg['seed']}")
+    return " ".join(parts)
+
+
 def readme_markdown(results: dict[str, Any], notes: str | None) -> str:
     """The report's README: how it was run, and where and why we differ from the paper."""
     cfg = results["config"]
     cmp = comparison(results)
     inside = sum(c["paper_vs_ci"] == "inside" for c in cmp)
-    cmd = (
-        f"ldp-audit reproduce pgc-a3c --trials {cfg['trials']} "
-        f"--max-submissions {cfg['max_submissions']} --seed {cfg['seed']}"
-    )
+    cmd = reproduce_command(cfg)
     lines = [
         "# PGC-A3C reproduction (Ono & Takahashi 2020, Tables 1-3, Figures 2-3)",
         "",
@@ -613,9 +646,14 @@ def readme_markdown(results: dict[str, Any], notes: str | None) -> str:
         "versions).",
         "- Settings: Laplace with C = 0.01 and |B| = 1, PRS with C = 1, |B| = 100 and "
         "d_hat = max{1, min{d, floor(eps/2.5)}}; eta 0.5, gamma 0.99, lambda 0.5, beta 0.01, "
-        "9 agents, alpha-greedy alpha = max{0, 0.5 - n/1800}. epsilon = inf is the engine's "
-        "non-private baseline (`mechanism=none`: no noise, stabilising L1 clip C = 10) with the "
-        "row's buffer size.",
+        "9 agents, alpha-greedy alpha = max{0, 0.5 - n/1800}, otherwise "
+        + (
+            "the action sampled from pi (**an ablation, not the paper as printed**)"
+            if cfg.get("acting", "argmax") == "sample"
+            else "argmax pi (the paper as printed)"
+        )
+        + ". epsilon = inf is the engine's non-private baseline (`mechanism=none`: no noise, "
+        "stabilising L1 clip C/2 with C = 10) with the row's buffer size.",
         "",
         "## Where our numbers differ from the paper's",
         "",
