@@ -32,7 +32,12 @@ def _fake_engine(success_at: dict[str, int]):
 
 def test_grid_settings_and_metrics_with_fake_engine(tmp_path):
     cfg = reproduce.ReproduceConfig(
-        trials=4, max_submissions=200, seed=7, epsilons=(1.0, math.inf), n_resamples=200
+        trials=4,
+        max_submissions=200,
+        seed=7,
+        epsilons=(1.0, math.inf),
+        n_resamples=200,
+        stop_at_target=False,  # full-length grid runs double as Figure 2 curves
     )
     fake = _fake_engine(
         {
@@ -128,12 +133,12 @@ def test_notes_are_included_and_comparison_flags(tmp_path):
     readme = (tmp_path / "README.md").read_text()
     assert readme.rstrip().endswith("Hand-written.")
     assert "argmax pi (the paper as printed)" in readme and "ablation" not in readme
-    assert "--stop-at-target" not in readme.split("\n")[2]
-    res["config"]["acting"], res["config"]["stop_at_target"] = "sample", True
+    assert "--no-stop-at-target" not in readme.split("\n")[2]
+    res["config"]["acting"], res["config"]["stop_at_target"] = "sample", False
     reproduce.write_report(res, tmp_path)
     readme = (tmp_path / "README.md").read_text()
     assert "sampled from pi (**an ablation, not the paper as printed**)" in readme
-    assert "--stop-at-target" in readme and "--acting sample" in readme
+    assert "--no-stop-at-target" in readme and "--acting sample" in readme
     cmp = {(c["setting"], c["measure"]): c for c in reproduce.comparison(res)}
     # paper median FST 1769 is far above our [5, 7]; success ratio 1.0 is inside ours (3/3)
     assert cmp[("laplace-epsinf-B1", "median_fst")]["paper_vs_ci"] == "above"
@@ -170,7 +175,11 @@ def test_tiny_real_reproduction_is_seeded(tmp_path):
     """Two trials, 60 submissions, through the real engine (train_grid): complete and seeded."""
     pytest.importorskip("training.pgc_a3c")
     cfg = reproduce.ReproduceConfig(
-        trials=2, max_submissions=60, epsilons=(1.0, math.inf), n_resamples=200
+        trials=2,
+        max_submissions=60,
+        epsilons=(1.0, math.inf),
+        n_resamples=200,
+        stop_at_target=False,
     )
     a = reproduce.run_reproduction(cfg, progress=False)
     b = reproduce.run_reproduction(cfg, progress=False)
@@ -220,6 +229,7 @@ def test_comparison_treats_null_endpoints_as_inf():
             "seed": 3,
         },
         {"trials": 2, "max_submissions": 500, "figure2": False, "acting": "sample"},
+        {"trials": 3, "max_submissions": 100, "stop_at_target": False, "figure2_trials": 2},
     ],
 )
 def test_report_command_reruns_the_same_config(kwargs):

@@ -93,6 +93,7 @@ def test_reproduce_cli_writes_report(tmp_path, monkeypatch, capsys):
     assert seen == {"workers": 3, "acting": "sample"}
     printed = json.loads(capsys.readouterr().out)
     assert printed["config"]["trials"] == 2 and printed["config"]["max_submissions"] == 100
+    assert printed["config"]["stop_at_target"] is True  # the default; --no-stop-at-target: off
     assert printed["settings"]["prs-eps5-B100"]["fst"] == [21.0, 21.0]
     assert sorted(p.name for p in out.iterdir()) == [
         "README.md",

@@ -95,8 +95,10 @@ def register(subparsers: Any) -> None:
     r.add_argument("--no-figure2", action="store_true", help="skip the Figure 2 extra runs")
     r.add_argument(
         "--stop-at-target",
-        action="store_true",
-        help="stop grid trials once FST is known (Figure 2 then uses separate full runs)",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="stop grid trials once FST is known, Figure 2 then uses separate full runs "
+        "(default: on; --no-stop-at-target runs every grid trial to --max-submissions)",
     )
     r.add_argument(
         "--acting",

@@ -13,6 +13,7 @@ zeroes its output (privacy is unaffected: the zero vector is charged and noised 
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import time
@@ -35,6 +36,7 @@ SETTINGS = [  # (mechanism, epsilon, report key, acting, report folder)
 
 
 def main() -> int:
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
     real = pgc_a3c.episode_gradients_kernel
 
     def zero_gradients(*args):  # same signature; args[10] is the (rows, d) gradient output
