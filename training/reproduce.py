@@ -605,24 +605,28 @@ def figure2(results: dict[str, Any], path: Path) -> None:
 
 
 def reproduce_command(cfg: dict[str, Any]) -> str:
-    """The ``ldp-audit reproduce pgc-a3c`` command line that reruns ``results["config"]``
-    (every option that differs from the CLI's default; ``--workers`` left out: results do not
-    depend on it)."""
+    """The ``ldp-audit reproduce pgc-a3c`` command line that reruns ``results["config"]``:
+    trials, horizon and seed always, then every option whose value differs from
+    :class:`ReproduceConfig`'s default (``--workers`` left out: results do not depend on it)."""
+    default = ReproduceConfig()
+
+    def differs(name: str) -> bool:
+        return cfg.get(name, getattr(default, name)) != getattr(default, name)
+
     parts = [
         "ldp-audit reproduce pgc-a3c",
         f"--trials {cfg['trials']}",
         f"--max-submissions {cfg['max_submissions']}",
     ]
-    if not cfg.get("stop_at_target", True):
-        parts.append("--no-stop-at-target")
-    if not cfg.get("figure2", True):
+    if differs("stop_at_target"):
+        parts.append("--stop-at-target" if cfg["stop_at_target"] else "--no-stop-at-target")
+    if differs("figure2"):
         parts.append("--no-figure2")
     else:
-        if cfg.get("figure2_trials") is not None:
-            parts.append(f"--figure2-trials {cfg['figure2_trials']}")
-        if cfg.get("figure2_submissions") is not None:
-            parts.append(f"--figure2-submissions {cfg['figure2_submissions']}")
-    if cfg.get("acting", "argmax") != "argmax":
+        for name in ("figure2_trials", "figure2_submissions"):
+            if differs(name):
+                parts.append(f"--{name.replace('_', '-')} {cfg[name]}")
+    if differs("acting"):
         parts.append(f"--acting {cfg['acting']}")
     parts.append(f"--seed {cfg['seed']}")
     return " ".join(parts)

@@ -14,6 +14,7 @@ zeroes its output (privacy is unaffected: the zero vector is charged and noised 
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import sys
 import time
@@ -38,10 +39,12 @@ SETTINGS = [  # (mechanism, epsilon, report key, acting, report folder)
 def main() -> int:
     argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
     real = pgc_a3c.episode_gradients_kernel
+    # the engine passes the kernel's arguments by position; find the gradient output by name
+    out_at = list(inspect.signature(real.py_func).parameters).index("out")
 
-    def zero_gradients(*args):  # same signature; args[10] is the (rows, d) gradient output
+    def zero_gradients(*args):
         real(*args)
-        args[10][:] = 0.0
+        args[out_at][:] = 0.0
 
     pgc_a3c.episode_gradients_kernel = zero_gradients
     out = {}
