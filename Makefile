@@ -3,14 +3,19 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+TORCH ?= torch==2.13.0+cpu
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+WHEELS ?= /opt/wheels
 
 .PHONY: demo test lint install reproduce bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	# The CPU torch wheel first, so nothing below pulls a multi-GB CUDA build.
-	$(BIN)/python -m pip install -q "torch==2.13.0"
+	# The CPU torch build first (local version +cpu), so nothing below pulls a multi-GB CUDA
+	# build: from a local wheel folder if it has one, else from the CPU wheel index.
+	$(BIN)/python -m pip install -q --find-links $(WHEELS) "$(TORCH)" \
+		|| $(BIN)/python -m pip install -q "$(TORCH)" --extra-index-url $(TORCH_INDEX)
 	$(BIN)/python -m pip install -q -e ".[test]"
 	touch $(STAMP)
 

@@ -8,11 +8,12 @@ Submodules:
         continuous variant, malicious aggregator (``craft_theta``), run-directory attack.
     membership: canary membership inference with one-run auditing (Steinke, Nasr & Jagielski
         2023); any trainer that writes a run directory plugs in.
-    sweep: the eps x mechanism x reports sweep (``python -m attacks.sweep``).
+    sweep: the eps x mechanism x reports sweep (``python -m ldp_audit.attacks.sweep``).
 
 Attacks read only what crossed the trust boundary (the transcript, the broadcast thetas, the
 mechanism's public parameters) and use the public MDP simulator
-``training.pgc_a3c.episode_gradients``; ground truth (``secrets.npz``) is read only to score.
+``ldp_audit.training.pgc_a3c.episode_gradients``; ground truth (``secrets.npz``) is read only to
+score.
 """
 
 from __future__ import annotations
@@ -21,12 +22,12 @@ import importlib
 from typing import Any
 
 _LAZY = {
-    "AttackResult": "attacks.scoring",
-    "accuracy_ceiling": "attacks.scoring",
-    "ShadowGradientAttack": "attacks.dynamics",
-    "craft_theta": "attacks.dynamics",
-    "FixedThetaTrainer": "attacks.membership",
-    "TranscriptScorer": "attacks.membership",
+    "AttackResult": "ldp_audit.attacks.scoring",
+    "accuracy_ceiling": "ldp_audit.attacks.scoring",
+    "ShadowGradientAttack": "ldp_audit.attacks.dynamics",
+    "craft_theta": "ldp_audit.attacks.dynamics",
+    "FixedThetaTrainer": "ldp_audit.attacks.membership",
+    "TranscriptScorer": "ldp_audit.attacks.membership",
 }
 
 __all__ = list(_LAZY)
@@ -35,7 +36,7 @@ __all__ = list(_LAZY)
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
-        raise AttributeError(f"module 'attacks' has no attribute {name!r}")
+        raise AttributeError(f"module 'ldp_audit.attacks' has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value

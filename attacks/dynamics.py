@@ -7,7 +7,8 @@ transcript: agent id, theta version, noisy report). Gravity is one of ``k`` equa
 candidates (the paper's {9.7, 9.8, 9.9}).
 
 Attack (shadow gradients): for each candidate gravity, simulate many episodes at the broadcast
-theta with the *public* simulator of the known MDP (``training.pgc_a3c.episode_gradients``, one
+theta with the *public* simulator of the known MDP
+(``ldp_audit.training.pgc_a3c.episode_gradients``, one
 batched call for thousands of episodes), then either
 
 * ``method="likelihood"`` — evaluate the exact likelihood of the report under the known noise law,
@@ -22,7 +23,7 @@ batched call for thousands of episodes), then either
 Several reports of one agent (multi-round mode, Sec. 3.2.1) are independent given the gravity, so
 their log-likelihoods add (uniform prior). The estimator follows scikit-learn (``fit -> self``,
 fitted attributes end in ``_``, ``predict``, ``predict_proba``, ``score``); :func:`run` is the
-one-shot experiment returning an :class:`~attacks.scoring.AttackResult`.
+one-shot experiment returning an :class:`~ldp_audit.attacks.scoring.AttackResult`.
 
 Separation of knowledge: the attacker functions take reports, thetas and the mechanism only.
 Ground truth is touched in one place per entry point, marked ``# --- scoring only ---``
@@ -43,14 +44,14 @@ from scipy.spatial.distance import cdist
 from scipy.special import logsumexp
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 
-from attacks.scoring import (
+from ldp_audit._validation import check_batch, check_probability, check_rng
+from ldp_audit.attacks.scoring import (
     AttackResult,
     accuracy_ceiling,
     accuracy_interval,
     composed_epsilon,
     epsilon_lower_bound_from_accuracy,
 )
-from ldp_audit._validation import check_batch, check_probability, check_rng
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 
 __all__ = [
@@ -78,7 +79,7 @@ _CHUNK = 4096  # episodes per simulator call (bounded memory, still one vectoris
 
 def _default_simulator() -> Simulator:
     """The public simulator of the known MDP (lazy import: it needs the training package)."""
-    from training.pgc_a3c import episode_gradients
+    from ldp_audit.training.pgc_a3c import episode_gradients
 
     return episode_gradients
 
@@ -604,7 +605,8 @@ def linear_controller_theta(
     Network of Ono & Takahashi 2020 (Sec. 4, no biases): ``h = ReLU(theta_c s)`` with theta_c
     (16, 4), logits ``theta_p h`` with theta_p (2, 16), value ``theta_v h`` with theta_v (1, 16);
     flattened as ``[theta_c.ravel(), theta_p.ravel(), theta_v.ravel()]`` (the PGC-A3C layout of
-    ``training.pgc_a3c``). Hidden unit 0 is ``ReLU(w . s)``, unit 1 is ``ReLU(-w . s)``; action 1
+    ``ldp_audit.training.pgc_a3c``). Hidden unit 0 is ``ReLU(w . s)``, unit 1 is ``ReLU(-w . s)``;
+    action 1
     (right) gets logit ``gain * h0``, action 0 gets ``gain * h1``. All hidden units carry the
     value head (``value_scale``), so the value gradient is active on every step.
     """
@@ -723,7 +725,7 @@ def attack_run_dir(
         "group_of_row": (R,), "guess": (G,), "posterior": (G, k), "candidates": [...],
         "mechanism": config, "epsilon": eps, "reports_per_group": (G,)}``.
     """
-    from training.run_dir import read_config, read_transcript
+    from ldp_audit.training.run_dir import read_config, read_transcript
 
     run_dir = Path(run_dir)
     cands = _check_candidates(candidates)
@@ -836,7 +838,7 @@ def _mechanism_from_run_config(cfg: dict[str, Any]) -> Any:
 
     train_cfg = cfg.get("config") if isinstance(cfg.get("config"), dict) else {}
     if train_cfg.get("mechanism") == "none":
-        from training.pgc_a3c import PgcA3cConfig  # public config: the baseline's clip C
+        from ldp_audit.training.pgc_a3c import PgcA3cConfig  # public config: the baseline's clip C
 
         return _ClippedRelease(PgcA3cConfig.from_dict(train_cfg).effective_clip)
     return from_config(cfg["mechanism"])
@@ -851,7 +853,7 @@ def score_run_dir(
     """
     t0 = time.perf_counter()
     # --- scoring only: the one place the attack module opens secrets.npz ---
-    from training.run_dir import read_secrets
+    from ldp_audit.training.run_dir import read_secrets
 
     spath = Path(run_dir) / "secrets.npz"
     if not spath.exists():

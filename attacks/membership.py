@@ -29,7 +29,7 @@ Generic API (any trainer that writes a run directory plugs in):
   it must not open ``secrets.npz``. :class:`TranscriptScorer` is the built-in one (the dynamics
   attack's shadow-gradient likelihood ratio "canary gravity vs ordinary gravities").
 * :func:`run` draws the canary bits, trains once, scores, and returns an
-  :class:`~attacks.scoring.AttackResult` with AUC, TPR at FPR 1% and 0.1%, advantage, the
+  :class:`~ldp_audit.attacks.scoring.AttackResult` with AUC, TPR at FPR 1% and 0.1%, advantage, the
   ceiling ``TPR <= e^eps FPR + delta`` and the one-run epsilon lower bound.
 """
 
@@ -45,7 +45,8 @@ from typing import Any
 
 import numpy as np
 
-from attacks.dynamics import (
+from ldp_audit._validation import check_probability, check_rng
+from ldp_audit.attacks.dynamics import (
     GRAVITIES,
     Simulator,
     _check_int,
@@ -55,14 +56,13 @@ from attacks.dynamics import (
     mechanism_epsilon,
     simulate_shadow,
 )
-from attacks.scoring import (
+from ldp_audit.attacks.scoring import (
     AttackResult,
     accuracy_ceiling,
     accuracy_interval,
     composed_epsilon,
     membership_tpr_ceiling,
 )
-from ldp_audit._validation import check_probability, check_rng
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 from ldp_audit.stats import clopper_pearson_lower
 
@@ -248,7 +248,7 @@ class FixedThetaTrainer:
 
 @dataclass(frozen=True)
 class PgcA3cTrainer:
-    """PGC-A3C training (``training.pgc_a3c.train``) as a membership :data:`Trainer`.
+    """PGC-A3C training (``ldp_audit.training.pgc_a3c.train``) as a membership :data:`Trainer`.
 
     Agent ``a`` of the single trial (agents numbered in arrival order) gets ``gravities[a]``
     through ``PgcA3cConfig.agent_gravities``, so canaries are planted in real asynchronous training
@@ -267,7 +267,7 @@ class PgcA3cTrainer:
     def __call__(self, gravities: np.ndarray, run_dir: Path, rng: np.random.Generator) -> None:
         import dataclasses
 
-        from training.pgc_a3c import train
+        from ldp_audit.training.pgc_a3c import train
 
         rng = check_rng(rng)
         g = tuple(float(x) for x in np.asarray(gravities, dtype=np.float64).reshape(-1))
@@ -286,7 +286,8 @@ class TranscriptScorer:
 
     For each canary slot, ``score = log p(reports | canary gravity) - log mean_b p(reports | b)``
     over the ordinary gravities ``b`` (uniform mixture), computed by
-    :func:`attacks.dynamics.attack_run_dir` with the candidates ``background + (canary,)``. Reads
+    :func:`ldp_audit.attacks.dynamics.attack_run_dir` with the candidates ``background +
+    (canary,)``. Reads
     ``transcript.npz`` and ``config.json`` only.
     """
 

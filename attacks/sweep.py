@@ -1,6 +1,7 @@
 """The dynamics-inference sweep of issue 6: eps x mechanism x reports per agent, JSON + PNG.
 
-``python -m attacks.sweep`` (or ``ldp-audit attack sweep``) attacks agents whose gravity is drawn
+``python -m ldp_audit.attacks.sweep`` (or ``ldp-audit attack sweep``) attacks agents whose gravity
+is drawn
 uniformly from {9.7, 9.8, 9.9} at every epsilon in {0.5, 1, 2, 5, 10, inf} (per report), for the
 Laplace (Alg. 2, C = 0.01) and PRS (Alg. 3, C = 1) mechanisms, with T in {1, 5, 20} reports per
 agent (together ``T * eps``-LDP, Sec. 3.2.1), at one or more broadcast thetas:
@@ -8,7 +9,7 @@ agent (together ``T * eps``-LDP, Sec. 3.2.1), at one or more broadcast thetas:
 * ``init``: the first theta an honest aggregator broadcasts (PGC-A3C's Glorot initialisation);
 * ``trained``: an honest mid-training theta (the final theta of a non-private PGC-A3C trial of
   ``--train-submissions`` submissions);
-* ``crafted``: the malicious aggregator's theta (:func:`attacks.dynamics.craft_theta`).
+* ``crafted``: the malicious aggregator's theta (:func:`ldp_audit.attacks.dynamics.craft_theta`).
 
 Cost-saving design, stated in the JSON: per theta, the agents' clean gradients (``n_agents x 20``
 episodes) and the attacker's clean shadow gradients (``n_shadow`` per candidate) are simulated
@@ -17,7 +18,8 @@ correlated through the shared episodes, but each cell's accuracy is still a corr
 estimate for its own setting. eps = inf is the non-private baseline (``NoPrivacy``), the same for
 both mechanisms.
 
-Writes ``<out>/sweep.json`` (every :class:`~attacks.scoring.AttackResult` plus settings) and
+Writes ``<out>/sweep.json`` (every :class:`~ldp_audit.attacks.scoring.AttackResult` plus settings)
+and
 ``<out>/sweep.png`` (accuracy vs eps with CP intervals and the ceiling curves).
 """
 
@@ -35,8 +37,8 @@ from typing import Any
 
 import numpy as np
 
-# attacks.dynamics (scikit-learn) is imported inside the functions, so that registering the
-# `ldp-audit attack sweep` parser stays light.
+# ldp_audit.attacks.dynamics (scikit-learn) is imported inside the functions, so that
+# registering the `ldp-audit attack sweep` parser stays light.
 
 EPSILONS: tuple[float, ...] = (0.5, 1.0, 2.0, 5.0, 10.0, math.inf)
 MECHANISMS: tuple[str, ...] = ("laplace", "prs")
@@ -61,14 +63,14 @@ def broadcast_theta(
     kind: str, rng: np.random.Generator, *, train_submissions: int = 3000, n_probe: int = 1000
 ) -> tuple[np.ndarray, dict[str, Any]]:
     """The theta of one threat model (see module docstring) and a description of it."""
-    from attacks.dynamics import craft_theta, linear_controller_theta
+    from ldp_audit.attacks.dynamics import craft_theta, linear_controller_theta
 
     if kind == "init":
-        from training.pgc_a3c import init_theta
+        from ldp_audit.training.pgc_a3c import init_theta
 
         return init_theta(rng), {"theta": "init", "source": "PGC-A3C Glorot initialisation"}
     if kind == "trained":
-        from training.pgc_a3c import PgcA3cConfig, train
+        from ldp_audit.training.pgc_a3c import PgcA3cConfig, train
 
         cfg = PgcA3cConfig(mechanism="none", trials=1, max_submissions=train_submissions)
         res = train(cfg, seed=int(rng.integers(2**31)), progress=False)
@@ -101,7 +103,7 @@ def sweep(
     progress: bool = False,
 ) -> dict[str, Any]:
     """Run the sweep; returns the JSON-able document (see module docstring)."""
-    from attacks.dynamics import (
+    from ldp_audit.attacks.dynamics import (
         GRAVITIES,
         ShadowGradientAttack,
         _privatize,
@@ -197,7 +199,7 @@ def plot(doc: dict[str, Any], path: str | Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from attacks.scoring import accuracy_ceiling
+    from ldp_audit.attacks.scoring import accuracy_ceiling
 
     res = doc["results"]
     thetas = [t["theta"] for t in doc["thetas"]]
@@ -268,14 +270,17 @@ def plot(doc: dict[str, Any], path: str | Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command line: ``python -m attacks.sweep [--agents N] [--shadow M] [--out DIR] ...``."""
-    p = argparse.ArgumentParser(prog="python -m attacks.sweep", description=__doc__.split("\n")[0])
+    """Command line: ``python -m ldp_audit.attacks.sweep [--agents N] [--shadow M] [--out DIR]
+    ...``."""
+    p = argparse.ArgumentParser(
+        prog="python -m ldp_audit.attacks.sweep", description=__doc__.split("\n")[0]
+    )
     add_arguments(p)
     return run_from_args(p.parse_args(argv))
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """Arguments shared by ``python -m attacks.sweep`` and ``ldp-audit attack sweep``."""
+    """Arguments shared by ``python -m ldp_audit.attacks.sweep`` and ``ldp-audit attack sweep``."""
     p.add_argument("--agents", type=int, default=300, help="agents attacked per cell")
     p.add_argument("--shadow", type=int, default=1000, help="shadow episodes per candidate")
     p.add_argument("--thetas", default=",".join(THETAS), help="comma list of " + "/".join(THETAS))

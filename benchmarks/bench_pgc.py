@@ -4,7 +4,7 @@ Measures, on this machine and at this moment (both sides see the same load):
 
 1. the straightforward worker (benchmarks/reference_pgc.py: one gymnasium CartPole-v1 and one
    torch module, a Python loop per step) for ``--ref-seconds`` seconds;
-2. the lock-step engine (training.pgc_a3c) on the same workload (Laplace, eps = 1),
+2. the lock-step engine (ldp_audit.training.pgc_a3c) on the same workload (Laplace, eps = 1),
    ``--settings`` x ``--trials`` trials x 9 agents, ``--submissions`` submissions each, in one
    process; then the same work spread over ``--workers`` processes (``train_grid(workers=...)``);
 3. the engine on a paper-like grid (Laplace/PRS x eps) in one process;
@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from reference_pgc import reference_train  # noqa: E402
 
-from training.pgc_a3c import (  # noqa: E402
+from ldp_audit.training.pgc_a3c import (  # noqa: E402
     DIM,
     PgcA3cConfig,
     _loss_gradients_numpy,
@@ -81,7 +81,7 @@ def bench_engine(settings: int, trials: int, submissions: int, same: bool) -> di
                 max_submissions=submissions,
             )
         )
-    from training import pgc_a3c
+    from ldp_audit.training import pgc_a3c
 
     acc = [pgc_a3c._make_accountant(None, None)] * len(cfgs)
     t0 = time.perf_counter()

@@ -2,7 +2,8 @@
 
 One ``gymnasium.make("CartPole-v1")`` and one torch ``nn.Module`` per agent, a Python loop per
 environment step, torch autograd for the loss of eqs. 15-18. ``benchmarks/bench_pgc.py`` times it
-against the batched engine of ``training.pgc_a3c`` in the same run, and ``tests/test_pgc_a3c.py``
+against the batched engine of ``ldp_audit.training.pgc_a3c`` in the same run, and
+``tests/test_pgc_a3c.py``
 checks both give the same gradient for the same episode (same theta, gravity, initial state and
 acting uniforms).
 """
@@ -18,8 +19,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from training.cartpole import initial_states
-from training.pgc_a3c import DIM, PgcA3cConfig, init_theta
+from ldp_audit.training.cartpole import initial_states
+from ldp_audit.training.pgc_a3c import DIM, PgcA3cConfig, init_theta
 
 
 class A3CNet(nn.Module):

@@ -5,11 +5,12 @@ public APIs of the other packages:
 
 1. a short PGC-A3C run (Ono & Takahashi 2020, Algorithm 1) with the Laplace mechanism
    (Alg. 2, eqs. 19-21) at epsilon = 5, a few agents, charging every report to the SQLite ledger
-   ``out_dir/ledger.sqlite`` before it is released (``training.pgc_a3c.train``);
+   ``out_dir/ledger.sqlite`` before it is released (``ldp_audit.training.pgc_a3c.train``);
 2. an audit of the mechanism it used: the white-box exact epsilon and a black-box empirical
    lower bound with confidence (``ldp_audit.audit``) -> ``audit.json``;
 3. the dynamics-inference attack on its transcript: recover each agent's gravity from its
-   noisy reports, scored against ``secrets.npz`` (``attacks.dynamics``) -> ``attack_dynamics.json``;
+   noisy reports, scored against ``secrets.npz`` (``ldp_audit.attacks.dynamics``) ->
+   ``attack_dynamics.json``;
 4. the privacy report (``ldp_audit.report``) -> ``out_dir/report/index.html``.
 
 Everything is derived from one seed. Library code: nothing is printed; progress bars (tqdm) go to
@@ -134,7 +135,7 @@ def _audit(run_dir: Path, settings: DemoSettings, rng: np.random.Generator, prog
 
 def _attack(run_dir: Path, settings: DemoSettings, seed: int, progress: bool) -> None:
     """Dynamics inference on the transcript, scored with secrets.npz; write attack_dynamics.json."""
-    from attacks.dynamics import attack_run_dir, score_run_dir
+    from ldp_audit.attacks.dynamics import attack_run_dir, score_run_dir
 
     pred = attack_run_dir(
         run_dir,
@@ -193,7 +194,7 @@ def run_demo(
     try:
         t = time.perf_counter()
         _stage(bar, "demo: training PGC-A3C")
-        from training.pgc_a3c import PgcA3cConfig, train
+        from ldp_audit.training.pgc_a3c import PgcA3cConfig, train
 
         cfg = PgcA3cConfig(
             mechanism=s.mechanism,

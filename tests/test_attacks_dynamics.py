@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from attacks import dynamics as D
-from attacks.scoring import accuracy_ceiling
+from ldp_audit.attacks import dynamics as D
+from ldp_audit.attacks.scoring import accuracy_ceiling
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 from ldp_audit.mechanisms import Laplace, NoPrivacy, RandomizedResponse
 
@@ -116,7 +116,7 @@ def test_eps_inf_recovers_gravity_far_above_chance() -> None:
     # random initial theta, 10 reports per agent, no privacy. Measured: 198/200 correct
     # (0.99; chance 0.5) with seed 0. If the attack's true accuracy is >= 0.95, P(correct < 150)
     # is < 1e-20 (binomial tail), so the bound below fails only if the attack is broken.
-    from training.pgc_a3c import init_theta
+    from ldp_audit.training.pgc_a3c import init_theta
 
     theta = init_theta(np.random.default_rng(0))
     r = D.run(
@@ -199,7 +199,7 @@ def test_validation() -> None:
 
 
 def test_run_dir_attack_reads_no_secrets(tmp_path) -> None:
-    from attacks.membership import FixedThetaTrainer
+    from ldp_audit.attacks.membership import FixedThetaTrainer
 
     mech = RandomizedResponse(epsilon=2.0, k=3)
     rng = np.random.default_rng(8)

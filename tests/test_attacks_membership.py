@@ -1,4 +1,4 @@
-"""Membership inference with canaries and one-run auditing (attacks.membership)."""
+"""Membership inference with canaries and one-run auditing (ldp_audit.attacks.membership)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from attacks import membership as M
+from ldp_audit.attacks import membership as M
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.mechanisms import RandomizedResponse
 

@@ -1,4 +1,4 @@
-"""Exact checks of the attack scoring arithmetic (attacks.scoring)."""
+"""Exact checks of the attack scoring arithmetic (ldp_audit.attacks.scoring)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import math
 import pytest
 from scipy import stats
 
-from attacks.scoring import (
+from ldp_audit.attacks.scoring import (
     AttackResult,
     accuracy_ceiling,
     accuracy_interval,

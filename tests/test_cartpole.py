@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from ldp_audit.errors import InvalidParameterError
-from training.cartpole import PrivateGravityCartPole, initial_states
+from ldp_audit.training.cartpole import PrivateGravityCartPole, initial_states
 
 
 def _single_env_trajectory(gravity, state, actions, steps):

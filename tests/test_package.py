@@ -48,3 +48,51 @@ def test_cli_usage_error_exits_2() -> None:
         [sys.executable, "-m", "ldp_audit.cli", "no-such-command"], capture_output=True, text=True
     )
     assert out.returncode == 2
+
+
+def test_wheel_installs_only_the_ldp_audit_namespace(tmp_path) -> None:
+    """training/ and attacks/ ship as ldp_audit.training / ldp_audit.attacks, never top level."""
+    import zipfile
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(tmp_path),
+            str(root),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    if out.returncode != 0 and "No module named" in out.stderr:
+        pytest.skip(f"cannot build a wheel here: {out.stderr.strip()[-200:]}")
+    assert out.returncode == 0, out.stderr
+    (wheel,) = tmp_path.glob("ldp_audit-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    top = {n.split("/")[0] for n in names}
+    assert {t for t in top if not t.endswith(".dist-info")} == {"ldp_audit"}
+    assert "ldp_audit/training/pgc_a3c.py" in names
+    assert "ldp_audit/attacks/dynamics.py" in names
+
+
+def test_a_users_own_training_folder_does_not_shadow_ours(tmp_path) -> None:
+    (tmp_path / "training").mkdir()
+    (tmp_path / "training" / "__init__.py").write_text("MINE = True\n")
+    (tmp_path / "attacks").mkdir()
+    (tmp_path / "attacks" / "__init__.py").write_text("MINE = True\n")
+    code = (
+        "import training, attacks, ldp_audit.training.pgc_a3c as p, ldp_audit.attacks.scoring as s;"
+        "assert training.MINE and attacks.MINE;"
+        "print(p.PgcA3cConfig.__name__, s.AttackResult.__name__)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["PgcA3cConfig", "AttackResult"]

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from ldp_audit.errors import BudgetExceeded, InvalidParameterError
-from training.pgc_a3c import (
+from ldp_audit.training.pgc_a3c import (
     DIM,
     Aggregator,
     PgcA3cConfig,
@@ -292,7 +292,7 @@ def test_short_non_private_run_learns():
 
 
 def test_stop_at_target_stops_exactly_when_fst_is_known():
-    from training.metrics import first_success_time
+    from ldp_audit.training.metrics import first_success_time
 
     cfg = PgcA3cConfig(
         mechanism="laplace",

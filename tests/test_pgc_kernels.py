@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from ldp_audit.errors import InvalidParameterError
-from training._kernels import act_and_record, aggregate
-from training.pgc_a3c import (
+from ldp_audit.training._kernels import act_and_record, aggregate
+from ldp_audit.training.pgc_a3c import (
     DIM,
     PgcA3cConfig,
     _loss_gradients_numpy,

@@ -9,9 +9,9 @@ import pytest
 
 from ldp_audit.errors import InvalidParameterError
 
-pytest.importorskip("training.pgc_a3c")
+pytest.importorskip("ldp_audit.training.pgc_a3c")
 pytest.importorskip("ldp_audit.audit")
-pytest.importorskip("attacks.dynamics")
+pytest.importorskip("ldp_audit.attacks.dynamics")
 
 from ldp_audit.demo import DemoSettings, run_demo  # noqa: E402
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from ldp_audit.errors import InvalidParameterError
-from training import reproduce
+from ldp_audit.training import reproduce
 
 
 def _fake_engine(success_at: dict[str, int]):
@@ -173,7 +173,7 @@ def test_engine_shape_mismatch_is_an_error():
 
 def test_tiny_real_reproduction_is_seeded(tmp_path):
     """Two trials, 60 submissions, through the real engine (train_grid): complete and seeded."""
-    pytest.importorskip("training.pgc_a3c")
+    pytest.importorskip("ldp_audit.training.pgc_a3c")
     cfg = reproduce.ReproduceConfig(
         trials=2,
         max_submissions=60,

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from ldp_audit.errors import RunDirectoryError
-from training import run_dir as rd
-from training.pgc_a3c import DIM, PgcA3cConfig, train
+from ldp_audit.training import run_dir as rd
+from ldp_audit.training.pgc_a3c import DIM, PgcA3cConfig, train
 
 
 @pytest.fixture(scope="module")

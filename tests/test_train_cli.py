@@ -55,7 +55,7 @@ def test_missing_epsilon_is_a_usage_error(capsys):
 
 
 def test_reproduce_cli_writes_report(tmp_path, monkeypatch, capsys):
-    from training import reproduce
+    from ldp_audit.training import reproduce
 
     seen = {}
 
@@ -105,7 +105,7 @@ def test_reproduce_cli_writes_report(tmp_path, monkeypatch, capsys):
 
 
 def test_train_cli_real_engine_writes_run_dir(tmp_path, capsys):
-    pytest.importorskip("training.pgc_a3c")
+    pytest.importorskip("ldp_audit.training.pgc_a3c")
     run = tmp_path / "run"
     argv = ["train", "pgc-a3c", "--mechanism", "laplace", "--epsilon", "2", "--trials", "2"]
     argv += ["--max-submissions", "40", "--seed", "3", "--no-progress", "--json"]

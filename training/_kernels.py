@@ -1,6 +1,7 @@
 """Compiled (Numba) inner loops of the PGC-A3C engine: acting and the episode gradient.
 
-The lock-step engine in :mod:`training.pgc_a3c` spends its time in two places: choosing the
+The lock-step engine in :mod:`ldp_audit.training.pgc_a3c` spends its time in two places: choosing
+the
 actions of every row at every step, and the gradient of eqs. 15-18 of every episode that ended
 at that step. With NumPy each is a few dozen calls on small arrays, so Python and call overhead
 dominates; here each is one compiled loop. The physics stays Gymnasium's (``CartPoleVectorEnv``).
@@ -9,7 +10,8 @@ Both kernels work row by row, so a row's result never depends on which other row
 batch, and they keep IEEE semantics (no ``fastmath``): results are bit-for-bit reproducible.
 ``tests/test_pgc_kernels.py`` checks them against the NumPy formulation and torch autograd.
 
-Parameter packing (see :func:`training.pgc_a3c.unpack_theta`): theta[0:64] is theta_c (16x4,
+Parameter packing (see :func:`ldp_audit.training.pgc_a3c.unpack_theta`): theta[0:64] is theta_c
+(16x4,
 row-major: theta_c[j, k] = theta[4 j + k]), theta[64:80] is theta_p row 0, theta[80:96] row 1,
 theta[96:112] theta_v.
 """

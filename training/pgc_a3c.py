@@ -47,7 +47,7 @@ order, so one trial's noise depends on its sibling trials: changing ``max_submis
 ``stop_at_target`` of a config changes the noise its other trials draw (still reproducible).
 
 Speed: the hot loops (acting, the episode gradient, eq. 22, the step's bookkeeping) are Numba
-kernels in :mod:`training._kernels`; the physics is Gymnasium's.
+kernels in :mod:`ldp_audit.training._kernels`; the physics is Gymnasium's.
 """
 
 from __future__ import annotations
@@ -65,15 +65,15 @@ import numpy as np
 
 from ldp_audit._validation import check_epsilon, check_positive, check_rng
 from ldp_audit.errors import InvalidParameterError
-from training._kernels import (
+from ldp_audit.training._kernels import (
     act_and_record,
     aggregate,
     ended_episodes,
     episode_gradients_kernel,
     record_scores,
 )
-from training.cartpole import PAPER_GRAVITIES, PrivateGravityCartPole, initial_states
-from training.run_dir import TRANSCRIPT_KEYS
+from ldp_audit.training.cartpole import PAPER_GRAVITIES, PrivateGravityCartPole, initial_states
+from ldp_audit.training.run_dir import TRANSCRIPT_KEYS
 
 __all__ = [
     "DIM",
@@ -487,7 +487,8 @@ def loss_gradients(
 ) -> np.ndarray:
     """Gradient of the episode loss L = L_p + lambda L_v (eqs. 15-18) per row, by hand.
 
-    The engine's own code path (:func:`training._kernels.episode_gradients_kernel`): a row's
+    The engine's own code path (:func:`ldp_audit.training._kernels.episode_gradients_kernel`): a
+    row's
     result never depends on the other rows or on how far the inputs were padded.
 
     Args:
@@ -1422,7 +1423,7 @@ def train_grid(
         if ledgers is not None:
             raise InvalidParameterError("workers > 1 cannot take ledger objects; use run_dirs")
         return _train_grid_parallel(configs, seeds, dirs, progress, transcript, workers)
-    from training import run_dir as rd
+    from ldp_audit.training import run_dir as rd
 
     accountants = []
     durable = any(d is not None for d in dirs) or (

@@ -1,7 +1,8 @@
 """Reproduce Tables 1-3 and Figures 2-3 of Ono & Takahashi (2020) with PGC-A3C.
 
 One file, top to bottom: the grid of settings (epsilon in {1, 2, 5, 10, inf} x {Laplace, PRS}),
-K trials each through ``training.pgc_a3c.train``, the metrics of ``training.metrics`` (eqs. 25-27,
+K trials each through ``ldp_audit.training.pgc_a3c.train``, the metrics of
+``ldp_audit.training.metrics`` (eqs. 25-27,
 relative AUC), and the report written to ``reports/pgc-a3c/``:
 
 - ``results.json``: every setting's FSTs, medians, success ratios, relative AUCs with confidence
@@ -39,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
-from training import metrics
+from ldp_audit.training import metrics
 
 __all__ = [
     "PAPER",
@@ -215,7 +216,7 @@ TrainFn = Callable[[Setting, int, int], np.ndarray]
 
 
 def _engine_config(setting: Setting, max_submissions: int, acting: str = "argmax") -> Any:
-    from training.pgc_a3c import PgcA3cConfig  # lazy: torch-free import of this module
+    from ldp_audit.training.pgc_a3c import PgcA3cConfig  # lazy: torch-free import of this module
 
     kwargs: dict[str, Any] = dict(
         mechanism=setting.engine_mechanism,
@@ -239,7 +240,7 @@ def _engine_grid(
     acting: str = "argmax",
 ) -> dict[str, np.ndarray]:
     """Every setting in one ``train_grid`` call; zeta (trials, max_submissions) per setting."""
-    from training.pgc_a3c import train_grid
+    from ldp_audit.training.pgc_a3c import train_grid
 
     configs = [_engine_config(s, horizon[s.key], acting) for s in settings]
     res = train_grid(
@@ -302,7 +303,7 @@ def run_reproduction(
     horizon.update({s.key: cfg.figure2_submissions or cfg.max_submissions for s in extra})
     t_all = time.perf_counter()
     if train_fn is None:
-        # All settings and trials in ONE lock-step batch (training.pgc_a3c.train_grid).
+        # All settings and trials in ONE lock-step batch (ldp_audit.training.pgc_a3c.train_grid).
         zetas = _engine_grid(grid + extra, seeds, horizon, progress, cfg.workers, cfg.acting)
         secs_of = {s.key: None for s in grid + extra}
     else:

@@ -116,7 +116,7 @@ def write_run(path: str | Path, result: Any) -> Path:
 
     The ledger (ledger.sqlite) is written by the accountant during training.
     """
-    from training.metrics import first_success_time
+    from ldp_audit.training.metrics import first_success_time
 
     p = _dir(path, create=True)
     cfg = result.config

@@ -5,7 +5,7 @@ a trainer (``--run-dir``), or a fresh population of simulated agents that each s
 reports at one broadcast theta (the initial PGC-A3C theta, a theta after ``--train-submissions``
 non-private PGC-A3C submissions, or with ``--malicious`` the crafted theta of an active
 aggregator). ``membership`` runs a one-run canary audit (Steinke, Nasr & Jagielski 2023).
-``sweep`` runs the eps x mechanism x reports sweep of ``attacks.sweep``.
+``sweep`` runs the eps x mechanism x reports sweep of ``ldp_audit.attacks.sweep``.
 
 ``--epsilon`` is the epsilon of ONE report; ``T`` reports compose to ``T * epsilon`` (the ceiling
 uses that). Exit 0: no violation (which proves nothing); 1: the attack beat the guarantee beyond
@@ -104,7 +104,7 @@ def register(subparsers: Any) -> None:
         "sweep",
         help="eps x {Laplace, PRS} x {1, 5, 20} reports sweep -> reports/attacks/",
     )
-    from attacks.sweep import add_arguments
+    from ldp_audit.attacks.sweep import add_arguments
 
     add_arguments(s)
     s.set_defaults(func=_sweep)
@@ -121,7 +121,7 @@ def _mechanism(args: argparse.Namespace) -> Any:
 
 
 def _theta(args: argparse.Namespace, rng: Any) -> tuple[Any, dict[str, Any]]:
-    from attacks.sweep import broadcast_theta
+    from ldp_audit.attacks.sweep import broadcast_theta
 
     progress = sys.stderr.isatty()
     if args.malicious:
@@ -185,7 +185,7 @@ def _plot(result: Any, path: str) -> None:
 def _dynamics(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from attacks import dynamics as D
+    from ldp_audit.attacks import dynamics as D
 
     if args.run_dir:
         pred = D.attack_run_dir(
@@ -234,7 +234,7 @@ def _membership(args: argparse.Namespace) -> int:
 
     import numpy as np
 
-    from attacks import membership as M
+    from ldp_audit.attacks import membership as M
 
     rng = np.random.default_rng(args.seed)
     theta_rng, run_rng = rng.spawn(2)
@@ -259,6 +259,6 @@ def _membership(args: argparse.Namespace) -> int:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from attacks.sweep import run_from_args
+    from ldp_audit.attacks.sweep import run_from_args
 
     return run_from_args(args)

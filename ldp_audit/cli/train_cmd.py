@@ -132,8 +132,8 @@ def _train_pgc(args: argparse.Namespace) -> int:
             )
         eps_kw = {"epsilon": args.epsilon}
 
-    from training import metrics  # after validation: the engine imports torch
-    from training.pgc_a3c import PgcA3cConfig, train
+    from ldp_audit.training import metrics  # after validation: the engine imports torch
+    from ldp_audit.training.pgc_a3c import PgcA3cConfig, train
 
     cfg = PgcA3cConfig(
         mechanism=args.mechanism,
@@ -189,7 +189,7 @@ def _train_pgc(args: argparse.Namespace) -> int:
 
 
 def _reproduce_pgc(args: argparse.Namespace) -> int:
-    from training.reproduce import ReproduceConfig, run_reproduction, write_report
+    from ldp_audit.training.reproduce import ReproduceConfig, run_reproduction, write_report
 
     cfg = ReproduceConfig(
         trials=args.trials,
@@ -215,7 +215,7 @@ def _reproduce_pgc(args: argparse.Namespace) -> int:
 
 def _final_mean_mu(zeta: np.ndarray) -> float | None:
     """Mean over trials of each trial's last defined mu_n (eq. 25)."""
-    from training import metrics
+    from ldp_audit.training import metrics
 
     mu = metrics.moving_average(zeta)
     last = []

@@ -25,8 +25,8 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 
-from training import metrics, pgc_a3c  # noqa: E402
-from training.pgc_a3c import PgcA3cConfig, train  # noqa: E402
+from ldp_audit.training import metrics, pgc_a3c  # noqa: E402
+from ldp_audit.training.pgc_a3c import PgcA3cConfig, train  # noqa: E402
 
 SETTINGS = [  # (mechanism, epsilon, report key, acting, report folder)
     ("laplace", 1.0, "laplace-eps1-B1", "argmax", "pgc-a3c"),
