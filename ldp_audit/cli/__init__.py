@@ -2,16 +2,45 @@
 
 Each subcommand lives in its own module with ``register(subparsers)``; the module's parser sets
 ``func`` (``args -> exit code``). Library code never prints; these modules do.
-Exit codes: 0 success / no violation, 1 violation found, 2 usage error.
+
+Exit codes (the same for every subcommand; :data:`EXIT_CODES`):
+
+====  =====================================================================================
+0     success; for a verdict-giving command: no violation found (which proves nothing more)
+1     a privacy violation was found (audit, attack, report, demo)
+2     usage or input error (bad option, bad value, bad file or run directory, budget exceeded)
+3     internal error (a bug in ldp-audit: please report it with the traceback printed)
+130   interrupted (Ctrl-C); what was written so far is consistent (see docs)
+====  =====================================================================================
+
+No raw traceback reaches a user for 0-2 and 130; for 3 the traceback is printed after a one-line
+summary, since it is a bug report. ``--json`` output goes to stdout; errors always go to stderr.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+import traceback
 
 from ldp_audit.errors import LdpAuditError
+
+EXIT_OK = 0
+EXIT_VIOLATION = 1
+EXIT_USAGE = 2
+EXIT_INTERNAL = 3
+EXIT_INTERRUPTED = 130
+
+#: exit code -> meaning (documented in README and ``ldp-audit --help``).
+EXIT_CODES = {
+    EXIT_OK: "success / no violation found",
+    EXIT_VIOLATION: "privacy violation found",
+    EXIT_USAGE: "usage or input error",
+    EXIT_INTERNAL: "internal error (a bug: please report it)",
+    EXIT_INTERRUPTED: "interrupted (Ctrl-C)",
+}
 
 # subcommand module -> registers one or more subcommands
 _MODULES = (
@@ -23,11 +52,20 @@ _MODULES = (
 )
 
 
+def _version() -> str:
+    import ldp_audit
+
+    return getattr(ldp_audit, "__version__", "unknown")
+
+
 def build_parser() -> argparse.ArgumentParser:
+    epilog = "exit codes: " + "; ".join(f"{k} {v}" for k, v in EXIT_CODES.items())
     parser = argparse.ArgumentParser(
         prog="ldp-audit",
         description="Audit, attack and account the privacy of locally private distributed RL.",
+        epilog=epilog,
     )
+    parser.add_argument("--version", action="version", version=f"ldp-audit {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in _MODULES:
@@ -35,14 +73,41 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _silence_broken_pipe() -> None:
+    """stdout closed early (``ldp-audit ... --json | head``): exit quietly, no traceback."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run the command line; return the exit code (never raises except SystemExit from argparse
+    for ``--help`` / ``--version`` / usage errors, which exit 0 / 0 / 2)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        _silence_broken_pipe()
+        return EXIT_OK
+    except KeyboardInterrupt:
+        print("ldp-audit: interrupted; files written so far are consistent", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except LdpAuditError as exc:
         print(f"ldp-audit: error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
+    except Exception as exc:  # a bug: one line, then the traceback as a bug report
+        print(
+            f"ldp-audit: internal error: {type(exc).__name__}: {exc}\n"
+            "This is a bug in ldp-audit; please report it with the traceback below.",
+            file=sys.stderr,
+        )
+        traceback.print_exc(file=sys.stderr)
+        return EXIT_INTERNAL
 
 
 if __name__ == "__main__":  # pragma: no cover
