@@ -37,7 +37,9 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 import os
+import warnings
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -58,8 +60,8 @@ from ldp_audit.accountant.events import (
     event_to_json,
     flatten,
 )
-from ldp_audit.accountant.ledger import SCOPES, Ledger
-from ldp_audit.errors import BudgetExceeded, InvalidParameterError
+from ldp_audit.accountant.ledger import SCOPES, AgentState, Ledger
+from ldp_audit.errors import BudgetExceeded, InvalidParameterError, LedgerError
 
 __all__ = [
     "METHODS",
@@ -80,13 +82,17 @@ _ADAPTIVE_METHODS = ("basic", "filter")
 _BUDGET_RTOL = 1e-9
 
 
+def _check_real(value: Any, name: str) -> float:
+    """A real number (numbers.Real; bool and str are refused, never coerced)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InvalidParameterError(f"{name} must be a real number, got {value!r}")
+    return float(value)
+
+
 def _check_delta(delta: Any) -> float:
-    try:
-        d = float(delta)
-    except (TypeError, ValueError):
-        raise InvalidParameterError(
-            f"delta must be a real number in [0, 1), got {delta!r}"
-        ) from None
+    if isinstance(delta, bool) or not isinstance(delta, numbers.Real):
+        raise InvalidParameterError(f"delta must be a real number in [0, 1), got {delta!r}")
+    d = float(delta)
     if math.isnan(d) or not (0.0 <= d < 1.0):
         raise InvalidParameterError(f"delta must be in [0, 1), got {delta!r}")
     return d
@@ -127,6 +133,7 @@ class Budget:
     method: str = "basic"
 
     def __post_init__(self) -> None:
+        _check_real(self.epsilon, "budget epsilon")
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon, "budget epsilon"))
         object.__setattr__(self, "delta", _check_delta(self.delta))
         _check_method(self.method, _BUDGET_METHODS)
@@ -156,6 +163,7 @@ class SpentDetail:
         charges: number of ledger rows of the agent.
         scope: ``"local"``, ``"central"`` or ``"mixed"``.
         remaining: budget epsilon minus spent under the budget's own method (None without budget).
+        skipped: methods ``best`` did not compute, each with the reason (e.g. estimated cost).
     """
 
     agent: str
@@ -166,6 +174,7 @@ class SpentDetail:
     charges: int = 0
     scope: str = "local"
     remaining: float | None = None
+    skipped: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -177,6 +186,7 @@ class SpentDetail:
             "charges": self.charges,
             "scope": self.scope,
             "remaining": self.remaining,
+            "skipped": dict(self.skipped),
         }
 
 
@@ -214,8 +224,21 @@ def _pure_pairs(atoms: Mapping[DpEvent, int]) -> tuple[np.ndarray, np.ndarray] |
     return np.array(keys, dtype=np.float64), np.array([eps[k] for k in keys], dtype=np.float64)
 
 
+class _Skip(Exception):
+    """A method that applies to the history but is not computed (too expensive): the reason."""
+
+
 def _method_value(atoms: Mapping[DpEvent, int], delta: float, method: str) -> float | None:
-    """Epsilon of ``atoms`` under ``method``, or None when the method does not apply."""
+    """Epsilon of ``atoms`` under ``method`` (clamped at 0), None when the method does not apply.
+
+    Raises:
+        _Skip: the method applies but its estimated cost is out of bounds (the reason).
+    """
+    v = _method_value_raw(atoms, delta, method)
+    return None if v is None else max(0.0, float(v))
+
+
+def _method_value_raw(atoms: Mapping[DpEvent, int], delta: float, method: str) -> float | None:
     if method in _NEEDS_DELTA and delta == 0.0:
         return None
     if method in ("basic", "advanced", "optimal"):
@@ -229,20 +252,32 @@ def _method_value(atoms: Mapping[DpEvent, int], delta: float, method: str) -> fl
             return composition.advanced_epsilon(e, c, delta=delta)
         try:
             return composition.optimal_epsilon_heterogeneous(e, c, delta=delta)
-        except InvalidParameterError:
-            return None  # support too large for the exact convolution
+        except InvalidParameterError as exc:
+            raise _Skip(f"exact composition is too large for this history: {exc}") from None
     if method == "rdp":
         if not all(rdp.supports(a) for a in atoms):
             return None
-        return rdp.rdp_epsilon(atoms, delta=delta)[0]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # Opacus warnings never reach the user
+            return rdp.rdp_epsilon(atoms, delta=delta)[0]
     if method == "prv":
         if not all(prv.supports(a) for a in atoms):
             return None
-        return prv.prv_epsilon(atoms, delta=delta)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return prv.prv_epsilon(atoms, delta=delta)
+        except InvalidParameterError as exc:
+            raise _Skip(str(exc)) from None
     if method == "pld":
         if not all(pld.supports(a) for a in atoms):
             return None
-        return pld.pld_epsilon(atoms, delta=delta)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return pld.pld_epsilon(atoms, delta=delta)
+        except InvalidParameterError as exc:
+            raise _Skip(str(exc)) from None
     raise InvalidParameterError(f"method must be one of {_ALL_METHODS}, got {method!r}")
 
 
@@ -250,18 +285,36 @@ def _atoms(sig: Signature) -> Counter[DpEvent]:
     return flatten([(event_from_json(ev), n) for ev, n in sig])
 
 
-@lru_cache(maxsize=65536)
 def _evaluate(sig: Signature, delta: float, method: str) -> tuple[float, str, tuple]:
     """(epsilon, winning method, ((method, epsilon), ...)) for one history signature."""
+    return _evaluate_full(sig, delta, method)[:3]
+
+
+def _skipped(sig: Signature, delta: float, method: str) -> dict[str, str]:
+    """Methods ``best`` skipped for this history, with the reasons."""
+    return dict(_evaluate_full(sig, delta, method)[3])
+
+
+_evaluate.cache_clear = lambda: _evaluate_full.cache_clear()  # type: ignore[attr-defined]
+
+
+@lru_cache(maxsize=65536)
+def _evaluate_full(sig: Signature, delta: float, method: str) -> tuple[float, str, tuple, tuple]:
+    """``_evaluate`` plus ``((skipped method, reason), ...)``."""
     if not sig:
-        return 0.0, "basic" if method == "best" else method, ()
+        return 0.0, "basic" if method == "best" else method, (), ()
     atoms = _atoms(sig)
     if any(isinstance(a, NonPrivateEvent) for a in atoms) or any(
         isinstance(a, PoissonSampledEvent) and isinstance(a.event, NonPrivateEvent) for a in atoms
     ):
-        return math.inf, "non_private", ()
+        return math.inf, "non_private", (), ()
     if method != "best":
-        v = _method_value(atoms, delta, method)
+        try:
+            v = _method_value(atoms, delta, method)
+        except _Skip as exc:
+            raise InvalidParameterError(
+                f"method {method!r} cannot compose this history: {exc}"
+            ) from None
         if v is None:
             kinds = sorted({type(a).__name__ for a in atoms})
             need = " and delta > 0" if method in _NEEDS_DELTA else ""
@@ -269,25 +322,31 @@ def _evaluate(sig: Signature, delta: float, method: str) -> tuple[float, str, tu
                 f"method {method!r} does not support this history (events {kinds}, "
                 f"delta={delta!r}){need}; use method='best' or one of {METHODS}"
             )
-        return float(v), method, ((method, float(v)),)
+        return float(v), method, ((method, float(v)),), ()
     values = []
+    skipped = []
     # For plain PureDpEvent histories the optimal composition is exact (Kairouz-Oh-Viswanath):
     # no valid bound can be smaller, so the slower rdp/pld bounds are not computed for "best".
     exact = all(type(a) is PureDpEvent for a in atoms)
     for m in METHODS:
         if exact and m in ("rdp", "prv", "pld") and any(w == "optimal" for w, _ in values):
             continue
-        v = _method_value(atoms, delta, m)
+        try:
+            v = _method_value(atoms, delta, m)
+        except _Skip as exc:
+            skipped.append((m, str(exc)))
+            continue
         if v is not None:
             values.append((m, float(v)))
     if not values:
-        if delta == 0.0:
+        if delta == 0.0 and not skipped:
             # Gaussian-type events have no pure-DP guarantee: epsilon(delta=0) is infinite.
-            return math.inf, "none", ()
+            return math.inf, "none", (), ()
         kinds = sorted({type(a).__name__ for a in atoms})
-        raise InvalidParameterError(f"no composition method supports events {kinds}")
+        why = "".join(f"; {m}: {r}" for m, r in skipped)
+        raise InvalidParameterError(f"no composition method supports events {kinds}{why}")
     winner = min(values, key=lambda mv: mv[1])
-    return winner[1], winner[0], tuple(values)
+    return winner[1], winner[0], tuple(values), tuple(skipped)
 
 
 def compose(
@@ -341,9 +400,12 @@ class Accountant:
 
     Args:
         ledger: a ``Ledger``, a path to one, or None for a private in-memory ledger.
-        budget: the budget of ``scope="local"`` charges (per-agent LDP): None (record only), a
-            float (epsilon, pure, basic composition) or a ``Budget``. It applies to every agent
-            separately, over that agent's local charges only.
+        budget: the budget of ``scope="local"`` charges (per-agent LDP): None, a real number
+            (epsilon, pure, basic composition) or a ``Budget``. It applies to every agent
+            separately, over that agent's local charges only. The durable budget is the
+            ledger's: the first accountant with a budget records it in the ledger; a later one
+            may restate the same budget or pass None (the recorded budget is then enforced),
+            and a different budget is refused (``LedgerError``).
         run_id: stored with every charge (e.g. the trainer's run directory name).
         adaptive: the epsilons may be chosen adaptively (privacy filter mode): the budget methods
             must then be ``"basic"`` or ``"filter"``.
@@ -366,15 +428,27 @@ class Accountant:
         adaptive: bool = False,
         central_budget: Budget | float | None = None,
     ) -> None:
+        for name, b in (("budget", budget), ("central_budget", central_budget)):
+            if b is not None and not isinstance(b, Budget):
+                if isinstance(b, bool) or not isinstance(b, numbers.Real):
+                    raise InvalidParameterError(
+                        f"{name} must be None, a real number (epsilon) or a Budget, got {b!r}"
+                    )
+        if not isinstance(adaptive, bool):
+            raise InvalidParameterError(f"adaptive must be True or False, got {adaptive!r}")
+        if run_id is not None and not isinstance(run_id, str):
+            raise InvalidParameterError(f"run_id must be a string or None, got {run_id!r}")
         if ledger is None:
             ledger = Ledger(":memory:")
         elif not isinstance(ledger, Ledger):
             ledger = Ledger(ledger)
         self.ledger = ledger
         budgets = {}
+        meta = self.ledger.meta()
         for name, b in (("budget", budget), ("central_budget", central_budget)):
             if b is not None and not isinstance(b, Budget):
                 b = Budget(epsilon=b)
+            b = self._durable_budget(name, b, meta.get(name), bool(adaptive))
             if adaptive and b is not None and b.method not in _ADAPTIVE_METHODS:
                 raise InvalidParameterError(
                     f"{name} method must be one of {_ADAPTIVE_METHODS} when epsilons are chosen "
@@ -384,16 +458,37 @@ class Accountant:
         self.budget: Budget | None = budgets["budget"]
         self.central_budget: Budget | None = budgets["central_budget"]
         self.adaptive = bool(adaptive)
-        if run_id is not None and not isinstance(run_id, str):
-            raise InvalidParameterError(f"run_id must be a string or None, got {run_id!r}")
         self.run_id = run_id
         self._cache: dict[tuple, dict[str, float]] = {}
-        for name, b in budgets.items():
-            if b is not None:
-                # Recorded so that `ldp-audit budget LEDGER` can show what is left.
-                text = json.dumps({**b.to_dict(), "adaptive": self.adaptive}, sort_keys=True)
-                if self.ledger.meta().get(name) != text:
-                    self.ledger.set_meta(name, text)
+
+    def _durable_budget(
+        self, name: str, b: Budget | None, stored: str | None, adaptive: bool
+    ) -> Budget | None:
+        """The budget this accountant enforces: the ledger's, recorded on first use."""
+        want = None if b is None else {**b.to_dict(), "adaptive": adaptive}
+        if stored is None:
+            if want is None:
+                return None
+            if self.ledger.readonly:
+                return b  # nothing can be charged anyway
+            # Recorded atomically (two processes racing to record different budgets: one wins).
+            stored = self.ledger.set_meta_once(name, json.dumps(want, sort_keys=True))
+        try:
+            rec = json.loads(stored)
+            recorded = Budget(epsilon=rec["epsilon"], delta=rec["delta"], method=rec["method"])
+            rec_adaptive = bool(rec.get("adaptive", False))
+        except (TypeError, ValueError, KeyError, InvalidParameterError) as exc:
+            raise LedgerError(
+                f"ledger {self.ledger.path!r} records an unreadable {name} {stored!r}: {exc}"
+            ) from None
+        if want is not None and {**recorded.to_dict(), "adaptive": rec_adaptive} != want:
+            raise LedgerError(
+                f"ledger {self.ledger.path!r} enforces {name} {recorded.to_dict()} (adaptive="
+                f"{rec_adaptive}); Accountant({name}={b.to_dict() if b else b!r}, adaptive="
+                f"{adaptive}) would replace it. The durable budget is the ledger's: pass "
+                f"{name}=None (or the same budget) to use it, or start a new ledger"
+            )
+        return recorded
 
     def _budget_for(self, scope: str) -> Budget | None:
         return self.central_budget if scope == "central" else self.budget
@@ -445,15 +540,21 @@ class Accountant:
             rows.append((agent, hit[1], scope))
         if not rows:
             return 0
-        with self.ledger.transaction():
-            budget = self._budget_for(scope)
-            if budget is not None:
-                self._check_budget(rows, budget, scope)
-            self.ledger._insert(rows, run_id=self.run_id, when=None)
-        return len(rows)
+        budget = self._budget_for(scope)
+        check = None
+        if budget is not None:
+
+            def check(states: dict[str, AgentState]) -> None:
+                self._check_budget(rows, budget, scope, states)
+
+        return self.ledger.charge_rows(rows, run_id=self.run_id, check=check)
 
     def _check_budget(
-        self, rows: Sequence[tuple[str, str, str]], budget: Budget, scope: str
+        self,
+        rows: Sequence[tuple[str, str, str]],
+        budget: Budget,
+        scope: str,
+        states: dict[str, AgentState],
     ) -> None:
         batch: dict[str, list[str]] = {}
         for agent, text, _ in rows:
@@ -462,7 +563,11 @@ class Accountant:
                 batch[agent] = [text]
             else:
                 texts.append(text)
-        old = self.ledger.histories(batch.keys(), scope)
+        old: dict[str, list[tuple[str, int]]] = {}
+        for agent, st in states.items():
+            h = st.history(scope)
+            if h:
+                old[agent] = h
         single: dict[str, Signature] = {}  # the common case: a new agent charged once
         memo: dict[Signature, tuple[bool, float]] = {}
         for agent, texts in batch.items():
@@ -522,10 +627,10 @@ class Accountant:
         agent = _check_agent(agent)
         delta = _check_delta(delta)
         method = _check_method(method)
-        history = self.ledger.history(agent)
-        sig = _signature(history)
-        eps, winner, values = _evaluate(sig, delta, method)
-        scopes = self.ledger.agent_scopes(agent) if history else {"local"}
+        st = self.ledger.states([agent]).get(agent) or AgentState()
+        sig = _signature(st.history())
+        eps, winner, values, skipped = _evaluate_full(sig, delta, method)
+        scopes = {s for s, _ in st.events} or {"local"}
         scope = next(iter(scopes)) if len(scopes) == 1 else "mixed"
         return SpentDetail(
             agent=agent,
@@ -533,16 +638,19 @@ class Accountant:
             delta=delta,
             method=winner,
             by_method=dict(values),
-            charges=sum(n for _, n in sig),
+            charges=st.n,
             scope=scope,
-            remaining=self._remaining(agent, "central" if scope == "central" else "local"),
+            remaining=self._remaining(agent, "central" if scope == "central" else "local", st),
+            skipped=dict(skipped),
         )
 
-    def _remaining(self, agent: str, scope: str) -> float | None:
+    def _remaining(self, agent: str, scope: str, st: AgentState | None = None) -> float | None:
         b = self._budget_for(scope)
         if b is None:
             return None
-        sig = _signature(self.ledger.history(agent, scope))
+        if st is None:
+            st = self.ledger.states([agent]).get(agent) or AgentState()
+        sig = _signature(st.history(scope))
         try:
             if b.method == "filter":
                 return b.epsilon - self._filter_ok(sig, b)[1] if sig else b.epsilon

@@ -1,86 +1,230 @@
-"""The privacy ledger: one durable row per charge, in SQLite.
+"""The privacy ledger: one durable, hash-chained row per charge, in SQLite (schema version 2).
 
-``Ledger(path)`` opens (or creates) an SQLite database in WAL mode with ``synchronous=FULL``: a
-charge whose transaction has committed survives a crash or SIGKILL of the writing process. Rows
-are only ever appended (never updated or deleted), so a row id is a version number and the row
-count is a cache key. ``Ledger(":memory:")`` is a private in-memory ledger for tests.
+What the file guarantees (docs/accountant.md has the details and the measurements):
 
-A file that is not an SQLite database, a database that belongs to something else, one written by
-a newer schema, or a truncated/corrupt one raises ``LedgerError`` naming the path; it is never
-silently treated as an empty ledger.
+* **Complete in its main file.** The ledger uses SQLite's rollback journal (``TRUNCATE``) with
+  ``synchronous=FULL``: when a charge's ``COMMIT`` returns, the charge is in the main database
+  file and synced, so copying that one file is a complete backup. There is no ``-wal`` file
+  whose loss could silently drop committed charges.
+* **Tamper evident.** Every row carries ``hash = SHA-256(previous row's hash | the row)``, the
+  first row chaining from a per-ledger random id, and ``agent_n``, the agent's running number of
+  charges. The chain head (last hash and row count) is kept in the same transaction. Opening a
+  ledger checks the tail of the chain against the head and the per-agent state against the row
+  count; ``verify()`` (``ldp-audit budget --verify``) walks the whole chain and rebuilds every
+  agent's state from the rows. An edited, deleted or reordered row, a broken index or a lost
+  journal is a :class:`LedgerIntegrityError`, never a silently lower spend.
+* **O(distinct events) reads.** Per-agent running state (the count of every distinct event, the
+  agent's total and its last row) is kept in two small tables updated in the same transaction as
+  the charge, each row with a checksum; ``history`` and the budget check read the state, cross-
+  checked three ways (state rows, the agent's total, the agent's last chained row), never an
+  index they have not verified.
+
+What it cannot guarantee: a ledger deleted whole, or replaced by an older *complete* copy, is
+internally consistent; that is detectable only against a chain head recorded elsewhere (the
+report prints it; ``verify(expect_head=...)`` checks that a later copy extends it). Anyone who can
+write the file can also recompute every hash: the chain detects accidents and naive edits, and
+deliberate rewrites only against an externally kept head.
+
+``Ledger(":memory:")`` is a private in-memory ledger for tests. Ledgers of schema version 1 (WAL
+journaling, no chain) are refused with a message naming the version; ``migrate_v1(src, dst)``
+converts one explicitly into a new file.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import os
+import re
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+import uuid
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ldp_audit.errors import InvalidParameterError, LedgerError
 
-__all__ = ["Ledger", "SCHEMA_VERSION", "APPLICATION"]
+__all__ = [
+    "Ledger",
+    "SCHEMA_VERSION",
+    "APPLICATION",
+    "LedgerIntegrityError",
+    "LedgerReadOnlyError",
+    "LedgerSchemaError",
+    "AgentState",
+    "migrate_v1",
+]
 
 APPLICATION = "ldp-audit privacy ledger"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _META = "ldp_audit_meta"
 _CHARGES = "ldp_audit_charges"
+_STATE = "ldp_audit_state"
+_AGENTS = "ldp_audit_agents"
+_HEAD = "ldp_audit_head"
+#: Rows of the chain's tail re-hashed on every open.
+TAIL_ROWS = 64
+_JOURNAL = "TRUNCATE"
+_TMP_RE = r"^\.{name}\.ldp-creating\.(\d+)\.\d+\.tmp(-journal|-wal|-shm)?$"
 
 _SCHEMA = f"""
-CREATE TABLE IF NOT EXISTS {_META} (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS {_CHARGES} (
+CREATE TABLE {_META} (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE {_CHARGES} (
     id INTEGER PRIMARY KEY,
     agent TEXT NOT NULL,
     event TEXT NOT NULL,
     scope TEXT NOT NULL,
     time REAL NOT NULL,
-    run_id TEXT
+    run_id TEXT,
+    agent_n INTEGER NOT NULL,
+    hash BLOB NOT NULL
 );
-CREATE INDEX IF NOT EXISTS {_CHARGES}_agent ON {_CHARGES} (agent);
+CREATE TABLE {_STATE} (
+    agent TEXT NOT NULL, scope TEXT NOT NULL, event TEXT NOT NULL,
+    n INTEGER NOT NULL, chk INTEGER NOT NULL,
+    PRIMARY KEY (agent, scope, event)
+) WITHOUT ROWID;
+CREATE TABLE {_AGENTS} (
+    agent TEXT PRIMARY KEY, n INTEGER NOT NULL, last_id INTEGER NOT NULL, chk INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE {_HEAD} (
+    k INTEGER PRIMARY KEY CHECK (k = 1), rows INTEGER NOT NULL, hash BLOB NOT NULL
+);
 """
 
 #: Where a charge's privacy claim belongs: per-agent local DP, or a central (DP-SGD) model claim.
 SCOPES = ("local", "central")
 
 
+class LedgerIntegrityError(LedgerError):
+    """The ledger's contents do not verify (edited, deleted or reordered rows, corrupt state)."""
+
+
+class LedgerReadOnlyError(LedgerError):
+    """The ledger is read-only (file or folder permissions, or opened with ``readonly=True``)."""
+
+
+class LedgerSchemaError(LedgerError):
+    """The file is a ledger of another schema version (e.g. version 1)."""
+
+
+# ---- hashing -----------------------------------------------------------------------------------
+
+
+def _genesis(ledger_id: str) -> bytes:
+    return hashlib.sha256(f"ldp-audit ledger v2|{ledger_id}".encode()).digest()
+
+
+def _row_bytes(
+    i: int, agent: str, event: str, scope: str, t: float, run_id: str | None, agent_n: int
+) -> bytes:
+    r = "N" if run_id is None else f"{len(run_id)}:{run_id}"
+    return f"{i}|{len(agent)}:{agent}|{len(event)}:{event}|{scope}|{t!r}|{r}|{agent_n}".encode()
+
+
+def _row_hash(prev: bytes, row_bytes: bytes) -> bytes:
+    return hashlib.sha256(prev + row_bytes).digest()
+
+
+def _state_chk(agent: str, scope: str, event: str, n: int) -> int:
+    return zlib.crc32(f"{len(agent)}:{agent}|{scope}|{len(event)}:{event}|{n}".encode())
+
+
+def _agent_chk(agent: str, n: int, last_id: int) -> int:
+    return zlib.crc32(f"{len(agent)}:{agent}|{n}|{last_id}".encode())
+
+
+@dataclass
+class AgentState:
+    """One agent's verified running state: ``{(scope, event): count}``, total and last row."""
+
+    n: int = 0
+    last_id: int = 0
+    events: dict[tuple[str, str], int] = field(default_factory=dict)
+
+    def history(self, scope: str | None = None) -> list[tuple[str, int]]:
+        """``[(event, count), ...]`` sorted by event, over ``scope`` (all scopes when None)."""
+        out: dict[str, int] = {}
+        for (s, e), n in self.events.items():
+            if scope is None or s == scope:
+                out[e] = out.get(e, 0) + n
+        return sorted(out.items())
+
+
+# ---- creation ----------------------------------------------------------------------------------
+
+
 def _init_schema(c: sqlite3.Connection) -> None:
     for statement in _SCHEMA.split(";"):
         if statement.strip():
             c.execute(statement)
+    ledger_id = uuid.uuid4().hex
     c.executemany(
-        f"INSERT OR IGNORE INTO {_META} (key, value) VALUES (?, ?)",
+        f"INSERT INTO {_META} (key, value) VALUES (?, ?)",
         [
             ("application", APPLICATION),
             ("schema_version", str(SCHEMA_VERSION)),
             ("created", str(time.time())),
+            ("ledger_id", ledger_id),
         ],
     )
+    c.execute(f"INSERT INTO {_HEAD} (k, rows, hash) VALUES (1, 0, ?)", (_genesis(ledger_id),))
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def _sweep_stale_temps(path: Path) -> None:
+    """Remove temp files of ledger creations killed before they finished (dead pids only)."""
+    pattern = re.compile(_TMP_RE.format(name=re.escape(path.name)))
+    try:
+        names = os.listdir(path.parent)
+    except OSError:
+        return
+    for name in names:
+        m = pattern.match(name)
+        if m and not _pid_alive(int(m.group(1))):
+            with contextlib.suppress(OSError):
+                os.unlink(path.parent / name)
 
 
 def _create_atomically(path: Path) -> None:
-    """Create a new, initialised ledger at ``path`` without ever exposing a 0-byte file.
+    """Create a new, initialised ledger at ``path`` without ever exposing a partial file.
 
-    The database is built in a temporary file beside ``path`` and hard-linked into place; if
-    another process created ``path`` meanwhile, its ledger is kept and ours discarded. So an
-    existing empty file can only be a truncated ledger, which ``Ledger`` refuses.
+    The database is built in memory, written to a temporary file beside ``path`` in one write,
+    synced and hard-linked into place; if another process created ``path`` meanwhile, its ledger
+    is kept and ours discarded. A creation killed between the write and the link leaves a temp
+    file named after its pid, which the next open of the same path removes. So an existing empty
+    file can only be a truncated ledger, which ``Ledger`` refuses.
     """
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{time.time_ns()}.tmp")
+    _sweep_stale_temps(path)
+    tmp = path.with_name(f".{path.name}.ldp-creating.{os.getpid()}.{time.time_ns()}.tmp")
     try:
-        c = sqlite3.connect(tmp, isolation_level=None)
+        mem = sqlite3.connect(":memory:", isolation_level=None)
         try:
-            c.execute("PRAGMA journal_mode=WAL")
-            c.execute("BEGIN IMMEDIATE")
-            _init_schema(c)
-            c.execute("COMMIT")
+            mem.execute("BEGIN")
+            _init_schema(mem)
+            mem.execute("COMMIT")
+            image = mem.serialize()
         finally:
-            c.close()
-        fd = os.open(tmp, os.O_RDONLY)
+            mem.close()
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
+            os.write(fd, image)
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -91,16 +235,11 @@ def _create_atomically(path: Path) -> None:
         except OSError:  # no hard links here: fall back to exclusive creation by rename
             if not path.exists():
                 os.rename(tmp, path)
-    except sqlite3.Error as exc:
-        raise LedgerError(f"cannot create ledger {str(path)!r}: {exc}") from exc
-    except OSError as exc:
+    except (sqlite3.Error, OSError) as exc:
         raise LedgerError(f"cannot create ledger {str(path)!r}: {exc}") from exc
     finally:
-        for suffix in ("", "-wal", "-shm"):
-            try:
-                os.unlink(f"{tmp}{suffix}")
-            except FileNotFoundError:
-                pass
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
     try:  # make the new directory entry durable
         dfd = os.open(path.parent, os.O_RDONLY)
         try:
@@ -111,19 +250,50 @@ def _create_atomically(path: Path) -> None:
         pass
 
 
+def _check_path(path: Any) -> str:
+    if isinstance(path, bool) or not isinstance(path, str | os.PathLike):
+        raise InvalidParameterError(
+            f"path must be a str or os.PathLike naming a ledger file, got {path!r}"
+        )
+    text = os.fspath(path)
+    if isinstance(text, bytes) or not text or not str(text).strip():
+        raise InvalidParameterError(f"path must be a non-empty file name, got {path!r}")
+    if "\x00" in text:
+        raise InvalidParameterError(f"path must not contain NUL bytes, got {path!r}")
+    return str(text)
+
+
+def _check_timeout(timeout: Any) -> float:
+    import math
+    import numbers
+
+    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real):
+        raise InvalidParameterError(f"timeout must be a real number >= 0, got {timeout!r}")
+    t = float(timeout)
+    if not (math.isfinite(t) and t >= 0):
+        raise InvalidParameterError(f"timeout must be finite and >= 0, got {timeout!r}")
+    return t
+
+
 class Ledger:
-    """An append-only SQLite ledger of privacy charges.
+    """An append-only, hash-chained SQLite ledger of privacy charges.
 
     Args:
         path: database file (created when missing) or ``":memory:"``.
         timeout: seconds to wait for another process's write lock.
-        verify: run SQLite's ``quick_check`` on open (linear in the file size; catches truncated
-            and corrupt files early). Opening never proceeds on a file that fails it.
+        verify: on open, run SQLite's ``quick_check`` (linear in the file size) and verify the
+            chain's tail and the per-agent state totals. ``verify="full"`` also walks the whole
+            chain (``verify()``). Opening never proceeds on a file that fails.
         create: create a new ledger when ``path`` does not exist (else raise ``LedgerError``).
+        readonly: open without ever writing (no journal mode change, no schema); a file or
+            folder without write permission is opened read-only automatically, and a charge
+            then raises ``LedgerReadOnlyError``.
 
     Raises:
-        LedgerError: the file is not an SQLite database, belongs to another application, has a
-            newer schema, is corrupt or truncated, or cannot be opened.
+        LedgerError: the file is not an SQLite database, belongs to another application, has
+            another schema version (``LedgerSchemaError``), is corrupt, truncated or tampered
+            with (``LedgerIntegrityError``), or cannot be opened.
+        InvalidParameterError: ``path`` is not a non-empty str/PathLike, or ``timeout`` is bad.
     """
 
     def __init__(
@@ -131,103 +301,252 @@ class Ledger:
         path: str | os.PathLike[str],
         *,
         timeout: float = 60.0,
-        verify: bool = True,
+        verify: bool | str = True,
         create: bool = True,
+        readonly: bool = False,
     ):
-        self.path = str(path)
+        self.path = _check_path(path)
+        self._timeout = _check_timeout(timeout)
+        if verify not in (True, False, "full"):
+            raise InvalidParameterError(f"verify must be True, False or 'full', got {verify!r}")
         self._memory = self.path == ":memory:"
-        self._timeout = float(timeout)
+        self.readonly = bool(readonly) and not self._memory
+        self._in_tx = False
+        self._lock = threading.RLock()
+        self._ledger_id = ""
         if not self._memory:
             p = Path(self.path)
             if p.is_dir():
                 raise LedgerError(f"ledger path {self.path!r} is a directory, not a ledger file")
             if not p.exists():
-                if not create:
+                if not create or self.readonly:
                     raise LedgerError(f"ledger file {self.path!r} does not exist")
+                if not p.parent.is_dir():
+                    raise LedgerError(
+                        f"cannot create ledger {self.path!r}: folder {str(p.parent)!r} does not "
+                        f"exist"
+                    )
                 _create_atomically(p)
-            size = p.stat().st_size
+            else:
+                _sweep_stale_temps(p)
+            try:
+                size = p.stat().st_size
+                with open(p, "rb") as fh:
+                    head = fh.read(len(_SQLITE_MAGIC))
+            except PermissionError as exc:
+                raise LedgerReadOnlyError(
+                    f"ledger file {self.path!r} cannot be read (permission denied)"
+                ) from exc
+            except OSError as exc:
+                raise LedgerError(f"cannot read ledger file {self.path!r}: {exc}") from exc
             if size == 0:
                 raise LedgerError(
                     f"ledger file {self.path!r} exists but is empty (0 bytes): a truncated "
                     f"ledger cannot be told from a new one, so it is refused; delete it to start "
                     f"a new ledger"
                 )
-            with open(p, "rb") as fh:
-                head = fh.read(len(_SQLITE_MAGIC))
             if head != _SQLITE_MAGIC:
                 raise LedgerError(
                     f"ledger file {self.path!r} is not an SQLite database (foreign or "
                     f"corrupt file); refusing to treat it as an empty ledger"
                 )
+            if not self.readonly and not (
+                os.access(p, os.W_OK) and os.access(p.parent, os.W_OK | os.X_OK)
+            ):
+                self.readonly = True  # reads work; a charge raises LedgerReadOnlyError
         try:
-            self._conn = sqlite3.connect(
-                self.path, timeout=float(timeout), isolation_level=None, check_same_thread=False
-            )
+            if self.readonly:
+                uri = Path(self.path).resolve().as_uri() + "?mode=ro"
+                self._conn = sqlite3.connect(
+                    uri,
+                    uri=True,
+                    timeout=self._timeout,
+                    isolation_level=None,
+                    check_same_thread=False,
+                )
+            else:
+                self._conn = sqlite3.connect(
+                    self.path,
+                    timeout=self._timeout,
+                    isolation_level=None,
+                    check_same_thread=False,
+                )
         except sqlite3.Error as exc:
             raise LedgerError(f"cannot open ledger {self.path!r}: {exc}") from exc
-        self._in_tx = False
-        # One connection may be shared by threads (check_same_thread=False): serialise its use.
-        self._lock = threading.RLock()
         try:
             self._setup(verify)
         except sqlite3.DatabaseError as exc:
             self._conn.close()
-            raise LedgerError(
-                f"ledger {self.path!r} is corrupt, truncated or unreadable: {exc}"
-            ) from exc
-        except LedgerError:
+            raise self._wrap(exc, "open") from exc
+        except BaseException:
             self._conn.close()
             raise
 
+    # ---- errors ------------------------------------------------------------------------------
+
+    def _wrap(self, exc: sqlite3.Error, what: str) -> LedgerError:
+        msg = str(exc)
+        low = msg.lower()
+        if "readonly" in low or "read-only" in low:
+            return LedgerReadOnlyError(f"ledger {self.path!r} is read-only; cannot {what}: {msg}")
+        if "locked" in low or "busy" in low:
+            return LedgerError(f"ledger {self.path!r}: cannot {what}, the ledger is busy: {msg}")
+        if isinstance(exc, sqlite3.DatabaseError) and not isinstance(
+            exc, sqlite3.OperationalError | sqlite3.IntegrityError
+        ):
+            return LedgerIntegrityError(
+                f"ledger {self.path!r} is corrupt, truncated or unreadable ({what}): {msg}"
+            )
+        if "malformed" in low or "corrupt" in low or "not a database" in low:
+            return LedgerIntegrityError(
+                f"ledger {self.path!r} is corrupt, truncated or unreadable ({what}): {msg}"
+            )
+        return LedgerError(f"ledger {self.path!r}: cannot {what}: {msg}")
+
+    def _bad(self, what: str) -> LedgerIntegrityError:
+        return LedgerIntegrityError(
+            f"ledger {self.path!r} failed verification: {what}; the ledger was edited, "
+            f"truncated or corrupted, and its spend cannot be trusted (run `ldp-audit budget "
+            f"{self.path} --verify` for a full check)"
+        )
+
     # ---- setup -------------------------------------------------------------------------------
 
-    def _setup(self, verify: bool) -> None:
+    def _setup(self, verify: bool | str) -> None:
         c = self._conn
-        if not self._memory:
-            mode = c.execute("PRAGMA journal_mode=WAL").fetchone()[0]
-            if str(mode).lower() != "wal":
-                raise LedgerError(f"ledger {self.path!r} cannot use WAL journaling (got {mode!r})")
-        c.execute("PRAGMA synchronous=FULL")
-        if verify and not self._memory:
+        if self._memory:
+            c.execute("BEGIN")
+            _init_schema(c)
+            c.execute("COMMIT")
+            self._ledger_id = self.meta()["ledger_id"]
+            return
+        # Identify the file before anything that could write to it.
+        tables = {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if _META not in tables:
+            others = sorted(t for t in tables if not t.startswith("sqlite_"))
+            raise LedgerError(
+                f"ledger file {self.path!r} is an SQLite database of another application "
+                f"(tables {others!r}, no {_META!r} table); refusing to use it as a ledger"
+            )
+        meta = dict(c.execute(f"SELECT key, value FROM {_META}").fetchall())
+        if meta.get("application") != APPLICATION:
+            raise LedgerError(
+                f"ledger file {self.path!r} has an {_META!r} table but application "
+                f"{meta.get('application')!r}, expected {APPLICATION!r}"
+            )
+        try:
+            version = int(meta.get("schema_version", "-1"))
+        except ValueError:
+            version = -1
+        if version != SCHEMA_VERSION:
+            hint = (
+                "; it was written by an older ldp-audit (WAL journal, no hash chain): convert it "
+                "explicitly with ldp_audit.accountant.ledger.migrate_v1(src, dst) or "
+                "`ldp-audit budget LEDGER --migrate-to NEW`"
+                if version == 1
+                else ""
+            )
+            raise LedgerSchemaError(
+                f"ledger {self.path!r} has schema version {meta.get('schema_version')}; this "
+                f"ldp-audit reads version {SCHEMA_VERSION}{hint}"
+            )
+        missing = {_CHARGES, _STATE, _AGENTS, _HEAD} - tables
+        if missing:
+            raise self._bad(f"tables {sorted(missing)} are missing")
+        self._ledger_id = meta.get("ledger_id", "")
+        if not self.readonly:
+            mode = c.execute(f"PRAGMA journal_mode={_JOURNAL}").fetchone()[0]
+            if str(mode).upper() != _JOURNAL:
+                raise LedgerError(
+                    f"ledger {self.path!r} cannot use the {_JOURNAL} rollback journal "
+                    f"(got {mode!r})"
+                )
+            c.execute("PRAGMA synchronous=FULL")
+        if verify:
             problems = [r[0] for r in c.execute("PRAGMA quick_check").fetchall()]
             if problems != ["ok"]:
-                raise LedgerError(
+                raise LedgerIntegrityError(
                     f"ledger {self.path!r} failed SQLite's integrity check: {problems[:3]!r}"
                 )
-        c.execute("BEGIN IMMEDIATE")
-        try:
-            tables = {
-                r[0]
-                for r in c.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
-            }
-            if _META not in tables:
-                others = sorted(t for t in tables if not t.startswith("sqlite_"))
-                if others:
-                    raise LedgerError(
-                        f"ledger file {self.path!r} is an SQLite database of another application "
-                        f"(tables {others!r}, no {_META!r} table); refusing to use it as a ledger"
-                    )
-                _init_schema(c)
-            meta = dict(c.execute(f"SELECT key, value FROM {_META}").fetchall())
-            if meta.get("application") != APPLICATION:
-                raise LedgerError(
-                    f"ledger file {self.path!r} has an {_META!r} table but application "
-                    f"{meta.get('application')!r}, expected {APPLICATION!r}"
+            with self._read_tx():
+                self._verify_open()
+            if verify == "full":
+                self.verify()
+
+    def _verify_open(self) -> None:
+        """Tail of the chain against the head; per-agent totals against the row count."""
+        c = self._conn
+        rows, head = self._head()
+        top = c.execute(f"SELECT COALESCE(MAX(id), 0) FROM {_CHARGES}").fetchone()[0]
+        if top != rows:
+            raise self._bad(f"the chain head records {rows} rows but the last row id is {top}")
+        self._verify_rows(max(1, rows - TAIL_ROWS + 1), rows, head)
+        for table in (_AGENTS, _STATE):
+            total = c.execute(f"SELECT COALESCE(SUM(n), 0) FROM {table}").fetchone()[0]
+            if total != rows:
+                raise self._bad(
+                    f"the per-agent state ({table}) counts {total} charges, the chain {rows}"
                 )
-            version = int(meta.get("schema_version", "-1"))
-            if version != SCHEMA_VERSION:
-                raise LedgerError(
-                    f"ledger {self.path!r} has schema version {version}; this ldp-audit reads "
-                    f"version {SCHEMA_VERSION}"
-                )
-            if _CHARGES not in tables and _META in tables:
-                raise LedgerError(f"ledger {self.path!r} lacks its {_CHARGES!r} table (corrupt)")
-            c.execute("COMMIT")
-        except BaseException:
-            c.execute("ROLLBACK")
-            raise
+
+    def _head(self) -> tuple[int, bytes]:
+        got = self._conn.execute(f"SELECT rows, hash FROM {_HEAD} WHERE k = 1").fetchall()
+        if len(got) != 1 or not isinstance(got[0][1], bytes):
+            raise self._bad("the chain head is missing")
+        return int(got[0][0]), bytes(got[0][1])
+
+    def _verify_rows(self, first: int, last: int, head: bytes | None) -> None:
+        """Re-hash rows ``first..last`` from row ``first - 1``'s hash; last must equal ``head``."""
+        if last < first:
+            if head is not None and last == 0 and head != _genesis(self._ledger_id):
+                raise self._bad("the chain head of an empty ledger is not its genesis hash")
+            return
+        c = self._conn
+        if first == 1:
+            prev = _genesis(self._ledger_id)
+        else:
+            got = c.execute(f"SELECT hash FROM {_CHARGES} WHERE id = ?", (first - 1,)).fetchall()
+            if not got:
+                raise self._bad(f"row {first - 1} is missing")
+            prev = bytes(got[0][0])
+        expect = first
+        for i, agent, event, scope, t, run_id, agent_n, h in c.execute(
+            f"SELECT id, agent, event, scope, time, run_id, agent_n, hash FROM {_CHARGES} "
+            "WHERE id >= ? AND id <= ? ORDER BY id",
+            (first, last),
+        ):
+            if i != expect:
+                raise self._bad(f"row {expect} is missing (next row is {i})")
+            prev = _row_hash(prev, _row_bytes(i, agent, event, scope, t, run_id, agent_n))
+            if prev != h:
+                raise self._bad(f"row {i} does not match its hash (edited, reordered or corrupt)")
+            expect += 1
+        if expect != last + 1:
+            raise self._bad(f"rows {expect}..{last} are missing")
+        if head is not None and prev != head:
+            raise self._bad("the last row's hash is not the recorded chain head")
 
     # ---- transactions ------------------------------------------------------------------------
+
+    @contextmanager
+    def _read_tx(self) -> Iterator[sqlite3.Connection]:
+        """A consistent snapshot for several reads (a no-op inside a write transaction)."""
+        with self._lock:
+            if self._in_tx:
+                yield self._conn
+                return
+            try:
+                self._conn.execute("BEGIN")
+                yield self._conn
+            except sqlite3.Error as exc:
+                with contextlib.suppress(sqlite3.Error):
+                    self._conn.execute("ROLLBACK")
+                raise self._wrap(exc, "read") from exc
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):
+                    self._conn.execute("ROLLBACK")
+                raise
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.execute("COMMIT")
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -235,30 +554,226 @@ class Ledger:
 
         Reads inside see every committed charge and no other process can commit until this
         transaction ends, so a budget check inside it cannot be raced. Any exception rolls back.
-        The commit returns only once the WAL is synced (``synchronous=FULL``).
+        The commit returns once the main file holds the transaction and is synced
+        (rollback journal, ``synchronous=FULL``).
         """
         with self._lock:
             if self._in_tx:
                 raise LedgerError(f"ledger {self.path!r}: nested transactions are not supported")
+            if self.readonly:
+                raise LedgerReadOnlyError(
+                    f"ledger {self.path!r} is read-only (opened read-only, or the file or its "
+                    f"folder is not writable): nothing can be charged"
+                )
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
-                raise LedgerError(
-                    f"ledger {self.path!r}: cannot take the write lock: {exc}"
-                ) from exc
+                if "locked" in str(exc).lower() or "busy" in str(exc).lower():
+                    raise LedgerError(
+                        f"ledger {self.path!r}: cannot take the write lock: {exc}"
+                    ) from exc
+                raise self._wrap(exc, "take the write lock") from exc
             self._in_tx = True
             try:
                 yield self._conn
+            except sqlite3.Error as exc:
+                self._in_tx = False
+                with contextlib.suppress(sqlite3.Error):
+                    self._conn.execute("ROLLBACK")
+                raise self._wrap(exc, "write") from exc
             except BaseException:
                 self._in_tx = False
-                self._conn.execute("ROLLBACK")
+                with contextlib.suppress(sqlite3.Error):
+                    self._conn.execute("ROLLBACK")
                 raise
             self._in_tx = False
             try:
                 self._conn.execute("COMMIT")
             except sqlite3.Error as exc:
-                self._conn.execute("ROLLBACK")
-                raise LedgerError(f"ledger {self.path!r}: commit failed: {exc}") from exc
+                with contextlib.suppress(sqlite3.Error):
+                    self._conn.execute("ROLLBACK")
+                raise self._wrap(exc, "commit") from exc
+
+    # ---- state -------------------------------------------------------------------------------
+
+    def _load_states(self, agents: Sequence[str]) -> dict[str, AgentState]:
+        """Verified running state of ``agents`` (absent agents: never charged).
+
+        Three independent records must agree for every agent: its state rows (each with a
+        checksum), its agent row (total and last row id, with a checksum) and its last chained
+        row (agent and running count). Must run inside a transaction or ``_read_tx``.
+        """
+        c = self._conn
+        out: dict[str, AgentState] = {}
+        if not agents:
+            return out
+        param = json.dumps(list(agents))
+        for agent, n, last_id, chk, row_agent, row_n in c.execute(
+            f"SELECT a.agent, a.n, a.last_id, a.chk, c.agent, c.agent_n FROM {_AGENTS} a "
+            f"LEFT JOIN {_CHARGES} c ON c.id = a.last_id "
+            f"WHERE a.agent IN (SELECT value FROM json_each(?))",
+            (param,),
+        ):
+            if chk != _agent_chk(agent, n, last_id):
+                raise self._bad(f"the running state of agent {agent!r} fails its checksum")
+            if row_agent != agent or row_n != n:
+                raise self._bad(
+                    f"agent {agent!r}: its running state ({n} charges, last row {last_id}) "
+                    f"disagrees with the chained row {last_id}"
+                )
+            out[agent] = AgentState(n=n, last_id=last_id)
+        seen: dict[str, int] = {}
+        for agent, scope, event, n, chk in c.execute(
+            f"SELECT agent, scope, event, n, chk FROM {_STATE} "
+            f"WHERE agent IN (SELECT value FROM json_each(?))",
+            (param,),
+        ):
+            if chk != _state_chk(agent, scope, event, n) or n <= 0:
+                raise self._bad(f"a state row of agent {agent!r} fails its checksum")
+            st = out.get(agent)
+            if st is None:
+                raise self._bad(f"agent {agent!r} has event counts but no running total")
+            st.events[(scope, event)] = n
+            seen[agent] = seen.get(agent, 0) + n
+        for agent, st in out.items():
+            if seen.get(agent, 0) != st.n:
+                raise self._bad(
+                    f"agent {agent!r}: its event counts sum to {seen.get(agent, 0)}, its running "
+                    f"total is {st.n}"
+                )
+        return out
+
+    def _load_all_states(self) -> dict[str, AgentState]:
+        """Every agent's verified state; also checks the totals against the chain head."""
+        c = self._conn
+        rows, _ = self._head()
+        out: dict[str, AgentState] = {}
+        total = 0
+        for agent, n, last_id, chk in c.execute(f"SELECT agent, n, last_id, chk FROM {_AGENTS}"):
+            if chk != _agent_chk(agent, n, last_id):
+                raise self._bad(f"the running state of agent {agent!r} fails its checksum")
+            out[agent] = AgentState(n=n, last_id=last_id)
+            total += n
+        if total != rows:
+            raise self._bad(f"the agents' running totals count {total} charges, the chain {rows}")
+        seen = 0
+        for agent, scope, event, n, chk in c.execute(
+            f"SELECT agent, scope, event, n, chk FROM {_STATE}"
+        ):
+            if chk != _state_chk(agent, scope, event, n) or n <= 0:
+                raise self._bad(f"a state row of agent {agent!r} fails its checksum")
+            st = out.get(agent)
+            if st is None:
+                raise self._bad(f"agent {agent!r} has event counts but no running total")
+            st.events[(scope, event)] = n
+            seen += n
+        if seen != rows:
+            raise self._bad(f"the event counts sum to {seen} charges, the chain holds {rows}")
+        for agent, st in out.items():
+            if sum(st.events.values()) != st.n:
+                raise self._bad(f"agent {agent!r}: its event counts disagree with its total")
+        return out
+
+    def _append_rows(
+        self,
+        rows: Sequence[tuple[str, str, str]],
+        states: dict[str, AgentState],
+        *,
+        run_id: str | None,
+        when: float | None,
+    ) -> None:
+        """Append ``(agent, event, scope)`` rows, chain them and update the state.
+
+        ``states`` must hold the verified state of every agent of ``rows`` (from
+        ``_load_states`` in the same transaction); it is updated in place.
+        """
+        c = self._conn
+        n_rows, prev = self._head()
+        t = time.time() if when is None else float(when)
+        new_rows = []
+        touched: dict[str, AgentState] = {}
+        events_touched: set[tuple[str, str, str]] = set()
+        i = n_rows
+        for agent, event, scope in rows:
+            st = states.get(agent)
+            if st is None:
+                st = states[agent] = AgentState()
+            i += 1
+            st.n += 1
+            st.last_id = i
+            key = (scope, event)
+            st.events[key] = st.events.get(key, 0) + 1
+            touched[agent] = st
+            events_touched.add((agent, scope, event))
+            prev = _row_hash(prev, _row_bytes(i, agent, event, scope, t, run_id, st.n))
+            new_rows.append((i, agent, event, scope, t, run_id, st.n, prev))
+        c.executemany(
+            f"INSERT INTO {_CHARGES} (id, agent, event, scope, time, run_id, agent_n, hash) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            new_rows,
+        )
+        c.executemany(
+            f"INSERT OR REPLACE INTO {_STATE} (agent, scope, event, n, chk) VALUES (?, ?, ?, ?, ?)",
+            [
+                (a, s, e, n, _state_chk(a, s, e, n))
+                for a, s, e in events_touched
+                for n in (states[a].events[(s, e)],)
+            ],
+        )
+        c.executemany(
+            f"INSERT OR REPLACE INTO {_AGENTS} (agent, n, last_id, chk) VALUES (?, ?, ?, ?)",
+            [(a, st.n, st.last_id, _agent_chk(a, st.n, st.last_id)) for a, st in touched.items()],
+        )
+        c.execute(f"UPDATE {_HEAD} SET rows = ?, hash = ? WHERE k = 1", (i, prev))
+
+    def _check_write_head(self) -> None:
+        """Inside a write: the head must match the last row (cheap: two indexed lookups)."""
+        rows, head = self._head()
+        got = self._conn.execute(
+            f"SELECT id, hash FROM {_CHARGES} ORDER BY id DESC LIMIT 1"
+        ).fetchall()
+        top, h = (got[0][0], bytes(got[0][1])) if got else (0, _genesis(self._ledger_id))
+        if top != rows or h != head:
+            raise self._bad(
+                f"the chain head ({rows} rows) does not match the last row ({top}); rows were "
+                f"added or removed outside ldp-audit"
+            )
+
+    def charge_rows(
+        self,
+        rows: Sequence[tuple[str, str, str]],
+        *,
+        run_id: str | None = None,
+        check: Callable[[dict[str, AgentState]], None] | None = None,
+        when: float | None = None,
+    ) -> int:
+        """Append ``(agent, event_json, scope)`` rows in one durable transaction.
+
+        ``check(states)`` runs inside the write transaction with the verified state of every
+        agent of ``rows`` (``{agent: AgentState}``, absent = never charged) before anything is
+        written; an exception from it rolls everything back. Used by ``Accountant`` for its
+        budget check. Runs inside an open ``transaction()`` too.
+        """
+        if not rows:
+            return 0
+        agents = list(dict.fromkeys(r[0] for r in rows))
+
+        def work() -> None:
+            self._check_write_head()
+            states = self._load_states(agents)
+            if check is not None:
+                check(states)
+            self._append_rows(rows, states, run_id=run_id, when=when)
+
+        if self._in_tx:
+            try:
+                work()
+            except sqlite3.Error as exc:
+                raise self._wrap(exc, "write") from exc
+        else:
+            with self.transaction():
+                work()
+        return len(rows)
 
     def _insert(
         self, rows: Sequence[tuple[str, str, str]], *, run_id: str | None, when: float | None
@@ -266,11 +781,7 @@ class Ledger:
         """Insert ``(agent, event_json, scope)`` rows; must run inside ``transaction()``."""
         if not self._in_tx:
             raise LedgerError("Ledger._insert must run inside Ledger.transaction()")
-        t = time.time() if when is None else float(when)
-        self._conn.executemany(
-            f"INSERT INTO {_CHARGES} (agent, event, scope, time, run_id) VALUES (?, ?, ?, ?, ?)",
-            ((a, e, s, t, run_id) for a, e, s in rows),
-        )
+        self.charge_rows(rows, run_id=run_id, when=when)
 
     def append(
         self,
@@ -286,16 +797,16 @@ class Ledger:
         for row in rows:
             agent, event = row[0], row[1]
             scope = row[2] if len(row) > 2 else "local"
-            if not isinstance(agent, str) or not isinstance(event, str):
+            if not isinstance(agent, str) or not isinstance(event, str) or not agent:
                 raise InvalidParameterError(
                     f"rows must be (agent: str, event_json: str[, scope]), got {row!r}"
                 )
             if scope not in SCOPES:
                 raise InvalidParameterError(f"scope must be one of {SCOPES}, got {scope!r}")
             norm.append((agent, event, scope))
-        with self.transaction():
-            self._insert(norm, run_id=run_id, when=None)
-        return len(norm)
+        if run_id is not None and not isinstance(run_id, str):
+            raise InvalidParameterError(f"run_id must be a string or None, got {run_id!r}")
+        return self.charge_rows(norm, run_id=run_id)
 
     # ---- reads -------------------------------------------------------------------------------
 
@@ -303,80 +814,68 @@ class Ledger:
         try:
             with self._lock:
                 return self._conn.execute(sql, params).fetchall()
-        except sqlite3.DatabaseError as exc:
-            raise LedgerError(f"ledger {self.path!r}: read failed: {exc}") from exc
+        except sqlite3.Error as exc:
+            raise self._wrap(exc, "read") from exc
 
     def __len__(self) -> int:
-        """Number of charges (rows). Rows are never deleted, so this only grows."""
-        return int(self._read(f"SELECT COALESCE(MAX(id), 0) FROM {_CHARGES}")[0][0])
+        """Number of charges (rows), as recorded by the chain head. Rows are never deleted."""
+        try:
+            with self._lock:
+                return self._head()[0]
+        except sqlite3.Error as exc:
+            raise self._wrap(exc, "read") from exc
 
     def version(self) -> int:
-        """The largest row id: changes whenever any process commits a charge."""
+        """The row count: changes whenever any process commits a charge."""
         return len(self)
+
+    def chain_head(self) -> str:
+        """The chain head as hex: the hash of the last row (the genesis hash when empty).
+
+        A later copy of this ledger *extends* this one iff ``verify(expect_head=...)`` finds
+        this value among its rows' hashes.
+        """
+        try:
+            with self._lock:
+                return self._head()[1].hex()
+        except sqlite3.Error as exc:
+            raise self._wrap(exc, "read") from exc
+
+    def states(self, agents: Iterable[str] | None = None) -> dict[str, AgentState]:
+        """Verified running state of ``agents`` (every agent when None)."""
+        with self._read_tx():
+            if agents is None:
+                return self._load_all_states()
+            return self._load_states(list(dict.fromkeys(agents)))
 
     def agents(self, scope: str | None = None) -> list[str]:
         """Every agent with at least one charge (sorted); only those of ``scope`` if given."""
+        states = self.states()
         if scope is None:
-            rows = self._read(f"SELECT DISTINCT agent FROM {_CHARGES} ORDER BY agent")
-        else:
-            rows = self._read(
-                f"SELECT DISTINCT agent FROM {_CHARGES} WHERE scope = ? ORDER BY agent", (scope,)
-            )
-        return [r[0] for r in rows]
+            return sorted(states)
+        return sorted(a for a, st in states.items() if any(s == scope for s, _ in st.events))
+
+    def has_agent(self, agent: str) -> bool:
+        """Whether ``agent`` has at least one charge."""
+        return agent in self.states([agent])
 
     def history(self, agent: str, scope: str | None = None) -> list[tuple[str, int]]:
         """``[(event_json, count), ...]`` of one agent (all its charges, grouped)."""
-        if scope is None:
-            sql = f"SELECT event, COUNT(*) FROM {_CHARGES} WHERE agent = ? GROUP BY event"
-            return self._read(sql, (agent,))
-        sql = f"SELECT event, COUNT(*) FROM {_CHARGES} WHERE agent = ? AND scope = ? GROUP BY event"
-        return self._read(sql, (agent, scope))
+        st = self.states([agent]).get(agent)
+        return [] if st is None else st.history(scope)
 
     def histories(
         self, agents: Iterable[str] | None = None, scope: str | None = None
     ) -> dict[str, list[tuple[str, int]]]:
         """Grouped histories of many agents at once (all agents when ``agents`` is None)."""
-        where, params = [], []
-        if scope is not None:
-            where.append("c.scope = ?")
-            params.append(scope)
+        wanted = None if agents is None else list(dict.fromkeys(agents))
+        if wanted is not None and not wanted:
+            return {}
         out: dict[str, list[tuple[str, int]]] = {}
-        if agents is None:
-            w = ("WHERE " + " AND ".join(where)) if where else ""
-            rows = self._read(
-                f"SELECT c.agent, c.event, COUNT(*) FROM {_CHARGES} c {w} "
-                "GROUP BY c.agent, c.event",
-                params,
-            )
-        else:
-            wanted = list(dict.fromkeys(agents))
-            if not wanted:
-                return out
-            w = ("AND " + " AND ".join(where)) if where else ""
-            try:  # one JSON array parameter: no temp table, no parameter-count limit
-                with self._lock:
-                    rows = self._conn.execute(
-                        f"SELECT c.agent, c.event, COUNT(*) FROM {_CHARGES} c "
-                        f"WHERE c.agent IN (SELECT value FROM json_each(?)) {w} "
-                        "GROUP BY c.agent, c.event",
-                        [json.dumps(wanted), *params],
-                    ).fetchall()
-            except sqlite3.OperationalError as exc:
-                if "json_each" not in str(exc):
-                    raise LedgerError(f"ledger {self.path!r}: read failed: {exc}") from exc
-                rows = []  # SQLite built without JSON1: chunks of 500 bound parameters
-                for i in range(0, len(wanted), 500):
-                    chunk = wanted[i : i + 500]
-                    rows += self._read(
-                        f"SELECT c.agent, c.event, COUNT(*) FROM {_CHARGES} c "
-                        f"WHERE c.agent IN ({','.join('?' * len(chunk))}) {w} "
-                        "GROUP BY c.agent, c.event",
-                        [*chunk, *params],
-                    )
-            except sqlite3.DatabaseError as exc:
-                raise LedgerError(f"ledger {self.path!r}: read failed: {exc}") from exc
-        for agent, event, count in rows:
-            out.setdefault(agent, []).append((event, int(count)))
+        for agent, st in self.states(wanted).items():
+            h = st.history(scope)
+            if h:
+                out[agent] = h
         return out
 
     def meta(self) -> dict[str, str]:
@@ -385,24 +884,32 @@ class Ledger:
 
     def set_meta(self, key: str, value: str) -> None:
         """Durably set one metadata entry (e.g. the budget an accountant enforces)."""
-        if key in ("application", "schema_version"):
+        if not isinstance(key, str) or key in ("application", "schema_version", "ledger_id"):
             raise InvalidParameterError(f"key must not be a reserved metadata key, got {key!r}")
         with self.transaction():
             self._conn.execute(
                 f"INSERT OR REPLACE INTO {_META} (key, value) VALUES (?, ?)", (key, str(value))
             )
 
+    def set_meta_once(self, key: str, value: str) -> str:
+        """Set ``key`` unless it is already set; returns the value stored (atomically)."""
+        if not isinstance(key, str) or key in ("application", "schema_version", "ledger_id"):
+            raise InvalidParameterError(f"key must not be a reserved metadata key, got {key!r}")
+        with self.transaction():
+            got = self._conn.execute(f"SELECT value FROM {_META} WHERE key = ?", (key,)).fetchall()
+            if got:
+                return str(got[0][0])
+            self._conn.execute(f"INSERT INTO {_META} (key, value) VALUES (?, ?)", (key, value))
+            return value
+
     def agent_scopes(self, agent: str) -> set[str]:
         """The scopes ``agent`` was charged under (empty if never charged)."""
-        sql = f"SELECT DISTINCT scope FROM {_CHARGES} WHERE agent = ?"
-        return {r[0] for r in self._read(sql, (agent,))}
+        st = self.states([agent]).get(agent)
+        return set() if st is None else {s for s, _ in st.events}
 
     def scopes(self) -> dict[str, set[str]]:
         """``{agent: {scopes it was charged under}}``."""
-        out: dict[str, set[str]] = {}
-        for agent, scope in self._read(f"SELECT DISTINCT agent, scope FROM {_CHARGES}"):
-            out.setdefault(agent, set()).add(scope)
-        return out
+        return {a: {s for s, _ in st.events} for a, st in self.states().items()}
 
     def records(self, agent: str | None = None) -> list[dict[str, object]]:
         """Every charge as a dict (id, agent, event JSON, scope, time, run_id), in order."""
@@ -415,6 +922,99 @@ class Ledger:
             )
         keys = ("id", "agent", "event", "scope", "time", "run_id")
         return [dict(zip(keys, r, strict=True)) for r in rows]
+
+    # ---- full verification ---------------------------------------------------------------------
+
+    def verify(self, *, expect_head: str | None = None) -> dict[str, Any]:
+        """Walk the whole chain and rebuild every agent's state from the rows.
+
+        Args:
+            expect_head: a chain head recorded earlier (hex, e.g. from a report): the ledger
+                must contain a row with that hash (it *extends* the earlier copy).
+
+        Returns:
+            ``{"ok": True, "rows", "agents", "chain_head", "extends": bool | None}``.
+
+        Raises:
+            LedgerIntegrityError: the first problem found (SQLite integrity, a row that does not
+                match its hash, a missing row, a state that disagrees with the rows, an
+                ``expect_head`` the chain never passes through).
+        """
+        want: bytes | None = None
+        if expect_head is not None:
+            try:
+                want = bytes.fromhex(expect_head)
+                if len(want) != 32:
+                    raise ValueError
+            except (TypeError, ValueError):
+                raise InvalidParameterError(
+                    f"expect_head must be a 64-digit hex chain head, got {expect_head!r}"
+                ) from None
+        try:
+            with self._read_tx():
+                return self._verify_full(want)
+        except sqlite3.Error as exc:
+            raise self._wrap(exc, "verify") from exc
+
+    def _verify_full(self, want: bytes | None) -> dict[str, Any]:
+        c = self._conn
+        if not self._memory:
+            problems = [r[0] for r in c.execute("PRAGMA integrity_check").fetchall()]
+            if problems != ["ok"]:
+                raise LedgerIntegrityError(
+                    f"ledger {self.path!r} failed SQLite's integrity check: {problems[:3]!r}"
+                )
+        rows, head = self._head()
+        prev = _genesis(self._ledger_id)
+        found = want is not None and want == prev
+        counts: dict[tuple[str, str, str], int] = {}
+        per_agent: dict[str, list[int]] = {}
+        expect = 1
+        for i, agent, event, scope, t, run_id, agent_n, h in c.execute(
+            f"SELECT id, agent, event, scope, time, run_id, agent_n, hash FROM {_CHARGES} "
+            "ORDER BY id"
+        ):
+            if i != expect:
+                raise self._bad(f"row {expect} is missing (next row is {i})")
+            prev = _row_hash(prev, _row_bytes(i, agent, event, scope, t, run_id, agent_n))
+            if prev != h:
+                raise self._bad(f"row {i} does not match its hash (edited, reordered or corrupt)")
+            pa = per_agent.setdefault(agent, [0, 0])
+            pa[0] += 1
+            pa[1] = i
+            if agent_n != pa[0]:
+                raise self._bad(f"row {i}: agent {agent!r}'s running count is wrong")
+            key = (agent, scope, event)
+            counts[key] = counts.get(key, 0) + 1
+            if want is not None and prev == want:
+                found = True
+            expect += 1
+        if expect - 1 != rows or prev != head:
+            raise self._bad(
+                f"the chain has {expect - 1} rows ending in {prev.hex()[:16]}..., the head "
+                f"records {rows} rows ending in {head.hex()[:16]}..."
+            )
+        states = self._load_all_states()
+        rebuilt = {(a, s, e): n for a, st in states.items() for (s, e), n in st.events.items()}
+        if rebuilt != counts:
+            diff = sorted(set(rebuilt.items()) ^ set(counts.items()))[:3]
+            raise self._bad(f"the per-agent state disagrees with the rows (e.g. {diff!r})")
+        for agent, (n, last) in per_agent.items():
+            st = states[agent]
+            if (st.n, st.last_id) != (n, last):
+                raise self._bad(f"agent {agent!r}: running total or last row disagrees")
+        if want is not None and not found:
+            raise LedgerIntegrityError(
+                f"ledger {self.path!r} does not extend the chain head {want.hex()}: no row of "
+                f"this copy has that hash (an older, rewritten or different ledger)"
+            )
+        return {
+            "ok": True,
+            "rows": rows,
+            "agents": len(states),
+            "chain_head": head.hex(),
+            "extends": None if want is None else True,
+        }
 
     # ---- lifecycle ---------------------------------------------------------------------------
 
@@ -433,3 +1033,52 @@ class Ledger:
 
     def __repr__(self) -> str:
         return f"Ledger({self.path!r})"
+
+
+def migrate_v1(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> Ledger:
+    """Convert a schema-version-1 ledger into a new version-2 ledger at ``dst`` (explicitly).
+
+    The source is opened read-only and never changed; ``dst`` must not exist. Rows keep their
+    order, agents, events, scopes, times and run ids; the metadata (budgets) is copied. The
+    version-1 file carries no chain, so the new chain vouches only for what the old file held
+    when it was converted.
+
+    Returns:
+        The new ``Ledger`` (open).
+    """
+    src_s, dst_s = _check_path(src), _check_path(dst)
+    if Path(dst_s).exists():
+        raise LedgerError(f"migration target {dst_s!r} exists; choose a new file")
+    if not Path(src_s).is_file():
+        raise LedgerError(f"ledger file {src_s!r} does not exist")
+    try:
+        con = sqlite3.connect(Path(src_s).resolve().as_uri() + "?mode=ro", uri=True)
+        try:
+            meta = dict(con.execute(f"SELECT key, value FROM {_META}").fetchall())
+            if meta.get("application") != APPLICATION or meta.get("schema_version") != "1":
+                raise LedgerSchemaError(
+                    f"ledger {src_s!r} is not an ldp-audit ledger of schema version 1 "
+                    f"(schema_version {meta.get('schema_version')!r})"
+                )
+            rows = con.execute(
+                f"SELECT agent, event, scope, time, run_id FROM {_CHARGES} ORDER BY id"
+            ).fetchall()
+        finally:
+            con.close()
+    except sqlite3.Error as exc:
+        raise LedgerError(f"cannot read version-1 ledger {src_s!r}: {exc}") from exc
+    led = Ledger(dst_s)
+    with led.transaction():
+        states: dict[str, AgentState] = {}
+        for agent, event, scope, t, run_id in rows:  # one row at a time keeps each time
+            led._append_rows([(agent, event, scope)], states, run_id=run_id, when=t)
+        for k, v in meta.items():
+            if k not in ("application", "schema_version", "created", "ledger_id"):
+                led._conn.execute(
+                    f"INSERT OR REPLACE INTO {_META} (key, value) VALUES (?, ?)", (k, v)
+                )
+        led._conn.execute(
+            f"INSERT OR REPLACE INTO {_META} (key, value) VALUES (?, ?)",
+            ("migrated_from_v1", json.dumps({"path": src_s, "rows": len(rows)})),
+        )
+    return led

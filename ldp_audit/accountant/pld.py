@@ -30,7 +30,15 @@ from ldp_audit.accountant.events import (
 )
 from ldp_audit.errors import InvalidParameterError
 
-__all__ = ["DEFAULT_DISCRETIZATION", "supports", "event_pld", "pld_epsilon"]
+__all__ = [
+    "DEFAULT_DISCRETIZATION",
+    "MAX_POINTS",
+    "supports",
+    "event_pld",
+    "support_estimate",
+    "plan",
+    "pld_epsilon",
+]
 
 #: dp_accounting's default value discretisation interval; the issue's golden values use it.
 DEFAULT_DISCRETIZATION = 1e-4
@@ -78,15 +86,85 @@ def event_pld(
     )
 
 
+#: Largest support (points) of the composed PLD; longer histories get a coarser discretisation.
+MAX_POINTS = 15_000_000
+#: Beyond this discretisation interval PLD is not worth computing (``best`` skips it).
+MAX_DISCRETIZATION = 0.05
+
+
+def support_estimate(atoms: Mapping[DpEvent, int]) -> float:
+    """Width (in privacy-loss units) of the composed PLD's support, estimated cheaply.
+
+    The composed loss concentrates within its mean plus a few standard deviations; per step the
+    loss of an epsilon-DP (or Laplace) release lies in [-eps, eps] with mean at most
+    eps tanh(eps / 2) (randomized response; Laplace: eps - 1 + e^-eps), and a Gaussian's loss
+    with noise multiplier s has mean 1/(2 s^2) and variance 1/s^2 (sampled at rate q: variance
+    q^2 (e^(1/s^2) - 1), mean half that). Measured against dp_accounting's own supports this
+    over-estimates by 1.5-3x, so the bound errs towards finer (more expensive) meshes.
+    The width is ``2 (sum of means + 8 sqrt(sum of variances) + 1)``.
+    """
+    import math
+
+    mean = var = 0.0
+    for event, count in atoms.items():
+        inner, q = _base(event)
+        n = int(count)
+        if isinstance(inner, GaussianEvent):
+            s = inner.noise_multiplier
+            v = 1.0 / (s * s) if q >= 1.0 else q * q * math.expm1(1.0 / (s * s))
+            m = v / 2.0
+        else:
+            e = getattr(inner, "epsilon", 1.0)
+            if q < 1.0:
+                e = amplified_epsilon(e, q)
+            # Laplace: KL = eps - 1 + e^-eps; generic eps-DP (randomized response): <= that of RR
+            m = e - 1.0 + math.exp(-e) if isinstance(inner, LaplaceEvent) else e * math.tanh(e / 2)
+            v = e * e
+        mean += n * m
+        var += n * v
+    return 2.0 * (mean + 8.0 * math.sqrt(var) + 1.0)
+
+
+def plan(
+    atoms: Mapping[DpEvent, int], *, value_discretization_interval: float = DEFAULT_DISCRETIZATION
+) -> tuple[float, float]:
+    """``(discretisation interval, estimated support points)`` :func:`pld_epsilon` would use.
+
+    The requested interval is kept while the estimated support is at most ``MAX_POINTS``;
+    above, the interval grows in proportion. PLDs are pessimistic estimates, so a coarser
+    interval gives a looser, still valid upper bound, in bounded time and memory.
+    """
+    width = support_estimate(atoms)
+    pts = width / value_discretization_interval
+    if pts <= MAX_POINTS:
+        return value_discretization_interval, pts
+    return width / MAX_POINTS, float(MAX_POINTS)
+
+
 def pld_epsilon(
     atoms: Mapping[DpEvent, int],
     *,
     delta: float,
     value_discretization_interval: float = DEFAULT_DISCRETIZATION,
 ) -> float:
-    """Epsilon at ``delta`` of the composition of ``{atomic event: count}`` by PLD."""
+    """Epsilon at ``delta`` of the composition of ``{atomic event: count}`` by PLD.
+
+    Each distinct event's PLD is self-composed by its count (one FFT power, not repetition);
+    time and memory are bounded by :func:`plan`.
+
+    Raises:
+        InvalidParameterError: the history would need a discretisation interval above
+            ``MAX_DISCRETIZATION``.
+    """
     if not (0.0 < delta < 1.0):
         raise InvalidParameterError(f"delta must be in (0, 1) for method 'pld', got {delta!r}")
+    vdi, _ = plan(atoms, value_discretization_interval=value_discretization_interval)
+    if vdi > MAX_DISCRETIZATION:
+        raise InvalidParameterError(
+            f"method 'pld' would need a discretisation interval of {vdi:.3g} (> "
+            f"{MAX_DISCRETIZATION}) to keep its support under {MAX_POINTS} points; use 'rdp'"
+        )
+    value_discretization_interval = vdi
     total = None
     # A fixed order (by JSON) so the same history always gives the same number.
     for event, count in sorted(atoms.items(), key=lambda kv: repr(kv[0])):

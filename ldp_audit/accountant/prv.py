@@ -17,7 +17,7 @@ import numpy as np
 from ldp_audit.accountant.events import DpEvent, GaussianEvent, PoissonSampledEvent
 from ldp_audit.errors import InvalidParameterError
 
-__all__ = ["supports", "opacus_history", "prv_epsilon"]
+__all__ = ["MAX_POINTS", "supports", "opacus_history", "mesh_points", "plan", "prv_epsilon"]
 
 
 def supports(event: DpEvent) -> bool:
@@ -43,8 +43,61 @@ def opacus_history(atoms: Mapping[DpEvent, int]) -> list[tuple[float, float, int
     return out
 
 
+#: Largest discretisation mesh (points) composed; longer histories get a coarser ``eps_error``.
+MAX_POINTS = 4_000_000
+#: Beyond this ``eps_error`` PRV is not worth computing (``best`` skips it, ``prv`` refuses).
+MAX_EPS_ERROR = 0.5
+
+
+def mesh_points(
+    history: list[tuple[float, float, int]], *, delta: float, eps_error: float
+) -> float:
+    """Points of Opacus's discretisation domain for ``history`` (its ``_get_domain``, cheaply).
+
+    Opacus composes by count (FFT power of the per-step distribution), so time and memory grow
+    with this mesh, which grows like sqrt(total steps) / eps_error.
+    """
+    from opacus.accountants.analysis.prv.domain import compute_safe_domain_size
+    from opacus.accountants.analysis.prv.prvs import PoissonSubsampledGaussianPRV
+
+    delta_error = delta / 1000
+    prvs = [PoissonSubsampledGaussianPRV(q, s) for s, q, _ in history]
+    steps = [n for _, _, n in history]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        half = compute_safe_domain_size(
+            prvs=prvs, max_self_compositions=steps, eps_error=eps_error, delta_error=delta_error
+        )
+    mesh = eps_error / np.sqrt(sum(steps) * np.log(12 / delta_error) / 2)
+    return float(2 * half / mesh)
+
+
+def plan(
+    atoms: Mapping[DpEvent, int], *, delta: float, eps_error: float = 0.01
+) -> tuple[float, float]:
+    """``(eps_error, mesh points)`` that :func:`prv_epsilon` would use for this history.
+
+    The requested ``eps_error`` is kept while the mesh has at most ``MAX_POINTS`` points; above,
+    ``eps_error`` grows in proportion (the mesh shrinks back to ``MAX_POINTS``). Opacus returns
+    the upper end of its error interval, so a coarser mesh gives a looser, still valid bound.
+    """
+    history = opacus_history(atoms)
+    if not history:
+        return eps_error, 0.0
+    pts = mesh_points(history, delta=delta, eps_error=eps_error)
+    if pts <= MAX_POINTS:
+        return eps_error, pts
+    return eps_error * pts / MAX_POINTS, float(MAX_POINTS)
+
+
 def prv_epsilon(atoms: Mapping[DpEvent, int], *, delta: float, eps_error: float = 0.01) -> float:
-    """Epsilon at ``delta`` from Opacus's ``PRVAccountant`` for the same history."""
+    """Epsilon at ``delta`` from Opacus's ``PRVAccountant`` for the same history.
+
+    Time and memory are bounded: see :func:`plan` (the error grows instead of the mesh).
+
+    Raises:
+        InvalidParameterError: the history would need ``eps_error`` > ``MAX_EPS_ERROR``.
+    """
     if not (0.0 < delta < 1.0):
         raise InvalidParameterError(f"delta must be in (0, 1) for method 'prv', got {delta!r}")
     history = opacus_history(atoms)
@@ -52,9 +105,16 @@ def prv_epsilon(atoms: Mapping[DpEvent, int], *, delta: float, eps_error: float 
         return 0.0
     from opacus.accountants import PRVAccountant
 
+    err, _ = plan(atoms, delta=delta, eps_error=eps_error)
+    if err > MAX_EPS_ERROR:
+        raise InvalidParameterError(
+            f"method 'prv' would need eps_error {err:.3g} (> {MAX_EPS_ERROR}) to keep its mesh "
+            f"under {MAX_POINTS} points for {sum(n for *_, n in history)} steps; use 'rdp' or 'pld'"
+        )
+    eps_error = err
     acc = PRVAccountant()
     acc.history = history
     # sample_rate 1 makes Opacus evaluate log(0) on a masked branch: harmless, silenced.
     with warnings.catch_warnings(), np.errstate(divide="ignore", invalid="ignore"):
-        warnings.simplefilter("ignore", RuntimeWarning)
+        warnings.simplefilter("ignore")
         return float(acc.get_epsilon(delta=delta, eps_error=eps_error))
