@@ -3,11 +3,54 @@
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any
 
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
+
+
+def check_real(value: Any, name: str) -> float:
+    """Return ``value`` as a float if it is a real number (type-checked, not coerced).
+
+    ``numbers.Real`` instances (Python and NumPy ints and floats) and 0-d real NumPy arrays are
+    accepted; ``bool`` (``True`` is not an epsilon), ``str`` (``'1'`` is not a number) and
+    everything else are refused with an error naming the parameter and the value. NaN and inf
+    pass through: the range checks of the callers decide about them.
+
+    Raises:
+        InvalidParameterError: ``value`` is not a real number.
+    """
+    v = value
+    if isinstance(v, np.ndarray) and v.ndim == 0 and v.dtype.kind in "iuf":
+        v = v[()]
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
+        raise InvalidParameterError(
+            f"{name} must be a real number, got {value!r} ({type(value).__name__})"
+        )
+    return float(v)
+
+
+def check_bool(value: Any, name: str) -> bool:
+    """Return ``value`` if it is a ``bool`` (or ``numpy.bool_``); ``'no'``, 0 and None are refused
+    (a string flag is truthy whatever it says)."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise InvalidParameterError(
+        f"{name} must be True or False, got {value!r} ({type(value).__name__})"
+    )
+
+
+def check_int(value: Any, name: str, *, minimum: int | None = None) -> int:
+    """Return ``value`` as an int if it is a ``numbers.Integral`` (not bool) >= ``minimum``."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        bound = f" >= {minimum}" if minimum is not None else ""
+        raise InvalidParameterError(f"{name} must be an integer{bound}, got {value!r}")
+    v = int(value)
+    if minimum is not None and v < minimum:
+        raise InvalidParameterError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return v
 
 
 def check_epsilon(value: Any, name: str = "epsilon", *, allow_inf: bool = False) -> float:
@@ -18,10 +61,7 @@ def check_epsilon(value: Any, name: str = "epsilon", *, allow_inf: bool = False)
         name: parameter name used in the error message.
         allow_inf: accept ``float('inf')`` (an explicit non-private baseline).
     """
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise InvalidParameterError(f"{name} must be a real number, got {value!r}") from None
+    v = check_real(value, name)
     if math.isnan(v):
         raise InvalidParameterError(f"{name} must not be NaN, got {value!r}")
     if math.isinf(v):
@@ -38,10 +78,7 @@ def check_epsilon(value: Any, name: str = "epsilon", *, allow_inf: bool = False)
 
 def check_positive(value: Any, name: str) -> float:
     """Return ``value`` as a float if it is finite and > 0, else raise."""
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise InvalidParameterError(f"{name} must be a real number, got {value!r}") from None
+    v = check_real(value, name)
     if not math.isfinite(v) or v <= 0:
         raise InvalidParameterError(f"{name} must be finite and > 0, got {value!r}")
     return v
@@ -49,10 +86,7 @@ def check_positive(value: Any, name: str) -> float:
 
 def check_probability(value: Any, name: str, *, open_interval: bool = True) -> float:
     """Return ``value`` as a float in (0, 1) (or [0, 1] when ``open_interval`` is False)."""
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise InvalidParameterError(f"{name} must be a real number, got {value!r}") from None
+    v = check_real(value, name)
     ok = (0.0 < v < 1.0) if open_interval else (0.0 <= v <= 1.0)
     if not ok:
         interval = "(0, 1)" if open_interval else "[0, 1]"

@@ -52,11 +52,21 @@ from typing import Any
 import numpy as np
 from scipy import special
 
-from ldp_audit._validation import check_probability
-from ldp_audit.errors import InvalidParameterError
+from ldp_audit._scalar import from_scalar
+from ldp_audit._validation import check_bool, check_int, check_probability, check_real
+from ldp_audit.errors import InvalidParameterError, LdpAuditError, UserCodeError
 from ldp_audit.stats import epsilon_lower_bound_from_counts
 
-__all__ = ["AuditResult", "Witness", "audit", "exact_epsilon", "default_pairs"]
+__all__ = [
+    "AuditResult",
+    "PrivacyProfile",
+    "Verdict",
+    "Witness",
+    "audit",
+    "default_pairs",
+    "exact_epsilon",
+    "from_scalar",
+]
 
 #: float64 elements held per privatize call (outputs are streamed in chunks of this size).
 _CHUNK_ELEMENTS = 1 << 22
@@ -92,6 +102,8 @@ class Witness:
         n1: estimation samples of M(x).
         k2: estimation count of S among n2 outputs of M(x2).
         n2: estimation samples of M(x2).
+        numerator_share: the share of this event's error probability spent on the lower bound
+            of ``k1 / n1`` (the rest bounds ``k2 / n2`` from above); fixed at selection.
     """
 
     x: tuple[float, ...]
@@ -102,6 +114,7 @@ class Witness:
     n1: int
     k2: int
     n2: int
+    numerator_share: float = 0.5
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able dict."""
@@ -111,13 +124,108 @@ class Witness:
         return d
 
 
+#: the two readings of one audit (see :class:`Verdict`).
+VERDICT_KINDS = ("distribution", "implementation")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One reading of an audit: its own bound, witness, verdict and plain-language consequence.
+
+    * ``"distribution"``: events on outputs rounded to a 2^-32-relative grid (the
+      exact-arithmetic reading: is the mechanism's mathematics right?).
+    * ``"implementation"``: the same events plus floating-point bit cells of the raw outputs
+      (Mironov 2012: does this binary leak?). Every distribution event is also an event of the
+      raw outputs, so this bound is never below the distribution bound.
+
+    Attributes:
+        kind: ``"distribution"`` or ``"implementation"``.
+        epsilon_lower_bound: sound lower bound (jointly with the other verdict, at the audit's
+            confidence), floored at 0.
+        claimed_epsilon: the claim it is compared with.
+        violation: ``epsilon_lower_bound > claimed_epsilon``.
+        witness: the pair and event attaining the bound (None if nothing was estimated).
+        consequence: what the verdict means, in plain language.
+        events_estimated: events of this reading among the audit's Bonferroni family.
+    """
+
+    kind: str
+    epsilon_lower_bound: float
+    claimed_epsilon: float
+    violation: bool
+    witness: Witness | None
+    consequence: str
+    events_estimated: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able dict (``"inf"`` for infinities)."""
+        return {
+            "kind": self.kind,
+            "epsilon_lower_bound": _json_float(self.epsilon_lower_bound),
+            "claimed_epsilon": _json_float(self.claimed_epsilon),
+            "violation": self.violation,
+            "witness": None if self.witness is None else self.witness.to_dict(),
+            "consequence": self.consequence,
+            "events_estimated": self.events_estimated,
+        }
+
+
+@dataclass(frozen=True)
+class PrivacyProfile:
+    """The audited privacy profile: a lower bound on epsilon(delta) at several deltas.
+
+    Every point is a lower bound on the mechanism's smallest epsilon at that delta, all points
+    simultaneously with probability >= ``confidence`` (each estimated event bounds
+    ``ln(P[M(x) in S] - delta) - ln P[M(x2) in S]`` for every delta at once; Bonferroni over
+    the profile's own events). This statement is separate from the verdicts' (each holds at
+    ``confidence``; both together at ``2 confidence - 1``). Events are read on the
+    exact-arithmetic grid (distribution reading).
+
+    Attributes:
+        delta: the deltas, ascending.
+        epsilon_lower: the lower bound at each delta (>= 0).
+        epsilon_claimed: the claim at each delta (``inf`` where nothing is claimed): the
+            mechanism's ``epsilon_at(delta)`` when it has one, else ``epsilon`` for
+            ``delta >= `` the claimed delta and ``inf`` below.
+        confidence: the level of the simultaneous statement.
+        events_estimated: the profile's Bonferroni factor.
+        claimed_from: ``"epsilon_at"`` or ``"single point"``.
+    """
+
+    delta: tuple[float, ...]
+    epsilon_lower: tuple[float, ...]
+    epsilon_claimed: tuple[float, ...]
+    confidence: float
+    events_estimated: int
+    claimed_from: str
+
+    @property
+    def above_claim(self) -> tuple[bool, ...]:
+        """Per delta: does the lower bound exceed the claim (a refuted point of the profile)?"""
+        return tuple(lo > c for lo, c in zip(self.epsilon_lower, self.epsilon_claimed, strict=True))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able dict; ``"inf"`` where nothing is claimed."""
+        return {
+            "delta": list(self.delta),
+            "epsilon_lower": [_json_float(v) for v in self.epsilon_lower],
+            "epsilon_claimed": [_json_float(v) for v in self.epsilon_claimed],
+            "above_claim": list(self.above_claim),
+            "confidence": self.confidence,
+            "events_estimated": self.events_estimated,
+            "claimed_from": self.claimed_from,
+        }
+
+
 @dataclass(frozen=True)
 class AuditResult:
     """Outcome of :func:`audit`.
 
     Attributes:
         epsilon_lower_bound: ``P(epsilon_lower_bound > true epsilon) <= 1 - confidence``;
-            in the (epsilon, delta) form at ``delta`` when the mechanism claims delta > 0.
+            in the (epsilon, delta) form at ``delta`` when the mechanism claims delta > 0. The
+            larger of the two verdicts' bounds (the implementation one when float bits were
+            searched).
         claimed_epsilon: the mechanism's ``epsilon``.
         confidence: the confidence level of the bound.
         samples: outputs drawn per input of each pair (selection + estimation).
@@ -126,10 +234,18 @@ class AuditResult:
         delta: the delta of the claim the bound refers to (0.0 for pure epsilon-DP).
         mechanism: a short description of the audited mechanism.
         pairs_tested: input pairs searched in the selection step.
-        events_estimated: m, the events estimated on fresh samples (the Bonferroni factor).
+        events_estimated: m, the events estimated on fresh samples (the Bonferroni factor of
+            the verdicts; the profile has its own).
         selection_samples: per input, the outputs used for selection (the rest estimate).
         float_bits: whether floating-point bit cells were among the searched events.
         bounds: per estimated event, its own bound (for diagnostics).
+        distribution: the exact-arithmetic verdict (None only for results built by hand).
+        implementation: the float-bit verdict (None when ``float_bits`` was off).
+        profile: the audited privacy profile (None when not requested).
+        warnings: things the user should know (a mechanism not reproducible from the seed,
+            non-finite outputs, ...).
+        reproducible: whether the same seed reproduces the audit (False for mechanisms that
+            declare ``reproducible = False``, e.g. an unseedable library).
     """
 
     epsilon_lower_bound: float
@@ -145,15 +261,33 @@ class AuditResult:
     selection_samples: int = 0
     float_bits: bool = True
     bounds: tuple[float, ...] = field(default_factory=tuple)
+    distribution: Verdict | None = None
+    implementation: Verdict | None = None
+    profile: PrivacyProfile | None = None
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+    reproducible: bool = True
 
     @property
     def violation(self) -> bool:
         """True when the lower bound exceeds the claimed epsilon (the claim is refuted at the
-        stated confidence)."""
+        stated confidence): the stricter of the two verdicts."""
         return self.epsilon_lower_bound > self.claimed_epsilon
 
+    @property
+    def leak(self) -> str:
+        """Where a violation lies: ``"none"``, ``"distribution"`` (the maths/calibration: the
+        exact-arithmetic reading already refutes the claim) or ``"float-representation"`` (only
+        the floating-point bits refute it)."""
+        if self.distribution is not None and self.distribution.violation:
+            return "distribution"
+        if self.violation:
+            if self.implementation is not None and self.implementation.violation:
+                return "float-representation"
+            return "distribution"
+        return "none"
+
     def summary(self) -> str:
-        """Plain-text verdict with the witness and the caveat that a pass proves nothing."""
+        """Plain-text verdicts with witnesses and the caveat that a pass proves nothing."""
         form = f"(epsilon, delta={self.delta:g})" if self.delta > 0 else "pure epsilon"
         lines = [
             f"mechanism: {self.mechanism}",
@@ -172,21 +306,29 @@ class AuditResult:
                 "mechanism may still violate its claim on inputs, events or sample sizes that "
                 "were not tried."
             )
-        if self.violation and self.witness is not None and self.witness.family == "float-bits":
-            lines.append(
-                "  the leak is in the floating-point representation (Mironov 2012): outputs of "
-                "M(x) and M(x2) occupy different sets of doubles. The mechanism may be correct "
-                "in exact arithmetic (audit it with float_bits=False / --no-float-bits); a "
-                "float-safe implementation (snapping, discrete noise on a grid) removes the leak."
+        verdicts = [v for v in (self.distribution, self.implementation) if v is not None]
+        for v in verdicts:
+            title = (
+                "distribution (exact arithmetic)"
+                if v.kind == "distribution"
+                else "implementation (float bits)"
             )
-        if self.witness is not None:
-            w = self.witness
-            lines.append(f"witness: x = {_short(w.x)}, x2 = {_short(w.x2)}")
-            lines.append(f"  event: {w.event}  [{w.family}]")
-            lines.append(
-                f"  counts: {w.k1}/{w.n1} under M(x), {w.k2}/{w.n2} under M(x2) "
-                "(fresh estimation samples)"
+            state = "VIOLATION" if v.violation else "no violation found"
+            lines.append(f"[{title}] lower bound {v.epsilon_lower_bound:.6g}: {state}")
+            lines.append(f"  {v.consequence}")
+            if v.witness is not None:
+                lines.extend("  " + t for t in _witness_lines(v.witness))
+        if not verdicts and self.witness is not None:
+            lines.extend(_witness_lines(self.witness))
+        if self.profile is not None:
+            p = self.profile
+            pts = ", ".join(
+                f"{d:g}: {lo:.3g}" + (f" (claim {c:.3g})" if math.isfinite(c) else "")
+                for d, lo, c in zip(p.delta, p.epsilon_lower, p.epsilon_claimed, strict=True)
             )
+            lines.append(f"privacy profile, lower epsilon at delta ({p.confidence:g}): {pts}")
+        for w in self.warnings:
+            lines.append(f"warning: {w}")
         lines.append(
             f"{self.samples} samples per input ({self.selection_samples} for selection), "
             f"{self.pairs_tested} pair(s) searched, {self.events_estimated} event(s) estimated "
@@ -195,11 +337,18 @@ class AuditResult:
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able dict (``violation`` included); infinities become strings ``"inf"``."""
+        """JSON-able dict (``violation`` included); infinities become strings ``"inf"``.
+
+        The fields are described in docs/interfaces.md ("Statistics and the auditor").
+        """
+        verdicts = {
+            v.kind: v.to_dict() for v in (self.distribution, self.implementation) if v is not None
+        }
         d = {
             "epsilon_lower_bound": _json_float(self.epsilon_lower_bound),
             "claimed_epsilon": _json_float(self.claimed_epsilon),
             "violation": self.violation,
+            "leak": self.leak,
             "confidence": self.confidence,
             "delta": self.delta,
             "samples": self.samples,
@@ -211,8 +360,20 @@ class AuditResult:
             "events_estimated": self.events_estimated,
             "float_bits": self.float_bits,
             "bounds": [_json_float(b) for b in self.bounds],
+            "verdicts": verdicts,
+            "profile": None if self.profile is None else self.profile.to_dict(),
+            "warnings": list(self.warnings),
+            "reproducible": self.reproducible,
         }
         return d
+
+
+def _witness_lines(w: Witness) -> list[str]:
+    return [
+        f"witness: x = {_short(w.x)}, x2 = {_short(w.x2)}",
+        f"  event: {w.event}  [{w.family}]",
+        f"  counts: {w.k1}/{w.n1} under M(x), {w.k2}/{w.n2} under M(x2) (fresh estimation samples)",
+    ]
 
 
 def _json_float(v: float) -> float | str:
@@ -468,14 +629,29 @@ class _Snap:
 
 
 class _Snapped(_Statistic):
-    """A statistic evaluated on snapped outputs (see :class:`_Snap`)."""
+    """A statistic evaluated on snapped outputs (see :class:`_Snap`), its values rounded to a
+    2^-36-relative grid fitted on A, so that plateaus of the statistic (e.g. the maximum of the
+    L1 log-ratio, reached by every output beyond both centres) are exact ties that one
+    threshold can take whole, instead of being split by rounding noise."""
 
-    def __init__(self, inner: _Statistic, snap: _Snap) -> None:
+    def __init__(self, inner: _Statistic, snap: _Snap, ya: np.ndarray | None = None) -> None:
         self.inner, self.snap = inner, snap
         self.family = inner.family
+        self.quantum = 0.0
+        if ya is not None and not isinstance(inner, _CellScore):
+            v = self.inner.values(self.snap(ya))
+            v = v[np.isfinite(v)]
+            if v.size:
+                q = np.quantile(v, [0.01, 0.99])
+                mag = float(np.max(np.abs(q)))
+                self.quantum = math.ldexp(mag, -36) if mag > 0 else 0.0
 
     def _values(self, y: np.ndarray) -> np.ndarray:
-        return self.inner.values(self.snap(y))
+        v = self.inner.values(self.snap(y))
+        if self.quantum > 0:
+            with np.errstate(all="ignore"):
+                v = np.round(v / self.quantum) * self.quantum
+        return v
 
     def label(self) -> str:
         return self.inner.label()
@@ -493,9 +669,10 @@ def _float_cell_statistic(ya1: np.ndarray, ya2: np.ndarray, j: int, k: int) -> _
 
 
 def _build_statistics(
-    x: np.ndarray, x2: np.ndarray, ya1: np.ndarray, ya2: np.ndarray, float_bits: bool
-) -> list[_Statistic]:
-    """The few statistics tried for one pair (kept small so Bonferroni stays cheap)."""
+    x: np.ndarray, x2: np.ndarray, ya1: np.ndarray, ya2: np.ndarray
+) -> tuple[list[_Statistic], int, bool]:
+    """The few statistics tried for one pair (kept small so Bonferroni stays cheap), the
+    output coordinate that separates the pair best, and whether the outputs are discrete."""
     k = ya1.shape[1]
     stats: list[_Statistic] = []
     r1, r2 = _row_keys(ya1), _row_keys(ya2)
@@ -540,9 +717,7 @@ def _build_statistics(
         stats.append(_Norm(1))
         stats.append(_Norm(2))
         stats.append(_Classifier(ya1, ya2))
-    if float_bits and not discrete:
-        stats.append(_float_cell_statistic(ya1, ya2, j, k))
-    return stats
+    return stats, j, discrete
 
 
 # ----------------------------------------------------------------------------------------------
@@ -562,18 +737,13 @@ def _cp_upper(k: np.ndarray, n: float, a: float) -> np.ndarray:
     return np.where(k >= n, 1.0, hi)
 
 
-def _predicted_bound(
-    c_num: np.ndarray, c_den: np.ndarray, n_sel: int, n_est: int, alpha_event: float, delta: float
-) -> np.ndarray:
-    """The bound an event is expected to give on ``n_est`` fresh samples, from its selection
-    counts shrunk to one-sided ``_SHRINK`` Clopper-Pearson bounds (so that noisy tail events,
-    whose selection ratio is inflated by the maximum over thresholds, are not over-trusted)."""
-    p_num = _cp_lower(c_num.astype(np.float64), float(n_sel), _SHRINK)
-    p_den = _cp_upper(c_den.astype(np.float64), float(n_sel), _SHRINK)
-    lo = _cp_lower(p_num * n_est, float(n_est), alpha_event / 2.0) - delta
-    hi = _cp_upper(p_den * n_est, float(n_est), alpha_event / 2.0)
-    with np.errstate(all="ignore"):
-        return np.where(lo > 0, np.log(np.maximum(lo, 1e-300)) - np.log(hi), -np.inf)
+#: candidate shares of an event's error probability spent on the numerator's lower bound
+#: (the rest bounds the denominator); chosen per event at selection, from selection data only.
+_SHARES = (0.5, 0.25, 0.1)
+#: the deltas of the audited privacy profile (plus the claimed delta).
+_PROFILE_DELTAS = (0.0, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 0.05, 0.1)
+#: extreme distinct values always tried as thresholds (tail events at high epsilon).
+_TAIL_THRESHOLDS = 24
 
 
 @dataclass
@@ -585,54 +755,86 @@ class _Candidate:
     x_is_numerator: bool
     predicted: float
     sel_counts: tuple[int, int]
+    share: float = 0.5
+    delta: float = 0.0
 
     def indicator(self, s: np.ndarray) -> np.ndarray:
         return s > self.t if self.op == "gt" else s <= self.t
 
+    def key(self) -> tuple[int, int, str, float, bool]:
+        return (self.pair, id(self.stat), self.op, self.t, self.x_is_numerator)
 
-def _best_event(
+
+def _thresholds(s1: np.ndarray, s2: np.ndarray) -> np.ndarray | None:
+    pooled = np.concatenate([s1, s2])
+    uniq = np.unique(pooled)
+    if uniq.size <= 1:
+        return None
+    if uniq.size <= _MAX_THRESHOLDS + 2 * _TAIL_THRESHOLDS:
+        return uniq[:-1]
+    qs = np.linspace(0.0, 1.0, _MAX_THRESHOLDS + 2)[1:-1]
+    ts = np.quantile(pooled, qs, method="inverted_cdf")
+    # the extreme distinct values: the events where one input is rare (high epsilon)
+    ts = np.unique(np.concatenate([ts, uniq[:_TAIL_THRESHOLDS], uniq[-_TAIL_THRESHOLDS - 1 :]]))
+    ts = ts[ts < uniq[-1]]
+    return ts if ts.size else None
+
+
+def _best_events(
     stat: _Statistic,
     s1: np.ndarray,
     s2: np.ndarray,
     pair: int,
     n_est: int,
     alpha_event: float,
-    delta: float,
-) -> _Candidate | None:
-    """Best threshold event ``{s > t}`` / ``{s <= t}`` and direction for one statistic."""
+    deltas: Sequence[float],
+) -> list[_Candidate | None]:
+    """For each delta: the best threshold event ``{s > t}`` / ``{s <= t}``, direction and
+    error split for one statistic, judged by the bound it is expected to give on ``n_est``
+    fresh samples (selection counts shrunk to one-sided ``_SHRINK`` Clopper-Pearson bounds so
+    that noisy tail events, whose selection ratio is inflated by the maximum over thresholds,
+    are not over-trusted)."""
     s1 = np.sort(s1)
     s2 = np.sort(s2)
+    ts = _thresholds(s1, s2)
+    if ts is None:
+        return [None] * len(deltas)
     n = len(s1)
-    pooled = np.concatenate([s1, s2])
-    uniq = np.unique(pooled)
-    if uniq.size <= 1:
-        return None
-    if uniq.size <= _MAX_THRESHOLDS:
-        ts = uniq[:-1]
-    else:
-        qs = np.linspace(0.0, 1.0, _MAX_THRESHOLDS + 2)[1:-1]
-        ts = np.unique(np.quantile(pooled, qs, method="inverted_cdf"))
-        ts = ts[ts < uniq[-1]]
-        if ts.size == 0:
-            return None
     g1 = n - np.searchsorted(s1, ts, side="right")
     g2 = len(s2) - np.searchsorted(s2, ts, side="right")
     l1, l2 = n - g1, len(s2) - g2
-    # combos: (op, x numerator?) -> (numerator counts, denominator counts)
     combos = (
         ("gt", True, g1, g2),
         ("gt", False, g2, g1),
         ("le", True, l1, l2),
         ("le", False, l2, l1),
     )
-    best: _Candidate | None = None
+    best: list[_Candidate | None] = [None] * len(deltas)
     for op, x_num, c_num, c_den in combos:
-        pred = _predicted_bound(c_num, c_den, n, n_est, alpha_event, delta)
-        i = int(np.argmax(pred))
-        if best is None or pred[i] > best.predicted:
-            best = _Candidate(
-                pair, stat, op, float(ts[i]), x_num, float(pred[i]), (int(c_num[i]), int(c_den[i]))
-            )
+        p_num = _cp_lower(c_num.astype(np.float64), float(n), _SHRINK)
+        p_den = _cp_upper(c_den.astype(np.float64), float(n), _SHRINK)
+        for share in _SHARES:
+            lo = _cp_lower(p_num * n_est, float(n_est), alpha_event * share)
+            hi = _cp_upper(p_den * n_est, float(n_est), alpha_event * (1.0 - share))
+            for j, delta in enumerate(deltas):
+                with np.errstate(all="ignore"):
+                    pred = np.where(
+                        lo - delta > 0, np.log(np.maximum(lo - delta, 1e-300)) - np.log(hi), -np.inf
+                    )
+                i = int(np.argmax(pred))
+                cur = best[j]
+                if cur is None or pred[i] > cur.predicted:
+                    best[j] = _Candidate(
+                        pair,
+                        stat,
+                        op,
+                        float(ts[i]),
+                        x_num,
+                        float(pred[i]),
+                        (int(c_num[i]), int(c_den[i])),
+                        share,
+                        float(delta),
+                    )
     return best
 
 
@@ -642,9 +844,30 @@ def _best_event(
 
 
 def _privatize_rows(mechanism: Any, x: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
-    """One privatize call on n copies of x; output coerced to float64 (n, k)."""
-    y = mechanism.privatize(np.repeat(x[None, :], n, axis=0), rng)
-    y = np.asarray(y)
+    """One privatize call on n copies of x; output coerced to float64 (n, k).
+
+    Errors raised by the user's code come back as :class:`UserCodeError` naming the object, the
+    input and the reason (the original exception is the ``__cause__``); errors of ldp-audit's own
+    validation (an :class:`LdpAuditError`) pass through unchanged.
+    """
+    who = f"mechanism.privatize of {type(mechanism).__name__}"
+    try:
+        y = mechanism.privatize(np.repeat(x[None, :], n, axis=0), rng)
+    except LdpAuditError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - user code: wrapped with context, cause kept
+        raise UserCodeError(
+            f"{who} raised {type(exc).__name__} on input x = {_short(x.tolist())} ({n} rows): {exc}"
+        ) from exc
+    try:
+        y = np.asarray(y)
+    except Exception as exc:  # noqa: BLE001 - e.g. ragged lists
+        raise UserCodeError(f"{who} returned something that is not an array: {exc}") from exc
+    if y.dtype == object or y.dtype.kind not in "biuf":
+        raise UserCodeError(
+            f"{who} must return real numbers, got dtype {y.dtype} for input "
+            f"x = {_short(x.tolist())} (first value {y.ravel()[:1].tolist()!r})"
+        )
     if y.ndim == 1:
         y = y[:, None]
     if y.ndim != 2 or y.shape[0] != n:
@@ -758,8 +981,16 @@ def default_pairs(mechanism: Any, dim: int | None = None) -> list[tuple[np.ndarr
             "pairs=[(x, x2), ...] (neighbouring inputs to compare), or give the mechanism a "
             f"candidate_pairs(dim) method; got a {type(mechanism).__name__} without one"
         )
-    d = dim if dim is not None else getattr(mechanism, "dim", None) or 1
-    raw = fn(d)
+    d = dim if dim is not None else _user_attr(mechanism, "dim", None) or 1
+    try:
+        raw = list(fn(d))
+    except LdpAuditError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - user code
+        raise UserCodeError(
+            f"mechanism.candidate_pairs({d!r}) of {type(mechanism).__name__} raised "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
     out: list[tuple[np.ndarray, np.ndarray]] = []
     seen: set[bytes] = set()
     for i, p in enumerate(raw):
@@ -784,24 +1015,108 @@ def _mechanism_label(mechanism: Any) -> str:
     return type(mechanism).__name__
 
 
+def _user_attr(mechanism: Any, name: str, default: Any = None) -> Any:
+    """``getattr`` on a user's object; an exception in a property becomes a UserCodeError."""
+    try:
+        return getattr(mechanism, name, default)
+    except Exception as exc:  # noqa: BLE001 - user code
+        raise UserCodeError(
+            f"mechanism.{name} of {type(mechanism).__name__} raised {type(exc).__name__}: {exc}"
+        ) from exc
+
+
 def _check_mechanism(mechanism: Any) -> tuple[float, float]:
-    if not callable(getattr(mechanism, "privatize", None)) or not hasattr(mechanism, "epsilon"):
+    if not callable(_user_attr(mechanism, "privatize")) or not hasattr(mechanism, "epsilon"):
         raise InvalidParameterError(
             "mechanism must have an epsilon attribute and a privatize(x, rng) method, got "
             f"{type(mechanism).__name__}"
         )
-    try:
-        eps = float(mechanism.epsilon)
-    except (TypeError, ValueError):
-        raise InvalidParameterError(
-            f"mechanism.epsilon must be a real number, got {mechanism.epsilon!r}"
-        ) from None
+    raw = _user_attr(mechanism, "epsilon")
+    eps = check_real(raw, "mechanism.epsilon")
     if math.isnan(eps) or eps < 0:
-        raise InvalidParameterError(f"mechanism.epsilon must be >= 0, got {mechanism.epsilon!r}")
-    delta = float(getattr(mechanism, "delta", 0.0) or 0.0)
+        raise InvalidParameterError(f"mechanism.epsilon must be >= 0, got {raw!r}")
+    if math.isinf(eps):
+        raise InvalidParameterError(
+            f"mechanism.epsilon is {raw!r}: a mechanism that claims no privacy has no claim to "
+            "audit (every lower bound is below inf). Give the epsilon the mechanism is meant to "
+            "satisfy; for a non-private baseline there is nothing to audit"
+        )
+    raw_delta = _user_attr(mechanism, "delta", 0.0)
+    delta = 0.0 if raw_delta is None else check_real(raw_delta, "mechanism.delta")
     if not 0.0 <= delta < 1.0:
-        raise InvalidParameterError(f"mechanism.delta must be in [0, 1), got {delta!r}")
+        raise InvalidParameterError(f"mechanism.delta must be in [0, 1), got {raw_delta!r}")
     return eps, delta
+
+
+def _claimed_profile(
+    mechanism: Any, claimed: float, delta: float, deltas: Sequence[float]
+) -> tuple[tuple[float, ...], str]:
+    fn = _user_attr(mechanism, "epsilon_at")
+    if callable(fn):
+        out = []
+        for d in deltas:
+            try:
+                v = fn(d)
+            except Exception as exc:  # noqa: BLE001 - user code
+                raise UserCodeError(
+                    f"mechanism.epsilon_at({d!r}) of {type(mechanism).__name__} raised "
+                    f"{type(exc).__name__}: {exc}"
+                ) from exc
+            out.append(check_real(v, f"mechanism.epsilon_at({d!r})"))
+        return tuple(out), "epsilon_at"
+    return tuple(claimed if d >= delta else math.inf for d in deltas), "single point"
+
+
+def _consequences(
+    dist: tuple[float, bool], impl: tuple[float, bool, str] | None
+) -> tuple[str, str | None]:
+    d_bound, d_viol = dist
+    if d_viol:
+        d_text = (
+            "The output distribution itself violates the claim (exact-arithmetic reading): the "
+            "mechanism's mathematics or calibration is wrong (noise too small, sensitivity "
+            "underestimated, a wrong formula). This is not a floating-point artefact."
+        )
+    else:
+        d_text = (
+            "No violation found in the output distribution read in exact arithmetic. This "
+            "proves nothing beyond this test's power."
+        )
+    if impl is None:
+        return d_text, None
+    i_bound, i_viol, family = impl
+    if not i_viol:
+        i_text = (
+            "No violation found in the outputs as computed (floating-point bit cells "
+            "included). This proves nothing beyond this test's power."
+        )
+    elif d_viol:
+        i_text = (
+            "The implementation violates the claim, and the distributional audit of the same "
+            "samples already shows it: this is (at least) a calibration error, not only a "
+            "floating-point leak."
+        )
+        if family == "float-bits" and i_bound > d_bound:
+            i_text += (
+                " The floating-point bits leak further on top of it (Mironov 2012); fixing the "
+                "calibration alone will not remove that part."
+            )
+    else:
+        i_text = (
+            "The implementation leaks through its floating-point representation (Mironov "
+            "2012): outputs of M(x) and M(x2) occupy different sets of doubles, so whoever "
+            "sees exact outputs can tell the inputs apart beyond the claim. The exact-arithmetic "
+            "audit of the same samples showed no violation, so the mathematics may be right; a "
+            "float-safe implementation (snapping, discrete noise on a grid) removes the leak."
+        )
+    return d_text, i_text
+
+
+#: estimated audit time (seconds) above which :func:`audit` refuses unless ``force=True``.
+_MAX_SECONDS = 3 * 3600.0
+#: per input, at most this many outputs are used for selection (their statistic values are
+#: held in memory); the rest of ``samples`` estimates, streamed in chunks (memory bounded).
+_MAX_SELECTION = 2_000_000
 
 
 def audit(
@@ -815,55 +1130,68 @@ def audit(
     selection_fraction: float = 0.1,
     max_events: int = 2,
     float_bits: bool = True,
+    profile: bool | None = None,
+    force: bool = False,
     progress: bool = False,
 ) -> AuditResult:
-    """Audit a mechanism's epsilon claim: a sound lower bound, a verdict and a witness.
+    """Audit a mechanism's epsilon claim: two sound verdicts, witnesses and a privacy profile.
 
     Guarantee: ``P(result.epsilon_lower_bound > true epsilon) <= 1 - confidence``, for any
     mechanism whose rows are independent given the input (Clopper-Pearson on fresh estimation
-    samples, Bonferroni over the estimated events; see the module docstring). For a mechanism
-    with ``delta > 0`` the bound is in the (epsilon, delta) form at that delta.
+    samples, Bonferroni over the estimated events; see the module docstring). Both verdicts
+    (``result.distribution`` and ``result.implementation``) hold jointly at that level. For a
+    mechanism with ``delta > 0`` the bound is in the (epsilon, delta) form at that delta.
 
     Args:
-        mechanism: anything with ``epsilon`` (the claim), optionally ``delta``, and
-            ``privatize(x, rng)`` mapping (n, d) inputs to (n, k) outputs, rows independent.
+        mechanism: anything with ``epsilon`` (the claim), optionally ``delta`` and
+            ``epsilon_at(delta)`` (its claimed profile), and ``privatize(x, rng)`` mapping
+            (n, d) inputs to (n, k) outputs, rows independent. Scalar, one-call-per-value
+            mechanisms of other libraries go through :func:`from_scalar`.
         pairs: list of (x, x2) 1-D input arrays to compare. None: the mechanism's declared
             ``candidate_pairs(dim)`` (a mechanism without one needs explicit pairs).
-        samples: outputs per input of each pair, >= 1000: ``selection_fraction`` of them select
-            events for every pair; the rest estimate, drawn only for pairs a kept event uses.
+        samples: outputs per input of each pair, >= 1000: ``selection_fraction`` of them
+            (at most 2,000,000) select events for every pair; the rest estimate, streamed in
+            chunks, drawn only for pairs a kept event uses.
         confidence: in (0, 1).
         rng: a ``numpy.random.Generator``, an int seed, or None (fresh entropy).
         dim: input dimension for ``candidate_pairs`` (default: ``mechanism.dim`` or 1).
         selection_fraction: share of ``samples`` used to choose events, in (0, 1).
-        max_events: how many events are estimated on fresh samples (the Bonferroni factor).
-        float_bits: also search floating-point bit cells (Mironov 2012). Additive noise computed
-            in IEEE doubles (``x + rng.laplace(...)``) leaks through the low bits, so with this
-            on, such implementations are (rightly) flagged; set False to audit the mechanism as
-            if it computed in exact arithmetic.
+        max_events: how many exact-arithmetic events are estimated on fresh samples (one
+            floating-point event is added when ``float_bits`` and it promises more).
+        float_bits: also give the implementation verdict, searching floating-point bit cells
+            (Mironov 2012). Additive noise computed in IEEE doubles (``x + rng.laplace(...)``)
+            leaks through the low bits, so with this on such implementations are (rightly)
+            flagged in ``result.implementation``; ``result.distribution`` audits the same
+            samples as if computed in exact arithmetic. False: the distribution verdict only.
+        profile: also audit the privacy profile (a lower bound on epsilon at several deltas,
+            from the same samples). None: on when the mechanism claims ``delta > 0``.
+        force: run even when the estimated time exceeds 3 hours (measured on the first
+            pair's selection samples).
         progress: show a tqdm progress bar on stderr.
 
     Returns:
         The :class:`AuditResult`.
 
     Raises:
-        InvalidParameterError: invalid arguments, a mechanism without ``privatize``/``epsilon``,
-            no pairs for a mechanism that declares no domain, or malformed outputs.
+        InvalidParameterError: invalid arguments (types are checked: ``'1'`` and ``True`` are
+            not numbers, ``'no'`` is not a bool), a mechanism without ``privatize`` /
+            ``epsilon``, a claim of epsilon = inf, no pairs for a mechanism that declares no
+            domain, malformed outputs, an audit estimated to run for hours without ``force``.
+        UserCodeError: the user's code raised, returned non-numbers or only NaN/inf.
     """
     start = time.perf_counter()
     claimed, delta = _check_mechanism(mechanism)
     conf = check_probability(confidence, "confidence")
-    if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 1000:
-        raise InvalidParameterError(f"samples must be an integer >= 1000, got {samples!r}")
+    samples = check_int(samples, "samples", minimum=1000)
     frac = check_probability(selection_fraction, "selection_fraction")
-    if isinstance(max_events, bool) or not isinstance(max_events, (int, np.integer)):
-        raise InvalidParameterError(f"max_events must be an integer >= 1, got {max_events!r}")
-    if max_events < 1:
-        raise InvalidParameterError(f"max_events must be an integer >= 1, got {max_events!r}")
-    if dim is not None and (isinstance(dim, bool) or not isinstance(dim, (int, np.integer))):
-        raise InvalidParameterError(f"dim must be an integer >= 1, got {dim!r}")
-    if dim is not None and dim < 1:
-        raise InvalidParameterError(f"dim must be an integer >= 1, got {dim!r}")
-    if rng is None or isinstance(rng, (int, np.integer)):
+    max_events = check_int(max_events, "max_events", minimum=1)
+    if dim is not None:
+        dim = check_int(dim, "dim", minimum=1)
+    float_bits = check_bool(float_bits, "float_bits")
+    want_profile = delta > 0 if profile is None else check_bool(profile, "profile")
+    force = check_bool(force, "force")
+    progress = check_bool(progress, "progress")
+    if rng is None or (isinstance(rng, (int, np.integer)) and not isinstance(rng, bool)):
         rng = np.random.default_rng(rng)
     elif not isinstance(rng, np.random.Generator):
         raise InvalidParameterError(
@@ -872,12 +1200,17 @@ def audit(
     if pairs is None:
         pair_list = default_pairs(mechanism, dim)
     else:
-        if len(pairs) == 0:
+        try:
+            n_pairs = len(pairs)
+        except TypeError:
+            raise InvalidParameterError(
+                f"pairs must be a list of (x, x2) pairs, got {type(pairs).__name__}"
+            ) from None
+        if n_pairs == 0:
             raise InvalidParameterError("pairs must contain at least one (x, x2) pair, got []")
         pair_list = [_as_pair(p, i) for i, p in enumerate(pairs)]
 
-    samples = int(samples)
-    n_sel = max(200, int(round(samples * frac)))
+    n_sel = min(_MAX_SELECTION, max(200, int(round(samples * frac))))
     n_est = samples - n_sel
     if n_est < 200:
         raise InvalidParameterError(
@@ -887,16 +1220,29 @@ def audit(
     n_a = n_sel // 2
     n_b = n_sel - n_a
     alpha = 1.0 - conf
-    alpha_sel = alpha / int(max_events)
+    alpha_sel = alpha / (max_events + int(float_bits))
+    profile_deltas: tuple[float, ...] = ()
+    if want_profile:
+        profile_deltas = tuple(sorted({*_PROFILE_DELTAS, delta}))
+    warn: list[str] = []
+    reproducible = bool(_user_attr(mechanism, "reproducible", True))
+    if not reproducible:
+        warn.append(
+            "the mechanism is not reproducible from the seed (it draws its own randomness); "
+            "rerunning with the same seed gives a different sample, with the same guarantee"
+        )
 
     from tqdm.auto import tqdm
 
-    total = 2 * n_sel * len(pair_list) + 2 * n_est * min(len(pair_list), int(max_events))
+    total = 2 * n_sel * len(pair_list) + 2 * n_est * min(len(pair_list), max_events + 1)
     bar = tqdm(total=total, disable=not progress, unit="sample", desc="audit", leave=False)
+    n_nonfinite = 0
     try:
         # ---- selection -------------------------------------------------------------------
         streams = rng.spawn(len(pair_list))
-        candidates: list[_Candidate] = []
+        dist_cands: list[_Candidate] = []
+        float_cands: list[_Candidate] = []
+        prof_best: list[_Candidate | None] = [None] * len(profile_deltas)
         est_rngs: list[tuple[np.random.Generator, np.random.Generator]] = []
         widths: list[int] = []
         for p, (x, x2) in enumerate(pair_list):
@@ -907,47 +1253,73 @@ def audit(
             width = max(x.shape[0], _privatize_rows(mechanism, x, 8, ra1).shape[1])
             widths.append(width)
             n_a_p = min(n_a, max(1000, _FIT_ELEMENTS // width))
+            t_a = time.perf_counter()
             ya1 = _sample(mechanism, x, n_a_p, ra1, width)
             ya2 = _sample(mechanism, x2, n_a_p, ra2, width)
+            if p == 0 and not force:
+                rate = 2 * n_a_p / max(time.perf_counter() - t_a, 1e-9)
+                est = total / rate
+                if est > _MAX_SECONDS:
+                    raise InvalidParameterError(
+                        f"samples={samples} would take about {est / 3600:.1f} hours "
+                        f"({total:.3g} outputs at the measured {rate:.3g} outputs/s over "
+                        f"{len(pair_list)} pair(s)); lower samples, or pass force=True "
+                        "(--force) to run it anyway"
+                    )
             if ya1.shape[1] != ya2.shape[1]:
                 raise InvalidParameterError(
                     f"mechanism.privatize returned {ya1.shape[1]} and {ya2.shape[1]} columns for "
                     f"the two inputs of pairs[{p}]; outputs must have one shape"
                 )
+            fin1, fin2 = np.isfinite(ya1).all(axis=1), np.isfinite(ya2).all(axis=1)
+            if not (fin1.any() or fin2.any()):
+                raise UserCodeError(
+                    f"mechanism.privatize of {type(mechanism).__name__} returned only NaN/inf "
+                    f"outputs for pairs[{p}] (x = {_short(x.tolist())}, x2 = "
+                    f"{_short(x2.tolist())}); a mechanism must release real numbers"
+                )
+            n_nonfinite += int((~fin1).sum() + (~fin2).sum())
             bar.update(2 * n_a)  # (counted as drawn even when capped for wide outputs)
-            if float_bits:
-                stats = _build_statistics(x, x2, ya1, ya2, True)
-            else:
-                snap = _Snap.fit(ya1, ya2)
-                inner = _build_statistics(x, x2, snap(ya1), snap(ya2), False)
-                stats = [_Snapped(st, snap) for st in inner]
-            del ya1, ya2
+            snap = _Snap.fit(ya1, ya2)
+            sa1, sa2 = snap(ya1), snap(ya2)
+            inner, j, discrete = _build_statistics(x, x2, sa1, sa2)
+            pooled_a = np.concatenate([ya1, ya2])
+            dist_stats: list[_Statistic] = [_Snapped(st, snap, pooled_a) for st in inner]
+            float_stats: list[_Statistic] = []
+            if float_bits and not discrete:
+                float_stats.append(_float_cell_statistic(ya1, ya2, j, ya1.shape[1]))
+            del ya1, ya2, sa1, sa2, pooled_a
+            stats = dist_stats + float_stats
             sb1 = _stream_values(mechanism, x, n_b, rb1, stats, bar.update, width)
             sb2 = _stream_values(mechanism, x2, n_b, rb2, stats, bar.update, width)
             for st, v1, v2 in zip(stats, sb1, sb2, strict=True):
-                c = _best_event(st, v1, v2, p, n_est, alpha_sel, delta)
+                is_float = st.family == "float-bits"
+                c = _best_events(st, v1, v2, p, n_est, alpha_sel, (delta,))[0]
                 if c is not None:
-                    candidates.append(c)
-        candidates.sort(key=lambda c: c.predicted, reverse=True)
-        chosen: list[_Candidate] = []
-        seen: set[tuple[int, str, tuple[int, int]]] = set()
-        for c in candidates:
-            sig = (c.pair, c.stat.family, c.sel_counts)
-            dup = (c.pair, "", c.sel_counts)
-            if sig in seen or dup in seen:
-                continue
-            seen.add(sig)
-            seen.add(dup)
-            chosen.append(c)
-            if len(chosen) == max_events:
-                break
-        # ---- estimation on fresh samples -------------------------------------------------
-        m = len(chosen)
-        bounds: list[float] = []
-        witness: Witness | None = None
-        best = -math.inf
+                    (float_cands if is_float else dist_cands).append(c)
+                if profile_deltas and not is_float:
+                    alpha_p = alpha / len(profile_deltas)
+                    for i, c in enumerate(
+                        _best_events(st, v1, v2, p, n_est, alpha_p, profile_deltas)
+                    ):
+                        if c is not None and (
+                            prof_best[i] is None or c.predicted > prof_best[i].predicted
+                        ):
+                            prof_best[i] = c
+        chosen = _choose(dist_cands, max_events)
+        best_dist = max((c.predicted for c in chosen), default=-math.inf)
+        float_chosen = [c for c in _choose(float_cands, 1) if c.predicted > max(best_dist, 0.0)]
+        verdict_events = chosen + float_chosen
+        prof_events: list[_Candidate] = []
+        seen_keys: set[tuple[int, int, str, float, bool]] = set()
+        for c in prof_best:
+            if c is not None and c.key() not in seen_keys:
+                seen_keys.add(c.key())
+                prof_events.append(c)
+        # ---- estimation on fresh samples (one pass per input serves verdicts and profile) ----
+        all_events = verdict_events + prof_events
         by_pair: dict[int, list[_Candidate]] = {}
-        for c in chosen:
+        for c in all_events:
             by_pair.setdefault(c.pair, []).append(c)
         bar.total = 2 * n_sel * len(pair_list) + 2 * n_est * len(by_pair)
         bar.refresh()
@@ -959,18 +1331,27 @@ def audit(
             k_x2 = _stream_counts(mechanism, x2, n_est, re2, evs, bar.update, widths[p])
             for ev, a, b in zip(evs, k_x, k_x2, strict=True):
                 results[id(ev)] = (a, b)
-        for ev in chosen:
-            a, b = results[id(ev)]
-            k_num, k_den = (a, b) if ev.x_is_numerator else (b, a)
-            bnd = float(
-                epsilon_lower_bound_from_counts(k_num, n_est, k_den, n_est, alpha / m, delta=delta)
+    finally:
+        bar.close()
+
+    m = len(verdict_events)
+    bounds: list[float] = []
+    per_event: list[tuple[float, Witness]] = []
+    for ev in verdict_events:
+        a, b = results[id(ev)]
+        k_num, k_den = (a, b) if ev.x_is_numerator else (b, a)
+        bnd = float(
+            epsilon_lower_bound_from_counts(
+                k_num, n_est, k_den, n_est, alpha / m, delta=delta, numerator_share=ev.share
             )
-            bounds.append(bnd)
-            if witness is None or bnd > best:
-                best = bnd
-                x, x2 = pair_list[ev.pair]
-                xn, xd = (x, x2) if ev.x_is_numerator else (x2, x)
-                witness = Witness(
+        )
+        bounds.append(bnd)
+        x, x2 = pair_list[ev.pair]
+        xn, xd = (x, x2) if ev.x_is_numerator else (x2, x)
+        per_event.append(
+            (
+                bnd,
+                Witness(
                     x=tuple(float(v) for v in xn),
                     x2=tuple(float(v) for v in xd),
                     event=ev.stat.describe(ev.op, ev.t),
@@ -979,24 +1360,99 @@ def audit(
                     n1=n_est,
                     k2=k_den,
                     n2=n_est,
+                    numerator_share=ev.share,
+                ),
+            )
+        )
+
+    def best_of(items: list[tuple[float, Witness]]) -> tuple[float, Witness | None]:
+        if not items:
+            return 0.0, None
+        b, w = max(items, key=lambda t: t[0])
+        return max(0.0, b), w
+
+    d_bound, d_wit = best_of(per_event[: len(chosen)])
+    d_viol = d_bound > claimed
+    impl_info = None
+    if float_bits:
+        i_bound, i_wit = best_of(per_event)
+        impl_info = (i_bound, i_bound > claimed, i_wit.family if i_wit else "")
+    d_text, i_text = _consequences((d_bound, d_viol), impl_info)
+    distribution = Verdict(
+        "distribution", d_bound, claimed, d_viol, d_wit, d_text, events_estimated=len(chosen)
+    )
+    implementation = None
+    if float_bits and impl_info is not None and i_text is not None:
+        implementation = Verdict(
+            "implementation", i_bound, claimed, impl_info[1], i_wit, i_text, events_estimated=m
+        )
+    top = implementation if implementation is not None else distribution
+
+    prof = None
+    if profile_deltas:
+        m_p = max(1, len(prof_events))
+        lowers = np.zeros(len(profile_deltas))
+        for ev in prof_events:
+            a, b = results[id(ev)]
+            k_num, k_den = (a, b) if ev.x_is_numerator else (b, a)
+            for i, dl in enumerate(profile_deltas):
+                v = float(
+                    epsilon_lower_bound_from_counts(
+                        k_num, n_est, k_den, n_est, alpha / m_p, delta=dl, numerator_share=ev.share
+                    )
                 )
-    finally:
-        bar.close()
+                lowers[i] = max(lowers[i], v)
+        claimed_curve, source = _claimed_profile(mechanism, claimed, delta, profile_deltas)
+        prof = PrivacyProfile(
+            delta=profile_deltas,
+            epsilon_lower=tuple(float(v) for v in lowers),
+            epsilon_claimed=claimed_curve,
+            confidence=conf,
+            events_estimated=len(prof_events),
+            claimed_from=source,
+        )
+    if n_nonfinite:
+        warn.append(
+            f"{n_nonfinite} of the selection outputs were NaN or inf (scored as +inf by every "
+            "statistic); a mechanism should release real numbers"
+        )
     return AuditResult(
-        epsilon_lower_bound=max(0.0, best) if bounds else 0.0,
+        epsilon_lower_bound=top.epsilon_lower_bound,
         claimed_epsilon=claimed,
         confidence=conf,
         samples=samples,
-        witness=witness,
+        witness=top.witness,
         seconds=time.perf_counter() - start,
         delta=delta,
         mechanism=_mechanism_label(mechanism),
         pairs_tested=len(pair_list),
         events_estimated=m,
         selection_samples=n_sel,
-        float_bits=bool(float_bits),
+        float_bits=float_bits,
         bounds=tuple(bounds),
+        distribution=distribution,
+        implementation=implementation,
+        profile=prof,
+        warnings=tuple(warn),
+        reproducible=reproducible,
     )
+
+
+def _choose(candidates: list[_Candidate], k: int) -> list[_Candidate]:
+    """The k candidates with the best predicted bound, skipping the same event found twice."""
+    out: list[_Candidate] = []
+    seen: set[tuple[int, str, tuple[int, int]]] = set()
+    for c in sorted(candidates, key=lambda c: c.predicted, reverse=True):
+        sig = (c.pair, c.stat.family, c.sel_counts)
+        dup = (c.pair, "", c.sel_counts)
+        if sig in seen or dup in seen:
+            continue
+        seen.add(sig)
+        seen.add(dup)
+        out.append(c)
+        if len(out) == k:
+            break
+    return out
 
 
 # ----------------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ __all__ = [
     "BudgetExceeded",
     "LedgerError",
     "RunDirectoryError",
+    "UserCodeError",
 ]
 
 
@@ -33,3 +34,9 @@ class LedgerError(LdpAuditError):
 
 class RunDirectoryError(LdpAuditError):
     """A run directory is missing files or holds malformed ones."""
+
+
+class UserCodeError(InvalidParameterError):
+    """A user-supplied object (a mechanism, its ``privatize``, a pairs factory, a module given as
+    ``MODULE:ATTR``) failed or returned something unusable. The message names the object and
+    the input; the original exception is kept as ``__cause__``."""

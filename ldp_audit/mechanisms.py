@@ -38,12 +38,16 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, ClassVar
 
-import numba as nb
 import numpy as np
-from scipy import optimize, special
-from scipy.stats import norm
+from scipy import special
 
-from ldp_audit._validation import check_batch, check_epsilon, check_positive, check_rng
+from ldp_audit._validation import (
+    check_batch,
+    check_epsilon,
+    check_positive,
+    check_real,
+    check_rng,
+)
 from ldp_audit.errors import InvalidParameterError
 
 __all__ = [
@@ -76,16 +80,30 @@ _PRS_CHUNK_ELEMENTS = 1 << 22
 
 def _private_epsilon(value: Any, name: str = "epsilon") -> float:
     """Epsilon of a private mechanism: finite and > 0; inf is pointed at :class:`NoPrivacy`."""
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise InvalidParameterError(f"{name} must be a real number, got {value!r}") from None
+    v = check_real(value, name)
     if v == math.inf:
         raise InvalidParameterError(
             f"{name} must be finite for a private mechanism, got {value!r}; for a non-private "
             "baseline use ldp_audit.mechanisms.NoPrivacy() explicitly"
         )
     return check_epsilon(v, name)
+
+
+#: largest |noise| / scale a double-precision draw can reach, with margin: Generator.laplace is
+#: -scale * log(u) with u >= 2^-53 (36.7 scales), standard_normal stays below 40.
+_NOISE_TAIL = 64.0
+
+
+def _check_no_overflow(noise_scale: float, offset: float, what: str) -> None:
+    """Refuse parameters whose outputs could overflow to inf (an inf output is not noise)."""
+    with np.errstate(over="ignore"):
+        top = float(np.float64(noise_scale) * _NOISE_TAIL + np.float64(offset))
+    if not math.isfinite(top):
+        raise InvalidParameterError(
+            f"{what} = {noise_scale!r} is too large: outputs would overflow to inf in double "
+            "precision (the noise scale times 64 must stay below 1.8e308); use a larger epsilon "
+            "or a smaller clip"
+        )
 
 
 def _check_int(value: Any, name: str, *, minimum: int) -> int:
@@ -234,6 +252,7 @@ class Laplace(Mechanism):
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", _private_epsilon(self.epsilon))
         object.__setattr__(self, "clip", check_positive(self.clip, "clip"))
+        _check_no_overflow(self.clip / self.epsilon, self.clip, "the noise scale clip / epsilon")
 
     @property
     def scale(self) -> float:
@@ -325,6 +344,9 @@ class DiscreteLaplace(Mechanism):
         object.__setattr__(self, "clip", check_positive(self.clip, "clip"))
         if self.resolution is not None:
             object.__setattr__(self, "resolution", check_positive(self.resolution, "resolution"))
+        # noise scale about (C + d gamma) / epsilon; gamma <= C at the default resolution
+        step = self.clip if self.resolution is None else max(self.clip, self.resolution)
+        _check_no_overflow(2.0 * step / self.epsilon, self.clip, "the noise scale clip / epsilon")
 
     def grid_step(self, dim: int) -> float:
         """gamma for inputs of dimension ``dim``."""
@@ -410,8 +432,7 @@ def _sign_codes(uniforms: np.ndarray) -> np.ndarray:
 _SIGN_CODES = _sign_codes
 
 
-@nb.njit(cache=True, nogil=True)
-def _prs_kernel(
+def _prs_kernel_py(
     uni: np.ndarray,
     x: np.ndarray,
     dh: int,
@@ -460,6 +481,20 @@ def _prs_kernel(
         for j in range(d):
             out[i, j] *= _SQRT3 * clip  # M^T u~ = sqrt(3) C s^T bits
     return True
+
+
+_PRS_KERNEL: Any = None
+
+
+def _prs_kernel(*args: Any) -> bool:
+    """:func:`_prs_kernel_py` compiled with Numba on first use (so importing this module does
+    not import Numba: a usage error answers in well under a second)."""
+    global _PRS_KERNEL
+    if _PRS_KERNEL is None:
+        import numba as nb
+
+        _PRS_KERNEL = nb.njit(cache=True, nogil=True)(_prs_kernel_py)
+    return bool(_PRS_KERNEL(*args))
 
 
 @dataclass(frozen=True)
@@ -837,7 +872,7 @@ def analytic_gaussian_delta(epsilon: float, sigma: float, sensitivity: float) ->
 
     ``delta = Phi(D/(2 s) - e s/D) - e^e Phi(-D/(2 s) - e s/D)``.
     """
-    eps = float(epsilon)
+    eps = check_real(epsilon, "epsilon")
     if eps < 0 or math.isnan(eps):
         raise InvalidParameterError(f"epsilon must be >= 0, got {epsilon!r}")
     s = check_positive(sigma, "sigma")
@@ -846,7 +881,7 @@ def analytic_gaussian_delta(epsilon: float, sigma: float, sensitivity: float) ->
         return 0.0
     a = sens / (2.0 * s)
     b = eps * s / sens
-    val = norm.cdf(a - b) - math.exp(min(eps + norm.logcdf(-a - b), 700.0))
+    val = special.ndtr(a - b) - math.exp(min(eps + special.log_ndtr(-a - b), 700.0))
     return float(max(val, 0.0))
 
 
@@ -876,6 +911,8 @@ def analytic_gaussian_epsilon(sigma: float, sensitivity: float, delta: float) ->
         hi *= 2.0
         if hi > 1e12:  # pragma: no cover - sigma so small that no finite epsilon is useful
             return math.inf
+    from scipy import optimize
+
     return float(optimize.brentq(f, 0.0, hi, xtol=1e-13, rtol=1e-13, maxiter=500))
 
 
@@ -894,14 +931,13 @@ def analytic_gaussian_sigma(epsilon: float, sensitivity: float, delta: float) ->
         lo -= 2.0
     while f(hi) > 0.0:
         hi += 2.0
+    from scipy import optimize
+
     return float(math.exp(optimize.brentq(f, lo, hi, xtol=1e-14, rtol=1e-13, maxiter=500)))
 
 
 def _check_delta(delta: Any) -> float:
-    try:
-        v = float(delta)
-    except (TypeError, ValueError):
-        raise InvalidParameterError(f"delta must be a real number, got {delta!r}") from None
+    v = check_real(delta, "delta")
     if not 0.0 < v < 1.0:
         raise InvalidParameterError(f"delta must be in (0, 1), got {delta!r}")
     return v
@@ -931,6 +967,7 @@ class Gaussian(Mechanism):
             self, "noise_multiplier", check_positive(self.noise_multiplier, "noise_multiplier")
         )
         object.__setattr__(self, "delta", _check_delta(self.delta))
+        _check_no_overflow(self.noise_multiplier * self.clip, self.clip, "sigma")
 
     @property
     def sigma(self) -> float:
@@ -946,6 +983,14 @@ class Gaussian(Mechanism):
     def epsilon(self) -> float:  # type: ignore[override]
         """Analytic Gaussian mechanism epsilon at ``delta`` (replace-one, sensitivity 2C)."""
         return analytic_gaussian_epsilon(self.sigma, self.sensitivity, self.delta)
+
+    def epsilon_at(self, delta: Any) -> float:
+        """The analytic-Gaussian epsilon at another ``delta`` (the claimed privacy profile the
+        auditor compares its lower curve with); ``inf`` at delta = 0."""
+        d = check_real(delta, "delta")
+        if d == 0.0:
+            return math.inf
+        return analytic_gaussian_epsilon(self.sigma, self.sensitivity, _check_delta(d))
 
     def clip_rows(self, x: np.ndarray) -> np.ndarray:
         """L2 clip of every row to ``clip``."""

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from scipy import special
 
-from ldp_audit._validation import check_probability
+from ldp_audit._validation import check_probability, check_real
 from ldp_audit.errors import InvalidParameterError
 
 __all__ = [
@@ -126,23 +126,30 @@ def wilson_interval(k: Any, n: Any, alpha: float) -> tuple[Any, Any]:
 
 
 def _check_delta(delta: Any) -> float:
-    try:
-        d = float(delta)
-    except (TypeError, ValueError):
-        raise InvalidParameterError(f"delta must be a real number, got {delta!r}") from None
+    d = check_real(delta, "delta")
     if not (0.0 <= d < 1.0):
         raise InvalidParameterError(f"delta must be in [0, 1), got {delta!r}")
     return d
 
 
 def epsilon_lower_bound_from_counts(
-    k1: Any, n1: Any, k2: Any, n2: Any, alpha: float, *, delta: float = 0.0
+    k1: Any,
+    n1: Any,
+    k2: Any,
+    n2: Any,
+    alpha: float,
+    *,
+    delta: float = 0.0,
+    numerator_share: float = 0.5,
 ) -> Any:
     """Epsilon lower bound from event counts under M(x) (k1 of n1) and M(x2) (k2 of n2).
 
     ``ln(max(CP_lower(k1, n1, alpha/2) - delta, 0)) - ln(CP_upper(k2, n2, alpha/2))``.
     If the mechanism is (epsilon, delta)-DP, the bound exceeds epsilon with probability at most
-    ``alpha`` (union of the two one-sided Clopper-Pearson failures). With ``delta = 0`` this is
+    ``alpha`` (union of the two one-sided Clopper-Pearson failures: ``numerator_share * alpha``
+    for the lower bound on ``p1``, the rest for the upper bound on ``p2``; any fixed split chosen
+    before the counts are seen keeps the guarantee, and giving most of ``alpha`` to the rarer
+    count tightens the bound at high epsilon). With ``delta = 0`` this is
     the pure-DP form. Only one direction is bounded: swap the arguments for the other, and split
     ``alpha`` over every (event, direction) you estimate (:func:`bonferroni`).
 
@@ -153,14 +160,16 @@ def epsilon_lower_bound_from_counts(
         n2: number of outputs of M(x2).
         alpha: total error probability in (0, 1).
         delta: the delta of the (epsilon, delta) claim, in [0, 1).
+        numerator_share: share of ``alpha`` spent on the numerator's lower bound, in (0, 1).
 
     Returns:
         The bound (float or array); ``-inf`` where the lower rate bound does not exceed delta.
     """
     a = _alpha(alpha)
     d = _check_delta(delta)
-    lo = np.asarray(clopper_pearson_lower(k1, n1, a / 2.0)) - d
-    hi = np.asarray(clopper_pearson_upper(k2, n2, a / 2.0))
+    share = check_probability(numerator_share, "numerator_share")
+    lo = np.asarray(clopper_pearson_lower(k1, n1, a * share)) - d
+    hi = np.asarray(clopper_pearson_upper(k2, n2, a * (1.0 - share)))
     with np.errstate(divide="ignore", invalid="ignore"):
         out = np.where(lo > 0.0, np.log(np.maximum(lo, 1e-300)) - np.log(hi), -np.inf)
     return _out(np.asarray(out, dtype=np.float64))

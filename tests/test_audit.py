@@ -72,7 +72,9 @@ def test_bound_arithmetic_exact_on_fake():
     r = audit(fake, PAIR, samples=10_000, confidence=0.9, rng=0, max_events=1)
     n_est = 10_000 - 1_000
     k1, k2 = round(0.6 * n_est), round(0.2 * n_est)
-    want = epsilon_lower_bound_from_counts(k1, n_est, k2, n_est, 0.1)
+    share = r.witness.numerator_share  # the error split fixed at selection
+    assert share in audit_mod._SHARES
+    want = epsilon_lower_bound_from_counts(k1, n_est, k2, n_est, 0.1, numerator_share=share)
     assert r.epsilon_lower_bound == pytest.approx(want, rel=1e-12)
     assert r.events_estimated == 1
     w = r.witness
@@ -90,7 +92,12 @@ def test_bound_arithmetic_other_direction_and_bonferroni():
     n_est = 18_000
     k_y1 = (round(0.5 * n_est), round(0.1 * n_est))  # (x2, x) counts of y = 1
     want = epsilon_lower_bound_from_counts(
-        k_y1[0], n_est, k_y1[1], n_est, 0.05 / r.events_estimated
+        k_y1[0],
+        n_est,
+        k_y1[1],
+        n_est,
+        0.05 / r.events_estimated,
+        numerator_share=r.witness.numerator_share,
     )
     assert r.epsilon_lower_bound == pytest.approx(want, rel=1e-12)
     assert r.witness.x == (1.0,) and r.witness.x2 == (0.0,)
@@ -102,7 +109,9 @@ def test_epsilon_delta_form_exact():
     fake = RateFake({0.0: 0.6, 1.0: 0.2}, epsilon=0.5, delta=0.1)
     r = audit(fake, PAIR, samples=10_000, confidence=0.9, rng=0, max_events=1)
     n_est = 9_000
-    want = epsilon_lower_bound_from_counts(5400, n_est, 1800, n_est, 0.1, delta=0.1)
+    want = epsilon_lower_bound_from_counts(
+        5400, n_est, 1800, n_est, 0.1, delta=0.1, numerator_share=r.witness.numerator_share
+    )
     assert r.delta == 0.1
     assert r.epsilon_lower_bound == pytest.approx(want, rel=1e-12)
     assert r.epsilon_lower_bound < math.log(0.5 / 0.2)

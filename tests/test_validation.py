@@ -9,7 +9,9 @@ import pytest
 
 from ldp_audit._validation import (
     check_batch,
+    check_bool,
     check_epsilon,
+    check_int,
     check_positive,
     check_probability,
     check_rng,
@@ -25,7 +27,8 @@ def test_check_epsilon_rejects(bad: object) -> None:
 
 def test_check_epsilon_inf_only_when_allowed() -> None:
     assert check_epsilon(math.inf, allow_inf=True) == math.inf
-    assert check_epsilon("0.5") == 0.5
+    assert check_epsilon(np.float32(0.5)) == 0.5
+    assert check_epsilon(np.array(2.0)) == 2.0
     with pytest.raises(InvalidParameterError, match="-inf"):
         check_epsilon(-math.inf, allow_inf=True)
 
@@ -65,3 +68,26 @@ def test_check_rng_requires_generator() -> None:
     assert isinstance(check_rng(np.random.default_rng(0)), np.random.Generator)
     with pytest.raises(InvalidParameterError, match="numpy.random.Generator"):
         check_rng(np.random.RandomState(0))
+
+
+@pytest.mark.parametrize("bad", ["1", "0.5", True, False, np.bool_(True), b"1", [1.0], None, 1j])
+@pytest.mark.parametrize("checker", [check_epsilon, check_positive, check_probability])
+def test_numbers_are_type_checked_not_coerced(checker, bad: object) -> None:
+    """'1' and True are not epsilons: every numeric helper refuses them by name and value."""
+    with pytest.raises(InvalidParameterError, match=r"param must be a real number, got"):
+        checker(bad, "param")
+
+
+def test_check_bool_refuses_truthy_strings() -> None:
+    assert check_bool(True, "float_bits") is True
+    assert check_bool(np.bool_(False), "float_bits") is False
+    for bad in ("no", "False", 0, 1, None):
+        with pytest.raises(InvalidParameterError, match=r"float_bits must be True or False"):
+            check_bool(bad, "float_bits")
+
+
+def test_check_int() -> None:
+    assert check_int(np.int64(5), "samples", minimum=1) == 5
+    for bad in (True, 5.0, "5", 0):
+        with pytest.raises(InvalidParameterError, match=r"samples must be an integer >= 1"):
+            check_int(bad, "samples", minimum=1)

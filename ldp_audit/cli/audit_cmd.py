@@ -1,19 +1,25 @@
-"""``ldp-audit audit``: a sound lower bound on a mechanism's epsilon, a verdict and a witness.
+"""``ldp-audit audit``: sound lower bounds on a mechanism's epsilon, two verdicts and witnesses.
 
-    ldp-audit audit --mechanism {laplace,prs,bitflip,rr,gaussian,MODULE:ATTR} --epsilon E
-        [--clip C] [--dim D] [--reduced-dim K] [--pairs MODULE:ATTR] [--samples N]
-        [--confidence P] [--seed S] [--json]
+    ldp-audit audit --mechanism {laplace,discrete-laplace,prs,bitflip,rr,gaussian,MODULE:ATTR}
+        [--epsilon E] [--clip C] [--sigma S] [--delta D] [--resolution G] [--dim D]
+        [--reduced-dim K] [--categories K] [--param KEY=VALUE ...] [--pairs MODULE:ATTR]
+        [--samples N] [--confidence P] [--seed S] [--no-float-bits] [--profile|--no-profile]
+        [--force] [--exact] [--json]
 
-``MODULE:ATTR`` loads a user's mechanism (an object, a class or a zero-argument factory) or
-pairs (a list of (x, x2) or a zero-argument callable returning one) from an importable module;
-the current directory is put on ``sys.path`` first. Exit codes: 0 no violation found,
-1 violation, 2 usage error. The progress bar goes to stderr; ``--json`` prints
-``AuditResult.to_dict()`` on stdout.
+``MODULE:ATTR`` loads a user's mechanism (an object, a class or a factory; ``--param key=value``
+arguments are passed to the class or factory) or pairs (a list of (x, x2) or a zero-argument
+callable returning one) from an importable module; the current directory is put on
+``sys.path`` first. A user mechanism's claim is its own ``epsilon`` (and ``delta``) attribute:
+``--epsilon`` is refused for it. Options that a mechanism does not use are refused, never
+silently ignored. Exit codes: 0 no violation found, 1 violation (either verdict), 2 usage or
+input error (including a failing user object). The progress bar goes to stderr; ``--json``
+prints ``AuditResult.to_dict()`` on stdout.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import json
 import math
@@ -21,9 +27,28 @@ import os
 import sys
 from typing import Any
 
-from ldp_audit.errors import InvalidParameterError
+from ldp_audit.errors import InvalidParameterError, LdpAuditError, UserCodeError
 
-BUILTIN = ("laplace", "prs", "bitflip", "rr", "gaussian")
+BUILTIN = ("laplace", "discrete-laplace", "prs", "bitflip", "rr", "gaussian")
+#: which of the mechanism-specific options each built-in uses (others are refused).
+_USES: dict[str, set[str]] = {
+    "laplace": {"epsilon", "clip"},
+    "discrete-laplace": {"epsilon", "clip", "resolution"},
+    "prs": {"epsilon", "clip", "reduced_dim"},
+    "bitflip": {"epsilon"},
+    "rr": {"epsilon", "categories"},
+    "gaussian": {"epsilon", "clip", "sigma", "delta"},
+}
+_OPTION = {
+    "epsilon": "--epsilon",
+    "clip": "--clip",
+    "resolution": "--resolution",
+    "reduced_dim": "--reduced-dim",
+    "categories": "--categories",
+    "sigma": "--sigma",
+    "delta": "--delta",
+    "param": "--param",
+}
 
 
 def _float(name: str, *, positive: bool = True, unit: bool = False) -> Any:
@@ -42,14 +67,19 @@ def _float(name: str, *, positive: bool = True, unit: bool = False) -> Any:
 
 
 def _int(name: str, minimum: int) -> Any:
+    """Integers >= minimum; ``1e6`` is accepted when it is a whole number."""
+
     def parse(text: str) -> int:
+        v: int | None
         try:
             v = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"{name} must be an integer >= {minimum}, got {text!r}"
-            ) from None
-        if v < minimum:
+            try:
+                f = float(text)
+                v = int(f) if math.isfinite(f) and f.is_integer() else None
+            except ValueError:
+                v = None
+        if v is None or v < minimum:
             raise argparse.ArgumentTypeError(
                 f"{name} must be an integer >= {minimum}, got {text!r}"
             )
@@ -58,39 +88,96 @@ def _int(name: str, minimum: int) -> Any:
     return parse
 
 
+def _param(text: str) -> tuple[str, Any]:
+    """``key=value``; the value is read as a JSON literal (1, 0.5, true, "x") else kept text."""
+    key, sep, raw = text.partition("=")
+    if not sep or not key.isidentifier():
+        raise argparse.ArgumentTypeError(f"--param must be KEY=VALUE, got {text!r}")
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        value = raw
+    return key, value
+
+
 def register(subparsers: Any) -> None:
     """Add the ``audit`` subcommand."""
     p = subparsers.add_parser(
         "audit",
         help="lower-bound a mechanism's epsilon (sound at the given confidence)",
         description=(
-            "Audit a mechanism's epsilon claim with a statistically sound lower bound. "
-            "Finding no violation proves nothing beyond the test's power."
+            "Audit a mechanism's epsilon claim with statistically sound lower bounds: a "
+            "distribution verdict (exact-arithmetic reading: is the maths right?) and an "
+            "implementation verdict (floating-point bits: does this binary leak?). Finding "
+            "no violation proves nothing beyond the test's power."
         ),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument(
         "--mechanism",
         required=True,
         help=f"one of {', '.join(BUILTIN)}, or MODULE:ATTR (object, class or factory)",
     )
-    p.add_argument("--epsilon", type=_float("epsilon"), help="claimed epsilon (built-ins)")
-    p.add_argument("--clip", type=_float("clip"), default=1.0, help="clip bound C (default 1)")
+    sup = argparse.SUPPRESS
+    p.add_argument(
+        "--epsilon",
+        type=_float("epsilon"),
+        default=sup,
+        help="claimed epsilon (built-ins; gaussian: calibrates sigma unless --sigma is given)",
+    )
+    p.add_argument("--clip", type=_float("clip"), default=sup, help="clip bound C (1 when omitted)")
+    p.add_argument(
+        "--sigma", type=_float("sigma"), default=sup, help="gaussian: noise standard deviation"
+    )
+    p.add_argument(
+        "--delta",
+        type=_float("delta", unit=True),
+        default=sup,
+        help="gaussian: the delta of the claim (1e-5 when omitted)",
+    )
+    p.add_argument(
+        "--resolution",
+        type=_float("resolution"),
+        default=sup,
+        help="discrete-laplace: grid step (C / (10 d) when omitted)",
+    )
     p.add_argument("--dim", type=_int("dim", 1), default=None, help="input dimension d")
-    p.add_argument("--reduced-dim", type=_int("reduced-dim", 1), default=None, help="PRS d_hat")
-    p.add_argument("--categories", type=_int("categories", 2), default=2, help="rr: k values")
-    p.add_argument("--delta", type=_float("delta", unit=True), default=1e-5, help="gaussian delta")
+    p.add_argument("--reduced-dim", type=_int("reduced-dim", 1), default=sup, help="prs: d_hat")
+    p.add_argument("--categories", type=_int("categories", 2), default=sup, help="rr: k values (2)")
+    p.add_argument(
+        "--param",
+        type=_param,
+        action="append",
+        default=sup,
+        metavar="KEY=VALUE",
+        help="MODULE:ATTR class or factory argument (repeatable; VALUE read as JSON)",
+    )
     p.add_argument("--pairs", default=None, help="MODULE:ATTR giving a list of (x, x2) pairs")
     p.add_argument(
-        "--samples", type=_int("samples", 1000), default=1_000_000, help="per input of a pair"
+        "--samples",
+        type=_int("samples", 1000),
+        default=1_000_000,
+        help="outputs per input of a pair",
     )
     p.add_argument(
         "--confidence", type=_float("confidence", unit=True), default=0.95, help="in (0, 1)"
     )
-    p.add_argument("--seed", type=_int("seed", 0), default=0, help="random seed (default 0)")
+    p.add_argument("--seed", type=_int("seed", 0), default=0, help="random seed")
     p.add_argument(
         "--no-float-bits",
         action="store_true",
-        help="do not search floating-point bit cells (audit as if in exact arithmetic)",
+        help="distribution verdict only: do not search floating-point bit cells",
+    )
+    p.add_argument(
+        "--profile",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also audit the privacy profile epsilon(delta) (default: on when delta > 0)",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="run even when the estimated time exceeds 3 hours",
     )
     p.add_argument(
         "--exact",
@@ -102,7 +189,13 @@ def register(subparsers: Any) -> None:
 
 
 def load_object(spec: str, what: str) -> Any:
-    """Import ``MODULE:ATTR`` (ATTR may be dotted) with the current directory on sys.path."""
+    """Import ``MODULE:ATTR`` (ATTR may be dotted) with the current directory on sys.path.
+
+    Raises:
+        InvalidParameterError: malformed spec, missing module or attribute.
+        UserCodeError: the module raised while being imported (a SyntaxError, an exception at
+            module level); the original is the ``__cause__``.
+    """
     if ":" not in spec:
         raise InvalidParameterError(f"{what} must be MODULE:ATTR, got {spec!r}")
     module_name, attr = spec.split(":", 1)
@@ -113,10 +206,21 @@ def load_object(spec: str, what: str) -> Any:
         sys.path.insert(0, cwd)
     try:
         obj: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise InvalidParameterError(
-            f"{what}: cannot import module {module_name!r}: {exc}"
-        ) from None
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and module_name.startswith(exc.name):
+            raise InvalidParameterError(
+                f"{what}: cannot import module {module_name!r}: {exc}"
+            ) from None
+        raise UserCodeError(
+            f"{what}: importing module {module_name!r} failed: {type(exc).__name__}: {exc}"
+        ) from exc
+    except Exception as exc:  # noqa: BLE001 - user code (SyntaxError is an Exception)
+        where = ""
+        if isinstance(exc, SyntaxError):
+            where = f" ({exc.filename}, line {exc.lineno})"
+        raise UserCodeError(
+            f"{what}: importing module {module_name!r} failed: {type(exc).__name__}: {exc}{where}"
+        ) from exc
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)
@@ -127,22 +231,42 @@ def load_object(spec: str, what: str) -> Any:
     return obj
 
 
-def _user_mechanism(spec: str) -> Any:
+def _user_mechanism(spec: str, params: dict[str, Any]) -> Any:
     obj = load_object(spec, "--mechanism")
     if isinstance(obj, type) or (callable(obj) and not hasattr(obj, "privatize")):
         try:
-            obj = obj()
+            obj = obj(**params)
         except TypeError as exc:
-            raise InvalidParameterError(
-                f"--mechanism {spec!r} must be a mechanism object or a zero-argument factory: {exc}"
-            ) from None
+            kind = (
+                "a factory accepting the --param arguments"
+                if params
+                else ("a zero-argument factory")
+            )
+            raise UserCodeError(
+                f"--mechanism {spec!r} must be a mechanism object or {kind}: {exc}"
+            ) from exc
+        except LdpAuditError:
+            raise  # already names the parameter and the value
+        except Exception as exc:  # noqa: BLE001 - user code
+            raise UserCodeError(
+                f"--mechanism {spec!r}: building the mechanism raised {type(exc).__name__}: {exc}"
+            ) from exc
+    elif params:
+        raise InvalidParameterError(
+            f"--param needs a class or factory, but --mechanism {spec!r} is an object"
+        )
     return obj
 
 
 def _user_pairs(spec: str) -> list[Any]:
     obj = load_object(spec, "--pairs")
     if callable(obj):
-        obj = obj()
+        try:
+            obj = obj()
+        except Exception as exc:  # noqa: BLE001 - user code
+            raise UserCodeError(
+                f"--pairs {spec!r}: the pairs factory raised {type(exc).__name__}: {exc}"
+            ) from exc
     try:
         return list(obj)
     except TypeError:
@@ -151,34 +275,76 @@ def _user_pairs(spec: str) -> list[Any]:
         ) from None
 
 
+def _given(args: argparse.Namespace) -> set[str]:
+    return {k for k in _OPTION if hasattr(args, k)}
+
+
 def build_mechanism(args: argparse.Namespace) -> Any:
-    """The mechanism named by ``--mechanism`` and its options."""
+    """The mechanism named by ``--mechanism`` and its options (unused options are refused)."""
+    name = args.mechanism
+    given = _given(args)
+    if name not in BUILTIN:
+        if ":" not in name:
+            close = difflib.get_close_matches(name, BUILTIN, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise InvalidParameterError(
+                f"unknown --mechanism {name!r}{hint}; built-ins: {', '.join(BUILTIN)}; or "
+                "MODULE:ATTR for your own mechanism (a non-private baseline has no claim to "
+                "audit)"
+            )
+        extra = sorted(given - {"param"})
+        if extra:
+            raise InvalidParameterError(
+                f"{', '.join(_OPTION[k] for k in extra)} cannot be used with a MODULE:ATTR "
+                "mechanism: its own epsilon (and delta) attributes are the claim; pass "
+                "arguments to its class or factory with --param KEY=VALUE"
+            )
+        return _user_mechanism(name, dict(getattr(args, "param", [])))
+    unused = sorted(given - _USES[name])
+    if unused:
+        raise InvalidParameterError(
+            f"{', '.join(_OPTION[k] for k in unused)} cannot be used with --mechanism {name} "
+            f"(it uses {', '.join(_OPTION[k] for k in sorted(_USES[name]))})"
+        )
     from ldp_audit import mechanisms as mech
 
-    name = args.mechanism
-    if name not in BUILTIN:
-        return _user_mechanism(name)
-    if args.epsilon is None:
+    clip = getattr(args, "clip", 1.0)
+    if name == "gaussian":
+        delta = getattr(args, "delta", 1e-5)
+        if hasattr(args, "sigma") == hasattr(args, "epsilon"):
+            raise InvalidParameterError(
+                "--mechanism gaussian needs exactly one of --sigma (the noise; epsilon follows "
+                "from sigma, --clip and --delta) or --epsilon (sigma is calibrated to it)"
+            )
+        if hasattr(args, "sigma"):
+            sigma = args.sigma
+        else:
+            sigma = mech.analytic_gaussian_sigma(args.epsilon, 2.0 * clip, delta)
+        return mech.Gaussian(clip=clip, noise_multiplier=sigma / clip, delta=delta)
+    if not hasattr(args, "epsilon"):
         raise InvalidParameterError(f"--epsilon is required for --mechanism {name}")
     eps = args.epsilon
     if name == "laplace":
-        return mech.Laplace(epsilon=eps, clip=args.clip)
+        return mech.Laplace(epsilon=eps, clip=clip)
+    if name == "discrete-laplace":
+        return mech.DiscreteLaplace(
+            epsilon=eps, clip=clip, resolution=getattr(args, "resolution", None)
+        )
     if name == "prs":
-        return mech.ProjectedRandomSign(epsilon=eps, clip=args.clip, reduced_dim=args.reduced_dim)
+        return mech.ProjectedRandomSign(
+            epsilon=eps, clip=clip, reduced_dim=getattr(args, "reduced_dim", None)
+        )
     if name == "bitflip":
         return mech.BitFlip(epsilon=eps)
-    if name == "rr":
-        return mech.RandomizedResponse(epsilon=eps, k=args.categories)
-    sigma = mech.analytic_gaussian_sigma(eps, 2.0 * args.clip, args.delta)
-    return mech.Gaussian(clip=args.clip, noise_multiplier=sigma / args.clip, delta=args.delta)
+    return mech.RandomizedResponse(epsilon=eps, k=getattr(args, "categories", 2))
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the audit; print the summary (or JSON); return 1 on a violation, else 0."""
-    from ldp_audit.audit import audit, default_pairs, exact_epsilon
-
     mechanism = build_mechanism(args)
     pairs = _user_pairs(args.pairs) if args.pairs else None
+    from ldp_audit.audit import audit, default_pairs, exact_epsilon
+
     if pairs is None and args.dim is not None:
         pairs = default_pairs(mechanism, args.dim)
     result = audit(
@@ -189,6 +355,8 @@ def run(args: argparse.Namespace) -> int:
         rng=args.seed,
         dim=args.dim,
         float_bits=not args.no_float_bits,
+        profile=args.profile,
+        force=args.force,
         progress=True,
     )
     exact = None
