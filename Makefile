@@ -37,7 +37,7 @@ test: $(STAMP) lint
 # 20 trials x 90,000, spread over the CPU cores (results do not depend on the worker count).
 reproduce: $(STAMP)
 	$(BIN)/ldp-audit reproduce pgc-a3c --trials 20 --max-submissions 90000 --seed 0 \
-		--out reports/pgc-a3c
+		--out reports/pgc-a3c --overwrite
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_mechanisms.py

@@ -289,13 +289,31 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--probe", type=int, default=1000, help="craft_theta probe episodes per candidate"
     )
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", default="reports/attacks", help="output directory")
+    p.add_argument(
+        "--out",
+        default=None,
+        help="output directory (default: a new runs/attack-sweep-<timestamp>; the committed "
+        "reports/attacks is rewritten only when named here with --overwrite)",
+    )
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="regenerate an earlier sweep in --out (hand-written files there are kept)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
 def run_from_args(args: argparse.Namespace) -> int:
     """Run the sweep from parsed arguments; print one line per cell; 1 if any violation."""
-    out_dir = Path(args.out)
+    from ldp_audit.rundir import check_report_dir
+
+    if args.out is None:
+        import datetime as _dt
+
+        args.out = f"runs/attack-sweep-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    out_dir = check_report_dir(
+        args.out, overwrite=args.overwrite, generated=("sweep.json", "sweep.png")
+    )  # before the sweep runs
     out_dir.mkdir(parents=True, exist_ok=True)
     doc = sweep(
         thetas=[t.strip() for t in args.thetas.split(",") if t.strip()],

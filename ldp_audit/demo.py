@@ -20,7 +20,6 @@ stderr when ``progress`` is true.
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,8 +28,9 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.rundir import write_artifact
 
-__all__ = ["DemoSettings", "DemoResult", "run_demo", "RUN_FILES"]
+__all__ = ["DemoSettings", "DemoResult", "run_demo", "default_demo_dir", "RUN_FILES"]
 
 #: Files of a run directory the demo (re)writes; only these are removed before a new demo run,
 #: so a stale ledger can never add old charges to a new run.
@@ -130,7 +130,7 @@ def _audit(run_dir: Path, settings: DemoSettings, rng: np.random.Generator, prog
         entry["mechanism"] = f"{name}, {label}"
         entry["exact_epsilon"] = exact
         entries.append(entry)
-    (run_dir / "audit.json").write_text(json.dumps(entries, indent=2, default=str))
+    write_artifact(run_dir, "audit.json", entries)
 
 
 def _attack(run_dir: Path, settings: DemoSettings, seed: int, progress: bool) -> None:
@@ -145,42 +145,65 @@ def _attack(run_dir: Path, settings: DemoSettings, seed: int, progress: bool) ->
         progress=progress,
     )
     result = score_run_dir(run_dir, pred, confidence=settings.attack_confidence)
-    (run_dir / "attack_dynamics.json").write_text(json.dumps(result.to_dict(), indent=2))
+    write_artifact(run_dir, "attack_dynamics.json", result.to_dict())
+
+
+def default_demo_dir(root: str | Path = "runs") -> Path:
+    """A fresh ``runs/demo-YYYYmmdd-HHMMSS[-k]`` folder name (never an existing one)."""
+    import datetime as _dt
+
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    base = Path(root) / f"demo-{stamp}"
+    p, k = base, 1
+    while p.exists():
+        k += 1
+        p = base.with_name(f"{base.name}-{k}")
+    return p
 
 
 def run_demo(
-    out_dir: str | Path = "runs/demo",
+    out_dir: str | Path | None = None,
     *,
     seed: int = 0,
     settings: DemoSettings | None = None,
     report_dir: str | Path | None = None,
     progress: bool = False,
+    overwrite: bool = False,
 ) -> DemoResult:
     """Train, audit, attack and report, end to end.
 
     Args:
-        out_dir: the run directory (created; the demo's own files in it are replaced).
+        out_dir: the run directory; it must not exist or be empty (a run directory is evidence
+            and is never overwritten), unless ``overwrite=True`` and it holds an earlier run.
+            Default: a fresh ``runs/demo-<timestamp>``.
         seed: the one seed everything derives from (training, audit and attack streams).
         settings: override the embedded defaults.
-        report_dir: where the report goes (default ``out_dir/report``).
+        report_dir: where the report goes (default ``out_dir/report``); must be new or empty
+            (or an earlier report with ``overwrite=True``).
         progress: tqdm progress bars on stderr.
+        overwrite: replace an earlier run (and report) at these paths.
 
     Returns:
         The run directory, the report's paths and per-stage wall-clock seconds.
     """
+    from ldp_audit.rundir import check_new_dir
+
     seed = _check_seed(seed)
     s = settings or DemoSettings()
     if not isinstance(s, DemoSettings):
         raise InvalidParameterError(f"settings must be a DemoSettings, got {type(s).__name__}")
+    if not isinstance(overwrite, bool):
+        raise InvalidParameterError(f"overwrite must be a bool, got {overwrite!r}")
+    if out_dir is None:
+        out_dir = default_demo_dir()
     run_dir = Path(out_dir)
     if run_dir.exists() and not run_dir.is_dir():
         raise InvalidParameterError(f"out_dir must be a directory, got file {str(run_dir)!r}")
-    run_dir.mkdir(parents=True, exist_ok=True)
-    for name in RUN_FILES:
-        (run_dir / name).unlink(missing_ok=True)
+    # every output path is checked before any work starts
+    check_new_dir(run_dir, name="out_dir", overwrite=overwrite)
     rep_dir = Path(report_dir) if report_dir is not None else run_dir / "report"
-    if rep_dir.is_dir() and (rep_dir / "index.html").is_file():
-        shutil.rmtree(rep_dir / "figures", ignore_errors=True)
+    if report_dir is not None:
+        check_new_dir(rep_dir, name="report_dir", overwrite=overwrite)
 
     # training runs from `seed` itself (its config.json records it); the audit and the attack
     # get independent streams under a spawn key of their own, disjoint from the trainer's
@@ -203,7 +226,13 @@ def run_demo(
             n_agents=s.n_agents,
             max_submissions=s.max_submissions,
         )
-        train(cfg, seed=seed, run_dir=run_dir, progress=progress)
+        train(
+            cfg,
+            seed=seed,
+            run_dir=run_dir,
+            progress=progress,
+            run_mode="overwrite" if overwrite else "new",
+        )
         seconds["train"] = time.perf_counter() - t
         if bar is not None:
             bar.update(1)
@@ -226,7 +255,7 @@ def run_demo(
         _stage(bar, "demo: writing the report")
         from ldp_audit.report import write_report
 
-        paths = write_report(run_dir, rep_dir)
+        paths = write_report(run_dir, rep_dir, overwrite=overwrite)
         seconds["report"] = time.perf_counter() - t
         if bar is not None:
             bar.update(1)

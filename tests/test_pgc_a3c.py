@@ -126,10 +126,12 @@ def test_config_validation_and_defaults():
 def test_raw_gradient_cannot_reach_the_aggregator():
     agg = Aggregator(np.zeros((1, DIM)), 0.5, 1)
     raw = np.ones((1, DIM))
-    with pytest.raises(TypeError, match="PrivateReport"):
+    with pytest.raises(TypeError, match="SealedRelease"):
         agg.receive(raw)
-    with pytest.raises(TypeError, match="privatize_reports"):
-        PrivateReport(raw, np.array([0]), np.array([0]), 1.0, seal=object())
+    with pytest.raises(TypeError, match="ldp_audit.release"):
+        PrivateReport(
+            raw, meta={}, epsilon=1.0, delta=0.0, event=None, agent_ids=("0/0",), seal=object()
+        )
     np.testing.assert_array_equal(agg.theta, 0.0)
 
     from ldp_audit.mechanisms import Laplace

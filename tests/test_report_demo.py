@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ldp_audit.errors import InvalidParameterError
+from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 
 pytest.importorskip("ldp_audit.training.pgc_a3c")
 pytest.importorskip("ldp_audit.audit")
@@ -49,8 +49,13 @@ def test_demo_end_to_end_and_rerun_does_not_double_charge(tmp_path: Path) -> Non
     assert first_agents == report["ledger"]["agents_in_transcript"] > 0
     assert report["ledger"]["basic"]["max"] == pytest.approx(5.0)
 
-    # a second demo into the same directory starts a fresh ledger: no stale charges
-    res2 = run_demo(out, seed=1, settings=TINY)
+    # a second demo into the same directory is refused: the first run is evidence
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    with pytest.raises(RunDirectoryError, match="already exists and is not empty"):
+        run_demo(out, seed=1, settings=TINY)
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+    # --overwrite replaces it whole: a fresh ledger, no stale charges, no stale artefacts
+    res2 = run_demo(out, seed=1, settings=TINY, overwrite=True)
     report2 = json.loads(res2.report["json"].read_text())
     assert report2["ledger"]["agents"] == first_agents
     assert report2["ledger"]["basic"]["max"] == pytest.approx(5.0)

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from ldp_audit.errors import InvalidParameterError
+from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 from ldp_audit.training import reproduce
 
 
@@ -135,7 +135,10 @@ def test_notes_are_included_and_comparison_flags(tmp_path):
     assert "argmax pi (the paper as printed)" in readme and "ablation" not in readme
     assert "--no-stop-at-target" not in readme.split("\n")[2]
     res["config"]["acting"], res["config"]["stop_at_target"] = "sample", False
-    reproduce.write_report(res, tmp_path)
+    with pytest.raises(RunDirectoryError, match="already holds a report"):
+        reproduce.write_report(res, tmp_path)
+    reproduce.write_report(res, tmp_path, overwrite=True)
+    assert (tmp_path / "notes.md").read_text().endswith("Hand-written.\n")
     readme = (tmp_path / "README.md").read_text()
     assert "sampled from pi (**an ablation, not the paper as printed**)" in readme
     assert "--no-stop-at-target" in readme and "--acting sample" in readme

@@ -65,6 +65,7 @@ import numpy as np
 
 from ldp_audit._validation import check_epsilon, check_positive, check_rng
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.release import ReleaseRequest, SealedRelease, release_many, require_sealed
 from ldp_audit.training._kernels import (
     act_and_record,
     aggregate,
@@ -761,41 +762,9 @@ def episode_gradients(
 # Trust boundary: agent-side privatisation (Algorithms 2-3) and the aggregator (eq. 22)
 # ==============================================================================================
 
-_REPORT_SEAL = object()
-
-
-class PrivateReport:
-    """A batch of privatised reports: the only thing the aggregator accepts.
-
-    Only :func:`privatize_reports` constructs one (it holds a module-private seal), after the
-    accountant charged every agent in it; the noisy array is read-only. A raw gradient (an
-    ndarray, or anything else) handed to :meth:`Aggregator.receive` is refused.
-    """
-
-    __slots__ = ("_noisy", "trial", "agent", "epsilon", "_sealed")
-
-    def __init__(
-        self, noisy: np.ndarray, trial: np.ndarray, agent: np.ndarray, epsilon: float, *, seal: Any
-    ) -> None:
-        if seal is not _REPORT_SEAL:
-            raise TypeError(
-                "PrivateReport is created only by privatize_reports (agent side, after the charge)"
-            )
-        arr = np.array(noisy, dtype=np.float64, copy=True)
-        arr.flags.writeable = False
-        self._noisy = arr
-        self.trial = np.asarray(trial, dtype=np.int64)
-        self.agent = np.asarray(agent, dtype=np.int64)
-        self.epsilon = float(epsilon)
-        self._sealed = True
-
-    @property
-    def noisy(self) -> np.ndarray:
-        """(n, 112) read-only privatised reports."""
-        return self._noisy
-
-    def __len__(self) -> int:
-        return int(self._noisy.shape[0])
+# The release path itself lives in the core (ldp_audit.release): charge durably, randomise,
+# seal. PGC-A3C only adds its eq. 19 clip for the ``none`` baseline and its (trial, agent) ids.
+PrivateReport = SealedRelease  # the PGC-A3C name of a sealed batch of reports
 
 
 def _runs(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -824,54 +793,71 @@ def privatize_reports(
     rng: np.random.Generator,
     clip: float | None = None,
     event: Any = None,
-) -> PrivateReport:
+) -> SealedRelease:
     """Agent side: charge the ledger, then randomise, then release (Algorithm 1, step 3).
 
-    The accountant is charged for every row *before* any noise is drawn or anything released;
-    if the charge raises (e.g. :class:`~ldp_audit.errors.BudgetExceeded`) or the mechanism
-    raises, no report exists and nothing reaches the aggregator.
+    A thin layer over :func:`ldp_audit.release.release`: the accountant is charged for every row
+    *before* any noise is drawn; if the charge raises (e.g.
+    :class:`~ldp_audit.errors.BudgetExceeded`) or the mechanism raises, nothing is released.
 
     Args:
         grads: (n, 112) raw gradients (never leave this function).
         mechanism: per-submission mechanism (``privatize(x, rng)`` and ``epsilon``).
         accountant: ``ldp_audit.accountant.Accountant`` (``charge_many``).
         agent_ids: ledger agent id per row ("<trial>/<agent>").
-        trial, agent: (n,) ids carried with the report.
+        trial, agent: (n,) ids carried with the report (``rel.trial``, ``rel.agent``).
         rng: noise generator.
         clip: if given, rows are clipped to L1 norm clip/2 first (eq. 19; the ``none`` baseline,
             whose mechanism adds no noise).
         event: the ledger event of one report (default ``event_for(mechanism)``).
     """
-    group = dict(
-        grads=grads,
+    return release_many(
+        [_request(grads, mechanism, agent_ids, trial, agent, rng, clip, event)],
+        accountant=accountant,
+    )[0]
+
+
+def _request(
+    grads: np.ndarray,
+    mechanism: Any,
+    agent_ids: Sequence[str],
+    trial: np.ndarray,
+    agent: np.ndarray,
+    rng: np.random.Generator,
+    clip: float | None,
+    event: Any,
+) -> ReleaseRequest:
+    return ReleaseRequest(
+        values=grads,
         mechanism=mechanism,
         agent_ids=agent_ids,
-        trial=trial,
-        agent=agent,
         rng=rng,
-        clip=clip,
         event=event,
+        preprocess=None if clip is None else (lambda g, b=clip / 2.0: _clip_l1(g, b)),
+        meta={
+            "trial": np.asarray(trial, dtype=np.int64),
+            "agent": np.asarray(agent, dtype=np.int64),
+        },
     )
-    return _privatize_groups([group], accountant)[0]
 
 
-def _privatize_groups(groups: list[dict[str, Any]], accountant: Any) -> list[PrivateReport]:
+def _privatize_groups(groups: list[dict[str, Any]], accountant: Any) -> list[SealedRelease]:
     """:func:`privatize_reports` for several groups (mechanisms) with ONE ledger transaction:
     every row of every group is charged before any group draws noise."""
-    charges = []
-    for gr in groups:
-        ev = gr["event"] if gr["event"] is not None else _accountant_api()[2](gr["mechanism"])
-        charges.extend((a, ev) for a in gr["agent_ids"])
-    accountant.charge_many(charges)  # durable, before release
-    out = []
-    for gr in groups:
-        g, clip, mech = gr["grads"], gr["clip"], gr["mechanism"]
-        x = g if clip is None else _clip_l1(g, clip / 2.0)
-        noisy = mech.privatize(x, gr["rng"])
-        out.append(
-            PrivateReport(noisy, gr["trial"], gr["agent"], float(mech.epsilon), seal=_REPORT_SEAL)
+    reqs = [
+        _request(
+            gr["grads"],
+            gr["mechanism"],
+            gr["agent_ids"],
+            gr["trial"],
+            gr["agent"],
+            gr["rng"],
+            gr["clip"],
+            gr["event"],
         )
-    return out
+        for gr in groups
+    ]
+    return release_many(reqs, accountant=accountant)
 
 
 class Aggregator:
@@ -894,11 +880,7 @@ class Aggregator:
         """Apply batches of reports in row order (rows of one trial contiguous, in arrival
         order; different reports must concern different trials)."""
         for report in reports:
-            if type(report) is not PrivateReport or not getattr(report, "_sealed", False):
-                raise TypeError(
-                    f"the aggregator accepts only PrivateReport objects from privatize_reports, "
-                    f"got {type(report).__name__}"
-                )
+            require_sealed(report, "the aggregator")
         if not reports:
             return
         if len(reports) == 1:
@@ -1379,6 +1361,7 @@ def train_grid(
     progress: bool | None = None,
     transcript: bool | None = None,
     workers: int = 1,
+    run_mode: str = "new",
     _sink: Any = None,
 ) -> list[TrainResult]:
     """Run several configs (e.g. the 10 settings of Tables 1-3) in ONE lock-step batch.
@@ -1402,6 +1385,10 @@ def train_grid(
             dealt round-robin). The results are exactly those of ``workers=1``: a config's run
             never depends on the configs beside it. ``env_steps`` of every result is then the
             total over all workers. Not with ``ledgers`` (ledger objects stay in this process).
+        run_mode: for ``run_dirs``: "new" (default; each path must not exist or be empty: a run
+            directory is evidence and is never overwritten or appended to), "overwrite"
+            (replace an earlier run), "resume" (same config and seed as the run there: rerun it
+            from its seed, charging the same ledger, whose earlier charges keep counting).
 
     Returns:
         One :class:`TrainResult` per config, in order.
@@ -1419,12 +1406,27 @@ def train_grid(
     if len(dirs) != n:
         raise InvalidParameterError(f"run_dirs must have one entry per config ({n})")
     workers = _check_int(workers, "workers", 1)
+    from ldp_audit.rundir import check_new_dir
+    from ldp_audit.training import run_dir as rd
+
+    if run_mode not in ("new", "overwrite", "resume"):
+        raise InvalidParameterError(
+            f"run_mode must be 'new', 'overwrite' or 'resume', got {run_mode!r}"
+        )
+    given = [d for d in dirs if d is not None]
+    if len({str(Path(d).resolve()) for d in given}) != len(given):
+        raise InvalidParameterError("run_dirs must be distinct paths")
+    if run_mode != "resume":
+        for d in given:  # every output path is checked before any work
+            check_new_dir(d, name="run_dir", overwrite=(run_mode == "overwrite"))
     if workers > 1 and n > 1:
         if ledgers is not None:
             raise InvalidParameterError("workers > 1 cannot take ledger objects; use run_dirs")
-        return _train_grid_parallel(configs, seeds, dirs, progress, transcript, workers)
-    from ldp_audit.training import run_dir as rd
-
+        return _train_grid_parallel(configs, seeds, dirs, progress, transcript, workers, run_mode)
+    writers = [
+        None if d is None else rd.open_writer(d, c, s, mode=run_mode)
+        for d, c, s in zip(dirs, configs, seeds, strict=True)
+    ]
     accountants = []
     durable = any(d is not None for d in dirs) or (
         ledgers is not None and any(x is not None for x in ledgers)
@@ -1434,8 +1436,8 @@ def train_grid(
         accountants = [_make_accountant(None, None)] * n
     for i, c in enumerate(configs if not accountants else ()):
         led = ledgers[i] if ledgers is not None else None
-        if led is None and dirs[i] is not None:
-            led = rd.open_ledger(dirs[i])
+        if led is None and writers[i] is not None:
+            led = writers[i].open_ledger()
         accountants.append(_make_accountant(led, c.budget))
     record = [(d is not None) if transcript is None else bool(transcript) for d in dirs]
     t0 = time.perf_counter()
@@ -1451,13 +1453,21 @@ def train_grid(
         )
     try:
         engine.run(bar if _sink is None else _sink)
+    except BaseException:
+        # Ctrl-C or a failure (BudgetExceeded included): the ledger already holds every charge
+        # made (charged-but-not-released rows are the safe direction); mark each run folder so
+        # no reader takes it for a finished run.
+        for w in writers:
+            if w is not None:
+                w.finish(status="interrupted")
+        raise
     finally:
         if bar is not None:
             bar.close()
     results = engine.results(time.perf_counter() - t0)
-    for d, res in zip(dirs, results, strict=True):
-        if d is not None:
-            rd.write_run(d, res)
+    for w, res in zip(writers, results, strict=True):
+        if w is not None:
+            rd.write_run(w, res)
     return results
 
 
@@ -1468,6 +1478,7 @@ def _grid_worker(
     seeds: list[int],
     dirs: list[Any],
     transcript: bool | None,
+    run_mode: str = "new",
 ) -> None:
     """One process of :func:`_train_grid_parallel`: runs its configs, reports progress and
     results (or the exception) through ``queue``."""
@@ -1485,7 +1496,13 @@ def _grid_worker(
                     self.pending, self.last = 0, now
 
         res = train_grid(
-            configs, seed=seeds, run_dirs=dirs, progress=False, transcript=transcript, _sink=_Sink()
+            configs,
+            seed=seeds,
+            run_dirs=dirs,
+            progress=False,
+            transcript=transcript,
+            run_mode=run_mode,
+            _sink=_Sink(),
         )
         queue.put(("done", idx, res))
     except BaseException as exc:  # noqa: BLE001 - forwarded to the parent, which re-raises
@@ -1501,6 +1518,7 @@ def _train_grid_parallel(
     progress: bool | None,
     transcript: bool | None,
     workers: int,
+    run_mode: str = "new",
 ) -> list[TrainResult]:
     import multiprocessing as mp
     import queue as queue_mod
@@ -1522,6 +1540,7 @@ def _train_grid_parallel(
                 [seeds[i] for i in idx],
                 [dirs[i] for i in idx],
                 transcript,
+                run_mode,
             ),
             daemon=True,
         )
@@ -1581,6 +1600,7 @@ def train(
     ledger: Any = None,
     progress: bool | None = None,
     transcript: bool | None = None,
+    run_mode: str = "new",
 ) -> TrainResult:
     """Train PGC-A3C (Algorithm 1) for ``cfg.trials`` independent trials in lock-step.
 
@@ -1593,6 +1613,8 @@ def train(
             else in memory).
         progress: tqdm bar on stderr.
         transcript: record what crossed the trust boundary (default: when run_dir is given).
+        run_mode: "new" (run_dir must not exist or be empty), "overwrite" or "resume" (see
+            :func:`train_grid`).
 
     Returns:
         :class:`TrainResult`.
@@ -1606,4 +1628,5 @@ def train(
         ledgers=[ledger],
         progress=progress,
         transcript=transcript,
+        run_mode=run_mode,
     )[0]

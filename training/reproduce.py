@@ -708,14 +708,21 @@ def _num(v: Any) -> str:
     return f"{v:.4g}" if isinstance(v, float) else str(v)
 
 
-def write_report(results: dict[str, Any], out_dir: str | os.PathLike[str]) -> list[Path]:
+def write_report(
+    results: dict[str, Any], out_dir: str | os.PathLike[str], *, overwrite: bool = False
+) -> list[Path]:
     """Write results.json, tables.md, figure2.png, figure3.png and README.md into ``out_dir``.
 
-    A hand-written ``notes.md`` already in ``out_dir`` is appended to the README.
+    ``out_dir`` must be new or empty; an earlier report there (results.json) is regenerated only
+    with ``overwrite=True``. A hand-written ``notes.md`` already in ``out_dir`` is kept and
+    appended to the README.
 
     Returns:
         The paths written.
     """
+    from ldp_audit.rundir import check_report_dir
+
+    check_report_dir(out_dir, overwrite=overwrite)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     results = dict(results)

@@ -19,22 +19,21 @@ Attacks and reports read through :func:`read_transcript`, :func:`read_secrets`,
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
-import math
-import os
-import platform
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ldp_audit.errors import RunDirectoryError
+from ldp_audit.rundir import RunWriter, json_number, read_npz
+from ldp_audit.rundir import read_config as _read_config
 
 __all__ = [
     "TRANSCRIPT_KEYS",
     "SECRET_KEYS",
     "open_ledger",
+    "open_writer",
     "write_run",
     "read_config",
     "read_transcript",
@@ -60,87 +59,61 @@ _REQUIRED_TRANSCRIPT = ("trial", "agent", "submission", "theta_index", "report",
 SECRET_KEYS = ("gravity", "gradient")
 
 
-def _dir(path: str | Path, *, create: bool = False) -> Path:
+def _dir(path: str | Path) -> Path:
     p = Path(path)
-    if create:
-        p.mkdir(parents=True, exist_ok=True)
-    elif not p.is_dir():
+    if not p.is_dir():
         raise RunDirectoryError(f"run_dir must be an existing directory, got {str(p)!r}")
     return p
 
 
-def open_ledger(path: str | Path) -> Any:
-    """The run's ``ledger.sqlite`` as an ``ldp_audit.accountant.Ledger`` (created if missing)."""
+def open_writer(path: str | Path, cfg: Any, seed: int, *, mode: str = "new") -> RunWriter:
+    """Start a PGC-A3C run directory (config.json now; ledger, outputs and manifest later).
+
+    ``mode``: "new" (the path must not exist or be empty), "overwrite", "resume"
+    (:class:`ldp_audit.rundir.RunWriter`).
+    """
+    return RunWriter(
+        path,
+        algorithm="pgc-a3c",
+        config=cfg.to_dict(),
+        seed=int(seed),
+        mechanism=cfg.make_mechanism().to_config(),
+        mode=mode,
+    )
+
+
+def open_ledger(path: str | Path | RunWriter) -> Any:
+    """The run's ``ledger.sqlite`` as an ``ldp_audit.accountant.Ledger``."""
+    if isinstance(path, RunWriter):
+        return path.open_ledger()
     from ldp_audit.accountant.ledger import Ledger
 
-    return Ledger(str(_dir(path, create=True) / "ledger.sqlite"))
+    p = Path(path)
+    p.mkdir(parents=True, exist_ok=True)
+    return Ledger(str(p / "ledger.sqlite"))
 
 
-def _versions() -> dict[str, str]:
-    import gymnasium
-    import scipy
-
-    import ldp_audit
-
-    return {
-        "ldp_audit": getattr(ldp_audit, "__version__", "unknown"),
-        "numpy": np.__version__,
-        "scipy": scipy.__version__,
-        "gymnasium": gymnasium.__version__,
-        "python": platform.python_version(),
-    }
-
-
-def _atomic_json(path: Path, obj: Any) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=1, allow_nan=False))
-    os.replace(tmp, path)
-
-
-def _atomic_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    tmp = path.with_name(path.name + ".tmp.npz")
-    np.savez_compressed(tmp, **arrays)
-    os.replace(tmp, path)
-
-
-def _json_num(v: float) -> float | str | None:
-    if math.isnan(v):
-        return None
-    if math.isinf(v):
-        return "inf" if v > 0 else "-inf"
-    return float(v)
-
-
-def write_run(path: str | Path, result: Any) -> Path:
-    """Write config.json, transcript.npz, secrets.npz, metrics.json and model.npz of ``result``.
+def write_run(path: str | Path | RunWriter, result: Any, *, status: str = "complete") -> Path:
+    """Write transcript.npz, secrets.npz, metrics.json and model.npz of ``result``, then the
+    manifest. ``path`` is the :class:`RunWriter` the run was started with (a plain path starts a
+    new run directory, which must not exist or be empty).
 
     The ledger (ledger.sqlite) is written by the accountant during training.
     """
     from ldp_audit.training.metrics import first_success_time
 
-    p = _dir(path, create=True)
     cfg = result.config
-    _atomic_json(
-        p / "config.json",
-        {
-            "algorithm": "pgc-a3c",
-            "config": cfg.to_dict(),
-            "mechanism": cfg.make_mechanism().to_config(),
-            "seed": int(result.seed),
-            "versions": _versions(),
-            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(),
-        },
-    )
+    w = path if isinstance(path, RunWriter) else open_writer(path, cfg, result.seed)
     if result.transcript is not None:
-        _atomic_npz(p / "transcript.npz", result.transcript)
-        _atomic_npz(p / "secrets.npz", result.secrets)
+        w.write_npz("transcript.npz", result.transcript)
+        w.write_npz("secrets.npz", result.secrets)
     zeta = np.asarray(result.zeta)
     fst = np.atleast_1d(first_success_time(zeta, cfg.target_score, cfg.window))
-    _atomic_json(
-        p / "metrics.json",
+    w.write_json(
+        "metrics.json",
         {
             "zeta": [z[: int(n)].tolist() for z, n in zip(zeta, result.submissions, strict=True)],
-            "fst": [_json_num(float(f)) for f in fst],
+            "fst": [json_number(float(f)) for f in fst],
             "submissions": [int(n) for n in result.submissions],
             "stopped_at_target": [bool(b) for b in result.stopped_at_target],
             "max_submissions": int(cfg.max_submissions),
@@ -151,33 +124,18 @@ def write_run(path: str | Path, result: Any) -> Path:
             "privacy": result.privacy,
         },
     )
-    _atomic_npz(p / "model.npz", {"theta": np.asarray(result.theta)})
-    return p
+    w.write_npz("model.npz", {"theta": np.asarray(result.theta)})
+    w.finish(status=status)
+    return w.path
 
 
 def read_config(path: str | Path) -> dict[str, Any]:
     """config.json as a dict (``config`` rebuilds with ``PgcA3cConfig.from_dict``)."""
-    f = _dir(path) / "config.json"
-    try:
-        d = json.loads(f.read_text())
-    except (OSError, ValueError) as exc:
-        raise RunDirectoryError(f"cannot read {f}: {exc}") from None
-    for k in ("algorithm", "config", "mechanism", "seed"):
-        if k not in d:
-            raise RunDirectoryError(f"{f} lacks the key {k!r}")
-    return d
+    return _read_config(path)
 
 
 def _read_npz(f: Path, required: tuple[str, ...]) -> dict[str, np.ndarray]:
-    try:
-        with np.load(f, allow_pickle=False) as z:
-            out = {k: z[k] for k in z.files}
-    except (OSError, ValueError) as exc:
-        raise RunDirectoryError(f"cannot read {f}: {exc}") from None
-    missing = [k for k in required if k not in out]
-    if missing:
-        raise RunDirectoryError(f"{f} lacks the arrays {missing}")
-    return out
+    return read_npz(f.parent, f.name, required)
 
 
 def read_transcript(path: str | Path) -> dict[str, np.ndarray]:

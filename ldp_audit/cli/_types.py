@@ -35,3 +35,83 @@ def epsilon_or_inf(text: str) -> float:
     if math.isnan(v) or v <= 0:
         raise argparse.ArgumentTypeError(f"epsilon must be > 0 (or inf), got {text!r}")
     return v
+
+
+# ----------------------------------------------------------------------------------------------
+# Output folders: the run-directory contract (ldp_audit.rundir) as command-line options
+# ----------------------------------------------------------------------------------------------
+
+
+def add_run_mode_arguments(p: argparse.ArgumentParser) -> None:
+    """``--overwrite`` / ``--resume`` (mutually exclusive) for a command writing a run."""
+    g = p.add_mutually_exclusive_group()
+    g.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an earlier run at --out (never merged with it)",
+    )
+    g.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue an interrupted run at --out: same config and seed (checked), same "
+        "ledger (its charges keep counting)",
+    )
+
+
+def run_mode(args: argparse.Namespace) -> str:
+    """ "new", "overwrite" or "resume" from ``--overwrite`` / ``--resume``."""
+    if getattr(args, "resume", False):
+        return "resume"
+    return "overwrite" if getattr(args, "overwrite", False) else "new"
+
+
+def check_out_for_mode(out: str | None, mode: str) -> None:
+    """Check a run's output folder before any work (raises RunDirectoryError)."""
+    from ldp_audit.errors import InvalidParameterError
+    from ldp_audit.rundir import check_new_dir, is_run_dir
+
+    if out is None:
+        if mode != "new":
+            raise InvalidParameterError(f"--{mode} needs --out RUN_DIR")
+        return
+    if mode == "resume":
+        if not is_run_dir(out):
+            from ldp_audit.errors import RunDirectoryError
+
+            raise RunDirectoryError(f"--resume: {out!r} is not a run directory (no config.json)")
+        return
+    check_new_dir(out, name="--out", overwrite=(mode == "overwrite"))
+
+
+def check_workers(workers: int) -> int:
+    """Refuse a worker count far above this machine's cores (4x)."""
+    import os
+
+    from ldp_audit.errors import InvalidParameterError
+
+    cores = os.cpu_count() or 1
+    if workers > 4 * cores:
+        raise InvalidParameterError(
+            f"--workers must be <= {4 * cores} (4 x the {cores} CPU cores here), got {workers}"
+        )
+    return workers
+
+
+def timestamped_dir(prefix: str) -> str:
+    """A new folder name ``PREFIX-YYYYmmdd-HHMMSS[-k]`` that does not exist yet."""
+    import datetime as _dt
+    from pathlib import Path
+
+    base = f"{prefix}-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    p, k = base, 1
+    while Path(p).exists():
+        k += 1
+        p = f"{base}-{k}"
+    return p
+
+
+def check_report_out(out: str, *, overwrite: bool) -> None:
+    """:func:`ldp_audit.rundir.check_report_dir` for a reproduction's ``--out``."""
+    from ldp_audit.rundir import check_report_dir
+
+    check_report_dir(out, overwrite=overwrite)

@@ -57,8 +57,13 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=_nonneg_int, default=0)
     p.add_argument("--confidence", type=float, default=0.95)
     p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
-    p.add_argument("--out", default=None, help="also write the JSON result to this file")
-    p.add_argument("--plot", default=None, help="write a PNG of the result to this file")
+    p.add_argument("--out", default=None, help="also write the JSON result to this (new) file")
+    p.add_argument("--plot", default=None, help="write a PNG of the result to this (new) file")
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an existing --out/--plot file (or the run's attack_*.json artefact)",
+    )
 
 
 def register(subparsers: Any) -> None:
@@ -97,7 +102,17 @@ def register(subparsers: Any) -> None:
     _common(m)
     m.add_argument("--canaries", type=_positive_int, default=200)
     m.add_argument("--canary-gravity", type=float, default=12.0)
-    m.add_argument("--run-dir", default=None, help="where the run is written (default: temp)")
+    m.add_argument(
+        "--canary-run-dir",
+        default=None,
+        help="where the canary training run is written (a new folder; default: a temporary "
+        "one, deleted afterwards)",
+    )
+    m.add_argument(
+        "--run-dir",
+        default=None,
+        help="score an existing run trained with canaries (read only; results go to --out)",
+    )
     m.set_defaults(func=_membership, agents=400, shadow=400)
 
     s = sub.add_parser(
@@ -133,19 +148,34 @@ def _theta(args: argparse.Namespace, rng: Any) -> tuple[Any, dict[str, Any]]:
     return broadcast_theta("init", rng)
 
 
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Every output path is checked before the attack runs."""
+    from ldp_audit.rundir import check_new_file
+
+    if args.out:
+        check_new_file(args.out, name="--out", overwrite=args.overwrite)
+    if args.plot:
+        check_new_file(args.plot, name="--plot", overwrite=args.overwrite)
+    if args.out and args.plot and Path(args.out).resolve() == Path(args.plot).resolve():
+        from ldp_audit.errors import InvalidParameterError
+
+        raise InvalidParameterError(f"--out and --plot must differ, both are {args.out!r}")
+
+
 def _emit(args: argparse.Namespace, result: Any, info: dict[str, Any] | None = None) -> int:
+    from ldp_audit.rundir import to_jsonable
+
     d = result.to_dict()
     if info:
         d["extra"]["theta_info"] = {
             k: v for k, v in info.items() if k in ("theta", "source", "chosen")
         }
     if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(d, indent=1))
+        Path(args.out).write_text(json.dumps(to_jsonable(d), indent=1, allow_nan=False))
     if args.plot:
         _plot(result, args.plot)
     if args.json:
-        print(json.dumps(d, indent=1))
+        print(json.dumps(to_jsonable(d), indent=1, allow_nan=False))
     else:
         print(result.summary())
     return 1 if result.violation else 0
@@ -186,8 +216,24 @@ def _dynamics(args: argparse.Namespace) -> int:
     import numpy as np
 
     from ldp_audit.attacks import dynamics as D
+    from ldp_audit.rundir import is_run_dir, write_artifact
 
+    _check_outputs(args)
     if args.run_dir:
+        if not is_run_dir(args.run_dir):
+            from ldp_audit.errors import RunDirectoryError
+
+            raise RunDirectoryError(
+                f"--run-dir {args.run_dir!r} is not a run directory (no config.json)"
+            )
+        target = Path(args.run_dir) / "attack_dynamics.json"
+        if target.exists() and not args.overwrite and not args.out:
+            from ldp_audit.errors import RunDirectoryError
+
+            raise RunDirectoryError(
+                f"{target} already exists; write this result elsewhere with --out FILE, or "
+                f"pass --overwrite to replace it"
+            )
         pred = D.attack_run_dir(
             args.run_dir,
             n_shadow=args.shadow,
@@ -196,9 +242,10 @@ def _dynamics(args: argparse.Namespace) -> int:
             progress=sys.stderr.isatty(),
         )
         res = D.score_run_dir(args.run_dir, pred, confidence=args.confidence)
-        # docs/interfaces.md: RUN_DIR/attack_*.json holds AttackResult.to_dict() per attack
-        target = Path(args.run_dir) / "attack_dynamics.json"
-        target.write_text(json.dumps(res.to_dict(), indent=1))
+        # docs/interfaces.md: RUN_DIR/attack_dynamics.json is the run's one named artefact for
+        # this attack; with --out the result goes there and the run is left untouched
+        if not args.out:
+            write_artifact(args.run_dir, "attack_dynamics.json", res.to_dict(), overwrite=True)
         return _emit(args, res)
     rng = np.random.default_rng(args.seed)
     theta_rng, attack_rng = rng.spawn(2)
@@ -235,7 +282,18 @@ def _membership(args: argparse.Namespace) -> int:
     import numpy as np
 
     from ldp_audit.attacks import membership as M
+    from ldp_audit.errors import InvalidParameterError
+    from ldp_audit.rundir import check_new_dir
 
+    _check_outputs(args)
+    if args.run_dir is not None:
+        return _membership_of_run(args)
+    if args.canaries > args.agents:
+        raise InvalidParameterError(
+            f"--canaries must be <= --agents ({args.agents}), got {args.canaries}"
+        )
+    if args.canary_run_dir is not None:
+        check_new_dir(args.canary_run_dir, name="--canary-run-dir")
     rng = np.random.default_rng(args.seed)
     theta_rng, run_rng = rng.spawn(2)
     theta, info = _theta(args, theta_rng)
@@ -243,12 +301,12 @@ def _membership(args: argparse.Namespace) -> int:
     trainer = M.FixedThetaTrainer(theta=theta, mechanism=mech, reports_per_agent=args.reports)
     scorer = M.TranscriptScorer(canary_gravity=args.canary_gravity, n_shadow=args.shadow)
     with tempfile.TemporaryDirectory() as tmp:
-        run_dir = Path(args.run_dir) if args.run_dir else Path(tmp)
+        run_dir = Path(args.canary_run_dir) if args.canary_run_dir else Path(tmp) / "run"
         res = M.run(
             trainer,
             run_dir=run_dir,
             mechanism=mech,
-            n_agents=max(args.agents, args.canaries),
+            n_agents=args.agents,
             n_canaries=args.canaries,
             canary_gravity=args.canary_gravity,
             scorer=scorer,
@@ -256,6 +314,33 @@ def _membership(args: argparse.Namespace) -> int:
             confidence=args.confidence,
         )
     return _emit(args, res, info)
+
+
+def _membership_of_run(args: argparse.Namespace) -> int:
+    """Score the canaries planted at training time in an existing run (read only)."""
+    from ldp_audit.errors import RunDirectoryError
+    from ldp_audit.rundir import is_run_dir, read_config
+
+    if not is_run_dir(args.run_dir):
+        raise RunDirectoryError(f"--run-dir {args.run_dir!r} is not a run directory")
+    algo = read_config(args.run_dir)["algorithm"]
+    scorer = _RUN_SCORERS.get(algo)
+    if scorer is None:
+        raise RunDirectoryError(
+            f"--run-dir {args.run_dir!r} is a {algo!r} run; one-run membership scoring of an "
+            f"existing run is available for {sorted(_RUN_SCORERS) or 'no algorithm yet'} "
+            f"(without --run-dir, this command trains its own canary run)"
+        )
+    import importlib
+
+    mod, fn = scorer.split(":")
+    res = getattr(importlib.import_module(mod), fn)(args)
+    return _emit(args, res)
+
+
+#: algorithm -> "module:function(args) -> AttackResult" scoring canaries of an existing run.
+#: Trainers that plant canaries at training time register here.
+_RUN_SCORERS: dict[str, str] = {}
 
 
 def _sweep(args: argparse.Namespace) -> int:

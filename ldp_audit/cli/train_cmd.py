@@ -18,7 +18,16 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit.cli._types import epsilon_or_inf, int_at_least
+from ldp_audit.cli._types import (
+    add_run_mode_arguments,
+    check_out_for_mode,
+    check_report_out,
+    check_workers,
+    epsilon_or_inf,
+    int_at_least,
+    run_mode,
+    timestamped_dir,
+)
 from ldp_audit.errors import InvalidParameterError
 
 _MECHANISMS = ("laplace", "prs", "none")
@@ -62,7 +71,13 @@ def register(subparsers: Any) -> None:
         help="non-exploring action: argmax pi (the paper) or a sample of pi (ablation)",
     )
     p.add_argument("--stop-at-target", action="store_true", help="stop a trial once FST is known")
-    p.add_argument("--out", default=None, metavar="RUN_DIR", help="write a run directory here")
+    p.add_argument(
+        "--out",
+        default=None,
+        metavar="RUN_DIR",
+        help="write a run directory here (a new or empty folder; see --overwrite, --resume)",
+    )
+    add_run_mode_arguments(p)
     p.add_argument("--json", action="store_true", help="print the metrics as JSON on stdout")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.set_defaults(func=_train_pgc)
@@ -77,7 +92,18 @@ def register(subparsers: Any) -> None:
         "results.json, tables.md, figure2.png, figure3.png and README.md.",
     )
     r.add_argument("--trials", type=_positive_int, default=20)
-    r.add_argument("--out", default="reports/pgc-a3c")
+    r.add_argument(
+        "--out",
+        default=None,
+        help="report folder (default: a new runs/reproduce-pgc-a3c-<timestamp>; the committed "
+        "reports/pgc-a3c is rewritten only when named here with --overwrite)",
+    )
+    r.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the generated files of an earlier report in --out (hand-written notes.md "
+        "and scripts there are kept)",
+    )
     r.add_argument("--max-submissions", type=_positive_int, default=90_000)
     r.add_argument("--seed", type=_seed, default=0)
     r.add_argument(
@@ -145,7 +171,9 @@ def _train_pgc(args: argparse.Namespace) -> int:
         **eps_kw,
     )
     t0 = time.perf_counter()
-    res = train(cfg, seed=args.seed, run_dir=args.out, progress=not args.no_progress)
+    mode = run_mode(args)
+    check_out_for_mode(args.out, mode)
+    res = train(cfg, seed=args.seed, run_dir=args.out, progress=not args.no_progress, run_mode=mode)
     secs = time.perf_counter() - t0
     zeta = np.asarray(res.zeta, dtype=np.float64)
     summary = metrics.summarize(zeta, rng=np.random.default_rng(args.seed))
@@ -199,11 +227,13 @@ def _reproduce_pgc(args: argparse.Namespace) -> int:
         figure2_trials=args.figure2_trials,
         figure2_submissions=args.figure2_submissions,
         stop_at_target=args.stop_at_target,
-        workers=args.workers or max(1, os.cpu_count() or 1),
+        workers=check_workers(args.workers) if args.workers else max(1, os.cpu_count() or 1),
         acting=args.acting,
     )
+    out = args.out if args.out is not None else timestamped_dir("runs/reproduce-pgc-a3c")
+    check_report_out(out, overwrite=args.overwrite)  # before the grid, not after it
     results = run_reproduction(cfg, progress=not args.no_progress)
-    paths = write_report(results, args.out)
+    paths = write_report(results, out, overwrite=args.overwrite)
     if args.json:
         print(json.dumps(results, indent=1, allow_nan=False))
     else:

@@ -61,13 +61,22 @@ class Report:
         """The report model as strict JSON."""
         return render_json(self.model)
 
-    def write(self, out_dir: str | Path) -> dict[str, Path]:
+    def write(self, out_dir: str | Path, *, overwrite: bool = False) -> dict[str, Path]:
         """Write ``index.html``, ``report.md``, ``report.json`` and ``figures/*.png``.
+
+        ``out_dir`` must not exist or be empty; an earlier report there is replaced only with
+        ``overwrite=True`` (never merged: stale figures are removed).
 
         Returns:
             ``{"html": ..., "markdown": ..., "json": ..., "figures": ...}`` paths.
         """
-        out = Path(out_dir)
+        import shutil
+
+        from ldp_audit.rundir import check_new_dir
+
+        out = check_new_dir(out_dir, name="report out_dir", overwrite=overwrite)
+        if overwrite and out.exists() and any(out.iterdir()):
+            shutil.rmtree(out)
         figs = out / "figures"
         figs.mkdir(parents=True, exist_ok=True)
         for name, png in self.figures.items():
@@ -145,11 +154,18 @@ def write_report(
     *,
     top: int = 10,
     progress: Callable[[Iterable[Any]], Iterable[Any]] | None = None,
+    overwrite: bool = False,
 ) -> dict[str, Path]:
-    """Build the report of ``run_dir`` and write it to ``out_dir`` (default ``run_dir/report``).
+    """Build the report of ``run_dir`` and write it to ``out_dir`` (default ``run_dir/report``,
+    the run's one named report folder). The output folder is checked before the report is built:
+    it must be new or empty, or hold an earlier report and ``overwrite=True``.
 
     Returns:
         Paths of the written ``html``, ``markdown``, ``json`` files and the ``figures`` folder.
     """
+    from ldp_audit.rundir import check_new_dir
+
+    out = Path(run_dir) / "report" if out_dir is None else Path(out_dir)
+    check_new_dir(out, name="report out_dir", overwrite=overwrite)
     report = build_report(run_dir, top=top, progress=progress)
-    return report.write(Path(run_dir) / "report" if out_dir is None else out_dir)
+    return report.write(out, overwrite=overwrite)

@@ -1,0 +1,585 @@
+"""The run-directory contract shared by every trainer (docs/interfaces.md, "Run directory").
+
+A run directory is evidence: it is written once, by one run, and never silently appended to or
+overwritten.
+
+- :func:`check_new_dir` is what every command calls on an output path BEFORE any work: the path
+  must not exist or be an empty directory, and its parent must be writable. ``overwrite=True``
+  replaces an earlier *run* (a folder with ``config.json``) and nothing else.
+- :class:`RunWriter` writes a run: ``config.json`` first (with ``"status": "running"``), the
+  ledger the accountant charges during training, then the transcript, secrets, metrics and model,
+  and last ``manifest.json`` (status ``complete`` or ``interrupted``, SHA-256 of every file but
+  the ledger, whose integrity is the ledger's own). Every file is written atomically (temp file
+  + rename) and a file that exists is never replaced.
+- ``resume``: the same algorithm, config and seed (checked against ``config.json``), the same
+  ledger (its earlier charges stay and count against the budget); outputs of the earlier attempt
+  that are not in its manifest are removed first.
+- :func:`write_artifact` adds a *named, documented* artefact to an existing run
+  (``audit.json``, ``attack_<name>.json``): the only writes into a run a reader may make, and
+  it refuses to replace one unless ``overwrite=True``.
+- Readers (:func:`read_config`, :func:`read_json`, :func:`read_npz`, :func:`read_manifest`,
+  :func:`verify_manifest`) never write.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import math
+import os
+import platform
+import re
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ldp_audit.errors import InvalidParameterError, RunDirectoryError
+
+__all__ = [
+    "RUN_FILES",
+    "ARTIFACT_PATTERN",
+    "RunWriter",
+    "check_new_dir",
+    "check_new_file",
+    "check_report_dir",
+    "is_run_dir",
+    "json_number",
+    "to_jsonable",
+    "write_artifact",
+    "read_config",
+    "read_json",
+    "read_npz",
+    "read_manifest",
+    "verify_manifest",
+]
+
+#: Files a trainer writes (in this order; the ledger is written during training).
+RUN_FILES = (
+    "config.json",
+    "ledger.sqlite",
+    "transcript.npz",
+    "secrets.npz",
+    "metrics.json",
+    "model.npz",
+    "manifest.json",
+)
+#: Named artefacts a reader may add to a finished run (with write_artifact).
+ARTIFACT_PATTERN = re.compile(r"^(audit|attack_[a-z0-9_\-]+)\.json$")
+_LEDGER_SIDE = ("ledger.sqlite-wal", "ledger.sqlite-shm", "ledger.sqlite-journal")
+
+
+# ----------------------------------------------------------------------------------------------
+# JSON convention: infinities are the strings "inf" / "-inf", NaN is null (never for "never")
+# ----------------------------------------------------------------------------------------------
+
+
+def json_number(v: float) -> float | str | None:
+    """One float as JSON: finite as is, +-inf as "inf"/"-inf", NaN as null."""
+    v = float(v)
+    if math.isnan(v):
+        return None
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    return v
+
+
+def to_jsonable(obj: Any) -> Any:
+    """Recursively turn numpy scalars/arrays, Paths and floats into JSON-able values using the
+    project convention (infinite = "inf"/"-inf", NaN = null)."""
+    if isinstance(obj, dict):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return to_jsonable(obj.tolist())
+    if isinstance(obj, (bool, np.bool_)):
+        return bool(obj)
+    if isinstance(obj, (int, np.integer)):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        return json_number(float(obj))
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
+def _dump(obj: Any) -> str:
+    return json.dumps(to_jsonable(obj), indent=1, allow_nan=False)
+
+
+# ----------------------------------------------------------------------------------------------
+# Output-path checks (called by every command before any work)
+# ----------------------------------------------------------------------------------------------
+
+
+def is_run_dir(path: str | Path) -> bool:
+    """True if ``path`` is a directory holding a run's ``config.json``."""
+    p = Path(path)
+    return p.is_dir() and (p / "config.json").is_file()
+
+
+def _check_path_arg(path: Any, name: str) -> Path:
+    if isinstance(path, bool) or not isinstance(path, (str, os.PathLike)):
+        raise InvalidParameterError(f"{name} must be a path (str), got {path!r}")
+    if isinstance(path, str) and not path.strip():
+        raise InvalidParameterError(f"{name} must be a non-empty path, got {path!r}")
+    return Path(path)
+
+
+def _check_parent_writable(p: Path, name: str) -> None:
+    parent = p.parent if str(p.parent) else Path(".")
+    # the nearest existing ancestor must be a writable directory
+    anc = parent
+    while not anc.exists():
+        if anc.parent == anc:
+            break
+        anc = anc.parent
+    if not anc.is_dir():
+        raise RunDirectoryError(f"{name}: {str(anc)!r} is not a directory (for {str(p)!r})")
+    if not os.access(anc, os.W_OK | os.X_OK):
+        raise RunDirectoryError(f"{name}: cannot write under {str(anc)!r} (for {str(p)!r})")
+
+
+def check_new_dir(path: Any, *, name: str = "--out", overwrite: bool = False) -> Path:
+    """Check that ``path`` can receive a NEW run or report, before any work starts.
+
+    The path must not exist, or be an empty directory; with ``overwrite=True`` it may also be an
+    earlier run directory (it is replaced when the writer starts, never merged). Anything else
+    (a file, a non-empty folder that is not a run) is refused. The parent must be writable.
+
+    Returns:
+        The path as a ``Path``.
+    """
+    p = _check_path_arg(path, name)
+    if p.exists():
+        if not p.is_dir():
+            raise RunDirectoryError(f"{name} {str(p)!r} exists and is not a directory")
+        if any(p.iterdir()):
+            if not overwrite:
+                raise RunDirectoryError(
+                    f"{name} {str(p)!r} already exists and is not empty; a run directory is "
+                    f"evidence and is never overwritten or appended to. Choose a new path, or "
+                    f"pass --overwrite to replace an earlier run (or --resume to continue it)"
+                )
+            if not is_run_dir(p) and not (p / "index.html").exists():
+                raise RunDirectoryError(
+                    f"{name} {str(p)!r} is not empty and is not a run or report folder; "
+                    f"refusing to delete it even with --overwrite"
+                )
+        if not os.access(p, os.W_OK | os.X_OK):
+            raise RunDirectoryError(f"{name}: cannot write to {str(p)!r}")
+        return p
+    _check_parent_writable(p, name)
+    return p
+
+
+def check_report_dir(
+    path: Any,
+    *,
+    overwrite: bool = False,
+    generated: tuple[str, ...] = ("results.json", "README.md", "tables.md"),
+    name: str = "--out",
+) -> Path:
+    """A reproduction's report folder, checked before the experiment runs.
+
+    It may be new, empty, or hold only hand-written files (notes.md, scripts), which are kept.
+    If it already holds a generated report (any of ``generated``), that report is evidence: it
+    is regenerated only with ``overwrite=True``.
+    """
+    p = _check_path_arg(path, name)
+    if p.exists() and not p.is_dir():
+        raise RunDirectoryError(f"{name} {str(p)!r} exists and is not a directory")
+    if p.is_dir():
+        found = [g for g in generated if (p / g).exists()]
+        if found and not overwrite:
+            raise RunDirectoryError(
+                f"{name} {str(p)!r} already holds a report ({', '.join(found)}); committed "
+                f"results are evidence. Choose a new folder, or pass --overwrite to regenerate "
+                f"it (hand-written notes.md is kept)"
+            )
+        if not os.access(p, os.W_OK | os.X_OK):
+            raise RunDirectoryError(f"{name}: cannot write to {str(p)!r}")
+        return p
+    _check_parent_writable(p, name)
+    return p
+
+
+def check_new_file(path: Any, *, name: str = "--out", overwrite: bool = False) -> Path:
+    """Check that a single output file can be written before any work starts (parent writable,
+    not an existing directory; an existing file only with ``overwrite=True``)."""
+    p = _check_path_arg(path, name)
+    if p.is_dir():
+        raise RunDirectoryError(f"{name} {str(p)!r} is a directory, expected a file path")
+    if p.exists() and not overwrite:
+        raise RunDirectoryError(
+            f"{name} {str(p)!r} already exists; choose a new path or pass --overwrite"
+        )
+    if p.exists() and not os.access(p, os.W_OK):
+        raise RunDirectoryError(f"{name}: cannot write to {str(p)!r}")
+    if not p.parent.exists():
+        raise RunDirectoryError(
+            f"{name}: the folder {str(p.parent)!r} does not exist (for {str(p)!r})"
+        )
+    _check_parent_writable(p, name)
+    return p
+
+
+# ----------------------------------------------------------------------------------------------
+# Writing
+# ----------------------------------------------------------------------------------------------
+
+
+def versions() -> dict[str, str]:
+    """Versions of the packages a run depends on (recorded in config.json)."""
+    import scipy
+
+    import ldp_audit
+
+    out = {
+        "ldp_audit": getattr(ldp_audit, "__version__", "unknown"),
+        "numpy": np.__version__,
+        "scipy": scipy.__version__,
+        "python": platform.python_version(),
+    }
+    for mod in ("gymnasium", "torch", "opacus"):
+        m = __import__("sys").modules.get(mod)
+        if m is not None:
+            out[mod] = getattr(m, "__version__", "unknown")
+    return out
+
+
+def _sha256(f: Path) -> str:
+    h = hashlib.sha256()
+    with open(f, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _fsync_dir(p: Path) -> None:
+    try:
+        fd = os.open(p, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _atomic_write(target: Path, write: Any, *, replace: bool = False) -> None:
+    if target.exists() and not replace:
+        raise RunDirectoryError(
+            f"{target} already exists; a run directory's files are written once"
+        )
+    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    try:
+        write(tmp)
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(target.parent)
+
+
+def _write_json_file(target: Path, obj: Any, *, replace: bool = False) -> None:
+    text = _dump(obj)
+    _atomic_write(target, lambda t: t.write_text(text), replace=replace)
+
+
+def _write_npz_file(target: Path, arrays: Mapping[str, Any], *, replace: bool = False) -> None:
+    arrs = {k: np.asarray(v) for k, v in arrays.items()}
+
+    def w(t: Path) -> None:
+        with open(t, "wb") as fh:
+            np.savez_compressed(fh, **arrs)
+
+    _atomic_write(target, w, replace=replace)
+
+
+def _canonical(obj: Any) -> str:
+    return json.dumps(to_jsonable(obj), sort_keys=True)
+
+
+class RunWriter:
+    """Write one run directory under the evidence contract (see the module docstring).
+
+    Args:
+        path: the run directory (new, or empty; see ``mode``).
+        algorithm: e.g. "pgc-a3c", "dprl", "fedrl", "frd".
+        config: the run's config as a JSON-able dict.
+        seed: the run's seed.
+        mechanism: the release mechanism's ``to_config()`` (None if the trainer has several; put
+            them in ``extra``).
+        mode: "new" (default; the path must not exist or be empty), "overwrite" (replace an
+            earlier run), "resume" (continue an earlier run of the same algorithm, config and
+            seed: its ledger is kept and charged further).
+        extra: more JSON-able keys for config.json.
+
+    Use::
+
+        w = RunWriter(out, algorithm="dprl", config=cfg.to_dict(), seed=seed)
+        ledger = w.open_ledger()            # charge this during training
+        ... train ...
+        w.write_npz("transcript.npz", transcript.arrays())
+        w.write_json("metrics.json", metrics)
+        w.finish()                          # manifest.json, status "complete"
+
+    On an exception (Ctrl-C included) call ``w.finish(status="interrupted")`` after writing
+    whatever was released so far, then re-raise: the ledger then holds every charge for the rows
+    in the transcript (and possibly charges for rows never released: the safe direction).
+    """
+
+    def __init__(
+        self,
+        path: Any,
+        *,
+        algorithm: str,
+        config: Mapping[str, Any],
+        seed: int,
+        mechanism: Mapping[str, Any] | None = None,
+        mode: str = "new",
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
+        if mode not in ("new", "overwrite", "resume"):
+            raise InvalidParameterError(
+                f"mode must be 'new', 'overwrite' or 'resume', got {mode!r}"
+            )
+        if not isinstance(algorithm, str) or not algorithm:
+            raise InvalidParameterError(f"algorithm must be a non-empty str, got {algorithm!r}")
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+            raise InvalidParameterError(f"seed must be an int >= 0, got {seed!r}")
+        self.path = _check_path_arg(path, "run_dir")
+        self.algorithm = algorithm
+        self.mode = mode
+        cfg_doc = {
+            "algorithm": algorithm,
+            "config": to_jsonable(dict(config)),
+            "mechanism": to_jsonable(dict(mechanism)) if mechanism is not None else None,
+            "seed": int(seed),
+        }
+        if extra:
+            cfg_doc.update(to_jsonable(dict(extra)))
+        if mode == "resume":
+            self._prepare_resume(cfg_doc)
+        else:
+            check_new_dir(self.path, name="run_dir", overwrite=(mode == "overwrite"))
+            if mode == "overwrite" and self.path.exists():
+                shutil.rmtree(self.path)
+            self.path.mkdir(parents=True, exist_ok=True)
+            cfg_doc["versions"] = versions()
+            cfg_doc["created"] = _dt.datetime.now(_dt.timezone.utc).isoformat()
+            cfg_doc["status"] = "running"
+            _write_json_file(self.path / "config.json", cfg_doc)
+        self.config_doc = cfg_doc
+        self._finished = False
+
+    def _prepare_resume(self, cfg_doc: dict[str, Any]) -> None:
+        p = self.path
+        if not is_run_dir(p):
+            raise RunDirectoryError(
+                f"--resume: {str(p)!r} is not a run directory (no config.json); start a new run "
+                f"without --resume"
+            )
+        old = read_config(p)
+        for key in ("algorithm", "config", "mechanism", "seed"):
+            if _canonical(old.get(key)) != _canonical(cfg_doc[key]):
+                raise RunDirectoryError(
+                    f"--resume: the run in {str(p)!r} has a different {key} "
+                    f"({_canonical(old.get(key))[:200]} vs {_canonical(cfg_doc[key])[:200]}); "
+                    f"resume needs the same algorithm, config and seed"
+                )
+        man = p / "manifest.json"
+        if man.exists() and read_json(p, "manifest.json").get("status") == "complete":
+            raise RunDirectoryError(
+                f"--resume: the run in {str(p)!r} is complete; nothing to resume"
+            )
+        # outputs of the interrupted attempt are superseded (the ledger is kept)
+        for name in RUN_FILES:
+            if name not in ("config.json", "ledger.sqlite"):
+                (p / name).unlink(missing_ok=True)
+        cfg_doc.update({k: old[k] for k in ("versions", "created") if k in old})
+        cfg_doc["resumed"] = list(old.get("resumed", [])) + [
+            _dt.datetime.now(_dt.timezone.utc).isoformat()
+        ]
+        cfg_doc["status"] = "running"
+        _write_json_file(p / "config.json", cfg_doc, replace=True)
+
+    @property
+    def ledger_path(self) -> Path:
+        return self.path / "ledger.sqlite"
+
+    def open_ledger(self, **kwargs: Any) -> Any:
+        """The run's ``ledger.sqlite`` as a ``Ledger`` (created on a new run)."""
+        from ldp_audit.accountant.ledger import Ledger
+
+        return Ledger(str(self.ledger_path), **kwargs)
+
+    def _target(self, name: str) -> Path:
+        if not isinstance(name, str) or "/" in name or name.startswith("."):
+            raise InvalidParameterError(f"file name must be a plain name, got {name!r}")
+        if name in ("config.json", "manifest.json"):
+            raise InvalidParameterError(f"{name} is written by RunWriter itself")
+        if self._finished:
+            raise RunDirectoryError(f"run {str(self.path)!r} is finished; it cannot be written")
+        return self.path / name
+
+    def write_json(self, name: str, obj: Any) -> Path:
+        """Write ``name`` (JSON, infinities as "inf") once, atomically."""
+        t = self._target(name)
+        _write_json_file(t, obj)
+        return t
+
+    def write_npz(self, name: str, arrays: Mapping[str, Any]) -> Path:
+        """Write ``name`` (compressed npz, no pickles) once, atomically."""
+        t = self._target(name)
+        _write_npz_file(t, arrays)
+        return t
+
+    def finish(self, status: str = "complete", **info: Any) -> Path:
+        """Write ``manifest.json`` (status, SHA-256 of every file except the ledger) and mark
+        ``config.json`` with the status. After this the run is read-only for the writer."""
+        if status not in ("complete", "interrupted", "failed"):
+            raise InvalidParameterError(
+                f"status must be 'complete', 'interrupted' or 'failed', got {status!r}"
+            )
+        if self._finished:
+            raise RunDirectoryError(f"run {str(self.path)!r} is already finished")
+        files = {}
+        for f in sorted(self.path.iterdir()):
+            if f.is_file() and f.name not in ("manifest.json", "config.json", "ledger.sqlite"):
+                if f.name in _LEDGER_SIDE or f.name.startswith("."):
+                    continue
+                files[f.name] = _sha256(f)
+        doc = dict(self.config_doc)
+        doc["status"] = status
+        _write_json_file(self.path / "config.json", doc, replace=True)
+        files["config.json"] = _sha256(self.path / "config.json")
+        man = {
+            "status": status,
+            "algorithm": self.algorithm,
+            "finished": _dt.datetime.now(_dt.timezone.utc).isoformat(),
+            "files": files,
+            **to_jsonable(info),
+        }
+        _write_json_file(self.path / "manifest.json", man)
+        self._finished = True
+        return self.path / "manifest.json"
+
+
+def write_artifact(run_dir: Any, name: str, obj: Any, *, overwrite: bool = False) -> Path:
+    """Add a named artefact (``audit.json``, ``attack_<name>.json``) to an existing run.
+
+    These are the only files a reader may add to a run (docs/interfaces.md); anything else, or
+    replacing an existing artefact without ``overwrite=True``, is refused.
+    """
+    p = _check_path_arg(run_dir, "run_dir")
+    if not is_run_dir(p):
+        raise RunDirectoryError(f"run_dir {str(p)!r} is not a run directory (no config.json)")
+    if not isinstance(name, str) or not ARTIFACT_PATTERN.match(name):
+        raise InvalidParameterError(
+            f"artefact name must be audit.json or attack_<name>.json, got {name!r}"
+        )
+    target = p / name
+    if target.exists() and not overwrite:
+        raise RunDirectoryError(
+            f"{target} already exists; write the result elsewhere with --out, or pass "
+            f"--overwrite to replace it"
+        )
+    _write_json_file(target, obj, replace=overwrite)
+    return target
+
+
+# ----------------------------------------------------------------------------------------------
+# Reading (never writes)
+# ----------------------------------------------------------------------------------------------
+
+
+def _dir(path: Any) -> Path:
+    p = _check_path_arg(path, "run_dir")
+    if not p.is_dir():
+        raise RunDirectoryError(f"run_dir must be an existing directory, got {str(p)!r}")
+    return p
+
+
+def read_json(path: Any, name: str) -> Any:
+    """``RUN_DIR/name`` parsed as JSON (RunDirectoryError names the file on failure)."""
+    f = _dir(path) / name
+    try:
+        return json.loads(f.read_text())
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        raise RunDirectoryError(f"cannot read {f}: {exc}") from None
+
+
+def read_config(path: Any) -> dict[str, Any]:
+    """config.json as a dict (keys: algorithm, config, mechanism, seed, ...)."""
+    d = read_json(path, "config.json")
+    if not isinstance(d, dict):
+        raise RunDirectoryError(f"{Path(path) / 'config.json'} is not a JSON object")
+    for k in ("algorithm", "config", "mechanism", "seed"):
+        if k not in d:
+            raise RunDirectoryError(f"{Path(path) / 'config.json'} lacks the key {k!r}")
+    return d
+
+
+def read_npz(path: Any, name: str, required: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
+    """``RUN_DIR/name`` (npz, pickles refused) as a dict of arrays; ``required`` keys checked."""
+    f = _dir(path) / name
+    try:
+        with np.load(f, allow_pickle=False) as z:
+            out = {k: z[k] for k in z.files}
+    except (OSError, ValueError, EOFError) as exc:
+        raise RunDirectoryError(f"cannot read {f}: {exc}") from None
+    except Exception as exc:  # zipfile.BadZipFile and friends
+        raise RunDirectoryError(f"cannot read {f}: {type(exc).__name__}: {exc}") from None
+    missing = [k for k in required if k not in out]
+    if missing:
+        raise RunDirectoryError(f"{f} lacks the arrays {missing}")
+    return out
+
+
+def read_manifest(path: Any) -> dict[str, Any] | None:
+    """manifest.json, or None for a run written before manifests (or still running)."""
+    p = _dir(path)
+    if not (p / "manifest.json").exists():
+        return None
+    return read_json(p, "manifest.json")
+
+
+def verify_manifest(path: Any) -> dict[str, Any]:
+    """Check every file listed in manifest.json against its SHA-256.
+
+    Returns:
+        ``{"status": ..., "ok": bool, "changed": [...], "missing": [...], "unlisted": [...]}``
+        (``unlisted``: files added later, e.g. named artefacts). ``status`` is "no manifest"
+        for runs written before manifests.
+    """
+    p = _dir(path)
+    man = read_manifest(p)
+    if man is None:
+        return {"status": "no manifest", "ok": False, "changed": [], "missing": [], "unlisted": []}
+    files = man.get("files", {})
+    changed, missing = [], []
+    for name, digest in files.items():
+        f = p / name
+        if not f.exists():
+            missing.append(name)
+        elif _sha256(f) != digest:
+            changed.append(name)
+    listed = set(files) | {"manifest.json", "ledger.sqlite", *_LEDGER_SIDE}
+    unlisted = sorted(f.name for f in p.iterdir() if f.is_file() and f.name not in listed)
+    return {
+        "status": man.get("status"),
+        "ok": not changed and not missing,
+        "changed": changed,
+        "missing": missing,
+        "unlisted": unlisted,
+    }

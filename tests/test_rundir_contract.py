@@ -1,0 +1,136 @@
+"""The run-directory contract (ldp_audit.rundir): written once, never appended or overwritten."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from ldp_audit.errors import InvalidParameterError, RunDirectoryError
+from ldp_audit.rundir import (
+    RunWriter,
+    check_new_dir,
+    check_new_file,
+    check_report_dir,
+    read_config,
+    to_jsonable,
+    verify_manifest,
+    write_artifact,
+)
+
+
+def _run(path, **kw):
+    w = RunWriter(path, algorithm="test", config={"a": 1}, seed=0, **kw)
+    w.write_npz("transcript.npz", {"report": np.zeros((2, 2))})
+    w.write_json("metrics.json", {"fst": [float("inf"), 3.0]})
+    w.finish()
+    return w
+
+
+def test_a_run_is_written_once_and_its_manifest_verifies(tmp_path) -> None:
+    run = tmp_path / "run"
+    _run(run)
+    assert read_config(run)["status"] == "complete"
+    assert json.loads((run / "metrics.json").read_text())["fst"] == ["inf", 3.0]
+    v = verify_manifest(run)
+    assert v["ok"] and v["status"] == "complete" and not v["unlisted"]
+    # a second run into the same folder is refused, and nothing changes
+    before = {p.name: p.read_bytes() for p in run.iterdir()}
+    with pytest.raises(RunDirectoryError, match="already exists and is not empty"):
+        _run(run)
+    assert {p.name: p.read_bytes() for p in run.iterdir()} == before
+    # tampering is seen
+    (run / "metrics.json").write_text("{}")
+    assert verify_manifest(run)["changed"] == ["metrics.json"]
+
+
+def test_overwrite_replaces_a_run_whole_and_refuses_foreign_folders(tmp_path) -> None:
+    run = tmp_path / "run"
+    _run(run)
+    (run / "attack_old.json").write_text("{}")
+    _run(run, mode="overwrite")
+    assert not (run / "attack_old.json").exists()  # never merged with the old run
+    other = tmp_path / "mine"
+    other.mkdir()
+    (other / "thesis.tex").write_text("x")
+    with pytest.raises(RunDirectoryError, match="refusing to delete"):
+        RunWriter(other, algorithm="test", config={}, seed=0, mode="overwrite")
+    assert (other / "thesis.tex").exists()
+
+
+def test_resume_checks_config_and_keeps_the_ledger(tmp_path) -> None:
+    run = tmp_path / "run"
+    w = RunWriter(run, algorithm="test", config={"a": 1}, seed=3)
+    led = w.open_ledger()
+    from ldp_audit.accountant import Accountant, PureDpEvent
+
+    Accountant(ledger=led).charge("x", PureDpEvent(1.0))
+    w.write_json("metrics.json", {})
+    w.finish(status="interrupted")
+    with pytest.raises(RunDirectoryError, match="different config"):
+        RunWriter(run, algorithm="test", config={"a": 2}, seed=3, mode="resume")
+    with pytest.raises(RunDirectoryError, match="different seed"):
+        RunWriter(run, algorithm="test", config={"a": 1}, seed=4, mode="resume")
+    w2 = RunWriter(run, algorithm="test", config={"a": 1}, seed=3, mode="resume")
+    assert not (run / "metrics.json").exists()  # the interrupted attempt's outputs are gone
+    assert Accountant(ledger=w2.open_ledger()).spent("x") == pytest.approx(1.0)
+    w2.finish()
+    with pytest.raises(RunDirectoryError, match="complete; nothing to resume"):
+        RunWriter(run, algorithm="test", config={"a": 1}, seed=3, mode="resume")
+
+
+def test_artifacts_are_named_and_never_silently_replaced(tmp_path) -> None:
+    run = tmp_path / "run"
+    _run(run)
+    write_artifact(run, "attack_dynamics.json", {"accuracy": 0.5})
+    with pytest.raises(RunDirectoryError, match="already exists"):
+        write_artifact(run, "attack_dynamics.json", {"accuracy": 0.9})
+    assert json.loads((run / "attack_dynamics.json").read_text()) == {"accuracy": 0.5}
+    with pytest.raises(InvalidParameterError, match="artefact name"):
+        write_artifact(run, "config.json", {})
+    with pytest.raises(RunDirectoryError, match="not a run directory"):
+        write_artifact(tmp_path, "audit.json", {})
+    assert verify_manifest(run)["unlisted"] == ["attack_dynamics.json"]
+
+
+def test_output_paths_are_checked_before_work(tmp_path) -> None:
+    f = tmp_path / "file"
+    f.write_text("x")
+    with pytest.raises(RunDirectoryError, match="not a directory"):
+        check_new_dir(f)
+    with pytest.raises(RunDirectoryError, match="not a directory"):
+        check_new_dir(f / "sub")
+    with pytest.raises(InvalidParameterError, match="non-empty path"):
+        check_new_dir("")
+    with pytest.raises(InvalidParameterError, match="must be a path"):
+        check_new_dir(123)
+    with pytest.raises(RunDirectoryError, match="does not exist"):
+        check_new_file(tmp_path / "missing" / "x.png", name="--plot")
+    with pytest.raises(RunDirectoryError, match="already exists"):
+        check_new_file(f)
+    if os.geteuid() != 0:  # root can write anywhere
+        ro = tmp_path / "ro"
+        ro.mkdir(mode=0o500)
+        with pytest.raises(RunDirectoryError, match="cannot write"):
+            check_new_dir(ro / "run")
+    with pytest.raises(RunDirectoryError, match="not a directory"):
+        check_new_dir("/proc/version/x")
+
+
+def test_report_dir_keeps_hand_written_files(tmp_path) -> None:
+    (tmp_path / "notes.md").write_text("mine")
+    assert check_report_dir(tmp_path) == tmp_path
+    (tmp_path / "results.json").write_text("{}")
+    with pytest.raises(RunDirectoryError, match="already holds a report"):
+        check_report_dir(tmp_path)
+    assert check_report_dir(tmp_path, overwrite=True) == tmp_path
+
+
+def test_json_convention_inf_is_a_string_nan_is_null() -> None:
+    from pathlib import Path
+
+    out = to_jsonable({"a": np.float64("inf"), "b": [float("-inf"), np.nan], "p": Path("x")})
+    assert out == {"a": "inf", "b": ["-inf", None], "p": "x"}
+    json.dumps(out, allow_nan=False)
