@@ -124,6 +124,13 @@ def register(subparsers: Any) -> None:
     add_arguments(s)
     s.set_defaults(func=_sweep)
 
+    from ldp_audit.cli.train_cmd import iter_system_cli_modules
+
+    for mod in iter_system_cli_modules():
+        if hasattr(mod, "register_attack"):
+            mod.register_attack(sub)
+        _RUN_SCORERS.update(getattr(mod, "RUN_SCORERS", {}))
+
 
 def _mechanism(args: argparse.Namespace) -> Any:
     from ldp_audit.mechanisms import Laplace, NoPrivacy, ProjectedRandomSign

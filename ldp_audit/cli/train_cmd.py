@@ -143,6 +143,27 @@ def register(subparsers: Any) -> None:
     r.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     r.set_defaults(func=_reproduce_pgc)
 
+    # the other systems: ldp_audit/cli/<name>_cmd.py with register(train_subparsers,
+    # reproduce_subparsers) (and optionally register_attack(attack_subparsers), RUN_SCORERS)
+    for mod in iter_system_cli_modules():
+        mod.register(tsub, rsub)
+
+
+#: CLI modules of the other systems (DP-SGD RL, FedRL, FRD), each optional until it lands.
+SYSTEM_CLI_MODULES = ("ldp_audit.cli.dprl_cmd", "ldp_audit.cli.fedrl_cmd", "ldp_audit.cli.frd_cmd")
+
+
+def iter_system_cli_modules() -> list[Any]:
+    """The system CLI modules present in this installation (imported; they must stay light)."""
+    import importlib
+    import importlib.util
+
+    out = []
+    for name in SYSTEM_CLI_MODULES:
+        if importlib.util.find_spec(name) is not None:
+            out.append(importlib.import_module(name))
+    return out
+
 
 def _train_pgc(args: argparse.Namespace) -> int:
     if args.mechanism == "none":
