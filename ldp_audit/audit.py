@@ -293,7 +293,7 @@ class AuditResult:
             f"mechanism: {self.mechanism}",
             f"claimed epsilon: {self.claimed_epsilon:.6g} ({form})",
             f"epsilon lower bound: {self.epsilon_lower_bound:.6g} "
-            f"at confidence {self.confidence:g}",
+            f"at confidence {self.confidence:.10g}",
         ]
         if self.violation:
             lines.append(
@@ -326,7 +326,9 @@ class AuditResult:
                 f"{d:g}: {lo:.3g}" + (f" (claim {c:.3g})" if math.isfinite(c) else "")
                 for d, lo, c in zip(p.delta, p.epsilon_lower, p.epsilon_claimed, strict=True)
             )
-            lines.append(f"privacy profile, lower epsilon at delta ({p.confidence:g}): {pts}")
+            lines.append(
+                f"privacy profile, lower epsilon at delta (confidence {p.confidence:.10g}): {pts}"
+            )
         for w in self.warnings:
             lines.append(f"warning: {w}")
         lines.append(

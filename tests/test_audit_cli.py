@@ -121,3 +121,129 @@ def test_argparse_errors_exit_2(capsys):
     with pytest.raises(SystemExit) as exc:
         run_cli(["audit", "--mechanism", "rr", "--epsilon", "1", "--confidence", "1.5"])
     assert exc.value.code == 2
+
+
+# ---- issue 16 / 19: built-ins, --param, refused options, user-code errors, help ------------
+
+
+def test_gaussian_sigma_builtin_and_json_verdicts(capsys):
+    # sigma 4, clip 1 (sensitivity 2), delta 1e-3: correct in exact arithmetic (no violation
+    # at 1 - 1e-7), but computed in doubles, so its float bits leak (an event with k2 = 0)
+    argv = ["audit", "--mechanism", "gaussian", "--sigma", "4", "--clip", "1", "--delta", "1e-3"]
+    code = run_cli([*argv, "--samples", "30000", "--json", *STRICT])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 1 and out["delta"] == 1e-3 and out["leak"] == "float-representation"
+    assert set(out["verdicts"]) == {"distribution", "implementation"}
+    assert out["verdicts"]["distribution"]["violation"] is False
+    assert out["verdicts"]["implementation"]["witness"]["family"] == "float-bits"
+    prof = out["profile"]  # on by default for delta > 0; claimed curve from epsilon_at
+    assert prof["claimed_from"] == "epsilon_at" and prof["epsilon_claimed"][0] == "inf"
+    assert not any(prof["above_claim"])
+
+
+def test_discrete_laplace_builtin_not_flagged(capsys):
+    argv = ["audit", "--mechanism", "discrete-laplace", "--epsilon", "1", "--resolution", "0.05"]
+    code = run_cli([*argv, "--samples", "30000", *STRICT])
+    text = capsys.readouterr().out
+    assert code == 0, text
+    assert "implementation (float bits)" in text
+
+
+def _write_module(tmp_path, monkeypatch, name, body):
+    (tmp_path / f"{name}.py").write_text(textwrap.dedent(body))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+
+
+def test_param_passes_factory_arguments(tmp_path, monkeypatch, capsys):
+    _write_module(
+        tmp_path,
+        monkeypatch,
+        "param_mech_cli",
+        """
+        import numpy as np
+
+        class Lap:
+            def __init__(self, scale, epsilon=1.0):
+                self.scale, self.epsilon = scale, epsilon
+            def privatize(self, x, rng):
+                return x + rng.laplace(0.0, self.scale, size=x.shape)
+
+        PAIRS = [(np.zeros(1), np.ones(1))]
+        """,
+    )
+    base = ["audit", "--mechanism", "param_mech_cli:Lap", "--pairs", "param_mech_cli:PAIRS"]
+    base += ["--samples", "50000", "--no-float-bits"]
+    # scale 0.5 claiming 1: true epsilon 2, bound ~1.9 (s.e. ~0.03)
+    assert run_cli([*base, "--param", "scale=0.5"]) == 1
+    capsys.readouterr()
+    assert run_cli([*base, "--param", "scale=1.0", *STRICT]) == 0
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--mechanism", "json:dumps", "--epsilon", "1"], "--epsilon cannot be used with a MODULE"),
+        (["--mechanism", "lapalce", "--epsilon", "1"], "did you mean 'laplace'"),
+        (["--mechanism", "none", "--epsilon", "1"], "built-ins: laplace, discrete-laplace"),
+        (["--mechanism", "laplace", "--epsilon", "1", "--sigma", "2"], "--sigma cannot be used"),
+        (["--mechanism", "rr", "--epsilon", "1", "--clip", "2"], "--clip cannot be used"),
+        (["--mechanism", "gaussian", "--epsilon", "1", "--sigma", "2"], "exactly one of --sigma"),
+        (["--mechanism", "laplace", "--param", "a=1", "--epsilon", "1"], "--param cannot be used"),
+        (["--mechanism", "laplace", "--epsilon", "1", "--samples", "1e13"], "hours"),
+    ],
+)
+def test_refused_combinations_exit_2(argv, message, capsys):
+    assert run_cli(["audit", *argv]) == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "body, spec, message",
+    [
+        ("def broken(:\n", "syntax_mod_cli:M", "SyntaxError"),
+        ("raise RuntimeError('module-level failure')\n", "raising_mod_cli:M", "RuntimeError"),
+        (
+            "class M:\n    epsilon = 1.0\n    def privatize(self, x, rng):\n"
+            "        raise ValueError('refuses floats')\n",
+            "priv_mod_cli:M",
+            "privatize of M raised ValueError",
+        ),
+        (
+            "class M:\n    epsilon = 1.0\n    def privatize(self, x, rng):\n"
+            "        return [['a']] * len(x)\n",
+            "str_mod_cli:M",
+            "must return real numbers",
+        ),
+        (
+            "class M:\n    epsilon = '1'\n    def privatize(self, x, rng):\n        return x\n",
+            "streps_mod_cli:M",
+            "mechanism.epsilon must be a real number, got '1'",
+        ),
+    ],
+    ids=["syntax-error", "import-raises", "privatize-raises", "string-output", "string-epsilon"],
+)
+def test_user_code_failures_are_clear_errors(body, spec, message, tmp_path, monkeypatch, capsys):
+    module = spec.split(":")[0]
+    (tmp_path / f"{module}.py").write_text(body)
+    (tmp_path / "pairs_mod_cli.py").write_text("PAIRS = [([0.0], [1.0])]\n")
+    monkeypatch.chdir(tmp_path)
+    code = run_cli(["audit", "--mechanism", spec, "--pairs", "pairs_mod_cli:PAIRS"])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err
+    assert "Traceback" not in err
+
+
+def test_pairs_factory_error_wrapped(tmp_path, monkeypatch, capsys):
+    (tmp_path / "pf_mod_cli.py").write_text("def pairs():\n    raise KeyError('no pairs')\n")
+    monkeypatch.chdir(tmp_path)
+    code = run_cli(["audit", "--mechanism", "rr", "--epsilon", "1", "--pairs", "pf_mod_cli:pairs"])
+    assert code == 2 and "pairs factory raised KeyError" in capsys.readouterr().err
+
+
+def test_help_shows_defaults_and_no_literal_percent(capsys):
+    with pytest.raises(SystemExit):
+        run_cli(["audit", "--help"])
+    text = capsys.readouterr().out
+    assert "%%" not in text and "(default: 1000000)" in text and "(default: 0.95)" in text
+    assert "discrete-laplace" in text and "--param KEY=VALUE" in text
