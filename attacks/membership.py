@@ -35,7 +35,6 @@ Generic API (any trainer that writes a run directory plugs in):
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -51,7 +50,6 @@ from ldp_audit.attacks.dynamics import (
     Simulator,
     _check_int,
     _mechanism_config,
-    _privatize,
     attack_run_dir,
     mechanism_epsilon,
     simulate_shadow,
@@ -170,26 +168,46 @@ def _write_run_dir(
     algorithm: str,
     config: dict[str, Any],
     mechanism: Any,
+    grads: np.ndarray,
+    agent: np.ndarray,
+    rng: np.random.Generator,
     transcript: dict[str, np.ndarray],
     gravity_rows: np.ndarray,
     model: np.ndarray,
 ) -> None:
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.json").write_text(
-        json.dumps(
-            {
-                "algorithm": algorithm,
-                "config": config,
-                "mechanism": _mechanism_config(mechanism),
-                "seed": config.get("seed"),
-                "versions": {"numpy": np.__version__},
-            },
-            indent=2,
-        )
+    """Write a canary run under the run-directory contract: a new folder, every report charged
+    to the run's ledger (agent id "0/<agent>") before it is randomised (ldp_audit.release)."""
+    from ldp_audit.accountant import Accountant, NonPrivateEvent
+    from ldp_audit.mechanisms import NoPrivacy
+    from ldp_audit.release import release
+    from ldp_audit.rundir import RunWriter
+
+    mech = mechanism if mechanism is not None else NoPrivacy()
+    w = RunWriter(
+        run_dir,
+        algorithm=algorithm,
+        config=config,
+        seed=int(config.get("seed") or 0),
+        mechanism=_mechanism_config(mechanism),
     )
-    np.savez(run_dir / "transcript.npz", **transcript)
-    np.savez(run_dir / "secrets.npz", gravity=gravity_rows)
-    np.savez(run_dir / "model.npz", theta=model)
+    try:
+        acc = Accountant(ledger=w.open_ledger())
+        rel = release(
+            grads,
+            mechanism=mech,
+            accountant=acc,
+            agent_ids=[f"0/{int(a)}" for a in agent],
+            rng=rng,
+            event=NonPrivateEvent() if mechanism is None else None,
+        )
+        w.write_npz("transcript.npz", {**transcript, "report": np.asarray(rel.values, float)})
+        w.write_npz("secrets.npz", {"gravity": gravity_rows, "gradient": grads})
+        w.write_npz("model.npz", {"theta": model})
+        w.write_json("metrics.json", {})
+    except BaseException:
+        w.finish(status="interrupted")
+        raise
+    w.finish()
 
 
 @dataclass(frozen=True)
@@ -225,19 +243,20 @@ class FixedThetaTrainer:
         theta = np.asarray(self.theta, dtype=np.float64).reshape(-1)
         agent = np.repeat(np.arange(g.size), T)
         grads = simulate_shadow(theta, g[agent], rng, simulator=self.simulator, alpha=self.alpha)
-        reports = _privatize(self.mechanism, grads, rng)
         n = agent.size
         _write_run_dir(
             Path(run_dir),
             algorithm="fixed-theta",
             config={"reports_per_agent": T, "alpha": self.alpha, "n_agents": int(g.size)},
             mechanism=self.mechanism,
+            grads=grads,
+            agent=agent,
+            rng=rng,
             transcript={
                 "trial": np.zeros(n, dtype=np.int64),
                 "agent": agent.astype(np.int64),
                 "submission": np.arange(n, dtype=np.int64),
                 "theta_index": np.zeros(n, dtype=np.int64),
-                "report": reports,
                 "score": np.full(n, np.nan),
                 "thetas": theta[None, :],
             },
@@ -382,6 +401,24 @@ def run(
     n_canaries = _check_int(n_canaries, "n_canaries", minimum=2)
     if n_canaries > n_agents:
         raise InvalidParameterError(f"n_canaries must be <= n_agents={n_agents}, got {n_canaries}")
+    bg = np.asarray(background, dtype=np.float64).reshape(-1)
+    if bg.size == 0 or not np.all(np.isfinite(bg)):
+        raise InvalidParameterError(f"background gravities must be finite, got {list(bg)}")
+    if (
+        isinstance(canary_gravity, bool)
+        or not isinstance(canary_gravity, (int, float, np.floating, np.integer))
+        or not math.isfinite(float(canary_gravity))
+        or float(canary_gravity) <= 0
+    ):
+        raise InvalidParameterError(
+            f"canary_gravity must be a finite number > 0, got {canary_gravity!r}"
+        )
+    if np.any(np.isclose(bg, float(canary_gravity), rtol=0, atol=1e-9)):
+        raise InvalidParameterError(
+            f"canary_gravity must differ from every background gravity {sorted(set(bg))}, got "
+            f"{canary_gravity!r} (a canary indistinguishable by design makes the audit "
+            f"meaningless)"
+        )
     rng = check_rng(rng) if rng is not None else np.random.default_rng(seed)
     bits_rng, grav_rng, train_rng = rng.spawn(3)
     # --- secrets (scoring only): canary bits and every agent's gravity ---
