@@ -81,11 +81,62 @@ def test_text_output_lists_largest_first(ledger, capsys):
     assert "local" in text and "central" in text
 
 
-def test_budget_override_and_unknown_agent(ledger, capsys):
-    argv = ["budget", str(ledger), "--agent", "nobody", "--budget", "3", "--json"]
+def test_budget_override(ledger, capsys):
+    argv = ["budget", str(ledger), "--agent", "0/7", "--budget", "3", "--json", "--method", "basic"]
     assert _main(argv) == 0
     row = json.loads(capsys.readouterr().out)["agents"][0]
-    assert row["epsilon"] == 0.0 and row["remaining"] == 3.0
+    assert row["epsilon"] == pytest.approx(1.5) and row["remaining"] == pytest.approx(1.5)
+
+
+def test_unknown_agent_is_an_error_not_zero_spent(ledger, capsys):
+    """A mistyped --agent says "no such agent" (exit 2), never "0 spent"."""
+    assert _main(["budget", str(ledger), "--agent", "0/77", "--json"]) == 2
+    out = capsys.readouterr().out
+    assert "no such agent '0/77'" in out and "'0/0'" in out
+
+
+def test_verify_and_chain_head(ledger, capsys):
+    assert _main(["budget", str(ledger), "--json"]) == 0
+    head = json.loads(capsys.readouterr().out)["chain_head"]
+    assert len(head) == 64
+    assert _main(["budget", str(ledger), "--verify", "--expect-head", head]) == 0
+    assert f"chain head {head}" in capsys.readouterr().out
+    with Accountant(ledger) as acc:  # a later copy extends the earlier head
+        acc.charge("0/1", LaplaceEvent(0.5))
+    assert _main(["budget", str(ledger), "--verify", "--expect-head", head]) == 0
+    capsys.readouterr()
+    other = "ab" * 32
+    assert _main(["budget", str(ledger), "--verify", "--expect-head", other]) == 2
+    assert "does not extend the chain head" in capsys.readouterr().out
+    assert _main(["budget", str(ledger), "--expect-head", head]) == 2  # needs --verify
+
+
+def test_verify_names_an_edited_row(ledger, capsys):
+    import sqlite3
+
+    con = sqlite3.connect(ledger)
+    con.execute("UPDATE ldp_audit_charges SET event = replace(event, '1.0', '0.1') WHERE id = 3")
+    con.commit()
+    con.close()
+    assert _main(["budget", str(ledger), "--verify"]) == 2
+    assert "row 3 does not match its hash" in capsys.readouterr().out
+
+
+def test_foreign_sqlite_file_is_refused_untouched(tmp_path, capsys):
+    import hashlib
+    import sqlite3
+
+    for name, sql in (("app.db", "CREATE TABLE users (name TEXT)"), ("empty.db", None)):
+        path = tmp_path / name
+        con = sqlite3.connect(path)
+        con.execute(sql or "PRAGMA user_version = 7")
+        con.commit()
+        con.close()
+        before = hashlib.sha256(path.read_bytes()).hexdigest()
+        assert _main(["budget", str(path)]) == 2
+        assert "another application" in capsys.readouterr().out
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+        assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(name)) == [name]
 
 
 def test_missing_ledger_is_an_error_not_a_new_file(tmp_path, capsys):

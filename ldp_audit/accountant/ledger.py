@@ -72,7 +72,7 @@ _HEAD = "ldp_audit_head"
 #: Rows of the chain's tail re-hashed on every open.
 TAIL_ROWS = 64
 _JOURNAL = "TRUNCATE"
-_TMP_RE = r"^\.{name}\.ldp-creating\.(\d+)\.\d+\.tmp(-journal|-wal|-shm)?$"
+_TMP_RE = re.compile(r"^\..+\.ldp-creating\.(\d+)\.\d+\.tmp(-journal|-wal|-shm)?$")
 
 _SCHEMA = f"""
 CREATE TABLE {_META} (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -95,7 +95,8 @@ CREATE TABLE {_AGENTS} (
     agent TEXT PRIMARY KEY, n INTEGER NOT NULL, last_id INTEGER NOT NULL, chk INTEGER NOT NULL
 ) WITHOUT ROWID;
 CREATE TABLE {_HEAD} (
-    k INTEGER PRIMARY KEY CHECK (k = 1), rows INTEGER NOT NULL, hash BLOB NOT NULL
+    k INTEGER PRIMARY KEY CHECK (k = 1), rows INTEGER NOT NULL, hash BLOB NOT NULL,
+    meta BLOB NOT NULL
 );
 """
 
@@ -175,7 +176,20 @@ def _init_schema(c: sqlite3.Connection) -> None:
             ("ledger_id", ledger_id),
         ],
     )
-    c.execute(f"INSERT INTO {_HEAD} (k, rows, hash) VALUES (1, 0, ?)", (_genesis(ledger_id),))
+    c.execute(
+        f"INSERT INTO {_HEAD} (k, rows, hash, meta) VALUES (1, 0, ?, x'')", (_genesis(ledger_id),)
+    )
+    _seal_meta(c)
+
+
+def _meta_digest(meta: dict[str, str]) -> bytes:
+    return hashlib.sha256(json.dumps(sorted(meta.items())).encode()).digest()
+
+
+def _seal_meta(c: sqlite3.Connection) -> None:
+    """Record the metadata's digest in the head (inside the caller's transaction)."""
+    meta = dict(c.execute(f"SELECT key, value FROM {_META}").fetchall())
+    c.execute(f"UPDATE {_HEAD} SET meta = ? WHERE k = 1", (_meta_digest(meta),))
 
 
 def _pid_alive(pid: int) -> bool:
@@ -189,8 +203,11 @@ def _pid_alive(pid: int) -> bool:
 
 
 def _sweep_stale_temps(path: Path) -> None:
-    """Remove temp files of ledger creations killed before they finished (dead pids only)."""
-    pattern = re.compile(_TMP_RE.format(name=re.escape(path.name)))
+    """Remove temp files of ledger creations (in ``path``'s folder) killed before they finished.
+
+    Only files named by this module whose creating process is gone are removed.
+    """
+    pattern = _TMP_RE
     try:
         names = os.listdir(path.parent)
     except OSError:
@@ -208,8 +225,8 @@ def _create_atomically(path: Path) -> None:
     The database is built in memory, written to a temporary file beside ``path`` in one write,
     synced and hard-linked into place; if another process created ``path`` meanwhile, its ledger
     is kept and ours discarded. A creation killed between the write and the link leaves a temp
-    file named after its pid, which the next open of the same path removes. So an existing empty
-    file can only be a truncated ledger, which ``Ledger`` refuses.
+    file named after its pid, which the next open of any ledger in that folder removes. So an
+    existing empty file can only be a truncated ledger, which ``Ledger`` refuses.
     """
     _sweep_stale_temps(path)
     tmp = path.with_name(f".{path.name}.ldp-creating.{os.getpid()}.{time.time_ns()}.tmp")
@@ -454,6 +471,9 @@ class Ledger:
         if missing:
             raise self._bad(f"tables {sorted(missing)} are missing")
         self._ledger_id = meta.get("ledger_id", "")
+        sealed = c.execute(f"SELECT meta FROM {_HEAD} WHERE k = 1").fetchall()
+        if len(sealed) != 1 or sealed[0][0] != _meta_digest(meta):
+            raise self._bad("the metadata (budget, ids) does not match its recorded digest")
         if not self.readonly:
             mode = c.execute(f"PRAGMA journal_mode={_JOURNAL}").fetchone()[0]
             if str(mode).upper() != _JOURNAL:
@@ -890,6 +910,7 @@ class Ledger:
             self._conn.execute(
                 f"INSERT OR REPLACE INTO {_META} (key, value) VALUES (?, ?)", (key, str(value))
             )
+            _seal_meta(self._conn)
 
     def set_meta_once(self, key: str, value: str) -> str:
         """Set ``key`` unless it is already set; returns the value stored (atomically)."""
@@ -900,6 +921,7 @@ class Ledger:
             if got:
                 return str(got[0][0])
             self._conn.execute(f"INSERT INTO {_META} (key, value) VALUES (?, ?)", (key, value))
+            _seal_meta(self._conn)
             return value
 
     def agent_scopes(self, agent: str) -> set[str]:
@@ -965,6 +987,9 @@ class Ledger:
                     f"ledger {self.path!r} failed SQLite's integrity check: {problems[:3]!r}"
                 )
         rows, head = self._head()
+        meta = dict(c.execute(f"SELECT key, value FROM {_META}").fetchall())
+        if c.execute(f"SELECT meta FROM {_HEAD} WHERE k = 1").fetchone()[0] != _meta_digest(meta):
+            raise self._bad("the metadata (budget, ids) does not match its recorded digest")
         prev = _genesis(self._ledger_id)
         found = want is not None and want == prev
         counts: dict[tuple[str, str, str], int] = {}
@@ -1081,4 +1106,5 @@ def migrate_v1(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> Ledg
             f"INSERT OR REPLACE INTO {_META} (key, value) VALUES (?, ?)",
             ("migrated_from_v1", json.dumps({"path": src_s, "rows": len(rows)})),
         )
+        _seal_meta(led._conn)
     return led

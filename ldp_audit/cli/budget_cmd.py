@@ -3,8 +3,14 @@
 Reads a privacy ledger (a ``ledger.sqlite`` file or a run directory holding one) and prints, per
 agent, the epsilon spent at ``delta``, the composition that gave it and what is left of the
 budget; local (per-agent LDP) and central (DP-SGD) claims are summarised side by side, never
-summed. The ledger is opened read-only in spirit: nothing is written, and a missing file is an
-error (never a new, empty ledger).
+summed. The ledger is opened read-only (SQLite ``mode=ro``): nothing is ever written to it, a
+missing file is an error (never a new, empty ledger), and another application's SQLite file is
+refused untouched.
+
+``--verify`` walks the whole hash chain and rebuilds every agent's state from the rows (exit 0
+and the chain head when it verifies; exit 2 with the first problem when not); ``--expect-head
+HEX`` also checks that this copy extends a chain head recorded earlier (e.g. in a report).
+``--migrate-to NEW`` converts a schema-version-1 ledger into a new file (the old one is kept).
 """
 
 from __future__ import annotations
@@ -86,6 +92,23 @@ def register(subparsers: Any) -> None:
         help="agents listed in the text table, largest spend first (default 20; 0 = all)",
     )
     p.add_argument("--json", action="store_true", help="print JSON (every agent) on stdout")
+    p.add_argument(
+        "--verify",
+        action="store_true",
+        help="verify the whole hash chain and every agent's state against the rows",
+    )
+    p.add_argument(
+        "--expect-head",
+        default=None,
+        metavar="HEX",
+        help="with --verify: the ledger must extend this chain head (from an earlier report)",
+    )
+    p.add_argument(
+        "--migrate-to",
+        default=None,
+        metavar="NEW",
+        help="convert a schema-version-1 ledger into a new version-2 file NEW (LEDGER is kept)",
+    )
     p.set_defaults(func=_run)
 
 
@@ -106,9 +129,39 @@ def _fmt(x: float | None) -> str:
 
 def _run(args: argparse.Namespace) -> int:
     from ldp_audit.accountant import Accountant, Budget, Ledger
+    from ldp_audit.accountant.ledger import migrate_v1
+    from ldp_audit.errors import InvalidParameterError
 
     path = _ledger_path(args.ledger)
-    ledger = Ledger(path, create=False)
+    if args.expect_head is not None and not args.verify:
+        raise InvalidParameterError("--expect-head needs --verify")
+    if args.migrate_to is not None:
+        new = migrate_v1(path, args.migrate_to)
+        try:
+            rows, head = len(new), new.chain_head()
+        finally:
+            new.close()
+        print(
+            f"migrated {path} (schema version 1) to {args.migrate_to}: {rows} charges, chain "
+            f"head {head}"
+        )
+        return 0
+    ledger = Ledger(path, create=False, readonly=True)
+    if args.verify:
+        try:
+            res = ledger.verify(expect_head=args.expect_head)
+        finally:
+            ledger.close()
+        res["ledger"] = str(path)
+        if args.json:
+            print(json.dumps(res, indent=2))
+        else:
+            ext = " and extends the expected head" if args.expect_head else ""
+            print(
+                f"ledger {path} verifies{ext}: {res['rows']} charges, {res['agents']} agents, "
+                f"chain head {res['chain_head']}"
+            )
+        return 0
     try:
         meta = ledger.meta()
         budgets: dict[str, Any] = {}
@@ -126,6 +179,13 @@ def _run(args: argparse.Namespace) -> int:
             if b is not None and b.method != "filter":
                 used.update(acc.spent_all(delta=b.delta, method=b.method, scope=scope))
         if args.agent is not None:
+            if not ledger.has_agent(args.agent):
+                known = ledger.agents()
+                hint = f"; agents are e.g. {known[:5]!r}" if known else "; the ledger is empty"
+                raise InvalidParameterError(
+                    f"--agent: no such agent {args.agent!r} in ledger {str(path)!r} "
+                    f"({len(known)} agents){hint}"
+                )
             detail = acc.spent_detail(args.agent, delta=args.delta, method=args.method)
             b = budgets["central" if detail.scope == "central" else "local"]
             row = _row(detail.agent, detail.epsilon, detail.method, detail.scope, used, b)
@@ -147,6 +207,7 @@ def _run(args: argparse.Namespace) -> int:
         out = {
             "ledger": str(path),
             "charges": len(ledger),
+            "chain_head": ledger.chain_head(),
             "delta": args.delta,
             "method": args.method,
             "budget": None if budget is None else budget.to_dict(),
@@ -185,6 +246,7 @@ def _json_default(x: Any) -> Any:
 def _print_text(out: dict, limit: int) -> None:
     b = out["budget"]
     print(f"ledger: {out['ledger']}  ({out['charges']} charges, {len(out['agents'])} agents)")
+    print(f"chain head: {out['chain_head']}  (ldp-audit budget LEDGER --verify checks it all)")
     print(f"delta = {out['delta']:g}, method = {out['method']}")
     if b is None:
         print("budget: none recorded (pass --budget EPS to see what is left)")

@@ -45,6 +45,8 @@ class LedgerStats:
     """Budget left per agent under the budget's own method and delta (None: budget - best)."""
     budget_method: str | None = None
     """The composition the budget is enforced with ("basic", ...), when recorded."""
+    chain_head: str | None = None
+    """The ledger's hash-chain head (hex): a later copy must extend it (``budget --verify``)."""
 
 
 def _method_of(detail: Any) -> str:
@@ -126,12 +128,23 @@ def read_ledger(
                 method.append(_method_of(detail))
     except (LdpAuditError, sqlite3.Error) as exc:
         raise RunDirectoryError(f"{path}: ledger cannot be read ({exc})") from exc
+    else:
+        chain_head = ledger.chain_head() if hasattr(ledger, "chain_head") else None
     finally:
         ledger.close()
     if budget is not None and not (isinstance(budget, (int, float)) and math.isfinite(budget)):
         budget = None
     return LedgerStats(
-        agents, basic, best, method, float(delta), budget, central, remaining, budget_method
+        agents,
+        basic,
+        best,
+        method,
+        float(delta),
+        budget,
+        central,
+        remaining,
+        budget_method,
+        chain_head,
     )
 
 
