@@ -115,3 +115,31 @@ def check_report_out(out: str, *, overwrite: bool) -> None:
     from ldp_audit.rundir import check_report_dir
 
     check_report_dir(out, overwrite=overwrite)
+
+
+def real_in(
+    name: str,
+    *,
+    low: float = -math.inf,
+    high: float = math.inf,
+    low_open: bool = True,
+    high_open: bool = True,
+) -> Callable[[str], float]:
+    """A converter accepting finite reals in (low, high) (ends open or closed as given); the
+    message names the option and the value."""
+    lo_b, hi_b = ("(" if low_open else "["), (")" if high_open else "]")
+
+    def convert(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            v = math.nan
+        ok = math.isfinite(v) and (v > low if low_open else v >= low)
+        ok = ok and (v < high if high_open else v <= high)
+        if not ok:
+            raise argparse.ArgumentTypeError(
+                f"{name} must be a finite number in {lo_b}{low:g}, {high:g}{hi_b}, got {text!r}"
+            )
+        return v
+
+    return convert

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ldp_audit.cli._types import epsilon_or_inf, int_at_least
+from ldp_audit.cli._types import epsilon_or_inf, int_at_least, real_in
 
 _MECHANISMS = ("laplace", "prs", "none")
 
@@ -36,10 +36,15 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--epsilon",
         type=_epsilon,
-        default=1.0,
-        help="epsilon of ONE report (T reports compose to T * epsilon); ignored for 'none'",
+        default=None,
+        help="epsilon of ONE report (T reports compose to T * epsilon; default 1); not with 'none'",
     )
-    p.add_argument("--clip", type=float, default=None, help="C (default 0.01 Laplace, 1 PRS)")
+    p.add_argument(
+        "--clip",
+        type=real_in("--clip", low=0.0),
+        default=None,
+        help="C (default 0.01 Laplace, 1 PRS); not with 'none'",
+    )
     p.add_argument(
         "--reports-per-agent", type=_positive_int, default=1, dest="reports", metavar="T"
     )
@@ -55,7 +60,7 @@ def _common(p: argparse.ArgumentParser) -> None:
         help="honest theta after this many non-private PGC-A3C submissions (0: initial theta)",
     )
     p.add_argument("--seed", type=_nonneg_int, default=0)
-    p.add_argument("--confidence", type=float, default=0.95)
+    p.add_argument("--confidence", type=real_in("--confidence", low=0.0, high=1.0), default=0.95)
     p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     p.add_argument("--out", default=None, help="also write the JSON result to this (new) file")
     p.add_argument("--plot", default=None, help="write a PNG of the result to this (new) file")
@@ -101,7 +106,12 @@ def register(subparsers: Any) -> None:
     )
     _common(m)
     m.add_argument("--canaries", type=_positive_int, default=200)
-    m.add_argument("--canary-gravity", type=float, default=12.0)
+    m.add_argument(
+        "--canary-gravity",
+        type=real_in("--canary-gravity", low=0.0),
+        default=12.0,
+        help="the canaries' unusual gravity (must differ from the background 9.7/9.8/9.9)",
+    )
     m.add_argument(
         "--canary-run-dir",
         default=None,
@@ -133,9 +143,22 @@ def register(subparsers: Any) -> None:
 
 
 def _mechanism(args: argparse.Namespace) -> Any:
+    from ldp_audit.errors import InvalidParameterError
     from ldp_audit.mechanisms import Laplace, NoPrivacy, ProjectedRandomSign
 
-    if args.mechanism == "none" or math.isinf(args.epsilon):
+    if args.mechanism == "none":
+        if args.epsilon is not None and not math.isinf(args.epsilon):
+            raise InvalidParameterError(
+                f"--epsilon must be omitted with --mechanism none, got {args.epsilon!r}"
+            )
+        if args.clip is not None:
+            raise InvalidParameterError(
+                f"--clip must be omitted with --mechanism none, got {args.clip!r}"
+            )
+        return NoPrivacy()
+    if args.epsilon is None:
+        args.epsilon = 1.0
+    if math.isinf(args.epsilon):
         return NoPrivacy()
     if args.mechanism == "laplace":
         return Laplace(epsilon=args.epsilon, clip=args.clip if args.clip else 0.01)
@@ -254,10 +277,10 @@ def _dynamics(args: argparse.Namespace) -> int:
         if not args.out:
             write_artifact(args.run_dir, "attack_dynamics.json", res.to_dict(), overwrite=True)
         return _emit(args, res)
+    mech = _mechanism(args)  # validated before any work
     rng = np.random.default_rng(args.seed)
     theta_rng, attack_rng = rng.spawn(2)
     theta, info = _theta(args, theta_rng)
-    mech = _mechanism(args)
     if args.continuous:
         res = D.run_continuous(
             mech,
@@ -301,10 +324,17 @@ def _membership(args: argparse.Namespace) -> int:
         )
     if args.canary_run_dir is not None:
         check_new_dir(args.canary_run_dir, name="--canary-run-dir")
+    from ldp_audit.attacks.dynamics import GRAVITIES
+
+    if any(abs(args.canary_gravity - g) < 1e-9 for g in GRAVITIES):
+        raise InvalidParameterError(
+            f"--canary-gravity must differ from the background gravities {list(GRAVITIES)}, got "
+            f"{args.canary_gravity!r}"
+        )
+    mech = _mechanism(args)  # validated before any work
     rng = np.random.default_rng(args.seed)
     theta_rng, run_rng = rng.spawn(2)
     theta, info = _theta(args, theta_rng)
-    mech = _mechanism(args)
     trainer = M.FixedThetaTrainer(theta=theta, mechanism=mech, reports_per_agent=args.reports)
     scorer = M.TranscriptScorer(canary_gravity=args.canary_gravity, n_shadow=args.shadow)
     with tempfile.TemporaryDirectory() as tmp:
