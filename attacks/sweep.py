@@ -101,20 +101,23 @@ def sweep(
     train_submissions: int = 3000,
     n_probe: int = 1000,
     progress: bool = False,
+    backend: str = "local",
+    address: str | None = None,
+    workers: int | None = None,
 ) -> dict[str, Any]:
-    """Run the sweep; returns the JSON-able document (see module docstring)."""
-    from ldp_audit.attacks.dynamics import (
-        GRAVITIES,
-        ShadowGradientAttack,
-        _privatize,
-        _result,
-        simulate_shadow,
-    )
+    """Run the sweep; returns the JSON-able document (see module docstring).
 
+    Each theta is one task of :func:`ldp_audit.backends.run_tasks` (its randomness is the
+    theta's own child generator of ``seed``), so ``backend="ray"`` (``address`` for a cluster)
+    gives bit for bit the results of ``backend="local"``; only the ``seconds`` fields differ.
+    """
+    from ldp_audit.attacks.dynamics import GRAVITIES
+    from ldp_audit.backends import check_backend, run_tasks
+
+    check_backend(backend, address, workers)  # before any work
     t_start = time.perf_counter()
     root = np.random.default_rng(seed)
     cands = np.asarray(GRAVITIES)
-    t_max = max(reports)
     out: dict[str, Any] = {
         "settings": {
             "epsilons": ["inf" if math.isinf(e) else e for e in epsilons],
@@ -130,65 +133,115 @@ def sweep(
             "shared_episodes": "per theta, agents' and shadow episodes are simulated once and "
             "shared by all cells; mechanism noise is fresh per cell",
             "machine": f"{platform.machine()} {platform.system()}",
+            "backend": backend,
         },
         "thetas": [],
         "results": [],
     }
-    bar = None
-    n_cells = len(thetas) * (
-        len(reports) * (1 + len(mechanisms) * sum(map(math.isfinite, epsilons)))
+    in_process = backend == "local" and (workers is None or workers == 1)
+    tasks = [
+        {
+            "kind": kind,
+            "rng": th_rng,
+            "epsilons": tuple(epsilons),
+            "mechanisms": tuple(mechanisms),
+            "reports": tuple(reports),
+            "n_agents": n_agents,
+            "n_shadow": n_shadow,
+            "confidence": confidence,
+            "train_submissions": train_submissions,
+            "n_probe": n_probe,
+            "progress": bool(progress and in_process),
+            "seed": seed,
+        }
+        for kind, th_rng in zip(thetas, root.spawn(len(thetas)), strict=True)
+    ]
+    done = run_tasks(
+        theta_task,
+        tasks,
+        backend=backend,
+        address=address,
+        workers=workers,
+        progress="sweep thetas" if progress and not in_process else None,
+        describe=lambda t: f"theta={t['kind']!r}, seed={t['seed']}",
     )
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=n_cells, desc="sweep cells", unit="cell")
-    for kind, th_rng in zip(thetas, root.spawn(len(thetas)), strict=True):
-        t0 = time.perf_counter()
-        design_rng, world_rng, shadow_rng, noise_rng = th_rng.spawn(4)
-        theta, info = broadcast_theta(
-            kind, design_rng, train_submissions=train_submissions, n_probe=n_probe
-        )
-        # --- the world: agents' gravities (secret, scoring only) and clean gradients ---
-        secret = world_rng.choice(cands, size=n_agents)
-        grads = simulate_shadow(theta, np.repeat(secret, t_max), world_rng, progress=progress)
-        grads = grads.reshape(n_agents, t_max, -1)
-        # --- the attacker's clean shadows at the broadcast theta ---
-        shadow_g = np.repeat(cands, n_shadow)
-        shadow = simulate_shadow(theta, shadow_g, shadow_rng, progress=progress)
-        info["simulation_seconds"] = time.perf_counter() - t0
+    for info, results in done:
         out["thetas"].append(info)
-        cells: list[tuple[str, float]] = [("none", math.inf)] if math.inf in epsilons else []
-        cells += [(m, e) for m in mechanisms for e in epsilons if math.isfinite(e)]
-        for (mname, eps), cell_rng in zip(cells, noise_rng.spawn(len(cells)), strict=True):
-            mech = make_mechanism(mname, eps)
-            fit_rng, rep_rng = cell_rng.spawn(2)
-            # one fitted attack per cell, reused for every T (reports are what differ)
-            est = ShadowGradientAttack(mech, random_state=fit_rng).fit(shadow, shadow_g)
-            for T in reports:
-                c0 = time.perf_counter()
-                rows = grads[:, :T].reshape(n_agents * T, -1)
-                noisy = _privatize(mech, rows, rep_rng)
-                ids, guess, _ = est.predict_groups(noisy, np.repeat(np.arange(n_agents), T))
-                correct = int(np.sum(guess == secret[ids]))  # scoring only
-                res = _result(
-                    attack="dynamics-malicious" if kind == "crafted" else "dynamics",
-                    mechanism=mech,
-                    T=T,
-                    k=cands.size,
-                    n=n_agents,
-                    correct=correct,
-                    confidence=confidence,
-                    seconds=time.perf_counter() - c0,
-                    extra={"theta": kind, "mechanism_family": mname, "method": est.method_},
-                )
-                out["results"].append(res.to_dict())
-                if bar is not None:
-                    bar.update(1)
-    if bar is not None:
-        bar.close()
+        out["results"].extend(results)
     out["violations"] = sum(r["violation"] for r in out["results"])
     out["seconds"] = time.perf_counter() - t_start
     return out
+
+
+def theta_task(task: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """One theta of the sweep (a task of :func:`ldp_audit.backends.run_tasks`): the broadcast
+    theta, the agents' and shadow episodes, then every (mechanism, eps, T) cell.
+
+    ``task`` holds ``kind``, ``rng`` (the theta's own generator), the grid and the sizes; the
+    result depends on nothing else. Returns ``(theta info, [AttackResult.to_dict(), ...])``.
+    """
+    from ldp_audit.attacks.dynamics import (
+        GRAVITIES,
+        ShadowGradientAttack,
+        _privatize,
+        _result,
+        simulate_shadow,
+    )
+
+    kind, th_rng = task["kind"], task["rng"]
+    epsilons, mechanisms, reports = task["epsilons"], task["mechanisms"], task["reports"]
+    n_agents, n_shadow, progress = task["n_agents"], task["n_shadow"], task["progress"]
+    cands = np.asarray(GRAVITIES)
+    t_max = max(reports)
+    t0 = time.perf_counter()
+    design_rng, world_rng, shadow_rng, noise_rng = th_rng.spawn(4)
+    theta, info = broadcast_theta(
+        kind, design_rng, train_submissions=task["train_submissions"], n_probe=task["n_probe"]
+    )
+    # --- the world: agents' gravities (secret, scoring only) and clean gradients ---
+    secret = world_rng.choice(cands, size=n_agents)
+    grads = simulate_shadow(theta, np.repeat(secret, t_max), world_rng, progress=progress)
+    grads = grads.reshape(n_agents, t_max, -1)
+    # --- the attacker's clean shadows at the broadcast theta ---
+    shadow_g = np.repeat(cands, n_shadow)
+    shadow = simulate_shadow(theta, shadow_g, shadow_rng, progress=progress)
+    info["simulation_seconds"] = time.perf_counter() - t0
+    cells: list[tuple[str, float]] = [("none", math.inf)] if math.inf in epsilons else []
+    cells += [(m, e) for m in mechanisms for e in epsilons if math.isfinite(e)]
+    results: list[dict[str, Any]] = []
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(cells) * len(reports), desc=f"sweep cells ({kind})", unit="cell")
+    for (mname, eps), cell_rng in zip(cells, noise_rng.spawn(len(cells)), strict=True):
+        mech = make_mechanism(mname, eps)
+        fit_rng, rep_rng = cell_rng.spawn(2)
+        # one fitted attack per cell, reused for every T (reports are what differ)
+        est = ShadowGradientAttack(mech, random_state=fit_rng).fit(shadow, shadow_g)
+        for T in reports:
+            c0 = time.perf_counter()
+            rows = grads[:, :T].reshape(n_agents * T, -1)
+            noisy = _privatize(mech, rows, rep_rng)
+            ids, guess, _ = est.predict_groups(noisy, np.repeat(np.arange(n_agents), T))
+            correct = int(np.sum(guess == secret[ids]))  # scoring only
+            res = _result(
+                attack="dynamics-malicious" if kind == "crafted" else "dynamics",
+                mechanism=mech,
+                T=T,
+                k=cands.size,
+                n=n_agents,
+                correct=correct,
+                confidence=task["confidence"],
+                seconds=time.perf_counter() - c0,
+                extra={"theta": kind, "mechanism_family": mname, "method": est.method_},
+            )
+            results.append(res.to_dict())
+            if bar is not None:
+                bar.update(1)
+    if bar is not None:
+        bar.close()
+    return info, results
 
 
 def plot(doc: dict[str, Any], path: str | Path) -> None:
@@ -301,12 +354,33 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="regenerate an earlier sweep in --out (hand-written files there are kept)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--backend",
+        choices=("local", "ray"),
+        default="local",
+        help="where the thetas (one task each) run: this machine, or Ray (needs "
+        "ldp-audit[ray]); results are bit for bit the same",
+    )
+    p.add_argument(
+        "--address",
+        default=None,
+        help="Ray cluster address (e.g. auto, ray://HOST:10001); default: start Ray here",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="local: process-pool size (default: this process); ray: CPUs of the Ray "
+        "instance started here",
+    )
 
 
 def run_from_args(args: argparse.Namespace) -> int:
     """Run the sweep from parsed arguments; print one line per cell; 1 if any violation."""
+    from ldp_audit.backends import check_backend
     from ldp_audit.rundir import check_report_dir
 
+    check_backend(args.backend, args.address, args.workers)  # usage errors before any work
     if args.out is None:
         import datetime as _dt
 
@@ -323,6 +397,9 @@ def run_from_args(args: argparse.Namespace) -> int:
         train_submissions=args.train_submissions,
         n_probe=args.probe,
         progress=not args.quiet,
+        backend=args.backend,
+        address=args.address,
+        workers=args.workers,
     )
     doc["settings"]["command"] = " ".join(sys.argv)
     (out_dir / "sweep.json").write_text(json.dumps(doc, indent=1))

@@ -1,0 +1,305 @@
+"""Run independent tasks here or on a Ray cluster, with the same results either way.
+
+A *task* is one cell of a grid (a setting and a seed): ``fn(item)`` must depend only on ``item``
+(its randomness comes from a generator or seed inside ``item``, never from global state) and must
+own its outputs (its own run directory and ledger, written by that one process). Then::
+
+    from ldp_audit.backends import run_tasks
+
+    results = run_tasks(fn, items)                               # in this process
+    results = run_tasks(fn, items, backend="local", workers=2)   # a local process pool
+    results = run_tasks(fn, items, backend="ray")                # ray.init() on this machine
+    results = run_tasks(fn, items, backend="ray", address="ray://head:10001")  # a cluster
+
+returns ``[fn(item) for item in items]`` in item order, bit for bit the same on every backend
+(the items are pickled to the workers, so a ``numpy.random.Generator`` in an item arrives with the
+same state).
+
+Failures: a task that raises becomes :class:`TaskError` (or :class:`TaskInputError`, also an
+:class:`~ldp_audit.errors.LdpAuditError`, when the task's own error was one), whose message names
+the item (``describe(item)``, e.g. ``"theta='crafted', seed=0"``) and keeps the original error as
+``__cause__``. A worker that is *killed* (node lost, out of memory) is retried by Ray up to
+``max_retries`` times; a task raising an exception is not retried (it would raise again). A retry
+is safe because a task owns its run directory and ledger: a killed attempt's directory is moved
+aside by :func:`fresh_run_dir` (kept as evidence, never merged into), so no charge is counted
+twice and nothing is overwritten.
+
+Ray is an optional dependency (``pip install 'ldp-audit[ray]'``); ``backend="ray"`` without it is
+an :class:`~ldp_audit.errors.InvalidParameterError` naming the extra.
+"""
+
+from __future__ import annotations
+
+import json
+import numbers
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ldp_audit.errors import InvalidParameterError, LdpAuditError
+
+__all__ = [
+    "BACKENDS",
+    "TaskError",
+    "TaskInputError",
+    "run_tasks",
+    "fresh_run_dir",
+    "check_backend",
+]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+#: The backends :func:`run_tasks` accepts.
+BACKENDS: tuple[str, ...] = ("local", "ray")
+
+
+class TaskError(RuntimeError):
+    """A task raised; the message names its item. ``index`` and ``item`` say which one."""
+
+    def __init__(self, message: str, *, index: int, item: Any) -> None:
+        super().__init__(message)
+        self.index = index
+        self.item = item
+
+
+class TaskInputError(TaskError, LdpAuditError):
+    """A task raised an :class:`~ldp_audit.errors.LdpAuditError` (bad input, budget, run
+    directory): the CLI maps it to exit code 2 like the error itself."""
+
+
+def check_backend(backend: Any, address: Any = None, workers: Any = None) -> tuple[str, Any, Any]:
+    """Validate ``backend``, ``address`` and ``workers`` (before any work); returns them."""
+    if not isinstance(backend, str) or backend not in BACKENDS:
+        raise InvalidParameterError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if address is not None:
+        if not isinstance(address, str) or not address:
+            raise InvalidParameterError(f"address must be a non-empty string, got {address!r}")
+        if backend != "ray":
+            raise InvalidParameterError(
+                f"address applies to backend='ray' only, got backend={backend!r}"
+            )
+    if workers is not None and (
+        isinstance(workers, bool) or not isinstance(workers, numbers.Integral) or workers < 1
+    ):
+        raise InvalidParameterError(f"workers must be an integer >= 1 or None, got {workers!r}")
+    return backend, address, None if workers is None else int(workers)
+
+
+def _describe(describe: Callable[[Any], str] | None, item: Any) -> str:
+    if describe is not None:
+        try:
+            return str(describe(item))
+        except Exception:  # a describe bug must not hide the task's own error
+            pass
+    text = repr(item)
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def _fail(exc: BaseException, index: int, n: int, item: Any, describe: Any) -> TaskError:
+    cls = TaskInputError if isinstance(exc, LdpAuditError) else TaskError
+    err = cls(
+        f"task {index + 1} of {n} ({_describe(describe, item)}) failed: "
+        f"{type(exc).__name__}: {exc}",
+        index=index,
+        item=item,
+    )
+    err.__cause__ = exc
+    return err
+
+
+def _bar(progress: Any, total: int) -> Any:
+    if not progress:
+        return None
+    from tqdm.auto import tqdm
+
+    desc = progress if isinstance(progress, str) else "tasks"
+    return tqdm(total=total, desc=desc, unit="task")
+
+
+def run_tasks(
+    fn: Callable[[T], R],
+    items: Iterable[T],
+    *,
+    backend: str = "local",
+    address: str | None = None,
+    workers: int | None = None,
+    progress: bool | str | None = None,
+    describe: Callable[[T], str] | None = None,
+    max_retries: int = 3,
+) -> list[R]:
+    """``[fn(item) for item in items]`` on the chosen backend, in item order.
+
+    Args:
+        fn: a picklable (module-level) function of one item; deterministic given the item.
+        items: the tasks' inputs (each picklable).
+        backend: ``"local"`` (this process, or a process pool when ``workers`` > 1) or
+            ``"ray"`` (Ray tasks; ``ray.init(address=address)`` unless Ray is already
+            initialised in this process).
+        address: an existing Ray cluster (``"auto"``, ``"ray://host:10001"``); ray only.
+        workers: local: pool size (None or 1 = run in this process); ray: ``num_cpus`` of the
+            Ray instance this call starts (ignored when connecting to a cluster).
+        progress: a tqdm bar on stderr (a string is its description).
+        describe: ``describe(item) -> str`` names an item in error messages (setting, seed).
+        max_retries: how many times Ray re-runs a task whose worker died (not one that raised).
+
+    Returns:
+        The results, ``results[i] = fn(items[i])``.
+
+    Raises:
+        InvalidParameterError: bad backend/address/workers, or Ray missing (before any work).
+        TaskError: a task raised (:class:`TaskInputError` if it raised an ``LdpAuditError``);
+            the message names the item.
+    """
+    backend, address, workers = check_backend(backend, address, workers)
+    if not callable(fn):
+        raise InvalidParameterError(f"fn must be callable, got {type(fn).__name__}")
+    if (
+        isinstance(max_retries, bool)
+        or not isinstance(max_retries, numbers.Integral)
+        or max_retries < 0
+    ):
+        raise InvalidParameterError(f"max_retries must be an integer >= 0, got {max_retries!r}")
+    items = list(items)
+    if backend == "ray":
+        return _run_ray(fn, items, address, workers, progress, describe, int(max_retries))
+    if workers is not None and workers > 1 and len(items) > 1:
+        return _run_pool(fn, items, workers, progress, describe)
+    out: list[R] = []
+    bar = _bar(progress, len(items))
+    try:
+        for i, item in enumerate(items):
+            try:
+                out.append(fn(item))
+            except (KeyboardInterrupt, TaskError):
+                raise
+            except Exception as exc:
+                raise _fail(exc, i, len(items), item, describe) from exc
+            if bar is not None:
+                bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+    return out
+
+
+def _run_pool(
+    fn: Callable[[T], R], items: Sequence[T], workers: int, progress: Any, describe: Any
+) -> list[R]:
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    results: list[Any] = [None] * len(items)
+    bar = _bar(progress, len(items))
+    ctx = mp.get_context("spawn")  # no fork of a process holding threads or open ledgers
+    try:
+        with ProcessPoolExecutor(max_workers=min(workers, len(items)), mp_context=ctx) as ex:
+            futs = {ex.submit(fn, item): i for i, item in enumerate(items)}
+            for fut in as_completed(futs):
+                i = futs[fut]
+                try:
+                    results[i] = fut.result()
+                except Exception as exc:
+                    for other in futs:
+                        other.cancel()
+                    raise _fail(exc, i, len(items), items[i], describe) from exc
+                if bar is not None:
+                    bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+    return results
+
+
+def _import_ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise InvalidParameterError(
+            "backend='ray' needs Ray: pip install 'ldp-audit[ray]' (or pip install ray)"
+        ) from None
+    return ray
+
+
+def _run_ray(
+    fn: Callable[[T], R],
+    items: Sequence[T],
+    address: str | None,
+    workers: int | None,
+    progress: Any,
+    describe: Any,
+    max_retries: int,
+) -> list[R]:
+    ray = _import_ray()
+    if not ray.is_initialized():
+        kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
+        if address is not None:
+            kwargs["address"] = address
+        elif workers is not None:
+            kwargs["num_cpus"] = workers
+        ray.init(**kwargs)
+    remote = ray.remote(max_retries=max_retries, retry_exceptions=False)(fn)
+    refs = [remote.remote(item) for item in items]
+    index = {ref: i for i, ref in enumerate(refs)}
+    results: list[Any] = [None] * len(items)
+    bar = _bar(progress, len(items))
+    pending = list(refs)
+    try:
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            for ref in done:
+                i = index[ref]
+                try:
+                    results[i] = ray.get(ref)
+                except ray.exceptions.RayTaskError as exc:
+                    cause = getattr(exc, "cause", None) or exc.as_instanceof_cause()
+                    for other in pending:
+                        ray.cancel(other)
+                    raise _fail(cause, i, len(items), items[i], describe) from exc
+                except ray.exceptions.RayError as exc:  # worker died more than max_retries
+                    for other in pending:
+                        ray.cancel(other)
+                    raise _fail(exc, i, len(items), items[i], describe) from exc
+                if bar is not None:
+                    bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+    return results
+
+
+def fresh_run_dir(path: str | Path) -> Path:
+    """Make ``path`` ready for a task's (re)try: if an earlier attempt died there (config.json
+    present, no manifest.json), move it aside to ``<path>.attempt-<k>`` (kept as evidence with
+    its ledger; nothing is merged or overwritten) and return ``path``. A completed run there
+    (manifest present) is a :class:`~ldp_audit.errors.RunDirectoryError`, as is any other
+    non-empty folder; a missing or empty folder is returned as is.
+    """
+    from ldp_audit.errors import RunDirectoryError
+
+    p = Path(path)
+    if not p.exists() or (p.is_dir() and not any(p.iterdir())):
+        return p
+    if not p.is_dir():
+        raise RunDirectoryError(f"run directory {str(p)!r} exists and is not a directory")
+    if (p / "manifest.json").exists():
+        raise RunDirectoryError(
+            f"run directory {str(p)!r} already holds a finished run (manifest.json); "
+            "a retried task never replaces it"
+        )
+    cfg = p / "config.json"
+    try:
+        status = json.loads(cfg.read_text()).get("status")
+    except (OSError, ValueError):
+        status = None
+    if status != "running":
+        raise RunDirectoryError(
+            f"run directory {str(p)!r} is not empty and is not an interrupted attempt "
+            f"(config.json status {status!r})"
+        )
+    k = 1
+    while p.with_name(f"{p.name}.attempt-{k}").exists():
+        k += 1
+    dest = p.with_name(f"{p.name}.attempt-{k}")
+    p.rename(dest)
+    return p
