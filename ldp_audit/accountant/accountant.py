@@ -563,21 +563,26 @@ class Accountant:
                 batch[agent] = [text]
             else:
                 texts.append(text)
-        old: dict[str, list[tuple[str, int]]] = {}
-        for agent, st in states.items():
-            h = st.history(scope)
-            if h:
-                old[agent] = h
-        single: dict[str, Signature] = {}  # the common case: a new agent charged once
         memo: dict[Signature, tuple[bool, float]] = {}
         for agent, texts in batch.items():
-            hist = old.get(agent)
-            if hist is None and len(texts) == 1:
-                sig = single.get(texts[0])
-                if sig is None:
-                    sig = single[texts[0]] = ((texts[0], 1),)
+            st = states.get(agent)
+            hist: Sequence[tuple[str, int]] = ()
+            if st is not None:
+                if len(st.events) == 1:  # the common case: one distinct event so far
+                    (((s, e), n),) = st.events.items()
+                    hist = ((e, n),) if s == scope else ()
+                else:
+                    hist = st.history(scope)
+            if len(texts) == 1:
+                t = texts[0]
+                if not hist:
+                    sig = ((t, 1),)
+                elif len(hist) == 1 and hist[0][0] == t:
+                    sig = ((t, hist[0][1] + 1),)
+                else:
+                    sig = _signature([*hist, (t, 1)])
             else:
-                sig = _signature([*(hist or ()), *((t, 1) for t in texts)])
+                sig = _signature([*hist, *((t, 1) for t in texts)])
             verdict = memo.get(sig)
             if verdict is None:
                 if budget.method == "filter":

@@ -44,7 +44,6 @@ import uuid
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -142,16 +141,31 @@ def _agent_chk(agent: str, n: int, last_id: int) -> int:
     return zlib.crc32(f"{len(agent)}:{agent}|{n}|{last_id}".encode())
 
 
-@dataclass
 class AgentState:
     """One agent's verified running state: ``{(scope, event): count}``, total and last row."""
 
-    n: int = 0
-    last_id: int = 0
-    events: dict[tuple[str, str], int] = field(default_factory=dict)
+    __slots__ = ("n", "last_id", "events")
+
+    def __init__(
+        self, n: int = 0, last_id: int = 0, events: dict[tuple[str, str], int] | None = None
+    ) -> None:
+        self.n = n
+        self.last_id = last_id
+        self.events: dict[tuple[str, str], int] = {} if events is None else events
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, AgentState):
+            return NotImplemented
+        return (self.n, self.last_id, self.events) == (other.n, other.last_id, other.events)
+
+    def __repr__(self) -> str:
+        return f"AgentState(n={self.n}, last_id={self.last_id}, events={self.events!r})"
 
     def history(self, scope: str | None = None) -> list[tuple[str, int]]:
         """``[(event, count), ...]`` sorted by event, over ``scope`` (all scopes when None)."""
+        if len(self.events) == 1:
+            (((s, e), n),) = self.events.items()
+            return [(e, n)] if scope is None or s == scope else []
         out: dict[str, int] = {}
         for (s, e), n in self.events.items():
             if scope is None or s == scope:
@@ -628,39 +642,59 @@ class Ledger:
         if not agents:
             return out
         param = json.dumps(list(agents))
-        for agent, n, last_id, chk, row_agent, row_n in c.execute(
-            f"SELECT a.agent, a.n, a.last_id, a.chk, c.agent, c.agent_n FROM {_AGENTS} a "
+        seen_rows = 0
+        # One pass: every agent row with its state rows and its last chained row.
+        for agent, n, last_id, chk, row_agent, row_n, scope, event, sn, schk in c.execute(
+            f"SELECT a.agent, a.n, a.last_id, a.chk, c.agent, c.agent_n, "
+            f"s.scope, s.event, s.n, s.chk FROM {_AGENTS} a "
             f"LEFT JOIN {_CHARGES} c ON c.id = a.last_id "
+            f"LEFT JOIN {_STATE} s ON s.agent = a.agent "
             f"WHERE a.agent IN (SELECT value FROM json_each(?))",
             (param,),
         ):
-            if chk != _agent_chk(agent, n, last_id):
-                raise self._bad(f"the running state of agent {agent!r} fails its checksum")
-            if row_agent != agent or row_n != n:
-                raise self._bad(
-                    f"agent {agent!r}: its running state ({n} charges, last row {last_id}) "
-                    f"disagrees with the chained row {last_id}"
-                )
-            out[agent] = AgentState(n=n, last_id=last_id)
-        seen: dict[str, int] = {}
-        for agent, scope, event, n, chk in c.execute(
-            f"SELECT agent, scope, event, n, chk FROM {_STATE} "
-            f"WHERE agent IN (SELECT value FROM json_each(?))",
-            (param,),
-        ):
-            if chk != _state_chk(agent, scope, event, n) or n <= 0:
-                raise self._bad(f"a state row of agent {agent!r} fails its checksum")
             st = out.get(agent)
             if st is None:
-                raise self._bad(f"agent {agent!r} has event counts but no running total")
-            st.events[(scope, event)] = n
-            seen[agent] = seen.get(agent, 0) + n
+                if chk != _agent_chk(agent, n, last_id):
+                    raise self._bad(f"the running state of agent {agent!r} fails its checksum")
+                if row_agent != agent or row_n != n:
+                    raise self._bad(
+                        f"agent {agent!r}: its running state ({n} charges, last row {last_id}) "
+                        f"disagrees with the chained row {last_id}"
+                    )
+                st = out[agent] = AgentState(n, last_id)
+            if sn is None:
+                raise self._bad(f"agent {agent!r} has a running total but no event counts")
+            if sn <= 0 or schk != _state_chk(agent, scope, event, sn):
+                raise self._bad(f"a state row of agent {agent!r} fails its checksum")
+            st.events[(scope, event)] = sn
+            seen_rows += 1
         for agent, st in out.items():
-            if seen.get(agent, 0) != st.n:
+            if sum(st.events.values()) != st.n:
                 raise self._bad(
-                    f"agent {agent!r}: its event counts sum to {seen.get(agent, 0)}, its running "
-                    f"total is {st.n}"
+                    f"agent {agent!r}: its event counts sum to {sum(st.events.values())}, its "
+                    f"running total is {st.n}"
                 )
+        # State rows of agents that have no running total (e.g. a lost agent row) are caught
+        # by counting them independently of the join.
+        (n_state,) = c.execute(
+            f"SELECT COUNT(*) FROM {_STATE} WHERE agent IN (SELECT value FROM json_each(?))",
+            (param,),
+        ).fetchone()
+        if n_state != seen_rows:
+            missing = [
+                r[0]
+                for r in c.execute(
+                    f"SELECT DISTINCT agent FROM {_STATE} "
+                    f"WHERE agent IN (SELECT value FROM json_each(?))",
+                    (param,),
+                )
+                if r[0] not in out
+            ]
+            raise self._bad(
+                f"agents {missing[:3]!r} have event counts but no running total"
+                if missing
+                else "the per-agent state changed while it was read"
+            )
         return out
 
     def _load_all_states(self) -> dict[str, AgentState]:
@@ -710,23 +744,34 @@ class Ledger:
         c = self._conn
         n_rows, prev = self._head()
         t = time.time() if when is None else float(when)
+        r = "N" if run_id is None else f"{len(run_id)}:{run_id}"
+        # The row bytes are f"{id}|{len(agent)}:{agent}" + tail(event, scope) + f"{agent_n}"
+        # (exactly ``_row_bytes``); the tail is shared by every row of an (event, scope).
+        tails: dict[tuple[str, str], str] = {}
+        sha256 = hashlib.sha256
         new_rows = []
+        append = new_rows.append
         touched: dict[str, AgentState] = {}
         events_touched: set[tuple[str, str, str]] = set()
+        get = states.get
         i = n_rows
         for agent, event, scope in rows:
-            st = states.get(agent)
+            st = get(agent)
             if st is None:
                 st = states[agent] = AgentState()
             i += 1
-            st.n += 1
+            n = st.n = st.n + 1
             st.last_id = i
             key = (scope, event)
-            st.events[key] = st.events.get(key, 0) + 1
+            ev = st.events
+            ev[key] = ev.get(key, 0) + 1
             touched[agent] = st
             events_touched.add((agent, scope, event))
-            prev = _row_hash(prev, _row_bytes(i, agent, event, scope, t, run_id, st.n))
-            new_rows.append((i, agent, event, scope, t, run_id, st.n, prev))
+            tail = tails.get(key)
+            if tail is None:
+                tail = tails[key] = f"|{len(event)}:{event}|{scope}|{t!r}|{r}|"
+            prev = sha256(prev + f"{i}|{len(agent)}:{agent}{tail}{n}".encode()).digest()
+            append((i, agent, event, scope, t, run_id, n, prev))
         c.executemany(
             f"INSERT INTO {_CHARGES} (id, agent, event, scope, time, run_id, agent_n, hash) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -734,15 +779,17 @@ class Ledger:
         )
         c.executemany(
             f"INSERT OR REPLACE INTO {_STATE} (agent, scope, event, n, chk) VALUES (?, ?, ?, ?, ?)",
-            [
+            sorted(
                 (a, s, e, n, _state_chk(a, s, e, n))
                 for a, s, e in events_touched
                 for n in (states[a].events[(s, e)],)
-            ],
+            ),
         )
         c.executemany(
             f"INSERT OR REPLACE INTO {_AGENTS} (agent, n, last_id, chk) VALUES (?, ?, ?, ?)",
-            [(a, st.n, st.last_id, _agent_chk(a, st.n, st.last_id)) for a, st in touched.items()],
+            sorted(
+                (a, st.n, st.last_id, _agent_chk(a, st.n, st.last_id)) for a, st in touched.items()
+            ),
         )
         c.execute(f"UPDATE {_HEAD} SET rows = ?, hash = ? WHERE k = 1", (i, prev))
 
