@@ -1,0 +1,177 @@
+"""PGC-A3C as a Flower app (training/flower_app.py) in Flower's simulation engine.
+
+Skipped with a message when Flower is not installed (``pip install 'ldp-audit[flower]'``).
+Each simulation starts its own small Ray instance (2 CPUs); the file runs in about 40 s.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from ldp_audit.errors import InvalidParameterError
+
+pytest.importorskip("flwr", reason="Flower not installed: pip install 'ldp-audit[flower]'")
+
+from ldp_audit.training import flower_app as F  # noqa: E402
+from ldp_audit.training.pgc_a3c import PgcA3cConfig  # noqa: E402
+
+AGENTS = [F.AgentSecrets(9.7, 11), F.AgentSecrets(9.9, 12), F.AgentSecrets(9.8, 13)]
+
+
+@pytest.fixture(scope="module")
+def flower_run(tmp_path_factory):
+    base = tmp_path_factory.mktemp("flower")
+    cfg = PgcA3cConfig(mechanism="laplace", epsilon=6.0, rounds=3, buffer_size=2)
+    run = F.run_simulation(cfg, base / "run", agents=AGENTS, ledger_dir=base / "ledgers", seed=4)
+    return base, run, cfg
+
+
+def test_eq22_matches_engine_aggregator():
+    """The server's eq. 22 is bit for bit the engine's Aggregator on the same reports."""
+    from ldp_audit.accountant import Accountant
+    from ldp_audit.mechanisms import NoPrivacy
+    from ldp_audit.release import release
+    from ldp_audit.training.pgc_a3c import DIM, Aggregator
+
+    rng = np.random.default_rng(0)
+    theta0 = rng.standard_normal(DIM)
+    reports = rng.standard_normal((7, DIM)) * 0.01
+    ref = Aggregator(theta0[None, :], 0.5, 3)
+    acc = Accountant(ledger=":memory:")
+    for i, y in enumerate(reports):
+        rel = release(
+            y[None, :],
+            mechanism=NoPrivacy(),
+            accountant=acc,
+            agent_ids=[f"0/{i}"],
+            rng=rng,
+            meta={"trial": np.zeros(1, dtype=np.int64)},
+        )
+        ref.receive(rel)
+    ours = F.Eq22Aggregator(theta0, 0.5, 3)
+    for y in reports:
+        ours.receive(y)
+    assert ours.theta.tobytes() == ref.theta[0].tobytes()
+    assert ours.version == 2 and ours.count == 1
+
+
+def test_transcript_layout_and_replay(flower_run):
+    from ldp_audit.rundir import read_config, read_manifest, verify_manifest
+    from ldp_audit.training.run_dir import read_model, read_secrets, read_transcript
+
+    _, run, cfg = flower_run
+    assert read_manifest(run)["status"] == "complete"
+    assert verify_manifest(run)["ok"]
+    conf = read_config(run)
+    assert conf["algorithm"] == "pgc-a3c"
+    assert conf["config"]["rounds"] == 3 and conf["config"]["n_agents"] == 3
+    assert "agent_gravities" not in conf["config"] or conf["config"]["agent_gravities"] is None
+    tr = read_transcript(run)
+    assert tr["report"].shape == (9, 112) and tr["thetas"].shape == (3, 112)
+    np.testing.assert_array_equal(tr["submission"], np.arange(9))
+    np.testing.assert_array_equal(tr["round"], np.repeat(np.arange(3), 3))
+    np.testing.assert_array_equal(tr["worker"], np.tile(np.arange(3), 3))
+    np.testing.assert_array_equal(tr["theta_index"], tr["round"])
+    assert sorted(set(tr["agent"].tolist())) == [0, 1, 2]
+    # Laplace at eps/T = 2 with C = 0.01: reports are noisy (scale C/eps' = 0.005 per coordinate)
+    assert np.all(np.std(tr["report"], axis=1) > 1e-3)
+    # replay eq. 22 over the recorded reports: every broadcast theta and the final model
+    agg = F.Eq22Aggregator(tr["thetas"][0], cfg.eta, 2)
+    for r in range(3):
+        assert agg.theta.tobytes() == tr["thetas"][r].tobytes()
+        for y in tr["report"][tr["round"] == r]:
+            agg.receive(y)
+    assert agg.theta.tobytes() == read_model(run)[0].tobytes()
+    g = read_secrets(run)["gravity"]
+    np.testing.assert_array_equal(g, np.array([a.gravity for a in AGENTS])[tr["agent"]])
+
+
+def test_each_agent_charged_its_own_ledger(flower_run):
+    from ldp_audit.accountant import Accountant, Ledger
+
+    base, run, _ = flower_run
+    server = Accountant(ledger=Ledger(str(run / "ledger.sqlite"))).spent_all(delta=0.0)
+    assert server == pytest.approx({"0/0": 6.0, "0/1": 6.0, "0/2": 6.0})
+    for k in range(3):
+        own = Accountant(ledger=Ledger(str(base / "ledgers" / f"agent-{k}.sqlite")))
+        assert own.agents() == [f"0/{k}"]  # an agent's ledger holds only its own charges
+        assert own.spent(f"0/{k}") == pytest.approx(6.0)  # 3 releases at eps/T = 2
+
+
+def test_attack_and_report_read_the_flower_run(flower_run, tmp_path, capsys):
+    from ldp_audit.cli import main
+
+    _, run, _ = flower_run
+    out = tmp_path / "attack.json"
+    code = main(["attack", "dynamics", "--run-dir", str(run), "--shadow", "30", "--out", str(out)])
+    assert code in (0, 1)
+    res = json.loads(out.read_text())
+    assert res["n"] == 3 and res["reports_per_agent"] == 3
+    assert math.isclose(float(res["epsilon"]), 2.0)
+    code = main(["report", str(run), "--out", str(tmp_path / "report")])
+    assert code in (0, 1)
+    rep = json.loads((tmp_path / "report" / "report.json").read_text())
+    assert rep["verdict"]["status"] in ("violation", "consistent", "partially verified")
+    capsys.readouterr()
+
+
+def test_budget_refusal_releases_nothing(tmp_path):
+    """An agent whose own ledger would exceed its budget sends an error, never a report."""
+    from ldp_audit.accountant import Accountant, Ledger
+    from ldp_audit.training.run_dir import read_metrics, read_transcript
+
+    cfg = PgcA3cConfig(mechanism="prs", epsilon=6.0, rounds=3, budget=4.5)
+    run = F.run_simulation(
+        cfg, tmp_path / "run", agents=AGENTS[:2], ledger_dir=tmp_path / "led", seed=1
+    )
+    tr = read_transcript(run)
+    assert tr["report"].shape[0] == 4  # rounds 0 and 1 of both agents; round 2 refused
+    assert set(tr["round"].tolist()) == {0, 1}
+    rejected = read_metrics(run)["rejected"]
+    assert len(rejected) == 2 and all("BudgetExceeded" in r["reason"] for r in rejected)
+    for k in range(2):
+        own = Accountant(ledger=Ledger(str(tmp_path / "led" / f"agent-{k}.sqlite")))
+        assert own.spent(f"0/{k}") == pytest.approx(4.0)  # never past 4.5
+
+
+class _FakeContent(dict):
+    array_records: dict = {}
+    config_records: dict = {}
+
+
+class _FakeReply:
+    def __init__(self, content):
+        self.content = content
+
+    def has_error(self):
+        return False
+
+
+def test_reply_without_release_mod_is_refused():
+    cfg = F._pgc_config(PgcA3cConfig(mechanism="laplace", epsilon=1.0, rounds=1), 1)
+    with pytest.raises(InvalidParameterError, match="no sealed report"):
+        F._check_reply(_FakeReply(_FakeContent(result={"score": 1.0})), cfg, 112)
+
+
+def test_bad_inputs_refused_before_work(tmp_path):
+    cfg = PgcA3cConfig(mechanism="laplace", epsilon=1.0, rounds=2)
+    with pytest.raises(InvalidParameterError, match="gravity must be a finite number > 0"):
+        F.AgentSecrets(-1.0)
+    with pytest.raises(InvalidParameterError, match="gravity must be a finite number > 0"):
+        F.AgentSecrets(True)
+    with pytest.raises(InvalidParameterError, match="agents must be a non-empty list"):
+        F.run_simulation(cfg, tmp_path / "r", agents=[], ledger_dir=tmp_path / "l")
+    canary = PgcA3cConfig(mechanism="laplace", epsilon=1.0, agent_gravities=(9.7,))
+    with pytest.raises(InvalidParameterError, match="agent_gravities must be None"):
+        F.run_simulation(canary, tmp_path / "r", agents=AGENTS, ledger_dir=tmp_path / "l")
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("evidence")
+    from ldp_audit.errors import RunDirectoryError
+
+    with pytest.raises(RunDirectoryError):
+        F.run_simulation(cfg, tmp_path / "full", agents=AGENTS, ledger_dir=tmp_path / "l")
+    assert not (tmp_path / "l").exists()

@@ -1,0 +1,603 @@
+"""PGC-A3C as a Flower app: one ClientApp per agent, the eq. 22 aggregator as the ServerApp.
+
+Optional extra: ``pip install 'ldp-audit[flower]'`` (Flower 1.41.0; its simulation engine also
+needs Ray). The same two app objects run in Flower's simulation engine
+(:func:`run_simulation`) and under its deployment engine (a SuperLink and SuperNodes; see
+docs/flower.md), and write a run directory that ``ldp-audit attack dynamics --run-dir`` and
+``ldp-audit report`` read unchanged (algorithm ``"pgc-a3c"``, the transcript layout of
+:mod:`ldp_audit.training.run_dir`).
+
+Trust boundary. Each agent (a ClientApp on its SuperNode) owns its private CartPole gravity, its
+noise generator and its own ledger (``<ledger-dir>/agent-<id>.sqlite``, a budget of its total
+epsilon). Its train function plays one alpha-greedy episode at the broadcast theta
+(:func:`ldp_audit.training.pgc_a3c.episode_gradients`) and hands the raw gradient to the
+release mod :class:`LdpReleaseMod` through process memory, never through a Flower message. The
+mod charges the agent's ledger durably, *then* randomises
+(:func:`ldp_audit.training.pgc_a3c.privatize_reports`, i.e. :func:`ldp_audit.release.release`),
+and only then puts the noisy report in the reply. Without the mod, the reply holds no gradient,
+and the server refuses it.
+
+Protocol (a synchronous-round version of Algorithm 1; the lock-step engine of
+:mod:`ldp_audit.training.pgc_a3c` emulates the asynchronous one): round r = 0..T-1, the server
+broadcasts theta to every agent; agent k (in node order) submits report number n = r*K + k of the
+trial at alpha = max(0, alpha_start - n/alpha_decay); the server applies the reports in that order
+with eq. 22 (buffer of MAX_BUF reports, theta <- theta - eta * mean). So every agent makes T
+submissions at epsilon/T each (``rounds=T``, section 3.2.1) with one fixed private gravity.
+
+The server records what crossed the boundary: ``transcript.npz`` (trial 0, agent, worker, round,
+submission, theta_index, report, score, thetas), ``metrics.json``, ``model.npz`` and
+``ledger.sqlite``: the server's record of every charge its clients declared (the guarantee is
+enforced by the clients' own ledgers, charged before any noise; the test checks both agree).
+``secrets.npz`` (the gravity per row, for scoring attacks only) is written only when the
+experimenter hands the ground truth to the recorder (``ground_truth`` in
+:func:`run_simulation`, run-config key ``scoring-gravities`` in a deployment): a real
+federation's server never learns a gravity.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ldp_audit.errors import InvalidParameterError
+
+__all__ = [
+    "AgentSecrets",
+    "LdpReleaseMod",
+    "Eq22Aggregator",
+    "make_client_app",
+    "make_server_app",
+    "run_simulation",
+]
+
+#: Run-config keys (``flwr run --run-config``; ``[tool.flwr.app.config]`` of an app).
+RUN_CONFIG_KEYS = ("pgc-config", "seed", "run-dir", "overwrite", "scoring-gravities", "timeout")
+#: Node-config keys a SuperNode gives its ClientApp (``flower-supernode --node-config``).
+NODE_CONFIG_KEYS = ("partition-id", "gravity", "agent-seed", "ledger-dir")
+
+# Raw gradients between a train function and the release mod of the SAME process, keyed by the
+# instruction message's id. Never serialised, never part of a Message or a Context.
+_PENDING: dict[str, dict[str, Any]] = {}
+_PENDING_LOCK = threading.Lock()
+
+
+def _flwr() -> Any:
+    try:
+        import flwr
+    except ImportError:
+        raise InvalidParameterError(
+            "the Flower app needs Flower: pip install 'ldp-audit[flower]' "
+            "(flwr[simulation]==1.41.0)"
+        ) from None
+    return flwr
+
+
+# ==============================================================================================
+# Configuration
+# ==============================================================================================
+
+
+@dataclass(frozen=True)
+class AgentSecrets:
+    """What only an agent knows: its gravity and its noise/episode seed (None = OS entropy)."""
+
+    gravity: float
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        g = self.gravity
+        if isinstance(g, bool) or not isinstance(g, (int, float)) or not math.isfinite(g) or g <= 0:
+            raise InvalidParameterError(f"gravity must be a finite number > 0, got {g!r}")
+        if self.seed is not None and (
+            isinstance(self.seed, bool) or not isinstance(self.seed, int)
+        ):
+            raise InvalidParameterError(f"seed must be an int or None, got {self.seed!r}")
+
+
+def _pgc_config(cfg: Any, n_agents: int) -> Any:
+    """The PgcA3cConfig of a Flower run: 1 trial, n_agents workers, T = cfg.rounds rounds."""
+    from ldp_audit.training.pgc_a3c import PgcA3cConfig
+
+    if isinstance(cfg, Mapping):
+        cfg = PgcA3cConfig.from_dict(dict(cfg))
+    if not isinstance(cfg, PgcA3cConfig):
+        raise InvalidParameterError(f"config must be a PgcA3cConfig, got {type(cfg).__name__}")
+    if cfg.agent_gravities is not None:
+        raise InvalidParameterError(
+            "config.agent_gravities must be None in a Flower run: gravities are the agents' "
+            "secrets (give them to the clients as AgentSecrets / node config 'gravity')"
+        )
+    if cfg.stop_at_target:
+        raise InvalidParameterError("config.stop_at_target is not supported by the Flower app")
+    from dataclasses import replace
+
+    return replace(cfg, trials=1, n_agents=n_agents, max_submissions=n_agents * cfg.rounds)
+
+
+def _alpha(cfg: Any, n: int) -> float:
+    return max(0.0, float(cfg.alpha_start) - n / float(cfg.alpha_decay))
+
+
+# ==============================================================================================
+# Client side: the agent and its release mod
+# ==============================================================================================
+
+
+def _agent_state(context: Any, secrets: Mapping[int, AgentSecrets] | None, ledger_dir: Any):
+    """(agent id, AgentSecrets, ledger dir) from the node config, else the factory's values."""
+    nc = dict(context.node_config)
+    if "partition-id" not in nc:
+        raise InvalidParameterError("node config must give 'partition-id' (the agent id)")
+    agent = int(nc["partition-id"])
+    if "gravity" in nc:
+        seed = nc.get("agent-seed")
+        sec = AgentSecrets(float(nc["gravity"]), None if seed is None else int(seed))
+    elif secrets is not None and agent in secrets:
+        sec = secrets[agent]
+    else:
+        raise InvalidParameterError(
+            f"agent {agent} has no private gravity (node config 'gravity' or AgentSecrets)"
+        )
+    ldir = nc.get("ledger-dir", ledger_dir)
+    if ldir is None:
+        raise InvalidParameterError(f"agent {agent} has no ledger dir (node config 'ledger-dir')")
+    return agent, sec, Path(str(ldir))
+
+
+def _agent_rng(sec: AgentSecrets, agent: int, submission: int, stream: int) -> np.random.Generator:
+    """The agent's own generator for one submission (stream 0 episode, 1 noise)."""
+    if sec.seed is None:
+        return np.random.default_rng()  # OS entropy: nobody, the server included, can replay it
+    return np.random.default_rng(
+        np.random.SeedSequence(sec.seed, spawn_key=(agent, submission, stream))
+    )
+
+
+class LdpReleaseMod:
+    """Flower client mod: the release path of :mod:`ldp_audit.release` around a train function.
+
+    After the train function returns, the mod takes the raw gradient it left in process memory,
+    charges the agent's own ledger (``<ledger_dir>/agent-<id>.sqlite``, budget = the config's
+    ``budget`` or its total epsilon) durably, randomises with the config's mechanism and the
+    agent's noise generator, and puts the sealed, noisy report in the reply. A charge refused
+    (budget) or any failure gives an error reply: nothing is released.
+    """
+
+    def __init__(
+        self,
+        secrets: Mapping[int, AgentSecrets] | None = None,
+        ledger_dir: str | Path | None = None,
+    ) -> None:
+        self.secrets = None if secrets is None else dict(secrets)
+        self.ledger_dir = None if ledger_dir is None else str(ledger_dir)
+
+    def __call__(self, msg: Any, context: Any, call_next: Any) -> Any:
+        from flwr.app import ArrayRecord, ConfigRecord, Error, Message
+
+        key = msg.metadata.message_id
+        try:
+            out = call_next(msg, context)
+            with _PENDING_LOCK:
+                raw = _PENDING.pop(key, None)
+            if out.has_error():
+                return out
+            if raw is None:
+                return Message(Error(code=1, reason="no gradient to release"), reply_to=msg)
+            rel = self._release(raw, context)
+        except Exception as exc:  # nothing released; the server sees only the reason
+            with _PENDING_LOCK:
+                _PENDING.pop(key, None)
+            return Message(Error(code=2, reason=f"{type(exc).__name__}: {exc}"), reply_to=msg)
+        out.content["report"] = ArrayRecord([np.ascontiguousarray(rel.values)])
+        out.content["release"] = ConfigRecord(
+            {
+                "sealed": True,
+                "epsilon": float(rel.epsilon),
+                "mechanism": json.dumps(raw["mechanism"]),
+                "agent": int(raw["agent"]),
+            }
+        )
+        return out
+
+    def _release(self, raw: dict[str, Any], context: Any) -> Any:
+        from ldp_audit.accountant import Accountant, Budget, Ledger
+        from ldp_audit.training.pgc_a3c import privatize_reports
+
+        cfg = raw["config"]
+        agent, sec, ldir = _agent_state(context, self.secrets, self.ledger_dir)
+        ldir.mkdir(parents=True, exist_ok=True)
+        total = cfg.budget if cfg.budget is not None else cfg.epsilon
+        budget = None if math.isinf(total) else Budget(float(total))
+        acc = Accountant(ledger=Ledger(str(ldir / f"agent-{agent}.sqlite")), budget=budget)
+        mech = cfg.make_mechanism()
+        return privatize_reports(
+            raw["grad"],
+            mechanism=mech,
+            accountant=acc,
+            agent_ids=[f"0/{agent}"],
+            trial=np.zeros(1, dtype=np.int64),
+            agent=np.array([agent], dtype=np.int64),
+            rng=_agent_rng(sec, agent, raw["submission"], 1),
+            clip=cfg.effective_clip if cfg.mechanism == "none" else None,
+        )
+
+
+def _train(msg: Any, context: Any, secrets: Any, ledger_dir: Any) -> Any:
+    """The agent's train function: one episode at the broadcast theta; the raw gradient goes to
+    this process's release mod (module-level, so that pickling the app never copies it)."""
+    from flwr.app import Message, MetricRecord, RecordDict
+
+    from ldp_audit.training.pgc_a3c import episode_gradients
+
+    agent, sec, _ = _agent_state(context, secrets, ledger_dir)
+    cfg = _pgc_config(json.loads(str(msg.content["config"]["pgc-config"])), 1)
+    submission = int(msg.content["config"]["submission"])
+    theta = msg.content["theta"].to_numpy_ndarrays()[0].astype(np.float64).reshape(1, -1)
+    grad, score = episode_gradients(
+        theta,
+        sec.gravity,
+        _agent_rng(sec, agent, submission, 0),
+        _alpha(cfg, submission),
+        cfg.episode_steps,
+        gamma=cfg.gamma,
+        lam=cfg.lam,
+        beta=cfg.beta,
+        acting=cfg.acting,
+    )
+    with _PENDING_LOCK:  # to the release mod of this process; never into the message
+        _PENDING[msg.metadata.message_id] = {
+            "grad": grad,
+            "config": cfg,
+            "agent": agent,
+            "submission": submission,
+            "mechanism": cfg.make_mechanism().to_config(),
+        }
+    return Message(
+        RecordDict({"result": MetricRecord({"score": float(score[0]), "submission": submission})}),
+        reply_to=msg,
+    )
+
+
+def make_client_app(
+    secrets: Mapping[int, AgentSecrets] | None = None, ledger_dir: str | Path | None = None
+) -> Any:
+    """The agents' ClientApp (with :class:`LdpReleaseMod`).
+
+    Args:
+        secrets: agent id -> :class:`AgentSecrets` (simulation); a SuperNode's node config
+            (``gravity``, ``agent-seed``) takes precedence.
+        ledger_dir: folder of the agents' ledgers (node config ``ledger-dir`` takes precedence).
+    """
+    _flwr()
+    from flwr.clientapp import ClientApp
+
+    app = ClientApp(mods=[LdpReleaseMod(secrets, ledger_dir)])
+
+    @app.train()
+    def train(msg: Any, context: Any) -> Any:
+        return _train(msg, context, secrets, ledger_dir)
+
+    return app
+
+
+# ==============================================================================================
+# Server side: eq. 22 and the recorder
+# ==============================================================================================
+
+
+class Eq22Aggregator:
+    """Eq. 22 of one trial on reports received over the network: buffer MAX_BUF reports, then
+    theta <- theta - eta * mean(buffer). The same arithmetic, in the same order, as
+    :class:`ldp_audit.training.pgc_a3c.Aggregator` (which only accepts in-process
+    :class:`~ldp_audit.release.SealedRelease` objects; a report arriving from another process
+    is an array)."""
+
+    def __init__(self, theta: np.ndarray, eta: float, buffer_size: int) -> None:
+        self.theta = np.array(theta, dtype=np.float64, copy=True).reshape(-1)
+        self.eta = float(eta)
+        self.buffer_size = int(buffer_size)
+        self.buffer = np.zeros_like(self.theta)
+        self.count = 0
+        self.version = 0
+
+    def receive(self, report: np.ndarray) -> None:
+        """Add one noisy report (d,) to the buffer; update theta when the buffer is full."""
+        self.buffer += report
+        self.count += 1
+        if self.count >= self.buffer_size:
+            self.theta -= self.eta * (self.buffer / np.float64(self.count))
+            self.buffer[:] = 0.0
+            self.count = 0
+            self.version += 1
+
+
+def _check_reply(reply: Any, cfg: Any, d: int) -> tuple[np.ndarray, float, int]:
+    """(report (d,), score, submission) of a sealed reply, or InvalidParameterError."""
+    if reply.has_error():
+        raise InvalidParameterError(f"client error: {reply.error.reason}")
+    content = reply.content
+    if "report" not in content.array_records or "release" not in content.config_records:
+        raise InvalidParameterError("reply has no sealed report (the release mod did not run)")
+    rel = content["release"]
+    if rel.get("sealed") is not True:
+        raise InvalidParameterError("reply's report is not sealed")
+    want = cfg.epsilon_per_submission
+    eps = float(rel["epsilon"])
+    if not (eps == want or math.isclose(eps, want, rel_tol=1e-12)):
+        raise InvalidParameterError(f"report epsilon {eps!r} differs from the protocol's {want!r}")
+    if json.loads(str(rel["mechanism"])) != cfg.make_mechanism().to_config():
+        raise InvalidParameterError("report mechanism differs from the protocol's")
+    y = np.asarray(content["report"].to_numpy_ndarrays()[0], dtype=np.float64).reshape(-1)
+    if y.shape != (d,) or not np.all(np.isfinite(y)):
+        raise InvalidParameterError(f"report must be {d} finite values, got shape {y.shape}")
+    res = content["result"]
+    return y, float(res["score"]), int(res["submission"])
+
+
+def _run_server(grid: Any, context: Any, settings: dict[str, Any]) -> Path:
+    """The ServerApp's main: broadcast, receive, aggregate, record."""
+    from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, RecordDict
+
+    from ldp_audit.accountant import Accountant
+    from ldp_audit.accountant.events import event_for
+    from ldp_audit.rundir import RunWriter, json_number
+    from ldp_audit.training.metrics import first_success_time
+    from ldp_audit.training.pgc_a3c import init_theta
+    from ldp_audit.training.run_dir import TRANSCRIPT_KEYS
+
+    rc = {**{k: v for k, v in dict(context.run_config).items()}, **settings}
+    for key in ("pgc-config", "run-dir"):
+        if key not in rc:
+            raise InvalidParameterError(f"run config must give {key!r}")
+    seed = int(rc.get("seed", 0))
+    timeout = float(rc.get("timeout", 600.0))
+    nodes = sorted(grid.get_node_ids())
+    wait_until = time.monotonic() + timeout
+    want = int(rc.get("num-agents", 0)) or None
+    while want is not None and len(nodes) < want and time.monotonic() < wait_until:
+        time.sleep(0.5)
+        nodes = sorted(grid.get_node_ids())
+    if not nodes:
+        raise InvalidParameterError("no SuperNode connected")
+    k_agents = len(nodes)
+    raw_cfg = rc["pgc-config"]
+    cfg = _pgc_config(json.loads(raw_cfg) if isinstance(raw_cfg, str) else raw_cfg, k_agents)
+    gt = rc.get("scoring-gravities")
+    gravities = None
+    if gt is not None:
+        gravities = [float(x) for x in (gt.split(",") if isinstance(gt, str) else gt)]
+    mech = cfg.make_mechanism()
+    mode = "overwrite" if bool(rc.get("overwrite", False)) else "new"
+    w = RunWriter(
+        rc["run-dir"],
+        algorithm="pgc-a3c",
+        config=cfg.to_dict(),
+        seed=seed,
+        mechanism=mech.to_config(),
+        mode=mode,
+        extra={"engine": f"flower {_flwr().__version__}", "protocol": "synchronous rounds"},
+    )
+    acc = Accountant(ledger=w.open_ledger())
+    event = event_for(mech)
+    t0 = time.perf_counter()
+    agg = Eq22Aggregator(
+        init_theta(np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(0, 0)))),
+        cfg.eta,
+        cfg.effective_buffer_size,
+    )
+    d = agg.theta.size
+    cols: dict[str, list[Any]] = {k: [] for k in TRANSCRIPT_KEYS if k != "thetas"}
+    thetas: list[np.ndarray] = []
+    agent_of_node: dict[int, int] = {}
+    rejected: list[dict[str, Any]] = []
+    status = "failed"
+    try:
+        for r in range(cfg.rounds):
+            thetas.append(agg.theta.copy())
+            v = len(thetas) - 1
+            msgs = []
+            for k, node in enumerate(nodes):
+                n = r * k_agents + k
+                content = RecordDict(
+                    {
+                        "theta": ArrayRecord([agg.theta.copy()]),
+                        "config": ConfigRecord(
+                            {"pgc-config": json.dumps(cfg.to_dict()), "submission": n, "round": r}
+                        ),
+                    }
+                )
+                msgs.append(Message(content, node, MessageType.TRAIN, group_id=str(r)))
+            replies = list(grid.send_and_receive(msgs, timeout=timeout))
+            by_node = {rep.metadata.src_node_id: rep for rep in replies}
+            ok: list[tuple[int, str]] = []
+            for k, node in enumerate(nodes):
+                n = r * k_agents + k
+                rep = by_node.get(node)
+                try:
+                    if rep is None:
+                        raise InvalidParameterError("no reply within the timeout")
+                    y, score, sub = _check_reply(rep, cfg, d)
+                    if sub != n:
+                        raise InvalidParameterError(f"reply for submission {sub}, expected {n}")
+                    agent = int(rep.content["release"]["agent"])
+                    if agent_of_node.setdefault(node, agent) != agent:
+                        raise InvalidParameterError("agent id changed between rounds")
+                except InvalidParameterError as exc:
+                    rejected.append({"round": r, "node": int(node), "reason": str(exc)})
+                    continue
+                ok.append((agent, f"0/{agent}"))
+                for key, val in (
+                    ("trial", 0),
+                    ("agent", agent),
+                    ("worker", k),
+                    ("round", r),
+                    ("submission", n),
+                    ("theta_index", v),
+                    ("score", score),
+                ):
+                    cols[key].append(val)
+                cols["report"].append(y)
+                agg.receive(y)  # eq. 22, in node order
+            if ok:  # the server's record of the charges its clients declared
+                acc.charge_many([(aid, event) for _, aid in ok])
+        status = "complete"
+    finally:
+        n_rows = len(cols["trial"])
+        transcript = {
+            k: np.asarray(cols[k], dtype=np.int64)
+            for k in ("trial", "agent", "worker", "round", "submission", "theta_index")
+        }
+        transcript["report"] = (
+            np.asarray(cols["report"], dtype=np.float64).reshape(n_rows, d)
+            if n_rows
+            else np.zeros((0, d))
+        )
+        transcript["score"] = np.asarray(cols["score"], dtype=np.float64)
+        transcript["thetas"] = np.asarray(thetas, dtype=np.float64).reshape(-1, d)
+        w.write_npz("transcript.npz", transcript)
+        if gravities is not None:
+            g = np.asarray(gravities, dtype=np.float64)
+            w.write_npz("secrets.npz", {"gravity": g[transcript["agent"]]})
+        zeta = np.asarray(cols["score"], dtype=np.float64)
+        fst = (
+            first_success_time(zeta[None, :], cfg.target_score, cfg.window) if n_rows else math.inf
+        )
+        spent = acc.spent_all(delta=0.0)
+        w.write_json(
+            "metrics.json",
+            {
+                "zeta": [zeta.tolist()],
+                "fst": [json_number(float(np.atleast_1d(fst)[0]))],
+                "submissions": [n_rows],
+                "stopped_at_target": [False],
+                "max_submissions": int(cfg.max_submissions),
+                "target_score": float(cfg.target_score),
+                "window": int(cfg.window),
+                "seconds": time.perf_counter() - t0,
+                "engine": "flower",
+                "agents": k_agents,
+                "rounds": int(cfg.rounds),
+                "rejected": rejected,
+                "privacy": {
+                    "epsilon_per_submission": json_number(cfg.epsilon_per_submission),
+                    "rounds": int(cfg.rounds),
+                    "epsilon_total": json_number(cfg.epsilon),
+                    "agents": len(spent),
+                    "max_spent_epsilon": json_number(max(spent.values(), default=0.0)),
+                },
+            },
+        )
+        w.write_npz("model.npz", {"theta": agg.theta[None, :].copy()})
+        w.finish(status=status)
+    return w.path
+
+
+def make_server_app(**settings: Any) -> Any:
+    """The aggregator's ServerApp. ``settings`` override run-config keys (``pgc-config`` a
+    PgcA3cConfig dict or its JSON, ``run-dir``, ``seed``, ``overwrite``, ``scoring-gravities``,
+    ``timeout``, ``num-agents``)."""
+    _flwr()
+    from flwr.serverapp import ServerApp
+
+    app = ServerApp()
+
+    @app.main()
+    def main(grid: Any, context: Any) -> None:
+        _run_server(grid, context, settings)
+
+    return app
+
+
+# Module-level apps for the deployment engine (everything from the run and node configs).
+def __getattr__(name: str) -> Any:  # lazy: importing this module never needs Flower
+    if name == "client_app":
+        return make_client_app()
+    if name == "server_app":
+        return make_server_app()
+    raise AttributeError(name)
+
+
+# ==============================================================================================
+# Simulation
+# ==============================================================================================
+
+
+def run_simulation(
+    config: Any,
+    run_dir: str | Path,
+    *,
+    agents: Sequence[AgentSecrets],
+    ledger_dir: str | Path,
+    seed: int = 0,
+    ground_truth: bool = True,
+    overwrite: bool = False,
+    num_cpus: int = 2,
+    verbose: bool = False,
+) -> Path:
+    """Train PGC-A3C with Flower's simulation engine (one SuperNode per agent).
+
+    Args:
+        config: a :class:`~ldp_audit.training.pgc_a3c.PgcA3cConfig` (``rounds`` = T, the
+            submissions per agent; ``trials``, ``n_agents`` and ``max_submissions`` follow from
+            the federation).
+        run_dir: the server's run directory (new, or ``overwrite``).
+        agents: one :class:`AgentSecrets` per agent (gravity, seed): client-side only.
+        ledger_dir: the agents' ledgers (``agent-<id>.sqlite``; must not hold them yet).
+        seed: the server's seed (initial theta).
+        ground_truth: let the recorder write ``secrets.npz`` (the agents' gravities, for
+            scoring attacks only).
+        num_cpus: CPUs of the Ray instance the simulation starts.
+
+    Returns:
+        The run directory.
+    """
+    _flwr()
+    from flwr.simulation import run_simulation as _flwr_run_simulation
+
+    from ldp_audit.rundir import check_new_dir
+
+    agents = list(agents)
+    if not agents or not all(isinstance(a, AgentSecrets) for a in agents):
+        raise InvalidParameterError("agents must be a non-empty list of AgentSecrets")
+    cfg = _pgc_config(config, len(agents))
+    run_dir = check_new_dir(run_dir, name="run_dir", overwrite=overwrite)
+    ldir = Path(ledger_dir)
+    if ldir.exists() and any(ldir.glob("agent-*.sqlite")):
+        raise InvalidParameterError(
+            f"ledger_dir {str(ldir)!r} already holds agent ledgers; use a new folder"
+        )
+    settings: dict[str, Any] = {
+        "pgc-config": json.dumps(cfg.to_dict()),
+        "run-dir": str(run_dir),
+        "seed": int(seed),
+        "overwrite": bool(overwrite),
+        "num-agents": len(agents),
+    }
+    if ground_truth:
+        settings["scoring-gravities"] = ",".join(repr(float(a.gravity)) for a in agents)
+    server = make_server_app(**settings)
+    client = make_client_app(dict(enumerate(agents)), ldir)
+    _flwr_run_simulation(
+        server_app=server,
+        client_app=client,
+        num_supernodes=len(agents),
+        backend_config={
+            "client_resources": {"num_cpus": 1, "num_gpus": 0.0},
+            "init_args": {"num_cpus": num_cpus, "include_dashboard": False},
+        },
+        verbose_logging=verbose,
+    )
+    from ldp_audit.rundir import read_manifest
+
+    man = read_manifest(run_dir)
+    if man.get("status") != "complete":
+        raise InvalidParameterError(f"the Flower run did not complete: {man.get('status')!r}")
+    return run_dir
