@@ -317,7 +317,7 @@ def _evaluate_full(sig: Signature, delta: float, method: str) -> tuple[float, st
             ) from None
         if v is None:
             kinds = sorted({type(a).__name__ for a in atoms})
-            need = " and delta > 0" if method in _NEEDS_DELTA else ""
+            need = ", needs delta > 0" if method in _NEEDS_DELTA and delta == 0.0 else ""
             raise InvalidParameterError(
                 f"method {method!r} does not support this history (events {kinds}, "
                 f"delta={delta!r}){need}; use method='best' or one of {METHODS}"
