@@ -7,7 +7,9 @@ public APIs of the other packages:
    (Alg. 2, eqs. 19-21) at epsilon = 5, a few agents, charging every report to the SQLite ledger
    ``out_dir/ledger.sqlite`` before it is released (``ldp_audit.training.pgc_a3c.train``);
 2. an audit of the mechanism it used: the white-box exact epsilon and a black-box empirical
-   lower bound with confidence (``ldp_audit.audit``) -> ``audit.json``;
+   lower bound with confidence, as two verdicts (distribution: exact arithmetic;
+   implementation: floating-point bits too) and a privacy profile (``ldp_audit.audit``)
+   -> ``audit.json``;
 3. the dynamics-inference attack on its transcript: recover each agent's gravity from its
    noisy reports, scored against ``secrets.npz`` (``ldp_audit.attacks.dynamics``) ->
    ``attack_dynamics.json``;
@@ -77,11 +79,19 @@ class DemoSettings:
 
 @dataclass(frozen=True)
 class DemoResult:
-    """Where the demo wrote its run and report, and how long each stage took."""
+    """Where the demo wrote its run and report, how long each stage took, and the verdict."""
 
     run_dir: Path
     report: dict[str, Path]
     seconds: dict[str, float] = field(default_factory=dict)
+    verdict: str = ""
+    """The report's verdict status ("violation", "consistent", "partially verified")."""
+    headline: str = ""
+
+    @property
+    def violation(self) -> bool:
+        """Whether the report found a privacy violation (the CLI then exits 1)."""
+        return self.verdict == "violation"
 
 
 def _stage(bar: Any, name: str) -> None:
@@ -98,11 +108,12 @@ def _check_seed(seed: Any) -> int:
 def _audit(run_dir: Path, settings: DemoSettings, rng: np.random.Generator, progress: bool) -> None:
     """Audit the run's mechanism (rebuilt from config.json); write audit.json.
 
-    Two black-box audits with independent streams: one that also searches floating-point bit
-    cells of the outputs (Mironov 2012: additive noise computed in IEEE doubles can leak
-    through the low bits, so this audits the implementation as it runs), and one that audits
-    the mechanism as if it computed in exact arithmetic (the maths of paper Alg. 2). Both carry
-    the white-box exact epsilon over the same input pairs.
+    One black-box audit with two verdicts on the same samples (``ldp_audit.audit``): the
+    *distribution* verdict reads the outputs in exact arithmetic (the maths of paper Alg. 2),
+    the *implementation* verdict also searches floating-point bit cells of the raw outputs
+    (Mironov 2012: additive noise computed in IEEE doubles can leak through the low bits). It
+    also audits the privacy profile epsilon(delta), and carries the white-box exact epsilon over
+    the same input pairs (exact arithmetic only).
     """
     from ldp_audit.audit import audit, exact_epsilon
     from ldp_audit.mechanisms import from_config
@@ -114,23 +125,21 @@ def _audit(run_dir: Path, settings: DemoSettings, rng: np.random.Generator, prog
         dim = int(tr["report"].shape[1])
     pairs = mech.candidate_pairs(dim)
     exact = float(exact_epsilon(mech, pairs, rng=rng.spawn(1)[0]))
-    entries = []
-    for float_bits, label in ((True, "as implemented (IEEE doubles)"), (False, "exact arithmetic")):
-        result = audit(
-            mech,
-            pairs,
-            samples=settings.audit_samples,
-            confidence=settings.audit_confidence,
-            rng=rng.spawn(1)[0],
-            float_bits=float_bits,
-            progress=progress,
-        )
-        entry = dict(result.to_dict())
-        entry["mechanism_description"] = entry.get("mechanism")
-        entry["mechanism"] = f"{name}, {label}"
-        entry["exact_epsilon"] = exact
-        entries.append(entry)
-    write_artifact(run_dir, "audit.json", entries)
+    result = audit(
+        mech,
+        pairs,
+        samples=settings.audit_samples,
+        confidence=settings.audit_confidence,
+        rng=rng.spawn(1)[0],
+        float_bits=True,
+        profile=True,
+        progress=progress,
+    )
+    entry = dict(result.to_dict())
+    entry["mechanism_description"] = entry.get("mechanism")
+    entry["mechanism"] = name
+    entry["exact_epsilon"] = exact
+    write_artifact(run_dir, "audit.json", [entry])
 
 
 def _attack(run_dir: Path, settings: DemoSettings, seed: int, progress: bool) -> None:
@@ -203,7 +212,9 @@ def run_demo(
     check_new_dir(run_dir, name="out_dir", overwrite=overwrite)
     rep_dir = Path(report_dir) if report_dir is not None else run_dir / "report"
     if report_dir is not None:
-        check_new_dir(rep_dir, name="report_dir", overwrite=overwrite)
+        from ldp_audit.report import check_report_out
+
+        check_report_out(rep_dir, overwrite=overwrite, inputs=[run_dir], name="report_dir")
 
     # training runs from `seed` itself (its config.json records it); the audit and the attack
     # get independent streams under a spawn key of their own, disjoint from the trainer's
@@ -253,13 +264,21 @@ def run_demo(
 
         t = time.perf_counter()
         _stage(bar, "demo: writing the report")
-        from ldp_audit.report import write_report
+        from ldp_audit.report import build_report
 
-        paths = write_report(run_dir, rep_dir, overwrite=overwrite)
+        report = build_report(run_dir)
+        paths = report.write(rep_dir, overwrite=overwrite)
         seconds["report"] = time.perf_counter() - t
         if bar is not None:
             bar.update(1)
     finally:
         if bar is not None:
             bar.close()
-    return DemoResult(run_dir=run_dir, report=paths, seconds=seconds)
+    v = report.model["verdict"]
+    return DemoResult(
+        run_dir=run_dir,
+        report=paths,
+        seconds=seconds,
+        verdict=str(v["status"]),
+        headline=str(v["headline"]),
+    )

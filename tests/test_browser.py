@@ -7,13 +7,15 @@ saying why, only when Chromium cannot be installed (not root, no apt, no package
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from ldp_audit.report import build_report
-from ldp_audit.report.browser import find_chromium, page_check, screenshot
+from ldp_audit.report.browser import dump_dom, find_chromium, page_check, screenshot
 from tests.test_report_fixtures import GOOD_ATTACK, GOOD_AUDIT, ledger_for, make_run
 
 pytestmark = pytest.mark.browser
@@ -37,6 +39,101 @@ def chromium() -> str:
     return binary
 
 
+_W = {"x": [0.0, 0.0], "x2": [0.005, 0.0], "family": "coordinate", "k1": 27917, "n1": 90000}
+#: an audit whose implementation verdict is a float-representation violation while the
+#: distribution (exact-arithmetic) verdict finds none, as Laplace in IEEE doubles gives
+FLOAT_LEAK_AUDIT = {
+    **GOOD_AUDIT,
+    "epsilon_lower_bound": 9.384348534240333,
+    "violation": True,
+    "leak": "float-representation",
+    "float_bits": True,
+    "verdicts": {
+        "distribution": {
+            "kind": "distribution",
+            "epsilon_lower_bound": 4.823706698001617,
+            "claimed_epsilon": 5.0,
+            "violation": False,
+            "witness": {**_W, "event": "y[0] > 0.0059698183732840131", "k2": 189, "n2": 90000},
+            "consequence": "No violation found in the output distribution.",
+        },
+        "implementation": {
+            "kind": "implementation",
+            "epsilon_lower_bound": 9.384348534240333,
+            "claimed_epsilon": 5.0,
+            "violation": True,
+            "witness": {**_W, "event": "float bit cells of y[0]", "k2": 0, "n2": 90000},
+            "consequence": "The implementation leaks through its floating-point representation.",
+        },
+    },
+    "profile": {
+        "delta": [0.0, 1e-6, 1e-3],
+        "epsilon_lower": [4.8, 4.79, 4.7],
+        "epsilon_claimed": [5.0, 5.0, 5.0],
+        "above_claim": [False, False, False],
+        "confidence": 0.95,
+    },
+}
+
+#: injected into a copy of the page: what a reader SEES (innerText, after CSS text-transform)
+#: in the verdict box's headings and in the audit table
+PROBE = """<script>
+window.addEventListener('load', function () {
+  var box = document.getElementById('verdict');
+  var heads = Array.prototype.map.call(box.querySelectorAll('h3'), function (h) {
+    return h.innerText; });
+  var table = document.querySelector('#audits ~ table');
+  var rows = Array.prototype.map.call(table.rows, function (r) {
+    return Array.prototype.map.call(r.cells, function (c) { return c.innerText; }); });
+  var out = document.createElement('pre');
+  out.id = 'probe';
+  out.textContent = JSON.stringify({cls: box.className, heads: heads, rows: rows});
+  document.body.appendChild(out);
+});
+</script>"""
+
+
+def _probe(html: Path, chromium: str, tmp: Path) -> dict:
+    page = tmp / "probe.html"
+    page.write_text(html.read_text().replace("</body>", PROBE + "</body>", 1))
+    dom = dump_dom(page, binary=chromium)
+    m = re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S)
+    assert m is not None, dom[-500:]
+    import html as _html
+
+    return json.loads(_html.unescape(m.group(1)))
+
+
+def test_violation_box_does_not_state_the_claim_as_a_guarantee(
+    chromium: str, fresh_report: Path, tmp_path: Path
+) -> None:
+    seen = _probe(fresh_report, chromium, tmp_path)
+    assert "violation" in seen["cls"]
+    heads = [h.upper() for h in seen["heads"]]
+    # the box that reports the violation never calls the claim a guarantee
+    assert not any("GUARANTEE" in h for h in heads), heads
+    assert heads[:2] == ["VIOLATIONS FOUND", "WHAT WAS CLAIMED"]
+    assert "WHAT THE EVIDENCE SHOWS" in heads
+
+
+def test_exact_epsilon_is_labelled_exact_arithmetic_only(
+    chromium: str, fresh_report: Path, tmp_path: Path
+) -> None:
+    rows = _probe(fresh_report, chromium, tmp_path)["rows"]
+    head = [h.replace("\n", " ") for h in rows[0]]
+    col = next(i for i, h in enumerate(head) if h.startswith("exact eps"))
+    assert "exact arithmetic only" in head[col]
+    by_reading = {r[1].replace("\n", " "): r for r in rows[1:]}
+    impl = next(r for k, r in by_reading.items() if k.startswith("implementation"))
+    dist = next(r for k, r in by_reading.items() if k.startswith("distribution"))
+    assert impl[col].startswith("not applicable") and "exact arithmetic only" in impl[col]
+    assert impl[head.index("verdict")] == "VIOLATION"
+    assert dist[col] == "5" and dist[head.index("verdict")] == "no violation found"
+    # witness numbers at readable precision, never 17 digits
+    assert "0.005970" not in dist[-1] and "0.00597" in dist[-1]
+    assert not re.search(r"\d\.\d{7,}", " ".join(" ".join(r) for r in rows))
+
+
 def _check(html: Path, chromium: str) -> dict:
     return page_check(html, binary=chromium)
 
@@ -45,16 +142,17 @@ def _check(html: Path, chromium: str) -> dict:
 def fresh_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A report rendered by the current code (so the check never sees only stale HTML)."""
     tmp = tmp_path_factory.mktemp("browser")
-    run = make_run(tmp / "run", audit=[GOOD_AUDIT], attacks={"dynamics": GOOD_ATTACK})
+    run = make_run(tmp / "run", audit=[FLOAT_LEAK_AUDIT], attacks={"dynamics": GOOD_ATTACK})
     return build_report(run, ledger=ledger_for(run)).write(tmp / "out")["html"]
 
 
 def test_fresh_report_loads_and_images_decode(chromium: str, fresh_report: Path) -> None:
     check = _check(fresh_report, chromium)
     assert check["errors"] == []
-    assert check["images"] == 4 and check["decoded"] == 4
+    # ledger, audit, profile, attack, learning
+    assert check["images"] == 5 and check["decoded"] == 5
     assert check["title"].startswith("Privacy report: pgc-a3c")
-    assert check["height"] > 1000  # laid out: verdict, tables and four figures
+    assert check["height"] > 1000  # laid out: verdict, tables and five figures
 
 
 def test_committed_demo_report_loads_and_images_decode(chromium: str) -> None:

@@ -148,7 +148,7 @@ def test_consistent_run_verdict_and_sections(run: Path) -> None:
     assert led["basic"]["max"] == pytest.approx(100.0) and led["best"]["max"] == pytest.approx(50.0)
     assert led["remaining"]["min"] == pytest.approx(250.0) and led["over_budget"] == 0
     assert [r["submissions"] for r in led["top_agents"]] == [20] * 6
-    text = " ".join(m["verdict"]["guaranteed"])
+    text = " ".join(m["verdict"]["claimed"])
     assert "epsilon = 5 per submission" in text and "at most 100" in text
     assert set(rep.figures) == {"ledger", "audit", "attack", "learning"}
     assert all(png.startswith(PNG_MAGIC) for png in rep.figures.values())
@@ -164,8 +164,8 @@ def test_optional_parts_are_reported_as_not_run(tmp_path: Path) -> None:
     assert "No audit" in nv and "No attack" in nv
     html, md = rep.to_html(), rep.to_markdown()
     for text in (html, md):
-        assert "Not run: this run directory has no audit.json" in text
-        assert "Not run: this run directory has no attack_*.json" in text
+        assert "Not run: no audit.json in this run directory" in text
+        assert "Not run: no attack_*.json in this run directory" in text
 
 
 def test_audit_violation_is_the_headline(tmp_path: Path) -> None:
@@ -175,7 +175,7 @@ def test_audit_violation_is_the_headline(tmp_path: Path) -> None:
     rep = build_report(run, ledger=ledger_for(run), figures=False)
     assert rep.model["verdict"]["status"] == "violation"
     assert rep.model["audits"]["results"][0]["violation"] is True
-    assert "AUDIT VIOLATION" in " ".join(rep.model["verdict"]["not_verified"])
+    assert "AUDIT VIOLATION" in " ".join(rep.model["verdict"]["violations"])
     assert rep.model["verdict"]["headline"] == (
         "1 privacy violation(s) found. Audit violation: laplace leaks at least 7.5 > claimed 5."
     )
@@ -355,7 +355,7 @@ def test_central_claims_are_reported_beside_local_never_summed(tmp_path: Path) -
     m = build_report(run, figures=False).model
     assert m["ledger"]["agents"] == 6 and m["ledger"]["basic"]["max"] == pytest.approx(20.0)
     assert m["ledger"]["central"] == {"agents": 1, "max_epsilon": float("inf")}
-    assert "never summed" in " ".join(m["verdict"]["guaranteed"])
+    assert "never summed" in " ".join(m["verdict"]["claimed"])
 
 
 def test_budget_recorded_in_the_ledger_is_reported(tmp_path: Path) -> None:
@@ -370,7 +370,7 @@ def test_budget_recorded_in_the_ledger_is_reported(tmp_path: Path) -> None:
     # 20 submissions per agent at eps 1 under a budget of 30 (basic): 10 left each
     assert led["budget"] == 30.0 and led["budget_method"] == "basic"
     assert led["remaining"]["min"] == pytest.approx(10.0) and led["over_budget"] == 0
-    assert "Budget 30 per agent: 0 agent(s) over budget." in m["verdict"]["guaranteed"]
+    assert "Budget 30 per agent: 0 agent(s) over budget." in m["verdict"]["claimed"]
     assert (run / "ledger.sqlite").read_bytes() == before  # reading never alters the ledger
 
 
@@ -384,7 +384,7 @@ def test_trainer_claim_is_checked_against_the_ledger(tmp_path: Path) -> None:
     assert "The ledger agrees with the trainer's claim" in " ".join(ok["verdict"]["verified"])
     over = build_report(run, ledger=ledger_for(run, per_submission=6.0), figures=False).model
     assert over["verdict"]["status"] == "violation"
-    assert "LEDGER ABOVE CLAIM: an agent spent 120" in " ".join(over["verdict"]["not_verified"])
+    assert "LEDGER ABOVE CLAIM: an agent spent 120" in " ".join(over["verdict"]["violations"])
     assert (
         "trainer&#x27;s privacy statement"
         in build_report(run, ledger=ledger_for(run), figures=False).to_html()

@@ -38,12 +38,19 @@ def test_demo_end_to_end_and_rerun_does_not_double_charge(tmp_path: Path) -> Non
     assert cfg["seed"] == 1 and cfg["mechanism"]["name"] == "laplace"
     assert cfg["mechanism"]["epsilon"] == 5.0
     audits = json.loads((out / "audit.json").read_text())
-    assert [a["float_bits"] for a in audits] == [True, False]
+    # one audit, two verdicts (distribution / implementation) and a privacy profile
+    assert [a["float_bits"] for a in audits] == [True]
+    assert set(audits[0]["verdicts"]) == {"distribution", "implementation"}
+    assert audits[0]["profile"] is not None
     # the white-box loss of Laplace at eps = 5 over its candidate pairs is the claim itself
     assert all(a["exact_epsilon"] == pytest.approx(5.0, rel=1e-3) for a in audits)
     attack = json.loads((out / "attack_dynamics.json").read_text())
     assert attack["k"] == 3 and 0.0 <= attack["accuracy"] <= 1.0
     report = json.loads(res.report["json"].read_text())
+    assert res.verdict == report["verdict"]["status"]
+    assert res.violation == (res.verdict == "violation")
+    assert report["run"]["status"]["run"] == "complete"
+    assert report["run"]["status"]["evidence_ok"] is True
     assert report["audits"]["status"] == "run" and report["attacks"]["status"] == "run"
     first_agents = report["ledger"]["agents"]
     assert first_agents == report["ledger"]["agents_in_transcript"] > 0

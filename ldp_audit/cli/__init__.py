@@ -59,8 +59,10 @@ def _version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from ldp_audit.cli._types import HelpParser  # shows defaults in every subcommand's help
+
     epilog = "exit codes: " + "; ".join(f"{k} {v}" for k, v in EXIT_CODES.items())
-    parser = argparse.ArgumentParser(
+    parser = HelpParser(
         prog="ldp-audit",
         description="Audit, attack and account the privacy of locally private distributed RL.",
         epilog=epilog,

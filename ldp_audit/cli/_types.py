@@ -143,3 +143,51 @@ def real_in(
         return v
 
     return convert
+
+
+# ----------------------------------------------------------------------------------------------
+# Help formatting: defaults shown everywhere, never a literal %%
+# ----------------------------------------------------------------------------------------------
+
+
+class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """``ArgumentDefaultsHelpFormatter`` that shows ``(default: X)`` only where it informs.
+
+    Nothing is added to options whose help already names the default, flags (default False)
+    and options without a default (None). Descriptions and epilogs are %-unescaped too (argparse
+    leaves a literal ``%%`` in them unless they contain ``%(prog)``), so no help output shows
+    ``%%``.
+    """
+
+    @staticmethod
+    def _informative(action: argparse.Action) -> bool:
+        d = action.default
+        return not (d is None or d is False or d is argparse.SUPPRESS or d == [])
+
+    def _format_action(self, action: argparse.Action) -> str:
+        if action.help is None and action.option_strings and self._informative(action):
+            action.help = "(default: %(default)s)"  # an option without help still shows it
+        return super()._format_action(action)
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        help_text = action.help or ""
+        if "%(default)" in help_text or "default" in help_text.lower():
+            return action.help
+        if not self._informative(action):
+            return action.help
+        return super()._get_help_string(action)
+
+    def _format_text(self, text: str) -> str:
+        if "%(prog)" not in text:
+            text = text.replace("%%", "%")
+        return super()._format_text(text)
+
+
+class HelpParser(argparse.ArgumentParser):
+    """``ArgumentParser`` whose default formatter is :class:`DefaultsHelpFormatter`; its
+    sub-parsers (``add_subparsers`` uses the parent's class) inherit it, so one setting in
+    ``ldp_audit.cli.build_parser`` covers every subcommand."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("formatter_class", DefaultsHelpFormatter)
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]

@@ -102,7 +102,7 @@ def register(subparsers: Any) -> None:
         help="one-run canary membership audit (Steinke, Nasr & Jagielski 2023)",
         description="Canary agents (unusual gravity) are included with probability 1/2 in one "
         "run; the attacker scores each canary slot from the transcript. Reports AUC, TPR at FPR "
-        "1%% / 0.1%%, advantage, the ceiling and the one-run epsilon lower bound.",
+        "1% / 0.1%, advantage, the ceiling and the one-run epsilon lower bound.",
     )
     _common(m)
     m.add_argument("--canaries", type=_positive_int, default=200)

@@ -1,8 +1,14 @@
-"""``ldp-audit report RUN_DIR [-o OUT_DIR]`` and ``ldp-audit demo [--out DIR] [--seed S]``.
+"""``ldp-audit report RUN_DIR [EXTRA ...] [-o OUT]`` and ``ldp-audit demo [--out DIR]``.
 
-``report`` turns a run directory into index.html (self-contained), report.md and report.json.
-``demo`` trains, audits, attacks and reports end to end on embedded defaults and prints where
-index.html is. Progress goes to stderr; ``--json`` prints the paths as JSON on stdout.
+``report`` turns a run directory of any algorithm into index.html (self-contained), report.md
+and report.json; audits and attacks written elsewhere (an audit's ``--json`` output saved to a
+file, an attack's ``--out``) are read from the EXTRA folders or files. ``demo`` trains, audits,
+attacks and reports end to end on embedded defaults and prints where index.html is.
+
+Exit codes (``ldp_audit.cli``): 0 no violation found, 1 a privacy violation was found (the
+report's verdict), 2 usage or input error (bad run directory, output folder refused), 3 internal
+error, 130 interrupted. Progress goes to stderr; ``--json`` prints the written paths and the
+verdict as JSON on stdout (paths as strings, infinities as "inf").
 """
 
 from __future__ import annotations
@@ -15,8 +21,8 @@ from typing import Any
 
 from ldp_audit.cli._types import int_at_least
 
-_seed = int_at_least("seed", 0)
-_top = int_at_least("top", 1)
+_seed = int_at_least("--seed", 0)
+_top = int_at_least("--top", 1)
 
 
 def register(subparsers: Any) -> None:
@@ -25,11 +31,29 @@ def register(subparsers: Any) -> None:
         "report",
         help="write a privacy report (HTML, Markdown, JSON) from a run directory",
         description="Write index.html (self-contained), report.md and report.json from what a "
-        "run left behind: ledger, audits, attacks, learning curves and a plain-language verdict.",
+        "run left behind: run status and manifest check, ledger (local and central scope side "
+        "by side), audits (both verdicts, privacy profile), attacks, the algorithm's own "
+        "sections (learning curves for pgc-a3c) and a plain-language verdict. Exit 1 when the "
+        "verdict is a violation.",
     )
     p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory (docs/interfaces.md)")
     p.add_argument(
-        "-o", "--out", dest="out_dir", default=None, help="output folder (default RUN_DIR/report)"
+        "extra",
+        metavar="EXTRA",
+        nargs="*",
+        default=[],
+        help="folders or JSON files of analyses written outside the run (an audit's --json "
+        "output, an attack's --out); their audits and attacks are reported too",
+    )
+    p.add_argument(
+        "-o",
+        "--out",
+        dest="out_dir",
+        default=None,
+        help="output folder, new or empty (default: RUN_DIR/report)",
+    )
+    p.add_argument(
+        "--overwrite", action="store_true", help="replace an earlier report at the output folder"
     )
     p.add_argument("--top", type=_top, default=10, help="rows in the top-agents table")
     p.add_argument("--json", action="store_true", help="print the written paths as JSON")
@@ -42,17 +66,40 @@ def register(subparsers: Any) -> None:
         "demo",
         help="train, audit, attack and report end to end on embedded defaults",
         description="A short PGC-A3C run (Laplace, eps = 5, a few agents) with its SQLite ledger, "
-        "an audit of its mechanism, a dynamics attack on its transcript, and the report.",
+        "an audit of its mechanism (two verdicts and a privacy profile), a dynamics attack on "
+        "its transcript, and the report. Exit 1 when the report finds a violation (the default "
+        "Laplace mechanism computed in IEEE doubles does leak through its float bits).",
     )
-    d.add_argument("--out", default="runs/demo", help="run directory (default runs/demo)")
-    d.add_argument("--seed", type=_seed, default=0)
-    d.add_argument("--report-dir", default=None, help="where the report goes (default OUT/report)")
+    d.add_argument(
+        "--out",
+        default=None,
+        help="run directory, new or empty (default: a new runs/demo-<timestamp> folder)",
+    )
+    d.add_argument("--seed", type=_seed, default=0, help="the one seed everything derives from")
+    d.add_argument("--report-dir", default=None, help="where the report goes (default: OUT/report)")
+    d.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an earlier demo run (and report) at these paths",
+    )
     d.add_argument("--no-progress", action="store_true", help="no progress bars on stderr")
     d.add_argument("--json", action="store_true", help="print the written paths as JSON")
     d.add_argument(
         "--screenshot", action="store_true", help="also save screenshot.png (needs chromium)"
     )
     d.set_defaults(func=_demo)
+
+
+def _need_chromium() -> None:
+    """--screenshot without Chromium: refuse before any work."""
+    from ldp_audit.errors import InvalidParameterError
+    from ldp_audit.report.browser import find_chromium
+
+    if find_chromium() is None:
+        raise InvalidParameterError(
+            "--screenshot needs chromium on PATH (scripts/ensure_chromium.sh installs it), "
+            "found none"
+        )
 
 
 def _screenshot(paths: dict[str, Path]) -> None:
@@ -62,25 +109,34 @@ def _screenshot(paths: dict[str, Path]) -> None:
 
 
 def _paths_json(paths: dict[str, Path], **extra: Any) -> str:
-    return json.dumps({**{k: str(v) for k, v in paths.items()}, **extra}, indent=2)
+    from ldp_audit.rundir import to_jsonable
+
+    return json.dumps(to_jsonable({**paths, **extra}), indent=2, allow_nan=False)
 
 
 def _report(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
 
-    from ldp_audit.report import build_report
+    from ldp_audit.report import build_report, check_report_out
+
+    if args.screenshot:
+        _need_chromium()
+    out = Path(args.run_dir) / "report" if args.out_dir is None else Path(args.out_dir)
+    # the output folder is checked before the report is built (and never holds an input)
+    check_report_out(
+        out, overwrite=args.overwrite, inputs=[args.run_dir, *args.extra], name="--out"
+    )
 
     def progress(it: Any) -> Any:
         return tqdm(it, desc="ledger agents", unit="agent", file=sys.stderr, leave=False)
 
-    report = build_report(args.run_dir, top=args.top, progress=progress)
-    out = Path(args.run_dir) / "report" if args.out_dir is None else Path(args.out_dir)
-    paths = report.write(out)
+    report = build_report(args.run_dir, top=args.top, progress=progress, extra=args.extra)
+    paths = report.write(out, overwrite=args.overwrite)
     if args.screenshot:
         _screenshot(paths)
     verdict = report.model["verdict"]
     if args.json:
-        print(_paths_json(paths, verdict=verdict["status"]))
+        print(_paths_json(paths, verdict=verdict["status"], headline=verdict["headline"]))
     else:
         print(f"verdict: {verdict['status'].upper()}. {verdict['headline']}")
         print(
@@ -92,15 +148,30 @@ def _report(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from ldp_audit.demo import run_demo
 
+    if args.screenshot:
+        _need_chromium()
     res = run_demo(
-        args.out, seed=args.seed, report_dir=args.report_dir, progress=not args.no_progress
+        args.out,
+        seed=args.seed,
+        report_dir=args.report_dir,
+        progress=not args.no_progress,
+        overwrite=args.overwrite,
     )
     if args.screenshot:
         _screenshot(res.report)
     if args.json:
-        print(_paths_json(res.report, run_dir=res.run_dir, seconds=res.seconds))
+        print(
+            _paths_json(
+                res.report,
+                run_dir=res.run_dir,
+                seconds=res.seconds,
+                verdict=res.verdict,
+                headline=res.headline,
+            )
+        )
     else:
         secs = ", ".join(f"{k} {v:.1f} s" for k, v in res.seconds.items())
         print(f"demo run directory: {res.run_dir} ({secs})")
+        print(f"verdict: {res.verdict.upper()}. {res.headline}")
         print(f"open the report: {res.report['html'].resolve()}")
-    return 0
+    return 1 if res.violation else 0

@@ -5,11 +5,14 @@
     >>> paths["html"]                              # doctest: +SKIP
     PosixPath('runs/demo/report/index.html')
 
-A report has a plain-language verdict at the top (what is guaranteed, what was verified, what
-was not), the per-agent ledger summarised (distribution, top agents, spend over submissions),
-the audits (claim, exact epsilon, empirical lower bound, witness), the attacks (accuracy beside
-the ceiling and the implied epsilon lower bound), the learning curves (mu_n, FST, success ratio,
-Ono & Takahashi 2020 eqs. 25-27) with the paper's Tables 1-3 beside ours, and the configuration.
+A report has a plain-language verdict at the top (violations found, what was claimed, what the
+evidence shows, what was not verified), the run's status and whether its files still match its
+manifest, the per-agent ledger summarised (local and central scope side by side, never summed),
+the audits (both verdicts -- distribution and implementation -- with their bounds, witnesses and
+consequences, and the audited privacy profile), the attacks (accuracy with its interval beside
+chance and the ceiling), and the configuration. PGC-A3C runs add the learning curves (mu_n, FST,
+success ratio, Ono & Takahashi 2020 eqs. 25-27) beside the paper's Tables 1-3; other algorithms
+add their own sections through the registry of :mod:`ldp_audit.report._sections`.
 
 ``index.html`` is self-contained (inline CSS, figures as base64 PNG), so it opens offline.
 """
@@ -17,7 +20,7 @@ Ono & Takahashi 2020 eqs. 25-27) with the paper's Tables 1-3 beside ours, and th
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +34,7 @@ from ldp_audit.report._render import render_html, render_json, render_markdown
 __all__ = [
     "Report",
     "RunData",
+    "check_report_out",
     "LedgerStats",
     "load_run",
     "read_ledger",
@@ -72,9 +76,7 @@ class Report:
         """
         import shutil
 
-        from ldp_audit.rundir import check_new_dir
-
-        out = check_new_dir(out_dir, name="report out_dir", overwrite=overwrite)
+        out = check_report_out(out_dir, overwrite=overwrite)
         if overwrite and out.exists() and any(out.iterdir()):
             shutil.rmtree(out)
         figs = out / "figures"
@@ -93,8 +95,44 @@ class Report:
         return paths
 
 
+def check_report_out(
+    out_dir: str | Path,
+    *,
+    overwrite: bool = False,
+    inputs: Sequence[str | Path] = (),
+    name: str = "report out_dir",
+) -> Path:
+    """Check a report's output folder before any work: new, empty, or (with ``overwrite``) an
+    earlier report; never a run directory, and never a folder holding one of ``inputs`` (the
+    run and extra inputs a report reads are never replaced by it).
+
+    Raises:
+        RunDirectoryError: the folder cannot receive a report.
+    """
+    from ldp_audit.errors import RunDirectoryError
+    from ldp_audit.rundir import check_new_dir, is_run_dir
+
+    out = Path(out_dir)
+    if out.is_dir() and is_run_dir(out):
+        raise RunDirectoryError(
+            f"{name} {str(out)!r} is a run directory (it has config.json); a report never "
+            "replaces a run: choose another folder (default RUN_DIR/report)"
+        )
+    res = out.resolve()
+    for i in inputs:
+        ip = Path(i).resolve()
+        if ip == res or res in ip.parents:
+            raise RunDirectoryError(
+                f"{name} {str(out)!r} holds the input {str(i)!r}; a report never writes over "
+                "what it reads: choose another folder"
+            )
+    return check_new_dir(out, name=name, overwrite=overwrite)
+
+
 def _budget(run: RunData) -> float | None:
     for src in (run.config, run.config["config"]):
+        if not isinstance(src, dict):
+            continue
         b = src.get("budget")
         if isinstance(b, (int, float)) and not isinstance(b, bool) and math.isfinite(b) and b > 0:
             return float(b)
@@ -108,6 +146,8 @@ def build_report(
     ledger: LedgerStats | None = None,
     progress: Callable[[Iterable[Any]], Iterable[Any]] | None = None,
     figures: bool = True,
+    extra: Sequence[str | Path] = (),
+    sections_registry: Mapping[str, str] | None = None,
 ) -> Report:
     """Build the report of one run directory.
 
@@ -117,7 +157,11 @@ def build_report(
         ledger: per-agent spend, when already read; by default read from the run's ledger.
         progress: optional wrapper for the per-agent ledger loop (e.g. ``tqdm``).
         figures: draw the figures (False gives the model and tables only; the HTML then has
-            no images).
+            no images; an algorithm's own section figures are kept).
+        extra: folders or JSON files of analyses written outside the run (an audit's
+            ``--json`` output, an attack's ``--out``), read for audits and attacks.
+        sections_registry: ``algorithm -> "module:function"`` (default
+            :data:`ldp_audit.report._sections.SECTIONS`).
 
     Raises:
         RunDirectoryError: the run directory is incomplete or malformed.
@@ -125,27 +169,36 @@ def build_report(
     """
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
         raise InvalidParameterError(f"top must be an integer >= 1, got {top!r}")
-    data = run if isinstance(run, RunData) else load_run(run)
+    data = run if isinstance(run, RunData) else load_run(run, extra=tuple(extra))
     if ledger is None:
-        delta = data.config["mechanism"].get("delta", 0.0)
+        delta = (data.config.get("mechanism") or {}).get("delta", 0.0)
         delta = (
             float(delta) if isinstance(delta, (int, float)) and not isinstance(delta, bool) else 0.0
         )
         ledger = read_ledger(data.ledger_path, delta=delta, budget=_budget(data), progress=progress)
-    model = build_model(data, ledger, top=top)
+    from ldp_audit.report._sections import algorithm_sections
+
+    sections, section_figs, note = algorithm_sections(
+        data.path, data.algorithm, list(data.extra), registry=sections_registry
+    )
+    model = build_model(data, ledger, top=top, sections=sections, sections_note=note)
     if not figures:
-        return Report(model=model, figures={})
+        return Report(model=model, figures=dict(section_figs))
     from ldp_audit.report import _plots
 
-    figures: dict[str, bytes] = {"ledger": _plots.ledger_figure(data, ledger)}
-    a = _plots.audit_figure(model)
-    if a is not None:
-        figures["audit"] = a
-    b = _plots.attack_figure(model)
-    if b is not None:
-        figures["attack"] = b
-    figures["learning"] = _plots.learning_figure(data, model)
-    return Report(model=model, figures=figures)
+    figs: dict[str, bytes] = {"ledger": _plots.ledger_figure(data, ledger)}
+    for name, draw in (
+        ("audit", _plots.audit_figure),
+        ("profile", _plots.profile_figure),
+        ("attack", _plots.attack_figure),
+    ):
+        png = draw(model)
+        if png is not None:
+            figs[name] = png
+    if data.is_pgc:
+        figs["learning"] = _plots.learning_figure(data, model)
+    figs.update(section_figs)
+    return Report(model=model, figures=figs)
 
 
 def write_report(
@@ -155,6 +208,7 @@ def write_report(
     top: int = 10,
     progress: Callable[[Iterable[Any]], Iterable[Any]] | None = None,
     overwrite: bool = False,
+    extra: Sequence[str | Path] = (),
 ) -> dict[str, Path]:
     """Build the report of ``run_dir`` and write it to ``out_dir`` (default ``run_dir/report``,
     the run's one named report folder). The output folder is checked before the report is built:
@@ -163,9 +217,7 @@ def write_report(
     Returns:
         Paths of the written ``html``, ``markdown``, ``json`` files and the ``figures`` folder.
     """
-    from ldp_audit.rundir import check_new_dir
-
     out = Path(run_dir) / "report" if out_dir is None else Path(out_dir)
-    check_new_dir(out, name="report out_dir", overwrite=overwrite)
-    report = build_report(run_dir, top=top, progress=progress)
+    check_report_out(out, overwrite=overwrite, inputs=[run_dir, *extra])
+    report = build_report(run_dir, top=top, progress=progress, extra=extra)
     return report.write(out, overwrite=overwrite)

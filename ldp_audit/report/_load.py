@@ -4,6 +4,12 @@ Every file is checked before anything is rendered: a missing required file or a 
 raises :class:`~ldp_audit.errors.RunDirectoryError` naming the file and what is wrong, so a
 report is never silently incomplete. Optional parts (``audit.json``, ``attack_*.json``,
 ``secrets.npz``) are recorded as absent and the report says "not run" for them.
+
+Any algorithm's run loads: ``config.json``, ``ledger.sqlite`` and ``metrics.json`` are required
+of every run (the run-directory contract); PGC-A3C runs (``"algorithm": "pgc-a3c"``) also need
+``transcript.npz`` and ``model.npz`` in the layout of docs/interfaces.md. Audits and attacks
+written elsewhere (an audit's ``--json`` output, an attack's ``--out``) are read from the
+``extra`` folders or files.
 """
 
 from __future__ import annotations
@@ -19,9 +25,20 @@ import numpy as np
 
 from ldp_audit.errors import RunDirectoryError
 
-__all__ = ["RunData", "load_run", "REQUIRED_FILES", "OPTIONAL_FILES"]
+__all__ = [
+    "RunData",
+    "load_run",
+    "REQUIRED_FILES",
+    "COMMON_REQUIRED_FILES",
+    "OPTIONAL_FILES",
+    "PGC_ALGORITHM",
+]
 
-#: Files every trainer writes; the report cannot be built without them.
+#: The algorithm whose run layout (transcript, model, zeta metrics) the report knows natively.
+PGC_ALGORITHM = "pgc-a3c"
+#: Files every run of any algorithm has (the run-directory contract).
+COMMON_REQUIRED_FILES = ("config.json", "ledger.sqlite", "metrics.json")
+#: Files a PGC-A3C run has; the report cannot be built without them.
 REQUIRED_FILES = ("config.json", "ledger.sqlite", "transcript.npz", "metrics.json", "model.npz")
 #: Files a report uses when present and reports as "not run" / "absent" otherwise.
 OPTIONAL_FILES = ("secrets.npz", "audit.json", "attack_*.json")
@@ -56,15 +73,33 @@ class RunData:
     secrets: dict[str, np.ndarray] | None = None
     audits: list[dict[str, Any]] | None = None
     attacks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    extra: tuple[Path, ...] = ()
+    """Folders or files of analysis outputs written outside the run (read for audits/attacks)."""
+    sources: dict[str, str] = field(default_factory=dict)
+    """Where each audit/attack came from: ``{"audit.json": path, "attack_<name>": path}``."""
+
+    @property
+    def algorithm(self) -> str:
+        """config.json's ``algorithm``."""
+        return str(self.config["algorithm"])
+
+    @property
+    def is_pgc(self) -> bool:
+        """Whether this is a PGC-A3C run (transcript and learning curves read natively)."""
+        return self.algorithm == PGC_ALGORITHM and bool(self.transcript)
 
     @property
     def n_submissions(self) -> int:
-        """N, the number of transcript rows."""
+        """N, the number of transcript rows (0 when the transcript is not in the PGC layout)."""
+        if not self.transcript or "trial" not in self.transcript:
+            return 0
         return int(self.transcript["trial"].shape[0])
 
     @property
     def dim(self) -> int:
-        """d, the dimension of a report."""
+        """d, the dimension of a report (0 when unknown)."""
+        if not self.transcript or "report" not in self.transcript:
+            return 0
         return int(self.transcript["report"].shape[1])
 
 
@@ -95,15 +130,21 @@ def _read_npz(path: Path) -> dict[str, np.ndarray]:
 def _check_config(path: Path, cfg: Any) -> dict[str, Any]:
     if not isinstance(cfg, dict):
         raise _err(path, f"must hold a JSON object, got {type(cfg).__name__}")
-    missing = [k for k in ("algorithm", "config", "mechanism", "seed") if k not in cfg]
+    missing = [k for k in ("algorithm", "config", "seed") if k not in cfg]
     if missing:
         raise _err(path, f"missing key(s) {', '.join(missing)}")
     if not isinstance(cfg["algorithm"], str):
         raise _err(path, f"'algorithm' must be a string, got {cfg['algorithm']!r}")
     if not isinstance(cfg["config"], dict):
         raise _err(path, f"'config' must be an object, got {type(cfg['config']).__name__}")
-    mech = cfg["mechanism"]
-    if not isinstance(mech, dict) or not isinstance(mech.get("name"), str):
+    pgc = cfg["algorithm"] == PGC_ALGORITHM
+    if pgc and "mechanism" not in cfg:
+        raise _err(path, "missing key(s) mechanism")
+    mech = cfg.get("mechanism")
+    # other algorithms may have several mechanisms (RunWriter writes null then)
+    if (mech is not None or pgc) and (
+        not isinstance(mech, dict) or not isinstance(mech.get("name"), str)
+    ):
         raise _err(path, f"'mechanism' must be an object with a string 'name', got {mech!r}")
     seed = cfg["seed"]
     if isinstance(seed, bool) or not isinstance(seed, int):
@@ -146,9 +187,11 @@ def _check_transcript(path: Path, tr: dict[str, np.ndarray]) -> dict[str, np.nda
     return tr
 
 
-def _check_metrics(path: Path, m: Any) -> dict[str, Any]:
+def _check_metrics(path: Path, m: Any, *, pgc: bool = True) -> dict[str, Any]:
     if not isinstance(m, dict):
         raise _err(path, f"must hold a JSON object, got {type(m).__name__}")
+    if not pgc:
+        return m
     if "zeta" not in m:
         raise _err(path, "missing key 'zeta' (the per-submission scores, one list per trial)")
     zeta = m["zeta"]
@@ -185,11 +228,56 @@ def _check_attack(path: Path, a: Any) -> dict[str, Any]:
     return a
 
 
-def load_run(run_dir: str | Path) -> RunData:
-    """Load and validate a run directory.
+def _classify(obj: Any) -> str | None:
+    """ "audit" (an AuditResult dict or a list of them), "attack" (an AttackResult dict) or None."""
+    if isinstance(obj, dict) and "epsilon_lower_bound" in obj and "claimed_epsilon" in obj:
+        return "audit"
+    if isinstance(obj, list) and obj and all(_classify(e) == "audit" for e in obj):
+        return "audit"
+    if isinstance(obj, dict) and "accuracy" in obj:
+        return "attack"
+    return None
+
+
+def _read_extra(
+    paths: tuple[Path, ...],
+) -> tuple[list[tuple[Path, list[dict[str, Any]]]], list[tuple[Path, dict[str, Any]]]]:
+    """Audits and attacks from extra folders (their audit.json, attack_*.json and any other
+    JSON file holding an audit or attack result) and extra files."""
+    audits: list[tuple[Path, list[dict[str, Any]]]] = []
+    attacks: list[tuple[Path, dict[str, Any]]] = []
+    for base in paths:
+        if base.is_dir():
+            files = sorted(f for f in base.glob("*.json") if f.is_file())
+            strict = {"audit.json"} | {f.name for f in base.glob("attack_*.json")}
+        elif base.is_file():
+            files, strict = [base], {base.name}
+        else:
+            raise RunDirectoryError(
+                f"extra must be existing folders or JSON files, got {str(base)!r} (not found)"
+            )
+        for f in files:
+            obj = _read_json(f)
+            kind = _classify(obj)
+            if kind is None:
+                if f.name in strict:
+                    raise _err(f, "holds neither an audit result nor an attack result")
+                continue  # e.g. a report.json or config.json in the same folder
+            if kind == "audit":
+                audits.append((f, _check_audits(f, obj if isinstance(obj, list) else [obj])))
+            else:
+                attacks.append((f, _check_attack(f, obj)))
+    return audits, attacks
+
+
+def load_run(run_dir: str | Path, extra: list[str | Path] | tuple[str | Path, ...] = ()) -> RunData:
+    """Load and validate a run directory of any algorithm.
 
     Args:
         run_dir: the directory a trainer wrote (see docs/interfaces.md).
+        extra: folders or JSON files of analyses written outside the run (an audit's
+            ``--json`` output, an attack's ``--out``); their audits and attacks are reported
+            beside the run's own.
 
     Returns:
         The validated :class:`RunData`.
@@ -201,30 +289,43 @@ def load_run(run_dir: str | Path) -> RunData:
     path = Path(run_dir)
     if not path.is_dir():
         raise RunDirectoryError(f"run_dir must be an existing directory, got {str(path)!r}")
-    missing = [f for f in REQUIRED_FILES if not (path / f).is_file()]
+    missing = [f for f in COMMON_REQUIRED_FILES if not (path / f).is_file()]
     if missing:
         raise RunDirectoryError(
             f"{path}: incomplete run directory, missing {', '.join(missing)} "
-            f"(a trainer writes {', '.join(REQUIRED_FILES)})"
+            f"(every run has {', '.join(COMMON_REQUIRED_FILES)})"
         )
     config = _check_config(path / "config.json", _read_json(path / "config.json"))
-    transcript = _check_transcript(path / "transcript.npz", _read_npz(path / "transcript.npz"))
-    metrics = _check_metrics(path / "metrics.json", _read_json(path / "metrics.json"))
-    model = _read_npz(path / "model.npz")
-    if "theta" not in model or model["theta"].ndim != 2:
-        raise _err(path / "model.npz", "must hold 'theta' of shape (K, d)")
-    if model["theta"].shape[1] != transcript["report"].shape[1]:
-        raise _err(
-            path / "model.npz",
-            f"'theta' has d={model['theta'].shape[1]} but the "
-            f"transcript's reports have d={transcript['report'].shape[1]}",
-        )
+    pgc = config["algorithm"] == PGC_ALGORITHM
+    if pgc:
+        missing = [f for f in REQUIRED_FILES if not (path / f).is_file()]
+        if missing:
+            raise RunDirectoryError(
+                f"{path}: incomplete run directory, missing {', '.join(missing)} "
+                f"(a {PGC_ALGORITHM} trainer writes {', '.join(REQUIRED_FILES)})"
+            )
+    transcript: dict[str, np.ndarray] = {}
+    model_theta = np.zeros((0, 0))
+    if pgc:
+        transcript = _check_transcript(path / "transcript.npz", _read_npz(path / "transcript.npz"))
+    metrics = _check_metrics(path / "metrics.json", _read_json(path / "metrics.json"), pgc=pgc)
+    if pgc:
+        model = _read_npz(path / "model.npz")
+        if "theta" not in model or model["theta"].ndim != 2:
+            raise _err(path / "model.npz", "must hold 'theta' of shape (K, d)")
+        if model["theta"].shape[1] != transcript["report"].shape[1]:
+            raise _err(
+                path / "model.npz",
+                f"'theta' has d={model['theta'].shape[1]} but the "
+                f"transcript's reports have d={transcript['report'].shape[1]}",
+            )
+        model_theta = model["theta"]
     with open(path / "ledger.sqlite", "rb") as fh:
         head = fh.read(16)
     if head != b"SQLite format 3\x00":
         raise _err(path / "ledger.sqlite", "is not an SQLite database")
     secrets = None
-    if (path / "secrets.npz").is_file():
+    if pgc and (path / "secrets.npz").is_file():
         secrets = _read_npz(path / "secrets.npz")
         g = secrets.get("gravity")
         if g is not None and g.shape != (transcript["trial"].shape[0],):
@@ -232,20 +333,38 @@ def load_run(run_dir: str | Path) -> RunData:
                 path / "secrets.npz",
                 f"'gravity' must have shape (N={transcript['trial'].shape[0]},), got {g.shape}",
             )
+    sources: dict[str, str] = {}
     audits = None
     if (path / "audit.json").is_file():
         audits = _check_audits(path / "audit.json", _read_json(path / "audit.json"))
+        sources["audit.json"] = str(path / "audit.json")
     attacks: dict[str, dict[str, Any]] = {}
     for f in sorted(path.glob("attack_*.json")):
-        attacks[f.stem[len("attack_") :]] = _check_attack(f, _read_json(f))
+        name = f.stem[len("attack_") :]
+        attacks[name] = _check_attack(f, _read_json(f))
+        sources[f"attack_{name}"] = str(f)
+    extra_paths = tuple(Path(e) for e in extra)
+    ex_audits, ex_attacks = _read_extra(extra_paths)
+    for f, entries in ex_audits:
+        audits = (audits or []) + [dict(e, source=str(f)) for e in entries]
+        sources[str(f)] = str(f)
+    for f, a in ex_attacks:
+        base = str(a.get("attack") or f.stem.removeprefix("attack_"))
+        name, k = base, 2
+        while name in attacks:
+            name, k = f"{base} ({f.name})" if k == 2 else f"{base} ({f.name}, {k})", k + 1
+        attacks[name] = a
+        sources[f"attack_{name}"] = str(f)
     return RunData(
         path=path,
         config=config,
         ledger_path=path / "ledger.sqlite",
         transcript=transcript,
         metrics=metrics,
-        model_theta=model["theta"],
+        model_theta=model_theta,
         secrets=secrets,
         audits=audits,
         attacks=attacks,
+        extra=extra_paths,
+        sources=sources,
     )

@@ -11,6 +11,7 @@ import datetime as _dt
 import heapq
 import json
 import math
+import re
 from collections import Counter
 from typing import Any
 
@@ -79,26 +80,78 @@ def _run_section(run: RunData) -> dict[str, Any]:
         "audit.json": run.audits is not None,
         "attack_*.json": sorted(f"attack_{k}.json" for k in run.attacks),
     }
-    return {
+    out: dict[str, Any] = {
         "algorithm": cfg["algorithm"],
         "seed": cfg["seed"],
         "created": cfg.get("created"),
         "versions": cfg.get("versions", {}),
-        "mechanism": cfg["mechanism"],
+        "mechanism": cfg.get("mechanism"),
         "config": cfg["config"],
-        "submissions": run.n_submissions,
-        "trials": int(np.unique(tr["trial"]).size),
-        "dim": run.dim,
-        "distinct_thetas": int(tr["thetas"].shape[0]),
+        "submissions": run.n_submissions if run.is_pgc else None,
+        "trials": int(np.unique(tr["trial"]).size) if run.is_pgc else None,
+        "dim": run.dim if run.is_pgc else None,
+        "distinct_thetas": int(tr["thetas"].shape[0]) if run.is_pgc else None,
         "optional_files": present,
+        "extra": [str(e) for e in run.extra],
+    }
+    out["status"] = _status_section(run)
+    return out
+
+
+def _status_section(run: RunData) -> dict[str, Any]:
+    """Run status (config.json / manifest.json) and the manifest check (evidence intact?)."""
+    from ldp_audit.rundir import verify_manifest
+
+    status = run.config.get("status")
+    try:
+        man = verify_manifest(run.path)
+    except Exception as exc:  # a malformed manifest is reported, never fatal
+        man = {
+            "status": "unreadable",
+            "ok": False,
+            "changed": [],
+            "missing": [],
+            "unlisted": [],
+            "error": f"{type(exc).__name__}: {exc}",
+        }
+    run_status = status if isinstance(status, str) else man.get("status")
+    if not isinstance(run_status, str) or run_status in ("no manifest", "unreadable"):
+        run_status = "not recorded"
+    if man["status"] == "no manifest":
+        evidence = (
+            "no manifest.json: the run did not finish or predates manifests, so its files "
+            "cannot be checked against what it wrote"
+        )
+    elif man["status"] == "unreadable":
+        evidence = f"manifest.json cannot be read ({man.get('error')})"
+    elif man["ok"]:
+        evidence = "evidence intact: every file the run wrote has the SHA-256 it recorded"
+    else:
+        parts = []
+        if man["changed"]:
+            parts.append("files changed since the run: " + ", ".join(man["changed"]))
+        if man["missing"]:
+            parts.append("files missing since the run: " + ", ".join(man["missing"]))
+        evidence = "; ".join(parts)
+    return {
+        "run": run_status,
+        "manifest": man.get("status"),
+        "evidence_ok": bool(man["ok"]),
+        "evidence": evidence,
+        "changed": list(man["changed"]),
+        "missing": list(man["missing"]),
+        "added_later": list(man["unlisted"]),
     }
 
 
 def _ledger_section(run: RunData, led: LedgerStats, top: int) -> dict[str, Any]:
-    _, counts, ids = transcript_agent_ids(run)
+    if run.is_pgc:
+        _, counts, ids = transcript_agent_ids(run)
+    else:  # the transcript layout is the algorithm's own: agents come from the ledger alone
+        counts, ids = np.zeros(0, np.int64), list(led.agents)
     in_ledger = set(led.agents)
-    uncharged = [a for a in ids if a not in in_ledger]
-    tr_counts = dict(zip(ids, counts.tolist(), strict=True))
+    uncharged = [a for a in ids if a not in in_ledger] if run.is_pgc else []
+    tr_counts = dict(zip(ids, counts.tolist(), strict=True)) if run.is_pgc else {}
     # largest spend first; ties in natural agent order ("0/2" before "0/10")
     order = heapq.nsmallest(
         top, range(len(led.agents)), key=lambda i: (-led.basic[i], _natural(led.agents[i]))
@@ -114,23 +167,27 @@ def _ledger_section(run: RunData, led: LedgerStats, top: int) -> dict[str, Any]:
         rows.append(
             {
                 "agent": led.agents[i],
-                "submissions": int(tr_counts.get(led.agents[i], 0)),
+                "submissions": int(tr_counts[led.agents[i]])
+                if run.is_pgc and led.agents[i] in tr_counts
+                else None,
                 "basic": float(led.basic[i]),
                 "best": float(led.best[i]),
                 "method": led.method[i],
                 "remaining": None if remaining is None else float(remaining[i]),
             }
         )
-    mech_eps = _num(run.config["mechanism"].get("epsilon"))
+    mech = run.config.get("mechanism") or {}
+    mech_eps = _num(mech.get("epsilon"))
+    central_vals = np.array(sorted((led.central or {}).values()), dtype=np.float64)
     return {
         "status": "run",
         "agents": len(led.agents),
-        "agents_in_transcript": len(ids),
+        "agents_in_transcript": len(ids) if run.is_pgc else None,
         "uncharged_agents": len(uncharged),
         "uncharged_examples": uncharged[:5],
         "delta": led.delta,
         "epsilon_per_submission": mech_eps,
-        "submissions_per_agent": _stats(counts.astype(np.float64)),
+        "submissions_per_agent": _stats(counts.astype(np.float64)) if run.is_pgc else None,
         "basic": _stats(led.basic),
         "best": _stats(led.best),
         "methods": dict(Counter(led.method).most_common()),
@@ -145,30 +202,157 @@ def _ledger_section(run: RunData, led: LedgerStats, top: int) -> dict[str, Any]:
             "agents": len(led.central),
             "max_epsilon": float(max(led.central.values())),
         },
+        # local (per-agent LDP) and central (model-level DP) side by side, never summed
+        "scopes": [
+            {"scope": "local", "ids": len(led.agents), **_stats(led.best)},
+            {"scope": "central", "ids": int(central_vals.size), **_stats(central_vals)},
+        ],
+        "chain_head": getattr(led, "chain_head", None),
     }
+
+
+_NUM_RE = re.compile(r"-?\d+\.\d{5,}(?:[eE][-+]?\d+)?")
+
+
+def short_numbers(text: str, nd: int = 4) -> str:
+    """Rewrite long decimals in a string ("0.0059698183732840131") to ``nd`` significant
+    digits ("0.00597"): readable witnesses, not 17-digit floats."""
+    return _NUM_RE.sub(lambda m: f"{float(m.group(0)):.{nd}g}", text)
+
+
+def _witness_model(w: Any) -> dict[str, Any] | None:
+    """A witness (Witness.to_dict()) with rounded numbers, or None."""
+    if not isinstance(w, dict):
+        return None
+    out: dict[str, Any] = {}
+    for k, v in w.items():
+        if k in ("x", "x2") and isinstance(v, list):
+            out[k] = [round(float(x), 6) if isinstance(x, (int, float)) else x for x in v]
+        elif isinstance(v, str):
+            out[k] = short_numbers(v)
+        else:
+            out[k] = v
+    return out
+
+
+_READING = {
+    "distribution": "distribution (exact arithmetic)",
+    "implementation": "implementation (IEEE doubles, float bits searched)",
+}
+
+
+def _verdict_rows(e: dict[str, Any], claim: float, lb: float, viol: bool) -> list[dict[str, Any]]:
+    """The audit's two verdicts (AuditResult.to_dict()["verdicts"]); one row for older files."""
+    vs = e.get("verdicts")
+    rows = []
+    if isinstance(vs, dict) and vs:
+        for kind in ("distribution", "implementation"):
+            v = vs.get(kind)
+            if not isinstance(v, dict):
+                continue
+            vlb = _num(v.get("epsilon_lower_bound"))
+            vclaim = _num(v.get("claimed_epsilon"))
+            rows.append(
+                {
+                    "kind": kind,
+                    "reading": _READING[kind],
+                    "epsilon_lower_bound": vlb if vlb is not None else 0.0,
+                    "claimed_epsilon": vclaim if vclaim is not None else claim,
+                    "violation": bool(v.get("violation"))
+                    if isinstance(v.get("violation"), bool)
+                    else (vlb or 0.0) > claim,
+                    "witness": _witness_model(v.get("witness")),
+                    "consequence": str(v.get("consequence") or ""),
+                    "events_estimated": v.get("events_estimated"),
+                }
+            )
+    if not rows:
+        fb = e.get("float_bits")
+        kind = "implementation" if fb is True else "distribution" if fb is False else None
+        rows.append(
+            {
+                "kind": kind or "single",
+                "reading": _READING.get(kind or "", "one reading (not recorded which)"),
+                "epsilon_lower_bound": lb,
+                "claimed_epsilon": claim,
+                "violation": viol,
+                "witness": _witness_model(e.get("witness")),
+                "consequence": "",
+                "events_estimated": e.get("events_estimated"),
+            }
+        )
+    return rows
+
+
+def _profile_model(p: Any) -> dict[str, Any] | None:
+    if not isinstance(p, dict):
+        return None
+    d, lo, cl = p.get("delta"), p.get("epsilon_lower"), p.get("epsilon_claimed")
+    if not (isinstance(d, list) and isinstance(lo, list) and isinstance(cl, list)):
+        return None
+    if not len(d) == len(lo) == len(cl) or not d:
+        return None
+    dd = [_num(x) for x in d]
+    ll = [_num(x) for x in lo]
+    cc = [_num(x) for x in cl]
+    if any(x is None for x in dd + ll + cc):
+        return None
+    above = [a > b for a, b in zip(ll, cc, strict=True)]  # type: ignore[operator]
+    return {
+        "delta": dd,
+        "epsilon_lower": ll,
+        "epsilon_claimed": cc,
+        "above_claim": above,
+        "confidence": _num(p.get("confidence")),
+        "claimed_from": p.get("claimed_from"),
+    }
+
+
+def _point_estimate(w: dict[str, Any] | None) -> float | None:
+    """ln(k1/n1) - ln(k2/n2) of a witness: the event's epsilon estimate (inf when k2 = 0)."""
+    if not w or not all(isinstance(w.get(k), int) for k in ("k1", "n1", "k2", "n2")):
+        return None
+    if w["n1"] <= 0 or w["n2"] <= 0 or w["k1"] <= 0:
+        return None
+    if w["k2"] == 0:
+        return math.inf
+    return math.log(w["k1"] / w["n1"]) - math.log(w["k2"] / w["n2"])
 
 
 def _audit_section(run: RunData) -> dict[str, Any]:
     if run.audits is None:
         return {"status": "not run", "results": []}
     out = []
+    default_name = str((run.config.get("mechanism") or {}).get("name", "mechanism"))
     for e in run.audits:
         claim = float(e["claimed_epsilon"])  # float("inf") parses the "inf" of to_dict()
         lb = float(e["epsilon_lower_bound"])
         viol = e.get("violation")
         viol = bool(viol) if isinstance(viol, bool) else lb > claim
-        witness = e.get("witness")
+        verdicts = _verdict_rows(e, claim, lb, viol)
+        for v in verdicts:
+            v["point_estimate"] = _point_estimate(v["witness"])
+        # the overall verdict follows the stricter of the two readings
+        viol = viol or any(v["violation"] for v in verdicts)
+        leak = e.get("leak") if isinstance(e.get("leak"), str) else None
+        warnings = e.get("warnings")
         out.append(
             {
-                "mechanism": str(e.get("mechanism") or run.config["mechanism"]["name"]),
+                "mechanism": str(e.get("mechanism") or default_name),
                 "claimed_epsilon": claim,
                 "exact_epsilon": _num(e.get("exact_epsilon")),
                 "epsilon_lower_bound": lb,
                 "confidence": _num(e.get("confidence")),
+                "delta": _num(e.get("delta")),
                 "samples": e.get("samples"),
                 "seconds": _num(e.get("seconds")),
                 "violation": viol,
-                "witness": witness,
+                "leak": leak,
+                "witness": _witness_model(e.get("witness")),
+                "verdicts": verdicts,
+                "profile": _profile_model(e.get("profile")),
+                "warnings": [str(w) for w in warnings] if isinstance(warnings, list) else [],
+                "source": e.get("source"),
             }
         )
     return {"status": "run", "results": out}
@@ -196,6 +380,8 @@ def _attack_section(run: RunData) -> dict[str, Any]:
         if not isinstance(viol, bool):
             viol = lo is not None and ceiling is not None and lo > ceiling
         tpr = _first(a, "tpr_at_fpr", "tpr_at_low_fpr")
+        chance = _num(_first(a, "chance", "baseline"))
+        above_chance = lo is not None and chance is not None and lo > chance
         out.append(
             {
                 "name": name,
@@ -205,7 +391,9 @@ def _attack_section(run: RunData) -> dict[str, Any]:
                 "ci_high": hi,
                 "confidence": _num(a.get("confidence")),
                 "ceiling": ceiling,
-                "chance": _num(_first(a, "chance", "baseline")),
+                "chance": chance,
+                "above_chance": above_chance,
+                "source": run.sources.get(f"attack_{name}"),
                 "k": _first(a, "k", "n_classes", "candidates"),
                 # the ceiling applies to the epsilon composed over the T reports attacked together
                 "epsilon": _num(_first(a, "composed_epsilon", "epsilon", "claimed_epsilon")),
@@ -288,6 +476,11 @@ def fst_values(run: RunData) -> np.ndarray:
 
 
 def _learning_section(run: RunData) -> dict[str, Any]:
+    if not run.is_pgc:
+        return {
+            "status": "not applicable",
+            "note": f"learning curves of {run.algorithm} runs are in the algorithm's own sections",
+        }
     z = zeta_matrix(run)
     mu = mu_matrix(run)
     fst = fst_values(run)
@@ -320,7 +513,7 @@ def _learning_section(run: RunData) -> dict[str, Any]:
         "median_fst": float(np.median(fst)) if fst.size else None,
         "relative_auc": _num(run.metrics.get("relative_auc")),
         "extra_metrics": {
-            k: v if isinstance(v, (int, float, str)) else json.dumps(v, default=str)
+            k: v
             for k, v in run.metrics.items()
             if k not in ("zeta", "mu", "fst", "privacy") and len(json.dumps(v, default=str)) <= 200
         },
@@ -344,18 +537,81 @@ def _fmt(v: float | None, nd: int = 3) -> str:
     return f"{v:.{nd}g}"
 
 
+def _ci(r: dict[str, Any]) -> str:
+    if r["ci_low"] is None:
+        return ""
+    conf = r.get("confidence")
+    lvl = f"{conf * 100:.0f}% " if isinstance(conf, float) else ""
+    return f" ({lvl}CI {_fmt(r['ci_low'])}-{_fmt(r['ci_high'])})"
+
+
+def _audit_statements(
+    r: dict[str, Any], violations: list[str], verified: list[str], notes: list[str]
+) -> None:
+    """Sentences for one audit entry: each of its verdicts, with its consequence."""
+    ex = r["exact_epsilon"]
+    for v in r["verdicts"]:
+        lb, claim = _fmt(v["epsilon_lower_bound"]), _fmt(v["claimed_epsilon"])
+        label = v["kind"] if v["kind"] != "single" else "audit"
+        if v["violation"]:
+            if v["kind"] == "single":
+                msg = f"AUDIT VIOLATION: {r['mechanism']} leaks at least {lb} > claimed {claim}."
+            else:
+                msg = (
+                    f"AUDIT VIOLATION ({label}): {r['mechanism']} leaks at least {lb} > claimed "
+                    f"{claim}, read as {v['reading']}."
+                )
+            if v["consequence"]:
+                msg += " " + v["consequence"]
+            violations.append(msg)
+        else:
+            extra = ""
+            if ex is not None and v["kind"] in ("distribution", "single"):
+                extra = f"; white-box exact epsilon {_fmt(ex)} (holds in exact arithmetic only)"
+            verified.append(
+                f"Audit of {r['mechanism']}, {v['reading']} reading: empirical lower bound {lb} "
+                f"<= claim {claim}{extra}: no violation found (a black-box audit cannot prove "
+                "the claim)."
+            )
+    prof = r.get("profile")
+    if prof is not None:
+        bad = [d for d, a in zip(prof["delta"], prof["above_claim"], strict=True) if a]
+        if bad:
+            violations.append(
+                f"PROFILE VIOLATION: the audited privacy profile of {r['mechanism']} lies above "
+                f"the claimed one at delta = {', '.join(_fmt(d) for d in bad)}."
+            )
+        else:
+            verified.append(
+                f"Audited privacy profile of {r['mechanism']}: at every one of "
+                f"{len(prof['delta'])} deltas the epsilon lower bound is at or below the claim."
+            )
+    for w in r.get("warnings") or []:
+        notes.append(f"Audit of {r['mechanism']}: {w}")
+
+
 def _verdict(model: dict[str, Any]) -> dict[str, Any]:
     led, aud, att = model["ledger"], model["audits"], model["attacks"]
-    mech = model["run"]["mechanism"]
-    guaranteed, verified, not_verified = [], [], []
+    run = model["run"]
+    mech = run["mechanism"] or {}
+    claimed: list[str] = []
+    verified: list[str] = []
+    not_verified: list[str] = []
+    violations: list[str] = []
     eps_sub = led["epsilon_per_submission"]
-    guaranteed.append(
-        f"Each report is randomised on the agent's side by the {mech['name']} mechanism, claimed "
-        f"epsilon = {_fmt(eps_sub)} per submission (delta = {_fmt(led['delta'])}); the aggregator "
-        "only ever sees the noisy report."
-    )
+    if mech.get("name"):
+        claimed.append(
+            f"Each report is randomised on the agent's side by the {mech['name']} mechanism at "
+            f"epsilon = {_fmt(eps_sub)} per submission (delta = {_fmt(led['delta'])}); the "
+            "aggregator only ever sees the noisy report."
+        )
+    else:
+        claimed.append(
+            f"The {run['algorithm']} run records its releases in the ledger; its mechanisms "
+            "are described in the algorithm's sections below."
+        )
     if led["agents"]:
-        guaranteed.append(
+        claimed.append(
             f"Per agent, composed over its submissions: at most {_fmt(led['basic']['max'])} under "
             f"basic sequential composition and {_fmt(led['best']['max'])} under the tightest valid "
             f"method ({', '.join(led['methods'])}), over {led['agents']} agents in the ledger."
@@ -364,12 +620,10 @@ def _verdict(model: dict[str, Any]) -> dict[str, Any]:
     eps_agent = _num(claim.get("epsilon_per_agent"))
     if eps_agent is not None:
         how = f" ({claim['composition']})" if isinstance(claim.get("composition"), str) else ""
-        guaranteed.append(
-            f"The trainer claims each agent's reports are {_fmt(eps_agent)}-LDP{how}."
-        )
+        claimed.append(f"The trainer claims each agent's reports are {_fmt(eps_agent)}-LDP{how}.")
         top = led["basic"]["max"]
         if top is not None and top > eps_agent * (1 + 1e-9):
-            not_verified.append(
+            violations.append(
                 f"LEDGER ABOVE CLAIM: an agent spent {_fmt(top)} under basic composition, more "
                 f"than the trainer's per-agent claim {_fmt(eps_agent)}."
             )
@@ -381,71 +635,86 @@ def _verdict(model: dict[str, Any]) -> dict[str, Any]:
     if led["budget"] is not None:
         over = led["over_budget"]
         msg = f"Budget {_fmt(led['budget'])} per agent: {over} agent(s) over budget."
-        (not_verified if over else guaranteed).append(msg)
+        (not_verified if over else claimed).append(msg)
     else:
-        guaranteed.append("No per-agent budget was set for this run.")
+        claimed.append("No per-agent budget was set for this run.")
     if led["central"]:
-        guaranteed.append(
+        claimed.append(
             f"Central (model-level) claims are reported separately, never summed with the local "
             f"ones: {led['central']['agents']} ledger id(s), largest central epsilon "
             f"{_fmt(led['central']['max_epsilon'])}."
         )
-    if model["run"]["submissions"] == 0:
+    st = run["status"]
+    if st["run"] == "not recorded":
+        not_verified.append(
+            "The run's status is not recorded (no status in config.json, no manifest.json): "
+            "whether it finished cannot be told."
+        )
+    elif st["run"] != "complete":
+        not_verified.append(
+            f"The run did not complete (status: {st['run']}): the ledger and the outputs hold "
+            "only what was released before it stopped."
+        )
+    if st["changed"] or st["missing"]:
+        not_verified.append(f"EVIDENCE CHANGED: {st['evidence']}.")
+    elif st["evidence_ok"]:
+        verified.append(
+            "Evidence intact: every file the run wrote still has the SHA-256 of its manifest."
+        )
+    else:
+        not_verified.append(st["evidence"][0].upper() + st["evidence"][1:] + ".")
+    if run["submissions"] == 0:
         not_verified.append("The run made no submissions: nothing was released or learned.")
     if led["uncharged_agents"]:
         not_verified.append(
             f"{led['uncharged_agents']} agent(s) submitted reports that the ledger never charged "
             f"(e.g. {', '.join(led['uncharged_examples'])}): their spend is NOT accounted."
         )
-    else:
+    elif run["submissions"] is not None:
         verified.append("Every agent that submitted a report was charged in the ledger.")
-    violations = sum(1 for x in not_verified if x.startswith("LEDGER ABOVE CLAIM"))
     if aud["status"] == "run":
         for r in aud["results"]:
-            if r["violation"]:
-                violations += 1
-                not_verified.append(
-                    f"AUDIT VIOLATION: {r['mechanism']} leaks at least "
-                    f"{_fmt(r['epsilon_lower_bound'])} > claimed {_fmt(r['claimed_epsilon'])}."
-                )
-            else:
-                ex = r["exact_epsilon"]
-                extra = f"; white-box exact epsilon {_fmt(ex)}" if ex is not None else ""
-                verified.append(
-                    f"Audit of {r['mechanism']}: empirical lower bound "
-                    f"{_fmt(r['epsilon_lower_bound'])} <= claim {_fmt(r['claimed_epsilon'])}"
-                    f"{extra} (consistent; a black-box audit cannot prove the claim)."
-                )
+            _audit_statements(r, violations, verified, not_verified)
     else:
         not_verified.append("No audit of the mechanism was run (audit.json absent).")
     if att["status"] == "run":
         for r in att["results"]:
-            ci = (
-                f" (CI {_fmt(r['ci_low'])}-{_fmt(r['ci_high'])})" if r["ci_low"] is not None else ""
-            )
+            ci = _ci(r)
             if r["violation"]:
-                violations += 1
-                not_verified.append(
+                violations.append(
                     f"ATTACK EXCEEDS CEILING: {r['name']} accuracy {_fmt(r['accuracy'])}{ci} > "
-                    f"ceiling {_fmt(r['ceiling'])} the guarantee allows."
+                    f"ceiling {_fmt(r['ceiling'])} the claim allows."
+                )
+            elif r["above_chance"]:
+                verified.append(
+                    f"Attack {r['name']}: accuracy {_fmt(r['accuracy'])}{ci} is ABOVE CHANCE "
+                    f"{_fmt(r['chance'])}: the attacker learns something about the secret (as any "
+                    f"epsilon > 0 allows), and stays within the ceiling {_fmt(r['ceiling'])} the "
+                    "claim allows."
                 )
             else:
                 verified.append(
-                    f"Attack {r['name']}: accuracy {_fmt(r['accuracy'])}{ci} within the ceiling "
-                    f"{_fmt(r['ceiling'])} the guarantee allows."
+                    f"Attack {r['name']}: accuracy {_fmt(r['accuracy'])}{ci} is not "
+                    f"distinguishable from chance {_fmt(r['chance'])} and within the ceiling "
+                    f"{_fmt(r['ceiling'])} the claim allows."
                 )
     else:
         not_verified.append("No attack was run on the transcript (no attack_*.json).")
+    for sec in model.get("sections") or []:
+        if sec.get("error"):
+            not_verified.append(f"Section {sec['title']!r} could not be built: {sec['error']}")
     not_verified.append(
-        "Lower bounds and attacks can only find leaks, never prove their absence; the guarantee "
+        "Lower bounds and attacks can only find leaks, never prove their absence; the claim "
         "rests on the mechanism's proof and on every release being charged before it is made."
     )
+    evidence_changed = bool(st["changed"] or st["missing"])
     if violations:
-        first = next(x for x in not_verified if x.split(":")[0].isupper())
+        first = violations[0]
         status = "violation"
-        headline = f"{violations} privacy violation(s) found. {first.split(':')[0].capitalize()}: "
-        headline += first.split(":", 1)[1].strip()
-    elif aud["status"] == "run" and att["status"] == "run":
+        label, rest = first.split(":", 1)
+        headline = f"{len(violations)} privacy violation(s) found. {label.capitalize()}: "
+        headline += rest.strip().split(". ")[0].rstrip(".") + "."
+    elif aud["status"] == "run" and att["status"] == "run" and not evidence_changed:
         status = "consistent"
         headline = "Claims consistent with every audit and attack that was run."
     else:
@@ -454,7 +723,8 @@ def _verdict(model: dict[str, Any]) -> dict[str, Any]:
     return {
         "status": status,
         "headline": headline,
-        "guaranteed": guaranteed,
+        "violations": violations,
+        "claimed": claimed,
         "verified": verified,
         "not_verified": not_verified,
     }
@@ -477,13 +747,22 @@ def _generator() -> dict[str, str]:
     }
 
 
-def build_model(run: RunData, ledger: LedgerStats, *, top: int = 10) -> dict[str, Any]:
+def build_model(
+    run: RunData,
+    ledger: LedgerStats,
+    *,
+    top: int = 10,
+    sections: list[dict[str, Any]] | None = None,
+    sections_note: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Build the JSON-able report model of one run.
 
     Args:
         run: the validated run directory.
         ledger: per-agent spend read from the run's ledger.
         top: number of agents in the top-spenders table.
+        sections: the algorithm's own sections (``ldp_audit.report._sections``).
+        sections_note: where they came from (registry entry, loaded or why not).
 
     Returns:
         A dict with keys ``schema``, ``generated``, ``run_dir``, ``verdict``, ``run``,
@@ -500,6 +779,8 @@ def build_model(run: RunData, ledger: LedgerStats, *, top: int = 10) -> dict[str
         "attacks": _attack_section(run),
         "learning": _learning_section(run),
         "claim": _claim_section(run),
+        "sections": list(sections or []),
+        "sections_source": sections_note,
     }
     model["verdict"] = _verdict(model)
     return model

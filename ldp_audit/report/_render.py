@@ -12,12 +12,15 @@ import json
 import math
 from typing import Any
 
+from ldp_audit.report._model import short_numbers
+
 __all__ = ["render_html", "render_markdown", "render_json", "FIGURE_TITLES"]
 
 #: figure name -> caption, in display order.
 FIGURE_TITLES = {
     "ledger": "Spent epsilon over submissions and per-agent spend",
-    "audit": "Audit: claimed, exact and empirical epsilon",
+    "audit": "Audit verdicts: one-sided confidence intervals for epsilon beside the claim",
+    "profile": "Audited privacy profile: epsilon lower bound vs delta, beside the claimed one",
     "attack": "Attack accuracy beside the ceiling curve",
     "learning": "Learning curves, FST and success ratio",
 }
@@ -38,6 +41,10 @@ h3{font-size:16px;margin:18px 0 6px}
 .verdict h3{margin:10px 0 2px;font-size:14px;text-transform:uppercase;letter-spacing:.04em;
  color:#3b4352}
 .verdict ul{margin:2px 0 4px 20px;padding:0}
+.verdict h3.violations{color:#b3161b}
+.warn{color:#a35200;font-weight:700}
+.errorbox{background:#fdecec;border:1px solid #d62728;padding:8px 12px;border-radius:6px}
+.chain{font-family:monospace;font-size:12px;word-break:break-all}
 table{border-collapse:collapse;margin:8px 0 12px;font-size:13.5px}
 th,td{border:1px solid #d9dde3;padding:4px 9px;text-align:left;vertical-align:top}
 th{background:#f0f2f5;font-weight:600}td.num{text-align:right;font-variant-numeric:tabular-nums}
@@ -52,6 +59,8 @@ code{font-size:12.5px}
 
 
 def _f(v: Any, nd: int = 4) -> str:
+    """A cell as readable text: numbers at ``nd`` significant digits, lists and dicts as
+    comma-separated values (never a raw Python list)."""
     if v is None:
         return "n/a"
     if isinstance(v, bool):
@@ -62,6 +71,15 @@ def _f(v: Any, nd: int = 4) -> str:
         if math.isnan(v):
             return "NaN"
         return f"{v:.{nd}g}"
+    if isinstance(v, (list, tuple)):
+        if not v:
+            return "none"
+        head = ", ".join(_f(x, nd) for x in v[:8])
+        return head + (f", ... ({len(v)} values)" if len(v) > 8 else "")
+    if isinstance(v, dict):
+        if not v:
+            return "none"
+        return "; ".join(f"{k}: {_f(x, nd)}" for k, x in v.items())
     return str(v)
 
 
@@ -72,8 +90,8 @@ def _e(v: Any, nd: int = 4) -> str:
 def _short(v: Any, k: int = 4) -> str:
     if isinstance(v, list) and v and all(isinstance(x, (int, float)) for x in v):
         head = ", ".join(f"{x:.4g}" for x in v[:k])
-        return f"[{head}{', ...' if len(v) > k else ''}] ({len(v)} values)"
-    return json.dumps(v, default=str)
+        return f"({head}{', ...' if len(v) > k else ''})"
+    return _f(v)
 
 
 def _witness(w: Any) -> str:
@@ -92,31 +110,63 @@ def _witness(w: Any) -> str:
             parts.append(f"x = {_short(w['x'])}, x2 = {_short(w['x2'])}")
         s = "; ".join(parts)
     else:
-        s = json.dumps(w, default=str, allow_nan=True)
+        s = _f(w)
+    s = short_numbers(s)
     return s if len(s) <= 400 else s[:397] + "..."
 
 
 # ---------------------------------------------------------------------- tables (rows of cells)
 
 
+def _attack_verdict(r: dict[str, Any]) -> str:
+    if r["violation"]:
+        return "EXCEEDS CEILING"
+    if r.get("above_chance"):
+        return "ABOVE CHANCE (within ceiling)"
+    return "not above chance (within ceiling)"
+
+
 def _tables(m: dict[str, Any]) -> dict[str, tuple[list[str], list[list[Any]]]]:
     run, led, aud, att, learn = m["run"], m["ledger"], m["audits"], m["attacks"], m["learning"]
     t: dict[str, tuple[list[str], list[list[Any]]]] = {}
-    mech = run["mechanism"]
+    mech = run["mechanism"] or {}
+    shape = (
+        [["trials / submissions / d", f"{run['trials']} / {run['submissions']} / {run['dim']}"]]
+        if run["submissions"] is not None
+        else []
+    )
     t["run"] = (
         ["field", "value"],
         [
             ["algorithm", run["algorithm"]],
-            ["mechanism", ", ".join(f"{k}={_f(v)}" for k, v in mech.items())],
+            [
+                "mechanism",
+                ", ".join(f"{k}={_f(v)}" for k, v in mech.items()) or "several (see sections)",
+            ],
             ["seed", run["seed"]],
             ["created", run["created"]],
-            ["trials / submissions / d", f"{run['trials']} / {run['submissions']} / {run['dim']}"],
-            ["distinct broadcast thetas", run["distinct_thetas"]],
+            *shape,
+            *(
+                [["distinct broadcast thetas", run["distinct_thetas"]]]
+                if run["distinct_thetas"] is not None
+                else []
+            ),
             ["versions", ", ".join(f"{k} {v}" for k, v in run["versions"].items()) or "n/a"],
             [
                 "report generated with",
                 ", ".join(f"{k} {v}" for k, v in m.get("generator", {}).items()) or "n/a",
             ],
+            *([["extra analysis inputs", run["extra"]]] if run.get("extra") else []),
+        ],
+    )
+    st = run["status"]
+    t["status"] = (
+        ["run status", "value"],
+        [
+            ["status", st["run"]],
+            ["manifest", st["manifest"] or "none"],
+            ["evidence", st["evidence"]],
+            *([["added after the run", st["added_later"]]] if st["added_later"] else []),
         ],
     )
     t["config"] = (["parameter", "value"], [[k, _f(v)] for k, v in run["config"].items()])
@@ -128,8 +178,22 @@ def _tables(m: dict[str, Any]) -> dict[str, tuple[list[str], list[list[Any]]]]:
         s = led["remaining"]
         rows.append(["remaining budget", s["min"], s["median"], s["mean"], s["max"]])
     s = led["submissions_per_agent"]
-    rows.append(["submissions per agent", s["min"], s["median"], s["mean"], s["max"]])
-    t["ledger"] = (["per agent", "min", "median", "mean", "max"], rows)
+    if s is not None:
+        rows.append(["submissions per agent", s["min"], s["median"], s["mean"], s["max"]])
+    t["ledger"] = (["per agent (local scope)", "min", "median", "mean", "max"], rows)
+    t["scopes"] = (
+        ["scope", "ledger ids", "min eps", "median eps", "max eps"],
+        [
+            [
+                "local (per-agent LDP)" if sc["scope"] == "local" else "central (model-level DP)",
+                sc["ids"],
+                sc["min"],
+                sc["median"],
+                sc["max"],
+            ]
+            for sc in led.get("scopes", [])
+        ],
+    )
     claim = m.get("claim") or {}
     t["claim"] = (["trainer's privacy statement", "value"], [[k, _f(v)] for k, v in claim.items()])
     t["top"] = (
@@ -139,38 +203,47 @@ def _tables(m: dict[str, Any]) -> dict[str, tuple[list[str], list[list[Any]]]]:
             for r in led["top_agents"]
         ],
     )
+    arows = []
+    for r in aud["results"]:
+        for v in r["verdicts"]:
+            if v["kind"] in ("distribution", "single"):
+                exact: Any = r["exact_epsilon"]
+            else:
+                exact = "not applicable (holds in exact arithmetic only)"
+            arows.append(
+                [
+                    r["mechanism"],
+                    v["reading"],
+                    v["claimed_epsilon"],
+                    exact if r["exact_epsilon"] is not None else None,
+                    v["epsilon_lower_bound"],
+                    r["confidence"],
+                    r["samples"],
+                    "VIOLATION" if v["violation"] else "no violation found",
+                    _witness(v["witness"]),
+                ]
+            )
     t["audits"] = (
         [
             "mechanism",
+            "reading",
             "claimed eps",
-            "exact eps (white-box)",
+            "exact eps (white-box; exact arithmetic only)",
             "empirical lower bound",
             "confidence",
             "samples",
             "verdict",
             "witness",
         ],
-        [
-            [
-                r["mechanism"],
-                r["claimed_epsilon"],
-                r["exact_epsilon"],
-                r["epsilon_lower_bound"],
-                r["confidence"],
-                r["samples"],
-                "VIOLATION" if r["violation"] else "consistent (no violation found)",
-                _witness(r["witness"]),
-            ]
-            for r in aud["results"]
-        ],
+        arows,
     )
     t["attacks"] = (
         [
             "attack",
             "accuracy",
             "CI",
-            "ceiling",
             "chance",
+            "ceiling",
             "implied eps lower bound",
             "AUC",
             "advantage",
@@ -182,35 +255,43 @@ def _tables(m: dict[str, Any]) -> dict[str, tuple[list[str], list[list[Any]]]]:
             [
                 r["name"],
                 r["accuracy"],
-                f"[{_f(r['ci_low'])}, {_f(r['ci_high'])}]" if r["ci_low"] is not None else None,
-                r["ceiling"],
+                f"{_f(r['ci_low'])} to {_f(r['ci_high'])}" if r["ci_low"] is not None else None,
                 r["chance"],
+                r["ceiling"],
                 r["implied_epsilon_lower_bound"],
                 r["auc"],
                 r["advantage"],
-                _witness(r["tpr_at_fpr"]) if r["tpr_at_fpr"] is not None else None,
+                _f(r["tpr_at_fpr"]) if r["tpr_at_fpr"] is not None else None,
                 r["samples"],
-                "EXCEEDS CEILING" if r["violation"] else "within ceiling",
+                _attack_verdict(r),
             ]
             for r in att["results"]
         ],
     )
-    t["trials"] = (
-        ["trial", "submissions", "mean score", "last score", "best mu_n", "FST (eq. 26)"],
-        [
-            [r["trial"], r["submissions"], r["mean_score"], r["last_score"], r["best_mu"], r["fst"]]
-            for r in learn["trials"]
-        ],
-    )
-    paper = learn["paper"] or {}
-    t["paper"] = (
-        ["measure", "ours (this run)", "paper (20 trials, 90,000 submissions)"],
-        [
-            ["median FST (Table 1)", learn["median_fst"], paper.get("median_fst")],
-            ["success ratio (Table 2)", learn["success_ratio"], paper.get("success_ratio")],
-            ["relative AUC (Table 3)", learn["relative_auc"], paper.get("relative_auc")],
-        ],
-    )
+    if learn.get("status") == "run":
+        t["trials"] = (
+            ["trial", "submissions", "mean score", "last score", "best mu_n", "FST (eq. 26)"],
+            [
+                [
+                    r["trial"],
+                    r["submissions"],
+                    r["mean_score"],
+                    r["last_score"],
+                    r["best_mu"],
+                    r["fst"],
+                ]
+                for r in learn["trials"]
+            ],
+        )
+        paper = learn["paper"] or {}
+        t["paper"] = (
+            ["measure", "ours (this run)", "paper (20 trials, 90,000 submissions)"],
+            [
+                ["median FST (Table 1)", learn["median_fst"], paper.get("median_fst")],
+                ["success ratio (Table 2)", learn["success_ratio"], paper.get("success_ratio")],
+                ["relative AUC (Table 3)", learn["relative_auc"], paper.get("relative_auc")],
+            ],
+        )
     return t
 
 
@@ -227,6 +308,8 @@ def _html_table(head: list[str], rows: list[list[Any]]) -> str:
             txt = _e(c)
             if txt in ("VIOLATION", "EXCEEDS CEILING"):
                 txt = f'<span class="bad">{txt}</span>'
+            elif txt.startswith("ABOVE CHANCE"):
+                txt = f'<span class="warn">{txt}</span>'
             elif c is None:
                 txt = '<span class="na">n/a</span>'
             out.append(f"<td{cls}>{txt}</td>")
@@ -248,10 +331,14 @@ def _md_table(head: list[str], rows: list[list[Any]]) -> str:
 
 
 def _ledger_note(led: dict[str, Any]) -> str:
+    who = (
+        f"{led['agents']} agents in the ledger ({led['agents_in_transcript']} submitted reports)"
+        if led["agents_in_transcript"] is not None
+        else f"{led['agents']} agents in the ledger (local scope)"
+    )
     s = (
-        f"{led['agents']} agents in the ledger ({led['agents_in_transcript']} submitted reports), "
-        f"evaluated at delta = {_f(led['delta'])}. Methods that gave the tightest bound: "
-        + ", ".join(f"{k} ({v} agents)" for k, v in led["methods"].items())
+        f"{who}, evaluated at delta = {_f(led['delta'])}. Methods that gave the tightest bound: "
+        + (", ".join(f"{k} ({v} agents)" for k, v in led["methods"].items()) or "none")
         + ". "
     )
     s += (
@@ -273,23 +360,61 @@ def _ledger_note(led: dict[str, Any]) -> str:
     return s
 
 
+def _scopes_note() -> str:
+    return (
+        "Local charges (each agent's own reports, LDP) and central charges (a model-level "
+        "DP claim, e.g. DP-SGD) answer different questions and are shown side by side, never "
+        "summed."
+    )
+
+
+def _chain_note(led: dict[str, Any]) -> str | None:
+    head = led.get("chain_head")
+    if not head:
+        return None
+    return (
+        f"ledger chain head: {head} (a later copy of this ledger must extend this hash chain: "
+        "check it with `ldp-audit budget --verify`)."
+    )
+
+
 def _paper_note(learn: dict[str, Any], run: dict[str, Any]) -> str:
     if learn["paper"] is None:
         return "The paper (Ono & Takahashi 2020) reports no setting matching this run."
     return (
         f"Paper numbers are for the same mechanism and epsilon over 20 trials of up to 90,000 "
-        f"submissions; this run has {run['trials']} trial(s) of up to {learn['horizon']} "
+        f"submissions; this run has {run['trials']} trial(s) of up to {learn['horizon']:,} "
         f"submissions, so its numbers are not comparable unless the horizon and trial count "
         f"match."
     )
 
 
 _NOT_RUN = {
-    "audits": "Not run: this run directory has no audit.json. Run `ldp-audit audit` on the "
-    "mechanism and save the result as audit.json to verify the claim.",
-    "attacks": "Not run: this run directory has no attack_*.json. Run `ldp-audit attack` on the "
-    "transcript to measure what an attacker recovers.",
+    "audits": "Not run: no audit.json in this run directory or the extra inputs. Run "
+    "`ldp-audit audit ... --json > audit-out/audit.json` and pass the folder to `ldp-audit "
+    "report RUN audit-out` to verify the claim.",
+    "attacks": "Not run: no attack_*.json in this run directory or the extra inputs. Run "
+    "`ldp-audit attack` on the transcript to measure what an attacker recovers.",
 }
+
+_VERDICT_HEADS = (
+    ("Violations found", "violations"),
+    ("What was claimed", "claimed"),
+    ("What the evidence shows", "verified"),
+    ("What was not verified", "not_verified"),
+)
+
+
+def _code_spans(text: str) -> str:
+    """Escape ``text`` for HTML, rendering `code` spans."""
+    parts = text.split("`")
+    out = []
+    for i, part in enumerate(parts):
+        esc = html.escape(part)
+        out.append(f"<code>{esc}</code>" if i % 2 and i < len(parts) - 1 else esc)
+    if len(parts) % 2 == 0:  # an unmatched backtick: keep it literally
+        out[-1] = "`" + out[-1]
+    return "".join(out)
 
 
 # ---------------------------------------------------------------------- renderers
@@ -300,47 +425,64 @@ def render_html(model: dict[str, Any], figures: dict[str, bytes]) -> str:
     m, t = model, _tables(model)
     v, run = m["verdict"], m["run"]
     cls = v["status"].split()[0]
+    mech = run["mechanism"] or {}
+    mech_name = str(mech.get("name", "several mechanisms"))
 
-    def fig(name: str) -> str:
+    def img(name: str, cap: str) -> str:
         png = figures.get(name)
         if png is None:
             return ""
         b64 = base64.b64encode(png).decode("ascii")
-        cap = html.escape(FIGURE_TITLES[name])
+        cap = html.escape(cap)
         return (
-            f'<figure><img id="fig-{name}" alt="{cap}" src="data:image/png;base64,{b64}">'
-            f"<figcaption>{cap}</figcaption></figure>"
+            f'<figure><img id="fig-{html.escape(name)}" alt="{cap}" '
+            f'src="data:image/png;base64,{b64}"><figcaption>{cap}</figcaption></figure>'
         )
+
+    def fig(name: str) -> str:
+        return img(name, FIGURE_TITLES[name])
 
     def lst(items: list[str]) -> str:
         if not items:
             return '<ul><li class="na">nothing</li></ul>'
         return "<ul>" + "".join(f"<li>{html.escape(i)}</li>" for i in items) + "</ul>"
 
+    eps = m["ledger"]["epsilon_per_submission"]
+    title_eps = f", epsilon = {_e(eps)}" if eps is not None else ""
     p = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>Privacy report: {html.escape(run['algorithm'])} "
-        f"({html.escape(str(run['mechanism'].get('name')))})</title>",
+        f"({html.escape(mech_name)})</title>",
         f"<style>{_CSS}</style></head><body><main>",
         f"<h1>Privacy report: {html.escape(run['algorithm'])}, "
-        f"{html.escape(str(run['mechanism'].get('name')))} mechanism, "
-        f"epsilon = {_e(m['ledger']['epsilon_per_submission'])}</h1>",
+        f"{html.escape(mech_name)}{' mechanism' if mech else ''}{title_eps}</h1>",
         f'<div class="sub">Run directory <code>{html.escape(m["run_dir"])}</code> &middot; seed '
-        f"{_e(run['seed'])} &middot; generated {html.escape(m['generated'])} by ldp-audit</div>",
+        f"{_e(run['seed'])} &middot; status {html.escape(run['status']['run'])} &middot; "
+        f"generated {html.escape(m['generated'])} by ldp-audit</div>",
         f'<section id="verdict" class="verdict {cls}"><div class="head">Verdict: '
         f"{html.escape(v['status'])}. {html.escape(v['headline'])}</div>",
-        "<h3>What is guaranteed</h3>",
-        lst(v["guaranteed"]),
-        "<h3>What was verified</h3>",
-        lst(v["verified"]),
-        "<h3>What was not verified</h3>",
-        lst(v["not_verified"]),
+    ]
+    for title, key in _VERDICT_HEADS:
+        if key == "violations" and not v.get(key):
+            continue
+        hcls = ' class="violations"' if key == "violations" else ""
+        p += [f'<h3 id="verdict-{key}"{hcls}>{title}</h3>', lst(v.get(key, []))]
+    p += [
         "</section>",
-        '<h2 id="ledger">Privacy ledger (per agent)</h2>',
+        '<h2 id="status">Run status and evidence</h2>',
+        _html_table(*t["status"]),
+    ]
+    chain = _chain_note(m["ledger"])
+    if chain:
+        p.append(f'<p class="chain">{_code_spans(chain)}</p>')
+    p += [
+        '<h2 id="ledger">Privacy ledger</h2>',
         f"<p>{html.escape(_ledger_note(m['ledger']))}</p>",
         _html_table(*t["ledger"]),
+        f"<p>{html.escape(_scopes_note())}</p>",
+        _html_table(*t["scopes"]),
         _html_table(*t["claim"]) if m.get("claim") else "",
         fig("ledger"),
         f"<h3>Top {len(m['ledger']['top_agents'])} agents by spent epsilon</h3>",
@@ -349,13 +491,29 @@ def render_html(model: dict[str, Any], figures: dict[str, bytes]) -> str:
     ]
     if m["audits"]["status"] == "run":
         p += [
+            "<p>Each audit gives two verdicts: the <b>distribution</b> reading (outputs read in "
+            "exact arithmetic: is the mechanism's mathematics right?) and the "
+            "<b>implementation</b> reading (the same events plus the floating-point bits of the "
+            "raw outputs: does this binary leak?). The overall verdict follows the stricter. The "
+            "white-box exact epsilon is computed in exact arithmetic and says nothing about "
+            "floating-point leaks.</p>",
             _html_table(*t["audits"]),
+        ]
+        for r in m["audits"]["results"]:
+            for vd in r["verdicts"]:
+                if vd["consequence"]:
+                    p.append(
+                        f"<p><b>{html.escape(r['mechanism'])}, {html.escape(vd['kind'])}:</b> "
+                        f"{html.escape(vd['consequence'])}</p>"
+                    )
+        p += [
             fig("audit"),
             "<p>A lower bound at or below the claim is consistent with it; it does not prove "
             "it. A lower bound above the claim is a violation at the stated confidence.</p>",
+            fig("profile"),
         ]
     else:
-        p.append(f'<p class="notrun">{html.escape(_NOT_RUN["audits"])}</p>')
+        p.append(f'<p class="notrun">{_code_spans(_NOT_RUN["audits"])}</p>')
     p.append('<h2 id="attacks">Attacks on the transcript</h2>')
     if m["attacks"]["status"] == "run":
         p += [
@@ -363,23 +521,44 @@ def render_html(model: dict[str, Any], figures: dict[str, bytes]) -> str:
             fig("attack"),
             "<p>The ceiling is the best accuracy any attacker can reach against one "
             "epsilon-LDP report with k equally likely secrets: e^eps / (e^eps + k - 1). "
-            "Accuracy whose confidence interval lies above it contradicts the claim.</p>",
+            "Accuracy whose confidence interval lies above chance means the attacker learns "
+            "something (any epsilon &gt; 0 allows that); above the ceiling it contradicts the "
+            "claim.</p>",
         ]
     else:
-        p.append(f'<p class="notrun">{html.escape(_NOT_RUN["attacks"])}</p>')
+        p.append(f'<p class="notrun">{_code_spans(_NOT_RUN["attacks"])}</p>')
     learn = m["learning"]
-    p += [
-        '<h2 id="learning">Learning: mu_n, FST and success ratio</h2>',
-        fig("learning"),
-        _html_table(*t["trials"]),
-        "<h3>Beside the paper (Ono &amp; Takahashi 2020, Tables 1-3)</h3>",
-        _html_table(*t["paper"]),
-        f"<p>{html.escape(_paper_note(learn, run))}</p>",
-    ]
-    if learn["extra_metrics"]:
-        p.append(
-            _html_table(["metric", "value"], [[k, v] for k, v in learn["extra_metrics"].items()])
-        )
+    if learn.get("status") == "run":
+        p += [
+            '<h2 id="learning">Learning: mu_n, FST and success ratio</h2>',
+            fig("learning"),
+            _html_table(*t["trials"]),
+            "<h3>Beside the paper (Ono &amp; Takahashi 2020, Tables 1-3)</h3>",
+            _html_table(*t["paper"]),
+            f"<p>{html.escape(_paper_note(learn, run))}</p>",
+        ]
+        if learn["extra_metrics"]:
+            p.append(
+                _html_table(
+                    ["metric", "value"], [[k, _f(x)] for k, x in learn["extra_metrics"].items()]
+                )
+            )
+    for sec in m.get("sections") or []:
+        sid = html.escape(sec["id"])
+        p.append(f'<h2 id="section-{sid}">{html.escape(sec["title"])}</h2>')
+        if sec.get("error"):
+            p.append(
+                f'<div class="errorbox"><b>This section could not be built.</b> '
+                f"{html.escape(sec['error'])}</div>"
+            )
+            continue
+        p += [f"<p>{_code_spans(x)}</p>" for x in sec["paragraphs"]]
+        for tb in sec["tables"]:
+            if tb["caption"]:
+                p.append(f"<h3>{html.escape(tb['caption'])}</h3>")
+            p.append(_html_table(tb["header"], tb["rows"]))
+        for name in sec["figures"]:
+            p.append(img(f"section-{sec['id']}-{name}", f"{sec['title']}: {name}"))
     p += [
         '<h2 id="config">Run configuration and environment</h2>',
         _html_table(*t["run"]),
@@ -395,38 +574,45 @@ def render_markdown(model: dict[str, Any], figure_files: dict[str, str]) -> str:
     """The Markdown report; figures are linked as files (``figure_files``: name -> path)."""
     m, t = model, _tables(model)
     v, run = m["verdict"], m["run"]
+    mech = run["mechanism"] or {}
+    eps = m["ledger"]["epsilon_per_submission"]
     out = [
-        f"# Privacy report: {run['algorithm']}, {run['mechanism'].get('name')} mechanism, "
-        f"epsilon = {_f(m['ledger']['epsilon_per_submission'])}",
+        f"# Privacy report: {run['algorithm']}, {mech.get('name', 'several mechanisms')}"
+        + (" mechanism" if mech else "")
+        + (f", epsilon = {_f(eps)}" if eps is not None else ""),
         "",
-        f"Run directory `{m['run_dir']}`, seed {run['seed']}, generated {m['generated']}.",
+        f"Run directory `{m['run_dir']}`, seed {run['seed']}, status {run['status']['run']}, "
+        f"generated {m['generated']}.",
         "",
         f"**Verdict: {v['status']}.** {v['headline']}",
         "",
     ]
-    for title, key in (
-        ("What is guaranteed", "guaranteed"),
-        ("What was verified", "verified"),
-        ("What was not verified", "not_verified"),
-    ):
-        out += (
-            [f"**{title}**", ""]
-            + [f"- {i}" for i in v[key]]
-            + (["- nothing"] if not v[key] else [])
-            + [""]
-        )
+    for title, key in _VERDICT_HEADS:
+        items = v.get(key, [])
+        if key == "violations" and not items:
+            continue
+        out += [f"**{title}**", ""] + [f"- {i}" for i in items or ["nothing"]]
+        out.append("")
 
-    def fig(name: str) -> list[str]:
-        return (
-            [f"![{FIGURE_TITLES[name]}]({figure_files[name]})", ""] if name in figure_files else []
-        )
+    def fig(name: str, cap: str | None = None) -> list[str]:
+        if name not in figure_files:
+            return []
+        return [f"![{cap or FIGURE_TITLES[name]}]({figure_files[name]})", ""]
 
+    out += ["## Run status and evidence", "", _md_table(*t["status"]), ""]
+    chain = _chain_note(m["ledger"])
+    if chain:
+        out += [chain, ""]
     out += [
-        "## Privacy ledger (per agent)",
+        "## Privacy ledger",
         "",
         _ledger_note(m["ledger"]),
         "",
         _md_table(*t["ledger"]),
+        "",
+        _scopes_note(),
+        "",
+        _md_table(*t["scopes"]),
         "",
         *([_md_table(*t["claim"]), ""] if m.get("claim") else []),
         *fig("ledger"),
@@ -438,7 +624,12 @@ def render_markdown(model: dict[str, Any], figure_files: dict[str, str]) -> str:
         "",
     ]
     if m["audits"]["status"] == "run":
-        out += [_md_table(*t["audits"]), "", *fig("audit")]
+        out += [_md_table(*t["audits"]), ""]
+        for r in m["audits"]["results"]:
+            for vd in r["verdicts"]:
+                if vd["consequence"]:
+                    out += [f"**{r['mechanism']}, {vd['kind']}:** {vd['consequence']}", ""]
+        out += [*fig("audit"), *fig("profile")]
     else:
         out += [_NOT_RUN["audits"], ""]
     out += ["## Attacks on the transcript", ""]
@@ -446,18 +637,35 @@ def render_markdown(model: dict[str, Any], figure_files: dict[str, str]) -> str:
         out += [_md_table(*t["attacks"]), "", *fig("attack")]
     else:
         out += [_NOT_RUN["attacks"], ""]
+    learn = m["learning"]
+    if learn.get("status") == "run":
+        out += [
+            "## Learning: mu_n, FST and success ratio",
+            "",
+            *fig("learning"),
+            _md_table(*t["trials"]),
+            "",
+            "### Beside the paper (Ono & Takahashi 2020, Tables 1-3)",
+            "",
+            _md_table(*t["paper"]),
+            "",
+            _paper_note(learn, run),
+            "",
+        ]
+    for sec in m.get("sections") or []:
+        out += [f"## {sec['title']}", ""]
+        if sec.get("error"):
+            out += [f"> **This section could not be built.** {sec['error']}", ""]
+            continue
+        for x in sec["paragraphs"]:
+            out += [x, ""]
+        for tb in sec["tables"]:
+            if tb["caption"]:
+                out += [f"**{tb['caption']}**", ""]
+            out += [_md_table(tb["header"], tb["rows"]), ""]
+        for name in sec["figures"]:
+            out += fig(f"section-{sec['id']}-{name}", f"{sec['title']}: {name}")
     out += [
-        "## Learning: mu_n, FST and success ratio",
-        "",
-        *fig("learning"),
-        _md_table(*t["trials"]),
-        "",
-        "### Beside the paper (Ono & Takahashi 2020, Tables 1-3)",
-        "",
-        _md_table(*t["paper"]),
-        "",
-        _paper_note(m["learning"], run),
-        "",
         "## Run configuration and environment",
         "",
         _md_table(*t["run"]),
@@ -468,16 +676,9 @@ def render_markdown(model: dict[str, Any], figure_files: dict[str, str]) -> str:
     return "\n".join(out)
 
 
-def _jsonable(x: Any) -> Any:
-    if isinstance(x, float) and not math.isfinite(x):
-        return None if math.isnan(x) else ("inf" if x > 0 else "-inf")
-    if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    return x
-
-
 def render_json(model: dict[str, Any]) -> str:
-    """The report model as strict JSON (infinities written as the strings "inf"/"-inf")."""
-    return json.dumps(_jsonable(model), indent=2, sort_keys=False, allow_nan=False, default=str)
+    """The report model as strict JSON (the project convention of
+    :func:`ldp_audit.rundir.to_jsonable`: infinities as "inf"/"-inf", NaN as null)."""
+    from ldp_audit.rundir import to_jsonable
+
+    return json.dumps(to_jsonable(model), indent=2, sort_keys=False, allow_nan=False, default=str)

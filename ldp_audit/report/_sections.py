@@ -1,0 +1,207 @@
+"""Per-algorithm report sections: a registry ``algorithm -> "module:function"``.
+
+A trainer module provides ``report_sections(run_dir, extra=None) -> list[dict]`` (the contract
+in docs/report.md, "Sections of other algorithms"); each dict is::
+
+    {"id": str, "title": str,
+     "paragraphs": [str, ...],                 # plain text, `code` spans allowed
+     "tables": [{"caption": str, "header": [str], "rows": [[str | number]]}],
+     "figures": {"name": png_bytes},
+     "data": {...}}                            # JSON-able, kept in report.json
+
+The report calls the registered function for runs whose config.json ``algorithm`` matches. The
+module is imported only when the report needs it, and only if it is installed; a function that
+raises, or returns something malformed, becomes an error box in the report (the rest of the
+report is still written), never a crash.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+__all__ = ["SECTIONS", "algorithm_sections", "validate_section"]
+
+#: algorithm (config.json "algorithm") -> "module:function" giving its report sections.
+SECTIONS: dict[str, str] = {
+    "dprl": "ldp_audit.training.dprl:report_sections",
+    "fedrl": "ldp_audit.training.fedrl:report_sections",
+    "frd": "ldp_audit.training.frd:report_sections",
+}
+
+_PNG = b"\x89PNG\r\n\x1a\n"
+_ID = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+class _Bad(Exception):
+    """A section that breaks the contract (its message says how)."""
+
+
+def _cell(v: Any, where: str) -> str | int | float | None:
+    if v is None or isinstance(v, str):
+        return v
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, int):
+        return v
+    if isinstance(v, float):
+        return v if math.isfinite(v) else ("inf" if v > 0 else "-inf" if v < 0 else "NaN")
+    try:  # numpy scalars
+        import numpy as np
+
+        if isinstance(v, np.generic):
+            return _cell(v.item(), where)
+    except ImportError:  # pragma: no cover
+        pass
+    raise _Bad(f"{where} must be a string or a number, got {type(v).__name__}")
+
+
+def validate_section(sec: Any, index: int) -> tuple[dict[str, Any], dict[str, bytes]]:
+    """Check one section dict against the contract.
+
+    Returns:
+        (model part, figures by name). The model part lists figure names, not bytes.
+
+    Raises:
+        _Bad: the section breaks the contract.
+    """
+    from ldp_audit.rundir import to_jsonable
+
+    if not isinstance(sec, Mapping):
+        raise _Bad(f"section {index} must be a dict, got {type(sec).__name__}")
+    sid, title = sec.get("id"), sec.get("title")
+    if not isinstance(sid, str) or not _ID.match(sid):
+        raise _Bad(f"section {index}: 'id' must match {_ID.pattern}, got {sid!r}")
+    if not isinstance(title, str) or not title.strip():
+        raise _Bad(f"section {sid!r}: 'title' must be a non-empty string, got {title!r}")
+    paras = sec.get("paragraphs", [])
+    if not isinstance(paras, list) or not all(isinstance(p, str) for p in paras):
+        raise _Bad(f"section {sid!r}: 'paragraphs' must be a list of strings")
+    tables = []
+    for t_i, t in enumerate(sec.get("tables", []) or []):
+        where = f"section {sid!r} table {t_i}"
+        if not isinstance(t, Mapping):
+            raise _Bad(f"{where} must be a dict")
+        header, rows = t.get("header"), t.get("rows")
+        if not isinstance(header, list) or not all(isinstance(h, str) for h in header):
+            raise _Bad(f"{where}: 'header' must be a list of strings")
+        if not isinstance(rows, list) or not all(isinstance(r, (list, tuple)) for r in rows):
+            raise _Bad(f"{where}: 'rows' must be a list of lists")
+        if any(len(r) != len(header) for r in rows):
+            raise _Bad(f"{where}: every row must have {len(header)} cells (one per header)")
+        tables.append(
+            {
+                "caption": str(t.get("caption", "")),
+                "header": list(header),
+                "rows": [[_cell(c, f"{where} row {r_i}") for c in r] for r_i, r in enumerate(rows)],
+            }
+        )
+    figs_in = sec.get("figures", {}) or {}
+    if not isinstance(figs_in, Mapping):
+        raise _Bad(f"section {sid!r}: 'figures' must be a dict name -> PNG bytes")
+    figures: dict[str, bytes] = {}
+    for name, png in figs_in.items():
+        if not isinstance(name, str) or not _ID.match(name):
+            raise _Bad(f"section {sid!r}: figure name must match {_ID.pattern}, got {name!r}")
+        if not isinstance(png, (bytes, bytearray)) or not bytes(png).startswith(_PNG):
+            raise _Bad(f"section {sid!r}: figure {name!r} must be PNG bytes")
+        figures[name] = bytes(png)
+    data = sec.get("data", {})
+    try:
+        data = to_jsonable(data)
+        import json
+
+        json.dumps(data, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise _Bad(f"section {sid!r}: 'data' must be JSON-able ({exc})") from None
+    model = {
+        "id": sid,
+        "title": title,
+        "paragraphs": list(paras),
+        "tables": tables,
+        "figures": sorted(figures),
+        "data": data,
+        "error": None,
+    }
+    return model, figures
+
+
+def _error(algorithm: str, entry: str, what: str) -> dict[str, Any]:
+    return {
+        "id": "error",
+        "title": f"{algorithm} sections ({entry})",
+        "paragraphs": [],
+        "tables": [],
+        "figures": [],
+        "data": {},
+        "error": what,
+    }
+
+
+def algorithm_sections(
+    run_dir: Path,
+    algorithm: str,
+    extra: list[Path] | None = None,
+    *,
+    registry: Mapping[str, str] | None = None,
+) -> tuple[list[dict[str, Any]], dict[str, bytes], dict[str, Any]]:
+    """The registered sections of ``algorithm`` for one run.
+
+    Returns:
+        (sections for the model, figures keyed ``"section-<id>-<name>"``, a note on where the
+        sections came from: ``{"entry", "loaded", "reason"}``).
+    """
+    reg = SECTIONS if registry is None else registry
+    entry = reg.get(algorithm)
+    if entry is None:
+        return [], {}, {"entry": None, "loaded": False, "reason": "no sections registered"}
+    mod_name, _, func_name = entry.partition(":")
+    try:
+        module = importlib.import_module(mod_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and mod_name.startswith(exc.name):
+            return (
+                [],
+                {},
+                {"entry": entry, "loaded": False, "reason": f"{mod_name} is not installed"},
+            )
+        return [_error(algorithm, entry, f"import failed: {exc}")], {}, _note(entry, False)
+    except Exception as exc:  # a broken module: an error box, not a crash
+        what = f"import failed: {type(exc).__name__}: {exc}"
+        return [_error(algorithm, entry, what)], {}, _note(entry, False)
+    func = getattr(module, func_name, None)
+    if not callable(func):
+        what = f"{mod_name} has no function {func_name!r}"
+        return [_error(algorithm, entry, what)], {}, _note(entry, False)
+    try:
+        raw = func(Path(run_dir), list(extra) if extra else None)
+    except Exception as exc:
+        what = f"{func_name}() raised {type(exc).__name__}: {exc}"
+        return [_error(algorithm, entry, what)], {}, _note(entry, True)
+    if not isinstance(raw, (list, tuple)):
+        what = f"{func_name}() must return a list of section dicts, got {type(raw).__name__}"
+        return [_error(algorithm, entry, what)], {}, _note(entry, True)
+    sections: list[dict[str, Any]] = []
+    figures: dict[str, bytes] = {}
+    seen: set[str] = set()
+    for i, sec in enumerate(raw):
+        try:
+            model, figs = validate_section(sec, i)
+            if model["id"] in seen:
+                raise _Bad(f"section id {model['id']!r} is used twice")
+        except _Bad as exc:
+            sections.append(_error(algorithm, entry, str(exc)))
+            continue
+        seen.add(model["id"])
+        sections.append(model)
+        for name, png in figs.items():
+            figures[f"section-{model['id']}-{name}"] = png
+    return sections, figures, _note(entry, True)
+
+
+def _note(entry: str, loaded: bool) -> dict[str, Any]:
+    return {"entry": entry, "loaded": loaded, "reason": None}
