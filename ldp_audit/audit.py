@@ -772,10 +772,14 @@ def _thresholds(s1: np.ndarray, s2: np.ndarray) -> np.ndarray | None:
     uniq = np.unique(pooled)
     if uniq.size <= 1:
         return None
-    if uniq.size <= _MAX_THRESHOLDS + 2 * _TAIL_THRESHOLDS:
+    if uniq.size <= _MAX_THRESHOLDS + 4 * _TAIL_THRESHOLDS:
         return uniq[:-1]
     qs = np.linspace(0.0, 1.0, _MAX_THRESHOLDS + 2)[1:-1]
-    ts = np.quantile(pooled, qs, method="inverted_cdf")
+    # the tails on a log scale (1/n .. 1/128 from either end): the rare events that decide
+    # high epsilon and small delta fall between the linear grid's last point and the extremes
+    tail = np.geomspace(2.0 / pooled.size, 1.0 / (_MAX_THRESHOLDS + 1), _TAIL_THRESHOLDS)
+    qs = np.concatenate([qs, tail, 1.0 - tail])
+    ts = np.quantile(pooled, np.clip(qs, 0.0, 1.0), method="inverted_cdf")
     # the extreme distinct values: the events where one input is rare (high epsilon)
     ts = np.unique(np.concatenate([ts, uniq[:_TAIL_THRESHOLDS], uniq[-_TAIL_THRESHOLDS - 1 :]]))
     ts = ts[ts < uniq[-1]]

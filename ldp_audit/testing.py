@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit._validation import check_probability
+from ldp_audit._validation import check_bool, check_probability
 from ldp_audit.errors import InvalidParameterError, LdpAuditError
 from ldp_audit.stats import epsilon_lower_bound_from_counts
 
@@ -334,6 +334,7 @@ def check_mechanism(
         InvalidParameterError: bad arguments to the checker itself.
     """
     a = check_probability(alpha, "alpha")
+    raise_on_failure = check_bool(raise_on_failure, "raise_on_failure")
     if isinstance(n_samples, bool) or not isinstance(n_samples, int) or n_samples < 1000:
         raise InvalidParameterError(f"n_samples must be an integer >= 1000, got {n_samples!r}")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:

@@ -147,7 +147,7 @@ def test_opendp_laplace_unseedable():
         dp.atom_domain(T=float, nan=False), dp.absolute_distance(T=float), scale=1.0
     )
     mech = from_scalar(meas, epsilon=meas.map(1.0), domain=(0.0, 1.0), name="opendp laplace")
-    r = audit(mech, samples=8_000, rng=0, confidence=STRICT)  # ~10k OpenDP calls/s
+    r = audit(mech, samples=3_000, rng=0, confidence=STRICT)  # OpenDP: ~5k calls/s here
     assert mech.epsilon == pytest.approx(1.0)
     assert not r.distribution.violation, r.summary()
     assert not r.reproducible  # OpenDP draws its own randomness

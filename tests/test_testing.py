@@ -160,3 +160,13 @@ def test_interface_problems_are_reported() -> None:
 def test_bad_checker_arguments(kwargs, param) -> None:
     with pytest.raises(InvalidParameterError, match=param):
         check_mechanism(m.Laplace(epsilon=1.0, clip=1.0), **kwargs)
+
+
+def test_raise_on_failure_must_be_a_bool():
+    """'no' is truthy: a string flag would silently raise on failure; it is refused by name."""
+    from ldp_audit.errors import InvalidParameterError
+    from ldp_audit.mechanisms import RandomizedResponse
+    from ldp_audit.testing import check_mechanism
+
+    with pytest.raises(InvalidParameterError, match="raise_on_failure must be True or False"):
+        check_mechanism(RandomizedResponse(epsilon=1.0), raise_on_failure="no")
