@@ -88,6 +88,16 @@ def _int(name: str, minimum: int) -> Any:
     return parse
 
 
+class _Formatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Show real defaults; no "(default: None)" / "(default: False)" noise on required options,
+    flags, and options whose default depends on the mechanism (their help says it)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None or action.default is False or action.default == argparse.SUPPRESS:
+            return action.help
+        return super()._get_help_string(action)
+
+
 def _param(text: str) -> tuple[str, Any]:
     """``key=value``; the value is read as a JSON literal (1, 0.5, true, "x") else kept text."""
     key, sep, raw = text.partition("=")
@@ -111,7 +121,7 @@ def register(subparsers: Any) -> None:
             "implementation verdict (floating-point bits: does this binary leak?). Finding "
             "no violation proves nothing beyond the test's power."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=_Formatter,
     )
     p.add_argument(
         "--mechanism",
@@ -141,9 +151,24 @@ def register(subparsers: Any) -> None:
         default=sup,
         help="discrete-laplace: grid step (C / (10 d) when omitted)",
     )
-    p.add_argument("--dim", type=_int("dim", 1), default=None, help="input dimension d")
-    p.add_argument("--reduced-dim", type=_int("reduced-dim", 1), default=sup, help="prs: d_hat")
-    p.add_argument("--categories", type=_int("categories", 2), default=sup, help="rr: k values (2)")
+    p.add_argument(
+        "--dim",
+        type=_int("dim", 1),
+        default=None,
+        help="input dimension d (mechanism.dim, or 1, when omitted)",
+    )
+    p.add_argument(
+        "--reduced-dim",
+        type=_int("reduced-dim", 1),
+        default=sup,
+        help="prs: d_hat (max(1, min(d, floor(epsilon / 2.5))) when omitted)",
+    )
+    p.add_argument(
+        "--categories",
+        type=_int("categories", 2),
+        default=sup,
+        help="rr: number of categories k (2 when omitted)",
+    )
     p.add_argument(
         "--param",
         type=_param,
@@ -172,7 +197,7 @@ def register(subparsers: Any) -> None:
         "--profile",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="also audit the privacy profile epsilon(delta) (default: on when delta > 0)",
+        help="also audit the privacy profile epsilon(delta) (on when the claim has delta > 0)",
     )
     p.add_argument(
         "--force",
