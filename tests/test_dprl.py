@@ -1,0 +1,256 @@
+"""DP-SGD REINFORCE / DQN (training/dprl.py): privacy plumbing, accounting, bad input."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from opacus.optimizers import DPOptimizer
+
+from ldp_audit.accountant import (
+    Accountant,
+    GaussianEvent,
+    Ledger,
+    PoissonSampledEvent,
+)
+from ldp_audit.errors import BudgetExceeded, InvalidParameterError, RunDirectoryError
+from ldp_audit.training.dprl import (
+    DprlConfig,
+    TrainerHooks,
+    canary_directions,
+    convergence_episode,
+    read_run,
+    train,
+)
+
+torch.set_num_threads(1)
+
+TINY_RF = dict(algo="reinforce", privacy="dpsgd", episodes=16, num_envs=4, hidden=16)
+TINY_DQN = dict(
+    algo="dqn",
+    privacy="dpsgd",
+    total_steps=400,
+    learning_starts=100,
+    buffer_size=200,
+    batch_size=20,
+    train_frequency=2,
+    hidden=16,
+)
+
+
+# ------------------------------------------------------------------------------------------------
+# bad input: clear errors naming parameter and value, before any episode
+# ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "kw, needle",
+    [
+        (dict(noise_multiplier=-1.0), "noise_multiplier"),
+        (dict(noise_multiplier=float("nan")), "noise_multiplier"),
+        (dict(noise_multiplier="1"), "noise_multiplier"),
+        (dict(noise_multiplier=True), "noise_multiplier"),
+        (dict(clip=0.0), "clip must be > 0, got 0.0"),
+        (dict(clip=-2), "clip"),
+        (dict(delta=0.0), "delta must be > 0, got 0.0"),
+        (dict(delta=1.0), "delta must be < 1, got 1.0"),
+        (dict(algo="ppo"), "algo"),
+        (dict(privacy="ldp"), "privacy"),
+        (dict(canaries=5, privacy="none"), "canaries"),
+        (dict(canaries=10_000_000), "canaries"),
+        (dict(budget_epsilon=-1.0), "budget_epsilon"),
+        (dict(state_box=((-1, 1),) * 4), "state_box"),
+        (
+            dict(privacy="obs-noise", state_box=((-2.4, 2.4), (-3, 3), (-0.01, 0.01), (-3, 3))),
+            "state_box must contain the declared IQRs",
+        ),  # fmt: skip
+        (dict(episodes=0), "episodes"),
+    ],
+)
+def test_bad_config_names_parameter(kw: dict, needle: str) -> None:
+    with pytest.raises(InvalidParameterError, match=needle):
+        DprlConfig(**{**TINY_RF, **kw})
+
+
+def test_budget_already_spent_refused_before_any_episode(tmp_path) -> None:
+    ledger = Ledger(str(tmp_path / "l.sqlite"))
+    acc = Accountant(ledger=ledger)
+    for _ in range(50):
+        acc.charge("model", GaussianEvent(1.0), scope="central")
+    before = len(acc.agents())
+    cfg = DprlConfig(**TINY_RF, budget_epsilon=1.0)
+    with pytest.raises(BudgetExceeded, match="already spent"):
+        train(cfg, seed=0, ledger=Ledger(str(tmp_path / "l.sqlite")))
+    acc2 = Accountant(ledger=Ledger(str(tmp_path / "l.sqlite")))
+    assert len(acc2.agents()) == before
+    assert acc2.spent_detail("model", delta=1e-5, method="rdp").charges == 50  # nothing charged
+
+
+def test_budget_smaller_than_one_update_refused() -> None:
+    with pytest.raises(InvalidParameterError, match="budget_epsilon must pay for at least one"):
+        train(DprlConfig(**TINY_RF, noise_multiplier=0.5, budget_epsilon=0.01), seed=0)
+
+
+def test_run_dir_of_another_algorithm_refused(tmp_path) -> None:
+    from ldp_audit.rundir import RunWriter
+
+    w = RunWriter(tmp_path / "r", algorithm="pgc-a3c", config={}, seed=0)
+    w.finish()
+    with pytest.raises(RunDirectoryError, match="'pgc-a3c' run, not a 'dprl' run"):
+        read_run(tmp_path / "r")
+
+
+# ------------------------------------------------------------------------------------------------
+# the DP-SGD step: per-sample clipping on every update, charge before noise
+# ------------------------------------------------------------------------------------------------
+
+
+class _Recording(DPOptimizer):
+    """Opacus's own clipping, recomputed independently and checked on every update."""
+
+    log: list = []
+
+    def clip_and_accumulate(self) -> None:
+        gs = [self._get_flat_grad_sample(p).detach().clone() for p in self.params]
+        norms = torch.stack([g.reshape(len(g), -1).norm(dim=1) for g in gs], dim=1).norm(dim=1)
+        factor = (self.max_grad_norm / (norms + 1e-6)).clamp(max=1.0)
+        clipped_norms = norms * factor
+        super().clip_and_accumulate()
+        summed = [p.summed_grad for p in self.params]
+        expect = [torch.einsum("i,i...", factor, g) for g in gs]
+        same = all(torch.allclose(a, b, atol=1e-5) for a, b in zip(summed, expect, strict=True))
+        top = float(norms.max()) if len(norms) else 0.0
+        top_clipped = float(clipped_norms.max()) if len(norms) else 0.0
+        _Recording.log.append((len(norms), top, top_clipped, same))
+
+
+@pytest.mark.parametrize("base", [TINY_RF, TINY_DQN], ids=["reinforce", "dqn"])
+def test_per_sample_norm_bound_holds_on_every_update(base: dict) -> None:
+    _Recording.log = []
+    cfg = DprlConfig(**base, clip=0.5, canaries=4)
+    res = train(cfg, seed=1, hooks=TrainerHooks(optimizer_class=_Recording))
+    assert res.updates == len(_Recording.log) > 0
+    for _n, _raw, clipped, same in _Recording.log:
+        assert clipped <= 0.5 * (1 + 1e-5)
+        assert same  # what Opacus summed is exactly the clipped per-sample gradients
+    assert max(r for _, r, _, _ in _Recording.log) > 0.5  # clipping was active (canaries: 5 C)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_every_update_charged_and_accountant_equals_opacus() -> None:
+    from opacus.accountants import PRVAccountant, RDPAccountant
+
+    for base, q in ((TINY_RF, 1.0), (TINY_DQN, 20 / 200)):
+        cfg = DprlConfig(**base, noise_multiplier=1.3)
+        ledger = Ledger(":memory:")
+        res = train(cfg, seed=2, ledger=ledger)
+        acc = Accountant(ledger=ledger)
+        d = acc.spent_detail("model", delta=1e-5, method="rdp")
+        assert d.charges == res.updates > 0
+        rdp_acc, prv_acc = RDPAccountant(), PRVAccountant()
+        for _ in range(res.updates):
+            rdp_acc.step(noise_multiplier=1.3, sample_rate=q)
+            prv_acc.step(noise_multiplier=1.3, sample_rate=q)
+        assert acc.spent("model", delta=1e-5, method="rdp") == pytest.approx(
+            rdp_acc.get_epsilon(1e-5), rel=1e-9
+        )
+        assert acc.spent("model", delta=1e-5, method="prv") == pytest.approx(
+            prv_acc.get_epsilon(1e-5), rel=1e-6
+        )
+        assert res.privacy["by_method"]["rdp"] == pytest.approx(rdp_acc.get_epsilon(1e-5))
+        assert res.privacy["unit"] == ("episode" if base is TINY_RF else "transition")
+        ev = GaussianEvent(1.3) if q == 1.0 else PoissonSampledEvent(q, GaussianEvent(1.3))
+        assert cfg.update_event() == ev
+
+
+def test_charge_precedes_noise() -> None:
+    """A refused charge means the noisy step never ran (parameters unchanged)."""
+
+    class Refusing:
+        ledger = Ledger(":memory:")
+
+        def charge_many(self, charges, scope="local"):  # noqa: ANN001
+            raise BudgetExceeded("refused")
+
+        def agents(self, scope=None):  # noqa: ANN001
+            return []
+
+    from ldp_audit.training import dprl
+
+    cfg = DprlConfig(**TINY_RF)
+    res = dprl.train_reinforce(cfg, seed=0, accountant=Refusing(), hooks=TrainerHooks())
+    assert res.updates == 0 and res.stopped and "budget" in res.stopped
+    np.testing.assert_array_equal(res.params, res.initial)
+
+
+def test_budget_stops_training_cleanly(tmp_path) -> None:
+    cfg = DprlConfig(**{**TINY_RF, "episodes": 200}, noise_multiplier=2.0, budget_epsilon=3.0)
+    res = train(cfg, seed=0, run_dir=tmp_path / "run")
+    assert res.stopped and "budget" in res.stopped
+    assert 0 < res.updates < cfg.n_updates
+    assert res.privacy["by_method"]["rdp"] <= 3.0
+    from ldp_audit.rundir import verify_manifest
+
+    assert verify_manifest(tmp_path / "run")["status"] == "complete"
+
+
+def test_seeded_and_independent_of_global_rng() -> None:
+    cfg = DprlConfig(**TINY_DQN, canaries=3)
+    torch.manual_seed(123)
+    np.random.seed(5)
+    a = train(cfg, seed=7)
+    torch.manual_seed(999)
+    np.random.seed(6)
+    b = train(cfg, seed=7)
+    np.testing.assert_array_equal(a.params, b.params)
+    assert a.returns == b.returns
+    c = train(cfg, seed=8)
+    assert not np.array_equal(a.params, c.params)
+
+
+def test_run_directory_contents(tmp_path) -> None:
+    cfg = DprlConfig(**TINY_RF, canaries=6)
+    train(cfg, seed=0, run_dir=tmp_path / "run")
+    from ldp_audit.rundir import read_config, read_npz, verify_manifest
+
+    assert read_config(tmp_path / "run")["algorithm"] == "dprl"
+    tr = read_npz(tmp_path / "run", "transcript.npz")
+    assert tr["update"].shape == (4, cfg.n_params)  # every released noisy update
+    assert tr["canary_projection"].shape == (4, 6)
+    np.testing.assert_allclose(
+        tr["update"].astype(np.float64) @ canary_directions(cfg.n_params, 6, cfg.canary_seed),
+        tr["canary_projection"],
+        rtol=1e-5,
+        atol=1e-6,
+    )
+    sec = read_npz(tmp_path / "run", "secrets.npz")
+    assert sec["canary_included"].shape == (6,)
+    assert verify_manifest(tmp_path / "run")["ok"]
+    # a run directory is never overwritten silently
+    with pytest.raises(RunDirectoryError):
+        train(cfg, seed=0, run_dir=tmp_path / "run")
+
+
+def test_non_private_reinforce_learns() -> None:
+    """Sanity: plain REINFORCE improves on CartPole within 240 episodes (seeded)."""
+    cfg = DprlConfig(algo="reinforce", privacy="none", episodes=240, num_envs=8)
+    res = train(cfg, seed=0)
+    r = np.asarray(res.returns)
+    assert r[-40:].mean() > 2 * r[:40].mean()
+    assert res.privacy["epsilon"] == math.inf
+
+
+def test_convergence_episode() -> None:
+    assert convergence_episode([500.0] * 25) == 25
+    # window ending at episode 34 holds one 10 and 24 x 500: mean 480.4 >= 475
+    assert convergence_episode([10.0] * 10 + [500.0] * 30) == 34
+    assert convergence_episode([10.0] * 11 + [500.0] * 30) == 35
+    assert math.isinf(convergence_episode([474.0] * 100))
+
+
+def test_canary_directions_orthonormal_and_public() -> None:
+    u = canary_directions(50, 7, 3)
+    np.testing.assert_allclose(u.T @ u, np.eye(7), atol=1e-12)
+    np.testing.assert_array_equal(u, canary_directions(50, 7, 3))

@@ -1,0 +1,103 @@
+"""Observation-noise "LDP" (training/obs_noise.py) and its use by the dprl trainers."""
+
+from __future__ import annotations
+
+import math
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from ldp_audit.accountant import Accountant, GaussianEvent, Ledger, NonPrivateEvent, compose
+from ldp_audit.errors import InvalidParameterError
+from ldp_audit.mechanisms import analytic_gaussian_epsilon
+from ldp_audit.training.dprl import DprlConfig, train
+from ldp_audit.training.obs_noise import (
+    CARTPOLE_BOX,
+    CARTPOLE_IQR,
+    ObservationNoise,
+    ObservationNoiseMechanism,
+    measure_iqr,
+)
+
+torch.set_num_threads(1)
+
+
+def test_stored_iqr_is_the_measured_one() -> None:
+    np.testing.assert_allclose(measure_iqr(seed=0, steps=20_000), CARTPOLE_IQR, rtol=1e-12)
+
+
+def test_raw_states_have_infinite_epsilon_in_words() -> None:
+    m = ObservationNoiseMechanism(noise_multiplier=1.0)
+    assert math.isinf(m.epsilon) and isinstance(m.event(), NonPrivateEvent)
+    assert "epsilon = inf" in m.describe()
+
+
+def test_boxed_states_are_a_gaussian_mechanism() -> None:
+    m = ObservationNoiseMechanism(noise_multiplier=50.0, box=CARTPOLE_BOX)
+    iqr = np.asarray(CARTPOLE_IQR)
+    widths = np.array([hi - lo for lo, hi in CARTPOLE_BOX])
+    diag = float(np.sqrt(((widths / iqr) ** 2).sum()))
+    assert m.sensitivity == pytest.approx(diag)
+    assert m.event() == GaussianEvent(50.0 / diag)
+    assert m.epsilon == pytest.approx(analytic_gaussian_epsilon(50.0 / diag, 1.0, 1e-5))
+
+
+def test_privatize_noise_scale_and_clip() -> None:
+    m = ObservationNoiseMechanism(noise_multiplier=0.5, box=CARTPOLE_BOX)
+    rng = np.random.default_rng(0)
+    x = np.tile([[10.0, 0.0, 0.0, 0.0]], (20_000, 1))  # x far outside the box: clipped to 2.4
+    y = m.privatize(x, rng)
+    assert y[:, 0].mean() == pytest.approx(2.4, abs=0.01)
+    np.testing.assert_allclose(y.std(axis=0), 0.5 * np.asarray(CARTPOLE_IQR), rtol=0.03)
+    with pytest.raises(InvalidParameterError, match="shape"):
+        m.privatize(np.zeros((3, 2)), rng)
+
+
+def test_bad_parameters_named() -> None:
+    with pytest.raises(InvalidParameterError, match="noise_multiplier"):
+        ObservationNoiseMechanism(noise_multiplier=-0.1)
+    with pytest.raises(InvalidParameterError, match="noise_multiplier"):
+        ObservationNoiseMechanism(noise_multiplier=float("nan"))
+    with pytest.raises(InvalidParameterError, match="state_box must contain the declared IQRs"):
+        ObservationNoiseMechanism(noise_multiplier=1.0, box=((-1, 1), (-1, 1), (0, 0.01), (-1, 1)))
+
+
+def test_gymnasium_wrapper() -> None:
+    m = ObservationNoiseMechanism(noise_multiplier=0.3)
+    env = ObservationNoise(gym.make("CartPole-v1"), m, np.random.default_rng(1))
+    raw = gym.make("CartPole-v1")
+    o, _ = env.reset(seed=3)
+    r, _ = raw.reset(seed=3)
+    assert o.shape == (4,) and not np.allclose(o, r)
+    assert np.abs(o - r).max() < 6 * 0.3 * max(CARTPOLE_IQR)
+
+
+def test_trainer_charges_every_observation_and_composes_per_episode() -> None:
+    cfg = DprlConfig(
+        algo="reinforce", privacy="obs-noise", noise_multiplier=200.0, state_box=CARTPOLE_BOX,
+        episodes=8, num_envs=4, hidden=16,
+    )  # fmt: skip
+    ledger = Ledger(":memory:")
+    res = train(cfg, seed=0, ledger=ledger)
+    acc = Accountant(ledger=ledger)
+    obs = res.transcript["observation"]
+    assert obs.shape[0] == sum(int(r) for r in res.returns)  # one release per observation seen
+    ep = res.transcript["episode"]
+    ev = cfg.obs_mechanism().event()
+    for e in np.unique(ep)[:3]:
+        n = int((ep == e).sum())
+        d = acc.spent_detail(f"ep{int(e)}", delta=1e-5, method="rdp")
+        assert d.charges == n
+        assert d.epsilon == pytest.approx(compose([(ev, n)], delta=1e-5, method="rdp")[0])
+    assert res.privacy["epsilon"] < math.inf
+
+
+def test_dqn_obs_noise_raw_is_infinite() -> None:
+    cfg = DprlConfig(algo="dqn", privacy="obs-noise", noise_multiplier=0.2, total_steps=300,
+                     learning_starts=100, buffer_size=200, batch_size=20, hidden=16)  # fmt: skip
+    res = train(cfg, seed=0)
+    assert math.isinf(res.privacy["epsilon"])
+    assert "epsilon = inf" in res.privacy["words"]
+    assert res.transcript["observation"].shape[0] == 301  # every observation the learner saw

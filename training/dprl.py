@@ -1,0 +1,1201 @@
+"""Differentially private single-agent deep RL on CartPole-v1 (Doulazmi & Odonnat slides).
+
+Two algorithms, each readable top to bottom (CleanRL style): :func:`train_reinforce` and
+:func:`train_dqn`; three privacy modes:
+
+* ``"none"``: the non-private baselines (epsilon = inf);
+* ``"dpsgd"``: central DP by DP-SGD. **Opacus** computes the per-sample gradients
+  (``GradSampleModule``), clips each to L2 norm ``clip`` over the *whole* parameter vector and
+  adds ``N(0, (noise_multiplier * clip)^2)`` per coordinate (``DPOptimizer``, noise from a seeded
+  ``torch.Generator``). Every update is charged to the ledger (agent ``"model"``,
+  ``scope="central"``) through :func:`ldp_audit.release.release_with` *before* the noise is drawn;
+  what crossed the boundary (the noisy mean gradient) is sealed and recorded.
+
+  - REINFORCE: the privacy unit is an **episode**. A Gymnasium vector env plays
+    ``num_envs`` episodes at once; each episode's whole gradient is one per-sample gradient. Every
+    episode is used in exactly one update and every update uses all fresh episodes (no
+    subsampling), so each update is charged ``GaussianEvent(noise_multiplier)``; the composition
+    over all ``T`` updates bounds any unit contributing at most one clipped gradient per update
+    (an episode, and also a canary replayed in every update).
+  - DQN: the privacy unit is a **transition**. Each update takes a *Poisson* sample of the replay
+    buffer: every stored transition is included independently with the fixed rate
+    ``q = batch_size / buffer_size`` (expected batch ``batch_size`` once the buffer is full). So
+    every update is exactly a Poisson-sampled Gaussian at rate ``q`` for every transition present,
+    and is charged ``PoissonSampledEvent(q, GaussianEvent(noise_multiplier))``. A transition stays
+    in the buffer for many updates; conservatively we compose over *all* ``T`` updates of the run
+    (it cannot be present for more), never fewer.
+
+* ``"obs-noise"``: "LDP" by Gaussian observation noise (:mod:`ldp_audit.training.obs_noise`):
+  every observation is released through :func:`ldp_audit.release.release` (charged first, one
+  ledger row per observation, agent = the episode); epsilon is inf on raw states and finite with
+  a declared state box.
+
+One-run audit (Steinke, Nasr & Jagielski 2023): with ``canaries = m > 0`` the trainer plants ``m``
+gradient canaries. The public design (config): canary ``i`` is the gradient
+``canary_scale * clip * u_i`` with orthonormal directions ``u_i`` drawn from ``canary_seed``
+(:func:`canary_directions`). The secret (secrets.npz): each canary is included with probability
+1/2. An included canary is one more per-sample gradient in every update (REINFORCE) or in a
+Poisson sample of the updates at rate ``q`` (DQN), clipped like every other sample.
+:mod:`ldp_audit.attacks.one_run` scores the canaries from the released updates (white-box) or the
+final model (black-box).
+
+Randomness: one ``numpy.random.Generator`` and ``torch.Generator`` seeded from the run seed; no
+global seeding. Bad input raises ``InvalidParameterError`` in :class:`DprlConfig` before any
+episode runs.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ldp_audit.errors import BudgetExceeded, InvalidParameterError, RunDirectoryError
+
+__all__ = [
+    "ALGORITHM",
+    "DprlConfig",
+    "DprlResult",
+    "TrainerHooks",
+    "canary_directions",
+    "convergence_episode",
+    "train",
+    "train_reinforce",
+    "train_dqn",
+    "report_sections",
+]
+
+ALGORITHM = "dprl"
+#: CartPole-v1 is solved when the mean return over this many consecutive episodes is >= 475.
+SOLVED_WINDOW = 25
+SOLVED_RETURN = 475.0
+MAX_EPISODE_STEPS = 500
+
+
+# ------------------------------------------------------------------------------------------------
+# Configuration (every check happens here, before any episode)
+# ------------------------------------------------------------------------------------------------
+
+
+def _real(v: Any, name: str, *, lo: float | None = None, lo_open: bool = False,
+          hi: float | None = None, hi_open: bool = False) -> float:  # fmt: skip
+    if isinstance(v, bool) or not isinstance(v, numbers.Real):
+        raise InvalidParameterError(f"{name} must be a real number, got {v!r}")
+    f = float(v)
+    if math.isnan(f) or math.isinf(f):
+        raise InvalidParameterError(f"{name} must be finite, got {v!r}")
+    if lo is not None and (f <= lo if lo_open else f < lo):
+        raise InvalidParameterError(f"{name} must be {'>' if lo_open else '>='} {lo:g}, got {v!r}")
+    if hi is not None and (f >= hi if hi_open else f > hi):
+        raise InvalidParameterError(f"{name} must be {'<' if hi_open else '<='} {hi:g}, got {v!r}")
+    return f
+
+
+def _int(v: Any, name: str, *, minimum: int) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < minimum:
+        raise InvalidParameterError(f"{name} must be an integer >= {minimum}, got {v!r}")
+    return int(v)
+
+
+@dataclass(frozen=True)
+class DprlConfig:
+    """One DP-RL run. Validated on construction (errors name the parameter and the value).
+
+    Attributes (common):
+        algo: "reinforce" or "dqn".
+        privacy: "none", "dpsgd" or "obs-noise".
+        noise_multiplier: DP-SGD noise std / clip, or the observation-noise sigma (>= 0).
+        clip: DP-SGD per-sample L2 clip norm C (> 0).
+        delta: the delta at which epsilon is reported (0 < delta < 1).
+        budget_epsilon: optional central budget (DP-SGD): training stops cleanly once the next
+            update would exceed it (checked by the ledger at ``delta``, RDP).
+        canaries: gradient canaries planted for the one-run audit (DP-SGD only).
+        canary_scale: a canary's raw gradient norm in units of ``clip`` (>= 1: clipping matters).
+        canary_seed: public seed of the canary directions.
+        state_box: obs-noise only: declared box ((lo, hi) x 4) the states are clipped to.
+        hidden, lr, gamma: network width, Adam learning rate, discount.
+        store_updates: keep every released noisy update in transcript.npz (default: REINFORCE
+            yes, DQN no: the canary projections are always kept).
+
+    REINFORCE: episodes (total), num_envs (episodes per update), dropout.
+    DQN: total_steps, num_envs, buffer_size, batch_size (expected Poisson batch), learning_starts,
+    train_frequency (vector steps per update), target_frequency (env steps), start_e, end_e,
+    exploration_fraction.
+    """
+
+    algo: str = "reinforce"
+    privacy: str = "dpsgd"
+    noise_multiplier: float = 1.0
+    clip: float = 1.0
+    delta: float = 1e-5
+    budget_epsilon: float | None = None
+    canaries: int = 0
+    canary_scale: float = 10.0
+    canary_seed: int = 20230101
+    state_box: tuple[tuple[float, float], ...] | None = None
+    hidden: int = 128
+    lr: float | None = None
+    gamma: float = 0.99
+    store_updates: bool | None = None
+    # REINFORCE
+    episodes: int = 800
+    dropout: float = 0.5
+    # DQN (and num_envs for both)
+    num_envs: int | None = None
+    total_steps: int = 30_000
+    buffer_size: int = 10_000
+    batch_size: int = 128
+    learning_starts: int = 1_000
+    train_frequency: int = 4
+    target_frequency: int = 500
+    start_e: float = 1.0
+    end_e: float = 0.05
+    exploration_fraction: float = 0.5
+
+    def __post_init__(self) -> None:
+        if self.algo not in ("reinforce", "dqn"):
+            raise InvalidParameterError(f"algo must be 'reinforce' or 'dqn', got {self.algo!r}")
+        if self.privacy not in ("none", "dpsgd", "obs-noise"):
+            raise InvalidParameterError(
+                f"privacy must be 'none', 'dpsgd' or 'obs-noise', got {self.privacy!r}"
+            )
+        nm = self.noise_multiplier
+        if isinstance(nm, bool) or not isinstance(nm, numbers.Real) or math.isnan(float(nm)):
+            raise InvalidParameterError(f"noise_multiplier must be a real number, got {nm!r}")
+        _real(nm, "noise_multiplier", lo=0.0)
+        _real(self.clip, "clip", lo=0.0, lo_open=True)
+        _real(self.delta, "delta", lo=0.0, lo_open=True, hi=1.0, hi_open=True)
+        if self.budget_epsilon is not None:
+            _real(self.budget_epsilon, "budget_epsilon", lo=0.0, lo_open=True)
+            if self.privacy != "dpsgd":
+                raise InvalidParameterError(
+                    f"budget_epsilon is a central DP-SGD budget: it needs privacy 'dpsgd', got "
+                    f"privacy {self.privacy!r}"
+                )
+        _int(self.canaries, "canaries", minimum=0)
+        if self.canaries and self.privacy != "dpsgd":
+            raise InvalidParameterError(
+                f"canaries audit DP-SGD training: they need privacy 'dpsgd', got privacy "
+                f"{self.privacy!r}"
+            )
+        if self.canaries == 1:
+            raise InvalidParameterError("canaries must be 0 or >= 2, got 1")
+        _real(self.canary_scale, "canary_scale", lo=1.0)
+        _int(self.canary_seed, "canary_seed", minimum=0)
+        if self.state_box is not None:
+            if self.privacy != "obs-noise":
+                raise InvalidParameterError(
+                    f"state_box clips observations before the noise: it needs privacy "
+                    f"'obs-noise', got privacy {self.privacy!r}"
+                )
+            from ldp_audit.training.obs_noise import CARTPOLE_IQR, check_box
+
+            b = check_box(self.state_box, np.asarray(CARTPOLE_IQR))
+            object.__setattr__(self, "state_box", tuple((float(a), float(c)) for a, c in b))
+        _int(self.hidden, "hidden", minimum=1)
+        if self.lr is not None:
+            _real(self.lr, "lr", lo=0.0, lo_open=True)
+        _real(self.gamma, "gamma", lo=0.0, lo_open=True, hi=1.0)
+        if self.store_updates is not None and not isinstance(self.store_updates, bool):
+            raise InvalidParameterError(
+                f"store_updates must be True, False or None, got {self.store_updates!r}"
+            )
+        _int(self.episodes, "episodes", minimum=1)
+        _real(self.dropout, "dropout", lo=0.0, hi=1.0, hi_open=True)
+        if self.num_envs is not None:
+            _int(self.num_envs, "num_envs", minimum=1)
+        _int(self.total_steps, "total_steps", minimum=1)
+        _int(self.buffer_size, "buffer_size", minimum=1)
+        _int(self.batch_size, "batch_size", minimum=1)
+        if self.batch_size > self.buffer_size:
+            raise InvalidParameterError(
+                f"batch_size must be <= buffer_size ({self.buffer_size}), got {self.batch_size}"
+            )
+        _int(self.learning_starts, "learning_starts", minimum=1)
+        if self.algo == "dqn" and self.learning_starts > self.buffer_size:
+            raise InvalidParameterError(
+                f"learning_starts must be <= buffer_size ({self.buffer_size}), got "
+                f"{self.learning_starts}"
+            )
+        _int(self.train_frequency, "train_frequency", minimum=1)
+        _int(self.target_frequency, "target_frequency", minimum=1)
+        _real(self.start_e, "start_e", lo=0.0, hi=1.0)
+        _real(self.end_e, "end_e", lo=0.0, hi=1.0)
+        _real(self.exploration_fraction, "exploration_fraction", lo=0.0, lo_open=True, hi=1.0)
+        if self.canaries > self.n_params:
+            raise InvalidParameterError(
+                f"canaries must be <= the number of model parameters ({self.n_params}: the "
+                f"canary directions are orthonormal), got {self.canaries}"
+            )
+
+    # --- derived quantities ---
+    @property
+    def envs(self) -> int:
+        """Parallel environments (REINFORCE: episodes per update)."""
+        if self.num_envs is not None:
+            return int(self.num_envs)
+        return 8 if self.algo == "reinforce" else 1
+
+    @property
+    def learning_rate(self) -> float:
+        if self.lr is not None:
+            return float(self.lr)
+        return 1e-2 if self.algo == "reinforce" else 1e-3
+
+    @property
+    def sample_rate(self) -> float:
+        """Per-update inclusion probability of one unit (REINFORCE 1; DQN Poisson rate q)."""
+        return 1.0 if self.algo == "reinforce" else self.batch_size / self.buffer_size
+
+    @property
+    def layer_sizes(self) -> list[int]:
+        h = self.hidden
+        return [4, h, 2] if self.algo == "reinforce" else [4, h, h, 2]
+
+    @property
+    def n_params(self) -> int:
+        s = self.layer_sizes
+        return sum(a * b + b for a, b in zip(s[:-1], s[1:], strict=False))
+
+    @property
+    def n_updates(self) -> int:
+        """Upper bound on the number of updates (the number of compositions charged)."""
+        if self.algo == "reinforce":
+            return -(-self.episodes // self.envs)
+        vec_steps = -(-self.total_steps // self.envs)
+        first = -(-self.learning_starts // self.envs)
+        return max(0, (vec_steps - first) // self.train_frequency + 1)
+
+    @property
+    def keep_updates(self) -> bool:
+        if self.store_updates is not None:
+            return self.store_updates
+        return self.algo == "reinforce"
+
+    def update_event(self, sample_rate: float | None = None) -> Any:
+        """The ledger event of ONE DP-SGD update."""
+        from ldp_audit.accountant import GaussianEvent, NonPrivateEvent, PoissonSampledEvent
+
+        if self.noise_multiplier == 0:
+            return NonPrivateEvent()
+        g = GaussianEvent(float(self.noise_multiplier))
+        q = self.sample_rate if sample_rate is None else sample_rate
+        return g if q >= 1.0 else PoissonSampledEvent(q, g)
+
+    def obs_mechanism(self) -> Any:
+        from ldp_audit.training.obs_noise import ObservationNoiseMechanism
+
+        return ObservationNoiseMechanism(
+            noise_multiplier=float(self.noise_multiplier),
+            box=self.state_box,
+            target_delta=self.delta,
+        )
+
+    def mechanism_config(self) -> dict[str, Any]:
+        if self.privacy == "obs-noise":
+            return self.obs_mechanism().to_config()
+        if self.privacy == "dpsgd":
+            return {
+                "name": "dp-sgd",
+                "noise_multiplier": float(self.noise_multiplier),
+                "clip": float(self.clip),
+                "sample_rate": self.sample_rate,
+                "delta": float(self.delta),
+                "privacy_unit": "episode" if self.algo == "reinforce" else "transition",
+            }
+        return {"name": "none"}
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        if d["state_box"] is not None:
+            d["state_box"] = [list(b) for b in d["state_box"]]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> DprlConfig:
+        names = {f.name for f in fields(cls)}
+        kw = {k: v for k, v in d.items() if k in names}
+        if kw.get("state_box") is not None:
+            kw["state_box"] = tuple(tuple(b) for b in kw["state_box"])
+        return cls(**kw)
+
+
+@dataclass
+class TrainerHooks:
+    """Test-only seams for the broken-trainer fixtures (tests/broken_dprl.py).
+
+    Attributes:
+        optimizer_class: a ``DPOptimizer`` subclass used instead of Opacus's own.
+        charged_sample_rate: maps the true sample rate to the one charged to the ledger.
+    """
+
+    optimizer_class: Any = None
+    charged_sample_rate: Callable[[float], float] | None = None
+
+
+@dataclass
+class DprlResult:
+    """What a run produced (also written to the run directory)."""
+
+    config: DprlConfig
+    seed: int
+    returns: list[float]
+    updates: int
+    env_steps: int
+    seconds: float
+    privacy: dict[str, Any]
+    stopped: str | None = None
+    params: np.ndarray | None = None
+    initial: np.ndarray | None = None
+    transcript: dict[str, np.ndarray] = field(default_factory=dict)
+    secrets: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def convergence_episode(self) -> float:
+        return convergence_episode(self.returns)
+
+
+def convergence_episode(returns: Any) -> float:
+    """1-based episode at which the mean of the last 25 returns first reaches 475; inf if never."""
+    r = np.asarray(returns, dtype=np.float64)
+    if r.size < SOLVED_WINDOW:
+        return math.inf
+    c = np.concatenate([[0.0], np.cumsum(r)])
+    mu = (c[SOLVED_WINDOW:] - c[:-SOLVED_WINDOW]) / SOLVED_WINDOW
+    hit = np.flatnonzero(mu >= SOLVED_RETURN)
+    return float(hit[0] + SOLVED_WINDOW) if hit.size else math.inf
+
+
+# ------------------------------------------------------------------------------------------------
+# Networks (initialised from the run's torch.Generator: no global RNG)
+# ------------------------------------------------------------------------------------------------
+
+
+def _torch():
+    import torch
+
+    return torch
+
+
+def _quiet_hooks() -> None:
+    """Opacus's full backward hooks warn when inputs need no grad (ours never do): silence it."""
+    import warnings
+
+    warnings.filterwarnings("ignore", message="Full backward hook is firing")
+    warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+
+
+def _make_dropout(p: float, gen: Any) -> Any:
+    import torch
+    from torch import nn
+
+    class GenDropout(nn.Module):
+        """Dropout whose masks come from the run's generator (nn.Dropout uses the global RNG)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.p = p
+            self.gen = gen
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            if not self.training or self.p == 0:
+                return x
+            keep = torch.rand(x.shape, generator=self.gen, dtype=x.dtype) >= self.p
+            return x * keep / (1.0 - self.p)
+
+    return GenDropout()
+
+
+def make_network(cfg: DprlConfig, gen: Any) -> Any:
+    """REINFORCE: 4-h-2 MLP with dropout; DQN: 4-h-h-2 MLP. Init as nn.Linear, from ``gen``."""
+    import torch
+    from torch import nn
+
+    s = cfg.layer_sizes
+    layers: list[nn.Module] = []
+    for i, (a, b) in enumerate(zip(s[:-1], s[1:], strict=False)):
+        lin = nn.Linear(a, b)
+        bound = 1.0 / math.sqrt(a)
+        with torch.no_grad():
+            lin.weight.uniform_(-bound, bound, generator=gen)
+            lin.bias.uniform_(-bound, bound, generator=gen)
+        layers.append(lin)
+        if i < len(s) - 2:
+            if cfg.algo == "reinforce":
+                layers.append(_make_dropout(cfg.dropout, gen))
+            layers.append(nn.ReLU())
+    return nn.Sequential(*layers)
+
+
+def _flat_params(model: Any) -> np.ndarray:
+    return np.concatenate(
+        [p.detach().cpu().numpy().reshape(-1).astype(np.float64) for p in model.parameters()]
+    )
+
+
+def canary_directions(n_params: int, m: int, seed: int) -> np.ndarray:
+    """The public canary design: (n_params, m) orthonormal columns from ``seed`` (QR)."""
+    rng = np.random.default_rng(int(seed))
+    a = rng.standard_normal((int(n_params), int(m)))
+    q, r = np.linalg.qr(a)
+    return q * np.sign(np.diag(r))  # a unique, uniformly distributed orthonormal frame
+
+
+class _Canaries:
+    """Gradient canaries: public directions, secret inclusion bits (scoring only)."""
+
+    def __init__(self, cfg: DprlConfig, params: list[Any], rng: np.random.Generator) -> None:
+        import torch
+
+        self.m = cfg.canaries
+        self.u = canary_directions(cfg.n_params, self.m, cfg.canary_seed)  # public
+        self.included = rng.random(self.m) < 0.5  # secret
+        self.participations = np.zeros(self.m, dtype=np.int64)
+        g = torch.as_tensor(self.u[:, self.included].T * (cfg.canary_scale * cfg.clip))
+        rows, off = [], 0
+        for p in params:
+            n = p.numel()
+            rows.append(g[:, off : off + n].reshape((-1, *p.shape)).to(p.dtype))
+            off += n
+        self.rows = rows  # per parameter: (n_included, *shape)
+        self.u32 = torch.as_tensor(self.u, dtype=torch.float32)
+
+    def append_to(self, params: list[Any], sample_rate: float, gen: Any) -> None:
+        """Add the included canaries (a Poisson sample at ``sample_rate``) as per-sample rows."""
+        import torch
+
+        k = self.rows[0].shape[0]
+        if k == 0:
+            return
+        if sample_rate >= 1.0:
+            sel = torch.ones(k, dtype=torch.bool)
+        else:
+            sel = torch.rand(k, generator=gen) < sample_rate
+        idx = np.flatnonzero(self.included)[sel.numpy()]
+        self.participations[idx] += 1
+        for p, r in zip(params, self.rows, strict=True):
+            p.grad_sample = torch.cat([p.grad_sample, r[sel]], dim=0)
+
+
+class _DpSgd:
+    """One DP-SGD update: Opacus clip + noise, charged first, sealed and recorded."""
+
+    def __init__(self, cfg: DprlConfig, model: Any, base_opt: Any, accountant: Any, gen: Any,
+                 hooks: TrainerHooks, canaries: _Canaries | None) -> None:  # fmt: skip
+        from opacus.optimizers import DPOptimizer
+
+        from ldp_audit.release import Transcript
+
+        self.cfg = cfg
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        cls = hooks.optimizer_class or DPOptimizer
+        self.q = cfg.sample_rate
+        expected = cfg.envs if cfg.algo == "reinforce" else cfg.batch_size
+        self.opt = cls(
+            base_opt,
+            noise_multiplier=float(cfg.noise_multiplier),
+            max_grad_norm=float(cfg.clip),
+            expected_batch_size=int(expected),
+            loss_reduction="mean",
+            generator=gen,
+        )
+        q_charged = hooks.charged_sample_rate(self.q) if hooks.charged_sample_rate else self.q
+        self.event = cfg.update_event(q_charged)
+        self.accountant = accountant
+        self.gen = gen
+        self.canaries = canaries
+        self.transcript = Transcript(values_key="update") if cfg.keep_updates else None
+        self.proj: list[np.ndarray] = []
+        self.norms: list[float] = []
+        self.t = 0
+
+    def zero_grad(self) -> None:
+        self.opt.zero_grad()
+
+    def step(self) -> None:
+        """Per-sample gradients are in ``p.grad_sample``: add canaries, charge, noise, step."""
+        from ldp_audit.release import release_with
+
+        if self.canaries is not None:
+            self.canaries.append_to(self.params, self.q, self.gen)
+
+        def randomise() -> Any:
+            self.opt.step()  # clip each per-sample gradient, sum, add noise, / batch, Adam step
+            return _torch().cat([p.grad.reshape(-1) for p in self.params]).reshape(1, -1)
+
+        rel = release_with(
+            randomise,
+            accountant=self.accountant,
+            charges=[("model", self.event)],
+            epsilon=math.inf,  # per-update epsilon is not meaningful alone; see the ledger
+            delta=float(self.cfg.delta),
+            meta={"update_index": np.array([self.t])},
+            scope="central",
+        )
+        v = rel.values  # the sealed noisy mean gradient (what crossed the boundary)
+        self.norms.append(float(np.linalg.norm(v)))
+        if self.canaries is not None:
+            self.proj.append((v.astype(np.float64) @ self.canaries.u).reshape(-1))
+        if self.transcript is not None:
+            self.transcript.append(rel)
+        self.opt.zero_grad()
+        self.t += 1
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {"update_norm": np.asarray(self.norms, dtype=np.float64)}
+        if self.transcript is not None and len(self.transcript):
+            out.update(self.transcript.arrays())
+        else:
+            out["update_index"] = np.arange(self.t, dtype=np.int64)
+        if self.canaries is not None:
+            out["canary_projection"] = (
+                np.stack(self.proj) if self.proj else np.zeros((0, self.canaries.m))
+            )
+        return out
+
+
+class _ObsRelease:
+    """Every observation the agent sees goes through ldp_audit.release (charged first)."""
+
+    def __init__(self, cfg: DprlConfig, accountant: Any, rng: np.random.Generator) -> None:
+        from ldp_audit.release import Transcript
+
+        self.mech = cfg.obs_mechanism()
+        self.event = self.mech.event()
+        self.accountant = accountant
+        self.rng = rng
+        self.transcript = Transcript(values_key="observation")
+
+    def __call__(self, obs: np.ndarray, episodes: np.ndarray, steps: np.ndarray) -> np.ndarray:
+        from ldp_audit.release import release
+
+        if len(episodes) == 0:
+            return np.zeros((0, obs.shape[1]))
+        rel = release(
+            np.asarray(obs, dtype=np.float64),
+            mechanism=self.mech,
+            accountant=self.accountant,
+            agent_ids=[f"ep{int(e)}" for e in episodes],
+            rng=self.rng,
+            event=self.event,
+            meta={"episode": episodes.astype(np.int64), "step": steps.astype(np.int64)},
+            scope="local",
+        )
+        self.transcript.append(rel)
+        return rel.values
+
+
+# ------------------------------------------------------------------------------------------------
+# REINFORCE (episode = privacy unit), vectorised over a Gymnasium vector env
+# ------------------------------------------------------------------------------------------------
+
+
+def train_reinforce(cfg: DprlConfig, *, seed: int, accountant: Any, hooks: TrainerHooks,
+                    progress: bool = False) -> DprlResult:  # fmt: skip
+    """REINFORCE on CartPole-v1, ``num_envs`` episodes per update (see the module docstring)."""
+    import gymnasium as gym
+    import torch
+    from opacus import GradSampleModule
+    from tqdm.auto import tqdm
+
+    _quiet_hooks()
+    t0 = time.perf_counter()
+    rng = np.random.default_rng(seed)
+    gen = torch.Generator().manual_seed(int(rng.integers(2**62)))
+    obs_rng, canary_rng, env_seed = rng.spawn(2) + [int(rng.integers(2**31))]
+
+    B = cfg.envs
+    envs = gym.make_vec("CartPole-v1", num_envs=B, vectorization_mode="vector_entry_point")
+    policy = make_network(cfg, gen)
+    initial = _flat_params(policy)
+    private = cfg.privacy == "dpsgd"
+    model = GradSampleModule(policy, batch_first=True, loss_reduction="sum") if private else policy
+    optimizer = torch.optim.Adam(policy.parameters(), lr=cfg.learning_rate)
+    canaries = _Canaries(cfg, list(policy.parameters()), canary_rng) if cfg.canaries else None
+    dp = _DpSgd(cfg, model, optimizer, accountant, gen, hooks, canaries) if private else None
+    obs_release = _ObsRelease(cfg, accountant, obs_rng) if cfg.privacy == "obs-noise" else None
+
+    returns: list[float] = []
+    env_steps, stopped, n_updates = 0, None, cfg.n_updates
+    bar = tqdm(total=cfg.episodes, desc="dprl reinforce", disable=not progress, leave=False)
+    obs, _ = envs.reset(seed=env_seed)
+    for update in range(n_updates):
+        # --- roll out B episodes at once (masked after each one ends) ---
+        n_ep = min(B, cfg.episodes - update * B)
+        states = np.zeros((MAX_EPISODE_STEPS, B, 4), dtype=np.float32)
+        actions = np.zeros((MAX_EPISODE_STEPS, B), dtype=np.int64)
+        alive = np.zeros((MAX_EPISODE_STEPS, B), dtype=bool)
+        done = np.zeros(B, dtype=bool)
+        done[n_ep:] = True  # a last, smaller batch
+        policy.eval()  # act without dropout
+        T = 0
+        for t in range(MAX_EPISODE_STEPS):
+            live = np.flatnonzero(~done)
+            seen = np.asarray(obs, dtype=np.float64)
+            if obs_release is not None:
+                seen = seen.copy()
+                seen[live] = obs_release(seen[live], update * B + live, np.full(live.size, t))
+            states[t] = seen
+            alive[t] = ~done
+            with torch.no_grad():
+                probs = torch.softmax(policy(torch.as_tensor(states[t])), dim=-1)
+            a = torch.multinomial(probs, 1, generator=gen).reshape(-1).numpy()
+            actions[t] = a
+            obs, _, term, trunc, _ = envs.step(a)
+            env_steps += live.size
+            done |= term | trunc
+            T = t + 1
+            if done.all():
+                break
+        lengths = alive[:T].sum(axis=0)[:n_ep]
+        returns.extend(float(x) for x in lengths)
+        bar.update(n_ep)
+
+        # --- per-episode loss: -sum_t G_t log pi(a_t | s_t), normalised returns-to-go ---
+        rew = alive[:T].astype(np.float64)
+        g = np.zeros_like(rew)
+        run = np.zeros(B)
+        for t in range(T - 1, -1, -1):
+            run = rew[t] + cfg.gamma * run
+            g[t] = run
+        n = np.maximum(alive[:T].sum(axis=0), 1)
+        mean = (g * alive[:T]).sum(axis=0) / n
+        std = np.sqrt((((g - mean) ** 2) * alive[:T]).sum(axis=0) / n)
+        adv = np.where(alive[:T], (g - mean) / (std + 1e-8), 0.0)
+        x = torch.as_tensor(states[:T, :n_ep].transpose(1, 0, 2).copy())  # (episodes, T, 4)
+        policy.train()
+        logp = torch.log_softmax(model(x), dim=-1)
+        act = torch.as_tensor(actions[:T, :n_ep].T.copy())
+        lp = logp.gather(-1, act.unsqueeze(-1)).squeeze(-1)
+        per_episode = -(torch.as_tensor(adv[:, :n_ep].T.copy(), dtype=lp.dtype) * lp).sum(dim=1)
+        if dp is not None:
+            dp.zero_grad()
+            per_episode.sum().backward()  # one per-sample gradient per episode
+            try:
+                dp.step()
+            except BudgetExceeded as exc:
+                stopped = f"budget exhausted before update {update}: {exc}"
+                break
+        else:
+            optimizer.zero_grad()
+            per_episode.mean().backward()
+            optimizer.step()
+        if progress and returns:
+            bar.set_postfix(ret=f"{np.mean(returns[-SOLVED_WINDOW:]):.0f}")
+    bar.close()
+    envs.close()
+    return _result(cfg, seed, returns, dp, obs_release, canaries, policy, initial, env_steps,
+                   t0, stopped)  # fmt: skip
+
+
+# ------------------------------------------------------------------------------------------------
+# DQN (transition = privacy unit), Poisson-sampled replay, CleanRL-style loop
+# ------------------------------------------------------------------------------------------------
+
+
+def train_dqn(cfg: DprlConfig, *, seed: int, accountant: Any, hooks: TrainerHooks,
+              progress: bool = False) -> DprlResult:  # fmt: skip
+    """DQN on CartPole-v1 (see the module docstring for the privacy unit and sampling)."""
+    import gymnasium as gym
+    import torch
+    from opacus import GradSampleModule
+    from tqdm.auto import tqdm
+
+    _quiet_hooks()
+    t0 = time.perf_counter()
+    rng = np.random.default_rng(seed)
+    gen = torch.Generator().manual_seed(int(rng.integers(2**62)))
+    obs_rng, canary_rng, sample_rng, act_rng = rng.spawn(4)
+    env_seed = int(rng.integers(2**31))
+
+    N = cfg.envs
+    envs = gym.make_vec("CartPole-v1", num_envs=N, vectorization_mode="vector_entry_point")
+    q_net = make_network(cfg, gen)
+    target = make_network(cfg, gen)
+    target.load_state_dict(q_net.state_dict())
+    initial = _flat_params(q_net)
+    private = cfg.privacy == "dpsgd"
+    model = GradSampleModule(q_net, batch_first=True, loss_reduction="sum") if private else q_net
+    optimizer = torch.optim.Adam(q_net.parameters(), lr=cfg.learning_rate)
+    canaries = _Canaries(cfg, list(q_net.parameters()), canary_rng) if cfg.canaries else None
+    dp = _DpSgd(cfg, model, optimizer, accountant, gen, hooks, canaries) if private else None
+    obs_release = _ObsRelease(cfg, accountant, obs_rng) if cfg.privacy == "obs-noise" else None
+
+    # replay buffer (what the learner stores: the observations it saw)
+    cap = cfg.buffer_size
+    b_obs = np.zeros((cap, 4), dtype=np.float32)
+    b_next = np.zeros((cap, 4), dtype=np.float32)
+    b_act = np.zeros(cap, dtype=np.int64)
+    b_rew = np.zeros(cap, dtype=np.float32)
+    b_term = np.zeros(cap, dtype=np.float32)
+    pos = size = 0
+
+    returns: list[float] = []
+    ep_ret = np.zeros(N)
+    ep_id = np.arange(N)  # the episode each env is playing (obs-noise ledger agents)
+    ep_step = np.zeros(N, dtype=np.int64)
+    next_ep = N
+    stopped = None
+    obs, _ = envs.reset(seed=env_seed)
+    if obs_release is not None:
+        obs = obs_release(np.asarray(obs), ep_id, ep_step)
+    prev_done = np.zeros(N, dtype=bool)
+    vec_steps = -(-cfg.total_steps // N)
+    first_update = -(-cfg.learning_starts // N)
+    bar = tqdm(total=vec_steps, desc="dprl dqn", disable=not progress, leave=False)
+    for step in range(vec_steps):
+        global_step = step * N
+        # --- act: epsilon-greedy, linear schedule ---
+        frac = min(global_step / (cfg.exploration_fraction * cfg.total_steps), 1.0)
+        eps = cfg.start_e + frac * (cfg.end_e - cfg.start_e)
+        with torch.no_grad():
+            greedy = q_net(torch.as_tensor(obs, dtype=torch.float32)).argmax(dim=1).numpy()
+        explore = act_rng.random(N) < eps
+        actions = np.where(explore, act_rng.integers(0, 2, N), greedy)
+        raw_next, rew, term, trunc, _ = envs.step(actions)
+        # envs that ended last step were reset by this step (autoreset): no transition there
+        ep_step = np.where(prev_done, 0, ep_step + 1)
+        if prev_done.any():
+            ep_id[prev_done] = next_ep + np.arange(prev_done.sum())
+            next_ep += int(prev_done.sum())
+        nxt = np.asarray(raw_next, dtype=np.float64)
+        if obs_release is not None:
+            nxt = obs_release(nxt, ep_id, ep_step)
+        for i in np.flatnonzero(~prev_done):
+            b_obs[pos], b_next[pos], b_act[pos] = obs[i], nxt[i], actions[i]
+            b_rew[pos], b_term[pos] = rew[i], float(term[i])
+            pos, size = (pos + 1) % cap, min(size + 1, cap)
+            ep_ret[i] += rew[i]
+        done = (term | trunc) & ~prev_done
+        for i in np.flatnonzero(done):
+            returns.append(float(ep_ret[i]))
+            ep_ret[i] = 0.0
+        prev_done = done
+        obs = nxt
+
+        # --- learn ---
+        if step >= first_update and (step - first_update) % cfg.train_frequency == 0:
+            if dp is not None:
+                # Poisson sample: each stored transition independently at rate q
+                idx = np.flatnonzero(sample_rng.random(size) < cfg.sample_rate)
+            else:
+                idx = sample_rng.integers(0, size, cfg.batch_size)
+            s = torch.as_tensor(b_obs[idx])
+            with torch.no_grad():
+                tq = target(torch.as_tensor(b_next[idx])).max(dim=1).values
+                y = torch.as_tensor(b_rew[idx]) + cfg.gamma * tq * (
+                    1 - torch.as_tensor(b_term[idx])
+                )
+            if dp is not None:
+                dp.zero_grad()
+                if idx.size:
+                    qsa = model(s).gather(1, torch.as_tensor(b_act[idx]).unsqueeze(1)).squeeze(1)
+                    ((qsa - y) ** 2).sum().backward()  # per-transition squared TD error
+                else:  # an empty Poisson sample: the update is noise (and canaries) only
+                    for p in dp.params:
+                        p.grad_sample = torch.zeros((0, *p.shape), dtype=p.dtype)
+                try:
+                    dp.step()
+                except BudgetExceeded as exc:
+                    stopped = f"budget exhausted before update {dp.t}: {exc}"
+                    break
+            else:
+                qsa = q_net(s).gather(1, torch.as_tensor(b_act[idx]).unsqueeze(1)).squeeze(1)
+                loss = torch.nn.functional.mse_loss(qsa, y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+        if global_step // cfg.target_frequency != (global_step + N) // cfg.target_frequency:
+            target.load_state_dict(q_net.state_dict())
+        if step % 200 == 0 and returns:
+            bar.set_postfix(ret=f"{np.mean(returns[-SOLVED_WINDOW:]):.0f}")
+        bar.update(1)
+    bar.close()
+    envs.close()
+    return _result(cfg, seed, returns, dp, obs_release, canaries, q_net, initial,
+                   min(cfg.total_steps, (step + 1) * N), t0, stopped)  # fmt: skip
+
+
+# ------------------------------------------------------------------------------------------------
+# Results, privacy, run directory
+# ------------------------------------------------------------------------------------------------
+
+
+def _result(cfg, seed, returns, dp, obs_release, canaries, net, initial, env_steps, t0, stopped):  # noqa: ANN001
+    transcript: dict[str, np.ndarray] = {}
+    secrets: dict[str, np.ndarray] = {}
+    if dp is not None:
+        transcript.update(dp.arrays())
+    if obs_release is not None and len(obs_release.transcript):
+        transcript.update(obs_release.transcript.arrays())
+    if canaries is not None:
+        secrets["canary_included"] = canaries.included.copy()
+        secrets["canary_participations"] = canaries.participations.copy()
+    return DprlResult(
+        config=cfg,
+        seed=int(seed),
+        returns=[float(r) for r in returns],
+        updates=dp.t if dp is not None else 0,
+        env_steps=int(env_steps),
+        seconds=time.perf_counter() - t0,
+        privacy={},
+        stopped=stopped,
+        params=_flat_params(net),
+        initial=initial,
+        transcript=transcript,
+        secrets=secrets,
+    )
+
+
+def privacy_summary(cfg: DprlConfig, accountant: Any, result: DprlResult | None = None) -> dict:
+    """The run's guarantee from the ledger, with the privacy unit and a sentence in words."""
+    from ldp_audit.accountant import compose
+
+    out: dict[str, Any] = {"privacy": cfg.privacy, "delta": float(cfg.delta)}
+    if cfg.privacy == "none":
+        out.update(epsilon=math.inf, unit=None, words="non-private baseline: epsilon = inf")
+        return out
+    if cfg.privacy == "dpsgd":
+        unit = "episode" if cfg.algo == "reinforce" else "transition"
+        by = {}
+        n = None
+        for m in ("rdp", "prv"):
+            try:
+                by[m] = accountant.spent("model", delta=cfg.delta, method=m)
+            except Exception as exc:  # noqa: BLE001 - a method that cannot compose is reported
+                by[m] = f"unavailable: {exc}"
+        finite = [v for v in by.values() if isinstance(v, float)]
+        eps = min(finite) if finite else math.inf
+        out.update(
+            epsilon=eps,
+            by_method=by,
+            unit=unit,
+            updates=result.updates if result is not None else n,
+            sample_rate=cfg.sample_rate,
+            noise_multiplier=float(cfg.noise_multiplier),
+            clip=float(cfg.clip),
+            words=(
+                f"central DP-SGD, privacy unit = one {unit}: ({_fmt(eps)}, {cfg.delta:g})-DP "
+                f"over {result.updates if result is not None else '?'} updates (ledger: "
+                + ", ".join(f"{k} {_fmt(v) if isinstance(v, float) else v}" for k, v in by.items())
+                + ")"
+            ),
+        )
+        return out
+    mech = cfg.obs_mechanism()
+    per_obs = mech.epsilon
+    ep_len = int(max(result.returns)) + 1 if result is not None and result.returns else 501
+    if math.isinf(per_obs):
+        ep_eps = math.inf
+    else:
+        ep_eps, _ = compose([(mech.event(), ep_len)], delta=cfg.delta, method="rdp")
+    out.update(
+        epsilon=ep_eps,
+        per_observation_epsilon=per_obs,
+        observations_per_episode=ep_len,
+        unit="episode (its states)",
+        iqr=list(mech.iqr),
+        box=None if mech.box is None else [list(b) for b in mech.box],
+        words=mech.describe()
+        + (
+            ""
+            if math.isinf(ep_eps)
+            else f"; the longest episode's {ep_len} observations compose to ({_fmt(ep_eps)}, "
+            f"{cfg.delta:g}) (RDP). Rewards and episode ends are not noised."
+        ),
+    )
+    return out
+
+
+def _fmt(v: float) -> str:
+    return "inf" if math.isinf(v) else f"{v:.4g}"
+
+
+def _check_budget_before(cfg: DprlConfig, accountant: Any) -> None:
+    """Refuse, before any episode, a budget that cannot pay for even one more update."""
+    if cfg.budget_epsilon is None or cfg.privacy != "dpsgd":
+        return
+    from ldp_audit.accountant import compose
+
+    hist = [(cfg.update_event(), 1)]
+    spent_n = len([a for a in accountant.agents(scope="central") if a == "model"])
+    if spent_n:
+        try:
+            cur = accountant.spent("model", delta=cfg.delta, method="rdp")
+        except Exception:  # noqa: BLE001
+            cur = math.inf
+        if cur >= cfg.budget_epsilon:
+            raise BudgetExceeded(
+                f"budget_epsilon {cfg.budget_epsilon:g} is already spent ({_fmt(cur)} at delta "
+                f"{cfg.delta:g}); nothing was trained or charged"
+            )
+    one, _ = compose(hist, delta=cfg.delta, method="rdp")
+    if one > cfg.budget_epsilon:
+        raise InvalidParameterError(
+            f"budget_epsilon must pay for at least one update ({_fmt(one)} at delta "
+            f"{cfg.delta:g}), got {cfg.budget_epsilon!r}"
+        )
+
+
+def train(
+    cfg: DprlConfig,
+    *,
+    seed: int = 0,
+    run_dir: str | Path | None = None,
+    progress: bool = False,
+    run_mode: str = "new",
+    hooks: TrainerHooks | None = None,
+    ledger: Any = None,
+) -> DprlResult:
+    """Train one run; with ``run_dir`` write the run directory (docs/dprl.md).
+
+    Args:
+        cfg: the configuration (already validated).
+        seed: the run seed (every random draw derives from it).
+        run_dir: where to write the run (None: nothing written, in-memory ledger).
+        progress: a tqdm bar on stderr.
+        run_mode: "new", "overwrite" or "resume" (:class:`ldp_audit.rundir.RunWriter`).
+        hooks: test-only seams (broken-trainer fixtures).
+        ledger: an explicit ledger when ``run_dir`` is None (tests).
+
+    Returns:
+        :class:`DprlResult`; ``result.privacy`` holds the accountant's guarantee.
+    """
+    from ldp_audit.accountant import Accountant, Budget, Ledger
+    from ldp_audit.rundir import RunWriter
+
+    if not isinstance(cfg, DprlConfig):
+        raise InvalidParameterError(f"cfg must be a DprlConfig, got {type(cfg).__name__}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise InvalidParameterError(f"seed must be an integer >= 0, got {seed!r}")
+    hooks = hooks or TrainerHooks()
+    writer = None
+    if run_dir is not None:
+        writer = RunWriter(
+            run_dir,
+            algorithm=ALGORITHM,
+            config=cfg.to_dict(),
+            seed=int(seed),
+            mechanism=cfg.mechanism_config(),
+            mode=run_mode,
+        )
+        ledger = writer.open_ledger()
+    elif ledger is None:
+        ledger = Ledger(":memory:")
+    budget = (
+        Budget(epsilon=float(cfg.budget_epsilon), delta=float(cfg.delta), method="rdp")
+        if cfg.budget_epsilon is not None
+        else None
+    )
+    try:
+        accountant = Accountant(ledger=ledger, central_budget=budget, run_id=str(run_dir or ""))
+        _check_budget_before(cfg, accountant)
+    except BaseException:
+        if writer is not None:
+            writer.finish(status="failed")
+        raise
+    fn = train_reinforce if cfg.algo == "reinforce" else train_dqn
+    try:
+        res = fn(cfg, seed=int(seed), accountant=accountant, hooks=hooks, progress=progress)
+        res.privacy = privacy_summary(cfg, accountant, res)
+    except BaseException:
+        if writer is not None:
+            writer.finish(status="interrupted")
+        raise
+    if writer is not None:
+        write_run(writer, res)
+    return res
+
+
+def write_run(writer: Any, res: DprlResult) -> Path:
+    """transcript.npz, secrets.npz, metrics.json, model.npz, then the manifest."""
+    from ldp_audit.rundir import json_number
+
+    cfg = res.config
+    if res.transcript:
+        writer.write_npz("transcript.npz", res.transcript)
+    if res.secrets:
+        writer.write_npz("secrets.npz", res.secrets)
+    conv = res.convergence_episode
+    writer.write_json(
+        "metrics.json",
+        {
+            "returns": res.returns,
+            "episodes": len(res.returns),
+            "convergence_episode": json_number(conv),
+            "solved": bool(math.isfinite(conv)),
+            "updates": res.updates,
+            "env_steps": res.env_steps,
+            "seconds": res.seconds,
+            "stopped": res.stopped,
+            "privacy": res.privacy,
+            "algo": cfg.algo,
+            "n_params": cfg.n_params,
+        },
+    )
+    writer.write_npz("model.npz", {"params": res.params, "initial": res.initial})
+    writer.finish(status="complete")
+    return writer.path
+
+
+def read_run(run_dir: str | Path) -> dict[str, Any]:
+    """config, metrics and model of a dprl run (refuses other algorithms' runs)."""
+    import json
+
+    from ldp_audit.rundir import read_config, read_npz
+
+    doc = read_config(run_dir)
+    if doc.get("algorithm") != ALGORITHM:
+        raise RunDirectoryError(
+            f"run_dir {str(run_dir)!r} is a {doc.get('algorithm')!r} run, not a {ALGORITHM!r} run"
+        )
+    p = Path(run_dir)
+    try:
+        metrics = json.loads((p / "metrics.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise RunDirectoryError(f"cannot read {p / 'metrics.json'}: {exc}") from None
+    return {
+        "doc": doc,
+        "config": DprlConfig.from_dict(doc["config"]),
+        "metrics": metrics,
+        "model": read_npz(p, "model.npz", ("params", "initial")),
+    }
+
+
+# ------------------------------------------------------------------------------------------------
+# Report sections (ldp_audit.report registry: "dprl" -> this function)
+# ------------------------------------------------------------------------------------------------
+
+
+def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict]:
+    """Learning curve, the accountant's guarantee and the one-run audit(s), for the report."""
+    import io
+    import json
+
+    run = read_run(run_dir)
+    cfg, met = run["config"], run["metrics"]
+    priv = met.get("privacy", {})
+    returns = np.asarray(met.get("returns", []), dtype=np.float64)
+    figs: dict[str, bytes] = {}
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(5.5, 3.2))
+        ax.plot(np.arange(1, returns.size + 1), returns, lw=0.6, alpha=0.5, label="return")
+        if returns.size >= SOLVED_WINDOW:
+            c = np.concatenate([[0], np.cumsum(returns)])
+            mu = (c[SOLVED_WINDOW:] - c[:-SOLVED_WINDOW]) / SOLVED_WINDOW
+            ax.plot(np.arange(SOLVED_WINDOW, returns.size + 1), mu, label="mean of last 25")
+        ax.axhline(SOLVED_RETURN, ls=":", color="k", label="solved (475)")
+        ax.set_xlabel("episode")
+        ax.set_ylabel("return")
+        ax.set_title(f"{cfg.algo} / {cfg.privacy} (sigma={cfg.noise_multiplier:g})")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=100)
+        plt.close(fig)
+        figs["dprl_learning_curve"] = buf.getvalue()
+    except ImportError:  # pragma: no cover
+        pass
+    conv = met.get("convergence_episode")
+    sections = [
+        {
+            "id": "dprl-learning",
+            "title": f"DP-RL training ({cfg.algo}, privacy {cfg.privacy})",
+            "paragraphs": [
+                f"{len(returns)} episodes, {met.get('updates', 0)} private updates, "
+                f"{met.get('env_steps', 0)} environment steps. Convergence (mean of 25 "
+                f"consecutive returns >= 475): "
+                + (f"episode {conv}." if conv not in (None, "inf") else "not reached."),
+                *([f"Stopped early: {met['stopped']}"] if met.get("stopped") else []),
+            ],
+            "tables": [],
+            "figures": figs,
+            "data": {"returns": returns.tolist(), "convergence_episode": conv},
+        }
+    ]
+    rows = [["privacy", cfg.privacy], ["unit", str(priv.get("unit"))]]
+    rows.append(["epsilon (accountant)", _fmt(_num(priv.get("epsilon", math.inf)))])
+    rows.append(["delta", f"{cfg.delta:g}"])
+    for k, v in (priv.get("by_method") or {}).items():
+        rows.append([f"epsilon ({k})", _fmt(_num(v)) if not isinstance(v, str) else v])
+    sections.append(
+        {
+            "id": "dprl-privacy",
+            "title": "Privacy guarantee (accountant's upper bound)",
+            "paragraphs": [str(priv.get("words", ""))],
+            "tables": [{"caption": "accountant", "header": ["quantity", "value"], "rows": rows}],
+            "figures": {},
+            "data": priv,
+        }
+    )
+    audits = []
+    cands = [Path(run_dir) / "attack_membership.json"]
+    for e in extra or []:
+        e = Path(e)
+        cands.extend(sorted(e.glob("*.json")) if e.is_dir() else [e])
+    for f in cands:
+        try:
+            d = json.loads(Path(f).read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(d, dict) and d.get("attack", "").startswith("one-run"):
+            audits.append((str(f), d))
+    if audits:
+        arows = []
+        for _f, d in audits:
+            ex = d.get("extra", {})
+            arows.append(
+                [
+                    ex.get("setting", d["attack"]),
+                    d.get("n"),
+                    _fmt(_num(d.get("epsilon_lower_bound"))),
+                    _fmt(_num(d.get("composed_epsilon"))),
+                    d.get("confidence"),
+                    "VIOLATION" if d.get("violation") else "consistent",
+                ]
+            )
+        sections.append(
+            {
+                "id": "dprl-audit",
+                "title": "One-run audit (Steinke, Nasr & Jagielski 2023)",
+                "paragraphs": [
+                    "Empirical lower bound on epsilon from the canaries planted in this run, at "
+                    "the stated confidence, beside the accountant's upper bound. A lower bound "
+                    "above the upper bound is a violation; a lower bound below it proves nothing."
+                ],
+                "tables": [
+                    {
+                        "caption": "one-run audit",
+                        "header": [
+                            "setting",
+                            "canaries",
+                            "eps lower bound",
+                            "eps (accountant)",
+                            "confidence",
+                            "verdict",
+                        ],  # fmt: skip
+                        "rows": arows,
+                    }
+                ],
+                "figures": {},
+                "data": {"audits": [d for _, d in audits]},
+            }
+        )
+    return sections
+
+
+def _num(v: Any) -> float:
+    if isinstance(v, str):
+        return math.inf if v == "inf" else float("nan")
+    return float(v) if v is not None else float("nan")
