@@ -56,6 +56,7 @@ __all__ = [
     "make_client_app",
     "make_server_app",
     "run_simulation",
+    "write_app_project",
 ]
 
 #: Run-config keys (``flwr run --run-config``; ``[tool.flwr.app.config]`` of an app).
@@ -516,13 +517,63 @@ def make_server_app(**settings: Any) -> Any:
     return app
 
 
-# Module-level apps for the deployment engine (everything from the run and node configs).
-def __getattr__(name: str) -> Any:  # lazy: importing this module never needs Flower
-    if name == "client_app":
-        return make_client_app()
-    if name == "server_app":
-        return make_server_app()
-    raise AttributeError(name)
+_APP_PYPROJECT = """\
+[build-system]
+requires = ["hatchling"]
+build-backend = "hatchling.build"
+
+[project]
+name = "ldp-pgc-a3c"
+version = "1.0.0"
+description = "PGC-A3C (locally private A3C) on Flower, from ldp-audit"
+license = "MIT"
+dependencies = []  # ldp-audit[flower] is installed on every machine beforehand
+
+[tool.hatch.build.targets.wheel]
+packages = ["."]
+
+[tool.flwr.app]
+publisher = "ldp-audit"
+
+[tool.flwr.app.components]
+serverapp = "pgc_app:server_app"
+clientapp = "pgc_app:client_app"
+
+[tool.flwr.app.config]
+pgc-config = "{}"
+run-dir = ""
+seed = 0
+num-agents = 0
+scoring-gravities = ""
+timeout = 600.0
+overwrite = false
+"""
+
+_APP_MODULE = '''"""PGC-A3C on Flower (ldp-audit): the app objects the deployment engine loads."""
+
+from ldp_audit.training.flower_app import make_client_app, make_server_app
+
+client_app = make_client_app()  # gravity, agent-seed, ledger-dir from the node config
+server_app = make_server_app()  # pgc-config, run-dir, seed, ... from the run config
+'''
+
+
+def write_app_project(path: str | Path) -> Path:
+    """Write a Flower app project (``pyproject.toml`` + ``pgc_app.py``) for ``flwr run``.
+
+    The deployment engine loads ``pgc_app:server_app`` / ``pgc_app:client_app`` from it; the
+    run config (``--run-config``) gives ``pgc-config`` (a PgcA3cConfig as JSON), ``run-dir``,
+    ``seed``, ``num-agents`` (wait for that many SuperNodes), ``scoring-gravities`` (experiment
+    mode only), ``timeout``; each SuperNode's ``--node-config`` gives ``partition-id``,
+    ``gravity``, ``agent-seed`` and ``ledger-dir``. ``path`` must not exist or be empty.
+    """
+    from ldp_audit.rundir import check_new_dir
+
+    p = check_new_dir(path, name="app project folder")
+    p.mkdir(parents=True, exist_ok=True)
+    (p / "pyproject.toml").write_text(_APP_PYPROJECT)
+    (p / "pgc_app.py").write_text(_APP_MODULE)
+    return p
 
 
 # ==============================================================================================
