@@ -1,30 +1,40 @@
-"""Accountant speed: durable charges/s and spent() time, each against a straightforward baseline.
+"""Accountant and ledger speed, against the previous ledger and a bare SQLite ledger, same run.
 
-Everything is measured in the same run, on the same machine, and written as JSON:
+The previous implementation (schema version 1: WAL journal, no chain, histories read by scanning
+the agent's rows) is loaded from git (``git show OLD:...``) into a temporary module, so both run
+in the same process on the same machine. Everything is written as JSON.
 
-1. durable charges, one transaction per charge: ``Accountant.charge`` vs a bare SQLite
-   ``INSERT`` + ``COMMIT`` per charge (same WAL / ``synchronous=FULL`` settings) -- the floor any
-   durable ledger pays (one fsync per commit);
-2. batched charges (one round of the PGC trainer: ``--agents`` new agents, one transaction),
-   with and without a budget check: ``charge_many`` vs a loop of ``charge`` calls;
-3. spent() of one agent with ``--events`` events: ours (ledger + composition) vs Opacus's
-   accountant alone (``RDPAccountant`` / ``PRVAccountant``: ``step`` per event, then
-   ``get_epsilon``) for a DP-SGD history, and basic / optimal / PLD for a Laplace history;
-4. bulk ``spent_all`` for every agent vs a loop of ``spent`` per agent.
+1. journal modes: a bare ``INSERT`` + ``COMMIT`` per charge under WAL, WAL with a checkpoint
+   after every commit, and the rollback journal (``TRUNCATE``) -- the two ways of having every
+   committed charge in the main file, against WAL, which does not;
+2. ``charge()`` with a budget for one agent with H = 0, 10^4, 10^6 earlier charges: ours vs the
+   old code vs a bare SQLite ``INSERT`` + ``COMMIT`` (same journal and ``synchronous=FULL``, into
+   a table holding the same H rows) -- target: ours within 1.5x of bare at every H;
+3. ``spent()`` of that agent at H = 10^6: ours vs old -- target < 50 ms;
+4. ``charge_many``: one round of ``--agents`` new agents, and a PGC-style lock-step (the same
+   ``--lock-agents`` agents charged ``--lock-steps`` times), with a budget: ours vs old;
+5. bulk ``spent_all`` over every agent: ours vs old;
+6. opening (tail check) and ``verify()`` (the whole chain) at 10^6 rows;
+7. PRV / PLD / best for 10^5 and 10^6 DP-SGD steps (q = 0.01, sigma = 1) and 10^6 Laplace(0.01)
+   releases: time and the bounded plan (the old code ran over 11 minutes and 4.9 GB for PRV at
+   10^6 before it was stopped; it is not re-run here).
 
-    .venv/bin/python benchmarks/bench_accountant.py [--agents 90000] [--events 100000]
-        [--single 500] [--json benchmarks/results/bench_accountant.json]
+    .venv/bin/python benchmarks/bench_accountant.py [--history 1000000] [--agents 90000]
+        [--json benchmarks/results/bench_accountant.json]
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import platform
 import sqlite3
+import subprocess
+import sys
 import tempfile
 import time
-import warnings
+import types
 from pathlib import Path
 
 from ldp_audit.accountant import (
@@ -32,10 +42,18 @@ from ldp_audit.accountant import (
     Budget,
     GaussianEvent,
     LaplaceEvent,
+    Ledger,
     PoissonSampledEvent,
     event_to_json,
+    pld,
+    prv,
 )
-from ldp_audit.accountant.accountant import _evaluate
+from ldp_audit.accountant.accountant import _evaluate, _evaluate_full
+from ldp_audit.errors import InvalidParameterError
+
+ROOT = Path(__file__).resolve().parents[1]
+#: The last commit with the schema-version-1 ledger.
+OLD = "f325f1f"
 
 
 def _timed(fn, *args, **kwargs) -> tuple[float, object]:
@@ -44,157 +62,270 @@ def _timed(fn, *args, **kwargs) -> tuple[float, object]:
     return time.perf_counter() - t0, out
 
 
-def bare_sqlite_charges(path: Path, n: int) -> float:
-    """The straightforward durable ledger: one INSERT + COMMIT per charge."""
+def load_old(tmp: Path) -> types.ModuleType | None:
+    """The previous ``ldp_audit.accountant.accountant`` over the previous ledger, from git."""
+    try:
+        led = subprocess.run(
+            ["git", "show", f"{OLD}:ldp_audit/accountant/ledger.py"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        acc = subprocess.run(
+            ["git", "show", f"{OLD}:ldp_audit/accountant/accountant.py"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.CalledProcessError) as exc:
+        print(f"old implementation unavailable ({exc}); comparisons skipped", file=sys.stderr)
+        return None
+    (tmp / "_old_ledger.py").write_text(led)
+    acc = acc.replace(
+        "from ldp_audit.accountant.ledger import SCOPES, Ledger",
+        "from _old_ledger import SCOPES, Ledger",
+    )
+    (tmp / "_old_accountant.py").write_text(acc)
+    sys.path.insert(0, str(tmp))
+    spec = importlib.util.spec_from_file_location("_old_accountant", tmp / "_old_accountant.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["_old_accountant"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def bare_ledger(path: Path, mode: str, history: int = 0) -> sqlite3.Connection:
+    """The straightforward durable ledger: a table, ``synchronous=FULL``, ``mode`` journal."""
     con = sqlite3.connect(path, isolation_level=None)
-    con.execute("PRAGMA journal_mode=WAL")
+    con.execute(f"PRAGMA journal_mode={mode}")
     con.execute("PRAGMA synchronous=FULL")
     con.execute("CREATE TABLE c (id INTEGER PRIMARY KEY, agent TEXT, event TEXT, t REAL)")
-    con.execute("CREATE INDEX c_agent ON c (agent)")
-    ev = event_to_json(LaplaceEvent(1.0))
-    t0 = time.perf_counter()
-    for i in range(n):
-        con.execute("BEGIN IMMEDIATE")
-        con.execute("INSERT INTO c (agent, event, t) VALUES (?, ?, ?)", (f"a/{i}", ev, time.time()))
+    if history:
+        ev = event_to_json(LaplaceEvent(0.01))
+        con.execute("BEGIN")
+        con.executemany(
+            "INSERT INTO c (agent, event, t) VALUES (?, ?, ?)",
+            (("big", ev, 0.0) for _ in range(history)),
+        )
         con.execute("COMMIT")
-    dt = time.perf_counter() - t0
-    con.close()
-    return dt
+    return con
+
+
+def bare_charges(con: sqlite3.Connection, n: int, checkpoint: bool = False) -> float:
+    """Seconds for ``n`` INSERT + COMMIT (and a PASSIVE checkpoint after each when asked)."""
+    ev = event_to_json(LaplaceEvent(0.01))
+    t0 = time.perf_counter()
+    for _ in range(n):
+        con.execute("BEGIN IMMEDIATE")
+        con.execute("INSERT INTO c (agent, event, t) VALUES (?, ?, ?)", ("big", ev, time.time()))
+        con.execute("COMMIT")
+        if checkpoint:
+            con.execute("PRAGMA wal_checkpoint(PASSIVE)")
+    return time.perf_counter() - t0
+
+
+def fill(acc: object, agent: str, n: int, chunk: int = 100_000) -> None:
+    ev = LaplaceEvent(0.01)
+    for i in range(0, n, chunk):
+        acc.charge_many([(agent, ev)] * min(chunk, n - i))
+
+
+def journal_modes(tmp: Path, n: int, repeats: int) -> dict[str, float]:
+    best = {"wal": 0.0, "wal_checkpoint": 0.0, "rollback_truncate": 0.0}
+    for r in range(repeats):  # interleaved, best of repeats (the machine is shared)
+        for name, mode, ckpt in (
+            ("wal", "WAL", False),
+            ("wal_checkpoint", "WAL", True),
+            ("rollback_truncate", "TRUNCATE", False),
+        ):
+            con = bare_ledger(tmp / f"jm_{name}_{r}.sqlite", mode)
+            best[name] = max(best[name], n / bare_charges(con, n, ckpt))
+            con.close()
+    return best
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--agents", type=int, default=90_000, help="agents per batched round")
-    ap.add_argument("--events", type=int, default=100_000, help="events of one agent for spent")
-    ap.add_argument("--single", type=int, default=500, help="single-transaction charges timed")
-    ap.add_argument("--loop-agents", type=int, default=5_000, help="agents for the spent loop")
-    ap.add_argument("--repeats", type=int, default=2, help="best of N for the spent timings")
+    ap.add_argument("--history", type=int, default=1_000_000, help="largest agent history H")
+    ap.add_argument("--single", type=int, default=200, help="single charges timed per H (ours)")
+    ap.add_argument("--old-single", type=int, default=3, help="single charges timed (old, 10^6)")
+    ap.add_argument("--agents", type=int, default=90_000, help="new agents in one round")
+    ap.add_argument("--lock-agents", type=int, default=5_000, help="agents of the lock-step")
+    ap.add_argument("--lock-steps", type=int, default=40, help="lock-steps")
+    ap.add_argument("--repeats", type=int, default=3, help="best of N for the journal modes")
+    ap.add_argument("--skip-composition", action="store_true", help="skip section 7")
     ap.add_argument("--json", type=Path, default=Path("benchmarks/results/bench_accountant.json"))
     args = ap.parse_args()
     res: dict[str, object] = {
-        "machine": "2-core x86_64 CPU, shared with other jobs",
+        "machine": "2-core x86_64 CPU, shared with other jobs (loaded)",
         "platform": platform.platform(),
         "python": platform.python_version(),
         "sqlite": sqlite3.sqlite_version,
+        "old": OLD,
         "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
     }
-    ev = LaplaceEvent(1.0)
-    with tempfile.TemporaryDirectory() as tmp:
-        tmp = Path(tmp)
+    budget = Budget(epsilon=1e9)
+    with tempfile.TemporaryDirectory() as tmpdir:
+        tmp = Path(tmpdir)
+        old = load_old(tmp)
 
-        # 1. one durable transaction per charge
-        n = args.single
-        dt_bare = bare_sqlite_charges(tmp / "bare.sqlite", n)
-        acc = Accountant(tmp / "single.sqlite", budget=Budget(epsilon=1.0))
-        t0 = time.perf_counter()
-        for i in range(n):
-            acc.charge(f"0/{i}", ev)
-        dt_ours = time.perf_counter() - t0
-        acc.close()
-        res["single_charge"] = {
-            "n": n,
-            "ours_charges_per_s": n / dt_ours,
-            "bare_sqlite_charges_per_s": n / dt_bare,
-            "ours_over_bare": dt_bare / dt_ours,
-        }
+        # 1. journal modes
+        jm = journal_modes(tmp, args.single, args.repeats)
+        res["journal_modes_charges_per_s"] = jm
         print(
-            f"durable single charges: ours {n / dt_ours:,.0f}/s (with budget check), bare SQLite "
-            f"{n / dt_bare:,.0f}/s, ratio ours/bare {dt_bare / dt_ours:.2f}"
+            "bare INSERT+COMMIT per charge: "
+            + ", ".join(f"{k} {v:,.0f}/s" for k, v in jm.items())
+            + f"  (rollback/WAL+checkpoint {jm['rollback_truncate'] / jm['wal_checkpoint']:.2f})"
         )
 
-        # 2. batched rounds
+        # 2-3. single charges with a budget at history H; spent at H
+        rows = []
+        for h in sorted({0, min(10_000, args.history), args.history}):
+            ours = Accountant(tmp / f"ours_{h}.sqlite", budget=budget)
+            dt_fill, _ = _timed(fill, ours, "big", h)
+            bare = bare_ledger(tmp / f"bare_{h}.sqlite", "TRUNCATE", h)
+            k = args.single
+            t_ours = t_bare = float("inf")
+            for _ in range(2):  # alternate, best of two blocks of k
+                t0 = time.perf_counter()
+                for _ in range(k):
+                    ours.charge("big", LaplaceEvent(0.01))
+                t_ours = min(t_ours, (time.perf_counter() - t0) / k)
+                t_bare = min(t_bare, bare_charges(bare, k) / k)
+            bare.close()
+            ours._cache.clear()
+            t_spent, eps = _timed(ours.spent, "big", method="basic")
+            t_spent_best, _ = _timed(ours.spent, "big", method="best")
+            row = {
+                "history": h,
+                "ours_charge_ms": t_ours * 1e3,
+                "bare_charge_ms": t_bare * 1e3,
+                "ours_over_bare": t_ours / t_bare,
+                "ours_spent_ms": t_spent * 1e3,
+                "ours_spent_best_ms": t_spent_best * 1e3,
+                "ours_fill_s": dt_fill,
+            }
+            line = (
+                f"H={h:>9,}: charge() with budget ours {t_ours * 1e3:.2f} ms, bare "
+                f"{t_bare * 1e3:.2f} ms (ours/bare {t_ours / t_bare:.2f}); spent() ours "
+                f"{t_spent * 1e3:.1f} ms (best {t_spent_best * 1e3:.1f} ms)"
+            )
+            if h == args.history:
+                ours.close()
+                dt_open, led = _timed(Ledger, tmp / f"ours_{h}.sqlite")
+                dt_verify, _ = _timed(led.verify)
+                led.close()
+                row.update({"ours_open_s": dt_open, "ours_verify_s": dt_verify})
+                line += f"; open {dt_open:.2f} s, verify() {dt_verify:.1f} s"
+            else:
+                ours.close()
+            if old is not None and (h == args.history or h == 0):
+                o = old.Accountant(tmp / f"old_{h}.sqlite")
+                fill(o, "big", h)
+                o.close()
+                o = old.Accountant(tmp / f"old_{h}.sqlite", budget=old.Budget(epsilon=1e9))
+                ko = args.old_single if h else k
+                t0 = time.perf_counter()
+                for _ in range(ko):
+                    o.charge("big", LaplaceEvent(0.01))
+                t_old = (time.perf_counter() - t0) / ko
+                o._cache.clear()
+                t_old_spent, eps_old = _timed(o.spent, "big", method="basic")
+                o.close()
+                # both count every charge: H + the timed ones, 0.01 each
+                assert abs(eps_old - 0.01 * (h + ko)) < 1e-6 * max(1.0, eps_old), eps_old
+                assert abs(eps - 0.01 * (h + 2 * k)) < 1e-6 * max(1.0, eps), eps
+                row.update(
+                    {
+                        "old_charge_ms": t_old * 1e3,
+                        "old_spent_ms": t_old_spent * 1e3,
+                        "old_over_ours_charge": t_old / t_ours,
+                        "old_over_ours_spent": t_old_spent / t_spent,
+                    }
+                )
+                line += (
+                    f"\n{'':12}old: charge() {t_old * 1e3:.1f} ms ({t_old / t_ours:.1f}x ours), "
+                    f"spent() {t_old_spent * 1e3:.1f} ms ({t_old_spent / t_spent:.0f}x ours)"
+                )
+            rows.append(row)
+            print(line, flush=True)
+        res["single_charge_and_spent"] = rows
+
+        # 4. charge_many
+        ev = LaplaceEvent(1.0)
         m = args.agents
-        acc = Accountant(tmp / "batch.sqlite")
-        dt_nb, _ = _timed(acc.charge_many, [(f"1/{i}", ev) for i in range(m)])
-        accb = Accountant(tmp / "batch.sqlite", budget=Budget(epsilon=1.0))
-        dt_b, _ = _timed(accb.charge_many, [(f"2/{i}", ev) for i in range(m)])
-        loop_n = min(m, args.single)
-        t0 = time.perf_counter()
-        for i in range(loop_n):
-            accb.charge(f"3/{i}", ev)
-        dt_loop = (time.perf_counter() - t0) / loop_n * m
-        res["batched"] = {
-            "agents": m,
-            "charge_many_rows_per_s": m / dt_nb,
-            "charge_many_budget_rows_per_s": m / dt_b,
-            "charge_loop_rows_per_s": m / dt_loop,
-            "batch_over_loop": dt_loop / dt_b,
-        }
-        print(
-            f"batched round of {m:,} agents: charge_many {m / dt_nb:,.0f} rows/s, with budget "
-            f"check {m / dt_b:,.0f} rows/s; loop of charge() {m / dt_loop:,.0f} rows/s "
-            f"(measured on {loop_n}); batch/loop {dt_loop / dt_b:.0f}x"
-        )
-
-        # 4. bulk spent_all vs per-agent spent (on the 2*agents ledger)
-        dt_all, allv = _timed(accb.spent_all, method="basic")
-        sub = sorted(allv)[: args.loop_agents]
-        t0 = time.perf_counter()
-        for a in sub:
-            accb.spent(a, method="basic")
-        dt_each = (time.perf_counter() - t0) / len(sub) * len(allv)
-        dt_cached, _ = _timed(accb.spent_all, method="basic")
-        res["spent_all"] = {
-            "agents": len(allv),
-            "spent_all_s": dt_all,
-            "spent_all_cached_s": dt_cached,
-            "spent_loop_s_extrapolated": dt_each,
-            "bulk_over_loop": dt_each / dt_all,
-        }
-        print(
-            f"spent_all over {len(allv):,} agents: {dt_all:.2f} s (cached {dt_cached * 1e3:.1f} "
-            f"ms); loop of spent() {dt_each:.1f} s (extrapolated from {len(sub):,}); "
-            f"{dt_each / dt_all:.0f}x"
-        )
-        accb.close()
-        acc.close()
-
-        # 3. spent for one agent with k events
-        k = args.events
-        step = PoissonSampledEvent(0.01, GaussianEvent(1.0))
-        acc = Accountant(tmp / "spent.sqlite")
-        dt_charge, _ = _timed(acc.charge_many, [("dpsgd", step)] * k, scope="central")
-        from opacus.accountants import PRVAccountant, RDPAccountant
-
-        row: dict[str, object] = {"events": k, "charge_many_s": dt_charge}
-
-        def opacus_alone(cls):
-            op = cls()
-            for _ in range(k):
-                op.step(noise_multiplier=1.0, sample_rate=0.01)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                return op.get_epsilon(delta=1e-5)
-
-        for name, cls in (("rdp", RDPAccountant), ("prv", PRVAccountant)):
-            # alternate ours / Opacus, best of --repeats each (the machine is shared)
-            dt_ours = dt_op = float("inf")
-            for _ in range(args.repeats):
-                acc._cache.clear()
-                _evaluate.cache_clear()  # time the composition, not the memo
-                dt, eps_ours = _timed(acc.spent, "dpsgd", delta=1e-5, method=name)
-                dt_ours = min(dt_ours, dt)
-                dt, eps_op = _timed(opacus_alone, cls)
-                dt_op = min(dt_op, dt)
-            row[name] = {
-                "ours_s": dt_ours,
-                "opacus_s": dt_op,
-                "ours_epsilon": eps_ours,
-                "opacus_epsilon": eps_op,
-                "ours_over_opacus": dt_op / dt_ours,
+        batch = {}
+        for name, mod in (("ours", sys.modules[Accountant.__module__]), ("old", old)):
+            if mod is None:
+                continue
+            cls = mod.Accountant
+            a = cls(tmp / f"batch_{name}.sqlite", budget=mod.Budget(epsilon=1.0))
+            dt1, _ = _timed(a.charge_many, [(f"1/{i}", ev) for i in range(m)])
+            dt2, _ = _timed(a.charge_many, [(f"2/{i}", ev) for i in range(m)])
+            a._cache.clear()
+            dt_all, allv = _timed(a.spent_all, method="basic")
+            a.close()
+            la = cls(tmp / f"lock_{name}.sqlite", budget=mod.Budget(epsilon=1e9))
+            lock = [(f"0/{i}", LaplaceEvent(0.01)) for i in range(args.lock_agents)]
+            t0 = time.perf_counter()
+            last = 0.0
+            for _ in range(args.lock_steps):
+                last, _ = _timed(la.charge_many, lock)
+            dt_lock = time.perf_counter() - t0
+            la.close()
+            batch[name] = {
+                "round_rows_per_s": m / min(dt1, dt2),
+                "spent_all_s": dt_all,
+                "spent_all_agents": len(allv),
+                "lock_rows_per_s": args.lock_agents * args.lock_steps / dt_lock,
+                "lock_last_step_s": last,
             }
             print(
-                f"spent, {k:,} DP-SGD steps, {name}: ours {dt_ours:.3f} s (eps {eps_ours:.4f}), "
-                f"Opacus {cls.__name__} alone {dt_op:.3f} s (eps {eps_op:.4f})"
+                f"{name}: charge_many round of {m:,} new agents with budget "
+                f"{m / min(dt1, dt2):,.0f} rows/s; lock-step {args.lock_agents:,} agents x "
+                f"{args.lock_steps} steps {batch[name]['lock_rows_per_s']:,.0f} rows/s (last step "
+                f"{last * 1e3:.0f} ms); spent_all over {len(allv):,} agents {dt_all:.2f} s",
+                flush=True,
             )
-        acc.charge_many([("lap", LaplaceEvent(0.01))] * k)
-        for method in ("basic", "optimal", "pld"):
-            _evaluate.cache_clear()
-            dt, eps = _timed(acc.spent, "lap", delta=1e-5, method=method)
-            row[f"laplace_{method}"] = {"s": dt, "epsilon": eps}
-            print(f"spent, {k:,} Laplace(0.01) events, {method}: {dt:.3f} s (eps {eps:.4f})")
-        res["spent_one_agent"] = row
-        acc.close()
+        if "old" in batch:
+            o, n = batch["old"], batch["ours"]
+            batch["ours_over_old"] = {
+                "round_rows_per_s": n["round_rows_per_s"] / o["round_rows_per_s"],
+                "lock_rows_per_s": n["lock_rows_per_s"] / o["lock_rows_per_s"],
+                "lock_last_step": o["lock_last_step_s"] / n["lock_last_step_s"],
+                "spent_all": o["spent_all_s"] / n["spent_all_s"],
+            }
+            print(
+                "ours/old throughput: "
+                + ", ".join(f"{k} {v:.2f}" for k, v in batch["ours_over_old"].items())
+            )
+        res["charge_many"] = batch
+
+    # 7. composition of long histories (bounded)
+    if not args.skip_composition:
+        comp = []
+        step = PoissonSampledEvent(0.01, GaussianEvent(1.0))
+        for ev, n in ((step, 100_000), (step, 1_000_000), (LaplaceEvent(0.01), 1_000_000)):
+            sig = ((event_to_json(ev), n),)  # what spent() composes: (event, count) pairs
+            atoms = {ev: n}
+            for method in ("rdp", "prv", "pld", "best"):
+                _evaluate.cache_clear()
+                try:
+                    dt, (eps, winner, _, skipped) = _timed(_evaluate_full, sig, 1e-5, method)
+                    out = {"s": dt, "epsilon": eps, "winner": winner}
+                    if skipped:
+                        out["skipped"] = dict(skipped)
+                except InvalidParameterError as exc:  # e.g. a method that does not apply
+                    out = {"error": str(exc)}
+                if method == "prv" and isinstance(ev, PoissonSampledEvent):
+                    out["plan_eps_error"] = prv.plan(atoms, delta=1e-5)[0]
+                if method == "pld":
+                    out["plan_discretization"] = pld.plan(atoms)[0]
+                comp.append({"event": repr(ev), "steps": n, "method": method, **out})
+                print(f"{n:>9,} x {ev!r}: {method}: {out}", flush=True)
+        res["composition"] = comp
 
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(res, indent=2))

@@ -735,11 +735,12 @@ class Ledger:
         *,
         run_id: str | None,
         when: float | None,
+        times: Sequence[float] | None = None,
     ) -> None:
-        """Append ``(agent, event, scope)`` rows, chain them and update the state.
+        """Append ``(agent, event, scope)`` rows, chain them and update the state tables.
 
         ``states`` must hold the verified state of every agent of ``rows`` (from
-        ``_load_states`` in the same transaction); it is updated in place.
+        ``_load_states`` in the same transaction). ``times`` (one per row) overrides ``when``.
         """
         c = self._conn
         n_rows, prev = self._head()
@@ -751,27 +752,36 @@ class Ledger:
         sha256 = hashlib.sha256
         new_rows = []
         append = new_rows.append
-        touched: dict[str, AgentState] = {}
-        events_touched: set[tuple[str, str, str]] = set()
-        get = states.get
+        agent_n: dict[str, int] = {}  # running total of each touched agent
+        agent_last: dict[str, int] = {}
+        counts: dict[tuple[str, str, str], int] = {}  # (agent, scope, event) -> new count
+        get_n, get_count, get_state = agent_n.get, counts.get, states.get
         i = n_rows
-        for agent, event, scope in rows:
-            st = get(agent)
-            if st is None:
-                st = states[agent] = AgentState()
+        for k, (agent, event, scope) in enumerate(rows):
             i += 1
-            n = st.n = st.n + 1
-            st.last_id = i
-            key = (scope, event)
-            ev = st.events
-            ev[key] = ev.get(key, 0) + 1
-            touched[agent] = st
-            events_touched.add((agent, scope, event))
-            tail = tails.get(key)
-            if tail is None:
-                tail = tails[key] = f"|{len(event)}:{event}|{scope}|{t!r}|{r}|"
-            prev = sha256(prev + f"{i}|{len(agent)}:{agent}{tail}{n}".encode()).digest()
-            append((i, agent, event, scope, t, run_id, n, prev))
+            n = get_n(agent)
+            if n is None:
+                st = get_state(agent)
+                n = 0 if st is None else st.n
+            n += 1
+            agent_n[agent] = n
+            agent_last[agent] = i
+            key3 = (agent, scope, event)
+            cnt = get_count(key3)
+            if cnt is None:
+                st = get_state(agent)
+                cnt = 0 if st is None else st.events.get((scope, event), 0)
+            counts[key3] = cnt + 1
+            if times is None:
+                tail = tails.get((scope, event))
+                if tail is None:
+                    tail = tails[(scope, event)] = f"|{len(event)}:{event}|{scope}|{t!r}|{r}|"
+                prev = sha256(prev + f"{i}|{len(agent)}:{agent}{tail}{n}".encode()).digest()
+                append((i, agent, event, scope, t, run_id, n, prev))
+            else:
+                tk = float(times[k])
+                prev = _row_hash(prev, _row_bytes(i, agent, event, scope, tk, run_id, n))
+                append((i, agent, event, scope, tk, run_id, n, prev))
         c.executemany(
             f"INSERT INTO {_CHARGES} (id, agent, event, scope, time, run_id, agent_n, hash) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -779,16 +789,12 @@ class Ledger:
         )
         c.executemany(
             f"INSERT OR REPLACE INTO {_STATE} (agent, scope, event, n, chk) VALUES (?, ?, ?, ?, ?)",
-            sorted(
-                (a, s, e, n, _state_chk(a, s, e, n))
-                for a, s, e in events_touched
-                for n in (states[a].events[(s, e)],)
-            ),
+            sorted([(a, s, e, n, _state_chk(a, s, e, n)) for (a, s, e), n in counts.items()]),
         )
         c.executemany(
             f"INSERT OR REPLACE INTO {_AGENTS} (agent, n, last_id, chk) VALUES (?, ?, ?, ?)",
             sorted(
-                (a, st.n, st.last_id, _agent_chk(a, st.n, st.last_id)) for a, st in touched.items()
+                [(a, n, agent_last[a], _agent_chk(a, n, agent_last[a])) for a, n in agent_n.items()]
             ),
         )
         c.execute(f"UPDATE {_HEAD} SET rows = ?, hash = ? WHERE k = 1", (i, prev))
@@ -1141,9 +1147,22 @@ def migrate_v1(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> Ledg
         raise LedgerError(f"cannot read version-1 ledger {src_s!r}: {exc}") from exc
     led = Ledger(dst_s)
     with led.transaction():
-        states: dict[str, AgentState] = {}
-        for agent, event, scope, t, run_id in rows:  # one row at a time keeps each time
-            led._append_rows([(agent, event, scope)], states, run_id=run_id, when=t)
+        # consecutive rows of one run id go in together, each with its own time
+        k = 0
+        while k < len(rows):
+            j = k
+            while j < len(rows) and rows[j][4] == rows[k][4]:
+                j += 1
+            part = rows[k:j]
+            states = led._load_states(list(dict.fromkeys(a for a, *_ in part)))
+            led._append_rows(
+                [(a, e, s) for a, e, s, _, _ in part],
+                states,
+                run_id=part[0][4],
+                when=None,
+                times=[t for _, _, _, t, _ in part],
+            )
+            k = j
         for k, v in meta.items():
             if k not in ("application", "schema_version", "created", "ledger_id"):
                 led._conn.execute(
