@@ -86,7 +86,7 @@ def test_act_kernel_greedy_exploration_and_recording():
     acts_buf = np.full((e, 7), -1, dtype=np.int8)
     actions = np.empty(e, dtype=np.int64)
     sample = np.zeros(e, dtype=bool)
-    act_and_record(state, theta, u, alpha, sample, t, obs_buf, acts_buf, actions)
+    act_and_record(state, theta, u, alpha, sample, t, obs_buf, acts_buf, actions, np.arange(e))
     np.testing.assert_array_equal(obs_buf[np.arange(e), t], obs32)  # float32-rounded state
     np.testing.assert_array_equal(acts_buf[np.arange(e), t], actions)
     z, greedy = _forward_greedy(theta, obs32)
@@ -98,7 +98,7 @@ def test_act_kernel_greedy_exploration_and_recording():
     np.testing.assert_array_equal(greedy_actions(theta, state.T)[clear], greedy[clear])
     # acting="sample": the non-exploring action is drawn from pi with the same uniform
     sampled = np.empty(e, dtype=np.int64)
-    act_and_record(state, theta, u, alpha, ~sample, t, obs_buf, acts_buf, sampled)
+    act_and_record(state, theta, u, alpha, ~sample, t, obs_buf, acts_buf, sampled, np.arange(e))
     np.testing.assert_array_equal(sampled[explore], actions[explore])
     pi1 = 1.0 / (1.0 + np.exp(-(z[:, 1] - z[:, 0])))
     v = (u - alpha) / np.where(alpha < 1.0, 1.0 - alpha, 1.0)

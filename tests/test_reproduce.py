@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -258,3 +259,62 @@ def test_report_command_reruns_the_same_config(kwargs):
         assert args.figure2_trials == cfg.figure2_trials
         assert args.figure2_submissions == cfg.figure2_submissions
     assert args.acting == cfg.acting
+
+
+def test_reading_options_reach_the_engine_and_the_command_line():
+    import warnings
+
+    from ldp_audit.training.reproduce import (
+        ReproduceConfig,
+        _engine_config,
+        _settings,
+        reading_options,
+        reproduce_command,
+    )
+
+    cfg = ReproduceConfig(clip_kind="coordinate", aggregator="adam", aggregator_lr=0.01)
+    assert reading_options(cfg, "laplace") == {
+        "clip_kind": "coordinate", "aggregator": "adam", "aggregator_lr": 0.01,
+    }  # fmt: skip
+    assert "clip_kind" not in reading_options(cfg, "prs")  # PRS clips its own coordinates
+    assert reading_options(ReproduceConfig(), "laplace") == {}  # printed settings unchanged
+    grid, _ = _settings(cfg)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        engine = [_engine_config(s, 100, "argmax", reading_options(cfg, s.engine_mechanism))
+                  for s in grid]  # fmt: skip
+    lap = [c for c in engine if c.mechanism == "laplace"]
+    assert lap and all(c.true_epsilon_per_submission == 112 * c.epsilon for c in lap)
+    assert all(c.aggregator == "adam" for c in engine)
+    cmd = reproduce_command({**dataclasses.asdict(cfg)})
+    assert "--clip-kind coordinate" in cmd and "--aggregator adam" in cmd
+    assert "--aggregator-lr 0.01" in cmd
+    with pytest.raises(InvalidParameterError, match="clip_kind"):
+        ReproduceConfig(clip_kind="box")
+
+
+def test_readings_report_tiny_run(tmp_path):
+    from ldp_audit.training.readings import (
+        READINGS,
+        ReadingsConfig,
+        run_readings,
+        write_readings_report,
+    )
+
+    cfg = ReadingsConfig(
+        trials=1, max_submissions=20, audit_samples=2000, audit_epsilons=(1.0,), n_resamples=100
+    )
+    res = run_readings(cfg, progress=False)
+    st = res["settings"]
+    assert len(st) == len(READINGS) * 2 * 5 + 3
+    coord = st["coordinate-argmax-laplace-eps1"]
+    assert coord["privacy"]["epsilon_per_submission"] == 112.0
+    assert st["printed-argmax-laplace-eps1"]["privacy"]["epsilon_per_submission"] == 1.0
+    audits = {(a["clip_kind"], a["claim"].split()[0]): a for a in res["audits"]}
+    assert set(audits) == {("l1", "claimed"), ("coordinate", "claimed"), ("coordinate", "true")}
+    assert audits[("coordinate", "true")]["claimed_epsilon"] == 112.0
+    paths = write_readings_report(res, tmp_path / "r")
+    text = (tmp_path / "r" / "README.md").read_text()
+    assert "--readings --trials 1 --max-submissions 20" in text
+    assert "112 x epsilon" in text and "| **paper** |" in text
+    assert json.loads(paths[0].read_text())["config"]["trials"] == 1

@@ -26,6 +26,7 @@ import numpy as np
 __all__ = [
     "act_and_record",
     "aggregate",
+    "aggregate_adaptive",
     "ended_episodes",
     "episode_gradients_kernel",
     "record_scores",
@@ -56,11 +57,13 @@ def act_and_record(
     obs_buf: np.ndarray,
     acts_buf: np.ndarray,
     actions: np.ndarray,
+    slot: np.ndarray,
 ) -> None:
     """One lock-step of acting for every row i (section 4, alpha-greedy):
 
     - the observation is the float64 state rounded to float32 (what Gymnasium shows an agent),
-      recorded at ``obs_buf[i, t[i]]``;
+      recorded at ``obs_buf[slot[i], t[i]]`` (the buffers are indexed through ``slot``, so the
+      engine drops finished rows without moving the episode buffers);
     - greedy action argmax_a pi(a|s) = 1 iff (theta_p1 - theta_p0) . ReLU(theta_c s) > 0
       (ties go to action 0);
     - with probability alpha a uniformly random action: explore iff u < alpha, and then
@@ -68,7 +71,7 @@ def act_and_record(
     - rows with ``sample[i]`` draw the non-exploring action from pi instead of taking the argmax:
       v = (u - alpha) / (1 - alpha) is uniform on [0, 1) given u >= alpha, action = 1 iff
       v < pi(1|s), so the same uniform still decides everything;
-    - the action is recorded at ``acts_buf[i, t[i]]`` and written to ``actions[i]``.
+    - the action is recorded at ``acts_buf[slot[i], t[i]]`` and written to ``actions[i]``.
 
     Args:
         state: (4, E) float64 physical state (Gymnasium's layout).
@@ -76,19 +79,21 @@ def act_and_record(
         u: (E,) uniforms in [0, 1); alpha: (E,) exploration probability per row.
         sample: (E,) bool, sample from pi rather than take the argmax.
         t: (E,) step index of each row in its episode.
-        obs_buf: (E, L + 1, 4) float64; acts_buf: (E, L) int8; actions: (E,) int64 output.
+        obs_buf: (S, L + 1, 4) float64; acts_buf: (S, L) int8; actions: (E,) int64 output.
+        slot: (E,) int64, the buffer row of row i.
     """
     n = state.shape[1]
     for i in range(n):
         ti = t[i]
+        si = slot[i]
         o0 = np.float64(np.float32(state[0, i]))
         o1 = np.float64(np.float32(state[1, i]))
         o2 = np.float64(np.float32(state[2, i]))
         o3 = np.float64(np.float32(state[3, i]))
-        obs_buf[i, ti, 0] = o0
-        obs_buf[i, ti, 1] = o1
-        obs_buf[i, ti, 2] = o2
-        obs_buf[i, ti, 3] = o3
+        obs_buf[si, ti, 0] = o0
+        obs_buf[si, ti, 1] = o1
+        obs_buf[si, ti, 2] = o2
+        obs_buf[si, ti, 3] = o3
         acc = 0.0
         for j in range(_H):
             p = theta[i, 4 * j] * o0
@@ -110,7 +115,7 @@ def act_and_record(
             a = 1 if (ui - ai) / (1.0 - ai) < pi1 else 0
         else:
             a = 1 if acc > 0.0 else 0
-        acts_buf[i, ti] = a
+        acts_buf[si, ti] = a
         actions[i] = a
 
 
@@ -128,6 +133,7 @@ def episode_gradients_kernel(
     beta: np.ndarray,
     out: np.ndarray,
     scores: np.ndarray,
+    literal: np.ndarray,
 ) -> None:
     """Gradient of the episode loss (eqs. 15-18) for M episodes, written into ``out`` (M, 112);
     ``scores[m]`` gets the episode's return sum_t r_t (zeta: the steps the pole stood).
@@ -138,6 +144,9 @@ def episode_gradients_kernel(
 
     - Eq. 18 with the bootstrap discounted as in eq. 12: V_hat_t = r_t + gamma V_hat_{t+1},
       V_hat_T = V(s_T) if ``bootstrap[m]`` (episode cut at the step limit) else 0 (terminal).
+    - ``literal[m]`` (the ``target="literal-eq18"`` ablation): eq. 18 exactly as printed,
+      V_hat_t = sum_{j>=t} gamma^{j-t} r_j + V(s_T), the bootstrap undiscounted and taken even
+      when the pole fell (V(s_T) of the terminal state as the network sees it).
     - A_t = V_hat_t - V(s_t) (eq. 12), a constant w.r.t. theta, as is V_hat.
     - Eq. 16: L_p = -sum_t log pi(a_t|s_t) A_t - beta sum_t H(pi(.|s_t)) (eq. 13 for H).
     - Eq. 17 x lambda (eq. 15): L_v = lambda sum_t (V_hat_t - V(s_t))^2.
@@ -182,11 +191,17 @@ def episode_gradients_kernel(
             val[t] = v
             dif[t] = z1 - z0
         # eq. 18 (bootstrap discounted as in eq. 12)
-        nxt = val[big_t] if bootstrap[m] else 0.0
         g = gamma[m]
-        for t in range(big_t - 1, -1, -1):
-            nxt = rews_buf[r, t] + g * nxt
-            vhat[t] = nxt
+        if literal[m]:  # eq. 18 as printed: + V(s_T), undiscounted, also after a failure
+            nxt = 0.0
+            for t in range(big_t - 1, -1, -1):
+                nxt = rews_buf[r, t] + g * nxt
+                vhat[t] = nxt + val[big_t]
+        else:
+            nxt = val[big_t] if bootstrap[m] else 0.0
+            for t in range(big_t - 1, -1, -1):
+                nxt = rews_buf[r, t] + g * nxt
+                vhat[t] = nxt
         total = 0.0
         for t in range(big_t):
             total += rews_buf[r, t]
@@ -249,6 +264,68 @@ def aggregate(
             for k in range(d):
                 theta[g, k] -= e * (buffer[g, k] / c)
                 buffer[g, k] = 0.0
+            count[g] = 0
+            version[g] += 1
+
+
+@nb.njit(cache=True, nogil=True)
+def aggregate_adaptive(
+    theta: np.ndarray,
+    buffer: np.ndarray,
+    count: np.ndarray,
+    version: np.ndarray,
+    lr: np.ndarray,
+    buffer_size: np.ndarray,
+    kind: np.ndarray,
+    m1: np.ndarray,
+    m2: np.ndarray,
+    steps: np.ndarray,
+    trial: np.ndarray,
+    reports: np.ndarray,
+) -> None:
+    """Eq. 22 with an adaptive optimizer in place of plain SGD (the ``aggregator`` ablation).
+
+    The aggregator's update direction is g = mean(buffer), exactly as in eq. 22, but the step
+    is taken per trial by ``kind[g]``: 0 plain SGD (theta -= lr g, the same as
+    :func:`aggregate`), 1 Adam (Kingma & Ba 2015, beta1 0.9, beta2 0.999, eps 1e-8, bias
+    corrected), 2 RMSprop (decay 0.99 as in the public
+    A3C CartPole code the paper's hyper-parameters match, eps 1e-10 as TensorFlow 1's default,
+    no momentum, accumulator starting at 0).
+    ``m1``/``m2`` hold the first/second moment estimates, ``steps`` the updates so far. It
+    touches only released reports: post-processing, no privacy cost.
+    """
+    d = theta.shape[1]
+    for i in range(trial.shape[0]):
+        g = trial[i]
+        for k in range(d):
+            buffer[g, k] += reports[i, k]
+        count[g] += 1
+        if count[g] >= buffer_size[g]:
+            c = np.float64(count[g])
+            e = lr[g]
+            steps[g] += 1
+            kd = kind[g]
+            if kd == 1:
+                b1, b2 = 0.9, 0.999
+                c1 = 1.0 - b1 ** steps[g]
+                c2 = 1.0 - b2 ** steps[g]
+                for k in range(d):
+                    x = buffer[g, k] / c
+                    m1[g, k] = b1 * m1[g, k] + (1.0 - b1) * x
+                    m2[g, k] = b2 * m2[g, k] + (1.0 - b2) * x * x
+                    theta[g, k] -= e * (m1[g, k] / c1) / (math.sqrt(m2[g, k] / c2) + 1e-8)
+                    buffer[g, k] = 0.0
+            elif kd == 2:
+                rho = 0.99
+                for k in range(d):
+                    x = buffer[g, k] / c
+                    m2[g, k] = rho * m2[g, k] + (1.0 - rho) * x * x
+                    theta[g, k] -= e * x / math.sqrt(m2[g, k] + 1e-10)
+                    buffer[g, k] = 0.0
+            else:
+                for k in range(d):
+                    theta[g, k] -= e * (buffer[g, k] / c)
+                    buffer[g, k] = 0.0
             count[g] = 0
             version[g] += 1
 

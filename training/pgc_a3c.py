@@ -55,20 +55,23 @@ from __future__ import annotations
 import functools
 import math
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from dataclasses import replace as dataclasses_replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from ldp_audit._validation import check_epsilon, check_positive, check_rng
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.mechanisms import Mechanism as _MechanismBase
 from ldp_audit.release import ReleaseRequest, SealedRelease, release_many, require_sealed
 from ldp_audit.training._kernels import (
     act_and_record,
     aggregate,
+    aggregate_adaptive,
     ended_episodes,
     episode_gradients_kernel,
     record_scores,
@@ -80,6 +83,8 @@ __all__ = [
     "DIM",
     "PgcA3cConfig",
     "TrainResult",
+    "CoordinateLaplace",
+    "PrivacyClaimWarning",
     "PrivateReport",
     "Aggregator",
     "privatize_reports",
@@ -100,6 +105,12 @@ _SIZES = (HIDDEN * OBS_DIM, N_ACTIONS * HIDDEN, HIDDEN)
 DIM = sum(_SIZES)
 _MECHANISMS = ("laplace", "prs", "none")
 _ACTING = ("argmax", "sample")
+_CLIP_KINDS = ("l1", "coordinate")
+_AGGREGATORS = ("sgd", "adam", "rmsprop")
+_TARGETS = ("engine", "literal-eq18")
+#: Step size of the adaptive aggregators when ``aggregator_lr`` is None: 1e-3, the published
+#: default of Adam (Kingma & Ba 2015) and TensorFlow's for Adam and RMSprop (not tuned here).
+ADAPTIVE_DEFAULT_LR = 1e-3
 _PAPER_CLIP: dict[str, float] = {"laplace": 0.01, "prs": 1.0, "none": 10.0}
 _PAPER_BUFFER = {"laplace": 1, "prs": 100, "none": 1}
 #: Acting uniforms are drawn per trial in blocks of this many lock-steps.
@@ -174,6 +185,23 @@ class PgcA3cConfig:
     """m of eq. 25."""
     budget: float | None = None
     """Optional per-agent epsilon budget enforced by the accountant (None = no budget)."""
+    clip_kind: str = "l1"
+    """How a report is clipped before the Laplace noise: "l1" (eq. 19 as printed, L1 norm C/2,
+    sensitivity C, epsilon-LDP) or "coordinate" (an ablation, a reading of the paper that is NOT
+    its claim: each coordinate clipped to [-C/2, C/2], so the L1 sensitivity is d C and the same
+    noise Lap(C/epsilon) gives d * epsilon = 112 epsilon per report; that true epsilon is what
+    the ledger is charged and every report shows, and a :class:`PrivacyClaimWarning` is
+    issued). Laplace and the non-private baseline only."""
+    aggregator: str = "sgd"
+    """The aggregator's step on mean(B): "sgd" (eq. 22 as printed), "adam" or "rmsprop" (an
+    ablation; post-processing of released reports, no privacy cost)."""
+    aggregator_lr: float | None = None
+    """Step size of the aggregator: None = ``eta`` for "sgd", ``ADAPTIVE_DEFAULT_LR`` (1e-3)
+    for "adam" and "rmsprop"."""
+    target: str = "engine"
+    """The value target: "engine" (eq. 18 with the bootstrap discounted as in eq. 12 and
+    V(s_T) = 0 after a failure) or "literal-eq18" (eq. 18 as printed: + V(s_T), undiscounted,
+    also after a failure; an ablation that shows why the engine deviates)."""
 
     def __post_init__(self) -> None:
         if self.mechanism not in _MECHANISMS:
@@ -186,6 +214,24 @@ class PgcA3cConfig:
             object.__setattr__(self, "epsilon", check_epsilon(self.epsilon, "epsilon"))
         if self.acting not in _ACTING:
             raise InvalidParameterError(f"acting must be one of {_ACTING}, got {self.acting!r}")
+        for name, allowed in (
+            ("clip_kind", _CLIP_KINDS),
+            ("aggregator", _AGGREGATORS),
+            ("target", _TARGETS),
+        ):
+            if getattr(self, name) not in allowed:
+                raise InvalidParameterError(
+                    f"{name} must be one of {allowed}, got {getattr(self, name)!r}"
+                )
+        if self.clip_kind == "coordinate" and self.mechanism == "prs":
+            raise InvalidParameterError(
+                "clip_kind='coordinate' applies to mechanism 'laplace' or 'none' (PRS clips its "
+                f"projected coordinates itself, eq. 23), got mechanism={self.mechanism!r}"
+            )
+        if self.aggregator_lr is not None:
+            object.__setattr__(
+                self, "aggregator_lr", check_positive(self.aggregator_lr, "aggregator_lr")
+            )
         for name, lo in (("trials", 1), ("n_agents", 1), ("max_submissions", 1), ("rounds", 1)):
             _check_int(getattr(self, name), name, lo)
         _check_int(self.episode_steps, "episode_steps", 1)
@@ -241,14 +287,37 @@ class PgcA3cConfig:
         return _PAPER_BUFFER[self.mechanism] if self.buffer_size is None else self.buffer_size
 
     @property
+    def effective_aggregator_lr(self) -> float:
+        """The aggregator's step size actually used (see ``aggregator_lr``)."""
+        if self.aggregator_lr is not None:
+            return float(self.aggregator_lr)
+        return float(self.eta) if self.aggregator == "sgd" else ADAPTIVE_DEFAULT_LR
+
+    @property
     def epsilon_per_submission(self) -> float:
-        """epsilon / T (sequential composition, section 3.2.1)."""
+        """epsilon / T (sequential composition, section 3.2.1): the per-report epsilon the
+        config *claims*. With ``clip_kind="coordinate"`` the true one is
+        :attr:`true_epsilon_per_submission` (d times larger)."""
         return self.epsilon / self.rounds
 
+    @property
+    def true_epsilon_per_submission(self) -> float:
+        """The epsilon one report actually satisfies (what the ledger is charged): equal to
+        :attr:`epsilon_per_submission` except with Laplace and ``clip_kind="coordinate"``,
+        where it is d C / (C / epsilon) = 112 epsilon_per_submission."""
+        if self.mechanism == "laplace" and self.clip_kind == "coordinate":
+            return self.make_mechanism().epsilon
+        return self.epsilon_per_submission
+
     def make_mechanism(self) -> Any:
-        """The per-submission mechanism object of :mod:`ldp_audit.mechanisms`."""
+        """The per-submission mechanism object of :mod:`ldp_audit.mechanisms` (or, for the
+        coordinate-clipping ablation, :class:`CoordinateLaplace` with its true epsilon)."""
         from ldp_audit import mechanisms as M
 
+        if self.mechanism == "laplace" and self.clip_kind == "coordinate":
+            return CoordinateLaplace(
+                coordinate_epsilon=self.epsilon_per_submission, clip=self.effective_clip, dim=DIM
+            )
         if self.mechanism == "laplace":
             return M.Laplace(epsilon=self.epsilon_per_submission, clip=self.effective_clip)
         if self.mechanism == "prs":
@@ -373,6 +442,7 @@ def greedy_actions(theta: np.ndarray, obs: np.ndarray) -> np.ndarray:
         np.empty((b, 1, OBS_DIM)),
         np.empty((b, 1), dtype=np.int8),
         actions,
+        np.arange(b, dtype=np.int64),
     )
     return actions
 
@@ -485,6 +555,7 @@ def loss_gradients(
     gamma: float | np.ndarray = 0.99,
     lam: float | np.ndarray = 0.5,
     beta: float | np.ndarray = 0.01,
+    target: str = "engine",
 ) -> np.ndarray:
     """Gradient of the episode loss L = L_p + lambda L_v (eqs. 15-18) per row, by hand.
 
@@ -501,10 +572,14 @@ def loss_gradients(
         bootstrap: (M,) True where the episode was cut (use V(s_T)), False where it terminated
             (V(s_T) = 0).
         gamma, lam, beta: scalars or (M,) per row.
+        target: "engine" (eq. 18 with the bootstrap discounted as in eq. 12, V(s_T) = 0 after a
+            failure) or "literal-eq18" (eq. 18 as printed: + V(s_T), undiscounted, always).
 
     Returns:
         (M, 112) gradients dL/dtheta in our packing.
     """
+    if target not in _TARGETS:
+        raise InvalidParameterError(f"target must be one of {_TARGETS}, got {target!r}")
     theta = _check_theta(theta)
     m, big_l = _check_episode_batch(theta, obs, actions, rewards, lengths, bootstrap)
     per = [
@@ -523,6 +598,7 @@ def loss_gradients(
         *per,
         out,
         np.empty(m),
+        np.full(m, target == "literal-eq18", dtype=np.bool_),
     )
     return out
 
@@ -667,6 +743,7 @@ def rollout(
     a_tmp = np.empty((b, 1), dtype=np.int8)
     a = np.empty(b, dtype=np.int64)
     zero_t = np.zeros(b, dtype=np.int64)
+    ident = np.arange(b, dtype=np.int64)
     for t in range(steps):
         n = alive.size
         # the engine's own acting kernel (same observation rounding, greedy rule and ties)
@@ -680,6 +757,7 @@ def rollout(
             o_tmp[:n],
             a_tmp[:n],
             a[:n],
+            ident[:n],
         )
         obs[alive, t] = o_tmp[:n, 0]
         acts[alive, t] = a_tmp[:n, 0]
@@ -767,6 +845,114 @@ def episode_gradients(
 PrivateReport = SealedRelease  # the PGC-A3C name of a sealed batch of reports
 
 
+class PrivacyClaimWarning(UserWarning):
+    """A run is configured so that its reports do NOT satisfy the epsilon its config names
+    (the coordinate-clipping ablation): the true epsilon is charged and reported instead."""
+
+
+def _clip_coordinates(x: np.ndarray, bound: float) -> np.ndarray:
+    """Each coordinate clipped to [-bound, bound] (the coordinate-clipping reading of eq. 19)."""
+    return np.clip(x, -bound, bound)
+
+
+@dataclass(frozen=True)
+class CoordinateLaplace(_MechanismBase):
+    """Laplace noise after clipping each coordinate to [-C/2, C/2] (an ablation, honest).
+
+    The reading of eq. 19 as a per-coordinate clip: two clipped reports differ by at most C in
+    every coordinate, so by at most d C in L1, and Lap(b) noise on each coordinate makes one
+    report (d C / b)-LDP. With the paper's b = C / epsilon that is d * epsilon = 112 epsilon:
+    :attr:`epsilon` is that TRUE value (what the ledger is charged and the auditor checks), not
+    the epsilon whose noise scale was used. The noise is drawn exactly as
+    :class:`ldp_audit.mechanisms.Laplace` draws it (one ``rng.laplace`` call of the batch's
+    shape), so a coordinate-clipped run sees the same noise as the L1 run with the same seed.
+
+    Args:
+        coordinate_epsilon: C / b, the epsilon of ONE coordinate (the paper's epsilon when its
+            noise scale b = C / epsilon is used); the report's epsilon is d times this.
+        clip: C; each coordinate is clipped to [-C/2, C/2].
+        dim: d, the report dimension (112 for PGC-A3C).
+    """
+
+    coordinate_epsilon: float
+    clip: float
+    dim: int = DIM
+    name: ClassVar[str] = "coordinate_laplace"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "coordinate_epsilon", check_epsilon(self.coordinate_epsilon, "coordinate_epsilon")
+        )
+        if math.isinf(self.coordinate_epsilon):
+            raise InvalidParameterError("coordinate_epsilon must be finite, got inf")
+        object.__setattr__(self, "clip", check_positive(self.clip, "clip"))
+        object.__setattr__(self, "dim", _check_int(self.dim, "dim", 1))
+        if not math.isfinite(self.scale * 64.0 + self.clip):
+            raise InvalidParameterError(
+                f"clip / coordinate_epsilon is too large (outputs overflow), got {self.scale}"
+            )
+
+    @property
+    def scale(self) -> float:
+        """b = C / coordinate_epsilon, the Laplace scale of every coordinate."""
+        return self.clip / self.coordinate_epsilon
+
+    @property
+    def epsilon(self) -> float:
+        """The true per-report epsilon d C / b = d * coordinate_epsilon (the clipped reports'
+        L1 sensitivity is d C)."""
+        return self.dim * self.coordinate_epsilon
+
+    def clip_rows(self, x: np.ndarray) -> np.ndarray:
+        """Each coordinate clipped to [-C/2, C/2]."""
+        return _clip_coordinates(x, self.clip / 2.0)
+
+    def privatize(self, x: Any, rng: np.random.Generator) -> np.ndarray:
+        """``clip(x) + z``, z_i ~ Lap(b) i.i.d.; x (n, dim), finite."""
+        xb = np.asarray(x, dtype=np.float64)
+        if xb.ndim != 2 or xb.shape[1] != self.dim:
+            raise InvalidParameterError(
+                f"x must have shape (n, {self.dim}), got shape {np.shape(x)}"
+            )
+        if not np.all(np.isfinite(xb)):
+            raise InvalidParameterError("x must be finite (NaN or inf refused before any noise)")
+        rng = check_rng(rng)
+        noise = rng.laplace(0.0, self.scale, size=xb.shape)
+        noise += self.clip_rows(xb)
+        return noise
+
+    def privacy_loss(self, x: Any, x2: Any, y: Any) -> np.ndarray:
+        """Exact log p(y|x) - log p(y|x2) = (||y - c(x2)||_1 - ||y - c(x)||_1) / b per row."""
+        xb = np.atleast_2d(np.asarray(x, dtype=np.float64))
+        x2b = np.atleast_2d(np.asarray(x2, dtype=np.float64))
+        yb = np.atleast_2d(np.asarray(y, dtype=np.float64))
+        d1 = np.abs(yb - self.clip_rows(xb)).sum(axis=1)
+        d2 = np.abs(yb - self.clip_rows(x2b)).sum(axis=1)
+        return (d2 - d1) / self.scale
+
+    def candidate_pairs(self, dim: int | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Pairs an auditor should try: the opposite corners of the clipping box (L1 distance
+        d C, the worst case), huge inputs, and the L1-ball extreme points of eq. 19."""
+        d = self.dim
+        c = self.clip
+        ones, e0 = np.ones(d), np.zeros(d)
+        e0[0] = 1.0
+        return [
+            (0.5 * c * ones, -0.5 * c * ones),
+            (1e6 * c * ones, -1e6 * c * ones),
+            (0.5 * c * e0, -0.5 * c * e0),
+        ]
+
+    def to_config(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "epsilon": self.epsilon,
+            "coordinate_epsilon": self.coordinate_epsilon,
+            "clip": self.clip,
+            "dim": self.dim,
+        }
+
+
 def _runs(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Start index and length of each run of equal values in a sorted 1-D array."""
     edges = np.empty(x.size + 1, dtype=bool)
@@ -826,14 +1012,21 @@ def _request(
     rng: np.random.Generator,
     clip: float | None,
     event: Any,
+    clip_kind: str = "l1",
 ) -> ReleaseRequest:
+    if clip is None:
+        pre = None
+    elif clip_kind == "coordinate":
+        pre = lambda g, b=clip / 2.0: _clip_coordinates(g, b)  # noqa: E731
+    else:
+        pre = lambda g, b=clip / 2.0: _clip_l1(g, b)  # noqa: E731
     return ReleaseRequest(
         values=grads,
         mechanism=mechanism,
         agent_ids=agent_ids,
         rng=rng,
         event=event,
-        preprocess=None if clip is None else (lambda g, b=clip / 2.0: _clip_l1(g, b)),
+        preprocess=pre,
         meta={
             "trial": np.asarray(trial, dtype=np.int64),
             "agent": np.asarray(agent, dtype=np.int64),
@@ -854,6 +1047,7 @@ def _privatize_groups(groups: list[dict[str, Any]], accountant: Any) -> list[Sea
             gr["rng"],
             gr["clip"],
             gr["event"],
+            gr.get("clip_kind", "l1"),
         )
         for gr in groups
     ]
@@ -867,7 +1061,13 @@ class Aggregator:
     |B| >= MAX_BUF. It only ever touches :class:`PrivateReport` objects.
     """
 
-    def __init__(self, theta: np.ndarray, eta: np.ndarray, buffer_size: np.ndarray) -> None:
+    def __init__(
+        self,
+        theta: np.ndarray,
+        eta: np.ndarray,
+        buffer_size: np.ndarray,
+        optimizer: Any = None,
+    ) -> None:
         self.theta = np.array(theta, dtype=np.float64, copy=True)
         g = self.theta.shape[0]
         self.eta = np.broadcast_to(np.asarray(eta, dtype=np.float64), (g,)).copy()
@@ -875,6 +1075,17 @@ class Aggregator:
         self.buffer = np.zeros_like(self.theta)
         self.count = np.zeros(g, dtype=np.int64)
         self.version = np.zeros(g, dtype=np.int64)  # bumps at every update of theta
+        # the aggregator ablation: per trial "sgd" / "adam" / "rmsprop" (post-processing)
+        kinds = ["sgd"] * g if optimizer is None else list(np.broadcast_to(optimizer, (g,)))
+        for k in kinds:
+            if k not in _AGGREGATORS:
+                raise InvalidParameterError(f"optimizer must be one of {_AGGREGATORS}, got {k!r}")
+        self.kind = np.array([_AGGREGATORS.index(k) for k in kinds], dtype=np.int64)
+        self.adaptive = bool(self.kind.any())
+        if self.adaptive:
+            self.m1 = np.zeros_like(self.theta)
+            self.m2 = np.zeros_like(self.theta)
+            self.steps = np.zeros(g, dtype=np.int64)
 
     def receive(self, *reports: PrivateReport) -> None:
         """Apply batches of reports in row order (rows of one trial contiguous, in arrival
@@ -891,6 +1102,22 @@ class Aggregator:
         if tr.size == 0:
             return
         # eq. 22: theta <- theta - eta * (1/|B|) sum_{g~ in B} g~, one compiled pass in row order
+        if self.adaptive:  # the same mean(B), stepped by Adam / RMSprop where asked
+            aggregate_adaptive(
+                self.theta,
+                self.buffer,
+                self.count,
+                self.version,
+                self.eta,
+                self.buffer_size,
+                self.kind,
+                self.m1,
+                self.m2,
+                self.steps,
+                np.ascontiguousarray(tr, dtype=np.int64),
+                np.ascontiguousarray(y, dtype=np.float64),
+            )
+            return
         aggregate(
             self.theta,
             self.buffer,
@@ -978,7 +1205,15 @@ class _Engine:
         self.stop_target = per("stop_at_target", bool)
         self.target, self.window = per("target_score"), per("window", np.int64)
         buf = np.array([self.configs[c].effective_buffer_size for c in cfg_of], dtype=np.int64)
-        self.agg = Aggregator(np.stack(thetas), per("eta"), buf)
+        self.literal = np.array(
+            [self.configs[c].target == "literal-eq18" for c in cfg_of], dtype=np.bool_
+        )
+        self.agg = Aggregator(
+            np.stack(thetas),
+            np.array([self.configs[c].effective_aggregator_lr for c in cfg_of]),
+            buf,
+            optimizer=[self.configs[c].aggregator for c in cfg_of],
+        )
         # gravity table per trial, padded: psi = table[g, floor(u * len_g)]
         width = max(len(c.gravities) for c in self.configs)
         self.gtable = np.zeros((G, width))
@@ -1014,6 +1249,9 @@ class _Engine:
         self.obs = np.zeros((E, s_pad + 1, OBS_DIM))
         self.acts = np.zeros((E, s_pad), dtype=np.int8)
         self.rews = np.zeros((E, s_pad), dtype=np.float32)
+        # row -> buffer row of obs/acts/rews: dropping finished trials' rows (_compact) only
+        # renumbers the rows, it never moves the episode buffers
+        self.slot = np.arange(E, dtype=np.int64)
         self.env = PrivateGravityCartPole(np.full(E, 9.8), episode_steps=self.S)
         self.actions = np.zeros(E, dtype=np.int64)
 
@@ -1116,10 +1354,11 @@ class _Engine:
                 self.obs,
                 self.acts,
                 self.actions,
+                self.slot,
             )
             obs, r, term, trunc = self.env._step_unchecked(self.actions)
             E = self.row_trial.size
-            self.rews[np.arange(E), t] = r
+            self.rews[self.slot, t] = r
             self.env_steps += E
             done = term | trunc
             if done.any():
@@ -1146,12 +1385,13 @@ class _Engine:
         )  # fmt: skip
         sub, gs, rk, lengths, boot = sub[:m], gs[:m], rk[:m], lengths[:m], boot[:m]
         g = self.row_trial[rows]
-        self.obs[sub, lengths] = obs[sub]  # s_T, the state the episode ended in
+        slots = self.slot[sub]
+        self.obs[slots, lengths] = obs[sub]  # s_T, the state the episode ended in
         grads = np.empty((sub.size, DIM))
         scores = np.empty(sub.size)  # zeta: steps survived
         episode_gradients_kernel(  # eqs. 15-18, one compiled loop over the ended episodes
             self.row_theta[sub],
-            sub,
+            slots,
             self.obs,
             self.acts,
             self.rews,
@@ -1162,6 +1402,7 @@ class _Engine:
             self.beta[gs],
             grads,
             scores,
+            self.literal[gs],
         )
         sub_index = self.n_sub[gs] + rk
         cfg = self.cfg_of[gs]  # sorted: configs own contiguous blocks of trials
@@ -1184,6 +1425,7 @@ class _Engine:
                     rng=self.mech_rngs[ci],
                     clip=c.effective_clip if c.mechanism == "none" else None,
                     event=self.events[ci],
+                    clip_kind=c.clip_kind,
                 )
             )
             cis.append(ci)
@@ -1249,11 +1491,9 @@ class _Engine:
             "row_gravity",
             "row_theta",
             "row_version",
-            "obs",
-            "acts",
-            "rews",
+            "slot",
         ):
-            setattr(self, name, getattr(self, name)[keep].copy())
+            setattr(self, name, getattr(self, name)[keep])
         self.act_block = np.ascontiguousarray(self.act_block[:, keep])
         self.env.select(keep)
         self.actions = np.zeros(keep.size, dtype=np.int64)
@@ -1314,21 +1554,41 @@ _TR_KEYS = (*(k for k in TRANSCRIPT_KEYS if k != "thetas"), "gravity", "gradient
 
 def _privacy_summary(c: PgcA3cConfig, agents: np.ndarray, accountant: Any) -> dict[str, Any]:
     eps = c.epsilon
-    return {
+    out: dict[str, Any] = {
         "mechanism": c.mechanism,
         "local": True,
-        "epsilon_per_submission": c.epsilon_per_submission if math.isfinite(eps) else "inf",
+        "epsilon_per_submission": c.true_epsilon_per_submission if math.isfinite(eps) else "inf",
         "rounds": c.rounds,
-        "epsilon_per_agent": eps if math.isfinite(eps) else "inf",
+        "epsilon_per_agent": c.true_epsilon_per_submission * c.rounds
+        if math.isfinite(eps)
+        else "inf",
         "composition": "sequential (basic), section 3.2.1",
         "agents_per_trial": agents.tolist(),
+        "clip_kind": c.clip_kind,
+        "aggregator": c.aggregator,
         "note": (
             "each agent's reports satisfy epsilon_per_agent-LDP with respect to its gravity; "
             "agents were charged on the ledger before every release"
             if math.isfinite(eps)
-            else "non-private baseline: L1-clipped gradients (C = effective clip), no noise"
+            else f"non-private baseline: {c.clip_kind}-clipped gradients (C = effective clip), "
+            "no noise"
         ),
     }
+    if c.clip_kind == "coordinate" and c.mechanism == "laplace":
+        out["epsilon_claimed_per_submission"] = c.epsilon_per_submission
+        out["epsilon_claimed_per_agent"] = eps
+        out["warning"] = _coordinate_warning(c)
+    return out
+
+
+def _coordinate_warning(c: PgcA3cConfig) -> str:
+    true = c.true_epsilon_per_submission
+    return (
+        f"clip_kind='coordinate': each report is {true:g}-LDP, NOT {c.epsilon_per_submission:g}-"
+        f"LDP (each of the {DIM} coordinates is clipped to +-C/2, so the L1 sensitivity is "
+        f"{DIM} C and Lap(C/{c.epsilon_per_submission:g}) noise gives {DIM} x "
+        f"{c.epsilon_per_submission:g}); the ledger is charged {true:g} per report"
+    )
 
 
 # ==============================================================================================
@@ -1406,6 +1666,9 @@ def train_grid(
     if len(dirs) != n:
         raise InvalidParameterError(f"run_dirs must have one entry per config ({n})")
     workers = _check_int(workers, "workers", 1)
+    for c in configs:
+        if c.clip_kind == "coordinate" and c.mechanism == "laplace":
+            warnings.warn(_coordinate_warning(c), PrivacyClaimWarning, stacklevel=3)
     from ldp_audit.rundir import check_new_dir
     from ldp_audit.training import run_dir as rd
 
@@ -1495,15 +1758,17 @@ def _grid_worker(
                     queue.put(("progress", self.pending))
                     self.pending, self.last = 0, now
 
-        res = train_grid(
-            configs,
-            seed=seeds,
-            run_dirs=dirs,
-            progress=False,
-            transcript=transcript,
-            run_mode=run_mode,
-            _sink=_Sink(),
-        )
+        with warnings.catch_warnings():  # the parent warned already
+            warnings.simplefilter("ignore", PrivacyClaimWarning)
+            res = train_grid(
+                configs,
+                seed=seeds,
+                run_dirs=dirs,
+                progress=False,
+                transcript=transcript,
+                run_mode=run_mode,
+                _sink=_Sink(),
+            )
         queue.put(("done", idx, res))
     except BaseException as exc:  # noqa: BLE001 - forwarded to the parent, which re-raises
         import traceback

@@ -108,6 +108,15 @@ class ReproduceConfig:
     workers: int = 1
     """Processes the grid is spread over (``train_grid(workers=...)``); results do not depend
     on it."""
+    clip_kind: str = "l1"
+    """``PgcA3cConfig.clip_kind`` of the Laplace rows: "l1" (eq. 19 as printed) or "coordinate"
+    (an ablation whose reports are 112-epsilon-LDP; the report then says so beside each row)."""
+    aggregator: str = "sgd"
+    """``PgcA3cConfig.aggregator`` of every run: "sgd" (eq. 22), "adam" or "rmsprop"."""
+    aggregator_lr: float | None = None
+    """``PgcA3cConfig.aggregator_lr`` of every run (None: eta for sgd, 1e-3 otherwise)."""
+    target: str = "engine"
+    """``PgcA3cConfig.target`` of every run: "engine" or "literal-eq18"."""
 
     def __post_init__(self) -> None:
         for name in ("trials", "max_submissions", "n_resamples", "workers"):
@@ -140,6 +149,22 @@ class ReproduceConfig:
             raise InvalidParameterError(f"seed must be an integer >= 0, got {self.seed!r}")
         if self.acting not in ("argmax", "sample"):
             raise InvalidParameterError(f"acting must be 'argmax' or 'sample', got {self.acting!r}")
+        for name, allowed in (
+            ("clip_kind", ("l1", "coordinate")),
+            ("aggregator", ("sgd", "adam", "rmsprop")),
+            ("target", ("engine", "literal-eq18")),
+        ):
+            if getattr(self, name) not in allowed:
+                raise InvalidParameterError(
+                    f"{name} must be one of {allowed}, got {getattr(self, name)!r}"
+                )
+        lr = self.aggregator_lr
+        if lr is not None and (
+            isinstance(lr, bool)
+            or not isinstance(lr, (int, float))
+            or not (math.isfinite(lr) and lr > 0)
+        ):
+            raise InvalidParameterError(f"aggregator_lr must be None or > 0, got {lr!r}")
         for m in self.mechanisms:
             if m not in MECHANISMS:
                 raise InvalidParameterError(f"mechanisms must be among {MECHANISMS}, got {m!r}")
@@ -215,7 +240,28 @@ def _setting_seed(master: int, index: int) -> int:
 TrainFn = Callable[[Setting, int, int], np.ndarray]
 
 
-def _engine_config(setting: Setting, max_submissions: int, acting: str = "argmax") -> Any:
+def reading_options(cfg: ReproduceConfig, engine_mechanism: str) -> dict[str, Any]:
+    """The ``PgcA3cConfig`` options of a reading (ablation) that ``cfg`` asks for, for one row:
+    ``clip_kind`` applies to the Laplace rows only, the others to every row; options left at
+    their defaults are omitted (so the printed settings' configs are unchanged)."""
+    out: dict[str, Any] = {}
+    if cfg.clip_kind != "l1" and engine_mechanism == "laplace":
+        out["clip_kind"] = cfg.clip_kind
+    if cfg.aggregator != "sgd":
+        out["aggregator"] = cfg.aggregator
+    if cfg.aggregator_lr is not None:
+        out["aggregator_lr"] = cfg.aggregator_lr
+    if cfg.target != "engine":
+        out["target"] = cfg.target
+    return out
+
+
+def _engine_config(
+    setting: Setting,
+    max_submissions: int,
+    acting: str = "argmax",
+    options: dict[str, Any] | None = None,
+) -> Any:
     from ldp_audit.training.pgc_a3c import PgcA3cConfig  # lazy: torch-free import of this module
 
     kwargs: dict[str, Any] = dict(
@@ -225,6 +271,7 @@ def _engine_config(setting: Setting, max_submissions: int, acting: str = "argmax
         buffer_size=setting.buffer_size,
         stop_at_target=setting.stop_at_target,
         acting=acting,
+        **(options or {}),
     )
     if not math.isinf(setting.epsilon):
         kwargs["epsilon"] = setting.epsilon
@@ -238,11 +285,20 @@ def _engine_grid(
     progress: bool | None,
     workers: int = 1,
     acting: str = "argmax",
+    cfg: ReproduceConfig | None = None,
 ) -> dict[str, np.ndarray]:
     """Every setting in one ``train_grid`` call; zeta (trials, max_submissions) per setting."""
     from ldp_audit.training.pgc_a3c import train_grid
 
-    configs = [_engine_config(s, horizon[s.key], acting) for s in settings]
+    configs = [
+        _engine_config(
+            s,
+            horizon[s.key],
+            acting,
+            None if cfg is None else reading_options(cfg, s.engine_mechanism),
+        )
+        for s in settings
+    ]
     res = train_grid(
         configs,
         seed=[seeds[s.key] for s in settings],
@@ -304,7 +360,17 @@ def run_reproduction(
     t_all = time.perf_counter()
     if train_fn is None:
         # All settings and trials in ONE lock-step batch (ldp_audit.training.pgc_a3c.train_grid).
-        zetas = _engine_grid(grid + extra, seeds, horizon, progress, cfg.workers, cfg.acting)
+        # the readings' options go along only when asked (the printed settings' call unchanged)
+        reading = any(reading_options(cfg, m) for m in ("laplace", "prs", "none"))
+        zetas = _engine_grid(
+            grid + extra,
+            seeds,
+            horizon,
+            progress,
+            cfg.workers,
+            cfg.acting,
+            **({"cfg": cfg} if reading else {}),
+        )
         secs_of = {s.key: None for s in grid + extra}
     else:
         secs_of = {}
@@ -629,6 +695,9 @@ def reproduce_command(cfg: dict[str, Any]) -> str:
                 parts.append(f"--{name.replace('_', '-')} {cfg[name]}")
     if differs("acting"):
         parts.append(f"--acting {cfg['acting']}")
+    for name in ("clip_kind", "aggregator", "aggregator_lr", "target"):
+        if differs(name):
+            parts.append(f"--{name.replace('_', '-')} {cfg[name]}")
     parts.append(f"--seed {cfg['seed']}")
     return " ".join(parts)
 
@@ -660,6 +729,7 @@ def readme_markdown(results: dict[str, Any], notes: str | None) -> str:
         )
         + ". epsilon = inf is the engine's non-private baseline (`mechanism=none`: no noise, "
         "stabilising L1 clip C/2 with C = 10) with the row's buffer size.",
+        *_reading_lines(cfg),
         "",
         "## Where our numbers differ from the paper's",
         "",
@@ -700,6 +770,31 @@ def readme_markdown(results: dict[str, Any], notes: str | None) -> str:
         lines += ["", notes.strip()]
     lines.append("")
     return "\n".join(lines)
+
+
+def _reading_lines(cfg: dict[str, Any]) -> list[str]:
+    """README bullets for the readings (ablations) a run used; none for the printed settings."""
+    lines = []
+    if cfg.get("clip_kind", "l1") == "coordinate":
+        lines.append(
+            "- **Coordinate clipping (an ablation that breaks the paper's privacy claim)**: the "
+            "Laplace rows clip each of the 112 coordinates to +-C/2, so a report is "
+            "**112 x epsilon-LDP**, not epsilon-LDP; the ledger was charged 112 x epsilon per "
+            "report. The epsilon column names the noise scale C/epsilon, not the guarantee."
+        )
+    if cfg.get("aggregator", "sgd") != "sgd":
+        lr = cfg.get("aggregator_lr")
+        lines.append(
+            f"- **Aggregator {cfg['aggregator']}** (an ablation; post-processing of the released "
+            f"reports, no privacy cost) with step size {lr if lr is not None else 1e-3:g} in "
+            "place of eq. 22's SGD."
+        )
+    if cfg.get("target", "engine") != "engine":
+        lines.append(
+            "- **Value target as printed in eq. 18** (+ V(s_T), undiscounted, also after a "
+            "failure): an ablation showing why the engine deviates."
+        )
+    return lines
 
 
 def _num(v: Any) -> str:

@@ -38,6 +38,63 @@ _positive_int = int_at_least("value", 1)
 _seed = int_at_least("seed", 0)
 
 
+def _positive_float(text: str) -> float:
+    """argparse type: a finite number > 0 (the aggregator's step size)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text!r}") from None
+    if not (math.isfinite(v) and v > 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
+    return v
+
+
+def _add_reading_arguments(p: argparse.ArgumentParser) -> None:
+    """The PGC-A3C readings (ablations) of issue 20; defaults are the paper as printed."""
+    p.add_argument(
+        "--clip-kind",
+        choices=("l1", "coordinate"),
+        default="l1",
+        help="Laplace clip: l1 (eq. 19 as printed, epsilon-LDP) or coordinate (each coordinate "
+        "to +-C/2: an ablation whose reports are 112 x epsilon-LDP, charged and reported so)",
+    )
+    p.add_argument(
+        "--aggregator",
+        choices=("sgd", "adam", "rmsprop"),
+        default="sgd",
+        help="the aggregator's step on mean(B): sgd (eq. 22) or adam/rmsprop (ablation; "
+        "post-processing, no privacy cost)",
+    )
+    p.add_argument(
+        "--aggregator-lr",
+        type=_positive_float,
+        default=None,
+        help="aggregator step size (default: eta = 0.5 for sgd, 1e-3 for adam/rmsprop)",
+    )
+    p.add_argument(
+        "--target",
+        choices=("engine", "literal-eq18"),
+        default="engine",
+        help="value target: engine (eq. 18, bootstrap discounted, 0 after a failure) or "
+        "literal-eq18 (as printed: + V(s_T) always; ablation)",
+    )
+
+
+def _warn_coordinate(clip_kind: str, mechanism: str, eps_per_report: float | None) -> None:
+    """The CLI's stderr line for the coordinate-clipping ablation (the library warns too)."""
+    if clip_kind == "coordinate" and mechanism in ("laplace", "all"):
+        what = (
+            f"{112 * eps_per_report:g}-LDP, not {eps_per_report:g}-LDP"
+            if eps_per_report is not None
+            else "112 x epsilon-LDP, not epsilon-LDP"
+        )
+        print(
+            f"WARNING: --clip-kind coordinate: each Laplace report is {what} (112 coordinates "
+            "clipped to +-C/2 each); the ledger is charged the true epsilon",
+            file=sys.stderr,
+        )
+
+
 def register(subparsers: Any) -> None:
     """Add the ``train`` and ``reproduce`` subcommands."""
     train = subparsers.add_parser("train", help="train an algorithm under local DP")
@@ -71,6 +128,7 @@ def register(subparsers: Any) -> None:
         help="non-exploring action: argmax pi (the paper) or a sample of pi (ablation)",
     )
     p.add_argument("--stop-at-target", action="store_true", help="stop a trial once FST is known")
+    _add_reading_arguments(p)
     p.add_argument(
         "--out",
         default=None,
@@ -132,6 +190,20 @@ def register(subparsers: Any) -> None:
         default="argmax",
         help="non-exploring action: argmax pi (the paper) or a sample of pi (ablation)",
     )
+    _add_reading_arguments(r)
+    r.add_argument(
+        "--readings",
+        action="store_true",
+        help="instead of one grid: every plausible reading of the paper (printed, coordinate "
+        "clipping, Adam; greedy and sampled acting) side by side with the paper, with the "
+        "auditor's lower bound on each reading's per-report epsilon (reports/pgc-a3c-readings)",
+    )
+    r.add_argument(
+        "--audit-samples",
+        type=int_at_least("--audit-samples", 1000),
+        default=200_000,
+        help="with --readings: auditor samples per input of each pair",
+    )
     r.add_argument(
         "--workers",
         type=_positive_int,
@@ -182,6 +254,10 @@ def _train_pgc(args: argparse.Namespace) -> int:
     from ldp_audit.training import metrics  # after validation: the engine imports torch
     from ldp_audit.training.pgc_a3c import PgcA3cConfig, train
 
+    if args.clip_kind == "coordinate" and args.mechanism == "prs":
+        raise InvalidParameterError(
+            "--clip-kind coordinate applies to --mechanism laplace or none, got prs"
+        )
     cfg = PgcA3cConfig(
         mechanism=args.mechanism,
         trials=args.trials,
@@ -189,12 +265,29 @@ def _train_pgc(args: argparse.Namespace) -> int:
         rounds=args.rounds,
         acting=args.acting,
         stop_at_target=args.stop_at_target,
+        clip_kind=args.clip_kind,
+        aggregator=args.aggregator,
+        aggregator_lr=args.aggregator_lr,
+        target=args.target,
         **eps_kw,
     )
     t0 = time.perf_counter()
     mode = run_mode(args)
     check_out_for_mode(args.out, mode)
-    res = train(cfg, seed=args.seed, run_dir=args.out, progress=not args.no_progress, run_mode=mode)
+    _warn_coordinate(
+        args.clip_kind,
+        args.mechanism,
+        cfg.epsilon_per_submission if args.mechanism == "laplace" else None,
+    )
+    import warnings
+
+    from ldp_audit.training.pgc_a3c import PrivacyClaimWarning
+
+    with warnings.catch_warnings():  # the CLI printed its own line above
+        warnings.simplefilter("ignore", PrivacyClaimWarning)
+        res = train(
+            cfg, seed=args.seed, run_dir=args.out, progress=not args.no_progress, run_mode=mode
+        )
     secs = time.perf_counter() - t0
     zeta = np.asarray(res.zeta, dtype=np.float64)
     summary = metrics.summarize(zeta, rng=np.random.default_rng(args.seed))
@@ -203,6 +296,10 @@ def _train_pgc(args: argparse.Namespace) -> int:
         "mechanism": args.mechanism,
         "epsilon": None if args.mechanism == "none" else args.epsilon,
         "rounds": args.rounds,
+        "clip_kind": args.clip_kind,
+        "aggregator": args.aggregator,
+        "aggregator_lr": cfg.effective_aggregator_lr,
+        "target": args.target,
         "trials": args.trials,
         "max_submissions": args.max_submissions,
         "seed": args.seed,
@@ -238,6 +335,8 @@ def _train_pgc(args: argparse.Namespace) -> int:
 
 
 def _reproduce_pgc(args: argparse.Namespace) -> int:
+    if args.readings:
+        return _reproduce_readings(args)
     from ldp_audit.training.reproduce import ReproduceConfig, run_reproduction, write_report
 
     cfg = ReproduceConfig(
@@ -250,15 +349,77 @@ def _reproduce_pgc(args: argparse.Namespace) -> int:
         stop_at_target=args.stop_at_target,
         workers=check_workers(args.workers) if args.workers else max(1, os.cpu_count() or 1),
         acting=args.acting,
+        clip_kind=args.clip_kind,
+        aggregator=args.aggregator,
+        aggregator_lr=args.aggregator_lr,
+        target=args.target,
     )
     out = args.out if args.out is not None else timestamped_dir("runs/reproduce-pgc-a3c")
     check_report_out(out, overwrite=args.overwrite)  # before the grid, not after it
-    results = run_reproduction(cfg, progress=not args.no_progress)
+    _warn_coordinate(args.clip_kind, "all", None)
+    import warnings
+
+    from ldp_audit.training.pgc_a3c import PrivacyClaimWarning
+
+    with warnings.catch_warnings():  # the CLI printed its own line above
+        warnings.simplefilter("ignore", PrivacyClaimWarning)
+        results = run_reproduction(cfg, progress=not args.no_progress)
     paths = write_report(results, out, overwrite=args.overwrite)
     if args.json:
         print(json.dumps(results, indent=1, allow_nan=False))
     else:
         print(f"reproduce pgc-a3c: {results['seconds_total']:.0f} s; wrote")
+        for p in paths:
+            print(f"  {p}")
+    return 0
+
+
+def _reproduce_readings(args: argparse.Namespace) -> int:
+    """``reproduce pgc-a3c --readings``: every reading side by side, audited."""
+    from ldp_audit.training.readings import ReadingsConfig, run_readings, write_readings_report
+
+    refused = [
+        name
+        for name, default in (
+            ("clip_kind", "l1"),
+            ("aggregator", "sgd"),
+            ("aggregator_lr", None),
+            ("target", "engine"),
+            ("acting", "argmax"),
+            ("figure2_trials", None),
+            ("figure2_submissions", None),
+            ("no_figure2", False),
+            ("stop_at_target", True),
+        )
+        if getattr(args, name) != default
+    ]
+    if refused:
+        opts = ", ".join("--" + n.replace("_", "-") for n in refused)
+        raise InvalidParameterError(
+            f"--readings runs every reading itself and takes --trials, --max-submissions, "
+            f"--seed, --audit-samples, --workers, --out, --overwrite, --json, --no-progress; "
+            f"got {opts}"
+        )
+    cfg = ReadingsConfig(
+        trials=args.trials,
+        max_submissions=args.max_submissions,
+        seed=args.seed,
+        audit_samples=args.audit_samples,
+        workers=check_workers(args.workers) if args.workers else max(1, os.cpu_count() or 1),
+    )
+    out = args.out if args.out is not None else timestamped_dir("runs/reproduce-pgc-a3c-readings")
+    check_report_out(out, overwrite=args.overwrite)  # before the runs, not after them
+    print(
+        "WARNING: the readings include coordinate clipping, whose Laplace reports are "
+        "112 x epsilon-LDP (charged and reported so, and audited beside the claim)",
+        file=sys.stderr,
+    )
+    results = run_readings(cfg, progress=not args.no_progress)
+    paths = write_readings_report(results, out, overwrite=args.overwrite)
+    if args.json:
+        print(json.dumps(results, indent=1, allow_nan=False))
+    else:
+        print(f"reproduce pgc-a3c --readings: {results['seconds_total']:.0f} s; wrote")
         for p in paths:
             print(f"  {p}")
     return 0
