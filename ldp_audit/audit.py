@@ -1,4 +1,4 @@
-"""Black-box epsilon auditor: a statistically sound lower bound on a mechanism's epsilon.
+"""Black-box epsilon auditor: sound lower bounds on a mechanism's epsilon, in two readings.
 
 Given anything with ``epsilon`` (the claim) and ``privatize(x, rng)`` ((n, d) in, (n, k) out, rows
 independent), :func:`audit` returns an :class:`AuditResult` whose ``epsilon_lower_bound``
@@ -10,33 +10,44 @@ for every mechanism, by construction. The recipe (after DP-Sniper, Bichsel et al
 Lu et al. 2022, with the Mironov 2012 floating-point attack added):
 
 1. **Selection** (a fresh fraction of the samples, split in a *fit* half A and a *tune* half B).
-   For every input pair (x, x2), fit a handful of one-dimensional statistics on A:
+   For every input pair (x, x2), fit a handful of one-dimensional statistics on A, read on
+   outputs rounded to a 2^-32-relative grid (the *distribution* reading: exact arithmetic):
    the output itself / its most separating coordinate, the projection onto x - x2, the
    median-anchored L1 log-ratio (exact for additive Laplace noise), the L1 and L2 norms, a
    logistic-regression score trained to separate M(x) from M(x2) (multi-dimensional outputs),
-   a log-ratio score of discrete output cells (few distinct outputs), and a log-ratio score of
-   floating-point *bit cells* (sign, exponent, trailing zeros of the mantissa: Mironov
-   2012 — additive noise in IEEE doubles leaves input-dependent gaps in the low bits). On B,
-   choose for each statistic the threshold event ``{s > t}`` or ``{s <= t}`` and the direction
-   (which input is the numerator) that maximise the bound the estimation step is expected to
-   give. Keep the ``max_events`` best (pair, statistic) events overall.
+   and a log-ratio score of discrete output cells (few distinct outputs). For the
+   *implementation* reading, add a log-ratio score of floating-point *bit cells* of the raw
+   outputs (sign, exponent, trailing zeros of the mantissa: Mironov 2012 — additive noise in
+   IEEE doubles leaves input-dependent gaps in the low bits). On B, choose for each statistic
+   the threshold event ``{s > t}`` or ``{s <= t}`` (linear and log-spaced tail quantiles), the
+   direction (which input is the numerator) and the split of the event's error probability
+   between its two counts that maximise the bound the estimation step is expected to give.
+   Keep the ``max_events`` best distribution events, plus the best float-bit event when it
+   promises more than all of them.
 2. **Estimation** (fresh samples, never used before). Count each kept event under M(x) and
    M(x2) and bound, for each event S with numerator input x,
 
        epsilon >= ln(CP_lower(P[M(x) in S]) - delta) - ln(CP_upper(P[M(x2) in S]))
 
-   with one-sided Clopper-Pearson bounds at ``(1 - confidence) / (2 m)`` each (Bonferroni over
-   the m estimated events; both directions were considered in selection and each estimated
-   event carries its own direction). If the mechanism is (epsilon, delta)-DP then
+   with one-sided Clopper-Pearson bounds at ``s (1 - confidence) / m`` and
+   ``(1 - s) (1 - confidence) / m`` (s fixed at selection; Bonferroni over the m estimated
+   events). If the mechanism is (epsilon, delta)-DP then
    ``P[M(x) in S] <= e^epsilon P[M(x2) in S] + delta`` for every S, so the union bound gives the
-   guarantee above, whatever the selection step did. The reported bound is the maximum over the
-   m events, floored at 0.
+   guarantee above, whatever the selection step did. The **distribution verdict** is the
+   maximum over the distribution events, the **implementation verdict** the maximum over all
+   (both hold jointly); ``epsilon_lower_bound`` is the larger, floored at 0.
+3. **Profile** (optional). Events chosen for several deltas are counted on the same estimation
+   samples; each bounds ``ln(P[M(x) in S] - delta) - ln P[M(x2) in S]`` at every delta at
+   once, so the lower curve holds simultaneously over the deltas (its own Bonferroni family).
 
-Finding no violation proves nothing beyond this test's power: the mechanism may still violate
-its claim on inputs or events that were not tried.
+A violation is attributed to the floating-point representation only when the distribution
+reading of the same samples does not already refute the claim. Finding no violation proves
+nothing beyond this test's power: the mechanism may still violate its claim on inputs or
+events that were not tried.
 
 :func:`exact_epsilon` gives the white-box value for our own mechanisms from their
-``privacy_loss`` so users can put claim, exact and empirical side by side.
+``privacy_loss`` so users can put claim, exact and empirical side by side; :func:`from_scalar`
+adapts one-call-per-value mechanisms of other libraries (diffprivlib, OpenDP).
 """
 
 from __future__ import annotations
