@@ -316,6 +316,7 @@ class VectorGridWorld:
         self.pos = np.zeros((self.n, 2, 2), dtype=np.int64)  # slot, agent, (row, col)
         self.t = np.zeros(self.n, dtype=np.int64)
         self.done = np.zeros(self.n, dtype=bool)
+        self.last_bumps = np.zeros((self.n, 2), dtype=bool)
         self.hist_a = np.zeros((self.n, self.hist_len, ALPHA_VIEW, ALPHA_VIEW), np.float32)
         self.hist_b = np.zeros((self.n, self.hist_len, BETA_VIEW, BETA_VIEW), np.float32)
         oa = np.arange(ALPHA_VIEW) - ALPHA_VIEW // 2
@@ -384,6 +385,8 @@ class VectorGridWorld:
         self.t = self.t + active
         done_now = active & (met | (self.t >= self.maps.t_max))
         self.done = self.done | done_now
+        #: obstacles hit by (alpha, beta) in the last step (B, 2), for scoring attacks only
+        self.last_bumps = blocked & active[:, None]
         slots = np.flatnonzero(active)
         if slots.size:
             wa, wb = self._windows(slots)

@@ -1,0 +1,452 @@
+"""``ldp-audit train fedrl``, ``ldp-audit attack fedrl`` and ``ldp-audit reproduce fedrl``.
+
+Only argparse-level imports here: torch, scikit-learn and the trainer load inside the handlers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from ldp_audit.cli._types import (
+    add_run_mode_arguments,
+    check_out_for_mode,
+    int_at_least,
+    run_mode,
+    timestamped_dir,
+)
+from ldp_audit.errors import InvalidParameterError
+
+_FMT = argparse.ArgumentDefaultsHelpFormatter
+
+
+def _real(name: str):  # noqa: ANN202
+    """A float converter naming the option (range checks are the config's)."""
+
+    def convert(text: str) -> float:
+        try:
+            return float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be a number, got {text!r}") from None
+
+    return convert
+
+
+def _add_model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--size",
+        type=int_at_least("--size", 3),
+        default=8,
+        help="map size N (8, 16 or 32; others need --t-max)",
+    )
+    p.add_argument(
+        "--t-max",
+        type=int_at_least("--t-max", 1),
+        default=None,
+        help="episode limit (default: the paper's 38 / 86 / 178)",
+    )
+    p.add_argument(
+        "--density",
+        type=_real("--density"),
+        default=0.2,
+        help="obstacle probability per cell, in [0, 1)",
+    )
+    p.add_argument(
+        "--n-maps",
+        type=int_at_least("--n-maps", 10),
+        default=8000,
+        help="maps generated (split 80/10/10 percent)",
+    )
+    p.add_argument(
+        "--map-seed", type=int_at_least("--map-seed", 0), default=0, help="seed of the maps"
+    )
+    p.add_argument(
+        "--hist-len",
+        type=int_at_least("--hist-len", 1),
+        default=4,
+        help="observation history length H",
+    )
+    p.add_argument(
+        "--train-steps",
+        type=int_at_least("--train-steps", 1),
+        default=2000,
+        help="training iterations (one step of every env + one minibatch update)",
+    )
+    p.add_argument(
+        "--n-envs", type=int_at_least("--n-envs", 1), default=16, help="maps played at once"
+    )
+    p.add_argument(
+        "--batch-size", type=int_at_least("--batch-size", 1), default=32, help="replay minibatch"
+    )
+    p.add_argument(
+        "--learning-starts",
+        type=int_at_least("--learning-starts", 1),
+        default=256,
+        help="transitions stored before the first update",
+    )
+    p.add_argument(
+        "--eps-decay",
+        type=int_at_least("--eps-decay", 1),
+        default=1000,
+        help="iterations of linear epsilon-greedy decay 1 -> 0.1",
+    )
+    p.add_argument(
+        "--target-update",
+        type=int_at_least("--target-update", 1),
+        default=100,
+        help="updates between target-network updates",
+    )
+    p.add_argument(
+        "--eval-maps",
+        type=int_at_least("--eval-maps", 1),
+        default=800,
+        help="test maps evaluated at the end",
+    )
+    p.add_argument(
+        "--runs", type=int_at_least("--runs", 1), default=1, help="independent runs per method"
+    )
+
+
+def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
+    """Add ``train fedrl`` and ``reproduce fedrl``."""
+    t = train_subparsers.add_parser(
+        "fedrl",
+        help="FedRL (Zhuo et al. 2019): two-agent federated DQN with noisy Q outputs",
+        formatter_class=_FMT,
+        description="Train FedRL and its baselines (DQN-alpha, DQN-full) on GridWorld; every "
+        "exchanged Q output is charged to its sender's ledger before release. Prints each "
+        "agent's epsilon (or why it is infinite).",
+    )
+    _add_model_args(t)
+    t.add_argument(
+        "--sigma",
+        type=_real("--sigma"),
+        default=1.0,
+        help="noise standard deviation on exchanged Q outputs (paper: 1)",
+    )
+    t.add_argument(
+        "--clip-outputs",
+        type=_real("--clip-outputs"),
+        default=None,
+        metavar="B",
+        help="clip exchanged Q outputs to [-B, B] (default: unbounded, as in the "
+        "paper: then epsilon is infinite)",
+    )
+    t.add_argument(
+        "--target-sigma",
+        type=_real("--target-sigma"),
+        default=0.0,
+        help="noise on alpha's released targets Y (0: unprotected, as in the paper)",
+    )
+    t.add_argument(
+        "--clip-targets",
+        type=_real("--clip-targets"),
+        default=None,
+        metavar="BY",
+        help="clip Y to [-BY, BY] before its noise",
+    )
+    t.add_argument(
+        "--delta", type=_real("--delta"), default=1e-5, help="delta at which epsilons are reported"
+    )
+    t.add_argument(
+        "--methods",
+        nargs="+",
+        default=["dqn-alpha", "dqn-full", "fedrl"],
+        choices=["dqn-alpha", "dqn-full", "fedrl"],
+        help="methods to train",
+    )
+    t.add_argument("--seed", type=int_at_least("--seed", 0), default=0, help="master seed")
+    t.add_argument(
+        "--out", default=None, help="run directory (default: a new runs/fedrl-<timestamp>)"
+    )
+    add_run_mode_arguments(t)
+    t.add_argument("--json", action="store_true", help="print metrics as JSON on stdout")
+    t.add_argument("--no-progress", action="store_true", help="no progress bar")
+    t.set_defaults(func=_train)
+
+    r = reproduce_subparsers.add_parser(
+        "fedrl",
+        help="FedRL Table 1, Figure 4 (history length) and the attack sweep",
+        formatter_class=_FMT,
+        description="Reproduce FedRL's Table 1 (SuccRate and AvgRwd of DQN-alpha, FedRL-1, "
+        "FedRL-2, DQN-full), the history-length study (Figure 4) and the transcript attack "
+        "at sigma in {0, 0.1, 1, 5} with and without clipping, at the scale given.",
+    )
+    r.add_argument(
+        "--sizes",
+        nargs="+",
+        type=int,
+        default=[8, 16, 32],
+        choices=[8, 16, 32],
+        help="map sizes of Table 1",
+    )
+    r.add_argument(
+        "--runs", type=int_at_least("--runs", 1), default=5, help="runs per method and size"
+    )
+    r.add_argument(
+        "--train-steps",
+        nargs="+",
+        type=int_at_least("--train-steps", 1),
+        default=[1500],
+        help="training iterations per size (one value, or one per size)",
+    )
+    r.add_argument(
+        "--n-envs", type=int_at_least("--n-envs", 1), default=16, help="maps played at once"
+    )
+    r.add_argument(
+        "--n-maps", type=int_at_least("--n-maps", 10), default=8000, help="maps per size"
+    )
+    r.add_argument(
+        "--eval-maps", type=int_at_least("--eval-maps", 1), default=800, help="test maps evaluated"
+    )
+    r.add_argument(
+        "--hist-len",
+        type=int_at_least("--hist-len", 1),
+        default=4,
+        help="history length of Table 1",
+    )
+    r.add_argument(
+        "--hist-lens",
+        nargs="*",
+        type=int_at_least("--hist-lens", 1),
+        default=[2, 4, 8],
+        help="history lengths of the Figure 4 study (at the first size; none: skip)",
+    )
+    r.add_argument(
+        "--fig4-runs",
+        type=int_at_least("--fig4-runs", 1),
+        default=2,
+        help="runs per history length",
+    )
+    r.add_argument(
+        "--attack-sigmas",
+        nargs="*",
+        type=_real("--attack-sigmas"),
+        default=[0.0, 0.1, 1.0, 5.0],
+        help="sigmas of the attack sweep (none: skip)",
+    )
+    r.add_argument(
+        "--attack-clip",
+        type=_real("--attack-clip"),
+        default=1.0,
+        help="B of the clipped half of the attack sweep",
+    )
+    r.add_argument(
+        "--attack-steps",
+        type=int_at_least("--attack-steps", 1),
+        default=400,
+        help="training iterations of each attacked run",
+    )
+    r.add_argument("--seed", type=int_at_least("--seed", 0), default=0, help="master seed")
+    r.add_argument(
+        "--out",
+        default=None,
+        help="report folder (default: a new runs/reproduce-fedrl-<timestamp>; the "
+        "committed report is reports/fedrl)",
+    )
+    r.add_argument("--overwrite", action="store_true", help="regenerate an existing report")
+    r.add_argument("--json", action="store_true", help="print results as JSON on stdout")
+    r.add_argument("--no-progress", action="store_true", help="no progress bar")
+    r.set_defaults(func=_reproduce)
+
+
+def register_attack(attack_subparsers: Any) -> None:
+    """Add ``attack fedrl``."""
+    a = attack_subparsers.add_parser(
+        "fedrl",
+        help="attack a FedRL run's transcript (beta's cells, alpha's rewards) and audit its "
+        "output mechanism",
+        formatter_class=_FMT,
+        description="From beta's released Q outputs, recover its private 5x5 window; from "
+        "alpha's released targets Y, its rewards (scikit-learn). Accuracy with intervals vs "
+        "the ceiling the (epsilon, delta) guarantee allows. With clipped outputs also audits "
+        "the output mechanism as a black box (audit.json). Exit 1 on a violation.",
+    )
+    a.add_argument("--run-dir", required=True, help="a fedrl run directory")
+    a.add_argument(
+        "--out", default=None, help="write the attack result here (default: RUN/attack_fedrl.json)"
+    )
+    a.add_argument(
+        "--audit-samples",
+        type=int_at_least("--audit-samples", 0),
+        default=200_000,
+        help="samples per input of the black-box audit (0: no audit)",
+    )
+    a.add_argument("--seed", type=int_at_least("--seed", 0), default=0, help="seed")
+    a.add_argument("--overwrite", action="store_true", help="replace earlier results")
+    a.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+    a.set_defaults(func=_attack)
+
+
+# ----------------------------------------------------------------------------------------------
+
+
+def _train(args: argparse.Namespace) -> int:
+    mode = run_mode(args)
+    if mode == "resume":
+        raise InvalidParameterError(
+            "--resume is not supported by train fedrl (a run is short): start a new run"
+        )
+    from ldp_audit.training.fedrl import FedRLConfig  # validates before any work
+
+    cfg = FedRLConfig(
+        size=args.size,
+        t_max=args.t_max,
+        density=args.density,
+        n_maps=args.n_maps,
+        map_seed=args.map_seed,
+        hist_len=args.hist_len,
+        sigma=args.sigma,
+        clip_outputs=args.clip_outputs,
+        target_sigma=args.target_sigma,
+        clip_targets=args.clip_targets,
+        delta=args.delta,
+        batch_size=args.batch_size,
+        n_envs=args.n_envs,
+        train_steps=args.train_steps,
+        eps_decay=args.eps_decay,
+        learning_starts=args.learning_starts,
+        target_update=args.target_update,
+        eval_maps=args.eval_maps,
+        methods=tuple(dict.fromkeys(args.methods)),
+        runs=args.runs,
+    )
+    check_out_for_mode(args.out, mode)
+    out = args.out if args.out is not None else timestamped_dir("runs/fedrl")
+    from ldp_audit.rundir import to_jsonable
+    from ldp_audit.training.fedrl import train_fedrl
+
+    metrics = train_fedrl(cfg, out, seed=args.seed, mode=mode, progress=not args.no_progress)
+    if args.json:
+        print(json.dumps(to_jsonable({"run_dir": str(out), **metrics})))
+        return 0
+    print(f"train fedrl: wrote {out}")
+    for name, t in metrics["table"].items():
+        print(
+            f"  {name:9s} SuccRate {100 * t['succ_rate']:5.1f} %  AvgRwd {t['avg_reward']:8.2f}"
+            f"  ({t['runs']} run(s) x {cfg.eval_maps} test maps)"
+        )
+    if metrics["privacy"]:
+        print("  privacy (per agent and channel, composed over the run):")
+        for p in metrics["privacy"]:
+            print(f"    {p['ledger_agent']:16s} {p['charges']:6d} charges: {p['in_words']}")
+    else:
+        print("  privacy: nothing was exchanged (baselines only: no release, no ledger charge)")
+    return 0
+
+
+def _attack(args: argparse.Namespace) -> int:
+    from ldp_audit.rundir import check_new_file, read_config, to_jsonable, write_artifact
+
+    cfg_doc = read_config(args.run_dir)
+    if cfg_doc.get("algorithm") != "fedrl":
+        raise InvalidParameterError(
+            f"--run-dir must be a fedrl run, got algorithm {cfg_doc.get('algorithm')!r}"
+        )
+    if args.out is not None:
+        check_new_file(args.out, name="--out", overwrite=args.overwrite)
+    from pathlib import Path
+
+    from ldp_audit.attacks.fedrl import attack_run
+    from ldp_audit.training.fedrl import FedRLConfig
+
+    if (
+        args.out is None
+        and (Path(args.run_dir) / "attack_fedrl.json").exists()
+        and not (args.overwrite)
+    ):
+        from ldp_audit.errors import RunDirectoryError
+
+        raise RunDirectoryError(
+            f"{args.run_dir}/attack_fedrl.json already exists; pass --out FILE or --overwrite"
+        )
+    res = attack_run(args.run_dir, seed=args.seed)
+    cfg = FedRLConfig.from_dict(cfg_doc["config"])
+    mech = cfg.output_mechanism()
+    audit_doc = None
+    if args.audit_samples > 0:
+        if mech.private:
+            from ldp_audit.audit import audit
+
+            ar = audit(
+                mech,
+                mech.candidate_pairs(),
+                samples=args.audit_samples,
+                float_bits=False,
+                rng=args.seed,
+            )
+            audit_doc = ar.to_dict()
+            audit_doc["mechanism_description"] = (
+                f"FedRL output mechanism: clip to [-{mech.bound:g}, {mech.bound:g}]^16, "
+                f"N(0, {mech.sigma:g}^2)"
+            )
+            res["audit"] = {"violation": ar.violation, "summary": ar.summary()}
+            if args.out is None:
+                write_artifact(args.run_dir, "audit.json", [audit_doc], overwrite=args.overwrite)
+        else:
+            res["audit"] = {
+                "skipped": f"no finite claim to audit: epsilon is {mech.why_infinite()}"
+            }
+    violation = bool(res["violation"]) or bool(res.get("audit", {}).get("violation", False))
+    from ldp_audit.attacks.fedrl import to_attack_result
+
+    doc = to_attack_result(res, mech.to_config()).to_dict()
+    doc["violation"] = violation
+    if args.out is not None:
+        Path(args.out).write_text(json.dumps(doc, indent=1))
+    else:
+        write_artifact(args.run_dir, "attack_fedrl.json", doc, overwrite=args.overwrite)
+    if args.json:
+        print(json.dumps(to_jsonable(res)))
+    else:
+        print(res["summary"])
+        if "audit" in res:
+            print("audit: " + res["audit"].get("summary", res["audit"].get("skipped", "")))
+        print(f"wrote {args.out or Path(args.run_dir) / 'attack_fedrl.json'}")
+    _ = audit_doc
+    return 1 if violation else 0
+
+
+def _reproduce(args: argparse.Namespace) -> int:
+    from ldp_audit.rundir import check_report_dir, to_jsonable
+
+    if len(args.train_steps) not in (1, len(args.sizes)):
+        raise InvalidParameterError(
+            f"--train-steps must give one value or one per size ({len(args.sizes)}), got "
+            f"{args.train_steps}"
+        )
+    for s in args.attack_sigmas:
+        if s != s or s < 0:
+            raise InvalidParameterError(f"--attack-sigmas must be >= 0, got {s}")
+    if args.attack_clip != args.attack_clip or args.attack_clip <= 0:
+        raise InvalidParameterError(f"--attack-clip must be > 0, got {args.attack_clip}")
+    out = args.out if args.out is not None else timestamped_dir("runs/reproduce-fedrl")
+    check_report_dir(out, overwrite=args.overwrite, generated=("results.json", "README.md"))
+    from ldp_audit.training.fedrl_reproduce import ReproConfig, reproduce, write_report
+
+    rc = ReproConfig(
+        sizes=tuple(args.sizes),
+        runs=args.runs,
+        train_steps=tuple(args.train_steps),
+        n_envs=args.n_envs,
+        n_maps=args.n_maps,
+        eval_maps=args.eval_maps,
+        hist_len=args.hist_len,
+        hist_lens=tuple(args.hist_lens),
+        fig4_runs=args.fig4_runs,
+        attack_sigmas=tuple(args.attack_sigmas),
+        attack_clip=args.attack_clip,
+        attack_steps=args.attack_steps,
+        seed=args.seed,
+    )
+    results = reproduce(rc, progress=not args.no_progress, command=" ".join(sys.argv))
+    files = write_report(results, out)
+    if args.json:
+        print(json.dumps(to_jsonable(results)))
+    else:
+        print(f"reproduce fedrl: {results['seconds_total']:.0f} s; wrote")
+        for f in files:
+            print(f"  {f}")
+    return 0

@@ -1,0 +1,351 @@
+"""FedRL: output mechanism, accounting before release, training run directory, audit, attack,
+CLI train -> attack -> report, bad input."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from ldp_audit.accountant import (
+    Accountant,
+    GaussianEvent,
+    NonPrivateEvent,
+    SelfComposedEvent,
+    compose,
+)
+from ldp_audit.attacks.fedrl import (
+    attack_observation,
+    attack_rewards,
+    binary_accuracy_ceiling,
+    implied_epsilon,
+)
+from ldp_audit.errors import InvalidParameterError
+from ldp_audit.mechanisms import analytic_gaussian_epsilon
+from ldp_audit.release import release_with
+from ldp_audit.training.fedrl import (
+    FedRLConfig,
+    OutputMechanism,
+    PrepaidAccountant,
+    report_sections,
+    run_fedrl,
+    train_fedrl,
+)
+from ldp_audit.training.gridworld import generate_maps
+
+TINY = {
+    "size": 8,
+    "n_maps": 100,
+    "train_steps": 40,
+    "n_envs": 4,
+    "batch_size": 8,
+    "learning_starts": 16,
+    "eval_maps": 5,
+    "target_update": 5,
+    "prepay_block": 7,
+}
+
+
+@pytest.fixture(scope="module")
+def maps():
+    return generate_maps(8, 100, seed=0)
+
+
+# ---------------------------------------------------------------- mechanism
+
+
+def test_clipped_output_mechanism_epsilon_and_event():
+    m = OutputMechanism(1.0, 2.0)
+    assert m.sensitivity == pytest.approx(2 * 2.0 * 4.0)  # 2 B sqrt(16)
+    assert m.epsilon == pytest.approx(analytic_gaussian_epsilon(1.0, 16.0, 1e-5))
+    assert m.event() == GaussianEvent(1.0 / 16.0)
+    assert m.exchange_event(5) == SelfComposedEvent(GaussianEvent(1.0 / 16.0), 5)
+    x = np.full((3, 16), 100.0)
+    y = m.privatize(x, np.random.default_rng(0))
+    assert y.shape == (3, 16) and abs(y.mean() - 2.0) < 1.0  # clipped to B = 2 before noise
+
+
+@pytest.mark.parametrize(
+    ("sigma", "bound", "word"), [(1.0, None, "unbounded"), (0.0, 1.0, "no noise")]
+)
+def test_unprotected_outputs_are_infinite_in_words(sigma, bound, word):
+    m = OutputMechanism(sigma, bound)
+    assert math.isinf(m.epsilon) and not m.private
+    assert m.event() == NonPrivateEvent()
+    assert word in m.why_infinite() and m.why_infinite().startswith("infinite")
+
+
+def test_prepaid_refuses_an_unpaid_release():
+    acc = PrepaidAccountant(Accountant(None))
+    ev = GaussianEvent(1.0)
+    with pytest.raises(InvalidParameterError, match="was not charged to the ledger first"):
+        release_with(lambda: np.zeros(2), accountant=acc, charges=[("0/beta", ev)], epsilon=1.0)
+    acc.prepay([("0/beta", ev)])
+    assert acc.accountant.ledger.agents() == ["0/beta"]  # durable charge before any release
+    rel = release_with(lambda: np.zeros(2), accountant=acc, charges=[("0/beta", ev)], epsilon=1.0)
+    assert rel.values.shape == (2,) and acc.unused() == 0
+    with pytest.raises(InvalidParameterError, match="not charged"):
+        release_with(lambda: np.zeros(2), accountant=acc, charges=[("0/beta", ev)], epsilon=1.0)
+
+
+# ---------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"sigma": -1.0}, r"sigma must be a finite real number >= 0, got -1.0"),
+        ({"sigma": float("nan")}, r"sigma must be .*got nan"),
+        ({"sigma": True}, r"sigma must be .*got True"),
+        ({"sigma": "1"}, r"sigma must be .*got '1'"),
+        ({"clip_outputs": 0.0}, r"clip_outputs must be a finite real number > 0.*got 0.0"),
+        ({"clip_outputs": -2}, r"clip_outputs must be .*got -2"),
+        ({"hist_len": 0}, r"hist_len must be an integer >= 1, got 0"),
+        ({"size": 12}, r"size must be one of 8, 16, 32.*got 12"),
+        ({"density": 1.0}, r"density must be in \[0, 1\), got 1.0"),
+        ({"methods": ("dqn-beta",)}, r"methods must be among .*got 'dqn-beta'"),
+        ({"eval_maps": 900, "n_maps": 1000}, r"eval_maps must be <= the 100 test maps"),
+    ],
+)
+def test_bad_config(kwargs, match):
+    with pytest.raises(InvalidParameterError, match=match):
+        FedRLConfig(**kwargs)
+
+
+def test_other_size_with_t_max_is_allowed():
+    assert FedRLConfig(size=12, t_max=50).episode_limit == 50
+
+
+# ---------------------------------------------------------------- training and accounting
+
+
+def test_every_release_is_charged_and_recorded(maps):
+    cfg = FedRLConfig(**TINY, clip_outputs=1.0, methods=("fedrl",))
+    res = run_fedrl(cfg, seed=3, maps=maps)
+    acc, log = res["accountant"], res["log"]
+    r = res["results"][0]
+    it, up = cfg.train_steps, r["updates"]
+    assert up == it - (cfg.learning_starts // cfg.n_envs - 1)  # updates start when 16 stored
+    q = log.q.arrays()
+    beta = q["sender"] == 1
+    train = q["kind"] <= 2
+    # beta releases n_envs rows per acting step and 2 x batch rows per update
+    assert (beta & train).sum() == it * cfg.n_envs + up * 2 * cfg.batch_size
+    assert ((~beta) & train).sum() == it * cfg.n_envs + up * cfg.batch_size
+    assert len(log.y) == up * cfg.batch_size
+    # the ledger holds exactly the charges of those releases (prepaid blocks all drawn)
+    nm = cfg.output_mechanism().event()
+    expected = [(SelfComposedEvent(nm, cfg.n_envs), it), (SelfComposedEvent(nm, 8), 2 * up)]
+    eps_expected, _ = compose(expected, delta=cfg.delta, method="rdp")
+    assert acc.spent("0/beta", delta=cfg.delta, method="rdp") == pytest.approx(eps_expected)
+    assert math.isinf(acc.spent("0/alpha:Y", delta=cfg.delta, method="rdp"))  # Y unprotected
+    assert math.isinf(acc.spent("0/beta@fedrl2", delta=cfg.delta, method="rdp"))
+    assert math.isfinite(acc.spent("0/beta@fedrl1", delta=cfg.delta, method="rdp"))
+    # clipped before noise: released values have the noise spread around [-1, 1]
+    assert np.abs(q["report"]).max() < 1.0 + 8 * cfg.sigma
+    assert r["target_syncs"] == up // cfg.target_update > 0
+
+
+def test_runs_are_reproducible(maps):
+    cfg = FedRLConfig(**TINY, methods=("dqn-alpha", "fedrl"))
+    a = run_fedrl(cfg, seed=5, maps=maps, record=False)["results"]
+    b = run_fedrl(cfg, seed=5, maps=maps, record=False)["results"]
+    for x, y in zip(a, b, strict=True):
+        assert x["final_loss"] == y["final_loss"]
+        for n in x["state"]:
+            for k in x["state"][n]:
+                assert np.array_equal(x["state"][n][k], y["state"][n][k])
+
+
+def test_run_directory_and_report(tmp_path):
+    cfg = FedRLConfig(**TINY, runs=1)
+    out = tmp_path / "run"
+    m = train_fedrl(cfg, out, seed=1)
+    names = {p.name for p in out.iterdir()}
+    assert {
+        "config.json",
+        "ledger.sqlite",
+        "transcript.npz",
+        "secrets.npz",
+        "metrics.json",
+        "model.npz",
+        "manifest.json",
+    } <= names
+    man = json.loads((out / "manifest.json").read_text())
+    assert man["status"] == "complete" and man["algorithm"] == "fedrl"
+    assert set(m["table"]) == {"DQN-alpha", "DQN-full", "FedRL-1", "FedRL-2"}
+    words = {p["ledger_agent"]: p["in_words"] for p in m["privacy"]}
+    assert "unbounded" in words["0/beta"] and "unbounded" in words["0/alpha:Y"]
+    secs = report_sections(out)
+    assert [s["id"] for s in secs] == ["fedrl-privacy", "fedrl-table1"]
+    assert any(
+        "infinite, because the Q outputs are unbounded" in str(r)
+        for r in secs[0]["tables"][0]["rows"]
+    )
+    # a run directory is evidence: never overwritten silently
+    from ldp_audit.errors import RunDirectoryError
+
+    with pytest.raises(RunDirectoryError):
+        train_fedrl(cfg, out, seed=1)
+
+
+# ---------------------------------------------------------------- audit (approximate DP)
+
+
+def test_audit_accepts_correct_and_flags_broken_output_mechanism():
+    """confidence 0.999: the correct mechanism is wrongly flagged with probability <= 0.1 %."""
+    from ldp_audit.audit import audit
+
+    good = OutputMechanism(8.0, 1.0)
+
+    class Broken(OutputMechanism):
+        def privatize(self, x, rng):  # noqa: ANN001, ANN202 - claims sigma 8, adds sigma 2
+            return OutputMechanism(2.0, self.bound).privatize(x, rng)
+
+    bad = Broken(8.0, 1.0)
+    assert good.epsilon == pytest.approx(bad.epsilon) and 3 < good.epsilon < 6
+    r1 = audit(
+        good, good.candidate_pairs(), samples=40_000, float_bits=False, rng=1, confidence=0.999
+    )
+    assert not r1.violation and r1.epsilon_lower_bound <= good.epsilon
+    r2 = audit(
+        bad, bad.candidate_pairs(), samples=40_000, float_bits=False, rng=1, confidence=0.999
+    )
+    assert r2.violation and r2.epsilon_lower_bound > good.epsilon
+
+
+# ---------------------------------------------------------------- attack scoring
+
+
+def test_binary_ceiling_and_implied_epsilon():
+    assert binary_accuracy_ceiling(0.0, 0.0, 0.5) == pytest.approx(0.5)
+    assert binary_accuracy_ceiling(0.0, 0.0, 0.8) == pytest.approx(0.8)
+    assert binary_accuracy_ceiling(1.0, 0.0, 0.5) == pytest.approx(math.e / (1 + math.e))
+    assert binary_accuracy_ceiling(math.inf, 0.0, 0.5) == 1.0
+    for eps in (0.5, 2.0, 5.0):
+        c = binary_accuracy_ceiling(eps, 1e-5, 0.5)
+        assert implied_epsilon(c, 1e-5, 0.5) == pytest.approx(eps, rel=1e-6)
+    assert implied_epsilon(0.55, 0.0, 0.7) == 0.0  # below the prior: nothing implied
+
+
+def test_observation_attack_recovers_clean_and_not_noisy():
+    rng = np.random.default_rng(0)
+    obs = (rng.random((1500, 25)) < 0.7).astype(np.uint8)
+    w = rng.normal(size=(25, 16))
+    clean = obs @ w
+    res0 = attack_observation(clean, obs, epsilon=math.inf, delta=0.0, seed=0)
+    acc0 = np.mean([r["accuracy"] for r in res0])
+    assert acc0 > 0.85 and len(res0) == 24
+    noisy = clean + 200.0 * rng.normal(size=clean.shape)
+    m = OutputMechanism(200.0, 10.0)
+    res1 = attack_observation(noisy, obs, epsilon=m.epsilon, delta=m.delta, seed=0)
+    acc1 = np.mean([r["accuracy"] for r in res1])
+    assert acc1 < 0.75  # near the 0.7 majority rate
+    assert not any(r["violation"] for r in res1)
+
+
+def test_reward_attack_from_clean_targets():
+    rng = np.random.default_rng(1)
+    bump = rng.integers(0, 2, 2000)
+    reward = np.where(bump > 0, -11.0, -2.0) + rng.random(2000)
+    y = reward + 0.9 * 3.0
+    res = attack_rewards(y, reward, bump, epsilon=math.inf, delta=0.0, seed=0)
+    assert res["accuracy"] > 0.97 and res["ceiling"] == 1.0 and res["mae"] < res["mae_baseline"]
+
+
+# ---------------------------------------------------------------- CLI
+
+
+def _cli(args):
+    from ldp_audit.cli import main
+
+    return main(args)
+
+
+TINY_CLI = [
+    "--size",
+    "8",
+    "--n-maps",
+    "100",
+    "--train-steps",
+    "30",
+    "--n-envs",
+    "4",
+    "--batch-size",
+    "8",
+    "--eval-maps",
+    "5",
+    "--learning-starts",
+    "16",
+    "--no-progress",
+]
+
+
+def test_cli_train_attack_report(tmp_path, capsys):
+    run = tmp_path / "run"
+    assert (
+        _cli(
+            [
+                "train",
+                "fedrl",
+                *TINY_CLI,
+                "--sigma",
+                "1",
+                "--clip-outputs",
+                "2",
+                "--methods",
+                "fedrl",
+                "--out",
+                str(run),
+            ]
+        )
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "0/beta" in out and "-DP over the whole run" in out and "0/alpha:Y" in out
+    assert _cli(["attack", "fedrl", "--run-dir", str(run), "--audit-samples", "5000"]) == 0
+    assert (run / "attack_fedrl.json").is_file() and (run / "audit.json").is_file()
+    doc = json.loads((run / "attack_fedrl.json").read_text())
+    assert doc["attack"] == "fedrl-transcript" and 0 <= doc["accuracy"] <= 1
+    assert _cli(["report", str(run)]) == 0
+    md = (run / "report" / "report.md").read_text()
+    assert "FedRL: privacy of what the agents exchange" in md
+    assert "FedRL: attack on the transcript" in md
+    # a second attack must not overwrite the evidence
+    assert _cli(["attack", "fedrl", "--run-dir", str(run), "--audit-samples", "0"]) == 2
+
+
+@pytest.mark.parametrize(
+    ("extra", "msg"),
+    [
+        (["--sigma", "-1"], "sigma must be a finite real number >= 0, got -1.0"),
+        (["--sigma", "nan"], "sigma must be a finite real number >= 0, got nan"),
+        (["--clip-outputs", "0"], "clip_outputs must be a finite real number > 0"),
+        (["--size", "12"], "size must be one of 8, 16, 32"),
+        (["--density", "1.5"], "density must be in [0, 1), got 1.5"),
+        (["--resume"], "--resume"),
+    ],
+)
+def test_cli_bad_input(tmp_path, capsys, extra, msg):
+    out = tmp_path / "never"
+    code = _cli(["train", "fedrl", *TINY_CLI, *extra, "--out", str(out)])
+    assert code == 2
+    assert msg in capsys.readouterr().err
+    assert not out.exists()  # refused before any work: nothing written, nothing charged
+
+
+def test_cli_hist_len_zero_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as e:
+        _cli(["train", "fedrl", "--hist-len", "0"])
+    assert e.value.code == 2 and "--hist-len must be an integer >= 1, got '0'" in (
+        capsys.readouterr().err
+    )
+
+
+def test_cli_attack_needs_a_fedrl_run(tmp_path, capsys):
+    doc = {"algorithm": "pgc-a3c", "config": {}, "mechanism": None, "seed": 0}
+    (tmp_path / "config.json").write_text(json.dumps(doc))
+    assert _cli(["attack", "fedrl", "--run-dir", str(tmp_path)]) == 2
+    assert "must be a fedrl run" in capsys.readouterr().err
