@@ -59,6 +59,7 @@ class ScalarMechanism:
         seeding: str,
         name: str,
         vectorized: bool,
+        integer_inputs: bool = False,
     ) -> None:
         self._fn = fn
         self.epsilon = epsilon
@@ -68,6 +69,7 @@ class ScalarMechanism:
         self.name = name
         self.vectorized = vectorized
         self.reproducible = seeding != "none"
+        self.integer_inputs = integer_inputs
 
     def __repr__(self) -> str:
         return f"ScalarMechanism({self.name}, epsilon={self.epsilon:g}, delta={self.delta:g})"
@@ -118,7 +120,7 @@ class ScalarMechanism:
                     f"values (first {values[0]!r}): {exc}"
                 ) from exc
             return self._as_output(out, values)
-        vals = values.tolist()
+        vals = values.astype(np.int64).tolist() if self.integer_inputs else values.tolist()
         res: list[Any] = []
         append = res.append
         # one Python call per value, no per-value checks (the cost is the library's; measured
@@ -199,7 +201,9 @@ def from_scalar(
         delta: the library's claimed delta, in [0, 1).
         domain: the inputs the claim covers: a tuple ``(low, high)`` for an interval
             (pairs: its ends, and low with the middle), or a list of values for a finite
-            domain (pairs: every two distinct values, at most 16).
+            domain (pairs: every two distinct values, at most 16); a list of Python/NumPy
+            integers makes the function receive ``int`` values (libraries such as
+            diffprivlib's ``Geometric`` refuse floats).
         seeding: ``"none"`` (the library cannot be seeded: results are not reproducible and
             the audit says so), ``"random_state"`` (a ``numpy.random.RandomState``), ``"seed"``
             (an int), ``"generator"`` (a ``numpy.random.Generator``).
@@ -226,6 +230,7 @@ def from_scalar(
     if not isinstance(vectorized, bool):
         raise InvalidParameterError(f"vectorized must be True or False, got {vectorized!r}")
     dom: Any
+    integer_inputs = False
     if isinstance(domain, tuple) and len(domain) == 2:
         lo = check_real(domain[0], "domain low")
         hi = check_real(domain[1], "domain high")
@@ -246,6 +251,9 @@ def from_scalar(
                 f"domain must hold at least two distinct finite values, got {domain!r}"
             )
         dom = list(dict.fromkeys(vals))
+        integer_inputs = all(
+            isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in domain
+        )
     label = name if name is not None else getattr(fn, "__qualname__", type(fn).__name__)
     try:
         return ScalarMechanism(
@@ -256,6 +264,7 @@ def from_scalar(
             seeding=seeding,
             name=str(label),
             vectorized=vectorized,
+            integer_inputs=integer_inputs,
         )
     except LdpAuditError:  # pragma: no cover - constructor only stores
         raise
