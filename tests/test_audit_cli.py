@@ -247,3 +247,60 @@ def test_help_shows_defaults_and_no_literal_percent(capsys):
     text = capsys.readouterr().out
     assert "%%" not in text and "(default: 1000000)" in text and "(default: 0.95)" in text
     assert "discrete-laplace" in text and "--param KEY=VALUE" in text
+
+
+def test_scalar_cli_form(tmp_path, monkeypatch, capsys):
+    _write_module(
+        tmp_path,
+        monkeypatch,
+        "scalar_lib_cli",
+        """
+        def make(rs, scale=1.0):
+            return lambda v: v + rs.laplace(0.0, scale)
+
+        def make_broken(rs):
+            return make(rs, 0.5)
+
+        def refuses(v):
+            raise TypeError("integers only")
+        """,
+    )
+    base = ["audit", "--scalar", "--epsilon", "1", "--domain", "0:1", "--no-float-bits"]
+    base += ["--seeding", "random_state", "--samples", "30000"]
+    assert run_cli([*base, "--mechanism", "scalar_lib_cli:make", *STRICT]) == 0
+    # scale 0.5 claiming 1: true 2, bound ~1.8 at 30k samples (s.e. ~0.06)
+    capsys.readouterr()
+    assert run_cli([*base, "--mechanism", "scalar_lib_cli:make_broken", "--json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["leak"] == "distribution" and out["reproducible"] is True
+    code = run_cli(["audit", "--scalar", "--mechanism", "scalar_lib_cli:refuses", "--epsilon", "1",
+                    "--domain", "0,1", "--samples", "5000"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and "raised TypeError on input 0" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--scalar", "--mechanism", "json:dumps", "--domain", "0:1"], "--scalar needs --epsilon"),
+        (["--scalar", "--mechanism", "laplace", "--epsilon", "1"], "MODULE:ATTR"),
+        (["--mechanism", "laplace", "--epsilon", "1", "--domain", "0:1"], "only be used with"),
+        (
+            [
+                "--scalar",
+                "--mechanism",
+                "json:dumps",
+                "--epsilon",
+                "1",
+                "--domain",
+                "0:1",
+                "--clip",
+                "2",
+            ],
+            "--clip cannot be used with --scalar",
+        ),  # fmt: skip
+    ],
+)
+def test_scalar_cli_refusals(argv, message, capsys):
+    assert run_cli(["audit", *argv]) == 2
+    assert message in capsys.readouterr().err

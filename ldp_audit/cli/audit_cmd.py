@@ -3,6 +3,7 @@
     ldp-audit audit --mechanism {laplace,discrete-laplace,prs,bitflip,rr,gaussian,MODULE:ATTR}
         [--epsilon E] [--clip C] [--sigma S] [--delta D] [--resolution G] [--dim D]
         [--reduced-dim K] [--categories K] [--param KEY=VALUE ...] [--pairs MODULE:ATTR]
+        [--scalar --domain LOW:HIGH|V1,V2,... [--seeding none|random_state|seed|generator]]
         [--samples N] [--confidence P] [--seed S] [--no-float-bits] [--profile|--no-profile]
         [--force] [--exact] [--json]
 
@@ -10,7 +11,9 @@
 arguments are passed to the class or factory) or pairs (a list of (x, x2) or a zero-argument
 callable returning one) from an importable module; the current directory is put on
 ``sys.path`` first. A user mechanism's claim is its own ``epsilon`` (and ``delta``) attribute:
-``--epsilon`` is refused for it. Options that a mechanism does not use are refused, never
+``--epsilon`` is refused for it. With ``--scalar``, ``MODULE:ATTR`` is instead a scalar function
+of another library (``ldp_audit.audit.from_scalar``) and ``--epsilon`` / ``--delta`` pass the
+library's own claim. Options that a mechanism does not use are refused, never
 silently ignored. Exit codes: 0 no violation found, 1 violation (either verdict), 2 usage or
 input error (including a failing user object). The progress bar goes to stderr; ``--json``
 prints ``AuditResult.to_dict()`` on stdout.
@@ -48,6 +51,8 @@ _OPTION = {
     "sigma": "--sigma",
     "delta": "--delta",
     "param": "--param",
+    "domain": "--domain",
+    "seeding": "--seeding",
 }
 
 
@@ -86,6 +91,22 @@ def _int(name: str, minimum: int) -> Any:
         return v
 
     return parse
+
+
+def _domain(text: str) -> Any:
+    """``LOW:HIGH`` -> (low, high); ``V1,V2,...`` -> a list (ints when all are integers)."""
+    try:
+        if ":" in text:
+            lo, hi = text.split(":", 1)
+            return (float(lo), float(hi))
+        parts = [p for p in text.split(",") if p.strip()]
+        if all(p.strip().lstrip("+-").isdigit() for p in parts):
+            return [int(p) for p in parts]
+        return [float(p) for p in parts]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--domain must be LOW:HIGH or V1,V2,..., got {text!r}"
+        ) from None
 
 
 class _Formatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -176,6 +197,27 @@ def register(subparsers: Any) -> None:
         default=sup,
         metavar="KEY=VALUE",
         help="MODULE:ATTR class or factory argument (repeatable; VALUE read as JSON)",
+    )
+    p.add_argument(
+        "--scalar",
+        action="store_true",
+        help="MODULE:ATTR is a scalar value -> value function of another library (or, with "
+        "--seeding, a factory taking the randomness and returning one); needs --epsilon "
+        "(the library's own) and --domain",
+    )
+    p.add_argument(
+        "--domain",
+        type=_domain,
+        default=sup,
+        help="--scalar: the inputs the claim covers, LOW:HIGH (an interval) or V1,V2,... (a "
+        "finite set; integers are passed as int)",
+    )
+    p.add_argument(
+        "--seeding",
+        choices=("none", "random_state", "seed", "generator"),
+        default=sup,
+        help="--scalar: what the factory receives, derived from --seed (none when omitted: "
+        "the function draws its own randomness and the audit is not reproducible)",
     )
     p.add_argument("--pairs", default=None, help="MODULE:ATTR giving a list of (x, x2) pairs")
     p.add_argument(
@@ -308,6 +350,13 @@ def build_mechanism(args: argparse.Namespace) -> Any:
     """The mechanism named by ``--mechanism`` and its options (unused options are refused)."""
     name = args.mechanism
     given = _given(args)
+    if args.scalar:
+        return _scalar_mechanism(args, given)
+    scalar_only = sorted(given & {"domain", "seeding"})
+    if scalar_only:
+        raise InvalidParameterError(
+            f"{', '.join(_OPTION[k] for k in scalar_only)} can only be used with --scalar"
+        )
     if name not in BUILTIN:
         if ":" not in name:
             close = difflib.get_close_matches(name, BUILTIN, n=1)
@@ -362,6 +411,37 @@ def build_mechanism(args: argparse.Namespace) -> Any:
     if name == "bitflip":
         return mech.BitFlip(epsilon=eps)
     return mech.RandomizedResponse(epsilon=eps, k=getattr(args, "categories", 2))
+
+
+def _scalar_mechanism(args: argparse.Namespace, given: set[str]) -> Any:
+    spec = args.mechanism
+    if ":" not in spec:
+        raise InvalidParameterError(
+            f"--scalar needs --mechanism MODULE:ATTR (a scalar function), got {spec!r}"
+        )
+    extra = sorted(given - {"epsilon", "delta", "domain", "seeding"})
+    if extra:
+        raise InvalidParameterError(
+            f"{', '.join(_OPTION[k] for k in extra)} cannot be used with --scalar (it uses "
+            "--epsilon, --delta, --domain, --seeding)"
+        )
+    missing = [o for o in ("epsilon", "domain") if o not in given]
+    if missing:
+        raise InvalidParameterError(
+            f"--scalar needs {' and '.join(_OPTION[k] for k in missing)} (the library's own "
+            "claim and the inputs it covers)"
+        )
+    from ldp_audit.audit import from_scalar
+
+    fn = load_object(spec, "--mechanism")
+    return from_scalar(
+        fn,
+        epsilon=args.epsilon,
+        delta=getattr(args, "delta", 0.0),
+        domain=args.domain,
+        seeding=getattr(args, "seeding", "none"),
+        name=spec,
+    )
 
 
 def run(args: argparse.Namespace) -> int:
