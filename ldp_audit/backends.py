@@ -45,6 +45,7 @@ __all__ = [
     "run_tasks",
     "fresh_run_dir",
     "check_backend",
+    "train_runs",
 ]
 
 T = TypeVar("T")
@@ -221,6 +222,11 @@ def _import_ray() -> Any:
     return ray
 
 
+def _call(fn: Callable[[T], R], item: T) -> R:
+    """A Ray task: ``fn(item)`` (module-level, so Ray accepts it whatever ``fn`` is)."""
+    return fn(item)
+
+
 def _run_ray(
     fn: Callable[[T], R],
     items: Sequence[T],
@@ -238,8 +244,9 @@ def _run_ray(
         elif workers is not None:
             kwargs["num_cpus"] = workers
         ray.init(**kwargs)
-    remote = ray.remote(max_retries=max_retries, retry_exceptions=False)(fn)
-    refs = [remote.remote(item) for item in items]
+    remote = ray.remote(max_retries=max_retries, retry_exceptions=False)(_call)
+    fn_ref = ray.put(fn)  # any picklable callable (a partial too), shipped once
+    refs = [remote.remote(fn_ref, item) for item in items]
     index = {ref: i for i, ref in enumerate(refs)}
     results: list[Any] = [None] * len(items)
     bar = _bar(progress, len(items))
@@ -303,3 +310,65 @@ def fresh_run_dir(path: str | Path) -> Path:
     dest = p.with_name(f"{p.name}.attempt-{k}")
     p.rename(dest)
     return p
+
+
+def _describe_run(task: tuple[Any, Any, Any]) -> str:
+    cfg, seed, run_dir = task
+    fields = []
+    for name in ("mechanism", "epsilon", "rounds", "trials"):
+        if hasattr(cfg, name):
+            fields.append(f"{name}={getattr(cfg, name)!r}")
+    where = f", run_dir={str(run_dir)!r}" if run_dir is not None else ""
+    return f"{type(cfg).__name__}({', '.join(fields)}), seed={seed!r}{where}"
+
+
+def _train_one(train: Callable[..., R], task: tuple[Any, Any, Any]) -> R:
+    cfg, seed, run_dir = task
+    if run_dir is None:
+        return train(cfg, seed=seed)
+    return train(cfg, seed=seed, run_dir=fresh_run_dir(run_dir))
+
+
+def train_runs(
+    train: Callable[..., R],
+    tasks: Sequence[tuple[Any, int, str | Path | None]],
+    *,
+    backend: str = "local",
+    address: str | None = None,
+    workers: int | None = None,
+    progress: bool | str | None = None,
+    max_retries: int = 3,
+) -> list[R]:
+    """The grid hook of a trainer: ``[train(config, seed=seed, run_dir=run_dir) ...]``.
+
+    Each task ``(config, seed, run_dir)`` is one Ray task (or one local call) that owns its run
+    directory (``None``: no run directory) and the ledger in it; a retried attempt starts from
+    :func:`fresh_run_dir`. ``train`` must be a module-level function, e.g.
+    ``ldp_audit.training.pgc_a3c.train`` (returning a ``TrainResult``). Results come back in
+    task order, the same on every backend for the same seeds. A failure names the config and
+    the seed (:class:`TaskError`).
+    """
+    import functools
+
+    tasks = list(tasks)
+    for i, task in enumerate(tasks):
+        if not isinstance(task, tuple) or len(task) != 3:
+            raise InvalidParameterError(
+                f"tasks[{i}] must be a (config, seed, run_dir) tuple, got {task!r}"
+            )
+        seed = task[1]
+        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+            raise InvalidParameterError(f"tasks[{i}] seed must be an integer, got {seed!r}")
+    dirs = [str(Path(t[2]).resolve()) for t in tasks if t[2] is not None]
+    if len(set(dirs)) != len(dirs):
+        raise InvalidParameterError("tasks must not share a run_dir (each task owns its own)")
+    return run_tasks(
+        functools.partial(_train_one, train),
+        tasks,
+        backend=backend,
+        address=address,
+        workers=workers,
+        progress=progress,
+        describe=_describe_run,
+        max_retries=max_retries,
+    )

@@ -199,3 +199,26 @@ def test_cli_sweep_backend_usage_errors(tmp_path, capsys):
     assert code == 2
     assert "address applies to backend='ray' only" in capsys.readouterr().err
     assert not out.exists()  # refused before any work
+
+
+def test_train_runs_ray_equals_local(ray_local, tmp_path):
+    """The trainer grid hook: PGC-A3C runs as Ray tasks give the local results bit for bit,
+    each writing its own run directory."""
+    from ldp_audit.backends import train_runs
+    from ldp_audit.training.pgc_a3c import PgcA3cConfig, train
+
+    cfgs = [
+        PgcA3cConfig(mechanism=m, epsilon=5.0, trials=2, max_submissions=30)
+        for m in ("laplace", "prs")
+    ]
+    local = train_runs(train, [(c, 7, None) for c in cfgs])
+    tasks = [(c, 7, tmp_path / f"run{i}") for i, c in enumerate(cfgs)]
+    remote = train_runs(train, tasks, backend="ray")
+    for a, b in zip(local, remote, strict=True):
+        assert a.zeta.tobytes() == b.zeta.tobytes()
+        assert a.theta.tobytes() == b.theta.tobytes()
+    assert all((tmp_path / f"run{i}" / "manifest.json").exists() for i in range(2))
+    with pytest.raises(InvalidParameterError, match="must not share a run_dir"):
+        train_runs(train, [(cfgs[0], 1, tmp_path / "x"), (cfgs[1], 2, tmp_path / "x")])
+    with pytest.raises(InvalidParameterError, match="seed must be an integer"):
+        train_runs(train, [(cfgs[0], "1", None)])
