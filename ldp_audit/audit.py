@@ -689,8 +689,12 @@ def _build_statistics(
     k = ya1.shape[1]
     stats: list[_Statistic] = []
     r1, r2 = _row_keys(ya1), _row_keys(ya2)
-    n_cells = np.unique(np.concatenate([r1, r2])).size
-    discrete = n_cells <= min(_MAX_CELLS, (len(r1) + len(r2)) // 4)
+    limit = min(_MAX_CELLS, (len(r1) + len(r2)) // 4)
+    # a prefix with more distinct rows than the limit settles it without the full count
+    head = np.concatenate([r1[: 8 * _MAX_CELLS], r2[: 8 * _MAX_CELLS]])
+    discrete = _sorted_unique(head).size <= limit and (
+        _sorted_unique(np.concatenate([r1, r2])).size <= limit
+    )
     if discrete:
         examples: dict[int, np.ndarray] = {}
         for rows, keys in ((ya1, r1), (ya2, r2)):
@@ -778,9 +782,20 @@ class _Candidate:
         return (self.pair, id(self.stat), self.op, self.t, self.x_is_numerator)
 
 
+def _sorted_unique(v: np.ndarray) -> np.ndarray:
+    """``np.unique`` by sorting (hash-based unique is several times slower on float64)."""
+    srt = np.sort(v)
+    if srt.size == 0:
+        return srt
+    keep = np.empty(srt.size, dtype=bool)
+    keep[0] = True
+    np.not_equal(srt[1:], srt[:-1], out=keep[1:])
+    return srt[keep]
+
+
 def _thresholds(s1: np.ndarray, s2: np.ndarray) -> np.ndarray | None:
     pooled = np.concatenate([s1, s2])
-    uniq = np.unique(pooled)
+    uniq = _sorted_unique(pooled)
     if uniq.size <= 1:
         return None
     if uniq.size <= _MAX_THRESHOLDS + 4 * _TAIL_THRESHOLDS:
