@@ -1013,6 +1013,8 @@ def default_pairs(mechanism: Any, dim: int | None = None) -> list[tuple[np.ndarr
             "pairs=[(x, x2), ...] (neighbouring inputs to compare), or give the mechanism a "
             f"candidate_pairs(dim) method; got a {type(mechanism).__name__} without one"
         )
+    if dim is not None:
+        dim = check_int(dim, "dim", minimum=1)
     d = dim if dim is not None else _user_attr(mechanism, "dim", None) or 1
     try:
         raw = list(fn(d))
@@ -1535,9 +1537,15 @@ def exact_epsilon(
         if pairs is None
         else [_as_pair(p, i) for i, p in enumerate(pairs)]
     )
-    if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 1:
-        raise InvalidParameterError(f"samples must be an integer >= 1, got {samples!r}")
-    gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    samples = check_int(samples, "samples", minimum=1)
+    if isinstance(rng, np.random.Generator):
+        gen = rng
+    elif rng is None or (isinstance(rng, (int, np.integer)) and not isinstance(rng, bool)):
+        gen = np.random.default_rng(rng)
+    else:
+        raise InvalidParameterError(
+            f"rng must be a numpy.random.Generator, an int seed or None, got {type(rng).__name__}"
+        )
     delta = float(getattr(mechanism, "delta", 0.0) or 0.0)
     if (
         delta > 0

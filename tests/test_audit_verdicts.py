@@ -243,3 +243,15 @@ def test_only_nan_outputs_refused():
 def test_candidate_pairs_error_wrapped():
     with pytest.raises(UserCodeError, match=r"candidate_pairs\(1\) of BadPairs raised KeyError"):
         audit(BadPairs(), samples=5_000)
+
+
+def test_exact_epsilon_and_default_pairs_type_checked():
+    from ldp_audit.audit import default_pairs, exact_epsilon
+
+    lap = Laplace(epsilon=1.0, clip=1.0)
+    with pytest.raises(InvalidParameterError, match="rng must be"):
+        exact_epsilon(lap, rng="seed")
+    with pytest.raises(InvalidParameterError, match="samples must be an integer"):
+        exact_epsilon(lap, samples=True)
+    with pytest.raises(InvalidParameterError, match="dim must be an integer >= 1"):
+        default_pairs(lap, "2")
