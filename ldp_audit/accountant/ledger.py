@@ -345,6 +345,8 @@ class Ledger:
         self._in_tx = False
         self._lock = threading.RLock()
         self._ledger_id = ""
+        # The last full verified state, keyed by the chain head it was read at (read-only).
+        self._all_states: tuple[tuple[int, bytes], dict[str, AgentState]] | None = None
         if not self._memory:
             p = Path(self.path)
             if p.is_dir():
@@ -698,9 +700,21 @@ class Ledger:
         return out
 
     def _load_all_states(self) -> dict[str, AgentState]:
-        """Every agent's verified state; also checks the totals against the chain head."""
+        """Every agent's verified state; also checks the totals against the chain head.
+
+        The result is kept (read-only) until the chain head moves: repeated bulk reads of an
+        unchanged ledger (a report asks for several methods) verify it once.
+        """
+        rows, head = self._head()
+        hit = self._all_states
+        if hit is not None and hit[0] == (rows, head):
+            return hit[1]
+        out = self._load_all_states_uncached(rows)
+        self._all_states = ((rows, head), out)
+        return out
+
+    def _load_all_states_uncached(self, rows: int) -> dict[str, AgentState]:
         c = self._conn
-        rows, _ = self._head()
         out: dict[str, AgentState] = {}
         total = 0
         for agent, n, last_id, chk in c.execute(f"SELECT agent, n, last_id, chk FROM {_AGENTS}"):
@@ -1072,7 +1086,7 @@ class Ledger:
                 f"the chain has {expect - 1} rows ending in {prev.hex()[:16]}..., the head "
                 f"records {rows} rows ending in {head.hex()[:16]}..."
             )
-        states = self._load_all_states()
+        states = self._load_all_states_uncached(rows)
         rebuilt = {(a, s, e): n for a, st in states.items() for (s, e), n in st.events.items()}
         if rebuilt != counts:
             diff = sorted(set(rebuilt.items()) ^ set(counts.items()))[:3]
