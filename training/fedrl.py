@@ -48,7 +48,7 @@ from __future__ import annotations
 import math
 import numbers
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -560,25 +560,29 @@ def _last_window(obs: np.ndarray) -> np.ndarray:
 
 
 class _Exchange:
-    """Releases of one FedRL run: charge (prepaid ledger), randomise, seal, record."""
+    """Releases of K FedRL runs at once: charge (prepaid ledger), randomise, seal, record.
+
+    Every release of a (K, n, d) tensor charges each run's sender ``<trial>/<agent>`` for its
+    own n rows (one ledger event per run and exchange).
+    """
 
     def __init__(
         self,
         cfg: FedRLConfig,
-        trial: int,
+        trials: Sequence[int],
         accountant: Any,
         rngs: dict[str, np.random.Generator],
         log: _Log,
     ) -> None:
-        self.cfg, self.trial, self.rngs, self.log = cfg, trial, rngs, log
+        self.cfg, self.trials, self.rngs, self.log = cfg, list(trials), rngs, log
         self.mech = cfg.output_mechanism()
         self.ymech = cfg.target_mechanism()
         self.clean = OutputMechanism(0.0, None, N_ACTIONS, cfg.delta)
         self.acc = PrepaidAccountant(accountant)
         self.step = 0
 
-    def ids(self, agent: str, suffix: str = "") -> str:
-        return f"{self.trial}/{agent}{suffix}"
+    def ids(self, trial: int, agent: str, suffix: str = "") -> str:
+        return f"{trial}/{agent}{suffix}"
 
     def prepay_training(self, iterations: int, updates: int) -> None:
         """Charge the next ``iterations`` acting exchanges and ``updates`` minibatch updates."""
@@ -587,15 +591,16 @@ class _Exchange:
         ev_act = self.mech.exchange_event(c.n_envs)
         ev_b = self.mech.exchange_event(c.batch_size)
         ev_y = self.ymech.exchange_event(c.batch_size)
-        for _ in range(iterations):
-            charges += [(self.ids("alpha"), ev_act), (self.ids("beta"), ev_act)]
-        for _ in range(updates):
-            charges += [
-                (self.ids("beta"), ev_b),  # C_beta(s)
-                (self.ids("beta"), ev_b),  # C'_beta(s') from beta's target network
-                (self.ids("alpha"), ev_b),  # C_alpha(s)
-                (self.ids("alpha", ":Y"), ev_y),  # Y
-            ]
+        for t in self.trials:
+            for _ in range(iterations):
+                charges += [(self.ids(t, "alpha"), ev_act), (self.ids(t, "beta"), ev_act)]
+            for _ in range(updates):
+                charges += [
+                    (self.ids(t, "beta"), ev_b),  # C_beta(s)
+                    (self.ids(t, "beta"), ev_b),  # C'_beta(s') from beta's target network
+                    (self.ids(t, "alpha"), ev_b),  # C_alpha(s)
+                    (self.ids(t, "alpha", ":Y"), ev_y),  # Y
+                ]
         self.acc.prepay(charges)
 
     def send(
@@ -609,99 +614,145 @@ class _Exchange:
         suffix: str = "",
         map_index: np.ndarray | None = None,
     ) -> Any:
-        """Release the Q outputs ``q`` (torch, (n, 16)) of ``sender``; returns a torch tensor
-        whose value is the released one and whose gradient flows through the clipped output."""
+        """Release ``sender``'s Q outputs ``q`` (torch, (K, n, 16)); returns a tensor whose value
+        is the released one and whose gradient flows through the (clipped) output."""
         from ldp_audit.release import release_with
 
         torch = _torch()
         mech = self.mech if mech is None else mech
         qc = q if mech.bound is None else torch.clamp(q, -mech.bound, mech.bound)
-        raw = q.detach().cpu().numpy().astype(np.float64)
-        n = raw.shape[0]
+        k, n = q.shape[0], q.shape[1]
+        raw = q.detach().reshape(k * n, -1).numpy().astype(np.float64)
         rng = self.rngs[sender]
         ev = mech.exchange_event(n)
         rel = release_with(
             lambda: mech.privatize(raw, rng),
             accountant=self.acc,
-            charges=[(self.ids(sender, suffix), ev)],
+            charges=[(self.ids(t, sender, suffix), ev) for t in self.trials],
             epsilon=mech.epsilon,
             delta=mech.delta if mech.private else 0.0,
         )
         if self.log.record:
+            rows = k * n
             self.log.q.append(
                 rel,
-                trial=np.full(n, self.trial, np.int64),
-                sender=np.full(n, SENDER_ALPHA if sender == "alpha" else SENDER_BETA, np.int64),
-                kind=np.full(n, kind, np.int64),
-                step=np.full(n, self.step, np.int64),
-                map_index=(np.full(n, -1, np.int64) if map_index is None else map_index),
+                trial=np.repeat(np.asarray(self.trials, np.int64), n),
+                sender=np.full(rows, SENDER_ALPHA if sender == "alpha" else SENDER_BETA, np.int64),
+                kind=np.full(rows, kind, np.int64),
+                step=np.full(rows, self.step, np.int64),
+                map_index=(
+                    np.full(rows, -1, np.int64) if map_index is None else map_index.reshape(-1)
+                ),
             )
-            self.log.q_obs.append(_last_window(obs))
-        released = torch.as_tensor(np.array(rel.values), dtype=qc.dtype)
+            self.log.q_obs.append(_last_window(obs.reshape(rows, *obs.shape[-3:])))
+        released = torch.as_tensor(np.array(rel.values), dtype=qc.dtype).reshape(k, n, -1)
         return qc + (released - qc).detach()
 
     def send_y(self, y: np.ndarray, reward: np.ndarray, bump: np.ndarray) -> np.ndarray:
+        """Release alpha's targets ``y`` (K, n); returns the released (K, n) values."""
         from ldp_audit.release import release_with
 
-        n = y.shape[0]
+        k, n = y.shape
         rel = release_with(
             lambda: self.ymech.privatize(y.reshape(-1, 1), self.rngs["alpha"]),
             accountant=self.acc,
-            charges=[(self.ids("alpha", ":Y"), self.ymech.exchange_event(n))],
+            charges=[
+                (self.ids(t, "alpha", ":Y"), self.ymech.exchange_event(n)) for t in self.trials
+            ],
             epsilon=self.ymech.epsilon,
             delta=self.ymech.delta if self.ymech.private else 0.0,
         )
         if self.log.record:
             self.log.y.append(
                 rel,
-                trial=np.full(n, self.trial, np.int64),
-                step=np.full(n, self.step, np.int64),
+                trial=np.repeat(np.asarray(self.trials, np.int64), n),
+                step=np.full(k * n, self.step, np.int64),
             )
-            self.log.y_reward.append(reward.astype(np.float64))
-            self.log.y_bump.append(bump.astype(np.int64))
-        return rel.values.reshape(-1)
+            self.log.y_reward.append(reward.reshape(-1).astype(np.float64))
+            self.log.y_bump.append(bump.reshape(-1).astype(np.int64))
+        return np.asarray(rel.values).reshape(k, n)
 
 
 def _eps_greedy(q: np.ndarray, eps: float, rng: np.random.Generator) -> np.ndarray:
-    greedy = q.argmax(axis=1)
-    explore = rng.random(q.shape[0]) < eps
-    return np.where(explore, rng.integers(N_ACTIONS, size=q.shape[0]), greedy)
+    greedy = q.argmax(axis=-1)
+    explore = rng.random(greedy.shape) < eps
+    return np.where(explore, rng.integers(N_ACTIONS, size=greedy.shape), greedy)
 
 
-def _train_one(
+class _Stacked:
+    """K independent copies of a network, evaluated at once with ``torch.func.vmap``.
+
+    Adam is element-wise, so one Adam over the stacked parameters is exactly K independent
+    Adams, and the sum of the K runs' losses gives each run its own gradient.
+    """
+
+    def __init__(self, make: Callable[[], Any], gens: Sequence[Any]) -> None:
+        import copy
+
+        torch = _torch()
+        mods = [make() for _ in gens]
+        for m, g in zip(mods, gens, strict=True):
+            _init_params(m, g)
+        params, _ = torch.func.stack_module_state(mods)
+        self.params = {k: v.detach().clone().requires_grad_(True) for k, v in params.items()}
+        self.target = {k: v.detach().clone() for k, v in self.params.items()}
+        base = copy.deepcopy(mods[0]).to("meta")
+
+        def f(p: dict, *xs: Any) -> Any:
+            return torch.func.functional_call(base, p, xs)
+
+        self._f = torch.vmap(f)
+
+    def __call__(self, *xs: Any) -> Any:
+        return self._f(self.params, *xs)
+
+    def tgt(self, *xs: Any) -> Any:
+        return self._f(self.target, *xs)
+
+    def sync(self) -> None:
+        self.target = {k: v.detach().clone() for k, v in self.params.items()}
+
+    def state(self, k: int) -> dict[str, np.ndarray]:
+        return {n: v[k].detach().numpy().copy() for n, v in self.params.items()}
+
+
+def _train_runs(
     method: str,
     cfg: FedRLConfig,
     maps: MapSet,
-    seed_seq: np.random.SeedSequence,
-    trial: int,
+    seed_seqs: Sequence[np.random.SeedSequence],
+    trials: Sequence[int],
     accountant: Any,
     log: _Log,
     progress: Any = None,
-) -> dict[str, Any]:
-    """Train one method once; returns its metrics (and evaluates it on the test maps)."""
+) -> list[dict[str, Any]]:
+    """Train one method for K runs at once (batched over runs and maps); evaluate each run."""
     torch = _torch()
-    s_env, s_act, s_rep, s_alpha, s_beta, s_init = seed_seq.spawn(6)
-    gen = torch.Generator().manual_seed(int(s_init.generate_state(1)[0]))
+    kk = len(trials)
+    spawned = [s.spawn(6) for s in seed_seqs]
+    gens = [torch.Generator().manual_seed(int(sp[5].generate_state(1)[0])) for sp in spawned]
+    master = np.random.SeedSequence([int(sp[0].generate_state(1)[0]) for sp in spawned])
+    s_env, s_act, s_rep, s_alpha, s_beta = master.spawn(5)
     rng_env = np.random.default_rng(s_env)
     rng_act = np.random.default_rng(s_act)
     rng_rep = np.random.default_rng(s_rep)
-    h = cfg.hist_len
+    h, n = cfg.hist_len, cfg.n_envs
     fed = method == "fedrl"
     if method == "dqn-alpha":
-        nets = {"qa": _local_q(ALPHA_VIEW, h)}
+        nets = {"qa": _Stacked(lambda: _local_q(ALPHA_VIEW, h), gens)}
     elif method == "dqn-full":
-        nets = {"qf": _full_q(h)}
+        nets = {"qf": _Stacked(lambda: _full_q(h), gens)}
     else:
-        nets = {"qa": _local_q(ALPHA_VIEW, h), "qb": _local_q(BETA_VIEW, h), "g": _mlp()}
-    for m in nets.values():
-        _init_params(m, gen)
-    targets = {k: _copy_module(m) for k, m in nets.items()}
-    params = [p for m in nets.values() for p in m.parameters()]
-    opt = torch.optim.Adam(params, lr=cfg.lr)
+        nets = {
+            "qa": _Stacked(lambda: _local_q(ALPHA_VIEW, h), gens),
+            "qb": _Stacked(lambda: _local_q(BETA_VIEW, h), gens),
+            "g": _Stacked(_mlp, gens),
+        }
+    opt = torch.optim.Adam([p for m in nets.values() for p in m.params.values()], lr=cfg.lr)
     ex = (
         _Exchange(
             cfg,
-            trial,
+            trials,
             accountant,
             {"alpha": np.random.default_rng(s_alpha), "beta": np.random.default_rng(s_beta)},
             log,
@@ -710,154 +761,162 @@ def _train_one(
         else None
     )
 
-    def q_values(sa: np.ndarray, sb: np.ndarray, *, kind: int, net: dict, maps_idx=None) -> Any:  # noqa: ANN001
-        ta, tb = torch.as_tensor(sa), torch.as_tensor(sb)
+    def shape(x: np.ndarray) -> np.ndarray:
+        return x.reshape(kk, -1, *x.shape[1:])
+
+    def q_values(sa: np.ndarray, sb: np.ndarray, *, kind: int, maps_idx: np.ndarray) -> Any:
+        ta, tb = torch.as_tensor(shape(sa)), torch.as_tensor(shape(sb))
         if method == "dqn-alpha":
-            return net["qa"](ta)
+            return nets["qa"](ta)
         if method == "dqn-full":
-            return net["qf"](ta, tb)
-        ca = ex.send("alpha", net["qa"](ta), sa, kind, map_index=maps_idx)
-        cb = ex.send("beta", net["qb"](tb), sb, kind, map_index=maps_idx)
-        return net["g"](torch.cat([ca, cb], dim=1))
+            return nets["qf"](ta, tb)
+        ca = ex.send("alpha", nets["qa"](ta), sa, kind, map_index=maps_idx)
+        cb = ex.send("beta", nets["qb"](tb), sb, kind, map_index=maps_idx)
+        return nets["g"](torch.cat([ca, cb], dim=-1))
 
     train_idx = maps.split["train"]
-    env = VectorGridWorld(maps, rng_env.choice(train_idx, cfg.n_envs), hist_len=h)
+    env = VectorGridWorld(maps, rng_env.choice(train_idx, kk * n), hist_len=h)
     sa, sb = env.reset()
-    rep = _Replay(cfg.replay_size, h)
-    ep_ret = np.zeros(cfg.n_envs)
-    curve_succ: list[float] = []
-    curve_ret: list[float] = []
-    window_s: list[float] = []
-    window_r: list[float] = []
-    updates = 0
-    syncs = 0
-    losses = []
+    reps = [_Replay(cfg.replay_size, h) for _ in range(kk)]
+    ep_ret = np.zeros(kk * n)
+    every = max(1, cfg.train_steps // 20)
+    curve_s = [[] for _ in range(kk)]
+    curve_r = [[] for _ in range(kk)]
+    win_s = [[] for _ in range(kk)]
+    win_r = [[] for _ in range(kk)]
+    updates = syncs = 0
+    losses: list[float] = []
     t0 = time.perf_counter()
     block = cfg.prepay_block
     for it in range(cfg.train_steps):
         if fed and it % block == 0:
             n_it = min(block, cfg.train_steps - it)
-            # updates in this block: iterations whose replay is already full enough
-            n_up = sum(
-                1 for j in range(it, it + n_it) if (j + 1) * cfg.n_envs >= cfg.learning_starts
-            )
+            n_up = sum(1 for j in range(it, it + n_it) if (j + 1) * n >= cfg.learning_starts)
             ex.prepay_training(n_it, n_up)
         if ex is not None:
             ex.step = it
         eps = cfg.eps_start + (cfg.eps_end - cfg.eps_start) * min(1.0, it / cfg.eps_decay)
         with torch.no_grad():
-            q = q_values(sa, sb, kind=KIND_ACT, net=nets, maps_idx=env.map_index.copy())
-        act = _eps_greedy(q.numpy(), eps, rng_act)
+            q = q_values(sa, sb, kind=KIND_ACT, maps_idx=env.map_index.copy())
+        act = _eps_greedy(q.numpy(), eps, rng_act).reshape(-1)
         r, done, met, _ = env.step(act)
         sa2, sb2 = env.observe()
-        rep.add(sa, sb, act, r, sa2, sb2, (done & met).astype(np.float32), env.last_bumps.sum(1))
+        bumps = env.last_bumps.sum(1)
+        term = (done & met).astype(np.float32)
+        for k in range(kk):
+            s = slice(k * n, (k + 1) * n)
+            reps[k].add(sa[s], sb[s], act[s], r[s], sa2[s], sb2[s], term[s], bumps[s])
         ep_ret += r
-        for k in np.flatnonzero(done):
-            window_s.append(float(met[k]))
-            window_r.append(float(ep_ret[k]))
+        for slot in np.flatnonzero(done):
+            win_s[slot // n].append(float(met[slot]))
+            win_r[slot // n].append(float(ep_ret[slot]))
         ep_ret[done] = 0.0
         if done.any():
             slots = np.flatnonzero(done)
             env.reset_slots(slots, rng_env.choice(train_idx, slots.size))
             sa2, sb2 = env.observe()
         sa, sb = sa2, sb2
-        if rep.n >= cfg.learning_starts:
-            j = rng_rep.integers(rep.n, size=cfg.batch_size)
-            loss = _update(method, cfg, nets, targets, rep, j, opt, ex)
-            losses.append(loss)
+        if reps[0].n >= cfg.learning_starts:
+            j = rng_rep.integers(reps[0].n, size=(kk, cfg.batch_size))
+            losses.append(_update(method, cfg, nets, reps, j, opt, ex))
             updates += 1
             if updates % cfg.target_update == 0:  # the public code never does this
-                for k in nets:
-                    targets[k].load_state_dict(nets[k].state_dict())
+                for m in nets.values():
+                    m.sync()
                 syncs += 1
-        if (it + 1) % max(1, cfg.train_steps // 20) == 0:
-            curve_succ.append(float(np.mean(window_s)) if window_s else float("nan"))
-            curve_ret.append(float(np.mean(window_r)) if window_r else float("nan"))
-            window_s, window_r = [], []
+        if (it + 1) % every == 0:
+            for k in range(kk):
+                curve_s[k].append(float(np.mean(win_s[k])) if win_s[k] else float("nan"))
+                curve_r[k].append(float(np.mean(win_r[k])) if win_r[k] else float("nan"))
+                win_s[k], win_r[k] = [], []
         if progress is not None:
-            progress.update(1)
+            progress.update(kk)
     train_seconds = time.perf_counter() - t0
-    out: dict[str, Any] = {
-        "method": method,
-        "trial": trial,
-        "train_seconds": train_seconds,
-        "updates": updates,
-        "target_syncs": syncs,
-        "final_loss": float(np.mean(losses[-50:])) if losses else None,
-        "curve_success": curve_succ,
-        "curve_return": curve_ret,
-        "curve_every": max(1, cfg.train_steps // 20),
-    }
     test = maps.split["test"][: cfg.eval_maps]
     if fed:
-        for label, kind, mech, suffix in (
-            ("FedRL-1", KIND_FEDRL1, ex.mech, "@fedrl1"),
-            ("FedRL-2", KIND_FEDRL2, ex.clean, "@fedrl2"),
-        ):
-            out[label] = _evaluate(cfg, maps, test, nets, method, ex, kind, mech, suffix)
+        evals = {
+            label: _evaluate(cfg, maps, test, nets, method, ex, kk, kind, mech, suffix)
+            for label, kind, mech, suffix in (
+                ("FedRL-1", KIND_FEDRL1, ex.mech, "@fedrl1"),
+                ("FedRL-2", KIND_FEDRL2, ex.clean, "@fedrl2"),
+            )
+        }
     else:
         label = "DQN-alpha" if method == "dqn-alpha" else "DQN-full"
-        out[label] = _evaluate(cfg, maps, test, nets, method, None, 0, None, "")
-    out["state"] = {
-        k: {n: p.detach().numpy().copy() for n, p in m.state_dict().items()}
-        for k, m in nets.items()
-    }
+        evals = {label: _evaluate(cfg, maps, test, nets, method, None, kk, 0, None, "")}
+    out = []
+    for k, trial in enumerate(trials):
+        res = {
+            "method": method,
+            "trial": int(trial),
+            "train_seconds": train_seconds,
+            "runs_batched": kk,
+            "updates": updates,
+            "target_syncs": syncs,
+            "final_loss": float(np.mean(losses[-50:])) / kk if losses else None,
+            "curve_success": curve_s[k],
+            "curve_return": curve_r[k],
+            "curve_every": every,
+            "state": {name: m.state(k) for name, m in nets.items()},
+        }
+        for label, ev in evals.items():
+            res[label] = ev[k]
+        out.append(res)
     return out
-
-
-def _copy_module(m: Any) -> Any:
-    import copy
-
-    t = copy.deepcopy(m)
-    for p in t.parameters():
-        p.requires_grad_(False)
-    return t
 
 
 def _update(
     method: str,
     cfg: FedRLConfig,
     nets: dict,
-    targets: dict,
-    rep: _Replay,
+    reps: list[_Replay],
     j: np.ndarray,
     opt: Any,
     ex: _Exchange | None,
 ) -> float:
+    """One minibatch step of every run (eqs. 4-7 for FedRL); returns the summed loss."""
     torch = _torch()
-    sa, sb = torch.as_tensor(rep.sa[j]), torch.as_tensor(rep.sb[j])
-    sa2, sb2 = torch.as_tensor(rep.sa2[j]), torch.as_tensor(rep.sb2[j])
-    a = torch.as_tensor(rep.a[j])
-    r = rep.r[j].astype(np.float64)
-    notdone = 1.0 - rep.d[j].astype(np.float64)
+
+    def g(name: str) -> np.ndarray:
+        return np.stack([getattr(rep, name)[jj] for rep, jj in zip(reps, j, strict=True)])
+
+    sa_np, sb_np, sa2_np, sb2_np = g("sa"), g("sb"), g("sa2"), g("sb2")
+    sa, sb = torch.as_tensor(sa_np), torch.as_tensor(sb_np)
+    sa2, sb2 = torch.as_tensor(sa2_np), torch.as_tensor(sb2_np)
+    a = torch.as_tensor(g("a"))
+    r = g("r").astype(np.float64)
+    notdone = 1.0 - g("d").astype(np.float64)
     if method == "dqn-alpha":
         with torch.no_grad():
-            nxt = targets["qa"](sa2).max(dim=1).values.double().numpy()
+            nxt = nets["qa"].tgt(sa2).max(dim=-1).values.double().numpy()
         y = torch.as_tensor(r + cfg.gamma * notdone * nxt, dtype=torch.float32)
         q = nets["qa"](sa)
     elif method == "dqn-full":
         with torch.no_grad():
-            nxt = targets["qf"](sa2, sb2).max(dim=1).values.double().numpy()
+            nxt = nets["qf"].tgt(sa2, sb2).max(dim=-1).values.double().numpy()
         y = torch.as_tensor(r + cfg.gamma * notdone * nxt, dtype=torch.float32)
         q = nets["qf"](sa, sb)
     else:
-        # beta -> alpha: C_beta(s_j) and C'_beta(s'_j) (target network)
-        cb = ex.send("beta", nets["qb"](sb), rep.sb[j], KIND_BATCH)
+        # beta -> alpha: C_beta(s_j) and C'_beta(s'_j) (beta's target network)
+        cb = ex.send("beta", nets["qb"](sb), sb_np, KIND_BATCH)
         with torch.no_grad():
-            cb2 = ex.send("beta", targets["qb"](sb2), rep.sb2[j], KIND_NEXT)
-            # alpha computes Y with its own target outputs (noised, eq. 4) and C'_beta
-            qa2 = targets["qa"](sa2)
-            qa2 = ex.mech.privatize(qa2.numpy().astype(np.float64), ex.rngs["alpha"])
-            qa2 = torch.as_tensor(qa2, dtype=torch.float32)
-            nxt = targets["g"](torch.cat([qa2, cb2], dim=1)).max(dim=1).values.double().numpy()
+            cb2 = ex.send("beta", nets["qb"].tgt(sb2), sb2_np, KIND_NEXT)
+            # alpha computes Y from its own target outputs (noised, eq. 4) and C'_beta
+            qa2 = nets["qa"].tgt(sa2)
+            k, b = qa2.shape[0], qa2.shape[1]
+            qa2n = ex.mech.privatize(
+                qa2.reshape(k * b, -1).numpy().astype(np.float64), ex.rngs["alpha"]
+            )
+            qa2 = torch.as_tensor(qa2n, dtype=torch.float32).reshape(k, b, -1)
+            nxt = nets["g"].tgt(torch.cat([qa2, cb2], dim=-1)).max(dim=-1).values
+            nxt = nxt.double().numpy()
         y_clean = r + cfg.gamma * notdone * nxt
-        # alpha -> beta: C_alpha(s_j) and Y
-        ca = ex.send("alpha", nets["qa"](sa), rep.sa[j], KIND_BATCH)
-        y_rel = ex.send_y(y_clean, r, rep.bump[j])
-        y = torch.as_tensor(np.array(y_rel), dtype=torch.float32)
-        q = nets["g"](torch.cat([ca, cb], dim=1))
-    qa_taken = q.gather(1, a[:, None]).squeeze(1)
-    loss = torch.nn.functional.mse_loss(qa_taken, y)
+        # alpha -> beta: C_alpha(s_j) and Y; the MLP sees released values only
+        ca = ex.send("alpha", nets["qa"](sa), sa_np, KIND_BATCH)
+        y = torch.as_tensor(ex.send_y(y_clean, r, g("bump")), dtype=torch.float32)
+        q = nets["g"](torch.cat([ca, cb], dim=-1))
+    taken = q.gather(-1, a[..., None]).squeeze(-1)
+    loss = ((taken - y) ** 2).mean(dim=1).sum()
     opt.zero_grad(set_to_none=True)
     loss.backward()
     opt.step()
@@ -871,70 +930,74 @@ def _evaluate(
     nets: dict,
     method: str,
     ex: _Exchange | None,
+    kk: int,
     kind: int,
     mech: OutputMechanism | None,
     suffix: str,
-) -> dict[str, Any]:
-    """Greedy episodes on every test map at once; SuccRate, AvgRwd, path-length ratio."""
+) -> list[dict[str, Any]]:
+    """Greedy episodes of every run on every test map at once; SuccRate, AvgRwd per run."""
     torch = _torch()
-    env = VectorGridWorld(maps, test, hist_len=cfg.hist_len)
+    nt = len(test)
+    env = VectorGridWorld(maps, np.tile(test, kk), hist_len=cfg.hist_len)
     sa, sb = env.reset()
-    ret = np.zeros(len(test))
-    met_all = np.zeros(len(test), dtype=bool)
-    steps = np.zeros(len(test), dtype=np.int64)
+    ret = np.zeros(kk * nt)
+    met_all = np.zeros(kk * nt, dtype=bool)
+    steps = np.zeros(kk * nt, dtype=np.int64)
     if ex is not None:
-        ev = mech.exchange_event(len(test))
-        charges = [
-            (ex.ids(a, suffix), ev) for _ in range(cfg.episode_limit) for a in ("alpha", "beta")
-        ]
-        # each step releases one row per still-running map; charged for all maps (safe side)
-        ex.acc.prepay(charges)
+        # each step releases one row per map (finished maps included: charged, the safe side)
+        ev = mech.exchange_event(nt)
+        ex.acc.prepay(
+            [
+                (ex.ids(t, a, suffix), ev)
+                for _ in range(cfg.episode_limit)
+                for t in ex.trials
+                for a in ("alpha", "beta")
+            ]
+        )
+        ex.step = -1
+
+    def shape(x: np.ndarray) -> Any:
+        return torch.as_tensor(x.reshape(kk, nt, *x.shape[1:]))
+
     for _t in range(cfg.episode_limit):
         if env.done.all():
             break
         with torch.no_grad():
-            ta, tb = torch.as_tensor(sa), torch.as_tensor(sb)
             if method == "dqn-alpha":
-                q = nets["qa"](ta)
+                q = nets["qa"](shape(sa))
             elif method == "dqn-full":
-                q = nets["qf"](ta, tb)
+                q = nets["qf"](shape(sa), shape(sb))
             else:
-                ex.step = -1
+                mi = env.map_index.copy()
                 ca = ex.send(
-                    "alpha",
-                    nets["qa"](ta),
-                    sa,
-                    kind,
-                    mech=mech,
-                    suffix=suffix,
-                    map_index=env.map_index.copy(),
+                    "alpha", nets["qa"](shape(sa)), sa, kind, mech=mech, suffix=suffix, map_index=mi
                 )
                 cb = ex.send(
-                    "beta",
-                    nets["qb"](tb),
-                    sb,
-                    kind,
-                    mech=mech,
-                    suffix=suffix,
-                    map_index=env.map_index.copy(),
+                    "beta", nets["qb"](shape(sb)), sb, kind, mech=mech, suffix=suffix, map_index=mi
                 )
-                q = nets["g"](torch.cat([ca, cb], dim=1))
-        r, done, met, active = env.step(q.numpy().argmax(axis=1))
+                q = nets["g"](torch.cat([ca, cb], dim=-1))
+        r, _done, met, active = env.step(q.numpy().reshape(kk * nt, -1).argmax(axis=1))
         ret += r
         steps += active
         met_all |= met
         sa, sb = env.observe()
-    succ = int(met_all.sum())
-    return {
-        "episodes": int(len(test)),
-        "successes": succ,
-        "succ_rate": succ / len(test),
-        "avg_reward": float(ret.mean()),
-        "reward_sd": float(ret.std(ddof=1)) if len(test) > 1 else 0.0,
-        "path_ratio": float(np.mean(steps[met_all] / maps.shortest[test][met_all]))
-        if succ
-        else None,
-    }
+    out = []
+    shortest = np.tile(maps.shortest[test], kk)
+    for k in range(kk):
+        s = slice(k * nt, (k + 1) * nt)
+        m, rr = met_all[s], ret[s]
+        succ = int(m.sum())
+        out.append(
+            {
+                "episodes": nt,
+                "successes": succ,
+                "succ_rate": succ / nt,
+                "avg_reward": float(rr.mean()),
+                "reward_sd": float(rr.std(ddof=1)) if nt > 1 else 0.0,
+                "path_ratio": float(np.mean(steps[s][m] / shortest[s][m])) if succ else None,
+            }
+        )
+    return out
 
 
 # ----------------------------------------------------------------------------------------------
@@ -990,10 +1053,9 @@ def run_fedrl(
         bar = tqdm(total=cfg.runs * len(cfg.methods) * cfg.train_steps, desc="fedrl", unit="it")
     results = []
     try:
-        for run in range(cfg.runs):
-            for method in cfg.methods:
-                ss = seqs[run * len(METHODS) + METHODS.index(method)]
-                results.append(_train_one(method, cfg, maps, ss, run, acc, log, bar))
+        for method in cfg.methods:  # all runs of a method at once (batched over runs)
+            ss = [seqs[run * len(METHODS) + METHODS.index(method)] for run in range(cfg.runs)]
+            results.extend(_train_runs(method, cfg, maps, ss, list(range(cfg.runs)), acc, log, bar))
     finally:
         if bar is not None:
             bar.close()
