@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 from collections.abc import Callable
+from pathlib import Path
 
 
 def int_at_least(name: str, minimum: int) -> Callable[[str], int]:
@@ -22,6 +24,56 @@ def int_at_least(name: str, minimum: int) -> Callable[[str], int]:
         return v
 
     return convert
+
+
+def int_in_range(name: str, minimum: int, maximum: int, why: str = "") -> Callable[[str], int]:
+    """A converter accepting integers in [``minimum``, ``maximum``] (``why``: the reason for the
+    upper bound, e.g. the memory it would take)."""
+
+    def convert(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            v = None
+        if v is None or v < minimum:
+            raise argparse.ArgumentTypeError(
+                f"{name} must be an integer >= {minimum}, got {text!r}"
+            )
+        if v > maximum:
+            extra = f" ({why})" if why else ""
+            raise argparse.ArgumentTypeError(f"{name} must be <= {maximum:,}{extra}, got {text!r}")
+        return v
+
+    return convert
+
+
+def check_creatable(path: str | Path, name: str) -> None:
+    """Refuse an output path that cannot be created, before any work: the nearest existing
+    ancestor must accept a new folder (``/proc/x`` passes a permission check as root but not
+    this one). Nothing is left behind.
+
+    Raises:
+        RunDirectoryError: the folder cannot be created there.
+    """
+    import tempfile
+
+    from ldp_audit.errors import RunDirectoryError
+
+    p = Path(path)
+    if p.exists():
+        return
+    anc = p.parent if str(p.parent) else Path(".")
+    while not anc.exists() and anc.parent != anc:
+        anc = anc.parent
+    if not anc.is_dir():
+        raise RunDirectoryError(f"{name}: {str(anc)!r} is not a directory (for {str(p)!r})")
+    try:
+        probe = tempfile.mkdtemp(prefix=".ldp-audit-probe-", dir=anc)
+    except OSError as exc:
+        raise RunDirectoryError(
+            f"{name}: cannot create {str(p)!r} under {str(anc)!r} ({exc.strerror or exc})"
+        ) from None
+    os.rmdir(probe)
 
 
 def epsilon_or_inf(text: str) -> float:
@@ -81,6 +133,7 @@ def check_out_for_mode(out: str | None, mode: str) -> None:
             raise RunDirectoryError(f"--resume: {out!r} is not a run directory (no config.json)")
         return
     check_new_dir(out, name="--out", overwrite=(mode == "overwrite"))
+    check_creatable(out, "--out")
 
 
 def check_workers(workers: int) -> int:
@@ -100,7 +153,6 @@ def check_workers(workers: int) -> int:
 def timestamped_dir(prefix: str) -> str:
     """A new folder name ``PREFIX-YYYYmmdd-HHMMSS[-k]`` that does not exist yet."""
     import datetime as _dt
-    from pathlib import Path
 
     base = f"{prefix}-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
     p, k = base, 1
@@ -115,6 +167,7 @@ def check_report_out(out: str, *, overwrite: bool) -> None:
     from ldp_audit.rundir import check_report_dir
 
     check_report_dir(out, overwrite=overwrite)
+    check_creatable(out, "--out")
 
 
 def real_in(

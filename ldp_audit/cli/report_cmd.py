@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ldp_audit.cli._types import int_at_least
+from ldp_audit.cli._types import check_creatable, int_at_least
 
 _seed = int_at_least("--seed", 0)
 _top = int_at_least("--top", 1)
@@ -121,11 +121,19 @@ def _report(args: argparse.Namespace) -> int:
 
     if args.screenshot:
         _need_chromium()
+    from ldp_audit.errors import RunDirectoryError
+
+    if not Path(args.run_dir).is_dir():
+        raise RunDirectoryError(
+            f"RUN_DIR must be an existing run directory, got {args.run_dir!r}"
+            + (" (a file)" if Path(args.run_dir).exists() else " (not found)")
+        )
     out = Path(args.run_dir) / "report" if args.out_dir is None else Path(args.out_dir)
     # the output folder is checked before the report is built (and never holds an input)
     check_report_out(
         out, overwrite=args.overwrite, inputs=[args.run_dir, *args.extra], name="--out"
     )
+    check_creatable(out, "--out")
 
     def progress(it: Any) -> Any:
         return tqdm(it, desc="ledger agents", unit="agent", file=sys.stderr, leave=False)
@@ -147,9 +155,21 @@ def _report(args: argparse.Namespace) -> int:
 
 def _demo(args: argparse.Namespace) -> int:
     from ldp_audit.demo import run_demo
+    from ldp_audit.report import check_report_out
+    from ldp_audit.rundir import check_new_dir
 
     if args.screenshot:
         _need_chromium()
+    # every output path is checked, under its option's name, before any work starts
+    if args.out is not None:
+        check_new_dir(args.out, name="--out", overwrite=args.overwrite)
+        check_creatable(args.out, "--out")
+    if args.report_dir is not None:
+        inputs = [args.out] if args.out is not None else []
+        check_report_out(
+            args.report_dir, overwrite=args.overwrite, inputs=inputs, name="--report-dir"
+        )
+        check_creatable(args.report_dir, "--report-dir")
     res = run_demo(
         args.out,
         seed=args.seed,

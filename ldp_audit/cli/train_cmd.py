@@ -25,6 +25,7 @@ from ldp_audit.cli._types import (
     check_workers,
     epsilon_or_inf,
     int_at_least,
+    int_in_range,
     run_mode,
     timestamped_dir,
 )
@@ -36,6 +37,10 @@ _MECHANISMS = ("laplace", "prs", "none")
 _epsilon = epsilon_or_inf
 _positive_int = int_at_least("value", 1)
 _seed = int_at_least("seed", 0)
+# per-trial arrays are preallocated: 10 million submissions is ~111 x the paper's horizon
+_max_submissions = int_in_range(
+    "--max-submissions", 1, 10_000_000, "per-trial arrays are held in memory"
+)
 
 
 def _positive_float(text: str) -> float:
@@ -119,7 +124,7 @@ def register(subparsers: Any) -> None:
         "--rounds", type=_positive_int, default=1, help="T submissions per agent at epsilon/T"
     )
     p.add_argument(
-        "--max-submissions", type=_positive_int, default=90_000, help="submissions per trial"
+        "--max-submissions", type=_max_submissions, default=90_000, help="submissions per trial"
     )
     p.add_argument(
         "--acting",
@@ -162,7 +167,9 @@ def register(subparsers: Any) -> None:
         help="replace the generated files of an earlier report in --out (hand-written notes.md "
         "and scripts there are kept)",
     )
-    r.add_argument("--max-submissions", type=_positive_int, default=90_000)
+    r.add_argument(
+        "--max-submissions", type=_max_submissions, default=90_000, help="submissions per trial"
+    )
     r.add_argument("--seed", type=_seed, default=0)
     r.add_argument(
         "--figure2-trials",
