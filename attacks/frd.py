@@ -1,0 +1,292 @@
+"""Dynamics inference on what FRD and FedAvg agents upload: recover each agent's gravity.
+
+Threat model: the server is honest-but-curious. It knows the protocol and its public config
+(``config.json``: grid, schedule, network sizes, the declared gravity set, the upload mechanism)
+and sees only what crossed the trust boundary (``transcript.npz``): for FRD, per upload the
+(cell id, averaged policy) pairs — or their randomised versions for the LDP variant —; for
+FedAvg, the uploaded parameters. Each agent's gravity is one of ``k`` equally likely values.
+
+Attack (shadow training, Shokri et al. 2017 style, reusing
+:class:`ldp_audit.attacks.dynamics.ShadowGradientAttack` as the classifier and
+:mod:`ldp_audit.attacks.scoring` for the score): the attacker runs the *public* protocol itself
+(:func:`ldp_audit.training.frd.train_many` with the run's config and its own seed) with shadow
+agents whose gravities it knows, passes the shadow uploads through the same mechanism, turns
+each upload into a fixed-length feature vector, fits a classifier ``features -> gravity`` and
+applies it to the victims' uploads. An agent's uploads are combined by adding log-posteriors
+(as :meth:`ShadowGradientAttack.predict_groups` does).
+
+Features of an upload:
+
+* FRD (proxy memory): per cut state component, the histogram of the uploaded cells over
+  ``bins`` coarse bins (normalised), the mean uploaded policy value per coarse bin, and
+  ``log(1 + number of rows)``; the upload's round index.
+* FedAvg (parameters): the uploaded actor's pi(left) and critic's value at ``probes`` fixed
+  probe states (drawn once from a public seed), and the round index.
+
+The accuracy is scored against ``secrets.npz`` in :func:`score_run_dir` only, with a
+Clopper-Pearson interval, chance ``1/k`` and — for the LDP variant — the ceiling
+``e^{T eps} / (e^{T eps} + k - 1)`` of ``T`` uploads at ``eps`` each.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy.special import logsumexp
+
+from ldp_audit.attacks.scoring import (
+    AttackResult,
+    accuracy_ceiling,
+    accuracy_interval,
+    composed_epsilon,
+    epsilon_lower_bound_from_accuracy,
+)
+from ldp_audit.errors import InvalidParameterError, RunDirectoryError
+
+__all__ = ["upload_features", "attack_run_dir", "score_run_dir", "run"]
+
+_PROBE_SEED = 20190101  # public: the probe states are part of the attack's description
+
+
+def _probe_states(n: int) -> np.ndarray:
+    rng = np.random.default_rng(_PROBE_SEED)
+    scale = np.array([1.0, 1.0, 0.12, 1.5])
+    return rng.uniform(-1.0, 1.0, size=(n, 4)) * scale
+
+
+def upload_features(
+    transcript: dict[str, np.ndarray], cfg: Any, *, bins: int = 10, probes: int = 64
+) -> tuple[np.ndarray, np.ndarray]:
+    """One feature row per upload ((trial, agent, submission) triple) of a transcript.
+
+    Args:
+        transcript: ``transcript.npz`` arrays (trial, agent, submission, report).
+        cfg: the run's :class:`~ldp_audit.training.frd.FrdConfig` (public).
+        bins: coarse bins per cut state component (FRD).
+        probes: probe states (FedAvg).
+
+    Returns:
+        ``(keys (U, 3) int64 [trial, agent, submission], features (U, d) float64)``.
+    """
+    from ldp_audit.training.frd import ProxyGrid, policy_value
+
+    keys = np.stack(
+        [transcript["trial"], transcript["agent"], transcript["submission"]], axis=1
+    ).astype(np.int64)
+    if keys.shape[0] == 0:
+        raise InvalidParameterError("transcript holds no upload to attack (0 rows)")
+    uk, inv = np.unique(keys, axis=0, return_inverse=True)
+    inv = inv.reshape(-1)
+    rep = np.asarray(transcript["report"], dtype=np.float64)
+    rnd = uk[:, 2:3].astype(np.float64)
+    if cfg.mode == "fedavg":
+        first = np.full(uk.shape[0], -1)
+        first[inv[::-1]] = np.arange(inv.size)[::-1]
+        theta = rep[first]
+        pi, v = policy_value(theta, cfg, _probe_states(probes))
+        f = np.concatenate([pi, v / 100.0, theta], axis=1)
+        # centred within (group, round): what differs between agents that started the round
+        # from the same broadcast parameters (the server knows them)
+        _, rinv = np.unique(uk[:, [0, 2]], axis=0, return_inverse=True)
+        rinv = rinv.reshape(-1)
+        sums = np.zeros((rinv.max() + 1, f.shape[1]))
+        np.add.at(sums, rinv, f)
+        f = f - (sums / np.bincount(rinv)[:, None])[rinv]
+        return uk, np.concatenate([f, rnd], axis=1)
+    grid = ProxyGrid(cfg.sections, cfg.proxy_dims, cfg.state_low, cfg.state_high)
+    cells = np.clip(rep[:, 0].astype(np.int64), 0, grid.n_cells - 1)
+    val = rep[:, 1]
+    if cfg.private:
+        val = (1.0 + val) / 2.0  # the +-1 bit as a {0, 1} policy reading
+    idx = (cells[:, None] // (grid.S ** np.arange(len(grid.dims)))[None, :]) % grid.S
+    coarse = np.minimum(idx * bins // grid.S, bins - 1)  # (N, d)
+    U, d = uk.shape[0], len(grid.dims)
+    counts = np.bincount(inv, minlength=U).astype(np.float64)
+    hist = np.zeros((U, d, bins))
+    vsum = np.zeros((U, d, bins))
+    for j in range(d):
+        np.add.at(hist, (inv, j, coarse[:, j]), 1.0)
+        np.add.at(vsum, (inv, j, coarse[:, j]), val)
+    vmean = np.where(hist > 0, vsum / np.maximum(hist, 1.0), 0.5)
+    hist = hist / counts[:, None, None]
+    # joint occupancy of (angle, angle velocity) and (cart velocity, angle velocity): gravity
+    # sets how fast the pole's angular velocity grows with its angle
+    joints = []
+    dims = list(grid.dims)
+    for a, b in ((2, 3), (1, 3)):
+        if a in dims and b in dims:
+            ja, jb = dims.index(a), dims.index(b)
+            h2 = np.zeros((U, bins * bins))
+            np.add.at(h2, (inv, coarse[:, ja] * bins + coarse[:, jb]), 1.0)
+            joints.append(h2 / counts[:, None])
+    feats = np.concatenate(
+        [hist.reshape(U, -1), vmean.reshape(U, -1), *joints, np.log1p(counts)[:, None], rnd],
+        axis=1,
+    )
+    return uk, feats
+
+
+def _classifier() -> Any:
+    """Standardise + L2 logistic regression: calibrated log-posteriors, so that the uploads of
+    one agent add up sensibly (gradient boosting measured worse on these features: docs/frd.md)."""
+    from sklearn.feature_selection import VarianceThreshold
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    return make_pipeline(
+        VarianceThreshold(), StandardScaler(), LogisticRegression(C=0.1, max_iter=2000)
+    )
+
+
+def _check_int(v: Any, name: str, minimum: int) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < minimum:
+        raise InvalidParameterError(f"{name} must be an integer >= {minimum}, got {v!r}")
+    return int(v)
+
+
+def attack_run_dir(
+    run_dir: str | Path,
+    *,
+    n_shadow: int = 24,
+    max_groups: int | None = None,
+    seed: int | None = 0,
+    progress: bool = False,
+    bins: int = 10,
+    probes: int = 64,
+) -> dict[str, Any]:
+    """Attack an FRD/FedAvg run directory; reads ``config.json`` and ``transcript.npz`` only.
+
+    Args:
+        run_dir: an ``algorithm == "frd"`` run directory.
+        n_shadow: shadow agents per candidate gravity (on average); the shadow run has
+            ``ceil(n_shadow * k / n_agents)`` groups of the run's config.
+        max_groups: attack at most this many agents (first ones); None for all.
+        seed: the attacker's seed (shadow training and classifier).
+        progress: tqdm bar on stderr.
+        bins, probes: feature sizes (:func:`upload_features`).
+
+    Returns:
+        Predictions without ground truth: ``{"groups": (G, 2) [trial, agent], "guess": (G,),
+        "posterior": (G, k), "candidates", "mechanism", "epsilon", "reports_per_group": (G,),
+        "shadow_groups", "shadow_uploads"}``.
+    """
+    from ldp_audit.attacks.dynamics import ShadowGradientAttack
+    from ldp_audit.rundir import read_config, read_npz
+    from ldp_audit.training.frd import ALGORITHM, FrdConfig, train_many
+
+    run_dir = Path(run_dir)
+    n_shadow = _check_int(n_shadow, "n_shadow", 1)
+    doc = read_config(run_dir)
+    if doc.get("algorithm") != ALGORITHM:
+        raise RunDirectoryError(
+            f"{str(run_dir)!r} is a {doc.get('algorithm')!r} run, not an FRD/FedAvg ('frd') run"
+        )
+    cfg = FrdConfig.from_dict(doc["config"])
+    tr = read_npz(run_dir, "transcript.npz", ("trial", "agent", "submission", "report"))
+    if tr["report"].shape[0] == 0:
+        raise RunDirectoryError(
+            f"{run_dir}/transcript.npz holds no upload (the run stopped before its first "
+            f"exchange): nothing to attack"
+        )
+    keys, X = upload_features(tr, cfg, bins=bins, probes=probes)
+    k = len(cfg.gravities)
+    shadow_groups = max(2, math.ceil(n_shadow * k / cfg.n_agents))
+    scfg = FrdConfig.from_dict({**cfg.to_dict(), "groups": shadow_groups})
+    rng = np.random.default_rng(seed)
+    s_seed = int(rng.integers(0, 2**31 - 1))
+    sres = train_many([scfg], seed=s_seed, record=True, progress=progress)[0]
+    if not sres.transcript or sres.transcript.get("report", np.zeros(0)).shape[0] == 0:
+        raise RunDirectoryError("the shadow run made no upload; raise max_episodes of the run")
+    skeys, SX = upload_features(sres.transcript, scfg, bins=bins, probes=probes)
+    sy = sres.gravity[skeys[:, 0], skeys[:, 1]]  # the attacker's own shadow agents
+    if np.unique(sy).size < 2:
+        raise RunDirectoryError("shadow agents drew a single gravity; raise n_shadow")
+    est = ShadowGradientAttack(
+        None, method="classifier", classifier=_classifier(), random_state=rng
+    ).fit(SX, sy)
+    ll_known = est.log_likelihood(X)  # columns: est.classes_ (the gravities shadows drew)
+    cands = np.asarray(sorted(cfg.gravities), dtype=np.float64)
+    ll = np.full((X.shape[0], cands.size), math.log(1e-300))
+    ll[:, np.searchsorted(cands, est.classes_)] = ll_known
+    agents, ginv = np.unique(keys[:, :2], axis=0, return_inverse=True)
+    ginv = ginv.reshape(-1)
+    keep = np.arange(agents.shape[0])
+    if max_groups is not None:
+        keep = keep[: _check_int(max_groups, "max_groups", 1)]
+    total = np.zeros((agents.shape[0], cands.size))
+    np.add.at(total, ginv, ll)
+    total = total[keep]
+    post = np.exp(total - logsumexp(total, axis=1, keepdims=True))
+    eps = math.inf if not cfg.private else float(cfg.ldp_epsilon)
+    return {
+        "groups": agents[keep],
+        "guess": cands[np.argmax(total, axis=1)],
+        "posterior": post,
+        "candidates": cands.tolist(),
+        "mechanism": dict(doc.get("mechanism") or {"name": "no_privacy"}),
+        "epsilon": eps,
+        "reports_per_group": np.bincount(ginv, minlength=agents.shape[0])[keep],
+        "shadow_groups": shadow_groups,
+        "shadow_uploads": int(SX.shape[0]),
+        "mode": cfg.mode,
+    }
+
+
+def score_run_dir(
+    run_dir: str | Path, prediction: dict[str, Any], *, confidence: float = 0.95
+) -> AttackResult:
+    """Score :func:`attack_run_dir` predictions against ``secrets.npz`` (its only reader here).
+
+    The ceiling uses the largest number of uploads ``T`` of any attacked agent.
+    """
+    from ldp_audit.rundir import read_npz
+
+    t0 = time.perf_counter()
+    # --- scoring only: the one place this module opens secrets.npz ---
+    if not (Path(run_dir) / "secrets.npz").exists():
+        raise RunDirectoryError(f"{Path(run_dir) / 'secrets.npz'} is missing (needed to score)")
+    truth_all = read_npz(run_dir, "secrets.npz", ("agent_gravity",))["agent_gravity"]
+    g = prediction["groups"]
+    truth = truth_all[g[:, 0], g[:, 1]]
+    n = int(truth.size)
+    correct = int(np.sum(np.isclose(prediction["guess"], truth)))
+    k = len(prediction["candidates"])
+    T = int(np.max(prediction["reports_per_group"]))
+    eps = float(prediction["epsilon"])
+    acc = correct / n
+    name = "dynamics-frd-proxy" if prediction.get("mode") != "fedavg" else "dynamics-fedavg-params"
+    return AttackResult(
+        attack=name,
+        mechanism=prediction["mechanism"],
+        epsilon=eps,
+        reports_per_agent=T,
+        k=k,
+        n=n,
+        correct=correct,
+        accuracy=acc,
+        accuracy_ci=accuracy_interval(correct, n, confidence),
+        ceiling=accuracy_ceiling(eps, k, T),
+        composed_epsilon=composed_epsilon(eps, T),
+        epsilon_lower_bound=epsilon_lower_bound_from_accuracy(correct, n, k, confidence),
+        confidence=confidence,
+        chance=1.0 / k,
+        advantage=(acc - 1.0 / k) / (1.0 - 1.0 / k),
+        seconds=time.perf_counter() - t0,
+        extra={
+            "candidates": prediction["candidates"],
+            "shadow_groups": prediction.get("shadow_groups"),
+            "shadow_uploads": prediction.get("shadow_uploads"),
+            "reports_per_group_min": int(np.min(prediction["reports_per_group"])),
+        },
+    )
+
+
+def run(run_dir: str | Path, *, confidence: float = 0.95, **kwargs: Any) -> AttackResult:
+    """:func:`attack_run_dir` then :func:`score_run_dir`."""
+    pred = attack_run_dir(run_dir, **kwargs)
+    return score_run_dir(run_dir, pred, confidence=confidence)

@@ -1,0 +1,297 @@
+"""``ldp-audit train frd``, ``ldp-audit reproduce frd`` and ``ldp-audit attack frd``.
+
+FRD (Cha et al. 2019) and its FedAvg baseline (``--mode fedavg``); the LDP variant with
+``--epsilon`` (per upload). Imports only argparse-level modules at import time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ldp_audit.cli._types import (
+    add_run_mode_arguments,
+    check_out_for_mode,
+    epsilon_or_inf,
+    int_at_least,
+    run_mode,
+    timestamped_dir,
+)
+from ldp_audit.errors import InvalidParameterError
+
+_FMT = argparse.ArgumentDefaultsHelpFormatter
+
+
+def _real(name: str, low: float) -> Any:
+    def convert(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            v = math.nan
+        if math.isnan(v) or math.isinf(v) or v < low:
+            raise argparse.ArgumentTypeError(
+                f"{name} must be a finite number >= {low:g}, got {text!r}"
+            )
+        return v
+
+    return convert
+
+
+def _int_list(name: str) -> Any:
+    def convert(text: str) -> tuple[int, ...]:
+        try:
+            vals = tuple(int(t) for t in text.split(",") if t.strip())
+        except ValueError:
+            vals = ()
+        if not vals or any(v < 1 for v in vals):
+            raise argparse.ArgumentTypeError(
+                f"{name} must be a comma-separated list of integers >= 1, got {text!r}"
+            )
+        return vals
+
+    return convert
+
+
+def _gravities(text: str) -> tuple[float, ...]:
+    try:
+        vals = tuple(float(t) for t in text.split(",") if t.strip())
+    except ValueError:
+        vals = ()
+    if len(vals) < 2 or any(not (math.isfinite(v) and v > 0) for v in vals):
+        raise argparse.ArgumentTypeError(
+            f"--gravities must be >= 2 comma-separated numbers > 0, got {text!r}"
+        )
+    return vals
+
+
+def _eps_list(text: str) -> tuple[float, ...]:
+    vals = tuple(epsilon_or_inf(t) for t in text.split(",") if t.strip())
+    if any(math.isinf(v) for v in vals):
+        raise argparse.ArgumentTypeError(f"--ldp-epsilons must be finite, got {text!r}")
+    return vals
+
+
+def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
+    """Add ``train frd`` and ``reproduce frd``."""
+    p = train_subparsers.add_parser(
+        "frd",
+        help="FRD (Cha et al. 2019) / FedAvg on CartPole-v1 with private gravities",
+        description="Train groups of A2C agents that exchange a proxy experience memory (FRD) "
+        "or their parameters (FedAvg) every E episodes after I; every upload is charged to the "
+        "agent's ledger (non-private: NonPrivateEvent; --epsilon: the LDP variant).",
+        formatter_class=_FMT,
+    )
+    p.add_argument("--mode", choices=("frd", "fedavg"), default="frd")
+    p.add_argument(
+        "--setting",
+        type=int,
+        choices=range(1, 8),
+        default=1,
+        metavar="{1..7}",
+        help="Table 1 setting (S, E, I, network size); the options below override it",
+    )
+    p.add_argument("--agents", type=int_at_least("--agents", 1), default=4, help="per group")
+    p.add_argument("--groups", type=int_at_least("--groups", 1), default=1)
+    p.add_argument("--sections", type=int_at_least("--sections (S)", 2), default=None)
+    p.add_argument("--exchange-period", type=int_at_least("--exchange-period (E)", 1), default=None)
+    p.add_argument(
+        "--initial-episodes", type=int_at_least("--initial-episodes (I)", 0), default=None
+    )
+    p.add_argument("--hidden", type=int_at_least("--hidden", 1), default=None)
+    p.add_argument("--layers", type=int_at_least("--layers", 1), default=None)
+    p.add_argument("--max-episodes", type=int_at_least("--max-episodes", 1), default=300)
+    p.add_argument("--threshold", type=_real("--threshold", 0.0), default=195.0)
+    p.add_argument(
+        "--gravities", type=_gravities, default=(9.7, 9.8, 9.9), help="declared gravity set"
+    )
+    p.add_argument(
+        "--epsilon",
+        type=epsilon_or_inf,
+        default=None,
+        help="LDP variant: epsilon per upload (composed over the run); omit (or inf) for the "
+        "non-private upload",
+    )
+    p.add_argument("--ldp-samples", type=int_at_least("--ldp-samples", 1), default=32)
+    p.add_argument(
+        "--no-stop-at-mission", action="store_true", help="run every agent to --max-episodes"
+    )
+    p.add_argument("--seed", type=int_at_least("--seed", 0), default=0)
+    p.add_argument("--out", default=None, metavar="RUN_DIR", help="run directory to write")
+    add_run_mode_arguments(p)
+    p.add_argument("--json", action="store_true", help="print metrics as JSON on stdout")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=_train)
+
+    r = reproduce_subparsers.add_parser(
+        "frd",
+        help="Figures 3-4 of Cha et al. 2019 + the leak experiment",
+        description="Episodes to mission vs agents for Table 1 settings (Figure 3), FRD vs "
+        "FedAvg and the LDP variant (Figure 4), and the dynamics attack on small runs.",
+        formatter_class=_FMT,
+    )
+    r.add_argument(
+        "--out",
+        default=None,
+        help="report folder (default: a new runs/frd-reproduce-<time>; pass reports/frd for "
+        "the committed report)",
+    )
+    r.add_argument("--overwrite", action="store_true", help="regenerate an existing report")
+    r.add_argument("--settings", type=_int_list("--settings"), default=(1, 2, 3, 4, 5, 6, 7))
+    r.add_argument("--agents", type=_int_list("--agents"), default=(1, 2, 4))
+    r.add_argument("--groups", type=int_at_least("--groups", 1), default=4)
+    r.add_argument("--max-episodes", type=int_at_least("--max-episodes", 1), default=300)
+    r.add_argument("--threshold", type=_real("--threshold", 0.0), default=195.0)
+    r.add_argument("--ldp-epsilons", type=_eps_list, default=(1.0, 10.0))
+    r.add_argument("--no-leak", action="store_true", help="skip the attack experiment")
+    r.add_argument("--leak-groups", type=int_at_least("--leak-groups", 1), default=6)
+    r.add_argument("--seed", type=int_at_least("--seed", 0), default=0)
+    r.add_argument("--json", action="store_true")
+    r.add_argument("--no-progress", action="store_true")
+    r.set_defaults(func=_reproduce)
+
+
+def register_attack(attack_subparsers: Any) -> None:
+    """Add ``attack frd --run-dir RUN`` (dynamics inference on an FRD/FedAvg run)."""
+    a = attack_subparsers.add_parser(
+        "frd",
+        help="dynamics inference on an FRD/FedAvg run's uploads",
+        description="Shadow-training attack recovering each agent's gravity from what it "
+        "uploaded; writes RUN_DIR/attack_dynamics.json (or --out FILE).",
+        formatter_class=_FMT,
+    )
+    a.add_argument("--run-dir", required=True)
+    a.add_argument(
+        "--shadow", type=int_at_least("--shadow", 1), default=24, help="shadow agents per gravity"
+    )
+    a.add_argument("--max-groups", type=int_at_least("--max-groups", 1), default=None)
+    a.add_argument("--seed", type=int_at_least("--seed", 0), default=0)
+    a.add_argument("--confidence", type=float, default=0.95)
+    a.add_argument("--out", default=None, help="write the result JSON here instead")
+    a.add_argument("--overwrite", action="store_true")
+    a.add_argument("--json", action="store_true")
+    a.set_defaults(func=_attack)
+
+
+def _train(args: argparse.Namespace) -> int:
+    from ldp_audit.training.frd import PAPER_SETTINGS, FrdConfig
+
+    over = {
+        k: getattr(args, k)
+        for k in ("sections", "exchange_period", "initial_episodes", "hidden", "layers")
+        if getattr(args, k) is not None
+    }
+    eps = args.epsilon
+    if eps is not None and math.isinf(eps):
+        eps = None
+    if eps is not None and args.mode != "frd":
+        raise InvalidParameterError(
+            f"--epsilon (the LDP proxy memory) needs --mode frd, got --mode {args.mode}"
+        )
+    cfg = FrdConfig(
+        **{**PAPER_SETTINGS[args.setting], **over},
+        mode=args.mode,
+        n_agents=args.agents,
+        groups=args.groups,
+        max_episodes=args.max_episodes,
+        threshold=args.threshold,
+        gravities=args.gravities,
+        ldp_epsilon=eps,
+        ldp_samples=args.ldp_samples,
+        stop_at_mission=not args.no_stop_at_mission,
+    )
+    mode = run_mode(args)
+    out = args.out or timestamped_dir(f"runs/frd-{args.mode}")
+    check_out_for_mode(out, mode)
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    from ldp_audit.training.frd import train
+
+    t0 = time.perf_counter()
+    res = train(cfg, seed=args.seed, run_dir=out, progress=not args.no_progress, run_mode=mode)
+    met = res.metrics()
+    met.pop("scores", None)
+    met["run_dir"] = str(out)
+    met["wall_seconds"] = time.perf_counter() - t0
+    if args.json:
+        print(json.dumps(met, indent=1, allow_nan=False))
+    else:
+        ms = ", ".join("inf" if math.isinf(m) else f"{m:g}" for m in res.mission)
+        print(
+            f"{cfg.mode}{' LDP eps=' + format(cfg.ldp_epsilon, 'g') if cfg.private else ''}: "
+            f"{cfg.groups} group(s) x {cfg.n_agents} agents, episodes to mission [{ms}], "
+            f"uploads per agent <= {met['uploads_per_agent_max']}, clipped states "
+            f"{met['clipped_states']}; run directory {out}"
+        )
+    return 0
+
+
+def _reproduce(args: argparse.Namespace) -> int:
+    from ldp_audit.cli._types import check_report_out
+
+    out = args.out or timestamped_dir("runs/frd-reproduce")
+    check_report_out(out, overwrite=args.overwrite)
+    from ldp_audit.training.frd_reproduce import ReproduceSettings, reproduce
+
+    s = ReproduceSettings(
+        settings=args.settings,
+        agents=args.agents,
+        groups=args.groups,
+        max_episodes=args.max_episodes,
+        threshold=args.threshold,
+        ldp_epsilons=args.ldp_epsilons,
+        leak=not args.no_leak,
+        leak_groups=args.leak_groups,
+        seed=args.seed,
+    )
+    doc = reproduce(s, out=out, progress=not args.no_progress, command=_command_line())
+    if args.json:
+        from ldp_audit.rundir import to_jsonable
+
+        print(json.dumps(to_jsonable(doc), indent=1, allow_nan=False))
+    else:
+        print(f"reproduce frd: {len(doc['rows'])} cells, wall {doc['wall_seconds']:.0f} s -> {out}")
+    return 0
+
+
+def _command_line() -> str:
+    return "ldp-audit " + " ".join(sys.argv[1:]) if sys.argv[1:] else "ldp-audit reproduce frd"
+
+
+def _attack(args: argparse.Namespace) -> int:
+    from ldp_audit.attacks import frd as F
+    from ldp_audit.errors import RunDirectoryError
+    from ldp_audit.rundir import check_new_file, is_run_dir, to_jsonable, write_artifact
+
+    if not is_run_dir(args.run_dir):
+        raise RunDirectoryError(f"--run-dir {args.run_dir!r} is not a run directory")
+    if not 0 < args.confidence < 1:
+        raise InvalidParameterError(f"--confidence must be in (0, 1), got {args.confidence!r}")
+    target = Path(args.run_dir) / "attack_dynamics.json"
+    if args.out:
+        check_new_file(args.out, name="--out", overwrite=args.overwrite)
+    elif target.exists() and not args.overwrite:
+        raise RunDirectoryError(
+            f"{target} already exists; write elsewhere with --out FILE or pass --overwrite"
+        )
+    res = F.run(
+        args.run_dir,
+        n_shadow=args.shadow,
+        max_groups=args.max_groups,
+        seed=args.seed,
+        confidence=args.confidence,
+        progress=sys.stderr.isatty(),
+    )
+    d = res.to_dict()
+    if args.out:
+        Path(args.out).write_text(json.dumps(to_jsonable(d), indent=1, allow_nan=False))
+    else:
+        write_artifact(args.run_dir, "attack_dynamics.json", d, overwrite=True)
+    if args.json:
+        print(json.dumps(to_jsonable(d), indent=1, allow_nan=False))
+    else:
+        print(res.summary())
+    return 1 if res.violation else 0

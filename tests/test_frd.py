@@ -1,0 +1,266 @@
+"""FRD / FedAvg trainer (training/frd.py): validation, proxy grid, server, accounting, runs."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from ldp_audit.accountant import Accountant, Ledger
+from ldp_audit.errors import InvalidParameterError
+from ldp_audit.release import release_with
+from ldp_audit.training.frd import (
+    PAPER_SETTINGS,
+    FrdConfig,
+    ProxyGrid,
+    ProxyMemoryLDP,
+    aggregate_memories,
+    mission_time,
+    setting_config,
+    train,
+    train_many,
+)
+
+TINY = dict(
+    n_agents=2,
+    groups=2,
+    sections=10,
+    exchange_period=3,
+    initial_episodes=2,
+    hidden=8,
+    layers=1,
+    max_episodes=9,
+    stop_at_mission=False,
+)
+
+
+# ---------------------------------------------------------------------------------- validation
+@pytest.mark.parametrize(
+    "kw, needle",
+    [
+        ({"sections": 1}, "sections (S) must be >= 2, got 1"),
+        ({"exchange_period": 0}, "exchange_period (E) must be >= 1, got 0"),
+        ({"initial_episodes": -1}, "initial_episodes (I) must be >= 0, got -1"),
+        ({"ldp_epsilon": 0.0}, "ldp_epsilon must be > 0, got 0.0"),
+        ({"ldp_epsilon": -1.0}, "ldp_epsilon must be > 0, got -1.0"),
+        ({"ldp_epsilon": True}, "ldp_epsilon must be a real number > 0, got True"),
+        ({"ldp_epsilon": "1"}, "ldp_epsilon must be a real number > 0, got '1'"),
+        ({"sections": 2.5}, "sections (S) must be an integer >= 2, got 2.5"),
+        ({"mode": "fedavg", "ldp_epsilon": 1.0}, "ldp_epsilon is for mode 'frd'"),
+        ({"gravities": (9.8,)}, "gravities must hold >= 2 distinct values"),
+        ({"proxy_dims": (0, 4)}, "proxy_dims must be distinct state components"),
+        ({"mode": "dqn"}, "mode must be one of"),
+    ],
+)
+def test_bad_config_is_refused_with_parameter_and_value(kw, needle):
+    with pytest.raises(InvalidParameterError) as e:
+        FrdConfig(**kw)
+    assert needle in str(e.value)
+
+
+def test_bad_config_is_refused_before_any_episode_or_charge():
+    acc = Accountant(ledger=Ledger(":memory:"))
+    with pytest.raises(InvalidParameterError):
+        train_many([FrdConfig(**{**TINY, "exchange_period": 0})], seed=0, accountants=[acc])
+    assert acc.agents() == []
+
+
+def test_paper_settings_match_table_1():
+    assert len(PAPER_SETTINGS) == 7
+    s3 = setting_config(3)
+    assert s3.n_cells == 100**3 and s3.initial_episodes == 100 and s3.hidden == 100
+    s4 = setting_config(4)
+    assert s4.n_cells == 50**4
+    s5 = setting_config(5)
+    assert (s5.exchange_period, s5.initial_episodes, s5.hidden, s5.layers) == (10, 0, 24, 1)
+    with pytest.raises(InvalidParameterError, match="setting must be one of 1..7"):
+        setting_config(8)
+
+
+def test_config_round_trips_through_dict():
+    c = setting_config(4, ldp_epsilon=2.0, groups=3)
+    assert FrdConfig.from_dict(c.to_dict()) == c
+
+
+# ---------------------------------------------------------------------------------- proxy grid
+def test_grid_cells_midpoints_and_clipping():
+    g = ProxyGrid(4, (0, 1, 2, 3), (-1, -1, -1, -1), (1, 1, 1, 1))
+    s = np.array([[0.1, -0.9, 0.6, 0.99], [5.0, 0.0, 0.0, -7.0]])
+    cells, clipped = g.cells(s)
+    assert clipped.tolist() == [False, True]  # out of range: clipped into the edge cell, counted
+    mid = g.midpoints(cells)
+    np.testing.assert_allclose(mid[0], [0.25, -0.75, 0.75, 0.75])
+    np.testing.assert_allclose(mid[1], [0.75, 0.25, 0.25, -0.75])
+    assert np.all(g.cells(mid)[0] == cells)
+    with pytest.raises(InvalidParameterError, match="cell ids must be in"):
+        g.midpoints(np.array([4**4]))
+
+
+def test_uncut_component_sits_at_the_range_middle():
+    g = ProxyGrid(10, (1, 2, 3), (-2, -1, -1, -1), (4, 1, 1, 1))
+    assert g.n_cells == 1000
+    assert g.midpoints(np.array([0]))[0, 0] == 1.0
+
+
+def test_states_outside_the_ranges_are_counted_not_fatal():
+    cfg = FrdConfig(**{**TINY, "state_low": (-0.01,) * 4, "state_high": (0.01,) * 4})
+    r = train_many([cfg], seed=1)[0]
+    assert r.clipped_states > 0
+    assert r.uploads.min() >= 1
+
+
+# ---------------------------------------------------------------------------------- server side
+def _sealed(values, agents):
+    acc = Accountant(ledger=Ledger(":memory:"))
+    from ldp_audit.accountant import NonPrivateEvent
+
+    ids = sorted({f"0/{a}" for a in agents}) or ["0/0"]
+    return release_with(
+        lambda: np.asarray(values, dtype=np.float64).reshape(-1, 2),
+        accountant=acc,
+        charges=[(i, NonPrivateEvent()) for i in ids],
+        epsilon=math.inf,
+        meta={"agent": np.asarray(agents, dtype=np.int64)},
+    )
+
+
+def test_server_averages_per_cell_and_refuses_raw_or_empty_memories():
+    rel = _sealed([[3, 0.2], [5, 1.0], [3, 0.6]], [0, 0, 1])
+    cells, pol = aggregate_memories(rel)
+    assert cells.tolist() == [3, 5]
+    np.testing.assert_allclose(pol, [0.4, 1.0])
+    with pytest.raises(TypeError, match="SealedRelease"):
+        aggregate_memories(np.array([[3, 0.2]]))
+    with pytest.raises(InvalidParameterError, match="proxy memory must hold at least one"):
+        aggregate_memories(_sealed(np.zeros((0, 2)), []))
+
+
+def test_mission_time():
+    s = np.r_[np.full(5, 10.0), np.full(20, 300.0)]
+    assert mission_time(s, 195.0, 10) == 5 + 7  # window of episodes 3..12 has mean > 195
+    assert mission_time(np.full(30, 100.0), 195.0) == math.inf
+    assert mission_time(np.full(5, 500.0), 195.0) == math.inf  # fewer than 10 episodes
+
+
+# ---------------------------------------------------------------------------------- LDP upload
+def test_ldp_mechanism_parts_compose_to_the_upload_epsilon():
+    m = ProxyMemoryLDP(epsilon=4.0, n_cells=100, samples=8, cell_share=0.25)
+    rr, bf = m.parts()
+    assert math.isclose(8 * (rr.epsilon + bf.epsilon), 4.0)
+    with pytest.raises(InvalidParameterError, match="epsilon must be > 0 and finite, got 0"):
+        ProxyMemoryLDP(epsilon=0, n_cells=100)
+    with pytest.raises(InvalidParameterError, match="epsilon must be a real number > 0"):
+        ProxyMemoryLDP(epsilon=True, n_cells=100)
+
+
+def test_ldp_bits_follow_eq4_and_debias_is_unbiased():
+    # pair epsilon 2, half on the bit: P(+1 | x = +1) = e / (1 + e). 20,000 draws; a 99.9% two-sided
+    # Clopper-Pearson interval must contain it (false failure <= 0.1%, fixed seed).
+    from ldp_audit.stats import clopper_pearson_interval
+
+    m = ProxyMemoryLDP(epsilon=2.0, n_cells=50, samples=1, cell_share=0.5)
+    x = np.tile([[7.0, 1.0]], (20_000, 1))
+    y = m.privatize(x, np.random.default_rng(0))
+    assert set(np.unique(y[:, 1])) <= {-1.0, 1.0}
+    assert y[:, 0].min() >= 0 and y[:, 0].max() < 50
+    k = int((y[:, 1] > 0).sum())
+    lo, hi = clopper_pearson_interval(k, 20_000, 0.001)
+    p = math.e / (1 + math.e)
+    assert lo <= p <= hi
+    kc = int((y[:, 0] == 7).sum())  # cell epsilon 1: kept with e / (e + 49)
+    lo, hi = clopper_pearson_interval(kc, 20_000, 0.001)
+    pc = math.e / (math.e + 49)
+    assert lo <= pc <= hi
+    # debiased mean estimates 2 pi - 1 = 1
+    est = m.debias(y[:, 1]).mean()
+    se = m.debias(np.ones(1))[0] / math.sqrt(20_000)
+    assert abs(est - 1.0) < 4 * se
+
+
+# ---------------------------------------------------------------------------------- training
+def test_training_is_bit_for_bit_reproducible_and_seed_dependent():
+    cfgs = [FrdConfig(**TINY), FrdConfig(**{**TINY, "mode": "fedavg"})]
+    a = train_many(cfgs, seed=3, record=True)
+    b = train_many(cfgs, seed=3, record=True)
+    c = train_many(cfgs, seed=4, record=True)
+    for ra, rb in zip(a, b, strict=True):
+        np.testing.assert_array_equal(ra.scores, rb.scores)
+        np.testing.assert_array_equal(ra.model["flat"], rb.model["flat"])
+        for k in ra.transcript:
+            np.testing.assert_array_equal(ra.transcript[k], rb.transcript[k])
+    assert not np.array_equal(a[0].model["flat"], c[0].model["flat"])
+
+
+def test_schedule_uploads_and_ledger_charges():
+    # I = 2, E = 3, 9 episodes: exchanges after episodes 5 and 8 -> 2 uploads per agent
+    cfgs = [FrdConfig(**TINY), FrdConfig(**{**TINY, "ldp_epsilon": 0.5, "ldp_samples": 4})]
+    accs = [Accountant(ledger=Ledger(":memory:")) for _ in cfgs]
+    seen = []
+    res = train_many(cfgs, seed=0, accountants=accs, record=True,
+                     on_release=lambda i, rel: seen.append((i, len(rel))))  # fmt: skip
+    for r in res:
+        assert r.uploads.tolist() == [[2, 2], [2, 2]]
+    assert sorted(accs[0].agents()) == ["0/0", "0/1", "1/0", "1/1"]
+    assert accs[0].spent("0/0", method="basic") == math.inf  # non-private: no guarantee
+    for a in accs[1].agents():  # LDP: 2 uploads at 0.5 each, basic composition
+        assert math.isclose(accs[1].spent(a, method="basic"), 1.0)
+    # the LDP upload is exactly m randomised pairs per agent
+    assert all(n == 2 * 4 for i, n in seen if i == 1)
+    tr = res[1].transcript
+    assert tr["report"].shape == (2 * 2 * 2 * 4, 2)
+    assert set(np.unique(tr["report"][:, 1])) <= {-1.0, 1.0}
+
+
+def test_fedavg_broadcasts_the_mean_of_the_uploads():
+    cfg = FrdConfig(**{**TINY, "mode": "fedavg", "max_episodes": 6})  # one exchange, after ep 5
+    r = train_many([cfg], seed=2, record=True)[0]
+    tr = r.transcript
+    assert tr["report"].shape[0] == 4 and tr["thetas"].shape[0] == 2
+    for g in range(2):
+        rows = tr["trial"] == g
+        (v,) = np.flatnonzero(tr["theta_trial"] == g)
+        np.testing.assert_allclose(tr["thetas"][v], tr["report"][rows].mean(axis=0))
+        # both agents started episode 6 from the broadcast: one episode later they are still
+        # much closer to each other than two independently initialised networks
+        gap = np.abs(r.model["flat"][g, 0] - r.model["flat"][g, 1]).max()
+        assert gap < 0.2 * np.abs(tr["report"][rows][0] - tr["report"][rows][1]).max()
+
+
+def test_frd_distillation_moves_the_policy_towards_the_global_memory():
+    cfg = FrdConfig(**{**TINY, "max_episodes": 6, "distil_epochs": 20})
+    r = train_many([cfg], seed=5, record=True)[0]
+    from ldp_audit.attacks.frd import upload_features  # noqa: F401  (public import works)
+    from ldp_audit.training.frd import policy_value
+
+    tr = r.transcript
+    grid = ProxyGrid(cfg.sections, cfg.proxy_dims, cfg.state_low, cfg.state_high)
+    for g in range(2):
+        rows = tr["trial"] == g
+        cells, inv = np.unique(tr["report"][rows, 0].astype(np.int64), return_inverse=True)
+        target = np.bincount(inv, weights=tr["report"][rows, 1]) / np.bincount(inv)
+        pi, _ = policy_value(r.model["flat"][g], cfg, grid.midpoints(cells))
+        before = np.abs(tr["report"][rows, 1].mean() - target).mean()
+        after = np.abs(pi - target[None, :]).mean()
+        assert after < before + 0.05  # distilled policy sits near the global average policy
+
+
+def test_run_directory_contract(tmp_path):
+    from ldp_audit.rundir import read_config, read_npz, verify_manifest
+
+    cfg = FrdConfig(**TINY)
+    rd = tmp_path / "run"
+    res = train(cfg, seed=0, run_dir=rd)
+    doc = read_config(rd)
+    assert doc["algorithm"] == "frd" and doc["config"]["mode"] == "frd"
+    assert verify_manifest(rd)["ok"]
+    tr = read_npz(rd, "transcript.npz", ("trial", "agent", "submission", "report"))
+    sec = read_npz(rd, "secrets.npz", ("gravity", "agent_gravity"))
+    assert sec["gravity"].shape[0] == tr["report"].shape[0]
+    np.testing.assert_array_equal(sec["gravity"], sec["agent_gravity"][tr["trial"], tr["agent"]])
+    np.testing.assert_array_equal(sec["agent_gravity"], res.gravity)
+    assert set(np.unique(sec["agent_gravity"])) <= set(cfg.gravities)
+    from ldp_audit.errors import RunDirectoryError
+
+    with pytest.raises(RunDirectoryError):
+        train(cfg, seed=0, run_dir=rd)  # evidence is never overwritten silently

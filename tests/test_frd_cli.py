@@ -1,0 +1,103 @@
+"""`ldp-audit train frd` -> `attack frd` -> report sections; reproduce; bad inputs (exit 2)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from ldp_audit.cli import main
+
+SMALL = [
+    "--setting", "5", "--agents", "4", "--groups", "6", "--sections", "10",
+    "--exchange-period", "5", "--initial-episodes", "5", "--hidden", "24", "--layers", "1",
+    "--max-episodes", "40", "--no-stop-at-mission", "--no-progress",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["--sections", "1"], "--sections (S) must be an integer >= 2, got '1'"),
+        (["--exchange-period", "0"], "--exchange-period (E) must be an integer >= 1, got '0'"),
+        (["--initial-episodes", "-1"], "--initial-episodes (I) must be an integer >= 0, got '-1'"),
+        (["--epsilon", "0"], "epsilon must be > 0 (or inf), got '0'"),
+        (["--epsilon", "-2"], "epsilon must be > 0 (or inf), got '-2'"),
+        (["--gravities", "9.8"], "--gravities must be >= 2 comma-separated numbers > 0"),
+    ],
+)
+def test_bad_train_inputs_exit_2_naming_parameter(argv, needle, tmp_path, capsys):
+    out = tmp_path / "run"
+    with pytest.raises(SystemExit) as e:  # argparse usage error
+        main(["train", "frd", *argv, "--out", str(out)])
+    assert e.value.code == 2
+    assert needle in capsys.readouterr().err
+    assert not out.exists()  # refused before any work
+
+
+def test_ldp_needs_frd_mode(tmp_path, capsys):
+    out = tmp_path / "run"
+    rc = main(["train", "frd", "--mode", "fedavg", "--epsilon", "1", "--out", str(out)])
+    assert rc == 2
+    assert "--epsilon (the LDP proxy memory) needs --mode frd" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_train_attack_report_end_to_end(tmp_path, capsys):
+    """Wide gravity set: the proxy memory leaks well beyond chance (non-private), while the LDP
+    run's attack stays within its ceiling. Deterministic (fixed seeds); the asserted bound is the
+    one-sided 97.5% Clopper-Pearson lower limit of the measured accuracy."""
+    from ldp_audit.training.frd import report_sections
+
+    runs = {}
+    for name, extra in (("plain", []), ("ldp", ["--epsilon", "0.5"])):
+        rd = tmp_path / name
+        argv = ["train", "frd", *SMALL, "--gravities", "4.9,9.8,19.6", *extra]
+        assert main([*argv, "--out", str(rd), "--json"]) == 0
+        met = json.loads(capsys.readouterr().out)
+        assert met["uploads_per_agent_max"] == 6  # after episodes 10, 15, ..., 35 (not 40: last)
+        assert main(["attack", "frd", "--run-dir", str(rd), "--json"]) == 0
+        runs[name] = json.loads(capsys.readouterr().out)
+        assert (rd / "attack_dynamics.json").exists()
+        # a second attack does not silently replace the artefact
+        assert main(["attack", "frd", "--run-dir", str(rd)]) == 2
+        capsys.readouterr()
+    plain, ldp = runs["plain"], runs["ldp"]
+    assert plain["ceiling"] == 1.0 and plain["epsilon"] == "inf"
+    assert plain["accuracy_ci"][0] > 1 / 3  # leaks: CI entirely above chance
+    assert math.isclose(ldp["composed_epsilon"], 6 * 0.5)
+    assert ldp["ceiling"] < 1.0 and not ldp["violation"]
+    secs = report_sections(tmp_path / "plain", [tmp_path / "ldp", tmp_path / "missing"])
+    (sec,) = secs
+    assert sec["id"] == "frd"
+    rows = {r[0].split(" ")[0]: r for r in sec["tables"][1]["rows"]}
+    assert rows["plain"][1] == "non-private (inf)"
+    assert float(rows["ldp"][1]) == pytest.approx(3.0)
+    assert len(sec["tables"][2]["rows"]) == 2
+    json.dumps(sec["data"])  # JSON-able
+
+
+def test_attack_refuses_a_non_run(tmp_path, capsys):
+    assert main(["attack", "frd", "--run-dir", str(tmp_path)]) == 2
+    assert "is not a run directory" in capsys.readouterr().err
+
+
+def test_reproduce_small_writes_report_and_refuses_to_overwrite(tmp_path, capsys):
+    out = tmp_path / "rep"
+    argv = ["reproduce", "frd", "--out", str(out), "--settings", "5", "--agents", "1,2",
+            "--groups", "2", "--max-episodes", "12", "--threshold", "15", "--no-leak",
+            "--ldp-epsilons", "1", "--no-progress"]  # fmt: skip
+    assert main(argv) == 0
+    doc = json.loads((out / "results.json").read_text())
+    kinds = {(r["kind"], r["agents"]) for r in doc["rows"]}
+    assert kinds == {("frd", 1), ("frd", 2), ("fedavg", 1), ("fedavg", 2), ("frd-ldp-1", 2)}
+    for r in doc["rows"]:
+        m = np.array([math.inf if x == "inf" else x for x in r["mission"]], dtype=float)
+        assert m.shape == (2,) and np.all((m >= 10) | np.isinf(m))  # window of 10 episodes
+    assert (out / "figure3.png").read_bytes()[:4] == b"\x89PNG"
+    assert "Episodes to mission" in (out / "README.md").read_text()
+    capsys.readouterr()
+    assert main(argv) == 2  # committed results are evidence
+    assert "already holds a report" in capsys.readouterr().err

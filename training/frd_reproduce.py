@@ -1,0 +1,337 @@
+"""``ldp-audit reproduce frd``: Figures 3 and 4 of Cha et al. (2019) and the leak experiment.
+
+* Figure 3: episodes to mission vs number of agents for settings 1-7 of Table 1 (FRD), boxplots
+  over independent groups;
+* Figure 4: FRD vs federated learning (FedAvg, same schedule) at one setting, plus the LDP
+  variant's mission time at the largest group size;
+* leak: small FRD / FedAvg / FRD-LDP runs written as run directories and attacked with
+  :mod:`ldp_audit.attacks.frd` (dynamics inference on the uploads), accuracy beside chance and
+  the LDP ceiling.
+
+Everything runs in a few batched calls of :func:`ldp_audit.training.frd.train_many` (one per
+network architecture), so the sweep's wall time is dominated by its slowest group.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import platform
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ldp_audit.errors import InvalidParameterError
+from ldp_audit.training.frd import FrdConfig, setting_config, train, train_many
+
+__all__ = ["ReproduceSettings", "reproduce"]
+
+#: What the paper says (text of sections 5-6; the figures carry no numbers in the text).
+PAPER_CLAIMS = {
+    "setting4_vs_2": "Setting 4 (50^4 cells) is better than setting 2 (100^4) with few agents; "
+    "the relation reverses as the number of agents grows",
+    "setting5": "Setting 5 (E=10, I=0) gets worse as the number of agents grows",
+    "setting6": "Setting 6 (E=50, I=0): moderate exchange brings stable improvement",
+    "setting2_vs_3": "Setting 2 (I=50) is better than setting 3 (I=100, 100^3 cells)",
+    "setting1_vs_2": "Setting 1 (24 units) is better than setting 2 (100 units)",
+    "setting6_7": "Settings 6 and 7: the gain with more agents is limited",
+    "fig4": "FRD and federated learning have about the same mean episodes to mission; FRD has "
+    "the smaller variation",
+}
+
+
+@dataclass(frozen=True)
+class ReproduceSettings:
+    """Scale of the reproduction (defaults: what fits ~15 minutes on 2 shared cores)."""
+
+    settings: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 7)
+    agents: tuple[int, ...] = (1, 2, 4)
+    groups: int = 4
+    max_episodes: int = 300
+    threshold: float = 195.0
+    fedavg_setting: int = 1
+    ldp_epsilons: tuple[float, ...] = (1.0, 10.0)
+    leak: bool = True
+    leak_groups: int = 6
+    leak_shadow: int = 24
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for s in self.settings:
+            if s not in range(1, 8):
+                raise InvalidParameterError(f"settings must be in 1..7, got {s!r}")
+        if not self.settings:
+            raise InvalidParameterError("settings must name at least one setting, got none")
+        if not self.agents or any(int(a) < 1 for a in self.agents):
+            raise InvalidParameterError(f"agents must be integers >= 1, got {self.agents!r}")
+        for e in self.ldp_epsilons:
+            if not (isinstance(e, (int, float)) and e > 0 and math.isfinite(e)):
+                raise InvalidParameterError(f"ldp epsilons must be finite and > 0, got {e!r}")
+
+
+def _stats(m: np.ndarray) -> dict[str, Any]:
+    fin = m[np.isfinite(m)]
+    return {
+        "mission": [float(x) if math.isfinite(x) else "inf" for x in m],
+        "median": float(np.median(m)) if m.size else math.inf,
+        "mean_reached": float(fin.mean()) if fin.size else math.inf,
+        "std_reached": float(fin.std(ddof=1)) if fin.size > 1 else math.nan,
+        "reached": int(fin.size),
+        "groups": int(m.size),
+    }
+
+
+def _boxplot(ax: Any, data: list[np.ndarray], labels: list[str], cap: float) -> None:
+    vals = [np.where(np.isfinite(d), d, cap) for d in data]
+    ax.boxplot(vals, tick_labels=labels, showmeans=True, meanprops={"marker": "*"})
+    ax.axhline(cap, color="grey", ls=":", lw=0.8)
+
+
+def _png(fig: Any) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    return buf.getvalue()
+
+
+def reproduce(
+    settings: ReproduceSettings,
+    *,
+    out: str | Path | None = None,
+    progress: bool = False,
+    command: str | None = None,
+) -> dict[str, Any]:
+    """Run the reproduction; with ``out``, write results.json, figure3.png, figure4.png,
+    README.md (and leak_runs/) there. Returns the results dict."""
+    t0 = time.perf_counter()
+    S = settings
+    cfgs: list[FrdConfig] = []
+    keys: list[tuple[str, Any, int]] = []
+    common = dict(groups=S.groups, max_episodes=S.max_episodes, threshold=S.threshold)
+    fig3 = list(S.settings) + ([S.fedavg_setting] if S.fedavg_setting not in S.settings else [])
+    for st in fig3:
+        for n in S.agents:
+            cfgs.append(setting_config(st, n_agents=int(n), **common))
+            keys.append(("frd", st, int(n)))
+    for n in S.agents:
+        cfgs.append(setting_config(S.fedavg_setting, mode="fedavg", n_agents=int(n), **common))
+        keys.append(("fedavg", S.fedavg_setting, int(n)))
+    nmax = int(max(S.agents))
+    for eps in S.ldp_epsilons:
+        cfgs.append(setting_config(S.fedavg_setting, n_agents=nmax, ldp_epsilon=eps, **common))
+        keys.append((f"frd-ldp-{eps:g}", S.fedavg_setting, nmax))
+    ts = time.perf_counter()
+    results = train_many(cfgs, seed=S.seed, progress=progress)
+    sweep_seconds = time.perf_counter() - ts
+    rows = []
+    for (kind, st, n), r in zip(keys, results, strict=True):
+        rows.append(
+            {
+                "kind": kind,
+                "setting": st,
+                "agents": n,
+                **_stats(r.mission),
+                "agent_episodes": r.agent_episodes,
+                "clipped_states": r.clipped_states,
+            }
+        )
+    leak = _leak(S, out, progress) if S.leak else []
+    doc = {
+        "settings": {k: (list(v) if isinstance(v, tuple) else v) for k, v in S.__dict__.items()},
+        "rows": rows,
+        "leak": leak,
+        "paper_claims": PAPER_CLAIMS,
+        "sweep_seconds": sweep_seconds,
+        "total_agent_episodes": int(sum(r.agent_episodes for r in results)),
+        "wall_seconds": time.perf_counter() - t0,
+        "command": command or "ldp-audit reproduce frd",
+        "machine": f"{platform.machine()}, {__import__('os').cpu_count()} cores (shared)",
+    }
+    if out is not None:
+        _write(Path(out), doc, results, keys)
+    return doc
+
+
+def _leak(S: ReproduceSettings, out: str | Path | None, progress: bool) -> list[dict[str, Any]]:
+    import tempfile
+
+    from ldp_audit.attacks import frd as F
+    from ldp_audit.rundir import write_artifact
+
+    base = dict(
+        n_agents=4,
+        groups=S.leak_groups,
+        sections=10,
+        exchange_period=5,
+        initial_episodes=5,
+        hidden=24,
+        layers=1,
+        max_episodes=40,
+        stop_at_mission=False,
+    )
+    variants = [("frd", None), ("fedavg", None)] + [("frd", e) for e in S.ldp_epsilons]
+    gsets = {"paper": (9.7, 9.8, 9.9), "wide": (4.9, 9.8, 19.6)}
+    tmp = None
+    if out is None:
+        tmp = tempfile.TemporaryDirectory()
+        root = Path(tmp.name)
+    else:
+        root = Path(out) / "leak_runs"
+    rows = []
+    try:
+        for gname, gs in gsets.items():
+            for mode, eps in variants:
+                name = f"{mode}{'' if eps is None else f'-ldp{eps:g}'}-{gname}"
+                cfg = FrdConfig(mode=mode, ldp_epsilon=eps, gravities=gs, **base)
+                rd = root / name
+                train(cfg, seed=S.seed, run_dir=rd, run_mode="overwrite")
+                res = F.run(rd, n_shadow=S.leak_shadow, seed=S.seed + 1, progress=progress)
+                write_artifact(rd, "attack_dynamics.json", res.to_dict(), overwrite=True)
+                d = res.to_dict()
+                rows.append(
+                    {
+                        "run": name,
+                        "gravities": list(gs),
+                        "mode": mode,
+                        "epsilon_per_upload": "inf" if eps is None else eps,
+                        **{
+                            k: d[k]
+                            for k in (
+                                "n",
+                                "accuracy",
+                                "accuracy_ci",
+                                "chance",
+                                "ceiling",
+                                "composed_epsilon",
+                                "reports_per_agent",
+                                "epsilon_lower_bound",
+                                "violation",
+                            )
+                        },  # fmt: skip
+                    }
+                )
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+    return rows
+
+
+def _fmt(x: Any, nd: int = 3) -> str:
+    if isinstance(x, str):
+        return x
+    f = float(x)
+    if math.isinf(f):
+        return "inf"
+    if math.isnan(f):
+        return "-"
+    return f"{f:.{nd}g}"
+
+
+def _write(out: Path, doc: dict[str, Any], results: list[Any], keys: list[Any]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ldp_audit.rundir import to_jsonable
+
+    out.mkdir(parents=True, exist_ok=True)
+    S = doc["settings"]
+    cap = float(S["max_episodes"])
+    by = {k: r for k, r in zip(keys, results, strict=True)}
+    fig, axes = plt.subplots(1, len(S["settings"]), figsize=(2.6 * len(S["settings"]), 3.2),
+                             sharey=True)  # fmt: skip
+    axes = np.atleast_1d(axes)
+    for ax, st in zip(axes, S["settings"], strict=True):
+        _boxplot(ax, [by[("frd", st, n)].mission for n in S["agents"]],
+                 [str(n) for n in S["agents"]], cap)  # fmt: skip
+        ax.set_title(f"setting {st}")
+        ax.set_xlabel("agents")
+    axes[0].set_ylabel(f"episodes to mission (not reached -> {cap:g})")
+    fig.tight_layout()
+    (out / "figure3.png").write_bytes(_png(fig))
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(6, 3.4))
+    data, labels = [], []
+    for n in S["agents"]:
+        data += [by[("frd", S["fedavg_setting"], n)].mission,
+                 by[("fedavg", S["fedavg_setting"], n)].mission]  # fmt: skip
+        labels += [f"FRD\n{n}", f"FedAvg\n{n}"]
+    nmax = max(S["agents"])
+    for eps in S["ldp_epsilons"]:
+        data.append(by[(f"frd-ldp-{eps:g}", S["fedavg_setting"], nmax)].mission)
+        labels.append(f"LDP {eps:g}\n{nmax}")
+    _boxplot(ax, data, labels, cap)
+    ax.set_ylabel("episodes to mission")
+    ax.set_title(f"FRD vs FedAvg (setting {S['fedavg_setting']}), x: method / agents")
+    fig.tight_layout()
+    (out / "figure4.png").write_bytes(_png(fig))
+    plt.close(fig)
+    (out / "results.json").write_text(json.dumps(to_jsonable(doc), indent=1, allow_nan=False))
+    (out / "README.md").write_text(_readme(doc))
+
+
+def _readme(doc: dict[str, Any]) -> str:
+    S = doc["settings"]
+    lines = [
+        "# FRD (Cha et al. 2019): reproduction at this machine's scale",
+        "",
+        "Generated by `ldp-audit reproduce frd` (see `command` below); numbers are from "
+        "`results.json`. Hand-written commentary is in `notes.md`.",
+        "",
+        f"Scale: settings {S['settings']}, agents per group {S['agents']}, {S['groups']} "
+        f"groups per cell, at most {S['max_episodes']} episodes per agent, mission threshold "
+        f"{S['threshold']:g} (mean standing time over 10 episodes), seed {S['seed']}. "
+        f"Machine: {doc['machine']}, loaded by other engineers' jobs. Sweep wall time "
+        f"{doc['sweep_seconds']:.0f} s, total {doc['wall_seconds']:.0f} s, "
+        f"{doc['total_agent_episodes']} agent-episodes.",
+        "",
+        "## Episodes to mission (Figure 3 and 4 cells)",
+        "",
+        "median over groups (inf = not reached within the cap), mean and std over the groups "
+        "that reached it, reached / groups",
+        "",
+        "| kind | setting | agents | median | mean (reached) | std | reached |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in doc["rows"]:
+        lines.append(
+            f"| {r['kind']} | {r['setting']} | {r['agents']} | {_fmt(r['median'])} | "
+            f"{_fmt(r['mean_reached'])} | {_fmt(r['std_reached'])} | "
+            f"{r['reached']}/{r['groups']} |"
+        )
+    lines += ["", "![Figure 3](figure3.png)", "", "![Figure 4](figure4.png)", ""]
+    if doc["leak"]:
+        lines += [
+            "## What the uploads leak (dynamics inference of each agent's gravity)",
+            "",
+            "Shadow-training attack (`ldp_audit.attacks.frd`) on small runs (4 agents x "
+            f"{S['leak_groups']} groups, S=10, E=5, I=5, 40 episodes, 24x1 networks); T = uploads "
+            "per agent; 95% Clopper-Pearson interval; ceiling = e^{T eps}/(e^{T eps}+k-1).",
+            "",
+            "| run | gravities | eps per upload | T | n | accuracy | 95% CI | chance | ceiling |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for r in doc["leak"]:
+            lo, hi = r["accuracy_ci"]
+            lines.append(
+                f"| {r['run']} | {r['gravities']} | {_fmt(r['epsilon_per_upload'])} | "
+                f"{r['reports_per_agent']} | {r['n']} | {_fmt(r['accuracy'])} | "
+                f"[{_fmt(lo)}, {_fmt(hi)}] | {_fmt(r['chance'])} | {_fmt(r['ceiling'])} |"
+            )
+        lines.append("")
+    lines += ["## The paper's claims (text of sections 5-6)", ""]
+    lines += [f"- {v}" for v in doc["paper_claims"].values()]
+    lines += [
+        "",
+        "## Command",
+        "",
+        "```",
+        doc.get("command", "ldp-audit reproduce frd --out reports/frd"),
+        "```",
+        "",
+    ]
+    return "\n".join(lines)
