@@ -270,7 +270,7 @@ class DprlConfig:
             return -(-self.episodes // self.envs)
         vec_steps = -(-self.total_steps // self.envs)
         first = -(-self.learning_starts // self.envs)
-        return max(0, (vec_steps - first) // self.train_frequency + 1)
+        return 0 if vec_steps <= first else (vec_steps - 1 - first) // self.train_frequency + 1
 
     @property
     def keep_updates(self) -> bool:
@@ -396,17 +396,29 @@ def _make_dropout(p: float, gen: Any) -> Any:
     from torch import nn
 
     class GenDropout(nn.Module):
-        """Dropout whose masks come from the run's generator (nn.Dropout uses the global RNG)."""
+        """Dropout whose masks come from the run's generator (nn.Dropout uses the global RNG).
+
+        The masks drawn while acting are recorded (``record``) and replayed (``replay``) in the
+        training forward, so the gradient is that of the very policy that acted (dropout is
+        part of the stochastic policy, as in the slides' REINFORCE).
+        """
 
         def __init__(self) -> None:
             super().__init__()
             self.p = p
             self.gen = gen
+            self.record: list[torch.Tensor] | None = None
+            self.replay: torch.Tensor | None = None
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             if not self.training or self.p == 0:
                 return x
-            keep = torch.rand(x.shape, generator=self.gen, dtype=x.dtype) >= self.p
+            if self.replay is not None:
+                keep = self.replay
+            else:
+                keep = torch.rand(x.shape, generator=self.gen, dtype=x.dtype) >= self.p
+                if self.record is not None:
+                    self.record.append(keep)
             return x * keep / (1.0 - self.p)
 
     return GenDropout()
@@ -633,7 +645,10 @@ def train_reinforce(cfg: DprlConfig, *, seed: int, accountant: Any, hooks: Train
         alive = np.zeros((MAX_EPISODE_STEPS, B), dtype=bool)
         done = np.zeros(B, dtype=bool)
         done[n_ep:] = True  # a last, smaller batch
-        policy.eval()  # act without dropout
+        drops = [m for m in policy.modules() if hasattr(m, "record")]
+        for m in drops:  # act with dropout on, recording the masks for the gradient
+            m.record, m.replay = [], None
+        policy.train()
         T = 0
         for t in range(MAX_EPISODE_STEPS):
             live = np.flatnonzero(~done)
@@ -669,8 +684,12 @@ def train_reinforce(cfg: DprlConfig, *, seed: int, accountant: Any, hooks: Train
         std = np.sqrt((((g - mean) ** 2) * alive[:T]).sum(axis=0) / n)
         adv = np.where(alive[:T], (g - mean) / (std + 1e-8), 0.0)
         x = torch.as_tensor(states[:T, :n_ep].transpose(1, 0, 2).copy())  # (episodes, T, 4)
-        policy.train()
+        for m in drops:  # (T, B, h) masks of the rollout -> (episodes, T, h)
+            m.replay = torch.stack(m.record)[:, :n_ep].transpose(0, 1)
+            m.record = None
         logp = torch.log_softmax(model(x), dim=-1)
+        for m in drops:
+            m.replay = None
         act = torch.as_tensor(actions[:T, :n_ep].T.copy())
         lp = logp.gather(-1, act.unsqueeze(-1)).squeeze(-1)
         per_episode = -(torch.as_tensor(adv[:, :n_ep].T.copy(), dtype=lp.dtype) * lp).sum(dim=1)

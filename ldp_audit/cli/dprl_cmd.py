@@ -1,0 +1,261 @@
+"""``ldp-audit train dprl`` and ``ldp-audit reproduce dprl`` (DP-SGD / observation-noise RL).
+
+``train dprl`` trains one REINFORCE or DQN agent on CartPole-v1 under DP-SGD (Opacus), observation
+noise, or no privacy, and writes a run directory (docs/dprl.md); with ``--canaries M`` it plants
+gradient canaries for the one-run audit ``ldp-audit attack membership --run-dir RUN --out FILE``.
+``reproduce dprl`` runs the slides' Figures 8-9 and 12-13 (reward and convergence vs noise).
+Imports stay argparse-level here; torch loads inside the commands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from typing import Any
+
+from ldp_audit.cli._types import (
+    add_run_mode_arguments,
+    check_out_for_mode,
+    int_at_least,
+    run_mode,
+    timestamped_dir,
+)
+
+#: algorithm -> scorer of an existing run's canaries (ldp-audit attack membership --run-dir).
+RUN_SCORERS = {"dprl": "ldp_audit.attacks.one_run:score_run_from_args"}
+
+
+def _real(name: str, *, minimum: float | None = None, strict: bool = False,
+          maximum: float | None = None, strict_max: bool = False) -> Any:  # fmt: skip
+    """argparse converter: a finite real with bounds, the message naming the option."""
+
+    def convert(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            v = math.nan
+        ok = math.isfinite(v)
+        if ok and minimum is not None:
+            ok = v > minimum if strict else v >= minimum
+        if ok and maximum is not None:
+            ok = v < maximum if strict_max else v <= maximum
+        if not ok:
+            lo = "" if minimum is None else f"{'>' if strict else '>='} {minimum:g}"
+            hi = "" if maximum is None else f"{'<' if strict_max else '<='} {maximum:g}"
+            rng = " and ".join(x for x in (lo, hi) if x)
+            raise argparse.ArgumentTypeError(f"{name} must be a finite number {rng}, got {text!r}")
+        return v
+
+    return convert
+
+
+def _box(text: str) -> Any:
+    """``lo,hi;lo,hi;lo,hi;lo,hi`` or ``cartpole`` (the declared default box)."""
+    if text == "cartpole":
+        return "cartpole"
+    try:
+        pairs = [tuple(float(x) for x in part.split(",")) for part in text.split(";")]
+    except ValueError:
+        pairs = []
+    if len(pairs) != 4 or any(len(p) != 2 for p in pairs):
+        raise argparse.ArgumentTypeError(
+            f"--state-box must be 'cartpole' or four 'lo,hi' pairs separated by ';', got {text!r}"
+        )
+    return tuple(pairs)
+
+
+def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
+    """Add ``train dprl`` and ``reproduce dprl``."""
+    fmt = argparse.ArgumentDefaultsHelpFormatter
+    p = train_subparsers.add_parser(
+        "dprl",
+        help="DP-SGD (Opacus) or observation-noise REINFORCE / DQN on CartPole-v1",
+        description="Train one agent on CartPole-v1 under central DP-SGD (privacy unit: an "
+        "episode for REINFORCE, a transition for DQN), observation noise ('LDP'), or no "
+        "privacy; every update is charged to the ledger before its noise is drawn. Writes a "
+        "run directory; --canaries plants gradient canaries for the one-run audit "
+        "(ldp-audit attack membership --run-dir RUN --out FILE).",
+        formatter_class=fmt,
+    )
+    p.add_argument("--algo", choices=("reinforce", "dqn"), required=True)
+    p.add_argument("--privacy", choices=("none", "dpsgd", "obs-noise"), required=True)
+    p.add_argument(
+        "--noise-multiplier",
+        type=_real("--noise-multiplier", minimum=0.0),
+        default=1.0,
+        help="DP-SGD noise std / clip, or the observation-noise sigma (x IQR)",
+    )
+    p.add_argument(
+        "--clip", type=_real("--clip", minimum=0.0, strict=True), default=1.0,
+        help="DP-SGD per-sample L2 clip norm C (whole gradient)",
+    )  # fmt: skip
+    p.add_argument(
+        "--delta",
+        type=_real("--delta", minimum=0.0, strict=True, maximum=1.0, strict_max=True),
+        default=1e-5,
+        help="delta at which epsilon is reported",
+    )
+    p.add_argument(
+        "--budget-epsilon",
+        type=_real("--budget-epsilon", minimum=0.0, strict=True),
+        default=None,
+        help="central DP-SGD budget at --delta (RDP): training stops cleanly before exceeding it",
+    )
+    p.add_argument(
+        "--canaries",
+        type=int_at_least("--canaries", 0),
+        default=0,
+        help="gradient canaries for the one-run audit (DP-SGD only; 0 = none)",
+    )
+    p.add_argument(
+        "--canary-scale",
+        type=_real("--canary-scale", minimum=1.0),
+        default=10.0,
+        help="a canary's raw gradient norm in units of --clip",
+    )
+    p.add_argument(
+        "--state-box",
+        type=_box,
+        default=None,
+        help="obs-noise: clip states to this box first (finite epsilon): 'cartpole' or "
+        "'lo,hi;lo,hi;lo,hi;lo,hi'",
+    )
+    p.add_argument(
+        "--episodes", type=int_at_least("--episodes", 1), default=800, help="REINFORCE episodes"
+    )
+    p.add_argument(
+        "--total-steps", type=int_at_least("--total-steps", 1), default=30_000,
+        help="DQN environment steps",
+    )  # fmt: skip
+    p.add_argument(
+        "--num-envs",
+        type=int_at_least("--num-envs", 1),
+        default=None,
+        help="parallel environments (REINFORCE: episodes per update; default 8, DQN 1)",
+    )
+    p.add_argument("--seed", type=int_at_least("--seed", 0), default=0)
+    p.add_argument(
+        "--out",
+        default=None,
+        metavar="RUN_DIR",
+        help="run directory to write (default: a new runs/dprl-<timestamp>)",
+    )
+    add_run_mode_arguments(p)
+    p.add_argument("--json", action="store_true", help="print the metrics as JSON on stdout")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    p.set_defaults(func=_train)
+
+    r = reproduce_subparsers.add_parser(
+        "dprl",
+        help="Figures 8-9 and 12-13 of the Doulazmi & Odonnat slides (reward/convergence vs noise)",
+        description="Reward and convergence time vs noise level for REINFORCE and DQN under "
+        "DP-SGD and observation noise, several seeds, with 95 percent bootstrap bands and the "
+        "epsilon each setting gets; writes results.json, figures and README.md.",
+        formatter_class=fmt,
+    )
+    r.add_argument("--seeds", type=int_at_least("--seeds", 1), default=3)
+    r.add_argument("--episodes", type=int_at_least("--episodes", 1), default=600,
+                   help="REINFORCE episodes per run")  # fmt: skip
+    r.add_argument("--total-steps", type=int_at_least("--total-steps", 1), default=20_000,
+                   help="DQN environment steps per run")  # fmt: skip
+    r.add_argument("--audit-canaries", type=int_at_least("--audit-canaries", 0), default=500,
+                   help="canaries of the one-run audit table (0: skip it)")  # fmt: skip
+    r.add_argument(
+        "--out",
+        default=None,
+        help="report folder (default: a new runs/reproduce-dprl-<timestamp>; reports/dprl is "
+        "rewritten only when named here)",
+    )
+    r.add_argument("--overwrite", action="store_true", help="replace an earlier report in --out")
+    r.add_argument("--seed", type=int_at_least("--seed", 0), default=0)
+    r.add_argument("--json", action="store_true", help="print results.json on stdout")
+    r.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    r.set_defaults(func=_reproduce)
+
+
+def _config(args: argparse.Namespace) -> Any:
+    from ldp_audit.training.dprl import DprlConfig
+    from ldp_audit.training.obs_noise import CARTPOLE_BOX
+
+    box = CARTPOLE_BOX if args.state_box == "cartpole" else args.state_box
+    return DprlConfig(
+        algo=args.algo,
+        privacy=args.privacy,
+        noise_multiplier=args.noise_multiplier,
+        clip=args.clip,
+        delta=args.delta,
+        budget_epsilon=args.budget_epsilon,
+        canaries=args.canaries,
+        canary_scale=args.canary_scale,
+        state_box=box,
+        episodes=args.episodes,
+        total_steps=args.total_steps,
+        num_envs=args.num_envs,
+    )
+
+
+def _train(args: argparse.Namespace) -> int:
+    from ldp_audit.rundir import json_number, to_jsonable
+
+    mode = run_mode(args)
+    out = args.out if args.out is not None else timestamped_dir("runs/dprl")
+    check_out_for_mode(out, mode)  # before any work
+    cfg = _config(args)  # validated: errors name the parameter, before any episode
+    from ldp_audit.training.dprl import train
+
+    t0 = time.perf_counter()
+    res = train(cfg, seed=args.seed, run_dir=out, progress=not args.no_progress, run_mode=mode)
+    doc = {
+        "run_dir": str(out),
+        "algo": cfg.algo,
+        "privacy": res.privacy,
+        "episodes": len(res.returns),
+        "updates": res.updates,
+        "last25_mean_return": float(sum(res.returns[-25:]) / max(1, len(res.returns[-25:]))),
+        "convergence_episode": json_number(res.convergence_episode),
+        "stopped": res.stopped,
+        "seconds": time.perf_counter() - t0,
+    }
+    if args.json:
+        print(json.dumps(to_jsonable(doc), indent=1, allow_nan=False))
+    else:
+        conv = res.convergence_episode
+        print(f"run directory: {out}")
+        print(
+            f"{cfg.algo} / {cfg.privacy}: {len(res.returns)} episodes, {res.updates} private "
+            f"updates, mean return of the last 25 = {doc['last25_mean_return']:.1f}, "
+            f"solved at episode {conv:g}" if math.isfinite(conv) else
+            f"{cfg.algo} / {cfg.privacy}: {len(res.returns)} episodes, {res.updates} private "
+            f"updates, mean return of the last 25 = {doc['last25_mean_return']:.1f}, not solved"
+        )  # fmt: skip
+        print(f"privacy: {res.privacy.get('words')}")
+        if res.stopped:
+            print(f"stopped: {res.stopped}")
+    return 0
+
+
+def _reproduce(args: argparse.Namespace) -> int:
+    from ldp_audit.cli._types import check_report_out
+
+    out = args.out if args.out is not None else timestamped_dir("runs/reproduce-dprl")
+    check_report_out(out, overwrite=args.overwrite)  # before the experiment
+    from ldp_audit.training.dprl_reproduce import ReproduceSettings, reproduce
+
+    settings = ReproduceSettings(
+        seeds=args.seeds,
+        episodes=args.episodes,
+        total_steps=args.total_steps,
+        audit_canaries=args.audit_canaries,
+        seed=args.seed,
+    )
+    res = reproduce(settings, out=out, progress=not args.no_progress, argv=sys.argv[1:])
+    if args.json:
+        from ldp_audit.rundir import to_jsonable
+
+        print(json.dumps(to_jsonable(res), indent=1, allow_nan=False))
+    else:
+        print(f"report written to {out}")
+    return 0

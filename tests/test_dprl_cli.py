@@ -1,0 +1,95 @@
+"""``ldp-audit train dprl`` -> ``attack membership --run-dir`` -> ``report`` end to end."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from ldp_audit.cli import main
+
+torch.set_num_threads(1)
+
+TRAIN = [
+    "train", "dprl", "--algo", "reinforce", "--privacy", "dpsgd", "--noise-multiplier", "12",
+    "--clip", "10", "--episodes", "160", "--canaries", "400", "--seed", "0", "--no-progress",
+]  # fmt: skip
+
+
+def test_train_attack_report(tmp_path, capsys) -> None:
+    run = tmp_path / "run"
+    assert main([*TRAIN, "--out", str(run), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["privacy"]["unit"] == "episode"
+    assert doc["privacy"]["epsilon"] == pytest.approx(1.448, abs=0.01)
+    audit = tmp_path / "audit.json"
+    code = main(["attack", "membership", "--run-dir", str(run), "--out", str(audit), "--json"])
+    assert code == 0  # the correct trainer: no violation
+    res = json.loads(audit.read_text())
+    assert res["attack"] == "one-run-white-box"
+    assert res["epsilon_lower_bound"] < res["composed_epsilon"]
+    assert res["extra"]["black_box"]["attack"] == "one-run-black-box"
+    capsys.readouterr()
+    rep = tmp_path / "report"
+    assert main(["report", str(run), str(audit), "--out", str(rep)]) == 0
+    md = (rep / "report.md").read_text()
+    assert "One-run audit" in md and "Privacy guarantee" in md
+    # a run directory is evidence: training again into it is refused (exit 2)
+    assert main([*TRAIN, "--out", str(run)]) == 2
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--noise-multiplier", "-1"], "--noise-multiplier must be a finite number >= 0"),
+        (["--noise-multiplier", "nan"], "--noise-multiplier must be a finite number"),
+        (["--clip", "0"], "--clip must be a finite number > 0, got '0'"),
+        (["--delta", "1"], "--delta must be a finite number > 0 and < 1, got '1'"),
+        (["--state-box", "1,2"], "--state-box must be"),
+    ],
+)
+def test_bad_cli_input_is_usage_error(tmp_path, capsys, args, needle) -> None:  # noqa: ANN001
+    out = tmp_path / "run"
+    with pytest.raises(SystemExit) as e:
+        main(["train", "dprl", "--algo", "dqn", "--privacy", "dpsgd", *args, "--out", str(out)])
+    assert e.value.code == 2
+    assert needle in capsys.readouterr().err
+    assert not out.exists()  # nothing written, nothing charged
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--privacy", "none", "--canaries", "5"], "canaries audit DP-SGD training"),
+        (["--privacy", "dpsgd", "--state-box", "cartpole"], "state_box clips observations"),
+        (
+            ["--privacy", "obs-noise", "--state-box=-1,1;-1,1;0,0.01;-1,1"],
+            "state_box must contain the declared IQRs",
+        ),  # fmt: skip
+    ],
+)
+def test_inconsistent_options_refused_before_any_episode(tmp_path, capsys, args, needle) -> None:  # noqa: ANN001
+    out = tmp_path / "run"
+    assert main(["train", "dprl", "--algo", "reinforce", *args, "--out", str(out)]) == 2
+    assert needle in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_attack_on_other_algorithm_refused(tmp_path, capsys) -> None:
+    from ldp_audit.rundir import RunWriter
+
+    w = RunWriter(tmp_path / "r", algorithm="fedrl-unknown", config={}, seed=0)
+    w.finish()
+    assert main(["attack", "membership", "--run-dir", str(tmp_path / "r")]) == 2
+    assert "fedrl-unknown" in capsys.readouterr().err
+
+
+def test_obs_noise_train_says_infinite(tmp_path, capsys) -> None:
+    run = tmp_path / "run"
+    args = ["train", "dprl", "--algo", "reinforce", "--privacy", "obs-noise",
+            "--noise-multiplier", "0.5", "--episodes", "8", "--no-progress",
+            "--out", str(run)]  # fmt: skip
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "epsilon = inf" in out
