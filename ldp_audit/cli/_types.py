@@ -76,6 +76,31 @@ def check_creatable(path: str | Path, name: str) -> None:
     os.rmdir(probe)
 
 
+def check_file_creatable(path: str | Path, name: str) -> None:
+    """Refuse an output file whose folder does not accept new files, before any work (a probe
+    file is created and removed there).
+
+    Raises:
+        RunDirectoryError: no file can be created there.
+    """
+    import tempfile
+
+    from ldp_audit.errors import RunDirectoryError
+
+    parent = Path(path).parent if str(Path(path).parent) else Path(".")
+    if not parent.exists():
+        check_creatable(parent, name)
+        return
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".ldp-audit-probe-", dir=parent)
+    except OSError as exc:
+        raise RunDirectoryError(
+            f"{name}: cannot create {str(path)!r} in {str(parent)!r} ({exc.strerror or exc})"
+        ) from None
+    os.close(fd)
+    os.unlink(probe)
+
+
 def epsilon_or_inf(text: str) -> float:
     """A positive real epsilon, or ``inf`` for the explicit non-private baseline."""
     try:

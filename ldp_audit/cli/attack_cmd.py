@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ldp_audit.cli._types import epsilon_or_inf, int_at_least, real_in
+from ldp_audit.cli._types import check_file_creatable, epsilon_or_inf, int_at_least, real_in
 
 _MECHANISMS = ("laplace", "prs", "none")
 
@@ -132,6 +132,7 @@ def register(subparsers: Any) -> None:
     from ldp_audit.attacks.sweep import add_arguments
 
     add_arguments(s)
+    _check_sweep_types(s)
     s.set_defaults(func=_sweep)
 
     from ldp_audit.cli.train_cmd import iter_system_cli_modules
@@ -184,8 +185,10 @@ def _check_outputs(args: argparse.Namespace) -> None:
 
     if args.out:
         check_new_file(args.out, name="--out", overwrite=args.overwrite)
+        check_file_creatable(args.out, "--out")
     if args.plot:
         check_new_file(args.plot, name="--plot", overwrite=args.overwrite)
+        check_file_creatable(args.plot, "--plot")
     if args.out and args.plot and Path(args.out).resolve() == Path(args.plot).resolve():
         from ldp_audit.errors import InvalidParameterError
 
@@ -380,7 +383,50 @@ def _membership_of_run(args: argparse.Namespace) -> int:
 _RUN_SCORERS: dict[str, str] = {}
 
 
+def _sweep_thetas(text: str) -> str:
+    """argparse type for --thetas: a comma list of init/trained/crafted/linearW0:W1:W2:W3."""
+    from ldp_audit.attacks.sweep import THETAS
+
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    for t in items:
+        ok = t in THETAS
+        if not ok and t.startswith("linear"):
+            try:
+                ok = len([float(v) for v in t[len("linear") :].split(":")]) == 4
+            except ValueError:
+                ok = False
+        if not ok:
+            raise argparse.ArgumentTypeError(
+                f"--thetas items must be one of {', '.join(THETAS)} or linearW0:W1:W2:W3, got {t!r}"
+            )
+    if not items:
+        raise argparse.ArgumentTypeError(f"--thetas must name at least one theta, got {text!r}")
+    return text
+
+
+def _check_sweep_types(s: argparse.ArgumentParser) -> None:
+    """The sweep's shared arguments (attacks/sweep.py uses plain ``int``) get converters that
+    refuse 0, negative and malformed values by option name before any work."""
+    types = {
+        "agents": int_at_least("--agents", 1),
+        "shadow": int_at_least("--shadow", 1),
+        "probe": int_at_least("--probe", 1),
+        "train_submissions": int_at_least("--train-submissions", 0),
+        "seed": int_at_least("--seed", 0),
+        "workers": int_at_least("--workers", 1),
+        "thetas": _sweep_thetas,
+    }
+    for action in s._actions:
+        if action.dest in types:
+            action.type = types[action.dest]
+
+
 def _sweep(args: argparse.Namespace) -> int:
     from ldp_audit.attacks.sweep import run_from_args
+    from ldp_audit.cli._types import check_creatable, check_workers
 
+    if args.workers is not None:
+        check_workers(args.workers)  # before any work: far above the cores is refused
+    if args.out is not None:
+        check_creatable(args.out, "--out")
     return run_from_args(args)
