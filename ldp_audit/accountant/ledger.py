@@ -715,30 +715,36 @@ class Ledger:
 
     def _load_all_states_uncached(self, rows: int) -> dict[str, AgentState]:
         c = self._conn
+        crc = zlib.crc32
         out: dict[str, AgentState] = {}
         total = 0
         for agent, n, last_id, chk in c.execute(f"SELECT agent, n, last_id, chk FROM {_AGENTS}"):
-            if chk != _agent_chk(agent, n, last_id):
+            if chk != crc(f"{len(agent)}:{agent}|{n}|{last_id}".encode()):  # _agent_chk
                 raise self._bad(f"the running state of agent {agent!r} fails its checksum")
-            out[agent] = AgentState(n=n, last_id=last_id)
+            out[agent] = AgentState(n, last_id)
             total += n
         if total != rows:
             raise self._bad(f"the agents' running totals count {total} charges, the chain {rows}")
         seen = 0
+        get = out.get
         for agent, scope, event, n, chk in c.execute(
             f"SELECT agent, scope, event, n, chk FROM {_STATE}"
         ):
-            if chk != _state_chk(agent, scope, event, n) or n <= 0:
+            # _state_chk, inlined
+            if chk != crc(f"{len(agent)}:{agent}|{scope}|{len(event)}:{event}|{n}".encode()):
                 raise self._bad(f"a state row of agent {agent!r} fails its checksum")
-            st = out.get(agent)
+            st = get(agent)
             if st is None:
                 raise self._bad(f"agent {agent!r} has event counts but no running total")
+            if n <= 0:
+                raise self._bad(f"a state row of agent {agent!r} has count {n}")
             st.events[(scope, event)] = n
             seen += n
         if seen != rows:
             raise self._bad(f"the event counts sum to {seen} charges, the chain holds {rows}")
         for agent, st in out.items():
-            if sum(st.events.values()) != st.n:
+            ev = st.events
+            if (next(iter(ev.values())) if len(ev) == 1 else sum(ev.values())) != st.n:
                 raise self._bad(f"agent {agent!r}: its event counts disagree with its total")
         return out
 
