@@ -327,7 +327,14 @@ class AuditResult:
             state = "VIOLATION" if v.violation else "no violation found"
             lines.append(f"[{title}] lower bound {v.epsilon_lower_bound:.6g}: {state}")
             lines.append(f"  {v.consequence}")
-            if v.witness is not None:
+            same = (
+                v.kind == "implementation"
+                and self.distribution is not None
+                and v.witness == self.distribution.witness
+            )
+            if same:
+                lines.append("  witness: the distribution verdict's (no float-bit event beat it)")
+            elif v.witness is not None:
                 lines.extend("  " + t for t in _witness_lines(v.witness))
         if not verdicts and self.witness is not None:
             lines.extend(_witness_lines(self.witness))
