@@ -136,3 +136,29 @@ def test_bootstrap_median_ci():
         stats.bootstrap_median_ci([], rng=np.random.default_rng(0))
     with pytest.raises(InvalidParameterError):
         stats.bootstrap_median_ci([1.0], rng=0)  # type: ignore[arg-type]
+
+
+def test_numerator_share_splits_alpha_between_the_two_counts():
+    from ldp_audit.stats import (
+        clopper_pearson_lower,
+        clopper_pearson_upper,
+        epsilon_lower_bound_from_counts,
+    )
+
+    k1, k2, n, a = 500, 20, 100_000, 0.05
+    for share in (0.5, 0.25, 0.1):
+        want = math.log(clopper_pearson_lower(k1, n, a * share)) - math.log(
+            clopper_pearson_upper(k2, n, a * (1 - share))
+        )
+        got = epsilon_lower_bound_from_counts(k1, n, k2, n, a, numerator_share=share)
+        assert got == pytest.approx(want, rel=1e-12)
+    # the default is the symmetric split; the rare count deserves most of alpha
+    assert epsilon_lower_bound_from_counts(k1, n, k2, n, a) == pytest.approx(
+        epsilon_lower_bound_from_counts(k1, n, k2, n, a, numerator_share=0.5)
+    )
+    assert epsilon_lower_bound_from_counts(
+        k1, n, k2, n, a, numerator_share=0.1
+    ) > epsilon_lower_bound_from_counts(k1, n, k2, n, a)
+    for bad in (0.0, 1.0, "0.5", True):
+        with pytest.raises(InvalidParameterError, match="numerator_share"):
+            epsilon_lower_bound_from_counts(k1, n, k2, n, a, numerator_share=bad)
