@@ -281,12 +281,9 @@ def load_object(spec: str, what: str) -> Any:
         raise UserCodeError(
             f"{what}: importing module {module_name!r} failed: {type(exc).__name__}: {exc}"
         ) from exc
-    except Exception as exc:  # noqa: BLE001 - user code (SyntaxError is an Exception)
-        where = ""
-        if isinstance(exc, SyntaxError):
-            where = f" ({exc.filename}, line {exc.lineno})"
+    except Exception as exc:  # noqa: BLE001 - user code (a SyntaxError names file and line)
         raise UserCodeError(
-            f"{what}: importing module {module_name!r} failed: {type(exc).__name__}: {exc}{where}"
+            f"{what}: importing module {module_name!r} failed: {type(exc).__name__}: {exc}"
         ) from exc
     for part in attr.split("."):
         try:
