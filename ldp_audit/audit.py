@@ -1251,8 +1251,8 @@ def audit(
             raise InvalidParameterError("pairs must contain at least one (x, x2) pair, got []")
         pair_list = [_as_pair(p, i) for i, p in enumerate(pairs)]
 
-    n_sel = min(_MAX_SELECTION, max(200, int(round(samples * frac))))
-    n_est = samples - n_sel
+    n_est = estimation_samples(samples, frac)
+    n_sel = samples - n_est
     if n_est < 200:
         raise InvalidParameterError(
             f"selection_fraction leaves {n_est} estimation samples; need >= 200 "
@@ -1266,6 +1266,13 @@ def audit(
     if want_profile:
         profile_deltas = tuple(sorted({*_PROFILE_DELTAS, delta}))
     warn: list[str] = []
+    top_bound = max_refutable_epsilon(n_est, conf)
+    if claimed >= top_bound:
+        warn.append(
+            f"a claim of epsilon {claimed:.6g} cannot be refuted with {n_est} estimation "
+            f"samples per input: no bound can exceed {top_bound:.3g} here, so 'no violation' "
+            "is vacuous; refuting it needs more than e^epsilon samples per input"
+        )
     reproducible = bool(_user_attr(mechanism, "reproducible", True))
     if not reproducible:
         warn.append(
@@ -1477,6 +1484,25 @@ def audit(
         warnings=tuple(warn),
         reproducible=reproducible,
     )
+
+
+def max_refutable_epsilon(n_est: int, confidence: float = 0.95) -> float:
+    """The largest bound :func:`audit` can give with ``n_est`` estimation samples per input.
+
+    A bound is ``ln(p1_lower - delta) - ln(p2_upper)`` with ``p1_lower <= 1`` and, at best (a
+    zero count, one event, the largest share ``a = 0.9 (1 - confidence)`` of the error on the
+    denominator), ``p2_upper = 1 - a^(1 / n_est)``; so no bound exceeds
+    ``-ln(1 - a^(1 / n_est))`` (about ``ln(n_est / ln(1 / a))``): a larger claim cannot be
+    refuted at this sample size.
+    """
+    a = (1.0 - min(_SHARES)) * (1.0 - confidence)
+    return -math.log(-math.expm1(math.log(a) / max(int(n_est), 1)))
+
+
+def estimation_samples(samples: int, selection_fraction: float = 0.1) -> int:
+    """Per input, the outputs :func:`audit` spends on estimation for ``samples``."""
+    n_sel = min(_MAX_SELECTION, max(200, int(round(samples * selection_fraction))))
+    return samples - n_sel
 
 
 def _choose(candidates: list[_Candidate], k: int) -> list[_Candidate]:

@@ -304,3 +304,10 @@ def test_scalar_cli_form(tmp_path, monkeypatch, capsys):
 def test_scalar_cli_refusals(argv, message, capsys):
     assert run_cli(["audit", *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("eps", ["1e13", "9" * 30, "20"])
+def test_claim_too_large_to_refute_is_refused(eps, capsys):
+    assert run_cli(["audit", "--mechanism", "laplace", "--epsilon", eps, "--samples", "1000"]) == 2
+    err = capsys.readouterr().err
+    assert "--epsilon" in err and "cannot be refuted" in err and "--force" in err

@@ -255,3 +255,19 @@ def test_exact_epsilon_and_default_pairs_type_checked():
         exact_epsilon(lap, samples=True)
     with pytest.raises(InvalidParameterError, match="dim must be an integer >= 1"):
         default_pairs(lap, "2")
+
+
+def test_unrefutable_claim_warned_and_ceiling_is_exact():
+    from ldp_audit import audit as audit_mod
+
+    n_est = audit_mod.estimation_samples(5_000)
+    top = audit_mod.max_refutable_epsilon(n_est, 0.95)
+    assert top < math.log(n_est)  # ln(n / ln(1/a)) < ln n
+    # a broken mechanism (true epsilon inf: disjoint outputs) cannot beat the ceiling
+    r = audit(DoubleLaplace(1e-9, epsilon=0.5), [(np.array([0.0]), np.array([100.0]))],
+              samples=5_000, rng=0, float_bits=False, max_events=1)  # fmt: skip
+    assert r.violation and r.epsilon_lower_bound <= top + 1e-9
+    # k2 = 0, k1 = n: attained up to ln(p1_lower) = ln(a1) / n, about -0.0015 here
+    assert top - 0.01 < r.epsilon_lower_bound
+    r = audit(DoubleLaplace(1.0, epsilon=20.0), PAIR, samples=5_000, rng=0, float_bits=False)
+    assert any("cannot be refuted" in w for w in r.warnings)

@@ -244,7 +244,8 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--force",
         action="store_true",
-        help="run even when the estimated time exceeds 3 hours",
+        help="run even when the estimated time exceeds 3 hours, or when the claim is too large "
+        "for --samples to refute",
     )
     p.add_argument(
         "--exact",
@@ -445,8 +446,30 @@ def run(args: argparse.Namespace) -> int:
     """Run the audit; print the summary (or JSON); return 1 on a violation, else 0."""
     mechanism = build_mechanism(args)
     pairs = _user_pairs(args.pairs) if args.pairs else None
-    from ldp_audit.audit import audit, default_pairs, exact_epsilon
+    from ldp_audit.audit import (
+        audit,
+        default_pairs,
+        estimation_samples,
+        exact_epsilon,
+        max_refutable_epsilon,
+    )
 
+    claim = getattr(mechanism, "epsilon", None)
+    n_est = estimation_samples(args.samples)
+    if (
+        isinstance(claim, (int, float))
+        and math.isfinite(claim)
+        and claim >= max_refutable_epsilon(n_est, args.confidence)
+        and not args.force
+    ):
+        which = "--epsilon" if hasattr(args, "epsilon") else "the mechanism's epsilon"
+        raise InvalidParameterError(
+            f"{which} = {claim:g} cannot be refuted with --samples {args.samples}: with "
+            f"{n_est} estimation samples per input no bound can exceed "
+            f"{max_refutable_epsilon(n_est, args.confidence):.3g}, so the audit would be "
+            "vacuous; refuting it needs more than e^epsilon samples per input (pass --force "
+            "to run it anyway)"
+        )
     if pairs is None and args.dim is not None:
         pairs = default_pairs(mechanism, args.dim)
     result = audit(
