@@ -184,3 +184,30 @@ def test_central_budget_remaining(tmp_path, capsys):
     by = {r["agent"]: r for r in out["agents"]}
     assert by["dpsgd"]["remaining"] == pytest.approx(3.0 - used)
     assert by["0/0"]["remaining"] == pytest.approx(0.75)
+
+
+def test_migrate_to_converts_a_version_1_ledger(tmp_path, capsys):
+    import sqlite3
+
+    old = tmp_path / "v1.sqlite"
+    con = sqlite3.connect(old)
+    con.executescript(
+        """
+        CREATE TABLE ldp_audit_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE ldp_audit_charges (id INTEGER PRIMARY KEY, agent TEXT NOT NULL,
+            event TEXT NOT NULL, scope TEXT NOT NULL, time REAL NOT NULL, run_id TEXT);
+        INSERT INTO ldp_audit_meta VALUES ('application', 'ldp-audit privacy ledger'),
+            ('schema_version', '1');
+        INSERT INTO ldp_audit_charges (agent, event, scope, time, run_id) VALUES
+            ('x', '{"epsilon":0.5,"type":"pure"}', 'local', 1.0, NULL);
+        """
+    )
+    con.close()
+    assert _main(["budget", str(old)]) == 2
+    assert "schema version 1" in capsys.readouterr().out
+    new = tmp_path / "v2.sqlite"
+    assert _main(["budget", str(old), "--migrate-to", str(new)]) == 0
+    assert "1 charges" in capsys.readouterr().out
+    assert _main(["budget", str(new), "--agent", "x", "--json", "--method", "basic"]) == 0
+    assert json.loads(capsys.readouterr().out)["agents"][0]["epsilon"] == 0.5
+    assert _main(["budget", str(old), "--migrate-to", str(new)]) == 2  # never overwrites

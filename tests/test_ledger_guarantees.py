@@ -228,3 +228,21 @@ def test_no_library_warning_leaks():
         for ev in (events[0], events[3], events[4]):
             compose([(ev, 10)], delta=1e-5, method="best")
     assert [str(w.message) for w in caught] == []
+
+
+def test_verify_full_on_open(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "l.sqlite"
+    with Accountant(path) as acc:
+        acc.charge_many([("a", PureDpEvent(0.1))] * 200)
+    Ledger(path, verify="full").close()
+    con = sqlite3.connect(path)
+    con.execute("UPDATE ldp_audit_charges SET time = 0 WHERE id = 5")  # far from the tail
+    con.commit()
+    con.close()
+    Ledger(path).close()  # the tail check does not see row 5 ...
+    with pytest.raises(L.LedgerIntegrityError, match="row 5"):
+        Ledger(path, verify="full")  # ... the full check does
+    with pytest.raises(InvalidParameterError, match="verify"):
+        Ledger(path, verify="yes")

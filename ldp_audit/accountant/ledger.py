@@ -699,26 +699,23 @@ class Ledger:
             )
         return out
 
-    def _load_all_states(self) -> dict[str, AgentState]:
-        """Every agent's verified state; also checks the totals against the chain head.
-
-        The result is kept (read-only) until the chain head moves: repeated bulk reads of an
-        unchanged ledger (a report asks for several methods) verify it once.
-        """
-        rows, head = self._head()
-        hit = self._all_states
-        if hit is not None and hit[0] == (rows, head):
-            return hit[1]
-        out = self._load_all_states_uncached(rows)
-        self._all_states = ((rows, head), out)
-        return out
-
-    def _load_all_states_uncached(self, rows: int) -> dict[str, AgentState]:
+    def _fetch_all_states(self) -> tuple[list[tuple], list[tuple]]:
+        """The raw agent and state rows (inside a read transaction: one consistent snapshot)."""
         c = self._conn
+        return (
+            c.execute(f"SELECT agent, n, last_id, chk FROM {_AGENTS}").fetchall(),
+            c.execute(f"SELECT agent, scope, event, n, chk FROM {_STATE}").fetchall(),
+        )
+
+    def _load_all_states_uncached(
+        self, rows: int, fetched: tuple[list[tuple], list[tuple]] | None = None
+    ) -> dict[str, AgentState]:
+        """Verify every agent's state rows (checksums, totals) against ``rows`` charges."""
+        agent_rows, state_rows = self._fetch_all_states() if fetched is None else fetched
         crc = zlib.crc32
         out: dict[str, AgentState] = {}
         total = 0
-        for agent, n, last_id, chk in c.execute(f"SELECT agent, n, last_id, chk FROM {_AGENTS}"):
+        for agent, n, last_id, chk in agent_rows:
             if chk != crc(f"{len(agent)}:{agent}|{n}|{last_id}".encode()):  # _agent_chk
                 raise self._bad(f"the running state of agent {agent!r} fails its checksum")
             out[agent] = AgentState(n, last_id)
@@ -727,9 +724,7 @@ class Ledger:
             raise self._bad(f"the agents' running totals count {total} charges, the chain {rows}")
         seen = 0
         get = out.get
-        for agent, scope, event, n, chk in c.execute(
-            f"SELECT agent, scope, event, n, chk FROM {_STATE}"
-        ):
+        for agent, scope, event, n, chk in state_rows:
             # _state_chk, inlined
             if chk != crc(f"{len(agent)}:{agent}|{scope}|{len(event)}:{event}|{n}".encode()):
                 raise self._bad(f"a state row of agent {agent!r} fails its checksum")
@@ -936,10 +931,20 @@ class Ledger:
 
     def states(self, agents: Iterable[str] | None = None) -> dict[str, AgentState]:
         """Verified running state of ``agents`` (every agent when None)."""
+        if agents is not None:
+            with self._read_tx():
+                return self._load_states(list(dict.fromkeys(agents)))
+        # Every agent: read one snapshot, then verify it after the read transaction has ended,
+        # so a long verification never holds a lock that a committing writer waits for.
         with self._read_tx():
-            if agents is None:
-                return self._load_all_states()
-            return self._load_states(list(dict.fromkeys(agents)))
+            rows, head = self._head()
+            hit = self._all_states
+            if hit is not None and hit[0] == (rows, head):
+                return hit[1]
+            fetched = self._fetch_all_states()
+        out = self._load_all_states_uncached(rows, fetched)
+        self._all_states = ((rows, head), out)
+        return out
 
     def agents(self, scope: str | None = None) -> list[str]:
         """Every agent with at least one charge (sorted); only those of ``scope`` if given."""
