@@ -396,3 +396,68 @@ def test_schema_version_1_refused_by_name_and_migrated_explicitly(tmp_path):
     led.close()
     with pytest.raises(LedgerError, match="exists"):
         L.migrate_v1(old, new)
+
+
+_WRITER = r"""
+import sys
+from ldp_audit.accountant import Accountant, Budget, PureDpEvent
+from ldp_audit.errors import BudgetExceeded
+path, wid, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+acc = Accountant(path, budget=Budget(epsilon=1.0))
+ok = 0
+for i in range(n):
+    acc.charge_many([(f"own/{wid}/{i}", PureDpEvent(0.5)), (f"own/{wid}/{i}b", PureDpEvent(0.5))])
+    try:
+        acc.charge("shared", PureDpEvent(0.05))
+        ok += 1
+    except BudgetExceeded:
+        pass
+print(ok)
+"""
+
+_READER = r"""
+import sys, time
+from ldp_audit.accountant import Accountant
+acc = Accountant(sys.argv[1])
+t_end = time.monotonic() + float(sys.argv[2])
+reads = 0
+while time.monotonic() < t_end:
+    spent = acc.spent_all(method="basic")
+    assert spent.get("shared", 0.0) <= 1.0 + 1e-9, spent["shared"]
+    acc.ledger.states(["shared"])
+    reads += 1
+print(reads)
+"""
+
+
+def test_eight_processes_with_readers_never_overspend(tmp_path):
+    """6 writers and 2 bulk readers on one ledger: nothing lost, no error, exactly the budget."""
+    path = tmp_path / "l.sqlite"
+    Accountant(path, budget=Budget(epsilon=1.0)).close()
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-c", _WRITER, str(path), str(w), "25"],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=_env(),
+        )
+        for w in range(6)
+    ]
+    readers = [
+        subprocess.Popen(
+            [sys.executable, "-c", _READER, str(path), "4"],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=_env(),
+        )
+        for _ in range(2)
+    ]
+    outs = [p.communicate(timeout=300)[0] for p in writers + readers]
+    assert all(p.returncode == 0 for p in writers + readers), outs
+    granted = sum(int(o.strip()) for o in outs[:6])
+    assert all(int(o.strip()) > 0 for o in outs[6:])  # the readers did read meanwhile
+    with Ledger(path, verify="full") as led:
+        acc = Accountant(led)
+        assert granted == 20  # 20 x 0.05 = the budget of 1.0, never more
+        assert acc.spent("shared", method="basic") == pytest.approx(1.0)
+        assert len(led) == 6 * 25 * 2 + 20
