@@ -222,3 +222,27 @@ def test_train_runs_ray_equals_local(ray_local, tmp_path):
         train_runs(train, [(cfgs[0], 1, tmp_path / "x"), (cfgs[1], 2, tmp_path / "x")])
     with pytest.raises(InvalidParameterError, match="seed must be an integer"):
         train_runs(train, [(cfgs[0], "1", None)])
+
+
+def test_grid_runs_ray_equals_train_grid(ray_local, tmp_path):
+    """Chunks of the grid as batched Ray tasks: bit for bit one train_grid call."""
+    from ldp_audit.backends import grid_runs
+    from ldp_audit.training.pgc_a3c import PgcA3cConfig, train_grid
+
+    cfgs = [
+        PgcA3cConfig(mechanism=m, epsilon=e, trials=2, max_submissions=30)
+        for m in ("laplace", "prs")
+        for e in (1.0, 5.0)
+    ]
+    seeds = [3, 4, 5, 6]
+    one = train_grid(cfgs, seed=seeds, progress=False)
+    dirs = [tmp_path / f"run{i}" for i in range(4)]
+    got = grid_runs(train_grid, cfgs, seeds, dirs, chunks=2, backend="ray")
+    for a, b in zip(one, got, strict=True):
+        assert a.config == b.config
+        assert a.zeta.tobytes() == b.zeta.tobytes() and a.theta.tobytes() == b.theta.tobytes()
+    assert all((d / "manifest.json").exists() for d in dirs)
+    with pytest.raises(InvalidParameterError, match="same length"):
+        grid_runs(train_grid, cfgs, seeds[:2])
+    with pytest.raises(InvalidParameterError, match="chunks must be an integer >= 1"):
+        grid_runs(train_grid, cfgs, seeds, chunks=0)
