@@ -771,22 +771,29 @@ class Ledger:
         agent_last: dict[str, int] = {}
         counts: dict[tuple[str, str, str], int] = {}  # (agent, scope, event) -> new count
         get_n, get_count, get_state = agent_n.get, counts.get, states.get
+        crc = zlib.crc32
         i = n_rows
         for k, (agent, event, scope) in enumerate(rows):
             i += 1
             n = get_n(agent)
-            if n is None:
+            if n is None:  # the agent's first row in this batch
                 st = get_state(agent)
-                n = 0 if st is None else st.n
-            n += 1
+                if st is None:  # a new agent: the common case of a fresh round
+                    n = 1
+                    counts[(agent, scope, event)] = 1
+                else:
+                    n = st.n + 1
+                    counts[(agent, scope, event)] = st.events.get((scope, event), 0) + 1
+            else:
+                n += 1
+                key3 = (agent, scope, event)
+                cnt = get_count(key3)
+                if cnt is None:
+                    st = get_state(agent)
+                    cnt = 0 if st is None else st.events.get((scope, event), 0)
+                counts[key3] = cnt + 1
             agent_n[agent] = n
             agent_last[agent] = i
-            key3 = (agent, scope, event)
-            cnt = get_count(key3)
-            if cnt is None:
-                st = get_state(agent)
-                cnt = 0 if st is None else st.events.get((scope, event), 0)
-            counts[key3] = cnt + 1
             if times is None:
                 tail = tails.get((scope, event))
                 if tail is None:
@@ -804,12 +811,21 @@ class Ledger:
         )
         c.executemany(
             f"INSERT OR REPLACE INTO {_STATE} (agent, scope, event, n, chk) VALUES (?, ?, ?, ?, ?)",
-            sorted([(a, s, e, n, _state_chk(a, s, e, n)) for (a, s, e), n in counts.items()]),
+            sorted(
+                [
+                    (a, s, e, n, crc(f"{len(a)}:{a}|{s}|{len(e)}:{e}|{n}".encode()))  # _state_chk
+                    for (a, s, e), n in counts.items()
+                ]
+            ),
         )
         c.executemany(
             f"INSERT OR REPLACE INTO {_AGENTS} (agent, n, last_id, chk) VALUES (?, ?, ?, ?)",
             sorted(
-                [(a, n, agent_last[a], _agent_chk(a, n, agent_last[a])) for a, n in agent_n.items()]
+                [
+                    (a, n, last, crc(f"{len(a)}:{a}|{n}|{last}".encode()))  # _agent_chk
+                    for a, n in agent_n.items()
+                    for last in (agent_last[a],)
+                ]
             ),
         )
         c.execute(f"UPDATE {_HEAD} SET rows = ?, hash = ? WHERE k = 1", (i, prev))
