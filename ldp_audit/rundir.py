@@ -186,26 +186,29 @@ def check_report_dir(
 ) -> Path:
     """A reproduction's report folder, checked before the experiment runs.
 
-    It may be new, empty, or hold only hand-written files (notes.md, scripts), which are kept.
-    If it already holds a generated report (any of ``generated``), that report is evidence: it
-    is regenerated only with ``overwrite=True``.
+    It must be new or empty; a non-empty folder (an earlier report, any of ``generated``, or
+    hand-written files such as notes.md) is written into only with ``overwrite=True``, which
+    rewrites the generated files and keeps everything else.
     """
     p = _check_path_arg(path, name)
     if p.exists() and not p.is_dir():
         raise RunDirectoryError(f"{name} {str(p)!r} exists and is not a directory")
-    if p.is_dir():
-        found = [g for g in generated if (p / g).exists()]
-        if found and not overwrite:
+    if p.is_dir() and any(p.iterdir()):
+        if not overwrite:
+            found = [g for g in generated if (p / g).exists()]
+            what = (
+                f"already holds a report ({', '.join(found)}); committed results are evidence"
+                if found
+                else "already exists and is not empty"
+            )
             raise RunDirectoryError(
-                f"{name} {str(p)!r} already holds a report ({', '.join(found)}); committed "
-                f"results are evidence. Choose a new folder, or pass --overwrite to regenerate "
-                f"it (hand-written notes.md is kept)"
+                f"{name} {str(p)!r} {what}. Choose a new folder, or pass --overwrite to "
+                f"(re)generate the report there (hand-written files such as notes.md are kept)"
             )
         if not os.access(p, os.W_OK | os.X_OK):
             raise RunDirectoryError(f"{name}: cannot write to {str(p)!r}")
         return p
-    _check_parent_writable(p, name)
-    return p
+    return check_new_dir(p, name=name)
 
 
 def check_new_file(path: Any, *, name: str = "--out", overwrite: bool = False) -> Path:

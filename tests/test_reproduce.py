@@ -130,7 +130,9 @@ def test_notes_are_included_and_comparison_flags(tmp_path):
         cfg, progress=False, train_fn=_fake_engine({"laplace-epsinf-B1": 5})
     )
     (tmp_path / "notes.md").write_text("## Discussion\n\nHand-written.\n")
-    reproduce.write_report(res, tmp_path)
+    with pytest.raises(RunDirectoryError, match="not empty"):
+        reproduce.write_report(res, tmp_path)
+    reproduce.write_report(res, tmp_path, overwrite=True)
     readme = (tmp_path / "README.md").read_text()
     assert readme.rstrip().endswith("Hand-written.")
     assert "argmax pi (the paper as printed)" in readme and "ablation" not in readme

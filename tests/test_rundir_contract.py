@@ -121,7 +121,9 @@ def test_output_paths_are_checked_before_work(tmp_path) -> None:
 
 def test_report_dir_keeps_hand_written_files(tmp_path) -> None:
     (tmp_path / "notes.md").write_text("mine")
-    assert check_report_dir(tmp_path) == tmp_path
+    with pytest.raises(RunDirectoryError, match="not empty"):
+        check_report_dir(tmp_path)
+    assert check_report_dir(tmp_path, overwrite=True) == tmp_path
     (tmp_path / "results.json").write_text("{}")
     with pytest.raises(RunDirectoryError, match="already holds a report"):
         check_report_dir(tmp_path)
