@@ -6,7 +6,10 @@ imported lazily by the parts that use them.
 Submodules:
     mechanisms: the epsilon-LDP mechanisms (Laplace, projected random sign, bit flip, randomized
         response, Gaussian) and ``split_epsilon``.
-    audit: the black-box auditor (``audit``) and the white-box ``exact_epsilon``.
+    audit: the black-box auditor (``audit``; two verdicts and a privacy profile per run), the
+        white-box ``exact_epsilon`` and ``from_scalar`` for one-value-at-a-time mechanisms.
+    release: the one release path (charge durably, randomise, seal) every trainer uses.
+    rundir: the run-directory contract (written once; manifest; named artefacts).
     stats: Clopper-Pearson, Wilson and the rate -> epsilon conversions shared with ``attacks``.
     accountant: events, the SQLite ledger, composition and budgets.
     report: privacy reports (HTML, Markdown, JSON).
@@ -24,6 +27,7 @@ from ldp_audit.errors import (
     LdpAuditError,
     LedgerError,
     RunDirectoryError,
+    UserCodeError,
 )
 
 __version__ = "0.1.0"
@@ -37,8 +41,14 @@ _LAZY = {
     "Gaussian": "ldp_audit.mechanisms",
     "NoPrivacy": "ldp_audit.mechanisms",
     "split_epsilon": "ldp_audit.mechanisms",
+    "DiscreteLaplace": "ldp_audit.mechanisms",
     "AuditResult": "ldp_audit.audit",
+    "Verdict": "ldp_audit.audit",
+    "PrivacyProfile": "ldp_audit.audit",
     "exact_epsilon": "ldp_audit.audit",
+    "from_scalar": "ldp_audit._scalar",
+    "require_sealed": "ldp_audit.release",
+    "RunWriter": "ldp_audit.rundir",
     "Accountant": "ldp_audit.accountant",
     "Ledger": "ldp_audit.accountant",
     "check_mechanism": "ldp_audit.testing",
@@ -50,6 +60,7 @@ __all__ = [
     "LdpAuditError",
     "LedgerError",
     "RunDirectoryError",
+    "UserCodeError",
     "__version__",
     *_LAZY,
 ]
