@@ -289,26 +289,30 @@ def load_run(run_dir: str | Path, extra: list[str | Path] | tuple[str | Path, ..
     path = Path(run_dir)
     if not path.is_dir():
         raise RunDirectoryError(f"run_dir must be an existing directory, got {str(path)!r}")
-    missing = [f for f in COMMON_REQUIRED_FILES if not (path / f).is_file()]
-    if missing:
+    if not (path / "config.json").is_file():
         raise RunDirectoryError(
-            f"{path}: incomplete run directory, missing {', '.join(missing)} "
+            f"{path}: incomplete run directory, missing config.json "
             f"(every run has {', '.join(COMMON_REQUIRED_FILES)})"
         )
     config = _check_config(path / "config.json", _read_json(path / "config.json"))
-    pgc = config["algorithm"] == PGC_ALGORITHM
-    if pgc:
-        missing = [f for f in REQUIRED_FILES if not (path / f).is_file()]
-        if missing:
-            raise RunDirectoryError(
-                f"{path}: incomplete run directory, missing {', '.join(missing)} "
-                f"(a {PGC_ALGORITHM} trainer writes {', '.join(REQUIRED_FILES)})"
-            )
+    # a run that did not complete (Ctrl-C, a crash) may lack the files written at the end: it
+    # still reports (ledger, status), saying what is missing
+    partial = config.get("status") in ("interrupted", "failed", "running")
+    need = REQUIRED_FILES if config["algorithm"] == PGC_ALGORITHM else COMMON_REQUIRED_FILES
+    missing = [f for f in need if not (path / f).is_file()]
+    if missing and (not partial or "ledger.sqlite" in missing):
+        raise RunDirectoryError(
+            f"{path}: incomplete run directory, missing {', '.join(missing)} "
+            f"(a {config['algorithm']} run has {', '.join(need)})"
+        )
+    pgc = config["algorithm"] == PGC_ALGORITHM and not missing
     transcript: dict[str, np.ndarray] = {}
     model_theta = np.zeros((0, 0))
     if pgc:
         transcript = _check_transcript(path / "transcript.npz", _read_npz(path / "transcript.npz"))
-    metrics = _check_metrics(path / "metrics.json", _read_json(path / "metrics.json"), pgc=pgc)
+    metrics: dict[str, Any] = {}
+    if (path / "metrics.json").is_file():
+        metrics = _check_metrics(path / "metrics.json", _read_json(path / "metrics.json"), pgc=pgc)
     if pgc:
         model = _read_npz(path / "model.npz")
         if "theta" not in model or model["theta"].ndim != 2:
@@ -344,6 +348,7 @@ def load_run(run_dir: str | Path, extra: list[str | Path] | tuple[str | Path, ..
         attacks[name] = _check_attack(f, _read_json(f))
         sources[f"attack_{name}"] = str(f)
     extra_paths = tuple(Path(e) for e in extra)
+    sources["missing"] = ", ".join(missing)
     ex_audits, ex_attacks = _read_extra(extra_paths)
     for f, entries in ex_audits:
         audits = (audits or []) + [dict(e, source=str(f)) for e in entries]

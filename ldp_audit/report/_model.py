@@ -93,6 +93,7 @@ def _run_section(run: RunData) -> dict[str, Any]:
         "distinct_thetas": int(tr["thetas"].shape[0]) if run.is_pgc else None,
         "optional_files": present,
         "extra": [str(e) for e in run.extra],
+        "missing": run.sources.get("missing") or None,
     }
     out["status"] = _status_section(run)
     return out
@@ -654,6 +655,11 @@ def _verdict(model: dict[str, Any]) -> dict[str, Any]:
         not_verified.append(
             f"The run did not complete (status: {st['run']}): the ledger and the outputs hold "
             "only what was released before it stopped."
+        )
+    if run.get("missing"):
+        not_verified.append(
+            f"The run lacks files it writes when it completes: {run['missing']}; the report "
+            "shows the ledger and what is present."
         )
     if st["changed"] or st["missing"]:
         not_verified.append(f"EVIDENCE CHANGED: {st['evidence']}.")
