@@ -351,13 +351,19 @@ def test_user_objects_that_fail_give_one_clear_line(
 # ------------------------------------------------------------------------------- evidence
 
 
+def _no_constants(name: str) -> None:
+    raise AssertionError(f"non-standard JSON constant {name} in --json output")
+
+
 def test_rerun_never_changes_an_earlier_run(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run = tmp_path / "run"
     code, out, err = run_cli([*TINY_TRAIN, "--epsilon", "1", "--out", str(run), "--json"], capsys)
     assert code == 0, err
-    json.loads(out)  # --json is JSON
+    doc = json.loads(out, parse_constant=_no_constants)  # strict JSON: no NaN/Infinity
+    # one convention: an FST never reached is "inf", never null (20 submissions reach nothing)
+    assert doc["median_fst"] == "inf" and doc["fst"] == ["inf"]
     snapshot = {p.name: p.read_bytes() for p in run.iterdir()}
     for extra in ([], ["--epsilon", "2"], ["--resume", "--epsilon", "2"]):
         argv = [*TINY_TRAIN, "--out", str(run), *(extra or ["--epsilon", "1"])]

@@ -317,7 +317,18 @@ def _train_pgc(args: argparse.Namespace) -> int:
         **summary,
     }
     if args.json:
-        print(json.dumps(out, indent=1, allow_nan=False))
+        from ldp_audit.rundir import to_jsonable
+
+        # the project's JSON convention: "never" is "inf", not null (metrics.summarize writes
+        # None for an FST that was never reached)
+        doc = dict(out)
+        for key in ("fst", "median_fst", "median_fst_ci"):
+            v = doc.get(key)
+            if isinstance(v, list):
+                doc[key] = ["inf" if x is None else x for x in v]
+            elif key in doc and v is None:
+                doc[key] = "inf"
+        print(json.dumps(to_jsonable(doc), indent=1, allow_nan=False))
         return 0
     eps = "inf" if out["epsilon"] is None else f"{out['epsilon']:g}"
     lo, hi = summary["success_ratio_ci"]
