@@ -163,6 +163,15 @@ def test_committed_demo_report_loads_and_images_decode(chromium: str) -> None:
     check = _check(DEMO_HTML, chromium)
     assert check["errors"] == []
     assert check["images"] >= 3 and check["decoded"] == check["images"]
+
+
+def test_committed_demo_report_reads_right(chromium: str, tmp_path: Path) -> None:
+    if not DEMO_HTML.is_file():
+        pytest.fail(f"{DEMO_HTML} is missing")
+    seen = _probe(DEMO_HTML, chromium, tmp_path)
+    assert not any("GUARANTEE" in h.upper() for h in seen["heads"]), seen["heads"]
+    head = seen["rows"][0]
+    assert any("exact arithmetic only" in h for h in head), head
     assert (REPO / "reports" / "demo" / "screenshot.png").is_file()
 
 
