@@ -420,6 +420,8 @@ class Ledger:
     def _wrap(self, exc: sqlite3.Error, what: str) -> LedgerError:
         msg = str(exc)
         low = msg.lower()
+        if isinstance(exc, sqlite3.ProgrammingError):  # e.g. a closed ledger: misuse, not damage
+            return LedgerError(f"ledger {self.path!r}: cannot {what}: {msg}")
         if "readonly" in low or "read-only" in low:
             return LedgerReadOnlyError(f"ledger {self.path!r} is read-only; cannot {what}: {msg}")
         if "locked" in low or "busy" in low:
