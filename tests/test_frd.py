@@ -264,3 +264,32 @@ def test_run_directory_contract(tmp_path):
 
     with pytest.raises(RunDirectoryError):
         train(cfg, seed=0, run_dir=rd)  # evidence is never overwritten silently
+
+
+# ---------------------------------------------------------------------------------- attack side
+def test_upload_features_one_row_per_upload_and_finite():
+    from ldp_audit.attacks.frd import upload_features
+
+    cfgs = [FrdConfig(**TINY), FrdConfig(**{**TINY, "mode": "fedavg"})]
+    for cfg, r in zip(cfgs, train_many(cfgs, seed=0, record=True), strict=True):
+        keys, X = upload_features(r.transcript, cfg)
+        assert keys.shape == (2 * 2 * 2, 3)  # groups x agents x uploads
+        assert X.shape[0] == keys.shape[0] and np.isfinite(X).all()
+    with pytest.raises(InvalidParameterError, match="no upload"):
+        upload_features({k: v[:0] for k, v in r.transcript.items()}, cfgs[1])
+
+
+def test_attack_refuses_runs_without_uploads_or_of_other_algorithms(tmp_path):
+    from ldp_audit.attacks.frd import attack_run_dir
+    from ldp_audit.errors import RunDirectoryError
+    from ldp_audit.rundir import RunWriter
+
+    rd = tmp_path / "early"
+    train(FrdConfig(**{**TINY, "max_episodes": 3}), seed=0, run_dir=rd)  # stops before I + E
+    with pytest.raises(RunDirectoryError, match="holds no upload"):
+        attack_run_dir(rd)
+    other = tmp_path / "other"
+    w = RunWriter(other, algorithm="dprl", config={}, seed=0)
+    w.finish()
+    with pytest.raises(RunDirectoryError, match="not an FRD/FedAvg"):
+        attack_run_dir(other)

@@ -58,7 +58,7 @@ def test_train_attack_report_end_to_end(tmp_path, capsys):
         assert main([*argv, "--out", str(rd), "--json"]) == 0
         met = json.loads(capsys.readouterr().out)
         assert met["uploads_per_agent_max"] == 6  # after episodes 10, 15, ..., 35 (not 40: last)
-        assert main(["attack", "frd", "--run-dir", str(rd), "--json"]) == 0
+        assert main(["attack", "frd", "--run-dir", str(rd), "--shadow", "12", "--json"]) == 0
         runs[name] = json.loads(capsys.readouterr().out)
         assert (rd / "attack_dynamics.json").exists()
         # a second attack does not silently replace the artefact
