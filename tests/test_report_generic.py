@@ -115,8 +115,9 @@ def test_manifest_check_names_changed_files_and_status(tmp_path: Path) -> None:
     st = m["run"]["status"]
     assert st["evidence_ok"] is False and st["changed"] == ["metrics.json"]
     assert st["evidence"] == "files changed since the run: metrics.json"
-    assert "EVIDENCE CHANGED: files changed since the run: metrics.json." in (
-        m["verdict"]["not_verified"]
+    assert (
+        "EVIDENCE CHANGED: files changed since the run: metrics.json."
+        in (m["verdict"]["not_verified"])
     )
     assert m["verdict"]["status"] == "partially verified"
 
@@ -207,3 +208,28 @@ def test_write_report_refuses_an_output_holding_its_input(tmp_path: Path) -> Non
     with pytest.raises(RunDirectoryError, match="is a run directory"):
         write_report(run, run, overwrite=True)
     assert (run / "config.json").is_file()
+
+
+def test_non_private_run_is_not_called_randomised(tmp_path: Path) -> None:
+    """A non-private run: no "randomised ... noisy report" claim, infinite spend drawn without
+    warnings, empty section tables say so."""
+    import warnings
+
+    from ldp_audit.accountant import Accountant, NonPrivateEvent
+    from ldp_audit.rundir import RunWriter
+
+    w = RunWriter(
+        tmp_path / "run", algorithm="fakealgo", config={}, seed=0, mechanism={"name": "no_privacy"}
+    )
+    acc = Accountant(ledger=w.open_ledger())
+    acc.charge_many([(f"a{i}", NonPrivateEvent()) for i in range(3)])
+    acc.close()
+    w.write_json("metrics.json", {})
+    w.finish()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        rep = build_report(tmp_path / "run", sections_registry={})
+    claimed = " ".join(rep.model["verdict"]["claimed"])
+    assert "No local privacy is claimed" in claimed and "noisy report" not in claimed
+    assert rep.model["ledger"]["basic"]["max"] == float("inf")
+    assert '<td class="na" colspan="5">no rows</td>' not in rep.to_html()  # top table has rows

@@ -600,7 +600,18 @@ def _verdict(model: dict[str, Any]) -> dict[str, Any]:
     not_verified: list[str] = []
     violations: list[str] = []
     eps_sub = led["epsilon_per_submission"]
-    if mech.get("name"):
+    non_private = str(mech.get("name", "")).replace("_", "").lower() in ("none", "noprivacy")
+    if mech.get("name") and (non_private or (eps_sub is not None and math.isinf(eps_sub))):
+        claimed.append(
+            f"No local privacy is claimed: the {mech['name']} mechanism releases reports without "
+            "noise (epsilon = inf); the ledger records every release as non-private."
+        )
+    elif mech.get("name") and eps_sub is None:
+        claimed.append(
+            f"Reports are released through the {mech['name']} mechanism; config.json records no "
+            "epsilon for it, so the per-submission claim is not stated here."
+        )
+    elif mech.get("name"):
         claimed.append(
             f"Each report is randomised on the agent's side by the {mech['name']} mechanism at "
             f"epsilon = {_fmt(eps_sub)} per submission (delta = {_fmt(led['delta'])}); the "

@@ -137,12 +137,22 @@ def ledger_figure(run: RunData, led: LedgerStats) -> bytes:
 
 
 def _spend_hist(ax2: Any, led: LedgerStats) -> None:
-    if led.basic.size:
-        hi = float(max(led.basic.max(), led.best.max()))
+    basic, best = led.basic[np.isfinite(led.basic)], led.best[np.isfinite(led.best)]
+    n_inf = int(led.basic.size - basic.size)
+    if n_inf:
+        ax2.annotate(
+            f"{n_inf} agent(s) with epsilon = inf (non-private releases)",
+            (0.02, 0.92),
+            xycoords="axes fraction",
+            fontsize=8,
+            color=_RED,
+        )
+    if basic.size:
+        hi = float(max(basic.max(), best.max(initial=0.0)))
         bins = np.linspace(0, hi * 1.05 + 1e-9, 30)
-        ax2.hist(led.basic, bins=bins, color=_BLUE, alpha=0.5, label="basic composition")
+        ax2.hist(basic, bins=bins, color=_BLUE, alpha=0.5, label="basic composition")
         ax2.hist(
-            led.best,
+            best,
             bins=bins,
             color=_GREEN,
             histtype="step",

@@ -301,6 +301,8 @@ def _html_table(head: list[str], rows: list[list[Any]]) -> str:
         *(f"<th>{html.escape(h)}</th>" for h in head),
         "</tr></thead><tbody>",
     ]
+    if not rows:
+        out.append(f'<tr><td class="na" colspan="{max(len(head), 1)}">no rows</td></tr>')
     for r in rows:
         out.append("<tr>")
         for c in r:
