@@ -9,7 +9,12 @@ Measures, on this machine and at this moment (both sides see the same load):
    process; then the same work spread over ``--workers`` processes (``train_grid(workers=...)``);
 3. the engine on a paper-like grid (Laplace/PRS x eps) in one process;
 4. the episode gradient (eqs. 15-18): the engine's compiled kernel vs the batched NumPy
-   formulation vs torch autograd on the same episodes.
+   formulation vs torch autograd on the same episodes;
+5. with ``--baseline-rev REV``: before/after in the same run. The engine as it was at git
+   revision REV (``training/pgc_a3c.py`` and ``training/_kernels.py`` loaded from git into a
+   temporary module) and the current engine alternately (``--baseline-repeats`` times each) on
+   a reproduce-like grid (Tables 1-3 settings, ``stop_at_target``, ``--acting``), checking that
+   both give bit-for-bit the same results, and the ratio of their times.
 
 Prints env-steps/s and submissions/s of both and their ratio; writes JSON (``--out``).
 
@@ -187,6 +192,92 @@ def bench_paper_grid(submissions: int, trials: int) -> dict:
     }
 
 
+def _engine_at(rev: str):
+    """The PGC-A3C engine module as it was at git revision ``rev`` (a temporary copy)."""
+    import importlib
+    import subprocess
+    import tempfile
+
+    root = Path(__file__).resolve().parents[1]
+    tmp = Path(tempfile.mkdtemp(prefix="pgc-baseline-"))
+    tag = "".join(ch for ch in rev if ch.isalnum())[:12]
+
+    def show(path: str) -> str:
+        return subprocess.run(
+            ["git", "show", f"{rev}:{path}"], cwd=root, check=True, capture_output=True, text=True
+        ).stdout
+
+    (tmp / f"_base_kernels_{tag}.py").write_text(show("training/_kernels.py"))
+    engine = show("training/pgc_a3c.py").replace(
+        "from ldp_audit.training._kernels import", f"from _base_kernels_{tag} import"
+    )
+    (tmp / f"_base_pgc_{tag}.py").write_text(engine)
+    sys.path.insert(0, str(tmp))
+    return importlib.import_module(f"_base_pgc_{tag}")
+
+
+def bench_before_after(rev: str, submissions: int, trials: int, acting: str, repeats: int) -> dict:
+    """The Tables 1-3 grid (stop_at_target) with the engine at ``rev`` and the current engine,
+    alternately; both must give bit-for-bit the same results."""
+    from ldp_audit.training import pgc_a3c as new
+
+    old = _engine_at(rev)
+
+    def grid(mod):
+        cfgs = [
+            mod.PgcA3cConfig(
+                mechanism=m,
+                epsilon=e,
+                trials=trials,
+                max_submissions=submissions,
+                stop_at_target=True,
+                acting=acting,
+                buffer_size=1 if m == "laplace" else 100,
+            )
+            for m in ("laplace", "prs")
+            for e in (1.0, 2.0, 5.0, 10.0)
+        ]
+        cfgs += [
+            mod.PgcA3cConfig(
+                mechanism="none",
+                trials=trials,
+                max_submissions=submissions,
+                stop_at_target=True,
+                acting=acting,
+                buffer_size=b,
+            )
+            for b in (1, 100)
+        ]
+        return cfgs
+
+    for mod in (old, new):  # compile / load every kernel before any clock starts
+        mod.train_grid(grid(mod)[:1] + grid(mod)[4:5] + grid(mod)[8:9], seed=1)
+    times: dict[str, list[float]] = {"before": [], "after": []}
+    results = {}
+    for _ in range(repeats):
+        for name, mod in (("before", old), ("after", new)):
+            t0 = time.perf_counter()
+            results[name] = mod.train_grid(grid(mod), seed=0)
+            times[name].append(time.perf_counter() - t0)
+    same = all(
+        np.array_equal(a.zeta, b.zeta, equal_nan=True) and np.array_equal(a.theta, b.theta)
+        for a, b in zip(results["before"], results["after"], strict=True)
+    )
+    subs = int(sum(r.submissions.sum() for r in results["after"]))
+    return {
+        "baseline_rev": rev,
+        "workload": f"Tables 1-3 grid, 10 settings x {trials} trials x <= {submissions} "
+        f"submissions, stop_at_target, acting={acting}, one process",
+        "submissions": subs,
+        "seconds_before": times["before"],
+        "seconds_after": times["after"],
+        "ratio_before_over_after": [
+            b / a for b, a in zip(times["before"], times["after"], strict=True)
+        ],
+        "bit_for_bit_same": bool(same),
+    }
+
+
 def _torch_gradients(theta, ro, gamma=0.99, lam=0.5, beta=0.01):
     """The same loss with torch autograd, batched over rows (per-row weight tensors)."""
     import torch
@@ -287,8 +378,37 @@ def main() -> int:
     p.add_argument(
         "--workers", type=int, default=2, help="processes for the parallel run (train_grid)"
     )
+    p.add_argument(
+        "--baseline-rev",
+        default=None,
+        metavar="REV",
+        help="also time the engine at git revision REV against the current one (same run)",
+    )
+    p.add_argument("--baseline-submissions", type=int, default=3000)
+    p.add_argument("--baseline-repeats", type=int, default=2)
+    p.add_argument("--acting", choices=("argmax", "sample"), default="sample")
+    p.add_argument(
+        "--only-baseline", action="store_true", help="run only the before/after comparison"
+    )
     p.add_argument("--out", default="benchmarks/results/bench_pgc.json")
     a = p.parse_args()
+    if a.only_baseline:
+        if not a.baseline_rev:
+            p.error("--only-baseline needs --baseline-rev")
+        ba = bench_before_after(
+            a.baseline_rev, a.baseline_submissions, a.trials, a.acting, a.baseline_repeats
+        )
+        _print_before_after(ba)
+        out = {
+            "machine": f"{platform.machine()} {os.cpu_count()} CPUs, {platform.platform()}",
+            "load_average_at_end": os.getloadavg(),
+            "before_after": ba,
+            "command": "python " + " ".join(sys.argv),
+        }
+        Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.out).write_text(json.dumps(out, indent=1))
+        print(f"wrote {a.out}")
+        return 0
     import torch
 
     # tiny networks: one torch thread is fastest (and fair on a shared 2-core machine)
@@ -352,8 +472,16 @@ def main() -> int:
             f"({paper['submissions_per_s']:,.0f} submissions/s, "
             f"{paper['env_steps_per_s']:,.0f} env-steps/s)"
         )
+    ba = None
+    if a.baseline_rev:
+        ba = bench_before_after(
+            a.baseline_rev, a.baseline_submissions, a.trials, a.acting, a.baseline_repeats
+        )
+        _print_before_after(ba)
     out = {
         "machine": f"{platform.machine()} {os.cpu_count()} CPUs, {platform.platform()}",
+        "load_average_at_end": os.getloadavg(),
+        "before_after": ba,
         "python": platform.python_version(),
         "reference": ref,
         "engine": eng,
@@ -372,6 +500,17 @@ def main() -> int:
     Path(a.out).write_text(json.dumps(out, indent=1))
     print(f"wrote {a.out}")
     return 0
+
+
+def _print_before_after(ba: dict) -> None:
+    for b, a_, r in zip(
+        ba["seconds_before"], ba["seconds_after"], ba["ratio_before_over_after"], strict=True
+    ):
+        print(
+            f"before/after     : engine at {ba['baseline_rev']} {b:.1f} s, now {a_:.1f} s "
+            f"(before/after {r:.2f}x; {ba['workload']})"
+        )
+    print(f"bit-for-bit same results: {ba['bit_for_bit_same']}")
 
 
 if __name__ == "__main__":
