@@ -293,3 +293,34 @@ def test_attack_refuses_runs_without_uploads_or_of_other_algorithms(tmp_path):
     w.finish()
     with pytest.raises(RunDirectoryError, match="not an FRD/FedAvg"):
         attack_run_dir(other)
+
+
+def test_interrupted_run_keeps_what_was_released(tmp_path):
+    from ldp_audit.rundir import read_config, read_npz
+
+    class Stop(KeyboardInterrupt):
+        pass
+
+    calls = []
+
+    def boom(i, rel):
+        calls.append(len(rel))
+        if len(calls) == 2:
+            raise Stop
+
+    import ldp_audit.training.frd as frd
+
+    orig = frd.train_many
+
+    def patched(*a, **k):
+        return orig(*a, on_release=boom, **k)
+
+    frd.train_many = patched
+    try:
+        with pytest.raises(Stop):
+            train(FrdConfig(**TINY), seed=0, run_dir=tmp_path / "run")
+    finally:
+        frd.train_many = orig
+    assert read_config(tmp_path / "run")["status"] == "interrupted"
+    tr = read_npz(tmp_path / "run", "transcript.npz", ("report",))
+    assert tr["report"].shape[0] == sum(calls)  # both sealed releases recorded, nothing more

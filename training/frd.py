@@ -688,6 +688,7 @@ def train_many(
     record: bool = False,
     progress: bool = False,
     on_release: Callable[[int, Any], None] | None = None,
+    _recorders: list[Any] | None = None,
 ) -> list[FrdResult]:
     """Train every group of every config; configs sharing an architecture run in one batch.
 
@@ -737,7 +738,7 @@ def train_many(
             idx = [i for i, c in enumerate(cfgs) if c.arch() == arch]
             out = _Engine(
                 [cfgs[i] for i in idx],
-                [_Recorder(cfgs[i], accountants[i], record) for i in idx],
+                _track(_recorders, [_Recorder(cfgs[i], accountants[i], record) for i in idx]),
                 r,
                 bar,
                 None if on_release is None else (lambda j, rel, idx=idx: on_release(idx[j], rel)),
@@ -748,6 +749,12 @@ def train_many(
         if bar is not None:
             bar.close()
     return [r for r in results if r is not None]
+
+
+def _track(holder: list[Any] | None, recs: list[Any]) -> list[Any]:
+    if holder is not None:
+        holder.extend(recs)
+    return recs
 
 
 class _Engine:
@@ -1157,15 +1164,33 @@ def train(
         mechanism=cfg.make_mechanism().to_config(),
         mode=run_mode,
     )
+    recs: list[Any] = []
     try:
         acc = Accountant(ledger=w.open_ledger())
-        res = train_many([cfg], seed=seed, accountants=[acc], record=True, progress=progress)[0]
+        res = train_many(
+            [cfg], seed=seed, accountants=[acc], record=True, progress=progress, _recorders=recs
+        )[0]
         _write_outputs(w, res)
     except BaseException:
+        _write_partial(w, recs)
         w.finish(status="interrupted")
         raise
     w.finish()
     return res
+
+
+def _write_partial(w: Any, recs: list[Any]) -> None:
+    """On an interruption: what was released so far (every row of it was charged first)."""
+    try:
+        if recs and len(recs[0].transcript):
+            rec = recs[0]
+            arrs = rec.transcript.arrays()
+            if rec.thetas:
+                arrs["thetas"] = np.stack(rec.thetas)
+            w.write_npz("transcript.npz", arrs)
+            w.write_npz("secrets.npz", {"gravity": np.concatenate(rec.secret_gravity)})
+    except Exception:  # noqa: BLE001 - best effort; the interruption is re-raised by the caller
+        pass
 
 
 def _write_outputs(w: Any, res: FrdResult) -> None:
