@@ -66,7 +66,11 @@ from scipy import special
 from ldp_audit._scalar import from_scalar
 from ldp_audit._validation import check_bool, check_int, check_probability, check_real
 from ldp_audit.errors import InvalidParameterError, LdpAuditError, UserCodeError
-from ldp_audit.stats import epsilon_lower_bound_from_counts
+from ldp_audit.stats import (
+    POOLED_MAX_ALPHA,
+    epsilon_lower_bound_from_counts,
+    epsilon_lower_bound_from_pooled_counts,
+)
 
 __all__ = [
     "AuditResult",
@@ -115,6 +119,10 @@ class Witness:
         n2: estimation samples of M(x2).
         numerator_share: the share of this event's error probability spent on the lower bound
             of ``k1 / n1`` (the rest bounds ``k2 / n2`` from above); fixed at selection.
+        pooled: the bound pools an event S (x the numerator) with an event S' (x2 the
+            numerator), counted on the same outputs (``stats.epsilon_lower_bound_from_pooled_
+            counts``): then ``k1 = #{M(x) in S} + #{M(x2) in S'}`` and
+            ``k2 = #{M(x2) in S} + #{M(x) in S'}``, each of ``n1 = n2 = 2n`` trials.
     """
 
     x: tuple[float, ...]
@@ -126,6 +134,7 @@ class Witness:
     k2: int
     n2: int
     numerator_share: float = 0.5
+    pooled: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able dict."""
@@ -781,6 +790,10 @@ class _Candidate:
     sel_counts: tuple[int, int]
     share: float = 0.5
     delta: float = 0.0
+    #: the reverse-direction event pooled with this one (see ``_pool``); None: a single event
+    partner: _Candidate | None = None
+    #: selection rates (shrunk numerator lower, denominator upper) behind ``predicted``
+    sel_rates: tuple[float, float] = (0.0, 1.0)
 
     def indicator(self, s: np.ndarray) -> np.ndarray:
         return s > self.t if self.op == "gt" else s <= self.t
@@ -827,12 +840,14 @@ def _best_events(
     n_est: int,
     alpha_event: float,
     deltas: Sequence[float],
+    direction: bool | None = None,
 ) -> list[_Candidate | None]:
     """For each delta: the best threshold event ``{s > t}`` / ``{s <= t}``, direction and
     error split for one statistic, judged by the bound it is expected to give on ``n_est``
     fresh samples (selection counts shrunk to one-sided ``_SHRINK`` Clopper-Pearson bounds so
     that noisy tail events, whose selection ratio is inflated by the maximum over thresholds,
-    are not over-trusted)."""
+    are not over-trusted). ``direction``: only events with x (True) or x2 (False) the
+    numerator."""
     s1 = np.sort(s1)
     s2 = np.sort(s2)
     ts = _thresholds(s1, s2)
@@ -850,6 +865,8 @@ def _best_events(
     )
     best: list[_Candidate | None] = [None] * len(deltas)
     for op, x_num, c_num, c_den in combos:
+        if direction is not None and x_num != direction:
+            continue
         p_num = _cp_lower(c_num.astype(np.float64), float(n), _SHRINK)
         p_den = _cp_upper(c_den.astype(np.float64), float(n), _SHRINK)
         for share in _SHARES:
@@ -873,7 +890,44 @@ def _best_events(
                         (int(c_num[i]), int(c_den[i])),
                         share,
                         float(delta),
+                        sel_rates=(float(p_num[i]), float(p_den[i])),
                     )
+    return best
+
+
+def _pool(
+    fwd: _Candidate, rev: _Candidate, n_sel: int, n_est: int, alpha_event: float, delta: float
+) -> _Candidate | None:
+    """The pooled candidate of a forward (x numerator) and a reverse event of one pair: its
+    bound is expected from the selection counts pooled over both (2 n_sel trials each, shrunk
+    as in ``_best_events``), predicted at ``2 n_est`` trials, best error split."""
+    c_num = float(fwd.sel_counts[0] + rev.sel_counts[0])
+    c_den = float(fwd.sel_counts[1] + rev.sel_counts[1])
+    n2 = 2.0 * n_sel
+    p_num = float(_cp_lower(np.array([c_num]), n2, _SHRINK)[0])
+    p_den = float(_cp_upper(np.array([c_den]), n2, _SHRINK)[0])
+    nt = 2.0 * n_est
+    best: _Candidate | None = None
+    for share in _SHARES:
+        lo = float(_cp_lower(np.array([p_num * nt]), nt, alpha_event * share)[0]) - delta
+        hi = float(_cp_upper(np.array([p_den * nt]), nt, alpha_event * (1.0 - share))[0])
+        if lo <= 0 or hi <= 0:
+            continue
+        pred = math.log(lo) - math.log(hi)
+        if best is None or pred > best.predicted:
+            best = _Candidate(
+                fwd.pair,
+                fwd.stat,
+                fwd.op,
+                fwd.t,
+                True,
+                pred,
+                (int(c_num), int(c_den)),
+                share,
+                delta,
+                partner=rev,
+                sel_rates=(p_num, p_den),
+            )
     return best
 
 
@@ -1172,6 +1226,7 @@ def audit(
     max_events: int = 2,
     float_bits: bool = True,
     profile: bool | None = None,
+    pool: bool = True,
     force: bool = False,
     progress: bool = False,
 ) -> AuditResult:
@@ -1206,6 +1261,11 @@ def audit(
             samples as if computed in exact arithmetic. False: the distribution verdict only.
         profile: also audit the privacy profile (a lower bound on epsilon at several deltas,
             from the same samples). None: on when the mechanism claims ``delta > 0``.
+        pool: also try, per pair, the *pooled* event pair (the best event with x the numerator
+            and the best with x2 the numerator, counted on the same outputs, so each rate is
+            estimated on twice the outputs; ``stats.epsilon_lower_bound_from_pooled_counts``).
+            It competes with the single events at selection. Used only when
+            ``0.9 (1 - confidence) < 1/4`` (where its bound is proven).
         force: run even when the estimated time exceeds 3 hours (measured on the first
             pair's selection samples).
         progress: show a tqdm progress bar on stderr.
@@ -1230,6 +1290,7 @@ def audit(
         dim = check_int(dim, "dim", minimum=1)
     float_bits = check_bool(float_bits, "float_bits")
     want_profile = delta > 0 if profile is None else check_bool(profile, "profile")
+    pool = check_bool(pool, "pool")
     force = check_bool(force, "force")
     progress = check_bool(progress, "progress")
     if rng is None or (isinstance(rng, (int, np.integer)) and not isinstance(rng, bool)):
@@ -1262,11 +1323,12 @@ def audit(
     n_b = n_sel - n_a
     alpha = 1.0 - conf
     alpha_sel = alpha / (max_events + int(float_bits))
+    pool = pool and (1.0 - min(_SHARES)) * alpha < POOLED_MAX_ALPHA
     profile_deltas: tuple[float, ...] = ()
     if want_profile:
         profile_deltas = tuple(sorted({*_PROFILE_DELTAS, delta}))
     warn: list[str] = []
-    top_bound = max_refutable_epsilon(n_est, conf)
+    top_bound = max_refutable_epsilon(n_est, conf, pool)
     if claimed >= top_bound:
         warn.append(
             f"a claim of epsilon {claimed:.6g} cannot be refuted with {n_est} estimation "
@@ -1340,11 +1402,20 @@ def audit(
             stats = dist_stats + float_stats
             sb1 = _stream_values(mechanism, x, n_b, rb1, stats, bar.update, width)
             sb2 = _stream_values(mechanism, x2, n_b, rb2, stats, bar.update, width)
+            halves: dict[bool, _Candidate] = {}
             for st, v1, v2 in zip(stats, sb1, sb2, strict=True):
                 is_float = st.family == "float-bits"
                 c = _best_events(st, v1, v2, p, n_est, alpha_sel, (delta,))[0]
                 if c is not None:
                     (float_cands if is_float else dist_cands).append(c)
+                if pool and not is_float:
+                    # each half of a pooled pair is judged at the pooled sample size
+                    for d_ in (True, False):
+                        h = _best_events(st, v1, v2, p, 2 * n_est, alpha_sel, (delta,), d_)[0]
+                        if h is not None and (
+                            d_ not in halves or h.predicted > halves[d_].predicted
+                        ):
+                            halves[d_] = h
                 if profile_deltas and not is_float:
                     alpha_p = alpha / len(profile_deltas)
                     for i, c in enumerate(
@@ -1354,6 +1425,10 @@ def audit(
                             prof_best[i] is None or c.predicted > prof_best[i].predicted
                         ):
                             prof_best[i] = c
+            if len(halves) == 2:
+                pc = _pool(halves[True], halves[False], n_b, n_est, alpha_sel, delta)
+                if pc is not None:
+                    dist_cands.append(pc)
         chosen = _choose(dist_cands, max_events)
         best_dist = max((c.predicted for c in chosen), default=-math.inf)
         float_chosen = [c for c in _choose(float_cands, 1) if c.predicted > max(best_dist, 0.0)]
@@ -1369,6 +1444,8 @@ def audit(
         by_pair: dict[int, list[_Candidate]] = {}
         for c in all_events:
             by_pair.setdefault(c.pair, []).append(c)
+            if c.partner is not None:
+                by_pair[c.pair].append(c.partner)
         bar.total = 2 * n_sel * len(pair_list) + 2 * n_est * len(by_pair)
         bar.refresh()
         results: dict[int, tuple[int, int]] = {}
@@ -1388,11 +1465,27 @@ def audit(
     for ev in verdict_events:
         a, b = results[id(ev)]
         k_num, k_den = (a, b) if ev.x_is_numerator else (b, a)
-        bnd = float(
-            epsilon_lower_bound_from_counts(
-                k_num, n_est, k_den, n_est, alpha / m, delta=delta, numerator_share=ev.share
+        n_w = n_est
+        event_text = ev.stat.describe(ev.op, ev.t)
+        if ev.partner is not None:
+            # pooled: S (x numerator) counted with S' (x2 numerator) on the same outputs
+            a2, b2 = results[id(ev.partner)]
+            k_num, k_den, n_w = a + b2, b + a2, 2 * n_est
+            bnd = float(
+                epsilon_lower_bound_from_pooled_counts(
+                    k_num, k_den, n_w, alpha / m, delta=delta, numerator_share=ev.share
+                )
             )
-        )
+            event_text = (
+                f"{event_text} with x the numerator, pooled with "
+                f"{ev.partner.stat.describe(ev.partner.op, ev.partner.t)} with x2 the numerator"
+            )
+        else:
+            bnd = float(
+                epsilon_lower_bound_from_counts(
+                    k_num, n_est, k_den, n_est, alpha / m, delta=delta, numerator_share=ev.share
+                )
+            )
         bounds.append(bnd)
         x, x2 = pair_list[ev.pair]
         xn, xd = (x, x2) if ev.x_is_numerator else (x2, x)
@@ -1402,13 +1495,14 @@ def audit(
                 Witness(
                     x=tuple(float(v) for v in xn),
                     x2=tuple(float(v) for v in xd),
-                    event=ev.stat.describe(ev.op, ev.t),
+                    event=event_text,
                     family=ev.stat.family,
                     k1=k_num,
-                    n1=n_est,
+                    n1=n_w,
                     k2=k_den,
-                    n2=n_est,
+                    n2=n_w,
                     numerator_share=ev.share,
+                    pooled=ev.partner is not None,
                 ),
             )
         )
@@ -1486,17 +1580,19 @@ def audit(
     )
 
 
-def max_refutable_epsilon(n_est: int, confidence: float = 0.95) -> float:
+def max_refutable_epsilon(n_est: int, confidence: float = 0.95, pool: bool = True) -> float:
     """The largest bound :func:`audit` can give with ``n_est`` estimation samples per input.
 
     A bound is ``ln(p1_lower - delta) - ln(p2_upper)`` with ``p1_lower <= 1`` and, at best (a
-    zero count, one event, the largest share ``a = 0.9 (1 - confidence)`` of the error on the
-    denominator), ``p2_upper = 1 - a^(1 / n_est)``; so no bound exceeds
-    ``-ln(1 - a^(1 / n_est))`` (about ``ln(n_est / ln(1 / a))``): a larger claim cannot be
-    refuted at this sample size.
+    zero count among N trials, one event, the largest share ``a = 0.9 (1 - confidence)`` of the
+    error on the denominator), ``p2_upper = 1 - a^(1 / N)``; so no bound exceeds
+    ``-ln(1 - a^(1 / N))`` (about ``ln(N / ln(1 / a))``): a larger claim cannot be refuted at
+    this sample size. ``N = 2 n_est`` when ``pool`` (as in :func:`audit`) and pooling applies
+    (``a < 1/4``), else ``n_est``.
     """
     a = (1.0 - min(_SHARES)) * (1.0 - confidence)
-    return -math.log(-math.expm1(math.log(a) / max(int(n_est), 1)))
+    trials = max(int(n_est), 1) * (2 if pool and a < POOLED_MAX_ALPHA else 1)
+    return -math.log(-math.expm1(math.log(a) / trials))
 
 
 def estimation_samples(samples: int, selection_fraction: float = 0.1) -> int:
@@ -1508,10 +1604,11 @@ def estimation_samples(samples: int, selection_fraction: float = 0.1) -> int:
 def _choose(candidates: list[_Candidate], k: int) -> list[_Candidate]:
     """The k candidates with the best predicted bound, skipping the same event found twice."""
     out: list[_Candidate] = []
-    seen: set[tuple[int, str, tuple[int, int]]] = set()
+    seen: set[tuple[int, str, tuple[int, int], bool]] = set()
     for c in sorted(candidates, key=lambda c: c.predicted, reverse=True):
-        sig = (c.pair, c.stat.family, c.sel_counts)
-        dup = (c.pair, "", c.sel_counts)
+        pooled = c.partner is not None
+        sig = (c.pair, c.stat.family, c.sel_counts, pooled)
+        dup = (c.pair, "", c.sel_counts, pooled)
         if sig in seen or dup in seen:
             continue
         seen.add(sig)

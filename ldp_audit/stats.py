@@ -36,6 +36,9 @@ __all__ = [
     "clopper_pearson_interval",
     "wilson_interval",
     "epsilon_lower_bound_from_counts",
+    "pooled_rate_lower",
+    "pooled_rate_upper",
+    "epsilon_lower_bound_from_pooled_counts",
     "epsilon_from_tpr_fpr",
     "epsilon_lower_bound_from_tpr_fpr_counts",
     "bootstrap_median_ci",
@@ -170,6 +173,91 @@ def epsilon_lower_bound_from_counts(
     share = check_probability(numerator_share, "numerator_share")
     lo = np.asarray(clopper_pearson_lower(k1, n1, a * share)) - d
     hi = np.asarray(clopper_pearson_upper(k2, n2, a * (1.0 - share)))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.where(lo > 0.0, np.log(np.maximum(lo, 1e-300)) - np.log(hi), -np.inf)
+    return _out(np.asarray(out, dtype=np.float64))
+
+
+#: the largest one-sided error level at which the pooled bounds below are proven (see
+#: :func:`pooled_rate_upper`): Greenberg & Mohri's 1/4.
+POOLED_MAX_ALPHA = 0.25
+
+
+def pooled_rate_upper(k: Any, n_total: Any, alpha: float) -> Any:
+    """Upper confidence bound on the *mean* rate of a sum of independent Bernoulli trials.
+
+    ``k`` counts successes among ``n_total`` independent trials whose rates may differ (e.g. the
+    sum of two binomial counts ``Bin(n, a) + Bin(n, b)``, ``n_total = 2n``); the bound is on
+    ``pbar = (sum of the rates) / n_total``: ``P(pbar > bound) <= alpha`` for every set of rates,
+    when ``alpha < 1/4``.
+
+    The bound is Clopper-Pearson's on ``k`` of ``n_total`` (1 where ``k > n_total - 2``). Proof:
+    the bound fails iff ``k <= c`` with ``c = min(k*, n_total - 2)``, ``k*`` the largest count
+    whose binomial ``Bin(n_total, pbar)`` CDF is below ``alpha`` (so ``P(B <= k*) <= alpha``).
+    If ``pbar < 1 - 1/n_total``, ``P(B <= n_total pbar) > 1/4 > alpha`` (Greenberg & Mohri 2014,
+    applied to ``n_total - B``), so ``k* <= n_total pbar - 1``; otherwise
+    ``n_total - 2 <= n_total pbar - 1``. Either way ``c <= n_total pbar - 1``, where Hoeffding
+    (1956, Theorem 4) gives ``P(S <= c) <= P(B <= c)`` for the sum ``S`` of independent trials
+    with mean ``n_total pbar``: the unequal rates only concentrate the count. Hence
+    ``P(fail) <= P(B <= k*) <= alpha``. (Checked exactly by convolution in tests/test_stats.py.)
+
+    Args:
+        k: successes (array-like, 0 <= k <= n_total).
+        n_total: trials (> 0).
+        alpha: one-sided error probability in (0, 1/4).
+    """
+    k_arr, n_arr = _counts(k, n_total, "k", "n_total")
+    a = _alpha(alpha)
+    if a >= POOLED_MAX_ALPHA:
+        raise InvalidParameterError(f"alpha must be < 1/4 for a pooled bound, got {alpha!r}")
+    hi = np.asarray(clopper_pearson_upper(k_arr, n_arr, a), dtype=np.float64)
+    return _out(np.where(k_arr > n_arr - 2.0, 1.0, hi))
+
+
+def pooled_rate_lower(k: Any, n_total: Any, alpha: float) -> Any:
+    """Lower confidence bound on the mean rate of independent Bernoulli trials (the mirror of
+    :func:`pooled_rate_upper` on the failures ``n_total - k``): ``P(pbar < bound) <= alpha``
+    for every set of rates when ``alpha < 1/4``; 0 where ``k < 2``."""
+    k_arr, n_arr = _counts(k, n_total, "k", "n_total")
+    up = np.asarray(pooled_rate_upper(n_arr - k_arr, n_arr, alpha), dtype=np.float64)
+    return _out(1.0 - up)
+
+
+def epsilon_lower_bound_from_pooled_counts(
+    k1: Any,
+    k2: Any,
+    n_total: Any,
+    alpha: float,
+    *,
+    delta: float = 0.0,
+    numerator_share: float = 0.5,
+) -> Any:
+    """Epsilon lower bound from an event pair counted in both directions.
+
+    For inputs x, x2 and events S, S' (fixed before the counts are drawn), an
+    (epsilon, delta)-DP mechanism has ``P[M(x) in S] <= e^eps P[M(x2) in S] + delta`` and
+    ``P[M(x2) in S'] <= e^eps P[M(x) in S'] + delta``; averaging,
+    ``pbar1 <= e^eps pbar2 + delta`` with ``pbar1 = (P[M(x) in S] + P[M(x2) in S']) / 2`` and
+    ``pbar2 = (P[M(x2) in S] + P[M(x) in S']) / 2``. With n outputs of each input,
+    ``k1 = #{M(x) in S} + #{M(x2) in S'}`` and ``k2 = #{M(x2) in S} + #{M(x) in S'}`` count
+    ``n_total = 2n`` independent trials each, with mean rates pbar1 and pbar2, so
+    ``ln(pooled_rate_lower(k1) - delta) - ln(pooled_rate_upper(k2))`` exceeds the true epsilon
+    with probability at most ``alpha`` (``numerator_share * alpha`` and the rest; union bound).
+    Both directions share each output, so the rare count is estimated on twice the outputs.
+
+    Args:
+        k1: pooled numerator count (of n_total).
+        k2: pooled denominator count (of n_total).
+        n_total: 2n, the trials behind each pooled count.
+        alpha: total error probability; each side's level must be < 1/4.
+        delta: in [0, 1).
+        numerator_share: share of ``alpha`` for the numerator's lower bound, in (0, 1).
+    """
+    a = _alpha(alpha)
+    d = _check_delta(delta)
+    share = check_probability(numerator_share, "numerator_share")
+    lo = np.asarray(pooled_rate_lower(k1, n_total, a * share)) - d
+    hi = np.asarray(pooled_rate_upper(k2, n_total, a * (1.0 - share)))
     with np.errstate(divide="ignore", invalid="ignore"):
         out = np.where(lo > 0.0, np.log(np.maximum(lo, 1e-300)) - np.log(hi), -np.inf)
     return _out(np.asarray(out, dtype=np.float64))

@@ -26,7 +26,7 @@ from ldp_audit.mechanisms import (
     ProjectedRandomSign,
     RandomizedResponse,
 )
-from ldp_audit.stats import epsilon_lower_bound_from_counts
+from ldp_audit.stats import epsilon_lower_bound_from_counts, epsilon_lower_bound_from_pooled_counts
 from tests.broken_for_audit import (
     DoubledRandomizedResponse,
     ExponentialMechanism,
@@ -103,6 +103,30 @@ def test_bound_arithmetic_other_direction_and_bonferroni():
     assert r.witness.x == (1.0,) and r.witness.x2 == (0.0,)
     assert r.violation  # ln 5 - slack > 0.5
     assert r.epsilon_lower_bound > 1.4
+
+
+def test_pooled_pair_arithmetic_exact_on_fake():
+    # symmetric rates: y = 1 is 0.6 vs 0.4 (x numerator), y = 0 is 0.6 vs 0.4 (x2 numerator);
+    # pooling both on the same outputs estimates each rate on 2 n_est trials and wins
+    fake = RateFake({0.0: 0.6, 1.0: 0.4}, epsilon=0.1)
+    r = audit(fake, PAIR, samples=10_000, confidence=0.9, rng=0, max_events=1)
+    n_est = 9_000
+    w = r.witness
+    assert w.pooled and "pooled with" in w.event
+    assert (w.k1, w.n1, w.k2, w.n2) == (10_800, 18_000, 7_200, 18_000)
+    want = epsilon_lower_bound_from_pooled_counts(
+        10_800, 7_200, 2 * n_est, 0.1, numerator_share=w.numerator_share
+    )
+    assert r.epsilon_lower_bound == pytest.approx(want, rel=1e-12)
+    single = audit(fake, PAIR, samples=10_000, confidence=0.9, rng=0, max_events=1, pool=False)
+    assert not single.witness.pooled and single.witness.n1 == n_est
+    assert math.log(1.5) > r.epsilon_lower_bound > single.epsilon_lower_bound > 0.2
+    assert r.to_dict()["witness"]["pooled"] is True
+    # pooling is proven only for per-side error levels below 1/4: not used at confidence 0.5
+    low = audit(fake, PAIR, samples=10_000, confidence=0.5, rng=0, max_events=1)
+    assert not low.witness.pooled
+    with pytest.raises(InvalidParameterError, match="pool"):
+        audit(fake, PAIR, samples=10_000, pool="yes")
 
 
 def test_epsilon_delta_form_exact():

@@ -162,3 +162,62 @@ def test_numerator_share_splits_alpha_between_the_two_counts():
     for bad in (0.0, 1.0, "0.5", True):
         with pytest.raises(InvalidParameterError, match="numerator_share"):
             epsilon_lower_bound_from_counts(k1, n, k2, n, a, numerator_share=bad)
+
+
+def test_pooled_rate_bounds_cover_every_pair_of_rates_exactly():
+    """Sum of Bin(n, a) + Bin(n, b): the pooled bounds on (a + b) / 2 fail with probability
+    <= alpha for every (a, b) on a 41 x 41 grid (exact, by convolution; the proof in
+    ``pooled_rate_upper`` covers all rates, the grid checks the implementation)."""
+    from scipy import stats as sps
+
+    from ldp_audit.stats import pooled_rate_lower, pooled_rate_upper
+
+    grid = np.linspace(0.0, 1.0, 41)
+    for alpha in (0.05, 0.2):
+        for n in (1, 2, 3, 7, 20):
+            big_n = 2 * n
+            ks = np.arange(big_n + 1)
+            up = np.asarray(pooled_rate_upper(ks, big_n, alpha))
+            lo = np.asarray(pooled_rate_lower(ks, big_n, alpha))
+            j = np.arange(n + 1)
+            worst = 0.0
+            for a in grid:
+                pa = sps.binom.pmf(j, n, a)
+                for b in grid:
+                    pmf = np.convolve(pa, sps.binom.pmf(j, n, b))
+                    pbar = (a + b) / 2.0
+                    worst = max(worst, pmf[up < pbar - 1e-12].sum(), pmf[lo > pbar + 1e-12].sum())
+            assert worst <= alpha + 1e-9, (alpha, n, worst)
+
+
+def test_pooled_bound_arithmetic_edges_and_validation():
+    from ldp_audit.stats import (
+        clopper_pearson_lower,
+        clopper_pearson_upper,
+        epsilon_lower_bound_from_pooled_counts,
+        pooled_rate_lower,
+        pooled_rate_upper,
+    )
+
+    # away from the edges: Clopper-Pearson on the pooled counts of 2n trials
+    assert pooled_rate_upper(40, 2_000_000, 0.02) == clopper_pearson_upper(40, 2_000_000, 0.02)
+    assert pooled_rate_lower(900, 2_000, 0.02) == pytest.approx(
+        clopper_pearson_lower(900, 2_000, 0.02), rel=1e-12
+    )
+    # the edges the proof excludes: an upper bound of 1 above n - 2, a lower bound of 0 below 2
+    assert pooled_rate_upper(99, 100, 0.05) == 1.0 and pooled_rate_upper(98, 100, 0.05) < 1.0
+    assert pooled_rate_lower(1, 100, 0.05) == 0.0 and pooled_rate_lower(2, 100, 0.05) > 0.0
+    got = epsilon_lower_bound_from_pooled_counts(
+        900_000, 40, 2_000_000, 0.05, delta=0.01, numerator_share=0.1
+    )
+    want = math.log(clopper_pearson_lower(900_000, 2_000_000, 0.005) - 0.01) - math.log(
+        clopper_pearson_upper(40, 2_000_000, 0.045)
+    )
+    assert got == pytest.approx(want, rel=1e-12)
+    assert epsilon_lower_bound_from_pooled_counts(1, 1, 10, 0.05) == -math.inf
+    with pytest.raises(InvalidParameterError, match="alpha must be < 1/4"):
+        pooled_rate_upper(3, 10, 0.3)
+    with pytest.raises(InvalidParameterError, match="n_total"):
+        pooled_rate_upper(3, 0, 0.05)
+    with pytest.raises(InvalidParameterError, match="numerator_share"):
+        epsilon_lower_bound_from_pooled_counts(5, 1, 10, 0.05, numerator_share=True)
