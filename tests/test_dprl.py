@@ -254,3 +254,29 @@ def test_canary_directions_orthonormal_and_public() -> None:
     u = canary_directions(50, 7, 3)
     np.testing.assert_allclose(u.T @ u, np.eye(7), atol=1e-12)
     np.testing.assert_array_equal(u, canary_directions(50, 7, 3))
+
+
+class _InterruptOnThird(DPOptimizer):
+    calls = 0
+
+    def pre_step(self, closure=None):  # noqa: ANN001, ANN201
+        _InterruptOnThird.calls += 1
+        if _InterruptOnThird.calls == 3:
+            raise KeyboardInterrupt
+        return super().pre_step(closure)
+
+
+def test_ctrl_c_writes_what_was_released_and_marks_interrupted(tmp_path) -> None:
+    from ldp_audit.rundir import read_npz, verify_manifest
+
+    _InterruptOnThird.calls = 0
+    cfg = DprlConfig(**{**TINY_RF, "episodes": 40})
+    with pytest.raises(KeyboardInterrupt):
+        train(cfg, seed=0, run_dir=tmp_path / "run",
+              hooks=TrainerHooks(optimizer_class=_InterruptOnThird))  # fmt: skip
+    assert verify_manifest(tmp_path / "run")["status"] == "interrupted"
+    tr = read_npz(tmp_path / "run", "transcript.npz")
+    assert tr["update"].shape[0] == 2  # the two released updates
+    acc = Accountant(ledger=Ledger(str(tmp_path / "run" / "ledger.sqlite")))
+    # the third update was charged before its noise: charged-not-released is the safe side
+    assert acc.spent_detail("model", delta=1e-5, method="rdp").charges == 3

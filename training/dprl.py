@@ -637,76 +637,79 @@ def train_reinforce(cfg: DprlConfig, *, seed: int, accountant: Any, hooks: Train
     env_steps, stopped, n_updates = 0, None, cfg.n_updates
     bar = tqdm(total=cfg.episodes, desc="dprl reinforce", disable=not progress, leave=False)
     obs, _ = envs.reset(seed=env_seed)
-    for update in range(n_updates):
-        # --- roll out B episodes at once (masked after each one ends) ---
-        n_ep = min(B, cfg.episodes - update * B)
-        states = np.zeros((MAX_EPISODE_STEPS, B, 4), dtype=np.float32)
-        actions = np.zeros((MAX_EPISODE_STEPS, B), dtype=np.int64)
-        alive = np.zeros((MAX_EPISODE_STEPS, B), dtype=bool)
-        done = np.zeros(B, dtype=bool)
-        done[n_ep:] = True  # a last, smaller batch
-        drops = [m for m in policy.modules() if hasattr(m, "record")]
-        for m in drops:  # act with dropout on, recording the masks for the gradient
-            m.record, m.replay = [], None
-        policy.train()
-        T = 0
-        for t in range(MAX_EPISODE_STEPS):
-            live = np.flatnonzero(~done)
-            seen = np.asarray(obs, dtype=np.float64)
-            if obs_release is not None:
-                seen = seen.copy()
-                seen[live] = obs_release(seen[live], update * B + live, np.full(live.size, t))
-            states[t] = seen
-            alive[t] = ~done
-            with torch.no_grad():
-                probs = torch.softmax(policy(torch.as_tensor(states[t])), dim=-1)
-            a = torch.multinomial(probs, 1, generator=gen).reshape(-1).numpy()
-            actions[t] = a
-            obs, _, term, trunc, _ = envs.step(a)
-            env_steps += live.size
-            done |= term | trunc
-            T = t + 1
-            if done.all():
-                break
-        lengths = alive[:T].sum(axis=0)[:n_ep]
-        returns.extend(float(x) for x in lengths)
-        bar.update(n_ep)
+    try:  # Ctrl-C: stop, keep what was released so far (train() writes it)
+        for update in range(n_updates):
+            # --- roll out B episodes at once (masked after each one ends) ---
+            n_ep = min(B, cfg.episodes - update * B)
+            states = np.zeros((MAX_EPISODE_STEPS, B, 4), dtype=np.float32)
+            actions = np.zeros((MAX_EPISODE_STEPS, B), dtype=np.int64)
+            alive = np.zeros((MAX_EPISODE_STEPS, B), dtype=bool)
+            done = np.zeros(B, dtype=bool)
+            done[n_ep:] = True  # a last, smaller batch
+            drops = [m for m in policy.modules() if hasattr(m, "record")]
+            for m in drops:  # act with dropout on, recording the masks for the gradient
+                m.record, m.replay = [], None
+            policy.train()
+            T = 0
+            for t in range(MAX_EPISODE_STEPS):
+                live = np.flatnonzero(~done)
+                seen = np.asarray(obs, dtype=np.float64)
+                if obs_release is not None:
+                    seen = seen.copy()
+                    seen[live] = obs_release(seen[live], update * B + live, np.full(live.size, t))
+                states[t] = seen
+                alive[t] = ~done
+                with torch.no_grad():
+                    probs = torch.softmax(policy(torch.as_tensor(states[t])), dim=-1)
+                a = torch.multinomial(probs, 1, generator=gen).reshape(-1).numpy()
+                actions[t] = a
+                obs, _, term, trunc, _ = envs.step(a)
+                env_steps += live.size
+                done |= term | trunc
+                T = t + 1
+                if done.all():
+                    break
+            lengths = alive[:T].sum(axis=0)[:n_ep]
+            returns.extend(float(x) for x in lengths)
+            bar.update(n_ep)
 
-        # --- per-episode loss: -sum_t G_t log pi(a_t | s_t), normalised returns-to-go ---
-        rew = alive[:T].astype(np.float64)
-        g = np.zeros_like(rew)
-        run = np.zeros(B)
-        for t in range(T - 1, -1, -1):
-            run = rew[t] + cfg.gamma * run
-            g[t] = run
-        n = np.maximum(alive[:T].sum(axis=0), 1)
-        mean = (g * alive[:T]).sum(axis=0) / n
-        std = np.sqrt((((g - mean) ** 2) * alive[:T]).sum(axis=0) / n)
-        adv = np.where(alive[:T], (g - mean) / (std + 1e-8), 0.0)
-        x = torch.as_tensor(states[:T, :n_ep].transpose(1, 0, 2).copy())  # (episodes, T, 4)
-        for m in drops:  # (T, B, h) masks of the rollout -> (episodes, T, h)
-            m.replay = torch.stack(m.record)[:, :n_ep].transpose(0, 1)
-            m.record = None
-        logp = torch.log_softmax(model(x), dim=-1)
-        for m in drops:
-            m.replay = None
-        act = torch.as_tensor(actions[:T, :n_ep].T.copy())
-        lp = logp.gather(-1, act.unsqueeze(-1)).squeeze(-1)
-        per_episode = -(torch.as_tensor(adv[:, :n_ep].T.copy(), dtype=lp.dtype) * lp).sum(dim=1)
-        if dp is not None:
-            dp.zero_grad()
-            per_episode.sum().backward()  # one per-sample gradient per episode
-            try:
-                dp.step()
-            except BudgetExceeded as exc:
-                stopped = f"budget exhausted before update {update}: {exc}"
-                break
-        else:
-            optimizer.zero_grad()
-            per_episode.mean().backward()
-            optimizer.step()
-        if progress and returns:
-            bar.set_postfix(ret=f"{np.mean(returns[-SOLVED_WINDOW:]):.0f}")
+            # --- per-episode loss: -sum_t G_t log pi(a_t | s_t), normalised returns-to-go ---
+            rew = alive[:T].astype(np.float64)
+            g = np.zeros_like(rew)
+            run = np.zeros(B)
+            for t in range(T - 1, -1, -1):
+                run = rew[t] + cfg.gamma * run
+                g[t] = run
+            n = np.maximum(alive[:T].sum(axis=0), 1)
+            mean = (g * alive[:T]).sum(axis=0) / n
+            std = np.sqrt((((g - mean) ** 2) * alive[:T]).sum(axis=0) / n)
+            adv = np.where(alive[:T], (g - mean) / (std + 1e-8), 0.0)
+            x = torch.as_tensor(states[:T, :n_ep].transpose(1, 0, 2).copy())  # (episodes, T, 4)
+            for m in drops:  # (T, B, h) masks of the rollout -> (episodes, T, h)
+                m.replay = torch.stack(m.record)[:, :n_ep].transpose(0, 1)
+                m.record = None
+            logp = torch.log_softmax(model(x), dim=-1)
+            for m in drops:
+                m.replay = None
+            act = torch.as_tensor(actions[:T, :n_ep].T.copy())
+            lp = logp.gather(-1, act.unsqueeze(-1)).squeeze(-1)
+            per_episode = -(torch.as_tensor(adv[:, :n_ep].T.copy(), dtype=lp.dtype) * lp).sum(dim=1)
+            if dp is not None:
+                dp.zero_grad()
+                per_episode.sum().backward()  # one per-sample gradient per episode
+                try:
+                    dp.step()
+                except BudgetExceeded as exc:
+                    stopped = f"budget exhausted before update {update}: {exc}"
+                    break
+            else:
+                optimizer.zero_grad()
+                per_episode.mean().backward()
+                optimizer.step()
+            if progress and returns:
+                bar.set_postfix(ret=f"{np.mean(returns[-SOLVED_WINDOW:]):.0f}")
+    except KeyboardInterrupt:
+        stopped = "interrupted"
     bar.close()
     envs.close()
     return _result(cfg, seed, returns, dp, obs_release, canaries, policy, initial, env_steps,
@@ -768,73 +771,78 @@ def train_dqn(cfg: DprlConfig, *, seed: int, accountant: Any, hooks: TrainerHook
     vec_steps = -(-cfg.total_steps // N)
     first_update = -(-cfg.learning_starts // N)
     bar = tqdm(total=vec_steps, desc="dprl dqn", disable=not progress, leave=False)
-    for step in range(vec_steps):
-        global_step = step * N
-        # --- act: epsilon-greedy, linear schedule ---
-        frac = min(global_step / (cfg.exploration_fraction * cfg.total_steps), 1.0)
-        eps = cfg.start_e + frac * (cfg.end_e - cfg.start_e)
-        with torch.no_grad():
-            greedy = q_net(torch.as_tensor(obs, dtype=torch.float32)).argmax(dim=1).numpy()
-        explore = act_rng.random(N) < eps
-        actions = np.where(explore, act_rng.integers(0, 2, N), greedy)
-        raw_next, rew, term, trunc, _ = envs.step(actions)
-        # envs that ended last step were reset by this step (autoreset): no transition there
-        ep_step = np.where(prev_done, 0, ep_step + 1)
-        if prev_done.any():
-            ep_id[prev_done] = next_ep + np.arange(prev_done.sum())
-            next_ep += int(prev_done.sum())
-        nxt = np.asarray(raw_next, dtype=np.float64)
-        if obs_release is not None:
-            nxt = obs_release(nxt, ep_id, ep_step)
-        for i in np.flatnonzero(~prev_done):
-            b_obs[pos], b_next[pos], b_act[pos] = obs[i], nxt[i], actions[i]
-            b_rew[pos], b_term[pos] = rew[i], float(term[i])
-            pos, size = (pos + 1) % cap, min(size + 1, cap)
-            ep_ret[i] += rew[i]
-        done = (term | trunc) & ~prev_done
-        for i in np.flatnonzero(done):
-            returns.append(float(ep_ret[i]))
-            ep_ret[i] = 0.0
-        prev_done = done
-        obs = nxt
-
-        # --- learn ---
-        if step >= first_update and (step - first_update) % cfg.train_frequency == 0:
-            if dp is not None:
-                # Poisson sample: each stored transition independently at rate q
-                idx = np.flatnonzero(sample_rng.random(size) < cfg.sample_rate)
-            else:
-                idx = sample_rng.integers(0, size, cfg.batch_size)
-            s = torch.as_tensor(b_obs[idx])
+    step = -1
+    try:  # Ctrl-C: stop, keep what was released so far (train() writes it)
+        for step in range(vec_steps):
+            global_step = step * N
+            # --- act: epsilon-greedy, linear schedule ---
+            frac = min(global_step / (cfg.exploration_fraction * cfg.total_steps), 1.0)
+            eps = cfg.start_e + frac * (cfg.end_e - cfg.start_e)
             with torch.no_grad():
-                tq = target(torch.as_tensor(b_next[idx])).max(dim=1).values
-                y = torch.as_tensor(b_rew[idx]) + cfg.gamma * tq * (
-                    1 - torch.as_tensor(b_term[idx])
-                )
-            if dp is not None:
-                dp.zero_grad()
-                if idx.size:
-                    qsa = model(s).gather(1, torch.as_tensor(b_act[idx]).unsqueeze(1)).squeeze(1)
-                    ((qsa - y) ** 2).sum().backward()  # per-transition squared TD error
-                else:  # an empty Poisson sample: the update is noise (and canaries) only
-                    for p in dp.params:
-                        p.grad_sample = torch.zeros((0, *p.shape), dtype=p.dtype)
-                try:
-                    dp.step()
-                except BudgetExceeded as exc:
-                    stopped = f"budget exhausted before update {dp.t}: {exc}"
-                    break
-            else:
-                qsa = q_net(s).gather(1, torch.as_tensor(b_act[idx]).unsqueeze(1)).squeeze(1)
-                loss = torch.nn.functional.mse_loss(qsa, y)
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
-        if global_step // cfg.target_frequency != (global_step + N) // cfg.target_frequency:
-            target.load_state_dict(q_net.state_dict())
-        if step % 200 == 0 and returns:
-            bar.set_postfix(ret=f"{np.mean(returns[-SOLVED_WINDOW:]):.0f}")
-        bar.update(1)
+                greedy = q_net(torch.as_tensor(obs, dtype=torch.float32)).argmax(dim=1).numpy()
+            explore = act_rng.random(N) < eps
+            actions = np.where(explore, act_rng.integers(0, 2, N), greedy)
+            raw_next, rew, term, trunc, _ = envs.step(actions)
+            # envs that ended last step were reset by this step (autoreset): no transition there
+            ep_step = np.where(prev_done, 0, ep_step + 1)
+            if prev_done.any():
+                ep_id[prev_done] = next_ep + np.arange(prev_done.sum())
+                next_ep += int(prev_done.sum())
+            nxt = np.asarray(raw_next, dtype=np.float64)
+            if obs_release is not None:
+                nxt = obs_release(nxt, ep_id, ep_step)
+            for i in np.flatnonzero(~prev_done):
+                b_obs[pos], b_next[pos], b_act[pos] = obs[i], nxt[i], actions[i]
+                b_rew[pos], b_term[pos] = rew[i], float(term[i])
+                pos, size = (pos + 1) % cap, min(size + 1, cap)
+                ep_ret[i] += rew[i]
+            done = (term | trunc) & ~prev_done
+            for i in np.flatnonzero(done):
+                returns.append(float(ep_ret[i]))
+                ep_ret[i] = 0.0
+            prev_done = done
+            obs = nxt
+
+            # --- learn ---
+            if step >= first_update and (step - first_update) % cfg.train_frequency == 0:
+                if dp is not None:
+                    # Poisson sample: each stored transition independently at rate q
+                    idx = np.flatnonzero(sample_rng.random(size) < cfg.sample_rate)
+                else:
+                    idx = sample_rng.integers(0, size, cfg.batch_size)
+                s = torch.as_tensor(b_obs[idx])
+                with torch.no_grad():
+                    tq = target(torch.as_tensor(b_next[idx])).max(dim=1).values
+                    y = torch.as_tensor(b_rew[idx]) + cfg.gamma * tq * (
+                        1 - torch.as_tensor(b_term[idx])
+                    )
+                if dp is not None:
+                    dp.zero_grad()
+                    if idx.size:
+                        a_t = torch.as_tensor(b_act[idx]).unsqueeze(1)
+                        qsa = model(s).gather(1, a_t).squeeze(1)
+                        ((qsa - y) ** 2).sum().backward()  # per-transition squared TD error
+                    else:  # an empty Poisson sample: the update is noise (and canaries) only
+                        for p in dp.params:
+                            p.grad_sample = torch.zeros((0, *p.shape), dtype=p.dtype)
+                    try:
+                        dp.step()
+                    except BudgetExceeded as exc:
+                        stopped = f"budget exhausted before update {dp.t}: {exc}"
+                        break
+                else:
+                    qsa = q_net(s).gather(1, torch.as_tensor(b_act[idx]).unsqueeze(1)).squeeze(1)
+                    loss = torch.nn.functional.mse_loss(qsa, y)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+            if global_step // cfg.target_frequency != (global_step + N) // cfg.target_frequency:
+                target.load_state_dict(q_net.state_dict())
+            if step % 200 == 0 and returns:
+                bar.set_postfix(ret=f"{np.mean(returns[-SOLVED_WINDOW:]):.0f}")
+            bar.update(1)
+    except KeyboardInterrupt:
+        stopped = "interrupted"
     bar.close()
     envs.close()
     return _result(cfg, seed, returns, dp, obs_release, canaries, q_net, initial,
@@ -1027,12 +1035,16 @@ def train(
         if writer is not None:
             writer.finish(status="interrupted")
         raise
+    if res.stopped == "interrupted":  # Ctrl-C: what was released so far, then re-raise
+        if writer is not None:
+            write_run(writer, res, status="interrupted")
+        raise KeyboardInterrupt
     if writer is not None:
         write_run(writer, res)
     return res
 
 
-def write_run(writer: Any, res: DprlResult) -> Path:
+def write_run(writer: Any, res: DprlResult, *, status: str = "complete") -> Path:
     """transcript.npz, secrets.npz, metrics.json, model.npz, then the manifest."""
     from ldp_audit.rundir import json_number
 
@@ -1059,7 +1071,7 @@ def write_run(writer: Any, res: DprlResult) -> Path:
         },
     )
     writer.write_npz("model.npz", {"params": res.params, "initial": res.initial})
-    writer.finish(status="complete")
+    writer.finish(status=status)
     return writer.path
 
 

@@ -1,0 +1,209 @@
+"""Benchmark: DP-SGD per-sample gradients with Opacus vs the slides' loop (one backward each).
+
+For REINFORCE (per-episode gradients, B episodes of T steps) and DQN (per-transition gradients,
+a batch of 128), in the same process, same seeds, same network:
+
+* ``loop``: the straightforward implementation (the slides' DQN code, and what a DP REINFORCE
+  without per-sample machinery does): for each sample, ``zero_grad``, forward, ``backward``,
+  flatten, clip the whole gradient to C; then sum, add N(0, (sigma C)^2), divide by B;
+* ``opacus``: ``GradSampleModule`` computes all per-sample gradients in one backward, then the
+  same clipping (``DPOptimizer.clip_and_accumulate``'s formula) and noise.
+
+Both must give the same clipped per-sample gradients (checked, max abs difference printed).
+Also: rollout episodes/s of a Gymnasium vector env (``vector_entry_point``, B envs) vs one
+``gym.make`` env stepped episode by episode.
+
+Usage::
+
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_dprl.py [--quick]
+
+Writes ``benchmarks/results/bench_dprl.json``. Figures are from a shared, loaded 2-core
+machine: only the ratios measured in the same run mean anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+torch.set_num_threads(1)
+
+
+def _net(sizes: list[int], seed: int) -> torch.nn.Module:
+    from ldp_audit.training.dprl import DprlConfig, make_network
+
+    algo = "reinforce" if len(sizes) == 3 else "dqn"
+    # dropout 0: both implementations must see the same function (Opacus needs train mode)
+    cfg = DprlConfig(algo=algo, privacy="dpsgd", hidden=sizes[1], dropout=0.0)
+    return make_network(cfg, torch.Generator().manual_seed(seed))
+
+
+def _clip(g: torch.Tensor, c: float) -> torch.Tensor:
+    n = g.norm(dim=1)
+    return g * (c / (n + 1e-6)).clamp(max=1.0).unsqueeze(1)
+
+
+def _loss_reinforce(net, x, a, w):  # noqa: ANN001, ANN202
+    lp = torch.log_softmax(net(x), dim=-1).gather(-1, a.unsqueeze(-1)).squeeze(-1)
+    return -(w * lp).sum(dim=-1)
+
+
+def _loss_dqn(net, s, a, y):  # noqa: ANN001, ANN202
+    return (net(s).gather(-1, a.unsqueeze(-1)).squeeze(-1) - y) ** 2
+
+
+def loop_grads(net, loss_fn, data, c):  # noqa: ANN001, ANN201
+    """One forward + backward per sample, whole-gradient clip (the straightforward way)."""
+    rows = []
+    params = list(net.parameters())
+    for i in range(data[0].shape[0]):
+        net.zero_grad()
+        loss_fn(net, *(d[i : i + 1] for d in data)).sum().backward()
+        rows.append(torch.cat([p.grad.reshape(-1) for p in params]))
+    return _clip(torch.stack(rows), c)
+
+
+def opacus_grads(gsm, loss_fn, data, c):  # noqa: ANN001, ANN201
+    """All per-sample gradients from one backward (Opacus GradSampleModule), same clip."""
+    gsm.zero_grad()
+    for p in gsm.parameters():
+        p.grad_sample = None
+    loss_fn(gsm, *data).sum().backward()
+    g = torch.cat([p.grad_sample.reshape(data[0].shape[0], -1) for p in gsm.parameters()], dim=1)
+    return _clip(g, c)
+
+
+def _noisy(clipped: torch.Tensor, sigma: float, c: float, gen: torch.Generator) -> torch.Tensor:
+    s = clipped.sum(dim=0)
+    return (s + torch.normal(0.0, sigma * c, s.shape, generator=gen)) / clipped.shape[0]
+
+
+def bench_case(name, sizes, loss_fn, data, c, reps):  # noqa: ANN001, ANN201
+    from opacus import GradSampleModule
+
+    net = _net(sizes, 0)
+    gsm = GradSampleModule(_net(sizes, 0), batch_first=True, loss_reduction="sum")
+    a = loop_grads(net, loss_fn, data, c)
+    b = opacus_grads(gsm, loss_fn, data, c)
+    diff = float((a - b).abs().max())
+    times = {}
+    for label, fn, model in (("loop", loop_grads, net), ("opacus", opacus_grads, gsm)):
+        fn(model, loss_fn, data, c)  # warm-up
+        gen = torch.Generator().manual_seed(1)
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            _noisy(fn(model, loss_fn, data, c), 1.0, c, gen)
+        times[label] = (time.perf_counter() - t0) / reps
+    n = data[0].shape[0]
+    out = {
+        "case": name,
+        "samples_per_update": n,
+        "loop_updates_per_s": 1.0 / times["loop"],
+        "opacus_updates_per_s": 1.0 / times["opacus"],
+        "loop_samples_per_s": n / times["loop"],
+        "opacus_samples_per_s": n / times["opacus"],
+        "speedup": times["loop"] / times["opacus"],
+        "max_abs_diff_clipped_per_sample_grads": diff,
+    }
+    print(
+        f"{name}: loop {out['loop_samples_per_s']:.0f} samples/s, opacus "
+        f"{out['opacus_samples_per_s']:.0f} samples/s -> {out['speedup']:.1f}x; "
+        f"max |diff| of clipped per-sample gradients {diff:.2e}"
+    )
+    return out
+
+
+def bench_rollout(n_envs: int, episodes: int) -> dict:
+    import gymnasium as gym
+
+    net = _net([4, 128, 2], 0)
+    gen = torch.Generator().manual_seed(0)
+    # straightforward: one env, one episode at a time
+    env = gym.make("CartPole-v1")
+    t0 = time.perf_counter()
+    steps1 = 0
+    for e in range(episodes):
+        obs, _ = env.reset(seed=e)
+        done = False
+        while not done:
+            with torch.no_grad():
+                p = torch.softmax(net(torch.as_tensor(obs).unsqueeze(0)), -1)
+            a = int(torch.multinomial(p, 1, generator=gen))
+            obs, _, term, trunc, _ = env.step(a)
+            done = term or trunc
+            steps1 += 1
+    t_single = time.perf_counter() - t0
+    # vectorised: n_envs episodes per batch, masked after each ends
+    envs = gym.make_vec("CartPole-v1", num_envs=n_envs, vectorization_mode="vector_entry_point")
+    t0 = time.perf_counter()
+    obs, _ = envs.reset(seed=0)
+    for _ in range(episodes // n_envs):
+        done = np.zeros(n_envs, dtype=bool)
+        while not done.all():
+            with torch.no_grad():
+                p = torch.softmax(net(torch.as_tensor(obs)), -1)
+            a = torch.multinomial(p, 1, generator=gen).reshape(-1).numpy()
+            obs, _, term, trunc, _ = envs.step(a)
+            done |= term | trunc
+    t_vec = time.perf_counter() - t0
+    out = {
+        "case": f"rollout ({n_envs} envs)",
+        "episodes": episodes,
+        "single_env_episodes_per_s": episodes / t_single,
+        "vector_env_episodes_per_s": (episodes // n_envs * n_envs) / t_vec,
+    }
+    out["speedup"] = out["vector_env_episodes_per_s"] / out["single_env_episodes_per_s"]
+    print(
+        f"rollout: single env {out['single_env_episodes_per_s']:.1f} episodes/s, vector env "
+        f"({n_envs}) {out['vector_env_episodes_per_s']:.1f} episodes/s -> {out['speedup']:.1f}x"
+    )
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="fewer repetitions")
+    ap.add_argument("--out", default="benchmarks/results/bench_dprl.json")
+    args = ap.parse_args()
+    reps = 2 if args.quick else 5
+    g = torch.Generator().manual_seed(0)
+    results = []
+    for B, T in ((256, 20), (32, 100), (64, 200)):
+        data = (
+            torch.randn(B, T, 4, generator=g),
+            torch.randint(0, 2, (B, T), generator=g),
+            torch.randn(B, T, generator=g),
+        )
+        results.append(
+            bench_case(
+                f"REINFORCE {B} episodes x {T} steps", [4, 128, 2], _loss_reinforce, data, 1.0, reps
+            )  # fmt: skip
+        )
+    for n in (128, 512):
+        data = (
+            torch.randn(n, 4, generator=g),
+            torch.randint(0, 2, (n,), generator=g),
+            torch.randn(n, generator=g),
+        )
+        results.append(
+            bench_case(f"DQN {n} transitions", [4, 128, 128, 2], _loss_dqn, data, 1.0, reps * 2)
+        )
+    results.append(bench_rollout(32, 64 if args.quick else 128))
+    doc = {
+        "machine": f"{platform.machine()} {platform.system()}, shared loaded 2-core machine",
+        "torch_threads": torch.get_num_threads(),
+        "results": results,
+    }
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(doc, indent=1))
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
