@@ -131,8 +131,11 @@ def _check_path_arg(path: Any, name: str) -> Path:
 
 
 def _check_parent_writable(p: Path, name: str) -> None:
+    """The nearest existing ancestor of ``p`` must accept a new entry: probed by creating (and
+    removing) a temporary folder there, since a permission check alone passes ``/proc`` as root."""
+    import tempfile
+
     parent = p.parent if str(p.parent) else Path(".")
-    # the nearest existing ancestor must be a writable directory
     anc = parent
     while not anc.exists():
         if anc.parent == anc:
@@ -140,8 +143,13 @@ def _check_parent_writable(p: Path, name: str) -> None:
         anc = anc.parent
     if not anc.is_dir():
         raise RunDirectoryError(f"{name}: {str(anc)!r} is not a directory (for {str(p)!r})")
-    if not os.access(anc, os.W_OK | os.X_OK):
-        raise RunDirectoryError(f"{name}: cannot write under {str(anc)!r} (for {str(p)!r})")
+    try:
+        probe = tempfile.mkdtemp(prefix=".ldp-audit-probe-", dir=anc)
+    except OSError as exc:
+        raise RunDirectoryError(
+            f"{name}: cannot create {str(p)!r} under {str(anc)!r} ({exc.strerror or exc})"
+        ) from None
+    os.rmdir(probe)
 
 
 def check_new_dir(path: Any, *, name: str = "--out", overwrite: bool = False) -> Path:
@@ -394,11 +402,22 @@ class RunWriter:
             )
         old = read_config(p)
         for key in ("algorithm", "config", "mechanism", "seed"):
-            if _canonical(old.get(key)) != _canonical(cfg_doc[key]):
+            a, b = old.get(key), cfg_doc[key]
+            if _canonical(a) != _canonical(b):
+                if isinstance(a, dict) and isinstance(b, dict):
+                    diff = sorted(
+                        k for k in set(a) | set(b) if _canonical(a.get(k)) != _canonical(b.get(k))
+                    )
+                    what = ", ".join(
+                        f"{k}: {_canonical(a.get(k))[:60]} (run) vs "
+                        f"{_canonical(b.get(k))[:60]} (now)"
+                        for k in diff[:8]
+                    )
+                else:
+                    what = f"{_canonical(a)[:100]} (run) vs {_canonical(b)[:100]} (now)"
                 raise RunDirectoryError(
-                    f"--resume: the run in {str(p)!r} has a different {key} "
-                    f"({_canonical(old.get(key))[:200]} vs {_canonical(cfg_doc[key])[:200]}); "
-                    f"resume needs the same algorithm, config and seed"
+                    f"--resume: the run in {str(p)!r} has a different {key} ({what}); resume "
+                    f"needs the same algorithm, config and seed"
                 )
         man = p / "manifest.json"
         if man.exists() and read_json(p, "manifest.json").get("status") == "complete":

@@ -397,7 +397,14 @@ def _cli_cmd() -> list[str]:
     return [sys.executable, "-c", "import sys; from ldp_audit.cli import main; sys.exit(main())"]
 
 
-def test_sigint_during_training_leaves_a_consistent_interrupted_run(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "sig, code, word",
+    [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")],
+    ids=["SIGINT", "SIGTERM"],
+)
+def test_sigint_during_training_leaves_a_consistent_interrupted_run(
+    tmp_path: Path, sig: int, code: int, word: str
+) -> None:
     run = tmp_path / "run"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     argv = [*TINY_TRAIN[:4], "--epsilon", "1", "--max-submissions", "90000", "--out", str(run)]
@@ -413,11 +420,11 @@ def test_sigint_during_training_leaves_a_consistent_interrupted_run(tmp_path: Pa
         time.sleep(0.1)
     time.sleep(1.5)  # training under way
     assert proc.poll() is None, "training ended before it could be interrupted"
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
+    assert proc.returncode == code, err
     assert "Traceback" not in err
-    assert err.strip().splitlines()[-1].startswith("ldp-audit: interrupted")
+    assert err.strip().splitlines()[-1].startswith(f"ldp-audit: {word}")
     assert len([ln for ln in err.strip().splitlines() if ln.startswith("ldp-audit")]) == 1
     cfg = json.loads((run / "config.json").read_text())
     assert cfg["status"] == "interrupted"

@@ -69,7 +69,7 @@ def test_resume_checks_config_and_keeps_the_ledger(tmp_path) -> None:
     Accountant(ledger=led).charge("x", PureDpEvent(1.0))
     w.write_json("metrics.json", {})
     w.finish(status="interrupted")
-    with pytest.raises(RunDirectoryError, match="different config"):
+    with pytest.raises(RunDirectoryError, match=r"different config \(a: 1 \(run\) vs 2 \(now\)\)"):
         RunWriter(run, algorithm="test", config={"a": 2}, seed=3, mode="resume")
     with pytest.raises(RunDirectoryError, match="different seed"):
         RunWriter(run, algorithm="test", config={"a": 1}, seed=4, mode="resume")

@@ -10,7 +10,8 @@ Exit codes (the same for every subcommand; :data:`EXIT_CODES`):
 1     a privacy violation was found (audit, attack, report, demo)
 2     usage or input error (bad option, bad value, bad file or run directory, budget exceeded)
 3     internal error (a bug in ldp-audit: please report it with the traceback printed)
-130   interrupted (Ctrl-C); what was written so far is consistent (see docs)
+130   interrupted (Ctrl-C / SIGINT); what was written so far is consistent (see docs)
+143   terminated (SIGTERM), handled like Ctrl-C
 ====  =====================================================================================
 
 No raw traceback reaches a user for 0-2 and 130; for 3 the traceback is printed after a one-line
@@ -32,6 +33,7 @@ EXIT_VIOLATION = 1
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
 
 #: exit code -> meaning (documented in README and ``ldp-audit --help``).
 EXIT_CODES = {
@@ -40,7 +42,18 @@ EXIT_CODES = {
     EXIT_USAGE: "usage or input error",
     EXIT_INTERNAL: "internal error (a bug: please report it)",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C)",
+    EXIT_TERMINATED: "terminated (SIGTERM)",
 }
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM turned into the same orderly unwinding as Ctrl-C (run folders marked
+    "interrupted", ledgers consistent)."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise Terminated()
+
 
 # subcommand module -> registers one or more subcommands
 _MODULES = (
@@ -89,6 +102,12 @@ def main(argv: list[str] | None = None) -> int:
     for ``--help`` / ``--version`` / usage errors, which exit 0 / 0 / 2)."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    import signal
+    import threading
+
+    old_term = None
+    if threading.current_thread() is threading.main_thread():
+        old_term = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         code = int(args.func(args) or 0)
         sys.stdout.flush()
@@ -96,6 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         _silence_broken_pipe()
         return EXIT_OK
+    except Terminated:
+        print("ldp-audit: terminated; files written so far are consistent", file=sys.stderr)
+        return EXIT_TERMINATED
     except KeyboardInterrupt:
         print("ldp-audit: interrupted; files written so far are consistent", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -110,6 +132,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         traceback.print_exc(file=sys.stderr)
         return EXIT_INTERNAL
+    finally:
+        if old_term is not None:
+            signal.signal(signal.SIGTERM, old_term)
 
 
 if __name__ == "__main__":  # pragma: no cover

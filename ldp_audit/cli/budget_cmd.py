@@ -154,7 +154,7 @@ def _run(args: argparse.Namespace) -> int:
             ledger.close()
         res["ledger"] = str(path)
         if args.json:
-            print(json.dumps(res, indent=2))
+            print(json.dumps(to_jsonable(res), indent=2, default=_json_default, allow_nan=False))
         else:
             ext = " and extends the expected head" if args.expect_head else ""
             print(
@@ -218,7 +218,7 @@ def _run(args: argparse.Namespace) -> int:
     finally:
         ledger.close()
     if args.json:
-        print(json.dumps(out, indent=2, default=_json_default))
+        print(json.dumps(to_jsonable(out), indent=2, default=_json_default, allow_nan=False))
         return 0
     _print_text(out, args.limit)
     return 0
@@ -237,6 +237,13 @@ def _row(
         "method": method,
         "remaining": remaining,
     }
+
+
+def to_jsonable(obj: Any) -> Any:
+    """The project's JSON convention (infinity as "inf"), see ldp_audit.rundir.to_jsonable."""
+    from ldp_audit.rundir import to_jsonable as conv
+
+    return conv(obj)
 
 
 def _json_default(x: Any) -> Any:
