@@ -93,3 +93,23 @@ def test_obs_noise_train_says_infinite(tmp_path, capsys) -> None:
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "epsilon = inf" in out
+
+
+def test_broken_trainer_gives_violation_exit_codes(tmp_path, capsys) -> None:
+    """A broken trainer's run: the audit exits 1 and the report's verdict is a violation."""
+    from ldp_audit.training.dprl import DprlConfig, train
+    from tests.broken_dprl import NO_CLIPPING
+
+    run = tmp_path / "bad"
+    cfg = DprlConfig(algo="reinforce", privacy="dpsgd", noise_multiplier=12.0, clip=10.0,
+                     episodes=160, canaries=400)  # fmt: skip
+    train(cfg, seed=0, run_dir=run, hooks=NO_CLIPPING)
+    audit = tmp_path / "audit.json"
+    assert main(["attack", "membership", "--run-dir", str(run), "--out", str(audit)]) == 1
+    assert "VIOLATION" in capsys.readouterr().out
+    code = main(["report", str(run), str(audit), "--out", str(tmp_path / "rep")])
+    assert code == 1
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "Verdict: violation" in md
+    sec = md.split("One-run audit", 1)[1]  # this module's report section
+    assert "| white-box |" in sec and "| black-box |" in sec and "VIOLATION" in sec

@@ -1184,18 +1184,20 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict
             audits.append((str(f), d))
     if audits:
         arows = []
-        for _f, d in audits:
-            ex = d.get("extra", {})
-            arows.append(
-                [
-                    ex.get("setting", d["attack"]),
-                    d.get("n"),
-                    _fmt(_num(d.get("epsilon_lower_bound"))),
-                    _fmt(_num(d.get("composed_epsilon"))),
-                    d.get("confidence"),
-                    "VIOLATION" if d.get("violation") else "consistent",
-                ]
-            )
+        for _f, top in audits:
+            bb = top.get("extra", {}).get("black_box")
+            for d in [top] + ([bb] if isinstance(bb, dict) else []):
+                ex = d.get("extra", {})
+                arows.append(
+                    [
+                        ex.get("setting", d["attack"]),
+                        d.get("n"),
+                        _fmt(_num(d.get("epsilon_lower_bound"))),
+                        _fmt(_num(d.get("composed_epsilon"))),
+                        d.get("confidence"),
+                        "VIOLATION" if d.get("violation") else "consistent",
+                    ]
+                )
         sections.append(
             {
                 "id": "dprl-audit",
