@@ -408,7 +408,7 @@ def grid_runs(
     configs are dealt round-robin into ``chunks`` tasks (default: ``workers``, else 1), each
     running ONE batch; results come back in config order, bit for bit those of one
     ``train_grid`` call. Fewer, larger tasks keep the batching that makes the engine fast (one
-    task per config was 2.7x slower on one process, see docs/scale-out.md).
+    task per config was 1.4-2.7x slower on one process, see docs/scale-out.md).
     """
     import functools
 

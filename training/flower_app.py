@@ -217,18 +217,20 @@ class LdpReleaseMod:
         ldir.mkdir(parents=True, exist_ok=True)
         total = cfg.budget if cfg.budget is not None else cfg.epsilon
         budget = None if math.isinf(total) else Budget(float(total))
-        acc = Accountant(ledger=Ledger(str(ldir / f"agent-{agent}.sqlite")), budget=budget)
-        mech = cfg.make_mechanism()
-        return privatize_reports(
-            raw["grad"],
-            mechanism=mech,
-            accountant=acc,
-            agent_ids=[f"0/{agent}"],
-            trial=np.zeros(1, dtype=np.int64),
-            agent=np.array([agent], dtype=np.int64),
-            rng=_agent_rng(sec, agent, raw["submission"], 1),
-            clip=cfg.effective_clip if cfg.mechanism == "none" else None,
-        )
+        ledger = Ledger(str(ldir / f"agent-{agent}.sqlite"))
+        try:
+            return privatize_reports(
+                raw["grad"],
+                mechanism=cfg.make_mechanism(),
+                accountant=Accountant(ledger=ledger, budget=budget),
+                agent_ids=[f"0/{agent}"],
+                trial=np.zeros(1, dtype=np.int64),
+                agent=np.array([agent], dtype=np.int64),
+                rng=_agent_rng(sec, agent, raw["submission"], 1),
+                clip=cfg.effective_clip if cfg.mechanism == "none" else None,
+            )
+        finally:
+            ledger.close()
 
 
 def _train(msg: Any, context: Any, secrets: Any, ledger_dir: Any) -> Any:
@@ -498,6 +500,7 @@ def _run_server(grid: Any, context: Any, settings: dict[str, Any]) -> Path:
         )
         w.write_npz("model.npz", {"theta": agg.theta[None, :].copy()})
         w.finish(status=status)
+        acc.close()
     return w.path
 
 
