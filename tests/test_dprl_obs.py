@@ -101,3 +101,17 @@ def test_dqn_obs_noise_raw_is_infinite() -> None:
     assert math.isinf(res.privacy["epsilon"])
     assert "epsilon = inf" in res.privacy["words"]
     assert res.transcript["observation"].shape[0] == 301  # every observation the learner saw
+
+
+def test_every_reinforce_episode_starts_from_a_reset() -> None:
+    """Each batch of episodes starts fresh: every step-0 state is a CartPole reset state."""
+    cfg = DprlConfig(algo="reinforce", privacy="obs-noise", noise_multiplier=0.0, episodes=24,
+                     num_envs=4, hidden=16)  # fmt: skip
+    res = train(cfg, seed=0)
+    tr = res.transcript
+    first = tr["observation"][tr["step"] == 0]
+    assert first.shape == (24, 4)
+    assert np.abs(first).max() <= 0.05  # CartPole resets uniformly in [-0.05, 0.05]^4
+    # and each episode's observations are its whole episode: lengths match the returns
+    counts = np.bincount(tr["episode"], minlength=24)
+    np.testing.assert_array_equal(counts, np.asarray(res.returns, dtype=int))

@@ -636,9 +636,10 @@ def train_reinforce(cfg: DprlConfig, *, seed: int, accountant: Any, hooks: Train
     returns: list[float] = []
     env_steps, stopped, n_updates = 0, None, cfg.n_updates
     bar = tqdm(total=cfg.episodes, desc="dprl reinforce", disable=not progress, leave=False)
-    obs, _ = envs.reset(seed=env_seed)
     try:  # Ctrl-C: stop, keep what was released so far (train() writes it)
         for update in range(n_updates):
+            # every batch starts B fresh episodes (the vector env's RNG continues)
+            obs, _ = envs.reset(seed=env_seed if update == 0 else None)
             # --- roll out B episodes at once (masked after each one ends) ---
             n_ep = min(B, cfg.episodes - update * B)
             states = np.zeros((MAX_EPISODE_STEPS, B, 4), dtype=np.float32)
