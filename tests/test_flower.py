@@ -175,3 +175,13 @@ def test_bad_inputs_refused_before_work(tmp_path):
     with pytest.raises(RunDirectoryError):
         F.run_simulation(cfg, tmp_path / "full", agents=AGENTS, ledger_dir=tmp_path / "l")
     assert not (tmp_path / "l").exists()
+
+
+def test_module_cli_usage_errors(tmp_path, capsys):
+    assert F.main(["--out", str(tmp_path / "r"), "--epsilon", "-1"]) == 2
+    assert "epsilon must be" in capsys.readouterr().err
+    assert F.main(["--out", str(tmp_path / "r"), "--gravities", "9.7,x"]) == 2
+    assert "--gravities must be a comma list" in capsys.readouterr().err
+    assert F.main(["--out", str(tmp_path / "r"), "--gravities", "9.7,-2"]) == 2
+    assert "gravity must be a finite number > 0" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()

@@ -451,7 +451,8 @@ def _run_server(grid: Any, context: Any, settings: dict[str, Any]) -> Path:
                 agg.receive(y)  # eq. 22, in node order
             if ok:  # the server's record of the charges its clients declared
                 acc.charge_many([(aid, event) for _, aid in ok])
-        status = "complete"
+        # a run in which no report was accepted released nothing usable: say so in its status
+        status = "complete" if cols["trial"] or not rejected else "failed"
     finally:
         n_rows = len(cols["trial"])
         transcript = {
@@ -650,8 +651,97 @@ def run_simulation(
         verbose_logging=verbose,
     )
     from ldp_audit.rundir import read_manifest
+    from ldp_audit.training.run_dir import read_metrics
 
-    man = read_manifest(run_dir)
+    man = read_manifest(run_dir) or {}
+    rejected = read_metrics(run_dir).get("rejected", [])
     if man.get("status") != "complete":
-        raise InvalidParameterError(f"the Flower run did not complete: {man.get('status')!r}")
+        first = rejected[0]["reason"][:500] if rejected else "unknown"
+        raise InvalidParameterError(
+            f"the Flower run in {str(run_dir)!r} ended with status {man.get('status')!r}; "
+            f"{len(rejected)} replies refused, the first: {first}"
+        )
+    if rejected:
+        import sys
+
+        print(
+            f"flower_app: {len(rejected)} replies refused (see metrics.json 'rejected'); "
+            f"the first: {rejected[0]['reason'][:300]}",
+            file=sys.stderr,
+        )
     return run_dir
+
+
+# ==============================================================================================
+# Command line
+# ==============================================================================================
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m ldp_audit.training.flower_app``: a Flower simulation of PGC-A3C into a run
+    directory. Exit 0 ok, 2 usage or input error (no traceback)."""
+    import argparse
+    import sys
+
+    from ldp_audit.errors import LdpAuditError
+    from ldp_audit.training.pgc_a3c import PgcA3cConfig
+
+    p = argparse.ArgumentParser(
+        prog="python -m ldp_audit.training.flower_app",
+        description="PGC-A3C in Flower's simulation engine: one SuperNode per agent, the "
+        "release (charge the agent's ledger, then randomise) as a client mod.",
+    )
+    p.add_argument("--out", required=True, help="the server's run directory (new or empty)")
+    p.add_argument("--ledger-dir", default=None, help="the agents' ledgers (default: OUT-agents)")
+    p.add_argument("--gravities", default="9.7,9.8,9.9", help="one private gravity per agent")
+    p.add_argument("--mechanism", choices=("laplace", "prs", "none"), default="laplace")
+    p.add_argument("--epsilon", type=float, default=5.0, help="total epsilon per agent")
+    p.add_argument("--rounds", type=int, default=3, help="submissions per agent T")
+    p.add_argument("--buffer-size", type=int, default=None, help="MAX_BUF (paper default)")
+    p.add_argument("--seed", type=int, default=0, help="server seed; agent k uses seed+1+k")
+    p.add_argument("--overwrite", action="store_true", help="replace an earlier run in --out")
+    p.add_argument(
+        "--no-ground-truth", action="store_true", help="do not write secrets.npz (scoring)"
+    )
+    a = p.parse_args(argv)
+    try:
+        try:
+            grav = [float(x) for x in a.gravities.split(",") if x.strip()]
+        except ValueError:
+            raise InvalidParameterError(
+                f"--gravities must be a comma list of numbers, got {a.gravities!r}"
+            ) from None
+        cfg = PgcA3cConfig(
+            mechanism=a.mechanism,
+            epsilon=a.epsilon,
+            rounds=a.rounds,
+            buffer_size=a.buffer_size,
+        )
+        agents = [AgentSecrets(g, a.seed + 1 + k) for k, g in enumerate(grav)]
+        run = run_simulation(
+            cfg,
+            a.out,
+            agents=agents,
+            ledger_dir=a.ledger_dir or f"{str(a.out).rstrip('/')}-agents",
+            seed=a.seed,
+            ground_truth=not a.no_ground_truth,
+            overwrite=a.overwrite,
+        )
+    except LdpAuditError as exc:
+        print(f"flower_app: error: {exc}", file=sys.stderr)
+        return 2
+    print(
+        f"wrote {run} (attack: ldp-audit attack dynamics --run-dir {run}; "
+        f"report: ldp-audit report {run})"
+    )
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    import sys
+
+    # run the module under its import name, so that the apps Ray pickles refer to
+    # ldp_audit.training.flower_app, not to __main__ (whose globals hold a lock)
+    from ldp_audit.training.flower_app import main as _main
+
+    sys.exit(_main())
