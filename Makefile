@@ -7,7 +7,7 @@ TORCH ?= torch==2.13.0+cpu
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 WHEELS ?= /opt/wheels
 
-.PHONY: demo test lint install reproduce bench clean
+.PHONY: demo test lint install reproduce bench clean docs
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 	# build: from a local wheel folder if it has one, else from the CPU wheel index.
 	$(BIN)/python -m pip install -q --find-links $(WHEELS) "$(TORCH)" \
 		|| $(BIN)/python -m pip install -q "$(TORCH)" --extra-index-url $(TORCH_INDEX)
-	$(BIN)/python -m pip install -q -e ".[test]"
+	$(BIN)/python -m pip install -q -e ".[test,docs,ray,flower]"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -39,6 +39,11 @@ reproduce: $(STAMP)
 	$(BIN)/ldp-audit reproduce pgc-a3c --trials 20 --max-submissions 90000 --seed 0 \
 		--out reports/pgc-a3c --overwrite
 
+# The documentation site (site/), strict: broken links and missing references fail.
+docs: $(STAMP)
+	$(BIN)/python scripts/gen_cli_docs.py
+	$(BIN)/mkdocs build --strict
+
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_mechanisms.py
 	$(BIN)/python benchmarks/bench_audit.py
@@ -47,4 +52,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_attacks.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info site
