@@ -159,6 +159,19 @@ def test_runs_are_reproducible(maps):
                 assert np.array_equal(x["state"][n][k], y["state"][n][k])
 
 
+def test_runs_batched_are_independent(maps):
+    cfg = FedRLConfig(**{**TINY, "train_steps": 20}, runs=2)
+    res = run_fedrl(cfg, seed=2, maps=maps, record=False)["results"]
+    assert [(r["method"], r["trial"]) for r in res] == [
+        (m, t) for m in ("dqn-alpha", "dqn-full", "fedrl") for t in (0, 1)
+    ]
+    for a, b in zip(res[::2], res[1::2], strict=True):
+        assert a["runs_batched"] == 2
+        net = next(iter(a["state"]))
+        w = next(iter(a["state"][net]))
+        assert not np.array_equal(a["state"][net][w], b["state"][net][w])  # own init per run
+
+
 def test_run_directory_and_report(tmp_path):
     cfg = FedRLConfig(**TINY, runs=1)
     out = tmp_path / "run"

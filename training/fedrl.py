@@ -480,25 +480,31 @@ def _mlp() -> Any:
     )
 
 
+_FULLQ: list[Any] = []
+
+
 def _full_q(hist: int) -> Any:
+    """DQN-full's network: one conv branch per observation, concatenated, 256 hidden, 16 out."""
     torch = _torch()
     nn = torch.nn
+    if not _FULLQ:  # one class per process (torch.func.stack_module_state needs the same class)
 
-    class FullQ(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.ca = nn.Sequential(nn.Conv2d(hist, 32, 3, padding=1), nn.ReLU(), nn.Flatten())
-            self.cb = nn.Sequential(nn.Conv2d(hist, 32, 3, padding=1), nn.ReLU(), nn.Flatten())
-            self.head = nn.Sequential(
-                nn.Linear(32 * (ALPHA_VIEW**2 + BETA_VIEW**2), 256),
-                nn.ReLU(),
-                nn.Linear(256, N_ACTIONS),
-            )
+        class FullQ(nn.Module):
+            def __init__(self, hist: int) -> None:
+                super().__init__()
+                self.ca = nn.Sequential(nn.Conv2d(hist, 32, 3, padding=1), nn.ReLU(), nn.Flatten())
+                self.cb = nn.Sequential(nn.Conv2d(hist, 32, 3, padding=1), nn.ReLU(), nn.Flatten())
+                self.head = nn.Sequential(
+                    nn.Linear(32 * (ALPHA_VIEW**2 + BETA_VIEW**2), 256),
+                    nn.ReLU(),
+                    nn.Linear(256, N_ACTIONS),
+                )
 
-        def forward(self, sa: Any, sb: Any) -> Any:
-            return self.head(torch.cat([self.ca(sa), self.cb(sb)], dim=1))
+            def forward(self, sa: Any, sb: Any) -> Any:
+                return self.head(torch.cat([self.ca(sa), self.cb(sb)], dim=1))
 
-    return FullQ()
+        _FULLQ.append(FullQ)
+    return _FULLQ[0](hist)
 
 
 # ----------------------------------------------------------------------------------------------

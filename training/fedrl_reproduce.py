@@ -11,6 +11,7 @@ import json
 import math
 import platform
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -80,8 +81,18 @@ def audit_output_mechanism(samples: int, seed: int) -> list[dict[str, Any]]:
     return out
 
 
-def reproduce(rc: ReproConfig, *, progress: bool = False, command: str = "") -> dict[str, Any]:
-    """Run the whole reproduction at the scale of ``rc``; returns the JSON-able results."""
+def reproduce(
+    rc: ReproConfig,
+    *,
+    progress: bool = False,
+    command: str = "",
+    checkpoint: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Run the whole reproduction at the scale of ``rc``; returns the JSON-able results.
+
+    ``checkpoint(results_so_far)`` is called after every stage (the CLI keeps a partial file so
+    a failure late in the run does not lose the finished stages).
+    """
     from ldp_audit.attacks.fedrl import attack_arrays
     from ldp_audit.training.fedrl import (
         PAPER_TABLE1,
@@ -106,6 +117,14 @@ def reproduce(rc: ReproConfig, *, progress: bool = False, command: str = "") -> 
         "fig4": {},
         "attacks": [],
     }
+
+    def save() -> None:
+        if checkpoint is not None:
+            checkpoint(res)
+
+    if rc.audit_samples:  # first: fast, and it needs no training
+        res["audit"] = audit_output_mechanism(rc.audit_samples, rc.seed)
+        save()
     maps_by_size = {}
     for i, size in enumerate(rc.sizes):
         t0 = time.perf_counter()
@@ -128,10 +147,14 @@ def reproduce(rc: ReproConfig, *, progress: bool = False, command: str = "") -> 
         m["train_steps"] = cfg.train_steps
         m["longest_shortest_path"] = int(maps.shortest.max())
         res["table1"][str(size)] = m
+        save()
     if rc.hist_lens:
         size = rc.sizes[0]
         for h in rc.hist_lens:
             t0 = time.perf_counter()
+            if h == rc.hist_len and str(size) in res["table1"]:
+                res["fig4"][str(h)] = dict(res["table1"][str(size)], reused="table1")
+                continue
             cfg = FedRLConfig(
                 size=size,
                 n_maps=rc.n_maps,
@@ -149,6 +172,7 @@ def reproduce(rc: ReproConfig, *, progress: bool = False, command: str = "") -> 
             m = _metrics(cfg, r["results"])
             m["seconds"] = time.perf_counter() - t0
             res["fig4"][str(h)] = m
+            save()
     if rc.attack_sigmas:
         size = rc.sizes[0]
         for clip in (None, rc.attack_clip):
@@ -179,8 +203,7 @@ def reproduce(rc: ReproConfig, *, progress: bool = False, command: str = "") -> 
                 a["seconds"] = time.perf_counter() - t0
                 a["fedrl1_succ_rate"] = r["results"][0]["FedRL-1"]["succ_rate"]
                 res["attacks"].append(a)
-    if rc.audit_samples:
-        res["audit"] = audit_output_mechanism(rc.audit_samples, rc.seed)
+                save()
     res["seconds_total"] = time.perf_counter() - t_all
     return res
 

@@ -441,8 +441,22 @@ def _reproduce(args: argparse.Namespace) -> int:
         attack_steps=args.attack_steps,
         seed=args.seed,
     )
-    results = reproduce(rc, progress=not args.no_progress, command=" ".join(sys.argv))
+    from pathlib import Path
+
+    partial = Path(out) / "results.partial.json"
+
+    def checkpoint(res: dict[str, Any]) -> None:
+        partial.parent.mkdir(parents=True, exist_ok=True)
+        partial.write_text(json.dumps(to_jsonable(res)))
+
+    results = reproduce(
+        rc,
+        progress=not args.no_progress,
+        command="ldp-audit " + " ".join(sys.argv[1:]),
+        checkpoint=checkpoint,
+    )
     files = write_report(results, out)
+    partial.unlink(missing_ok=True)
     if args.json:
         print(json.dumps(to_jsonable(results)))
     else:
