@@ -15,7 +15,13 @@ separately as ``implementation_bound``) for
 Beside each ratio: the **ceiling** of any audit that bounds one threshold event with
 one-sided Clopper-Pearson intervals (union bound) at these sample sizes: the exact event
 probabilities of the best threshold event, all N samples estimating it, no Bonferroni, the best
-error split. No such audit can exceed it; the gap to it is what our selection costs.
+error split; and the **pooled ceiling**, the same on 2N trials: what a pooled event pair
+(``stats.epsilon_lower_bound_from_pooled_counts``; an event with x the numerator and its mirror
+with x2 the numerator, equally good for these symmetric mechanisms) can reach at best.
+
+A single seed's ratio varies by about +-0.015 with the selection's luck, so each setting is
+also audited with seeds 0 .. ``--seeds``-1, with pooling (the default) and without
+(``pool=False``, the auditor before pooled pairs) in the same run: mean ratios of both.
 
 The straightforward baseline implements the same recipe the obvious way: one ``privatize``
 call per report and a Python loop over candidate thresholds. It runs on ``--naive-samples`` per
@@ -82,6 +88,11 @@ def ceiling(p1: np.ndarray, p2: np.ndarray, n: int, alpha: float, delta: float) 
             v = np.where(lo > 0, np.log(np.maximum(lo, 1e-300)) - np.log(hi), -np.inf)
         best = max(best, float(np.max(v)))
     return best
+
+
+def pooled_ceiling(p1: np.ndarray, p2: np.ndarray, n: int, alpha: float, delta: float) -> float:
+    """The ceiling of a pooled pair of mirrored events: one event's, on 2n trials."""
+    return ceiling(p1, p2, 2 * n, alpha, delta)
 
 
 def laplace_tails(b: float, c1: float, c2: float) -> tuple[np.ndarray, np.ndarray]:
@@ -165,13 +176,25 @@ def tightness(args) -> list[dict]:
         pairs = [(np.array([1.0]), np.array([-1.0]))]
         settings.append((f"gaussian sigma=2 delta={dl:g}", g, pairs, true, dl, p1, p2))
     rows = []
-    hdr = f"{'setting':36s} {'true':>6s} {'bound':>8s} {'ratio':>6s} {'ceiling':>7s} {'sec':>6s}"
-    print(hdr + f" {'impl':>8s} {'naive':>8s} {'speed-up':>8s}")
+    hdr = f"{'setting':36s} {'true':>6s} {'bound':>8s} {'ratio':>6s} {'ceiling':>7s} {'pooled':>7s}"
+    print(
+        hdr + f" {'sec':>6s} {'impl':>8s} {'naive':>8s} {'speed-up':>8s}"
+        f" {'mean':>6s} {'nopool':>6s}"
+    )
     for name, mech, pairs, true, dl, p1, p2 in settings:
         r = audit(mech, pairs, samples=n, confidence=args.confidence, rng=args.seed, dim=1,
                   profile=False)  # fmt: skip
         bound = r.distribution.epsilon_lower_bound
         ceil = ceiling(p1, p2, n, alpha, dl) / true if p1 is not None else None
+        pceil = pooled_ceiling(p1, p2, n, alpha, dl) / true if p1 is not None else None
+        seed_ratios: dict[str, list[float]] = {"pooled": [], "single": []}
+        for seed in range(args.seed, args.seed + args.seeds):
+            for key, pool in (("pooled", True), ("single", False)):
+                rs = audit(mech, pairs, samples=n, confidence=args.confidence, rng=seed, dim=1,
+                           profile=False, float_bits=False, pool=pool)  # fmt: skip
+                seed_ratios[key].append(rs.distribution.epsilon_lower_bound / true)
+        mean_p = float(np.mean(seed_ratios["pooled"]))
+        mean_s = float(np.mean(seed_ratios["single"]))
         w = r.distribution.witness
         x, x2 = (pairs or [(np.array(w.x), np.array(w.x2))])[0]
         naive_bound = naive_s = speedup = None
@@ -187,6 +210,12 @@ def tightness(args) -> list[dict]:
             "lower_bound": bound,
             "ratio": bound / true,
             "ceiling_ratio": ceil,
+            "pooled_ceiling_ratio": pceil,
+            "seeds": list(range(args.seed, args.seed + args.seeds)),
+            "seed_ratios_pooled": seed_ratios["pooled"],
+            "seed_ratios_without_pooling": seed_ratios["single"],
+            "mean_ratio_pooled": mean_p,
+            "mean_ratio_without_pooling": mean_s,
             "seconds": r.seconds,
             "pairs_searched": r.pairs_tested,
             "witness": w.to_dict() if w else None,
@@ -198,11 +227,12 @@ def tightness(args) -> list[dict]:
         }
         rows.append(row)
         cs = f"{ceil:7.3f}" if ceil is not None else f"{'n/a':>7s}"
+        cs += f" {pceil:7.3f}" if pceil is not None else f" {'n/a':>7s}"
         nb = f"{naive_bound:8.3f}" if naive_bound is not None else f"{'n/a':>8s}"
         sp = f"{speedup:7.0f}x" if speedup is not None else f"{'n/a':>8s}"
         print(
             f"{name:36s} {true:6.3f} {bound:8.4f} {bound / true:6.3f} {cs} {r.seconds:6.2f} "
-            f"{r.epsilon_lower_bound:8.3f} {nb} {sp}",
+            f"{r.epsilon_lower_bound:8.3f} {nb} {sp} {mean_p:6.3f} {mean_s:6.3f}",
             flush=True,
         )
     return rows
@@ -297,6 +327,7 @@ def main() -> None:
     ap.add_argument("--goal-samples", type=int, default=6_000_000)
     ap.add_argument("--confidence", type=float, default=0.95)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seeds", type=int, default=6, help="seeds per setting for mean ratios")
     ap.add_argument("--json", type=Path, default=Path("benchmarks/results/bench_audit.json"))
     args = ap.parse_args()
     rows = tightness(args)
@@ -307,7 +338,7 @@ def main() -> None:
         "command": "benchmarks/bench_audit.py "
         + f"--samples {args.samples} --naive-samples {args.naive_samples} "
         + f"--scalar-samples {args.scalar_samples} --goal-samples {args.goal_samples} "
-        + f"--seed {args.seed}",
+        + f"--seed {args.seed} --seeds {args.seeds}",
         "machine": f"{platform.machine()} {platform.processor() or ''}".strip()
         + ", shared and loaded 2-core machine",
         "samples_per_input": args.samples,

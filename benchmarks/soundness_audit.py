@@ -49,6 +49,12 @@ def main() -> None:
     ap.add_argument("--gaussian-audits", type=int, default=40)
     ap.add_argument("--seed", type=int, default=20261122)
     ap.add_argument("--json", type=Path, default=Path("benchmarks/results/soundness_audit.json"))
+    ap.add_argument(
+        "--pool",
+        action="store_true",
+        help="audit with pool=True (pooled event pairs, stats.epsilon_lower_bound_from_pooled_"
+        "counts) instead of the default",
+    )
     args = ap.parse_args()
 
     mechs = [
@@ -71,7 +77,8 @@ def main() -> None:
         for i, s in enumerate(seeds):
             name, mech, dim, fb = mechs[i % len(mechs)]
             true = truths[i % len(mechs)]
-            r = audit(mech, samples=args.samples, confidence=conf, rng=s, dim=dim, float_bits=fb)
+            r = audit(mech, samples=args.samples, confidence=conf, rng=s, dim=dim, float_bits=fb,
+                      pool=args.pool)  # fmt: skip
             hit = r.epsilon_lower_bound > true
             over += hit
             per_mech[name][0] += hit
@@ -80,7 +87,8 @@ def main() -> None:
         g_over = 0
         gauss = Gaussian(clip=0.5, noise_multiplier=2.0, delta=1e-3)
         for s in groot.spawn(args.gaussian_audits):
-            r = audit(gauss, samples=args.samples, confidence=conf, rng=s, float_bits=False)
+            r = audit(gauss, samples=args.samples, confidence=conf, rng=s, float_bits=False,
+                      pool=args.pool)  # fmt: skip
             g_over += r.epsilon_lower_bound > gauss.epsilon
             prof_runs += 1
             prof_over += any(
@@ -91,6 +99,7 @@ def main() -> None:
         lo, hi = clopper_pearson_interval(over, args.audits, 0.05)
         row = {
             "confidence": conf,
+            "pool": args.pool,
             "audits": args.audits,
             "above_true_epsilon": int(over),
             "fraction": over / args.audits,

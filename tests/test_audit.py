@@ -109,7 +109,7 @@ def test_pooled_pair_arithmetic_exact_on_fake():
     # symmetric rates: y = 1 is 0.6 vs 0.4 (x numerator), y = 0 is 0.6 vs 0.4 (x2 numerator);
     # pooling both on the same outputs estimates each rate on 2 n_est trials and wins
     fake = RateFake({0.0: 0.6, 1.0: 0.4}, epsilon=0.1)
-    r = audit(fake, PAIR, samples=10_000, confidence=0.9, rng=0, max_events=1)
+    r = audit(fake, PAIR, samples=10_000, confidence=0.9, rng=0, max_events=1, pool=True)
     n_est = 9_000
     w = r.witness
     assert w.pooled and "pooled with" in w.event
@@ -123,10 +123,31 @@ def test_pooled_pair_arithmetic_exact_on_fake():
     assert math.log(1.5) > r.epsilon_lower_bound > single.epsilon_lower_bound > 0.2
     assert r.to_dict()["witness"]["pooled"] is True
     # pooling is proven only for per-side error levels below 1/4: not used at confidence 0.5
-    low = audit(fake, PAIR, samples=10_000, confidence=0.5, rng=0, max_events=1)
+    low = audit(fake, PAIR, samples=10_000, confidence=0.5, rng=0, max_events=1, pool=True)
     assert not low.witness.pooled
     with pytest.raises(InvalidParameterError, match="pool"):
         audit(fake, PAIR, samples=10_000, pool="yes")
+    # the default is off: a single event, n_est trials
+    assert not audit(fake, PAIR, samples=10_000, confidence=0.9, rng=0).witness.pooled
+
+
+def test_pooled_ceiling_is_exact():
+    # disjoint outputs (true epsilon inf): k2 = 0 of 2 n_est pooled trials reaches the ceiling
+    class Disjoint:
+        epsilon = 0.5
+
+        def privatize(self, x, rng):
+            return np.array(x, dtype=np.float64)  # two point masses, no overlap
+
+    pair = [(np.array([0.0]), np.array([100.0]))]
+    n_est = audit_mod.estimation_samples(5_000)
+    top = audit_mod.max_refutable_epsilon(n_est, 0.95, pool=True)
+    a = 0.9 * 0.05
+    assert top == pytest.approx(-math.log(1.0 - a ** (1.0 / (2 * n_est))), rel=1e-12)
+    assert top > audit_mod.max_refutable_epsilon(n_est, 0.95)  # the pooled trials count twice
+    r = audit(Disjoint(), pair, samples=5_000, rng=0, float_bits=False, max_events=1, pool=True)
+    assert r.witness.pooled and r.witness.k2 == 0 and r.witness.n2 == 2 * n_est
+    assert top - 0.01 < r.epsilon_lower_bound <= top + 1e-9
 
 
 def test_epsilon_delta_form_exact():
