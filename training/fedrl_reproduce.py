@@ -213,10 +213,14 @@ def _pct(v: float) -> str:
 
 
 def _ci(lo_hi: list[float], scale: float = 100.0, nd: int = 1) -> str:
+    """A t-interval; for rates (scale 100) cut to [0, 100], where a rate lives."""
     lo, hi = lo_hi
     if lo is None or (isinstance(lo, float) and math.isnan(lo)):
         return "n/a"
-    return f"[{scale * lo:.{nd}f}, {scale * hi:.{nd}f}]"
+    lo, hi = scale * lo, scale * hi
+    if scale == 100.0:
+        lo, hi = max(lo, 0.0), min(hi, 100.0)
+    return f"[{lo:.{nd}f}, {hi:.{nd}f}]"
 
 
 def _eps(v: Any) -> str:
@@ -242,7 +246,8 @@ def render_markdown(res: dict[str, Any]) -> str:
         "",
         "## Table 1: SuccRate (%) and AvgRwd on the test maps",
         "",
-        "Ours: mean over runs with a 95 % t-interval over runs; each run evaluates "
+        "Ours: mean over runs with a 95 % t-interval over runs (for rates cut to [0, 100]); "
+        "each run evaluates "
         f"{rc['eval_maps']} test maps greedily. Paper: mean of five runs (no interval given).",
         "",
         "| size | method | runs | train iterations | SuccRate ours | 95 % CI | SuccRate paper "
@@ -251,8 +256,9 @@ def render_markdown(res: dict[str, Any]) -> str:
     ]
     for size, m in res["table1"].items():
         for name, t in m["table"].items():
-            ps = paper["SuccRate"][name][int(size)]
-            pr = paper["AvgRwd"][name][int(size)]
+            # int keys in memory, str keys after a JSON round trip
+            ps = {str(k): v for k, v in paper["SuccRate"][name].items()}[str(size)]
+            pr = {str(k): v for k, v in paper["AvgRwd"][name].items()}[str(size)]
             lines.append(
                 f"| {size} | {name} | {t['runs']} | {m['train_steps']} x {rc['n_envs']} maps | "
                 f"{_pct(t['succ_rate'])} | {_ci(t['succ_rate_ci'])} | {ps:.2f} | "
@@ -289,7 +295,7 @@ def render_markdown(res: dict[str, Any]) -> str:
             "best accuracy one release with the per-row (epsilon, delta) allows for that prior.",
             "",
             "| sigma | clip B | per-row eps | beta's run eps | cells mean acc (chance) | best cell "
-            "acc [CI] | ceiling | bump from Y acc [CI] (chance) | reward MAE (baseline) |",
+            "acc [CI] (chance) | ceiling | bump from Y acc [CI] (chance) | reward MAE (baseline) |",
             "|---|---|---|---|---|---|---|---|---|",
         ]
         for a in res["attacks"]:
@@ -299,7 +305,8 @@ def render_markdown(res: dict[str, Any]) -> str:
                 f"| {a['sigma']:g} | {a['clip_outputs'] if a['clip_outputs'] else 'none'} | "
                 f"{_eps(a['epsilon_per_row'])} | {_eps(a['epsilon_beta_run'])} | "
                 f"{a['cells_mean_accuracy']:.3f} ({a['cells_mean_chance']:.3f}) | "
-                f"{b['accuracy']:.3f} [{b['accuracy_ci'][0]:.3f}, {b['accuracy_ci'][1]:.3f}] | "
+                f"{b['accuracy']:.3f} [{b['accuracy_ci'][0]:.3f}, {b['accuracy_ci'][1]:.3f}] "
+                f"({b['chance']:.3f}) | "
                 f"{b['ceiling']:.3f} | "
                 + (
                     f"{rw['accuracy']:.3f} [{rw['accuracy_ci'][0]:.3f}, "
