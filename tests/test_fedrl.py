@@ -362,3 +362,50 @@ def test_cli_attack_needs_a_fedrl_run(tmp_path, capsys):
     (tmp_path / "config.json").write_text(json.dumps(doc))
     assert _cli(["attack", "fedrl", "--run-dir", str(tmp_path)]) == 2
     assert "must be a fedrl run" in capsys.readouterr().err
+
+
+def test_cli_reproduce_tiny(tmp_path, capsys):
+    out = tmp_path / "rep"
+    args = [
+        "reproduce",
+        "fedrl",
+        "--sizes",
+        "8",
+        "--runs",
+        "2",
+        "--train-steps",
+        "20",
+        "--n-envs",
+        "4",
+        "--n-maps",
+        "100",
+        "--eval-maps",
+        "5",
+        "--hist-lens",
+        "2",
+        "--fig4-runs",
+        "1",
+        "--attack-sigmas",
+        "0",
+        "--attack-clip",
+        "1",
+        "--attack-steps",
+        "60",
+        "--audit-samples",
+        "0",
+        "--no-progress",
+        "--out",
+        str(out),
+    ]
+    assert _cli(args) == 0
+    md = (out / "README.md").read_text()
+    assert (
+        "| 8 | FedRL-1 | 2 |" in md and "## Figure 4" in md and "## Attack on the transcript" in md
+    )
+    res = json.loads((out / "results.json").read_text())
+    assert set(res["table1"]["8"]["table"]) == {"DQN-alpha", "FedRL-1", "FedRL-2", "DQN-full"}
+    assert len(res["attacks"]) == 2  # sigma 0 without and with clipping
+    assert not (out / "results.partial.json").exists()
+    capsys.readouterr()
+    assert _cli(args) == 2  # a generated report is evidence: no silent overwrite
+    assert "already holds a report" in capsys.readouterr().err

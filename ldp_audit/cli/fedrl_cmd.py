@@ -239,6 +239,12 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
         default=400,
         help="training iterations of each attacked run",
     )
+    r.add_argument(
+        "--audit-samples",
+        type=int_at_least("--audit-samples", 0),
+        default=200_000,
+        help="samples per input of the output-mechanism audit (0: skip it)",
+    )
     r.add_argument("--seed", type=int_at_least("--seed", 0), default=0, help="master seed")
     r.add_argument(
         "--out",
@@ -440,6 +446,7 @@ def _reproduce(args: argparse.Namespace) -> int:
         attack_clip=args.attack_clip,
         attack_steps=args.attack_steps,
         seed=args.seed,
+        audit_samples=args.audit_samples,
     )
     from pathlib import Path
 
