@@ -676,7 +676,7 @@ class _Exchange:
             )
             self.log.y_reward.append(reward.reshape(-1).astype(np.float64))
             self.log.y_bump.append(bump.reshape(-1).astype(np.int64))
-        return np.asarray(rel.values).reshape(k, n)
+        return np.array(rel.values).reshape(k, n)  # a writable copy
 
 
 def _eps_greedy(q: np.ndarray, eps: float, rng: np.random.Generator) -> np.ndarray:
