@@ -64,6 +64,13 @@ def test_train_attack_report_end_to_end(tmp_path, capsys):
         # a second attack does not silently replace the artefact
         assert main(["attack", "frd", "--run-dir", str(rd)]) == 2
         capsys.readouterr()
+    # the generic command dispatches FRD runs to the FRD attack (24 shadow agents per gravity,
+    # its default): the non-private proxy memory leaks, CI above chance
+    out = tmp_path / "dyn.json"
+    rc = main(["attack", "dynamics", "--run-dir", str(tmp_path / "plain"), "--out", str(out)])
+    assert rc == 0, capsys.readouterr().err
+    capsys.readouterr()
+    assert json.loads(out.read_text())["accuracy_ci"][0] > 1 / 3
     plain, ldp = runs["plain"], runs["ldp"]
     assert plain["ceiling"] == 1.0 and plain["epsilon"] == "inf"
     assert plain["accuracy_ci"][0] > 1 / 3  # leaks: CI entirely above chance

@@ -267,14 +267,29 @@ def _dynamics(args: argparse.Namespace) -> int:
                 f"{target} already exists; write this result elsewhere with --out FILE, or "
                 f"pass --overwrite to replace it"
             )
-        pred = D.attack_run_dir(
-            args.run_dir,
-            n_shadow=args.shadow,
-            max_groups=args.max_groups,
-            seed=args.seed,
-            progress=sys.stderr.isatty(),
-        )
-        res = D.score_run_dir(args.run_dir, pred, confidence=args.confidence)
+        from ldp_audit.rundir import read_config
+
+        if read_config(args.run_dir).get("algorithm") == "frd":
+            # FRD uploads proxy memories, not gradients: its shadow-training attack (the
+            # --shadow default of the gradient attack means something else there)
+            from ldp_audit.attacks import frd as F
+
+            res = F.run(
+                args.run_dir,
+                max_groups=args.max_groups,
+                seed=args.seed,
+                confidence=args.confidence,
+                progress=sys.stderr.isatty(),
+            )
+        else:
+            pred = D.attack_run_dir(
+                args.run_dir,
+                n_shadow=args.shadow,
+                max_groups=args.max_groups,
+                seed=args.seed,
+                progress=sys.stderr.isatty(),
+            )
+            res = D.score_run_dir(args.run_dir, pred, confidence=args.confidence)
         # docs/interfaces.md: RUN_DIR/attack_dynamics.json is the run's one named artefact for
         # this attack; with --out the result goes there and the run is left untouched
         if not args.out:
