@@ -7,7 +7,7 @@ TORCH ?= torch==2.13.0+cpu
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 WHEELS ?= /opt/wheels
 
-.PHONY: demo test lint install reproduce bench clean docs
+.PHONY: demo test lint install reproduce reproduce-fedrl reproduce-frd bench clean docs
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -40,6 +40,15 @@ test: $(STAMP) lint
 reproduce: $(STAMP)
 	$(BIN)/ldp-audit reproduce pgc-a3c --trials 20 --max-submissions 90000 --seed 0 \
 		--out reports/pgc-a3c --overwrite
+
+# The committed reports of the other systems (each states its scale and wall time in its README).
+reproduce-fedrl: $(STAMP)
+	$(BIN)/ldp-audit reproduce fedrl --out reports/fedrl --overwrite --sizes 8 16 32 --runs 5 \
+		--train-steps 800 --hist-lens 2 4 8 --fig4-runs 2 --attack-steps 250
+
+reproduce-frd: $(STAMP)
+	$(BIN)/ldp-audit reproduce frd --out reports/frd --overwrite --agents 1,2,4 --groups 3 \
+		--max-episodes 250
 
 # The documentation site (site/), strict: broken links and missing references fail.
 docs: $(STAMP)
