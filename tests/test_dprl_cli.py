@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 import torch
@@ -113,3 +114,32 @@ def test_broken_trainer_gives_violation_exit_codes(tmp_path, capsys) -> None:
     assert "Verdict: violation" in md
     sec = md.split("One-run audit", 1)[1]  # this module's report section
     assert "| white-box |" in sec and "| black-box |" in sec and "VIOLATION" in sec
+
+
+def test_reproduce_tiny(tmp_path) -> None:
+    """The reproduction pipeline at a toy scale (the committed report is reports/dprl)."""
+    from ldp_audit.training.dprl_reproduce import ReproduceSettings, reproduce
+
+    s = ReproduceSettings(seeds=2, episodes=16, total_steps=300, dpsgd_noise=(0.0, 1.0),
+                          obs_noise=(0.0, 1.0), audit_canaries=0)  # fmt: skip
+    res = reproduce(s, out=tmp_path / "rep")
+    names = {p.name for p in (tmp_path / "rep").iterdir()}
+    assert {"README.md", "results.json", "figure8.png", "figure9.png", "figure12.png",
+            "figure13.png"} <= names  # fmt: skip
+    rows = {(r["algo"], r["family"], r["sigma"]): r for r in res["table"]}
+    assert rows[("reinforce", "dpsgd", 1.0)]["epsilon"] < math.inf
+    assert rows[("dqn", "obs-noise", 1.0)]["epsilon"] == math.inf
+    assert rows[("dqn", "obs-noise", 1.0)]["boxed_epsilon_per_episode"] < math.inf
+    # the sigma 0 baseline is run once per (algo, seed) and shared by both figures
+    assert rows[("reinforce", "dpsgd", 0.0)]["final_return_mean"] == pytest.approx(
+        rows[("reinforce", "obs-noise", 0.0)]["final_return_mean"]
+    )
+    assert "inf on raw states" in (tmp_path / "rep" / "README.md").read_text()
+
+
+def test_reproduce_refuses_existing_report_before_work(tmp_path, capsys) -> None:
+    out = tmp_path / "rep"
+    out.mkdir()
+    (out / "README.md").write_text("earlier report")
+    assert main(["reproduce", "dprl", "--seeds", "1", "--out", str(out)]) == 2
+    assert (out / "README.md").read_text() == "earlier report"
