@@ -115,3 +115,15 @@ def test_every_reinforce_episode_starts_from_a_reset() -> None:
     # and each episode's observations are its whole episode: lengths match the returns
     counts = np.bincount(tr["episode"], minlength=24)
     np.testing.assert_array_equal(counts, np.asarray(res.returns, dtype=int))
+
+
+def test_the_auditor_takes_the_mechanism() -> None:
+    """ldp_audit.audit.audit accepts the boxed mechanism (candidate_pairs = box corners) and
+    finds no violation (seeded; the bound holds with 95% confidence); raw states are refused."""
+    from ldp_audit.audit import audit
+
+    m = ObservationNoiseMechanism(noise_multiplier=200.0, box=CARTPOLE_BOX)
+    res = audit(m, samples=100_000, rng=0, dim=4, float_bits=False)
+    assert 0.0 < res.epsilon_lower_bound <= m.epsilon and not res.violation
+    with pytest.raises(InvalidParameterError, match="inf"):
+        audit(ObservationNoiseMechanism(noise_multiplier=200.0), samples=1000, rng=0, dim=4)

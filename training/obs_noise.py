@@ -230,6 +230,24 @@ class ObservationNoiseMechanism:
         noise = rng.standard_normal(arr.shape) * (self.noise_multiplier * self._iqr)
         return self.clip(arr) + noise
 
+    def candidate_pairs(self, dim: int | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Neighbouring states the auditor should try: opposite corners of the declared box
+        (the L2-extreme pair) and each component's two bounds; far-apart states when raw."""
+        d = self._iqr.size
+        if dim is not None and dim != d:
+            raise InvalidParameterError(f"dim must be {d} (the state dimension), got {dim!r}")
+        if self._box is None:
+            lo, hi = -100.0 * self._iqr, 100.0 * self._iqr  # any states: no box bounds them
+        else:
+            lo, hi = self._box[:, 0].copy(), self._box[:, 1].copy()
+        pairs = [(lo.copy(), hi.copy()), (hi.copy(), lo.copy())]
+        mid = 0.5 * (lo + hi)
+        for i in range(d):
+            a, b = mid.copy(), mid.copy()
+            a[i], b[i] = lo[i], hi[i]
+            pairs.append((a, b))
+        return pairs
+
     def to_config(self) -> dict[str, Any]:
         return {
             "name": self.name,
