@@ -7,7 +7,7 @@ TORCH ?= torch==2.13.0+cpu
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 WHEELS ?= /opt/wheels
 
-.PHONY: demo test lint install reproduce reproduce-fedrl reproduce-frd bench clean docs
+.PHONY: demo test lint install reproduce reproduce-dprl reproduce-fedrl reproduce-frd bench clean docs
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -42,6 +42,10 @@ reproduce: $(STAMP)
 		--out reports/pgc-a3c --overwrite
 
 # The committed reports of the other systems (each states its scale and wall time in its README).
+reproduce-dprl: $(STAMP)
+	$(BIN)/ldp-audit reproduce dprl --seeds 3 --episodes 600 --total-steps 10000 \
+		--audit-canaries 500 --out reports/dprl --overwrite
+
 reproduce-fedrl: $(STAMP)
 	$(BIN)/ldp-audit reproduce fedrl --out reports/fedrl --overwrite --sizes 8 16 32 --runs 5 \
 		--train-steps 800 --hist-lens 2 4 8 --fig4-runs 2 --attack-steps 250
