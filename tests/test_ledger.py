@@ -267,23 +267,28 @@ def test_sigkill_never_releases_uncharged(tmp_path):
 
 
 def test_threads_share_one_accountant(tmp_path):
+    """Threads sharing one Accountant (one connection): a thread must never write into another
+    thread's open transaction (it did: a false integrity alarm, and charges outside their own
+    budget check). 5 ledgers x 4 threads x 60 charges; before the fix the first ledger failed."""
     import threading
 
-    acc = Accountant(tmp_path / "l.sqlite", budget=Budget(epsilon=1.0))
-    errors: list[BaseException] = []
+    for rep in range(5):
+        acc = Accountant(tmp_path / f"l{rep}.sqlite", budget=Budget(epsilon=1.0))
+        errors: list[BaseException] = []
 
-    def work(t: int) -> None:
-        try:
-            for i in range(50):
-                acc.charge(f"{t}/{i}", PureDpEvent(0.5))
-                acc.spent(f"{t}/{i}", method="basic")
-        except BaseException as exc:  # pragma: no cover - reported below
-            errors.append(exc)
+        def work(t: int, acc=acc, errors=errors) -> None:
+            try:
+                for i in range(60):
+                    acc.charge(f"{t}/{i}", PureDpEvent(0.5))
+                    acc.spent(f"{t}/{i}", method="basic")
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
 
-    threads = [threading.Thread(target=work, args=(t,)) for t in range(3)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    assert not errors
-    assert len(acc.ledger) == 150
+        threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        assert not errors, errors[0]
+        assert len(acc.ledger) == 240
+        assert acc.ledger.verify()["ok"]

@@ -871,23 +871,27 @@ class Ledger:
                 check(states)
             self._append_rows(rows, states, run_id=run_id, when=when)
 
-        if self._in_tx:
-            try:
-                work()
-            except sqlite3.Error as exc:
-                raise self._wrap(exc, "write") from exc
-        else:
-            with self.transaction():
-                work()
+        # The lock is taken before ``_in_tx`` is read: another thread's open transaction must
+        # make this thread wait, never let it write into that transaction.
+        with self._lock:
+            if self._in_tx:
+                try:
+                    work()
+                except sqlite3.Error as exc:
+                    raise self._wrap(exc, "write") from exc
+            else:
+                with self.transaction():
+                    work()
         return len(rows)
 
     def _insert(
         self, rows: Sequence[tuple[str, str, str]], *, run_id: str | None, when: float | None
     ) -> None:
         """Insert ``(agent, event_json, scope)`` rows; must run inside ``transaction()``."""
-        if not self._in_tx:
-            raise LedgerError("Ledger._insert must run inside Ledger.transaction()")
-        self.charge_rows(rows, run_id=run_id, when=when)
+        with self._lock:
+            if not self._in_tx:
+                raise LedgerError("Ledger._insert must run inside Ledger.transaction()")
+            self.charge_rows(rows, run_id=run_id, when=when)
 
     def append(
         self,
