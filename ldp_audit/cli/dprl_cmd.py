@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 from ldp_audit.cli._types import (
+    DefaultsHelpFormatter,
     add_run_mode_arguments,
     check_out_for_mode,
     int_at_least,
@@ -69,7 +70,7 @@ def _box(text: str) -> Any:
 
 def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
     """Add ``train dprl`` and ``reproduce dprl``."""
-    fmt = argparse.ArgumentDefaultsHelpFormatter
+    fmt = DefaultsHelpFormatter  # defaults shown only where they inform
     p = train_subparsers.add_parser(
         "dprl",
         help="DP-SGD (Opacus) or observation-noise REINFORCE / DQN on CartPole-v1",
@@ -136,7 +137,7 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
         default=None,
         help="parallel environments (REINFORCE: episodes per update; default 8, DQN 1)",
     )
-    p.add_argument("--seed", type=int_at_least("--seed", 0), default=0)
+    p.add_argument("--seed", type=int_at_least("--seed", 0), default=0, help="master seed")
     p.add_argument(
         "--out",
         default=None,

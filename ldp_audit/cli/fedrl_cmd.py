@@ -11,6 +11,7 @@ import sys
 from typing import Any
 
 from ldp_audit.cli._types import (
+    DefaultsHelpFormatter,
     add_run_mode_arguments,
     check_out_for_mode,
     int_at_least,
@@ -19,7 +20,7 @@ from ldp_audit.cli._types import (
 )
 from ldp_audit.errors import InvalidParameterError
 
-_FMT = argparse.ArgumentDefaultsHelpFormatter
+_FMT = DefaultsHelpFormatter  # defaults shown only where they inform
 
 
 def _real(name: str):  # noqa: ANN202

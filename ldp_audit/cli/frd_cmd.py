@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ldp_audit.cli._types import (
+    DefaultsHelpFormatter,
     add_run_mode_arguments,
     check_out_for_mode,
     epsilon_or_inf,
@@ -24,7 +25,7 @@ from ldp_audit.cli._types import (
 )
 from ldp_audit.errors import InvalidParameterError
 
-_FMT = argparse.ArgumentDefaultsHelpFormatter
+_FMT = DefaultsHelpFormatter  # defaults shown only where they inform
 
 
 def _real(name: str, low: float) -> Any:
@@ -116,11 +117,16 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
         help="LDP variant: epsilon per upload (composed over the run); omit (or inf) for the "
         "non-private upload",
     )
-    p.add_argument("--ldp-samples", type=int_at_least("--ldp-samples", 1), default=32)
+    p.add_argument(
+        "--ldp-samples",
+        type=int_at_least("--ldp-samples", 1),
+        default=32,
+        help="(cell, policy) pairs sampled per LDP upload",
+    )
     p.add_argument(
         "--no-stop-at-mission", action="store_true", help="run every agent to --max-episodes"
     )
-    p.add_argument("--seed", type=int_at_least("--seed", 0), default=0)
+    p.add_argument("--seed", type=int_at_least("--seed", 0), default=0, help="master seed")
     p.add_argument("--out", default=None, metavar="RUN_DIR", help="run directory to write")
     add_run_mode_arguments(p)
     p.add_argument("--json", action="store_true", help="print metrics as JSON on stdout")
@@ -137,7 +143,7 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
     r.add_argument(
         "--out",
         default=None,
-        help="report folder (default: a new runs/frd-reproduce-<time>; pass reports/frd for "
+        help="report folder (default: a new runs/reproduce-frd-<timestamp>; pass reports/frd for "
         "the committed report)",
     )
     r.add_argument("--overwrite", action="store_true", help="regenerate an existing report")
@@ -149,8 +155,8 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
     r.add_argument("--ldp-epsilons", type=_eps_list, default=(1.0, 10.0))
     r.add_argument("--no-leak", action="store_true", help="skip the attack experiment")
     r.add_argument("--leak-groups", type=int_at_least("--leak-groups", 1), default=6)
-    r.add_argument("--seed", type=int_at_least("--seed", 0), default=0)
-    r.add_argument("--json", action="store_true")
+    r.add_argument("--seed", type=int_at_least("--seed", 0), default=0, help="master seed")
+    r.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
     r.add_argument("--no-progress", action="store_true")
     r.set_defaults(func=_reproduce)
 
@@ -169,11 +175,13 @@ def register_attack(attack_subparsers: Any) -> None:
         "--shadow", type=int_at_least("--shadow", 1), default=24, help="shadow agents per gravity"
     )
     a.add_argument("--max-groups", type=int_at_least("--max-groups", 1), default=None)
-    a.add_argument("--seed", type=int_at_least("--seed", 0), default=0)
+    a.add_argument("--seed", type=int_at_least("--seed", 0), default=0, help="attack seed")
     a.add_argument("--confidence", type=float, default=0.95)
     a.add_argument("--out", default=None, help="write the result JSON here instead")
-    a.add_argument("--overwrite", action="store_true")
-    a.add_argument("--json", action="store_true")
+    a.add_argument(
+        "--overwrite", action="store_true", help="replace the run's attack_dynamics.json"
+    )
+    a.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     a.set_defaults(func=_attack)
 
 
@@ -232,7 +240,7 @@ def _train(args: argparse.Namespace) -> int:
 def _reproduce(args: argparse.Namespace) -> int:
     from ldp_audit.cli._types import check_report_out
 
-    out = args.out or timestamped_dir("runs/frd-reproduce")
+    out = args.out or timestamped_dir("runs/reproduce-frd")
     check_report_out(out, overwrite=args.overwrite)
     from ldp_audit.training.frd_reproduce import ReproduceSettings, reproduce
 
