@@ -323,13 +323,11 @@ def plot(doc: dict[str, Any], path: str | Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command line: ``python -m ldp_audit.attacks.sweep [--agents N] [--shadow M] [--out DIR]
-    ...``."""
-    p = argparse.ArgumentParser(
-        prog="python -m ldp_audit.attacks.sweep", description=__doc__.split("\n")[0]
-    )
-    add_arguments(p)
-    return run_from_args(p.parse_args(argv))
+    """Command line: ``python -m ldp_audit.attacks.sweep [--agents N] ...`` is exactly
+    ``ldp-audit attack sweep [--agents N] ...`` (same validation, exit codes, no tracebacks)."""
+    from ldp_audit.cli import main as cli_main
+
+    return cli_main(["attack", "sweep", *(sys.argv[1:] if argv is None else argv)])
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
