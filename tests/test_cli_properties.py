@@ -440,6 +440,13 @@ def test_sigint_during_training_leaves_a_consistent_interrupted_run(
     nv = " ".join(model["verdict"]["not_verified"])
     assert "did not complete (status: interrupted)" in nv
     assert model["ledger"]["agents"] == charged  # the charges made before Ctrl-C are reported
+    # the transcript of what was released is written, and every row of it was charged
+    import numpy as np
+
+    with np.load(run / "transcript.npz") as z:
+        released = {f"{t}/{a}" for t, a in zip(z["trial"], z["agent"], strict=True)}
+    assert released and released <= set(Accountant(ledger=str(run / "ledger.sqlite")).agents())
+    assert json.loads((run / "manifest.json").read_text())["status"] == "interrupted"
 
 
 def test_json_into_a_closed_pipe_exits_quietly(tmp_path: Path) -> None:

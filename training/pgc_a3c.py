@@ -1161,6 +1161,7 @@ class _Engine:
         record: Sequence[bool],
     ) -> None:
         self.configs = list(configs)
+        self.stop_requested = False  # set by a SIGINT/SIGTERM handler: stop at the next step
         steps = {c.episode_steps for c in self.configs}
         if len(steps) != 1:
             raise InvalidParameterError(
@@ -1336,7 +1337,7 @@ class _Engine:
 
     # ------------------------------------------------------------------------------ main loop
     def run(self, progress: Any = None) -> None:
-        while self.active.any():
+        while self.active.any() and not self.stop_requested:
             if self.block_pos >= _ACT_BLOCK:
                 self._refill_act_block()
             u = self.act_block[self.block_pos]
@@ -1714,6 +1715,12 @@ def train_grid(
             desc="pgc-a3c submissions",
             unit="sub",
         )
+    # Ctrl-C / SIGTERM stop the engine at the next lock-step boundary (a second signal acts at
+    # once), so an interrupted run still writes the transcript of every report it released: the
+    # ledger and the transcript agree (charged-but-not-released rows of the step in flight are
+    # the only difference, the safe direction).
+    caught: list[tuple[int, Any]] = []
+    restore = _install_stop_handlers(engine, caught)
     try:
         engine.run(bar if _sink is None else _sink)
     except BaseException:
@@ -1725,13 +1732,49 @@ def train_grid(
                 w.finish(status="interrupted")
         raise
     finally:
+        restore()
         if bar is not None:
             bar.close()
     results = engine.results(time.perf_counter() - t0)
+    status = "interrupted" if caught else "complete"
     for w, res in zip(writers, results, strict=True):
         if w is not None:
-            rd.write_run(w, res)
+            rd.write_run(w, res, status=status)
+    if caught:
+        signum, handler = caught[0]
+        if callable(handler):
+            handler(signum, None)  # the handler in force before (raises, e.g. KeyboardInterrupt)
+        raise KeyboardInterrupt
     return results
+
+
+def _install_stop_handlers(engine: Any, caught: list[tuple[int, Any]]) -> Any:
+    """SIGINT/SIGTERM -> ``engine.stop_requested`` (main thread only); returns the restorer."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    sigs = [signal.SIGINT, signal.SIGTERM]
+    old = {sig: signal.getsignal(sig) for sig in sigs}
+
+    def on_signal(signum: int, frame: Any) -> None:
+        if engine.stop_requested:  # a second signal: act at once
+            h = old[signum]
+            if callable(h):
+                h(signum, frame)
+            raise KeyboardInterrupt
+        engine.stop_requested = True
+        caught.append((signum, old[signum]))
+
+    for sig in sigs:
+        signal.signal(sig, on_signal)
+
+    def restore() -> None:
+        for sig in sigs:
+            signal.signal(sig, old[sig])
+
+    return restore
 
 
 def _grid_worker(
