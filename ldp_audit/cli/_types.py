@@ -55,25 +55,12 @@ def check_creatable(path: str | Path, name: str) -> None:
     Raises:
         RunDirectoryError: the folder cannot be created there.
     """
-    import tempfile
-
-    from ldp_audit.errors import RunDirectoryError
+    from ldp_audit.rundir import _check_parent_writable
 
     p = Path(path)
     if p.exists():
         return
-    anc = p.parent if str(p.parent) else Path(".")
-    while not anc.exists() and anc.parent != anc:
-        anc = anc.parent
-    if not anc.is_dir():
-        raise RunDirectoryError(f"{name}: {str(anc)!r} is not a directory (for {str(p)!r})")
-    try:
-        probe = tempfile.mkdtemp(prefix=".ldp-audit-probe-", dir=anc)
-    except OSError as exc:
-        raise RunDirectoryError(
-            f"{name}: cannot create {str(p)!r} under {str(anc)!r} ({exc.strerror or exc})"
-        ) from None
-    os.rmdir(probe)
+    _check_parent_writable(p, name)  # the one probe, shared with ldp_audit.rundir
 
 
 def check_file_creatable(path: str | Path, name: str) -> None:
