@@ -63,7 +63,9 @@ def test_grid_settings_and_metrics_with_fake_engine(tmp_path):
     # areas: mean(200 - FST) = 200 - 102.5 = 97.5 vs 200 - 12.5 = 187.5
     assert s["laplace-eps1-B1"]["relative_auc"] == pytest.approx(97.5 / 187.5)
     assert s["prs-epsinf-B100"]["success_ratio"] == 0.0
-    assert s["prs-epsinf-B100"]["median_fst"] is None
+    assert s["prs-epsinf-B100"]["median_fst"] == "inf"  # the toolkit's JSON convention
+    assert s["prs-epsinf-B100"]["fst"] == ["inf"] * 4
+    assert s["prs-epsinf-B100"]["median_fst_ci"] == ["inf", "inf"]
     assert s["prs-epsinf-B100"]["relative_auc"] == 0.0
     assert set(res["figure2"]) == {
         "laplace-eps1-B1",
@@ -205,14 +207,15 @@ def test_tiny_real_reproduction_is_seeded(tmp_path):
     assert (tmp_path / "figure2.png").stat().st_size > 1000
 
 
-def test_comparison_treats_null_endpoints_as_inf():
+@pytest.mark.parametrize("never", [None, "inf"])  # null: results written before "inf"
+def test_comparison_treats_null_endpoints_as_inf(never):
     res = {
         "settings": {
             "laplace-eps1-B1": {
                 "mechanism": "laplace",
                 "epsilon": 1.0,
-                "median_fst": None,
-                "median_fst_ci": [None, None],  # [inf, inf]: never within the horizon
+                "median_fst": never,
+                "median_fst_ci": [never, never],  # [inf, inf]: never within the horizon
                 "success_ratio": 0.0,
                 "success_ratio_ci": [0.0, 0.16],
             }

@@ -45,6 +45,8 @@ __all__ = [
     "ratio_ci",
     "relative_auc_ci",
     "summarize",
+    "fst_from_json",
+    "fst_to_json",
 ]
 
 #: Theta, the target score of eq. (26).
@@ -324,10 +326,13 @@ def summarize(
         window: m of eq. (25).
 
     Returns:
-        dict with ``trials``, ``horizon``, ``fst`` (list, ``None`` for never), ``median_fst`` and
+        dict with ``trials``, ``horizon``, ``fst`` (list, ``"inf"`` for never), ``median_fst`` and
         ``median_fst_ci``, ``success_ratio`` and ``success_ratio_ci``, ``auc`` and, with a
-        reference, ``relative_auc`` and ``relative_auc_ci``. Infinite values are written as
-        ``None`` so that the dict is strict JSON.
+        reference, ``relative_auc`` and ``relative_auc_ci``. Strict JSON, with the toolkit's
+        convention (``ldp_audit.rundir.to_jsonable``): an infinite value (an FST never reached,
+        an interval endpoint at infinity) is the string ``"inf"``; ``None`` (null) is only an
+        undefined value (a relative AUC without a succeeding reference). Read FSTs back with
+        :func:`fst_from_json`.
     """
     z = _check_scores(zeta)
     if z.ndim != 2:
@@ -364,6 +369,42 @@ def summarize(
     return out
 
 
-def _json_float(v: float) -> float | None:
+def _json_float(v: float) -> float | str | None:
+    """A float for strict JSON: itself if finite, ``"inf"``/``"-inf"`` if infinite (the
+    toolkit's convention), ``None`` if NaN (undefined)."""
     v = float(v)
-    return v if math.isfinite(v) else None
+    if math.isfinite(v):
+        return v
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    return None
+
+
+def fst_to_json(v: Any) -> float | str:
+    """An FST (eq. 26) for JSON: a finite submission number, or ``"inf"`` (never reached)."""
+    f = float(v)
+    if math.isnan(f) or f < 1:
+        raise InvalidParameterError(f"fst must be a submission number >= 1 or inf, got {v!r}")
+    return f if math.isfinite(f) else "inf"
+
+
+def fst_from_json(v: Any) -> float:
+    """An FST read from JSON: a number, ``"inf"`` (never reached) or, in files written before
+    the ``"inf"`` convention (reports/pgc-a3c*/results.json before 2026-11-24), ``None``
+    (null), which also meant never reached. Returns a float (``inf`` for never).
+
+    Raises:
+        InvalidParameterError: anything else (a bool, another string, NaN, a number < 1).
+    """
+    if v is None:
+        return math.inf
+    if isinstance(v, str):
+        if v.strip().lower() in ("inf", "+inf", "infinity"):
+            return math.inf
+        raise InvalidParameterError(f"fst must be a number, 'inf' or null, got {v!r}")
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+        raise InvalidParameterError(f"fst must be a number, 'inf' or null, got {v!r}")
+    f = float(v)
+    if math.isnan(f) or f < 1:
+        raise InvalidParameterError(f"fst must be a submission number >= 1 or inf, got {v!r}")
+    return f

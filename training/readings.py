@@ -334,7 +334,7 @@ def run_readings(
             "seed": seed,
             "config": c.to_dict(),
             "privacy": r.privacy,
-            "successes": int(sum(v is not None for v in summary["fst"])),
+            "successes": int(sum(math.isfinite(metrics.fst_from_json(v)) for v in summary["fst"])),
             "submissions_run": int(np.sum(~np.isnan(zeta))),
             "final_mean_mu": float(np.mean(last)) if last else None,
             **summary,
@@ -366,7 +366,10 @@ def add_audits(results: dict[str, Any], cfg: ReadingsConfig) -> dict[str, Any]:
 
 
 def _fst(v: Any) -> str:
-    return "inf" if v is None else f"{v:,.0f}"
+    """An FST or interval end: "inf" for ``"inf"`` (and for null, written before the "inf"
+    convention)."""
+    f = metrics.fst_from_json(v)
+    return "inf" if math.isinf(f) else f"{f:,.0f}"
 
 
 def _paper(measure: str, eps: float) -> str:

@@ -401,7 +401,7 @@ def run_reproduction(
             "seconds": secs_of[s.key],
             "submissions_run": int(np.sum(~np.isnan(zeta))),
             "fst": [
-                metrics._json_float(v) for v in np.atleast_1d(metrics.first_success_time(zeta))
+                metrics.fst_to_json(v) for v in np.atleast_1d(metrics.first_success_time(zeta))
             ],
         }
         if s in grid:
@@ -474,10 +474,22 @@ def _eps_of(entry: dict[str, Any]) -> float:
     return INF if e == "inf" else float(e)
 
 
-def _fmt(v: float | None, digits: int) -> str:
+def _inf_float(v: Any) -> float:
+    """A number of results.json as a float: ``"inf"`` is +inf (the toolkit's JSON convention),
+    and so is ``None`` (null) in results written before that convention (null was written for
+    an infinite FST or interval end)."""
     if v is None:
-        return "inf"
-    return f"{v:.{digits}f}"
+        return INF
+    if isinstance(v, str):
+        if v in ("inf", "-inf"):
+            return float(v)
+        raise InvalidParameterError(f"expected a number or 'inf' in results, got {v!r}")
+    return float(v)
+
+
+def _fmt(v: float | str | None, digits: int) -> str:
+    f = _inf_float(v)
+    return f"{f:g}" if math.isinf(f) else f"{f:.{digits}f}"
 
 
 def _cell(entry: dict[str, Any] | None, measure: str) -> str:
@@ -589,9 +601,7 @@ def comparison(results: dict[str, Any]) -> list[dict[str, Any]]:
                 continue
             if measure == "relative_auc" and entry[measure] is None:
                 continue  # no reference curve to compare against
-            lo, hi = entry[ci_key]
-            lo = INF if lo is None else lo  # None in results is always +inf (JSON)
-            hi = INF if hi is None else hi
+            lo, hi = (_inf_float(v) for v in entry[ci_key])
             where = "inside" if lo <= paper <= hi else ("below" if paper < lo else "above")
             ours = entry[measure]
             out.append(
@@ -633,7 +643,7 @@ def figure3(results: dict[str, Any], path: Path) -> None:
             (e for e in settings.values() if e["mechanism"] == m), key=lambda e: _eps_of(e)
         )
         for e in entries:
-            fst = np.array([INF if v is None else v for v in e["fst"]], dtype=float)
+            fst = np.array([metrics.fst_from_json(v) for v in e["fst"]], dtype=float)
             xs = np.r_[0.0, np.sort(fst[fst <= horizon]), horizon]
             ys = metrics.success_ratio(fst, xs)
             ax.step(xs, ys, where="post", label=_eps_label(_eps_of(e)).replace("eps", "ε"))
@@ -798,8 +808,8 @@ def _reading_lines(cfg: dict[str, Any]) -> list[str]:
 
 
 def _num(v: Any) -> str:
-    if v is None:
-        return "inf"
+    if v is None or isinstance(v, str):  # "inf" (null: written before the "inf" convention)
+        return f"{_inf_float(v):g}"
     return f"{v:.4g}" if isinstance(v, float) else str(v)
 
 
@@ -842,3 +852,38 @@ def write_report(
     p.write_text(readme_markdown(results, notes))
     written.append(p)
     return written
+
+
+#: The FST fields of a setting in results.json (reproduce and --readings): infinite = "inf".
+FST_FIELDS = ("fst", "median_fst", "median_fst_ci")
+
+
+def upgrade_fst_nulls(results: dict[str, Any]) -> dict[str, Any]:
+    """A results.json written before the ``"inf"`` convention, in that convention: every null
+    FST field (``fst``, ``median_fst``, ``median_fst_ci`` of each entry of ``settings`` and
+    ``figure2_runs``, and ``ours``/``ci`` of the ``comparison`` rows of ``median_fst``) becomes
+    ``"inf"``, which is what null meant there. Nothing else changes (a null ``relative_auc`` is
+    undefined, not infinite, and stays null). Returns a new dict; ``results`` is not modified.
+    The reports built from either form are identical (tested on the committed reports).
+    """
+    import copy
+
+    out = copy.deepcopy(results)
+
+    def inf(v: Any) -> Any:
+        if v is None:
+            return "inf"
+        if isinstance(v, list):
+            return [inf(x) for x in v]
+        return v
+
+    for group in ("settings", "figure2_runs"):
+        for entry in (out.get(group) or {}).values():
+            for name in FST_FIELDS:
+                if name in entry:
+                    entry[name] = inf(entry[name])
+    for row in out.get("comparison") or []:
+        if row.get("measure") == "median_fst":
+            row["ours"] = inf(row["ours"])
+            row["ci"] = inf(row["ci"])
+    return out

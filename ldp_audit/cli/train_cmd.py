@@ -456,8 +456,8 @@ def _final_mean_mu(zeta: np.ndarray) -> float | None:
     return float(np.mean(last)) if last else None
 
 
-def _fmt(v: float | None) -> str:
-    return "never" if v is None else f"{v:g}"
+def _fmt(v: float | str | None) -> str:
+    return "never" if v is None or v == "inf" else f"{v:g}"
 
 
 def _fmt_list(vs: list[float | None]) -> str:
