@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import numbers
+import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -54,6 +55,8 @@ R = TypeVar("R")
 
 #: The backends :func:`run_tasks` accepts.
 BACKENDS: tuple[str, ...] = ("local", "ray")
+#: How often the driver looks at its tasks' progress messages while waiting (seconds).
+_POLL_SECONDS = 0.25
 
 
 class TaskError(RuntimeError):
@@ -129,6 +132,7 @@ def run_tasks(
     progress: bool | str | None = None,
     describe: Callable[[T], str] | None = None,
     max_retries: int = 3,
+    _poll: Callable[[], None] | None = None,
 ) -> list[R]:
     """``[fn(item) for item in items]`` on the chosen backend, in item order.
 
@@ -164,9 +168,9 @@ def run_tasks(
         raise InvalidParameterError(f"max_retries must be an integer >= 0, got {max_retries!r}")
     items = list(items)
     if backend == "ray":
-        return _run_ray(fn, items, address, workers, progress, describe, int(max_retries))
+        return _run_ray(fn, items, address, workers, progress, describe, int(max_retries), _poll)
     if workers is not None and workers > 1 and len(items) > 1:
-        return _run_pool(fn, items, workers, progress, describe)
+        return _run_pool(fn, items, workers, progress, describe, _poll)
     out: list[R] = []
     bar = _bar(progress, len(items))
     try:
@@ -186,10 +190,15 @@ def run_tasks(
 
 
 def _run_pool(
-    fn: Callable[[T], R], items: Sequence[T], workers: int, progress: Any, describe: Any
+    fn: Callable[[T], R],
+    items: Sequence[T],
+    workers: int,
+    progress: Any,
+    describe: Any,
+    poll: Callable[[], None] | None = None,
 ) -> list[R]:
     import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
     results: list[Any] = [None] * len(items)
     bar = _bar(progress, len(items))
@@ -197,16 +206,21 @@ def _run_pool(
     try:
         with ProcessPoolExecutor(max_workers=min(workers, len(items)), mp_context=ctx) as ex:
             futs = {ex.submit(fn, item): i for i, item in enumerate(items)}
-            for fut in as_completed(futs):
-                i = futs[fut]
-                try:
-                    results[i] = fut.result()
-                except Exception as exc:
-                    for other in futs:
-                        other.cancel()
-                    raise _fail(exc, i, len(items), items[i], describe) from exc
-                if bar is not None:
-                    bar.update(1)
+            pending = set(futs)
+            while pending:
+                done, pending = wait(pending, timeout=_POLL_SECONDS, return_when=FIRST_COMPLETED)
+                if poll is not None:
+                    poll()
+                for fut in done:
+                    i = futs[fut]
+                    try:
+                        results[i] = fut.result()
+                    except Exception as exc:
+                        for other in futs:
+                            other.cancel()
+                        raise _fail(exc, i, len(items), items[i], describe) from exc
+                    if bar is not None:
+                        bar.update(1)
     finally:
         if bar is not None:
             bar.close()
@@ -228,15 +242,8 @@ def _call(fn: Callable[[T], R], item: T) -> R:
     return fn(item)
 
 
-def _run_ray(
-    fn: Callable[[T], R],
-    items: Sequence[T],
-    address: str | None,
-    workers: int | None,
-    progress: Any,
-    describe: Any,
-    max_retries: int,
-) -> list[R]:
+def _init_ray(address: str | None, workers: int | None) -> Any:
+    """``ray.init`` once: on ``address`` (a cluster) or here with ``workers`` CPUs."""
     ray = _import_ray()
     if not ray.is_initialized():
         kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
@@ -245,6 +252,20 @@ def _run_ray(
         elif workers is not None:
             kwargs["num_cpus"] = workers
         ray.init(**kwargs)
+    return ray
+
+
+def _run_ray(
+    fn: Callable[[T], R],
+    items: Sequence[T],
+    address: str | None,
+    workers: int | None,
+    progress: Any,
+    describe: Any,
+    max_retries: int,
+    poll: Callable[[], None] | None = None,
+) -> list[R]:
+    ray = _init_ray(address, workers)
     remote = ray.remote(max_retries=max_retries, retry_exceptions=False)(_call)
     fn_ref = ray.put(fn)  # any picklable callable (a partial too), shipped once
     refs = [remote.remote(fn_ref, item) for item in items]
@@ -254,7 +275,9 @@ def _run_ray(
     pending = list(refs)
     try:
         while pending:
-            done, pending = ray.wait(pending, num_returns=1)
+            done, pending = ray.wait(pending, num_returns=1, timeout=_POLL_SECONDS)
+            if poll is not None:
+                poll()
             for ref in done:
                 i = index[ref]
                 try:
@@ -375,16 +398,97 @@ def train_runs(
     )
 
 
+class _Sink:
+    """Progress of a task in another process: ``update(k)`` counts are batched and put on
+    ``queue`` (a multiprocessing-manager or Ray queue) at most every 0.25 s; ``flush()`` at the
+    end. Best effort: a lost message never fails the task."""
+
+    def __init__(self, queue: Any) -> None:
+        self.queue = queue
+        self.pending = 0
+        self.last = 0.0
+
+    def update(self, k: int = 1) -> None:
+        self.pending += int(k)
+        now = time.monotonic()
+        if now - self.last >= _POLL_SECONDS:
+            self.flush(now)
+
+    def flush(self, now: float | None = None) -> None:
+        if self.pending:
+            try:
+                self.queue.put(self.pending)
+                self.pending = 0
+            except Exception:  # noqa: BLE001 - progress is cosmetic; the task goes on
+                pass
+        self.last = time.monotonic() if now is None else now
+
+
+class _WorkProgress:
+    """A tqdm bar on stderr in units of work (e.g. submissions) fed by tasks anywhere: in this
+    process the tasks call the bar itself; in a local pool or on Ray they call a :class:`_Sink`
+    whose messages :meth:`poll` (called by :func:`run_tasks` while it waits) moves to the bar."""
+
+    def __init__(self, total: int, desc: str, where: str) -> None:
+        from tqdm.auto import tqdm
+
+        self.bar = tqdm(total=total, desc=desc, unit="sub")
+        self.queue: Any = None
+        self._manager: Any = None
+        if where == "here":
+            self.sink: Any = self.bar
+            return
+        if where == "ray":
+            from ray.util.queue import Queue
+
+            self.queue = Queue()
+        else:
+            import multiprocessing as mp
+
+            self._manager = mp.get_context("spawn").Manager()
+            self.queue = self._manager.Queue()
+        self.sink = _Sink(self.queue)
+
+    def poll(self) -> None:
+        if self.queue is None:
+            return
+        while True:
+            try:
+                k = self.queue.get_nowait()
+            except Exception:  # queue.Empty / ray.util.queue.Empty: nothing (more) for now
+                return
+            self.bar.update(k)
+
+    def close(self) -> None:
+        try:
+            self.poll()
+        finally:
+            self.bar.close()
+            if self._manager is not None:
+                self._manager.shutdown()
+            if self.queue is not None and hasattr(self.queue, "shutdown"):
+                try:
+                    self.queue.shutdown()  # the Ray queue's actor
+                except Exception:  # noqa: BLE001 - cleanup only
+                    pass
+
+
 def _grid_chunk(train_grid: Callable[..., list[R]], chunk: tuple[Any, ...]) -> list[R]:
-    cfgs, seeds, dirs = chunk
-    if all(d is None for d in dirs):
-        return train_grid(list(cfgs), seed=list(seeds), progress=False)
-    run_dirs = [None if d is None else fresh_run_dir(d) for d in dirs]
-    return train_grid(list(cfgs), seed=list(seeds), run_dirs=run_dirs, progress=False)
+    cfgs, seeds, dirs, *rest = chunk
+    sink = rest[0] if rest else None
+    kwargs: dict[str, Any] = {"seed": list(seeds), "progress": False}
+    if sink is not None:
+        kwargs["_sink"] = sink
+    if any(d is not None for d in dirs):
+        kwargs["run_dirs"] = [None if d is None else fresh_run_dir(d) for d in dirs]
+    out = train_grid(list(cfgs), **kwargs)
+    if isinstance(sink, _Sink):
+        sink.flush()
+    return out
 
 
 def _describe_chunk(chunk: tuple[Any, ...]) -> str:
-    cfgs, seeds, _ = chunk
+    cfgs, seeds = chunk[0], chunk[1]
     return "; ".join(_describe_run((c, s, None)) for c, s in zip(cfgs, seeds, strict=True))
 
 
@@ -400,6 +504,7 @@ def grid_runs(
     workers: int | None = None,
     progress: bool | str | None = None,
     max_retries: int = 3,
+    work: Callable[[Any], int] | None = None,
 ) -> list[R]:
     """A grid as a few batched tasks: ``train_grid`` over ``chunks`` groups of configs.
 
@@ -409,6 +514,11 @@ def grid_runs(
     running ONE batch; results come back in config order, bit for bit those of one
     ``train_grid`` call. Fewer, larger tasks keep the batching that makes the engine fast (one
     task per config was 1.4-2.7x slower on one process, see docs/scale-out.md).
+
+    Progress: with ``progress`` and ``work`` (``work(config)`` -> units of work, e.g.
+    ``trials * max_submissions``), one tqdm bar on stderr in those units, fed from every task
+    wherever it runs (``train_grid(..., _sink=...)`` receives ``update(k)`` calls); without
+    ``work``, a bar of finished tasks.
     """
     import functools
 
@@ -430,25 +540,40 @@ def grid_runs(
     named = [str(Path(d).resolve()) for d in dirs if d is not None]
     if len(set(named)) != len(named):
         raise InvalidParameterError("run_dirs must not repeat (each config owns its own)")
+    backend, address, workers = check_backend(backend, address, workers)
     order = [list(range(k, len(configs), chunks)) for k in range(chunks)]
+    meter = None
+    if progress and work is not None:
+        pooled = backend == "local" and workers is not None and workers > 1 and chunks > 1
+        where = "ray" if backend == "ray" else ("pool" if pooled else "here")
+        if where == "ray":
+            _init_ray(address, workers)  # the progress queue is a Ray actor
+        total = int(sum(int(work(c)) for c in configs))
+        meter = _WorkProgress(total, progress if isinstance(progress, str) else "grid", where)
     tasks = [
         (
             tuple(configs[i] for i in idx),
             tuple(int(seeds[i]) for i in idx),
             tuple(dirs[i] for i in idx),
+            None if meter is None else meter.sink,
         )
         for idx in order
     ]
-    parts = run_tasks(
-        functools.partial(_grid_chunk, train_grid),
-        tasks,
-        backend=backend,
-        address=address,
-        workers=workers,
-        progress=progress,
-        describe=_describe_chunk,
-        max_retries=max_retries,
-    )
+    try:
+        parts = run_tasks(
+            functools.partial(_grid_chunk, train_grid),
+            tasks,
+            backend=backend,
+            address=address,
+            workers=workers,
+            progress=progress if meter is None else None,
+            describe=_describe_chunk,
+            max_retries=max_retries,
+            _poll=None if meter is None else meter.poll,
+        )
+    finally:
+        if meter is not None:
+            meter.close()
     out: list[Any] = [None] * len(configs)
     for idx, res in zip(order, parts, strict=True):
         for i, r in zip(idx, res, strict=True):

@@ -111,7 +111,11 @@ class ReadingsConfig:
     n_resamples: int = 10_000
     """Bootstrap resamples per interval."""
     workers: int = 1
-    """Processes (results do not depend on it)."""
+    """Processes, or Ray CPUs started here (results do not depend on it)."""
+    backend: str = "local"
+    """Where the runs go (:mod:`ldp_audit.backends`): "local" or "ray" (same results)."""
+    address: str | None = None
+    """Ray cluster address (``backend="ray"`` only; None: start Ray here)."""
     controls: bool = True
     """Also run the controls (noiseless clipped baselines, literal eq. 18)."""
     audit_epsilons: tuple[float, ...] = (1.0, 2.0, 5.0, 10.0)
@@ -141,6 +145,9 @@ class ReadingsConfig:
             )
         if not isinstance(self.controls, bool):
             raise InvalidParameterError(f"controls must be a bool, got {self.controls!r}")
+        from ldp_audit.backends import check_backend
+
+        check_backend(self.backend, self.address, self.workers)
 
 
 class ClaimedAs:
@@ -278,13 +285,15 @@ def audit_reading_mechanisms(
 def run_readings(
     cfg: ReadingsConfig, *, progress: bool | None = None, audit: bool = True
 ) -> dict[str, Any]:
-    """Run every reading and control (one ``train_grid`` batch) and audit the mechanisms
+    """Run every reading and control (``train_grid`` batches on ``cfg.backend``, see
+    :func:`ldp_audit.training.reproduce.engine_grid`) and audit the mechanisms
     (``audit=False``: training only; :func:`add_audits` adds the audits later).
 
     Returns:
         JSON-able results: per setting its FSTs and the Table 1-3 measures, the audits, timing.
     """
-    from ldp_audit.training.pgc_a3c import PrivacyClaimWarning, train_grid
+    from ldp_audit.training.pgc_a3c import PrivacyClaimWarning
+    from ldp_audit.training.reproduce import engine_grid
 
     if not isinstance(cfg, ReadingsConfig):
         raise InvalidParameterError(f"cfg must be a ReadingsConfig, got {type(cfg).__name__}")
@@ -292,12 +301,13 @@ def run_readings(
     t0 = time.perf_counter()
     with warnings.catch_warnings():  # the true epsilon is charged and reported below
         warnings.simplefilter("ignore", PrivacyClaimWarning)
-        res = train_grid(
+        res = engine_grid(
             [c for _, _, c, _ in plan],
-            seed=[s for *_, s in plan],
-            progress=progress,
-            transcript=False,
+            [s for *_, s in plan],
+            backend=cfg.backend,
+            address=cfg.address,
             workers=cfg.workers,
+            progress=progress,
         )
     train_secs = time.perf_counter() - t0
     results: dict[str, Any] = {

@@ -106,8 +106,17 @@ class ReproduceConfig:
     acting: str = "argmax"
     """``PgcA3cConfig.acting`` of every run: "argmax" (the paper as printed) or "sample"."""
     workers: int = 1
-    """Processes the grid is spread over (``train_grid(workers=...)``); results do not depend
-    on it."""
+    """Processes (``backend="local"``) or Ray CPUs started here (``backend="ray"`` without
+    ``address``) the grid is spread over; results do not depend on it."""
+    backend: str = "local"
+    """Where the grid runs (:mod:`ldp_audit.backends`): "local" (this process, or a local
+    process pool with ``workers`` > 1) or "ray"; results do not depend on it."""
+    address: str | None = None
+    """Ray cluster address (``backend="ray"`` only; None: start Ray on this machine)."""
+    chunks: int | None = None
+    """Tasks the configs are dealt into (each one ``train_grid`` batch); None: ``workers``
+    for a local pool or Ray here, the cluster's CPU count (at most the number of configs) with
+    an ``address``. Results do not depend on it."""
     clip_kind: str = "l1"
     """``PgcA3cConfig.clip_kind`` of the Laplace rows: "l1" (eq. 19 as printed) or "coordinate"
     (an ablation whose reports are 112-epsilon-LDP; the report then says so beside each row)."""
@@ -123,6 +132,15 @@ class ReproduceConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise InvalidParameterError(f"{name} must be an integer >= 1, got {v!r}")
+        from ldp_audit.backends import check_backend
+
+        check_backend(self.backend, self.address, self.workers)
+        if self.chunks is not None and (
+            isinstance(self.chunks, bool) or not isinstance(self.chunks, int) or self.chunks < 1
+        ):
+            raise InvalidParameterError(
+                f"chunks must be None or an integer >= 1, got {self.chunks!r}"
+            )
         if self.max_submissions < metrics.WINDOW:
             raise InvalidParameterError(
                 f"max_submissions must be >= {metrics.WINDOW} (the window of eq. 25), "
@@ -278,6 +296,74 @@ def _engine_config(
     return PgcA3cConfig(**kwargs)
 
 
+def quiet_train_grid(configs: list[Any], **kwargs: Any) -> list[Any]:
+    """``pgc_a3c.train_grid(configs, transcript=False, **kwargs)`` without repeating the
+    coordinate-clipping :class:`PrivacyClaimWarning` (the driver warns once, see
+    :func:`engine_grid`): the task that :func:`ldp_audit.backends.grid_runs` ships to a worker.
+    """
+    import warnings
+
+    from ldp_audit.training.pgc_a3c import PrivacyClaimWarning, train_grid
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyClaimWarning)
+        return train_grid(configs, transcript=False, **kwargs)
+
+
+def engine_grid(
+    configs: list[Any],
+    seeds: list[int],
+    *,
+    backend: str = "local",
+    address: str | None = None,
+    workers: int = 1,
+    chunks: int | None = None,
+    progress: bool | None = None,
+    grid_fn: Callable[..., list[Any]] | None = None,
+) -> list[Any]:
+    """Train ``configs`` (``PgcA3cConfig``, one seed each) on a backend of
+    :mod:`ldp_audit.backends`; returns the ``TrainResult`` per config, in order.
+
+    One backend abstraction for every case: the configs are dealt round-robin into ``chunks``
+    tasks (default: ``workers`` locally; the CPUs Ray reports on a cluster), each ONE lock-step
+    ``train_grid`` batch (:func:`ldp_audit.backends.grid_runs`). A config's run never depends
+    on the configs beside it, so the results are bit for bit those of one ``train_grid`` call
+    whatever the backend, workers and chunks (tested with a real local Ray instance). No run
+    directories: each config's ledger is an in-memory ledger of the process running it, so a
+    worker killed and retried by Ray starts a fresh ledger and nothing is charged twice.
+    ``grid_fn`` replaces :func:`quiet_train_grid` (tests; it must be a module-level function).
+    """
+    import warnings
+
+    from ldp_audit.backends import check_backend, grid_runs
+    from ldp_audit.training.pgc_a3c import PrivacyClaimWarning, _coordinate_warning
+
+    backend, address, workers = check_backend(backend, address, workers)
+    for c in configs:  # the library's warning, once, in this process
+        if c.clip_kind == "coordinate" and c.mechanism == "laplace":
+            warnings.warn(_coordinate_warning(c), PrivacyClaimWarning, stacklevel=2)
+    if chunks is None:
+        chunks = workers or 1
+        if backend == "ray" and address is not None:
+            import ray
+
+            from ldp_audit.backends import _init_ray
+
+            _init_ray(address, None)
+            chunks = max(1, int(ray.cluster_resources().get("CPU", 1)))
+    return grid_runs(
+        grid_fn or quiet_train_grid,
+        configs,
+        seeds,
+        chunks=min(chunks, len(configs)),
+        backend=backend,
+        address=address,
+        workers=workers,
+        progress="pgc-a3c submissions" if progress else None,
+        work=lambda c: c.trials * c.max_submissions,
+    )
+
+
 def _engine_grid(
     settings: list[Setting],
     seeds: dict[str, int],
@@ -286,10 +372,12 @@ def _engine_grid(
     workers: int = 1,
     acting: str = "argmax",
     cfg: ReproduceConfig | None = None,
+    backend: str = "local",
+    address: str | None = None,
+    chunks: int | None = None,
+    grid_fn: Callable[..., list[Any]] | None = None,
 ) -> dict[str, np.ndarray]:
-    """Every setting in one ``train_grid`` call; zeta (trials, max_submissions) per setting."""
-    from ldp_audit.training.pgc_a3c import train_grid
-
+    """Every setting through :func:`engine_grid`; zeta (trials, max_submissions) per setting."""
     configs = [
         _engine_config(
             s,
@@ -299,12 +387,15 @@ def _engine_grid(
         )
         for s in settings
     ]
-    res = train_grid(
+    res = engine_grid(
         configs,
-        seed=[seeds[s.key] for s in settings],
-        progress=progress,
-        transcript=False,
+        [seeds[s.key] for s in settings],
+        backend=backend,
+        address=address,
         workers=workers,
+        chunks=chunks,
+        progress=progress,
+        grid_fn=grid_fn,
     )
     return {s.key: np.asarray(r.zeta, dtype=np.float64) for s, r in zip(settings, res, strict=True)}
 
@@ -329,13 +420,16 @@ def run_reproduction(
     *,
     progress: bool | None = None,
     train_fn: TrainFn | None = None,
+    grid_fn: Callable[..., list[Any]] | None = None,
 ) -> dict[str, Any]:
     """Run the grid and compute Tables 1-3 and the Figure 2/3 data.
 
     Args:
-        cfg: what to run.
+        cfg: what to run (``cfg.backend``/``address``/``workers``/``chunks``: where; the
+            results do not depend on them).
         progress: show a tqdm bar on stderr (``None``: only when stderr is a terminal).
         train_fn: ``(setting, seed, max_submissions) -> zeta`` replacing the engine (tests).
+        grid_fn: a module-level stand-in for ``train_grid`` run by the backend (tests).
 
     Returns:
         The JSON-able results dict that ``write_report`` turns into the report.
@@ -362,6 +456,17 @@ def run_reproduction(
         # All settings and trials in ONE lock-step batch (ldp_audit.training.pgc_a3c.train_grid).
         # the readings' options go along only when asked (the printed settings' call unchanged)
         reading = any(reading_options(cfg, m) for m in ("laplace", "prs", "none"))
+        # and where it runs only when not the default (the default call is unchanged)
+        where = {
+            k: v
+            for k, v in (
+                ("backend", cfg.backend),
+                ("address", cfg.address),
+                ("chunks", cfg.chunks),
+                ("grid_fn", grid_fn),
+            )
+            if v not in (None, "local")
+        }
         zetas = _engine_grid(
             grid + extra,
             seeds,
@@ -370,6 +475,7 @@ def run_reproduction(
             cfg.workers,
             cfg.acting,
             **({"cfg": cfg} if reading else {}),
+            **where,
         )
         secs_of = {s.key: None for s in grid + extra}
     else:

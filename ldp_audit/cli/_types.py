@@ -256,3 +256,23 @@ class HelpParser(argparse.ArgumentParser):
     def __init__(self, *args: object, **kwargs: object) -> None:
         kwargs.setdefault("formatter_class", DefaultsHelpFormatter)
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
+
+def add_backend_arguments(p: argparse.ArgumentParser) -> None:
+    """``--backend {local,ray}`` and ``--address ADDR`` (:mod:`ldp_audit.backends`): where the
+    grid's tasks run; results are bit for bit the same on every backend. Validate with
+    ``ldp_audit.backends.check_backend(args.backend, args.address, workers)`` before any work."""
+    p.add_argument(
+        "--backend",
+        choices=("local", "ray"),
+        default="local",
+        help="where the grid runs: this machine (a process pool with --workers > 1) or Ray "
+        "(needs ldp-audit[ray]); results are bit for bit the same",
+    )
+    p.add_argument(
+        "--address",
+        default=None,
+        metavar="ADDR",
+        help="with --backend ray: an existing Ray cluster (e.g. auto, ray://HOST:10001); "
+        "default: start Ray on this machine with --workers CPUs",
+    )

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.cli._types import (
+    add_backend_arguments,
     add_run_mode_arguments,
     check_out_for_mode,
     check_report_out,
@@ -215,9 +216,10 @@ def register(subparsers: Any) -> None:
         "--workers",
         type=_positive_int,
         default=None,
-        help="processes to spread the grid over (default: the CPU count; results do not depend "
-        "on it)",
+        help="processes (--backend local) or Ray CPUs started here (--backend ray) to spread "
+        "the grid over (default: the CPU count; results do not depend on it)",
     )
+    add_backend_arguments(r)
     r.add_argument("--json", action="store_true", help="print results.json on stdout")
     r.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     r.set_defaults(func=_reproduce_pgc)
@@ -366,6 +368,8 @@ def _reproduce_pgc(args: argparse.Namespace) -> int:
         figure2_submissions=args.figure2_submissions,
         stop_at_target=args.stop_at_target,
         workers=check_workers(args.workers) if args.workers else max(1, os.cpu_count() or 1),
+        backend=args.backend,
+        address=args.address,
         acting=args.acting,
         clip_kind=args.clip_kind,
         aggregator=args.aggregator,
@@ -415,8 +419,8 @@ def _reproduce_readings(args: argparse.Namespace) -> int:
         opts = ", ".join("--" + n.replace("_", "-") for n in refused)
         raise InvalidParameterError(
             f"--readings runs every reading itself and takes --trials, --max-submissions, "
-            f"--seed, --audit-samples, --workers, --out, --overwrite, --json, --no-progress; "
-            f"got {opts}"
+            f"--seed, --audit-samples, --workers, --backend, --address, --out, --overwrite, "
+            f"--json, --no-progress; got {opts}"
         )
     cfg = ReadingsConfig(
         trials=args.trials,
@@ -424,6 +428,8 @@ def _reproduce_readings(args: argparse.Namespace) -> int:
         seed=args.seed,
         audit_samples=args.audit_samples,
         workers=check_workers(args.workers) if args.workers else max(1, os.cpu_count() or 1),
+        backend=args.backend,
+        address=args.address,
     )
     out = args.out if args.out is not None else timestamped_dir("runs/reproduce-pgc-a3c-readings")
     check_report_out(out, overwrite=args.overwrite)  # before the runs, not after them
