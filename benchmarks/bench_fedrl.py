@@ -3,9 +3,12 @@
 1. Environment steps/s: :class:`VectorGridWorld` stepping B maps at once vs one
    ``gymnasium.make("ldp_audit/FedRLGridWorld-v0")`` env per map stepped in a Python loop
    (same maps, same random actions).
-2. Training env-steps/s (DQN-alpha: same network, same replay, one minibatch update per 16 env
-   steps): ours acts on 16 maps with one batched forward pass per step; the straightforward loop
-   acts map by map (one forward pass and one gym step per map).
+2. Training (wall and CPU seconds, 5 runs as in Table 1, one minibatch update per 16 env steps):
+   ours (all runs and maps batched; each layer of all runs one ``baddbmm``; fused Adam;
+   inference mode for acting and targets; one torch thread) against (a) the trainer's previous
+   network evaluation (``vmap`` over ``functional_call``, a grouped convolution), for DQN-alpha,
+   DQN-full and FedRL, and (b) the straightforward DQN-alpha: one gym env per map, one forward
+   pass per map and step, one run after the other.
 
 Run: ``OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_fedrl.py`` (writes
 benchmarks/results/bench_fedrl.json). Measured on a shared, loaded 2-core machine: compare the
@@ -63,95 +66,172 @@ def bench_env(n_maps: int, steps: int) -> dict[str, float]:
     }
 
 
-def bench_training(iterations: int, n_envs: int) -> dict[str, float]:
+class _VmapStacked:
+    """The trainer's previous network evaluation (kept here as the benchmark's baseline):
+    ``torch.vmap`` over ``torch.func.functional_call`` of the module, parameters in torch's
+    layout (vmap turns the K convolutions into one grouped convolution)."""
+
+    def __init__(self, make, gens, forward=None, view=None) -> None:  # noqa: ANN001
+        import copy
+
+        import torch
+
+        from ldp_audit.training.fedrl import _init_params
+
+        mods = [make() for _ in gens]
+        for m, g in zip(mods, gens, strict=True):
+            _init_params(m, g)
+        params, _ = torch.func.stack_module_state(mods)
+        self.params = {k: v.detach().clone().requires_grad_(True) for k, v in params.items()}
+        self.target = {k: v.detach().clone() for k, v in self.params.items()}
+        base = copy.deepcopy(mods[0]).to("meta")
+        self._f = torch.vmap(lambda p, *xs: torch.func.functional_call(base, p, xs))
+
+    def __call__(self, *xs):  # noqa: ANN002, ANN204
+        return self._f(self.params, *xs)
+
+    def tgt(self, *xs):  # noqa: ANN002, ANN204
+        return self._f(self.target, *xs)
+
+    def sync(self) -> None:
+        self.target = {k: v.detach().clone() for k, v in self.params.items()}
+
+    def state(self, k: int) -> dict:
+        return {n: v[k].detach().numpy().copy() for n, v in self.params.items()}
+
+
+def _timed_batched(method: str, cfg, maps, vmap: bool) -> tuple[float, float]:  # noqa: ANN001
+    """(wall, CPU) seconds of one batched training of ``cfg.runs`` runs of ``method``."""
+    import torch
+
+    from ldp_audit.accountant import Accountant
+    from ldp_audit.release import Transcript
+    from ldp_audit.training import fedrl
+
+    log = fedrl._Log(q=Transcript(), y=Transcript(), record=False)
+    seeds = [np.random.SeedSequence(1 + i) for i in range(cfg.runs)]
+    saved = fedrl._Stacked
+    old_threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        if vmap:
+            fedrl._Stacked = _VmapStacked
+        t0, c0 = time.perf_counter(), time.process_time()
+        fedrl._train_runs(method, cfg, maps, seeds, list(range(cfg.runs)), Accountant(None), log)
+        return time.perf_counter() - t0, time.process_time() - c0
+    finally:
+        fedrl._Stacked = saved
+        torch.set_num_threads(old_threads)
+
+
+def _timed_loop(cfg, maps) -> tuple[float, float, int]:  # noqa: ANN001
+    """The straightforward DQN-alpha: one gym env per map, one forward pass per map and step,
+    one run at a time (``cfg.runs`` runs). Returns (wall, CPU, env steps)."""
     import gymnasium as gym
     import torch
 
-    from ldp_audit.training.fedrl import (
-        FedRLConfig,
-        _eps_greedy,
-        _init_params,
-        _local_q,
-        _Replay,
-        _train_runs,
-    )
-    from ldp_audit.training.gridworld import ALPHA_VIEW, generate_maps
+    from ldp_audit.training.fedrl import _eps_greedy, _init_params, _local_q, _Replay
+    from ldp_audit.training.gridworld import ALPHA_VIEW
+
+    old_threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    t0, c0 = time.perf_counter(), time.process_time()
+    steps = 0
+    for run in range(cfg.runs):
+        gen = torch.Generator().manual_seed(1 + run)
+        q = _local_q(ALPHA_VIEW, cfg.hist_len)
+        _init_params(q, gen)
+        tq = _local_q(ALPHA_VIEW, cfg.hist_len)
+        tq.load_state_dict(q.state_dict())
+        opt = torch.optim.Adam(q.parameters(), lr=cfg.lr)
+        rep = _Replay(cfg.replay_size, cfg.hist_len)
+        rng = np.random.default_rng(run)
+        tr = maps.split["train"]
+        envs = [
+            gym.make("ldp_audit/FedRLGridWorld-v0", maps=maps, hist_len=cfg.hist_len)
+            for _ in range(cfg.n_envs)
+        ]
+        obs = [e.reset(options={"map_index": int(tr[i])})[0] for i, e in enumerate(envs)]
+        updates = 0
+        for it in range(cfg.train_steps):
+            eps = max(cfg.eps_end, 1 - it / cfg.eps_decay)
+            for i, e in enumerate(envs):
+                with torch.no_grad():
+                    qa = q(torch.as_tensor(obs[i]["alpha"][None])).numpy()
+                a = int(_eps_greedy(qa, eps, rng)[0])
+                o2, r, term, trunc, _ = e.step(a)
+                rep.add(
+                    obs[i]["alpha"][None],
+                    obs[i]["beta"][None],
+                    np.array([a]),
+                    np.array([r]),
+                    o2["alpha"][None],
+                    o2["beta"][None],
+                    np.array([float(term)]),
+                    np.array([0]),
+                )
+                obs[i] = o2
+                if term or trunc:
+                    obs[i] = e.reset(options={"map_index": int(rng.choice(tr))})[0]
+                steps += 1
+            if rep.n >= cfg.learning_starts:
+                j = rng.integers(rep.n, size=cfg.batch_size)
+                with torch.no_grad():
+                    nxt = tq(torch.as_tensor(rep.sa2[j])).max(dim=1).values.numpy()
+                y = torch.as_tensor(rep.r[j] + cfg.gamma * (1 - rep.d[j]) * nxt)
+                qv = q(torch.as_tensor(rep.sa[j])).gather(1, torch.as_tensor(rep.a[j])[:, None])
+                loss = ((qv.squeeze(1) - y) ** 2).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                updates += 1
+                if updates % cfg.target_update == 0:
+                    tq.load_state_dict(q.state_dict())
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    torch.set_num_threads(old_threads)
+    return wall, cpu, steps
+
+
+def bench_training(iterations: int, n_envs: int, runs: int) -> dict[str, float]:
+    """Training throughput of ``runs`` runs (Table 1 trains 5 per method), same config for all.
+
+    ``ours``: the trainer (all runs and maps batched, one matmul per layer for all runs).
+    ``vmap``: the trainer with its previous network evaluation (:class:`_VmapStacked`).
+    ``loop``: the straightforward per-map, per-run DQN-alpha loop (:func:`_timed_loop`).
+    """
+    from ldp_audit.training.fedrl import FedRLConfig
+    from ldp_audit.training.gridworld import generate_maps
 
     maps = generate_maps(8, 1000, seed=0)
     cfg = FedRLConfig(
-        size=8,
-        n_maps=1000,
-        train_steps=iterations,
-        n_envs=n_envs,
-        eval_maps=1,
-        methods=("dqn-alpha",),
+        size=8, n_maps=1000, train_steps=iterations, n_envs=n_envs, eval_maps=1, runs=runs
     )
-    out: dict[str, float] = {"iterations": iterations, "n_envs": n_envs}
-    for method in ("dqn-alpha", "fedrl"):
-        t0 = time.perf_counter()
-        from ldp_audit.accountant import Accountant
-        from ldp_audit.release import Transcript
-        from ldp_audit.training.fedrl import _Log
-
-        log = _Log(q=Transcript(), y=Transcript(), record=False)
-        r = _train_runs(method, cfg, maps, [np.random.SeedSequence(1)], [0], Accountant(None), log)[
-            0
-        ]
-        out[f"batched_{method}_env_steps_per_s"] = iterations * n_envs / r["train_seconds"]
-        out[f"batched_{method}_seconds"] = time.perf_counter() - t0
-    # straightforward: one gym env per map, one forward pass per map and step
-    gen = torch.Generator().manual_seed(1)
-    q = _local_q(ALPHA_VIEW, cfg.hist_len)
-    _init_params(q, gen)
-    tq = _local_q(ALPHA_VIEW, cfg.hist_len)
-    tq.load_state_dict(q.state_dict())
-    opt = torch.optim.Adam(q.parameters(), lr=cfg.lr)
-    rep = _Replay(cfg.replay_size, cfg.hist_len)
-    rng = np.random.default_rng(0)
-    tr = maps.split["train"]
-    envs = [
-        gym.make("ldp_audit/FedRLGridWorld-v0", maps=maps, hist_len=cfg.hist_len)
-        for _ in range(n_envs)
-    ]
-    obs = [e.reset(options={"map_index": int(tr[i])})[0] for i, e in enumerate(envs)]
-    t0 = time.perf_counter()
-    steps = 0
-    for it in range(iterations):
-        eps = max(cfg.eps_end, 1 - it / cfg.eps_decay)
-        for i, e in enumerate(envs):
-            with torch.no_grad():
-                qa = q(torch.as_tensor(obs[i]["alpha"][None])).numpy()
-            a = int(_eps_greedy(qa, eps, rng)[0])
-            o2, r, term, trunc, _ = e.step(a)
-            rep.add(
-                obs[i]["alpha"][None],
-                obs[i]["beta"][None],
-                np.array([a]),
-                np.array([r]),
-                o2["alpha"][None],
-                o2["beta"][None],
-                np.array([float(term)]),
-                np.array([0]),
-            )
-            obs[i] = o2
-            if term or trunc:
-                obs[i] = e.reset(options={"map_index": int(rng.choice(tr))})[0]
-            steps += 1
-        if rep.n >= cfg.learning_starts:
-            j = rng.integers(rep.n, size=cfg.batch_size)
-            with torch.no_grad():
-                nxt = tq(torch.as_tensor(rep.sa2[j])).max(dim=1).values.numpy()
-            y = torch.as_tensor(rep.r[j] + cfg.gamma * (1 - rep.d[j]) * nxt)
-            qv = q(torch.as_tensor(rep.sa[j])).gather(1, torch.as_tensor(rep.a[j])[:, None])
-            loss = ((qv.squeeze(1) - y) ** 2).mean()
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-    t_loop = time.perf_counter() - t0
-    out["loop_dqn-alpha_env_steps_per_s"] = steps / t_loop
-    out["ratio_dqn-alpha"] = (
-        out["batched_dqn-alpha_env_steps_per_s"] / out["loop_dqn-alpha_env_steps_per_s"]
-    )
+    env_steps = iterations * n_envs * runs
+    out: dict[str, float] = {"iterations": iterations, "n_envs": n_envs, "runs": runs}
+    _timed_batched(
+        "dqn-alpha", FedRLConfig(size=8, n_maps=1000, train_steps=2, eval_maps=1), maps, False
+    )  # warm-up (imports, allocator)
+    for method in ("dqn-alpha", "dqn-full", "fedrl"):
+        for variant in ("ours", "vmap"):
+            wall, cpu = _timed_batched(method, cfg, maps, variant == "vmap")
+            out[f"{variant}_{method}_wall_s"] = wall
+            out[f"{variant}_{method}_cpu_s"] = cpu
+            out[f"{variant}_{method}_env_steps_per_s"] = env_steps / wall
+            out[f"{variant}_{method}_env_steps_per_cpu_s"] = env_steps / cpu
+        out[f"ratio_{method}_vs_vmap_wall"] = (
+            out[f"vmap_{method}_wall_s"] / out[f"ours_{method}_wall_s"]
+        )
+        out[f"ratio_{method}_vs_vmap_cpu"] = (
+            out[f"vmap_{method}_cpu_s"] / out[f"ours_{method}_cpu_s"]
+        )
+    wall, cpu, steps = _timed_loop(cfg, maps)
+    assert steps == env_steps
+    out["loop_dqn-alpha_wall_s"] = wall
+    out["loop_dqn-alpha_cpu_s"] = cpu
+    out["loop_dqn-alpha_env_steps_per_s"] = steps / wall
+    out["loop_dqn-alpha_env_steps_per_cpu_s"] = steps / cpu
+    out["ratio_dqn-alpha_vs_loop_wall"] = wall / out["ours_dqn-alpha_wall_s"]
+    out["ratio_dqn-alpha_vs_loop_cpu"] = cpu / out["ours_dqn-alpha_cpu_s"]
     return out
 
 
@@ -159,14 +239,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--maps", type=int, default=800)
     ap.add_argument("--steps", type=int, default=100)
-    ap.add_argument("--iterations", type=int, default=400)
+    ap.add_argument("--iterations", type=int, default=300)
     ap.add_argument("--n-envs", type=int, default=16)
+    ap.add_argument("--runs", type=int, default=5)
     args = ap.parse_args()
     res = {
         "machine": f"{platform.machine()} ({platform.processor() or 'cpu'}), 2 shared cores, "
         "loaded by other jobs",
         "env": bench_env(args.maps, args.steps),
-        "training": bench_training(args.iterations, args.n_envs),
+        "training": bench_training(args.iterations, args.n_envs, args.runs),
     }
     e, t = res["env"], res["training"]
     print(
@@ -174,10 +255,20 @@ def main() -> None:
         f"{e['gymnasium_steps_per_s']:.0f} steps/s: {e['ratio']:.0f}x ({e['maps']} maps)"
     )
     print(
-        f"training (DQN-alpha, {t['n_envs']} maps): batched "
-        f"{t['batched_dqn-alpha_env_steps_per_s']:.0f} env-steps/s vs per-map loop "
-        f"{t['loop_dqn-alpha_env_steps_per_s']:.0f}: {t['ratio_dqn-alpha']:.1f}x; FedRL batched "
-        f"{t['batched_fedrl_env_steps_per_s']:.0f} env-steps/s"
+        f"training, {t['runs']} runs x {t['iterations']} iterations x {t['n_envs']} maps "
+        "(wall s / CPU s; ratios are time of the baseline / time of ours):"
+    )
+    for m in ("dqn-alpha", "dqn-full", "fedrl"):
+        print(
+            f"  {m:9s} ours {t[f'ours_{m}_wall_s']:6.1f} / {t[f'ours_{m}_cpu_s']:6.1f}   "
+            f"previous (vmap) {t[f'vmap_{m}_wall_s']:6.1f} / {t[f'vmap_{m}_cpu_s']:6.1f}   "
+            f"ratio {t[f'ratio_{m}_vs_vmap_wall']:.2f}x wall, "
+            f"{t[f'ratio_{m}_vs_vmap_cpu']:.2f}x CPU"
+        )
+    print(
+        f"  dqn-alpha straightforward per-map loop {t['loop_dqn-alpha_wall_s']:.1f} / "
+        f"{t['loop_dqn-alpha_cpu_s']:.1f}: ours is {t['ratio_dqn-alpha_vs_loop_wall']:.1f}x "
+        f"(wall), {t['ratio_dqn-alpha_vs_loop_cpu']:.1f}x (CPU) faster"
     )
     out = Path(__file__).parent / "results" / "bench_fedrl.json"
     out.parent.mkdir(exist_ok=True)

@@ -685,29 +685,115 @@ def _eps_greedy(q: np.ndarray, eps: float, rng: np.random.Generator) -> np.ndarr
     return np.where(explore, rng.integers(N_ACTIONS, size=greedy.shape), greedy)
 
 
+def _conv3x3_relu(x: Any, w: Any, b: Any) -> Any:
+    """Batched 3x3 convolution (padding 1) + ReLU of K runs at once, as one matmul.
+
+    ``x`` (K, B, C, v, v), ``w`` (K, 32, C, 3, 3), ``b`` (K, 32) -> (K, B, v*v*32), flattened
+    position-major (the next layer's weight is kept in that order: :func:`_pos_major`).
+    Same arithmetic as ``torch.nn.Conv2d`` (im2col with ``unfold``), without the grouped
+    convolution that ``vmap`` over K weights turns into.
+    """
+    torch = _torch()
+    k, bsz, c, v = x.shape[0], x.shape[1], x.shape[2], x.shape[3]
+    cols = torch.nn.functional.unfold(x.reshape(k * bsz, c, v, v), 3, padding=1)  # (KB, C9, vv)
+    cols = cols.reshape(k, bsz, c * 9, v * v).transpose(2, 3).reshape(k, bsz * v * v, c * 9)
+    out = torch.baddbmm(b[:, None, :], cols, w.reshape(k, w.shape[1], c * 9).transpose(1, 2))
+    return torch.relu(out).reshape(k, bsz, v * v * w.shape[1])
+
+
+def _pos_major(w: Any, views: Sequence[int], inverse: bool = False, ch: int = 32) -> Any:
+    """Reorder the input columns of a dense weight (K, out, sum(ch*v*v)) between torch's
+    channel-major flatten of each conv output (``nn.Flatten`` of (ch, v, v)) and the
+    position-major order :func:`_conv3x3_relu` produces (``inverse``: back to torch's order).
+
+    The trainer keeps these weights position-major (Adam is element-wise, so a fixed
+    permutation of a parameter changes nothing), so no forward pass copies a weight.
+    """
+    torch = _torch()
+    k, o = w.shape[0], w.shape[1]
+    parts, start = [], 0
+    for v in views:
+        seg = w[:, :, start : start + ch * v * v]
+        shape = (k, o, v * v, ch) if inverse else (k, o, ch, v * v)
+        parts.append(seg.reshape(shape).transpose(2, 3).reshape(k, o, ch * v * v))
+        start += ch * v * v
+    return torch.cat(parts, dim=2).contiguous()
+
+
+def _dense(x: Any, w: Any, b: Any) -> Any:
+    """K dense layers at once: ``x`` (K, B, in), ``w`` (K, out, in), ``b`` (K, out)."""
+    return _torch().baddbmm(b[:, None, :], x, w.transpose(1, 2))
+
+
+def _fwd_local_q(p: dict, x: Any) -> Any:
+    """The stacked local Q-networks (:func:`_local_q`) on ``x`` (K, B, H, v, v)."""
+    torch = _torch()
+    h = _conv3x3_relu(x, p["0.weight"], p["0.bias"])
+    h = torch.relu(_dense(h, p["3.weight"], p["3.bias"]))
+    return _dense(h, p["5.weight"], p["5.bias"])
+
+
+def _fwd_full_q(p: dict, sa: Any, sb: Any) -> Any:
+    """The stacked DQN-full networks (:func:`_full_q`) on both windows."""
+    torch = _torch()
+    ha = _conv3x3_relu(sa, p["ca.0.weight"], p["ca.0.bias"])
+    hb = _conv3x3_relu(sb, p["cb.0.weight"], p["cb.0.bias"])
+    h = torch.relu(_dense(torch.cat([ha, hb], dim=2), p["head.0.weight"], p["head.0.bias"]))
+    return _dense(h, p["head.2.weight"], p["head.2.bias"])
+
+
+def _fwd_mlp(p: dict, x: Any) -> Any:
+    """The stacked shared MLPs (:func:`_mlp`) on ``x`` (K, B, 32)."""
+    h = _torch().relu(_dense(x, p["0.weight"], p["0.bias"]))
+    return _dense(h, p["2.weight"], p["2.bias"])
+
+
+#: Weights kept position-major (see :func:`_pos_major`): parameter name -> conv views it reads.
+_POS_MAJOR = {
+    _fwd_local_q: {"3.weight": None},  # None: the input's own view (3 or 5)
+    _fwd_full_q: {"head.0.weight": (ALPHA_VIEW, BETA_VIEW)},
+    _fwd_mlp: {},
+}
+
+
 class _Stacked:
-    """K independent copies of a network, evaluated at once with ``torch.func.vmap``.
+    """K independent copies of a network, evaluated at once with batched matmuls.
+
+    The parameters are the ``torch.func.stack_module_state`` of K modules initialised from the
+    runs' own generators; ``forward`` computes the module's function for all K at once
+    (``torch.baddbmm`` over K; the convolution as im2col + matmul), cheaper on a CPU than
+    ``vmap`` over ``functional_call``, which turns the K convolutions into one grouped
+    convolution. Dense weights that read a convolution are stored position-major
+    (:func:`_pos_major`); :meth:`state` returns torch's layout. A test checks the forward pass
+    and the gradients against ``vmap(functional_call)`` of the module.
 
     Adam is element-wise, so one Adam over the stacked parameters is exactly K independent
     Adams, and the sum of the K runs' losses gives each run its own gradient.
     """
 
-    def __init__(self, make: Callable[[], Any], gens: Sequence[Any]) -> None:
-        import copy
-
+    def __init__(
+        self,
+        make: Callable[[], Any],
+        gens: Sequence[Any],
+        forward: Callable[..., Any],
+        view: int | None = None,
+    ) -> None:
         torch = _torch()
         mods = [make() for _ in gens]
         for m, g in zip(mods, gens, strict=True):
             _init_params(m, g)
         params, _ = torch.func.stack_module_state(mods)
+        self._layout = {
+            name: ((view,) if views is None else views)
+            for name, views in _POS_MAJOR[forward].items()
+        }
+        with torch.no_grad():
+            for name, views in self._layout.items():
+                params[name] = _pos_major(params[name], views)
         self.params = {k: v.detach().clone().requires_grad_(True) for k, v in params.items()}
         self.target = {k: v.detach().clone() for k, v in self.params.items()}
-        base = copy.deepcopy(mods[0]).to("meta")
-
-        def f(p: dict, *xs: Any) -> Any:
-            return torch.func.functional_call(base, p, xs)
-
-        self._f = torch.vmap(f)
+        self.module = mods[0]  # the architecture (for reference checks)
+        self._f = forward
 
     def __call__(self, *xs: Any) -> Any:
         return self._f(self.params, *xs)
@@ -718,8 +804,16 @@ class _Stacked:
     def sync(self) -> None:
         self.target = {k: v.detach().clone() for k, v in self.params.items()}
 
+    def torch_params(self) -> dict[str, Any]:
+        """The stacked parameters in torch's layout (detached; for ``functional_call``)."""
+        out = {}
+        for n, v in self.params.items():
+            v = v.detach()
+            out[n] = _pos_major(v, self._layout[n], inverse=True) if n in self._layout else v
+        return out
+
     def state(self, k: int) -> dict[str, np.ndarray]:
-        return {n: v[k].detach().numpy().copy() for n, v in self.params.items()}
+        return {n: v[k].numpy().copy() for n, v in self.torch_params().items()}
 
 
 def _train_runs(
@@ -745,16 +839,18 @@ def _train_runs(
     h, n = cfg.hist_len, cfg.n_envs
     fed = method == "fedrl"
     if method == "dqn-alpha":
-        nets = {"qa": _Stacked(lambda: _local_q(ALPHA_VIEW, h), gens)}
+        nets = {"qa": _Stacked(lambda: _local_q(ALPHA_VIEW, h), gens, _fwd_local_q, ALPHA_VIEW)}
     elif method == "dqn-full":
-        nets = {"qf": _Stacked(lambda: _full_q(h), gens)}
+        nets = {"qf": _Stacked(lambda: _full_q(h), gens, _fwd_full_q)}
     else:
         nets = {
-            "qa": _Stacked(lambda: _local_q(ALPHA_VIEW, h), gens),
-            "qb": _Stacked(lambda: _local_q(BETA_VIEW, h), gens),
-            "g": _Stacked(_mlp, gens),
+            "qa": _Stacked(lambda: _local_q(ALPHA_VIEW, h), gens, _fwd_local_q, ALPHA_VIEW),
+            "qb": _Stacked(lambda: _local_q(BETA_VIEW, h), gens, _fwd_local_q, BETA_VIEW),
+            "g": _Stacked(_mlp, gens, _fwd_mlp),
         }
-    opt = torch.optim.Adam([p for m in nets.values() for p in m.params.values()], lr=cfg.lr)
+    opt = torch.optim.Adam(
+        [p for m in nets.values() for p in m.params.values()], lr=cfg.lr, fused=True
+    )
     ex = (
         _Exchange(
             cfg,
@@ -802,7 +898,7 @@ def _train_runs(
         if ex is not None:
             ex.step = it
         eps = cfg.eps_start + (cfg.eps_end - cfg.eps_start) * min(1.0, it / cfg.eps_decay)
-        with torch.no_grad():
+        with torch.inference_mode():
             q = q_values(sa, sb, kind=KIND_ACT, maps_idx=env.map_index.copy())
         act = _eps_greedy(q.numpy(), eps, rng_act).reshape(-1)
         r, done, met, _ = env.step(act)
@@ -893,19 +989,19 @@ def _update(
     r = g("r").astype(np.float64)
     notdone = 1.0 - g("d").astype(np.float64)
     if method == "dqn-alpha":
-        with torch.no_grad():
+        with torch.inference_mode():
             nxt = nets["qa"].tgt(sa2).max(dim=-1).values.double().numpy()
         y = torch.as_tensor(r + cfg.gamma * notdone * nxt, dtype=torch.float32)
         q = nets["qa"](sa)
     elif method == "dqn-full":
-        with torch.no_grad():
+        with torch.inference_mode():
             nxt = nets["qf"].tgt(sa2, sb2).max(dim=-1).values.double().numpy()
         y = torch.as_tensor(r + cfg.gamma * notdone * nxt, dtype=torch.float32)
         q = nets["qf"](sa, sb)
     else:
         # beta -> alpha: C_beta(s_j) and C'_beta(s'_j) (beta's target network)
         cb = ex.send("beta", nets["qb"](sb), sb_np, KIND_BATCH)
-        with torch.no_grad():
+        with torch.inference_mode():
             cb2 = ex.send("beta", nets["qb"].tgt(sb2), sb2_np, KIND_NEXT)
             # alpha computes Y from its own target outputs (noised, eq. 4) and C'_beta
             qa2 = nets["qa"].tgt(sa2)
@@ -968,7 +1064,7 @@ def _evaluate(
     for _t in range(cfg.episode_limit):
         if env.done.all():
             break
-        with torch.no_grad():
+        with torch.inference_mode():
             if method == "dqn-alpha":
                 q = nets["qa"](shape(sa))
             elif method == "dqn-full":
@@ -1019,6 +1115,7 @@ def run_fedrl(
     maps: MapSet | None = None,
     record: bool = True,
     progress: bool = False,
+    threads: int | None = 1,
 ) -> dict[str, Any]:
     """Train ``cfg.methods`` ``cfg.runs`` times each and evaluate on the test maps.
 
@@ -1029,12 +1126,17 @@ def run_fedrl(
         maps: pre-generated maps (must match ``cfg``); None generates them.
         record: keep the transcript of every release (for the run directory and attacks).
         progress: tqdm bar on stderr.
+        threads: torch intra-op threads while training (restored afterwards); None leaves
+            torch's setting alone. One thread is fastest on a small, shared machine: the
+            networks are small and every run is batched into one matmul already.
 
     Returns:
         ``{"results": [per method-run dict], "log": _Log, "maps": MapSet, "accountant": acc}``.
     """
     if not _is_int(seed) or seed < 0:
         raise InvalidParameterError(f"seed must be an integer >= 0, got {seed!r}")
+    if threads is not None and (not _is_int(threads) or threads < 1):
+        raise InvalidParameterError(f"threads must be an integer >= 1 (or None), got {threads!r}")
     from ldp_audit.accountant import Accountant
     from ldp_audit.release import Transcript
 
@@ -1058,11 +1160,16 @@ def run_fedrl(
 
         bar = tqdm(total=cfg.runs * len(cfg.methods) * cfg.train_steps, desc="fedrl", unit="it")
     results = []
+    torch = _torch()
+    old_threads = torch.get_num_threads()
     try:
+        if threads is not None:
+            torch.set_num_threads(int(threads))
         for method in cfg.methods:  # all runs of a method at once (batched over runs)
             ss = [seqs[run * len(METHODS) + METHODS.index(method)] for run in range(cfg.runs)]
             results.extend(_train_runs(method, cfg, maps, ss, list(range(cfg.runs)), acc, log, bar))
     finally:
+        torch.set_num_threads(old_threads)
         if bar is not None:
             bar.close()
     return {"results": results, "log": log, "maps": maps, "accountant": acc}
@@ -1136,6 +1243,7 @@ def train_fedrl(
     seed: int = 0,
     mode: str = "new",
     progress: bool = False,
+    threads: int | None = 1,
 ) -> dict[str, Any]:
     """Train FedRL and its baselines and write the run directory ``out``.
 
@@ -1157,6 +1265,8 @@ def train_fedrl(
         raise InvalidParameterError(f"cfg must be a FedRLConfig, got {type(cfg).__name__}")
     if not _is_int(seed) or seed < 0:
         raise InvalidParameterError(f"seed must be an integer >= 0, got {seed!r}")
+    if threads is not None and (not _is_int(threads) or threads < 1):
+        raise InvalidParameterError(f"threads must be an integer >= 1 (or None), got {threads!r}")
     if mode == "resume":
         raise InvalidParameterError(
             "mode 'resume' is not supported by fedrl (a run is short): start a new run"
@@ -1174,7 +1284,9 @@ def train_fedrl(
     acc = Accountant(ledger, run_id=str(Path(out).name))
     state: dict[str, Any] = {}
     try:
-        res = run_fedrl(cfg, seed=seed, accountant=acc, progress=progress, record=True)
+        res = run_fedrl(
+            cfg, seed=seed, accountant=acc, progress=progress, record=True, threads=threads
+        )
         state.update(res)
         metrics = _metrics(cfg, res["results"])
         metrics["privacy"] = privacy_table(cfg, acc, range(cfg.runs))
