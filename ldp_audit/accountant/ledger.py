@@ -44,6 +44,7 @@ import uuid
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +71,8 @@ _AGENTS = "ldp_audit_agents"
 _HEAD = "ldp_audit_head"
 #: Rows of the chain's tail re-hashed on every open.
 TAIL_ROWS = 64
+#: Most agents whose state a writer keeps between its own commits (``Ledger._wc``).
+WRITE_CACHE_AGENTS = 262_144
 _JOURNAL = "TRUNCATE"
 _TMP_RE = re.compile(r"^\..+\.ldp-creating\.(\d+)\.\d+\.tmp(-journal|-wal|-shm)?$")
 
@@ -98,6 +101,32 @@ CREATE TABLE {_HEAD} (
     meta BLOB NOT NULL
 );
 """
+
+_SQL_CHARGES = (
+    f"INSERT INTO {_CHARGES} (id, agent, event, scope, time, run_id, agent_n, hash) VALUES "
+)
+_SQL_STATE = f"INSERT OR REPLACE INTO {_STATE} (agent, scope, event, n, chk) VALUES "
+_SQL_AGENTS = f"INSERT OR REPLACE INTO {_AGENTS} (agent, n, last_id, chk) VALUES "
+#: Rows per multi-row ``INSERT ... VALUES (...), (...)`` (a few fixed sizes, so that SQLite's
+#: prepared statements are reused): one statement per block instead of one per row.
+_BLOCKS = (256, 32, 4, 1)
+
+
+def _insert_many(c: sqlite3.Connection, sql: str, ncols: int, rows: Sequence[tuple]) -> None:
+    """``INSERT`` ``rows`` with multi-row ``VALUES`` in blocks of ``_BLOCKS`` rows."""
+    one = "(" + ", ".join(["?"] * ncols) + ")"
+    k, n = 0, len(rows)
+    for size in _BLOCKS:
+        if n - k < size:
+            continue
+        stmt = sql + ", ".join([one] * size)
+        if size == 1:
+            c.executemany(stmt, rows[k:])
+            return
+        while n - k >= size:
+            c.execute(stmt, list(chain.from_iterable(rows[k : k + size])))
+            k += size
+
 
 #: Where a charge's privacy claim belongs: per-agent local DP, or a central (DP-SGD) model claim.
 SCOPES = ("local", "central")
@@ -347,6 +376,12 @@ class Ledger:
         self._ledger_id = ""
         # The last full verified state, keyed by the chain head it was read at (read-only).
         self._all_states: tuple[tuple[int, bytes], dict[str, AgentState]] | None = None
+        # The writer's cache: the state of every agent this connection charged, exactly as its
+        # own last commit left it, valid only while no other connection has committed
+        # (``PRAGMA data_version``) and this one changed nothing else (``total_changes``).
+        self._wc: dict[str, AgentState] | None = None
+        self._wc_key: tuple[int, int] | None = None
+        self._wc_complete = False  # the cache holds every agent of the ledger (absent = new)
         if not self._memory:
             p = Path(self.path)
             if p.is_dir():
@@ -753,97 +788,216 @@ class Ledger:
         run_id: str | None,
         when: float | None,
         times: Sequence[float] | None = None,
-    ) -> None:
+        head: tuple[int, bytes] | None = None,
+    ) -> tuple[list[tuple], list[tuple]]:
         """Append ``(agent, event, scope)`` rows, chain them and update the state tables.
 
         ``states`` must hold the verified state of every agent of ``rows`` (from
-        ``_load_states`` in the same transaction). ``times`` (one per row) overrides ``when``.
+        ``_load_states`` in the same transaction). ``times`` (one per row) overrides ``when``;
+        ``head`` is the chain head read in this transaction (read here when None).
+
+        Returns:
+            The rows written to the agents table ``(agent, n, last_id, chk)`` and to the state
+            table ``(agent, scope, event, n, chk)``: the charged agents' state once the
+            transaction commits.
         """
         c = self._conn
-        n_rows, prev = self._head()
+        n_rows, prev = self._head() if head is None else head
         t = time.time() if when is None else float(when)
         r = "N" if run_id is None else f"{len(run_id)}:{run_id}"
-        # The row bytes are f"{id}|{len(agent)}:{agent}" + tail(event, scope) + f"{agent_n}"
-        # (exactly ``_row_bytes``); the tail is shared by every row of an (event, scope).
-        tails: dict[tuple[str, str], str] = {}
         sha256 = hashlib.sha256
-        new_rows = []
-        append = new_rows.append
-        agent_n: dict[str, int] = {}  # running total of each touched agent
-        agent_last: dict[str, int] = {}
-        counts: dict[tuple[str, str, str], int] = {}  # (agent, scope, event) -> new count
-        get_n, get_count, get_state = agent_n.get, counts.get, states.get
         crc = zlib.crc32
+        get_state = states.get
+        new_rows: list[tuple] = []
+        append = new_rows.append
         i = n_rows
-        for k, (agent, event, scope) in enumerate(rows):
-            i += 1
-            n = get_n(agent)
-            if n is None:  # the agent's first row in this batch
+        agent_rows: list[tuple]
+        state_rows: list[tuple]
+        if times is None and len({a for a, _, _ in rows}) == len(rows):
+            # Every agent once (a lock-step, a fresh round): one pass writes all three tables.
+            # The row bytes are f"{id}|{len(agent)}:{agent}" + tail + f"{agent_n}" (exactly
+            # ``_row_bytes``), the state checksum f"{len(agent)}:{agent}" + mid + f"{count}"
+            # (``_state_chk``); tail and mid are shared by every row of an (event, scope).
+            parts: dict[tuple[str, str], tuple[str, str]] = {}
+            agent_rows = []
+            state_rows = []
+            add_agent, add_state = agent_rows.append, state_rows.append
+            for agent, event, scope in rows:
+                i += 1
+                key = (scope, event)
+                p = parts.get(key)
+                if p is None:
+                    p = parts[key] = (
+                        f"|{len(event)}:{event}|{scope}|{t!r}|{r}|",
+                        f"|{scope}|{len(event)}:{event}|",
+                    )
                 st = get_state(agent)
-                if st is None:  # a new agent: the common case of a fresh round
-                    n = 1
-                    counts[(agent, scope, event)] = 1
+                if st is None:  # a new agent
+                    n = cnt = 1
                 else:
                     n = st.n + 1
-                    counts[(agent, scope, event)] = st.events.get((scope, event), 0) + 1
-            else:
-                n += 1
+                    cnt = st.events.get(key, 0) + 1
+                la = f"{len(agent)}:{agent}"
+                prev = sha256(prev + f"{i}|{la}{p[0]}{n}".encode()).digest()
+                append((i, agent, event, scope, t, run_id, n, prev))
+                add_agent((agent, n, i, crc(f"{la}|{n}|{i}".encode())))
+                add_state((agent, scope, event, cnt, crc(f"{la}{p[1]}{cnt}".encode())))
+        else:
+            tails: dict[tuple[str, str], str] = {}
+            agent_n: dict[str, int] = {}  # running total of each touched agent
+            agent_last: dict[str, int] = {}
+            counts: dict[tuple[str, str, str], int] = {}  # (agent, scope, event) -> new count
+            get_n, get_count = agent_n.get, counts.get
+            for k, (agent, event, scope) in enumerate(rows):
+                i += 1
+                n = get_n(agent)
                 key3 = (agent, scope, event)
+                if n is None:  # the agent's first row in this batch
+                    st = get_state(agent)
+                    n = 1 if st is None else st.n + 1
+                else:
+                    n += 1
                 cnt = get_count(key3)
                 if cnt is None:
                     st = get_state(agent)
                     cnt = 0 if st is None else st.events.get((scope, event), 0)
                 counts[key3] = cnt + 1
-            agent_n[agent] = n
-            agent_last[agent] = i
-            if times is None:
-                tail = tails.get((scope, event))
-                if tail is None:
-                    tail = tails[(scope, event)] = f"|{len(event)}:{event}|{scope}|{t!r}|{r}|"
-                prev = sha256(prev + f"{i}|{len(agent)}:{agent}{tail}{n}".encode()).digest()
-                append((i, agent, event, scope, t, run_id, n, prev))
-            else:
-                tk = float(times[k])
-                prev = _row_hash(prev, _row_bytes(i, agent, event, scope, tk, run_id, n))
-                append((i, agent, event, scope, tk, run_id, n, prev))
-        c.executemany(
-            f"INSERT INTO {_CHARGES} (id, agent, event, scope, time, run_id, agent_n, hash) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            new_rows,
-        )
-        c.executemany(
-            f"INSERT OR REPLACE INTO {_STATE} (agent, scope, event, n, chk) VALUES (?, ?, ?, ?, ?)",
-            sorted(
-                [
-                    (a, s, e, n, crc(f"{len(a)}:{a}|{s}|{len(e)}:{e}|{n}".encode()))  # _state_chk
-                    for (a, s, e), n in counts.items()
-                ]
-            ),
-        )
-        c.executemany(
-            f"INSERT OR REPLACE INTO {_AGENTS} (agent, n, last_id, chk) VALUES (?, ?, ?, ?)",
-            sorted(
-                [
-                    (a, n, last, crc(f"{len(a)}:{a}|{n}|{last}".encode()))  # _agent_chk
-                    for a, n in agent_n.items()
-                    for last in (agent_last[a],)
-                ]
-            ),
-        )
+                agent_n[agent] = n
+                agent_last[agent] = i
+                if times is None:
+                    tail = tails.get((scope, event))
+                    if tail is None:
+                        tail = tails[(scope, event)] = f"|{len(event)}:{event}|{scope}|{t!r}|{r}|"
+                    prev = sha256(prev + f"{i}|{len(agent)}:{agent}{tail}{n}".encode()).digest()
+                    append((i, agent, event, scope, t, run_id, n, prev))
+                else:
+                    tk = float(times[k])
+                    prev = _row_hash(prev, _row_bytes(i, agent, event, scope, tk, run_id, n))
+                    append((i, agent, event, scope, tk, run_id, n, prev))
+            state_rows = [
+                (a, s, e, n, crc(f"{len(a)}:{a}|{s}|{len(e)}:{e}|{n}".encode()))  # _state_chk
+                for (a, s, e), n in counts.items()
+            ]
+            agent_rows = [
+                (a, n, last, crc(f"{len(a)}:{a}|{n}|{last}".encode()))  # _agent_chk
+                for a, n in agent_n.items()
+                for last in (agent_last[a],)
+            ]
+        agent_rows.sort()
+        state_rows.sort()
+        _insert_many(c, _SQL_CHARGES, 8, new_rows)
+        _insert_many(c, _SQL_STATE, 5, state_rows)
+        _insert_many(c, _SQL_AGENTS, 4, agent_rows)
         c.execute(f"UPDATE {_HEAD} SET rows = ?, hash = ? WHERE k = 1", (i, prev))
+        return agent_rows, state_rows
 
-    def _check_write_head(self) -> None:
-        """Inside a write: the head must match the last row (cheap: two indexed lookups)."""
-        rows, head = self._head()
+    def _check_write_head(self) -> tuple[int, int, bytes]:
+        """Inside a write: the head must match the last row (one query, two indexed lookups).
+
+        Returns:
+            ``(data_version, rows, head hash)``: SQLite's ``data_version`` of this connection
+            (it changes whenever another connection has committed) and the verified head.
+        """
         got = self._conn.execute(
-            f"SELECT id, hash FROM {_CHARGES} ORDER BY id DESC LIMIT 1"
+            f"SELECT (SELECT data_version FROM pragma_data_version()), h.rows, h.hash, c.id, "
+            f"c.hash FROM {_HEAD} h LEFT JOIN {_CHARGES} c "
+            f"ON c.id = (SELECT MAX(id) FROM {_CHARGES}) WHERE h.k = 1"
         ).fetchall()
-        top, h = (got[0][0], bytes(got[0][1])) if got else (0, _genesis(self._ledger_id))
+        if len(got) != 1 or not isinstance(got[0][2], bytes):
+            raise self._bad("the chain head is missing")
+        dv, rows, head, top, h = got[0]
+        if top is None:
+            top, h = 0, _genesis(self._ledger_id)
         if top != rows or h != head:
             raise self._bad(
                 f"the chain head ({rows} rows) does not match the last row ({top}); rows were "
                 f"added or removed outside ldp-audit"
             )
+        return int(dv), int(rows), bytes(head)
+
+    def _writer_states(
+        self, agents: Sequence[str], dv: int, rows: int
+    ) -> tuple[dict[str, AgentState], dict[str, AgentState], bool]:
+        """Verified state of ``agents`` for a write (inside the write transaction).
+
+        The writer's cache is used only while nothing but this connection's own charges has
+        changed the file since it was filled: SQLite's ``data_version`` (read in this
+        transaction, under the write lock) changes when any other connection commits, and
+        ``total_changes`` when this connection writes anything else; either invalidates it.
+        What it holds was read through ``_load_states`` (checksums, totals, the chained row)
+        or written by this connection's own committed charges, so it is never less than the
+        verified state on disk. Agents it does not hold are read through ``_load_states``,
+        unless the cache holds every agent of the ledger (it started at an empty ledger).
+
+        Returns:
+            ``(states of agents, the cache to fold the commit into, complete)``.
+        """
+        cache = self._wc
+        if cache is not None and self._wc_key == (dv, self._conn.total_changes):
+            complete = self._wc_complete
+            states: dict[str, AgentState] = {}
+            missing = []
+            get = cache.get
+            for a in agents:
+                st = get(a)
+                if st is not None:
+                    states[a] = st
+                elif not complete:
+                    missing.append(a)
+            if missing:
+                states.update(self._load_states(missing))
+            return states, cache, complete
+        self._wc = None
+        if rows == 0:  # an empty ledger: no agent may hold state, then every agent is new
+            (n_agents, n_state) = self._conn.execute(
+                f"SELECT (SELECT COUNT(*) FROM {_AGENTS}), (SELECT COUNT(*) FROM {_STATE})"
+            ).fetchone()
+            if n_agents or n_state:
+                raise self._bad(
+                    f"the chain holds no rows but {n_agents} agents and {n_state} event counts "
+                    f"have running state"
+                )
+            return {}, {}, True
+        return self._load_states(agents), {}, False
+
+    def _fold(
+        self,
+        cache: dict[str, AgentState],
+        states: dict[str, AgentState],
+        written: tuple[list[tuple], list[tuple]],
+        complete: bool,
+        dv: int,
+    ) -> None:
+        """After a commit: the cache takes the committed state of the charged agents."""
+        agent_rows, state_rows = written
+        get = states.get
+        if len(agent_rows) == len(state_rows):  # one state row per agent, both sorted by agent
+            for (a, n, last, _), (_, s, e, cnt, _) in zip(agent_rows, state_rows, strict=True):
+                st = get(a)
+                if st is None:
+                    cache[a] = AgentState(n, last, {(s, e): cnt})
+                else:
+                    st.n = n
+                    st.last_id = last
+                    st.events[(s, e)] = cnt
+                    cache[a] = st
+        else:
+            for a, n, last, _ in agent_rows:
+                st = get(a)
+                if st is None:
+                    cache[a] = AgentState(n, last)
+                else:
+                    st.n = n
+                    st.last_id = last
+                    cache[a] = st
+            for a, s, e, n, _ in state_rows:
+                cache[a].events[(s, e)] = n
+        if len(cache) > WRITE_CACHE_AGENTS:
+            self._wc = None
+            return
+        self._wc = cache
+        self._wc_complete = complete
+        self._wc_key = (dv, self._conn.total_changes)
 
     def charge_rows(
         self,
@@ -862,26 +1016,29 @@ class Ledger:
         """
         if not rows:
             return 0
-        agents = list(dict.fromkeys(r[0] for r in rows))
-
-        def work() -> None:
-            self._check_write_head()
-            states = self._load_states(agents)
-            if check is not None:
-                check(states)
-            self._append_rows(rows, states, run_id=run_id, when=when)
-
+        agents = list(dict.fromkeys([r[0] for r in rows]))
         # The lock is taken before ``_in_tx`` is read: another thread's open transaction must
         # make this thread wait, never let it write into that transaction.
         with self._lock:
             if self._in_tx:
+                # A caller's transaction may still roll back: no cache, read everything.
+                self._wc = None
                 try:
-                    work()
+                    _, n_rows, head = self._check_write_head()
+                    states = self._load_states(agents)
+                    if check is not None:
+                        check(states)
+                    self._append_rows(rows, states, run_id=run_id, when=when, head=(n_rows, head))
                 except sqlite3.Error as exc:
                     raise self._wrap(exc, "write") from exc
-            else:
-                with self.transaction():
-                    work()
+                return len(rows)
+            with self.transaction():
+                dv, n_rows, head = self._check_write_head()
+                states, cache, complete = self._writer_states(agents, dv, n_rows)
+                if check is not None:
+                    check(states)
+                new = self._append_rows(rows, states, run_id=run_id, when=when, head=(n_rows, head))
+            self._fold(cache, states, new, complete, dv)  # committed
         return len(rows)
 
     def _insert(
