@@ -163,79 +163,105 @@ def episode_gradients_kernel(
     vhat = np.empty(t_max + 1)
     wd = np.empty(_H)
     for m in range(m_total):
-        r = rows[m]
-        big_t = lengths[m]
-        th = theta[m]
+        scores[m] = _episode_grad(
+            theta[m], rows[m], obs_buf, acts_buf, rews_buf, lengths[m], bootstrap[m],
+            gamma[m], lam[m], beta[m], literal[m], out[m], hid, pre, val, dif, vhat, wd,
+        )  # fmt: skip
+
+
+@nb.njit(cache=True, nogil=True)
+def _episode_grad(
+    th: np.ndarray,
+    r: int,
+    obs_buf: np.ndarray,
+    acts_buf: np.ndarray,
+    rews_buf: np.ndarray,
+    big_t: int,
+    boot: bool,
+    g: float,
+    lam: float,
+    b: float,
+    lit: bool,
+    out: np.ndarray,
+    hid: np.ndarray,
+    pre: np.ndarray,
+    val: np.ndarray,
+    dif: np.ndarray,
+    vhat: np.ndarray,
+    wd: np.ndarray,
+) -> float:
+    """One episode of :func:`episode_gradients_kernel` (buffer row ``r``, length ``big_t``,
+    parameters ``th``): writes the gradient into ``out`` (112,) and returns the score. The
+    scratch arrays hold at least ``big_t + 1`` rows. Shared with :func:`fused_block`, so both
+    engines compute every gradient with the same operations in the same order."""
+    for j in range(_H):
+        wd[j] = th[_P1 + j] - th[_P0 + j]
+    # forward pass over s_0..s_T
+    for t in range(big_t + 1):
+        s0 = obs_buf[r, t, 0]
+        s1 = obs_buf[r, t, 1]
+        s2 = obs_buf[r, t, 2]
+        s3 = obs_buf[r, t, 3]
+        v = 0.0
+        z0 = 0.0
+        z1 = 0.0
         for j in range(_H):
-            wd[j] = th[_P1 + j] - th[_P0 + j]
-        # forward pass over s_0..s_T
-        for t in range(big_t + 1):
-            s0 = obs_buf[r, t, 0]
-            s1 = obs_buf[r, t, 1]
-            s2 = obs_buf[r, t, 2]
-            s3 = obs_buf[r, t, 3]
-            v = 0.0
-            z0 = 0.0
-            z1 = 0.0
-            for j in range(_H):
-                p = th[4 * j] * s0
-                p += th[4 * j + 1] * s1
-                p += th[4 * j + 2] * s2
-                p += th[4 * j + 3] * s3
-                pre[t, j] = p
-                h = p if p > 0.0 else 0.0
-                hid[t, j] = h
-                v += th[_V + j] * h
-                z0 += th[_P0 + j] * h
-                z1 += th[_P1 + j] * h
-            val[t] = v
-            dif[t] = z1 - z0
-        # eq. 18 (bootstrap discounted as in eq. 12)
-        g = gamma[m]
-        if literal[m]:  # eq. 18 as printed: + V(s_T), undiscounted, also after a failure
-            nxt = 0.0
-            for t in range(big_t - 1, -1, -1):
-                nxt = rews_buf[r, t] + g * nxt
-                vhat[t] = nxt + val[big_t]
-        else:
-            nxt = val[big_t] if bootstrap[m] else 0.0
-            for t in range(big_t - 1, -1, -1):
-                nxt = rews_buf[r, t] + g * nxt
-                vhat[t] = nxt
-        total = 0.0
-        for t in range(big_t):
-            total += rews_buf[r, t]
-        scores[m] = total
-        # backward pass
-        for k in range(112):
-            out[m, k] = 0.0
-        b = beta[m]
-        two_lam = 2.0 * lam[m]
-        for t in range(big_t):
-            adv = vhat[t] - val[t]  # eq. 12, a constant
-            lp1, lp0 = _log_sigmoid_pair(dif[t])
-            pi1 = math.exp(lp1)
-            pi0 = math.exp(lp0)
-            ent = -(pi0 * lp0 + pi1 * lp1)  # eq. 13
-            # d/dz_1 of eq. 16 (dz_0 = -dz_1 with two actions)
-            dz1 = -adv * (acts_buf[r, t] - pi1) + b * pi1 * (lp1 + ent)
-            dv = -two_lam * adv  # d/dV of lambda (V_hat - V)^2
-            s0 = obs_buf[r, t, 0]
-            s1 = obs_buf[r, t, 1]
-            s2 = obs_buf[r, t, 2]
-            s3 = obs_buf[r, t, 3]
-            for j in range(_H):
-                h = hid[t, j]
-                out[m, _P1 + j] += dz1 * h
-                out[m, _V + j] += dv * h
-                if pre[t, j] > 0.0:
-                    dh = dz1 * wd[j] + dv * th[_V + j]
-                    out[m, 4 * j] += dh * s0
-                    out[m, 4 * j + 1] += dh * s1
-                    out[m, 4 * j + 2] += dh * s2
-                    out[m, 4 * j + 3] += dh * s3
+            p = th[4 * j] * s0
+            p += th[4 * j + 1] * s1
+            p += th[4 * j + 2] * s2
+            p += th[4 * j + 3] * s3
+            pre[t, j] = p
+            h = p if p > 0.0 else 0.0
+            hid[t, j] = h
+            v += th[_V + j] * h
+            z0 += th[_P0 + j] * h
+            z1 += th[_P1 + j] * h
+        val[t] = v
+        dif[t] = z1 - z0
+    # eq. 18 (bootstrap discounted as in eq. 12)
+    if lit:  # eq. 18 as printed: + V(s_T), undiscounted, also after a failure
+        nxt = 0.0
+        for t in range(big_t - 1, -1, -1):
+            nxt = rews_buf[r, t] + g * nxt
+            vhat[t] = nxt + val[big_t]
+    else:
+        nxt = val[big_t] if boot else 0.0
+        for t in range(big_t - 1, -1, -1):
+            nxt = rews_buf[r, t] + g * nxt
+            vhat[t] = nxt
+    total = 0.0
+    for t in range(big_t):
+        total += rews_buf[r, t]
+    # backward pass
+    for k in range(112):
+        out[k] = 0.0
+    two_lam = 2.0 * lam
+    for t in range(big_t):
+        adv = vhat[t] - val[t]  # eq. 12, a constant
+        lp1, lp0 = _log_sigmoid_pair(dif[t])
+        pi1 = math.exp(lp1)
+        pi0 = math.exp(lp0)
+        ent = -(pi0 * lp0 + pi1 * lp1)  # eq. 13
+        # d/dz_1 of eq. 16 (dz_0 = -dz_1 with two actions)
+        dz1 = -adv * (acts_buf[r, t] - pi1) + b * pi1 * (lp1 + ent)
+        dv = -two_lam * adv  # d/dV of lambda (V_hat - V)^2
+        s0 = obs_buf[r, t, 0]
+        s1 = obs_buf[r, t, 1]
+        s2 = obs_buf[r, t, 2]
+        s3 = obs_buf[r, t, 3]
         for j in range(_H):
-            out[m, _P0 + j] = -out[m, _P1 + j]
+            h = hid[t, j]
+            out[_P1 + j] += dz1 * h
+            out[_V + j] += dv * h
+            if pre[t, j] > 0.0:
+                dh = dz1 * wd[j] + dv * th[_V + j]
+                out[4 * j] += dh * s0
+                out[4 * j + 1] += dh * s1
+                out[4 * j + 2] += dh * s2
+                out[4 * j + 3] += dh * s3
+    for j in range(_H):
+        out[_P0 + j] = -out[_P1 + j]
+    return total
 
 
 @nb.njit(cache=True, nogil=True)
@@ -294,40 +320,61 @@ def aggregate_adaptive(
     ``m1``/``m2`` hold the first/second moment estimates, ``steps`` the updates so far. It
     touches only released reports: post-processing, no privacy cost.
     """
-    d = theta.shape[1]
     for i in range(trial.shape[0]):
-        g = trial[i]
-        for k in range(d):
-            buffer[g, k] += reports[i, k]
-        count[g] += 1
-        if count[g] >= buffer_size[g]:
-            c = np.float64(count[g])
-            e = lr[g]
-            steps[g] += 1
-            kd = kind[g]
-            if kd == 1:
-                b1, b2 = 0.9, 0.999
-                c1 = 1.0 - b1 ** steps[g]
-                c2 = 1.0 - b2 ** steps[g]
-                for k in range(d):
-                    x = buffer[g, k] / c
-                    m1[g, k] = b1 * m1[g, k] + (1.0 - b1) * x
-                    m2[g, k] = b2 * m2[g, k] + (1.0 - b2) * x * x
-                    theta[g, k] -= e * (m1[g, k] / c1) / (math.sqrt(m2[g, k] / c2) + 1e-8)
-                    buffer[g, k] = 0.0
-            elif kd == 2:
-                rho = 0.99
-                for k in range(d):
-                    x = buffer[g, k] / c
-                    m2[g, k] = rho * m2[g, k] + (1.0 - rho) * x * x
-                    theta[g, k] -= e * x / math.sqrt(m2[g, k] + 1e-10)
-                    buffer[g, k] = 0.0
-            else:
-                for k in range(d):
-                    theta[g, k] -= e * (buffer[g, k] / c)
-                    buffer[g, k] = 0.0
-            count[g] = 0
-            version[g] += 1
+        _agg_one(
+            theta, buffer, count, version, lr, buffer_size, kind, m1, m2, steps, trial[i],
+            reports[i],
+        )  # fmt: skip
+
+
+@nb.njit(cache=True, nogil=True)
+def _agg_one(
+    theta: np.ndarray,
+    buffer: np.ndarray,
+    count: np.ndarray,
+    version: np.ndarray,
+    lr: np.ndarray,
+    buffer_size: np.ndarray,
+    kind: np.ndarray,
+    m1: np.ndarray,
+    m2: np.ndarray,
+    steps: np.ndarray,
+    g: int,
+    report: np.ndarray,
+) -> None:
+    """One report of :func:`aggregate_adaptive` (trial ``g``); shared with :func:`fused_block`."""
+    d = theta.shape[1]
+    for k in range(d):
+        buffer[g, k] += report[k]
+    count[g] += 1
+    if count[g] >= buffer_size[g]:
+        c = np.float64(count[g])
+        e = lr[g]
+        steps[g] += 1
+        kd = kind[g]
+        if kd == 1:
+            b1, b2 = 0.9, 0.999
+            c1 = 1.0 - b1 ** steps[g]
+            c2 = 1.0 - b2 ** steps[g]
+            for k in range(d):
+                x = buffer[g, k] / c
+                m1[g, k] = b1 * m1[g, k] + (1.0 - b1) * x
+                m2[g, k] = b2 * m2[g, k] + (1.0 - b2) * x * x
+                theta[g, k] -= e * (m1[g, k] / c1) / (math.sqrt(m2[g, k] / c2) + 1e-8)
+                buffer[g, k] = 0.0
+        elif kd == 2:
+            rho = 0.99
+            for k in range(d):
+                x = buffer[g, k] / c
+                m2[g, k] = rho * m2[g, k] + (1.0 - rho) * x * x
+                theta[g, k] -= e * x / math.sqrt(m2[g, k] + 1e-10)
+                buffer[g, k] = 0.0
+        else:
+            for k in range(d):
+                theta[g, k] -= e * (buffer[g, k] / c)
+                buffer[g, k] = 0.0
+        count[g] = 0
+        version[g] += 1
 
 
 @nb.njit(cache=True, nogil=True)
@@ -419,3 +466,551 @@ def record_scores(
                     at_target[g] = True
                     ended = True
     return ended
+
+
+# ==============================================================================================
+# The fused lock-step: acting, CartPole physics, gradients, release, eq. 22 and restarts for a
+# block of steps in ONE compiled call (``train_grid(..., engine="fused")``).
+# ==============================================================================================
+
+# Gymnasium's CartPole constants (gymnasium.envs.classic_control.cartpole, 1.x), spelled as
+# Gymnasium computes them; tests/test_fused_pgc.py checks them against a Gymnasium instance.
+_MASSCART = 1.0
+_MASSPOLE = 0.1
+_TOTAL_MASS = _MASSPOLE + _MASSCART
+_LENGTH = 0.5
+_POLEMASS_LENGTH = _MASSPOLE * _LENGTH
+_FORCE_MAG = 10.0
+_TAU = 0.02
+_THETA_THRESHOLD = 12 * 2 * math.pi / 360
+_X_THRESHOLD = 2.4
+_INIT_LOW = -0.05
+_INIT_SPAN = 0.05 - _INIT_LOW
+
+#: Status codes of :func:`fused_block` (why it returned).
+FUSED_STEPS = 0  # the asked number of steps ran, or the acting block is used up
+FUSED_NEED_CHARGE = 1  # a trial may start an agent that is not charged yet
+FUSED_NEED_NOISE = 2  # a config's pre-drawn mechanism randomness may not cover a step
+FUSED_NEED_RESETS = 3  # a trial's reset uniforms may not cover a step
+FUSED_NEED_OUTPUT = 4  # the transcript output arrays may not hold a step
+FUSED_TRIAL_ENDED = 5  # some trial ended at the last step (the caller drops its rows)
+FUSED_NONFINITE = 6  # a gradient was NaN/inf: nothing of that step was released
+FUSED_PRS_OVERFLOW = 7  # a PRS projection overflowed: nothing of that step was released
+
+
+@nb.njit(cache=True, nogil=True)
+def _cartpole_row(state: np.ndarray, i: int, action: int, gravity: float) -> bool:
+    """Gymnasium's ``CartPoleVectorEnv.step`` (Euler integrator) for column i of ``state``
+    (4, N), with the same floating-point operations in the same order; returns terminated."""
+    x = state[0, i]
+    x_dot = state[1, i]
+    theta = state[2, i]
+    theta_dot = state[3, i]
+    force = _FORCE_MAG if action == 1 else -_FORCE_MAG  # np.sign(action - 0.5) * force_mag
+    costheta = math.cos(theta)
+    sintheta = math.sin(theta)
+    temp = (force + _POLEMASS_LENGTH * (theta_dot * theta_dot) * sintheta) / _TOTAL_MASS
+    thetaacc = (gravity * sintheta - costheta * temp) / (
+        _LENGTH * (4.0 / 3.0 - _MASSPOLE * (costheta * costheta) / _TOTAL_MASS)
+    )
+    xacc = temp - _POLEMASS_LENGTH * thetaacc * costheta / _TOTAL_MASS
+    x = x + _TAU * x_dot
+    x_dot = x_dot + _TAU * xacc
+    theta = theta + _TAU * theta_dot
+    theta_dot = theta_dot + _TAU * thetaacc
+    state[0, i] = x
+    state[1, i] = x_dot
+    state[2, i] = theta
+    state[3, i] = theta_dot
+    return (
+        (x < -_X_THRESHOLD)
+        or (x > _X_THRESHOLD)
+        or (theta < -_THETA_THRESHOLD)
+        or (theta > _THETA_THRESHOLD)
+    )
+
+
+@nb.njit(cache=True, nogil=True)
+def cartpole_step(
+    state: np.ndarray,
+    actions: np.ndarray,
+    gravity: np.ndarray,
+    steps: np.ndarray,
+    max_steps: int,
+    terminated: np.ndarray,
+    truncated: np.ndarray,
+) -> None:
+    """The fused engine's CartPole physics for every column of ``state`` (4, N) in place:
+    ``steps`` is incremented, ``terminated``/``truncated`` written as Gymnasium's
+    ``CartPoleVectorEnv(max_episode_steps=max_steps)`` gives them (reward 1 each step)."""
+    for i in range(state.shape[1]):
+        terminated[i] = _cartpole_row(state, i, actions[i], gravity[i])
+        steps[i] += 1
+        truncated[i] = steps[i] >= max_steps
+
+
+@nb.njit(cache=True, nogil=True)
+def _pairwise_sum_abs(x: np.ndarray, lo: int, n: int) -> float:
+    """sum_k |x[lo + k]| for k < n in NumPy's pairwise order (``np.abs(x).sum()`` of a
+    contiguous row: 8 accumulators up to 128 elements), so the L1 clip of eq. 19 is bit-for-bit
+    NumPy's. Rows longer than 128 are not supported (NaN)."""
+    if n < 8:
+        res = 0.0
+        for k in range(n):
+            res += abs(x[lo + k])
+        return res
+    if n <= 128:
+        r0 = abs(x[lo])
+        r1 = abs(x[lo + 1])
+        r2 = abs(x[lo + 2])
+        r3 = abs(x[lo + 3])
+        r4 = abs(x[lo + 4])
+        r5 = abs(x[lo + 5])
+        r6 = abs(x[lo + 6])
+        r7 = abs(x[lo + 7])
+        i = 8
+        stop = n - n % 8
+        while i < stop:
+            r0 += abs(x[lo + i])
+            r1 += abs(x[lo + i + 1])
+            r2 += abs(x[lo + i + 2])
+            r3 += abs(x[lo + i + 3])
+            r4 += abs(x[lo + i + 4])
+            r5 += abs(x[lo + i + 5])
+            r6 += abs(x[lo + i + 6])
+            r7 += abs(x[lo + i + 7])
+            i += 8
+        res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+        while i < n:
+            res += abs(x[lo + i])
+            i += 1
+        return res
+    # NumPy halves longer rows recursively; the engine's rows have d = 112 <= 128, and a
+    # recursive function would not load from Numba's cache
+    return math.nan
+
+
+@nb.njit(cache=True, nogil=True)
+def _laplace_clip_row(x: np.ndarray, s: float, bound: float, slow: bool, out: np.ndarray) -> None:
+    """``ldp_audit.mechanisms._clip_l1`` (eq. 19, the Laplace mechanism's clip) of one row
+    with L1 norm ``s``: ``x * min(1, bound / s)``; with ``slow`` (some row of the batch
+    overflowed) the overflow-safe path: rescale by max |x_j| first. Same operations as NumPy's."""
+    d = x.shape[0]
+    if not slow:
+        den = s if s > 0.0 else bound
+        f = bound / den
+        if f > 1.0:
+            f = 1.0
+        for k in range(d):
+            out[k] = x[k] * f
+        return
+    m = 0.0
+    for k in range(d):
+        if abs(x[k]) > m:
+            m = abs(x[k])
+    if not m > 0.0:
+        m = 1.0
+    for k in range(d):
+        out[k] = x[k] / m
+    s2 = _pairwise_sum_abs(out, 0, d)
+    if m * s2 > bound:
+        f = bound / (s2 if s2 > 0.0 else 1.0)
+        for k in range(d):
+            out[k] = out[k] * f
+    else:
+        for k in range(d):
+            out[k] = x[k]
+
+
+@nb.njit(cache=True, nogil=True)
+def _prs_row(
+    uni: np.ndarray, x: np.ndarray, dh: int, clip: float, p0: float, slope: float, out: np.ndarray
+) -> bool:
+    """``ldp_audit.mechanisms._prs_kernel_py`` for one report (same operations and order):
+    Algorithm 3 from the report's uniforms ``uni`` (d_hat d + d_hat,); False on overflow."""
+    d = x.shape[0]
+    hi, lo = 5.0 / 6.0, 1.0 / 6.0
+    sqrt3 = math.sqrt(3.0)
+    for j in range(d):
+        out[j] = 0.0
+    for k in range(dh):
+        base = k * d
+        acc = 0.0
+        for j in range(d):
+            v = uni[base + j]
+            if v >= hi:
+                acc += x[j]
+            elif v < lo:
+                acc -= x[j]
+        u = acc * sqrt3
+        if not math.isfinite(u):
+            return False
+        ubar = min(max(u, -clip), clip)  # eq. 23
+        a = min(max((ubar + clip) / (2.0 * clip), 0.0), 1.0)
+        b = 1.0 if uni[dh * d + k] < p0 + a * slope else -1.0  # eq. 24
+        for j in range(d):
+            v = uni[base + j]
+            if v >= hi:
+                out[j] += b
+            elif v < lo:
+                out[j] -= b
+    for j in range(d):
+        out[j] *= sqrt3 * clip
+    return True
+
+
+@nb.njit(cache=True, nogil=True)
+def fused_block(
+    max_steps: int,
+    # ---- rows (E): physics and episode state ----
+    state: np.ndarray,  # (4, E) float64
+    steps: np.ndarray,  # (E,) int64 steps taken in the current episode
+    gravity: np.ndarray,  # (E,) float64
+    row_trial: np.ndarray,
+    row_worker: np.ndarray,
+    row_agent: np.ndarray,
+    row_round: np.ndarray,
+    row_version: np.ndarray,
+    slot: np.ndarray,
+    row_theta: np.ndarray,  # (E, 112)
+    obs_buf: np.ndarray,
+    acts_buf: np.ndarray,
+    rews_buf: np.ndarray,
+    episode_steps: int,
+    # ---- acting ----
+    act_block: np.ndarray,  # (A, E) uniforms
+    block_pos: np.ndarray,  # (1,) int64
+    alpha_g: np.ndarray,
+    sample_g: np.ndarray,
+    # ---- per trial (G) ----
+    theta: np.ndarray,
+    buffer: np.ndarray,
+    count: np.ndarray,
+    version: np.ndarray,
+    lr: np.ndarray,
+    buffer_size: np.ndarray,
+    kind: np.ndarray,
+    m1: np.ndarray,
+    m2: np.ndarray,
+    opt_steps: np.ndarray,
+    n_sub: np.ndarray,
+    next_agent: np.ndarray,
+    active: np.ndarray,
+    at_target: np.ndarray,
+    zoff: np.ndarray,
+    zeta: np.ndarray,
+    alpha0: np.ndarray,
+    alpha_decay: np.ndarray,
+    max_sub: np.ndarray,
+    stop_target: np.ndarray,
+    window: np.ndarray,
+    target: np.ndarray,
+    gamma: np.ndarray,
+    lam: np.ndarray,
+    beta: np.ndarray,
+    literal: np.ndarray,
+    rounds: np.ndarray,
+    rows_g: np.ndarray,  # live rows per trial
+    gtable: np.ndarray,
+    glen: np.ndarray,
+    agtable: np.ndarray,
+    aglen: np.ndarray,
+    reset_block: np.ndarray,  # (G, R, 5)
+    reset_ptr: np.ndarray,
+    paid: np.ndarray,  # agents charged (all rounds) per trial: ids < paid[g]
+    agent_cap: np.ndarray,  # no trial ever starts more agents than this
+    cfg_of: np.ndarray,
+    # ---- per config (C) ----
+    mech_kind: np.ndarray,  # 0 Laplace, 1 none (clip only), 2 PRS
+    coord_clip: np.ndarray,  # bool: coordinate clip instead of L1 (Laplace / none)
+    clip_bound: np.ndarray,  # C/2 for the L1 / coordinate clip; C for PRS
+    noise: np.ndarray,  # (C, K, W) pre-drawn mechanism randomness, consumed in order
+    noise_ptr: np.ndarray,
+    noise_len: np.ndarray,
+    prs_dh: np.ndarray,
+    prs_p0: np.ndarray,
+    prs_slope: np.ndarray,
+    rows_c: np.ndarray,  # live rows per config
+    record: np.ndarray,
+    recorded_version: np.ndarray,  # (G,)
+    recorded_index: np.ndarray,  # (G,)
+    n_thetas: np.ndarray,  # (C,) theta snapshots recorded so far per config
+    # ---- outputs ----
+    out_g: np.ndarray,
+    out_agent: np.ndarray,
+    out_worker: np.ndarray,
+    out_round: np.ndarray,
+    out_sub: np.ndarray,
+    out_tidx: np.ndarray,
+    out_report: np.ndarray,
+    out_score: np.ndarray,
+    out_grav: np.ndarray,
+    out_grad: np.ndarray,
+    out_n: np.ndarray,  # (1,)
+    snap_theta: np.ndarray,
+    snap_cfg: np.ndarray,
+    snap_n: np.ndarray,  # (1,)
+    env_steps: np.ndarray,  # (1,)
+    bad: np.ndarray,  # (1,) the trial of a non-finite gradient / overflowing PRS report
+) -> int:
+    """Up to ``max_steps`` lock-steps of the engine in one call; returns a ``FUSED_*`` status.
+
+    Each step is exactly :meth:`ldp_audit.training.pgc_a3c._Engine.run`'s: every live row
+    acts (:func:`act_and_record`'s rule), steps its CartPole (:func:`_cartpole_row`), and
+    records s_t, a_t, r_t; the episodes that ended are capped (:func:`ended_episodes`' rule),
+    their gradients computed (:func:`_episode_grad`), randomised in row order with each
+    config's pre-drawn noise (Laplace: clip(g) + z with z from ``noise``; none: clip(g); PRS:
+    :func:`_prs_row` on its uniforms), applied by eq. 22 in row order (:func:`_agg_one`),
+    booked (:func:`record_scores`), and the ended rows restart with the new theta
+    (``_Engine._start_rows``). Rows of ended trials are skipped until the caller drops them.
+
+    Before a step it checks that every trial's agents that may start in it are charged
+    (``paid``), that the pre-drawn randomness, reset uniforms and output arrays cover its worst
+    case; otherwise it returns before the step, so the caller can charge, draw and resume.
+    """
+    n_rows = state.shape[1]
+    n_trials = theta.shape[0]
+    n_cfg = noise_ptr.shape[0]
+    d = theta.shape[1]
+    a_len = act_block.shape[0]
+    r_len = reset_block.shape[1]
+    t_pad = obs_buf.shape[1]
+    hid = np.empty((t_pad, _H))
+    pre = np.empty((t_pad, _H))
+    val = np.empty(t_pad)
+    dif = np.empty(t_pad)
+    vhat = np.empty(t_pad)
+    wd = np.empty(_H)
+    done = np.empty(n_rows, np.int64)
+    done_term = np.empty(n_rows, np.bool_)
+    done_trunc = np.empty(n_rows, np.bool_)
+    k_row = np.empty(n_rows, np.int64)
+    k_g = np.empty(n_rows, np.int64)
+    k_sub = np.empty(n_rows, np.int64)
+    k_score = np.empty(n_rows)
+    grads = np.empty((n_rows, d))
+    noisy = np.empty((n_rows, d))
+    obs_f = np.empty(4)
+    k_norm = np.empty(n_rows)
+    slow = np.zeros(n_cfg, np.bool_)
+    for _ in range(max_steps):
+        # ---------------- can the next step run with what the caller prepared? ----------------
+        if block_pos[0] >= a_len:
+            return FUSED_STEPS
+        for g in range(n_trials):
+            if not active[g]:
+                continue
+            need = next_agent[g] + rows_g[g]
+            if need > agent_cap[g]:
+                need = agent_cap[g]
+            if paid[g] < need:
+                return FUSED_NEED_CHARGE
+            if reset_ptr[g] + rows_g[g] > r_len:
+                return FUSED_NEED_RESETS
+        for c in range(n_cfg):
+            if mech_kind[c] != 1 and noise_ptr[c] + rows_c[c] > noise_len[c]:
+                return FUSED_NEED_NOISE
+        if out_n[0] + n_rows > out_g.shape[0] or snap_n[0] + n_trials > snap_theta.shape[0]:
+            return FUSED_NEED_OUTPUT
+        # ---------------- acting and physics ----------------
+        pos = block_pos[0]
+        block_pos[0] = pos + 1
+        nd = 0
+        live = 0
+        for i in range(n_rows):
+            g = row_trial[i]
+            if not active[g]:
+                continue
+            live += 1
+            ti = steps[i]
+            si = slot[i]
+            o0 = np.float64(np.float32(state[0, i]))
+            o1 = np.float64(np.float32(state[1, i]))
+            o2 = np.float64(np.float32(state[2, i]))
+            o3 = np.float64(np.float32(state[3, i]))
+            obs_buf[si, ti, 0] = o0
+            obs_buf[si, ti, 1] = o1
+            obs_buf[si, ti, 2] = o2
+            obs_buf[si, ti, 3] = o3
+            acc = 0.0
+            for j in range(_H):
+                p = row_theta[i, 4 * j] * o0
+                p += row_theta[i, 4 * j + 1] * o1
+                p += row_theta[i, 4 * j + 2] * o2
+                p += row_theta[i, 4 * j + 3] * o3
+                if p > 0.0:
+                    acc += p * (row_theta[i, _P1 + j] - row_theta[i, _P0 + j])
+            ui = act_block[pos, i]
+            ai = alpha_g[g]
+            if ui < ai:
+                a = 1 if ui >= 0.5 * ai else 0
+            elif sample_g[g]:
+                if acc >= 0.0:
+                    pi1 = 1.0 / (1.0 + math.exp(-acc))
+                else:
+                    e = math.exp(acc)
+                    pi1 = e / (1.0 + e)
+                a = 1 if (ui - ai) / (1.0 - ai) < pi1 else 0
+            else:
+                a = 1 if acc > 0.0 else 0
+            acts_buf[si, ti] = a
+            term = _cartpole_row(state, i, a, gravity[i])
+            steps[i] = ti + 1
+            trunc = ti + 1 >= episode_steps
+            rews_buf[si, ti] = 1.0
+            if term or trunc:
+                done[nd] = i
+                done_term[nd] = term
+                done_trunc[nd] = trunc
+                nd += 1
+        env_steps[0] += live
+        if nd == 0:
+            continue
+        # ---------------- ended episodes: cap, gradients ----------------
+        m = 0
+        prev = -1
+        k = 0
+        for q in range(nd):
+            i = done[q]
+            g = row_trial[i]
+            if g != prev:
+                prev = g
+                k = 0
+            else:
+                k += 1
+            if k < max_sub[g] - n_sub[g]:
+                si = slot[i]
+                big_t = steps[i]
+                for c4 in range(4):
+                    obs_f[c4] = np.float64(np.float32(state[c4, i]))
+                    obs_buf[si, big_t, c4] = obs_f[c4]
+                boot = done_trunc[q] and not done_term[q]
+                k_score[m] = _episode_grad(
+                    row_theta[i], si, obs_buf, acts_buf, rews_buf, big_t, boot, gamma[g],
+                    lam[g], beta[g], literal[g], grads[m], hid, pre, val, dif, vhat, wd,
+                )  # fmt: skip
+                k_row[m] = i
+                k_g[m] = g
+                k_sub[m] = n_sub[g] + k
+                m += 1
+        # ---------------- agent side: randomise (agents were charged when they started) -----
+        for q in range(m):
+            for kk in range(d):
+                if not math.isfinite(grads[q, kk]):
+                    bad[0] = k_g[q]
+                    return FUSED_NONFINITE
+        # Laplace's L1 clip (ldp_audit.mechanisms._clip_l1) takes its overflow-safe path for
+        # every row of a config's batch when one row's norm overflows: the same here
+        for c in range(n_cfg):
+            slow[c] = False
+        for q in range(m):
+            c = cfg_of[k_g[q]]
+            if mech_kind[c] == 0 and not coord_clip[c]:
+                k_norm[q] = _pairwise_sum_abs(grads[q], 0, d)
+                if not math.isfinite(k_norm[q]):
+                    slow[c] = True
+        for q in range(m):
+            c = cfg_of[k_g[q]]
+            mk = mech_kind[c]
+            if mk == 0 and not coord_clip[c]:
+                _laplace_clip_row(grads[q], k_norm[q], clip_bound[c], slow[c], noisy[q])
+                z = noise[c, noise_ptr[c]]
+                for kk in range(d):
+                    noisy[q, kk] = z[kk] + noisy[q, kk]
+                noise_ptr[c] += 1
+                continue
+            if mk == 2:
+                ok = _prs_row(
+                    noise[c, noise_ptr[c]], grads[q], prs_dh[c], clip_bound[c], prs_p0[c],
+                    prs_slope[c], noisy[q],
+                )  # fmt: skip
+                if not ok:
+                    bad[0] = k_g[q]
+                    return FUSED_PRS_OVERFLOW
+                noise_ptr[c] += 1
+                continue
+            bnd = clip_bound[c]
+            if coord_clip[c]:
+                for kk in range(d):
+                    noisy[q, kk] = min(max(grads[q, kk], -bnd), bnd)
+            else:
+                n1 = _pairwise_sum_abs(grads[q], 0, d)
+                den = n1 / bnd
+                if den < 1.0:
+                    den = 1.0
+                for kk in range(d):
+                    noisy[q, kk] = grads[q, kk] / den
+            if mk == 0:
+                z = noise[c, noise_ptr[c]]
+                for kk in range(d):
+                    noisy[q, kk] = z[kk] + noisy[q, kk]
+                noise_ptr[c] += 1
+        # ---------------- trust boundary: only `noisy` crosses it ----------------
+        for q in range(m):
+            i = k_row[q]
+            g = k_g[q]
+            c = cfg_of[g]
+            if record[c]:
+                o = out_n[0]
+                out_g[o] = g
+                out_agent[o] = row_agent[i]
+                out_worker[o] = row_worker[i]
+                out_round[o] = row_round[i]
+                out_sub[o] = k_sub[q]
+                out_tidx[o] = row_version[i]
+                out_score[o] = k_score[q]
+                out_grav[o] = gravity[i]
+                for kk in range(d):
+                    out_report[o, kk] = noisy[q, kk]
+                    out_grad[o, kk] = grads[q, kk]
+                out_n[0] = o + 1
+            _agg_one(
+                theta, buffer, count, version, lr, buffer_size, kind, m1, m2, opt_steps, g,
+                noisy[q],
+            )  # fmt: skip
+        any_ended = record_scores(
+            k_g[:m], k_sub[:m], k_score[:m], zoff, zeta, n_sub, alpha_g, alpha0, alpha_decay,
+            max_sub, stop_target, window, target, active, at_target,
+        )  # fmt: skip
+        # ---------------- restarts (trials still running) ----------------
+        for q in range(nd):
+            i = done[q]
+            g = row_trial[i]
+            if not active[g]:
+                continue
+            c = cfg_of[g]
+            rp = reset_ptr[g]
+            reset_ptr[g] = rp + 1
+            if row_round[i] + 1 >= rounds[g]:  # a new agent
+                ag = next_agent[g]
+                next_agent[g] = ag + 1
+                row_agent[i] = ag
+                row_round[i] = 0
+                n_g = glen[g]
+                idx = np.int64(reset_block[g, rp, 0] * n_g)
+                if idx > n_g - 1:
+                    idx = n_g - 1
+                gravity[i] = gtable[g, idx]
+                if ag < aglen[g]:
+                    gravity[i] = agtable[g, ag]
+            else:
+                row_round[i] += 1
+            for kk in range(d):
+                row_theta[i, kk] = theta[g, kk]
+            for c4 in range(4):
+                state[c4, i] = _INIT_LOW + _INIT_SPAN * reset_block[g, rp, 1 + c4]
+            steps[i] = 0
+            if record[c]:
+                if recorded_version[g] != version[g]:
+                    sn = snap_n[0]
+                    for kk in range(d):
+                        snap_theta[sn, kk] = theta[g, kk]
+                    snap_cfg[sn] = c
+                    snap_n[0] = sn + 1
+                    recorded_version[g] = version[g]
+                    recorded_index[g] = n_thetas[c]
+                    n_thetas[c] += 1
+            row_version[i] = recorded_index[g]
+        if any_ended:
+            return FUSED_TRIAL_ENDED
+    return FUSED_STEPS

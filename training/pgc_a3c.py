@@ -96,6 +96,7 @@ __all__ = [
     "episode_gradients",
     "train",
     "train_grid",
+    "ENGINES",
 ]
 
 #: Shapes of the three weight matrices (section 4): theta_c 16x4, theta_p 2x16, theta_v 1x16.
@@ -1548,6 +1549,295 @@ class _Engine:
         return out
 
 
+#: ``engine`` values of :func:`train_grid`: the per-step Python loop, or the fused block kernel.
+ENGINES = ("lockstep", "fused")
+#: The fused engine charges, per top-up, the next ``_FUSED_RESERVE`` x (rows of the trial)
+#: agents of a trial ahead (all their rounds), when fewer than half of that are left.
+_FUSED_RESERVE = 8
+#: Reports of mechanism randomness pre-drawn per top-up: this many x (rows of the config).
+_FUSED_NOISE = 4
+
+
+class _FusedEngine(_Engine):
+    """The lock-step engine with each block of steps in ONE compiled call
+    (:func:`ldp_audit.training._kernels.fused_block`): same randomness streams, same operations
+    in the same order, so the same results bit for bit (tests/test_fused_pgc.py).
+
+    What differs is when the ledger is charged: an agent is charged for all its rounds
+    *before its first episode starts* (in blocks of agents, one ``charge_many`` per top-up),
+    instead of at each submission. Every release is still charged before it is randomised; the
+    ledger additionally holds the agents started or reserved but not submitted when a trial
+    stopped (at most ``_FUSED_RESERVE`` x n_agents per trial, plus the episodes in flight):
+    charged and never released, the conservative direction. Mechanism randomness is drawn
+    from each config's own generator in the same order and amounts as the lock-step engine
+    uses it, ahead of use, after the agents it will be applied to were charged.
+    """
+
+    def __init__(
+        self,
+        configs: Sequence[PgcA3cConfig],
+        seeds: Sequence[int],
+        accountants: Sequence[Any],
+        record: Sequence[bool],
+    ) -> None:
+        super().__init__(configs, seeds, accountants, record)
+        from ldp_audit.mechanisms import ProjectedRandomSign
+
+        G, C = self.G, len(self.configs)
+        env = self.env._env
+        self.f_state = np.array(env.state, dtype=np.float64, order="C", copy=True)
+        self.f_steps = np.asarray(env.steps, dtype=np.int64).copy()
+        self.f_block_pos = np.array([self.block_pos], dtype=np.int64)
+        agg = self.agg
+        if not agg.adaptive:  # _agg_one's SGD branch needs no moments; empty stand-ins
+            agg.m1 = np.zeros((G, 0))
+            agg.m2 = np.zeros((G, 0))
+            agg.steps = np.zeros(G, dtype=np.int64)
+        width = max(1, max(t.size for t in self.agent_gtable))
+        self.agtable = np.zeros((G, width))
+        self.aglen = np.array([t.size for t in self.agent_gtable], dtype=np.int64)
+        for gi, t in enumerate(self.agent_gtable):
+            self.agtable[gi, : t.size] = t
+        # reset uniforms: the base engine's leftover, in a block that holds any step's restarts
+        r_len = max(_RESET_BLOCK, 2 * int(self.n_agents.max()))
+        self.f_reset = np.zeros((G, r_len, 5))
+        self.f_reset_ptr = np.full(G, r_len, dtype=np.int64)
+        for gi in range(G):
+            left = self.reset_block[gi, self.reset_ptr[gi] :]
+            self.f_reset[gi, r_len - left.shape[0] :] = left
+            self.f_reset_ptr[gi] = r_len - left.shape[0]
+        self.paid = np.zeros(G, dtype=np.int64)
+        self.agent_cap = self.max_sub // self.rounds + self.n_agents
+        # per config: mechanism kind and its pre-drawn randomness
+        self.mech_kind = np.zeros(C, dtype=np.int64)
+        self.coord_clip = np.zeros(C, dtype=np.bool_)
+        self.clip_bound = np.zeros(C)
+        self.prs_dh = np.ones(C, dtype=np.int64)
+        self.prs_p0 = np.zeros(C)
+        self.prs_slope = np.zeros(C)
+        self.noise_width = np.zeros(C, dtype=np.int64)
+        for ci, (c, mech) in enumerate(zip(self.configs, self.mechs, strict=True)):
+            self.coord_clip[ci] = c.clip_kind == "coordinate"
+            self.clip_bound[ci] = c.effective_clip / 2.0
+            if c.mechanism == "none":
+                self.mech_kind[ci] = 1
+            elif c.mechanism == "prs":
+                if type(mech) is not ProjectedRandomSign:
+                    raise InvalidParameterError(
+                        f"engine='fused' needs the stock PRS mechanism, got {type(mech).__name__}"
+                    )
+                dh = mech.effective_reduced_dim(DIM)
+                bit_eps = mech.bit_epsilon(DIM)
+                self.mech_kind[ci] = 2
+                self.clip_bound[ci] = mech.clip
+                self.prs_dh[ci] = dh
+                self.prs_p0[ci] = 1.0 / (1.0 + math.exp(bit_eps))  # scipy.special.expit(-e)
+                self.prs_slope[ci] = math.tanh(bit_eps / 2.0)
+                self.noise_width[ci] = dh * DIM + dh
+            else:
+                self.noise_width[ci] = DIM
+        self.noise = np.zeros((C, 0, max(1, int(self.noise_width.max()))))
+        self.noise_ptr = np.zeros(C, dtype=np.int64)
+        self.noise_len = np.zeros(C, dtype=np.int64)
+        self.n_thetas = np.array([len(t) for t in self.tr_thetas], dtype=np.int64)
+        self.record_c = np.array(self.record, dtype=np.bool_)
+        self.f_env_steps = np.zeros(1, dtype=np.int64)
+        self.bad = np.zeros(1, dtype=np.int64)
+        self._alloc_outputs()
+        self._count_rows()
+
+    def _alloc_outputs(self) -> None:
+        E, G = self.row_trial.size, self.G
+        cap = 16 * E if any(self.record) else E
+        self.out_int = np.zeros((6, cap), dtype=np.int64)
+        self.out_report = np.zeros((cap if any(self.record) else 1, DIM))
+        self.out_grad = np.zeros_like(self.out_report)
+        self.out_score = np.zeros(cap)
+        self.out_grav = np.zeros(cap)
+        self.out_n = np.zeros(1, dtype=np.int64)
+        scap = 16 * G if any(self.record) else G
+        self.snap_theta = np.zeros((scap, DIM))
+        self.snap_cfg = np.zeros(scap, dtype=np.int64)
+        self.snap_n = np.zeros(1, dtype=np.int64)
+
+    def _count_rows(self) -> None:
+        self.rows_g = np.bincount(self.row_trial, minlength=self.G).astype(np.int64)
+        self.rows_c = np.bincount(
+            self.cfg_of, weights=self.rows_g, minlength=len(self.configs)
+        ).astype(np.int64)
+
+    # ---------------------------------------------------------------- what a block needs
+    def _charge_ahead(self) -> None:
+        """Charge, for every running trial short of them, the next agents it may start (all
+        their rounds): ONE ``charge_many`` per accountant, before any of them plays."""
+        nxt, rows, cap = self.next_agent, self.rows_g, self.agent_cap
+        low = np.minimum(nxt + rows * (_FUSED_RESERVE // 2), cap)
+        short = np.flatnonzero(self.active & (self.paid < low))
+        if short.size == 0:
+            return
+        high = np.minimum(nxt + rows * _FUSED_RESERVE, cap)
+        per_acc: dict[int, list[tuple[str, Any]]] = {}
+        for gi in short.tolist():
+            ci = int(self.cfg_of[gi])
+            prefix = f"{ci}:" if self.shared_accountant else ""
+            lt = int(self.local[gi])
+            ev = self.events[ci]
+            reps = int(self.rounds[gi])
+            key = 0 if self.shared_accountant else ci
+            lst = per_acc.setdefault(key, [])
+            for a in range(int(self.paid[gi]), int(high[gi])):
+                aid = f"{prefix}{lt}/{a}"
+                lst.extend([(aid, ev)] * reps)
+        for key, charges in per_acc.items():
+            if charges:
+                self.accountants[key].charge_many(charges, scope="local")  # durable, first
+        self.paid[short] = high[short]
+
+    def _draw_ahead(self) -> None:
+        """Top up each config's pre-drawn mechanism randomness (after the charges), drawn
+        from its own generator exactly as the mechanism draws it (Laplace: ``rng.laplace(0,
+        b, (n, 112))``; PRS: ``rng.random((n, d_hat d + d_hat))``), so the values applied to
+        the k-th report are those the lock-step engine applies."""
+        need = (self.mech_kind != 1) & (self.noise_len - self.noise_ptr < 2 * self.rows_c)
+        if not need.any():
+            return
+        C, W = len(self.configs), self.noise.shape[2]
+        left = self.noise_len - self.noise_ptr
+        fresh = np.where(need, np.maximum(self.rows_c, 1) * _FUSED_NOISE, 0)
+        k = int((left + fresh).max())
+        new = np.zeros((C, k, W))
+        for ci in range(C):
+            if self.mech_kind[ci] == 1:
+                continue
+            lo, n = int(self.noise_ptr[ci]), int(left[ci])
+            new[ci, :n] = self.noise[ci, lo : lo + n]
+            f = int(fresh[ci])
+            if f:
+                rng, w = self.mech_rngs[ci], int(self.noise_width[ci])
+                if self.mech_kind[ci] == 0:
+                    new[ci, n : n + f, :w] = rng.laplace(0.0, self.mechs[ci].scale, size=(f, w))
+                else:
+                    new[ci, n : n + f, :w] = rng.random((f, w))
+        self.noise = new
+        self.noise_len = left + fresh
+        self.noise_ptr = np.zeros(C, dtype=np.int64)
+
+    def _refill_resets(self) -> None:
+        r_len = self.f_reset.shape[1]
+        short = np.flatnonzero(self.active & (self.f_reset_ptr + 2 * self.rows_g > r_len))
+        for gi in short.tolist():
+            p = int(self.f_reset_ptr[gi])
+            left = self.f_reset[gi, p:].copy()
+            self.f_reset[gi, : left.shape[0]] = left
+            self.f_reset[gi, left.shape[0] :] = self.streams[gi].reset.random(
+                (r_len - left.shape[0], 5)
+            )
+            self.f_reset_ptr[gi] = 0
+
+    # ---------------------------------------------------------------- transcript and rows
+    def _collect(self) -> None:
+        n = int(self.out_n[0])
+        if n:
+            oi = self.out_int[:, :n]
+            g = oi[0]
+            cfg = self.cfg_of[g]
+            first, counts = _runs(cfg)
+            for f, k in zip(first.tolist(), counts.tolist(), strict=True):
+                ci, sel = int(cfg[f]), slice(f, f + k)
+                rec = self.tr[ci]
+                rec["trial"].append(self.local[g[sel]])
+                rec["agent"].append(oi[1, sel].copy())
+                rec["worker"].append(oi[2, sel].copy())
+                rec["round"].append(oi[3, sel].copy())
+                rec["submission"].append(oi[4, sel].copy())
+                rec["theta_index"].append(oi[5, sel].copy())
+                rec["report"].append(self.out_report[sel].copy())
+                rec["score"].append(self.out_score[sel].copy())
+                rec["gravity"].append(self.out_grav[sel].copy())
+                rec["gradient"].append(self.out_grad[sel].copy())
+            self.out_n[0] = 0
+        for j in range(int(self.snap_n[0])):
+            self.tr_thetas[int(self.snap_cfg[j])].append(self.snap_theta[j].copy())
+        self.snap_n[0] = 0
+
+    def _compact_fused(self) -> None:
+        keep = np.flatnonzero(self.active[self.row_trial])
+        for name in (
+            "row_trial",
+            "row_worker",
+            "row_agent",
+            "row_round",
+            "row_gravity",
+            "row_theta",
+            "row_version",
+            "slot",
+            "f_steps",
+        ):
+            setattr(self, name, np.ascontiguousarray(getattr(self, name)[keep]))
+        self.f_state = np.ascontiguousarray(self.f_state[:, keep])
+        self.act_block = np.ascontiguousarray(self.act_block[:, keep])
+        self._count_rows()
+
+    # ---------------------------------------------------------------- main loop
+    def run(self, progress: Any = None) -> None:
+        from ldp_audit.training._kernels import (
+            FUSED_NONFINITE,
+            FUSED_PRS_OVERFLOW,
+            FUSED_TRIAL_ENDED,
+            fused_block,
+        )
+
+        agg = self.agg
+        while self.active.any() and not self.stop_requested:
+            if self.f_block_pos[0] >= _ACT_BLOCK:
+                self.block_pos = _ACT_BLOCK
+                self._refill_act_block()
+                self.f_block_pos[0] = 0
+            self._charge_ahead()  # 1. charge the agents that may start in the block
+            self._draw_ahead()  # 2. then draw the randomness that will be applied
+            self._refill_resets()
+            n0 = int(self.n_sub.sum())
+            oi = self.out_int
+            status = fused_block(
+                _ACT_BLOCK,
+                self.f_state, self.f_steps, self.row_gravity, self.row_trial, self.row_worker,
+                self.row_agent, self.row_round, self.row_version, self.slot, self.row_theta,
+                self.obs, self.acts, self.rews, self.S,
+                self.act_block, self.f_block_pos, self.alpha_g, self.sample_g,
+                agg.theta, agg.buffer, agg.count, agg.version, agg.eta, agg.buffer_size,
+                agg.kind, agg.m1, agg.m2, agg.steps,
+                self.n_sub, self.next_agent, self.active, self.at_target, self.zoff,
+                self.zeta_flat, self.alpha0, self.alpha_decay, self.max_sub, self.stop_target,
+                self.window, self.target, self.gamma, self.lam, self.beta, self.literal,
+                self.rounds, self.rows_g, self.gtable, self.glen, self.agtable, self.aglen,
+                self.f_reset, self.f_reset_ptr, self.paid, self.agent_cap, self.cfg_of,
+                self.mech_kind, self.coord_clip, self.clip_bound, self.noise, self.noise_ptr,
+                self.noise_len, self.prs_dh, self.prs_p0, self.prs_slope, self.rows_c,
+                self.record_c, self.recorded_version, self.recorded_index, self.n_thetas,
+                oi[0], oi[1], oi[2], oi[3], oi[4], oi[5], self.out_report, self.out_score,
+                self.out_grav, self.out_grad, self.out_n,
+                self.snap_theta, self.snap_cfg, self.snap_n, self.f_env_steps, self.bad,
+            )  # fmt: skip
+            self.env_steps = int(self.f_env_steps[0])
+            self._collect()
+            if progress is not None:
+                progress.update(int(self.n_sub.sum()) - n0)
+            if status in (FUSED_NONFINITE, FUSED_PRS_OVERFLOW):
+                gi = int(self.bad[0])
+                what = (
+                    "a NaN or inf gradient"
+                    if status == FUSED_NONFINITE
+                    else ("a PRS projection that overflows")
+                )
+                raise InvalidParameterError(
+                    f"x must be finite: trial {int(self.local[gi])} of config "
+                    f"{int(self.cfg_of[gi])} produced {what}; nothing of that step was "
+                    "released (its agents were charged)"
+                )
+            if status == FUSED_TRIAL_ENDED:
+                self._compact_fused()
+
+
 # per-submission arrays recorded: the transcript's rows (run_dir.TRANSCRIPT_KEYS less the theta
 # table) and the secrets the attacker must not see
 _TR_KEYS = (*(k for k in TRANSCRIPT_KEYS if k != "thetas"), "gravity", "gradient")
@@ -1623,6 +1913,7 @@ def train_grid(
     transcript: bool | None = None,
     workers: int = 1,
     run_mode: str = "new",
+    engine: str = "lockstep",
     _sink: Any = None,
 ) -> list[TrainResult]:
     """Run several configs (e.g. the 10 settings of Tables 1-3) in ONE lock-step batch.
@@ -1650,6 +1941,12 @@ def train_grid(
             directory is evidence and is never overwritten or appended to), "overwrite"
             (replace an earlier run), "resume" (same config and seed as the run there: rerun it
             from its seed, charging the same ledger, whose earlier charges keep counting).
+        engine: "lockstep" (default: one Python iteration per lock-step) or "fused" (each
+            block of up to 256 lock-steps in one compiled call, several times faster): the
+            same results bit for bit (zeta, theta, transcript); the fused engine charges each
+            agent's reports when the agent starts (a block of agents ahead, one
+            ``charge_many`` each), so its ledger also holds agents started or reserved but not
+            submitted when a trial stopped (charged, never released: the safe direction).
 
     Returns:
         One :class:`TrainResult` per config, in order.
@@ -1667,6 +1964,8 @@ def train_grid(
     if len(dirs) != n:
         raise InvalidParameterError(f"run_dirs must have one entry per config ({n})")
     workers = _check_int(workers, "workers", 1)
+    if not isinstance(engine, str) or engine not in ENGINES:
+        raise InvalidParameterError(f"engine must be one of {ENGINES}, got {engine!r}")
     for c in configs:
         if c.clip_kind == "coordinate" and c.mechanism == "laplace":
             warnings.warn(_coordinate_warning(c), PrivacyClaimWarning, stacklevel=3)
@@ -1686,7 +1985,9 @@ def train_grid(
     if workers > 1 and n > 1:
         if ledgers is not None:
             raise InvalidParameterError("workers > 1 cannot take ledger objects; use run_dirs")
-        return _train_grid_parallel(configs, seeds, dirs, progress, transcript, workers, run_mode)
+        return _train_grid_parallel(
+            configs, seeds, dirs, progress, transcript, workers, run_mode, engine
+        )
     writers = [
         None if d is None else rd.open_writer(d, c, s, mode=run_mode)
         for d, c, s in zip(dirs, configs, seeds, strict=True)
@@ -1705,7 +2006,8 @@ def train_grid(
         accountants.append(_make_accountant(led, c.budget))
     record = [(d is not None) if transcript is None else bool(transcript) for d in dirs]
     t0 = time.perf_counter()
-    engine = _Engine(configs, seeds, accountants, record)
+    engine_cls = _FusedEngine if engine == "fused" else _Engine
+    engine = engine_cls(configs, seeds, accountants, record)
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -1785,6 +2087,7 @@ def _grid_worker(
     dirs: list[Any],
     transcript: bool | None,
     run_mode: str = "new",
+    engine: str = "lockstep",
 ) -> None:
     """One process of :func:`_train_grid_parallel`: runs its configs, reports progress and
     results (or the exception) through ``queue``."""
@@ -1810,6 +2113,7 @@ def _grid_worker(
                 progress=False,
                 transcript=transcript,
                 run_mode=run_mode,
+                engine=engine,
                 _sink=_Sink(),
             )
         queue.put(("done", idx, res))
@@ -1827,6 +2131,7 @@ def _train_grid_parallel(
     transcript: bool | None,
     workers: int,
     run_mode: str = "new",
+    engine: str = "lockstep",
 ) -> list[TrainResult]:
     import multiprocessing as mp
     import queue as queue_mod
@@ -1849,6 +2154,7 @@ def _train_grid_parallel(
                 [dirs[i] for i in idx],
                 transcript,
                 run_mode,
+                engine,
             ),
             daemon=True,
         )
@@ -1909,6 +2215,7 @@ def train(
     progress: bool | None = None,
     transcript: bool | None = None,
     run_mode: str = "new",
+    engine: str = "lockstep",
 ) -> TrainResult:
     """Train PGC-A3C (Algorithm 1) for ``cfg.trials`` independent trials in lock-step.
 
@@ -1923,6 +2230,7 @@ def train(
         transcript: record what crossed the trust boundary (default: when run_dir is given).
         run_mode: "new" (run_dir must not exist or be empty), "overwrite" or "resume" (see
             :func:`train_grid`).
+        engine: "lockstep" or "fused" (see :func:`train_grid`).
 
     Returns:
         :class:`TrainResult`.
@@ -1937,4 +2245,5 @@ def train(
         progress=progress,
         transcript=transcript,
         run_mode=run_mode,
+        engine=engine,
     )[0]

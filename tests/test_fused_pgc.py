@@ -1,0 +1,256 @@
+"""The fused PGC-A3C engine (``train_grid(..., engine="fused")``): its CartPole physics is
+Gymnasium's step for step, and the whole run is the lock-step engine's bit for bit (zeta, final
+theta, transcript, secrets) on small grids that cover every option; its ledger charges every
+released report before release; Ctrl-C stops it at a block boundary with a consistent run."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import warnings
+
+import numpy as np
+import pytest
+from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
+
+from ldp_audit.errors import InvalidParameterError
+from ldp_audit.training import _kernels as K
+from ldp_audit.training.pgc_a3c import (
+    _FUSED_RESERVE,
+    PgcA3cConfig,
+    PrivacyClaimWarning,
+    train,
+    train_grid,
+)
+
+
+# ------------------------------------------------------------------------------------ physics
+def test_physics_constants_are_gymnasiums():
+    env = CartPoleVectorEnv(num_envs=1)
+    assert env.kinematics_integrator == "euler"
+    for ours, name in (
+        (K._MASSCART, "masscart"),
+        (K._MASSPOLE, "masspole"),
+        (K._TOTAL_MASS, "total_mass"),
+        (K._LENGTH, "length"),
+        (K._POLEMASS_LENGTH, "polemass_length"),
+        (K._FORCE_MAG, "force_mag"),
+        (K._TAU, "tau"),
+        (K._THETA_THRESHOLD, "theta_threshold_radians"),
+        (K._X_THRESHOLD, "x_threshold"),
+        (K._INIT_LOW, "low"),
+    ):
+        assert ours == getattr(env, name), name
+    assert K._INIT_LOW + K._INIT_SPAN == env.high
+
+
+@pytest.mark.parametrize("spread", [0.05, 1.5])
+def test_fused_physics_equals_gymnasium_step_for_step(spread):
+    """Same states, gravities and actions -> bit-for-bit the same next states, terminated and
+    truncated flags at every step, over 300 steps with rows restarted whenever they end (the
+    reference is Gymnasium's own CartPoleVectorEnv; spread 1.5 drives many rows far out)."""
+    n, cap = 257, 60
+    rng = np.random.default_rng(11 if spread < 1 else 12)
+    gravity = rng.choice([9.7, 9.8, 9.9, 3.7], n)
+    env = CartPoleVectorEnv(num_envs=n, max_episode_steps=cap)
+    env.gravity = gravity.copy()
+    state = rng.uniform(-spread, spread, (4, n))
+    env.state = state.copy()
+    env.steps = np.zeros(n, dtype=np.int32)
+    env.prev_done = np.zeros(n, dtype=np.bool_)
+    ours = state.copy()
+    steps = np.zeros(n, dtype=np.int64)
+    term, trunc = np.zeros(n, np.bool_), np.zeros(n, np.bool_)
+    ended = 0
+    for _ in range(300):
+        a = rng.integers(0, 2, n)
+        obs, rew, g_term, g_trunc, _ = env.step(a)
+        K.cartpole_step(ours, a.astype(np.int64), gravity, steps, cap, term, trunc)
+        np.testing.assert_array_equal(ours, env.state)  # bit for bit, not approximately
+        np.testing.assert_array_equal(obs, ours.T.astype(np.float32))
+        np.testing.assert_array_equal(term, g_term)
+        np.testing.assert_array_equal(trunc, g_trunc)
+        assert np.all(rew == 1.0)
+        done = g_term | g_trunc
+        ended += int(done.sum())
+        fresh = rng.uniform(-spread, spread, (4, int(done.sum())))
+        env.state[:, done] = fresh  # restart ended rows in both, identically
+        ours[:, done] = fresh
+        env.steps[done] = 0
+        steps[done] = 0
+        env.prev_done[:] = False
+    assert ended > n  # episodes ended (terminated and, with cap 60, truncated) and restarted
+
+
+def test_pairwise_abs_sum_is_numpys():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((500, 112)) * 10.0 ** rng.uniform(-8, 8, (500, 112))
+    ref = np.abs(x).sum(axis=1)
+    got = np.array([K._pairwise_sum_abs(row, 0, 112) for row in x])
+    np.testing.assert_array_equal(got, ref)
+    y = x[:3].reshape(-1)
+    for n in (1, 7, 8, 9, 15, 100, 127, 128):
+        np.testing.assert_array_equal(K._pairwise_sum_abs(y, 5, n), np.abs(y[5 : 5 + n]).sum())
+
+
+# ------------------------------------------------------------------------------ whole engine
+_GRIDS = {
+    "laplace": ([PgcA3cConfig(trials=2, max_submissions=150)], 0),
+    "none-prs": (
+        [
+            PgcA3cConfig(mechanism="none", trials=3, max_submissions=200),
+            PgcA3cConfig(mechanism="prs", epsilon=10.0, trials=2, max_submissions=120),
+        ],
+        1,
+    ),
+    "ablations": (
+        [
+            PgcA3cConfig(
+                trials=2,
+                max_submissions=240,
+                rounds=3,
+                n_agents=4,
+                acting="sample",
+                aggregator="adam",
+                target="literal-eq18",
+                episode_steps=60,
+            ),
+            PgcA3cConfig(
+                trials=2,
+                max_submissions=160,
+                clip_kind="coordinate",
+                agent_gravities=(9.7, 9.9, 1.0),
+                stop_at_target=True,
+                target_score=20.0,
+                window=3,
+                aggregator="rmsprop",
+                buffer_size=3,
+                episode_steps=60,
+            ),
+            PgcA3cConfig(
+                mechanism="none", trials=1, max_submissions=90, episode_steps=60, clip=20.0
+            ),
+        ],
+        5,
+    ),
+}
+
+
+def _same(a, b) -> None:
+    for x, y in zip(a, b, strict=True):
+        for f in ("zeta", "theta", "submissions", "stopped_at_target"):
+            np.testing.assert_array_equal(getattr(x, f), getattr(y, f), err_msg=f)
+        assert x.env_steps == y.env_steps
+        assert x.privacy == y.privacy
+        assert x.transcript.keys() == y.transcript.keys()
+        for k in x.transcript:
+            np.testing.assert_array_equal(x.transcript[k], y.transcript[k], err_msg=k)
+        for k in x.secrets:
+            np.testing.assert_array_equal(x.secrets[k], y.secrets[k], err_msg=k)
+
+
+@pytest.mark.parametrize("name", sorted(_GRIDS))
+def test_fused_engine_is_the_lockstep_engine_bit_for_bit(name):
+    cfgs, seed = _GRIDS[name]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyClaimWarning)
+        a = train_grid(cfgs, seed=seed, transcript=True)
+        b = train_grid(cfgs, seed=seed, transcript=True, engine="fused")
+    assert all(r.submissions.sum() > 0 for r in a)
+    _same(a, b)
+    if name == "ablations":  # the stop criterion and the canary gravities were exercised
+        assert a[1].stopped_at_target.any()
+        assert 1.0 in set(a[1].secrets["gravity"].tolist())
+
+
+def test_fused_engine_with_workers_is_the_same():
+    cfgs = [PgcA3cConfig(trials=2, max_submissions=60, epsilon=e) for e in (1.0, 5.0)]
+    a = train_grid(cfgs, seed=3, transcript=True)
+    b = train_grid(cfgs, seed=3, transcript=True, engine="fused", workers=2)
+    for x, y in zip(a, b, strict=True):
+        np.testing.assert_array_equal(x.zeta, y.zeta)
+        np.testing.assert_array_equal(x.theta, y.theta)
+        np.testing.assert_array_equal(x.transcript["report"], y.transcript["report"])
+
+
+@pytest.mark.parametrize("engine", ["fast", 1, None])
+def test_engine_is_validated_before_any_work(engine, tmp_path):
+    with pytest.raises(InvalidParameterError, match="engine must be one of"):
+        train(PgcA3cConfig(trials=1, max_submissions=5), engine=engine, run_dir=tmp_path / "r")
+    assert not (tmp_path / "r").exists()
+
+
+def test_nonfinite_gradient_is_refused_like_the_lockstep_engine():
+    """Unclipped, eta = 50: theta diverges to NaN; both engines refuse to release it."""
+    cfg = PgcA3cConfig(mechanism="none", trials=1, max_submissions=400, clip=1e300, eta=50.0)
+    for engine in ("lockstep", "fused"):
+        with pytest.raises(InvalidParameterError, match="finite"):
+            train(cfg, seed=0, engine=engine)
+
+
+# --------------------------------------------------------------------------- ledger, Ctrl-C
+def test_fused_ledger_charges_every_released_report(tmp_path):
+    from ldp_audit.accountant import Accountant
+
+    cfg = PgcA3cConfig(epsilon=2.0, rounds=2, trials=2, max_submissions=100, n_agents=5)
+    res = train(cfg, seed=4, run_dir=tmp_path / "run", engine="fused")
+    acc = Accountant(ledger=str(tmp_path / "run" / "ledger.sqlite"))
+    charged = set(acc.agents())
+    t_, a_ = res.transcript["trial"], res.transcript["agent"]
+    released = {f"{t}/{a}" for t, a in zip(t_, a_, strict=True)}
+    assert released <= charged
+    for aid in sorted(released)[:20]:  # every agent is charged for all its rounds: eps in all
+        assert math.isclose(acc.spent(aid), 2.0, rel_tol=1e-12)
+    # the extra charges (started or reserved agents that never submitted) are bounded
+    extra = len(charged - released)
+    assert extra <= cfg.trials * (_FUSED_RESERVE + 1) * cfg.n_agents
+    acc.close()
+
+
+def test_ctrl_c_stops_the_fused_engine_with_a_consistent_run(tmp_path):
+    """A SIGINT during training: the run is written with status interrupted, the transcript
+    holds every report released before the stop, each of them charged, and the engine stops
+    well before its 20,000 submissions."""
+    from ldp_audit.accountant import Accountant
+
+    class Sink:
+        n = 0
+
+        def update(self, k: int) -> None:
+            self.n += k
+            if 0 < self.n < 10_000 and k:
+                os.kill(os.getpid(), signal.SIGINT)
+                self.n = 10_000  # once
+
+    run = tmp_path / "run"
+    cfg = PgcA3cConfig(trials=2, max_submissions=10_000)
+    with pytest.raises(KeyboardInterrupt):
+        train_grid([cfg], seed=0, run_dirs=[run], engine="fused", _sink=Sink())
+    assert json.loads((run / "config.json").read_text())["status"] == "interrupted"
+    with np.load(run / "transcript.npz") as z:
+        released = {f"{t}/{a}" for t, a in zip(z["trial"], z["agent"], strict=True)}
+        n_released = z["trial"].size
+    assert 0 < n_released < 20_000
+    acc = Accountant(ledger=str(run / "ledger.sqlite"))
+    assert released <= set(acc.agents())
+    acc.close()
+
+
+def test_laplace_clip_row_is_the_mechanisms_clip_also_on_overflow():
+    """Rows as ``ldp_audit.mechanisms._clip_l1`` clips them, in a batch without and with an
+    overflowing row (which sends every row of the batch through the rescaling path)."""
+    from ldp_audit.mechanisms import _clip_l1
+
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((6, 112)) * np.array([1e-4, 1e-3, 1.0, 50.0, 0.0, 1.0])[:, None]
+    x[5, :3] = 1e308  # its L1 norm overflows
+    for batch in (x[:5], x):
+        with np.errstate(over="ignore"):
+            ref = _clip_l1(batch, 0.005)
+            slow = not np.isfinite(np.abs(batch).sum(axis=1)).all()
+        out = np.empty(112)
+        for i, row in enumerate(batch):
+            K._laplace_clip_row(row, K._pairwise_sum_abs(row, 0, 112), 0.005, slow, out)
+            np.testing.assert_array_equal(out, ref[i])
