@@ -44,6 +44,7 @@ SUBCOMMANDS = _walk(build_parser())
 TINY_TRAIN = ["train", "pgc-a3c", "--mechanism", "laplace", "--max-submissions", "20"]
 TINY_TRAIN += ["--no-progress"]
 TINY_ATTACK = ["--agents", "3", "--shadow", "2"]
+TINY_MEMBERSHIP = ["--agents", "25", "--shadow", "2", "--canaries", "20"]
 
 
 def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -106,6 +107,7 @@ BAD = {
     "neg": "-1",
     "zero": "0",
     "sci": "1e13",
+    "frac": "1.5",
     "word": "abc",
     "empty": "",
     "huge": "9" * 30,
@@ -128,7 +130,7 @@ NUMBER_CASES = [
     (["attack", "dynamics", *TINY_ATTACK], "--clip", ["nan", "inf", "neg", "zero", "word"]),
     (["attack", "membership", *TINY_ATTACK], "--canaries", ["nan", "neg", "zero", "word"]),
     (
-        ["attack", "membership", *TINY_ATTACK, "--canaries", "2"],
+        ["attack", "membership", *TINY_MEMBERSHIP],
         "--canary-gravity",
         ["nan", "inf", "neg", "zero", "word", "empty"],
     ),
@@ -147,7 +149,7 @@ NUMBER_CASES = [
         "--confidence",
         list(BAD),
     ),
-    (["demo", "--no-progress"], "--seed", ["nan", "neg", "word", "empty", "sci"]),
+    (["demo", "--no-progress"], "--seed", ["nan", "neg", "word", "empty", "frac"]),
 ]
 
 
@@ -190,7 +192,7 @@ def test_budget_numbers_are_refused_by_name(
 def test_membership_semantic_refusals(capsys: pytest.CaptureFixture[str]) -> None:
     # more canaries than agents is refused, not silently "fixed" by raising --agents
     assert_input_error(
-        ["attack", "membership", "--canaries", "10", "--agents", "5", "--shadow", "2"],
+        ["attack", "membership", "--canaries", "30", "--agents", "25", "--shadow", "2"],
         capsys,
         "--canaries",
         "--agents",
@@ -198,7 +200,7 @@ def test_membership_semantic_refusals(capsys: pytest.CaptureFixture[str]) -> Non
     # a canary gravity equal to a background gravity would make a meaningless audit
     for g in ("9.8", "9.7", "9.90"):
         assert_input_error(
-            ["attack", "membership", *TINY_ATTACK, "--canaries", "2", "--canary-gravity", g],
+            ["attack", "membership", *TINY_MEMBERSHIP, "--canary-gravity", g],
             capsys,
             "--canary-gravity",
         )

@@ -5,23 +5,73 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
+#: the largest integer any count or seed option accepts (a signed 64-bit integer): larger values
+#: would be an OverflowError deep inside NumPy or torch, after work has started.
+INT_MAX = 2**63 - 1
 
-def int_at_least(name: str, minimum: int) -> Callable[[str], int]:
-    """A converter accepting integers >= ``minimum``."""
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_INF_WORDS = {"inf", "+inf", "infinity", "+infinity"}
+
+
+def parse_real(text: str, name: str, *, allow_inf: bool = False) -> float:
+    """Read a command-line real number strictly, or raise ``argparse.ArgumentTypeError``.
+
+    Accepted: plain ASCII decimal or scientific notation (``0.5``, ``-1``, ``1e-3``), surrounding
+    spaces ignored; ``inf`` / ``infinity`` only when ``allow_inf``. Refused, naming ``name`` and
+    the text: the empty string, ``nan``, ``-inf``, hexadecimal, Python's ``1_000``, non-ASCII
+    digits (``float('\uff11')`` would read 1), ``True``, and a finite literal too large for a
+    double (``1e309`` is not silently infinity).
+    """
+    t = text.strip() if isinstance(text, str) else ""
+    if t.lower() in _INF_WORDS:
+        if allow_inf:
+            return math.inf
+        raise argparse.ArgumentTypeError(f"{name} must be finite, got {text!r}")
+    if not _DECIMAL.fullmatch(t):
+        what = "a number or 'inf'" if allow_inf else "a finite number"
+        raise argparse.ArgumentTypeError(f"{name} must be {what}, got {text!r}")
+    v = float(t)
+    if math.isinf(v):
+        raise argparse.ArgumentTypeError(
+            f"{name}: {text!r} is too large for a double (it would be read as infinity)"
+        )
+    return v
+
+
+def parse_int(text: str, name: str, *, minimum: int | None = None, maximum: int = INT_MAX) -> int:
+    """Read a command-line integer strictly (``1000``, ``1e6`` and ``1000.0`` when whole), or
+    raise ``argparse.ArgumentTypeError`` naming ``name`` and the text; the value must lie in
+    [``minimum``, ``maximum``] (``maximum`` defaults to :data:`INT_MAX`)."""
+    bound = f" >= {minimum}" if minimum is not None else ""
+    t = text.strip() if isinstance(text, str) else ""
+    v: int | None = None
+    if re.fullmatch(r"[+-]?[0-9]+", t):
+        v = int(t)
+    elif _DECIMAL.fullmatch(t):
+        try:
+            f = float(t)
+            if math.isfinite(f) and f.is_integer() and abs(f) <= 2**53:
+                v = int(f)
+        except (ValueError, OverflowError):
+            v = None
+    if v is None or (minimum is not None and v < minimum):
+        raise argparse.ArgumentTypeError(f"{name} must be an integer{bound}, got {text!r}")
+    if v > maximum:
+        raise argparse.ArgumentTypeError(f"{name} must be <= {maximum:,}, got {text!r}")
+    return v
+
+
+def int_at_least(name: str, minimum: int, maximum: int = INT_MAX) -> Callable[[str], int]:
+    """A converter accepting integers in [``minimum``, ``maximum``] (strict: see
+    :func:`parse_int`)."""
 
     def convert(text: str) -> int:
-        try:
-            v = int(text)
-        except ValueError:
-            v = None
-        if v is None or v < minimum:
-            raise argparse.ArgumentTypeError(
-                f"{name} must be an integer >= {minimum}, got {text!r}"
-            )
-        return v
+        return parse_int(text, name, minimum=minimum, maximum=maximum)
 
     return convert
 
@@ -31,14 +81,7 @@ def int_in_range(name: str, minimum: int, maximum: int, why: str = "") -> Callab
     upper bound, e.g. the memory it would take)."""
 
     def convert(text: str) -> int:
-        try:
-            v = int(text)
-        except ValueError:
-            v = None
-        if v is None or v < minimum:
-            raise argparse.ArgumentTypeError(
-                f"{name} must be an integer >= {minimum}, got {text!r}"
-            )
+        v = parse_int(text, name, minimum=minimum)
         if v > maximum:
             extra = f" ({why})" if why else ""
             raise argparse.ArgumentTypeError(f"{name} must be <= {maximum:,}{extra}, got {text!r}")
@@ -90,14 +133,13 @@ def check_file_creatable(path: str | Path, name: str) -> None:
 
 def epsilon_or_inf(text: str) -> float:
     """A positive real epsilon, or ``inf`` for the explicit non-private baseline."""
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"epsilon must be a number or 'inf', got {text!r}"
-        ) from None
-    if math.isnan(v) or v <= 0:
+    v = parse_real(text, "epsilon", allow_inf=True)
+    if v <= 0:
         raise argparse.ArgumentTypeError(f"epsilon must be > 0 (or inf), got {text!r}")
+    if v < sys.float_info.min:
+        raise argparse.ArgumentTypeError(
+            f"epsilon must be >= {sys.float_info.min:g} (a normal double), got {text!r}"
+        )
     return v
 
 
@@ -191,19 +233,40 @@ def real_in(
     high_open: bool = True,
 ) -> Callable[[str], float]:
     """A converter accepting finite reals in (low, high) (ends open or closed as given); the
-    message names the option and the value."""
+    message names the option and the value. With an open lower end at 0 the value must also be a
+    normal double (>= 2.2e-308: a subnormal scale or step loses its precision)."""
     lo_b, hi_b = ("(" if low_open else "["), (")" if high_open else "]")
 
     def convert(text: str) -> float:
         try:
-            v = float(text)
-        except ValueError:
+            v = parse_real(text, name)
+        except argparse.ArgumentTypeError:
             v = math.nan
         ok = math.isfinite(v) and (v > low if low_open else v >= low)
         ok = ok and (v < high if high_open else v <= high)
         if not ok:
             raise argparse.ArgumentTypeError(
                 f"{name} must be a finite number in {lo_b}{low:g}, {high:g}{hi_b}, got {text!r}"
+            )
+        if low == 0.0 and low_open and v < sys.float_info.min:
+            raise argparse.ArgumentTypeError(
+                f"{name} must be >= {sys.float_info.min:g} (a normal double), got {text!r}"
+            )
+        return v
+
+    return convert
+
+
+def confidence(name: str = "--confidence") -> Callable[[str], float]:
+    """A converter for a confidence level in (0, 1) whose error probability 1 - c is also in
+    (0, 1) as a double (``1e-320`` passes ``0 < c < 1`` but ``1 - c == 1.0``)."""
+    inner = real_in(name, low=0.0, high=1.0)
+
+    def convert(text: str) -> float:
+        v = inner(text)
+        if not 0.0 < 1.0 - v < 1.0:
+            raise argparse.ArgumentTypeError(
+                f"{name} must be in (0, 1) with 1 - {name.lstrip('-')} representable, got {text!r}"
             )
         return v
 

@@ -21,14 +21,29 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ldp_audit.cli._types import check_file_creatable, epsilon_or_inf, int_at_least, real_in
+from ldp_audit.cli._types import (
+    check_file_creatable,
+    confidence,
+    epsilon_or_inf,
+    int_at_least,
+    int_in_range,
+    real_in,
+)
 
 _MECHANISMS = ("laplace", "prs", "none")
 
 
 _epsilon = epsilon_or_inf
-_positive_int = int_at_least("value", 1)
-_nonneg_int = int_at_least("value", 0)
+#: counts whose arrays (reports, shadow gradients) are held in memory
+_HELD = "the attack holds arrays of this size in memory"
+_MAX_COUNT = 1_000_000
+_MIN_CANARIES = 20
+#: e^(T eps) overflows a double above ~709: a composed claim that large guarantees nothing
+_MAX_COMPOSED = 700.0
+
+
+def _count(name: str, minimum: int = 1, maximum: int = _MAX_COUNT) -> Any:
+    return int_in_range(name, minimum, maximum, _HELD)
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -46,21 +61,25 @@ def _common(p: argparse.ArgumentParser) -> None:
         help="C (default 0.01 Laplace, 1 PRS); not with 'none'",
     )
     p.add_argument(
-        "--reports-per-agent", type=_positive_int, default=1, dest="reports", metavar="T"
+        "--reports-per-agent",
+        type=_count("--reports-per-agent", 1, 10_000),
+        default=1,
+        dest="reports",
+        metavar="T",
     )
-    p.add_argument("--agents", type=_positive_int, default=300, help="agents attacked")
+    p.add_argument("--agents", type=_count("--agents"), default=300, help="agents attacked")
     p.add_argument(
-        "--shadow", type=_positive_int, default=1000, help="shadow episodes per candidate"
+        "--shadow", type=_count("--shadow"), default=1000, help="shadow episodes per candidate"
     )
     p.add_argument("--malicious", action="store_true", help="broadcast a crafted theta")
     p.add_argument(
         "--train-submissions",
-        type=_nonneg_int,
+        type=int_in_range("--train-submissions", 0, 10_000_000, "held in memory"),
         default=0,
         help="honest theta after this many non-private PGC-A3C submissions (0: initial theta)",
     )
-    p.add_argument("--seed", type=_nonneg_int, default=0)
-    p.add_argument("--confidence", type=real_in("--confidence", low=0.0, high=1.0), default=0.95)
+    p.add_argument("--seed", type=int_at_least("--seed", 0), default=0)
+    p.add_argument("--confidence", type=confidence(), default=0.95)
     p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     p.add_argument("--out", default=None, help="also write the JSON result to this (new) file")
     p.add_argument("--plot", default=None, help="write a PNG of the result to this (new) file")
@@ -88,7 +107,10 @@ def register(subparsers: Any) -> None:
     _common(d)
     d.add_argument("--run-dir", default=None, help="attack this run directory's transcript")
     d.add_argument(
-        "--max-groups", type=_positive_int, default=200, help="agents attacked in --run-dir"
+        "--max-groups",
+        type=_count("--max-groups"),
+        default=200,
+        help="agents attacked in --run-dir",
     )
     d.add_argument(
         "--continuous",
@@ -105,10 +127,17 @@ def register(subparsers: Any) -> None:
         "1% / 0.1%, advantage, the ceiling and the one-run epsilon lower bound.",
     )
     _common(m)
-    m.add_argument("--canaries", type=_positive_int, default=200)
+    m.add_argument(
+        "--canaries",
+        type=_count("--canaries", _MIN_CANARIES),
+        default=200,
+        help=f"canary slots, each included with probability 1/2 (at least {_MIN_CANARIES}: with "
+        "c canaries all inclusion bits are equal, and nothing can be scored, with probability "
+        "2^(1-c))",
+    )
     m.add_argument(
         "--canary-gravity",
-        type=real_in("--canary-gravity", low=0.0),
+        type=real_in("--canary-gravity", low=0.0, high=100.0, high_open=False),
         default=12.0,
         help="the canaries' unusual gravity (must differ from the background 9.7/9.8/9.9)",
     )
@@ -164,6 +193,20 @@ def _mechanism(args: argparse.Namespace) -> Any:
     if args.mechanism == "laplace":
         return Laplace(epsilon=args.epsilon, clip=args.clip if args.clip else 0.01)
     return ProjectedRandomSign(epsilon=args.epsilon, clip=args.clip if args.clip else 1.0)
+
+
+def _check_composed(args: argparse.Namespace, mech: Any) -> None:
+    """Refuse a finite composed claim T * epsilon so large that e^(T eps) overflows: such a
+    claim guarantees nothing (the non-private baseline is --mechanism none)."""
+    from ldp_audit.errors import InvalidParameterError
+
+    eps = float(mech.epsilon)
+    if math.isfinite(eps) and eps * args.reports > _MAX_COMPOSED:
+        raise InvalidParameterError(
+            f"--epsilon x --reports-per-agent must be <= {_MAX_COMPOSED:g} (e^(T eps) overflows "
+            f"and such a claim guarantees nothing; use --mechanism none for the non-private "
+            f"baseline), got {eps:g} x {args.reports} = {eps * args.reports:g}"
+        )
 
 
 def _theta(args: argparse.Namespace, rng: Any) -> tuple[Any, dict[str, Any]]:
@@ -296,6 +339,7 @@ def _dynamics(args: argparse.Namespace) -> int:
             write_artifact(args.run_dir, "attack_dynamics.json", res.to_dict(), overwrite=True)
         return _emit(args, res)
     mech = _mechanism(args)  # validated before any work
+    _check_composed(args, mech)
     rng = np.random.default_rng(args.seed)
     theta_rng, attack_rng = rng.spawn(2)
     theta, info = _theta(args, theta_rng)
@@ -350,6 +394,7 @@ def _membership(args: argparse.Namespace) -> int:
             f"{args.canary_gravity!r}"
         )
     mech = _mechanism(args)  # validated before any work
+    _check_composed(args, mech)
     rng = np.random.default_rng(args.seed)
     theta_rng, run_rng = rng.spawn(2)
     theta, info = _theta(args, theta_rng)
@@ -423,10 +468,10 @@ def _check_sweep_types(s: argparse.ArgumentParser) -> None:
     """The sweep's shared arguments (attacks/sweep.py uses plain ``int``) get converters that
     refuse 0, negative and malformed values by option name before any work."""
     types = {
-        "agents": int_at_least("--agents", 1),
-        "shadow": int_at_least("--shadow", 1),
-        "probe": int_at_least("--probe", 1),
-        "train_submissions": int_at_least("--train-submissions", 0),
+        "agents": _count("--agents"),
+        "shadow": _count("--shadow", 2),  # the classifier needs more samples than classes
+        "probe": _count("--probe"),
+        "train_submissions": int_in_range("--train-submissions", 0, 10_000_000, "held in memory"),
         "seed": int_at_least("--seed", 0),
         "workers": int_at_least("--workers", 1),
         "thetas": _sweep_thetas,

@@ -27,6 +27,7 @@ import importlib
 import json
 import math
 import os
+import re
 import sys
 from typing import Any
 
@@ -57,56 +58,65 @@ _OPTION = {
 
 
 def _float(name: str, *, positive: bool = True, unit: bool = False) -> Any:
-    def parse(text: str) -> float:
-        try:
-            v = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be a number, got {text!r}") from None
-        if unit and not 0.0 < v < 1.0:
-            raise argparse.ArgumentTypeError(f"{name} must be in (0, 1), got {text!r}")
-        if positive and not (math.isfinite(v) and v > 0):
-            raise argparse.ArgumentTypeError(f"{name} must be finite and > 0, got {text!r}")
-        return v
+    from ldp_audit.cli._types import confidence, parse_real, real_in
 
-    return parse
+    if unit and name == "confidence":
+        return confidence(f"--{name}")
+    if unit:
+        return real_in(f"--{name}", low=0.0, high=1.0)
+    if positive:
+        return real_in(f"--{name}", low=0.0)
+    return lambda text: parse_real(text, f"--{name}")
 
 
-def _int(name: str, minimum: int) -> Any:
-    """Integers >= minimum; ``1e6`` is accepted when it is a whole number."""
+def _int(name: str, minimum: int, maximum: int | None = None) -> Any:
+    """Integers >= minimum (and <= maximum); ``1e6`` is accepted when it is a whole number
+    (strict ASCII: see ``ldp_audit.cli._types.parse_int``)."""
+    from ldp_audit.cli._types import INT_MAX, int_at_least
 
-    def parse(text: str) -> int:
-        v: int | None
-        try:
-            v = int(text)
-        except ValueError:
-            try:
-                f = float(text)
-                v = int(f) if math.isfinite(f) and f.is_integer() else None
-            except ValueError:
-                v = None
-        if v is None or v < minimum:
-            raise argparse.ArgumentTypeError(
-                f"{name} must be an integer >= {minimum}, got {text!r}"
-            )
-        return v
+    return int_at_least(f"--{name}", minimum, INT_MAX if maximum is None else maximum)
 
-    return parse
+
+#: dimensions and category counts beyond this would allocate candidate pairs / output tables
+#: far larger than memory before the first sample
+_MAX_DIM = 1_000_000
 
 
 def _domain(text: str) -> Any:
-    """``LOW:HIGH`` -> (low, high); ``V1,V2,...`` -> a list (ints when all are integers)."""
+    """``LOW:HIGH`` -> (low, high); ``V1,V2,...`` -> a list (ints when all are integers).
+
+    Every number is finite and read strictly (``ldp_audit.cli._types.parse_real``); an interval
+    needs LOW < HIGH and a set at least two distinct values (a claim over one input says
+    nothing)."""
+    from ldp_audit.cli._types import parse_real
+
+    def bad(why: str) -> argparse.ArgumentTypeError:
+        return argparse.ArgumentTypeError(
+            f"--domain must be LOW:HIGH or V1,V2,... ({why}), got {text!r}"
+        )
+
     try:
         if ":" in text:
-            lo, hi = text.split(":", 1)
-            return (float(lo), float(hi))
-        parts = [p for p in text.split(",") if p.strip()]
-        if all(p.strip().lstrip("+-").isdigit() for p in parts):
-            return [int(p) for p in parts]
-        return [float(p) for p in parts]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"--domain must be LOW:HIGH or V1,V2,..., got {text!r}"
-        ) from None
+            lo_t, hi_t = text.split(":", 1)
+            lo, hi = parse_real(lo_t, "LOW"), parse_real(hi_t, "HIGH")
+            if not lo < hi:
+                raise bad("LOW must be < HIGH")
+            return (lo, hi)
+        parts = [p.strip() for p in text.split(",")]
+        if any(not p for p in parts):
+            raise bad("an empty value")
+        values: list[Any]
+        if all(re.fullmatch(r"[+-]?[0-9]+", p) for p in parts):
+            values = [int(p) for p in parts]
+        else:
+            values = [parse_real(p, "a value") for p in parts]
+        if len(set(values)) < 2:
+            raise bad("at least two distinct values")
+        return values
+    except argparse.ArgumentTypeError as exc:
+        if str(exc).startswith("--domain"):
+            raise
+        raise bad(str(exc)) from None
 
 
 class _Formatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -174,19 +184,19 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--dim",
-        type=_int("dim", 1),
+        type=_int("dim", 1, _MAX_DIM),
         default=None,
         help="input dimension d (mechanism.dim, or 1, when omitted)",
     )
     p.add_argument(
         "--reduced-dim",
-        type=_int("reduced-dim", 1),
+        type=_int("reduced-dim", 1, _MAX_DIM),
         default=sup,
         help="prs: d_hat (max(1, min(d, floor(epsilon / 2.5))) when omitted)",
     )
     p.add_argument(
         "--categories",
-        type=_int("categories", 2),
+        type=_int("categories", 2, _MAX_DIM),
         default=sup,
         help="rr: number of categories k (2 when omitted)",
     )

@@ -25,35 +25,24 @@ _METHODS = ("best", "basic", "advanced", "optimal", "rdp", "prv", "pld")
 
 
 def _delta(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"delta must be a number in [0, 1), got {text!r}"
-        ) from None
+    from ldp_audit.cli._types import parse_real
+
+    v = parse_real(text, "--delta")
     if not (0.0 <= v < 1.0):
-        raise argparse.ArgumentTypeError(f"delta must be in [0, 1), got {text!r}")
+        raise argparse.ArgumentTypeError(f"--delta must be in [0, 1), got {text!r}")
     return v
 
 
 def _budget(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"budget must be a number > 0, got {text!r}") from None
-    if not (v > 0 and math.isfinite(v)):
-        raise argparse.ArgumentTypeError(f"budget must be finite and > 0, got {text!r}")
-    return v
+    from ldp_audit.cli._types import real_in
+
+    return real_in("--budget", low=0.0)(text)
 
 
 def _limit(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"limit must be an integer >= 0, got {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"limit must be an integer >= 0, got {text!r}")
-    return v
+    from ldp_audit.cli._types import parse_int
+
+    return parse_int(text, "--limit", minimum=0)
 
 
 def register(subparsers: Any) -> None:

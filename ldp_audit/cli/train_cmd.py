@@ -27,6 +27,7 @@ from ldp_audit.cli._types import (
     epsilon_or_inf,
     int_at_least,
     int_in_range,
+    real_in,
     run_mode,
     timestamped_dir,
 )
@@ -37,6 +38,9 @@ _MECHANISMS = ("laplace", "prs", "none")
 
 _epsilon = epsilon_or_inf
 _positive_int = int_at_least("value", 1)
+#: each trial is a separate training run with its own per-trial arrays
+_trials = int_in_range("--trials", 1, 100_000, "each trial is a full training run")
+_rounds = int_in_range("--rounds", 1, 10_000_000, "at most one submission per round")
 _seed = int_at_least("seed", 0)
 # per-trial arrays are preallocated: 10 million submissions is ~111 x the paper's horizon
 _max_submissions = int_in_range(
@@ -44,15 +48,7 @@ _max_submissions = int_in_range(
 )
 
 
-def _positive_float(text: str) -> float:
-    """argparse type: a finite number > 0 (the aggregator's step size)."""
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text!r}") from None
-    if not (math.isfinite(v) and v > 0):
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
-    return v
+_positive_float = real_in("--aggregator-lr", low=0.0)
 
 
 def _add_reading_arguments(p: argparse.ArgumentParser) -> None:
@@ -119,11 +115,9 @@ def register(subparsers: Any) -> None:
         default=None,
         help="total epsilon per agent (required for laplace/prs; 'none' is epsilon = inf)",
     )
-    p.add_argument("--trials", type=_positive_int, default=1, help="K independent runs")
+    p.add_argument("--trials", type=_trials, default=1, help="K independent runs")
     p.add_argument("--seed", type=_seed, default=0)
-    p.add_argument(
-        "--rounds", type=_positive_int, default=1, help="T submissions per agent at epsilon/T"
-    )
+    p.add_argument("--rounds", type=_rounds, default=1, help="T submissions per agent at epsilon/T")
     p.add_argument(
         "--max-submissions", type=_max_submissions, default=90_000, help="submissions per trial"
     )
@@ -155,7 +149,7 @@ def register(subparsers: Any) -> None:
         description="Run epsilon in {1,2,5,10,inf} x {laplace, prs}, K trials each, and write "
         "results.json, tables.md, figure2.png, figure3.png and README.md.",
     )
-    r.add_argument("--trials", type=_positive_int, default=20)
+    r.add_argument("--trials", type=_trials, default=20)
     r.add_argument(
         "--out",
         default=None,
@@ -174,13 +168,13 @@ def register(subparsers: Any) -> None:
     r.add_argument("--seed", type=_seed, default=0)
     r.add_argument(
         "--figure2-trials",
-        type=_positive_int,
+        type=_trials,
         default=None,
         help="trials per extra Figure 2 setting (default: --trials)",
     )
     r.add_argument(
         "--figure2-submissions",
-        type=_positive_int,
+        type=_max_submissions,
         default=None,
         help="submissions per extra Figure 2 run (default: --max-submissions)",
     )
