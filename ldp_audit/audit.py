@@ -69,12 +69,14 @@ from ldp_audit.errors import InvalidParameterError, LdpAuditError, UserCodeError
 from ldp_audit.stats import (
     POOLED_MAX_ALPHA,
     epsilon_lower_bound_from_counts,
+    epsilon_lower_bound_from_poisson_counts,
     epsilon_lower_bound_from_pooled_counts,
 )
 
 __all__ = [
     "AuditResult",
     "PrivacyProfile",
+    "TradeoffCurve",
     "Verdict",
     "Witness",
     "audit",
@@ -123,6 +125,9 @@ class Witness:
             numerator), counted on the same outputs (``stats.epsilon_lower_bound_from_pooled_
             counts``): then ``k1 = #{M(x) in S} + #{M(x2) in S'}`` and
             ``k2 = #{M(x2) in S} + #{M(x) in S'}``, each of ``n1 = n2 = 2n`` trials.
+        test: ``"clopper-pearson"`` (two one-sided bounds, union bound) or ``"poisson"`` (the
+            joint conditional test on Poissonized counts; ``n1``, ``n2`` are then the realised
+            Poisson sample sizes, and a pooled pair counts ``S \\ S'`` and ``S' \\ S``).
     """
 
     x: tuple[float, ...]
@@ -135,6 +140,7 @@ class Witness:
     n2: int
     numerator_share: float = 0.5
     pooled: bool = False
+    test: str = "clopper-pearson"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able dict."""
@@ -238,6 +244,87 @@ class PrivacyProfile:
 
 
 @dataclass(frozen=True)
+class TradeoffCurve:
+    """The audited f-DP trade-off curve (Dong, Roth & Su 2022) of the witness pair.
+
+    For the hypothesis test "H0: the output came from M(x2)" against "H1: from M(x)", every
+    event S gives a test (reject H0 when the output is in S) with type I error
+    ``alpha_S = P[M(x2) in S]`` and type II error ``beta_S = 1 - P[M(x) in S]``; the mechanism's
+    trade-off function ``T(alpha) = inf {beta_S : alpha_S <= alpha}`` passes through or below
+    every such point. With upper confidence bounds ``alpha_U >= alpha_S`` and
+    ``beta_U >= beta_S`` (Clopper-Pearson on the fresh estimation counts, Bonferroni over all
+    ``2 K`` bounds), ``T(alpha_U) <= T(alpha_S) <= beta_S <= beta_U`` at every point
+    simultaneously with probability >= ``confidence`` (T is non-increasing). An f-DP claim
+    says ``T >= f``; a point with ``f(alpha_U) > beta_U`` refutes it. The points are an upper
+    bound on the true curve (a lower bound on the *privacy loss*): the lower this staircase,
+    the less private the mechanism is shown to be. The events are thresholds of the statistic
+    of the distribution verdict's best event, at type I levels spread from 1e-5 to 0.99, fixed
+    on selection samples. A separate statement from the verdicts' and the profile's.
+
+    Attributes:
+        type1_upper: ``alpha_U`` per event (ascending).
+        type2_upper: ``beta_U`` per event.
+        type1_estimate: ``k / n`` under M(x2) per event (for plotting).
+        type2_estimate: ``1 - k / n`` under M(x) per event.
+        claimed_at_type1: ``f(alpha_U)`` of the claimed curve per point.
+        claimed_alpha: a grid of type I errors in [0, 1] for drawing the claimed curve.
+        claimed_beta: ``f`` on that grid.
+        claimed_from: ``"tradeoff"`` (the mechanism's ``tradeoff(alpha)``), ``"gaussian
+            mu=..."`` (``G_mu`` with ``mu = sensitivity / sigma``) or ``"epsilon-delta"``
+            (``f_{epsilon, delta}`` of the claim).
+        confidence: level of the simultaneous statement.
+        events_estimated: K, the threshold events (``2 K`` bounds in the Bonferroni family).
+        x: the input of the alternative H1 (the witness's numerator).
+        x2: the input of the null H0.
+        statistic: the statistic thresholded.
+    """
+
+    type1_upper: tuple[float, ...]
+    type2_upper: tuple[float, ...]
+    type1_estimate: tuple[float, ...]
+    type2_estimate: tuple[float, ...]
+    claimed_at_type1: tuple[float, ...]
+    claimed_alpha: tuple[float, ...]
+    claimed_beta: tuple[float, ...]
+    claimed_from: str
+    confidence: float
+    events_estimated: int
+    x: tuple[float, ...] = ()
+    x2: tuple[float, ...] = ()
+    statistic: str = ""
+
+    @property
+    def below_claim(self) -> tuple[bool, ...]:
+        """Per point: does the upper confidence point lie below the claimed curve (refuted)?"""
+        return tuple(c > b for c, b in zip(self.claimed_at_type1, self.type2_upper, strict=True))
+
+    @property
+    def violation(self) -> bool:
+        """True when some point refutes the claimed trade-off curve at ``confidence``."""
+        return any(self.below_claim)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able dict."""
+        return {
+            "type1_upper": list(self.type1_upper),
+            "type2_upper": list(self.type2_upper),
+            "type1_estimate": list(self.type1_estimate),
+            "type2_estimate": list(self.type2_estimate),
+            "claimed_at_type1": list(self.claimed_at_type1),
+            "below_claim": list(self.below_claim),
+            "violation": self.violation,
+            "claimed_alpha": list(self.claimed_alpha),
+            "claimed_beta": list(self.claimed_beta),
+            "claimed_from": self.claimed_from,
+            "confidence": self.confidence,
+            "events_estimated": self.events_estimated,
+            "x": list(self.x),
+            "x2": list(self.x2),
+            "statistic": self.statistic,
+        }
+
+
+@dataclass(frozen=True)
 class AuditResult:
     """Outcome of :func:`audit`.
 
@@ -262,6 +349,9 @@ class AuditResult:
         distribution: the exact-arithmetic verdict (None only for results built by hand).
         implementation: the float-bit verdict (None when ``float_bits`` was off).
         profile: the audited privacy profile (None when not requested).
+        tradeoff: the audited f-DP trade-off curve (None when not requested or when nothing
+            was estimated). Not part of ``violation`` (its own statement; see
+            :class:`TradeoffCurve`).
         warnings: things the user should know (a mechanism not reproducible from the seed,
             non-finite outputs, ...).
         reproducible: whether the same seed reproduces the audit (False for mechanisms that
@@ -286,6 +376,7 @@ class AuditResult:
     profile: PrivacyProfile | None = None
     warnings: tuple[str, ...] = field(default_factory=tuple)
     reproducible: bool = True
+    tradeoff: TradeoffCurve | None = None
 
     @property
     def violation(self) -> bool:
@@ -356,6 +447,17 @@ class AuditResult:
             lines.append(
                 f"privacy profile, lower epsilon at delta (confidence {p.confidence:.10g}): {pts}"
             )
+        if self.tradeoff is not None:
+            tc = self.tradeoff
+            state = (
+                f"{sum(tc.below_claim)} point(s) BELOW the claimed curve (refuted)"
+                if tc.violation
+                else "no point below the claimed curve"
+            )
+            lines.append(
+                f"f-DP trade-off ({tc.events_estimated} tests, confidence {tc.confidence:.10g}, "
+                f"claimed {tc.claimed_from}): {state}"
+            )
         for w in self.warnings:
             lines.append(f"warning: {w}")
         lines.append(
@@ -391,6 +493,7 @@ class AuditResult:
             "bounds": [_json_float(b) for b in self.bounds],
             "verdicts": verdicts,
             "profile": None if self.profile is None else self.profile.to_dict(),
+            "tradeoff": None if self.tradeoff is None else self.tradeoff.to_dict(),
             "warnings": list(self.warnings),
             "reproducible": self.reproducible,
         }
@@ -770,6 +873,18 @@ def _cp_upper(k: np.ndarray, n: float, a: float) -> np.ndarray:
     return np.where(k >= n, 1.0, hi)
 
 
+def _poisson_log_ratio_lower(k1: np.ndarray, k2: np.ndarray, a: float) -> np.ndarray:
+    """``ln`` of :func:`ldp_audit.stats.poisson_ratio_lower` (no validation; -inf at k1 = 0)."""
+    with np.errstate(all="ignore"):
+        th = special.betaincinv(np.maximum(k1, 1e-300), k2 + 1.0, a)
+        out = np.log(th) - np.log1p(-th)
+    return np.where(k1 <= 0, -np.inf, out)
+
+
+#: the ratio tests :func:`audit` offers for an event's two counts (see its docstring).
+RATIO_TESTS = ("clopper-pearson", "poisson")
+
+
 #: candidate shares of an event's error probability spent on the numerator's lower bound
 #: (the rest bounds the denominator); chosen per event at selection, from selection data only.
 _SHARES = (0.5, 0.25, 0.1)
@@ -841,13 +956,15 @@ def _best_events(
     alpha_event: float,
     deltas: Sequence[float],
     direction: bool | None = None,
+    poisson: bool = False,
 ) -> list[_Candidate | None]:
     """For each delta: the best threshold event ``{s > t}`` / ``{s <= t}``, direction and
     error split for one statistic, judged by the bound it is expected to give on ``n_est``
     fresh samples (selection counts shrunk to one-sided ``_SHRINK`` Clopper-Pearson bounds so
     that noisy tail events, whose selection ratio is inflated by the maximum over thresholds,
     are not over-trusted). ``direction``: only events with x (True) or x2 (False) the
-    numerator."""
+    numerator. ``poisson``: pure-DP events (delta = 0) are judged by the Poisson conditional
+    test (:func:`ldp_audit.stats.epsilon_lower_bound_from_poisson_counts`; no error split)."""
     s1 = np.sort(s1)
     s2 = np.sort(s2)
     ts = _thresholds(s1, s2)
@@ -873,10 +990,17 @@ def _best_events(
             lo = _cp_lower(p_num * n_est, float(n_est), alpha_event * share)
             hi = _cp_upper(p_den * n_est, float(n_est), alpha_event * (1.0 - share))
             for j, delta in enumerate(deltas):
-                with np.errstate(all="ignore"):
-                    pred = np.where(
-                        lo - delta > 0, np.log(np.maximum(lo - delta, 1e-300)) - np.log(hi), -np.inf
-                    )
+                if poisson and delta == 0.0:
+                    if share != _SHARES[0]:
+                        continue  # one joint test: no split to choose
+                    pred = _poisson_log_ratio_lower(p_num * n_est, p_den * n_est, alpha_event)
+                else:
+                    with np.errstate(all="ignore"):
+                        pred = np.where(
+                            lo - delta > 0,
+                            np.log(np.maximum(lo - delta, 1e-300)) - np.log(hi),
+                            -np.inf,
+                        )
                 i = int(np.argmax(pred))
                 cur = best[j]
                 if cur is None or pred[i] > cur.predicted:
@@ -901,6 +1025,7 @@ def _pool(
     n_est: int,
     alpha_event: float,
     delta: float,
+    poisson: bool = False,
 ) -> _Candidate | None:
     """The pooled candidate of a forward (x numerator) and a reverse event of one pair, each
     with the held-out selection values (under x, under x2) of its statistic: its bound is
@@ -918,11 +1043,22 @@ def _pool(
     nt = 2.0 * n_est
     best: _Candidate | None = None
     for share in _SHARES:
-        lo = float(_cp_lower(np.array([p_num * nt]), nt, alpha_event * share)[0]) - delta
-        hi = float(_cp_upper(np.array([p_den * nt]), nt, alpha_event * (1.0 - share))[0])
-        if lo <= 0 or hi <= 0:
-            continue
-        pred = math.log(lo) - math.log(hi)
+        if poisson:  # (delta = 0 only) one joint test of the pooled Poisson counts
+            if share != _SHARES[0]:
+                continue
+            pred = float(
+                _poisson_log_ratio_lower(
+                    np.array([p_num * nt]), np.array([p_den * nt]), alpha_event
+                )[0]
+            )
+            if not math.isfinite(pred):
+                continue
+        else:
+            lo = float(_cp_lower(np.array([p_num * nt]), nt, alpha_event * share)[0]) - delta
+            hi = float(_cp_upper(np.array([p_den * nt]), nt, alpha_event * (1.0 - share))[0])
+            if lo <= 0 or hi <= 0:
+                continue
+            pred = math.log(lo) - math.log(hi)
         if best is None or pred > best.predicted:
             best = _Candidate(
                 fwd.pair,
@@ -1016,12 +1152,20 @@ def _stream_values(
     return [np.concatenate(a) for a in acc]
 
 
+@dataclass
+class _Joint:
+    """The intersection of two events (counted to make a pooled pair's events disjoint)."""
+
+    a: _Candidate
+    b: _Candidate
+
+
 def _stream_counts(
     mechanism: Any,
     x: np.ndarray,
     n: int,
     rng: np.random.Generator,
-    events: Sequence[_Candidate],
+    events: Sequence[_Candidate | _Joint],
     tick: Callable[[int], None],
     width: int,
 ) -> list[int]:
@@ -1029,11 +1173,18 @@ def _stream_counts(
     for m in _chunks(n, width):
         y = _privatize_rows(mechanism, x, m, rng)
         cache: dict[int, np.ndarray] = {}
-        for i, ev in enumerate(events):
+
+        def hits(ev: _Candidate, y: np.ndarray = y, cache: dict[int, np.ndarray] = cache):
             key = id(ev.stat)
             if key not in cache:
                 cache[key] = ev.stat.values(y)
-            counts[i] += int(np.count_nonzero(ev.indicator(cache[key])))
+            return ev.indicator(cache[key])
+
+        for i, ev in enumerate(events):
+            if isinstance(ev, _Joint):
+                counts[i] += int(np.count_nonzero(hits(ev.a) & hits(ev.b)))
+            else:
+                counts[i] += int(np.count_nonzero(hits(ev)))
         tick(m)
     return counts
 
@@ -1236,6 +1387,8 @@ def audit(
     float_bits: bool = True,
     profile: bool | None = None,
     pool: bool = False,
+    ratio_test: str = "clopper-pearson",
+    tradeoff: bool = True,
     force: bool = False,
     progress: bool = False,
 ) -> AuditResult:
@@ -1277,6 +1430,23 @@ def audit(
             held-out half of the tuning samples). Used only when ``0.9 (1 - confidence) < 1/4``
             (where its bound is proven). Off by default: it did not raise the mean tightness
             measured in docs/audit.md (selection noise, not estimation, limits it there).
+        ratio_test: how an event's two counts become a bound. ``"clopper-pearson"``: two
+            one-sided Clopper-Pearson bounds with a union bound (the error split between them
+            chosen at selection). ``"poisson"``: the estimation sample sizes are drawn from
+            ``Poisson(n_est)`` (Poissonization; so the counts of a fixed event are independent
+            Poisson counts) and pure-DP bounds (delta = 0) come from the exact *joint*
+            conditional test on the ratio of the two rates
+            (:func:`ldp_audit.stats.epsilon_lower_bound_from_poisson_counts`): the error is paid
+            once instead of split. Pooled pairs then count the two events made disjoint
+            (``S \\ S'`` and ``S' \\ S``), which keeps the pooled counts independent Poisson
+            counts at any confidence. With delta > 0 the bounds stay Clopper-Pearson (on the
+            realised sample sizes) and no pairs are pooled.
+        tradeoff: also audit the f-DP trade-off curve of the witness pair from the same
+            estimation samples (``result.tradeoff``, :class:`TradeoffCurve`): upper confidence
+            points (type I, type II error) of threshold tests, simultaneous at ``confidence``,
+            against the claimed curve (the mechanism's ``tradeoff(alpha)`` if it has one, else
+            ``G_mu`` for a Gaussian with ``sigma`` and ``sensitivity``, else ``f_{eps,delta}``
+            of the claim).
         force: run even when the estimated time exceeds 3 hours (measured on the first
             pair's selection samples).
         progress: show a tqdm progress bar on stderr.
@@ -1302,6 +1472,12 @@ def audit(
     float_bits = check_bool(float_bits, "float_bits")
     want_profile = delta > 0 if profile is None else check_bool(profile, "profile")
     pool = check_bool(pool, "pool")
+    want_tradeoff = check_bool(tradeoff, "tradeoff")
+    if not isinstance(ratio_test, str) or ratio_test not in RATIO_TESTS:
+        raise InvalidParameterError(
+            f"ratio_test must be one of {', '.join(map(repr, RATIO_TESTS))}, got {ratio_test!r}"
+        )
+    poisson = ratio_test == "poisson"
     force = check_bool(force, "force")
     progress = check_bool(progress, "progress")
     if rng is None or (isinstance(rng, (int, np.integer)) and not isinstance(rng, bool)):
@@ -1334,7 +1510,11 @@ def audit(
     n_b = n_sel - n_a
     alpha = 1.0 - conf
     alpha_sel = alpha / (max_events + int(float_bits))
-    pool = pool and (1.0 - min(_SHARES)) * alpha < POOLED_MAX_ALPHA
+    if poisson:  # disjoint Poisson counts: valid at any level, but only for delta = 0
+        pool = pool and delta == 0.0
+    else:
+        pool = pool and (1.0 - min(_SHARES)) * alpha < POOLED_MAX_ALPHA
+    pois_v = poisson and delta == 0.0  # the verdicts' events use the joint Poisson test
     profile_deltas: tuple[float, ...] = ()
     if want_profile:
         profile_deltas = tuple(sorted({*_PROFILE_DELTAS, delta}))
@@ -1364,6 +1544,7 @@ def audit(
         dist_cands: list[_Candidate] = []
         float_cands: list[_Candidate] = []
         prof_best: list[_Candidate | None] = [None] * len(profile_deltas)
+        tradeoff_q: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         est_rngs: list[tuple[np.random.Generator, np.random.Generator]] = []
         widths: list[int] = []
         for p, (x, x2) in enumerate(pair_list):
@@ -1417,7 +1598,7 @@ def audit(
             h_b = n_b // 2
             for st, v1, v2 in zip(stats, sb1, sb2, strict=True):
                 is_float = st.family == "float-bits"
-                c = _best_events(st, v1, v2, p, n_est, alpha_sel, (delta,))[0]
+                c = _best_events(st, v1, v2, p, n_est, alpha_sel, (delta,), poisson=pois_v)[0]
                 if c is not None:
                     (float_cands if is_float else dist_cands).append(c)
                 if pool and not is_float and h_b >= 100:
@@ -1425,7 +1606,7 @@ def audit(
                     # the pooled sample size; the pair is then judged on the second half
                     for d_ in (True, False):
                         h = _best_events(
-                            st, v1[:h_b], v2[:h_b], p, 2 * n_est, alpha_sel, (delta,), d_
+                            st, v1[:h_b], v2[:h_b], p, 2 * n_est, alpha_sel, (delta,), d_, pois_v
                         )[0]
                         if h is not None and (
                             d_ not in halves or h.predicted > halves[d_][0].predicted
@@ -1440,8 +1621,17 @@ def audit(
                             prof_best[i] is None or c.predicted > prof_best[i].predicted
                         ):
                             prof_best[i] = c
+                if want_tradeoff and not is_float:
+                    # thresholds at type I levels of either input (the direction is known
+                    # only once the verdict's event is chosen), from selection values only
+                    lv = np.array([*_TRADEOFF_LEVELS, *(1.0 - np.array(_TRADEOFF_LEVELS))])
+                    lv = lv[(lv * n_b >= 5) & ((1.0 - lv) * n_b >= 5)]
+                    tradeoff_q[id(st)] = (
+                        np.quantile(v1, lv, method="inverted_cdf"),
+                        np.quantile(v2, lv, method="inverted_cdf"),
+                    )
             if len(halves) == 2:
-                pc = _pool(halves[True], halves[False], n_est, alpha_sel, delta)
+                pc = _pool(halves[True], halves[False], n_est, alpha_sel, delta, pois_v)
                 if pc is not None:
                     dist_cands.append(pc)
         chosen = _choose(dist_cands, max_events)
@@ -1454,21 +1644,34 @@ def audit(
             if c is not None and c.key() not in seen_keys:
                 seen_keys.add(c.key())
                 prof_events.append(c)
+        # the f-DP curve: threshold events of the best distribution event's statistic
+        tradeoff_events: list[_Candidate] = []
+        if want_tradeoff and chosen and id(chosen[0].stat) in tradeoff_q:
+            tradeoff_events = _tradeoff_events(chosen[0], tradeoff_q[id(chosen[0].stat)])
         # ---- estimation on fresh samples (one pass per input serves verdicts and profile) ----
-        all_events = verdict_events + prof_events
-        by_pair: dict[int, list[_Candidate]] = {}
+        all_events = verdict_events + prof_events + tradeoff_events
+        by_pair: dict[int, list[_Candidate | _Joint]] = {}
+        joints: dict[int, _Joint] = {}
         for c in all_events:
             by_pair.setdefault(c.pair, []).append(c)
             if c.partner is not None:
                 by_pair[c.pair].append(c.partner)
+                if poisson:  # the pair's events are made disjoint: count the intersection
+                    joints[id(c)] = _Joint(c, c.partner)
+                    by_pair[c.pair].append(joints[id(c)])
         bar.total = 2 * n_sel * len(pair_list) + 2 * n_est * len(by_pair)
         bar.refresh()
         results: dict[int, tuple[int, int]] = {}
+        sizes: dict[int, tuple[int, int]] = {}
         for p, evs in by_pair.items():
             x, x2 = pair_list[p]
             re1, re2 = est_rngs[p]
-            k_x = _stream_counts(mechanism, x, n_est, re1, evs, bar.update, widths[p])
-            k_x2 = _stream_counts(mechanism, x2, n_est, re2, evs, bar.update, widths[p])
+            # Poissonization: the sample sizes are Poisson(n_est), drawn before any output
+            n1_p = int(re1.poisson(n_est)) if poisson else n_est
+            n2_p = int(re2.poisson(n_est)) if poisson else n_est
+            sizes[p] = (n1_p, n2_p)
+            k_x = _stream_counts(mechanism, x, n1_p, re1, evs, bar.update, widths[p])
+            k_x2 = _stream_counts(mechanism, x2, n2_p, re2, evs, bar.update, widths[p])
             for ev, a, b in zip(evs, k_x, k_x2, strict=True):
                 results[id(ev)] = (a, b)
     finally:
@@ -1480,12 +1683,32 @@ def audit(
     for ev in verdict_events:
         a, b = results[id(ev)]
         k_num, k_den = (a, b) if ev.x_is_numerator else (b, a)
-        n_w = n_est
+        n1_p, n2_p = sizes[ev.pair]
+        n_w, n_w2 = (n1_p, n2_p) if ev.x_is_numerator else (n2_p, n1_p)
         event_text = ev.stat.describe(ev.op, ev.t)
-        if ev.partner is not None:
+        test = "poisson" if pois_v else "clopper-pearson"
+        if ev.partner is not None and poisson:
+            # pooled, Poissonized: S \ S' (x numerator) and S' \ S (x2 numerator) are disjoint,
+            # so both pooled counts are independent Poisson counts with means n_est * rate
+            a2, b2 = results[id(ev.partner)]
+            i1, i2 = results[id(joints[id(ev)])]
+            k_num, k_den = (a - i1) + (b2 - i2), (b - i2) + (a2 - i1)
+            n_w = n_w2 = n1_p + n2_p
+            bnd = float(
+                epsilon_lower_bound_from_poisson_counts(
+                    k_num, k_den, alpha / m, mean1=n_est, mean2=n_est
+                )
+            )
+            event_text = (
+                f"{event_text} with x the numerator, pooled with "
+                f"{ev.partner.stat.describe(ev.partner.op, ev.partner.t)} with x2 the numerator "
+                "(each without the other's outputs)"
+            )
+        elif ev.partner is not None:
             # pooled: S (x numerator) counted with S' (x2 numerator) on the same outputs
             a2, b2 = results[id(ev.partner)]
             k_num, k_den, n_w = a + b2, b + a2, 2 * n_est
+            n_w2 = n_w
             bnd = float(
                 epsilon_lower_bound_from_pooled_counts(
                     k_num, k_den, n_w, alpha / m, delta=delta, numerator_share=ev.share
@@ -1495,10 +1718,16 @@ def audit(
                 f"{event_text} with x the numerator, pooled with "
                 f"{ev.partner.stat.describe(ev.partner.op, ev.partner.t)} with x2 the numerator"
             )
+        elif pois_v:
+            bnd = float(
+                epsilon_lower_bound_from_poisson_counts(
+                    k_num, k_den, alpha / m, mean1=n_est, mean2=n_est
+                )
+            )
         else:
             bnd = float(
                 epsilon_lower_bound_from_counts(
-                    k_num, n_est, k_den, n_est, alpha / m, delta=delta, numerator_share=ev.share
+                    k_num, n_w, k_den, n_w2, alpha / m, delta=delta, numerator_share=ev.share
                 )
             )
         bounds.append(bnd)
@@ -1515,9 +1744,10 @@ def audit(
                     k1=k_num,
                     n1=n_w,
                     k2=k_den,
-                    n2=n_w,
+                    n2=n_w2,
                     numerator_share=ev.share,
                     pooled=ev.partner is not None,
+                    test=test,
                 ),
             )
         )
@@ -1552,10 +1782,12 @@ def audit(
         for ev in prof_events:
             a, b = results[id(ev)]
             k_num, k_den = (a, b) if ev.x_is_numerator else (b, a)
+            n1_p, n2_p = sizes[ev.pair]
+            nn, nd = (n1_p, n2_p) if ev.x_is_numerator else (n2_p, n1_p)
             for i, dl in enumerate(profile_deltas):
                 v = float(
                     epsilon_lower_bound_from_counts(
-                        k_num, n_est, k_den, n_est, alpha / m_p, delta=dl, numerator_share=ev.share
+                        k_num, nn, k_den, nd, alpha / m_p, delta=dl, numerator_share=ev.share
                     )
                 )
                 lowers[i] = max(lowers[i], v)
@@ -1567,6 +1799,11 @@ def audit(
             confidence=conf,
             events_estimated=len(prof_events),
             claimed_from=source,
+        )
+    curve = None
+    if tradeoff_events:
+        curve = _tradeoff_curve(
+            mechanism, claimed, delta, tradeoff_events, results, sizes, pair_list, alpha, conf
         )
     if n_nonfinite:
         warn.append(
@@ -1592,6 +1829,115 @@ def audit(
         profile=prof,
         warnings=tuple(warn),
         reproducible=reproducible,
+        tradeoff=curve,
+    )
+
+
+#: type I error levels of the f-DP curve's threshold tests (those a selection sample cannot
+#: locate, fewer than 5 expected outputs beyond the threshold, are dropped).
+_TRADEOFF_LEVELS = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 0.01, 0.03, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9)
+
+
+def _tradeoff_events(
+    best: _Candidate, quantiles: tuple[np.ndarray, np.ndarray]
+) -> list[_Candidate]:
+    """Threshold events on ``best``'s statistic, oriented like it (its numerator is H1), at
+    thresholds read from the selection quantiles of the null input (H0 = the denominator)."""
+    q_den = quantiles[1] if best.x_is_numerator else quantiles[0]
+    ts = np.unique(q_den)
+    out = []
+    for t in ts.tolist():
+        c = _Candidate(best.pair, best.stat, best.op, float(t), best.x_is_numerator, 0.0, (0, 0))
+        out.append(c)
+    return out
+
+
+def _claimed_tradeoff(
+    mechanism: Any, claimed: float, delta: float
+) -> tuple[Callable[[np.ndarray], np.ndarray], str]:
+    """The claimed trade-off curve: ``mechanism.tradeoff``, else ``G_mu`` of a Gaussian with
+    ``sigma`` and ``sensitivity`` (and a delta > 0 claim), else ``f_{epsilon, delta}``."""
+    from ldp_audit.stats import eps_delta_tradeoff, gaussian_tradeoff
+
+    fn = _user_attr(mechanism, "tradeoff")
+    if callable(fn):
+
+        def user(a: np.ndarray) -> np.ndarray:
+            try:
+                v = np.asarray(fn(a), dtype=np.float64)
+            except Exception as exc:  # noqa: BLE001 - user code
+                raise UserCodeError(
+                    f"mechanism.tradeoff of {type(mechanism).__name__} raised "
+                    f"{type(exc).__name__}: {exc}"
+                ) from exc
+            if v.shape != np.shape(a) or not np.all(np.isfinite(v)):
+                raise UserCodeError(
+                    f"mechanism.tradeoff of {type(mechanism).__name__} must return finite "
+                    f"values of the shape of its input {np.shape(a)}, got {v.shape}"
+                )
+            return v
+
+        return user, "tradeoff"
+    sigma = _user_attr(mechanism, "sigma")
+    sens = _user_attr(mechanism, "sensitivity")
+    if (
+        delta > 0
+        and isinstance(sigma, (int, float))
+        and isinstance(sens, (int, float))
+        and not isinstance(sigma, bool)
+        and not isinstance(sens, bool)
+        and sigma > 0
+        and sens > 0
+    ):
+        mu = float(sens) / float(sigma)
+        return (lambda a: np.asarray(gaussian_tradeoff(a, mu))), f"gaussian mu={mu:.6g}"
+    return (lambda a: np.asarray(eps_delta_tradeoff(a, claimed, delta))), "epsilon-delta"
+
+
+def _tradeoff_curve(
+    mechanism: Any,
+    claimed: float,
+    delta: float,
+    events: list[_Candidate],
+    results: dict[int, tuple[int, int]],
+    sizes: dict[int, tuple[int, int]],
+    pair_list: list[tuple[np.ndarray, np.ndarray]],
+    alpha: float,
+    conf: float,
+) -> TradeoffCurve:
+    from ldp_audit.stats import tradeoff_points_from_counts
+
+    best = events[0]
+    n1_p, n2_p = sizes[best.pair]
+    n_alt, n_null = (n1_p, n2_p) if best.x_is_numerator else (n2_p, n1_p)
+    k_alt = np.empty(len(events))
+    k_null = np.empty(len(events))
+    for i, ev in enumerate(events):
+        a, b = results[id(ev)]
+        k_alt[i], k_null[i] = (a, b) if ev.x_is_numerator else (b, a)
+    a_u, b_u = tradeoff_points_from_counts(k_null, n_null, k_alt, n_alt, alpha)
+    a_u, b_u = np.atleast_1d(a_u), np.atleast_1d(b_u)
+    order = np.argsort(a_u, kind="stable")
+    f, source = _claimed_tradeoff(mechanism, claimed, delta)
+    grid = np.unique(np.concatenate([np.linspace(0.0, 1.0, 101), np.geomspace(1e-6, 0.01, 41)]))
+    x, x2 = pair_list[best.pair]
+    xn, xd = (x, x2) if best.x_is_numerator else (x2, x)
+    return TradeoffCurve(
+        type1_upper=tuple(float(v) for v in a_u[order]),
+        type2_upper=tuple(float(v) for v in b_u[order]),
+        type1_estimate=tuple(float(v) for v in (k_null / n_null)[order]),
+        type2_estimate=tuple(float(v) for v in (1.0 - k_alt / n_alt)[order]),
+        claimed_at_type1=tuple(float(v) for v in f(a_u[order])),
+        claimed_alpha=tuple(float(v) for v in grid),
+        claimed_beta=tuple(float(v) for v in f(grid)),
+        claimed_from=source,
+        confidence=conf,
+        events_estimated=len(events),
+        x=tuple(float(v) for v in xn),
+        x2=tuple(float(v) for v in xd),
+        statistic=best.stat.describe(best.op, 0.0).rsplit(" ", 1)[0]
+        if not isinstance(best.stat, _CellScore)
+        else best.stat.label(),
     )
 
 

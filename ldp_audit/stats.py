@@ -16,12 +16,22 @@ Everything here is side-effect free and vectorised: counts may be arrays and bro
 * ``epsilon_from_tpr_fpr`` — the hypothesis-testing view (Kairouz et al. 2015): an
   (epsilon, delta)-DP mechanism forces ``TPR <= e^eps FPR + delta`` and
   ``1 - FPR <= e^eps (1 - TPR) + delta`` for every test.
+* ``epsilon_lower_bound_from_poisson_counts`` — a *joint* (conditional, exact) bound on the
+  ratio of two Poisson rates, for counts taken on Poissonized samples (sample sizes drawn from
+  ``Poisson(n)``): given ``k1 + k2``, ``k1`` is binomial with rate ``l1 / (l1 + l2)``, so one
+  Clopper-Pearson bound replaces the two Bonferroni-split ones (about ``z_alpha`` instead of
+  ``z_{alpha/2}`` on both counts).
+* f-DP (Dong, Roth & Su 2022): the trade-off curves ``gaussian_tradeoff`` (``G_mu``) and
+  ``eps_delta_tradeoff`` (``f_{eps,delta}``), ``tradeoff_points_from_counts`` (type I / type II
+  error points of threshold tests, simultaneous upper confidence bounds) and
+  ``tradeoff_violation`` (does a claimed curve pass above such a point?).
 * Bootstrap confidence interval of a median, and the Bonferroni split.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -39,8 +49,14 @@ __all__ = [
     "pooled_rate_lower",
     "pooled_rate_upper",
     "epsilon_lower_bound_from_pooled_counts",
+    "epsilon_lower_bound_from_poisson_counts",
+    "poisson_ratio_lower",
     "epsilon_from_tpr_fpr",
     "epsilon_lower_bound_from_tpr_fpr_counts",
+    "gaussian_tradeoff",
+    "eps_delta_tradeoff",
+    "tradeoff_points_from_counts",
+    "tradeoff_violation",
     "bootstrap_median_ci",
     "bonferroni",
 ]
@@ -263,6 +279,80 @@ def epsilon_lower_bound_from_pooled_counts(
     return _out(np.asarray(out, dtype=np.float64))
 
 
+def poisson_ratio_lower(k1: Any, k2: Any, alpha: float) -> Any:
+    """Exact one-sided lower confidence bound on ``l1 / l2`` from independent Poisson counts.
+
+    If ``k1 ~ Poisson(l1)`` and ``k2 ~ Poisson(l2)`` are independent, then given
+    ``s = k1 + k2``, ``k1 ~ Binomial(s, theta)`` with ``theta = l1 / (l1 + l2)`` (the classical
+    conditional test for a ratio of Poisson rates). The Clopper-Pearson lower bound
+    ``theta_L`` of ``k1`` of ``s`` at level ``alpha`` holds conditionally on every ``s``, hence
+    unconditionally, and ``theta / (1 - theta) = l1 / l2`` is increasing in ``theta``:
+    ``P(l1 / l2 < theta_L / (1 - theta_L)) <= alpha``. One joint statement about the pair of
+    counts instead of two one-sided ones combined by a union bound (Bonferroni), which is
+    what makes it tighter (the error of both counts is paid once, at ``z_alpha``).
+
+    Args:
+        k1: numerator count(s) (>= 0).
+        k2: denominator count(s) (>= 0).
+        alpha: one-sided error probability in (0, 1).
+
+    Returns:
+        The lower bound (0 where ``k1 == 0``, ``alpha^(-1/k1) - 1``-like where ``k2 == 0``).
+    """
+    a = _alpha(alpha)
+    k1_arr = np.asarray(k1, dtype=np.float64)
+    k2_arr = np.asarray(k2, dtype=np.float64)
+    for v, name, raw in ((k1_arr, "k1", k1), (k2_arr, "k2", k2)):
+        if not np.all(np.isfinite(v)) or np.any(v < 0):
+            raise InvalidParameterError(f"{name} must be finite and >= 0, got {raw!r}")
+    s = k1_arr + k2_arr
+    with np.errstate(invalid="ignore", divide="ignore"):
+        th = special.betaincinv(np.maximum(k1_arr, 1e-300), k2_arr + 1.0, a)
+        out = np.where(k1_arr <= 0, 0.0, th / (1.0 - th))
+    out = np.where(s <= 0, 0.0, out)
+    return _out(np.asarray(out, dtype=np.float64))
+
+
+def epsilon_lower_bound_from_poisson_counts(
+    k1: Any, k2: Any, alpha: float, *, mean1: Any = 1.0, mean2: Any = 1.0
+) -> Any:
+    """Pure-DP epsilon lower bound from event counts on *Poissonized* samples.
+
+    Draw ``N1 ~ Poisson(mean1)`` outputs of M(x) and ``N2 ~ Poisson(mean2)`` of M(x2)
+    (independently; the sizes are random), count a fixed event S: ``k1 ~ Poisson(mean1 p1)``
+    and ``k2 ~ Poisson(mean2 p2)`` exactly, independent (Poisson thinning). An epsilon-DP
+    mechanism has ``p1 <= e^eps p2``, so with :func:`poisson_ratio_lower`
+
+        ``ln(poisson_ratio_lower(k1, k2, alpha)) + ln(mean2 / mean1)``
+
+    exceeds the true epsilon with probability at most ``alpha``. Sums of counts of disjoint
+    events on independent Poissonized samples are again independent Poisson counts, so a
+    pooled pair (S counted under x plus a disjoint S' under x2) is bounded the same way
+    (``mean1 = mean2 = n``). Pure DP only (``delta = 0``): for ``delta > 0`` use
+    :func:`epsilon_lower_bound_from_counts` on the realised sizes.
+
+    Args:
+        k1: numerator count(s).
+        k2: denominator count(s).
+        alpha: error probability in (0, 1).
+        mean1: the Poisson mean of the numerator's sample size (> 0).
+        mean2: the Poisson mean of the denominator's sample size (> 0).
+
+    Returns:
+        The bound (``-inf`` where ``k1 == 0``).
+    """
+    m1 = np.asarray(mean1, dtype=np.float64)
+    m2 = np.asarray(mean2, dtype=np.float64)
+    if not (np.all(np.isfinite(m1)) and np.all(m1 > 0)):
+        raise InvalidParameterError(f"mean1 must be finite and > 0, got {mean1!r}")
+    if not (np.all(np.isfinite(m2)) and np.all(m2 > 0)):
+        raise InvalidParameterError(f"mean2 must be finite and > 0, got {mean2!r}")
+    r = np.asarray(poisson_ratio_lower(k1, k2, alpha), dtype=np.float64)
+    with np.errstate(divide="ignore"):
+        out = np.where(r > 0, np.log(np.maximum(r, 1e-300)) + np.log(m2) - np.log(m1), -np.inf)
+    return _out(np.asarray(out, dtype=np.float64))
+
+
 def epsilon_from_tpr_fpr(tpr: Any, fpr: Any, *, delta: float = 0.0) -> Any:
     """Smallest epsilon consistent with a test's TPR/FPR (a point estimate, not a bound).
 
@@ -315,6 +405,112 @@ def epsilon_lower_bound_from_tpr_fpr_counts(
         nneg - fp_arr, nneg, npos - tp_arr, npos, a / 2.0, delta=delta
     )
     return _out(np.maximum(np.maximum(e1, e2), 0.0))
+
+
+def _type1(alpha: Any) -> np.ndarray:
+    a = np.asarray(alpha, dtype=np.float64)
+    if np.any(~np.isfinite(a)) or np.any((a < 0) | (a > 1)):
+        raise InvalidParameterError(f"alpha (type I error) must be in [0, 1], got {alpha!r}")
+    return a
+
+
+def gaussian_tradeoff(alpha: Any, mu: float) -> Any:
+    """The trade-off function ``G_mu(alpha) = Phi(Phi^{-1}(1 - alpha) - mu)`` of mu-GDP.
+
+    ``G_mu`` is the exact trade-off between ``N(0, 1)`` and ``N(mu, 1)`` (Dong, Roth & Su 2022,
+    eq. 2.2): a Gaussian mechanism with L2 sensitivity ``Delta`` and noise ``sigma`` is
+    ``G_{Delta / sigma}``-DP and no better. The smallest type II error of any test whose type I
+    error is at most ``alpha``.
+
+    Args:
+        alpha: type I error(s) in [0, 1] (array-like).
+        mu: >= 0 (``inf`` allowed: the curve is 0 on (0, 1]).
+
+    Returns:
+        ``G_mu(alpha)`` (float or array), 1 at alpha = 0, 0 at alpha = 1.
+    """
+    a = _type1(alpha)
+    m = check_real(mu, "mu")
+    if math.isnan(m) or m < 0:
+        raise InvalidParameterError(f"mu must be >= 0, got {mu!r}")
+    with np.errstate(all="ignore"):
+        out = special.ndtr(special.ndtri(1.0 - a) - m)
+    out = np.where(a <= 0, 1.0, np.where(a >= 1, 0.0, out))
+    return _out(np.asarray(out, dtype=np.float64))
+
+
+def eps_delta_tradeoff(alpha: Any, epsilon: float, delta: float = 0.0) -> Any:
+    """The trade-off function of (epsilon, delta)-DP:
+    ``f_{eps,delta}(alpha) = max(0, 1 - delta - e^eps alpha, e^-eps (1 - delta - alpha))``.
+
+    A mechanism is (epsilon, delta)-DP iff it is ``f_{eps,delta}``-DP (Dong, Roth & Su 2022,
+    Prop. 2.5; Wasserman & Zhou 2010, Kairouz et al. 2015): the piecewise-linear curve of the
+    claim.
+
+    Args:
+        alpha: type I error(s) in [0, 1].
+        epsilon: >= 0 (may be ``inf``: the curve is ``max(0, 1 - delta - inf * alpha)``).
+        delta: in [0, 1).
+    """
+    a = _type1(alpha)
+    e = check_real(epsilon, "epsilon")
+    if math.isnan(e) or e < 0:
+        raise InvalidParameterError(f"epsilon must be >= 0, got {epsilon!r}")
+    d = _check_delta(delta)
+    with np.errstate(all="ignore"):
+        first = np.where(a > 0, 1.0 - d - math.exp(e) * a if math.isfinite(e) else -np.inf, 1 - d)
+        second = math.exp(-e) * (1.0 - d - a)
+    out = np.maximum(np.maximum(first, second), 0.0)
+    return _out(np.asarray(out, dtype=np.float64))
+
+
+def tradeoff_points_from_counts(
+    k_null: Any, n_null: Any, k_alt: Any, n_alt: Any, alpha: float
+) -> tuple[Any, Any]:
+    """Upper confidence points on a trade-off curve from tests' counts, all simultaneously.
+
+    Test i rejects H0 on an event S_i (fixed before the counts are drawn): ``k_null[i]`` of
+    ``n_null`` outputs under H0 fall in S_i (false rejections), ``k_alt[i]`` of ``n_alt`` under
+    H1. Its errors are ``alpha_i = P0(S_i)`` and ``beta_i = 1 - P1(S_i)``. Returns
+    ``alpha_U = CP_upper(k_null)`` and ``beta_U = 1 - CP_lower(k_alt)``, each at
+    ``alpha / (2 K)`` (Bonferroni over the ``2 K`` one-sided bounds), so that with probability
+    >= ``1 - alpha``, for every i: ``T(alpha_U[i]) <= beta_U[i]``, where ``T = T(P0, P1)`` is
+    the true trade-off function (non-increasing: ``T(alpha_U) <= T(alpha_i) <= beta_i``). A
+    claimed curve f with ``f(alpha_U[i]) > beta_U[i]`` for some i is refuted
+    (:func:`tradeoff_violation`).
+
+    Args:
+        k_null: counts under H0 (array of K).
+        n_null: trials under H0 (scalar or array).
+        k_alt: counts under H1 (array of K).
+        n_alt: trials under H1.
+        alpha: total error probability in (0, 1).
+
+    Returns:
+        ``(alpha_U, beta_U)`` arrays of K.
+    """
+    a = _alpha(alpha)
+    k0, n0 = _counts(k_null, n_null, "k_null", "n_null")
+    k1, n1 = _counts(k_alt, n_alt, "k_alt", "n_alt")
+    kk = max(1, int(np.broadcast(k0, k1).size))
+    per = a / (2.0 * kk)
+    a_u = np.asarray(clopper_pearson_upper(k0, n0, per), dtype=np.float64)
+    b_u = 1.0 - np.asarray(clopper_pearson_lower(k1, n1, per), dtype=np.float64)
+    return _out(a_u), _out(b_u)
+
+
+def tradeoff_violation(claimed: Callable[[np.ndarray], Any], alpha_u: Any, beta_u: Any) -> Any:
+    """Per point: ``claimed(alpha_U) > beta_U`` (the point refutes the claimed curve).
+
+    Args:
+        claimed: the claimed trade-off function (vectorised), e.g.
+            ``lambda a: gaussian_tradeoff(a, 1.0)``.
+        alpha_u: upper type I points (from :func:`tradeoff_points_from_counts`).
+        beta_u: upper type II points.
+    """
+    au = _type1(alpha_u)
+    bu = np.asarray(beta_u, dtype=np.float64)
+    return np.asarray(claimed(au), dtype=np.float64) > bu
 
 
 def bonferroni(alpha: float, m: int) -> float:

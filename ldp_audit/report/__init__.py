@@ -190,6 +190,7 @@ def build_report(
     for name, draw in (
         ("audit", _plots.audit_figure),
         ("profile", _plots.profile_figure),
+        ("tradeoff", _plots.tradeoff_figure),
         ("attack", _plots.attack_figure),
     ):
         png = draw(model)

@@ -309,6 +309,32 @@ def _profile_model(p: Any) -> dict[str, Any] | None:
     }
 
 
+def _tradeoff_model(t: Any) -> dict[str, Any] | None:
+    """The audited f-DP trade-off curve of an audit (``AuditResult.tradeoff.to_dict()``)."""
+    if not isinstance(t, dict):
+        return None
+    keys = ("type1_upper", "type2_upper", "claimed_alpha", "claimed_beta")
+    vals = {k: t.get(k) for k in keys}
+    if not all(isinstance(v, list) and v for v in vals.values()):
+        return None
+    nums = {k: [_num(x) for x in v] for k, v in vals.items()}
+    if any(x is None for v in nums.values() for x in v):
+        return None
+    if len(nums["type1_upper"]) != len(nums["type2_upper"]):
+        return None
+    if len(nums["claimed_alpha"]) != len(nums["claimed_beta"]):
+        return None
+    below = t.get("below_claim")
+    if not (isinstance(below, list) and len(below) == len(nums["type1_upper"])):
+        below = [False] * len(nums["type1_upper"])
+    return {
+        **nums,
+        "below_claim": [bool(b) for b in below],
+        "claimed_from": str(t.get("claimed_from", "")),
+        "confidence": _num(t.get("confidence")),
+    }
+
+
 def _point_estimate(w: dict[str, Any] | None) -> float | None:
     """ln(k1/n1) - ln(k2/n2) of a witness: the event's epsilon estimate (inf when k2 = 0)."""
     if not w or not all(isinstance(w.get(k), int) for k in ("k1", "n1", "k2", "n2")):
@@ -352,6 +378,7 @@ def _audit_section(run: RunData) -> dict[str, Any]:
                 "witness": _witness_model(e.get("witness")),
                 "verdicts": verdicts,
                 "profile": _profile_model(e.get("profile")),
+                "tradeoff": _tradeoff_model(e.get("tradeoff")),
                 "warnings": [str(w) for w in warnings] if isinstance(warnings, list) else [],
                 "source": e.get("source"),
             }

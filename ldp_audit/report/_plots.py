@@ -22,6 +22,7 @@ __all__ = [
     "ledger_figure",
     "audit_figure",
     "profile_figure",
+    "tradeoff_figure",
     "attack_figure",
     "learning_figure",
     "ceiling",
@@ -303,6 +304,45 @@ def profile_figure(model: dict[str, Any]) -> bytes | None:
     ax.set_ylabel("epsilon")
     ax.set_title("Privacy profile: audited epsilon lower bound vs the claimed epsilon(delta)")
     ax.legend(fontsize=8, loc="upper right")
+    return _png(fig)
+
+
+def tradeoff_figure(model: dict[str, Any]) -> bytes | None:
+    """Audited f-DP trade-off points (upper confidence type I / type II errors of threshold
+    tests) against the claimed trade-off curve; a point below the claimed curve refutes it."""
+    res = [r for r in model["audits"]["results"] if r.get("tradeoff")]
+    if not res:
+        return None
+    fig = Figure(figsize=(10, 4.2), layout="constrained")
+    ax = fig.subplots()
+    colors = [_BLUE, _ORANGE, _GREEN, "#9467bd"]
+    for i, r in enumerate(res):
+        t = r["tradeoff"]
+        c = colors[i % len(colors)]
+        ax.plot(
+            t["claimed_alpha"],
+            t["claimed_beta"],
+            "--",
+            color=c,
+            alpha=0.8,
+            label=f"{r['mechanism']}: claimed ({t['claimed_from']})",
+        )
+        a_u, b_u = np.array(t["type1_upper"]), np.array(t["type2_upper"])
+        ax.plot(a_u, b_u, "o", color=c, ms=4, label=f"{r['mechanism']}: audited (upper points)")
+        # the true curve lies below this staircase (all points jointly at the confidence)
+        order = np.argsort(a_u)
+        ax.step(a_u[order], b_u[order], where="post", color=c, lw=1, alpha=0.6)
+        bad = np.array(t["below_claim"], dtype=bool)
+        if bad.any():
+            ax.plot(a_u[bad], b_u[bad], "x", color=_RED, ms=10, mew=2, label="below the claim")
+    ax.plot([0, 1], [1, 0], ":", color="grey", lw=1, label="no privacy loss (1 - alpha)")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_aspect("equal")
+    ax.set_xlabel("type I error alpha (upper confidence bound)")
+    ax.set_ylabel("type II error beta (upper confidence bound)")
+    ax.set_title("f-DP trade-off: the true curve passes below every audited point")
+    ax.legend(fontsize=7, loc="upper right")
     return _png(fig)
 
 

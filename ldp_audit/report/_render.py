@@ -21,6 +21,8 @@ FIGURE_TITLES = {
     "ledger": "Spent epsilon over submissions and per-agent spend",
     "audit": "Audit verdicts: one-sided confidence intervals for epsilon beside the claim",
     "profile": "Audited privacy profile: epsilon lower bound vs delta, beside the claimed one",
+    "tradeoff": "Audited f-DP trade-off: upper confidence points (type I, type II error) of "
+    "threshold tests beside the claimed trade-off curve",
     "attack": "Attack accuracy beside the ceiling curve",
     "learning": "Learning curves, FST and success ratio",
 }
@@ -513,6 +515,7 @@ def render_html(model: dict[str, Any], figures: dict[str, bytes]) -> str:
             "<p>A lower bound at or below the claim is consistent with it; it does not prove "
             "it. A lower bound above the claim is a violation at the stated confidence.</p>",
             fig("profile"),
+            fig("tradeoff"),
         ]
     else:
         p.append(f'<p class="notrun">{_code_spans(_NOT_RUN["audits"])}</p>')
@@ -631,7 +634,7 @@ def render_markdown(model: dict[str, Any], figure_files: dict[str, str]) -> str:
             for vd in r["verdicts"]:
                 if vd["consequence"]:
                     out += [f"**{r['mechanism']}, {vd['kind']}:** {vd['consequence']}", ""]
-        out += [*fig("audit"), *fig("profile")]
+        out += [*fig("audit"), *fig("profile"), *fig("tradeoff")]
     else:
         out += [_NOT_RUN["audits"], ""]
     out += ["## Attacks on the transcript", ""]
