@@ -28,7 +28,38 @@ Two settings, both from the same run:
 The comparison is against the accountant's upper bound for the same ``delta`` (the run's
 ``metrics.json``): a lower bound above it is a violation. The auditor never opens
 ``secrets.npz`` to compute scores; only :func:`audit_run` reads the bits to count correct
-guesses. Mahloujifar et al. (2024)'s f-DP analysis is not implemented (see docs/dprl.md).
+guesses.
+
+Two stronger tests of the same run (both sound: a correct trainer is flagged with probability at
+most ``1 - confidence``):
+
+* **f-DP one-run bound** (after Mahloujifar, Melis & Chaudhuri 2024, "Auditing f-differential
+  privacy in one run"): the whole claimed privacy curve, not one ``(eps, delta)`` pair, bounds
+  the number of correct guesses. For one canary ``i`` and any fixed other bits, flipping bit ``i``
+  turns the event "guess ``i`` correct and ``W - 1`` in ``R``" into "guess ``i`` wrong and ``W``
+  in ``R``"; an f-DP mechanism bounds the first probability by ``g = 1 - f`` of the second
+  (both directions of neighbouring, convexity of ``f``), and averaging over the ``m`` canaries
+  (Jensen, ``g`` concave) gives, for ``p_j = P[W = j]`` with ``k`` guesses and every set ``R``,
+  ``sum_{j in R} (j + 1) p_{j+1} <= m g(sum_{j in R} (k - j) p_j / m)``. Writing ``g`` as the
+  minimum of the lines ``delta(eps) + e^eps x`` of the claimed privacy profile, the worst-case
+  ``P[W >= v]`` over all ``p`` meeting these constraints is a linear programme
+  (:func:`fdp_tail_bound`, SciPy's HiGHS). For a pure ``eps`` it is exactly Steinke et al.'s
+  binomial tail (tested). The claimed curve is read from the run's ledger: ``G_mu`` with
+  ``mu = sqrt(T) / sigma`` for unsampled Gaussian updates, else the PLD privacy profile
+  (dp_accounting, pessimistic) of what was charged (:func:`claimed_lines`).
+* **White-box claimed-mechanism test** (:func:`mechanism_test`): the auditor sees every noisy
+  update and tests the claimed mechanism itself: each per-sample gradient (data or canary)
+  clipped to norm ``C``, fresh ``N(0, (sigma C)^2)`` noise per coordinate, canaries joining an
+  update with the charged rate ``q``. On the orthonormal canary directions the noise is i.i.d.
+  ``N(0, sigma^2)`` (units of ``C``), a canary adds at most 1 when it joins, and the data
+  gradients of an update (at most ``n_t`` samples of norm ``<= C``) can move the weighted score
+  difference by at most ``n_t ||w||`` (Bessel's inequality; whatever the data, adaptively). So
+  (a) ``Delta = sum_t <y_t, w>`` (``w = 1/n_in`` on included canaries, ``-1/n_out`` on the others)
+  is at most ``Bin(T n_in, q) / n_in + sum_t n_t ||w|| + N(0, T sigma^2 ||w||^2)`` and (b)
+  ``sum y^2 / sigma^2`` is stochastically at least ``chi^2(T m)`` (a shifted Gaussian is never
+  more concentrated, Anderson's inequality). A too-large ``Delta`` (per-layer clipping, no
+  clipping, an understated sampling rate) or a too-small sum of squares (noise not multiplied
+  by ``C``) rejects the claim; the two p-values are split by Bonferroni.
 """
 
 from __future__ import annotations
@@ -46,6 +77,14 @@ from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 
 __all__ = [
     "FRACTIONS",
+    "FDP_FRACTIONS",
+    "gdp_delta",
+    "profile_lines",
+    "fdp_tail_bound",
+    "fdp_audit_scores",
+    "gdp_mu_lower_bound",
+    "claimed_lines",
+    "mechanism_test",
     "p_value",
     "epsilon_lower_bound",
     "audit_scores",
@@ -56,6 +95,12 @@ __all__ = [
 
 #: Fractions of the canaries guessed on (half "in", half "out"), fixed before the scores are seen.
 FRACTIONS: tuple[float, ...] = (0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
+#: Guess fractions of the f-DP test (fixed in advance; the LP grows with the guesses, so at most
+#: FDP_MAX_GUESSES guesses are made).
+FDP_FRACTIONS: tuple[float, ...] = (0.05, 0.1, 0.2, 0.3)
+FDP_MAX_GUESSES = 600
+#: Lines (epsilon grid points) of the claimed privacy profile given to the LP.
+FDP_LINES = 24
 
 
 def _check_counts(m: Any, r: Any, v: Any) -> tuple[int, int, int]:
@@ -159,6 +204,351 @@ def audit_scores(
 
 
 # ------------------------------------------------------------------------------------------------
+# f-DP one-run bound (after Mahloujifar, Melis & Chaudhuri 2024): a linear programme
+# ------------------------------------------------------------------------------------------------
+
+
+def gdp_delta(mu: float, epsilon: Any) -> np.ndarray:
+    """Privacy profile of ``G_mu`` (Dong, Roth & Su 2022, Corollary 2.13).
+
+    ``delta(eps) = Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2)``.
+    """
+    from scipy.special import log_ndtr
+
+    if isinstance(mu, bool) or not isinstance(mu, (int, float, np.floating)) or not mu > 0:
+        raise InvalidParameterError(f"mu must be a number > 0, got {mu!r}")
+    e = np.asarray(epsilon, dtype=np.float64)
+    a = log_ndtr(-e / mu + mu / 2)
+    b = e + log_ndtr(-e / mu - mu / 2)
+    with np.errstate(under="ignore"):
+        return np.maximum(np.exp(a) * -np.expm1(np.minimum(b - a, 0.0)), 0.0)
+
+
+def profile_lines(epsilon: Any, delta: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Lines ``(a, b)`` with ``1 - f(x) <= a + b x`` from privacy-profile points ``(eps, delta)``.
+
+    Each valid ``(eps, delta(eps))`` gives ``1 - f(x) <= delta + e^eps x``; any subset of valid
+    lines describes a valid (looser) curve, so a finite grid is sound. (The other branch,
+    ``1 - e^-eps (1 - delta - x)``, only matters for guess accuracies below 1/2 and is left out:
+    measured, it changed no p-value and made the LP 10-30x slower.)
+    """
+    e = np.asarray(epsilon, dtype=np.float64).reshape(-1)
+    d = np.asarray(delta, dtype=np.float64).reshape(-1)
+    if e.shape != d.shape or e.size == 0 or (e < 0).any() or not np.isfinite(e).all():
+        raise InvalidParameterError(
+            f"epsilon must be finite values >= 0 with the shape of delta, got {e!r}"
+        )
+    if not ((d >= 0) & (d <= 1)).all():
+        raise InvalidParameterError(f"delta values must be in [0, 1], got {d!r}")
+    return d.copy(), np.exp(e)
+
+
+def fdp_tail_bound(m: int, k: int, v: int, lines: tuple[Any, Any]) -> float:
+    """Largest ``P[>= v correct out of k guesses]`` over every f-DP guessing game (an LP).
+
+    Variables ``p_0..p_k`` (the law of the number of correct guesses ``W``) and one slack per
+    line and ``j``; for every line ``(a, b)`` of ``1 - f``:
+    ``sum_j max(0, (j + 1) p_{j+1} - b (k - j) p_j) <= m a`` (the constraint of the module
+    docstring for the worst set ``R``). Maximise ``sum_{j >= v} p_j``. Solved by HiGHS; the
+    optimum is rounded up by 1e-9 (solver tolerance) and capped at 1.
+
+    Args:
+        m: canaries (each included with probability 1/2).
+        k: guesses made (always exactly ``k``).
+        v: correct guesses observed.
+        lines: ``(a, b)`` arrays from :func:`profile_lines`.
+    """
+    m, k, v = _check_counts(m, k, v)
+    a = np.asarray(lines[0], dtype=np.float64).reshape(-1)
+    b = np.asarray(lines[1], dtype=np.float64).reshape(-1)
+    if a.shape != b.shape or a.size == 0 or not (np.isfinite(a).all() and np.isfinite(b).all()):
+        raise InvalidParameterError("lines must be two finite arrays of the same length")
+    if v == 0:
+        return 1.0
+    if k == 0:
+        return 0.0
+    for step in (1, 2, 4):  # on numerical trouble, fewer lines: looser, still valid
+        p = _tail_lp(m, k, v, a[::step], b[::step])
+        if p is not None:
+            return p
+    return 1.0  # not proven optimal: claim nothing (a p-value of 1 is always valid)
+
+
+def _tail_lp(m: int, k: int, v: int, a: np.ndarray, b: np.ndarray) -> float | None:
+    from scipy.optimize import linprog
+    from scipy.sparse import coo_matrix, csr_matrix
+
+    n, L = k + 1, a.size
+    j = np.arange(k)
+    rows = np.concatenate([np.tile(j, L)[None, :] + (np.arange(L) * k).repeat(k)[None, :]] * 3)
+    slack = n + np.arange(L * k)
+    cols = np.stack([slack, np.tile(j + 1, L), np.tile(j, L)])
+    up = np.tile((j + 1).astype(np.float64), L)
+    vals = np.stack([-np.ones(L * k), up, -np.repeat(b, k) * np.tile(k - j, L)])
+    sum_rows = L * k + np.repeat(np.arange(L), k)
+    A = coo_matrix(
+        (
+            np.concatenate([vals.reshape(-1), np.ones(L * k)]),
+            (
+                np.concatenate([rows.reshape(-1), sum_rows]),
+                np.concatenate([cols.reshape(-1), slack]),
+            ),
+        ),
+        shape=(L * k + L, n + L * k),
+    ).tocsr()
+    ub = np.concatenate([np.zeros(L * k), m * a])
+    eq = csr_matrix((np.ones(n), (np.zeros(n, dtype=int), np.arange(n))), shape=(1, n + L * k))
+    c = np.zeros(n + L * k)
+    c[v:n] = -1.0
+    res = linprog(c, A_ub=A, b_ub=ub, A_eq=eq, b_eq=[1.0], bounds=(0, None), method="highs")
+    if res.status != 0:
+        return None
+    return float(min(1.0, -res.fun + 1e-9))
+
+
+def _guess_counts(scores: np.ndarray, included: np.ndarray, fractions: Sequence[float],
+                  cap: int) -> list[tuple[float, int, int]]:  # fmt: skip
+    m = scores.size
+    order = np.argsort(-scores, kind="stable")
+    out = []
+    for f in fractions:
+        k = min(int(math.floor(check_probability(f, "fraction", open_interval=False) * m / 2)),
+                cap // 2)  # fmt: skip
+        if k < 1:
+            continue
+        v = int(included[order[:k]].sum() + (~included[order[m - k :]]).sum())
+        out.append((float(f), 2 * k, v))
+    return out
+
+
+def gdp_mu_lower_bound(m: int, k: int, v: int, *, beta: float, steps: int = 14) -> float:
+    """Largest ``mu`` whose ``G_mu`` curve the f-DP test rejects at level ``beta`` (0 if none).
+
+    The tail bound grows with ``mu``, so bisection; the low end is returned (conservative).
+    """
+    beta = check_probability(beta, "beta")
+
+    def p(mu: float) -> float:
+        return fdp_tail_bound(m, k, v, _gdp_lines(mu))
+
+    if v <= k / 2 or p(0.05) > beta:
+        return 0.0
+    lo, hi = 0.05, 1.0
+    while p(hi) <= beta:
+        lo, hi = hi, hi * 2
+        if hi > 64:
+            return lo
+    for _ in range(steps):
+        mid = 0.5 * (lo + hi)
+        if p(mid) <= beta:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def _gdp_lines(mu: float, n: int = FDP_LINES) -> tuple[np.ndarray, np.ndarray]:
+    top = mu * mu / 2 + 7.0 * mu + 1.0  # delta(top) < 1e-12
+    e = np.linspace(0.0, top, n)
+    return profile_lines(e, gdp_delta(mu, e))
+
+
+def fdp_audit_scores(
+    scores: Any,
+    included: Any,
+    lines: tuple[Any, Any],
+    *,
+    confidence: float = 0.95,
+    fractions: Sequence[float] = FDP_FRACTIONS,
+    mu: float | None = None,
+) -> dict[str, Any]:
+    """The f-DP one-run test of a claimed privacy curve, from scores and the secret bits.
+
+    For each fraction (fixed in advance, at most ``FDP_MAX_GUESSES`` guesses) the p-value is
+    :func:`fdp_tail_bound` under the claimed curve ``lines``; the claim is rejected when one is at
+    most ``(1 - confidence) / len(fractions)`` (Bonferroni). With ``mu`` (the claim is ``G_mu``)
+    also the largest ``mu`` rejected (:func:`gdp_mu_lower_bound`, same split, at the fraction
+    with the smallest p-value: each fraction's bound holds simultaneously, so any one may be
+    reported).
+
+    Returns:
+        ``{"rejected", "p_values": [{fraction, guesses, correct, p_value}], "level",
+        "mu_claimed", "mu_lower_bound"}``.
+    """
+    s = np.asarray(scores, dtype=np.float64).reshape(-1)
+    inc = np.asarray(included, dtype=bool).reshape(-1)
+    if s.shape != inc.shape or s.size < 2 or not np.isfinite(s).all():
+        raise InvalidParameterError(
+            f"scores must be finite with the shape of included, got {s.shape} vs {inc.shape}"
+        )
+    level = (1.0 - check_probability(confidence, "confidence")) / len(fractions)
+    rows = []
+    for f, k, v in _guess_counts(s, inc, fractions, FDP_MAX_GUESSES):
+        pv = fdp_tail_bound(s.size, k, v, lines)
+        rows.append({"fraction": f, "guesses": k, "correct": v, "p_value": pv})
+    mu_lb = 0.0
+    if mu is not None and rows:  # every fraction's bound holds at once (Bonferroni): use one
+        best = min(rows, key=lambda r: r["p_value"])
+        mu_lb = gdp_mu_lower_bound(s.size, best["guesses"], best["correct"], beta=level)
+    return {
+        "rejected": bool(any(r["p_value"] <= level for r in rows)),
+        "p_values": rows,
+        "level": level,
+        "confidence": confidence,
+        "mu_claimed": mu,
+        "mu_lower_bound": mu_lb if mu is not None else None,
+    }
+
+
+def _charged(run_dir: Path) -> tuple[float, float, int]:
+    """(sigma, q, T) of the DP-SGD updates charged to the run's ledger (agent ``model``)."""
+    from ldp_audit.accountant import GaussianEvent, Ledger, PoissonSampledEvent, event_from_json
+
+    p = run_dir / "ledger.sqlite"
+    if not p.is_file():
+        raise RunDirectoryError(f"{p} is missing: the claimed guarantee is read from the ledger")
+    led = Ledger(p, readonly=True, create=False)
+    try:
+        hist = led.history("model")
+    finally:
+        led.close()
+    if len(hist) != 1:
+        raise RunDirectoryError(
+            f"{p}: the one-run tests need one kind of charged update, got {len(hist)} kinds"
+        )
+    ev, T = event_from_json(hist[0][0]), int(hist[0][1])
+    q = 1.0
+    if isinstance(ev, PoissonSampledEvent):
+        q, ev = float(ev.sample_rate), ev.event
+    if not isinstance(ev, GaussianEvent):
+        raise RunDirectoryError(f"{p}: charged updates are {ev!r}, not (sampled) Gaussian")
+    return float(ev.noise_multiplier), q, T
+
+
+def claimed_lines(run_dir: str | Path) -> dict[str, Any]:
+    """The claimed privacy curve of a DP-SGD run, from what its ledger charged.
+
+    Unsampled Gaussian updates (REINFORCE): ``G_mu`` with ``mu = sqrt(T) / sigma`` (exact, Dong,
+    Roth & Su 2022). Poisson-sampled ones (DQN): dp_accounting's PLD (pessimistic, add-or-remove)
+    of the T-fold composition, its ``delta(eps)`` on a grid.
+    """
+    run_dir = Path(run_dir)
+    sigma, q, T = _charged(run_dir)
+    if q >= 1.0:
+        mu = math.sqrt(T) / sigma
+        return {"kind": "G_mu", "mu": mu, "sigma": sigma, "q": q, "updates": T,
+                "lines": _gdp_lines(mu)}  # fmt: skip
+    from ldp_audit.accountant import GaussianEvent, PoissonSampledEvent
+    from ldp_audit.accountant.pld import event_pld
+
+    ev = PoissonSampledEvent(q, GaussianEvent(sigma))
+    pld = event_pld(ev, value_discretization_interval=1e-3)
+    pld = pld.self_compose(T)
+    top = float(pld.get_epsilon_for_delta(1e-12))
+    e = np.linspace(0.0, max(top, 1e-3), FDP_LINES)
+    d = np.minimum(np.asarray(pld.get_delta_for_epsilon(e), dtype=np.float64), 1.0)
+    return {"kind": "PLD profile", "mu": None, "sigma": sigma, "q": q, "updates": T,
+            "lines": profile_lines(e, d)}  # fmt: skip
+
+
+# ------------------------------------------------------------------------------------------------
+# White-box test of the claimed mechanism (clip C, noise sigma C, rate q) on the canary directions
+# ------------------------------------------------------------------------------------------------
+
+
+def mechanism_test(
+    projections: Any,
+    included: Any,
+    *,
+    sigma: float,
+    sample_rate: float,
+    data_per_update: Any,
+    confidence: float = 0.95,
+) -> dict[str, Any]:
+    """Test "clip ``C``, noise ``sigma C``, canaries joining at rate ``q``" on the released updates.
+
+    Args:
+        projections: (T, m) released noisy sums projected on the orthonormal canary directions,
+            in units of ``C`` (``update @ U * expected_batch / C``).
+        included: (m,) secret inclusion bits.
+        sigma: the charged noise multiplier.
+        sample_rate: the charged rate ``q`` at which an included canary joins an update.
+        data_per_update: (T,) or scalar upper bound on the data samples in each update.
+        confidence: the test's level is ``1 - confidence`` (split over its two parts).
+
+    Returns:
+        ``{"rejected", "p_mean", "p_noise", "delta_stat", "mean_bound", "rate_lower_bound",
+        "noise_upper_bound", ...}``: ``rate_lower_bound`` is a lower confidence bound on the
+        mean contribution of an included canary per update (``q`` times its norm, units of
+        ``C``; at most ``q`` under the claim), ``noise_upper_bound`` an upper confidence bound on
+        the noise multiplier (at least ``sigma`` under the claim).
+    """
+    from scipy.stats import binom, chi2, norm
+
+    y = np.asarray(projections, dtype=np.float64)
+    inc = np.asarray(included, dtype=bool).reshape(-1)
+    if y.ndim != 2 or y.shape[1] != inc.size or y.shape[0] < 1 or not np.isfinite(y).all():
+        raise InvalidParameterError(
+            f"projections must be a finite (T, m) array with m = {inc.size}, got {y.shape}"
+        )
+    sigma = float(sigma)
+    if not sigma > 0:
+        raise InvalidParameterError(f"sigma must be > 0, got {sigma!r}")
+    q = check_probability(sample_rate, "sample_rate", open_interval=False)
+    if q == 0.0:
+        raise InvalidParameterError(f"sample_rate must be > 0, got {sample_rate!r}")
+    level = (1.0 - check_probability(confidence, "confidence")) / 2
+    T, m = y.shape
+    n1, n0 = int(inc.sum()), int((~inc).sum())
+    if n1 == 0 or n0 == 0:
+        raise InvalidParameterError("mechanism_test needs included and excluded canaries")
+    w = np.where(inc, 1.0 / n1, -1.0 / n0)
+    wn = math.sqrt(1.0 / n1 + 1.0 / n0)
+    n_t = np.broadcast_to(np.asarray(data_per_update, dtype=np.float64), (T,))
+    slack = float(n_t.sum() * wn)
+    stat = float((y @ w).sum())
+    sd = sigma * math.sqrt(T) * wn
+
+    def p_mean(rate: float) -> float:
+        if rate >= 1.0:
+            return float(norm.sf((stat - slack - T) / sd))
+        x = np.arange(T * n1 + 1)
+        return float(np.sum(binom.pmf(x, T * n1, rate) * norm.sf((stat - slack - x / n1) / sd)))
+
+    pm = p_mean(q)
+    # lower confidence bound on the per-update contribution (largest rate rejected)
+    lo, hi = 0.0, 1.0
+    if p_mean(0.0) > level:
+        rate_lb = 0.0
+    elif p_mean(1.0) <= level:  # beyond q = 1: a canary contributes more than C (clipping)
+        rate_lb = (stat - slack - norm.isf(level) * sd) / T
+    else:
+        for _ in range(40):
+            mid = 0.5 * (lo + hi)
+            lo, hi = (mid, hi) if p_mean(mid) <= level else (lo, mid)
+        rate_lb = lo
+    ss = float((y * y).sum()) / sigma**2
+    pn = float(chi2.cdf(ss, T * m))
+    noise_ub = sigma * math.sqrt(ss / chi2.ppf(level, T * m))
+    return {
+        "rejected": bool(pm <= level or pn <= level),
+        "level": level,
+        "confidence": confidence,
+        "p_mean": pm,
+        "p_noise": pn,
+        "delta_stat": stat,
+        "mean_bound": (T * q + slack),
+        "data_slack": slack,
+        "rate_claimed": q,
+        "rate_lower_bound": rate_lb,
+        "sigma_claimed": sigma,
+        "noise_upper_bound": noise_ub,
+        "updates": T,
+        "canaries": m,
+    }
+
+
+# ------------------------------------------------------------------------------------------------
 # Reading a dprl run (scores never touch secrets.npz)
 # ------------------------------------------------------------------------------------------------
 
@@ -196,29 +586,69 @@ def canary_scores(run_dir: str | Path, setting: str = "white-box") -> np.ndarray
     raise RunDirectoryError(f"{run_dir}/transcript.npz holds no released updates to score")
 
 
+def _one_run_result_class() -> Any:
+    from ldp_audit.attacks.scoring import AttackResult
+
+    class OneRunResult(AttackResult):
+        """An ``AttackResult`` whose verdict is any of the run's tests (``extra["flagged_by"]``).
+
+        ``epsilon_lower_bound`` stays the Steinke et al. (eps, delta) bound; the f-DP test and
+        the white-box mechanism test are reported in ``extra`` and also make ``violation``
+        true when they reject (each test at ``(1 - confidence) / n_tests``, so the verdict's
+        false-alarm probability on a correct trainer is at most ``1 - confidence``).
+        """
+
+        @property
+        def violation(self) -> bool:
+            return bool(super().violation or self.extra.get("flagged_by"))
+
+    return OneRunResult
+
+
 def audit_run(
     run_dir: str | Path,
     *,
     setting: str = "white-box",
     confidence: float = 0.95,
+    fdp: bool = True,
+    mu_bound: bool = True,
 ) -> Any:
-    """Score the canaries of a dprl run and bound epsilon; an ``AttackResult``.
+    """Score the canaries of a dprl run and test the claim; an ``AttackResult``.
 
-    ``epsilon_lower_bound`` is the one-run bound at the run's delta; ``composed_epsilon`` (and
-    ``epsilon``) is the accountant's upper bound at that delta; ``violation`` compares them.
+    ``epsilon_lower_bound`` is the one-run (eps, delta) bound (Steinke et al.) at the run's
+    delta; ``composed_epsilon`` (and ``epsilon``) is the accountant's upper bound at that delta.
+    ``extra["f_dp"]``: the f-DP one-run test of the ledger's claimed curve
+    (:func:`fdp_audit_scores`); ``extra["mechanism_test"]`` (white-box):
+    :func:`mechanism_test`. ``mu_bound=False`` skips the (slow, reporting-only) GDP ``mu``
+    lower bound of the f-DP test; the verdict does not use it.
+    ``violation`` is true when any test flags (``extra["flagged_by"]``);
+    the tests split ``1 - confidence`` (Bonferroni), so a correct trainer is flagged with
+    probability at most ``1 - confidence``.
     """
     from ldp_audit.attacks.membership import membership_metrics
-    from ldp_audit.attacks.scoring import AttackResult, accuracy_interval
+    from ldp_audit.attacks.scoring import accuracy_interval
     from ldp_audit.rundir import read_npz
+    from ldp_audit.training.dprl import canary_directions
 
     t0 = time.perf_counter()
     confidence = check_probability(confidence, "confidence")
     run_dir = Path(run_dir)
-    cfg, met, _, _ = _public(run_dir)
+    cfg, met, _, tr = _public(run_dir)
     scores = canary_scores(run_dir, setting)
+    white = setting == "white-box"
+    n_tests = 1 + int(fdp) + int(white)
+    conf_each = 1.0 - (1.0 - confidence) / n_tests
+    claim = claimed_lines(run_dir) if fdp or white else None
+    proj = None
+    if white:
+        if "canary_projection" in tr:
+            proj = np.asarray(tr["canary_projection"], dtype=np.float64)
+        else:
+            u = canary_directions(cfg.n_params, cfg.canaries, cfg.canary_seed)
+            proj = tr["update"].astype(np.float64) @ u
     # --- scoring only: the secret bits ---
     included = read_npz(run_dir, "secrets.npz", ("canary_included",))["canary_included"]
-    one = audit_scores(scores, included, delta=cfg.delta, confidence=confidence)
+    one = audit_scores(scores, included, delta=cfg.delta, confidence=conf_each)
     both = bool(included.any() and (~included).any())
     mm = membership_metrics(scores, included) if both else {"auc": None, "advantage": 0.0,
                                                            "tpr_at_fpr": {}}  # fmt: skip
@@ -226,7 +656,33 @@ def audit_run(
     eps_ub = priv.get("epsilon", math.inf)
     eps_ub = math.inf if eps_ub in ("inf", None) else float(eps_ub)
     r, v = one["guesses"], one["correct"]
-    return AttackResult(
+    flagged = []
+    if one["epsilon_lower_bound"] > eps_ub * (1.0 + 1e-12):
+        flagged.append("steinke")
+    f_dp = None
+    if fdp and both and claim is not None:
+        f_dp = fdp_audit_scores(scores, included, claim["lines"], confidence=conf_each,
+                                mu=claim["mu"] if mu_bound else None)  # fmt: skip
+        f_dp["mu_claimed"] = claim["mu"]
+        f_dp.update({k: claim[k] for k in ("kind", "sigma", "q", "updates")})
+        if f_dp["rejected"]:
+            flagged.append("f-dp")
+    mech = None
+    if white and both and claim is not None and proj is not None and len(proj):
+        expected = cfg.envs if cfg.algo == "reinforce" else cfg.batch_size
+        per_update = cfg.envs if cfg.algo == "reinforce" else cfg.buffer_size
+        mech = mechanism_test(
+            proj * (expected / cfg.clip),
+            included,
+            sigma=claim["sigma"],
+            sample_rate=claim["q"],
+            data_per_update=per_update,
+            confidence=conf_each,
+        )
+        if mech["rejected"]:
+            flagged.append("mechanism")
+    cls = _one_run_result_class()
+    return cls(
         attack=f"one-run-{setting}",
         mechanism=cfg.mechanism_config(),
         epsilon=eps_ub,
@@ -257,6 +713,11 @@ def audit_run(
             "updates": met.get("updates"),
             "privacy_unit": priv.get("unit"),
             "canary_scale": cfg.canary_scale,
+            "tests": n_tests,
+            "confidence_each": conf_each,
+            "f_dp": f_dp,
+            "mechanism_test": mech,
+            "flagged_by": flagged,
         },
     )
 
