@@ -38,7 +38,7 @@ from ldp_audit.accountant.events import (
     event_from_json,
     event_to_json,
 )
-from ldp_audit.accountant.ledger import Ledger
+from ldp_audit.accountant.ledger import Ledger, TallyLedger
 from ldp_audit.accountant.planning import epsilon_per_round, rounds_for_budget
 
 __all__ = [
@@ -61,6 +61,7 @@ __all__ = [
     "event_from_json",
     "event_to_json",
     "Ledger",
+    "TallyLedger",
     "rounds_for_budget",
     "epsilon_per_round",
 ]

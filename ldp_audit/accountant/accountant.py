@@ -399,7 +399,9 @@ class Accountant:
     """Per-agent privacy accounting over a durable ledger (after Opacus's ``IAccountant``).
 
     Args:
-        ledger: a ``Ledger``, a path to one, or None for a private in-memory ledger.
+        ledger: a ``Ledger``, a path to one, or None for a private in-memory ledger; a
+            ``TallyLedger`` keeps per-agent counts only (budgets enforced the same way, but
+            no rows, no chain, nothing on disk: for runs whose ledger nobody reads).
         budget: the budget of ``scope="local"`` charges (per-agent LDP): None, a real number
             (epsilon, pure, basic composition) or a ``Budget``. It applies to every agent
             separately, over that agent's local charges only. The durable budget is the
@@ -489,6 +491,11 @@ class Accountant:
                 f"{name}=None (or the same budget) to use it, or start a new ledger"
             )
         return recorded
+
+    @property
+    def durable(self) -> bool:
+        """Whether the charges are kept in a ledger file (evidence that outlives the process)."""
+        return bool(self.ledger.durable and self.ledger.evidence)
 
     def _budget_for(self, scope: str) -> Budget | None:
         return self.central_budget if scope == "central" else self.budget

@@ -59,6 +59,7 @@ __all__ = [
     "LedgerSchemaError",
     "AgentState",
     "migrate_v1",
+    "TallyLedger",
 ]
 
 APPLICATION = "ldp-audit privacy ledger"
@@ -356,6 +357,9 @@ class Ledger:
         InvalidParameterError: ``path`` is not a non-empty str/PathLike, or ``timeout`` is bad.
     """
 
+    #: Whether this object is a ledger of record (``TallyLedger``: False).
+    evidence = True
+
     def __init__(
         self,
         path: str | os.PathLike[str],
@@ -449,6 +453,11 @@ class Ledger:
         except BaseException:
             self._conn.close()
             raise
+
+    @property
+    def durable(self) -> bool:
+        """Whether charges survive the process (a file ledger; ``":memory:"`` does not)."""
+        return not self._memory
 
     # ---- errors ------------------------------------------------------------------------------
 
@@ -1378,3 +1387,153 @@ def migrate_v1(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> Ledg
         )
         _seal_meta(led._conn)
     return led
+
+
+class TallyLedger(Ledger):
+    """Per-agent running counts in this process's memory: NOT a ledger of record.
+
+    For runs whose ledger nobody will read (e.g. a reproduction's grid of trials, whose
+    per-report charges are discarded when the process ends). It keeps, per agent, exactly the
+    state a ``Ledger`` keeps (count of every distinct event, total, last row number), so an
+    ``Accountant`` over it composes and enforces a budget exactly as over a ledger: the check
+    sees every earlier charge and a refused batch leaves nothing behind (all or nothing per
+    call). It keeps no rows, no hash chain and nothing on disk, so it is no evidence of
+    anything: ``records()``, ``chain_head()``, ``verify()`` and ``transaction()`` raise
+    :class:`LedgerError` saying so, ``durable`` and ``evidence`` are False, and it cannot be a
+    run directory's ledger (those are files). Thread-safe (one lock).
+
+    Use ``Ledger(path)`` for anything a report, an audit or a budget question will cite.
+    """
+
+    evidence = False
+
+    def __init__(self) -> None:  # noqa: D107 - no SQLite connection: nothing of Ledger's
+        self.path = ":tally:"
+        self.readonly = False
+        self._memory = True
+        self._in_tx = False
+        self._lock = threading.RLock()
+        self._closed = False
+        self._rows = 0
+        self._tally: dict[str, AgentState] = {}
+        self._meta = {
+            "application": APPLICATION,
+            "schema_version": "tally (not a ledger of record)",
+            "created": str(time.time()),
+            "ledger_id": uuid.uuid4().hex,
+        }
+
+    @property
+    def durable(self) -> bool:
+        """Always False: nothing is written anywhere."""
+        return False
+
+    def _not_evidence(self, what: str) -> LedgerError:
+        return LedgerError(
+            f"a TallyLedger keeps running counts only (no rows, no hash chain, nothing on "
+            f"disk): it has no {what}; use Ledger(path) for a ledger of record"
+        )
+
+    def _open(self) -> None:
+        if self._closed:
+            raise LedgerError("the TallyLedger is closed")
+
+    # ---- writes --------------------------------------------------------------------------------
+
+    def charge_rows(
+        self,
+        rows: Sequence[tuple[str, str, str]],
+        *,
+        run_id: str | None = None,
+        check: Callable[[dict[str, AgentState]], None] | None = None,
+        when: float | None = None,
+    ) -> int:
+        """Count ``(agent, event_json, scope)`` rows, all or nothing (see ``Ledger``).
+
+        ``check(states)`` sees the state of every agent of ``rows`` before anything is
+        counted; an exception from it leaves the tally unchanged.
+        """
+        if not rows:
+            return 0
+        with self._lock:
+            self._open()
+            tally = self._tally
+            get = tally.get
+            if check is not None:
+                check({a: st for a in dict.fromkeys([r[0] for r in rows]) if (st := get(a))})
+            i = self._rows
+            for agent, event, scope in rows:
+                i += 1
+                st = get(agent)
+                if st is None:
+                    tally[agent] = AgentState(1, i, {(scope, event): 1})
+                    continue
+                st.n += 1
+                st.last_id = i
+                ev = st.events
+                key = (scope, event)
+                ev[key] = ev.get(key, 0) + 1
+            self._rows = i
+        return len(rows)
+
+    def transaction(self) -> Iterator[sqlite3.Connection]:  # type: ignore[override]
+        raise self._not_evidence("SQL transactions (charge_rows is atomic by itself)")
+
+    def _insert(self, rows, *, run_id, when) -> None:  # type: ignore[no-untyped-def]
+        raise self._not_evidence("SQL transactions")
+
+    def set_meta(self, key: str, value: str) -> None:
+        if not isinstance(key, str) or key in ("application", "schema_version", "ledger_id"):
+            raise InvalidParameterError(f"key must not be a reserved metadata key, got {key!r}")
+        with self._lock:
+            self._open()
+            self._meta[key] = str(value)
+
+    def set_meta_once(self, key: str, value: str) -> str:
+        if not isinstance(key, str) or key in ("application", "schema_version", "ledger_id"):
+            raise InvalidParameterError(f"key must not be a reserved metadata key, got {key!r}")
+        with self._lock:
+            self._open()
+            return self._meta.setdefault(key, value)
+
+    # ---- reads ---------------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        """Number of charges counted."""
+        return self._rows
+
+    def states(self, agents: Iterable[str] | None = None) -> dict[str, AgentState]:
+        """Copies of the running state of ``agents`` (every agent when None)."""
+        with self._lock:
+            self._open()
+            tally = self._tally
+            keys = tally if agents is None else [a for a in dict.fromkeys(agents) if a in tally]
+            return {
+                a: AgentState(st.n, st.last_id, dict(st.events)) for a in keys for st in (tally[a],)
+            }
+
+    def meta(self) -> dict[str, str]:
+        with self._lock:
+            self._open()
+            return dict(self._meta)
+
+    def chain_head(self) -> str:
+        raise self._not_evidence("hash chain")
+
+    def records(self, agent: str | None = None) -> list[dict[str, object]]:
+        raise self._not_evidence("rows")
+
+    def verify(self, *, expect_head: str | None = None) -> dict[str, Any]:
+        raise self._not_evidence("rows or chain to verify")
+
+    def close(self) -> None:
+        """Drop the counts (idempotent)."""
+        with self._lock:
+            self._closed = True
+            self._tally = {}
+
+    def __enter__(self) -> TallyLedger:
+        return self
+
+    def __repr__(self) -> str:
+        return f"TallyLedger(agents={len(self._tally)}, charges={self._rows})"
