@@ -97,6 +97,10 @@ def _real(v: Any, name: str, *, lo: float | None = None, lo_open: bool = False,
     return f
 
 
+#: largest noise_multiplier and clip accepted (noise std up to 1e12 keeps float32 finite)
+_MAX_SCALE = 1e6
+
+
 def _int(v: Any, name: str, *, minimum: int) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < minimum:
         raise InvalidParameterError(f"{name} must be an integer >= {minimum}, got {v!r}")
@@ -122,6 +126,13 @@ class DprlConfig:
         hidden, lr, gamma: network width, Adam learning rate, discount.
         store_updates: keep every released noisy update in transcript.npz (default: REINFORCE
             yes, DQN no: the canary projections are always kept).
+        per_sample: how DP-SGD gets the clipped sum of per-sample gradients: "materialize"
+            (Opacus ``GradSampleModule``: every per-sample gradient, then ``DPOptimizer``
+            clips), "ghost" (Opacus ghost clipping, ``GradSampleModuleFastGradientClipping``:
+            per-sample norms without per-sample gradients, then a second backward of the
+            clip-weighted loss) or "auto" (ghost for DQN, materialize for REINFORCE, whose
+            per-episode sequences make ghost norms cost T^2 per episode; benchmarks/bench_dprl.py).
+            Both clip the whole per-sample gradient to ``clip``.
 
     REINFORCE: episodes (total), num_envs (episodes per update), dropout.
     DQN: total_steps, num_envs, buffer_size, batch_size (expected Poisson batch), learning_starts,
@@ -143,6 +154,7 @@ class DprlConfig:
     lr: float | None = None
     gamma: float = 0.99
     store_updates: bool | None = None
+    per_sample: str = "auto"
     # REINFORCE
     episodes: int = 800
     dropout: float = 0.5
@@ -168,8 +180,9 @@ class DprlConfig:
         nm = self.noise_multiplier
         if isinstance(nm, bool) or not isinstance(nm, numbers.Real) or math.isnan(float(nm)):
             raise InvalidParameterError(f"noise_multiplier must be a real number, got {nm!r}")
-        _real(nm, "noise_multiplier", lo=0.0)
-        _real(self.clip, "clip", lo=0.0, lo_open=True)
+        # the noise is added to float32 weights / observations: far larger values overflow them
+        _real(nm, "noise_multiplier", lo=0.0, hi=_MAX_SCALE)
+        _real(self.clip, "clip", lo=0.0, lo_open=True, hi=_MAX_SCALE)
         _real(self.delta, "delta", lo=0.0, lo_open=True, hi=1.0, hi_open=True)
         if self.budget_epsilon is not None:
             _real(self.budget_epsilon, "budget_epsilon", lo=0.0, lo_open=True)
@@ -205,6 +218,10 @@ class DprlConfig:
         if self.store_updates is not None and not isinstance(self.store_updates, bool):
             raise InvalidParameterError(
                 f"store_updates must be True, False or None, got {self.store_updates!r}"
+            )
+        if self.per_sample not in ("auto", "materialize", "ghost"):
+            raise InvalidParameterError(
+                f"per_sample must be 'auto', 'materialize' or 'ghost', got {self.per_sample!r}"
             )
         _int(self.episodes, "episodes", minimum=1)
         _real(self.dropout, "dropout", lo=0.0, hi=1.0, hi_open=True)
@@ -273,6 +290,13 @@ class DprlConfig:
         return 0 if vec_steps <= first else (vec_steps - 1 - first) // self.train_frequency + 1
 
     @property
+    def ghost(self) -> bool:
+        """Whether DP-SGD uses Opacus ghost clipping (see ``per_sample``)."""
+        if self.per_sample == "auto":
+            return self.algo == "dqn"
+        return self.per_sample == "ghost"
+
+    @property
     def keep_updates(self) -> bool:
         if self.store_updates is not None:
             return self.store_updates
@@ -331,12 +355,17 @@ class TrainerHooks:
     """Test-only seams for the broken-trainer fixtures (tests/broken_dprl.py).
 
     Attributes:
-        optimizer_class: a ``DPOptimizer`` subclass used instead of Opacus's own.
+        optimizer_class: a ``DPOptimizer`` subclass used instead of Opacus's own (forces the
+            materialised per-sample path: the fixtures rewrite its clipping).
         charged_sample_rate: maps the true sample rate to the one charged to the ledger.
+        inspect_ghost: called on every ghost-clipped DQN update, after the clipped sum is in
+            ``p.grad`` and before canaries and noise, as ``f(net, inputs, per_sample_norms,
+            clipped_sum)`` (tests recompute the per-sample gradients independently).
     """
 
     optimizer_class: Any = None
     charged_sample_rate: Callable[[float], float] | None = None
+    inspect_ghost: Callable[..., None] | None = None
 
 
 @dataclass
@@ -495,6 +524,30 @@ class _Canaries:
             p.grad_sample = torch.cat([p.grad_sample, r[sel]], dim=0)
 
 
+def _add_canaries_to_grad(canaries: Any, params: list[Any], sample_rate: float, gen: Any,
+                          clip: float) -> None:  # fmt: skip
+    """Ghost path: add the included canaries (Poisson sample at ``sample_rate``), each clipped
+    with Opacus's factor ``min(1, C / (norm + 1e-6))``, straight into the clipped sum."""
+    import torch
+
+    k = canaries.rows[0].shape[0]
+    if k == 0:
+        return
+    if sample_rate >= 1.0:
+        sel = torch.ones(k, dtype=torch.bool)
+    else:
+        sel = torch.rand(k, generator=gen) < sample_rate
+    idx = np.flatnonzero(canaries.included)[sel.numpy()]
+    canaries.participations[idx] += 1
+    if not sel.any():
+        return
+    norms = torch.stack([r[sel].reshape(int(sel.sum()), -1) for r in canaries.rows], 0)
+    norms = norms.pow(2).sum(dim=(0, 2)).sqrt()
+    factor = (clip / (norms + 1e-6)).clamp(max=1.0)
+    for p, r in zip(params, canaries.rows, strict=True):
+        p.grad = p.grad + torch.einsum("i,i...", factor.to(r.dtype), r[sel])
+
+
 class _DpSgd:
     """One DP-SGD update: Opacus clip + noise, charged first, sealed and recorded."""
 
@@ -506,6 +559,9 @@ class _DpSgd:
 
         self.cfg = cfg
         self.params = [p for p in model.parameters() if p.requires_grad]
+        self.ghost = bool(getattr(model, "_ghost", False))
+        if self.ghost:
+            from opacus.optimizers import DPOptimizerFastGradientClipping as DPOptimizer
         cls = hooks.optimizer_class or DPOptimizer
         self.q = cfg.sample_rate
         expected = cfg.envs if cfg.algo == "reinforce" else cfg.batch_size
@@ -535,7 +591,11 @@ class _DpSgd:
         from ldp_audit.release import release_with
 
         if self.canaries is not None:
-            self.canaries.append_to(self.params, self.q, self.gen)
+            if self.ghost:
+                _add_canaries_to_grad(self.canaries, self.params, self.q, self.gen,
+                                      float(self.cfg.clip))  # fmt: skip
+            else:
+                self.canaries.append_to(self.params, self.q, self.gen)
 
         def randomise() -> Any:
             self.opt.step()  # clip each per-sample gradient, sum, add noise, / batch, Adam step
@@ -717,6 +777,24 @@ def train_reinforce(cfg: DprlConfig, *, seed: int, accountant: Any, hooks: Train
                    t0, stopped)  # fmt: skip
 
 
+def _ghost_backward(model: Any, per_sample_loss: Any, params: list[Any]) -> None:
+    """Opacus ghost clipping (``DPTensorFastGradientClipping.backward``'s two passes).
+
+    First backward: the hooks compute each sample's whole-gradient norm from the layer inputs and
+    output gradients (no per-sample gradient is materialised). Second backward (hooks off) of
+    ``sum_i min(1, C / (norm_i + 1e-6)) loss_i``: ``p.grad`` is the clipped sum.
+    """
+    per_sample_loss.sum().backward(retain_graph=True)
+    coef = model.get_clipping_coef().detach()
+    for p in params:
+        p.grad = None
+    model.disable_hooks()
+    try:
+        (coef * per_sample_loss).sum().backward()
+    finally:
+        model.enable_hooks()
+
+
 # ------------------------------------------------------------------------------------------------
 # DQN (transition = privacy unit), Poisson-sampled replay, CleanRL-style loop
 # ------------------------------------------------------------------------------------------------
@@ -744,7 +822,18 @@ def train_dqn(cfg: DprlConfig, *, seed: int, accountant: Any, hooks: TrainerHook
     target.load_state_dict(q_net.state_dict())
     initial = _flat_params(q_net)
     private = cfg.privacy == "dpsgd"
-    model = GradSampleModule(q_net, batch_first=True, loss_reduction="sum") if private else q_net
+    ghost = private and cfg.ghost and hooks.optimizer_class is None
+    if ghost:
+        from opacus.grad_sample import GradSampleModuleFastGradientClipping
+
+        model = GradSampleModuleFastGradientClipping(
+            q_net, batch_first=True, loss_reduction="sum", max_grad_norm=float(cfg.clip)
+        )
+        model._ghost = True
+    elif private:
+        model = GradSampleModule(q_net, batch_first=True, loss_reduction="sum")
+    else:
+        model = q_net
     optimizer = torch.optim.Adam(q_net.parameters(), lr=cfg.learning_rate)
     canaries = _Canaries(cfg, list(q_net.parameters()), canary_rng) if cfg.canaries else None
     dp = _DpSgd(cfg, model, optimizer, accountant, gen, hooks, canaries) if private else None
@@ -822,8 +911,18 @@ def train_dqn(cfg: DprlConfig, *, seed: int, accountant: Any, hooks: TrainerHook
                     if idx.size:
                         a_t = torch.as_tensor(b_act[idx]).unsqueeze(1)
                         qsa = model(s).gather(1, a_t).squeeze(1)
-                        ((qsa - y) ** 2).sum().backward()  # per-transition squared TD error
-                    else:  # an empty Poisson sample: the update is noise (and canaries) only
+                        per = (qsa - y) ** 2  # per-transition squared TD error
+                        if ghost:
+                            _ghost_backward(model, per, dp.params)
+                            if hooks.inspect_ghost is not None:
+                                g = [p.grad.clone() for p in dp.params]
+                                hooks.inspect_ghost(q_net, (s, a_t, y), model.get_norm_sample(), g)
+                        else:
+                            per.sum().backward()
+                    elif ghost:  # an empty Poisson sample: the update is noise (and canaries)
+                        for p in dp.params:
+                            p.grad = torch.zeros_like(p)
+                    else:
                         for p in dp.params:
                             p.grad_sample = torch.zeros((0, *p.shape), dtype=p.dtype)
                     try:
@@ -1003,6 +1102,8 @@ def train(
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise InvalidParameterError(f"seed must be an integer >= 0, got {seed!r}")
     hooks = hooks or TrainerHooks()
+    if run_dir is not None and run_mode != "resume":  # refused before any file is written
+        _check_budget_before(cfg, Accountant(ledger=Ledger(":memory:")))
     writer = None
     if run_dir is not None:
         writer = RunWriter(
