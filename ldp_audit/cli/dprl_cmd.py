@@ -21,6 +21,7 @@ from ldp_audit.cli._types import (
     add_run_mode_arguments,
     check_out_for_mode,
     int_at_least,
+    parse_real,
     run_mode,
     timestamped_dir,
 )
@@ -34,9 +35,9 @@ def _real(name: str, *, minimum: float | None = None, strict: bool = False,
     """argparse converter: a finite real with bounds, the message naming the option."""
 
     def convert(text: str) -> float:
-        try:
-            v = float(text)
-        except ValueError:
+        try:  # strict: no 1_000, non-ASCII digits or 1e309 (ldp_audit.cli._types.parse_real)
+            v = parse_real(text, name)
+        except argparse.ArgumentTypeError:
             v = math.nan
         ok = math.isfinite(v)
         if ok and minimum is not None:
