@@ -20,8 +20,11 @@ Features of an upload:
 * FRD (proxy memory): per cut state component, the histogram of the uploaded cells over
   ``bins`` coarse bins (normalised), the mean uploaded policy value per coarse bin, and
   ``log(1 + number of rows)``; the upload's round index.
-* FedAvg (parameters): the uploaded actor's pi(left) and critic's value at ``probes`` fixed
-  probe states (drawn once from a public seed), and the round index.
+* FedAvg (parameters): the upload's *delta* from the broadcast it started from (the server
+  knows both): per-layer ``log ||delta||`` and the change of pi(left) and of the value at
+  ``probes`` fixed probe states (drawn once from a public seed), and the round index
+  (:func:`_fedavg_features`; round-0 uploads, which start from an unknown random
+  initialisation, are left out).
 
 The accuracy is scored against ``secrets.npz`` in :func:`score_run_dir` only, with a
 Clopper-Pearson interval, chance ``1/k`` and — for the LDP variant — the ceiling
@@ -72,7 +75,7 @@ def upload_features(
     Returns:
         ``(keys (U, 3) int64 [trial, agent, submission], features (U, d) float64)``.
     """
-    from ldp_audit.training.frd import ProxyGrid, policy_value
+    from ldp_audit.training.frd import ProxyGrid
 
     keys = np.stack(
         [transcript["trial"], transcript["agent"], transcript["submission"]], axis=1
@@ -84,19 +87,7 @@ def upload_features(
     rep = np.asarray(transcript["report"], dtype=np.float64)
     rnd = uk[:, 2:3].astype(np.float64)
     if cfg.mode == "fedavg":
-        first = np.full(uk.shape[0], -1)
-        first[inv[::-1]] = np.arange(inv.size)[::-1]
-        theta = rep[first]
-        pi, v = policy_value(theta, cfg, _probe_states(probes))
-        f = np.concatenate([pi, v / 100.0, theta], axis=1)
-        # centred within (group, round): what differs between agents that started the round
-        # from the same broadcast parameters (the server knows them)
-        _, rinv = np.unique(uk[:, [0, 2]], axis=0, return_inverse=True)
-        rinv = rinv.reshape(-1)
-        sums = np.zeros((rinv.max() + 1, f.shape[1]))
-        np.add.at(sums, rinv, f)
-        f = f - (sums / np.bincount(rinv)[:, None])[rinv]
-        return uk, np.concatenate([f, rnd], axis=1)
+        return _fedavg_features(transcript, cfg, uk, inv, probes)
     grid = ProxyGrid(cfg.sections, cfg.proxy_dims, cfg.state_low, cfg.state_high)
     cells = np.clip(rep[:, 0].astype(np.int64), 0, grid.n_cells - 1)
     val = rep[:, 1]
@@ -125,6 +116,53 @@ def upload_features(
             joints.append(h2 / counts[:, None])
     feats = np.concatenate(
         [hist.reshape(U, -1), vmean.reshape(U, -1), *joints, np.log1p(counts)[:, None], rnd],
+        axis=1,
+    )
+    return uk, feats
+
+
+def _fedavg_features(
+    transcript: dict[str, np.ndarray], cfg: Any, uk: np.ndarray, inv: np.ndarray, probes: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """FedAvg: what this agent's local training added to the broadcast it started from.
+
+    The server knows every broadcast (``thetas``) and which one each upload started from
+    (``theta_index``), so it can take each upload's **delta** — E episodes of the agent's own
+    A2C updates on its own CartPole, the only part of the upload its gravity shaped. Features:
+    ``log ||delta||`` of every weight matrix and bias vector (how far E episodes of Adam moved
+    each layer: it grows with the number of steps played, which the gravity sets), and the
+    change of the policy pi(left) and of the value at ``probes`` public probe states (what the
+    update learnt), plus the round. Uploads of round 0 start from the agent's own random
+    initialisation (``theta_index = -1``), unknown to the server: they carry no delta and are
+    left out (the returned keys omit them).
+    """
+    from ldp_audit.training.frd import param_layout, policy_value
+
+    rep = np.asarray(transcript["report"], dtype=np.float64)
+    first = np.full(uk.shape[0], -1)
+    first[inv[::-1]] = np.arange(inv.size)[::-1]
+    theta = rep[first]
+    ti = np.asarray(transcript.get("theta_index", np.full(rep.shape[0], -1)))[first]
+    thetas = np.asarray(transcript.get("thetas", np.zeros((0, rep.shape[1]))), dtype=np.float64)
+    keep = ti >= 0
+    if not keep.any() or thetas.shape[0] == 0:
+        raise InvalidParameterError(
+            "FedAvg transcript holds no upload that started from a broadcast (only round 0): "
+            "nothing to attack; raise max_episodes so that a second round is uploaded"
+        )
+    uk, theta, ti = uk[keep], theta[keep], ti[keep]
+    prev = thetas[ti]
+    delta = theta - prev
+    norms = []
+    for name in ("actor", "critic"):
+        for off, fi, fo in param_layout(cfg.hidden, cfg.layers)[name]:
+            for lo, hi in ((off, off + fi * fo), (off + fi * fo, off + fi * fo + fo)):
+                norms.append(np.log(np.linalg.norm(delta[:, lo:hi], axis=1) + 1e-12))
+    st = _probe_states(probes)
+    pi1, v1 = policy_value(theta, cfg, st)
+    pi0, v0 = policy_value(prev, cfg, st)
+    feats = np.concatenate(
+        [np.stack(norms, axis=1), pi1 - pi0, (v1 - v0) / 100.0, uk[:, 2:3].astype(np.float64)],
         axis=1,
     )
     return uk, feats
@@ -187,7 +225,10 @@ def attack_run_dir(
             f"{str(run_dir)!r} is a {doc.get('algorithm')!r} run, not an FRD/FedAvg ('frd') run"
         )
     cfg = FrdConfig.from_dict(doc["config"])
-    tr = read_npz(run_dir, "transcript.npz", ("trial", "agent", "submission", "report"))
+    need = ("trial", "agent", "submission", "report")
+    if cfg.mode == "fedavg":
+        need += ("theta_index", "thetas")
+    tr = read_npz(run_dir, "transcript.npz", need)
     if tr["report"].shape[0] == 0:
         raise RunDirectoryError(
             f"{run_dir}/transcript.npz holds no upload (the run stopped before its first "

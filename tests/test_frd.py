@@ -273,10 +273,23 @@ def test_upload_features_one_row_per_upload_and_finite():
     cfgs = [FrdConfig(**TINY), FrdConfig(**{**TINY, "mode": "fedavg"})]
     for cfg, r in zip(cfgs, train_many(cfgs, seed=0, record=True), strict=True):
         keys, X = upload_features(r.transcript, cfg)
-        assert keys.shape == (2 * 2 * 2, 3)  # groups x agents x uploads
+        # groups x agents x uploads; FedAvg: round 0 (from an unknown random init) left out
+        assert keys.shape == ((2 * 2 * 2, 3) if cfg.mode == "frd" else (2 * 2 * 1, 3))
         assert X.shape[0] == keys.shape[0] and np.isfinite(X).all()
+    # FedAvg features are those of the delta from the broadcast the upload started from
+    tr = r.transcript
+    t0, a0, s0 = keys[0]
+    (row,) = np.flatnonzero((tr["trial"] == t0) & (tr["agent"] == a0) & (tr["submission"] == s0))
+    delta = tr["report"][row] - tr["thetas"][tr["theta_index"][row]]
+    fi_fo = 4 * cfgs[1].hidden  # first actor weight matrix
+    assert X[0, 0] == pytest.approx(np.log(np.linalg.norm(delta[:fi_fo]) + 1e-12))
     with pytest.raises(InvalidParameterError, match="no upload"):
         upload_features({k: v[:0] for k, v in r.transcript.items()}, cfgs[1])
+    first = tr["theta_index"] < 0
+    with pytest.raises(InvalidParameterError, match="started from a broadcast"):
+        upload_features({**{k: tr[k][first] for k in ("trial", "agent", "submission", "report",
+                                                      "theta_index")},
+                         "thetas": tr["thetas"]}, cfgs[1])  # fmt: skip
 
 
 def test_attack_refuses_runs_without_uploads_or_of_other_algorithms(tmp_path):

@@ -41,9 +41,11 @@ first (the non-private one as ``NonPrivateEvent``), randomised, sealed; the serv
 sealed releases and the :class:`~ldp_audit.release.Transcript` records them.
 
 Batching: all agents of all groups of all configs given to :func:`train_many` that share the
-network architecture run in ONE loop: one vectorised CartPole, networks as stacked weight
-tensors (agents x in x out) evaluated with ``torch.bmm`` and differentiated by hand, one Adam
-with per-agent step counts. Between exchanges agents of a group run asynchronously (each its own
+network architecture run in ONE loop: one vectorised CartPole (Gymnasium's physics), every
+agent's actor and critic in one flat ``(agents, P)`` float32 buffer, and per step two compiled
+kernels over the *running* agents only (:mod:`ldp_audit.training._frd_kernels`: the actor's
+action; then the critic, the eq. 3 advantage, both backward passes and a per-agent Adam step);
+visited cells of every config are computed in one vectorised call and kept sparsely. Between exchanges agents of a group run asynchronously (each its own
 episodes); at an exchange point an agent waits for the rest of its group (the paper's "all the
 agents wait for the last agent"). Randomness: one ``numpy.random.Generator`` per call, so a run
 is bit-for-bit reproducible from its seed.
@@ -555,8 +557,10 @@ class _Nets:
 
 
 class _Adam:
-    """Adam on a flat (A, P) buffer with one step count per agent (rows not stepped keep their
-    moments, so an idle agent's optimiser state is exactly as it left it)."""
+    """Adam state of a flat (A, P) buffer with one step count per agent (rows not stepped keep
+    their moments, so an idle agent's optimiser state is exactly as it left it). The online A2C
+    step is :func:`ldp_audit.training._frd_kernels.a2c_update_rows` (same formula, in place on
+    these buffers); :meth:`step_rows` is the distillation's."""
 
     B1, B2, EPS = 0.9, 0.999, 1e-8
 
@@ -566,18 +570,6 @@ class _Adam:
         self.m = torch.zeros_like(flat)
         self.v = torch.zeros_like(flat)
         self.t = torch.zeros((flat.shape[0], 1), dtype=torch.float64)
-
-    def step_masked(self, flat: Any, grad: Any, mask: Any, lr: Any) -> None:
-        """All rows; rows with ``mask`` (A, 1) False are left untouched. ``lr`` (A, P)."""
-        import torch
-
-        b1, b2 = self.B1, self.B2
-        mf = mask.to(torch.float32)
-        self.t += mask
-        bc = (torch.sqrt(1.0 - b2**self.t) / (1.0 - b1**self.t)).to(torch.float32)
-        self.m.mul_(1.0 - (1.0 - b1) * mf).add_(grad * ((1.0 - b1) * mf))
-        self.v.mul_(1.0 - (1.0 - b2) * mf).add_(grad * grad * ((1.0 - b2) * mf))
-        flat.sub_((lr * (bc * mf)) * self.m / (self.v.sqrt() + self.EPS))
 
     def step_rows(self, flat: Any, grad: Any, rows: Any, cols: int, lr: float) -> None:
         """Rows ``rows``, columns ``[0, cols)`` only (the actor, for distillation)."""
@@ -792,19 +784,29 @@ class _Engine:
         self.gravity = grav
         self.nets = _Nets(c0.hidden, c0.layers, A, rng)
         self.acfg = np.array([self.group_cfg[g] for g in self.agent_group], dtype=np.int64)
-        per = lambda name: torch.tensor(  # noqa: E731
-            [getattr(cfgs[c], name) for c in self.acfg], dtype=torch.float32
+        per = lambda name: np.array(  # noqa: E731
+            [getattr(cfgs[c], name) for c in self.acfg], dtype=np.float64
         )
         self.gamma, self.fail = per("gamma"), per("fail_reward")
+        self.lr_actor, self.lr_critic = per("actor_lr"), per("critic_lr")
         self.opt = _Adam(self.nets.flat)
-        pa = self.nets.actor_size
-        self.lr = torch.cat(
-            [
-                per("actor_lr")[:, None].expand(A, pa),
-                per("critic_lr")[:, None].expand(A, self.nets.P - pa),
-            ],
-            dim=1,
-        ).contiguous()
+        # numpy views of the torch buffers (shared memory) for the compiled per-step kernels
+        self.np_flat = self.nets.flat.numpy()
+        self.np_m, self.np_v = self.opt.m.numpy(), self.opt.v.numpy()
+        self.np_t = self.opt.t.numpy().reshape(-1)
+        # per-agent proxy grid (vectorised cell ids for every config at once): a component that
+        # is not cut has multiplier 0
+        self.g_low = np.array([cfgs[c].state_low for c in self.acfg], dtype=np.float64)
+        self.g_high = np.array([cfgs[c].state_high for c in self.acfg], dtype=np.float64)
+        self.g_S = np.array([cfgs[c].sections for c in self.acfg], dtype=np.float64)
+        self.g_width = (self.g_high - self.g_low) / self.g_S[:, None]
+        self.g_mult = np.zeros((A, 4), dtype=np.int64)
+        self.g_cut = np.zeros((A, 4), dtype=bool)
+        for a, c in enumerate(self.acfg):
+            for j, dim in enumerate(cfgs[c].proxy_dims):
+                self.g_mult[a, dim] = int(cfgs[c].sections) ** j
+                self.g_cut[a, dim] = True
+        self.init_eps = np.array([cfgs[c].initial_episodes for c in self.acfg], dtype=np.int64)
         self.env = PrivateGravityCartPole(grav, episode_steps=max(c.episode_steps for c in cfgs))
         self.steps_limit = np.array([cfgs[c].episode_steps for c in self.acfg])
         maxe = max(c.max_episodes for c in cfgs)
@@ -868,54 +870,53 @@ class _Engine:
             self.ep_len[rows] = 0
 
     # -------------------------------------------------------------------------------------------
+    def _cells(self, rows: np.ndarray, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Cell ids of ``obs`` (len(rows), 4) on each row's own grid (all configs at once) and
+        whether a cut component was outside its declared range (clipped, counted)."""
+        s = obs.astype(np.float64)
+        low, high = self.g_low[rows], self.g_high[rows]
+        clipped = (((s < low) | (s > high)) & self.g_cut[rows]).any(axis=1)
+        idx = np.floor((s - low) / self.g_width[rows])
+        idx = np.clip(idx, 0.0, (self.g_S[rows] - 1.0)[:, None]).astype(np.int64)
+        return (idx * self.g_mult[rows]).sum(axis=1), clipped
+
     def run(self) -> list[FrdResult]:
-        torch = self.torch
+        from ldp_audit.training._frd_kernels import a2c_update_rows, act_rows
+
         t0 = time.perf_counter()
         A = self.A
+        H, L, pa = int(self.cfgs[0].hidden), int(self.cfgs[0].layers), self.nets.actor_size
+        pi_left = np.zeros(A)
+        act = np.zeros(A, dtype=np.int64)
+        adv = np.zeros(A)
         self._start(np.arange(A))
         while True:
             running = self.status == self.RUN
-            if not running.any():
+            rows = np.flatnonzero(running)
+            if rows.size == 0:
                 break
             obs = self.env.observation  # (A, 4) float32
-            x = torch.from_numpy(obs)[:, None, :]
-            logits, ca = self.nets.forward("actor", x)
-            pi = torch.softmax(logits[:, 0, :], dim=1)
-            pi_left = pi[:, 0].numpy().astype(np.float64)
             u = self.rng.random(A)
-            act = (u >= pi_left).astype(np.int64)  # 0 (left) with probability pi_left
+            act[:] = 0  # idle rows: their env only has to stay legal (restarted before use)
+            act_rows(self.np_flat, rows, obs, u, H, L, pi_left, act)
             # proxy memory: cells visited by collecting FRD agents and their policy there
-            coll = running & self._collecting()
-            if coll.any():
-                rows = np.flatnonzero(coll)
-                for ci in np.unique(self.acfg[rows]):
-                    rr = rows[self.acfg[rows] == ci]
-                    cells, clipped = self.grids[ci].cells(obs[rr].astype(np.float64))
-                    self.clipped[ci] += int(clipped.sum())
-                    self.buf.append((rr, cells, pi_left[rr]))
-                    self.buf_rows += rr.size
+            coll = rows[self.is_frd[rows] & (self.ep[rows] >= self.init_eps[rows])]
+            if coll.size:
+                cells, clipped = self._cells(coll, obs[coll])
+                if clipped.any():
+                    self.clipped += np.bincount(self.acfg[coll[clipped]], minlength=len(self.cfgs))
+                self.buf.append((coll, cells, pi_left[coll]))
+                self.buf_rows += coll.size
                 if self.buf_rows > 200_000:
                     self._flush()
             obs2, _, term, trunc = self.env._step_unchecked(act)
             self.ep_len += 1
             trunc = trunc | (self.ep_len >= self.steps_limit)
-            # A2C update (eq. 3), agents that are running only
-            v, cc = self.nets.forward(
-                "critic", torch.cat([x, torch.from_numpy(obs2)[:, None, :]], dim=1)
-            )
-            v = v[:, :, 0]
-            term_t = torch.from_numpy(term)
-            r = torch.where(term_t, self.fail, torch.ones(A))
-            target = r + torch.where(term_t, 0.0, self.gamma * v[:, 1].detach())
-            adv = target - v[:, 0]
-            run_t = torch.from_numpy(running)[:, None]
-            adv = adv * run_t[:, 0]
-            onehot = torch.nn.functional.one_hot(torch.from_numpy(act), 2).to(torch.float32)
-            dlogit = ((pi - onehot) * adv[:, None])[:, None, :]
-            dv = torch.zeros((A, 2, 1))
-            dv[:, 0, 0] = -adv
-            grad = torch.cat(_Nets.backward(dlogit, ca) + _Nets.backward(dv, cc), dim=1)
-            self.opt.step_masked(self.nets.flat, grad, run_t, self.lr)
+            # A2C update (eq. 3) and Adam, running agents only (compiled, in place)
+            a2c_update_rows(
+                self.np_flat, self.np_m, self.np_v, self.np_t, rows, obs, obs2, act, term,
+                self.gamma, self.fail, self.lr_actor, self.lr_critic, H, L, pa, adv,
+            )  # fmt: skip
             ended = term | trunc
             if ended.any():
                 self._episode_ends(np.flatnonzero(ended), running)
@@ -958,6 +959,8 @@ class _Engine:
             if (st == self.WAIT).any() and not (st == self.RUN).any():
                 self._exchange(int(G), mem[st == self.WAIT])
                 self.status[mem[st == self.WAIT]] = self.RUN
+                # they resume with a fresh episode (not the one their idle env row was in)
+                restart.extend(mem[st == self.WAIT].tolist())
         rows = np.array(sorted(set(int(a) for a in restart)), dtype=np.int64)
         self._start(rows)
 
