@@ -10,6 +10,13 @@ Measures, on this machine and at this moment (both sides see the same load):
 3. the engine on a paper-like grid (Laplace/PRS x eps) in one process;
 4. the episode gradient (eqs. 15-18): the engine's compiled kernel vs the batched NumPy
    formulation vs torch autograd on the same episodes;
+   Items 2-3 run both engines, the lock-step one (a Python iteration per step) and the fused
+   one (``engine="fused"``: blocks of steps in one compiled call), on the same workload and
+   seed, check that they give bit-for-bit the same results (a SHA-256 of every zeta and final
+   theta), and print where the fused engine's time goes (kernel, ledger charges, draws);
+   then the env-only ceiling: Gymnasium's ``CartPoleVectorEnv`` alone on the same number of
+   rows with random actions. Every figure is given per wall second and per CPU second
+   (``time.process_time``; on a loaded machine the wall figures mostly measure the load);
 5. with ``--baseline-rev REV``: before/after in the same run. The engine as it was at git
    revision REV (``training/pgc_a3c.py`` and ``training/_kernels.py`` loaded from git into a
    temporary module) and the current engine alternately (``--baseline-repeats`` times each) on
@@ -24,6 +31,7 @@ Prints env-steps/s and submissions/s of both and their ratio; writes JSON (``--o
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import platform
@@ -52,8 +60,12 @@ from ldp_audit.training.pgc_a3c import (  # noqa: E402
 
 def bench_reference(seconds: float) -> dict:
     cfg = PgcA3cConfig(mechanism="laplace", epsilon=1.0, trials=1)
+    c0 = time.process_time()
     r = reference_train(cfg, seed=0, max_seconds=seconds)
+    cpu = time.process_time() - c0
     return {
+        "cpu_seconds": cpu,
+        "env_steps_per_cpu_s": r["env_steps"] / cpu,
         "seconds": r["seconds"],
         "submissions": r["submissions"],
         "env_steps": r["env_steps"],
@@ -62,9 +74,39 @@ def bench_reference(seconds: float) -> dict:
     }
 
 
-def bench_engine(settings: int, trials: int, submissions: int, same: bool) -> dict:
+def bench_env_ceiling(rows: int, seconds: float = 5.0) -> dict:
+    """The env-only ceiling: Gymnasium's ``CartPoleVectorEnv`` alone on ``rows`` rows (its own
+    auto-reset), random actions drawn beforehand, nothing else; env-steps/s."""
+    from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
+
+    env = CartPoleVectorEnv(num_envs=rows, max_episode_steps=200)
+    env.reset(seed=0)
+    actions = np.random.default_rng(0).integers(0, 2, (256, rows))
+    for k in range(20):  # warm up
+        env.step(actions[k])
+    n = 0
+    t0, c0 = time.perf_counter(), time.process_time()
+    while time.perf_counter() - t0 < seconds:
+        for k in range(256):
+            env.step(actions[k])
+        n += 256
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return {
+        "rows": rows,
+        "steps": n,
+        "seconds": wall,
+        "cpu_seconds": cpu,
+        "env_steps_per_s": n * rows / wall,
+        "env_steps_per_cpu_s": n * rows / cpu,
+    }
+
+
+def bench_engine(
+    settings: int, trials: int, submissions: int, same: bool, engine: str = "lockstep"
+) -> dict:
     """``same``: one config (Laplace, eps = 1: the reference worker's workload) with
-    settings * trials trials; else a paper-like grid of ``settings`` configs."""
+    settings * trials trials; else a paper-like grid of ``settings`` configs. ``engine``:
+    "lockstep" (``_Engine``) or "fused" (``_FusedEngine``), the same workload and seed."""
     eps = [1.0, 2.0, 5.0, 10.0]
     cfgs = []
     if same:
@@ -89,12 +131,13 @@ def bench_engine(settings: int, trials: int, submissions: int, same: bool) -> di
     from ldp_audit.training import pgc_a3c
 
     acc = [pgc_a3c._make_accountant(None, None)] * len(cfgs)
-    t0 = time.perf_counter()
-    engine = pgc_a3c._Engine(cfgs, [0] * len(cfgs), acc, [False] * len(cfgs))
+    cls = pgc_a3c._FusedEngine if engine == "fused" else pgc_a3c._Engine
+    t0, c0 = time.perf_counter(), time.process_time()
+    eng = cls(cfgs, [0] * len(cfgs), acc, [False] * len(cfgs))
     rec = _Recorder(t0)
-    engine.run(rec)
-    secs = time.perf_counter() - t0
-    res = engine.results(secs)
+    eng.run(rec)
+    secs, cpu = time.perf_counter() - t0, time.process_time() - c0
+    res = eng.results(secs)
     total = sum(c.trials * c.max_submissions for c in cfgs)
     # steady state: until 80% of all submissions arrived (before the tail of slow trials,
     # where few rows step and the per-step overhead dominates)
@@ -102,20 +145,34 @@ def bench_engine(settings: int, trials: int, submissions: int, same: bool) -> di
     steady_subs_per_s = rec.n[k] / (rec.t[k] - t0)
     steps = res[0].env_steps  # the engine counts all rows of the grid
     subs = int(sum(r.submissions.sum() for r in res))
-    return {
+    digest = hashlib.sha256()
+    for r in res:
+        digest.update(np.ascontiguousarray(r.zeta).tobytes())
+        digest.update(np.ascontiguousarray(r.theta).tobytes())
+    out = {
+        "engine": engine,
         "workload": "laplace eps=1 (same as reference)" if same else "grid laplace/prs x eps",
         "settings": len(cfgs),
         "trials_per_setting": trials,
         "agents": settings * trials * 9,
         "submissions_per_trial": submissions,
         "seconds": secs,
+        "cpu_seconds": cpu,
         "env_steps": steps,
         "submissions": subs,
         "env_steps_per_s": steps / secs,
+        "env_steps_per_cpu_s": steps / cpu,
         "submissions_per_s": subs / secs,
         "steady_submissions_per_s": steady_subs_per_s,
         "steady_env_steps_per_s": steady_subs_per_s * steps / subs,
+        "results_sha256": digest.hexdigest(),  # zeta and final theta of every trial
     }
+    if engine == "fused":
+        tm = dict(eng.timings)
+        out["timings_wall_s"] = tm
+        out["kernel_env_steps_per_s"] = steps / tm["kernel"]
+        out["kernel_env_steps_per_cpu_s"] = steps / tm["kernel_cpu"]
+    return out
 
 
 def bench_parallel(settings: int, trials: int, submissions: int, workers: int) -> dict:
@@ -161,8 +218,9 @@ class _Recorder:
         self.n.append(self._n)
 
 
-def bench_paper_grid(submissions: int, trials: int) -> dict:
-    """The Tables 1-3 grid (Laplace/PRS x eps 1, 2, 5, 10, plus eps = inf), stop_at_target."""
+def bench_paper_grid(submissions: int, trials: int, engine: str = "lockstep") -> dict:
+    """The Tables 1-3 grid (Laplace/PRS x eps 1, 2, 5, 10, plus eps = inf), stop_at_target,
+    with ``engine`` ("lockstep" or "fused")."""
     cfgs = [
         PgcA3cConfig(
             mechanism=m, epsilon=e, trials=trials, max_submissions=submissions, stop_at_target=True
@@ -175,11 +233,18 @@ def bench_paper_grid(submissions: int, trials: int) -> dict:
             mechanism="none", trials=trials, max_submissions=submissions, stop_at_target=True
         )
     )
-    t0 = time.perf_counter()
-    res = train_grid(cfgs, seed=0)
-    secs = time.perf_counter() - t0
+    t0, c0 = time.perf_counter(), time.process_time()
+    res = train_grid(cfgs, seed=0, engine=engine)
+    secs, cpu = time.perf_counter() - t0, time.process_time() - c0
     subs = int(sum(r.submissions.sum() for r in res))
+    digest = hashlib.sha256()
+    for r in res:
+        digest.update(np.ascontiguousarray(r.zeta).tobytes())
+        digest.update(np.ascontiguousarray(r.theta).tobytes())
     return {
+        "engine": engine,
+        "cpu_seconds": cpu,
+        "results_sha256": digest.hexdigest(),
         "settings": len(cfgs),
         "trials": trials,
         "max_submissions": submissions,
@@ -418,36 +483,64 @@ def main() -> int:
     # cost per installation, not part of the engine's throughput
     for mech, eps in (("laplace", 1.0), ("prs", 1.0), ("none", None)):
         kw = {} if eps is None else {"epsilon": eps}
-        train(PgcA3cConfig(mechanism=mech, trials=2, max_submissions=20, **kw), seed=0)
+        for engine in ("lockstep", "fused"):
+            cfg = PgcA3cConfig(mechanism=mech, trials=2, max_submissions=20, **kw)
+            train(cfg, seed=0, engine=engine)
     ref = bench_reference(a.ref_seconds)
     print(
         f"reference worker : {ref['env_steps_per_s']:>12,.0f} env-steps/s "
-        f"{ref['submissions_per_s']:>10,.1f} submissions/s  ({ref['submissions']} subs)"
+        f"{ref['submissions_per_s']:>10,.1f} submissions/s  ({ref['submissions']} subs; "
+        f"{ref['env_steps_per_cpu_s']:,.0f} per CPU-s)"
     )
     eng = bench_engine(a.settings, a.trials, a.submissions, same=True)
+    _print_engine("engine, lockstep ", eng, ref)
+    fus = bench_engine(a.settings, a.trials, a.submissions, same=True, engine="fused")
+    _print_engine("engine, fused    ", fus, ref)
+    ceiling = bench_env_ceiling(fus["agents"])
     print(
-        f"engine, same work: {eng['env_steps_per_s']:>12,.0f} env-steps/s "
-        f"{eng['submissions_per_s']:>10,.1f} submissions/s  ({eng['agents']} agents, "
-        f"{eng['seconds']:.1f} s)"
+        f"env-only ceiling : {ceiling['env_steps_per_s']:>12,.0f} env-steps/s "
+        f"(Gymnasium CartPoleVectorEnv alone, {ceiling['rows']} rows, random actions; "
+        f"{ceiling['env_steps_per_cpu_s']:,.0f} per CPU-s)"
     )
-    ratio_steps = eng["env_steps_per_s"] / ref["env_steps_per_s"]
-    ratio_subs = eng["submissions_per_s"] / ref["submissions_per_s"]
+    same_results = eng["results_sha256"] == fus["results_sha256"]
+    tm = fus["timings_wall_s"]
+    fused_summary = {
+        "bit_for_bit_same_as_lockstep": same_results,
+        "fused_over_lockstep_wall": eng["seconds"] / fus["seconds"],
+        "fused_over_lockstep_cpu": eng["cpu_seconds"] / fus["cpu_seconds"],
+        "fused_over_reference_env_steps_per_s": fus["env_steps_per_s"] / ref["env_steps_per_s"],
+        "fused_over_reference_env_steps_per_cpu_s": fus["env_steps_per_cpu_s"]
+        / ref["env_steps_per_cpu_s"],
+        "fused_fraction_of_ceiling": fus["env_steps_per_s"] / ceiling["env_steps_per_s"],
+        "fused_fraction_of_ceiling_cpu": fus["env_steps_per_cpu_s"]
+        / ceiling["env_steps_per_cpu_s"],
+        "kernel_only_fraction_of_ceiling": fus["kernel_env_steps_per_s"]
+        / ceiling["env_steps_per_s"],
+        "share_of_fused_wall": {k: v / fus["seconds"] for k, v in tm.items() if k != "calls"},
+    }
+    fs = fused_summary
     print(
-        f"ratio end-to-end : {ratio_steps:>12,.0f}x env-steps/s {ratio_subs:>10,.0f}x submissions/s"
+        f"fused vs lockstep: {fs['fused_over_lockstep_wall']:.2f}x wall, "
+        f"{fs['fused_over_lockstep_cpu']:.2f}x CPU; bit-for-bit same results: {same_results}"
     )
-    steady_steps = eng["steady_env_steps_per_s"] / ref["env_steps_per_s"]
-    steady_subs = eng["steady_submissions_per_s"] / ref["submissions_per_s"]
     print(
-        f"engine, steady   : {eng['steady_env_steps_per_s']:>12,.0f} env-steps/s "
-        f"{eng['steady_submissions_per_s']:>10,.1f} submissions/s  (first 80% of submissions)"
+        f"fused vs ceiling : {100 * fs['fused_fraction_of_ceiling']:.1f}% of the env-only "
+        f"ceiling end to end ({100 * fs['fused_fraction_of_ceiling_cpu']:.1f}% per CPU-s); "
+        f"the kernel alone {fus['kernel_env_steps_per_s']:,.0f} env-steps/s = "
+        f"{100 * fs['kernel_only_fraction_of_ceiling']:.1f}%"
     )
-    print(f"ratio, steady    : {steady_steps:>12,.0f}x env-steps/s {steady_subs:>10,.0f}x subs/s")
+    print(
+        "fused, where the time goes: "
+        + ", ".join(f"{k} {100 * v:.0f}%" for k, v in fs["share_of_fused_wall"].items())
+        + f" ({int(tm['calls'])} kernel calls)"
+    )
     grid = bench_engine(a.settings, a.trials, a.submissions, same=False)
-    print(
-        f"engine, grid     : {grid['env_steps_per_s']:>12,.0f} env-steps/s "
-        f"{grid['submissions_per_s']:>10,.1f} submissions/s  ({grid['settings']} settings, "
-        f"{grid['agents']} agents, {grid['seconds']:.1f} s)"
-    )
+    _print_engine("grid, lockstep   ", grid, ref)
+    grid_f = bench_engine(a.settings, a.trials, a.submissions, same=False, engine="fused")
+    _print_engine("grid, fused      ", grid_f, ref)
+    fused_summary["grid_bit_for_bit_same"] = grid["results_sha256"] == grid_f["results_sha256"]
+    fused_summary["grid_fused_over_lockstep_cpu"] = grid["cpu_seconds"] / grid_f["cpu_seconds"]
+    print(f"grid bit-for-bit same results: {fused_summary['grid_bit_for_bit_same']}")
     par = bench_parallel(a.settings, a.trials, a.submissions, a.workers)
     ratio_par = par["env_steps_per_s"] / ref["env_steps_per_s"]
     print(
@@ -465,12 +558,27 @@ def main() -> int:
     )
     paper = None
     if a.paper_grid:
-        paper = bench_paper_grid(a.paper_grid, a.trials)
+        paper = {}
+        for engine in ("lockstep", "fused"):
+            pg = paper[engine] = bench_paper_grid(a.paper_grid, a.trials, engine)
+            print(
+                f"paper grid, {engine:8s}: {pg['seconds']:.1f} s wall, {pg['cpu_seconds']:.1f} s "
+                f"CPU for {pg['settings']} settings x {pg['trials']} trials x <= "
+                f"{pg['max_submissions']} submissions, stop_at_target "
+                f"({pg['submissions_per_s']:,.0f} submissions/s, "
+                f"{pg['env_steps_per_s']:,.0f} env-steps/s)"
+            )
+        paper["bit_for_bit_same"] = (
+            paper["lockstep"]["results_sha256"] == paper["fused"]["results_sha256"]
+        )
+        paper["fused_over_lockstep_wall"] = paper["lockstep"]["seconds"] / paper["fused"]["seconds"]
+        paper["fused_over_lockstep_cpu"] = (
+            paper["lockstep"]["cpu_seconds"] / paper["fused"]["cpu_seconds"]
+        )
         print(
-            f"paper grid       : {paper['seconds']:.1f} s for {paper['settings']} settings x "
-            f"{paper['trials']} trials x {paper['max_submissions']} submissions "
-            f"({paper['submissions_per_s']:,.0f} submissions/s, "
-            f"{paper['env_steps_per_s']:,.0f} env-steps/s)"
+            f"paper grid fused vs lockstep: {paper['fused_over_lockstep_wall']:.2f}x wall, "
+            f"{paper['fused_over_lockstep_cpu']:.2f}x CPU; bit-for-bit same: "
+            f"{paper['bit_for_bit_same']}"
         )
     ba = None
     if a.baseline_rev:
@@ -485,13 +593,15 @@ def main() -> int:
         "python": platform.python_version(),
         "reference": ref,
         "engine": eng,
+        "engine_fused": fus,
+        "env_only_ceiling": ceiling,
+        "fused_summary": fused_summary,
         "engine_grid": grid,
+        "engine_grid_fused": grid_f,
         "engine_parallel": par,
         "ratio_parallel_env_steps_per_s": ratio_par,
-        "ratio_env_steps_per_s": ratio_steps,
-        "ratio_submissions_per_s": ratio_subs,
-        "ratio_steady_env_steps_per_s": steady_steps,
-        "ratio_steady_submissions_per_s": steady_subs,
+        "ratio_env_steps_per_s": eng["env_steps_per_s"] / ref["env_steps_per_s"],
+        "ratio_submissions_per_s": eng["submissions_per_s"] / ref["submissions_per_s"],
         "gradients": grad,
         "paper_grid": paper,
         "command": "python " + " ".join(sys.argv),
@@ -500,6 +610,17 @@ def main() -> int:
     Path(a.out).write_text(json.dumps(out, indent=1))
     print(f"wrote {a.out}")
     return 0
+
+
+def _print_engine(label: str, e: dict, ref: dict) -> None:
+    r = e["env_steps_per_s"] / ref["env_steps_per_s"]
+    rc = e["env_steps_per_cpu_s"] / ref["env_steps_per_cpu_s"]
+    print(
+        f"{label}: {e['env_steps_per_s']:>12,.0f} env-steps/s "
+        f"{e['submissions_per_s']:>10,.1f} submissions/s  ({e['agents']} rows, "
+        f"{e['seconds']:.1f} s wall, {e['cpu_seconds']:.1f} s CPU; {r:,.0f}x the reference "
+        f"per wall-s, {rc:,.0f}x per CPU-s)"
+    )
 
 
 def _print_before_after(ba: dict) -> None:

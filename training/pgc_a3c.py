@@ -1588,6 +1588,12 @@ class _FusedEngine(_Engine):
         self.f_state = np.array(env.state, dtype=np.float64, order="C", copy=True)
         self.f_steps = np.asarray(env.steps, dtype=np.int64).copy()
         self.f_block_pos = np.array([self.block_pos], dtype=np.int64)
+        from ldp_audit.training._kernels import _transpose_row
+
+        self.row_tt = np.empty_like(self.row_theta)
+        self.row_wd = np.empty((self.row_theta.shape[0], HIDDEN))
+        for i in range(self.row_theta.shape[0]):
+            _transpose_row(self.row_theta[i], self.row_tt[i], self.row_wd[i])
         agg = self.agg
         if not agg.adaptive:  # _agg_one's SGD branch needs no moments; empty stand-ins
             agg.m1 = np.zeros((G, 0))
@@ -1643,6 +1649,20 @@ class _FusedEngine(_Engine):
         self.record_c = np.array(self.record, dtype=np.bool_)
         self.f_env_steps = np.zeros(1, dtype=np.int64)
         self.bad = np.zeros(1, dtype=np.int64)
+        #: wall seconds per part of :meth:`run`, and the kernel's CPU seconds (benchmarks/
+        #: bench_pgc.py prints them)
+        self.timings: dict[str, float] = dict.fromkeys(
+            (
+                "calls",
+                "kernel",
+                "kernel_cpu",
+                "ledger_charges",
+                "mechanism_and_reset_draws",
+                "acting_uniforms",
+                "transcript_and_compaction",
+            ),
+            0.0,
+        )
         self._alloc_outputs()
         self._count_rows()
 
@@ -1769,6 +1789,8 @@ class _FusedEngine(_Engine):
             "row_round",
             "row_gravity",
             "row_theta",
+            "row_tt",
+            "row_wd",
             "row_version",
             "slot",
             "f_steps",
@@ -1788,21 +1810,28 @@ class _FusedEngine(_Engine):
         )
 
         agg = self.agg
+        clock = time.perf_counter
+        tm = self.timings
         while self.active.any() and not self.stop_requested:
+            t0 = clock()
             if self.f_block_pos[0] >= _ACT_BLOCK:
                 self.block_pos = _ACT_BLOCK
                 self._refill_act_block()
                 self.f_block_pos[0] = 0
+            t1 = clock()
             self._charge_ahead()  # 1. charge the agents that may start in the block
+            t2 = clock()
             self._draw_ahead()  # 2. then draw the randomness that will be applied
             self._refill_resets()
+            t3 = clock()
             n0 = int(self.n_sub.sum())
             oi = self.out_int
+            c3 = time.process_time()
             status = fused_block(
                 _ACT_BLOCK,
                 self.f_state, self.f_steps, self.row_gravity, self.row_trial, self.row_worker,
                 self.row_agent, self.row_round, self.row_version, self.slot, self.row_theta,
-                self.obs, self.acts, self.rews, self.S,
+                self.row_tt, self.row_wd, self.obs, self.acts, self.rews, self.S,
                 self.act_block, self.f_block_pos, self.alpha_g, self.sample_g,
                 agg.theta, agg.buffer, agg.count, agg.version, agg.eta, agg.buffer_size,
                 agg.kind, agg.m1, agg.m2, agg.steps,
@@ -1818,6 +1847,8 @@ class _FusedEngine(_Engine):
                 self.out_grav, self.out_grad, self.out_n,
                 self.snap_theta, self.snap_cfg, self.snap_n, self.f_env_steps, self.bad,
             )  # fmt: skip
+            t4 = clock()
+            tm["kernel_cpu"] += time.process_time() - c3
             self.env_steps = int(self.f_env_steps[0])
             self._collect()
             if progress is not None:
@@ -1836,6 +1867,13 @@ class _FusedEngine(_Engine):
                 )
             if status == FUSED_TRIAL_ENDED:
                 self._compact_fused()
+            t5 = clock()
+            tm["calls"] += 1
+            tm["acting_uniforms"] += t1 - t0
+            tm["ledger_charges"] += t2 - t1
+            tm["mechanism_and_reset_draws"] += t3 - t2
+            tm["kernel"] += t4 - t3
+            tm["transcript_and_compaction"] += t5 - t4
 
 
 # per-submission arrays recorded: the transcript's rows (run_dir.TRANSCRIPT_KEYS less the theta
