@@ -95,9 +95,15 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, numbers.Integral) and not isinstance(v, bool)
 
 
+#: noise scales and clip bounds accepted: Q outputs are float32, and sigma / B must stay finite
+_MAX_SCALE, _MIN_BOUND = 1e6, 1e-6
+
+
 def _check_sigma(v: Any, name: str) -> float:
     if not _is_real(v) or math.isnan(float(v)) or float(v) < 0 or math.isinf(float(v)):
         raise InvalidParameterError(f"{name} must be a finite real number >= 0, got {v!r}")
+    if float(v) > _MAX_SCALE:
+        raise InvalidParameterError(f"{name} must be <= {_MAX_SCALE:g} (float32 Q outputs), got {v!r}")
     return float(v)
 
 
@@ -106,6 +112,11 @@ def _check_bound(v: Any, name: str) -> float | None:
         return None
     if not _is_real(v) or math.isnan(float(v)) or not (0 < float(v) < math.inf):
         raise InvalidParameterError(f"{name} must be a finite real number > 0 (or None), got {v!r}")
+    if not _MIN_BOUND <= float(v) <= _MAX_SCALE:
+        raise InvalidParameterError(
+            f"{name} must be in [{_MIN_BOUND:g}, {_MAX_SCALE:g}] (float32 Q outputs; sigma / B "
+            f"must stay finite), got {v!r}"
+        )
     return float(v)
 
 
@@ -395,7 +406,7 @@ class FedRLConfig:
             raise InvalidParameterError(f"lr must be a real number > 0, got {self.lr!r}")
         if not _is_real(self.delta) or not 0 < float(self.delta) < 1:
             raise InvalidParameterError(f"delta must be in (0, 1), got {self.delta!r}")
-        if isinstance(self.methods, str) or not self.methods:
+        if not isinstance(self.methods, (tuple, list)) or not self.methods:
             raise InvalidParameterError(
                 f"methods must be a non-empty sequence of {METHODS}, got {self.methods!r}"
             )
