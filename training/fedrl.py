@@ -103,7 +103,7 @@ def _check_sigma(v: Any, name: str) -> float:
     if not _is_real(v) or math.isnan(float(v)) or float(v) < 0 or math.isinf(float(v)):
         raise InvalidParameterError(f"{name} must be a finite real number >= 0, got {v!r}")
     if float(v) > _MAX_SCALE:
-        raise InvalidParameterError(f"{name} must be <= {_MAX_SCALE:g} (float32 outputs), got {v!r}")
+        raise InvalidParameterError(f"{name} must be <= {_MAX_SCALE:g} (float32), got {v!r}")
     return float(v)
 
 
