@@ -42,6 +42,43 @@ class ReproConfig:
     seed: int = 0
     audit_samples: int = 200_000
 
+    def __post_init__(self) -> None:
+        """Every field type-checked and ranged (errors name the field and the value)."""
+        from ldp_audit.training.fedrl import _check_bound, _check_sigma, _is_int
+        from ldp_audit.training.gridworld import check_size
+
+        def ints(name: str, lo: int, *, seq: bool = False, empty: bool = False) -> None:
+            v = getattr(self, name, None)
+            vals = v if seq else (v,)
+            if seq and (not isinstance(v, (tuple, list)) or (not v and not empty)):
+                raise InvalidParameterError(
+                    f"{name} must be a {'' if empty else 'non-empty '}tuple of integers >= {lo}, "
+                    f"got {v!r}"
+                )
+            for x in vals:
+                if not _is_int(x) or x < lo:
+                    raise InvalidParameterError(f"{name} must be integers >= {lo}, got {v!r}")
+
+        ints("sizes", 1, seq=True)
+        for s in self.sizes:
+            check_size(s, None)
+        ints("train_steps", 1, seq=True)
+        ints("hist_lens", 1, seq=True, empty=True)
+        for name, lo in (("runs", 1), ("n_envs", 1), ("n_maps", 10), ("eval_maps", 1),
+                         ("hist_len", 1), ("fig4_runs", 1), ("attack_steps", 1), ("seed", 0),
+                         ("audit_samples", 0), ("threads", 1)):  # fmt: skip
+            if hasattr(self, name):
+                ints(name, lo)
+        if getattr(self, "fig4_steps", None) is not None:
+            ints("fig4_steps", 1)
+        if not isinstance(self.attack_sigmas, (tuple, list)):
+            raise InvalidParameterError(
+                f"attack_sigmas must be a tuple of reals >= 0, got {self.attack_sigmas!r}"
+            )
+        for s in self.attack_sigmas:
+            _check_sigma(s, "attack_sigmas")
+        _check_bound(self.attack_clip, "attack_clip")
+
     def steps_for(self, i: int) -> int:
         return self.train_steps[0] if len(self.train_steps) == 1 else self.train_steps[i]
 
