@@ -57,7 +57,8 @@ class ReproConfig:
                 )
             for x in vals:
                 if not _is_int(x) or x < lo:
-                    raise InvalidParameterError(f"{name} must be integers >= {lo}, got {v!r}")
+                    what = "integers" if seq else "an integer"
+                    raise InvalidParameterError(f"{name} must be {what} >= {lo}, got {v!r}")
 
         ints("sizes", 1, seq=True)
         for s in self.sizes:
