@@ -20,6 +20,8 @@ from ldp_audit.cli._types import (
     check_out_for_mode,
     epsilon_or_inf,
     int_at_least,
+    parse_int,
+    parse_real,
     run_mode,
     timestamped_dir,
 )
@@ -30,9 +32,9 @@ _FMT = DefaultsHelpFormatter  # defaults shown only where they inform
 
 def _real(name: str, low: float) -> Any:
     def convert(text: str) -> float:
-        try:
-            v = float(text)
-        except ValueError:
+        try:  # strict: no 1_000, non-ASCII digits, 1e309 (ldp_audit.cli._types.parse_real)
+            v = parse_real(text, name)
+        except argparse.ArgumentTypeError:
             v = math.nan
         if math.isnan(v) or math.isinf(v) or v < low:
             raise argparse.ArgumentTypeError(
@@ -43,15 +45,15 @@ def _real(name: str, low: float) -> Any:
     return convert
 
 
-def _int_list(name: str) -> Any:
+def _int_list(name: str, maximum: int = 10_000) -> Any:
     def convert(text: str) -> tuple[int, ...]:
         try:
-            vals = tuple(int(t) for t in text.split(",") if t.strip())
-        except ValueError:
+            vals = tuple(parse_int(t, name, minimum=1) for t in text.split(",") if t.strip())
+        except argparse.ArgumentTypeError:
             vals = ()
-        if not vals or any(v < 1 for v in vals):
+        if not vals or any(not 1 <= v <= maximum for v in vals):
             raise argparse.ArgumentTypeError(
-                f"{name} must be a comma-separated list of integers >= 1, got {text!r}"
+                f"{name} must be a comma-separated list of integers in [1, {maximum}], got {text!r}"
             )
         return vals
 
@@ -60,8 +62,8 @@ def _int_list(name: str) -> Any:
 
 def _gravities(text: str) -> tuple[float, ...]:
     try:
-        vals = tuple(float(t) for t in text.split(",") if t.strip())
-    except ValueError:
+        vals = tuple(parse_real(t, "--gravities") for t in text.split(",") if t.strip())
+    except argparse.ArgumentTypeError:
         vals = ()
     if len(vals) < 2 or any(not (math.isfinite(v) and v > 0) for v in vals):
         raise argparse.ArgumentTypeError(
@@ -147,7 +149,7 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
         "the committed report)",
     )
     r.add_argument("--overwrite", action="store_true", help="regenerate an existing report")
-    r.add_argument("--settings", type=_int_list("--settings"), default=(1, 2, 3, 4, 5, 6, 7))
+    r.add_argument("--settings", type=_int_list("--settings", 7), default=(1, 2, 3, 4, 5, 6, 7))
     r.add_argument("--agents", type=_int_list("--agents"), default=(1, 2, 4))
     r.add_argument("--groups", type=int_at_least("--groups", 1), default=4)
     r.add_argument("--max-episodes", type=int_at_least("--max-episodes", 1), default=300)
