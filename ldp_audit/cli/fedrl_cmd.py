@@ -15,6 +15,7 @@ from ldp_audit.cli._types import (
     add_run_mode_arguments,
     check_out_for_mode,
     int_at_least,
+    parse_real,
     run_mode,
     timestamped_dir,
 )
@@ -27,10 +28,10 @@ def _real(name: str):  # noqa: ANN202
     """A float converter naming the option (range checks are the config's)."""
 
     def convert(text: str) -> float:
-        try:
-            return float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be a number, got {text!r}") from None
+        if text.strip().lower() in ("nan", "-inf", "-infinity"):
+            return float(text)  # the config names the field and the range
+        # strict: no 1_000, non-ASCII digits, 1e309 (ldp_audit.cli._types.parse_real)
+        return parse_real(text, name, allow_inf=True)
 
     return convert
 
