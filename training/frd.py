@@ -127,8 +127,8 @@ def _int(v: Any, name: str, minimum: int) -> int:
 
 
 def _real(v: Any, name: str, *, low: float | None = None, strict: bool = False) -> float:
-    if isinstance(v, bool) or not isinstance(v, numbers.Real) or math.isnan(float(v)):
-        raise InvalidParameterError(f"{name} must be a real number, got {v!r}")
+    if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(float(v)):
+        raise InvalidParameterError(f"{name} must be a finite real number, got {v!r}")
     f = float(v)
     if low is not None and (f < low or (strict and f <= low)):
         op = ">" if strict else ">="
@@ -208,6 +208,16 @@ class FrdConfig:
         _int(self.distil_batch, "distil_batch", 1)
         _int(self.ldp_samples, "ldp_samples", 1)
         _real(self.threshold, "threshold", low=0.0)
+        if self.threshold > self.episode_steps:
+            raise InvalidParameterError(
+                f"threshold must be <= episode_steps ({self.episode_steps}: no standing time is "
+                f"longer, the mission could never be reached), got {self.threshold!r}"
+            )
+        for name in ("proxy_dims", "gravities", "state_low", "state_high"):
+            if not isinstance(getattr(self, name), (tuple, list)):
+                raise InvalidParameterError(
+                    f"{name} must be a tuple of numbers, got {getattr(self, name)!r}"
+                )
         dims = tuple(self.proxy_dims)
         if (
             not dims
