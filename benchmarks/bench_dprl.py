@@ -7,9 +7,15 @@ a batch of 128), in the same process, same seeds, same network:
   without per-sample machinery does): for each sample, ``zero_grad``, forward, ``backward``,
   flatten, clip the whole gradient to C; then sum, add N(0, (sigma C)^2), divide by B;
 * ``opacus``: ``GradSampleModule`` computes all per-sample gradients in one backward, then the
-  same clipping (``DPOptimizer.clip_and_accumulate``'s formula) and noise.
+  same clipping (``DPOptimizer.clip_and_accumulate``'s formula) and noise;
+* ``ghost``: Opacus's ghost clipping (``GradSampleModuleFastGradientClipping``, the two-backward
+  loop of ``DPTensorFastGradientClipping.backward``): per-sample gradient *norms* from the
+  layer activations and output gradients without materialising the per-sample gradients, then
+  a second backward of the clip-weighted loss gives the clipped sum; the same noise.
 
-Both must give the same clipped per-sample gradients (checked, max abs difference printed).
+All must give the same clipped sum of per-sample gradients (checked, max abs difference
+printed; loop and opacus also the same clipped per-sample gradients). Wall time and process
+CPU time are both measured.
 Also: rollout episodes/s of a Gymnasium vector env (``vector_entry_point``, B envs) vs one
 ``gym.make`` env stepped episode by episode.
 
@@ -79,42 +85,76 @@ def opacus_grads(gsm, loss_fn, data, c):  # noqa: ANN001, ANN201
     return _clip(g, c)
 
 
+def ghost_sum(gfc, loss_fn, data, c):  # noqa: ANN001, ANN201
+    """Clipped sum of per-sample gradients by ghost clipping (Opacus's two-backward loop)."""
+    gfc.max_grad_norm = c
+    params = [p for p in gfc.parameters() if p.requires_grad]
+    for p in params:
+        p.grad = None
+    per_sample = loss_fn(gfc, *data)
+    per_sample.sum().backward(retain_graph=True)  # hooks: per-sample norms only
+    coef = gfc.get_clipping_coef()  # min(1, C / (norm + 1e-6)), Opacus's formula
+    for p in params:
+        p.grad = None
+    gfc.disable_hooks()
+    (coef.detach() * per_sample).sum().backward()  # the clipped sum, in one ordinary backward
+    gfc.enable_hooks()
+    return torch.cat([p.grad.reshape(-1) for p in params])
+
+
 def _noisy(clipped: torch.Tensor, sigma: float, c: float, gen: torch.Generator) -> torch.Tensor:
-    s = clipped.sum(dim=0)
-    return (s + torch.normal(0.0, sigma * c, s.shape, generator=gen)) / clipped.shape[0]
+    s = clipped.sum(dim=0) if clipped.dim() == 2 else clipped
+    return (s + torch.normal(0.0, sigma * c, s.shape, generator=gen)) / len(s)
 
 
 def bench_case(name, sizes, loss_fn, data, c, reps):  # noqa: ANN001, ANN201
     from opacus import GradSampleModule
+    from opacus.grad_sample import GradSampleModuleFastGradientClipping
 
     net = _net(sizes, 0)
     gsm = GradSampleModule(_net(sizes, 0), batch_first=True, loss_reduction="sum")
+    gfc = GradSampleModuleFastGradientClipping(
+        _net(sizes, 0), batch_first=True, loss_reduction="sum", max_grad_norm=c
+    )
     a = loop_grads(net, loss_fn, data, c)
     b = opacus_grads(gsm, loss_fn, data, c)
+    g = ghost_sum(gfc, loss_fn, data, c)
     diff = float((a - b).abs().max())
-    times = {}
-    for label, fn, model in (("loop", loop_grads, net), ("opacus", opacus_grads, gsm)):
+    diff_ghost = float((a.sum(dim=0) - g).abs().max())
+    times, cpu = {}, {}
+    for label, fn, model in (("loop", loop_grads, net), ("opacus", opacus_grads, gsm),
+                             ("ghost", ghost_sum, gfc)):  # fmt: skip
         fn(model, loss_fn, data, c)  # warm-up
         gen = torch.Generator().manual_seed(1)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for _ in range(reps):
             _noisy(fn(model, loss_fn, data, c), 1.0, c, gen)
         times[label] = (time.perf_counter() - t0) / reps
+        cpu[label] = (time.process_time() - c0) / reps
     n = data[0].shape[0]
     out = {
         "case": name,
         "samples_per_update": n,
         "loop_updates_per_s": 1.0 / times["loop"],
         "opacus_updates_per_s": 1.0 / times["opacus"],
+        "ghost_updates_per_s": 1.0 / times["ghost"],
         "loop_samples_per_s": n / times["loop"],
         "opacus_samples_per_s": n / times["opacus"],
+        "ghost_samples_per_s": n / times["ghost"],
         "speedup": times["loop"] / times["opacus"],
+        "ghost_speedup": times["loop"] / times["ghost"],
+        "cpu_seconds_per_update": cpu,
+        "cpu_speedup": cpu["loop"] / cpu["opacus"],
+        "ghost_cpu_speedup": cpu["loop"] / cpu["ghost"],
         "max_abs_diff_clipped_per_sample_grads": diff,
+        "max_abs_diff_clipped_sum_ghost": diff_ghost,
     }
     print(
-        f"{name}: loop {out['loop_samples_per_s']:.0f} samples/s, opacus "
-        f"{out['opacus_samples_per_s']:.0f} samples/s -> {out['speedup']:.1f}x; "
-        f"max |diff| of clipped per-sample gradients {diff:.2e}"
+        f"{name}: loop {out['loop_samples_per_s']:.0f}, opacus {out['opacus_samples_per_s']:.0f}, "
+        f"ghost {out['ghost_samples_per_s']:.0f} samples/s -> opacus {out['speedup']:.1f}x, "
+        f"ghost {out['ghost_speedup']:.1f}x wall (CPU: {out['cpu_speedup']:.1f}x, "
+        f"{out['ghost_cpu_speedup']:.1f}x); max |diff| per-sample {diff:.2e}, ghost sum "
+        f"{diff_ghost:.2e}"
     )
     return out
 

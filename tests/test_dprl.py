@@ -280,3 +280,56 @@ def test_ctrl_c_writes_what_was_released_and_marks_interrupted(tmp_path) -> None
     acc = Accountant(ledger=Ledger(str(tmp_path / "run" / "ledger.sqlite")))
     # the third update was charged before its noise: charged-not-released is the safe side
     assert acc.spent_detail("model", delta=1e-5, method="rdp").charges == 3
+
+
+def test_ghost_clipping_bound_and_sum_on_every_dqn_update() -> None:
+    """DQN's default (ghost clipping): on every update the per-sample norms Opacus computed
+    without per-sample gradients, and the clipped sum it produced, equal a per-sample loop's;
+    every clipped per-sample gradient has norm <= C."""
+    from ldp_audit.training.dprl import make_network
+
+    log: list = []
+    clip = 0.05
+
+    def check(net, inputs, norms, clipped_sum) -> None:  # noqa: ANN001
+        s, a, y = inputs
+        ref = make_network(cfg, torch.Generator())  # a hook-free copy of the network
+        ref.load_state_dict(net.state_dict())
+        rows = []
+        for i in range(len(y)):
+            ref.zero_grad()
+            q = ref(s[i : i + 1]).gather(1, a[i : i + 1]).squeeze(1)
+            ((q - y[i : i + 1]) ** 2).sum().backward()
+            rows.append(torch.cat([p.grad.reshape(-1) for p in ref.parameters()]))
+        g = torch.stack(rows)
+        n = g.norm(dim=1)
+        f = (clip / (n + 1e-6)).clamp(max=1.0)
+        got = torch.cat([t.reshape(-1) for t in clipped_sum])
+        log.append(
+            (
+                torch.allclose(norms, n, rtol=1e-4, atol=1e-7),
+                torch.allclose(got, (g * f[:, None]).sum(0), rtol=1e-4, atol=1e-6),
+                float((n * f).max()),
+                float(n.max()),
+            )
+        )
+
+    cfg = DprlConfig(**TINY_DQN, clip=clip, canaries=4)
+    assert cfg.ghost
+    res = train(cfg, seed=1, hooks=TrainerHooks(inspect_ghost=check))
+    assert len(log) > 0 and res.updates >= len(log)
+    for same_norms, same_sum, top_clipped, _ in log:
+        assert same_norms and same_sum
+        assert top_clipped <= clip * (1 + 1e-5)
+    assert max(r for *_, r in log) > clip  # clipping was active
+
+
+def test_ghost_and_materialized_paths_release_the_same_update() -> None:
+    """Same seed, same data: the first released noisy update (canaries included) agrees."""
+    out = []
+    for mode in ("ghost", "materialize"):
+        cfg = DprlConfig(**TINY_DQN, clip=0.5, canaries=4, per_sample=mode, store_updates=True)
+        out.append(train(cfg, seed=3).transcript["update"][0])
+    np.testing.assert_allclose(out[0], out[1], rtol=1e-4, atol=1e-6)
+    with pytest.raises(InvalidParameterError, match="per_sample"):
+        DprlConfig(**TINY_DQN, per_sample="fast")

@@ -541,8 +541,8 @@ def _add_canaries_to_grad(canaries: Any, params: list[Any], sample_rate: float, 
     canaries.participations[idx] += 1
     if not sel.any():
         return
-    norms = torch.stack([r[sel].reshape(int(sel.sum()), -1) for r in canaries.rows], 0)
-    norms = norms.pow(2).sum(dim=(0, 2)).sqrt()
+    n = int(sel.sum())
+    norms = sum(r[sel].reshape(n, -1).pow(2).sum(dim=1) for r in canaries.rows).sqrt()
     factor = (clip / (norms + 1e-6)).clamp(max=1.0)
     for p, r in zip(params, canaries.rows, strict=True):
         p.grad = p.grad + torch.einsum("i,i...", factor.to(r.dtype), r[sel])
