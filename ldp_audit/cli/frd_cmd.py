@@ -18,6 +18,7 @@ from ldp_audit.cli._types import (
     DefaultsHelpFormatter,
     add_run_mode_arguments,
     check_out_for_mode,
+    confidence,
     epsilon_or_inf,
     int_at_least,
     parse_int,
@@ -178,7 +179,7 @@ def register_attack(attack_subparsers: Any) -> None:
     )
     a.add_argument("--max-groups", type=int_at_least("--max-groups", 1), default=None)
     a.add_argument("--seed", type=int_at_least("--seed", 0), default=0, help="attack seed")
-    a.add_argument("--confidence", type=float, default=0.95)
+    a.add_argument("--confidence", type=confidence(), default=0.95)
     a.add_argument("--out", default=None, help="write the result JSON here instead")
     a.add_argument(
         "--overwrite", action="store_true", help="replace the run's attack_dynamics.json"
