@@ -20,8 +20,18 @@ error split; and the **pooled ceiling**, the same on 2N trials: what a pooled ev
 with x2 the numerator, equally good for these symmetric mechanisms) can reach at best.
 
 A single seed's ratio varies by about +-0.015 with the selection's luck, so each setting is
-also audited with seeds 0 .. ``--seeds``-1, with pooling (the default) and without
-(``pool=False``, the auditor before pooled pairs) in the same run: mean ratios of both.
+also audited with seeds 0 .. ``--seeds``-1 in three configurations in the same run: the default
+(``pool=False``), ``pool=True``, and ``ratio_test="poisson", pool=True`` (Poissonized estimation,
+the exact joint conditional test of the two rates, pooled disjoint pairs): mean ratios of each.
+
+Two more ceilings: the **Poisson pooled ceiling** (pure DP rows: the exact conditional Poisson
+test of one event on 2N trials, no Bonferroni; what ``ratio_test="poisson", pool=True`` can
+reach at best), and the **event-count ceiling**: the normal-theory limit of *any* sound audit
+that bounds epsilon through one event's two counts on 2N outputs per input (pooled), median
+bound, no Bonferroni: the largest c with ``p1 - c p2 - delta >= z_alpha sqrt((p1 (1 - p1) +
+c^2 p2 (1 - p2)) / 2N)`` over threshold events (a level-alpha test of the boundary
+``q1 = c q2 + delta`` has power at most about 1/2 below it). ``bound / event ceiling`` says how
+much of what is reachable at this sample size the audit reaches.
 
 The straightforward baseline implements the same recipe the obvious way: one ``privatize``
 call per report and a Python loop over candidate thresholds. It runs on ``--naive-samples`` per
@@ -88,6 +98,27 @@ def ceiling(p1: np.ndarray, p2: np.ndarray, n: int, alpha: float, delta: float) 
             v = np.where(lo > 0, np.log(np.maximum(lo, 1e-300)) - np.log(hi), -np.inf)
         best = max(best, float(np.max(v)))
     return best
+
+
+def event_ceiling(p1: np.ndarray, p2: np.ndarray, n: int, alpha: float, delta: float) -> float:
+    """Normal-theory ceiling of any one-event audit on n trials per rate (see the docstring)."""
+    z = stats.norm.isf(alpha)
+    lo, hi = 0.0, 60.0  # log c: bisection on the largest feasible c
+    for _ in range(80):
+        mid = 0.5 * (lo + hi)
+        c = math.exp(mid)
+        ok = (p1 - c * p2 - delta) >= z * np.sqrt((p1 * (1 - p1) + c * c * p2 * (1 - p2)) / n)
+        lo, hi = (mid, hi) if np.any(ok) else (lo, mid)
+    return lo
+
+
+def poisson_ceiling(p1: np.ndarray, p2: np.ndarray, n: int, alpha: float) -> float:
+    """Exact conditional Poisson test of one event at expected counts n p1, n p2 (pure DP)."""
+    k1, k2 = p1 * n, p2 * n
+    with np.errstate(all="ignore"):
+        th = _cp_lo(k1, k1 + k2, alpha)
+        v = np.log(th) - np.log1p(-th)
+    return float(np.nanmax(np.where(k1 > 0, v, -np.inf)))
 
 
 def pooled_ceiling(p1: np.ndarray, p2: np.ndarray, n: int, alpha: float, delta: float) -> float:
@@ -179,22 +210,41 @@ def tightness(args) -> list[dict]:
     hdr = f"{'setting':36s} {'true':>6s} {'bound':>8s} {'ratio':>6s} {'ceiling':>7s} {'pooled':>7s}"
     print(
         hdr + f" {'sec':>6s} {'impl':>8s} {'naive':>8s} {'speed-up':>8s}"
-        f" {'mean':>6s} {'nopool':>6s}"
+        f" {'mean':>6s} {'nopool':>6s} {'poiss':>6s} {'pceil':>6s} {'evceil':>6s}"
     )
     for name, mech, pairs, true, dl, p1, p2 in settings:
+        c0 = time.process_time()
         r = audit(mech, pairs, samples=n, confidence=args.confidence, rng=args.seed, dim=1,
                   profile=False)  # fmt: skip
+        cpu0 = time.process_time() - c0
         bound = r.distribution.epsilon_lower_bound
         ceil = ceiling(p1, p2, n, alpha, dl) / true if p1 is not None else None
         pceil = pooled_ceiling(p1, p2, n, alpha, dl) / true if p1 is not None else None
-        seed_ratios: dict[str, list[float]] = {"pooled": [], "single": []}
+        n_est = n - n // 10
+        ev_ceil = event_ceiling(p1, p2, 2 * n_est, alpha, dl) / true if p1 is not None else None
+        pois_ceil = (
+            poisson_ceiling(p1, p2, 2 * n_est, alpha) / true if p1 is not None and dl == 0 else None
+        )
+        seed_ratios: dict[str, list[float]] = {"pooled": [], "single": [], "poisson": []}
+        seed_wall: dict[str, float] = {"pooled": 0.0, "single": 0.0, "poisson": 0.0}
+        seed_cpu: dict[str, float] = {"pooled": 0.0, "single": 0.0, "poisson": 0.0}
+        variants = (
+            ("pooled", True, "clopper-pearson"),
+            ("single", False, "clopper-pearson"),
+            ("poisson", True, "poisson"),
+        )
         for seed in range(args.seed, args.seed + args.seeds):
-            for key, pool in (("pooled", True), ("single", False)):
+            for key, pool, test in variants:
+                w0, c0 = time.perf_counter(), time.process_time()
                 rs = audit(mech, pairs, samples=n, confidence=args.confidence, rng=seed, dim=1,
-                           profile=False, float_bits=False, pool=pool)  # fmt: skip
+                           profile=False, float_bits=False, pool=pool, ratio_test=test,
+                           tradeoff=False)  # fmt: skip
+                seed_wall[key] += time.perf_counter() - w0
+                seed_cpu[key] += time.process_time() - c0
                 seed_ratios[key].append(rs.distribution.epsilon_lower_bound / true)
         mean_p = float(np.mean(seed_ratios["pooled"]))
         mean_s = float(np.mean(seed_ratios["single"]))
+        mean_j = float(np.mean(seed_ratios["poisson"]))
         w = r.distribution.witness
         x, x2 = (pairs or [(np.array(w.x), np.array(w.x2))])[0]
         naive_bound = naive_s = speedup = None
@@ -216,7 +266,17 @@ def tightness(args) -> list[dict]:
             "seed_ratios_without_pooling": seed_ratios["single"],
             "mean_ratio_pooled": mean_p,
             "mean_ratio_without_pooling": mean_s,
+            "seed_ratios_poisson_pooled": seed_ratios["poisson"],
+            "mean_ratio_poisson_pooled": mean_j,
+            "min_ratio_poisson_pooled": float(np.min(seed_ratios["poisson"])),
+            "poisson_pooled_ceiling_ratio": pois_ceil,
+            "event_ceiling_ratio": ev_ceil,
+            "mean_over_event_ceiling_poisson_pooled": mean_j / ev_ceil if ev_ceil else None,
+            "mean_over_event_ceiling_default": mean_s / ev_ceil if ev_ceil else None,
+            "seeds_wall_seconds": seed_wall,
+            "seeds_cpu_seconds": seed_cpu,
             "seconds": r.seconds,
+            "cpu_seconds": cpu0,
             "pairs_searched": r.pairs_tested,
             "witness": w.to_dict() if w else None,
             "implementation_bound": r.epsilon_lower_bound,
@@ -232,7 +292,9 @@ def tightness(args) -> list[dict]:
         sp = f"{speedup:7.0f}x" if speedup is not None else f"{'n/a':>8s}"
         print(
             f"{name:36s} {true:6.3f} {bound:8.4f} {bound / true:6.3f} {cs} {r.seconds:6.2f} "
-            f"{r.epsilon_lower_bound:8.3f} {nb} {sp} {mean_p:6.3f} {mean_s:6.3f}",
+            f"{r.epsilon_lower_bound:8.3f} {nb} {sp} {mean_p:6.3f} {mean_s:6.3f} {mean_j:6.3f} "
+            + (f"{pois_ceil:6.3f}" if pois_ceil is not None else f"{'n/a':>6s}")
+            + (f" {ev_ceil:6.3f}" if ev_ceil is not None else f" {'n/a':>6s}"),
             flush=True,
         )
     return rows
@@ -268,7 +330,88 @@ def goal_row(args) -> dict:
             f"ratio {ratio:.3f} in {r.seconds:.1f} s",
             flush=True,
         )
-    return {"setting": "laplace eps=0.1", "samples_per_input": args.goal_samples, "runs": out}
+    joint = []
+    for seed in range(3):
+        w0, c0 = time.perf_counter(), time.process_time()
+        r = audit(Laplace(epsilon=0.1, clip=1.0), samples=args.samples, rng=seed,
+                  ratio_test="poisson", pool=True)  # fmt: skip
+        wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+        ratio = r.distribution.epsilon_lower_bound / 0.1
+        joint.append({"seed": seed, "ratio": ratio, "seconds": wall, "cpu_seconds": cpu})
+        print(
+            f"laplace eps=0.1 at {args.samples:.0e} samples/input, ratio_test=poisson, pool, "
+            f"seed {seed}: ratio {ratio:.3f} in {wall:.1f} s (CPU {cpu:.1f} s)",
+            flush=True,
+        )
+    return {
+        "setting": "laplace eps=0.1",
+        "samples_per_input": args.goal_samples,
+        "runs": out,
+        "poisson_pooled": {"samples_per_input": args.samples, "runs": joint},
+    }
+
+
+def tradeoff_rows(args) -> list[dict]:
+    """The f-DP trade-off curve at --samples per input: correct mechanisms against their own
+    curve (Gaussian sigma 2, sensitivity 2: G_1; Laplace eps 1: f_{1,0}) and broken ones (noise
+    sigma 1 claiming sigma 2; Laplace with the scale of eps 2 claiming eps 1)."""
+
+    class HalfSigma:
+        def __init__(self) -> None:
+            c = Gaussian(clip=1.0, noise_multiplier=2.0, delta=1e-3)
+            self.real = Gaussian(clip=1.0, noise_multiplier=1.0, delta=1e-3)
+            self.epsilon, self.delta, self.sigma, self.sensitivity = (
+                c.epsilon, c.delta, c.sigma, c.sensitivity,
+            )  # fmt: skip
+
+        def privatize(self, x, rng):
+            return self.real.privatize(x, rng)
+
+    class HalfScale:
+        epsilon = 1.0
+
+        def __init__(self) -> None:
+            self.real = Laplace(epsilon=2.0, clip=1.0)
+
+        def candidate_pairs(self, dim):
+            return self.real.candidate_pairs(dim)
+
+        def privatize(self, x, rng):
+            return self.real.privatize(x, rng)
+
+    gp = [(np.array([1.0]), np.array([-1.0]))]
+    cases = [
+        ("gaussian sigma=2 (correct, G_1)", Gaussian(clip=1.0, noise_multiplier=2.0, delta=1e-3),
+         gp, 1.0),
+        ("gaussian noise sigma=1 claiming sigma=2 (broken)", HalfSigma(), gp, 2.0),
+        ("laplace eps=1 (correct)", Laplace(epsilon=1.0, clip=1.0), None, None),
+        ("laplace scale of eps=2 claiming eps=1 (broken)", HalfScale(), None, None),
+    ]  # fmt: skip
+    out = []
+    for name, mech, pairs, true_mu in cases:
+        w0, c0 = time.perf_counter(), time.process_time()
+        r = audit(mech, pairs, samples=args.samples, confidence=args.confidence, rng=args.seed,
+                  float_bits=False, profile=False)  # fmt: skip
+        wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+        t = r.tradeoff
+        au, bu = np.array(t.type1_upper), np.array(t.type2_upper)
+        gap = bu - np.array(t.claimed_at_type1)
+        row = {"setting": name, "claimed_from": t.claimed_from, "violation": t.violation,
+               "points": len(au), "points_below_claim": int(sum(t.below_claim)),
+               "min_gap_to_claim": float(gap.min()), "seconds": wall, "cpu_seconds": cpu,
+               "tradeoff": t.to_dict()}  # fmt: skip
+        if true_mu is not None:
+            from ldp_audit.stats import gaussian_tradeoff
+
+            row["max_gap_to_true_curve"] = float(np.max(bu - gaussian_tradeoff(au, true_mu)))
+        out.append(row)
+        print(
+            f"f-DP {name}: claimed {t.claimed_from}, {len(au)} points, "
+            f"{row['points_below_claim']} below the claim (violation {t.violation}), "
+            f"min gap {gap.min():+.4f}, {wall:.1f} s (CPU {cpu:.1f} s)",
+            flush=True,
+        )
+    return out
 
 
 def scalar(args) -> dict:
@@ -333,6 +476,7 @@ def main() -> None:
     rows = tightness(args)
     prof = profile_row(args)
     goal = goal_row(args)
+    fdp = tradeoff_rows(args)
     sc = scalar(args)
     out = {
         "command": "benchmarks/bench_audit.py "
@@ -346,6 +490,7 @@ def main() -> None:
         "results": rows,
         "profile": prof,
         "time_goal": goal,
+        "tradeoff": fdp,
         "scalar_adapter": sc,
     }
     args.json.parent.mkdir(parents=True, exist_ok=True)

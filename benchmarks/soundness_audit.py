@@ -55,6 +55,12 @@ def main() -> None:
         help="audit with pool=True (pooled event pairs, stats.epsilon_lower_bound_from_pooled_"
         "counts) instead of the default",
     )
+    ap.add_argument(
+        "--ratio-test",
+        choices=["clopper-pearson", "poisson"],
+        default="clopper-pearson",
+        help="audit(ratio_test=...): 'poisson' = Poissonized estimation, joint conditional bound",
+    )
     args = ap.parse_args()
 
     mechs = [
@@ -69,7 +75,7 @@ def main() -> None:
     out_rows = []
     for conf in args.confidence:
         seeds = root.spawn(args.audits)
-        over = 0
+        over = fdp_over = 0
         per_mech = {name: [0, 0] for name, *_ in mechs}
         ratios = []
         prof_over, prof_runs = 0, 0
@@ -78,18 +84,21 @@ def main() -> None:
             name, mech, dim, fb = mechs[i % len(mechs)]
             true = truths[i % len(mechs)]
             r = audit(mech, samples=args.samples, confidence=conf, rng=s, dim=dim, float_bits=fb,
-                      pool=args.pool)  # fmt: skip
+                      pool=args.pool, ratio_test=args.ratio_test)  # fmt: skip
+            # the claims equal the true epsilon: a point below f_{eps,0} is a false refutation
+            fdp_over += r.tradeoff is not None and r.tradeoff.violation
             hit = r.epsilon_lower_bound > true
             over += hit
             per_mech[name][0] += hit
             per_mech[name][1] += 1
             ratios.append(r.epsilon_lower_bound / true)
-        g_over = 0
+        g_over = g_fdp = 0
         gauss = Gaussian(clip=0.5, noise_multiplier=2.0, delta=1e-3)
         for s in groot.spawn(args.gaussian_audits):
             r = audit(gauss, samples=args.samples, confidence=conf, rng=s, float_bits=False,
-                      pool=args.pool)  # fmt: skip
+                      pool=args.pool, ratio_test=args.ratio_test)  # fmt: skip
             g_over += r.epsilon_lower_bound > gauss.epsilon
+            g_fdp += r.tradeoff is not None and r.tradeoff.violation  # below G_1: false
             prof_runs += 1
             prof_over += any(
                 lo > (math.inf if d == 0 else analytic_gaussian_epsilon(1.0, 1.0, d))
@@ -100,7 +109,9 @@ def main() -> None:
         row = {
             "confidence": conf,
             "pool": args.pool,
+            "ratio_test": args.ratio_test,
             "audits": args.audits,
+            "tradeoff_curves_below_the_true_curve": int(fdp_over),
             "above_true_epsilon": int(over),
             "fraction": over / args.audits,
             "fraction_ci95": [lo, hi],
@@ -110,6 +121,7 @@ def main() -> None:
             "gaussian_audits": prof_runs,
             "gaussian_verdicts_above_true_epsilon": int(g_over),
             "gaussian_profiles_above_true_profile": int(prof_over),
+            "gaussian_tradeoff_curves_below_g_mu": int(g_fdp),
             "seconds": secs,
         }
         out_rows.append(row)
@@ -118,12 +130,15 @@ def main() -> None:
             f"(fraction {over / args.audits:.3f}, 95% CI [{lo:.3f}, {hi:.3f}], allowed "
             f"{1 - conf:.3f}); median bound/true {np.median(ratios):.3f}; gaussian: verdicts "
             f"above the truth {g_over}/{prof_runs}, profiles above the true profile "
-            f"{prof_over}/{prof_runs}; {secs:.1f} s"
+            f"{prof_over}/{prof_runs}; f-DP points below the true curve: {fdp_over}/"
+            f"{args.audits}, gaussian {g_fdp}/{prof_runs}; {secs:.1f} s"
         )
     out = {
         "command": f"benchmarks/soundness_audit.py --audits {args.audits} --samples "
         f"{args.samples} --confidence {' '.join(map(str, args.confidence))} "
-        f"--gaussian-audits {args.gaussian_audits}",
+        f"--gaussian-audits {args.gaussian_audits}"
+        + (" --pool" if args.pool else "")
+        + f" --ratio-test {args.ratio_test}",
         "machine": f"{platform.machine()}, shared and loaded 2-core machine",
         "mechanisms": [
             {"name": n, "true_epsilon": t} for (n, *_), t in zip(mechs, truths, strict=True)

@@ -947,6 +947,55 @@ def _thresholds(s1: np.ndarray, s2: np.ndarray) -> np.ndarray | None:
     return ts if ts.size else None
 
 
+#: selection only: the denominator rate of a threshold event beyond the ``_TAIL_FIT``-th most
+#: extreme selection value is read from an exponential tail fitted to those values (peaks over
+#: threshold), not from the few raw counts there (0 for the events that decide high epsilon).
+#: 0 turns it off. Soundness does not depend on it: events are still estimated on fresh samples.
+_TAIL_FIT = 200
+#: the ``_TAIL_LEVEL`` quantile of chi^2 with 2m degrees of freedom, per m (computed lazily).
+_TAIL_LEVEL = 1e-3
+
+
+class _Chi2Quantiles(dict):
+    def __missing__(self, m: int) -> float:
+        from scipy.special import gammaincinv
+
+        v = 2.0 * float(gammaincinv(float(m), _TAIL_LEVEL))
+        self[m] = v
+        return v
+
+
+_TAIL_CHI2: dict[int, float] = _Chi2Quantiles()
+
+
+def _tail_rates(srt: np.ndarray, ts: np.ndarray, upper: bool, m: int) -> np.ndarray | None:
+    """Exponential-tail estimate of ``P(s > t)`` (``upper``) or ``P(s <= t)`` at thresholds
+    ``ts`` beyond the m-th most extreme of the sorted values ``srt`` (NaN elsewhere); None when
+    the tail is not continuous (fewer than m distinct values there) or too short."""
+    n = srt.size
+    if m < 20 or n < 4 * m:
+        return None
+    tail = srt[-m:] if upper else srt[:m]
+    u = float(srt[-m - 1] if upper else srt[m])
+    excess = (tail - u) if upper else (u - tail)
+    if not np.all(np.isfinite(excess)) or np.unique(tail).size < m:
+        return None
+    beta = float(np.mean(excess))
+    if not beta > 0:
+        return None
+    # an upper confidence bound on the scale (2 m beta_hat / beta ~ chi^2_{2m} for an
+    # exponential tail): a heavier fitted tail, so far-tail events are not chosen on an
+    # underestimated denominator (a ratio e^0.1 is otherwise faked by the scale's noise)
+    beta *= 2.0 * m / _TAIL_CHI2[m]
+    dist = (ts - u) if upper else (u - ts)
+    # anchored at the shrunk rate of the m tail values (as the raw counts are), so that the
+    # model does not look better than the counts where the two meet
+    anchor = float(_cp_upper(np.array([float(m)]), float(n), _SHRINK)[0])
+    with np.errstate(all="ignore"):
+        est = anchor * np.exp(-dist / beta)
+    return np.where(dist > 0, est, np.nan)
+
+
 def _best_events(
     stat: _Statistic,
     s1: np.ndarray,
@@ -986,14 +1035,26 @@ def _best_events(
             continue
         p_num = _cp_lower(c_num.astype(np.float64), float(n), _SHRINK)
         p_den = _cp_upper(c_den.astype(np.float64), float(n), _SHRINK)
+        # pure DP (delta = 0) only: the tail model of the denominator (see _TAIL_FIT)
+        p_den0 = p_den
+        if 0.0 in deltas:
+            fit = _tail_rates(s2 if x_num else s1, ts, op == "gt", min(_TAIL_FIT, n // 10))
+            if fit is not None:
+                p_den0 = np.where(np.isnan(fit), p_den, fit)
         for share in _SHARES:
             lo = _cp_lower(p_num * n_est, float(n_est), alpha_event * share)
             hi = _cp_upper(p_den * n_est, float(n_est), alpha_event * (1.0 - share))
+            hi0 = _cp_upper(p_den0 * n_est, float(n_est), alpha_event * (1.0 - share))
             for j, delta in enumerate(deltas):
                 if poisson and delta == 0.0:
                     if share != _SHARES[0]:
                         continue  # one joint test: no split to choose
-                    pred = _poisson_log_ratio_lower(p_num * n_est, p_den * n_est, alpha_event)
+                    pred = _poisson_log_ratio_lower(p_num * n_est, p_den0 * n_est, alpha_event)
+                elif delta == 0.0:
+                    with np.errstate(all="ignore"):
+                        pred = np.where(
+                            lo > 0, np.log(np.maximum(lo, 1e-300)) - np.log(hi0), -np.inf
+                        )
                 else:
                     with np.errstate(all="ignore"):
                         pred = np.where(
@@ -1014,7 +1075,7 @@ def _best_events(
                         (int(c_num[i]), int(c_den[i])),
                         share,
                         float(delta),
-                        sel_rates=(float(p_num[i]), float(p_den[i])),
+                        sel_rates=(float(p_num[i]), float((p_den0 if delta == 0 else p_den)[i])),
                     )
     return best
 
