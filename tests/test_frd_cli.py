@@ -108,3 +108,21 @@ def test_reproduce_small_writes_report_and_refuses_to_overwrite(tmp_path, capsys
     capsys.readouterr()
     assert main(argv) == 2  # committed results are evidence
     assert "already holds a report" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["--leak-epsilons", "inf"], "--leak-epsilons must be finite, got 'inf'"),
+        (["--leak-epsilons", "0"], "epsilon must be > 0 (or inf), got '0'"),
+        (["--leak-groups", "0"], "--leak-groups must be an integer >= 1, got '0'"),
+        (["--leak-shadow", "-1"], "--leak-shadow must be an integer >= 1, got '-1'"),
+    ],
+)
+def test_bad_reproduce_leak_inputs_exit_2_naming_parameter(argv, needle, tmp_path, capsys):
+    out = tmp_path / "rep"
+    with pytest.raises(SystemExit) as e:
+        main(["reproduce", "frd", *argv, "--out", str(out)])
+    assert e.value.code == 2
+    assert needle in capsys.readouterr().err
+    assert not out.exists()

@@ -130,3 +130,31 @@ def test_a_rows_result_does_not_depend_on_its_batch():
                         np.zeros(6))  # fmt: skip
         outs.append(f[3])
     np.testing.assert_array_equal(outs[0], outs[1])
+
+
+def test_cells_kernel_matches_proxy_grid_on_mixed_grids_and_counts_clipping():
+    from ldp_audit.training._frd_kernels import cells_rows
+    from ldp_audit.training.frd import ProxyGrid, setting_config
+
+    cfgs = [setting_config(1), setting_config(3), setting_config(4, sections=7)]
+    grids = [ProxyGrid(c.sections, c.proxy_dims, c.state_low, c.state_high) for c in cfgs]
+    rng = np.random.default_rng(0)
+    A = 300
+    which = rng.integers(0, 3, A)
+    hi = np.array(cfgs[0].state_high)
+    obs = (rng.uniform(-1.3, 1.3, size=(A, 4)) * hi).astype(np.float32)  # ~1/4 out of range
+    low = np.array([cfgs[w].state_low for w in which])
+    high = np.array([cfgs[w].state_high for w in which])
+    S = np.array([cfgs[w].sections for w in which], dtype=np.float64)
+    mult = np.zeros((A, 4), np.int64)
+    cut = np.zeros((A, 4), bool)
+    for a, w in enumerate(which):
+        for j, d in enumerate(cfgs[w].proxy_dims):
+            mult[a, d], cut[a, d] = cfgs[w].sections ** j, True
+    rows = np.flatnonzero(rng.random(A) < 0.7)
+    cells, clipped = np.empty(rows.size, np.int64), np.empty(rows.size, bool)
+    cells_rows(rows, obs, low, high, (high - low) / S[:, None], S, mult, cut, cells, clipped)
+    for i, r in enumerate(rows):
+        want_c, want_clip = grids[which[r]].cells(obs[r : r + 1].astype(np.float64))
+        assert cells[i] == want_c[0] and clipped[i] == want_clip[0]
+    assert 0 < clipped.sum() < rows.size

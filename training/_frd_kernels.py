@@ -24,7 +24,7 @@ import math
 import numba as nb
 import numpy as np
 
-__all__ = ["act_rows", "a2c_update_rows", "actor_size", "param_size"]
+__all__ = ["act_rows", "a2c_update_rows", "actor_size", "cells_rows", "param_size"]
 
 _B1, _B2, _EPS = np.float32(0.9), np.float32(0.999), np.float32(1e-8)
 _C1, _C2 = np.float32(1.0 - 0.9), np.float32(1.0 - 0.999)
@@ -222,3 +222,31 @@ def a2c_update_rows(  # noqa: ANN201 - numba
         sc = lr_critic[r] * bc
         _adam(w, m1[r], m2[r], g, 0, pa, sa)
         _adam(w, m1[r], m2[r], g, pa, P, sc)
+
+
+@nb.njit(cache=True, nogil=True)
+def cells_rows(rows, obs, low, high, width, S, mult, cut, cells, clipped):  # noqa: ANN001, ANN201
+    """Proxy-grid cell id of ``obs[r]`` on row ``r``'s own grid for each ``r`` in ``rows``:
+    ``sum_j clip(floor((s_j - low_j) / width_j), 0, S - 1) * mult_j`` over the cut components
+    (``mult_j = 0`` for a component that is not cut); ``clipped[i]`` is True when a cut
+    component lies outside ``[low_j, high_j]`` (the state is clipped into the edge cell).
+    Outputs are indexed by position ``i`` in ``rows``. Same arithmetic as
+    :meth:`ldp_audit.training.frd.ProxyGrid.cells` (float64)."""
+    for i in range(rows.shape[0]):
+        r = rows[i]
+        c = 0
+        out = False
+        top = S[r] - 1.0
+        for j in range(4):
+            if cut[r, j]:
+                s = np.float64(obs[r, j])
+                if s < low[r, j] or s > high[r, j]:
+                    out = True
+                k = math.floor((s - low[r, j]) / width[r, j])
+                if k < 0.0:
+                    k = 0.0
+                elif k > top:
+                    k = top
+                c += np.int64(k) * mult[r, j]
+        cells[i] = c
+        clipped[i] = out

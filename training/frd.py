@@ -45,9 +45,10 @@ network architecture run in ONE loop: one vectorised CartPole (Gymnasium's physi
 agent's actor and critic in one flat ``(agents, P)`` float32 buffer, and per step two compiled
 kernels over the *running* agents only (:mod:`ldp_audit.training._frd_kernels`: the actor's
 action; then the critic, the eq. 3 advantage, both backward passes and a per-agent Adam step);
-visited cells of every config are computed in one vectorised call and kept sparsely. Between exchanges agents of a group run asynchronously (each its own
-episodes); at an exchange point an agent waits for the rest of its group (the paper's "all the
-agents wait for the last agent"). Randomness: one ``numpy.random.Generator`` per call, so a run
+visited cells of every config are computed in one compiled call and kept sparsely. Between
+exchanges agents of a group run asynchronously (each its own episodes); at an exchange point an
+agent waits for the rest of its group (the paper's "all the agents wait for the last agent") and
+resumes with a fresh episode. Randomness: one ``numpy.random.Generator`` per call, so a run
 is bit-for-bit reproducible from its seed.
 """
 
@@ -838,6 +839,7 @@ class _Engine:
         self.buf: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self.buf_rows = 0
         self.is_frd = np.array([cfgs[c].mode == "frd" for c in self.acfg])
+        self.members = [np.flatnonzero(self.agent_group == G) for G in range(len(gi))]
 
     # -------------------------------------------------------------------------------------------
     def _exchange_due(self, a: int) -> bool:
@@ -876,19 +878,20 @@ class _Engine:
             from ldp_audit.training.cartpole import initial_states
 
             st = initial_states(self.rng.random((rows.size, 4)))
-            self.env.reset_rows(rows, st)
+            self.env._reset_rows_unchecked(rows, st, self.gravity[rows])
             self.ep_len[rows] = 0
 
     # -------------------------------------------------------------------------------------------
     def _cells(self, rows: np.ndarray, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Cell ids of ``obs`` (len(rows), 4) on each row's own grid (all configs at once) and
-        whether a cut component was outside its declared range (clipped, counted)."""
-        s = obs.astype(np.float64)
-        low, high = self.g_low[rows], self.g_high[rows]
-        clipped = (((s < low) | (s > high)) & self.g_cut[rows]).any(axis=1)
-        idx = np.floor((s - low) / self.g_width[rows])
-        idx = np.clip(idx, 0.0, (self.g_S[rows] - 1.0)[:, None]).astype(np.int64)
-        return (idx * self.g_mult[rows]).sum(axis=1), clipped
+        """Cell ids of ``obs[rows]`` on each row's own grid (all configs at once) and whether a
+        cut component was outside its declared range (clipped, counted)."""
+        from ldp_audit.training._frd_kernels import cells_rows
+
+        cells = np.empty(rows.size, dtype=np.int64)
+        clipped = np.empty(rows.size, dtype=bool)
+        cells_rows(rows, obs, self.g_low, self.g_high, self.g_width, self.g_S, self.g_mult,
+                   self.g_cut, cells, clipped)  # fmt: skip
+        return cells, clipped
 
     def run(self) -> list[FrdResult]:
         from ldp_audit.training._frd_kernels import a2c_update_rows, act_rows
@@ -912,7 +915,7 @@ class _Engine:
             # proxy memory: cells visited by collecting FRD agents and their policy there
             coll = rows[self.is_frd[rows] & (self.ep[rows] >= self.init_eps[rows])]
             if coll.size:
-                cells, clipped = self._cells(coll, obs[coll])
+                cells, clipped = self._cells(coll, obs)
                 if clipped.any():
                     self.clipped += np.bincount(self.acfg[coll[clipped]], minlength=len(self.cfgs))
                 self.buf.append((coll, cells, pi_left[coll]))
@@ -960,7 +963,7 @@ class _Engine:
             restart.append(a)
         # waiting agents of groups whose mission is now known stop too
         for G in np.unique(self.agent_group[fin]):
-            mem = np.flatnonzero(self.agent_group == G)
+            mem = self.members[G]
             c = self.cfgs[self.group_cfg[G]]
             if c.stop_at_mission and math.isfinite(self.best[G]):
                 w = mem[self.status[mem] == self.WAIT]

@@ -56,8 +56,9 @@ class ReproduceSettings:
     fedavg_setting: int = 1
     ldp_epsilons: tuple[float, ...] = (1.0, 10.0)
     leak: bool = True
-    leak_groups: int = 6
-    leak_shadow: int = 24
+    leak_groups: int = 24
+    leak_shadow: int = 48
+    leak_epsilons: tuple[float, ...] = (0.05, 0.2, 1.0)
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -68,9 +69,13 @@ class ReproduceSettings:
             raise InvalidParameterError("settings must name at least one setting, got none")
         if not self.agents or any(int(a) < 1 for a in self.agents):
             raise InvalidParameterError(f"agents must be integers >= 1, got {self.agents!r}")
-        for e in self.ldp_epsilons:
+        for e in tuple(self.ldp_epsilons) + tuple(self.leak_epsilons):
             if not (isinstance(e, (int, float)) and e > 0 and math.isfinite(e)):
                 raise InvalidParameterError(f"ldp epsilons must be finite and > 0, got {e!r}")
+        for name in ("groups", "max_episodes", "leak_groups", "leak_shadow"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise InvalidParameterError(f"{name} must be an integer >= 1, got {v!r}")
 
 
 def _stats(m: np.ndarray) -> dict[str, Any]:
@@ -106,7 +111,7 @@ def reproduce(
 ) -> dict[str, Any]:
     """Run the reproduction; with ``out``, write results.json, figure3.png, figure4.png,
     README.md (and leak_runs/) there. Returns the results dict."""
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     S = settings
     cfgs: list[FrdConfig] = []
     keys: list[tuple[str, Any, int]] = []
@@ -123,9 +128,10 @@ def reproduce(
     for eps in S.ldp_epsilons:
         cfgs.append(setting_config(S.fedavg_setting, n_agents=nmax, ldp_epsilon=eps, **common))
         keys.append((f"frd-ldp-{eps:g}", S.fedavg_setting, nmax))
-    ts = time.perf_counter()
+    ts, cs = time.perf_counter(), time.process_time()
     results = train_many(cfgs, seed=S.seed, progress=progress)
     sweep_seconds = time.perf_counter() - ts
+    sweep_cpu_seconds = time.process_time() - cs
     rows = []
     for (kind, st, n), r in zip(keys, results, strict=True):
         rows.append(
@@ -145,8 +151,11 @@ def reproduce(
         "leak": leak,
         "paper_claims": PAPER_CLAIMS,
         "sweep_seconds": sweep_seconds,
+        "sweep_cpu_seconds": sweep_cpu_seconds,
         "total_agent_episodes": int(sum(r.agent_episodes for r in results)),
         "wall_seconds": time.perf_counter() - t0,
+        "cpu_seconds": time.process_time() - c0,
+        "load_average_at_end": list(__import__("os").getloadavg()),
         "command": command or "ldp-audit reproduce frd",
         "machine": f"{platform.machine()}, {__import__('os').cpu_count()} cores (shared)",
     }
@@ -172,7 +181,7 @@ def _leak(S: ReproduceSettings, out: str | Path | None, progress: bool) -> list[
         max_episodes=40,
         stop_at_mission=False,
     )
-    variants = [("frd", None), ("fedavg", None)] + [("frd", e) for e in S.ldp_epsilons]
+    variants = [("frd", None), ("fedavg", None)] + [("frd", e) for e in S.leak_epsilons]
     gsets = {"paper": (9.7, 9.8, 9.9), "wide": (4.9, 9.8, 19.6)}
     tmp = None
     if out is None:
@@ -285,9 +294,11 @@ def _readme(doc: dict[str, Any]) -> str:
         f"Scale: settings {S['settings']}, agents per group {S['agents']}, {S['groups']} "
         f"groups per cell, at most {S['max_episodes']} episodes per agent, mission threshold "
         f"{S['threshold']:g} (mean standing time over 10 episodes), seed {S['seed']}. "
-        f"Machine: {doc['machine']}, loaded by other engineers' jobs. Sweep wall time "
-        f"{doc['sweep_seconds']:.0f} s, total {doc['wall_seconds']:.0f} s, "
-        f"{doc['total_agent_episodes']} agent-episodes.",
+        f"Machine: {doc['machine']}, loaded by other engineers' jobs (load average at the end "
+        f"{_fmt(doc.get('load_average_at_end', [math.nan])[0])}). Sweep "
+        f"{doc['sweep_seconds']:.0f} s wall / {doc.get('sweep_cpu_seconds', math.nan):.0f} s "
+        f"CPU, total {doc['wall_seconds']:.0f} s wall / {doc.get('cpu_seconds', math.nan):.0f} "
+        f"s CPU, {doc['total_agent_episodes']} agent-episodes.",
         "",
         "## Episodes to mission (Figure 3 and 4 cells)",
         "",

@@ -73,11 +73,15 @@ def _gravities(text: str) -> tuple[float, ...]:
     return vals
 
 
-def _eps_list(text: str) -> tuple[float, ...]:
+def _eps_list(text: str, name: str = "--ldp-epsilons") -> tuple[float, ...]:
     vals = tuple(epsilon_or_inf(t) for t in text.split(",") if t.strip())
     if any(math.isinf(v) for v in vals):
-        raise argparse.ArgumentTypeError(f"--ldp-epsilons must be finite, got {text!r}")
+        raise argparse.ArgumentTypeError(f"{name} must be finite, got {text!r}")
     return vals
+
+
+def _leak_eps_list(text: str) -> tuple[float, ...]:
+    return _eps_list(text, "--leak-epsilons")
 
 
 def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
@@ -157,7 +161,24 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
     r.add_argument("--threshold", type=_real("--threshold", 0.0), default=195.0)
     r.add_argument("--ldp-epsilons", type=_eps_list, default=(1.0, 10.0))
     r.add_argument("--no-leak", action="store_true", help="skip the attack experiment")
-    r.add_argument("--leak-groups", type=int_at_least("--leak-groups", 1), default=6)
+    r.add_argument(
+        "--leak-groups",
+        type=int_at_least("--leak-groups", 1),
+        default=24,
+        help="groups of 4 agents per leak run (victims = 4 x this)",
+    )
+    r.add_argument(
+        "--leak-shadow",
+        type=int_at_least("--leak-shadow", 1),
+        default=48,
+        help="the attack's shadow agents per candidate gravity",
+    )
+    r.add_argument(
+        "--leak-epsilons",
+        type=_leak_eps_list,
+        default=(0.05, 0.2, 1.0),
+        help="epsilons per upload of the LDP leak runs",
+    )
     r.add_argument("--seed", type=int_at_least("--seed", 0), default=0, help="master seed")
     r.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
     r.add_argument("--no-progress", action="store_true")
@@ -256,6 +277,8 @@ def _reproduce(args: argparse.Namespace) -> int:
         ldp_epsilons=args.ldp_epsilons,
         leak=not args.no_leak,
         leak_groups=args.leak_groups,
+        leak_shadow=args.leak_shadow,
+        leak_epsilons=args.leak_epsilons,
         seed=args.seed,
     )
     doc = reproduce(s, out=out, progress=not args.no_progress, command=_command_line())
