@@ -6,8 +6,26 @@ per config). ``--set 2``: starts Ray (2 CPUs), warms it up, then twice: the base
 ``grid_runs(train_grid, chunks=2)`` on Ray. Every result is compared bit for bit with the
 baseline's. Prints the seconds and the ratios; writes JSON (``--out``).
 
+``--set 3``: what ``reproduce pgc-a3c`` runs (the paper grid's 14 configs: 10 settings stopping
+at their FST + 4 full Figure 2 runs, at ``--trials`` x ``--submissions``) on each way of running
+it, in rounds A B C D then D C B A (load drift hits every variant alike): (A) one lock-step
+batch in this process, (B) the engine's home-made fork pool ``train_grid(workers=2)``, (C)
+``reproduce.engine_grid(backend="local", workers=2)`` (ldp_audit.backends' spawn pool, 2
+``train_grid`` batches), (D) ``engine_grid(backend="ray")`` on a Ray instance with 2 CPUs started
+(and warmed) before the rounds. Wall seconds, this process's CPU seconds, reaped child
+processes' CPU seconds and the CPU seconds measured inside each task (C, D), each ratio against
+A of the same round.
+
     python benchmarks/bench_backends.py --set 1 --trials 2 --submissions 4000
     python benchmarks/bench_backends.py --set 2 --trials 2 --submissions 4000
+    python benchmarks/bench_backends.py --set 3 --trials 2 --submissions 4000
+
+``--set 4``: the cost of splitting the batch, for the projection to N machines: the same 14
+configs in this process as 1, 7 and 14 ``train_grid`` batches one after the other
+(``grid_runs(..., chunks=K)`` in-process), CPU seconds of each (the work one machine of a
+cluster would do, summed), results checked equal.
+
+    python benchmarks/bench_backends.py --set 4 --trials 20 --submissions 800
 
 Needs Ray (``pip install 'ldp-audit[ray]'``).
 """
@@ -39,11 +57,15 @@ def grid(trials: int, subs: int) -> tuple[list[PgcA3cConfig], list[int]]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--set", type=int, choices=(1, 2), default=2)
+    p.add_argument("--set", type=int, choices=(1, 2, 3, 4), default=2)
     p.add_argument("--trials", type=int, default=2)
     p.add_argument("--submissions", type=int, default=4000)
     p.add_argument("--out", default=None, help="JSON file (default: print only)")
     a = p.parse_args(argv)
+    if a.set == 3:
+        return set3(a)
+    if a.set == 4:
+        return set4(a)
     cfgs, seeds = grid(a.trials, a.submissions)
     out: dict = {
         "command": " ".join(["python", *sys.argv]),
@@ -97,6 +119,164 @@ def main(argv: list[str] | None = None) -> int:
     if a.out:
         Path(a.out).write_text(json.dumps(out, indent=1))
     return 0 if all(out["equal_to_baseline"].values()) else 1
+
+
+def reproduce_grid(trials: int, subs: int) -> tuple[list[PgcA3cConfig], list[int]]:
+    """The configs and seeds ``reproduce pgc-a3c --trials T --max-submissions N`` trains."""
+    from ldp_audit.training import reproduce as rp
+
+    cfg = rp.ReproduceConfig(trials=trials, max_submissions=subs)
+    grid_, extra = rp._settings(cfg)
+    cfgs = [rp._engine_config(s, subs) for s in grid_ + extra]
+    return cfgs, [rp._setting_seed(cfg.seed, s.index) for s in grid_ + extra]
+
+
+def timed_grid(configs: list, *, cpu_dir: str, **kwargs: object) -> list:
+    """``reproduce.quiet_train_grid`` that records the task's own CPU seconds in ``cpu_dir``."""
+    import os
+    import uuid
+
+    from ldp_audit.training.reproduce import quiet_train_grid
+
+    t = time.process_time()
+    out = quiet_train_grid(configs, **kwargs)
+    cpu = time.process_time() - t
+    Path(cpu_dir, f"{os.getpid()}-{uuid.uuid4().hex}.cpu").write_text(repr(cpu))
+    return out
+
+
+def set3(a: argparse.Namespace) -> int:
+    import functools
+    import os
+    import resource
+    import tempfile
+
+    import ray
+
+    from ldp_audit.training.reproduce import engine_grid, quiet_train_grid
+
+    cfgs, seeds = reproduce_grid(a.trials, a.submissions)
+    out: dict = {
+        "command": " ".join(["python", *sys.argv]),
+        "machine": f"{platform.machine()} {platform.system()}, {os.cpu_count()} cores, shared "
+        "and loaded",
+        "configs": len(cfgs),
+        "trials": a.trials,
+        "max_submissions": a.submissions,
+        "loadavg_start": os.getloadavg(),
+        "runs": [],
+    }
+    t = time.perf_counter()
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    out["ray_init_seconds"] = time.perf_counter() - t
+    t = time.perf_counter()
+    engine_grid(cfgs[:2], seeds[:2], backend="ray", chunks=2)  # workers up, caches warm
+    out["ray_warmup_seconds"] = time.perf_counter() - t
+    base = None
+
+    def variant(name: str) -> list:
+        with tempfile.TemporaryDirectory() as d:
+            timed = functools.partial(timed_grid, cpu_dir=d)
+            if name == "A_one_process":
+                res = quiet_train_grid(cfgs, seed=seeds, progress=False)
+            elif name == "B_fork_pool_train_grid_workers2":
+                res = quiet_train_grid(cfgs, seed=seeds, progress=False, workers=2)
+            elif name == "C_backends_local_pool2":
+                res = engine_grid(cfgs, seeds, backend="local", workers=2, grid_fn=timed)
+            else:
+                res = engine_grid(cfgs, seeds, backend="ray", chunks=2, grid_fn=timed)
+            task_cpu = [float(p.read_text()) for p in Path(d).glob("*.cpu")]
+        return res, task_cpu
+
+    order = ["A_one_process", "B_fork_pool_train_grid_workers2", "C_backends_local_pool2", "D_ray2"]
+    ok = True
+    for rnd, names in enumerate((order, order[::-1]), start=1):
+        row: dict = {"round": rnd}
+        for name in names:
+            c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            t, p = time.perf_counter(), time.process_time()
+            res, task_cpu = variant(name)
+            wall, cpu = time.perf_counter() - t, time.process_time() - p
+            c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            kids = (c1.ru_utime + c1.ru_stime) - (c0.ru_utime + c0.ru_stime)
+            if base is None:
+                base = res
+            same = all(
+                x.zeta.tobytes() == y.zeta.tobytes() and x.theta.tobytes() == y.theta.tobytes()
+                for x, y in zip(base, res, strict=True)
+            )
+            ok &= same
+            row[name] = {
+                "wall": wall,
+                "cpu_this_process": cpu,
+                "cpu_reaped_children": kids,
+                "cpu_inside_tasks": sum(task_cpu) if task_cpu else None,
+                "tasks": len(task_cpu) or None,
+                "equal_to_A": same,
+            }
+            print(
+                f"round {rnd} {name:34s} wall {wall:7.1f} s  cpu here {cpu:7.1f} s  "
+                f"children {kids:6.1f} s  in tasks {sum(task_cpu):6.1f} s  equal {same}",
+                flush=True,
+            )
+        for name in order:
+            row[name]["wall_vs_A"] = row[name]["wall"] / row["A_one_process"]["wall"]
+        out["runs"].append(row)
+    out["loadavg_end"] = os.getloadavg()
+    ray.shutdown()
+    print(json.dumps(out, indent=1))
+    if a.out:
+        Path(a.out).write_text(json.dumps(out, indent=1) + "\n")
+    return 0 if ok else 1
+
+
+def set4(a: argparse.Namespace) -> int:
+    import os
+
+    from ldp_audit.training.reproduce import quiet_train_grid
+
+    cfgs, seeds = reproduce_grid(a.trials, a.submissions)
+    out: dict = {
+        "command": " ".join(["python", *sys.argv]),
+        "machine": f"{platform.machine()} {platform.system()}, {os.cpu_count()} cores, shared "
+        "and loaded",
+        "configs": len(cfgs),
+        "trials": a.trials,
+        "max_submissions": a.submissions,
+        "loadavg_start": os.getloadavg(),
+        "runs": {},
+    }
+    base = None
+    ok = True
+    for chunks in (1, 7, 14, 1):
+        t, p = time.perf_counter(), time.process_time()
+        res = grid_runs(quiet_train_grid, cfgs, seeds, chunks=chunks)
+        wall, cpu = time.perf_counter() - t, time.process_time() - p
+        base = res if base is None else base
+        same = all(
+            x.zeta.tobytes() == y.zeta.tobytes() and x.theta.tobytes() == y.theta.tobytes()
+            for x, y in zip(base, res, strict=True)
+        )
+        ok &= same
+        subs = int(sum(int(r.submissions.sum()) for r in res))
+        name = f"chunks_{chunks}" + ("_again" if f"chunks_{chunks}" in out["runs"] else "")
+        out["runs"][name] = {
+            "wall": wall,
+            "cpu": cpu,
+            "submissions": subs,
+            "cpu_us_per_submission": 1e6 * cpu / subs,
+            "equal_to_first": same,
+        }
+        print(
+            f"{name:16s} wall {wall:7.1f} s  cpu {cpu:7.1f} s  {subs} submissions  "
+            f"{1e6 * cpu / subs:6.1f} cpu-us/submission  equal {same}",
+            flush=True,
+        )
+    out["loadavg_end"] = os.getloadavg()
+    print(json.dumps(out, indent=1))
+    if a.out:
+        Path(a.out).write_text(json.dumps(out, indent=1) + "\n")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
