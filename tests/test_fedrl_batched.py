@@ -50,8 +50,7 @@ def test_stacked_forward_and_gradients_match_torch_modules(case: int) -> None:
     g_ours = torch.autograd.grad((out * w).sum(), list(st.params.values()))
     g_ref = torch.autograd.grad((ref * w).sum(), list(ref_p.values()))
     for (n, _), go, gr in zip(st.params.items(), g_ours, g_ref, strict=True):
-        if n in st._layout:
-            go = F._pos_major(go, st._layout[n], inverse=True)
+        go = st.to_torch(n, go)
         np.testing.assert_allclose(go.numpy(), gr.numpy(), atol=1e-4, rtol=1e-4, err_msg=n)
     # state(k) is run k's module state dict: loading it reproduces run k's outputs
     for k in range(K):

@@ -198,7 +198,13 @@ class OutputMechanism:
         return GaussianEvent(self.sigma / self.sensitivity)
 
     def exchange_event(self, rows: int) -> Any:
-        """The ledger event of an exchange of ``rows`` rows."""
+        """The ledger event of an exchange of ``rows`` rows (one object per ``rows``)."""
+        cache = self.__dict__.setdefault("_exchange_events", {})
+        if rows not in cache:
+            cache[rows] = self._exchange_event(rows)
+        return cache[rows]
+
+    def _exchange_event(self, rows: int) -> Any:
         from ldp_audit.accountant import NonPrivateEvent, SelfComposedEvent
 
         ev = self.event()
@@ -272,12 +278,16 @@ class PrepaidAccountant:
         self.accountant = accountant
         self._balance: dict[tuple[str, str], int] = {}
         self._events: dict[tuple[str, str], Any] = {}
+        self._json: dict[int, tuple[Any, str]] = {}  # id(event) -> (event, its JSON)
 
-    @staticmethod
-    def _key(agent: str, event: Any) -> tuple[str, str]:
+    def _key(self, agent: str, event: Any) -> tuple[str, str]:
         from ldp_audit.accountant import event_to_json
 
-        return agent, event_to_json(event)
+        hit = self._json.get(id(event))
+        if hit is None or hit[0] is not event:  # the event is kept alive, so its id is unique
+            hit = (event, event_to_json(event))
+            self._json[id(event)] = hit
+        return agent, hit[1]
 
     def prepay(self, charges: Sequence[tuple[str, Any]]) -> None:
         """Durably charge ``charges`` (one ledger transaction) and credit them."""
@@ -696,30 +706,45 @@ def _eps_greedy(q: np.ndarray, eps: float, rng: np.random.Generator) -> np.ndarr
     return np.where(explore, rng.integers(N_ACTIONS, size=greedy.shape), greedy)
 
 
+_IM2COL: dict[tuple[int, int], Any] = {}
+
+
+def _im2col_index(c: int, v: int) -> Any:
+    """Gather index (v*v*c*9,) into a zero-padded (c, v+2, v+2) window, flattened: row p of
+    the result holds the 3x3 neighbourhood of position p of every channel, in the (c, kh, kw)
+    order of a ``Conv2d`` weight."""
+    key = (c, v)
+    if key not in _IM2COL:
+        p = v + 2
+        ci, pi, pj, di, dj = np.meshgrid(
+            np.arange(c), np.arange(v), np.arange(v), np.arange(3), np.arange(3), indexing="ij"
+        )
+        flat = ci * p * p + (pi + di) * p + (pj + dj)  # (c, v, v, 3, 3)
+        _IM2COL[key] = _torch().as_tensor(flat.transpose(1, 2, 0, 3, 4).reshape(-1))
+    return _IM2COL[key]
+
+
 def _conv3x3_relu(x: Any, w: Any, b: Any) -> Any:
     """Batched 3x3 convolution (padding 1) + ReLU of K runs at once, as one matmul.
 
-    ``x`` (K, B, C, v, v), ``w`` (K, 32, C, 3, 3), ``b`` (K, 32) -> (K, B, v*v*32), flattened
-    position-major (the next layer's weight is kept in that order: :func:`_pos_major`).
-    Same arithmetic as ``torch.nn.Conv2d`` (im2col with ``unfold``), without the grouped
-    convolution that ``vmap`` over K weights turns into.
+    ``x`` (K, B, C, v, v), ``w`` (K, C*9, 32) (the ``Conv2d`` weight, see :class:`_Stacked`),
+    ``b`` (K, 32) -> (K, B, v*v*32), flattened position-major (the next layer's weight is kept
+    in that order: :func:`_pos_major`). Same arithmetic as ``torch.nn.Conv2d`` (im2col as one
+    gather, then a matmul), without the grouped convolution that ``vmap`` over K weights
+    turns into.
     """
     torch = _torch()
     k, bsz, c, v = x.shape[0], x.shape[1], x.shape[2], x.shape[3]
-    cols = torch.nn.functional.unfold(x.reshape(k * bsz, c, v, v), 3, padding=1)  # (KB, C9, vv)
-    cols = cols.reshape(k, bsz, c * 9, v * v).transpose(2, 3).reshape(k, bsz * v * v, c * 9)
-    out = torch.baddbmm(b[:, None, :], cols, w.reshape(k, w.shape[1], c * 9).transpose(1, 2))
-    return torch.relu(out).reshape(k, bsz, v * v * w.shape[1])
+    xp = torch.nn.functional.pad(x.reshape(k * bsz, c, v, v), (1, 1, 1, 1))
+    cols = xp.reshape(k * bsz, -1).index_select(1, _im2col_index(c, v))
+    out = torch.baddbmm(b[:, None, :], cols.reshape(k, bsz * v * v, c * 9), w)
+    return torch.relu(out).reshape(k, bsz, v * v * w.shape[2])
 
 
 def _pos_major(w: Any, views: Sequence[int], inverse: bool = False, ch: int = 32) -> Any:
     """Reorder the input columns of a dense weight (K, out, sum(ch*v*v)) between torch's
     channel-major flatten of each conv output (``nn.Flatten`` of (ch, v, v)) and the
-    position-major order :func:`_conv3x3_relu` produces (``inverse``: back to torch's order).
-
-    The trainer keeps these weights position-major (Adam is element-wise, so a fixed
-    permutation of a parameter changes nothing), so no forward pass copies a weight.
-    """
+    position-major order :func:`_conv3x3_relu` produces (``inverse``: back to torch's order)."""
     torch = _torch()
     k, o = w.shape[0], w.shape[1]
     parts, start = [], 0
@@ -732,8 +757,9 @@ def _pos_major(w: Any, views: Sequence[int], inverse: bool = False, ch: int = 32
 
 
 def _dense(x: Any, w: Any, b: Any) -> Any:
-    """K dense layers at once: ``x`` (K, B, in), ``w`` (K, out, in), ``b`` (K, out)."""
-    return _torch().baddbmm(b[:, None, :], x, w.transpose(1, 2))
+    """K dense layers at once: ``x`` (K, B, in), ``w`` (K, in, out) (transposed ``Linear``
+    weight, see :class:`_Stacked`), ``b`` (K, out)."""
+    return _torch().baddbmm(b[:, None, :], x, w)
 
 
 def _fwd_local_q(p: dict, x: Any) -> Any:
@@ -759,11 +785,21 @@ def _fwd_mlp(p: dict, x: Any) -> Any:
     return _dense(h, p["2.weight"], p["2.bias"])
 
 
-#: Weights kept position-major (see :func:`_pos_major`): parameter name -> conv views it reads.
-_POS_MAJOR = {
-    _fwd_local_q: {"3.weight": None},  # None: the input's own view (3 or 5)
-    _fwd_full_q: {"head.0.weight": (ALPHA_VIEW, BETA_VIEW)},
-    _fwd_mlp: {},
+#: How :class:`_Stacked` stores each weight: ``"conv"`` (K, C*9, 32); ``"dense"`` transposed
+#: (K, in, out), with the given conv views' columns position-major (None: the input's view).
+_LAYOUT: dict[Callable[..., Any], dict[str, tuple[str, Any]]] = {
+    _fwd_local_q: {
+        "0.weight": ("conv", ()),
+        "3.weight": ("dense", None),
+        "5.weight": ("dense", ()),
+    },
+    _fwd_full_q: {
+        "ca.0.weight": ("conv", ()),
+        "cb.0.weight": ("conv", ()),
+        "head.0.weight": ("dense", (ALPHA_VIEW, BETA_VIEW)),
+        "head.2.weight": ("dense", ()),
+    },
+    _fwd_mlp: {"0.weight": ("dense", ()), "2.weight": ("dense", ())},
 }
 
 
@@ -771,15 +807,17 @@ class _Stacked:
     """K independent copies of a network, evaluated at once with batched matmuls.
 
     The parameters are the ``torch.func.stack_module_state`` of K modules initialised from the
-    runs' own generators; ``forward`` computes the module's function for all K at once
-    (``torch.baddbmm`` over K; the convolution as im2col + matmul), cheaper on a CPU than
-    ``vmap`` over ``functional_call``, which turns the K convolutions into one grouped
-    convolution. Dense weights that read a convolution are stored position-major
-    (:func:`_pos_major`); :meth:`state` returns torch's layout. A test checks the forward pass
-    and the gradients against ``vmap(functional_call)`` of the module.
+    runs' own generators; ``forward`` computes the module's function for all K at once (one
+    ``torch.baddbmm`` per layer for all K; the convolution as one gather + matmul), cheaper on
+    a CPU than ``vmap`` over ``functional_call``, which turns the K convolutions into one
+    grouped convolution. Weights are stored in the layout the matmuls read (:data:`_LAYOUT`:
+    transposed, conv-reading columns position-major), so no forward or backward pass copies a
+    weight; Adam is element-wise, so a fixed permutation of a parameter changes nothing.
+    :meth:`state` and :meth:`torch_params` return torch's layout. A test checks the forward
+    pass and the gradients against ``vmap(functional_call)`` of the module.
 
-    Adam is element-wise, so one Adam over the stacked parameters is exactly K independent
-    Adams, and the sum of the K runs' losses gives each run its own gradient.
+    One Adam over the stacked parameters is exactly K independent Adams, and the sum of the K
+    runs' losses gives each run its own gradient.
     """
 
     def __init__(
@@ -795,16 +833,38 @@ class _Stacked:
             _init_params(m, g)
         params, _ = torch.func.stack_module_state(mods)
         self._layout = {
-            name: ((view,) if views is None else views)
-            for name, views in _POS_MAJOR[forward].items()
+            name: (kind, (view,) if views is None else views)
+            for name, (kind, views) in _LAYOUT[forward].items()
         }
+        self._shapes = {n: tuple(v.shape) for n, v in params.items()}
         with torch.no_grad():
-            for name, views in self._layout.items():
-                params[name] = _pos_major(params[name], views)
+            params = {n: self.to_internal(n, v) for n, v in params.items()}
         self.params = {k: v.detach().clone().requires_grad_(True) for k, v in params.items()}
         self.target = {k: v.detach().clone() for k, v in self.params.items()}
         self.module = mods[0]  # the architecture (for reference checks)
         self._f = forward
+
+    def to_internal(self, name: str, v: Any) -> Any:
+        """A stacked parameter (or gradient) from torch's layout to the stored one."""
+        if name not in self._layout:
+            return v
+        kind, views = self._layout[name]
+        k = v.shape[0]
+        if kind == "conv":
+            return v.reshape(k, v.shape[1], -1).transpose(1, 2).contiguous()
+        if views:
+            v = _pos_major(v, views)
+        return v.transpose(1, 2).contiguous()
+
+    def to_torch(self, name: str, v: Any) -> Any:
+        """A stacked parameter (or gradient) from the stored layout to torch's."""
+        if name not in self._layout:
+            return v
+        kind, views = self._layout[name]
+        v = v.transpose(1, 2)
+        if kind == "conv":
+            return v.reshape(self._shapes[name]).contiguous()
+        return _pos_major(v, views, inverse=True) if views else v.contiguous()
 
     def __call__(self, *xs: Any) -> Any:
         return self._f(self.params, *xs)
@@ -817,11 +877,7 @@ class _Stacked:
 
     def torch_params(self) -> dict[str, Any]:
         """The stacked parameters in torch's layout (detached; for ``functional_call``)."""
-        out = {}
-        for n, v in self.params.items():
-            v = v.detach()
-            out[n] = _pos_major(v, self._layout[n], inverse=True) if n in self._layout else v
-        return out
+        return {n: self.to_torch(n, v.detach()) for n, v in self.params.items()}
 
     def state(self, k: int) -> dict[str, np.ndarray]:
         return {n: v[k].numpy().copy() for n, v in self.torch_params().items()}

@@ -41,6 +41,8 @@ class ReproConfig:
     attack_steps: int = 400
     seed: int = 0
     audit_samples: int = 200_000
+    threads: int = 1
+    fig4_steps: int | None = None
 
     def __post_init__(self) -> None:
         """Every field type-checked and ranged (errors name the field and the value)."""
@@ -82,6 +84,9 @@ class ReproConfig:
 
     def steps_for(self, i: int) -> int:
         return self.train_steps[0] if len(self.train_steps) == 1 else self.train_steps[i]
+
+    def fig4_train_steps(self) -> int:
+        return self.steps_for(0) if self.fig4_steps is None else self.fig4_steps
 
 
 def audit_output_mechanism(samples: int, seed: int) -> list[dict[str, Any]]:
@@ -145,7 +150,7 @@ def reproduce(
         raise InvalidParameterError(
             f"train_steps must give one value or one per size, got {rc.train_steps}"
         )
-    t_all = time.perf_counter()
+    t_all, c_all = time.perf_counter(), time.process_time()
     res: dict[str, Any] = {
         "config": asdict(rc),
         "command": command,
@@ -154,6 +159,7 @@ def reproduce(
         "table1": {},
         "fig4": {},
         "attacks": [],
+        "load_average_start": _loadavg(),
     }
 
     def save() -> None:
@@ -165,7 +171,7 @@ def reproduce(
         save()
     maps_by_size = {}
     for i, size in enumerate(rc.sizes):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         maps = generate_maps(size, rc.n_maps, seed=rc.seed)
         maps_by_size[size] = maps
         cfg = FedRLConfig(
@@ -179,9 +185,17 @@ def reproduce(
             eval_maps=rc.eval_maps,
             runs=rc.runs,
         )
-        r = run_fedrl(cfg, seed=rc.seed + 1000 * size, maps=maps, record=False, progress=progress)
+        r = run_fedrl(
+            cfg,
+            seed=rc.seed + 1000 * size,
+            maps=maps,
+            record=False,
+            progress=progress,
+            threads=rc.threads,
+        )
         m = _metrics(cfg, r["results"])
         m["seconds"] = time.perf_counter() - t0
+        m["cpu_seconds"] = time.process_time() - c0
         m["train_steps"] = cfg.train_steps
         m["longest_shortest_path"] = int(maps.shortest.max())
         res["table1"][str(size)] = m
@@ -189,8 +203,9 @@ def reproduce(
     if rc.hist_lens:
         size = rc.sizes[0]
         for h in rc.hist_lens:
-            t0 = time.perf_counter()
-            if h == rc.hist_len and str(size) in res["table1"]:
+            t0, c0 = time.perf_counter(), time.process_time()
+            same_scale = rc.fig4_train_steps() == rc.steps_for(0)
+            if h == rc.hist_len and str(size) in res["table1"] and same_scale:
                 res["fig4"][str(h)] = dict(res["table1"][str(size)], reused="table1")
                 continue
             cfg = FedRLConfig(
@@ -199,16 +214,23 @@ def reproduce(
                 map_seed=rc.seed,
                 hist_len=h,
                 sigma=1.0,
-                train_steps=rc.steps_for(0),
+                train_steps=rc.fig4_train_steps(),
                 n_envs=rc.n_envs,
                 eval_maps=rc.eval_maps,
                 runs=rc.fig4_runs,
             )
             r = run_fedrl(
-                cfg, seed=rc.seed + 7 + h, maps=maps_by_size[size], record=False, progress=progress
+                cfg,
+                seed=rc.seed + 7 + h,
+                maps=maps_by_size[size],
+                record=False,
+                progress=progress,
+                threads=rc.threads,
             )
             m = _metrics(cfg, r["results"])
             m["seconds"] = time.perf_counter() - t0
+            m["cpu_seconds"] = time.process_time() - c0
+            m["train_steps"] = cfg.train_steps
             res["fig4"][str(h)] = m
             save()
     if rc.attack_sigmas:
@@ -230,7 +252,12 @@ def reproduce(
                     runs=1,
                 )
                 r = run_fedrl(
-                    cfg, seed=rc.seed + 99, maps=maps_by_size[size], record=True, progress=False
+                    cfg,
+                    seed=rc.seed + 99,
+                    maps=maps_by_size[size],
+                    record=True,
+                    progress=False,
+                    threads=rc.threads,
                 )
                 tr, sec = _log_arrays(r["log"])
                 a = attack_arrays(cfg, tr, sec, seed=rc.seed)
@@ -243,7 +270,20 @@ def reproduce(
                 res["attacks"].append(a)
                 save()
     res["seconds_total"] = time.perf_counter() - t_all
+    res["cpu_seconds_total"] = time.process_time() - c_all
+    res["load_average_end"] = _loadavg()
     return res
+
+
+def _loadavg() -> list[float] | None:
+    """The 1/5/15-minute load averages (None where the OS has none): how loaded the machine
+    was, for the record of the wall time."""
+    import os
+
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:  # pragma: no cover
+        return None
 
 
 def _pct(v: float) -> str:
@@ -280,7 +320,19 @@ def render_markdown(res: dict[str, Any]) -> str:
         f"Command: `{res['command']}`",
         "",
         f"Machine: {res['machine']} (loaded by other engineers' jobs). Wall time: "
-        f"{res['seconds_total']:.0f} s.",
+        f"{res['seconds_total']:.0f} s"
+        + (
+            f"; CPU time of the process: {res['cpu_seconds_total']:.0f} s"
+            if res.get("cpu_seconds_total") is not None
+            else ""
+        )
+        + (
+            f"; load average (1/5/15 min) {res['load_average_start']} at the start, "
+            f"{res['load_average_end']} at the end"
+            if res.get("load_average_start") and res.get("load_average_end")
+            else ""
+        )
+        + f"; torch threads: {rc.get('threads', 'default')}.",
         "",
         "## Table 1: SuccRate (%) and AvgRwd on the test maps",
         "",
@@ -304,14 +356,27 @@ def render_markdown(res: dict[str, Any]) -> str:
             )
     lines += [
         "",
-        "Seconds per size: "
-        + ", ".join(f"{s}: {m['seconds']:.0f}" for s, m in res["table1"].items())
+        "Seconds per size (wall / CPU): "
+        + ", ".join(
+            f"{s}: {m['seconds']:.0f}"
+            + (f" / {m['cpu_seconds']:.0f}" if m.get("cpu_seconds") is not None else "")
+            for s, m in res["table1"].items()
+        )
         + ".",
     ]
     if res["fig4"]:
         lines += [
             "",
             f"## Figure 4: SuccRate (%) vs history length H at {rc['sizes'][0]}x{rc['sizes'][0]}",
+            "",
+            "Runs per H and training iterations: "
+            + ", ".join(
+                f"H = {h}: {next(iter(m['table'].values()))['runs']} x "
+                f"{m.get('train_steps', '?')} iterations"
+                + (" (Table 1's runs)" if m.get("reused") else "")
+                for h, m in res["fig4"].items()
+            )
+            + ".",
             "",
             "| H | " + " | ".join(next(iter(res["fig4"].values()))["table"]) + " |",
             "|---|" + "---|" * len(next(iter(res["fig4"].values()))["table"]),

@@ -161,6 +161,12 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
     )
     t.add_argument("--seed", type=int_at_least("--seed", 0), default=0, help="master seed")
     t.add_argument(
+        "--threads",
+        type=int_at_least("--threads", 1),
+        default=1,
+        help="torch threads while training (one is fastest on a small shared machine)",
+    )
+    t.add_argument(
         "--out", default=None, help="run directory (default: a new runs/fedrl-<timestamp>)"
     )
     add_run_mode_arguments(t)
@@ -249,6 +255,18 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
     )
     r.add_argument("--seed", type=int_at_least("--seed", 0), default=0, help="master seed")
     r.add_argument(
+        "--threads",
+        type=int_at_least("--threads", 1),
+        default=1,
+        help="torch threads while training (one is fastest on a small shared machine)",
+    )
+    r.add_argument(
+        "--fig4-steps",
+        type=int_at_least("--fig4-steps", 1),
+        default=None,
+        help="training iterations of the Figure 4 runs (default: those of the first size)",
+    )
+    r.add_argument(
         "--out",
         default=None,
         help="report folder (default: a new runs/reproduce-fedrl-<timestamp>; the "
@@ -326,7 +344,9 @@ def _train(args: argparse.Namespace) -> int:
     from ldp_audit.rundir import to_jsonable
     from ldp_audit.training.fedrl import train_fedrl
 
-    metrics = train_fedrl(cfg, out, seed=args.seed, mode=mode, progress=not args.no_progress)
+    metrics = train_fedrl(
+        cfg, out, seed=args.seed, mode=mode, progress=not args.no_progress, threads=args.threads
+    )
     if args.json:
         print(json.dumps(to_jsonable({"run_dir": str(out), **metrics})))
         return 0
@@ -449,6 +469,8 @@ def _reproduce(args: argparse.Namespace) -> int:
         attack_steps=args.attack_steps,
         seed=args.seed,
         audit_samples=args.audit_samples,
+        threads=args.threads,
+        fig4_steps=args.fig4_steps,
     )
     from pathlib import Path
 
