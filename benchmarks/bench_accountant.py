@@ -17,10 +17,16 @@ in the same process on the same machine. Everything is written as JSON.
 6. opening (tail check) and ``verify()`` (the whole chain) at 10^6 rows;
 7. PRV / PLD / best for 10^5 and 10^6 DP-SGD steps (q = 0.01, sigma = 1) and 10^6 Laplace(0.01)
    releases: time and the bounded plan (the old code ran over 11 minutes and 4.9 GB for PRV at
-   10^6 before it was stopped; it is not re-run here).
+   10^6 before it was stopped; it is not re-run here);
+8. ``charge_many`` on the engine's pattern: 10, 100 and 1,000 agents per call, brand-new agents
+   every call or the same agents every call (a lock-step), with and without a budget, in memory
+   (``Ledger(":memory:")``) and in a file: old vs ours (and ``TallyLedger``, in memory), wall and
+   CPU time (``time.process_time``) per call, interleaved, best of ``--repeats``.
 
     .venv/bin/python benchmarks/bench_accountant.py [--history 1000000] [--agents 90000]
         [--json benchmarks/results/bench_accountant.json]
+    .venv/bin/python benchmarks/bench_accountant.py --only-matrix \
+        [--json benchmarks/results/bench_accountant_charge_many.json]
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import math
 import platform
 import sqlite3
 import subprocess
@@ -44,6 +51,7 @@ from ldp_audit.accountant import (
     LaplaceEvent,
     Ledger,
     PoissonSampledEvent,
+    TallyLedger,
     event_to_json,
     pld,
     prv,
@@ -146,6 +154,110 @@ def journal_modes(tmp: Path, n: int, repeats: int) -> dict[str, float]:
     return best
 
 
+def charge_many_matrix(tmp: Path, old: types.ModuleType | None, repeats: int) -> list[dict]:
+    """Section 8: per-call wall and CPU time of ``charge_many``, old vs ours vs tally."""
+    ours_mod = sys.modules[Accountant.__module__]
+    ev = LaplaceEvent(0.01)
+    out = []
+    for backend in ("memory", "file"):
+        for nag in (10, 100, 1000):
+            for pattern in ("new", "existing"):
+                for with_budget in (False, True):
+                    impls = ["ours"] + (["old"] if old is not None else [])
+                    if backend == "memory":
+                        impls.append("tally")
+                    if backend == "memory":
+                        calls = max(10, 20_000 // nag)
+                    else:
+                        calls = 20 if nag < 1000 else 8
+                    best: dict[str, list[float]] = {k: [math.inf, math.inf] for k in impls}
+                    for rep in range(repeats):  # interleaved: the machine is shared
+                        for name in impls:
+                            mod = old if name == "old" else ours_mod
+                            if name == "tally":
+                                led = TallyLedger()
+                            elif backend == "memory":
+                                led = mod.Ledger(":memory:")
+                            else:
+                                f = f"m_{name}_{nag}_{pattern}_{with_budget}_{rep}.sqlite"
+                                led = mod.Ledger(tmp / f)
+                            b = mod.Budget(epsilon=1e9) if with_budget else None
+                            acc = mod.Accountant(ledger=led, budget=b)
+                            if pattern == "existing":
+                                acc.charge_many([(f"a/{i}", ev) for i in range(nag)])
+                            batches = [
+                                [
+                                    (f"a/{i}" if pattern == "existing" else f"{k}/{i}", ev)
+                                    for i in range(nag)
+                                ]
+                                for k in range(calls)
+                            ]
+                            t0, c0 = time.perf_counter(), time.process_time()
+                            for batch in batches:
+                                acc.charge_many(batch)
+                            wall = (time.perf_counter() - t0) / calls
+                            cpu = (time.process_time() - c0) / calls
+                            assert len(led) == nag * (calls + (pattern == "existing"))
+                            acc.close()
+                            best[name][0] = min(best[name][0], wall)
+                            best[name][1] = min(best[name][1], cpu)
+                    row: dict[str, object] = {
+                        "backend": backend,
+                        "agents_per_call": nag,
+                        "pattern": pattern,
+                        "budget": with_budget,
+                        "calls": calls,
+                    }
+                    for name, (wall, cpu) in best.items():
+                        row[f"{name}_ms"] = wall * 1e3
+                        row[f"{name}_cpu_ms"] = cpu * 1e3
+                    ow, oc = best["ours"]
+                    kind = "budget" if with_budget else "no budget"
+                    line = (
+                        f"{backend:6s} {nag:5d} agents/call {pattern:8s} {kind:9s} ours "
+                        f"{ow * 1e3:8.3f} ms (CPU {oc * 1e3:7.3f})"
+                    )
+                    for name in ("old", "tally"):
+                        if name in best:
+                            w, c = best[name]
+                            row[f"ours_over_{name}"] = w / ow  # throughput ratio
+                            row[f"ours_over_{name}_cpu"] = c / oc
+                            line += (
+                                f"; {name} {w * 1e3:8.3f} ms (CPU {c * 1e3:7.3f}), ours/{name} "
+                                f"throughput {w / ow:.2f} (CPU {c / oc:.2f})"
+                            )
+                    if backend == "file":  # the floor: one bare commit of nag rows, same durability
+                        for mode in ("WAL", "TRUNCATE"):
+                            floor = f"floor_{mode}_{nag}_{pattern}_{with_budget}.sqlite"
+                            con = bare_ledger(tmp / floor, mode)
+                            ev_json = event_to_json(ev)
+                            t_best = math.inf
+                            for _ in range(repeats):
+                                t0 = time.perf_counter()
+                                for _ in range(calls):
+                                    con.execute("BEGIN IMMEDIATE")
+                                    con.executemany(
+                                        "INSERT INTO c (agent, event, t) VALUES (?, ?, ?)",
+                                        [(f"a/{i}", ev_json, time.time()) for i in range(nag)],
+                                    )
+                                    con.execute("COMMIT")
+                                t_best = min(t_best, (time.perf_counter() - t0) / calls)
+                            con.close()
+                            key = "bare_wal_ms" if mode == "WAL" else "bare_rollback_ms"
+                            row[key] = t_best * 1e3
+                        row["ours_over_bare_rollback"] = row["bare_rollback_ms"] / (ow * 1e3)
+                        line += (
+                            f"; bare commit of {nag} rows: WAL {row['bare_wal_ms']:.3f} ms, "
+                            f"rollback {row['bare_rollback_ms']:.3f} ms"
+                        )
+                    if "old" in best and "tally" in best:
+                        row["tally_over_old"] = best["old"][0] / best["tally"][0]
+                        row["tally_over_old_cpu"] = best["old"][1] / best["tally"][1]
+                    print(line, flush=True)
+                    out.append(row)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--history", type=int, default=1_000_000, help="largest agent history H")
@@ -156,6 +268,7 @@ def main() -> None:
     ap.add_argument("--lock-steps", type=int, default=40, help="lock-steps")
     ap.add_argument("--repeats", type=int, default=3, help="best of N for the journal modes")
     ap.add_argument("--skip-composition", action="store_true", help="skip section 7")
+    ap.add_argument("--only-matrix", action="store_true", help="run section 8 only")
     ap.add_argument("--json", type=Path, default=Path("benchmarks/results/bench_accountant.json"))
     args = ap.parse_args()
     res: dict[str, object] = {
@@ -167,6 +280,13 @@ def main() -> None:
         "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
     }
     budget = Budget(epsilon=1e9)
+    t_start, c_start = time.perf_counter(), time.process_time()
+    if args.only_matrix:
+        with tempfile.TemporaryDirectory() as tmpdir:
+            tmp = Path(tmpdir)
+            res["charge_many_matrix"] = charge_many_matrix(tmp, load_old(tmp), args.repeats)
+        _finish(res, args, t_start, c_start)
+        return
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
         old = load_old(tmp)
@@ -308,6 +428,9 @@ def main() -> None:
             )
         res["charge_many"] = batch
 
+        # 8. charge_many per call: the engine's pattern
+        res["charge_many_matrix"] = charge_many_matrix(tmp, old, args.repeats)
+
     # 7. composition of long histories (bounded)
     if not args.skip_composition:
         comp = []
@@ -332,6 +455,13 @@ def main() -> None:
                 print(f"{n:>9,} x {ev!r}: {method}: {out}", flush=True)
         res["composition"] = comp
 
+    _finish(res, args, t_start, c_start)
+
+
+def _finish(res: dict, args: argparse.Namespace, t_start: float, c_start: float) -> None:
+    res["total_wall_s"] = time.perf_counter() - t_start
+    res["total_cpu_s"] = time.process_time() - c_start
+    print(f"total: wall {res['total_wall_s']:.1f} s, CPU {res['total_cpu_s']:.1f} s")
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(res, indent=2))
     print(f"wrote {args.json}")

@@ -108,25 +108,31 @@ _SQL_CHARGES = (
 )
 _SQL_STATE = f"INSERT OR REPLACE INTO {_STATE} (agent, scope, event, n, chk) VALUES "
 _SQL_AGENTS = f"INSERT OR REPLACE INTO {_AGENTS} (agent, n, last_id, chk) VALUES "
-#: Rows per multi-row ``INSERT ... VALUES (...), (...)`` (a few fixed sizes, so that SQLite's
-#: prepared statements are reused): one statement per block instead of one per row.
-_BLOCKS = (256, 32, 4, 1)
+#: Rows per multi-row ``INSERT ... VALUES (...), (...)`` (fixed sizes, so that SQLite's prepared
+#: statements are reused): one statement per block of rows instead of one step per row; the
+#: remainder (fewer rows than the smallest block) goes through ``executemany``.
+_BLOCKS = (256, 32)
+_STATEMENTS: dict[tuple[str, int, int], str] = {}
 
 
 def _insert_many(c: sqlite3.Connection, sql: str, ncols: int, rows: Sequence[tuple]) -> None:
     """``INSERT`` ``rows`` with multi-row ``VALUES`` in blocks of ``_BLOCKS`` rows."""
-    one = "(" + ", ".join(["?"] * ncols) + ")"
     k, n = 0, len(rows)
     for size in _BLOCKS:
         if n - k < size:
             continue
-        stmt = sql + ", ".join([one] * size)
-        if size == 1:
-            c.executemany(stmt, rows[k:])
-            return
+        stmt = _STATEMENTS.get((sql, ncols, size))
+        if stmt is None:
+            one = "(" + ", ".join(["?"] * ncols) + ")"
+            stmt = _STATEMENTS[(sql, ncols, size)] = sql + ", ".join([one] * size)
         while n - k >= size:
             c.execute(stmt, list(chain.from_iterable(rows[k : k + size])))
             k += size
+    if k < n:
+        stmt = _STATEMENTS.get((sql, ncols, 1))
+        if stmt is None:
+            stmt = _STATEMENTS[(sql, ncols, 1)] = sql + "(" + ", ".join(["?"] * ncols) + ")"
+        c.executemany(stmt, rows[k:] if k else rows)
 
 
 #: Where a charge's privacy claim belongs: per-agent local DP, or a central (DP-SGD) model claim.
