@@ -516,7 +516,12 @@ def main() -> int:
         / ceiling["env_steps_per_cpu_s"],
         "kernel_only_fraction_of_ceiling": fus["kernel_env_steps_per_s"]
         / ceiling["env_steps_per_s"],
-        "share_of_fused_wall": {k: v / fus["seconds"] for k, v in tm.items() if k != "calls"},
+        "kernel_only_fraction_of_ceiling_cpu": fus["kernel_env_steps_per_cpu_s"]
+        / ceiling["env_steps_per_cpu_s"],
+        "share_of_fused_wall": {
+            k: v / fus["seconds"] for k, v in tm.items() if k not in ("calls", "kernel_cpu")
+        },
+        "kernel_share_of_fused_cpu": tm["kernel_cpu"] / fus["cpu_seconds"],
     }
     fs = fused_summary
     print(
@@ -527,12 +532,15 @@ def main() -> int:
         f"fused vs ceiling : {100 * fs['fused_fraction_of_ceiling']:.1f}% of the env-only "
         f"ceiling end to end ({100 * fs['fused_fraction_of_ceiling_cpu']:.1f}% per CPU-s); "
         f"the kernel alone {fus['kernel_env_steps_per_s']:,.0f} env-steps/s = "
-        f"{100 * fs['kernel_only_fraction_of_ceiling']:.1f}%"
+        f"{100 * fs['kernel_only_fraction_of_ceiling']:.1f}% (per CPU-s "
+        f"{fus['kernel_env_steps_per_cpu_s']:,.0f} = "
+        f"{100 * fs['kernel_only_fraction_of_ceiling_cpu']:.1f}%)"
     )
     print(
         "fused, where the time goes: "
         + ", ".join(f"{k} {100 * v:.0f}%" for k, v in fs["share_of_fused_wall"].items())
-        + f" ({int(tm['calls'])} kernel calls)"
+        + f" ({int(tm['calls'])} kernel calls; the kernel is "
+        f"{100 * fs['kernel_share_of_fused_cpu']:.0f}% of the CPU time)"
     )
     grid = bench_engine(a.settings, a.trials, a.submissions, same=False)
     _print_engine("grid, lockstep   ", grid, ref)

@@ -98,6 +98,13 @@ def test_pairwise_abs_sum_is_numpys():
 # ------------------------------------------------------------------------------ whole engine
 _GRIDS = {
     "laplace": ([PgcA3cConfig(trials=2, max_submissions=150)], 0),
+    "uneven": (  # trials end at different times: rows of ended trials kept, then dropped
+        [
+            PgcA3cConfig(trials=4, max_submissions=40, epsilon=3.0),
+            PgcA3cConfig(trials=1, max_submissions=400, acting="sample"),
+        ],
+        2,
+    ),
     "none-prs": (
         [
             PgcA3cConfig(mechanism="none", trials=3, max_submissions=200),

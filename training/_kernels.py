@@ -1,19 +1,22 @@
-"""Compiled (Numba) inner loops of the PGC-A3C engine: acting and the episode gradient.
+"""Compiled (Numba) inner loops of the PGC-A3C engine: acting and the episode gradient, and
+:func:`fused_block`, a whole block of lock-steps (acting, CartPole physics, gradients, release,
+eq. 22, restarts) in one call for ``train_grid(engine="fused")``.
 
-The lock-step engine in :mod:`ldp_audit.training.pgc_a3c` spends its time in two places: choosing
-the
-actions of every row at every step, and the gradient of eqs. 15-18 of every episode that ended
-at that step. With NumPy each is a few dozen calls on small arrays, so Python and call overhead
-dominates; here each is one compiled loop. The physics stays Gymnasium's (``CartPoleVectorEnv``).
+The lock-step engine in :mod:`ldp_audit.training.pgc_a3c` spends its time in two places:
+choosing the actions of every row at every step, and the gradient of eqs. 15-18 of every episode
+that ended at that step. With NumPy each is a few dozen calls on small arrays, so Python and call
+overhead dominates; here each is one compiled loop. Its physics stays Gymnasium's
+(``CartPoleVectorEnv``); the fused kernel steps Gymnasium's equations itself
+(:func:`_cartpole_row`, checked step for step against ``CartPoleVectorEnv`` in
+``tests/test_fused_pgc.py``).
 
-Both kernels work row by row, so a row's result never depends on which other rows share the
+The kernels work row by row, so a row's result never depends on which other rows share the
 batch, and they keep IEEE semantics (no ``fastmath``): results are bit-for-bit reproducible.
 ``tests/test_pgc_kernels.py`` checks them against the NumPy formulation and torch autograd.
 
 Parameter packing (see :func:`ldp_audit.training.pgc_a3c.unpack_theta`): theta[0:64] is theta_c
-(16x4,
-row-major: theta_c[j, k] = theta[4 j + k]), theta[64:80] is theta_p row 0, theta[80:96] row 1,
-theta[96:112] theta_v.
+(16x4, row-major: theta_c[j, k] = theta[4 j + k]), theta[64:80] is theta_p row 0, theta[80:96]
+row 1, theta[96:112] theta_v.
 """
 
 from __future__ import annotations

@@ -47,7 +47,11 @@ order, so one trial's noise depends on its sibling trials: changing ``max_submis
 ``stop_at_target`` of a config changes the noise its other trials draw (still reproducible).
 
 Speed: the hot loops (acting, the episode gradient, eq. 22, the step's bookkeeping) are Numba
-kernels in :mod:`ldp_audit.training._kernels`; the physics is Gymnasium's.
+kernels in :mod:`ldp_audit.training._kernels`; the physics is Gymnasium's. ``engine="fused"``
+(:class:`_FusedEngine`) runs each block of up to 256 lock-steps, physics included (Gymnasium's
+equations, same operations, tested step for step against ``CartPoleVectorEnv``), in ONE
+compiled call, with the same results bit for bit; it charges each agent when the agent starts
+rather than when it submits (see :class:`_FusedEngine`).
 """
 
 from __future__ import annotations
@@ -1866,7 +1870,11 @@ class _FusedEngine(_Engine):
                     "released (its agents were charged)"
                 )
             if status == FUSED_TRIAL_ENDED:
-                self._compact_fused()
+                # the kernel skips the rows of ended trials; drop them once they are a quarter
+                # (their acting streams are never read again, so results do not change)
+                live = int(self.active[self.row_trial].sum())
+                if 4 * live < 3 * self.row_trial.size:
+                    self._compact_fused()
             t5 = clock()
             tm["calls"] += 1
             tm["acting_uniforms"] += t1 - t0
