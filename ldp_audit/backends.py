@@ -48,6 +48,8 @@ __all__ = [
     "check_backend",
     "train_runs",
     "grid_runs",
+    "backend_options",
+    "describe_spec",
 ]
 
 T = TypeVar("T")
@@ -579,3 +581,31 @@ def grid_runs(
         for i, r in zip(idx, res, strict=True):
             out[i] = r
     return out
+
+
+def backend_options(args: Any = None, **given: Any) -> dict[str, Any]:
+    """The validated ``backend``/``address``/``workers`` keywords of :func:`run_tasks`, from
+    parsed CLI arguments (``add_backend_arguments``: absent attributes are the defaults) or from
+    keywords; raises :class:`~ldp_audit.errors.InvalidParameterError` before any work.
+
+    >>> backend_options(backend="ray", address="auto")
+    {'backend': 'ray', 'address': 'auto', 'workers': None}
+    """
+    src = dict(given)
+    if args is not None:
+        for name in ("backend", "address", "workers"):
+            src.setdefault(name, getattr(args, name, None))
+    backend = src.get("backend") or "local"
+    backend, address, workers = check_backend(backend, src.get("address"), src.get("workers"))
+    return {"backend": backend, "address": address, "workers": workers}
+
+
+def describe_spec(spec: Any) -> str:
+    """``"algo='dqn', sigma=0.5, seed=3"``: the scalar entries of a dict spec (a grid cell), for
+    :func:`run_tasks` error messages."""
+    if not isinstance(spec, dict):
+        return _describe(None, spec)
+    parts = [
+        f"{k}={v!r}" for k, v in spec.items() if isinstance(v, (str, int, float, bool, type(None)))
+    ]
+    return ", ".join(parts)

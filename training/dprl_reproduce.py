@@ -353,11 +353,22 @@ def reproduce(
     out: str | Path,
     progress: bool = False,
     argv: list[str] | None = None,
+    backend: str = "local",
+    address: str | None = None,
+    workers: int | None = None,
 ) -> dict[str, Any]:
-    """Run the grid and the audit table; write the report to ``out`` (checked by the caller)."""
-    from tqdm.auto import tqdm
+    """Run the grid and the audit table; write the report to ``out`` (checked by the caller).
 
+    The grid's runs are tasks of :func:`ldp_audit.backends.run_tasks` (``backend``, ``address``,
+    ``workers``: this process, a local pool or Ray); each depends only on its spec and seed, so
+    the results do not depend on where they ran. A failing run names its spec and seed.
+    """
+    import functools
+
+    from ldp_audit.backends import backend_options, describe_spec, run_tasks
     from ldp_audit.rundir import to_jsonable
+
+    where = backend_options(backend=backend, address=address, workers=workers)  # before work
 
     t0 = time.perf_counter()
     out = Path(out)
@@ -365,12 +376,30 @@ def reproduce(
     rng = np.random.default_rng(settings.seed)
     runs = []
     baseline: dict[tuple[str, int], dict[str, Any]] = {}  # sigma 0: one run per (algo, seed)
-    for spec in tqdm(_grid(settings), desc="reproduce dprl", disable=not progress):
+    specs = _grid(settings)
+    todo, seen = [], set()  # the runs to make: sigma 0 once per (algo, seed)
+    for spec in specs:
+        key = (spec["algo"], spec["seed"])
+        if spec["privacy"] == "none":
+            if key in seen:
+                continue
+            seen.add(key)
+        todo.append(spec)
+    made = iter(
+        run_tasks(
+            functools.partial(_run_one, s=settings),
+            todo,
+            progress="reproduce dprl" if progress else None,
+            describe=describe_spec,
+            **where,
+        )
+    )
+    for spec in specs:
         key = (spec["algo"], spec["seed"])
         if spec["privacy"] == "none" and key in baseline:
             runs.append({**baseline[key], "family": spec["family"]})
             continue
-        r = _run_one(spec, settings)
+        r = next(made)
         if spec["privacy"] == "none":
             baseline[key] = r
         runs.append(r)

@@ -171,6 +171,29 @@ def run_mode(args: argparse.Namespace) -> str:
     return "overwrite" if getattr(args, "overwrite", False) else "new"
 
 
+def check_not_inside_run(path: str | Path, name: str, *, allow: str | Path | None = None) -> None:
+    """Refuse an output path that lies inside an existing run directory (a run is evidence: no
+    command writes into one except its named artefacts, e.g. ``RUN/report``, passed as
+    ``allow``). The path itself being a run is for the caller's own check (``--overwrite``,
+    ``--resume``).
+
+    Raises:
+        RunDirectoryError: an ancestor of ``path`` is a run directory.
+    """
+    from ldp_audit.errors import RunDirectoryError
+    from ldp_audit.rundir import is_run_dir
+
+    p = Path(path).expanduser().absolute()
+    if allow is not None and p == Path(allow).expanduser().absolute():
+        return
+    for parent in p.parents:
+        if is_run_dir(parent):
+            raise RunDirectoryError(
+                f"{name} {str(path)!r} is inside the run directory {str(parent)!r}: a run is "
+                "evidence and is never written into; choose a folder outside it"
+            )
+
+
 def check_out_for_mode(out: str | None, mode: str) -> None:
     """Check a run's output folder before any work (raises RunDirectoryError)."""
     from ldp_audit.errors import InvalidParameterError
@@ -186,6 +209,7 @@ def check_out_for_mode(out: str | None, mode: str) -> None:
 
             raise RunDirectoryError(f"--resume: {out!r} is not a run directory (no config.json)")
         return
+    check_not_inside_run(out, "--out")
     check_new_dir(out, name="--out", overwrite=(mode == "overwrite"))
     check_creatable(out, "--out")
 
@@ -220,6 +244,7 @@ def check_report_out(out: str, *, overwrite: bool) -> None:
     """:func:`ldp_audit.rundir.check_report_dir` for a reproduction's ``--out``."""
     from ldp_audit.rundir import check_report_dir
 
+    check_not_inside_run(out, "--out")
     check_report_dir(out, overwrite=overwrite)
     check_creatable(out, "--out")
 
@@ -321,10 +346,11 @@ class HelpParser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
 
 
-def add_backend_arguments(p: argparse.ArgumentParser) -> None:
+def add_backend_arguments(p: argparse.ArgumentParser, *, workers: bool = False) -> None:
     """``--backend {local,ray}`` and ``--address ADDR`` (:mod:`ldp_audit.backends`): where the
     grid's tasks run; results are bit for bit the same on every backend. Validate with
-    ``ldp_audit.backends.check_backend(args.backend, args.address, workers)`` before any work."""
+    ``ldp_audit.backends.backend_options(args)`` (or ``check_backend``) before any work.
+    ``workers=True`` also adds ``--workers N`` (local pool size / CPUs of a Ray started here)."""
     p.add_argument(
         "--backend",
         choices=("local", "ray"),
@@ -339,3 +365,11 @@ def add_backend_arguments(p: argparse.ArgumentParser) -> None:
         help="with --backend ray: an existing Ray cluster (e.g. auto, ray://HOST:10001); "
         "default: start Ray on this machine with --workers CPUs",
     )
+    if workers:
+        p.add_argument(
+            "--workers",
+            type=int_at_least("--workers", 1),
+            default=None,
+            help="--backend local: a process pool of this size (default: this process); "
+            "--backend ray: CPUs of the Ray instance started here (default: all)",
+        )

@@ -175,6 +175,9 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
     r.add_argument("--seed", type=int_at_least("--seed", 0), default=0)
     r.add_argument("--json", action="store_true", help="print results.json on stdout")
     r.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    from ldp_audit.cli._types import add_backend_arguments
+
+    add_backend_arguments(r, workers=True)
     r.set_defaults(func=_reproduce)
 
 
@@ -240,8 +243,10 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _reproduce(args: argparse.Namespace) -> int:
+    from ldp_audit.backends import backend_options
     from ldp_audit.cli._types import check_report_out
 
+    where = backend_options(args)  # --backend/--address/--workers: usage errors before work
     out = args.out if args.out is not None else timestamped_dir("runs/reproduce-dprl")
     check_report_out(out, overwrite=args.overwrite)  # before the experiment
     from ldp_audit.training.dprl_reproduce import ReproduceSettings, reproduce
@@ -253,7 +258,7 @@ def _reproduce(args: argparse.Namespace) -> int:
         audit_canaries=args.audit_canaries,
         seed=args.seed,
     )
-    res = reproduce(settings, out=out, progress=not args.no_progress, argv=sys.argv[1:])
+    res = reproduce(settings, out=out, progress=not args.no_progress, argv=sys.argv[1:], **where)
     if args.json:
         from ldp_audit.rundir import to_jsonable
 
