@@ -67,6 +67,26 @@ def test_ray_results_json_equals_local(ray_local, local_results, tmp_path):
     assert "Table 1" in tables
 
 
+def test_readings_on_ray_equal_local(ray_local):
+    """``--readings`` (43 configs: 4 readings x 2 actings x 5 epsilons + 3 controls) on Ray."""
+    from ldp_audit.training.readings import ReadingsConfig, run_readings
+
+    kw = dict(trials=1, max_submissions=20, n_resamples=100, audit_samples=1000)
+    local = run_readings(ReadingsConfig(**kw, workers=1), progress=False, audit=False)
+    remote = run_readings(
+        ReadingsConfig(**kw, workers=2, backend="ray"), progress=False, audit=False
+    )
+    assert len(local["settings"]) == 43
+    for doc in (local, remote):
+        for k in ("created", "seconds_train"):
+            doc.pop(k)
+        for k in ("backend", "workers"):
+            doc["config"].pop(k)
+    assert json.dumps(remote, sort_keys=True) == json.dumps(local, sort_keys=True)
+    with pytest.raises(InvalidParameterError, match="address applies to backend='ray' only"):
+        ReadingsConfig(address="auto")
+
+
 def test_local_pool_results_json_equals_one_process(local_results, tmp_path):
     pooled = _reproduce_cli(tmp_path / "pool", "--backend", "local", "--workers", "2")
     assert _strip(pooled) == _strip(local_results)
