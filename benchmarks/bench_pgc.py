@@ -175,7 +175,9 @@ def bench_engine(
     return out
 
 
-def bench_parallel(settings: int, trials: int, submissions: int, workers: int) -> dict:
+def bench_parallel(
+    settings: int, trials: int, submissions: int, workers: int, engine: str = "lockstep"
+) -> dict:
     """The reference's workload (Laplace, eps = 1) with the same number of trials as
     ``bench_engine(same=True)``, dealt to ``workers`` processes as ``workers`` configs (seeds
     0..workers-1) through ``train_grid(workers=...)``."""
@@ -190,10 +192,11 @@ def bench_parallel(settings: int, trials: int, submissions: int, workers: int) -
         for w in range(workers)
     ]
     t0 = time.perf_counter()
-    res = train_grid(cfgs, seed=list(range(workers)), workers=workers)
+    res = train_grid(cfgs, seed=list(range(workers)), workers=workers, engine=engine)
     secs = time.perf_counter() - t0
     subs = int(sum(r.submissions.sum() for r in res))
     return {
+        "engine": engine,
         "workload": "laplace eps=1 (same as reference)",
         "workers": workers,
         "trials": total,
@@ -552,9 +555,16 @@ def main() -> int:
     par = bench_parallel(a.settings, a.trials, a.submissions, a.workers)
     ratio_par = par["env_steps_per_s"] / ref["env_steps_per_s"]
     print(
-        f"engine, {a.workers} procs : {par['env_steps_per_s']:>12,.0f} env-steps/s "
-        f"{par['submissions_per_s']:>10,.1f} submissions/s  ({par['seconds']:.1f} s; "
+        f"lockstep, {a.workers} procs: {par['env_steps_per_s']:>12,.0f} env-steps/s "
+        f"{par['submissions_per_s']:>10,.1f} submissions/s  ({par['seconds']:.1f} s wall; "
         f"ratio {ratio_par:,.0f}x env-steps/s)"
+    )
+    par_f = bench_parallel(a.settings, a.trials, a.submissions, a.workers, engine="fused")
+    ratio_par_f = par_f["env_steps_per_s"] / ref["env_steps_per_s"]
+    print(
+        f"fused, {a.workers} procs   : {par_f['env_steps_per_s']:>12,.0f} env-steps/s "
+        f"{par_f['submissions_per_s']:>10,.1f} submissions/s  ({par_f['seconds']:.1f} s wall; "
+        f"ratio {ratio_par_f:,.0f}x env-steps/s)"
     )
     grad = bench_gradients()
     print(
@@ -607,6 +617,8 @@ def main() -> int:
         "engine_grid": grid,
         "engine_grid_fused": grid_f,
         "engine_parallel": par,
+        "engine_parallel_fused": par_f,
+        "ratio_parallel_fused_env_steps_per_s": ratio_par_f,
         "ratio_parallel_env_steps_per_s": ratio_par,
         "ratio_env_steps_per_s": eng["env_steps_per_s"] / ref["env_steps_per_s"],
         "ratio_submissions_per_s": eng["submissions_per_s"] / ref["submissions_per_s"],

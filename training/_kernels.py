@@ -691,7 +691,6 @@ def _episode_grad_t(
     lit: bool,
     out: np.ndarray,
     hid: np.ndarray,
-    pre: np.ndarray,
     val: np.ndarray,
     dif: np.ndarray,
     vhat: np.ndarray,
@@ -712,7 +711,6 @@ def _episode_grad_t(
             p += tt[_H + j] * s1
             p += tt[2 * _H + j] * s2
             p += tt[3 * _H + j] * s3
-            pre[t, j] = p
             hid[t, j] = p if p > 0.0 else 0.0
         v = 0.0
         z0 = 0.0
@@ -757,7 +755,7 @@ def _episode_grad_t(
             gacc[_P1 + j] += dz1 * h
             gacc[_V + j] += dv * h
             dh = dz1 * wd[j] + dv * tt[_V + j]
-            on = pre[t, j] > 0.0
+            on = h > 0.0  # iff the pre-activation is > 0 (h = ReLU of it)
             gacc[j] += dh * s0 if on else 0.0
             gacc[_H + j] += dh * s1 if on else 0.0
             gacc[2 * _H + j] += dh * s2 if on else 0.0
@@ -890,7 +888,6 @@ def fused_block(
     r_len = reset_block.shape[1]
     t_pad = obs_buf.shape[1]
     hid = np.empty((t_pad, _H))
-    pre = np.empty((t_pad, _H))
     val = np.empty(t_pad)
     dif = np.empty(t_pad)
     vhat = np.empty(t_pad)
@@ -1006,8 +1003,7 @@ def fused_block(
                 boot = done_trunc[q] and not done_term[q]
                 k_score[m] = _episode_grad_t(
                     row_tt[i], row_wd[i], si, obs_buf, acts_buf, rews_buf, big_t, boot,
-                    gamma[g], lam[g], beta[g], literal[g], grads[m], hid, pre, val, dif, vhat,
-                    gacc,
+                    gamma[g], lam[g], beta[g], literal[g], grads[m], hid, val, dif, vhat, gacc,
                 )  # fmt: skip
                 k_row[m] = i
                 k_g[m] = g

@@ -1729,7 +1729,7 @@ class _FusedEngine(_Engine):
         left = self.noise_len - self.noise_ptr
         fresh = np.where(need, np.maximum(self.rows_c, 1) * _FUSED_NOISE, 0)
         k = int((left + fresh).max())
-        new = np.zeros((C, k, W))
+        new = np.empty((C, k, W))  # a config reads only its own first width columns
         for ci in range(C):
             if self.mech_kind[ci] == 1:
                 continue
