@@ -23,6 +23,7 @@ from typing import Any
 
 from ldp_audit.cli._types import (
     check_file_creatable,
+    check_not_inside_run,
     confidence,
     epsilon_or_inf,
     int_at_least,
@@ -227,9 +228,11 @@ def _check_outputs(args: argparse.Namespace) -> None:
     from ldp_audit.rundir import check_new_file
 
     if args.out:
+        check_not_inside_run(args.out, "--out")
         check_new_file(args.out, name="--out", overwrite=args.overwrite)
         check_file_creatable(args.out, "--out")
     if args.plot:
+        check_not_inside_run(args.plot, "--plot")
         check_new_file(args.plot, name="--plot", overwrite=args.overwrite)
         check_file_creatable(args.plot, "--plot")
     if args.out and args.plot and Path(args.out).resolve() == Path(args.plot).resolve():
@@ -385,6 +388,7 @@ def _membership(args: argparse.Namespace) -> int:
             f"--canaries must be <= --agents ({args.agents}), got {args.canaries}"
         )
     if args.canary_run_dir is not None:
+        check_not_inside_run(args.canary_run_dir, "--canary-run-dir")
         check_new_dir(args.canary_run_dir, name="--canary-run-dir")
     from ldp_audit.attacks.dynamics import GRAVITIES
 
@@ -488,5 +492,6 @@ def _sweep(args: argparse.Namespace) -> int:
     if args.workers is not None:
         check_workers(args.workers)  # before any work: far above the cores is refused
     if args.out is not None:
+        check_not_inside_run(args.out, "--out")
         check_creatable(args.out, "--out")
     return run_from_args(args)

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ldp_audit.cli._types import check_creatable, int_at_least
+from ldp_audit.cli._types import check_creatable, check_not_inside_run, int_at_least
 
 _seed = int_at_least("--seed", 0)
 _top = int_at_least("--top", 1)
@@ -129,6 +129,7 @@ def _report(args: argparse.Namespace) -> int:
             + (" (a file)" if Path(args.run_dir).exists() else " (not found)")
         )
     out = Path(args.run_dir) / "report" if args.out_dir is None else Path(args.out_dir)
+    check_not_inside_run(out, "--out", allow=Path(args.run_dir) / "report")  # the named one
     # the output folder is checked before the report is built (and never holds an input)
     check_report_out(
         out, overwrite=args.overwrite, inputs=[args.run_dir, *args.extra], name="--out"
@@ -162,10 +163,12 @@ def _demo(args: argparse.Namespace) -> int:
         _need_chromium()
     # every output path is checked, under its option's name, before any work starts
     if args.out is not None:
+        check_not_inside_run(args.out, "--out")
         check_new_dir(args.out, name="--out", overwrite=args.overwrite)
         check_creatable(args.out, "--out")
     if args.report_dir is not None:
         inputs = [args.out] if args.out is not None else []
+        check_not_inside_run(args.report_dir, "--report-dir")
         check_report_out(
             args.report_dir, overwrite=args.overwrite, inputs=inputs, name="--report-dir"
         )

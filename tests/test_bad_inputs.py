@@ -1,0 +1,559 @@
+"""Adversarial sweep: every numeric option of every subcommand, semantic refusals, corrupted run
+directories and the Python API's public constructors, each fed bad or unusual inputs.
+
+The contract (issue 16, docs/cli.md "Bad input"): a clear error naming the parameter and the
+value, before any work, randomness, ledger charge or file write; on the CLI exit 2 and one
+``ldp-audit ...: error:`` line, never a traceback; in the API an ``LdpAuditError`` subclass
+(``InvalidParameterError`` for values).
+
+The numeric sweep is generated from the parser tree, so an option added later is swept too. It
+runs each command's argument parsing for real but swaps each subcommand's function for a
+sentinel: a value the converter wrongly accepts then reaches the sentinel and fails the test at
+once instead of starting an experiment. Values a converter deliberately hands on to the
+command's own check (``nan`` for the FedRL options) run the real command with tiny settings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import ldp_audit.cli as cli
+from ldp_audit.cli import build_parser, main
+from ldp_audit.errors import InvalidParameterError, LdpAuditError
+
+pytest.importorskip("ldp_audit.training.pgc_a3c")
+
+from tests.test_cli_properties import assert_input_error, run_cli  # noqa: E402
+
+# ------------------------------------------------------------------------------- numeric sweep
+
+#: refused by every numeric option (message names the option): empty, blank, NaN, -inf, hex,
+#: Python-only digit grouping, a word, non-ASCII letters and digits, a literal that overflows a
+#: double (it must not silently become infinity).
+BAD_ANY = ["", " ", "nan", "NaN", "-inf", "0x10", "1_000", "True", "abc", "é", "\uff11", "1e309"]
+#: also refused by every integer option: fractions, infinity, more than 64 bits.
+BAD_INT = ["1.5", "inf", "9" * 40, "1e-3"]
+
+SWEPT: list[tuple[list[str], str, Any, bool]] = []  # (command path, option, action, is_int)
+
+
+def _leaves(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> list:
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        return [(list(path), parser)]
+    out = []
+    for a in subs:
+        for name, sub in a.choices.items():
+            out += _leaves(sub, (*path, name))
+    return out
+
+
+def _numeric_kind(action: argparse.Action) -> str | None:
+    """'int' / 'real' when the option's converter reads numbers, else None."""
+    if action.type is None or not action.option_strings or action.choices:
+        return None
+    for probe in ("2", "0.5"):
+        try:
+            v = action.type(probe)
+        except (argparse.ArgumentTypeError, ValueError, TypeError):
+            continue
+        if isinstance(v, bool):
+            return None
+        if isinstance(v, int):
+            return "int"
+        if isinstance(v, float):
+            return "real"
+        if isinstance(v, tuple) and v and all(isinstance(x, int) for x in v):
+            return "int"
+        if isinstance(v, tuple) and v and all(isinstance(x, float) for x in v):
+            return "real"
+    return None
+
+
+for _path, _parser in _leaves(build_parser()):
+    for _action in _parser._actions:
+        _kind = _numeric_kind(_action)
+        if _kind:
+            SWEPT.append((_path, _action.option_strings[-1], _action, _kind == "int"))
+
+
+def _passes_through(action: argparse.Action, value: str) -> bool:
+    """The converter hands ``value`` on to the command's own (named) check."""
+    try:
+        action.type(value)
+    except (argparse.ArgumentTypeError, ValueError, TypeError):
+        return False
+    return True
+
+
+class _Accepted(BaseException):  # not caught by main(): a wrongly accepted value fails at once
+    pass
+
+
+_SENTINEL_PARSER: list[argparse.ArgumentParser] = []
+
+
+@pytest.fixture
+def sentinel_parser(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every subcommand's function replaced: parsing runs for real, no command does (one parser
+    built per session: argparse parsers are reusable)."""
+    if not _SENTINEL_PARSER:
+        parser = build_parser()
+        for _, leaf in _leaves(parser):
+
+            def accepted(args: argparse.Namespace) -> int:
+                raise _Accepted(f"bad value accepted by the parser: {vars(args)}")
+
+            leaf.set_defaults(func=accepted)
+        _SENTINEL_PARSER.append(parser)
+    monkeypatch.setattr(cli, "build_parser", lambda: _SENTINEL_PARSER[0])
+
+
+def test_the_sweep_covers_every_command_family() -> None:
+    families = {tuple(p[:2]) for p, _, _, _ in SWEPT}
+    for fam in [("audit",), ("budget",), ("report",), ("demo",)]:
+        assert any(f[: len(fam)] == fam for f in families), fam
+    for verb in ("train", "reproduce"):
+        for algo in ("pgc-a3c", "dprl", "fedrl", "frd"):
+            assert (verb, algo) in families, (verb, algo)
+    for attack in ("dynamics", "membership", "sweep", "fedrl", "frd"):
+        assert ("attack", attack) in families, attack
+    assert len(SWEPT) >= 100  # options that read numbers, over all commands
+
+
+@pytest.mark.parametrize(
+    ("path", "option", "action", "is_int"),
+    SWEPT,
+    ids=[f"{' '.join(p)} {o}" for p, o, _, _ in SWEPT],
+)
+def test_every_numeric_option_refuses_bad_numbers_by_name(
+    path: list[str],
+    option: str,
+    action: argparse.Action,
+    is_int: bool,
+    sentinel_parser: None,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    name = option.lstrip("-").split("-")[0]
+    tried = 0
+    for value in BAD_ANY + (BAD_INT if is_int else []):
+        if _passes_through(action, value):
+            continue  # handed on to the command's own check: the FedRL test below
+        assert_input_error([*path, f"{option}={value}"], capsys, name)
+        tried += 1
+    assert tried >= len(BAD_ANY) - 3
+    assert not list(tmp_path.iterdir())
+
+
+def test_only_nan_and_negative_infinity_are_handed_on_and_then_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The FedRL converters pass nan/-inf to FedRLConfig, whose message names the field."""
+    handed = [(p, o, v) for p, o, a, _ in SWEPT for v in BAD_ANY if _passes_through(a, v)]
+    # blank list options mean "none" (e.g. reproduce frd --ldp-epsilons ''): an empty tuple
+    blank = {(tuple(p), o) for p, o, v in handed if v.strip() == ""}
+    for p, o in blank:
+        action = next(a for pp, oo, a, _ in SWEPT if (tuple(pp), oo) == (p, o))
+        assert action.type("") == (), (p, o)
+    handed = [(p, o, v) for p, o, v in handed if v.strip()]
+    assert {v for _, _, v in handed} <= {"nan", "NaN", "-inf"}, handed
+    assert {p[1] for p, _, _ in handed} <= {"fedrl"}, handed
+    monkeypatch.chdir(tmp_path)
+    for path, opt, v in handed:
+        if path != ["train", "fedrl"]:
+            continue
+        field = opt.lstrip("-").replace("-", "_")
+        argv = [*path, "--n-maps", "20", "--eval-maps", "2", "--train-steps", "2", f"{opt}={v}"]
+        assert_input_error(argv, capsys, field)
+        assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle", "ok"),
+    [
+        (["audit", "--mechanism", "laplace", "--samples", "1e3", "--epsilon", "1"], "", True),
+        (["budget", "L", "--limit", "1e3"], "", True),
+        (["audit", "--mechanism", "laplace", "--epsilon", " 2 "], "", True),
+        (["attack", "dynamics", "--epsilon", "Infinity"], "", True),
+        (["attack", "dynamics", "--confidence", "1e-320"], "--confidence", False),
+        (["audit", "--mechanism", "x", "--confidence", "1e-320"], "--confidence", False),
+        (["audit", "--mechanism", "x", "--clip", "1e-320"], "--clip", False),
+        (["train", "pgc-a3c", "--mechanism", "laplace", "--trials", "1e6"], "--trials", False),
+        (["attack", "membership", "--canaries", "19"], "--canaries", False),
+        (["attack", "sweep", "--shadow", "1"], "--shadow", False),
+        (["attack", "membership", "--canary-gravity", "1e40"], "--canary-gravity", False),
+        (["reproduce", "frd", "--settings", "8"], "--settings", False),
+        (["reproduce", "frd", "--agents", "1,99999999999"], "--agents", False),
+        (["audit", "--mechanism", "x", "--dim", "1e9"], "--dim", False),
+        (["audit", "--mechanism", "x", "--domain", "1:0"], "--domain", False),
+        (["audit", "--mechanism", "x", "--domain", "nan:1"], "--domain", False),
+        (["audit", "--mechanism", "x", "--domain", "3,3"], "--domain", False),
+        (["audit", "--mechanism", "x", "--domain", "1,,2"], "--domain", False),
+    ],
+    ids=lambda x: str(x)[:60],
+)
+def test_edge_values_at_the_parser(
+    argv: list[str],
+    needle: str,
+    ok: bool,
+    sentinel_parser: None,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Unusual but valid spellings parse; values at the documented bounds are refused."""
+    if ok:
+        with pytest.raises(_Accepted):
+            main(argv)
+    else:
+        assert_input_error(argv, capsys, needle)
+
+
+# ------------------------------------------------------------------------------- semantics
+
+TINY = ["train", "pgc-a3c", "--mechanism", "laplace", "--max-submissions", "20", "--no-progress"]
+TINY_MEMBERSHIP = ["attack", "membership", "--agents", "25", "--shadow", "2", "--canaries", "20"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "needles"),
+    [
+        ([*TINY[:3], "none", "--epsilon", "1"], ("--epsilon", "none")),
+        (TINY, ("--epsilon",)),
+        ([*TINY, "--epsilon", "1", "--resume"], ("--resume", "--out")),
+        ([*TINY, "--epsilon", "1", "--overwrite"], ("--overwrite", "--out")),
+        ([*TINY[:3], "prs", "--epsilon", "1", "--clip-kind", "coordinate"], ("--clip-kind",)),
+        ([*TINY_MEMBERSHIP, "--epsilon", "1000"], ("--epsilon", "700")),
+        ([*TINY_MEMBERSHIP, "--epsilon", "100", "--reports-per-agent", "8"], ("--epsilon",)),
+        (["attack", "dynamics", "--agents", "3", "--epsilon", "701"], ("--epsilon",)),
+        ([*TINY_MEMBERSHIP, "--canaries", "30"], ("--canaries", "--agents")),
+        (["attack", "dynamics", "--mechanism", "none", "--clip", "1"], ("--clip",)),
+        (["attack", "dynamics", "--mechanism", "none", "--epsilon", "1"], ("--epsilon",)),
+        (["attack", "dynamics", "--out", "x.json", "--plot", "x.json"], ("--out", "--plot")),
+        (["audit", "--mechanism", "none"], ("--mechanism", "none")),
+        (["audit", "--mechanism", "lapalce", "--epsilon", "1"], ("laplace",)),
+        (["audit", "--mechanism", "laplace", "--epsilon", "1", "--sigma", "1"], ("--sigma",)),
+        (["audit", "--mechanism", "gaussian", "--sigma", "1", "--epsilon", "1"], ("--sigma",)),
+        (["audit", "--mechanism", "laplace", "--epsilon", "1", "--domain", "0:1"], ("--domain",)),
+        (["audit", "--mechanism", "json:dumps", "--epsilon", "1"], ("--epsilon",)),
+        (["audit", "--scalar", "--mechanism", "json:dumps", "--domain", "0:1"], ("--epsilon",)),
+        (["audit", "--mechanism", "laplace", "--epsilon", "1", "--param", "x=1"], ("--param",)),
+        (["audit", "--mechanism", "laplace", "--epsilon", "40", "--samples", "1000"], ("--force",)),
+        (["train", "dprl", "--algo", "reinforce", "--privacy", "none", "--canaries", "4"],
+         ("canaries",)),
+        (["train", "dprl", "--algo", "reinforce", "--privacy", "dpsgd", "--clip", "1e40"],
+         ("clip",)),
+        (["train", "dprl", "--algo", "reinforce", "--privacy", "dpsgd", "--budget-epsilon",
+          "0.001"], ("budget_epsilon",)),
+        (["train", "fedrl", "--clip-outputs", "1e-300"], ("clip_outputs",)),
+        (["train", "fedrl", "--sigma", "1e40"], ("sigma",)),
+        (["train", "frd", "--threshold", "600"], ("threshold",)),
+        (["train", "frd", "--gravities", "9.8,9.8"], ("gravities",)),
+    ],
+    ids=lambda x: " ".join(x)[:70] if isinstance(x, list) else None,
+)  # fmt: skip
+def test_semantic_refusals_before_any_work(
+    argv: list[str],
+    needles: tuple[str, ...],
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert_input_error(argv, capsys, *needles)
+    assert not list(tmp_path.iterdir()), "a refused command left files behind"
+
+
+# ------------------------------------------------------------------------------- run dirs
+
+
+@pytest.fixture(scope="module")
+def pristine_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    run = tmp_path_factory.mktemp("runs") / "run"
+    assert main([*TINY, "--epsilon", "1", "--out", str(run)]) == 0
+    return run
+
+
+@pytest.fixture
+def run(pristine_run: Path, tmp_path: Path) -> Path:
+    dst = tmp_path / "run"
+    shutil.copytree(pristine_run, dst)
+    return dst
+
+
+def _garble(path: Path, how: str) -> None:
+    if how == "missing":
+        path.unlink()
+    elif how == "empty":
+        path.write_bytes(b"")
+    elif how == "garbage":
+        path.write_bytes(b"\x00\xffnot what it claims to be" * 10)
+    elif how == "wrong-json":
+        path.write_text(json.dumps([1, 2, 3]))
+    elif how == "dir":
+        path.unlink()
+        path.mkdir()
+
+
+#: ldp_audit/report/_load.py reads JSON without catching UnicodeDecodeError (reported: one line
+#: there, ``except (OSError, UnicodeDecodeError)``); rundir.read_json already does.
+_UTF8_HOLE = pytest.mark.xfail(
+    strict=True, reason="report/_load.py: invalid UTF-8 in a JSON file is an internal error"
+)
+CORRUPT = [
+    pytest.param(
+        name,
+        how,
+        id=f"{name}-{how}",
+        marks=[_UTF8_HOLE] if how == "garbage" and name in ("config.json", "metrics.json") else [],
+    )
+    for name in ("config.json", "manifest.json", "ledger.sqlite", "transcript.npz", "metrics.json")
+    for how in ("missing", "empty", "garbage", "wrong-json", "dir")
+    if not (how == "wrong-json" and not name.endswith(".json"))
+]
+
+
+@pytest.mark.parametrize(("name", "how"), CORRUPT)
+def test_corrupted_run_directories_never_crash_a_reader(
+    name: str, how: str, run: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    _garble(run / name, how)
+    before = sorted(p.name for p in run.iterdir())
+    readers = [
+        ["report", str(run), "-o", str(tmp_path / "rep")],
+        ["budget", str(run)],
+        ["attack", "dynamics", "--run-dir", str(run), "--shadow", "2", "--out",
+         str(tmp_path / "a.json")],
+        ["attack", "membership", "--run-dir", str(run), "--out", str(tmp_path / "m.json")],
+    ]  # fmt: skip
+    reads = {  # which readers open which file (the others would run their full analysis)
+        "report": True,
+        "budget": name in ("ledger.sqlite", "config.json"),
+        "attack": name in ("config.json", "transcript.npz"),
+    }
+    for argv in readers:
+        if not reads[argv[0]]:
+            continue
+        code, _, err = run_cli(argv, capsys)
+        assert "Traceback" not in err, f"{argv}\n{err}"
+        assert code in (0, 1, 2), f"{argv}: exit {code}\n{err}"
+        required = (name == "ledger.sqlite") if argv[0] == "budget" else name == "config.json"
+        if argv[0] == "report":
+            required = name in ("config.json", "metrics.json", "ledger.sqlite")
+        if required:
+            assert code == 2, f"{argv}: a run without a readable {name} must be refused\n{err}"
+        if code == 2:
+            assert err.strip().splitlines()[-1].startswith("ldp-audit"), err
+    assert sorted(p.name for p in run.iterdir()) == before, "a reader wrote into the run"
+
+
+def test_resume_on_a_different_config_or_a_non_run_is_refused(
+    run: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    snapshot = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
+    assert_input_error([*TINY, "--epsilon", "2", "--out", str(run), "--resume"], capsys)
+    assert_input_error([*TINY, "--epsilon", "1", "--out", str(run)], capsys, "--out")
+    assert_input_error([*TINY, "--epsilon", "1", "--out", str(run / "report")], capsys)
+    other = tmp_path / "plain"
+    other.mkdir()
+    assert_input_error([*TINY, "--epsilon", "1", "--out", str(other), "--resume"], capsys)
+    assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == snapshot
+
+
+def test_budget_option_combinations(
+    run: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    ledger = str(run / "ledger.sqlite")
+    assert_input_error(["budget", ledger, "--expect-head", "ab"], capsys, "--expect-head")
+    assert_input_error(["budget", ledger, "--agent", "no/such"], capsys, "--agent")
+    assert_input_error(["budget", ledger, "--verify", "--expect-head", "00" * 32], capsys)
+    assert_input_error(["budget", ledger, "--migrate-to", ledger], capsys)
+    assert_input_error(["budget", str(tmp_path / "none.sqlite")], capsys)
+    other = tmp_path / "app.sqlite"
+    con = sqlite3.connect(other)
+    con.execute("CREATE TABLE t (x)")
+    con.commit()
+    con.close()
+    assert_input_error(["budget", str(other), "--verify"], capsys)
+
+
+# ------------------------------------------------------------------------------- Python API
+
+WRONG_TYPES = {"str": "1", "bool": True, "npbool": np.bool_(True), "list": [1], "none": None}
+NON_FINITE = {"nan": math.nan, "-inf": -math.inf, "npnan": np.float64("nan")}
+
+
+def _api_cases() -> list:
+    from ldp_audit import mechanisms as M
+    from ldp_audit.accountant import Budget
+    from ldp_audit.training.dprl import DprlConfig
+    from ldp_audit.training.fedrl import FedRLConfig
+    from ldp_audit.training.fedrl_reproduce import ReproConfig
+    from ldp_audit.training.frd import FrdConfig
+
+    fields = [
+        (M.Laplace, {"epsilon": 1.0, "clip": 1.0}, ["epsilon", "clip"]),
+        (M.ProjectedRandomSign, {"epsilon": 1.0, "clip": 1.0}, ["epsilon", "clip"]),
+        (M.BitFlip, {"epsilon": 1.0}, ["epsilon"]),
+        (M.RandomizedResponse, {"epsilon": 1.0}, ["epsilon", "k"]),
+        (M.Gaussian, {"clip": 1.0, "noise_multiplier": 1.0}, ["clip", "noise_multiplier", "delta"]),
+        (M.DiscreteLaplace, {"epsilon": 1.0, "clip": 1.0}, ["epsilon", "clip"]),
+        (Budget, {"epsilon": 1.0}, ["epsilon", "delta"]),
+        (DprlConfig, {}, ["noise_multiplier", "clip", "delta", "canaries", "episodes", "lr"]),
+        (FedRLConfig, {}, ["sigma", "density", "n_maps", "lr", "delta", "runs", "methods"]),
+        (ReproConfig, {}, ["runs", "seed", "attack_clip", "attack_sigmas", "sizes"]),
+        (FrdConfig, {}, ["n_agents", "threshold", "gravities", "proxy_dims", "fail_reward",
+                         "actor_lr", "state_low"]),
+    ]  # fmt: skip
+    out = []
+    for cls, base, names in fields:
+        for f in names:
+            values = dict(WRONG_TYPES)
+            if f in ("lr", "attack_clip"):
+                values.pop("none")  # None: the documented default (no clip / default rate)
+            if f in ("methods", "gravities", "proxy_dims", "state_low", "attack_sigmas", "sizes"):
+                values.pop("list")
+                values["tuple-of-str"] = ("x",)
+            else:
+                values.update(NON_FINITE)
+            for k, v in values.items():
+                out.append(pytest.param(cls, base, f, v, id=f"{cls.__name__}.{f}={k}"))
+    return out
+
+
+@pytest.mark.parametrize(("cls", "base", "field", "value"), _api_cases())
+def test_api_constructors_refuse_by_name(cls: Any, base: dict, field: str, value: Any) -> None:
+    with pytest.raises(LdpAuditError) as exc:
+        cls(**{**base, field: value})
+    assert field.split("_")[0] in str(exc.value), str(exc.value)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "needle"),
+    [
+        ({"samples": "2000"}, "samples"),
+        ({"samples": True}, "samples"),
+        ({"samples": 10**40}, "samples"),
+        ({"confidence": math.nan}, "confidence"),
+        ({"confidence": 1.0}, "confidence"),
+        ({"confidence": "0.9"}, "confidence"),
+        ({"float_bits": "no"}, "float_bits"),
+        ({"pool": 1}, "pool"),
+        ({"dim": 0}, "dim"),
+        ({"dim": 1.5}, "dim"),
+        ({"rng": "seed"}, "rng"),
+        ({"selection_fraction": 1.5}, "selection_fraction"),
+    ],
+    ids=lambda x: str(x)[:40],
+)
+def test_audit_arguments_are_type_checked(kwargs: dict, needle: str) -> None:
+    from ldp_audit.audit import audit
+    from ldp_audit.mechanisms import Laplace
+
+    with pytest.raises(InvalidParameterError, match=needle):
+        audit(Laplace(epsilon=1.0, clip=1.0), **{"samples": 2000, **kwargs})
+
+
+@pytest.mark.parametrize(
+    ("call", "needle"),
+    [
+        (lambda A: A.Ledger(""), "path"),
+        (lambda A: A.Ledger(123), "path"),
+        (lambda A: A.Ledger("/proc/nope/l.sqlite"), "/proc/nope"),
+        (lambda A: A.Accountant(ledger=":memory:", budget="1"), "budget"),
+        (lambda A: A.Accountant(ledger=":memory:", budget=True), "budget"),
+        (lambda A: A.Accountant(ledger=":memory:", budget=math.nan), "budget"),
+        (lambda A: A.LaplaceEvent("1"), "epsilon"),
+        (lambda A: A.LaplaceEvent(math.nan), "epsilon"),
+        (lambda A: A.GaussianEvent(-1.0), "noise_multiplier"),
+        (lambda A: A.SelfComposedEvent(A.LaplaceEvent(1.0), 1.5), "count"),
+        (lambda A: A.PoissonSampledEvent(1.5, A.GaussianEvent(1.0)), "sample_rate"),
+        (lambda A: A.Accountant(ledger=":memory:").charge(1, A.LaplaceEvent(1.0)), "agent"),
+        (lambda A: A.Accountant(ledger=":memory:").charge("a", 1.0), "event"),
+        (lambda A: A.Accountant(ledger=":memory:").spent("a", delta=2.0), "delta"),
+    ],
+    ids=lambda x: "" if callable(x) else str(x),
+)
+def test_accountant_api_refuses_by_name(call: Any, needle: str) -> None:
+    from ldp_audit import accountant as A
+
+    with pytest.raises(LdpAuditError, match=needle):
+        call(A)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="ldp_audit/release.py charges the ledger before check_batch refuses NaN or non-numeric "
+    "values (reported): the ledger then records a release that never happened",
+)
+def test_a_refused_release_charges_nothing_and_draws_nothing() -> None:
+    from ldp_audit.accountant import Accountant
+    from ldp_audit.mechanisms import Laplace
+    from ldp_audit.release import release
+
+    acc = Accountant(ledger=":memory:")
+    rng = np.random.default_rng(0)
+    state = rng.bit_generator.state
+    mech = Laplace(epsilon=1.0, clip=1.0)
+    for values, ids in (
+        (np.full((2, 3), np.nan), ["a", "b"]),
+        (np.zeros((2, 3)), ["a"]),
+        ([["x", "y"]], ["a"]),
+    ):
+        with pytest.raises(LdpAuditError):
+            release(values, mechanism=mech, accountant=acc, agent_ids=ids, rng=rng)
+    assert acc.agents() == [] and rng.bit_generator.state == state
+
+
+# Holes found by this sweep in files owned by other engineers (reported, not fixed here): a
+# strict xfail turns into a failure the day the hole is closed, so the marker must then go.
+KNOWN_HOLES = [
+    ("PgcA3cConfig(gamma='1')", lambda: _pgc(gamma="1")),
+    ("PgcA3cConfig(target_score=nan)", lambda: _pgc(target_score=math.nan)),
+    ("PgcA3cConfig(stop_at_target='no')", lambda: _pgc(stop_at_target="no")),
+    ("PgcA3cConfig(gravities=True)", lambda: _pgc(gravities=True)),
+    ("membership_tpr_ceiling(1000.0, 0.01)", lambda: _ceiling(1000.0)),
+    ("dynamics.run(n_agents=10**40)", lambda: _dynamics(n_agents=10**40)),
+]
+
+
+def _pgc(**kw: Any) -> Any:
+    from ldp_audit.training.pgc_a3c import PgcA3cConfig
+
+    return PgcA3cConfig(**kw)
+
+
+def _ceiling(eps: float) -> float:
+    from ldp_audit.attacks.scoring import membership_tpr_ceiling
+
+    v = membership_tpr_ceiling(eps, 0.01)
+    if not v <= 1.0:
+        raise AssertionError(v)
+    raise InvalidParameterError("ok: computed")  # a value is the right answer here
+
+
+def _dynamics(**kw: Any) -> Any:
+    from ldp_audit.attacks import dynamics as D
+    from ldp_audit.attacks.sweep import broadcast_theta
+    from ldp_audit.mechanisms import Laplace
+
+    theta, _ = broadcast_theta("init", np.random.default_rng(0))
+    args = {"theta": theta, "n_agents": 3, "n_shadow": 2, "rng": np.random.default_rng(0)}
+    return D.run(Laplace(epsilon=1.0, clip=0.01), **{**args, **kw})
+
+
+@pytest.mark.parametrize(("label", "call"), KNOWN_HOLES, ids=[h[0] for h in KNOWN_HOLES])
+@pytest.mark.xfail(strict=True, reason="validation hole in a file owned by another engineer")
+def test_known_holes_in_other_modules(label: str, call: Any) -> None:
+    with pytest.raises(LdpAuditError):
+        call()
