@@ -1290,14 +1290,23 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict
             bb = top.get("extra", {}).get("black_box")
             for d in [top] + ([bb] if isinstance(bb, dict) else []):
                 ex = d.get("extra", {})
+                fdp = ex.get("f_dp") or {}
+                mech = ex.get("mechanism_test") or {}
+                pmin = min((r["p_value"] for r in fdp.get("p_values", [])), default=None)
                 arows.append(
                     [
                         ex.get("setting", d["attack"]),
                         d.get("n"),
                         _fmt(_num(d.get("epsilon_lower_bound"))),
                         _fmt(_num(d.get("composed_epsilon"))),
+                        "-" if pmin is None else f"{pmin:.3g} (level {fdp['level']:.3g})",
+                        "-"
+                        if not mech
+                        else f"{min(mech['p_mean'], mech['p_noise']):.3g} (level "
+                        f"{mech['level']:.3g})",
                         d.get("confidence"),
-                        "VIOLATION" if d.get("violation") else "consistent",
+                        ("VIOLATION" if d.get("violation") else "consistent")
+                        + (f" ({', '.join(ex['flagged_by'])})" if ex.get("flagged_by") else ""),
                     ]
                 )
         sections.append(
@@ -1307,7 +1316,14 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict
                 "paragraphs": [
                     "Empirical lower bound on epsilon from the canaries planted in this run, at "
                     "the stated confidence, beside the accountant's upper bound. A lower bound "
-                    "above the upper bound is a violation; a lower bound below it proves nothing."
+                    "above the upper bound is a violation; a lower bound below it proves nothing.",
+                    "Two more tests of the same run: the f-DP one-run test of the ledger's whole "
+                    "claimed privacy curve (after Mahloujifar, Melis & Chaudhuri 2024; smallest "
+                    "p-value over the guess counts) and, white-box, the test of the claimed "
+                    "mechanism (clip C, noise sigma C, charged sampling rate) on the canary "
+                    "directions. A p-value at or below its level flags the run. The tests share "
+                    "1 - confidence (Bonferroni): a correct trainer is flagged with probability "
+                    "at most 1 - confidence.",
                 ],
                 "tables": [
                     {
@@ -1317,6 +1333,8 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict
                             "canaries",
                             "eps lower bound",
                             "eps (accountant)",
+                            "f-DP test p",
+                            "mechanism test p",
                             "confidence",
                             "verdict",
                         ],  # fmt: skip
