@@ -439,10 +439,11 @@ def claimed_lines(run_dir: str | Path) -> dict[str, Any]:
         return {"kind": "G_mu", "mu": mu, "sigma": sigma, "q": q, "updates": T,
                 "lines": _gdp_lines(mu)}  # fmt: skip
     from ldp_audit.accountant import GaussianEvent, PoissonSampledEvent
-    from ldp_audit.accountant.pld import event_pld
+    from ldp_audit.accountant.pld import event_pld, plan
 
     ev = PoissonSampledEvent(q, GaussianEvent(sigma))
-    pld = event_pld(ev, value_discretization_interval=1e-3)
+    vdi, _ = plan({ev: T}, value_discretization_interval=1e-3)  # bounded support, long runs
+    pld = event_pld(ev, value_discretization_interval=vdi)
     pld = pld.self_compose(T)
     top = float(pld.get_epsilon_for_delta(1e-12))
     e = np.linspace(0.0, max(top, 1e-3), FDP_LINES)
@@ -504,7 +505,16 @@ def mechanism_test(
         raise InvalidParameterError("mechanism_test needs included and excluded canaries")
     w = np.where(inc, 1.0 / n1, -1.0 / n0)
     wn = math.sqrt(1.0 / n1 + 1.0 / n0)
-    n_t = np.broadcast_to(np.asarray(data_per_update, dtype=np.float64), (T,))
+    try:
+        n_t = np.broadcast_to(np.asarray(data_per_update, dtype=np.float64), (T,))
+    except ValueError:
+        raise InvalidParameterError(
+            f"data_per_update must be a number or one per update (T = {T}), got {data_per_update!r}"
+        ) from None
+    if not (np.isfinite(n_t).all() and (n_t >= 0).all()):
+        raise InvalidParameterError(
+            f"data_per_update must be finite and >= 0, got {data_per_update!r}"
+        )
     slack = float(n_t.sum() * wn)
     stat = float((y @ w).sum())
     sd = sigma * math.sqrt(T) * wn
@@ -601,6 +611,11 @@ def _one_run_result_class() -> Any:
         @property
         def violation(self) -> bool:
             return bool(super().violation or self.extra.get("flagged_by"))
+
+        def summary(self) -> str:
+            line = super().summary()
+            by = self.extra.get("flagged_by")
+            return line + (f" (flagged by: {', '.join(by)})" if by else "")
 
     return OneRunResult
 

@@ -134,3 +134,7 @@ def test_mechanism_test_refuses_bad_input() -> None:
         mechanism_test(y, inc, sigma=1.0, sample_rate=0.0, data_per_update=1)
     with pytest.raises(InvalidParameterError, match="projections"):
         mechanism_test(y[:, :5], inc, sigma=1.0, sample_rate=1.0, data_per_update=1)
+    with pytest.raises(InvalidParameterError, match="data_per_update"):
+        mechanism_test(y, inc, sigma=1.0, sample_rate=1.0, data_per_update=-1)
+    with pytest.raises(InvalidParameterError, match="data_per_update"):
+        mechanism_test(y, inc, sigma=1.0, sample_rate=1.0, data_per_update=[1, 2])
