@@ -42,14 +42,24 @@ def check_bool(value: Any, name: str) -> bool:
     )
 
 
-def check_int(value: Any, name: str, *, minimum: int | None = None) -> int:
-    """Return ``value`` as an int if it is a ``numbers.Integral`` (not bool) >= ``minimum``."""
+#: the largest integer any count accepts by default: a signed 64-bit integer (larger values are an
+#: OverflowError deep inside NumPy, after work has started)
+INT64_MAX = 2**63 - 1
+
+
+def check_int(
+    value: Any, name: str, *, minimum: int | None = None, maximum: int = INT64_MAX
+) -> int:
+    """Return ``value`` as an int if it is a ``numbers.Integral`` (not bool) in [``minimum``,
+    ``maximum``] (``maximum`` defaults to :data:`INT64_MAX`)."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
         bound = f" >= {minimum}" if minimum is not None else ""
         raise InvalidParameterError(f"{name} must be an integer{bound}, got {value!r}")
     v = int(value)
     if minimum is not None and v < minimum:
         raise InvalidParameterError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if v > maximum:
+        raise InvalidParameterError(f"{name} must be <= {maximum:,}, got {value!r}")
     return v
 
 
