@@ -1296,7 +1296,7 @@ def default_pairs(mechanism: Any, dim: int | None = None) -> list[tuple[np.ndarr
             f"candidate_pairs(dim) method; got a {type(mechanism).__name__} without one"
         )
     if dim is not None:
-        dim = check_int(dim, "dim", minimum=1)
+        dim = check_int(dim, "dim", minimum=1, maximum=MAX_DIM)
     d = dim if dim is not None else _user_attr(mechanism, "dim", None) or 1
     try:
         raw = list(fn(d))
@@ -1529,7 +1529,7 @@ def audit(
     frac = check_probability(selection_fraction, "selection_fraction")
     max_events = check_int(max_events, "max_events", minimum=1)
     if dim is not None:
-        dim = check_int(dim, "dim", minimum=1)
+        dim = check_int(dim, "dim", minimum=1, maximum=MAX_DIM)
     float_bits = check_bool(float_bits, "float_bits")
     want_profile = delta > 0 if profile is None else check_bool(profile, "profile")
     pool = check_bool(pool, "pool")
@@ -2000,6 +2000,11 @@ def _tradeoff_curve(
         if not isinstance(best.stat, _CellScore)
         else best.stat.label(),
     )
+
+
+#: the largest input dimension audited: candidate pairs and (samples, dim) outputs are held in
+#: memory, and 1e9 dimensions ran until killed
+MAX_DIM = 1_000_000
 
 
 def max_refutable_epsilon(n_est: int, confidence: float = 0.95, pool: bool = False) -> float:
