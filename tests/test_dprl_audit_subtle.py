@@ -15,17 +15,26 @@ import torch
 
 from ldp_audit.attacks.one_run import audit_run
 from ldp_audit.training.dprl import DprlConfig, train
-from ldp_audit.training.dprl_reproduce import AUDIT_DQN, AUDIT_REINFORCE
+from ldp_audit.training.dprl_reproduce import (
+    AUDIT_DQN,
+    AUDIT_REINFORCE,
+    ReproduceSettings,
+    _readme,
+    audit_summary,
+)
 from tests import broken_dprl as B
 
 torch.set_num_threads(1)
 CONF = 0.99
 
 
-def _audit(tmp_path, kw, hooks, seed):  # noqa: ANN001, ANN202
+def _audit(tmp_path, kw, hooks, seed, black=False):  # noqa: ANN001, ANN202
     run = tmp_path / f"{kw['algo']}-{seed}-{id(hooks)}"
     train(DprlConfig(**kw), seed=seed, run_dir=run, hooks=hooks)
-    return audit_run(run, setting="white-box", confidence=CONF, mu_bound=False)
+    white = audit_run(run, setting="white-box", confidence=CONF, mu_bound=False)
+    if black:
+        return white, audit_run(run, setting="black-box", confidence=CONF)
+    return white
 
 
 def _check_correct(tmp_path, seeds) -> None:  # noqa: ANN001
@@ -53,9 +62,17 @@ def test_correct_trainers_not_flagged_over_seeded_repeats(tmp_path) -> None:  # 
     ids=["per-layer", "half-q"],
 )
 def test_subtle_bugs_flagged_in_one_run(tmp_path, kw, hooks) -> None:  # noqa: ANN001
-    res = _audit(tmp_path, kw, hooks, 0)
+    res, black = _audit(tmp_path, kw, hooks, 0, black=True)
     assert res.violation and "mechanism" in res.extra["flagged_by"]
     mech = res.extra["mechanism_test"]
     assert mech["p_mean"] < 1e-4  # far beyond the 0.0033 level
     assert mech["rate_lower_bound"] > mech["rate_claimed"]
     assert res.to_dict()["violation"] is True
+    # the reproduction's README renders this row and says which test flagged it
+    name = "per-layer clipping" if kw["algo"] == "reinforce" else "accountant charged q/2 (DQN)"
+    row = {"trainer": name, "seed": 0, "updates": 1, "true_epsilon": 1.0,
+           "white-box": audit_summary(res), "black-box": audit_summary(black)}  # fmt: skip
+    doc = {"table": [], "audits": [row], "command": "c", "wall_seconds": 1.0, "machine": "m"}
+    md = _readme(doc, ReproduceSettings())
+    assert f"| {name} | 0 | 1 |" in md and "VIOLATION (mechanism" in md
+    assert "broken trainers flagged in one run" in md and name in md.split("Reading:")[1]

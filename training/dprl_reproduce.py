@@ -31,7 +31,14 @@ import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
 
-__all__ = ["ReproduceSettings", "reproduce", "broken_hooks", "AUDIT_REINFORCE", "AUDIT_DQN"]
+__all__ = [
+    "ReproduceSettings",
+    "reproduce",
+    "broken_hooks",
+    "audit_summary",
+    "AUDIT_REINFORCE",
+    "AUDIT_DQN",
+]
 
 #: One-run audit configuration of REINFORCE (40 updates of 4 episodes, sigma 6, C 10; 800
 #: orthonormal gradient canaries of raw norm 10 C): few data episodes per update keep the
@@ -206,6 +213,32 @@ def _true_epsilon(name: str, cfg: Any, T: int) -> float:
     return float(compose([(ev, T)], delta=cfg.delta, method="prv")[0])
 
 
+def audit_summary(a: Any) -> dict[str, Any]:
+    """The audit table's cells from one ``audit_run`` result (white- or black-box)."""
+    fdp = a.extra["f_dp"] or {}
+    mech = a.extra["mechanism_test"] or {}
+    return {
+        "epsilon_lower_bound": a.epsilon_lower_bound,
+        "accountant_epsilon": a.composed_epsilon,
+        "violation": a.violation,
+        "flagged_by": a.extra["flagged_by"],
+        "auc": a.auc,
+        "guesses": a.extra["guesses"],
+        "correct": a.correct,
+        "confidence_each": a.extra["confidence_each"],
+        "fdp_min_p": min((r["p_value"] for r in fdp.get("p_values", [])), default=None),
+        "fdp_level": fdp.get("level"),
+        "fdp_mu_claimed": fdp.get("mu_claimed"),
+        "fdp_mu_lower_bound": fdp.get("mu_lower_bound"),
+        "mechanism_p_mean": mech.get("p_mean"),
+        "mechanism_p_noise": mech.get("p_noise"),
+        "mechanism_level": mech.get("level"),
+        "mechanism_rate_lower_bound": mech.get("rate_lower_bound"),
+        "mechanism_rate_claimed": mech.get("rate_claimed"),
+        "mechanism_noise_upper_bound": mech.get("noise_upper_bound"),
+    }
+
+
 def _audit_table(s: ReproduceSettings, progress: bool) -> list[dict[str, Any]]:
     """One-run audits: the correct trainer (3 seeds) and the four broken fixtures."""
     import tempfile
@@ -240,30 +273,7 @@ def _audit_table(s: ReproduceSettings, progress: bool) -> list[dict[str, Any]]:
             }
             for setting in ("white-box", "black-box"):
                 a = audit_run(run, setting=setting, confidence=0.95)
-                fdp = a.extra["f_dp"] or {}
-                mech = a.extra["mechanism_test"] or {}
-                row[setting] = {
-                    "epsilon_lower_bound": a.epsilon_lower_bound,
-                    "accountant_epsilon": a.composed_epsilon,
-                    "violation": a.violation,
-                    "flagged_by": a.extra["flagged_by"],
-                    "auc": a.auc,
-                    "guesses": a.extra["guesses"],
-                    "correct": a.correct,
-                    "confidence_each": a.extra["confidence_each"],
-                    "fdp_min_p": min(
-                        (r["p_value"] for r in fdp.get("p_values", [])), default=None
-                    ),  # fmt: skip
-                    "fdp_level": fdp.get("level"),
-                    "fdp_mu_claimed": fdp.get("mu_claimed"),
-                    "fdp_mu_lower_bound": fdp.get("mu_lower_bound"),
-                    "mechanism_p_mean": mech.get("p_mean"),
-                    "mechanism_p_noise": mech.get("p_noise"),
-                    "mechanism_level": mech.get("level"),
-                    "mechanism_rate_lower_bound": mech.get("rate_lower_bound"),
-                    "mechanism_rate_claimed": mech.get("rate_claimed"),
-                    "mechanism_noise_upper_bound": mech.get("noise_upper_bound"),
-                }
+                row[setting] = audit_summary(a)
             rows.append(row)
             if progress:
                 import sys
@@ -580,7 +590,8 @@ def _readme(res: dict[str, Any], s: ReproduceSettings) -> str:
                 f"{_f(w['mechanism_rate_lower_bound'])} / {_f(w['mechanism_rate_claimed'])} | "
                 f"{'VIOLATION' if w['violation'] else 'consistent'}"
                 f"{' (' + ', '.join(w['flagged_by']) + ')' if w['flagged_by'] else ''} / "
-                f"{'VIOLATION' if b['violation'] else 'consistent'} |"
+                f"{'VIOLATION' if b['violation'] else 'consistent'}"
+                f"{' (' + ', '.join(b['flagged_by']) + ')' if b['flagged_by'] else ''} |"
             )
         L += [
             "",
