@@ -306,6 +306,9 @@ def _attack(args: argparse.Namespace) -> int:
         raise InvalidParameterError(f"--confidence must be in (0, 1), got {args.confidence!r}")
     target = Path(args.run_dir) / "attack_dynamics.json"
     if args.out:
+        from ldp_audit.cli._types import check_not_inside_run
+
+        check_not_inside_run(args.out, "--out")  # a run is written only via its named artefacts
         check_new_file(args.out, name="--out", overwrite=args.overwrite)
     elif target.exists() and not args.overwrite:
         raise RunDirectoryError(
