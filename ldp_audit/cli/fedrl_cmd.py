@@ -374,6 +374,9 @@ def _attack(args: argparse.Namespace) -> int:
             f"--run-dir must be a fedrl run, got algorithm {cfg_doc.get('algorithm')!r}"
         )
     if args.out is not None:
+        from ldp_audit.cli._types import check_not_inside_run
+
+        check_not_inside_run(args.out, "--out")  # a run is written only via its named artefacts
         check_new_file(args.out, name="--out", overwrite=args.overwrite)
     from pathlib import Path
 
@@ -451,6 +454,9 @@ def _reproduce(args: argparse.Namespace) -> int:
     if args.attack_clip != args.attack_clip or args.attack_clip <= 0:
         raise InvalidParameterError(f"--attack-clip must be > 0, got {args.attack_clip}")
     out = args.out if args.out is not None else timestamped_dir("runs/reproduce-fedrl")
+    from ldp_audit.cli._types import check_not_inside_run
+
+    check_not_inside_run(out, "--out")
     check_report_dir(out, overwrite=args.overwrite, generated=("results.json", "README.md"))
     from ldp_audit.training.fedrl_reproduce import ReproConfig, reproduce, write_report
 
