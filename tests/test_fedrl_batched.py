@@ -91,3 +91,44 @@ def test_threads_restored_after_training() -> None:
     maps = generate_maps(8, 20, seed=0)
     F.run_fedrl(cfg, seed=0, maps=maps, record=False, threads=1)
     assert torch.get_num_threads() == old
+
+
+@pytest.mark.parametrize(
+    ("args", "msg"),
+    [
+        (["train", "fedrl", "--threads", "0"], "--threads must be an integer >= 1, got '0'"),
+        (["reproduce", "fedrl", "--threads", "x"], "--threads must be an integer >= 1, got 'x'"),
+        (["reproduce", "fedrl", "--fig4-steps", "0"], "--fig4-steps must be an integer >= 1"),
+    ],
+)
+def test_cli_new_options_refuse_bad_values(tmp_path, capsys, args, msg) -> None:  # noqa: ANN001
+    from ldp_audit.cli import main
+
+    out = tmp_path / "never"
+    with pytest.raises(SystemExit) as e:
+        main([*args, "--out", str(out)])
+    assert e.value.code == 2 and msg in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_cli_reproduce_fig4_steps_and_cpu_time(tmp_path, capsys) -> None:  # noqa: ANN001
+    """--fig4-steps trains Figure 4 at its own scale (Table 1's H is then retrained, not
+    reused); the report records wall and CPU time and the threads."""
+    import json
+
+    from ldp_audit.cli import main
+
+    out = tmp_path / "rep"
+    args = ["reproduce", "fedrl", "--sizes", "8", "--runs", "2", "--train-steps", "12"]
+    args += ["--n-envs", "4", "--n-maps", "100", "--eval-maps", "3", "--hist-lens", "4"]
+    args += ["--fig4-runs", "1", "--fig4-steps", "8", "--attack-sigmas", "--audit-samples", "0"]
+    assert main([*args, "--no-progress", "--out", str(out)]) == 0
+    capsys.readouterr()
+    res = json.loads((out / "results.json").read_text())
+    fig4 = res["fig4"]["4"]
+    assert "reused" not in fig4 and fig4["train_steps"] == 8
+    assert next(iter(fig4["table"].values()))["runs"] == 1
+    assert res["table1"]["8"]["train_steps"] == 12
+    assert 0 < res["cpu_seconds_total"] and res["config"]["threads"] == 1
+    md = (out / "README.md").read_text()
+    assert "CPU time of the process" in md and "H = 4: 1 x 8 iterations" in md
