@@ -195,6 +195,10 @@ class FrdConfig:
     def __post_init__(self) -> None:
         if self.mode not in _MODES:
             raise InvalidParameterError(f"mode must be one of {_MODES}, got {self.mode!r}")
+        if not isinstance(self.stop_at_mission, (bool, np.bool_)):
+            raise InvalidParameterError(
+                f"stop_at_mission must be True or False, got {self.stop_at_mission!r}"
+            )
         _int(self.n_agents, "n_agents", 1)
         _int(self.groups, "groups", 1)
         _int(self.sections, "sections (S)", 2)
