@@ -413,18 +413,20 @@ def _api_cases() -> list:
         (FedRLConfig, {}, ["sigma", "density", "n_maps", "lr", "delta", "runs", "methods"]),
         (ReproConfig, {}, ["runs", "seed", "attack_clip", "attack_sigmas", "sizes"]),
         (FrdConfig, {}, ["n_agents", "threshold", "gravities", "proxy_dims", "fail_reward",
-                         "actor_lr", "state_low"]),
+                         "actor_lr", "state_low", "stop_at_mission"]),
     ]  # fmt: skip
     out = []
     for cls, base, names in fields:
         for f in names:
             values = dict(WRONG_TYPES)
+            if f in ("stop_at_mission",):  # a flag: True is valid, '1' and [1] are not
+                values = {k: v for k, v in values.items() if k not in ("bool", "npbool")}
             if f in ("lr", "attack_clip"):
                 values.pop("none")  # None: the documented default (no clip / default rate)
             if f in ("methods", "gravities", "proxy_dims", "state_low", "attack_sigmas", "sizes"):
                 values.pop("list")
                 values["tuple-of-str"] = ("x",)
-            else:
+            elif f != "stop_at_mission":
                 values.update(NON_FINITE)
             for k, v in values.items():
                 out.append(pytest.param(cls, base, f, v, id=f"{cls.__name__}.{f}={k}"))
