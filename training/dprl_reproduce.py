@@ -239,47 +239,66 @@ def audit_summary(a: Any) -> dict[str, Any]:
     }
 
 
-def _audit_table(s: ReproduceSettings, progress: bool) -> list[dict[str, Any]]:
-    """One-run audits: the correct trainer (3 seeds) and the four broken fixtures."""
+def _audit_cases(s: ReproduceSettings) -> list[dict[str, Any]]:
+    """The audit table's runs: the correct trainers (3 seeds each) and the four broken ones."""
+    m = s.audit_canaries
+    rf = {**AUDIT_REINFORCE, "canaries": min(m, 898), "delta": s.delta}  # 898 parameters
+    dqn = {**AUDIT_DQN, "canaries": m, "delta": s.delta}
+    cases = [{"trainer": "correct REINFORCE", "kw": rf, "broken": None, "seed": s.seed + k}
+             for k in range(3)]  # fmt: skip
+    cases += [{"trainer": "correct DQN (q = 0.5)", "kw": dqn, "broken": None, "seed": s.seed + k}
+              for k in range(3)]  # fmt: skip
+    for name in broken_hooks():
+        cases.append({"trainer": name, "kw": dqn if "DQN" in name else rf, "broken": name,
+                      "seed": s.seed})  # fmt: skip
+    return cases
+
+
+def _describe_case(case: dict[str, Any]) -> str:
+    return f"audit run {case['trainer']!r}, seed {case['seed']}"
+
+
+def _audit_one(case: dict[str, Any], s: ReproduceSettings) -> dict[str, Any]:
+    """Train one audit run (in a temporary folder) and audit it white- and black-box (95 %)."""
     import tempfile
 
     from ldp_audit.attacks.one_run import audit_run
     from ldp_audit.training.dprl import DprlConfig, train
 
+    hooks = broken_hooks()[case["broken"]] if case["broken"] else None  # rebuilt: picklable
+    with tempfile.TemporaryDirectory() as tmp:
+        run = Path(tmp) / "run"
+        cfg = DprlConfig(**case["kw"])
+        res = train(cfg, seed=case["seed"], run_dir=run, hooks=hooks)
+        row: dict[str, Any] = {
+            "trainer": case["trainer"],
+            "seed": case["seed"],
+            "config": case["kw"],
+            "updates": res.updates,
+            "true_epsilon": _true_epsilon(case["trainer"], cfg, res.updates),
+        }
+        for setting in ("white-box", "black-box"):
+            row[setting] = audit_summary(audit_run(run, setting=setting, confidence=0.95))
+    return row
+
+
+def _audit_table(
+    s: ReproduceSettings, progress: bool, where: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """One-run audits of the correct and broken trainers, as tasks of ``run_tasks``."""
+    import functools
+
+    from ldp_audit.backends import run_tasks
+
     if s.audit_canaries == 0:
         return []
-    m = s.audit_canaries
-    rf = {**AUDIT_REINFORCE, "canaries": min(m, 898), "delta": s.delta}  # 898 parameters
-    dqn = {**AUDIT_DQN, "canaries": m, "delta": s.delta}
-    cases: list[tuple[str, dict, Any, int]] = [
-        ("correct REINFORCE", rf, None, s.seed + k) for k in range(3)
-    ]
-    cases += [("correct DQN (q = 0.5)", dqn, None, s.seed + k) for k in range(3)]
-    hooks = broken_hooks()
-    for name, h in hooks.items():
-        cases.append((name, dqn if "DQN" in name else rf, h, s.seed))
-    rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for i, (name, kw, h, seed) in enumerate(cases):
-            run = Path(tmp) / f"r{i}"
-            cfg = DprlConfig(**kw)
-            res = train(cfg, seed=seed, run_dir=run, hooks=h)
-            row: dict[str, Any] = {
-                "trainer": name,
-                "seed": seed,
-                "config": kw,
-                "updates": res.updates,
-                "true_epsilon": _true_epsilon(name, cfg, res.updates),
-            }
-            for setting in ("white-box", "black-box"):
-                a = audit_run(run, setting=setting, confidence=0.95)
-                row[setting] = audit_summary(a)
-            rows.append(row)
-            if progress:
-                import sys
-
-                print(f"audit {name}: {row['white-box']}", file=sys.stderr)
-    return rows
+    return run_tasks(
+        functools.partial(_audit_one, s=s),
+        _audit_cases(s),
+        progress="dprl audit table" if progress else None,
+        describe=_describe_case,
+        **(where or {}),
+    )
 
 
 def _figures(out: Path, runs: list[dict[str, Any]], s: ReproduceSettings) -> dict[str, str]:
@@ -369,9 +388,10 @@ def reproduce(
 ) -> dict[str, Any]:
     """Run the grid and the audit table; write the report to ``out`` (checked by the caller).
 
-    The grid's runs are tasks of :func:`ldp_audit.backends.run_tasks` (``backend``, ``address``,
-    ``workers``: this process, a local pool or Ray); each depends only on its spec and seed, so
-    the results do not depend on where they ran. A failing run names its spec and seed.
+    The grid's runs and the audit table's runs are tasks of :func:`ldp_audit.backends.run_tasks`
+    (``backend``, ``address``, ``workers``: this process, a local pool or Ray); each depends only
+    on its spec and seed, so the results do not depend on where they ran. A failing run names
+    its spec and seed.
     """
     import functools
 
@@ -413,7 +433,7 @@ def reproduce(
         if spec["privacy"] == "none":
             baseline[key] = r
         runs.append(r)
-    audits = _audit_table(settings, progress)
+    audits = _audit_table(settings, progress, where)
     table = []
     for algo in ("reinforce", "dqn"):
         for fam in ("dpsgd", "obs-noise"):
