@@ -12,9 +12,9 @@ it, in rounds A B C D then D C B A (load drift hits every variant alike): (A) on
 batch in this process, (B) the engine's home-made fork pool ``train_grid(workers=2)``, (C)
 ``reproduce.engine_grid(backend="local", workers=2)`` (ldp_audit.backends' spawn pool, 2
 ``train_grid`` batches), (D) ``engine_grid(backend="ray")`` on a Ray instance with 2 CPUs started
-(and warmed) before the rounds. Wall seconds, this process's CPU seconds, reaped child
-processes' CPU seconds and the CPU seconds measured inside each task (C, D), each ratio against
-A of the same round.
+(and warmed, as is this process) before the rounds; ``--variants AD`` runs only A and D. Wall
+seconds, this process's CPU seconds, reaped child processes' CPU seconds and the CPU seconds
+measured inside each task (C, D), each ratio against A of the same round.
 
     python benchmarks/bench_backends.py --set 1 --trials 2 --submissions 4000
     python benchmarks/bench_backends.py --set 2 --trials 2 --submissions 4000
@@ -61,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trials", type=int, default=2)
     p.add_argument("--submissions", type=int, default=4000)
     p.add_argument("--out", default=None, help="JSON file (default: print only)")
+    p.add_argument("--variants", default="ABCD", help="set 3: which of A B C D to run (e.g. AD)")
     a = p.parse_args(argv)
     if a.set == 3:
         return set3(a)
@@ -172,6 +173,7 @@ def set3(a: argparse.Namespace) -> int:
     t = time.perf_counter()
     engine_grid(cfgs[:2], seeds[:2], backend="ray", chunks=2)  # workers up, caches warm
     out["ray_warmup_seconds"] = time.perf_counter() - t
+    quiet_train_grid(cfgs[:2], seed=seeds[:2], progress=False)  # this process warm too
     base = None
 
     def variant(name: str) -> list:
@@ -189,6 +191,9 @@ def set3(a: argparse.Namespace) -> int:
         return res, task_cpu
 
     order = ["A_one_process", "B_fork_pool_train_grid_workers2", "C_backends_local_pool2", "D_ray2"]
+    order = [n for n in order if n[0] in a.variants.upper()]
+    if not order or order[0] != "A_one_process":
+        raise SystemExit("--variants must include A (the baseline)")
     ok = True
     for rnd, names in enumerate((order, order[::-1]), start=1):
         row: dict = {"round": rnd}
