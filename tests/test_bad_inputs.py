@@ -157,6 +157,35 @@ def test_every_numeric_option_refuses_bad_numbers_by_name(
     assert not list(tmp_path.iterdir())
 
 
+def _path_options() -> list:
+    from ldp_audit.cli._types import PATH_DESTS
+
+    out = []
+    for path, parser in _leaves(build_parser()):
+        for a in parser._actions:
+            if a.dest in PATH_DESTS and a.nargs in (None, "?"):
+                out.append(pytest.param(path, a, id=f"{' '.join(path)} {a.dest}"))
+    return out
+
+
+@pytest.mark.parametrize(("path", "action"), _path_options())
+def test_blank_paths_are_refused_not_read_as_the_default(
+    path: list[str],
+    action: argparse.Action,
+    sentinel_parser: None,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``--out ''`` must not fall back to the default folder (for attacks: into the run)."""
+    for blank in ("", "  "):
+        if action.option_strings:
+            argv = [*path, f"{action.option_strings[-1]}={blank}"]
+            name = action.option_strings[-1]
+        else:
+            argv = [*path, blank]
+            name = action.metavar
+        assert_input_error(argv, capsys, name)
+
+
 def test_only_nan_and_negative_infinity_are_handed_on_and_then_refused(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

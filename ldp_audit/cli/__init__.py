@@ -85,6 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     for name in _MODULES:
         importlib.import_module(name).register(sub)
+    from ldp_audit.cli._types import refuse_blank_paths
+
+    refuse_blank_paths(parser)  # --out '' never falls back to a default (e.g. into a run)
     return parser
 
 

@@ -90,6 +90,36 @@ def int_in_range(name: str, minimum: int, maximum: int, why: str = "") -> Callab
     return convert
 
 
+#: argparse dests that name a file or folder (every subcommand): blank values are refused
+PATH_DESTS = frozenset(
+    {"out", "out_dir", "plot", "run_dir", "canary_run_dir", "report_dir", "migrate_to", "ledger"}
+)
+
+
+def nonempty_path(name: str) -> Callable[[str], str]:
+    """A converter for a path option: the empty or blank string is refused (``--out ''`` would
+    otherwise read as "not given" and silently fall back to a default, e.g. into a run)."""
+
+    def convert(text: str) -> str:
+        if not text.strip():
+            raise argparse.ArgumentTypeError(f"{name} must be a non-empty path, got {text!r}")
+        return text
+
+    return convert
+
+
+def refuse_blank_paths(parser: argparse.ArgumentParser) -> None:
+    """Give every path option of ``parser`` and its sub-parsers (dests in :data:`PATH_DESTS`,
+    no converter of their own) the :func:`nonempty_path` converter."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                refuse_blank_paths(sub)
+        elif action.dest in PATH_DESTS and action.type is None and action.nargs in (None, "?"):
+            label = action.option_strings[-1] if action.option_strings else action.metavar
+            action.type = nonempty_path(str(label or action.dest))
+
+
 def check_creatable(path: str | Path, name: str) -> None:
     """Refuse an output path that cannot be created, before any work: the nearest existing
     ancestor must accept a new folder (``/proc/x`` passes a permission check as root but not
