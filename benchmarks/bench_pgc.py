@@ -25,7 +25,7 @@ Measures, on this machine and at this moment (both sides see the same load):
 
 Prints env-steps/s and submissions/s of both and their ratio; writes JSON (``--out``).
 
-    .venv/bin/python benchmarks/bench_pgc.py            # ~1-2 minutes on 2 cores
+    .venv/bin/python benchmarks/bench_pgc.py --paper-grid 4000   # ~12 minutes, loaded 2 cores
 """
 
 from __future__ import annotations
