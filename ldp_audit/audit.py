@@ -1264,14 +1264,21 @@ def _as_pair(pair: Any, i: int) -> tuple[np.ndarray, np.ndarray]:
         ) from None
     out = []
     for v, name in ((x, "x"), (x2, "x2")):
-        a = np.asarray(v, dtype=np.float64) if not isinstance(v, np.ndarray) else v
-        if a.ndim == 0:
-            a = a.reshape(1)
-        if a.ndim != 1 or a.size == 0:
+        try:  # strings, objects, ragged lists: named, not a raw ValueError
+            a = np.asarray(v, dtype=np.float64) if not isinstance(v, np.ndarray) else v
+            if a.ndim == 0:
+                a = a.reshape(1)
+            if a.ndim != 1 or a.size == 0:
+                raise InvalidParameterError(
+                    f"pairs[{i}] {name} must be a non-empty 1-D array, got shape {np.shape(v)}"
+                )
+            a = np.asarray(a, dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            if isinstance(exc, InvalidParameterError):
+                raise
             raise InvalidParameterError(
-                f"pairs[{i}] {name} must be a non-empty 1-D array, got shape {np.shape(v)}"
-            )
-        a = np.asarray(a, dtype=np.float64)
+                f"pairs[{i}] {name} must be a 1-D array of real numbers, got {v!r}"
+            ) from None
         if not np.all(np.isfinite(a)):
             raise InvalidParameterError(f"pairs[{i}] {name} must be finite, got {a.tolist()!r}")
         out.append(a)
@@ -1559,6 +1566,11 @@ def audit(
         if n_pairs == 0:
             raise InvalidParameterError("pairs must contain at least one (x, x2) pair, got []")
         pair_list = [_as_pair(p, i) for i, p in enumerate(pairs)]
+        if all(np.array_equal(a, b) for a, b in pair_list):
+            raise InvalidParameterError(
+                "pairs: every pair has x == x2, so the audit could show nothing; give "
+                "neighbouring inputs that differ"
+            )
 
     n_est = estimation_samples(samples, frac)
     n_sel = samples - n_est
