@@ -205,28 +205,44 @@ def _run_pool(
     results: list[Any] = [None] * len(items)
     bar = _bar(progress, len(items))
     ctx = mp.get_context("spawn")  # no fork of a process holding threads or open ledgers
+    ex = ProcessPoolExecutor(max_workers=min(workers, len(items)), mp_context=ctx)
+    finished = False
     try:
-        with ProcessPoolExecutor(max_workers=min(workers, len(items)), mp_context=ctx) as ex:
-            futs = {ex.submit(fn, item): i for i, item in enumerate(items)}
-            pending = set(futs)
-            while pending:
-                done, pending = wait(pending, timeout=_POLL_SECONDS, return_when=FIRST_COMPLETED)
-                if poll is not None:
-                    poll()
-                for fut in done:
-                    i = futs[fut]
-                    try:
-                        results[i] = fut.result()
-                    except Exception as exc:
-                        for other in futs:
-                            other.cancel()
-                        raise _fail(exc, i, len(items), items[i], describe) from exc
-                    if bar is not None:
-                        bar.update(1)
+        futs = {ex.submit(fn, item): i for i, item in enumerate(items)}
+        pending = set(futs)
+        while pending:
+            done, pending = wait(pending, timeout=_POLL_SECONDS, return_when=FIRST_COMPLETED)
+            if poll is not None:
+                poll()
+            for fut in done:
+                i = futs[fut]
+                try:
+                    results[i] = fut.result()
+                except Exception as exc:
+                    raise _fail(exc, i, len(items), items[i], describe) from exc
+                if bar is not None:
+                    bar.update(1)
+        finished = True
     finally:
         if bar is not None:
             bar.close()
+        if finished:
+            ex.shutdown(wait=True)
+        else:  # a task failed, or Ctrl-C/SIGTERM: stop the others now, do not wait for them
+            _stop_pool(ex)
     return results
+
+
+def _stop_pool(ex: Any) -> None:
+    """Cancel a process pool's pending tasks and end its worker processes (a failed or
+    interrupted grid must not wait for the running tasks: they may take minutes)."""
+    procs = list(getattr(ex, "_processes", {}).values())  # the executor has no public kill
+    ex.shutdown(wait=False, cancel_futures=True)
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+    for p in procs:
+        p.join(timeout=5)
 
 
 def _import_ray() -> Any:
@@ -295,6 +311,10 @@ def _run_ray(
                     raise _fail(exc, i, len(items), items[i], describe) from exc
                 if bar is not None:
                     bar.update(1)
+    except KeyboardInterrupt:  # Ctrl-C: the cluster stops the grid's other tasks too
+        for other in pending:
+            ray.cancel(other)
+        raise
     finally:
         if bar is not None:
             bar.close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -83,6 +84,22 @@ def test_local_failure_names_item():
     assert ei.value.index == 2 and not isinstance(ei.value, TaskInputError)
     with pytest.raises(TaskInputError, match=r"seed=3\).*epsilon must be > 0"):
         run_tasks(_maybe_fail, [{"setting": "x", "seed": 3}], describe=_describe)
+
+
+def _fail_or_sleep(item: str) -> str:
+    if item == "fail":
+        raise ZeroDivisionError("boom")
+    time.sleep(120)
+    return item
+
+
+def test_local_pool_failure_stops_the_other_tasks():
+    """A failed task ends the grid at once: the pool's other (running) tasks are terminated,
+    not waited for (the pool used to wait for them on exit)."""
+    t0 = time.perf_counter()
+    with pytest.raises(TaskError, match=r"task 2 of 2.*boom"):
+        run_tasks(_fail_or_sleep, ["sleep", "fail"], workers=2)
+    assert time.perf_counter() - t0 < 60  # the sleeping task (120 s) was not waited for
 
 
 def test_fresh_run_dir_moves_dead_attempt_aside(tmp_path):
