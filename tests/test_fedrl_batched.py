@@ -130,5 +130,9 @@ def test_cli_reproduce_fig4_steps_and_cpu_time(tmp_path, capsys) -> None:  # noq
     assert next(iter(fig4["table"].values()))["runs"] == 1
     assert res["table1"]["8"]["train_steps"] == 12
     assert 0 < res["cpu_seconds_total"] and res["config"]["threads"] == 1
+    rp = res["table1"]["8"]["random_policy"]
+    assert rp["episodes"] == 3 * 3 and 0 <= rp["successes"] <= 9
+    assert rp["cp95"][0] <= rp["successes"] / 9 <= rp["cp95"][1]
     md = (out / "README.md").read_text()
     assert "CPU time of the process" in md and "H = 4: 1 x 8 iterations" in md
+    assert "Uniformly random joint policy on the same test maps" in md

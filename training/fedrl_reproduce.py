@@ -20,7 +20,13 @@ import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
 
-__all__ = ["ReproConfig", "reproduce", "write_report", "audit_output_mechanism"]
+__all__ = [
+    "ReproConfig",
+    "reproduce",
+    "write_report",
+    "audit_output_mechanism",
+    "random_policy_success",
+]
 
 
 @dataclass(frozen=True)
@@ -124,6 +130,43 @@ def audit_output_mechanism(samples: int, seed: int) -> list[dict[str, Any]]:
     return out
 
 
+def random_policy_success(
+    size: int, n_maps: int, map_seed: int, eval_maps: int, seeds: int = 3, maps: Any = None
+) -> dict[str, Any]:
+    """SuccRate of the uniformly random joint policy on the first ``eval_maps`` test maps (one
+    episode per map and seed, T_m steps): the floor a learned policy has to beat.
+
+    Returns ``{"per_seed": [rate, ...], "seeds": seeds, "successes": k, "episodes": n,
+    "cp95": [lo, hi]}`` (Clopper-Pearson over all seeds' episodes pooled). ``maps``: the
+    already generated maps of (size, n_maps, map_seed), if at hand.
+    """
+    from ldp_audit.training.fedrl import _cp
+    from ldp_audit.training.gridworld import VectorGridWorld, generate_maps
+
+    if maps is None:
+        maps = generate_maps(size, n_maps, seed=map_seed)
+    test = maps.split["test"][:eval_maps]
+    rates, k_all = [], 0
+    for s in range(seeds):
+        rng = np.random.default_rng(np.random.SeedSequence([map_seed, 4242, s]))
+        env = VectorGridWorld(maps, test, hist_len=1)
+        env.reset()
+        met = np.zeros(len(test), dtype=bool)
+        for _ in range(int(maps.t_max)):
+            _, _, m, _ = env.step(rng.integers(16, size=len(test)))
+            met |= m
+        rates.append(float(met.mean()))
+        k_all += int(met.sum())
+    n_all = seeds * len(test)
+    return {
+        "per_seed": rates,
+        "seeds": seeds,
+        "successes": k_all,
+        "episodes": n_all,
+        "cp95": list(_cp(k_all, n_all)),
+    }
+
+
 def reproduce(
     rc: ReproConfig,
     *,
@@ -198,6 +241,9 @@ def reproduce(
         m["cpu_seconds"] = time.process_time() - c0
         m["train_steps"] = cfg.train_steps
         m["longest_shortest_path"] = int(maps.shortest.max())
+        m["random_policy"] = random_policy_success(
+            size, rc.n_maps, rc.seed, rc.eval_maps, maps=maps
+        )
         res["table1"][str(size)] = m
         save()
     if rc.hist_lens:
@@ -354,6 +400,20 @@ def render_markdown(res: dict[str, Any]) -> str:
                 f"{_pct(t['succ_rate'])} | {_ci(t['succ_rate_ci'])} | {ps:.2f} | "
                 f"{t['avg_reward']:.1f} | {_ci(t['avg_reward_ci'], 1.0)} | {pr:.3f} |"
             )
+    rand = {s: m["random_policy"] for s, m in res["table1"].items() if m.get("random_policy")}
+    if rand:
+        lines += [
+            "",
+            "Uniformly random joint policy on the same test maps (the floor a learned policy "
+            "has to beat; pooled Clopper-Pearson 95 %): "
+            + ", ".join(
+                f"{s}x{s}: {100 * r['successes'] / r['episodes']:.1f} % "
+                f"({r['seeds']} episodes per map) "
+                f"[{100 * r['cp95'][0]:.1f}, {100 * r['cp95'][1]:.1f}]"
+                for s, r in rand.items()
+            )
+            + ".",
+        ]
     lines += [
         "",
         "Seconds per size (wall / CPU): "
