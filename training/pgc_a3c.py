@@ -1592,6 +1592,9 @@ class _FusedEngine(_Engine):
         self.f_state = np.array(env.state, dtype=np.float64, order="C", copy=True)
         self.f_steps = np.asarray(env.steps, dtype=np.int64).copy()
         self.f_block_pos = np.array([self.block_pos], dtype=np.int64)
+        # observations are float32 values (the state rounded as Gymnasium shows it): a float32
+        # episode buffer holds them exactly in half the memory the kernel streams through
+        self.obs = np.zeros(self.obs.shape, dtype=np.float32)
         from ldp_audit.training._kernels import _transpose_row
 
         self.row_tt = np.empty_like(self.row_theta)
