@@ -588,3 +588,62 @@ def _dynamics(**kw: Any) -> Any:
 def test_known_holes_in_other_modules(label: str, call: Any) -> None:
     with pytest.raises(LdpAuditError):
         call()
+
+
+# ------------------------------------------------------------------------------- user objects
+
+
+@pytest.mark.parametrize(
+    ("argv", "needles"),
+    [
+        (["--mechanism", "laplace", "--epsilon", "1", "--pairs", "bad_inputs_user:STR"],
+         ("pairs[0]", "real numbers")),
+        (["--mechanism", "laplace", "--epsilon", "1", "--pairs", "bad_inputs_user:SAME"],
+         ("x == x2",)),
+        (["--mechanism", "laplace", "--epsilon", "1", "--pairs", "bad_inputs_user:NAN"],
+         ("finite",)),
+        (["--mechanism", "bad_inputs_user:Mech", "--param", "epsilon=NaN"], ("epsilon", "nan")),
+        (["--mechanism", "bad_inputs_user:Mech", "--param", "epsilon=Infinity"], ("epsilon",)),
+        (["--mechanism", "bad_inputs_user:Mech", "--param", 'epsilon="1"'], ("epsilon", "'1'")),
+        (["--mechanism", "bad_inputs_user:Mech", "--param", "epsilon=true"], ("epsilon",)),
+        (["--mechanism", "bad_inputs_user:Mech", "--param", "out=\"nan\""], ("NaN",)),
+        (["--mechanism", "bad_inputs_user:Mech", "--param", "out=\"str\""], ("real numbers",)),
+        (["--mechanism", "bad_inputs_user:Mech", "--param", "nope=1"], ("nope",)),
+        (["--mechanism", "bad_inputs_user:NUMBER"], ("epsilon attribute",)),
+        (["--mechanism", "bad_inputs_user:"], ("MODULE:ATTR",)),
+        (["--mechanism", ":Mech"], ("MODULE:ATTR",)),
+    ],
+    ids=lambda x: " ".join(x)[:60] if isinstance(x, list) else None,
+)  # fmt: skip
+def test_user_objects_and_pairs_are_refused_by_name(
+    argv: list[str],
+    needles: tuple[str, ...],
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import sys
+
+    (tmp_path / "bad_inputs_user.py").write_text(
+        "import numpy as np\n"
+        "STR = ['ab', 'cd']\n"
+        "SAME = [(np.zeros(2), np.zeros(2))]\n"
+        "NAN = [(np.array([np.nan]), np.ones(1))]\n"
+        "NUMBER = 42\n"
+        "class Mech:\n"
+        "    def __init__(self, epsilon=1.0, out='ok'):\n"
+        "        self.epsilon, self.out = epsilon, out\n"
+        "    def privatize(self, x, rng):\n"
+        "        x = np.clip(np.asarray(x, float), 0, 1)\n"
+        "        if self.out == 'nan':\n"
+        "            return np.full_like(x, np.nan)\n"
+        "        if self.out == 'str':\n"
+        "            return np.array([['a']] * len(x))\n"
+        "        return x + rng.laplace(size=x.shape) / self.epsilon\n"
+        "    def candidate_pairs(self, dim):\n"
+        "        return [(np.zeros(dim), np.ones(dim))]\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("bad_inputs_user", None)
+    assert_input_error(["audit", *argv, "--samples", "2000"], capsys, *needles)
