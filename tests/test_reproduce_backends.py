@@ -183,6 +183,21 @@ def test_killed_worker_retried_without_double_charge(ray_local, tmp_path):
         assert a.privacy == b.privacy
 
 
+def _counting_grid(configs, *, calls, **kwargs):
+    """quiet_train_grid that leaves one file per call (per task) in ``calls``."""
+    Path(calls, f"{os.getpid()}-{len(configs)}-{id(configs)}").write_text("")
+    return reproduce.quiet_train_grid(configs, **kwargs)
+
+
+def test_ray_default_chunks_are_the_cpus_ray_has(ray_local, tmp_path):
+    counting = functools.partial(_counting_grid, calls=str(tmp_path))
+    cfgs, seeds = _tiny_configs(), [1, 2, 3, 4]
+    one = reproduce.engine_grid(cfgs, seeds)
+    got = reproduce.engine_grid(cfgs, seeds, backend="ray", workers=None, grid_fn=counting)
+    assert len(list(tmp_path.iterdir())) == 2  # the fixture's Ray has 2 CPUs: 2 batches of 2
+    assert all(a.zeta.tobytes() == b.zeta.tobytes() for a, b in zip(one, got, strict=True))
+
+
 def test_progress_bar_counts_submissions_on_every_backend(ray_local, capsys):
     cfgs, seeds = _tiny_configs(), [1, 2, 3, 4]
     total = sum(c.trials * c.max_submissions for c in cfgs)

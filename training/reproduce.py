@@ -316,7 +316,7 @@ def engine_grid(
     *,
     backend: str = "local",
     address: str | None = None,
-    workers: int = 1,
+    workers: int | None = 1,
     chunks: int | None = None,
     progress: bool | None = None,
     grid_fn: Callable[..., list[Any]] | None = None,
@@ -325,10 +325,11 @@ def engine_grid(
     :mod:`ldp_audit.backends`; returns the ``TrainResult`` per config, in order.
 
     One backend abstraction for every case: the configs are dealt round-robin into ``chunks``
-    tasks (default: ``workers`` locally; the CPUs Ray reports on a cluster), each ONE lock-step
-    ``train_grid`` batch (:func:`ldp_audit.backends.grid_runs`). A config's run never depends
-    on the configs beside it, so the results are bit for bit those of one ``train_grid`` call
-    whatever the backend, workers and chunks (tested with a real local Ray instance). No run
+    tasks (default: ``workers``; on Ray with an ``address`` or ``workers=None``, the CPUs Ray
+    reports), each ONE lock-step ``train_grid`` batch (:func:`ldp_audit.backends.grid_runs`).
+    A config's run never depends on the configs beside it, so the results are bit for bit
+    those of one ``train_grid`` call whatever the backend, workers and chunks (tested with a
+    real local Ray instance). No run
     directories: each config's ledger is an in-memory ledger of the process running it, so a
     worker killed and retried by Ray starts a fresh ledger and nothing is charged twice.
     ``grid_fn`` replaces :func:`quiet_train_grid` (tests; it must be a module-level function).
@@ -344,12 +345,10 @@ def engine_grid(
             warnings.warn(_coordinate_warning(c), PrivacyClaimWarning, stacklevel=2)
     if chunks is None:
         chunks = workers or 1
-        if backend == "ray" and address is not None:
-            import ray
-
+        if backend == "ray" and (address is not None or workers is None):
             from ldp_audit.backends import _init_ray
 
-            _init_ray(address, None)
+            ray = _init_ray(address, workers)  # InvalidParameterError if Ray is missing
             chunks = max(1, int(ray.cluster_resources().get("CPU", 1)))
     return grid_runs(
         grid_fn or quiet_train_grid,
