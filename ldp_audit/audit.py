@@ -2008,9 +2008,7 @@ def _tradeoff_curve(
         events_estimated=len(events),
         x=tuple(float(v) for v in xn),
         x2=tuple(float(v) for v in xd),
-        statistic=best.stat.describe(best.op, 0.0).rsplit(" ", 1)[0]
-        if not isinstance(best.stat, _CellScore)
-        else best.stat.label(),
+        statistic=f"{best.stat.label()} {'> t' if best.op == 'gt' else '<= t'}",
     )
 
 

@@ -156,6 +156,7 @@ def test_correct_gaussian_is_not_below_g_mu_and_the_points_are_informative():
     d = r.to_dict()["tradeoff"]
     json.dumps(d)
     assert d["violation"] is False and len(d["claimed_alpha"]) == len(d["claimed_beta"])
+    assert d["statistic"] in ("y > t", "y <= t") and d["x"] != d["x2"]
     assert "f-DP trade-off" in r.summary()
 
 
