@@ -323,6 +323,12 @@ def score_run_dir(
             "shadow_groups": prediction.get("shadow_groups"),
             "shadow_uploads": prediction.get("shadow_uploads"),
             "reports_per_group_min": int(np.min(prediction["reports_per_group"])),
+            # how often each candidate was guessed: a classifier that learnt nothing guesses
+            # one class, and its accuracy is then that gravity's share among the victims
+            "guesses": [
+                int(np.sum(np.isclose(prediction["guess"], c))) for c in prediction["candidates"]
+            ],  # fmt: skip
+            "truth_counts": [int(np.sum(np.isclose(truth, c))) for c in prediction["candidates"]],
         },
     )
 

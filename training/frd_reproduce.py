@@ -220,6 +220,8 @@ def _leak(S: ReproduceSettings, out: str | Path | None, progress: bool) -> list[
                                 "violation",
                             )
                         },  # fmt: skip
+                        "guesses": d["extra"].get("guesses"),
+                        "truth_counts": d["extra"].get("truth_counts"),
                     }
                 )
     finally:
@@ -321,17 +323,23 @@ def _readme(doc: dict[str, Any]) -> str:
             "",
             "Shadow-training attack (`ldp_audit.attacks.frd`) on small runs (4 agents x "
             f"{S['leak_groups']} groups, S=10, E=5, I=5, 40 episodes, 24x1 networks); T = uploads "
-            "per agent; 95% Clopper-Pearson interval; ceiling = e^{T eps}/(e^{T eps}+k-1).",
+            "per agent (FedAvg: those that start from a broadcast, the server's delta reference; "
+            "round 0 starts from a private random initialisation); 95% Clopper-Pearson "
+            "interval; ceiling = e^{T eps}/(e^{T eps}+k-1). Guesses per gravity: a classifier "
+            "that learnt nothing guesses one gravity, and its accuracy is then that gravity's "
+            "share among the victims.",
             "",
-            "| run | gravities | eps per upload | T | n | accuracy | 95% CI | chance | ceiling |",
-            "|---|---|---|---|---|---|---|---|---|",
+            "| run | gravities | eps per upload | T | n | accuracy | 95% CI | chance | ceiling "
+            "| guesses per gravity | victims per gravity |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for r in doc["leak"]:
             lo, hi = r["accuracy_ci"]
             lines.append(
                 f"| {r['run']} | {r['gravities']} | {_fmt(r['epsilon_per_upload'])} | "
                 f"{r['reports_per_agent']} | {r['n']} | {_fmt(r['accuracy'])} | "
-                f"[{_fmt(lo)}, {_fmt(hi)}] | {_fmt(r['chance'])} | {_fmt(r['ceiling'])} |"
+                f"[{_fmt(lo)}, {_fmt(hi)}] | {_fmt(r['chance'])} | {_fmt(r['ceiling'])} | "
+                f"{r.get('guesses', '-')} | {r.get('truth_counts', '-')} |"
             )
         lines.append("")
     lines += ["## The paper's claims (text of sections 5-6)", ""]
