@@ -653,7 +653,8 @@ def audit_run(
     white = setting == "white-box"
     n_tests = 1 + int(fdp) + int(white)
     conf_each = 1.0 - (1.0 - confidence) / n_tests
-    claim = claimed_lines(run_dir) if fdp or white else None
+    # a run that made no update released nothing to test beyond the (eps, delta) bound
+    claim = claimed_lines(run_dir) if (fdp or white) and met.get("updates") else None
     proj = None
     if white:
         if "canary_projection" in tr:

@@ -72,3 +72,13 @@ def test_subtle_bugs_flagged_in_one_run(name: str) -> None:
     md = _readme(doc, s)
     assert f"| {name} | 0 | {row['updates']} |" in md and "VIOLATION (mechanism" in md
     assert "broken trainers flagged in one run" in md and name in md.split("Reading:")[1]
+
+
+def test_run_without_updates_is_audited_by_the_bound_alone(tmp_path) -> None:  # noqa: ANN001
+    """No update was made (learning never started): nothing for the curve and mechanism tests."""
+    run = tmp_path / "idle"
+    cfg = DprlConfig(algo="dqn", privacy="dpsgd", hidden=8, total_steps=50, canaries=6)
+    assert train(cfg, seed=0, run_dir=run).updates == 0
+    res = audit_run(run, setting="white-box", confidence=CONF)
+    assert res.extra["f_dp"] is None and res.extra["mechanism_test"] is None
+    assert not res.violation and res.epsilon_lower_bound == 0.0

@@ -48,6 +48,8 @@ def test_train_attack_report(tmp_path, capsys) -> None:
         (["--clip", "0"], "--clip must be a finite number > 0, got '0'"),
         (["--delta", "1"], "--delta must be a finite number > 0 and < 1, got '1'"),
         (["--state-box", "1,2"], "--state-box must be"),
+        (["--hidden", "0"], "--hidden must be an integer >= 1, got '0'"),
+        (["--per-sample", "fast"], "argument --per-sample: invalid choice: 'fast'"),
     ],
 )
 def test_bad_cli_input_is_usage_error(tmp_path, capsys, args, needle) -> None:  # noqa: ANN001

@@ -138,6 +138,16 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
         default=None,
         help="parallel environments (REINFORCE: episodes per update; default 8, DQN 1)",
     )
+    p.add_argument(
+        "--hidden", type=int_at_least("--hidden", 1), default=128, help="hidden layer width"
+    )
+    p.add_argument(
+        "--per-sample",
+        choices=("auto", "materialize", "ghost"),
+        default="auto",
+        help="DP-SGD per-sample clipping: Opacus per-sample gradients, or ghost clipping "
+        "(norms only); auto = ghost for DQN, materialize for REINFORCE",
+    )
     p.add_argument("--seed", type=int_at_least("--seed", 0), default=0, help="master seed")
     p.add_argument(
         "--out",
@@ -199,6 +209,8 @@ def _config(args: argparse.Namespace) -> Any:
         episodes=args.episodes,
         total_steps=args.total_steps,
         num_envs=args.num_envs,
+        hidden=args.hidden,
+        per_sample=args.per_sample,
     )
 
 
