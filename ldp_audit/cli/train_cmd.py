@@ -274,6 +274,7 @@ def _train_pgc(args: argparse.Namespace) -> int:
         target=args.target,
         **eps_kw,
     )
+    _check_step_scale(cfg)
     t0 = time.perf_counter()
     mode = run_mode(args)
     check_out_for_mode(args.out, mode)
@@ -346,6 +347,31 @@ def _train_pgc(args: argparse.Namespace) -> int:
     if args.out:
         print(f"  run directory: {args.out}")
     return 0
+
+
+#: largest total movement of theta a run may allow (measured: 1e142 for --mechanism none gave NaN
+#: gradients after 20 submissions; 1e100 trained for 20 and 300 submissions with every mechanism)
+_MAX_THETA_MOVE = 1e100
+
+
+def _check_step_scale(cfg: Any) -> None:
+    """Refuse, before any work, settings whose noisy steps can overflow the parameters: theta
+    moves by at most aggregator_lr x (report scale) per submission, the report scale of a
+    private mechanism being about C / (epsilon per submission). --epsilon 1e-300 or
+    --aggregator-lr 1e300 otherwise ran and then failed on a NaN gradient ("x must be finite")."""
+    if cfg.mechanism == "none":
+        scale = cfg.effective_clip
+    else:
+        scale = cfg.effective_clip * max(1.0, 2.0 / cfg.epsilon_per_submission)
+    move = cfg.effective_aggregator_lr * scale * cfg.max_submissions
+    if not move <= _MAX_THETA_MOVE:
+        raise InvalidParameterError(
+            f"--epsilon / --aggregator-lr: the parameters could move by {move:.3g} (aggregator "
+            f"step {cfg.effective_aggregator_lr:g} x report scale {scale:.3g} x "
+            f"{cfg.max_submissions} submissions), beyond the {_MAX_THETA_MOVE:g} accepted "
+            "(training turns to NaN well before doubles overflow); raise --epsilon or lower "
+            "--aggregator-lr"
+        )
 
 
 def _reproduce_pgc(args: argparse.Namespace) -> int:
