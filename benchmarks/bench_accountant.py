@@ -258,6 +258,59 @@ def charge_many_matrix(tmp: Path, old: types.ModuleType | None, repeats: int) ->
     return out
 
 
+_AB_CHILD = r"""
+import os, sys
+import ldp_audit.training.pgc_a3c as m
+if os.environ["LEDGER_VARIANT"] == "tally":
+    from ldp_audit.accountant import Accountant, TallyLedger
+
+    def _make(led, budget):
+        return Accountant(ledger=TallyLedger() if led is None else led, budget=budget)
+
+    m._make_accountant = _make
+from ldp_audit.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def engine_ab(tmp: Path, argv: list[str], repeats: int) -> dict[str, object]:
+    """Section 9: the reproduction with Ledger(":memory:") vs TallyLedger, same command."""
+    import os
+    import resource
+
+    out: dict[str, object] = {"command": "ldp-audit reproduce pgc-a3c " + " ".join(argv)}
+    results = {}
+    for rep in range(repeats):
+        for variant in ("memory", "tally"):
+            d = tmp / f"ab_{variant}_{rep}"
+            env = dict(os.environ, LEDGER_VARIANT=variant, OMP_NUM_THREADS="1")
+            env.update(MKL_NUM_THREADS="1", NUMBA_NUM_THREADS="1")
+            cmd = [sys.executable, "-c", _AB_CHILD, "reproduce", "pgc-a3c", *argv]
+            r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            t0 = time.perf_counter()
+            p = subprocess.run(
+                [*cmd, "--no-progress", "--out", str(d)], env=env, capture_output=True, text=True
+            )
+            wall = time.perf_counter() - t0
+            r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            if p.returncode != 0:
+                raise SystemExit(f"{variant}: exit {p.returncode}: {p.stderr[-2000:]}")
+            cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+            res = json.loads((d / "results.json").read_text())
+            for k in ("seconds_total", "seconds", "timing", "created", "command", "machine"):
+                res.pop(k, None)
+            results.setdefault(variant, json.dumps(res, sort_keys=True))
+            out.setdefault(variant, []).append({"wall_s": wall, "cpu_s": cpu})  # type: ignore[union-attr]
+            print(f"{variant} (repeat {rep}): wall {wall:.1f} s, CPU {cpu:.1f} s", flush=True)
+    out["identical_results"] = results["memory"] == results["tally"]
+    m = [r["cpu_s"] for r in out["memory"]]  # type: ignore[index]
+    t = [r["cpu_s"] for r in out["tally"]]  # type: ignore[index]
+    out["memory_over_tally_cpu"] = [a / b for a, b in zip(m, t, strict=True)]
+    ratios = ", ".join(f"{r:.2f}" for r in out["memory_over_tally_cpu"])  # type: ignore[union-attr]
+    print(f"identical results: {out['identical_results']}; CPU memory/tally {ratios}")
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--history", type=int, default=1_000_000, help="largest agent history H")
@@ -269,6 +322,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3, help="best of N for the journal modes")
     ap.add_argument("--skip-composition", action="store_true", help="skip section 7")
     ap.add_argument("--only-matrix", action="store_true", help="run section 8 only")
+    ap.add_argument("--engine-ab", default=None, help="run section 9 only, with these arguments")
     ap.add_argument("--json", type=Path, default=Path("benchmarks/results/bench_accountant.json"))
     args = ap.parse_args()
     res: dict[str, object] = {
@@ -281,6 +335,13 @@ def main() -> None:
     }
     budget = Budget(epsilon=1e9)
     t_start, c_start = time.perf_counter(), time.process_time()
+    if args.engine_ab is not None:
+        import shlex
+
+        with tempfile.TemporaryDirectory() as tmpdir:
+            res["engine_ab"] = engine_ab(Path(tmpdir), shlex.split(args.engine_ab), args.repeats)
+        _finish(res, args, t_start, c_start)
+        return
     if args.only_matrix:
         with tempfile.TemporaryDirectory() as tmpdir:
             tmp = Path(tmpdir)

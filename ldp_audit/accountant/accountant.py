@@ -2,9 +2,10 @@
 
 Data flow (design.md): ``Mechanism.privatize`` -> ``Accountant.charge`` (durable, before release)
 -> the aggregator sees the noisy report. ``charge`` returns only after the charge has been
-committed to the ledger (SQLite WAL, ``synchronous=FULL``); the caller releases the report after
-that. When a budget is set, the check runs inside the same ``BEGIN IMMEDIATE`` transaction as the
-write, so concurrent processes cannot both pass the check and overshoot.
+committed to the ledger's main file (SQLite rollback journal, ``synchronous=FULL``); the caller
+releases the report after that. When a budget is set, the check runs inside the same
+``BEGIN IMMEDIATE`` transaction as the write, so concurrent processes cannot both pass the check
+and overshoot.
 
 Composition methods (``spent(..., method=...)``):
 

@@ -25,7 +25,16 @@ report prints it; ``verify(expect_head=...)`` checks that a later copy extends i
 write the file can also recompute every hash: the chain detects accidents and naive edits, and
 deliberate rewrites only against an externally kept head.
 
-``Ledger(":memory:")`` is a private in-memory ledger for tests. Ledgers of schema version 1 (WAL
+Writing: ``charge_rows`` (``Accountant.charge_many``) reads the head and SQLite's
+``data_version`` in one query inside the write transaction, hashes the batch in one pass and
+writes each table with multi-row inserts. A writer keeps the state of the agents it charged as
+its own commits left it; it uses that state only while ``data_version`` (any other connection's
+commit) and the connection's ``total_changes`` (any other write through it) are unchanged, and
+otherwise reads and verifies the file again, so it never trusts anything it has not verified.
+
+``Ledger(":memory:")`` is a private in-memory ledger for tests. ``TallyLedger()`` keeps only
+per-agent counts in memory (budgets enforced identically; no rows, no chain): for runs whose
+ledger nobody reads, never evidence. Ledgers of schema version 1 (WAL
 journaling, no chain) are refused with a message naming the version; ``migrate_v1(src, dst)``
 converts one explicitly into a new file.
 """
