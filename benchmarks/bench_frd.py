@@ -105,6 +105,40 @@ def _spread(xs: list[float]) -> dict[str, float]:
     return {"median": float(np.median(a)), "min": float(a.min()), "max": float(a.max())}
 
 
+def kernel_costs(agents: int = 512, calls: int = 50) -> dict[str, dict[str, float]]:
+    """Process CPU microseconds per row of the two step kernels, per Table 1 network shape."""
+    from ldp_audit.training._frd_kernels import a2c_update_rows, act_rows, actor_size, param_size
+
+    out = {}
+    for H, L in ((24, 2), (100, 2), (24, 1)):
+        P, pa = param_size(H, L), actor_size(H, L)
+        rng = np.random.default_rng(0)
+        flat = rng.normal(0, 0.3, (agents, P)).astype(np.float32)
+        m1, m2, t = np.zeros_like(flat), np.zeros_like(flat), np.zeros(agents)
+        obs = rng.normal(0, 0.3, (agents, 4)).astype(np.float32)
+        act, term = np.zeros(agents, np.int64), np.zeros(agents, bool)
+        rows, pi, adv, u = np.arange(agents), np.zeros(agents), np.zeros(agents), rng.random(agents)
+        per = [np.full(agents, v) for v in (0.99, -100.0, 1e-3, 5e-3)]
+
+        def upd() -> None:
+            a2c_update_rows(flat, m1, m2, t, rows, obs, obs, act, term, *per, H, L, pa, adv)  # noqa: B023
+
+        act_rows(flat, rows, obs, u, H, L, pi, act)  # compile / warm
+        upd()
+        c = time.process_time()
+        for _ in range(calls):
+            act_rows(flat, rows, obs, u, H, L, pi, act)
+        ca = (time.process_time() - c) / calls / agents * 1e6
+        c = time.process_time()
+        for _ in range(calls):
+            upd()
+        cu = (time.process_time() - c) / calls / agents * 1e6
+        out[f"{H}x{L}"] = {"act_us_per_row": ca, "update_us_per_row": cu, "params": P}
+        print(f"kernels {H}x{L} ({P} parameters): act_rows {ca:.2f} us/row, "
+              f"a2c_update_rows {cu:.2f} us/row (CPU)")  # fmt: skip
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--agents", type=int, default=512)
@@ -113,7 +147,13 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=5, help="interleaved repetitions of both")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", default="benchmarks/results/bench_frd.json")
+    ap.add_argument(
+        "--kernels", action="store_true", help="only the per-row CPU cost of the step kernels"
+    )
     args = ap.parse_args()
+    if args.kernels:
+        kernel_costs()
+        return 0
     batched(4, 2, args.seed)  # warm-up (imports, compiled kernels)
     reps = []
     for i in range(args.reps):
