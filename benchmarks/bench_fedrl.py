@@ -100,13 +100,40 @@ class _VmapStacked:
         return {n: v[k].detach().numpy().copy() for n, v in self.params.items()}
 
 
-def _timed_batched(method: str, cfg, maps, vmap: bool) -> tuple[float, float]:  # noqa: ANN001
-    """(wall, CPU) seconds of one batched training of ``cfg.runs`` runs of ``method``."""
+def _fedrl_at(rev: str):  # noqa: ANN202
+    """``training/fedrl.py`` as it was at git revision ``rev``, imported as its own module (the
+    trainer before a change, timed in the same run as the trainer now)."""
+    import subprocess
+    import sys
+    import types
+
+    repo = Path(__file__).resolve().parent.parent
+    src = subprocess.run(
+        ["git", "show", f"{rev}:training/fedrl.py"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    name = f"_fedrl_at_{rev}"
+    mod = types.ModuleType(name)
+    sys.modules[name] = mod  # dataclasses look their module up
+    exec(compile(src, f"training/fedrl.py@{rev}", "exec"), mod.__dict__)  # noqa: S102
+    return mod
+
+
+def _timed_batched(method: str, cfg, maps, vmap: bool, module=None) -> tuple[float, float]:  # noqa: ANN001
+    """(wall, CPU) seconds of one batched training of ``cfg.runs`` runs of ``method``
+    (``module``: another version of the trainer, e.g. :func:`_fedrl_at`)."""
     import torch
 
     from ldp_audit.accountant import Accountant
     from ldp_audit.release import Transcript
     from ldp_audit.training import fedrl
+
+    if module is not None:
+        fedrl = module
+        cfg = module.FedRLConfig(**{**cfg.to_dict(), "methods": tuple(cfg.methods)})
 
     log = fedrl._Log(q=Transcript(), y=Transcript(), record=False)
     seeds = [np.random.SeedSequence(1 + i) for i in range(cfg.runs)]
@@ -192,12 +219,15 @@ def _timed_loop(cfg, maps) -> tuple[float, float, int]:  # noqa: ANN001
     return wall, cpu, steps
 
 
-def bench_training(iterations: int, n_envs: int, runs: int) -> dict[str, float]:
+def bench_training(
+    iterations: int, n_envs: int, runs: int, against: str | None = None
+) -> dict[str, float]:
     """Training throughput of ``runs`` runs (Table 1 trains 5 per method), same config for all.
 
     ``ours``: the trainer (all runs and maps batched, one matmul per layer for all runs).
     ``vmap``: the trainer with its previous network evaluation (:class:`_VmapStacked`).
     ``loop``: the straightforward per-map, per-run DQN-alpha loop (:func:`_timed_loop`).
+    ``rev``: the whole trainer at git revision ``against`` (if given), same config.
     """
     from ldp_audit.training.fedrl import FedRLConfig
     from ldp_audit.training.gridworld import generate_maps
@@ -212,18 +242,21 @@ def bench_training(iterations: int, n_envs: int, runs: int) -> dict[str, float]:
         "dqn-alpha", FedRLConfig(size=8, n_maps=1000, train_steps=2, eval_maps=1), maps, False
     )  # warm-up (imports, allocator)
     for method in ("dqn-alpha", "dqn-full", "fedrl"):
-        for variant in ("ours", "vmap"):
-            wall, cpu = _timed_batched(method, cfg, maps, variant == "vmap")
+        variants = ("ours", "vmap") + (("rev",) if against else ())
+        for variant in variants:
+            old = _fedrl_at(against) if variant == "rev" else None
+            wall, cpu = _timed_batched(method, cfg, maps, variant == "vmap", old)
             out[f"{variant}_{method}_wall_s"] = wall
             out[f"{variant}_{method}_cpu_s"] = cpu
             out[f"{variant}_{method}_env_steps_per_s"] = env_steps / wall
             out[f"{variant}_{method}_env_steps_per_cpu_s"] = env_steps / cpu
-        out[f"ratio_{method}_vs_vmap_wall"] = (
-            out[f"vmap_{method}_wall_s"] / out[f"ours_{method}_wall_s"]
-        )
-        out[f"ratio_{method}_vs_vmap_cpu"] = (
-            out[f"vmap_{method}_cpu_s"] / out[f"ours_{method}_cpu_s"]
-        )
+        for what in ("wall", "cpu"):
+            for base in variants[1:]:
+                out[f"ratio_{method}_vs_{base}_{what}"] = (
+                    out[f"{base}_{method}_{what}_s"] / out[f"ours_{method}_{what}_s"]
+                )
+    if against:
+        out["rev"] = against
     wall, cpu, steps = _timed_loop(cfg, maps)
     assert steps == env_steps
     out["loop_dqn-alpha_wall_s"] = wall
@@ -242,12 +275,19 @@ def main() -> None:
     ap.add_argument("--iterations", type=int, default=300)
     ap.add_argument("--n-envs", type=int, default=16)
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument(
+        "--against",
+        default=None,
+        metavar="REV",
+        help="also time the whole trainer at this git revision (e.g. 664a275, before the "
+        "batched-matmul change)",
+    )
     args = ap.parse_args()
     res = {
         "machine": f"{platform.machine()} ({platform.processor() or 'cpu'}), 2 shared cores, "
         "loaded by other jobs",
         "env": bench_env(args.maps, args.steps),
-        "training": bench_training(args.iterations, args.n_envs, args.runs),
+        "training": bench_training(args.iterations, args.n_envs, args.runs, args.against),
     }
     e, t = res["env"], res["training"]
     print(
@@ -265,6 +305,12 @@ def main() -> None:
             f"ratio {t[f'ratio_{m}_vs_vmap_wall']:.2f}x wall, "
             f"{t[f'ratio_{m}_vs_vmap_cpu']:.2f}x CPU"
         )
+        if "rev" in t:
+            print(
+                f"  {'':9s} trainer at {t['rev']} {t[f'rev_{m}_wall_s']:6.1f} / "
+                f"{t[f'rev_{m}_cpu_s']:6.1f}   ratio {t[f'ratio_{m}_vs_rev_wall']:.2f}x wall, "
+                f"{t[f'ratio_{m}_vs_rev_cpu']:.2f}x CPU"
+            )
     print(
         f"  dqn-alpha straightforward per-map loop {t['loop_dqn-alpha_wall_s']:.1f} / "
         f"{t['loop_dqn-alpha_cpu_s']:.1f}: ours is {t['ratio_dqn-alpha_vs_loop_wall']:.1f}x "
