@@ -47,8 +47,8 @@ reproduce-dprl: $(STAMP)
 		--audit-canaries 500 --out reports/dprl --overwrite
 
 reproduce-fedrl: $(STAMP)
-	$(BIN)/ldp-audit reproduce fedrl --out reports/fedrl --overwrite --sizes 8 16 32 --runs 5 \
-		--train-steps 800 --hist-lens 2 4 8 --fig4-runs 2 --attack-steps 250
+	$(BIN)/ldp-audit reproduce fedrl --out reports/fedrl --overwrite --sizes 8 --runs 5 \
+		--train-steps 4000 --hist-lens --attack-steps 250
 
 reproduce-frd: $(STAMP)
 	$(BIN)/ldp-audit reproduce frd --out reports/frd --overwrite --agents 1,2,4 --groups 3 \
