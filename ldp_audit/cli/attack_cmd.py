@@ -28,6 +28,7 @@ from ldp_audit.cli._types import (
     epsilon_or_inf,
     int_at_least,
     int_in_range,
+    parse_real,
     real_in,
 )
 
@@ -455,9 +456,9 @@ def _sweep_thetas(text: str) -> str:
     for t in items:
         ok = t in THETAS
         if not ok and t.startswith("linear"):
-            try:
-                ok = len([float(v) for v in t[len("linear") :].split(":")]) == 4
-            except ValueError:
+            try:  # four finite weights, read strictly (no nan, inf, 1_000, non-ASCII digits)
+                ok = len([parse_real(v, "--thetas") for v in t[len("linear") :].split(":")]) == 4
+            except argparse.ArgumentTypeError:
                 ok = False
         if not ok:
             raise argparse.ArgumentTypeError(
@@ -465,7 +466,9 @@ def _sweep_thetas(text: str) -> str:
             )
     if not items:
         raise argparse.ArgumentTypeError(f"--thetas must name at least one theta, got {text!r}")
-    return text
+    if len(set(items)) != len(items):
+        raise argparse.ArgumentTypeError(f"--thetas must not repeat a theta, got {text!r}")
+    return ",".join(items)
 
 
 def _check_sweep_types(s: argparse.ArgumentParser) -> None:
