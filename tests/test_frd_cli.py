@@ -104,7 +104,14 @@ def test_reproduce_small_writes_report_and_refuses_to_overwrite(tmp_path, capsys
         m = np.array([math.inf if x == "inf" else x for x in r["mission"]], dtype=float)
         assert m.shape == (2,) and np.all((m >= 10) | np.isinf(m))  # window of 10 episodes
     assert (out / "figure3.png").read_bytes()[:4] == b"\x89PNG"
-    assert "Episodes to mission" in (out / "README.md").read_text()
+    readme = (out / "README.md").read_text()
+    assert "Episodes to mission" in readme and "median [min, max]" in readme
+    # each box's median sits inside its [min, max]
+    for r in doc["rows"]:
+        m = [math.inf if x == "inf" else x for x in r["mission"]]
+        mv = math.inf if r["median"] == "inf" else r["median"]
+        med = "inf" if math.isinf(mv) else f"{mv:.3g}"
+        assert f"| {med} [" in readme and min(m) <= mv <= max(m)
     capsys.readouterr()
     assert main(argv) == 2  # committed results are evidence
     assert "already holds a report" in capsys.readouterr().err

@@ -233,6 +233,8 @@ def _leak(S: ReproduceSettings, out: str | Path | None, progress: bool) -> list[
 def _fmt(x: Any, nd: int = 3) -> str:
     if isinstance(x, str):
         return x
+    if x is None:  # NaN as results.json stores it
+        return "-"
     f = float(x)
     if math.isinf(f):
         return "inf"
@@ -304,15 +306,19 @@ def _readme(doc: dict[str, Any]) -> str:
         "",
         "## Episodes to mission (Figure 3 and 4 cells)",
         "",
-        "median over groups (inf = not reached within the cap), mean and std over the groups "
-        "that reached it, reached / groups",
+        "median over groups (inf = not reached within the cap) with [min, max] over the groups, "
+        "which holds the median with probability 1 - 2/2^n for n groups (distribution-free; "
+        f"{1 - 2 / 2 ** int(S['groups']):.3g} here); mean and std over the groups that reached "
+        "it, reached / groups. Boxes whose [min, max] overlap are not resolved.",
         "",
-        "| kind | setting | agents | median | mean (reached) | std | reached |",
+        "| kind | setting | agents | median [min, max] | mean (reached) | std | reached |",
         "|---|---|---|---|---|---|---|",
     ]
     for r in doc["rows"]:
+        m = [math.inf if x == "inf" else float(x) for x in r["mission"]]
         lines.append(
-            f"| {r['kind']} | {r['setting']} | {r['agents']} | {_fmt(r['median'])} | "
+            f"| {r['kind']} | {r['setting']} | {r['agents']} | {_fmt(r['median'])} "
+            f"[{_fmt(min(m))}, {_fmt(max(m))}] | "
             f"{_fmt(r['mean_reached'])} | {_fmt(r['std_reached'])} | "
             f"{r['reached']}/{r['groups']} |"
         )
