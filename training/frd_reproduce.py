@@ -76,6 +76,27 @@ class ReproduceSettings:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise InvalidParameterError(f"{name} must be an integer >= 1, got {v!r}")
+        import numbers
+
+        for name in ("settings", "agents", "ldp_epsilons", "leak_epsilons"):
+            v = getattr(self, name)
+            if not isinstance(v, (tuple, list)):
+                raise InvalidParameterError(f"{name} must be a tuple, got {v!r}")
+        for name in ("settings", "agents"):
+            for x in getattr(self, name):
+                if isinstance(x, bool) or not isinstance(x, numbers.Integral):
+                    raise InvalidParameterError(f"{name} must hold integers, got {x!r}")
+        f = self.fedavg_setting
+        if isinstance(f, bool) or not isinstance(f, numbers.Integral) or f not in range(1, 8):
+            raise InvalidParameterError(f"fedavg_setting must be a setting in 1..7, got {f!r}")
+        t = self.threshold
+        if isinstance(t, bool) or not isinstance(t, numbers.Real) or not 0 <= t < math.inf:
+            raise InvalidParameterError(f"threshold must be a finite number >= 0, got {t!r}")
+        if not isinstance(self.leak, bool):
+            raise InvalidParameterError(f"leak must be True or False, got {self.leak!r}")
+        s = self.seed
+        if isinstance(s, bool) or not isinstance(s, numbers.Integral) or s < 0:
+            raise InvalidParameterError(f"seed must be an integer >= 0, got {s!r}")
 
 
 def _stats(m: np.ndarray) -> dict[str, Any]:
