@@ -51,7 +51,7 @@ reproduce-fedrl: $(STAMP)
 		--train-steps 4000 --hist-lens --attack-steps 250
 
 reproduce-frd: $(STAMP)
-	$(BIN)/ldp-audit reproduce frd --out reports/frd --overwrite --agents 1,2,4 --groups 3 \
+	$(BIN)/ldp-audit reproduce frd --out reports/frd --overwrite --agents 1,2,4 --groups 5 \
 		--max-episodes 250
 
 # The documentation site (site/), strict: broken links and missing references fail.
