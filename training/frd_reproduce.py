@@ -62,9 +62,15 @@ class ReproduceSettings:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        import numbers
+
         for name in ("settings", "agents", "ldp_epsilons", "leak_epsilons"):
             if not isinstance(getattr(self, name), (tuple, list)):
                 raise InvalidParameterError(f"{name} must be a tuple, got {getattr(self, name)!r}")
+        for name in ("settings", "agents"):
+            for x in getattr(self, name):
+                if isinstance(x, bool) or not isinstance(x, numbers.Integral):
+                    raise InvalidParameterError(f"{name} must hold integers, got {x!r}")
         for s in self.settings:
             if s not in range(1, 8):
                 raise InvalidParameterError(f"settings must be in 1..7, got {s!r}")
