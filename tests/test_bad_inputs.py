@@ -433,9 +433,11 @@ def _api_cases() -> list:
     from ldp_audit import mechanisms as M
     from ldp_audit.accountant import Budget
     from ldp_audit.training.dprl import DprlConfig
+    from ldp_audit.training.dprl_reproduce import ReproduceSettings as DprlRepro
     from ldp_audit.training.fedrl import FedRLConfig
     from ldp_audit.training.fedrl_reproduce import ReproConfig
     from ldp_audit.training.frd import FrdConfig
+    from ldp_audit.training.frd_reproduce import ReproduceSettings as FrdRepro
 
     fields = [
         (M.Laplace, {"epsilon": 1.0, "clip": 1.0}, ["epsilon", "clip"]),
@@ -450,6 +452,8 @@ def _api_cases() -> list:
         (ReproConfig, {}, ["runs", "seed", "attack_clip", "attack_sigmas", "sizes"]),
         (FrdConfig, {}, ["n_agents", "threshold", "gravities", "proxy_dims", "fail_reward",
                          "actor_lr", "state_low", "stop_at_mission"]),
+        (DprlRepro, {}, ["clip", "delta", "seed", "dpsgd_noise", "obs_noise"]),
+        (FrdRepro, {}, ["threshold", "fedavg_setting", "seed", "settings", "agents"]),
     ]  # fmt: skip
     out = []
     for cls, base, names in fields:
@@ -459,7 +463,8 @@ def _api_cases() -> list:
                 values = {k: v for k, v in values.items() if k not in ("bool", "npbool")}
             if f in ("lr", "attack_clip"):
                 values.pop("none")  # None: the documented default (no clip / default rate)
-            if f in ("methods", "gravities", "proxy_dims", "state_low", "attack_sigmas", "sizes"):
+            if f in ("methods", "gravities", "proxy_dims", "state_low", "attack_sigmas", "sizes",
+                     "dpsgd_noise", "obs_noise", "settings", "agents"):  # fmt: skip
                 values.pop("list")
                 values["tuple-of-str"] = ("x",)
             elif f != "stop_at_mission":
