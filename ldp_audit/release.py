@@ -192,6 +192,33 @@ class ReleaseRequest:
     meta: Mapping[str, Any] = field(default_factory=dict)
 
 
+def _check_values(values: Any, name: str) -> np.ndarray:
+    """Refuse what no mechanism may release, BEFORE anything is charged or drawn.
+
+    Values must be a non-empty real numeric array (a tensor is detached to NumPy) with every
+    entry finite: a NaN or inf would pass through an additive mechanism un-noised, and a value a
+    mechanism then refuses would leave the ledger recording a release that never happened.
+    """
+    if hasattr(values, "detach"):
+        values = values.detach().cpu().numpy()
+    try:
+        x = np.asarray(values)
+    except (TypeError, ValueError) as exc:
+        raise InvalidParameterError(f"{name} must be a real numeric array: {exc}") from None
+    if x.dtype == object or not (
+        np.issubdtype(x.dtype, np.floating)
+        or np.issubdtype(x.dtype, np.integer)
+        or x.dtype == np.bool_
+    ):
+        raise InvalidParameterError(f"{name} must be a real numeric array, got dtype {x.dtype}")
+    if x.size == 0:
+        raise InvalidParameterError(f"{name} must be non-empty, got shape {x.shape}")
+    if np.issubdtype(x.dtype, np.floating) and not np.isfinite(x).all():
+        bad = tuple(int(i) for i in np.argwhere(~np.isfinite(x))[0])
+        raise InvalidParameterError(f"{name} must be finite; found {float(x[bad])} at index {bad}")
+    return x
+
+
 def release_many(
     requests: Sequence[ReleaseRequest], *, accountant: Any, scope: str = "local"
 ) -> list[SealedRelease]:
@@ -213,9 +240,11 @@ def release_many(
             raise InvalidParameterError(
                 f"rng must be a numpy.random.Generator, got {type(r.rng).__name__}"
             )
-        x = np.asarray(r.values)
+        x = _check_values(r.values, "values")
         n = x.shape[0] if x.ndim else 1
         ids = _check_ids(r.agent_ids, n)
+        if r.preprocess is not None:  # deterministic (a clip): done before the charge so a
+            x = _check_values(r.preprocess(x), "preprocess(values)")  # bad value costs nothing
         ev = r.event if r.event is not None else _event_for(r.mechanism)
         charges.extend((a, ev) for a in ids)
         prepared.append((r, x, ids, ev))
@@ -223,8 +252,6 @@ def release_many(
         accountant.charge_many(charges, scope=scope)  # durable, before any noise
     out = []
     for r, x, ids, ev in prepared:
-        if r.preprocess is not None:
-            x = r.preprocess(x)
         noisy = r.mechanism.privatize(x, r.rng)
         out.append(
             SealedRelease(

@@ -341,17 +341,11 @@ def _garble(path: Path, how: str) -> None:
         path.mkdir()
 
 
-#: ldp_audit/report/_load.py reads JSON without catching UnicodeDecodeError (reported: one line
-#: there, ``except (OSError, UnicodeDecodeError)``); rundir.read_json already does.
-_UTF8_HOLE = pytest.mark.xfail(
-    strict=True, reason="report/_load.py: invalid UTF-8 in a JSON file is an internal error"
-)
 CORRUPT = [
     pytest.param(
         name,
         how,
         id=f"{name}-{how}",
-        marks=[_UTF8_HOLE] if how == "garbage" and name in ("config.json", "metrics.json") else [],
     )
     for name in ("config.json", "manifest.json", "ledger.sqlite", "transcript.npz", "metrics.json")
     for how in ("missing", "empty", "garbage", "wrong-json", "dir")
@@ -534,11 +528,6 @@ def test_accountant_api_refuses_by_name(call: Any, needle: str) -> None:
         call(A)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ldp_audit/release.py charges the ledger before check_batch refuses NaN or non-numeric "
-    "values (reported): the ledger then records a release that never happened",
-)
 def test_a_refused_release_charges_nothing_and_draws_nothing() -> None:
     from ldp_audit.accountant import Accountant
     from ldp_audit.mechanisms import Laplace

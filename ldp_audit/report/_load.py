@@ -112,6 +112,8 @@ def _read_json(path: Path) -> Any:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise _err(path, f"cannot be read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise _err(path, "is not UTF-8 text") from None
     try:
         # NaN/Infinity are accepted: metrics legitimately hold an infinite FST.
         return json.loads(text)
