@@ -102,7 +102,12 @@ def bench_env_ceiling(rows: int, seconds: float = 5.0) -> dict:
 
 
 def bench_engine(
-    settings: int, trials: int, submissions: int, same: bool, engine: str = "lockstep"
+    settings: int,
+    trials: int,
+    submissions: int,
+    same: bool,
+    engine: str = "lockstep",
+    tally: bool = False,
 ) -> dict:
     """``same``: one config (Laplace, eps = 1: the reference worker's workload) with
     settings * trials trials; else a paper-like grid of ``settings`` configs. ``engine``:
@@ -130,7 +135,12 @@ def bench_engine(
         )
     from ldp_audit.training import pgc_a3c
 
-    acc = [pgc_a3c._make_accountant(None, None)] * len(cfgs)
+    if tally:  # the accountant's in-process tally: per-agent counts, no rows (not evidence)
+        from ldp_audit.accountant.ledger import TallyLedger
+
+        acc = [pgc_a3c._make_accountant(TallyLedger(), None)] * len(cfgs)
+    else:
+        acc = [pgc_a3c._make_accountant(None, None)] * len(cfgs)
     cls = pgc_a3c._FusedEngine if engine == "fused" else pgc_a3c._Engine
     t0, c0 = time.perf_counter(), time.process_time()
     eng = cls(cfgs, [0] * len(cfgs), acc, [False] * len(cfgs))
@@ -151,6 +161,7 @@ def bench_engine(
         digest.update(np.ascontiguousarray(r.theta).tobytes())
     out = {
         "engine": engine,
+        "ledger": "TallyLedger" if tally else 'Ledger(":memory:")',
         "workload": "laplace eps=1 (same as reference)" if same else "grid laplace/prs x eps",
         "settings": len(cfgs),
         "trials_per_setting": trials,
@@ -458,6 +469,16 @@ def main() -> int:
     p.add_argument(
         "--only-baseline", action="store_true", help="run only the before/after comparison"
     )
+    p.add_argument(
+        "--tally",
+        action="store_true",
+        help="also run the fused engine charging an in-process TallyLedger (no ledger rows)",
+    )
+    p.add_argument(
+        "--core-only",
+        action="store_true",
+        help="only the reference, both engines (and --tally) and the env-only ceiling",
+    )
     p.add_argument("--out", default="benchmarks/results/bench_pgc.json")
     a = p.parse_args()
     if a.only_baseline:
@@ -545,6 +566,51 @@ def main() -> int:
         + f" ({int(tm['calls'])} kernel calls; the kernel is "
         f"{100 * fs['kernel_share_of_fused_cpu']:.0f}% of the CPU time)"
     )
+    if a.tally:
+        fus_t = bench_engine(
+            a.settings, a.trials, a.submissions, same=True, engine="fused", tally=True
+        )
+        _print_engine("fused, tally     ", fus_t, ref)
+        fused_summary["tally"] = {
+            "bit_for_bit_same_as_lockstep": fus_t["results_sha256"] == eng["results_sha256"],
+            "over_reference_env_steps_per_s": fus_t["env_steps_per_s"] / ref["env_steps_per_s"],
+            "over_reference_env_steps_per_cpu_s": fus_t["env_steps_per_cpu_s"]
+            / ref["env_steps_per_cpu_s"],
+            "fraction_of_ceiling": fus_t["env_steps_per_s"] / ceiling["env_steps_per_s"],
+            "fraction_of_ceiling_cpu": fus_t["env_steps_per_cpu_s"]
+            / ceiling["env_steps_per_cpu_s"],
+            "share_of_wall": {
+                k: v / fus_t["seconds"]
+                for k, v in fus_t["timings_wall_s"].items()
+                if k not in ("calls", "kernel_cpu")
+            },
+        }
+        ft = fused_summary["tally"]
+        print(
+            f"fused, tally     : {100 * ft['fraction_of_ceiling']:.1f}% of the ceiling "
+            f"({100 * ft['fraction_of_ceiling_cpu']:.1f}% per CPU-s), "
+            f"{ft['over_reference_env_steps_per_s']:,.0f}x / "
+            f"{ft['over_reference_env_steps_per_cpu_s']:,.0f}x the reference; same results: "
+            f"{ft['bit_for_bit_same_as_lockstep']}; "
+            + ", ".join(f"{k} {100 * v:.0f}%" for k, v in ft["share_of_wall"].items())
+        )
+    if a.core_only:
+        out = {
+            "machine": f"{platform.machine()} {os.cpu_count()} CPUs, {platform.platform()}",
+            "load_average_at_end": os.getloadavg(),
+            "python": platform.python_version(),
+            "reference": ref,
+            "engine": eng,
+            "engine_fused": fus,
+            "engine_fused_tally": fus_t if a.tally else None,
+            "env_only_ceiling": ceiling,
+            "fused_summary": fused_summary,
+            "command": "python " + " ".join(sys.argv),
+        }
+        Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.out).write_text(json.dumps(out, indent=1))
+        print(f"wrote {a.out}")
+        return 0
     grid = bench_engine(a.settings, a.trials, a.submissions, same=False)
     _print_engine("grid, lockstep   ", grid, ref)
     grid_f = bench_engine(a.settings, a.trials, a.submissions, same=False, engine="fused")
@@ -612,6 +678,7 @@ def main() -> int:
         "reference": ref,
         "engine": eng,
         "engine_fused": fus,
+        "engine_fused_tally": fus_t if a.tally else None,
         "env_only_ceiling": ceiling,
         "fused_summary": fused_summary,
         "engine_grid": grid,
