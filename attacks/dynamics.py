@@ -375,10 +375,36 @@ def _check_candidates(candidates: Sequence[float]) -> np.ndarray:
     return np.sort(c)
 
 
+#: Largest count of simulated episodes (agents x reports, shadows x candidates) one call may ask
+#: for: each is a CartPole episode and a (d,) gradient row, so 10^8 is already tens of GB.
+MAX_EPISODES = 100_000_000
+
+
 def _check_int(value: Any, name: str, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         raise InvalidParameterError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if value > MAX_EPISODES:
+        raise InvalidParameterError(f"{name} must be <= {MAX_EPISODES:,}, got {value!r}")
     return int(value)
+
+
+def _check_episodes(count: int, what: str) -> None:
+    if count > MAX_EPISODES:
+        raise InvalidParameterError(
+            f"{what} asks for {count:,} simulated episodes, more than {MAX_EPISODES:,}"
+        )
+
+
+def _check_theta(theta: Any) -> np.ndarray:
+    try:
+        t = np.asarray(theta, dtype=np.float64).reshape(-1)
+    except (TypeError, ValueError):
+        raise InvalidParameterError(
+            f"theta must be a real array of parameters, got {type(theta).__name__}"
+        ) from None
+    if t.size == 0 or not np.isfinite(t).all():
+        raise InvalidParameterError("theta must be a non-empty array of finite numbers")
+    return t
 
 
 def run(
@@ -432,10 +458,12 @@ def run(
     n_agents = _check_int(n_agents, "n_agents")
     T = _check_int(reports_per_agent, "reports_per_agent")
     n_shadow = _check_int(n_shadow, "n_shadow")
+    _check_episodes(n_agents * T, "n_agents x reports_per_agent")
+    _check_episodes(n_shadow * len(cands), "n_shadow x len(candidates)")
     alpha = check_probability(alpha, "alpha", open_interval=False)
+    theta = _check_theta(theta)
     rng = check_rng(rng) if rng is not None else np.random.default_rng(seed)
     world_rng, shadow_rng, noise_rng = rng.spawn(3)
-    theta = np.asarray(theta, dtype=np.float64).reshape(-1)
 
     # --- the world (agents' side): secrets drawn here are used only for scoring below ---
     secret_gravity = world_rng.choice(cands, size=n_agents)
@@ -540,9 +568,13 @@ def run_continuous(
     grid = _check_int(grid, "grid", minimum=2)
     n_agents = _check_int(n_agents, "n_agents")
     T = _check_int(reports_per_agent, "reports_per_agent")
+    n_shadow = _check_int(n_shadow, "n_shadow")
+    _check_episodes(n_agents * T, "n_agents x reports_per_agent")
+    _check_episodes(n_shadow * grid, "n_shadow x grid")
+    alpha = check_probability(alpha, "alpha", open_interval=False)
+    theta = _check_theta(theta)
     rng = check_rng(rng) if rng is not None else np.random.default_rng(seed)
     world_rng, shadow_rng, noise_rng = rng.spawn(3)
-    theta = np.asarray(theta, dtype=np.float64).reshape(-1)
 
     # --- the world ---
     secret_gravity = world_rng.uniform(lo, hi, size=n_agents)

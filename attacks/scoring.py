@@ -182,7 +182,9 @@ def membership_tpr_ceiling(epsilon: float, fpr: float, delta: float = 0.0) -> fl
     delta = check_probability(delta, "delta", open_interval=False)
     if math.isinf(eps):
         return 1.0
-    bound = min(1.0, math.exp(eps) * fpr + delta, 1.0 - math.exp(-eps) * (1.0 - delta - fpr))
+    # e^eps overflows a float above ~709.78; there e^eps * fpr >= 1 for any fpr > 1e-300.
+    first = delta if fpr == 0.0 else (math.inf if eps > 700.0 else math.exp(eps) * fpr + delta)
+    bound = min(1.0, first, 1.0 - math.exp(-eps) * (1.0 - delta - fpr))
     return max(bound, 0.0)
 
 
