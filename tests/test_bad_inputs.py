@@ -547,16 +547,6 @@ def test_a_refused_release_charges_nothing_and_draws_nothing() -> None:
     assert acc.agents() == [] and rng.bit_generator.state == state
 
 
-# Holes found by this sweep in files owned by other engineers (reported, not fixed here): a
-# strict xfail turns into a failure the day the hole is closed, so the marker must then go.
-KNOWN_HOLES = [
-    ("PgcA3cConfig(gamma='1')", lambda: _pgc(gamma="1")),
-    ("PgcA3cConfig(target_score=nan)", lambda: _pgc(target_score=math.nan)),
-    ("PgcA3cConfig(stop_at_target='no')", lambda: _pgc(stop_at_target="no")),
-    ("PgcA3cConfig(gravities=True)", lambda: _pgc(gravities=True)),
-]
-
-
 def _pgc(**kw: Any) -> Any:
     from ldp_audit.training.pgc_a3c import PgcA3cConfig
 
@@ -597,11 +587,26 @@ def test_dynamics_attack_refuses_by_name_before_simulating(kw: dict, needle: str
         _dynamics(**kw)
 
 
-@pytest.mark.parametrize(("label", "call"), KNOWN_HOLES, ids=[h[0] for h in KNOWN_HOLES])
-@pytest.mark.xfail(strict=True, reason="validation hole in a file owned by another engineer")
-def test_known_holes_in_other_modules(label: str, call: Any) -> None:
-    with pytest.raises(LdpAuditError):
-        call()
+@pytest.mark.parametrize(
+    ("kw", "needle"),
+    [
+        ({"gamma": "1"}, "gamma"),
+        ({"gamma": True}, "gamma"),
+        ({"beta": math.nan}, "beta"),
+        ({"alpha_start": "0.5"}, "alpha_start"),
+        ({"target_score": math.nan}, "target_score"),
+        ({"target_score": "195"}, "target_score"),
+        ({"stop_at_target": "no"}, "stop_at_target"),
+        ({"stop_at_target": 1}, "stop_at_target"),
+        ({"gravities": True}, "gravities"),
+        ({"gravities": 9.8}, "gravities"),
+        ({"gravities": (9.8, "x")}, "gravities"),
+        ({"agent_gravities": True}, "agent_gravities"),
+    ],
+)
+def test_pgc_config_checks_types_by_name(kw: dict, needle: str) -> None:
+    with pytest.raises(InvalidParameterError, match=needle):
+        _pgc(**kw)
 
 
 # ------------------------------------------------------------------------------- user objects

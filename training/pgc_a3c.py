@@ -68,7 +68,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ldp_audit._validation import check_epsilon, check_positive, check_rng
+from ldp_audit._validation import (
+    check_bool,
+    check_epsilon,
+    check_positive,
+    check_real,
+    check_rng,
+)
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.mechanisms import Mechanism as _MechanismBase
 from ldp_audit.release import ReleaseRequest, SealedRelease, release_many, require_sealed
@@ -133,6 +139,15 @@ def _check_int(value: Any, name: str, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         raise InvalidParameterError(f"{name} must be an integer >= {minimum}, got {value!r}")
     return int(value)
+
+
+def _real_tuple(value: Any, name: str) -> tuple[float, ...]:
+    """A sequence of real numbers as a tuple of floats (a bare number, string or bool refused)."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple, np.ndarray)):
+        raise InvalidParameterError(
+            f"{name} must be a sequence of numbers, got {value!r} ({type(value).__name__})"
+        )
+    return tuple(check_real(x, f"{name}[{k}]") for k, x in enumerate(value))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -256,22 +271,27 @@ class PgcA3cConfig:
                 )
         for name in ("eta", "lam", "alpha_decay"):
             check_positive(getattr(self, name), name)
-        if not 0.0 < float(self.gamma) <= 1.0:
+        gamma = check_real(self.gamma, "gamma")
+        if not 0.0 < gamma <= 1.0:
             raise InvalidParameterError(f"gamma must be in (0, 1], got {self.gamma!r}")
         for name in ("beta", "alpha_start"):
-            v = float(getattr(self, name))
+            v = check_real(getattr(self, name), name)
             if not (math.isfinite(v) and v >= 0):
                 raise InvalidParameterError(f"{name} must be finite and >= 0, got {v!r}")
         if float(self.alpha_start) > 1.0:
             raise InvalidParameterError(f"alpha_start must be <= 1, got {self.alpha_start!r}")
-        g = tuple(float(x) for x in self.gravities)
+        check_bool(self.stop_at_target, "stop_at_target")
+        ts = check_real(self.target_score, "target_score")
+        if not math.isfinite(ts):
+            raise InvalidParameterError(f"target_score must be finite, got {self.target_score!r}")
+        g = _real_tuple(self.gravities, "gravities")
         if not g or not all(math.isfinite(x) and x > 0 for x in g):
             raise InvalidParameterError(
                 f"gravities must be a non-empty tuple of finite values > 0, got {self.gravities!r}"
             )
         object.__setattr__(self, "gravities", g)
         if self.agent_gravities is not None:
-            ag = tuple(float(x) for x in self.agent_gravities)
+            ag = _real_tuple(self.agent_gravities, "agent_gravities")
             if not all(math.isfinite(x) and x > 0 for x in ag):
                 raise InvalidParameterError(
                     f"agent_gravities must hold finite values > 0, got {self.agent_gravities!r}"
@@ -1946,9 +1966,13 @@ def _accountant_api() -> tuple[Any, Any, Any]:
 
 
 def _make_accountant(ledger: Any, budget: float | None) -> Any:
-    Accountant, Ledger, _ = _accountant_api()
+    Accountant, _, _ = _accountant_api()
     if ledger is None:
-        ledger = Ledger(":memory:")
+        # No run directory and no ledger object: nobody can read this ledger after the run, so
+        # it keeps per-agent counts only (budgets enforced exactly as a ledger's, not evidence).
+        from ldp_audit.accountant.ledger import TallyLedger
+
+        ledger = TallyLedger()
     return Accountant(ledger=ledger, budget=budget)
 
 
