@@ -70,6 +70,7 @@ from ldp_audit.stats import (
     POOLED_MAX_ALPHA,
     epsilon_lower_bound_from_counts,
     epsilon_lower_bound_from_poisson_counts,
+    epsilon_lower_bound_from_poisson_counts_delta,
     epsilon_lower_bound_from_pooled_counts,
 )
 
@@ -125,9 +126,10 @@ class Witness:
             numerator), counted on the same outputs (``stats.epsilon_lower_bound_from_pooled_
             counts``): then ``k1 = #{M(x) in S} + #{M(x2) in S'}`` and
             ``k2 = #{M(x2) in S} + #{M(x) in S'}``, each of ``n1 = n2 = 2n`` trials.
-        test: ``"clopper-pearson"`` (two one-sided bounds, union bound) or ``"poisson"`` (the
+        test: ``"clopper-pearson"`` (two one-sided bounds, union bound), ``"poisson"`` (the
             joint conditional test on Poissonized counts; ``n1``, ``n2`` are then the realised
-            Poisson sample sizes, and a pooled pair counts ``S \\ S'`` and ``S' \\ S``).
+            Poisson sample sizes, and a pooled pair counts ``S \\ S'`` and ``S' \\ S``) or
+            ``"poisson-augmented"`` (the same for delta > 0, the denominator augmented).
     """
 
     x: tuple[float, ...]
@@ -1507,8 +1509,10 @@ def audit(
             (:func:`ldp_audit.stats.epsilon_lower_bound_from_poisson_counts`): the error is paid
             once instead of split. Pooled pairs then count the two events made disjoint
             (``S \\ S'`` and ``S' \\ S``), which keeps the pooled counts independent Poisson
-            counts at any confidence. With delta > 0 the bounds stay Clopper-Pearson (on the
-            realised sample sizes) and no pairs are pooled.
+            counts at any confidence. With delta > 0 the verdicts' events use the same test
+            after adding ``Poisson(n delta / e^eps)`` artificial counts to the denominator
+            (:func:`ldp_audit.stats.epsilon_lower_bound_from_poisson_counts_delta`, exact); the
+            profile and the f-DP curve stay Clopper-Pearson on the realised sample sizes.
         tradeoff: also audit the f-DP trade-off curve of the witness pair from the same
             estimation samples (``result.tradeoff``, :class:`TradeoffCurve`): upper confidence
             points (type I, type II error) of threshold tests, simultaneous at ``confidence``,
@@ -1583,9 +1587,7 @@ def audit(
     n_b = n_sel - n_a
     alpha = 1.0 - conf
     alpha_sel = alpha / (max_events + int(float_bits))
-    if poisson:  # disjoint Poisson counts: valid at any level, but only for delta = 0
-        pool = pool and delta == 0.0
-    else:
+    if not poisson:  # (Poissonized disjoint pairs are valid at any level)
         pool = pool and (1.0 - min(_SHARES)) * alpha < POOLED_MAX_ALPHA
     pois_v = poisson and delta == 0.0  # the verdicts' events use the joint Poisson test
     profile_deltas: tuple[float, ...] = ()
@@ -1736,7 +1738,16 @@ def audit(
         bar.refresh()
         results: dict[int, tuple[int, int]] = {}
         sizes: dict[int, tuple[int, int]] = {}
+        arrivals: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         for p, evs in by_pair.items():
+            if poisson and delta > 0:
+                # the augmentation's Poisson processes (rate n delta for single events, 2 n delta
+                # for pooled pairs) on [0, 1], from their own stream, independent of the counts
+                g = streams[p].spawn(1)[0]
+                arrivals[p] = (
+                    g.uniform(size=int(g.poisson(n_est * delta))),
+                    g.uniform(size=int(g.poisson(2.0 * n_est * delta))),
+                )
             x, x2 = pair_list[p]
             re1, re2 = est_rngs[p]
             # Poissonization: the sample sizes are Poisson(n_est), drawn before any output
@@ -1759,7 +1770,7 @@ def audit(
         n1_p, n2_p = sizes[ev.pair]
         n_w, n_w2 = (n1_p, n2_p) if ev.x_is_numerator else (n2_p, n1_p)
         event_text = ev.stat.describe(ev.op, ev.t)
-        test = "poisson" if pois_v else "clopper-pearson"
+        test = ("poisson" if delta == 0 else "poisson-augmented") if poisson else "clopper-pearson"
         if ev.partner is not None and poisson:
             # pooled, Poissonized: S \ S' (x numerator) and S' \ S (x2 numerator) are disjoint,
             # so both pooled counts are independent Poisson counts with means n_est * rate
@@ -1767,11 +1778,20 @@ def audit(
             i1, i2 = results[id(joints[id(ev)])]
             k_num, k_den = (a - i1) + (b2 - i2), (b - i2) + (a2 - i1)
             n_w = n_w2 = n1_p + n2_p
-            bnd = float(
-                epsilon_lower_bound_from_poisson_counts(
-                    k_num, k_den, alpha / m, mean1=n_est, mean2=n_est
+            if delta > 0:
+                bnd = epsilon_lower_bound_from_poisson_counts_delta(
+                    k_num,
+                    k_den,
+                    alpha / m,
+                    delta_count=2.0 * n_est * delta,
+                    arrivals=arrivals[ev.pair][1],
                 )
-            )
+            else:
+                bnd = float(
+                    epsilon_lower_bound_from_poisson_counts(
+                        k_num, k_den, alpha / m, mean1=n_est, mean2=n_est
+                    )
+                )
             event_text = (
                 f"{event_text} with x the numerator, pooled with "
                 f"{ev.partner.stat.describe(ev.partner.op, ev.partner.t)} with x2 the numerator "
@@ -1790,6 +1810,10 @@ def audit(
             event_text = (
                 f"{event_text} with x the numerator, pooled with "
                 f"{ev.partner.stat.describe(ev.partner.op, ev.partner.t)} with x2 the numerator"
+            )
+        elif poisson and delta > 0:
+            bnd = epsilon_lower_bound_from_poisson_counts_delta(
+                k_num, k_den, alpha / m, delta_count=n_est * delta, arrivals=arrivals[ev.pair][0]
             )
         elif pois_v:
             bnd = float(

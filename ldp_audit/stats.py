@@ -50,6 +50,7 @@ __all__ = [
     "pooled_rate_upper",
     "epsilon_lower_bound_from_pooled_counts",
     "epsilon_lower_bound_from_poisson_counts",
+    "epsilon_lower_bound_from_poisson_counts_delta",
     "poisson_ratio_lower",
     "epsilon_from_tpr_fpr",
     "epsilon_lower_bound_from_tpr_fpr_counts",
@@ -351,6 +352,59 @@ def epsilon_lower_bound_from_poisson_counts(
     with np.errstate(divide="ignore"):
         out = np.where(r > 0, np.log(np.maximum(r, 1e-300)) + np.log(m2) - np.log(m1), -np.inf)
     return _out(np.asarray(out, dtype=np.float64))
+
+
+def epsilon_lower_bound_from_poisson_counts_delta(
+    k1: int, k2: int, alpha: float, *, delta_count: float, arrivals: Any
+) -> float:
+    """(epsilon, delta) lower bound from Poissonized counts by *augmenting* the denominator.
+
+    Counts ``k1 ~ Poisson(l1)``, ``k2 ~ Poisson(l2)`` (independent) of a fixed event on
+    Poissonized samples of mean n; an (epsilon, delta)-DP mechanism has
+    ``l1 <= c l2 + D`` with ``c = e^epsilon`` and ``D = n delta`` (``delta_count``). For a
+    given c, add ``A_c ~ Poisson(D / c)`` independent artificial counts to the denominator:
+    ``k2 + A_c ~ Poisson(l2 + D / c)`` and ``l1 <= c (l2 + D / c)``, a pure ratio null, which
+    the exact conditional test (:func:`poisson_ratio_lower`) rejects with probability at most
+    ``alpha``. All c share one Poisson process of rate D on [0, 1] (``arrivals``, its arrival
+    times, drawn independently of the counts): ``A_c`` = arrivals at or before ``1 / c``, so
+    ``A_c ~ Poisson(D / c)`` for every ``c >= 1`` and decreases in c. The bound is
+    ``ln L`` with ``L = inf {c >= 1 : the test at c does not reject}``, so
+    ``P(ln L > epsilon) <= P(the test at e^epsilon rejects) <= alpha``. ``L`` is exact: the
+    test's ratio bound is piecewise constant between the points ``1 / T_i``.
+
+    Args:
+        k1: numerator count.
+        k2: denominator count.
+        alpha: error probability in (0, 1).
+        delta_count: ``D = n delta`` (the Poisson mean of the sample size times delta), >= 0.
+        arrivals: the arrival times in [0, 1] of a rate-D Poisson process (any order).
+
+    Returns:
+        The bound (>= 0).
+    """
+    a = _alpha(alpha)
+    d = check_real(delta_count, "delta_count")
+    if not (math.isfinite(d) and d >= 0):
+        raise InvalidParameterError(f"delta_count must be finite and >= 0, got {delta_count!r}")
+    t = np.sort(np.asarray(arrivals, dtype=np.float64))[::-1]  # descending
+    if t.size and (not np.all(np.isfinite(t)) or t[-1] < 0 or t[0] > 1):
+        raise InvalidParameterError("arrivals must be times in [0, 1]")
+    for v, name in ((k1, "k1"), (k2, "k2")):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+            raise InvalidParameterError(f"{name} must be an integer count >= 0, got {v!r}")
+    big_n = t.size
+    # piece j (j = 0 .. N): c in [b_j, b_{j+1}) with A_c = N - j; b_0 = 1, b_j = 1 / T_(j)
+    with np.errstate(divide="ignore"):
+        edges = np.concatenate([[1.0], 1.0 / np.maximum(t, 1e-300), [np.inf]])
+    edges = np.maximum.accumulate(np.maximum(edges, 1.0))
+    counts = big_n - np.arange(big_n + 1)
+    r = np.asarray(poisson_ratio_lower(np.full(big_n + 1, float(k1)), k2 + counts, a))
+    lo, hi = edges[:-1], edges[1:]
+    ok = r < hi  # the piece holds a non-rejected c (c >= r)
+    if not np.any(ok):  # cannot happen (the last piece is unbounded); kept for safety
+        return 0.0
+    j = int(np.argmax(ok))
+    return float(math.log(max(lo[j], r[j], 1.0)))
 
 
 def epsilon_from_tpr_fpr(tpr: Any, fpr: Any, *, delta: float = 0.0) -> Any:

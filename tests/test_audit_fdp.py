@@ -19,7 +19,6 @@ from ldp_audit.audit import TradeoffCurve, audit
 from ldp_audit.errors import InvalidParameterError, UserCodeError
 from ldp_audit.mechanisms import Gaussian, Laplace, RandomizedResponse
 from ldp_audit.stats import (
-    epsilon_lower_bound_from_counts,
     epsilon_lower_bound_from_poisson_counts,
     gaussian_tradeoff,
 )
@@ -93,18 +92,22 @@ def test_poisson_pooled_pair_counts_disjoint_events():
     assert audit(fake, PAIR, ratio_test="poisson", **{**kw, "confidence": 0.5}).witness.pooled
 
 
-def test_poisson_with_delta_keeps_clopper_pearson_on_realised_sizes():
+def test_poisson_with_delta_augments_the_denominator():
     fake = RateFake({0.0: 0.6, 1.0: 0.2}, epsilon=1.5, delta=0.01)
-    r = audit(
-        fake, PAIR, samples=10_000, confidence=0.9, rng=0, max_events=1, ratio_test="poisson",
-        pool=True, profile=False,
-    )  # fmt: skip
+    kw = dict(samples=10_000, confidence=0.9, rng=0, max_events=1, profile=False)
+    r = audit(fake, PAIR, ratio_test="poisson", **kw)
     w = r.witness
-    assert w.test == "clopper-pearson" and not w.pooled  # no pooling with delta > 0 here
-    want = epsilon_lower_bound_from_counts(
-        w.k1, w.n1, w.k2, w.n2, 0.1, delta=0.01, numerator_share=w.numerator_share
-    )
-    assert r.epsilon_lower_bound == pytest.approx(want, rel=1e-12)
+    assert w.test == "poisson-augmented" and r.to_dict()["witness"]["test"] == "poisson-augmented"
+    # below the point value ln((0.6 - 0.01) / 0.2) and near the Clopper-Pearson bound
+    cp = audit(fake, PAIR, **kw)
+    assert cp.witness.test == "clopper-pearson"
+    assert math.log(0.59 / 0.2) > r.epsilon_lower_bound > cp.epsilon_lower_bound - 0.05
+    # the profile keeps Clopper-Pearson on the realised sizes (its own events)
+    rp = audit(fake, PAIR, ratio_test="poisson", **{**kw, "profile": True})
+    assert rp.profile is not None and rp.profile.epsilon_lower[0] > 0.5
+    # reproducible from the seed (the augmentation's arrivals come from the audit's generator)
+    again = audit(fake, PAIR, ratio_test="poisson", **kw)
+    assert again.epsilon_lower_bound == r.epsilon_lower_bound
 
 
 def test_parameters_are_validated():

@@ -125,3 +125,51 @@ def test_poisson_ratio_bound_coverage_exact(alpha):
             assert fail <= alpha + 1e-12, (lam1, lam2, fail)
             worst = max(worst, fail)
     assert worst >= 0.3 * alpha  # and not vacuous: close to the level somewhere
+
+
+def test_augmented_bound_is_the_inf_of_the_non_rejected_set():
+    # L = inf {c >= 1 : the conditional test of (k1, k2 + A_c) does not reject c}: every c below
+    # L is rejected (what soundness needs) and L itself is not rejected (tightness)
+    rng = np.random.default_rng(5)
+    positive = 0
+    for _ in range(30):
+        d = float(rng.choice([0.5, 5.0, 50.0]))
+        arr = rng.uniform(size=rng.poisson(d))
+        k1, k2 = int(rng.integers(0, 400)), int(rng.integers(0, 40))
+        e = stats.epsilon_lower_bound_from_poisson_counts_delta(
+            k1, k2, 0.05, delta_count=d, arrivals=arr
+        )
+        big_l = math.exp(e)
+
+        def rejects(c, k1=k1, k2=k2, arr=arr):
+            a_c = int(np.sum(arr <= 1.0 / c))
+            return stats.poisson_ratio_lower(k1, k2 + a_c, 0.05) > c
+
+        if e > 0:  # every c in [1, L) is rejected
+            for c in np.exp(np.linspace(0.0, e, 60))[:-1]:
+                assert rejects(c), (k1, k2, d, c, big_l)
+            positive += 1
+        assert not rejects(big_l * (1 + 1e-9))
+    assert positive >= 10
+
+
+def test_augmented_bound_coverage_simulated():
+    # on the boundary l1 = c l2 + D of (eps, delta)-DP, P(bound > ln c) <= alpha: 20,000 draws
+    # per setting, failures ~ Binomial(20000, <= 0.1); P(more than 2,170) < 1e-4 (4.0 sd)
+    rng = np.random.default_rng(11)
+    alpha = 0.1
+    for lam2, c, d in ((3.0, math.e, 5.0), (30.0, 20.0, 100.0), (0.2, 50.0, 2.0)):
+        lam1 = c * lam2 + d
+        fails = 0
+        for _ in range(20_000):
+            k1, k2 = int(rng.poisson(lam1)), int(rng.poisson(lam2))
+            arr = rng.uniform(size=rng.poisson(d))
+            b = stats.epsilon_lower_bound_from_poisson_counts_delta(
+                k1, k2, alpha, delta_count=d, arrivals=arr
+            )
+            fails += b > math.log(c)
+        assert fails <= 2_170, (lam2, c, d, fails)
+    with pytest.raises(InvalidParameterError, match="arrivals"):
+        stats.epsilon_lower_bound_from_poisson_counts_delta(3, 1, 0.1, delta_count=1, arrivals=[2])
+    with pytest.raises(InvalidParameterError, match="k1"):
+        stats.epsilon_lower_bound_from_poisson_counts_delta(3.5, 1, 0.1, delta_count=1, arrivals=[])
