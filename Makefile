@@ -44,7 +44,7 @@ reproduce: $(STAMP)
 # The committed reports of the other systems (each states its scale and wall time in its README).
 reproduce-dprl: $(STAMP)
 	$(BIN)/ldp-audit reproduce dprl --seeds 3 --episodes 600 --total-steps 10000 \
-		--audit-canaries 500 --out reports/dprl --overwrite
+		--audit-canaries 500 --out reports/dprl --overwrite --workers 2 --no-progress
 
 reproduce-fedrl: $(STAMP)
 	$(BIN)/ldp-audit reproduce fedrl --out reports/fedrl --overwrite --sizes 8 --runs 5 \
