@@ -311,3 +311,18 @@ def test_claim_too_large_to_refute_is_refused(eps, capsys):
     assert run_cli(["audit", "--mechanism", "laplace", "--epsilon", eps, "--samples", "1000"]) == 2
     err = capsys.readouterr().err
     assert "--epsilon" in err and "cannot be refuted" in err and "--force" in err
+
+
+def test_ratio_test_and_pool_reach_the_auditor(capsys):
+    """--ratio-test poisson --pool: the witness says which test made it and that it is pooled;
+    a correct Laplace is not flagged (false-failure probability <= 1e-7, the STRICT level)."""
+    argv = ["audit", "--mechanism", "laplace", "--epsilon", "1", "--samples", "50000"]
+    extra = ["--no-float-bits", "--json", "--ratio-test", "poisson", "--pool"]
+    code = run_cli(argv + extra + STRICT)
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and out["violation"] is False
+    assert out["witness"]["test"] == "poisson"
+    assert 0.5 < out["epsilon_lower_bound"] <= 1.0
+    code = run_cli(argv + ["--no-float-bits", "--json"] + STRICT)
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and out["witness"].get("test", "clopper-pearson") == "clopper-pearson"

@@ -241,6 +241,20 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--seed", type=_int("seed", 0), default=0, help="random seed")
     p.add_argument(
+        "--ratio-test",
+        choices=("clopper-pearson", "poisson"),
+        default="clopper-pearson",
+        help="how an event's two counts become a bound: two one-sided Clopper-Pearson bounds "
+        "(conservative) or the exact joint test on Poissonised counts (tighter; its bound "
+        "exceeds a mechanism that sits exactly on its claim at close to 1 - confidence, see "
+        "docs/audit.md)",
+    )
+    p.add_argument(
+        "--pool",
+        action="store_true",
+        help="also test pooled pairs (every pair's events summed; sound, see docs/audit.md)",
+    )
+    p.add_argument(
         "--no-float-bits",
         action="store_true",
         help="distribution verdict only: do not search floating-point bit cells",
@@ -492,6 +506,8 @@ def run(args: argparse.Namespace) -> int:
         float_bits=not args.no_float_bits,
         profile=args.profile,
         force=args.force,
+        pool=args.pool,
+        ratio_test=args.ratio_test,
         progress=True,
     )
     exact = None
