@@ -30,8 +30,8 @@ def _strip(doc: dict) -> dict:
     doc = json.loads(json.dumps(doc))
     for k in VOLATILE:
         doc.pop(k)
-    for k in ("backend", "address", "workers", "chunks"):
-        doc["config"].pop(k)
+    for k in ("backend", "address", "workers", "chunks", "engine"):
+        doc["config"].pop(k, None)
     for group in ("settings", "figure2_runs"):
         for entry in doc.get(group, {}).values():
             entry.pop("seconds")
@@ -90,6 +90,14 @@ def test_readings_on_ray_equal_local(ray_local):
 def test_local_pool_results_json_equals_one_process(local_results, tmp_path):
     pooled = _reproduce_cli(tmp_path / "pool", "--backend", "local", "--workers", "2")
     assert _strip(pooled) == _strip(local_results)
+
+
+def test_lockstep_engine_results_json_equals_fused(local_results, tmp_path):
+    """The default fused engine and --engine lockstep give the same reproduction, bit for bit."""
+    assert local_results["config"]["engine"] == "fused"
+    lockstep = _reproduce_cli(tmp_path / "rep", "--workers", "1", "--engine", "lockstep")
+    assert lockstep["config"]["engine"] == "lockstep"
+    assert _strip(lockstep) == _strip(local_results)
 
 
 def test_cli_address_without_ray_is_a_usage_error_before_work(tmp_path, capsys):

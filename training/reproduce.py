@@ -126,6 +126,10 @@ class ReproduceConfig:
     """``PgcA3cConfig.aggregator_lr`` of every run (None: eta for sgd, 1e-3 otherwise)."""
     target: str = "engine"
     """``PgcA3cConfig.target`` of every run: "engine" or "literal-eq18"."""
+    engine: str = "fused"
+    """``train_grid``'s engine: "fused" (the compiled block kernel) or "lockstep" (one Python
+    lock-step per step). Results are bit for bit the same (tests/test_fused_pgc.py); the fused
+    engine is faster."""
 
     def __post_init__(self) -> None:
         for name in ("trials", "max_submissions", "n_resamples", "workers"):
@@ -171,6 +175,7 @@ class ReproduceConfig:
             ("clip_kind", ("l1", "coordinate")),
             ("aggregator", ("sgd", "adam", "rmsprop")),
             ("target", ("engine", "literal-eq18")),
+            ("engine", ENGINES),
         ):
             if getattr(self, name) not in allowed:
                 raise InvalidParameterError(
@@ -296,8 +301,12 @@ def _engine_config(
     return PgcA3cConfig(**kwargs)
 
 
-def quiet_train_grid(configs: list[Any], **kwargs: Any) -> list[Any]:
-    """``pgc_a3c.train_grid(configs, transcript=False, **kwargs)`` without repeating the
+#: ``train_grid`` engines a reproduction may use (identical results; "fused" is faster)
+ENGINES = ("fused", "lockstep")
+
+
+def quiet_train_grid(configs: list[Any], engine: str = "fused", **kwargs: Any) -> list[Any]:
+    """``pgc_a3c.train_grid(configs, transcript=False, engine=engine, **kwargs)`` without the
     coordinate-clipping :class:`PrivacyClaimWarning` (the driver warns once, see
     :func:`engine_grid`): the task that :func:`ldp_audit.backends.grid_runs` ships to a worker.
     """
@@ -307,7 +316,7 @@ def quiet_train_grid(configs: list[Any], **kwargs: Any) -> list[Any]:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PrivacyClaimWarning)
-        return train_grid(configs, transcript=False, **kwargs)
+        return train_grid(configs, transcript=False, engine=engine, **kwargs)
 
 
 def engine_grid(
@@ -320,6 +329,7 @@ def engine_grid(
     chunks: int | None = None,
     progress: bool | None = None,
     grid_fn: Callable[..., list[Any]] | None = None,
+    engine: str = "fused",
 ) -> list[Any]:
     """Train ``configs`` (``PgcA3cConfig``, one seed each) on a backend of
     :mod:`ldp_audit.backends`; returns the ``TrainResult`` per config, in order.
@@ -350,8 +360,14 @@ def engine_grid(
 
             ray = _init_ray(address, workers)  # InvalidParameterError if Ray is missing
             chunks = max(1, int(ray.cluster_resources().get("CPU", 1)))
+    if engine not in ENGINES:
+        raise InvalidParameterError(f"engine must be one of {ENGINES}, got {engine!r}")
+    if grid_fn is None:
+        import functools
+
+        grid_fn = functools.partial(quiet_train_grid, engine=engine)
     return grid_runs(
-        grid_fn or quiet_train_grid,
+        grid_fn,
         configs,
         seeds,
         chunks=min(chunks, len(configs)),
@@ -375,6 +391,7 @@ def _engine_grid(
     address: str | None = None,
     chunks: int | None = None,
     grid_fn: Callable[..., list[Any]] | None = None,
+    engine: str = "fused",
 ) -> dict[str, np.ndarray]:
     """Every setting through :func:`engine_grid`; zeta (trials, max_submissions) per setting."""
     configs = [
@@ -395,6 +412,7 @@ def _engine_grid(
         chunks=chunks,
         progress=progress,
         grid_fn=grid_fn,
+        engine=engine,
     )
     return {s.key: np.asarray(r.zeta, dtype=np.float64) for s, r in zip(settings, res, strict=True)}
 
@@ -463,6 +481,7 @@ def run_reproduction(
                 ("address", cfg.address),
                 ("chunks", cfg.chunks),
                 ("grid_fn", grid_fn),
+                ("engine", cfg.engine),
             )
             if v not in (None, "local")
         }

@@ -194,6 +194,13 @@ def register(subparsers: Any) -> None:
     )
     _add_reading_arguments(r)
     r.add_argument(
+        "--engine",
+        choices=("fused", "lockstep"),
+        default="fused",
+        help="training engine: the compiled block kernel (fused) or one Python lock-step per "
+        "step; bit for bit the same results, fused is faster",
+    )
+    r.add_argument(
         "--readings",
         action="store_true",
         help="instead of one grid: every plausible reading of the paper (printed, coordinate "
@@ -395,7 +402,20 @@ def _reproduce_pgc(args: argparse.Namespace) -> int:
         aggregator=args.aggregator,
         aggregator_lr=args.aggregator_lr,
         target=args.target,
+        engine=args.engine,
     )
+    from ldp_audit.training.pgc_a3c import PgcA3cConfig
+
+    for mech in ("none", "laplace", "prs"):  # the grid's largest steps: epsilon = 1 per report
+        _check_step_scale(
+            PgcA3cConfig(
+                mechanism=mech,
+                epsilon=1.0,
+                max_submissions=args.max_submissions,
+                aggregator=args.aggregator,
+                aggregator_lr=args.aggregator_lr,
+            )
+        )
     out = args.out if args.out is not None else timestamped_dir("runs/reproduce-pgc-a3c")
     check_report_out(out, overwrite=args.overwrite)  # before the grid, not after it
     _warn_coordinate(args.clip_kind, "all", None)
