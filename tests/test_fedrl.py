@@ -204,6 +204,36 @@ def test_run_directory_and_report(tmp_path):
         train_fedrl(cfg, out, seed=1)
 
 
+def test_ctrl_c_writes_what_was_released_and_marks_interrupted(tmp_path, monkeypatch):
+    """Ctrl-C after the FedRL runs released: the run is marked interrupted and its transcript
+    holds every Q output the ledger was charged for (the ledger and transcript agree)."""
+    import ldp_audit.training.fedrl as F
+    from ldp_audit.accountant import Ledger
+
+    real = F._train_runs
+
+    def interrupted(method, *args, **kwargs):
+        out = real(method, *args, **kwargs)
+        if method == "fedrl":
+            raise KeyboardInterrupt
+        return out
+
+    monkeypatch.setattr(F, "_train_runs", interrupted)
+    cfg = FedRLConfig(**TINY, runs=1, methods=("fedrl", "dqn-alpha"))
+    out = tmp_path / "run"
+    with pytest.raises(KeyboardInterrupt):
+        train_fedrl(cfg, out, seed=1)
+    assert json.loads((out / "manifest.json").read_text())["status"] == "interrupted"
+    with np.load(out / "transcript.npz") as tr:  # absent before the fix: nothing was written
+        rows = len(tr[next(k for k in tr.files if k.startswith("q_"))])
+    led = Ledger(out / "ledger.sqlite", readonly=True)
+    try:
+        charged = len(led)
+    finally:
+        led.close()
+    assert rows > 0 and charged > 0
+
+
 # ---------------------------------------------------------------- audit (approximate DP)
 
 

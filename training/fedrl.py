@@ -1183,6 +1183,7 @@ def run_fedrl(
     record: bool = True,
     progress: bool = False,
     threads: int | None = 1,
+    _state: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Train ``cfg.methods`` ``cfg.runs`` times each and evaluate on the test maps.
 
@@ -1220,6 +1221,8 @@ def run_fedrl(
         raise InvalidParameterError("maps do not match the config (size, n_maps, seed, density)")
     acc = Accountant(None) if accountant is None else accountant
     log = _Log(q=Transcript("report"), y=Transcript("report"), record=bool(record))
+    if _state is not None:  # the caller writes what was released if training is interrupted
+        _state["log"] = log
     seqs = np.random.SeedSequence(int(seed)).spawn(cfg.runs * len(METHODS))
     bar = None
     if progress:
@@ -1352,7 +1355,13 @@ def train_fedrl(
     state: dict[str, Any] = {}
     try:
         res = run_fedrl(
-            cfg, seed=seed, accountant=acc, progress=progress, record=True, threads=threads
+            cfg,
+            seed=seed,
+            accountant=acc,
+            progress=progress,
+            record=True,
+            threads=threads,
+            _state=state,
         )
         state.update(res)
         metrics = _metrics(cfg, res["results"])
