@@ -172,6 +172,39 @@ def episode_gradients_kernel(
         )  # fmt: skip
 
 
+@nb.njit(cache=True, nogil=True, inline="always")
+def _value_targets(
+    rews_buf: np.ndarray,
+    r: int,
+    big_t: int,
+    val: np.ndarray,
+    vhat: np.ndarray,
+    g: float,
+    lit: bool,
+    boot: bool,
+) -> float:
+    """Fill ``vhat[:big_t]`` with eq. 18's targets for row ``r``; return the episode's return.
+
+    The engine's reading bootstraps V(s_T) discounted as in eq. 12 (and 0 after a failure,
+    ``boot`` False); ``lit`` is eq. 18 as printed (+ V(s_T), undiscounted, also after a failure).
+    Shared by both gradient kernels, so their targets are the same operations in the same order.
+    """
+    if lit:
+        nxt = 0.0
+        for t in range(big_t - 1, -1, -1):
+            nxt = rews_buf[r, t] + g * nxt
+            vhat[t] = nxt + val[big_t]
+    else:
+        nxt = val[big_t] if boot else 0.0
+        for t in range(big_t - 1, -1, -1):
+            nxt = rews_buf[r, t] + g * nxt
+            vhat[t] = nxt
+    total = 0.0
+    for t in range(big_t):
+        total += rews_buf[r, t]
+    return total
+
+
 @nb.njit(cache=True, nogil=True)
 def _episode_grad(
     th: np.ndarray,
@@ -222,19 +255,7 @@ def _episode_grad(
         val[t] = v
         dif[t] = z1 - z0
     # eq. 18 (bootstrap discounted as in eq. 12)
-    if lit:  # eq. 18 as printed: + V(s_T), undiscounted, also after a failure
-        nxt = 0.0
-        for t in range(big_t - 1, -1, -1):
-            nxt = rews_buf[r, t] + g * nxt
-            vhat[t] = nxt + val[big_t]
-    else:
-        nxt = val[big_t] if boot else 0.0
-        for t in range(big_t - 1, -1, -1):
-            nxt = rews_buf[r, t] + g * nxt
-            vhat[t] = nxt
-    total = 0.0
-    for t in range(big_t):
-        total += rews_buf[r, t]
+    total = _value_targets(rews_buf, r, big_t, val, vhat, g, lit, boot)
     # backward pass
     for k in range(112):
         out[k] = 0.0
@@ -722,19 +743,8 @@ def _episode_grad_t(
             z1 += tt[_P1 + j] * h
         val[t] = v
         dif[t] = z1 - z0
-    if lit:
-        nxt = 0.0
-        for t in range(big_t - 1, -1, -1):
-            nxt = rews_buf[r, t] + g * nxt
-            vhat[t] = nxt + val[big_t]
-    else:
-        nxt = val[big_t] if boot else 0.0
-        for t in range(big_t - 1, -1, -1):
-            nxt = rews_buf[r, t] + g * nxt
-            vhat[t] = nxt
-    total = 0.0
-    for t in range(big_t):
-        total += rews_buf[r, t]
+    # eq. 18 (bootstrap discounted as in eq. 12)
+    total = _value_targets(rews_buf, r, big_t, val, vhat, g, lit, boot)
     for k in range(112):
         gacc[k] = 0.0
     two_lam = 2.0 * lam
