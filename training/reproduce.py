@@ -481,7 +481,7 @@ def run_reproduction(
                 ("address", cfg.address),
                 ("chunks", cfg.chunks),
                 ("grid_fn", grid_fn),
-                ("engine", cfg.engine),
+                ("engine", None if cfg.engine == "fused" else cfg.engine),
             )
             if v not in (None, "local")
         }
