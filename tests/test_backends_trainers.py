@@ -118,3 +118,62 @@ def test_backend_options_validates():
         "algo='dqn', sigma=0.5, seed=3"
     )
     assert describe_spec(("not", "a dict")) == "('not', 'a dict')"  # repr of a non-dict
+
+
+def _fedrl_tiny():
+    from ldp_audit.training.fedrl_reproduce import ReproConfig
+
+    return ReproConfig(
+        sizes=(8,),
+        runs=1,
+        train_steps=(20,),
+        n_envs=4,
+        n_maps=100,
+        eval_maps=10,
+        hist_len=2,
+        hist_lens=(1, 2),
+        fig4_runs=1,
+        attack_sigmas=(0.0, 1.0),
+        attack_steps=20,
+        audit_samples=0,
+    )
+
+
+def _fedrl_volatile(doc):
+    """The results as sorted JSON text (NaN, an undefined interval, then equals NaN) without
+    timings (every key naming "seconds") and the machine's load averages."""
+
+    def strip(x):
+        if isinstance(x, dict):
+            return {
+                k: strip(v)
+                for k, v in x.items()
+                if "seconds" not in str(k) and not str(k).startswith("load_average")
+            }
+        return [strip(v) for v in x] if isinstance(x, list) else x
+
+    return json.dumps(strip(doc), sort_keys=True)
+
+
+def test_fedrl_reproduce_on_a_pool_and_ray_equals_one_process(ray_local):
+    """Every stage (Table 1, Figure 4, attack settings) is a task: same numbers everywhere."""
+    pytest.importorskip("torch")
+    from ldp_audit.training.fedrl_reproduce import reproduce
+
+    one = reproduce(_fedrl_tiny())
+    assert set(one["table1"]) == {"8"} and list(one["fig4"]) == ["1", "2"]
+    assert one["fig4"]["2"]["reused"] == "table1" and len(one["attacks"]) == 4
+    pooled = reproduce(_fedrl_tiny(), workers=2)
+    on_ray = reproduce(_fedrl_tiny(), backend="ray", workers=2)
+    assert _fedrl_volatile(pooled) == _fedrl_volatile(one)
+    assert _fedrl_volatile(on_ray) == _fedrl_volatile(one)
+
+
+def test_fedrl_cli_backend_usage_errors_before_work(tmp_path, capsys):
+    from ldp_audit.cli import main
+
+    out = tmp_path / "rep"
+    code = main(["reproduce", "fedrl", "--sizes", "8", "--address", "auto", "--out", str(out)])
+    assert code == 2
+    assert "address applies to backend='ray' only" in capsys.readouterr().err
+    assert not out.exists()

@@ -7,6 +7,7 @@ runs keep their transcript in memory and are attacked from it.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import platform
@@ -167,28 +168,110 @@ def random_policy_success(
     }
 
 
+@functools.lru_cache(maxsize=2)
+def _maps(size: int, n_maps: int, seed: int) -> Any:
+    """The seeded maps of a size, generated once per process (stages share them read-only)."""
+    from ldp_audit.training.gridworld import generate_maps
+
+    return generate_maps(size, n_maps, seed=seed)
+
+
+def _stage(item: dict[str, Any]) -> dict[str, Any]:
+    """One stage of the reproduction (a Table 1 size, a Figure 4 history length or an attack
+    setting): a module-level, deterministic task of :func:`ldp_audit.backends.run_tasks`, so a
+    stage gives the same numbers in this process, a local pool or on Ray."""
+    from ldp_audit.attacks.fedrl import attack_arrays
+    from ldp_audit.training.fedrl import FedRLConfig, _log_arrays, _metrics, run_fedrl
+
+    rc: ReproConfig = item["rc"]
+    kind, progress = item["kind"], bool(item.get("progress", False))
+    t0, c0 = time.perf_counter(), time.process_time()
+    size = item["size"]
+    maps = _maps(size, rc.n_maps, rc.seed)
+    if kind in ("table1", "fig4"):
+        table1 = kind == "table1"
+        cfg = FedRLConfig(
+            size=size,
+            n_maps=rc.n_maps,
+            map_seed=rc.seed,
+            hist_len=rc.hist_len if table1 else item["hist_len"],
+            sigma=1.0,
+            train_steps=rc.steps_for(item["index"]) if table1 else rc.fig4_train_steps(),
+            n_envs=rc.n_envs,
+            eval_maps=rc.eval_maps,
+            runs=rc.runs if table1 else rc.fig4_runs,
+        )
+        r = run_fedrl(
+            cfg,
+            seed=rc.seed + 1000 * size if table1 else rc.seed + 7 + item["hist_len"],
+            maps=maps,
+            record=False,
+            progress=progress,
+            threads=rc.threads,
+        )
+        m = _metrics(cfg, r["results"])
+        m["seconds"] = time.perf_counter() - t0
+        m["cpu_seconds"] = time.process_time() - c0
+        m["train_steps"] = cfg.train_steps
+        if table1:
+            m["longest_shortest_path"] = int(maps.shortest.max())
+            m["random_policy"] = random_policy_success(
+                size, rc.n_maps, rc.seed, rc.eval_maps, maps=maps
+            )
+        return m
+    cfg = FedRLConfig(
+        size=size,
+        n_maps=rc.n_maps,
+        map_seed=rc.seed,
+        hist_len=rc.hist_len,
+        sigma=float(item["sigma"]),
+        clip_outputs=item["clip"],
+        train_steps=rc.attack_steps,
+        n_envs=rc.n_envs,
+        eval_maps=min(rc.eval_maps, 200),
+        methods=("fedrl",),
+        runs=1,
+    )
+    r = run_fedrl(
+        cfg, seed=rc.seed + 99, maps=maps, record=True, progress=False, threads=rc.threads
+    )
+    tr, sec = _log_arrays(r["log"])
+    a = attack_arrays(cfg, tr, sec, seed=rc.seed)
+    spent = r["accountant"].spent_all(delta=cfg.delta, method="best")
+    a["epsilon_beta_run"] = spent.get("0/beta", math.inf)
+    a["epsilon_alpha_run"] = spent.get("0/alpha", math.inf)
+    a["seconds"] = time.perf_counter() - t0
+    a["fedrl1_succ_rate"] = r["results"][0]["FedRL-1"]["succ_rate"]
+    return a
+
+
+def _describe_stage(item: dict[str, Any]) -> str:
+    keys = ("kind", "size", "hist_len", "clip", "sigma")
+    return ", ".join(f"{k}={item[k]!r}" for k in keys if k in item) + f", seed={item['rc'].seed}"
+
+
 def reproduce(
     rc: ReproConfig,
     *,
     progress: bool = False,
     command: str = "",
     checkpoint: Callable[[dict[str, Any]], None] | None = None,
+    backend: str = "local",
+    address: str | None = None,
+    workers: int | None = None,
 ) -> dict[str, Any]:
     """Run the whole reproduction at the scale of ``rc``; returns the JSON-able results.
 
     ``checkpoint(results_so_far)`` is called after every stage (the CLI keeps a partial file so
-    a failure late in the run does not lose the finished stages).
+    a failure late in the run does not lose the finished stages; on a pool or Ray, after all of
+    them). The stages (Table 1 sizes, Figure 4 history lengths, attack settings) are tasks of
+    :func:`ldp_audit.backends.run_tasks` on ``backend`` (``workers``, ``address`` as there):
+    each depends only on its own config and seed, so the numbers are the same on every backend.
     """
-    from ldp_audit.attacks.fedrl import attack_arrays
-    from ldp_audit.training.fedrl import (
-        PAPER_TABLE1,
-        FedRLConfig,
-        _log_arrays,
-        _metrics,
-        run_fedrl,
-    )
-    from ldp_audit.training.gridworld import generate_maps
+    from ldp_audit.backends import backend_options, run_tasks
+    from ldp_audit.training.fedrl import PAPER_TABLE1
 
+    where = backend_options(backend=backend, address=address, workers=workers)  # before work
     if len(rc.train_steps) not in (1, len(rc.sizes)):
         raise InvalidParameterError(
             f"train_steps must give one value or one per size, got {rc.train_steps}"
@@ -212,109 +295,47 @@ def reproduce(
     if rc.audit_samples:  # first: fast, and it needs no training
         res["audit"] = audit_output_mechanism(rc.audit_samples, rc.seed)
         save()
-    maps_by_size = {}
-    for i, size in enumerate(rc.sizes):
-        t0, c0 = time.perf_counter(), time.process_time()
-        maps = generate_maps(size, rc.n_maps, seed=rc.seed)
-        maps_by_size[size] = maps
-        cfg = FedRLConfig(
-            size=size,
-            n_maps=rc.n_maps,
-            map_seed=rc.seed,
-            hist_len=rc.hist_len,
-            sigma=1.0,
-            train_steps=rc.steps_for(i),
-            n_envs=rc.n_envs,
-            eval_maps=rc.eval_maps,
-            runs=rc.runs,
-        )
-        r = run_fedrl(
-            cfg,
-            seed=rc.seed + 1000 * size,
-            maps=maps,
-            record=False,
-            progress=progress,
-            threads=rc.threads,
-        )
-        m = _metrics(cfg, r["results"])
-        m["seconds"] = time.perf_counter() - t0
-        m["cpu_seconds"] = time.process_time() - c0
-        m["train_steps"] = cfg.train_steps
-        m["longest_shortest_path"] = int(maps.shortest.max())
-        m["random_policy"] = random_policy_success(
-            size, rc.n_maps, rc.seed, rc.eval_maps, maps=maps
-        )
-        res["table1"][str(size)] = m
-        save()
-    if rc.hist_lens:
-        size = rc.sizes[0]
-        for h in rc.hist_lens:
-            t0, c0 = time.perf_counter(), time.process_time()
-            same_scale = rc.fig4_train_steps() == rc.steps_for(0)
-            if h == rc.hist_len and str(size) in res["table1"] and same_scale:
-                res["fig4"][str(h)] = dict(res["table1"][str(size)], reused="table1")
-                continue
-            cfg = FedRLConfig(
-                size=size,
-                n_maps=rc.n_maps,
-                map_seed=rc.seed,
-                hist_len=h,
-                sigma=1.0,
-                train_steps=rc.fig4_train_steps(),
-                n_envs=rc.n_envs,
-                eval_maps=rc.eval_maps,
-                runs=rc.fig4_runs,
-            )
-            r = run_fedrl(
-                cfg,
-                seed=rc.seed + 7 + h,
-                maps=maps_by_size[size],
-                record=False,
-                progress=progress,
-                threads=rc.threads,
-            )
-            m = _metrics(cfg, r["results"])
-            m["seconds"] = time.perf_counter() - t0
-            m["cpu_seconds"] = time.process_time() - c0
-            m["train_steps"] = cfg.train_steps
-            res["fig4"][str(h)] = m
+    items: list[dict[str, Any]] = [
+        {"kind": "table1", "rc": rc, "size": size, "index": i} for i, size in enumerate(rc.sizes)
+    ]
+    reuse: list[int] = []
+    for h in rc.hist_lens:
+        if h == rc.hist_len and rc.fig4_train_steps() == rc.steps_for(0):
+            reuse.append(h)  # Figure 4's point at H = hist_len is Table 1's first size
+        else:
+            items.append({"kind": "fig4", "rc": rc, "size": rc.sizes[0], "hist_len": h})
+    for clip in (None, rc.attack_clip) if rc.attack_sigmas else ():
+        for sigma in rc.attack_sigmas:
+            items.append({"kind": "attack", "rc": rc, "size": rc.sizes[0], "clip": clip,
+                          "sigma": sigma})  # fmt: skip
+
+    def place(item: dict[str, Any], out: dict[str, Any]) -> None:
+        if item["kind"] == "table1":
+            res["table1"][str(item["size"])] = out
+            for h in reuse:
+                if item["index"] == 0:
+                    res["fig4"][str(h)] = dict(out, reused="table1")
+        elif item["kind"] == "fig4":
+            res["fig4"][str(item["hist_len"])] = out
+        else:
+            res["attacks"].append(out)
+
+    if where["backend"] == "local" and (where["workers"] or 1) == 1:
+        for item in items:  # in this process, checkpointed after every stage
+            place(item, _stage(dict(item, progress=progress)))
             save()
-    if rc.attack_sigmas:
-        size = rc.sizes[0]
-        for clip in (None, rc.attack_clip):
-            for sigma in rc.attack_sigmas:
-                t0 = time.perf_counter()
-                cfg = FedRLConfig(
-                    size=size,
-                    n_maps=rc.n_maps,
-                    map_seed=rc.seed,
-                    hist_len=rc.hist_len,
-                    sigma=float(sigma),
-                    clip_outputs=clip,
-                    train_steps=rc.attack_steps,
-                    n_envs=rc.n_envs,
-                    eval_maps=min(rc.eval_maps, 200),
-                    methods=("fedrl",),
-                    runs=1,
-                )
-                r = run_fedrl(
-                    cfg,
-                    seed=rc.seed + 99,
-                    maps=maps_by_size[size],
-                    record=True,
-                    progress=False,
-                    threads=rc.threads,
-                )
-                tr, sec = _log_arrays(r["log"])
-                a = attack_arrays(cfg, tr, sec, seed=rc.seed)
-                acc = r["accountant"]
-                spent = acc.spent_all(delta=cfg.delta, method="best")
-                a["epsilon_beta_run"] = spent.get("0/beta", math.inf)
-                a["epsilon_alpha_run"] = spent.get("0/alpha", math.inf)
-                a["seconds"] = time.perf_counter() - t0
-                a["fedrl1_succ_rate"] = r["results"][0]["FedRL-1"]["succ_rate"]
-                res["attacks"].append(a)
-                save()
+    else:
+        outs = run_tasks(
+            _stage,
+            items,
+            **where,
+            progress="fedrl stages" if progress else None,
+            describe=_describe_stage,
+        )
+        for item, out in zip(items, outs, strict=True):
+            place(item, out)
+        save()
+    res["fig4"] = {str(h): res["fig4"][str(h)] for h in rc.hist_lens if str(h) in res["fig4"]}
     res["seconds_total"] = time.perf_counter() - t_all
     res["cpu_seconds_total"] = time.process_time() - c_all
     res["load_average_end"] = _loadavg()

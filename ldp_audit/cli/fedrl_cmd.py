@@ -275,6 +275,9 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
     r.add_argument("--overwrite", action="store_true", help="regenerate an existing report")
     r.add_argument("--json", action="store_true", help="print results as JSON on stdout")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
+    from ldp_audit.cli._types import add_backend_arguments
+
+    add_backend_arguments(r, workers=True)
     r.set_defaults(func=_reproduce)
 
 
@@ -453,6 +456,9 @@ def _reproduce(args: argparse.Namespace) -> int:
             raise InvalidParameterError(f"--attack-sigmas must be >= 0, got {s}")
     if args.attack_clip != args.attack_clip or args.attack_clip <= 0:
         raise InvalidParameterError(f"--attack-clip must be > 0, got {args.attack_clip}")
+    from ldp_audit.backends import backend_options
+
+    where = backend_options(args)  # --backend/--address/--workers: usage errors before work
     out = args.out if args.out is not None else timestamped_dir("runs/reproduce-fedrl")
     from ldp_audit.cli._types import check_not_inside_run
 
@@ -491,6 +497,7 @@ def _reproduce(args: argparse.Namespace) -> int:
         progress=not args.no_progress,
         command="ldp-audit " + " ".join(sys.argv[1:]),
         checkpoint=checkpoint,
+        **where,
     )
     files = write_report(results, out)
     partial.unlink(missing_ok=True)
