@@ -63,20 +63,19 @@ def test_dprl_reproduce_ray_equals_local(ray_local, tmp_path):
     assert _no_timings(a) == _no_timings(b)  # every return, epsilon and table cell
 
 
-def test_dprl_cli_backend_usage_errors_before_work(tmp_path, capsys):
+@pytest.mark.parametrize("system", ["dprl", "fedrl"])
+def test_reproduce_cli_backend_usage_errors_before_work(system, tmp_path, capsys):
     from ldp_audit.cli import main
 
     out = tmp_path / "rep"
-    code = main(["reproduce", "dprl", "--seeds", "1", "--address", "auto", "--out", str(out)])
+    code = main(["reproduce", system, "--address", "auto", "--out", str(out)])
     assert code == 2
     assert "address applies to backend='ray' only" in capsys.readouterr().err
     assert not out.exists()
-    with pytest.raises(SystemExit) as ei:
-        main(["reproduce", "dprl", "--backend", "dask", "--out", str(out)])
-    assert ei.value.code == 2
-    with pytest.raises(SystemExit) as ei:
-        main(["reproduce", "dprl", "--workers", "0", "--out", str(out)])
-    assert ei.value.code == 2
+    for bad in (["--backend", "dask"], ["--workers", "0"]):
+        with pytest.raises(SystemExit) as ei:
+            main(["reproduce", system, *bad, "--out", str(out)])
+        assert ei.value.code == 2
     assert not out.exists()
 
 
@@ -167,13 +166,3 @@ def test_fedrl_reproduce_on_a_pool_and_ray_equals_one_process(ray_local):
     on_ray = reproduce(_fedrl_tiny(), backend="ray", workers=2)
     assert _fedrl_volatile(pooled) == _fedrl_volatile(one)
     assert _fedrl_volatile(on_ray) == _fedrl_volatile(one)
-
-
-def test_fedrl_cli_backend_usage_errors_before_work(tmp_path, capsys):
-    from ldp_audit.cli import main
-
-    out = tmp_path / "rep"
-    code = main(["reproduce", "fedrl", "--sizes", "8", "--address", "auto", "--out", str(out)])
-    assert code == 2
-    assert "address applies to backend='ray' only" in capsys.readouterr().err
-    assert not out.exists()
