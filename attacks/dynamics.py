@@ -47,10 +47,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from ldp_audit._validation import check_batch, check_probability, check_rng
 from ldp_audit.attacks.scoring import (
     AttackResult,
-    accuracy_ceiling,
-    accuracy_interval,
     composed_epsilon,
-    epsilon_lower_bound_from_accuracy,
 )
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 
@@ -515,24 +512,15 @@ def _result(
     seconds: float,
     extra: dict[str, Any],
 ) -> AttackResult:
-    eps = mechanism_epsilon(mechanism)
-    acc = correct / n
-    return AttackResult(
+    return AttackResult.from_guesses(
         attack=attack,
         mechanism=_mechanism_config(mechanism),
-        epsilon=eps,
+        epsilon=mechanism_epsilon(mechanism),
         reports_per_agent=T,
         k=k,
         n=n,
         correct=correct,
-        accuracy=acc,
-        accuracy_ci=accuracy_interval(correct, n, confidence),
-        ceiling=accuracy_ceiling(eps, k, T),
-        composed_epsilon=composed_epsilon(eps, T),
-        epsilon_lower_bound=epsilon_lower_bound_from_accuracy(correct, n, k, confidence),
         confidence=confidence,
-        chance=1.0 / k,
-        advantage=(acc - 1.0 / k) / (1.0 - 1.0 / k),
         seconds=seconds,
         extra=extra,
     )

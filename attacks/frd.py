@@ -43,10 +43,6 @@ from scipy.special import logsumexp
 
 from ldp_audit.attacks.scoring import (
     AttackResult,
-    accuracy_ceiling,
-    accuracy_interval,
-    composed_epsilon,
-    epsilon_lower_bound_from_accuracy,
 )
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 
@@ -299,9 +295,8 @@ def score_run_dir(
     k = len(prediction["candidates"])
     T = int(np.max(prediction["reports_per_group"]))
     eps = float(prediction["epsilon"])
-    acc = correct / n
     name = "dynamics-frd-proxy" if prediction.get("mode") != "fedavg" else "dynamics-fedavg-params"
-    return AttackResult(
+    return AttackResult.from_guesses(
         attack=name,
         mechanism=prediction["mechanism"],
         epsilon=eps,
@@ -309,14 +304,7 @@ def score_run_dir(
         k=k,
         n=n,
         correct=correct,
-        accuracy=acc,
-        accuracy_ci=accuracy_interval(correct, n, confidence),
-        ceiling=accuracy_ceiling(eps, k, T),
-        composed_epsilon=composed_epsilon(eps, T),
-        epsilon_lower_bound=epsilon_lower_bound_from_accuracy(correct, n, k, confidence),
         confidence=confidence,
-        chance=1.0 / k,
-        advantage=(acc - 1.0 / k) / (1.0 - 1.0 / k),
         seconds=time.perf_counter() - t0,
         extra={
             "candidates": prediction["candidates"],

@@ -288,6 +288,44 @@ class AttackResult:
     seconds: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
 
+    @classmethod
+    def from_guesses(
+        cls,
+        *,
+        attack: str,
+        mechanism: dict[str, Any],
+        epsilon: float,
+        reports_per_agent: int,
+        k: int,
+        n: int,
+        correct: int,
+        confidence: float = 0.95,
+        seconds: float = 0.0,
+        extra: dict[str, Any] | None = None,
+    ) -> AttackResult:
+        """The result of a ``k``-way guessing attack: ``correct`` of ``n`` secrets right, scored
+        (interval, ceiling at ``reports_per_agent * epsilon``, implied epsilon, advantage)."""
+        acc = correct / n
+        return cls(
+            attack=attack,
+            mechanism=mechanism,
+            epsilon=epsilon,
+            reports_per_agent=reports_per_agent,
+            k=k,
+            n=n,
+            correct=correct,
+            accuracy=acc,
+            accuracy_ci=accuracy_interval(correct, n, confidence),
+            ceiling=accuracy_ceiling(epsilon, k, reports_per_agent),
+            composed_epsilon=composed_epsilon(epsilon, reports_per_agent),
+            epsilon_lower_bound=epsilon_lower_bound_from_accuracy(correct, n, k, confidence),
+            confidence=confidence,
+            chance=1.0 / k,
+            advantage=(acc - 1.0 / k) / (1.0 - 1.0 / k),
+            seconds=seconds,
+            extra=dict(extra or {}),
+        )
+
     @property
     def violation(self) -> bool:
         """True when the attack beats the guarantee beyond its confidence interval.
