@@ -41,9 +41,7 @@ from typing import Any
 import numpy as np
 from scipy.special import logsumexp
 
-from ldp_audit.attacks.scoring import (
-    AttackResult,
-)
+from ldp_audit.attacks.scoring import AttackResult
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 
 __all__ = ["upload_features", "attack_run_dir", "score_run_dir", "run"]
