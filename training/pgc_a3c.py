@@ -1507,20 +1507,27 @@ class _Engine:
         if any_ended:
             self._compact()
 
+    #: per-row arrays (one entry per running worker) that ``_keep_rows`` filters together
+    _ROW_FIELDS: tuple[str, ...] = (
+        "row_trial",
+        "row_worker",
+        "row_agent",
+        "row_round",
+        "row_gravity",
+        "row_theta",
+        "row_version",
+        "slot",
+    )
+
+    def _keep_rows(self, keep: np.ndarray) -> None:
+        """Keep only the rows ``keep`` of every per-row array (the workers of ended trials go)."""
+        for name in self._ROW_FIELDS:
+            setattr(self, name, np.ascontiguousarray(getattr(self, name)[keep]))
+        self.act_block = np.ascontiguousarray(self.act_block[:, keep])
+
     def _compact(self) -> None:
         keep = np.flatnonzero(self.active[self.row_trial])
-        for name in (
-            "row_trial",
-            "row_worker",
-            "row_agent",
-            "row_round",
-            "row_gravity",
-            "row_theta",
-            "row_version",
-            "slot",
-        ):
-            setattr(self, name, getattr(self, name)[keep])
-        self.act_block = np.ascontiguousarray(self.act_block[:, keep])
+        self._keep_rows(keep)
         self.env.select(keep)
         self.actions = np.zeros(keep.size, dtype=np.int64)
 
@@ -1807,24 +1814,12 @@ class _FusedEngine(_Engine):
             self.tr_thetas[int(self.snap_cfg[j])].append(self.snap_theta[j].copy())
         self.snap_n[0] = 0
 
+    _ROW_FIELDS = (*_Engine._ROW_FIELDS, "row_tt", "row_wd", "f_steps")
+
     def _compact_fused(self) -> None:
         keep = np.flatnonzero(self.active[self.row_trial])
-        for name in (
-            "row_trial",
-            "row_worker",
-            "row_agent",
-            "row_round",
-            "row_gravity",
-            "row_theta",
-            "row_tt",
-            "row_wd",
-            "row_version",
-            "slot",
-            "f_steps",
-        ):
-            setattr(self, name, np.ascontiguousarray(getattr(self, name)[keep]))
+        self._keep_rows(keep)
         self.f_state = np.ascontiguousarray(self.f_state[:, keep])
-        self.act_block = np.ascontiguousarray(self.act_block[:, keep])
         self._count_rows()
 
     # ---------------------------------------------------------------- main loop
