@@ -80,6 +80,8 @@ __all__ = [
     "setting_config",
     "train",
     "train_many",
+    "train_batch",
+    "arch_batches",
     "report_sections",
 ]
 
@@ -696,8 +698,13 @@ def train_many(
     progress: bool = False,
     on_release: Callable[[int, Any], None] | None = None,
     _recorders: list[Any] | None = None,
+    _sink: Any = None,
 ) -> list[FrdResult]:
     """Train every group of every config; configs sharing an architecture run in one batch.
+
+    Each architecture's batch is :func:`train_batch` with its own child generator
+    (:func:`arch_batches`), so the batches are independent tasks: running them one by one, in
+    a process pool or on Ray (``ldp-audit reproduce frd --backend``) gives the same results.
 
     Args:
         configs: the experiments (each ``groups`` x ``n_agents`` agents).
@@ -711,18 +718,101 @@ def train_many(
     Returns:
         One :class:`FrdResult` per config, in order.
     """
-    from ldp_audit._validation import check_rng
+    cfgs = _check_configs(configs)
+    if accountants is not None and len(accountants) != len(cfgs):
+        raise InvalidParameterError(
+            f"accountants must have one entry per config ({len(cfgs)}), got {len(accountants)}"
+        )
+    batches = arch_batches(cfgs, seed=seed)
+    if accountants is None:
+        from ldp_audit.accountant import Accountant, Ledger
 
+        accountants = [Accountant(ledger=Ledger(":memory:")) for _ in cfgs]
+    results: list[FrdResult | None] = [None] * len(cfgs)
+    bar = _sink
+    if progress and bar is None:
+        from tqdm.auto import tqdm
+
+        total = sum(c.groups * c.n_agents * c.max_episodes for c in cfgs)
+        bar = tqdm(total=total, desc="agent-episodes", unit="ep")
+    try:
+        for idx, r in batches:
+            out = train_batch(
+                [cfgs[i] for i in idx],
+                rng=r,
+                accountants=[accountants[i] for i in idx],
+                record=record,
+                on_release=(
+                    None
+                    if on_release is None
+                    else (lambda j, rel, idx=idx: on_release(idx[j], rel))
+                ),
+                _recorders=_recorders,
+                _sink=bar,
+            )
+            for i, res in zip(idx, out, strict=True):
+                results[i] = res
+    finally:
+        if bar is not None and bar is not _sink:
+            bar.close()
+    return [r for r in results if r is not None]
+
+
+def _check_configs(configs: Sequence[FrdConfig]) -> list[FrdConfig]:
     cfgs = list(configs)
     if not cfgs:
         raise InvalidParameterError("configs must hold at least one FrdConfig, got none")
     for c in cfgs:
         if not isinstance(c, FrdConfig):
             raise InvalidParameterError(f"configs must be FrdConfig objects, got {type(c)}")
+    return cfgs
+
+
+def arch_batches(
+    configs: Sequence[FrdConfig], *, seed: int | np.random.Generator
+) -> list[tuple[list[int], np.random.Generator]]:
+    """How :func:`train_many` splits ``configs``: one batch per network architecture
+    (``config.arch()``, in sorted order), each with its own child generator of ``seed``
+    (``rng.spawn``). Returns ``[(config indices, generator), ...]``; ``train_batch`` of each
+    gives exactly what ``train_many`` gives those configs."""
+    from ldp_audit._validation import check_rng
+
+    cfgs = _check_configs(configs)
     if isinstance(seed, np.random.Generator):
         rng = check_rng(seed)
     else:
         rng = np.random.default_rng(_int(seed, "seed", 0))
+    archs = sorted({c.arch() for c in cfgs})
+    rngs = rng.spawn(len(archs))
+    return [
+        ([i for i, c in enumerate(cfgs) if c.arch() == arch], r)
+        for arch, r in zip(archs, rngs, strict=True)
+    ]
+
+
+def train_batch(
+    configs: Sequence[FrdConfig],
+    *,
+    rng: np.random.Generator,
+    accountants: Sequence[Any] | None = None,
+    record: bool = False,
+    on_release: Callable[[int, Any], None] | None = None,
+    _recorders: list[Any] | None = None,
+    _sink: Any = None,
+) -> list[FrdResult]:
+    """Train configs of ONE architecture in one lock-step batch drawing from ``rng`` (what
+    :func:`train_many` does for each batch of :func:`arch_batches`). ``accountants``: one per
+    config (default: an in-memory ledger each), charged before every upload. ``_sink``: an
+    object with ``update(k)`` counting agent-episodes (a tqdm bar or a progress queue)."""
+    from ldp_audit._validation import check_rng
+
+    cfgs = _check_configs(configs)
+    rng = check_rng(rng)
+    if len({c.arch() for c in cfgs}) != 1:
+        raise InvalidParameterError(
+            f"configs must share one architecture (hidden, layers), got "
+            f"{sorted({c.arch() for c in cfgs})}"
+        )
     if accountants is None:
         from ldp_audit.accountant import Accountant, Ledger
 
@@ -731,31 +821,15 @@ def train_many(
         raise InvalidParameterError(
             f"accountants must have one entry per config ({len(cfgs)}), got {len(accountants)}"
         )
-    archs = sorted({c.arch() for c in cfgs})
-    rngs = rng.spawn(len(archs))
-    results: list[FrdResult | None] = [None] * len(cfgs)
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        total = sum(c.groups * c.n_agents * c.max_episodes for c in cfgs)
-        bar = tqdm(total=total, desc="agent-episodes", unit="ep")
-    try:
-        for arch, r in zip(archs, rngs, strict=True):
-            idx = [i for i, c in enumerate(cfgs) if c.arch() == arch]
-            out = _Engine(
-                [cfgs[i] for i in idx],
-                _track(_recorders, [_Recorder(cfgs[i], accountants[i], record) for i in idx]),
-                r,
-                bar,
-                None if on_release is None else (lambda j, rel, idx=idx: on_release(idx[j], rel)),
-            ).run()
-            for i, res in zip(idx, out, strict=True):
-                results[i] = res
-    finally:
-        if bar is not None:
-            bar.close()
-    return [r for r in results if r is not None]
+    return _Engine(
+        cfgs,
+        _track(
+            _recorders, [_Recorder(c, a, record) for c, a in zip(cfgs, accountants, strict=True)]
+        ),
+        rng,
+        _sink,
+        on_release,
+    ).run()
 
 
 def _track(holder: list[Any] | None, recs: list[Any]) -> list[Any]:

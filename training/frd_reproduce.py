@@ -8,8 +8,12 @@
   :mod:`ldp_audit.attacks.frd` (dynamics inference on the uploads), accuracy beside chance and
   the LDP ceiling.
 
-Everything runs in a few batched calls of :func:`ldp_audit.training.frd.train_many` (one per
-network architecture), so the sweep's wall time is dominated by its slowest group.
+The sweep runs as one batched :func:`ldp_audit.training.frd.train_batch` per network
+architecture, each with its own child generator of the seed (exactly what
+:func:`~ldp_audit.training.frd.train_many` does in one call), and every leak run is seeded on its
+own: these are independent tasks of :func:`ldp_audit.backends.run_tasks` (``backend``,
+``address``, ``workers``: this process, a local process pool or Ray), so every backend gives the
+same numbers. The sweep's wall time is dominated by its slowest architecture.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.training.frd import FrdConfig, setting_config, train, train_many
+from ldp_audit.training.frd import FrdConfig, arch_batches, setting_config, train, train_batch
 
 __all__ = ["ReproduceSettings", "reproduce"]
 
@@ -138,9 +142,21 @@ def reproduce(
     out: str | Path | None = None,
     progress: bool = False,
     command: str | None = None,
+    backend: str = "local",
+    address: str | None = None,
+    workers: int | None = None,
 ) -> dict[str, Any]:
     """Run the reproduction; with ``out``, write results.json, figure3.png, figure4.png,
-    README.md (and leak_runs/) there. Returns the results dict."""
+    README.md (and leak_runs/) there. Returns the results dict.
+
+    The sweep's architecture batches, then the leak runs, are tasks of
+    :func:`ldp_audit.backends.run_tasks` on ``backend`` (``address``, ``workers`` as there);
+    each depends only on its configs and its generator or seed, so the results are bit for bit
+    the same on every backend (timings aside). A failing task names its cells and seed.
+    """
+    from ldp_audit.backends import backend_options
+
+    where = backend_options(backend=backend, address=address, workers=workers)  # before work
     t0, c0 = time.perf_counter(), time.process_time()
     S = settings
     cfgs: list[FrdConfig] = []
@@ -159,7 +175,7 @@ def reproduce(
         cfgs.append(setting_config(S.fedavg_setting, n_agents=nmax, ldp_epsilon=eps, **common))
         keys.append((f"frd-ldp-{eps:g}", S.fedavg_setting, nmax))
     ts, cs = time.perf_counter(), time.process_time()
-    results = train_many(cfgs, seed=S.seed, progress=progress)
+    results, task_cpu = _sweep(cfgs, keys, S.seed, progress, where)
     sweep_seconds = time.perf_counter() - ts
     sweep_cpu_seconds = time.process_time() - cs
     rows = []
@@ -174,7 +190,7 @@ def reproduce(
                 "clipped_states": r.clipped_states,
             }
         )
-    leak = _leak(S, out, progress) if S.leak else []
+    leak = _leak(S, out, progress, where) if S.leak else []
     doc = {
         "settings": {k: (list(v) if isinstance(v, tuple) else v) for k, v in S.__dict__.items()},
         "rows": rows,
@@ -182,24 +198,176 @@ def reproduce(
         "paper_claims": PAPER_CLAIMS,
         "sweep_seconds": sweep_seconds,
         "sweep_cpu_seconds": sweep_cpu_seconds,
+        "sweep_task_cpu_seconds": task_cpu,
         "total_agent_episodes": int(sum(r.agent_episodes for r in results)),
         "wall_seconds": time.perf_counter() - t0,
         "cpu_seconds": time.process_time() - c0,
         "load_average_at_end": list(__import__("os").getloadavg()),
         "command": command or "ldp-audit reproduce frd",
         "machine": f"{platform.machine()}, {__import__('os').cpu_count()} cores (shared)",
+        "backend": dict(where),
     }
     if out is not None:
         _write(Path(out), doc, results, keys)
     return doc
 
 
-def _leak(S: ReproduceSettings, out: str | Path | None, progress: bool) -> list[dict[str, Any]]:
+def _in_process(where: dict[str, Any]) -> bool:
+    return where["backend"] == "local" and (where["workers"] or 1) == 1
+
+
+def _sweep_task(item: dict[str, Any]) -> tuple[list[Any], float]:
+    """One architecture's batch (a :func:`ldp_audit.backends.run_tasks` task): its configs with
+    their own generator and in-memory ledgers; returns the results and the task's CPU seconds."""
+    from ldp_audit.backends import _Sink
+
+    c0 = time.process_time()
+    sink = item.get("sink")
+    res = train_batch(list(item["configs"]), rng=item["rng"], _sink=sink)
+    if isinstance(sink, _Sink):
+        sink.flush()
+    return res, time.process_time() - c0
+
+
+def _sweep(
+    cfgs: list[FrdConfig],
+    keys: list[tuple[str, Any, int]],
+    seed: int,
+    progress: bool,
+    where: dict[str, Any],
+) -> tuple[list[Any], float]:
+    """The Figure 3-4 grid: one task per architecture batch (``arch_batches``), results in
+    config order: bit for bit one ``train_many(cfgs, seed=seed)`` call."""
+    from ldp_audit.backends import _WorkProgress, describe_spec, run_tasks
+
+    batches = arch_batches(cfgs, seed=seed)
+    meter: Any = None
+    if progress:
+        total = sum(c.groups * c.n_agents * c.max_episodes for c in cfgs)
+        if _in_process(where):
+            from tqdm.auto import tqdm
+
+            meter = tqdm(total=total, desc="agent-episodes", unit="ep")
+        else:
+            if where["backend"] == "ray":
+                from ldp_audit.backends import _init_ray
+
+                _init_ray(where["address"], where["workers"])  # the progress queue's actor
+            meter = _WorkProgress(total, "agent-episodes", "ray" if where["backend"] == "ray"
+                                  else "pool")  # fmt: skip
+            meter.bar.unit = "ep"
+    items = [
+        {
+            "task": "sweep",
+            "hidden": cfgs[idx[0]].hidden,
+            "layers": cfgs[idx[0]].layers,
+            "cells": " ".join(f"{k}/s{st}/n{n}" for k, st, n in (keys[i] for i in idx)),
+            "seed": seed,
+            "stream": f"arch batch {b + 1} of {len(batches)}",
+            "configs": tuple(cfgs[i] for i in idx),
+            "rng": rng,
+        }
+        for b, (idx, rng) in enumerate(batches)
+    ]
+    if meter is not None:  # the bar here, or a queue fed from the pool's / Ray's workers
+        for item in items:
+            item["sink"] = getattr(meter, "sink", meter)
+    try:
+        outs = run_tasks(
+            _sweep_task,
+            items,
+            describe=describe_spec,
+            _poll=getattr(meter, "poll", None),
+            **where,
+        )
+    finally:
+        if meter is not None:
+            meter.close()
+    results: list[Any] = [None] * len(cfgs)
+    for (idx, _), (res, _cpu) in zip(batches, outs, strict=True):
+        for i, r in zip(idx, res, strict=True):
+            results[i] = r
+    return results, float(sum(cpu for _, cpu in outs))
+
+
+def _leak_task(item: dict[str, Any]) -> dict[str, Any]:
+    """One leak run (a :func:`ldp_audit.backends.run_tasks` task): train ``cfg`` with ``seed``
+    into its own run directory (a temporary one when ``run_dir`` is None), attack it with
+    ``seed + 1``; returns its row."""
     import tempfile
 
     from ldp_audit.attacks import frd as F
     from ldp_audit.rundir import write_artifact
 
+    cfg: FrdConfig = item["cfg"]
+    tmp = None
+    if item["run_dir"] is None:
+        tmp = tempfile.TemporaryDirectory()
+        rd = Path(tmp.name) / item["run"]
+    else:
+        rd = Path(item["run_dir"])
+        _aside_dead_attempt(rd)
+    try:
+        train(cfg, seed=item["seed"], run_dir=rd, run_mode="overwrite")
+        res = F.run(rd, n_shadow=item["shadow"], seed=item["seed"] + 1, progress=item["progress"])
+        write_artifact(rd, "attack_dynamics.json", res.to_dict(), overwrite=True)
+        d = res.to_dict()
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+    eps = cfg.ldp_epsilon
+    return {
+        "run": item["run"],
+        "gravities": list(cfg.gravities),
+        "mode": cfg.mode,
+        "epsilon_per_upload": "inf" if eps is None else eps,
+        **{
+            k: d[k]
+            for k in (
+                "n",
+                "accuracy",
+                "accuracy_ci",
+                "chance",
+                "ceiling",
+                "composed_epsilon",
+                "reports_per_agent",
+                "epsilon_lower_bound",
+                "violation",
+            )
+        },  # fmt: skip
+        "guesses": d["extra"].get("guesses"),
+        "truth_counts": d["extra"].get("truth_counts"),
+    }
+
+
+def _aside_dead_attempt(rd: Path) -> None:
+    """A leak run directory left by a killed attempt (config.json status "running", no
+    manifest) is moved aside as evidence (``fresh_run_dir``) before a retry trains again, so
+    its ledger is never merged into or overwritten; a finished run of an earlier report is
+    replaced as before (the report was opened with ``--overwrite``)."""
+    from ldp_audit.backends import fresh_run_dir
+
+    cfg = rd / "config.json"
+    if not cfg.is_file() or (rd / "manifest.json").exists():
+        return
+    try:
+        status = json.loads(cfg.read_text()).get("status")
+    except (OSError, ValueError):
+        return
+    if status == "running":
+        fresh_run_dir(rd)
+
+
+def _leak(
+    S: ReproduceSettings,
+    out: str | Path | None,
+    progress: bool,
+    where: dict[str, Any] | None = None,
+) -> list[dict[str, Any]]:
+    from ldp_audit.backends import describe_spec, run_tasks
+
+    where = where or {"backend": "local", "address": None, "workers": None}
+    here = _in_process(where)
     base = dict(
         n_agents=4,
         groups=S.leak_groups,
@@ -213,51 +381,29 @@ def _leak(S: ReproduceSettings, out: str | Path | None, progress: bool) -> list[
     )
     variants = [("frd", None), ("fedavg", None)] + [("frd", e) for e in S.leak_epsilons]
     gsets = {"paper": (9.7, 9.8, 9.9), "wide": (4.9, 9.8, 19.6)}
-    tmp = None
-    if out is None:
-        tmp = tempfile.TemporaryDirectory()
-        root = Path(tmp.name)
-    else:
-        root = Path(out) / "leak_runs"
-    rows = []
-    try:
-        for gname, gs in gsets.items():
-            for mode, eps in variants:
-                name = f"{mode}{'' if eps is None else f'-ldp{eps:g}'}-{gname}"
-                cfg = FrdConfig(mode=mode, ldp_epsilon=eps, gravities=gs, **base)
-                rd = root / name
-                train(cfg, seed=S.seed, run_dir=rd, run_mode="overwrite")
-                res = F.run(rd, n_shadow=S.leak_shadow, seed=S.seed + 1, progress=progress)
-                write_artifact(rd, "attack_dynamics.json", res.to_dict(), overwrite=True)
-                d = res.to_dict()
-                rows.append(
-                    {
-                        "run": name,
-                        "gravities": list(gs),
-                        "mode": mode,
-                        "epsilon_per_upload": "inf" if eps is None else eps,
-                        **{
-                            k: d[k]
-                            for k in (
-                                "n",
-                                "accuracy",
-                                "accuracy_ci",
-                                "chance",
-                                "ceiling",
-                                "composed_epsilon",
-                                "reports_per_agent",
-                                "epsilon_lower_bound",
-                                "violation",
-                            )
-                        },  # fmt: skip
-                        "guesses": d["extra"].get("guesses"),
-                        "truth_counts": d["extra"].get("truth_counts"),
-                    }
-                )
-    finally:
-        if tmp is not None:
-            tmp.cleanup()
-    return rows
+    root = None if out is None else Path(out) / "leak_runs"
+    items = []
+    for gname, gs in gsets.items():
+        for mode, eps in variants:
+            name = f"{mode}{'' if eps is None else f'-ldp{eps:g}'}-{gname}"
+            items.append(
+                {
+                    "task": "leak",
+                    "run": name,
+                    "seed": S.seed,
+                    "shadow": S.leak_shadow,
+                    "run_dir": None if root is None else str(root / name),
+                    "cfg": FrdConfig(mode=mode, ldp_epsilon=eps, gravities=gs, **base),
+                    "progress": bool(progress and here),  # the attack's own bars, here only
+                }
+            )
+    return run_tasks(
+        _leak_task,
+        items,
+        describe=describe_spec,
+        progress="frd leak runs" if progress and not here else None,
+        **where,
+    )
 
 
 def _fmt(x: Any, nd: int = 3) -> str:

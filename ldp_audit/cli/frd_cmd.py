@@ -182,6 +182,9 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
     r.add_argument("--seed", type=int_at_least("--seed", 0), default=0, help="master seed")
     r.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
     r.add_argument("--no-progress", action="store_true")
+    from ldp_audit.cli._types import add_backend_arguments
+
+    add_backend_arguments(r, workers=True)
     r.set_defaults(func=_reproduce)
 
 
@@ -262,8 +265,10 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _reproduce(args: argparse.Namespace) -> int:
+    from ldp_audit.backends import backend_options
     from ldp_audit.cli._types import check_report_out
 
+    where = backend_options(args)  # --backend/--address/--workers: usage errors before work
     out = args.out or timestamped_dir("runs/reproduce-frd")
     check_report_out(out, overwrite=args.overwrite)
     from ldp_audit.training.frd_reproduce import ReproduceSettings, reproduce
@@ -281,7 +286,7 @@ def _reproduce(args: argparse.Namespace) -> int:
         leak_epsilons=args.leak_epsilons,
         seed=args.seed,
     )
-    doc = reproduce(s, out=out, progress=not args.no_progress, command=_command_line())
+    doc = reproduce(s, out=out, progress=not args.no_progress, command=_command_line(), **where)
     if args.json:
         from ldp_audit.rundir import to_jsonable
 
