@@ -1082,6 +1082,88 @@ def _best_events(
     return best
 
 
+#: level of the selection-sample screen that adds a *probe* event (see :func:`_probe_event`).
+_PROBE_LEVEL = 0.01
+
+
+def _probe_event(
+    stat: _Statistic,
+    s1: np.ndarray,
+    s2: np.ndarray,
+    pair: int,
+    n_est: int,
+    alpha_event: float,
+    claimed: float,
+    delta: float,
+) -> tuple[_Candidate, float] | None:
+    """The threshold event whose selection counts most clearly contradict the claim, with its
+    screening p-value, or None when no event's counts do at all.
+
+    The main rule (:func:`_best_events`) shrinks a zero denominator count to its 5% upper
+    bound, which at the selection sample size is far above what the estimation sample can
+    show: an event that a rare leak puts only under one input (a mechanism that, once in a
+    thousand, releases something the other input never gives) is predicted a weak bound there
+    and never chosen. The screen asks of each event the selection counts' own question: given
+    ``s = k_num + k_den`` outputs in the event, is ``k_num`` too large for a ratio of at most
+    ``e^claimed`` (``P(Binomial(s, q) >= k_num)``, ``q = c n1 / (c n1 + n2)``; with delta > 0
+    the numerator count is first reduced by ``n delta``)? Among events with a p-value below
+    :data:`_PROBE_LEVEL`, the one with the best bound predicted from median (not 5%)
+    selection rates is returned. Selection data only: soundness does not depend on the screen
+    (a probe is estimated on fresh samples and counted in the Bonferroni correction).
+    """
+    s1 = np.sort(s1)
+    s2 = np.sort(s2)
+    ts = _thresholds(s1, s2)
+    if ts is None:
+        return None
+    n1, n2 = len(s1), len(s2)
+    g1 = n1 - np.searchsorted(s1, ts, side="right")
+    g2 = n2 - np.searchsorted(s2, ts, side="right")
+    c = math.exp(min(claimed, 700.0))
+    best: tuple[_Candidate, float] | None = None
+    for op, x_num, c_num, c_den, n_num, n_den in (
+        ("gt", True, g1, g2, n1, n2),
+        ("gt", False, g2, g1, n2, n1),
+        ("le", True, n1 - g1, n2 - g2, n1, n2),
+        ("le", False, n2 - g2, n1 - g1, n2, n1),
+    ):
+        k = np.maximum(c_num.astype(np.float64) - n_num * delta, 0.0)
+        j = c_den.astype(np.float64)
+        q = c * n_num / (c * n_num + n_den)
+        with np.errstate(all="ignore"):
+            pval = np.where(k >= 1.0, special.betainc(np.maximum(k, 1.0), j + 1.0, q), 1.0)
+        ok = pval < _PROBE_LEVEL
+        if not ok.any():
+            continue
+        p_num = _cp_lower(c_num.astype(np.float64), float(n_num), 0.5)
+        p_den = _cp_upper(j, float(n_den), 0.5)
+        lo = _cp_lower(p_num * n_est, float(n_est), alpha_event * 0.5)
+        hi = _cp_upper(p_den * n_est, float(n_est), alpha_event * 0.5)
+        with np.errstate(all="ignore"):
+            pred = np.where(
+                ok & (lo - delta > 0), np.log(np.maximum(lo - delta, 1e-300)) - np.log(hi), -np.inf
+            )
+        i = int(np.argmax(pred))
+        if not np.isfinite(pred[i]) or (best is not None and pred[i] <= best[0].predicted):
+            continue
+        best = (
+            _Candidate(
+                pair,
+                stat,
+                op,
+                float(ts[i]),
+                x_num,
+                float(pred[i]),
+                (int(c_num[i]), int(c_den[i])),
+                0.5,
+                float(delta),
+                sel_rates=(float(p_num[i]), float(p_den[i])),
+            ),
+            float(pval[i]),
+        )
+    return best
+
+
 def _pool(
     fwd_half: tuple[_Candidate, np.ndarray, np.ndarray],
     rev_half: tuple[_Candidate, np.ndarray, np.ndarray],
@@ -1618,6 +1700,7 @@ def audit(
         streams = rng.spawn(len(pair_list))
         dist_cands: list[_Candidate] = []
         float_cands: list[_Candidate] = []
+        probe: tuple[_Candidate, float] | None = None
         prof_best: list[_Candidate | None] = [None] * len(profile_deltas)
         tradeoff_q: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         est_rngs: list[tuple[np.random.Generator, np.random.Generator]] = []
@@ -1676,6 +1759,10 @@ def audit(
                 c = _best_events(st, v1, v2, p, n_est, alpha_sel, (delta,), poisson=pois_v)[0]
                 if c is not None:
                     (float_cands if is_float else dist_cands).append(c)
+                if not is_float:
+                    pr = _probe_event(st, v1, v2, p, n_est, alpha_sel, claimed, delta)
+                    if pr is not None and (probe is None or pr[0].predicted > probe[0].predicted):
+                        probe = pr
                 if pool and not is_float and h_b >= 100:
                     # each half of a pooled pair is chosen on the first half of B, judged at
                     # the pooled sample size; the pair is then judged on the second half
@@ -1711,6 +1798,10 @@ def audit(
                     dist_cands.append(pc)
         chosen = _choose(dist_cands, max_events)
         best_dist = max((c.predicted for c in chosen), default=-math.inf)
+        if probe is not None and probe[0].key() not in {c.key() for c in chosen}:
+            # the selection counts contradict the claim on an event the main rule did not
+            # choose (its denominator is too rare for the selection sample): estimate it too
+            chosen.append(probe[0])
         float_chosen = [c for c in _choose(float_cands, 1) if c.predicted > max(best_dist, 0.0)]
         verdict_events = chosen + float_chosen
         prof_events: list[_Candidate] = []

@@ -1,0 +1,104 @@
+"""The selection screen that adds a *probe* event (``ldp_audit.audit._probe_event``): a rare
+leak, an output that one input gives about once in a few thousand and the other never, is
+estimated even where the main selection rule (5% upper bounds on the selection counts) predicts
+a weak bound for it, and the probe costs a correct mechanism only a Bonferroni share."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import ldp_audit.audit as A
+from ldp_audit.audit import audit
+from ldp_audit.mechanisms import Laplace
+
+
+class RareLeak:
+    """Laplace(1/eps) on x in [0, 1]; with probability ``p`` the output is ``x + 100`` (so the
+    event ``y > 100.5`` has probability p under x = 1 and about e^-99 under x = 0: true epsilon
+    is infinite)."""
+
+    def __init__(self, epsilon: float = 1.0, p: float = 5e-4) -> None:
+        self.epsilon, self.p = epsilon, p
+
+    def privatize(self, x, rng):
+        x = np.clip(np.asarray(x, float), 0.0, 1.0)
+        y = x + rng.laplace(0.0, 1.0 / self.epsilon, x.shape)
+        leak = rng.random(x.shape[0]) < self.p
+        y[leak] = x[leak] + 100.0
+        return y
+
+    def candidate_pairs(self, dim):
+        return [(np.array([0.0]), np.array([1.0]))]
+
+
+def _selection_values(k_leak: int, n: int = 50_000, seed: int = 3):
+    """Selection values of the two inputs as :class:`RareLeak` gives them, with exactly
+    ``k_leak`` leak outputs under each input: at 100.0 under x = 0 and 101.0 under x2 = 1 (the
+    ties at 100 leave the main rule no exponential tail to model x's far tail with)."""
+    g = np.random.default_rng(seed)
+    s1 = g.laplace(0.0, 1.0, n)
+    s2 = 1.0 + g.laplace(0.0, 1.0, n)
+    s1[:k_leak] = 100.0
+    s2[:k_leak] = 101.0
+    return s1, s2
+
+
+@pytest.mark.parametrize("k_leak", [15, 17])
+def test_probe_finds_the_leak_event_the_main_rule_does_not_choose(k_leak):
+    s1, s2 = _selection_values(k_leak)
+    stat = A._Coordinate(0, 1)
+    n_est, a = 900_000, 0.05 / 3
+    main = A._best_events(stat, s1, s2, 0, n_est, a, (0.0,))[0]
+    # the main rule picks an ordinary Laplace event, not the leak (its zero denominator count is
+    # read as "up to 3 in 50,000", i.e. about 54 of the 900,000 estimation outputs)
+    assert main is not None and main.t < 50.0
+    probe = A._probe_event(stat, s1, s2, 0, n_est, a, 1.0, 0.0)
+    assert probe is not None
+    cand, pval = probe
+    # the probe is the leak event: s > t for t in [~max Laplace value, 101), x2 the numerator
+    assert cand.op == "gt" and not cand.x_is_numerator and 100.0 <= cand.t < 101.0
+    assert cand.sel_counts == (k_leak, 0)
+    # its screen: P(Binomial(k, e/(1+e)) = k) = (e/(1+e))^k
+    assert pval == pytest.approx((math.e / (1 + math.e)) ** k_leak, rel=1e-9)
+    assert pval < A._PROBE_LEVEL
+    assert cand.predicted > 1.0
+
+
+def test_no_probe_without_evidence():
+    s1, s2 = _selection_values(0)
+    # 5 leak outputs are not evidence at the screen's level: (e / (1 + e))^5 = 0.21
+    s1b, s2b = _selection_values(5)
+    stat = A._Coordinate(0, 1)
+    for a, b in ((s1, s2), (s1b, s2b)):
+        pr = A._probe_event(stat, a, b, 0, 900_000, 0.05 / 3, 1.0, 0.0)
+        assert pr is None or pr[0].t < 50.0  # never the (absent / too rare) leak event
+
+
+def test_probe_respects_delta():
+    # with delta = 1e-3 of 50,000 selection outputs, 50 numerator counts are allowed for free:
+    # 17 leak outputs are no evidence against (1, 1e-3)
+    s1, s2 = _selection_values(17)
+    pr = A._probe_event(A._Coordinate(0, 1), s1, s2, 0, 900_000, 0.05 / 3, 1.0, 1e-3)
+    assert pr is None or pr[0].t < 50.0
+
+
+def test_rare_leak_is_a_distribution_violation():
+    # p = 5e-4 at 10^6 samples: 25 expected leak outputs in the 50,000 selection outputs of
+    # x2; the screen needs >= 15 (P(Poisson(25) < 15) = 0.0112), then the estimation sees about
+    # 450 leak outputs against none and bounds epsilon by about 4.5. Fixed seed.
+    r = audit(RareLeak(1.0, 5e-4), samples=1_000_000, rng=2, float_bits=False)
+    assert r.distribution.violation
+    assert r.distribution.epsilon_lower_bound > 3.0
+    assert "y >" in r.distribution.witness.event or "> " in r.distribution.witness.event
+
+
+def test_probe_keeps_correct_laplace_bounds_sound_and_close():
+    # a correct Laplace: the screen adds at most one event (Bonferroni m = 3 instead of 2)
+    for seed in (2, 5):
+        r = audit(Laplace(epsilon=0.1, clip=1.0), samples=1_000_000, rng=seed, float_bits=False)
+        assert not r.distribution.violation
+        assert r.distribution.events_estimated <= 3
+        assert r.distribution.epsilon_lower_bound > 0.09
