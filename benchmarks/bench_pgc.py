@@ -13,10 +13,19 @@ Measures, on this machine and at this moment (both sides see the same load):
    Items 2-3 run both engines, the lock-step one (a Python iteration per step) and the fused
    one (``engine="fused"``: blocks of steps in one compiled call), on the same workload and
    seed, check that they give bit-for-bit the same results (a SHA-256 of every zeta and final
-   theta), and print where the fused engine's time goes (kernel, ledger charges, draws);
-   then the env-only ceiling: Gymnasium's ``CartPoleVectorEnv`` alone on the same number of
-   rows with random actions. Every figure is given per wall second and per CPU second
-   (``time.process_time``; on a loaded machine the wall figures mostly measure the load);
+   theta). The core workload runs on an in-memory SQLite ``Ledger(":memory:")``, and with
+   ``--tally`` also on the accountant's ``TallyLedger`` (with the engine's pause of Python's
+   garbage collector, and once without it). Then the env-only ceiling (Gymnasium's
+   ``CartPoleVectorEnv`` alone on the same number of rows with random actions), the floors
+   (drawing the run's Laplace numbers and acting uniforms with NumPy, nothing else), and the
+   breakdown: the fused engine's profile hook (``_FusedEngine.profile``) times every part of
+   its run (kernel, charge ids, ledger charges, mechanism draws, reset and acting uniforms,
+   transcript, compaction, the rest) per wall and CPU second and per env-step, and the best
+   rate reachable if everything but the kernel and the required draws cost nothing, as a
+   fraction of the ceiling. Every figure is given per wall second and per CPU second
+   (``time.process_time``; on a loaded machine the wall figures mostly measure the load).
+   ``--fused-baseline-rev REV``: the fused engine at REV against the current one on the core
+   workload, alternately, in the same run;
 5. with ``--baseline-rev REV``: before/after in the same run. The engine as it was at git
    revision REV (``training/pgc_a3c.py`` and ``training/_kernels.py`` loaded from git into a
    temporary module) and the current engine alternately (``--baseline-repeats`` times each) on
@@ -25,12 +34,14 @@ Measures, on this machine and at this moment (both sides see the same load):
 
 Prints env-steps/s and submissions/s of both and their ratio; writes JSON (``--out``).
 
-    .venv/bin/python benchmarks/bench_pgc.py --paper-grid 4000   # ~12 minutes, loaded 2 cores
+    OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 NUMBA_NUM_THREADS=1 .venv/bin/python \
+        benchmarks/bench_pgc.py --tally --paper-grid 4000   # ~6 minutes, 2 shared cores
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import hashlib
 import json
 import os
@@ -38,6 +49,7 @@ import platform
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -107,16 +119,26 @@ def bench_engine(
     submissions: int,
     same: bool,
     engine: str = "lockstep",
-    tally: bool = False,
+    ledger: str = "sqlite",
+    collector: bool = False,
+    module: Any = None,
 ) -> dict:
     """``same``: one config (Laplace, eps = 1: the reference worker's workload) with
     settings * trials trials; else a paper-like grid of ``settings`` configs. ``engine``:
-    "lockstep" (``_Engine``) or "fused" (``_FusedEngine``), the same workload and seed."""
+    "lockstep" (``_Engine``) or "fused" (``_FusedEngine``), the same workload and seed.
+    ``ledger``: "sqlite" (``Ledger(":memory:")``, a ledger of record kept in memory) or "tally"
+    (the accountant's ``TallyLedger``: counts only, no evidence). The fused engine runs with its
+    profile hook on (``timings``); ``collector=True`` runs it with Python's cyclic garbage
+    collector left on (as before the engine paused it). ``module``: the engine module to time
+    (default: the current one; ``_engine_at(rev)`` for an older revision)."""
     eps = [1.0, 2.0, 5.0, 10.0]
+    from ldp_audit.training import pgc_a3c
+
+    mod = pgc_a3c if module is None else module
     cfgs = []
     if same:
         cfgs = [
-            PgcA3cConfig(
+            mod.PgcA3cConfig(
                 mechanism="laplace",
                 epsilon=1.0,
                 trials=settings * trials,
@@ -126,28 +148,36 @@ def bench_engine(
     for i in range(settings if not same else 0):
         mech = ("laplace", "prs")[i % 2]
         cfgs.append(
-            PgcA3cConfig(
+            mod.PgcA3cConfig(
                 mechanism=mech,
                 epsilon=eps[(i // 2) % 4],
                 trials=trials,
                 max_submissions=submissions,
             )
         )
-    from ldp_audit.training import pgc_a3c
+    from ldp_audit.accountant.ledger import Ledger, TallyLedger
 
-    if tally:  # the accountant's in-process tally: per-agent counts, no rows (not evidence)
-        from ldp_audit.accountant.ledger import TallyLedger
-
-        acc = [pgc_a3c._make_accountant(TallyLedger(), None)] * len(cfgs)
-    else:
-        acc = [pgc_a3c._make_accountant(None, None)] * len(cfgs)
-    cls = pgc_a3c._FusedEngine if engine == "fused" else pgc_a3c._Engine
+    book = TallyLedger() if ledger == "tally" else Ledger(":memory:")
+    acc = [mod._make_accountant(book, None)] * len(cfgs)
+    cls = mod._FusedEngine if engine == "fused" else mod._Engine
+    gc.collect()  # start every measurement from the same collector state
     t0, c0 = time.perf_counter(), time.process_time()
     eng = cls(cfgs, [0] * len(cfgs), acc, [False] * len(cfgs))
+    t_setup, c_setup = time.perf_counter() - t0, time.process_time() - c0
     rec = _Recorder(t0)
-    eng.run(rec)
-    secs, cpu = time.perf_counter() - t0, time.process_time() - c0
+    profiled = engine == "fused" and hasattr(eng, "_start_profile")
+    if profiled:
+        eng.profile = True
+    if profiled and collector:
+        eng._start_profile()
+        eng._run(rec)  # run() without pausing the collector
+    else:
+        eng.run(rec)
+    t1, c1 = time.perf_counter(), time.process_time()
+    secs = t1 - t0
     res = eng.results(secs)
+    t_res, c_res = time.perf_counter() - t1, time.process_time() - c1
+    secs, cpu = time.perf_counter() - t0, time.process_time() - c0
     total = sum(c.trials * c.max_submissions for c in cfgs)
     # steady state: until 80% of all submissions arrived (before the tail of slow trials,
     # where few rows step and the per-step overhead dominates)
@@ -161,7 +191,8 @@ def bench_engine(
         digest.update(np.ascontiguousarray(r.theta).tobytes())
     out = {
         "engine": engine,
-        "ledger": "TallyLedger" if tally else 'Ledger(":memory:")',
+        "ledger": "TallyLedger" if ledger == "tally" else 'Ledger(":memory:")',
+        "garbage_collector": "on" if (collector or not profiled) else "paused in run()",
         "workload": "laplace eps=1 (same as reference)" if same else "grid laplace/prs x eps",
         "settings": len(cfgs),
         "trials_per_setting": trials,
@@ -178,12 +209,57 @@ def bench_engine(
         "steady_env_steps_per_s": steady_subs_per_s * steps / subs,
         "results_sha256": digest.hexdigest(),  # zeta and final theta of every trial
     }
-    if engine == "fused":
-        tm = dict(eng.timings)
-        out["timings_wall_s"] = tm
+    if profiled:
+        parts = {k: v for k, v in eng.timings.items() if k != "calls"}
+        parts["setup"] = {"wall": t_setup, "cpu": c_setup}
+        parts["results"] = {"wall": t_res, "cpu": c_res}
+        out["profile"] = parts
+        out["kernel_calls"] = int(eng.timings["calls"])
+        out["kernel_env_steps_per_s"] = steps / parts["kernel"]["wall"]
+        out["kernel_env_steps_per_cpu_s"] = steps / parts["kernel"]["cpu"]
+    elif engine == "fused" and getattr(eng, "timings", None):  # an older revision's timings
+        tm = eng.timings
         out["kernel_env_steps_per_s"] = steps / tm["kernel"]
         out["kernel_env_steps_per_cpu_s"] = steps / tm["kernel_cpu"]
     return out
+
+
+def bench_floors(reports: int, env_steps: int, rows: int, scale: float) -> dict:
+    """What no engine can avoid while keeping NumPy generators and these results bit for bit:
+    drawing the mechanism's Laplace noise (``rng.laplace(0, b, (n, 112))``, ``reports`` x 112
+    numbers, in chunks of 4 x ``rows`` reports as the fused engine draws them) and one acting
+    uniform per env-step (``rng.random``, blocks of 256 x ``rows``). Times per wall and CPU
+    second. (A generator's stream does not depend on the chunking: checked here.)"""
+    rng = np.random.default_rng(0)
+    a = np.concatenate([rng.laplace(0.0, scale, (n, DIM)) for n in (37, 1000, 3)])
+    b = np.random.default_rng(0).laplace(0.0, scale, (1040, DIM))
+    u = np.random.default_rng(1)
+    ua = np.concatenate([u.random((n, 9)) for n in (5, 250, 1)])
+    ub = np.random.default_rng(1).random((256, 9))
+    chunk_invariant = bool(np.array_equal(a, b) and np.array_equal(ua, ub))
+
+    def timed(fn, total: int, chunk: int) -> tuple[float, float]:
+        t0, c0 = time.perf_counter(), time.process_time()
+        left = total
+        while left > 0:
+            fn(min(chunk, left))
+            left -= chunk
+        return time.perf_counter() - t0, time.process_time() - c0
+
+    rng = np.random.default_rng(2)
+    lw, lc = timed(lambda n: rng.laplace(0.0, scale, (n, DIM)), reports, 4 * rows)
+    aw, ac = timed(lambda n: rng.random((256, n // 256)), env_steps, 256 * rows)
+    return {
+        "reports": reports,
+        "laplace_numbers": reports * DIM,
+        "laplace_wall_s": lw,
+        "laplace_cpu_s": lc,
+        "laplace_ns_per_number_cpu": 1e9 * lc / (reports * DIM),
+        "acting_uniforms": env_steps,
+        "acting_wall_s": aw,
+        "acting_cpu_s": ac,
+        "chunking_gives_the_same_stream": chunk_invariant,
+    }
 
 
 def bench_parallel(
@@ -475,6 +551,13 @@ def main() -> int:
         help="also run the fused engine charging an in-process TallyLedger (no ledger rows)",
     )
     p.add_argument(
+        "--fused-baseline-rev",
+        default=None,
+        metavar="REV",
+        help="also time the fused engine at git revision REV against the current one on the "
+        "core workload, alternately, twice each (with --tally: both ledgers)",
+    )
+    p.add_argument(
         "--core-only",
         action="store_true",
         help="only the reference, both engines (and --tally) and the env-only ceiling",
@@ -517,17 +600,39 @@ def main() -> int:
         f"{ref['env_steps_per_cpu_s']:,.0f} per CPU-s)"
     )
     eng = bench_engine(a.settings, a.trials, a.submissions, same=True)
-    _print_engine("engine, lockstep ", eng, ref)
+    _print_engine("lockstep, sqlite ", eng, ref)
     fus = bench_engine(a.settings, a.trials, a.submissions, same=True, engine="fused")
-    _print_engine("engine, fused    ", fus, ref)
+    _print_engine("fused, sqlite    ", fus, ref)
+    fus_t = fus_tc = None
+    if a.tally:
+        fus_t = bench_engine(
+            a.settings, a.trials, a.submissions, same=True, engine="fused", ledger="tally"
+        )
+        _print_engine("fused, tally     ", fus_t, ref)
+        fus_tc = bench_engine(
+            a.settings,
+            a.trials,
+            a.submissions,
+            same=True,
+            engine="fused",
+            ledger="tally",
+            collector=True,
+        )
+        _print_engine("fused, tally, gc ", fus_tc, ref)
     ceiling = bench_env_ceiling(fus["agents"])
     print(
         f"env-only ceiling : {ceiling['env_steps_per_s']:>12,.0f} env-steps/s "
         f"(Gymnasium CartPoleVectorEnv alone, {ceiling['rows']} rows, random actions; "
         f"{ceiling['env_steps_per_cpu_s']:,.0f} per CPU-s)"
     )
+    scale = PgcA3cConfig(mechanism="laplace", epsilon=1.0).make_mechanism().scale
+    floors = bench_floors(fus["submissions"], fus["env_steps"], fus["agents"], scale)
+    runs = {"fused, SQLite ledger": fus}
+    if a.tally:
+        runs["fused, TallyLedger"] = fus_t
+        runs["fused, TallyLedger, collector on"] = fus_tc
+    breakdown = _breakdown(runs, floors, ceiling)
     same_results = eng["results_sha256"] == fus["results_sha256"]
-    tm = fus["timings_wall_s"]
     fused_summary = {
         "bit_for_bit_same_as_lockstep": same_results,
         "fused_over_lockstep_wall": eng["seconds"] / fus["seconds"],
@@ -542,58 +647,70 @@ def main() -> int:
         / ceiling["env_steps_per_s"],
         "kernel_only_fraction_of_ceiling_cpu": fus["kernel_env_steps_per_cpu_s"]
         / ceiling["env_steps_per_cpu_s"],
-        "share_of_fused_wall": {
-            k: v / fus["seconds"] for k, v in tm.items() if k not in ("calls", "kernel_cpu")
-        },
-        "kernel_share_of_fused_cpu": tm["kernel_cpu"] / fus["cpu_seconds"],
+        "breakdown": breakdown,
     }
     fs = fused_summary
     print(
         f"fused vs lockstep: {fs['fused_over_lockstep_wall']:.2f}x wall, "
-        f"{fs['fused_over_lockstep_cpu']:.2f}x CPU; bit-for-bit same results: {same_results}"
+        f"{fs['fused_over_lockstep_cpu']:.2f}x CPU (both SQLite); bit-for-bit same results: "
+        f"{same_results}"
     )
-    print(
-        f"fused vs ceiling : {100 * fs['fused_fraction_of_ceiling']:.1f}% of the env-only "
-        f"ceiling end to end ({100 * fs['fused_fraction_of_ceiling_cpu']:.1f}% per CPU-s); "
-        f"the kernel alone {fus['kernel_env_steps_per_s']:,.0f} env-steps/s = "
-        f"{100 * fs['kernel_only_fraction_of_ceiling']:.1f}% (per CPU-s "
-        f"{fus['kernel_env_steps_per_cpu_s']:,.0f} = "
-        f"{100 * fs['kernel_only_fraction_of_ceiling_cpu']:.1f}%)"
-    )
-    print(
-        "fused, where the time goes: "
-        + ", ".join(f"{k} {100 * v:.0f}%" for k, v in fs["share_of_fused_wall"].items())
-        + f" ({int(tm['calls'])} kernel calls; the kernel is "
-        f"{100 * fs['kernel_share_of_fused_cpu']:.0f}% of the CPU time)"
-    )
-    if a.tally:
-        fus_t = bench_engine(
-            a.settings, a.trials, a.submissions, same=True, engine="fused", tally=True
-        )
-        _print_engine("fused, tally     ", fus_t, ref)
-        fused_summary["tally"] = {
-            "bit_for_bit_same_as_lockstep": fus_t["results_sha256"] == eng["results_sha256"],
-            "over_reference_env_steps_per_s": fus_t["env_steps_per_s"] / ref["env_steps_per_s"],
-            "over_reference_env_steps_per_cpu_s": fus_t["env_steps_per_cpu_s"]
+    for name, r in runs.items():
+        fused_summary[name] = {
+            "bit_for_bit_same_as_lockstep": r["results_sha256"] == eng["results_sha256"],
+            "over_reference_env_steps_per_s": r["env_steps_per_s"] / ref["env_steps_per_s"],
+            "over_reference_env_steps_per_cpu_s": r["env_steps_per_cpu_s"]
             / ref["env_steps_per_cpu_s"],
-            "fraction_of_ceiling": fus_t["env_steps_per_s"] / ceiling["env_steps_per_s"],
-            "fraction_of_ceiling_cpu": fus_t["env_steps_per_cpu_s"]
-            / ceiling["env_steps_per_cpu_s"],
-            "share_of_wall": {
-                k: v / fus_t["seconds"]
-                for k, v in fus_t["timings_wall_s"].items()
-                if k not in ("calls", "kernel_cpu")
-            },
+            "fraction_of_ceiling": r["env_steps_per_s"] / ceiling["env_steps_per_s"],
+            "fraction_of_ceiling_cpu": r["env_steps_per_cpu_s"] / ceiling["env_steps_per_cpu_s"],
         }
-        ft = fused_summary["tally"]
+        f = fused_summary[name]
         print(
-            f"fused, tally     : {100 * ft['fraction_of_ceiling']:.1f}% of the ceiling "
-            f"({100 * ft['fraction_of_ceiling_cpu']:.1f}% per CPU-s), "
-            f"{ft['over_reference_env_steps_per_s']:,.0f}x / "
-            f"{ft['over_reference_env_steps_per_cpu_s']:,.0f}x the reference; same results: "
-            f"{ft['bit_for_bit_same_as_lockstep']}; "
-            + ", ".join(f"{k} {100 * v:.0f}%" for k, v in ft["share_of_wall"].items())
+            f"{name:33s}: {100 * f['fraction_of_ceiling']:.1f}% of the env-only ceiling "
+            f"({100 * f['fraction_of_ceiling_cpu']:.1f}% per CPU-s), "
+            f"{f['over_reference_env_steps_per_s']:,.0f}x / "
+            f"{f['over_reference_env_steps_per_cpu_s']:,.0f}x the reference (wall / CPU); "
+            f"same results: {f['bit_for_bit_same_as_lockstep']}"
         )
+    base = None
+    if a.fused_baseline_rev:
+        old = _engine_at(a.fused_baseline_rev)
+        old.train(
+            old.PgcA3cConfig(mechanism="laplace", epsilon=1.0, trials=2, max_submissions=20),
+            seed=0,
+            engine="fused",
+        )  # compile its kernels outside the clock
+        base = {}
+        for ledger in ("sqlite", "tally") if a.tally else ("sqlite",):
+            for name, mod in (("before", old), ("after", None), ("before", old), ("after", None)):
+                r = bench_engine(
+                    a.settings, a.trials, a.submissions, same=True, engine="fused",
+                    ledger=ledger, module=mod,
+                )  # fmt: skip
+                base.setdefault(ledger, {}).setdefault(name, []).append(r)
+            b = base[ledger]
+            b["same_results"] = all(
+                r["results_sha256"] == eng["results_sha256"] for r in b["before"] + b["after"]
+            )
+            b["cpu_before_over_after"] = [
+                x["cpu_seconds"] / y["cpu_seconds"]
+                for x, y in zip(b["before"], b["after"], strict=True)
+            ]
+            b["wall_before_over_after"] = [
+                x["seconds"] / y["seconds"] for x, y in zip(b["before"], b["after"], strict=True)
+            ]
+            print(
+                f"fused at {a.fused_baseline_rev} vs now, {ledger}: CPU s before "
+                + ", ".join(f"{x['cpu_seconds']:.2f}" for x in b["before"])
+                + ", after "
+                + ", ".join(f"{x['cpu_seconds']:.2f}" for x in b["after"])
+                + " (before/after "
+                + ", ".join(f"{q:.2f}x" for q in b["cpu_before_over_after"])
+                + " CPU, "
+                + ", ".join(f"{q:.2f}x" for q in b["wall_before_over_after"])
+                + f" wall); same results: {b['same_results']}"
+            )
+        fused_summary["fused_before_after"] = base
     if a.core_only:
         out = {
             "machine": f"{platform.machine()} {os.cpu_count()} CPUs, {platform.platform()}",
@@ -602,7 +719,9 @@ def main() -> int:
             "reference": ref,
             "engine": eng,
             "engine_fused": fus,
-            "engine_fused_tally": fus_t if a.tally else None,
+            "engine_fused_tally": fus_t,
+            "engine_fused_tally_collector_on": fus_tc,
+            "floors": floors,
             "env_only_ceiling": ceiling,
             "fused_summary": fused_summary,
             "command": "python " + " ".join(sys.argv),
@@ -678,7 +797,9 @@ def main() -> int:
         "reference": ref,
         "engine": eng,
         "engine_fused": fus,
-        "engine_fused_tally": fus_t if a.tally else None,
+        "engine_fused_tally": fus_t,
+        "engine_fused_tally_collector_on": fus_tc,
+        "floors": floors,
         "env_only_ceiling": ceiling,
         "fused_summary": fused_summary,
         "engine_grid": grid,
@@ -697,6 +818,73 @@ def main() -> int:
     Path(a.out).write_text(json.dumps(out, indent=1))
     print(f"wrote {a.out}")
     return 0
+
+
+def _breakdown(runs: dict[str, dict], floors: dict, ceiling: dict) -> dict:
+    """Where each fused run's time goes (its profile hook), per env-step, and the best rate
+    any engine of this design could reach: only the kernel and the required noise draws."""
+    names = list(runs)
+    parts = list(next(iter(runs.values()))["profile"])
+    head = f"{'part (CPU s | ns per env-step | share)':42s}" + "".join(
+        f"{n[:30]:>32s}" for n in names
+    )
+    print("fused engine, where the time goes (process CPU time; wall in the JSON)")
+    print(head)
+    table: dict[str, dict[str, dict[str, float]]] = {}
+    for part in [*parts, "total"]:
+        cells = []
+        for n in names:
+            r = runs[n]
+            prof = r["profile"]
+            if part == "total":
+                cpu, wall = r["cpu_seconds"], r["seconds"]
+            else:
+                cpu, wall = prof[part]["cpu"], prof[part]["wall"]
+            ns = 1e9 * cpu / r["env_steps"]
+            table.setdefault(part, {})[n] = {
+                "cpu_s": cpu,
+                "wall_s": wall,
+                "ns_per_env_step_cpu": ns,
+                "share_of_cpu": cpu / r["cpu_seconds"],
+            }
+            cells.append(f"{cpu:8.3f} s {ns:7.1f} ns {100 * cpu / r['cpu_seconds']:5.1f}%")
+        print(f"{part:42s}" + "".join(f"{c:>32s}" for c in cells))
+    steps = next(iter(runs.values()))["env_steps"]
+    ceil_cpu = ceiling["env_steps_per_cpu_s"]
+    print(
+        f"floors: drawing the {floors['laplace_numbers']:,} Laplace numbers alone (NumPy, "
+        f"{floors['reports']:,} reports) {floors['laplace_cpu_s']:.3f} s CPU = "
+        f"{1e9 * floors['laplace_cpu_s'] / steps:.1f} ns per env-step "
+        f"({floors['laplace_ns_per_number_cpu']:.1f} ns per number); the "
+        f"{floors['acting_uniforms']:,} acting uniforms {floors['acting_cpu_s']:.3f} s CPU = "
+        f"{1e9 * floors['acting_cpu_s'] / steps:.1f} ns per env-step; chunking gives the same "
+        f"stream: {floors['chunking_gives_the_same_stream']}; the env-only ceiling "
+        f"{1e9 / ceil_cpu:.1f} ns per env-step"
+    )
+    bounds = {}
+    for n in names:
+        k = runs[n]["profile"]["kernel"]["cpu"]
+        b1 = steps / (k + floors["laplace_cpu_s"])
+        b2 = steps / (k + floors["laplace_cpu_s"] + floors["acting_cpu_s"])
+        bounds[n] = {
+            "kernel_only_env_steps_per_cpu_s": steps / k,
+            "kernel_only_fraction_of_ceiling_cpu": steps / k / ceil_cpu,
+            "kernel_plus_noise_env_steps_per_cpu_s": b1,
+            "kernel_plus_noise_fraction_of_ceiling_cpu": b1 / ceil_cpu,
+            "kernel_noise_acting_env_steps_per_cpu_s": b2,
+            "kernel_noise_acting_fraction_of_ceiling_cpu": b2 / ceil_cpu,
+            "end_to_end_fraction_of_ceiling_cpu": runs[n]["env_steps_per_cpu_s"] / ceil_cpu,
+        }
+        bd = bounds[n]
+        print(
+            f"{n}: end to end {100 * bd['end_to_end_fraction_of_ceiling_cpu']:.1f}% of the "
+            f"ceiling per CPU-s; best attainable if all but the kernel and the required draws "
+            f"cost zero: kernel + Laplace {b1:,.0f} env-steps per CPU-s = "
+            f"{100 * bd['kernel_plus_noise_fraction_of_ceiling_cpu']:.1f}% (+ acting uniforms "
+            f"{100 * bd['kernel_noise_acting_fraction_of_ceiling_cpu']:.1f}%); the kernel alone "
+            f"{100 * bd['kernel_only_fraction_of_ceiling_cpu']:.1f}%"
+        )
+    return {"parts": table, "bounds": bounds}
 
 
 def _print_engine(label: str, e: dict, ref: dict) -> None:

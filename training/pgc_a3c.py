@@ -57,6 +57,7 @@ rather than when it submits (see :class:`_FusedEngine`).
 from __future__ import annotations
 
 import functools
+import gc
 import math
 import time
 import warnings
@@ -1676,29 +1677,26 @@ class _FusedEngine(_Engine):
                 self.noise_width[ci] = dh * DIM + dh
             else:
                 self.noise_width[ci] = DIM
-        self.noise = np.zeros((C, 0, max(1, int(self.noise_width.max()))))
         self.noise_ptr = np.zeros(C, dtype=np.int64)
         self.noise_len = np.zeros(C, dtype=np.int64)
         self.n_thetas = np.array([len(t) for t in self.tr_thetas], dtype=np.int64)
         self.record_c = np.array(self.record, dtype=np.bool_)
         self.f_env_steps = np.zeros(1, dtype=np.int64)
         self.bad = np.zeros(1, dtype=np.int64)
-        #: wall seconds per part of :meth:`run`, and the kernel's CPU seconds (benchmarks/
-        #: bench_pgc.py prints them)
-        self.timings: dict[str, float] = dict.fromkeys(
-            (
-                "calls",
-                "kernel",
-                "kernel_cpu",
-                "ledger_charges",
-                "mechanism_and_reset_draws",
-                "acting_uniforms",
-                "transcript_and_compaction",
-            ),
-            0.0,
-        )
+        #: ``profile = True`` before :meth:`run` times its parts (benchmarks/bench_pgc.py):
+        #: ``timings`` then maps each of ``_PROFILE_PARTS`` to {"wall": s, "cpu": s}
+        #: (perf_counter, process_time) and "calls" to the kernel calls; off (the default), the
+        #: hook costs one test per part per kernel call
+        self.profile = False
+        self.timings: dict[str, Any] = {}
+        self._lap: Any = None
         self._alloc_outputs()
         self._count_rows()
+        # the pre-drawn mechanism randomness, in one buffer allocated once: a config tops up
+        # when fewer than 2 x its live rows are left, to fewer than (2 + _FUSED_NOISE) x them
+        # (rows are only ever dropped, so this bounds every later top-up too)
+        k_cap = (2 + _FUSED_NOISE) * max(1, int(self.rows_c.max()))
+        self.noise = np.zeros((C, k_cap, max(1, int(self.noise_width.max()))))
 
     def _alloc_outputs(self) -> None:
         E, G = self.row_trial.size, self.G
@@ -1731,62 +1729,91 @@ class _FusedEngine(_Engine):
             return
         high = np.minimum(nxt + rows * _FUSED_RESERVE, cap)
         per_acc: dict[int, list[tuple[str, Any]]] = {}
-        for gi in short.tolist():
+        shared = self.shared_accountant
+        for gi, lo, hi in zip(
+            short.tolist(), self.paid[short].tolist(), high[short].tolist(), strict=True
+        ):
             ci = int(self.cfg_of[gi])
-            prefix = f"{ci}:" if self.shared_accountant else ""
-            lt = int(self.local[gi])
+            head = f"{ci}:{int(self.local[gi])}/" if shared else f"{int(self.local[gi])}/"
             ev = self.events[ci]
             reps = int(self.rounds[gi])
-            key = 0 if self.shared_accountant else ci
-            lst = per_acc.setdefault(key, [])
-            for a in range(int(self.paid[gi]), int(high[gi])):
-                aid = f"{prefix}{lt}/{a}"
-                lst.extend([(aid, ev)] * reps)
+            lst = per_acc.setdefault(0 if shared else ci, [])
+            if reps == 1:
+                lst.extend([(head + str(a), ev) for a in range(lo, hi)])
+            else:
+                for a in range(lo, hi):
+                    lst.extend([(head + str(a), ev)] * reps)
+        if self._lap is not None:
+            self._lap("charge_ids")
         for key, charges in per_acc.items():
             if charges:
                 self.accountants[key].charge_many(charges, scope="local")  # durable, first
         self.paid[short] = high[short]
+        if self._lap is not None:
+            self._lap("ledger_charges")
 
     def _draw_ahead(self) -> None:
         """Top up each config's pre-drawn mechanism randomness (after the charges), drawn
         from its own generator exactly as the mechanism draws it (Laplace: ``rng.laplace(0,
         b, (n, 112))``; PRS: ``rng.random((n, d_hat d + d_hat))``), so the values applied to
-        the k-th report are those the lock-step engine applies."""
-        need = (self.mech_kind != 1) & (self.noise_len - self.noise_ptr < 2 * self.rows_c)
+        the k-th report are those the lock-step engine applies. In place: a config's unused
+        draws move to the front of its rows of ``noise``, the fresh ones follow."""
+        left = self.noise_len - self.noise_ptr
+        need = (self.mech_kind != 1) & (left < 2 * self.rows_c)
         if not need.any():
             return
-        C, W = len(self.configs), self.noise.shape[2]
-        left = self.noise_len - self.noise_ptr
-        fresh = np.where(need, np.maximum(self.rows_c, 1) * _FUSED_NOISE, 0)
-        k = int((left + fresh).max())
-        new = np.empty((C, k, W))  # a config reads only its own first width columns
-        for ci in range(C):
-            if self.mech_kind[ci] == 1:
-                continue
+        lap = self._lap
+        for ci in np.flatnonzero(need).tolist():
             lo, n = int(self.noise_ptr[ci]), int(left[ci])
-            new[ci, :n] = self.noise[ci, lo : lo + n]
-            f = int(fresh[ci])
-            if f:
-                rng, w = self.mech_rngs[ci], int(self.noise_width[ci])
-                if self.mech_kind[ci] == 0:
-                    new[ci, n : n + f, :w] = rng.laplace(0.0, self.mechs[ci].scale, size=(f, w))
-                else:
-                    new[ci, n : n + f, :w] = rng.random((f, w))
-        self.noise = new
-        self.noise_len = left + fresh
-        self.noise_ptr = np.zeros(C, dtype=np.int64)
+            buf = self.noise[ci]
+            if n and lo:
+                buf[:n] = buf[lo : lo + n]  # overlapping rows: NumPy copies through a buffer
+            f = max(int(self.rows_c[ci]), 1) * _FUSED_NOISE
+            rng, w = self.mech_rngs[ci], int(self.noise_width[ci])
+            if lap is not None:
+                lap("noise_shift")
+            if self.mech_kind[ci] == 0:
+                buf[n : n + f, :w] = rng.laplace(0.0, self.mechs[ci].scale, size=(f, w))
+            elif w == buf.shape[1]:  # contiguous rows: the generator writes them itself
+                rng.random(out=buf[n : n + f])
+            else:
+                buf[n : n + f, :w] = rng.random((f, w))
+            if lap is not None:
+                lap("mechanism_draws")
+            self.noise_len[ci] = n + f
+            self.noise_ptr[ci] = 0
 
     def _refill_resets(self) -> None:
         r_len = self.f_reset.shape[1]
         short = np.flatnonzero(self.active & (self.f_reset_ptr + 2 * self.rows_g > r_len))
         for gi in short.tolist():
             p = int(self.f_reset_ptr[gi])
-            left = self.f_reset[gi, p:].copy()
-            self.f_reset[gi, : left.shape[0]] = left
-            self.f_reset[gi, left.shape[0] :] = self.streams[gi].reset.random(
-                (r_len - left.shape[0], 5)
-            )
+            k = r_len - p
+            blk = self.f_reset[gi]
+            blk[:k] = blk[p:]  # overlapping rows: NumPy copies through a buffer
+            self.streams[gi].reset.random(out=blk[k:])  # the same values as random((p, 5))
             self.f_reset_ptr[gi] = 0
+        if self._lap is not None:
+            self._lap("reset_draws")
+
+    def _refill_act_block(self) -> None:
+        """The base engine's acting block, drawn only for the rows of running trials (the rows
+        of ended trials, not yet dropped, are skipped by the kernel: their streams are never
+        read again), into the same buffer while the row count is unchanged."""
+        rt = self.row_trial
+        first, counts = _runs(rt)
+        blk = self.act_block
+        if blk.shape != (_ACT_BLOCK, rt.size):
+            blk = np.empty((_ACT_BLOCK, rt.size))
+        active = self.active
+        for f, n in zip(first.tolist(), counts.tolist(), strict=True):
+            gi = int(rt[f])
+            if active[gi]:
+                blk[:, f : f + n] = self.streams[gi].act.random((_ACT_BLOCK, n))
+        self.act_block = blk
+        self.block_pos = 0
+        if self._lap is not None:
+            self._lap("acting_uniforms")
 
     # ---------------------------------------------------------------- transcript and rows
     def _collect(self) -> None:
@@ -1824,6 +1851,42 @@ class _FusedEngine(_Engine):
 
     # ---------------------------------------------------------------- main loop
     def run(self, progress: Any = None) -> None:
+        """Run to the end (or to a stop request), kernel call after kernel call.
+
+        Python's cyclic garbage collector is paused while it runs and restored afterwards
+        (errors included): the loop and the ledger it charges create no reference cycles, but
+        a ledger's per-agent state grows by one object per agent, and the collector's repeated
+        walks over it and over everything else the process holds cost the in-process tally
+        about half its time (benchmarks/bench_pgc.py, "gc" rows). Memory is still freed by
+        reference counting; only cycles wait for the collector's next run.
+        """
+        if self.profile:
+            self._start_profile()
+        collector_was_on = gc.isenabled()
+        gc.disable()
+        try:
+            self._run(progress)
+        finally:
+            if collector_was_on:
+                gc.enable()
+
+    def _start_profile(self) -> None:
+        tm: dict[str, Any] = {k: {"wall": 0.0, "cpu": 0.0} for k in _PROFILE_PARTS}
+        tm["calls"] = 0
+        wall, cpu = time.perf_counter, time.process_time
+        mark = [wall(), cpu()]
+
+        def lap(part: str) -> None:  # the time since the last lap goes to ``part``
+            w, c = wall(), cpu()
+            t = tm[part]
+            t["wall"] += w - mark[0]
+            t["cpu"] += c - mark[1]
+            mark[0], mark[1] = w, c
+
+        self.timings = tm
+        self._lap = lap
+
+    def _run(self, progress: Any) -> None:
         from ldp_audit.training._kernels import (
             FUSED_NONFINITE,
             FUSED_PRS_OVERFLOW,
@@ -1832,23 +1895,21 @@ class _FusedEngine(_Engine):
         )
 
         agg = self.agg
-        clock = time.perf_counter
-        tm = self.timings
+        lap = self._lap
         while self.active.any() and not self.stop_requested:
-            t0 = clock()
+            if lap is not None:
+                lap("other")
             if self.f_block_pos[0] >= _ACT_BLOCK:
                 self.block_pos = _ACT_BLOCK
                 self._refill_act_block()
                 self.f_block_pos[0] = 0
-            t1 = clock()
             self._charge_ahead()  # 1. charge the agents that may start in the block
-            t2 = clock()
             self._draw_ahead()  # 2. then draw the randomness that will be applied
             self._refill_resets()
-            t3 = clock()
             n0 = int(self.n_sub.sum())
             oi = self.out_int
-            c3 = time.process_time()
+            if lap is not None:
+                lap("other")
             status = fused_block(
                 _ACT_BLOCK,
                 self.f_state, self.f_steps, self.row_gravity, self.row_trial, self.row_worker,
@@ -1869,10 +1930,13 @@ class _FusedEngine(_Engine):
                 self.out_grav, self.out_grad, self.out_n,
                 self.snap_theta, self.snap_cfg, self.snap_n, self.f_env_steps, self.bad,
             )  # fmt: skip
-            t4 = clock()
-            tm["kernel_cpu"] += time.process_time() - c3
+            if lap is not None:
+                lap("kernel")
+                self.timings["calls"] += 1
             self.env_steps = int(self.f_env_steps[0])
             self._collect()
+            if lap is not None:
+                lap("transcript")
             if progress is not None:
                 progress.update(int(self.n_sub.sum()) - n0)
             if status in (FUSED_NONFINITE, FUSED_PRS_OVERFLOW):
@@ -1892,15 +1956,28 @@ class _FusedEngine(_Engine):
                 # (their acting streams are never read again, so results do not change)
                 live = int(self.active[self.row_trial].sum())
                 if 4 * live < 3 * self.row_trial.size:
+                    if lap is not None:
+                        lap("other")
                     self._compact_fused()
-            t5 = clock()
-            tm["calls"] += 1
-            tm["acting_uniforms"] += t1 - t0
-            tm["ledger_charges"] += t2 - t1
-            tm["mechanism_and_reset_draws"] += t3 - t2
-            tm["kernel"] += t4 - t3
-            tm["transcript_and_compaction"] += t5 - t4
+                    if lap is not None:
+                        lap("compaction")
+        if lap is not None:
+            lap("other")
 
+
+#: the parts of :meth:`_FusedEngine.run` its profile hook times (``profile = True``)
+_PROFILE_PARTS = (
+    "kernel",  # the compiled fused_block calls
+    "charge_ids",  # building the (agent id, event) pairs to charge
+    "ledger_charges",  # Accountant.charge_many (the ledger's code)
+    "mechanism_draws",  # rng.laplace / rng.random of the configs' mechanism generators
+    "noise_shift",  # moving a config's unused draws to the front of its buffer
+    "reset_draws",  # the trials' reset uniforms
+    "acting_uniforms",  # the trials' acting uniforms
+    "transcript",  # copying the kernel's outputs into the transcript and secrets lists
+    "compaction",  # dropping the rows of ended trials
+    "other",  # the rest of the Python between kernel calls
+)
 
 # per-submission arrays recorded: the transcript's rows (run_dir.TRANSCRIPT_KEYS less the theta
 # table) and the secrets the attacker must not see
