@@ -48,6 +48,13 @@ docs/audit.md for the scikit-learn shim) audited through the adapter, its sample
 plain Python loop over ``randomise`` in the same run, and both verdicts.
 
     .venv/bin/python benchmarks/bench_audit.py [--samples 1000000] [--naive-samples 20000]
+        [--backend {local,ray} [--address ADDR] [--workers N]]
+
+The pieces (each tightness setting with its seeds, the profile, each time-goal seed, each
+trade-off case, the scalar adapter) are independent and seeded as before; with ``--backend``
+they are tasks of ``ldp_audit.backends.run_tasks`` (a local process pool or Ray) and give the
+same numbers as the default in-process run, only the timings differ (parallel tasks share the
+cores, so the speed columns are only meaningful in the default run).
 """
 
 from __future__ import annotations
@@ -63,6 +70,7 @@ import numpy as np
 from scipy import special, stats
 
 from ldp_audit.audit import audit, from_scalar
+from ldp_audit.errors import InvalidParameterError
 from ldp_audit.mechanisms import Gaussian, Laplace, analytic_gaussian_epsilon
 from ldp_audit.stats import epsilon_lower_bound_from_counts
 
@@ -181,10 +189,10 @@ def _diffprivlib():
     return dpm, "imported"
 
 
-def tightness(args) -> list[dict]:
-    a = 1.0 / math.sqrt(2.0)
-    n, alpha = args.samples, 1 - args.confidence
+def _tightness_settings() -> list[tuple]:
+    """The tightness table's settings: (name, mechanism, pairs, true epsilon, delta, p1, p2)."""
     settings = []
+    a = 1.0 / math.sqrt(2.0)
     for e in (0.1, 1.0, 10.0):
         p1, p2 = laplace_tails(1.0 / e, 0.5, -0.5)
         settings.append((f"laplace eps={e:g}", Laplace(epsilon=e, clip=1.0), None, e, 0.0, p1, p2))
@@ -206,219 +214,224 @@ def tightness(args) -> list[dict]:
         p1, p2 = stats.norm.sf((t - 1.0) / 2.0), stats.norm.sf((t + 1.0) / 2.0)
         pairs = [(np.array([1.0]), np.array([-1.0]))]
         settings.append((f"gaussian sigma=2 delta={dl:g}", g, pairs, true, dl, p1, p2))
-    rows = []
+    return settings
+
+
+def tightness_header() -> str:
     hdr = f"{'setting':36s} {'true':>6s} {'bound':>8s} {'ratio':>6s} {'ceiling':>7s} {'pooled':>7s}"
-    print(
+    return (
         hdr + f" {'sec':>6s} {'impl':>8s} {'naive':>8s} {'speed-up':>8s}"
         f" {'mean':>6s} {'nopool':>6s} {'poiss':>6s} {'pceil':>6s} {'evceil':>6s}"
     )
-    for name, mech, pairs, true, dl, p1, p2 in settings:
-        c0 = time.process_time()
-        r = audit(mech, pairs, samples=n, confidence=args.confidence, rng=args.seed, dim=1,
-                  profile=False)  # fmt: skip
-        cpu0 = time.process_time() - c0
-        bound = r.distribution.epsilon_lower_bound
-        ceil = ceiling(p1, p2, n, alpha, dl) / true if p1 is not None else None
-        pceil = pooled_ceiling(p1, p2, n, alpha, dl) / true if p1 is not None else None
-        n_est = n - n // 10
-        ev_ceil = event_ceiling(p1, p2, 2 * n_est, alpha, dl) / true if p1 is not None else None
-        pois_ceil = (
-            poisson_ceiling(p1, p2, 2 * n_est, alpha) / true if p1 is not None and dl == 0 else None
-        )
-        seed_ratios: dict[str, list[float]] = {"pooled": [], "single": [], "poisson": []}
-        seed_wall: dict[str, float] = {"pooled": 0.0, "single": 0.0, "poisson": 0.0}
-        seed_cpu: dict[str, float] = {"pooled": 0.0, "single": 0.0, "poisson": 0.0}
-        variants = (
-            ("pooled", True, "clopper-pearson"),
-            ("single", False, "clopper-pearson"),
-            ("poisson", True, "poisson"),
-        )
-        for seed in range(args.seed, args.seed + args.seeds):
-            for key, pool, test in variants:
-                w0, c0 = time.perf_counter(), time.process_time()
-                rs = audit(mech, pairs, samples=n, confidence=args.confidence, rng=seed, dim=1,
-                           profile=False, float_bits=False, pool=pool, ratio_test=test,
-                           tradeoff=False)  # fmt: skip
-                seed_wall[key] += time.perf_counter() - w0
-                seed_cpu[key] += time.process_time() - c0
-                seed_ratios[key].append(rs.distribution.epsilon_lower_bound / true)
-        mean_p = float(np.mean(seed_ratios["pooled"]))
-        mean_s = float(np.mean(seed_ratios["single"]))
-        mean_j = float(np.mean(seed_ratios["poisson"]))
-        w = r.distribution.witness
-        x, x2 = (pairs or [(np.array(w.x), np.array(w.x2))])[0]
-        naive_bound = naive_s = speedup = None
-        if x.shape[0] == 1:
-            t0 = time.perf_counter()
-            naive_bound = naive_audit(mech, x, x2, args.naive_samples, args.confidence, args.seed)
-            naive_s = time.perf_counter() - t0
-            speedup = (2 * n * r.pairs_tested / r.seconds) / (2 * args.naive_samples / naive_s)
-        row = {
-            "setting": name,
-            "true_epsilon": true,
-            "delta": dl,
-            "lower_bound": bound,
-            "ratio": bound / true,
-            "ceiling_ratio": ceil,
-            "pooled_ceiling_ratio": pceil,
-            "seeds": list(range(args.seed, args.seed + args.seeds)),
-            "seed_ratios_pooled": seed_ratios["pooled"],
-            "seed_ratios_without_pooling": seed_ratios["single"],
-            "mean_ratio_pooled": mean_p,
-            "mean_ratio_without_pooling": mean_s,
-            "seed_ratios_poisson_pooled": seed_ratios["poisson"],
-            "mean_ratio_poisson_pooled": mean_j,
-            "min_ratio_poisson_pooled": float(np.min(seed_ratios["poisson"])),
-            "poisson_pooled_ceiling_ratio": pois_ceil,
-            "event_ceiling_ratio": ev_ceil,
-            "mean_over_event_ceiling_poisson_pooled": mean_j / ev_ceil if ev_ceil else None,
-            "mean_over_event_ceiling_default": mean_s / ev_ceil if ev_ceil else None,
-            "seeds_wall_seconds": seed_wall,
-            "seeds_cpu_seconds": seed_cpu,
-            "seconds": r.seconds,
-            "cpu_seconds": cpu0,
-            "pairs_searched": r.pairs_tested,
-            "witness": w.to_dict() if w else None,
-            "implementation_bound": r.epsilon_lower_bound,
-            "naive_bound": naive_bound,
-            "naive_samples": args.naive_samples,
-            "naive_seconds": naive_s,
-            "speedup_samples_per_second": speedup,
-        }
-        rows.append(row)
-        cs = f"{ceil:7.3f}" if ceil is not None else f"{'n/a':>7s}"
-        cs += f" {pceil:7.3f}" if pceil is not None else f" {'n/a':>7s}"
-        nb = f"{naive_bound:8.3f}" if naive_bound is not None else f"{'n/a':>8s}"
-        sp = f"{speedup:7.0f}x" if speedup is not None else f"{'n/a':>8s}"
-        print(
-            f"{name:36s} {true:6.3f} {bound:8.4f} {bound / true:6.3f} {cs} {r.seconds:6.2f} "
-            f"{r.epsilon_lower_bound:8.3f} {nb} {sp} {mean_p:6.3f} {mean_s:6.3f} {mean_j:6.3f} "
-            + (f"{pois_ceil:6.3f}" if pois_ceil is not None else f"{'n/a':>6s}")
-            + (f" {ev_ceil:6.3f}" if ev_ceil is not None else f" {'n/a':>6s}"),
-            flush=True,
-        )
-    return rows
 
 
-def profile_row(args) -> dict:
+def tightness_setting(args, k: int) -> tuple[dict, list[str]]:
+    """Row ``k`` of the tightness table and its printed line (one task)."""
+    n, alpha = args.samples, 1 - args.confidence
+    name, mech, pairs, true, dl, p1, p2 = _tightness_settings()[k]
+    c0 = time.process_time()
+    r = audit(mech, pairs, samples=n, confidence=args.confidence, rng=args.seed, dim=1,
+              profile=False)  # fmt: skip
+    cpu0 = time.process_time() - c0
+    bound = r.distribution.epsilon_lower_bound
+    ceil = ceiling(p1, p2, n, alpha, dl) / true if p1 is not None else None
+    pceil = pooled_ceiling(p1, p2, n, alpha, dl) / true if p1 is not None else None
+    n_est = n - n // 10
+    ev_ceil = event_ceiling(p1, p2, 2 * n_est, alpha, dl) / true if p1 is not None else None
+    pois_ceil = (
+        poisson_ceiling(p1, p2, 2 * n_est, alpha) / true if p1 is not None and dl == 0 else None
+    )
+    seed_ratios: dict[str, list[float]] = {"pooled": [], "single": [], "poisson": []}
+    seed_wall: dict[str, float] = {"pooled": 0.0, "single": 0.0, "poisson": 0.0}
+    seed_cpu: dict[str, float] = {"pooled": 0.0, "single": 0.0, "poisson": 0.0}
+    variants = (
+        ("pooled", True, "clopper-pearson"),
+        ("single", False, "clopper-pearson"),
+        ("poisson", True, "poisson"),
+    )
+    for seed in range(args.seed, args.seed + args.seeds):
+        for key, pool, test in variants:
+            w0, c0 = time.perf_counter(), time.process_time()
+            rs = audit(mech, pairs, samples=n, confidence=args.confidence, rng=seed, dim=1,
+                       profile=False, float_bits=False, pool=pool, ratio_test=test,
+                       tradeoff=False)  # fmt: skip
+            seed_wall[key] += time.perf_counter() - w0
+            seed_cpu[key] += time.process_time() - c0
+            seed_ratios[key].append(rs.distribution.epsilon_lower_bound / true)
+    mean_p = float(np.mean(seed_ratios["pooled"]))
+    mean_s = float(np.mean(seed_ratios["single"]))
+    mean_j = float(np.mean(seed_ratios["poisson"]))
+    w = r.distribution.witness
+    x, x2 = (pairs or [(np.array(w.x), np.array(w.x2))])[0]
+    naive_bound = naive_s = speedup = None
+    if x.shape[0] == 1:
+        t0 = time.perf_counter()
+        naive_bound = naive_audit(mech, x, x2, args.naive_samples, args.confidence, args.seed)
+        naive_s = time.perf_counter() - t0
+        speedup = (2 * n * r.pairs_tested / r.seconds) / (2 * args.naive_samples / naive_s)
+    row = {
+        "setting": name,
+        "true_epsilon": true,
+        "delta": dl,
+        "lower_bound": bound,
+        "ratio": bound / true,
+        "ceiling_ratio": ceil,
+        "pooled_ceiling_ratio": pceil,
+        "seeds": list(range(args.seed, args.seed + args.seeds)),
+        "seed_ratios_pooled": seed_ratios["pooled"],
+        "seed_ratios_without_pooling": seed_ratios["single"],
+        "mean_ratio_pooled": mean_p,
+        "mean_ratio_without_pooling": mean_s,
+        "seed_ratios_poisson_pooled": seed_ratios["poisson"],
+        "mean_ratio_poisson_pooled": mean_j,
+        "min_ratio_poisson_pooled": float(np.min(seed_ratios["poisson"])),
+        "poisson_pooled_ceiling_ratio": pois_ceil,
+        "event_ceiling_ratio": ev_ceil,
+        "mean_over_event_ceiling_poisson_pooled": mean_j / ev_ceil if ev_ceil else None,
+        "mean_over_event_ceiling_default": mean_s / ev_ceil if ev_ceil else None,
+        "seeds_wall_seconds": seed_wall,
+        "seeds_cpu_seconds": seed_cpu,
+        "seconds": r.seconds,
+        "cpu_seconds": cpu0,
+        "pairs_searched": r.pairs_tested,
+        "witness": w.to_dict() if w else None,
+        "implementation_bound": r.epsilon_lower_bound,
+        "naive_bound": naive_bound,
+        "naive_samples": args.naive_samples,
+        "naive_seconds": naive_s,
+        "speedup_samples_per_second": speedup,
+    }
+    cs = f"{ceil:7.3f}" if ceil is not None else f"{'n/a':>7s}"
+    cs += f" {pceil:7.3f}" if pceil is not None else f" {'n/a':>7s}"
+    nb = f"{naive_bound:8.3f}" if naive_bound is not None else f"{'n/a':>8s}"
+    sp = f"{speedup:7.0f}x" if speedup is not None else f"{'n/a':>8s}"
+    line = (
+        f"{name:36s} {true:6.3f} {bound:8.4f} {bound / true:6.3f} {cs} {r.seconds:6.2f} "
+        f"{r.epsilon_lower_bound:8.3f} {nb} {sp} {mean_p:6.3f} {mean_s:6.3f} {mean_j:6.3f} "
+        + (f"{pois_ceil:6.3f}" if pois_ceil is not None else f"{'n/a':>6s}")
+        + (f" {ev_ceil:6.3f}" if ev_ceil is not None else f" {'n/a':>6s}")
+    )
+    return row, [line]
+
+
+def profile_row(args) -> tuple[dict, list[str]]:
     """The audited privacy profile of the Gaussian (sigma 2, sensitivity 2, claim at delta 1e-3)
     against its analytic profile: lower bound / true epsilon at each delta (one audit)."""
     g = Gaussian(clip=1.0, noise_multiplier=2.0, delta=1e-3)
     pairs = [(np.array([1.0]), np.array([-1.0]))]
     r = audit(g, pairs, samples=args.samples, confidence=args.confidence, rng=args.seed)
     p = r.profile
-    pts = []
+    pts, lines = [], []
     for d, lo in zip(p.delta, p.epsilon_lower, strict=True):
         true = math.inf if d == 0 else analytic_gaussian_epsilon(2.0, 2.0, d)
         pts.append({"delta": d, "lower": lo, "true": "inf" if math.isinf(true) else true})
         ratio = f"{lo / true:.3f}" if math.isfinite(true) else "n/a"
-        print(f"gaussian profile: delta {d:g}: lower {lo:.3f}, true {true:.3f}, ratio {ratio}")
+        lines.append(
+            f"gaussian profile: delta {d:g}: lower {lo:.3f}, true {true:.3f}, ratio {ratio}"
+        )
     return {"setting": "gaussian sigma=2 sensitivity=2, claim at delta=1e-3", "points": pts,
-            "seconds": r.seconds, "events_estimated": p.events_estimated}  # fmt: skip
+            "seconds": r.seconds, "events_estimated": p.events_estimated}, lines  # fmt: skip
 
 
-def goal_row(args) -> dict:
+def goal_run(args, seed: int) -> tuple[dict, list[str]]:
     """Issue 19's time goal: Laplace eps = 0.1 to >= 0.97 x in <= 10 s on 2 cores (a default
-    audit, both verdicts, the mechanism's own candidate pairs), at --goal-samples per input."""
-    out = []
-    for seed in range(3):
-        r = audit(Laplace(epsilon=0.1, clip=1.0), samples=args.goal_samples, rng=seed)
-        ratio = r.distribution.epsilon_lower_bound / 0.1
-        out.append({"seed": seed, "ratio": ratio, "seconds": r.seconds})
-        print(
-            f"laplace eps=0.1 at {args.goal_samples:.0e} samples/input, seed {seed}: "
-            f"ratio {ratio:.3f} in {r.seconds:.1f} s",
-            flush=True,
-        )
-    joint = []
-    for seed in range(3):
-        w0, c0 = time.perf_counter(), time.process_time()
-        r = audit(Laplace(epsilon=0.1, clip=1.0), samples=args.samples, rng=seed,
-                  ratio_test="poisson", pool=True)  # fmt: skip
-        wall, cpu = time.perf_counter() - w0, time.process_time() - c0
-        ratio = r.distribution.epsilon_lower_bound / 0.1
-        joint.append({"seed": seed, "ratio": ratio, "seconds": wall, "cpu_seconds": cpu})
-        print(
-            f"laplace eps=0.1 at {args.samples:.0e} samples/input, ratio_test=poisson, pool, "
-            f"seed {seed}: ratio {ratio:.3f} in {wall:.1f} s (CPU {cpu:.1f} s)",
-            flush=True,
-        )
-    return {
-        "setting": "laplace eps=0.1",
-        "samples_per_input": args.goal_samples,
-        "runs": out,
-        "poisson_pooled": {"samples_per_input": args.samples, "runs": joint},
-    }
+    audit, both verdicts, the mechanism's own candidate pairs), at --goal-samples per input;
+    one seed (one task)."""
+    r = audit(Laplace(epsilon=0.1, clip=1.0), samples=args.goal_samples, rng=seed)
+    ratio = r.distribution.epsilon_lower_bound / 0.1
+    line = (
+        f"laplace eps=0.1 at {args.goal_samples:.0e} samples/input, seed {seed}: "
+        f"ratio {ratio:.3f} in {r.seconds:.1f} s"
+    )
+    return {"seed": seed, "ratio": ratio, "seconds": r.seconds}, [line]
 
 
-def tradeoff_rows(args) -> list[dict]:
-    """The f-DP trade-off curve at --samples per input: correct mechanisms against their own
-    curve (Gaussian sigma 2, sensitivity 2: G_1; Laplace eps 1: f_{1,0}) and broken ones (noise
-    sigma 1 claiming sigma 2; Laplace with the scale of eps 2 claiming eps 1)."""
+def goal_joint_run(args, seed: int) -> tuple[dict, list[str]]:
+    """The time goal's audit with ``ratio_test="poisson", pool=True`` at --samples (one seed)."""
+    w0, c0 = time.perf_counter(), time.process_time()
+    r = audit(Laplace(epsilon=0.1, clip=1.0), samples=args.samples, rng=seed,
+              ratio_test="poisson", pool=True)  # fmt: skip
+    wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+    ratio = r.distribution.epsilon_lower_bound / 0.1
+    line = (
+        f"laplace eps=0.1 at {args.samples:.0e} samples/input, ratio_test=poisson, pool, "
+        f"seed {seed}: ratio {ratio:.3f} in {wall:.1f} s (CPU {cpu:.1f} s)"
+    )
+    return {"seed": seed, "ratio": ratio, "seconds": wall, "cpu_seconds": cpu}, [line]
 
-    class HalfSigma:
-        def __init__(self) -> None:
-            c = Gaussian(clip=1.0, noise_multiplier=2.0, delta=1e-3)
-            self.real = Gaussian(clip=1.0, noise_multiplier=1.0, delta=1e-3)
-            self.epsilon, self.delta, self.sigma, self.sensitivity = (
-                c.epsilon, c.delta, c.sigma, c.sensitivity,
-            )  # fmt: skip
 
-        def privatize(self, x, rng):
-            return self.real.privatize(x, rng)
+class HalfSigma:
+    """Gaussian noise sigma 1 claiming sigma 2 (broken)."""
 
-    class HalfScale:
-        epsilon = 1.0
+    def __init__(self) -> None:
+        c = Gaussian(clip=1.0, noise_multiplier=2.0, delta=1e-3)
+        self.real = Gaussian(clip=1.0, noise_multiplier=1.0, delta=1e-3)
+        self.epsilon, self.delta, self.sigma, self.sensitivity = (
+            c.epsilon, c.delta, c.sigma, c.sensitivity,
+        )  # fmt: skip
 
-        def __init__(self) -> None:
-            self.real = Laplace(epsilon=2.0, clip=1.0)
+    def privatize(self, x, rng):
+        return self.real.privatize(x, rng)
 
-        def candidate_pairs(self, dim):
-            return self.real.candidate_pairs(dim)
 
-        def privatize(self, x, rng):
-            return self.real.privatize(x, rng)
+class HalfScale:
+    """Laplace with the scale of eps 2 claiming eps 1 (broken)."""
 
+    epsilon = 1.0
+
+    def __init__(self) -> None:
+        self.real = Laplace(epsilon=2.0, clip=1.0)
+
+    def candidate_pairs(self, dim):
+        return self.real.candidate_pairs(dim)
+
+    def privatize(self, x, rng):
+        return self.real.privatize(x, rng)
+
+
+def _tradeoff_cases() -> list[tuple]:
     gp = [(np.array([1.0]), np.array([-1.0]))]
-    cases = [
+    return [
         ("gaussian sigma=2 (correct, G_1)", Gaussian(clip=1.0, noise_multiplier=2.0, delta=1e-3),
          gp, 1.0),
         ("gaussian noise sigma=1 claiming sigma=2 (broken)", HalfSigma(), gp, 2.0),
         ("laplace eps=1 (correct)", Laplace(epsilon=1.0, clip=1.0), None, None),
         ("laplace scale of eps=2 claiming eps=1 (broken)", HalfScale(), None, None),
     ]  # fmt: skip
-    out = []
-    for name, mech, pairs, true_mu in cases:
-        w0, c0 = time.perf_counter(), time.process_time()
-        r = audit(mech, pairs, samples=args.samples, confidence=args.confidence, rng=args.seed,
-                  float_bits=False, profile=False)  # fmt: skip
-        wall, cpu = time.perf_counter() - w0, time.process_time() - c0
-        t = r.tradeoff
-        au, bu = np.array(t.type1_upper), np.array(t.type2_upper)
-        gap = bu - np.array(t.claimed_at_type1)
-        row = {"setting": name, "claimed_from": t.claimed_from, "violation": t.violation,
-               "points": len(au), "points_below_claim": int(sum(t.below_claim)),
-               "min_gap_to_claim": float(gap.min()), "seconds": wall, "cpu_seconds": cpu,
-               "tradeoff": t.to_dict()}  # fmt: skip
-        if true_mu is not None:
-            from ldp_audit.stats import gaussian_tradeoff
-
-            row["max_gap_to_true_curve"] = float(np.max(bu - gaussian_tradeoff(au, true_mu)))
-        out.append(row)
-        print(
-            f"f-DP {name}: claimed {t.claimed_from}, {len(au)} points, "
-            f"{row['points_below_claim']} below the claim (violation {t.violation}), "
-            f"min gap {gap.min():+.4f}, {wall:.1f} s (CPU {cpu:.1f} s)",
-            flush=True,
-        )
-    return out
 
 
-def scalar(args) -> dict:
+def tradeoff_row(args, k: int) -> tuple[dict, list[str]]:
+    """The f-DP trade-off curve at --samples per input: correct mechanisms against their own
+    curve (Gaussian sigma 2, sensitivity 2: G_1; Laplace eps 1: f_{1,0}) and broken ones (noise
+    sigma 1 claiming sigma 2; Laplace with the scale of eps 2 claiming eps 1); case ``k``."""
+    name, mech, pairs, true_mu = _tradeoff_cases()[k]
+    w0, c0 = time.perf_counter(), time.process_time()
+    r = audit(mech, pairs, samples=args.samples, confidence=args.confidence, rng=args.seed,
+              float_bits=False, profile=False)  # fmt: skip
+    wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+    t = r.tradeoff
+    au, bu = np.array(t.type1_upper), np.array(t.type2_upper)
+    gap = bu - np.array(t.claimed_at_type1)
+    row = {"setting": name, "claimed_from": t.claimed_from, "violation": t.violation,
+           "points": len(au), "points_below_claim": int(sum(t.below_claim)),
+           "min_gap_to_claim": float(gap.min()), "seconds": wall, "cpu_seconds": cpu,
+           "tradeoff": t.to_dict()}  # fmt: skip
+    if true_mu is not None:
+        from ldp_audit.stats import gaussian_tradeoff
+
+        row["max_gap_to_true_curve"] = float(np.max(bu - gaussian_tradeoff(au, true_mu)))
+    line = (
+        f"f-DP {name}: claimed {t.claimed_from}, {len(au)} points, "
+        f"{row['points_below_claim']} below the claim (violation {t.violation}), "
+        f"min gap {gap.min():+.4f}, {wall:.1f} s (CPU {cpu:.1f} s)"
+    )
+    return row, [line]
+
+
+def scalar(args) -> tuple[dict, list[str]]:
     dpm, how = _diffprivlib()
     if dpm is None:
-        print(f"scalar adapter: skipped ({how})")
-        return {"skipped": how}
+        return {"skipped": how}, [f"scalar adapter: skipped ({how})"]
     n_loop = args.scalar_samples
     mech = from_scalar(
         lambda r: dpm.Laplace(epsilon=1.0, sensitivity=1.0, random_state=r).randomise,
@@ -452,14 +465,41 @@ def scalar(args) -> dict:
         "implementation": r.implementation.to_dict() if r.implementation else None,
         "leak": r.leak,
     }
-    print(
+    line = (
         f"diffprivlib Laplace eps=1 via from_scalar: {adapter_rate:,.0f} samples/s vs plain loop "
         f"{loop_rate:,.0f} samples/s ({adapter_rate / loop_rate:.2f}x); audit at "
         f"{args.scalar_samples} samples/input: distribution bound "
         f"{r.distribution.epsilon_lower_bound:.3f}, implementation bound "
         f"{r.epsilon_lower_bound:.3f} ({r.leak}), {r.seconds:.1f} s"
     )
-    return out
+    return out, [line]
+
+
+#: The benchmark's independent pieces, by name: ``(args, k) -> (row, printed lines)``.
+_PIECES = {
+    "tightness": tightness_setting,
+    "profile": lambda args, k: profile_row(args),
+    "goal": goal_run,
+    "goal-poisson-pooled": goal_joint_run,
+    "tradeoff": tradeoff_row,
+    "scalar": lambda args, k: scalar(args),
+}
+
+
+def _task(item: dict) -> tuple[dict, list[str]]:
+    """One piece of the benchmark (a ``run_tasks`` task): its row and its printed lines."""
+    return _PIECES[item["piece"]](item["args"], item["k"])
+
+
+def _items(args) -> list[dict]:
+    """Every piece, in the order the default run prints them."""
+    items = [{"piece": "tightness", "k": k} for k in range(len(_tightness_settings()))]
+    items.append({"piece": "profile", "k": 0})
+    items += [{"piece": "goal", "k": seed} for seed in range(3)]
+    items += [{"piece": "goal-poisson-pooled", "k": seed} for seed in range(3)]
+    items += [{"piece": "tradeoff", "k": k} for k in range(len(_tradeoff_cases()))]
+    items.append({"piece": "scalar", "k": 0})
+    return [dict(it, args=args) for it in items]
 
 
 def main() -> None:
@@ -472,27 +512,68 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--seeds", type=int, default=6, help="seeds per setting for mean ratios")
     ap.add_argument("--json", type=Path, default=Path("benchmarks/results/bench_audit.json"))
+    ap.add_argument(
+        "--backend",
+        choices=("local", "ray"),
+        default=None,
+        help="run the independent audits as ldp_audit.backends.run_tasks tasks here (a process "
+        "pool with --workers > 1) or on Ray; default: in this process, one after the other, as "
+        "before (timings are only comparable there: parallel tasks share the cores)",
+    )
+    ap.add_argument("--address", default=None, help="with --backend ray: an existing cluster")
+    ap.add_argument("--workers", type=int, default=None, help="pool size / Ray CPUs started here")
     args = ap.parse_args()
-    rows = tightness(args)
-    prof = profile_row(args)
-    goal = goal_row(args)
-    fdp = tradeoff_rows(args)
-    sc = scalar(args)
+    from ldp_audit.backends import backend_options, describe_spec, run_tasks
+
+    try:
+        where = backend_options(args)  # usage errors (exit 2) before any audit
+    except InvalidParameterError as exc:
+        ap.error(str(exc))
+    items = _items(args)
+    print(tightness_header())
+    if args.backend is None:  # as before: in this process, each line as soon as it is measured
+        outs = []
+        for item in items:
+            outs.append(_task(item))
+            for line in outs[-1][1]:
+                print(line, flush=True)
+    else:
+        outs = run_tasks(_task, items, describe=lambda it: describe_spec(
+            {"piece": it["piece"], "k": it["k"], "seed": it["args"].seed}), **where)  # fmt: skip
+        for _, lines in outs:
+            for line in lines:
+                print(line, flush=True)
+    got: dict[str, list] = {}
+    for item, (row, _) in zip(items, outs, strict=True):
+        got.setdefault(item["piece"], []).append(row)
     out = {
         "command": "benchmarks/bench_audit.py "
         + f"--samples {args.samples} --naive-samples {args.naive_samples} "
         + f"--scalar-samples {args.scalar_samples} --goal-samples {args.goal_samples} "
-        + f"--seed {args.seed} --seeds {args.seeds}",
+        + f"--seed {args.seed} --seeds {args.seeds}"
+        + (f" --backend {args.backend}" if args.backend else "")
+        + (f" --address {args.address}" if args.address else "")
+        + (f" --workers {args.workers}" if args.workers else ""),
         "machine": f"{platform.machine()} {platform.processor() or ''}".strip()
         + ", shared and loaded 2-core machine",
         "samples_per_input": args.samples,
         "confidence": args.confidence,
-        "results": rows,
-        "profile": prof,
-        "time_goal": goal,
-        "tradeoff": fdp,
-        "scalar_adapter": sc,
+        "results": got["tightness"],
+        "profile": got["profile"][0],
+        "time_goal": {
+            "setting": "laplace eps=0.1",
+            "samples_per_input": args.goal_samples,
+            "runs": got["goal"],
+            "poisson_pooled": {
+                "samples_per_input": args.samples,
+                "runs": got["goal-poisson-pooled"],
+            },
+        },
+        "tradeoff": got["tradeoff"],
+        "scalar_adapter": got["scalar"][0],
     }
+    if args.backend:  # the default run's JSON is unchanged
+        out["backend"] = where
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(out, indent=2))
     print(f"wrote {args.json}")

@@ -15,7 +15,11 @@ counts as above the truth when it exceeds the analytic-Gaussian epsilon at 1e-3,
 when any of its points exceeds the analytic epsilon at that delta.
 
     .venv/bin/python benchmarks/soundness_audit.py [--audits 200] [--samples 100000]
-        [--confidence 0.95 0.8]
+        [--confidence 0.95 0.8] [--backend {local,ray} [--address ADDR] [--workers N]]
+
+Each audit is one task of ``ldp_audit.backends.run_tasks`` with its own spawned generator (the
+same as before), so ``--backend local --workers N`` (a process pool) and ``--backend ray`` give
+the numbers of the default in-process run; only the timings differ.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from ldp_audit.audit import audit, exact_epsilon
+from ldp_audit.errors import InvalidParameterError
 from ldp_audit.mechanisms import (
     BitFlip,
     Gaussian,
@@ -39,6 +44,23 @@ from ldp_audit.mechanisms import (
     analytic_gaussian_epsilon,
 )
 from ldp_audit.stats import clopper_pearson_interval
+
+
+def _audit_task(item: dict) -> dict:
+    """One seeded audit (a ``run_tasks`` task): what the tally needs from it."""
+    r = audit(item["mech"], samples=item["samples"], confidence=item["confidence"],
+              rng=item["rng"], dim=item["dim"], float_bits=item["float_bits"],
+              pool=item["pool"], ratio_test=item["ratio_test"])  # fmt: skip
+    out = {
+        "bound": r.epsilon_lower_bound,
+        "fdp": bool(r.tradeoff is not None and r.tradeoff.violation),
+    }
+    if item["kind"] == "gaussian":
+        out["profile_over"] = any(
+            lo > (math.inf if d == 0 else analytic_gaussian_epsilon(1.0, 1.0, d))
+            for d, lo in zip(r.profile.delta, r.profile.epsilon_lower, strict=True)
+        )
+    return out
 
 
 def main() -> None:
@@ -61,7 +83,22 @@ def main() -> None:
         default="clopper-pearson",
         help="audit(ratio_test=...): 'poisson' = Poissonized estimation, joint conditional bound",
     )
+    ap.add_argument(
+        "--backend",
+        choices=("local", "ray"),
+        default=None,
+        help="run the audits as ldp_audit.backends.run_tasks tasks here (a process pool with "
+        "--workers > 1) or on Ray; default: in this process, as before",
+    )
+    ap.add_argument("--address", default=None, help="with --backend ray: an existing cluster")
+    ap.add_argument("--workers", type=int, default=None, help="pool size / Ray CPUs started here")
     args = ap.parse_args()
+    from ldp_audit.backends import backend_options, describe_spec, run_tasks
+
+    try:
+        where = backend_options(args)  # usage errors (exit 2) before any audit
+    except InvalidParameterError as exc:
+        ap.error(str(exc))
 
     mechs = [
         ("rr eps=1", RandomizedResponse(epsilon=1.0), 1, True),
@@ -80,30 +117,52 @@ def main() -> None:
         ratios = []
         prof_over, prof_runs = 0, 0
         t0 = time.perf_counter()
-        for i, s in enumerate(seeds):
-            name, mech, dim, fb = mechs[i % len(mechs)]
+        common = dict(samples=args.samples, confidence=conf, pool=args.pool,
+                      ratio_test=args.ratio_test)  # fmt: skip
+        items = [
+            dict(
+                kind="mechanism",
+                mechanism=mechs[i % len(mechs)][0],
+                audit=i,
+                **common,
+                mech=mechs[i % len(mechs)][1],
+                dim=mechs[i % len(mechs)][2],
+                float_bits=mechs[i % len(mechs)][3],
+                rng=s,
+            )  # fmt: skip
+            for i, s in enumerate(seeds)
+        ]
+        gauss = Gaussian(clip=0.5, noise_multiplier=2.0, delta=1e-3)
+        items += [
+            dict(
+                kind="gaussian",
+                mechanism="gaussian",
+                audit=j,
+                **common,
+                mech=gauss,
+                dim=None,
+                float_bits=False,
+                rng=s,
+            )  # fmt: skip
+            for j, s in enumerate(groot.spawn(args.gaussian_audits))
+        ]
+        outs = run_tasks(_audit_task, items, describe=describe_spec, **where)
+        for i, o in enumerate(outs[: args.audits]):
+            name = mechs[i % len(mechs)][0]
             true = truths[i % len(mechs)]
-            r = audit(mech, samples=args.samples, confidence=conf, rng=s, dim=dim, float_bits=fb,
-                      pool=args.pool, ratio_test=args.ratio_test)  # fmt: skip
             # the claims equal the true epsilon: a point below f_{eps,0} is a false refutation
-            fdp_over += r.tradeoff is not None and r.tradeoff.violation
-            hit = r.epsilon_lower_bound > true
+            fdp_over += o["fdp"]
+            hit = o["bound"] > true
             over += hit
             per_mech[name][0] += hit
             per_mech[name][1] += 1
-            ratios.append(r.epsilon_lower_bound / true)
+            ratios.append(o["bound"] / true)
         g_over = g_fdp = 0
-        gauss = Gaussian(clip=0.5, noise_multiplier=2.0, delta=1e-3)
-        for s in groot.spawn(args.gaussian_audits):
-            r = audit(gauss, samples=args.samples, confidence=conf, rng=s, float_bits=False,
-                      pool=args.pool, ratio_test=args.ratio_test)  # fmt: skip
-            g_over += r.epsilon_lower_bound > gauss.epsilon
-            g_fdp += r.tradeoff is not None and r.tradeoff.violation  # below G_1: false
+        for o in outs[args.audits :]:
+            g_over += o["bound"] > gauss.epsilon
+            g_fdp += o["fdp"]  # below G_1: false
             prof_runs += 1
-            prof_over += any(
-                lo > (math.inf if d == 0 else analytic_gaussian_epsilon(1.0, 1.0, d))
-                for d, lo in zip(r.profile.delta, r.profile.epsilon_lower, strict=True)
-            )
+            prof_over += o["profile_over"]
         secs = time.perf_counter() - t0
         lo, hi = clopper_pearson_interval(over, args.audits, 0.05)
         row = {
@@ -138,13 +197,18 @@ def main() -> None:
         f"{args.samples} --confidence {' '.join(map(str, args.confidence))} "
         f"--gaussian-audits {args.gaussian_audits}"
         + (" --pool" if args.pool else "")
-        + f" --ratio-test {args.ratio_test}",
+        + f" --ratio-test {args.ratio_test}"
+        + (f" --backend {args.backend}" if args.backend else "")
+        + (f" --address {args.address}" if args.address else "")
+        + (f" --workers {args.workers}" if args.workers else ""),
         "machine": f"{platform.machine()}, shared and loaded 2-core machine",
         "mechanisms": [
             {"name": n, "true_epsilon": t} for (n, *_), t in zip(mechs, truths, strict=True)
         ],
         "results": out_rows,
     }
+    if args.backend:  # the default run's JSON is unchanged
+        out["backend"] = where
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(out, indent=2))
     print(f"wrote {args.json}")
