@@ -1,0 +1,86 @@
+"""The fused PGC-A3C engine's run loop: it pauses Python's cyclic garbage collector only while
+it runs (restored afterwards, also when it raises, and left off when it was off), and its
+profile hook times every part of the run without changing any result."""
+
+from __future__ import annotations
+
+import gc
+import time
+
+import numpy as np
+import pytest
+
+from ldp_audit.errors import InvalidParameterError
+from ldp_audit.training import pgc_a3c
+from ldp_audit.training.pgc_a3c import PgcA3cConfig, train
+
+
+def _engine(cfg: PgcA3cConfig, seed: int = 0) -> pgc_a3c._FusedEngine:
+    return pgc_a3c._FusedEngine([cfg], [seed], [pgc_a3c._make_accountant(None, None)], [False])
+
+
+class _Sink:
+    """A progress sink that records whether the collector was on at each update."""
+
+    def __init__(self) -> None:
+        self.collector_on: list[bool] = []
+
+    def update(self, k: int) -> None:
+        self.collector_on.append(gc.isenabled())
+
+
+@pytest.fixture
+def collector_on():
+    was = gc.isenabled()
+    gc.enable()
+    yield
+    if not was:
+        gc.disable()
+
+
+def test_collector_is_paused_during_the_run_and_restored_after(collector_on):
+    eng = _engine(PgcA3cConfig(trials=2, max_submissions=60))
+    sink = _Sink()
+    eng.run(sink)
+    assert sink.collector_on and not any(sink.collector_on)  # off at every block boundary
+    assert gc.isenabled()
+
+
+def test_collector_left_off_when_it_was_off(collector_on):
+    gc.disable()
+    train(PgcA3cConfig(trials=1, max_submissions=20), seed=0, engine="fused")
+    assert not gc.isenabled()
+
+
+def test_collector_restored_when_the_run_raises(collector_on):
+    """Unclipped, eta = 50: theta diverges to NaN; the engine refuses, the collector is back."""
+    cfg = PgcA3cConfig(mechanism="none", trials=1, max_submissions=400, clip=1e300, eta=50.0)
+    with pytest.raises(InvalidParameterError, match="finite"):
+        train(cfg, seed=0, engine="fused")
+    assert gc.isenabled()
+
+
+def test_profile_is_off_by_default_and_times_every_part_when_on():
+    cfg = PgcA3cConfig(epsilon=2.0, trials=3, max_submissions=80)
+    plain = _engine(cfg)
+    plain.run()
+    assert plain.profile is False and plain.timings == {}
+
+    prof = _engine(cfg)
+    prof.profile = True
+    t0 = time.perf_counter()
+    prof.run()
+    outer = time.perf_counter() - t0
+    tm = prof.timings
+    assert set(tm) == {*pgc_a3c._PROFILE_PARTS, "calls"}
+    assert tm["calls"] >= 1
+    for part in pgc_a3c._PROFILE_PARTS:
+        assert tm[part]["wall"] >= 0.0 and tm[part]["cpu"] >= 0.0, part
+    assert tm["kernel"]["wall"] > 0.0 and tm["ledger_charges"]["wall"] > 0.0
+    # consecutive laps: the parts add up to the time between the first and the last lap
+    assert sum(tm[p]["wall"] for p in pgc_a3c._PROFILE_PARTS) <= outer
+    # and the profile changes nothing
+    a, b = plain.results(0.0)[0], prof.results(0.0)[0]
+    np.testing.assert_array_equal(a.zeta, b.zeta)
+    np.testing.assert_array_equal(a.theta, b.theta)
+    assert a.env_steps == b.env_steps
