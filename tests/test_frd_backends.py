@@ -164,3 +164,19 @@ def test_cli_local_pool_gives_the_in_process_results(tmp_path):
         + [("frd-ldp-1", 1)]  # fmt: skip
     assert a["total_agent_episodes"] > 0
     assert _no_timings(a) == _no_timings(b)  # three architecture batches, two processes
+
+
+def test_a_killed_leak_attempt_is_moved_aside_not_overwritten(tmp_path):
+    dead = tmp_path / "frd-paper"  # what a killed worker leaves: status running, no manifest
+    dead.mkdir()
+    (dead / "config.json").write_text(json.dumps({"status": "running"}))
+    (dead / "ledger.sqlite").write_bytes(b"charges of the dead attempt")
+    R._aside_dead_attempt(dead)
+    kept = tmp_path / "frd-paper.attempt-1"
+    assert not dead.exists() and (kept / "ledger.sqlite").read_bytes().startswith(b"charges")
+    done = tmp_path / "fedavg-paper"  # a finished run of an earlier report: left for overwrite
+    done.mkdir()
+    (done / "config.json").write_text(json.dumps({"status": "complete"}))
+    (done / "manifest.json").write_text("{}")
+    R._aside_dead_attempt(done)
+    assert done.is_dir() and not (tmp_path / "fedavg-paper.attempt-1").exists()
