@@ -180,3 +180,14 @@ def test_a_killed_leak_attempt_is_moved_aside_not_overwritten(tmp_path):
     (done / "manifest.json").write_text("{}")
     R._aside_dead_attempt(done)
     assert done.is_dir() and not (tmp_path / "fedavg-paper.attempt-1").exists()
+
+
+def test_train_batch_refuses_mixed_architectures_and_a_seed_for_rng():
+    from ldp_audit.errors import InvalidParameterError
+    from ldp_audit.training.frd import train_batch
+
+    cfgs = _cfgs()[:2]  # 24x2 and 100x2
+    with pytest.raises(InvalidParameterError, match="one architecture"):
+        train_batch(cfgs, rng=np.random.default_rng(0))
+    with pytest.raises(InvalidParameterError, match="rng must be a numpy.random.Generator"):
+        train_batch(cfgs[:1], rng=0)
