@@ -451,10 +451,10 @@ class _WorkProgress:
     process the tasks call the bar itself; in a local pool or on Ray they call a :class:`_Sink`
     whose messages :meth:`poll` (called by :func:`run_tasks` while it waits) moves to the bar."""
 
-    def __init__(self, total: int, desc: str, where: str) -> None:
+    def __init__(self, total: int, desc: str, where: str, unit: str = "sub") -> None:
         from tqdm.auto import tqdm
 
-        self.bar = tqdm(total=total, desc=desc, unit="sub")
+        self.bar = tqdm(total=total, desc=desc, unit=unit)
         self.queue: Any = None
         self._manager: Any = None
         if where == "here":

@@ -253,9 +253,9 @@ def _sweep(
                 from ldp_audit.backends import _init_ray
 
                 _init_ray(where["address"], where["workers"])  # the progress queue's actor
-            meter = _WorkProgress(total, "agent-episodes", "ray" if where["backend"] == "ray"
-                                  else "pool")  # fmt: skip
-            meter.bar.unit = "ep"
+            meter = _WorkProgress(
+                total, "agent-episodes", "ray" if where["backend"] == "ray" else "pool", unit="ep"
+            )
     items = [
         {
             "task": "sweep",
