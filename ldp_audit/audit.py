@@ -23,7 +23,9 @@ Lu et al. 2022, with the Mironov 2012 floating-point attack added):
    direction (which input is the numerator) and the split of the event's error probability
    between its two counts that maximise the bound the estimation step is expected to give.
    Keep the ``max_events`` best distribution events, plus the best float-bit event when it
-   promises more than all of them.
+   promises more than all of them, plus a *probe* event when some event's B counts alone
+   contradict the claim (a binomial test at level ``_PROBE_LEVEL``; rare leaks whose
+   denominator B is too small to show, see :func:`_probe_event`).
 2. **Estimation** (fresh samples, never used before). Count each kept event under M(x) and
    M(x2) and bound, for each event S with numerator input x,
 
