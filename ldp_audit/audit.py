@@ -60,7 +60,7 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from scipy import special
@@ -951,6 +951,39 @@ def _thresholds(s1: np.ndarray, s2: np.ndarray) -> np.ndarray | None:
     return ts if ts.size else None
 
 
+class _ThresholdCounts(NamedTuple):
+    """One statistic's selection values under the two inputs, sorted, its candidate thresholds
+    and, per threshold, the four events' counts: ``(op, x is the numerator, numerator count,
+    denominator count, numerator n, denominator n)``. Computed once per statistic and shared by
+    :func:`_best_events` (every delta of the verdict and the profile) and :func:`_probe_event`."""
+
+    s1: np.ndarray
+    s2: np.ndarray
+    ts: np.ndarray
+    combos: tuple[tuple[str, bool, np.ndarray, np.ndarray, int, int], ...]
+
+
+def _threshold_counts(s1: np.ndarray, s2: np.ndarray) -> _ThresholdCounts | None:
+    """:class:`_ThresholdCounts` of the values ``s1`` (under x) and ``s2`` (under x2); None when
+    they take one value only."""
+    s1 = np.sort(s1)
+    s2 = np.sort(s2)
+    ts = _thresholds(s1, s2)
+    if ts is None:
+        return None
+    n1, n2 = len(s1), len(s2)
+    g1 = n1 - np.searchsorted(s1, ts, side="right")
+    g2 = n2 - np.searchsorted(s2, ts, side="right")
+    l1, l2 = n1 - g1, n2 - g2
+    combos = (
+        ("gt", True, g1, g2, n1, n2),
+        ("gt", False, g2, g1, n2, n1),
+        ("le", True, l1, l2, n1, n2),
+        ("le", False, l2, l1, n2, n1),
+    )
+    return _ThresholdCounts(s1, s2, ts, combos)
+
+
 #: selection only: the denominator rate of a threshold event beyond the ``_TAIL_FIT``-th most
 #: extreme selection value is read from an exponential tail fitted to those values (peaks over
 #: threshold), not from the few raw counts there (0 for the events that decide high epsilon).
@@ -1002,8 +1035,7 @@ def _tail_rates(srt: np.ndarray, ts: np.ndarray, upper: bool, m: int) -> np.ndar
 
 def _best_events(
     stat: _Statistic,
-    s1: np.ndarray,
-    s2: np.ndarray,
+    tc: _ThresholdCounts | None,
     pair: int,
     n_est: int,
     alpha_event: float,
@@ -1012,29 +1044,19 @@ def _best_events(
     poisson: bool = False,
 ) -> list[_Candidate | None]:
     """For each delta: the best threshold event ``{s > t}`` / ``{s <= t}``, direction and
-    error split for one statistic, judged by the bound it is expected to give on ``n_est``
-    fresh samples (selection counts shrunk to one-sided ``_SHRINK`` Clopper-Pearson bounds so
-    that noisy tail events, whose selection ratio is inflated by the maximum over thresholds,
-    are not over-trusted). ``direction``: only events with x (True) or x2 (False) the
-    numerator. ``poisson``: pure-DP events (delta = 0) are judged by the Poisson conditional
-    test (:func:`ldp_audit.stats.epsilon_lower_bound_from_poisson_counts`; no error split)."""
-    s1 = np.sort(s1)
-    s2 = np.sort(s2)
-    ts = _thresholds(s1, s2)
-    if ts is None:
+    error split for one statistic (its selection counts ``tc``, :func:`_threshold_counts`),
+    judged by the bound it is expected to give on ``n_est`` fresh samples (selection counts
+    shrunk to one-sided ``_SHRINK`` Clopper-Pearson bounds so that noisy tail events, whose
+    selection ratio is inflated by the maximum over thresholds, are not over-trusted).
+    ``direction``: only events with x (True) or x2 (False) the numerator. ``poisson``: pure-DP
+    events (delta = 0) are judged by the Poisson conditional test
+    (:func:`ldp_audit.stats.epsilon_lower_bound_from_poisson_counts`; no error split)."""
+    if tc is None:
         return [None] * len(deltas)
+    s1, s2, ts = tc.s1, tc.s2, tc.ts
     n = len(s1)
-    g1 = n - np.searchsorted(s1, ts, side="right")
-    g2 = len(s2) - np.searchsorted(s2, ts, side="right")
-    l1, l2 = n - g1, len(s2) - g2
-    combos = (
-        ("gt", True, g1, g2),
-        ("gt", False, g2, g1),
-        ("le", True, l1, l2),
-        ("le", False, l2, l1),
-    )
     best: list[_Candidate | None] = [None] * len(deltas)
-    for op, x_num, c_num, c_den in combos:
+    for op, x_num, c_num, c_den, _, _ in tc.combos:
         if direction is not None and x_num != direction:
             continue
         p_num = _cp_lower(c_num.astype(np.float64), float(n), _SHRINK)
@@ -1090,8 +1112,7 @@ _PROBE_LEVEL = 0.01
 
 def _probe_event(
     stat: _Statistic,
-    s1: np.ndarray,
-    s2: np.ndarray,
+    tc: _ThresholdCounts | None,
     pair: int,
     n_est: int,
     alpha_event: float,
@@ -1113,22 +1134,12 @@ def _probe_event(
     selection rates is returned. Selection data only: soundness does not depend on the screen
     (a probe is estimated on fresh samples and counted in the Bonferroni correction).
     """
-    s1 = np.sort(s1)
-    s2 = np.sort(s2)
-    ts = _thresholds(s1, s2)
-    if ts is None:
+    if tc is None:
         return None
-    n1, n2 = len(s1), len(s2)
-    g1 = n1 - np.searchsorted(s1, ts, side="right")
-    g2 = n2 - np.searchsorted(s2, ts, side="right")
+    ts = tc.ts
     c = math.exp(min(claimed, 700.0))
     best: tuple[_Candidate, float] | None = None
-    for op, x_num, c_num, c_den, n_num, n_den in (
-        ("gt", True, g1, g2, n1, n2),
-        ("gt", False, g2, g1, n2, n1),
-        ("le", True, n1 - g1, n2 - g2, n1, n2),
-        ("le", False, n2 - g2, n1 - g1, n2, n1),
-    ):
+    for op, x_num, c_num, c_den, n_num, n_den in tc.combos:
         k = np.maximum(c_num.astype(np.float64) - n_num * delta, 0.0)
         j = c_den.astype(np.float64)
         q = c * n_num / (c * n_num + n_den)
@@ -1758,29 +1769,27 @@ def audit(
             h_b = n_b // 2
             for st, v1, v2 in zip(stats, sb1, sb2, strict=True):
                 is_float = st.family == "float-bits"
-                c = _best_events(st, v1, v2, p, n_est, alpha_sel, (delta,), poisson=pois_v)[0]
+                tc = _threshold_counts(v1, v2)
+                c = _best_events(st, tc, p, n_est, alpha_sel, (delta,), poisson=pois_v)[0]
                 if c is not None:
                     (float_cands if is_float else dist_cands).append(c)
                 if not is_float:
-                    pr = _probe_event(st, v1, v2, p, n_est, alpha_sel, claimed, delta)
+                    pr = _probe_event(st, tc, p, n_est, alpha_sel, claimed, delta)
                     if pr is not None and (probe is None or pr[0].predicted > probe[0].predicted):
                         probe = pr
                 if pool and not is_float and h_b >= 100:
                     # each half of a pooled pair is chosen on the first half of B, judged at
                     # the pooled sample size; the pair is then judged on the second half
+                    tch = _threshold_counts(v1[:h_b], v2[:h_b])
                     for d_ in (True, False):
-                        h = _best_events(
-                            st, v1[:h_b], v2[:h_b], p, 2 * n_est, alpha_sel, (delta,), d_, pois_v
-                        )[0]
+                        h = _best_events(st, tch, p, 2 * n_est, alpha_sel, (delta,), d_, pois_v)[0]
                         if h is not None and (
                             d_ not in halves or h.predicted > halves[d_][0].predicted
                         ):
                             halves[d_] = (h, v1[h_b:], v2[h_b:])
                 if profile_deltas and not is_float:
                     alpha_p = alpha / len(profile_deltas)
-                    for i, c in enumerate(
-                        _best_events(st, v1, v2, p, n_est, alpha_p, profile_deltas)
-                    ):
+                    for i, c in enumerate(_best_events(st, tc, p, n_est, alpha_p, profile_deltas)):
                         if c is not None and (
                             prof_best[i] is None or c.predicted > prof_best[i].predicted
                         ):
