@@ -127,14 +127,6 @@ def test_fresh_run_dir_moves_dead_attempt_aside(tmp_path):
 # ----------------------------------------------------------------------------------- Ray
 
 
-@pytest.fixture(scope="module")
-def ray_local():
-    ray = pytest.importorskip("ray", reason="Ray not installed: pip install 'ldp-audit[ray]'")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield ray
-    ray.shutdown()
-
-
 def test_ray_equals_local_bit_for_bit(ray_local):
     got = run_tasks(_draw, _items(), backend="ray")
     for a, b in zip(got, _expected(), strict=True):

@@ -29,14 +29,6 @@ def _no_timings(doc):
     return doc
 
 
-@pytest.fixture(scope="module")
-def ray_local():
-    ray = pytest.importorskip("ray", reason="Ray not installed: pip install 'ldp-audit[ray]'")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield ray
-    ray.shutdown()
-
-
 def _dprl_settings():
     from ldp_audit.training.dprl_reproduce import ReproduceSettings
 

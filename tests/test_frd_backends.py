@@ -96,14 +96,6 @@ def _no_timings(doc):
     return {k: v for k, v in doc.items() if k not in _TIMINGS}
 
 
-@pytest.fixture(scope="module")
-def ray_local():
-    ray = pytest.importorskip("ray", reason="Ray not installed: pip install 'ldp-audit[ray]'")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield ray
-    ray.shutdown()
-
-
 def test_ray_gives_the_local_results(ray_local, tmp_path):
     s = _tiny(leak=True, leak_groups=2, leak_shadow=4, leak_epsilons=(1.0,))
     here = R.reproduce(s)

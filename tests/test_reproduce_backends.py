@@ -46,14 +46,6 @@ def _reproduce_cli(out: Path, *extra: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def ray_local():
-    ray = pytest.importorskip("ray", reason="Ray not installed: pip install 'ldp-audit[ray]'")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield ray
-    ray.shutdown()
-
-
-@pytest.fixture(scope="module")
 def local_results(tmp_path_factory):
     return _reproduce_cli(tmp_path_factory.mktemp("local") / "rep", "--workers", "1")
 
