@@ -295,20 +295,30 @@ def test_ghost_clipping_bound_and_sum_on_every_dqn_update() -> None:
         s, a, y = inputs
         ref = make_network(cfg, torch.Generator())  # a hook-free copy of the network
         ref.load_state_dict(net.state_dict())
+        # The residuals q - y come from ONE batched forward, as in training: q and y nearly
+        # cancel (norms ~1e-4), so a per-row forward, whose float32 rounding differs from the
+        # batched kernel's by ~eps * |q|, would change the residual by a relative 1e-3 and
+        # the comparison would test the CPU's kernels instead of the clipping.
+        q = ref(s).gather(1, a).squeeze(1)
+        params = list(ref.parameters())
         rows = []
         for i in range(len(y)):
-            ref.zero_grad()
-            q = ref(s[i : i + 1]).gather(1, a[i : i + 1]).squeeze(1)
-            ((q - y[i : i + 1]) ** 2).sum().backward()
-            rows.append(torch.cat([p.grad.reshape(-1) for p in ref.parameters()]))
+            grads = torch.autograd.grad((q[i] - y[i]) ** 2, params, retain_graph=True)
+            rows.append(torch.cat([gr.reshape(-1) for gr in grads]))
         g = torch.stack(rows)
         n = g.norm(dim=1)
         f = (clip / (n + 1e-6)).clamp(max=1.0)
         got = torch.cat([t.reshape(-1) for t in clipped_sum])
+        want = (g * f[:, None]).sum(0)
+        # float32 arithmetic: a norm sums p ~ 1e3 non-negative products (relative error
+        # <= p * eps32 ~ 1e-4) and the clipped sum adds len(y) rows of magnitude <= clip; both
+        # bounds are scaled by the batch's largest term, not by one machine's rounding.
+        eps32 = float(torch.finfo(torch.float32).eps)
+        p = g.shape[1]
         log.append(
             (
-                torch.allclose(norms, n, rtol=1e-4, atol=1e-7),
-                torch.allclose(got, (g * f[:, None]).sum(0), rtol=1e-4, atol=1e-6),
+                bool(((norms - n).abs() <= p * eps32 * n.max()).all()),
+                bool(((got - want).abs() <= 4 * len(y) * eps32 * clip + 1e-4 * want.abs()).all()),
                 float((n * f).max()),
                 float(n.max()),
             )
