@@ -403,3 +403,17 @@ def add_backend_arguments(p: argparse.ArgumentParser, *, workers: bool = False) 
             help="--backend local: a process pool of this size (default: this process); "
             "--backend ray: CPUs of the Ray instance started here (default: all)",
         )
+
+
+def show_progress(args: argparse.Namespace) -> bool:
+    """Progress bars only where a person watches them: stderr is a terminal and ``--no-progress``
+    was not given (``LDP_AUDIT_PROGRESS=always`` forces them, ``never`` turns them off). A log
+    file or a pipe gets no bar frames (issue 31: ``make demo > log`` wrote 61 KB of them)."""
+    if getattr(args, "no_progress", False):
+        return False
+    mode = os.environ.get("LDP_AUDIT_PROGRESS", "auto").strip().lower()
+    if mode == "always":
+        return True
+    if mode == "never":
+        return False
+    return sys.stderr.isatty()

@@ -23,6 +23,7 @@ from ldp_audit.cli._types import (
     int_at_least,
     parse_real,
     run_mode,
+    show_progress,
     timestamped_dir,
 )
 
@@ -224,7 +225,7 @@ def _train(args: argparse.Namespace) -> int:
     from ldp_audit.training.dprl import train
 
     t0 = time.perf_counter()
-    res = train(cfg, seed=args.seed, run_dir=out, progress=not args.no_progress, run_mode=mode)
+    res = train(cfg, seed=args.seed, run_dir=out, progress=show_progress(args), run_mode=mode)
     doc = {
         "run_dir": str(out),
         "algo": cfg.algo,
@@ -270,7 +271,7 @@ def _reproduce(args: argparse.Namespace) -> int:
         audit_canaries=args.audit_canaries,
         seed=args.seed,
     )
-    res = reproduce(settings, out=out, progress=not args.no_progress, argv=sys.argv[1:], **where)
+    res = reproduce(settings, out=out, progress=show_progress(args), argv=sys.argv[1:], **where)
     if args.json:
         from ldp_audit.rundir import to_jsonable
 

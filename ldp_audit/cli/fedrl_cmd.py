@@ -17,6 +17,7 @@ from ldp_audit.cli._types import (
     int_at_least,
     parse_real,
     run_mode,
+    show_progress,
     timestamped_dir,
 )
 from ldp_audit.errors import InvalidParameterError
@@ -348,7 +349,7 @@ def _train(args: argparse.Namespace) -> int:
     from ldp_audit.training.fedrl import train_fedrl
 
     metrics = train_fedrl(
-        cfg, out, seed=args.seed, mode=mode, progress=not args.no_progress, threads=args.threads
+        cfg, out, seed=args.seed, mode=mode, progress=show_progress(args), threads=args.threads
     )
     if args.json:
         print(json.dumps(to_jsonable({"run_dir": str(out), **metrics})))
@@ -494,7 +495,7 @@ def _reproduce(args: argparse.Namespace) -> int:
 
     results = reproduce(
         rc,
-        progress=not args.no_progress,
+        progress=show_progress(args),
         command="ldp-audit " + " ".join(sys.argv[1:]),
         checkpoint=checkpoint,
         **where,

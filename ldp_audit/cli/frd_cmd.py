@@ -24,6 +24,7 @@ from ldp_audit.cli._types import (
     parse_int,
     parse_real,
     run_mode,
+    show_progress,
     timestamped_dir,
 )
 from ldp_audit.errors import InvalidParameterError
@@ -246,7 +247,7 @@ def _train(args: argparse.Namespace) -> int:
     from ldp_audit.training.frd import train
 
     t0 = time.perf_counter()
-    res = train(cfg, seed=args.seed, run_dir=out, progress=not args.no_progress, run_mode=mode)
+    res = train(cfg, seed=args.seed, run_dir=out, progress=show_progress(args), run_mode=mode)
     met = res.metrics()
     met.pop("scores", None)
     met["run_dir"] = str(out)
@@ -286,7 +287,7 @@ def _reproduce(args: argparse.Namespace) -> int:
         leak_epsilons=args.leak_epsilons,
         seed=args.seed,
     )
-    doc = reproduce(s, out=out, progress=not args.no_progress, command=_command_line(), **where)
+    doc = reproduce(s, out=out, progress=show_progress(args), command=_command_line(), **where)
     if args.json:
         from ldp_audit.rundir import to_jsonable
 

@@ -19,7 +19,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ldp_audit.cli._types import check_creatable, check_not_inside_run, int_at_least
+from ldp_audit.cli._types import (
+    check_creatable,
+    check_not_inside_run,
+    int_at_least,
+    show_progress,
+)
 
 _seed = int_at_least("--seed", 0)
 _top = int_at_least("--top", 1)
@@ -177,7 +182,7 @@ def _demo(args: argparse.Namespace) -> int:
         args.out,
         seed=args.seed,
         report_dir=args.report_dir,
-        progress=not args.no_progress,
+        progress=show_progress(args),
         overwrite=args.overwrite,
     )
     if args.screenshot:

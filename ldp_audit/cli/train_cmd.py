@@ -29,6 +29,7 @@ from ldp_audit.cli._types import (
     int_in_range,
     real_in,
     run_mode,
+    show_progress,
     timestamped_dir,
 )
 from ldp_audit.errors import InvalidParameterError
@@ -297,7 +298,7 @@ def _train_pgc(args: argparse.Namespace) -> int:
     with warnings.catch_warnings():  # the CLI printed its own line above
         warnings.simplefilter("ignore", PrivacyClaimWarning)
         res = train(
-            cfg, seed=args.seed, run_dir=args.out, progress=not args.no_progress, run_mode=mode
+            cfg, seed=args.seed, run_dir=args.out, progress=show_progress(args), run_mode=mode
         )
     secs = time.perf_counter() - t0
     zeta = np.asarray(res.zeta, dtype=np.float64)
@@ -425,7 +426,7 @@ def _reproduce_pgc(args: argparse.Namespace) -> int:
 
     with warnings.catch_warnings():  # the CLI printed its own line above
         warnings.simplefilter("ignore", PrivacyClaimWarning)
-        results = run_reproduction(cfg, progress=not args.no_progress)
+        results = run_reproduction(cfg, progress=show_progress(args))
     paths = write_report(results, out, overwrite=args.overwrite)
     if args.json:
         print(json.dumps(results, indent=1, allow_nan=False))
@@ -478,7 +479,7 @@ def _reproduce_readings(args: argparse.Namespace) -> int:
         "112 x epsilon-LDP (charged and reported so, and audited beside the claim)",
         file=sys.stderr,
     )
-    results = run_readings(cfg, progress=not args.no_progress)
+    results = run_readings(cfg, progress=show_progress(args))
     paths = write_readings_report(results, out, overwrite=args.overwrite)
     if args.json:
         print(json.dumps(results, indent=1, allow_nan=False))
