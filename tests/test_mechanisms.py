@@ -207,7 +207,7 @@ def test_batch_split_gives_the_same_rows(mech, monkeypatch) -> None:
     parts = [mech.privatize(x[a:b], g) for a, b in ((0, 1), (1, 17), (17, 40))]
     np.testing.assert_array_equal(whole, np.vstack(parts))
     if isinstance(mech, m.ProjectedRandomSign):  # the chunk size does not matter either
-        monkeypatch.setattr(m, "_PRS_CHUNK_ELEMENTS", 50)
+        monkeypatch.setattr(m.prs, "_PRS_CHUNK_ELEMENTS", 50)
         np.testing.assert_array_equal(whole, mech.privatize(x, np.random.default_rng(3)))
 
 

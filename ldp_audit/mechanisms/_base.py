@@ -1,0 +1,175 @@
+"""Shared pieces of the built-in mechanisms: the :class:`Mechanism` base, input validation,
+overflow-safe clipping (eqs. 19 and its L2 twin) and the bit-flip probabilities of eqs. 4 / 24."""
+
+from __future__ import annotations
+
+import abc
+import math
+import numbers
+from typing import Any, ClassVar
+
+import numpy as np
+from scipy import special
+
+from ldp_audit._validation import (
+    check_batch,
+    check_epsilon,
+    check_real,
+)
+from ldp_audit.errors import InvalidParameterError
+
+_SQRT3 = math.sqrt(3.0)
+
+# ----------------------------------------------------------------------------------------------
+# validation helpers local to the mechanisms
+# ----------------------------------------------------------------------------------------------
+
+
+def _private_epsilon(value: Any, name: str = "epsilon") -> float:
+    """Epsilon of a private mechanism: finite and > 0; inf is pointed at :class:`NoPrivacy`."""
+    v = check_real(value, name)
+    if v == math.inf:
+        raise InvalidParameterError(
+            f"{name} must be finite for a private mechanism, got {value!r}; for a non-private "
+            "baseline use ldp_audit.mechanisms.NoPrivacy() explicitly"
+        )
+    return check_epsilon(v, name)
+
+
+#: largest |noise| / scale a double-precision draw can reach, with margin: Generator.laplace is
+#: -scale * log(u) with u >= 2^-53 (36.7 scales), standard_normal stays below 40.
+_NOISE_TAIL = 64.0
+
+
+def _check_no_overflow(noise_scale: float, offset: float, what: str) -> None:
+    """Refuse parameters whose outputs could overflow to inf (an inf output is not noise)."""
+    with np.errstate(over="ignore"):
+        top = float(np.float64(noise_scale) * _NOISE_TAIL + np.float64(offset))
+    if not math.isfinite(top):
+        raise InvalidParameterError(
+            f"{what} = {noise_scale!r} is too large: outputs would overflow to inf in double "
+            "precision (the noise scale times 64 must stay below 1.8e308); use a larger epsilon "
+            "or a smaller clip"
+        )
+
+
+def _check_int(value: Any, name: str, *, minimum: int) -> int:
+    """Return ``value`` as an int >= ``minimum`` (bools and non-integral floats are refused)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        else:
+            raise InvalidParameterError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    v = int(value)
+    if v < minimum:
+        raise InvalidParameterError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return v
+
+
+def _check_dim(dim: Any) -> int:
+    return _check_int(dim, "dim", minimum=1)
+
+
+def _as_pair_batches(
+    x: Any, x2: Any, y: Any, *, y_name: str = "y"
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Validate (x, x2, y) for ``privacy_loss``; x and x2 may be (1, d) and broadcast over y."""
+    yb = check_batch(y, y_name)
+    n = yb.shape[0]
+    out = []
+    for arr, name in ((x, "x"), (x2, "x2")):
+        a = np.asarray(arr)
+        if a.ndim == 1:
+            a = a[None, :]
+        a = check_batch(a, name)
+        if a.shape[0] not in (1, n):
+            raise InvalidParameterError(
+                f"{name} must have 1 or {n} rows (one per output), got shape {a.shape}"
+            )
+        out.append(a)
+    return out[0], out[1], yb
+
+
+# ----------------------------------------------------------------------------------------------
+# numerically safe clipping (inputs may be as large as 1e308 without overflow or NaN)
+# ----------------------------------------------------------------------------------------------
+
+
+def _row_scale(x: np.ndarray) -> np.ndarray:
+    """Max |x_ij| per row, shape (n, 1), with zero rows mapped to 1 (so x / scale is safe)."""
+    m = np.abs(x).max(axis=1, keepdims=True)
+    return np.where(m > 0, m, 1.0)
+
+
+def _clip_l1(x: np.ndarray, bound: float) -> np.ndarray:
+    """Eq. 19: ``g / max{1, ||g||_1 / bound}`` row-wise, without overflow for huge inputs."""
+    s = np.abs(x).sum(axis=1)
+    if np.isfinite(s).all():  # fast path: one pass, rows inside the ball are returned exactly
+        return x * np.minimum(1.0, bound / np.where(s > 0, s, bound))[:, None]
+    m = _row_scale(x)  # some row's norm overflowed: rescale by its largest entry first
+    xs = x / m
+    s = np.abs(xs).sum(axis=1, keepdims=True)  # in [1, d] (or 0): ||x||_1 = m * s
+    with np.errstate(over="ignore"):
+        over = (m * s) > bound  # m * s may be inf: then it is over
+    scaled = xs * (bound / np.where(s > 0, s, 1.0))
+    return np.where(over, scaled, x)
+
+
+def _clip_l2(x: np.ndarray, bound: float) -> np.ndarray:
+    """``g / max{1, ||g||_2 / bound}`` row-wise, without overflow for huge inputs."""
+    with np.errstate(over="ignore"):
+        s = np.sqrt(np.einsum("ij,ij->i", x, x))
+    if np.isfinite(s).all():  # fast path (no entry near sqrt(float max))
+        return x * np.minimum(1.0, bound / np.where(s > 0, s, bound))[:, None]
+    m = _row_scale(x)
+    xs = x / m
+    s = np.sqrt(np.einsum("ij,ij->i", xs, xs))[:, None]  # ||x||_2 = m * s
+    with np.errstate(over="ignore"):
+        over = (m * s) > bound
+    scaled = xs * (bound / np.where(s > 0, s, 1.0))
+    return np.where(over, scaled, x)
+
+
+def _bitflip_log_probs(a: np.ndarray, eps: float) -> tuple[np.ndarray, np.ndarray]:
+    """log P(+1) and log P(-1) of eq. 4 / eq. 24 for ``a = (x + 1) / 2`` in [0, 1].
+
+    P(+1) = 1/(e^eps + 1) + a (e^eps - 1)/(e^eps + 1) = ((1 - a) + a e^eps) / (1 + e^eps), written
+    in log space so that it stays exact for any finite eps (no overflow of e^eps).
+    """
+    with np.errstate(divide="ignore"):
+        log_a = np.log(a)
+        log_1ma = np.log1p(-a)
+    norm_ = np.logaddexp(0.0, eps)
+    log_plus = np.logaddexp(log_1ma, log_a + eps) - norm_
+    log_minus = np.logaddexp(log_a, log_1ma + eps) - norm_
+    return log_plus, log_minus
+
+
+def _bitflip_prob_plus(a: np.ndarray, eps: float) -> np.ndarray:
+    """P(+1) of eq. 4 / eq. 24: ``1/(e^eps+1) + a (e^eps-1)/(e^eps+1)`` for a in [0, 1]."""
+    return special.expit(-eps) + a * math.tanh(eps / 2.0)
+
+
+# ----------------------------------------------------------------------------------------------
+# base class
+# ----------------------------------------------------------------------------------------------
+
+
+class Mechanism(abc.ABC):
+    """Common behaviour of the built-in mechanisms (a user's mechanism needs only ``epsilon``
+    and ``privatize``)."""
+
+    name: ClassVar[str] = "mechanism"
+
+    @property
+    def delta(self) -> float:
+        """The delta of the guarantee: 0.0 for pure epsilon-LDP mechanisms."""
+        return 0.0
+
+    @abc.abstractmethod
+    def to_config(self) -> dict[str, Any]:
+        """JSON-able description with a ``"name"`` key; :func:`from_config` inverts it."""
+
+    @abc.abstractmethod
+    def privatize(self, x: Any, rng: np.random.Generator) -> np.ndarray:
+        """Randomise each row of ``x`` (n, d) independently with ``rng``."""

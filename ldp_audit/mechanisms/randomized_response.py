@@ -1,0 +1,97 @@
+"""k-ary randomized response (direct encoding / generalised randomized response)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+from scipy import special
+
+from ldp_audit._validation import (
+    check_batch,
+    check_rng,
+)
+from ldp_audit.errors import InvalidParameterError
+from ldp_audit.mechanisms._base import (
+    Mechanism,
+    _check_dim,
+    _check_int,
+    _private_epsilon,
+)
+
+
+@dataclass(frozen=True)
+class RandomizedResponse(Mechanism):
+    """k-ary randomized response: keep the value w.p. e^eps/(e^eps + k - 1), else report one of
+    the other k - 1 values uniformly (k = 2 is eq. 4 on {-1, +1} relabelled to {0, 1}).
+
+    Input and output have shape (n, 1) with integer values in {0, ..., k-1} (floats holding
+    integers are accepted); the output is int64.
+
+    Args:
+        epsilon: the LDP parameter of one report (finite, > 0).
+        k: number of categories (integer >= 2).
+    """
+
+    epsilon: float
+    k: int = 2
+    name: ClassVar[str] = "randomized_response"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "epsilon", _private_epsilon(self.epsilon))
+        object.__setattr__(self, "k", _check_int(self.k, "k", minimum=2))
+
+    @property
+    def keep_probability(self) -> float:
+        """e^eps / (e^eps + k - 1), computed without overflow."""
+        return float(special.expit(self.epsilon - math.log(self.k - 1)))
+
+    def _check_values(self, x: Any, name: str) -> np.ndarray:
+        xb = check_batch(x, name, dim=1)
+        if not np.all((xb == np.rint(xb)) & (xb >= 0) & (xb <= self.k - 1)):
+            bad = xb[~((xb == np.rint(xb)) & (xb >= 0) & (xb <= self.k - 1))][0]
+            raise InvalidParameterError(
+                f"{name} must hold integers in {{0, ..., {self.k - 1}}} (k = {self.k}), got {bad!r}"
+            )
+        return xb.astype(np.int64)
+
+    def privatize(self, x: Any, rng: np.random.Generator) -> np.ndarray:
+        """Randomise every row of ``x`` (n, 1); returns (n, 1) int64."""
+        xi = self._check_values(x, "x")
+        rng = check_rng(rng)
+        n = xi.shape[0]
+        u = rng.random((n, 2))  # two uniforms per report, drawn report by report
+        keep = u[:, :1] < self.keep_probability
+        other = np.minimum(np.floor(u[:, 1:] * (self.k - 1)), self.k - 2).astype(np.int64)
+        other = other + (other >= xi)  # uniform over {0..k-1} \ {x}
+        return np.where(keep, xi, other)
+
+    def privacy_loss(self, x: Any, x2: Any, y: Any) -> np.ndarray:
+        """Exact ``log P(y|x) - log P(y|x2)``: +-epsilon or 0 per row."""
+        yi = self._check_values(y, "y")
+        xi = self._check_values(np.asarray(x).reshape(-1, 1), "x")
+        x2i = self._check_values(np.asarray(x2).reshape(-1, 1), "x2")
+        for a, name in ((xi, "x"), (x2i, "x2")):
+            if a.shape[0] not in (1, yi.shape[0]):
+                raise InvalidParameterError(
+                    f"{name} must have 1 or {yi.shape[0]} rows, got shape {a.shape}"
+                )
+        lp_keep = math.log(self.keep_probability)
+        lp_other = math.log1p(-self.keep_probability) - math.log(self.k - 1)
+        l1 = np.where(yi == xi, lp_keep, lp_other)
+        l2 = np.where(yi == x2i, lp_keep, lp_other)
+        return (l1 - l2)[:, 0]
+
+    def candidate_pairs(self, dim: int = 1) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Pairs of distinct categories (dim must be 1)."""
+        if _check_dim(dim) != 1:
+            raise InvalidParameterError(f"dim must be 1 for RandomizedResponse, got {dim!r}")
+        pairs = [(np.array([0.0]), np.array([1.0]))]
+        if self.k > 2:
+            pairs.append((np.array([0.0]), np.array([float(self.k - 1)])))
+        return pairs
+
+    def to_config(self) -> dict[str, Any]:
+        return {"name": self.name, "epsilon": self.epsilon, "k": self.k}
