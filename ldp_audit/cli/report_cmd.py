@@ -169,7 +169,7 @@ def _demo(args: argparse.Namespace) -> int:
     # every output path is checked, under its option's name, before any work starts
     if args.out is not None:
         check_not_inside_run(args.out, "--out")
-        check_new_dir(args.out, name="--out", overwrite=args.overwrite)
+        check_new_dir(args.out, name="--out", overwrite=args.overwrite, can_resume=False)
         check_creatable(args.out, "--out")
     if args.report_dir is not None:
         inputs = [args.out] if args.out is not None else []

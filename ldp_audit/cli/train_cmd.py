@@ -100,7 +100,9 @@ def _warn_coordinate(clip_kind: str, mechanism: str, eps_per_report: float | Non
 
 def register(subparsers: Any) -> None:
     """Add the ``train`` and ``reproduce`` subcommands."""
-    train = subparsers.add_parser("train", help="train an algorithm under local DP")
+    train = subparsers.add_parser(
+        "train", help="train a system (local DP: pgc-a3c, fedrl, frd; central DP-SGD: dprl)"
+    )
     tsub = train.add_subparsers(dest="algorithm", metavar="ALGORITHM")
     tsub.required = True
     p = tsub.add_parser(
