@@ -152,12 +152,16 @@ def _check_parent_writable(p: Path, name: str) -> None:
     os.rmdir(probe)
 
 
-def check_new_dir(path: Any, *, name: str = "--out", overwrite: bool = False) -> Path:
+def check_new_dir(
+    path: Any, *, name: str = "--out", overwrite: bool = False, can_resume: bool = True
+) -> Path:
     """Check that ``path`` can receive a NEW run or report, before any work starts.
 
     The path must not exist, or be an empty directory; with ``overwrite=True`` it may also be an
     earlier run directory (it is replaced when the writer starts, never merged). Anything else
     (a file, a non-empty folder that is not a run) is refused. The parent must be writable.
+    ``can_resume=False`` for commands that have no ``--resume`` (a report, the demo): the refusal
+    then does not suggest it.
 
     Returns:
         The path as a ``Path``.
@@ -171,7 +175,8 @@ def check_new_dir(path: Any, *, name: str = "--out", overwrite: bool = False) ->
                 raise RunDirectoryError(
                     f"{name} {str(p)!r} already exists and is not empty; a run directory is "
                     f"evidence and is never overwritten or appended to. Choose a new path, or "
-                    f"pass --overwrite to replace an earlier run (or --resume to continue it)"
+                    f"pass --overwrite to replace an earlier one"
+                    + (" (or --resume to continue it)" if can_resume else "")
                 )
             if not is_run_dir(p) and not (p / "index.html").exists():
                 raise RunDirectoryError(
@@ -216,7 +221,7 @@ def check_report_dir(
         if not os.access(p, os.W_OK | os.X_OK):
             raise RunDirectoryError(f"{name}: cannot write to {str(p)!r}")
         return p
-    return check_new_dir(p, name=name)
+    return check_new_dir(p, name=name, can_resume=False)
 
 
 def check_new_file(path: Any, *, name: str = "--out", overwrite: bool = False) -> Path:
