@@ -610,3 +610,173 @@ def verify_manifest(path: Any) -> dict[str, Any]:
         "missing": missing,
         "unlisted": unlisted,
     }
+
+
+# ----------------------------------------------------------------------------------------------
+# RunDir: the one typed reader of a run directory
+# ----------------------------------------------------------------------------------------------
+
+
+class RunDir:
+    """A run directory, read through its system's contract (never written).
+
+    ``config`` is ``config.json``; :attr:`system` the registered
+    :class:`~ldp_audit.systems.System` that wrote it (``config.json``'s ``"algorithm"``);
+    :meth:`transcript` what crossed the trust boundary, checked against the system's
+    transcript schema; :meth:`secrets` the ground truth, only for scoring (the flag is
+    explicit); :meth:`metrics`, :meth:`manifest`, :meth:`verify`.
+
+    Args:
+        path: the run directory.
+
+    Raises:
+        RunDirectoryError: ``path`` is not a run directory, or its config.json is malformed.
+    """
+
+    def __init__(self, path: Any) -> None:
+        p = _dir(path)
+        if not (p / "config.json").is_file():
+            raise RunDirectoryError(f"{str(p)!r} is not a run directory (no config.json)")
+        self.path = p
+        self.config: dict[str, Any] = read_config(p)
+        self._system: Any = None
+        self._transcript: dict[str, np.ndarray] | None = None
+
+    def __repr__(self) -> str:
+        return f"RunDir({str(self.path)!r}, algorithm={self.algorithm!r})"
+
+    @property
+    def algorithm(self) -> str:
+        """``config.json``'s ``"algorithm"``: the name of the system that wrote the run."""
+        return str(self.config.get("algorithm"))
+
+    @property
+    def seed(self) -> int:
+        return int(self.config["seed"])
+
+    @property
+    def system(self) -> Any:
+        """The registered system that wrote this run.
+
+        Raises:
+            RunDirectoryError: no registered system has the run's algorithm (the message names
+                it and the registered ones), or its plug-in failed to load.
+        """
+        if self._system is None:
+            from ldp_audit import systems
+            from ldp_audit.errors import LdpAuditError
+
+            try:
+                self._system = systems.get(self.algorithm)
+            except LdpAuditError as exc:
+                raise RunDirectoryError(
+                    f"{self.path} is a {self.algorithm!r} run, and {exc}"
+                ) from None
+        return self._system
+
+    @property
+    def train_config(self) -> Any:
+        """The run's config as its system's config object (validated again)."""
+        return self.system.config_from_dict(self.config["config"])
+
+    def commands(self) -> list[str]:
+        """The ``ldp-audit`` commands that fit this run (attacks, audit, report)."""
+        sysobj = self.system
+        p = str(self.path)
+        out = [f"ldp-audit attack {name} --run-dir {p}" for name in sysobj.attacks]
+        out.append(f"ldp-audit audit --run-dir {p}")
+        out.append(f"ldp-audit report {p}")
+        return out
+
+    def transcript(self) -> dict[str, np.ndarray]:
+        """``transcript.npz`` (pickles refused), checked against the system's schema.
+
+        A run whose schema has no required array may lack the file (a run that released
+        nothing): then ``{}``.
+
+        Raises:
+            RunDirectoryError: the file is missing or unreadable, or an array is missing or of
+                the wrong kind; the message names the array, the run's system and the commands
+                that fit the run.
+        """
+        if self._transcript is None:
+            schema = self.system.transcript_schema(self.train_config)
+            f = self.path / "transcript.npz"
+            if not f.exists():
+                if not schema.required:
+                    self._transcript = {}
+                    return {}
+                raise RunDirectoryError(
+                    f"{f} is missing (a {self.algorithm} run's transcript holds "
+                    f"{', '.join(schema.required)})"
+                )
+            arrays = read_npz(self.path, "transcript.npz")
+            hint = f"it is a {self.algorithm} run: " + "; ".join(self.commands()) + " fit it"
+            schema.check(arrays, where=f"{f} (a {self.algorithm} run)", hint=hint)
+            self._transcript = arrays
+        return dict(self._transcript)
+
+    def require(self, *names: str, command: str) -> dict[str, np.ndarray]:
+        """The transcript, which ``command`` needs to hold ``names`` (else a message naming the
+        run's system and the commands that fit it)."""
+        tr = self.transcript()
+        missing = [n for n in names if n not in tr]
+        if missing:
+            raise RunDirectoryError(
+                f"`{command}` needs the transcript arrays {missing}, but {self.path} is a "
+                f"{self.algorithm!r} run whose transcript holds {sorted(tr)}; the commands "
+                f"that fit it: " + "; ".join(self.commands())
+            )
+        return tr
+
+    def secrets(self, *, for_scoring: bool) -> dict[str, np.ndarray]:
+        """``secrets.npz``: the ground truth an attack is *scored* against.
+
+        Args:
+            for_scoring: must be True: an attack or auditor that reads this to decide what to
+                guess is not an attack on what crossed the trust boundary.
+
+        Raises:
+            InvalidParameterError: ``for_scoring`` is not True.
+            RunDirectoryError: the file is missing or unreadable.
+        """
+        if for_scoring is not True:
+            raise InvalidParameterError(
+                f"secrets(for_scoring=...) must be True: the secrets of a run are read only to "
+                f"score an attack, never to make its guesses, got {for_scoring!r}"
+            )
+        if not (self.path / "secrets.npz").exists():
+            raise RunDirectoryError(
+                f"{self.path / 'secrets.npz'} is missing (needed to score an attack)"
+            )
+        return read_npz(self.path, "secrets.npz")
+
+    def metrics(self) -> dict[str, Any]:
+        """``metrics.json`` as a dict."""
+        d = read_json(self.path, "metrics.json")
+        if not isinstance(d, dict):
+            raise RunDirectoryError(f"{self.path / 'metrics.json'} is not a JSON object")
+        return d
+
+    def manifest(self) -> dict[str, Any] | None:
+        """``manifest.json``, or None for a run still running or written before manifests."""
+        return read_manifest(self.path)
+
+    def verify(self) -> dict[str, Any]:
+        """Every file of the manifest against its SHA-256 (see :func:`verify_manifest`)."""
+        return verify_manifest(self.path)
+
+    def ledger_charges(self) -> dict[str, int]:
+        """Ledger agent -> charges, as the run's ``ledger.sqlite`` records them."""
+        from collections import Counter
+
+        from ldp_audit.accountant.ledger import Ledger
+
+        f = self.path / "ledger.sqlite"
+        if not f.is_file():
+            raise RunDirectoryError(f"{f} is missing")
+        led = Ledger(str(f), create=False, readonly=True)  # a reader never writes
+        try:
+            return dict(Counter(str(r["agent"]) for r in led.records()))
+        finally:
+            led.close()

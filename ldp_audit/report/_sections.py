@@ -9,7 +9,8 @@ in docs/report.md, "Sections of other algorithms"); each dict is::
      "figures": {"name": png_bytes},
      "data": {...}}                            # JSON-able, kept in report.json
 
-The report calls the registered function for runs whose config.json ``algorithm`` matches. The
+The registry is :mod:`ldp_audit.systems` (a system's ``report_sections``); the report calls the
+registered function for runs whose config.json ``algorithm`` matches. The
 module is imported only when the report needs it, and only if it is installed; a function that
 raises, or returns something malformed, becomes an error box in the report (the rest of the
 report is still written), never a crash.
@@ -20,18 +21,53 @@ from __future__ import annotations
 import importlib
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
 
 __all__ = ["SECTIONS", "algorithm_sections", "validate_section"]
 
-#: algorithm (config.json "algorithm") -> "module:function" giving its report sections.
-SECTIONS: dict[str, str] = {
-    "dprl": "ldp_audit.training.dprl:report_sections",
-    "fedrl": "ldp_audit.training.fedrl:report_sections",
-    "frd": "ldp_audit.training.frd:report_sections",
-}
+
+class _SectionsView(MutableMapping[str, str]):
+    """``algorithm -> "module:function"`` read from the system registry
+    (:mod:`ldp_audit.systems`: every registered system with ``report_sections``), plus local
+    entries set on this mapping (tests, a one-off sections function); a local entry wins."""
+
+    def __init__(self) -> None:
+        self._local: dict[str, str] = {}
+
+    def _registered(self) -> dict[str, str]:
+        from ldp_audit import systems
+
+        return {s.name: s.report_sections for s in systems.systems() if s.report_sections}
+
+    def _all(self) -> dict[str, str]:
+        return {**self._registered(), **self._local}
+
+    def __getitem__(self, key: str) -> str:
+        return self._all()[key]
+
+    def __setitem__(self, key: str, value: str) -> None:
+        self._local[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        if key not in self._local:
+            raise KeyError(f"{key!r} comes from the system registry; unregister the system")
+        del self._local[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+    def __repr__(self) -> str:
+        return f"SECTIONS({self._all()!r})"
+
+
+#: algorithm (config.json "algorithm") -> "module:function" giving its report sections: the
+#: registered systems' ``report_sections`` (:mod:`ldp_audit.systems`).
+SECTIONS: MutableMapping[str, str] = _SectionsView()
 
 _PNG = b"\x89PNG\r\n\x1a\n"
 _ID = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")

@@ -1,0 +1,90 @@
+"""Run-directory attacks of the shipped systems, with the one signature of
+:attr:`ldp_audit.systems.System.attacks`::
+
+    f(run_dir, *, seed=0, confidence=0.95, progress=False, **options) -> AttackResult
+
+``options`` are the attack's own knobs (``n_shadow``, ``max_groups``, ...); ``ldp-audit attack
+NAME --run-dir RUN`` calls the function its run's system registers under ``NAME``. Each reads
+the run's transcript (what crossed the trust boundary) and opens ``secrets.npz`` only to score.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+__all__ = ["pgc_dynamics", "frd_dynamics", "dprl_membership", "fedrl_transcript"]
+
+
+def pgc_dynamics(
+    run_dir: str | Path,
+    *,
+    seed: int = 0,
+    confidence: float = 0.95,
+    progress: bool = False,
+    n_shadow: int = 1000,
+    max_groups: int | None = 200,
+) -> Any:
+    """Shadow-gradient dynamics inference on a PGC-A3C run (``attack dynamics --run-dir``)."""
+    from ldp_audit.attacks import dynamics as D
+
+    pred = D.attack_run_dir(
+        run_dir, n_shadow=n_shadow, max_groups=max_groups, seed=seed, progress=progress
+    )
+    return D.score_run_dir(run_dir, pred, confidence=confidence)
+
+
+def frd_dynamics(
+    run_dir: str | Path,
+    *,
+    seed: int = 0,
+    confidence: float = 0.95,
+    progress: bool = False,
+    n_shadow: int = 24,
+    max_groups: int | None = None,
+) -> Any:
+    """Shadow-training dynamics inference on an FRD/FedAvg run's uploads."""
+    from ldp_audit.attacks import frd as F
+
+    return F.run(
+        run_dir,
+        n_shadow=n_shadow,
+        max_groups=max_groups,
+        seed=seed,
+        confidence=confidence,
+        progress=progress,
+    )
+
+
+def dprl_membership(
+    run_dir: str | Path,
+    *,
+    seed: int = 0,
+    confidence: float = 0.95,
+    progress: bool = False,
+) -> Any:
+    """One-run canary audit of a DP-SGD run (white box; the black-box result in
+    ``extra["black_box"]``), as ``attack membership --run-dir``."""
+    from ldp_audit.attacks.one_run import audit_run
+
+    white = audit_run(run_dir, setting="white-box", confidence=confidence)
+    black = audit_run(run_dir, setting="black-box", confidence=confidence)
+    white.extra["black_box"] = black.to_dict()
+    return white
+
+
+def fedrl_transcript(
+    run_dir: str | Path,
+    *,
+    seed: int = 0,
+    confidence: float = 0.95,
+    progress: bool = False,
+) -> Any:
+    """Both FedRL transcript attacks (beta's cells, alpha's rewards); the headline result."""
+    from ldp_audit.attacks.fedrl import attack_run, to_attack_result
+    from ldp_audit.rundir import read_config
+    from ldp_audit.training.fedrl import FedRLConfig
+
+    res = attack_run(run_dir, seed=seed, confidence=confidence)
+    mech = FedRLConfig.from_dict(read_config(run_dir)["config"]).output_mechanism()
+    return to_attack_result(res, mech.to_config())  # the whole result is in its extra

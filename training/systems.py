@@ -1,0 +1,474 @@
+"""The four shipped systems as :class:`ldp_audit.systems.SystemSpec` registrations.
+
+Each is declared with ``"module:attr"`` strings, so listing them imports no trainer; the thin
+adapters below give every trainer the one signature of :meth:`ldp_audit.systems.System.train`
+and return :class:`ldp_audit.systems.TrainResult` (the trainer's own result, unchanged, is its
+``native``). The adapters call the trainers exactly as their CLI commands do: results do not
+change.
+
+==========  =================================  ===========================================
+system      releases (audit targets)           ledger agent of a transcript row
+==========  =================================  ===========================================
+pgc-a3c     Laplace / PRS gradient reports     ``<trial>/<agent>``, one charge per row
+dprl        DP-SGD updates (central) or noisy  ``model`` per update; ``ep<episode>`` per
+            observations (local)               observation
+fedrl       Gaussian noise on Q outputs and    ``<run>/alpha``, ``<run>/beta`` (``@fedrl1``,
+            on the targets Y                   ``@fedrl2`` at test time), ``<run>/alpha:Y``:
+                                               one charge per exchange
+frd         proxy-memory upload (RR + bit      ``<group>/<agent>``, one charge per upload
+            flip per pair) or none
+==========  =================================  ===========================================
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ldp_audit.errors import InvalidParameterError
+from ldp_audit.systems import ArraySpec, SystemSpec, TrainResult, TranscriptSchema
+
+__all__ = ["PGC_A3C", "DPRL", "FEDRL", "FRD", "ProxyPairMechanism"]
+
+_I, _F = "iu", "f"
+
+
+def _no_ledger_with_run_dir(name: str, run_dir: Any, ledger: Any) -> None:
+    if run_dir is not None and ledger is not None:
+        raise InvalidParameterError(
+            f"{name}: pass run_dir or ledger, not both (a run directory charges its own "
+            f"ledger.sqlite), got run_dir={str(run_dir)!r} and a ledger"
+        )
+
+
+def _path(run_dir: Any) -> Path | None:
+    return None if run_dir is None else Path(run_dir)
+
+
+# ----------------------------------------------------------------------------------------------
+# PGC-A3C
+# ----------------------------------------------------------------------------------------------
+
+
+def train_pgc_a3c(
+    cfg: Any, *, seed: int, run_dir: Any, ledger: Any, progress: Any, run_mode: str
+) -> TrainResult:
+    """``ldp_audit.training.pgc_a3c.train`` (the lock-step engine, as ``train pgc-a3c``)."""
+    from ldp_audit.rundir import json_number
+    from ldp_audit.training.metrics import first_success_time
+    from ldp_audit.training.pgc_a3c import train
+
+    res = train(
+        cfg, seed=seed, run_dir=run_dir, ledger=ledger, progress=progress, run_mode=run_mode
+    )
+    zeta = np.asarray(res.zeta)
+    fst = np.atleast_1d(first_success_time(zeta, cfg.target_score, cfg.window))
+    metrics = {
+        "fst": [json_number(float(f)) for f in fst],
+        "submissions": [int(n) for n in res.submissions],
+        "stopped_at_target": [bool(b) for b in res.stopped_at_target],
+        "env_steps": int(res.env_steps),
+    }
+    return TrainResult(
+        system="pgc-a3c",
+        config=cfg,
+        seed=int(seed),
+        seconds=float(res.seconds),
+        privacy=res.privacy,
+        metrics=metrics,
+        run_dir=_path(run_dir),
+        native=res,
+    )
+
+
+PGC_SCHEMA = TranscriptSchema(
+    (
+        ArraySpec("trial", _I, 1, doc="trial of the submission"),
+        ArraySpec("agent", _I, 1, doc="agent (in arrival order within its trial)"),
+        ArraySpec("worker", _I, 1, optional=True, doc="worker slot"),
+        ArraySpec("round", _I, 1, optional=True, doc="the agent's round (0..T-1)"),
+        ArraySpec("submission", _I, 1, doc="submission index n"),
+        ArraySpec("theta_index", _I, 1, doc="row of thetas the gradient was computed at"),
+        ArraySpec("report", _F, 2, doc="the noisy report (N, 112)"),
+        ArraySpec("score", _F, 1, doc="the episode score zeta_n"),
+        ArraySpec("thetas", _F, 2, rows=None, doc="the broadcast parameters (V, 112)"),
+    )
+)
+
+
+def pgc_targets(cfg: Any) -> list[tuple[str, Any, dict[str, Any]]]:
+    """The per-submission report mechanism, audited in the report's dimension (112)."""
+    from ldp_audit.training.pgc_a3c import DIM
+
+    return [("report", cfg.make_mechanism(), {"dim": DIM})]
+
+
+def _per_row(ids: Any) -> dict[str, int]:
+    return dict(Counter(str(a) for a in ids))
+
+
+def pgc_charges(tr: Mapping[str, np.ndarray], cfg: Any) -> dict[str, int]:
+    """One charge of ``<trial>/<agent>`` per submission."""
+    return _per_row(f"{int(t)}/{int(a)}" for t, a in zip(tr["trial"], tr["agent"], strict=True))
+
+
+PGC_A3C = SystemSpec(
+    name="pgc-a3c",
+    summary="PGC-A3C (Ono & Takahashi 2020): local DP on gradients, CartPole with private gravity",
+    config="ldp_audit.training.pgc_a3c:PgcA3cConfig",
+    trainer="ldp_audit.training.systems:train_pgc_a3c",
+    schema=PGC_SCHEMA,
+    targets="ldp_audit.training.systems:pgc_targets",
+    charges="ldp_audit.training.systems:pgc_charges",
+    attacks={"dynamics": "ldp_audit.attacks.run_scorers:pgc_dynamics"},
+    report_sections=None,  # the core report's PGC-A3C pages (learning curve, FST)
+    reproduce="ldp_audit.training.reproduce:run_reproduction",
+    cli="ldp_audit.cli.train_cmd:register_pgc",
+)
+
+
+# ----------------------------------------------------------------------------------------------
+# DP-SGD RL and observation-noise RL
+# ----------------------------------------------------------------------------------------------
+
+
+def train_dprl(
+    cfg: Any, *, seed: int, run_dir: Any, ledger: Any, progress: Any, run_mode: str
+) -> TrainResult:
+    """``ldp_audit.training.dprl.train``."""
+    from ldp_audit.rundir import json_number
+    from ldp_audit.training.dprl import train
+
+    _no_ledger_with_run_dir("dprl", run_dir, ledger)
+    res = train(
+        cfg,
+        seed=seed,
+        run_dir=run_dir,
+        progress=bool(progress),
+        run_mode=run_mode,
+        ledger=ledger,
+    )
+    conv = res.convergence_episode
+    metrics = {
+        "returns": list(res.returns),
+        "episodes": len(res.returns),
+        "convergence_episode": json_number(conv),
+        "solved": bool(math.isfinite(conv)),
+        "updates": int(res.updates),
+        "env_steps": int(res.env_steps),
+        "stopped": res.stopped,
+    }
+    return TrainResult(
+        system="dprl",
+        config=cfg,
+        seed=int(seed),
+        seconds=float(res.seconds),
+        privacy=res.privacy,
+        metrics=metrics,
+        run_dir=_path(run_dir),
+        native=res,
+    )
+
+
+def dprl_schema(cfg: Any) -> TranscriptSchema:
+    """DP-SGD: one row per update; observation noise: one row per released observation."""
+    if cfg.privacy == "dpsgd":
+        return TranscriptSchema(
+            (
+                ArraySpec("update_index", _I, 1, doc="update number"),
+                ArraySpec("update_norm", _F, 1, doc="L2 norm of the released noisy update"),
+                ArraySpec("update", _F, 2, optional=True, doc="the released noisy update"),
+                ArraySpec(
+                    "canary_projection", _F, 2, optional=True, doc="update x canary directions"
+                ),
+            )
+        )
+    if cfg.privacy == "obs-noise":
+        return TranscriptSchema(
+            (
+                ArraySpec("observation", _F, 2, doc="the released noisy observation"),
+                ArraySpec("episode", _I, 1, doc="episode (the privacy unit)"),
+                ArraySpec("step", _I, 1, doc="step within the episode"),
+            )
+        )
+    return TranscriptSchema(())
+
+
+def dprl_targets(cfg: Any) -> list[tuple[str, Any]]:
+    """Observation noise: its mechanism. DP-SGD: refused (see the message)."""
+    if cfg.privacy == "obs-noise":
+        return [("observation", cfg.obs_mechanism())]
+    if cfg.privacy == "dpsgd":
+        hint = (
+            "`ldp-audit attack membership --run-dir RUN` runs the one-run canary audit "
+            "(Steinke, Nasr & Jagielski 2023) on this run's planted canaries"
+            if cfg.canaries
+            else "train with --canaries N and audit the run with `ldp-audit attack membership "
+            "--run-dir RUN` (the one-run canary audit, Steinke, Nasr & Jagielski 2023)"
+        )
+        raise InvalidParameterError(
+            "this dprl run released DP-SGD updates: a Poisson-subsampled Gaussian mechanism "
+            f"(sample rate {cfg.sample_rate:g}, noise multiplier {cfg.noise_multiplier:g}) "
+            "composed over every update; the one-shot black-box auditor audits one mechanism "
+            "on a pair of inputs and cannot express subsampling or composition over a training "
+            f"run, so `audit --run-dir` does not audit it; {hint}"
+        )
+    return []
+
+
+def dprl_charges(tr: Mapping[str, np.ndarray], cfg: Any) -> dict[str, int]:
+    """``model`` once per DP-SGD update; ``ep<episode>`` once per released observation."""
+    if cfg.privacy == "dpsgd":
+        n = int(np.asarray(tr.get("update_index", ())).shape[0])
+        return {"model": n} if n else {}
+    if cfg.privacy == "obs-noise":
+        return _per_row(f"ep{int(e)}" for e in tr["episode"])
+    return {}
+
+
+DPRL = SystemSpec(
+    name="dprl",
+    summary="DP-SGD RL (central DP, Opacus) and observation-noise RL on CartPole",
+    config="ldp_audit.training.dprl:DprlConfig",
+    trainer="ldp_audit.training.systems:train_dprl",
+    schema="ldp_audit.training.systems:dprl_schema",
+    targets="ldp_audit.training.systems:dprl_targets",
+    charges="ldp_audit.training.systems:dprl_charges",
+    attacks={"membership": "ldp_audit.attacks.run_scorers:dprl_membership"},
+    report_sections="ldp_audit.training.dprl:report_sections",
+    reproduce="ldp_audit.training.dprl_reproduce:reproduce",
+    cli="ldp_audit.cli.dprl_cmd:register",
+)
+
+
+# ----------------------------------------------------------------------------------------------
+# FedRL
+# ----------------------------------------------------------------------------------------------
+
+
+def train_fedrl(
+    cfg: Any, *, seed: int, run_dir: Any, ledger: Any, progress: Any, run_mode: str
+) -> TrainResult:
+    """``train_fedrl`` with a run directory (as ``train fedrl``), else ``run_fedrl``."""
+    from ldp_audit.training import fedrl as F
+
+    _no_ledger_with_run_dir("fedrl", run_dir, ledger)
+    t0 = time.perf_counter()
+    if run_dir is not None:
+        metrics = F.train_fedrl(cfg, run_dir, seed=seed, mode=run_mode, progress=bool(progress))
+        native: Any = metrics
+    else:
+        from ldp_audit.accountant import Accountant
+
+        acc = Accountant(ledger) if ledger is not None else None
+        native = F.run_fedrl(cfg, seed=seed, accountant=acc, progress=bool(progress))
+        metrics = F._metrics(cfg, native["results"])
+        metrics["privacy"] = F.privacy_table(cfg, native["accountant"], range(cfg.runs))
+    return TrainResult(
+        system="fedrl",
+        config=cfg,
+        seed=int(seed),
+        seconds=time.perf_counter() - t0,
+        privacy={"channels": metrics["privacy"]},
+        metrics=metrics,
+        run_dir=_path(run_dir),
+        native=native,
+    )
+
+
+def fedrl_schema(cfg: Any) -> TranscriptSchema:
+    """``q_*``: every released Q-output row; ``y_*``: every released target Y (FedRL only)."""
+    if "fedrl" not in cfg.methods:
+        return TranscriptSchema(())  # the baselines release nothing
+    q = tuple(
+        ArraySpec(f"q_{k}", _I, 1, rows="q", doc=d)
+        for k, d in (
+            ("trial", "run"),
+            ("sender", "0 alpha, 1 beta"),
+            ("kind", "0 act, 1 minibatch, 2 beta's target outputs, 3 FedRL-1 test, 4 FedRL-2"),
+            ("step", "iteration (or test step)"),
+            ("map_index", "map played"),
+        )
+    )
+    y = (
+        ArraySpec("y_report", _F, 1, rows="y", doc="released target Y"),
+        ArraySpec("y_trial", _I, 1, rows="y", doc="run"),
+        ArraySpec("y_step", _I, 1, rows="y", doc="iteration"),
+    )
+    return TranscriptSchema(
+        (ArraySpec("q_report", _F, 2, rows="q", doc="released Q outputs"), *q, *y)
+    )
+
+
+def fedrl_targets(cfg: Any) -> list[tuple[str, Any]]:
+    """The Gaussian mechanisms on Q outputs and on the targets Y (FedRL runs only)."""
+    if "fedrl" not in cfg.methods:
+        return []
+    return [("q_output", cfg.output_mechanism()), ("target_y", cfg.target_mechanism())]
+
+
+_FEDRL_CHANNEL = {0: "", 1: "", 2: "", 3: "@fedrl1", 4: "@fedrl2"}
+
+
+def fedrl_charges(tr: Mapping[str, np.ndarray], cfg: Any) -> dict[str, int]:
+    """One charge per exchange. In training the rows of one (run, sender, kind, step) are one
+    exchange; at test time (kinds 3, 4; step -1) each test step is one exchange of one row per
+    test map (``eval_maps`` rows)."""
+    out: Counter[str] = Counter()
+    if "q_trial" in tr:
+        keys = np.stack([tr["q_trial"], tr["q_sender"], tr["q_kind"], tr["q_step"]], axis=1)
+        uniq, rows = np.unique(keys, axis=0, return_counts=True)
+        for (run, sender, kind, _), n in zip(uniq, rows, strict=True):
+            who = "alpha" if int(sender) == 0 else "beta"
+            k = int(kind)
+            # a test exchange count that is not a whole number of steps shows as a mismatch
+            charges = 1 if k < 3 else -(-int(n) // int(cfg.eval_maps))
+            out[f"{int(run)}/{who}{_FEDRL_CHANNEL[k]}"] += charges
+    if "y_trial" in tr:
+        for run, _ in np.unique(np.stack([tr["y_trial"], tr["y_step"]], axis=1), axis=0):
+            out[f"{int(run)}/alpha:Y"] += 1
+    return dict(out)
+
+
+FEDRL = SystemSpec(
+    name="fedrl",
+    summary="FedRL (Zhuo et al. 2019): Gaussian noise on shared Q outputs, GridWorld",
+    config="ldp_audit.training.fedrl:FedRLConfig",
+    trainer="ldp_audit.training.systems:train_fedrl",
+    schema="ldp_audit.training.systems:fedrl_schema",
+    targets="ldp_audit.training.systems:fedrl_targets",
+    charges="ldp_audit.training.systems:fedrl_charges",
+    attacks={"fedrl": "ldp_audit.attacks.run_scorers:fedrl_transcript"},
+    report_sections="ldp_audit.training.fedrl:report_sections",
+    reproduce="ldp_audit.training.fedrl_reproduce:reproduce",
+    cli="ldp_audit.cli.fedrl_cmd:register",
+    attack_cli="ldp_audit.cli.fedrl_cmd:register_attack",
+)
+
+
+# ----------------------------------------------------------------------------------------------
+# FRD
+# ----------------------------------------------------------------------------------------------
+
+
+def train_frd(
+    cfg: Any, *, seed: int, run_dir: Any, ledger: Any, progress: Any, run_mode: str
+) -> TrainResult:
+    """``ldp_audit.training.frd.train`` (``train_many`` when only a ledger is given)."""
+    from ldp_audit.training import frd as F
+
+    _no_ledger_with_run_dir("frd", run_dir, ledger)
+    if run_dir is None and ledger is not None:
+        from ldp_audit.accountant import Accountant
+
+        res = F.train_many([cfg], seed=seed, accountants=[Accountant(ledger=ledger)],
+                           progress=bool(progress))[0]  # fmt: skip
+    else:
+        res = F.train(cfg, seed=seed, run_dir=run_dir, progress=bool(progress), run_mode=run_mode)
+    mech = cfg.make_mechanism()
+    eps = float(mech.epsilon)
+    privacy = {
+        "mechanism": mech.to_config(),
+        "local": True,
+        "epsilon_per_upload": eps if math.isfinite(eps) else "inf",
+        "uploads_per_agent_max": int(res.uploads.max()) if res.uploads.size else 0,
+    }
+    return TrainResult(
+        system="frd",
+        config=cfg,
+        seed=int(seed),
+        seconds=float(res.seconds),
+        privacy=privacy,
+        metrics=res.metrics(),
+        run_dir=_path(run_dir),
+        native=res,
+    )
+
+
+def frd_schema(cfg: Any) -> TranscriptSchema:
+    """One row per uploaded (cell, value) pair; FedAvg also the broadcast parameters."""
+    arrays = [
+        ArraySpec("trial", _I, 1, doc="group"),
+        ArraySpec("agent", _I, 1, doc="agent within its group"),
+        ArraySpec("submission", _I, 1, doc="the agent's upload number"),
+        ArraySpec("theta_index", _I, 1, doc="row of thetas (FedAvg)"),
+        ArraySpec("report", _F, 2, doc="uploaded [cell, value] rows (FRD) or parameters"),
+    ]
+    if cfg.mode == "fedavg":
+        arrays.append(ArraySpec("thetas", _F, 2, rows=None, doc="broadcast global parameters"))
+    return TranscriptSchema(tuple(arrays))
+
+
+@dataclass(frozen=True)
+class ProxyPairMechanism:
+    """One (cell, policy bit) pair of an LDP proxy-memory upload, as the auditor sees it.
+
+    An upload of ``m`` pairs is ``epsilon``-LDP because each pair is ``epsilon / m``-LDP
+    (randomized response on the cell, bit flip on the policy value): this is the per-pair
+    claim, audited on rows ``[cell id, 2 pi(left) - 1]``.
+    """
+
+    upload: Any
+
+    @property
+    def epsilon(self) -> float:
+        return float(self.upload.pair_epsilon)
+
+    @property
+    def delta(self) -> float:
+        return 0.0
+
+    def privatize(self, x: Any, rng: np.random.Generator) -> np.ndarray:
+        return self.upload.privatize(x, rng)
+
+    def candidate_pairs(self, dim: int | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
+        last = float(int(self.upload.n_cells) - 1)
+        return [
+            (np.array([0.0, 1.0]), np.array([last, -1.0])),
+            (np.array([0.0, 1.0]), np.array([0.0, -1.0])),
+            (np.array([0.0, 1.0]), np.array([1.0, 1.0])),
+        ]
+
+    def to_config(self) -> dict[str, Any]:
+        return {"name": "frd_proxy_ldp_pair", "upload": self.upload.to_config()}
+
+
+def frd_targets(cfg: Any) -> list[tuple[str, Any]]:
+    """The LDP variant's per-pair mechanism; the non-private upload has nothing to audit."""
+    if cfg.ldp_epsilon is None:
+        return [("upload", cfg.make_mechanism())]  # NoPrivacy: epsilon inf, reported so
+    return [("upload_pair", ProxyPairMechanism(cfg.make_mechanism()))]
+
+
+def frd_charges(tr: Mapping[str, np.ndarray], cfg: Any) -> dict[str, int]:
+    """One charge of ``<group>/<agent>`` per upload (the rows of one submission)."""
+    if not len(tr["trial"]):
+        return {}
+    keys = np.unique(np.stack([tr["trial"], tr["agent"], tr["submission"]], axis=1), axis=0)
+    return _per_row(f"{int(t)}/{int(a)}" for t, a, _ in keys)
+
+
+FRD = SystemSpec(
+    name="frd",
+    summary="FRD (Cha et al. 2019): proxy experience memory exchange, and its LDP variant",
+    config="ldp_audit.training.frd:FrdConfig",
+    trainer="ldp_audit.training.systems:train_frd",
+    schema="ldp_audit.training.systems:frd_schema",
+    targets="ldp_audit.training.systems:frd_targets",
+    charges="ldp_audit.training.systems:frd_charges",
+    attacks={
+        "dynamics": "ldp_audit.attacks.run_scorers:frd_dynamics",
+        "frd": "ldp_audit.attacks.run_scorers:frd_dynamics",
+    },
+    report_sections="ldp_audit.training.frd:report_sections",
+    reproduce="ldp_audit.training.frd_reproduce:reproduce",
+    cli="ldp_audit.cli.frd_cmd:register",
+    attack_cli="ldp_audit.cli.frd_cmd:register_attack",
+)
