@@ -329,6 +329,48 @@ class TradeoffCurve:
 
 
 @dataclass(frozen=True)
+class SequentialInfo:
+    """The stages of a sequential audit (``audit(..., sequential=True)``).
+
+    Attributes:
+        stages: per stage run, ``{"samples", "confidence", "epsilon_lower_bound",
+            "delta_lower_bound", "violation", "seconds"}`` (``samples`` per input of each pair).
+        stopped: ``"refuted"`` (a stage refuted the claim), ``"cannot refute"`` (no remaining
+            stage could give a bound above the claim) or ``"budget spent"``.
+        budget: the sample budget per input (``samples`` of the call).
+        samples_used: outputs drawn per input over the stages run.
+        best_stage: the 1-based stage whose result is reported.
+    """
+
+    stages: tuple[dict[str, Any], ...]
+    stopped: str
+    budget: int
+    samples_used: int
+    best_stage: int
+
+    def summary(self) -> str:
+        """One line: how the sequential audit ended."""
+        return (
+            f"sequential: stopped after stage {len(self.stages)} ({self.stopped}), "
+            f"{self.samples_used} of {self.budget} samples per input used, result of stage "
+            f"{self.best_stage}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able dict."""
+        return {
+            "stages": [
+                {k: (_json_float(v) if isinstance(v, float) else v) for k, v in st.items()}
+                for st in self.stages
+            ],
+            "stopped": self.stopped,
+            "budget": self.budget,
+            "samples_used": self.samples_used,
+            "best_stage": self.best_stage,
+        }
+
+
+@dataclass(frozen=True)
 class AuditResult:
     """Outcome of :func:`audit`.
 
@@ -360,6 +402,27 @@ class AuditResult:
             non-finite outputs, ...).
         reproducible: whether the same seed reproduces the audit (False for mechanisms that
             declare ``reproducible = False``, e.g. an unseedable library).
+        delta_lower_bound: for a claim with delta > 0, a lower bound on the mechanism's delta
+            at the claimed epsilon, ``max_S CP_lower(P[M(x) in S]) - e^epsilon
+            CP_upper(P[M(x2) in S])`` over the estimated events, from the same intervals as the
+            epsilon bound (floored at 0; None for pure claims). Holds at ``delta_confidence``.
+        delta_confidence: the level of ``delta_lower_bound``'s statement. With the default
+            Clopper-Pearson ratio test it is the verdicts' own family (both bounds hold jointly
+            at ``confidence``: the same intervals give both; ``delta_in_verdict`` is True and a
+            delta refutation is a ``violation``); with ``ratio_test="poisson"`` it is a
+            separate Clopper-Pearson family (jointly with the verdicts at
+            ``2 confidence - 1``), not part of ``violation``.
+        delta_in_verdict: whether ``delta_lower_bound`` shares the verdicts' family.
+        resolution_probability: the smallest event probability under the second input (the
+            denominator) that the estimation sample could tell from 0: an event with no
+            estimation hit under M(x2) still gets the upper bound ``p = 1 - a^(1/N)``
+            (``N`` estimation samples, ``a`` the largest error share one event's count gets),
+            so a leak confined to events rarer than this under x2 reads as a ratio of at most
+            ``1 / p``.
+        max_refutable_epsilon: ``ln(1 / resolution_probability)``, the largest epsilon this
+            sample size could refute (see :func:`max_refutable_epsilon`).
+        statistics: the names of the user's / the mechanism's statistics that were searched.
+        sequential: the stages of a sequential audit (None for a fixed-sample one).
     """
 
     epsilon_lower_bound: float
@@ -381,12 +444,29 @@ class AuditResult:
     warnings: tuple[str, ...] = field(default_factory=tuple)
     reproducible: bool = True
     tradeoff: TradeoffCurve | None = None
+    delta_lower_bound: float | None = None
+    delta_confidence: float | None = None
+    delta_in_verdict: bool = False
+    resolution_probability: float | None = None
+    max_refutable_epsilon: float | None = None
+    statistics: tuple[str, ...] = field(default_factory=tuple)
+    sequential: SequentialInfo | None = None
+
+    @property
+    def delta_violation(self) -> bool:
+        """True when ``delta_lower_bound`` exceeds the claimed delta (the claim is refuted at
+        ``delta_confidence``)."""
+        return self.delta_lower_bound is not None and self.delta_lower_bound > self.delta
 
     @property
     def violation(self) -> bool:
-        """True when the lower bound exceeds the claimed epsilon (the claim is refuted at the
-        stated confidence): the stricter of the two verdicts."""
-        return self.epsilon_lower_bound > self.claimed_epsilon
+        """True when the lower bound exceeds the claimed epsilon, or the delta lower bound
+        (when it belongs to the verdicts' own family, ``delta_in_verdict``) exceeds the claimed
+        delta: the claim is refuted at the stated confidence. (For the same event and the same
+        intervals the two refutations coincide; see the module docstring.)"""
+        if self.epsilon_lower_bound > self.claimed_epsilon:
+            return True
+        return self.delta_in_verdict and self.delta_violation
 
     @property
     def leak(self) -> str:
@@ -462,6 +542,24 @@ class AuditResult:
                 f"f-DP trade-off ({tc.events_estimated} tests, confidence {tc.confidence:.10g}, "
                 f"claimed {tc.claimed_from}): {state}"
             )
+        if self.delta_lower_bound is not None:
+            state = "ABOVE the claimed delta (refuted)" if self.delta_violation else "not above it"
+            lines.append(
+                f"delta lower bound at the claimed epsilon {self.claimed_epsilon:.6g}: "
+                f"{self.delta_lower_bound:.6g} (claimed {self.delta:g}; confidence "
+                f"{self.delta_confidence:.10g}): {state}"
+            )
+        if self.resolution_probability is not None and self.max_refutable_epsilon is not None:
+            lines.append(
+                f"resolution: events of probability below {self.resolution_probability:.3g} "
+                "under the second input cannot be told from 0 at this sample size; no bound "
+                f"can exceed epsilon {self.max_refutable_epsilon:.4g} (a leak hidden in "
+                "rarer events is not seen)"
+            )
+        if self.statistics:
+            lines.append("statistics supplied: " + ", ".join(self.statistics))
+        if self.sequential is not None:
+            lines.append(self.sequential.summary())
         for w in self.warnings:
             lines.append(f"warning: {w}")
         lines.append(
@@ -500,6 +598,18 @@ class AuditResult:
             "tradeoff": None if self.tradeoff is None else self.tradeoff.to_dict(),
             "warnings": list(self.warnings),
             "reproducible": self.reproducible,
+            "delta_lower_bound": self.delta_lower_bound,
+            "delta_confidence": self.delta_confidence,
+            "delta_violation": self.delta_violation,
+            "delta_in_verdict": self.delta_in_verdict,
+            "resolution_probability": self.resolution_probability,
+            "max_refutable_epsilon": (
+                None
+                if self.max_refutable_epsilon is None
+                else _json_float(self.max_refutable_epsilon)
+            ),
+            "statistics": list(self.statistics),
+            "sequential": None if self.sequential is None else self.sequential.to_dict(),
         }
         return d
 
@@ -533,6 +643,8 @@ class _Statistic(abc.ABC):
     """A deterministic map from an (n, k) output batch to n real scores (NaN -> +inf)."""
 
     family = "statistic"
+    #: reads the outputs as the mechanism returned them (not coerced to float64 (n, k))
+    needs_raw = False
 
     def values(self, y: np.ndarray) -> np.ndarray:
         s = np.asarray(self._values(y), dtype=np.float64)
@@ -802,6 +914,95 @@ def _float_cell_statistic(ya1: np.ndarray, ya2: np.ndarray, j: int, k: int) -> _
 
     name = "float bit cells of " + ("y" if k == 1 else f"y[{j}]")
     return _CellScore(keyfn, keyfn(ya1), keyfn(ya2), "float-bits", name, _describe_float_key)
+
+
+class _UserStatistic(_Statistic):
+    """A user's (or the mechanism's ``audit_statistics()``) statistic for one pair:
+    ``fn(outputs, x, x_prime)`` on the outputs exactly as ``privatize`` returned them, one
+    finite real score per row. Checked on every call (shape, finiteness)."""
+
+    family = "user"
+    needs_raw = True
+
+    def __init__(self, fn: Callable[..., Any], name: str, x: np.ndarray, x2: np.ndarray) -> None:
+        self.fn, self.name, self.x, self.x2 = fn, name, x, x2
+
+    def values(self, y: np.ndarray) -> np.ndarray:
+        return self._values(y)
+
+    def _values(self, y: np.ndarray) -> np.ndarray:
+        n = len(y)
+        try:
+            raw = self.fn(y, self.x, self.x2)
+        except LdpAuditError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - user code: wrapped with context, cause kept
+            raise UserCodeError(
+                f"statistic {self.name!r} raised {type(exc).__name__} on {n} outputs: {exc}"
+            ) from exc
+        try:
+            v = np.asarray(raw)
+        except Exception as exc:  # noqa: BLE001 - e.g. ragged lists
+            raise InvalidParameterError(
+                f"statistic {self.name!r} must return an array of {n} scores: {exc}"
+            ) from exc
+        if v.dtype == object or v.dtype.kind not in "biuf":
+            raise InvalidParameterError(
+                f"statistic {self.name!r} must return real scores, got dtype {v.dtype}"
+            )
+        if v.shape != (n,):
+            raise InvalidParameterError(
+                f"statistic {self.name!r} must return one score per output row, shape ({n},), "
+                f"got shape {v.shape}"
+            )
+        v = v.astype(np.float64)
+        if not np.all(np.isfinite(v)):
+            bad = int(np.count_nonzero(~np.isfinite(v)))
+            raise InvalidParameterError(
+                f"statistic {self.name!r} returned {bad} non-finite score(s) (NaN or inf) of "
+                f"{n}; scores must be finite real numbers"
+            )
+        return v
+
+    def label(self) -> str:
+        return f"{self.name}(y, x, x2)"
+
+
+def _statistic_list(raw: Any, where: str) -> list[tuple[Callable[..., Any], str]]:
+    """Validate a list of user statistics (callables) and name them: their ``name`` attribute,
+    else their ``__name__`` (a lambda gets its position), else ``where[i]``."""
+    if raw is None:
+        return []
+    if isinstance(raw, (str, bytes)) or callable(raw):
+        raise InvalidParameterError(
+            f"{where} must be a list of callables stat(outputs, x, x_prime), got "
+            f"{type(raw).__name__}"
+        )
+    try:
+        items = list(raw)
+    except TypeError:
+        raise InvalidParameterError(
+            f"{where} must be a list of callables stat(outputs, x, x_prime), got "
+            f"{type(raw).__name__}"
+        ) from None
+    out: list[tuple[Callable[..., Any], str]] = []
+    for i, fn in enumerate(items):
+        if not callable(fn):
+            raise InvalidParameterError(
+                f"{where}[{i}] must be callable as stat(outputs, x, x_prime), got "
+                f"{type(fn).__name__} {fn!r:.60}"
+            )
+        name = getattr(fn, "name", None)
+        if name is None:
+            name = getattr(fn, "__name__", None)
+            if name in (None, "<lambda>"):
+                name = f"{where}[{i}]"
+        if not isinstance(name, str) or not name:
+            raise InvalidParameterError(
+                f"{where}[{i}].name must be a non-empty string, got {name!r}"
+            )
+        out.append((fn, name))
+    return out
 
 
 def _build_statistics(
@@ -1239,8 +1440,11 @@ def _pool(
 # ----------------------------------------------------------------------------------------------
 
 
-def _privatize_rows(mechanism: Any, x: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
-    """One privatize call on n copies of x; output coerced to float64 (n, k).
+def _privatize_rows(
+    mechanism: Any, x: np.ndarray, n: int, rng: np.random.Generator, raw: bool = False
+) -> Any:
+    """One privatize call on n copies of x; output coerced to float64 (n, k). ``raw``: return
+    ``(coerced, as returned)`` (the latter for user statistics).
 
     Errors raised by the user's code come back as :class:`UserCodeError` naming the object, the
     input and the reason (the original exception is the ``__cause__``); errors of ldp-audit's own
@@ -1264,6 +1468,7 @@ def _privatize_rows(mechanism: Any, x: np.ndarray, n: int, rng: np.random.Genera
             f"{who} must return real numbers, got dtype {y.dtype} for input "
             f"x = {_short(x.tolist())} (first value {y.ravel()[:1].tolist()!r})"
         )
+    returned = y
     if y.ndim == 1:
         y = y[:, None]
     if y.ndim != 2 or y.shape[0] != n:
@@ -1273,7 +1478,7 @@ def _privatize_rows(mechanism: Any, x: np.ndarray, n: int, rng: np.random.Genera
         )
     if y.dtype != np.float64:
         y = y.astype(np.float64)
-    return y
+    return (y, returned) if raw else y
 
 
 def _chunks(n: int, d: int) -> list[int]:
@@ -1303,9 +1508,9 @@ def _stream_values(
     """Statistic values of n fresh outputs of M(x), computed chunk by chunk."""
     acc: list[list[np.ndarray]] = [[] for _ in stats]
     for m in _chunks(n, width):
-        y = _privatize_rows(mechanism, x, m, rng)
+        y, raw = _privatize_rows(mechanism, x, m, rng, raw=True)
         for a, st in zip(acc, stats, strict=True):
-            a.append(st.values(y))
+            a.append(st.values(raw if st.needs_raw else y))
         tick(m)
     return [np.concatenate(a) for a in acc]
 
@@ -1329,13 +1534,15 @@ def _stream_counts(
 ) -> list[int]:
     counts = [0] * len(events)
     for m in _chunks(n, width):
-        y = _privatize_rows(mechanism, x, m, rng)
+        y, raw = _privatize_rows(mechanism, x, m, rng, raw=True)
         cache: dict[int, np.ndarray] = {}
 
-        def hits(ev: _Candidate, y: np.ndarray = y, cache: dict[int, np.ndarray] = cache):
+        def hits(
+            ev: _Candidate, y: np.ndarray = y, raw: Any = raw, cache: dict[int, np.ndarray] = cache
+        ):
             key = id(ev.stat)
             if key not in cache:
-                cache[key] = ev.stat.values(y)
+                cache[key] = ev.stat.values(raw if ev.stat.needs_raw else y)
             return ev.indicator(cache[key])
 
         for i, ev in enumerate(events):
@@ -1556,6 +1763,8 @@ def audit(
     tradeoff: bool = True,
     force: bool = False,
     progress: bool = False,
+    statistics: Sequence[Callable[..., Any]] | None = None,
+    sequential: bool = False,
 ) -> AuditResult:
     """Audit a mechanism's epsilon claim: two sound verdicts, witnesses and a privacy profile.
 
@@ -1647,11 +1856,52 @@ def audit(
     poisson = ratio_test == "poisson"
     force = check_bool(force, "force")
     progress = check_bool(progress, "progress")
+    sequential = check_bool(sequential, "sequential")
+    user_fns = _statistic_list(statistics, "statistics")
+    mech_fns: list[tuple[Callable[..., Any], str]] = []
+    shipped = _user_attr(mechanism, "audit_statistics")
+    if callable(shipped):
+        try:
+            got = shipped()
+        except Exception as exc:  # noqa: BLE001 - user code
+            raise UserCodeError(
+                f"mechanism.audit_statistics() of {type(mechanism).__name__} raised "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        mech_fns = _statistic_list(got, "mechanism.audit_statistics()")
+    stat_fns = mech_fns + user_fns
+    names = [nm for _, nm in stat_fns]
+    dup = sorted({nm for nm in names if names.count(nm) > 1})
+    if dup:
+        raise InvalidParameterError(
+            f"statistics: two statistics are named {dup[0]!r}; give each a distinct name "
+            "(a name attribute) so the witness says which one it was"
+        )
     if rng is None or (isinstance(rng, (int, np.integer)) and not isinstance(rng, bool)):
         rng = np.random.default_rng(rng)
     elif not isinstance(rng, np.random.Generator):
         raise InvalidParameterError(
             f"rng must be a numpy.random.Generator, an int seed or None, got {type(rng).__name__}"
+        )
+    if sequential:
+        return _audit_sequential(
+            mechanism,
+            pairs,
+            samples=samples,
+            confidence=conf,
+            rng=rng,
+            dim=dim,
+            selection_fraction=frac,
+            max_events=max_events,
+            float_bits=float_bits,
+            profile=profile,
+            pool=pool,
+            ratio_test=ratio_test,
+            tradeoff=want_tradeoff,
+            force=force,
+            progress=progress,
+            statistics=[fn for fn, _ in user_fns],
+            start=start,
         )
     if pairs is None:
         pair_list = default_pairs(mechanism, dim)
@@ -1723,7 +1973,12 @@ def audit(
             est_rngs.append((re1, re2))
             # width of one output row, from a small probe, so chunks stay ~2^22 values even
             # when outputs are much wider than inputs (one-hot encodings)
-            width = max(x.shape[0], _privatize_rows(mechanism, x, 8, ra1).shape[1])
+            y8, raw8 = _privatize_rows(mechanism, x, 8, ra1, raw=True)
+            width = max(x.shape[0], y8.shape[1])
+            user_stats: list[_Statistic] = [_UserStatistic(fn, nm, x, x2) for fn, nm in stat_fns]
+            for st in user_stats:  # shape / finiteness checked on 8 outputs before the work
+                st.values(raw8)
+            del y8, raw8
             widths.append(width)
             n_a_p = min(n_a, max(1000, _FIT_ELEMENTS // width))
             t_a = time.perf_counter()
@@ -1762,7 +2017,7 @@ def audit(
             if float_bits and not discrete:
                 float_stats.append(_float_cell_statistic(ya1, ya2, j, ya1.shape[1]))
             del ya1, ya2, sa1, sa2, pooled_a
-            stats = dist_stats + float_stats
+            stats = dist_stats + float_stats + user_stats
             sb1 = _stream_values(mechanism, x, n_b, rb1, stats, bar.update, width)
             sb2 = _stream_values(mechanism, x2, n_b, rb2, stats, bar.update, width)
             halves: dict[bool, tuple[_Candidate, np.ndarray, np.ndarray]] = {}
@@ -2004,6 +2259,20 @@ def audit(
         curve = _tradeoff_curve(
             mechanism, claimed, delta, tradeoff_events, results, sizes, pair_list, alpha, conf
         )
+    delta_lb, delta_conf, delta_joint = None, None, False
+    if delta > 0 and verdict_events:
+        delta_lb, delta_joint = _delta_lower_bound(
+            verdict_events, results, sizes, joints, claimed, alpha, poisson, n_est
+        )
+        delta_conf = conf
+    if top.epsilon_lower_bound == 0.0:
+        warn.append(
+            "no statistic separated the pair(s) at all: the lower bound is exactly 0. Either "
+            "the outputs do not depend on the input, or the dependence lies in a structure "
+            "none of the statistics computes (e.g. a hashed report (y, seed) whose event "
+            "{y = H_seed(x)} needs the hash): pass statistics=[stat] with stat(outputs, x, "
+            "x_prime) -> one score per output row that computes it"
+        )
     if n_nonfinite:
         warn.append(
             f"{n_nonfinite} of the selection outputs were NaN or inf (scored as +inf by every "
@@ -2029,7 +2298,205 @@ def audit(
         warnings=tuple(warn),
         reproducible=reproducible,
         tradeoff=curve,
+        delta_lower_bound=delta_lb,
+        delta_confidence=delta_conf,
+        delta_in_verdict=delta_joint,
+        resolution_probability=math.exp(-top_bound),
+        max_refutable_epsilon=top_bound,
+        statistics=tuple(names),
     )
+
+
+#: the first stage of a sequential audit spends ``samples // _SEQ_FIRST`` (at least
+#: ``_SEQ_MIN``) per input; each later stage doubles it (7 stages spend ~ the budget).
+_SEQ_FIRST = 127
+_SEQ_MIN = 2000
+
+
+def sequential_schedule(samples: int) -> list[int]:
+    """The stage sizes (outputs per input) of a sequential audit with budget ``samples``:
+    doubling from ``max(_SEQ_MIN, samples // 127)``; what is left of the budget goes to the last
+    stage (a budget below 2 * _SEQ_MIN is one stage)."""
+    samples = check_int(samples, "samples", minimum=1000)
+    first = max(_SEQ_MIN, samples // _SEQ_FIRST)
+    out: list[int] = []
+    left, size = samples, first
+    while left >= size:
+        out.append(size)
+        left -= size
+        size *= 2
+    if not out:
+        return [samples]
+    out[-1] += left
+    return out
+
+
+def sequential_alpha(alpha: float, k: int) -> float:
+    """The error level of stage k (1-based) of a sequential audit: ``alpha 6 / (pi^2 k^2)``
+    (the levels sum to at most alpha over any number of stages)."""
+    return alpha * 6.0 / (math.pi**2 * k * k)
+
+
+def _audit_sequential(
+    mechanism: Any,
+    pairs: Sequence[tuple[Any, Any]] | None,
+    *,
+    samples: int,
+    confidence: float,
+    rng: np.random.Generator,
+    start: float,
+    **kwargs: Any,
+) -> AuditResult:
+    """Sequential audit: independent fixed-sample audits on a doubling schedule of sample
+    sizes, stage k at confidence ``1 - alpha_k``, ``alpha_k = alpha 6 / (pi^2 k^2)``, stopping
+    at the first stage that refutes the claim, or when no remaining stage could (the claim is
+    at least the largest remaining stage's ceiling :func:`max_refutable_epsilon`), or when the
+    budget is spent.
+
+    Soundness (anytime-valid). Stage k draws fresh outputs from its own generator, so its
+    result is a fixed-sample audit of ``n_k`` samples at level ``alpha_k``: whatever the
+    earlier stages saw, ``P(bound_k > true epsilon) <= alpha_k`` (and the same for its delta
+    bound and profile). By the union bound, ``P(some stage's bound > true epsilon) <=
+    sum_k alpha_k <= alpha sum_k 6 / (pi^2 k^2) = alpha``. The event "every stage's statement
+    holds" thus has probability >= 1 - alpha whatever the stopping rule (stopping is a
+    function of the stages' data, and on that event every stage is right, in particular the
+    one reported: the stage with the largest bound). So the reported bound, and the verdict,
+    hold at ``confidence`` for any stopping time, including one chosen by the user while
+    watching; the price is the smaller level (and sample size) of each stage.
+    """
+    alpha = 1.0 - confidence
+    schedule = sequential_schedule(samples)
+    gens = rng.spawn(len(schedule))
+    claimed, _ = _check_mechanism(mechanism)
+    pool = bool(kwargs.get("pool"))
+    frac = kwargs["selection_fraction"]
+    stages: list[dict[str, Any]] = []
+    results: list[AuditResult] = []
+    stopped = "budget spent"
+    for k, (n_k, g) in enumerate(zip(schedule, gens, strict=True), start=1):
+        a_k = sequential_alpha(alpha, k)
+        r = audit(mechanism, pairs, samples=n_k, confidence=1.0 - a_k, rng=g, **kwargs)
+        results.append(r)
+        stages.append(
+            {
+                "samples": n_k,
+                "confidence": 1.0 - a_k,
+                "epsilon_lower_bound": r.epsilon_lower_bound,
+                "delta_lower_bound": r.delta_lower_bound,
+                "violation": r.violation,
+                "seconds": r.seconds,
+            }
+        )
+        if r.violation:
+            stopped = "refuted"
+            break
+        rest = list(enumerate(schedule[k:], start=k + 1))
+        if rest and all(
+            claimed
+            >= max_refutable_epsilon(
+                estimation_samples(n_j, frac), 1.0 - sequential_alpha(alpha, j), pool
+            )
+            for j, n_j in rest
+        ):
+            stopped = "cannot refute"
+            break
+    best = max(
+        range(len(results)),
+        key=lambda i: (results[i].violation, results[i].epsilon_lower_bound, i),
+    )
+    r = results[best]
+    used = sum(st["samples"] for st in stages)
+    info = SequentialInfo(
+        stages=tuple(stages),
+        stopped=stopped,
+        budget=samples,
+        samples_used=used,
+        best_stage=best + 1,
+    )
+    last = results[-1]
+    warn = [w for w in r.warnings if "cannot be refuted with" not in w]
+    if (
+        stopped == "budget spent"
+        and last.max_refutable_epsilon is not None
+        and (claimed >= last.max_refutable_epsilon)
+    ):
+        warn.append(
+            f"a claim of epsilon {claimed:.6g} cannot be refuted by the last stage's "
+            f"{schedule[-1]} samples per input (its ceiling is {last.max_refutable_epsilon:.3g}): "
+            "'no violation' is vacuous; a larger budget is needed"
+        )
+    from dataclasses import replace
+
+    return replace(
+        r,
+        confidence=confidence,
+        delta_confidence=None if r.delta_lower_bound is None else confidence,
+        samples=used,
+        selection_samples=sum(x.selection_samples for x in results),
+        seconds=time.perf_counter() - start,
+        warnings=tuple(warn),
+        resolution_probability=last.resolution_probability,
+        max_refutable_epsilon=last.max_refutable_epsilon,
+        sequential=info,
+        # the reported stage is chosen from the data: its statements hold at the union level
+        profile=None if r.profile is None else replace(r.profile, confidence=confidence),
+        tradeoff=None if r.tradeoff is None else replace(r.tradeoff, confidence=confidence),
+    )
+
+
+def _delta_lower_bound(
+    events: Sequence[_Candidate],
+    results: dict[int, tuple[int, int]],
+    sizes: dict[int, tuple[int, int]],
+    joints: dict[int, _Joint],
+    claimed: float,
+    alpha: float,
+    poisson: bool,
+    n_est: int,
+) -> tuple[float, bool]:
+    """The lower bound on delta at the claimed epsilon over the verdict events, floored at 0,
+    and whether it shares the verdicts' family.
+
+    Per event S (numerator input x): ``CP_lower(k1; a s / m) - e^eps CP_upper(k2; a (1-s) / m)``
+    with the event's own share ``s`` and the verdicts' Bonferroni factor m: the very intervals
+    behind the epsilon bound, so both statements hold together at the audit's confidence (an
+    (eps, delta)-DP mechanism has ``P[M(x) in S] - e^eps P[M(x2) in S] <= delta`` for every S).
+    Pooled events use the pooled rate bounds. With the Poisson ratio test the epsilon bounds
+    come from another test, so the delta bound is its own Clopper-Pearson family on the
+    realised sample sizes (error split evenly; pooled events, whose counts are then made
+    disjoint, are skipped).
+    """
+    from ldp_audit.stats import (
+        clopper_pearson_lower,
+        clopper_pearson_upper,
+        pooled_rate_lower,
+        pooled_rate_upper,
+    )
+
+    m = len(events)
+    c = math.exp(min(claimed, 700.0))
+    best = 0.0
+    for ev in events:
+        a, b = results[id(ev)]
+        k_num, k_den = (a, b) if ev.x_is_numerator else (b, a)
+        n1_p, n2_p = sizes[ev.pair]
+        n_num, n_den = (n1_p, n2_p) if ev.x_is_numerator else (n2_p, n1_p)
+        share = 0.5 if poisson else ev.share
+        a_lo, a_hi = alpha * share / m, alpha * (1.0 - share) / m
+        if ev.partner is not None:
+            if poisson:
+                continue
+            a2, b2 = results[id(ev.partner)]
+            k_num, k_den, nt = a + b2, b + a2, 2 * n_est
+            lo = float(pooled_rate_lower(k_num, nt, a_lo))
+            hi = float(pooled_rate_upper(k_den, nt, a_hi))
+        else:
+            if n_num <= 0 or n_den <= 0:
+                continue
+            lo = float(clopper_pearson_lower(k_num, n_num, a_lo))
+            hi = float(clopper_pearson_upper(k_den, n_den, a_hi))
+        best = max(best, lo - c * hi)
+    return best, not poisson
 
 
 #: type I error levels of the f-DP curve's threshold tests (those a selection sample cannot

@@ -272,6 +272,13 @@ def register(subparsers: Any) -> None:
         "for --samples to refute",
     )
     p.add_argument(
+        "--sequential",
+        action="store_true",
+        help="anytime-valid sequential audit: stages on a doubling schedule of sample sizes "
+        "(--samples is the budget), stops at the first stage that refutes the claim or when "
+        "no remaining stage could (see docs/audit.md)",
+    )
+    p.add_argument(
         "--exact",
         action="store_true",
         help="also print the white-box exact epsilon for the pairs (built-ins)",
@@ -509,6 +516,7 @@ def run(args: argparse.Namespace) -> int:
         pool=args.pool,
         ratio_test=args.ratio_test,
         progress=True,
+        sequential=args.sequential,
     )
     exact = None
     if args.exact:

@@ -1,0 +1,88 @@
+"""audit(): the lower bound on delta at the claimed epsilon, and the stated resolution.
+
+A Gaussian that claims sigma 2 (epsilon 3.14 at delta 1e-3 for the pair +-1, L2 distance 2)
+but adds sigma 1 has true delta 0.167 at the claimed epsilon (mu = 2); its delta bound must
+refute the claim (a false claim: no false-failure probability) and stay below 0.167 (a
+Clopper-Pearson/Bonferroni statement at confidence 0.95 for this fixed seed). The correct
+Gaussian is audited at confidence 1 - 1e-6: its delta bound exceeds its true delta (exactly the
+claimed 1e-3 on the worst pair) with probability <= 1e-6.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+from scipy import stats as sps
+
+from ldp_audit.audit import audit, estimation_samples, max_refutable_epsilon
+from ldp_audit.mechanisms import Gaussian, RandomizedResponse
+from ldp_audit.stats import clopper_pearson_lower, clopper_pearson_upper
+
+STRICT = 1 - 1e-6
+GPAIR = [(np.array([1.0]), np.array([-1.0]))]
+
+
+class HalfSigmaGaussian:
+    """Claims Gaussian(clip 1, sigma 2) at delta 1e-3 but adds sigma 1."""
+
+    def __init__(self) -> None:
+        self.claim = Gaussian(clip=1.0, noise_multiplier=2.0, delta=1e-3)
+        self.real = Gaussian(clip=1.0, noise_multiplier=1.0, delta=1e-3)
+        self.epsilon, self.delta = self.claim.epsilon, self.claim.delta
+
+    def privatize(self, x, rng):
+        return self.real.privatize(x, rng)
+
+
+def true_delta(eps: float, mu: float) -> float:
+    """The Gaussian's exact delta at eps for mu = distance / sigma (Balle & Wang 2018)."""
+    return float(
+        sps.norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * sps.norm.cdf(-eps / mu - mu / 2)
+    )
+
+
+def test_delta_bound_refutes_too_small_sigma():
+    m = HalfSigmaGaussian()
+    r = audit(m, GPAIR, samples=20_000, rng=0, float_bits=False, tradeoff=False)
+    assert r.delta_in_verdict and r.delta_confidence == r.confidence
+    assert r.delta_lower_bound > m.delta and r.delta_violation and r.violation
+    assert r.delta_lower_bound <= true_delta(m.epsilon, 2.0)  # = 0.167
+    # the witness event's own delta bound, from its counts and the verdicts' intervals
+    w = r.witness
+    a, mm = 1 - r.confidence, r.events_estimated
+    lo = clopper_pearson_lower(w.k1, w.n1, a * w.numerator_share / mm)
+    hi = clopper_pearson_upper(w.k2, w.n2, a * (1 - w.numerator_share) / mm)
+    assert lo - math.exp(m.epsilon) * hi <= r.delta_lower_bound + 1e-15
+    d = json.loads(json.dumps(r.to_dict()))
+    assert d["delta_lower_bound"] == r.delta_lower_bound and d["delta_violation"] is True
+    assert "delta lower bound at the claimed epsilon" in r.summary()
+
+
+def test_delta_bound_sound_on_correct_gaussian():
+    g = Gaussian(clip=1.0, noise_multiplier=2.0, delta=1e-3)
+    r = audit(g, GPAIR, samples=20_000, rng=1, confidence=STRICT, float_bits=False)
+    assert 0.0 <= r.delta_lower_bound <= 1e-3 and not r.delta_violation and not r.violation
+
+
+def test_poisson_delta_bound_is_its_own_statement():
+    m = HalfSigmaGaussian()
+    r = audit(m, GPAIR, samples=20_000, rng=0, float_bits=False, ratio_test="poisson")
+    assert not r.delta_in_verdict and r.delta_lower_bound > m.delta
+    assert r.to_dict()["delta_in_verdict"] is False
+
+
+def test_pure_claim_has_no_delta_bound_but_a_resolution():
+    r = audit(RandomizedResponse(epsilon=1.0), samples=5_000, rng=0, confidence=0.9)
+    assert r.delta_lower_bound is None and not r.delta_violation
+    n_est = estimation_samples(5_000)
+    ceiling = max_refutable_epsilon(n_est, 0.9)
+    assert r.max_refutable_epsilon == ceiling
+    # a zero count among n_est trials at error share 0.9 (1 - confidence): 1 - a^(1/n_est)
+    assert math.isclose(r.resolution_probability, 1 - (0.9 * 0.1) ** (1 / n_est), rel_tol=1e-9)
+    assert math.isclose(r.resolution_probability, math.exp(-ceiling), rel_tol=1e-12)
+    d = r.to_dict()
+    assert d["resolution_probability"] == r.resolution_probability
+    assert d["max_refutable_epsilon"] == ceiling and d["delta_lower_bound"] is None
+    assert "resolution: events of probability below" in r.summary()
