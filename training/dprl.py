@@ -133,6 +133,10 @@ class DprlConfig:
             clip-weighted loss) or "auto" (ghost for DQN, materialize for REINFORCE, whose
             per-episode sequences make ghost norms cost T^2 per episode; benchmarks/bench_dprl.py).
             Both clip the whole per-sample gradient to ``clip``.
+        device: torch device of the network and its batches, ``"cpu"``, ``"cuda"`` or
+            ``"auto"`` (:mod:`ldp_audit.training.device`). Every random draw (initialisation,
+            dropout masks, actions, canary sampling, the DP-SGD noise) stays on the CPU
+            generator and is moved, so a CPU run is bit for bit what it was before the option.
 
     REINFORCE: episodes (total), num_envs (episodes per update), dropout.
     DQN: total_steps, num_envs, buffer_size, batch_size (expected Poisson batch), learning_starts,
@@ -169,6 +173,7 @@ class DprlConfig:
     start_e: float = 1.0
     end_e: float = 0.05
     exploration_fraction: float = 0.5
+    device: str = "cpu"
 
     def __post_init__(self) -> None:
         if self.algo not in ("reinforce", "dqn"):
@@ -245,6 +250,9 @@ class DprlConfig:
         _real(self.start_e, "start_e", lo=0.0, hi=1.0)
         _real(self.end_e, "end_e", lo=0.0, hi=1.0)
         _real(self.exploration_fraction, "exploration_fraction", lo=0.0, lo_open=True, hi=1.0)
+        from ldp_audit.training.device import check_device
+
+        check_device(self.device)
         if self.canaries > self.n_params:
             raise InvalidParameterError(
                 f"canaries must be <= the number of model parameters ({self.n_params}: the "
@@ -384,6 +392,7 @@ class DprlResult:
     initial: np.ndarray | None = None
     transcript: dict[str, np.ndarray] = field(default_factory=dict)
     secrets: dict[str, np.ndarray] = field(default_factory=dict)
+    device: str = "cpu"
 
     @property
     def convergence_episode(self) -> float:
@@ -446,6 +455,7 @@ def _make_dropout(p: float, gen: Any) -> Any:
                 keep = self.replay
             else:
                 keep = torch.rand(x.shape, generator=self.gen, dtype=x.dtype) >= self.p
+                keep = keep.to(x.device)  # drawn on the CPU generator (no-op on the CPU)
                 if self.record is not None:
                     self.record.append(keep)
             return x * keep / (1.0 - self.p)
@@ -502,7 +512,7 @@ class _Canaries:
         rows, off = [], 0
         for p in params:
             n = p.numel()
-            rows.append(g[:, off : off + n].reshape((-1, *p.shape)).to(p.dtype))
+            rows.append(g[:, off : off + n].reshape((-1, *p.shape)).to(p.dtype).to(p.device))
             off += n
         self.rows = rows  # per parameter: (n_included, *shape)
         self.u32 = torch.as_tensor(self.u, dtype=torch.float32)
@@ -520,6 +530,7 @@ class _Canaries:
             sel = torch.rand(k, generator=gen) < sample_rate
         idx = np.flatnonzero(self.included)[sel.numpy()]
         self.participations[idx] += 1
+        sel = sel.to(self.rows[0].device)  # drawn on the CPU generator (no-op on the CPU)
         for p, r in zip(params, self.rows, strict=True):
             p.grad_sample = torch.cat([p.grad_sample, r[sel]], dim=0)
 
@@ -541,11 +552,49 @@ def _add_canaries_to_grad(canaries: Any, params: list[Any], sample_rate: float, 
     canaries.participations[idx] += 1
     if not sel.any():
         return
+    sel = sel.to(canaries.rows[0].device)  # drawn on the CPU generator (no-op on the CPU)
     n = int(sel.sum())
     norms = sum(r[sel].reshape(n, -1).pow(2).sum(dim=1) for r in canaries.rows).sqrt()
     factor = (clip / (norms + 1e-6)).clamp(max=1.0)
     for p, r in zip(params, canaries.rows, strict=True):
         p.grad = p.grad + torch.einsum("i,i...", factor.to(r.dtype), r[sel])
+
+
+def _cpu_noise(cls: Any) -> Any:
+    """``cls`` (an Opacus DP optimizer) with its noise drawn on the CPU and moved.
+
+    Opacus draws ``torch.normal(..., device=grad.device, generator=gen)``, which a CPU generator
+    refuses for a CUDA tensor. Drawing on the CPU from the same generator, in the same order and
+    shape, then moving, keeps the noise stream of a GPU run identical to the CPU run's. Used only
+    off the CPU (the CPU path is Opacus's own); an optimizer class whose ``add_noise`` is not
+    Opacus's (a test fixture) is returned unchanged.
+    """
+    from opacus.optimizers import DPOptimizer, DPOptimizerFastGradientClipping
+    from opacus.optimizers.optimizer import (
+        _check_processed_flag,
+        _generate_noise,
+        _mark_as_processed,
+    )
+
+    if cls.add_noise not in (DPOptimizer.add_noise, DPOptimizerFastGradientClipping.add_noise):
+        return cls
+
+    def add_noise(self: Any) -> None:
+        torch = _torch()
+        nm = getattr(self, "_adjusted_noise_multiplier", self.noise_multiplier)
+        for p in self.params:
+            _check_processed_flag(p.summed_grad)
+            ref = torch.empty(p.summed_grad.shape, dtype=p.summed_grad.dtype)  # on the CPU
+            noise = _generate_noise(
+                std=nm * self.max_grad_norm,
+                reference=ref,
+                generator=self.generator,
+                secure_mode=self.secure_mode,
+            )
+            p.grad = (p.summed_grad + noise.to(p.summed_grad.device)).view_as(p)
+            _mark_as_processed(p.summed_grad)
+
+    return type(f"CpuNoise{cls.__name__}", (cls,), {"add_noise": add_noise})
 
 
 class _DpSgd:
@@ -563,6 +612,8 @@ class _DpSgd:
         if self.ghost:
             from opacus.optimizers import DPOptimizerFastGradientClipping as DPOptimizer
         cls = hooks.optimizer_class or DPOptimizer
+        if self.params[0].device.type != "cpu":
+            cls = _cpu_noise(cls)
         self.q = cfg.sample_rate
         expected = cfg.envs if cfg.algo == "reinforce" else cfg.batch_size
         self.opt = cls(
@@ -683,8 +734,11 @@ def train_reinforce(cfg: DprlConfig, *, seed: int, accountant: Any, hooks: Train
     obs_rng, canary_rng, env_seed = rng.spawn(2) + [int(rng.integers(2**31))]
 
     B = cfg.envs
+    from ldp_audit.training.device import resolve_device
+
+    dev = torch.device(resolve_device(cfg.device))
     envs = gym.make_vec("CartPole-v1", num_envs=B, vectorization_mode="vector_entry_point")
-    policy = make_network(cfg, gen)
+    policy = make_network(cfg, gen).to(dev)  # initialised on the CPU generator, then moved
     initial = _flat_params(policy)
     private = cfg.privacy == "dpsgd"
     model = GradSampleModule(policy, batch_first=True, loss_reduction="sum") if private else policy
@@ -721,8 +775,9 @@ def train_reinforce(cfg: DprlConfig, *, seed: int, accountant: Any, hooks: Train
                 states[t] = seen
                 alive[t] = ~done
                 with torch.no_grad():
-                    probs = torch.softmax(policy(torch.as_tensor(states[t])), dim=-1)
-                a = torch.multinomial(probs, 1, generator=gen).reshape(-1).numpy()
+                    probs = torch.softmax(policy(torch.as_tensor(states[t], device=dev)), dim=-1)
+                # drawn on the CPU generator (.cpu() is a no-op on the CPU)
+                a = torch.multinomial(probs.cpu(), 1, generator=gen).reshape(-1).numpy()
                 actions[t] = a
                 obs, _, term, trunc, _ = envs.step(a)
                 env_steps += live.size
@@ -745,16 +800,17 @@ def train_reinforce(cfg: DprlConfig, *, seed: int, accountant: Any, hooks: Train
             mean = (g * alive[:T]).sum(axis=0) / n
             std = np.sqrt((((g - mean) ** 2) * alive[:T]).sum(axis=0) / n)
             adv = np.where(alive[:T], (g - mean) / (std + 1e-8), 0.0)
-            x = torch.as_tensor(states[:T, :n_ep].transpose(1, 0, 2).copy())  # (episodes, T, 4)
+            x = torch.as_tensor(states[:T, :n_ep].transpose(1, 0, 2).copy(), device=dev)
             for m in drops:  # (T, B, h) masks of the rollout -> (episodes, T, h)
                 m.replay = torch.stack(m.record)[:, :n_ep].transpose(0, 1)
                 m.record = None
             logp = torch.log_softmax(model(x), dim=-1)
             for m in drops:
                 m.replay = None
-            act = torch.as_tensor(actions[:T, :n_ep].T.copy())
+            act = torch.as_tensor(actions[:T, :n_ep].T.copy(), device=dev)
             lp = logp.gather(-1, act.unsqueeze(-1)).squeeze(-1)
-            per_episode = -(torch.as_tensor(adv[:, :n_ep].T.copy(), dtype=lp.dtype) * lp).sum(dim=1)
+            adv_t = torch.as_tensor(adv[:, :n_ep].T.copy(), dtype=lp.dtype, device=dev)
+            per_episode = -(adv_t * lp).sum(dim=1)
             if dp is not None:
                 dp.zero_grad()
                 per_episode.sum().backward()  # one per-sample gradient per episode
@@ -816,9 +872,12 @@ def train_dqn(cfg: DprlConfig, *, seed: int, accountant: Any, hooks: TrainerHook
     env_seed = int(rng.integers(2**31))
 
     N = cfg.envs
+    from ldp_audit.training.device import resolve_device
+
+    dev = torch.device(resolve_device(cfg.device))
     envs = gym.make_vec("CartPole-v1", num_envs=N, vectorization_mode="vector_entry_point")
-    q_net = make_network(cfg, gen)
-    target = make_network(cfg, gen)
+    q_net = make_network(cfg, gen).to(dev)  # initialised on the CPU generator, then moved
+    target = make_network(cfg, gen).to(dev)
     target.load_state_dict(q_net.state_dict())
     initial = _flat_params(q_net)
     private = cfg.privacy == "dpsgd"
@@ -869,7 +928,8 @@ def train_dqn(cfg: DprlConfig, *, seed: int, accountant: Any, hooks: TrainerHook
             frac = min(global_step / (cfg.exploration_fraction * cfg.total_steps), 1.0)
             eps = cfg.start_e + frac * (cfg.end_e - cfg.start_e)
             with torch.no_grad():
-                greedy = q_net(torch.as_tensor(obs, dtype=torch.float32)).argmax(dim=1).numpy()
+                o = torch.as_tensor(obs, dtype=torch.float32, device=dev)
+                greedy = q_net(o).argmax(dim=1).cpu().numpy()
             explore = act_rng.random(N) < eps
             actions = np.where(explore, act_rng.integers(0, 2, N), greedy)
             raw_next, rew, term, trunc, _ = envs.step(actions)
@@ -900,16 +960,16 @@ def train_dqn(cfg: DprlConfig, *, seed: int, accountant: Any, hooks: TrainerHook
                     idx = np.flatnonzero(sample_rng.random(size) < cfg.sample_rate)
                 else:
                     idx = sample_rng.integers(0, size, cfg.batch_size)
-                s = torch.as_tensor(b_obs[idx])
+                s = torch.as_tensor(b_obs[idx], device=dev)
                 with torch.no_grad():
-                    tq = target(torch.as_tensor(b_next[idx])).max(dim=1).values
-                    y = torch.as_tensor(b_rew[idx]) + cfg.gamma * tq * (
-                        1 - torch.as_tensor(b_term[idx])
+                    tq = target(torch.as_tensor(b_next[idx], device=dev)).max(dim=1).values
+                    y = torch.as_tensor(b_rew[idx], device=dev) + cfg.gamma * tq * (
+                        1 - torch.as_tensor(b_term[idx], device=dev)
                     )
                 if dp is not None:
                     dp.zero_grad()
                     if idx.size:
-                        a_t = torch.as_tensor(b_act[idx]).unsqueeze(1)
+                        a_t = torch.as_tensor(b_act[idx], device=dev).unsqueeze(1)
                         qsa = model(s).gather(1, a_t).squeeze(1)
                         per = (qsa - y) ** 2  # per-transition squared TD error
                         if ghost:
@@ -924,14 +984,15 @@ def train_dqn(cfg: DprlConfig, *, seed: int, accountant: Any, hooks: TrainerHook
                             p.grad = torch.zeros_like(p)
                     else:
                         for p in dp.params:
-                            p.grad_sample = torch.zeros((0, *p.shape), dtype=p.dtype)
+                            p.grad_sample = torch.zeros((0, *p.shape), dtype=p.dtype, device=dev)
                     try:
                         dp.step()
                     except BudgetExceeded as exc:
                         stopped = f"budget exhausted before update {dp.t}: {exc}"
                         break
                 else:
-                    qsa = q_net(s).gather(1, torch.as_tensor(b_act[idx]).unsqueeze(1)).squeeze(1)
+                    a_t = torch.as_tensor(b_act[idx], device=dev).unsqueeze(1)
+                    qsa = q_net(s).gather(1, a_t).squeeze(1)
                     loss = torch.nn.functional.mse_loss(qsa, y)
                     optimizer.zero_grad()
                     loss.backward()
@@ -977,6 +1038,7 @@ def _result(cfg, seed, returns, dp, obs_release, canaries, net, initial, env_ste
         initial=initial,
         transcript=transcript,
         secrets=secrets,
+        device=str(next(net.parameters()).device.type),
     )
 
 
@@ -1102,6 +1164,9 @@ def train(
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise InvalidParameterError(f"seed must be an integer >= 0, got {seed!r}")
     hooks = hooks or TrainerHooks()
+    from ldp_audit.training.device import resolve_device
+
+    device = resolve_device(cfg.device)  # "cuda" without CUDA: refused before any file
     if run_dir is not None and run_mode != "resume":  # refused before any file is written
         _check_budget_before(cfg, Accountant(ledger=Ledger(":memory:")))
     writer = None
@@ -1113,6 +1178,7 @@ def train(
             seed=int(seed),
             mechanism=cfg.mechanism_config(),
             mode=run_mode,
+            extra={"device": device},
         )
         ledger = writer.open_ledger()
     elif ledger is None:
@@ -1170,6 +1236,7 @@ def write_run(writer: Any, res: DprlResult, *, status: str = "complete") -> Path
             "privacy": res.privacy,
             "algo": cfg.algo,
             "n_params": cfg.n_params,
+            "device": res.device,
         },
     )
     writer.write_npz("model.npz", {"params": res.params, "initial": res.initial})

@@ -354,6 +354,9 @@ class FedRLConfig:
         methods: which of ``dqn-alpha``, ``dqn-full``, ``fedrl`` to train.
         runs: independent runs (seeds) per method.
         prepay_block: iterations charged per ledger transaction.
+        device: torch device of the networks, ``"cpu"``, ``"cuda"`` or ``"auto"``
+            (:mod:`ldp_audit.training.device`); every random draw stays on the CPU, so on the
+            CPU a run is bit for bit the same as before the option existed.
     """
 
     size: int = 8
@@ -382,8 +385,12 @@ class FedRLConfig:
     methods: tuple[str, ...] = METHODS
     runs: int = 1
     prepay_block: int = 50
+    device: str = "cpu"
 
     def __post_init__(self) -> None:
+        from ldp_audit.training.device import check_device
+
+        check_device(self.device)
         _, t = check_size(self.size, self.t_max)
         check_density(self.density)
         check_hist_len(self.hist_len)
@@ -649,7 +656,7 @@ class _Exchange:
         mech = self.mech if mech is None else mech
         qc = q if mech.bound is None else torch.clamp(q, -mech.bound, mech.bound)
         k, n = q.shape[0], q.shape[1]
-        raw = q.detach().reshape(k * n, -1).numpy().astype(np.float64)
+        raw = q.detach().reshape(k * n, -1).cpu().numpy().astype(np.float64)
         rng = self.rngs[sender]
         ev = mech.exchange_event(n)
         rel = release_with(
@@ -672,7 +679,8 @@ class _Exchange:
                 ),
             )
             self.log.q_obs.append(_last_window(obs.reshape(rows, *obs.shape[-3:])))
-        released = torch.as_tensor(np.array(rel.values), dtype=qc.dtype).reshape(k, n, -1)
+        released = torch.as_tensor(np.array(rel.values), dtype=qc.dtype, device=qc.device)
+        released = released.reshape(k, n, -1)
         return qc + (released - qc).detach()
 
     def send_y(self, y: np.ndarray, reward: np.ndarray, bump: np.ndarray) -> np.ndarray:
@@ -709,12 +717,15 @@ def _eps_greedy(q: np.ndarray, eps: float, rng: np.random.Generator) -> np.ndarr
 _IM2COL: dict[tuple[int, int], Any] = {}
 
 
-def _im2col_index(c: int, v: int) -> Any:
+def _im2col_index(c: int, v: int, device: Any = None) -> Any:
     """Gather index (v*v*c*9,) into a zero-padded (c, v+2, v+2) window, flattened: row p of
     the result holds the 3x3 neighbourhood of position p of every channel, in the (c, kh, kw)
-    order of a ``Conv2d`` weight."""
-    key = (c, v)
+    order of a ``Conv2d`` weight (on ``device``; None: the CPU)."""
+    key = (c, v) if device is None or str(device) == "cpu" else (c, v, str(device))
     if key not in _IM2COL:
+        if len(key) == 3:
+            _IM2COL[key] = _im2col_index(c, v).to(device)
+            return _IM2COL[key]
         p = v + 2
         ci, pi, pj, di, dj = np.meshgrid(
             np.arange(c), np.arange(v), np.arange(v), np.arange(3), np.arange(3), indexing="ij"
@@ -736,7 +747,7 @@ def _conv3x3_relu(x: Any, w: Any, b: Any) -> Any:
     torch = _torch()
     k, bsz, c, v = x.shape[0], x.shape[1], x.shape[2], x.shape[3]
     xp = torch.nn.functional.pad(x.reshape(k * bsz, c, v, v), (1, 1, 1, 1))
-    cols = xp.reshape(k * bsz, -1).index_select(1, _im2col_index(c, v))
+    cols = xp.reshape(k * bsz, -1).index_select(1, _im2col_index(c, v, x.device))
     out = torch.baddbmm(b[:, None, :], cols.reshape(k, bsz * v * v, c * 9), w)
     return torch.relu(out).reshape(k, bsz, v * v * w.shape[2])
 
@@ -826,8 +837,10 @@ class _Stacked:
         gens: Sequence[Any],
         forward: Callable[..., Any],
         view: int | None = None,
+        device: Any = None,
     ) -> None:
         torch = _torch()
+        self.device = torch.device("cpu" if device is None else device)
         mods = [make() for _ in gens]
         for m, g in zip(mods, gens, strict=True):
             _init_params(m, g)
@@ -839,7 +852,10 @@ class _Stacked:
         self._shapes = {n: tuple(v.shape) for n, v in params.items()}
         with torch.no_grad():
             params = {n: self.to_internal(n, v) for n, v in params.items()}
-        self.params = {k: v.detach().clone().requires_grad_(True) for k, v in params.items()}
+        # initialised on the CPU from the runs' CPU generators, then moved (same values anywhere)
+        self.params = {
+            k: v.detach().to(self.device).clone().requires_grad_(True) for k, v in params.items()
+        }
         self.target = {k: v.detach().clone() for k, v in self.params.items()}
         self.module = mods[0]  # the architecture (for reference checks)
         self._f = forward
@@ -880,7 +896,7 @@ class _Stacked:
         return {n: self.to_torch(n, v.detach()) for n, v in self.params.items()}
 
     def state(self, k: int) -> dict[str, np.ndarray]:
-        return {n: v[k].numpy().copy() for n, v in self.torch_params().items()}
+        return {n: v[k].cpu().numpy().copy() for n, v in self.torch_params().items()}
 
 
 def _train_runs(
@@ -905,15 +921,20 @@ def _train_runs(
     rng_rep = np.random.default_rng(s_rep)
     h, n = cfg.hist_len, cfg.n_envs
     fed = method == "fedrl"
+    from ldp_audit.training.device import resolve_device
+
+    dev = torch.device(resolve_device(cfg.device))
     if method == "dqn-alpha":
-        nets = {"qa": _Stacked(lambda: _local_q(ALPHA_VIEW, h), gens, _fwd_local_q, ALPHA_VIEW)}
+        nets = {
+            "qa": _Stacked(lambda: _local_q(ALPHA_VIEW, h), gens, _fwd_local_q, ALPHA_VIEW, dev)
+        }
     elif method == "dqn-full":
-        nets = {"qf": _Stacked(lambda: _full_q(h), gens, _fwd_full_q)}
+        nets = {"qf": _Stacked(lambda: _full_q(h), gens, _fwd_full_q, device=dev)}
     else:
         nets = {
-            "qa": _Stacked(lambda: _local_q(ALPHA_VIEW, h), gens, _fwd_local_q, ALPHA_VIEW),
-            "qb": _Stacked(lambda: _local_q(BETA_VIEW, h), gens, _fwd_local_q, BETA_VIEW),
-            "g": _Stacked(_mlp, gens, _fwd_mlp),
+            "qa": _Stacked(lambda: _local_q(ALPHA_VIEW, h), gens, _fwd_local_q, ALPHA_VIEW, dev),
+            "qb": _Stacked(lambda: _local_q(BETA_VIEW, h), gens, _fwd_local_q, BETA_VIEW, dev),
+            "g": _Stacked(_mlp, gens, _fwd_mlp, device=dev),
         }
     opt = torch.optim.Adam(
         [p for m in nets.values() for p in m.params.values()], lr=cfg.lr, fused=True
@@ -934,7 +955,7 @@ def _train_runs(
         return x.reshape(kk, -1, *x.shape[1:])
 
     def q_values(sa: np.ndarray, sb: np.ndarray, *, kind: int, maps_idx: np.ndarray) -> Any:
-        ta, tb = torch.as_tensor(shape(sa)), torch.as_tensor(shape(sb))
+        ta, tb = torch.as_tensor(shape(sa), device=dev), torch.as_tensor(shape(sb), device=dev)
         if method == "dqn-alpha":
             return nets["qa"](ta)
         if method == "dqn-full":
@@ -967,7 +988,7 @@ def _train_runs(
         eps = cfg.eps_start + (cfg.eps_end - cfg.eps_start) * min(1.0, it / cfg.eps_decay)
         with torch.inference_mode():
             q = q_values(sa, sb, kind=KIND_ACT, maps_idx=env.map_index.copy())
-        act = _eps_greedy(q.numpy(), eps, rng_act).reshape(-1)
+        act = _eps_greedy(q.cpu().numpy(), eps, rng_act).reshape(-1)
         r, done, met, _ = env.step(act)
         sa2, sb2 = env.observe()
         bumps = env.last_bumps.sum(1)
@@ -1049,21 +1070,22 @@ def _update(
     def g(name: str) -> np.ndarray:
         return np.stack([getattr(rep, name)[jj] for rep, jj in zip(reps, j, strict=True)])
 
+    dev = next(iter(nets.values())).device
     sa_np, sb_np, sa2_np, sb2_np = g("sa"), g("sb"), g("sa2"), g("sb2")
-    sa, sb = torch.as_tensor(sa_np), torch.as_tensor(sb_np)
-    sa2, sb2 = torch.as_tensor(sa2_np), torch.as_tensor(sb2_np)
-    a = torch.as_tensor(g("a"))
+    sa, sb = torch.as_tensor(sa_np, device=dev), torch.as_tensor(sb_np, device=dev)
+    sa2, sb2 = torch.as_tensor(sa2_np, device=dev), torch.as_tensor(sb2_np, device=dev)
+    a = torch.as_tensor(g("a"), device=dev)
     r = g("r").astype(np.float64)
     notdone = 1.0 - g("d").astype(np.float64)
     if method == "dqn-alpha":
         with torch.inference_mode():
-            nxt = nets["qa"].tgt(sa2).max(dim=-1).values.double().numpy()
-        y = torch.as_tensor(r + cfg.gamma * notdone * nxt, dtype=torch.float32)
+            nxt = nets["qa"].tgt(sa2).max(dim=-1).values.double().cpu().numpy()
+        y = torch.as_tensor(r + cfg.gamma * notdone * nxt, dtype=torch.float32, device=dev)
         q = nets["qa"](sa)
     elif method == "dqn-full":
         with torch.inference_mode():
-            nxt = nets["qf"].tgt(sa2, sb2).max(dim=-1).values.double().numpy()
-        y = torch.as_tensor(r + cfg.gamma * notdone * nxt, dtype=torch.float32)
+            nxt = nets["qf"].tgt(sa2, sb2).max(dim=-1).values.double().cpu().numpy()
+        y = torch.as_tensor(r + cfg.gamma * notdone * nxt, dtype=torch.float32, device=dev)
         q = nets["qf"](sa, sb)
     else:
         # beta -> alpha: C_beta(s_j) and C'_beta(s'_j) (beta's target network)
@@ -1074,15 +1096,15 @@ def _update(
             qa2 = nets["qa"].tgt(sa2)
             k, b = qa2.shape[0], qa2.shape[1]
             qa2n = ex.mech.privatize(
-                qa2.reshape(k * b, -1).numpy().astype(np.float64), ex.rngs["alpha"]
+                qa2.reshape(k * b, -1).cpu().numpy().astype(np.float64), ex.rngs["alpha"]
             )
-            qa2 = torch.as_tensor(qa2n, dtype=torch.float32).reshape(k, b, -1)
+            qa2 = torch.as_tensor(qa2n, dtype=torch.float32, device=dev).reshape(k, b, -1)
             nxt = nets["g"].tgt(torch.cat([qa2, cb2], dim=-1)).max(dim=-1).values
-            nxt = nxt.double().numpy()
+            nxt = nxt.double().cpu().numpy()
         y_clean = r + cfg.gamma * notdone * nxt
         # alpha -> beta: C_alpha(s_j) and Y; the MLP sees released values only
         ca = ex.send("alpha", nets["qa"](sa), sa_np, KIND_BATCH)
-        y = torch.as_tensor(ex.send_y(y_clean, r, g("bump")), dtype=torch.float32)
+        y = torch.as_tensor(ex.send_y(y_clean, r, g("bump")), dtype=torch.float32, device=dev)
         q = nets["g"](torch.cat([ca, cb], dim=-1))
     taken = q.gather(-1, a[..., None]).squeeze(-1)
     loss = ((taken - y) ** 2).mean(dim=1).sum()
@@ -1125,8 +1147,10 @@ def _evaluate(
         )
         ex.step = -1
 
+    dev = next(iter(nets.values())).device
+
     def shape(x: np.ndarray) -> Any:
-        return torch.as_tensor(x.reshape(kk, nt, *x.shape[1:]))
+        return torch.as_tensor(x.reshape(kk, nt, *x.shape[1:]), device=dev)
 
     for _t in range(cfg.episode_limit):
         if env.done.all():
@@ -1145,7 +1169,7 @@ def _evaluate(
                     "beta", nets["qb"](shape(sb)), sb, kind, mech=mech, suffix=suffix, map_index=mi
                 )
                 q = nets["g"](torch.cat([ca, cb], dim=-1))
-        r, _done, met, active = env.step(q.numpy().reshape(kk * nt, -1).argmax(axis=1))
+        r, _done, met, active = env.step(q.cpu().numpy().reshape(kk * nt, -1).argmax(axis=1))
         ret += r
         steps += active
         met_all |= met
@@ -1207,7 +1231,9 @@ def run_fedrl(
         raise InvalidParameterError(f"threads must be an integer >= 1 (or None), got {threads!r}")
     from ldp_audit.accountant import Accountant
     from ldp_audit.release import Transcript
+    from ldp_audit.training.device import resolve_device
 
+    resolve_device(cfg.device)  # "cuda" without CUDA: refused before any work
     if maps is None:
         maps = generate_maps(
             cfg.size, cfg.n_maps, density=cfg.density, seed=cfg.map_seed, t_max=cfg.t_max
@@ -1341,6 +1367,9 @@ def train_fedrl(
         raise InvalidParameterError(
             "mode 'resume' is not supported by fedrl (a run is short): start a new run"
         )
+    from ldp_audit.training.device import resolve_device
+
+    device = resolve_device(cfg.device)  # "cuda" without CUDA: refused before any file
     w = RunWriter(
         out,
         algorithm="fedrl",
@@ -1348,7 +1377,7 @@ def train_fedrl(
         seed=int(seed),
         mechanism=cfg.output_mechanism().to_config(),
         mode=mode,
-        extra={"target_mechanism": cfg.target_mechanism().to_config()},
+        extra={"target_mechanism": cfg.target_mechanism().to_config(), "device": device},
     )
     ledger = w.open_ledger()
     acc = Accountant(ledger, run_id=str(Path(out).name))
@@ -1365,6 +1394,7 @@ def train_fedrl(
         )
         state.update(res)
         metrics = _metrics(cfg, res["results"])
+        metrics["device"] = device
         metrics["privacy"] = privacy_table(cfg, acc, range(cfg.runs))
         tr, sec = _log_arrays(res["log"])
         if tr:

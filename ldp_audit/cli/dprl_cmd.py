@@ -149,6 +149,13 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
         help="DP-SGD per-sample clipping: Opacus per-sample gradients, or ghost clipping "
         "(norms only); auto = ghost for DQN, materialize for REINFORCE",
     )
+    p.add_argument(
+        "--device",
+        choices=("cpu", "cuda", "auto"),
+        default="cpu",
+        help="torch device of the network (auto: cuda if available); random draws stay on the "
+        "CPU, so cpu results do not change",
+    )
     p.add_argument("--seed", type=int_at_least("--seed", 0), default=0, help="master seed")
     p.add_argument(
         "--out",
@@ -212,6 +219,7 @@ def _config(args: argparse.Namespace) -> Any:
         num_envs=args.num_envs,
         hidden=args.hidden,
         per_sample=args.per_sample,
+        device=args.device,
     )
 
 
@@ -222,6 +230,9 @@ def _train(args: argparse.Namespace) -> int:
     out = args.out if args.out is not None else timestamped_dir("runs/dprl")
     check_out_for_mode(out, mode)  # before any work
     cfg = _config(args)  # validated: errors name the parameter, before any episode
+    from ldp_audit.training.device import resolve_device
+
+    resolve_device(cfg.device, "--device")  # cuda without CUDA: exit 2 before any work
     from ldp_audit.training.dprl import train
 
     t0 = time.perf_counter()

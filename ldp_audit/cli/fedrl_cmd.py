@@ -168,6 +168,13 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
         help="torch threads while training (one is fastest on a small shared machine)",
     )
     t.add_argument(
+        "--device",
+        choices=("cpu", "cuda", "auto"),
+        default="cpu",
+        help="torch device of the networks (auto: cuda if available); random draws stay on "
+        "the CPU, so cpu results do not change",
+    )
+    t.add_argument(
         "--out", default=None, help="run directory (default: a new runs/fedrl-<timestamp>)"
     )
     add_run_mode_arguments(t)
@@ -342,7 +349,11 @@ def _train(args: argparse.Namespace) -> int:
         eval_maps=args.eval_maps,
         methods=tuple(dict.fromkeys(args.methods)),
         runs=args.runs,
+        device=args.device,
     )
+    from ldp_audit.training.device import resolve_device
+
+    resolve_device(cfg.device, "--device")  # cuda without CUDA: exit 2 before any work
     check_out_for_mode(args.out, mode)
     out = args.out if args.out is not None else timestamped_dir("runs/fedrl")
     from ldp_audit.rundir import to_jsonable

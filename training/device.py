@@ -1,0 +1,54 @@
+"""Which torch device a trainer runs on: ``"cpu"``, ``"cuda"`` or ``"auto"``.
+
+The torch trainers (:mod:`ldp_audit.training.fedrl`, :mod:`ldp_audit.training.dprl`) take a
+``device`` in their config. Every random draw stays where it is on the CPU (numpy generators,
+CPU ``torch.Generator``; a draw the device needs is made on the CPU and moved), so a run's
+random streams do not depend on the device: on the CPU results are bit for bit those of the
+trainers before the option existed, and on a GPU they differ only by float32 rounding.
+
+``"auto"`` is ``"cuda"`` when ``torch.cuda.is_available()`` and ``"cpu"`` otherwise;
+``"cuda"`` without a usable CUDA device is refused with
+:class:`~ldp_audit.errors.InvalidParameterError` before any work.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ldp_audit.errors import InvalidParameterError
+
+__all__ = ["DEVICES", "check_device", "resolve_device"]
+
+#: accepted values of a trainer's ``device``
+DEVICES = ("cpu", "cuda", "auto")
+
+
+def check_device(value: Any, name: str = "device") -> str:
+    """``value`` if it is one of :data:`DEVICES` (a str), else InvalidParameterError."""
+    if not isinstance(value, str) or value not in DEVICES:
+        raise InvalidParameterError(f"{name} must be one of {', '.join(DEVICES)}; got {value!r}")
+    return value
+
+
+def resolve_device(value: Any, name: str = "device") -> str:
+    """The device to run on, ``"cpu"`` or ``"cuda"`` (``"auto"`` resolved).
+
+    Raises:
+        InvalidParameterError: ``value`` is not in :data:`DEVICES`, or it is ``"cuda"`` and torch
+            has no usable CUDA device (the message says which torch build was found).
+    """
+    check_device(value, name)
+    if value == "cpu":
+        return "cpu"
+    import torch
+
+    ok = bool(torch.cuda.is_available())
+    if value == "auto":
+        return "cuda" if ok else "cpu"
+    if not ok:
+        raise InvalidParameterError(
+            f"{name} 'cuda' needs a CUDA device, but torch {torch.__version__} (CUDA build: "
+            f"{torch.version.cuda or 'none'}) sees none (torch.cuda.is_available() is False); "
+            f"use {name} 'cpu' or 'auto'"
+        )
+    return "cuda"
