@@ -114,6 +114,13 @@ def register(subparsers: Any) -> None:
         default=200,
         help="agents attacked in --run-dir",
     )
+    for action in d._actions:  # on a run directory, the run system's attack's own default
+        if action.dest == "shadow":
+            action.default = None
+            action.help = (
+                "shadow episodes per candidate (default 1000; with --run-dir the default of "
+                "the run's system's attack)"
+            )
     d.add_argument(
         "--continuous",
         action="store_true",
@@ -166,12 +173,16 @@ def register(subparsers: Any) -> None:
     _check_sweep_types(s)
     s.set_defaults(func=_sweep)
 
-    from ldp_audit.cli.train_cmd import iter_system_cli_modules
+    # the registered systems (ldp_audit.systems): their own attack subcommands (attack_cli),
+    # then `attack NAME --run-dir RUN` for every other attack a system declares
+    from ldp_audit import systems
+    from ldp_audit.cli.system_cmd import register_attacks
 
-    for mod in iter_system_cli_modules():
-        if hasattr(mod, "register_attack"):
-            mod.register_attack(sub)
-        _RUN_SCORERS.update(getattr(mod, "RUN_SCORERS", {}))
+    for system in systems.systems():
+        hook = getattr(system, "attack_cli", None)
+        if hook is not None:
+            systems.call(hook, f"system {system.name!r} attack_cli")(sub)
+    register_attacks(sub, set(sub.choices))
 
 
 def _mechanism(args: argparse.Namespace) -> Any:
@@ -314,34 +325,27 @@ def _dynamics(args: argparse.Namespace) -> int:
                 f"{target} already exists; write this result elsewhere with --out FILE, or "
                 f"pass --overwrite to replace it"
             )
-        from ldp_audit.rundir import read_config
+        # the run's system's "dynamics" attack (ldp_audit.systems); a run whose system has none
+        # gets a message naming its system and the commands that fit it
+        from ldp_audit.cli.system_cmd import run_dir_scorer
 
-        if read_config(args.run_dir).get("algorithm") == "frd":
-            # FRD uploads proxy memories, not gradients: its shadow-training attack (the
-            # --shadow default of the gradient attack means something else there)
-            from ldp_audit.attacks import frd as F
-
-            res = F.run(
-                args.run_dir,
-                max_groups=args.max_groups,
-                seed=args.seed,
-                confidence=args.confidence,
-                progress=sys.stderr.isatty(),
-            )
-        else:
-            pred = D.attack_run_dir(
-                args.run_dir,
-                n_shadow=args.shadow,
-                max_groups=args.max_groups,
-                seed=args.seed,
-                progress=sys.stderr.isatty(),
-            )
-            res = D.score_run_dir(args.run_dir, pred, confidence=args.confidence)
+        _, scorer = run_dir_scorer(args.run_dir, "dynamics", "attack dynamics --run-dir")
+        opts = {} if args.shadow is None else {"n_shadow": args.shadow}
+        res = scorer(
+            args.run_dir,
+            seed=args.seed,
+            confidence=args.confidence,
+            progress=sys.stderr.isatty(),
+            max_groups=args.max_groups,
+            **opts,
+        )
         # docs/interfaces.md: RUN_DIR/attack_dynamics.json is the run's one named artefact for
         # this attack; with --out the result goes there and the run is left untouched
         if not args.out:
             write_artifact(args.run_dir, "attack_dynamics.json", res.to_dict(), overwrite=True)
         return _emit(args, res)
+    if args.shadow is None:
+        args.shadow = 1000
     mech = _mechanism(args)  # validated before any work
     _check_composed(args, mech)
     rng = np.random.default_rng(args.seed)
@@ -423,29 +427,12 @@ def _membership(args: argparse.Namespace) -> int:
 
 def _membership_of_run(args: argparse.Namespace) -> int:
     """Score the canaries planted at training time in an existing run (read only)."""
-    from ldp_audit.errors import RunDirectoryError
-    from ldp_audit.rundir import is_run_dir, read_config
+    from ldp_audit.cli.system_cmd import run_dir_scorer
 
-    if not is_run_dir(args.run_dir):
-        raise RunDirectoryError(f"--run-dir {args.run_dir!r} is not a run directory")
-    algo = read_config(args.run_dir)["algorithm"]
-    scorer = _RUN_SCORERS.get(algo)
-    if scorer is None:
-        raise RunDirectoryError(
-            f"--run-dir {args.run_dir!r} is a {algo!r} run; one-run membership scoring of an "
-            f"existing run is available for {sorted(_RUN_SCORERS) or 'no algorithm yet'} "
-            f"(without --run-dir, this command trains its own canary run)"
-        )
-    import importlib
-
-    mod, fn = scorer.split(":")
-    res = getattr(importlib.import_module(mod), fn)(args)
+    # the run's system's "membership" attack (ldp_audit.systems), e.g. dprl's one-run audit
+    _, scorer = run_dir_scorer(args.run_dir, "membership", "attack membership --run-dir")
+    res = scorer(args.run_dir, seed=args.seed, confidence=args.confidence)
     return _emit(args, res)
-
-
-#: algorithm -> "module:function(args) -> AttackResult" scoring canaries of an existing run.
-#: Trainers that plant canaries at training time register here.
-_RUN_SCORERS: dict[str, str] = {}
 
 
 def _sweep_thetas(text: str) -> str:

@@ -156,8 +156,9 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--mechanism",
-        required=True,
-        help=f"one of {', '.join(BUILTIN)}, or MODULE:ATTR (object, class or factory)",
+        default=None,
+        help=f"one of {', '.join(BUILTIN)}, or MODULE:ATTR (object, class or factory); "
+        "required unless --run-dir",
     )
     sup = argparse.SUPPRESS
     p.add_argument(
@@ -282,6 +283,17 @@ def register(subparsers: Any) -> None:
         "--exact",
         action="store_true",
         help="also print the white-box exact epsilon for the pairs (built-ins)",
+    )
+    p.add_argument(
+        "--run-dir",
+        default=None,
+        metavar="RUN",
+        help="audit the mechanism(s) this run released through (from its config.json and "
+        "its system's audit targets); writes RUN/audit.json. Takes --samples, --confidence, "
+        "--seed, --overwrite and --json",
+    )
+    p.add_argument(
+        "--overwrite", action="store_true", help="--run-dir: replace the run's earlier audit.json"
     )
     p.add_argument("--json", action="store_true", help="print the AuditResult as JSON")
     p.set_defaults(func=run)
@@ -475,6 +487,14 @@ def _scalar_mechanism(args: argparse.Namespace, given: set[str]) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     """Run the audit; print the summary (or JSON); return 1 on a violation, else 0."""
+    if args.run_dir is not None:
+        return _run_dir(args)
+    if args.mechanism is None:
+        raise InvalidParameterError(
+            "--mechanism is required (or --run-dir RUN to audit what a run released through)"
+        )
+    if args.overwrite:
+        raise InvalidParameterError("--overwrite applies to --run-dir (the run's audit.json)")
     mechanism = build_mechanism(args)
     pairs = _user_pairs(args.pairs) if args.pairs else None
     from ldp_audit.audit import (
@@ -531,3 +551,27 @@ def run(args: argparse.Namespace) -> int:
         if exact is not None:
             print(f"exact epsilon (white-box, these pairs): {exact:.6g}")
     return 1 if result.violation else 0
+
+
+def _run_dir(args: argparse.Namespace) -> int:
+    """``audit --run-dir RUN`` (ldp_audit.cli.system_cmd.audit_run_dir), mechanism options
+    refused: the run's config says what was released."""
+    extra = sorted(_OPTION[k] for k in _given(args))
+    for flag, used in (
+        ("--mechanism", args.mechanism is not None),
+        ("--pairs", args.pairs is not None),
+        ("--dim", args.dim is not None),
+        ("--scalar", args.scalar),
+        ("--exact", args.exact),
+    ):
+        if used:
+            extra.append(flag)
+    if extra:
+        raise InvalidParameterError(
+            f"{', '.join(sorted(extra))} cannot be used with --run-dir: the run's config says "
+            "which mechanisms it released through (--run-dir takes --samples, --confidence, "
+            "--seed, --overwrite and --json)"
+        )
+    from ldp_audit.cli.system_cmd import audit_run_dir
+
+    return audit_run_dir(args)

@@ -105,6 +105,17 @@ def register(subparsers: Any) -> None:
     )
     tsub = train.add_subparsers(dest="algorithm", metavar="ALGORITHM")
     tsub.required = True
+    rep = subparsers.add_parser("reproduce", help="reproduce a paper's tables and figures")
+    rsub = rep.add_subparsers(dest="target", metavar="TARGET")
+    rsub.required = True
+    # every registered system (ldp_audit.systems): its own CLI hook, or the generic one
+    from ldp_audit.cli.system_cmd import register_systems
+
+    register_systems(tsub, rsub)
+
+
+def register_pgc(tsub: Any, rsub: Any) -> None:
+    """``train pgc-a3c`` and ``reproduce pgc-a3c``: the pgc-a3c system's CLI hook."""
     p = tsub.add_parser(
         "pgc-a3c",
         help="PGC-A3C (Ono & Takahashi 2020) on CartPole with private gravity",
@@ -143,9 +154,6 @@ def register(subparsers: Any) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.set_defaults(func=_train_pgc)
 
-    rep = subparsers.add_parser("reproduce", help="reproduce a paper's tables and figures")
-    rsub = rep.add_subparsers(dest="target", metavar="TARGET")
-    rsub.required = True
     r = rsub.add_parser(
         "pgc-a3c",
         help="Tables 1-3 and Figures 2-3 of Ono & Takahashi (2020)",
@@ -228,26 +236,24 @@ def register(subparsers: Any) -> None:
     r.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     r.set_defaults(func=_reproduce_pgc)
 
-    # the other systems: ldp_audit/cli/<name>_cmd.py with register(train_subparsers,
-    # reproduce_subparsers) (and optionally register_attack(attack_subparsers), RUN_SCORERS)
-    for mod in iter_system_cli_modules():
-        mod.register(tsub, rsub)
 
+def __getattr__(name: str) -> Any:
+    # SYSTEM_CLI_MODULES: the modules of the registered systems' own CLIs (SystemSpec.cli),
+    # read from ldp_audit.systems when asked (kept for callers of the old constant)
+    if name == "SYSTEM_CLI_MODULES":
+        from ldp_audit.cli.system_cmd import system_cli_modules
 
-#: CLI modules of the other systems (DP-SGD RL, FedRL, FRD), each optional until it lands.
-SYSTEM_CLI_MODULES = ("ldp_audit.cli.dprl_cmd", "ldp_audit.cli.fedrl_cmd", "ldp_audit.cli.frd_cmd")
+        return system_cli_modules()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def iter_system_cli_modules() -> list[Any]:
-    """The system CLI modules present in this installation (imported; they must stay light)."""
+    """The registered systems' own CLI modules, imported (they must stay light)."""
     import importlib
-    import importlib.util
 
-    out = []
-    for name in SYSTEM_CLI_MODULES:
-        if importlib.util.find_spec(name) is not None:
-            out.append(importlib.import_module(name))
-    return out
+    from ldp_audit.cli.system_cmd import system_cli_modules
+
+    return [importlib.import_module(m) for m in dict.fromkeys(system_cli_modules())]
 
 
 def _train_pgc(args: argparse.Namespace) -> int:

@@ -1,0 +1,353 @@
+"""The CLI of the system registry (:mod:`ldp_audit.systems`).
+
+- :func:`register_systems` adds every registered system's ``train`` / ``reproduce``
+  subcommands: its own (``SystemSpec.cli``) or, for a system without one, the generic
+  ``ldp-audit train NAME --out RUN [--seed S] [--set KEY=VALUE ...]`` built from its config
+  class (each ``KEY`` a field, each ``VALUE`` read as a JSON literal; the config validates it).
+- :func:`register_attacks` adds ``ldp-audit attack NAME --run-dir RUN`` for every attack a
+  registered system declares that has no subcommand of its own yet.
+- :func:`audit_run_dir` is ``ldp-audit audit --run-dir RUN``: the mechanisms the run released
+  through (``System.audit_targets``), audited, written to the run's ``audit.json``.
+
+A plug-in that fails to load, or whose CLI hook raises, is left out with one warning line on
+stderr: the rest of the command line works.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from ldp_audit.errors import InvalidParameterError, LdpAuditError, RunDirectoryError
+
+_WARNED: set[str] = set()
+
+
+def _warn(key: str, text: str) -> None:
+    if key not in _WARNED:
+        _WARNED.add(key)
+        print(f"ldp-audit: warning: {text}", file=sys.stderr)
+
+
+def _warn_broken() -> None:
+    from ldp_audit import systems
+
+    for name, why in systems.broken().items():
+        _warn(f"broken:{name}", f"system plug-in {name!r} is unavailable: {why}")
+
+
+def register_systems(train_subparsers: Any, reproduce_subparsers: Any) -> None:
+    """Every registered system's ``train`` (and ``reproduce``) subcommands."""
+    from ldp_audit import systems
+
+    _warn_broken()
+    for s in systems.systems():
+        cli = getattr(s, "cli", None)
+        try:
+            if cli is not None:
+                systems.call(cli, f"system {s.name!r} cli")(train_subparsers, reproduce_subparsers)
+            else:
+                _register_generic_train(train_subparsers, reproduce_subparsers, s)
+        except Exception as exc:  # noqa: BLE001 - a plug-in's hook: one warning, never a crash
+            _warn(
+                f"cli:{s.name}",
+                f"system {s.name!r}: its commands are unavailable: {type(exc).__name__}: {exc}",
+            )
+
+
+def system_cli_modules() -> tuple[str, ...]:
+    """The modules of the systems' own CLIs (``SystemSpec.cli``), in registry order."""
+    from ldp_audit import systems
+
+    return tuple(
+        s.cli.partition(":")[0] for s in systems.systems() if getattr(s, "cli", None) is not None
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# Generic train / reproduce
+# ----------------------------------------------------------------------------------------------
+
+
+def _set_item(text: str) -> tuple[str, Any]:
+    key, sep, raw = text.partition("=")
+    if not sep or not key.isidentifier():
+        raise argparse.ArgumentTypeError(f"--set must be KEY=VALUE, got {text!r}")
+    try:
+        value = json.loads(raw, parse_constant=lambda c: _no_constant(c, text))
+    except json.JSONDecodeError:
+        value = raw  # a bare word is a string; the config checks its type
+    return key, value
+
+
+def _no_constant(c: str, text: str) -> Any:
+    raise argparse.ArgumentTypeError(
+        f'--set {text!r}: {c} is not a value (write an infinite epsilon as "inf" if the '
+        "config accepts it)"
+    )
+
+
+def _fields_help(cls: type) -> str:
+    if not dataclasses.is_dataclass(cls):
+        return ""
+    names = [f.name for f in dataclasses.fields(cls) if f.init]
+    return "config fields: " + ", ".join(names)
+
+
+def _register_generic_train(tsub: Any, rsub: Any, s: Any) -> None:
+    summary = getattr(s, "summary", "") or f"the {s.name} system"
+    p = tsub.add_parser(
+        s.name,
+        help=summary,
+        description=f"Train one run of {summary} (a registered system without its own "
+        "subcommand: its config's fields are set with --set KEY=VALUE, VALUE read as JSON).",
+    )
+    from ldp_audit.cli._types import add_run_mode_arguments, int_at_least
+
+    p.add_argument(
+        "--set",
+        type=_set_item,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help=_fields_help(s.config_class) if _light_config(s) else "a config field",
+    )
+    p.add_argument("--seed", type=int_at_least("--seed", 0), default=0)
+    p.add_argument("--out", default=None, metavar="RUN_DIR", help="write a run directory here")
+    add_run_mode_arguments(p)
+    p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    p.set_defaults(func=_generic_train, system_name=s.name)
+    if getattr(s, "reproduce", None):
+        r = rsub.add_parser(s.name, help=f"reproduce {summary}")
+        r.add_argument("--out", required=True, help="report folder (new or empty)")
+        r.add_argument("--overwrite", action="store_true", help="replace an earlier report")
+        r.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+        r.set_defaults(func=_generic_reproduce, system_name=s.name)
+
+
+def _light_config(s: Any) -> bool:
+    """Whether the config class is importable now without surprises (the help lists fields)."""
+    try:
+        return isinstance(s.config_class, type)
+    except LdpAuditError:
+        return False
+
+
+def _generic_train(args: argparse.Namespace) -> int:
+    from ldp_audit import systems
+    from ldp_audit.cli._types import check_out_for_mode, run_mode, show_progress
+    from ldp_audit.rundir import to_jsonable
+
+    s = systems.get(args.system_name)
+    kw: dict[str, Any] = {}
+    for key, value in args.set:
+        if key in kw:
+            raise InvalidParameterError(f"--set {key} is given twice")
+        kw[key] = value
+    cls = s.config_class
+    if dataclasses.is_dataclass(cls):
+        known = {f.name for f in dataclasses.fields(cls) if f.init}
+        bad = sorted(set(kw) - known)
+        if bad:
+            raise InvalidParameterError(
+                f"--set {bad[0]}: {s.name} has no config field {bad[0]!r} ({_fields_help(cls)})"
+            )
+    cfg = s.config_from_dict(kw)  # validated by the config itself, before any work
+    mode = run_mode(args)
+    check_out_for_mode(args.out, mode)
+    res = s.train(
+        cfg, seed=args.seed, run_dir=args.out, progress=show_progress(args), run_mode=mode
+    )
+    doc = {
+        "algorithm": s.name,
+        "seed": res.seed,
+        "seconds": res.seconds,
+        "run_dir": str(res.run_dir) if res.run_dir is not None else None,
+        "privacy": res.privacy,
+        "metrics": res.metrics,
+    }
+    if args.json:
+        print(json.dumps(to_jsonable(doc), indent=1, allow_nan=False))
+        return 0
+    print(f"train {s.name}: seed {res.seed}, {res.seconds:.1f} s")
+    if res.run_dir is not None:
+        print(f"  run directory: {res.run_dir}")
+    print(f"  privacy: {json.dumps(to_jsonable(res.privacy), allow_nan=False)}")
+    return 0
+
+
+def _generic_reproduce(args: argparse.Namespace) -> int:
+    from ldp_audit import systems
+    from ldp_audit.cli._types import show_progress
+    from ldp_audit.rundir import check_report_dir
+
+    s = systems.get(args.system_name)
+    check_report_dir(args.out, overwrite=args.overwrite)
+    fn = systems.call(s.reproduce, f"system {s.name!r} reproduce")
+    paths = fn(out=args.out, overwrite=args.overwrite, progress=show_progress(args))
+    print(f"reproduce {s.name}: wrote")
+    for p in paths or ():
+        print(f"  {p}")
+    return 0
+
+
+# ----------------------------------------------------------------------------------------------
+# Generic attacks on a run directory
+# ----------------------------------------------------------------------------------------------
+
+
+def register_attacks(attack_subparsers: Any, taken: set[str]) -> None:
+    """``attack NAME --run-dir RUN`` for every registered attack without a subcommand yet."""
+    from ldp_audit import systems
+    from ldp_audit.cli._types import confidence, int_at_least
+
+    _warn_broken()
+    owners: dict[str, list[str]] = {}
+    for s in systems.systems():
+        for name in s.attacks:
+            owners.setdefault(name, []).append(s.name)
+    for name, who in owners.items():
+        if name in taken:
+            continue
+        if not name.replace("-", "").replace("_", "").isalnum():
+            _warn(f"attack:{name}", f"attack name {name!r} of {who} is not a CLI word; skipped")
+            continue
+        a = attack_subparsers.add_parser(
+            name,
+            help=f"attack a run directory ({', '.join(who)} runs)",
+            description=f"The {name!r} attack of the {', '.join(who)} system(s) on a run "
+            "directory: writes RUN_DIR/attack_<name>.json (or --out FILE). Exit 1 when the "
+            "attack beats the guarantee beyond its confidence interval.",
+        )
+        a.add_argument("--run-dir", required=True, help="the run directory to attack")
+        a.add_argument("--seed", type=int_at_least("--seed", 0), default=0)
+        a.add_argument("--confidence", type=confidence(), default=0.95)
+        a.add_argument("--out", default=None, help="write the result JSON here instead")
+        a.add_argument("--overwrite", action="store_true", help="replace an earlier result")
+        a.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+        a.set_defaults(func=_generic_attack, attack_name=name)
+        taken.add(name)
+
+
+def run_dir_scorer(run_dir: str, attack: str, command: str) -> tuple[Any, Any]:
+    """(RunDir, scorer) of ``attack`` for the run's system; a clear error naming the run's
+    system and the commands that fit it when the system has no such attack."""
+    from ldp_audit import systems
+    from ldp_audit.rundir import RunDir
+
+    rd = RunDir(run_dir)
+    s = rd.system
+    ref = s.attacks.get(attack)
+    if ref is None:
+        have = [x.name for x in systems.systems() if attack in x.attacks]
+        raise RunDirectoryError(
+            f"--run-dir {run_dir!r} is a {s.name!r} run; `{command}` attacks "
+            f"{', '.join(have) or 'no system'} runs. The commands that fit this run: "
+            + "; ".join(rd.commands())
+        )
+    return rd, systems.call(ref, f"system {s.name!r} attack {attack!r}")
+
+
+def _artifact_name(attack: str) -> str:
+    return f"attack_{attack.replace('-', '_').lower()}.json"
+
+
+def _generic_attack(args: argparse.Namespace) -> int:
+    from ldp_audit.cli._types import check_not_inside_run, show_progress
+    from ldp_audit.rundir import check_new_file, to_jsonable, write_artifact
+
+    name = args.attack_name
+    rd, scorer = run_dir_scorer(args.run_dir, name, f"attack {name}")
+    target = rd.path / _artifact_name(name)
+    if args.out:
+        check_not_inside_run(args.out, "--out")
+        check_new_file(args.out, name="--out", overwrite=args.overwrite)
+    elif target.exists() and not args.overwrite:
+        raise RunDirectoryError(
+            f"{target} already exists; write elsewhere with --out FILE or pass --overwrite"
+        )
+    res = scorer(rd.path, seed=args.seed, confidence=args.confidence, progress=show_progress(args))
+    d = to_jsonable(res.to_dict())
+    if args.out:
+        Path(args.out).write_text(json.dumps(d, indent=1, allow_nan=False))
+    else:
+        write_artifact(rd.path, target.name, d, overwrite=args.overwrite)
+    if args.json:
+        print(json.dumps(d, indent=1, allow_nan=False))
+    else:
+        print(res.summary())
+    return 1 if res.violation else 0
+
+
+# ----------------------------------------------------------------------------------------------
+# audit --run-dir
+# ----------------------------------------------------------------------------------------------
+
+
+def audit_run_dir(args: argparse.Namespace) -> int:
+    """``ldp-audit audit --run-dir RUN``: audit each mechanism the run released through.
+
+    Exit 0: no violation found (which proves nothing more); 1: a violation; 2: nothing the
+    one-shot auditor can audit (the message says why), or bad input.
+    """
+    from ldp_audit.audit import audit
+    from ldp_audit.cli._types import show_progress
+    from ldp_audit.rundir import RunDir, to_jsonable, write_artifact
+
+    rd = RunDir(args.run_dir)
+    target_file = rd.path / "audit.json"
+    if target_file.exists() and not args.overwrite:
+        raise RunDirectoryError(
+            f"{target_file} already exists; pass --overwrite to replace it (a run's named "
+            "artefact is never silently replaced)"
+        )
+    targets = rd.system.audit_targets(rd.train_config)  # may refuse, with the reason
+    todo, skipped = [], []
+    for t in targets:
+        eps = getattr(t.mechanism, "epsilon", None)
+        if not isinstance(eps, (int, float)) or not math.isfinite(float(eps)):
+            why = getattr(t.mechanism, "why_infinite", lambda: None)() or "no finite claim"
+            skipped.append(f"{t.name}: epsilon is inf ({why}): nothing to refute")
+        else:
+            todo.append(t)
+    if not todo:
+        what = "; ".join(skipped) if skipped else "it released through no mechanism"
+        raise InvalidParameterError(
+            f"--run-dir {args.run_dir!r} is a {rd.algorithm!r} run with nothing to audit: {what}"
+        )
+    entries, violation = [], False
+    for t in todo:
+        opts = dict(t.options)
+        pairs = opts.pop("pairs", None)
+        res = audit(
+            t.mechanism,
+            pairs,
+            samples=args.samples,
+            confidence=args.confidence,
+            rng=args.seed,
+            progress=show_progress(args),
+            **opts,
+        )
+        d = res.to_dict()
+        d["target"] = t.name
+        d["system"] = rd.algorithm
+        entries.append(d)
+        violation = violation or bool(res.violation)
+        if not args.json:
+            print(f"[{t.name}] {res.summary()}")
+    for line in skipped:
+        if not args.json:
+            print(f"[not audited] {line}")
+    path = write_artifact(rd.path, "audit.json", to_jsonable(entries), overwrite=args.overwrite)
+    if args.json:
+        out = {"run_dir": str(rd.path), "audits": entries, "not_audited": skipped}
+        print(json.dumps(to_jsonable(out), indent=1, allow_nan=False))
+    else:
+        print(f"wrote {path}")
+    return 1 if violation else 0

@@ -1,0 +1,261 @@
+"""The System contract (ldp_audit.systems), across every registered system.
+
+For each shipped system a tiny run must: write a run directory that :class:`RunDir` reads
+(transcript checked against the system's schema, manifest verified), whose transcript rows imply
+exactly the ledger's charges (same agents, same count per agent), and whose report builds with
+the system's sections and no error box. A fifth, toy system (tests/toy_system.py) registered
+through the ``ldp_audit.systems`` entry point group gets train / attack / audit / report from the
+generic CLI. Tiny configs are those of the systems' own tests; the torch-based trainers (dprl,
+fedrl; 4-9 s each on the shared 2-core machine, most of it importing torch and Opacus) are
+marked slow.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ldp_audit import systems
+from ldp_audit.cli import main
+from ldp_audit.errors import InvalidParameterError, RunDirectoryError, UserCodeError
+from ldp_audit.rundir import RunDir
+
+SHIPPED = ("pgc-a3c", "dprl", "fedrl", "frd")
+
+
+def _tiny(name: str) -> list[tuple[str, dict]]:
+    """(label, config dict) tiny runs per system (the configs of the systems' own tests)."""
+    if name == "pgc-a3c":
+        return [("laplace", {"mechanism": "laplace", "epsilon": 1.0, "trials": 2,
+                             "max_submissions": 30})]  # fmt: skip
+    if name == "dprl":
+        base = {"algo": "reinforce", "episodes": 8, "num_envs": 4, "hidden": 16}
+        return [("dpsgd", {**base, "privacy": "dpsgd"}), ("obs", {**base, "privacy": "obs-noise"})]
+    if name == "fedrl":
+        return [("fedrl", {"size": 8, "n_maps": 100, "train_steps": 20, "n_envs": 4,
+                           "batch_size": 8, "learning_starts": 16, "eval_maps": 5,
+                           "target_update": 5, "prepay_block": 7, "clip_outputs": 1.0,
+                           "methods": ["fedrl"]})]  # fmt: skip
+    if name == "frd":
+        base = {"n_agents": 2, "groups": 2, "sections": 10, "exchange_period": 3,
+                "initial_episodes": 2, "hidden": 8, "layers": 1, "max_episodes": 9,
+                "stop_at_mission": False}  # fmt: skip
+        return [("ldp", {**base, "ldp_epsilon": 0.5, "ldp_samples": 4})]
+    raise AssertionError(name)
+
+
+def check_contract(run: Path, name: str) -> RunDir:
+    """The cross-system contract on one finished run directory."""
+    rd = RunDir(run)
+    assert rd.algorithm == name and rd.system is systems.get(name)
+    v = rd.verify()
+    assert v["ok"] and v["status"] == "complete", v
+    tr = rd.transcript()
+    schema = rd.system.transcript_schema(rd.train_config)
+    assert set(schema.required) <= set(tr)
+    implied = rd.system.ledger_charges(tr, rd.train_config)
+    charged = rd.ledger_charges()
+    assert implied == charged  # same agents, same number of charges each
+    assert sum(charged.values()) > 0
+    from ldp_audit.report import build_report
+
+    rep = build_report(run, figures=False)
+    assert rep.model["run"]["algorithm"] == name
+    assert all(s["error"] is None for s in rep.model["sections"])
+    if rd.system.report_sections:
+        assert rep.model["sections"], "the system's sections are in its report"
+    return rd
+
+
+def _train_and_check(name: str, tmp_path: Path) -> None:
+    s = systems.get(name)
+    for label, cfg in _tiny(name):
+        run = tmp_path / f"{name}-{label}"
+        res = s.train(s.config_from_dict(cfg), seed=0, run_dir=run)
+        assert isinstance(res, systems.TrainResult) and res.system == name
+        assert res.run_dir == run and res.native is not None
+        check_contract(run, name)
+
+
+def test_the_four_shipped_systems_are_registered_in_cli_order() -> None:
+    assert systems.names()[:4] == list(SHIPPED)
+    assert not systems.broken()
+    for s in systems.systems():
+        assert isinstance(s, systems.System)
+        assert s.attacks and all(":" in ref for ref in s.attacks.values())
+
+
+@pytest.mark.parametrize("name", ["pgc-a3c", "frd"])
+def test_contract_of_a_tiny_run(name: str, tmp_path: Path) -> None:
+    _train_and_check(name, tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["dprl", "fedrl"])
+def test_contract_of_a_tiny_run_torch_systems(name: str, tmp_path: Path) -> None:
+    _train_and_check(name, tmp_path)
+
+
+def test_adapter_results_equal_the_trainers_own(tmp_path: Path) -> None:
+    """The registry's train is a thin adapter: the same transcript as the trainer's own call."""
+    from ldp_audit.training.pgc_a3c import PgcA3cConfig, train
+
+    cfg = PgcA3cConfig(mechanism="prs", epsilon=2.0, trials=1, max_submissions=20)
+    train(cfg, seed=3, run_dir=tmp_path / "own")
+    systems.get("pgc-a3c").train(cfg, seed=3, run_dir=tmp_path / "adapter")
+    a, b = (np.load(tmp_path / d / "transcript.npz") for d in ("own", "adapter"))
+    assert a.files == b.files and all(np.array_equal(a[k], b[k]) for k in a.files)
+
+
+def test_rundir_errors_name_the_system_and_what_fits(tmp_path: Path) -> None:
+    s = systems.get("frd")
+    cfg = s.config_from_dict({**_tiny("frd")[0][1]})
+    run = tmp_path / "run"
+    s.train(cfg, seed=0, run_dir=run)
+    rd = RunDir(run)
+    with pytest.raises(InvalidParameterError, match="must be True"):
+        rd.secrets(for_scoring=False)
+    with pytest.raises(InvalidParameterError, match="must be True"):
+        rd.secrets(for_scoring=1)  # not coerced
+    assert "agent_gravity" in rd.secrets(for_scoring=True)
+    with pytest.raises(RunDirectoryError, match=r"'frd' run.*ldp-audit attack dynamics"):
+        rd.require("q_report", command="attack fedrl")
+    # a transcript that lacks an array of the schema: named, with the run's system
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    for f in ("config.json", "metrics.json"):
+        (bad / f).write_bytes((run / f).read_bytes())
+    np.savez(bad / "transcript.npz", report=np.zeros((2, 2)))
+    with pytest.raises(RunDirectoryError, match=r"lacks the array\(s\) trial \(1-D integer"):
+        RunDir(bad).transcript()
+    doc = json.loads((bad / "config.json").read_text())
+    doc["algorithm"] = "nosuch"
+    (bad / "config.json").write_text(json.dumps(doc))
+    with pytest.raises(RunDirectoryError, match="'nosuch' run, and no system named 'nosuch'"):
+        _ = RunDir(bad).system
+
+
+def test_attack_dynamics_on_a_run_of_another_system_names_it(tmp_path: Path, capsys) -> None:
+    s = systems.get("frd")
+    run = tmp_path / "run"
+    s.train(s.config_from_dict(_tiny("frd")[0][1]), seed=0, run_dir=run)
+    assert main(["attack", "membership", "--run-dir", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert "is a 'frd' run" in err and "attacks dprl runs" in err
+    assert f"ldp-audit attack dynamics --run-dir {run}" in err
+    assert not (run / "attack_membership.json").exists()
+
+
+def test_audit_run_dir_refuses_what_it_cannot_audit(tmp_path: Path, capsys) -> None:
+    s = systems.get("frd")
+    base = _tiny("frd")[0][1]
+    run = tmp_path / "nonprivate"
+    s.train(s.config_from_dict({**base, "ldp_epsilon": None}), seed=0, run_dir=run)
+    assert main(["audit", "--run-dir", str(run)]) == 2
+    assert "nothing to audit: upload: epsilon is inf" in capsys.readouterr().err
+    assert not (run / "audit.json").exists()
+    assert main(["audit", "--run-dir", str(run), "--mechanism", "laplace"]) == 2
+    assert "--mechanism cannot be used with --run-dir" in capsys.readouterr().err
+    assert main(["audit", "--mechanism", "laplace", "--epsilon", "1", "--overwrite"]) == 2
+
+
+def test_dpsgd_is_refused_by_the_one_shot_auditor_with_the_reason() -> None:
+    cfg = systems.get("dprl").config_from_dict({"algo": "dqn", "privacy": "dpsgd"})
+    with pytest.raises(
+        InvalidParameterError, match="Poisson-subsampled Gaussian.*attack membership"
+    ):
+        systems.get("dprl").audit_targets(cfg)
+
+
+# ----------------------------------------------------------------------------------------------
+# the fifth, toy system, through the entry point group and the generic CLI
+# ----------------------------------------------------------------------------------------------
+
+
+def _plugin(site: Path, lines: str) -> None:
+    dist = site / "toy_plugin-0.1.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-plugin\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text(f"[ldp_audit.systems]\n{lines}\n")
+
+
+@pytest.fixture
+def plugin_site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A folder on sys.path for a plug-in's .dist-info; the registry is reloaded after."""
+    site = tmp_path / "site"
+    site.mkdir()
+    monkeypatch.syspath_prepend(str(site))
+    yield site
+    monkeypatch.undo()
+    systems.reload()
+
+
+def test_toy_system_from_an_entry_point_gets_the_four_verbs(
+    plugin_site: Path, tmp_path: Path, capsys
+) -> None:
+    _plugin(plugin_site, "toy = tests.toy_system:SYSTEM")
+    systems.reload()
+    assert systems.names() == [*SHIPPED, "toy"] and not systems.broken()
+    run = tmp_path / "run"
+    # train: the generic subcommand built from the config class
+    code = main(["train", "toy", "--out", str(run), "--set", "agents=30", "--set", "epsilon=2.0",
+                 "--seed", "4", "--json"])  # fmt: skip
+    assert code == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["algorithm"] == "toy" and doc["metrics"]["reports"] == 90
+    rd = check_contract(run, "toy")
+    assert rd.train_config.agents == 30 and rd.ledger_charges()["agent-0"] == 3
+    # bad input: named, before any work (types checked by the config, not coerced)
+    assert main(["train", "toy", "--out", str(tmp_path / "r2"), "--set", "agents='3'"]) == 2
+    assert main(["train", "toy", "--out", str(tmp_path / "r2"), "--set", "nope=1"]) == 2
+    err = capsys.readouterr().err
+    assert "agents must be an integer" in err and "no config field 'nope'" in err
+    assert not (tmp_path / "r2").exists()
+    # attack: the system's own attack, as a generic subcommand; its artefact in the run
+    assert main(["attack", "toy-guess", "--run-dir", str(run), "--json"]) in (0, 1)
+    res = json.loads(capsys.readouterr().out)
+    assert res["attack"] == "toy-guess" and res["n"] == 30
+    assert json.loads((run / "attack_toy_guess.json").read_text())["correct"] == res["correct"]
+    assert main(["attack", "toy-guess", "--run-dir", str(run)]) == 2  # never silently replaced
+    # audit: the mechanism the run released through (randomized response, epsilon 2)
+    assert main(["audit", "--run-dir", str(run), "--samples", "20000", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    (entry,) = out["audits"]
+    assert entry["target"] == "bit" and entry["claimed_epsilon"] == pytest.approx(2.0)
+    assert json.loads((run / "audit.json").read_text())[0]["target"] == "bit"
+    assert main(["audit", "--run-dir", str(run), "--samples", "1000"]) == 2  # exists
+    # report: the toy's own section, and the audit and attack picked up
+    assert main(["report", str(run), "--out", str(tmp_path / "rep")]) in (0, 1)
+    model = json.loads((tmp_path / "rep" / "report.json").read_text())
+    assert [s["id"] for s in model["sections"]] == ["toy"]
+    assert model["audits"] and "toy-guess" in json.dumps(model["attacks"])
+
+
+def test_a_broken_plugin_is_named_and_never_crashes_the_cli(plugin_site: Path, capsys) -> None:
+    _plugin(plugin_site, "broken = tests.no_such_module:SYSTEM\nnotasystem = json:dumps")
+    systems.reload()
+    assert systems.names() == list(SHIPPED)
+    why = systems.broken()
+    assert set(why) == {"broken", "notasystem"}
+    assert "tests.no_such_module" in why["broken"] and "ModuleNotFoundError" in why["broken"]
+    with pytest.raises(UserCodeError, match="system 'broken' is not available: entry point"):
+        systems.get("broken")
+    with pytest.raises(SystemExit) as exc:
+        main(["train", "--help"])
+    assert exc.value.code == 0
+    err = capsys.readouterr().err
+    assert "system plug-in 'broken' is unavailable" in err or not err  # warned once per process
+
+
+def test_registry_refuses_a_second_system_of_the_same_name() -> None:
+    from tests.toy_system import SYSTEM
+
+    clash = systems.SystemSpec(name="frd", config=SYSTEM.config, trainer=SYSTEM.trainer,
+                               schema=SYSTEM.schema)  # fmt: skip
+    with pytest.raises(InvalidParameterError, match="'frd' is already registered"):
+        systems.register(clash)
+    with pytest.raises(InvalidParameterError, match="lower-case letters"):
+        systems.SystemSpec(name="Bad Name", config=object, trainer=None, schema=None)
