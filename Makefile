@@ -36,6 +36,7 @@ demo: $(CORE_STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/python scripts/check_private_imports.py
 
 test: $(STAMP) lint
 	-bash scripts/ensure_chromium.sh

@@ -1,0 +1,182 @@
+"""Fail on a NEW import of another part's private name (``make lint``; a ratchet).
+
+The code has three parts (docs/design: arrows point inward, no part reaches into another's
+private names): the core ``ldp_audit/`` (less its two installed subpackages), ``training/``
+(installed as ``ldp_audit.training``) and ``attacks/`` (``ldp_audit.attacks``). A file of one
+part may not use a private name (``_name``, not ``__dunder__``) of another part's module::
+
+    from ldp_audit.backends import _Sink          # training -> core: private
+    from ldp_audit.training import fedrl as F
+    F._metrics(...)                               # attacks -> training: private
+    from ldp_audit.training._kernels import f     # a private module of another part
+
+Today's violations are listed in ``scripts/private_imports_allowlist.txt`` (one
+``FILE MODULE.NAME`` per line). A violation not in the list fails; a listed one that is gone
+fails too, until it is removed from the list (so the list only shrinks). ``--update`` rewrites
+the list from the tree (for a deliberate change, reviewed in the diff).
+
+Usage: ``python scripts/check_private_imports.py [--update]``; exit 0 clean, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+ALLOWLIST = ROOT / "scripts" / "private_imports_allowlist.txt"
+#: source folder -> (part, the import name of the folder)
+PARTS = {"ldp_audit": "ldp_audit", "training": "ldp_audit.training", "attacks": "ldp_audit.attacks"}
+
+
+def part_of_module(name: str) -> str | None:
+    """The part an imported module belongs to (None: not ours)."""
+    if name == "ldp_audit.training" or name.startswith("ldp_audit.training."):
+        return "training"
+    if name == "ldp_audit.attacks" or name.startswith("ldp_audit.attacks."):
+        return "attacks"
+    if name == "ldp_audit" or name.startswith("ldp_audit."):
+        return "ldp_audit"
+    return None
+
+
+def module_file(name: str) -> Path | None:
+    """The source file or package of an importable module of ours (None: not a module)."""
+    part = part_of_module(name)
+    if part is None:
+        return None
+    rel = name[len(PARTS[part]) :].lstrip(".")
+    base = ROOT / part / Path(*rel.split(".")) if rel else ROOT / part
+    for cand in (base.with_suffix(".py"), base / "__init__.py"):
+        if cand.is_file():
+            return cand
+    return None
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _resolve_from(node: ast.ImportFrom, here: str) -> str:
+    if not node.level:
+        return node.module or ""
+    pkg = here.split(".")[: -node.level]
+    return ".".join([*pkg, node.module] if node.module else pkg)
+
+
+def violations_of(path: Path) -> list[str]:
+    """``MODULE.NAME`` of every other part's private name ``path`` uses."""
+    folder = path.relative_to(ROOT).parts[0]
+    here_part = folder
+    rel = path.relative_to(ROOT / folder).with_suffix("")
+    here = ".".join([PARTS[folder], *[p for p in rel.parts if p != "__init__"]])
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found: set[str] = set()
+    aliases: dict[str, str] = {}  # local name -> module of another part
+
+    def foreign(mod: str) -> bool:
+        p = part_of_module(mod)
+        return p is not None and p != here_part
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            mod = _resolve_from(node, here)
+            if not foreign(mod):
+                continue
+            for i, part in enumerate(mod.split(".")):
+                if _private(part):
+                    found.add(".".join(mod.split(".")[: i + 1]))
+                    break
+            for a in node.names:
+                if _private(a.name):
+                    found.add(f"{mod}.{a.name}")
+                elif module_file(f"{mod}.{a.name}") is not None:
+                    aliases[a.asname or a.name] = f"{mod}.{a.name}"
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if not foreign(a.name):
+                    continue
+                parts = a.name.split(".")
+                for i, part in enumerate(parts):
+                    if _private(part):
+                        found.add(".".join(parts[: i + 1]))
+                        break
+                if a.asname:
+                    aliases[a.asname] = a.name
+                else:
+                    aliases.setdefault(parts[0], parts[0])
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute):
+            continue
+        chain: list[str] = [node.attr]
+        v = node.value
+        while isinstance(v, ast.Attribute):
+            chain.append(v.attr)
+            v = v.value
+        if not isinstance(v, ast.Name) or v.id not in aliases:
+            continue
+        names = [aliases[v.id], *reversed(chain)]
+        mod = names[0]
+        for name in names[1:]:
+            if not foreign(mod):
+                break
+            if _private(name):
+                found.add(f"{mod}.{name}")
+                break
+            nxt = f"{mod}.{name}"
+            if module_file(nxt) is None:
+                break
+            mod = nxt
+    return sorted(found)
+
+
+def scan() -> set[str]:
+    out: set[str] = set()
+    for folder in PARTS:
+        for f in sorted((ROOT / folder).rglob("*.py")):
+            if "__pycache__" in f.parts:
+                continue
+            for v in violations_of(f):
+                out.add(f"{f.relative_to(ROOT).as_posix()} {v}")
+    return out
+
+
+def read_allowlist() -> set[str]:
+    if not ALLOWLIST.exists():
+        return set()
+    return {
+        line.strip()
+        for line in ALLOWLIST.read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    }
+
+
+HEADER = (
+    "# Private names of another part (core ldp_audit/, training/, attacks/) in use today; a\n"
+    "# ratchet: scripts/check_private_imports.py fails on a new one and on a fixed one still\n"
+    "# listed here. Fix by making the name public (documented) or moving the code; never add.\n"
+)
+
+
+def main(argv: list[str]) -> int:
+    now = scan()
+    if "--update" in argv:
+        ALLOWLIST.write_text(HEADER + "".join(f"{v}\n" for v in sorted(now)))
+        print(f"{ALLOWLIST.relative_to(ROOT)}: {len(now)} entries")
+        return 0
+    allowed = read_allowlist()
+    new, fixed = sorted(now - allowed), sorted(allowed - now)
+    for v in new:
+        f, name = v.split(" ", 1)
+        print(f"{f}: uses {name}, a private name of another part (make it public or move it)")
+    for v in fixed:
+        print(f"{ALLOWLIST.relative_to(ROOT)}: '{v}' is fixed: remove it from the list")
+    if new or fixed:
+        return 1
+    print(f"private imports: {len(now)} known, none new")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,77 @@
+"""scripts/check_private_imports.py: a new cross-part private import fails ``make lint``."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+_SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "check_private_imports.py"
+
+
+@pytest.fixture
+def checker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    spec = importlib.util.spec_from_file_location("check_private_imports_t", _SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "check_private_imports_t", mod)
+    spec.loader.exec_module(mod)
+    for d in ("ldp_audit", "training", "attacks", "scripts"):
+        (tmp_path / d).mkdir()
+    (tmp_path / "ldp_audit" / "__init__.py").write_text("")
+    (tmp_path / "ldp_audit" / "backends.py").write_text("def _init(): pass\ndef run(): pass\n")
+    (tmp_path / "training" / "__init__.py").write_text("")
+    (tmp_path / "training" / "fedrl.py").write_text("def _metrics(): pass\n")
+    (tmp_path / "training" / "_kernels.py").write_text("def f(): pass\n")
+    (tmp_path / "attacks" / "__init__.py").write_text("")
+    monkeypatch.setattr(mod, "ROOT", tmp_path)
+    monkeypatch.setattr(mod, "ALLOWLIST", tmp_path / "scripts" / "allow.txt")
+    return mod
+
+
+def _write(root: Path, rel: str, text: str) -> Path:
+    p = root / rel
+    p.write_text(text)
+    return p
+
+
+def test_each_form_of_a_cross_part_private_use_is_found(checker, tmp_path: Path) -> None:
+    f = _write(
+        tmp_path,
+        "attacks/a.py",
+        "from ldp_audit.backends import _init, run\n"
+        "from ldp_audit.training import fedrl as F\n"
+        "import ldp_audit.training.fedrl\n"
+        "from ldp_audit.training._kernels import f\n"
+        "def g():\n"
+        "    F._metrics()\n"
+        "    ldp_audit.training.fedrl._metrics()\n"
+        "    F.__name__\n",
+    )
+    assert checker.violations_of(f) == [
+        "ldp_audit.backends._init",
+        "ldp_audit.training._kernels",
+        "ldp_audit.training.fedrl._metrics",
+    ]
+    # the same names inside their own part are not cross-part
+    own = _write(tmp_path, "training/b.py", "from ldp_audit.training.fedrl import _metrics\n")
+    assert checker.violations_of(own) == []
+
+
+def test_the_allowlist_is_a_ratchet(checker, tmp_path: Path, capsys) -> None:
+    _write(tmp_path, "training/c.py", "from ldp_audit.backends import _init\n")
+    assert checker.main([]) == 1  # new
+    assert "training/c.py: uses ldp_audit.backends._init" in capsys.readouterr().out
+    assert checker.main(["--update"]) == 0
+    assert checker.main([]) == 0
+    _write(tmp_path, "training/c.py", "from ldp_audit.backends import run\n")
+    assert checker.main([]) == 1  # fixed, still listed
+    assert "is fixed: remove it from the list" in capsys.readouterr().out
+
+
+def test_the_tree_matches_its_allowlist() -> None:
+    spec = importlib.util.spec_from_file_location("check_private_imports_tree", _SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.scan() == mod.read_allowlist()
