@@ -12,10 +12,16 @@ the larger of the two verdicts where float bits are searched), the fraction and 
 A separate block of ``--gaussian-audits`` (default 40) audits the Gaussian mechanism (sigma 1,
 sensitivity 1, delta = 1e-3, exact-arithmetic mode) with its privacy profile: the verdict
 counts as above the truth when it exceeds the analytic-Gaussian epsilon at 1e-3, the profile
-when any of its points exceeds the analytic epsilon at that delta.
+when any of its points exceeds the analytic epsilon at that delta, its delta lower bound at the
+claimed epsilon when it exceeds the claimed delta (the claim is the exact analytic epsilon at
+that delta on the worst pair, so that is the true delta there).
+
+``--sequential`` runs every audit in the anytime-valid sequential mode (``--samples`` is then
+each audit's budget; the rows record the mean samples used).
 
     .venv/bin/python benchmarks/soundness_audit.py [--audits 200] [--samples 100000]
-        [--confidence 0.95 0.8] [--backend {local,ray} [--address ADDR] [--workers N]]
+        [--confidence 0.95 0.8] [--sequential]
+        [--backend {local,ray} [--address ADDR] [--workers N]]
 
 Each audit is one task of ``ldp_audit.backends.run_tasks`` with its own spawned generator (the
 same as before), so ``--backend local --workers N`` (a process pool) and ``--backend ray`` give
@@ -50,11 +56,17 @@ def _audit_task(item: dict) -> dict:
     """One seeded audit (a ``run_tasks`` task): what the tally needs from it."""
     r = audit(item["mech"], samples=item["samples"], confidence=item["confidence"],
               rng=item["rng"], dim=item["dim"], float_bits=item["float_bits"],
-              pool=item["pool"], ratio_test=item["ratio_test"])  # fmt: skip
+              pool=item["pool"], ratio_test=item["ratio_test"],
+              sequential=item.get("sequential", False))  # fmt: skip
     out = {
         "bound": r.epsilon_lower_bound,
         "fdp": bool(r.tradeoff is not None and r.tradeoff.violation),
+        "samples_used": r.samples,
     }
+    if item["kind"] == "gaussian":
+        # the claimed epsilon is the exact analytic epsilon at the claimed delta on the worst
+        # pair, so the true delta at the claimed epsilon is the claimed delta
+        out["delta_over"] = bool(r.delta_lower_bound is not None and r.delta_lower_bound > r.delta)
     if item["kind"] == "gaussian":
         out["profile_over"] = any(
             lo > (math.inf if d == 0 else analytic_gaussian_epsilon(1.0, 1.0, d))
@@ -90,6 +102,11 @@ def main() -> None:
         help="run the audits as ldp_audit.backends.run_tasks tasks here (a process pool with "
         "--workers > 1) or on Ray; default: in this process, as before",
     )
+    ap.add_argument(
+        "--sequential",
+        action="store_true",
+        help="audit(sequential=True): the anytime-valid sequential mode (--samples is the budget)",
+    )
     ap.add_argument("--address", default=None, help="with --backend ray: an existing cluster")
     ap.add_argument("--workers", type=int, default=None, help="pool size / Ray CPUs started here")
     args = ap.parse_args()
@@ -118,7 +135,7 @@ def main() -> None:
         prof_over, prof_runs = 0, 0
         t0 = time.perf_counter()
         common = dict(samples=args.samples, confidence=conf, pool=args.pool,
-                      ratio_test=args.ratio_test)  # fmt: skip
+                      ratio_test=args.ratio_test, sequential=args.sequential)  # fmt: skip
         items = [
             dict(
                 kind="mechanism",
@@ -157,9 +174,10 @@ def main() -> None:
             per_mech[name][0] += hit
             per_mech[name][1] += 1
             ratios.append(o["bound"] / true)
-        g_over = g_fdp = 0
+        g_over = g_fdp = g_delta = 0
         for o in outs[args.audits :]:
             g_over += o["bound"] > gauss.epsilon
+            g_delta += o["delta_over"]
             g_fdp += o["fdp"]  # below G_1: false
             prof_runs += 1
             prof_over += o["profile_over"]
@@ -181,6 +199,9 @@ def main() -> None:
             "gaussian_verdicts_above_true_epsilon": int(g_over),
             "gaussian_profiles_above_true_profile": int(prof_over),
             "gaussian_tradeoff_curves_below_g_mu": int(g_fdp),
+            "gaussian_delta_bounds_above_true_delta": int(g_delta),
+            "sequential": args.sequential,
+            "mean_samples_used": float(np.mean([o["samples_used"] for o in outs])),
             "seconds": secs,
         }
         out_rows.append(row)
@@ -189,7 +210,8 @@ def main() -> None:
             f"(fraction {over / args.audits:.3f}, 95% CI [{lo:.3f}, {hi:.3f}], allowed "
             f"{1 - conf:.3f}); median bound/true {np.median(ratios):.3f}; gaussian: verdicts "
             f"above the truth {g_over}/{prof_runs}, profiles above the true profile "
-            f"{prof_over}/{prof_runs}; f-DP points below the true curve: {fdp_over}/"
+            f"{prof_over}/{prof_runs}, delta bounds above the true delta {g_delta}/{prof_runs}; "
+            f"f-DP points below the true curve: {fdp_over}/"
             f"{args.audits}, gaussian {g_fdp}/{prof_runs}; {secs:.1f} s"
         )
     out = {
@@ -198,6 +220,7 @@ def main() -> None:
         f"--gaussian-audits {args.gaussian_audits}"
         + (" --pool" if args.pool else "")
         + f" --ratio-test {args.ratio_test}"
+        + (" --sequential" if args.sequential else "")
         + (f" --backend {args.backend}" if args.backend else "")
         + (f" --address {args.address}" if args.address else "")
         + (f" --workers {args.workers}" if args.workers else ""),

@@ -42,6 +42,33 @@ Lu et al. 2022, with the Mironov 2012 floating-point attack added):
    samples; each bounds ``ln(P[M(x) in S] - delta) - ln P[M(x2) in S]`` at every delta at
    once, so the lower curve holds simultaneously over the deltas (its own Bonferroni family).
 
+**User statistics.** ``audit(..., statistics=[stat])`` (and a mechanism's own
+``audit_statistics()``) adds statistics ``stat(outputs, x, x_prime) -> one float per output row``,
+read on the outputs exactly as ``privatize`` returned them (e.g. a hashed report ``(y, seed)``,
+whose distinguishing event ``{y = H_seed(x)}`` no built-in statistic computes). They go through
+the same steps: thresholds and direction chosen on B, estimation on fresh samples, counted in the
+same Bonferroni family (their events compete for the ``max_events`` slots and the probe like the
+built-in distribution statistics, and count in the distribution verdict). When every event's
+bound is <= 0 (the bound is exactly 0) the result warns and points at ``statistics=``.
+
+**Delta at the claimed epsilon.** For an (epsilon, delta) claim, each estimated event S also
+gives ``CP_lower(P[M(x) in S]) - e^epsilon CP_upper(P[M(x2) in S])``, a lower bound on the
+mechanism's delta at the claimed epsilon (an (epsilon, delta)-DP mechanism has
+``P[M(x) in S] - e^epsilon P[M(x2) in S] <= delta`` for every S). The intervals are the ones
+behind the epsilon bounds (same levels, same Bonferroni family), so both bounds hold together
+at ``confidence`` with no further split: on the event that every interval covers, both are
+right. Per event, the delta bound exceeds the claimed delta exactly when the epsilon bound
+exceeds the claimed epsilon, so the verdict from either bound is one verdict.
+
+**Resolution.** Every result states the smallest event probability under the second input that
+its estimation sample could tell from 0 (``resolution_probability``, ``1 - a^(1/N)``) and the
+largest epsilon it could refute (``max_refutable_epsilon = ln(1 / resolution_probability)``): a
+mechanism that hides its leak in rarer events ("curator" attacks) is not seen at this size.
+
+**Sequential mode** (``sequential=True``): fresh fixed-sample audits on a doubling schedule of
+sample sizes, stage k at level ``alpha 6 / (pi^2 k^2)``, stopping at the first refutation (the
+union bound over stages makes any stopping rule valid; see :func:`_audit_sequential`).
+
 A violation is attributed to the floating-point representation only when the distribution
 reading of the same samples does not already refute the claim. Finding no violation proves
 nothing beyond this test's power: the mechanism may still violate its claim on inputs or
@@ -79,6 +106,7 @@ from ldp_audit.stats import (
 __all__ = [
     "AuditResult",
     "PrivacyProfile",
+    "SequentialInfo",
     "TradeoffCurve",
     "Verdict",
     "Witness",
@@ -86,6 +114,8 @@ __all__ = [
     "default_pairs",
     "exact_epsilon",
     "from_scalar",
+    "sequential_alpha",
+    "sequential_schedule",
 ]
 
 #: float64 elements held per privatize call (outputs are streamed in chunks of this size).
@@ -117,7 +147,8 @@ class Witness:
         event: readable description of the event S.
         family: the statistic family that produced S (``"coordinate"``, ``"projection"``,
             ``"l1-ratio"``, ``"l1-norm"``, ``"l2-norm"``, ``"classifier"``, ``"cells"``,
-            ``"float-bits"``).
+            ``"float-bits"``, ``"user"``: a statistic passed in ``statistics=`` or shipped by the
+            mechanism's ``audit_statistics()``, named in ``event``).
         k1: estimation count of S among n1 outputs of M(x).
         n1: estimation samples of M(x).
         k2: estimation count of S among n2 outputs of M(x2).
@@ -1826,6 +1857,23 @@ def audit(
         force: run even when the estimated time exceeds 3 hours (measured on the first
             pair's selection samples).
         progress: show a tqdm progress bar on stderr.
+        statistics: extra statistics, each called as ``stat(outputs, x, x_prime)`` with the
+            outputs of one input of a pair exactly as ``privatize`` returned them (shape
+            (n, ...), dtype kept) and the pair's two inputs in the pair's order; it returns n
+            finite real scores (one per output row). A ``name`` attribute (else ``__name__``)
+            names it in the witness and the result. They are audited like the built-in
+            statistics (threshold events chosen on selection samples only, fresh estimation
+            samples, the same Bonferroni family). A mechanism's ``audit_statistics()`` list is
+            added automatically. Checked before the selection samples are drawn (callable,
+            distinct names; shape, real and finite on the first 8 outputs) and on every call.
+        sequential: the anytime-valid sequential mode: ``samples`` becomes the budget per
+            input, spent in fresh stages of doubling size (:func:`sequential_schedule`), stage
+            k a fixed-sample audit at confidence ``1 - alpha 6 / (pi^2 k^2)``; stops at the
+            first stage that refutes the claim, or when no remaining stage's ceiling
+            (:func:`max_refutable_epsilon`) exceeds the claim. The result is the stage with the
+            largest bound, its statements at ``confidence`` (union bound over the stages), with
+            ``samples`` the outputs drawn per input over all stages run and ``sequential`` the
+            stages (:class:`SequentialInfo`). Off by default.
 
     Returns:
         The :class:`AuditResult`.
