@@ -79,8 +79,12 @@ def violations_of(path: Path) -> list[str]:
         p = part_of_module(mod)
         return p is not None and p != here_part
 
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom):
+    attrs: list[ast.Attribute] = []
+    for node in ast.walk(tree):  # one walk: imports now, private attribute uses for later
+        if isinstance(node, ast.Attribute):
+            if _private(node.attr):
+                attrs.append(node)
+        elif isinstance(node, ast.ImportFrom):
             mod = _resolve_from(node, here)
             if not foreign(mod):
                 continue
@@ -106,9 +110,7 @@ def violations_of(path: Path) -> list[str]:
                     aliases[a.asname] = a.name
                 else:
                     aliases.setdefault(parts[0], parts[0])
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Attribute):
-            continue
+    for node in attrs:  # ``alias.mod._name``: the private name is the outermost attribute
         chain: list[str] = [node.attr]
         v = node.value
         while isinstance(v, ast.Attribute):
