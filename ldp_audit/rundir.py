@@ -23,8 +23,10 @@ overwritten.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import hashlib
+import hmac
 import json
 import math
 import os
@@ -55,6 +57,8 @@ __all__ = [
     "read_npz",
     "read_manifest",
     "verify_manifest",
+    "verify_run",
+    "VerifyResult",
 ]
 
 #: Files a trainer writes (in this order; the ledger is written during training).
@@ -325,6 +329,37 @@ def _canonical(obj: Any) -> str:
     return json.dumps(to_jsonable(obj), sort_keys=True)
 
 
+def _ledger_anchor(path: Path) -> dict[str, Any] | None:
+    """The ledger's id, row count, chain head, key id and schema (None: the run has none)."""
+    if not path.exists():
+        return None
+    from ldp_audit.accountant.ledger import Ledger
+
+    led = Ledger(str(path), create=False, readonly=True)
+    try:
+        return led.anchor()
+    finally:
+        led.close()
+
+
+def _manifest_bytes(man: Mapping[str, Any]) -> bytes:
+    """What a manifest's MAC covers: every key but ``"mac"``, canonical JSON."""
+    body = {k: v for k, v in man.items() if k != "mac"}
+    return b"ldp-audit manifest v1|" + _canonical(body).encode()
+
+
+def _seal_manifest(man: dict[str, Any]) -> dict[str, Any]:
+    """``man`` with its HMAC under the ledger key (created on first use, like a ledger's)."""
+    from ldp_audit.accountant.keys import load_key
+
+    key = load_key(create=True)
+    if key is None:  # pragma: no cover - load_key(create=True) returns a key or raises
+        raise RunDirectoryError("no ledger key to seal manifest.json with")
+    out = dict(man)
+    out["mac"] = {"key_id": key.id, "hmac": key.mac(_manifest_bytes(man)).hex()}
+    return out
+
+
 class RunWriter:
     """Write one run directory under the evidence contract (see the module docstring).
 
@@ -448,7 +483,12 @@ class RunWriter:
         """The run's ``ledger.sqlite`` as a ``Ledger`` (created on a new run)."""
         from ldp_audit.accountant.ledger import Ledger
 
-        return Ledger(str(self.ledger_path), **kwargs)
+        led = Ledger(str(self.ledger_path), **kwargs)
+        if self.mode == "resume":
+            # the rerun's charges already in the ledger are matched, never charged twice
+            led.begin_replay()
+            self._ledger = led
+        return led
 
     def _target(self, name: str) -> Path:
         if not isinstance(name, str) or "/" in name or name.startswith("."):
@@ -496,8 +536,12 @@ class RunWriter:
             "finished": _dt.datetime.now(_dt.timezone.utc).isoformat(),
             "files": files,
             **to_jsonable(info),
+            "ledger": _ledger_anchor(self.ledger_path),
         }
-        _write_json_file(self.path / "manifest.json", man)
+        replay = getattr(getattr(self, "_ledger", None), "replay_status", lambda: None)()
+        if replay is not None:  # --resume: earlier charges matched, not charged again
+            man["resume"] = replay
+        _write_json_file(self.path / "manifest.json", _seal_manifest(man))
         self._finished = True
         return self.path / "manifest.json"
 
@@ -610,6 +654,208 @@ def verify_manifest(path: Any) -> dict[str, Any]:
         "missing": missing,
         "unlisted": unlisted,
     }
+
+
+@dataclasses.dataclass
+class VerifyResult:
+    """What :func:`verify_run` found. ``ok``: every check passed (``problems`` empty);
+    ``authenticated``: the ledger's and the manifest's MACs were checked with this process's
+    key (else ``notes`` says why not). ``problems`` and ``notes`` name the file they are about.
+    """
+
+    path: str
+    ok: bool
+    problems: list[str]
+    notes: list[str]
+    authenticated: bool
+    status: str | None
+    manifest: dict[str, Any]
+    anchor: dict[str, Any] | None
+    ledger: dict[str, Any] | None
+    expect_head: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form (the report and every reader's ``--json`` carry it)."""
+        return to_jsonable(dataclasses.asdict(self))
+
+    def summary(self) -> str:
+        """One line: "verified ..." or the first problem."""
+        if not self.ok:
+            more = f" (and {len(self.problems) - 1} more)" if len(self.problems) > 1 else ""
+            return f"UNVERIFIED: {self.problems[0]}{more}"
+        auth = "authenticated" if self.authenticated else "unauthenticated"
+        led = self.ledger or {}
+        return (
+            f"verified ({auth}): every file matches manifest.json; ledger.sqlite "
+            f"{led.get('rows')} charges, chain head {led.get('chain_head')}"
+        )
+
+
+def verify_run(path: Any, expect_head: str | None = None, *, full: bool = True) -> VerifyResult:
+    """Check a run directory against its manifest before anything reads it (never writes).
+
+    Checks: ``manifest.json`` exists and its MAC (under the ledger key) holds; every file it
+    lists has its SHA-256; ``ledger.sqlite`` exists, verifies (``full``: the whole chain and
+    every agent's state, else the checks on open) and is the ledger the manifest anchors (same
+    ledger id, row count and chain head); ``expect_head`` (an anchor published elsewhere) is a
+    head the ledger's chain passes through.
+
+    Args:
+        path: the run directory.
+        expect_head: 64 hex digits, or None.
+        full: walk the whole chain (linear in the rows; default) or only open the ledger.
+
+    Returns:
+        A :class:`VerifyResult`; nothing is raised for evidence that does not verify (it is in
+        ``problems``).
+
+    Raises:
+        RunDirectoryError: ``path`` is not a directory.
+        InvalidParameterError: ``expect_head`` is not 64 hex digits.
+        KeyFileError: the ledger key exists but is unusable (e.g. readable by others).
+    """
+    from ldp_audit.accountant.keys import load_key
+    from ldp_audit.accountant.ledger import Ledger
+    from ldp_audit.errors import LedgerError
+
+    p = _dir(path)
+    if expect_head is not None:
+        if not isinstance(expect_head, str) or not re.fullmatch(r"[0-9a-fA-F]{64}", expect_head):
+            raise InvalidParameterError(
+                f"expect_head must be a 64-digit hex chain head, got {expect_head!r}"
+            )
+        expect_head = expect_head.lower()
+    problems: list[str] = []
+    notes: list[str] = []
+    auth_manifest = False
+    try:
+        man_check = verify_manifest(p)
+    except RunDirectoryError as exc:
+        man_check = {"status": "unreadable", "ok": False, "changed": [], "missing": []}
+        problems.append(f"manifest.json cannot be read: {exc}")
+    man = None
+    if man_check["status"] == "no manifest":
+        problems.append(
+            f"{p / 'manifest.json'} is missing: the run did not finish or predates manifests, "
+            f"so its files cannot be checked against what it wrote"
+        )
+    elif man_check["status"] != "unreadable":
+        man = read_manifest(p)
+    if man is not None and not isinstance(man, dict):
+        problems.append(f"{p / 'manifest.json'} is not a JSON object")
+        man = None
+    for name in man_check.get("changed", []):
+        problems.append(f"{p / name} does not match the SHA-256 in manifest.json (changed)")
+    for name in man_check.get("missing", []):
+        problems.append(f"{p / name} is listed in manifest.json but missing")
+    anchor = None
+    if man is not None:
+        mac = man.get("mac")
+        key = load_key(create=False)
+        if not isinstance(mac, dict):
+            notes.append("manifest.json carries no MAC (written before manifests were keyed)")
+        elif key is None or key.id != mac.get("key_id"):
+            notes.append(
+                f"manifest.json was sealed under key id {mac.get('key_id')}; "
+                + ("this process has no ledger key" if key is None else f"this key is {key.id}")
+                + ": its MAC cannot be checked"
+            )
+        else:
+            want = key.mac(_manifest_bytes(man)).hex()
+            if not hmac.compare_digest(want, str(mac.get("hmac", ""))):
+                problems.append(
+                    f"{p / 'manifest.json'} does not carry the MAC of key id {key.id}: it was "
+                    f"edited after the run wrote it"
+                )
+            else:
+                auth_manifest = True
+        anchor = man.get("ledger") if "ledger" in man else None
+        if "ledger" not in man:
+            notes.append(
+                "manifest.json records no ledger anchor (written before anchors): the ledger "
+                "is checked on its own"
+            )
+        elif anchor is not None and not isinstance(anchor, dict):
+            problems.append(f"{p / 'manifest.json'}: its ledger anchor is malformed")
+            anchor = None
+    led_res: dict[str, Any] | None = None
+    lp = p / "ledger.sqlite"
+    auth_ledger = False
+    if not lp.is_file():
+        problems.append(f"{lp} is missing: the run's charges cannot be checked")
+    else:
+        try:
+            led = Ledger(str(lp), create=False, readonly=True, verify=True)
+        except LedgerError as exc:
+            if type(exc).__name__ == "KeyFileError":
+                raise
+            problems.append(f"{lp}: {exc}")
+        else:
+            try:
+                if full:
+                    led_res = led.verify(expect_head=expect_head)
+                else:
+                    led_res = {"authenticated": led.authenticated, "auth_note": led.auth_note}
+                led_res.update(led.anchor())
+                auth_ledger = bool(led.authenticated)
+                if not led.authenticated:
+                    notes.append(f"{lp} is unauthenticated: {led.auth_note}")
+                if anchor is not None:
+                    _check_anchor(lp, anchor, led_res, led, problems)
+            except LedgerError as exc:
+                problems.append(f"{lp}: {exc}")
+            except InvalidParameterError as exc:
+                problems.append(f"{lp}: {exc}")
+            finally:
+                led.close()
+    if man is not None and "ledger" in man and man.get("ledger") is None and lp.is_file():
+        problems.append(f"{lp} exists but manifest.json records that the run had no ledger")
+    return VerifyResult(
+        path=str(p),
+        ok=not problems,
+        problems=problems,
+        notes=notes,
+        authenticated=auth_ledger and auth_manifest and not problems,
+        status=man_check.get("status") if man is not None else None,
+        manifest=man_check,
+        anchor=anchor,
+        ledger=led_res,
+        expect_head=expect_head,
+    )
+
+
+def _check_anchor(
+    lp: Path, anchor: dict[str, Any], got: dict[str, Any], led: Any, problems: list[str]
+) -> None:
+    """The ledger must be the one manifest.json anchors: same id, rows and head."""
+    if anchor.get("ledger_id") != got.get("ledger_id"):
+        problems.append(
+            f"{lp} is not the run's ledger: its ledger id {got.get('ledger_id')} differs from "
+            f"the id {anchor.get('ledger_id')} that manifest.json records (swapped)"
+        )
+        return
+    same = anchor.get("chain_head") == got.get("chain_head")
+    if same and anchor.get("rows") == got.get("rows"):
+        return
+    extends = False
+    head = anchor.get("chain_head")
+    if isinstance(head, str) and re.fullmatch(r"[0-9a-f]{64}", head):
+        try:
+            led.verify(expect_head=head)
+            extends = True
+        except Exception:  # noqa: BLE001 - any failure means: does not pass through the head
+            extends = False
+    if extends:
+        problems.append(
+            f"{lp} holds {got.get('rows')} charges, manifest.json records "
+            f"{anchor.get('rows')}: charges were added after the run finished"
+        )
+    else:
+        problems.append(
+            f"{lp} holds {got.get('rows')} charges ending in chain head "
+            f"{str(got.get('chain_head'))[:16]}..., manifest.json records {anchor.get('rows')} "
+            f"ending in {str(head)[:16]}...: the ledger was rolled back, truncated or rewritten"
+        )
 
 
 # ----------------------------------------------------------------------------------------------

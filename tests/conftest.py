@@ -12,3 +12,15 @@ def ray_local():
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _ledger_key(tmp_path_factory):
+    """One ledger key file for the test session, in a temp folder (never the user's
+    ~/.config key); set before any fixture of any scope creates a ledger. Tests that need
+    another key monkeypatch LDP_AUDIT_KEY_FILE / LDP_AUDIT_KEY themselves."""
+    key_dir = tmp_path_factory.mktemp("ledger-key")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("LDP_AUDIT_KEY", raising=False)
+        mp.setenv("LDP_AUDIT_KEY_FILE", str(key_dir / "ledger.key"))
+        yield key_dir / "ledger.key"

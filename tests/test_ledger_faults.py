@@ -70,6 +70,7 @@ def _dump(path: Path) -> object:
     """The file's logical content, read with plain sqlite3 (or the error it raises)."""
     try:
         con = sqlite3.connect(Path(path).resolve().as_uri() + "?mode=ro", uri=True)
+        con.text_factory = bytes  # a flip may leave a TEXT value that is not UTF-8
         try:
             out = []
             for t in (*TABLES, "ldp_audit_head"):
@@ -77,7 +78,7 @@ def _dump(path: Path) -> object:
             return out
         finally:
             con.close()
-    except sqlite3.Error as exc:
+    except (sqlite3.Error, UnicodeDecodeError) as exc:  # e.g. a column name made non-UTF-8
         return f"unreadable: {exc}"
 
 

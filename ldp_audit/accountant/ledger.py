@@ -43,9 +43,11 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import hmac
 import json
 import os
 import re
+import secrets
 import sqlite3
 import threading
 import time
@@ -57,6 +59,7 @@ from itertools import chain
 from pathlib import Path
 from typing import Any
 
+from ldp_audit.accountant.keys import KeyFileError, LedgerKey, load_key
 from ldp_audit.errors import InvalidParameterError, LedgerError
 
 __all__ = [
@@ -69,10 +72,15 @@ __all__ = [
     "AgentState",
     "migrate_v1",
     "TallyLedger",
+    "KeyFileError",
+    "READABLE_VERSIONS",
 ]
 
 APPLICATION = "ldp-audit privacy ledger"
-SCHEMA_VERSION = 2
+#: Schema version of new ledgers: 3 adds the keyed MACs (head and per-agent state).
+SCHEMA_VERSION = 3
+#: Versions this code reads (2: no key, read as unauthenticated and never written).
+READABLE_VERSIONS = (2, 3)
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _META = "ldp_audit_meta"
 _CHARGES = "ldp_audit_charges"
@@ -104,11 +112,12 @@ CREATE TABLE {_STATE} (
     PRIMARY KEY (agent, scope, event)
 ) WITHOUT ROWID;
 CREATE TABLE {_AGENTS} (
-    agent TEXT PRIMARY KEY, n INTEGER NOT NULL, last_id INTEGER NOT NULL, chk INTEGER NOT NULL
+    agent TEXT PRIMARY KEY, n INTEGER NOT NULL, last_id INTEGER NOT NULL, chk INTEGER NOT NULL,
+    mac BLOB NOT NULL
 ) WITHOUT ROWID;
 CREATE TABLE {_HEAD} (
     k INTEGER PRIMARY KEY CHECK (k = 1), rows INTEGER NOT NULL, hash BLOB NOT NULL,
-    meta BLOB NOT NULL
+    meta BLOB NOT NULL, mac BLOB NOT NULL
 );
 """
 
@@ -116,7 +125,7 @@ _SQL_CHARGES = (
     f"INSERT INTO {_CHARGES} (id, agent, event, scope, time, run_id, agent_n, hash) VALUES "
 )
 _SQL_STATE = f"INSERT OR REPLACE INTO {_STATE} (agent, scope, event, n, chk) VALUES "
-_SQL_AGENTS = f"INSERT OR REPLACE INTO {_AGENTS} (agent, n, last_id, chk) VALUES "
+_SQL_AGENTS = f"INSERT OR REPLACE INTO {_AGENTS} (agent, n, last_id, chk, mac) VALUES "
 #: Rows per multi-row ``INSERT ... VALUES (...), (...)`` (fixed sizes, so that SQLite's prepared
 #: statements are reused): one statement per block of rows instead of one step per row; the
 #: remainder (fewer rows than the smallest block) goes through ``executemany``.
@@ -186,6 +195,36 @@ def _agent_chk(agent: str, n: int, last_id: int) -> int:
     return zlib.crc32(f"{len(agent)}:{agent}|{n}|{last_id}".encode())
 
 
+def _events_bytes(events: dict[tuple[str, str], int]) -> bytes:
+    """Canonical bytes of an agent's event counts (sorted by scope, event)."""
+    if len(events) == 1:
+        (((s, e), n),) = events.items()
+        return f"{s}|{len(e)}:{e}|{n};".encode()
+    return "".join(f"{s}|{len(e)}:{e}|{n};" for (s, e), n in sorted(events.items())).encode()
+
+
+def _agent_msg(
+    ledger_id: str,
+    agent: str,
+    n: int,
+    last_id: int,
+    last_hash: bytes,
+    events: dict[tuple[str, str], int],
+) -> bytes:
+    """What an agent's MAC authenticates: its state and the chained row (hash) it summarises."""
+    return (
+        f"agent|{ledger_id}|{len(agent)}:{agent}|{n}|{last_id}|".encode()
+        + last_hash
+        + b"|"
+        + _events_bytes(events)
+    )
+
+
+def _head_msg(ledger_id: str, rows: int, head: bytes, meta_digest: bytes) -> bytes:
+    """What the head's MAC authenticates: row count, last hash and the metadata's digest."""
+    return f"head|{ledger_id}|{rows}|".encode() + head + b"|" + meta_digest
+
+
 class AgentState:
     """One agent's verified running state: ``{(scope, event): count}``, total and last row."""
 
@@ -221,7 +260,7 @@ class AgentState:
 # ---- creation ----------------------------------------------------------------------------------
 
 
-def _init_schema(c: sqlite3.Connection) -> None:
+def _init_schema(c: sqlite3.Connection, key: LedgerKey) -> None:
     for statement in _SCHEMA.split(";"):
         if statement.strip():
             c.execute(statement)
@@ -233,22 +272,31 @@ def _init_schema(c: sqlite3.Connection) -> None:
             ("schema_version", str(SCHEMA_VERSION)),
             ("created", str(time.time())),
             ("ledger_id", ledger_id),
+            ("key_id", key.id),
         ],
     )
     c.execute(
-        f"INSERT INTO {_HEAD} (k, rows, hash, meta) VALUES (1, 0, ?, x'')", (_genesis(ledger_id),)
+        f"INSERT INTO {_HEAD} (k, rows, hash, meta, mac) VALUES (1, 0, ?, x'', x'')",
+        (_genesis(ledger_id),),
     )
-    _seal_meta(c)
+    _seal_meta(c, key)
 
 
 def _meta_digest(meta: dict[str, str]) -> bytes:
     return hashlib.sha256(json.dumps(sorted(meta.items())).encode()).digest()
 
 
-def _seal_meta(c: sqlite3.Connection) -> None:
-    """Record the metadata's digest in the head (inside the caller's transaction)."""
+def _seal_meta(c: sqlite3.Connection, key: LedgerKey | None) -> None:
+    """Record the metadata's digest in the head, and the head's MAC under ``key`` (schema 3;
+    ``key`` None: a schema-2 ledger, no MAC), inside the caller's transaction."""
     meta = dict(c.execute(f"SELECT key, value FROM {_META}").fetchall())
-    c.execute(f"UPDATE {_HEAD} SET meta = ? WHERE k = 1", (_meta_digest(meta),))
+    digest = _meta_digest(meta)
+    if key is None:
+        c.execute(f"UPDATE {_HEAD} SET meta = ? WHERE k = 1", (digest,))
+        return
+    rows, head = c.execute(f"SELECT rows, hash FROM {_HEAD} WHERE k = 1").fetchone()
+    mac = key.mac(_head_msg(meta.get("ledger_id", ""), int(rows), bytes(head), digest))
+    c.execute(f"UPDATE {_HEAD} SET meta = ?, mac = ? WHERE k = 1", (digest, mac))
 
 
 def _pid_alive(pid: int) -> bool:
@@ -278,7 +326,7 @@ def _sweep_stale_temps(path: Path) -> None:
                 os.unlink(path.parent / name)
 
 
-def _create_atomically(path: Path) -> None:
+def _create_atomically(path: Path, key: LedgerKey) -> None:
     """Create a new, initialised ledger at ``path`` without ever exposing a partial file.
 
     The database is built in memory, written to a temporary file beside ``path`` in one write,
@@ -293,7 +341,7 @@ def _create_atomically(path: Path) -> None:
         mem = sqlite3.connect(":memory:", isolation_level=None)
         try:
             mem.execute("BEGIN")
-            _init_schema(mem)
+            _init_schema(mem, key)
             mem.execute("COMMIT")
             image = mem.serialize()
         finally:
@@ -393,6 +441,15 @@ class Ledger:
         self._in_tx = False
         self._lock = threading.RLock()
         self._ledger_id = ""
+        self._schema = SCHEMA_VERSION
+        #: The key this ledger's MACs are checked and written with (None: unauthenticated).
+        self._key: LedgerKey | None = None
+        #: Whether reads are authenticated by the key (see ``auth_note`` for why not).
+        self.authenticated = False
+        self.auth_note = ""
+        self.key_id: str | None = None
+        self._write_refusal: str | None = None
+        self._replay: list[int] | None = None  # [next row to match, last earlier row]
         # The last full verified state, keyed by the chain head it was read at (read-only).
         self._all_states: tuple[tuple[int, bytes], dict[str, AgentState]] | None = None
         # The writer's cache: the state of every agent this connection charged, exactly as its
@@ -413,7 +470,7 @@ class Ledger:
                         f"cannot create ledger {self.path!r}: folder {str(p.parent)!r} does not "
                         f"exist"
                     )
-                _create_atomically(p)
+                _create_atomically(p, load_key(create=True))
             else:
                 _sweep_stale_temps(p)
             try:
@@ -508,11 +565,13 @@ class Ledger:
 
     def _setup(self, verify: bool | str) -> None:
         c = self._conn
-        if self._memory:
+        if self._memory:  # a private ledger: an ephemeral key of this process
+            key = LedgerKey(secrets.token_bytes(32), ":memory: (ephemeral)")
             c.execute("BEGIN")
-            _init_schema(c)
+            _init_schema(c, key)
             c.execute("COMMIT")
             self._ledger_id = self.meta()["ledger_id"]
+            self._key, self.key_id, self.authenticated = key, key.id, True
             return
         # Identify the file before anything that could write to it.
         tables = {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
@@ -532,7 +591,7 @@ class Ledger:
             version = int(meta.get("schema_version", "-1"))
         except ValueError:
             version = -1
-        if version != SCHEMA_VERSION:
+        if version not in READABLE_VERSIONS:
             hint = (
                 "; it was written by an older ldp-audit (WAL journal, no hash chain): convert it "
                 "explicitly with ldp_audit.accountant.ledger.migrate_v1(src, dst) or "
@@ -542,8 +601,9 @@ class Ledger:
             )
             raise LedgerSchemaError(
                 f"ledger {self.path!r} has schema version {meta.get('schema_version')}; this "
-                f"ldp-audit reads version {SCHEMA_VERSION}{hint}"
+                f"ldp-audit reads versions {READABLE_VERSIONS}{hint}"
             )
+        self._schema = version
         missing = {_CHARGES, _STATE, _AGENTS, _HEAD} - tables
         if missing:
             raise self._bad(f"tables {sorted(missing)} are missing")
@@ -551,6 +611,11 @@ class Ledger:
         sealed = c.execute(f"SELECT meta FROM {_HEAD} WHERE k = 1").fetchall()
         if len(sealed) != 1 or sealed[0][0] != _meta_digest(meta):
             raise self._bad("the metadata (budget, ids) does not match its recorded digest")
+        self._resolve_key(meta)
+        if self._key is not None:
+            self._check_head_mac()
+        if self._write_refusal is not None:
+            self.readonly = True
         if not self.readonly:
             mode = c.execute(f"PRAGMA journal_mode={_JOURNAL}").fetchone()[0]
             if str(mode).upper() != _JOURNAL:
@@ -569,6 +634,84 @@ class Ledger:
                 self._verify_open()
             if verify == "full":
                 self.verify()
+
+    def _resolve_key(self, meta: dict[str, str]) -> None:
+        """Pick the key that authenticates this ledger (schema 3), or say why there is none."""
+        if self._schema < 3:
+            self.auth_note = (
+                f"schema version {self._schema}: written before ledgers were keyed, so nothing "
+                f"in it is authenticated (migrate it with `ldp-audit budget LEDGER --migrate-to "
+                f"NEW`)"
+            )
+            self._write_refusal = (
+                f"ledger {self.path!r} has schema version {self._schema} (no key): it is read "
+                f"only; convert it with `ldp-audit budget LEDGER --migrate-to NEW` to charge it"
+            )
+            return
+        self.key_id = meta.get("key_id")
+        key = load_key(create=False)  # a reader never creates a key
+        if key is None:
+            self.auth_note = (
+                f"no ledger key in this process (set LDP_AUDIT_KEY_FILE or LDP_AUDIT_KEY, or "
+                f"create the default key file): the ledger was written under key id "
+                f"{self.key_id}, and its MACs cannot be checked"
+            )
+        elif key.id != self.key_id:
+            self.auth_note = (
+                f"the ledger was written under key id {self.key_id}; this process's key "
+                f"({key.source}) has id {key.id}, so its MACs cannot be checked"
+            )
+        else:
+            self._key, self.authenticated = key, True
+            return
+        self._write_refusal = (
+            f"ledger {self.path!r} cannot be charged: {self.auth_note}; a charge would leave "
+            f"it without valid MACs"
+        )
+
+    def _check_sealed(self) -> None:
+        """Inside a write: the metadata must match its digest and the head its MAC, so that
+        resealing never launders an edit made outside ldp-audit."""
+        meta = dict(self._conn.execute(f"SELECT key, value FROM {_META}").fetchall())
+        (digest,) = self._conn.execute(f"SELECT meta FROM {_HEAD} WHERE k = 1").fetchone()
+        if digest != _meta_digest(meta):
+            raise self._bad("the metadata (budget, ids) does not match its recorded digest")
+        self._check_head_mac()
+
+    def _check_head_mac(self) -> None:
+        """The head (row count, last hash, metadata digest) must carry its MAC (cheap)."""
+        got = self._conn.execute(
+            f"SELECT rows, hash, meta, mac FROM {_HEAD} WHERE k = 1"
+        ).fetchall()
+        if len(got) != 1 or not isinstance(got[0][1], bytes):
+            raise self._bad("the chain head is missing")
+        rows, head, digest, mac = got[0]
+        self._check_head_mac_of(int(rows), bytes(head), bytes(digest), mac)
+
+    def _check_head_mac_of(self, rows: int, head: bytes, digest: bytes, mac: Any) -> None:
+        key = self._key
+        if key is None:
+            return
+        want = key.mac(_head_msg(self._ledger_id, rows, head, digest))
+        if not isinstance(mac, bytes) or not hmac.compare_digest(want, mac):
+            raise self._bad(
+                f"the chain head ({rows} rows) or the metadata (budget, ids) does not carry "
+                f"the MAC of key id {key.id} (rewritten, truncated or edited)"
+            )
+
+    def _check_agent_mac(self, agent: str, st: AgentState, last_hash: Any, mac: Any) -> None:
+        key = self._key
+        if key is None:
+            return
+        if not isinstance(last_hash, bytes):
+            raise self._bad(f"agent {agent!r}: its last chained row {st.last_id} is missing")
+        want = key.mac(_agent_msg(self._ledger_id, agent, st.n, st.last_id, last_hash, st.events))
+        if not isinstance(mac, bytes) or not hmac.compare_digest(want, mac):
+            raise self._bad(
+                f"the running state of agent {agent!r} ({st.n} charges, last row "
+                f"{st.last_id}) does not carry the MAC of key id {key.id}: the per-agent state "
+                f"was edited apart from its chain"
+            )
 
     def _verify_open(self) -> None:
         """Tail of the chain against the head; per-agent totals against the row count."""
@@ -659,7 +802,8 @@ class Ledger:
                 raise LedgerError(f"ledger {self.path!r}: nested transactions are not supported")
             if self.readonly:
                 raise LedgerReadOnlyError(
-                    f"ledger {self.path!r} is read-only (opened read-only, or the file or its "
+                    self._write_refusal
+                    or f"ledger {self.path!r} is read-only (opened read-only, or the file or its "
                     f"folder is not writable): nothing can be charged"
                 )
             try:
@@ -706,9 +850,24 @@ class Ledger:
             return out
         param = json.dumps(list(agents))
         seen_rows = 0
+        macs: dict[str, tuple[Any, Any]] = {}
+        mac_col = "a.mac" if self._schema >= 3 else "NULL"
         # One pass: every agent row with its state rows and its last chained row.
-        for agent, n, last_id, chk, row_agent, row_n, scope, event, sn, schk in c.execute(
-            f"SELECT a.agent, a.n, a.last_id, a.chk, c.agent, c.agent_n, "
+        for (
+            agent,
+            n,
+            last_id,
+            chk,
+            mac,
+            row_agent,
+            row_n,
+            row_hash,
+            scope,
+            event,
+            sn,
+            schk,
+        ) in c.execute(
+            f"SELECT a.agent, a.n, a.last_id, a.chk, {mac_col}, c.agent, c.agent_n, c.hash, "
             f"s.scope, s.event, s.n, s.chk FROM {_AGENTS} a "
             f"LEFT JOIN {_CHARGES} c ON c.id = a.last_id "
             f"LEFT JOIN {_STATE} s ON s.agent = a.agent "
@@ -725,6 +884,7 @@ class Ledger:
                         f"disagrees with the chained row {last_id}"
                     )
                 st = out[agent] = AgentState(n, last_id)
+                macs[agent] = (row_hash, mac)
             if sn is None:
                 raise self._bad(f"agent {agent!r} has a running total but no event counts")
             if sn <= 0 or schk != _state_chk(agent, scope, event, sn):
@@ -737,6 +897,8 @@ class Ledger:
                     f"agent {agent!r}: its event counts sum to {sum(st.events.values())}, its "
                     f"running total is {st.n}"
                 )
+            if self._key is not None:
+                self._check_agent_mac(agent, st, *macs[agent])
         # State rows of agents that have no running total (e.g. a lost agent row) are caught
         # by counting them independently of the join.
         (n_state,) = c.execute(
@@ -763,8 +925,17 @@ class Ledger:
     def _fetch_all_states(self) -> tuple[list[tuple], list[tuple]]:
         """The raw agent and state rows (inside a read transaction: one consistent snapshot)."""
         c = self._conn
+        if self._key is None:
+            agents = c.execute(
+                f"SELECT agent, n, last_id, chk, NULL, NULL FROM {_AGENTS}"
+            ).fetchall()
+        else:  # with the MAC and the hash of the chained row it summarises
+            agents = c.execute(
+                f"SELECT a.agent, a.n, a.last_id, a.chk, a.mac, c.hash FROM {_AGENTS} a "
+                f"LEFT JOIN {_CHARGES} c ON c.id = a.last_id"
+            ).fetchall()
         return (
-            c.execute(f"SELECT agent, n, last_id, chk FROM {_AGENTS}").fetchall(),
+            agents,
             c.execute(f"SELECT agent, scope, event, n, chk FROM {_STATE}").fetchall(),
         )
 
@@ -776,7 +947,7 @@ class Ledger:
         crc = zlib.crc32
         out: dict[str, AgentState] = {}
         total = 0
-        for agent, n, last_id, chk in agent_rows:
+        for agent, n, last_id, chk, _, _ in agent_rows:
             if chk != crc(f"{len(agent)}:{agent}|{n}|{last_id}".encode()):  # _agent_chk
                 raise self._bad(f"the running state of agent {agent!r} fails its checksum")
             out[agent] = AgentState(n, last_id)
@@ -802,6 +973,10 @@ class Ledger:
             ev = st.events
             if (next(iter(ev.values())) if len(ev) == 1 else sum(ev.values())) != st.n:
                 raise self._bad(f"agent {agent!r}: its event counts disagree with its total")
+        if self._key is not None:
+            check = self._check_agent_mac
+            for agent, _, _, _, mac, last_hash in agent_rows:
+                check(agent, out[agent], last_hash, mac)
         return out
 
     def _append_rows(
@@ -826,6 +1001,11 @@ class Ledger:
             transaction commits.
         """
         c = self._conn
+        key = self._key
+        if key is None or self._schema < 3:  # transaction() refuses these before any write
+            raise LedgerReadOnlyError(self._write_refusal or f"ledger {self.path!r}: no key")
+        mac_of = key.mac
+        lid = self._ledger_id
         n_rows, prev = self._head() if head is None else head
         t = time.time() if when is None else float(when)
         r = "N" if run_id is None else f"{len(run_id)}:{run_id}"
@@ -858,18 +1038,23 @@ class Ledger:
                 st = get_state(agent)
                 if st is None:  # a new agent
                     n = cnt = 1
+                    events = {key: 1}
                 else:
                     n = st.n + 1
                     cnt = st.events.get(key, 0) + 1
+                    events = dict(st.events)
+                    events[key] = cnt
                 la = f"{len(agent)}:{agent}"
                 prev = sha256(prev + f"{i}|{la}{p[0]}{n}".encode()).digest()
                 append((i, agent, event, scope, t, run_id, n, prev))
-                add_agent((agent, n, i, crc(f"{la}|{n}|{i}".encode())))
+                mac = mac_of(_agent_msg(lid, agent, n, i, prev, events))
+                add_agent((agent, n, i, crc(f"{la}|{n}|{i}".encode()), mac))
                 add_state((agent, scope, event, cnt, crc(f"{la}{p[1]}{cnt}".encode())))
         else:
             tails: dict[tuple[str, str], str] = {}
             agent_n: dict[str, int] = {}  # running total of each touched agent
             agent_last: dict[str, int] = {}
+            agent_hash: dict[str, bytes] = {}
             counts: dict[tuple[str, str, str], int] = {}  # (agent, scope, event) -> new count
             get_n, get_count = agent_n.get, counts.get
             for k, (agent, event, scope) in enumerate(rows):
@@ -898,12 +1083,26 @@ class Ledger:
                     tk = float(times[k])
                     prev = _row_hash(prev, _row_bytes(i, agent, event, scope, tk, run_id, n))
                     append((i, agent, event, scope, tk, run_id, n, prev))
+                agent_hash[agent] = prev
             state_rows = [
                 (a, s, e, n, crc(f"{len(a)}:{a}|{s}|{len(e)}:{e}|{n}".encode()))  # _state_chk
                 for (a, s, e), n in counts.items()
             ]
+            new_events: dict[str, dict[tuple[str, str], int]] = {}
+            for (a, s, e), n in counts.items():
+                ev = new_events.get(a)
+                if ev is None:
+                    st = get_state(a)
+                    ev = new_events[a] = {} if st is None else dict(st.events)
+                ev[(s, e)] = n
             agent_rows = [
-                (a, n, last, crc(f"{len(a)}:{a}|{n}|{last}".encode()))  # _agent_chk
+                (
+                    a,
+                    n,
+                    last,
+                    crc(f"{len(a)}:{a}|{n}|{last}".encode()),  # _agent_chk
+                    mac_of(_agent_msg(lid, a, n, last, agent_hash[a], new_events[a])),
+                )
                 for a, n in agent_n.items()
                 for last in (agent_last[a],)
             ]
@@ -911,8 +1110,10 @@ class Ledger:
         state_rows.sort()
         _insert_many(c, _SQL_CHARGES, 8, new_rows)
         _insert_many(c, _SQL_STATE, 5, state_rows)
-        _insert_many(c, _SQL_AGENTS, 4, agent_rows)
-        c.execute(f"UPDATE {_HEAD} SET rows = ?, hash = ? WHERE k = 1", (i, prev))
+        _insert_many(c, _SQL_AGENTS, 5, agent_rows)
+        (digest,) = c.execute(f"SELECT meta FROM {_HEAD} WHERE k = 1").fetchone()
+        mac = mac_of(_head_msg(lid, i, prev, bytes(digest)))
+        c.execute(f"UPDATE {_HEAD} SET rows = ?, hash = ?, mac = ? WHERE k = 1", (i, prev, mac))
         return agent_rows, state_rows
 
     def _check_write_head(self) -> tuple[int, int, bytes]:
@@ -924,12 +1125,12 @@ class Ledger:
         """
         got = self._conn.execute(
             f"SELECT (SELECT data_version FROM pragma_data_version()), h.rows, h.hash, c.id, "
-            f"c.hash FROM {_HEAD} h LEFT JOIN {_CHARGES} c "
+            f"c.hash, h.meta, h.mac FROM {_HEAD} h LEFT JOIN {_CHARGES} c "
             f"ON c.id = (SELECT MAX(id) FROM {_CHARGES}) WHERE h.k = 1"
         ).fetchall()
         if len(got) != 1 or not isinstance(got[0][2], bytes):
             raise self._bad("the chain head is missing")
-        dv, rows, head, top, h = got[0]
+        dv, rows, head, top, h, digest, mac = got[0]
         if top is None:
             top, h = 0, _genesis(self._ledger_id)
         if top != rows or h != head:
@@ -937,6 +1138,7 @@ class Ledger:
                 f"the chain head ({rows} rows) does not match the last row ({top}); rows were "
                 f"added or removed outside ldp-audit"
             )
+        self._check_head_mac_of(int(rows), bytes(head), bytes(digest), mac)
         return int(dv), int(rows), bytes(head)
 
     def _writer_states(
@@ -996,7 +1198,7 @@ class Ledger:
         agent_rows, state_rows = written
         get = states.get
         if len(agent_rows) == len(state_rows):  # one state row per agent, both sorted by agent
-            for (a, n, last, _), (_, s, e, cnt, _) in zip(agent_rows, state_rows, strict=True):
+            for (a, n, last, _, _), (_, s, e, cnt, _) in zip(agent_rows, state_rows, strict=True):
                 st = get(a)
                 if st is None:
                     cache[a] = AgentState(n, last, {(s, e): cnt})
@@ -1006,7 +1208,7 @@ class Ledger:
                     st.events[(s, e)] = cnt
                     cache[a] = st
         else:
-            for a, n, last, _ in agent_rows:
+            for a, n, last, _, _ in agent_rows:
                 st = get(a)
                 if st is None:
                     cache[a] = AgentState(n, last)
@@ -1040,9 +1242,25 @@ class Ledger:
         """
         if not rows:
             return 0
-        agents = list(dict.fromkeys([r[0] for r in rows]))
         # The lock is taken before ``_in_tx`` is read: another thread's open transaction must
         # make this thread wait, never let it write into that transaction.
+        with self._lock:
+            if self._replay is not None:
+                return self._charge_replaying(rows, run_id=run_id, check=check, when=when)
+            return self._charge_rows(rows, rows, run_id=run_id, check=check, when=when)
+
+    def _charge_rows(
+        self,
+        rows: Sequence[tuple[str, str, str]],
+        batch: Sequence[tuple[str, str, str]],
+        *,
+        run_id: str | None,
+        check: Callable[[dict[str, AgentState]], None] | None,
+        when: float | None,
+    ) -> int:
+        """Write ``rows`` (the part of ``batch`` not replayed); ``check`` sees ``batch``'s
+        agents (under the lock)."""
+        agents = list(dict.fromkeys([r[0] for r in batch]))
         with self._lock:
             if self._in_tx:
                 # A caller's transaction may still roll back: no cache, read everything.
@@ -1063,6 +1281,111 @@ class Ledger:
                     check(states)
                 new = self._append_rows(rows, states, run_id=run_id, when=when, head=(n_rows, head))
             self._fold(cache, states, new, complete, dv)  # committed
+        return len(rows)
+
+    # ---- resume: replaying the charges already in the ledger ---------------------------------
+
+    def begin_replay(self) -> int:
+        """Resume a run: match the next charges, in order, against the rows already here.
+
+        A resumed run reruns from its seed and makes the same charges in the same order. From
+        this call on, each charge is compared with the ledger's next earlier row (row 1 first):
+        equal (agent, event, scope) means it was charged before the interruption, and nothing
+        is written (no double charge); once every earlier row has been matched, charges are
+        written as usual. A budget check of a batch that straddles the end sees the state
+        before the batch (the replayed rows taken out), as the first attempt did.
+
+        Returns:
+            The number of earlier rows to replay.
+
+        Raises:
+            LedgerError: a later charge differs from the row it replays (the resumed run is
+                not the run that charged this ledger); nothing of that batch is written.
+        """
+        with self._lock:
+            n = len(self)
+            self._replay = [1, n] if n else None
+            self._replayed = 0
+            self._replay_rows = n
+            self._replay_buf: list[tuple[str, str, str]] = []
+            self._replay_buf_start = 1
+        return n
+
+    def replay_status(self) -> dict[str, int] | None:
+        """``{"rows", "replayed", "pending"}`` since :meth:`begin_replay` (None: never called).
+
+        ``pending`` > 0 after a resumed run finished: earlier charges the rerun never made
+        (kept: charged and never released, the safe direction)."""
+        n = getattr(self, "_replay_rows", None)
+        if n is None:
+            return None
+        return {"rows": n, "replayed": self._replayed, "pending": n - self._replayed}
+
+    def _replay_row(self, i: int) -> tuple[str, str, str]:
+        buf, start = self._replay_buf, self._replay_buf_start
+        if not start <= i < start + len(buf):
+            got = self._read(
+                f"SELECT agent, event, scope FROM {_CHARGES} WHERE id >= ? AND id < ? ORDER BY id",
+                (i, i + 4096),
+            )
+            self._replay_buf, self._replay_buf_start = [tuple(r) for r in got], i
+            buf, start = self._replay_buf, i
+            if not buf:
+                raise self._bad(f"row {i} is missing (resume)")
+        return buf[i - start]
+
+    def _charge_replaying(
+        self,
+        rows: Sequence[tuple[str, str, str]],
+        *,
+        run_id: str | None,
+        check: Callable[[dict[str, AgentState]], None] | None,
+        when: float | None,
+    ) -> int:
+        replay = self._replay
+        if replay is None:  # pragma: no cover - the caller checked, under the lock
+            return self._charge_rows(rows, rows, run_id=run_id, check=check, when=when)
+        nxt, last = replay
+        k = 0
+        while k < len(rows) and nxt <= last:
+            want = self._replay_row(nxt)
+            got = (rows[k][0], rows[k][1], rows[k][2])
+            if got != want:
+                raise LedgerError(
+                    f"ledger {self.path!r}: the resumed run does not repeat the charges of the "
+                    f"run it resumes: row {nxt} charged {want!r}, the resumed run charges "
+                    f"{got!r} (a different config, seed or code); nothing of this batch was "
+                    f"charged. Start a new run instead of --resume"
+                )
+            k += 1
+            nxt += 1
+        if k == len(rows):  # every charge of the batch was made before the interruption
+            replay[0] = nxt
+            self._replayed += k
+            if nxt > last:
+                self._replay = None
+            return len(rows)
+        replayed = rows[:k]
+        inner = check
+        if inner is not None and replayed:
+
+            def check(states: dict[str, AgentState]) -> None:
+                before = {
+                    a: AgentState(st.n, st.last_id, dict(st.events)) for a, st in states.items()
+                }
+                for a, e, sc in replayed:
+                    st = before[a]
+                    st.n -= 1
+                    st.events[(sc, e)] -= 1
+                    if not st.events[(sc, e)]:
+                        del st.events[(sc, e)]
+                    if not st.n:
+                        del before[a]
+                inner(before)
+
+        self._charge_rows(rows[k:], rows, run_id=run_id, check=check, when=when)
+        self._replayed += k
+        self._replay = None  # past the last earlier row
         return len(rows)
 
     def _insert(
@@ -1132,6 +1455,27 @@ class Ledger:
         except sqlite3.Error as exc:
             raise self._wrap(exc, "read") from exc
 
+    @property
+    def ledger_id(self) -> str:
+        """The ledger's random id (its chain starts from a hash of it)."""
+        return self._ledger_id
+
+    def anchor(self) -> dict[str, Any]:
+        """What a run's manifest records to pin this ledger: ``{"ledger_id", "rows",
+        "chain_head", "key_id", "schema_version"}`` (one consistent read; the head's MAC is
+        checked when the ledger is authenticated)."""
+        with self._read_tx():
+            if self._key is not None:
+                self._check_head_mac()
+            rows, head = self._head()
+        return {
+            "ledger_id": self._ledger_id,
+            "rows": rows,
+            "chain_head": head.hex(),
+            "key_id": self.key_id,
+            "schema_version": self._schema,
+        }
+
     def states(self, agents: Iterable[str] | None = None) -> dict[str, AgentState]:
         """Verified running state of ``agents`` (every agent when None)."""
         if agents is not None:
@@ -1188,21 +1532,23 @@ class Ledger:
         if not isinstance(key, str) or key in ("application", "schema_version", "ledger_id"):
             raise InvalidParameterError(f"key must not be a reserved metadata key, got {key!r}")
         with self.transaction():
+            self._check_sealed()
             self._conn.execute(
                 f"INSERT OR REPLACE INTO {_META} (key, value) VALUES (?, ?)", (key, str(value))
             )
-            _seal_meta(self._conn)
+            _seal_meta(self._conn, self._key)
 
     def set_meta_once(self, key: str, value: str) -> str:
         """Set ``key`` unless it is already set; returns the value stored (atomically)."""
         if not isinstance(key, str) or key in ("application", "schema_version", "ledger_id"):
             raise InvalidParameterError(f"key must not be a reserved metadata key, got {key!r}")
         with self.transaction():
+            self._check_sealed()
             got = self._conn.execute(f"SELECT value FROM {_META} WHERE key = ?", (key,)).fetchall()
             if got:
                 return str(got[0][0])
             self._conn.execute(f"INSERT INTO {_META} (key, value) VALUES (?, ?)", (key, value))
-            _seal_meta(self._conn)
+            _seal_meta(self._conn, self._key)
             return value
 
     def agent_scopes(self, agent: str) -> set[str]:
@@ -1271,6 +1617,8 @@ class Ledger:
         meta = dict(c.execute(f"SELECT key, value FROM {_META}").fetchall())
         if c.execute(f"SELECT meta FROM {_HEAD} WHERE k = 1").fetchone()[0] != _meta_digest(meta):
             raise self._bad("the metadata (budget, ids) does not match its recorded digest")
+        if self._key is not None:
+            self._check_head_mac()
         prev = _genesis(self._ledger_id)
         found = want is not None and want == prev
         counts: dict[tuple[str, str, str], int] = {}
@@ -1320,6 +1668,11 @@ class Ledger:
             "agents": len(states),
             "chain_head": head.hex(),
             "extends": None if want is None else True,
+            "ledger_id": self._ledger_id,
+            "schema_version": self._schema,
+            "key_id": self.key_id,
+            "authenticated": self.authenticated,
+            "auth_note": self.auth_note,
         }
 
     # ---- lifecycle ---------------------------------------------------------------------------
@@ -1342,12 +1695,12 @@ class Ledger:
 
 
 def migrate_v1(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> Ledger:
-    """Convert a schema-version-1 ledger into a new version-2 ledger at ``dst`` (explicitly).
+    """Convert a schema-version-1 or -2 ledger into a new keyed ledger at ``dst`` (explicitly).
 
     The source is opened read-only and never changed; ``dst`` must not exist. Rows keep their
-    order, agents, events, scopes, times and run ids; the metadata (budgets) is copied. The
-    version-1 file carries no chain, so the new chain vouches only for what the old file held
-    when it was converted.
+    order, agents, events, scopes, times and run ids; the metadata (budgets) is copied. A
+    version-2 source must pass a full ``verify()`` first. Neither version carries a key, so the
+    new ledger's MACs vouch only for what the old file held when it was converted.
 
     Returns:
         The new ``Ledger`` (open).
@@ -1361,11 +1714,16 @@ def migrate_v1(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> Ledg
         con = sqlite3.connect(Path(src_s).resolve().as_uri() + "?mode=ro", uri=True)
         try:
             meta = dict(con.execute(f"SELECT key, value FROM {_META}").fetchall())
-            if meta.get("application") != APPLICATION or meta.get("schema_version") != "1":
+            if meta.get("application") != APPLICATION or meta.get("schema_version") not in (
+                "1",
+                "2",
+            ):
                 raise LedgerSchemaError(
-                    f"ledger {src_s!r} is not an ldp-audit ledger of schema version 1 "
+                    f"ledger {src_s!r} is not an ldp-audit ledger of schema version 1 or 2 "
                     f"(schema_version {meta.get('schema_version')!r})"
                 )
+            if meta["schema_version"] == "2":  # it has a chain: it must verify first
+                Ledger(src_s, create=False, readonly=True, verify="full").close()
             rows = con.execute(
                 f"SELECT agent, event, scope, time, run_id FROM {_CHARGES} ORDER BY id"
             ).fetchall()
@@ -1392,15 +1750,18 @@ def migrate_v1(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> Ledg
             )
             k = j
         for k, v in meta.items():
-            if k not in ("application", "schema_version", "created", "ledger_id"):
+            if k not in ("application", "schema_version", "created", "ledger_id", "key_id"):
                 led._conn.execute(
                     f"INSERT OR REPLACE INTO {_META} (key, value) VALUES (?, ?)", (k, v)
                 )
         led._conn.execute(
             f"INSERT OR REPLACE INTO {_META} (key, value) VALUES (?, ?)",
-            ("migrated_from_v1", json.dumps({"path": src_s, "rows": len(rows)})),
+            (
+                f"migrated_from_v{meta['schema_version']}",
+                json.dumps({"path": src_s, "rows": len(rows)}),
+            ),
         )
-        _seal_meta(led._conn)
+        _seal_meta(led._conn, led._key)
     return led
 
 

@@ -1,0 +1,160 @@
+"""The ledger's authentication key: an HMAC-SHA256 key kept outside every run directory.
+
+Where the key comes from, first match wins (docs/accountant.md, "The key"):
+
+1. ``LDP_AUDIT_KEY``: the key itself, as hex (at least 32 hex digits, i.e. 16 bytes).
+2. ``LDP_AUDIT_KEY_FILE``: the path of a key file.
+3. The per-user default key file ``$XDG_CONFIG_HOME/ldp-audit/ledger.key`` (or
+   ``~/.config/ldp-audit/ledger.key`` when ``XDG_CONFIG_HOME`` is unset).
+
+A key file holds 64 hex digits (32 random bytes) and a newline. A writer creates a missing key
+file on first use (folder mode 0700, file mode 0600, never overwriting one that exists); a reader
+never creates one. A key file that its group or others may read or write is refused with
+:class:`KeyFileError`: a key others can read authenticates nothing.
+
+The key's id (``key_id``) is the first 16 hex digits of SHA-256 of a fixed label and the key: it
+names the key in a ledger's metadata and a run's manifest without revealing it, so a reader with
+another key says "written under another key" instead of "tampered with".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import os
+import secrets
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from ldp_audit.errors import LedgerError
+
+__all__ = ["LedgerKey", "KeyFileError", "load_key", "default_key_path", "key_id"]
+
+ENV_KEY = "LDP_AUDIT_KEY"
+ENV_KEY_FILE = "LDP_AUDIT_KEY_FILE"
+_MIN_BYTES = 16
+
+
+class KeyFileError(LedgerError):
+    """The ledger key (file or environment variable) is unusable: unsafe permissions, bad
+    contents, or it cannot be created."""
+
+
+def key_id(key: bytes) -> str:
+    """16 hex digits naming ``key`` (SHA-256 of a label and the key; reveals nothing of it)."""
+    return hashlib.sha256(b"ldp-audit ledger key id v1|" + key).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class LedgerKey:
+    """An HMAC-SHA256 key and where it came from (``source``: a path, or an env variable)."""
+
+    key: bytes
+    source: str
+
+    @property
+    def id(self) -> str:
+        """The key's public id (:func:`key_id`)."""
+        return key_id(self.key)
+
+    def mac(self, msg: bytes) -> bytes:
+        """HMAC-SHA256 of ``msg`` under this key (32 bytes)."""
+        return hmac.digest(self.key, msg, "sha256")
+
+    def __repr__(self) -> str:  # never print the key
+        return f"LedgerKey(id={self.id}, source={self.source!r})"
+
+
+def default_key_path() -> Path:
+    """``$XDG_CONFIG_HOME/ldp-audit/ledger.key``, else ``~/.config/ldp-audit/ledger.key``."""
+    base = os.environ.get("XDG_CONFIG_HOME") or ""
+    root = Path(base) if base.strip() and Path(base).is_absolute() else Path.home() / ".config"
+    return root / "ldp-audit" / "ledger.key"
+
+
+def _parse(text: str, source: str) -> bytes:
+    t = text.strip()
+    try:
+        key = bytes.fromhex(t)
+    except ValueError:
+        raise KeyFileError(
+            f"the ledger key in {source} is not hex digits (expected 64 hex digits, got "
+            f"{len(t)} characters)"
+        ) from None
+    if len(key) < _MIN_BYTES:
+        raise KeyFileError(
+            f"the ledger key in {source} is {len(key)} bytes; at least {_MIN_BYTES} bytes "
+            f"({2 * _MIN_BYTES} hex digits) are needed"
+        )
+    return key
+
+
+def _read_file(path: Path) -> bytes:
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise KeyFileError(f"cannot read the ledger key file {str(path)!r}: {exc}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise KeyFileError(f"the ledger key file {str(path)!r} is not a regular file")
+    if st.st_mode & 0o077:
+        raise KeyFileError(
+            f"the ledger key file {str(path)!r} has mode {stat.S_IMODE(st.st_mode):04o}: its "
+            f"group or others may read or change it, so it authenticates nothing; run "
+            f"`chmod 600 {path}` (and make a new key if others may have read it)"
+        )
+    try:
+        with open(path, encoding="ascii") as fh:
+            text = fh.read(4096)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise KeyFileError(f"cannot read the ledger key file {str(path)!r}: {exc}") from None
+    return _parse(text, f"file {str(path)!r}")
+
+
+def _create_file(path: Path) -> None:
+    """Create ``path`` with a new random key (mode 0600; never replaces an existing file)."""
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.write(fd, (secrets.token_hex(32) + "\n").encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(tmp, path)  # fails if another process created it first: keep theirs
+        except FileExistsError:
+            pass
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+    except OSError as exc:
+        raise KeyFileError(f"cannot create the ledger key file {str(path)!r}: {exc}") from None
+
+
+def load_key(*, create: bool = False) -> LedgerKey | None:
+    """The ledger key of this process (see the module docstring for where it comes from).
+
+    Args:
+        create: create the key file (``LDP_AUDIT_KEY_FILE`` or the default) when it is missing:
+            writers pass True, readers False.
+
+    Returns:
+        The key, or None when there is none and ``create`` is False.
+
+    Raises:
+        KeyFileError: the key is malformed, its file is readable by others, or it cannot be
+            created.
+    """
+    text = os.environ.get(ENV_KEY)
+    if text is not None and text.strip():
+        return LedgerKey(_parse(text, f"${ENV_KEY}"), f"${ENV_KEY}")
+    named = os.environ.get(ENV_KEY_FILE)
+    path = Path(named) if named is not None and named.strip() else default_key_path()
+    if not path.exists():
+        if not create:
+            return None
+        _create_file(path)
+    return LedgerKey(_read_file(path), str(path))
