@@ -58,7 +58,11 @@ mechanism's delta at the claimed epsilon (an (epsilon, delta)-DP mechanism has
 behind the epsilon bounds (same levels, same Bonferroni family), so both bounds hold together
 at ``confidence`` with no further split: on the event that every interval covers, both are
 right. Per event, the delta bound exceeds the claimed delta exactly when the epsilon bound
-exceeds the claimed epsilon, so the verdict from either bound is one verdict.
+exceeds the claimed epsilon, so the verdict from either bound is one verdict. The events are
+chosen for the epsilon bound (the largest ratio, far in the tail at large samples), so their
+delta bound can be loose; ``delta_event=True`` adds the event chosen for the largest expected
+delta bound (one more event in the same Bonferroni family; opt-in because it moves the other
+bounds slightly).
 
 **Resolution.** Every result states the smallest event probability under the second input that
 its estimation sample could tell from 0 (``resolution_probability``, ``1 - a^(1/N)``) and the
@@ -1409,6 +1413,47 @@ def _probe_event(
     return best
 
 
+def _delta_event(
+    stat: _Statistic,
+    tc: _ThresholdCounts | None,
+    pair: int,
+    n_est: int,
+    alpha_event: float,
+    claimed: float,
+) -> _Candidate | None:
+    """The threshold event (direction, error split) with the largest expected lower bound on
+    delta at the claimed epsilon, ``CP_lower(p1) - e^eps CP_upper(p2)`` predicted on ``n_est``
+    fresh samples from shrunk selection rates (as :func:`_best_events`), or None when no event
+    is expected to show a positive delta. Selection data only (soundness does not depend on
+    it). ``predicted`` holds the expected delta bound, comparable only among these events."""
+    if tc is None:
+        return None
+    n = len(tc.s1)
+    c = math.exp(min(claimed, 700.0))
+    best: _Candidate | None = None
+    for op, x_num, c_num, c_den, _, _ in tc.combos:
+        p_num = _cp_lower(c_num.astype(np.float64), float(n), _SHRINK)
+        p_den = _cp_upper(c_den.astype(np.float64), float(n), _SHRINK)
+        for share in _SHARES:
+            lo = _cp_lower(p_num * n_est, float(n_est), alpha_event * share)
+            hi = _cp_upper(p_den * n_est, float(n_est), alpha_event * (1.0 - share))
+            pred = lo - c * hi
+            i = int(np.argmax(pred))
+            if pred[i] > 0 and (best is None or pred[i] > best.predicted):
+                best = _Candidate(
+                    pair,
+                    stat,
+                    op,
+                    float(tc.ts[i]),
+                    x_num,
+                    float(pred[i]),
+                    (int(c_num[i]), int(c_den[i])),
+                    share,
+                    sel_rates=(float(p_num[i]), float(p_den[i])),
+                )
+    return best
+
+
 def _pool(
     fwd_half: tuple[_Candidate, np.ndarray, np.ndarray],
     rev_half: tuple[_Candidate, np.ndarray, np.ndarray],
@@ -1796,6 +1841,7 @@ def audit(
     progress: bool = False,
     statistics: Sequence[Callable[..., Any]] | None = None,
     sequential: bool = False,
+    delta_event: bool = False,
 ) -> AuditResult:
     """Audit a mechanism's epsilon claim: two sound verdicts, witnesses and a privacy profile.
 
@@ -1874,6 +1920,12 @@ def audit(
             largest bound, its statements at ``confidence`` (union bound over the stages), with
             ``samples`` the outputs drawn per input over all stages run and ``sequential`` the
             stages (:class:`SequentialInfo`). Off by default.
+        delta_event: for a claim with delta > 0, also estimate the event chosen (on selection
+            samples) for the largest expected lower bound on delta at the claimed epsilon,
+            ``CP_lower(p1) - e^epsilon CP_upper(p2)``: one more event in the distribution
+            verdict's Bonferroni family (so it changes the other bounds slightly), aimed at
+            refuting the claim rather than at the tightest epsilon. Off by default (the default
+            mode's numbers stay as they were); ignored for pure claims.
 
     Returns:
         The :class:`AuditResult`.
@@ -1905,6 +1957,7 @@ def audit(
     force = check_bool(force, "force")
     progress = check_bool(progress, "progress")
     sequential = check_bool(sequential, "sequential")
+    delta_event = check_bool(delta_event, "delta_event")
     user_fns = _statistic_list(statistics, "statistics")
     mech_fns: list[tuple[Callable[..., Any], str]] = []
     shipped = _user_attr(mechanism, "audit_statistics")
@@ -1949,6 +2002,7 @@ def audit(
             force=force,
             progress=progress,
             statistics=[fn for fn, _ in user_fns],
+            delta_event=delta_event,
             start=start,
         )
     if pairs is None:
@@ -1983,6 +2037,7 @@ def audit(
     if not poisson:  # (Poissonized disjoint pairs are valid at any level)
         pool = pool and (1.0 - min(_SHARES)) * alpha < POOLED_MAX_ALPHA
     pois_v = poisson and delta == 0.0  # the verdicts' events use the joint Poisson test
+    delta_event = delta_event and delta > 0
     profile_deltas: tuple[float, ...] = ()
     if want_profile:
         profile_deltas = tuple(sorted({*_PROFILE_DELTAS, delta}))
@@ -2012,6 +2067,7 @@ def audit(
         dist_cands: list[_Candidate] = []
         float_cands: list[_Candidate] = []
         probe: tuple[_Candidate, float] | None = None
+        d_best: _Candidate | None = None
         prof_best: list[_Candidate | None] = [None] * len(profile_deltas)
         tradeoff_q: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         est_rngs: list[tuple[np.random.Generator, np.random.Generator]] = []
@@ -2080,6 +2136,10 @@ def audit(
                     pr = _probe_event(st, tc, p, n_est, alpha_sel, claimed, delta)
                     if pr is not None and (probe is None or pr[0].predicted > probe[0].predicted):
                         probe = pr
+                if delta_event and not is_float:
+                    dc = _delta_event(st, tc, p, n_est, alpha_sel, claimed)
+                    if dc is not None and (d_best is None or dc.predicted > d_best.predicted):
+                        d_best = dc
                 if pool and not is_float and h_b >= 100:
                     # each half of a pooled pair is chosen on the first half of B, judged at
                     # the pooled sample size; the pair is then judged on the second half
@@ -2116,6 +2176,10 @@ def audit(
             # the selection counts contradict the claim on an event the main rule did not
             # choose (its denominator is too rare for the selection sample): estimate it too
             chosen.append(probe[0])
+        if d_best is not None and d_best.key() not in {c.key() for c in chosen}:
+            # delta_event: the event judged by the delta it is expected to show at the claimed
+            # epsilon (a bulk event; the rule above favours the largest ratio)
+            chosen.append(d_best)
         float_chosen = [c for c in _choose(float_cands, 1) if c.predicted > max(best_dist, 0.0)]
         verdict_events = chosen + float_chosen
         prof_events: list[_Candidate] = []

@@ -280,6 +280,12 @@ def register(subparsers: Any) -> None:
         "no remaining stage could (see docs/audit.md)",
     )
     p.add_argument(
+        "--delta-event",
+        action="store_true",
+        help="for a claim with delta > 0, also estimate the event chosen for the largest lower "
+        "bound on delta at the claimed epsilon (one more event in the Bonferroni family)",
+    )
+    p.add_argument(
         "--exact",
         action="store_true",
         help="also print the white-box exact epsilon for the pairs (built-ins)",
@@ -537,6 +543,7 @@ def run(args: argparse.Namespace) -> int:
         ratio_test=args.ratio_test,
         progress=True,
         sequential=args.sequential,
+        delta_event=args.delta_event,
     )
     exact = None
     if args.exact:
