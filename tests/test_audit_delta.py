@@ -19,6 +19,7 @@ from scipy import stats as sps
 from ldp_audit.audit import audit, estimation_samples, max_refutable_epsilon
 from ldp_audit.mechanisms import Gaussian, RandomizedResponse
 from ldp_audit.stats import clopper_pearson_lower, clopper_pearson_upper
+from tests.test_audit_cli import run_cli
 
 STRICT = 1 - 1e-6
 GPAIR = [(np.array([1.0]), np.array([-1.0]))]
@@ -110,3 +111,15 @@ def test_pure_claim_has_no_delta_bound_but_a_resolution():
     assert d["resolution_probability"] == r.resolution_probability
     assert d["max_refutable_epsilon"] == ceiling and d["delta_lower_bound"] is None
     assert "resolution: events of probability below" in r.summary()
+
+
+def test_cli_delta_event_json(capsys):
+    code = run_cli(
+        ["audit", "--mechanism", "gaussian", "--sigma", "2", "--clip", "1", "--delta", "1e-3"]
+        + ["--samples", "20000", "--delta-event", "--no-float-bits", "--json"]
+        + ["--confidence", "0.999999"]
+    )
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and out["delta_in_verdict"] is True
+    assert 0.0 <= out["delta_lower_bound"] <= 1e-3 and out["delta_violation"] is False
+    assert out["resolution_probability"] > 0 and out["max_refutable_epsilon"] > 0
