@@ -13,6 +13,7 @@ marked slow.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -259,3 +260,10 @@ def test_registry_refuses_a_second_system_of_the_same_name() -> None:
         systems.register(clash)
     with pytest.raises(InvalidParameterError, match="lower-case letters"):
         systems.SystemSpec(name="Bad Name", config=object, trainer=None, schema=None)
+
+
+def test_docs_show_the_toy_system_verbatim() -> None:
+    root = Path(__file__).resolve().parent.parent
+    page = (root / "docs" / "systems.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", page, re.S)
+    assert (root / "tests" / "toy_system.py").read_text() in blocks
