@@ -957,7 +957,7 @@ class RunDir:
                     f"{', '.join(schema.required)})"
                 )
             arrays = read_npz(self.path, "transcript.npz")
-            hint = f"it is a {self.algorithm} run: " + "; ".join(self.commands()) + " fit it"
+            hint = f"the commands for {self.algorithm} runs: " + "; ".join(self.commands())
             schema.check(arrays, where=f"{f} (a {self.algorithm} run)", hint=hint)
             self._transcript = arrays
         return dict(self._transcript)

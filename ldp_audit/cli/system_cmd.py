@@ -251,7 +251,9 @@ def run_dir_scorer(run_dir: str, attack: str, command: str) -> tuple[Any, Any]:
             f"{', '.join(have) or 'no system'} runs. The commands that fit this run: "
             + "; ".join(rd.commands())
         )
-    return rd, systems.call(ref, f"system {s.name!r} attack {attack!r}")
+    scorer = systems.call(ref, f"system {s.name!r} attack {attack!r}")
+    rd.transcript()  # checked against the system's schema before any work (errors name it)
+    return rd, scorer
 
 
 def _artifact_name(attack: str) -> str:
