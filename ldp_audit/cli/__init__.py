@@ -100,17 +100,42 @@ def _silence_broken_pipe() -> None:
         pass
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, watchdog: bool | None = None) -> int:
     """Run the command line; return the exit code (never raises except SystemExit from argparse
-    for ``--help`` / ``--version`` / usage errors, which exit 0 / 0 / 2)."""
+    for ``--help`` / ``--version`` / usage errors, which exit 0 / 0 / 2).
+
+    Args:
+        argv: the arguments (default: ``sys.argv[1:]``).
+        watchdog: arm the signal watchdog (:mod:`ldp_audit.cli._signals`: SIGINT / SIGTERM end
+            the process within about 1 s even inside compiled code or a pool's shutdown).
+            Default: only when ``argv`` is None, i.e. as the console script, never when a
+            program or a test calls ``main([...])`` in its own process.
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     import signal
     import threading
 
-    old_term = None
+    from ldp_audit.cli._signals import SignalWatchdog
+
+    old_term = old_int = None
+    dog = SignalWatchdog() if (argv is None if watchdog is None else watchdog) else None
     if threading.current_thread() is threading.main_thread():
-        old_term = signal.signal(signal.SIGTERM, _on_sigterm)
+        if dog is not None and dog.install():
+
+            def _term(signum: int, frame: object) -> None:
+                dog.notify(signum)
+                raise Terminated()
+
+            def _int(signum: int, frame: object) -> None:
+                dog.notify(signum)
+                raise KeyboardInterrupt()
+
+            old_term = signal.signal(signal.SIGTERM, _term)
+            old_int = signal.signal(signal.SIGINT, _int)
+        else:
+            dog = None
+            old_term = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         code = int(args.func(args) or 0)
         sys.stdout.flush()
@@ -120,9 +145,13 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_OK
     except Terminated:
         print("ldp-audit: terminated; files written so far are consistent", file=sys.stderr)
+        if dog is not None and argv is None:
+            dog.exit_now(EXIT_TERMINATED)
         return EXIT_TERMINATED
     except KeyboardInterrupt:
         print("ldp-audit: interrupted; files written so far are consistent", file=sys.stderr)
+        if dog is not None and argv is None:
+            dog.exit_now(EXIT_INTERRUPTED)
         return EXIT_INTERRUPTED
     except LdpAuditError as exc:
         print(f"ldp-audit: error: {exc}", file=sys.stderr)
@@ -136,8 +165,15 @@ def main(argv: list[str] | None = None) -> int:
         traceback.print_exc(file=sys.stderr)
         return EXIT_INTERNAL
     finally:
-        if old_term is not None:
-            signal.signal(signal.SIGTERM, old_term)
+        # as the console script the watchdog stays armed until the process ends: a pool's
+        # shutdown or a non-daemon thread can still hold the exit after main returns
+        if argv is not None or dog is None:
+            if old_term is not None:
+                signal.signal(signal.SIGTERM, old_term)
+            if old_int is not None:
+                signal.signal(signal.SIGINT, old_int)
+            if dog is not None:
+                dog.uninstall()
 
 
 if __name__ == "__main__":  # pragma: no cover

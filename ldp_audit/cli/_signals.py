@@ -1,0 +1,157 @@
+"""A signal watchdog for the command line: SIGINT / SIGTERM end every command within 2 s.
+
+The ordinary path is Python's: SIGINT raises ``KeyboardInterrupt`` and SIGTERM ``Terminated``
+in the main thread, the command unwinds, a run folder being written is marked interrupted, and
+``main`` exits 130 / 143. That path needs the main thread to come back to the interpreter, which
+it may not do for a long time: a long NumPy / Numba / SQLite / torch call, a process pool that
+waits for its running tasks on shutdown, a thread that is not a daemon.
+
+So the console entry point also arms this watchdog: the C-level signal handler writes the signal
+number into a pipe (``signal.set_wakeup_fd``), a daemon thread blocked on that pipe sees it even
+while the main thread is inside compiled code (every kernel here releases the GIL), waits
+``grace`` seconds for the ordinary path, and if the process is still alive kills its worker
+processes and ends it with ``os._exit`` and the documented code (130 / 143). What was written is
+still consistent (files are written atomically; the ledger is SQLite, tested against SIGKILL),
+but a run being written keeps ``"status": "running"`` instead of ``"interrupted"``: the same
+state as after SIGKILL, which every reader already treats as incomplete. A second signal of the
+same kind ends the process at once.
+
+"Within 2 s" counts from delivery: a process inside an uninterruptible system call (an fsync of
+the ledger on a busy disk) gets the signal only when the call returns. ``LDP_AUDIT_SIGNAL_TRACE``
+names a file where the watchdog notes the monotonic time it saw each signal (used by the tests).
+
+Library code never installs this: only ``ldp_audit.cli.main`` when called as the console script.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+__all__ = ["SignalWatchdog"]
+
+_CODES = {int(signal.SIGINT): 130, int(signal.SIGTERM): 143}
+
+
+class SignalWatchdog:
+    """Ends the process ``grace`` seconds after SIGINT / SIGTERM if it has not ended by itself."""
+
+    def __init__(self, grace: float = 1.0) -> None:
+        if isinstance(grace, bool) or not isinstance(grace, (int, float)) or not 0 < grace <= 10:
+            raise ValueError(f"grace must be a number in (0, 10] seconds, got {grace!r}")
+        self.grace = float(grace)
+        self._r: int | None = None
+        self._w: int | None = None
+        self._old_fd: int | None = None
+        # signals seen, per source: the pipe (C level) and the Python handlers; one delivery is
+        # seen by both, so a second signal is one that a single source sees twice
+        self._seen: dict[tuple[str, int], int] = {}
+        self._armed: set[int] = set()
+        self._lock = threading.Lock()
+
+    def install(self) -> bool:
+        """Arm the watchdog (main thread only); False where it cannot be armed (not the main
+        thread, or no pipe), and the ordinary path alone then applies."""
+        if threading.current_thread() is not threading.main_thread():
+            return False
+        try:
+            r, w = os.pipe()
+            os.set_blocking(w, False)
+            self._old_fd = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+        except (OSError, ValueError):
+            return False
+        self._r, self._w = r, w
+        threading.Thread(target=self._watch, name="ldp-audit-signal-watchdog", daemon=True).start()
+        return True
+
+    def notify(self, signum: int) -> None:
+        """Called by the Python-level handlers too (in case a library replaced the wakeup fd)."""
+        self._arm(int(signum), "handler")
+
+    def uninstall(self) -> None:
+        """Give the wakeup fd back (the thread stays blocked on its pipe, harmlessly)."""
+        if self._w is None:
+            return
+        try:
+            signal.set_wakeup_fd(self._old_fd if self._old_fd is not None else -1)
+        except (OSError, ValueError):
+            pass
+
+    def exit_now(self, code: int) -> None:
+        """The ordinary path has unwound (files consistent, run marked interrupted): end the
+        process at once, without the interpreter's teardown (which can take seconds with torch
+        loaded, or wait on a pool), flushing what was printed first."""
+        import sys
+
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        self._kill_children()
+        os._exit(code)
+
+    @staticmethod
+    def _kill_children() -> None:
+        try:
+            import multiprocessing
+
+            for child in multiprocessing.active_children():
+                child.kill()
+        except Exception:  # noqa: BLE001 - best effort: the process ends right after
+            pass
+
+    # -- the thread ------------------------------------------------------------------------------
+
+    def _watch(self) -> None:
+        assert self._r is not None
+        while True:
+            try:
+                data = os.read(self._r, 64)
+            except OSError:
+                return
+            if not data:
+                return
+            for b in data:
+                if b in _CODES:
+                    self._arm(b, "pipe")
+
+    def _arm(self, signum: int, source: str) -> None:
+        trace = os.environ.get("LDP_AUDIT_SIGNAL_TRACE")
+        if trace:  # for the tests: when the process got the signal (CLOCK_MONOTONIC)
+            try:
+                with open(trace, "a") as f:
+                    f.write(f"{source} {signum} {time.monotonic():.6f}\n")
+            except OSError:
+                pass
+        if signum not in _CODES:
+            return
+        with self._lock:
+            n = self._seen.get((source, signum), 0) + 1
+            self._seen[(source, signum)] = n
+            first = signum not in self._armed
+            self._armed.add(signum)
+        if n >= 2:
+            self._force(signum, "a second signal")
+        elif first:
+            threading.Thread(target=self._later, args=(signum,), daemon=True).start()
+
+    def _later(self, signum: int) -> None:
+        time.sleep(self.grace)
+        self._force(signum, f"the command did not stop within {self.grace:g} s")
+
+    def _force(self, signum: int, why: str) -> None:
+        name = "interrupted" if signum == int(signal.SIGINT) else "terminated"
+        msg = (
+            f"ldp-audit: {name}; forced exit ({why}). Files written so far are consistent; a "
+            f"run folder being written is left as after a kill (status 'running', not "
+            f"'interrupted').\n"
+        )
+        self._kill_children()
+        try:
+            os.write(2, msg.encode())
+        except OSError:
+            pass
+        os._exit(_CODES[signum])
