@@ -140,7 +140,11 @@ def test_consistent_run_verdict_and_sections(run: Path) -> None:
         run, ledger=ledger_for(run, per_submission=5.0, best_factor=0.5, budget=300.0)
     )
     m = rep.model
-    assert m["verdict"]["status"] == "consistent"
+    # every check holds, but 50 per agent (tightest; the ledger is the claim: no statement in
+    # metrics.json) is above 10: never "consistent" (issue 28)
+    assert m["verdict"]["status"] == "no meaningful guarantee"
+    assert "gives no protection (epsilon = 50 per agent)" in m["verdict"]["headline"]
+    assert m["privacy_statement"]["claim"]["epsilon"] == pytest.approx(50.0)
     assert m["audits"]["status"] == "run" and m["attacks"]["status"] == "run"
     led = m["ledger"]
     assert led["agents"] == 6 and led["agents_in_transcript"] == 6 and led["uncharged_agents"] == 0
@@ -154,9 +158,19 @@ def test_consistent_run_verdict_and_sections(run: Path) -> None:
     assert all(png.startswith(PNG_MAGIC) for png in rep.figures.values())
 
 
+def test_meaningful_claim_with_every_check_is_consistent(run: Path) -> None:
+    # 20 submissions at 0.1 each: 2 per agent (basic), 1 (tightest) <= 10
+    rep = build_report(run, ledger=ledger_for(run, per_submission=0.1, best_factor=0.5))
+    m = rep.model
+    assert m["verdict"]["status"] == "consistent"
+    assert m["privacy_statement"]["claim"]["meaningful"] is True
+    assert not any("no protection" in v for v in m["verdict"]["verified"])
+
+
 def test_optional_parts_are_reported_as_not_run(tmp_path: Path) -> None:
     run = make_run(tmp_path / "bare")
-    rep = build_report(run, ledger=ledger_for(run), figures=False)
+    # 2 per agent: a meaningful claim, so only the missing checks keep it from "consistent"
+    rep = build_report(run, ledger=ledger_for(run, per_submission=0.1), figures=False)
     m = rep.model
     assert m["audits"]["status"] == "not run" and m["attacks"]["status"] == "not run"
     assert m["verdict"]["status"] == "partially verified"
@@ -177,7 +191,7 @@ def test_audit_violation_is_the_headline(tmp_path: Path) -> None:
     assert rep.model["audits"]["results"][0]["violation"] is True
     assert "AUDIT VIOLATION" in " ".join(rep.model["verdict"]["violations"])
     assert rep.model["verdict"]["headline"] == (
-        "1 privacy violation(s) found. Audit violation: laplace leaks at least 7.5 > claimed 5."
+        "1 privacy violation found. Audit violation: laplace leaks at least 7.5 > claimed 5."
     )
     assert '<span class="bad">VIOLATION</span>' in rep.to_html()
 
@@ -201,7 +215,7 @@ def test_uncharged_agents_are_flagged(run: Path) -> None:
 def test_budget_overrun_is_not_guaranteed(run: Path) -> None:
     rep = build_report(run, ledger=ledger_for(run, budget=50.0), figures=False)
     assert rep.model["ledger"]["over_budget"] == 6
-    assert "6 agent(s) over budget" in " ".join(rep.model["verdict"]["not_verified"])
+    assert "6 agents over budget" in " ".join(rep.model["verdict"]["not_verified"])
 
 
 def test_learning_metrics_fst_and_paper(run: Path) -> None:
@@ -261,7 +275,7 @@ def test_ceiling_formula() -> None:
 
 
 def test_written_html_is_self_contained(run: Path, tmp_path: Path) -> None:
-    rep = build_report(run, ledger=ledger_for(run))
+    rep = build_report(run, ledger=ledger_for(run, per_submission=0.1))
     paths = rep.write(tmp_path / "out")
     html = paths["html"].read_text()
     assert not re.search(r"(src|href)\s*=\s*[\"']?(https?:|//)", html)
@@ -370,7 +384,7 @@ def test_budget_recorded_in_the_ledger_is_reported(tmp_path: Path) -> None:
     # 20 submissions per agent at eps 1 under a budget of 30 (basic): 10 left each
     assert led["budget"] == 30.0 and led["budget_method"] == "basic"
     assert led["remaining"]["min"] == pytest.approx(10.0) and led["over_budget"] == 0
-    assert "Budget 30 per agent: 0 agent(s) over budget." in m["verdict"]["claimed"]
+    assert "Budget 30 per agent: 0 agents over budget." in m["verdict"]["claimed"]
     assert (run / "ledger.sqlite").read_bytes() == before  # reading never alters the ledger
 
 

@@ -47,6 +47,12 @@ class LedgerStats:
     """The composition the budget is enforced with ("basic", ...), when recorded."""
     chain_head: str | None = None
     """The ledger's hash-chain head (hex): a later copy must extend it (``budget --verify``)."""
+    events: dict[str, list[dict[str, Any]]] | None = None
+    """Per scope, the distinct events charged: ``{"event": json, "kind": class name, "charges":
+    n, "agents": n}``, most charged first (at most 12 per scope); None when not read."""
+    central_by_method: dict[str, float] | None = None
+    """Every composition method's epsilon for the central id that spent most (its
+    ``spent_detail().by_method``): the alternatives beside the claimed accountant's value."""
 
 
 def _method_of(detail: Any) -> str:
@@ -130,6 +136,8 @@ def read_ledger(
         raise RunDirectoryError(f"{path}: ledger cannot be read ({exc})") from exc
     else:
         chain_head = ledger.chain_head() if hasattr(ledger, "chain_head") else None
+        events = _event_kinds(ledger)
+        central_by = _central_by_method(acc, central, delta)
     finally:
         ledger.close()
     if budget is not None and not (isinstance(budget, (int, float)) and math.isfinite(budget)):
@@ -145,7 +153,61 @@ def read_ledger(
         remaining,
         budget_method,
         chain_head,
+        events,
+        central_by,
     )
+
+
+_MAX_KINDS = 12
+
+
+def _event_kinds(ledger: Any) -> dict[str, list[dict[str, Any]]] | None:
+    """The distinct events charged per scope (what the ledger says was released), or None when
+    the ledger cannot list its histories (the report then says "not recorded")."""
+    import json
+
+    from ldp_audit.accountant.events import event_from_json
+
+    hist = getattr(ledger, "histories", None)
+    if not callable(hist):
+        return None
+    out: dict[str, list[dict[str, Any]]] = {}
+    try:
+        for scope in ("local", "central"):
+            charges: dict[str, int] = {}
+            agents: dict[str, int] = {}
+            for h in hist(None, scope).values():
+                for text, n in h:
+                    charges[text] = charges.get(text, 0) + int(n)
+                    agents[text] = agents.get(text, 0) + 1
+            rows = []
+            for text in sorted(charges, key=lambda t: (-charges[t], t))[:_MAX_KINDS]:
+                try:
+                    kind = type(event_from_json(text)).__name__
+                except Exception:  # an event this version cannot parse: named, not fatal
+                    kind = "unknown"
+                try:
+                    ev = json.loads(text)
+                except ValueError:
+                    ev = text
+                rows.append(
+                    {"event": ev, "kind": kind, "charges": charges[text], "agents": agents[text]}
+                )
+            out[scope] = rows
+    except Exception:  # reading the kinds is a courtesy: never fatal to the report
+        return None
+    return out
+
+
+def _central_by_method(acc: Any, central: dict[str, float] | None, delta: float) -> Any:
+    if not central or not hasattr(acc, "spent_detail"):
+        return None
+    agent = max(sorted(central), key=lambda a: central[a])
+    try:
+        by = acc.spent_detail(agent, delta=delta, method="best").by_method
+    except Exception:  # a method that cannot compose: the alternatives are then not listed
+        return None
+    return {str(k): float(v) for k, v in dict(by).items()}
 
 
 def _recorded_budget(ledger: Any) -> dict[str, Any] | None:

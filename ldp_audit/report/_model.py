@@ -135,6 +135,7 @@ def _status_section(run: RunData) -> dict[str, Any]:
             parts.append("files missing since the run: " + ", ".join(man["missing"]))
         evidence = "; ".join(parts)
     return {
+        "ledger_check": _ledger_check(run),
         "run": run_status,
         "manifest": man.get("status"),
         "evidence_ok": bool(man["ok"]),
@@ -143,6 +144,42 @@ def _status_section(run: RunData) -> dict[str, Any]:
         "missing": list(man["missing"]),
         "added_later": list(man["unlisted"]),
     }
+
+
+#: HOOK (issue 28): the name of the function in :mod:`ldp_audit.rundir` that checks a run's
+#: ledger against the anchor its manifest records (ledger id, row count, chain head). The report
+#: calls it when it exists and shows its result under "Run status and evidence".
+LEDGER_CHECK_HOOK = "verify_ledger"
+
+
+def _ledger_check(run: RunData) -> dict[str, Any] | None:
+    """The ledger checked against the manifest's anchor by ``ldp_audit.rundir.<LEDGER_CHECK_HOOK>``
+    (``{"ok", "words", "detail"}``); None while that function does not exist."""
+    from ldp_audit import rundir
+
+    fn = getattr(rundir, LEDGER_CHECK_HOOK, None)
+    if not callable(fn):
+        return None
+    try:
+        res = fn(run.path)
+    except Exception as exc:  # reported, never fatal
+        return {
+            "ok": False,
+            "words": f"The ledger could not be checked against the manifest "
+            f"({type(exc).__name__}: {exc}).",
+            "detail": None,
+        }
+    ok = bool(res.get("ok")) if isinstance(res, dict) else bool(res)
+    detail = res if isinstance(res, dict) else None
+    why = ""
+    if isinstance(res, dict):
+        why = str(res.get("message") or res.get("reason") or res.get("status") or "")
+    words = (
+        "The ledger matches the anchor its manifest records (id, rows, chain head)."
+        if ok
+        else "LEDGER DOES NOT MATCH ITS MANIFEST" + (f": {why}" if why else "") + "."
+    )
+    return {"ok": ok, "words": words, "detail": detail}
 
 
 def _ledger_section(run: RunData, led: LedgerStats, top: int) -> dict[str, Any]:
@@ -180,7 +217,16 @@ def _ledger_section(run: RunData, led: LedgerStats, top: int) -> dict[str, Any]:
     mech = run.config.get("mechanism") or {}
     mech_eps = _num(mech.get("epsilon"))
     central_vals = np.array(sorted((led.central or {}).values()), dtype=np.float64)
+    inf_best = ~np.isfinite(led.best)
     return {
+        "top_groups": _top_groups(led, tr_counts, remaining, top),
+        # the one count of infinite spend (tightest method) used everywhere on the page
+        "infinite_agents": int(inf_best.sum()),
+        "infinite_examples": [led.agents[i] for i in np.flatnonzero(inf_best)[:5].tolist()],
+        # basic composition cannot compose Gaussian / approximate-DP events: inf under basic
+        # while another method gives a finite value (not a non-private release)
+        "basic_not_applicable": int((~np.isfinite(led.basic) & ~inf_best).sum()),
+        "story": _agents_story(run, led, ids, counts) if run.is_pgc else None,
         "status": "run",
         "agents": len(led.agents),
         "agents_in_transcript": len(ids) if run.is_pgc else None,
@@ -209,6 +255,73 @@ def _ledger_section(run: RunData, led: LedgerStats, top: int) -> dict[str, Any]:
             {"scope": "central", "ids": int(central_vals.size), **_stats(central_vals)},
         ],
         "chain_head": getattr(led, "chain_head", None),
+    }
+
+
+def _top_groups(
+    led: LedgerStats, tr_counts: dict[str, int], remaining: Any, top: int
+) -> list[dict[str, Any]]:
+    """The largest spenders with identical rows collapsed: one row per distinct (submissions,
+    basic, tightest, method, remaining), with how many agents share it and a few of their ids."""
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    for i, a in enumerate(led.agents):
+        key = (
+            tr_counts.get(a),
+            float(led.basic[i]),
+            float(led.best[i]),
+            led.method[i],
+            None if remaining is None else float(remaining[i]),
+        )
+        groups.setdefault(key, []).append(i)
+    rows = []
+    for key, idx in groups.items():
+        names = sorted((led.agents[i] for i in idx), key=_natural)
+        rows.append(
+            {
+                "agents": len(idx),
+                "first": names[0],
+                "examples": names[:3],
+                "submissions": key[0],
+                "basic": key[1],
+                "best": key[2],
+                "method": key[3],
+                "remaining": key[4],
+            }
+        )
+    rows.sort(key=lambda r: (-r["basic"], -r["best"], _natural(r["first"])))
+    return rows[:top]
+
+
+def _agents_story(
+    run: RunData, led: LedgerStats, ids: list[str], counts: np.ndarray
+) -> dict[str, Any]:
+    """Workers, agents and reports of a PGC-A3C run told once, so every count on the page
+    fits one story (workers run concurrently; each agent submits ``rounds`` reports)."""
+    cfg = run.config.get("config") or {}
+    priv = run.metrics.get("privacy") if isinstance(run.metrics.get("privacy"), dict) else {}
+    started = priv.get("agents_per_trial")
+    started_total = (
+        int(sum(started))
+        if isinstance(started, list) and all(isinstance(x, int) for x in started)
+        else None
+    )
+    workers = cfg.get("n_agents") if isinstance(cfg.get("n_agents"), int) else None
+    rounds = cfg.get("rounds") if isinstance(cfg.get("rounds"), int) else None
+    submitted = len(ids)
+    reports = int(counts.sum()) if counts.size else 0
+    charged_only = sorted(set(led.agents) - set(ids), key=_natural)
+    return {
+        "workers": workers,
+        "rounds": rounds,
+        "reports": reports,
+        "agents_submitted": submitted,
+        "agents_in_ledger": len(led.agents),
+        "agents_started": started_total,
+        "agents_started_not_submitted": None
+        if started_total is None
+        else max(started_total - submitted, 0),
+        "agents_charged_not_submitted": len(charged_only),
+        "engine": str(run.config.get("engine") or cfg.get("target") or ""),
     }
 
 
@@ -372,6 +485,7 @@ def _audit_section(run: RunData) -> dict[str, Any]:
                 "confidence": _num(e.get("confidence")),
                 "delta": _num(e.get("delta")),
                 "samples": e.get("samples"),
+                "selection_samples": e.get("selection_samples"),
                 "seconds": _num(e.get("seconds")),
                 "violation": viol,
                 "leak": leak,
@@ -596,10 +710,17 @@ def _audit_statements(
             extra = ""
             if ex is not None and v["kind"] in ("distribution", "single"):
                 extra = f"; white-box exact epsilon {_fmt(ex)} (holds in exact arithmetic only)"
+            void = ""
+            c = v["claimed_epsilon"]
+            if c is not None and (math.isinf(c) or c > 10.0):
+                void = (
+                    f", but a claim of {claim} per release is above 10 and itself gives no "
+                    "protection, so finding no violation says nothing"
+                )
             verified.append(
                 f"Audit of {r['mechanism']}, {v['reading']} reading: empirical lower bound {lb} "
                 f"<= claim {claim}{extra}: no violation found (a black-box audit cannot prove "
-                "the claim)."
+                f"the claim){void}."
             )
     prof = r.get("profile")
     if prof is not None:
@@ -618,14 +739,106 @@ def _audit_statements(
         notes.append(f"Audit of {r['mechanism']}: {w}")
 
 
+def _n(count: int, noun: str, plural: str | None = None) -> str:
+    """``"1 agent"``, ``"3,000 agents"``: a count with its noun in the right number."""
+    return f"{count:,} {noun if count == 1 else (plural or noun + 's')}"
+
+
+def story_sentence(led: dict[str, Any]) -> str | None:
+    """Workers, agents and reports of a PGC-A3C run in one sentence (None for other runs)."""
+    st = led.get("story")
+    if not st:
+        return None
+    rounds = st["rounds"]
+    per = (
+        f"each agent submits {_n(rounds, 'report')} (section 3.2.1), "
+        if rounds
+        else "each agent submits its reports, "
+    )
+    flower = st["engine"].startswith("flower")
+    lead = (
+        f"{_n(st['workers'], 'Flower client')} (SuperNodes) took part; "
+        if flower and st["workers"]
+        else f"{_n(st['workers'], 'worker')} ran concurrently (config n_agents); "
+        if st["workers"]
+        else ""
+    )
+    if rounds == 1:
+        per = "every episode is played by a new agent that submits 1 report (section 3.2.1), "
+    s = (
+        f"{lead}{per}so the {_n(st['reports'], 'report')} came from "
+        f"{_n(st['agents_submitted'], 'agent')}, the privacy units; the ledger charged "
+        f"{_n(st['agents_in_ledger'], 'agent')}."
+    )
+    if st["agents_started_not_submitted"]:
+        k = st["agents_started_not_submitted"]
+        s += (
+            f" {_n(st['agents_started'], 'agent')} were started: the "
+            f"{_n(k, 'agent')} whose episodes were still running when the run stopped "
+            "released nothing."
+        )
+    if st["agents_charged_not_submitted"]:
+        k = st["agents_charged_not_submitted"]
+        s += (
+            f" {_n(k, 'agent')} {'was' if k == 1 else 'were'} charged ahead and never "
+            "released (the fused engine charges an agent before its first episode: the safe "
+            "direction)."
+        )
+    return s
+
+
+def _no_protection(claim: dict[str, Any]) -> str:
+    unit = claim.get("unit") or "unit"
+    return f"the claim itself gives no protection (epsilon = {_fmt(claim['epsilon'])} per {unit})"
+
+
+def _one_run_statements(o: dict[str, Any], violations: list[str], verified: list[str]) -> None:
+    lb, claim = _fmt(o["epsilon_lower_bound"]), _fmt(o["claimed_epsilon"])
+    size = _n(o["canaries"], "canary", "canaries") if isinstance(o["canaries"], int) else "canaries"
+    conf = o.get("confidence")
+    lvl = f" at confidence {conf:g}" if isinstance(conf, float) else ""
+    if o["violation"]:
+        violations.append(
+            f"ONE-RUN AUDIT VIOLATION ({o['setting']}): {o['name']} leaks at least {lb} > "
+            f"claimed {claim}{lvl} ({size})."
+        )
+        return
+    ceiling = (
+        f"; with {size} it could not have shown more than {_fmt(o['ceiling'])}"
+        if o.get("ceiling") is not None
+        else ""
+    )
+    verified.append(
+        f"One-run audit ({o['setting']}, {size}): empirical lower bound {lb} <= claim {claim}"
+        f"{lvl}: no violation found{ceiling} (an audit cannot prove the claim)."
+    )
+
+
 def _verdict(model: dict[str, Any]) -> dict[str, Any]:
     led, aud, att = model["ledger"], model["audits"], model["attacks"]
     run = model["run"]
     mech = run["mechanism"] or {}
+    stmt = model.get("privacy_statement") or {}
+    the = stmt.get("claim") or {}
+    one_run = aud.get("one_run") or []
     claimed: list[str] = []
     verified: list[str] = []
     not_verified: list[str] = []
     violations: list[str] = []
+    if the.get("epsilon") is not None:
+        alts = the.get("alternatives") or []
+        alt = (
+            " Alternatives, not the claim: "
+            + "; ".join(f"{_fmt(a['epsilon'])} by {a['method']} ({a['source']})" for a in alts)
+            + "."
+            if alts
+            else ""
+        )
+        claimed.append(
+            f"The claim: epsilon = {_fmt(the['epsilon'])} at delta = {_fmt(the['delta'])} per "
+            f"{the.get('unit') or 'unit'}, by {the.get('method') or 'an accountant not named'} "
+            f"(from {the['source']}).{alt}"
+        )
     eps_sub = led["epsilon_per_submission"]
     non_private = str(mech.get("name", "")).replace("_", "").lower() in ("none", "noprivacy")
     if mech.get("name") and (non_private or (eps_sub is not None and math.isinf(eps_sub))):
@@ -635,8 +848,8 @@ def _verdict(model: dict[str, Any]) -> dict[str, Any]:
         )
     elif mech.get("name") and eps_sub is None:
         claimed.append(
-            f"Reports are released through the {mech['name']} mechanism; config.json records no "
-            "epsilon for it, so the per-submission claim is not stated here."
+            f"Releases go through the {mech['name']} mechanism (config.json gives no "
+            "per-release epsilon for it; the claim above is composed by the accountant)."
         )
     elif mech.get("name"):
         claimed.append(
@@ -649,11 +862,27 @@ def _verdict(model: dict[str, Any]) -> dict[str, Any]:
             f"The {run['algorithm']} run records its releases in the ledger; its mechanisms "
             "are described in the algorithm's sections below."
         )
+    story = story_sentence(led)
+    if story:
+        claimed.append(story[0].upper() + story[1:])
     if led["agents"]:
+        inf_note = ""
+        if led.get("infinite_agents"):
+            inf_note = (
+                f" {_n(led['infinite_agents'], 'ledger id')} spent epsilon = inf under every "
+                "method (non-private releases)."
+            )
+        if led.get("basic_not_applicable"):
+            inf_note += (
+                f" Basic composition does not apply to the Gaussian or approximate-DP events of "
+                f"{_n(led['basic_not_applicable'], 'ledger id')} (inf under it, finite under "
+                "the tightest method)."
+            )
         claimed.append(
             f"Per agent, composed over its submissions: at most {_fmt(led['basic']['max'])} under "
             f"basic sequential composition and {_fmt(led['best']['max'])} under the tightest valid "
-            f"method ({', '.join(led['methods'])}), over {led['agents']} agents in the ledger."
+            f"method ({', '.join(led['methods'])}), over {_n(led['agents'], 'agent')} in the "
+            f"ledger.{inf_note}"
         )
     claim = model.get("claim") or {}
     eps_agent = _num(claim.get("epsilon_per_agent"))
@@ -673,15 +902,21 @@ def _verdict(model: dict[str, Any]) -> dict[str, Any]:
             )
     if led["budget"] is not None:
         over = led["over_budget"]
-        msg = f"Budget {_fmt(led['budget'])} per agent: {over} agent(s) over budget."
+        msg = f"Budget {_fmt(led['budget'])} per agent: {_n(over, 'agent')} over budget."
         (not_verified if over else claimed).append(msg)
     else:
         claimed.append("No per-agent budget was set for this run.")
     if led["central"]:
+        central_max = led["central"]["max_epsilon"]
+        role = ""
+        if the.get("epsilon") is not None and abs(central_max - the["epsilon"]) > 1e-9 * max(
+            1.0, abs(the["epsilon"])
+        ):
+            role = " (the ledger's tightest method: an alternative, not the claim)"
         claimed.append(
-            f"Central (model-level) claims are reported separately, never summed with the local "
-            f"ones: {led['central']['agents']} ledger id(s), largest central epsilon "
-            f"{_fmt(led['central']['max_epsilon'])}."
+            f"Central (model-level) charges are reported separately, never summed with the local "
+            f"ones: {_n(led['central']['agents'], 'ledger id')}, largest central epsilon "
+            f"{_fmt(central_max)}{role}."
         )
     st = run["status"]
     if st["run"] == "not recorded":
@@ -707,43 +942,60 @@ def _verdict(model: dict[str, Any]) -> dict[str, Any]:
         )
     else:
         not_verified.append(st["evidence"][0].upper() + st["evidence"][1:] + ".")
+    if st.get("ledger_check"):
+        lc = st["ledger_check"]
+        (verified if lc["ok"] else not_verified).append(lc["words"])
     if run["submissions"] == 0:
         not_verified.append("The run made no submissions: nothing was released or learned.")
     if led["uncharged_agents"]:
         not_verified.append(
-            f"{led['uncharged_agents']} agent(s) submitted reports that the ledger never charged "
-            f"(e.g. {', '.join(led['uncharged_examples'])}): their spend is NOT accounted."
+            f"{_n(led['uncharged_agents'], 'agent')} submitted reports that the ledger never "
+            f"charged (e.g. {', '.join(led['uncharged_examples'])}): their spend is NOT accounted."
         )
     elif run["submissions"] is not None:
         verified.append("Every agent that submitted a report was charged in the ledger.")
     if aud["status"] == "run":
         for r in aud["results"]:
             _audit_statements(r, violations, verified, not_verified)
-    else:
-        not_verified.append("No audit of the mechanism was run (audit.json absent).")
-    if att["status"] == "run":
-        for r in att["results"]:
-            ci = _ci(r)
-            if r["violation"]:
-                violations.append(
-                    f"ATTACK EXCEEDS CEILING: {r['name']} accuracy {_fmt(r['accuracy'])}{ci} > "
-                    f"ceiling {_fmt(r['ceiling'])} the claim allows."
-                )
-            elif r["above_chance"]:
-                verified.append(
-                    f"Attack {r['name']}: accuracy {_fmt(r['accuracy'])}{ci} is ABOVE CHANCE "
-                    f"{_fmt(r['chance'])}: the attacker learns something about the secret (as any "
-                    f"epsilon > 0 allows), and stays within the ceiling {_fmt(r['ceiling'])} the "
-                    "claim allows."
-                )
-            else:
-                verified.append(
-                    f"Attack {r['name']}: accuracy {_fmt(r['accuracy'])}{ci} is not "
-                    f"distinguishable from chance {_fmt(r['chance'])} and within the ceiling "
-                    f"{_fmt(r['ceiling'])} the claim allows."
-                )
-    else:
-        not_verified.append("No attack was run on the transcript (no attack_*.json).")
+    for o in one_run:
+        _one_run_statements(o, violations, verified)
+    if aud["status"] != "run" and not one_run:
+        not_verified.append(
+            "No audit was run: neither an audit of the mechanism (audit.json) nor a one-run "
+            "audit of this run."
+        )
+    elif aud["status"] != "run":
+        not_verified.append(
+            "The mechanism was not audited in isolation (no audit.json); the one-run audit "
+            "(under Audits) is this run's audit."
+        )
+    attacks = [r for r in att["results"] if not r.get("one_run")]
+    for r in attacks:
+        ci = _ci(r)
+        if r["violation"]:
+            violations.append(
+                f"ATTACK EXCEEDS CEILING: {r['name']} accuracy {_fmt(r['accuracy'])}{ci} > "
+                f"ceiling {_fmt(r['ceiling'])} the claim allows."
+            )
+        elif r["above_chance"]:
+            verified.append(
+                f"Attack {r['name']}: accuracy {_fmt(r['accuracy'])}{ci} is ABOVE CHANCE "
+                f"{_fmt(r['chance'])}: the attacker learns something about the secret (as any "
+                f"epsilon > 0 allows), and stays within the ceiling {_fmt(r['ceiling'])} the "
+                "claim allows."
+            )
+        else:
+            verified.append(
+                f"Attack {r['name']}: accuracy {_fmt(r['accuracy'])}{ci} is not "
+                f"distinguishable from chance {_fmt(r['chance'])} and within the ceiling "
+                f"{_fmt(r['ceiling'])} the claim allows."
+            )
+    if not attacks:
+        not_verified.append(
+            "No attack other than the one-run audit was run (no other attack_*.json)."
+            if one_run
+            else "No attack was run on the transcript (no attack_*.json)."
+        )
     for sec in model.get("sections") or []:
         if sec.get("error"):
             not_verified.append(f"Section {sec['title']!r} could not be built: {sec['error']}")
@@ -751,14 +1003,35 @@ def _verdict(model: dict[str, Any]) -> dict[str, Any]:
         "Lower bounds and attacks can only find leaks, never prove their absence; the claim "
         "rests on the mechanism's proof and on every release being charged before it is made."
     )
+    meaningful = bool(the.get("meaningful", True)) if the.get("epsilon") is not None else True
+    if not meaningful:
+        # every sentence that finds the claim upheld says, in the same sentence, that it is void
+        tag = _no_protection(the)
+        verified = [
+            v
+            if v.startswith(("Evidence intact", "Every agent", "The ledger matches"))
+            or "gives no protection" in v
+            else v.rstrip(".") + f", but {tag}."
+            for v in verified
+        ]
     evidence_changed = bool(st["changed"] or st["missing"])
+    audited = aud["status"] == "run" or bool(one_run)
     if violations:
         first = violations[0]
         status = "violation"
         label, rest = first.split(":", 1)
-        headline = f"{len(violations)} privacy violation(s) found. {label.capitalize()}: "
+        headline = f"{_n(len(violations), 'privacy violation')} found. {label.capitalize()}: "
         headline += rest.strip().split(". ")[0].rstrip(".") + "."
-    elif aud["status"] == "run" and att["status"] == "run" and not evidence_changed:
+    elif not meaningful:
+        status = "no meaningful guarantee"
+        above = (
+            "" if math.isinf(the["epsilon"]) else f" (above {stmt.get('meaningful_epsilon', 10):g})"
+        )
+        headline = (
+            f"{_no_protection(the)[0].upper()}{_no_protection(the)[1:]}{above}; the checks "
+            "below found no contradiction of it, which says nothing about privacy."
+        )
+    elif audited and attacks and not evidence_changed:
         status = "consistent"
         headline = "Claims consistent with every audit and attack that was run."
     else:
@@ -767,6 +1040,7 @@ def _verdict(model: dict[str, Any]) -> dict[str, Any]:
     return {
         "status": status,
         "headline": headline,
+        "protection": the.get("protection"),
         "violations": violations,
         "claimed": claimed,
         "verified": verified,
@@ -826,5 +1100,16 @@ def build_model(
         "sections": list(sections or []),
         "sections_source": sections_note,
     }
+    from ldp_audit.report._statement import one_run_audit, privacy_statement
+
+    one_run = [o for name, a in run.attacks.items() if (o := one_run_audit(name, a)) is not None]
+    model["audits"]["one_run"] = one_run
+    one_names = {o["name"] for o in one_run}
+    for r in model["attacks"]["results"]:
+        r["one_run"] = r["name"] in one_names
+    statement = privacy_statement(run, ledger, model)
+    model["privacy_statement"] = statement
     model["verdict"] = _verdict(model)
-    return model
+    # the statement first (after the identification), as on the page
+    head = ("schema", "generated", "generator", "run_dir", "privacy_statement", "verdict")
+    return {**{k: model[k] for k in head}, **{k: v for k, v in model.items() if k not in head}}

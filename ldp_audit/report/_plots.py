@@ -41,6 +41,31 @@ def _png(fig: Figure) -> bytes:
     return buf.getvalue()
 
 
+def _short_mech(name: Any) -> str:
+    """A mechanism's name for a legend: ``name=foo, sigma=1, ...`` -> ``foo`` (at most 40
+    characters), so a legend never grows wider than its figure."""
+    text = str(name)
+    if text.startswith("name="):
+        text = text[5:].split(",", 1)[0]
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _legend_below(ax: Any, ncols: int = 2, fontsize: float = 8) -> None:
+    """The axes' legend under its x-axis label, never over the data or the axis labels
+    (constrained layout makes room for it)."""
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:
+        ax.legend(
+            handles,
+            labels,
+            fontsize=fontsize,
+            loc="upper center",
+            bbox_to_anchor=(0.5, -0.2),
+            ncols=ncols,
+            frameon=False,
+        )
+
+
 def _thin(n: int) -> np.ndarray:
     """Indices of at most ``_MAX_POINTS`` evenly spaced rows out of ``n`` (always the last)."""
     if n <= _MAX_POINTS:
@@ -82,7 +107,7 @@ def spend_over_submissions(run: RunData, led: LedgerStats) -> tuple[np.ndarray, 
 
 def ledger_figure(run: RunData, led: LedgerStats) -> bytes:
     """Spent epsilon over submissions and the distribution of per-agent spend."""
-    fig = Figure(figsize=(10, 3.6), layout="constrained")
+    fig = Figure(figsize=(10, 4.4), layout="constrained")
     ax1, ax2 = fig.subplots(1, 2)
     if not run.is_pgc:
         _scope_panel(ax1, led)
@@ -124,34 +149,55 @@ def ledger_figure(run: RunData, led: LedgerStats) -> bytes:
             ls="-.",
             label="agents charged so far (right axis)",
         )
-        ax1b.set_ylabel("agents", color=_GREY)
+        ax1b.set_ylabel("agents charged so far", color=_GREY)
+        ax1b.tick_params(axis="y", colors=_GREY)
         ax1b.set_ylim(bottom=0)
-        ax1b.legend(fontsize=8, loc="center right")
+        # one legend for both y-axes, below the panel
+        h1, l1 = ax1.get_legend_handles_labels()
+        h2, l2 = ax1b.get_legend_handles_labels()
+        ax1.legend(
+            h1 + h2,
+            l1 + l2,
+            fontsize=8,
+            loc="upper center",
+            bbox_to_anchor=(0.5, -0.2),
+            ncols=2,
+            frameon=False,
+        )
+    else:
+        _legend_below(ax1)
     ax1.set_xlabel("submission n (arrival order)")
     ax1.set_ylabel("spent epsilon per agent")
     ax1.set_title("Spent epsilon over submissions")
     ax1.set_ylim(bottom=0)
-    if ax1.get_legend_handles_labels()[0]:
-        ax1.legend(fontsize=8, loc="lower right")
     _spend_hist(ax2, led)
     return _png(fig)
 
 
+def _plural(n: int, noun: str) -> str:
+    return f"{n:,} {noun if n == 1 else noun + 's'}"
+
+
 def _spend_hist(ax2: Any, led: LedgerStats) -> None:
     basic, best = led.basic[np.isfinite(led.basic)], led.best[np.isfinite(led.best)]
-    n_inf = int(led.basic.size - basic.size)
+    # the one infinite count of the page: infinite under the tightest method (basic is also
+    # infinite for Gaussian events it cannot compose, which are not non-private releases)
+    n_inf = int(led.best.size - best.size)
+    n_basic_na = int(led.basic.size - basic.size) - n_inf
+    notes = []
     if n_inf:
+        notes.append(f"{_plural(n_inf, 'id')} with epsilon = inf under every method (not drawn)")
+    if n_basic_na > 0:
+        notes.append(f"basic composition does not apply to {_plural(n_basic_na, 'id')} (Gaussian)")
+    for k, text in enumerate(notes):
         ax2.annotate(
-            f"{n_inf} agent(s) with epsilon = inf (non-private releases)",
-            (0.02, 0.92),
-            xycoords="axes fraction",
-            fontsize=8,
-            color=_RED,
+            text, (0.02, 0.92 - 0.07 * k), xycoords="axes fraction", fontsize=8, color=_RED
         )
-    if basic.size:
-        hi = float(max(basic.max(), best.max(initial=0.0)))
+    if best.size:
+        hi = float(max(basic.max(initial=0.0), best.max()))
         bins = np.linspace(0, hi * 1.05 + 1e-9, 30)
-        ax2.hist(basic, bins=bins, color=_BLUE, alpha=0.5, label="basic composition")
+        if basic.size:
+            ax2.hist(basic, bins=bins, color=_BLUE, alpha=0.5, label="basic composition")
         ax2.hist(
             best,
             bins=bins,
@@ -163,10 +209,13 @@ def _spend_hist(ax2: Any, led: LedgerStats) -> None:
         )
         if led.budget is not None:
             ax2.axvline(led.budget, color="k", ls=":", lw=1.2, label="budget")
-        ax2.legend(fontsize=8)
+        _legend_below(ax2)
+        top = ax2.get_ylim()[1]
+        ax2.set_ylim(0, top * (1.0 + 0.1 * (len(notes) + 1)))  # room for the notes
+    ax2.ticklabel_format(axis="x", style="sci", scilimits=(-3, 4))
     ax2.set_xlabel("spent epsilon (local scope)")
-    ax2.set_ylabel("agents")
-    ax2.set_title(f"Per-agent spend ({led.basic.size} agents)")
+    ax2.set_ylabel("number of agents")
+    ax2.set_title(f"Per-agent spend ({_plural(led.basic.size, 'agent')})")
 
 
 def _scope_panel(ax: Any, led: LedgerStats) -> None:
@@ -179,7 +228,7 @@ def _scope_panel(ax: Any, led: LedgerStats) -> None:
             ax.boxplot([fin], positions=[i], widths=0.5, showfliers=True)
         if vals.size > fin.size:
             ax.annotate(
-                f"{vals.size - fin.size} id(s) with epsilon = inf",
+                f"{_plural(vals.size - fin.size, 'id')} with epsilon = inf",
                 (i, 0),
                 ha="center",
                 fontsize=8,
@@ -187,7 +236,7 @@ def _scope_panel(ax: Any, led: LedgerStats) -> None:
             )
         if not vals.size:
             ax.annotate("no charges", (i, 0), ha="center", fontsize=8, color=_GREY)
-    ax.set_xticks([0, 1], [f"{n}\n{v.size} id(s)" for n, v in groups])
+    ax.set_xticks([0, 1], [f"{n}\n{_plural(v.size, 'id')}" for n, v in groups])
     ax.set_xlim(-0.6, 1.6)
     ax.set_ylim(bottom=0)
     ax.set_ylabel("spent epsilon (tightest method)")
@@ -254,7 +303,7 @@ def audit_figure(model: dict[str, Any]) -> bytes | None:
                 label=lab("exact epsilon (white-box, exact arithmetic only)"),
             )
         verdict = "VIOLATION" if v["violation"] else "no violation found"
-        labels.append(f"{r['mechanism']}\n{v['kind']}: {verdict}")
+        labels.append(f"{_short_mech(r['mechanism'])}\n{v['kind']}: {verdict}")
     ax.set_yticks(np.arange(len(rows)), labels, fontsize=8)
     ax.set_xlim(0, xmax)
     ax.set_ylim(-0.6, len(rows) - 0.4)
@@ -270,7 +319,7 @@ def profile_figure(model: dict[str, Any]) -> bytes | None:
     res = [r for r in model["audits"]["results"] if r.get("profile")]
     if not res:
         return None
-    fig = Figure(figsize=(10, 3.4), layout="constrained")
+    fig = Figure(figsize=(10, 3.9), layout="constrained")
     ax = fig.subplots()
     colors = [_BLUE, _ORANGE, _GREEN, "#9467bd"]
     pos = [d for r in res for d in r["profile"]["delta"] if d > 0]
@@ -282,10 +331,17 @@ def profile_figure(model: dict[str, Any]) -> bytes | None:
         d = np.array(p["delta"])
         lo = np.array(p["epsilon_lower"])
         cl = np.array(p["epsilon_claimed"])
-        ax.plot(d, lo, "o-", color=c, label=f"{r['mechanism']}: audited lower bound")
+        ax.plot(d, lo, "o-", color=c, label=f"{_short_mech(r['mechanism'])}: audited lower bound")
         fin = np.isfinite(cl)
         if fin.any():
-            ax.plot(d[fin], cl[fin], "s--", color=c, alpha=0.7, label=f"{r['mechanism']}: claimed")
+            ax.plot(
+                d[fin],
+                cl[fin],
+                "s--",
+                color=c,
+                alpha=0.7,
+                label=f"{_short_mech(r['mechanism'])}: claimed",
+            )
         bad = np.array(p["above_claim"], dtype=bool)
         if bad.any():
             ax.plot(d[bad], lo[bad], "x", color=_RED, ms=10, mew=2, label="above the claim")
@@ -303,56 +359,88 @@ def profile_figure(model: dict[str, Any]) -> bytes | None:
     ax.set_xlabel("delta (symmetric log scale; 0 at the left)")
     ax.set_ylabel("epsilon")
     ax.set_title("Privacy profile: audited epsilon lower bound vs the claimed epsilon(delta)")
-    ax.legend(fontsize=8, loc="upper right")
+    _legend_below(ax, ncols=3)
     return _png(fig)
 
 
 def tradeoff_figure(model: dict[str, Any]) -> bytes | None:
     """Audited f-DP trade-off points (upper confidence type I / type II errors of threshold
-    tests) against the claimed trade-off curve; a point below the claimed curve refutes it."""
+    tests) against the claimed trade-off curve; a point below the claimed curve refutes it.
+
+    Two panels: the whole unit square, and type I error on a log scale, where a strong claim's
+    curve and the audited points (all at small type I error) can be told apart."""
     res = [r for r in model["audits"]["results"] if r.get("tradeoff")]
     if not res:
         return None
-    fig = Figure(figsize=(10, 4.2), layout="constrained")
-    ax = fig.subplots()
+    fig = Figure(figsize=(10, 4.6), layout="constrained")
+    ax_lin, ax_log = fig.subplots(1, 2)
     colors = [_BLUE, _ORANGE, _GREEN, "#9467bd"]
+    pos: list[float] = []
     for i, r in enumerate(res):
         t = r["tradeoff"]
         c = colors[i % len(colors)]
-        ax.plot(
-            t["claimed_alpha"],
-            t["claimed_beta"],
-            "--",
-            color=c,
-            alpha=0.8,
-            label=f"{r['mechanism']}: claimed ({t['claimed_from']})",
-        )
+        ca, cb = np.array(t["claimed_alpha"]), np.array(t["claimed_beta"])
         a_u, b_u = np.array(t["type1_upper"]), np.array(t["type2_upper"])
-        ax.plot(a_u, b_u, "o", color=c, ms=4, label=f"{r['mechanism']}: audited (upper points)")
-        # the true curve lies below this staircase (all points jointly at the confidence)
+        pos += [float(x) for x in a_u if x > 0] + [float(x) for x in ca if 0 < x < 1]
         order = np.argsort(a_u)
-        ax.step(a_u[order], b_u[order], where="post", color=c, lw=1, alpha=0.6)
         bad = np.array(t["below_claim"], dtype=bool)
-        if bad.any():
-            ax.plot(a_u[bad], b_u[bad], "x", color=_RED, ms=10, mew=2, label="below the claim")
-    ax.plot([0, 1], [1, 0], ":", color="grey", lw=1, label="no privacy loss (1 - alpha)")
-    ax.set_xlim(0, 1)
-    ax.set_ylim(0, 1)
-    ax.set_aspect("equal")
-    ax.set_xlabel("type I error alpha (upper confidence bound)")
-    ax.set_ylabel("type II error beta (upper confidence bound)")
-    ax.set_title("f-DP trade-off: the true curve passes below every audited point")
-    ax.legend(fontsize=7, loc="upper right")
+        for ax, label in ((ax_lin, True), (ax_log, False)):
+            ax.plot(
+                ca,
+                cb,
+                "--",
+                color=c,
+                alpha=0.8,
+                label=f"{_short_mech(r['mechanism'])}: claimed ({t['claimed_from']})"
+                if label
+                else None,
+            )
+            ax.plot(
+                a_u,
+                b_u,
+                "o",
+                color=c,
+                ms=4,
+                label=f"{_short_mech(r['mechanism'])}: audited (upper points)" if label else None,
+            )
+            # the true curve lies below this staircase (all points jointly at the confidence)
+            ax.step(a_u[order], b_u[order], where="post", color=c, lw=1, alpha=0.6)
+            if bad.any():
+                ax.plot(
+                    a_u[bad],
+                    b_u[bad],
+                    "x",
+                    color=_RED,
+                    ms=10,
+                    mew=2,
+                    label="below the claim" if label else None,
+                )
+    lo = max(min(pos) / 3, 1e-12) if pos else 1e-6
+    grid = np.geomspace(lo, 1.0, 200)
+    ax_lin.plot([0, 1], [1, 0], ":", color="grey", lw=1, label="no privacy loss (1 - alpha)")
+    ax_log.plot(grid, 1 - grid, ":", color="grey", lw=1)
+    ax_lin.set_xlim(0, 1)
+    ax_log.set_xscale("log")
+    ax_log.set_xlim(lo, 1)
+    for ax in (ax_lin, ax_log):
+        ax.set_ylim(0, 1.02)
+        ax.set_ylabel("type II error beta (upper bound)")
+    ax_lin.set_xlabel("type I error alpha (upper bound)")
+    ax_log.set_xlabel("type I error alpha (upper bound, log scale)")
+    ax_lin.set_title("Whole trade-off", fontsize=10)
+    ax_log.set_title("Small type I errors (log scale)", fontsize=10)
+    fig.suptitle("f-DP trade-off: the true curve passes below every audited point", fontsize=11)
+    fig.legend(fontsize=8, loc="outside lower center", ncols=2, frameon=False)
     return _png(fig)
 
 
 def attack_figure(model: dict[str, Any]) -> bytes | None:
     """Attack accuracy (with its confidence interval) beside the ceiling curve over epsilon."""
-    res = model["attacks"]["results"]
+    res = [r for r in model["attacks"]["results"] if not r.get("one_run")]
     if not res:
         return None
     eps_default = model["ledger"]["epsilon_per_submission"] or 1.0
-    fig = Figure(figsize=(10, 3.8), layout="constrained")
+    fig = Figure(figsize=(10, 4.2), layout="constrained")
     ax = fig.subplots()
     ks = sorted({int(r["k"]) if isinstance(r["k"], (int, float)) else 3 for r in res})
     xmax = max(
@@ -393,7 +481,7 @@ def attack_figure(model: dict[str, Any]) -> bytes | None:
     ax.set_xlabel("epsilon of one report")
     ax.set_ylabel("attack accuracy")
     ax.set_title("Attack accuracy vs chance and the ceiling the claim allows")
-    ax.legend(fontsize=8, loc="lower right")
+    _legend_below(ax, ncols=3)
     return _png(fig)
 
 
@@ -401,7 +489,7 @@ def learning_figure(run: RunData, model: dict[str, Any]) -> bytes:
     """Scores zeta_n and mu_n (eq. 25) per trial, FST (eq. 26) and the success ratio (eq. 27)."""
     z, mu, fst = zeta_matrix(run), mu_matrix(run), fst_values(run)
     learn = model["learning"]
-    fig = Figure(figsize=(10, 3.6), layout="constrained")
+    fig = Figure(figsize=(10, 4.3), layout="constrained")
     ax1, ax2 = fig.subplots(1, 2, width_ratios=(2, 1))
     n = np.arange(1, z.shape[1] + 1)
     idx = _thin(z.shape[1])
@@ -425,7 +513,7 @@ def learning_figure(run: RunData, model: dict[str, Any]) -> bytes:
     else:
         title = "Learning curve: zeta_n (faint), mu_n (eq. 25); no trial reached the target"
     ax1.set_title(title, fontsize=10)
-    ax1.legend(fontsize=8, loc="upper left")
+    _legend_below(ax1, ncols=4)
     horizon = max(learn["horizon"], z.shape[1], 1)
     grid = np.linspace(0, horizon, 400)
     ratio = (fst[None, :] <= grid[:, None]).mean(axis=1) if fst.size else np.zeros_like(grid)
@@ -454,6 +542,6 @@ def learning_figure(run: RunData, model: dict[str, Any]) -> bytes:
     ax2.set_ylim(-0.02, 1.02)
     ax2.set_xlabel("submissions n")
     ax2.set_ylabel("success ratio")
-    ax2.set_title(f"Success ratio (eq. 27), {fst.size} trial(s)")
-    ax2.legend(fontsize=8, loc="lower right")
+    ax2.set_title(f"Success ratio (eq. 27), {_plural(int(fst.size), 'trial')}", fontsize=10)
+    _legend_below(ax2, ncols=1)
     return _png(fig)

@@ -12,7 +12,7 @@ import json
 import math
 from typing import Any
 
-from ldp_audit.report._model import short_numbers
+from ldp_audit.report._model import short_numbers, story_sentence
 
 __all__ = ["render_html", "render_markdown", "render_json", "FIGURE_TITLES"]
 
@@ -39,6 +39,10 @@ h3{font-size:16px;margin:18px 0 6px}
 .verdict.consistent{background:#eaf7ee;border-color:#2ca02c}
 .verdict.violation{background:#fdecec;border-color:#d62728}
 .verdict.partially{background:#fff6e5;border-color:#ff9f1c}
+.verdict.nomeaning{background:#f3f0f0;border-color:#7a1f1f}
+.statement{border:2px solid #2a3550;border-radius:8px;padding:4px 16px 10px;margin:14px 0}
+.statement h2{margin-top:10px}
+.statement td.src{color:#5b6475;font-size:12px}
 .verdict .head{font-size:19px;font-weight:700;margin-bottom:6px}
 .verdict h3{margin:10px 0 2px;font-size:14px;text-transform:uppercase;letter-spacing:.04em;
  color:#3b4352}
@@ -197,12 +201,39 @@ def _tables(m: dict[str, Any]) -> dict[str, tuple[list[str], list[list[Any]]]]:
         ],
     )
     claim = m.get("claim") or {}
-    t["claim"] = (["trainer's privacy statement", "value"], [[k, _f(v)] for k, v in claim.items()])
-    t["top"] = (
-        ["agent", "submissions", "spent (basic)", "spent (tightest)", "method", "remaining"],
+    t["claim"] = (
+        ["trainer's privacy statement (metrics.json)", "value"],
+        [[_CLAIM_LABELS.get(k, k), _f(v)] for k, v in claim.items()],
+    )
+    t["top"] = _top_table(led)
+    stmt = m.get("privacy_statement") or {}
+    t["statement"] = (
+        ["field", "value", "source"],
+        [[r["label"], r["value"], r["source"]] for r in stmt.get("rows", [])],
+    )
+    t["one_run"] = (
         [
-            [r["agent"], r["submissions"], r["basic"], r["best"], r["method"], r["remaining"]]
-            for r in led["top_agents"]
+            "one-run audit",
+            "setting",
+            "canaries",
+            "claimed eps",
+            "empirical lower bound",
+            "confidence",
+            "ceiling (every guess right)",
+            "verdict",
+        ],
+        [
+            [
+                o["name"],
+                o["setting"],
+                o["canaries"],
+                o["claimed_epsilon"],
+                o["epsilon_lower_bound"],
+                o["confidence"],
+                o["ceiling"],
+                "VIOLATION" if o["violation"] else "no violation found",
+            ]
+            for o in aud.get("one_run") or []
         ],
     )
     arows = []
@@ -220,7 +251,7 @@ def _tables(m: dict[str, Any]) -> dict[str, tuple[list[str], list[list[Any]]]]:
                     exact if r["exact_epsilon"] is not None else None,
                     v["epsilon_lower_bound"],
                     r["confidence"],
-                    r["samples"],
+                    _samples_cell(r),
                     "VIOLATION" if v["violation"] else "no violation found",
                     _witness(v["witness"]),
                 ]
@@ -233,7 +264,7 @@ def _tables(m: dict[str, Any]) -> dict[str, tuple[list[str], list[list[Any]]]]:
             "exact eps (white-box; exact arithmetic only)",
             "empirical lower bound",
             "confidence",
-            "samples",
+            "samples per input",
             "verdict",
             "witness",
         ],
@@ -268,6 +299,7 @@ def _tables(m: dict[str, Any]) -> dict[str, tuple[list[str], list[list[Any]]]]:
                 _attack_verdict(r),
             ]
             for r in att["results"]
+            if not r.get("one_run")
         ],
     )
     if learn.get("status") == "run":
@@ -295,6 +327,73 @@ def _tables(m: dict[str, Any]) -> dict[str, tuple[list[str], list[list[Any]]]]:
             ],
         )
     return t
+
+
+#: readable labels for keys of the trainer's privacy statement (metrics.json ``privacy``)
+_CLAIM_LABELS = {
+    "agents_per_trial": "agents started per trial (incl. those stopped before submitting)",
+    "epsilon_per_submission": "epsilon per report",
+    "epsilon_per_agent": "epsilon per agent (composed over its reports)",
+    "epsilon_total": "epsilon per agent (composed over its reports)",
+    "rounds": "reports per agent (rounds)",
+    "agents": "agents charged",
+    "max_spent_epsilon": "largest epsilon an agent spent",
+}
+
+
+def _samples_cell(r: dict[str, Any]) -> Any:
+    """Samples per input with the selection / estimation split the witness counts come from."""
+    n, sel = r.get("samples"), r.get("selection_samples")
+    if isinstance(n, int) and isinstance(sel, int) and 0 < sel < n:
+        return (
+            f"{n:,} per input: {sel:,} to choose the event, {n - sel:,} to estimate it "
+            "(the witness counts are out of these)"
+        )
+    return r.get("samples")
+
+
+def _agents_cell(g: dict[str, Any]) -> str:
+    if g["agents"] == 1:
+        return g["first"]
+    ex = ", ".join(g["examples"])
+    more = g["agents"] - len(g["examples"])
+    return f"{g['agents']:,} agents with identical rows ({ex}" + (
+        f" and {more:,} more)" if more > 0 else ")"
+    )
+
+
+def _top_table(led: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
+    head = [
+        "agents",
+        "submissions each",
+        "spent (basic)",
+        "spent (tightest)",
+        "method",
+        "remaining",
+    ]
+    groups = led.get("top_groups")
+    if groups is None:  # a model from before groups: the old rows
+        groups = [{**r, "agents": 1, "first": r["agent"], "examples": [r["agent"]]} for r in
+                  led["top_agents"]]  # fmt: skip
+    return head, [
+        [_agents_cell(g), g["submissions"], g["basic"], g["best"], g["method"], g["remaining"]]
+        for g in groups
+    ]
+
+
+def _top_title(led: dict[str, Any]) -> str:
+    groups = led.get("top_groups") or []
+    n = sum(g["agents"] for g in groups)
+    if groups and n > len(groups):
+        return (
+            f"Largest spenders: {_n(n, 'agent')} in {_n(len(groups), 'row')} "
+            "(agents with identical values share a row)"
+        )
+    return f"Largest spenders: {_n(len(groups) or len(led['top_agents']), 'agent')}"
+
+
+def _n(count: int, noun: str, plural: str | None = None) -> str:
+    return f"{count:,} {noun if count == 1 else (plural or noun + 's')}"
 
 
 def _html_table(head: list[str], rows: list[list[Any]]) -> str:
@@ -335,16 +434,40 @@ def _md_table(head: list[str], rows: list[list[Any]]) -> str:
 
 
 def _ledger_note(led: dict[str, Any]) -> str:
-    who = (
-        f"{led['agents']} agents in the ledger ({led['agents_in_transcript']} submitted reports)"
-        if led["agents_in_transcript"] is not None
-        else f"{led['agents']} agents in the ledger (local scope)"
-    )
+    st = led.get("story")
+    if st:
+        who = (
+            f"{_n(led['agents'], 'agent')} in the ledger; {_n(st['agents_submitted'], 'agent')} "
+            f"submitted {_n(st['reports'], 'report')}"
+        )
+    elif led["agents_in_transcript"] is not None:
+        who = (
+            f"{_n(led['agents'], 'agent')} in the ledger "
+            f"({_n(led['agents_in_transcript'], 'agent')} submitted reports)"
+        )
+    elif not led["agents"] and led.get("central"):
+        who = "No local (per-agent) charges: this run's charges are central (below)"
+    else:
+        who = f"{_n(led['agents'], 'agent')} in the ledger (local scope)"
     s = (
         f"{who}, evaluated at delta = {_f(led['delta'])}. Methods that gave the tightest bound: "
-        + (", ".join(f"{k} ({v} agents)" for k, v in led["methods"].items()) or "none")
+        + (", ".join(f"{k} ({_n(v, 'agent')})" for k, v in led["methods"].items()) or "none")
         + ". "
     )
+    story = story_sentence(led)
+    if story:
+        s += story[0].upper() + story[1:] + " "
+    if led.get("infinite_agents"):
+        s += (
+            f"{_n(led['infinite_agents'], 'ledger id')} spent epsilon = inf under every method "
+            f"(e.g. {', '.join(led['infinite_examples'])}). "
+        )
+    if led.get("basic_not_applicable"):
+        s += (
+            f"Basic composition does not apply to the Gaussian or approximate-DP events of "
+            f"{_n(led['basic_not_applicable'], 'ledger id')}: they show inf under it and a "
+            "finite value under the tightest method. "
+        )
     s += (
         f"Budget: {_f(led['budget'])} per agent"
         + (
@@ -352,13 +475,13 @@ def _ledger_note(led: dict[str, Any]) -> str:
             if led.get("budget_method")
             else ""
         )
-        + f"; {led['over_budget']} agent(s) over it."
+        + f"; {_n(led['over_budget'], 'agent')} over it."
         if led["budget"] is not None
         else "No per-agent budget was set."
     )
     if led["uncharged_agents"]:
         s += (
-            f" WARNING: {led['uncharged_agents']} agent(s) submitted without a ledger charge "
+            f" WARNING: {_n(led['uncharged_agents'], 'agent')} submitted without a ledger charge "
             f"(e.g. {', '.join(led['uncharged_examples'])})."
         )
     return s
@@ -399,6 +522,8 @@ _NOT_RUN = {
     "report RUN audit-out` to verify the claim.",
     "attacks": "Not run: no attack_*.json in this run directory or the extra inputs. Run "
     "`ldp-audit attack` on the transcript to measure what an attacker recovers.",
+    "audits_isolated": "The mechanism was not audited in isolation (no audit.json): the one-run "
+    "audit in the table above is this run's audit.",
 }
 
 _VERDICT_HEADS = (
@@ -421,6 +546,47 @@ def _code_spans(text: str) -> str:
     return "".join(out)
 
 
+_VERDICT_CLASS = {
+    "violation": "violation",
+    "consistent": "consistent",
+    "partially verified": "partially",
+    "no meaningful guarantee": "nomeaning",
+}
+
+
+def _title_claim(m: dict[str, Any]) -> str:
+    """The claim for the page title: the one claimed epsilon per unit (never the per-report
+    epsilon alone when an agent makes several reports)."""
+    the = (m.get("privacy_statement") or {}).get("claim") or {}
+    eps = the.get("epsilon")
+    if eps is None:
+        e = m["ledger"]["epsilon_per_submission"]
+        return f", epsilon = {_f(e)} per report" if e is not None else ""
+    s = f", epsilon = {_f(eps)}"
+    if the.get("delta"):
+        s += f" at delta = {_f(the['delta'])}"
+    s += f" per {the.get('unit') or 'unit'}"
+    k = the.get("releases_per_unit")
+    if the.get("per_release") is not None and isinstance(k, int):
+        s += f" ({_f(the['per_release'])} per report x {_n(k, 'report')})"
+    if not the.get("meaningful", True):
+        s += " (no protection)"
+    return s
+
+
+def _empty_section_note(sec: dict[str, Any]) -> str | None:
+    """What to say for an algorithm section that supplied no text, table or figure."""
+    if any(p.strip() for p in sec["paragraphs"]) or sec["tables"] or sec["figures"]:
+        return None
+    data = sec.get("data") or {}
+    if any(k in data for k in ("audit", "audits")):
+        return (
+            "The algorithm gave no text for this section; the audit it refers to is the one "
+            'shown under "Audits of the mechanisms used" above (the same result file).'
+        )
+    return "The algorithm gave no content for this section (its data, if any, is in report.json)."
+
+
 # ---------------------------------------------------------------------- renderers
 
 
@@ -428,7 +594,7 @@ def render_html(model: dict[str, Any], figures: dict[str, bytes]) -> str:
     """The self-contained HTML page (inline CSS, figures as base64 PNG data URIs)."""
     m, t = model, _tables(model)
     v, run = m["verdict"], m["run"]
-    cls = v["status"].split()[0]
+    cls = _VERDICT_CLASS.get(v["status"], "partially")
     mech = run["mechanism"] or {}
     mech_name = str(mech.get("name", "several mechanisms"))
 
@@ -451,8 +617,7 @@ def render_html(model: dict[str, Any], figures: dict[str, bytes]) -> str:
             return '<ul><li class="na">nothing</li></ul>'
         return "<ul>" + "".join(f"<li>{html.escape(i)}</li>" for i in items) + "</ul>"
 
-    eps = m["ledger"]["epsilon_per_submission"]
-    title_eps = f", epsilon = {_e(eps)}" if eps is not None else ""
+    title_eps = html.escape(_title_claim(m))
     p = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -465,6 +630,12 @@ def render_html(model: dict[str, Any], figures: dict[str, bytes]) -> str:
         f'<div class="sub">Run directory <code>{html.escape(m["run_dir"])}</code> &middot; seed '
         f"{_e(run['seed'])} &middot; status {html.escape(run['status']['run'])} &middot; "
         f"generated {html.escape(m['generated'])} by ldp-audit</div>",
+        '<section id="privacy-statement" class="statement"><h2>Privacy statement</h2>',
+        "<p>What is protected, against whom, and how strongly, from what the run recorded "
+        "(&quot;not recorded&quot; where nothing records it). One epsilon is the claim; other "
+        "accountants' values are alternatives.</p>",
+        _html_table(*t["statement"]),
+        "</section>",
         f'<section id="verdict" class="verdict {cls}"><div class="head">Verdict: '
         f"{html.escape(v['status'])}. {html.escape(v['headline'])}</div>",
     ]
@@ -489,10 +660,20 @@ def render_html(model: dict[str, Any], figures: dict[str, bytes]) -> str:
         _html_table(*t["scopes"]),
         _html_table(*t["claim"]) if m.get("claim") else "",
         fig("ledger"),
-        f"<h3>Top {len(m['ledger']['top_agents'])} agents by spent epsilon</h3>",
+        f"<h3>{html.escape(_top_title(m['ledger']))}</h3>",
         _html_table(*t["top"]),
         '<h2 id="audits">Audits of the mechanisms used</h2>',
     ]
+    one_run = m["audits"].get("one_run") or []
+    if one_run:
+        p += [
+            "<p>One-run audit (Steinke, Nasr &amp; Jagielski 2023): canaries planted in this "
+            "very run, half of them included; the auditor guesses which, and the guesses "
+            "give an empirical lower bound on epsilon at the stated confidence. The ceiling is "
+            "the bound if every guess were right: a claim above it cannot be refuted with this "
+            "many canaries.</p>",
+            _html_table(*t["one_run"]),
+        ]
     if m["audits"]["status"] == "run":
         p += [
             "<p>Each audit gives two verdicts: the <b>distribution</b> reading (outputs read in "
@@ -517,10 +698,12 @@ def render_html(model: dict[str, Any], figures: dict[str, bytes]) -> str:
             fig("profile"),
             fig("tradeoff"),
         ]
+    elif one_run:
+        p.append(f'<p class="notrun">{_code_spans(_NOT_RUN["audits_isolated"])}</p>')
     else:
         p.append(f'<p class="notrun">{_code_spans(_NOT_RUN["audits"])}</p>')
     p.append('<h2 id="attacks">Attacks on the transcript</h2>')
-    if m["attacks"]["status"] == "run":
+    if t["attacks"][1]:
         p += [
             _html_table(*t["attacks"]),
             fig("attack"),
@@ -557,7 +740,10 @@ def render_html(model: dict[str, Any], figures: dict[str, bytes]) -> str:
                 f"{html.escape(sec['error'])}</div>"
             )
             continue
-        p += [f"<p>{_code_spans(x)}</p>" for x in sec["paragraphs"]]
+        empty = _empty_section_note(sec)
+        if empty:
+            p.append(f'<p class="notrun">{_code_spans(empty)}</p>')
+        p += [f"<p>{_code_spans(x)}</p>" for x in sec["paragraphs"] if x.strip()]
         for tb in sec["tables"]:
             if tb["caption"]:
                 p.append(f"<h3>{html.escape(tb['caption'])}</h3>")
@@ -580,14 +766,21 @@ def render_markdown(model: dict[str, Any], figure_files: dict[str, str]) -> str:
     m, t = model, _tables(model)
     v, run = m["verdict"], m["run"]
     mech = run["mechanism"] or {}
-    eps = m["ledger"]["epsilon_per_submission"]
     out = [
         f"# Privacy report: {run['algorithm']}, {mech.get('name', 'several mechanisms')}"
         + (" mechanism" if mech else "")
-        + (f", epsilon = {_f(eps)}" if eps is not None else ""),
+        + _title_claim(m),
         "",
         f"Run directory `{m['run_dir']}`, seed {run['seed']}, status {run['status']['run']}, "
         f"generated {m['generated']}.",
+        "",
+        "## Privacy statement",
+        "",
+        "What is protected, against whom, and how strongly, from what the run recorded "
+        '("not recorded" where nothing records it). One epsilon is the claim; other '
+        "accountants' values are alternatives.",
+        "",
+        _md_table(*t["statement"]),
         "",
         f"**Verdict: {v['status']}.** {v['headline']}",
         "",
@@ -621,13 +814,15 @@ def render_markdown(model: dict[str, Any], figure_files: dict[str, str]) -> str:
         "",
         *([_md_table(*t["claim"]), ""] if m.get("claim") else []),
         *fig("ledger"),
-        f"### Top {len(m['ledger']['top_agents'])} agents by spent epsilon",
+        f"### {_top_title(m['ledger'])}",
         "",
         _md_table(*t["top"]),
         "",
         "## Audits of the mechanisms used",
         "",
     ]
+    if m["audits"].get("one_run"):
+        out += [_md_table(*t["one_run"]), ""]
     if m["audits"]["status"] == "run":
         out += [_md_table(*t["audits"]), ""]
         for r in m["audits"]["results"]:
@@ -635,10 +830,12 @@ def render_markdown(model: dict[str, Any], figure_files: dict[str, str]) -> str:
                 if vd["consequence"]:
                     out += [f"**{r['mechanism']}, {vd['kind']}:** {vd['consequence']}", ""]
         out += [*fig("audit"), *fig("profile"), *fig("tradeoff")]
+    elif m["audits"].get("one_run"):
+        out += [_NOT_RUN["audits_isolated"], ""]
     else:
         out += [_NOT_RUN["audits"], ""]
     out += ["## Attacks on the transcript", ""]
-    if m["attacks"]["status"] == "run":
+    if t["attacks"][1]:
         out += [_md_table(*t["attacks"]), "", *fig("attack")]
     else:
         out += [_NOT_RUN["attacks"], ""]
@@ -662,8 +859,12 @@ def render_markdown(model: dict[str, Any], figure_files: dict[str, str]) -> str:
         if sec.get("error"):
             out += [f"> **This section could not be built.** {sec['error']}", ""]
             continue
+        empty = _empty_section_note(sec)
+        if empty:
+            out += [empty, ""]
         for x in sec["paragraphs"]:
-            out += [x, ""]
+            if x.strip():
+                out += [x, ""]
         for tb in sec["tables"]:
             if tb["caption"]:
                 out += [f"**{tb['caption']}**", ""]

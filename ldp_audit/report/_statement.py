@@ -1,0 +1,757 @@
+"""The privacy statement at the top of every report: one form for every system.
+
+Its fields follow what published DP statements carry (TensorFlow Privacy's DP-SGD statement,
+OpenDP's privacy unit, the DP deployments registry): the privacy unit, the adjacency relation,
+the local or central model, what is released and to whom, the accountant and its version, the
+sampling assumption and whether the code's sampling matches it, epsilon at delta (and mu-GDP
+where it applies), the audit's lower bound with its confidence and size, its threat model and
+the ceiling it could reach.
+
+Every value comes from what the run recorded (``config.json``, ``metrics.json``'s privacy
+statement, the ledger's charged events, ``audit.json`` and the attack/one-run artefacts) or from
+the trainer's documented design (then its source says so); a value nothing records is
+"not recorded", never guessed.
+
+One epsilon is *the* claim: the accountant the run names (``config.json`` ``accountant``, else
+the method whose value the trainer reported as its epsilon, else the ledger's tightest method);
+every other method's value is listed as an alternative with its method. An epsilon above
+:data:`MEANINGFUL_EPSILON` per unit (or infinite) gives no protection, and the report never
+shows such a run as a green "consistent".
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+__all__ = ["MEANINGFUL_EPSILON", "NOT_RECORDED", "STATEMENT_SCHEMA", "privacy_statement"]
+
+STATEMENT_SCHEMA = "ldp-audit-privacy-statement/1"
+#: Above this epsilon per privacy unit (or at infinity) a claim is reported as giving no
+#: protection: e^10 > 22,000, so an attacker's odds on the unit's secret may grow 22,000-fold.
+MEANINGFUL_EPSILON = 10.0
+NOT_RECORDED = "not recorded"
+
+#: the statement's fields in display order: key -> label
+FIELDS = (
+    ("privacy_unit", "Privacy unit"),
+    ("adjacency", "Adjacency (neighbouring inputs)"),
+    ("trust_model", "Local or central model"),
+    ("released", "What is released, and to whom"),
+    ("accountant", "Accountant and its version"),
+    ("sampling", "Sampling assumption; does the code's sampling match it"),
+    ("epsilon", "Epsilon at delta (the claim)"),
+    ("alternatives", "Other accountants (alternatives, not the claim)"),
+    ("mu_gdp", "mu-GDP"),
+    ("protection", "What the claim protects"),
+    ("audit_lower_bound", "Audit's lower bound (confidence)"),
+    ("audit_size", "Canaries or samples"),
+    ("threat_model", "Threat model of the audit"),
+    ("audit_ceiling", "Ceiling the audit could reach"),
+)
+
+_METHOD_WORDS = {
+    "basic": "basic sequential composition",
+    "advanced": "advanced composition",
+    "optimal": "optimal composition",
+    "rdp": "Renyi DP (RDP)",
+    "prv": "privacy random variables (PRV, Opacus)",
+    "pld": "privacy loss distributions (PLD, dp_accounting)",
+    "non_private": "non-private release (epsilon = inf)",
+    "unsupported": "no method composes these events",
+}
+
+
+def _num(v: Any) -> float | None:
+    if isinstance(v, bool) or v is None:
+        return None
+    if isinstance(v, (int, float)):
+        return float(v)
+    if isinstance(v, str) and v.strip().lower() in ("inf", "infinity", "+inf"):
+        return math.inf
+    try:  # numpy scalars
+        import numpy as np
+
+        if isinstance(v, np.generic):
+            return float(v.item())
+    except ImportError:  # pragma: no cover
+        pass
+    return None
+
+
+def fmt_eps(v: float | None, nd: int = 4) -> str:
+    """An epsilon for prose: ``inf``, ``1.25e+05``, ``0.5182``; ``n/a`` for None."""
+    if v is None:
+        return "n/a"
+    if math.isinf(v):
+        return "inf"
+    return f"{v:.{nd}g}"
+
+
+def _plural(n: int, noun: str, plural: str | None = None) -> str:
+    return f"{n:,} {noun if n == 1 else (plural or noun + 's')}"
+
+
+def method_words(method: str | None) -> str:
+    """A composition method's name with what it is ("prv" -> "privacy random variables ...")."""
+    if not method:
+        return NOT_RECORDED
+    return f"{method} ({_METHOD_WORDS[method]})" if method in _METHOD_WORDS else method
+
+
+def _row(key: str, value: str, source: str) -> dict[str, str]:
+    label = dict(FIELDS)[key]
+    return {"key": key, "label": label, "value": value, "source": source}
+
+
+# ---------------------------------------------------------------------- the claim
+
+
+def _versions(cfg: dict[str, Any]) -> str:
+    v = cfg.get("versions") if isinstance(cfg.get("versions"), dict) else {}
+    own = v.get("ldp_audit")
+    return f"ldp_audit {own}" if own else f"ldp_audit version {NOT_RECORDED}"
+
+
+def _library_version(method: str | None) -> str:
+    """The third-party library behind a method and its version where this report was built
+    (the run does not record it)."""
+    lib = {"prv": "opacus", "pld": "dp-accounting"}.get(method or "")
+    if lib is None:
+        return ""
+    try:
+        from importlib.metadata import version
+
+        here = version(lib)
+    except Exception:
+        here = "not installed"
+    return f"; {lib}'s version is {NOT_RECORDED} in the run ({here} where this report was built)"
+
+
+def _match_method(eps: float, by_method: dict[str, float]) -> str | None:
+    for m, v in by_method.items():
+        if v is not None and math.isfinite(v) and abs(v - eps) <= 1e-9 * max(1.0, abs(eps)):
+            return m
+    return None
+
+
+def the_claim(run: Any, led: Any, model: dict[str, Any]) -> dict[str, Any]:
+    """The run's one claimed epsilon (with its unit, delta, method and source) and the
+    alternatives, each with its method.
+
+    Returns:
+        ``{"epsilon", "delta", "unit", "method", "source", "per_release", "releases_per_unit",
+        "alternatives": [{"method", "epsilon", "source"}], "meaningful", "protection"}``.
+    """
+    cfg = run.config
+    inner = cfg.get("config") if isinstance(cfg.get("config"), dict) else {}
+    mech = cfg.get("mechanism") if isinstance(cfg.get("mechanism"), dict) else {}
+    priv = run.metrics.get("privacy") if isinstance(run.metrics.get("privacy"), dict) else {}
+    named = next(
+        (
+            str(x)
+            for x in (cfg.get("accountant"), inner.get("accountant"), mech.get("accountant"))
+            if isinstance(x, str) and x
+        ),
+        None,
+    )
+    by_method: dict[str, float] = {}
+    if isinstance(priv.get("by_method"), dict):
+        for k, v in priv["by_method"].items():
+            n = _num(v)
+            if n is not None:
+                by_method[str(k)] = n
+    ledger_by = dict(led.central_by_method or {}) if led is not None else {}
+    out: dict[str, Any] = {
+        "epsilon": None,
+        "delta": None,
+        "unit": None,
+        "method": None,
+        "source": NOT_RECORDED,
+        "per_release": None,
+        "releases_per_unit": None,
+        "alternatives": [],
+    }
+    ledger_delta = float(led.delta) if led is not None else None
+    if "epsilon_per_agent" in priv or "epsilon_total" in priv:  # PGC-A3C (lock-step, Flower)
+        key = "epsilon_per_agent" if "epsilon_per_agent" in priv else "epsilon_total"
+        out.update(
+            epsilon=_num(priv.get(key)),
+            delta=0.0,
+            unit="agent",
+            method="basic",
+            source=f"metrics.json privacy.{key} (the trainer's claim: "
+            + str(priv.get("composition") or "sequential composition of its reports")
+            + ")",
+            per_release=_num(priv.get("epsilon_per_submission")),
+            releases_per_unit=priv.get("rounds") if isinstance(priv.get("rounds"), int) else None,
+        )
+        best = float(led.best.max()) if led is not None and led.best.size else None
+        if best is not None and out["epsilon"] is not None and best < out["epsilon"] * (1 - 1e-9):
+            meth = sorted(set(led.method))
+            out["alternatives"].append(
+                {
+                    "method": ", ".join(meth),
+                    "epsilon": best,
+                    "source": "ledger, tightest valid method (largest agent)",
+                }
+            )
+    elif _num(priv.get("epsilon")) is not None:  # a central DP claim (DP-SGD)
+        eps = _num(priv.get("epsilon"))
+        method = named or _match_method(eps, by_method) or _match_method(eps, ledger_by)
+        unit = priv.get("unit") or mech.get("privacy_unit")
+        out.update(
+            epsilon=eps,
+            delta=_num(priv.get("delta")),
+            unit=str(unit) if unit else None,
+            method=method,
+            source="metrics.json privacy.epsilon (the trainer's accountant"
+            + (f", named {named!r} in config.json)" if named else ")"),
+        )
+        seen = {method}
+        for src, table in (("metrics.json privacy.by_method", by_method), ("ledger", ledger_by)):
+            for m, v in table.items():
+                if m in seen:
+                    continue
+                seen.add(m)
+                out["alternatives"].append({"method": m, "epsilon": v, "source": src})
+    elif led is not None and (led.best.size or led.central):
+        # no statement of its own: the ledger's largest spend is the claim
+        if led.best.size:
+            i = int(led.best.argmax())
+            eps, method = float(led.best[i]), led.method[i]
+            unit = "agent" if run.is_pgc else "ledger id"
+            src = "ledger: the largest spend over ids, tightest valid method"
+            fin = [
+                (float(v), led.method[j], led.agents[j])
+                for j, v in enumerate(led.best)
+                if math.isfinite(v)
+            ]
+            if not math.isfinite(eps) and fin:
+                v, m, a = max(fin)
+                out["alternatives"].append(
+                    {
+                        "method": m,
+                        "epsilon": v,
+                        "source": f"ledger: the largest finite spend (id {a}), not the claim",
+                    }
+                )
+        else:
+            agent = max(sorted(led.central), key=lambda a: led.central[a])
+            eps = float(led.central[agent])
+            method = _match_method(eps, ledger_by) or "best"
+            unit, src = "ledger id (central)", "ledger: the largest central spend"
+        out.update(epsilon=eps, delta=ledger_delta, unit=unit, method=method, source=src)
+        if named:
+            out["method"] = named
+    eps = out["epsilon"]
+    out["meaningful"] = eps is not None and math.isfinite(eps) and eps <= MEANINGFUL_EPSILON
+    if eps is None:
+        out["protection"] = NOT_RECORDED
+    elif out["meaningful"]:
+        out["protection"] = "meaningful"
+    else:
+        out["protection"] = "none"
+    return out
+
+
+def protection_words(claim: dict[str, Any]) -> str:
+    """One sentence on what the claim protects, naming infinite / meaningless claims."""
+    eps, unit = claim["epsilon"], claim.get("unit") or "unit"
+    if eps is None:
+        return "No claimed epsilon is recorded, so what it protects cannot be stated."
+    if math.isinf(eps):
+        return (
+            f"None: epsilon = inf per {unit}, so the claim itself gives no protection (a release "
+            "may reveal the unit's data exactly)."
+        )
+    if eps > MEANINGFUL_EPSILON:
+        return (
+            f"None in practice: epsilon = {fmt_eps(eps)} per {unit} is above "
+            f"{MEANINGFUL_EPSILON:g}, so the claim itself gives no protection (an attacker's odds "
+            f"may grow by e^{fmt_eps(eps, 3)})."
+        )
+    return (
+        f"epsilon = {fmt_eps(eps)} per {unit} (at most {MEANINGFUL_EPSILON:g}): an attacker's "
+        f"odds on one {unit}'s data grow at most e^{fmt_eps(eps, 3)} = {math.exp(eps):.3g}-fold"
+        + (f", plus probability {fmt_eps(claim['delta'])}" if claim.get("delta") else "")
+        + "."
+    )
+
+
+# ---------------------------------------------------------------------- the audit
+
+
+def _one_run_audits(model: dict[str, Any]) -> list[dict[str, Any]]:
+    return list((model.get("audits") or {}).get("one_run") or [])
+
+
+def _audit_fields(model: dict[str, Any]) -> dict[str, Any]:
+    """Lower bound, confidence, size, threat model and ceiling of the strongest audit."""
+    aud = model.get("audits") or {}
+    out = {
+        "lower_bound": None,
+        "confidence": None,
+        "kind": None,
+        "size": NOT_RECORDED,
+        "threat_model": "no audit was run",
+        "ceiling": None,
+        "ceiling_words": "no audit was run",
+        "source": NOT_RECORDED,
+    }
+    if aud.get("status") == "run" and aud.get("results"):
+        best = None
+        for r in aud["results"]:
+            for v in r["verdicts"]:
+                if best is None or v["epsilon_lower_bound"] > best[1]["epsilon_lower_bound"]:
+                    best = (r, v)
+        assert best is not None
+        r, v = best
+        n, n_sel = r.get("samples"), r.get("selection_samples")
+        size = (f"{n:,} samples per input" if isinstance(n, int) else f"samples {NOT_RECORDED}") + (
+            f" ({n_sel:,} to choose the event, {n - n_sel:,} to estimate it)"
+            if isinstance(n, int) and isinstance(n_sel, int) and 0 < n_sel < n
+            else ""
+        )
+        conf = r.get("confidence")
+        ceiling, cw = None, "not recorded"
+        n_est = r.get("estimation_samples")
+        if isinstance(n, int) and isinstance(n_sel, int) and 0 < n_sel < n:
+            n_est = n - n_sel
+        if isinstance(n_est, int) and n_est > 0 and isinstance(conf, float):
+            try:
+                from ldp_audit.audit import max_refutable_epsilon
+
+                ceiling = float(max_refutable_epsilon(n_est, conf, pool=True))
+                cw = (
+                    f"{fmt_eps(ceiling, 3)}: no lower bound above it is reachable with "
+                    f"{n_est:,} estimation samples per input, so a larger claim cannot be refuted "
+                    "by this audit"
+                )
+            except Exception:  # an auditor without the function: say so
+                cw = NOT_RECORDED
+        out.update(
+            lower_bound=v["epsilon_lower_bound"],
+            confidence=conf,
+            kind=f"audit.json, {v['reading']}",
+            size=size,
+            threat_model=(
+                "black-box audit of the mechanism in isolation: the auditor picks the input pairs "
+                "(worst case over the pairs it searches) and sees every output"
+                + (
+                    "; the implementation reading also sees the exact floating-point bits"
+                    if any(x["kind"] == "implementation" for x in r["verdicts"])
+                    else ""
+                )
+            ),
+            ceiling=ceiling,
+            ceiling_words=cw,
+            source=f"audit.json ({r['mechanism']})",
+        )
+        return out
+    one = _one_run_audits(model)
+    if one:
+        best = max(one, key=lambda a: a["epsilon_lower_bound"] or 0.0)
+        canaries = best.get("canaries")
+        out.update(
+            lower_bound=best["epsilon_lower_bound"],
+            confidence=best.get("confidence"),
+            kind=f"one-run audit ({best['setting']})",
+            size=f"{canaries:,} canaries" if isinstance(canaries, int) else NOT_RECORDED,
+            threat_model=best["threat_model"],
+            ceiling=best.get("ceiling"),
+            ceiling_words=(
+                f"{fmt_eps(best['ceiling'], 3)}: the bound with every canary guessed right "
+                f"({canaries:,} canaries); a larger claim cannot be refuted by this audit"
+                if best.get("ceiling") is not None and isinstance(canaries, int)
+                else NOT_RECORDED
+            ),
+            source=f"{best['name']} (one-run audit, Steinke, Nasr & Jagielski 2023)",
+        )
+    return out
+
+
+def one_run_audit(name: str, a: dict[str, Any]) -> dict[str, Any] | None:
+    """A one-run audit (an attack file whose ``attack`` starts with "one-run") as an audit row:
+    setting, lower bound, confidence, canaries, threat model and ceiling."""
+    kind = str(a.get("attack") or "")
+    if not kind.startswith("one-run"):
+        return None
+    extra = a.get("extra") if isinstance(a.get("extra"), dict) else {}
+    setting = str(extra.get("setting") or kind.removeprefix("one-run-") or "one-run")
+    m = a.get("n") if isinstance(a.get("n"), int) else None
+    conf = _num(a.get("confidence"))
+    conf_each = _num(extra.get("confidence_each")) or conf
+    delta = _num(extra.get("delta"))
+    if delta is None and isinstance(a.get("mechanism"), dict):
+        delta = _num(a["mechanism"].get("delta"))
+    fractions = [
+        float(f["fraction"])
+        for f in extra.get("per_fraction") or []
+        if isinstance(f, dict) and isinstance(f.get("fraction"), (int, float))
+    ]
+    ceiling = None
+    if m and conf_each is not None and delta is not None:
+        try:
+            from ldp_audit.attacks.one_run import FRACTIONS, steinke_ceiling
+
+            fr = tuple(fractions) or tuple(FRACTIONS)
+            ceiling = float(
+                steinke_ceiling(m, delta=delta, beta=(1.0 - conf_each) / len(fr), fractions=fr)
+            )
+        except Exception:  # the attacks package is optional: the ceiling is then not stated
+            ceiling = None
+    white = "white" in setting
+    f_dp = extra.get("f_dp") if isinstance(extra.get("f_dp"), dict) else {}
+    mt = extra.get("mechanism_test") if isinstance(extra.get("mechanism_test"), dict) else {}
+    return {
+        "name": name,
+        "attack": kind,
+        "setting": setting,
+        "epsilon_lower_bound": _num(a.get("epsilon_lower_bound")) or 0.0,
+        "claimed_epsilon": _num(a.get("composed_epsilon") or a.get("epsilon")),
+        "confidence": conf,
+        "canaries": m,
+        "correct": a.get("correct"),
+        "ceiling": ceiling,
+        "method": str(extra.get("method") or "Steinke, Nasr & Jagielski 2023"),
+        "violation": bool(a.get("violation")) if isinstance(a.get("violation"), bool) else False,
+        "mu_claimed": _num(f_dp.get("mu_claimed")),
+        "f_dp_p": min(
+            (p["p_value"] for p in f_dp.get("p_values") or [] if isinstance(p, dict)),
+            default=None,
+        ),
+        "mechanism_test_rejected": mt.get("rejected") if mt else None,
+        "rate_claimed": _num(mt.get("rate_claimed")) if mt else None,
+        "rate_lower_bound": _num(mt.get("rate_lower_bound")) if mt else None,
+        "threat_model": (
+            "white-box one-run audit: the auditor plants canaries and sees every model update "
+            "(the gradients' sum), as a trainer-side attacker would"
+            if white
+            else "black-box one-run audit: the auditor plants canaries and sees only the final "
+            "model"
+        ),
+    }
+
+
+# ---------------------------------------------------------------------- per-system facts
+
+
+def _events_words(led: Any, scope: str) -> tuple[list[dict[str, Any]], str]:
+    rows = (led.events or {}).get(scope, []) if led is not None and led.events else []
+    if not rows:
+        return [], NOT_RECORDED
+    parts = []
+    for r in rows[:4]:
+        parts.append(f"{r['kind']}{_short_event(r['event'])} x {r['charges']:,}")
+    more = f" and {len(rows) - 4} more kinds" if len(rows) > 4 else ""
+    return rows, "; ".join(parts) + more
+
+
+def _short_event(ev: Any) -> str:
+    inner = _event_args(ev)
+    return f" ({inner})" if inner else ""
+
+
+def _event_args(ev: Any) -> str:
+    if not isinstance(ev, dict):
+        return str(ev)[:60]
+    keys = [k for k in ev if k not in ("type", "event")]
+    inner = ev.get("event")
+    s = ", ".join(f"{k}={ev[k]:.4g}" if isinstance(ev[k], float) else f"{k}={ev[k]}" for k in keys)
+    if isinstance(inner, dict):
+        s += (", " if s else "") + f"of {inner.get('type', '?')}({_event_args(inner)})"
+    return s
+
+
+def _pgc_facts(run: Any, led: Any, claim: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    cfg = run.config
+    inner = cfg.get("config") or {}
+    mech = cfg.get("mechanism") or {}
+    flower = str(cfg.get("engine", "")).startswith("flower")
+    rounds = inner.get("rounds") if isinstance(inner.get("rounds"), int) else None
+    clip = mech.get("clip")
+    who = "the Flower server (ServerApp)" if flower else "the aggregator (the training server)"
+    unit = (
+        f"agent: {'the 1 report' if rounds == 1 else f'all {rounds:,} reports'} of one agent, "
+        "whose private data is its gravity and the trajectories it plays"
+        if rounds
+        else "agent (its reports: number not recorded)"
+    )
+    _, ev = _events_words(led, "local")
+    return {
+        "privacy_unit": (unit, "config.json config.rounds; section 3.2.1 of Ono & Takahashi 2020"),
+        "adjacency": (
+            "replace: any two inputs of one agent (local DP compares every pair of the "
+            f"agent's possible reports), each report clipped to L1 norm {clip}/2 "
+            f"(sensitivity {clip})"
+            if clip is not None
+            else "replace: any two inputs of one agent (local DP)",
+            "definition of local DP; config.json mechanism.clip",
+        ),
+        "trust_model": (
+            "local: each agent randomises its own report before it leaves it; the "
+            "aggregator is not trusted",
+            "metrics.json privacy.local"
+            if "local" in (run.metrics.get("privacy") or {})
+            else "the trainer's design (training/pgc_a3c.py)",
+        ),
+        "released": (
+            f"each agent's noisy gradient report, to {who} and to whoever reads the transcript "
+            "(transcript.npz); the model is computed from the reports only (post-processing)",
+            "the trainer's design; transcript.npz",
+        ),
+        "accountant": (
+            f"{method_words(claim.get('method'))} of the ledger's charges ({ev}); {_versions(cfg)}",
+            "ledger.sqlite; config.json versions",
+        ),
+        "sampling": (
+            "none assumed (no subsampling amplification is claimed: every report is charged); "
+            "matches: yes, nothing to match",
+            "ledger events (no PoissonSampledEvent)",
+        ),
+        "mu_gdp": ("not applicable (pure epsilon-DP Laplace noise, not Gaussian)", "mechanism"),
+    }
+
+
+def _dprl_facts(run: Any, led: Any, claim: dict[str, Any], model: dict[str, Any]) -> Any:
+    cfg = run.config
+    mech = cfg.get("mechanism") or {}
+    priv = run.metrics.get("privacy") or {}
+    unit = mech.get("privacy_unit") or priv.get("unit")
+    q = _num(mech.get("sample_rate") if "sample_rate" in mech else priv.get("sample_rate"))
+    sigma = _num(mech.get("noise_multiplier") or priv.get("noise_multiplier"))
+    clip = _num(mech.get("clip") or priv.get("clip"))
+    updates = priv.get("updates") if isinstance(priv.get("updates"), int) else None
+    rows, ev = _events_words(led, "central")
+    kinds = {r["kind"] for r in rows}
+    unit_s = str(unit) if unit else NOT_RECORDED
+    if "PoissonSampledEvent" in kinds or (q is not None and q < 1):
+        adj = (
+            f"add/remove one {unit_s} (the Poisson-subsampled Gaussian's neighbouring relation, "
+            f"sensitivity C = {fmt_eps(clip)})"
+        )
+    elif rows:
+        adj = (
+            f"add/remove one {unit_s}: one {unit_s} moves the clipped sum by at most C = "
+            f"{fmt_eps(clip)}, the sensitivity the noise multiplier {fmt_eps(sigma)} is charged "
+            "at (replacing one would need 2C)"
+        )
+    else:
+        adj = NOT_RECORDED
+    one = _one_run_audits(model)
+    rate = next((o for o in one if o.get("rate_lower_bound") is not None), None)
+    if q is None:
+        samp = (NOT_RECORDED, NOT_RECORDED)
+    elif q >= 1.0:
+        samp = (
+            f"q = 1: every {unit_s} is in every update (no sampling amplification claimed); "
+            "matches: yes, no sampler is needed",
+            "config.json mechanism.sample_rate; ledger events",
+        )
+    else:
+        check = (
+            f"the one-run mechanism test measured a rate lower bound "
+            f"{fmt_eps(rate['rate_lower_bound'])} <= q"
+            + (" and did not reject it" if rate.get("mechanism_test_rejected") is False else "")
+            if rate is not None
+            else "not checked in this run (no one-run mechanism test)"
+        )
+        samp = (
+            f"Poisson sampling at rate q = {fmt_eps(q)} per update (charged as "
+            f"PoissonSampledEvent); the trainer draws each {unit_s} independently with "
+            f"probability q; matches: {check}",
+            "config.json mechanism.sample_rate; ledger events; training/dprl.py",
+        )
+    mu = next((o["mu_claimed"] for o in one if o.get("mu_claimed") is not None), None)
+    if mu is not None:
+        mu_s = (f"mu = {fmt_eps(mu)} (Gaussian DP of the claimed mechanism)", "one-run f-DP test")
+    elif q is not None and q >= 1.0 and sigma and updates:
+        mu_s = (
+            f"mu = sqrt(T)/sigma = {fmt_eps(math.sqrt(updates) / sigma)} over T = {updates} "
+            "full-batch Gaussian updates (exact)",
+            "metrics.json privacy.updates, noise_multiplier",
+        )
+    elif q is not None and q < 1.0:
+        mu_s = ("not stated: Poisson-subsampled Gaussian has only an approximate (CLT) mu", "-")
+    else:
+        mu_s = (NOT_RECORDED, NOT_RECORDED)
+    return {
+        "privacy_unit": (unit_s, "config.json mechanism.privacy_unit"),
+        "adjacency": (adj, "ledger events; config.json mechanism"),
+        "trust_model": (
+            "central: the trainer sees the raw data; only what leaves it (the model) is protected",
+            "config.json mechanism (dp-sgd); ledger scope central",
+        ),
+        "released": (
+            f"the model parameters after every one of {updates if updates else 'its'} update(s) "
+            "(the accountant composes over all of them), to whoever receives the model",
+            "metrics.json privacy.updates",
+        ),
+        "accountant": (
+            f"{method_words(claim.get('method'))}; {_versions(cfg)}"
+            + _library_version(claim.get("method"))
+            + f"; charged events: {ev}",
+            "metrics.json privacy; ledger.sqlite; config.json versions",
+        ),
+        "sampling": samp,
+        "mu_gdp": mu_s,
+    }
+
+
+def _fedrl_facts(run: Any, led: Any, claim: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    mech = run.config.get("mechanism") or {}
+    b, dim = _num(mech.get("bound")), mech.get("dim")
+    sens = 2 * b * math.sqrt(dim) if b is not None and isinstance(dim, int) else None
+    _, ev = _events_words(led, "local")
+    return {
+        "privacy_unit": (
+            "ledger id: one agent (alpha or beta) and one channel (its Q outputs, alpha's targets "
+            "Y, the test-time exchanges), e.g. 0/alpha, 0/alpha:Y",
+            "ledger.sqlite ids",
+        ),
+        "adjacency": (
+            f"replace: any two released rows of one agent (L2 sensitivity 2 B sqrt(dim) = "
+            f"{fmt_eps(sens)} for clipped Q outputs; unbounded for unclipped targets)"
+            if sens is not None
+            else "replace: any two released rows of one agent",
+            "config.json mechanism (bound, dim)",
+        ),
+        "trust_model": (
+            "local: each agent adds noise to what it sends before it leaves it",
+            "the trainer's design (training/fedrl.py)",
+        ),
+        "released": (
+            "each agent's Q outputs (and alpha's targets Y) to the other agent, in training and "
+            "at test time (FedRL-1 noisy, FedRL-2 without noise)",
+            "the trainer's design; ledger ids",
+        ),
+        "accountant": (
+            f"tightest valid method per ledger id (RDP, PLD, PRV); charged events: {ev}; "
+            f"{_versions(run.config)}",
+            "ledger.sqlite; config.json versions",
+        ),
+        "sampling": (
+            "none assumed (every released row is charged); matches: yes, nothing to match",
+            "ledger events (no PoissonSampledEvent)",
+        ),
+        "mu_gdp": (
+            f"per row mu = {fmt_eps(sens / _num(mech.get('sigma')))} (sensitivity / sigma)"
+            if sens is not None and _num(mech.get("sigma"))
+            else NOT_RECORDED,
+            "config.json mechanism",
+        ),
+    }
+
+
+def _generic_facts(run: Any, led: Any, claim: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    has_local = led is not None and bool(led.agents)
+    has_central = led is not None and bool(led.central)
+    model = (
+        "local and central (separate ledger scopes, never summed)"
+        if has_local and has_central
+        else "local (per-agent charges)"
+        if has_local
+        else "central (model-level charges)"
+        if has_central
+        else NOT_RECORDED
+    )
+    rows_l, ev_l = _events_words(led, "local")
+    rows_c, ev_c = _events_words(led, "central")
+    kinds = {r["kind"] for r in rows_l + rows_c}
+    ev = "; ".join(x for x in (ev_l, ev_c) if x != NOT_RECORDED) or NOT_RECORDED
+    return {
+        "privacy_unit": ("ledger id (as the trainer named them)", "ledger.sqlite ids"),
+        "adjacency": (NOT_RECORDED, "-"),
+        "trust_model": (model, "ledger scopes"),
+        "released": (f"what the ledger charges: {ev}", "ledger.sqlite"),
+        "accountant": (
+            f"{method_words(claim.get('method'))}; {_versions(run.config)}",
+            "ledger.sqlite; config.json versions",
+        ),
+        "sampling": (
+            "Poisson subsampling is charged (PoissonSampledEvent); whether the code samples "
+            f"that way is {NOT_RECORDED}"
+            if "PoissonSampledEvent" in kinds
+            else "none assumed (no PoissonSampledEvent charged); matches: yes, nothing to match"
+            if kinds
+            else NOT_RECORDED,
+            "ledger events",
+        ),
+        "mu_gdp": (NOT_RECORDED, "-"),
+    }
+
+
+# ---------------------------------------------------------------------- the statement
+
+
+def privacy_statement(run: Any, led: Any, model: dict[str, Any]) -> dict[str, Any]:
+    """The privacy statement of one run (JSON-able): ``rows`` (key, label, value, source) in
+    display order, ``claim`` (the one claimed epsilon and its alternatives) and ``audit``.
+
+    Args:
+        run: the loaded run (:class:`ldp_audit.report.RunData`).
+        led: its :class:`ldp_audit.report.LedgerStats`.
+        model: the report model built so far (``audits`` and ``attacks`` are read).
+    """
+    claim = the_claim(run, led, model)
+    algo = run.algorithm
+    mech = run.config.get("mechanism") or {}
+    if run.is_pgc or "epsilon_per_agent" in (run.metrics.get("privacy") or {}):
+        facts = _pgc_facts(run, led, claim)
+    elif algo == "dprl" and str(mech.get("name", "")).lower().replace("_", "-") == "dp-sgd":
+        facts = _dprl_facts(run, led, claim, model)
+    elif algo == "fedrl":
+        facts = _fedrl_facts(run, led, claim)
+    else:
+        facts = _generic_facts(run, led, claim)
+    audit = _audit_fields(model)
+    eps, delta, unit = claim["epsilon"], claim["delta"], claim["unit"] or "unit"
+    if eps is None:
+        eps_words = NOT_RECORDED
+    else:
+        eps_words = f"epsilon = {fmt_eps(eps)} at delta = {fmt_eps(delta)} per {unit}"
+        if claim.get("per_release") is not None and claim.get("releases_per_unit"):
+            eps_words += (
+                f" ({fmt_eps(claim['per_release'])} per report x "
+                f"{_plural(int(claim['releases_per_unit']), 'report')})"
+            )
+        eps_words += f", by {method_words(claim['method'])}"
+    alts = claim["alternatives"]
+    alt_words = (
+        "; ".join(
+            f"{fmt_eps(a['epsilon'])} by {method_words(a['method'])} ({a['source']})" for a in alts
+        )
+        if alts
+        else "none (one method gives the claim)"
+    )
+    lb = audit["lower_bound"]
+    lb_words = (
+        "no audit was run"
+        if lb is None
+        else f"epsilon >= {fmt_eps(lb)} at confidence {audit['confidence']} ({audit['kind']})"
+    )
+    rows = [
+        _row("privacy_unit", *facts["privacy_unit"]),
+        _row("adjacency", *facts["adjacency"]),
+        _row("trust_model", *facts["trust_model"]),
+        _row("released", *facts["released"]),
+        _row("accountant", *facts["accountant"]),
+        _row("sampling", *facts["sampling"]),
+        _row("epsilon", eps_words, claim["source"]),
+        _row("alternatives", alt_words, "metrics.json privacy.by_method; ledger"),
+        _row("mu_gdp", *facts["mu_gdp"]),
+        _row("protection", protection_words(claim), f"threshold {MEANINGFUL_EPSILON:g} per unit"),
+        _row("audit_lower_bound", lb_words, audit["source"]),
+        _row("audit_size", audit["size"], audit["source"]),
+        _row("threat_model", audit["threat_model"], audit["source"]),
+        _row("audit_ceiling", audit["ceiling_words"], audit["source"]),
+    ]
+    return {
+        "schema": STATEMENT_SCHEMA,
+        "rows": rows,
+        "fields": {r["key"]: r["value"] for r in rows},
+        "claim": claim,
+        "audit": audit,
+        "meaningful_epsilon": MEANINGFUL_EPSILON,
+    }
