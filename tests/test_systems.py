@@ -267,3 +267,14 @@ def test_docs_show_the_toy_system_verbatim() -> None:
     page = (root / "docs" / "systems.md").read_text()
     blocks = re.findall(r"```python\n(.*?)```", page, re.S)
     assert (root / "tests" / "toy_system.py").read_text() in blocks
+
+
+@pytest.mark.parametrize("text", ["agents=1e400", "agents=NaN", "x=-Infinity", "=3", "1a=2", "a"])
+def test_generic_set_refuses_malformed_and_non_finite_values(text: str) -> None:
+    import argparse
+
+    from ldp_audit.cli.system_cmd import _set_item
+
+    with pytest.raises(argparse.ArgumentTypeError, match="--set"):
+        _set_item(text)
+    assert _set_item("agents=3") == ("agents", 3) and _set_item("mode=fedavg") == ("mode", "fedavg")

@@ -79,10 +79,21 @@ def _set_item(text: str) -> tuple[str, Any]:
     if not sep or not key.isidentifier():
         raise argparse.ArgumentTypeError(f"--set must be KEY=VALUE, got {text!r}")
     try:
-        value = json.loads(raw, parse_constant=lambda c: _no_constant(c, text))
+        value = json.loads(
+            raw,
+            parse_constant=lambda c: _no_constant(c, text),
+            parse_float=lambda f: _finite(f, text),
+        )
     except json.JSONDecodeError:
         value = raw  # a bare word is a string; the config checks its type
     return key, value
+
+
+def _finite(f: str, text: str) -> float:
+    v = float(f)
+    if not math.isfinite(v):  # 1e309 would silently become inf
+        raise argparse.ArgumentTypeError(f"--set {text!r}: {f} is not a finite number")
+    return v
 
 
 def _no_constant(c: str, text: str) -> Any:
