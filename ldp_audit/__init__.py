@@ -9,7 +9,10 @@ Submodules:
     audit: the black-box auditor (``audit``; two verdicts and a privacy profile per run), the
         white-box ``exact_epsilon`` and ``from_scalar`` for one-value-at-a-time mechanisms.
     release: the one release path (charge durably, randomise, seal) every trainer uses.
-    rundir: the run-directory contract (written once; manifest; named artefacts).
+    rundir: the run-directory contract (written once; manifest; named artefacts) and
+        ``RunDir``, the one typed reader of any system's run.
+    systems: the ``System`` protocol and the one registry of systems (the four shipped ones and
+        third-party ones from the ``ldp_audit.systems`` entry point group).
     stats: Clopper-Pearson, Wilson and the rate -> epsilon conversions shared with ``attacks``.
     accountant: events, the SQLite ledger, composition and budgets.
     report: privacy reports (HTML, Markdown, JSON).
@@ -49,6 +52,7 @@ _LAZY = {
     "from_scalar": "ldp_audit._scalar",
     "require_sealed": "ldp_audit.release",
     "RunWriter": "ldp_audit.rundir",
+    "RunDir": "ldp_audit.rundir",
     "Accountant": "ldp_audit.accountant",
     "Ledger": "ldp_audit.accountant",
     "check_mechanism": "ldp_audit.testing",

@@ -278,3 +278,17 @@ def test_generic_set_refuses_malformed_and_non_finite_values(text: str) -> None:
     with pytest.raises(argparse.ArgumentTypeError, match="--set"):
         _set_item(text)
     assert _set_item("agents=3") == ("agents", 3) and _set_item("mode=fedavg") == ("mode", "fedavg")
+
+
+def test_listing_the_systems_imports_no_trainer() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from ldp_audit import systems; names = systems.names();"
+        "heavy = [m for m in ('torch', 'opacus', 'gymnasium', 'sklearn', 'matplotlib',"
+        " 'ldp_audit.training.pgc_a3c', 'ldp_audit.training.fedrl') if m in sys.modules];"
+        "print(','.join(names), '|', ','.join(heavy))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "pgc-a3c,dprl,fedrl,frd |"
