@@ -17,7 +17,8 @@ claimed epsilon when it exceeds the claimed delta (the claim is the exact analyt
 that delta on the worst pair, so that is the true delta there).
 
 ``--sequential`` runs every audit in the anytime-valid sequential mode (``--samples`` is then
-each audit's budget; the rows record the mean samples used).
+each audit's budget; the rows record the mean samples used). ``--delta-event`` adds the
+delta-targeted event (``audit(delta_event=True)``; it changes only the Gaussian audits).
 
     .venv/bin/python benchmarks/soundness_audit.py [--audits 200] [--samples 100000]
         [--confidence 0.95 0.8] [--sequential]
@@ -57,7 +58,8 @@ def _audit_task(item: dict) -> dict:
     r = audit(item["mech"], samples=item["samples"], confidence=item["confidence"],
               rng=item["rng"], dim=item["dim"], float_bits=item["float_bits"],
               pool=item["pool"], ratio_test=item["ratio_test"],
-              sequential=item.get("sequential", False))  # fmt: skip
+              sequential=item.get("sequential", False),
+              delta_event=item.get("delta_event", False))  # fmt: skip
     out = {
         "bound": r.epsilon_lower_bound,
         "fdp": bool(r.tradeoff is not None and r.tradeoff.violation),
@@ -107,6 +109,11 @@ def main() -> None:
         action="store_true",
         help="audit(sequential=True): the anytime-valid sequential mode (--samples is the budget)",
     )
+    ap.add_argument(
+        "--delta-event",
+        action="store_true",
+        help="audit(delta_event=True): the Gaussian audits add the delta-targeted event",
+    )
     ap.add_argument("--address", default=None, help="with --backend ray: an existing cluster")
     ap.add_argument("--workers", type=int, default=None, help="pool size / Ray CPUs started here")
     args = ap.parse_args()
@@ -135,7 +142,8 @@ def main() -> None:
         prof_over, prof_runs = 0, 0
         t0 = time.perf_counter()
         common = dict(samples=args.samples, confidence=conf, pool=args.pool,
-                      ratio_test=args.ratio_test, sequential=args.sequential)  # fmt: skip
+                      ratio_test=args.ratio_test, sequential=args.sequential,
+                      delta_event=args.delta_event)  # fmt: skip
         items = [
             dict(
                 kind="mechanism",
@@ -201,6 +209,7 @@ def main() -> None:
             "gaussian_tradeoff_curves_below_g_mu": int(g_fdp),
             "gaussian_delta_bounds_above_true_delta": int(g_delta),
             "sequential": args.sequential,
+            "delta_event": args.delta_event,
             "mean_samples_used": float(np.mean([o["samples_used"] for o in outs])),
             "seconds": secs,
         }
@@ -221,6 +230,7 @@ def main() -> None:
         + (" --pool" if args.pool else "")
         + f" --ratio-test {args.ratio_test}"
         + (" --sequential" if args.sequential else "")
+        + (" --delta-event" if args.delta_event else "")
         + (f" --backend {args.backend}" if args.backend else "")
         + (f" --address {args.address}" if args.address else "")
         + (f" --workers {args.workers}" if args.workers else ""),
