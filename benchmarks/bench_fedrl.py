@@ -133,7 +133,9 @@ def _timed_batched(method: str, cfg, maps, vmap: bool, module=None) -> tuple[flo
 
     if module is not None:
         fedrl = module
-        cfg = module.FedRLConfig(**{**cfg.to_dict(), "methods": tuple(cfg.methods)})
+        known = module.FedRLConfig.__dataclass_fields__  # an older trainer lacks e.g. device
+        kw = {k: v for k, v in cfg.to_dict().items() if k in known}
+        cfg = module.FedRLConfig(**{**kw, "methods": tuple(cfg.methods)})
 
     log = fedrl._Log(q=Transcript(), y=Transcript(), record=False)
     seeds = [np.random.SeedSequence(1 + i) for i in range(cfg.runs)]
