@@ -58,6 +58,8 @@ __all__ = [
     "read_manifest",
     "verify_manifest",
     "verify_run",
+    "require_verified",
+    "unverified_banner",
     "VerifyResult",
 ]
 
@@ -637,14 +639,23 @@ def verify_manifest(path: Any) -> dict[str, Any]:
     man = read_manifest(p)
     if man is None:
         return {"status": "no manifest", "ok": False, "changed": [], "missing": [], "unlisted": []}
+    if not isinstance(man, dict) or not isinstance(man.get("files", {}), dict):
+        raise RunDirectoryError(
+            f"{p / 'manifest.json'} is not a manifest (a JSON object with a 'files' object)"
+        )
     files = man.get("files", {})
     changed, missing = [], []
     for name, digest in files.items():
-        f = p / name
+        f = p / str(name)
         if not f.exists():
             missing.append(name)
-        elif _sha256(f) != digest:
-            changed.append(name)
+        else:
+            try:  # a folder in a file's place, or an unreadable file: changed
+                same = f.is_file() and _sha256(f) == digest
+            except OSError:
+                same = False
+            if not same:
+                changed.append(name)
     listed = set(files) | {"manifest.json", "ledger.sqlite", *_LEDGER_SIDE}
     unlisted = sorted(f.name for f in p.iterdir() if f.is_file() and f.name not in listed)
     return {
@@ -822,6 +833,48 @@ def verify_run(path: Any, expect_head: str | None = None, *, full: bool = True) 
         ledger=led_res,
         expect_head=expect_head,
     )
+
+
+def require_verified(
+    path: Any,
+    *,
+    expect_head: str | None = None,
+    allow_unverified: bool = False,
+    name: str = "RUN_DIR",
+) -> VerifyResult:
+    """:func:`verify_run`, refusing unverified evidence unless ``allow_unverified``.
+
+    What every reader of a run (``report``, every ``attack --run-dir``) calls before it reads
+    anything. With ``allow_unverified`` the result is returned as is: the caller must then say
+    so first (:func:`unverified_banner`) and in its JSON (``VerifyResult.to_dict()``).
+
+    Raises:
+        RunDirectoryError: the run does not verify (the message names the file and says how
+            to read it anyway).
+    """
+    p = _check_path_arg(path, name)
+    if not is_run_dir(p):
+        raise RunDirectoryError(
+            f"{name} {str(p)!r} is not a run directory ("
+            + ("no config.json" if p.is_dir() else "not an existing directory")
+            + ")"
+        )
+    res = verify_run(p, expect_head)
+    if not res.ok and not allow_unverified:
+        more = f" (and {len(res.problems) - 1} more problems)" if len(res.problems) > 1 else ""
+        raise RunDirectoryError(
+            f"{name} {str(path)!r} is unverified evidence: {res.problems[0]}{more}. Refusing "
+            f"to read it; pass --allow-unverified to read it anyway (the output then says so "
+            f"first), or check it with `ldp-audit budget {path} --verify`"
+        )
+    return res
+
+
+def unverified_banner(res: VerifyResult) -> str | None:
+    """The first line a reader prints when it reads unverified evidence (None: verified)."""
+    if res.ok:
+        return None
+    return f"UNVERIFIED EVIDENCE (read with --allow-unverified): {res.problems[0]}"
 
 
 def _check_anchor(

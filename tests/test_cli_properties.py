@@ -388,7 +388,8 @@ def test_keyboard_interrupt_in_process_is_one_line_130(
     from tests.test_report_fixtures import make_run
 
     run = make_run(tmp_path / "r")
-    code, _, err = run_cli(["report", str(run), "-o", str(tmp_path / "o")], capsys)
+    argv = ["report", str(run), "-o", str(tmp_path / "o"), "--allow-unverified"]  # no manifest
+    code, _, err = run_cli(argv, capsys)
     assert code == 130 and "Traceback" not in err
     assert err.strip().splitlines() == [
         "ldp-audit: interrupted; files written so far are consistent"

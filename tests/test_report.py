@@ -345,17 +345,26 @@ def _cli(argv: list[str]) -> int:
 def test_cli_report_writes_files_and_exit_codes(tmp_path: Path, capsys) -> None:
     pytest.importorskip("ldp_audit.accountant")
     run = make_run(tmp_path / "r", ledger="real", audit=[GOOD_AUDIT])
-    assert _cli(["report", str(run), "-o", str(tmp_path / "o"), "--json"]) == 0
-    out = json.loads(capsys.readouterr().out)
+    # make_run writes no manifest: refused by default (exit 2), read with --allow-unverified
+    with pytest.raises(RunDirectoryError, match="manifest.json is missing"):
+        _cli(["report", str(run), "-o", str(tmp_path / "o")])
+    argv = ["report", str(run), "-o", str(tmp_path / "o"), "--json", "--allow-unverified"]
+    assert _cli(argv) == 0
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    assert captured.err.startswith("UNVERIFIED EVIDENCE")
+    assert out["verified"] is False and "manifest.json" in out["verification"]["problems"][0]
     assert Path(out["html"]).is_file() and Path(out["json"]).is_file()
     assert out["verdict"] == "partially verified"
     bad = dict(GOOD_AUDIT, epsilon_lower_bound=9.0, violation=True)
     (run / "audit.json").write_text(json.dumps([bad]))
-    assert _cli(["report", str(run), "-o", str(tmp_path / "o2")]) == 1  # violation -> exit 1
-    assert "VIOLATION" in capsys.readouterr().out
+    argv = ["report", str(run), "-o", str(tmp_path / "o2"), "--allow-unverified"]
+    assert _cli(argv) == 1  # violation -> exit 1
+    text = capsys.readouterr().out
+    assert text.startswith("UNVERIFIED EVIDENCE") and "VIOLATION" in text
     (run / "transcript.npz").unlink()
     with pytest.raises(RunDirectoryError, match="missing transcript.npz"):
-        _cli(["report", str(run)])  # main() turns this into exit 2
+        _cli(["report", str(run), "--allow-unverified"])  # main() turns this into exit 2
 
 
 def test_central_claims_are_reported_beside_local_never_summed(tmp_path: Path) -> None:

@@ -49,6 +49,7 @@ import os
 import re
 import secrets
 import sqlite3
+import stat
 import threading
 import time
 import uuid
@@ -473,6 +474,15 @@ class Ledger:
                 _create_atomically(p, load_key(create=True))
             else:
                 _sweep_stale_temps(p)
+            try:
+                st_mode = os.stat(p).st_mode
+            except OSError as exc:
+                raise LedgerError(f"cannot read ledger file {self.path!r}: {exc}") from exc
+            if not stat.S_ISREG(st_mode):  # a FIFO or device would block or never end
+                raise LedgerError(
+                    f"ledger path {self.path!r} is not a regular file (a FIFO, socket or "
+                    f"device); refusing to open it"
+                )
             try:
                 size = p.stat().st_size
                 with open(p, "rb") as fh:

@@ -92,6 +92,48 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _evidence_args(p: argparse.ArgumentParser) -> None:
+    """``--expect-head`` and ``--allow-unverified`` for an attack that reads ``--run-dir``."""
+    p.add_argument(
+        "--expect-head",
+        default=None,
+        metavar="HEX",
+        help="with --run-dir: the run's ledger must pass through this chain head (an anchor "
+        "published elsewhere)",
+    )
+    p.add_argument(
+        "--allow-unverified",
+        action="store_true",
+        help="with --run-dir: attack a run whose files do not match its manifest, or without "
+        "manifest or ledger (refused by default, exit 2); the output then says so first and "
+        "in its JSON",
+    )
+
+
+def _check_evidence(args: argparse.Namespace) -> Any:
+    """Verify ``--run-dir`` against its manifest before it is read (rundir.require_verified);
+    unverified and allowed: the banner goes first (stderr with --json)."""
+    from ldp_audit.rundir import require_verified, unverified_banner
+
+    res = require_verified(
+        args.run_dir,
+        expect_head=args.expect_head,
+        allow_unverified=args.allow_unverified,
+        name="--run-dir",
+    )
+    banner = unverified_banner(res)
+    if banner is not None:
+        print(banner, file=sys.stderr if args.json else sys.stdout, flush=True)
+    return res
+
+
+def _with_evidence(d: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    res = getattr(args, "_evidence", None)
+    if res is None:
+        return d
+    return {**d, "verified": res.ok, "verification": res.to_dict()}
+
+
 def register(subparsers: Any) -> None:
     """Add the ``attack`` subcommand family."""
     attack = subparsers.add_parser(
@@ -126,6 +168,7 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="gravity uniform on [9.5, 10.1]; report the MAE of the posterior mean",
     )
+    _evidence_args(d)
     d.set_defaults(func=_dynamics)
 
     m = sub.add_parser(
@@ -161,6 +204,7 @@ def register(subparsers: Any) -> None:
         default=None,
         help="score an existing run trained with canaries (read only; results go to --out)",
     )
+    _evidence_args(m)
     m.set_defaults(func=_membership, agents=400, shadow=400)
 
     s = sub.add_parser(
@@ -256,7 +300,7 @@ def _check_outputs(args: argparse.Namespace) -> None:
 def _emit(args: argparse.Namespace, result: Any, info: dict[str, Any] | None = None) -> int:
     from ldp_audit.rundir import to_jsonable
 
-    d = result.to_dict()
+    d = _with_evidence(result.to_dict(), args)
     if info:
         d["extra"]["theta_info"] = {
             k: v for k, v in info.items() if k in ("theta", "source", "chosen")
@@ -325,6 +369,7 @@ def _dynamics(args: argparse.Namespace) -> int:
                 f"{target} already exists; write this result elsewhere with --out FILE, or "
                 f"pass --overwrite to replace it"
             )
+        args._evidence = _check_evidence(args)
         # the run's system's "dynamics" attack (ldp_audit.systems); a run whose system has none
         # gets a message naming its system and the commands that fit it
         from ldp_audit.cli.system_cmd import run_dir_scorer
@@ -342,7 +387,12 @@ def _dynamics(args: argparse.Namespace) -> int:
         # docs/interfaces.md: RUN_DIR/attack_dynamics.json is the run's one named artefact for
         # this attack; with --out the result goes there and the run is left untouched
         if not args.out:
-            write_artifact(args.run_dir, "attack_dynamics.json", res.to_dict(), overwrite=True)
+            write_artifact(
+                args.run_dir,
+                "attack_dynamics.json",
+                _with_evidence(res.to_dict(), args),
+                overwrite=True,
+            )
         return _emit(args, res)
     if args.shadow is None:
         args.shadow = 1000
@@ -429,6 +479,7 @@ def _membership_of_run(args: argparse.Namespace) -> int:
     """Score the canaries planted at training time in an existing run (read only)."""
     from ldp_audit.cli.system_cmd import run_dir_scorer
 
+    args._evidence = _check_evidence(args)
     # the run's system's "membership" attack (ldp_audit.systems), e.g. dprl's one-run audit
     _, scorer = run_dir_scorer(args.run_dir, "membership", "attack membership --run-dir")
     res = scorer(args.run_dir, seed=args.seed, confidence=args.confidence)

@@ -8,9 +8,14 @@ missing file is an error (never a new, empty ledger), and another application's 
 refused untouched.
 
 ``--verify`` walks the whole hash chain and rebuilds every agent's state from the rows (exit 0
-and the chain head when it verifies; exit 2 with the first problem when not); ``--expect-head
-HEX`` also checks that this copy extends a chain head recorded earlier (e.g. in a report).
-``--migrate-to NEW`` converts a schema-version-1 ledger into a new file (the old one is kept).
+and the chain head when it verifies; exit 2 with the first problem when not); on a run
+directory it also checks every file against ``manifest.json`` and the ledger against the anchor
+the manifest records (ledger id, row count, chain head). ``--expect-head HEX`` also checks that
+this copy extends a chain head recorded elsewhere (e.g. published with a report). Every output
+says whether the ledger was authenticated with the ledger key (docs/accountant.md, "The key").
+``--delta`` defaults to the run's delta (``config.json``), else the delta of the budget the
+ledger records, else 0; the output names the one it used. ``--migrate-to NEW`` converts a
+schema-version-1 or -2 ledger into a new keyed file (the old one is kept).
 """
 
 from __future__ import annotations
@@ -61,8 +66,9 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--delta",
         type=_delta,
-        default=0.0,
-        help="delta at which epsilon is reported (default 0: pure DP; Gaussian events need > 0)",
+        default=None,
+        help="delta at which epsilon is reported (default: the run's delta from config.json, "
+        "else the recorded budget's delta, else 0, i.e. pure DP; Gaussian events need > 0)",
     )
     p.add_argument(
         "--method", choices=_METHODS, default="best", help="composition (default: best valid)"
@@ -90,22 +96,64 @@ def register(subparsers: Any) -> None:
         "--expect-head",
         default=None,
         metavar="HEX",
-        help="with --verify: the ledger must extend this chain head (from an earlier report)",
+        help="with --verify: the ledger must extend this chain head (an anchor published "
+        "elsewhere, e.g. with a report)",
     )
     p.add_argument(
         "--migrate-to",
         default=None,
         metavar="NEW",
-        help="convert a schema-version-1 ledger into a new version-2 file NEW (LEDGER is kept)",
+        help="convert a schema-version-1 or -2 ledger into a new keyed file NEW (LEDGER is kept)",
     )
     p.set_defaults(func=_run)
 
 
 def _ledger_path(arg: str) -> Path:
+    """The ledger file of ``arg`` (a file, or a run directory), refused before it is opened
+    when it is missing or not a regular file (a FIFO would block)."""
+    import os
+    import stat
+
+    from ldp_audit.errors import LedgerError
+
     path = Path(arg)
     if path.is_dir():
         path = path / "ledger.sqlite"
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise LedgerError(f"ledger file {str(path)!r} does not exist") from None
+    except OSError as exc:
+        raise LedgerError(f"cannot read ledger file {str(path)!r}: {exc}") from None
+    if not stat.S_ISREG(mode):
+        raise LedgerError(
+            f"LEDGER {str(path)!r} is not a regular file (a FIFO, socket or device); refused "
+            f"before opening it"
+        )
     return path
+
+
+def _run_delta(arg: str, meta: dict[str, str]) -> tuple[float, str]:
+    """The delta a run was accounted at: its config.json, else the recorded budget's, else 0."""
+    run = Path(arg) if Path(arg).is_dir() else Path(arg).parent
+    cfg_file = run / "config.json"
+    if cfg_file.is_file():
+        try:
+            cfg = json.loads(cfg_file.read_text()).get("config") or {}
+        except (OSError, ValueError, AttributeError):
+            cfg = {}
+        d = cfg.get("delta") if isinstance(cfg, dict) else None
+        if isinstance(d, (int, float)) and not isinstance(d, bool) and 0 <= d < 1:
+            return float(d), f"the run's delta ({cfg_file})"
+    for key in ("budget", "central_budget"):
+        if meta.get(key):
+            try:
+                d = float(json.loads(meta[key])["delta"])
+            except (ValueError, KeyError, TypeError):
+                continue
+            if d > 0:
+                return d, f"the delta of the {key.replace('_', ' ')} the ledger records"
+    return 0.0, "default: pure DP; pass --delta for Gaussian events"
 
 
 def _fmt(x: float | None) -> str:
@@ -130,11 +178,10 @@ def _run(args: argparse.Namespace) -> int:
             rows, head = len(new), new.chain_head()
         finally:
             new.close()
-        print(
-            f"migrated {path} (schema version 1) to {args.migrate_to}: {rows} charges, chain "
-            f"head {head}"
-        )
+        print(f"migrated {path} to {args.migrate_to}: {rows} charges, chain head {head}")
         return 0
+    if args.verify and Path(args.ledger).is_dir():
+        return _verify_run(args)
     ledger = Ledger(path, create=False, readonly=True)
     if args.verify:
         try:
@@ -150,9 +197,15 @@ def _run(args: argparse.Namespace) -> int:
                 f"ledger {path} verifies{ext}: {res['rows']} charges, {res['agents']} agents, "
                 f"chain head {res['chain_head']}"
             )
+            print(_auth_line(res["authenticated"], res["auth_note"], res["key_id"]))
+            print("(a ledger file alone: pass the run directory to check it against its manifest)")
         return 0
     try:
         meta = ledger.meta()
+        if args.delta is None:
+            args.delta, delta_source = _run_delta(args.ledger, meta)
+        else:
+            delta_source = "--delta"
         budgets: dict[str, Any] = {}
         for scope, key in (("local", "budget"), ("central", "central_budget")):
             budgets[scope] = None
@@ -198,6 +251,10 @@ def _run(args: argparse.Namespace) -> int:
             "charges": len(ledger),
             "chain_head": ledger.chain_head(),
             "delta": args.delta,
+            "delta_source": delta_source,
+            "authenticated": ledger.authenticated,
+            "auth_note": ledger.auth_note,
+            "key_id": ledger.key_id,
             "method": args.method,
             "budget": None if budget is None else budget.to_dict(),
             "central_budget": None if budgets["central"] is None else budgets["central"].to_dict(),
@@ -210,6 +267,32 @@ def _run(args: argparse.Namespace) -> int:
         print(json.dumps(to_jsonable(out), indent=2, default=_json_default, allow_nan=False))
         return 0
     _print_text(out, args.limit)
+    return 0
+
+
+def _auth_line(authenticated: bool, note: str, key_id: str | None) -> str:
+    if authenticated:
+        return f"authenticated: every read checked with the ledger key (key id {key_id})"
+    return f"UNAUTHENTICATED: {note}"
+
+
+def _verify_run(args: argparse.Namespace) -> int:
+    """``--verify`` on a run directory: its files, its manifest's anchor, the whole ledger."""
+    import sys
+
+    from ldp_audit.rundir import verify_run
+
+    res = verify_run(args.ledger, args.expect_head)
+    if args.json:
+        print(json.dumps(res.to_dict(), indent=2, default=_json_default, allow_nan=False))
+    else:
+        print(res.summary())
+        for note in res.notes:
+            print(f"note: {note}")
+    if not res.ok:
+        for problem in res.problems:
+            print(f"ldp-audit: error: {problem}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -242,8 +325,9 @@ def _json_default(x: Any) -> Any:
 def _print_text(out: dict, limit: int) -> None:
     b = out["budget"]
     print(f"ledger: {out['ledger']}  ({out['charges']} charges, {len(out['agents'])} agents)")
-    print(f"chain head: {out['chain_head']}  (ldp-audit budget LEDGER --verify checks it all)")
-    print(f"delta = {out['delta']:g}, method = {out['method']}")
+    print(f"chain head: {out['chain_head']}  (ldp-audit budget RUN --verify checks it all)")
+    print(_auth_line(out["authenticated"], out["auth_note"], out["key_id"]))
+    print(f"delta = {out['delta']:g} ({out['delta_source']}), method = {out['method']}")
     if b is None:
         print("budget: none recorded (pass --budget EPS to see what is left)")
     else:

@@ -65,6 +65,20 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--screenshot", action="store_true", help="also save screenshot.png (needs chromium)"
     )
+    p.add_argument(
+        "--expect-head",
+        default=None,
+        metavar="HEX",
+        help="the run's ledger must pass through this chain head (an anchor published "
+        "elsewhere); checked with the manifest before anything is read",
+    )
+    p.add_argument(
+        "--allow-unverified",
+        action="store_true",
+        help="report a run whose files do not match its manifest, or that has no manifest or "
+        "no ledger (refused by default, exit 2); the output then says so on its first line "
+        "and in its JSON",
+    )
     p.set_defaults(func=_report)
 
     d = subparsers.add_parser(
@@ -133,6 +147,15 @@ def _report(args: argparse.Namespace) -> int:
             f"RUN_DIR must be an existing run directory, got {args.run_dir!r}"
             + (" (a file)" if Path(args.run_dir).exists() else " (not found)")
         )
+    from ldp_audit.rundir import require_verified, unverified_banner
+
+    # evidence first: a run that does not match its manifest is refused (exit 2) by default
+    checked = require_verified(
+        args.run_dir, expect_head=args.expect_head, allow_unverified=args.allow_unverified
+    )
+    banner = unverified_banner(checked)
+    if banner is not None:
+        print(banner, file=sys.stderr if args.json else sys.stdout, flush=True)
     out = Path(args.run_dir) / "report" if args.out_dir is None else Path(args.out_dir)
     check_not_inside_run(out, "--out", allow=Path(args.run_dir) / "report")  # the named one
     # the output folder is checked before the report is built (and never holds an input)
@@ -150,7 +173,15 @@ def _report(args: argparse.Namespace) -> int:
         _screenshot(paths)
     verdict = report.model["verdict"]
     if args.json:
-        print(_paths_json(paths, verdict=verdict["status"], headline=verdict["headline"]))
+        print(
+            _paths_json(
+                paths,
+                verified=checked.ok,
+                verification=checked.to_dict(),
+                verdict=verdict["status"],
+                headline=verdict["headline"],
+            )
+        )
     else:
         print(f"verdict: {verdict['status'].upper()}. {verdict['headline']}")
         print(
