@@ -168,3 +168,17 @@ def test_mechanism_statistics_raising_is_user_code_error():
 
     with pytest.raises(UserCodeError, match=r"audit_statistics\(\) of Bad raised RuntimeError"):
         audit(Bad(), PAIR, samples=2_000, rng=0)
+
+
+def test_user_statistic_on_correct_mechanism_no_false_refutation():
+    """Randomized response (true epsilon 1) with a statistic that reads its output exactly:
+    the statistic's event is the best one there is, and the bound stays below the truth (a false
+    refutation has probability <= 1e-6 at this confidence)."""
+    from ldp_audit.mechanisms import RandomizedResponse
+
+    def bit(outputs, x, x_prime):
+        return np.asarray(outputs, dtype=np.float64).reshape(len(outputs), -1)[:, 0]
+
+    r = audit(RandomizedResponse(epsilon=1.0), samples=20_000, rng=0, confidence=1 - 1e-6,
+              statistics=[bit])  # fmt: skip
+    assert 0.5 < r.epsilon_lower_bound <= 1.0 and not r.violation
