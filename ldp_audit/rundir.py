@@ -887,6 +887,12 @@ def _check_anchor(
             f"the id {anchor.get('ledger_id')} that manifest.json records (swapped)"
         )
         return
+    for key, what in (("key_id", "key id"), ("meta_digest", "metadata (budget, ids) digest")):
+        if key in anchor and anchor.get(key) != got.get(key):
+            problems.append(
+                f"{lp}: its {what} {got.get(key)} differs from the {anchor.get(key)} that "
+                f"manifest.json records (the ledger's metadata was edited)"
+            )
     same = anchor.get("chain_head") == got.get("chain_head")
     if same and anchor.get("rows") == got.get("rows"):
         return

@@ -1472,16 +1472,18 @@ class Ledger:
 
     def anchor(self) -> dict[str, Any]:
         """What a run's manifest records to pin this ledger: ``{"ledger_id", "rows",
-        "chain_head", "key_id", "schema_version"}`` (one consistent read; the head's MAC is
-        checked when the ledger is authenticated)."""
+        "chain_head", "meta_digest", "key_id", "schema_version"}`` (one consistent read; the
+        head's MAC is checked when the ledger is authenticated)."""
         with self._read_tx():
             if self._key is not None:
                 self._check_head_mac()
             rows, head = self._head()
+            (digest,) = self._conn.execute(f"SELECT meta FROM {_HEAD} WHERE k = 1").fetchone()
         return {
             "ledger_id": self._ledger_id,
             "rows": rows,
             "chain_head": head.hex(),
+            "meta_digest": bytes(digest).hex(),
             "key_id": self.key_id,
             "schema_version": self._schema,
         }

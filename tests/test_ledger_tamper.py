@@ -1,0 +1,345 @@
+"""Evidence against a person (issue 28): the tamper table, rerun.
+
+Each attack below is made by someone who can write the run directory and knows every format,
+but not the ledger key (it lives outside the run: LDP_AUDIT_KEY_FILE, here a temp file from
+tests/conftest.py). The table of docs/accountant.md ("What is detected, by what") is what these
+tests assert, column by column:
+
+* ``key``: the reader holds the key (the machine that wrote the run): every attack is detected.
+* ``no key + --expect-head``: a reader without the key but with the chain head published
+  elsewhere detects what changes the chain.
+* ``no key``: a reader with neither, facing a person who also rewrites manifest.json: nothing
+  but accidents is detected (asserted too, so the docs cannot overstate it).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ldp_audit.accountant import Accountant, Budget, LaplaceEvent, Ledger
+from ldp_audit.accountant import ledger as L
+from ldp_audit.accountant.keys import KeyFileError, default_key_path, load_key
+from ldp_audit.accountant.ledger import LedgerIntegrityError
+from ldp_audit.cli import main
+from ldp_audit.rundir import RunWriter, verify_run
+
+EPS = 5.0
+
+
+def _make_run(path: Path, *, agents: int = 4, snapshot: Path | None = None) -> Path:
+    """A small finished run: agent a0 is charged twice (its full budget 10), a1 Laplace(5) and
+    Laplace(0.5), the others once. ``snapshot``: a copy of the ledger after the first batch."""
+    w = RunWriter(path, algorithm="toy", config={"delta": 0.0}, seed=0)
+    acc = Accountant(w.open_ledger(), budget=Budget(epsilon=10.0))
+    acc.charge_many([(f"a{i}", LaplaceEvent(EPS)) for i in range(agents)])
+    if snapshot is not None:
+        shutil.copy(path / "ledger.sqlite", snapshot)
+    acc.charge_many([("a0", LaplaceEvent(EPS)), ("a1", LaplaceEvent(0.5))])
+    acc.ledger.close()
+    agent = np.array([0, 1, 2, 3, 0, 1][: agents + 2], dtype=np.int64)
+    w.write_npz("transcript.npz", {"agent": agent})
+    w.finish()
+    return path
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> Path:
+    return _make_run(tmp_path / "run", snapshot=tmp_path / "older.sqlite")
+
+
+def _rows(path: Path) -> list[tuple]:
+    con = sqlite3.connect(path)
+    try:
+        return con.execute(
+            "SELECT agent, event, scope, time, run_id FROM ldp_audit_charges ORDER BY id"
+        ).fetchall()
+    finally:
+        con.close()
+
+
+def _rewrite(path: Path, transform) -> None:
+    """What a person without the key can do: rewrite the rows and recompute the chain, every
+    running count and checksum, and the head (the MACs stay as they were: no key)."""
+    rows = transform(_rows(path))
+    con = sqlite3.connect(path)
+    try:
+        (lid,) = con.execute("SELECT value FROM ldp_audit_meta WHERE key='ledger_id'").fetchone()
+        con.execute("DELETE FROM ldp_audit_charges")
+        con.execute("DELETE FROM ldp_audit_state")
+        old_macs = dict(con.execute("SELECT agent, mac FROM ldp_audit_agents").fetchall())
+        con.execute("DELETE FROM ldp_audit_agents")
+        prev, per_agent, counts = L._genesis(lid), {}, {}
+        for i, (agent, event, scope, t, run_id) in enumerate(rows, start=1):
+            n = per_agent[agent] = per_agent.get(agent, 0) + 1
+            prev = L._row_hash(prev, L._row_bytes(i, agent, event, scope, t, run_id, n))
+            con.execute(
+                "INSERT INTO ldp_audit_charges VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (i, agent, event, scope, t, run_id, n, prev),
+            )
+            counts[(agent, scope, event)] = counts.get((agent, scope, event), 0) + 1
+            last = i
+            con.execute(
+                "INSERT OR REPLACE INTO ldp_audit_agents VALUES (?, ?, ?, ?, ?)",
+                (agent, n, last, L._agent_chk(agent, n, last), old_macs.get(agent, b"\0" * 32)),
+            )
+        for (agent, scope, event), n in counts.items():
+            con.execute(
+                "INSERT INTO ldp_audit_state VALUES (?, ?, ?, ?, ?)",
+                (agent, scope, event, n, L._state_chk(agent, scope, event, n)),
+            )
+        con.execute("UPDATE ldp_audit_head SET rows = ?, hash = ? WHERE k = 1", (len(rows), prev))
+        con.commit()
+    finally:
+        con.close()
+
+
+def _reseal_meta(path: Path, **changes: str) -> None:
+    """Edit metadata entries and recompute the digest the head records (no key: no MAC)."""
+    con = sqlite3.connect(path)
+    try:
+        for k, v in changes.items():
+            con.execute("UPDATE ldp_audit_meta SET value = ? WHERE key = ?", (v, k))
+        meta = dict(con.execute("SELECT key, value FROM ldp_audit_meta").fetchall())
+        con.execute("UPDATE ldp_audit_head SET meta = ? WHERE k = 1", (L._meta_digest(meta),))
+        con.commit()
+    finally:
+        con.close()
+
+
+def _state_only_edit(path: Path) -> None:
+    """Issue 28's silent one: move one of a1's counts from Laplace(5) to Laplace(0.5) in the
+    state table (CRC-32s recomputed, no charge row, the total unchanged): spend 5.5 -> 1."""
+    big = json.dumps({"epsilon": EPS, "type": "laplace"}, separators=(",", ":"), sort_keys=True)
+    small = json.dumps({"epsilon": 0.5, "type": "laplace"}, separators=(",", ":"), sort_keys=True)
+    con = sqlite3.connect(path)
+    try:
+        events = dict(
+            con.execute("SELECT event, n FROM ldp_audit_state WHERE agent = 'a1'").fetchall()
+        )
+        assert events == {big: 1, small: 1}, events
+        for ev, n in ((big, 0), (small, 2)):
+            if n == 0:
+                con.execute("DELETE FROM ldp_audit_state WHERE agent='a1' AND event=?", (ev,))
+            else:
+                con.execute(
+                    "UPDATE ldp_audit_state SET n = ?, chk = ? WHERE agent='a1' AND event=?",
+                    (n, L._state_chk("a1", "local", ev, n), ev),
+                )
+        con.commit()
+    finally:
+        con.close()
+
+
+def _rewrite_manifest_anchor(run: Path) -> None:
+    """The person also makes manifest.json agree with the tampered ledger (its MAC, under the
+    key they do not have, is left as it was)."""
+    man = json.loads((run / "manifest.json").read_text())
+    with Ledger(run / "ledger.sqlite", readonly=True, verify=False) as led:
+        a = led.anchor()
+    man["ledger"] = {**man["ledger"], **a}
+    (run / "manifest.json").write_text(json.dumps(man))
+
+
+def _tamper(name: str, run: Path, tmp: Path) -> None:
+    led = run / "ledger.sqlite"
+    if name == "rollback":
+        shutil.copy(tmp / "older.sqlite", led)
+    elif name == "truncation":
+        _rewrite(led, lambda rows: rows[:-2])
+    elif name == "delete agent":
+        _rewrite(led, lambda rows: [r for r in rows if r[0] != "a0"])
+    elif name == "rewrite 5 -> 0.5":
+        _rewrite(led, lambda rows: [(a, e.replace("5.0", "0.5"), *rest) for a, e, *rest in rows])
+    elif name == "state-only edit":
+        _state_only_edit(led)
+    elif name == "swap":
+        other = _make_run(tmp / "other")
+        shutil.copy(other / "ledger.sqlite", led)
+    elif name == "metadata edit":
+        _reseal_meta(led, budget=json.dumps({"epsilon": 100.0, "delta": 0.0, "method": "basic"}))
+    else:  # pragma: no cover
+        raise AssertionError(name)
+
+
+ATTACKS = [
+    "rollback",
+    "truncation",
+    "delete agent",
+    "rewrite 5 -> 0.5",
+    "state-only edit",
+    "swap",
+    "metadata edit",
+]
+#: no key, but the chain head published elsewhere (--expect-head): what changes the chain
+NO_KEY_HEAD_DETECTS = {
+    "rollback": True,
+    "truncation": True,
+    "delete agent": True,
+    "rewrite 5 -> 0.5": True,
+    "state-only edit": True,  # the full walk rebuilds the state from the rows
+    "swap": True,
+    "metadata edit": False,  # the metadata is outside the chain: only its MAC covers it
+}
+#: no key, nothing published, manifest.json rewritten to match: what is still detected
+NO_KEY_DETECTS = {a: a == "state-only edit" for a in ATTACKS}
+
+
+def _no_key(monkeypatch: pytest.MonkeyPatch, tmp: Path) -> None:
+    monkeypatch.setenv("LDP_AUDIT_KEY_FILE", str(tmp / "no-such-key"))
+
+
+@pytest.mark.parametrize("attack", ATTACKS)
+def test_every_attack_is_detected_with_the_key(attack: str, run: Path, tmp_path: Path) -> None:
+    head = verify_run(run).ledger["chain_head"]
+    assert verify_run(run).ok and verify_run(run).authenticated
+    _tamper(attack, run, tmp_path)
+    res = verify_run(run)
+    assert not res.ok, attack
+    assert any("ledger.sqlite" in p for p in res.problems), res.problems
+    # the person also rewrites the manifest's anchor: its MAC gives them away
+    if attack not in ("state-only edit",):
+        try:
+            _rewrite_manifest_anchor(run)
+        except Exception:  # noqa: BLE001 - the tampered ledger does not even open: detected
+            pass
+        else:
+            res = verify_run(run)
+            assert not res.ok, attack
+    # with the head published elsewhere: detected too
+    assert not verify_run(run, head).ok
+
+
+@pytest.mark.parametrize("attack", ATTACKS)
+def test_without_the_key_what_the_docs_table_says(
+    attack: str, run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    head = verify_run(run).ledger["chain_head"]
+    _no_key(monkeypatch, tmp_path)
+    clean = verify_run(run)
+    assert clean.ok and not clean.authenticated
+    assert any("unauthenticated" in n for n in clean.notes)
+    _tamper(attack, run, tmp_path)
+    _rewrite_manifest_anchor(run)
+    assert (not verify_run(run, head).ok) == NO_KEY_HEAD_DETECTS[attack], attack
+    assert (not verify_run(run).ok) == NO_KEY_DETECTS[attack], attack
+
+
+@pytest.mark.parametrize("attack", ["rollback", "swap", "metadata edit", "truncation"])
+def test_the_anchor_alone_detects_an_unedited_manifest_mismatch(
+    attack: str, run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without the key, a person who leaves manifest.json alone is still caught by its anchor."""
+    _no_key(monkeypatch, tmp_path)
+    _tamper(attack, run, tmp_path)
+    res = verify_run(run)
+    assert not res.ok
+    assert any("manifest.json" in p and "ledger.sqlite" in p for p in res.problems), res.problems
+
+
+def test_state_only_edit_is_refused_by_every_spend_reader(run: Path, capsys) -> None:
+    """Issue 28: one UPDATE of a state row made spent(), charge()'s budget check and budget
+    read the lower value. Now each refuses, cheaply (the agent's MAC covers its state)."""
+    led_path = run / "ledger.sqlite"
+    with Ledger(led_path) as led:
+        assert Accountant(led).spent("a1", method="basic") == pytest.approx(5.5)
+    _state_only_edit(led_path)
+    with Ledger(led_path) as led:
+        acc = Accountant(led)
+        with pytest.raises(LedgerIntegrityError, match="a1.*MAC"):
+            acc.spent("a1", method="basic")
+        with pytest.raises(LedgerIntegrityError, match="a1.*MAC"):
+            acc.charge("a1", LaplaceEvent(0.5))
+        with pytest.raises(LedgerIntegrityError):
+            acc.spent_all(method="basic")
+    assert main(["budget", str(run)]) == 2
+    assert "a1" in capsys.readouterr().err
+
+
+def test_metadata_and_truncation_are_refused_on_open_with_the_key(run: Path, tmp_path) -> None:
+    _tamper("metadata edit", run, tmp_path)
+    with pytest.raises(LedgerIntegrityError, match="MAC"):
+        Ledger(run / "ledger.sqlite", readonly=True)
+    _tamper("truncation", _make_run(tmp_path / "r2"), tmp_path)
+    with pytest.raises(LedgerIntegrityError, match="MAC"):
+        Ledger(tmp_path / "r2" / "ledger.sqlite", readonly=True)
+
+
+def test_readers_refuse_unverified_runs_naming_the_file(run: Path, tmp_path, capsys) -> None:
+    _tamper("rollback", run, tmp_path)
+    for argv in (
+        ["budget", str(run), "--verify"],
+        ["report", str(run), "-o", str(tmp_path / "rep")],
+        ["attack", "dynamics", "--run-dir", str(run), "--out", str(tmp_path / "a.json")],
+        ["attack", "membership", "--run-dir", str(run), "--out", str(tmp_path / "m.json")],
+    ):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert "ledger.sqlite" in err and "Traceback" not in err, (argv, err)
+    assert not (tmp_path / "rep").exists()
+    # a file changed after the run: named too
+    run2 = _make_run(tmp_path / "r2")
+    (run2 / "transcript.npz").write_bytes(b"x")
+    assert main(["report", str(run2), "-o", str(tmp_path / "rep2")]) == 2
+    assert "transcript.npz" in capsys.readouterr().err
+    # no manifest, no ledger
+    (run2 / "manifest.json").unlink()
+    (run2 / "ledger.sqlite").unlink()
+    problems = verify_run(run2).problems
+    assert any("manifest.json is missing" in p for p in problems)
+    assert any("ledger.sqlite is missing" in p for p in problems)
+
+
+def test_expect_head_from_elsewhere(run: Path, tmp_path: Path) -> None:
+    head = verify_run(run).ledger["chain_head"]
+    assert main(["budget", str(run), "--verify", "--expect-head", head]) == 0
+    other = verify_run(_make_run(tmp_path / "o")).ledger["chain_head"]
+    assert main(["budget", str(run), "--verify", "--expect-head", other]) == 2
+
+
+def test_a_v2_ledger_reads_as_unauthenticated_and_is_never_charged(tmp_path: Path) -> None:
+    """Old ledgers stay readable: the committed reports' v2 ledgers read as unauthenticated."""
+    old = Path("reports/frd/leak_runs/frd-wide/ledger.sqlite")
+    if not old.is_file():
+        pytest.skip("committed v2 ledger not present")
+    copy = tmp_path / "v2.sqlite"
+    shutil.copy(old, copy)
+    with Ledger(copy) as led:
+        assert not led.authenticated and "schema version 2" in led.auth_note
+        assert led.verify()["authenticated"] is False
+        assert len(Accountant(led).spent_all(method="basic")) > 0
+        with pytest.raises(L.LedgerReadOnlyError, match="schema version 2"):
+            Accountant(led).charge("x", LaplaceEvent(1.0))
+    new = L.migrate_v1(copy, tmp_path / "v3.sqlite")
+    assert new.authenticated and new.verify()["schema_version"] == 3
+    new.close()
+
+
+def test_key_file_sources_and_permissions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("LDP_AUDIT_KEY_FILE")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    path = default_key_path()
+    assert path == tmp_path / "cfg" / "ldp-audit" / "ledger.key"
+    assert load_key(create=False) is None and not path.exists()  # a reader never creates one
+    led = Ledger(tmp_path / "l.sqlite")  # a writer does, 0600
+    assert path.stat().st_mode & 0o777 == 0o600 and led.authenticated
+    led.close()
+    path.chmod(0o644)
+    with pytest.raises(KeyFileError, match="chmod 600"):
+        Ledger(tmp_path / "l.sqlite", readonly=True)
+    path.chmod(0o600)
+    monkeypatch.setenv("LDP_AUDIT_KEY", "ab" * 16)  # the environment variable wins
+    with Ledger(tmp_path / "l.sqlite", readonly=True) as led:
+        assert not led.authenticated and "key id" in led.auth_note
+    monkeypatch.setenv("LDP_AUDIT_KEY", "xyz")
+    with pytest.raises(KeyFileError, match="hex"):
+        load_key()
+    monkeypatch.setenv("LDP_AUDIT_KEY", "ab" * 8)
+    with pytest.raises(KeyFileError, match="at least 16 bytes"):
+        load_key()
