@@ -3,9 +3,15 @@
 One file per family: :mod:`~ldp_audit.mechanisms.laplace` (Laplace, DiscreteLaplace),
 :mod:`~ldp_audit.mechanisms.prs` (projected random sign), :mod:`~ldp_audit.mechanisms.bit_flip`,
 :mod:`~ldp_audit.mechanisms.randomized_response`, :mod:`~ldp_audit.mechanisms.gaussian`,
-:mod:`~ldp_audit.mechanisms.no_privacy`; shared helpers in ``_base``, the registry and the config
-round trip in :mod:`~ldp_audit.mechanisms.registry`. Every public name is re-exported here, so
-``from ldp_audit.mechanisms import Laplace`` is the way to import them.
+:mod:`~ldp_audit.mechanisms.no_privacy`, and the LDP frequency oracles:
+:mod:`~ldp_audit.mechanisms.randomized_response` (k-RR / direct encoding),
+:mod:`~ldp_audit.mechanisms.unary` (SUE, OUE), :mod:`~ldp_audit.mechanisms.olh` (optimal local
+hashing), :mod:`~ldp_audit.mechanisms.hadamard` (Hadamard response),
+:mod:`~ldp_audit.mechanisms.rappor` (basic and one-time RAPPOR), sharing
+:mod:`~ldp_audit.mechanisms.frequency` (estimator, audit statistics); shared helpers in
+``_base``, the registry and the config round trip in :mod:`~ldp_audit.mechanisms.registry`.
+Every public name is re-exported here, so ``from ldp_audit.mechanisms import Laplace`` is the way
+to import them.
 
 Every mechanism is a frozen dataclass, validated in ``__post_init__``, holding no random state.
 ``privatize(x, rng)`` takes ``x`` of shape (n, d) -- one row per report -- and a
@@ -54,6 +60,7 @@ from ldp_audit.mechanisms._base import (
     _row_scale,
 )
 from ldp_audit.mechanisms.bit_flip import BitFlip
+from ldp_audit.mechanisms.frequency import FrequencyOracle, SupportStatistic
 from ldp_audit.mechanisms.gaussian import (
     Gaussian,
     _check_delta,
@@ -61,8 +68,10 @@ from ldp_audit.mechanisms.gaussian import (
     analytic_gaussian_epsilon,
     analytic_gaussian_sigma,
 )
+from ldp_audit.mechanisms.hadamard import HadamardResponse
 from ldp_audit.mechanisms.laplace import DiscreteLaplace, Laplace
 from ldp_audit.mechanisms.no_privacy import NoPrivacy
+from ldp_audit.mechanisms.olh import OptimalLocalHashing, olh_hash
 from ldp_audit.mechanisms.prs import (
     _PRS_CHUNK_ELEMENTS,
     _SIGN_CODES,
@@ -73,7 +82,9 @@ from ldp_audit.mechanisms.prs import (
     default_reduced_dim,
 )
 from ldp_audit.mechanisms.randomized_response import RandomizedResponse
+from ldp_audit.mechanisms.rappor import BasicRappor, OneTimeRappor, rappor_f_for_epsilon
 from ldp_audit.mechanisms.registry import MECHANISMS, from_config, split_epsilon
+from ldp_audit.mechanisms.unary import OptimizedUnaryEncoding, SymmetricUnaryEncoding
 
 __all__ = [
     "Mechanism",
@@ -84,6 +95,16 @@ __all__ = [
     "RandomizedResponse",
     "Gaussian",
     "NoPrivacy",
+    "FrequencyOracle",
+    "SupportStatistic",
+    "SymmetricUnaryEncoding",
+    "OptimizedUnaryEncoding",
+    "OptimalLocalHashing",
+    "HadamardResponse",
+    "BasicRappor",
+    "OneTimeRappor",
+    "olh_hash",
+    "rappor_f_for_epsilon",
     "MECHANISMS",
     "from_config",
     "split_epsilon",

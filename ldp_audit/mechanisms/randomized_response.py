@@ -15,20 +15,25 @@ from ldp_audit._validation import (
 )
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.mechanisms._base import (
-    Mechanism,
     _check_dim,
     _check_int,
     _private_epsilon,
 )
+from ldp_audit.mechanisms.frequency import FrequencyOracle
 
 
 @dataclass(frozen=True)
-class RandomizedResponse(Mechanism):
+class RandomizedResponse(FrequencyOracle):
     """k-ary randomized response: keep the value w.p. e^eps/(e^eps + k - 1), else report one of
     the other k - 1 values uniformly (k = 2 is eq. 4 on {-1, +1} relabelled to {0, 1}).
 
     Input and output have shape (n, 1) with integer values in {0, ..., k-1} (floats holding
     integers are accepted); the output is int64.
+
+    As a frequency oracle this is direct encoding / generalised randomised response (GRR, Wang
+    et al. 2017): a report supports the item it names, :meth:`estimate` is the unbiased
+    server-side estimator and :meth:`event`
+    the accounting event ``PureDpEvent(epsilon)`` (see :mod:`ldp_audit.mechanisms.frequency`).
 
     Args:
         epsilon: the LDP parameter of one report (finite, > 0).
@@ -56,6 +61,23 @@ class RandomizedResponse(Mechanism):
                 f"{name} must hold integers in {{0, ..., {self.k - 1}}} (k = {self.k}), got {bad!r}"
             )
         return xb.astype(np.int64)
+
+    @property
+    def support_probabilities(self) -> tuple[float, float]:
+        p = self.keep_probability
+        return p, (1.0 - p) / (self.k - 1)
+
+    def support(self, reports: Any, items: Any) -> np.ndarray:
+        """``y == v`` per report."""
+        y = self._check_values(reports, "reports")[:, 0]
+        return y == np.broadcast_to(np.asarray(items, dtype=np.int64).reshape(-1), y.shape)
+
+    def audit_statistics(self) -> list:
+        """None: the auditor's own discrete-cell statistic already reads each output exactly
+        (``{y = x}`` is one of its cells), and shipping none keeps the audits of this mechanism
+        (the tightness table, the soundness runs) exactly as they were before the frequency
+        oracles landed. ``SupportStatistic(rr)`` builds the support statistic if wanted."""
+        return []
 
     def privatize(self, x: Any, rng: np.random.Generator) -> np.ndarray:
         """Randomise every row of ``x`` (n, 1); returns (n, 1) int64."""

@@ -10,10 +10,14 @@ from ldp_audit.errors import InvalidParameterError
 from ldp_audit.mechanisms._base import Mechanism, _check_int
 from ldp_audit.mechanisms.bit_flip import BitFlip
 from ldp_audit.mechanisms.gaussian import Gaussian
+from ldp_audit.mechanisms.hadamard import HadamardResponse
 from ldp_audit.mechanisms.laplace import DiscreteLaplace, Laplace
 from ldp_audit.mechanisms.no_privacy import NoPrivacy
+from ldp_audit.mechanisms.olh import OptimalLocalHashing
 from ldp_audit.mechanisms.prs import ProjectedRandomSign
 from ldp_audit.mechanisms.randomized_response import RandomizedResponse
+from ldp_audit.mechanisms.rappor import BasicRappor, OneTimeRappor
+from ldp_audit.mechanisms.unary import OptimizedUnaryEncoding, SymmetricUnaryEncoding
 
 #: name -> class for every built-in mechanism (the ``"name"`` of ``to_config``).
 MECHANISMS: dict[str, type[Mechanism]] = {
@@ -26,6 +30,12 @@ MECHANISMS: dict[str, type[Mechanism]] = {
         RandomizedResponse,
         Gaussian,
         NoPrivacy,
+        SymmetricUnaryEncoding,
+        OptimizedUnaryEncoding,
+        OptimalLocalHashing,
+        HadamardResponse,
+        BasicRappor,
+        OneTimeRappor,
     )
 }
 

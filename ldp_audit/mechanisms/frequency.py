@@ -1,0 +1,220 @@
+"""What the LDP frequency oracles share: the item checks, the "pure protocol" estimator and the
+statistics each oracle ships to the auditor.
+
+A frequency oracle (Wang et al., USENIX Security 2017, "Locally differentially private protocols
+for frequency estimation") privatises one item ``v`` of a finite domain ``{0, ..., k-1}`` per
+report; the server estimates how often each item occurs. Every oracle here is *pure* in their
+sense: a report ``y`` *supports* a set of items (:meth:`FrequencyOracle.support`) with
+
+    P(y supports v | input v) = p*,    P(y supports v | input u != v) = q*    (p* > q*),
+
+so the mean support of ``v`` over ``n`` reports has expectation ``q* + f_v (p* - q*)`` and
+
+    f_hat_v = (mean support of v - q*) / (p* - q*)
+
+is an unbiased estimate of the frequency ``f_v`` of ``v`` (:meth:`FrequencyOracle.estimate`),
+with variance ``(q*(1 - q*) + f_v (p* - q*)(1 - p* - q*)) / (n (p* - q*)^2)``.
+
+The same support function gives each oracle's audit statistics
+(:meth:`FrequencyOracle.audit_statistics`): for a pair of inputs (x, x'), the per-report scores
+``1{y supports x} - 1{y supports x'}`` and ``1{y supports x}``. The event ``{score > 0}`` of the
+first is the worst-case event of every oracle here (its probability ratio is exactly e^eps), and
+it needs the oracle's own decoding (the hash of a local-hashing report, the Hadamard code of a
+Hadamard response), which no generic statistic of the auditor computes.
+
+Inputs are items as an (n, 1) array of integers in {0, ..., k-1} (floats holding integers are
+accepted, as :class:`~ldp_audit.mechanisms.RandomizedResponse` does: the auditor passes float64).
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ldp_audit._validation import check_batch
+from ldp_audit.errors import InvalidParameterError
+from ldp_audit.mechanisms._base import Mechanism, _check_dim
+
+__all__ = ["FrequencyOracle", "SupportStatistic"]
+
+#: the largest domain size an oracle accepts (items are int64; sizes above 2^53 would not survive
+#: the auditor's float64 inputs).
+MAX_DOMAIN = 1 << 53
+
+
+def check_items(x: Any, k: int, name: str = "x") -> np.ndarray:
+    """``x`` (n, 1) as int64 items in {0, ..., k-1}; anything else raises, naming ``name``."""
+    xb = check_batch(x, name, dim=1)
+    ok = (xb == np.rint(xb)) & (xb >= 0) & (xb <= k - 1)
+    if not np.all(ok):
+        bad = xb[~ok][0]
+        raise InvalidParameterError(
+            f"{name} must hold integers in {{0, ..., {k - 1}}} (k = {k}), got {bad!r}"
+        )
+    return xb.astype(np.int64)
+
+
+def pair_items(x: Any, x2: Any, n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Items of ``privacy_loss``'s x and x2: (1, 1) or (n, 1) each, returned as int64 (n,)."""
+    out = []
+    for v, name in ((x, "x"), (x2, "x2")):
+        a = check_items(np.asarray(v).reshape(-1, 1), k, name)
+        if a.shape[0] not in (1, n):
+            raise InvalidParameterError(
+                f"{name} must have 1 or {n} rows (one per output), got shape {a.shape}"
+            )
+        out.append(np.broadcast_to(a[:, 0], (n,)))
+    return out[0], out[1]
+
+
+def check_domain(domain: Any, k: int) -> np.ndarray:
+    """The items to estimate: None -> all of {0, ..., k-1}; else a 1-D array of such items."""
+    if domain is None:
+        return np.arange(k, dtype=np.int64)
+    d = np.asarray(domain)
+    if d.ndim == 0:
+        d = d.reshape(1)
+    if d.ndim != 1 or d.size == 0:
+        raise InvalidParameterError(
+            f"domain must be a non-empty 1-D array of items, got shape {np.shape(domain)}"
+        )
+    return check_items(d.reshape(-1, 1), k, "domain")[:, 0]
+
+
+def check_report_int(y: Any, name: str, shape1: int) -> np.ndarray:
+    """(n, shape1) reports of integers (any integer, bool or integral-float dtype) as int64."""
+    a = np.asarray(y)
+    if a.dtype == object or a.dtype.kind not in "biuf":
+        raise InvalidParameterError(f"{name} must be a numeric array, got dtype {a.dtype}")
+    if a.ndim == 1 and shape1 == 1:
+        a = a[:, None]
+    if a.ndim != 2 or a.shape[1] != shape1 or a.shape[0] == 0:
+        raise InvalidParameterError(
+            f"{name} must have shape (n, {shape1}) (one report per row), got shape {a.shape}"
+        )
+    if a.dtype.kind == "f":
+        if not np.all(np.isfinite(a)) or not np.all(a == np.rint(a)):
+            raise InvalidParameterError(f"{name} must hold integers")
+    return a.astype(np.int64)
+
+
+def check_bits(y: Any, k: int, name: str = "y") -> np.ndarray:
+    """(n, k) reports of bits in {0, 1} as int8."""
+    a = check_report_int(y, name, k)
+    if not np.all((a == 0) | (a == 1)):
+        raise InvalidParameterError(f"{name} must hold bits in {{0, 1}}")
+    return a.astype(np.int8)
+
+
+class FrequencyOracle(Mechanism):
+    """Base of the frequency oracles: items in {0, ..., k-1}, a support function, the unbiased
+    estimator, the pure accounting event and the audit statistics.
+
+    A subclass defines ``epsilon``, ``k``, :meth:`support` and :attr:`support_probabilities`.
+    """
+
+    k: int
+
+    @abc.abstractmethod
+    def support(self, reports: Any, items: Any) -> np.ndarray:
+        """Whether each report supports its item: bool (n,), ``items`` broadcast to (n,)."""
+
+    @property
+    @abc.abstractmethod
+    def support_probabilities(self) -> tuple[float, float]:
+        """(p*, q*): P(a report supports v | input v) and P(... | input u != v)."""
+
+    def support_matrix(self, reports: Any, domain: Any = None) -> np.ndarray:
+        """bool (n, len(domain)): report i supports item domain[j]."""
+        items = check_domain(domain, self.k)
+        return np.stack([self.support(reports, np.full(1, v)) for v in items], axis=1)
+
+    def estimate(self, reports: Any, domain: Any = None) -> np.ndarray:
+        """The server side: unbiased frequency estimates (fractions of the reports).
+
+        ``f_hat_v = (mean_i 1{report i supports v} - q*) / (p* - q*)`` for every v in ``domain``
+        (default: all k items; see the module docstring for the variance). Estimates are not
+        clipped to [0, 1] (clipping would bias them).
+
+        Args:
+            reports: outputs of :meth:`privatize` (any number of rows, stacked).
+            domain: the items to estimate (a 1-D array of items in {0, ..., k-1}), or None.
+
+        Returns:
+            float64 array of len(domain).
+        """
+        p_s, q_s = self.support_probabilities
+        counts = self.support_matrix(reports, domain).mean(axis=0)
+        return (counts - q_s) / (p_s - q_s)
+
+    def estimator_variance(self, n: int, frequency: float) -> float:
+        """Var(f_hat_v) for ``n`` reports when v has true frequency ``frequency``."""
+        p_s, q_s = self.support_probabilities
+        f = float(frequency)
+        return (q_s * (1 - q_s) + f * (p_s - q_s) * (1 - p_s - q_s)) / (n * (p_s - q_s) ** 2)
+
+    def event(self) -> Any:
+        """The accounting event of one report: ``PureDpEvent(epsilon)``."""
+        from ldp_audit.accountant.events import PureDpEvent
+
+        return PureDpEvent(self.epsilon)
+
+    def candidate_pairs(self, dim: int = 1) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Pairs of distinct items (dim must be 1): (0, 1) and (0, k-1)."""
+        if _check_dim(dim) != 1:
+            raise InvalidParameterError(f"dim must be 1 for {type(self).__name__}, got {dim!r}")
+        pairs = [(np.array([0.0]), np.array([1.0]))]
+        if self.k > 2:
+            pairs.append((np.array([0.0]), np.array([float(self.k - 1)])))
+        return pairs
+
+    def audit_statistics(self) -> list[SupportStatistic]:
+        """The statistics the auditor should try (``audit(..., statistics=...)`` contract):
+        ``1{y supports x} - 1{y supports x'}`` and ``1{y supports x}`` per report."""
+        return [SupportStatistic(self, "difference"), SupportStatistic(self, "x")]
+
+
+@dataclass(frozen=True)
+class SupportStatistic:
+    """An audit statistic ``stat(outputs, x, x_prime) -> scores`` built on an oracle's
+    :meth:`FrequencyOracle.support` (picklable: it holds only the frozen oracle).
+
+    ``mode = "difference"``: ``1{y supports x} - 1{y supports x'}`` in {-1, 0, 1}, whose event
+    ``{score > 0}`` has probability ratio exactly e^eps between the two inputs for every oracle
+    here. ``mode = "x"``: ``1{y supports x}``.
+    """
+
+    oracle: FrequencyOracle
+    mode: str = "difference"
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("difference", "x"):
+            raise InvalidParameterError(f"mode must be 'difference' or 'x', got {self.mode!r}")
+
+    @property
+    def name(self) -> str:
+        o = type(self.oracle).__name__
+        if self.mode == "x":
+            return f"{o} support of x"
+        return f"{o} support of x minus support of x'"
+
+    def __call__(self, outputs: Any, x: Any, x_prime: Any) -> np.ndarray:
+        def item(v: Any, name: str) -> np.ndarray:
+            a = np.asarray(v, dtype=np.float64).reshape(-1)
+            if a.size != 1:
+                raise InvalidParameterError(f"{name} must be one item, got {a.tolist()!r}")
+            return check_items(a.reshape(1, 1), self.oracle.k, name)[0]
+
+        s = self.oracle.support(outputs, item(x, "x")).astype(np.float64)
+        if self.mode == "x":
+            return s
+        return s - self.oracle.support(outputs, item(x_prime, "x_prime"))
+
+
+def log_p(v: float) -> float:
+    """log of a probability, -inf at 0."""
+    return math.log(v) if v > 0 else -math.inf

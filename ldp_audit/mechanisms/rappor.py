@@ -1,0 +1,230 @@
+"""RAPPOR (Erlingsson, Pihur & Korolova, CCS 2014) in its basic form: one-hot encoding (one hash
+function, no Bloom-filter collisions: "basic RAPPOR" of the paper), the permanent randomised
+response (PRR) and, for :class:`BasicRappor`, the instantaneous randomised response (IRR).
+
+* PRR: every bit B_i of the one-hot encoding becomes B'_i = 1 with probability f/2, 0 with
+  probability f/2, and B_i otherwise.
+* IRR: the report bit S_i is 1 with probability q if B'_i = 1, with probability p if B'_i = 0.
+
+**The memoised permanent response is an accounting matter.** In the deployed protocol a client
+draws B' once per value and memoises it; every later report of that value re-randomises the
+same B' with a fresh IRR. ``privatize`` draws a fresh PRR for every row, i.e. each row is the
+*first* report of a client (or a client whose memo is not kept); its ``epsilon`` is the exact
+privacy loss of *one* report (eps_1 of the paper). What many reports of one memoised value cost
+together is capped by the PRR alone, ``permanent_epsilon`` (eps_inf = 2 ln((1 - f/2) / (f/2)):
+every report is post-processing of B'), and :meth:`BasicRappor.longitudinal_event` is the
+accounting event for that cap. To reproduce memoisation, keep
+``b = rappor.permanent_response(x, rng)`` and report ``rappor.instantaneous_response(b, rng)``
+as often as needed; charging the ledger per report with :meth:`event` or once per value with
+:meth:`longitudinal_event` is the caller's choice, and only the latter holds when the memo is
+kept.
+
+:class:`OneTimeRappor` is the PRR alone (the report is B'): one-time RAPPOR, which is symmetric
+unary encoding with p = 1 - f/2, q = f/2.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ldp_audit._validation import check_int, check_real, check_rng
+from ldp_audit.errors import InvalidParameterError
+from ldp_audit.mechanisms.frequency import (
+    FrequencyOracle,
+    check_bits,
+    check_items,
+    pair_items,
+)
+from ldp_audit.mechanisms.unary import MAX_UNARY_K
+
+__all__ = ["BasicRappor", "OneTimeRappor", "rappor_f_for_epsilon"]
+
+
+def _check_f(value: Any) -> float:
+    v = check_real(value, "f")
+    if not 0.0 < v < 1.0:
+        raise InvalidParameterError(f"f must be in (0, 1), got {value!r}")
+    return v
+
+
+def _check_unit(value: Any, name: str) -> float:
+    v = check_real(value, name)
+    if not 0.0 <= v <= 1.0:
+        raise InvalidParameterError(f"{name} must be in [0, 1], got {value!r}")
+    return v
+
+
+def rappor_f_for_epsilon(epsilon: float) -> float:
+    """The PRR's f whose permanent epsilon is exactly ``epsilon`` (one-hot encoding, h = 1):
+    ``f = 2 / (1 + e^{eps/2})``, the inverse of ``eps = 2 ln((1 - f/2) / (f/2))`` (no rounding)."""
+    from ldp_audit.mechanisms._base import _private_epsilon
+
+    eps = _private_epsilon(epsilon)
+    return 2.0 / (1.0 + math.exp(eps / 2.0))
+
+
+class _RapporBase(FrequencyOracle):
+    k: int
+    f: float
+
+    def _validate_k_f(self) -> None:
+        object.__setattr__(self, "k", check_int(self.k, "k", minimum=2, maximum=MAX_UNARY_K))
+        object.__setattr__(self, "f", _check_f(self.f))
+
+    @property
+    def permanent_epsilon(self) -> float:
+        """eps_inf = 2 ln((1 - f/2) / (f/2)): the PRR's own epsilon, the cap for any number of
+        reports of one memoised value."""
+        h = self.f / 2.0
+        return 2.0 * (math.log1p(-h) - math.log(h))
+
+    def longitudinal_event(self) -> Any:
+        """``PureDpEvent(permanent_epsilon)``: all reports of one memoised value together."""
+        from ldp_audit.accountant.events import PureDpEvent
+
+        return PureDpEvent(self.permanent_epsilon)
+
+    def permanent_response(self, x: Any, rng: np.random.Generator) -> np.ndarray:
+        """B' (n, k) int8 for the items of ``x`` (n, 1): one PRR per row, k uniforms per row."""
+        xi = check_items(x, self.k)
+        rng = check_rng(rng)
+        return self._prr(xi, rng.random((xi.shape[0], self.k)))
+
+    def _prr(self, xi: np.ndarray, u: np.ndarray) -> np.ndarray:
+        h = self.f / 2.0
+        # u < f/2: 1; f/2 <= u < f: 0; else the true bit
+        out = (u < h).astype(np.int8)
+        rows = np.arange(xi.shape[0])
+        col = xi[:, 0]
+        out[rows, col] = (u[rows, col] < h) | (u[rows, col] >= self.f)
+        return out
+
+    @property
+    def bit_probabilities(self) -> tuple[float, float]:
+        """(q*, p*): P(report bit = 1 | the item's bit) and P(report bit = 1 | another bit)."""
+        raise NotImplementedError  # pragma: no cover
+
+    @property
+    def support_probabilities(self) -> tuple[float, float]:
+        return self.bit_probabilities
+
+    @property
+    def epsilon(self) -> float:
+        """The exact privacy loss bound of one report: ln(q* (1 - p*) / (p* (1 - q*)))."""
+        q1, p1 = self.bit_probabilities
+        return (math.log(q1) + math.log1p(-p1)) - (math.log(p1) + math.log1p(-q1))
+
+    def support(self, reports: Any, items: Any) -> np.ndarray:
+        """``S[v] == 1`` per report."""
+        y = check_bits(reports, self.k, "reports")
+        v = np.broadcast_to(np.asarray(items, dtype=np.int64).reshape(-1), (y.shape[0],))
+        return y[np.arange(y.shape[0]), v] == 1
+
+    def privacy_loss(self, x: Any, x2: Any, y: Any) -> np.ndarray:
+        """Exact ``log P(S | x) - log P(S | x2)`` of one report (fresh PRR), bounded by epsilon."""
+        yb = check_bits(y, self.k)
+        n = yb.shape[0]
+        v1, v2 = pair_items(x, x2, n, self.k)
+        q1, p1 = self.bit_probabilities
+        one = math.log(q1) - math.log(p1)
+        zero = math.log1p(-q1) - math.log1p(-p1)
+        rows = np.arange(n)
+        b1 = yb[rows, v1] == 1
+        b2 = yb[rows, v2] == 1
+        loss = np.where(b1, one, zero) - np.where(b2, one, zero)
+        return np.where(v1 == v2, 0.0, loss)
+
+
+@dataclass(frozen=True)
+class BasicRappor(_RapporBase):
+    """Basic RAPPOR: one-hot encoding, PRR with ``f``, IRR with ``p`` and ``q``; reports are
+    (n, k) int8 bits. ``epsilon`` is the exact one-report bound eps_1 (a property of f, p, q);
+    see the module docstring for memoisation and ``permanent_epsilon``.
+
+    Args:
+        k: the domain size (integer in [2, 2^20]).
+        f: the PRR's randomisation probability, in (0, 1) (Chrome's default 0.5).
+        p: P(S_i = 1 | B'_i = 0), in [0, 1] (default 0.5).
+        q: P(S_i = 1 | B'_i = 1), in [0, 1], q > p (default 0.75).
+    """
+
+    k: int
+    f: float = 0.5
+    p: float = 0.5
+    q: float = 0.75
+    name: ClassVar[str] = "basic_rappor"
+
+    def __post_init__(self) -> None:
+        self._validate_k_f()
+        object.__setattr__(self, "p", _check_unit(self.p, "p"))
+        object.__setattr__(self, "q", _check_unit(self.q, "q"))
+        if not self.q > self.p:
+            raise InvalidParameterError(
+                f"q must be greater than p (reports must carry signal), got p = {self.p!r}, "
+                f"q = {self.q!r}"
+            )
+
+    @property
+    def bit_probabilities(self) -> tuple[float, float]:
+        h = self.f / 2.0
+        q_star = (1.0 - h) * self.q + h * self.p
+        p_star = h * self.q + (1.0 - h) * self.p
+        return q_star, p_star
+
+    def instantaneous_response(self, b_prime: Any, rng: np.random.Generator) -> np.ndarray:
+        """S (n, k) int8 from memoised permanent responses B' (n, k): k uniforms per row."""
+        b = check_bits(b_prime, self.k, "b_prime")
+        rng = check_rng(rng)
+        u = rng.random(b.shape)
+        return np.where(b == 1, u < self.q, u < self.p).astype(np.int8)
+
+    def privatize(self, x: Any, rng: np.random.Generator) -> np.ndarray:
+        """PRR then IRR for every item of ``x`` (n, 1): (n, k) int8.
+
+        2k uniforms per report, drawn report by report (the first k for the PRR, the last k for
+        the IRR).
+        """
+        xi = check_items(x, self.k)
+        rng = check_rng(rng)
+        u = rng.random((xi.shape[0], 2 * self.k))
+        b = self._prr(xi, u[:, : self.k])
+        v = u[:, self.k :]
+        return np.where(b == 1, v < self.q, v < self.p).astype(np.int8)
+
+    def to_config(self) -> dict[str, Any]:
+        return {"name": self.name, "k": self.k, "f": self.f, "p": self.p, "q": self.q}
+
+
+@dataclass(frozen=True)
+class OneTimeRappor(_RapporBase):
+    """One-time RAPPOR: the PRR alone, the report is B' ((n, k) int8 bits); ``epsilon`` is
+    ``2 ln((1 - f/2) / (f/2))`` (equal to ``permanent_epsilon``). Build it for a target epsilon
+    with ``OneTimeRappor(k, f=rappor_f_for_epsilon(eps))``.
+
+    Args:
+        k: the domain size (integer in [2, 2^20]).
+        f: the PRR's randomisation probability, in (0, 1).
+    """
+
+    k: int
+    f: float = 0.5
+    name: ClassVar[str] = "one_time_rappor"
+
+    def __post_init__(self) -> None:
+        self._validate_k_f()
+
+    @property
+    def bit_probabilities(self) -> tuple[float, float]:
+        h = self.f / 2.0
+        return 1.0 - h, h
+
+    def privatize(self, x: Any, rng: np.random.Generator) -> np.ndarray:
+        """B' for every item of ``x`` (n, 1): (n, k) int8, k uniforms per report."""
+        return self.permanent_response(x, rng)
+
+    def to_config(self) -> dict[str, Any]:
+        return {"name": self.name, "k": self.k, "f": self.f}

@@ -1,0 +1,141 @@
+"""Unary encoding: symmetric (SUE, basic RAPPOR's one-shot form) and optimised (OUE).
+
+The item v becomes the one-hot vector e_v in {0, 1}^k and each bit is reported independently:
+a 1 stays 1 with probability p, a 0 becomes 1 with probability q (Wang et al. 2017, section 4.3).
+One report's exact privacy loss between items v and v' is
+
+    [y_v = 1] ln(p/q) + [y_v = 0] ln((1-p)/(1-q)) - (the same for v'),
+
+at most ``ln(p (1 - q) / ((1 - p) q)) = epsilon`` (reached when y_v = 1 and y_v' = 0).
+
+* SUE: p = e^{eps/2} / (e^{eps/2} + 1), q = 1 - p.
+* OUE: p = 1/2, q = 1 / (e^eps + 1) (the variance-optimal choice).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+from scipy import special
+
+from ldp_audit._validation import check_int, check_rng
+from ldp_audit.mechanisms._base import _private_epsilon
+from ldp_audit.mechanisms.frequency import (
+    FrequencyOracle,
+    check_bits,
+    check_items,
+    pair_items,
+)
+
+__all__ = ["SymmetricUnaryEncoding", "OptimizedUnaryEncoding"]
+
+#: the largest k a unary encoding accepts (every report has k bits).
+MAX_UNARY_K = 1 << 20
+
+
+class _UnaryEncoding(FrequencyOracle):
+    """Shared maths of the unary encodings; a subclass defines :attr:`bit_probabilities`."""
+
+    epsilon: float
+    k: int
+
+    def _validate(self) -> None:
+        object.__setattr__(self, "epsilon", _private_epsilon(self.epsilon))
+        object.__setattr__(self, "k", check_int(self.k, "k", minimum=2, maximum=MAX_UNARY_K))
+
+    @property
+    def bit_probabilities(self) -> tuple[float, float]:
+        """(p, q): P(bit = 1 | the item's bit is 1) and P(bit = 1 | it is 0)."""
+        raise NotImplementedError  # pragma: no cover - defined by the subclasses
+
+    @property
+    def support_probabilities(self) -> tuple[float, float]:
+        return self.bit_probabilities
+
+    def privatize(self, x: Any, rng: np.random.Generator) -> np.ndarray:
+        """Randomise the one-hot encoding of every item of ``x`` (n, 1): (n, k) int8 bits.
+
+        One uniform per bit, k per report, drawn report by report.
+        """
+        xi = check_items(x, self.k)
+        rng = check_rng(rng)
+        p, q = self.bit_probabilities
+        u = rng.random((xi.shape[0], self.k))
+        out = (u < q).astype(np.int8)
+        rows = np.arange(xi.shape[0])
+        out[rows, xi[:, 0]] = u[rows, xi[:, 0]] < p
+        return out
+
+    def support(self, reports: Any, items: Any) -> np.ndarray:
+        """``y[v] == 1`` per report."""
+        y = check_bits(reports, self.k, "reports")
+        v = np.broadcast_to(np.asarray(items, dtype=np.int64).reshape(-1), (y.shape[0],))
+        return y[np.arange(y.shape[0]), v] == 1
+
+    def _bit_log_probs(self) -> tuple[float, float, float, float]:
+        p, q = self.bit_probabilities
+        return math.log(p), math.log1p(-p), math.log(q), math.log1p(-q)
+
+    def privacy_loss(self, x: Any, x2: Any, y: Any) -> np.ndarray:
+        """Exact ``log P(y | x) - log P(y | x2)`` per report (bounded by epsilon)."""
+        yb = check_bits(y, self.k)
+        n = yb.shape[0]
+        v1, v2 = pair_items(x, x2, n, self.k)
+        lp1, lp0, lq1, lq0 = self._bit_log_probs()
+        rows = np.arange(n)
+        b1 = yb[rows, v1] == 1
+        b2 = yb[rows, v2] == 1
+        # bit v1: p-coded under x, q-coded under x2; bit v2 the other way round
+        loss = np.where(b1, lp1 - lq1, lp0 - lq0) - np.where(b2, lp1 - lq1, lp0 - lq0)
+        return np.where(v1 == v2, 0.0, loss)
+
+    def to_config(self) -> dict[str, Any]:
+        return {"name": self.name, "epsilon": self.epsilon, "k": self.k}
+
+
+@dataclass(frozen=True)
+class SymmetricUnaryEncoding(_UnaryEncoding):
+    """Symmetric unary encoding (SUE; basic RAPPOR's one-time form): each bit of the one-hot
+    encoding is kept with probability e^{eps/2} / (e^{eps/2} + 1).
+
+    Args:
+        epsilon: the LDP parameter of one report (finite, > 0).
+        k: the domain size (integer in [2, 2^20]).
+    """
+
+    epsilon: float
+    k: int
+    name: ClassVar[str] = "symmetric_unary_encoding"
+
+    def __post_init__(self) -> None:
+        self._validate()
+
+    @property
+    def bit_probabilities(self) -> tuple[float, float]:
+        p = float(special.expit(self.epsilon / 2.0))
+        return p, float(special.expit(-self.epsilon / 2.0))
+
+
+@dataclass(frozen=True)
+class OptimizedUnaryEncoding(_UnaryEncoding):
+    """Optimised unary encoding (OUE, Wang et al. 2017): the item's bit is 1 with probability
+    1/2, every other bit is 1 with probability 1 / (e^eps + 1).
+
+    Args:
+        epsilon: the LDP parameter of one report (finite, > 0).
+        k: the domain size (integer in [2, 2^20]).
+    """
+
+    epsilon: float
+    k: int
+    name: ClassVar[str] = "optimized_unary_encoding"
+
+    def __post_init__(self) -> None:
+        self._validate()
+
+    @property
+    def bit_probabilities(self) -> tuple[float, float]:
+        return 0.5, float(special.expit(-self.epsilon))
