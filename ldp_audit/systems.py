@@ -303,6 +303,9 @@ class SystemSpec:
             subcommands, ``f(train_subparsers, reproduce_subparsers)``; None: the generic
             ``ldp-audit train NAME --set KEY=VALUE`` is generated from the config class.
         attack_cli: ``"module:function"`` adding its own ``attack`` subcommands, or None.
+        tiny_config: a config (as a dict for ``config_from_dict``) of a run of a few seconds:
+            the cross-system contract test (tests/test_systems.py) trains it and checks the run
+            directory, the ledger against the transcript, and the report.
     """
 
     name: str
@@ -317,6 +320,7 @@ class SystemSpec:
     reproduce: str | None = None
     cli: str | None = None
     attack_cli: str | None = None
+    tiny_config: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _valid_name(self.name):
