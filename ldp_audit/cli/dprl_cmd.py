@@ -27,9 +27,6 @@ from ldp_audit.cli._types import (
     timestamped_dir,
 )
 
-#: algorithm -> scorer of an existing run's canaries (ldp-audit attack membership --run-dir).
-RUN_SCORERS = {"dprl": "ldp_audit.attacks.one_run:score_run_from_args"}
-
 
 def _real(name: str, *, minimum: float | None = None, strict: bool = False,
           maximum: float | None = None, strict_max: bool = False) -> Any:  # fmt: skip
