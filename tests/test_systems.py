@@ -304,3 +304,26 @@ def test_listing_the_systems_imports_no_trainer() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     names, heavy = out.stdout.strip().split("|")
     assert names.strip().startswith("pgc-a3c,dprl,fedrl,frd") and heavy.strip() == ""
+
+
+def test_audit_targets_of_the_shipped_systems() -> None:
+    from ldp_audit.audit import audit
+    from ldp_audit.mechanisms import Laplace, ProjectedRandomSign
+
+    pgc = systems.get("pgc-a3c")
+    (t,) = pgc.audit_targets({"mechanism": "laplace", "epsilon": 2.0, "rounds": 4})
+    assert isinstance(t.mechanism, Laplace) and t.mechanism.epsilon == pytest.approx(0.5)
+    assert t.name == "report" and dict(t.options) == {"dim": 112}  # the report's dimension
+    (t,) = pgc.audit_targets({"mechanism": "prs", "epsilon": 5.0})
+    assert isinstance(t.mechanism, ProjectedRandomSign)
+    fedrl = systems.get("fedrl")
+    got = fedrl.audit_targets({"clip_outputs": 1.0, "methods": ["fedrl"]})
+    assert [x.name for x in got] == ["q_output", "target_y"]
+    assert fedrl.audit_targets({"methods": ["dqn-alpha"]}) == []  # a baseline releases nothing
+    frd = systems.get("frd")
+    (t,) = frd.audit_targets({"ldp_epsilon": 2.0, "ldp_samples": 4})
+    assert t.mechanism.epsilon == pytest.approx(0.5)  # one pair of the upload: epsilon / m
+    # the per-pair mechanism is auditable as declared (its candidate pairs, its rows)
+    res = audit(t.mechanism, samples=2000, rng=0, float_bits=False, profile=False)
+    assert res.claimed_epsilon == pytest.approx(0.5) and res.samples == 2000
+    assert 0.0 <= res.epsilon_lower_bound  # sound: the claim is not refuted at 0.95 here
