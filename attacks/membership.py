@@ -350,8 +350,9 @@ class TranscriptScorer:
 
 
 def _reports_per_agent(run_dir: Path, agents: np.ndarray) -> int:
-    with np.load(Path(run_dir) / "transcript.npz") as z:
-        agent = z["agent"]
+    from ldp_audit.rundir import read_npz  # pickles refused, a missing array named
+
+    agent = read_npz(run_dir, "transcript.npz", ("agent",))["agent"]
     counts = np.bincount(agent.astype(np.int64), minlength=int(agents.max()) + 1)
     return int(counts[agents].max())
 
