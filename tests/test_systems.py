@@ -259,7 +259,35 @@ def test_a_broken_plugin_is_named_and_never_crashes_the_cli(plugin_site: Path, c
         main(["train", "--help"])
     assert exc.value.code == 0
     err = capsys.readouterr().err
-    assert "system plug-in 'broken' is unavailable" in err or not err  # warned once per process
+    assert "warning: system plug-in 'broken' is unavailable: entry point 'broken'" in err
+
+
+def _raising_hook(*args: object) -> None:
+    raise RuntimeError("the plug-in's CLI hook is broken")
+
+
+def _bad_hooks():  # a factory: the entry point may name a zero-argument callable
+    from tests.toy_system import SYSTEM
+
+    return systems.SystemSpec(
+        name="badhooks",
+        config=SYSTEM.config,
+        trainer=SYSTEM.trainer,
+        schema=SYSTEM.schema,
+        cli="tests.test_systems:_raising_hook",
+        attack_cli="tests.test_systems:_raising_hook",
+    )
+
+
+def test_a_plugin_whose_cli_hooks_raise_is_one_warning(plugin_site: Path, capsys) -> None:
+    _plugin(plugin_site, "badhooks = tests.test_systems:_bad_hooks")
+    systems.reload()
+    assert "badhooks" in systems.names()
+    assert main(["attack", "membership", "--run-dir", str(plugin_site)]) == 2  # not a run
+    err = capsys.readouterr().err
+    assert "system 'badhooks': its commands are unavailable: RuntimeError" in err
+    assert "system 'badhooks': its attack commands are unavailable: RuntimeError" in err
+    assert "is not a run directory" in err
 
 
 def test_registry_refuses_a_second_system_of_the_same_name() -> None:

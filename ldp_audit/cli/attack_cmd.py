@@ -219,14 +219,9 @@ def register(subparsers: Any) -> None:
 
     # the registered systems (ldp_audit.systems): their own attack subcommands (attack_cli),
     # then `attack NAME --run-dir RUN` for every other attack a system declares
-    from ldp_audit import systems
     from ldp_audit.cli.system_cmd import register_attacks
 
-    for system in systems.systems():
-        hook = getattr(system, "attack_cli", None)
-        if hook is not None:
-            systems.call(hook, f"system {system.name!r} attack_cli")(sub)
-    register_attacks(sub, set(sub.choices))
+    register_attacks(sub)
 
 
 def _mechanism(args: argparse.Namespace) -> Any:

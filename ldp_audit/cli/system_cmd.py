@@ -213,12 +213,26 @@ def _generic_reproduce(args: argparse.Namespace) -> int:
 # ----------------------------------------------------------------------------------------------
 
 
-def register_attacks(attack_subparsers: Any, taken: set[str]) -> None:
-    """``attack NAME --run-dir RUN`` for every registered attack without a subcommand yet."""
+def register_attacks(attack_subparsers: Any) -> None:
+    """The registered systems' own attack subcommands (``attack_cli``), then ``attack NAME
+    --run-dir RUN`` for every attack a system declares that has no subcommand yet."""
     from ldp_audit import systems
     from ldp_audit.cli._types import confidence, int_at_least
 
     _warn_broken()
+    for s in systems.systems():
+        hook = getattr(s, "attack_cli", None)
+        if hook is None:
+            continue
+        try:
+            systems.call(hook, f"system {s.name!r} attack_cli")(attack_subparsers)
+        except Exception as exc:  # noqa: BLE001 - a plug-in's hook: one warning, never a crash
+            _warn(
+                f"attack_cli:{s.name}",
+                f"system {s.name!r}: its attack commands are unavailable: "
+                f"{type(exc).__name__}: {exc}",
+            )
+    taken = set(attack_subparsers.choices)
     owners: dict[str, list[str]] = {}
     for s in systems.systems():
         for name in s.attacks:
