@@ -181,3 +181,160 @@ def test_screenshot_is_a_png(chromium: str, fresh_report: Path, tmp_path: Path) 
     assert data.startswith(b"\x89PNG\r\n\x1a\n")
     width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
     assert (width, height) == (800, 600)
+
+
+# ---------------------------------------------------------------- one page per system
+#: what a reader sees on a system's page: the order of the sections, the statement's rows, the
+#: largest-spenders table (cells), the verdict box and the visible text (innerText, after CSS)
+SYSTEM_PROBE = """<script>
+window.addEventListener('load', function () {
+  var main = document.querySelector('main');
+  var sections = Array.prototype.map.call(main.querySelectorAll('h2'), function (h) {
+    return h.innerText; });
+  var firstBlock = main.querySelector('section');
+  var cells = function (t) { return Array.prototype.map.call(t ? t.rows : [], function (r) {
+    return Array.prototype.map.call(r.cells, function (c) { return c.innerText; }); }); };
+  var top = null;
+  Array.prototype.forEach.call(main.querySelectorAll('h3'), function (h) {
+    var t = h.innerText;  // today's heading, and the one of the earlier pages ("Top 10 ...")
+    if (t.indexOf('Largest spenders') === 0 || /^Top \\d+ agents/i.test(t)) {
+      top = h.nextElementSibling; } });
+  var box = document.getElementById('verdict');
+  var out = document.createElement('pre');
+  out.id = 'probe';
+  out.textContent = JSON.stringify({
+    h2: sections, first: firstBlock ? firstBlock.id : null, h1: main.querySelector('h1').innerText,
+    statement: cells(document.querySelector('#privacy-statement table')),
+    top: cells(top), verdictClass: box.className,
+    verdictHead: box.querySelector('.head').innerText,
+    verdictBg: getComputedStyle(box).backgroundColor, text: main.innerText});
+  document.body.appendChild(out);
+});
+</script>"""
+
+#: the statement's fields, in order (docs/report.md, "The privacy statement")
+STATEMENT_LABELS = [
+    "Privacy unit",
+    "Adjacency (neighbouring inputs)",
+    "Local or central model",
+    "What is released, and to whom",
+    "Accountant and its version",
+    "Sampling assumption; does the code's sampling match it",
+    "Epsilon at delta (the claim)",
+    "Other accountants (alternatives, not the claim)",
+    "mu-GDP",
+    "What the claim protects",
+    "Audit's lower bound (confidence)",
+    "Canaries or samples",
+    "Threat model of the audit",
+    "Ceiling the audit could reach",
+]
+
+
+@pytest.fixture(scope="module")
+def system_pages(chromium: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+    """Each system's page, rendered by the current code and read in Chromium once."""
+    from tests.test_report_fixtures import SYSTEMS, make_system_run, system_ledger
+
+    tmp = tmp_path_factory.mktemp("systems")
+    seen = {}
+    for kind in SYSTEMS:
+        run = make_system_run(kind, tmp / kind)
+        rep = build_report(
+            run, figures=False, sections_registry={}, ledger=system_ledger(kind, run)
+        )
+        html = rep.write(tmp / f"{kind}-report")["html"]
+        page = tmp / f"{kind}-probe.html"
+        page.write_text(html.read_text().replace("</body>", SYSTEM_PROBE + "</body>", 1))
+        dom = dump_dom(page, binary=chromium)
+        m = re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S)
+        assert m is not None, (kind, dom[-500:])
+        import html as _html
+
+        seen[kind] = json.loads(_html.unescape(m.group(1)))
+    return seen
+
+
+@pytest.mark.parametrize("kind", ["pgc-a3c", "flower", "dprl", "fedrl", "frd"])
+def test_every_system_page_opens_with_the_privacy_statement(
+    system_pages: dict[str, dict], kind: str
+) -> None:
+    page = system_pages[kind]
+    # the first block of the page and the first heading a reader meets
+    assert page["first"] == "privacy-statement" and page["h2"][0] == "Privacy statement"
+    assert [r[0] for r in page["statement"][1:]] == STATEMENT_LABELS
+    # the claim row names one epsilon and its accountant; nothing invented: unknowns say so
+    claim = next(r for r in page["statement"] if r[0] == "Epsilon at delta (the claim)")
+    assert re.match(r"epsilon = \S+ at delta = \S+ per \w", claim[1]) and ", by " in claim[1]
+    assert all(r[1].strip() for r in page["statement"][1:])
+
+
+@pytest.mark.parametrize("kind", ["pgc-a3c", "flower", "dprl", "fedrl", "frd"])
+def test_every_system_page_collapses_identical_rows_and_counts_agents_once(
+    system_pages: dict[str, dict], kind: str
+) -> None:
+    page = system_pages[kind]
+    assert len(page["top"]) >= 2, page["top"]  # the table is there: a header and rows
+    rows = [r[1:] for r in page["top"][1:]]  # every column but the agents
+    # no two rows of the largest-spenders table say the same (they share one row with a count)
+    assert len(rows) == len({tuple(r) for r in rows}), page["top"]
+    text = page["text"]
+    assert not re.search(r"\b1 (agents|reports|ids|workers|trials)\b", text)
+    assert "agent(s)" not in text and "violation(s)" not in text
+    # no raw trainer key where a reader needs the words
+    assert "agents_per_trial" not in text
+
+
+def test_pgc_page_tells_one_story_of_workers_agents_and_reports(
+    system_pages: dict[str, dict],
+) -> None:
+    page = system_pages["pgc-a3c"]
+    text = page["text"]
+    # 3 workers, every episode a new agent: 60 reports from 60 agents, 62 started
+    story = (
+        "3 workers ran concurrently (config n_agents); every episode is played by a new agent "
+        "that submits 1 report (section 3.2.1), so the 60 reports came from 60 agents, the "
+        "privacy units; the ledger charged 60 agents. 62 agents were started: the 2 agents "
+        "whose episodes were still running when the run stopped released nothing."
+    )
+    assert story in text
+    assert page["top"][1][0].startswith("60 agents with identical rows (0/0, 0/1, 0/2")
+    assert len(page["top"]) == 2  # header and the one row of 60 identical agents
+
+
+def test_flower_page_states_the_configured_epsilon_per_agent(
+    system_pages: dict[str, dict],
+) -> None:
+    page = system_pages["flower"]
+    # the user configured 6 over 3 rounds: 2 per report is not the claim
+    assert "epsilon = 6 per agent (2 per report x 3 reports)" in page["h1"]
+    assert "3 agents submitted 9 reports" in page["text"]
+    assert "3 Flower clients (SuperNodes) took part" in page["text"]
+
+
+def test_dpsgd_page_names_its_one_run_audit_and_one_claim(system_pages: dict[str, dict]) -> None:
+    page = system_pages["dprl"]
+    text = page["text"]
+    assert "no audit was run" not in text.lower()
+    assert "One-run audit (white-box, 100 canaries)" in text
+    rows = {r[0]: r[1] for r in page["statement"][1:]}
+    assert rows["Epsilon at delta (the claim)"].startswith("epsilon = 0.5182 at delta = 1e-05")
+    assert "by prv" in rows["Epsilon at delta (the claim)"]
+    alts = rows["Other accountants (alternatives, not the claim)"]
+    assert "0.5579 by rdp" in alts and "0.5082 by pld" in alts
+    assert rows["mu-GDP"].startswith("mu = 0.1443")
+
+
+def test_fedrl_page_is_never_green_for_an_infinite_claim(system_pages: dict[str, dict]) -> None:
+    page = system_pages["fedrl"]
+    assert "consistent" not in page["verdictClass"]
+    assert page["verdictHead"].startswith("Verdict: no meaningful guarantee.")
+    assert "gives no protection (epsilon = inf per ledger id)" in page["verdictHead"]
+    r, g, b = (int(x) for x in re.findall(r"\d+", page["verdictBg"])[:3])
+    assert not (g > r + 10 and g > b + 10), page["verdictBg"]  # not a green box
+    # every sentence that finds the claim upheld says in the same sentence that it is void
+    box = page["text"].split("WHAT THE EVIDENCE SHOWS")[1].split("WHAT WAS NOT VERIFIED")[0]
+    upheld = [s for s in box.split("\n") if "no violation" in s or "within the ceiling" in s]
+    assert upheld and all("gives no protection" in s for s in upheld), upheld
+    # one count of infinite ids on the page
+    assert "2 ledger ids spent epsilon = inf under every method" in page["text"]

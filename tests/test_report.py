@@ -344,7 +344,8 @@ def _cli(argv: list[str]) -> int:
 
 def test_cli_report_writes_files_and_exit_codes(tmp_path: Path, capsys) -> None:
     pytest.importorskip("ldp_audit.accountant")
-    run = make_run(tmp_path / "r", ledger="real", audit=[GOOD_AUDIT])
+    # 0.1 per report, 20 reports per agent: 2 per agent, a meaningful claim (issue 28)
+    run = make_run(tmp_path / "r", ledger="real", audit=[GOOD_AUDIT], epsilon=0.1)
     # make_run writes no manifest: refused by default (exit 2), read with --allow-unverified
     with pytest.raises(RunDirectoryError, match="manifest.json is missing"):
         _cli(["report", str(run), "-o", str(tmp_path / "o")])

@@ -146,40 +146,46 @@ def _status_section(run: RunData) -> dict[str, Any]:
     }
 
 
-#: HOOK (issue 28): the name of the function in :mod:`ldp_audit.rundir` that checks a run's
-#: ledger against the anchor its manifest records (ledger id, row count, chain head). The report
-#: calls it when it exists and shows its result under "Run status and evidence".
-LEDGER_CHECK_HOOK = "verify_ledger"
-
-
 def _ledger_check(run: RunData) -> dict[str, Any] | None:
-    """The ledger checked against the manifest's anchor by ``ldp_audit.rundir.<LEDGER_CHECK_HOOK>``
-    (``{"ok", "words", "detail"}``); None while that function does not exist."""
+    """The run checked against its manifest, the ledger against the anchor the manifest records
+    (id, rows, chain head, metadata digest) and both MACs, by
+    :func:`ldp_audit.rundir.verify_run` (the checks on open, not the whole chain walk, which
+    ``report`` runs before it reads anything): ``{"ok", "words", "authenticated", "detail"}``;
+    None with a ``rundir`` that has no ``verify_run``."""
     from ldp_audit import rundir
 
-    fn = getattr(rundir, LEDGER_CHECK_HOOK, None)
+    fn = getattr(rundir, "verify_run", None)
     if not callable(fn):
         return None
     try:
-        res = fn(run.path)
+        res = fn(run.path, full=False)
     except Exception as exc:  # reported, never fatal
         return {
             "ok": False,
-            "words": f"The ledger could not be checked against the manifest "
+            "authenticated": False,
+            "words": f"UNVERIFIED EVIDENCE: the run could not be checked against its manifest "
             f"({type(exc).__name__}: {exc}).",
             "detail": None,
         }
-    ok = bool(res.get("ok")) if isinstance(res, dict) else bool(res)
-    detail = res if isinstance(res, dict) else None
-    why = ""
-    if isinstance(res, dict):
-        why = str(res.get("message") or res.get("reason") or res.get("status") or "")
-    words = (
-        "The ledger matches the anchor its manifest records (id, rows, chain head)."
-        if ok
-        else "LEDGER DOES NOT MATCH ITS MANIFEST" + (f": {why}" if why else "") + "."
-    )
-    return {"ok": ok, "words": words, "detail": detail}
+    detail = res.to_dict() if hasattr(res, "to_dict") else None
+    ok = bool(getattr(res, "ok", False))
+    auth = bool(getattr(res, "authenticated", False))
+    if ok:
+        led = getattr(res, "ledger", None) or {}
+        how = (
+            "authenticated with the ledger key"
+            if auth
+            else "unauthenticated: " + "; ".join(getattr(res, "notes", []) or ["no key"])
+        )
+        words = (
+            f"The run matches its manifest and the ledger is the one it anchors "
+            f"({led.get('rows')} charges, chain head {led.get('chain_head')}); {how}."
+        )
+    else:
+        probs = list(getattr(res, "problems", []) or ["not recorded"])
+        more = f" (and {len(probs) - 1} more)" if len(probs) > 1 else ""
+        words = f"UNVERIFIED EVIDENCE: {probs[0]}{more}."
+    return {"ok": ok, "authenticated": auth, "words": words, "detail": detail}
 
 
 def _ledger_section(run: RunData, led: LedgerStats, top: int) -> dict[str, Any]:
@@ -1009,7 +1015,7 @@ def _verdict(model: dict[str, Any]) -> dict[str, Any]:
         tag = _no_protection(the)
         verified = [
             v
-            if v.startswith(("Evidence intact", "Every agent", "The ledger matches"))
+            if v.startswith(("Evidence intact", "Every agent", "The run matches its manifest"))
             or "gives no protection" in v
             else v.rstrip(".") + f", but {tag}."
             for v in verified

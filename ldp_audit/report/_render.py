@@ -173,6 +173,11 @@ def _tables(m: dict[str, Any]) -> dict[str, tuple[list[str], list[list[Any]]]]:
             ["manifest", st["manifest"] or "none"],
             ["evidence", st["evidence"]],
             *([["added after the run", st["added_later"]]] if st["added_later"] else []),
+            *(
+                [["manifest, ledger anchor and keys", st["ledger_check"]["words"]]]
+                if st.get("ledger_check")
+                else []
+            ),
         ],
     )
     t["config"] = (["parameter", "value"], [[k, _f(v)] for k, v in run["config"].items()])

@@ -220,7 +220,7 @@ def the_claim(run: Any, led: Any, model: dict[str, Any]) -> dict[str, Any]:
         if led.best.size:
             i = int(led.best.argmax())
             eps, method = float(led.best[i]), led.method[i]
-            unit = "agent" if run.is_pgc else "ledger id"
+            unit = "agent" if run.is_pgc or run.algorithm == "frd" else "ledger id"
             src = "ledger: the largest spend over ids, tightest valid method"
             fin = [
                 (float(v), led.method[j], led.agents[j])
@@ -644,6 +644,56 @@ def _fedrl_facts(run: Any, led: Any, claim: dict[str, Any]) -> dict[str, tuple[s
     }
 
 
+def _frd_facts(run: Any, led: Any, claim: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    mech = run.config.get("mechanism") or {}
+    inner = run.config.get("config") or {}
+    _, ev = _events_words(led, "local")
+    ldp = mech.get("name") == "frd_proxy_ldp"
+    released = (
+        f"each agent's upload every exchange: {mech.get('samples', 'm')} randomised (cell, "
+        f"action) pairs over {mech.get('n_cells', 'the')} proxy cells, to the server that "
+        "averages them (and, through the global proxy memory, to every agent)"
+        if ldp
+        else "each agent's upload (per-cell policy averages, or its parameters under FedAvg), "
+        "to the server and, through the broadcast, to every agent"
+    )
+    return {
+        "privacy_unit": (
+            "agent: all uploads of one agent (its private gravity and the states it visits)",
+            "ledger ids; training/frd.py",
+        ),
+        "adjacency": (
+            "replace: any two inputs of one agent (local DP: every pair of possible uploads)"
+            if ldp
+            else NOT_RECORDED,
+            "definition of local DP; config.json mechanism",
+        ),
+        "trust_model": (
+            "local: each agent randomises its upload before it leaves it"
+            if ldp
+            else "none: uploads are released without noise",
+            "config.json mechanism",
+        ),
+        "released": (released, "config.json mechanism; training/frd.py"),
+        "accountant": (
+            f"{method_words(claim.get('method'))} of the ledger's charges ({ev}); "
+            f"{_versions(run.config)}",
+            "ledger.sqlite; config.json versions",
+        ),
+        "sampling": (
+            f"the m = {inner.get('ldp_samples', mech.get('samples'))} cells of an upload are "
+            "drawn from the agent's own memory; the upload is charged as one release (no "
+            "amplification by that sampling is claimed); matches: yes, nothing to match"
+            if ldp
+            else NOT_RECORDED,
+            "ledger events; config.json config.ldp_samples",
+        ),
+        "mu_gdp": ("not applicable (pure epsilon-DP randomised response)", "mechanism")
+        if ldp
+        else (NOT_RECORDED, "-"),
+    }
+
+
 def _generic_facts(run: Any, led: Any, claim: dict[str, Any]) -> dict[str, tuple[str, str]]:
     has_local = led is not None and bool(led.agents)
     has_central = led is not None and bool(led.central)
@@ -703,6 +753,8 @@ def privacy_statement(run: Any, led: Any, model: dict[str, Any]) -> dict[str, An
         facts = _dprl_facts(run, led, claim, model)
     elif algo == "fedrl":
         facts = _fedrl_facts(run, led, claim)
+    elif algo == "frd":
+        facts = _frd_facts(run, led, claim)
     else:
         facts = _generic_facts(run, led, claim)
     audit = _audit_fields(model)
