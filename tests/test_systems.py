@@ -238,6 +238,10 @@ def test_toy_system_from_an_entry_point_gets_the_four_verbs(
     assert entry["target"] == "bit" and entry["claimed_epsilon"] == pytest.approx(2.0)
     assert json.loads((run / "audit.json").read_text())[0]["target"] == "bit"
     assert main(["audit", "--run-dir", str(run), "--samples", "1000"]) == 2  # exists
+    # the audit's own options reach the auditor (here: no floating-point bit search)
+    args = ["audit", "--run-dir", str(run), "--samples", "2000", "--no-float-bits"]
+    assert main([*args, "--overwrite", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["audits"][0]["float_bits"] is False
     # report: the toy's own section, and the audit and attack picked up
     assert main(["report", str(run), "--out", str(tmp_path / "rep")]) in (0, 1)
     model = json.loads((tmp_path / "rep" / "report.json").read_text())

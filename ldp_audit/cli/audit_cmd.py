@@ -295,8 +295,9 @@ def register(subparsers: Any) -> None:
         default=None,
         metavar="RUN",
         help="audit the mechanism(s) this run released through (from its config.json and "
-        "its system's audit targets); writes RUN/audit.json. Takes --samples, --confidence, "
-        "--seed, --overwrite and --json",
+        "its system's audit targets); writes RUN/audit.json. Takes the audit's own options "
+        "(--samples, --confidence, --seed, --ratio-test, --pool, --no-float-bits, --profile, "
+        "--force, --sequential, --delta-event), --overwrite and --json",
     )
     p.add_argument(
         "--overwrite", action="store_true", help="--run-dir: replace the run's earlier audit.json"
@@ -576,8 +577,8 @@ def _run_dir(args: argparse.Namespace) -> int:
     if extra:
         raise InvalidParameterError(
             f"{', '.join(sorted(extra))} cannot be used with --run-dir: the run's config says "
-            "which mechanisms it released through (--run-dir takes --samples, --confidence, "
-            "--seed, --overwrite and --json)"
+            "which mechanisms it released through (--run-dir takes the audit's own options, "
+            "--overwrite and --json)"
         )
     from ldp_audit.cli.system_cmd import audit_run_dir
 

@@ -359,6 +359,14 @@ def audit_run_dir(args: argparse.Namespace) -> int:
             confidence=args.confidence,
             rng=args.seed,
             progress=show_progress(args),
+            # the audit's own options, as for --mechanism (absent: the auditor's defaults)
+            float_bits=not getattr(args, "no_float_bits", False),
+            profile=getattr(args, "profile", None),
+            pool=getattr(args, "pool", False),
+            ratio_test=getattr(args, "ratio_test", "clopper-pearson"),
+            force=getattr(args, "force", False),
+            sequential=getattr(args, "sequential", False),
+            delta_event=getattr(args, "delta_event", False),
             **opts,
         )
         d = res.to_dict()
