@@ -310,6 +310,16 @@ def test_support_statistic_scores_each_report():
         diff(y, np.array([1.0, 2.0]), np.array([9.0]))
 
 
+def test_conformance_checker_passes_every_oracle():
+    """ldp_audit.testing.check_mechanism (interface, NaN/inf refusal, determinism, exact loss,
+    empirical ratio at false-alarm probability 1e-6) passes on each oracle."""
+    from ldp_audit.testing import check_mechanism
+
+    for o in _oracles(2.0, 5):
+        report = check_mechanism(o, dim=1)
+        assert "exact_loss" in str(report) and "PASS" in str(report), o
+
+
 # ----------------------------------------------------------------------------------------------
 # 5. audits: correct oracles pass, broken ones are caught (through the shipped statistic)
 # ----------------------------------------------------------------------------------------------
