@@ -62,6 +62,8 @@ BUILTIN = (
     "ldp_audit.training.systems:DPRL",
     "ldp_audit.training.systems:FEDRL",
     "ldp_audit.training.systems:FRD",
+    "ldp_audit.opacus:OPACUS",
+    "ldp_audit.training.gym_system:GYM_PGC",
 )
 
 _KINDS = {"i": "integer", "u": "unsigned integer", "f": "float", "b": "bool", "c": "complex"}

@@ -143,6 +143,9 @@ def register_pgc(tsub: Any, rsub: Any) -> None:
     )
     p.add_argument("--stop-at-target", action="store_true", help="stop a trial once FST is known")
     _add_reading_arguments(p)
+    from ldp_audit.cli.gym_cmd import add_gym_arguments  # --env, --private-param (issue 27)
+
+    add_gym_arguments(p)
     p.add_argument(
         "--out",
         default=None,
@@ -269,6 +272,17 @@ def _train_pgc(args: argparse.Namespace) -> int:
                 f"--epsilon is required with --mechanism {args.mechanism}, got none"
             )
         eps_kw = {"epsilon": args.epsilon}
+    if getattr(args, "env", None) is not None:  # any Gymnasium env (ldp_audit.cli.gym_cmd)
+        from ldp_audit.cli.gym_cmd import train_gym
+
+        code = train_gym(args, eps_kw)
+        if code is not None:
+            return code
+        eps_kw["gravities"] = args.private_param[1]  # CartPole-v1's gravity: the paper's engine
+    else:
+        from ldp_audit.cli.gym_cmd import refuse_without_env
+
+        refuse_without_env(args)
 
     from ldp_audit.training import metrics  # after validation: the engine imports torch
     from ldp_audit.training.pgc_a3c import PgcA3cConfig, train

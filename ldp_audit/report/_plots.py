@@ -447,7 +447,12 @@ def attack_figure(model: dict[str, Any]) -> bytes | None:
         10.0,
         1.5
         * max(
-            (r["epsilon"] or eps_default) for r in res if math.isfinite(r["epsilon"] or eps_default)
+            (
+                (r["epsilon"] or eps_default)
+                for r in res
+                if math.isfinite(r["epsilon"] or eps_default)
+            ),
+            default=1.0,  # every attacked run non-private (epsilon inf): the ceiling is 1
         ),
     )
     grid = np.linspace(0, xmax, 300)

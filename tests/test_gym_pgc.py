@@ -1,0 +1,230 @@
+"""PGC-A3C on any Gymnasium environment (training/gym_pgc.py, training/gym_envs.py; issue 27)."""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from ldp_audit.cli import main
+from ldp_audit.errors import BudgetExceeded, InvalidParameterError
+from ldp_audit.training.gym_envs import check_private_param, make_param_vector_env
+from ldp_audit.training.gym_pgc import GymPgcConfig, Network, loss_gradients, train
+
+ACRO = ("Acrobot-v1", "LINK_MASS_1", (0.5, 1.0, 2.0))
+CAR = ("MountainCar-v0", "force", (0.0008, 0.001, 0.0012))
+
+
+@pytest.mark.parametrize(("env_id", "name", "values"), [ACRO, CAR])
+def test_native_batch_steps_like_gymnasium(env_id: str, name: str, values: tuple) -> None:
+    """Same seeds, values and actions: the batch gives Gymnasium's observations, rewards and
+    terminations; its float64 state agrees to rounding (NumPy's array x**2 vs a scalar pow)."""
+    info, vals = check_private_param(env_id, name, values)
+    assert info.native
+    n = len(vals)
+    ve = make_param_vector_env(info, name, n)
+    ve.set_param(np.arange(n), np.array(vals))
+    seeds = [5, 6, 7]
+    obs, _ = ve.reset(seed=seeds)
+    envs = [gym.make(env_id).unwrapped for _ in range(n)]
+    ref = []
+    for e, s, v in zip(envs, seeds, vals, strict=True):
+        setattr(e, name, v)
+        ref.append(e.reset(seed=s)[0])
+    assert np.array_equal(obs, np.array(ref))
+    rng = np.random.default_rng(0)
+    for _ in range(150):
+        a = rng.integers(0, 3, n)
+        obs, r, term, trunc, _ = ve.step(a)
+        for i, e in enumerate(envs):
+            o, rr, tt, tr, _ = e.step(int(a[i]))
+            assert np.array_equal(o, obs[i]) and rr == r[i] and tt == term[i] and not trunc[i]
+            np.testing.assert_allclose(ve.state[i], np.asarray(e.state, float), rtol=1e-12)
+            if tt:
+                e.reset(seed=99)
+                ve.reset(seed=[99], options={"reset_mask": np.arange(n) == i})
+
+
+def test_sync_path_sets_the_attribute_and_cartpole_derived_quantities() -> None:
+    info, _ = check_private_param("CartPole-v1", "masspole", (0.05, 0.2))
+    assert not info.native
+    ve = make_param_vector_env(info, "masspole", 2)
+    ve.set_param(np.arange(2), np.array([0.05, 0.2]))
+    u = [e.unwrapped for e in ve.inner.envs]
+    assert [x.masspole for x in u] == [0.05, 0.2]
+    assert [x.total_mass for x in u] == [0.05 + 1.0, 0.2 + 1.0]
+    assert [x.polemass_length for x in u] == [0.05 * 0.5, 0.2 * 0.5]
+    ve.close()
+
+
+def test_gradient_matches_torch_autograd() -> None:
+    torch = pytest.importorskip("torch")
+    net = Network(obs_dim=6, n_actions=3, hidden=5)
+    rng = np.random.default_rng(1)
+    m, L = 4, 7
+    theta = rng.normal(size=(m, net.dim))
+    obs = rng.normal(size=(m, L + 1, 6))
+    acts = rng.integers(0, 3, size=(m, L))
+    rew = rng.normal(size=(m, L))
+    lengths = np.array([7, 3, 1, 5])
+    boot = np.array([True, False, True, False])
+    g = loss_gradients(net, theta, obs, acts, rew, lengths, boot, gamma=0.9, lam=0.5, beta=0.01)
+    for i in range(m):
+        th = torch.tensor(theta[i], dtype=torch.float64, requires_grad=True)
+        h_, o_, a_ = net.hidden, net.obs_dim, net.n_actions
+        wc = th[: h_ * o_].reshape(h_, o_)
+        wp = th[h_ * o_ : h_ * o_ + a_ * h_].reshape(a_, h_)
+        wv = th[h_ * o_ + a_ * h_ :]
+        T = int(lengths[i])
+        s = torch.tensor(obs[i, : T + 1])
+        h = torch.relu(s @ wc.T)
+        z, v = h @ wp.T, h @ wv
+        with torch.no_grad():
+            boot_v = v[T] if boot[i] else torch.tensor(0.0, dtype=torch.float64)
+            vhat = torch.zeros(T, dtype=torch.float64)
+            for t in range(T):
+                vhat[t] = (
+                    sum(0.9 ** (j - t) * rew[i, j] for j in range(t, T)) + 0.9 ** (T - t) * boot_v
+                )
+            adv = vhat - v[:T]
+        logp = torch.log_softmax(z[:T], dim=1)
+        ent = -(logp.exp() * logp).sum(1)
+        lp = -(logp[torch.arange(T), torch.tensor(acts[i, :T])] * adv).sum() - 0.01 * ent.sum()
+        lv = ((vhat - v[:T]) ** 2).sum()
+        (lp + 0.5 * lv).backward()
+        np.testing.assert_allclose(g[i], th.grad.numpy(), rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"env_id": "NoSuchEnv-v0"}, "unknown Gymnasium environment id 'NoSuchEnv-v0'"),
+        ({"env_id": "Pendulum-v1", "private_param": "g"}, "not supported yet"),
+        ({"private_param": "LINK_MASS_9"}, "'LINK_MASS_9' is not an attribute of AcrobotEnv"),
+        ({"private_param": "book_or_nips"}, "'book_or_nips' of AcrobotEnv is not numeric"),
+        ({"values": (1.0,)}, "'LINK_MASS_1' needs at least two candidate values"),
+        ({"values": (1.0, 2.0, 1.0)}, r"'LINK_MASS_1': candidate values must be distinct"),
+        ({"values": (1.0, math.nan)}, "value nan is not finite"),
+        ({"values": (1.0, True)}, "value True is not a number"),
+        ({"values": (1.0, "2")}, "value '2' is not a number"),
+        (
+            {"env_id": "CartPole-v1", "private_param": "length", "values": (0.5, 0.0)},
+            "'length': env 'CartPole-v1' gives non-finite .* with value 0.0",
+        ),
+    ],
+)
+def test_bad_input_is_named_before_any_episode(kwargs: dict, match: str) -> None:
+    base = {"env_id": ACRO[0], "private_param": ACRO[1], "values": ACRO[2], "mechanism": "none"}
+    with pytest.raises(InvalidParameterError, match=match):
+        GymPgcConfig(**{**base, **kwargs})
+
+
+def _cfg(**kw: object) -> GymPgcConfig:
+    base = {
+        "env_id": CAR[0],
+        "private_param": CAR[1],
+        "values": CAR[2],
+        "mechanism": "laplace",
+        "epsilon": 1.0,
+        "trials": 2,
+        "n_agents": 3,
+        "max_submissions": 12,
+        "episode_steps": 30,
+    }
+    return GymPgcConfig(**{**base, **kw})
+
+
+def test_run_directory_records_the_parameter_and_charges_every_report(tmp_path) -> None:
+    cfg = _cfg(rounds=2)
+    run = tmp_path / "run"
+    res = train(cfg, seed=3, run_dir=run)
+    doc = json.loads((run / "config.json").read_text())
+    assert doc["algorithm"] == "pgc-a3c-gym"
+    assert doc["private_parameter"] == {
+        "env_id": "MountainCar-v0",
+        "name": "force",
+        "values": [0.0008, 0.001, 0.0012],
+        "env_module": None,
+    }
+    tr = np.load(run / "transcript.npz")
+    sec = np.load(run / "secrets.npz")
+    n = tr["report"].shape[0]
+    assert n == 24 and tr["report"].shape[1] == cfg.network.dim == 16 * (2 + 3 + 1)
+    assert set(np.unique(sec["value"])) <= set(cfg.values)
+    # an agent keeps its value over its rounds, and reports at epsilon / rounds each
+    for t, a in {(int(x), int(y)) for x, y in zip(tr["trial"], tr["agent"], strict=True)}:
+        sel = (tr["trial"] == t) & (tr["agent"] == a)
+        assert np.unique(sec["value"][sel]).size == 1 and sel.sum() <= 2
+    with sqlite3.connect(run / "ledger.sqlite") as con:
+        tables = [r[0] for r in con.execute("select name from sqlite_master where type='table'")]
+    assert tables  # the ledger file is the accountant's
+    from ldp_audit.accountant.ledger import Ledger
+
+    led = Ledger(str(run / "ledger.sqlite"))
+    ids = {f"{int(t)}/{int(a)}" for t, a in zip(tr["trial"], tr["agent"], strict=True)}
+    assert ids <= set(led.agents())
+    assert res.privacy["epsilon_per_submission"] == 0.5
+    # same seed, same run
+    res2 = train(cfg, seed=3, transcript=True)
+    assert np.array_equal(res2.transcript["report"], tr["report"])
+    assert np.array_equal(res2.theta, res.theta)
+
+
+def test_budget_is_enforced_before_release() -> None:
+    cfg = _cfg(budget=0.5, epsilon=1.0)  # one report of 1.0 exceeds 0.5
+    with pytest.raises(BudgetExceeded):
+        train(cfg, seed=0, transcript=True)
+
+
+def test_cli_train_attack_report_on_mountaincar(tmp_path, capsys) -> None:
+    run = tmp_path / "run"
+    args = ["train", "pgc-a3c", "--env", "MountainCar-v0", "--private-param",
+            "force=0.0006,0.0014", "--mechanism", "none", "--agents", "4", "--episode-steps",
+            "60", "--max-submissions", "16", "--out", str(run), "--no-progress",
+            "--json"]  # fmt: skip
+    assert main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["algorithm"] == "pgc-a3c-gym" and out["private_parameter"]["name"] == "force"
+    assert main(["attack", "dynamics", "--run-dir", str(run), "--shadow", "8", "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["attack"] == "dynamics-private-parameter" and res["n"] == 16 and res["k"] == 2
+    assert res["extra"]["parameter"] == "force"
+    assert main(["report", str(run), "--out", str(tmp_path / "rep")]) in (0, 1)
+    assert (tmp_path / "rep" / "index.html").exists()
+
+
+@pytest.mark.parametrize(
+    ("extra", "match"),
+    [
+        (["--env", "Acrobot-v1", "--private-param", "LINK_MASS_1=1"], "at least two"),
+        (["--env", "Acrobot-v1", "--private-param", "LINK_MASS_1=1,nan"], "finite number"),
+        (["--env", "Acrobot-v1"], "--env needs --private-param"),
+        (["--private-param", "gravity=9,10"], "need --env"),
+        (
+            ["--env", "Acrobot-v1", "--private-param", "dt=0.2,0.1", "--stop-at-target"],
+            "--stop-at-target is an option of the CartPole engine",
+        ),  # fmt: skip
+    ],
+)
+def test_cli_bad_input_exits_2(tmp_path, capsys, extra: list, match: str) -> None:
+    out = tmp_path / "run"
+    try:
+        code = main(["train", "pgc-a3c", "--mechanism", "none", "--out", str(out), *extra])
+    except SystemExit as exc:  # argparse's own refusal of a malformed value
+        code = exc.code
+    assert code == 2 and match in capsys.readouterr().err and not out.exists()
+
+
+def test_cartpole_gravity_runs_on_the_paper_engine(capsys) -> None:
+    common = ["train", "pgc-a3c", "--mechanism", "laplace", "--epsilon", "1",
+              "--max-submissions", "30", "--no-progress", "--json"]  # fmt: skip
+    assert main([*common, "--env", "CartPole-v1", "--private-param", "gravity=9.7,9.8,9.9"]) == 0
+    a = json.loads(capsys.readouterr().out)
+    assert main(common) == 0
+    b = json.loads(capsys.readouterr().out)
+    a.pop("seconds"), b.pop("seconds")
+    assert a == b  # the same engine, the same results

@@ -1,0 +1,612 @@
+"""Gymnasium environments whose rows differ by one private parameter, batched.
+
+The generic PGC-A3C path (:mod:`ldp_audit.training.gym_pgc`) runs many agents at once, each in
+its own copy of one Gymnasium environment that differs from the others by one attribute of
+``env.unwrapped`` (Acrobot's ``LINK_MASS_1``, MountainCar's ``force``, a user env's ``friction``).
+This module validates such a parameter (:func:`check_private_param`) and builds the batch
+(:func:`make_param_vector_env`), a :class:`gymnasium.vector.VectorEnv` with no hidden
+auto-reset (Gymnasium's ``AutoresetMode.DISABLED``: the caller resets the rows it chooses, with
+the seeds it chooses) plus :meth:`ParamVectorEnv.set_param` to give each row its value:
+
+- Acrobot-v1 and MountainCar-v0 (Gymnasium's own classes, made without keyword arguments):
+  their equations of motion written once over all rows in NumPy (:class:`AcrobotParamVectorEnv`,
+  :class:`MountainCarParamVectorEnv`), with every physical constant a per-row array. Tested
+  against Gymnasium's single environment from the same states, seeds and actions (same
+  observations, rewards and terminations up to floating-point rounding: NumPy's array ``x**2``
+  and a scalar ``pow`` may differ in the last bit).
+- Any other environment with a ``Box`` observation and a ``Discrete`` action space (CartPole's
+  ``length``, a user env registered through ``--env-module``): Gymnasium's own
+  :class:`gymnasium.vector.SyncVectorEnv`, one environment per row, the attribute set on each
+  row's ``env.unwrapped``. CartPole derives ``total_mass`` and ``polemass_length`` from
+  ``masspole``, ``masscart`` and ``length`` in its constructor; they are recomputed after a set.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numba as nb
+import numpy as np
+
+from ldp_audit.errors import InvalidParameterError
+
+__all__ = [
+    "EnvInfo",
+    "ParamVectorEnv",
+    "AcrobotParamVectorEnv",
+    "MountainCarParamVectorEnv",
+    "SyncParamVectorEnv",
+    "check_private_param",
+    "import_env_module",
+    "make_param_vector_env",
+]
+
+#: Attributes the native Acrobot batch takes per row (all of AcrobotEnv's physical constants).
+ACROBOT_PARAMS = (
+    "LINK_LENGTH_1",
+    "LINK_LENGTH_2",
+    "LINK_MASS_1",
+    "LINK_MASS_2",
+    "LINK_COM_POS_1",
+    "LINK_COM_POS_2",
+    "LINK_MOI",
+    "MAX_VEL_1",
+    "MAX_VEL_2",
+    "dt",
+)
+#: Attributes the native MountainCar batch takes per row.
+MOUNTAINCAR_PARAMS = (
+    "force",
+    "gravity",
+    "max_speed",
+    "min_position",
+    "max_position",
+    "goal_position",
+    "goal_velocity",
+)
+#: CartPole's quantities derived in its constructor from the ones a user sets.
+_CARTPOLE_DERIVED = {
+    "total_mass": lambda e: e.masspole + e.masscart,
+    "polemass_length": lambda e: e.masspole * e.length,
+}
+#: Probe steps run on a throw-away environment per candidate value before any training.
+PROBE_STEPS = 20
+
+
+@dataclass(frozen=True)
+class EnvInfo:
+    """What the trainer needs to know about a validated environment.
+
+    Attributes:
+        env_id: the Gymnasium id.
+        obs_dim: size of the flattened observation.
+        n_actions: number of discrete actions.
+        max_episode_steps: the spec's time limit (None if it has none).
+        native: True where a batched NumPy implementation is used (Acrobot, MountainCar).
+    """
+
+    env_id: str
+    obs_dim: int
+    n_actions: int
+    max_episode_steps: int | None
+    native: bool
+
+
+def import_env_module(env_module: str | None) -> None:
+    """Import a user module that registers Gymnasium environments (``--env-module``)."""
+    if env_module is None:
+        return
+    if not isinstance(env_module, str) or not env_module.strip():
+        raise InvalidParameterError(f"env_module must be a module name, got {env_module!r}")
+    try:
+        importlib.import_module(env_module)
+    except Exception as exc:  # noqa: BLE001 - any failure of user code is bad input here
+        raise InvalidParameterError(
+            f"env_module: cannot import {env_module!r} ({type(exc).__name__}: {exc})"
+        ) from None
+
+
+def _gym() -> Any:
+    import gymnasium
+
+    return gymnasium
+
+
+def _make(env_id: str, max_episode_steps: int | None = None) -> Any:
+    gym = _gym()
+    kw = {} if max_episode_steps is None else {"max_episode_steps": int(max_episode_steps)}
+    return gym.make(env_id, **kw)
+
+
+def _native_kind(env_id: str, env: Any) -> str | None:
+    """'acrobot' / 'mountaincar' where the env is Gymnasium's own class, made without kwargs."""
+    from gymnasium.envs.classic_control.acrobot import AcrobotEnv
+    from gymnasium.envs.classic_control.mountain_car import MountainCarEnv
+
+    spec = getattr(env, "spec", None)
+    if spec is not None and spec.kwargs:
+        return None
+    u = env.unwrapped
+    if type(u) is AcrobotEnv and env_id == "Acrobot-v1" and u.book_or_nips == "book":
+        if float(u.torque_noise_max) == 0.0:
+            return "acrobot"
+    if type(u) is MountainCarEnv and env_id == "MountainCar-v0":
+        return "mountaincar"
+    return None
+
+
+def _check_values(name: str, values: Any) -> tuple[float, ...]:
+    if isinstance(values, (str, bytes)) or not isinstance(values, (list, tuple, np.ndarray)):
+        raise InvalidParameterError(
+            f"values of {name!r} must be a sequence of numbers, got {values!r}"
+        )
+    out = []
+    for v in values:
+        if isinstance(v, (bool, np.bool_)) or not isinstance(
+            v, (int, float, np.integer, np.floating)
+        ):
+            raise InvalidParameterError(
+                f"private parameter {name!r}: value {v!r} is not a number ({type(v).__name__})"
+            )
+        f = float(v)
+        if not math.isfinite(f):
+            raise InvalidParameterError(f"private parameter {name!r}: value {v!r} is not finite")
+        out.append(f)
+    if len(out) < 2:
+        raise InvalidParameterError(
+            f"private parameter {name!r} needs at least two candidate values (the secret is one "
+            f"of them), got {list(out)}"
+        )
+    if len(set(out)) != len(out):
+        dup = sorted({v for v in out if out.count(v) > 1})
+        raise InvalidParameterError(
+            f"private parameter {name!r}: candidate values must be distinct, {dup} repeated"
+        )
+    return tuple(out)
+
+
+def _set_param(unwrapped: Any, name: str, value: float) -> None:
+    setattr(unwrapped, name, value)
+    from gymnasium.envs.classic_control.cartpole import CartPoleEnv
+
+    if isinstance(unwrapped, CartPoleEnv):
+        for key, fn in _CARTPOLE_DERIVED.items():
+            setattr(unwrapped, key, fn(unwrapped))
+
+
+def check_private_param(
+    env_id: Any,
+    name: Any,
+    values: Any,
+    *,
+    env_module: str | None = None,
+    max_episode_steps: int | None = None,
+) -> tuple[EnvInfo, tuple[float, ...]]:
+    """Validate an environment and a private parameter before any training.
+
+    Refused, each with an error naming the parameter and the value: an unknown env id, an
+    action space that is not ``Discrete`` ("not supported yet"), an observation space that is
+    not a ``Box``, a name that is not an attribute of ``env.unwrapped``, a non-numeric attribute
+    (a bool or a string), fewer than two candidates, duplicates, non-finite candidates, and a
+    value the environment rejects: each candidate is set on a throw-away environment that is
+    then reset and stepped :data:`PROBE_STEPS` times; an exception or a non-finite observation
+    or reward refuses it.
+
+    Returns:
+        ``(EnvInfo, values as floats)``.
+    """
+    gym = _gym()
+    import_env_module(env_module)
+    if not isinstance(env_id, str) or not env_id:
+        raise InvalidParameterError(f"env must be a Gymnasium environment id, got {env_id!r}")
+    if not isinstance(name, str) or not name:
+        raise InvalidParameterError(f"private parameter name must be a string, got {name!r}")
+    try:
+        spec = gym.spec(env_id)
+    except gym.error.Error as exc:
+        hint = "" if env_module else " (a user env: register it and pass --env-module)"
+        raise InvalidParameterError(
+            f"env: unknown Gymnasium environment id {env_id!r}: {exc}{hint}"
+        ) from None
+    vals = _check_values(name, values)
+    try:
+        env = _make(env_id, max_episode_steps)
+    except Exception as exc:  # noqa: BLE001 - user env constructors may raise anything
+        raise InvalidParameterError(
+            f"env {env_id!r} cannot be made ({type(exc).__name__}: {exc})"
+        ) from None
+    try:
+        a_space, o_space = env.action_space, env.observation_space
+        if not isinstance(a_space, gym.spaces.Discrete):
+            raise InvalidParameterError(
+                f"env {env_id!r} has action space {a_space}: continuous and other non-Discrete "
+                "action spaces are not supported yet (discrete action spaces only)"
+            )
+        if not isinstance(o_space, gym.spaces.Box):
+            raise InvalidParameterError(
+                f"env {env_id!r} has observation space {o_space}: only Box observations are "
+                "supported"
+            )
+        u = env.unwrapped
+        if not hasattr(u, name):
+            public = sorted(
+                k
+                for k in dir(u)
+                if not k.startswith("_")
+                and isinstance(getattr(u, k, None), (int, float))
+                and not isinstance(getattr(u, k, None), bool)
+            )
+            raise InvalidParameterError(
+                f"private parameter {name!r} is not an attribute of {type(u).__name__} "
+                f"(env {env_id!r}); numeric attributes there: {public}"
+            )
+        cur = getattr(u, name)
+        if isinstance(cur, (bool, np.bool_)) or not isinstance(
+            cur, (int, float, np.integer, np.floating)
+        ):
+            raise InvalidParameterError(
+                f"private parameter {name!r} of {type(u).__name__} is not numeric "
+                f"(it is {cur!r}, {type(cur).__name__})"
+            )
+        native = _native_kind(env_id, env)
+        if native == "acrobot" and name not in ACROBOT_PARAMS:
+            native = None
+        if native == "mountaincar" and name not in MOUNTAINCAR_PARAMS:
+            native = None
+        info = EnvInfo(
+            env_id=env_id,
+            obs_dim=int(np.prod(o_space.shape)),
+            n_actions=int(a_space.n),
+            max_episode_steps=spec.max_episode_steps,
+            native=native is not None,
+        )
+    finally:
+        env.close()
+    for v in vals:
+        _probe(env_id, name, v, max_episode_steps)
+    return info, vals
+
+
+def _probe(env_id: str, name: str, value: float, max_episode_steps: int | None) -> None:
+    import warnings
+
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")  # a rejected value's overflow warnings: we say it below
+        _probe_steps(env_id, name, value, max_episode_steps)
+
+
+def _probe_steps(env_id: str, name: str, value: float, max_episode_steps: int | None) -> None:
+    env = _make(env_id, max_episode_steps)
+    try:
+        _set_param(env.unwrapped, name, value)
+        obs, _ = env.reset(seed=0)
+        bad = not np.all(np.isfinite(np.asarray(obs, dtype=np.float64)))
+        for k in range(PROBE_STEPS):
+            if bad:
+                break
+            obs, r, term, trunc, _ = env.step(k % env.action_space.n)
+            bad = not (np.all(np.isfinite(np.asarray(obs, dtype=np.float64))) and math.isfinite(r))
+            if term or trunc:
+                obs, _ = env.reset(seed=k + 1)
+        if bad:
+            raise InvalidParameterError(
+                f"private parameter {name!r}: env {env_id!r} gives non-finite observations or "
+                f"rewards with value {value!r}"
+            )
+    except InvalidParameterError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the env rejects the value
+        raise InvalidParameterError(
+            f"private parameter {name!r}: env {env_id!r} rejects value {value!r} "
+            f"({type(exc).__name__}: {exc})"
+        ) from None
+    finally:
+        env.close()
+
+
+# ==============================================================================================
+# The batches
+# ==============================================================================================
+
+
+def _vector_base() -> Any:
+    from gymnasium.vector import VectorEnv
+
+    return VectorEnv
+
+
+class ParamVectorEnv(_vector_base()):  # type: ignore[misc]
+    """A Gymnasium vector env whose rows differ by one private parameter (no auto-reset).
+
+    ``reset(seed=[...], options={"reset_mask": mask})`` resets the masked rows, each with its
+    seed (Gymnasium's ``env.reset(seed=s)``); ``step(actions)`` steps every row;
+    :meth:`set_param` gives rows their values (takes effect at once; set it before the reset of
+    a new agent's episode).
+    """
+
+    param: str
+
+    def set_param(self, rows: np.ndarray, values: np.ndarray) -> None:
+        """Set the private parameter of ``rows`` to ``values``."""
+        raise NotImplementedError
+
+
+def _setup_spaces(env: Any, single: Any, n: int) -> None:
+    from gymnasium.vector import AutoresetMode
+    from gymnasium.vector.utils import batch_space
+
+    env.num_envs = n
+    env.single_observation_space = single.observation_space
+    env.single_action_space = single.action_space
+    env.observation_space = batch_space(single.observation_space, n)
+    env.action_space = batch_space(single.action_space, n)
+    env.metadata = {"autoreset_mode": AutoresetMode.DISABLED}
+
+
+def _mask_rows(options: Any, n: int) -> np.ndarray:
+    if options is not None and "reset_mask" in options:
+        m = np.asarray(options["reset_mask"], dtype=bool)
+        if m.shape != (n,):
+            raise InvalidParameterError(f"reset_mask must have shape ({n},), got {m.shape}")
+        return np.flatnonzero(m)
+    return np.arange(n)
+
+
+def _seeds(seed: Any, rows: np.ndarray) -> list[int | None]:
+    if seed is None:
+        return [None] * rows.size
+    s = list(seed) if isinstance(seed, (list, tuple, np.ndarray)) else [seed] * rows.size
+    if len(s) != rows.size:
+        raise InvalidParameterError(f"seed must have one entry per reset row ({rows.size})")
+    return s
+
+
+class AcrobotParamVectorEnv(ParamVectorEnv):
+    """Gymnasium's Acrobot-v1 (``book`` dynamics, RK4 over ``dt``) over N rows, every physical
+    constant a per-row array. Same reset law as Gymnasium (state uniform in [-0.1, 0.1]^4 rounded
+    to float32, from ``default_rng(seed)``), reward -1 per step and 0 on the terminating step."""
+
+    def __init__(self, n: int, param: str) -> None:
+        from gymnasium.envs.classic_control.acrobot import AcrobotEnv
+
+        single = AcrobotEnv()
+        _setup_spaces(self, single, n)
+        self.param = param
+        self.consts = {k: np.full(n, float(getattr(single, k))) for k in ACROBOT_PARAMS}
+        self.torque = np.asarray(single.AVAIL_TORQUE, dtype=np.float64)
+        self.state = np.zeros((n, 4))
+
+    def set_param(self, rows: np.ndarray, values: np.ndarray) -> None:
+        self.consts[self.param][rows] = values
+
+    def reset(self, *, seed: Any = None, options: Any = None) -> tuple[np.ndarray, dict]:
+        rows = _mask_rows(options, self.num_envs)
+        for r, s in zip(rows, _seeds(seed, rows), strict=True):
+            rng = np.random.default_rng(s)
+            self.state[r] = rng.uniform(low=-0.1, high=0.1, size=(4,)).astype(np.float32)
+        return self._obs(), {}
+
+    def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
+        a = self.torque[np.asarray(actions, dtype=np.int64)]
+        c = self.consts
+        term = np.empty(self.num_envs, dtype=np.bool_)
+        _acrobot_step(
+            self.state,
+            np.ascontiguousarray(a, dtype=np.float64),
+            *(c[k] for k in ACROBOT_PARAMS),
+            term,
+        )
+        rew = np.where(term, 0.0, -1.0)
+        return self._obs(), rew, term, np.zeros(self.num_envs, dtype=bool), {}
+
+    def _obs(self) -> np.ndarray:
+        s = self.state
+        return np.stack(
+            [np.cos(s[:, 0]), np.sin(s[:, 0]), np.cos(s[:, 1]), np.sin(s[:, 1]), s[:, 2], s[:, 3]],
+            axis=1,
+        ).astype(np.float32)
+
+
+# Gymnasium's AcrobotEnv.step (``book`` dynamics: ``_dsdt``, ``rk4`` over [0, dt], ``wrap``,
+# ``bound``, ``_terminal``) as one compiled loop over the rows, operation for operation.
+
+
+@nb.njit(cache=True, nogil=True)
+def _acrobot_dsdt(t1, t2, dt1, dt2, a, m1, m2, l1, lc1, lc2, moi):  # noqa: PLR0913
+    g = 9.8
+    pi = math.pi
+    i1 = moi
+    i2 = moi
+    d1 = m1 * lc1**2 + m2 * (l1**2 + lc2**2 + 2 * l1 * lc2 * math.cos(t2)) + i1 + i2
+    d2 = m2 * (lc2**2 + l1 * lc2 * math.cos(t2)) + i2
+    phi2 = m2 * lc2 * g * math.cos(t1 + t2 - pi / 2.0)
+    phi1 = (
+        -m2 * l1 * lc2 * dt2**2 * math.sin(t2)
+        - 2 * m2 * l1 * lc2 * dt2 * dt1 * math.sin(t2)
+        + (m1 * lc1 + m2 * l1) * g * math.cos(t1 - pi / 2)
+        + phi2
+    )
+    ddt2 = (a + d2 / d1 * phi1 - m2 * l1 * lc2 * dt1**2 * math.sin(t2) - phi2) / (
+        m2 * lc2**2 + i2 - d2**2 / d1
+    )
+    ddt1 = -(d2 * ddt2 + phi1) / d1
+    return dt1, dt2, ddt1, ddt2
+
+
+@nb.njit(cache=True, nogil=True)
+def _acrobot_step(state, torque, l1s, l2s, m1s, m2s, lc1s, lc2s, mois, mv1s, mv2s, dts, term):  # noqa: PLR0913
+    pi = math.pi
+    for i in range(state.shape[0]):
+        m1, m2, l1, lc1, lc2, moi = m1s[i], m2s[i], l1s[i], lc1s[i], lc2s[i], mois[i]
+        a = torque[i]
+        dt = dts[i]
+        dt2 = dt / 2.0
+        y0, y1, y2, y3 = state[i, 0], state[i, 1], state[i, 2], state[i, 3]
+        k1 = _acrobot_dsdt(y0, y1, y2, y3, a, m1, m2, l1, lc1, lc2, moi)
+        k2 = _acrobot_dsdt(
+            y0 + dt2 * k1[0],
+            y1 + dt2 * k1[1],
+            y2 + dt2 * k1[2],
+            y3 + dt2 * k1[3],
+            a,
+            m1,
+            m2,
+            l1,
+            lc1,
+            lc2,
+            moi,
+        )
+        k3 = _acrobot_dsdt(
+            y0 + dt2 * k2[0],
+            y1 + dt2 * k2[1],
+            y2 + dt2 * k2[2],
+            y3 + dt2 * k2[3],
+            a,
+            m1,
+            m2,
+            l1,
+            lc1,
+            lc2,
+            moi,
+        )
+        k4 = _acrobot_dsdt(
+            y0 + dt * k3[0],
+            y1 + dt * k3[1],
+            y2 + dt * k3[2],
+            y3 + dt * k3[3],
+            a,
+            m1,
+            m2,
+            l1,
+            lc1,
+            lc2,
+            moi,
+        )
+        w = dt / 6.0
+        n0 = y0 + w * (k1[0] + 2 * k2[0] + 2 * k3[0] + k4[0])
+        n1 = y1 + w * (k1[1] + 2 * k2[1] + 2 * k3[1] + k4[1])
+        n2 = y2 + w * (k1[2] + 2 * k2[2] + 2 * k3[2] + k4[2])
+        n3 = y3 + w * (k1[3] + 2 * k2[3] + 2 * k3[3] + k4[3])
+        diff = pi - -pi
+        while n0 > pi:
+            n0 = n0 - diff
+        while n0 < -pi:
+            n0 = n0 + diff
+        while n1 > pi:
+            n1 = n1 - diff
+        while n1 < -pi:
+            n1 = n1 + diff
+        n2 = min(max(n2, -mv1s[i]), mv1s[i])
+        n3 = min(max(n3, -mv2s[i]), mv2s[i])
+        state[i, 0], state[i, 1], state[i, 2], state[i, 3] = n0, n1, n2, n3
+        term[i] = -math.cos(n0) - math.cos(n1 + n0) > 1.0
+
+
+class MountainCarParamVectorEnv(ParamVectorEnv):
+    """Gymnasium's MountainCar-v0 over N rows, its constants per-row arrays (reset: position
+    uniform in [-0.6, -0.4] from ``default_rng(seed)``, velocity 0; reward -1 per step)."""
+
+    def __init__(self, n: int, param: str) -> None:
+        from gymnasium.envs.classic_control.mountain_car import MountainCarEnv
+
+        single = MountainCarEnv()
+        _setup_spaces(self, single, n)
+        self.param = param
+        self.consts = {k: np.full(n, float(getattr(single, k))) for k in MOUNTAINCAR_PARAMS}
+        self.state = np.zeros((n, 2))
+
+    def set_param(self, rows: np.ndarray, values: np.ndarray) -> None:
+        self.consts[self.param][rows] = values
+
+    def reset(self, *, seed: Any = None, options: Any = None) -> tuple[np.ndarray, dict]:
+        rows = _mask_rows(options, self.num_envs)
+        for r, s in zip(rows, _seeds(seed, rows), strict=True):
+            rng = np.random.default_rng(s)
+            self.state[r] = (rng.uniform(low=-0.6, high=-0.4), 0.0)
+        return self.state.astype(np.float32), {}
+
+    def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
+        c = self.consts
+        action = np.asarray(actions, dtype=np.int64)
+        position, velocity = self.state[:, 0], self.state[:, 1]
+        # Gymnasium's MountainCarEnv.step, operation for operation
+        velocity = velocity + ((action - 1) * c["force"] + np.cos(3 * position) * (-c["gravity"]))
+        velocity = np.clip(velocity, -c["max_speed"], c["max_speed"])
+        position = position + velocity
+        position = np.clip(position, c["min_position"], c["max_position"])
+        velocity = np.where((position == c["min_position"]) & (velocity < 0), 0.0, velocity)
+        term = (position >= c["goal_position"]) & (velocity >= c["goal_velocity"])
+        self.state = np.stack([position, velocity], axis=1)
+        rew = np.full(self.num_envs, -1.0)
+        return self.state.astype(np.float32), rew, term, np.zeros(self.num_envs, dtype=bool), {}
+
+
+class SyncParamVectorEnv(ParamVectorEnv):
+    """Any environment: Gymnasium's ``SyncVectorEnv`` (one env per row, ``AutoresetMode.
+    DISABLED``), the private attribute set on each row's ``env.unwrapped``."""
+
+    def __init__(
+        self, env_id: str, n: int, param: str, max_episode_steps: int | None = None
+    ) -> None:
+        from gymnasium.vector import AutoresetMode, SyncVectorEnv
+
+        self.inner = SyncVectorEnv(
+            [lambda: _make(env_id, max_episode_steps)] * n,
+            autoreset_mode=AutoresetMode.DISABLED,
+        )
+        self.num_envs = n
+        self.single_observation_space = self.inner.single_observation_space
+        self.single_action_space = self.inner.single_action_space
+        self.observation_space = self.inner.observation_space
+        self.action_space = self.inner.action_space
+        self.metadata = self.inner.metadata
+        self.param = param
+        self._unwrapped = [e.unwrapped for e in self.inner.envs]
+
+    def set_param(self, rows: np.ndarray, values: np.ndarray) -> None:
+        for r, v in zip(np.asarray(rows).tolist(), np.asarray(values).tolist(), strict=True):
+            _set_param(self._unwrapped[r], self.param, float(v))
+
+    def reset(self, *, seed: Any = None, options: Any = None) -> tuple[np.ndarray, dict]:
+        rows = _mask_rows(options, self.num_envs)
+        mask = np.zeros(self.num_envs, dtype=bool)
+        mask[rows] = True
+        full: list[int | None] = [None] * self.num_envs
+        for r, s in zip(rows, _seeds(seed, rows), strict=True):
+            full[r] = None if s is None else int(s)
+        obs, info = self.inner.reset(seed=full, options={"reset_mask": mask})
+        return np.asarray(obs).reshape(self.num_envs, -1), info
+
+    def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
+        obs, rew, term, trunc, info = self.inner.step(np.asarray(actions, dtype=np.int64))
+        return (
+            np.asarray(obs).reshape(self.num_envs, -1),
+            np.asarray(rew, dtype=np.float64),
+            np.asarray(term, dtype=bool),
+            np.asarray(trunc, dtype=bool),
+            info,
+        )
+
+    def close(self, **kwargs: Any) -> None:
+        self.inner.close()
+
+
+def make_param_vector_env(
+    info: EnvInfo, param: str, n: int, *, max_episode_steps: int | None = None
+) -> ParamVectorEnv:
+    """N rows of ``info.env_id`` with a per-row ``param`` (native NumPy physics where
+    ``info.native``, else Gymnasium's ``SyncVectorEnv``)."""
+    if info.native and info.env_id == "Acrobot-v1":
+        return AcrobotParamVectorEnv(n, param)
+    if info.native and info.env_id == "MountainCar-v0":
+        return MountainCarParamVectorEnv(n, param)
+    return SyncParamVectorEnv(info.env_id, n, param, max_episode_steps)
+
+
+def values_array(values: Sequence[float]) -> np.ndarray:
+    """The candidate values as a sorted float64 array."""
+    return np.sort(np.asarray(values, dtype=np.float64))

@@ -1,0 +1,958 @@
+"""PGC-A3C on any Gymnasium environment with a discrete action space and a private parameter.
+
+The generic path of ``ldp-audit train pgc-a3c --env ENV_ID --private-param NAME=V1,V2,...``
+(docs/gymnasium.md). It is Ono & Takahashi's (2020) Algorithms 1-3 exactly as
+:mod:`ldp_audit.training.pgc_a3c` runs them on CartPole, with three things generalised:
+
+- **the task**: each agent's environment is ``gymnasium.make(env_id)`` with one attribute of
+  ``env.unwrapped`` set to the agent's private value, drawn uniformly (seeded) from the
+  candidates; the agents of all trials step together through one
+  :class:`~ldp_audit.training.gym_envs.ParamVectorEnv` (Gymnasium's vector API: native NumPy
+  physics for Acrobot and MountainCar, ``SyncVectorEnv`` for anything else);
+- **the network**, sized from the spaces: the paper's two-layer net without biases,
+  ``h = ReLU(theta_c s)`` (hidden x obs_dim), logits ``theta_p h`` (n_actions x hidden),
+  value ``theta_v h``; packed ``[theta_c, theta_p, theta_v]``, d = hidden (obs_dim +
+  n_actions + 1), Glorot-uniform;
+- **the episode loss** (eqs. 15-18) over ``n_actions`` actions, by hand in NumPy (checked
+  against torch autograd in tests/test_gym_pgc.py): ``dL/dz_t = -A_t (onehot(a_t) - pi_t) + beta
+  pi_t (log pi_t + H_t)``, ``dL/dV_t = -2 lambda A_t``, with ``A_t = V_hat_t - V(s_t)`` and
+  ``V_hat_t = sum_{j>=t} gamma^{j-t} r_j + gamma^{T-t} V(s_T)`` (V(s_T) = 0 when the episode
+  terminated, the network's value when it was cut).
+
+Acting: one uniform u per agent-step; explore iff u < alpha (then the action is
+``floor(u / alpha * n_actions)``), else argmax pi (ties to the lowest index) or, with
+``acting="sample"``, the inverse CDF of pi at ``(u - alpha) / (1 - alpha)``; alpha =
+max(0, alpha_start - n / alpha_decay) with n the trial's submissions so far.
+
+Privacy: every report goes through :func:`ldp_audit.training.pgc_a3c.privatize_reports`, i.e.
+:func:`ldp_audit.release.release_many`: the agent's ledger entry is charged durably, then the
+report is randomised (Laplace, Alg. 2; PRS, Alg. 3; the non-private baseline is L1-clipped to
+C/2 = 5), then sealed; the aggregator (eq. 22, :class:`~ldp_audit.training.pgc_a3c.Aggregator`)
+accepts sealed reports only. The run directory (``algorithm: "pgc-a3c-gym"``) records the env
+id, the parameter and its candidates in ``config.json`` (``private_parameter``), the transcript
+in the PGC-A3C layout, and the secret value per report in ``secrets.npz`` (``value``).
+
+Randomness: ``seed`` -> ``SeedSequence(seed, spawn_key=(0, k))`` per trial k (initial theta,
+acting uniforms, values and reset seeds) and ``spawn_key=(1,)`` for the mechanism noise.
+CartPole with its ``gravity`` is the paper's own task: the CLI sends it to the fused CartPole
+engine (:mod:`ldp_audit.training.pgc_a3c`), whose results stay bit for bit what they were.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ldp_audit._validation import check_bool, check_epsilon, check_positive, check_real, check_rng
+from ldp_audit.errors import InvalidParameterError
+from ldp_audit.training.gym_envs import (
+    EnvInfo,
+    check_private_param,
+    import_env_module,
+    make_param_vector_env,
+)
+
+__all__ = [
+    "ALGORITHM",
+    "GymPgcConfig",
+    "GymTrainResult",
+    "Network",
+    "episode_gradients",
+    "loss_gradients",
+    "rollout",
+    "train",
+]
+
+#: ``config.json``'s ``algorithm`` of a run of this trainer.
+ALGORITHM = "pgc-a3c-gym"
+_MECHANISMS = ("laplace", "prs", "none")
+_ACTING = ("argmax", "sample")
+_PAPER_CLIP = {"laplace": 0.01, "prs": 1.0, "none": 10.0}
+_PAPER_BUFFER = {"laplace": 1, "prs": 100, "none": 1}
+_BLOCK = 256  # acting uniforms drawn per trial in blocks of this many lock-steps
+_SEED_BOUND = 2**63 - 1
+
+
+def _check_int(value: Any, name: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise InvalidParameterError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GymPgcConfig:
+    """A PGC-A3C run on a Gymnasium environment with one private parameter per agent.
+
+    The privacy and learning hyper-parameters mean what they mean in
+    :class:`ldp_audit.training.pgc_a3c.PgcA3cConfig` (paper defaults).
+    """
+
+    env_id: str
+    """Gymnasium id (a discrete action space, a Box observation)."""
+    private_param: str
+    """The attribute of ``env.unwrapped`` that is each agent's secret."""
+    values: tuple[float, ...]
+    """Its candidate values; each agent draws one uniformly (at least two, distinct)."""
+    env_module: str | None = None
+    """A module to import first, which registers the environment (a user env)."""
+    mechanism: str = "laplace"
+    """"laplace" (Alg. 2), "prs" (Alg. 3) or "none" (L1-clipped, no noise)."""
+    epsilon: float = 1.0
+    """Total LDP budget of one agent over its ``rounds`` reports (inf for "none")."""
+    trials: int = 1
+    n_agents: int = 9
+    max_submissions: int = 2000
+    rounds: int = 1
+    """Reports per agent (each at epsilon / rounds; the agent keeps its value)."""
+    clip: float | None = None
+    buffer_size: int | None = None
+    eta: float = 0.5
+    gamma: float = 0.99
+    lam: float = 0.5
+    beta: float = 0.01
+    hidden: int = 16
+    episode_steps: int | None = None
+    """Episode cap (None: the env spec's ``max_episode_steps``, else 1000)."""
+    alpha_start: float = 0.5
+    alpha_decay: float = 1800.0
+    acting: str = "argmax"
+    budget: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.mechanism not in _MECHANISMS:
+            raise InvalidParameterError(
+                f"mechanism must be one of {_MECHANISMS}, got {self.mechanism!r}"
+            )
+        if self.mechanism == "none":
+            object.__setattr__(self, "epsilon", math.inf)
+        else:
+            object.__setattr__(self, "epsilon", check_epsilon(self.epsilon, "epsilon"))
+        if self.acting not in _ACTING:
+            raise InvalidParameterError(f"acting must be one of {_ACTING}, got {self.acting!r}")
+        for name, lo in (
+            ("trials", 1),
+            ("n_agents", 1),
+            ("max_submissions", 1),
+            ("rounds", 1),
+            ("hidden", 1),
+        ):
+            _check_int(getattr(self, name), name, lo)
+        if self.episode_steps is not None:
+            _check_int(self.episode_steps, "episode_steps", 1)
+        if self.clip is not None:
+            object.__setattr__(self, "clip", check_positive(self.clip, "clip"))
+        if self.buffer_size is not None:
+            _check_int(self.buffer_size, "buffer_size", 1)
+        for name in ("eta", "lam", "alpha_decay"):
+            check_positive(getattr(self, name), name)
+        if not 0.0 < check_real(self.gamma, "gamma") <= 1.0:
+            raise InvalidParameterError(f"gamma must be in (0, 1], got {self.gamma!r}")
+        for name in ("beta", "alpha_start"):
+            v = check_real(getattr(self, name), name)
+            if not (math.isfinite(v) and 0 <= v):
+                raise InvalidParameterError(f"{name} must be finite and >= 0, got {v!r}")
+        if float(self.alpha_start) > 1.0:
+            raise InvalidParameterError(f"alpha_start must be <= 1, got {self.alpha_start!r}")
+        if self.budget is not None:
+            object.__setattr__(self, "budget", check_positive(self.budget, "budget"))
+        if isinstance(self.values, np.ndarray):
+            object.__setattr__(self, "values", tuple(self.values.tolist()))
+        # the env, the parameter and every value, before any episode (names the bad one)
+        info, vals = check_private_param(
+            self.env_id,
+            self.private_param,
+            self.values,
+            env_module=self.env_module,
+            max_episode_steps=self.episode_steps,
+        )
+        object.__setattr__(self, "values", vals)
+        object.__setattr__(self, "_info", info)
+
+    # ------------------------------------------------------------------------------ derived
+    @property
+    def info(self) -> EnvInfo:
+        """The validated environment's shapes (:class:`~ldp_audit.training.gym_envs.EnvInfo`)."""
+        return self._info  # type: ignore[attr-defined]
+
+    @property
+    def network(self) -> Network:
+        """The network sized from the spaces."""
+        return Network(self.info.obs_dim, self.info.n_actions, self.hidden)
+
+    @property
+    def steps(self) -> int:
+        """The episode cap actually used."""
+        if self.episode_steps is not None:
+            return int(self.episode_steps)
+        m = self.info.max_episode_steps
+        return int(m) if m is not None else 1000
+
+    @property
+    def effective_clip(self) -> float:
+        return _PAPER_CLIP[self.mechanism] if self.clip is None else float(self.clip)
+
+    @property
+    def effective_buffer_size(self) -> int:
+        return _PAPER_BUFFER[self.mechanism] if self.buffer_size is None else self.buffer_size
+
+    @property
+    def epsilon_per_submission(self) -> float:
+        return self.epsilon / self.rounds
+
+    def make_mechanism(self) -> Any:
+        """The per-report mechanism (:mod:`ldp_audit.mechanisms`)."""
+        from ldp_audit import mechanisms as M
+
+        if self.mechanism == "laplace":
+            return M.Laplace(epsilon=self.epsilon_per_submission, clip=self.effective_clip)
+        if self.mechanism == "prs":
+            return M.ProjectedRandomSign(
+                epsilon=self.epsilon_per_submission, clip=self.effective_clip
+            )
+        return M.NoPrivacy()
+
+    def private_parameter(self) -> dict[str, Any]:
+        """``config.json``'s ``private_parameter`` record (read by the generic attack)."""
+        return {
+            "env_id": self.env_id,
+            "name": self.private_param,
+            "values": list(self.values),
+            "env_module": self.env_module,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["values"] = list(self.values)
+        if math.isinf(d["epsilon"]):
+            d["epsilon"] = "inf"
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> GymPgcConfig:
+        """Inverse of :meth:`to_dict`. A config read from a run directory never imports code:
+        its ``env_module`` must already be imported (see :func:`config_from_run`)."""
+        import sys
+
+        d = dict(d)
+        mod = d.get("env_module")
+        if mod is not None and mod not in sys.modules:
+            raise InvalidParameterError(
+                f"this config's environment is registered by the module {mod!r}, which is not "
+                f"imported; import it first (CLI: --env-module {mod}): a config read from a run "
+                "directory never imports code by itself"
+            )
+        if d.get("epsilon") == "inf":
+            d["epsilon"] = math.inf
+        d["values"] = tuple(d["values"])
+        return cls(**d)
+
+
+# ==============================================================================================
+# The network and the episode gradient (eqs. 15-18, any number of actions)
+# ==============================================================================================
+
+
+@dataclass(frozen=True)
+class Network:
+    """The paper's network sized from the spaces (no biases)."""
+
+    obs_dim: int
+    n_actions: int
+    hidden: int = 16
+
+    @property
+    def dim(self) -> int:
+        """d = hidden (obs_dim + n_actions + 1)."""
+        return self.hidden * (self.obs_dim + self.n_actions + 1)
+
+    def init(self, rng: np.random.Generator) -> np.ndarray:
+        """Glorot-uniform parameters (d,) (TensorFlow's default, as the CartPole engine)."""
+        rng = check_rng(rng)
+        parts = []
+        for fo, fi in (
+            (self.hidden, self.obs_dim),
+            (self.n_actions, self.hidden),
+            (1, self.hidden),
+        ):
+            lim = math.sqrt(6.0 / (fi + fo))
+            parts.append(rng.uniform(-lim, lim, size=fo * fi))
+        return np.concatenate(parts)
+
+    def unpack(self, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Views (B, H, O), (B, A, H), (B, H) of a (B, d) batch."""
+        b, h, o, a = theta.shape[0], self.hidden, self.obs_dim, self.n_actions
+        c, p = h * o, h * o + a * h
+        return (
+            theta[:, :c].reshape(b, h, o),
+            theta[:, c:p].reshape(b, a, h),
+            theta[:, p:].reshape(b, h),
+        )
+
+    def check(self, theta: Any, name: str = "theta") -> np.ndarray:
+        t = np.asarray(theta, dtype=np.float64)
+        if t.ndim == 1:
+            t = t[None, :]
+        if t.ndim != 2 or t.shape[1] != self.dim or not np.all(np.isfinite(t)):
+            raise InvalidParameterError(
+                f"{name} must be a finite array of shape (B, {self.dim}), got {np.shape(theta)}"
+            )
+        return np.ascontiguousarray(t)
+
+    def logits(self, theta: np.ndarray, obs: np.ndarray) -> np.ndarray:
+        """Logits (B, A) of one observation per row (theta (B, d), obs (B, O))."""
+        wc, wp, _ = self.unpack(theta)
+        h = np.maximum(np.einsum("bho,bo->bh", wc, obs), 0.0)
+        return np.einsum("bah,bh->ba", wp, h)
+
+    def act(
+        self, theta: np.ndarray, obs: np.ndarray, u: np.ndarray, alpha: np.ndarray, sample: bool
+    ) -> np.ndarray:
+        """The alpha-greedy action of each row from one uniform per row (see the module)."""
+        z = self.logits(theta, obs)
+        a_n = self.n_actions
+        explore = u < alpha
+        safe_alpha = np.where(alpha > 0, alpha, 1.0)
+        rand_a = np.minimum((u / safe_alpha * a_n).astype(np.int64), a_n - 1)
+        if sample:
+            zz = z - z.max(axis=1, keepdims=True)
+            p = np.exp(zz)
+            cdf = np.cumsum(p / p.sum(axis=1, keepdims=True), axis=1)
+            v = (u - alpha) / np.where(alpha < 1, 1.0 - alpha, 1.0)
+            greedy = np.minimum((cdf <= v[:, None]).sum(axis=1), a_n - 1)
+        else:
+            greedy = np.argmax(z, axis=1)
+        return np.where(explore, rand_a, greedy)
+
+
+def loss_gradients(
+    net: Network,
+    theta: np.ndarray,
+    obs: np.ndarray,
+    actions: np.ndarray,
+    rewards: np.ndarray,
+    lengths: np.ndarray,
+    bootstrap: np.ndarray,
+    *,
+    gamma: float = 0.99,
+    lam: float = 0.5,
+    beta: float = 0.01,
+) -> np.ndarray:
+    """Gradient of L = L_p + lambda L_v (eqs. 15-18) per episode row, by hand.
+
+    Args:
+        net: the network.
+        theta: (M, d) parameters each episode was played with.
+        obs: (M, L+1, O) observations s_0..s_L (row m valid up to ``lengths[m]`` inclusive).
+        actions: (M, L) actions; rewards: (M, L).
+        lengths: (M,) T_m >= 1 actions taken.
+        bootstrap: (M,) True where the episode was cut (use V(s_T)), False if it terminated.
+        gamma, lam, beta: the loss hyper-parameters.
+
+    Returns:
+        (M, d) gradients.
+    """
+    theta = net.check(theta)
+    m, big_l = np.shape(actions)
+    lengths = np.asarray(lengths, dtype=np.int64)
+    if lengths.shape != (m,) or lengths.min() < 1 or lengths.max() > big_l:
+        raise InvalidParameterError(f"lengths must be (M,) in [1, {big_l}], got {lengths!r}")
+    wc, wp, wv = net.unpack(theta)
+    s = np.ascontiguousarray(obs, dtype=np.float64)
+    pre = np.matmul(s, wc.transpose(0, 2, 1))  # (M, L+1, H)
+    h = np.maximum(pre, 0.0)
+    z = np.matmul(h, wp.transpose(0, 2, 1))  # (M, L+1, A)
+    v = np.matmul(h, wv[:, :, None])[:, :, 0]  # (M, L+1)
+    ar = np.arange(m)
+    v_last = np.where(np.asarray(bootstrap, dtype=bool), v[ar, lengths], 0.0)
+    steps = np.arange(big_l)
+    valid = steps[None, :] < lengths[:, None]
+    r = np.where(valid, np.asarray(rewards, dtype=np.float64), 0.0)
+    g = float(gamma)
+    pw = g ** steps.astype(np.float64)
+    if big_l == 0 or pw[-1] > 1e-250:
+        v_hat = np.cumsum((pw * r)[:, ::-1], axis=1)[:, ::-1] / pw
+    else:  # gamma^L underflows: backward recursion
+        v_hat = np.empty_like(r)
+        acc = np.zeros(m)
+        for t in range(big_l - 1, -1, -1):
+            acc = r[:, t] + g * acc
+            v_hat[:, t] = acc
+    v_hat = v_hat + g ** np.maximum(lengths[:, None] - steps[None, :], 0) * v_last[:, None]
+    adv = v_hat - v[:, :big_l]
+    zt = z[:, :big_l]
+    zmax = zt.max(axis=2, keepdims=True)
+    logp = zt - (zmax + np.log(np.exp(zt - zmax).sum(axis=2, keepdims=True)))
+    pi = np.exp(logp)
+    ent = -(pi * logp).sum(axis=2, keepdims=True)  # eq. 13
+    a_idx = np.asarray(actions, dtype=np.int64)
+    onehot = (a_idx[:, :, None] == np.arange(net.n_actions)).astype(np.float64)
+    dz = -adv[:, :, None] * (onehot - pi) + beta * pi * (logp + ent)  # eq. 16
+    dz = np.where(valid[:, :, None], dz, 0.0)
+    dv = np.where(valid, -2.0 * lam * adv, 0.0)  # eq. 17 x lambda
+    ht = h[:, :big_l]
+    g_wp = np.matmul(dz.transpose(0, 2, 1), ht)  # (M, A, H)
+    g_wv = np.matmul(dv[:, None, :], ht)[:, 0, :]  # (M, H)
+    dh = np.matmul(dz, wp) + dv[:, :, None] * wv[:, None, :]  # (M, L, H)
+    dpre = np.where(pre[:, :big_l] > 0.0, dh, 0.0)
+    g_wc = np.matmul(dpre.transpose(0, 2, 1), s[:, :big_l])  # (M, H, O)
+    return np.concatenate([g_wc.reshape(m, -1), g_wp.reshape(m, -1), g_wv], axis=1)
+
+
+# ==============================================================================================
+# Rollouts: the attacker's simulator (and the tests')
+# ==============================================================================================
+
+
+def rollout(
+    cfg: GymPgcConfig,
+    theta: np.ndarray,
+    values: np.ndarray,
+    rng: np.random.Generator,
+    alpha: float | np.ndarray = 0.0,
+) -> dict[str, np.ndarray]:
+    """Play one episode per row (theta (B, d), private value (B,)), all rows in lock-step.
+
+    Returns:
+        obs (B, L+1, O), actions (B, L), rewards (B, L), lengths (B,), bootstrap (B,), score (B,).
+    """
+    rng = check_rng(rng)
+    net = cfg.network
+    th = net.check(theta)
+    b = th.shape[0]
+    vals = np.broadcast_to(np.asarray(values, dtype=np.float64).reshape(-1), (b,)).copy()
+    alpha_b = np.broadcast_to(np.asarray(alpha, dtype=np.float64), (b,)).copy()
+    steps = cfg.steps
+    env = make_param_vector_env(cfg.info, cfg.private_param, b, max_episode_steps=steps)
+    try:
+        env.set_param(np.arange(b), vals)
+        o, _ = env.reset(seed=rng.integers(0, _SEED_BOUND, size=b).tolist())
+        obs = np.zeros((b, steps + 1, net.obs_dim))
+        acts = np.zeros((b, steps), dtype=np.int64)
+        rews = np.zeros((b, steps))
+        lengths = np.full(b, steps, dtype=np.int64)
+        boot = np.ones(b, dtype=bool)
+        alive = np.ones(b, dtype=bool)
+        cur = np.asarray(o, dtype=np.float64).reshape(b, -1)
+        sample = cfg.acting == "sample"
+        for t in range(steps):
+            u = rng.random(b)
+            a = net.act(th, cur, u, alpha_b, sample)
+            obs[alive, t] = cur[alive]
+            acts[alive, t] = a[alive]
+            nxt, r, term, trunc, _ = env.step(a)
+            nxt = np.asarray(nxt, dtype=np.float64).reshape(b, -1)
+            rews[alive, t] = r[alive]
+            done = alive & (term | trunc | (t + 1 == steps))
+            if done.any():
+                obs[done, t + 1] = nxt[done]
+                lengths[done] = t + 1
+                boot[done] = ~term[done]
+                alive &= ~done
+                if not alive.any():
+                    break
+                # rows that ended are reset (Gymnasium's DISABLED autoreset needs it) and ignored
+                nxt[done], _ = _reset_rows(env, done, rng)
+            cur = nxt
+    finally:
+        env.close()
+    return {
+        "obs": obs,
+        "actions": acts,
+        "rewards": rews,
+        "lengths": lengths,
+        "bootstrap": boot,
+        "score": rews.sum(axis=1),
+    }
+
+
+def _reset_rows(env: Any, mask: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, Any]:
+    rows = np.flatnonzero(mask)
+    o, info = env.reset(
+        seed=rng.integers(0, _SEED_BOUND, size=rows.size).tolist(), options={"reset_mask": mask}
+    )
+    return np.asarray(o, dtype=np.float64).reshape(env.num_envs, -1)[rows], info
+
+
+def episode_gradients(
+    cfg: GymPgcConfig,
+    theta: Any,
+    values: Any,
+    rng: np.random.Generator,
+    alpha: float | np.ndarray = 0.0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The attacker's simulator: one episode per row at ``theta`` with private ``values``.
+
+    The MDP is public except the parameter, so anyone holding a broadcast theta can simulate
+    what an agent with a candidate value would have submitted before noise.
+
+    Returns:
+        (clean gradients (B, d), scores (B,)).
+    """
+    ro = rollout(cfg, theta, values, rng, alpha)
+    big_l = int(ro["lengths"].max())
+    th = cfg.network.check(theta)
+    th = np.broadcast_to(th, (ro["lengths"].size, th.shape[1]))
+    grads = loss_gradients(
+        cfg.network,
+        th,
+        ro["obs"][:, : big_l + 1],
+        ro["actions"][:, :big_l],
+        ro["rewards"][:, :big_l],
+        ro["lengths"],
+        ro["bootstrap"],
+        gamma=cfg.gamma,
+        lam=cfg.lam,
+        beta=cfg.beta,
+    )
+    return grads, ro["score"]
+
+
+def simulator_for(cfg: GymPgcConfig) -> Any:
+    """``simulator(theta (B, d), values (B,), rng, alpha) -> (grads, scores)`` for ``cfg``'s
+    public MDP (the interface of :func:`ldp_audit.attacks.dynamics.simulate_shadow`)."""
+
+    def sim(theta: np.ndarray, values: np.ndarray, rng: np.random.Generator, alpha: Any = 0.0):
+        return episode_gradients(cfg, theta, values, rng, alpha)
+
+    return sim
+
+
+# ==============================================================================================
+# Training: the lock-step engine over every agent of every trial
+# ==============================================================================================
+
+
+@dataclass
+class GymTrainResult:
+    """What :func:`train` returns (the fields of :class:`pgc_a3c.TrainResult` that apply)."""
+
+    config: GymPgcConfig
+    seed: int
+    zeta: np.ndarray
+    theta: np.ndarray
+    submissions: np.ndarray
+    privacy: dict[str, Any]
+    env_steps: int
+    seconds: float
+    transcript: dict[str, np.ndarray] | None
+    secrets: dict[str, np.ndarray] | None
+
+
+def _privacy_summary(c: GymPgcConfig, agents: np.ndarray) -> dict[str, Any]:
+    fin = math.isfinite(c.epsilon)
+    return {
+        "mechanism": c.mechanism,
+        "local": True,
+        "epsilon_per_submission": c.epsilon_per_submission if fin else "inf",
+        "rounds": c.rounds,
+        "epsilon_per_agent": c.epsilon if fin else "inf",
+        "composition": "sequential (basic), section 3.2.1",
+        "agents_per_trial": agents.tolist(),
+        "private_parameter": c.private_parameter(),
+        "note": (
+            f"each agent's reports satisfy epsilon_per_agent-LDP with respect to its "
+            f"{c.private_param}; agents were charged on the ledger before every release"
+            if fin
+            else "non-private baseline: L1-clipped gradients (C = effective clip), no noise"
+        ),
+    }
+
+
+class _Engine:
+    """All agents of all trials in lock-step over one ParamVectorEnv."""
+
+    def __init__(self, cfg: GymPgcConfig, seed: int, accountant: Any, record: bool) -> None:
+        self.cfg, self.seed, self.acc, self.record = cfg, seed, accountant, record
+        self.net = cfg.network
+        k, n = cfg.trials, cfg.n_agents
+        self.R = k * n
+        self.row_trial = np.repeat(np.arange(k), n)
+        self.row_worker = np.tile(np.arange(n), k)
+        streams = [np.random.SeedSequence(seed, spawn_key=(0, t)).spawn(3) for t in range(k)]
+        init = [np.random.default_rng(s[0]) for s in streams]
+        self.act_rng = [np.random.default_rng(s[1]) for s in streams]
+        self.reset_rng = [np.random.default_rng(s[2]) for s in streams]
+        self.mech_rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(1,)))
+        self.mechanism = cfg.make_mechanism()
+        from ldp_audit.training.pgc_a3c import Aggregator
+
+        theta0 = np.stack([self.net.init(r) for r in init])
+        self.agg = Aggregator(theta0, cfg.eta, cfg.effective_buffer_size)
+        self.cand = np.asarray(cfg.values, dtype=np.float64)
+        self.steps = cfg.steps
+        self.env = make_param_vector_env(
+            cfg.info, cfg.private_param, self.R, max_episode_steps=self.steps
+        )
+        self.n_sub = np.zeros(k, dtype=np.int64)
+        self.next_agent = np.zeros(k, dtype=np.int64)
+        self.zeta = np.full((k, cfg.max_submissions), np.nan)
+        self.env_steps = 0
+        # per row: the agent, its round, its value, its theta copy and the snapshot index
+        self.agent = np.zeros(self.R, dtype=np.int64)
+        self.round = np.zeros(self.R, dtype=np.int64)
+        self.value = np.zeros(self.R)
+        self.theta = np.zeros((self.R, self.net.dim))
+        self.tidx = np.zeros(self.R, dtype=np.int64)
+        self.snaps: list[np.ndarray] = []
+        self.snap_ver = np.full(k, -1, dtype=np.int64)
+        self.snap_idx = np.zeros(k, dtype=np.int64)
+        self.t = np.zeros(self.R, dtype=np.int64)
+        self.obs = np.zeros((self.R, self.steps + 1, self.net.obs_dim))
+        self.act = np.zeros((self.R, self.steps), dtype=np.int64)
+        self.rew = np.zeros((self.R, self.steps))
+        self.rows_tr: list[dict[str, np.ndarray]] = []
+        self.transcript_rows: list[Any] = []
+        self.secret_rows: list[dict[str, np.ndarray]] = []
+        self.ublock = np.zeros((self.R, _BLOCK))
+        self.upos = _BLOCK
+
+    # -------------------------------------------------------------------------------- helpers
+    def _theta_index(self, trial: int) -> int:
+        v = int(self.agg.version[trial])
+        if self.snap_ver[trial] != v:
+            self.snaps.append(self.agg.theta[trial].copy())
+            self.snap_ver[trial] = v
+            self.snap_idx[trial] = len(self.snaps) - 1
+        return int(self.snap_idx[trial])
+
+    def _start(self, rows: np.ndarray, new_agent: np.ndarray) -> np.ndarray:
+        """(Re)start the episodes of ``rows`` (row order); returns their first observations."""
+        seeds = []
+        for r, new in zip(rows.tolist(), new_agent.tolist(), strict=True):
+            tr = int(self.row_trial[r])
+            rr = self.reset_rng[tr]
+            if new:
+                self.agent[r] = self.next_agent[tr]
+                self.next_agent[tr] += 1
+                self.round[r] = 0
+                self.value[r] = self.cand[int(rr.integers(self.cand.size))]
+            else:
+                self.round[r] += 1
+            seeds.append(int(rr.integers(0, _SEED_BOUND)))
+            self.theta[r] = self.agg.theta[tr]
+            self.tidx[r] = self._theta_index(tr)
+        self.env.set_param(rows, self.value[rows])
+        mask = np.zeros(self.R, dtype=bool)
+        mask[rows] = True
+        o, _ = self.env.reset(seed=seeds, options={"reset_mask": mask})
+        self.t[rows] = 0
+        return np.asarray(o, dtype=np.float64).reshape(self.R, -1)[rows]
+
+    def _uniforms(self) -> np.ndarray:
+        if self.upos == _BLOCK:
+            n = self.cfg.n_agents
+            for tr in range(self.cfg.trials):
+                self.ublock[tr * n : (tr + 1) * n] = self.act_rng[tr].random((_BLOCK, n)).T
+            self.upos = 0
+        u = self.ublock[:, self.upos]
+        self.upos += 1
+        return u
+
+    # -------------------------------------------------------------------------------- the loop
+    def run(self, bar: Any = None) -> None:
+        from ldp_audit.training.pgc_a3c import privatize_reports
+
+        cfg, R = self.cfg, self.R
+        cur = np.zeros((R, self.net.obs_dim))
+        cur[:] = self._start(np.arange(R), np.ones(R, dtype=bool))
+        live = np.ones(cfg.trials, dtype=bool)
+        sample = cfg.acting == "sample"
+        clip = cfg.effective_clip if cfg.mechanism == "none" else None
+        rows_all = np.arange(R)
+        while live.any():
+            alpha_tr = np.maximum(0.0, cfg.alpha_start - self.n_sub / cfg.alpha_decay)
+            alpha = alpha_tr[self.row_trial]
+            a = self.net.act(self.theta, cur, self._uniforms(), alpha, sample)
+            t = self.t
+            self.obs[rows_all, t] = cur
+            self.act[rows_all, t] = a
+            nxt, r, term, trunc, _ = self.env.step(a)
+            nxt = np.asarray(nxt, dtype=np.float64).reshape(R, -1)
+            self.rew[rows_all, t] = r
+            self.env_steps += int(live[self.row_trial].sum())
+            t += 1
+            done = term | trunc | (t == self.steps)
+            cur = nxt
+            if not done.any():
+                continue
+            ended = np.flatnonzero(done)
+            self.obs[ended, t[ended]] = nxt[ended]
+            # the reports of this step, in row order, capped at max_submissions per trial
+            take = []
+            for rr in ended.tolist():
+                tr = int(self.row_trial[rr])
+                if live[tr] and self.n_sub[tr] + sum(1 for x in take if self.row_trial[x] == tr) < (
+                    cfg.max_submissions
+                ):
+                    take.append(rr)
+            if take:
+                self._submit(np.asarray(take, dtype=np.int64), term, privatize_reports, clip, bar)
+            for tr in np.flatnonzero(live):
+                if self.n_sub[tr] >= cfg.max_submissions:
+                    live[tr] = False
+            if not live.any():
+                break
+            new_agent = self.round[ended] + 1 >= cfg.rounds
+            cur[ended] = self._start(ended, new_agent)
+
+    def _submit(self, rows: np.ndarray, term: np.ndarray, privatize: Any, clip: Any, bar: Any):
+        cfg = self.cfg
+        lengths = self.t[rows]
+        big_l = int(lengths.max())
+        grads = loss_gradients(
+            self.net,
+            self.theta[rows],
+            self.obs[rows, : big_l + 1],
+            self.act[rows, :big_l],
+            self.rew[rows, :big_l],
+            lengths,
+            ~term[rows],
+            gamma=cfg.gamma,
+            lam=cfg.lam,
+            beta=cfg.beta,
+        )
+        if not np.all(np.isfinite(grads)):
+            raise InvalidParameterError(
+                "a gradient is not finite (theta diverged); nothing of this step was released"
+            )
+        trial = self.row_trial[rows]
+        ids = [f"{t}/{a}" for t, a in zip(trial.tolist(), self.agent[rows].tolist(), strict=True)]
+        rel = privatize(
+            grads,
+            mechanism=self.mechanism,
+            accountant=self.acc,
+            agent_ids=ids,
+            trial=trial,
+            agent=self.agent[rows],
+            rng=self.mech_rng,
+            clip=clip,
+        )
+        sub = np.empty(rows.size, dtype=np.int64)
+        for i, tr in enumerate(trial.tolist()):
+            sub[i] = self.n_sub[tr]
+            self.n_sub[tr] += 1
+        score = self.rew[rows, :big_l].sum(axis=1)
+        self.zeta[trial, sub] = score
+        self.agg.receive(rel)  # eq. 22 on sealed reports only, in row order
+        if self.record:
+            self.transcript_rows.append(
+                {
+                    "trial": trial,
+                    "agent": self.agent[rows].copy(),
+                    "worker": self.row_worker[rows].copy(),
+                    "round": self.round[rows].copy(),
+                    "submission": sub,
+                    "theta_index": self.tidx[rows].copy(),
+                    "report": np.array(rel.values, dtype=np.float64),
+                    "score": score,
+                }
+            )
+            self.secret_rows.append({"value": self.value[rows].copy(), "gradient": grads})
+        if bar is not None:
+            bar.update(rows.size)
+
+    def result(self, seconds: float) -> GymTrainResult:
+        tr = sec = None
+        if self.record:
+            keys = ("trial", "agent", "worker", "round", "submission", "theta_index", "score")
+            d = self.net.dim
+            tr = {
+                k: np.concatenate([x[k] for x in self.transcript_rows])
+                if self.transcript_rows
+                else np.zeros(0, dtype=np.float64 if k == "score" else np.int64)
+                for k in keys
+            }
+            tr["report"] = (
+                np.concatenate([x["report"] for x in self.transcript_rows])
+                if self.transcript_rows
+                else np.zeros((0, d))
+            )
+            tr["thetas"] = np.stack(self.snaps) if self.snaps else np.zeros((0, d))
+            sec = {
+                "value": np.concatenate([x["value"] for x in self.secret_rows])
+                if self.secret_rows
+                else np.zeros(0),
+                "gradient": np.concatenate([x["gradient"] for x in self.secret_rows])
+                if self.secret_rows
+                else np.zeros((0, d)),
+            }
+        return GymTrainResult(
+            config=self.cfg,
+            seed=self.seed,
+            zeta=self.zeta,
+            theta=self.agg.theta.copy(),
+            submissions=self.n_sub.copy(),
+            privacy=_privacy_summary(self.cfg, self.next_agent),
+            env_steps=self.env_steps,
+            seconds=seconds,
+            transcript=tr,
+            secrets=sec,
+        )
+
+
+def train(
+    cfg: GymPgcConfig,
+    *,
+    seed: int = 0,
+    run_dir: str | Path | None = None,
+    ledger: Any = None,
+    progress: bool = False,
+    transcript: bool | None = None,
+    overwrite: bool = False,
+) -> GymTrainResult:
+    """Run ``cfg.trials`` seeded PGC-A3C trials on ``cfg.env_id`` with private parameters.
+
+    Args:
+        cfg: the config (its env, parameter and values were validated when it was built).
+        seed: the run's seed.
+        run_dir: if given, write a run directory (``config.json`` first, the ledger charged
+            during training, then transcript.npz, secrets.npz, metrics.json, model.npz and the
+            manifest); the path must be new or empty (``overwrite=True`` replaces a run).
+        ledger: an ``ldp_audit.accountant.Ledger`` to charge (default: the run's
+            ``ledger.sqlite``, else an in-process tally).
+        progress: a tqdm bar on stderr (submissions).
+        transcript: record the transcript (default: when ``run_dir`` is given).
+        overwrite: replace an earlier run at ``run_dir``.
+    """
+    if not isinstance(cfg, GymPgcConfig):
+        raise InvalidParameterError(f"cfg must be a GymPgcConfig, got {type(cfg).__name__}")
+    seed = _check_int(seed, "seed", 0)
+    check_bool(progress, "progress")
+    check_bool(overwrite, "overwrite")
+    from ldp_audit.rundir import RunWriter, check_new_dir, json_number
+    from ldp_audit.training.pgc_a3c import _make_accountant
+
+    writer = None
+    if run_dir is not None:
+        check_new_dir(run_dir, name="run_dir", overwrite=overwrite)
+        writer = RunWriter(
+            run_dir,
+            algorithm=ALGORITHM,
+            config=cfg.to_dict(),
+            seed=seed,
+            mechanism=cfg.make_mechanism().to_config(),
+            mode="overwrite" if overwrite else "new",
+            extra={"private_parameter": cfg.private_parameter()},
+        )
+        if ledger is None:
+            ledger = writer.open_ledger()
+    acc = _make_accountant(ledger, cfg.budget)
+    record = (run_dir is not None) if transcript is None else bool(transcript)
+    eng = _Engine(cfg, seed, acc, record)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=cfg.trials * cfg.max_submissions, desc=f"{cfg.env_id}", unit="sub")
+    t0 = time.perf_counter()
+    try:
+        eng.run(bar)
+    except BaseException:
+        if writer is not None:
+            res = eng.result(time.perf_counter() - t0)
+            if res.transcript is not None:
+                writer.write_npz("transcript.npz", res.transcript)
+                writer.write_npz("secrets.npz", res.secrets)
+            writer.finish(status="interrupted")
+        raise
+    finally:
+        eng.env.close()
+        if bar is not None:
+            bar.close()
+    res = eng.result(time.perf_counter() - t0)
+    if writer is not None:
+        if res.transcript is not None:
+            writer.write_npz("transcript.npz", res.transcript)
+            writer.write_npz("secrets.npz", res.secrets)
+        subs = res.submissions
+        w = min(10, cfg.max_submissions)
+        writer.write_json(
+            "metrics.json",
+            {
+                "zeta": [z[: int(n)].tolist() for z, n in zip(res.zeta, subs, strict=True)],
+                "submissions": [int(n) for n in subs],
+                "mean_last_scores": [
+                    json_number(float(np.mean(z[max(0, int(n) - w) : int(n)])) if n else math.nan)
+                    for z, n in zip(res.zeta, subs, strict=True)
+                ],
+                "max_submissions": int(cfg.max_submissions),
+                "env_steps": int(res.env_steps),
+                "seconds": float(res.seconds),
+                "privacy": res.privacy,
+            },
+        )
+        writer.write_npz("model.npz", {"theta": res.theta})
+        writer.finish(status="complete")
+    return res
+
+
+def config_from_run(doc: dict[str, Any], env_module: str | None = None) -> GymPgcConfig:
+    """The :class:`GymPgcConfig` of a run's ``config.json`` (its env module imported only if
+    the caller names it: a run directory never makes this process import code)."""
+    d = dict(doc["config"])
+    want = d.get("env_module")
+    if want is not None and env_module != want:
+        raise InvalidParameterError(
+            f"this run's environment is registered by the module {want!r}; pass "
+            f"--env-module {want} to import it (a run directory never imports code by itself)"
+        )
+    import_env_module(env_module)
+    return GymPgcConfig.from_dict(d)
+
+
+# ==============================================================================================
+# The system's parts (registered by ldp_audit.training.gym_system, which imports nothing heavy)
+# ==============================================================================================
+
+
+def _system_train(
+    cfg: GymPgcConfig, *, seed: int, run_dir: Any, ledger: Any, progress: Any, run_mode: str
+) -> Any:
+    """:func:`train` with the registry's signature (``run_mode``: "new" or "overwrite")."""
+    from ldp_audit.systems import TrainResult
+
+    if run_mode not in ("new", "overwrite"):
+        raise InvalidParameterError(
+            f"run_mode must be 'new' or 'overwrite' for {ALGORITHM}, got {run_mode!r}"
+        )
+    res = train(
+        cfg,
+        seed=seed,
+        run_dir=run_dir,
+        ledger=ledger,
+        progress=bool(progress),
+        overwrite=run_mode == "overwrite",
+    )
+    return TrainResult(
+        system=ALGORITHM,
+        config=cfg,
+        seed=int(seed),
+        seconds=float(res.seconds),
+        privacy=res.privacy,
+        metrics={"submissions": res.submissions.tolist(), "env_steps": int(res.env_steps)},
+        run_dir=None if run_dir is None else Path(run_dir),
+        native=res,
+    )
+
+
+def _system_targets(cfg: GymPgcConfig) -> list[tuple[str, Any, dict[str, Any]]]:
+    """The per-submission report mechanism, audited in the report's dimension d."""
+    return [("report", cfg.make_mechanism(), {"dim": cfg.network.dim})]
+
+
+def _system_charges(tr: Any, cfg: GymPgcConfig) -> dict[str, int]:
+    """One charge of ``<trial>/<agent>`` per submission."""
+    from collections import Counter
+
+    return dict(
+        Counter(f"{int(t)}/{int(a)}" for t, a in zip(tr["trial"], tr["agent"], strict=True))
+    )
+
+
+def _system_cli(train_subparsers: Any, reproduce_subparsers: Any) -> None:
+    """No subcommand of its own: ``ldp-audit train pgc-a3c --env ENV --private-param ...``."""

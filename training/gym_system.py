@@ -1,0 +1,46 @@
+"""The ``pgc-a3c-gym`` system (:mod:`ldp_audit.systems`): PGC-A3C on any Gymnasium environment.
+
+Declared with ``"module:attr"`` strings, so listing the systems imports neither the trainer nor
+Gymnasium; the parts live in :mod:`ldp_audit.training.gym_pgc`. Its runs are trained with
+``ldp-audit train pgc-a3c --env ENV_ID --private-param NAME=V1,V2,...`` (docs/gymnasium.md)
+and attacked with ``ldp-audit attack dynamics --run-dir RUN``
+(:func:`ldp_audit.attacks.dynamics.private_param_dynamics`).
+"""
+
+from __future__ import annotations
+
+from ldp_audit.systems import ArraySpec, SystemSpec, TranscriptSchema
+
+__all__ = ["GYM_PGC", "GYM_SCHEMA"]
+
+_I, _F = "iu", "f"
+
+#: transcript.npz of a pgc-a3c-gym run (the PGC-A3C layout; d = hidden (obs + actions + 1)).
+GYM_SCHEMA = TranscriptSchema(
+    (
+        ArraySpec("trial", _I, 1, doc="trial of the submission"),
+        ArraySpec("agent", _I, 1, doc="agent (in arrival order within its trial)"),
+        ArraySpec("worker", _I, 1, optional=True, doc="worker slot"),
+        ArraySpec("round", _I, 1, optional=True, doc="the agent's round (0..T-1)"),
+        ArraySpec("submission", _I, 1, doc="submission index n"),
+        ArraySpec("theta_index", _I, 1, doc="row of thetas the gradient was computed at"),
+        ArraySpec("report", _F, 2, doc="the noisy report (N, d)"),
+        ArraySpec("score", _F, 1, doc="the episode's return"),
+        ArraySpec("thetas", _F, 2, rows=None, doc="the broadcast parameters (V, d)"),
+    )
+)
+
+GYM_PGC = SystemSpec(
+    name="pgc-a3c-gym",
+    summary="PGC-A3C on any Gymnasium env with a discrete action space, one private parameter "
+    "per agent (train pgc-a3c --env ENV --private-param NAME=V1,V2,...)",
+    config="ldp_audit.training.gym_pgc:GymPgcConfig",
+    trainer="ldp_audit.training.gym_pgc:_system_train",
+    schema=GYM_SCHEMA,
+    targets="ldp_audit.training.gym_pgc:_system_targets",
+    charges="ldp_audit.training.gym_pgc:_system_charges",
+    attacks={"dynamics": "ldp_audit.attacks.dynamics:private_param_dynamics"},
+    report_sections=None,
+    reproduce=None,
+    cli="ldp_audit.training.gym_pgc:_system_cli",
+)
