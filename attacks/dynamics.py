@@ -720,7 +720,7 @@ def attack_run_dir(
     max_groups: int | None = 200,
     group_by: str = "agent",
     method: str = "auto",
-    candidates: Sequence[float] = GRAVITIES,
+    candidates: Sequence[float] | None = None,
     simulator: Simulator | None = None,
     alpha: float | str = "schedule",
     seed: int | None = None,
@@ -741,7 +741,9 @@ def attack_run_dir(
         alpha: exploration probability of the shadows, or ``"schedule"``: the protocol's public
             ``max(0, alpha_start - n / alpha_decay)`` at the report's submission index ``n``
             (read from ``config.json``; PGC-A3C defaults 0.5 and 1800).
-        method, candidates, simulator, seed, progress: as in :func:`run`.
+        candidates: the candidate gravities; None: the run's ``gravities`` (config.json),
+            else the paper's.
+        method, simulator, seed, progress: as in :func:`run`.
 
     Returns:
         Predictions, without any ground truth: ``{"rows": [...], "groups": (G, 2 or 1),
@@ -751,11 +753,14 @@ def attack_run_dir(
     from ldp_audit.training.run_dir import read_config, read_transcript
 
     run_dir = Path(run_dir)
-    cands = _check_candidates(candidates)
     tr = read_transcript(run_dir)  # what crossed the trust boundary (never secrets.npz)
     cfg: dict[str, Any] = {}
     if (run_dir / "config.json").exists():
         cfg = read_config(run_dir)
+    if candidates is None:  # the run's public candidate gravities (the paper's by default)
+        run_cfg = cfg.get("config") if isinstance(cfg.get("config"), dict) else {}
+        candidates = run_cfg.get("gravities") or GRAVITIES
+    cands = _check_candidates(candidates)
     if mechanism is None and cfg:
         mechanism = _mechanism_from_run_config(cfg)
     train_cfg = cfg.get("config", {}) if isinstance(cfg.get("config"), dict) else {}
