@@ -4,7 +4,9 @@
 public APIs of the other packages:
 
 1. a short PGC-A3C run (Ono & Takahashi 2020, Algorithm 1) with the Laplace mechanism
-   (Alg. 2, eqs. 19-21) at epsilon = 5, a few agents, charging every report to the SQLite ledger
+   (Alg. 2, eqs. 19-21) at epsilon = 5 per report, 3 concurrent workers whose every episode is
+   played by a new agent (one report each: the agent is the privacy unit), charging every
+   report to the SQLite ledger
    ``out_dir/ledger.sqlite`` before it is released (``ldp_audit.training.pgc_a3c.train``);
 2. an audit of the mechanism it used: the white-box exact epsilon and a black-box empirical
    lower bound with confidence, as two verdicts (distribution: exact arithmetic;
@@ -60,7 +62,8 @@ class DemoSettings:
     epsilon: float = 5.0
     """Per-agent epsilon of the run (the paper's eps = 5 column)."""
     n_agents: int = 3
-    """Concurrent agents (the paper uses 9)."""
+    """Concurrent workers (the paper uses 9 threads); every episode is a new agent that submits
+    ``rounds`` = 1 report, so 3,000 submissions come from 3,000 agents (privacy units)."""
     trials: int = 1
     """Independent trials K."""
     max_submissions: int = 3000
@@ -85,7 +88,8 @@ class DemoResult:
     report: dict[str, Path]
     seconds: dict[str, float] = field(default_factory=dict)
     verdict: str = ""
-    """The report's verdict status ("violation", "consistent", "partially verified")."""
+    """The report's verdict status ("violation", "consistent", "partially verified", "no
+    meaningful guarantee")."""
     headline: str = ""
 
     @property

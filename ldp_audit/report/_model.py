@@ -492,6 +492,7 @@ def _audit_section(run: RunData) -> dict[str, Any]:
                 "delta": _num(e.get("delta")),
                 "samples": e.get("samples"),
                 "selection_samples": e.get("selection_samples"),
+                "max_refutable_epsilon": _num(e.get("max_refutable_epsilon")),
                 "seconds": _num(e.get("seconds")),
                 "violation": viol,
                 "leak": leak,

@@ -22,6 +22,7 @@ shows such a run as a green "consistent".
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 __all__ = ["MEANINGFUL_EPSILON", "NOT_RECORDED", "STATEMENT_SCHEMA", "privacy_statement"]
@@ -314,19 +315,26 @@ def _audit_fields(model: dict[str, Any]) -> dict[str, Any]:
             else ""
         )
         conf = r.get("confidence")
-        ceiling, cw = None, "not recorded"
+        ceiling, cw = None, NOT_RECORDED
         n_est = r.get("estimation_samples")
         if isinstance(n, int) and isinstance(n_sel, int) and 0 < n_sel < n:
             n_est = n - n_sel
-        if isinstance(n_est, int) and n_est > 0 and isinstance(conf, float):
+        said = re.search(r"no bound can exceed ([0-9.]+(?:e[-+]?\d+)?)", " ".join(r["warnings"]))
+        tail = "a larger claim cannot be refuted by this audit"
+        if r.get("max_refutable_epsilon") is not None:  # recorded by the audit itself
+            ceiling = float(r["max_refutable_epsilon"])
+            cw = f"{fmt_eps(ceiling, 3)} (recorded by the audit): {tail}"
+        elif said:  # older audits state it in their warning
+            ceiling = float(said.group(1))
+            cw = f"{fmt_eps(ceiling, 3)} (the audit's warning): {tail}"
+        elif isinstance(n_est, int) and n_est > 0 and isinstance(conf, float):
             try:
                 from ldp_audit.audit import max_refutable_epsilon
 
                 ceiling = float(max_refutable_epsilon(n_est, conf, pool=True))
                 cw = (
-                    f"{fmt_eps(ceiling, 3)}: no lower bound above it is reachable with "
-                    f"{n_est:,} estimation samples per input, so a larger claim cannot be refuted "
-                    "by this audit"
+                    f"at most {fmt_eps(ceiling, 3)} (computed from {n_est:,} estimation samples "
+                    f"per input; the audit did not record it): {tail}"
                 )
             except Exception:  # an auditor without the function: say so
                 cw = NOT_RECORDED
