@@ -1,0 +1,197 @@
+"""ldp_audit.opacus.CanaryAudit on a user's Opacus loop (issue 26).
+
+The audit configuration (tests/opacus_loop.py, documented in docs/opacus.md): 256 records, an
+MLP of 4,258 parameters, Poisson rate 1/16, sigma 1, C 1, 80 updates, 500 gradient canaries.
+Each verdict is at 95 % confidence: a correct trainer is flagged with probability at most 5 %
+(Bonferroni over the tests); the runs are seeded, so the outcomes below are reproducible.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from ldp_audit.cli import main
+from ldp_audit.errors import InvalidParameterError, RunDirectoryError
+from ldp_audit.opacus import CanaryAudit, audit_run
+from tests.broken_opacus import BROKEN
+from tests.opacus_loop import audited_run, make_loop, train
+
+torch.set_num_threads(1)
+FAST = ["noise reused across consecutive updates", "half the updates uncharged"]
+
+
+def test_correct_run_writes_a_run_the_cli_reads(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    res = audited_run(run, 0)
+    ex = res.extra
+    assert not res.violation and ex["flagged_by"] == [] and ex["decided_by"] is None
+    assert set(ex["tests"]) == {"steinke", "f-dp", "noise", "independence", "contribution",
+                                "sampling", "ledger"}  # fmt: skip
+    assert ex["tests"]["ledger"]["problems"] == []
+    assert 0.8 < ex["tests"]["contribution"]["contribution"] < 1.2
+    assert 1.5 < ex["tests"]["independence"]["ratio"] < 2.5  # 2 under the claim
+    assert ex["steinke_ceiling"] > res.epsilon_lower_bound
+    assert res.composed_epsilon > 0 and res.n == 500
+    files = {p.name for p in run.iterdir()}
+    assert {"config.json", "ledger.sqlite", "transcript.npz", "secrets.npz", "metrics.json",
+            "model.npz", "manifest.json", "attack_membership.json"} <= files  # fmt: skip
+    met = json.loads((run / "metrics.json").read_text())
+    assert met["updates"] == 80 and met["charges"] == 80 + met["prepaid_unused"]
+    out = tmp_path / "a.json"
+    assert main(["attack", "membership", "--run-dir", str(run), "--out", str(out)]) == 0
+    d = json.loads(out.read_text())
+    assert d["epsilon_lower_bound"] == res.epsilon_lower_bound  # the same audit, read back
+    assert d["extra"]["black_box"]["attack"] == "one-run-black-box"
+    rep = tmp_path / "rep"
+    assert main(["report", str(run), "--out", str(rep)]) == 0
+    md = (rep / "report.md").read_text()
+    assert "One-run audit of the Opacus training" in md and "DP-SGD claim read from" in md
+
+
+@pytest.mark.parametrize("name", FAST)
+def test_broken_optimizer_flagged(name: str, tmp_path: Path) -> None:
+    cls, test = BROKEN[name]
+    res = audited_run(tmp_path / "run", 0, optimizer_class=cls)
+    assert res.violation and res.extra["decided_by"] == test, res.extra["flagged_by"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [n for n in BROKEN if n not in FAST])
+def test_broken_optimizer_flagged_slow(name: str, tmp_path: Path) -> None:
+    cls, test = BROKEN[name]
+    for seed in range(3):
+        res = audited_run(tmp_path / f"run{seed}", seed, optimizer_class=cls)
+        assert res.violation and res.extra["decided_by"] == test, res.extra["flagged_by"]
+
+
+@pytest.mark.slow
+def test_no_false_alarm_over_20_seeded_correct_runs(tmp_path: Path) -> None:
+    """Each verdict's false-alarm probability is at most 5 %; measured on 20 seeds: none."""
+    flagged = []
+    for seed in range(1, 21):
+        res = audited_run(tmp_path / f"run{seed}", seed)
+        if res.violation:
+            flagged.append((seed, res.extra["flagged_by"]))
+    assert flagged == []
+
+
+def test_fixed_size_batches_flagged_by_the_sampling_test(tmp_path: Path) -> None:
+    """A shuffled loader of fixed-size batches audited as Poisson sampling at B / N."""
+    res = audited_run(tmp_path / "run", 0, poisson=False, epochs=2)
+    assert res.violation and res.extra["decided_by"] == "sampling"
+
+
+# ------------------------------------------------------------------------------------------------
+# Bad input: a clear error naming the parameter and value, before any step; nothing written
+# ------------------------------------------------------------------------------------------------
+
+
+def _nothing_written(out: Path) -> None:
+    assert not out.exists() or not any(out.iterdir())
+
+
+@pytest.mark.parametrize(
+    ("kw", "words"),
+    [
+        ({"canaries": 1}, "canaries"),
+        ({"canaries": True}, "canaries"),
+        ({"canaries": "3"}, "canaries"),
+        ({"seed": -1}, "seed"),
+        ({"delta": 0.0}, "delta"),
+        ({"delta": "1e-5"}, "delta"),
+        ({"kind": "input"}, "kind"),
+        ({"kind": "weights"}, "kind"),
+        ({"prepay": 0}, "prepay"),
+    ],
+)
+def test_bad_constructor_arguments(kw: dict, words: str, tmp_path: Path) -> None:
+    args = {"canaries": 10, "seed": 0, "delta": 1e-5, **kw}
+    with pytest.raises(InvalidParameterError, match=words) as e:
+        CanaryAudit(tmp_path / "out", **args)
+    assert repr(list(kw.values())[0]) in str(e.value)
+    _nothing_written(tmp_path / "out")
+
+
+def test_existing_out_refused(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "x.txt").write_text("evidence")
+    with pytest.raises(RunDirectoryError, match="out"):
+        CanaryAudit(out, canaries=10, seed=0, delta=1e-5)
+    assert [p.name for p in out.iterdir()] == ["x.txt"]
+
+
+def test_attach_refuses_bad_optimizers_and_loaders(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    model, opt, loader = make_loop(0)
+    audit = CanaryAudit(out, canaries=10, seed=0, delta=1e-5)
+    with pytest.raises(InvalidParameterError, match="optimizer must be an opacus.*SGD"):
+        audit.attach(opt.original_optimizer, data_loader=loader)
+    plain = DataLoader(TensorDataset(torch.zeros(4, 32)), batch_size=2)
+    with pytest.raises(InvalidParameterError, match="sample_rate.*DataLoader"):
+        audit.attach(opt, data_loader=plain)
+    for bad in (0.0, 1.5, "0.1", True):
+        with pytest.raises(InvalidParameterError, match=f"sample_rate.*{bad!r}"):
+            audit.attach(opt, data_loader=loader, sample_rate=bad)
+    big = CanaryAudit(tmp_path / "big", canaries=5000, seed=0, delta=1e-5)
+    with pytest.raises(InvalidParameterError, match="canaries must be <= .*4258.*5000"):
+        big.attach(opt, data_loader=loader)
+    # none of this hooked, charged or wrote anything
+    assert "add_noise" not in opt.__dict__ and "step" not in opt.original_optimizer.__dict__
+    _nothing_written(out)
+    _nothing_written(tmp_path / "big")
+
+
+def test_finish_before_any_step_and_attach_twice(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    model, opt, loader = make_loop(0)
+    audit = CanaryAudit(out, canaries=10, seed=0, delta=1e-5)
+    with pytest.raises(InvalidParameterError, match="attach"):
+        audit.finish()
+    opt = audit.attach(opt, data_loader=loader)
+    with pytest.raises(InvalidParameterError, match="already attached"):
+        audit.attach(opt, data_loader=loader)
+    other = CanaryAudit(tmp_path / "other", canaries=10, seed=0, delta=1e-5)
+    with pytest.raises(InvalidParameterError, match="already attached"):
+        other.attach(opt, data_loader=loader)
+    with pytest.raises(InvalidParameterError, match="no optimizer step ran.*0 updates"):
+        audit.finish()
+    _nothing_written(out)
+    _nothing_written(tmp_path / "other")
+    # the same audit still works once steps run (it was not consumed by the refusals)
+    train(model, opt, loader, 1)
+    res = audit.finish()
+    assert res.extra["updates"] > 0 and (out / "manifest.json").exists()
+    assert "add_noise" not in opt.__dict__  # unhooked: later steps are not the audit's
+
+
+def test_audit_run_refuses_another_systems_run(tmp_path: Path) -> None:
+    run = tmp_path / "r"
+    run.mkdir()
+    (run / "config.json").write_text(
+        json.dumps({"algorithm": "dprl", "config": {}, "mechanism": None, "seed": 0})
+    )
+    with pytest.raises(RunDirectoryError, match="dprl"):
+        audit_run(run)
+    with pytest.raises(InvalidParameterError, match="setting"):
+        audit_run(run, setting="grey-box")
+
+
+def test_projection_units_are_those_of_the_clip() -> None:
+    """The recorded projection of an update with no noise and one joined canary is 1 (C)."""
+    from ldp_audit.opacus import canary_blocks
+
+    idx, w = canary_blocks([600, 40, 700], 20, 3)
+    assert idx.shape[0] == 20 and len(np.unique(idx)) == idx.size  # disjoint blocks
+    u = np.zeros((20, 1340))
+    np.put_along_axis(u, idx, w.astype(np.float64), axis=1)
+    np.testing.assert_allclose(u @ u.T, np.eye(20), atol=1e-6)  # orthonormal
+    # both large tensors hold half of every canary's squared norm (per-layer clipping sees it)
+    np.testing.assert_allclose((u[:, :600] ** 2).sum(1), 0.5, atol=1e-6)
+    assert (u[:, 600:640] == 0).all()
