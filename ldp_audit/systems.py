@@ -63,7 +63,6 @@ BUILTIN = (
     "ldp_audit.training.systems:FEDRL",
     "ldp_audit.training.systems:FRD",
     "ldp_audit.opacus:OPACUS",
-    "ldp_audit.opacus:OPACUS",
     "ldp_audit.training.gym_system:GYM_PGC",
 )
 
