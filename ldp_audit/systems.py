@@ -64,6 +64,7 @@ BUILTIN = (
     "ldp_audit.training.systems:FRD",
     "ldp_audit.opacus:OPACUS",
     "ldp_audit.training.gym_system:GYM_PGC",
+    "ldp_audit.run:OWN_LOOP",
 )
 
 _KINDS = {"i": "integer", "u": "unsigned integer", "f": "float", "b": "bool", "c": "complex"}

@@ -1,0 +1,320 @@
+"""Your own training loop, audited: open a run, release every report through it, close it.
+
+A user's trainer (any environment, any update rule) writes a run directory that ``ldp-audit
+report`` and the dynamics attack read (docs/own-loop.md)::
+
+    from ldp_audit.mechanisms import Laplace
+    from ldp_audit.run import open_run
+
+    with open_run("runs/mine", system="my-reinforce", config={"lr": 0.1}, seed=0,
+                  mechanism=Laplace(epsilon=1.0, clip=1.0),
+                  private={"env_id": "MountainCar-v0", "name": "force",
+                           "values": [0.0008, 0.0012]}) as run:
+        for agent in range(100):
+            grad = my_episode_gradient(theta, my_secret_force[agent])
+            report = run.release(grad, agent=agent, theta=theta, secret=my_secret_force[agent])
+            theta = theta - lr * report.values[0]      # the server sees only the sealed report
+
+What :meth:`Run.release` does, in this order (:func:`ldp_audit.release.release`): charge the
+agent's ledger entry durably (``ledger.sqlite``; a per-agent ``budget`` is enforced here, and a
+refused charge releases nothing), randomise with the declared mechanism, seal, and record the
+sealed report in the transcript (with the theta it was computed at and, for scoring attacks
+only, the secret in ``secrets.npz``). Leaving the ``with`` block writes ``transcript.npz``,
+``secrets.npz``, ``metrics.json`` and the manifest (status ``complete``; ``interrupted`` when the
+block raised, after writing what was released).
+
+The run's ``config.json`` has ``algorithm: "own-loop"``, the system name and config the user
+gave, the mechanism and the declared private parameter, so the registered ``own-loop`` system
+(:data:`OWN_LOOP`) lets ``ldp-audit report`` and ``ldp-audit audit --run-dir`` read it. The
+dynamics attack needs the loop's own simulator (the public MDP and update rule), which a run
+directory never names as code: call
+:func:`ldp_audit.attacks.dynamics.private_param_dynamics` with ``simulator=`` from Python.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ldp_audit.errors import InvalidParameterError
+
+__all__ = ["ALGORITHM", "OwnLoopConfig", "Run", "open_run", "OWN_LOOP"]
+
+#: ``config.json``'s ``algorithm`` of an own-loop run.
+ALGORITHM = "own-loop"
+
+
+def _check_private(private: Any) -> dict[str, Any] | None:
+    if private is None:
+        return None
+    if not isinstance(private, Mapping):
+        raise InvalidParameterError(
+            f"private must be a dict with name and values, got {type(private).__name__}"
+        )
+    name = private.get("name")
+    if not isinstance(name, str) or not name:
+        raise InvalidParameterError(f"private['name'] must be a non-empty str, got {name!r}")
+    vals = private.get("values")
+    if isinstance(vals, (str, bytes)) or not isinstance(vals, (list, tuple)):
+        raise InvalidParameterError(f"private['values'] must be a list of numbers, got {vals!r}")
+    out = []
+    for v in vals:
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+            raise InvalidParameterError(f"private parameter {name!r}: value {v!r} is not a number")
+        if not math.isfinite(float(v)):
+            raise InvalidParameterError(f"private parameter {name!r}: value {v!r} is not finite")
+        out.append(float(v))
+    if len(out) < 2 or len(set(out)) != len(out):
+        raise InvalidParameterError(
+            f"private parameter {name!r} needs at least two distinct candidate values, got {out}"
+        )
+    env_id = private.get("env_id")
+    if env_id is not None and not isinstance(env_id, str):
+        raise InvalidParameterError(f"private['env_id'] must be a str, got {env_id!r}")
+    return {"env_id": env_id, "name": name, "values": out, "env_module": None}
+
+
+@dataclass(frozen=True)
+class OwnLoopConfig:
+    """The ``config`` of an own-loop run: the user's system name and config, the mechanism
+    (``to_config()``) and the declared private parameter (or None)."""
+
+    system: str
+    params: dict[str, Any] = field(default_factory=dict)
+    mechanism: dict[str, Any] = field(default_factory=dict)
+    private_parameter: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.system, str) or not self.system.strip():
+            raise InvalidParameterError(f"system must be a non-empty str, got {self.system!r}")
+        if not isinstance(self.params, Mapping):
+            raise InvalidParameterError(f"config must be a dict, got {type(self.params).__name__}")
+        object.__setattr__(self, "private_parameter", _check_private(self.private_parameter))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "system": self.system,
+            "params": dict(self.params),
+            "mechanism": dict(self.mechanism),
+            "private_parameter": self.private_parameter,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> OwnLoopConfig:
+        return cls(**d)
+
+    def make_mechanism(self) -> Any:
+        from ldp_audit.mechanisms import from_config
+
+        return from_config(self.mechanism)
+
+
+class Run:
+    """An open own-loop run directory (use :func:`open_run`)."""
+
+    def __init__(
+        self,
+        path: Any,
+        *,
+        system: str,
+        config: Mapping[str, Any] | None = None,
+        seed: int = 0,
+        mechanism: Any,
+        private: Mapping[str, Any] | None = None,
+        budget: float | None = None,
+        overwrite: bool = False,
+    ) -> None:
+        from ldp_audit._validation import check_bool, check_positive
+        from ldp_audit.accountant.accountant import Accountant
+        from ldp_audit.release import Transcript
+        from ldp_audit.rundir import RunWriter, check_new_dir, to_jsonable
+
+        check_bool(overwrite, "overwrite")
+        if not hasattr(mechanism, "privatize") or not hasattr(mechanism, "to_config"):
+            raise InvalidParameterError(
+                "mechanism must be an ldp_audit.mechanisms mechanism (privatize, to_config), "
+                f"got {type(mechanism).__name__}"
+            )
+        if budget is not None:
+            budget = check_positive(budget, "budget")
+        self.cfg = OwnLoopConfig(
+            system=system,
+            params=to_jsonable(dict(config or {})),
+            mechanism=mechanism.to_config(),
+            private_parameter=None if private is None else dict(private),
+        )
+        check_new_dir(path, name="run_dir", overwrite=overwrite)  # before any work
+        self.mechanism = mechanism
+        self.writer = RunWriter(
+            path,
+            algorithm=ALGORITHM,
+            config=self.cfg.to_dict(),
+            seed=seed,
+            mechanism=mechanism.to_config(),
+            mode="overwrite" if overwrite else "new",
+            extra={"private_parameter": self.cfg.private_parameter, "system": system},
+        )
+        self.path = Path(self.writer.path)
+        self.accountant = Accountant(ledger=self.writer.open_ledger(), budget=budget)
+        self.rng = np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(1,)))
+        self.transcript = Transcript()
+        self._thetas: list[np.ndarray] = []
+        self._secrets: list[float] = []
+        self._clean: list[np.ndarray] = []
+        self._n = 0
+        self._closed = False
+
+    def _theta_index(self, theta: Any) -> int:
+        t = np.asarray(theta, dtype=np.float64).reshape(-1)
+        if not self._thetas or not np.array_equal(self._thetas[-1], t):
+            self._thetas.append(t.copy())
+        return len(self._thetas) - 1
+
+    def release(
+        self,
+        values: Any,
+        *,
+        agent: int,
+        theta: Any,
+        secret: float | None = None,
+        score: float = math.nan,
+    ) -> Any:
+        """Charge ``agent``, randomise ``values`` (one report, shape (d,)), seal and record it.
+
+        Args:
+            values: the raw report (never leaves unrandomised).
+            agent: the agent's id (an integer >= 0; its ledger entry is ``str(agent)``).
+            theta: the parameters the report was computed at (recorded for attacks).
+            secret: the agent's private value, for scoring attacks only (``secrets.npz``).
+            score: the episode's return (recorded; NaN when not given).
+
+        Returns:
+            The :class:`~ldp_audit.release.SealedRelease` (``.values[0]`` is the noisy report).
+        """
+        from ldp_audit.release import release
+
+        if self._closed:
+            raise InvalidParameterError("the run is closed; open a new one")
+        if isinstance(agent, bool) or not isinstance(agent, (int, np.integer)) or agent < 0:
+            raise InvalidParameterError(f"agent must be an integer >= 0, got {agent!r}")
+        x = np.asarray(values, dtype=np.float64).reshape(1, -1)
+        if secret is not None and self.cfg.private_parameter is not None:
+            if float(secret) not in self.cfg.private_parameter["values"]:
+                raise InvalidParameterError(
+                    f"secret {secret!r} is not one of the declared candidate values "
+                    f"{self.cfg.private_parameter['values']}"
+                )
+        rel = release(
+            x,
+            mechanism=self.mechanism,
+            accountant=self.accountant,
+            agent_ids=[str(int(agent))],
+            rng=self.rng,
+            meta={"trial": np.zeros(1, dtype=np.int64), "agent": np.array([int(agent)])},
+        )
+        self.transcript.append(
+            rel,
+            submission=np.array([self._n]),
+            theta_index=np.array([self._theta_index(theta)]),
+            score=np.array([float(score)]),
+        )
+        self._secrets.append(math.nan if secret is None else float(secret))
+        self._clean.append(x[0].copy())
+        self._n += 1
+        return rel
+
+    def close(self, status: str = "complete", metrics: Mapping[str, Any] | None = None) -> Path:
+        """Write the transcript, secrets, metrics and the manifest; returns the run's path."""
+        if self._closed:
+            return self.path
+        self._closed = True
+        if self._n:
+            arr = self.transcript.arrays()
+            d = arr["report"].shape[1]
+            arr["thetas"] = np.stack(self._thetas) if self._thetas else np.zeros((0, d))
+            self.writer.write_npz("transcript.npz", arr)
+            self.writer.write_npz(
+                "secrets.npz",
+                {"value": np.asarray(self._secrets), "gradient": np.stack(self._clean)},
+            )
+        self.writer.write_json(
+            "metrics.json",
+            {
+                "submissions": self._n,
+                "agents": len({int(a) for a in self.transcript.arrays().get("agent", [])})
+                if self._n
+                else 0,
+                "user": dict(metrics or {}),
+            },
+        )
+        self.writer.finish(status=status)
+        return self.path
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        self.close(status="complete" if exc_type is None else "interrupted")
+
+
+def open_run(path: Any, **kwargs: Any) -> Run:
+    """Open a new own-loop run directory (see :class:`Run` for the arguments and the module
+    docstring for the contract)."""
+    return Run(path, **kwargs)
+
+
+# ----------------------------------------------------------------------------------------------
+# The registered system (ldp_audit.systems): report and audit read own-loop runs
+# ----------------------------------------------------------------------------------------------
+
+
+def _no_trainer(cfg: Any, **kwargs: Any) -> Any:
+    raise InvalidParameterError(
+        "an own-loop run is trained by its own code (ldp_audit.run.open_run; docs/own-loop.md)"
+    )
+
+
+def _targets(cfg: OwnLoopConfig) -> list[tuple[str, Any, dict[str, Any]]]:
+    return [("report", cfg.make_mechanism(), {})]
+
+
+def _own_loop() -> Any:
+    from ldp_audit.systems import ArraySpec, SystemSpec, TranscriptSchema
+
+    schema = TranscriptSchema(
+        (
+            ArraySpec("trial", "iu", 1, doc="always 0"),
+            ArraySpec("agent", "iu", 1, doc="the agent's id (its ledger entry)"),
+            ArraySpec("submission", "iu", 1, doc="release number"),
+            ArraySpec("theta_index", "iu", 1, doc="row of thetas the report was computed at"),
+            ArraySpec("report", "f", 2, doc="the randomised report (N, d)"),
+            ArraySpec("score", "f", 1, doc="the episode's return (NaN if not given)"),
+            ArraySpec("thetas", "f", 2, rows=None, doc="the parameters reports were computed at"),
+        )
+    )
+    return SystemSpec(
+        name=ALGORITHM,
+        summary="a user's own training loop (ldp_audit.run.open_run; docs/own-loop.md)",
+        config="ldp_audit.run:OwnLoopConfig",
+        trainer="ldp_audit.run:_no_trainer",
+        schema=schema,
+        targets="ldp_audit.run:_targets",
+        charges=None,
+        attacks={"dynamics": "ldp_audit.attacks.dynamics:private_param_dynamics"},
+        report_sections=None,
+        reproduce=None,
+        cli="ldp_audit.run:_no_cli",
+    )
+
+
+def _no_cli(train_subparsers: Any, reproduce_subparsers: Any) -> None:
+    """No ``train own-loop`` subcommand: the user's code is the trainer."""
+
+
+#: The registered ``own-loop`` system.
+OWN_LOOP = _own_loop()

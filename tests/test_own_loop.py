@@ -1,0 +1,87 @@
+"""Your own loop (ldp_audit/run.py): docs/own-loop.md's example, executed as written."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ldp_audit.attacks.scoring import accuracy_ceiling
+from ldp_audit.cli import main
+from ldp_audit.errors import BudgetExceeded, InvalidParameterError, RunDirectoryError
+from ldp_audit.mechanisms import Laplace
+from ldp_audit.run import open_run
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "own-loop.md"
+
+
+def _python_blocks() -> list[str]:
+    return re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.S)
+
+
+def test_the_docs_example_runs_and_attack_and_report_read_it(tmp_path, monkeypatch, capsys) -> None:
+    blocks = _python_blocks()
+    assert len(blocks) == 2  # the loop, then the attack
+    train_lines = [x for x in blocks[0].splitlines() if x.strip() and not x.startswith("#")]
+    assert len(train_lines) <= 40  # "in 40 lines"
+    monkeypatch.chdir(tmp_path)
+    ns: dict = {"__name__": "own_loop_example"}
+    exec(compile(blocks[0], str(DOC), "exec"), ns)  # noqa: S102 - the docs' own code
+    run = tmp_path / "runs" / "own-loop"
+    doc = json.loads((run / "config.json").read_text())
+    assert doc["algorithm"] == "own-loop" and doc["system"] == "mountaincar-reinforce"
+    assert doc["private_parameter"]["values"] == [0.0006, 0.0014]
+    tr = np.load(run / "transcript.npz")
+    sec = np.load(run / "secrets.npz")
+    assert tr["report"].shape == (24, 9) and sorted(tr["agent"].tolist()) == list(range(24))
+    assert tr["thetas"].shape == (3, 9)  # one theta per round
+    assert set(sec["value"].tolist()) <= {0.0006, 0.0014}
+    # every report charged, once, before release: the ledger holds one entry per agent
+    from ldp_audit.rundir import RunDir
+
+    rd = RunDir(run)
+    assert rd.ledger_charges() == {str(a): 1 for a in range(24)}
+    assert json.loads((run / "manifest.json").read_text())["status"] == "complete"
+    # the CLI attack refuses: the loop's simulator is code, never named by a run directory
+    assert main(["attack", "dynamics", "--run-dir", str(run), "--shadow", "4"]) == 2
+    assert "simulator" in capsys.readouterr().err
+    # the docs' attack block, as written
+    exec(compile(blocks[1], str(DOC), "exec"), ns)  # noqa: S102
+    out = capsys.readouterr().out
+    res = json.loads((run / "attack_dynamics.json").read_text())
+    assert res["n"] == 24 and res["k"] == 2 and res["attack"] == "dynamics-private-parameter"
+    assert res["ceiling"] == pytest.approx(accuracy_ceiling(2.0, 2, 1))
+    assert "dynamics-private-parameter" in out
+    # the report reads it
+    assert main(["report", str(run), "--out", str(tmp_path / "rep")]) in (0, 1)
+    model = json.loads((tmp_path / "rep" / "report.json").read_text())
+    assert "dynamics-private-parameter" in json.dumps(model["attacks"])
+
+
+def test_release_charges_first_and_refuses_bad_input(tmp_path) -> None:
+    mech = Laplace(epsilon=1.0, clip=1.0)
+    priv = {"name": "force", "values": [1.0, 2.0]}
+    with pytest.raises(InvalidParameterError, match="at least two distinct"):
+        open_run(tmp_path / "a", system="s", mechanism=mech, private={"name": "f", "values": [1]})
+    with pytest.raises(InvalidParameterError, match="value True is not a number"):
+        bad = {"name": "f", "values": [1, True]}
+        open_run(tmp_path / "a", system="s", mechanism=mech, private=bad)
+    assert not (tmp_path / "a").exists()
+    run = open_run(tmp_path / "r", system="s", mechanism=mech, private=priv, budget=1.5)
+    run.release(np.ones(3), agent=0, theta=np.zeros(3), secret=1.0)
+    with pytest.raises(BudgetExceeded):  # the second report would spend 2.0 > 1.5
+        run.release(np.ones(3), agent=0, theta=np.zeros(3), secret=1.0)
+    with pytest.raises(InvalidParameterError, match="secret 3.0 is not one of"):
+        run.release(np.ones(3), agent=1, theta=np.zeros(3), secret=3.0)
+    with pytest.raises(InvalidParameterError, match="agent must be an integer"):
+        run.release(np.ones(3), agent="x", theta=np.zeros(3))
+    path = run.close()
+    tr = np.load(path / "transcript.npz")
+    assert tr["report"].shape == (1, 3)  # the refused report was never recorded
+    assert not math.isnan(float(tr["report"][0, 0]))
+    with pytest.raises(RunDirectoryError):  # evidence is never appended to
+        open_run(path, system="s", mechanism=mech)
