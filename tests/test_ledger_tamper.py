@@ -343,3 +343,29 @@ def test_key_file_sources_and_permissions(tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.setenv("LDP_AUDIT_KEY", "ab" * 8)
     with pytest.raises(KeyFileError, match="at least 16 bytes"):
         load_key()
+
+
+def test_budget_uses_the_runs_delta_and_refuses_a_fifo(tmp_path: Path, capsys) -> None:
+    run = tmp_path / "g"
+    w = RunWriter(run, algorithm="toy", config={"delta": 1e-5}, seed=0)
+    Accountant(w.open_ledger()).charge("a", LaplaceEvent(1.0))
+    w.finish()
+    basic = ["--method", "basic"]  # (no PLD/PRV import: the delta is what is tested)
+    assert main(["budget", str(run), "--json", *basic]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["delta"] == 1e-5 and "config.json" in out["delta_source"]
+    assert out["authenticated"] is True
+    assert main(["budget", str(run), "--delta", "0.001", "--json", *basic]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["delta"] == 0.001 and out["delta_source"] == "--delta"
+    assert main(["budget", str(run), *basic]) == 0
+    assert "delta = 1e-05 (the run's delta" in capsys.readouterr().out
+    fifo = tmp_path / "fifo"
+    os_mkfifo = getattr(__import__("os"), "mkfifo", None)
+    if os_mkfifo is None:
+        pytest.skip("no FIFOs on this platform")
+    os_mkfifo(fifo)
+    assert main(["budget", str(fifo)]) == 2  # refused before opening: never blocks
+    assert "not a regular file" in capsys.readouterr().err
+    with pytest.raises(L.LedgerError, match="not a regular file"):
+        Ledger(fifo, readonly=True)
