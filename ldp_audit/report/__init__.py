@@ -186,7 +186,7 @@ def build_report(
         return Report(model=model, figures=dict(section_figs))
     from ldp_audit.report import _plots
 
-    figs: dict[str, bytes] = {"ledger": _plots.ledger_figure(data, ledger)}
+    figs: dict[str, bytes] = {"ledger": _plots.ledger_figure(data, ledger, model)}
     for name, draw in (
         ("audit", _plots.audit_figure),
         ("profile", _plots.profile_figure),

@@ -105,12 +105,14 @@ def spend_over_submissions(run: RunData, led: LedgerStats) -> tuple[np.ndarray, 
     return spend, np.maximum.accumulate(spend)
 
 
-def ledger_figure(run: RunData, led: LedgerStats) -> bytes:
-    """Spent epsilon over submissions and the distribution of per-agent spend."""
+def ledger_figure(run: RunData, led: LedgerStats, model: dict[str, Any] | None = None) -> bytes:
+    """Spent epsilon over submissions and the distribution of per-agent spend (with ``model``,
+    the run's one claimed epsilon is marked on the scope panel of non-PGC runs)."""
     fig = Figure(figsize=(10, 4.4), layout="constrained")
     ax1, ax2 = fig.subplots(1, 2)
     if not run.is_pgc:
-        _scope_panel(ax1, led)
+        claim = ((model or {}).get("privacy_statement") or {}).get("claim") or {}
+        _scope_panel(ax1, led, claim)
         _spend_hist(ax2, led)
         return _png(fig)
     spend, running = spend_over_submissions(run, led)
@@ -168,7 +170,7 @@ def ledger_figure(run: RunData, led: LedgerStats) -> bytes:
         _legend_below(ax1)
     ax1.set_xlabel("submission n (arrival order)")
     ax1.set_ylabel("spent epsilon per agent")
-    ax1.set_title("Spent epsilon over submissions")
+    ax1.set_title("Spent epsilon over submissions", wrap=True)
     ax1.set_ylim(bottom=0)
     _spend_hist(ax2, led)
     return _png(fig)
@@ -193,6 +195,15 @@ def _spend_hist(ax2: Any, led: LedgerStats) -> None:
         ax2.annotate(
             text, (0.02, 0.92 - 0.07 * k), xycoords="axes fraction", fontsize=8, color=_RED
         )
+    if not led.best.size:
+        ax2.annotate(
+            "no local (per-agent) charges: this run's charges are central",
+            (0.5, 0.5),
+            xycoords="axes fraction",
+            ha="center",
+            fontsize=9,
+            color=_GREY,
+        )
     if best.size:
         hi = float(max(basic.max(initial=0.0), best.max()))
         bins = np.linspace(0, hi * 1.05 + 1e-9, 30)
@@ -215,11 +226,12 @@ def _spend_hist(ax2: Any, led: LedgerStats) -> None:
     ax2.ticklabel_format(axis="x", style="sci", scilimits=(-3, 4))
     ax2.set_xlabel("spent epsilon (local scope)")
     ax2.set_ylabel("number of agents")
-    ax2.set_title(f"Per-agent spend ({_plural(led.basic.size, 'agent')})")
+    ax2.set_title(f"Per-agent spend ({_plural(led.basic.size, 'agent')})", wrap=True)
 
 
-def _scope_panel(ax: Any, led: LedgerStats) -> None:
-    """Local (per agent) and central (model-level) spend side by side, never summed."""
+def _scope_panel(ax: Any, led: LedgerStats, claim: dict[str, Any] | None = None) -> None:
+    """Local (per agent) and central (model-level) spend side by side, never summed; the run's
+    one claimed epsilon (``claim``, from the privacy statement) marked when it is finite."""
     central = np.array(sorted((led.central or {}).values()), dtype=np.float64)
     groups = [("local (per agent)", led.best), ("central (model)", central)]
     for i, (_name, vals) in enumerate(groups):
@@ -236,11 +248,24 @@ def _scope_panel(ax: Any, led: LedgerStats) -> None:
             )
         if not vals.size:
             ax.annotate("no charges", (i, 0), ha="center", fontsize=8, color=_GREY)
+    eps = (claim or {}).get("epsilon")
+    if eps is not None and math.isfinite(eps):
+        pos = 1 if (led.central and not led.agents) else 0
+        ax.plot(
+            [pos],
+            [eps],
+            "*",
+            color=_RED,
+            ms=12,
+            label=f"the claim: {eps:.4g} ({claim.get('method') or 'method not recorded'})",
+        )
+        _legend_below(ax, ncols=1)
+        ax.set_ylim(0, max(ax.get_ylim()[1], 1.15 * eps))
     ax.set_xticks([0, 1], [f"{n}\n{_plural(v.size, 'id')}" for n, v in groups])
     ax.set_xlim(-0.6, 1.6)
     ax.set_ylim(bottom=0)
     ax.set_ylabel("spent epsilon (tightest method)")
-    ax.set_title("Ledger scopes side by side (never summed)")
+    ax.set_title("Ledger scopes side by side (never summed)", wrap=True)
 
 
 def audit_figure(model: dict[str, Any]) -> bytes | None:
@@ -309,7 +334,9 @@ def audit_figure(model: dict[str, Any]) -> bytes | None:
     ax.set_ylim(-0.6, len(rows) - 0.4)
     ax.invert_yaxis()
     ax.set_xlabel("epsilon")
-    ax.set_title("Audit verdicts: true epsilon in the shaded interval (at the confidence)")
+    ax.set_title(
+        "Audit verdicts: true epsilon in the shaded interval (at the confidence)", wrap=True
+    )
     fig.legend(fontsize=8, loc="outside lower center", ncols=2)
     return _png(fig)
 
@@ -358,7 +385,9 @@ def profile_figure(model: dict[str, Any]) -> bytes | None:
     ax.set_ylim(0, 1.15 * top + 1e-9)
     ax.set_xlabel("delta (symmetric log scale; 0 at the left)")
     ax.set_ylabel("epsilon")
-    ax.set_title("Privacy profile: audited epsilon lower bound vs the claimed epsilon(delta)")
+    ax.set_title(
+        "Privacy profile: audited epsilon lower bound vs the claimed epsilon(delta)", wrap=True
+    )
     _legend_below(ax, ncols=3)
     return _png(fig)
 
@@ -427,9 +456,11 @@ def tradeoff_figure(model: dict[str, Any]) -> bytes | None:
         ax.set_ylabel("type II error beta (upper bound)")
     ax_lin.set_xlabel("type I error alpha (upper bound)")
     ax_log.set_xlabel("type I error alpha (upper bound, log scale)")
-    ax_lin.set_title("Whole trade-off", fontsize=10)
-    ax_log.set_title("Small type I errors (log scale)", fontsize=10)
-    fig.suptitle("f-DP trade-off: the true curve passes below every audited point", fontsize=11)
+    ax_lin.set_title("Whole trade-off", fontsize=10, wrap=True)
+    ax_log.set_title("Small type I errors (log scale)", fontsize=10, wrap=True)
+    fig.suptitle(
+        "f-DP trade-off: the true curve passes below every audited point", fontsize=11, wrap=True
+    )
     fig.legend(fontsize=8, loc="outside lower center", ncols=2, frameon=False)
     return _png(fig)
 
@@ -485,7 +516,7 @@ def attack_figure(model: dict[str, Any]) -> bytes | None:
     ax.set_ylim(0, 1.02)
     ax.set_xlabel("epsilon of one report")
     ax.set_ylabel("attack accuracy")
-    ax.set_title("Attack accuracy vs chance and the ceiling the claim allows")
+    ax.set_title("Attack accuracy vs chance and the ceiling the claim allows", wrap=True)
     _legend_below(ax, ncols=3)
     return _png(fig)
 
@@ -517,7 +548,7 @@ def learning_figure(run: RunData, model: dict[str, Any]) -> bytes:
         title = "Learning curve: zeta_n (faint), mu_n (eq. 25); dashed = FST"
     else:
         title = "Learning curve: zeta_n (faint), mu_n (eq. 25); no trial reached the target"
-    ax1.set_title(title, fontsize=10)
+    ax1.set_title(title, fontsize=10, wrap=True)
     _legend_below(ax1, ncols=4)
     horizon = max(learn["horizon"], z.shape[1], 1)
     grid = np.linspace(0, horizon, 400)
@@ -537,8 +568,8 @@ def learning_figure(run: RunData, model: dict[str, Any]) -> bytes:
             )
         else:
             ax2.annotate(
-                f"paper: {paper['success_ratio']:g} at 90,000 submissions\n(Table 2; off this "
-                f"axis, which ends at {horizon:,})",
+                f"paper: {paper['success_ratio']:g} at 90,000\nsubmissions (Table 2; off\nthis "
+                f"axis, which ends\nat {horizon:,})",
                 (0.02, 0.55),
                 xycoords="axes fraction",
                 fontsize=8,
@@ -547,6 +578,8 @@ def learning_figure(run: RunData, model: dict[str, Any]) -> bytes:
     ax2.set_ylim(-0.02, 1.02)
     ax2.set_xlabel("submissions n")
     ax2.set_ylabel("success ratio")
-    ax2.set_title(f"Success ratio (eq. 27), {_plural(int(fst.size), 'trial')}", fontsize=10)
+    ax2.set_title(
+        f"Success ratio (eq. 27), {_plural(int(fst.size), 'trial')}", fontsize=10, wrap=True
+    )
     _legend_below(ax2, ncols=1)
     return _png(fig)
