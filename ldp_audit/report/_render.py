@@ -455,7 +455,8 @@ def _ledger_note(led: dict[str, Any]) -> str:
     else:
         who = f"{_n(led['agents'], 'agent')} in the ledger (local scope)"
     s = (
-        f"{who}, evaluated at delta = {_f(led['delta'])}. Methods that gave the tightest bound: "
+        f"{who}. Spend is evaluated at delta = {_f(led['delta'])}. Methods that gave the "
+        "tightest bound: "
         + (", ".join(f"{k} ({_n(v, 'agent')})" for k, v in led["methods"].items()) or "none")
         + ". "
     )
