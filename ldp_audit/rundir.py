@@ -275,6 +275,9 @@ def versions() -> dict[str, str]:
 
 
 def _sha256(f: Path) -> str:
+    from ldp_audit.limits import check_regular_file
+
+    check_regular_file(f, "run file")  # a FIFO would block the hash
     h = hashlib.sha256()
     with open(f, "rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
@@ -586,6 +589,9 @@ def _dir(path: Any) -> Path:
 def read_json(path: Any, name: str) -> Any:
     """``RUN_DIR/name`` parsed as JSON (RunDirectoryError names the file on failure)."""
     f = _dir(path) / name
+    from ldp_audit.limits import check_regular_file
+
+    check_regular_file(f, name)  # a FIFO would block the read
     try:
         return json.loads(f.read_text())
     except (OSError, ValueError, UnicodeDecodeError) as exc:
@@ -606,6 +612,9 @@ def read_config(path: Any) -> dict[str, Any]:
 def read_npz(path: Any, name: str, required: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
     """``RUN_DIR/name`` (npz, pickles refused) as a dict of arrays; ``required`` keys checked."""
     f = _dir(path) / name
+    from ldp_audit.limits import check_regular_file
+
+    check_regular_file(f, name)  # a FIFO would block the read
     try:
         with np.load(f, allow_pickle=False) as z:
             out = {k: z[k] for k in z.files}
@@ -724,12 +733,15 @@ def verify_run(path: Any, expect_head: str | None = None, *, full: bool = True) 
         RunDirectoryError: ``path`` is not a directory.
         InvalidParameterError: ``expect_head`` is not 64 hex digits.
         KeyFileError: the ledger key exists but is unusable (e.g. readable by others).
+        RunDirectoryError: the run holds a FIFO, socket or device (never opened).
     """
     from ldp_audit.accountant.keys import load_key
     from ldp_audit.accountant.ledger import Ledger
     from ldp_audit.errors import LedgerError
+    from ldp_audit.limits import check_run_files
 
     p = _dir(path)
+    check_run_files(p, "run directory")  # before any file is opened (a FIFO would block)
     if expect_head is not None:
         if not isinstance(expect_head, str) or not re.fullmatch(r"[0-9a-fA-F]{64}", expect_head):
             raise InvalidParameterError(
@@ -853,6 +865,9 @@ def require_verified(
             to read it anyway).
     """
     p = _check_path_arg(path, name)
+    from ldp_audit.limits import check_run_files
+
+    check_run_files(p, name)  # a FIFO anywhere in it (config.json too): named, never opened
     if not is_run_dir(p):
         raise RunDirectoryError(
             f"{name} {str(p)!r} is not a run directory ("

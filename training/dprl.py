@@ -1141,6 +1141,7 @@ def train(
     run_mode: str = "new",
     hooks: TrainerHooks | None = None,
     ledger: Any = None,
+    force: bool = False,
 ) -> DprlResult:
     """Train one run; with ``run_dir`` write the run directory (docs/dprl.md).
 
@@ -1152,6 +1153,8 @@ def train(
         run_mode: "new", "overwrite" or "resume" (:class:`ldp_audit.rundir.RunWriter`).
         hooks: test-only seams (broken-trainer fixtures).
         ledger: an explicit ledger when ``run_dir`` is None (tests).
+        force: run even when the estimated memory or time exceeds this machine's limits
+            (:mod:`ldp_audit.limits`; otherwise InvalidParameterError before any work).
 
     Returns:
         :class:`DprlResult`; ``result.privacy`` holds the accountant's guarantee.
@@ -1163,6 +1166,9 @@ def train(
         raise InvalidParameterError(f"cfg must be a DprlConfig, got {type(cfg).__name__}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise InvalidParameterError(f"seed must be an integer >= 0, got {seed!r}")
+    from ldp_audit.training.sizes import check_sizes
+
+    check_sizes("dprl", cfg, force=force)  # absurd sizes: refused before any allocation
     hooks = hooks or TrainerHooks()
     from ldp_audit.training.device import resolve_device
 

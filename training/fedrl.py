@@ -65,6 +65,7 @@ from ldp_audit.training.gridworld import (
     VectorGridWorld,
     check_density,
     check_hist_len,
+    check_meeting_rule,
     check_size,
     generate_maps,
 )
@@ -357,6 +358,10 @@ class FedRLConfig:
         device: torch device of the networks, ``"cpu"``, ``"cuda"`` or ``"auto"``
             (:mod:`ldp_audit.training.device`); every random draw stays on the CPU, so on the
             CPU a run is bit for bit the same as before the option existed.
+        meeting_rule: the agents' distance for meeting, the +50, the shaping term and the
+            test-time success check: ``"manhattan"`` (|dx| + |dy|, the paper's text; default,
+            results unchanged) or ``"public-code"`` (|dx + dy|, what the authors' code
+            computes; see :mod:`ldp_audit.training.gridworld`).
     """
 
     size: int = 8
@@ -386,11 +391,13 @@ class FedRLConfig:
     runs: int = 1
     prepay_block: int = 50
     device: str = "cpu"
+    meeting_rule: str = "manhattan"
 
     def __post_init__(self) -> None:
         from ldp_audit.training.device import check_device
 
         check_device(self.device)
+        check_meeting_rule(self.meeting_rule)
         _, t = check_size(self.size, self.t_max)
         check_density(self.density)
         check_hist_len(self.hist_len)
@@ -908,8 +915,20 @@ def _train_runs(
     accountant: Any,
     log: _Log,
     progress: Any = None,
+    extras: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """Train one method for K runs at once (batched over runs and maps); evaluate each run."""
+    """Train one method for K runs at once (batched over runs and maps); evaluate each run.
+
+    ``extras`` (None: nothing more, the results of before the option existed): further
+    evaluations of the same networks, each with its own child generators (every random stream
+    of the training and of Table 1's evaluation is unchanged; the extra releases are charged
+    to their own ledger agents, ``@curve1`` / ``@curve2`` / ``@explore``):
+
+    * ``curve_points`` P, ``curve_maps`` M: at P evenly spaced iterations, greedy episodes on
+      the first M test maps (FedRL: noisy, FedRL-1, and noise-free, FedRL-2): learning curves;
+    * ``explore`` (eps, ...): after training, epsilon-greedy episodes on the test maps
+      (FedRL: the noise-free outputs, FedRL-2's protocol), beside Table 1's greedy ones.
+    """
     torch = _torch()
     kk = len(trials)
     spawned = [s.spawn(6) for s in seed_seqs]
@@ -964,8 +983,52 @@ def _train_runs(
         cb = ex.send("beta", nets["qb"](tb), sb, kind, map_index=maps_idx)
         return nets["g"](torch.cat([ca, cb], dim=-1))
 
+    extras = dict(extras or {})
+    n_pts = int(extras.get("curve_points", 0))
+    checkpoints = (
+        sorted({max(1, round(cfg.train_steps * (i + 1) / n_pts)) for i in range(n_pts)})
+        if n_pts
+        else []
+    )
+    curve_test = maps.split["test"][: int(extras.get("curve_maps", cfg.eval_maps))]
+    explore = tuple(float(e) for e in extras.get("explore", ()))
+    xex, rng_explore = None, None
+    if checkpoints or explore:  # own generators: no stream of the training is touched
+        xss = np.random.SeedSequence([int(sp[0].generate_state(1)[0]) for sp in spawned] + [0x10E7])
+        xs_alpha, xs_beta, xs_explore = xss.spawn(3)
+        rng_explore = np.random.default_rng(xs_explore)
+        if fed:
+            xex = _Exchange(
+                cfg,
+                trials,
+                accountant,
+                {"alpha": np.random.default_rng(xs_alpha), "beta": np.random.default_rng(xs_beta)},
+                _Log(record=False),
+            )
+    curve_evals: list[dict[str, list[dict[str, Any]]]] = []
+
+    def extra_eval(test: np.ndarray, eps: float) -> dict[str, list[dict[str, Any]]]:
+        if fed:
+            modes = (
+                (("FedRL-1", xex.mech, "@curve1"), ("FedRL-2", xex.clean, "@curve2"))
+                if eps == 0
+                else (("FedRL-2", xex.clean, "@explore"),)
+            )
+            return {
+                lab: _evaluate(
+                    cfg, maps, test, nets, method, xex, kk, -1, mech, sfx, eps, rng_explore
+                )
+                for lab, mech, sfx in modes
+            }
+        lab = "DQN-alpha" if method == "dqn-alpha" else "DQN-full"
+        return {
+            lab: _evaluate(cfg, maps, test, nets, method, None, kk, 0, None, "", eps, rng_explore)
+        }
+
     train_idx = maps.split["train"]
-    env = VectorGridWorld(maps, rng_env.choice(train_idx, kk * n), hist_len=h)
+    env = VectorGridWorld(
+        maps, rng_env.choice(train_idx, kk * n), hist_len=h, meeting_rule=cfg.meeting_rule
+    )
     sa, sb = env.reset()
     reps = [_Replay(cfg.replay_size, h) for _ in range(kk)]
     ep_ret = np.zeros(kk * n)
@@ -1014,6 +1077,8 @@ def _train_runs(
                 for m in nets.values():
                     m.sync()
                 syncs += 1
+        if checkpoints and it + 1 in checkpoints:
+            curve_evals.append(extra_eval(curve_test, 0.0))
         if (it + 1) % every == 0:
             for k in range(kk):
                 curve_s[k].append(float(np.mean(win_s[k])) if win_s[k] else float("nan"))
@@ -1034,6 +1099,7 @@ def _train_runs(
     else:
         label = "DQN-alpha" if method == "dqn-alpha" else "DQN-full"
         evals = {label: _evaluate(cfg, maps, test, nets, method, None, kk, 0, None, "")}
+    explore_evals = {eps: extra_eval(test, eps) for eps in explore}
     out = []
     for k, trial in enumerate(trials):
         res = {
@@ -1051,6 +1117,22 @@ def _train_runs(
         }
         for label, ev in evals.items():
             res[label] = ev[k]
+        if checkpoints:
+            res["eval_curve"] = {
+                "iterations": checkpoints,
+                "maps": int(len(curve_test)),
+                "methods": {
+                    lab: [_brief(c[lab][k]) for c in curve_evals] for lab in curve_evals[0]
+                },
+            }
+        if explore:
+            res["explore_eval"] = {
+                lab: {
+                    "0": _brief(evals[lab][k]),
+                    **{f"{e:g}": _brief(explore_evals[e][lab][k]) for e in explore},
+                }
+                for lab in explore_evals[explore[0]]
+            }
         out.append(res)
     return out
 
@@ -1114,6 +1196,10 @@ def _update(
     return float(loss.detach())
 
 
+def _brief(ev: dict[str, Any]) -> dict[str, Any]:
+    return {k: ev[k] for k in ("episodes", "successes", "succ_rate", "avg_reward")}
+
+
 def _evaluate(
     cfg: FedRLConfig,
     maps: MapSet,
@@ -1125,11 +1211,18 @@ def _evaluate(
     kind: int,
     mech: OutputMechanism | None,
     suffix: str,
+    explore: float = 0.0,
+    rng: np.random.Generator | None = None,
 ) -> list[dict[str, Any]]:
-    """Greedy episodes of every run on every test map at once; SuccRate, AvgRwd per run."""
+    """Greedy episodes of every run on every test map at once; SuccRate, AvgRwd per run.
+
+    ``explore`` > 0: epsilon-greedy instead (random joint action with probability ``explore``,
+    drawn from ``rng``)."""
     torch = _torch()
     nt = len(test)
-    env = VectorGridWorld(maps, np.tile(test, kk), hist_len=cfg.hist_len)
+    env = VectorGridWorld(
+        maps, np.tile(test, kk), hist_len=cfg.hist_len, meeting_rule=cfg.meeting_rule
+    )
     sa, sb = env.reset()
     ret = np.zeros(kk * nt)
     met_all = np.zeros(kk * nt, dtype=bool)
@@ -1169,7 +1262,9 @@ def _evaluate(
                     "beta", nets["qb"](shape(sb)), sb, kind, mech=mech, suffix=suffix, map_index=mi
                 )
                 q = nets["g"](torch.cat([ca, cb], dim=-1))
-        r, _done, met, active = env.step(q.cpu().numpy().reshape(kk * nt, -1).argmax(axis=1))
+        qn = q.cpu().numpy().reshape(kk * nt, -1)
+        act = qn.argmax(axis=1) if explore == 0 else _eps_greedy(qn, explore, rng)
+        r, _done, met, active = env.step(act)
         ret += r
         steps += active
         met_all |= met
@@ -1208,6 +1303,9 @@ def run_fedrl(
     progress: bool = False,
     threads: int | None = 1,
     _state: dict[str, Any] | None = None,
+    force: bool = False,
+    extras: dict[str, Any] | None = None,
+    only: tuple[str, int] | None = None,
 ) -> dict[str, Any]:
     """Train ``cfg.methods`` ``cfg.runs`` times each and evaluate on the test maps.
 
@@ -1221,6 +1319,16 @@ def run_fedrl(
         threads: torch intra-op threads while training (restored afterwards); None leaves
             torch's setting alone. One thread is fastest on a small, shared machine: the
             networks are small and every run is batched into one matmul already.
+        force: run even when the estimated memory or time exceeds this machine's limits
+            (:mod:`ldp_audit.limits`; otherwise InvalidParameterError before any work).
+        extras: further evaluations of the trained networks (learning curves, epsilon-greedy
+            evaluation; see ``_train_runs``); they draw from their own generators, so the
+            training and Table 1's numbers are the same with or without them.
+        only: ``(method, run)``: train that one run alone (not batched with the others), from
+            the same seed sequence it has in the batched order. A run's environment and
+            exploration streams are shared by the runs batched with it, so a run trained alone
+            gives other numbers than in the batch; ``only`` lets a reproduction make each
+            (method, run) an independent task whose result does not depend on where it ran.
 
     Returns:
         ``{"results": [per method-run dict], "log": _Log, "maps": MapSet, "accountant": acc}``.
@@ -1234,6 +1342,9 @@ def run_fedrl(
     from ldp_audit.training.device import resolve_device
 
     resolve_device(cfg.device)  # "cuda" without CUDA: refused before any work
+    from ldp_audit.training.sizes import check_sizes
+
+    check_sizes("fedrl", cfg, force=force)  # absurd sizes: refused before any allocation
     if maps is None:
         maps = generate_maps(
             cfg.size, cfg.n_maps, density=cfg.density, seed=cfg.map_seed, t_max=cfg.t_max
@@ -1250,20 +1361,37 @@ def run_fedrl(
     if _state is not None:  # the caller writes what was released if training is interrupted
         _state["log"] = log
     seqs = np.random.SeedSequence(int(seed)).spawn(cfg.runs * len(METHODS))
+    if only is not None:
+        if (
+            not isinstance(only, tuple)
+            or len(only) != 2
+            or only[0] not in cfg.methods
+            or not _is_int(only[1])
+            or not 0 <= only[1] < cfg.runs
+        ):
+            raise InvalidParameterError(
+                f"only must be (method in {cfg.methods}, run in [0, {cfg.runs})), got {only!r}"
+            )
+    groups = (
+        [(m, list(range(cfg.runs))) for m in cfg.methods]
+        if only is None
+        else [(only[0], [int(only[1])])]
+    )
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=cfg.runs * len(cfg.methods) * cfg.train_steps, desc="fedrl", unit="it")
+        total = sum(len(g) for _, g in groups) * cfg.train_steps
+        bar = tqdm(total=total, desc="fedrl", unit="it")
     results = []
     torch = _torch()
     old_threads = torch.get_num_threads()
     try:
         if threads is not None:
             torch.set_num_threads(int(threads))
-        for method in cfg.methods:  # all runs of a method at once (batched over runs)
-            ss = [seqs[run * len(METHODS) + METHODS.index(method)] for run in range(cfg.runs)]
-            results.extend(_train_runs(method, cfg, maps, ss, list(range(cfg.runs)), acc, log, bar))
+        for method, group in groups:  # all runs of a method at once (batched over runs)
+            ss = [seqs[run * len(METHODS) + METHODS.index(method)] for run in group]
+            results.extend(_train_runs(method, cfg, maps, ss, group, acc, log, bar, extras))
     finally:
         torch.set_num_threads(old_threads)
         if bar is not None:
@@ -1340,6 +1468,7 @@ def train_fedrl(
     mode: str = "new",
     progress: bool = False,
     threads: int | None = 1,
+    force: bool = False,
 ) -> dict[str, Any]:
     """Train FedRL and its baselines and write the run directory ``out``.
 
@@ -1370,6 +1499,9 @@ def train_fedrl(
     from ldp_audit.training.device import resolve_device
 
     device = resolve_device(cfg.device)  # "cuda" without CUDA: refused before any file
+    from ldp_audit.training.sizes import check_sizes
+
+    check_sizes("fedrl", cfg, force=force)  # absurd sizes (``force``: see run_fedrl)
     w = RunWriter(
         out,
         algorithm="fedrl",
@@ -1391,6 +1523,7 @@ def train_fedrl(
             record=True,
             threads=threads,
             _state=state,
+            force=force,
         )
         state.update(res)
         metrics = _metrics(cfg, res["results"])
@@ -1468,12 +1601,81 @@ def _metrics(cfg: FedRLConfig, results: list[dict[str, Any]]) -> dict[str, Any]:
             "per_run_avg_reward": ar,
             "path_ratio": [p["path_ratio"] for p in per],
         }
-    return {
+    out = {
         "algorithm": "fedrl",
         "size": cfg.size,
         "hist_len": cfg.hist_len,
         "table": table,
         "runs": [{k: v for k, v in r.items() if k != "state"} for r in results],
+    }
+    if any("explore_eval" in r for r in results):
+        out["explore"] = _explore_table(results)
+    if any("eval_curve" in r for r in results):
+        out["curves"] = _curve_table(results)
+    return out
+
+
+def _pooled(evs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Runs' evaluations pooled: mean over runs with a t-interval, pooled Clopper-Pearson."""
+    k = sum(e["successes"] for e in evs)
+    n = sum(e["episodes"] for e in evs)
+    m, lo, hi = _t_interval([e["succ_rate"] for e in evs])
+    return {
+        "runs": len(evs),
+        "succ_rate": m,
+        "succ_rate_ci": [lo, hi],
+        "successes": k,
+        "episodes": n,
+        "pooled": k / n,
+        "pooled_cp": list(_cp(k, n)),
+        "per_run_succ_rate": [e["succ_rate"] for e in evs],
+    }
+
+
+def _explore_table(results: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Greedy (``"0"``) vs epsilon-greedy evaluation of the same networks, per method."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in results:
+        for lab, per_eps in r.get("explore_eval", {}).items():
+            for eps, ev in per_eps.items():
+                out.setdefault(lab, {}).setdefault(eps, []).append(ev)
+    return {lab: {eps: _pooled(evs) for eps, evs in d.items()} for lab, d in out.items()}
+
+
+def _curve_table(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Learning curves pooled over runs, and per method whether the last two checkpoints'
+    pooled 95 % Clopper-Pearson intervals overlap (no change detectable at this resolution)."""
+    first = next(r["eval_curve"] for r in results if "eval_curve" in r)
+    per: dict[str, list[list[dict[str, Any]]]] = {}
+    for r in results:
+        for lab, pts in r.get("eval_curve", {}).get("methods", {}).items():
+            per.setdefault(lab, []).append(pts)
+    methods, verdict = {}, {}
+    for lab, runs in per.items():
+        pts = [_pooled([run[i] for run in runs]) for i in range(len(runs[0]))]
+        methods[lab] = pts
+        if len(pts) >= 2:
+            a, b = pts[-2], pts[-1]
+            overlap = (
+                a["pooled_cp"][0] <= b["pooled_cp"][1] and b["pooled_cp"][0] <= a["pooled_cp"][1]
+            )
+            verdict[lab] = {
+                "plateau": bool(overlap),
+                "last_two": [a["pooled"], b["pooled"]],
+                "in_words": (
+                    f"no change detectable between the last two checkpoints "
+                    f"({100 * a['pooled']:.1f} % -> {100 * b['pooled']:.1f} %, 95 % intervals "
+                    "overlap): plateaued at this resolution"
+                    if overlap
+                    else f"still changing: {100 * a['pooled']:.1f} % -> {100 * b['pooled']:.1f} % "
+                    "between the last two checkpoints (95 % intervals disjoint): not converged"
+                ),
+            }
+    return {
+        "iterations": first["iterations"],
+        "maps": first["maps"],
+        "methods": methods,
+        "converged": verdict,
     }
 
 

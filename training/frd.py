@@ -699,6 +699,7 @@ def train_many(
     on_release: Callable[[int, Any], None] | None = None,
     _recorders: list[Any] | None = None,
     _sink: Any = None,
+    force: bool = False,
 ) -> list[FrdResult]:
     """Train every group of every config; configs sharing an architecture run in one batch.
 
@@ -714,11 +715,16 @@ def train_many(
         record: keep the transcript (what crossed the boundary) and the matching secrets.
         progress: tqdm bar (agent-episodes) on stderr.
         on_release: called ``(config index, SealedRelease)`` after each upload (tests).
+        force: run even when the estimated memory or time of the configs trained together
+            exceeds this machine's limits (:mod:`ldp_audit.limits`).
 
     Returns:
         One :class:`FrdResult` per config, in order.
     """
     cfgs = _check_configs(configs)
+    from ldp_audit.training.sizes import check_sizes
+
+    check_sizes("frd", cfgs, force=force)  # absurd sizes: refused before any allocation
     if accountants is not None and len(accountants) != len(cfgs):
         raise InvalidParameterError(
             f"accountants must have one entry per config ({len(cfgs)}), got {len(accountants)}"
@@ -749,6 +755,7 @@ def train_many(
                 ),
                 _recorders=_recorders,
                 _sink=bar,
+                force=force,
             )
             for i, res in zip(idx, out, strict=True):
                 results[i] = res
@@ -799,14 +806,19 @@ def train_batch(
     on_release: Callable[[int, Any], None] | None = None,
     _recorders: list[Any] | None = None,
     _sink: Any = None,
+    force: bool = False,
 ) -> list[FrdResult]:
     """Train configs of ONE architecture in one lock-step batch drawing from ``rng`` (what
     :func:`train_many` does for each batch of :func:`arch_batches`). ``accountants``: one per
     config (default: an in-memory ledger each), charged before every upload. ``_sink``: an
-    object with ``update(k)`` counting agent-episodes (a tqdm bar or a progress queue)."""
+    object with ``update(k)`` counting agent-episodes (a tqdm bar or a progress queue).
+    ``force``: run even when the batch's estimated memory or time exceeds this machine's limits
+    (:mod:`ldp_audit.limits`; otherwise InvalidParameterError before any allocation)."""
     from ldp_audit._validation import check_rng
+    from ldp_audit.training.sizes import check_sizes
 
     cfgs = _check_configs(configs)
+    check_sizes("frd", cfgs, force=force)  # absurd sizes: refused before any allocation
     rng = check_rng(rng)
     if len({c.arch() for c in cfgs}) != 1:
         raise InvalidParameterError(
@@ -1235,6 +1247,7 @@ def train(
     run_dir: str | Path | None = None,
     progress: bool = False,
     run_mode: str = "new",
+    force: bool = False,
 ) -> FrdResult:
     """Train one config (all its groups batched); optionally write a run directory.
 
@@ -1245,8 +1258,11 @@ def train(
     if not isinstance(cfg, FrdConfig):
         raise InvalidParameterError(f"cfg must be an FrdConfig, got {type(cfg).__name__}")
     seed = _int(seed, "seed", 0)
+    from ldp_audit.training.sizes import check_sizes
+
+    check_sizes("frd", cfg, force=force)  # ``force``: see train_many; before any file
     if run_dir is None:
-        return train_many([cfg], seed=seed, progress=progress)[0]
+        return train_many([cfg], seed=seed, progress=progress, force=force)[0]
     from ldp_audit.accountant import Accountant
     from ldp_audit.rundir import RunWriter
 
@@ -1262,7 +1278,13 @@ def train(
     try:
         acc = Accountant(ledger=w.open_ledger())
         res = train_many(
-            [cfg], seed=seed, accountants=[acc], record=True, progress=progress, _recorders=recs
+            [cfg],
+            seed=seed,
+            accountants=[acc],
+            record=True,
+            progress=progress,
+            _recorders=recs,
+            force=force,
         )[0]
         _write_outputs(w, res)
     except BaseException:

@@ -137,6 +137,9 @@ def main(argv: list[str] | None = None, *, watchdog: bool | None = None) -> int:
             dog = None
             old_term = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
+        from ldp_audit.limits import check_input_paths
+
+        check_input_paths(args)  # a FIFO / socket / device input: exit 2, never opened
         code = int(args.func(args) or 0)
         sys.stdout.flush()
         return code

@@ -163,6 +163,9 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
     add_run_mode_arguments(p)
     p.add_argument("--json", action="store_true", help="print the metrics as JSON on stdout")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    from ldp_audit.limits import add_force_argument
+
+    add_force_argument(p)
     p.set_defaults(func=_train)
 
     r = reproduce_subparsers.add_parser(
@@ -193,6 +196,9 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
     from ldp_audit.cli._types import add_backend_arguments
 
     add_backend_arguments(r, workers=True)
+    from ldp_audit.limits import add_force_argument
+
+    add_force_argument(r)
     r.set_defaults(func=_reproduce)
 
 
@@ -227,13 +233,23 @@ def _train(args: argparse.Namespace) -> int:
     out = args.out if args.out is not None else timestamped_dir("runs/dprl")
     check_out_for_mode(out, mode)  # before any work
     cfg = _config(args)  # validated: errors name the parameter, before any episode
+    from ldp_audit.training.sizes import check_sizes
+
+    check_sizes("dprl", cfg, force=args.force, cli=True)  # absurd sizes: before any allocation
     from ldp_audit.training.device import resolve_device
 
     resolve_device(cfg.device, "--device")  # cuda without CUDA: exit 2 before any work
     from ldp_audit.training.dprl import train
 
     t0 = time.perf_counter()
-    res = train(cfg, seed=args.seed, run_dir=out, progress=show_progress(args), run_mode=mode)
+    res = train(
+        cfg,
+        seed=args.seed,
+        run_dir=out,
+        progress=show_progress(args),
+        run_mode=mode,
+        force=args.force,
+    )
     doc = {
         "run_dir": str(out),
         "algo": cfg.algo,
@@ -279,7 +295,13 @@ def _reproduce(args: argparse.Namespace) -> int:
         audit_canaries=args.audit_canaries,
         seed=args.seed,
     )
-    res = reproduce(settings, out=out, progress=show_progress(args), argv=sys.argv[1:], **where)
+    from ldp_audit.limits import check_resources, forcing
+    from ldp_audit.training.sizes import dprl_reproduce_estimates
+
+    workers = args.workers or 1
+    check_resources(dprl_reproduce_estimates(settings, workers=workers), force=args.force, cli=True)
+    with forcing(args.force):  # --force reaches the runs (and the worker processes)
+        res = reproduce(settings, out=out, progress=show_progress(args), argv=sys.argv[1:], **where)
     if args.json:
         from ldp_audit.rundir import to_jsonable
 

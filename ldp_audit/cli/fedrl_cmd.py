@@ -110,6 +110,18 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--runs", type=int_at_least("--runs", 1), default=1, help="independent runs per method"
     )
+    _add_meeting_rule(p)
+
+
+def _add_meeting_rule(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--meeting-rule",
+        choices=("manhattan", "public-code"),
+        default="manhattan",
+        help="the agents' distance for meeting, the +50, the shaping term and the success "
+        "check: manhattan = |dx| + |dy| (the paper's text), public-code = |dx + dy| (what the "
+        "authors' code computes)",
+    )
 
 
 def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
@@ -180,6 +192,9 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
     add_run_mode_arguments(t)
     t.add_argument("--json", action="store_true", help="print metrics as JSON on stdout")
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
+    from ldp_audit.limits import add_force_argument
+
+    add_force_argument(t)
     t.set_defaults(func=_train)
 
     r = reproduce_subparsers.add_parser(
@@ -274,6 +289,27 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
         default=None,
         help="training iterations of the Figure 4 runs (default: those of the first size)",
     )
+    _add_meeting_rule(r)
+    r.add_argument(
+        "--explore-eps",
+        nargs="*",
+        type=_real("--explore-eps"),
+        default=[0.05, 0.1, 0.2],
+        help="epsilons of the epsilon-greedy evaluation of Table 1's networks, beside the "
+        "greedy one (none: skip)",
+    )
+    r.add_argument(
+        "--curve-points",
+        type=int_at_least("--curve-points", 0),
+        default=8,
+        help="checkpoints of the learning curves of Table 1's runs (0: none)",
+    )
+    r.add_argument(
+        "--curve-maps",
+        type=int_at_least("--curve-maps", 1),
+        default=200,
+        help="test maps played greedily at each checkpoint (at most --eval-maps)",
+    )
     r.add_argument(
         "--out",
         default=None,
@@ -286,6 +322,9 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
     from ldp_audit.cli._types import add_backend_arguments
 
     add_backend_arguments(r, workers=True)
+    from ldp_audit.limits import add_force_argument
+
+    add_force_argument(r)
     r.set_defaults(func=_reproduce)
 
 
@@ -350,7 +389,11 @@ def _train(args: argparse.Namespace) -> int:
         methods=tuple(dict.fromkeys(args.methods)),
         runs=args.runs,
         device=args.device,
+        meeting_rule=args.meeting_rule,
     )
+    from ldp_audit.training.sizes import check_sizes
+
+    check_sizes("fedrl", cfg, force=args.force, cli=True)  # absurd sizes: before any allocation
     from ldp_audit.training.device import resolve_device
 
     resolve_device(cfg.device, "--device")  # cuda without CUDA: exit 2 before any work
@@ -360,7 +403,13 @@ def _train(args: argparse.Namespace) -> int:
     from ldp_audit.training.fedrl import train_fedrl
 
     metrics = train_fedrl(
-        cfg, out, seed=args.seed, mode=mode, progress=show_progress(args), threads=args.threads
+        cfg,
+        out,
+        seed=args.seed,
+        mode=mode,
+        progress=show_progress(args),
+        threads=args.threads,
+        force=args.force,
     )
     if args.json:
         print(json.dumps(to_jsonable({"run_dir": str(out), **metrics})))
@@ -495,6 +544,10 @@ def _reproduce(args: argparse.Namespace) -> int:
         audit_samples=args.audit_samples,
         threads=args.threads,
         fig4_steps=args.fig4_steps,
+        meeting_rule=args.meeting_rule,
+        explore_eps=tuple(args.explore_eps),
+        curve_points=args.curve_points,
+        curve_maps=args.curve_maps,
     )
     from pathlib import Path
 
@@ -504,13 +557,19 @@ def _reproduce(args: argparse.Namespace) -> int:
         partial.parent.mkdir(parents=True, exist_ok=True)
         partial.write_text(json.dumps(to_jsonable(res)))
 
-    results = reproduce(
-        rc,
-        progress=show_progress(args),
-        command="ldp-audit " + " ".join(sys.argv[1:]),
-        checkpoint=checkpoint,
-        **where,
-    )
+    from ldp_audit.limits import check_resources, forcing
+    from ldp_audit.training.sizes import fedrl_reproduce_estimates
+
+    workers = args.workers or 1
+    check_resources(fedrl_reproduce_estimates(rc, workers=workers), force=args.force, cli=True)
+    with forcing(args.force):  # --force reaches the runs (and the worker processes)
+        results = reproduce(
+            rc,
+            progress=show_progress(args),
+            command="ldp-audit " + " ".join(sys.argv[1:]),
+            checkpoint=checkpoint,
+            **where,
+        )
     files = write_report(results, out)
     partial.unlink(missing_ok=True)
     if args.json:

@@ -139,6 +139,9 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
     add_run_mode_arguments(p)
     p.add_argument("--json", action="store_true", help="print metrics as JSON on stdout")
     p.add_argument("--no-progress", action="store_true")
+    from ldp_audit.limits import add_force_argument
+
+    add_force_argument(p)
     p.set_defaults(func=_train)
 
     r = reproduce_subparsers.add_parser(
@@ -186,6 +189,9 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
     from ldp_audit.cli._types import add_backend_arguments
 
     add_backend_arguments(r, workers=True)
+    from ldp_audit.limits import add_force_argument
+
+    add_force_argument(r)
     r.set_defaults(func=_reproduce)
 
 
@@ -210,6 +216,9 @@ def register_attack(attack_subparsers: Any) -> None:
         "--overwrite", action="store_true", help="replace the run's attack_dynamics.json"
     )
     a.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+    from ldp_audit.limits import add_force_argument
+
+    add_force_argument(a)
     a.set_defaults(func=_attack)
 
 
@@ -240,6 +249,9 @@ def _train(args: argparse.Namespace) -> int:
         ldp_samples=args.ldp_samples,
         stop_at_mission=not args.no_stop_at_mission,
     )
+    from ldp_audit.training.sizes import check_sizes
+
+    check_sizes("frd", cfg, force=args.force, cli=True)  # absurd sizes: before any allocation
     mode = run_mode(args)
     out = args.out or timestamped_dir(f"runs/frd-{args.mode}")
     check_out_for_mode(out, mode)
@@ -247,7 +259,14 @@ def _train(args: argparse.Namespace) -> int:
     from ldp_audit.training.frd import train
 
     t0 = time.perf_counter()
-    res = train(cfg, seed=args.seed, run_dir=out, progress=show_progress(args), run_mode=mode)
+    res = train(
+        cfg,
+        seed=args.seed,
+        run_dir=out,
+        progress=show_progress(args),
+        run_mode=mode,
+        force=args.force,
+    )
     met = res.metrics()
     met.pop("scores", None)
     met["run_dir"] = str(out)
@@ -287,7 +306,13 @@ def _reproduce(args: argparse.Namespace) -> int:
         leak_epsilons=args.leak_epsilons,
         seed=args.seed,
     )
-    doc = reproduce(s, out=out, progress=show_progress(args), command=_command_line(), **where)
+    from ldp_audit.limits import check_resources, forcing
+    from ldp_audit.training.sizes import frd_reproduce_estimates
+
+    workers = args.workers or 1
+    check_resources(frd_reproduce_estimates(s, workers=workers), force=args.force, cli=True)
+    with forcing(args.force):  # --force reaches the runs (and the worker processes)
+        doc = reproduce(s, out=out, progress=show_progress(args), command=_command_line(), **where)
     if args.json:
         from ldp_audit.rundir import to_jsonable
 
@@ -320,14 +345,18 @@ def _attack(args: argparse.Namespace) -> int:
         raise RunDirectoryError(
             f"{target} already exists; write elsewhere with --out FILE or pass --overwrite"
         )
-    res = F.run(
-        args.run_dir,
-        n_shadow=args.shadow,
-        max_groups=args.max_groups,
-        seed=args.seed,
-        confidence=args.confidence,
-        progress=sys.stderr.isatty(),
-    )
+    _check_shadow_size(args)  # absurd --shadow: refused before the shadow run
+    from ldp_audit.limits import forcing
+
+    with forcing(args.force):
+        res = F.run(
+            args.run_dir,
+            n_shadow=args.shadow,
+            max_groups=args.max_groups,
+            seed=args.seed,
+            confidence=args.confidence,
+            progress=sys.stderr.isatty(),
+        )
     d = res.to_dict()
     if args.out:
         Path(args.out).write_text(json.dumps(to_jsonable(d), indent=1, allow_nan=False))
@@ -338,3 +367,17 @@ def _attack(args: argparse.Namespace) -> int:
     else:
         print(res.summary())
     return 1 if res.violation else 0
+
+
+def _check_shadow_size(args: argparse.Namespace) -> None:
+    """``--shadow``'s shadow run, estimated from the run's config (InvalidParameterError)."""
+    from ldp_audit.limits import check_resources
+    from ldp_audit.rundir import read_json
+    from ldp_audit.training.frd import FrdConfig
+    from ldp_audit.training.sizes import frd_attack_estimates
+
+    try:
+        cfg = FrdConfig.from_dict(read_json(Path(args.run_dir) / "config.json")["config"])
+    except Exception:  # noqa: BLE001 - an unreadable config is the attack's own error to name
+        return
+    check_resources(frd_attack_estimates(cfg, args.shadow), force=args.force, cli=True)

@@ -1,0 +1,274 @@
+"""Memory and time estimates of the trainers, from their configurations alone.
+
+Each function returns :class:`ldp_audit.limits.Estimate` parts for
+:func:`ldp_audit.limits.check_resources`: the arithmetic of what the trainer allocates
+(parameters x bytes x copies, per-sample gradients, buffers, transcripts, per-agent state) and
+an optimistic lower bound on its floating-point work. The constants are the trainers' own (float32
+networks in DP-RL and FedRL, float64 in FRD, CartPole's 500-step episodes); the estimates are
+meant to be right within a small factor, which is all a bound against absurd sizes needs
+(docs/cli.md, "Size limits").
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any
+
+from ldp_audit.limits import Estimate, flops_seconds, label
+
+_F32, _F64 = 4, 8
+#: CartPole-v1's truncation: the longest episode (steps)
+_CARTPOLE_STEPS = 500
+#: the shortest CartPole episode (a pole falls in no fewer steps): time lower bounds
+_MIN_EPISODE = 8
+#: bytes per environment of a vector CartPole (state, counters, masks)
+_ENV_BYTES = 128
+#: bytes a released row costs in a transcript besides its values (trial, agent, step, ids)
+_ROW_META = 48
+
+
+def dprl_estimates(cfg: Any, *, cli: bool = False) -> list[Estimate]:
+    """Parts of one DP-RL run (:class:`~ldp_audit.training.dprl.DprlConfig`)."""
+    p = int(cfg.n_params)
+    h = int(cfg.hidden)
+    b = int(cfg.envs)
+    reinforce = cfg.algo == "reinforce"
+    private = cfg.privacy == "dpsgd"
+    n_upd = int(cfg.n_updates)
+    nets = 1 if reinforce else 2  # DQN: online and target network
+    # parameters, gradients and Adam's two moments of the trained net; the target's parameters;
+    # the initial and final parameters as float64
+    net_bytes = (4 + (nets - 1)) * p * _F32 + 2 * p * _F64
+    if private and not cfg.ghost:  # Opacus materialises every per-sample gradient (and clips)
+        batch = b if reinforce else 2 * int(cfg.batch_size)
+        net_bytes += 2 * batch * p * _F32
+    parts = [Estimate(label(cli, "hidden", "--hidden", h), "the networks", net_bytes)]
+    # rollouts and activations: REINFORCE keeps b whole episodes (states, actions, returns) and
+    # the activations of every layer for the backward pass (dropout masks too); DQN a minibatch
+    # and one step of the b environments, and its replay memory
+    if reinforce:
+        roll = b * _CARTPOLE_STEPS * (4 * _F32 + 3 * _F64)
+        act = b * _CARTPOLE_STEPS * 4 * h * _F32
+    else:
+        roll = int(cfg.buffer_size) * (2 * 4 * _F32 + 3 * _F64)
+        act = (2 * int(cfg.batch_size) + b) * 6 * h * _F32
+    roll += b * _ENV_BYTES
+    envs_l = label(cli, "num_envs", "--num-envs", b)
+    hidden_l = label(cli, "hidden", "--hidden", h)
+    parts.append(Estimate(envs_l, "the environments and rollouts", roll))
+    default_b = 8 if reinforce else 1
+    act_l = hidden_l if h / 128 >= b / default_b else envs_l
+    parts.append(Estimate(act_l, "the activations", act))
+    # the transcript: released updates (REINFORCE keeps them), observations (obs-noise: every
+    # step), canary projections; the per-episode returns
+    episodes = int(cfg.episodes) if reinforce else int(cfg.total_steps) // _MIN_EPISODE + 1
+    steps = int(cfg.episodes) * _CARTPOLE_STEPS if reinforce else int(cfg.total_steps)
+    size_opt = (
+        label(cli, "episodes", "--episodes", cfg.episodes)
+        if reinforce
+        else label(cli, "total_steps", "--total-steps", cfg.total_steps)
+    )
+    trans = episodes * 32 + n_upd * 64
+    if private and cfg.keep_updates:
+        trans += n_upd * p * _F64
+    if cfg.privacy == "obs-noise":
+        trans += steps * (4 * _F64 + _ROW_META)
+    parts.append(Estimate(size_opt, "the transcript and the returns", trans))
+    m = int(cfg.canaries)
+    if m:
+        # the public directions (QR of an n_params x m Gaussian: three float64 copies), their
+        # float32 copy, the included canaries' rows, and a projection per update
+        cb = p * m * (3 * _F64 + _F32 + _F32) + n_upd * m * _F64
+        parts.append(Estimate(label(cli, "canaries", "--canaries", m), "the canaries", cb))
+    # compute: forward + backward (x3) of every sample, per-sample clipping (x2 more)
+    if reinforce:
+        samples = int(cfg.episodes) * _MIN_EPISODE
+        flops = samples * p * (2 + 6 + (4 if private else 0))
+    else:
+        flops = int(cfg.total_steps) * 2 * p
+        flops += n_upd * int(cfg.batch_size) * p * (2 + 6 + (4 if private else 0))
+    parts.append(
+        Estimate(size_opt, "the training updates", 0.0, flops_seconds(flops, str(cfg.device)))
+    )
+    return parts
+
+
+def frd_estimates(cfgs: Any, *, cli: bool = False) -> list[Estimate]:
+    """Parts of FRD / FedAvg training (one :class:`~ldp_audit.training.frd.FrdConfig` or a list
+    of them trained together, as ``train_many`` batches them)."""
+    from ldp_audit.training.frd import param_layout
+
+    cfgs = list(cfgs) if isinstance(cfgs, (list, tuple)) else [cfgs]
+    net = mem = trans = per_agent = flops = 0.0
+    top: Any = None
+    for c in cfgs:
+        a = int(c.groups) * int(c.n_agents)
+        lay = param_layout(int(c.hidden), int(c.layers))
+        p = sum(fi * fo + fo for spec in lay.values() for (_, fi, fo) in spec)
+        # flat parameters, Adam's m and v, a gradient / update buffer, the float64 model output
+        net += a * p * 5 * _F64
+        # activations of one step of every agent (actor and critic, forward and backward)
+        net += a * int(c.hidden) * int(c.layers) * 8 * _F64
+        per_agent += a * (1024 + int(c.max_episodes) * 2 * _F64)
+        rounds = int(c.max_episodes) // int(c.exchange_period) + 1
+        window = int(c.exchange_period) * int(c.episode_steps)
+        mem += a * min(int(c.n_cells), window) * 3 * _F64  # the local proxy memories (sparse)
+        if c.mode == "fedavg":
+            trans += a * rounds * (p * _F64 + _ROW_META)
+        elif c.ldp_epsilon is not None:
+            trans += a * rounds * (int(c.ldp_samples) * 2 * _F64 + _ROW_META)
+        else:
+            trans += a * rounds * (min(int(c.n_cells), window) * 2 * _F64 + _ROW_META)
+        episodes = min(int(c.max_episodes), int(c.window))
+        flops += a * episodes * _MIN_EPISODE * p * 8
+        if top is None or a * p > top[0]:
+            top = (a * p, c)
+    c = top[1]
+    # the option furthest above its default drives the estimate
+    opts = [
+        (int(c.groups) / 1, "groups", "--groups", c.groups),
+        (int(c.n_agents) / 4, "n_agents", "--agents", c.n_agents),
+        (int(c.hidden) / 24, "hidden", "--hidden", c.hidden),
+        (int(c.layers) / 2, "layers", "--layers", c.layers),
+        (int(c.max_episodes) / 300, "max_episodes", "--max-episodes", c.max_episodes),
+    ]
+    _, param, flag, value = max(opts, key=lambda o: o[0])
+    drive = label(cli, param, flag, value)
+    return [
+        Estimate(drive, "the agents' networks", net),
+        Estimate(drive, "the per-agent state and scores", per_agent),
+        Estimate(label(cli, "sections", "--sections", c.sections), "the proxy memories", mem),
+        Estimate(drive, "the transcript of the uploads", trans),
+        Estimate(drive, "the agents' training", 0.0, flops_seconds(flops)),
+    ]
+
+
+def fedrl_estimates(cfg: Any, *, cli: bool = False) -> list[Estimate]:
+    """Parts of one FedRL training (:class:`~ldp_audit.training.fedrl.FedRLConfig`)."""
+    from ldp_audit.training.gridworld import ALPHA_VIEW, BETA_VIEW, N_ACTIONS
+
+    n, h = int(cfg.size), int(cfg.hist_len)
+    runs, nm = int(cfg.runs), int(cfg.n_maps)
+    steps, ne, bs = int(cfg.train_steps), int(cfg.n_envs), int(cfg.batch_size)
+    t_max = int(cfg.episode_limit)
+    obs = h * (ALPHA_VIEW**2 + BETA_VIEW**2)  # one transition's two windows (float32)
+    # the maps (uint8 obstacles, starts, BFS temporaries) and the padded free-cell grids of the
+    # maps played at once and evaluated
+    maps = nm * (n * n + 48) + n * n * 3 * _F64
+    maps += (ne + int(cfg.eval_maps)) * (n + 16) ** 2 * _F32
+    replay = runs * int(cfg.replay_size) * (2 * obs * _F32 + 3 * _F64)
+    # the networks (local Q of each agent, DQN-full's, FedRL's MLP): params, grads, Adam, target
+    p = 32 * 9 * h + 32 * (ALPHA_VIEW**2 + BETA_VIEW**2 + 34) * 256 + 3 * 256 * N_ACTIONS
+    nets = runs * p * 5 * _F32
+    act = runs * (2 * bs + ne) * 32 * (ALPHA_VIEW**2 + BETA_VIEW**2) * (h + 4) * _F32
+    # the transcript: every released Q row (16 values, the sender's 25-cell window, ids) while
+    # training (acting and minibatches, both agents) and evaluating (two FedRL variants)
+    rows = runs * (steps * (2 * ne + 3 * bs) + int(cfg.eval_maps) * t_max * 4)
+    trans = rows * (N_ACTIONS * _F64 + 25 + _ROW_META) + runs * steps * 64
+    flops = runs * len(cfg.methods) * steps * (ne + 3 * bs) * 2 * p
+    steps_l = label(cli, "train_steps", "--train-steps", steps)
+    maps_l = label(cli, "size", "--size", n) if n * n > nm else label(cli, "n_maps", "--n-maps", nm)
+    return [
+        Estimate(maps_l, "the maps", maps),
+        Estimate(label(cli, "runs", "--runs", runs), "the replay memories", replay),
+        Estimate(label(cli, "runs", "--runs", runs), "the networks", nets + act),
+        Estimate(steps_l, "the transcript of the released Q outputs", trans),
+        Estimate(steps_l, "the training", 0.0, flops_seconds(flops, str(cfg.device))),
+    ]
+
+
+def combine(jobs: list[list[Estimate]], workers: int = 1) -> list[Estimate]:
+    """Estimates of several trainings run ``workers`` at a time: memory of the largest one times
+    ``workers``, time of all of them summed."""
+    big = max(jobs, key=lambda g: sum(e.nbytes for e in g))
+    out = [replace(e, nbytes=e.nbytes * max(1, workers), seconds=0.0) for e in big if e.nbytes]
+    out += [replace(e, nbytes=0.0) for g in jobs for e in g if e.seconds]
+    return out
+
+
+def _relabel(parts: list[Estimate], old: str, new: str) -> list[Estimate]:
+    return [replace(e, option=new) if e.option.startswith(old + " ") else e for e in parts]
+
+
+def dprl_reproduce_estimates(s: Any, *, workers: int = 1) -> list[Estimate]:
+    """``reproduce dprl`` (:class:`~ldp_audit.training.dprl_reproduce.ReproduceSettings`): the
+    noise grid's REINFORCE and DQN runs and the audit table's canary runs (command-line
+    labels)."""
+    from ldp_audit.training.dprl import DprlConfig
+    from ldp_audit.training.dprl_reproduce import AUDIT_DQN, AUDIT_REINFORCE
+
+    grid = (len(s.dpsgd_noise) + len(s.obs_noise)) * int(s.seeds)
+    jobs = []
+    for algo, kw in (
+        ("reinforce", {"episodes": s.episodes}),
+        ("dqn", {"total_steps": s.total_steps}),
+    ):
+        parts = dprl_estimates(DprlConfig(algo=algo, privacy="dpsgd", **kw), cli=True)
+        jobs.append([replace(e, seconds=e.seconds * grid) for e in parts])
+    m = int(s.audit_canaries)
+    for base, mm in ((AUDIT_REINFORCE, min(m, 898)), (AUDIT_DQN, m)):
+        cfg = DprlConfig(**{**base, "canaries": mm, "delta": s.delta})
+        jobs.append(_relabel(dprl_estimates(cfg, cli=True), "--canaries", f"--audit-canaries {m}"))
+    return combine(jobs, workers)
+
+
+def frd_reproduce_estimates(s: Any, *, workers: int = 1) -> list[Estimate]:
+    """``reproduce frd`` (:class:`~ldp_audit.training.frd_reproduce.ReproduceSettings`): every
+    sweep config (counted as if trained together: an upper bound) and the leak runs."""
+    from ldp_audit.training.frd import FrdConfig, setting_config
+
+    common = dict(groups=s.groups, max_episodes=s.max_episodes, threshold=s.threshold)
+    sweep = [setting_config(st, n_agents=int(n), **common) for st in s.settings for n in s.agents]
+    jobs = [frd_estimates(sweep, cli=True)]
+    if s.leak:
+        victims = FrdConfig(groups=int(s.leak_groups), n_agents=4)
+        jobs.append(
+            _relabel(frd_estimates(victims, cli=True), "--groups", f"--leak-groups {s.leak_groups}")
+        )
+        shadow = FrdConfig(groups=max(2, math.ceil(int(s.leak_shadow) * 3 / 4)), n_agents=4)
+        jobs.append(
+            _relabel(frd_estimates(shadow, cli=True), "--groups", f"--leak-shadow {s.leak_shadow}")
+        )
+    return combine(jobs, workers)
+
+
+def fedrl_reproduce_estimates(rc: Any, *, workers: int = 1) -> list[Estimate]:
+    """``reproduce fedrl`` (:class:`~ldp_audit.training.fedrl_reproduce.ReproConfig`): Table 1
+    per size, Figure 4 per history length, the attack runs."""
+    from ldp_audit.training.fedrl import FedRLConfig
+
+    kw = dict(n_maps=rc.n_maps, map_seed=rc.seed, n_envs=rc.n_envs, eval_maps=rc.eval_maps)
+    jobs = []
+    for i, size in enumerate(rc.sizes):
+        cfg = FedRLConfig(size=size, hist_len=rc.hist_len, train_steps=rc.steps_for(i),
+                          runs=rc.runs, **kw)  # fmt: skip
+        jobs.append(fedrl_estimates(cfg, cli=True))
+    for h in rc.hist_lens:
+        cfg = FedRLConfig(size=max(rc.sizes), hist_len=h, train_steps=rc.fig4_train_steps(),
+                          runs=rc.fig4_runs, **kw)  # fmt: skip
+        jobs.append(
+            _relabel(fedrl_estimates(cfg, cli=True), "--runs", f"--fig4-runs {rc.fig4_runs}")
+        )
+    return combine(jobs, workers)
+
+
+def frd_attack_estimates(cfg: Any, n_shadow: int) -> list[Estimate]:
+    """``attack frd``: the shadow run (the run's config with ``ceil(n_shadow * k / n_agents)``
+    groups, as :func:`ldp_audit.attacks.frd.run` trains it)."""
+    groups = max(2, math.ceil(int(n_shadow) * len(cfg.gravities) / int(cfg.n_agents)))
+    scfg = replace(cfg, groups=groups)
+    parts = frd_estimates(scfg, cli=True)
+    return [replace(e, option=f"--shadow {n_shadow}") for e in parts]
+
+
+_ESTIMATORS = {"dprl": dprl_estimates, "frd": frd_estimates, "fedrl": fedrl_estimates}
+
+
+def check_sizes(kind: str, cfg: Any, *, force: bool, cli: bool = False) -> dict[str, float]:
+    """:func:`~ldp_audit.limits.check_resources` on the estimates of trainer ``kind`` ("dprl",
+    "frd" (a config or a list of them), "fedrl"): raises InvalidParameterError before any work
+    when they exceed the limits, unless ``force``."""
+    from ldp_audit.limits import check_resources
+
+    return check_resources(_ESTIMATORS[kind](cfg, cli=cli), force=force, cli=cli)
