@@ -275,13 +275,30 @@ def test_readers_refuse_unverified_runs_naming_the_file(run: Path, tmp_path, cap
     for argv in (
         ["budget", str(run), "--verify"],
         ["report", str(run), "-o", str(tmp_path / "rep")],
-        ["attack", "dynamics", "--run-dir", str(run), "--out", str(tmp_path / "a.json")],
-        ["attack", "membership", "--run-dir", str(run), "--out", str(tmp_path / "m.json")],
     ):
         assert main(argv) == 2, argv
         err = capsys.readouterr().err
         assert "ledger.sqlite" in err and "Traceback" not in err, (argv, err)
     assert not (tmp_path / "rep").exists()
+    # the attacks, on a tiny real pgc-a3c run with another run's ledger swapped in
+    tiny = ["train", "pgc-a3c", "--mechanism", "laplace", "--epsilon", "1"]
+    tiny += ["--max-submissions", "20", "--no-progress", "--out"]
+    pgc, other = tmp_path / "pgc", tmp_path / "pgc2"
+    assert main([*tiny, str(pgc)]) == 0 and main([*tiny, str(other)]) == 0
+    capsys.readouterr()
+    shutil.copy(other / "ledger.sqlite", pgc / "ledger.sqlite")
+    # (membership --run-dir scores dprl runs; it calls the same check after the system lookup)
+    argv = ["attack", "dynamics", "--run-dir", str(pgc), "--out", str(tmp_path / "a.json")]
+    assert main(argv) == 2, argv
+    err = capsys.readouterr().err
+    assert "ledger.sqlite" in err and "ledger id" in err and "Traceback" not in err, err
+    assert not (tmp_path / "a.json").exists()
+    argv += ["--allow-unverified", "--shadow", "2", "--max-groups", "3"]
+    assert main(argv) in (0, 1)
+    out = capsys.readouterr().out
+    assert out.startswith("UNVERIFIED EVIDENCE") and "ledger id" in out.splitlines()[0]
+    doc = json.loads((tmp_path / "a.json").read_text())
+    assert doc["verified"] is False and doc["verification"]["problems"]
     # a file changed after the run: named too
     run2 = _make_run(tmp_path / "r2")
     (run2 / "transcript.npz").write_bytes(b"x")

@@ -364,12 +364,12 @@ def _dynamics(args: argparse.Namespace) -> int:
                 f"{target} already exists; write this result elsewhere with --out FILE, or "
                 f"pass --overwrite to replace it"
             )
-        args._evidence = _check_evidence(args)
         # the run's system's "dynamics" attack (ldp_audit.systems); a run whose system has none
         # gets a message naming its system and the commands that fit it
         from ldp_audit.cli.system_cmd import run_dir_scorer
 
         _, scorer = run_dir_scorer(args.run_dir, "dynamics", "attack dynamics --run-dir")
+        args._evidence = _check_evidence(args)  # before anything but config.json is read
         opts = {} if args.shadow is None else {"n_shadow": args.shadow}
         res = scorer(
             args.run_dir,
@@ -473,10 +473,14 @@ def _membership(args: argparse.Namespace) -> int:
 def _membership_of_run(args: argparse.Namespace) -> int:
     """Score the canaries planted at training time in an existing run (read only)."""
     from ldp_audit.cli.system_cmd import run_dir_scorer
+    from ldp_audit.errors import RunDirectoryError
+    from ldp_audit.rundir import is_run_dir
 
-    args._evidence = _check_evidence(args)
+    if not is_run_dir(args.run_dir):
+        raise RunDirectoryError(f"--run-dir {args.run_dir!r} is not a run directory")
     # the run's system's "membership" attack (ldp_audit.systems), e.g. dprl's one-run audit
     _, scorer = run_dir_scorer(args.run_dir, "membership", "attack membership --run-dir")
+    args._evidence = _check_evidence(args)  # before anything but config.json is read
     res = scorer(args.run_dir, seed=args.seed, confidence=args.confidence)
     return _emit(args, res)
 
