@@ -1000,7 +1000,9 @@ class _UserStatistic(_Statistic):
         return v
 
     def label(self) -> str:
-        return f"{self.name}(y, x, x2)"
+        if self.name.isidentifier():
+            return f"{self.name}(y, x, x2)"
+        return f"statistic {self.name!r}"
 
 
 def _statistic_list(raw: Any, where: str) -> list[tuple[Callable[..., Any], str]]:
