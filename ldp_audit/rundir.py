@@ -9,16 +9,21 @@ overwritten.
 - :class:`RunWriter` writes a run: ``config.json`` first (with ``"status": "running"``), the
   ledger the accountant charges during training, then the transcript, secrets, metrics and model,
   and last ``manifest.json`` (status ``complete`` or ``interrupted``, SHA-256 of every file but
-  the ledger, whose integrity is the ledger's own). Every file is written atomically (temp file
-  + rename) and a file that exists is never replaced.
+  the ledger, the ledger's anchor: its id, row count, chain head, metadata digest and key id,
+  and an HMAC of it all under the ledger key). Every file is written atomically (temp file +
+  rename) and a file that exists is never replaced.
 - ``resume``: the same algorithm, config and seed (checked against ``config.json``), the same
-  ledger (its earlier charges stay and count against the budget); outputs of the earlier attempt
-  that are not in its manifest are removed first.
+  ledger (its earlier charges stay and count against the budget; the rerun's charges already in
+  it are matched row by row and never charged twice); outputs of the earlier attempt are removed
+  first.
 - :func:`write_artifact` adds a *named, documented* artefact to an existing run
   (``audit.json``, ``attack_<name>.json``): the only writes into a run a reader may make, and
   it refuses to replace one unless ``overwrite=True``.
 - Readers (:func:`read_config`, :func:`read_json`, :func:`read_npz`, :func:`read_manifest`,
-  :func:`verify_manifest`) never write.
+  :func:`verify_manifest`, :func:`verify_run`) never write. :func:`verify_run` checks a run
+  against its manifest (files, the manifest's MAC, the whole ledger against its anchor, an
+  ``expect_head`` published elsewhere); :func:`require_verified` is what every reader of a run
+  calls first: unverified evidence is refused unless ``allow_unverified``.
 """
 
 from __future__ import annotations
@@ -517,7 +522,8 @@ class RunWriter:
         return t
 
     def finish(self, status: str = "complete", **info: Any) -> Path:
-        """Write ``manifest.json`` (status, SHA-256 of every file except the ledger) and mark
+        """Write ``manifest.json`` (status, SHA-256 of every file except the ledger, the
+        ledger's anchor, a MAC under the ledger key; after a resume, what was replayed) and mark
         ``config.json`` with the status. After this the run is read-only for the writer."""
         if status not in ("complete", "interrupted", "failed"):
             raise InvalidParameterError(
@@ -823,6 +829,15 @@ def verify_run(path: Any, expect_head: str | None = None, *, full: bool = True) 
                 auth_ledger = bool(led.authenticated)
                 if not led.authenticated:
                     notes.append(f"{lp} is unauthenticated: {led.auth_note}")
+                if man is not None and led_res.get("schema_version", 0) >= 3:
+                    # every manifest of a keyed ledger is sealed and anchors it: one without
+                    # is a stripped one, never an old one
+                    lacks = [k for k in ("mac", "ledger") if k not in man]
+                    if lacks:
+                        problems.append(
+                            f"{p / 'manifest.json'} lacks its {' and '.join(lacks)}, which "
+                            f"every manifest of a keyed ledger carries (stripped)"
+                        )
                 if anchor is not None:
                     _check_anchor(lp, anchor, led_res, led, problems)
             except LedgerError as exc:

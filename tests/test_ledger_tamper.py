@@ -386,3 +386,13 @@ def test_budget_uses_the_runs_delta_and_refuses_a_fifo(tmp_path: Path, capsys) -
     assert "not a regular file" in capsys.readouterr().err
     with pytest.raises(L.LedgerError, match="not a regular file"):
         Ledger(fifo, readonly=True)
+
+
+def test_a_stripped_manifest_is_not_taken_for_an_old_one(run: Path) -> None:
+    """Removing the anchor and the MAC would make a manifest look written before anchors; a
+    keyed (schema-3) ledger's manifest always has both, so the strip itself is a problem."""
+    man = json.loads((run / "manifest.json").read_text())
+    del man["mac"], man["ledger"]
+    (run / "manifest.json").write_text(json.dumps(man))
+    res = verify_run(run)
+    assert not res.ok and "stripped" in res.problems[0]

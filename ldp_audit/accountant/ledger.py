@@ -1,4 +1,4 @@
-"""The privacy ledger: one durable, hash-chained row per charge, in SQLite (schema version 2).
+"""The privacy ledger: one durable, hash-chained, keyed row per charge, in SQLite (schema 3).
 
 What the file guarantees (docs/accountant.md has the details and the measurements):
 
@@ -13,17 +13,25 @@ What the file guarantees (docs/accountant.md has the details and the measurement
   count; ``verify()`` (``ldp-audit budget --verify``) walks the whole chain and rebuilds every
   agent's state from the rows. An edited, deleted or reordered row, a broken index or a lost
   journal is a :class:`LedgerIntegrityError`, never a silently lower spend.
+* **Keyed.** The head (row count, last hash, metadata digest) and every agent's state carry an
+  HMAC-SHA256 under a key kept outside the run directory (:mod:`ldp_audit.accountant.keys`); an
+  agent's MAC covers its event counts, total, last row id and that row's hash, so the state is
+  bound to the chain position it summarises. Every read of spend checks it. Without the key,
+  reads work and ``authenticated`` is False (``auth_note`` says why); such a ledger, and a
+  schema-2 one (no key), is never charged.
 * **O(distinct events) reads.** Per-agent running state (the count of every distinct event, the
   agent's total and its last row) is kept in two small tables updated in the same transaction as
   the charge, each row with a checksum; ``history`` and the budget check read the state, cross-
-  checked three ways (state rows, the agent's total, the agent's last chained row), never an
-  index they have not verified.
+  checked (state rows, the agent's total, the agent's last chained row, the agent's MAC), never
+  an index they have not verified.
+* **Resume.** ``begin_replay()`` makes the next charges match the rows already here, in order,
+  writing nothing for them: a resumed run never charges a release twice.
 
-What it cannot guarantee: a ledger deleted whole, or replaced by an older *complete* copy, is
-internally consistent; that is detectable only against a chain head recorded elsewhere (the
-report prints it; ``verify(expect_head=...)`` checks that a later copy extends it). Anyone who can
-write the file can also recompute every hash: the chain detects accidents and naive edits, and
-deliberate rewrites only against an externally kept head.
+What it cannot guarantee: a ledger replaced by an older *complete* copy is internally consistent
+and its MACs are authentic; that is detectable against the run's manifest anchor or a chain head
+recorded elsewhere (``verify(expect_head=...)``). Without the key, anyone who can write the file
+can recompute every hash and checksum (docs/accountant.md has the table of what is then still
+detected).
 
 Writing: ``charge_rows`` (``Accountant.charge_many``) reads the head and SQLite's
 ``data_version`` in one query inside the write transaction, hashes the batch in one pass and
@@ -32,11 +40,11 @@ its own commits left it; it uses that state only while ``data_version`` (any oth
 commit) and the connection's ``total_changes`` (any other write through it) are unchanged, and
 otherwise reads and verifies the file again, so it never trusts anything it has not verified.
 
-``Ledger(":memory:")`` is a private in-memory ledger for tests. ``TallyLedger()`` keeps only
-per-agent counts in memory (budgets enforced identically; no rows, no chain): for runs whose
-ledger nobody reads, never evidence. Ledgers of schema version 1 (WAL
+``Ledger(":memory:")`` is a private in-memory ledger for tests (an ephemeral key of its own).
+``TallyLedger()`` keeps only per-agent counts in memory (budgets enforced identically; no rows,
+no chain): for runs whose ledger nobody reads, never evidence. Ledgers of schema version 1 (WAL
 journaling, no chain) are refused with a message naming the version; ``migrate_v1(src, dst)``
-converts one explicitly into a new file.
+converts one (or a schema-2 one) explicitly into a new file.
 """
 
 from __future__ import annotations

@@ -124,6 +124,9 @@ def _check_evidence(args: argparse.Namespace) -> Any:
     banner = unverified_banner(res)
     if banner is not None:
         print(banner, file=sys.stderr if args.json else sys.stdout, flush=True)
+    elif not res.authenticated:  # verified, but nothing of it under this machine's key
+        why = "; ".join(res.notes)
+        print(f"note: the run's evidence is unauthenticated: {why}", file=sys.stderr)
     return res
 
 

@@ -156,6 +156,9 @@ def _report(args: argparse.Namespace) -> int:
     banner = unverified_banner(checked)
     if banner is not None:
         print(banner, file=sys.stderr if args.json else sys.stdout, flush=True)
+    elif not checked.authenticated:  # verified, but nothing of it under this machine's key
+        why = "; ".join(checked.notes)
+        print(f"note: the run's evidence is unauthenticated: {why}", file=sys.stderr)
     out = Path(args.run_dir) / "report" if args.out_dir is None else Path(args.out_dir)
     check_not_inside_run(out, "--out", allow=Path(args.run_dir) / "report")  # the named one
     # the output folder is checked before the report is built (and never holds an input)
