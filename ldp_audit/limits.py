@@ -129,10 +129,10 @@ def memory_limit() -> tuple[int, str]:
         return _parse_bytes(env), f"set by {MEMORY_ENV}"
     total = physical_memory()
     if total is None:
-        return 8 * GiB, "this machine's memory is unknown"
+        return 8 * GiB, f"this machine's memory is unknown; {MEMORY_ENV} sets another"
     if total // 2 >= MEMORY_CAP:
-        return MEMORY_CAP, "the absolute cap"
-    return total // 2, f"half of this machine's {fmt_bytes(total)}"
+        return MEMORY_CAP, f"the absolute cap; {MEMORY_ENV} sets another"
+    return total // 2, f"half of this machine's {fmt_bytes(total)}; {MEMORY_ENV} sets another"
 
 
 def time_limit() -> tuple[float, str]:
@@ -146,7 +146,7 @@ def time_limit() -> tuple[float, str]:
         if not (math.isfinite(v) and v > 0):
             raise InvalidParameterError(f"{TIME_ENV} must be a number of seconds > 0, got {env!r}")
         return v, f"set by {TIME_ENV}"
-    return TIME_LIMIT_S, "the default"
+    return TIME_LIMIT_S, f"the default; {TIME_ENV} sets another"
 
 
 def flops_seconds(flops: float, device: str = "cpu") -> float:
@@ -190,8 +190,7 @@ def check_resources(
         extra = "" if top.nbytes >= 0.95 * total_b else f", {fmt_bytes(total_b)} in all"
         raise InvalidParameterError(
             f"{top.option} needs about {fmt_bytes(top.nbytes)} for {top.what} (estimate{extra}), "
-            f"more than the {fmt_bytes(mem)} memory limit ({mem_how}; {MEMORY_ENV} sets "
-            f"another); {hint}"
+            f"more than the {fmt_bytes(mem)} memory limit ({mem_how}); {hint}"
         )
     if total_s > tl:
         top = max(parts, key=lambda e: e.seconds)
@@ -199,7 +198,7 @@ def check_resources(
         raise InvalidParameterError(
             f"{top.option} needs at least {fmt_seconds(top.seconds)} of compute for {top.what} "
             f"(optimistic estimate{extra}), more than the {fmt_seconds(tl)} time limit "
-            f"({tl_how}; {TIME_ENV} sets another); {hint}"
+            f"({tl_how}); {hint}"
         )
     return out
 
@@ -325,10 +324,7 @@ def check_input_paths(args: Any) -> None:
         runs.append(("--out (--resume)", getattr(args, "out", None)))
     ledger = getattr(args, "ledger", None)
     if isinstance(ledger, str) and ledger:
-        if os.path.isdir(ledger):
-            check_regular_file(os.path.join(ledger, "ledger.sqlite"), "LEDGER")
-        else:
-            check_regular_file(ledger, "LEDGER")
+        runs.append(("LEDGER", ledger))  # a ledger file, or a run directory holding one
     for name, path in runs:
         if not isinstance(path, str) or not path:
             continue

@@ -94,18 +94,25 @@ def dprl_estimates(cfg: Any, *, cli: bool = False) -> list[Estimate]:
     return parts
 
 
+def _driver(cli: bool, opts: list[tuple[float, str, str, Any]]) -> str:
+    """The label of the option furthest above its default (``(value / default, param, flag,
+    value)`` tuples): the one that drives an estimate."""
+    _, param, flag, value = max(opts, key=lambda o: o[0])
+    return label(cli, param, flag, value)
+
+
 def frd_estimates(cfgs: Any, *, cli: bool = False) -> list[Estimate]:
     """Parts of FRD / FedAvg training (one :class:`~ldp_audit.training.frd.FrdConfig` or a list
     of them trained together, as ``train_many`` batches them)."""
-    from ldp_audit.training.frd import param_layout
-
     cfgs = list(cfgs) if isinstance(cfgs, (list, tuple)) else [cfgs]
     net = mem = trans = per_agent = flops = 0.0
     top: Any = None
     for c in cfgs:
         a = int(c.groups) * int(c.n_agents)
-        lay = param_layout(int(c.hidden), int(c.layers))
-        p = sum(fi * fo + fo for spec in lay.values() for (_, fi, fo) in spec)
+        h, n_l = int(c.hidden), int(c.layers)
+        # training.frd.param_layout in closed form (actor 4-h-...-h-2, critic 4-h-...-h-1)
+        body = 4 * h + h + (n_l - 1) * (h * h + h)
+        p = 2 * body + (h * 2 + 2) + (h * 1 + 1)
         # flat parameters, Adam's m and v, a gradient / update buffer, the float64 model output
         net += a * p * 5 * _F64
         # activations of one step of every agent (actor and critic, forward and backward)
@@ -133,8 +140,7 @@ def frd_estimates(cfgs: Any, *, cli: bool = False) -> list[Estimate]:
         (int(c.layers) / 2, "layers", "--layers", c.layers),
         (int(c.max_episodes) / 300, "max_episodes", "--max-episodes", c.max_episodes),
     ]
-    _, param, flag, value = max(opts, key=lambda o: o[0])
-    drive = label(cli, param, flag, value)
+    drive = _driver(cli, opts)
     return [
         Estimate(drive, "the agents' networks", net),
         Estimate(drive, "the per-agent state and scores", per_agent),
@@ -167,14 +173,20 @@ def fedrl_estimates(cfg: Any, *, cli: bool = False) -> list[Estimate]:
     rows = runs * (steps * (2 * ne + 3 * bs) + int(cfg.eval_maps) * t_max * 4)
     trans = rows * (N_ACTIONS * _F64 + 25 + _ROW_META) + runs * steps * 64
     flops = runs * len(cfg.methods) * steps * (ne + 3 * bs) * 2 * p
-    steps_l = label(cli, "train_steps", "--train-steps", steps)
-    maps_l = label(cli, "size", "--size", n) if n * n > nm else label(cli, "n_maps", "--n-maps", nm)
+    o_runs = (runs / 1, "runs", "--runs", runs)
+    o_hist = (h / 4, "hist_len", "--hist-len", h)
+    o_envs = (ne / 16, "n_envs", "--n-envs", ne)
+    o_batch = (bs / 32, "batch_size", "--batch-size", bs)
+    o_steps = (steps / 2000, "train_steps", "--train-steps", steps)
+    o_eval = (int(cfg.eval_maps) * t_max / (800 * 38), "eval_maps", "--eval-maps", cfg.eval_maps)
+    maps_l = _driver(cli, [(n / 8, "size", "--size", n), (nm / 8000, "n_maps", "--n-maps", nm)])
+    trans_l = _driver(cli, [o_steps, o_runs, o_envs, o_batch, o_eval])
     return [
         Estimate(maps_l, "the maps", maps),
-        Estimate(label(cli, "runs", "--runs", runs), "the replay memories", replay),
-        Estimate(label(cli, "runs", "--runs", runs), "the networks", nets + act),
-        Estimate(steps_l, "the transcript of the released Q outputs", trans),
-        Estimate(steps_l, "the training", 0.0, flops_seconds(flops, str(cfg.device))),
+        Estimate(_driver(cli, [o_runs, o_hist]), "the replay memories", replay),
+        Estimate(_driver(cli, [o_runs, o_hist, o_envs, o_batch]), "the networks", nets + act),
+        Estimate(trans_l, "the transcript of the released Q outputs", trans),
+        Estimate(trans_l, "the training", 0.0, flops_seconds(flops, str(cfg.device))),
     ]
 
 

@@ -371,13 +371,14 @@ def _attack(args: argparse.Namespace) -> int:
 
 def _check_shadow_size(args: argparse.Namespace) -> None:
     """``--shadow``'s shadow run, estimated from the run's config (InvalidParameterError)."""
+    from ldp_audit.errors import LdpAuditError
     from ldp_audit.limits import check_resources
-    from ldp_audit.rundir import read_json
+    from ldp_audit.rundir import read_config
     from ldp_audit.training.frd import FrdConfig
     from ldp_audit.training.sizes import frd_attack_estimates
 
     try:
-        cfg = FrdConfig.from_dict(read_json(Path(args.run_dir) / "config.json")["config"])
-    except Exception:  # noqa: BLE001 - an unreadable config is the attack's own error to name
+        cfg = FrdConfig.from_dict(read_config(args.run_dir)["config"])
+    except (LdpAuditError, TypeError):  # an unusable config is the attack's own error to name
         return
     check_resources(frd_attack_estimates(cfg, args.shadow), force=args.force, cli=True)

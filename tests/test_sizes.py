@@ -1,0 +1,309 @@
+"""Size limits and non-regular input files (issue 28, "Signals and sizes").
+
+Every size-like option is estimated (ldp_audit.limits, ldp_audit.training.sizes) and refused
+before any allocation when its memory or time estimate exceeds the limits, unless ``--force``;
+a FIFO given as (or found in) an input is refused, naming it, before anything opens it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+from ldp_audit import limits
+from ldp_audit.cli import main
+from ldp_audit.errors import InvalidParameterError, RunDirectoryError
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs POSIX FIFOs")
+
+
+@pytest.fixture(autouse=True)
+def _no_hang():
+    """A FIFO opened by mistake blocks forever: fail after 60 s instead."""
+
+    def fail(signum, frame):  # noqa: ANN001
+        raise AssertionError("the command blocked (a FIFO was opened?)")
+
+    old = signal.signal(signal.SIGALRM, fail)
+    signal.alarm(60)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, old)
+
+
+@pytest.fixture(autouse=True)
+def _default_limits(monkeypatch: pytest.MonkeyPatch):
+    for var in (limits.MEMORY_ENV, limits.TIME_ENV, limits.FORCE_ENV):
+        monkeypatch.delenv(var, raising=False)
+
+
+# ----------------------------------------------------------------------------------------------
+# The issue's examples: refused fast, nothing allocated, nothing written
+# ----------------------------------------------------------------------------------------------
+
+ISSUE_EXAMPLES = [
+    (["train", "dprl", "--algo", "reinforce", "--privacy", "dpsgd", "--hidden", "100000000"],
+     "--hidden 100000000"),
+    (["train", "dprl", "--algo", "reinforce", "--privacy", "dpsgd", "--num-envs", "1000000000"],
+     "--num-envs 1000000000"),
+    (["train", "frd", "--groups", "1000000"], "--groups 1000000"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("argv", "option"), ISSUE_EXAMPLES, ids=["hidden", "num-envs", "groups"])
+def test_issue_example_refused_before_any_allocation(argv, option, tmp_path, capsys) -> None:
+    out = tmp_path / "run"
+    full = [*argv, "--out", str(out), "--no-progress"]
+    assert main(full) == 2  # imports warmed
+    capsys.readouterr()
+    tracemalloc.start()
+    t0 = time.process_time()
+    try:
+        code = main(full)
+        cpu = time.process_time() - t0
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    err = capsys.readouterr().err
+    assert code == 2
+    # the message names the option, an estimate and the limit, and how to override
+    assert option in err and "estimate" in err and "memory limit" in err, err
+    assert "iB" in err and "--force" in err, err
+    # measured: ~0.01 s CPU and < 1 MB traced; the bounds leave two orders of magnitude
+    assert cpu < 2.0, cpu
+    assert peak < 50 * 2**20, peak
+    assert not out.exists()  # nothing written
+
+
+def test_library_refuses_and_force_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ldp_audit.training import dprl, frd
+
+    with pytest.raises(InvalidParameterError, match=r"hidden=100000000 .*force=True"):
+        dprl.train(dprl.DprlConfig(hidden=100_000_000))
+    with pytest.raises(InvalidParameterError, match=r"groups=1000000 "):
+        frd.train(frd.FrdConfig(groups=1_000_000), seed=0)
+    with pytest.raises(InvalidParameterError, match=r"groups=1000000 "):
+        frd.train_many([frd.FrdConfig(groups=1_000_000)], seed=0)
+    # a tiny run under a tiny limit: refused, then let through by force=True (same result as
+    # without any limit: the check only reads the config)
+    cfg = frd.FrdConfig(n_agents=2, groups=1, sections=10, exchange_period=3,
+                        initial_episodes=2, hidden=8, layers=1, max_episodes=6,
+                        stop_at_mission=False)  # fmt: skip
+    free = frd.train(cfg, seed=3)
+    monkeypatch.setenv(limits.MEMORY_ENV, "1K")
+    with pytest.raises(InvalidParameterError, match=r"1\.0 KiB memory limit"):
+        frd.train(cfg, seed=3)
+    forced = frd.train(cfg, seed=3, force=True)
+    assert (forced.scores == free.scores).all() or (
+        (forced.scores != forced.scores) == (free.scores != free.scores)
+    ).all()
+    assert forced.gravity.tolist() == free.gravity.tolist()
+
+
+def test_cli_force_lets_a_moderately_oversized_run_through(tmp_path, monkeypatch, capsys) -> None:
+    argv = ["train", "frd", "--agents", "2", "--groups", "1", "--sections", "10",
+            "--exchange-period", "3", "--initial-episodes", "2", "--hidden", "8", "--layers", "1",
+            "--max-episodes", "6", "--no-stop-at-mission", "--no-progress"]  # fmt: skip
+    monkeypatch.setenv(limits.MEMORY_ENV, "64K")  # the run's estimate is ~0.2 MiB
+    assert main([*argv, "--out", str(tmp_path / "a")]) == 2
+    err = capsys.readouterr().err
+    assert "64.0 KiB memory limit" in err and "--force" in err
+    assert not (tmp_path / "a").exists()
+    assert main([*argv, "--out", str(tmp_path / "b"), "--force"]) == 0
+    assert json.loads((tmp_path / "b" / "config.json").read_text())["config"]["groups"] == 1
+
+
+# ----------------------------------------------------------------------------------------------
+# Every size-like option of every command
+# ----------------------------------------------------------------------------------------------
+
+BIG = "1000000000000"
+SIZE_OPTIONS = [
+    (["train", "dprl", "--algo", "reinforce", "--privacy", "dpsgd"], "--hidden", "100000000"),
+    (["train", "dprl", "--algo", "reinforce", "--privacy", "dpsgd"], "--num-envs", "1000000000"),
+    (["train", "dprl", "--algo", "reinforce", "--privacy", "dpsgd"], "--episodes", BIG),
+    (["train", "dprl", "--algo", "dqn", "--privacy", "dpsgd"], "--total-steps", BIG),
+    (["train", "dprl", "--algo", "dqn", "--privacy", "obs-noise"], "--num-envs", "1000000000"),
+    (["train", "frd"], "--groups", "1000000"),
+    (["train", "frd"], "--agents", "100000000"),
+    (["train", "frd"], "--hidden", "10000000"),
+    (["train", "frd"], "--layers", "100000000"),
+    (["train", "frd"], "--max-episodes", BIG),
+    (["train", "fedrl", "--t-max", "100"], "--size", "1000000"),
+    (["train", "fedrl"], "--n-maps", "10000000000"),
+    (["train", "fedrl"], "--train-steps", "10000000000"),
+    (["train", "fedrl"], "--n-envs", "10000000000"),
+    (["train", "fedrl"], "--runs", "10000000"),
+    (["reproduce", "dprl"], "--episodes", BIG),
+    (["reproduce", "dprl"], "--total-steps", BIG),
+    (["reproduce", "frd"], "--groups", "1000000"),
+    (["reproduce", "frd"], "--max-episodes", BIG),
+    (["reproduce", "frd"], "--leak-groups", "100000000"),
+    (["reproduce", "frd"], "--leak-shadow", "100000000"),
+    (["reproduce", "fedrl"], "--n-maps", "10000000000"),
+    (["reproduce", "fedrl"], "--runs", "10000000"),
+    (["reproduce", "fedrl"], "--fig4-runs", "10000000"),
+]
+
+
+@pytest.mark.parametrize(
+    ("head", "option", "value"),
+    SIZE_OPTIONS,
+    ids=[f"{' '.join(h[:2])} {o}" for h, o, _ in SIZE_OPTIONS],
+)
+def test_every_size_option_is_bounded(head, option, value, tmp_path, capsys) -> None:
+    out = tmp_path / "out"
+    assert main([*head, option, value, "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert f"{option} {value}" in err and "--force" in err, err
+    assert not out.exists()
+
+
+def test_attack_frd_shadow_is_bounded(tmp_path, capsys) -> None:
+    from ldp_audit.training.frd import FrdConfig
+
+    run = tmp_path / "run"
+    run.mkdir()
+    doc = {"algorithm": "frd", "config": FrdConfig().to_dict(), "mechanism": {}, "seed": 0}
+    (run / "config.json").write_text(json.dumps(doc))
+    assert main(["attack", "frd", "--run-dir", str(run), "--shadow", "100000000"]) == 2
+    err = capsys.readouterr().err
+    assert "--shadow 100000000" in err and "--force" in err, err
+    assert sorted(p.name for p in run.iterdir()) == ["config.json"]
+
+
+def test_every_command_with_size_options_has_force() -> None:
+    import argparse
+
+    from ldp_audit.cli import build_parser
+
+    def sub(p: argparse.ArgumentParser, *path: str) -> argparse.ArgumentParser:
+        for name in path:
+            acts = [a for a in p._actions if isinstance(a, argparse._SubParsersAction)]
+            p = acts[0].choices[name]
+        return p
+
+    parser = build_parser()
+    for path in (("train", "dprl"), ("train", "frd"), ("train", "fedrl"), ("reproduce", "dprl"),
+                 ("reproduce", "frd"), ("reproduce", "fedrl"), ("attack", "frd")):  # fmt: skip
+        opts = {o for a in sub(parser, *path)._actions for o in a.option_strings}
+        assert "--force" in opts, path
+
+
+# ----------------------------------------------------------------------------------------------
+# The estimates and the limits themselves
+# ----------------------------------------------------------------------------------------------
+
+
+def test_estimates_follow_the_arithmetic() -> None:
+    from ldp_audit.training.dprl import DprlConfig
+    from ldp_audit.training.sizes import dprl_estimates
+
+    small, big = DprlConfig(hidden=128), DprlConfig(hidden=1280)
+    net = {e.what: e.nbytes for e in dprl_estimates(small)}["the networks"]
+    net10 = {e.what: e.nbytes for e in dprl_estimates(big)}["the networks"]
+    # parameters are linear in the width for REINFORCE's 4-h-2 net (7h + 2)
+    assert net10 / net == pytest.approx((7 * 1280 + 2) / (7 * 128 + 2))
+    # at least the parameters, gradients and Adam's moments in float32
+    assert net >= 4 * 4 * small.n_params
+
+
+def test_check_resources_limits_and_force(monkeypatch: pytest.MonkeyPatch) -> None:
+    e = [limits.Estimate("--x 5", "the things", nbytes=3 * 2**20, seconds=10.0)]
+    monkeypatch.setenv(limits.MEMORY_ENV, "2M")
+    with pytest.raises(InvalidParameterError, match=r"--x 5 needs about 3\.0 MiB for the things"):
+        limits.check_resources(e, force=False, cli=True)
+    assert limits.check_resources(e, force=True)["bytes"] == 3 * 2**20
+    with limits.forcing():  # what --force sets for a reproduction's runs and workers
+        limits.check_resources(e, force=False)
+    assert os.environ.get(limits.FORCE_ENV) is None
+    monkeypatch.setenv(limits.MEMORY_ENV, "4M")
+    limits.check_resources(e, force=False)
+    monkeypatch.setenv(limits.TIME_ENV, "5")
+    with pytest.raises(InvalidParameterError, match=r"at least 10 s of compute"):
+        limits.check_resources(e, force=False)
+    monkeypatch.setenv(limits.MEMORY_ENV, "lots")
+    with pytest.raises(InvalidParameterError, match=limits.MEMORY_ENV):
+        limits.check_resources(e, force=False)
+    with pytest.raises(InvalidParameterError, match="force"):
+        limits.check_resources(e, force="yes")  # type: ignore[arg-type]
+    monkeypatch.delenv(limits.MEMORY_ENV)
+    mem, how = limits.memory_limit()
+    total = limits.physical_memory()
+    assert mem == min(limits.MEMORY_CAP, total // 2) if total else mem == 8 * 2**30, how
+
+
+# ----------------------------------------------------------------------------------------------
+# Non-regular input files
+# ----------------------------------------------------------------------------------------------
+
+
+def _fifo_run(tmp_path: Path, fifo_name: str = "transcript.npz") -> Path:
+    run = tmp_path / "run"
+    run.mkdir()
+    doc = {"algorithm": "frd", "config": {}, "mechanism": {}, "seed": 0}
+    if fifo_name != "config.json":
+        (run / "config.json").write_text(json.dumps(doc))
+    os.mkfifo(run / fifo_name)
+    return run
+
+
+FIFO_COMMANDS = [
+    ["report", "{run}"],
+    ["attack", "membership", "--run-dir", "{run}"],
+    ["attack", "dynamics", "--run-dir", "{run}"],
+    ["attack", "frd", "--run-dir", "{run}"],
+    ["attack", "fedrl", "--run-dir", "{run}"],
+    ["audit", "--run-dir", "{run}"],
+    ["budget", "{run}", "--verify"],
+    ["train", "dprl", "--algo", "dqn", "--privacy", "none", "--resume", "--out", "{run}"],
+    ["train", "frd", "--resume", "--out", "{run}"],
+    ["train", "pgc-a3c", "--mechanism", "none", "--resume", "--out", "{run}"],
+]
+
+
+@pytest.mark.parametrize("fifo_name", ["transcript.npz", "config.json", "ledger.sqlite"])
+@pytest.mark.parametrize("argv", FIFO_COMMANDS, ids=[" ".join(a[:2]) for a in FIFO_COMMANDS])
+def test_a_fifo_in_a_run_is_refused_by_every_reader(argv, fifo_name, tmp_path, capsys) -> None:
+    run = _fifo_run(tmp_path, fifo_name)
+    code = main([a.format(run=run) for a in argv])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert str(run / fifo_name) in err and "FIFO" in err, err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["budget", "{f}"],
+        ["report", "{f}"],
+        ["attack", "frd", "--run-dir", "{f}"],
+        ["attack", "membership", "--run-dir", "{f}"],
+    ],  # fmt: skip
+    ids=["budget", "report", "attack frd", "attack membership"],
+)
+def test_a_fifo_given_as_the_input_is_refused(argv, tmp_path, capsys) -> None:
+    f = tmp_path / "pipe"
+    os.mkfifo(f)
+    assert main([a.format(f=f) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert str(f) in err and "FIFO" in err, err
+
+
+def test_library_readers_refuse_a_fifo(tmp_path: Path) -> None:
+    from ldp_audit import rundir
+
+    run = _fifo_run(tmp_path)
+    with pytest.raises(RunDirectoryError, match="FIFO"):
+        rundir.read_npz(run, "transcript.npz")
+    with pytest.raises(RunDirectoryError, match="FIFO"):
+        rundir.verify_run(run)
+    os.mkfifo(run / "metrics.json")
+    with pytest.raises(RunDirectoryError, match=r"metrics\.json.*FIFO"):
+        rundir.read_json(run, "metrics.json")
