@@ -273,9 +273,73 @@ def open_run(path: Any, **kwargs: Any) -> Run:
 # ----------------------------------------------------------------------------------------------
 
 
-def _no_trainer(cfg: Any, **kwargs: Any) -> Any:
-    raise InvalidParameterError(
-        "an own-loop run is trained by its own code (ldp_audit.run.open_run; docs/own-loop.md)"
+def _demo_train(
+    cfg: OwnLoopConfig, *, seed: int, run_dir: Any, ledger: Any, progress: Any, run_mode: str
+) -> Any:
+    """The registry's trainer of ``own-loop``: a user's loop is trained by its own code; this
+    runs the docs' demonstration loop (a linear softmax policy, REINFORCE, on the declared
+    environment and parameter; ``params``: ``agents``, ``steps``, ``lr``) so the system can be
+    exercised end to end (tests/test_systems.py's contract)."""
+    import gymnasium as gym
+
+    from ldp_audit.systems import TrainResult
+
+    if ledger is not None or run_dir is None or run_mode not in ("new", "overwrite"):
+        raise InvalidParameterError(
+            "an own-loop run is trained by its own code (ldp_audit.run.open_run, "
+            "docs/own-loop.md); the demonstration loop needs a new run_dir and no ledger"
+        )
+    pp = cfg.private_parameter
+    if pp is None or not pp.get("env_id"):
+        raise InvalidParameterError("the demonstration loop needs a private parameter with env_id")
+    agents, steps = int(cfg.params.get("agents", 8)), int(cfg.params.get("steps", 50))
+    lr = float(cfg.params.get("lr", 0.05))
+    rng = np.random.default_rng(seed)
+    import time
+
+    t0 = time.perf_counter()
+    with open_run(
+        run_dir,
+        system=cfg.system,
+        config=cfg.params,
+        seed=seed,
+        mechanism=cfg.make_mechanism(),
+        private=pp,
+        overwrite=run_mode == "overwrite",
+    ) as run:
+        env = gym.make(pp["env_id"], max_episode_steps=steps)
+        n_a = int(env.action_space.n)
+        n_o = int(np.prod(env.observation_space.shape))
+        theta = np.zeros(n_a * (n_o + 1))
+        for agent in range(agents):
+            value = float(pp["values"][int(rng.integers(len(pp["values"])))])
+            setattr(env.unwrapped, pp["name"], value)
+            obs, _ = env.reset(seed=int(rng.integers(2**31)))
+            w, grad, ret = theta.reshape(n_a, n_o + 1), np.zeros((n_a, n_o + 1)), 0.0
+            for _ in range(steps):
+                x = np.append(np.asarray(obs, dtype=np.float64).reshape(-1), 1.0)
+                p = np.exp(w @ x - (w @ x).max())
+                p /= p.sum()
+                a = int(rng.choice(n_a, p=p))
+                grad += np.outer(np.eye(n_a)[a] - p, x)
+                obs, r, term, trunc, _ = env.step(a)
+                ret += float(r)
+                if term or trunc:
+                    break
+            rel = run.release(
+                (ret / steps) * grad.ravel(), agent=agent, theta=theta, secret=value, score=ret
+            )
+            theta = theta - lr * rel.values[0]
+        env.close()
+    return TrainResult(
+        system=ALGORITHM,
+        config=cfg,
+        seed=int(seed),
+        seconds=time.perf_counter() - t0,
+        privacy={"mechanism": cfg.mechanism, "reports_per_agent": 1},
+        metrics={"submissions": agents},
+        run_dir=Path(run_dir),
+        native={"theta": theta},  # the demonstration's final parameters
     )
 
 
@@ -301,7 +365,7 @@ def _own_loop() -> Any:
         name=ALGORITHM,
         summary="a user's own training loop (ldp_audit.run.open_run; docs/own-loop.md)",
         config="ldp_audit.run:OwnLoopConfig",
-        trainer="ldp_audit.run:_no_trainer",
+        trainer="ldp_audit.run:_demo_train",
         schema=schema,
         targets="ldp_audit.run:_targets",
         charges=None,
@@ -309,6 +373,16 @@ def _own_loop() -> Any:
         report_sections=None,
         reproduce=None,
         cli="ldp_audit.run:_no_cli",
+        tiny_config={
+            "system": "demo",
+            "params": {"agents": 6, "steps": 30},
+            "mechanism": {"name": "laplace", "epsilon": 1.0, "clip": 1.0},
+            "private_parameter": {
+                "env_id": "MountainCar-v0",
+                "name": "force",
+                "values": [0.0008, 0.0012],
+            },
+        },
     )
 
 

@@ -228,3 +228,24 @@ def test_cartpole_gravity_runs_on_the_paper_engine(capsys) -> None:
     b = json.loads(capsys.readouterr().out)
     a.pop("seconds"), b.pop("seconds")
     assert a == b  # the same engine, the same results
+
+
+def test_shadow_rollouts_on_the_sync_path_reset_rows_that_end_again() -> None:
+    """Rows whose episode is over keep stepping; Gymnasium's SyncVectorEnv (autoreset
+    DISABLED) must have each of them reset every time it ends, or its step asserts."""
+    from ldp_audit.training.gym_pgc import episode_gradients
+
+    cfg = GymPgcConfig(
+        env_id="CartPole-v1",
+        private_param="length",
+        values=(0.25, 1.0),
+        mechanism="none",
+        episode_steps=120,
+    )
+    theta = np.zeros(cfg.network.dim)  # uniform policy: some poles fall fast, others late
+    grads, scores = episode_gradients(
+        cfg, np.broadcast_to(theta, (6, theta.size)), np.repeat([0.25, 1.0], 3),
+        np.random.default_rng(0), np.full(6, 1.0),
+    )  # fmt: skip
+    assert grads.shape == (6, cfg.network.dim) and np.isfinite(grads).all()
+    assert scores.min() >= 1 and scores.max() <= 120 and np.unique(scores).size > 1

@@ -52,6 +52,7 @@ from ldp_audit._validation import check_bool, check_epsilon, check_positive, che
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.gym_envs import (
     EnvInfo,
+    SyncParamVectorEnv,
     check_private_param,
     import_env_module,
     make_param_vector_env,
@@ -448,6 +449,9 @@ def rollout(
             nxt = np.asarray(nxt, dtype=np.float64).reshape(b, -1)
             rews[alive, t] = r[alive]
             done = alive & (term | trunc | (t + 1 == steps))
+            # rows whose episode is over keep stepping, ignored; Gymnasium's SyncVectorEnv
+            # (autoreset DISABLED) must reset each row that ended, again and again
+            again = (term | trunc) & ~alive if isinstance(env, SyncParamVectorEnv) else None
             if done.any():
                 obs[done, t + 1] = nxt[done]
                 lengths[done] = t + 1
@@ -455,8 +459,9 @@ def rollout(
                 alive &= ~done
                 if not alive.any():
                     break
-                # rows that ended are reset (Gymnasium's DISABLED autoreset needs it) and ignored
-                nxt[done], _ = _reset_rows(env, done, rng)
+            need = done if again is None else done | again
+            if need.any():
+                nxt[need], _ = _reset_rows(env, need, rng)
             cur = nxt
     finally:
         env.close()

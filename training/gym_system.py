@@ -43,4 +43,15 @@ GYM_PGC = SystemSpec(
     report_sections=None,
     reproduce=None,
     cli="ldp_audit.training.gym_pgc:_system_cli",
+    tiny_config={
+        "env_id": "MountainCar-v0",
+        "private_param": "force",
+        "values": [0.0008, 0.0012],
+        "mechanism": "laplace",
+        "epsilon": 1.0,
+        "trials": 2,
+        "n_agents": 3,
+        "max_submissions": 6,
+        "episode_steps": 30,
+    },
 )
