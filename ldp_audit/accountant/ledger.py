@@ -431,6 +431,13 @@ class Ledger:
 
     #: Whether this object is a ledger of record (``TallyLedger``: False).
     evidence = True
+    #: Whether reads are checked with the ledger key (set on open; ``TallyLedger``: False).
+    authenticated = False
+    #: Why not, when not authenticated.
+    auth_note = ""
+    #: The id of the key the ledger was written under (schema 3), else None.
+    key_id: str | None = None
+    _replay: list[int] | None = None
 
     def __init__(
         self,
@@ -453,12 +460,11 @@ class Ledger:
         self._schema = SCHEMA_VERSION
         #: The key this ledger's MACs are checked and written with (None: unauthenticated).
         self._key: LedgerKey | None = None
-        #: Whether reads are authenticated by the key (see ``auth_note`` for why not).
         self.authenticated = False
         self.auth_note = ""
-        self.key_id: str | None = None
+        self.key_id = None
         self._write_refusal: str | None = None
-        self._replay: list[int] | None = None  # [next row to match, last earlier row]
+        self._replay = None  # [next row to match, last earlier row] while resuming
         # The last full verified state, keyed by the chain head it was read at (read-only).
         self._all_states: tuple[tuple[int, bytes], dict[str, AgentState]] | None = None
         # The writer's cache: the state of every agent this connection charged, exactly as its
@@ -1802,6 +1808,7 @@ class TallyLedger(Ledger):
     """
 
     evidence = False
+    auth_note = "a TallyLedger keeps counts in memory only: nothing to authenticate"
 
     def __init__(self) -> None:  # noqa: D107 - no SQLite connection: nothing of Ledger's
         self.path = ":tally:"
