@@ -249,3 +249,25 @@ def test_shadow_rollouts_on_the_sync_path_reset_rows_that_end_again() -> None:
     )  # fmt: skip
     assert grads.shape == (6, cfg.network.dim) and np.isfinite(grads).all()
     assert scores.min() >= 1 and scores.max() <= 120 and np.unique(scores).size > 1
+
+
+@pytest.mark.slow
+def test_attack_recovers_acrobot_link_mass_and_stays_under_its_ceiling_with_laplace(
+    tmp_path,
+) -> None:
+    """benchmarks/gym_leakage.py's Acrobot rows (60 agents, 10 shadows, seed 0): without
+    privacy, the 95% Clopper-Pearson interval of the accuracy lies above chance 1/3; at Laplace
+    epsilon 1 it does not exceed the ceiling e / (e + 2) (no violation)."""
+    from ldp_audit.attacks.dynamics import attack_private_param_run, score_private_param_run
+
+    out = {}
+    for mech, name in (("none", "LINK_MASS_2"), ("laplace", "LINK_MASS_1")):
+        cfg = GymPgcConfig(env_id="Acrobot-v1", private_param=name, values=(0.5, 1.0, 2.0),
+                           mechanism=mech, epsilon=1.0, max_submissions=60)  # fmt: skip
+        run = tmp_path / mech
+        train(cfg, seed=0, run_dir=run)
+        pred = attack_private_param_run(run, n_shadow=10, seed=1)
+        out[mech] = score_private_param_run(run, pred)
+    assert out["none"].accuracy_ci[0] > 1 / 3 and out["none"].n == 60
+    assert out["laplace"].ceiling == pytest.approx(math.e / (math.e + 2))
+    assert not out["laplace"].violation
