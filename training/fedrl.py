@@ -1643,8 +1643,9 @@ def _explore_table(results: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 def _curve_table(results: list[dict[str, Any]]) -> dict[str, Any]:
-    """Learning curves pooled over runs, and per method whether the last two checkpoints'
-    pooled 95 % Clopper-Pearson intervals overlap (no change detectable at this resolution)."""
+    """Learning curves pooled over runs, and per method whether each of the last two
+    checkpoints' pooled rates lies inside the other's 95 % Clopper-Pearson interval (no change
+    detectable at this resolution: "plateau"; not a proof of convergence)."""
     first = next(r["eval_curve"] for r in results if "eval_curve" in r)
     per: dict[str, list[list[dict[str, Any]]]] = {}
     for r in results:
@@ -1657,18 +1658,20 @@ def _curve_table(results: list[dict[str, Any]]) -> dict[str, Any]:
         if len(pts) >= 2:
             a, b = pts[-2], pts[-1]
             overlap = (
-                a["pooled_cp"][0] <= b["pooled_cp"][1] and b["pooled_cp"][0] <= a["pooled_cp"][1]
+                a["pooled_cp"][0] <= b["pooled"] <= a["pooled_cp"][1]
+                and b["pooled_cp"][0] <= a["pooled"] <= b["pooled_cp"][1]
             )
             verdict[lab] = {
                 "plateau": bool(overlap),
                 "last_two": [a["pooled"], b["pooled"]],
                 "in_words": (
                     f"no change detectable between the last two checkpoints "
-                    f"({100 * a['pooled']:.1f} % -> {100 * b['pooled']:.1f} %, 95 % intervals "
-                    "overlap): plateaued at this resolution"
+                    f"({100 * a['pooled']:.1f} % -> {100 * b['pooled']:.1f} %, each inside the "
+                    "other's 95 % interval): plateaued at this resolution"
                     if overlap
                     else f"still changing: {100 * a['pooled']:.1f} % -> {100 * b['pooled']:.1f} % "
-                    "between the last two checkpoints (95 % intervals disjoint): not converged"
+                    "between the last two checkpoints (outside each other's 95 % interval): not "
+                    "converged"
                 ),
             }
     return {

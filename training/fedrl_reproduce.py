@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import os
 import platform
 import time
 from collections.abc import Callable
@@ -50,6 +51,10 @@ class ReproConfig:
     audit_samples: int = 200_000
     threads: int = 1
     fig4_steps: int | None = None
+    meeting_rule: str = "manhattan"
+    explore_eps: tuple[float, ...] = (0.05, 0.1, 0.2)
+    curve_points: int = 8
+    curve_maps: int = 200
 
     def __post_init__(self) -> None:
         """Every field type-checked and ranged (errors name the field and the value)."""
@@ -81,6 +86,20 @@ class ReproConfig:
                 ints(name, lo)
         if getattr(self, "fig4_steps", None) is not None:
             ints("fig4_steps", 1)
+        from ldp_audit.training.gridworld import check_meeting_rule
+
+        check_meeting_rule(self.meeting_rule)
+        ints("curve_points", 0)
+        ints("curve_maps", 1)
+        if not isinstance(self.explore_eps, (tuple, list)):
+            raise InvalidParameterError(
+                f"explore_eps must be a tuple of reals in (0, 1], got {self.explore_eps!r}"
+            )
+        for e in self.explore_eps:
+            if isinstance(e, bool) or not isinstance(e, (int, float)) or not 0 < e <= 1:
+                raise InvalidParameterError(
+                    f"explore_eps must be reals in (0, 1], got {self.explore_eps!r}"
+                )
         if not isinstance(self.attack_sigmas, (tuple, list)):
             raise InvalidParameterError(
                 f"attack_sigmas must be a tuple of reals >= 0, got {self.attack_sigmas!r}"
@@ -132,10 +151,21 @@ def audit_output_mechanism(samples: int, seed: int) -> list[dict[str, Any]]:
 
 
 def random_policy_success(
-    size: int, n_maps: int, map_seed: int, eval_maps: int, seeds: int = 3, maps: Any = None
+    size: int,
+    n_maps: int,
+    map_seed: int,
+    eval_maps: int,
+    seeds: int = 3,
+    maps: Any = None,
+    meeting_rule: str = "manhattan",
 ) -> dict[str, Any]:
     """SuccRate of the uniformly random joint policy on the first ``eval_maps`` test maps (one
     episode per map and seed, T_m steps): the floor a learned policy has to beat.
+
+    ``meeting_rule``: ``"manhattan"`` (the paper's text) or ``"public-code"`` (the authors'
+    |dx + dy|). The random actions are the same under both rules (same seeds), and the
+    trajectories agree until the first meeting, so every success under Manhattan is one under
+    the public code's rule too.
 
     Returns ``{"per_seed": [rate, ...], "seeds": seeds, "successes": k, "episodes": n,
     "cp95": [lo, hi]}`` (Clopper-Pearson over all seeds' episodes pooled). ``maps``: the
@@ -150,7 +180,7 @@ def random_policy_success(
     rates, k_all = [], 0
     for s in range(seeds):
         rng = np.random.default_rng(np.random.SeedSequence([map_seed, 4242, s]))
-        env = VectorGridWorld(maps, test, hist_len=1)
+        env = VectorGridWorld(maps, test, hist_len=1, meeting_rule=meeting_rule)
         env.reset()
         met = np.zeros(len(test), dtype=bool)
         for _ in range(int(maps.t_max)):
@@ -160,6 +190,7 @@ def random_policy_success(
         k_all += int(met.sum())
     n_all = seeds * len(test)
     return {
+        "meeting_rule": meeting_rule,
         "per_seed": rates,
         "seeds": seeds,
         "successes": k_all,
@@ -188,6 +219,22 @@ def _stage(item: dict[str, Any]) -> dict[str, Any]:
     t0, c0 = time.perf_counter(), time.process_time()
     size = item["size"]
     maps = _maps(size, rc.n_maps, rc.seed)
+    if kind == "table1-run":  # one (method, run) of Table 1, trained alone
+        cfg = _table1_config(rc, item["index"])
+        r = run_fedrl(
+            cfg,
+            seed=rc.seed + 1000 * size,
+            maps=maps,
+            record=False,
+            progress=progress,
+            threads=rc.threads,
+            extras=_extras(rc),
+            only=(item["method"], item["run"]),
+        )
+        out = {k: v for k, v in r["results"][0].items() if k != "state"}
+        out["task_seconds"] = time.perf_counter() - t0
+        out["task_cpu_seconds"] = time.process_time() - c0
+        return out
     if kind in ("table1", "fig4"):
         table1 = kind == "table1"
         cfg = FedRLConfig(
@@ -200,6 +247,7 @@ def _stage(item: dict[str, Any]) -> dict[str, Any]:
             n_envs=rc.n_envs,
             eval_maps=rc.eval_maps,
             runs=rc.runs if table1 else rc.fig4_runs,
+            meeting_rule=rc.meeting_rule,
         )
         r = run_fedrl(
             cfg,
@@ -231,6 +279,7 @@ def _stage(item: dict[str, Any]) -> dict[str, Any]:
         eval_maps=min(rc.eval_maps, 200),
         methods=("fedrl",),
         runs=1,
+        meeting_rule=rc.meeting_rule,
     )
     r = run_fedrl(
         cfg, seed=rc.seed + 99, maps=maps, record=True, progress=False, threads=rc.threads
@@ -245,8 +294,63 @@ def _stage(item: dict[str, Any]) -> dict[str, Any]:
     return a
 
 
+def _table1_config(rc: ReproConfig, index: int) -> Any:
+    """The FedRLConfig of Table 1 at ``rc.sizes[index]``."""
+    from ldp_audit.training.fedrl import FedRLConfig
+
+    return FedRLConfig(
+        size=rc.sizes[index],
+        n_maps=rc.n_maps,
+        map_seed=rc.seed,
+        hist_len=rc.hist_len,
+        sigma=1.0,
+        train_steps=rc.steps_for(index),
+        n_envs=rc.n_envs,
+        eval_maps=rc.eval_maps,
+        runs=rc.runs,
+        meeting_rule=rc.meeting_rule,
+    )
+
+
+def _extras(rc: ReproConfig) -> dict[str, Any]:
+    """The further evaluations of Table 1's networks (learning curves, epsilon-greedy)."""
+    return {
+        "curve_points": rc.curve_points,
+        "curve_maps": min(rc.curve_maps, rc.eval_maps),
+        "explore": tuple(rc.explore_eps),
+    }
+
+
+def _table1_size(rc: ReproConfig, index: int, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Table 1 at one size from its (method, run) tasks, in the order the batched trainer
+    lists them (methods, then runs), with the random policy under both meeting rules."""
+    from ldp_audit.training.fedrl import METHODS, _metrics
+
+    cfg = _table1_config(rc, index)
+    order = {(m, r): i for i, (m, r) in enumerate((m, r) for m in METHODS for r in range(rc.runs))}
+    runs = sorted(runs, key=lambda r: order[(r["method"], r["trial"])])
+    m = _metrics(cfg, runs)
+    m["seconds"] = sum(r["task_seconds"] for r in runs)
+    m["cpu_seconds"] = sum(r["task_cpu_seconds"] for r in runs)
+    m["seconds_note"] = "sum over the (method, run) tasks"
+    m["train_steps"] = cfg.train_steps
+    m["meeting_rule"] = cfg.meeting_rule
+    maps = _maps(cfg.size, rc.n_maps, rc.seed)
+    m["longest_shortest_path"] = int(maps.shortest.max())
+    m["random_policy"] = random_policy_success(
+        cfg.size, rc.n_maps, rc.seed, rc.eval_maps, maps=maps, meeting_rule=cfg.meeting_rule
+    )
+    m["random_policy_rules"] = {
+        rule: random_policy_success(
+            cfg.size, rc.n_maps, rc.seed, rc.eval_maps, maps=maps, meeting_rule=rule
+        )
+        for rule in ("manhattan", "public-code")
+    }
+    return m
+
+
 def _describe_stage(item: dict[str, Any]) -> str:
-    keys = ("kind", "size", "hist_len", "clip", "sigma")
+    keys = ("kind", "size", "method", "run", "hist_len", "clip", "sigma")
     return ", ".join(f"{k}={item[k]!r}" for k in keys if k in item) + f", seed={item['rc'].seed}"
 
 
@@ -280,7 +384,8 @@ def reproduce(
     res: dict[str, Any] = {
         "config": asdict(rc),
         "command": command,
-        "machine": f"{platform.machine()}, {platform.processor() or 'cpu'}; 2 shared cores",
+        "machine": f"{platform.machine()}, {platform.processor() or 'cpu'}; "
+        f"{os.cpu_count()} cores seen by the process",
         "paper": PAPER_TABLE1,
         "table1": {},
         "fig4": {},
@@ -295,9 +400,18 @@ def reproduce(
     if rc.audit_samples:  # first: fast, and it needs no training
         res["audit"] = audit_output_mechanism(rc.audit_samples, rc.seed)
         save()
+    from ldp_audit.training.fedrl import METHODS
+
+    # Table 1: every (size, method, run) is its own task (a run trained alone; see run_fedrl's
+    # ``only``), so a pool of N workers trains N runs at once; the numbers do not depend on it
     items: list[dict[str, Any]] = [
-        {"kind": "table1", "rc": rc, "size": size, "index": i} for i, size in enumerate(rc.sizes)
+        {"kind": "table1-run", "rc": rc, "size": size, "index": i, "method": m, "run": r}
+        for i, size in enumerate(rc.sizes)
+        for m in METHODS
+        for r in range(rc.runs)
     ]
+    per_size = len(METHODS) * rc.runs
+    pending: dict[int, list[dict[str, Any]]] = {}
     reuse: list[int] = []
     for h in rc.hist_lens:
         if h == rc.hist_len and rc.fig4_train_steps() == rc.steps_for(0):
@@ -310,7 +424,13 @@ def reproduce(
                           "sigma": sigma})  # fmt: skip
 
     def place(item: dict[str, Any], out: dict[str, Any]) -> None:
-        if item["kind"] == "table1":
+        if item["kind"] == "table1-run":
+            got = pending.setdefault(item["index"], [])
+            got.append(out)
+            if len(got) == per_size:  # the size's last run: its Table 1
+                place({"kind": "table1", "size": item["size"], "index": item["index"]},
+                      _table1_size(rc, item["index"], pending.pop(item["index"])))  # fmt: skip
+        elif item["kind"] == "table1":
             res["table1"][str(item["size"])] = out
             for h in reuse:
                 if item["index"] == 0:
@@ -435,9 +555,17 @@ def render_markdown(res: dict[str, Any]) -> str:
             )
             + ".",
         ]
+    lines += _render_rules(res)
+    sums = any(m.get("seconds_note") for m in res["table1"].values())
     lines += [
         "",
-        "Seconds per size (wall / CPU): "
+        "Seconds per size (wall / CPU"
+        + (
+            ", each summed over the size's (method, run) tasks, which may run in parallel"
+            if sums
+            else ""
+        )
+        + "): "
         + ", ".join(
             f"{s}: {m['seconds']:.0f}"
             + (f" / {m['cpu_seconds']:.0f}" if m.get("cpu_seconds") is not None else "")
@@ -445,6 +573,8 @@ def render_markdown(res: dict[str, Any]) -> str:
         )
         + ".",
     ]
+    lines += _render_explore(res)
+    lines += _render_curves(res)
     if res["fig4"]:
         lines += [
             "",
@@ -516,6 +646,147 @@ def render_markdown(res: dict[str, Any]) -> str:
             )
     lines.append("")
     return "\n".join(lines)
+
+
+#: The issue-29 measurement from outside: a uniformly random joint policy on the authors' own
+#: 8x8 maps under their code's rule |dx + dy| (93.7 %) and under Manhattan (72.7 %).
+AUTHORS_MAPS_RANDOM = {"public-code": 0.937, "manhattan": 0.727}
+
+
+def _cp_pct(k: int, n: int, lo_hi: list[float]) -> str:
+    return f"{100 * k / n:.1f} [{100 * lo_hi[0]:.1f}, {100 * lo_hi[1]:.1f}]"
+
+
+def _render_rules(res: dict[str, Any]) -> list[str]:
+    """The random joint policy under both meeting rules beside Table 1, and the reading."""
+    have = {s: m for s, m in res["table1"].items() if m.get("random_policy_rules")}
+    if not have:
+        return []
+    paper = res["paper"]["SuccRate"]
+    lines = [
+        "",
+        "## The meeting rule: Table 1 against chance under both rules",
+        "",
+        "The paper's text defines meeting by the Manhattan distance |dx| + |dy| <= 1. The "
+        "authors' public code computes the distance as `abs(sum(b_xy - a_xy))` = |dx + dy| and "
+        "uses it for meeting, the +50, the shaping term and the test-time success check, so "
+        "there the agents 'meet' anywhere on the same anti-diagonal band. Below: a uniformly "
+        "random joint policy (the same random actions under both rules) on the same test maps "
+        "as Table 1, pooled Clopper-Pearson 95 %.",
+        "",
+        "| size | Table 1 trained under | random SuccRate, Manhattan (paper's text) | random "
+        "SuccRate, abs(dx + dy) (authors' code) | paper's Table 1 SuccRate |",
+        "|---|---|---|---|---|",
+    ]
+    for size, m in have.items():
+        rr = m["random_policy_rules"]
+        man, pub = rr["manhattan"], rr["public-code"]
+        vals = [{str(k): v for k, v in paper[n].items()}.get(str(size)) for n in paper]
+        vals = [v for v in vals if v is not None]
+        lines.append(
+            f"| {size} | {m.get('meeting_rule', 'manhattan')} | "
+            f"{_cp_pct(man['successes'], man['episodes'], man['cp95'])} | "
+            f"{_cp_pct(pub['successes'], pub['episodes'], pub['cp95'])} | "
+            f"{min(vals):.1f}-{max(vals):.1f} |"
+        )
+    if "8" in have:
+        pub = have["8"]["random_policy_rules"]["public-code"]
+        lines += [
+            "",
+            "**Reading.** The paper's 8x8 Table 1 (88.3-95.1 %) is at the level of chance for the "
+            "task its code defines: under the code's rule a random joint policy already succeeds "
+            f"{100 * pub['successes'] / pub['episodes']:.1f} % of the time on our maps, and "
+            f"{100 * AUTHORS_MAPS_RANDOM['public-code']:.1f} % on the authors' own 8x8 maps "
+            f"({100 * AUTHORS_MAPS_RANDOM['manhattan']:.1f} % there under Manhattan; measured "
+            "from outside for issue 29, not by this command). The paper's numbers therefore do "
+            "not show that any method learned to meet.",
+        ]
+    return lines
+
+
+def _render_explore(res: dict[str, Any]) -> list[str]:
+    """Greedy vs epsilon-greedy evaluation of the same networks (the loop-breaking test)."""
+    have = {s: m for s, m in res["table1"].items() if m.get("explore")}
+    if not have:
+        return []
+    lines = [
+        "",
+        "## Loop breaking: the same networks evaluated greedily and epsilon-greedily",
+        "",
+        "Each run's final networks on the same test maps as Table 1: greedily (Table 1's "
+        "numbers) and epsilon-greedily (a uniformly random joint action with probability "
+        "epsilon; its own generator). FedRL's row uses the noise-free outputs (FedRL-2's "
+        "protocol); FedRL-1 (Gaussian noise on the exchanged outputs, no epsilon) is Table 1's "
+        "row. A greedy policy that sees only a short history of a small window can walk in a "
+        "loop until T_m; any randomness at test time breaks such loops. Pooled over runs, "
+        "Clopper-Pearson 95 %.",
+    ]
+    for size, m in have.items():
+        ex = m["explore"]
+        epss = list(next(iter(ex.values())))
+        lines += [
+            "",
+            f"{size}x{size}:",
+            "",
+            "| method | "
+            + " | ".join("greedy" if e == "0" else f"epsilon {e}" for e in epss)
+            + " | best epsilon minus greedy (points) |",
+            "|---|" + "---|" * (len(epss) + 1),
+        ]
+        for lab, per in ex.items():
+            cells = [_cp_pct(v["successes"], v["episodes"], v["pooled_cp"]) for v in per.values()]
+            gain = max(v["pooled"] for e, v in per.items() if e != "0") - per["0"]["pooled"]
+            lines.append(f"| {lab} | " + " | ".join(cells) + f" | {100 * gain:+.1f} |")
+        f1 = m["table"].get("FedRL-1")
+        if f1:
+            lo, hi = f1["succ_rate_pooled_cp"]
+            lines.append(
+                f"| FedRL-1 (noisy outputs, Table 1) | {100 * f1['succ_rate']:.1f} "
+                f"[{100 * lo:.1f}, {100 * hi:.1f}] |" + " |" * len(epss)
+            )
+    return lines
+
+
+def _render_curves(res: dict[str, Any]) -> list[str]:
+    """Learning curves (greedy SuccRate on a subset of the test maps at checkpoints)."""
+    have = {s: m for s, m in res["table1"].items() if m.get("curves")}
+    if not have:
+        return []
+    lines = [
+        "",
+        "## Learning curves: greedy SuccRate during training",
+        "",
+        "At evenly spaced iterations, each run's current networks play the first test maps "
+        "greedily (FedRL: with noise, FedRL-1, and without, FedRL-2; their own generators, so "
+        "Table 1's training is unchanged). Pooled over runs, Clopper-Pearson 95 %. A method "
+        "counts as plateaued when each of its last two checkpoints lies inside the other's "
+        "95 % interval: no change detectable at this resolution, which is not proof of "
+        "convergence.",
+    ]
+    for size, m in have.items():
+        c = m["curves"]
+        labs = list(c["methods"])
+        lines += [
+            "",
+            f"{size}x{size}, {c['maps']} test maps per checkpoint:",
+            "",
+            "| iteration | " + " | ".join(labs) + " |",
+            "|---|" + "---|" * len(labs),
+        ]
+        for i, it in enumerate(c["iterations"]):
+            cells = [
+                _cp_pct(
+                    c["methods"][lab][i]["successes"],
+                    c["methods"][lab][i]["episodes"],
+                    c["methods"][lab][i]["pooled_cp"],
+                )
+                for lab in labs
+            ]
+            lines.append(f"| {it} | " + " | ".join(cells) + " |")
+        lines.append("")
+        for lab, v in c.get("converged", {}).items():
+            lines.append(f"- {lab}: {v['in_words']}.")
+    return lines
 
 
 def write_report(res: dict[str, Any], out: str | Path) -> list[str]:

@@ -8,8 +8,16 @@ joint, ``a = 4 * a_alpha + a_beta`` (16 actions; as in the authors' public code,
 the 4 moves east/south/west/north). Reward per step (paper, "Rewards"):
 
 * local part: for each agent -10 if its move hits an obstacle or the border (it then stays),
-  else -1; +50 once when the agents meet (Manhattan distance <= 1, as in the public code);
-* global part: ``c / max(md(alpha, beta), 1)`` with ``c = N``.
+  else -1; +50 once when the agents meet (distance <= 1);
+* global part: ``c / max(d(alpha, beta), 1)`` with ``c = N``.
+
+The distance ``d`` follows ``meeting_rule`` (:data:`MEETING_RULES`, :func:`agent_distance`):
+
+* ``"manhattan"`` (default): ``|dx| + |dy|``, the paper's text;
+* ``"public-code"``: ``|dx + dy|``, what the authors' public code computes
+  (``abs(sum(b_xy - a_xy))``) for meeting, the +50, the shaping term and the test-time success
+  check. Under it the agents "meet" anywhere on the same anti-diagonal band (e.g. at (0, 0) and
+  (3, -3)), so a random walk succeeds far more often.
 
 An episode ends when they meet (success) or after ``T_m`` steps (38 / 86 / 178 for 8 / 16 / 32:
 twice the longest optimal path, as in the paper).
@@ -58,6 +66,9 @@ __all__ = [
     "GridWorldEnv",
     "VectorGridWorld",
     "step_reward",
+    "MEETING_RULES",
+    "check_meeting_rule",
+    "agent_distance",
 ]
 
 #: Episode limit T_m of the paper per map size.
@@ -66,6 +77,10 @@ T_MAX = {8: 38, 16: 86, 32: 178}
 N_ACTIONS = 16
 #: (d_row, d_col) of east, south, west, north.
 MOVES = np.array([[0, 1], [1, 0], [0, -1], [-1, 0]], dtype=np.int64)
+#: Distances between the agents that decide meeting, the +50 and the shaping term:
+#: ``"manhattan"`` = |dx| + |dy| (the paper's text), ``"public-code"`` = |dx + dy| (the
+#: authors' code).
+MEETING_RULES = ("manhattan", "public-code")
 ALPHA_VIEW = 3
 BETA_VIEW = 5
 _PAD = BETA_VIEW // 2
@@ -110,6 +125,27 @@ def check_hist_len(hist_len: Any) -> int:
     if not _is_int(hist_len) or hist_len < 1:
         raise InvalidParameterError(f"hist_len must be an integer >= 1, got {hist_len!r}")
     return int(hist_len)
+
+
+def check_meeting_rule(rule: Any) -> str:
+    """The meeting rule must be one of :data:`MEETING_RULES` (a string, not coerced)."""
+    if not isinstance(rule, str) or rule not in MEETING_RULES:
+        raise InvalidParameterError(
+            f"meeting_rule must be one of {', '.join(MEETING_RULES)}, got {rule!r}"
+        )
+    return rule
+
+
+def agent_distance(pos_a: Any, pos_b: Any, rule: str = "manhattan") -> np.ndarray:
+    """Distance between alpha at ``pos_a`` and beta at ``pos_b`` ((..., 2) row, col) under
+    ``rule``: ``|dx| + |dy|`` (``"manhattan"``) or ``|dx + dy|`` (``"public-code"``, the
+    authors' ``abs(sum(b_xy - a_xy))``). The two differ exactly where dx and dy have opposite
+    signs (both non-zero)."""
+    rule = check_meeting_rule(rule)
+    diff = np.asarray(pos_a) - np.asarray(pos_b)
+    if rule == "manhattan":
+        return np.abs(diff).sum(axis=-1)
+    return np.abs(diff.sum(axis=-1))
 
 
 def bfs_distance(obstacles: np.ndarray, start: tuple[int, int]) -> np.ndarray:
@@ -274,7 +310,9 @@ def generate_maps(
 
 
 def step_reward(size: int, bump_a: Any, bump_b: Any, md: Any) -> Any:
-    """The paper's reward: local (-10 bump / -1 move per agent, +50 on meeting) + c / md."""
+    """The paper's reward: local (-10 bump / -1 move per agent, +50 on meeting) + c / md.
+
+    ``md`` is the agents' distance under the meeting rule (:func:`agent_distance`)."""
     bump_a, bump_b, md = np.asarray(bump_a), np.asarray(bump_b), np.asarray(md)
     local = np.where(bump_a, -10.0, -1.0) + np.where(bump_b, -10.0, -1.0)
     met = md <= 1
@@ -293,17 +331,20 @@ class VectorGridWorld:
         maps: the :class:`MapSet`.
         indices: (B,) map index of each slot's first episode.
         hist_len: observation history length H.
-        auto_reset: when a slot's episode ends, start the next map of ``next_maps`` (see
-            :meth:`step`), else the slot stays done.
+        meeting_rule: the distance that decides meeting, the +50 and the shaping term
+            (:data:`MEETING_RULES`; default ``"manhattan"``, the paper's text).
 
     ``reset()`` returns ``(obs_alpha (B, H, 3, 3), obs_beta (B, H, 5, 5))`` float32, 1 = free,
     0 = obstacle / outside (the paper's encoding). Before H steps have passed, the first window
     fills the history.
     """
 
-    def __init__(self, maps: MapSet, indices: Any, *, hist_len: int = 1) -> None:
+    def __init__(
+        self, maps: MapSet, indices: Any, *, hist_len: int = 1, meeting_rule: str = "manhattan"
+    ) -> None:
         self.maps = maps
         self.hist_len = check_hist_len(hist_len)
+        self.meeting_rule = check_meeting_rule(meeting_rule)
         idx = np.asarray(indices, dtype=np.int64).reshape(-1)
         if idx.size == 0 or idx.min() < 0 or idx.max() >= len(maps):
             raise InvalidParameterError(f"indices must be map indices in [0, {len(maps)})")
@@ -378,7 +419,10 @@ class VectorGridWorld:
         blocked = (~inside) | (self.maps.obstacles[m, newc[..., 0], newc[..., 1]] == 1)
         moved = np.where(blocked[..., None], self.pos, new)
         self.pos = np.where(active[:, None, None], moved, self.pos)
-        md = np.abs(self.pos[:, 0] - self.pos[:, 1]).sum(axis=1)
+        if self.meeting_rule == "manhattan":
+            md = np.abs(self.pos[:, 0] - self.pos[:, 1]).sum(axis=1)
+        else:  # the authors' code: abs(sum(b_xy - a_xy)) = |dx + dy|
+            md = np.abs((self.pos[:, 1] - self.pos[:, 0]).sum(axis=1))
         r = step_reward(n, blocked[:, 0], blocked[:, 1], md).astype(np.float64)
         r = np.where(active, r, 0.0)
         met = active & (md <= 1)
@@ -412,6 +456,8 @@ try:  # Gymnasium is a dependency; keep the import local to this block
             maps: the :class:`MapSet`; ``reset(options={"map_index": i})`` picks map ``i``
                 (default: a map of the "train" split drawn with the reset's RNG).
             hist_len: history length H.
+            meeting_rule: ``"manhattan"`` (default, the paper's text) or ``"public-code"``
+                (the authors' ``|dx + dy|``); see :data:`MEETING_RULES`.
 
         Observation: ``{"alpha": (H, 3, 3), "beta": (H, 5, 5)}`` float32; action: Discrete(16).
         ``info`` carries ``met``, ``map_index`` and ``shortest`` (the BFS path length).
@@ -419,10 +465,12 @@ try:  # Gymnasium is a dependency; keep the import local to this block
 
         metadata = {"render_modes": []}
 
-        def __init__(self, maps: MapSet, hist_len: int = 1) -> None:
+        def __init__(
+            self, maps: MapSet, hist_len: int = 1, meeting_rule: str = "manhattan"
+        ) -> None:
             super().__init__()
             self.maps = maps
-            self._vec = VectorGridWorld(maps, [0], hist_len=hist_len)
+            self._vec = VectorGridWorld(maps, [0], hist_len=hist_len, meeting_rule=meeting_rule)
             h = self._vec.hist_len
             self.observation_space = spaces.Dict(
                 {
