@@ -274,3 +274,66 @@ def test_laplace_clip_row_is_the_mechanisms_clip_also_on_overflow():
         for i, row in enumerate(batch):
             K._laplace_clip_row(row, K._pairwise_sum_abs(row, 0, 112), 0.005, slow, out)
             np.testing.assert_array_equal(out, ref[i])
+
+
+# ------------------------------------------------------------- one implementation (issue 25)
+def test_engine_calls_the_mechanisms_own_kernels():
+    """The fused engine's Laplace and PRS are the mechanisms' compiled kernels (the same
+    objects), and no copy of them is left in the engine's module."""
+    import inspect
+
+    from ldp_audit.mechanisms.laplace import Laplace, laplace_kernels
+    from ldp_audit.mechanisms.prs import ProjectedRandomSign, prs_kernels
+
+    lap, prs = laplace_kernels(), prs_kernels()
+    assert lap is Laplace.kernels() and prs is ProjectedRandomSign.kernels()
+    assert K._laplace_row is lap.row
+    assert K._laplace_clip_row is lap.clip_row
+    assert K._pairwise_sum_abs is lap.l1_norm
+    assert K._prs_row is prs.row
+    src = inspect.getsource(K)
+    for name in ("_laplace_row", "_laplace_clip_row", "_pairwise_sum_abs", "_prs_row"):
+        assert f"def {name}(" not in src
+
+
+def test_laplace_kernel_report_is_the_mechanisms_report():
+    """``laplace_kernels().row`` with the mechanism's own noise draws gives
+    ``Laplace.privatize``'s reports bit for bit, also in a batch with an overflowing row."""
+    from ldp_audit.mechanisms.laplace import Laplace, laplace_kernels
+
+    lap = laplace_kernels()
+    mech = Laplace(epsilon=2.0, clip=0.01)
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((5, 112)) * np.array([1e-4, 1e-3, 1.0, 0.0, 1.0])[:, None]
+    x[4, :3] = 1e308
+    for batch in (x[:4], x):
+        with np.errstate(over="ignore"):
+            ref = mech.privatize(batch, np.random.default_rng(3))
+            slow = not np.isfinite(np.abs(batch).sum(axis=1)).all()
+        z = np.random.default_rng(3).laplace(0.0, mech.scale, size=batch.shape)
+        out = np.empty(112)
+        for i, row in enumerate(batch):
+            lap.row(row, lap.l1_norm(row, 0, 112), mech.clip / 2.0, slow, z[i], out)
+            np.testing.assert_array_equal(out, ref[i])
+
+
+def test_prs_row_kernel_is_the_mechanisms_report():
+    """``prs_kernels().row`` on a report's uniforms gives ``ProjectedRandomSign``'s report and
+    bits bit for bit (the mechanism's batch kernel calls the same row kernel)."""
+    from scipy import special
+
+    from ldp_audit.mechanisms.prs import ProjectedRandomSign, prs_kernels
+
+    row = prs_kernels().row
+    mech = ProjectedRandomSign(epsilon=10.0, clip=0.5)
+    x = np.random.default_rng(4).standard_normal((6, 112)) * 0.1
+    ref, bits_ref, _ = mech.privatize_with_matrices(x, np.random.default_rng(5))
+    dh = mech.effective_reduced_dim(112)
+    uni = np.random.default_rng(5).random((6, dh * 112 + dh))
+    eb = mech.bit_epsilon(112)
+    p0, slope = float(special.expit(-eb)), math.tanh(eb / 2.0)  # as privatize computes them
+    out, bits = np.empty(112), np.empty(dh)
+    for i in range(6):
+        assert row(uni[i], x[i], dh, mech.clip, p0, slope, bits, out)
+        np.testing.assert_array_equal(out, ref[i])
+        np.testing.assert_array_equal(bits, bits_ref[i])

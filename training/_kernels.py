@@ -26,6 +26,9 @@ import math
 import numba as nb
 import numpy as np
 
+from ldp_audit.mechanisms.laplace import laplace_kernels
+from ldp_audit.mechanisms.prs import prs_kernels
+
 __all__ = [
     "act_and_record",
     "aggregate",
@@ -573,114 +576,20 @@ def cartpole_step(
         truncated[i] = steps[i] >= max_steps
 
 
-@nb.njit(cache=True, nogil=True)
-def _pairwise_sum_abs(x: np.ndarray, lo: int, n: int) -> float:
-    """sum_k |x[lo + k]| for k < n in NumPy's pairwise order (``np.abs(x).sum()`` of a
-    contiguous row: 8 accumulators up to 128 elements), so the L1 clip of eq. 19 is bit-for-bit
-    NumPy's. Rows longer than 128 are not supported (NaN)."""
-    if n < 8:
-        res = 0.0
-        for k in range(n):
-            res += abs(x[lo + k])
-        return res
-    if n <= 128:
-        r0 = abs(x[lo])
-        r1 = abs(x[lo + 1])
-        r2 = abs(x[lo + 2])
-        r3 = abs(x[lo + 3])
-        r4 = abs(x[lo + 4])
-        r5 = abs(x[lo + 5])
-        r6 = abs(x[lo + 6])
-        r7 = abs(x[lo + 7])
-        i = 8
-        stop = n - n % 8
-        while i < stop:
-            r0 += abs(x[lo + i])
-            r1 += abs(x[lo + i + 1])
-            r2 += abs(x[lo + i + 2])
-            r3 += abs(x[lo + i + 3])
-            r4 += abs(x[lo + i + 4])
-            r5 += abs(x[lo + i + 5])
-            r6 += abs(x[lo + i + 6])
-            r7 += abs(x[lo + i + 7])
-            i += 8
-        res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-        while i < n:
-            res += abs(x[lo + i])
-            i += 1
-        return res
-    # NumPy halves longer rows recursively; the engine's rows have d = 112 <= 128, and a
-    # recursive function would not load from Numba's cache
-    return math.nan
-
-
-@nb.njit(cache=True, nogil=True)
-def _laplace_clip_row(x: np.ndarray, s: float, bound: float, slow: bool, out: np.ndarray) -> None:
-    """``ldp_audit.mechanisms._clip_l1`` (eq. 19, the Laplace mechanism's clip) of one row
-    with L1 norm ``s``: ``x * min(1, bound / s)``; with ``slow`` (some row of the batch
-    overflowed) the overflow-safe path: rescale by max |x_j| first. Same operations as NumPy's."""
-    d = x.shape[0]
-    if not slow:
-        den = s if s > 0.0 else bound
-        f = bound / den
-        if f > 1.0:
-            f = 1.0
-        for k in range(d):
-            out[k] = x[k] * f
-        return
-    m = 0.0
-    for k in range(d):
-        if abs(x[k]) > m:
-            m = abs(x[k])
-    if not m > 0.0:
-        m = 1.0
-    for k in range(d):
-        out[k] = x[k] / m
-    s2 = _pairwise_sum_abs(out, 0, d)
-    if m * s2 > bound:
-        f = bound / (s2 if s2 > 0.0 else 1.0)
-        for k in range(d):
-            out[k] = out[k] * f
-    else:
-        for k in range(d):
-            out[k] = x[k]
-
-
-@nb.njit(cache=True, nogil=True)
-def _prs_row(
-    uni: np.ndarray, x: np.ndarray, dh: int, clip: float, p0: float, slope: float, out: np.ndarray
-) -> bool:
-    """``ldp_audit.mechanisms._prs_kernel_py`` for one report (same operations and order):
-    Algorithm 3 from the report's uniforms ``uni`` (d_hat d + d_hat,); False on overflow."""
-    d = x.shape[0]
-    hi, lo = 5.0 / 6.0, 1.0 / 6.0
-    sqrt3 = math.sqrt(3.0)
-    for j in range(d):
-        out[j] = 0.0
-    for k in range(dh):
-        base = k * d
-        acc = 0.0
-        for j in range(d):
-            v = uni[base + j]
-            if v >= hi:
-                acc += x[j]
-            elif v < lo:
-                acc -= x[j]
-        u = acc * sqrt3
-        if not math.isfinite(u):
-            return False
-        ubar = min(max(u, -clip), clip)  # eq. 23
-        a = min(max((ubar + clip) / (2.0 * clip), 0.0), 1.0)
-        b = 1.0 if uni[dh * d + k] < p0 + a * slope else -1.0  # eq. 24
-        for j in range(d):
-            v = uni[base + j]
-            if v >= hi:
-                out[j] += b
-            elif v < lo:
-                out[j] -= b
-    for j in range(d):
-        out[j] *= sqrt3 * clip
-    return True
+# The mechanisms' own compiled kernels (one implementation of Laplace and PRS: the fused engine
+# calls the mechanism's kernel, not a copy of it). Numba compiles them into fused_block, but its
+# cache tracks only this file: _flush_if_mechanisms_changed() drops fused_block's cached code
+# when the mechanisms' kernels changed.
+_LAPLACE = laplace_kernels()
+_PRS = prs_kernels()
+#: ||x[lo:lo+n]||_1 in NumPy's pairwise order (the Laplace mechanism's eq.-19 norm)
+_pairwise_sum_abs = _LAPLACE.l1_norm
+#: eq. 19 of one row (the Laplace mechanism's clip)
+_laplace_clip_row = _LAPLACE.clip_row
+#: one Laplace report from its noise row: z + clip(x)
+_laplace_row = _LAPLACE.row
+#: one PRS report (Algorithm 3) from its uniforms
+_prs_row = _PRS.row
 
 
 @nb.njit(cache=True, nogil=True)
@@ -881,8 +790,9 @@ def fused_block(
     acts (:func:`act_and_record`'s rule), steps its CartPole (:func:`_cartpole_row`), and
     records s_t, a_t, r_t; the episodes that ended are capped (:func:`ended_episodes`' rule),
     their gradients computed (:func:`_episode_grad`), randomised in row order with each
-    config's pre-drawn noise (Laplace: clip(g) + z with z from ``noise``; none: clip(g); PRS:
-    :func:`_prs_row` on its uniforms), applied by eq. 22 in row order (:func:`_agg_one`),
+    config's pre-drawn noise through the mechanisms' own kernels (Laplace:
+    ``laplace_kernels().row``, z + clip(g) with z from ``noise``; none: clip(g); PRS:
+    ``prs_kernels().row`` on its uniforms), applied by eq. 22 in row order (:func:`_agg_one`),
     booked (:func:`record_scores`), and the ended rows restart with the new theta
     (``_Engine._start_rows``). Rows of ended trials are skipped until the caller drops them.
 
@@ -914,6 +824,7 @@ def fused_block(
     k_norm = np.empty(n_rows)
     prod = np.empty(_H)
     gacc = np.empty(d)
+    prs_bits = np.empty(d)  # the bits of a PRS report (d_hat <= d), not used here
     slow = np.zeros(n_cfg, np.bool_)
     for _ in range(max_steps):
         # ---------------- can the next step run with what the caller prepared? ----------------
@@ -1039,16 +950,15 @@ def fused_block(
             c = cfg_of[k_g[q]]
             mk = mech_kind[c]
             if mk == 0 and not coord_clip[c]:
-                _laplace_clip_row(grads[q], k_norm[q], clip_bound[c], slow[c], noisy[q])
-                z = noise[c, noise_ptr[c]]
-                for kk in range(d):
-                    noisy[q, kk] = z[kk] + noisy[q, kk]
+                _laplace_row(
+                    grads[q], k_norm[q], clip_bound[c], slow[c], noise[c, noise_ptr[c]], noisy[q]
+                )
                 noise_ptr[c] += 1
                 continue
             if mk == 2:
                 ok = _prs_row(
                     noise[c, noise_ptr[c]], grads[q], prs_dh[c], clip_bound[c], prs_p0[c],
-                    prs_slope[c], noisy[q],
+                    prs_slope[c], prs_bits, noisy[q],
                 )  # fmt: skip
                 if not ok:
                     bad[0] = k_g[q]
@@ -1141,3 +1051,41 @@ def fused_block(
         if any_ended:
             return FUSED_TRIAL_ENDED
     return FUSED_STEPS
+
+
+def _flush_if_mechanisms_changed() -> None:
+    """Drop :func:`fused_block`'s cached machine code when the mechanisms' kernels changed.
+
+    Numba keys a cached function on its own source file only, and :func:`fused_block` has
+    ``laplace_kernels()`` and ``prs_kernels()`` compiled into it: an edit of
+    ``ldp_audit/mechanisms/laplace.py`` or ``prs.py`` would otherwise keep running the old
+    kernels from the cache. A fingerprint of their bytecode is kept beside the cache.
+    """
+    import hashlib
+    from pathlib import Path
+
+    h = hashlib.sha256()
+    for k in (*_LAPLACE, *_PRS):
+        code = k.py_func.__code__
+        h.update(code.co_code)
+        h.update(repr((code.co_consts, code.co_names)).encode())
+    fp = h.hexdigest()
+    cache = getattr(fused_block, "_cache", None)
+    path_of = getattr(cache, "cache_path", None)
+    if path_of is None or not hasattr(cache, "flush"):
+        return
+    stamp = Path(path_of) / "_kernels.fused_block.mechanisms.sha256"
+    try:
+        if stamp.read_text() == fp:
+            return
+    except OSError:
+        pass
+    try:
+        cache.flush()
+        stamp.parent.mkdir(parents=True, exist_ok=True)
+        stamp.write_text(fp)
+    except OSError:  # a read-only cache: Numba then recompiles or uses its own fallback
+        pass
+
+
+_flush_if_mechanisms_changed()

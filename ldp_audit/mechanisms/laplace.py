@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
@@ -101,6 +101,12 @@ class Laplace(Mechanism):
 
     def to_config(self) -> dict[str, Any]:
         return {"name": self.name, "epsilon": self.epsilon, "clip": self.clip}
+
+    @staticmethod
+    def kernels() -> LaplaceKernels:
+        """The compiled row kernels of this mechanism (:func:`laplace_kernels`), for engines
+        that randomise inside their own compiled loop (the fused PGC-A3C engine)."""
+        return laplace_kernels()
 
 
 @dataclass(frozen=True)
@@ -203,3 +209,131 @@ class DiscreteLaplace(Mechanism):
             "clip": self.clip,
             "resolution": self.resolution,
         }
+
+
+# ----------------------------------------------------------------------------------------------
+# compiled row kernels (the fused PGC-A3C engine calls these, never a copy)
+# ----------------------------------------------------------------------------------------------
+
+
+def _l1_norm_row_py(x: np.ndarray, lo: int, n: int) -> float:
+    """sum_k |x[lo + k]| for k < n in NumPy's pairwise order (``np.abs(x).sum()`` of a
+    contiguous row: 8 accumulators up to 128 elements), so the L1 clip of eq. 19 is bit for bit
+    :meth:`Laplace.clip_rows`'s. Rows longer than 128 are not supported (NaN)."""
+    if n < 8:
+        res = 0.0
+        for k in range(n):
+            res += abs(x[lo + k])
+        return res
+    if n <= 128:
+        r0 = abs(x[lo])
+        r1 = abs(x[lo + 1])
+        r2 = abs(x[lo + 2])
+        r3 = abs(x[lo + 3])
+        r4 = abs(x[lo + 4])
+        r5 = abs(x[lo + 5])
+        r6 = abs(x[lo + 6])
+        r7 = abs(x[lo + 7])
+        i = 8
+        stop = n - n % 8
+        while i < stop:
+            r0 += abs(x[lo + i])
+            r1 += abs(x[lo + i + 1])
+            r2 += abs(x[lo + i + 2])
+            r3 += abs(x[lo + i + 3])
+            r4 += abs(x[lo + i + 4])
+            r5 += abs(x[lo + i + 5])
+            r6 += abs(x[lo + i + 6])
+            r7 += abs(x[lo + i + 7])
+            i += 8
+        res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+        while i < n:
+            res += abs(x[lo + i])
+            i += 1
+        return res
+    # NumPy halves longer rows recursively; the engine's rows have d = 112 <= 128, and a
+    # recursive function would not load from Numba's cache
+    return math.nan
+
+
+def _laplace_clip_row_py(
+    x: np.ndarray, s: float, bound: float, slow: bool, out: np.ndarray
+) -> None:
+    """Eq. 19 (:meth:`Laplace.clip_rows`, ``_base._clip_l1``) of one row with L1 norm ``s``
+    (from :func:`_l1_norm_row_py`): ``x * min(1, bound / s)``; with ``slow`` (some row of the
+    batch overflowed) the overflow-safe path: rescale by max |x_j| first. Same operations as
+    NumPy's."""
+    d = x.shape[0]
+    if not slow:
+        den = s if s > 0.0 else bound
+        f = bound / den
+        if f > 1.0:
+            f = 1.0
+        for k in range(d):
+            out[k] = x[k] * f
+        return
+    m = 0.0
+    for k in range(d):
+        if abs(x[k]) > m:
+            m = abs(x[k])
+    if not m > 0.0:
+        m = 1.0
+    for k in range(d):
+        out[k] = x[k] / m
+    s2 = _L1_NORM_ROW(out, 0, d)
+    if m * s2 > bound:
+        f = bound / (s2 if s2 > 0.0 else 1.0)
+        for k in range(d):
+            out[k] = out[k] * f
+    else:
+        for k in range(d):
+            out[k] = x[k]
+
+
+def _laplace_row_py(
+    x: np.ndarray, s: float, bound: float, slow: bool, z: np.ndarray, out: np.ndarray
+) -> None:
+    """One report of :meth:`Laplace.privatize` (eqs. 19, 21) from its noise row ``z``
+    (``rng.laplace(0, C / epsilon, d)``): ``out = z + clip(x)``, the mechanism's operations in
+    its order, so the same ``z`` gives the same report bit for bit."""
+    _LAPLACE_CLIP_ROW(x, s, bound, slow, out)
+    for k in range(x.shape[0]):
+        out[k] = z[k] + out[k]
+
+
+class LaplaceKernels(NamedTuple):
+    """The compiled (Numba ``njit``) row kernels of :class:`Laplace`, callable from other
+    ``njit`` code (the fused PGC-A3C engine, ``ldp_audit.training._kernels``).
+
+    Attributes:
+        l1_norm: ``(x, lo, n) -> float``, ||x[lo:lo+n]||_1 summed in NumPy's order (n <= 128).
+        clip_row: ``(x, s, bound, slow, out)``, eq. 19 of one row with norm ``s`` into ``out``;
+            ``slow``: the overflow-safe path, taken for every row of a batch in which some row's
+            norm is not finite (as :meth:`Laplace.clip_rows` does).
+        row: ``(x, s, bound, slow, z, out)``, one report: ``out = z + clip(x)`` (eq. 21).
+    """
+
+    l1_norm: Any
+    clip_row: Any
+    row: Any
+
+
+_L1_NORM_ROW: Any = None
+_LAPLACE_CLIP_ROW: Any = None
+_KERNELS: LaplaceKernels | None = None
+
+
+def laplace_kernels() -> LaplaceKernels:
+    """The Laplace mechanism's compiled row kernels (:class:`LaplaceKernels`), compiled with
+    Numba on first call and the same objects ever after (importing this module does not import
+    Numba). Rows must have d <= 128 (the engine's d = 112)."""
+    global _L1_NORM_ROW, _LAPLACE_CLIP_ROW, _KERNELS
+    if _KERNELS is None:
+        import numba as nb
+
+        jit = nb.njit(cache=True, nogil=True)
+        # each kernel calls the one before as a global, so that global must be compiled first
+        _L1_NORM_ROW = jit(_l1_norm_row_py)
+        _LAPLACE_CLIP_ROW = jit(_laplace_clip_row_py)
+        _KERNELS = LaplaceKernels(_L1_NORM_ROW, _LAPLACE_CLIP_ROW, jit(_laplace_row_py))
+    return _KERNELS

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 from scipy import special
@@ -46,6 +46,56 @@ def _sign_codes(uniforms: np.ndarray) -> np.ndarray:
 _SIGN_CODES = _sign_codes
 
 
+def _prs_row_py(
+    uni: np.ndarray,
+    x: np.ndarray,
+    dh: int,
+    clip: float,
+    p0: float,
+    slope: float,
+    bits: np.ndarray,
+    out: np.ndarray,
+) -> bool:
+    """Algorithm 3 for ONE report ``x`` (d,) from its uniforms ``uni`` (d_hat d + d_hat,).
+
+    s = eq.-5 signs from the first d_hat d uniforms (M = sqrt(3) s); u = M x; ubar =
+    clip(u, -C, C) (eq. 23); bit_k = +1 with probability p0 + slope (ubar_k + C)/(2C) (eq. 24,
+    p0 = 1/(e^{e'}+1), slope = tanh(e'/2)), decided by the last d_hat uniforms, written to
+    ``bits`` (d_hat,); out = M^T (C bits). Returns False (and leaves ``out`` unusable) if some
+    projection is not finite, for the caller's overflow-safe path. Same uniforms -> same output
+    as the NumPy formulation up to summation order in u.
+    """
+    d = x.shape[0]
+    hi, lo = 5.0 / 6.0, 1.0 / 6.0
+    for j in range(d):
+        out[j] = 0.0
+    for k in range(dh):
+        base = k * d
+        acc = 0.0
+        for j in range(d):
+            v = uni[base + j]
+            if v >= hi:
+                acc += x[j]
+            elif v < lo:
+                acc -= x[j]
+        u = acc * _SQRT3
+        if not math.isfinite(u):
+            return False
+        ubar = min(max(u, -clip), clip)  # eq. 23
+        a = min(max((ubar + clip) / (2.0 * clip), 0.0), 1.0)
+        b = 1.0 if uni[dh * d + k] < p0 + a * slope else -1.0  # eq. 24
+        bits[k] = b
+        for j in range(d):
+            v = uni[base + j]
+            if v >= hi:
+                out[j] += b
+            elif v < lo:
+                out[j] -= b
+    for j in range(d):
+        out[j] *= _SQRT3 * clip  # M^T u~ = sqrt(3) C s^T bits
+    return True
+
+
 def _prs_kernel_py(
     uni: np.ndarray,
     x: np.ndarray,
@@ -56,59 +106,49 @@ def _prs_kernel_py(
     bits: np.ndarray,
     out: np.ndarray,
 ) -> bool:
-    """Algorithm 3 for rows of ``x`` from their uniforms ``uni`` (n, d_hat d + d_hat), compiled.
-
-    Per row: s = eq.-5 signs from the first d_hat d uniforms (M = sqrt(3) s); u = M x; ubar =
-    clip(u, -C, C) (eq. 23); bit_k = +1 with probability p0 + slope (ubar_k + C)/(2C) (eq. 24,
-    p0 = 1/(e^{e'}+1), slope = tanh(e'/2)), decided by the last d_hat uniforms; out = M^T (C bits).
-    Returns False (and leaves ``out`` unusable) if some projection is not finite, for the caller's
-    overflow-safe path. Same uniforms -> same output as the NumPy formulation up to summation
-    order in u.
-    """
-    n, d = x.shape
-    hi, lo = 5.0 / 6.0, 1.0 / 6.0
-    for i in range(n):
-        for j in range(d):
-            out[i, j] = 0.0
-        for k in range(dh):
-            base = k * d
-            acc = 0.0
-            for j in range(d):
-                v = uni[i, base + j]
-                if v >= hi:
-                    acc += x[i, j]
-                elif v < lo:
-                    acc -= x[i, j]
-            u = acc * _SQRT3
-            if not math.isfinite(u):
-                return False
-            ubar = min(max(u, -clip), clip)  # eq. 23
-            a = min(max((ubar + clip) / (2.0 * clip), 0.0), 1.0)
-            b = 1.0 if uni[i, dh * d + k] < p0 + a * slope else -1.0  # eq. 24
-            bits[i, k] = b
-            for j in range(d):
-                v = uni[i, base + j]
-                if v >= hi:
-                    out[i, j] += b
-                elif v < lo:
-                    out[i, j] -= b
-        for j in range(d):
-            out[i, j] *= _SQRT3 * clip  # M^T u~ = sqrt(3) C s^T bits
+    """:func:`_prs_row_py` on every row of ``x`` (n, d) with its uniforms ``uni[i]``, its
+    ``bits[i]`` and ``out[i]``; False as soon as one row's projection overflows."""
+    for i in range(x.shape[0]):
+        if not _PRS_ROW(uni[i], x[i], dh, clip, p0, slope, bits[i], out[i]):
+            return False
     return True
 
 
-_PRS_KERNEL: Any = None
+class PrsKernels(NamedTuple):
+    """The compiled (Numba ``njit``) kernels of :class:`ProjectedRandomSign`, callable from
+    other ``njit`` code (the fused PGC-A3C engine, ``ldp_audit.training._kernels``).
+
+    Attributes:
+        row: ``(uni, x, dh, clip, p0, slope, bits, out) -> bool``, one report of Algorithm 3
+            from its d_hat d + d_hat uniforms (``rng.random`` draws, consumed report by report);
+            False if a projection overflowed (the mechanism then takes its NumPy rescaling path).
+        batch: the same arguments with a leading row axis; ``privatize`` calls it.
+    """
+
+    row: Any
+    batch: Any
+
+
+_PRS_ROW: Any = None
+_KERNELS: PrsKernels | None = None
+
+
+def prs_kernels() -> PrsKernels:
+    """The PRS mechanism's compiled kernels (:class:`PrsKernels`), compiled with Numba on first
+    call and the same objects ever after (importing this module does not import Numba)."""
+    global _PRS_ROW, _KERNELS
+    if _KERNELS is None:
+        import numba as nb
+
+        jit = nb.njit(cache=True, nogil=True)
+        _PRS_ROW = jit(_prs_row_py)  # the batch kernel calls it as a global: compiled first
+        _KERNELS = PrsKernels(_PRS_ROW, jit(_prs_kernel_py))
+    return _KERNELS
 
 
 def _prs_kernel(*args: Any) -> bool:
-    """:func:`_prs_kernel_py` compiled with Numba on first use (so importing this module does
-    not import Numba: a usage error answers in well under a second)."""
-    global _PRS_KERNEL
-    if _PRS_KERNEL is None:
-        import numba as nb
-
-        _PRS_KERNEL = nb.njit(cache=True, nogil=True)(_prs_kernel_py)
-    return bool(_PRS_KERNEL(*args))
+    """The compiled batch kernel (:func:`prs_kernels`), compiled on first use."""
+    return bool(prs_kernels().batch(*args))
 
 
 @dataclass(frozen=True)
@@ -329,3 +369,9 @@ class ProjectedRandomSign(Mechanism):
             "clip": self.clip,
             "reduced_dim": self.reduced_dim,
         }
+
+    @staticmethod
+    def kernels() -> PrsKernels:
+        """The compiled kernels of this mechanism (:func:`prs_kernels`), for engines that
+        randomise inside their own compiled loop (the fused PGC-A3C engine)."""
+        return prs_kernels()
