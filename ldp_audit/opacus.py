@@ -310,6 +310,20 @@ class CanaryAudit:
         self._shapes = [tuple(p.shape) for p in params]
         self._sizes = [p.numel() for p in params]
         self._idx = torch.as_tensor(idx)
+        # per tensor: the design's columns that fall in it (local coordinates and weights)
+        offs = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        self._cols: list[Any] = []
+        for o, n in zip(offs, sizes, strict=True):
+            inside = (idx[0] >= o) & (idx[0] < o + n)
+            if not inside.any():
+                self._cols.append(None)
+                continue
+            loc = idx[:, inside] - o
+            if not ((loc >= 0) & (loc < n)).all():  # whole-vector blocks (no tensor >= m)
+                self._cols = None
+                break
+            self._cols.append((torch.as_tensor(loc), torch.as_tensor(weight[:, inside])))
+        self._bufs: list[Any] = [None] * len(params)
         self._flat_idx = self._idx.reshape(-1)
         self._weight = torch.as_tensor(weight)
         inc_idx = np.flatnonzero(self._included)
@@ -325,6 +339,7 @@ class CanaryAudit:
         self._charges = 0
         self._prepaid = 0
         self._batches = 0
+        self._data_rows = 0
         self._t0 = time.perf_counter()
         self._install(optimizer)
         return optimizer
@@ -345,6 +360,8 @@ class CanaryAudit:
 
         def clip_and_accumulate(*a: Any, **k: Any) -> Any:
             self._batches += 1
+            gs = opt.grad_samples
+            self._data_rows += int(len(gs[0])) if gs else 0
             check = getattr(opt, "_check_skip_next_step", None)
             if check is None or not check(pop_next=False):
                 self._add_canaries(opt)
@@ -378,8 +395,7 @@ class CanaryAudit:
         """Record the data batch size, draw the joins, append joining canaries as samples."""
         import torch
 
-        gs = opt.grad_samples
-        n_data = int(len(gs[0])) if gs else 0
+        n_data, self._data_rows = self._data_rows, 0  # every physical batch of this step
         n_in = self._inc_idx.size
         q = self._claim["sample_rate"]
         sel = (torch.rand(n_in, generator=self._gen) < q).numpy() if q < 1 else np.ones(n_in, bool)
@@ -388,19 +404,41 @@ class CanaryAudit:
         k = joined.size
         if k == 0:
             return
-        d = self._claim["n_params"]
         scale = self.canary_scale * self._claim["max_grad_norm"]
         sel_t = torch.as_tensor(joined)
-        rows = torch.zeros((k, d), dtype=torch.float32)
-        rows.scatter_(1, self._idx[sel_t], self._weight[sel_t] * scale)
-        off = 0
-        for p, n, shape in zip(self._params, self._sizes, self._shapes, strict=True):
-            r = rows[:, off : off + n].reshape((k, *shape)).to(p.dtype)
-            off += n
+        dense = None
+        if self._cols is None:  # blocks across tensors: one dense (k, d) block of rows
+            dense = torch.zeros((k, self._claim["n_params"]), dtype=torch.float32)
+            dense.scatter_(1, self._idx[sel_t], self._weight[sel_t] * scale)
+            offs = np.concatenate([[0], np.cumsum(self._sizes)])
+        for i, (p, shape) in enumerate(zip(self._params, self._shapes, strict=True)):
             g = p.grad_sample
             if isinstance(g, list):
                 g = torch.cat(g, dim=0)
-            p.grad_sample = torch.cat([g, r.to(g.device)], dim=0)
+            n = g.shape[0]
+            buf = self._bufs[i]  # reused: no fresh allocation of a (rows, *shape) tensor a step
+            if (
+                buf is None
+                or buf.shape[0] < n + k
+                or buf.dtype != g.dtype
+                or buf.device != g.device
+            ):
+                buf = torch.empty((int((n + k) * 1.5) + 1, *shape), dtype=g.dtype, device=g.device)
+                self._bufs[i] = buf
+            new = buf[: n + k]
+            new[:n].copy_(g)
+            tail = new[n:].view(k, -1)
+            tail.zero_()
+            if dense is not None:
+                tail.copy_(dense[:, offs[i] : offs[i + 1]])
+                p.grad_sample = new
+                continue
+            cols = self._cols[i]
+            if cols is not None:
+                local, w = cols
+                tail.scatter_(1, local[sel_t].to(g.device),
+                              (w[sel_t] * scale).to(dtype=g.dtype, device=g.device))  # fmt: skip
+            p.grad_sample = new
 
     def _ensure_writer(self) -> None:
         if self._writer is not None:
