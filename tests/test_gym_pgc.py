@@ -271,3 +271,47 @@ def test_attack_recovers_acrobot_link_mass_and_stays_under_its_ceiling_with_lapl
     assert out["none"].accuracy_ci[0] > 1 / 3 and out["none"].n == 60
     assert out["laplace"].ceiling == pytest.approx(math.e / (math.e + 2))
     assert not out["laplace"].violation
+
+
+USER_ENV = """
+import gymnasium as gym
+from gymnasium.envs.classic_control.cartpole import CartPoleEnv
+
+
+class WindyCartPole(CartPoleEnv):
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.wind = 0.0
+
+    def step(self, action):
+        self.force_mag = 10.0 + self.wind
+        return super().step(action)
+
+
+if "TestWindyCartPole-v0" not in gym.registry:
+    gym.register("TestWindyCartPole-v0", entry_point=f"{__name__}:WindyCartPole",
+                 max_episode_steps=100)
+"""
+
+
+def test_user_env_through_env_module(tmp_path, monkeypatch, capsys) -> None:
+    """A user env registered by --env-module: train, then attack (which imports the module only
+    when told to: a run directory never makes the toolkit import code)."""
+    (tmp_path / "my_test_envs.py").write_text(USER_ENV)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    run = tmp_path / "run"
+    args = ["train", "pgc-a3c", "--env-module", "my_test_envs", "--env", "TestWindyCartPole-v0",
+            "--private-param", "wind=-5,5", "--mechanism", "none", "--max-submissions", "12",
+            "--out", str(run), "--no-progress"]  # fmt: skip
+    assert main(args) == 0
+    doc = json.loads((run / "config.json").read_text())
+    assert doc["private_parameter"]["env_module"] == "my_test_envs"
+    capsys.readouterr()
+    import sys
+
+    monkeypatch.delitem(sys.modules, "my_test_envs")  # as in a fresh attacker's process
+    assert main(["attack", "dynamics", "--run-dir", str(run), "--shadow", "4"]) == 2
+    assert "--env-module my_test_envs" in capsys.readouterr().err
+    assert main(["attack", "dynamics", "--run-dir", str(run), "--shadow", "4",
+                 "--env-module", "my_test_envs", "--json"]) == 0  # fmt: skip
+    assert json.loads(capsys.readouterr().out)["n"] == 12

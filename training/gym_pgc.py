@@ -244,7 +244,8 @@ class GymPgcConfig:
         if mod is not None and mod not in sys.modules:
             raise InvalidParameterError(
                 f"this config's environment is registered by the module {mod!r}, which is not "
-                f"imported; import it first (CLI: --env-module {mod}): a config read from a run "
+                f"imported; import it first (CLI: --env-module {mod}, e.g. `ldp-audit attack "
+                f"dynamics --run-dir RUN --env-module {mod}`): a config read from a run "
                 "directory never imports code by itself"
             )
         if d.get("epsilon") == "inf":

@@ -167,6 +167,13 @@ def register(subparsers: Any) -> None:
                 "the run's system's attack)"
             )
     d.add_argument(
+        "--env-module",
+        default=None,
+        metavar="MODULE",
+        help="with --run-dir of a run on your own Gymnasium env: import this module first (it "
+        "registers the env; a run directory never makes the attacker import code by itself)",
+    )
+    d.add_argument(
         "--continuous",
         action="store_true",
         help="gravity uniform on [9.5, 10.1]; report the MAE of the posterior mean",
@@ -371,9 +378,24 @@ def _dynamics(args: argparse.Namespace) -> int:
         # gets a message naming its system and the commands that fit it
         from ldp_audit.cli.system_cmd import run_dir_scorer
 
+        if args.env_module is not None:  # named by the user, never by the run directory
+            from ldp_audit.training.gym_envs import import_env_module
+
+            import_env_module(args.env_module)
         _, scorer = run_dir_scorer(args.run_dir, "dynamics", "attack dynamics --run-dir")
         args._evidence = _check_evidence(args)  # before anything but config.json is read
         opts = {} if args.shadow is None else {"n_shadow": args.shadow}
+        if args.env_module is not None:  # a user env's registering module (issue 27)
+            import inspect
+
+            if "env_module" not in inspect.signature(scorer).parameters:
+                from ldp_audit.errors import InvalidParameterError
+
+                raise InvalidParameterError(
+                    f"--env-module applies to runs on a Gymnasium env (pgc-a3c-gym), got a run "
+                    f"whose attack takes no env module ({args.run_dir!r})"
+                )
+            opts["env_module"] = args.env_module
         res = scorer(
             args.run_dir,
             seed=args.seed,
