@@ -18,6 +18,11 @@ with the declared event ``PoissonSampledEvent(q, GaussianEvent(sigma))`` **befor
 draw, records what the audit needs, and writes a run directory (``algorithm: "opacus"``) that
 ``ldp-audit attack membership --run-dir`` and ``ldp-audit report`` read.
 
+**Input canaries** (``kind="input"``): :meth:`CanaryAudit.insert` adds the included canary
+examples to the data set before the loader is built; :meth:`CanaryAudit.finish` scores them on
+the final model (black-box leakage bounds; the white-box noise, independence, sampling and
+ledger tests still run on public directions).
+
 The hooks are instance attributes on the optimizer around three public steps of Opacus's
 ``DPOptimizer`` (opacus 1.5-1.6): ``clip_and_accumulate`` (canaries appended to the per-sample
 gradients first, so they are clipped like any sample, by the optimizer's own code, subclass
@@ -68,7 +73,7 @@ __all__ = [
 ]
 
 ALGORITHM = "opacus"
-_KINDS = ("gradient",)
+_KINDS = ("gradient", "input")
 _MARK = "_ldp_audit_canary_audit"
 
 
@@ -141,7 +146,11 @@ class CanaryAudit:
         seed: seed of the secret draws (inclusion bits, joins) and of the public directions
             (``canary_seed`` derives from it unless given).
         delta: the delta at which the claim (the accountant's epsilon) and the bounds are read.
-        kind: ``"gradient"`` (the white-box and black-box audit of this module).
+        kind: ``"gradient"`` (canary gradients in the per-sample gradients; white-box and
+            black-box) or ``"input"`` (canary examples inserted in the data set with
+            :meth:`insert`, scored on the final model by :meth:`finish`; black-box leakage
+            bounds, and the white-box noise, independence, sampling and ledger tests on public
+            directions).
         confidence: the verdict's confidence (a correct trainer is flagged with probability at
             most ``1 - confidence``).
         canary_scale: a canary's gradient norm in units of ``C`` (> 1: clipping matters).
@@ -177,10 +186,7 @@ class CanaryAudit:
         from ldp_audit.rundir import check_new_dir
 
         if not isinstance(kind, str) or kind not in _KINDS:
-            raise InvalidParameterError(
-                f"kind must be one of {_KINDS} (input canaries are not in this version), got "
-                f"{kind!r}"
-            )
+            raise InvalidParameterError(f"kind must be one of {_KINDS}, got {kind!r}")
         self.canaries = _int(canaries, "canaries", 2)
         self.seed = _int(seed, "seed", 0)
         self.delta = _real(delta, "delta", lo=0.0, lo_open=True, hi=1.0, hi_open=True)
@@ -199,8 +205,45 @@ class CanaryAudit:
         self.example = example
         self.out = check_new_dir(out, name="out")
         self._opt: Any = None
+        self._inserted: Any = None
         self._writer: Any = None
         self._finished = False
+
+    # ------------------------------------------------------------------ input canaries
+    def insert(self, dataset: Any, canaries: Any) -> Any:
+        """``kind="input"``: the training set with the included canary examples added.
+
+        Call it before ``make_private`` and train on what it returns: each of the ``m`` canary
+        examples (``canaries``, a dataset of ``m`` items like ``dataset``'s) is included with
+        probability 1/2 (secret) and is then a record like any other (Poisson-sampled by the
+        loader). :meth:`finish` scores every canary on the final model.
+        """
+        from torch.utils.data import ConcatDataset, Subset
+
+        if self.kind != "input":
+            raise InvalidParameterError(
+                f"insert: only for kind='input' (this audit has kind={self.kind!r})"
+            )
+        if self._inserted is not None or self._opt is not None:
+            raise InvalidParameterError("insert: call it once, before attach")
+        try:
+            n = len(canaries)
+            n_data = len(dataset)
+        except TypeError:
+            raise InvalidParameterError(
+                "insert: dataset and canaries must be datasets with a length, got "
+                f"{type(dataset).__name__} and {type(canaries).__name__}"
+            ) from None
+        if n != self.canaries:
+            raise InvalidParameterError(
+                f"canaries: insert got {n} canary examples for canaries={self.canaries}"
+            )
+        if n_data < 1:
+            raise InvalidParameterError(f"insert: dataset is empty, got {n_data} records")
+        rng = np.random.default_rng([self.seed, 1])
+        self._included = rng.random(self.canaries) < 0.5  # secret
+        self._inserted = canaries
+        return ConcatDataset([dataset, Subset(canaries, np.flatnonzero(self._included).tolist())])
 
     # ------------------------------------------------------------------ attach
     def attach(
@@ -237,6 +280,11 @@ class CanaryAudit:
         if hasattr(optimizer, _MARK):
             raise InvalidParameterError(
                 "optimizer is already attached to a CanaryAudit; attach one audit per optimizer"
+            )
+        if self.kind == "input" and self._inserted is None:
+            raise InvalidParameterError(
+                "attach: kind='input' needs insert(dataset, canary_examples) first (before "
+                "make_private), so that the canaries are records of the loader"
             )
         try:
             from opacus.optimizers import DPOptimizerFastGradientClipping as _Ghost
@@ -293,7 +341,9 @@ class CanaryAudit:
         sizes = [int(p.numel()) for p in params]
         idx, weight = canary_blocks(sizes, self.canaries, self.canary_seed)
         rng = np.random.default_rng([self.seed, 1])
-        self._included = rng.random(self.canaries) < 0.5  # secret
+        drawn = rng.random(self.canaries) < 0.5  # secret (insert drew the same bits)
+        if self.kind == "gradient":
+            self._included = drawn
         self._gen = torch.Generator().manual_seed(int(rng.integers(2**62)))  # joins (secret)
         self._claim = {
             "optimizer": f"{type(optimizer).__module__}.{type(optimizer).__qualname__}",
@@ -399,7 +449,7 @@ class CanaryAudit:
         n_in = self._inc_idx.size
         q = self._claim["sample_rate"]
         sel = (torch.rand(n_in, generator=self._gen) < q).numpy() if q < 1 else np.ones(n_in, bool)
-        joined = self._inc_idx[sel]
+        joined = self._inc_idx[sel] if self.kind == "gradient" else self._inc_idx[:0]
         self._pending = {"batch": n_data, "joined": joined}
         k = joined.size
         if k == 0:
@@ -530,16 +580,28 @@ class CanaryAudit:
             "expected_batch_size": c["expected_batch_size"],
         }
 
-    def finish(self, *, audit: bool = True) -> Any:
+    def finish(self, *, audit: bool = True, model: Any = None, score_fn: Any = None) -> Any:
         """Write the run directory, run the one-run audit; the white-box result.
 
         The optimizer is unhooked (later steps are neither charged nor recorded). The result
         (an ``AttackResult``; black-box in ``extra["black_box"]``) is also written into the run
         as ``attack_membership.json``. ``audit=False`` writes the run only and returns its path
         (audit it later with ``ldp-audit attack membership --run-dir``).
+
+        ``kind="input"``: ``model`` (the final model) scores every canary example, by default
+        ``-cross_entropy(model(x), y)`` (an ``(x, y)`` dataset); or ``score_fn(model,
+        canaries) -> (m,)`` scores, higher meaning "more likely trained on". The scores are
+        kept in ``transcript.npz`` (``canary_score``: what a black-box auditor computes).
         """
         if not isinstance(audit, bool):
             raise InvalidParameterError(f"audit must be True or False, got {audit!r}")
+        if self.kind == "input" and model is None and self._opt is not None and self._proj:
+            raise InvalidParameterError(
+                "model: finish() of kind='input' scores the canary examples on the final "
+                "model; pass model= (and score_fn= unless the examples are (x, y) pairs)"
+            )
+        if score_fn is not None and not callable(score_fn):
+            raise InvalidParameterError(f"score_fn must be callable, got {score_fn!r}")
         from ldp_audit.rundir import write_artifact
 
         if self._finished:
@@ -551,11 +613,13 @@ class CanaryAudit:
                 f"finish: no optimizer step ran since attach (0 updates); nothing to audit, "
                 f"nothing was written to {str(self.out)!r}"
             )
+        scores = self._score_inputs(model, score_fn) if self.kind == "input" else None
         self._uninstall()
         self._ensure_writer()
         w = self._writer
         T = len(self._proj)
         rows = self._rows
+        extra_tr = {} if scores is None else {"canary_score": scores}
         w.write_npz(
             "transcript.npz",
             {
@@ -568,17 +632,15 @@ class CanaryAudit:
                 "expected_batch_size": np.array([r["expected_batch_size"] for r in rows]),
                 "update_norm": np.array([r["update_norm"] for r in rows]),
                 "ledger_charges": np.array([self._charges], dtype=np.int64),
+                **extra_tr,
             },
         )
         joins = np.stack(self._joins)
-        w.write_npz(
-            "secrets.npz",
-            {
-                "canary_included": self._included.copy(),
-                "canary_joins": joins,
-                "canary_participations": joins.sum(axis=0).astype(np.int64),
-            },
-        )
+        sec = {"canary_included": self._included.copy()}
+        if self.kind == "gradient":
+            sec["canary_joins"] = joins
+            sec["canary_participations"] = joins.sum(axis=0).astype(np.int64)
+        w.write_npz("secrets.npz", sec)
         w.write_json(
             "metrics.json",
             {
@@ -603,6 +665,34 @@ class CanaryAudit:
         res = membership(self.out, confidence=self.confidence)
         write_artifact(self.out, "attack_membership.json", res.to_dict())
         return res
+
+    def _score_inputs(self, model: Any, score_fn: Any) -> np.ndarray:
+        import torch
+
+        data = self._inserted
+        if score_fn is not None:
+            s = np.asarray(score_fn(model, data), dtype=np.float64).reshape(-1)
+        else:
+            out = []
+            with torch.no_grad():
+                for i in range(0, len(data), 256):
+                    items = [data[j] for j in range(i, min(i + 256, len(data)))]
+                    try:
+                        x = torch.stack([torch.as_tensor(it[0]) for it in items])
+                        y = torch.as_tensor([int(it[1]) for it in items])
+                    except (TypeError, IndexError, ValueError):
+                        raise InvalidParameterError(
+                            "score_fn: the canary examples are not (x, y) pairs; pass "
+                            "score_fn(model, canaries) -> scores"
+                        ) from None
+                    loss = torch.nn.functional.cross_entropy(model(x), y, reduction="none")
+                    out.append(-loss.double().numpy())
+            s = np.concatenate(out)
+        if s.shape != (self.canaries,) or not np.isfinite(s).all():
+            raise InvalidParameterError(
+                f"score_fn must give {self.canaries} finite scores, got shape {s.shape}"
+            )
+        return s
 
     def _privacy(self) -> dict[str, Any]:
         by: dict[str, Any] = {}
@@ -757,7 +847,12 @@ def audit_run(run_dir: Any, *, setting: str = "white-box", confidence: float = 0
     idx, weight = canary_blocks(claim["tensor_sizes"], m, int(cfg["canary_seed"]))
     y = np.asarray(tr["canary_projection"], dtype=np.float64)
     white = setting == "white-box"
-    if white:
+    kind = cfg.get("kind", "gradient")
+    if kind == "input":  # the examples' scores on the final model (white-box can do no better)
+        if "canary_score" not in tr:
+            raise RunDirectoryError(f"{run_dir}/transcript.npz lacks canary_score (kind input)")
+        scores = np.asarray(tr["canary_score"], dtype=np.float64)
+    elif white:
         scores = y.sum(axis=0)
     else:
         delta_theta = np.asarray(model["params"]) - np.asarray(model["initial"])
@@ -767,7 +862,8 @@ def audit_run(run_dir: Any, *, setting: str = "white-box", confidence: float = 0
     N = claim.get("dataset_size")
     names = ["steinke", "f-dp"]
     if white:
-        names += ["noise", "independence", "contribution"] + (["sampling"] if N else [])
+        names += ["noise", "independence"] + (["contribution"] if kind == "gradient" else [])
+        names += ["sampling"] if N else []
     conf_each = 1.0 - (1.0 - confidence) / len(names)
     beta = 1.0 - conf_each
     delta = float(cfg["delta"])
@@ -798,12 +894,13 @@ def audit_run(run_dir: Any, *, setting: str = "white-box", confidence: float = 0
     if white:
         tests["noise"] = O.noise_test(y, sigma=sigma, confidence=conf_each)
         tests["independence"] = O.independence_test(y, sigma=sigma, confidence=conf_each)
-        joins = read_npz(run_dir, "secrets.npz", ("canary_joins",))["canary_joins"]
-        bs = np.maximum(np.asarray(tr["batch_size"], dtype=np.int64), 0)
-        tests["contribution"] = O.contribution_test(
-            y, joins, included, bs, sigma=sigma, sample_rate=q,
-            canary_norm=float(cfg["canary_scale"]), confidence=conf_each,
-        )  # fmt: skip
+        if kind == "gradient":
+            joins = read_npz(run_dir, "secrets.npz", ("canary_joins",))["canary_joins"]
+            bs = np.maximum(np.asarray(tr["batch_size"], dtype=np.int64), 0)
+            tests["contribution"] = O.contribution_test(
+                y, joins, included, bs, sigma=sigma, sample_rate=q,
+                canary_norm=float(cfg["canary_scale"]), confidence=conf_each,
+            )  # fmt: skip
         if N:
             known = np.asarray(tr["batch_size"]) >= 0
             tests["sampling"] = (
@@ -1149,6 +1246,14 @@ def transcript_schema(cfg: Any) -> Any:
             ArraySpec(
                 "ledger_charges", "iu", 1, rows=None, doc="charges made (updates + unused prepaid)"
             ),
+            ArraySpec(
+                "canary_score",
+                "f",
+                1,
+                rows=None,
+                optional=True,
+                doc="kind input: each canary example's score on the final model",
+            ),  # fmt: skip
         )
     )
 

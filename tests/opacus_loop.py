@@ -77,3 +77,23 @@ def audited_run(out: Any, seed: int, *, optimizer_class: type = DPOptimizer, epo
                        else loader.batch_size / len(loader.dataset))  # fmt: skip
     train(model, opt, loader, epochs)
     return audit.finish()
+
+
+def audited_input_run(out: Any, seed: int, *, optimizer_class: type = DPOptimizer,
+                      epochs: int = 5, canaries: int = 100, **kw: Any) -> Any:  # fmt: skip
+    """``kind="input"``: canary examples (random inputs, random labels) inserted in the data
+    set before the loader is built; scored on the final model by their loss."""
+    g = torch.Generator().manual_seed(10_000 + seed)
+    cx = 3.0 * torch.randn(canaries, 32, generator=g)
+    cy = torch.randint(0, 2, (canaries,), generator=g)
+    model, opt, loader = make_loop(seed, optimizer_class=optimizer_class, **kw)
+    audit = CanaryAudit(out, canaries=canaries, seed=seed, delta=1e-5, kind="input")
+    data = audit.insert(loader.dataset, TensorDataset(cx, cy))
+    from opacus.data_loader import DPDataLoader
+
+    loader = DPDataLoader.from_data_loader(
+        DataLoader(data, batch_size=16), generator=torch.Generator().manual_seed(seed + 1)
+    )
+    opt = audit.attach(opt, data_loader=loader)
+    train(model, opt, loader, epochs)
+    return audit.finish(model=model)

@@ -213,3 +213,50 @@ def test_docs_example(tmp_path: Path) -> None:
     run = tmp_path / "runs" / "digits"
     assert (run / "manifest.json").exists() and (run / "attack_membership.json").exists()
     assert main(["report", str(run), "--out", str(tmp_path / "rep")]) == 0
+
+
+# ------------------------------------------------------------------------------------------------
+# Input canaries (kind="input"): examples inserted in the data set, scored on the final model
+# ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_input_canaries_run_is_audited_and_read_by_the_cli(tmp_path: Path) -> None:
+    from tests.broken_opacus import NoiseScaledByBatch
+    from tests.opacus_loop import audited_input_run
+
+    run = tmp_path / "run"
+    res = audited_input_run(run, 0)
+    ex = res.extra
+    names = {"steinke", "f-dp", "noise", "independence", "sampling", "ledger"}
+    assert not res.violation and set(ex["tests"]) == names
+    assert ex["claim"]["dataset_size"] == 256 + ex["members"]  # the included canaries are records
+    assert main(["attack", "membership", "--run-dir", str(run), "--out", str(tmp_path / "a")]) == 0
+    bad = audited_input_run(tmp_path / "bad", 0, optimizer_class=NoiseScaledByBatch)
+    assert bad.violation and bad.extra["decided_by"] == "noise"
+
+
+def test_input_canaries_bad_input(tmp_path: Path) -> None:
+    from torch.utils.data import TensorDataset as TD
+
+    model, opt, loader = make_loop(0)
+    grad = CanaryAudit(tmp_path / "g", canaries=10, seed=0, delta=1e-5)
+    with pytest.raises(InvalidParameterError, match="only for kind='input'"):
+        grad.insert(loader.dataset, TD(torch.zeros(10, 32), torch.zeros(10).long()))
+    audit = CanaryAudit(tmp_path / "i", canaries=10, seed=0, delta=1e-5, kind="input")
+    with pytest.raises(InvalidParameterError, match="insert.*first"):
+        audit.attach(opt, data_loader=loader)
+    with pytest.raises(InvalidParameterError, match="canaries: insert got 7 .*canaries=10"):
+        audit.insert(loader.dataset, TD(torch.zeros(7, 32), torch.zeros(7).long()))
+    data = audit.insert(loader.dataset, TD(torch.zeros(10, 32), torch.zeros(10).long()))
+    assert len(data) == 256 + int(audit._included.sum())
+    with pytest.raises(InvalidParameterError, match="once"):
+        audit.insert(loader.dataset, TD(torch.zeros(10, 32), torch.zeros(10).long()))
+    opt = audit.attach(opt, data_loader=loader)
+    train(model, opt, loader, 1)
+    with pytest.raises(InvalidParameterError, match="model: .*pass model="):
+        audit.finish()
+    with pytest.raises(InvalidParameterError, match="score_fn must be callable"):
+        audit.finish(model=model, score_fn=3)
+    _nothing_written(tmp_path / "g")
+    assert not (tmp_path / "i" / "manifest.json").exists()  # refused before the run was written
