@@ -81,6 +81,7 @@ def test_no_false_alarm_over_20_seeded_correct_runs(tmp_path: Path) -> None:
     assert flagged == []
 
 
+@pytest.mark.slow
 def test_fixed_size_batches_flagged_by_the_sampling_test(tmp_path: Path) -> None:
     """A shuffled loader of fixed-size batches audited as Poisson sampling at B / N."""
     res = audited_run(tmp_path / "run", 0, poisson=False, epochs=2)
@@ -105,7 +106,7 @@ def _nothing_written(out: Path) -> None:
         ({"seed": -1}, "seed"),
         ({"delta": 0.0}, "delta"),
         ({"delta": "1e-5"}, "delta"),
-        ({"kind": "input"}, "kind"),
+        ({"kind": "Input"}, "kind"),
         ({"kind": "weights"}, "kind"),
         ({"prepay": 0}, "prepay"),
     ],
