@@ -315,3 +315,20 @@ def test_user_env_through_env_module(tmp_path, monkeypatch, capsys) -> None:
     assert main(["attack", "dynamics", "--run-dir", str(run), "--shadow", "4",
                  "--env-module", "my_test_envs", "--json"]) == 0  # fmt: skip
     assert json.loads(capsys.readouterr().out)["n"] == 12
+
+
+def test_attack_ceiling_composes_an_agents_reports(tmp_path) -> None:
+    """rounds = 2 at epsilon 2 per agent: each report is 1-LDP, the attack combines an agent's
+    T = 2 reports, and its ceiling is e^(T eps) / (e^(T eps) + k - 1) at T eps = 2."""
+    from ldp_audit.attacks.dynamics import attack_private_param_run, score_private_param_run
+    from ldp_audit.attacks.scoring import accuracy_ceiling
+
+    run = tmp_path / "run"
+    train(_cfg(rounds=2, epsilon=2.0, trials=1, max_submissions=8), seed=0, run_dir=run)
+    pred = attack_private_param_run(run, n_shadow=3, seed=0)
+    res = score_private_param_run(run, pred)
+    assert res.epsilon == 1.0 and res.reports_per_agent == 2 and res.k == 3
+    # 8 submissions of 3 workers: agents cut by the horizon sent one report (T is the largest)
+    assert pred["reports_per_group"].sum() == 8 and pred["reports_per_group"].max() == 2
+    assert res.n == len(pred["reports_per_group"])
+    assert res.ceiling == pytest.approx(accuracy_ceiling(1.0, 3, 2))
