@@ -140,6 +140,9 @@ SIZE_OPTIONS = [
     (["train", "fedrl"], "--train-steps", "10000000000"),
     (["train", "fedrl"], "--n-envs", "10000000000"),
     (["train", "fedrl"], "--runs", "10000000"),
+    (["train", "pgc-a3c", "--mechanism", "none"], "--trials", "100000"),
+    (["train", "pgc-a3c", "--mechanism", "none", "--trials", "9"], "--max-submissions", "9999999"),
+    (["reproduce", "pgc-a3c"], "--trials", "100000"),
     (["reproduce", "dprl"], "--episodes", BIG),
     (["reproduce", "dprl"], "--total-steps", BIG),
     (["reproduce", "frd"], "--groups", "1000000"),
@@ -190,8 +193,9 @@ def test_every_command_with_size_options_has_force() -> None:
         return p
 
     parser = build_parser()
-    for path in (("train", "dprl"), ("train", "frd"), ("train", "fedrl"), ("reproduce", "dprl"),
-                 ("reproduce", "frd"), ("reproduce", "fedrl"), ("attack", "frd")):  # fmt: skip
+    for path in (("train", "dprl"), ("train", "frd"), ("train", "fedrl"), ("train", "pgc-a3c"),
+                 ("reproduce", "dprl"), ("reproduce", "frd"), ("reproduce", "fedrl"),
+                 ("reproduce", "pgc-a3c"), ("attack", "frd"), ("audit",)):  # fmt: skip
         opts = {o for a in sub(parser, *path)._actions for o in a.option_strings}
         assert "--force" in opts, path
 
@@ -203,7 +207,16 @@ def test_every_command_with_size_options_has_force() -> None:
 
 def test_estimates_follow_the_arithmetic() -> None:
     from ldp_audit.training.dprl import DprlConfig
-    from ldp_audit.training.sizes import dprl_estimates
+    from ldp_audit.training.frd import FrdConfig, param_layout
+    from ldp_audit.training.sizes import dprl_estimates, frd_estimates
+
+    # FRD's parameter count in closed form equals the trainer's layout (one agent, one group:
+    # networks = 5 float64 copies of the parameters + one step's activations)
+    for h, n_l in ((24, 2), (8, 1), (64, 3)):
+        p = sum(fi * fo + fo for spec in param_layout(h, n_l).values() for _, fi, fo in spec)
+        net = {e.what: e.nbytes for e in frd_estimates(FrdConfig(n_agents=1, hidden=h,
+                                                                 layers=n_l))}  # fmt: skip
+        assert net["the agents' networks"] == 5 * 8 * p + h * n_l * 8 * 8
 
     small, big = DprlConfig(hidden=128), DprlConfig(hidden=1280)
     net = {e.what: e.nbytes for e in dprl_estimates(small)}["the networks"]

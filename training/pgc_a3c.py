@@ -2060,6 +2060,7 @@ def train_grid(
     run_mode: str = "new",
     engine: str = "lockstep",
     _sink: Any = None,
+    force: bool = False,
 ) -> list[TrainResult]:
     """Run several configs (e.g. the 10 settings of Tables 1-3) in ONE lock-step batch.
 
@@ -2093,12 +2094,24 @@ def train_grid(
             ``charge_many`` each), so its ledger also holds agents started or reserved but not
             submitted when a trial stopped (charged, never released: the safe direction).
 
+        force: run even when the estimated memory or time of the batch exceeds this machine's
+            limits (:mod:`ldp_audit.limits`; otherwise InvalidParameterError before any work).
+
     Returns:
         One :class:`TrainResult` per config, in order.
     """
     configs = list(configs)
     if not configs or not all(isinstance(c, PgcA3cConfig) for c in configs):
         raise InvalidParameterError("configs must be a non-empty sequence of PgcA3cConfig")
+    from ldp_audit.limits import check_resources
+    from ldp_audit.training.sizes import pgc_estimates
+
+    keep = [
+        (d is not None) if transcript is None else bool(transcript)
+        for d in (list(run_dirs) if run_dirs is not None else [None] * len(configs))
+    ]
+    if len(keep) == len(configs):  # (a length mismatch is named below)
+        check_resources(pgc_estimates(configs, keep), force=force)  # before any allocation
     n = len(configs)
     seeds = [seed] * n if isinstance(seed, (int, np.integer)) else list(seed)
     if len(seeds) != n:
@@ -2260,6 +2273,7 @@ def _grid_worker(
                 run_mode=run_mode,
                 engine=engine,
                 _sink=_Sink(),
+                force=True,  # the parent checked the whole grid's size (and honoured force)
             )
         queue.put(("done", idx, res))
     except BaseException as exc:  # noqa: BLE001 - forwarded to the parent, which re-raises
@@ -2361,6 +2375,7 @@ def train(
     transcript: bool | None = None,
     run_mode: str = "new",
     engine: str = "lockstep",
+    force: bool = False,
 ) -> TrainResult:
     """Train PGC-A3C (Algorithm 1) for ``cfg.trials`` independent trials in lock-step.
 
@@ -2376,6 +2391,8 @@ def train(
         run_mode: "new" (run_dir must not exist or be empty), "overwrite" or "resume" (see
             :func:`train_grid`).
         engine: "lockstep" or "fused" (see :func:`train_grid`).
+        force: run even when the estimated memory or time exceeds the limits (see
+            :func:`train_grid`).
 
     Returns:
         :class:`TrainResult`.
@@ -2391,4 +2408,5 @@ def train(
         transcript=transcript,
         run_mode=run_mode,
         engine=engine,
+        force=force,
     )[0]

@@ -190,6 +190,39 @@ def fedrl_estimates(cfg: Any, *, cli: bool = False) -> list[Estimate]:
     ]
 
 
+def pgc_estimates(cfgs: Any, record: Any = None, *, cli: bool = False) -> list[Estimate]:
+    """Parts of PGC-A3C trials run in one lock-step batch (one
+    :class:`~ldp_audit.training.pgc_a3c.PgcA3cConfig` or a list; ``record``: whether each
+    keeps its transcript, default yes)."""
+    from ldp_audit.training.pgc_a3c import DIM
+
+    cfgs = list(cfgs) if isinstance(cfgs, (list, tuple)) else [cfgs]
+    rec = [True] * len(cfgs) if record is None else [bool(r) for r in record]
+    res = agents = trans = flops = 0.0
+    top = max(cfgs, key=lambda c: int(c.trials) * int(c.max_submissions))
+    for c, r in zip(cfgs, rec, strict=True):
+        cells = int(c.trials) * int(c.max_submissions)
+        res += cells * 3 * _F64  # zeta and the per-submission bookkeeping, preallocated
+        agents += int(c.trials) * int(c.n_agents) * DIM * 6 * _F64
+        if r:  # every report (DIM values) with its trial, agent, submission ids
+            trans += cells * (DIM * _F64 + _ROW_META)
+        flops += cells * _MIN_EPISODE * DIM * 10
+    drive = _driver(
+        cli,
+        [
+            (int(top.trials) / 20, "trials", "--trials", top.trials),
+            (int(top.max_submissions) / 90_000, "max_submissions", "--max-submissions",
+             top.max_submissions),
+        ],
+    )  # fmt: skip
+    return [
+        Estimate(drive, "the per-submission results", res),
+        Estimate(drive, "the agents", agents),
+        Estimate(drive, "the transcript of the reports", trans),
+        Estimate(drive, "the trials", 0.0, flops_seconds(flops)),
+    ]
+
+
 def combine(jobs: list[list[Estimate]], workers: int = 1) -> list[Estimate]:
     """Estimates of several trainings run ``workers`` at a time: memory of the largest one times
     ``workers``, time of all of them summed."""
@@ -274,13 +307,18 @@ def frd_attack_estimates(cfg: Any, n_shadow: int) -> list[Estimate]:
     return [replace(e, option=f"--shadow {n_shadow}") for e in parts]
 
 
-_ESTIMATORS = {"dprl": dprl_estimates, "frd": frd_estimates, "fedrl": fedrl_estimates}
+_ESTIMATORS = {
+    "dprl": dprl_estimates,
+    "frd": frd_estimates,
+    "fedrl": fedrl_estimates,
+    "pgc-a3c": pgc_estimates,
+}
 
 
 def check_sizes(kind: str, cfg: Any, *, force: bool, cli: bool = False) -> dict[str, float]:
     """:func:`~ldp_audit.limits.check_resources` on the estimates of trainer ``kind`` ("dprl",
-    "frd" (a config or a list of them), "fedrl"): raises InvalidParameterError before any work
-    when they exceed the limits, unless ``force``."""
+    "frd" (a config or a list of them), "fedrl", "pgc-a3c" (a config or a list)): raises
+    InvalidParameterError before any work when they exceed the limits, unless ``force``."""
     from ldp_audit.limits import check_resources
 
     return check_resources(_ESTIMATORS[kind](cfg, cli=cli), force=force, cli=cli)

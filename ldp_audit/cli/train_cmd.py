@@ -155,6 +155,9 @@ def register_pgc(tsub: Any, rsub: Any) -> None:
     add_run_mode_arguments(p)
     p.add_argument("--json", action="store_true", help="print the metrics as JSON on stdout")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    from ldp_audit.limits import add_force_argument  # size limits (docs/cli.md)
+
+    add_force_argument(p)
     p.set_defaults(func=_train_pgc)
 
     r = rsub.add_parser(
@@ -237,6 +240,7 @@ def register_pgc(tsub: Any, rsub: Any) -> None:
     add_backend_arguments(r)
     r.add_argument("--json", action="store_true", help="print results.json on stdout")
     r.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    add_force_argument(r)
     r.set_defaults(func=_reproduce_pgc)
 
 
@@ -305,6 +309,11 @@ def _train_pgc(args: argparse.Namespace) -> int:
         **eps_kw,
     )
     _check_step_scale(cfg)
+    from ldp_audit.limits import check_resources
+    from ldp_audit.training.sizes import pgc_estimates
+
+    keep = [args.out is not None]  # the transcript is kept with a run directory
+    check_resources(pgc_estimates(cfg, keep, cli=True), force=args.force, cli=True)
     t0 = time.perf_counter()
     mode = run_mode(args)
     check_out_for_mode(args.out, mode)
@@ -320,7 +329,12 @@ def _train_pgc(args: argparse.Namespace) -> int:
     with warnings.catch_warnings():  # the CLI printed its own line above
         warnings.simplefilter("ignore", PrivacyClaimWarning)
         res = train(
-            cfg, seed=args.seed, run_dir=args.out, progress=show_progress(args), run_mode=mode
+            cfg,
+            seed=args.seed,
+            run_dir=args.out,
+            progress=show_progress(args),
+            run_mode=mode,
+            force=args.force,
         )
     secs = time.perf_counter() - t0
     zeta = np.asarray(res.zeta, dtype=np.float64)
@@ -439,6 +453,13 @@ def _reproduce_pgc(args: argparse.Namespace) -> int:
                 aggregator_lr=args.aggregator_lr,
             )
         )
+    from ldp_audit.limits import check_resources, forcing
+    from ldp_audit.training.sizes import pgc_estimates
+
+    grid = [
+        PgcA3cConfig(mechanism="none", trials=args.trials, max_submissions=args.max_submissions)
+    ] * 10  # the 10 settings, no transcript
+    check_resources(pgc_estimates(grid, [False] * 10, cli=True), force=args.force, cli=True)
     out = args.out if args.out is not None else timestamped_dir("runs/reproduce-pgc-a3c")
     check_report_out(out, overwrite=args.overwrite)  # before the grid, not after it
     _warn_coordinate(args.clip_kind, "all", None)
@@ -446,7 +467,7 @@ def _reproduce_pgc(args: argparse.Namespace) -> int:
 
     from ldp_audit.training.pgc_a3c import PrivacyClaimWarning
 
-    with warnings.catch_warnings():  # the CLI printed its own line above
+    with warnings.catch_warnings(), forcing(args.force):  # the CLI printed its own line above
         warnings.simplefilter("ignore", PrivacyClaimWarning)
         results = run_reproduction(cfg, progress=show_progress(args))
     paths = write_report(results, out, overwrite=args.overwrite)
