@@ -234,14 +234,14 @@ STATEMENT_LABELS = [
 @pytest.fixture(scope="module")
 def system_pages(chromium: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     """Each system's page, rendered by the current code and read in Chromium once."""
-    from tests.test_report_fixtures import SYSTEMS, make_system_run, system_ledger
+    from tests.test_report_fixtures import STATEMENT_ONLY, SYSTEMS, make_system_run, system_ledger
 
     tmp = tmp_path_factory.mktemp("systems")
     seen = {}
     for kind in SYSTEMS:
         run = make_system_run(kind, tmp / kind)
         rep = build_report(
-            run, figures=False, sections_registry={}, ledger=system_ledger(kind, run)
+            run, figures=False, sections_registry=STATEMENT_ONLY, ledger=system_ledger(kind, run)
         )
         html = rep.write(tmp / f"{kind}-report")["html"]
         page = tmp / f"{kind}-probe.html"

@@ -6,7 +6,6 @@ import base64
 import json
 import re
 import time
-from math import inf
 from pathlib import Path
 
 import numpy as np
@@ -14,14 +13,14 @@ import pytest
 
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 from ldp_audit.report import (
-    REQUIRED_FILES,
     LedgerStats,
     build_report,
     load_run,
     write_report,
 )
-from ldp_audit.report._paper import paper_row
-from ldp_audit.report._plots import ceiling, spend_over_submissions
+from ldp_audit.report._plots import ceiling, spend_over_releases
+from ldp_audit.training.pgc_paper import paper_row
+from ldp_audit.training.pgc_report import REQUIRED_FILES, load_pgc
 from tests.test_report_fixtures import GOOD_ATTACK, GOOD_AUDIT, ledger_for, make_run
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -37,18 +36,23 @@ def run(tmp_path: Path) -> Path:
 
 def test_load_run_reads_every_part(run: Path) -> None:
     data = load_run(run)
-    assert data.n_submissions == 120 and data.dim == 4
     assert data.config["mechanism"]["name"] == "laplace"
     assert data.audits is not None and data.audits[0]["claimed_epsilon"] == 5.0
     assert set(data.attacks) == {"dynamics"}
-    assert data.secrets is not None and data.secrets["gravity"].shape == (120,)
+    assert data.has_secrets
+    # PGC-A3C's own files are read by its report sections (ldp_audit.training.pgc_report)
+    pgc = load_pgc(run, data.config, data.metrics)
+    assert not isinstance(pgc, list)
+    assert pgc.n_submissions == 120 and pgc.dim == 4
+    assert pgc.secrets is not None and pgc.secrets["gravity"].shape == (120,)
 
 
 @pytest.mark.parametrize("missing", REQUIRED_FILES)
 def test_missing_required_file_is_named(run: Path, missing: str) -> None:
+    led = ledger_for(run)
     (run / missing).unlink()
     with pytest.raises(RunDirectoryError, match=re.escape(missing)):
-        load_run(run)
+        build_report(run, ledger=led, figures=False)
 
 
 def test_not_a_directory(tmp_path: Path) -> None:
@@ -121,9 +125,10 @@ def _rewrite_npz(path: Path, **changes: object) -> None:
     ],
 )
 def test_malformed_run_directory_names_the_problem(run: Path, mutate, message: str) -> None:
+    led = ledger_for(run)
     mutate(run)
     with pytest.raises(RunDirectoryError, match=message):
-        load_run(run)
+        build_report(run, ledger=led, figures=False)
 
 
 def test_foreign_sqlite_file_is_refused_by_the_accountant(run: Path) -> None:
@@ -154,7 +159,8 @@ def test_consistent_run_verdict_and_sections(run: Path) -> None:
     assert [r["submissions"] for r in led["top_agents"]] == [20] * 6
     text = " ".join(m["verdict"]["claimed"])
     assert "epsilon = 5 per submission" in text and "at most 100" in text
-    assert set(rep.figures) == {"ledger", "audit", "attack", "learning"}
+    # PGC-A3C's learning figure is its own section's (pgc_report.report_sections)
+    assert set(rep.figures) == {"ledger", "audit", "attack", "section-learning-learning"}
     assert all(png.startswith(PNG_MAGIC) for png in rep.figures.values())
 
 
@@ -218,8 +224,15 @@ def test_budget_overrun_is_not_guaranteed(run: Path) -> None:
     assert "6 agents over budget" in " ".join(rep.model["verdict"]["not_verified"])
 
 
+def _section(model: dict, sid: str) -> dict:
+    (sec,) = [s for s in model["sections"] if s["id"] == sid]
+    assert sec["error"] is None
+    return sec
+
+
 def test_learning_metrics_fst_and_paper(run: Path) -> None:
-    learn = build_report(run, ledger=ledger_for(run), figures=False).model["learning"]
+    model = build_report(run, ledger=ledger_for(run), figures=False).model
+    learn = _section(model, "learning")["data"]
     # eqs. 25-26 by hand: zeta_n = min(200, 20 + 4(n-1) + 5t); trial 0's window at n = 42 is
     # 184, 188, 192, 196, 200 x 6 -> mu = 196 >= 195, while at n = 41 mu = 194; trial 1 is one
     # step ahead.
@@ -232,13 +245,13 @@ def test_never_successful_trial_has_infinite_fst_in_strict_json(tmp_path: Path) 
     run = make_run(tmp_path / "r")
     (run / "metrics.json").write_text(json.dumps({"zeta": [[10.0] * 60, [12.0] * 60]}))
     rep = build_report(run, ledger=ledger_for(run), figures=False)
-    assert rep.model["learning"]["success_ratio"] == 0.0
+    assert _section(rep.model, "learning")["data"]["success_ratio"] == 0.0
 
     def refuse(c: str) -> None:
         raise AssertionError(f"non-standard JSON constant {c}")
 
     doc = json.loads(rep.to_json(), parse_constant=refuse)
-    assert [t["fst"] for t in doc["learning"]["trials"]] == ["inf", "inf"]
+    assert [t["fst"] for t in _section(doc, "learning")["data"]["trials"]] == ["inf", "inf"]
 
 
 def test_paper_row_lookup() -> None:
@@ -260,8 +273,10 @@ def test_top_must_be_positive(run: Path) -> None:
 
 
 def test_spend_over_submissions_is_cumulative_per_agent(run: Path) -> None:
-    data = load_run(run)
-    spend, running = spend_over_submissions(data, ledger_for(run, per_submission=2.0))
+    pgc = load_pgc(run, *(lambda d: (d.config, d.metrics))(load_run(run)))
+    inverse, _, ids = pgc.agent_ids()
+    releases = [ids[i] for i in inverse.tolist()]
+    spend, running = spend_over_releases(releases, ledger_for(run, per_submission=2.0))
     # agent (0, a) submits at rows a, a+3, a+6, ...: its k-th submission brings it to 2k
     assert spend[:6].tolist() == [2.0, 2.0, 2.0, 4.0, 4.0, 4.0]
     assert spend[57:60].tolist() == [40.0, 40.0, 40.0] and spend[60] == 2.0
@@ -284,7 +299,7 @@ def test_written_html_is_self_contained(run: Path, tmp_path: Path) -> None:
     assert len(imgs) == 4 == html.count("<img ")
     assert all(base64.b64decode(b).startswith(PNG_MAGIC) for b in imgs)
     md = paths["markdown"].read_text()
-    for name in ("ledger", "audit", "attack", "learning"):
+    for name in ("ledger", "audit", "attack", "section-learning-learning"):
         assert f"(figures/{name}.png)" in md
         assert (tmp_path / "out" / "figures" / f"{name}.png").read_bytes().startswith(PNG_MAGIC)
     doc = json.loads(paths["json"].read_text())
@@ -420,6 +435,8 @@ def test_run_without_submissions_still_reports(tmp_path: Path) -> None:
     (run / "metrics.json").write_text(json.dumps({"zeta": [[]]}))
     empty = LedgerStats([], np.zeros(0), np.zeros(0), [], 0.0, None)
     rep = build_report(run, ledger=empty)
-    assert rep.model["ledger"]["agents"] == 0 and rep.model["learning"]["trials"][0]["fst"] == inf
+    learn = _section(rep.model, "learning")["data"]
+    # section data is JSON-able (the project's convention: infinities as "inf")
+    assert rep.model["ledger"]["agents"] == 0 and learn["trials"][0]["fst"] == "inf"
     assert "made no submissions" in " ".join(rep.model["verdict"]["not_verified"])
     assert all(png.startswith(PNG_MAGIC) for png in rep.figures.values())

@@ -206,6 +206,17 @@ def system_ledger(kind: str, path: Path) -> LedgerStats | None:
     )  # fmt: skip
 
 
+#: Each shipped system's report part without its trainer's own sections: PGC-A3C's sections
+#: (they read the transcript make_system_run writes) and the others' privacy-statement rows
+#: (training/statements.py); ``build_report(..., sections_registry=STATEMENT_ONLY)``.
+STATEMENT_ONLY = {
+    "pgc-a3c": "ldp_audit.training.pgc_report:report_sections",
+    "dprl": "ldp_audit.training.statements:dprl_statement",
+    "fedrl": "ldp_audit.training.statements:fedrl_statement",
+    "frd": "ldp_audit.training.statements:frd_statement",
+}
+
+
 def make_system_run(kind: str, path: Path) -> Path:
     """A small run directory laid out as the ``kind`` system's trainer writes it (config.json,
     metrics.json with the trainer's privacy statement, a real ledger charged through

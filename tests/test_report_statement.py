@@ -11,6 +11,7 @@ from ldp_audit.report import build_report
 from ldp_audit.report._statement import FIELDS, MEANINGFUL_EPSILON, NOT_RECORDED
 from tests.test_report_fixtures import (
     DPSGD_BY_METHOD,
+    STATEMENT_ONLY,
     ledger_for,
     make_run,
     make_system_run,
@@ -36,7 +37,9 @@ def empty_audit_section(run_dir: Path, extra: list[Path] | None = None) -> list[
 
 def _build(kind: str, tmp: Path, **kw):
     run = make_system_run(kind, tmp / kind)
-    return build_report(run, figures=False, sections_registry={}, ledger=system_ledger(kind, run))
+    return build_report(
+        run, figures=False, sections_registry=STATEMENT_ONLY, ledger=system_ledger(kind, run)
+    )
 
 
 def test_statement_is_in_the_json_first_with_every_field(tmp_path: Path) -> None:
@@ -87,7 +90,7 @@ def test_named_accountant_is_the_claim_and_the_others_alternatives(tmp_path: Pat
     cfg["config"]["accountant"] = "rdp"
     (run / "config.json").write_text(json.dumps(cfg))
     m = build_report(
-        run, figures=False, sections_registry={}, ledger=system_ledger("dprl", run)
+        run, figures=False, sections_registry=STATEMENT_ONLY, ledger=system_ledger("dprl", run)
     ).model
     claim = m["privacy_statement"]["claim"]
     # metrics.json reports the PRV value as "epsilon"; config.json names rdp: the named one
@@ -163,7 +166,7 @@ def test_poisson_sampled_dpsgd_states_its_sampling_and_the_check(tmp_path: Path)
     met["privacy"].update(sample_rate=0.01, unit="transition")
     (run / "metrics.json").write_text(json.dumps(met))
     m = build_report(
-        run, figures=False, sections_registry={}, ledger=system_ledger("dprl", run)
+        run, figures=False, sections_registry=STATEMENT_ONLY, ledger=system_ledger("dprl", run)
     ).model
     f = m["privacy_statement"]["fields"]
     assert f["privacy_unit"] == "transition"

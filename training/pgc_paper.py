@@ -1,4 +1,4 @@
-"""Published numbers the report puts beside ours.
+"""Published numbers the PGC-A3C report sections put beside ours.
 
 Ono & Takahashi (2020), "Locally Private Distributed Reinforcement Learning", Tables 1-3
 (20 trials per setting; copied from shared/papers.md). ``None`` where the paper gives no value.

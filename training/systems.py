@@ -128,7 +128,7 @@ PGC_A3C = SystemSpec(
     targets="ldp_audit.training.systems:pgc_targets",
     charges="ldp_audit.training.systems:pgc_charges",
     attacks={"dynamics": "ldp_audit.attacks.run_scorers:pgc_dynamics"},
-    report_sections=None,  # the core report's PGC-A3C pages (learning curve, FST)
+    report_sections="ldp_audit.training.pgc_report:report_sections",
     reproduce="ldp_audit.training.reproduce:run_reproduction",
     cli="ldp_audit.cli.train_cmd:register_pgc",
 )
@@ -242,7 +242,7 @@ DPRL = SystemSpec(
     targets="ldp_audit.training.systems:dprl_targets",
     charges="ldp_audit.training.systems:dprl_charges",
     attacks={"membership": "ldp_audit.attacks.run_scorers:dprl_membership"},
-    report_sections="ldp_audit.training.dprl:report_sections",
+    report_sections="ldp_audit.training.statements:dprl_report",
     reproduce="ldp_audit.training.dprl_reproduce:reproduce",
     cli="ldp_audit.cli.dprl_cmd:register",
 )
@@ -346,7 +346,7 @@ FEDRL = SystemSpec(
     targets="ldp_audit.training.systems:fedrl_targets",
     charges="ldp_audit.training.systems:fedrl_charges",
     attacks={"fedrl": "ldp_audit.attacks.run_scorers:fedrl_transcript"},
-    report_sections="ldp_audit.training.fedrl:report_sections",
+    report_sections="ldp_audit.training.statements:fedrl_report",
     reproduce="ldp_audit.training.fedrl_reproduce:reproduce",
     cli="ldp_audit.cli.fedrl_cmd:register",
     attack_cli="ldp_audit.cli.fedrl_cmd:register_attack",
@@ -467,7 +467,7 @@ FRD = SystemSpec(
         "dynamics": "ldp_audit.attacks.run_scorers:frd_dynamics",
         "frd": "ldp_audit.attacks.run_scorers:frd_dynamics",
     },
-    report_sections="ldp_audit.training.frd:report_sections",
+    report_sections="ldp_audit.training.statements:frd_report",
     reproduce="ldp_audit.training.frd_reproduce:reproduce",
     cli="ldp_audit.cli.frd_cmd:register",
     attack_cli="ldp_audit.cli.frd_cmd:register_attack",

@@ -10,9 +10,10 @@ evidence shows, what was not verified), the run's status and whether its files s
 manifest, the per-agent ledger summarised (local and central scope side by side, never summed),
 the audits (both verdicts -- distribution and implementation -- with their bounds, witnesses and
 consequences, and the audited privacy profile), the attacks (accuracy with its interval beside
-chance and the ceiling), and the configuration. PGC-A3C runs add the learning curves (mu_n, FST,
-success ratio, Ono & Takahashi 2020 eqs. 25-27) beside the paper's Tables 1-3; other algorithms
-add their own sections through the registry of :mod:`ldp_audit.report._sections`.
+chance and the ceiling), and the configuration. All of that is generic: the same for every
+system. What only one system knows (PGC-A3C's transcript and learning curves beside the paper's
+Tables 1-3, DP-SGD's sampling, FRD's uploads) comes from that system's ``report_sections``,
+registered in :mod:`ldp_audit.systems` (the contract: :mod:`ldp_audit.report.plugin`).
 
 ``index.html`` is self-contained (inline CSS, figures as base64 PNG), so it opens offline.
 """
@@ -28,7 +29,7 @@ from typing import Any
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.report._ledger import LedgerStats, read_ledger
 from ldp_audit.report._load import OPTIONAL_FILES, REQUIRED_FILES, RunData, load_run
-from ldp_audit.report._model import SCHEMA, build_model
+from ldp_audit.report._model import SCHEMA, build_parts
 from ldp_audit.report._render import render_html, render_json, render_markdown
 
 __all__ = [
@@ -157,14 +158,15 @@ def build_report(
         ledger: per-agent spend, when already read; by default read from the run's ledger.
         progress: optional wrapper for the per-agent ledger loop (e.g. ``tqdm``).
         figures: draw the figures (False gives the model and tables only; the HTML then has
-            no images; an algorithm's own section figures are kept).
+            no images; a system's own section figures are kept where it draws them anyway).
         extra: folders or JSON files of analyses written outside the run (an audit's
             ``--json`` output, an attack's ``--out``), read for audits and attacks.
         sections_registry: ``algorithm -> "module:function"`` (default
-            :data:`ldp_audit.report._sections.SECTIONS`).
+            :data:`ldp_audit.report._sections.SECTIONS`: the registered systems).
 
     Raises:
-        RunDirectoryError: the run directory is incomplete or malformed.
+        RunDirectoryError: the run directory is incomplete or malformed (its system's
+            sections check the system's own files).
         InvalidParameterError: ``top`` is not a positive integer.
     """
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
@@ -176,17 +178,16 @@ def build_report(
             float(delta) if isinstance(delta, (int, float)) and not isinstance(delta, bool) else 0.0
         )
         ledger = read_ledger(data.ledger_path, delta=delta, budget=_budget(data), progress=progress)
-    from ldp_audit.report._sections import algorithm_sections
-
-    sections, section_figs, note = algorithm_sections(
-        data.path, data.algorithm, list(data.extra), registry=sections_registry
+    model, part = build_parts(
+        data, ledger, top=top, sections_registry=sections_registry, figures=figures
     )
-    model = build_model(data, ledger, top=top, sections=sections, sections_note=note)
     if not figures:
-        return Report(model=model, figures=dict(section_figs))
+        return Report(model=model, figures=dict(part.figures))
     from ldp_audit.report import _plots
 
-    figs: dict[str, bytes] = {"ledger": _plots.ledger_figure(data, ledger, model)}
+    figs: dict[str, bytes] = {
+        "ledger": _plots.ledger_figure(data, ledger, model, releases=part.releases)
+    }
     for name, draw in (
         ("audit", _plots.audit_figure),
         ("profile", _plots.profile_figure),
@@ -196,9 +197,7 @@ def build_report(
         png = draw(model)
         if png is not None:
             figs[name] = png
-    if data.is_pgc:
-        figs["learning"] = _plots.learning_figure(data, model)
-    figs.update(section_figs)
+    figs.update(part.figures)
     return Report(model=model, figures=figs)
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import heapq
-import json
 import math
 import re
 from collections import Counter
@@ -19,14 +18,10 @@ import numpy as np
 
 from ldp_audit.report._ledger import LedgerStats
 from ldp_audit.report._load import RunData
-from ldp_audit.report._paper import paper_row
 
-__all__ = ["build_model", "SCHEMA", "TARGET_SCORE", "WINDOW"]
+__all__ = ["build_model", "SCHEMA"]
 
 SCHEMA = "ldp-audit-report/1"
-#: Theta of eq. (26) and m of eq. (25) (Ono & Takahashi 2020), used when metrics.json lacks them.
-TARGET_SCORE = 195.0
-WINDOW = 10
 
 
 def _num(v: Any) -> float | None:
@@ -52,31 +47,14 @@ def _stats(x: np.ndarray) -> dict[str, float | int | None]:
     }
 
 
-def transcript_agent_ids(run: RunData) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """Per-row agent index, per-agent submission counts and agent ids ("<trial>/<agent>").
-
-    Returns:
-        (inverse, counts, ids): ``inverse[i]`` is the agent of transcript row i, ``counts[j]``
-        the number of submissions of agent j, ``ids[j]`` its ledger id.
-    """
-    tr = run.transcript
-    pairs = np.stack([tr["trial"].astype(np.int64), tr["agent"].astype(np.int64)], axis=1)
-    if pairs.shape[0] == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), []
-    uniq, inverse, counts = np.unique(pairs, axis=0, return_inverse=True, return_counts=True)
-    ids = [f"{t}/{a}" for t, a in uniq.tolist()]
-    return inverse.reshape(-1), counts, ids
-
-
 def _natural(agent: str) -> tuple[Any, ...]:
     return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in agent.split("/"))
 
 
-def _run_section(run: RunData) -> dict[str, Any]:
+def _run_section(run: RunData, missing: list[str]) -> dict[str, Any]:
     cfg = run.config
-    tr = run.transcript
     present = {
-        "secrets.npz": run.secrets is not None,
+        "secrets.npz": run.has_secrets,
         "audit.json": run.audits is not None,
         "attack_*.json": sorted(f"attack_{k}.json" for k in run.attacks),
     }
@@ -87,13 +65,13 @@ def _run_section(run: RunData) -> dict[str, Any]:
         "versions": cfg.get("versions", {}),
         "mechanism": cfg.get("mechanism"),
         "config": cfg["config"],
-        "submissions": run.n_submissions if run.is_pgc else None,
-        "trials": int(np.unique(tr["trial"]).size) if run.is_pgc else None,
-        "dim": run.dim if run.is_pgc else None,
-        "distinct_thetas": int(tr["thetas"].shape[0]) if run.is_pgc else None,
         "optional_files": present,
         "extra": [str(e) for e in run.extra],
-        "missing": run.sources.get("missing") or None,
+        "missing": ", ".join(
+            [m for m in (run.sources.get("missing") or "").split(", ") if m]
+            + [m for m in missing if m not in (run.sources.get("missing") or "")]
+        )
+        or None,
     }
     out["status"] = _status_section(run)
     return out
@@ -188,14 +166,26 @@ def _ledger_check(run: RunData) -> dict[str, Any] | None:
     return {"ok": ok, "authenticated": auth, "words": words, "detail": detail}
 
 
-def _ledger_section(run: RunData, led: LedgerStats, top: int) -> dict[str, Any]:
-    if run.is_pgc:
-        _, counts, ids = transcript_agent_ids(run)
-    else:  # the transcript layout is the algorithm's own: agents come from the ledger alone
+def release_counts(releases: list[str]) -> tuple[np.ndarray, list[str]]:
+    """Releases per ledger id (ids in natural order) of a system's ``releases``."""
+    c = Counter(releases)
+    ids = sorted(c, key=_natural)
+    return np.array([c[a] for a in ids], dtype=np.int64), ids
+
+
+def _ledger_section(
+    run: RunData, led: LedgerStats, top: int, releases: list[str] | None = None
+) -> dict[str, Any]:
+    # with the system's releases (the ledger id of every transcript row) the ledger is checked
+    # against them; without, agents come from the ledger alone
+    known = releases is not None
+    if known:
+        counts, ids = release_counts(releases or [])
+    else:
         counts, ids = np.zeros(0, np.int64), list(led.agents)
     in_ledger = set(led.agents)
-    uncharged = [a for a in ids if a not in in_ledger] if run.is_pgc else []
-    tr_counts = dict(zip(ids, counts.tolist(), strict=True)) if run.is_pgc else {}
+    uncharged = [a for a in ids if a not in in_ledger] if known else []
+    tr_counts = dict(zip(ids, counts.tolist(), strict=True)) if known else {}
     # largest spend first; ties in natural agent order ("0/2" before "0/10")
     order = heapq.nsmallest(
         top, range(len(led.agents)), key=lambda i: (-led.basic[i], _natural(led.agents[i]))
@@ -212,7 +202,7 @@ def _ledger_section(run: RunData, led: LedgerStats, top: int) -> dict[str, Any]:
             {
                 "agent": led.agents[i],
                 "submissions": int(tr_counts[led.agents[i]])
-                if run.is_pgc and led.agents[i] in tr_counts
+                if known and led.agents[i] in tr_counts
                 else None,
                 "basic": float(led.basic[i]),
                 "best": float(led.best[i]),
@@ -232,15 +222,15 @@ def _ledger_section(run: RunData, led: LedgerStats, top: int) -> dict[str, Any]:
         # basic composition cannot compose Gaussian / approximate-DP events: inf under basic
         # while another method gives a finite value (not a non-private release)
         "basic_not_applicable": int((~np.isfinite(led.basic) & ~inf_best).sum()),
-        "story": _agents_story(run, led, ids, counts) if run.is_pgc else None,
         "status": "run",
         "agents": len(led.agents),
-        "agents_in_transcript": len(ids) if run.is_pgc else None,
+        "releases": int(counts.sum()) if known else None,
+        "agents_in_transcript": len(ids) if known else None,
         "uncharged_agents": len(uncharged),
         "uncharged_examples": uncharged[:5],
         "delta": led.delta,
         "epsilon_per_submission": mech_eps,
-        "submissions_per_agent": _stats(counts.astype(np.float64)) if run.is_pgc else None,
+        "submissions_per_agent": _stats(counts.astype(np.float64)) if known else None,
         "basic": _stats(led.basic),
         "best": _stats(led.best),
         "methods": dict(Counter(led.method).most_common()),
@@ -296,39 +286,6 @@ def _top_groups(
         )
     rows.sort(key=lambda r: (-r["basic"], -r["best"], _natural(r["first"])))
     return rows[:top]
-
-
-def _agents_story(
-    run: RunData, led: LedgerStats, ids: list[str], counts: np.ndarray
-) -> dict[str, Any]:
-    """Workers, agents and reports of a PGC-A3C run told once, so every count on the page
-    fits one story (workers run concurrently; each agent submits ``rounds`` reports)."""
-    cfg = run.config.get("config") or {}
-    priv = run.metrics.get("privacy") if isinstance(run.metrics.get("privacy"), dict) else {}
-    started = priv.get("agents_per_trial")
-    started_total = (
-        int(sum(started))
-        if isinstance(started, list) and all(isinstance(x, int) for x in started)
-        else None
-    )
-    workers = cfg.get("n_agents") if isinstance(cfg.get("n_agents"), int) else None
-    rounds = cfg.get("rounds") if isinstance(cfg.get("rounds"), int) else None
-    submitted = len(ids)
-    reports = int(counts.sum()) if counts.size else 0
-    charged_only = sorted(set(led.agents) - set(ids), key=_natural)
-    return {
-        "workers": workers,
-        "rounds": rounds,
-        "reports": reports,
-        "agents_submitted": submitted,
-        "agents_in_ledger": len(led.agents),
-        "agents_started": started_total,
-        "agents_started_not_submitted": None
-        if started_total is None
-        else max(started_total - submitted, 0),
-        "agents_charged_not_submitted": len(charged_only),
-        "engine": str(run.config.get("engine") or cfg.get("target") or ""),
-    }
 
 
 _NUM_RE = re.compile(r"-?\d+\.\d{5,}(?:[eE][-+]?\d+)?")
@@ -573,103 +530,6 @@ def _attack_section(run: RunData) -> dict[str, Any]:
     return {"status": "run", "results": out}
 
 
-def zeta_matrix(run: RunData) -> np.ndarray:
-    """metrics.json's ``zeta`` as a (trials, N) float array, NaN-padded."""
-    zeta = run.metrics["zeta"]
-    n = max((len(z) for z in zeta), default=0)
-    out = np.full((len(zeta), n), np.nan)
-    for i, z in enumerate(zeta):
-        out[i, : len(z)] = [np.nan if v is None else float(v) for v in z]
-    return out
-
-
-def forward_mean(zeta: np.ndarray, window: int = WINDOW) -> np.ndarray:
-    """mu_n of eq. (25): mean of zeta_n..zeta_{n+m-1}; NaN where the window runs out."""
-    mu = np.full(zeta.shape, np.nan)
-    if zeta.shape[-1] >= window:
-        view = np.lib.stride_tricks.sliding_window_view(zeta, window, axis=-1)
-        mu[..., : zeta.shape[-1] - window + 1] = view.sum(axis=-1) / window
-    return mu
-
-
-def mu_matrix(run: RunData) -> np.ndarray:
-    """mu_n per trial: metrics.json's ``mu`` if the trainer wrote it, else eq. (25) on zeta."""
-    mu = run.metrics.get("mu")
-    z = zeta_matrix(run)
-    if isinstance(mu, list) and len(mu) == z.shape[0] and all(isinstance(m, list) for m in mu):
-        out = np.full(z.shape, np.nan)
-        for i, m in enumerate(mu):
-            vals = [np.nan if v is None else float(v) for v in m][: z.shape[1]]
-            out[i, : len(vals)] = vals
-        return out
-    window = int(run.metrics.get("window", WINDOW))
-    return forward_mean(z, window)
-
-
-def fst_values(run: RunData) -> np.ndarray:
-    """FST per trial (eq. 26): metrics.json's ``fst`` if present, else from mu_n."""
-    fst = run.metrics.get("fst")
-    z = zeta_matrix(run)
-    if isinstance(fst, list) and len(fst) == z.shape[0]:
-        vals = [_num(v) for v in fst]
-        return np.array([math.inf if v is None else v for v in vals])
-    if isinstance(fst, (int, float)) and z.shape[0] == 1:
-        return np.array([float(fst)])
-    thr = float(run.metrics.get("target_score", TARGET_SCORE))
-    mu = mu_matrix(run)
-    if mu.shape[-1] == 0:
-        return np.full(mu.shape[0], np.inf)
-    hit = mu >= thr
-    first = np.argmax(hit, axis=-1).astype(np.float64) + 1.0
-    return np.where(hit.any(axis=-1), first, np.inf)
-
-
-def _learning_section(run: RunData) -> dict[str, Any]:
-    if not run.is_pgc:
-        return {
-            "status": "not applicable",
-            "note": f"learning curves of {run.algorithm} runs are in the algorithm's own sections",
-        }
-    z = zeta_matrix(run)
-    mu = mu_matrix(run)
-    fst = fst_values(run)
-    horizon = int(run.config["config"].get("max_submissions", z.shape[1]) or z.shape[1])
-    trials = []
-    for i in range(z.shape[0]):
-        zi = z[i][~np.isnan(z[i])]
-        mi = mu[i][~np.isnan(mu[i])]
-        trials.append(
-            {
-                "trial": i,
-                "submissions": int(zi.size),
-                "mean_score": float(zi.mean()) if zi.size else None,
-                "last_score": float(zi[-1]) if zi.size else None,
-                "best_mu": float(mi.max()) if mi.size else None,
-                "fst": float(fst[i]),
-            }
-        )
-    finite = fst[np.isfinite(fst)]
-    mech = run.config["mechanism"]
-    eps = _num(mech.get("epsilon"))
-    paper = paper_row(str(mech["name"]), eps) if eps is not None else None
-    return {
-        "status": "run",
-        "trials": trials,
-        "target_score": float(run.metrics.get("target_score", TARGET_SCORE)),
-        "window": int(run.metrics.get("window", WINDOW)),
-        "horizon": horizon,
-        "success_ratio": float(finite.size / fst.size) if fst.size else None,
-        "median_fst": float(np.median(fst)) if fst.size else None,
-        "relative_auc": _num(run.metrics.get("relative_auc")),
-        "extra_metrics": {
-            k: v
-            for k, v in run.metrics.items()
-            if k not in ("zeta", "mu", "fst", "privacy") and len(json.dumps(v, default=str)) <= 200
-        },
-        "paper": paper,
-    }
-
-
 def _claim_section(run: RunData) -> dict[str, Any] | None:
     """The trainer's own privacy statement (metrics.json ``privacy``), if it wrote one."""
     claim = run.metrics.get("privacy")
@@ -751,49 +611,6 @@ def _n(count: int, noun: str, plural: str | None = None) -> str:
     return f"{count:,} {noun if count == 1 else (plural or noun + 's')}"
 
 
-def story_sentence(led: dict[str, Any]) -> str | None:
-    """Workers, agents and reports of a PGC-A3C run in one sentence (None for other runs)."""
-    st = led.get("story")
-    if not st:
-        return None
-    rounds = st["rounds"]
-    per = (
-        f"each agent submits {_n(rounds, 'report')} (section 3.2.1), "
-        if rounds
-        else "each agent submits its reports, "
-    )
-    flower = st["engine"].startswith("flower")
-    lead = (
-        f"{_n(st['workers'], 'Flower client')} (SuperNodes) took part; "
-        if flower and st["workers"]
-        else f"{_n(st['workers'], 'worker')} ran concurrently (config n_agents); "
-        if st["workers"]
-        else ""
-    )
-    if rounds == 1:
-        per = "every episode is played by a new agent that submits 1 report (section 3.2.1), "
-    s = (
-        f"{lead}{per}so the {_n(st['reports'], 'report')} came from "
-        f"{_n(st['agents_submitted'], 'agent')}, the privacy units; the ledger charged "
-        f"{_n(st['agents_in_ledger'], 'agent')}."
-    )
-    if st["agents_started_not_submitted"]:
-        k = st["agents_started_not_submitted"]
-        s += (
-            f" {_n(st['agents_started'], 'agent')} were started: the "
-            f"{_n(k, 'agent')} whose episodes were still running when the run stopped "
-            "released nothing."
-        )
-    if st["agents_charged_not_submitted"]:
-        k = st["agents_charged_not_submitted"]
-        s += (
-            f" {_n(k, 'agent')} {'was' if k == 1 else 'were'} charged ahead and never "
-            "released (the fused engine charges an agent before its first episode: the safe "
-            "direction)."
-        )
-    return s
-
-
 def _no_protection(claim: dict[str, Any]) -> str:
     unit = claim.get("unit") or "unit"
     return f"the claim itself gives no protection (epsilon = {_fmt(claim['epsilon'])} per {unit})"
@@ -821,7 +638,7 @@ def _one_run_statements(o: dict[str, Any], violations: list[str], verified: list
     )
 
 
-def _verdict(model: dict[str, Any]) -> dict[str, Any]:
+def _verdict(model: dict[str, Any], system_claimed: list[str] | None = None) -> dict[str, Any]:
     led, aud, att = model["ledger"], model["audits"], model["attacks"]
     run = model["run"]
     mech = run["mechanism"] or {}
@@ -869,9 +686,7 @@ def _verdict(model: dict[str, Any]) -> dict[str, Any]:
             f"The {run['algorithm']} run records its releases in the ledger; its mechanisms "
             "are described in the algorithm's sections below."
         )
-    story = story_sentence(led)
-    if story:
-        claimed.append(story[0].upper() + story[1:])
+    claimed.extend(system_claimed or [])  # the system's own sentences (its report sections)
     if led["agents"]:
         inf_note = ""
         if led.get("infinite_agents"):
@@ -952,14 +767,14 @@ def _verdict(model: dict[str, Any]) -> dict[str, Any]:
     if st.get("ledger_check"):
         lc = st["ledger_check"]
         (verified if lc["ok"] else not_verified).append(lc["words"])
-    if run["submissions"] == 0:
+    if led.get("releases") == 0:
         not_verified.append("The run made no submissions: nothing was released or learned.")
     if led["uncharged_agents"]:
         not_verified.append(
             f"{_n(led['uncharged_agents'], 'agent')} submitted reports that the ledger never "
             f"charged (e.g. {', '.join(led['uncharged_examples'])}): their spend is NOT accounted."
         )
-    elif run["submissions"] is not None:
+    elif led.get("releases") is not None:
         verified.append("Every agent that submitted a report was charged in the ledger.")
     if aud["status"] == "run":
         for r in aud["results"]:
@@ -1077,46 +892,75 @@ def build_model(
     ledger: LedgerStats,
     *,
     top: int = 10,
-    sections: list[dict[str, Any]] | None = None,
-    sections_note: dict[str, Any] | None = None,
+    sections_registry: Any = None,
+    figures: bool = True,
 ) -> dict[str, Any]:
-    """Build the JSON-able report model of one run.
+    """Build the JSON-able report model of one run (see :func:`build_parts`)."""
+    return build_parts(run, ledger, top=top, sections_registry=sections_registry, figures=figures)[
+        0
+    ]
+
+
+def build_parts(
+    run: RunData,
+    ledger: LedgerStats,
+    *,
+    top: int = 10,
+    sections_registry: Any = None,
+    figures: bool = True,
+) -> tuple[dict[str, Any], Any]:
+    """Build the report model of one run and collect its system's part.
+
+    The generic parts (run, status, ledger, audits, attacks, claim) are the core's; the run's
+    system adds its own through its registered ``report_sections`` (called with a
+    :class:`ldp_audit.report.plugin.ReportContext`): its sections, the ledger id of every
+    release (checked against the ledger), its rows of the privacy statement and its sentences
+    of the verdict.
 
     Args:
         run: the validated run directory.
         ledger: per-agent spend read from the run's ledger.
         top: number of agents in the top-spenders table.
-        sections: the algorithm's own sections (``ldp_audit.report._sections``).
-        sections_note: where they came from (registry entry, loaded or why not).
+        sections_registry: ``algorithm -> "module:function"`` (default: the system registry).
+        figures: whether the system should draw its figures.
 
     Returns:
-        A dict with keys ``schema``, ``generated``, ``run_dir``, ``verdict``, ``run``,
-        ``ledger``, ``audits``, ``attacks``, ``learning``.
+        (model, :class:`ldp_audit.report.plugin.SystemReport`). The model has keys ``schema``,
+        ``generated``, ``run_dir``, ``privacy_statement``, ``verdict``, ``run``, ``ledger``,
+        ``audits``, ``attacks``, ``claim``, ``sections``, ``sections_source``.
     """
+    from ldp_audit.report._sections import system_report
+    from ldp_audit.report._statement import one_run_audit, privacy_statement, the_claim
+    from ldp_audit.report.plugin import ReportContext
+
+    one_run = [o for name, a in run.attacks.items() if (o := one_run_audit(name, a)) is not None]
+    context = ReportContext(
+        run=run, ledger=ledger, claim=the_claim(run, ledger), one_run=one_run, figures=figures
+    )
+    part = system_report(
+        run.path, run.algorithm, list(run.extra), registry=sections_registry, context=context
+    )
     model: dict[str, Any] = {
         "schema": SCHEMA,
         "generated": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "generator": _generator(),
         "run_dir": str(run.path),
-        "run": _run_section(run),
-        "ledger": _ledger_section(run, ledger, top),
+        "run": _run_section(run, part.missing),
+        "ledger": _ledger_section(run, ledger, top, part.releases),
         "audits": _audit_section(run),
         "attacks": _attack_section(run),
-        "learning": _learning_section(run),
         "claim": _claim_section(run),
-        "sections": list(sections or []),
-        "sections_source": sections_note,
+        "sections": list(part.sections),
+        "sections_source": part.note,
     }
-    from ldp_audit.report._statement import one_run_audit, privacy_statement
-
-    one_run = [o for name, a in run.attacks.items() if (o := one_run_audit(name, a)) is not None]
     model["audits"]["one_run"] = one_run
     one_names = {o["name"] for o in one_run}
     for r in model["attacks"]["results"]:
         r["one_run"] = r["name"] in one_names
-    statement = privacy_statement(run, ledger, model)
+    statement = privacy_statement(run, ledger, model, facts=part.statement, unit=part.unit)
     model["privacy_statement"] = statement
-    model["verdict"] = _verdict(model)
+    model["verdict"] = _verdict(model, part.claimed)
     # the statement first (after the identification), as on the page
     head = ("schema", "generated", "generator", "run_dir", "privacy_statement", "verdict")
-    return {**{k: model[k] for k in head}, **{k: v for k, v in model.items() if k not in head}}
+    out = {**{k: model[k] for k in head}, **{k: v for k, v in model.items() if k not in head}}
+    return out, part

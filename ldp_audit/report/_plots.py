@@ -16,7 +16,6 @@ from matplotlib.figure import Figure
 
 from ldp_audit.report._ledger import LedgerStats
 from ldp_audit.report._load import RunData
-from ldp_audit.report._model import fst_values, mu_matrix, transcript_agent_ids, zeta_matrix
 
 __all__ = [
     "ledger_figure",
@@ -24,13 +23,11 @@ __all__ = [
     "profile_figure",
     "tradeoff_figure",
     "attack_figure",
-    "learning_figure",
     "ceiling",
+    "spend_over_releases",
 ]
 
 _BLUE, _ORANGE, _GREEN, _RED, _GREY = "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#7f7f7f"
-#: the horizon of the paper's Tables 1-3 (submissions per trial).
-PAPER_HORIZON = 90_000
 _MAX_POINTS = 4000  # points per scatter/line: enough for the eye, small PNGs for 90k agents
 
 
@@ -82,17 +79,28 @@ def ceiling(epsilon: np.ndarray | float, k: int) -> np.ndarray:
     return e / (e + k - 1)
 
 
-def spend_over_submissions(run: RunData, led: LedgerStats) -> tuple[np.ndarray, np.ndarray]:
-    """Each transcript row's agent's cumulative basic spend after that submission.
+def _release_index(releases: list[str]) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """(inverse, counts, ids) of a system's releases: ``inverse[i]`` is the id of release i."""
+    if not releases:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), []
+    ids, inverse, counts = np.unique(
+        np.asarray(releases, dtype=object).astype(str), return_inverse=True, return_counts=True
+    )
+    return inverse.reshape(-1), counts, [str(a) for a in ids]
 
-    The ledger gives each agent's total; it is spread evenly over the agent's submissions
-    (exact when every submission is charged the same epsilon, as in PGC: eps/T each).
+
+def spend_over_releases(releases: list[str], led: LedgerStats) -> tuple[np.ndarray, np.ndarray]:
+    """Each release's id's cumulative basic spend after that release (a system's ``releases``:
+    the ledger id of every transcript row, in arrival order).
+
+    The ledger gives each id's total; it is spread evenly over the id's releases (exact when
+    every release is charged the same epsilon, as in PGC: eps/T each).
 
     Returns:
-        (agent_spend, running_max): per row, the submitting agent's spend so far and the
-        largest per-agent spend over all agents so far.
+        (agent_spend, running_max): per release, the releasing id's spend so far and the
+        largest per-id spend over all ids so far.
     """
-    inverse, counts, ids = transcript_agent_ids(run)
+    inverse, counts, ids = _release_index(releases)
     if inverse.size == 0:
         return np.zeros(0), np.zeros(0)
     lookup = dict(zip(led.agents, led.basic.tolist(), strict=True))
@@ -105,17 +113,23 @@ def spend_over_submissions(run: RunData, led: LedgerStats) -> tuple[np.ndarray, 
     return spend, np.maximum.accumulate(spend)
 
 
-def ledger_figure(run: RunData, led: LedgerStats, model: dict[str, Any] | None = None) -> bytes:
-    """Spent epsilon over submissions and the distribution of per-agent spend (with ``model``,
-    the run's one claimed epsilon is marked on the scope panel of non-PGC runs)."""
+def ledger_figure(
+    run: RunData,
+    led: LedgerStats,
+    model: dict[str, Any] | None = None,
+    releases: list[str] | None = None,
+) -> bytes:
+    """Spent epsilon over releases (when the system gives its ``releases``) or the spend per
+    ledger scope with the run's one claimed epsilon marked (from ``model``), beside the
+    distribution of per-agent spend."""
     fig = Figure(figsize=(10, 4.4), layout="constrained")
     ax1, ax2 = fig.subplots(1, 2)
-    if not run.is_pgc:
+    if releases is None:
         claim = ((model or {}).get("privacy_statement") or {}).get("claim") or {}
         _scope_panel(ax1, led, claim)
         _spend_hist(ax2, led)
         return _png(fig)
-    spend, running = spend_over_submissions(run, led)
+    spend, running = spend_over_releases(releases, led)
     n = np.arange(1, spend.size + 1)
     idx = _thin(spend.size)
     if spend.size:
@@ -139,7 +153,7 @@ def ledger_figure(run: RunData, led: LedgerStats, model: dict[str, Any] | None =
     if led.budget is not None:
         ax1.axhline(led.budget, color="k", ls=":", lw=1.2, label="budget")
     if spend.size:
-        inverse, _, _ = transcript_agent_ids(run)
+        inverse, _, _ = _release_index(releases)
         first = np.zeros(inverse.size, dtype=bool)
         first[np.unique(inverse, return_index=True)[1]] = True
         ax1b = ax1.twinx()
@@ -518,68 +532,4 @@ def attack_figure(model: dict[str, Any]) -> bytes | None:
     ax.set_ylabel("attack accuracy")
     ax.set_title("Attack accuracy vs chance and the ceiling the claim allows", wrap=True)
     _legend_below(ax, ncols=3)
-    return _png(fig)
-
-
-def learning_figure(run: RunData, model: dict[str, Any]) -> bytes:
-    """Scores zeta_n and mu_n (eq. 25) per trial, FST (eq. 26) and the success ratio (eq. 27)."""
-    z, mu, fst = zeta_matrix(run), mu_matrix(run), fst_values(run)
-    learn = model["learning"]
-    fig = Figure(figsize=(10, 4.3), layout="constrained")
-    ax1, ax2 = fig.subplots(1, 2, width_ratios=(2, 1))
-    n = np.arange(1, z.shape[1] + 1)
-    idx = _thin(z.shape[1])
-    colors = [_BLUE, _ORANGE, _GREEN, _RED, "#9467bd", "#8c564b"]
-    for i in range(z.shape[0]):
-        c = colors[i % len(colors)]
-        lab = "" if z.shape[0] > 6 else f" (trial {i})"
-        ax1.plot(n[idx], z[i, idx], color=c, lw=0.6, alpha=0.3)
-        ax1.plot(n[idx], mu[i, idx], color=c, lw=1.5, label=f"mu_n{lab}" if i < 6 else None)
-        if math.isfinite(fst[i]):
-            ax1.axvline(fst[i], color=c, ls="--", lw=0.8)
-    ax1.axhline(
-        learn["target_score"], color="k", ls=":", lw=1, label=f"target {learn['target_score']:g}"
-    )
-    ax1.set_xlabel("submission n")
-    ax1.set_ylabel("score")
-    reached = int(np.isfinite(fst).sum())
-    if reached:
-        ax1.plot([], [], color="k", ls="--", lw=0.8, label="FST (eq. 26)")
-        title = "Learning curve: zeta_n (faint), mu_n (eq. 25); dashed = FST"
-    else:
-        title = "Learning curve: zeta_n (faint), mu_n (eq. 25); no trial reached the target"
-    ax1.set_title(title, fontsize=10, wrap=True)
-    _legend_below(ax1, ncols=4)
-    horizon = max(learn["horizon"], z.shape[1], 1)
-    grid = np.linspace(0, horizon, 400)
-    ratio = (fst[None, :] <= grid[:, None]).mean(axis=1) if fst.size else np.zeros_like(grid)
-    ax2.step(grid, ratio, where="post", color=_BLUE, label="ours")
-    paper = learn["paper"]
-    if paper and paper.get("success_ratio") is not None:
-        # the paper's value is measured at 90,000 submissions: a point there, never a line
-        # across a shorter horizon
-        if horizon >= PAPER_HORIZON:
-            ax2.plot(
-                [PAPER_HORIZON],
-                [paper["success_ratio"]],
-                "D",
-                color=_GREY,
-                label="paper, at 90,000 (Table 2)",
-            )
-        else:
-            ax2.annotate(
-                f"paper: {paper['success_ratio']:g} at 90,000\nsubmissions (Table 2; off\nthis "
-                f"axis, which ends\nat {horizon:,})",
-                (0.02, 0.55),
-                xycoords="axes fraction",
-                fontsize=8,
-                color=_GREY,
-            )
-    ax2.set_ylim(-0.02, 1.02)
-    ax2.set_xlabel("submissions n")
-    ax2.set_ylabel("success ratio")
-    ax2.set_title(
-        f"Success ratio (eq. 27), {_plural(int(fst.size), 'trial')}", fontsize=10, wrap=True
-    )
-    _legend_below(ax2, ncols=1)
     return _png(fig)

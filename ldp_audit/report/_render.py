@@ -12,7 +12,7 @@ import json
 import math
 from typing import Any
 
-from ldp_audit.report._model import short_numbers, story_sentence
+from ldp_audit.report._model import short_numbers
 
 __all__ = ["render_html", "render_markdown", "render_json", "FIGURE_TITLES"]
 
@@ -24,7 +24,6 @@ FIGURE_TITLES = {
     "tradeoff": "Audited f-DP trade-off: upper confidence points (type I, type II error) of "
     "threshold tests beside the claimed trade-off curve",
     "attack": "Attack accuracy beside the ceiling curve",
-    "learning": "Learning curves, FST and success ratio",
 }
 
 _CSS = """
@@ -133,14 +132,9 @@ def _attack_verdict(r: dict[str, Any]) -> str:
 
 
 def _tables(m: dict[str, Any]) -> dict[str, tuple[list[str], list[list[Any]]]]:
-    run, led, aud, att, learn = m["run"], m["ledger"], m["audits"], m["attacks"], m["learning"]
+    run, led, aud, att = m["run"], m["ledger"], m["audits"], m["attacks"]
     t: dict[str, tuple[list[str], list[list[Any]]]] = {}
     mech = run["mechanism"] or {}
-    shape = (
-        [["trials / submissions / d", f"{run['trials']} / {run['submissions']} / {run['dim']}"]]
-        if run["submissions"] is not None
-        else []
-    )
     t["run"] = (
         ["field", "value"],
         [
@@ -151,12 +145,6 @@ def _tables(m: dict[str, Any]) -> dict[str, tuple[list[str], list[list[Any]]]]:
             ],
             ["seed", run["seed"]],
             ["created", run["created"]],
-            *shape,
-            *(
-                [["distinct broadcast thetas", run["distinct_thetas"]]]
-                if run["distinct_thetas"] is not None
-                else []
-            ),
             ["versions", ", ".join(f"{k} {v}" for k, v in run["versions"].items()) or "n/a"],
             [
                 "report generated with",
@@ -307,30 +295,6 @@ def _tables(m: dict[str, Any]) -> dict[str, tuple[list[str], list[list[Any]]]]:
             if not r.get("one_run")
         ],
     )
-    if learn.get("status") == "run":
-        t["trials"] = (
-            ["trial", "submissions", "mean score", "last score", "best mu_n", "FST (eq. 26)"],
-            [
-                [
-                    r["trial"],
-                    r["submissions"],
-                    r["mean_score"],
-                    r["last_score"],
-                    r["best_mu"],
-                    r["fst"],
-                ]
-                for r in learn["trials"]
-            ],
-        )
-        paper = learn["paper"] or {}
-        t["paper"] = (
-            ["measure", "ours (this run)", "paper (20 trials, 90,000 submissions)"],
-            [
-                ["median FST (Table 1)", learn["median_fst"], paper.get("median_fst")],
-                ["success ratio (Table 2)", learn["success_ratio"], paper.get("success_ratio")],
-                ["relative AUC (Table 3)", learn["relative_auc"], paper.get("relative_auc")],
-            ],
-        )
     return t
 
 
@@ -439,16 +403,11 @@ def _md_table(head: list[str], rows: list[list[Any]]) -> str:
 
 
 def _ledger_note(led: dict[str, Any]) -> str:
-    st = led.get("story")
-    if st:
+    if led["agents_in_transcript"] is not None:  # the system gave its releases
         who = (
-            f"{_n(led['agents'], 'agent')} in the ledger; {_n(st['agents_submitted'], 'agent')} "
-            f"submitted {_n(st['reports'], 'report')}"
-        )
-    elif led["agents_in_transcript"] is not None:
-        who = (
-            f"{_n(led['agents'], 'agent')} in the ledger "
-            f"({_n(led['agents_in_transcript'], 'agent')} submitted reports)"
+            f"{_n(led['agents'], 'agent')} in the ledger; "
+            f"{_n(led['agents_in_transcript'], 'agent')} submitted "
+            f"{_n(led.get('releases') or 0, 'report')}"
         )
     elif not led["agents"] and led.get("central"):
         who = "No local (per-agent) charges: this run's charges are central (below)"
@@ -460,9 +419,6 @@ def _ledger_note(led: dict[str, Any]) -> str:
         + (", ".join(f"{k} ({_n(v, 'agent')})" for k, v in led["methods"].items()) or "none")
         + ". "
     )
-    story = story_sentence(led)
-    if story:
-        s += story[0].upper() + story[1:] + " "
     if led.get("infinite_agents"):
         s += (
             f"{_n(led['infinite_agents'], 'ledger id')} spent epsilon = inf under every method "
@@ -511,21 +467,10 @@ def _chain_note(led: dict[str, Any]) -> str | None:
     )
 
 
-def _paper_note(learn: dict[str, Any], run: dict[str, Any]) -> str:
-    if learn["paper"] is None:
-        return "The paper (Ono & Takahashi 2020) reports no setting matching this run."
-    return (
-        f"Paper numbers are for the same mechanism and epsilon over 20 trials of up to 90,000 "
-        f"submissions; this run has {run['trials']} trial(s) of up to {learn['horizon']:,} "
-        f"submissions, so its numbers are not comparable unless the horizon and trial count "
-        f"match."
-    )
-
-
 _NOT_RUN = {
     "audits": "Not run: no audit.json in this run directory or the extra inputs. Run "
-    "`ldp-audit audit ... --json > audit-out/audit.json` and pass the folder to `ldp-audit "
-    "report RUN audit-out` to verify the claim.",
+    "`ldp-audit audit --run-dir RUN` (it audits every mechanism the run released through and "
+    "writes RUN/audit.json), then `ldp-audit report RUN` again to verify the claim.",
     "attacks": "Not run: no attack_*.json in this run directory or the extra inputs. Run "
     "`ldp-audit attack` on the transcript to measure what an attacker recovers.",
     "audits_isolated": "The mechanism was not audited in isolation (no audit.json): the one-run "
@@ -721,22 +666,6 @@ def render_html(model: dict[str, Any], figures: dict[str, bytes]) -> str:
         ]
     else:
         p.append(f'<p class="notrun">{_code_spans(_NOT_RUN["attacks"])}</p>')
-    learn = m["learning"]
-    if learn.get("status") == "run":
-        p += [
-            '<h2 id="learning">Learning: mu_n, FST and success ratio</h2>',
-            fig("learning"),
-            _html_table(*t["trials"]),
-            "<h3>Beside the paper (Ono &amp; Takahashi 2020, Tables 1-3)</h3>",
-            _html_table(*t["paper"]),
-            f"<p>{html.escape(_paper_note(learn, run))}</p>",
-        ]
-        if learn["extra_metrics"]:
-            p.append(
-                _html_table(
-                    ["metric", "value"], [[k, _f(x)] for k, x in learn["extra_metrics"].items()]
-                )
-            )
     for sec in m.get("sections") or []:
         sid = html.escape(sec["id"])
         p.append(f'<h2 id="section-{sid}">{html.escape(sec["title"])}</h2>')
@@ -845,21 +774,6 @@ def render_markdown(model: dict[str, Any], figure_files: dict[str, str]) -> str:
         out += [_md_table(*t["attacks"]), "", *fig("attack")]
     else:
         out += [_NOT_RUN["attacks"], ""]
-    learn = m["learning"]
-    if learn.get("status") == "run":
-        out += [
-            "## Learning: mu_n, FST and success ratio",
-            "",
-            *fig("learning"),
-            _md_table(*t["trials"]),
-            "",
-            "### Beside the paper (Ono & Takahashi 2020, Tables 1-3)",
-            "",
-            _md_table(*t["paper"]),
-            "",
-            _paper_note(learn, run),
-            "",
-        ]
     for sec in m.get("sections") or []:
         out += [f"## {sec['title']}", ""]
         if sec.get("error"):

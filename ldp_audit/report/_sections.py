@@ -25,7 +25,7 @@ from collections.abc import Iterator, Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SECTIONS", "algorithm_sections", "validate_section"]
+__all__ = ["SECTIONS", "algorithm_sections", "system_report", "validate_section"]
 
 
 class _SectionsView(MutableMapping[str, str]):
@@ -178,49 +178,22 @@ def _error(algorithm: str, entry: str, what: str) -> dict[str, Any]:
     }
 
 
-def algorithm_sections(
-    run_dir: Path,
-    algorithm: str,
-    extra: list[Path] | None = None,
-    *,
-    registry: Mapping[str, str] | None = None,
-) -> tuple[list[dict[str, Any]], dict[str, bytes], dict[str, Any]]:
-    """The registered sections of ``algorithm`` for one run.
+def _wants_context(func: Any) -> bool:
+    """Whether a sections function takes the report's context (a ``context`` parameter)."""
+    import inspect
 
-    Returns:
-        (sections for the model, figures keyed ``"section-<id>-<name>"``, a note on where the
-        sections came from: ``{"entry", "loaded", "reason"}``).
-    """
-    reg = SECTIONS if registry is None else registry
-    entry = reg.get(algorithm)
-    if entry is None:
-        return [], {}, {"entry": None, "loaded": False, "reason": "no sections registered"}
-    mod_name, _, func_name = entry.partition(":")
     try:
-        module = importlib.import_module(mod_name)
-    except ModuleNotFoundError as exc:
-        if exc.name is not None and mod_name.startswith(exc.name):
-            return (
-                [],
-                {},
-                {"entry": entry, "loaded": False, "reason": f"{mod_name} is not installed"},
-            )
-        return [_error(algorithm, entry, f"import failed: {exc}")], {}, _note(entry, False)
-    except Exception as exc:  # a broken module: an error box, not a crash
-        what = f"import failed: {type(exc).__name__}: {exc}"
-        return [_error(algorithm, entry, what)], {}, _note(entry, False)
-    func = getattr(module, func_name, None)
-    if not callable(func):
-        what = f"{mod_name} has no function {func_name!r}"
-        return [_error(algorithm, entry, what)], {}, _note(entry, False)
-    try:
-        raw = func(Path(run_dir), list(extra) if extra else None)
-    except Exception as exc:
-        what = f"{func_name}() raised {type(exc).__name__}: {exc}"
-        return [_error(algorithm, entry, what)], {}, _note(entry, True)
+        return "context" in inspect.signature(func).parameters
+    except (TypeError, ValueError):  # a builtin or C callable: the plain form
+        return False
+
+
+def _parse_sections(
+    raw: Any, algorithm: str, entry: str, func_name: str
+) -> tuple[list[dict[str, Any]], dict[str, bytes]]:
     if not isinstance(raw, (list, tuple)):
         what = f"{func_name}() must return a list of section dicts, got {type(raw).__name__}"
-        return [_error(algorithm, entry, what)], {}, _note(entry, True)
+        return [_error(algorithm, entry, what)], {}
     sections: list[dict[str, Any]] = []
     figures: dict[str, bytes] = {}
     seen: set[str] = set()
@@ -236,7 +209,137 @@ def algorithm_sections(
         sections.append(model)
         for name, png in figs.items():
             figures[f"section-{model['id']}-{name}"] = png
-    return sections, figures, _note(entry, True)
+    return sections, figures
+
+
+def _strings(v: Any, what: str) -> list[str]:
+    if isinstance(v, (str, bytes)) or not hasattr(v, "__iter__"):
+        raise _Bad(f"{what} must be a list of strings, got {type(v).__name__}")
+    out = [x.item() if hasattr(x, "item") else x for x in v]
+    if not all(isinstance(x, str) for x in out):
+        raise _Bad(f"{what} must be a list of strings")
+    return out
+
+
+def _parse_system_report(raw: Mapping[str, Any], func_name: str) -> dict[str, Any]:
+    """Check the dict form of a system's return (:mod:`ldp_audit.report.plugin`)."""
+    from ldp_audit.report.plugin import STATEMENT_KEYS, SYSTEM_REPORT_KEYS
+
+    bad = sorted(str(k) for k in raw if k not in SYSTEM_REPORT_KEYS)
+    if bad:
+        raise _Bad(
+            f"{func_name}() returned unknown key(s) {bad}; allowed: {', '.join(SYSTEM_REPORT_KEYS)}"
+        )
+    out: dict[str, Any] = {"sections": raw.get("sections", [])}
+    if raw.get("releases") is not None:
+        out["releases"] = _strings(raw["releases"], "'releases'")
+    out["claimed"] = _strings(raw.get("claimed", []), "'claimed'")
+    out["missing"] = _strings(raw.get("missing", []), "'missing'")
+    st = raw.get("statement", {}) or {}
+    if not isinstance(st, Mapping):
+        raise _Bad(f"'statement' must be a dict, got {type(st).__name__}")
+    facts: dict[str, tuple[str, str]] = {}
+    unit = None
+    for k, v in st.items():
+        if k == "unit":
+            if not isinstance(v, str) or not v.strip():
+                raise _Bad(f"'statement' 'unit' must be a non-empty string, got {v!r}")
+            unit = v
+            continue
+        if k not in STATEMENT_KEYS:
+            raise _Bad(f"'statement' key {k!r} is not one of {', '.join(STATEMENT_KEYS)}, unit")
+        if not (
+            isinstance(v, (list, tuple)) and len(v) == 2 and all(isinstance(x, str) for x in v)
+        ):
+            raise _Bad(f"'statement' {k!r} must be [value, source] (two strings), got {v!r}")
+        facts[k] = (v[0], v[1])
+    out["statement"], out["unit"] = facts, unit
+    return out
+
+
+def system_report(
+    run_dir: Path,
+    algorithm: str,
+    extra: list[Path] | None = None,
+    *,
+    registry: Mapping[str, str] | None = None,
+    context: Any = None,
+) -> Any:
+    """The registered report part of ``algorithm`` for one run, checked.
+
+    The function is called with ``context`` when it takes a ``context`` parameter; it returns
+    a list of sections or the dict form of :mod:`ldp_audit.report.plugin`.
+
+    Returns:
+        A :class:`ldp_audit.report.plugin.SystemReport` (``note``: where it came from,
+        ``{"entry", "loaded", "reason"}``).
+
+    Raises:
+        RunDirectoryError: the function refused the run (a file of its system is malformed).
+    """
+    from ldp_audit.errors import RunDirectoryError
+    from ldp_audit.report.plugin import SystemReport
+
+    reg = SECTIONS if registry is None else registry
+    entry = reg.get(algorithm)
+    if entry is None:
+        note = {"entry": None, "loaded": False, "reason": "no sections registered"}
+        return SystemReport(note=note)
+    mod_name, _, func_name = entry.partition(":")
+    try:
+        module = importlib.import_module(mod_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and mod_name.startswith(exc.name):
+            note = {"entry": entry, "loaded": False, "reason": f"{mod_name} is not installed"}
+            return SystemReport(note=note)
+        err = _error(algorithm, entry, f"import failed: {exc}")
+        return SystemReport(sections=[err], note=_note(entry, False))
+    except Exception as exc:  # a broken module: an error box, not a crash
+        what = f"import failed: {type(exc).__name__}: {exc}"
+        return SystemReport(sections=[_error(algorithm, entry, what)], note=_note(entry, False))
+    func = getattr(module, func_name, None)
+    if not callable(func):
+        what = f"{mod_name} has no function {func_name!r}"
+        return SystemReport(sections=[_error(algorithm, entry, what)], note=_note(entry, False))
+    try:
+        args = (Path(run_dir), list(extra) if extra else None)
+        if context is not None and _wants_context(func):
+            raw = func(*args, context=context)
+        else:
+            raw = func(*args)
+    except RunDirectoryError:
+        raise  # the system refuses the run: named file, as load_run's own checks
+    except Exception as exc:
+        what = f"{func_name}() raised {type(exc).__name__}: {exc}"
+        return SystemReport(sections=[_error(algorithm, entry, what)], note=_note(entry, True))
+    parts: dict[str, Any] = {}
+    if isinstance(raw, Mapping):
+        try:
+            parts = _parse_system_report(raw, func_name)
+        except _Bad as exc:
+            return SystemReport(
+                sections=[_error(algorithm, entry, str(exc))], note=_note(entry, True)
+            )
+        raw = parts.pop("sections")
+    sections, figures = _parse_sections(raw, algorithm, entry, func_name)
+    return SystemReport(sections=sections, figures=figures, note=_note(entry, True), **parts)
+
+
+def algorithm_sections(
+    run_dir: Path,
+    algorithm: str,
+    extra: list[Path] | None = None,
+    *,
+    registry: Mapping[str, str] | None = None,
+) -> tuple[list[dict[str, Any]], dict[str, bytes], dict[str, Any]]:
+    """The registered sections of ``algorithm`` for one run (the plain form, no context).
+
+    Returns:
+        (sections for the model, figures keyed ``"section-<id>-<name>"``, a note on where the
+        sections came from: ``{"entry", "loaded", "reason"}``).
+    """
+    part = system_report(run_dir, algorithm, extra, registry=registry)
+    return part.sections, part.figures, part.note
 
 
 def _note(entry: str, loaded: bool) -> dict[str, Any]:

@@ -63,7 +63,8 @@ _METHOD_WORDS = {
 }
 
 
-def _num(v: Any) -> float | None:
+def num(v: Any) -> float | None:
+    """A float (numbers, numpy scalars, "inf"), or None for anything else."""
     if isinstance(v, bool) or v is None:
         return None
     if isinstance(v, (int, float)):
@@ -108,13 +109,14 @@ def _row(key: str, value: str, source: str) -> dict[str, str]:
 # ---------------------------------------------------------------------- the claim
 
 
-def _versions(cfg: dict[str, Any]) -> str:
+def versions_words(cfg: dict[str, Any]) -> str:
+    """ "ldp_audit <version>" as config.json records it (or that it is not recorded)."""
     v = cfg.get("versions") if isinstance(cfg.get("versions"), dict) else {}
     own = v.get("ldp_audit")
     return f"ldp_audit {own}" if own else f"ldp_audit version {NOT_RECORDED}"
 
 
-def _library_version(method: str | None) -> str:
+def library_version(method: str | None) -> str:
     """The third-party library behind a method and its version where this report was built
     (the run does not record it)."""
     lib = {"prv": "opacus", "pld": "dp-accounting"}.get(method or "")
@@ -136,9 +138,18 @@ def _match_method(eps: float, by_method: dict[str, float]) -> str | None:
     return None
 
 
-def the_claim(run: Any, led: Any, model: dict[str, Any]) -> dict[str, Any]:
+def the_claim(
+    run: Any, led: Any, model: dict[str, Any] | None = None, *, ledger_unit: str = "ledger id"
+) -> dict[str, Any]:
     """The run's one claimed epsilon (with its unit, delta, method and source) and the
     alternatives, each with its method.
+
+    Args:
+        run: the loaded run.
+        led: its ledger statistics.
+        model: unused (kept for callers that pass the model).
+        ledger_unit: the privacy unit of a claim read from the ledger's local spend (a system
+            says "agent" when its ledger ids are agents; default "ledger id").
 
     Returns:
         ``{"epsilon", "delta", "unit", "method", "source", "per_release", "releases_per_unit",
@@ -159,7 +170,7 @@ def the_claim(run: Any, led: Any, model: dict[str, Any]) -> dict[str, Any]:
     by_method: dict[str, float] = {}
     if isinstance(priv.get("by_method"), dict):
         for k, v in priv["by_method"].items():
-            n = _num(v)
+            n = num(v)
             if n is not None:
                 by_method[str(k)] = n
     ledger_by = dict(led.central_by_method or {}) if led is not None else {}
@@ -174,17 +185,17 @@ def the_claim(run: Any, led: Any, model: dict[str, Any]) -> dict[str, Any]:
         "alternatives": [],
     }
     ledger_delta = float(led.delta) if led is not None else None
-    if "epsilon_per_agent" in priv or "epsilon_total" in priv:  # PGC-A3C (lock-step, Flower)
+    if "epsilon_per_agent" in priv or "epsilon_total" in priv:  # a per-agent LDP claim
         key = "epsilon_per_agent" if "epsilon_per_agent" in priv else "epsilon_total"
         out.update(
-            epsilon=_num(priv.get(key)),
+            epsilon=num(priv.get(key)),
             delta=0.0,
             unit="agent",
             method="basic",
             source=f"metrics.json privacy.{key} (the trainer's claim: "
             + str(priv.get("composition") or "sequential composition of its reports")
             + ")",
-            per_release=_num(priv.get("epsilon_per_submission")),
+            per_release=num(priv.get("epsilon_per_submission")),
             releases_per_unit=priv.get("rounds") if isinstance(priv.get("rounds"), int) else None,
         )
         best = float(led.best.max()) if led is not None and led.best.size else None
@@ -197,13 +208,13 @@ def the_claim(run: Any, led: Any, model: dict[str, Any]) -> dict[str, Any]:
                     "source": "ledger, tightest valid method (largest agent)",
                 }
             )
-    elif _num(priv.get("epsilon")) is not None:  # a central DP claim (DP-SGD)
-        eps = _num(priv.get("epsilon"))
+    elif num(priv.get("epsilon")) is not None:  # a central DP claim (DP-SGD)
+        eps = num(priv.get("epsilon"))
         method = named or _match_method(eps, by_method) or _match_method(eps, ledger_by)
         unit = priv.get("unit") or mech.get("privacy_unit")
         out.update(
             epsilon=eps,
-            delta=_num(priv.get("delta")),
+            delta=num(priv.get("delta")),
             unit=str(unit) if unit else None,
             method=method,
             source="metrics.json privacy.epsilon (the trainer's accountant"
@@ -221,7 +232,7 @@ def the_claim(run: Any, led: Any, model: dict[str, Any]) -> dict[str, Any]:
         if led.best.size:
             i = int(led.best.argmax())
             eps, method = float(led.best[i]), led.method[i]
-            unit = "agent" if run.is_pgc or run.algorithm == "frd" else "ledger id"
+            unit = ledger_unit
             src = "ledger: the largest spend over ids, tightest valid method"
             fin = [
                 (float(v), led.method[j], led.agents[j])
@@ -388,11 +399,11 @@ def one_run_audit(name: str, a: dict[str, Any]) -> dict[str, Any] | None:
     extra = a.get("extra") if isinstance(a.get("extra"), dict) else {}
     setting = str(extra.get("setting") or kind.removeprefix("one-run-") or "one-run")
     m = a.get("n") if isinstance(a.get("n"), int) else None
-    conf = _num(a.get("confidence"))
-    conf_each = _num(extra.get("confidence_each")) or conf
-    delta = _num(extra.get("delta"))
+    conf = num(a.get("confidence"))
+    conf_each = num(extra.get("confidence_each")) or conf
+    delta = num(extra.get("delta"))
     if delta is None and isinstance(a.get("mechanism"), dict):
-        delta = _num(a["mechanism"].get("delta"))
+        delta = num(a["mechanism"].get("delta"))
     fractions = [
         float(f["fraction"])
         for f in extra.get("per_fraction") or []
@@ -416,22 +427,22 @@ def one_run_audit(name: str, a: dict[str, Any]) -> dict[str, Any] | None:
         "name": name,
         "attack": kind,
         "setting": setting,
-        "epsilon_lower_bound": _num(a.get("epsilon_lower_bound")) or 0.0,
-        "claimed_epsilon": _num(a.get("composed_epsilon") or a.get("epsilon")),
+        "epsilon_lower_bound": num(a.get("epsilon_lower_bound")) or 0.0,
+        "claimed_epsilon": num(a.get("composed_epsilon") or a.get("epsilon")),
         "confidence": conf,
         "canaries": m,
         "correct": a.get("correct"),
         "ceiling": ceiling,
         "method": str(extra.get("method") or "Steinke, Nasr & Jagielski 2023"),
         "violation": bool(a.get("violation")) if isinstance(a.get("violation"), bool) else False,
-        "mu_claimed": _num(f_dp.get("mu_claimed")),
+        "mu_claimed": num(f_dp.get("mu_claimed")),
         "f_dp_p": min(
             (p["p_value"] for p in f_dp.get("p_values") or [] if isinstance(p, dict)),
             default=None,
         ),
         "mechanism_test_rejected": mt.get("rejected") if mt else None,
-        "rate_claimed": _num(mt.get("rate_claimed")) if mt else None,
-        "rate_lower_bound": _num(mt.get("rate_lower_bound")) if mt else None,
+        "rate_claimed": num(mt.get("rate_claimed")) if mt else None,
+        "rate_lower_bound": num(mt.get("rate_lower_bound")) if mt else None,
         "threat_model": (
             "white-box one-run audit: the auditor plants canaries and sees every model update "
             "(the gradients' sum), as a trainer-side attacker would"
@@ -442,10 +453,12 @@ def one_run_audit(name: str, a: dict[str, Any]) -> dict[str, Any] | None:
     }
 
 
-# ---------------------------------------------------------------------- per-system facts
+# ---------------------------------------------------------------------- ledger events
 
 
-def _events_words(led: Any, scope: str) -> tuple[list[dict[str, Any]], str]:
+def events_words(led: Any, scope: str) -> tuple[list[dict[str, Any]], str]:
+    """The distinct events charged in one ledger scope: (rows, words such as
+    "LaplaceEvent (epsilon=5) x 120"), ``not recorded`` when none."""
     rows = (led.events or {}).get(scope, []) if led is not None and led.events else []
     if not rows:
         return [], NOT_RECORDED
@@ -472,236 +485,6 @@ def _event_args(ev: Any) -> str:
     return s
 
 
-def _pgc_facts(run: Any, led: Any, claim: dict[str, Any]) -> dict[str, tuple[str, str]]:
-    cfg = run.config
-    inner = cfg.get("config") or {}
-    mech = cfg.get("mechanism") or {}
-    flower = str(cfg.get("engine", "")).startswith("flower")
-    rounds = inner.get("rounds") if isinstance(inner.get("rounds"), int) else None
-    clip = mech.get("clip")
-    who = "the Flower server (ServerApp)" if flower else "the aggregator (the training server)"
-    unit = (
-        f"agent: {'the 1 report' if rounds == 1 else f'all {rounds:,} reports'} of one agent, "
-        "whose private data is its gravity and the trajectories it plays"
-        if rounds
-        else "agent (its reports: number not recorded)"
-    )
-    _, ev = _events_words(led, "local")
-    return {
-        "privacy_unit": (unit, "config.json config.rounds; section 3.2.1 of Ono & Takahashi 2020"),
-        "adjacency": (
-            "replace: any two inputs of one agent (local DP compares every pair of the "
-            f"agent's possible reports), each report clipped to L1 norm {clip}/2 "
-            f"(sensitivity {clip})"
-            if clip is not None
-            else "replace: any two inputs of one agent (local DP)",
-            "definition of local DP; config.json mechanism.clip",
-        ),
-        "trust_model": (
-            "local: each agent randomises its own report before it leaves it; the "
-            "aggregator is not trusted",
-            "metrics.json privacy.local"
-            if "local" in (run.metrics.get("privacy") or {})
-            else "the trainer's design (training/pgc_a3c.py)",
-        ),
-        "released": (
-            f"each agent's noisy gradient report, to {who} and to whoever reads the transcript "
-            "(transcript.npz); the model is computed from the reports only (post-processing)",
-            "the trainer's design; transcript.npz",
-        ),
-        "accountant": (
-            f"{method_words(claim.get('method'))} of the ledger's charges ({ev}); {_versions(cfg)}",
-            "ledger.sqlite; config.json versions",
-        ),
-        "sampling": (
-            "none assumed (no subsampling amplification is claimed: every report is charged); "
-            "matches: yes, nothing to match",
-            "ledger events (no PoissonSampledEvent)",
-        ),
-        "mu_gdp": ("not applicable (pure epsilon-DP Laplace noise, not Gaussian)", "mechanism"),
-    }
-
-
-def _dprl_facts(run: Any, led: Any, claim: dict[str, Any], model: dict[str, Any]) -> Any:
-    cfg = run.config
-    mech = cfg.get("mechanism") or {}
-    priv = run.metrics.get("privacy") or {}
-    unit = mech.get("privacy_unit") or priv.get("unit")
-    q = _num(mech.get("sample_rate") if "sample_rate" in mech else priv.get("sample_rate"))
-    sigma = _num(mech.get("noise_multiplier") or priv.get("noise_multiplier"))
-    clip = _num(mech.get("clip") or priv.get("clip"))
-    updates = priv.get("updates") if isinstance(priv.get("updates"), int) else None
-    rows, ev = _events_words(led, "central")
-    kinds = {r["kind"] for r in rows}
-    unit_s = str(unit) if unit else NOT_RECORDED
-    if "PoissonSampledEvent" in kinds or (q is not None and q < 1):
-        adj = (
-            f"add/remove one {unit_s} (the Poisson-subsampled Gaussian's neighbouring relation, "
-            f"sensitivity C = {fmt_eps(clip)})"
-        )
-    elif rows:
-        adj = (
-            f"add/remove one {unit_s}: one {unit_s} moves the clipped sum by at most C = "
-            f"{fmt_eps(clip)}, the sensitivity the noise multiplier {fmt_eps(sigma)} is charged "
-            "at (replacing one would need 2C)"
-        )
-    else:
-        adj = NOT_RECORDED
-    one = _one_run_audits(model)
-    rate = next((o for o in one if o.get("rate_lower_bound") is not None), None)
-    if q is None:
-        samp = (NOT_RECORDED, NOT_RECORDED)
-    elif q >= 1.0:
-        samp = (
-            f"q = 1: every {unit_s} is in every update (no sampling amplification claimed); "
-            "matches: yes, no sampler is needed",
-            "config.json mechanism.sample_rate; ledger events",
-        )
-    else:
-        check = (
-            f"the one-run mechanism test measured a rate lower bound "
-            f"{fmt_eps(rate['rate_lower_bound'])} <= q"
-            + (" and did not reject it" if rate.get("mechanism_test_rejected") is False else "")
-            if rate is not None
-            else "not checked in this run (no one-run mechanism test)"
-        )
-        samp = (
-            f"Poisson sampling at rate q = {fmt_eps(q)} per update (charged as "
-            f"PoissonSampledEvent); the trainer draws each {unit_s} independently with "
-            f"probability q; matches: {check}",
-            "config.json mechanism.sample_rate; ledger events; training/dprl.py",
-        )
-    mu = next((o["mu_claimed"] for o in one if o.get("mu_claimed") is not None), None)
-    if mu is not None:
-        mu_s = (f"mu = {fmt_eps(mu)} (Gaussian DP of the claimed mechanism)", "one-run f-DP test")
-    elif q is not None and q >= 1.0 and sigma and updates:
-        mu_s = (
-            f"mu = sqrt(T)/sigma = {fmt_eps(math.sqrt(updates) / sigma)} over T = {updates} "
-            "full-batch Gaussian updates (exact)",
-            "metrics.json privacy.updates, noise_multiplier",
-        )
-    elif q is not None and q < 1.0:
-        mu_s = ("not stated: Poisson-subsampled Gaussian has only an approximate (CLT) mu", "-")
-    else:
-        mu_s = (NOT_RECORDED, NOT_RECORDED)
-    return {
-        "privacy_unit": (unit_s, "config.json mechanism.privacy_unit"),
-        "adjacency": (adj, "ledger events; config.json mechanism"),
-        "trust_model": (
-            "central: the trainer sees the raw data; only what leaves it (the model) is protected",
-            "config.json mechanism (dp-sgd); ledger scope central",
-        ),
-        "released": (
-            f"the model parameters after every one of {updates if updates else 'its'} update(s) "
-            "(the accountant composes over all of them), to whoever receives the model",
-            "metrics.json privacy.updates",
-        ),
-        "accountant": (
-            f"{method_words(claim.get('method'))}; {_versions(cfg)}"
-            + _library_version(claim.get("method"))
-            + f"; charged events: {ev}",
-            "metrics.json privacy; ledger.sqlite; config.json versions",
-        ),
-        "sampling": samp,
-        "mu_gdp": mu_s,
-    }
-
-
-def _fedrl_facts(run: Any, led: Any, claim: dict[str, Any]) -> dict[str, tuple[str, str]]:
-    mech = run.config.get("mechanism") or {}
-    b, dim = _num(mech.get("bound")), mech.get("dim")
-    sens = 2 * b * math.sqrt(dim) if b is not None and isinstance(dim, int) else None
-    _, ev = _events_words(led, "local")
-    return {
-        "privacy_unit": (
-            "ledger id: one agent (alpha or beta) and one channel (its Q outputs, alpha's targets "
-            "Y, the test-time exchanges), e.g. 0/alpha, 0/alpha:Y",
-            "ledger.sqlite ids",
-        ),
-        "adjacency": (
-            f"replace: any two released rows of one agent (L2 sensitivity 2 B sqrt(dim) = "
-            f"{fmt_eps(sens)} for clipped Q outputs; unbounded for unclipped targets)"
-            if sens is not None
-            else "replace: any two released rows of one agent",
-            "config.json mechanism (bound, dim)",
-        ),
-        "trust_model": (
-            "local: each agent adds noise to what it sends before it leaves it",
-            "the trainer's design (training/fedrl.py)",
-        ),
-        "released": (
-            "each agent's Q outputs (and alpha's targets Y) to the other agent, in training and "
-            "at test time (FedRL-1 noisy, FedRL-2 without noise)",
-            "the trainer's design; ledger ids",
-        ),
-        "accountant": (
-            f"tightest valid method per ledger id (RDP, PLD, PRV); charged events: {ev}; "
-            f"{_versions(run.config)}",
-            "ledger.sqlite; config.json versions",
-        ),
-        "sampling": (
-            "none assumed (every released row is charged); matches: yes, nothing to match",
-            "ledger events (no PoissonSampledEvent)",
-        ),
-        "mu_gdp": (
-            f"per row mu = {fmt_eps(sens / _num(mech.get('sigma')))} (sensitivity / sigma)"
-            if sens is not None and _num(mech.get("sigma"))
-            else NOT_RECORDED,
-            "config.json mechanism",
-        ),
-    }
-
-
-def _frd_facts(run: Any, led: Any, claim: dict[str, Any]) -> dict[str, tuple[str, str]]:
-    mech = run.config.get("mechanism") or {}
-    inner = run.config.get("config") or {}
-    _, ev = _events_words(led, "local")
-    ldp = mech.get("name") == "frd_proxy_ldp"
-    released = (
-        f"each agent's upload every exchange: {mech.get('samples', 'm')} randomised (cell, "
-        f"action) pairs over {mech.get('n_cells', 'the')} proxy cells, to the server that "
-        "averages them (and, through the global proxy memory, to every agent)"
-        if ldp
-        else "each agent's upload (per-cell policy averages, or its parameters under FedAvg), "
-        "to the server and, through the broadcast, to every agent"
-    )
-    return {
-        "privacy_unit": (
-            "agent: all uploads of one agent (its private gravity and the states it visits)",
-            "ledger ids; training/frd.py",
-        ),
-        "adjacency": (
-            "replace: any two inputs of one agent (local DP: every pair of possible uploads)"
-            if ldp
-            else NOT_RECORDED,
-            "definition of local DP; config.json mechanism",
-        ),
-        "trust_model": (
-            "local: each agent randomises its upload before it leaves it"
-            if ldp
-            else "none: uploads are released without noise",
-            "config.json mechanism",
-        ),
-        "released": (released, "config.json mechanism; training/frd.py"),
-        "accountant": (
-            f"{method_words(claim.get('method'))} of the ledger's charges ({ev}); "
-            f"{_versions(run.config)}",
-            "ledger.sqlite; config.json versions",
-        ),
-        "sampling": (
-            f"the m = {inner.get('ldp_samples', mech.get('samples'))} cells of an upload are "
-            "drawn from the agent's own memory; the upload is charged as one release (no "
-            "amplification by that sampling is claimed); matches: yes, nothing to match"
-            if ldp
-            else NOT_RECORDED,
-            "ledger events; config.json config.ldp_samples",
-        ),
-        "mu_gdp": ("not applicable (pure epsilon-DP randomised response)", "mechanism")
-        if ldp
-        else (NOT_RECORDED, "-"),
-    }
-
-
 def _generic_facts(run: Any, led: Any, claim: dict[str, Any]) -> dict[str, tuple[str, str]]:
     has_local = led is not None and bool(led.agents)
     has_central = led is not None and bool(led.central)
@@ -714,8 +497,8 @@ def _generic_facts(run: Any, led: Any, claim: dict[str, Any]) -> dict[str, tuple
         if has_central
         else NOT_RECORDED
     )
-    rows_l, ev_l = _events_words(led, "local")
-    rows_c, ev_c = _events_words(led, "central")
+    rows_l, ev_l = events_words(led, "local")
+    rows_c, ev_c = events_words(led, "central")
     kinds = {r["kind"] for r in rows_l + rows_c}
     ev = "; ".join(x for x in (ev_l, ev_c) if x != NOT_RECORDED) or NOT_RECORDED
     return {
@@ -724,7 +507,7 @@ def _generic_facts(run: Any, led: Any, claim: dict[str, Any]) -> dict[str, tuple
         "trust_model": (model, "ledger scopes"),
         "released": (f"what the ledger charges: {ev}", "ledger.sqlite"),
         "accountant": (
-            f"{method_words(claim.get('method'))}; {_versions(run.config)}",
+            f"{method_words(claim.get('method'))}; {versions_words(run.config)}",
             "ledger.sqlite; config.json versions",
         ),
         "sampling": (
@@ -743,7 +526,14 @@ def _generic_facts(run: Any, led: Any, claim: dict[str, Any]) -> dict[str, tuple
 # ---------------------------------------------------------------------- the statement
 
 
-def privacy_statement(run: Any, led: Any, model: dict[str, Any]) -> dict[str, Any]:
+def privacy_statement(
+    run: Any,
+    led: Any,
+    model: dict[str, Any],
+    *,
+    facts: dict[str, tuple[str, str]] | None = None,
+    unit: str | None = None,
+) -> dict[str, Any]:
     """The privacy statement of one run (JSON-able): ``rows`` (key, label, value, source) in
     display order, ``claim`` (the one claimed epsilon and its alternatives) and ``audit``.
 
@@ -751,20 +541,13 @@ def privacy_statement(run: Any, led: Any, model: dict[str, Any]) -> dict[str, An
         run: the loaded run (:class:`ldp_audit.report.RunData`).
         led: its :class:`ldp_audit.report.LedgerStats`.
         model: the report model built so far (``audits`` and ``attacks`` are read).
+        facts: the system's rows (privacy unit, adjacency, trust model, released, accountant,
+            sampling, mu-GDP) as ``key -> (value, source)``; a row it leaves out is generic.
+        unit: the privacy unit of a claim read from the ledger (the system's word).
     """
-    claim = the_claim(run, led, model)
-    algo = run.algorithm
-    mech = run.config.get("mechanism") or {}
-    if run.is_pgc or "epsilon_per_agent" in (run.metrics.get("privacy") or {}):
-        facts = _pgc_facts(run, led, claim)
-    elif algo == "dprl" and str(mech.get("name", "")).lower().replace("_", "-") == "dp-sgd":
-        facts = _dprl_facts(run, led, claim, model)
-    elif algo == "fedrl":
-        facts = _fedrl_facts(run, led, claim)
-    elif algo == "frd":
-        facts = _frd_facts(run, led, claim)
-    else:
-        facts = _generic_facts(run, led, claim)
+    claim = the_claim(run, led, model, ledger_unit=unit or "ledger id")
+    # the system's own rows (its report_sections, ldp_audit.report.plugin); generic otherwise
+    facts = {**_generic_facts(run, led, claim), **dict(facts or {})}
     audit = _audit_fields(model)
     eps, delta, unit = claim["epsilon"], claim["delta"], claim["unit"] or "unit"
     if eps is None:

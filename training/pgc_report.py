@@ -1,0 +1,670 @@
+"""PGC-A3C's report sections (registered as ``report_sections`` of the ``pgc-a3c`` system).
+
+What only PGC-A3C knows, given to the generic report (:mod:`ldp_audit.report.plugin`):
+
+- its run layout, validated: ``transcript.npz`` (trial, agent, submission, theta_index, report,
+  score, thetas), ``model.npz`` (theta), ``metrics.json``'s ``zeta``, ``secrets.npz``'s
+  gravity; a malformed file refuses the report, naming it;
+- the ledger id of every submission (``<trial>/<agent>``, in arrival order): the core checks
+  that every submitting agent was charged and draws the spend over submissions;
+- the section "Transcript": trials, submissions, d, distinct broadcast thetas, and the one story
+  of workers, agents and reports (also a sentence of the verdict);
+- the section "Learning": mu_n (eq. 25), FST (eq. 26), success ratio (eq. 27) per trial and
+  the figure, beside the paper's Tables 1-3 (Ono & Takahashi 2020);
+- its rows of the privacy statement (privacy unit: the agent; local Laplace / PRS reports).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ldp_audit.errors import RunDirectoryError
+
+__all__ = [
+    "REQUIRED_FILES",
+    "TARGET_SCORE",
+    "WINDOW",
+    "report_sections",
+    "load_pgc",
+    "PgcRun",
+    "zeta_matrix",
+    "forward_mean",
+    "mu_matrix",
+    "fst_values",
+    "learning_model",
+    "story_sentence",
+    "statement_facts",
+]
+
+#: Files a complete PGC-A3C run has; its report cannot be built without them.
+REQUIRED_FILES = ("config.json", "ledger.sqlite", "transcript.npz", "metrics.json", "model.npz")
+#: Theta of eq. (26) and m of eq. (25) (Ono & Takahashi 2020), used when metrics.json lacks them.
+TARGET_SCORE = 195.0
+WINDOW = 10
+
+_TRANSCRIPT_INT = ("trial", "agent", "submission", "theta_index")
+_PARTIAL = ("interrupted", "failed", "running")
+
+
+# ---------------------------------------------------------------------- loading
+
+
+def _err(path: Path, what: str) -> RunDirectoryError:
+    return RunDirectoryError(f"{path}: {what}")
+
+
+def _read_npz(path: Path) -> dict[str, np.ndarray]:
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return {k: data[k] for k in data.files}
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
+        raise _err(path, f"is not a readable .npz archive ({exc})") from None
+
+
+def _check_transcript(path: Path, tr: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    need = (*_TRANSCRIPT_INT, "report", "score", "thetas")
+    missing = [k for k in need if k not in tr]
+    if missing:
+        raise _err(path, f"missing array(s) {', '.join(missing)}")
+    n = tr["trial"].shape[0] if tr["trial"].ndim == 1 else -1
+    for k in _TRANSCRIPT_INT:
+        a = tr[k]
+        if a.ndim != 1 or a.shape[0] != n or not np.issubdtype(a.dtype, np.integer):
+            raise _err(
+                path, f"'{k}' must be a 1-D integer array of length N={n}, got {a.dtype} {a.shape}"
+            )
+    rep, thetas, score = tr["report"], tr["thetas"], tr["score"]
+    if rep.ndim != 2 or rep.shape[0] != n or not np.issubdtype(rep.dtype, np.floating):
+        raise _err(
+            path, f"'report' must be a float array of shape (N={n}, d), got {rep.dtype} {rep.shape}"
+        )
+    if score.ndim != 1 or score.shape[0] != n:
+        raise _err(path, f"'score' must have shape (N={n},), got {score.shape}")
+    if thetas.ndim != 2 or thetas.shape[1] != rep.shape[1]:
+        raise _err(path, f"'thetas' must have shape (V, d={rep.shape[1]}), got {thetas.shape}")
+    if n and (tr["theta_index"].min() < 0 or tr["theta_index"].max() >= thetas.shape[0]):
+        raise _err(
+            path,
+            f"'theta_index' must index rows of 'thetas' (0..{thetas.shape[0] - 1}), "
+            f"got range {tr['theta_index'].min()}..{tr['theta_index'].max()}",
+        )
+    if n and (tr["trial"].min() < 0 or tr["agent"].min() < 0):
+        raise _err(path, "'trial' and 'agent' must be >= 0")
+    return tr
+
+
+def _check_zeta(path: Path, m: dict[str, Any]) -> None:
+    if "zeta" not in m:
+        raise _err(path, "missing key 'zeta' (the per-submission scores, one list per trial)")
+    zeta = m["zeta"]
+    if not isinstance(zeta, list) or not all(isinstance(z, list) for z in zeta):
+        raise _err(path, "'zeta' must be a list (one per trial) of lists of scores")
+    for i, z in enumerate(zeta):
+        for v in z:
+            if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool)):
+                raise _err(path, f"'zeta'[{i}] must hold numbers, got {v!r}")
+
+
+class PgcRun:
+    """A PGC-A3C run's own files, validated (see :func:`load_pgc`).
+
+    Attributes:
+        path: the run directory.
+        config: config.json.
+        metrics: metrics.json (with ``zeta``).
+        transcript: transcript.npz's arrays.
+        model_theta: model.npz's ``theta``, shape (K, d).
+        secrets: secrets.npz's arrays, or None when absent.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        config: dict[str, Any],
+        metrics: dict[str, Any],
+        transcript: dict[str, np.ndarray],
+        model_theta: np.ndarray,
+        secrets: dict[str, np.ndarray] | None,
+    ) -> None:
+        self.path, self.config, self.metrics = path, config, metrics
+        self.transcript, self.model_theta, self.secrets = transcript, model_theta, secrets
+
+    @property
+    def n_submissions(self) -> int:
+        """N, the number of transcript rows."""
+        return int(self.transcript["trial"].shape[0])
+
+    @property
+    def dim(self) -> int:
+        """d, the dimension of a report."""
+        return int(self.transcript["report"].shape[1])
+
+    def agent_ids(self) -> tuple[np.ndarray, np.ndarray, list[str]]:
+        """Per-row agent index, per-agent submission counts and agent ids ("<trial>/<agent>").
+
+        Returns:
+            (inverse, counts, ids): ``inverse[i]`` is the agent of transcript row i,
+            ``counts[j]`` the number of submissions of agent j, ``ids[j]`` its ledger id.
+        """
+        tr = self.transcript
+        pairs = np.stack([tr["trial"].astype(np.int64), tr["agent"].astype(np.int64)], axis=1)
+        if pairs.shape[0] == 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), []
+        uniq, inverse, counts = np.unique(pairs, axis=0, return_inverse=True, return_counts=True)
+        ids = [f"{t}/{a}" for t, a in uniq.tolist()]
+        return inverse.reshape(-1), counts, ids
+
+
+def load_pgc(
+    run_dir: str | Path, config: dict[str, Any], metrics: dict[str, Any]
+) -> PgcRun | list[str]:
+    """Validate a PGC-A3C run's own files.
+
+    Returns:
+        The :class:`PgcRun`, or the list of missing files of a run that did not complete.
+
+    Raises:
+        RunDirectoryError: a complete run lacks a file, or a file is malformed (named).
+    """
+    path = Path(run_dir)
+    missing = [f for f in REQUIRED_FILES if not (path / f).is_file()]
+    if missing:
+        if config.get("status") in _PARTIAL and "ledger.sqlite" not in missing:
+            return missing
+        raise RunDirectoryError(
+            f"{path}: incomplete run directory, missing {', '.join(missing)} "
+            f"(a {config['algorithm']} run has {', '.join(REQUIRED_FILES)})"
+        )
+    mech = config.get("mechanism")
+    if not isinstance(mech, dict) or not isinstance(mech.get("name"), str):
+        what = "missing key(s) mechanism" if "mechanism" not in config else None
+        raise _err(
+            path / "config.json",
+            what or f"'mechanism' must be an object with a string 'name', got {mech!r}",
+        )
+    tr = _check_transcript(path / "transcript.npz", _read_npz(path / "transcript.npz"))
+    _check_zeta(path / "metrics.json", metrics)
+    model = _read_npz(path / "model.npz")
+    if "theta" not in model or model["theta"].ndim != 2:
+        raise _err(path / "model.npz", "must hold 'theta' of shape (K, d)")
+    if model["theta"].shape[1] != tr["report"].shape[1]:
+        raise _err(
+            path / "model.npz",
+            f"'theta' has d={model['theta'].shape[1]} but the "
+            f"transcript's reports have d={tr['report'].shape[1]}",
+        )
+    secrets = None
+    if (path / "secrets.npz").is_file():
+        secrets = _read_npz(path / "secrets.npz")
+        g = secrets.get("gravity")
+        if g is not None and g.shape != (tr["trial"].shape[0],):
+            raise _err(
+                path / "secrets.npz",
+                f"'gravity' must have shape (N={tr['trial'].shape[0]},), got {g.shape}",
+            )
+    return PgcRun(path, config, metrics, tr, model["theta"], secrets)
+
+
+# ---------------------------------------------------------------------- learning (eqs. 25-27)
+
+
+def _num(v: Any) -> float | None:
+    from ldp_audit.report.plugin import num
+
+    return num(v)
+
+
+def zeta_matrix(run: PgcRun) -> np.ndarray:
+    """metrics.json's ``zeta`` as a (trials, N) float array, NaN-padded."""
+    zeta = run.metrics["zeta"]
+    n = max((len(z) for z in zeta), default=0)
+    out = np.full((len(zeta), n), np.nan)
+    for i, z in enumerate(zeta):
+        out[i, : len(z)] = [np.nan if v is None else float(v) for v in z]
+    return out
+
+
+def forward_mean(zeta: np.ndarray, window: int = WINDOW) -> np.ndarray:
+    """mu_n of eq. (25): mean of zeta_n..zeta_{n+m-1}; NaN where the window runs out."""
+    mu = np.full(zeta.shape, np.nan)
+    if zeta.shape[-1] >= window:
+        view = np.lib.stride_tricks.sliding_window_view(zeta, window, axis=-1)
+        mu[..., : zeta.shape[-1] - window + 1] = view.sum(axis=-1) / window
+    return mu
+
+
+def mu_matrix(run: PgcRun) -> np.ndarray:
+    """mu_n per trial: metrics.json's ``mu`` if the trainer wrote it, else eq. (25) on zeta."""
+    mu = run.metrics.get("mu")
+    z = zeta_matrix(run)
+    if isinstance(mu, list) and len(mu) == z.shape[0] and all(isinstance(m, list) for m in mu):
+        out = np.full(z.shape, np.nan)
+        for i, m in enumerate(mu):
+            vals = [np.nan if v is None else float(v) for v in m][: z.shape[1]]
+            out[i, : len(vals)] = vals
+        return out
+    window = int(run.metrics.get("window", WINDOW))
+    return forward_mean(z, window)
+
+
+def fst_values(run: PgcRun) -> np.ndarray:
+    """FST per trial (eq. 26): metrics.json's ``fst`` if present, else from mu_n."""
+    fst = run.metrics.get("fst")
+    z = zeta_matrix(run)
+    if isinstance(fst, list) and len(fst) == z.shape[0]:
+        vals = [_num(v) for v in fst]
+        return np.array([math.inf if v is None else v for v in vals])
+    if isinstance(fst, (int, float)) and z.shape[0] == 1:
+        return np.array([float(fst)])
+    thr = float(run.metrics.get("target_score", TARGET_SCORE))
+    mu = mu_matrix(run)
+    if mu.shape[-1] == 0:
+        return np.full(mu.shape[0], np.inf)
+    hit = mu >= thr
+    first = np.argmax(hit, axis=-1).astype(np.float64) + 1.0
+    return np.where(hit.any(axis=-1), first, np.inf)
+
+
+def learning_model(run: PgcRun) -> dict[str, Any]:
+    """Per-trial scores, mu_n, FST, the success ratio and the paper's row (JSON-able)."""
+    from ldp_audit.training.pgc_paper import paper_row
+
+    z = zeta_matrix(run)
+    mu = mu_matrix(run)
+    fst = fst_values(run)
+    horizon = int(run.config["config"].get("max_submissions", z.shape[1]) or z.shape[1])
+    trials = []
+    for i in range(z.shape[0]):
+        zi = z[i][~np.isnan(z[i])]
+        mi = mu[i][~np.isnan(mu[i])]
+        trials.append(
+            {
+                "trial": i,
+                "submissions": int(zi.size),
+                "mean_score": float(zi.mean()) if zi.size else None,
+                "last_score": float(zi[-1]) if zi.size else None,
+                "best_mu": float(mi.max()) if mi.size else None,
+                "fst": float(fst[i]),
+            }
+        )
+    finite = fst[np.isfinite(fst)]
+    mech = run.config["mechanism"]
+    eps = _num(mech.get("epsilon"))
+    paper = paper_row(str(mech["name"]), eps) if eps is not None else None
+    return {
+        "status": "run",
+        "trials": trials,
+        "target_score": float(run.metrics.get("target_score", TARGET_SCORE)),
+        "window": int(run.metrics.get("window", WINDOW)),
+        "horizon": horizon,
+        "success_ratio": float(finite.size / fst.size) if fst.size else None,
+        "median_fst": float(np.median(fst)) if fst.size else None,
+        "relative_auc": _num(run.metrics.get("relative_auc")),
+        "extra_metrics": {
+            k: v
+            for k, v in run.metrics.items()
+            if k not in ("zeta", "mu", "fst", "privacy") and len(json.dumps(v, default=str)) <= 200
+        },
+        "paper": paper,
+    }
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{n:,} {noun if n == 1 else noun + 's'}"
+
+
+def learning_figure(run: PgcRun, learn: dict[str, Any]) -> bytes:
+    """Scores zeta_n and mu_n (eq. 25) per trial, FST (eq. 26) and the success ratio (eq. 27)."""
+    from matplotlib.figure import Figure
+
+    from ldp_audit.report.plugin import COLORS, figure_png, legend_below, thin
+
+    blue, orange, green, red, grey = COLORS
+    paper_horizon = 90_000  # the horizon of the paper's Tables 1-3 (submissions per trial)
+    z, mu, fst = zeta_matrix(run), mu_matrix(run), fst_values(run)
+    fig = Figure(figsize=(10, 4.3), layout="constrained")
+    ax1, ax2 = fig.subplots(1, 2, width_ratios=(2, 1))
+    n = np.arange(1, z.shape[1] + 1)
+    idx = thin(z.shape[1])
+    colors = [blue, orange, green, red, "#9467bd", "#8c564b"]
+    for i in range(z.shape[0]):
+        c = colors[i % len(colors)]
+        lab = "" if z.shape[0] > 6 else f" (trial {i})"
+        ax1.plot(n[idx], z[i, idx], color=c, lw=0.6, alpha=0.3)
+        ax1.plot(n[idx], mu[i, idx], color=c, lw=1.5, label=f"mu_n{lab}" if i < 6 else None)
+        if math.isfinite(fst[i]):
+            ax1.axvline(fst[i], color=c, ls="--", lw=0.8)
+    ax1.axhline(
+        learn["target_score"], color="k", ls=":", lw=1, label=f"target {learn['target_score']:g}"
+    )
+    ax1.set_xlabel("submission n")
+    ax1.set_ylabel("score")
+    reached = int(np.isfinite(fst).sum())
+    if reached:
+        ax1.plot([], [], color="k", ls="--", lw=0.8, label="FST (eq. 26)")
+        title = "Learning curve: zeta_n (faint), mu_n (eq. 25); dashed = FST"
+    else:
+        title = "Learning curve: zeta_n (faint), mu_n (eq. 25); no trial reached the target"
+    ax1.set_title(title, fontsize=10, wrap=True)
+    legend_below(ax1, ncols=4)
+    horizon = max(learn["horizon"], z.shape[1], 1)
+    grid = np.linspace(0, horizon, 400)
+    ratio = (fst[None, :] <= grid[:, None]).mean(axis=1) if fst.size else np.zeros_like(grid)
+    ax2.step(grid, ratio, where="post", color=blue, label="ours")
+    paper = learn["paper"]
+    if paper and paper.get("success_ratio") is not None:
+        # the paper's value is measured at 90,000 submissions: a point there, never a line
+        # across a shorter horizon
+        if horizon >= paper_horizon:
+            ax2.plot(
+                [paper_horizon],
+                [paper["success_ratio"]],
+                "D",
+                color=grey,
+                label="paper, at 90,000 (Table 2)",
+            )
+        else:
+            ax2.annotate(
+                f"paper: {paper['success_ratio']:g} at 90,000\nsubmissions (Table 2; off\nthis "
+                f"axis, which ends\nat {horizon:,})",
+                (0.02, 0.55),
+                xycoords="axes fraction",
+                fontsize=8,
+                color=grey,
+            )
+    ax2.set_ylim(-0.02, 1.02)
+    ax2.set_xlabel("submissions n")
+    ax2.set_ylabel("success ratio")
+    ax2.set_title(
+        f"Success ratio (eq. 27), {_plural(int(fst.size), 'trial')}", fontsize=10, wrap=True
+    )
+    legend_below(ax2, ncols=1)
+    return figure_png(fig)
+
+
+def _paper_note(learn: dict[str, Any], trials: int) -> str:
+    if learn["paper"] is None:
+        return "The paper (Ono & Takahashi 2020) reports no setting matching this run."
+    return (
+        f"Paper numbers are for the same mechanism and epsilon over 20 trials of up to 90,000 "
+        f"submissions; this run has {trials} trial(s) of up to {learn['horizon']:,} "
+        f"submissions, so its numbers are not comparable unless the horizon and trial count "
+        f"match."
+    )
+
+
+def _learning_section(run: PgcRun, learn: dict[str, Any], trials: int, figures: bool) -> dict:
+    paper = learn["paper"] or {}
+    tables = [
+        {
+            "caption": "",
+            "header": [
+                "trial",
+                "submissions",
+                "mean score",
+                "last score",
+                "best mu_n",
+                "FST (eq. 26)",
+            ],
+            "rows": [
+                [
+                    r["trial"],
+                    r["submissions"],
+                    r["mean_score"],
+                    r["last_score"],
+                    r["best_mu"],
+                    r["fst"],
+                ]
+                for r in learn["trials"]
+            ],
+        },
+        {
+            "caption": "Beside the paper (Ono & Takahashi 2020, Tables 1-3)",
+            "header": ["measure", "ours (this run)", "paper (20 trials, 90,000 submissions)"],
+            "rows": [
+                ["median FST (Table 1)", learn["median_fst"], paper.get("median_fst")],
+                ["success ratio (Table 2)", learn["success_ratio"], paper.get("success_ratio")],
+                ["relative AUC (Table 3)", learn["relative_auc"], paper.get("relative_auc")],
+            ],
+        },
+    ]
+    if learn["extra_metrics"]:
+        tables.append(
+            {
+                "caption": "Other metrics (metrics.json)",
+                "header": ["metric", "value"],
+                "rows": [[k, _cell(v)] for k, v in learn["extra_metrics"].items()],
+            }
+        )
+    return {
+        "id": "learning",
+        "title": "Learning: mu_n, FST and success ratio",
+        "paragraphs": [_paper_note(learn, trials)],
+        "tables": tables,
+        "figures": {"learning": learning_figure(run, learn)} if figures else {},
+        "data": learn,
+    }
+
+
+def _cell(v: Any) -> Any:
+    if v is None or isinstance(v, (str, int, float)):
+        return v
+    return json.dumps(v, default=str)
+
+
+# ---------------------------------------------------------------------- workers, agents, reports
+
+
+def _n(count: int, noun: str, plural: str | None = None) -> str:
+    return f"{count:,} {noun if count == 1 else (plural or noun + 's')}"
+
+
+def agents_story(run: PgcRun, ledger_agents: list[str], ids: list[str], reports: int) -> dict:
+    """Workers, agents and reports of the run told once, so every count on the page fits one
+    story (workers run concurrently; each agent submits ``rounds`` reports)."""
+    cfg = run.config.get("config") or {}
+    priv = run.metrics.get("privacy") if isinstance(run.metrics.get("privacy"), dict) else {}
+    started = priv.get("agents_per_trial")
+    started_total = (
+        int(sum(started))
+        if isinstance(started, list) and all(isinstance(x, int) for x in started)
+        else None
+    )
+    workers = cfg.get("n_agents") if isinstance(cfg.get("n_agents"), int) else None
+    rounds = cfg.get("rounds") if isinstance(cfg.get("rounds"), int) else None
+    submitted = len(ids)
+    charged_only = set(ledger_agents) - set(ids)
+    return {
+        "workers": workers,
+        "rounds": rounds,
+        "reports": reports,
+        "agents_submitted": submitted,
+        "agents_in_ledger": len(ledger_agents),
+        "agents_started": started_total,
+        "agents_started_not_submitted": None
+        if started_total is None
+        else max(started_total - submitted, 0),
+        "agents_charged_not_submitted": len(charged_only),
+        "engine": str(run.config.get("engine") or cfg.get("target") or ""),
+    }
+
+
+def story_sentence(st: dict[str, Any]) -> str:
+    """Workers, agents and reports of a PGC-A3C run in one sentence."""
+    rounds = st["rounds"]
+    per = (
+        f"each agent submits {_n(rounds, 'report')} (section 3.2.1), "
+        if rounds
+        else "each agent submits its reports, "
+    )
+    flower = st["engine"].startswith("flower")
+    lead = (
+        f"{_n(st['workers'], 'Flower client')} (SuperNodes) took part; "
+        if flower and st["workers"]
+        else f"{_n(st['workers'], 'worker')} ran concurrently (config n_agents); "
+        if st["workers"]
+        else ""
+    )
+    if rounds == 1:
+        per = "every episode is played by a new agent that submits 1 report (section 3.2.1), "
+    s = (
+        f"{lead}{per}so the {_n(st['reports'], 'report')} came from "
+        f"{_n(st['agents_submitted'], 'agent')}, the privacy units; the ledger charged "
+        f"{_n(st['agents_in_ledger'], 'agent')}."
+    )
+    if st["agents_started_not_submitted"]:
+        k = st["agents_started_not_submitted"]
+        s += (
+            f" {_n(st['agents_started'], 'agent')} were started: the "
+            f"{_n(k, 'agent')} whose episodes were still running when the run stopped "
+            "released nothing."
+        )
+    if st["agents_charged_not_submitted"]:
+        k = st["agents_charged_not_submitted"]
+        s += (
+            f" {_n(k, 'agent')} {'was' if k == 1 else 'were'} charged ahead and never "
+            "released (the fused engine charges an agent before its first episode: the safe "
+            "direction)."
+        )
+    return s
+
+
+def _transcript_section(run: PgcRun, story: dict[str, Any], sentence: str) -> dict[str, Any]:
+    tr = run.transcript
+    shape = {
+        "submissions": run.n_submissions,
+        "trials": int(np.unique(tr["trial"]).size),
+        "dim": run.dim,
+        "distinct_thetas": int(tr["thetas"].shape[0]),
+    }
+    return {
+        "id": "transcript",
+        "title": "Transcript: workers, agents and reports",
+        "paragraphs": [sentence[0].upper() + sentence[1:]],
+        "tables": [
+            {
+                "caption": "",
+                "header": ["field", "value"],
+                "rows": [
+                    [
+                        "trials / submissions / d",
+                        f"{shape['trials']} / {shape['submissions']} / {shape['dim']}",
+                    ],
+                    ["distinct broadcast thetas", shape["distinct_thetas"]],
+                    ["workers (config n_agents)", story["workers"]],
+                    ["reports per agent (config rounds)", story["rounds"]],
+                    ["agents that submitted", story["agents_submitted"]],
+                    ["agents in the ledger", story["agents_in_ledger"]],
+                ],
+            }
+        ],
+        "data": {**shape, "story": story},
+    }
+
+
+# ---------------------------------------------------------------------- privacy statement
+
+
+def statement_facts(
+    config: dict[str, Any], metrics: dict[str, Any], ledger: Any, claim: dict[str, Any]
+) -> dict[str, list[str]]:
+    """PGC-A3C's rows of the privacy statement (``[value, source]`` each)."""
+    from ldp_audit.report.plugin import events_words, method_words, versions_words
+
+    inner = config.get("config") or {}
+    mech = config.get("mechanism") or {}
+    flower = str(config.get("engine", "")).startswith("flower")
+    rounds = inner.get("rounds") if isinstance(inner.get("rounds"), int) else None
+    clip = mech.get("clip")
+    who = "the Flower server (ServerApp)" if flower else "the aggregator (the training server)"
+    unit = (
+        f"agent: {'the 1 report' if rounds == 1 else f'all {rounds:,} reports'} of one agent, "
+        "whose private data is its gravity and the trajectories it plays"
+        if rounds
+        else "agent (its reports: number not recorded)"
+    )
+    _, ev = events_words(ledger, "local")
+    return {
+        "privacy_unit": [unit, "config.json config.rounds; section 3.2.1 of Ono & Takahashi 2020"],
+        "adjacency": [
+            "replace: any two inputs of one agent (local DP compares every pair of the "
+            f"agent's possible reports), each report clipped to L1 norm {clip}/2 "
+            f"(sensitivity {clip})"
+            if clip is not None
+            else "replace: any two inputs of one agent (local DP)",
+            "definition of local DP; config.json mechanism.clip",
+        ],
+        "trust_model": [
+            "local: each agent randomises its own report before it leaves it; the "
+            "aggregator is not trusted",
+            "metrics.json privacy.local"
+            if "local" in (metrics.get("privacy") or {})
+            else "the trainer's design (training/pgc_a3c.py)",
+        ],
+        "released": [
+            f"each agent's noisy gradient report, to {who} and to whoever reads the transcript "
+            "(transcript.npz); the model is computed from the reports only (post-processing)",
+            "the trainer's design; transcript.npz",
+        ],
+        "accountant": [
+            f"{method_words(claim.get('method'))} of the ledger's charges ({ev}); "
+            f"{versions_words(config)}",
+            "ledger.sqlite; config.json versions",
+        ],
+        "sampling": [
+            "none assumed (no subsampling amplification is claimed: every report is charged); "
+            "matches: yes, nothing to match",
+            "ledger events (no PoissonSampledEvent)",
+        ],
+        "mu_gdp": ["not applicable (pure epsilon-DP Laplace noise, not Gaussian)", "mechanism"],
+    }
+
+
+# ---------------------------------------------------------------------- the entry point
+
+
+def report_sections(
+    run_dir: Path, extra: list[Path] | None = None, *, context: Any = None
+) -> dict[str, Any]:
+    """PGC-A3C's part of its run's report (the contract: :mod:`ldp_audit.report.plugin`).
+
+    Raises:
+        RunDirectoryError: the run lacks a file of a complete PGC-A3C run, or one is malformed.
+    """
+    if context is None:
+        from ldp_audit.errors import InvalidParameterError
+
+        raise InvalidParameterError(
+            "PGC-A3C's report sections need the report's context (context=None given): build "
+            "them with ldp_audit.report.build_report(run_dir)"
+        )
+    run = context.run
+    statement: dict[str, Any] = {
+        **statement_facts(run.config, run.metrics, context.ledger, context.claim),
+        "unit": "agent",
+    }
+    pgc = load_pgc(run_dir, run.config, run.metrics)
+    if isinstance(pgc, list):  # an interrupted run: the ledger and status are still reported
+        return {"missing": pgc, "statement": statement}
+    inverse, counts, ids = pgc.agent_ids()
+    releases = [ids[i] for i in inverse.tolist()]
+    story = agents_story(pgc, list(context.ledger.agents), ids, int(counts.sum()))
+    sentence = story_sentence(story)
+    learn = learning_model(pgc)
+    trials = int(np.unique(pgc.transcript["trial"]).size)
+    figures = bool(context.figures)
+    return {
+        "sections": [
+            _transcript_section(pgc, story, sentence),
+            _learning_section(pgc, learn, trials, figures),
+        ],
+        "releases": releases,
+        "statement": statement,
+        "claimed": [sentence[0].upper() + sentence[1:]],
+    }

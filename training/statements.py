@@ -1,0 +1,288 @@
+"""The privacy-statement rows of DP-SGD RL, FedRL and FRD, given to the report through their
+systems' ``report_sections`` (:mod:`ldp_audit.report.plugin`).
+
+Each ``*_report`` function wraps the trainer's own ``report_sections`` (unchanged) and adds what
+the report's privacy statement says about that system: its privacy unit, adjacency, trust model,
+what it releases, its accountant, its sampling and mu-GDP. Everything else of the statement (the
+claim, its alternatives, the audit's numbers) is the core report's, the same for every system.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from ldp_audit.report.plugin import (
+    NOT_RECORDED,
+    events_words,
+    fmt_eps,
+    library_version,
+    method_words,
+    num,
+    versions_words,
+)
+
+__all__ = [
+    "dprl_report",
+    "fedrl_report",
+    "frd_report",
+    "dprl_statement",
+    "fedrl_statement",
+    "frd_statement",
+    "dprl_facts",
+    "fedrl_facts",
+    "frd_facts",
+]
+
+
+def dprl_facts(run: Any, led: Any, claim: dict[str, Any], one_run: list[dict[str, Any]]) -> Any:
+    cfg = run.config
+    mech = cfg.get("mechanism") or {}
+    priv = run.metrics.get("privacy") or {}
+    unit = mech.get("privacy_unit") or priv.get("unit")
+    q = num(mech.get("sample_rate") if "sample_rate" in mech else priv.get("sample_rate"))
+    sigma = num(mech.get("noise_multiplier") or priv.get("noise_multiplier"))
+    clip = num(mech.get("clip") or priv.get("clip"))
+    updates = priv.get("updates") if isinstance(priv.get("updates"), int) else None
+    rows, ev = events_words(led, "central")
+    kinds = {r["kind"] for r in rows}
+    unit_s = str(unit) if unit else NOT_RECORDED
+    if "PoissonSampledEvent" in kinds or (q is not None and q < 1):
+        adj = (
+            f"add/remove one {unit_s} (the Poisson-subsampled Gaussian's neighbouring relation, "
+            f"sensitivity C = {fmt_eps(clip)})"
+        )
+    elif rows:
+        adj = (
+            f"add/remove one {unit_s}: one {unit_s} moves the clipped sum by at most C = "
+            f"{fmt_eps(clip)}, the sensitivity the noise multiplier {fmt_eps(sigma)} is charged "
+            "at (replacing one would need 2C)"
+        )
+    else:
+        adj = NOT_RECORDED
+    one = list(one_run)
+    rate = next((o for o in one if o.get("rate_lower_bound") is not None), None)
+    if q is None:
+        samp = (NOT_RECORDED, NOT_RECORDED)
+    elif q >= 1.0:
+        samp = (
+            f"q = 1: every {unit_s} is in every update (no sampling amplification claimed); "
+            "matches: yes, no sampler is needed",
+            "config.json mechanism.sample_rate; ledger events",
+        )
+    else:
+        check = (
+            f"the one-run mechanism test measured a rate lower bound "
+            f"{fmt_eps(rate['rate_lower_bound'])} <= q"
+            + (" and did not reject it" if rate.get("mechanism_test_rejected") is False else "")
+            if rate is not None
+            else "not checked in this run (no one-run mechanism test)"
+        )
+        samp = (
+            f"Poisson sampling at rate q = {fmt_eps(q)} per update (charged as "
+            f"PoissonSampledEvent); the trainer draws each {unit_s} independently with "
+            f"probability q; matches: {check}",
+            "config.json mechanism.sample_rate; ledger events; training/dprl.py",
+        )
+    mu = next((o["mu_claimed"] for o in one if o.get("mu_claimed") is not None), None)
+    if mu is not None:
+        mu_s = (f"mu = {fmt_eps(mu)} (Gaussian DP of the claimed mechanism)", "one-run f-DP test")
+    elif q is not None and q >= 1.0 and sigma and updates:
+        mu_s = (
+            f"mu = sqrt(T)/sigma = {fmt_eps(math.sqrt(updates) / sigma)} over T = {updates} "
+            "full-batch Gaussian updates (exact)",
+            "metrics.json privacy.updates, noise_multiplier",
+        )
+    elif q is not None and q < 1.0:
+        mu_s = ("not stated: Poisson-subsampled Gaussian has only an approximate (CLT) mu", "-")
+    else:
+        mu_s = (NOT_RECORDED, NOT_RECORDED)
+    return {
+        "privacy_unit": (unit_s, "config.json mechanism.privacy_unit"),
+        "adjacency": (adj, "ledger events; config.json mechanism"),
+        "trust_model": (
+            "central: the trainer sees the raw data; only what leaves it (the model) is protected",
+            "config.json mechanism (dp-sgd); ledger scope central",
+        ),
+        "released": (
+            f"the model parameters after every one of {updates if updates else 'its'} update(s) "
+            "(the accountant composes over all of them), to whoever receives the model",
+            "metrics.json privacy.updates",
+        ),
+        "accountant": (
+            f"{method_words(claim.get('method'))}; {versions_words(cfg)}"
+            + library_version(claim.get("method"))
+            + f"; charged events: {ev}",
+            "metrics.json privacy; ledger.sqlite; config.json versions",
+        ),
+        "sampling": samp,
+        "mu_gdp": mu_s,
+    }
+
+
+def fedrl_facts(run: Any, led: Any, claim: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    mech = run.config.get("mechanism") or {}
+    b, dim = num(mech.get("bound")), mech.get("dim")
+    sens = 2 * b * math.sqrt(dim) if b is not None and isinstance(dim, int) else None
+    _, ev = events_words(led, "local")
+    return {
+        "privacy_unit": (
+            "ledger id: one agent (alpha or beta) and one channel (its Q outputs, alpha's targets "
+            "Y, the test-time exchanges), e.g. 0/alpha, 0/alpha:Y",
+            "ledger.sqlite ids",
+        ),
+        "adjacency": (
+            f"replace: any two released rows of one agent (L2 sensitivity 2 B sqrt(dim) = "
+            f"{fmt_eps(sens)} for clipped Q outputs; unbounded for unclipped targets)"
+            if sens is not None
+            else "replace: any two released rows of one agent",
+            "config.json mechanism (bound, dim)",
+        ),
+        "trust_model": (
+            "local: each agent adds noise to what it sends before it leaves it",
+            "the trainer's design (training/fedrl.py)",
+        ),
+        "released": (
+            "each agent's Q outputs (and alpha's targets Y) to the other agent, in training and "
+            "at test time (FedRL-1 noisy, FedRL-2 without noise)",
+            "the trainer's design; ledger ids",
+        ),
+        "accountant": (
+            f"tightest valid method per ledger id (RDP, PLD, PRV); charged events: {ev}; "
+            f"{versions_words(run.config)}",
+            "ledger.sqlite; config.json versions",
+        ),
+        "sampling": (
+            "none assumed (every released row is charged); matches: yes, nothing to match",
+            "ledger events (no PoissonSampledEvent)",
+        ),
+        "mu_gdp": (
+            f"per row mu = {fmt_eps(sens / num(mech.get('sigma')))} (sensitivity / sigma)"
+            if sens is not None and num(mech.get("sigma"))
+            else NOT_RECORDED,
+            "config.json mechanism",
+        ),
+    }
+
+
+def frd_facts(run: Any, led: Any, claim: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    mech = run.config.get("mechanism") or {}
+    inner = run.config.get("config") or {}
+    _, ev = events_words(led, "local")
+    ldp = mech.get("name") == "frd_proxy_ldp"
+    released = (
+        f"each agent's upload every exchange: {mech.get('samples', 'm')} randomised (cell, "
+        f"action) pairs over {mech.get('n_cells', 'the')} proxy cells, to the server that "
+        "averages them (and, through the global proxy memory, to every agent)"
+        if ldp
+        else "each agent's upload (per-cell policy averages, or its parameters under FedAvg), "
+        "to the server and, through the broadcast, to every agent"
+    )
+    return {
+        "privacy_unit": (
+            "agent: all uploads of one agent (its private gravity and the states it visits)",
+            "ledger ids; training/frd.py",
+        ),
+        "adjacency": (
+            "replace: any two inputs of one agent (local DP: every pair of possible uploads)"
+            if ldp
+            else NOT_RECORDED,
+            "definition of local DP; config.json mechanism",
+        ),
+        "trust_model": (
+            "local: each agent randomises its upload before it leaves it"
+            if ldp
+            else "none: uploads are released without noise",
+            "config.json mechanism",
+        ),
+        "released": (released, "config.json mechanism; training/frd.py"),
+        "accountant": (
+            f"{method_words(claim.get('method'))} of the ledger's charges ({ev}); "
+            f"{versions_words(run.config)}",
+            "ledger.sqlite; config.json versions",
+        ),
+        "sampling": (
+            f"the m = {inner.get('ldp_samples', mech.get('samples'))} cells of an upload are "
+            "drawn from the agent's own memory; the upload is charged as one release (no "
+            "amplification by that sampling is claimed); matches: yes, nothing to match"
+            if ldp
+            else NOT_RECORDED,
+            "ledger events; config.json config.ldp_samples",
+        ),
+        "mu_gdp": ("not applicable (pure epsilon-DP randomised response)", "mechanism")
+        if ldp
+        else (NOT_RECORDED, "-"),
+    }
+
+
+def _rows(facts: dict[str, tuple[str, str]]) -> dict[str, list[str]]:
+    return {k: [v[0], v[1]] for k, v in facts.items()}
+
+
+def dprl_report(
+    run_dir: Path, extra: list[Path] | None = None, *, context: Any = None
+) -> dict[str, Any]:
+    """DP-SGD RL's sections (``ldp_audit.training.dprl.report_sections``) and, for a DP-SGD
+    run, its statement rows (observation-noise runs keep the generic rows)."""
+    from ldp_audit.training.dprl import report_sections
+
+    out: dict[str, Any] = {"sections": report_sections(run_dir, extra)}
+    if context is not None:
+        mech = context.run.config.get("mechanism") or {}
+        if str(mech.get("name", "")).lower().replace("_", "-") == "dp-sgd":
+            facts = dprl_facts(context.run, context.ledger, context.claim, context.one_run)
+            out["statement"] = _rows(facts)
+    return out
+
+
+def fedrl_report(
+    run_dir: Path, extra: list[Path] | None = None, *, context: Any = None
+) -> dict[str, Any]:
+    """FedRL's sections (``ldp_audit.training.fedrl.report_sections``) and statement rows."""
+    from ldp_audit.training.fedrl import report_sections
+
+    out: dict[str, Any] = {"sections": report_sections(run_dir, extra)}
+    if context is not None:
+        out["statement"] = _rows(fedrl_facts(context.run, context.ledger, context.claim))
+    return out
+
+
+def frd_report(
+    run_dir: Path, extra: list[Path] | None = None, *, context: Any = None
+) -> dict[str, Any]:
+    """FRD's sections (``ldp_audit.training.frd.report_sections``) and statement rows; its
+    privacy unit, when the claim is read from the ledger, is the agent."""
+    from ldp_audit.training.frd import report_sections
+
+    out: dict[str, Any] = {"sections": report_sections(run_dir, extra)}
+    if context is not None:
+        facts = _rows(frd_facts(context.run, context.ledger, context.claim))
+        out["statement"] = {**facts, "unit": "agent"}
+    return out
+
+
+def _statement_only(facts_of: Any, unit: str | None = None) -> Any:
+    def f(run_dir: Path, extra: list[Path] | None = None, *, context: Any = None) -> dict:
+        if context is None:
+            return {}
+        out: dict[str, Any] = {"statement": _rows(facts_of(context))}
+        if unit:
+            out["statement"]["unit"] = unit
+        return out
+
+    return f
+
+
+def _dprl_ctx(c: Any) -> dict[str, tuple[str, str]]:
+    mech = c.run.config.get("mechanism") or {}
+    if str(mech.get("name", "")).lower().replace("_", "-") != "dp-sgd":
+        return {}
+    return dprl_facts(c.run, c.ledger, c.claim, c.one_run)
+
+
+#: The statement rows alone, without the trainers' sections (for a report of the statement
+#: only, e.g. ``build_report(run, sections_registry={"dprl": ".../statements:dprl_statement"})``).
+dprl_statement = _statement_only(_dprl_ctx)
+fedrl_statement = _statement_only(lambda c: fedrl_facts(c.run, c.ledger, c.claim))
+frd_statement = _statement_only(lambda c: frd_facts(c.run, c.ledger, c.claim), unit="agent")
