@@ -1842,7 +1842,18 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict
                 f"{cfg.get('train_steps')} training iterations x {cfg.get('n_envs')} maps; "
                 "SuccRate with a 95 % t-interval over runs (nan with one run). The paper trained "
                 "far longer; see reports/fedrl/README.md for the reproduction."
-            ],
+            ]
+            + (
+                [
+                    "Meeting rule: public-code, the authors' code's distance |dx + dy| (not the "
+                    "paper's Manhattan |dx| + |dy|) for meeting, the +50, the shaping term and "
+                    "the success check: agents on the same anti-diagonal band count as met, so "
+                    "these rates are not comparable with Manhattan ones (a random joint policy "
+                    "succeeds far more often under this rule)."
+                ]
+                if cfg.get("meeting_rule", "manhattan") == "public-code"
+                else []
+            ),
             "tables": [
                 {
                     "caption": "SuccRate (%) and AvgRwd, ours vs paper",
