@@ -1189,9 +1189,13 @@ def train_digits(
         x, y = load_digits(return_X_y=True)
         data = TensorDataset(torch.tensor(x / 16.0, dtype=torch.float32), torch.tensor(y))
         gen = torch.Generator().manual_seed(int(seed))
-        torch.manual_seed(int(seed))  # the model's initial weights (nn.Linear draws globally)
         model = nn.Sequential(nn.Linear(64, int(ex["hidden"])), nn.ReLU(),
                               nn.Linear(int(ex["hidden"]), 10))  # fmt: skip
+        with torch.no_grad():  # nn.Linear's default init, drawn from the run's generator
+            for lin in (model[0], model[2]):
+                bound = 1.0 / math.sqrt(lin.in_features)
+                lin.weight.uniform_(-bound, bound, generator=gen)
+                lin.bias.uniform_(-bound, bound, generator=gen)
         opt = torch.optim.SGD(model.parameters(), lr=float(ex["lr"]))
         loader = DataLoader(data, batch_size=int(ex["batch_size"]), generator=gen)
         model, opt, loader = PrivacyEngine().make_private(
