@@ -867,7 +867,10 @@ def audit_run(run_dir: Any, *, setting: str = "white-box", confidence: float = 0
     conf_each = 1.0 - (1.0 - confidence) / len(names)
     beta = 1.0 - conf_each
     delta = float(cfg["delta"])
-    claimed = O.claimed_lines(run_dir)
+    try:
+        claimed = O.claimed_lines(run_dir)
+    except RunDirectoryError:  # nothing (or several kinds) charged: the ledger test says so
+        claimed = None
     ledger = _ledger_test(run_dir, cfg, met, tr) if white else None
     # --- scoring only: the secret bits ---
     sec = read_npz(run_dir, "secrets.npz", ("canary_included",))
@@ -883,7 +886,7 @@ def audit_run(run_dir: Any, *, setting: str = "white-box", confidence: float = 0
                         "epsilon_lower_bound": one["epsilon_lower_bound"]}  # fmt: skip
     tests["f-dp"] = (
         O.fdp_audit_scores(scores, included, claimed["lines"], confidence=conf_each)
-        if both
+        if both and claimed is not None
         else None
     )
     if tests["f-dp"] is not None:

@@ -6,6 +6,7 @@
   infinite: the difference of two updates is noise-free);
 * :class:`UnchargedFastPath`: every other update draws its noise inline in ``pre_step``,
   bypassing ``add_noise`` (and with it the accountant's charge): half the updates uncharged;
+* :class:`NeverCharged`: every update noised that way (the ledger stays empty);
 * :class:`AggregateClipping`: the summed gradient of the batch clipped to ``C`` instead of each
   sample (one record's influence is no longer bounded by ``C``);
 * :class:`NoiseScaledByBatch`: noise std ``sigma C / B`` (the noise "averaged" like the
@@ -52,6 +53,14 @@ class UnchargedFastPath(DPOptimizer):
         return True
 
 
+class NeverCharged(UnchargedFastPath):
+    """Every update noised inline (correct noise): the accountant never sees one."""
+
+    def pre_step(self, closure=None):  # noqa: ANN001, ANN201 - Opacus's signature
+        self._k = 1  # always the inline path
+        return super().pre_step(closure)
+
+
 class AggregateClipping(DPOptimizer):
     """The batch's summed gradient clipped to ``C`` (no per-sample clipping)."""
 
@@ -87,6 +96,7 @@ class PerLayerClipping(DPOptimizer):
 BROKEN = {
     "noise reused across consecutive updates": (ReusedNoise, "independence"),
     "half the updates uncharged": (UnchargedFastPath, "ledger"),
+    "no update charged": (NeverCharged, "ledger"),
     "aggregate clipped instead of each sample": (AggregateClipping, "contribution"),
     "noise scaled down by the batch size": (NoiseScaledByBatch, "noise"),
     "per-layer clipping": (PerLayerClipping, "contribution"),

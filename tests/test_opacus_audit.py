@@ -261,3 +261,15 @@ def test_input_canaries_bad_input(tmp_path: Path) -> None:
         audit.finish(model=model, score_fn=3)
     _nothing_written(tmp_path / "g")
     assert not (tmp_path / "i" / "manifest.json").exists()  # refused before the run was written
+
+
+@pytest.mark.slow
+def test_input_canaries_no_false_alarm_over_20_seeded_correct_runs(tmp_path: Path) -> None:
+    from tests.opacus_loop import audited_input_run
+
+    flagged = []
+    for seed in range(1, 21):
+        res = audited_input_run(tmp_path / f"run{seed}", seed)
+        if res.violation:
+            flagged.append((seed, res.extra["flagged_by"]))
+    assert flagged == []
