@@ -320,3 +320,10 @@ def test_library_readers_refuse_a_fifo(tmp_path: Path) -> None:
     os.mkfifo(run / "metrics.json")
     with pytest.raises(RunDirectoryError, match=r"metrics\.json.*FIFO"):
         rundir.read_json(run, "metrics.json")
+
+
+def test_audit_exact_probe_is_bounded(capsys) -> None:
+    argv = ["audit", "--mechanism", "laplace", "--epsilon", "1", "--dim", "1000000", "--exact"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--exact with --dim 1000000" in err and "--force" in err, err

@@ -503,6 +503,13 @@ def run(args: argparse.Namespace) -> int:
     if args.overwrite:
         raise InvalidParameterError("--overwrite applies to --run-dir (the run's audit.json)")
     mechanism = build_mechanism(args)
+    if args.exact:  # its probe draws 20,000 outputs of each input at once: refused before work
+        from ldp_audit.limits import Estimate, check_resources
+
+        d = int(args.dim or getattr(mechanism, "dim", 1) or 1)
+        probe = Estimate(f"--exact with --dim {d}", "the exact epsilon's probe draws",
+                         20_000 * d * 8 * 4)  # fmt: skip
+        check_resources([probe], force=args.force, cli=True)
     pairs = _user_pairs(args.pairs) if args.pairs else None
     from ldp_audit.audit import (
         audit,
