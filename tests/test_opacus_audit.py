@@ -23,7 +23,7 @@ from tests.broken_opacus import BROKEN
 from tests.opacus_loop import audited_run, make_loop, train
 
 torch.set_num_threads(1)
-FAST = ["noise reused across consecutive updates", "half the updates uncharged"]
+FAST = ["noise reused across consecutive updates"]
 
 
 def test_correct_run_writes_a_run_the_cli_reads(tmp_path: Path) -> None:
