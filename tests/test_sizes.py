@@ -327,3 +327,14 @@ def test_audit_exact_probe_is_bounded(capsys) -> None:
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "--exact with --dim 1000000" in err and "--force" in err, err
+
+
+@pytest.mark.parametrize("attack", ["dynamics", "membership"])
+def test_simulated_attack_sizes_are_bounded(attack, tmp_path, capsys) -> None:
+    # each option is within its own bound; their product is what the attack holds
+    out = tmp_path / "a.json"
+    argv = ["attack", attack, "--agents", "1000000", "--reports-per-agent", "10000"]
+    assert main([*argv, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "--reports-per-agent 10000" in err and "TiB" in err and "--force" in err, err
+    assert not out.exists()

@@ -90,6 +90,27 @@ def _common(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="replace an existing --out/--plot file (or the run's attack_*.json artefact)",
     )
+    from ldp_audit.limits import add_force_argument  # size limits (docs/cli.md)
+
+    add_force_argument(p)
+
+
+def _check_simulation_size(args: argparse.Namespace) -> None:
+    """The simulated attack's reports, (agents + 3 shadow sets) x T x 112 float64 values
+    (and their statistics), estimated before any work (``--force`` runs anyway)."""
+    from ldp_audit.limits import Estimate, check_resources
+
+    agents, shadow, t = int(args.agents), int(args.shadow or 1000), int(args.reports)
+    opts = [(agents / 300, "--agents", agents), (shadow / 1000, "--shadow", shadow),
+            (t / 1, "--reports-per-agent", t)]  # fmt: skip
+    _, flag, value = max(opts)
+    reports = (agents + 3 * shadow) * t * 112 * 8 * 2
+    subs = int(getattr(args, "train_submissions", 0) or 0)
+    parts = [
+        Estimate(f"{flag} {value}", "the simulated reports", reports),
+        Estimate(f"--train-submissions {subs}", "the honest theta's run", subs * 3 * 8),
+    ]
+    check_resources(parts, force=args.force, cli=True)
 
 
 def _evidence_args(p: argparse.ArgumentParser) -> None:
@@ -300,6 +321,8 @@ def _check_outputs(args: argparse.Namespace) -> None:
         from ldp_audit.errors import InvalidParameterError
 
         raise InvalidParameterError(f"--out and --plot must differ, both are {args.out!r}")
+    if getattr(args, "run_dir", None) is None and hasattr(args, "force"):
+        _check_simulation_size(args)  # a simulated attack: its sizes, before any work
 
 
 def _emit(args: argparse.Namespace, result: Any, info: dict[str, Any] | None = None) -> int:
