@@ -90,6 +90,7 @@ __all__ = [
     "audit_scores",
     "canary_scores",
     "audit_run",
+    "one_run_result_class",
     "score_run_from_args",
     "independence_test",
     "noise_test",
@@ -608,7 +609,9 @@ def canary_scores(run_dir: str | Path, setting: str = "white-box") -> np.ndarray
     raise RunDirectoryError(f"{run_dir}/transcript.npz holds no released updates to score")
 
 
-def _one_run_result_class() -> Any:
+def one_run_result_class() -> Any:
+    """The result type of a one-run audit (built on first use so importing this module does not
+    import the scoring classes); shared with :mod:`ldp_audit.opacus`."""
     from ldp_audit.attacks.scoring import AttackResult
 
     class OneRunResult(AttackResult):
@@ -709,7 +712,7 @@ def audit_run(
         )
         if mech["rejected"]:
             flagged.append("mechanism")
-    cls = _one_run_result_class()
+    cls = one_run_result_class()
     return cls(
         attack=f"one-run-{setting}",
         mechanism=cfg.mechanism_config(),

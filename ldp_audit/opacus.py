@@ -923,7 +923,7 @@ def audit_run(run_dir: Any, *, setting: str = "white-box", confidence: float = 0
     ceiling_eps = O.steinke_ceiling(m, delta=delta, beta=beta / len(O.FRACTIONS))
     need = O.canaries_to_refute(eps_ub, delta=delta, beta=beta / len(O.FRACTIONS))
     r, v = one["guesses"], one["correct"]
-    cls = O._one_run_result_class()
+    cls = O.one_run_result_class()
     return cls(
         attack=f"one-run-{setting}",
         mechanism={
