@@ -262,3 +262,32 @@ def test_interrupted_pgc_run_names_what_it_lacks(tmp_path: Path) -> None:
     assert "lacks files it writes when it completes: model.npz" in " ".join(
         m["verdict"]["not_verified"]
     )
+
+
+def test_gym_run_states_its_private_parameter(tmp_path: Path) -> None:
+    # pgc-a3c-gym's report part: PGC-A3C's statement rows, the private data named from
+    # config.json's private_parameter (not CartPole's gravity)
+    run = make_run(tmp_path / "g")
+    cfg = json.loads((run / "config.json").read_text())
+    cfg["algorithm"] = "pgc-a3c-gym"
+    cfg["config"]["rounds"] = 20
+    cfg["private_parameter"] = {"env_id": "MountainCar-v0", "name": "force", "values": [1, 2]}
+    (run / "config.json").write_text(json.dumps(cfg))
+    m = build_report(run, ledger=ledger_for(run, per_submission=0.1), figures=False).model
+    f = m["privacy_statement"]["fields"]
+    assert "whose private data is its force (the private parameter)" in f["privacy_unit"]
+    assert f["mu_gdp"].startswith("not applicable (pure epsilon-DP Laplace")
+    assert m["privacy_statement"]["claim"]["unit"] == "agent"
+    (sec,) = m["sections"]
+    assert sec["id"] == "private-parameter" and sec["error"] is None
+    assert sec["tables"][0]["rows"][2] == ["candidate values", "1, 2"]
+
+
+def test_report_without_audit_suggests_audit_run_dir(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "r")
+    rep = build_report(run, ledger=ledger_for(run), figures=False)
+    for text in (rep.to_html(), rep.to_markdown()):
+        assert (
+            "`ldp-audit audit --run-dir RUN`" in text
+            or "<code>ldp-audit audit --run-dir RUN" in text
+        )

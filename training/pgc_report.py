@@ -40,6 +40,7 @@ __all__ = [
     "learning_model",
     "story_sentence",
     "statement_facts",
+    "gym_report",
 ]
 
 #: Files a complete PGC-A3C run has; its report cannot be built without them.
@@ -572,9 +573,15 @@ def _transcript_section(run: PgcRun, story: dict[str, Any], sentence: str) -> di
 
 
 def statement_facts(
-    config: dict[str, Any], metrics: dict[str, Any], ledger: Any, claim: dict[str, Any]
+    config: dict[str, Any],
+    metrics: dict[str, Any],
+    ledger: Any,
+    claim: dict[str, Any],
+    *,
+    private: str = "its gravity",
 ) -> dict[str, list[str]]:
-    """PGC-A3C's rows of the privacy statement (``[value, source]`` each)."""
+    """PGC-A3C's rows of the privacy statement (``[value, source]`` each); ``private`` names
+    an agent's private data (CartPole's gravity; a Gymnasium run's private parameter)."""
     from ldp_audit.report.plugin import events_words, method_words, versions_words
 
     inner = config.get("config") or {}
@@ -585,7 +592,7 @@ def statement_facts(
     who = "the Flower server (ServerApp)" if flower else "the aggregator (the training server)"
     unit = (
         f"agent: {'the 1 report' if rounds == 1 else f'all {rounds:,} reports'} of one agent, "
-        "whose private data is its gravity and the trajectories it plays"
+        f"whose private data is {private} and the trajectories it plays"
         if rounds
         else "agent (its reports: number not recorded)"
     )
@@ -668,3 +675,46 @@ def report_sections(
         "statement": statement,
         "claimed": [sentence[0].upper() + sentence[1:]],
     }
+
+
+def gym_report(
+    run_dir: Path, extra: list[Path] | None = None, *, context: Any = None
+) -> dict[str, Any]:
+    """PGC-A3C on a Gymnasium environment (system ``pgc-a3c-gym``): PGC-A3C's statement rows,
+    the private data being the run's private parameter (``config.json`` ``private_parameter``)."""
+    if context is None:
+        return {}
+    run = context.run
+    param = run.config.get("private_parameter")
+    name = param.get("name") if isinstance(param, dict) else None
+    private = f"its {name} (the private parameter)" if isinstance(name, str) else "its parameter"
+    facts = statement_facts(run.config, run.metrics, context.ledger, context.claim, private=private)
+    sections = []
+    if isinstance(param, dict):
+        values = param.get("values") if isinstance(param.get("values"), list) else []
+        sections.append(
+            {
+                "id": "private-parameter",
+                "title": "Private parameter (Gymnasium environment)",
+                "paragraphs": [
+                    f"Each agent's private data is the parameter `{name}` of "
+                    f"`{param.get('env_id')}`, one of {len(values)} candidate values; "
+                    "`ldp-audit attack dynamics --run-dir RUN` guesses it from an agent's "
+                    "reports."
+                ],
+                "tables": [
+                    {
+                        "caption": "",
+                        "header": ["field", "value"],
+                        "rows": [
+                            ["environment", str(param.get("env_id"))],
+                            ["parameter", str(name)],
+                            ["candidate values", ", ".join(f"{v:g}" for v in values)],
+                            ["environment module", str(param.get("env_module") or "none")],
+                        ],
+                    }
+                ],
+                "data": param,
+            }
+        )
+    return {"sections": sections, "statement": {**facts, "unit": "agent"}}
