@@ -13,7 +13,9 @@ proxy memory, a DP-SGD noisy update) goes through this module, in this order:
    run directory (:mod:`ldp_audit.rundir`), the attacks and the auditor.
 
 A release is never un-charged: a charge whose randomisation then fails stays on the ledger
-(charged but not released is the safe direction; the opposite never happens).
+(charged but not released is the safe direction; the opposite never happens). A block of future
+releases can be charged ahead in one durable transaction with :func:`reserve`; each release then
+draws its charges from the :class:`Reservation` (a release that was not reserved is refused).
 
 Example::
 
@@ -26,12 +28,13 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from ldp_audit._validation import check_real
 from ldp_audit.errors import InvalidParameterError
 
 __all__ = [
@@ -41,6 +44,8 @@ __all__ = [
     "release_many",
     "release_with",
     "require_sealed",
+    "Reservation",
+    "reserve",
     "Transcript",
 ]
 
@@ -168,6 +173,85 @@ def _check_ids(agent_ids: Sequence[str], n: int) -> tuple[str, ...]:
     return ids
 
 
+_SCOPES = ("local", "central")
+
+
+def _check_scope(scope: Any) -> str:
+    if type(scope) is not str or scope not in _SCOPES:
+        raise InvalidParameterError(f"scope must be one of {_SCOPES}, got {scope!r}")
+    return scope
+
+
+def _check_charges(charges: Any, memo: dict[int, tuple[Any, str]]) -> list[tuple[str, Any]]:
+    """``[(agent, event), ...]``: a sequence (not a str) of pairs, agents non-empty str, events
+    ledger events (validated once per event object; ``memo`` maps id(event) -> (event, JSON))."""
+    from ldp_audit.accountant import event_to_json
+
+    if isinstance(charges, (str, bytes)) or not isinstance(charges, Iterable):
+        raise InvalidParameterError(
+            f"charges must be a sequence of (agent, event) pairs, got {type(charges).__name__}"
+        )
+    out = []
+    for item in charges:
+        if not isinstance(item, tuple) or len(item) != 2:
+            raise InvalidParameterError(f"charges must be (agent, event) pairs, got {item!r}")
+        agent, event = item
+        if type(agent) is not str or not agent:
+            raise InvalidParameterError(f"agent ids must be non-empty str, got {agent!r}")
+        hit = memo.get(id(event))
+        if hit is None or hit[0] is not event:
+            try:
+                text = event_to_json(event)
+            except InvalidParameterError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - any unsupported object is bad input
+                raise InvalidParameterError(
+                    f"charges must name ledger events (ldp_audit.accountant), got {event!r}: {exc}"
+                ) from None
+            memo[id(event)] = (event, text)  # the memo keeps the event alive: ids stay unique
+        out.append((agent, event))
+    return out
+
+
+def _check_guarantee(epsilon: Any, delta: Any) -> tuple[float, float]:
+    """The per-release guarantee for the record: epsilon >= 0 (inf allowed), delta in [0, 1]."""
+    eps = check_real(epsilon, "epsilon")
+    if not eps >= 0.0:  # also NaN
+        raise InvalidParameterError(f"epsilon must be >= 0 (inf allowed), got {epsilon!r}")
+    dl = check_real(delta, "delta")
+    if not 0.0 <= dl <= 1.0:
+        raise InvalidParameterError(f"delta must be in [0, 1], got {delta!r}")
+    return eps, dl
+
+
+def _check_meta(meta: Any, n: int | None) -> dict[str, np.ndarray]:
+    """Meta arrays: str keys, numeric arrays of equal length (``n`` rows when known)."""
+    if meta is None:
+        return {}
+    if not isinstance(meta, Mapping):
+        raise InvalidParameterError(f"meta must be a mapping of arrays, got {type(meta).__name__}")
+    out: dict[str, np.ndarray] = {}
+    rows = n
+    for k, v in meta.items():
+        if type(k) is not str or not k:
+            raise InvalidParameterError(f"meta keys must be non-empty str, got {k!r}")
+        arr = np.asarray(v.detach().cpu().numpy() if hasattr(v, "detach") else v)
+        if arr.dtype == object or arr.dtype.kind not in "biuf":
+            raise InvalidParameterError(
+                f"meta[{k!r}] must be a numeric array, got dtype {arr.dtype}"
+            )
+        if arr.ndim == 0:
+            raise InvalidParameterError(f"meta[{k!r}] must have one entry per row, got a scalar")
+        if rows is None:
+            rows = arr.shape[0]
+        if arr.shape[0] != rows:
+            raise InvalidParameterError(
+                f"meta[{k!r}] must have one entry per released row ({rows}), got shape {arr.shape}"
+            )
+        out[k] = arr
+    return out
+
+
 @dataclass
 class ReleaseRequest:
     """One group of rows for :func:`release_many` (all charged in ONE ledger transaction).
@@ -245,9 +329,11 @@ def release_many(
         ids = _check_ids(r.agent_ids, n)
         if r.preprocess is not None:  # deterministic (a clip): done before the charge so a
             x = _check_values(r.preprocess(x), "preprocess(values)")  # bad value costs nothing
+        _check_meta(r.meta, n)  # a bad id array is refused before the charge too
         ev = r.event if r.event is not None else _event_for(r.mechanism)
         charges.extend((a, ev) for a in ids)
         prepared.append((r, x, ids, ev))
+    scope = _check_scope(scope)
     if charges:
         accountant.charge_many(charges, scope=scope)  # durable, before any noise
     out = []
@@ -320,35 +406,224 @@ def release_with(
     (Opacus's ``DPOptimizer`` adds the noise), a noisy network output. ``randomise`` must return
     the randomised value (an array or tensor; tensors are detached and copied to NumPy).
 
+    Validated like :func:`release`: before anything is charged, the accountant, ``randomise``,
+    every charge (a pair of a non-empty str agent id and a ledger event), ``epsilon`` (a real
+    number >= 0, inf allowed) and ``delta`` (in [0, 1]), ``scope`` and the ``meta`` arrays
+    (numeric, one entry per row); after ``randomise()``, its value must be a non-empty, real,
+    finite array with one row per ``meta`` entry. A value refused there was charged and is not
+    released (the safe direction), and the error says so.
+
     Args:
         randomise: zero-argument function that draws the noise and returns the released value.
-        accountant: the ledger's accountant.
+        accountant: the ledger's accountant, or a :class:`Reservation` drawn from.
         charges: ``[(agent_id, event), ...]`` charged in one transaction before ``randomise``.
         epsilon, delta: the per-release guarantee, for the record.
         meta: arrays carried with the release (first axis = rows of the returned value).
         scope: "local" or "central".
+
+    Raises:
+        InvalidParameterError: bad input (nothing charged), or a value ``randomise`` returned
+            that may not be released (charged, not released).
     """
     if accountant is None:
         raise InvalidParameterError("accountant is required: every release is charged first")
     if not callable(randomise):
         raise InvalidParameterError(f"randomise must be callable, got {type(randomise).__name__}")
-    charges = list(charges)
+    memo = getattr(accountant, "_release_event_memo", None)
+    if memo is None:
+        memo = {}
+    charges = _check_charges(charges, memo if len(memo) < 1024 else {})
     if not charges:
         raise InvalidParameterError("charges must name at least one (agent, event)")
+    eps, dl = _check_guarantee(epsilon, delta)
+    scope = _check_scope(scope)
+    meta_arrays = _check_meta(meta, None)
     accountant.charge_many(charges, scope=scope)  # durable, before any noise
     value = randomise()
-    if hasattr(value, "detach"):
-        value = value.detach().cpu().numpy()
+    try:
+        x = _check_values(value, "randomise()'s value")
+        if meta_arrays:
+            rows = x.shape[0] if x.ndim else 1
+            _check_meta(meta_arrays, rows)
+    except InvalidParameterError as exc:
+        raise InvalidParameterError(
+            f"{exc} (the ledger charge stands: charged, never released)"
+        ) from None
     events = {repr(e) for _, e in charges}
     return SealedRelease(
-        np.asarray(value),
-        meta=dict(meta or {}),
-        epsilon=epsilon,
-        delta=delta,
+        x,
+        meta=meta_arrays,
+        epsilon=eps,
+        delta=dl,
         event=charges[0][1] if len(events) == 1 else None,
         agent_ids=tuple(a for a, _ in charges),
         seal=_SEAL,
     )
+
+
+class Reservation:
+    """Budget charged durably up front for a block of releases (made by :func:`reserve`).
+
+    A durable ledger charge is one SQLite transaction with fsync; a trainer that releases many
+    times per step charges a whole block of its future releases in ONE transaction
+    (:meth:`add`), then releases through :func:`release` / :func:`release_with` with the
+    reservation as their ``accountant``: each release draws its charges from the reserved ones
+    (:meth:`charge_many`), and a release that was not reserved is refused before its noise is
+    drawn. Charges always precede releases; what is reserved and never drawn stays charged on
+    the ledger, never released (the conservative direction), and :meth:`unused` counts it.
+
+    ``itemised=False`` is for an engine whose releases happen inside compiled code (the fused
+    PGC-A3C engine): :meth:`add` charges durably as above, the engine keeps its own count of
+    what it may release (its kernel stops before a release that was not reserved), and the
+    reservation refuses draws through :func:`release_with`.
+
+    Attributes:
+        accountant: the accountant charged.
+        scope: "local" or "central": every charge and draw of the reservation has this scope.
+        charged: charges reserved so far (all durable); drawn: charges drawn by releases.
+    """
+
+    def __init__(self, accountant: Any, scope: str, itemised: bool, token: Any) -> None:
+        if token is not _SEAL:
+            raise TypeError("a Reservation is made by ldp_audit.release.reserve()")
+        self.accountant = accountant
+        self.scope = scope
+        self.itemised = itemised
+        self.charged = 0
+        self.drawn = 0
+        self.closed = False
+        self._balance: dict[tuple[str, str], int] = {}
+        self._release_event_memo: dict[int, tuple[Any, str]] = {}
+
+    def _key(self, agent: str, event: Any) -> tuple[str, str]:
+        hit = self._release_event_memo.get(id(event))
+        if hit is None or hit[0] is not event:
+            _check_charges([(agent, event)], self._release_event_memo)
+            hit = self._release_event_memo[id(event)]
+        return agent, hit[1]
+
+    def _open(self) -> None:
+        if self.closed:
+            raise InvalidParameterError("this reservation is closed: reserve a new block")
+
+    def add(self, charges: Iterable[tuple[str, Any]]) -> int:
+        """Charge ``charges`` durably (ONE ledger transaction, in this order) and reserve them.
+
+        Returns:
+            The number of charges added.
+        """
+        self._open()
+        if len(self._release_event_memo) > 1024:
+            self._release_event_memo.clear()
+        ch = _check_charges(charges, self._release_event_memo)
+        if not ch:
+            return 0
+        self.accountant.charge_many(ch, scope=self.scope)  # durable, before any release
+        self.charged += len(ch)
+        if self.itemised:
+            bal = self._balance
+            for a, e in ch:
+                k = self._key(a, e)
+                bal[k] = bal.get(k, 0) + 1
+        return len(ch)
+
+    def charge_many(self, charges: Iterable[tuple[str, Any]], *, scope: str = "local") -> int:
+        """Draw ``charges`` from the reservation (what :func:`release` and :func:`release_with`
+        call on their ``accountant``); nothing is drawn unless all of them were reserved.
+
+        Raises:
+            InvalidParameterError: a charge was not reserved (or not enough times), the scope
+                differs from the reservation's, or the reservation is closed or not itemised.
+        """
+        self._open()
+        if not self.itemised:
+            raise InvalidParameterError(
+                "this reservation is not itemised: its releases are counted by the engine that "
+                "made it, not drawn through ldp_audit.release"
+            )
+        if _check_scope(scope) != self.scope:
+            raise InvalidParameterError(
+                f"scope {scope!r} differs from the reservation's {self.scope!r}"
+            )
+        need: dict[tuple[str, str], int] = {}
+        for a, e in _check_charges(charges, self._release_event_memo):
+            k = self._key(a, e)
+            need[k] = need.get(k, 0) + 1
+        for k, n in need.items():
+            if self._balance.get(k, 0) < n:
+                raise InvalidParameterError(
+                    f"release of {k[0]!r} ({k[1]}) was not charged to the ledger first"
+                )
+        for k, n in need.items():
+            self._balance[k] -= n
+        drawn = sum(need.values())
+        self.drawn += drawn
+        return drawn
+
+    def unused(self) -> int | None:
+        """Reserved charges not (yet) drawn: charged, never released (None if not itemised)."""
+        if not self.itemised:
+            return None
+        return self.charged - self.drawn
+
+    def close(self) -> int | None:
+        """End the block: later adds and draws are refused. Returns :meth:`unused`."""
+        self.closed = True
+        return self.unused()
+
+    def __enter__(self) -> Reservation:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"Reservation(scope={self.scope!r}, charged={self.charged}, drawn={self.drawn}, "
+            f"itemised={self.itemised}, closed={self.closed})"
+        )
+
+
+def reserve(
+    accountant: Any,
+    charges: Iterable[tuple[str, Any]] = (),
+    *,
+    scope: str = "local",
+    itemised: bool = True,
+) -> Reservation:
+    """Reserve budget for a block of releases: charge ``charges`` durably now, release later.
+
+    Example::
+
+        with reserve(acc, [(f"0/{a}", ev) for a in agents for _ in range(steps)]) as block:
+            for _ in range(steps):
+                rel = release_with(draw, accountant=block, charges=[...], epsilon=eps)
+        # block.unused(): reserved, never released (still charged on the ledger)
+
+    Args:
+        accountant: the ledger's accountant (``charge_many``).
+        charges: ``[(agent_id, event), ...]`` charged now in one transaction (more with
+            :meth:`Reservation.add`).
+        scope: "local" or "central".
+        itemised: track each reserved charge so releases draw them (default); False for an
+            engine that releases inside compiled code and counts its reservations itself.
+
+    Raises:
+        InvalidParameterError: bad input (nothing charged).
+        BudgetExceeded: the accountant's budget refuses the block (nothing charged).
+    """
+    if accountant is None:
+        raise InvalidParameterError("accountant is required: every release is charged first")
+    if not callable(getattr(accountant, "charge_many", None)):
+        raise InvalidParameterError(
+            f"accountant must have charge_many (an ldp_audit.accountant.Accountant), got "
+            f"{type(accountant).__name__}"
+        )
+    if not isinstance(itemised, bool):
+        raise InvalidParameterError(f"itemised must be True or False, got {itemised!r}")
+    block = Reservation(accountant, _check_scope(scope), itemised, _SEAL)
+    block.add(charges)
+    return block
 
 
 class Transcript:

@@ -24,11 +24,10 @@ from ldp_audit.attacks.fedrl import (
 )
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.mechanisms import analytic_gaussian_epsilon
-from ldp_audit.release import release_with
+from ldp_audit.release import release_with, reserve
 from ldp_audit.training.fedrl import (
     FedRLConfig,
     OutputMechanism,
-    PrepaidAccountant,
     report_sections,
     run_fedrl,
     train_fedrl,
@@ -77,12 +76,13 @@ def test_unprotected_outputs_are_infinite_in_words(sigma, bound, word):
     assert word in m.why_infinite() and m.why_infinite().startswith("infinite")
 
 
-def test_prepaid_refuses_an_unpaid_release():
-    acc = PrepaidAccountant(Accountant(None))
+def test_reserved_block_refuses_an_unpaid_release():
+    """FedRL's exchange draws on a block reserved through ldp_audit.release.reserve."""
+    acc = reserve(Accountant(None))
     ev = GaussianEvent(1.0)
     with pytest.raises(InvalidParameterError, match="was not charged to the ledger first"):
         release_with(lambda: np.zeros(2), accountant=acc, charges=[("0/beta", ev)], epsilon=1.0)
-    acc.prepay([("0/beta", ev)])
+    acc.add([("0/beta", ev)])
     assert acc.accountant.ledger.agents() == ["0/beta"]  # durable charge before any release
     rel = release_with(lambda: np.zeros(2), accountant=acc, charges=[("0/beta", ev)], epsilon=1.0)
     assert rel.values.shape == (2,) and acc.unused() == 0

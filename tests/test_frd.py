@@ -132,8 +132,8 @@ def test_server_averages_per_cell_and_refuses_raw_or_empty_memories():
     np.testing.assert_allclose(pol, [0.4, 1.0])
     with pytest.raises(TypeError, match="SealedRelease"):
         aggregate_memories(np.array([[3, 0.2]]))
-    with pytest.raises(InvalidParameterError, match="proxy memory must hold at least one"):
-        aggregate_memories(_sealed(np.zeros((0, 2)), []))
+    with pytest.raises(InvalidParameterError, match="must be non-empty"):
+        _sealed(np.zeros((0, 2)), [])  # an empty memory never crosses the release door
 
 
 def test_mission_time():

@@ -75,7 +75,6 @@ __all__ = [
     "FedRLConfig",
     "OutputMechanism",
     "TargetMechanism",
-    "PrepaidAccountant",
     "train_fedrl",
     "run_fedrl",
     "report_sections",
@@ -255,69 +254,6 @@ class OutputMechanism:
 def TargetMechanism(sigma: float, bound: float | None, delta: float = 1e-5) -> OutputMechanism:  # noqa: N802
     """The release of alpha's targets ``Y`` (one scalar per row)."""
     return OutputMechanism(sigma=sigma, bound=bound, dim=1, delta=delta)
-
-
-# ----------------------------------------------------------------------------------------------
-# Prepaid charging: one durable ledger transaction per block of iterations
-# ----------------------------------------------------------------------------------------------
-
-
-class PrepaidAccountant:
-    """Charge a block of future releases durably in ONE ledger transaction, then let each
-    release of the block draw on it.
-
-    A durable charge costs one SQLite transaction with fsync (tens of milliseconds on a loaded
-    machine); FedRL makes several releases per training step. So the trainer pays, before the
-    first release of a block of steps, for every release the block will make
-    (:meth:`prepay`), and hands this object to :func:`ldp_audit.release.release_with` as the
-    accountant: its :meth:`charge_many` only checks that the release was paid for and
-    decrements the prepaid balance (and raises if not). Charges always precede releases; an
-    interrupted block leaves charges for rows never released (the safe direction).
-    """
-
-    def __init__(self, accountant: Any) -> None:
-        self.accountant = accountant
-        self._balance: dict[tuple[str, str], int] = {}
-        self._events: dict[tuple[str, str], Any] = {}
-        self._json: dict[int, tuple[Any, str]] = {}  # id(event) -> (event, its JSON)
-
-    def _key(self, agent: str, event: Any) -> tuple[str, str]:
-        from ldp_audit.accountant import event_to_json
-
-        hit = self._json.get(id(event))
-        if hit is None or hit[0] is not event:  # the event is kept alive, so its id is unique
-            hit = (event, event_to_json(event))
-            self._json[id(event)] = hit
-        return agent, hit[1]
-
-    def prepay(self, charges: Sequence[tuple[str, Any]]) -> None:
-        """Durably charge ``charges`` (one ledger transaction) and credit them."""
-        charges = list(charges)
-        if not charges:
-            return
-        self.accountant.charge_many(charges)
-        for agent, ev in charges:
-            k = self._key(agent, ev)
-            self._balance[k] = self._balance.get(k, 0) + 1
-
-    def charge_many(self, charges: Sequence[tuple[str, Any]], *, scope: str = "local") -> int:
-        """Draw ``charges`` from the prepaid balance (raises if a charge was not prepaid)."""
-        keys = [self._key(a, e) for a, e in charges]
-        need: dict[tuple[str, str], int] = {}
-        for k in keys:
-            need[k] = need.get(k, 0) + 1
-        for k, n in need.items():
-            if self._balance.get(k, 0) < n:
-                raise InvalidParameterError(
-                    f"release of {k[0]!r} ({k[1]}) was not charged to the ledger first"
-                )
-        for k, n in need.items():
-            self._balance[k] -= n
-        return len(keys)
-
-    def unused(self) -> int:
-        """Prepaid charges not (yet) drawn."""
-        return int(sum(self._balance.values()))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -601,10 +537,15 @@ def _last_window(obs: np.ndarray) -> np.ndarray:
 
 
 class _Exchange:
-    """Releases of K FedRL runs at once: charge (prepaid ledger), randomise, seal, record.
+    """Releases of K FedRL runs at once: charge (a reserved block), randomise, seal, record.
 
     Every release of a (K, n, d) tensor charges each run's sender ``<trial>/<agent>`` for its
-    own n rows (one ledger event per run and exchange).
+    own n rows (one ledger event per run and exchange). The charges of a block of iterations
+    are reserved ahead in ONE durable ledger transaction (:func:`ldp_audit.release.reserve`,
+    ``Reservation.add``; a durable charge is an fsync'ed SQLite transaction, and FedRL releases
+    several times per step); each release then draws its charges from the reservation, which
+    refuses a release that was not reserved. An interrupted block leaves charges for rows
+    never released (the safe direction).
     """
 
     def __init__(
@@ -619,7 +560,9 @@ class _Exchange:
         self.mech = cfg.output_mechanism()
         self.ymech = cfg.target_mechanism()
         self.clean = OutputMechanism(0.0, None, N_ACTIONS, cfg.delta)
-        self.acc = PrepaidAccountant(accountant)
+        from ldp_audit.release import reserve
+
+        self.acc = reserve(accountant)  # topped up block by block (prepay_training)
         self.step = 0
 
     def ids(self, trial: int, agent: str, suffix: str = "") -> str:
@@ -642,7 +585,7 @@ class _Exchange:
                     (self.ids(t, "alpha"), ev_b),  # C_alpha(s)
                     (self.ids(t, "alpha", ":Y"), ev_y),  # Y
                 ]
-        self.acc.prepay(charges)
+        self.acc.add(charges)  # durable, one transaction
 
     def send(
         self,
@@ -1230,7 +1173,7 @@ def _evaluate(
     if ex is not None:
         # each step releases one row per map (finished maps included: charged, the safe side)
         ev = mech.exchange_event(nt)
-        ex.acc.prepay(
+        ex.acc.add(
             [
                 (ex.ids(t, a, suffix), ev)
                 for _ in range(cfg.episode_limit)

@@ -1596,8 +1596,10 @@ class _FusedEngine(_Engine):
     in the same order, so the same results bit for bit (tests/test_fused_pgc.py).
 
     What differs is when the ledger is charged: an agent is charged for all its rounds
-    *before its first episode starts* (in blocks of agents, one ``charge_many`` per top-up),
-    instead of at each submission. Every release is still charged before it is randomised; the
+    *before its first episode starts* (in blocks of agents: one ``ldp_audit.release.reserve``
+    block per accountant, topped up with one durable ``Reservation.add`` per block), instead of
+    at each submission; the compiled kernel stops before a release that was not reserved.
+    Every release is still charged before it is randomised; the
     ledger additionally holds the agents started or reserved but not submitted when a trial
     stopped (at most ``_FUSED_RESERVE`` x n_agents per trial, plus the episodes in flight):
     charged and never released, the conservative direction. Mechanism randomness is drawn
@@ -1721,7 +1723,8 @@ class _FusedEngine(_Engine):
     # ---------------------------------------------------------------- what a block needs
     def _charge_ahead(self) -> None:
         """Charge, for every running trial short of them, the next agents it may start (all
-        their rounds): ONE ``charge_many`` per accountant, before any of them plays."""
+        their rounds): ONE durable ``Reservation.add`` (:func:`ldp_audit.release.reserve`) per
+        accountant, before any of them plays; ``paid`` is what the kernel may release."""
         nxt, rows, cap = self.next_agent, self.rows_g, self.agent_cap
         low = np.minimum(nxt + rows * (_FUSED_RESERVE // 2), cap)
         short = np.flatnonzero(self.active & (self.paid < low))
@@ -1745,9 +1748,16 @@ class _FusedEngine(_Engine):
                     lst.extend([(head + str(a), ev)] * reps)
         if self._lap is not None:
             self._lap("charge_ids")
+        blocks = self.__dict__.setdefault("reservations", {})
         for key, charges in per_acc.items():
             if charges:
-                self.accountants[key].charge_many(charges, scope="local")  # durable, first
+                block = blocks.get(key)
+                if block is None:
+                    from ldp_audit.release import reserve
+
+                    # released inside fused_block, which counts them itself (``paid``)
+                    block = blocks[key] = reserve(self.accountants[key], itemised=False)
+                block.add(charges)  # durable, first, same rows in the same order
         self.paid[short] = high[short]
         if self._lap is not None:
             self._lap("ledger_charges")
@@ -2090,9 +2100,10 @@ def train_grid(
         engine: "lockstep" (default: one Python iteration per lock-step) or "fused" (each
             block of up to 256 lock-steps in one compiled call, several times faster): the
             same results bit for bit (zeta, theta, transcript); the fused engine charges each
-            agent's reports when the agent starts (a block of agents ahead, one
-            ``charge_many`` each), so its ledger also holds agents started or reserved but not
-            submitted when a trial stopped (charged, never released: the safe direction).
+            agent's reports when the agent starts (a block of agents ahead, reserved with
+            ``ldp_audit.release.reserve``), so its ledger also holds agents started or
+            reserved but not submitted when a trial stopped (charged, never released: the safe
+            direction).
 
         force: run even when the estimated memory or time of the batch exceeds this machine's
             limits (:mod:`ldp_audit.limits`; otherwise InvalidParameterError before any work).
