@@ -338,3 +338,15 @@ def test_simulated_attack_sizes_are_bounded(attack, tmp_path, capsys) -> None:
     err = capsys.readouterr().err
     assert "--reports-per-agent 10000" in err and "TiB" in err and "--force" in err, err
     assert not out.exists()
+
+
+def test_gym_env_sizes_are_bounded(tmp_path, capsys) -> None:
+    # --agents and --hidden are each within their bounds; a Gymnasium run holds their product
+    out = tmp_path / "run"
+    argv = ["train", "pgc-a3c", "--mechanism", "none", "--env", "Acrobot-v1",
+            "--private-param", "LINK_MASS_1=0.5,1,2", "--agents", "100000", "--hidden", "4096",
+            "--episode-steps", "1000000", "--out", str(out)]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--agents 100000" in err and "TiB" in err and "--force" in err, err
+    assert not out.exists()

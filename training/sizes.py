@@ -223,6 +223,42 @@ def pgc_estimates(cfgs: Any, record: Any = None, *, cli: bool = False) -> list[E
     ]
 
 
+def gym_pgc_estimates(cfg: Any, *, record: bool = True, cli: bool = False) -> list[Estimate]:
+    """Parts of PGC-A3C on a Gymnasium env (:class:`~ldp_audit.training.gym_pgc.GymPgcConfig`,
+    validated: its env's shapes known). ``record``: the transcript is kept (a run directory)."""
+    net = cfg.network
+    d = (
+        int(net.dim)
+        if hasattr(net, "dim")
+        else int(cfg.hidden) * (int(cfg.info.obs_dim) + int(cfg.info.n_actions) + 1)
+    )
+    trials, agents, subs = int(cfg.trials), int(cfg.n_agents), int(cfg.max_submissions)
+    steps, obs = int(cfg.steps), int(cfg.info.obs_dim)
+    cells = trials * subs
+    res = cells * 3 * _F64
+    # every running agent's parameters (theta, its gradient and the two A3C buffers) and one
+    # episode of observations, actions, rewards and values
+    ag = trials * agents * (d * 4 * _F64 + (steps + 1) * (obs + 4) * _F64)
+    trans = cells * (d * _F64 + _ROW_META) if record else 0.0
+    flops = cells * _MIN_EPISODE * d * 10
+    drive = _driver(
+        cli,
+        [
+            (trials / 1, "trials", "--trials", trials),
+            (subs / 2000, "max_submissions", "--max-submissions", subs),
+            (agents / 9, "n_agents", "--agents", agents),
+            (int(cfg.hidden) / 16, "hidden", "--hidden", cfg.hidden),
+            (steps / 500, "episode_steps", "--episode-steps", steps),
+        ],
+    )
+    return [
+        Estimate(drive, "the per-submission results", res),
+        Estimate(drive, "the agents and their episodes", ag),
+        Estimate(drive, "the transcript of the reports", trans),
+        Estimate(drive, "the trials", 0.0, flops_seconds(flops)),
+    ]
+
+
 def combine(jobs: list[list[Estimate]], workers: int = 1) -> list[Estimate]:
     """Estimates of several trainings run ``workers`` at a time: memory of the largest one times
     ``workers``, time of all of them summed."""

@@ -160,6 +160,11 @@ def train_gym(args: argparse.Namespace, eps_kw: dict[str, Any]) -> int | None:
         **({"episode_steps": args.episode_steps} if args.episode_steps else {}),
         **eps_kw,
     )  # env, parameter and every value validated here, before any episode
+    from ldp_audit.limits import check_resources
+    from ldp_audit.training.sizes import gym_pgc_estimates
+
+    sizes = gym_pgc_estimates(cfg, record=args.out is not None, cli=True)
+    check_resources(sizes, force=args.force, cli=True)  # before any allocation or episode
     check_out_for_mode(args.out, mode)
     t0 = time.perf_counter()
     res = train(
