@@ -195,7 +195,8 @@ def test_every_command_with_size_options_has_force() -> None:
     parser = build_parser()
     for path in (("train", "dprl"), ("train", "frd"), ("train", "fedrl"), ("train", "pgc-a3c"),
                  ("reproduce", "dprl"), ("reproduce", "frd"), ("reproduce", "fedrl"),
-                 ("reproduce", "pgc-a3c"), ("attack", "frd"), ("audit",)):  # fmt: skip
+                 ("reproduce", "pgc-a3c"), ("attack", "frd"), ("attack", "dynamics"),
+                 ("attack", "membership"), ("attack", "sweep"), ("audit",)):  # fmt: skip
         opts = {o for a in sub(parser, *path)._actions for o in a.option_strings}
         assert "--force" in opts, path
 
@@ -349,4 +350,13 @@ def test_gym_env_sizes_are_bounded(tmp_path, capsys) -> None:
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "--agents 100000" in err and "TiB" in err and "--force" in err, err
+    assert not out.exists()
+
+
+def test_attack_sweep_cells_are_bounded(tmp_path, capsys) -> None:
+    out = tmp_path / "sweep"
+    argv = ["attack", "sweep", "--agents", "1000000", "--shadow", "1000000", "--out", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--agents 1000000" in err and "GiB" in err and "--force" in err, err
     assert not out.exists()

@@ -246,6 +246,9 @@ def register(subparsers: Any) -> None:
 
     add_arguments(s)
     _check_sweep_types(s)
+    from ldp_audit.limits import add_force_argument
+
+    add_force_argument(s)
     s.set_defaults(func=_sweep)
 
     # the registered systems (ldp_audit.systems): their own attack subcommands (attack_cli),
@@ -582,4 +585,14 @@ def _sweep(args: argparse.Namespace) -> int:
     if args.out is not None:
         check_not_inside_run(args.out, "--out")
         check_creatable(args.out, "--out")
+    from ldp_audit.attacks.sweep import REPORTS
+    from ldp_audit.limits import Estimate, check_resources
+
+    # one cell holds (agents + 3 shadow sets) x T reports of 112 float64 values (and their
+    # statistics) at the sweep's largest T; --workers cells at a time
+    agents, shadow = int(args.agents), int(args.shadow)
+    drive = f"--agents {agents}" if agents / 300 >= shadow / 1000 else f"--shadow {shadow}"
+    cell = (agents + 3 * shadow) * max(REPORTS) * 112 * 8 * 2
+    parts = [Estimate(drive, "the reports of the cells run at once", cell * (args.workers or 1))]
+    check_resources(parts, force=args.force, cli=True)  # before any work
     return run_from_args(args)
