@@ -337,3 +337,26 @@ def test_prs_row_kernel_is_the_mechanisms_report():
         assert row(uni[i], x[i], dh, mech.clip, p0, slope, bits, out)
         np.testing.assert_array_equal(out, ref[i])
         np.testing.assert_array_equal(bits, bits_ref[i])
+
+
+def test_fused_blocks_cache_is_dropped_when_a_mechanism_kernel_changes(tmp_path, monkeypatch):
+    """Numba keys fused_block's cache on training/_kernels.py only: a changed fingerprint of the
+    mechanisms' kernels flushes it (once), an unchanged one leaves it."""
+
+    class _Cache:
+        cache_path = str(tmp_path)
+        flushes = 0
+
+        def flush(self):
+            _Cache.flushes += 1
+
+    class _Dispatcher:
+        _cache = _Cache()
+
+    monkeypatch.setattr(K, "fused_block", _Dispatcher())
+    stamp = tmp_path / "_kernels.fused_block.mechanisms.sha256"
+    stamp.write_text("an older kernel")
+    K._flush_if_mechanisms_changed()
+    assert _Cache.flushes == 1 and stamp.read_text() != "an older kernel"
+    K._flush_if_mechanisms_changed()  # the same kernels: the cache is kept
+    assert _Cache.flushes == 1
