@@ -285,7 +285,12 @@ def _stage(item: dict[str, Any]) -> dict[str, Any]:
         cfg, seed=rc.seed + 99, maps=maps, record=True, progress=False, threads=rc.threads
     )
     tr, sec = _log_arrays(r["log"])
-    a = attack_arrays(cfg, tr, sec, seed=rc.seed)
+    from threadpoolctl import threadpool_limits
+
+    # scikit-learn's OpenMP threads pinned like torch's: N workers x all cores each would
+    # oversubscribe the machine (and OpenMP's spin-waits burn the CPU the others need)
+    with threadpool_limits(limits=rc.threads):
+        a = attack_arrays(cfg, tr, sec, seed=rc.seed)
     spent = r["accountant"].spent_all(delta=cfg.delta, method="best")
     a["epsilon_beta_run"] = spent.get("0/beta", math.inf)
     a["epsilon_alpha_run"] = spent.get("0/alpha", math.inf)
