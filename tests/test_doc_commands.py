@@ -1,0 +1,401 @@
+"""Documentation that runs: every command and snippet in README.md and docs/**/*.md is
+extracted from the Markdown (never copied here) and executed.
+
+What is extracted: every fenced block of README.md and of every page under docs/ except the
+generated docs/cli-reference.md (it is ``--help`` output). A block's language decides what
+happens to it:
+
+- ``python``: the block runs as a script (``sys.executable script.py``) with a fresh temporary
+  folder as its working directory; it must exit 0.
+- ``sh``, ``bash``: the block runs as one bash script in a fresh temporary folder (so variables
+  and ``export`` carry from line to line). It is split into commands: backslash continuations
+  and newlines inside quotes are joined, full-line comments are dropped, and a trailing
+  ``# comment`` is stripped. A comment containing ``exit N`` (``# exit 1: float bits leak``)
+  sets the exit status that command must return; otherwise it must return 0.
+- ``console``: the same, for the lines that start with ``$ `` (the rest is shown output).
+- any other language (``text``, ``toml``, ``json``, ...): shown output or a file's content, not
+  executed. A block without a language fails :func:`test_every_block_runs_or_says_why_not`.
+
+Mechanical substitutions in shell commands, nothing else: ``ldp-audit``, ``python`` and ``pip``
+resolve to the running interpreter's environment (its bin folder is put first on ``PATH``), a
+literal ``.venv/bin/`` is replaced by that bin folder, and an absolute ``/tmp/`` becomes the
+test's temporary folder (so ``--out /tmp/r/run`` writes under pytest's ``tmp_path``). Python
+blocks get the same ``PATH``; their relative paths (``runs/x``) land in the temporary folder.
+
+Markers: an HTML comment just before a fence (blank lines and other HTML comments may come
+between),
+``<!-- doc-test: KEY KEY="VALUE" ... -->``, invisible on the rendered page. Keys:
+
+- ``skip reason="..."``: not executed; the reason is required (paper-scale runs, installs,
+  ``make`` targets that build a venv, services such as a Flower deployment).
+- ``slow``: executed only under ``pytest -m slow`` (heavier than the default suite affords).
+- ``once``: run once; otherwise a block runs twice in the same folder and must return the same
+  exit statuses the second time (a snippet a user re-runs must not fail the second time).
+  ``once`` is for commands that create a run directory, which by design refuses to be
+  overwritten.
+- ``id="NAME"`` / ``after="NAME"``: this block runs in a copy of the folder the block NAME left
+  behind (NAME is run first, in this session, if it has not run yet).
+- ``continue``: this python block continues the previous executable block of the page (they
+  run as one script; the first block's markers apply).
+- ``requires="mod1,mod2"``: skipped at run time, naming the module, where an optional
+  dependency is not importable (it runs wherever the extra is installed).
+
+Timings on the shared 2-core machine, 2026-11-26: see the module's tail comment.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+GENERATED = {"docs/cli-reference.md"}
+RUN_LANGS = {"python", "sh", "bash", "console"}
+SHOWN_LANGS = {"text", "toml", "json", "yaml", "ini", "html", "markdown"}
+KEYS = {"skip", "reason", "slow", "once", "id", "after", "continue", "requires"}
+TIMEOUT = 1800  # seconds for one block (the slow ones train small models)
+
+_FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>[^`]*)$")
+_MARKER = re.compile(r"^\s*<!--\s*doc-test:(?P<body>.*?)-->\s*$")
+_COMMENT = re.compile(r"^\s*<!--.*-->\s*$")
+_TOKEN = re.compile(r'\s*(?P<key>[A-Za-z_-]+)(?:="(?P<value>[^"]*)")?')
+_EXIT = re.compile(r"\bexit (\d+)\b")
+
+
+def pages() -> list[Path]:
+    """README.md, then every docs page (sorted), the generated CLI reference excluded."""
+    docs = sorted(p for p in (ROOT / "docs").rglob("*.md"))
+    out = [ROOT / "README.md", *docs]
+    return [p for p in out if p.relative_to(ROOT).as_posix() not in GENERATED]
+
+
+@dataclasses.dataclass
+class Block:
+    page: str  # relative to ROOT
+    line: int  # 1-based line of the opening fence
+    lang: str
+    body: str
+    marker: dict[str, str | None]
+    marker_error: str | None = None
+
+    @property
+    def where(self) -> str:
+        return f"{self.page}:{self.line}"
+
+
+def parse_marker(text: str) -> tuple[dict[str, str | None], str | None]:
+    """``' skip reason="x" slow'`` -> ({"skip": None, "reason": "x", "slow": None}, None)."""
+    out: dict[str, str | None] = {}
+    rest = text.strip()
+    while rest:
+        m = _TOKEN.match(rest)
+        if not m or m.end() == 0:
+            return out, f"cannot parse marker text {rest!r}"
+        out[m.group("key")] = m.group("value")
+        rest = rest[m.end() :].strip()
+    unknown = sorted(set(out) - KEYS)
+    return out, (f"unknown marker key(s) {unknown}" if unknown else None)
+
+
+def parse_page(path: Path, root: Path = ROOT) -> list[Block]:
+    """Every fenced block of one Markdown page, with the marker just before it."""
+    rel = path.relative_to(root).as_posix()
+    lines = path.read_text(encoding="utf-8").split("\n")
+    blocks, i = [], 0
+    while i < len(lines):
+        m = _FENCE.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        fence, indent = m.group("fence"), len(m.group("indent"))
+        lang = m.group("info").strip().split(" ")[0].lower() if m.group("info").strip() else ""
+        j = i + 1
+        while j < len(lines):
+            c = _FENCE.match(lines[j])
+            if c and c.group("fence")[0] == fence[0] and len(c.group("fence")) >= len(fence):
+                if not c.group("info").strip():
+                    break
+            j += 1
+        body = "\n".join(
+            ln[indent:] if ln[:indent].strip() == "" else ln for ln in lines[i + 1 : j]
+        )
+        k = i - 1  # back over blank lines and other HTML comments to a doc-test marker
+        marker, err = {}, None
+        while k >= 0 and (not lines[k].strip() or _COMMENT.match(lines[k])):
+            if mm := _MARKER.match(lines[k]):
+                marker, err = parse_marker(mm.group("body"))
+                break
+            k -= 1
+        blocks.append(Block(rel, i + 1, lang, body, marker, err))
+        i = j + 1
+    return blocks
+
+
+def all_blocks() -> list[Block]:
+    return [b for p in pages() for b in parse_page(p)]
+
+
+@dataclasses.dataclass
+class Item:
+    """What one test runs: an executable block, with the python blocks that continue it."""
+
+    first: Block
+    code: str
+
+    @property
+    def marker(self) -> dict[str, str | None]:
+        return self.first.marker
+
+
+def items() -> list[Item]:
+    out: list[Item] = []
+    for p in pages():
+        last: Item | None = None
+        for b in parse_page(p):
+            if b.lang not in RUN_LANGS:
+                continue
+            if "continue" in b.marker and last is not None and last.first.lang == b.lang:
+                last.code += "\n" + b.body
+                continue
+            last = Item(b, b.body)
+            out.append(last)
+    return out
+
+
+# --- shell commands --------------------------------------------------------------------------
+
+
+def split_commands(body: str, console: bool = False) -> list[tuple[str, int]]:
+    """Logical commands of a shell block and the exit status each must return.
+
+    Joins backslash continuations and newlines inside quotes, drops full-line comments, strips a
+    trailing ``# comment`` (a ``#`` outside quotes after whitespace) and reads ``exit N`` in it.
+    With ``console``, only the lines after a ``$ `` prompt (and their continuations) count.
+    """
+    lines = body.split("\n")
+    if console:
+        kept, cont = [], False
+        for ln in lines:
+            if ln.startswith("$ "):
+                kept.append(ln[2:])
+                cont = ln.rstrip().endswith("\\")
+            elif cont:
+                kept.append(ln)
+                cont = ln.rstrip().endswith("\\")
+        lines = kept
+    cmds: list[tuple[str, int]] = []
+    buf, comments, quote = "", [], None
+    for ln in lines:
+        i, code = 0, ""
+        while i < len(ln):
+            ch = ln[i]
+            if quote:
+                code += ch
+                if ch == quote:
+                    quote = None
+                elif ch == "\\" and quote == '"' and i + 1 < len(ln):
+                    code += ln[i + 1]
+                    i += 1
+            elif ch in "'\"":
+                quote = ch
+                code += ch
+            elif ch == "#" and (i == 0 or ln[i - 1] in " \t"):
+                comments.append(ln[i + 1 :])
+                break
+            else:
+                code += ch
+            i += 1
+        if quote:
+            buf += code + "\n"
+            continue
+        stripped = code.rstrip()
+        if stripped.endswith("\\"):
+            buf += stripped[:-1] + " "
+            continue
+        buf += code
+        if buf.strip():
+            codes = [int(m.group(1)) for c in comments if (m := _EXIT.search(c))]
+            cmds.append((buf.strip(), codes[-1] if codes else 0))
+        buf, comments = "", []
+    if buf.strip():
+        cmds.append((buf.strip(), 0))
+    return cmds
+
+
+def shell_script(item: Item, tmp: Path, bindir: Path) -> str:
+    """One bash script: each command, then a check of its exit status."""
+    lines = ["set +e"]
+    for cmd, code in split_commands(item.code, console=item.first.lang == "console"):
+        cmd = cmd.replace(".venv/bin/", f"{bindir}/")
+        cmd = re.sub(r"(?<![\w.])/tmp/", f"{tmp}/", cmd)
+        shown = cmd.replace("'", "'\\''")
+        lines += [
+            cmd,
+            f'__rc=$?; if [ "$__rc" != "{code}" ]; then echo \'doc-test: {item.first.where}: '
+            f"`{shown}` exited '\"$__rc\"', documented {code}' >&2; exit 97; fi",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def environment(bindir: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PATH"] = f"{bindir}{os.pathsep}{env.get('PATH', '')}"
+    env["MPLBACKEND"] = "Agg"
+    env.setdefault("PYTHONHASHSEED", "0")
+    return env
+
+
+# --- the tests -------------------------------------------------------------------------------
+
+ITEMS = items()
+IDS = {b.marker["id"]: b for b in all_blocks() if b.marker.get("id")}
+_DONE: dict[str, Path] = {}  # id -> the folder its block left behind in this session
+
+
+def test_every_block_runs_or_says_why_not() -> None:
+    """Each fenced block has a language; each executable block runs (by default or under -m
+    slow) or carries ``skip reason="..."``; markers are well-formed and refer to real ids."""
+    blocks = all_blocks()
+    problems = []
+    for b in blocks:
+        if b.marker_error:
+            problems.append(f"{b.where}: {b.marker_error}")
+        if not b.lang:
+            problems.append(f"{b.where}: fenced block without a language (text, python, sh, ...)")
+        elif b.lang not in RUN_LANGS | SHOWN_LANGS:
+            problems.append(f"{b.where}: language {b.lang!r} is neither run nor shown output")
+        if b.marker and b.lang not in RUN_LANGS:
+            problems.append(f"{b.where}: doc-test marker on a {b.lang or 'bare'} block")
+        if "skip" in b.marker and not (b.marker.get("reason") or "").strip():
+            problems.append(f'{b.where}: skip without reason="..."')
+        if "after" in b.marker and b.marker["after"] not in IDS:
+            problems.append(f"{b.where}: after={b.marker['after']!r} names no block's id")
+        if b.lang == "console" and not any(ln.startswith("$ ") for ln in b.body.split("\n")):
+            problems.append(f"{b.where}: console block without a `$ ` command")
+        if b.lang in {"sh", "bash", "console"} and "skip" not in b.marker:
+            if not split_commands(b.body, console=b.lang == "console"):
+                problems.append(f"{b.where}: shell block with no command")
+    ids = [b.marker["id"] for b in blocks if b.marker.get("id")]
+    problems += [f"id {i!r} used twice" for i in sorted({i for i in ids if ids.count(i) > 1})]
+    cont = {b.where for b in blocks if "continue" in b.marker}
+    firsts = {it.first.where for it in ITEMS}
+    problems += [f"{w}: `continue` follows no executable block" for w in sorted(cont & firsts)]
+    assert not problems, "\n".join(problems)
+    # the extraction itself: it must see the README's commands and snippet
+    readme = [it for it in ITEMS if it.first.page == "README.md"]
+    assert any("ldp-audit audit" in it.code for it in readme)
+    assert any(it.first.lang == "python" for it in readme)
+
+
+def test_split_commands() -> None:
+    body = (
+        "# a comment line\n"
+        "ldp-audit audit --epsilon 1   # exit 1: float bits\n"
+        "ldp-audit train --a 1 \\\n    --b 2  # -> x.json\n"
+        "python -c \"\nprint('# not a comment')\"\n"
+        "ARGS='--x 1 # kept'\n"
+    )
+    assert split_commands(body) == [
+        ("ldp-audit audit --epsilon 1", 1),
+        ("ldp-audit train --a 1      --b 2", 0),
+        ("python -c \"\nprint('# not a comment')\"", 0),
+        ("ARGS='--x 1 # kept'", 0),
+    ]
+    console = (
+        "$ ldp-audit budget R \\\n  --limit 3\nledger: R/ledger.sqlite\n$ ldp-audit x  # exit 2"
+    )
+    assert split_commands(console, console=True) == [
+        ("ldp-audit budget R    --limit 3", 0),
+        ("ldp-audit x", 2),
+    ]
+
+
+def test_parse_marker_and_page(tmp_path: Path) -> None:
+    assert parse_marker(' skip reason="hours, paper scale" ') == (
+        {"skip": None, "reason": "hours, paper scale"},
+        None,
+    )
+    assert parse_marker(" slow bogus ")[1] == "unknown marker key(s) ['bogus']"
+    md = (
+        'x\n<!-- doc-test: once id="a" -->\n\n```sh\nls\n```\n  ```python\n  print(1)\n  ```\n'
+        "<!-- doc-test: slow -->\n<!-- another tool's anchor -->\n```bash\necho\n```\n"
+        "<!-- doc-test: slow -->\ntext\n```python\npass\n```\n"
+    )
+    (tmp_path / "page.md").write_text(md)
+    b = parse_page(tmp_path / "page.md", root=tmp_path)
+    assert [(x.line, x.lang, x.body, x.marker) for x in b] == [
+        (4, "sh", "ls", {"once": None, "id": "a"}),
+        (7, "python", "print(1)", {}),
+        (12, "bash", "echo", {"slow": None}),
+        (17, "python", "pass", {}),  # a marker separated by text belongs to no block
+    ]
+
+
+def _params():
+    out = []
+    for it in ITEMS:
+        marks = []
+        if "skip" in it.marker:
+            marks.append(pytest.mark.skip(reason=f"{it.first.where}: {it.marker.get('reason')}"))
+        elif "slow" in it.marker:
+            marks.append(pytest.mark.slow)
+        out.append(pytest.param(it, id=it.first.where, marks=marks))
+    return out
+
+
+def _run_once(item: Item, work: Path, tmp: Path) -> subprocess.CompletedProcess:
+    bindir = Path(sys.executable).parent
+    env = environment(bindir)
+    if item.first.lang == "python":
+        script = tmp / f"block-{item.first.line}.py"
+        script.write_text(item.code + "\n")
+        cmd = [sys.executable, str(script)]
+    else:
+        script = tmp / f"block-{item.first.line}.sh"
+        script.write_text(shell_script(item, work, bindir))
+        cmd = ["bash", str(script)]
+    return subprocess.run(
+        cmd, cwd=work, env=env, capture_output=True, text=True, timeout=TIMEOUT, check=False
+    )
+
+
+def _execute(item: Item, tmp: Path, twice: bool) -> Path:
+    """Run ``item`` (after the block it depends on) in ``tmp/work``; return that folder."""
+    work = tmp / "work"
+    after = item.marker.get("after")
+    if after:
+        if after not in _DONE:
+            dep = next(it for it in ITEMS if it.first is IDS[after])
+            dep_tmp = tmp / f"dep-{after}"
+            dep_tmp.mkdir()
+            _execute(dep, dep_tmp, twice=False)
+        shutil.copytree(_DONE[after], work, symlinks=True)
+    else:
+        work.mkdir()
+    for attempt in (1, 2) if twice else (1,):
+        res = _run_once(item, work, tmp)
+        assert res.returncode == 0, (
+            f"{item.first.where} ({item.first.lang}, run {attempt}) exited {res.returncode}\n"
+            f"--- stdout (tail)\n{res.stdout[-3000:]}\n--- stderr (tail)\n{res.stderr[-5000:]}"
+        )
+    if item.marker.get("id"):
+        _DONE[item.marker["id"]] = work
+    return work
+
+
+@pytest.mark.parametrize("item", _params())
+def test_documented_block_runs(item: Item, tmp_path: Path) -> None:
+    """The block exits 0 (python) or with each command's documented status (shell), twice in
+    the same folder unless marked ``once``."""
+    for mod in filter(None, (item.marker.get("requires") or "").split(",")):
+        if importlib.util.find_spec(mod.strip()) is None:
+            pytest.skip(f"{item.first.where} needs {mod.strip()} (an optional extra)")
+    _execute(item, tmp_path, twice="once" not in item.marker)
