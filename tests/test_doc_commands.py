@@ -40,7 +40,9 @@ between),
 - ``requires="mod1,mod2"``: skipped at run time, naming the module, where an optional
   dependency is not importable (it runs wherever the extra is installed).
 
-Timings on the shared 2-core machine, 2026-11-26: see the module's tail comment.
+Measured on the shared 2-core machine (load average about 12), 2026-11-27: the default part
+(18 blocks, 3 of them skipped here for lack of diffprivlib/opendp) took 55 s user + 8 s system
+CPU, 104 s wall; ``pytest -m slow tests/test_doc_commands.py`` (26 blocks) about 10 min wall.
 """
 
 from __future__ import annotations
@@ -373,7 +375,7 @@ def _execute(item: Item, tmp: Path, twice: bool) -> Path:
     after = item.marker.get("after")
     if after:
         if after not in _DONE:
-            dep = next(it for it in ITEMS if it.first is IDS[after])
+            dep = next(it for it in ITEMS if it.first.where == IDS[after].where)
             dep_tmp = tmp / f"dep-{after}"
             dep_tmp.mkdir()
             _execute(dep, dep_tmp, twice=False)
