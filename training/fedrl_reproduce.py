@@ -511,7 +511,7 @@ def render_markdown(res: dict[str, Any]) -> str:
         "",
         f"Command: `{res['command']}`",
         "",
-        f"Machine: {res['machine']} (loaded by other engineers' jobs). Wall time: "
+        f"Machine: {res['machine']}. Wall time: "
         f"{res['seconds_total']:.0f} s"
         + (
             f"; CPU time of the process: {res['cpu_seconds_total']:.0f} s"
