@@ -53,6 +53,9 @@ class LedgerStats:
     central_by_method: dict[str, float] | None = None
     """Every composition method's epsilon for the central id that spent most (its
     ``spent_detail().by_method``): the alternatives beside the claimed accountant's value."""
+    charge_counts: dict[str, int] | None = None
+    """Charges per agent (local scope), to compare with the transcript's releases per agent;
+    None when the ledger cannot list its histories."""
 
 
 def _method_of(detail: Any) -> str:
@@ -137,6 +140,7 @@ def read_ledger(
     else:
         chain_head = ledger.chain_head() if hasattr(ledger, "chain_head") else None
         events = _event_kinds(ledger)
+        counts = _charge_counts(ledger)
         central_by = _central_by_method(acc, central, delta)
     finally:
         ledger.close()
@@ -155,7 +159,19 @@ def read_ledger(
         chain_head,
         events,
         central_by,
+        counts,
     )
+
+
+def _charge_counts(ledger: Any) -> dict[str, int] | None:
+    """Charges per agent in the local scope (every charge row counted with its multiplicity)."""
+    hist = getattr(ledger, "histories", None)
+    if not callable(hist):
+        return None
+    try:
+        return {str(a): sum(int(n) for _, n in h) for a, h in hist(None, "local").items()}
+    except Exception:  # a courtesy check: the report says "not compared" instead
+        return None
 
 
 _MAX_KINDS = 12

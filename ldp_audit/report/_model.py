@@ -186,6 +186,13 @@ def _ledger_section(
     in_ledger = set(led.agents)
     uncharged = [a for a in ids if a not in in_ledger] if known else []
     tr_counts = dict(zip(ids, counts.tolist(), strict=True)) if known else {}
+    # per agent, the ledger's charges against the transcript's releases: fewer charges than
+    # releases is spend that was never accounted (an agent with none is `uncharged` above);
+    # more is charged-not-released (a prepaid block, an interrupted release): the safe side
+    cc = led.charge_counts
+    compared = known and cc is not None
+    under = [a for a in ids if a in in_ledger and cc.get(a, 0) < tr_counts[a]] if compared else []
+    over = [a for a in ids if cc.get(a, 0) > tr_counts[a]] if compared else []
     # largest spend first; ties in natural agent order ("0/2" before "0/10")
     order = heapq.nsmallest(
         top, range(len(led.agents)), key=lambda i: (-led.basic[i], _natural(led.agents[i]))
@@ -228,6 +235,14 @@ def _ledger_section(
         "agents_in_transcript": len(ids) if known else None,
         "uncharged_agents": len(uncharged),
         "uncharged_examples": uncharged[:5],
+        "charges_compared": bool(compared),
+        "undercharged_agents": len(under),
+        "undercharged_examples": [
+            f"{a} ({cc.get(a, 0)} charges for {tr_counts[a]} releases)" for a in under[:5]
+        ]
+        if compared
+        else [],
+        "overcharged_agents": len(over),
         "delta": led.delta,
         "epsilon_per_submission": mech_eps,
         "submissions_per_agent": _stats(counts.astype(np.float64)) if known else None,
@@ -776,6 +791,23 @@ def _verdict(model: dict[str, Any], system_claimed: list[str] | None = None) -> 
         )
     elif led.get("releases") is not None:
         verified.append("Every agent that submitted a report was charged in the ledger.")
+    if led.get("undercharged_agents"):
+        not_verified.append(
+            f"{_n(led['undercharged_agents'], 'agent')} released more reports than the ledger "
+            f"charged (e.g. {', '.join(led['undercharged_examples'])}): part of their spend is "
+            f"NOT accounted."
+        )
+    elif led.get("charges_compared") and not led["uncharged_agents"]:
+        more = led.get("overcharged_agents") or 0
+        verified.append(
+            "Per agent, the ledger holds at least one charge for every release in the transcript"
+            + (
+                f" ({_n(more, 'agent')} charged more than released: prepaid or interrupted, the "
+                f"safe side)."
+                if more
+                else " (the same count for every agent)."
+            )
+        )
     if aud["status"] == "run":
         for r in aud["results"]:
             _audit_statements(r, violations, verified, not_verified)
