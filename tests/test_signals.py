@@ -21,6 +21,15 @@ import pytest
 from ldp_audit.cli._signals import SignalWatchdog
 
 LIMIT_S = 2.0
+
+
+def _default_sigint() -> None:
+    """In the child before exec: SIGINT back to its default. A test run started as a background
+    job of a non-interactive shell (nohup ... &) has SIGINT ignored, and children inherit that;
+    Python and ldp-audit then rightly keep ignoring it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 LDP_AUDIT = [sys.executable, "-m", "ldp_audit.cli"]
 
 
@@ -90,7 +99,10 @@ def test_watchdog_ends_a_process_that_does_not_stop(tmp_path: Path, sig: int, co
         )
     marker = tmp_path / "ready"
     p = subprocess.Popen(
-        [sys.executable, "-c", src, str(marker)], stderr=subprocess.PIPE, text=True
+        [sys.executable, "-c", src, str(marker)],
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_default_sigint,
     )
     _started(p, marker)
     rc, dt = _wait_exit(p, sig)
@@ -104,7 +116,10 @@ def test_second_signal_ends_at_once(tmp_path: Path) -> None:
     src = _SWALLOW.replace("grace=1.0", "grace=8.0")
     marker = tmp_path / "ready"
     p = subprocess.Popen(
-        [sys.executable, "-c", src, str(marker)], stderr=subprocess.PIPE, text=True
+        [sys.executable, "-c", src, str(marker)],
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_default_sigint,
     )
     _started(p, marker)
     p.send_signal(signal.SIGTERM)
@@ -130,7 +145,13 @@ def _run_and_signal(tmp_path: Path, name: str, sig: int) -> tuple[int, float, st
     argv = [a.format(run=run) for a in _COMMANDS[name]]
     trace = tmp_path / "signal-trace"
     env = {**os.environ, "LDP_AUDIT_PROGRESS": "never", "LDP_AUDIT_SIGNAL_TRACE": str(trace)}
-    p = subprocess.Popen([*LDP_AUDIT, *argv], stderr=subprocess.PIPE, text=True, env=env)
+    p = subprocess.Popen(
+        [*LDP_AUDIT, *argv],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        preexec_fn=_default_sigint,
+    )
     _started(p, run / "config.json")
     time.sleep(1.0)  # inside the training loop
     rc, dt = _wait_exit(p, sig, trace)

@@ -132,7 +132,10 @@ def main(argv: list[str] | None = None, *, watchdog: bool | None = None) -> int:
                 raise KeyboardInterrupt()
 
             old_term = signal.signal(signal.SIGTERM, _term)
-            old_int = signal.signal(signal.SIGINT, _int)
+            # a command started with SIGINT ignored (a background job of a non-interactive
+            # shell, nohup) keeps ignoring it, as Python itself does
+            if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+                old_int = signal.signal(signal.SIGINT, _int)
         else:
             dog = None
             old_term = signal.signal(signal.SIGTERM, _on_sigterm)
