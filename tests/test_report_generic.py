@@ -200,6 +200,10 @@ def test_cli_report_generic_run_with_extra_and_refused_outputs(
         err = capsys.readouterr().err
         assert err.startswith("ldp-audit: error: --out") and "Traceback" not in err
     assert {p.name: p.read_bytes() for p in run.iterdir()} == before
+    # an existing report folder is refused without suggesting --resume (report has none)
+    assert main(["report", str(run), "-o", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "already exists and is not empty" in err and "--resume" not in err
     # an existing report is replaced only with --overwrite
     assert main(["report", str(run), "-o", str(tmp_path / "o")]) == 2
     assert "already exists and is not empty" in capsys.readouterr().err

@@ -78,6 +78,9 @@ def _put_back(new: dict[str, Any]) -> dict[str, Any]:
     for key in ("charges_compared", "undercharged_agents", "undercharged_examples"):
         new["ledger"].pop(key)
     assert new["ledger"].pop("overcharged_agents") >= 0
+    # added after the move (issue 30): each audit's resolution
+    for r in new.get("audits", {}).get("results", []):
+        r.pop("resolution_probability")
     # (its sentence appears only where the ledger's histories were read: not these fixtures')
     for t in [t for t in new["verdict"]["verified"] if t.startswith("Per agent, the ledger")]:
         new["verdict"]["verified"].remove(t)

@@ -127,7 +127,7 @@ def check_report_out(
                 f"{name} {str(out)!r} holds the input {str(i)!r}; a report never writes over "
                 "what it reads: choose another folder"
             )
-    return check_new_dir(out, name=name, overwrite=overwrite)
+    return check_new_dir(out, name=name, overwrite=overwrite, can_resume=False)
 
 
 def _budget(run: RunData) -> float | None:

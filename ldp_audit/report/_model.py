@@ -465,6 +465,7 @@ def _audit_section(run: RunData) -> dict[str, Any]:
                 "samples": e.get("samples"),
                 "selection_samples": e.get("selection_samples"),
                 "max_refutable_epsilon": _num(e.get("max_refutable_epsilon")),
+                "resolution_probability": _num(e.get("resolution_probability")),
                 "seconds": _num(e.get("seconds")),
                 "violation": viol,
                 "leak": leak,

@@ -245,6 +245,7 @@ def _tables(m: dict[str, Any]) -> dict[str, tuple[list[str], list[list[Any]]]]:
                     v["epsilon_lower_bound"],
                     r["confidence"],
                     _samples_cell(r),
+                    _resolution_cell(r),
                     "VIOLATION" if v["violation"] else "no violation found",
                     _witness(v["witness"]),
                 ]
@@ -258,6 +259,7 @@ def _tables(m: dict[str, Any]) -> dict[str, tuple[list[str], list[list[Any]]]]:
             "empirical lower bound",
             "confidence",
             "samples per input",
+            "resolution (what this size could show)",
             "verdict",
             "witness",
         ],
@@ -308,6 +310,18 @@ _CLAIM_LABELS = {
     "agents": "agents charged",
     "max_spent_epsilon": "largest epsilon an agent spent",
 }
+
+
+def _resolution_cell(r: dict[str, Any]) -> Any:
+    """The largest epsilon this audit could have refuted and the smallest event probability
+    (under the second input) it could resolve, where the audit recorded them (issue 30)."""
+    eps, p = r.get("max_refutable_epsilon"), r.get("resolution_probability")
+    parts = []
+    if isinstance(eps, (int, float)):
+        parts.append(f"epsilon up to {eps:.3g}")
+    if isinstance(p, (int, float)):
+        parts.append(f"events of probability >= {p:.2g}")
+    return "; ".join(parts) if parts else "not recorded"
 
 
 def _samples_cell(r: dict[str, Any]) -> Any:
