@@ -898,28 +898,54 @@ def score_run_dir(
     consistent[:] = True
     np.logical_and.at(consistent, inv, np.isclose(truth_rows, first[inv]))
     correct = int(np.sum(np.isclose(prediction["guess"], truth)))
-    T = int(prediction["reports_per_group"].max())
-
-    class _Mech:  # carries the epsilon / config of the attacked run
-        epsilon = prediction["epsilon"]
-
-        def to_config(self) -> dict[str, Any]:
-            return prediction["mechanism"]
-
-    return _result(
-        attack="dynamics-transcript",
-        mechanism=_Mech(),
-        T=T,
-        k=len(prediction["candidates"]),
+    return _prediction_result(
+        "dynamics-transcript",
+        prediction,
         n=G,
         correct=correct,
         confidence=confidence,
-        seconds=time.perf_counter() - t0,
+        t0=t0,
         extra={
             "groups_with_one_gravity": int(consistent.sum()),
             "reports_per_group_min": int(prediction["reports_per_group"].min()),
             "candidates": prediction["candidates"],
         },
+    )
+
+
+class _RunMechanism:
+    """The attacked run's mechanism as a result records it: its epsilon and its config."""
+
+    def __init__(self, prediction: dict[str, Any]) -> None:
+        self.epsilon = prediction["epsilon"]
+        self._config = prediction["mechanism"]
+
+    def to_config(self) -> dict[str, Any]:
+        return self._config
+
+
+def _prediction_result(
+    attack: str,
+    prediction: dict[str, Any],
+    *,
+    n: int,
+    correct: int,
+    confidence: float,
+    t0: float,
+    extra: dict[str, Any],
+) -> Any:
+    """Score a run's predictions (``n`` groups, ``correct`` right): k candidates, T reports per
+    group at most, the ceiling the run's epsilon allows."""
+    return _result(
+        attack=attack,
+        mechanism=_RunMechanism(prediction),
+        T=int(prediction["reports_per_group"].max()),
+        k=len(prediction["candidates"]),
+        n=n,
+        correct=correct,
+        confidence=confidence,
+        seconds=time.perf_counter() - t0,
+        extra=extra,
     )
 
 
@@ -1161,23 +1187,13 @@ def score_private_param_run(
     truth = np.full(G, np.nan)
     truth[inv] = truth_rows
     correct = int(np.sum(np.isclose(prediction["guess"], truth, rtol=0.0, atol=0.0)))
-    T = int(prediction["reports_per_group"].max())
-
-    class _Mech:  # carries the epsilon / config of the attacked run
-        epsilon = prediction["epsilon"]
-
-        def to_config(self) -> dict[str, Any]:
-            return prediction["mechanism"]
-
-    return _result(
-        attack="dynamics-private-parameter",
-        mechanism=_Mech(),
-        T=T,
-        k=len(prediction["candidates"]),
+    return _prediction_result(
+        "dynamics-private-parameter",
+        prediction,
         n=G,
         correct=correct,
         confidence=confidence,
-        seconds=time.perf_counter() - t0,
+        t0=t0,
         extra={
             "parameter": prediction["parameter"],
             "env_id": prediction["env_id"],
