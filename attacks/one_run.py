@@ -91,6 +91,7 @@ __all__ = [
     "canary_scores",
     "audit_run",
     "one_run_result_class",
+    "one_run_result",
     "score_run_from_args",
     "independence_test",
     "noise_test",
@@ -609,6 +610,47 @@ def canary_scores(run_dir: str | Path, setting: str = "white-box") -> np.ndarray
     raise RunDirectoryError(f"{run_dir}/transcript.npz holds no released updates to score")
 
 
+def one_run_result(
+    *,
+    attack: str,
+    mechanism: Any,
+    epsilon: float,
+    canaries: int,
+    one: dict[str, Any],
+    membership: dict[str, Any],
+    confidence: float,
+    seconds: float,
+    extra: dict[str, Any],
+) -> Any:
+    """A one-run audit's result from its Steinke guesses (``one``: guesses, correct, the
+    (eps, delta) lower bound) and membership metrics: a two-way guess per canary against the
+    ceiling ``1 / (1 + e^-epsilon)`` the claim allows. Shared with :mod:`ldp_audit.opacus`."""
+    from ldp_audit.attacks.scoring import accuracy_interval
+
+    r, v = one["guesses"], one["correct"]
+    return one_run_result_class()(
+        attack=attack,
+        mechanism=mechanism,
+        epsilon=epsilon,
+        reports_per_agent=1,
+        k=2,
+        n=canaries,
+        correct=v,
+        accuracy=v / r if r else float("nan"),
+        accuracy_ci=accuracy_interval(v, r, confidence) if r else (0.0, 1.0),
+        ceiling=1.0 if math.isinf(epsilon) else 1.0 / (1.0 + math.exp(-epsilon)),
+        composed_epsilon=epsilon,
+        epsilon_lower_bound=float(one["epsilon_lower_bound"]),
+        confidence=confidence,
+        chance=0.5,
+        auc=membership["auc"],
+        tpr_at_fpr=membership["tpr_at_fpr"],
+        advantage=membership["advantage"],
+        seconds=seconds,
+        extra=extra,
+    )
+
+
 def one_run_result_class() -> Any:
     """The result type of a one-run audit (built on first use so importing this module does not
     import the scoring classes); shared with :mod:`ldp_audit.opacus`."""
@@ -656,7 +698,6 @@ def audit_run(
     probability at most ``1 - confidence``.
     """
     from ldp_audit.attacks.membership import membership_metrics
-    from ldp_audit.attacks.scoring import accuracy_interval
     from ldp_audit.rundir import read_npz
     from ldp_audit.training.dprl import canary_directions
 
@@ -686,7 +727,7 @@ def audit_run(
     priv = met.get("privacy", {})
     eps_ub = priv.get("epsilon", math.inf)
     eps_ub = math.inf if eps_ub in ("inf", None) else float(eps_ub)
-    r, v = one["guesses"], one["correct"]
+    r = one["guesses"]
     flagged = []
     if one["epsilon_lower_bound"] > eps_ub * (1.0 + 1e-12):
         flagged.append("steinke")
@@ -712,25 +753,14 @@ def audit_run(
         )
         if mech["rejected"]:
             flagged.append("mechanism")
-    cls = one_run_result_class()
-    return cls(
+    return one_run_result(
         attack=f"one-run-{setting}",
         mechanism=cfg.mechanism_config(),
         epsilon=eps_ub,
-        reports_per_agent=1,
-        k=2,
-        n=int(cfg.canaries),
-        correct=v,
-        accuracy=v / r if r else float("nan"),
-        accuracy_ci=accuracy_interval(v, r, confidence) if r else (0.0, 1.0),
-        ceiling=1.0 if math.isinf(eps_ub) else 1.0 / (1.0 + math.exp(-eps_ub)),
-        composed_epsilon=eps_ub,
-        epsilon_lower_bound=float(one["epsilon_lower_bound"]),
+        canaries=int(cfg.canaries),
+        one=one,
+        membership=mm,
         confidence=confidence,
-        chance=0.5,
-        auc=mm["auc"],
-        tpr_at_fpr=mm["tpr_at_fpr"],
-        advantage=mm["advantage"],
         seconds=time.perf_counter() - t0,
         extra={
             "setting": setting,

@@ -832,7 +832,6 @@ def audit_run(run_dir: Any, *, setting: str = "white-box", confidence: float = 0
     from ldp_audit._validation import check_probability
     from ldp_audit.attacks import one_run as O  # noqa: N812
     from ldp_audit.attacks.membership import membership_metrics
-    from ldp_audit.attacks.scoring import accuracy_interval
     from ldp_audit.rundir import read_npz
 
     if setting not in ("white-box", "black-box"):
@@ -922,9 +921,8 @@ def audit_run(run_dir: Any, *, setting: str = "white-box", confidence: float = 0
                                                            "tpr_at_fpr": {}}  # fmt: skip
     ceiling_eps = O.steinke_ceiling(m, delta=delta, beta=beta / len(O.FRACTIONS))
     need = O.canaries_to_refute(eps_ub, delta=delta, beta=beta / len(O.FRACTIONS))
-    r, v = one["guesses"], one["correct"]
-    cls = O.one_run_result_class()
-    return cls(
+    r = one["guesses"]
+    return O.one_run_result(
         attack=f"one-run-{setting}",
         mechanism={
             "name": "dp-sgd",
@@ -934,20 +932,10 @@ def audit_run(run_dir: Any, *, setting: str = "white-box", confidence: float = 0
             },
         },  # fmt: skip
         epsilon=eps_ub,
-        reports_per_agent=1,
-        k=2,
-        n=m,
-        correct=v,
-        accuracy=v / r if r else float("nan"),
-        accuracy_ci=accuracy_interval(v, r, confidence) if r else (0.0, 1.0),
-        ceiling=1.0 if math.isinf(eps_ub) else 1.0 / (1.0 + math.exp(-eps_ub)),
-        composed_epsilon=eps_ub,
-        epsilon_lower_bound=float(one["epsilon_lower_bound"]),
+        canaries=m,
+        one=one,
+        membership=mm,
         confidence=confidence,
-        chance=0.5,
-        auc=mm["auc"],
-        tpr_at_fpr=mm["tpr_at_fpr"],
-        advantage=mm["advantage"],
         seconds=time.perf_counter() - t0,
         extra={
             "setting": setting,
