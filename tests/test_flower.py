@@ -90,6 +90,14 @@ def test_transcript_layout_and_replay(flower_run):
     np.testing.assert_array_equal(g, np.array([a.gravity for a in AGENTS])[tr["agent"]])
 
 
+def test_summary_says_where_the_run_is_and_what_it_spent(flower_run):
+    base, run, _ = flower_run
+    text = F.summary(run, base / "ledgers")
+    assert f"Flower run {run} (complete): 3 agents submitted 9 reports over 3 rounds" in text
+    assert "epsilon 2.0 per report, 6.0 per agent" in text
+    assert "spent (server's ledger): 6.0" in text and f"ldp-audit report {run}" in text
+
+
 def test_each_agent_charged_its_own_ledger(flower_run):
     from ldp_audit.accountant import Accountant, Ledger
 

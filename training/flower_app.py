@@ -56,6 +56,7 @@ __all__ = [
     "make_client_app",
     "make_server_app",
     "run_simulation",
+    "summary",
     "write_app_project",
 ]
 
@@ -672,6 +673,33 @@ def run_simulation(
     return run_dir
 
 
+def summary(run_dir: str | Path, ledger_dir: str | Path | None = None) -> str:
+    """Where a Flower run is and what it spent, in a few lines (from its manifest and metrics):
+    what the simulation's own output (Flower's log) does not say."""
+    from ldp_audit.rundir import read_manifest
+    from ldp_audit.training.run_dir import read_metrics
+
+    run_dir = Path(run_dir)
+    man = read_manifest(run_dir) or {}
+    m = read_metrics(run_dir)
+    priv = m.get("privacy", {})
+    n = int(sum(m.get("submissions", [0])))
+    agents = int(m.get("agents", priv.get("agents", 0)))
+    lines = [
+        f"Flower run {run_dir} ({man.get('status', 'status not recorded')}): {agents} "
+        f"{'agent' if agents == 1 else 'agents'} submitted {n} "
+        f"{'report' if n == 1 else 'reports'} over {m.get('rounds', '?')} rounds; "
+        f"{len(m.get('rejected', []))} replies refused.",
+        f"Privacy: epsilon {priv.get('epsilon_per_submission')} per report, "
+        f"{priv.get('epsilon_total')} per agent; the most any agent spent (server's ledger): "
+        f"{priv.get('max_spent_epsilon')}.",
+    ]
+    if ledger_dir is not None:
+        lines.append(f"Each agent's own ledger: {ledger_dir}/agent-<id>.sqlite.")
+    lines.append(f"Next: ldp-audit attack dynamics --run-dir {run_dir}; ldp-audit report {run_dir}")
+    return "\n".join(lines)
+
+
 # ==============================================================================================
 # Command line
 # ==============================================================================================
@@ -730,10 +758,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LdpAuditError as exc:
         print(f"flower_app: error: {exc}", file=sys.stderr)
         return 2
-    print(
-        f"wrote {run} (attack: ldp-audit attack dynamics --run-dir {run}; "
-        f"report: ldp-audit report {run})"
-    )
+    print(summary(run, a.ledger_dir or f"{str(a.out).rstrip('/')}-agents"))
     return 0
 
 
