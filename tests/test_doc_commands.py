@@ -237,8 +237,10 @@ def shell_script(item: Item, tmp: Path, bindir: Path) -> str:
     """One bash script: each command, then a check of its exit status."""
     lines = ["set +e"]
     for cmd, code in split_commands(item.code, console=item.first.lang == "console"):
-        cmd = cmd.replace(".venv/bin/", f"{bindir}/")
+        # /tmp/ first: the venv itself may live under /tmp/ (a clone there), and its path must
+        # not be mapped
         cmd = re.sub(r"(?<![\w.])/tmp/", f"{tmp}/", cmd)
+        cmd = cmd.replace(".venv/bin/", f"{bindir}/")
         shown = cmd.replace("'", "'\\''")
         lines += [
             cmd,
