@@ -412,3 +412,11 @@ def test_every_correct_oracle_passes_a_full_audit(eps):
         r = _audit(o, 200_000, seed=1)
         assert not r.violation, o
         assert r.epsilon_lower_bound >= 0.5 * o.epsilon, (o, r.epsilon_lower_bound)
+
+
+def test_the_encoding_bases_are_abstract() -> None:
+    from ldp_audit.mechanisms.rappor import _RapporBase
+    from ldp_audit.mechanisms.unary import _UnaryEncoding
+
+    for base in (_UnaryEncoding, _RapporBase):
+        assert "bit_probabilities" in base.__abstractmethods__

@@ -332,3 +332,10 @@ def test_attack_ceiling_composes_an_agents_reports(tmp_path) -> None:
     assert pred["reports_per_group"].sum() == 8 and pred["reports_per_group"].max() == 2
     assert res.n == len(pred["reports_per_group"])
     assert res.ceiling == pytest.approx(accuracy_ceiling(1.0, 3, 2))
+
+
+def test_a_param_env_without_set_param_is_refused_at_definition() -> None:
+    from ldp_audit.training.gym_envs import ParamVectorEnv
+
+    with pytest.raises(TypeError, match="must define set_param"):
+        type("NoParam", (ParamVectorEnv,), {})

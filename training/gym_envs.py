@@ -6,7 +6,7 @@ its own copy of one Gymnasium environment that differs from the others by one at
 This module validates such a parameter (:func:`check_private_param`) and builds the batch
 (:func:`make_param_vector_env`), a :class:`gymnasium.vector.VectorEnv` with no hidden
 auto-reset (Gymnasium's ``AutoresetMode.DISABLED``: the caller resets the rows it chooses, with
-the seeds it chooses) plus :meth:`ParamVectorEnv.set_param` to give each row its value:
+the seeds it chooses) plus ``set_param(rows, values)`` (each subclass defines it) to give each row its value:
 
 - Acrobot-v1 and MountainCar-v0 (Gymnasium's own classes, made without keyword arguments):
   their equations of motion written once over all rows in NumPy (:class:`AcrobotParamVectorEnv`,
@@ -330,9 +330,10 @@ class ParamVectorEnv(_vector_base()):  # type: ignore[misc]
 
     param: str
 
-    def set_param(self, rows: np.ndarray, values: np.ndarray) -> None:
-        """Set the private parameter of ``rows`` to ``values``."""
-        raise NotImplementedError
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "set_param" not in cls.__dict__:  # every concrete env says how its rows take values
+            raise TypeError(f"{cls.__name__} must define set_param(rows, values)")
 
 
 def _setup_spaces(env: Any, single: Any, n: int) -> None:

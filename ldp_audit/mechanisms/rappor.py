@@ -25,6 +25,7 @@ unary encoding with p = 1 - f/2, q = f/2.
 
 from __future__ import annotations
 
+import abc
 import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -104,9 +105,9 @@ class _RapporBase(FrequencyOracle):
         return out
 
     @property
+    @abc.abstractmethod
     def bit_probabilities(self) -> tuple[float, float]:
         """(q*, p*): P(report bit = 1 | the item's bit) and P(report bit = 1 | another bit)."""
-        raise NotImplementedError  # pragma: no cover
 
     @property
     def support_probabilities(self) -> tuple[float, float]:

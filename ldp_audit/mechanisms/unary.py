@@ -14,6 +14,7 @@ at most ``ln(p (1 - q) / ((1 - p) q)) = epsilon`` (reached when y_v = 1 and y_v'
 
 from __future__ import annotations
 
+import abc
 import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -47,9 +48,9 @@ class _UnaryEncoding(FrequencyOracle):
         object.__setattr__(self, "k", check_int(self.k, "k", minimum=2, maximum=MAX_UNARY_K))
 
     @property
+    @abc.abstractmethod
     def bit_probabilities(self) -> tuple[float, float]:
         """(p, q): P(bit = 1 | the item's bit is 1) and P(bit = 1 | it is 0)."""
-        raise NotImplementedError  # pragma: no cover - defined by the subclasses
 
     @property
     def support_probabilities(self) -> tuple[float, float]:
