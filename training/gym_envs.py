@@ -6,7 +6,8 @@ its own copy of one Gymnasium environment that differs from the others by one at
 This module validates such a parameter (:func:`check_private_param`) and builds the batch
 (:func:`make_param_vector_env`), a :class:`gymnasium.vector.VectorEnv` with no hidden
 auto-reset (Gymnasium's ``AutoresetMode.DISABLED``: the caller resets the rows it chooses, with
-the seeds it chooses) plus ``set_param(rows, values)`` (each subclass defines it) to give each row its value:
+the seeds it chooses) plus ``set_param(rows, values)`` (each subclass defines it) to give each
+row its value:
 
 - Acrobot-v1 and MountainCar-v0 (Gymnasium's own classes, made without keyword arguments):
   their equations of motion written once over all rows in NumPy (:class:`AcrobotParamVectorEnv`,
