@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -98,9 +99,11 @@ class DemoResult:
         return self.verdict == "violation"
 
 
-def _stage(bar: Any, name: str) -> None:
+def _stage(bar: Any, name: str, on_stage: Callable[[str], None] | None = None) -> None:
     if bar is not None:
         bar.set_description(name)
+    if on_stage is not None:
+        on_stage(name)
 
 
 def _check_seed(seed: Any) -> int:
@@ -182,6 +185,7 @@ def run_demo(
     report_dir: str | Path | None = None,
     progress: bool = False,
     overwrite: bool = False,
+    on_stage: Callable[[str], None] | None = None,
 ) -> DemoResult:
     """Train, audit, attack and report, end to end.
 
@@ -195,6 +199,9 @@ def run_demo(
             (or an earlier report with ``overwrite=True``).
         progress: tqdm progress bars on stderr.
         overwrite: replace an earlier run (and report) at these paths.
+        on_stage: called with a one-line description as each of the four stages starts
+            (the CLI prints it on stderr when no progress bar is drawn: one quiet line per
+            stage in a log).
 
     Returns:
         The run directory, the report's paths and per-stage wall-clock seconds.
@@ -207,6 +214,8 @@ def run_demo(
         raise InvalidParameterError(f"settings must be a DemoSettings, got {type(s).__name__}")
     if not isinstance(overwrite, bool):
         raise InvalidParameterError(f"overwrite must be a bool, got {overwrite!r}")
+    if on_stage is not None and not callable(on_stage):
+        raise InvalidParameterError(f"on_stage must be callable or None, got {on_stage!r}")
     if out_dir is None:
         out_dir = default_demo_dir()
     run_dir = Path(out_dir)
@@ -231,7 +240,7 @@ def run_demo(
     seconds: dict[str, float] = {}
     try:
         t = time.perf_counter()
-        _stage(bar, "demo: training PGC-A3C")
+        _stage(bar, "demo: training PGC-A3C", on_stage)
         from ldp_audit.training.pgc_a3c import PgcA3cConfig, train
 
         cfg = PgcA3cConfig(
@@ -253,21 +262,21 @@ def run_demo(
             bar.update(1)
 
         t = time.perf_counter()
-        _stage(bar, "demo: auditing the mechanism")
+        _stage(bar, "demo: auditing the mechanism", on_stage)
         _audit(run_dir, s, np.random.default_rng(audit_ss), progress)
         seconds["audit"] = time.perf_counter() - t
         if bar is not None:
             bar.update(1)
 
         t = time.perf_counter()
-        _stage(bar, "demo: attacking the transcript")
+        _stage(bar, "demo: attacking the transcript", on_stage)
         _attack(run_dir, s, int(attack_ss.generate_state(1)[0]), progress)
         seconds["attack"] = time.perf_counter() - t
         if bar is not None:
             bar.update(1)
 
         t = time.perf_counter()
-        _stage(bar, "demo: writing the report")
+        _stage(bar, "demo: writing the report", on_stage)
         from ldp_audit.report import build_report
 
         report = build_report(run_dir)

@@ -493,6 +493,14 @@ def test_demo_json_and_exit_code_follow_the_verdict(
     out = tmp_path / "demo"
     code, stdout, err = run_cli(["demo", "--out", str(out), "--no-progress", "--json"], capsys)
     assert "Traceback" not in err
+    # no bar without a terminal: one quiet line per stage on stderr, in order (issue 31)
+    stages = [ln for ln in err.splitlines() if ln.startswith("demo: ")]
+    assert stages == [
+        "demo: training PGC-A3C ...",
+        "demo: auditing the mechanism ...",
+        "demo: attacking the transcript ...",
+        "demo: writing the report ...",
+    ]
     res = json.loads(stdout)  # paths are strings: no PosixPath crash
     assert all(isinstance(res[k], str) for k in ("html", "markdown", "json", "run_dir"))
     report = json.loads(Path(res["json"]).read_text())

@@ -193,6 +193,10 @@ def _report(args: argparse.Namespace) -> int:
     return 1 if verdict["status"] == "violation" else 0
 
 
+def _stage_line(name: str) -> None:
+    print(f"{name} ...", file=sys.stderr, flush=True)
+
+
 def _demo(args: argparse.Namespace) -> int:
     from ldp_audit.demo import run_demo
     from ldp_audit.report import check_report_out
@@ -212,12 +216,15 @@ def _demo(args: argparse.Namespace) -> int:
             args.report_dir, overwrite=args.overwrite, inputs=inputs, name="--report-dir"
         )
         check_creatable(args.report_dir, "--report-dir")
+    bars = show_progress(args)
     res = run_demo(
         args.out,
         seed=args.seed,
         report_dir=args.report_dir,
-        progress=show_progress(args),
+        progress=bars,
         overwrite=args.overwrite,
+        # no bar (a log, a pipe, --no-progress): one quiet line per stage on stderr instead
+        on_stage=None if bars else _stage_line,
     )
     if args.screenshot:
         _screenshot(res.report)
