@@ -19,7 +19,8 @@ happens to it:
 Mechanical substitutions in shell commands, nothing else: ``ldp-audit``, ``python`` and ``pip``
 resolve to the running interpreter's environment (its bin folder is put first on ``PATH``), a
 literal ``.venv/bin/`` is replaced by that bin folder, and an absolute ``/tmp/`` becomes the
-test's temporary folder (so ``--out /tmp/r/run`` writes under pytest's ``tmp_path``). Python
+test's temporary folder (so ``--out /tmp/r/run`` writes under pytest's ``tmp_path``), and a
+path starting ``benchmarks/`` or ``scripts/`` names the repository's folder of that name. Python
 blocks get the same ``PATH``; their relative paths (``runs/x``) land in the temporary folder.
 
 Markers: an HTML comment just before a fence (blank lines and other HTML comments may come
@@ -241,6 +242,8 @@ def shell_script(item: Item, tmp: Path, bindir: Path) -> str:
         # not be mapped
         cmd = re.sub(r"(?<![\w.])/tmp/", f"{tmp}/", cmd)
         cmd = cmd.replace(".venv/bin/", f"{bindir}/")
+        # the repository's measurement scripts, named from the repository root in the docs
+        cmd = re.sub(r"(?<![\w./-])(benchmarks|scripts)/", lambda m: f"{ROOT}/{m.group(1)}/", cmd)
         shown = cmd.replace("'", "'\\''")
         lines += [
             cmd,
