@@ -44,12 +44,12 @@ from scipy.spatial.distance import cdist
 from scipy.special import logsumexp
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 
-from ldp_audit._validation import check_batch, check_probability, check_rng
 from ldp_audit.attacks.scoring import (
     AttackResult,
     composed_epsilon,
 )
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
+from ldp_audit.validation import check_batch, check_probability, check_rng
 
 __all__ = [
     "GRAVITIES",

@@ -44,7 +44,6 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit._validation import check_probability, check_rng
 from ldp_audit.attacks.dynamics import (
     GRAVITIES,
     Simulator,
@@ -63,6 +62,7 @@ from ldp_audit.attacks.scoring import (
 )
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 from ldp_audit.stats import clopper_pearson_lower
+from ldp_audit.validation import check_probability, check_rng
 
 __all__ = [
     "FixedThetaTrainer",

@@ -28,7 +28,6 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit._validation import check_epsilon, check_probability
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.stats import (
     clopper_pearson_interval,
@@ -36,6 +35,7 @@ from ldp_audit.stats import (
     epsilon_from_tpr_fpr,
     epsilon_lower_bound_from_tpr_fpr_counts,
 )
+from ldp_audit.validation import check_epsilon, check_probability
 
 __all__ = [
     "AttackResult",

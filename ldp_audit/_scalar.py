@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit._validation import check_real, check_rng
 from ldp_audit.errors import InvalidParameterError, LdpAuditError, UserCodeError
+from ldp_audit.validation import check_real, check_rng
 
 __all__ = ["ScalarMechanism", "from_scalar"]
 

@@ -50,6 +50,9 @@ __all__ = [
     "grid_runs",
     "backend_options",
     "describe_spec",
+    "init_ray",
+    "ProgressSink",
+    "WorkProgress",
 ]
 
 T = TypeVar("T")
@@ -260,8 +263,9 @@ def _call(fn: Callable[[T], R], item: T) -> R:
     return fn(item)
 
 
-def _init_ray(address: str | None, workers: int | None) -> Any:
-    """``ray.init`` once: on ``address`` (a cluster) or here with ``workers`` CPUs."""
+def init_ray(address: str | None, workers: int | None) -> Any:
+    """``ray.init`` once: on ``address`` (a cluster) or here with ``workers`` CPUs; returns the
+    ``ray`` module (:class:`~ldp_audit.errors.InvalidParameterError` if Ray is not installed)."""
     ray = _import_ray()
     if not ray.is_initialized():
         kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
@@ -283,7 +287,7 @@ def _run_ray(
     max_retries: int,
     poll: Callable[[], None] | None = None,
 ) -> list[R]:
-    ray = _init_ray(address, workers)
+    ray = init_ray(address, workers)
     remote = ray.remote(max_retries=max_retries, retry_exceptions=False)(_call)
     fn_ref = ray.put(fn)  # any picklable callable (a partial too), shipped once
     refs = [remote.remote(fn_ref, item) for item in items]
@@ -420,7 +424,7 @@ def train_runs(
     )
 
 
-class _Sink:
+class ProgressSink:
     """Progress of a task in another process: ``update(k)`` counts are batched and put on
     ``queue`` (a multiprocessing-manager or Ray queue) at most every 0.25 s; ``flush()`` at the
     end. Best effort: a lost message never fails the task."""
@@ -446,10 +450,13 @@ class _Sink:
         self.last = time.monotonic() if now is None else now
 
 
-class _WorkProgress:
+class WorkProgress:
     """A tqdm bar on stderr in units of work (e.g. submissions) fed by tasks anywhere: in this
-    process the tasks call the bar itself; in a local pool or on Ray they call a :class:`_Sink`
-    whose messages :meth:`poll` (called by :func:`run_tasks` while it waits) moves to the bar."""
+    process the tasks call the bar itself; in a local pool or on Ray they call a
+    :class:`ProgressSink` whose messages :meth:`poll` (called by :func:`run_tasks` while it
+    waits) moves to the bar. A trainer that spreads its own tasks uses the pair the way
+    :func:`grid_runs` does: ``meter = WorkProgress(total, "desc", where)``, pass
+    ``meter.sink`` to each task, call ``meter.close()`` at the end."""
 
     def __init__(self, total: int, desc: str, where: str, unit: str = "sub") -> None:
         from tqdm.auto import tqdm
@@ -469,7 +476,7 @@ class _WorkProgress:
 
             self._manager = mp.get_context("spawn").Manager()
             self.queue = self._manager.Queue()
-        self.sink = _Sink(self.queue)
+        self.sink = ProgressSink(self.queue)
 
     def poll(self) -> None:
         if self.queue is None:
@@ -495,6 +502,12 @@ class _WorkProgress:
                     pass
 
 
+# former private names (kept for callers written against them)
+_init_ray = init_ray
+_Sink = ProgressSink
+_WorkProgress = WorkProgress
+
+
 def _grid_chunk(train_grid: Callable[..., list[R]], chunk: tuple[Any, ...]) -> list[R]:
     cfgs, seeds, dirs, *rest = chunk
     sink = rest[0] if rest else None
@@ -504,7 +517,7 @@ def _grid_chunk(train_grid: Callable[..., list[R]], chunk: tuple[Any, ...]) -> l
     if any(d is not None for d in dirs):
         kwargs["run_dirs"] = [None if d is None else fresh_run_dir(d) for d in dirs]
     out = train_grid(list(cfgs), **kwargs)
-    if isinstance(sink, _Sink):
+    if isinstance(sink, ProgressSink):
         sink.flush()
     return out
 
@@ -569,9 +582,9 @@ def grid_runs(
         pooled = backend == "local" and workers is not None and workers > 1 and chunks > 1
         where = "ray" if backend == "ray" else ("pool" if pooled else "here")
         if where == "ray":
-            _init_ray(address, workers)  # the progress queue is a Ray actor
+            init_ray(address, workers)  # the progress queue is a Ray actor
         total = int(sum(int(work(c)) for c in configs))
-        meter = _WorkProgress(total, progress if isinstance(progress, str) else "grid", where)
+        meter = WorkProgress(total, progress if isinstance(progress, str) else "grid", where)
     tasks = [
         (
             tuple(configs[i] for i in idx),

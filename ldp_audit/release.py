@@ -34,8 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit._validation import check_real
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.validation import check_real
 
 __all__ = [
     "SealedRelease",

@@ -129,10 +129,10 @@ class Run:
         budget: float | None = None,
         overwrite: bool = False,
     ) -> None:
-        from ldp_audit._validation import check_bool, check_positive
         from ldp_audit.accountant.accountant import Accountant
         from ldp_audit.release import Transcript
         from ldp_audit.rundir import RunWriter, check_new_dir, to_jsonable
+        from ldp_audit.validation import check_bool, check_positive
 
         check_bool(overwrite, "overwrite")
         if not hasattr(mechanism, "privatize") or not hasattr(mechanism, "to_config"):

@@ -38,9 +38,9 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit._validation import check_bool, check_probability
 from ldp_audit.errors import InvalidParameterError, LdpAuditError
 from ldp_audit.stats import epsilon_lower_bound_from_counts
+from ldp_audit.validation import check_bool, check_probability
 
 __all__ = ["CheckResult", "MechanismCheckReport", "MechanismCheckError", "check_mechanism"]
 

@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from ldp_audit._validation import (
+from ldp_audit.errors import InvalidParameterError
+from ldp_audit.validation import (
     check_batch,
     check_bool,
     check_epsilon,
@@ -16,7 +17,6 @@ from ldp_audit._validation import (
     check_probability,
     check_rng,
 )
-from ldp_audit.errors import InvalidParameterError
 
 
 @pytest.mark.parametrize("bad", [0, -1.0, math.nan, math.inf, -math.inf, "abc", None])

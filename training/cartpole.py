@@ -25,8 +25,8 @@ import numpy as np
 from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
 from gymnasium.spaces import MultiDiscrete
 
-from ldp_audit._validation import check_rng
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.validation import check_rng
 
 __all__ = ["PAPER_GRAVITIES", "INIT_LOW", "INIT_HIGH", "PrivateGravityCartPole", "initial_states"]
 

@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 
 from ldp_audit import stats
-from ldp_audit._validation import check_rng
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.validation import check_rng
 
 __all__ = [
     "TARGET_SCORE",

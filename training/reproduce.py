@@ -356,9 +356,9 @@ def engine_grid(
     if chunks is None:
         chunks = workers or 1
         if backend == "ray" and (address is not None or workers is None):
-            from ldp_audit.backends import _init_ray
+            from ldp_audit.backends import init_ray
 
-            ray = _init_ray(address, workers)  # InvalidParameterError if Ray is missing
+            ray = init_ray(address, workers)  # InvalidParameterError if Ray is missing
             chunks = max(1, int(ray.cluster_resources().get("CPU", 1)))
     if engine not in ENGINES:
         raise InvalidParameterError(f"engine must be one of {ENGINES}, got {engine!r}")

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from ldp_audit._validation import check_epsilon, check_positive, check_probability
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.validation import check_epsilon, check_positive, check_probability
 
 __all__ = [
     "DpEvent",

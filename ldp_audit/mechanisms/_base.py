@@ -11,12 +11,12 @@ from typing import Any, ClassVar
 import numpy as np
 from scipy import special
 
-from ldp_audit._validation import (
+from ldp_audit.errors import InvalidParameterError
+from ldp_audit.validation import (
     check_batch,
     check_epsilon,
     check_real,
 )
-from ldp_audit.errors import InvalidParameterError
 
 _SQRT3 = math.sqrt(3.0)
 

@@ -7,10 +7,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ldp_audit._validation import (
-    check_batch,
-    check_rng,
-)
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.mechanisms._base import (
     Mechanism,
@@ -19,6 +15,10 @@ from ldp_audit.mechanisms._base import (
     _bitflip_prob_plus,
     _check_dim,
     _private_epsilon,
+)
+from ldp_audit.validation import (
+    check_batch,
+    check_rng,
 )
 
 

@@ -35,9 +35,9 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit._validation import check_batch
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.mechanisms._base import Mechanism, _check_dim
+from ldp_audit.validation import check_batch
 
 __all__ = ["FrequencyOracle", "SupportStatistic"]
 

@@ -10,12 +10,6 @@ from typing import Any, ClassVar
 import numpy as np
 from scipy import special
 
-from ldp_audit._validation import (
-    check_batch,
-    check_positive,
-    check_real,
-    check_rng,
-)
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.mechanisms._base import (
     Mechanism,
@@ -24,6 +18,12 @@ from ldp_audit.mechanisms._base import (
     _check_no_overflow,
     _clip_l2,
     _private_epsilon,
+)
+from ldp_audit.validation import (
+    check_batch,
+    check_positive,
+    check_real,
+    check_rng,
 )
 
 

@@ -20,7 +20,6 @@ from typing import Any, ClassVar
 import numpy as np
 from scipy import special
 
-from ldp_audit._validation import check_int, check_rng
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.mechanisms._base import _private_epsilon
 from ldp_audit.mechanisms.frequency import (
@@ -29,6 +28,7 @@ from ldp_audit.mechanisms.frequency import (
     check_report_int,
     pair_items,
 )
+from ldp_audit.validation import check_int, check_rng
 
 __all__ = ["HadamardResponse", "hadamard_sign"]
 

@@ -9,11 +9,6 @@ from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
-from ldp_audit._validation import (
-    check_batch,
-    check_positive,
-    check_rng,
-)
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.mechanisms._base import (
     Mechanism,
@@ -22,6 +17,11 @@ from ldp_audit.mechanisms._base import (
     _check_no_overflow,
     _clip_l1,
     _private_epsilon,
+)
+from ldp_audit.validation import (
+    check_batch,
+    check_positive,
+    check_rng,
 )
 
 

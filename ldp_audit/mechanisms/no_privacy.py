@@ -8,14 +8,14 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ldp_audit._validation import (
-    check_batch,
-    check_rng,
-)
 from ldp_audit.mechanisms._base import (
     Mechanism,
     _as_pair_batches,
     _check_dim,
+)
+from ldp_audit.validation import (
+    check_batch,
+    check_rng,
 )
 
 

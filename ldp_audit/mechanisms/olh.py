@@ -30,7 +30,6 @@ from typing import Any, ClassVar
 import numpy as np
 from scipy import special
 
-from ldp_audit._validation import check_int, check_rng
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.mechanisms._base import _private_epsilon
 from ldp_audit.mechanisms.frequency import (
@@ -40,6 +39,7 @@ from ldp_audit.mechanisms.frequency import (
     check_report_int,
     pair_items,
 )
+from ldp_audit.validation import check_int, check_rng
 
 __all__ = ["OptimalLocalHashing", "olh_hash"]
 

@@ -10,11 +10,6 @@ from typing import Any, ClassVar, NamedTuple
 import numpy as np
 from scipy import special
 
-from ldp_audit._validation import (
-    check_batch,
-    check_positive,
-    check_rng,
-)
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.mechanisms._base import (
     _SQRT3,
@@ -26,6 +21,11 @@ from ldp_audit.mechanisms._base import (
     _check_int,
     _private_epsilon,
     _row_scale,
+)
+from ldp_audit.validation import (
+    check_batch,
+    check_positive,
+    check_rng,
 )
 
 #: Cap on the number of float64 uniforms (matrix entries and flips) PRS draws per chunk.

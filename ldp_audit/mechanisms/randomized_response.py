@@ -9,10 +9,6 @@ from typing import Any, ClassVar
 import numpy as np
 from scipy import special
 
-from ldp_audit._validation import (
-    check_batch,
-    check_rng,
-)
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.mechanisms._base import (
     _check_dim,
@@ -20,6 +16,10 @@ from ldp_audit.mechanisms._base import (
     _private_epsilon,
 )
 from ldp_audit.mechanisms.frequency import FrequencyOracle
+from ldp_audit.validation import (
+    check_batch,
+    check_rng,
+)
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ldp_audit._validation import check_int, check_real, check_rng
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.mechanisms.frequency import (
     FrequencyOracle,
@@ -41,6 +40,7 @@ from ldp_audit.mechanisms.frequency import (
     pair_items,
 )
 from ldp_audit.mechanisms.unary import MAX_UNARY_K
+from ldp_audit.validation import check_int, check_real, check_rng
 
 __all__ = ["BasicRappor", "OneTimeRappor", "rappor_f_for_epsilon"]
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ldp_audit._validation import check_epsilon
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.mechanisms._base import Mechanism, _check_int
 from ldp_audit.mechanisms.bit_flip import BitFlip
@@ -18,6 +17,7 @@ from ldp_audit.mechanisms.prs import ProjectedRandomSign
 from ldp_audit.mechanisms.randomized_response import RandomizedResponse
 from ldp_audit.mechanisms.rappor import BasicRappor, OneTimeRappor
 from ldp_audit.mechanisms.unary import OptimizedUnaryEncoding, SymmetricUnaryEncoding
+from ldp_audit.validation import check_epsilon
 
 #: name -> class for every built-in mechanism (the ``"name"`` of ``to_config``).
 MECHANISMS: dict[str, type[Mechanism]] = {

@@ -1,0 +1,157 @@
+"""Checks for values that cross a public boundary (never ``assert``), shared by the core, the
+trainers, the attacks and a user's own system.
+
+Each check takes the value and the name the caller knows it by (``"--epsilon"``, ``"cfg.lr"``),
+checks the type without coercing it (``'1'`` and ``True`` are not numbers), and raises
+:class:`ldp_audit.errors.InvalidParameterError` naming that parameter and the value. A system
+plugged in through :mod:`ldp_audit.systems` uses them to refuse bad input before any work or
+randomness, the way the shipped systems do::
+
+    from ldp_audit.validation import check_epsilon, check_int
+
+    eps = check_epsilon(cfg.epsilon, "cfg.epsilon")
+    steps = check_int(cfg.steps, "cfg.steps", minimum=1)
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+import numpy as np
+
+from ldp_audit.errors import InvalidParameterError
+
+
+def check_real(value: Any, name: str) -> float:
+    """Return ``value`` as a float if it is a real number (type-checked, not coerced).
+
+    ``numbers.Real`` instances (Python and NumPy ints and floats) and 0-d real NumPy arrays are
+    accepted; ``bool`` (``True`` is not an epsilon), ``str`` (``'1'`` is not a number) and
+    everything else are refused with an error naming the parameter and the value. NaN and inf
+    pass through: the range checks of the callers decide about them.
+
+    Raises:
+        InvalidParameterError: ``value`` is not a real number.
+    """
+    v = value
+    if isinstance(v, np.ndarray) and v.ndim == 0 and v.dtype.kind in "iuf":
+        v = v[()]
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
+        raise InvalidParameterError(
+            f"{name} must be a real number, got {value!r} ({type(value).__name__})"
+        )
+    return float(v)
+
+
+def check_bool(value: Any, name: str) -> bool:
+    """Return ``value`` if it is a ``bool`` (or ``numpy.bool_``); ``'no'``, 0 and None are refused
+    (a string flag is truthy whatever it says)."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise InvalidParameterError(
+        f"{name} must be True or False, got {value!r} ({type(value).__name__})"
+    )
+
+
+#: the largest integer any count accepts by default: a signed 64-bit integer (larger values are an
+#: OverflowError deep inside NumPy, after work has started)
+INT64_MAX = 2**63 - 1
+
+
+def check_int(
+    value: Any, name: str, *, minimum: int | None = None, maximum: int = INT64_MAX
+) -> int:
+    """Return ``value`` as an int if it is a ``numbers.Integral`` (not bool) in [``minimum``,
+    ``maximum``] (``maximum`` defaults to :data:`INT64_MAX`)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        bound = f" >= {minimum}" if minimum is not None else ""
+        raise InvalidParameterError(f"{name} must be an integer{bound}, got {value!r}")
+    v = int(value)
+    if minimum is not None and v < minimum:
+        raise InvalidParameterError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if v > maximum:
+        raise InvalidParameterError(f"{name} must be <= {maximum:,}, got {value!r}")
+    return v
+
+
+def check_epsilon(value: Any, name: str = "epsilon", *, allow_inf: bool = False) -> float:
+    """Return ``value`` as a float if it is a valid privacy parameter, else raise.
+
+    Args:
+        value: the candidate epsilon.
+        name: parameter name used in the error message.
+        allow_inf: accept ``float('inf')`` (an explicit non-private baseline).
+    """
+    v = check_real(value, name)
+    if math.isnan(v):
+        raise InvalidParameterError(f"{name} must not be NaN, got {value!r}")
+    if math.isinf(v):
+        if v > 0 and allow_inf:
+            return v
+        raise InvalidParameterError(
+            f"{name} must be finite (pass epsilon=float('inf') only where a non-private "
+            f"baseline is allowed), got {value!r}"
+        )
+    if v <= 0:
+        raise InvalidParameterError(f"{name} must be > 0, got {value!r}")
+    return v
+
+
+def check_positive(value: Any, name: str) -> float:
+    """Return ``value`` as a float if it is finite and > 0, else raise."""
+    v = check_real(value, name)
+    if not math.isfinite(v) or v <= 0:
+        raise InvalidParameterError(f"{name} must be finite and > 0, got {value!r}")
+    return v
+
+
+def check_probability(value: Any, name: str, *, open_interval: bool = True) -> float:
+    """Return ``value`` as a float in (0, 1) (or [0, 1] when ``open_interval`` is False)."""
+    v = check_real(value, name)
+    ok = (0.0 < v < 1.0) if open_interval else (0.0 <= v <= 1.0)
+    if not ok:
+        interval = "(0, 1)" if open_interval else "[0, 1]"
+        raise InvalidParameterError(f"{name} must be in {interval}, got {value!r}")
+    return v
+
+
+def check_batch(x: Any, name: str = "x", *, dim: int | None = None) -> np.ndarray:
+    """Return ``x`` as a C-contiguous float64 array of shape (n, d), all finite.
+
+    A NaN or inf in an input would leak through any additive mechanism, so it is refused here,
+    before any randomisation.
+    """
+    arr = np.asarray(x)
+    if arr.dtype == object or not (
+        np.issubdtype(arr.dtype, np.floating)
+        or np.issubdtype(arr.dtype, np.integer)
+        or arr.dtype == np.bool_
+    ):
+        raise InvalidParameterError(f"{name} must be a real numeric array, got dtype {arr.dtype}")
+    if arr.ndim != 2:
+        raise InvalidParameterError(
+            f"{name} must have shape (n, d) (one row per report), got shape {arr.shape}"
+        )
+    if arr.shape[0] == 0 or arr.shape[1] == 0:
+        raise InvalidParameterError(f"{name} must be non-empty, got shape {arr.shape}")
+    if dim is not None and arr.shape[1] != dim:
+        raise InvalidParameterError(f"{name} must have {dim} columns, got shape {arr.shape}")
+    arr = np.ascontiguousarray(arr, dtype=np.float64)
+    if not np.isfinite(arr).all():
+        bad = tuple(int(i) for i in np.argwhere(~np.isfinite(arr))[0])
+        raise InvalidParameterError(
+            f"{name} must be finite; found {float(arr[bad])} at index {bad}"
+        )
+    return arr
+
+
+def check_rng(rng: Any, name: str = "rng") -> np.random.Generator:
+    """Require an explicit ``numpy.random.Generator`` (no hidden global state)."""
+    if not isinstance(rng, np.random.Generator):
+        raise InvalidParameterError(
+            f"{name} must be a numpy.random.Generator (e.g. numpy.random.default_rng(seed)), "
+            f"got {type(rng).__name__}"
+        )
+    return rng
