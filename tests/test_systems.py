@@ -224,7 +224,31 @@ def test_toy_system_from_an_entry_point_gets_the_four_verbs(
     assert main(["train", "toy", "--out", str(tmp_path / "r2"), "--set", "nope=1"]) == 2
     err = capsys.readouterr().err
     assert "agents must be an integer" in err and "no config field 'nope'" in err
+
+    # the options generated from the config class (ldp_audit.config): bounds from the field
+    # metadata, read strictly, refused before any work; a field given both ways is refused
+    def code_of(argv: list[str]) -> int:  # argparse's own errors exit 2 through SystemExit
+        try:
+            return main(argv)
+        except SystemExit as e:
+            return int(e.code)
+
+    assert code_of(["train", "toy", "--out", str(tmp_path / "r2"), "--agents", "0"]) == 2
+    assert code_of(["train", "toy", "--out", str(tmp_path / "r2"), "--epsilon", "nan"]) == 2
+    argv = ["train", "toy", "--out", str(tmp_path / "r2"), "--agents", "3", "--set", "agents=3"]
+    assert code_of(argv) == 2
+    err = capsys.readouterr().err
+    assert "--agents must be >= 1, got '0'" in err and "--epsilon must be a finite" in err
+    assert "--agents and --set agents=... are both given" in err
     assert not (tmp_path / "r2").exists()
+    code = main(["train", "toy", "--out", str(tmp_path / "r3"), "--agents", "4", "--reports",
+                 "2", "--json"])  # fmt: skip
+    assert code == 0 and json.loads(capsys.readouterr().out)["metrics"]["reports"] == 8
+    with pytest.raises(SystemExit):
+        main(["train", "toy", "--help"])
+    assert "Agents, each with one private bit (>= 1, <= 1000000; default: 20)" in " ".join(
+        capsys.readouterr().out.split()
+    )
     # attack: the system's own attack, as a generic subcommand; its artefact in the run
     assert main(["attack", "toy-guess", "--run-dir", str(run), "--json"]) in (0, 1)
     res = json.loads(capsys.readouterr().out)

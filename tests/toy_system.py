@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ldp_audit.config import bounds
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.systems import ArraySpec, SystemSpec, TrainResult, TranscriptSchema
 
@@ -20,11 +21,11 @@ from ldp_audit.systems import ArraySpec, SystemSpec, TrainResult, TranscriptSche
 class ToyConfig:
     """One toy run."""
 
-    agents: int = 20
+    agents: int = field(default=20, metadata=bounds(minimum=1, maximum=1_000_000))
     """Agents, each with one private bit."""
-    reports: int = 3
+    reports: int = field(default=3, metadata=bounds(minimum=1, maximum=1_000))
     """Reports per agent, each at ``epsilon``."""
-    epsilon: float = 1.0
+    epsilon: float = field(default=1.0, metadata=bounds(minimum=0, open_min=True))
     """Epsilon of one report (randomized response on the bit)."""
 
     def __post_init__(self) -> None:

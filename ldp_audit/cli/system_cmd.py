@@ -116,7 +116,8 @@ def _register_generic_train(tsub: Any, rsub: Any, s: Any) -> None:
         s.name,
         help=summary,
         description=f"Train one run of {summary} (a registered system without its own "
-        "subcommand: its config's fields are set with --set KEY=VALUE, VALUE read as JSON).",
+        "subcommand: each config field is an option generated from the config class, with its "
+        "docstring, default and bounds; --set KEY=VALUE, VALUE read as JSON, reaches any field).",
     )
     from ldp_audit.cli._types import add_run_mode_arguments, int_at_least
 
@@ -133,6 +134,10 @@ def _register_generic_train(tsub: Any, rsub: Any, s: Any) -> None:
     add_run_mode_arguments(p)
     p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    if _light_config(s) and dataclasses.is_dataclass(s.config_class):
+        from ldp_audit.config import add_arguments
+
+        add_arguments(p, s.config_class, group_title=f"{s.name} config (generated)")
     p.set_defaults(func=_generic_train, system_name=s.name)
     if getattr(s, "reproduce", None):
         r = rsub.add_parser(s.name, help=f"reproduce {summary}")
@@ -153,6 +158,7 @@ def _light_config(s: Any) -> bool:
 def _generic_train(args: argparse.Namespace) -> int:
     from ldp_audit import systems
     from ldp_audit.cli._types import check_out_for_mode, run_mode, show_progress
+    from ldp_audit.config import given_fields, option_name
     from ldp_audit.rundir import to_jsonable
 
     s = systems.get(args.system_name)
@@ -160,6 +166,12 @@ def _generic_train(args: argparse.Namespace) -> int:
     for key, value in args.set:
         if key in kw:
             raise InvalidParameterError(f"--set {key} is given twice")
+        kw[key] = value
+    for key, value in given_fields(args).items():
+        if key in kw:
+            raise InvalidParameterError(
+                f"{option_name(key)} and --set {key}=... are both given: give it once"
+            )
         kw[key] = value
     cls = s.config_class
     if dataclasses.is_dataclass(cls):

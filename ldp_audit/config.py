@@ -1,0 +1,318 @@
+"""Configs are the CLI: command-line options generated from a frozen, keyword-only dataclass.
+
+A system's config declares each field once: its type, its default, its docstring (the string
+literal right under the field, as in CleanRL's ``Args``) and, in the field's metadata, its bounds.
+:func:`add_arguments` turns the fields into ``argparse`` options (``n_agents`` ->
+``--n-agents``) whose help text is that docstring with the default and the bounds, and whose
+values are read strictly (``1_000``, ``nan``, ``True`` and a number out of bounds are refused,
+naming the option and the text); :func:`from_args` builds the config from the options a user gave
+(the others keep the dataclass defaults) and lets the config's own ``__post_init__`` check the
+whole. ``ldp-audit train NAME`` builds the options of every registered system without a
+hand-written subcommand this way (docs/systems.md)::
+
+    from dataclasses import dataclass, field
+    from ldp_audit.config import bounds
+
+    @dataclass(frozen=True, kw_only=True)
+    class MyConfig:
+        agents: int = field(default=20, metadata=bounds(minimum=1, maximum=100_000))
+        \"\"\"Agents, each with one private bit.\"\"\"
+        epsilon: float = field(default=1.0, metadata=bounds(minimum=0, inf=True, open_min=True))
+        \"\"\"Epsilon of one report.\"\"\"
+
+Types read from the command line: ``bool`` (``--x`` / ``--no-x``), ``int``, ``float``, ``str``,
+``Literal[...]`` (choices), ``tuple[T, ...]`` / ``list[T]`` of those scalars (several values after
+the option) and ``T | None`` (the word ``none`` gives None). A field of another type (a nested
+config, a mapping) gets no option; ``--set KEY=VALUE`` (JSON) still reaches it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import inspect
+import math
+import textwrap
+import types
+import typing
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ldp_audit.errors import InvalidParameterError
+
+__all__ = ["bounds", "field_docs", "option_name", "add_arguments", "from_args", "given_fields"]
+
+_BOUND_KEYS = ("minimum", "maximum", "open_min", "open_max", "inf", "choices")
+
+
+def bounds(
+    *,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    open_min: bool = False,
+    open_max: bool = False,
+    inf: bool = False,
+    choices: Iterable[Any] | None = None,
+) -> dict[str, Any]:
+    """Field metadata for :func:`dataclasses.field`: the interval a number must lie in
+    (``open_min`` / ``open_max`` exclude the end), whether ``inf`` is a value (an infinite
+    epsilon), or the allowed ``choices``. The command line checks them; the config's own
+    ``__post_init__`` remains the authority (a Python caller never goes through argparse)."""
+    if minimum is not None and maximum is not None and minimum > maximum:
+        raise InvalidParameterError(f"bounds: minimum {minimum!r} > maximum {maximum!r}")
+    out: dict[str, Any] = {
+        "minimum": minimum,
+        "maximum": maximum,
+        "open_min": bool(open_min),
+        "open_max": bool(open_max),
+        "inf": bool(inf),
+        "choices": tuple(choices) if choices is not None else None,
+    }
+    return {"ldp_audit": out}
+
+
+def _bounds_of(f: dataclasses.Field) -> dict[str, Any]:
+    b = dict(f.metadata.get("ldp_audit", {})) if f.metadata else {}
+    return {k: b.get(k) for k in _BOUND_KEYS}
+
+
+def field_docs(cls: type) -> dict[str, str]:
+    """Each field's docstring: the string literal right under the field in the class body
+    (collected from the class and its dataclass bases; ``metadata={"help": ...}`` wins)."""
+    docs: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if not dataclasses.is_dataclass(klass) or klass is object:
+            continue
+        try:
+            src = textwrap.dedent(inspect.getsource(klass))
+            body = ast.parse(src).body[0]
+        except (OSError, TypeError, SyntaxError, IndexError):
+            continue
+        if not isinstance(body, ast.ClassDef):
+            continue
+        stmts = body.body
+        for a, b in zip(stmts, stmts[1:], strict=False):
+            if (
+                isinstance(a, ast.AnnAssign)
+                and isinstance(a.target, ast.Name)
+                and isinstance(b, ast.Expr)
+                and isinstance(b.value, ast.Constant)
+                and isinstance(b.value.value, str)
+            ):
+                docs[a.target.id] = " ".join(inspect.cleandoc(b.value.value).split())
+    if dataclasses.is_dataclass(cls):
+        for f in dataclasses.fields(cls):
+            if f.metadata and isinstance(f.metadata.get("help"), str):
+                docs[f.name] = f.metadata["help"]
+    return docs
+
+
+def option_name(field_name: str) -> str:
+    """``n_agents`` -> ``--n-agents``."""
+    return "--" + field_name.replace("_", "-")
+
+
+def _scalar_parser(tp: Any, opt: str, b: Mapping[str, Any]) -> Any:
+    """A strict converter for one scalar type, or None when the type is not a CLI scalar."""
+    from ldp_audit.cli._types import parse_int, parse_real
+
+    lo, hi = b.get("minimum"), b.get("maximum")
+    open_lo, open_hi = bool(b.get("open_min")), bool(b.get("open_max"))
+
+    def check(v: float, text: str) -> None:
+        if lo is not None and (v < lo or (open_lo and v == lo)):
+            rel = ">" if open_lo else ">="
+            raise argparse.ArgumentTypeError(f"{opt} must be {rel} {lo}, got {text!r}")
+        if hi is not None and (v > hi or (open_hi and v == hi)):
+            rel = "<" if open_hi else "<="
+            raise argparse.ArgumentTypeError(f"{opt} must be {rel} {hi}, got {text!r}")
+
+    if tp is int:
+
+        def conv_int(text: str) -> int:
+            v = parse_int(text, opt)
+            check(v, text)
+            return v
+
+        return conv_int
+    if tp is float:
+
+        def conv_float(text: str) -> float:
+            v = parse_real(text, opt, allow_inf=bool(b.get("inf")))
+            if not math.isinf(v):
+                check(v, text)
+            return v
+
+        return conv_float
+    if tp is str:
+
+        def conv_str(text: str) -> str:
+            if not text.strip():
+                raise argparse.ArgumentTypeError(f"{opt} must be a non-empty string, got {text!r}")
+            return text
+
+        return conv_str
+    return None
+
+
+def _unwrap_optional(tp: Any) -> tuple[Any, bool]:
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(args) == 1 and len(typing.get_args(tp)) == 2:
+            return args[0], True
+    return tp, False
+
+
+def _option_spec(f: dataclasses.Field, tp: Any, opt: str) -> dict[str, Any] | None:
+    """``add_argument`` keywords for one field, or None when it has no command-line form."""
+    b = _bounds_of(f)
+    tp, optional = _unwrap_optional(tp)
+    if tp is bool and not optional:
+        return {"action": argparse.BooleanOptionalAction}
+    origin = typing.get_origin(tp)
+    nargs = None
+    choices = b.get("choices")
+    if origin is typing.Literal:
+        lits = typing.get_args(tp)
+        kinds = {type(x) for x in lits}
+        if len(kinds) != 1 or kinds.pop() not in (str, int):
+            return None
+        choices = lits
+        tp = type(lits[0])
+    elif origin in (tuple, list):
+        args = typing.get_args(tp)
+        if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
+            return None
+        tp = args[0] if args else None
+        nargs = "+"
+    conv = _scalar_parser(tp, opt, b)
+    if conv is None:
+        return None
+    if choices is not None:
+        allowed = tuple(choices)
+        inner = conv
+
+        def conv_choice(text: str) -> Any:
+            v = inner(text)
+            if v not in allowed:
+                shown = ", ".join(repr(c) for c in allowed)
+                raise argparse.ArgumentTypeError(f"{opt} must be one of {shown}, got {text!r}")
+            return v
+
+        conv = conv_choice
+    if optional:
+        base = conv
+
+        def conv_none(text: str) -> Any:
+            return None if text.strip().lower() == "none" else base(text)
+
+        conv = conv_none
+    spec: dict[str, Any] = {"type": conv}
+    if nargs:
+        spec["nargs"] = nargs
+    return spec
+
+
+def _default_text(f: dataclasses.Field) -> str | None:
+    if f.default is not dataclasses.MISSING:
+        d = f.default
+    elif f.default_factory is not dataclasses.MISSING:
+        try:
+            d = f.default_factory()
+        except Exception:  # noqa: BLE001 - help text only
+            return None
+    else:
+        return None
+    if isinstance(d, (tuple, list)):
+        return " ".join(str(x) for x in d) or "(empty)"
+    return str(d)
+
+
+def _bounds_text(f: dataclasses.Field) -> str:
+    b = _bounds_of(f)
+    parts = []
+    if b["minimum"] is not None:
+        parts.append(f"{'>' if b['open_min'] else '>='} {b['minimum']}")
+    if b["maximum"] is not None:
+        parts.append(f"{'<' if b['open_max'] else '<='} {b['maximum']}")
+    if b["inf"]:
+        parts.append("or inf")
+    return ", ".join(parts)
+
+
+def add_arguments(
+    parser: argparse.ArgumentParser | Any,
+    cls: type,
+    *,
+    skip: Iterable[str] = (),
+    group_title: str | None = None,
+) -> list[str]:
+    """Add one option per init field of the dataclass ``cls`` to ``parser``; return the names of
+    the fields that got one. A field named in ``skip``, a field whose option the parser already
+    has (``--seed``, ``--out``), and a field of a type with no command-line form get none.
+    Options default to "not given" (:data:`argparse.SUPPRESS`): :func:`from_args` then leaves
+    the dataclass default in place, so a default is written once, in the config."""
+    if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
+        raise InvalidParameterError(f"cls must be a dataclass type, got {cls!r}")
+    skip = set(skip)
+    try:
+        hints = typing.get_type_hints(cls)
+    except Exception as exc:  # noqa: BLE001 - an unresolvable annotation: name it
+        raise InvalidParameterError(
+            f"{cls.__name__}: cannot resolve its type hints ({exc})"
+        ) from exc
+    docs = field_docs(cls)
+    taken = set(getattr(parser, "_option_string_actions", {}))
+    target = parser.add_argument_group(group_title) if group_title else parser
+    added = []
+    for f in dataclasses.fields(cls):
+        if not f.init or f.name in skip or f.name.startswith("_"):
+            continue
+        opt = option_name(f.name)
+        if opt in taken or f"--no-{opt[2:]}" in taken:
+            continue
+        spec = _option_spec(f, hints.get(f.name, Any), opt)
+        if spec is None:
+            continue
+        help_parts = [docs.get(f.name, "").rstrip(".") or f.name]
+        extra = [x for x in (_bounds_text(f),) if x]
+        d = _default_text(f)
+        if d is not None:
+            extra.append(f"default: {d}")
+        if extra:
+            help_parts.append(f"({'; '.join(extra)})")
+        target.add_argument(
+            opt,
+            dest=f"cfg__{f.name}",
+            default=argparse.SUPPRESS,
+            help=" ".join(help_parts).replace("%", "%%"),
+            metavar=None if spec.get("action") else f.name.upper(),
+            **spec,
+        )
+        added.append(f.name)
+    return added
+
+
+def given_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """The config fields given on the command line (by options from :func:`add_arguments`)."""
+    out = {}
+    for key, value in vars(args).items():
+        if key.startswith("cfg__"):
+            out[key[len("cfg__") :]] = tuple(value) if isinstance(value, list) else value
+    return out
+
+
+def from_args(cls: type, args: argparse.Namespace, **extra: Any) -> Any:
+    """Build ``cls`` from the options a user gave (plus ``extra`` fields, e.g. from ``--set``);
+    every other field keeps its default. A field given twice is refused. The config's own
+    validation runs as usual, before any work."""
+    kw = given_fields(args)
+    both = sorted(set(kw) & set(extra))
+    if both:
+        raise InvalidParameterError(
+            f"{option_name(both[0])} and --set {both[0]}=... both given: give it once"
+        )
+    kw.update(extra)
+    return cls(**kw)

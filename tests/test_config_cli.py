@@ -1,0 +1,125 @@
+"""Configs are the CLI (ldp_audit.config): options generated from a frozen dataclass, read
+strictly, with the docstring, the default and the bounds written once in the config."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from dataclasses import dataclass, field
+from typing import Literal
+
+import pytest
+
+from ldp_audit.config import add_arguments, bounds, field_docs, from_args, given_fields
+from ldp_audit.errors import InvalidParameterError
+
+
+@dataclass(frozen=True, kw_only=True)
+class Cfg:
+    """A config with one field of every kind the command line reads."""
+
+    n_agents: int = field(default=3, metadata=bounds(minimum=1, maximum=10))
+    """Agents, each with one private value."""
+    epsilon: float = field(default=1.0, metadata=bounds(minimum=0, open_min=True, inf=True))
+    """Epsilon of one report."""
+    lr: float = field(default=0.5, metadata=bounds(minimum=0, maximum=1, open_max=True))
+    """Learning rate, 100% of nothing."""
+    clip: bool = True
+    """Clip every update."""
+    name: str = "run"
+    """A label."""
+    rule: Literal["manhattan", "public-code"] = "manhattan"
+    """Meeting rule."""
+    sizes: tuple[int, ...] = field(default=(8, 16), metadata=bounds(minimum=2))
+    """Map sizes."""
+    limit: int | None = None
+    """An optional cap."""
+    extra: dict = field(default_factory=dict)
+    """A mapping: no option (only --set reaches it)."""
+    seed: int = 0
+    """Collides with the command's own --seed: no option."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.n_agents, bool) or not isinstance(self.n_agents, int):
+            raise InvalidParameterError(f"n_agents must be an int, got {self.n_agents!r}")
+
+
+def _parser() -> tuple[argparse.ArgumentParser, list[str]]:
+    p = argparse.ArgumentParser(prog="t", exit_on_error=False)
+    p.add_argument("--seed", type=int, default=0)
+    return p, add_arguments(p, Cfg)
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    p, _ = _parser()
+    return p.parse_args(argv)
+
+
+def test_fields_become_options_with_docs_defaults_and_bounds() -> None:
+    p, added = _parser()
+    assert added == ["n_agents", "epsilon", "lr", "clip", "name", "rule", "sizes", "limit"]
+    text = p.format_help()
+    assert "--n-agents N_AGENTS" in text and "--no-clip" in text
+    assert "Agents, each with one private value (>= 1, <= 10; default: 3)" in " ".join(text.split())
+    assert "100% of nothing" in text  # a % in a docstring does not break argparse
+    assert "(> 0, or inf; default: 1.0)" in " ".join(text.split())
+    assert field_docs(Cfg)["extra"].startswith("A mapping")
+
+
+def test_nothing_given_keeps_every_default() -> None:
+    args = _parse([])
+    assert given_fields(args) == {}
+    assert from_args(Cfg, args) == Cfg()
+
+
+def test_values_are_read_and_typed() -> None:
+    args = _parse(
+        ["--n-agents", "7", "--epsilon", "inf", "--lr", "0.25", "--no-clip", "--name", "x"]
+        + ["--rule", "public-code", "--sizes", "8", "32", "--limit", "none", "--seed", "5"]
+    )
+    cfg = from_args(Cfg, args)
+    assert cfg.n_agents == 7 and math.isinf(cfg.epsilon) and cfg.lr == 0.25
+    assert cfg.clip is False and cfg.name == "x" and cfg.rule == "public-code"
+    assert cfg.sizes == (8, 32) and cfg.limit is None and cfg.seed == 0
+    assert args.seed == 5  # the command's own option, untouched
+    assert from_args(Cfg, _parse(["--limit", "4"])).limit == 4
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--n-agents", "0"], "--n-agents must be >= 1, got '0'"),
+        (["--n-agents", "11"], "--n-agents must be <= 10, got '11'"),
+        (["--n-agents", "True"], "--n-agents must be an integer"),
+        (["--n-agents", "1_000"], "--n-agents must be an integer"),
+        (["--n-agents", "2.5"], "--n-agents must be an integer"),
+        (["--epsilon", "0"], "--epsilon must be > 0, got '0'"),
+        (["--epsilon", "nan"], "--epsilon must be a number or 'inf'"),
+        (["--lr", "1"], "--lr must be < 1, got '1'"),
+        (["--lr", "inf"], "--lr must be finite"),
+        (["--rule", "euclid"], "--rule must be one of 'manhattan', 'public-code'"),
+        (["--sizes", "8", "1"], "--sizes must be >= 2, got '1'"),
+        (["--name", " "], "--name must be a non-empty string"),
+    ],
+)
+def test_bad_values_are_refused_naming_option_and_text(argv: list[str], needle: str) -> None:
+    p, _ = _parser()
+    with pytest.raises(argparse.ArgumentError) as e:
+        p.parse_args(argv)
+    assert needle in str(e.value)
+
+
+def test_unrecognized_option_is_an_error() -> None:
+    p, _ = _parser()
+    # exit_on_error=False still exits for unknown options (argparse's own behaviour): say so
+    with pytest.raises(SystemExit):
+        p.parse_args(["--extra", "{}"])
+
+
+def test_a_field_given_twice_is_refused_and_bad_classes_are_named() -> None:
+    with pytest.raises(InvalidParameterError, match="--n-agents and --set n_agents"):
+        from_args(Cfg, _parse(["--n-agents", "2"]), n_agents=3)
+    with pytest.raises(InvalidParameterError, match="cls must be a dataclass type"):
+        add_arguments(argparse.ArgumentParser(), dict)
+    with pytest.raises(InvalidParameterError, match="minimum 2 > maximum 1"):
+        bounds(minimum=2, maximum=1)
