@@ -1,0 +1,170 @@
+"""Run any Flower app project the current Flower way: ``flwr run APP sim --stream`` against a
+local simulation SuperLink (``flower-superlink --simulation``) that is started for the run on a
+free port and stopped afterwards (Flower 1.41; no network, no deprecated ``run_simulation``).
+
+Used by the example app (:mod:`ldp_audit.training.flower_digits`) and the tests; any app
+project with a ``pyproject.toml`` runs the same way (docs/flower.md).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ldp_audit.errors import InvalidParameterError
+
+__all__ = ["flwr_run"]
+
+
+# ==============================================================================================
+# Running an app: `flwr run` against a local simulation SuperLink that we start and stop
+# ==============================================================================================
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v)  # a TOML basic string
+    raise InvalidParameterError(f"run config values must be str, int, float or bool, got {v!r}")
+
+
+def flwr_run(
+    app_dir: str | Path,
+    *,
+    run_config: Mapping[str, Any],
+    num_supernodes: int,
+    timeout: float = 600.0,
+    log: Any = None,
+) -> int:
+    """Run a Flower app project with ``flwr run APP sim --stream`` on a local simulation
+    SuperLink (``flower-superlink --simulation``) started for this run on a free port and
+    stopped afterwards; ``FLWR_HOME`` is a temporary folder. No network is needed.
+
+    Args:
+        app_dir: the app project (its ``pyproject.toml`` names the ServerApp and ClientApp).
+        run_config: ``--run-config`` overrides (paths must be absolute).
+        num_supernodes: simulated SuperNodes (``--federation-config num-supernodes=N``).
+        timeout: seconds for the whole run.
+        log: a file object for Flower's output (default: discarded).
+
+    Returns:
+        ``flwr run``'s exit status (the run directory's manifest says whether the run completed).
+    """
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    from ldp_audit.training.flower_ldp import _flwr
+
+    _flwr()
+    n = num_supernodes
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise InvalidParameterError(f"num_supernodes must be an int >= 1, got {num_supernodes!r}")
+    app = Path(app_dir).resolve()
+    if not (app / "pyproject.toml").is_file():
+        raise InvalidParameterError(f"app_dir {str(app_dir)!r} has no pyproject.toml")
+    overrides = "".join(f"{k} = {_toml_value(v)}\n" for k, v in run_config.items())
+    bindir = str(Path(sys.executable).parent)
+    out = log if log is not None else subprocess.DEVNULL
+    with tempfile.TemporaryDirectory(prefix="ldp-flwr-") as home:
+        port = _free_port()
+        Path(home, "config.toml").write_text(
+            f'[superlink]\ndefault = "sim"\n\n[superlink.sim]\naddress = "127.0.0.1:{port}"\n'
+            "insecure = true\n"
+        )
+        env = {
+            **os.environ,
+            "FLWR_HOME": home,
+            "PATH": bindir + os.pathsep + os.environ.get("PATH", ""),
+            "FLWR_DISABLE_UPDATE_CHECK": "1",
+        }
+        link = subprocess.Popen(
+            [
+                os.path.join(bindir, "flower-superlink"),
+                "--insecure",
+                "--simulation",
+                "--isolation",
+                "subprocess",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--database",
+                str(Path(home, "state.db")),
+                "--disable-runtime-dependency-installation",
+            ],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            _wait_http(port, link, deadline=time.monotonic() + 60.0)
+            cmd = [
+                os.path.join(bindir, "flwr"),
+                "run",
+                str(app),
+                "sim",
+                "--stream",
+                "--federation-config",
+                f"num-supernodes={num_supernodes}",
+            ]
+            if overrides:  # a TOML file: values may hold spaces and quotes (JSON)
+                Path(home, "run.toml").write_text(overrides)
+                cmd += ["--run-config", str(Path(home, "run.toml"))]
+            return subprocess.run(
+                cmd, env=env, stdout=out, stderr=subprocess.STDOUT, timeout=timeout, check=False
+            ).returncode
+        finally:
+            _stop(link)
+
+
+def _wait_http(port: int, proc: Any, deadline: float) -> None:
+    import urllib.request
+
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise InvalidParameterError(
+                f"flower-superlink exited with status {proc.returncode} before it was ready"
+            )
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.3)
+    raise InvalidParameterError("flower-superlink was not ready within 60 s")
+
+
+def _stop(proc: Any) -> None:
+    """Stop the SuperLink we started (its process group: the ServerApp and simulation
+    processes it spawned), by its id."""
+    import os
+    import signal
+    import subprocess
+
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=20)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait(timeout=10)
