@@ -16,7 +16,7 @@ import pytest
 from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.training import _kernels as K
+from ldp_audit.training.pgc_a3c import _kernels as K
 from ldp_audit.training.pgc_a3c import (
     _FUSED_RESERVE,
     PgcA3cConfig,

@@ -47,7 +47,7 @@ order, so one trial's noise depends on its sibling trials: changing ``max_submis
 ``stop_at_target`` of a config changes the noise its other trials draw (still reproducible).
 
 Speed: the hot loops (acting, the episode gradient, eq. 22, the step's bookkeeping) are Numba
-kernels in :mod:`ldp_audit.training._kernels`; the physics is Gymnasium's. ``engine="fused"``
+kernels in :mod:`ldp_audit.training.pgc_a3c._kernels`; the physics is Gymnasium's. ``engine="fused"``
 (:class:`_FusedEngine`) runs each block of up to 256 lock-steps, physics included (Gymnasium's
 equations, same operations, tested step for step against ``CartPoleVectorEnv``), in ONE
 compiled call, with the same results bit for bit; it charges each agent when the agent starts
@@ -79,7 +79,7 @@ from ldp_audit._validation import (
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.mechanisms import Mechanism as _MechanismBase
 from ldp_audit.release import ReleaseRequest, SealedRelease, release_many, require_sealed
-from ldp_audit.training._kernels import (
+from ldp_audit.training.pgc_a3c._kernels import (
     act_and_record,
     aggregate,
     aggregate_adaptive,
@@ -585,7 +585,7 @@ def loss_gradients(
 ) -> np.ndarray:
     """Gradient of the episode loss L = L_p + lambda L_v (eqs. 15-18) per row, by hand.
 
-    The engine's own code path (:func:`ldp_audit.training._kernels.episode_gradients_kernel`): a
+    The engine's own code path (:func:`ldp_audit.training.pgc_a3c._kernels.episode_gradients_kernel`): a
     row's
     result never depends on the other rows or on how far the inputs were padded.
 
@@ -1592,7 +1592,7 @@ _FUSED_NOISE = 4
 
 class _FusedEngine(_Engine):
     """The lock-step engine with each block of steps in ONE compiled call
-    (:func:`ldp_audit.training._kernels.fused_block`): same randomness streams, same operations
+    (:func:`ldp_audit.training.pgc_a3c._kernels.fused_block`): same randomness streams, same operations
     in the same order, so the same results bit for bit (tests/test_fused_pgc.py).
 
     What differs is when the ledger is charged: an agent is charged for all its rounds
@@ -1625,7 +1625,7 @@ class _FusedEngine(_Engine):
         # observations are float32 values (the state rounded as Gymnasium shows it): a float32
         # episode buffer holds them exactly in half the memory the kernel streams through
         self.obs = np.zeros(self.obs.shape, dtype=np.float32)
-        from ldp_audit.training._kernels import _transpose_row
+        from ldp_audit.training.pgc_a3c._kernels import _transpose_row
 
         self.row_tt = np.empty_like(self.row_theta)
         self.row_wd = np.empty((self.row_theta.shape[0], HIDDEN))
@@ -1897,7 +1897,7 @@ class _FusedEngine(_Engine):
         self._lap = lap
 
     def _run(self, progress: Any) -> None:
-        from ldp_audit.training._kernels import (
+        from ldp_audit.training.pgc_a3c._kernels import (
             FUSED_NONFINITE,
             FUSED_PRS_OVERFLOW,
             FUSED_TRIAL_ENDED,
