@@ -1,0 +1,224 @@
+"""The (eps, delta) one-run bound of Steinke, Nasr & Jagielski (2023, Corollary 5.4) and its
+ceiling (:mod:`ldp_audit.attacks.one_run` describes the audit).
+
+``m`` canaries, each included with probability 1/2; the auditor guesses "in" for the ``k``
+highest scores and "out" for the ``k`` lowest and counts ``v`` correct of ``r = 2k``.
+:func:`p_value` bounds the chance of ``>= v`` correct guesses under ``(eps, delta)``-DP,
+:func:`epsilon_lower_bound` inverts it, :func:`audit_scores` tries the guess fractions of
+:data:`FRACTIONS` (Bonferroni). :func:`steinke_ceiling` is what a perfect attacker (every guess
+right) gets from ``m`` canaries and :func:`canaries_to_refute` the least ``m`` whose ceiling
+exceeds a claim.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ldp_audit.errors import InvalidParameterError
+from ldp_audit.validation import check_probability
+
+__all__ = [
+    "FRACTIONS",
+    "p_value",
+    "epsilon_lower_bound",
+    "audit_scores",
+    "steinke_ceiling",
+    "canaries_to_refute",
+]
+
+#: Fractions of the canaries guessed on (half "in", half "out"), fixed before the scores are seen.
+FRACTIONS: tuple[float, ...] = (0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
+
+
+def _check_counts(m: Any, r: Any, v: Any) -> tuple[int, int, int]:
+    for name, x in (("m", m), ("r", r), ("v", v)):
+        if isinstance(x, bool) or not isinstance(x, (int, np.integer)) or int(x) < 0:
+            raise InvalidParameterError(f"{name} must be an integer >= 0, got {x!r}")
+    m, r, v = int(m), int(r), int(v)
+    if not v <= r <= m:
+        raise InvalidParameterError(f"need 0 <= v <= r <= m, got v={v}, r={r}, m={m}")
+    return m, r, v
+
+
+def p_value(m: int, r: int, v: int, epsilon: float, delta: float) -> float:
+    """Probability of ``>= v`` correct guesses out of ``r`` under ``(epsilon, delta)``-DP.
+
+    Steinke, Nasr & Jagielski (2023), Corollary 5.4 (Appendix D's ``p_value_DP_audit``), with the
+    inner maximum computed in one vectorised pass.
+    """
+    from scipy.stats import binom
+
+    m, r, v = _check_counts(m, r, v)
+    if isinstance(epsilon, bool) or not epsilon >= 0:
+        raise InvalidParameterError(f"epsilon must be >= 0, got {epsilon!r}")
+    delta = check_probability(delta, "delta", open_interval=False)
+    if math.isinf(epsilon):
+        return 1.0
+    q = 1.0 / (1.0 + math.exp(-float(epsilon)))
+    beta = float(binom.sf(v - 1, r, q))
+    if delta == 0.0 or v == 0:
+        return min(beta, 1.0)
+    i = np.arange(1, v + 1)
+    cum = np.cumsum(binom.pmf(v - i, r, q))  # P[v - i <= Bin < v]
+    alpha = float(np.max(cum / i))
+    return min(beta + alpha * delta * 2 * m, 1.0)
+
+
+def epsilon_lower_bound(m: int, r: int, v: int, *, delta: float, beta: float) -> float:
+    """Largest epsilon rejected at level ``beta``: the true epsilon exceeds it w.p. >= 1 - beta.
+
+    Appendix D's ``get_eps_audit``: an upper bracket, then bisection (40 steps); the low end is
+    returned (conservative). 0.0 when even epsilon = 0 is not rejected.
+    """
+    m, r, v = _check_counts(m, r, v)
+    beta = check_probability(beta, "beta")
+    if r == 0 or p_value(m, r, v, 0.0, delta) >= beta:
+        return 0.0
+    lo, hi = 0.0, 1.0
+    while p_value(m, r, v, hi, delta) < beta:
+        lo, hi = hi, hi * 2
+        if hi > 1e3:
+            return lo
+    for _ in range(40):
+        mid = 0.5 * (lo + hi)
+        if p_value(m, r, v, mid, delta) < beta:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def audit_scores(
+    scores: Any,
+    included: Any,
+    *,
+    delta: float,
+    confidence: float = 0.95,
+    fractions: Sequence[float] = FRACTIONS,
+) -> dict[str, Any]:
+    """The one-run (eps, delta) lower bound from canary scores and the secret inclusion bits.
+
+    For each fraction ``f`` (fixed in advance): guess "in" on the ``floor(f m / 2)`` highest and
+    "out" on as many lowest scores; bound at level ``(1 - confidence) / len(fractions)``
+    (Bonferroni); return the best.
+
+    Returns:
+        ``{"epsilon_lower_bound", "guesses", "correct", "fraction", "per_fraction": [...]}``.
+    """
+    s = np.asarray(scores, dtype=np.float64).reshape(-1)
+    inc = np.asarray(included, dtype=bool).reshape(-1)
+    if s.shape != inc.shape or s.size < 2 or not np.isfinite(s).all():
+        raise InvalidParameterError(
+            f"scores must be finite with the shape of included, got {s.shape} vs {inc.shape}"
+        )
+    beta = (1.0 - check_probability(confidence, "confidence")) / len(fractions)
+    m = s.size
+    order = np.argsort(-s, kind="stable")
+    best: dict[str, Any] = {"epsilon_lower_bound": 0.0, "guesses": 0, "correct": 0,
+                            "fraction": None}  # fmt: skip
+    per = []
+    for f in fractions:
+        k = int(math.floor(check_probability(f, "fraction", open_interval=False) * m / 2))
+        if k < 1:
+            continue
+        v = int(inc[order[:k]].sum() + (~inc[order[m - k :]]).sum())
+        eps = epsilon_lower_bound(m, 2 * k, v, delta=delta, beta=beta)
+        per.append({"fraction": f, "guesses": 2 * k, "correct": v, "epsilon_lower_bound": eps})
+        if eps >= best["epsilon_lower_bound"]:
+            best = {"epsilon_lower_bound": eps, "guesses": 2 * k, "correct": v, "fraction": f}
+    best["per_fraction"] = per
+    return best
+
+
+def _p_all_correct(m: int, r: int, epsilon: float, delta: float) -> float:
+    """:func:`p_value` for ``v = r`` (every guess correct), in log space and truncated.
+
+    The ``i``-th average of ``max_i P[r - i <= Bin(r, q) < r] / i`` peaks past the mode of the
+    terms ``C(r, j) q^(r-j) (1-q)^j`` (the law of the wrong guesses, mode about ``r (1-q)``), so
+    ``j`` up to ``3 (r + 1)(1 - q) + 100`` is enough; equal to :func:`p_value` (tested).
+    """
+    from scipy.special import gammaln
+
+    lq = -math.log1p(math.exp(-epsilon))
+    beta = math.exp(r * lq)
+    if delta == 0.0:
+        return min(beta, 1.0)
+    x = math.exp(-epsilon)
+    jmax = min(r, int(3 * (r + 1) * x / (1 + x)) + 100)
+    j = np.arange(1, jmax + 1, dtype=np.float64)
+    la = gammaln(r + 1.0) - gammaln(j + 1.0) - gammaln(r - j + 1.0) - j * epsilon + r * lq
+    alpha = float(np.max(np.cumsum(np.exp(la)) / j))
+    return min(beta + alpha * delta * 2 * m, 1.0)
+
+
+def _eps_all_correct(m: int, r: int, delta: float, beta: float) -> float:
+    """:func:`epsilon_lower_bound` for ``v = r`` with :func:`_p_all_correct` (same bisection)."""
+    if r == 0 or _p_all_correct(m, r, 0.0, delta) >= beta:
+        return 0.0
+    lo, hi = 0.0, 1.0
+    while _p_all_correct(m, r, hi, delta) < beta:
+        lo, hi = hi, hi * 2
+        if hi > 1e3:
+            return lo
+    for _ in range(40):
+        mid = 0.5 * (lo + hi)
+        if _p_all_correct(m, r, mid, delta) < beta:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def steinke_ceiling(
+    m: int, *, delta: float, beta: float, fractions: Sequence[float] = FRACTIONS
+) -> float:
+    """The largest (eps, delta) lower bound ``m`` canaries can give: every guess correct.
+
+    This is the perfect attacker's bound at level ``beta`` per fraction (as
+    :func:`audit_scores` splits it); a claim above it cannot be refuted by this bound with ``m``
+    canaries, whatever the trainer does.
+    """
+    m, _, _ = _check_counts(m, 0, 0)
+    delta = check_probability(delta, "delta", open_interval=False)
+    beta = check_probability(beta, "beta")
+    best = 0.0
+    for f in fractions:
+        k = int(math.floor(f * m / 2))
+        if k >= 1:
+            best = max(best, _eps_all_correct(m, 2 * k, delta, beta))
+    return best
+
+
+def canaries_to_refute(
+    epsilon: float,
+    *,
+    delta: float,
+    beta: float,
+    fractions: Sequence[float] = FRACTIONS,
+    limit: int = 2**22,
+) -> int | None:
+    """Smallest canary count whose perfect-attacker ceiling exceeds ``epsilon`` (to 0.5 %).
+
+    None when even ``limit`` canaries do not suffice, when the ceiling stops growing (the delta
+    term ``2 m delta`` grows with ``m``, so past some count more canaries do not help), or when
+    ``epsilon`` is infinite.
+    """
+    if not math.isfinite(epsilon):
+        return None
+    lo, hi = 2, 4
+    prev = 0.0
+    while (c := steinke_ceiling(hi, delta=delta, beta=beta, fractions=fractions)) <= epsilon:
+        if c < prev or hi * 2 > limit:
+            return None
+        lo, hi, prev = hi, hi * 2, c
+    while hi - lo > max(1, lo // 200):  # the ceiling is a step function of m
+        mid = (lo + hi) // 2
+        if steinke_ceiling(mid, delta=delta, beta=beta, fractions=fractions) > epsilon:
+            hi = mid
+        else:
+            lo = mid
+    return hi

@@ -1,0 +1,345 @@
+"""Statistical tests of a DP-SGD run's released updates on the canary directions, each sound
+whatever the data (a correct trainer is flagged with probability at most its level):
+
+* :func:`mechanism_test`: the claimed mechanism on a dprl run's canaries (clip ``C``, noise
+  ``sigma C``, rate ``q``; :mod:`ldp_audit.attacks.one_run` describes it);
+* for the Opacus integration (:mod:`ldp_audit.opacus`, issue 26): :func:`noise_test` (noise
+  smaller than ``sigma C``), :func:`independence_test` (noise reused across updates),
+  :func:`contribution_test` (a canary counted more or less than ``C``: per-layer, no or
+  aggregate clipping) and :func:`sampling_test` (batch sizes not Poisson at the claimed rate).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ldp_audit.errors import InvalidParameterError
+from ldp_audit.validation import check_probability
+
+__all__ = [
+    "mechanism_test",
+    "independence_test",
+    "noise_test",
+    "contribution_test",
+    "sampling_test",
+]
+
+
+def mechanism_test(
+    projections: Any,
+    included: Any,
+    *,
+    sigma: float,
+    sample_rate: float,
+    data_per_update: Any,
+    confidence: float = 0.95,
+) -> dict[str, Any]:
+    """Test "clip ``C``, noise ``sigma C``, canaries joining at rate ``q``" on the released updates.
+
+    Args:
+        projections: (T, m) released noisy sums projected on the orthonormal canary directions,
+            in units of ``C`` (``update @ U * expected_batch / C``).
+        included: (m,) secret inclusion bits.
+        sigma: the charged noise multiplier.
+        sample_rate: the charged rate ``q`` at which an included canary joins an update.
+        data_per_update: (T,) or scalar upper bound on the data samples in each update.
+        confidence: the test's level is ``1 - confidence`` (split over its two parts).
+
+    Returns:
+        ``{"rejected", "p_mean", "p_noise", "delta_stat", "mean_bound", "rate_lower_bound",
+        "noise_upper_bound", ...}``: ``rate_lower_bound`` is a lower confidence bound on the
+        mean contribution of an included canary per update (``q`` times its norm, units of
+        ``C``; at most ``q`` under the claim), ``noise_upper_bound`` an upper confidence bound on
+        the noise multiplier (at least ``sigma`` under the claim).
+    """
+    from scipy.stats import binom, chi2, norm
+
+    y = np.asarray(projections, dtype=np.float64)
+    inc = np.asarray(included, dtype=bool).reshape(-1)
+    if y.ndim != 2 or y.shape[1] != inc.size or y.shape[0] < 1 or not np.isfinite(y).all():
+        raise InvalidParameterError(
+            f"projections must be a finite (T, m) array with m = {inc.size}, got {y.shape}"
+        )
+    sigma = float(sigma)
+    if not sigma > 0:
+        raise InvalidParameterError(f"sigma must be > 0, got {sigma!r}")
+    q = check_probability(sample_rate, "sample_rate", open_interval=False)
+    if q == 0.0:
+        raise InvalidParameterError(f"sample_rate must be > 0, got {sample_rate!r}")
+    level = (1.0 - check_probability(confidence, "confidence")) / 2
+    T, m = y.shape
+    n1, n0 = int(inc.sum()), int((~inc).sum())
+    if n1 == 0 or n0 == 0:
+        raise InvalidParameterError("mechanism_test needs included and excluded canaries")
+    w = np.where(inc, 1.0 / n1, -1.0 / n0)
+    wn = math.sqrt(1.0 / n1 + 1.0 / n0)
+    try:
+        n_t = np.broadcast_to(np.asarray(data_per_update, dtype=np.float64), (T,))
+    except ValueError:
+        raise InvalidParameterError(
+            f"data_per_update must be a number or one per update (T = {T}), got {data_per_update!r}"
+        ) from None
+    if not (np.isfinite(n_t).all() and (n_t >= 0).all()):
+        raise InvalidParameterError(
+            f"data_per_update must be finite and >= 0, got {data_per_update!r}"
+        )
+    slack = float(n_t.sum() * wn)
+    stat = float((y @ w).sum())
+    sd = sigma * math.sqrt(T) * wn
+
+    def p_mean(rate: float) -> float:
+        if rate >= 1.0:
+            return float(norm.sf((stat - slack - T) / sd))
+        n = T * n1
+        half = 12.0 * math.sqrt(n * rate * (1.0 - rate)) + 12.0  # the binomial's bulk
+        lo_x = max(0, int(math.floor(n * rate - half)))
+        hi_x = min(n, int(math.ceil(n * rate + half)))
+        x = np.arange(lo_x, hi_x + 1)
+        pmf = binom.pmf(x, n, rate)
+        rest = max(0.0, 1.0 - float(pmf.sum()))  # mass left out, counted in full: conservative
+        return min(1.0, float(np.sum(pmf * norm.sf((stat - slack - x / n1) / sd))) + rest)
+
+    pm = p_mean(q)
+    # lower confidence bound on the per-update contribution (largest rate rejected)
+    lo, hi = 0.0, 1.0
+    if p_mean(0.0) > level:
+        rate_lb = 0.0
+    elif p_mean(1.0) <= level:  # beyond q = 1: a canary contributes more than C (clipping)
+        rate_lb = (stat - slack - norm.isf(level) * sd) / T
+    else:
+        for _ in range(40):
+            mid = 0.5 * (lo + hi)
+            lo, hi = (mid, hi) if p_mean(mid) <= level else (lo, mid)
+        rate_lb = lo
+    ss = float((y * y).sum()) / sigma**2
+    pn = float(chi2.cdf(ss, T * m))
+    noise_ub = sigma * math.sqrt(ss / chi2.ppf(level, T * m))
+    return {
+        "rejected": bool(pm <= level or pn <= level),
+        "level": level,
+        "confidence": confidence,
+        "p_mean": pm,
+        "p_noise": pn,
+        "delta_stat": stat,
+        "mean_bound": (T * q + slack),
+        "data_slack": slack,
+        "rate_claimed": q,
+        "rate_lower_bound": rate_lb,
+        "sigma_claimed": sigma,
+        "noise_upper_bound": noise_ub,
+        "updates": T,
+        "canaries": m,
+    }
+
+
+def independence_test(projections: Any, *, sigma: float, confidence: float = 0.95) -> dict:
+    """Lower-tail chi-square test of fresh noise in every update (noise reused across updates).
+
+    ``projections`` (T, m): the released noisy sums on the orthonormal canary directions in units
+    of ``C``. Under the claim ``y_{t+1} = s_{t+1} + z_{t+1}`` where the signal ``s_{t+1}`` (data,
+    canaries, chosen by any adaptive process) is fixed before the fresh noise
+    ``z_{t+1} ~ N(0, sigma^2 I_m)`` is drawn, so given everything up to update ``t`` the
+    difference ``d_t = y_{t+1} - y_t`` is a shifted ``N(0, sigma^2 I_m)``, never more
+    concentrated (Anderson's inequality): each ``|d_t|^2 / sigma^2`` is conditionally
+    stochastically at least ``chi^2(m)``, whatever the data. Two statistics, Bonferroni inside:
+    the sum over the ``T - 1`` differences (at least ``chi^2((T - 1) m)``) and the smallest one
+    (``P[min <= x] <= 1 - (1 - F_m(x))^(T-1)``). Noise reused in consecutive updates makes the
+    differences hold only the (small) change of the signal.
+
+    Returns:
+        ``{"rejected", "p_value", "p_sum", "p_min", "ratio", "level", "pairs"}`` (``ratio`` is the
+        mean ``|d_t|^2 / (m sigma^2)``: about 2 under the claim, near 0 with reused noise); None
+        for the p-values when ``T < 2``.
+    """
+    from scipy.stats import chi2
+
+    y = np.asarray(projections, dtype=np.float64)
+    if y.ndim != 2 or not np.isfinite(y).all():
+        raise InvalidParameterError(f"projections must be a finite (T, m) array, got {y.shape}")
+    sigma = float(sigma)
+    if not sigma > 0:
+        raise InvalidParameterError(f"sigma must be > 0, got {sigma!r}")
+    level = 1.0 - check_probability(confidence, "confidence")
+    T, m = y.shape
+    if T < 2 or m < 1:
+        return {"rejected": False, "p_value": None, "p_sum": None, "p_min": None,
+                "ratio": None, "level": level, "pairs": max(T - 1, 0)}  # fmt: skip
+    s = (np.diff(y, axis=0) ** 2).sum(axis=1) / sigma**2
+    p_sum = float(chi2.cdf(s.sum(), (T - 1) * m))
+    f_min = float(chi2.cdf(s.min(), m))
+    p_min = 1.0 if f_min >= 1.0 else float(-np.expm1((T - 1) * np.log1p(-f_min)))
+    p = min(1.0, 2.0 * min(p_sum, p_min))
+    return {"rejected": bool(p <= level), "p_value": p, "p_sum": p_sum, "p_min": p_min,
+            "ratio": float(s.mean() / m), "level": level, "pairs": T - 1}  # fmt: skip
+
+
+def noise_test(projections: Any, *, sigma: float, confidence: float = 0.95) -> dict:
+    """Lower-tail chi-square test of the noise magnitude (``sum y^2 / sigma^2 >= chi^2(T m)``).
+
+    Sound whatever the data (Anderson's inequality, as in :func:`mechanism_test`); flags noise
+    smaller than ``sigma C`` (noise scaled down by the batch size, the clip norm forgotten).
+    """
+    from scipy.stats import chi2
+
+    y = np.asarray(projections, dtype=np.float64)
+    sigma = float(sigma)
+    if y.ndim != 2 or y.size == 0 or not np.isfinite(y).all() or not sigma > 0:
+        raise InvalidParameterError(f"need a finite (T, m) array and sigma > 0, got {y.shape}")
+    level = 1.0 - check_probability(confidence, "confidence")
+    ss = float((y * y).sum()) / sigma**2
+    p = float(chi2.cdf(ss, y.size))
+    return {"rejected": bool(p <= level), "p_value": p, "level": level,
+            "noise_upper_bound": sigma * math.sqrt(ss / chi2.ppf(level, y.size))}  # fmt: skip
+
+
+def _bernoulli_proxy(q: float) -> float:
+    """Optimal sub-Gaussian variance proxy of a centred Bernoulli(q) (Kearns & Saul 1998;
+    Berend & Kontorovich 2013): ``(1 - 2q) / (2 ln((1 - q) / q))``, 1/4 at q = 1/2."""
+    q = min(q, 1.0 - q)
+    if abs(q - 0.5) < 1e-9:
+        return 0.25
+    return (1.0 - 2.0 * q) / (2.0 * math.log((1.0 - q) / q))
+
+
+def contribution_test(
+    projections: Any,
+    joins: Any,
+    included: Any,
+    batch_sizes: Any,
+    *,
+    sigma: float,
+    sample_rate: float,
+    canary_norm: float = 10.0,
+    confidence: float = 0.95,
+) -> dict:
+    """Two-sided test of a joining canary's contribution along its own direction (= C).
+
+    Under the claim (each per-sample gradient clipped to ``C`` on its own, Opacus's factor
+    ``min(1, C / (norm + 1e-6))``), a canary of norm ``canary_norm * C`` that joins an update
+    adds ``c`` in ``[c_lo, 1]`` (units of ``C``, ``c_lo = canary_norm C / (canary_norm C + 1e-6)``)
+    along its direction. With ``j_t`` the secret joins of update ``t`` and ``inc`` the inclusion
+    bits, ``S = sum_t <y_t, j_t - q inc> = c (1 - q) K + A + B`` (``K`` joins in all) where
+
+    * ``A = sum_t <D_t, j_t - q inc>`` (``D_t``: the data's clipped gradients on the canary
+      directions, ``|D_t| <= n_t`` by Bessel) is a martingale: the included canaries join at
+      rate ``q`` independently of the data and the noise, so given everything before the joins
+      of update ``t`` are drawn, its increment is a sum of centred Bernoulli(q) variables
+      weighted by ``D_t``: sub-Gaussian with proxy ``kappa(q) n_t^2`` (``kappa``: the optimal
+      Bernoulli constant), and ``P[A >= a] <= exp(-a^2 / (2 kappa sum n_t^2))`` whatever the data
+      (Azuma-Hoeffding; the batch sizes ``n_t`` are independent of joins and noise);
+    * ``B = sum_t <z_t, j_t - q inc>`` is, given the joins, ``N(0, sigma^2 W)`` with
+      ``W = K (1 - 2q) + T n_in q^2``, ``K ~ Bin(T n_in, q)``: its tail is an exact binomial sum.
+
+    ``P[A + B >= x] <= P[A >= a] + P[B >= x - a]`` for any split ``a`` (a fixed grid). Too large
+    a contribution: no or per-layer clipping; too small: the canaries are not clipped one by one
+    (the aggregate clipped instead of each sample: the canaries and data of an update share
+    ``C``). Both tails split the level.
+
+    Returns:
+        ``{"rejected", "p_value", "p_excess", "p_deficit", "contribution", "joins", "level"}``
+        (``contribution`` = ``S / ((1 - q) K)``, about 1 under the claim); p-values None when
+        no canary joined or ``q = 1`` (the centred statistic is then 0).
+    """
+    from scipy.stats import binom, norm
+
+    y = np.asarray(projections, dtype=np.float64)
+    j = np.asarray(joins, dtype=bool)
+    inc = np.asarray(included, dtype=bool).reshape(-1)
+    n_t = np.asarray(batch_sizes, dtype=np.float64).reshape(-1)
+    if y.ndim != 2 or j.shape != y.shape or inc.size != y.shape[1] or n_t.size != y.shape[0]:
+        raise InvalidParameterError(
+            f"projections and joins must be (T, m) with m = {inc.size} and T batch sizes, got "
+            f"{y.shape}, {j.shape}, {n_t.shape}"
+        )
+    if (j & ~inc[None, :]).any():
+        raise InvalidParameterError("joins must be False for every excluded canary")
+    q = check_probability(sample_rate, "sample_rate", open_interval=False)
+    level = 1.0 - check_probability(confidence, "confidence")
+    T = y.shape[0]
+    K = int(j.sum())
+    n_in = int(inc.sum())
+    if K == 0 or q >= 1.0 or q <= 0.0:
+        return {"rejected": False, "p_value": None, "p_excess": None, "p_deficit": None,
+                "contribution": None, "joins": K, "level": level}  # fmt: skip
+    w = j.astype(np.float64) - q * inc[None, :]
+    S = float((y * w).sum())
+    c_lo = canary_norm / (canary_norm + 1e-6)
+    va = _bernoulli_proxy(q) * float((n_t**2).sum())
+    n = T * n_in
+    half = 12.0 * math.sqrt(n * q * (1.0 - q)) + 12.0
+    ks = np.arange(max(0, int(n * q - half)), min(n, int(math.ceil(n * q + half))) + 1)
+    pk = binom.pmf(ks, n, q)
+    rest = max(0.0, 1.0 - float(pk.sum()))
+    sd_b = sigma * np.sqrt(ks * (1.0 - 2.0 * q) + n * q * q)
+    splits = np.linspace(0.0, 1.0, 41)
+
+    def tail(x: float) -> float:
+        if x <= 0:
+            return 1.0
+        best = 1.0
+        for f in splits:
+            a = f * x
+            pa = math.exp(-a * a / (2.0 * va)) if va > 0 else float(a <= 0)
+            pb = float(np.sum(pk * norm.sf((x - a) / sd_b))) + rest
+            best = min(best, pa + pb)
+        return best
+
+    p_ex = tail(S - (1.0 - q) * K)
+    p_de = tail((1.0 - q) * K * c_lo - S)
+    p = min(1.0, 2.0 * min(p_ex, p_de))
+    sd = math.sqrt(va + sigma**2 * (K * (1 - 2 * q) + n * q * q)) / ((1 - q) * K)
+    return {"rejected": bool(p <= level), "p_value": p, "p_excess": p_ex, "p_deficit": p_de,
+            "contribution": S / ((1.0 - q) * K), "contribution_sd": sd, "joins": K,
+            "level": level}  # fmt: skip
+
+
+def sampling_test(
+    batch_sizes: Any,
+    *,
+    dataset_size: int,
+    sample_rate: float,
+    confidence: float = 0.95,
+    simulations: int = 5000,
+    seed: int = 0,
+) -> dict:
+    """Are the data batch sizes those of Poisson sampling at the claimed rate?
+
+    Under the claim (each of ``N`` records joins each update independently with rate ``q``) the
+    sizes are i.i.d. ``Bin(N, q)``, whatever the data. Two two-sided statistics, Bonferroni
+    inside: the total (exactly ``Bin(N T, q)``) and the dispersion ``sum_t (n_t - N q)^2``
+    (Monte Carlo p-value ``(1 + #{sim at least as extreme}) / (1 + R)`` from ``R`` simulated
+    runs, exact for any ``R``; the generator is seeded, so the audit is reproducible). Fixed-size
+    (shuffled) batches have no dispersion; a larger true rate moves the total.
+    """
+    from scipy.stats import binom
+
+    n = np.asarray(batch_sizes, dtype=np.int64).reshape(-1)
+    if isinstance(dataset_size, bool) or not isinstance(dataset_size, (int, np.integer)):
+        raise InvalidParameterError(f"dataset_size must be an int, got {dataset_size!r}")
+    N = int(dataset_size)
+    if N < 1 or n.size < 1 or (n < 0).any():
+        raise InvalidParameterError(f"need dataset_size >= 1 and batch sizes, got {N}, {n.size}")
+    q = check_probability(sample_rate, "sample_rate", open_interval=False)
+    level = 1.0 - check_probability(confidence, "confidence")
+    T = n.size
+    tot = int(n.sum())
+    p_tot = min(1.0, 2.0 * min(float(binom.cdf(tot, N * T, q)), float(binom.sf(tot - 1, N * T, q))))
+    disp = float(((n - N * q) ** 2).sum())
+    rng = np.random.default_rng(seed)
+    sims = np.concatenate(
+        [
+            ((rng.binomial(N, q, size=(min(1000, simulations - i), T)) - N * q) ** 2).sum(axis=1)
+            for i in range(0, simulations, 1000)
+        ]
+    )
+    lo = (1 + int((sims <= disp).sum())) / (1 + simulations)
+    hi = (1 + int((sims >= disp).sum())) / (1 + simulations)
+    p_disp = min(1.0, 2.0 * min(lo, hi))
+    p = min(1.0, 2.0 * min(p_tot, p_disp))
+    return {"rejected": bool(p <= level), "p_value": p, "p_total": p_tot, "p_dispersion": p_disp,
+            "mean_batch": tot / T, "expected_batch": N * q,
+            "dispersion_ratio": disp / (T * N * q * (1 - q)) if 0 < q < 1 else None,
+            "level": level}  # fmt: skip

@@ -1,0 +1,94 @@
+"""Audit your own Opacus DP-SGD training in one run (docs/opacus.md).
+
+Three lines in a user's Opacus loop::
+
+    audit = CanaryAudit(out="runs/mine", canaries=1000, seed=0, delta=1e-5)
+    model, optimizer, loader = privacy_engine.make_private(...)
+    optimizer = audit.attach(optimizer, data_loader=loader)
+    ... the user's loop, unchanged ...
+    result = audit.finish()            # verdict, bounds, p-values; writes runs/mine
+
+:class:`CanaryAudit` reads the claim from the optimizer (noise multiplier ``sigma``, clip norm
+``C``, expected batch size) and the loader (Poisson sample rate ``q``, data set size), plants
+``m`` **gradient canaries** (public orthonormal directions ``u_i``, each secretly included with
+probability 1/2; an included canary joins each update with probability ``q``, like a record of
+the data set, as one more per-sample gradient of norm ``canary_scale * C`` appended to
+``p.grad_sample`` *before* the optimizer's own clipping and noise), charges the run's ledger
+with the declared event ``PoissonSampledEvent(q, GaussianEvent(sigma))`` **before** every noise
+draw, records what the audit needs, and writes a run directory (``algorithm: "opacus"``) that
+``ldp-audit attack membership --run-dir`` and ``ldp-audit report`` read.
+
+**Input canaries** (``kind="input"``): :meth:`CanaryAudit.insert` adds the included canary
+examples to the data set before the loader is built; :meth:`CanaryAudit.finish` scores them on
+the final model (black-box leakage bounds; the white-box noise, independence, sampling and
+ledger tests still run on public directions).
+
+The hooks are instance attributes on the optimizer around three public steps of Opacus's
+``DPOptimizer`` (opacus 1.5-1.6): ``clip_and_accumulate`` (canaries appended to the per-sample
+gradients first, so they are clipped like any sample, by the optimizer's own code, subclass
+included), ``add_noise`` (the ledger charged first) and the wrapped optimizer's ``step`` (the
+released noisy mean gradient recorded, whatever path produced it). A subclass that overrides
+any of them is hooked the same way: the audit tests what the optimizer does, not what Opacus's
+base class would do.
+
+What each setting sees (:func:`audit_run`):
+
+* **white-box** (every released update): the (eps, delta) bound of Steinke, Nasr & Jagielski
+  (2023) and the f-DP one-run test on the summed projections ``sum_t <update_t, u_i>``; the
+  noise magnitude, the independence of the noise across updates, a canary's contribution along
+  its direction (per-sample clipping: neither more, per-layer or no clipping, nor less,
+  aggregate clipping), the data loader's sampling (Poisson at the claimed rate) and the ledger
+  (one charge of the declared event before every update);
+* **black-box** (final model only): the (eps, delta) bound and the f-DP test on
+  ``-<theta_T - theta_0, u_i>``.
+
+Each test's soundness needs only the claim (worst-case data); they share ``1 - confidence`` by
+Bonferroni (the ledger check is deterministic and takes no share).
+
+The package's modules: :mod:`~ldp_audit.opacus.canaries` (the public canary design),
+:mod:`~ldp_audit.opacus.attach` (:class:`CanaryAudit`: planting the canaries, the hooks),
+:mod:`~ldp_audit.opacus.writer` (the run directory), :mod:`~ldp_audit.opacus.scoring` (the
+audit of a run, the report sections) and :mod:`~ldp_audit.opacus.system` (the ``opacus``
+system and the digits example). Every name is importable from ``ldp_audit.opacus``.
+"""
+
+from __future__ import annotations
+
+from ldp_audit.opacus.attach import CanaryAudit
+from ldp_audit.opacus.canaries import _KINDS, _MARK, ALGORITHM, _int, _real, canary_blocks
+from ldp_audit.opacus.scoring import (
+    _decided_by,
+    _fmt,
+    _ledger_test,
+    _read,
+    audit_run,
+    membership,
+    report_sections,
+    score_inputs,
+)
+from ldp_audit.opacus.system import (
+    EXAMPLE_DEFAULTS,
+    OPACUS,
+    OpacusRunConfig,
+    ledger_charges,
+    train_digits,
+    transcript_schema,
+)
+from ldp_audit.opacus.writer import declared_event, open_run, privacy, write_run
+
+__all__ = [
+    "ALGORITHM",
+    "CanaryAudit",
+    "canary_blocks",
+    "audit_run",
+    "membership",
+    "OpacusRunConfig",
+    "train_digits",
+    "OPACUS",
+    "report_sections",
+]
+
+# the names the single module had, kept importable from ldp_audit.opacus
+_COMPAT = (_KINDS, _MARK, _int, _real, _decided_by, _fmt, _ledger_test, _read, score_inputs,
+           EXAMPLE_DEFAULTS, ledger_charges, transcript_schema, declared_event, open_run,
+           privacy, write_run)  # fmt: skip

@@ -1,0 +1,545 @@
+"""Planting the canaries: :class:`CanaryAudit` and its hooks on an Opacus ``DPOptimizer``
+(docs/opacus.md).
+
+``attach`` reads the claim from the optimizer and the loader and wraps three public steps of
+the optimizer (instance attributes): ``clip_and_accumulate`` (the joining canaries appended to
+the per-sample gradients, which the optimizer's own code then clips), ``add_noise`` (the ledger
+charged first) and the wrapped optimizer's ``step`` (the released update projected on the
+canary directions). Per step the hooks gather precomputed canary rows into a reused buffer and
+keep the projections as tensors; :meth:`CanaryAudit.records` converts them once.
+:mod:`ldp_audit.opacus.writer` writes the run directory, :mod:`ldp_audit.opacus.scoring` audits it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from ldp_audit.errors import InvalidParameterError
+from ldp_audit.opacus.canaries import _KINDS, _MARK, _int, _real, canary_blocks
+
+__all__ = ["CanaryAudit"]
+
+
+def _stack(ts: list[Any]) -> np.ndarray:
+    """``torch.stack(ts)`` as a NumPy array (one copy)."""
+    import torch
+
+    return torch.stack(ts).numpy()
+
+
+class CanaryAudit:
+    """One-run audit of a user's Opacus training (see the module docstring).
+
+    Args:
+        out: the run directory to write (must not exist, or be empty; never overwritten).
+        canaries: ``m >= 2`` gradient canaries (at most the trainable parameter count).
+        seed: seed of the secret draws (inclusion bits, joins) and of the public directions
+            (``canary_seed`` derives from it unless given).
+        delta: the delta at which the claim (the accountant's epsilon) and the bounds are read.
+        kind: ``"gradient"`` (canary gradients in the per-sample gradients; white-box and
+            black-box) or ``"input"`` (canary examples inserted in the data set with
+            :meth:`insert`, scored on the final model by :meth:`finish`; black-box leakage
+            bounds, and the white-box noise, independence, sampling and ledger tests on public
+            directions).
+        confidence: the verdict's confidence (a correct trainer is flagged with probability at
+            most ``1 - confidence``).
+        canary_scale: a canary's gradient norm in units of ``C`` (> 1: clipping matters).
+        canary_seed: public seed of the directions (default: derived from ``seed``).
+        prepay: charges written per durable ledger transaction. When no prepaid charge is left
+            at a noise draw, ``prepay`` charges of the declared event are committed (one fsync)
+            before it: every update is charged before its noise, and at most ``prepay - 1``
+            charges are left unused at the end (charged, never released: the safe direction;
+            ``metrics.json`` ``prepaid_unused``). 1 = one durable transaction per update.
+        example: the settings of the training loop, kept in config.json (the ``train opacus``
+            example writes its own here; None for a user's loop).
+
+    Bad input (a wrong type or value, an existing ``out``) raises
+    :class:`~ldp_audit.errors.InvalidParameterError` or
+    :class:`~ldp_audit.errors.RunDirectoryError` here or in :meth:`attach`, before any step:
+    nothing is charged or written until the first noisy update.
+    """
+
+    def __init__(
+        self,
+        out: Any,
+        *,
+        canaries: int,
+        seed: int,
+        delta: float,
+        kind: str = "gradient",
+        confidence: float = 0.95,
+        canary_scale: float = 10.0,
+        canary_seed: int | None = None,
+        prepay: int = 32,
+        example: dict[str, Any] | None = None,
+    ) -> None:
+        from ldp_audit.rundir import check_new_dir
+
+        if not isinstance(kind, str) or kind not in _KINDS:
+            raise InvalidParameterError(f"kind must be one of {_KINDS}, got {kind!r}")
+        self.canaries = _int(canaries, "canaries", 2)
+        self.seed = _int(seed, "seed", 0)
+        self.delta = _real(delta, "delta", lo=0.0, lo_open=True, hi=1.0, hi_open=True)
+        self.confidence = _real(confidence, "confidence", lo=0.0, lo_open=True, hi=1.0,
+                                hi_open=True)  # fmt: skip
+        self.canary_scale = _real(canary_scale, "canary_scale", lo=1.0, lo_open=True)
+        self.canary_seed = (
+            _int(canary_seed, "canary_seed", 0)
+            if canary_seed is not None
+            else int(np.random.default_rng([self.seed, 26]).integers(2**31))
+        )
+        self.kind = kind
+        self.prepay = _int(prepay, "prepay", 1)
+        if example is not None and not isinstance(example, dict):
+            raise InvalidParameterError(f"example must be a dict or None, got {example!r}")
+        self.example = example
+        self.out = check_new_dir(out, name="out")
+        self._opt: Any = None
+        self._inserted: Any = None
+        self._writer: Any = None
+        self._finished = False
+
+    # ------------------------------------------------------------------ input canaries
+    def insert(self, dataset: Any, canaries: Any) -> Any:
+        """``kind="input"``: the training set with the included canary examples added.
+
+        Call it before ``make_private`` and train on what it returns: each of the ``m`` canary
+        examples (``canaries``, a dataset of ``m`` items like ``dataset``'s) is included with
+        probability 1/2 (secret) and is then a record like any other (Poisson-sampled by the
+        loader). :meth:`finish` scores every canary on the final model.
+        """
+        from torch.utils.data import ConcatDataset, Subset
+
+        if self.kind != "input":
+            raise InvalidParameterError(
+                f"insert: only for kind='input' (this audit has kind={self.kind!r})"
+            )
+        if self._inserted is not None or self._opt is not None:
+            raise InvalidParameterError("insert: call it once, before attach")
+        try:
+            n = len(canaries)
+            n_data = len(dataset)
+        except TypeError:
+            raise InvalidParameterError(
+                "insert: dataset and canaries must be datasets with a length, got "
+                f"{type(dataset).__name__} and {type(canaries).__name__}"
+            ) from None
+        if n != self.canaries:
+            raise InvalidParameterError(
+                f"canaries: insert got {n} canary examples for canaries={self.canaries}"
+            )
+        if n_data < 1:
+            raise InvalidParameterError(f"insert: dataset is empty, got {n_data} records")
+        rng = np.random.default_rng([self.seed, 1])
+        self._included = rng.random(self.canaries) < 0.5  # secret
+        self._inserted = canaries
+        return ConcatDataset([dataset, Subset(canaries, np.flatnonzero(self._included).tolist())])
+
+    # ------------------------------------------------------------------ attach
+    def attach(
+        self,
+        optimizer: Any,
+        *,
+        data_loader: Any = None,
+        sample_rate: float | None = None,
+        dataset_size: int | None = None,
+    ) -> Any:
+        """Hook the audit into an Opacus ``DPOptimizer`` (any subclass); returns it.
+
+        The claim is read from the optimizer (``noise_multiplier``, ``max_grad_norm``,
+        ``expected_batch_size``, ``loss_reduction``) and from ``data_loader`` (its
+        ``sample_rate``, as Opacus's ``DPDataLoader`` has, and ``len(dataset)``) unless
+        ``sample_rate`` / ``dataset_size`` are given. Everything is checked before any step.
+        """
+        import torch
+        from opacus.optimizers import DPOptimizer
+
+        import ldp_audit.accountant  # noqa: F401 - imported now, not inside the first step
+        from ldp_audit.rundir import check_new_dir
+
+        if self._opt is not None or self._finished:
+            raise InvalidParameterError(
+                "attach: this CanaryAudit is already attached to an optimizer; use one "
+                "CanaryAudit per training run"
+            )
+        if not isinstance(optimizer, DPOptimizer):
+            raise InvalidParameterError(
+                f"optimizer must be an opacus.optimizers.DPOptimizer (what "
+                f"PrivacyEngine.make_private returns), got {type(optimizer).__name__}"
+            )
+        if hasattr(optimizer, _MARK):
+            raise InvalidParameterError(
+                "optimizer is already attached to a CanaryAudit; attach one audit per optimizer"
+            )
+        if self.kind == "input" and self._inserted is None:
+            raise InvalidParameterError(
+                "attach: kind='input' needs insert(dataset, canary_examples) first (before "
+                "make_private), so that the canaries are records of the loader"
+            )
+        try:
+            from opacus.optimizers import DPOptimizerFastGradientClipping as _Ghost
+        except ImportError:  # pragma: no cover - older opacus
+            _Ghost = ()  # noqa: N806
+        if _Ghost and isinstance(optimizer, _Ghost):
+            raise InvalidParameterError(
+                f"optimizer {type(optimizer).__name__} uses ghost clipping (no per-sample "
+                f"gradients to add canaries to); make_private(..., grad_sample_mode='hooks')"
+            )
+        sigma = _real(optimizer.noise_multiplier, "optimizer.noise_multiplier", lo=0.0,
+                      lo_open=True)  # fmt: skip
+        clip = optimizer.max_grad_norm
+        if isinstance(clip, (list, tuple)):
+            raise InvalidParameterError(
+                f"optimizer.max_grad_norm must be one number (per-sample clipping of the whole "
+                f"gradient), got the per-layer list {clip!r}"
+            )
+        clip = _real(clip, "optimizer.max_grad_norm", lo=0.0, lo_open=True)
+        reduction = getattr(optimizer, "loss_reduction", "mean")
+        if reduction not in ("mean", "sum"):
+            raise InvalidParameterError(
+                f"optimizer.loss_reduction must be 'mean' or 'sum', got {reduction!r}"
+            )
+        batch = optimizer.expected_batch_size
+        if reduction == "mean":
+            batch = _int(batch, "optimizer.expected_batch_size", 1)
+        if sample_rate is None:
+            sample_rate = getattr(data_loader, "sample_rate", None)
+            if sample_rate is None:
+                raise InvalidParameterError(
+                    f"sample_rate: data_loader {type(data_loader).__name__} has no sample_rate "
+                    f"(not an Opacus DPDataLoader, e.g. make_private(..., "
+                    f"poisson_sampling=False)); pass sample_rate= the rate the accountant uses"
+                )
+            q = _real(sample_rate, "data_loader.sample_rate", lo=0.0, lo_open=True, hi=1.0)
+        else:
+            q = _real(sample_rate, "sample_rate", lo=0.0, lo_open=True, hi=1.0)
+        if dataset_size is None and data_loader is not None:
+            try:
+                dataset_size = len(data_loader.dataset)
+            except (AttributeError, TypeError):
+                dataset_size = None
+        if dataset_size is not None:
+            dataset_size = _int(dataset_size, "dataset_size", 1)
+        params = [p for p in optimizer.params]
+        n_params = int(sum(p.numel() for p in params))
+        if self.canaries > n_params:
+            raise InvalidParameterError(
+                f"canaries must be <= the number of trainable parameters ({n_params}: the "
+                f"canary directions are orthonormal), got {self.canaries}"
+            )
+        check_new_dir(self.out, name="out")  # again: it may have appeared since __init__
+        sizes = [int(p.numel()) for p in params]
+        idx, weight = canary_blocks(sizes, self.canaries, self.canary_seed)
+        rng = np.random.default_rng([self.seed, 1])
+        drawn = rng.random(self.canaries) < 0.5  # secret (insert drew the same bits)
+        if self.kind == "gradient":
+            self._included = drawn
+        self._gen = torch.Generator().manual_seed(int(rng.integers(2**62)))  # joins (secret)
+        self._claim = {
+            "optimizer": f"{type(optimizer).__module__}.{type(optimizer).__qualname__}",
+            "noise_multiplier": sigma,
+            "max_grad_norm": clip,
+            "expected_batch_size": batch,
+            "loss_reduction": reduction,
+            "sample_rate": q,
+            "dataset_size": dataset_size,
+            "n_params": n_params,
+            "tensor_sizes": sizes,
+        }
+        self._params = params
+        self._shapes = [tuple(p.shape) for p in params]
+        self._sizes = [p.numel() for p in params]
+        self._idx = torch.as_tensor(idx)
+        # per tensor: the design's columns that fall in it (local coordinates and weights)
+        offs = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        self._cols: list[Any] = []
+        for o, n in zip(offs, sizes, strict=True):
+            inside = (idx[0] >= o) & (idx[0] < o + n)
+            if not inside.any():
+                self._cols.append(None)
+                continue
+            loc = idx[:, inside] - o
+            if not ((loc >= 0) & (loc < n)).all():  # whole-vector blocks (no tensor >= m)
+                self._cols = None
+                break
+            self._cols.append((torch.as_tensor(loc), torch.as_tensor(weight[:, inside])))
+        self._bufs: list[Any] = [None] * len(params)
+        self._flat_idx = self._idx.reshape(-1)
+        self._weight = torch.as_tensor(weight)
+        self._scale = self.canary_scale * clip
+        # per tensor, once: the canary rows' local coordinates and values (weight x scale), so
+        # that a step only gathers the joining canaries' rows and scatters them
+        self._vals = None if self._cols is None else [
+            None if c is None else (c[0], c[1] * self._scale) for c in self._cols
+        ]  # fmt: skip
+        inc_idx = np.flatnonzero(self._included)
+        self._inc_idx = inc_idx
+        self._inc_idx_t = torch.as_tensor(inc_idx, dtype=torch.int64)
+        self._unit = (batch if reduction == "mean" else 1.0) / clip
+        self._initial = self._flat(params, grad=False)
+        # records, kept as tensors / Python scalars and converted once by finish()
+        self._proj: list[Any] = []  # float32 (m,) projections of each released update
+        self._norms: list[Any] = []  # float32 () norm of each released update
+        self._accs: list[int] = []  # accumulated iterations at each update
+        self._rows: list[tuple] = []  # (batch, charged, sigma, C, expected batch) per update
+        self._joins: list[Any] = []  # the canaries that joined each update (indices)
+        self._pending: tuple[int, Any] | None = None
+        self._charges_since = 0
+        self._charges = 0
+        self._prepaid = 0
+        self._batches = 0
+        self._data_rows = 0
+        self._t0 = time.perf_counter()
+        self._install(optimizer)
+        return optimizer
+
+    @staticmethod
+    def _flat(params: list[Any], *, grad: bool) -> np.ndarray:
+        import torch
+
+        with torch.no_grad():
+            t = torch.cat([(p.grad if grad else p).reshape(-1) for p in params])
+        return t.detach().cpu().numpy().astype(np.float64)
+
+    def _rows_now(self) -> int:
+        """The per-sample rows of this physical batch (``len(opt.grad_samples[0])``, without
+        concatenating accumulated batches)."""
+        g = getattr(self._params[0], "grad_sample", None)
+        if g is None:
+            return 0
+        return int(sum(len(x) for x in g)) if isinstance(g, list) else int(len(g))
+
+    def _install(self, opt: Any) -> None:
+        orig_clip = opt.clip_and_accumulate
+        orig_noise = opt.add_noise
+        inner = opt.original_optimizer
+        orig_step = inner.step
+
+        def clip_and_accumulate(*a: Any, **k: Any) -> Any:
+            self._batches += 1
+            self._data_rows += self._rows_now()
+            check = getattr(opt, "_check_skip_next_step", None)
+            if check is None or not check(pop_next=False):
+                self._add_canaries(opt)
+            return orig_clip(*a, **k)
+
+        def add_noise(*a: Any, **k: Any) -> Any:
+            self._charge(opt)  # durable, before the noise is drawn
+            return orig_noise(*a, **k)
+
+        def step(*a: Any, **k: Any) -> Any:
+            self._record(opt)
+            return orig_step(*a, **k)
+
+        opt.clip_and_accumulate = clip_and_accumulate
+        opt.add_noise = add_noise
+        inner.step = step
+        setattr(opt, _MARK, self)
+        self._opt = opt
+
+    def _uninstall(self) -> None:
+        opt = self._opt
+        if opt is None:
+            return
+        for name in ("clip_and_accumulate", "add_noise"):
+            opt.__dict__.pop(name, None)
+        opt.original_optimizer.__dict__.pop("step", None)
+        opt.__dict__.pop(_MARK, None)
+
+    # ------------------------------------------------------------------ per step
+    def _add_canaries(self, opt: Any) -> None:
+        """Record the data batch size, draw the joins, append joining canaries as samples."""
+        import torch
+
+        n_data, self._data_rows = self._data_rows, 0  # every physical batch of this step
+        n_in = self._inc_idx.size
+        q = self._claim["sample_rate"]
+        if q < 1:
+            sel = torch.rand(n_in, generator=self._gen) < q
+            joined = self._inc_idx_t[sel] if self.kind == "gradient" else self._inc_idx_t[:0]
+        else:
+            joined = self._inc_idx_t if self.kind == "gradient" else self._inc_idx_t[:0]
+        self._pending = (n_data, joined)
+        k = int(joined.numel())
+        if k == 0:
+            return
+        dense = None
+        if self._vals is None:  # blocks across tensors: one dense (k, d) block of rows
+            dense = torch.zeros((k, self._claim["n_params"]), dtype=torch.float32)
+            dense.scatter_(1, self._idx[joined], self._weight[joined] * self._scale)
+            offs = np.concatenate([[0], np.cumsum(self._sizes)])
+        for i, p in enumerate(self._params):
+            g = p.grad_sample
+            if isinstance(g, list):
+                g = torch.cat(g, dim=0)
+            n = g.shape[0]
+            buf = self._bufs[i]  # reused: no fresh allocation of a (rows, *shape) tensor a step
+            if (
+                buf is None
+                or buf.shape[0] < n + k
+                or buf.dtype != g.dtype
+                or buf.device != g.device
+            ):
+                buf = torch.empty((int((n + k) * 1.5) + 1, *self._shapes[i]), dtype=g.dtype,
+                                  device=g.device)  # fmt: skip
+                self._bufs[i] = buf
+            new = buf[: n + k]
+            new[:n].copy_(g)
+            tail = new[n:].view(k, -1)
+            tail.zero_()
+            if dense is not None:
+                tail.copy_(dense[:, offs[i] : offs[i + 1]])
+            elif self._vals[i] is not None:
+                local, v = self._vals[i]
+                if v.dtype != g.dtype or v.device != g.device:
+                    local, v = local.to(g.device), v.to(dtype=g.dtype, device=g.device)
+                    self._vals[i] = (local, v)
+                tail.scatter_(1, local[joined], v[joined])
+            p.grad_sample = new
+
+    def _ensure_writer(self) -> None:
+        if self._writer is None:
+            from ldp_audit.opacus.writer import open_run
+
+            self._writer, self._accountant = open_run(self)
+
+    def _charge(self, opt: Any) -> None:
+        if self._prepaid == 0:
+            from ldp_audit.opacus.writer import declared_event
+
+            self._ensure_writer()
+            ev = declared_event(self._claim)
+            self._accountant.charge_many([("model", ev)] * self.prepay, scope="central")
+            self._charges += self.prepay
+            self._prepaid = self.prepay
+        self._prepaid -= 1
+        self._charges_since += 1
+
+    def _record(self, opt: Any) -> None:
+        """The released update projected on the canary directions (kept as a tensor)."""
+        import torch
+
+        with torch.no_grad():
+            g = torch.cat([p.grad.reshape(-1).float() for p in self._params])
+            self._proj.append((g[self._flat_idx].view(self._idx.shape) * self._weight).sum(dim=1))
+            self._norms.append(g.norm())
+        self._accs.append(getattr(opt, "accumulated_iterations", 1) or 1)
+        batch, joined = self._pending or (-1, self._inc_idx_t[:0])
+        bs = getattr(opt, "expected_batch_size", None)
+        clip = opt.max_grad_norm
+        self._rows.append(
+            (
+                batch,
+                self._charges_since == 1,
+                float(opt.noise_multiplier),
+                float("nan") if isinstance(clip, (list, tuple)) else float(clip),
+                float(bs) if bs is not None else float("nan"),
+            )
+        )
+        self._joins.append(joined)
+        self._pending = None
+        self._charges_since = 0
+
+    def records(self) -> dict[str, np.ndarray]:
+        """What the hooks recorded, one row per released update (the transcript's arrays,
+        ``canary_joins`` and ``canary_participations`` of the secrets)."""
+        T = len(self._proj)
+        unit = self._unit
+        if T:
+            y = _stack(self._proj).astype(np.float64) * unit
+            proj = y * np.asarray(self._accs, dtype=np.float64)[:, None]
+        else:
+            proj = np.zeros((0, self.canaries))
+        rows = list(zip(*self._rows, strict=True)) if T else [()] * 5
+        joins = np.zeros((T, self.canaries), dtype=bool)
+        for t, j in enumerate(self._joins):
+            joins[t, j.numpy()] = True
+        return {
+            "canary_projection": proj,
+            "update_index": np.arange(T, dtype=np.int64),
+            "batch_size": np.array(rows[0], dtype=np.int64),
+            "charged": np.array(rows[1], dtype=bool),
+            "noise_multiplier": np.array(rows[2], dtype=np.float64),
+            "max_grad_norm": np.array(rows[3], dtype=np.float64),
+            "expected_batch_size": np.array(rows[4], dtype=np.float64),
+            "update_norm": _stack(self._norms).astype(np.float64) if T else np.zeros(0),
+            "canary_joins": joins,
+        }
+
+    # ------------------------------------------------------------------ finish
+    def config(self) -> dict[str, Any]:
+        """The public design and the claim (config.json ``config``)."""
+        return {
+            "kind": self.kind,
+            "canaries": self.canaries,
+            "canary_scale": self.canary_scale,
+            "canary_seed": self.canary_seed,
+            "canary_design": "random blocks in every tensor of >= m entries (canary_blocks)",
+            "delta": self.delta,
+            "confidence": self.confidence,
+            "claim": dict(self._claim),
+            "example": self.example,
+        }
+
+    def _mechanism(self) -> dict[str, Any]:
+        c = self._claim
+        return {
+            "name": "dp-sgd",
+            "noise_multiplier": c["noise_multiplier"],
+            "clip": c["max_grad_norm"],
+            "sample_rate": c["sample_rate"],
+            "expected_batch_size": c["expected_batch_size"],
+        }
+
+    def finish(self, *, audit: bool = True, model: Any = None, score_fn: Any = None) -> Any:
+        """Write the run directory, run the one-run audit; the white-box result.
+
+        The optimizer is unhooked (later steps are neither charged nor recorded). The result
+        (an ``AttackResult``; black-box in ``extra["black_box"]``) is also written into the run
+        as ``attack_membership.json``. ``audit=False`` writes the run only and returns its path
+        (audit it later with ``ldp-audit attack membership --run-dir``).
+
+        ``kind="input"``: ``model`` (the final model) scores every canary example, by default
+        ``-cross_entropy(model(x), y)`` (an ``(x, y)`` dataset); or ``score_fn(model,
+        canaries) -> (m,)`` scores, higher meaning "more likely trained on". The scores are
+        kept in ``transcript.npz`` (``canary_score``: what a black-box auditor computes).
+        """
+        if not isinstance(audit, bool):
+            raise InvalidParameterError(f"audit must be True or False, got {audit!r}")
+        if self.kind == "input" and model is None and self._opt is not None and self._proj:
+            raise InvalidParameterError(
+                "model: finish() of kind='input' scores the canary examples on the final "
+                "model; pass model= (and score_fn= unless the examples are (x, y) pairs)"
+            )
+        if score_fn is not None and not callable(score_fn):
+            raise InvalidParameterError(f"score_fn must be callable, got {score_fn!r}")
+        from ldp_audit.opacus.scoring import membership, score_inputs
+        from ldp_audit.opacus.writer import write_run
+        from ldp_audit.rundir import write_artifact
+
+        if self._finished:
+            raise InvalidParameterError("finish: this CanaryAudit is already finished")
+        if self._opt is None:
+            raise InvalidParameterError("finish: attach(optimizer, ...) was never called")
+        if not self._proj:
+            raise InvalidParameterError(
+                f"finish: no optimizer step ran since attach (0 updates); nothing to audit, "
+                f"nothing was written to {str(self.out)!r}"
+            )
+        scores = (
+            score_inputs(self._inserted, model, score_fn, self.canaries)
+            if self.kind == "input"
+            else None
+        )
+        self._uninstall()
+        write_run(self, scores)
+        self._finished = True
+        self._accountant.ledger.close()
+        if not audit:
+            return self.out
+        res = membership(self.out, confidence=self.confidence)
+        write_artifact(self.out, "attack_membership.json", res.to_dict())
+        return res

@@ -1,0 +1,82 @@
+"""The public canary design of :class:`~ldp_audit.opacus.CanaryAudit` and the argument checks
+the integration shares (docs/opacus.md).
+
+:func:`canary_blocks` lays out ``m`` orthonormal gradient-canary directions on random disjoint
+blocks of the model's parameter tensors; the auditor recomputes them from the run's public
+``canary_seed`` and tensor sizes.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ldp_audit.errors import InvalidParameterError
+
+__all__ = ["ALGORITHM", "canary_blocks"]
+
+ALGORITHM = "opacus"
+_KINDS = ("gradient", "input")
+_MARK = "_ldp_audit_canary_audit"
+
+
+def _int(v: Any, name: str, minimum: int) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < minimum:
+        raise InvalidParameterError(f"{name} must be an int >= {minimum}, got {v!r}")
+    return int(v)
+
+
+def _real(v: Any, name: str, *, lo: float, lo_open: bool, hi: float | None = None,
+          hi_open: bool = False) -> float:  # fmt: skip
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+        raise InvalidParameterError(f"{name} must be a real number, got {v!r}")
+    x = float(v)
+    bad = (
+        not math.isfinite(x)
+        or (x <= lo if lo_open else x < lo)
+        or (hi is not None and (x >= hi if hi_open else x > hi))
+    )
+    if bad:
+        lo_s = f"> {lo:g}" if lo_open else f">= {lo:g}"
+        hi_s = "" if hi is None else (f" and < {hi:g}" if hi_open else f" and <= {hi:g}")
+        raise InvalidParameterError(f"{name} must be finite, {lo_s}{hi_s}, got {v!r}")
+    return x
+
+
+def canary_blocks(sizes: Any, m: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The public canary design: ``m`` orthonormal directions spanning every large tensor.
+
+    ``sizes`` are the parameter tensors' sizes (flat layout in this order). Each tensor with at
+    least ``m`` entries (``L`` of them) is cut, after a random permutation, into ``m`` blocks of
+    ``b_l = size_l // m`` entries; canary ``i`` has random signs on its block of every such
+    tensor, scaled so that each tensor holds ``1 / L`` of its squared norm (norm 1). Disjoint
+    blocks make the directions orthonormal; a projection costs ``O(n_params)`` (not the
+    ``O(n_params m)`` of a dense frame); and a canary clipped tensor by tensor (per-layer
+    clipping) keeps ``sqrt(L)`` times the whole-gradient clip along its direction. When no
+    tensor has ``m`` entries, blocks of the whole flat vector are used (``L = 1``).
+
+    Returns:
+        ``(idx, weight)``: (m, B) int64 flat coordinates and (m, B) float32 weights.
+    """
+    sizes = [int(_int(n, "tensor size", 1)) for n in np.atleast_1d(sizes).tolist()]
+    d = sum(sizes)
+    m = _int(m, "canaries", 2)
+    if m > d:
+        raise InvalidParameterError(
+            f"canaries must be <= the number of trainable parameters ({d}: the canary "
+            f"directions are orthonormal), got {m}"
+        )
+    rng = np.random.default_rng(_int(seed, "canary_seed", 0))
+    offs = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    parts = [(o, n) for o, n in zip(offs, sizes, strict=True) if n >= m] or [(0, d)]
+    L = len(parts)
+    idx, wt = [], []
+    for o, n in parts:
+        b = n // m
+        blk = (o + rng.permutation(n)[: m * b]).reshape(m, b).astype(np.int64)
+        sgn = np.where(rng.random((m, b)) < 0.5, -1.0, 1.0) / math.sqrt(b * L)
+        idx.append(blk)
+        wt.append(sgn)
+    return np.concatenate(idx, axis=1), np.concatenate(wt, axis=1).astype(np.float32)

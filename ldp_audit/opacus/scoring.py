@@ -1,0 +1,396 @@
+"""Scoring an ``opacus`` run: the one-run audit of a run written by
+:class:`~ldp_audit.opacus.CanaryAudit` (docs/opacus.md).
+
+:func:`audit_run` reads the run directory (the auditor's view: transcript, model, ledger; the
+secret bits only to count correct guesses), scores the canaries, runs every test of
+:mod:`ldp_audit.attacks.one_run` that the setting can see and combines them by Bonferroni;
+:func:`membership` is ``ldp-audit attack membership --run-dir``; :func:`report_sections` is what
+``ldp-audit report`` shows of the run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ldp_audit.errors import InvalidParameterError, RunDirectoryError
+from ldp_audit.opacus.canaries import ALGORITHM, canary_blocks
+
+__all__ = ["audit_run", "membership", "report_sections", "score_inputs"]
+
+
+def _read(run_dir: Path) -> dict[str, Any]:
+    from ldp_audit.rundir import read_config, read_npz
+
+    doc = read_config(run_dir)
+    if doc.get("algorithm") != ALGORITHM:
+        raise RunDirectoryError(
+            f"run_dir {str(run_dir)!r} is a {doc.get('algorithm')!r} run, not an {ALGORITHM!r} run"
+        )
+    try:
+        metrics = json.loads((run_dir / "metrics.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise RunDirectoryError(f"cannot read {run_dir / 'metrics.json'}: {exc}") from None
+    return {
+        "doc": doc,
+        "config": doc["config"],
+        "metrics": metrics,
+        "transcript": read_npz(run_dir, "transcript.npz", ("canary_projection", "batch_size")),
+        "model": read_npz(run_dir, "model.npz", ("params", "initial")),
+    }
+
+
+def _ledger_test(run_dir: Path, cfg: dict, met: dict, tr: dict) -> dict[str, Any]:
+    """The ledger against the transcript and the metrics (deterministic: p is 0 or 1)."""
+    from ldp_audit.accountant import Ledger, event_from_json
+
+    claim = cfg["claim"]
+    led = Ledger(run_dir / "ledger.sqlite", readonly=True, create=False)
+    try:
+        hist = led.history("model")
+    finally:
+        led.close()
+    n_charged = int(sum(n for _, n in hist))
+    kinds = [event_from_json(e) for e, _ in hist]
+    T = int(tr["canary_projection"].shape[0])
+    problems = []
+    unused = met.get("prepaid_unused", 0)
+    prepay = met.get("prepay", 1)
+    if not (isinstance(unused, int) and isinstance(prepay, int) and 0 <= unused < prepay):
+        problems.append(f"metrics.json: prepaid_unused {unused!r} with prepay {prepay!r}")
+    elif n_charged != T + unused:
+        problems.append(
+            f"{n_charged} charges for {T} released updates ({unused} prepaid charges unused)"
+        )
+    if met.get("updates") != T or met.get("charges") != n_charged:
+        problems.append(
+            f"metrics.json says {met.get('updates')} updates / {met.get('charges')} charges, "
+            f"the transcript {T}, the ledger {n_charged}"
+        )
+    if "charged" in tr and not np.asarray(tr["charged"], dtype=bool).all():
+        bad = np.flatnonzero(~np.asarray(tr["charged"], dtype=bool))
+        problems.append(
+            f"{bad.size} updates not preceded by exactly one charge (first: update {bad[0]})"
+        )
+    from ldp_audit.accountant import GaussianEvent, PoissonSampledEvent
+
+    g = GaussianEvent(float(claim["noise_multiplier"]))
+    q = float(claim["sample_rate"])
+    declared = g if q >= 1.0 else PoissonSampledEvent(q, g)
+    if any(k != declared for k in kinds):
+        problems.append(f"charged events {kinds!r} differ from the declared {declared!r}")
+    for key in ("noise_multiplier", "max_grad_norm", "expected_batch_size"):
+        if key in tr and claim.get(key) is not None:
+            v = np.asarray(tr[key], dtype=np.float64)
+            if v.size and not np.all(v == float(claim[key])):
+                i = int(np.flatnonzero(v != float(claim[key]))[0])
+                problems.append(
+                    f"optimizer.{key} was {v[i]:g} at update {i}, the claim (charged) "
+                    f"{float(claim[key]):g}"
+                )
+    return {
+        "rejected": bool(problems),
+        "p_value": 0.0 if problems else 1.0,
+        "level": 0.0,
+        "charges": n_charged,
+        "updates": T,
+        "problems": problems,
+    }
+
+
+def _decided_by(tests: dict[str, dict | None]) -> str | None:
+    """The flagged test with the smallest p / level (else the closest one, for the record)."""
+    best, key = None, math.inf
+    for name, t in tests.items():
+        if not t or t.get("p_value") is None:
+            continue
+        lv = t.get("level") or 0.0
+        r = (t["p_value"] / lv) if lv > 0 else (0.0 if t["rejected"] else math.inf)
+        if t["rejected"] and r < key:
+            best, key = name, r
+    return best
+
+
+def audit_run(run_dir: Any, *, setting: str = "white-box", confidence: float = 0.95) -> Any:
+    """The one-run audit of an ``opacus`` run; an ``AttackResult`` (``violation`` = any test).
+
+    ``extra`` holds every test (``tests``: p-value, level, rejected), ``flagged_by``,
+    ``decided_by``, the perfect-attacker ceiling of the (eps, delta) bound for this canary
+    count (``steinke_ceiling``) and the canary count a refutation of the claim by that bound
+    would need (``canaries_to_refute``, None when no count does). White-box results also carry
+    the black-box result in ``extra["black_box"]`` when called through
+    :func:`membership` or :meth:`CanaryAudit.finish`.
+    """
+    from ldp_audit._validation import check_probability
+    from ldp_audit.attacks import one_run as O  # noqa: N812
+    from ldp_audit.attacks.membership import membership_metrics
+    from ldp_audit.rundir import read_npz
+
+    if setting not in ("white-box", "black-box"):
+        raise InvalidParameterError(f"setting must be 'white-box' or 'black-box', got {setting!r}")
+    confidence = check_probability(confidence, "confidence")
+    t0 = time.perf_counter()
+    run_dir = Path(run_dir)
+    run = _read(run_dir)
+    cfg, met, tr, model = run["config"], run["metrics"], run["transcript"], run["model"]
+    claim = cfg["claim"]
+    m = int(cfg["canaries"])
+    idx, weight = canary_blocks(claim["tensor_sizes"], m, int(cfg["canary_seed"]))
+    y = np.asarray(tr["canary_projection"], dtype=np.float64)
+    white = setting == "white-box"
+    kind = cfg.get("kind", "gradient")
+    if kind == "input":  # the examples' scores on the final model (white-box can do no better)
+        if "canary_score" not in tr:
+            raise RunDirectoryError(f"{run_dir}/transcript.npz lacks canary_score (kind input)")
+        scores = np.asarray(tr["canary_score"], dtype=np.float64)
+    elif white:
+        scores = y.sum(axis=0)
+    else:
+        delta_theta = np.asarray(model["params"]) - np.asarray(model["initial"])
+        scores = -(delta_theta[idx] * weight).sum(axis=1)
+    sigma = float(claim["noise_multiplier"])
+    q = float(claim["sample_rate"])
+    N = claim.get("dataset_size")
+    names = ["steinke", "f-dp"]
+    if white:
+        names += ["noise", "independence"] + (["contribution"] if kind == "gradient" else [])
+        names += ["sampling"] if N else []
+    conf_each = 1.0 - (1.0 - confidence) / len(names)
+    beta = 1.0 - conf_each
+    delta = float(cfg["delta"])
+    try:
+        claimed = O.claimed_lines(run_dir)
+    except RunDirectoryError:  # nothing (or several kinds) charged: the ledger test says so
+        claimed = None
+    ledger = _ledger_test(run_dir, cfg, met, tr) if white else None
+    # --- scoring only: the secret bits ---
+    sec = read_npz(run_dir, "secrets.npz", ("canary_included",))
+    included = np.asarray(sec["canary_included"], dtype=bool)
+    one = O.audit_scores(scores, included, delta=delta, confidence=conf_each)
+    priv = met.get("privacy", {})
+    eps_ub = priv.get("epsilon", math.inf)
+    eps_ub = math.inf if eps_ub in ("inf", None) else float(eps_ub)
+    both = bool(included.any() and (~included).any())
+    tests: dict[str, dict | None] = {}
+    stein_rej = one["epsilon_lower_bound"] > eps_ub * (1.0 + 1e-12)
+    tests["steinke"] = {"rejected": bool(stein_rej), "p_value": None, "level": beta,
+                        "epsilon_lower_bound": one["epsilon_lower_bound"]}  # fmt: skip
+    tests["f-dp"] = (
+        O.fdp_audit_scores(scores, included, claimed["lines"], confidence=conf_each)
+        if both and claimed is not None
+        else None
+    )
+    if tests["f-dp"] is not None:
+        tests["f-dp"]["p_value"] = min((r["p_value"] for r in tests["f-dp"]["p_values"]),
+                                       default=1.0)  # fmt: skip
+        # the f-DP test rejects when one of its fractions is below level / fractions
+        tests["f-dp"]["level_each"] = tests["f-dp"]["level"]
+    if white:
+        tests["noise"] = O.noise_test(y, sigma=sigma, confidence=conf_each)
+        tests["independence"] = O.independence_test(y, sigma=sigma, confidence=conf_each)
+        if kind == "gradient":
+            joins = read_npz(run_dir, "secrets.npz", ("canary_joins",))["canary_joins"]
+            bs = np.maximum(np.asarray(tr["batch_size"], dtype=np.int64), 0)
+            tests["contribution"] = O.contribution_test(
+                y, joins, included, bs, sigma=sigma, sample_rate=q,
+                canary_norm=float(cfg["canary_scale"]), confidence=conf_each,
+            )  # fmt: skip
+        if N:
+            known = np.asarray(tr["batch_size"]) >= 0
+            tests["sampling"] = (
+                O.sampling_test(
+                    np.asarray(tr["batch_size"])[known],
+                    dataset_size=int(N),
+                    sample_rate=q,
+                    confidence=conf_each,
+                )  # fmt: skip
+                if known.any()
+                else None
+            )
+        tests["ledger"] = ledger
+    flagged = [k for k, t in tests.items() if t and t.get("rejected")]
+    mm = membership_metrics(scores, included) if both else {"auc": None, "advantage": 0.0,
+                                                           "tpr_at_fpr": {}}  # fmt: skip
+    ceiling_eps = O.steinke_ceiling(m, delta=delta, beta=beta / len(O.FRACTIONS))
+    need = O.canaries_to_refute(eps_ub, delta=delta, beta=beta / len(O.FRACTIONS))
+    r = one["guesses"]
+    return O.one_run_result(
+        attack=f"one-run-{setting}",
+        mechanism={
+            "name": "dp-sgd",
+            **{
+                k: claim[k]
+                for k in ("noise_multiplier", "max_grad_norm", "sample_rate", "expected_batch_size")
+            },
+        },  # fmt: skip
+        epsilon=eps_ub,
+        canaries=m,
+        one=one,
+        membership=mm,
+        confidence=confidence,
+        seconds=time.perf_counter() - t0,
+        extra={
+            "setting": setting,
+            "algorithm": ALGORITHM,
+            "method": "Steinke, Nasr & Jagielski 2023, Cor. 5.4 (eps, delta)",
+            "delta": delta,
+            "guesses": r,
+            "guess_fraction": one["fraction"],
+            "per_fraction": one["per_fraction"],
+            "members": int(included.sum()),
+            "accountant": priv.get("by_method"),
+            "updates": met.get("updates"),
+            "privacy_unit": priv.get("unit"),
+            "claim": claim,
+            "n_tests": len(names),
+            "confidence_each": conf_each,
+            "tests": tests,
+            "f_dp": tests["f-dp"],
+            "steinke_ceiling": ceiling_eps,
+            "canaries_to_refute": need,
+            "flagged_by": flagged,
+            "decided_by": _decided_by(tests),
+        },
+    )
+
+
+def membership(
+    run_dir: Any, *, seed: int = 0, confidence: float = 0.95, progress: bool = False
+) -> Any:
+    """``ldp-audit attack membership --run-dir RUN`` of an opacus run: the white-box result,
+    the black-box one in ``extra["black_box"]`` (``seed`` and ``progress`` are unused: the
+    audit draws nothing)."""
+    white = audit_run(run_dir, setting="white-box", confidence=confidence)
+    black = audit_run(run_dir, setting="black-box", confidence=confidence)
+    white.extra["black_box"] = black.to_dict()
+    return white
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, str):
+        return v
+    v = float(v)
+    return "inf" if math.isinf(v) else f"{v:.4g}"
+
+
+def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict]:
+    """The claim, the accountant's guarantee and the one-run audit, for ``ldp-audit report``."""
+    run_dir = Path(run_dir)
+    run = _read(run_dir)
+    cfg, met = run["config"], run["metrics"]
+    priv = met.get("privacy", {})
+    claim = cfg["claim"]
+    rows = [[k, v if isinstance(v, str) else str(v) if isinstance(v, list) else _fmt(v)]
+            for k, v in claim.items()]  # fmt: skip
+    rows += [["epsilon (accountant)", _fmt(priv.get("epsilon"))], ["delta", _fmt(cfg["delta"])],
+             ["updates", met.get("updates")], ["canaries", cfg["canaries"]]]  # fmt: skip
+    sections = [
+        {
+            "id": "opacus-claim",
+            "title": "DP-SGD claim read from the Opacus optimizer",
+            "paragraphs": [str(priv.get("words", ""))],
+            "tables": [{"caption": "claim", "header": ["quantity", "value"], "rows": rows}],
+            "figures": {},
+            "data": {"claim": claim, "privacy": priv},
+        }
+    ]
+    audits = []
+    cands = [run_dir / "attack_membership.json"]
+    for e in extra or []:
+        e = Path(e)
+        cands.extend(sorted(e.glob("*.json")) if e.is_dir() else [e])
+    for f in cands:
+        try:
+            d = json.loads(Path(f).read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(d, dict) and str(d.get("attack", "")).startswith("one-run"):
+            audits.append(d)
+    arows = []
+    for top in audits:
+        bb = top.get("extra", {}).get("black_box")
+        for d in [top] + ([bb] if isinstance(bb, dict) else []):
+            ex = d.get("extra", {})
+            for name, t in (ex.get("tests") or {}).items():
+                if not t:
+                    continue
+                arows.append(
+                    [
+                        ex.get("setting", d.get("attack")),
+                        name,
+                        _fmt(t.get("epsilon_lower_bound", t.get("p_value"))),
+                        _fmt(t.get("level")),
+                        "REJECTED" if t.get("rejected") else "consistent",
+                    ]
+                )
+            arows.append(
+                [
+                    ex.get("setting", d.get("attack")),
+                    "verdict",
+                    f"eps lb {_fmt(d.get('epsilon_lower_bound'))} vs accountant "
+                    f"{_fmt(d.get('composed_epsilon'))} (ceiling {_fmt(ex.get('steinke_ceiling'))}"
+                    f", canaries to refute {_fmt(ex.get('canaries_to_refute'))})",
+                    _fmt(d.get("confidence")),
+                    ("VIOLATION" if d.get("violation") else "consistent")
+                    + (f" (decided by {ex['decided_by']})" if ex.get("decided_by") else ""),
+                ]
+            )
+    if arows:
+        sections.append(
+            {
+                "id": "opacus-audit",
+                "title": "One-run audit of the Opacus training",
+                "paragraphs": [
+                    "Each test reads the same run and takes a Bonferroni share of 1 - "
+                    "confidence (the ledger check is deterministic): a correct trainer is "
+                    "flagged with probability at most 1 - confidence. For the (eps, delta) bound "
+                    "the value is the lower bound on epsilon; for the others the p-value."
+                ],
+                "tables": [
+                    {
+                        "caption": "one-run audit",
+                        "header": ["setting", "test", "value", "level", "result"],
+                        "rows": arows,
+                    }
+                ],
+                "figures": {},
+                "data": {"audits": audits},
+            }
+        )
+    return sections
+
+
+def score_inputs(data: Any, model: Any, score_fn: Any, m: int) -> np.ndarray:
+    """``kind="input"``: each of the ``m`` canary examples ``data`` scored on the final
+    ``model`` (``score_fn(model, data)``, or ``-cross_entropy(model(x), y)`` of ``(x, y)``
+    pairs); higher means "more likely trained on"."""
+    import torch
+
+    if score_fn is not None:
+        s = np.asarray(score_fn(model, data), dtype=np.float64).reshape(-1)
+    else:
+        out = []
+        with torch.no_grad():
+            for i in range(0, len(data), 256):
+                items = [data[j] for j in range(i, min(i + 256, len(data)))]
+                try:
+                    x = torch.stack([torch.as_tensor(it[0]) for it in items])
+                    y = torch.as_tensor([int(it[1]) for it in items])
+                except (TypeError, IndexError, ValueError):
+                    raise InvalidParameterError(
+                        "score_fn: the canary examples are not (x, y) pairs; pass "
+                        "score_fn(model, canaries) -> scores"
+                    ) from None
+                loss = torch.nn.functional.cross_entropy(model(x), y, reduction="none")
+                out.append(-loss.double().numpy())
+        s = np.concatenate(out)
+    if s.shape != (m,) or not np.isfinite(s).all():
+        raise InvalidParameterError(f"score_fn must give {m} finite scores, got shape {s.shape}")
+    return s
