@@ -21,6 +21,9 @@ Everything here is side-effect free and vectorised: counts may be arrays and bro
   ``Poisson(n)``): given ``k1 + k2``, ``k1`` is binomial with rate ``l1 / (l1 + l2)``, so one
   Clopper-Pearson bound replaces the two Bonferroni-split ones (about ``z_alpha`` instead of
   ``z_{alpha/2}`` on both counts).
+  ``poisson_log_ratio_lower`` is its logarithm (accurate at large ratios), and
+  ``binomial_tail_pvalue`` the same conditional test's p-value for a given ratio (the auditor's
+  selection screen).
 * f-DP (Dong, Roth & Su 2022): the trade-off curves ``gaussian_tradeoff`` (``G_mu``) and
   ``eps_delta_tradeoff`` (``f_{eps,delta}``), ``tradeoff_points_from_counts`` (type I / type II
   error points of threshold tests, simultaneous upper confidence bounds) and
@@ -52,6 +55,8 @@ __all__ = [
     "epsilon_lower_bound_from_poisson_counts",
     "epsilon_lower_bound_from_poisson_counts_delta",
     "poisson_ratio_lower",
+    "poisson_log_ratio_lower",
+    "binomial_tail_pvalue",
     "epsilon_from_tpr_fpr",
     "epsilon_lower_bound_from_tpr_fpr_counts",
     "gaussian_tradeoff",
@@ -312,6 +317,63 @@ def poisson_ratio_lower(k1: Any, k2: Any, alpha: float) -> Any:
         out = np.where(k1_arr <= 0, 0.0, th / (1.0 - th))
     out = np.where(s <= 0, 0.0, out)
     return _out(np.asarray(out, dtype=np.float64))
+
+
+def poisson_log_ratio_lower(k1: Any, k2: Any, alpha: float) -> Any:
+    """``ln`` of :func:`poisson_ratio_lower`: a lower confidence bound on ``ln(l1 / l2)``.
+
+    Computed as ``ln(theta_L) - ln(1 - theta_L)`` (``log1p``), which keeps its accuracy where
+    ``theta_L`` is close to 1 (a large ratio). Non-integer counts are interpolated (the auditor
+    predicts bounds from expected counts).
+
+    Args:
+        k1: numerator count(s) (>= 0).
+        k2: denominator count(s) (>= 0).
+        alpha: one-sided error probability in (0, 1).
+
+    Returns:
+        The bound (float or array); ``-inf`` where ``k1 == 0``.
+    """
+    a = _alpha(alpha)
+    k1_arr = np.asarray(k1, dtype=np.float64)
+    k2_arr = np.asarray(k2, dtype=np.float64)
+    for v, name, raw in ((k1_arr, "k1", k1), (k2_arr, "k2", k2)):
+        if not np.all(np.isfinite(v)) or np.any(v < 0):
+            raise InvalidParameterError(f"{name} must be finite and >= 0, got {raw!r}")
+    with np.errstate(all="ignore"):
+        th = special.betaincinv(np.maximum(k1_arr, 1e-300), k2_arr + 1.0, a)
+        out = np.log(th) - np.log1p(-th)
+    return _out(np.asarray(np.where(k1_arr <= 0, -np.inf, out), dtype=np.float64))
+
+
+def binomial_tail_pvalue(k1: Any, k2: Any, theta: Any) -> Any:
+    """One-sided p-value of ``k1`` successes among ``s = k1 + k2`` trials at rate ``theta``.
+
+    ``P(Binomial(s, theta) >= k1) = I_theta(k1, k2 + 1)`` (the regularized incomplete beta
+    function; non-integer counts are interpolated). With counts of one event under two inputs,
+    ``theta = c n1 / (c n1 + n2)`` tests "the ratio of the two rates is at most c" (the
+    conditional test behind :func:`poisson_ratio_lower`). Fewer than one success is no evidence:
+    the p-value is 1 where ``k1 < 1``.
+
+    Args:
+        k1: success count(s) (>= 0).
+        k2: failure count(s) (>= 0).
+        theta: the rate(s) under the null, in [0, 1] (NaN propagates to the p-value).
+
+    Returns:
+        The p-value(s) (float or array).
+    """
+    k1_arr = np.asarray(k1, dtype=np.float64)
+    k2_arr = np.asarray(k2, dtype=np.float64)
+    th = np.asarray(theta, dtype=np.float64)
+    for v, name, raw in ((k1_arr, "k1", k1), (k2_arr, "k2", k2)):
+        if not np.all(np.isfinite(v)) or np.any(v < 0):
+            raise InvalidParameterError(f"{name} must be finite and >= 0, got {raw!r}")
+    if np.any(th < 0) or np.any(th > 1):
+        raise InvalidParameterError(f"theta must be in [0, 1], got {theta!r}")
+    with np.errstate(all="ignore"):
+        p = np.where(k1_arr >= 1.0, special.betainc(np.maximum(k1_arr, 1.0), k2_arr + 1.0, th), 1.0)
+    return _out(np.asarray(p, dtype=np.float64))
 
 
 def epsilon_lower_bound_from_poisson_counts(

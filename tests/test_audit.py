@@ -169,7 +169,9 @@ def test_identical_outputs_give_zero_and_no_violation():
 
 
 def test_chunking_bounds_each_privatize_call(monkeypatch):
-    monkeypatch.setattr(audit_mod, "_CHUNK_ELEMENTS", 2048)
+    from ldp_audit.audit import sampling  # the stage that chunks
+
+    monkeypatch.setattr(sampling, "_CHUNK_ELEMENTS", 2048)
     fake = RateFake({0.0: 0.5, 1.0: 0.25})
     r = audit(fake, PAIR, samples=20_000, rng=0, max_events=1)
     assert max(fake.calls) <= 2048

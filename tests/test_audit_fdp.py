@@ -247,7 +247,7 @@ def test_tail_model_finds_the_high_epsilon_threshold():
     # where the selection sees about one denominator output; with the tail model the bound is
     # higher on average over these fixed seeds than without (a regression check of selection
     # quality; docs/audit.md has the 6-seed means at 10^6 samples)
-    from ldp_audit import audit as audit_mod
+    from ldp_audit.audit import selection as audit_mod  # the stage that reads _TAIL_FIT
 
     lap = Laplace(epsilon=10.0, clip=1.0)
     kw = dict(samples=400_000, confidence=STRICT, float_bits=False, profile=False, tradeoff=False)

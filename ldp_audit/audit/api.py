@@ -1,0 +1,350 @@
+"""The auditor's entry point, :func:`audit`, as stages: check, plan, select, estimate, conclude.
+
+1. :func:`~ldp_audit.audit.plan._check_arguments`: every argument validated (types checked,
+   not coerced) before any sample is drawn; a sequential audit is handed to
+   :mod:`ldp_audit.audit.sequential` here.
+2. :class:`~ldp_audit.audit.plan._Plan`: the split of ``samples`` into selection (A fits
+   statistics, B chooses events) and estimation, the error levels, the warnings known before
+   any work.
+3. :func:`~ldp_audit.audit.search._select`: per input pair, statistics fitted on A
+   (:mod:`ldp_audit.audit.statistics`) and threshold events chosen on B
+   (:mod:`ldp_audit.audit.selection`); :func:`~ldp_audit.audit.search._kept_events` keeps the
+   verdicts', the profile's and the f-DP curve's events.
+4. :func:`~ldp_audit.audit.estimation._estimate`: the kept events counted on fresh samples;
+   :func:`~ldp_audit.audit.estimation._verdict_bounds` their bounds.
+5. :func:`_conclude`: the two verdicts, the profile, the f-DP curve, the delta bound and the
+   warnings, in one :class:`~ldp_audit.audit.results.AuditResult`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ldp_audit.audit.delta import _delta_lower_bound
+from ldp_audit.audit.estimation import _Counts, _estimate, _profile_lowers, _verdict_bounds
+from ldp_audit.audit.mechanism import _claimed_profile, _mechanism_label
+from ldp_audit.audit.plan import _check_arguments, _Options, _pair_list, _Plan
+from ldp_audit.audit.results import AuditResult, PrivacyProfile, Verdict, Witness, _consequences
+from ldp_audit.audit.search import _Kept, _kept_events, _select, _Selection
+from ldp_audit.audit.sequential import _audit_sequential
+from ldp_audit.audit.tradeoff import _tradeoff_curve
+
+__all__ = ["audit"]
+
+
+def audit(
+    mechanism: Any,
+    pairs: Sequence[tuple[Any, Any]] | None = None,
+    *,
+    samples: int = 1_000_000,
+    confidence: float = 0.95,
+    rng: np.random.Generator | int | None = None,
+    dim: int | None = None,
+    selection_fraction: float = 0.1,
+    max_events: int = 2,
+    float_bits: bool = True,
+    profile: bool | None = None,
+    pool: bool = False,
+    ratio_test: str = "clopper-pearson",
+    tradeoff: bool = True,
+    force: bool = False,
+    progress: bool = False,
+    statistics: Sequence[Callable[..., Any]] | None = None,
+    sequential: bool = False,
+    delta_event: bool = False,
+) -> AuditResult:
+    """Audit a mechanism's epsilon claim: two sound verdicts, witnesses and a privacy profile.
+
+    Guarantee: ``P(result.epsilon_lower_bound > true epsilon) <= 1 - confidence``, for any
+    mechanism whose rows are independent given the input (Clopper-Pearson on fresh estimation
+    samples, Bonferroni over the estimated events; see the module docstring). Both verdicts
+    (``result.distribution`` and ``result.implementation``) hold jointly at that level. For a
+    mechanism with ``delta > 0`` the bound is in the (epsilon, delta) form at that delta.
+
+    Args:
+        mechanism: anything with ``epsilon`` (the claim), optionally ``delta`` and
+            ``epsilon_at(delta)`` (its claimed profile), and ``privatize(x, rng)`` mapping
+            (n, d) inputs to (n, k) outputs, rows independent. Scalar, one-call-per-value
+            mechanisms of other libraries go through :func:`from_scalar`.
+        pairs: list of (x, x2) 1-D input arrays to compare. None: the mechanism's declared
+            ``candidate_pairs(dim)`` (a mechanism without one needs explicit pairs).
+        samples: outputs per input of each pair, >= 1000: ``selection_fraction`` of them
+            (at most 2,000,000) select events for every pair; the rest estimate, streamed in
+            chunks, drawn only for pairs a kept event uses.
+        confidence: in (0, 1).
+        rng: a ``numpy.random.Generator``, an int seed, or None (fresh entropy).
+        dim: input dimension for ``candidate_pairs`` (default: ``mechanism.dim`` or 1).
+        selection_fraction: share of ``samples`` used to choose events, in (0, 1).
+        max_events: how many exact-arithmetic events are estimated on fresh samples (one
+            floating-point event is added when ``float_bits`` and it promises more).
+        float_bits: also give the implementation verdict, searching floating-point bit cells
+            (Mironov 2012). Additive noise computed in IEEE doubles (``x + rng.laplace(...)``)
+            leaks through the low bits, so with this on such implementations are (rightly)
+            flagged in ``result.implementation``; ``result.distribution`` audits the same
+            samples as if computed in exact arithmetic. False: the distribution verdict only.
+        profile: also audit the privacy profile (a lower bound on epsilon at several deltas,
+            from the same samples). None: on when the mechanism claims ``delta > 0``.
+        pool: also try, per pair, the *pooled* event pair (the best event with x the numerator
+            and the best with x2 the numerator, counted on the same outputs, so each rate is
+            estimated on twice the outputs; ``stats.epsilon_lower_bound_from_pooled_counts``).
+            It competes with the single events at selection (its expected bound judged on a
+            held-out half of the tuning samples). Used only when ``0.9 (1 - confidence) < 1/4``
+            (where its bound is proven). Off by default: it did not raise the mean tightness
+            measured in docs/audit.md (selection noise, not estimation, limits it there).
+        ratio_test: how an event's two counts become a bound. ``"clopper-pearson"``: two
+            one-sided Clopper-Pearson bounds with a union bound (the error split between them
+            chosen at selection). ``"poisson"``: the estimation sample sizes are drawn from
+            ``Poisson(n_est)`` (Poissonization; so the counts of a fixed event are independent
+            Poisson counts) and pure-DP bounds (delta = 0) come from the exact *joint*
+            conditional test on the ratio of the two rates
+            (:func:`ldp_audit.stats.epsilon_lower_bound_from_poisson_counts`): the error is paid
+            once instead of split. Pooled pairs then count the two events made disjoint
+            (``S \\ S'`` and ``S' \\ S``), which keeps the pooled counts independent Poisson
+            counts at any confidence. With delta > 0 the verdicts' events use the same test
+            after adding ``Poisson(n delta / e^eps)`` artificial counts to the denominator
+            (:func:`ldp_audit.stats.epsilon_lower_bound_from_poisson_counts_delta`, exact); the
+            profile and the f-DP curve stay Clopper-Pearson on the realised sample sizes.
+        tradeoff: also audit the f-DP trade-off curve of the witness pair from the same
+            estimation samples (``result.tradeoff``, :class:`TradeoffCurve`): upper confidence
+            points (type I, type II error) of threshold tests, simultaneous at ``confidence``,
+            against the claimed curve (the mechanism's ``tradeoff(alpha)`` if it has one, else
+            ``G_mu`` for a Gaussian with ``sigma`` and ``sensitivity``, else ``f_{eps,delta}``
+            of the claim).
+        force: run even when the estimated time exceeds 3 hours (measured on the first
+            pair's selection samples).
+        progress: show a tqdm progress bar on stderr.
+        statistics: extra statistics, each called as ``stat(outputs, x, x_prime)`` with the
+            outputs of one input of a pair exactly as ``privatize`` returned them (shape
+            (n, ...), dtype kept) and the pair's two inputs in the pair's order; it returns n
+            finite real scores (one per output row). A ``name`` attribute (else ``__name__``)
+            names it in the witness and the result. They are audited like the built-in
+            statistics (threshold events chosen on selection samples only, fresh estimation
+            samples, the same Bonferroni family). A mechanism's ``audit_statistics()`` list is
+            added automatically. Checked before the selection samples are drawn (callable,
+            distinct names; shape, real and finite on the first 8 outputs) and on every call.
+        sequential: the anytime-valid sequential mode: ``samples`` becomes the budget per
+            input, spent in fresh stages of doubling size (:func:`sequential_schedule`), stage
+            k a fixed-sample audit at confidence ``1 - alpha 6 / (pi^2 k^2)``; stops at the
+            first stage that refutes the claim, or when no remaining stage's ceiling
+            (:func:`max_refutable_epsilon`) exceeds the claim. The result is the stage with the
+            largest bound, its statements at ``confidence`` (union bound over the stages), with
+            ``samples`` the outputs drawn per input over all stages run and ``sequential`` the
+            stages (:class:`SequentialInfo`). Off by default.
+        delta_event: for a claim with delta > 0, also estimate the event chosen (on selection
+            samples) for the largest expected lower bound on delta at the claimed epsilon,
+            ``CP_lower(p1) - e^epsilon CP_upper(p2)``: one more event in the distribution
+            verdict's Bonferroni family (so it changes the other bounds slightly), aimed at
+            refuting the claim rather than at the tightest epsilon. Off by default (the default
+            mode's numbers stay as they were); ignored for pure claims.
+
+    Returns:
+        The :class:`AuditResult`.
+
+    Raises:
+        InvalidParameterError: invalid arguments (types are checked: ``'1'`` and ``True`` are
+            not numbers, ``'no'`` is not a bool), a mechanism without ``privatize`` /
+            ``epsilon``, a claim of epsilon = inf, no pairs for a mechanism that declares no
+            domain, malformed outputs, an audit estimated to run for hours without ``force``.
+        UserCodeError: the user's code raised, returned non-numbers or only NaN/inf.
+    """
+    start = time.perf_counter()
+    o = _check_arguments(
+        mechanism,
+        samples=samples,
+        confidence=confidence,
+        rng=rng,
+        dim=dim,
+        selection_fraction=selection_fraction,
+        max_events=max_events,
+        float_bits=float_bits,
+        profile=profile,
+        pool=pool,
+        ratio_test=ratio_test,
+        tradeoff=tradeoff,
+        force=force,
+        progress=progress,
+        statistics=statistics,
+        sequential=sequential,
+        delta_event=delta_event,
+    )
+    if o.sequential:
+        return _audit_sequential(
+            mechanism,
+            pairs,
+            samples=o.samples,
+            confidence=o.confidence,
+            rng=o.rng,
+            dim=o.dim,
+            selection_fraction=o.selection_fraction,
+            max_events=o.max_events,
+            float_bits=o.float_bits,
+            profile=profile,
+            pool=o.pool,
+            ratio_test=o.ratio_test,
+            tradeoff=o.tradeoff,
+            force=o.force,
+            progress=o.progress,
+            statistics=[fn for fn, _ in o.user_fns],
+            delta_event=o.delta_event,
+            start=start,
+        )
+    pair_list = _pair_list(mechanism, pairs, o.dim)
+    plan = _Plan.of(mechanism, o)
+
+    from tqdm.auto import tqdm
+
+    n_pairs = len(pair_list)
+    total = 2 * plan.n_sel * n_pairs + 2 * plan.n_est * min(n_pairs, o.max_events + 1)
+    bar = tqdm(total=total, disable=not o.progress, unit="sample", desc="audit", leave=False)
+
+    def est_total(pairs_used: int) -> None:
+        bar.total = 2 * plan.n_sel * n_pairs + 2 * plan.n_est * pairs_used
+        bar.refresh()
+
+    try:
+        sel = _select(mechanism, pair_list, o, plan, bar.update, total)
+        kept = _kept_events(sel, o.max_events, o.tradeoff)
+        counts = _estimate(
+            mechanism,
+            pair_list,
+            kept.verdict + kept.profile + kept.tradeoff,
+            streams=sel.streams,
+            est_rngs=sel.est_rngs,
+            widths=sel.widths,
+            n_est=plan.n_est,
+            delta=o.delta,
+            poisson=plan.poisson,
+            tick=bar.update,
+            before=est_total,
+        )
+    finally:
+        bar.close()
+    return _conclude(mechanism, o, plan, pair_list, sel, kept, counts, start)
+
+
+def _best_of(items: list[tuple[float, Witness]]) -> tuple[float, Witness | None]:
+    """The largest bound (floored at 0) and its witness; ``(0.0, None)`` for no events."""
+    if not items:
+        return 0.0, None
+    b, w = max(items, key=lambda t: t[0])
+    return max(0.0, b), w
+
+
+def _verdicts(
+    per_event: list[tuple[float, Witness]], n_dist: int, claimed: float, float_bits: bool
+) -> tuple[Verdict, Verdict | None]:
+    """The distribution verdict (the first ``n_dist`` events) and, with ``float_bits``, the
+    implementation verdict (all of them)."""
+    d_bound, d_wit = _best_of(per_event[:n_dist])
+    d_viol = d_bound > claimed
+    impl_info = None
+    if float_bits:
+        i_bound, i_wit = _best_of(per_event)
+        impl_info = (i_bound, i_bound > claimed, i_wit.family if i_wit else "")
+    d_text, i_text = _consequences((d_bound, d_viol), impl_info)
+    distribution = Verdict(
+        "distribution", d_bound, claimed, d_viol, d_wit, d_text, events_estimated=n_dist
+    )
+    implementation = None
+    if float_bits and impl_info is not None and i_text is not None:
+        implementation = Verdict(
+            "implementation",
+            i_bound,
+            claimed,
+            impl_info[1],
+            i_wit,
+            i_text,
+            events_estimated=len(per_event),
+        )
+    return distribution, implementation
+
+
+def _conclude(
+    mechanism: Any,
+    o: _Options,
+    plan: _Plan,
+    pair_list: list[tuple[np.ndarray, np.ndarray]],
+    sel: _Selection,
+    kept: _Kept,
+    counts: _Counts,
+    start: float,
+) -> AuditResult:
+    """The verdicts, the profile, the f-DP curve, the delta bound and the warnings."""
+    claimed, delta, alpha = o.claimed, o.delta, plan.alpha
+    bounds, per_event = _verdict_bounds(
+        kept.verdict, counts, pair_list, alpha=alpha, delta=delta, n_est=plan.n_est,
+        poisson=plan.poisson,
+    )  # fmt: skip
+    distribution, implementation = _verdicts(per_event, kept.n_dist, claimed, o.float_bits)
+    top = implementation if implementation is not None else distribution
+    prof = None
+    if plan.profile_deltas:
+        lowers = _profile_lowers(kept.profile, counts, plan.profile_deltas, alpha)
+        claimed_curve, source = _claimed_profile(mechanism, claimed, delta, plan.profile_deltas)
+        prof = PrivacyProfile(
+            delta=plan.profile_deltas,
+            epsilon_lower=tuple(float(v) for v in lowers),
+            epsilon_claimed=claimed_curve,
+            confidence=o.confidence,
+            events_estimated=len(kept.profile),
+            claimed_from=source,
+        )
+    curve = None
+    if kept.tradeoff:
+        curve = _tradeoff_curve(
+            mechanism, claimed, delta, kept.tradeoff, counts.results, counts.sizes, pair_list,
+            alpha, o.confidence,
+        )  # fmt: skip
+    delta_lb, delta_conf, delta_joint = None, None, False
+    if delta > 0 and kept.verdict:
+        delta_lb, delta_joint = _delta_lower_bound(
+            kept.verdict, counts.results, counts.sizes, counts.joints, claimed, alpha,
+            plan.poisson, plan.n_est,
+        )  # fmt: skip
+        delta_conf = o.confidence
+    warn = list(plan.warnings)
+    if top.epsilon_lower_bound == 0.0:
+        warn.append(
+            "no statistic separated the pair(s) at all: the lower bound is exactly 0. Either "
+            "the outputs do not depend on the input, or the dependence lies in a structure "
+            "none of the statistics computes (e.g. a hashed report (y, seed) whose event "
+            "{y = H_seed(x)} needs the hash): pass statistics=[stat] with stat(outputs, x, "
+            "x_prime) -> one score per output row that computes it"
+        )
+    if sel.n_nonfinite:
+        warn.append(
+            f"{sel.n_nonfinite} of the selection outputs were NaN or inf (scored as +inf by "
+            "every statistic); a mechanism should release real numbers"
+        )
+    return AuditResult(
+        epsilon_lower_bound=top.epsilon_lower_bound,
+        claimed_epsilon=claimed,
+        confidence=o.confidence,
+        samples=o.samples,
+        witness=top.witness,
+        seconds=time.perf_counter() - start,
+        delta=delta,
+        mechanism=_mechanism_label(mechanism),
+        pairs_tested=len(pair_list),
+        events_estimated=len(kept.verdict),
+        selection_samples=plan.n_sel,
+        float_bits=o.float_bits,
+        bounds=tuple(bounds),
+        distribution=distribution,
+        implementation=implementation,
+        profile=prof,
+        warnings=tuple(warn),
+        reproducible=plan.reproducible,
+        tradeoff=curve,
+        delta_lower_bound=delta_lb,
+        delta_confidence=delta_conf,
+        delta_in_verdict=delta_joint,
+        resolution_probability=math.exp(-plan.top_bound),
+        max_refutable_epsilon=plan.top_bound,
+        statistics=tuple(o.names),
+    )

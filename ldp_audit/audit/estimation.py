@@ -1,0 +1,221 @@
+"""Estimation: the kept events counted on fresh samples, and each count pair turned into a bound.
+
+:func:`_estimate` draws, per input pair that a kept event uses, fresh outputs of both inputs
+from the pair's own estimation streams (Poisson-sized with ``ratio_test="poisson"``) and counts
+every event in one pass; :func:`_verdict_bounds` turns each verdict event's two counts into its
+epsilon lower bound with :mod:`ldp_audit.stats` (two one-sided Clopper-Pearson bounds, the
+pooled rate bounds, or the joint Poisson test), Bonferroni over the verdicts' m events, with
+the :class:`~ldp_audit.audit.results.Witness` that names the event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ldp_audit.audit.results import Witness
+from ldp_audit.audit.sampling import _Joint, _stream_counts
+from ldp_audit.audit.selection import _Candidate
+from ldp_audit.stats import (
+    epsilon_lower_bound_from_counts,
+    epsilon_lower_bound_from_poisson_counts,
+    epsilon_lower_bound_from_poisson_counts_delta,
+    epsilon_lower_bound_from_pooled_counts,
+)
+
+
+@dataclass
+class _Counts:
+    """The estimation counts: per event (by ``id``), its count under x and under x2; per pair,
+    the realised sample sizes (Poisson ones under ``ratio_test="poisson"``), the arrival times
+    of the delta augmentation's Poisson processes (single, pooled) and, per pooled event, the
+    intersection counted to make the pair's events disjoint."""
+
+    results: dict[int, tuple[int, int]] = field(default_factory=dict)
+    sizes: dict[int, tuple[int, int]] = field(default_factory=dict)
+    arrivals: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    joints: dict[int, _Joint] = field(default_factory=dict)
+    pairs_used: int = 0
+
+
+def _estimate(
+    mechanism: object,
+    pair_list: Sequence[tuple[np.ndarray, np.ndarray]],
+    events: Sequence[_Candidate],
+    *,
+    streams: Sequence[np.random.Generator],
+    est_rngs: Sequence[tuple[np.random.Generator, np.random.Generator]],
+    widths: Sequence[int],
+    n_est: int,
+    delta: float,
+    poisson: bool,
+    tick: Callable[[int], None],
+    before: Callable[[int], None],
+) -> _Counts:
+    """Count ``events`` on fresh outputs (one pass per input of each pair serves them all).
+
+    ``before(pairs_used)`` is called once the pairs to draw are known (the progress bar's
+    total); ``tick(m)`` after each chunk of m outputs.
+    """
+    out = _Counts()
+    by_pair: dict[int, list[_Candidate | _Joint]] = {}
+    for c in events:
+        by_pair.setdefault(c.pair, []).append(c)
+        if c.partner is not None:
+            by_pair[c.pair].append(c.partner)
+            if poisson:  # the pair's events are made disjoint: count the intersection
+                out.joints[id(c)] = _Joint(c, c.partner)
+                by_pair[c.pair].append(out.joints[id(c)])
+    out.pairs_used = len(by_pair)
+    before(len(by_pair))
+    for p, evs in by_pair.items():
+        if poisson and delta > 0:
+            # the augmentation's Poisson processes (rate n delta for single events, 2 n delta
+            # for pooled pairs) on [0, 1], from their own stream, independent of the counts
+            g = streams[p].spawn(1)[0]
+            out.arrivals[p] = (
+                g.uniform(size=int(g.poisson(n_est * delta))),
+                g.uniform(size=int(g.poisson(2.0 * n_est * delta))),
+            )
+        x, x2 = pair_list[p]
+        re1, re2 = est_rngs[p]
+        # Poissonization: the sample sizes are Poisson(n_est), drawn before any output
+        n1_p = int(re1.poisson(n_est)) if poisson else n_est
+        n2_p = int(re2.poisson(n_est)) if poisson else n_est
+        out.sizes[p] = (n1_p, n2_p)
+        k_x = _stream_counts(mechanism, x, n1_p, re1, evs, tick, widths[p])
+        k_x2 = _stream_counts(mechanism, x2, n2_p, re2, evs, tick, widths[p])
+        for ev, a, b in zip(evs, k_x, k_x2, strict=True):
+            out.results[id(ev)] = (a, b)
+    return out
+
+
+def _verdict_bounds(
+    events: Sequence[_Candidate],
+    counts: _Counts,
+    pair_list: Sequence[tuple[np.ndarray, np.ndarray]],
+    *,
+    alpha: float,
+    delta: float,
+    n_est: int,
+    poisson: bool,
+) -> tuple[list[float], list[tuple[float, Witness]]]:
+    """Per verdict event, its epsilon lower bound at level ``alpha / m`` (m = the number of
+    verdict events) and its witness, in the order of ``events``."""
+    results, sizes, joints, arrivals = counts.results, counts.sizes, counts.joints, counts.arrivals
+    pois_v = poisson and delta == 0.0  # the verdicts' events use the joint Poisson test
+    m = len(events)
+    bounds: list[float] = []
+    per_event: list[tuple[float, Witness]] = []
+    for ev in events:
+        a, b = results[id(ev)]
+        k_num, k_den = (a, b) if ev.x_is_numerator else (b, a)
+        n1_p, n2_p = sizes[ev.pair]
+        n_w, n_w2 = (n1_p, n2_p) if ev.x_is_numerator else (n2_p, n1_p)
+        event_text = ev.stat.describe(ev.op, ev.t)
+        test = ("poisson" if delta == 0 else "poisson-augmented") if poisson else "clopper-pearson"
+        if ev.partner is not None and poisson:
+            # pooled, Poissonized: S \ S' (x numerator) and S' \ S (x2 numerator) are disjoint,
+            # so both pooled counts are independent Poisson counts with means n_est * rate
+            a2, b2 = results[id(ev.partner)]
+            i1, i2 = results[id(joints[id(ev)])]
+            k_num, k_den = (a - i1) + (b2 - i2), (b - i2) + (a2 - i1)
+            n_w = n_w2 = n1_p + n2_p
+            if delta > 0:
+                bnd = epsilon_lower_bound_from_poisson_counts_delta(
+                    k_num,
+                    k_den,
+                    alpha / m,
+                    delta_count=2.0 * n_est * delta,
+                    arrivals=arrivals[ev.pair][1],
+                )
+            else:
+                bnd = float(
+                    epsilon_lower_bound_from_poisson_counts(
+                        k_num, k_den, alpha / m, mean1=n_est, mean2=n_est
+                    )
+                )
+            event_text = (
+                f"{event_text} with x the numerator, pooled with "
+                f"{ev.partner.stat.describe(ev.partner.op, ev.partner.t)} with x2 the numerator "
+                "(each without the other's outputs)"
+            )
+        elif ev.partner is not None:
+            # pooled: S (x numerator) counted with S' (x2 numerator) on the same outputs
+            a2, b2 = results[id(ev.partner)]
+            k_num, k_den, n_w = a + b2, b + a2, 2 * n_est
+            n_w2 = n_w
+            bnd = float(
+                epsilon_lower_bound_from_pooled_counts(
+                    k_num, k_den, n_w, alpha / m, delta=delta, numerator_share=ev.share
+                )
+            )
+            event_text = (
+                f"{event_text} with x the numerator, pooled with "
+                f"{ev.partner.stat.describe(ev.partner.op, ev.partner.t)} with x2 the numerator"
+            )
+        elif poisson and delta > 0:
+            bnd = epsilon_lower_bound_from_poisson_counts_delta(
+                k_num, k_den, alpha / m, delta_count=n_est * delta, arrivals=arrivals[ev.pair][0]
+            )
+        elif pois_v:
+            bnd = float(
+                epsilon_lower_bound_from_poisson_counts(
+                    k_num, k_den, alpha / m, mean1=n_est, mean2=n_est
+                )
+            )
+        else:
+            bnd = float(
+                epsilon_lower_bound_from_counts(
+                    k_num, n_w, k_den, n_w2, alpha / m, delta=delta, numerator_share=ev.share
+                )
+            )
+        bounds.append(bnd)
+        x, x2 = pair_list[ev.pair]
+        xn, xd = (x, x2) if ev.x_is_numerator else (x2, x)
+        per_event.append(
+            (
+                bnd,
+                Witness(
+                    x=tuple(float(v) for v in xn),
+                    x2=tuple(float(v) for v in xd),
+                    event=event_text,
+                    family=ev.stat.family,
+                    k1=k_num,
+                    n1=n_w,
+                    k2=k_den,
+                    n2=n_w2,
+                    numerator_share=ev.share,
+                    pooled=ev.partner is not None,
+                    test=test,
+                ),
+            )
+        )
+    return bounds, per_event
+
+
+def _profile_lowers(
+    events: Sequence[_Candidate],
+    counts: _Counts,
+    deltas: Sequence[float],
+    alpha: float,
+) -> np.ndarray:
+    """The privacy profile's lower curve: per delta, the largest bound over the profile's own
+    events (its own Bonferroni family, ``alpha / max(1, len(events))``)."""
+    m_p = max(1, len(events))
+    lowers = np.zeros(len(deltas))
+    for ev in events:
+        a, b = counts.results[id(ev)]
+        k_num, k_den = (a, b) if ev.x_is_numerator else (b, a)
+        n1_p, n2_p = counts.sizes[ev.pair]
+        nn, nd = (n1_p, n2_p) if ev.x_is_numerator else (n2_p, n1_p)
+        for i, dl in enumerate(deltas):
+            v = float(
+                epsilon_lower_bound_from_counts(
+                    k_num, nn, k_den, nd, alpha / m_p, delta=dl, numerator_share=ev.share
+                )
+            )
+            lowers[i] = max(lowers[i], v)
+    return lowers

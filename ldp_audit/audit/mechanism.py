@@ -1,0 +1,159 @@
+"""What the auditor reads of the mechanism: its claim, its input pairs, its label.
+
+A mechanism is anything with ``epsilon`` (optionally ``delta``, ``epsilon_at(delta)``,
+``candidate_pairs(dim)``, ``to_config()``) and ``privatize(x, rng)``; every attribute of a
+user's object is read through :func:`_user_attr`, so an exception in a user's property comes
+back as a :class:`~ldp_audit.errors.UserCodeError` naming it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ldp_audit._validation import check_int, check_real
+from ldp_audit.errors import InvalidParameterError, LdpAuditError, UserCodeError
+
+__all__ = ["MAX_DIM", "default_pairs"]
+
+#: the largest input dimension audited: candidate pairs and (samples, dim) outputs are held in
+#: memory, and 1e9 dimensions ran until killed
+MAX_DIM = 1_000_000
+
+
+def _as_pair(pair: Any, i: int) -> tuple[np.ndarray, np.ndarray]:
+    try:
+        x, x2 = pair
+    except (TypeError, ValueError):
+        raise InvalidParameterError(
+            f"pairs[{i}] must be a pair (x, x2) of 1-D input arrays, got {pair!r}"
+        ) from None
+    out = []
+    for v, name in ((x, "x"), (x2, "x2")):
+        try:  # strings, objects, ragged lists: named, not a raw ValueError
+            a = np.asarray(v, dtype=np.float64) if not isinstance(v, np.ndarray) else v
+            if a.ndim == 0:
+                a = a.reshape(1)
+            if a.ndim != 1 or a.size == 0:
+                raise InvalidParameterError(
+                    f"pairs[{i}] {name} must be a non-empty 1-D array, got shape {np.shape(v)}"
+                )
+            a = np.asarray(a, dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            if isinstance(exc, InvalidParameterError):
+                raise
+            raise InvalidParameterError(
+                f"pairs[{i}] {name} must be a 1-D array of real numbers, got {v!r}"
+            ) from None
+        if not np.all(np.isfinite(a)):
+            raise InvalidParameterError(f"pairs[{i}] {name} must be finite, got {a.tolist()!r}")
+        out.append(a)
+    if out[0].shape != out[1].shape:
+        raise InvalidParameterError(
+            f"pairs[{i}] x and x2 must have the same length, got {out[0].size} and {out[1].size}"
+        )
+    return out[0], out[1]
+
+
+def default_pairs(mechanism: Any, dim: int | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The mechanism's declared ``candidate_pairs(dim)``, de-duplicated.
+
+    Raises:
+        InvalidParameterError: the mechanism declares no domain (no ``candidate_pairs``).
+    """
+    fn = getattr(mechanism, "candidate_pairs", None)
+    if not callable(fn):
+        raise InvalidParameterError(
+            "pairs must be given for a mechanism that declares no input domain: pass "
+            "pairs=[(x, x2), ...] (neighbouring inputs to compare), or give the mechanism a "
+            f"candidate_pairs(dim) method; got a {type(mechanism).__name__} without one"
+        )
+    if dim is not None:
+        dim = check_int(dim, "dim", minimum=1, maximum=MAX_DIM)
+    d = dim if dim is not None else _user_attr(mechanism, "dim", None) or 1
+    try:
+        raw = list(fn(d))
+    except LdpAuditError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - user code
+        raise UserCodeError(
+            f"mechanism.candidate_pairs({d!r}) of {type(mechanism).__name__} raised "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
+    out: list[tuple[np.ndarray, np.ndarray]] = []
+    seen: set[bytes] = set()
+    for i, p in enumerate(raw):
+        x, x2 = _as_pair(p, i)
+        key = np.concatenate([x + 0.0, x2 + 0.0]).tobytes()
+        if key not in seen:
+            seen.add(key)
+            out.append((x, x2))
+    if not out:
+        raise InvalidParameterError("mechanism.candidate_pairs returned no pairs")
+    return out
+
+
+def _mechanism_label(mechanism: Any) -> str:
+    to_config = getattr(mechanism, "to_config", None)
+    if callable(to_config):
+        try:
+            cfg = to_config()
+            return ", ".join(f"{k}={v}" for k, v in cfg.items())
+        except Exception:  # noqa: BLE001 - a user's to_config may fail; the label is cosmetic
+            pass
+    return type(mechanism).__name__
+
+
+def _user_attr(mechanism: Any, name: str, default: Any = None) -> Any:
+    """``getattr`` on a user's object; an exception in a property becomes a UserCodeError."""
+    try:
+        return getattr(mechanism, name, default)
+    except Exception as exc:  # noqa: BLE001 - user code
+        raise UserCodeError(
+            f"mechanism.{name} of {type(mechanism).__name__} raised {type(exc).__name__}: {exc}"
+        ) from exc
+
+
+def _check_mechanism(mechanism: Any) -> tuple[float, float]:
+    if not callable(_user_attr(mechanism, "privatize")) or not hasattr(mechanism, "epsilon"):
+        raise InvalidParameterError(
+            "mechanism must have an epsilon attribute and a privatize(x, rng) method, got "
+            f"{type(mechanism).__name__}"
+        )
+    raw = _user_attr(mechanism, "epsilon")
+    eps = check_real(raw, "mechanism.epsilon")
+    if math.isnan(eps) or eps < 0:
+        raise InvalidParameterError(f"mechanism.epsilon must be >= 0, got {raw!r}")
+    if math.isinf(eps):
+        raise InvalidParameterError(
+            f"mechanism.epsilon is {raw!r}: a mechanism that claims no privacy has no claim to "
+            "audit (every lower bound is below inf). Give the epsilon the mechanism is meant to "
+            "satisfy; for a non-private baseline there is nothing to audit"
+        )
+    raw_delta = _user_attr(mechanism, "delta", 0.0)
+    delta = 0.0 if raw_delta is None else check_real(raw_delta, "mechanism.delta")
+    if not 0.0 <= delta < 1.0:
+        raise InvalidParameterError(f"mechanism.delta must be in [0, 1), got {raw_delta!r}")
+    return eps, delta
+
+
+def _claimed_profile(
+    mechanism: Any, claimed: float, delta: float, deltas: Sequence[float]
+) -> tuple[tuple[float, ...], str]:
+    fn = _user_attr(mechanism, "epsilon_at")
+    if callable(fn):
+        out = []
+        for d in deltas:
+            try:
+                v = fn(d)
+            except Exception as exc:  # noqa: BLE001 - user code
+                raise UserCodeError(
+                    f"mechanism.epsilon_at({d!r}) of {type(mechanism).__name__} raised "
+                    f"{type(exc).__name__}: {exc}"
+                ) from exc
+            out.append(check_real(v, f"mechanism.epsilon_at({d!r})"))
+        return tuple(out), "epsilon_at"
+    return tuple(claimed if d >= delta else math.inf for d in deltas), "single point"

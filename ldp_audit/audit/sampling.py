@@ -1,0 +1,139 @@
+"""Sampling: the mechanism's outputs, drawn in bounded chunks and read by statistics or events.
+
+Every call of the user's ``privatize`` goes through :func:`_privatize_rows` (one call on n
+copies of an input, outputs coerced to float64 (n, k), user errors wrapped with context);
+:func:`_stream_values` and :func:`_stream_counts` stream n outputs chunk by chunk (at most
+``_CHUNK_ELEMENTS`` values held at once) into statistic values or event counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ldp_audit.audit.results import _short
+from ldp_audit.audit.selection import _Candidate
+from ldp_audit.audit.statistics import _Statistic
+from ldp_audit.errors import InvalidParameterError, LdpAuditError, UserCodeError
+
+#: float64 elements held per privatize call (outputs are streamed in chunks of this size).
+_CHUNK_ELEMENTS = 1 << 22
+#: float64 values of the fit half A kept per input (A is capped for very wide outputs).
+_FIT_ELEMENTS = 1 << 24
+
+
+def _privatize_rows(
+    mechanism: Any, x: np.ndarray, n: int, rng: np.random.Generator, raw: bool = False
+) -> Any:
+    """One privatize call on n copies of x; output coerced to float64 (n, k). ``raw``: return
+    ``(coerced, as returned)`` (the latter for user statistics).
+
+    Errors raised by the user's code come back as :class:`UserCodeError` naming the object, the
+    input and the reason (the original exception is the ``__cause__``); errors of ldp-audit's own
+    validation (an :class:`LdpAuditError`) pass through unchanged.
+    """
+    who = f"mechanism.privatize of {type(mechanism).__name__}"
+    try:
+        y = mechanism.privatize(np.repeat(x[None, :], n, axis=0), rng)
+    except LdpAuditError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - user code: wrapped with context, cause kept
+        raise UserCodeError(
+            f"{who} raised {type(exc).__name__} on input x = {_short(x.tolist())} ({n} rows): {exc}"
+        ) from exc
+    try:
+        y = np.asarray(y)
+    except Exception as exc:  # noqa: BLE001 - e.g. ragged lists
+        raise UserCodeError(f"{who} returned something that is not an array: {exc}") from exc
+    if y.dtype == object or y.dtype.kind not in "biuf":
+        raise UserCodeError(
+            f"{who} must return real numbers, got dtype {y.dtype} for input "
+            f"x = {_short(x.tolist())} (first value {y.ravel()[:1].tolist()!r})"
+        )
+    returned = y
+    if y.ndim == 1:
+        y = y[:, None]
+    if y.ndim != 2 or y.shape[0] != n:
+        raise InvalidParameterError(
+            f"mechanism.privatize must return an array of shape (n, k) with n = {n} rows for "
+            f"an (n, d) input, got shape {y.shape}"
+        )
+    if y.dtype != np.float64:
+        y = y.astype(np.float64)
+    return (y, returned) if raw else y
+
+
+def _chunks(n: int, d: int) -> list[int]:
+    size = max(1024, _CHUNK_ELEMENTS // max(1, d))
+    out = [size] * (n // size)
+    if n % size:
+        out.append(n % size)
+    return out
+
+
+def _sample(
+    mechanism: Any, x: np.ndarray, n: int, rng: np.random.Generator, width: int
+) -> np.ndarray:
+    parts = [_privatize_rows(mechanism, x, m, rng) for m in _chunks(n, width)]
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+def _stream_values(
+    mechanism: Any,
+    x: np.ndarray,
+    n: int,
+    rng: np.random.Generator,
+    stats: Sequence[_Statistic],
+    tick: Callable[[int], None],
+    width: int,
+) -> list[np.ndarray]:
+    """Statistic values of n fresh outputs of M(x), computed chunk by chunk."""
+    acc: list[list[np.ndarray]] = [[] for _ in stats]
+    for m in _chunks(n, width):
+        y, raw = _privatize_rows(mechanism, x, m, rng, raw=True)
+        for a, st in zip(acc, stats, strict=True):
+            a.append(st.values(raw if st.needs_raw else y))
+        tick(m)
+    return [np.concatenate(a) for a in acc]
+
+
+@dataclass
+class _Joint:
+    """The intersection of two events (counted to make a pooled pair's events disjoint)."""
+
+    a: _Candidate
+    b: _Candidate
+
+
+def _stream_counts(
+    mechanism: Any,
+    x: np.ndarray,
+    n: int,
+    rng: np.random.Generator,
+    events: Sequence[_Candidate | _Joint],
+    tick: Callable[[int], None],
+    width: int,
+) -> list[int]:
+    counts = [0] * len(events)
+    for m in _chunks(n, width):
+        y, raw = _privatize_rows(mechanism, x, m, rng, raw=True)
+        cache: dict[int, np.ndarray] = {}
+
+        def hits(
+            ev: _Candidate, y: np.ndarray = y, raw: Any = raw, cache: dict[int, np.ndarray] = cache
+        ):
+            key = id(ev.stat)
+            if key not in cache:
+                cache[key] = ev.stat.values(raw if ev.stat.needs_raw else y)
+            return ev.indicator(cache[key])
+
+        for i, ev in enumerate(events):
+            if isinstance(ev, _Joint):
+                counts[i] += int(np.count_nonzero(hits(ev.a) & hits(ev.b)))
+            else:
+                counts[i] += int(np.count_nonzero(hits(ev)))
+        tick(m)
+    return counts

@@ -1,0 +1,430 @@
+"""Selection: threshold events chosen on the B half of the selection samples.
+
+For each statistic's values under the two inputs, :func:`_threshold_counts` counts the four
+threshold events (``{s > t}`` / ``{s <= t}``, either input the numerator) at candidate
+thresholds; :func:`_best_events` keeps, per delta, the event, direction and error split whose
+bound on ``n_est`` fresh samples is expected to be largest (selection counts shrunk to one-sided
+Clopper-Pearson bounds, :func:`ldp_audit.stats.clopper_pearson_lower` /
+:func:`~ldp_audit.stats.clopper_pearson_upper`); :func:`_probe_event` screens for rare leaks the
+main rule cannot see (:func:`ldp_audit.stats.binomial_tail_pvalue`), :func:`_delta_event`
+aims at the delta bound, :func:`_pool` pairs a forward and a reverse event, and :func:`_choose`
+keeps the best distinct candidates. Selection data only: soundness never depends on it, every
+kept event is estimated on fresh samples.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from ldp_audit.audit.statistics import _sorted_unique, _Statistic
+from ldp_audit.stats import (
+    binomial_tail_pvalue,
+    clopper_pearson_lower,
+    clopper_pearson_upper,
+    poisson_log_ratio_lower,
+)
+
+#: candidate thresholds per statistic.
+_MAX_THRESHOLDS = 128
+#: one-sided level of the shrunken selection rates (penalises noisy tail events).
+_SHRINK = 0.05
+#: candidate shares of an event's error probability spent on the numerator's lower bound
+#: (the rest bounds the denominator); chosen per event at selection, from selection data only.
+_SHARES = (0.5, 0.25, 0.1)
+#: the deltas of the audited privacy profile (plus the claimed delta).
+_PROFILE_DELTAS = (0.0, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 0.05, 0.1)
+#: extreme distinct values always tried as thresholds (tail events at high epsilon).
+_TAIL_THRESHOLDS = 24
+
+
+@dataclass
+class _Candidate:
+    pair: int
+    stat: _Statistic
+    op: str  # "gt": s > t, "le": s <= t
+    t: float
+    x_is_numerator: bool
+    predicted: float
+    sel_counts: tuple[int, int]
+    share: float = 0.5
+    delta: float = 0.0
+    #: the reverse-direction event pooled with this one (see ``_pool``); None: a single event
+    partner: _Candidate | None = None
+    #: selection rates (shrunk numerator lower, denominator upper) behind ``predicted``
+    sel_rates: tuple[float, float] = (0.0, 1.0)
+
+    def indicator(self, s: np.ndarray) -> np.ndarray:
+        return s > self.t if self.op == "gt" else s <= self.t
+
+    def key(self) -> tuple[int, int, str, float, bool]:
+        return (self.pair, id(self.stat), self.op, self.t, self.x_is_numerator)
+
+
+def _thresholds(s1: np.ndarray, s2: np.ndarray) -> np.ndarray | None:
+    pooled = np.concatenate([s1, s2])
+    uniq = _sorted_unique(pooled)
+    if uniq.size <= 1:
+        return None
+    if uniq.size <= _MAX_THRESHOLDS + 4 * _TAIL_THRESHOLDS:
+        return uniq[:-1]
+    qs = np.linspace(0.0, 1.0, _MAX_THRESHOLDS + 2)[1:-1]
+    # the tails on a log scale (1/n .. 1/128 from either end): the rare events that decide
+    # high epsilon and small delta fall between the linear grid's last point and the extremes
+    tail = np.geomspace(2.0 / pooled.size, 1.0 / (_MAX_THRESHOLDS + 1), _TAIL_THRESHOLDS)
+    qs = np.concatenate([qs, tail, 1.0 - tail])
+    ts = np.quantile(pooled, np.clip(qs, 0.0, 1.0), method="inverted_cdf")
+    # the extreme distinct values: the events where one input is rare (high epsilon)
+    ts = np.unique(np.concatenate([ts, uniq[:_TAIL_THRESHOLDS], uniq[-_TAIL_THRESHOLDS - 1 :]]))
+    ts = ts[ts < uniq[-1]]
+    return ts if ts.size else None
+
+
+class _ThresholdCounts(NamedTuple):
+    """One statistic's selection values under the two inputs, sorted, its candidate thresholds
+    and, per threshold, the four events' counts: ``(op, x is the numerator, numerator count,
+    denominator count, numerator n, denominator n)``. Computed once per statistic and shared by
+    :func:`_best_events` (every delta of the verdict and the profile) and :func:`_probe_event`."""
+
+    s1: np.ndarray
+    s2: np.ndarray
+    ts: np.ndarray
+    combos: tuple[tuple[str, bool, np.ndarray, np.ndarray, int, int], ...]
+
+
+def _threshold_counts(s1: np.ndarray, s2: np.ndarray) -> _ThresholdCounts | None:
+    """:class:`_ThresholdCounts` of the values ``s1`` (under x) and ``s2`` (under x2); None when
+    they take one value only."""
+    s1 = np.sort(s1)
+    s2 = np.sort(s2)
+    ts = _thresholds(s1, s2)
+    if ts is None:
+        return None
+    n1, n2 = len(s1), len(s2)
+    g1 = n1 - np.searchsorted(s1, ts, side="right")
+    g2 = n2 - np.searchsorted(s2, ts, side="right")
+    l1, l2 = n1 - g1, n2 - g2
+    combos = (
+        ("gt", True, g1, g2, n1, n2),
+        ("gt", False, g2, g1, n2, n1),
+        ("le", True, l1, l2, n1, n2),
+        ("le", False, l2, l1, n2, n1),
+    )
+    return _ThresholdCounts(s1, s2, ts, combos)
+
+
+#: selection only: the denominator rate of a threshold event beyond the ``_TAIL_FIT``-th most
+#: extreme selection value is read from an exponential tail fitted to those values (peaks over
+#: threshold), not from the few raw counts there (0 for the events that decide high epsilon).
+#: 0 turns it off. Soundness does not depend on it: events are still estimated on fresh samples.
+_TAIL_FIT = 200
+#: the ``_TAIL_LEVEL`` quantile of chi^2 with 2m degrees of freedom, per m (computed lazily).
+_TAIL_LEVEL = 1e-3
+
+
+class _Chi2Quantiles(dict):
+    def __missing__(self, m: int) -> float:
+        from scipy.special import gammaincinv
+
+        v = 2.0 * float(gammaincinv(float(m), _TAIL_LEVEL))
+        self[m] = v
+        return v
+
+
+_TAIL_CHI2: dict[int, float] = _Chi2Quantiles()
+
+
+def _tail_rates(srt: np.ndarray, ts: np.ndarray, upper: bool, m: int) -> np.ndarray | None:
+    """Exponential-tail estimate of ``P(s > t)`` (``upper``) or ``P(s <= t)`` at thresholds
+    ``ts`` beyond the m-th most extreme of the sorted values ``srt`` (NaN elsewhere); None when
+    the tail is not continuous (fewer than m distinct values there) or too short."""
+    n = srt.size
+    if m < 20 or n < 4 * m:
+        return None
+    tail = srt[-m:] if upper else srt[:m]
+    u = float(srt[-m - 1] if upper else srt[m])
+    excess = (tail - u) if upper else (u - tail)
+    if not np.all(np.isfinite(excess)) or np.unique(tail).size < m:
+        return None
+    beta = float(np.mean(excess))
+    if not beta > 0:
+        return None
+    # an upper confidence bound on the scale (2 m beta_hat / beta ~ chi^2_{2m} for an
+    # exponential tail): a heavier fitted tail, so far-tail events are not chosen on an
+    # underestimated denominator (a ratio e^0.1 is otherwise faked by the scale's noise)
+    beta *= 2.0 * m / _TAIL_CHI2[m]
+    dist = (ts - u) if upper else (u - ts)
+    # anchored at the shrunk rate of the m tail values (as the raw counts are), so that the
+    # model does not look better than the counts where the two meet
+    anchor = float(clopper_pearson_upper(np.array([float(m)]), float(n), _SHRINK)[0])
+    with np.errstate(all="ignore"):
+        est = anchor * np.exp(-dist / beta)
+    return np.where(dist > 0, est, np.nan)
+
+
+def _best_events(
+    stat: _Statistic,
+    tc: _ThresholdCounts | None,
+    pair: int,
+    n_est: int,
+    alpha_event: float,
+    deltas: Sequence[float],
+    direction: bool | None = None,
+    poisson: bool = False,
+) -> list[_Candidate | None]:
+    """For each delta: the best threshold event ``{s > t}`` / ``{s <= t}``, direction and
+    error split for one statistic (its selection counts ``tc``, :func:`_threshold_counts`),
+    judged by the bound it is expected to give on ``n_est`` fresh samples (selection counts
+    shrunk to one-sided ``_SHRINK`` Clopper-Pearson bounds so that noisy tail events, whose
+    selection ratio is inflated by the maximum over thresholds, are not over-trusted).
+    ``direction``: only events with x (True) or x2 (False) the numerator. ``poisson``: pure-DP
+    events (delta = 0) are judged by the Poisson conditional test
+    (:func:`ldp_audit.stats.epsilon_lower_bound_from_poisson_counts`; no error split)."""
+    if tc is None:
+        return [None] * len(deltas)
+    s1, s2, ts = tc.s1, tc.s2, tc.ts
+    n = len(s1)
+    best: list[_Candidate | None] = [None] * len(deltas)
+    for op, x_num, c_num, c_den, _, _ in tc.combos:
+        if direction is not None and x_num != direction:
+            continue
+        p_num = clopper_pearson_lower(c_num.astype(np.float64), float(n), _SHRINK)
+        p_den = clopper_pearson_upper(c_den.astype(np.float64), float(n), _SHRINK)
+        # pure DP (delta = 0) only: the tail model of the denominator (see _TAIL_FIT)
+        p_den0 = p_den
+        if 0.0 in deltas:
+            fit = _tail_rates(s2 if x_num else s1, ts, op == "gt", min(_TAIL_FIT, n // 10))
+            if fit is not None:
+                p_den0 = np.where(np.isnan(fit), p_den, fit)
+        for share in _SHARES:
+            lo = clopper_pearson_lower(p_num * n_est, float(n_est), alpha_event * share)
+            hi = clopper_pearson_upper(p_den * n_est, float(n_est), alpha_event * (1.0 - share))
+            hi0 = clopper_pearson_upper(p_den0 * n_est, float(n_est), alpha_event * (1.0 - share))
+            for j, delta in enumerate(deltas):
+                if poisson and delta == 0.0:
+                    if share != _SHARES[0]:
+                        continue  # one joint test: no split to choose
+                    pred = poisson_log_ratio_lower(p_num * n_est, p_den0 * n_est, alpha_event)
+                elif delta == 0.0:
+                    with np.errstate(all="ignore"):
+                        pred = np.where(
+                            lo > 0, np.log(np.maximum(lo, 1e-300)) - np.log(hi0), -np.inf
+                        )
+                else:
+                    with np.errstate(all="ignore"):
+                        pred = np.where(
+                            lo - delta > 0,
+                            np.log(np.maximum(lo - delta, 1e-300)) - np.log(hi),
+                            -np.inf,
+                        )
+                i = int(np.argmax(pred))
+                cur = best[j]
+                if cur is None or pred[i] > cur.predicted:
+                    best[j] = _Candidate(
+                        pair,
+                        stat,
+                        op,
+                        float(ts[i]),
+                        x_num,
+                        float(pred[i]),
+                        (int(c_num[i]), int(c_den[i])),
+                        share,
+                        float(delta),
+                        sel_rates=(float(p_num[i]), float((p_den0 if delta == 0 else p_den)[i])),
+                    )
+    return best
+
+
+#: level of the selection-sample screen that adds a *probe* event (see :func:`_probe_event`).
+_PROBE_LEVEL = 0.01
+
+
+def _probe_event(
+    stat: _Statistic,
+    tc: _ThresholdCounts | None,
+    pair: int,
+    n_est: int,
+    alpha_event: float,
+    claimed: float,
+    delta: float,
+) -> tuple[_Candidate, float] | None:
+    """The threshold event whose selection counts most clearly contradict the claim, with its
+    screening p-value, or None when no event's counts do at all.
+
+    The main rule (:func:`_best_events`) shrinks a zero denominator count to its 5% upper
+    bound, which at the selection sample size is far above what the estimation sample can
+    show: an event that a rare leak puts only under one input (a mechanism that, once in a
+    thousand, releases something the other input never gives) is predicted a weak bound there
+    and never chosen. The screen asks of each event the selection counts' own question: given
+    ``s = k_num + k_den`` outputs in the event, is ``k_num`` too large for a ratio of at most
+    ``e^claimed`` (``P(Binomial(s, q) >= k_num)``, ``q = c n1 / (c n1 + n2)``; with delta > 0
+    the numerator count is first reduced by ``n delta``)? Among events with a p-value below
+    :data:`_PROBE_LEVEL`, the one with the best bound predicted from median (not 5%)
+    selection rates is returned. Selection data only: soundness does not depend on the screen
+    (a probe is estimated on fresh samples and counted in the Bonferroni correction).
+    """
+    if tc is None:
+        return None
+    ts = tc.ts
+    c = math.exp(min(claimed, 700.0))
+    best: tuple[_Candidate, float] | None = None
+    for op, x_num, c_num, c_den, n_num, n_den in tc.combos:
+        k = np.maximum(c_num.astype(np.float64) - n_num * delta, 0.0)
+        j = c_den.astype(np.float64)
+        q = c * n_num / (c * n_num + n_den)
+        pval = binomial_tail_pvalue(k, j, q)
+        ok = pval < _PROBE_LEVEL
+        if not ok.any():
+            continue
+        p_num = clopper_pearson_lower(c_num.astype(np.float64), float(n_num), 0.5)
+        p_den = clopper_pearson_upper(j, float(n_den), 0.5)
+        lo = clopper_pearson_lower(p_num * n_est, float(n_est), alpha_event * 0.5)
+        hi = clopper_pearson_upper(p_den * n_est, float(n_est), alpha_event * 0.5)
+        with np.errstate(all="ignore"):
+            pred = np.where(
+                ok & (lo - delta > 0), np.log(np.maximum(lo - delta, 1e-300)) - np.log(hi), -np.inf
+            )
+        i = int(np.argmax(pred))
+        if not np.isfinite(pred[i]) or (best is not None and pred[i] <= best[0].predicted):
+            continue
+        best = (
+            _Candidate(
+                pair,
+                stat,
+                op,
+                float(ts[i]),
+                x_num,
+                float(pred[i]),
+                (int(c_num[i]), int(c_den[i])),
+                0.5,
+                float(delta),
+                sel_rates=(float(p_num[i]), float(p_den[i])),
+            ),
+            float(pval[i]),
+        )
+    return best
+
+
+def _delta_event(
+    stat: _Statistic,
+    tc: _ThresholdCounts | None,
+    pair: int,
+    n_est: int,
+    alpha_event: float,
+    claimed: float,
+) -> _Candidate | None:
+    """The threshold event (direction, error split) with the largest expected lower bound on
+    delta at the claimed epsilon, ``CP_lower(p1) - e^eps CP_upper(p2)`` predicted on ``n_est``
+    fresh samples from shrunk selection rates (as :func:`_best_events`), or None when no event
+    is expected to show a positive delta. Selection data only (soundness does not depend on
+    it). ``predicted`` holds the expected delta bound, comparable only among these events."""
+    if tc is None:
+        return None
+    n = len(tc.s1)
+    c = math.exp(min(claimed, 700.0))
+    best: _Candidate | None = None
+    for op, x_num, c_num, c_den, _, _ in tc.combos:
+        p_num = clopper_pearson_lower(c_num.astype(np.float64), float(n), _SHRINK)
+        p_den = clopper_pearson_upper(c_den.astype(np.float64), float(n), _SHRINK)
+        for share in _SHARES:
+            lo = clopper_pearson_lower(p_num * n_est, float(n_est), alpha_event * share)
+            hi = clopper_pearson_upper(p_den * n_est, float(n_est), alpha_event * (1.0 - share))
+            pred = lo - c * hi
+            i = int(np.argmax(pred))
+            if pred[i] > 0 and (best is None or pred[i] > best.predicted):
+                best = _Candidate(
+                    pair,
+                    stat,
+                    op,
+                    float(tc.ts[i]),
+                    x_num,
+                    float(pred[i]),
+                    (int(c_num[i]), int(c_den[i])),
+                    share,
+                    sel_rates=(float(p_num[i]), float(p_den[i])),
+                )
+    return best
+
+
+def _pool(
+    fwd_half: tuple[_Candidate, np.ndarray, np.ndarray],
+    rev_half: tuple[_Candidate, np.ndarray, np.ndarray],
+    n_est: int,
+    alpha_event: float,
+    delta: float,
+    poisson: bool = False,
+) -> _Candidate | None:
+    """The pooled candidate of a forward (x numerator) and a reverse event of one pair, each
+    with the held-out selection values (under x, under x2) of its statistic: its bound is
+    expected from counts on those held-out values (not the ones that chose the thresholds, so
+    the maximum over thresholds does not inflate it), pooled over both events (shrunk as in
+    ``_best_events``), predicted at ``2 n_est`` trials, best error split."""
+    fwd, f1, f2 = fwd_half
+    rev, r1, r2 = rev_half
+    # forward: x the numerator (f1 under x); reverse: x2 the numerator (r2 under x2)
+    c_num = float(np.count_nonzero(fwd.indicator(f1)) + np.count_nonzero(rev.indicator(r2)))
+    c_den = float(np.count_nonzero(fwd.indicator(f2)) + np.count_nonzero(rev.indicator(r1)))
+    n2 = float(len(f1) + len(r1))
+    p_num = float(clopper_pearson_lower(np.array([c_num]), n2, _SHRINK)[0])
+    p_den = float(clopper_pearson_upper(np.array([c_den]), n2, _SHRINK)[0])
+    nt = 2.0 * n_est
+    best: _Candidate | None = None
+    for share in _SHARES:
+        if poisson:  # (delta = 0 only) one joint test of the pooled Poisson counts
+            if share != _SHARES[0]:
+                continue
+            pred = float(
+                poisson_log_ratio_lower(
+                    np.array([p_num * nt]), np.array([p_den * nt]), alpha_event
+                )[0]
+            )
+            if not math.isfinite(pred):
+                continue
+        else:
+            lo = (
+                float(clopper_pearson_lower(np.array([p_num * nt]), nt, alpha_event * share)[0])
+                - delta
+            )
+            hi = float(
+                clopper_pearson_upper(np.array([p_den * nt]), nt, alpha_event * (1.0 - share))[0]
+            )
+            if lo <= 0 or hi <= 0:
+                continue
+            pred = math.log(lo) - math.log(hi)
+        if best is None or pred > best.predicted:
+            best = _Candidate(
+                fwd.pair,
+                fwd.stat,
+                fwd.op,
+                fwd.t,
+                True,
+                pred,
+                (int(c_num), int(c_den)),
+                share,
+                delta,
+                partner=rev,
+                sel_rates=(p_num, p_den),
+            )
+    return best
+
+
+def _choose(candidates: list[_Candidate], k: int) -> list[_Candidate]:
+    """The k candidates with the best predicted bound, skipping the same event found twice."""
+    out: list[_Candidate] = []
+    seen: set[tuple[int, str, tuple[int, int], bool]] = set()
+    for c in sorted(candidates, key=lambda c: c.predicted, reverse=True):
+        pooled = c.partner is not None
+        sig = (c.pair, c.stat.family, c.sel_counts, pooled)
+        dup = (c.pair, "", c.sel_counts, pooled)
+        if sig in seen or dup in seen:
+            continue
+        seen.add(sig)
+        seen.add(dup)
+        out.append(c)
+        if len(out) == k:
+            break
+    return out

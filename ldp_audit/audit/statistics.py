@@ -1,0 +1,465 @@
+"""The one-dimensional statistics an audit thresholds, fitted on the fit half A of selection.
+
+For every input pair :func:`_build_statistics` fits a handful of deterministic maps from an
+output batch to one real score per row (the output coordinate that separates the pair best, the
+projection onto ``x - x2``, the median-anchored L1 log-ratio, the L1 and L2 norms, a
+logistic-regression score, a log-ratio score of discrete output cells); :class:`_Snapped`
+reads them on outputs rounded to a 2^-32-relative grid (the *distribution* reading), and
+:func:`_float_cell_statistic` scores the floating-point bit cells of the raw outputs (the
+*implementation* reading, Mironov 2012). :class:`_UserStatistic` wraps a user's
+``stat(outputs, x, x_prime)``. A statistic is fixed before the estimation samples are drawn,
+so any choice made here keeps the audit sound.
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ldp_audit.audit.results import _short
+from ldp_audit.errors import InvalidParameterError, LdpAuditError, UserCodeError
+
+#: rows of the fit half A used to train the classifier (fewer for very wide outputs).
+_CLASSIFIER_ROWS = 20_000
+#: at most this many distinct output rows for the discrete-cell statistic.
+_MAX_CELLS = 4096
+
+
+def _sorted_unique(v: np.ndarray) -> np.ndarray:
+    """``np.unique`` by sorting (hash-based unique is several times slower on float64)."""
+    srt = np.sort(v)
+    if srt.size == 0:
+        return srt
+    keep = np.empty(srt.size, dtype=bool)
+    keep[0] = True
+    np.not_equal(srt[1:], srt[:-1], out=keep[1:])
+    return srt[keep]
+
+
+class _Statistic(abc.ABC):
+    """A deterministic map from an (n, k) output batch to n real scores (NaN -> +inf)."""
+
+    family = "statistic"
+    #: reads the outputs as the mechanism returned them (not coerced to float64 (n, k))
+    needs_raw = False
+
+    def values(self, y: np.ndarray) -> np.ndarray:
+        s = np.asarray(self._values(y), dtype=np.float64)
+        return np.where(np.isnan(s), np.inf, s)
+
+    @abc.abstractmethod
+    def _values(self, y: np.ndarray) -> np.ndarray:
+        """Raw scores of the outputs ``y`` (NaN allowed; mapped to +inf)."""
+
+    @abc.abstractmethod
+    def label(self) -> str:
+        """Readable description of the statistic (used in the witness)."""
+
+    def describe(self, op: str, t: float) -> str:
+        return f"{self.label()} {'>' if op == 'gt' else '<='} {t:.17g}"
+
+
+class _Coordinate(_Statistic):
+    family = "coordinate"
+
+    def __init__(self, j: int, k: int) -> None:
+        self.j, self.k = j, k
+
+    def _values(self, y: np.ndarray) -> np.ndarray:
+        return y[:, self.j]
+
+    def label(self) -> str:
+        return "y" if self.k == 1 else f"y[{self.j}]"
+
+
+class _Projection(_Statistic):
+    family = "projection"
+
+    def __init__(self, w: np.ndarray, name: str) -> None:
+        self.w, self.name = w, name
+
+    def _values(self, y: np.ndarray) -> np.ndarray:
+        with np.errstate(over="ignore", invalid="ignore"):
+            return y @ self.w
+
+    def label(self) -> str:
+        return f"<y, {self.name}>"
+
+
+class _Norm(_Statistic):
+    def __init__(self, order: int) -> None:
+        self.order = order
+        self.family = f"l{order}-norm"
+
+    def _values(self, y: np.ndarray) -> np.ndarray:
+        with np.errstate(over="ignore", invalid="ignore"):
+            if self.order == 1:
+                return np.abs(y).sum(axis=1)
+            return np.sqrt(np.einsum("ij,ij->i", y, y))
+
+    def label(self) -> str:
+        return f"||y||_{self.order}"
+
+
+class _MedianL1Ratio(_Statistic):
+    """``sum_i |y_i - b_i| - |y_i - a_i|`` with a, b the coordinate medians of M(x), M(x2) on A:
+    the exact log-likelihood ratio (up to scale) of additive Laplace noise around a and b."""
+
+    family = "l1-ratio"
+
+    def __init__(self, a: np.ndarray, b: np.ndarray) -> None:
+        self.a, self.b = a, b
+
+    def _values(self, y: np.ndarray) -> np.ndarray:
+        with np.errstate(all="ignore"):
+            return (np.abs(y - self.b) - np.abs(y - self.a)).sum(axis=1)
+
+    def label(self) -> str:
+        return "sum_i |y_i - median2_i| - |y_i - median1_i|"
+
+
+def _finite_features(y: np.ndarray) -> np.ndarray:
+    return np.clip(np.nan_to_num(y, nan=0.0, posinf=1e150, neginf=-1e150), -1e150, 1e150)
+
+
+class _Classifier(_Statistic):
+    """Logistic-regression score separating M(x) (label 1) from M(x2) (label 0)."""
+
+    family = "classifier"
+
+    def __init__(self, ya1: np.ndarray, ya2: np.ndarray) -> None:
+        from sklearn.exceptions import ConvergenceWarning
+        from sklearn.linear_model import LogisticRegression
+
+        rows = max(500, min(_CLASSIFIER_ROWS, (1 << 22) // ya1.shape[1]))
+        a1 = _finite_features(ya1[:rows])
+        a2 = _finite_features(ya2[:rows])
+        feats = np.concatenate([a1, a2])
+        self.mu = feats.mean(axis=0)
+        sd = feats.std(axis=0)
+        self.sd = np.where(sd > 0, sd, 1.0)
+        labels = np.concatenate([np.ones(len(a1)), np.zeros(len(a2))])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            warnings.simplefilter("ignore", RuntimeWarning)
+            self.model = LogisticRegression(C=1.0, max_iter=300).fit(
+                (feats - self.mu) / self.sd, labels
+            )
+
+    def _values(self, y: np.ndarray) -> np.ndarray:
+        with np.errstate(all="ignore"):
+            return self.model.decision_function((_finite_features(y) - self.mu) / self.sd)
+
+    def label(self) -> str:
+        return "logistic-regression score(y)"
+
+
+_FNV_OFFSET = np.uint64(0xCBF29CE484222325)
+_FNV_PRIME = np.uint64(0x100000001B3)
+
+
+def _row_keys(y: np.ndarray) -> np.ndarray:
+    """64-bit hash of each output row's exact bit pattern (-0.0 folded into 0.0).
+
+    Collisions merely merge cells: the event stays a fixed set, so soundness is unaffected.
+    """
+    u = np.ascontiguousarray(y + 0.0).view(np.uint64)
+    h = np.full(u.shape[0], _FNV_OFFSET, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for j in range(u.shape[1]):
+            h = (h ^ u[:, j]) * _FNV_PRIME
+    return h
+
+
+_CTZ_BITS = 9
+_CTZ_TABLE = np.array(
+    [_CTZ_BITS] + [(i & -i).bit_length() - 1 for i in range(1, 1 << _CTZ_BITS)], dtype=np.uint64
+)
+
+
+def _float_keys(v: np.ndarray) -> np.ndarray:
+    """Bit cell of each double: (sign, biased exponent, trailing zeros of the mantissa, capped).
+
+    Mironov (2012): ``fl(x + noise)`` lies on the grid of the larger of |x|, |noise|, so the low
+    mantissa bits of an output depend on the input.
+    """
+    bits = np.ascontiguousarray(v + 0.0).view(np.uint64)
+    sign = bits >> np.uint64(63)
+    expo = (bits >> np.uint64(52)) & np.uint64(0x7FF)
+    low = bits & np.uint64((1 << _CTZ_BITS) - 1)
+    ctz = _CTZ_TABLE[low]
+    return (sign << np.uint64(16)) | (expo << np.uint64(4)) | ctz
+
+
+def _describe_float_key(key: int) -> str:
+    sign = "-" if (key >> 16) & 1 else "+"
+    expo = ((key >> 4) & 0x7FF) - 1023
+    ctz = key & 0xF
+    tz = f">= {ctz}" if ctz == _CTZ_BITS else f"= {ctz}"
+    return f"sign {sign}, exponent {expo}, trailing zero bits {tz}"
+
+
+class _CellScore(_Statistic):
+    """Log-ratio score of output cells estimated on A (unseen cells score 0).
+
+    A threshold on the score is the Neyman-Pearson event "cells whose estimated likelihood ratio
+    exceeds t"; since the table is fitted on A and the threshold chosen on B, the event is
+    fixed before the estimation samples are drawn.
+    """
+
+    def __init__(
+        self,
+        keyfn: Callable[[np.ndarray], np.ndarray],
+        k1: np.ndarray,
+        k2: np.ndarray,
+        family: str,
+        name: str,
+        describe_key: Callable[[int], str],
+    ) -> None:
+        self.keyfn, self.family, self.name, self.describe_key = keyfn, family, name, describe_key
+        keys, inv = np.unique(np.concatenate([k1, k2]), return_inverse=True)
+        c1 = np.bincount(inv[: len(k1)], minlength=len(keys))
+        c2 = np.bincount(inv[len(k1) :], minlength=len(keys))
+        self.keys = keys
+        self.scores = np.log((c1 + 0.5) / (len(k1) + 1.0)) - np.log((c2 + 0.5) / (len(k2) + 1.0))
+
+    def _values(self, y: np.ndarray) -> np.ndarray:
+        k = self.keyfn(y)
+        idx = np.searchsorted(self.keys, k)
+        idx = np.minimum(idx, len(self.keys) - 1)
+        hit = self.keys[idx] == k
+        return np.where(hit, self.scores[idx], 0.0)
+
+    def label(self) -> str:
+        return f"log-ratio score of {self.name}"
+
+    def describe(self, op: str, t: float) -> str:
+        sel = self.scores > t if op == "gt" else self.scores <= t
+        keys = self.keys[sel]
+        text = f"{self.label()} {'>' if op == 'gt' else '<='} {t:.6g}"
+        if 0 < len(keys) <= 4:
+            text += " (cells: " + "; ".join(self.describe_key(int(q)) for q in keys) + ")"
+        else:
+            text += f" ({len(keys)} cells)"
+        if (op == "gt" and 0.0 > t) or (op == "le" and 0.0 <= t):
+            text += " + cells unseen in selection"
+        return text
+
+
+class _Snap:
+    """Rounds outputs to an absolute grid per coordinate (exact-arithmetic mode).
+
+    ``fl(x + noise)`` lands on an input-dependent subset of the doubles (Mironov 2012), and a
+    statistic whose threshold sits where only rounding decides (e.g. at the maximum of a sum of
+    differences) inherits that leak. With ``float_bits=False`` every statistic therefore sees
+    ``round(y / g) g`` with ``g_j = 2^-32 max(|q_0.01|, |q_0.99|)`` of coordinate j (fitted on A):
+    each grid cell holds >= 2^15 doubles reachable from either input, so the events measure the
+    mechanism's real-valued distribution, discretised. Any deterministic map keeps soundness.
+    """
+
+    def __init__(self, grid: np.ndarray) -> None:
+        self.grid = grid
+
+    @classmethod
+    def fit(cls, ya1: np.ndarray, ya2: np.ndarray) -> _Snap:
+        f = _finite_features(np.concatenate([ya1, ya2]))
+        q = np.quantile(f, [0.01, 0.99], axis=0)
+        mag = np.max(np.abs(q), axis=0)
+        grid = np.ldexp(np.where(mag > 0, mag, 1.0), -32)
+        return cls(grid)
+
+    def __call__(self, y: np.ndarray) -> np.ndarray:
+        with np.errstate(all="ignore"):
+            return np.round(y / self.grid) * self.grid
+
+
+class _Snapped(_Statistic):
+    """A statistic evaluated on snapped outputs (see :class:`_Snap`), its values rounded to a
+    2^-36-relative grid fitted on A, so that plateaus of the statistic (e.g. the maximum of the
+    L1 log-ratio, reached by every output beyond both centres) are exact ties that one
+    threshold can take whole, instead of being split by rounding noise."""
+
+    def __init__(self, inner: _Statistic, snap: _Snap, ya: np.ndarray | None = None) -> None:
+        self.inner, self.snap = inner, snap
+        self.family = inner.family
+        self.quantum = 0.0
+        if ya is not None and not isinstance(inner, _CellScore):
+            v = self.inner.values(self.snap(ya))
+            v = v[np.isfinite(v)]
+            if v.size:
+                q = np.quantile(v, [0.01, 0.99])
+                mag = float(np.max(np.abs(q)))
+                self.quantum = math.ldexp(mag, -36) if mag > 0 else 0.0
+
+    def _values(self, y: np.ndarray) -> np.ndarray:
+        v = self.inner.values(self.snap(y))
+        if self.quantum > 0:
+            with np.errstate(all="ignore"):
+                v = np.round(v / self.quantum) * self.quantum
+        return v
+
+    def label(self) -> str:
+        return self.inner.label()
+
+    def describe(self, op: str, t: float) -> str:
+        return self.inner.describe(op, t) + " (outputs on a 2^-32-relative grid)"
+
+
+def _float_cell_statistic(ya1: np.ndarray, ya2: np.ndarray, j: int, k: int) -> _CellScore:
+    def keyfn(y: np.ndarray) -> np.ndarray:
+        return _float_keys(y[:, j])
+
+    name = "float bit cells of " + ("y" if k == 1 else f"y[{j}]")
+    return _CellScore(keyfn, keyfn(ya1), keyfn(ya2), "float-bits", name, _describe_float_key)
+
+
+class _UserStatistic(_Statistic):
+    """A user's (or the mechanism's ``audit_statistics()``) statistic for one pair:
+    ``fn(outputs, x, x_prime)`` on the outputs exactly as ``privatize`` returned them, one
+    finite real score per row. Checked on every call (shape, finiteness)."""
+
+    family = "user"
+    needs_raw = True
+
+    def __init__(self, fn: Callable[..., Any], name: str, x: np.ndarray, x2: np.ndarray) -> None:
+        self.fn, self.name, self.x, self.x2 = fn, name, x, x2
+
+    def values(self, y: np.ndarray) -> np.ndarray:
+        return self._values(y)
+
+    def _values(self, y: np.ndarray) -> np.ndarray:
+        n = len(y)
+        try:
+            raw = self.fn(y, self.x, self.x2)
+        except LdpAuditError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - user code: wrapped with context, cause kept
+            raise UserCodeError(
+                f"statistic {self.name!r} raised {type(exc).__name__} on {n} outputs: {exc}"
+            ) from exc
+        try:
+            v = np.asarray(raw)
+        except Exception as exc:  # noqa: BLE001 - e.g. ragged lists
+            raise InvalidParameterError(
+                f"statistic {self.name!r} must return an array of {n} scores: {exc}"
+            ) from exc
+        if v.dtype == object or v.dtype.kind not in "biuf":
+            raise InvalidParameterError(
+                f"statistic {self.name!r} must return real scores, got dtype {v.dtype}"
+            )
+        if v.shape != (n,):
+            raise InvalidParameterError(
+                f"statistic {self.name!r} must return one score per output row, shape ({n},), "
+                f"got shape {v.shape}"
+            )
+        v = v.astype(np.float64)
+        if not np.all(np.isfinite(v)):
+            bad = int(np.count_nonzero(~np.isfinite(v)))
+            raise InvalidParameterError(
+                f"statistic {self.name!r} returned {bad} non-finite score(s) (NaN or inf) of "
+                f"{n}; scores must be finite real numbers"
+            )
+        return v
+
+    def label(self) -> str:
+        if self.name.isidentifier():
+            return f"{self.name}(y, x, x2)"
+        return f"statistic {self.name!r}"
+
+
+def _statistic_list(raw: Any, where: str) -> list[tuple[Callable[..., Any], str]]:
+    """Validate a list of user statistics (callables) and name them: their ``name`` attribute,
+    else their ``__name__`` (a lambda gets its position), else ``where[i]``."""
+    if raw is None:
+        return []
+    if isinstance(raw, (str, bytes)) or callable(raw):
+        raise InvalidParameterError(
+            f"{where} must be a list of callables stat(outputs, x, x_prime), got "
+            f"{type(raw).__name__}"
+        )
+    try:
+        items = list(raw)
+    except TypeError:
+        raise InvalidParameterError(
+            f"{where} must be a list of callables stat(outputs, x, x_prime), got "
+            f"{type(raw).__name__}"
+        ) from None
+    out: list[tuple[Callable[..., Any], str]] = []
+    for i, fn in enumerate(items):
+        if not callable(fn):
+            raise InvalidParameterError(
+                f"{where}[{i}] must be callable as stat(outputs, x, x_prime), got "
+                f"{type(fn).__name__} {fn!r:.60}"
+            )
+        name = getattr(fn, "name", None)
+        if name is None:
+            name = getattr(fn, "__name__", None)
+            if name in (None, "<lambda>"):
+                name = f"{where}[{i}]"
+        if not isinstance(name, str) or not name:
+            raise InvalidParameterError(
+                f"{where}[{i}].name must be a non-empty string, got {name!r}"
+            )
+        out.append((fn, name))
+    return out
+
+
+def _build_statistics(
+    x: np.ndarray, x2: np.ndarray, ya1: np.ndarray, ya2: np.ndarray
+) -> tuple[list[_Statistic], int, bool]:
+    """The few statistics tried for one pair (kept small so Bonferroni stays cheap), the
+    output coordinate that separates the pair best, and whether the outputs are discrete."""
+    k = ya1.shape[1]
+    stats: list[_Statistic] = []
+    r1, r2 = _row_keys(ya1), _row_keys(ya2)
+    limit = min(_MAX_CELLS, (len(r1) + len(r2)) // 4)
+    # a prefix with more distinct rows than the limit settles it without the full count
+    head = np.concatenate([r1[: 8 * _MAX_CELLS], r2[: 8 * _MAX_CELLS]])
+    discrete = _sorted_unique(head).size <= limit and (
+        _sorted_unique(np.concatenate([r1, r2])).size <= limit
+    )
+    if discrete:
+        examples: dict[int, np.ndarray] = {}
+        for rows, keys in ((ya1, r1), (ya2, r2)):
+            uk, first = np.unique(keys, return_index=True)
+            for q, i in zip(uk.tolist(), first.tolist(), strict=True):
+                examples.setdefault(q, rows[i])
+
+        def describe_row(q: int) -> str:
+            row = examples.get(q)
+            return "y = ?" if row is None else f"y = {_short(row.tolist(), 4)}"
+
+        stats.append(_CellScore(_row_keys, r1, r2, "cells", "output cells", describe_row))
+    if k == 1:
+        stats.append(_Coordinate(0, 1))
+        j = 0
+    else:
+        f1 = _finite_features(ya1)
+        f2 = _finite_features(ya2)
+        with np.errstate(all="ignore"):
+            gap = np.abs(f1.mean(axis=0) - f2.mean(axis=0))
+            sd = np.sqrt(0.5 * (f1.var(axis=0) + f2.var(axis=0)))
+            z = np.where(sd > 0, gap / np.where(sd > 0, sd, 1.0), np.where(gap > 0, np.inf, 0.0))
+        j = int(np.argmax(np.nan_to_num(z, nan=0.0)))
+        stats.append(_Coordinate(j, k))
+        if x.shape[0] == k and np.any(x != x2):
+            w = x - x2
+            name = "x - x2"
+        else:
+            w = f1.mean(axis=0) - f2.mean(axis=0)
+            name = "mean difference"
+        scale = np.max(np.abs(w))
+        if np.isfinite(scale) and scale > 0:
+            stats.append(_Projection(w / scale, name))
+        med1, med2 = np.median(f1, axis=0), np.median(f2, axis=0)
+        if np.any(med1 != med2):
+            stats.append(_MedianL1Ratio(med1, med2))
+        stats.append(_Norm(1))
+        stats.append(_Norm(2))
+        stats.append(_Classifier(ya1, ya2))
+    return stats, j, discrete

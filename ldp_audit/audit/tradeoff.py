@@ -1,0 +1,122 @@
+"""The audited f-DP trade-off curve of the witness pair (Dong, Roth & Su 2022).
+
+Threshold events on the statistic of the distribution verdict's best event, at type I levels
+read from selection quantiles (:func:`_tradeoff_events`), counted on the estimation samples and
+turned into simultaneous upper confidence points (type I, type II error) by
+:func:`ldp_audit.stats.tradeoff_points_from_counts`, against the claimed curve
+(:func:`_claimed_tradeoff`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ldp_audit.audit.mechanism import _user_attr
+from ldp_audit.audit.results import TradeoffCurve
+from ldp_audit.audit.selection import _Candidate
+from ldp_audit.errors import UserCodeError
+from ldp_audit.stats import eps_delta_tradeoff, gaussian_tradeoff, tradeoff_points_from_counts
+
+#: type I error levels of the f-DP curve's threshold tests (those a selection sample cannot
+#: locate, fewer than 5 expected outputs beyond the threshold, are dropped).
+_TRADEOFF_LEVELS = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 0.01, 0.03, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9)
+
+
+def _tradeoff_events(
+    best: _Candidate, quantiles: tuple[np.ndarray, np.ndarray]
+) -> list[_Candidate]:
+    """Threshold events on ``best``'s statistic, oriented like it (its numerator is H1), at
+    thresholds read from the selection quantiles of the null input (H0 = the denominator)."""
+    q_den = quantiles[1] if best.x_is_numerator else quantiles[0]
+    ts = np.unique(q_den)
+    out = []
+    for t in ts.tolist():
+        c = _Candidate(best.pair, best.stat, best.op, float(t), best.x_is_numerator, 0.0, (0, 0))
+        out.append(c)
+    return out
+
+
+def _claimed_tradeoff(
+    mechanism: Any, claimed: float, delta: float
+) -> tuple[Callable[[np.ndarray], np.ndarray], str]:
+    """The claimed trade-off curve: ``mechanism.tradeoff``, else ``G_mu`` of a Gaussian with
+    ``sigma`` and ``sensitivity`` (and a delta > 0 claim), else ``f_{epsilon, delta}``."""
+    fn = _user_attr(mechanism, "tradeoff")
+    if callable(fn):
+
+        def user(a: np.ndarray) -> np.ndarray:
+            try:
+                v = np.asarray(fn(a), dtype=np.float64)
+            except Exception as exc:  # noqa: BLE001 - user code
+                raise UserCodeError(
+                    f"mechanism.tradeoff of {type(mechanism).__name__} raised "
+                    f"{type(exc).__name__}: {exc}"
+                ) from exc
+            if v.shape != np.shape(a) or not np.all(np.isfinite(v)):
+                raise UserCodeError(
+                    f"mechanism.tradeoff of {type(mechanism).__name__} must return finite "
+                    f"values of the shape of its input {np.shape(a)}, got {v.shape}"
+                )
+            return v
+
+        return user, "tradeoff"
+    sigma = _user_attr(mechanism, "sigma")
+    sens = _user_attr(mechanism, "sensitivity")
+    if (
+        delta > 0
+        and isinstance(sigma, (int, float))
+        and isinstance(sens, (int, float))
+        and not isinstance(sigma, bool)
+        and not isinstance(sens, bool)
+        and sigma > 0
+        and sens > 0
+    ):
+        mu = float(sens) / float(sigma)
+        return (lambda a: np.asarray(gaussian_tradeoff(a, mu))), f"gaussian mu={mu:.6g}"
+    return (lambda a: np.asarray(eps_delta_tradeoff(a, claimed, delta))), "epsilon-delta"
+
+
+def _tradeoff_curve(
+    mechanism: Any,
+    claimed: float,
+    delta: float,
+    events: list[_Candidate],
+    results: dict[int, tuple[int, int]],
+    sizes: dict[int, tuple[int, int]],
+    pair_list: list[tuple[np.ndarray, np.ndarray]],
+    alpha: float,
+    conf: float,
+) -> TradeoffCurve:
+    best = events[0]
+    n1_p, n2_p = sizes[best.pair]
+    n_alt, n_null = (n1_p, n2_p) if best.x_is_numerator else (n2_p, n1_p)
+    k_alt = np.empty(len(events))
+    k_null = np.empty(len(events))
+    for i, ev in enumerate(events):
+        a, b = results[id(ev)]
+        k_alt[i], k_null[i] = (a, b) if ev.x_is_numerator else (b, a)
+    a_u, b_u = tradeoff_points_from_counts(k_null, n_null, k_alt, n_alt, alpha)
+    a_u, b_u = np.atleast_1d(a_u), np.atleast_1d(b_u)
+    order = np.argsort(a_u, kind="stable")
+    f, source = _claimed_tradeoff(mechanism, claimed, delta)
+    grid = np.unique(np.concatenate([np.linspace(0.0, 1.0, 101), np.geomspace(1e-6, 0.01, 41)]))
+    x, x2 = pair_list[best.pair]
+    xn, xd = (x, x2) if best.x_is_numerator else (x2, x)
+    return TradeoffCurve(
+        type1_upper=tuple(float(v) for v in a_u[order]),
+        type2_upper=tuple(float(v) for v in b_u[order]),
+        type1_estimate=tuple(float(v) for v in (k_null / n_null)[order]),
+        type2_estimate=tuple(float(v) for v in (1.0 - k_alt / n_alt)[order]),
+        claimed_at_type1=tuple(float(v) for v in f(a_u[order])),
+        claimed_alpha=tuple(float(v) for v in grid),
+        claimed_beta=tuple(float(v) for v in f(grid)),
+        claimed_from=source,
+        confidence=conf,
+        events_estimated=len(events),
+        x=tuple(float(v) for v in xn),
+        x2=tuple(float(v) for v in xd),
+        statistic=f"{best.stat.label()} {'> t' if best.op == 'gt' else '<= t'}",
+    )
