@@ -1,0 +1,367 @@
+"""The ledger's chain and MACs: sealing a batch of charges, and checking what a store returns.
+
+Pure functions over records (no I/O), used by :class:`~ldp_audit.accountant.ledger.Ledger`
+whatever its store: :func:`seal_rows` turns a batch of charges into the chained rows, agent
+records and event-count records to append (one pass: hash, checksum and MAC per row);
+:func:`states_from_records` and :func:`states_from_all_records` rebuild verified per-agent
+state from stored records (checksums, totals, the chained row each agent record summarises,
+and its MAC); :func:`check_head_mac` and :func:`check_agent_mac` check the keyed parts.
+Every failure is a :class:`~ldp_audit.accountant.ledger_format.LedgerIntegrityError` naming
+the ledger (``path``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import zlib
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from ldp_audit.accountant.keys import LedgerKey
+from ldp_audit.accountant.ledger_format import (
+    AgentState,
+    _agent_chk,
+    _agent_msg,
+    _genesis,
+    _head_msg,
+    _row_bytes,
+    _row_hash,
+    _state_chk,
+    integrity_error,
+)
+
+__all__ = [
+    "check_head_mac",
+    "check_agent_mac",
+    "seal_rows",
+    "states_from_records",
+    "states_from_all_records",
+    "walk_chain",
+]
+
+
+def check_head_mac(
+    key: LedgerKey | None,
+    ledger_id: str,
+    path: str,
+    rows: int,
+    head: bytes,
+    digest: bytes,
+    mac: Any,
+) -> None:
+    """The head (row count, last hash, metadata digest) must carry its MAC (no key: no check)."""
+    if key is None:
+        return
+    want = key.mac(_head_msg(ledger_id, rows, head, digest))
+    if not isinstance(mac, bytes) or not hmac.compare_digest(want, mac):
+        raise integrity_error(
+            path,
+            f"the chain head ({rows} rows) or the metadata (budget, ids) does not carry "
+            f"the MAC of key id {key.id} (rewritten, truncated or edited)",
+        )
+
+
+def check_agent_mac(
+    key: LedgerKey | None,
+    ledger_id: str,
+    path: str,
+    agent: str,
+    st: AgentState,
+    last_hash: Any,
+    mac: Any,
+) -> None:
+    """An agent's record must carry the MAC of its state and its last chained row's hash."""
+    if key is None:
+        return
+    if not isinstance(last_hash, bytes):
+        raise integrity_error(
+            path, f"agent {agent!r}: its last chained row {st.last_id} is missing"
+        )
+    want = key.mac(_agent_msg(ledger_id, agent, st.n, st.last_id, last_hash, st.events))
+    if not isinstance(mac, bytes) or not hmac.compare_digest(want, mac):
+        raise integrity_error(
+            path,
+            f"the running state of agent {agent!r} ({st.n} charges, last row "
+            f"{st.last_id}) does not carry the MAC of key id {key.id}: the per-agent state "
+            f"was edited apart from its chain",
+        )
+
+
+def states_from_records(
+    records: Iterable[tuple], key: LedgerKey | None, ledger_id: str, path: str
+) -> tuple[dict[str, AgentState], int]:
+    """Verified state of the agents of ``records`` (``RowStore.agent_records``' joined rows).
+
+    Three independent records must agree for every agent: its event counts (each with a
+    checksum), its agent record (total and last row id, with a checksum) and its last chained
+    row (agent and running count); with a key, the agent's MAC too.
+
+    Returns:
+        ``(states, number of event-count records seen)``: the caller compares the number with
+        the store's own count of them (records without an agent record are caught so).
+    """
+    out: dict[str, AgentState] = {}
+    seen_rows = 0
+    macs: dict[str, tuple[Any, Any]] = {}
+    for (
+        agent,
+        n,
+        last_id,
+        chk,
+        mac,
+        row_agent,
+        row_n,
+        row_hash,
+        scope,
+        event,
+        sn,
+        schk,
+    ) in records:
+        st = out.get(agent)
+        if st is None:
+            if chk != _agent_chk(agent, n, last_id):
+                raise integrity_error(
+                    path, f"the running state of agent {agent!r} fails its checksum"
+                )
+            if row_agent != agent or row_n != n:
+                raise integrity_error(
+                    path,
+                    f"agent {agent!r}: its running state ({n} charges, last row {last_id}) "
+                    f"disagrees with the chained row {last_id}",
+                )
+            st = out[agent] = AgentState(n, last_id)
+            macs[agent] = (row_hash, mac)
+        if sn is None:
+            raise integrity_error(path, f"agent {agent!r} has a running total but no event counts")
+        if sn <= 0 or schk != _state_chk(agent, scope, event, sn):
+            raise integrity_error(path, f"a state row of agent {agent!r} fails its checksum")
+        st.events[(scope, event)] = sn
+        seen_rows += 1
+    for agent, st in out.items():
+        if sum(st.events.values()) != st.n:
+            raise integrity_error(
+                path,
+                f"agent {agent!r}: its event counts sum to {sum(st.events.values())}, its "
+                f"running total is {st.n}",
+            )
+        if key is not None:
+            check_agent_mac(key, ledger_id, path, agent, st, *macs[agent])
+    return out, seen_rows
+
+
+def states_from_all_records(
+    agent_rows: list[tuple],
+    state_rows: list[tuple],
+    rows: int,
+    key: LedgerKey | None,
+    ledger_id: str,
+    path: str,
+) -> dict[str, AgentState]:
+    """Verify every agent's records (checksums, totals, MACs) against ``rows`` charges
+    (``RowStore.all_records``' two lists)."""
+    crc = zlib.crc32
+    out: dict[str, AgentState] = {}
+    total = 0
+    for agent, n, last_id, chk, _, _ in agent_rows:
+        if chk != crc(f"{len(agent)}:{agent}|{n}|{last_id}".encode()):  # _agent_chk
+            raise integrity_error(path, f"the running state of agent {agent!r} fails its checksum")
+        out[agent] = AgentState(n, last_id)
+        total += n
+    if total != rows:
+        raise integrity_error(
+            path, f"the agents' running totals count {total} charges, the chain {rows}"
+        )
+    seen = 0
+    get = out.get
+    for agent, scope, event, n, chk in state_rows:
+        # _state_chk, inlined
+        if chk != crc(f"{len(agent)}:{agent}|{scope}|{len(event)}:{event}|{n}".encode()):
+            raise integrity_error(path, f"a state row of agent {agent!r} fails its checksum")
+        st = get(agent)
+        if st is None:
+            raise integrity_error(path, f"agent {agent!r} has event counts but no running total")
+        if n <= 0:
+            raise integrity_error(path, f"a state row of agent {agent!r} has count {n}")
+        st.events[(scope, event)] = n
+        seen += n
+    if seen != rows:
+        raise integrity_error(
+            path, f"the event counts sum to {seen} charges, the chain holds {rows}"
+        )
+    for agent, st in out.items():
+        ev = st.events
+        if (next(iter(ev.values())) if len(ev) == 1 else sum(ev.values())) != st.n:
+            raise integrity_error(
+                path, f"agent {agent!r}: its event counts disagree with its total"
+            )
+    if key is not None:
+        for agent, _, _, _, mac, last_hash in agent_rows:
+            check_agent_mac(key, ledger_id, path, agent, out[agent], last_hash, mac)
+    return out
+
+
+def seal_rows(
+    rows: Sequence[tuple[str, str, str]],
+    states: dict[str, AgentState],
+    key: LedgerKey,
+    ledger_id: str,
+    n_rows: int,
+    prev: bytes,
+    *,
+    run_id: str | None,
+    t: float,
+    times: Sequence[float] | None = None,
+) -> tuple[list[tuple], list[tuple], list[tuple], int, bytes]:
+    """Chain ``(agent, event, scope)`` rows after row ``n_rows`` (hash ``prev``).
+
+    ``states`` holds the verified state of every agent of ``rows`` (absent: never charged); it
+    is not changed. ``times`` (one per row) overrides ``t``.
+
+    Returns:
+        ``(charge rows, agent records, event-count records, last row id, last hash)``: what to
+        append; the agent and event-count records, sorted, are the charged agents' state once
+        they are stored.
+    """
+    mac_of = key.mac
+    lid = ledger_id
+    r = "N" if run_id is None else f"{len(run_id)}:{run_id}"
+    sha256 = hashlib.sha256
+    crc = zlib.crc32
+    get_state = states.get
+    new_rows: list[tuple] = []
+    append = new_rows.append
+    i = n_rows
+    agent_rows: list[tuple]
+    state_rows: list[tuple]
+    if times is None and len({a for a, _, _ in rows}) == len(rows):
+        # Every agent once (a lock-step, a fresh round): one pass makes all three kinds of
+        # record. The row bytes are f"{id}|{len(agent)}:{agent}" + tail + f"{agent_n}" (exactly
+        # ``_row_bytes``), the state checksum f"{len(agent)}:{agent}" + mid + f"{count}"
+        # (``_state_chk``); tail and mid are shared by every row of an (event, scope).
+        parts: dict[tuple[str, str], tuple[str, str]] = {}
+        agent_rows = []
+        state_rows = []
+        add_agent, add_state = agent_rows.append, state_rows.append
+        for agent, event, scope in rows:
+            i += 1
+            k2 = (scope, event)
+            p = parts.get(k2)
+            if p is None:
+                p = parts[k2] = (
+                    f"|{len(event)}:{event}|{scope}|{t!r}|{r}|",
+                    f"|{scope}|{len(event)}:{event}|",
+                )
+            st = get_state(agent)
+            if st is None:  # a new agent
+                n = cnt = 1
+                events = {k2: 1}
+            else:
+                n = st.n + 1
+                cnt = st.events.get(k2, 0) + 1
+                events = dict(st.events)
+                events[k2] = cnt
+            la = f"{len(agent)}:{agent}"
+            prev = sha256(prev + f"{i}|{la}{p[0]}{n}".encode()).digest()
+            append((i, agent, event, scope, t, run_id, n, prev))
+            mac = mac_of(_agent_msg(lid, agent, n, i, prev, events))
+            add_agent((agent, n, i, crc(f"{la}|{n}|{i}".encode()), mac))
+            add_state((agent, scope, event, cnt, crc(f"{la}{p[1]}{cnt}".encode())))
+    else:
+        tails: dict[tuple[str, str], str] = {}
+        agent_n: dict[str, int] = {}  # running total of each touched agent
+        agent_last: dict[str, int] = {}
+        agent_hash: dict[str, bytes] = {}
+        counts: dict[tuple[str, str, str], int] = {}  # (agent, scope, event) -> new count
+        get_n, get_count = agent_n.get, counts.get
+        for k, (agent, event, scope) in enumerate(rows):
+            i += 1
+            n = get_n(agent)
+            key3 = (agent, scope, event)
+            if n is None:  # the agent's first row in this batch
+                st = get_state(agent)
+                n = 1 if st is None else st.n + 1
+            else:
+                n += 1
+            cnt = get_count(key3)
+            if cnt is None:
+                st = get_state(agent)
+                cnt = 0 if st is None else st.events.get((scope, event), 0)
+            counts[key3] = cnt + 1
+            agent_n[agent] = n
+            agent_last[agent] = i
+            if times is None:
+                tail = tails.get((scope, event))
+                if tail is None:
+                    tail = tails[(scope, event)] = f"|{len(event)}:{event}|{scope}|{t!r}|{r}|"
+                prev = sha256(prev + f"{i}|{len(agent)}:{agent}{tail}{n}".encode()).digest()
+                append((i, agent, event, scope, t, run_id, n, prev))
+            else:
+                tk = float(times[k])
+                prev = _row_hash(prev, _row_bytes(i, agent, event, scope, tk, run_id, n))
+                append((i, agent, event, scope, tk, run_id, n, prev))
+            agent_hash[agent] = prev
+        state_rows = [
+            (a, s, e, n, crc(f"{len(a)}:{a}|{s}|{len(e)}:{e}|{n}".encode()))  # _state_chk
+            for (a, s, e), n in counts.items()
+        ]
+        new_events: dict[str, dict[tuple[str, str], int]] = {}
+        for (a, s, e), n in counts.items():
+            ev = new_events.get(a)
+            if ev is None:
+                st = get_state(a)
+                ev = new_events[a] = {} if st is None else dict(st.events)
+            ev[(s, e)] = n
+        agent_rows = [
+            (
+                a,
+                n,
+                last,
+                crc(f"{len(a)}:{a}|{n}|{last}".encode()),  # _agent_chk
+                mac_of(_agent_msg(lid, a, n, last, agent_hash[a], new_events[a])),
+            )
+            for a, n in agent_n.items()
+            for last in (agent_last[a],)
+        ]
+    agent_rows.sort()
+    state_rows.sort()
+    return new_rows, agent_rows, state_rows, i, prev
+
+
+def walk_chain(
+    rows: Iterable[tuple], ledger_id: str, path: str, want: bytes | None
+) -> tuple[int, bytes, dict[tuple[str, str, str], int], dict[str, list[int]], bool]:
+    """Re-hash every charge row from the genesis hash (``rows`` in id order, from row 1).
+
+    Returns:
+        ``(number of rows, last hash, {(agent, scope, event): count}, {agent: [count, last
+        row id]}, whether some hash (or the genesis) equals ``want``)``.
+
+    Raises:
+        LedgerIntegrityError: a row is missing, does not match its hash, or carries a wrong
+            running count of its agent.
+    """
+    prev = _genesis(ledger_id)
+    found = want is not None and want == prev
+    counts: dict[tuple[str, str, str], int] = {}
+    per_agent: dict[str, list[int]] = {}
+    expect = 1
+    for i, agent, event, scope, t, run_id, agent_n, h in rows:
+        if i != expect:
+            raise integrity_error(path, f"row {expect} is missing (next row is {i})")
+        prev = _row_hash(prev, _row_bytes(i, agent, event, scope, t, run_id, agent_n))
+        if prev != h:
+            raise integrity_error(
+                path, f"row {i} does not match its hash (edited, reordered or corrupt)"
+            )
+        pa = per_agent.setdefault(agent, [0, 0])
+        pa[0] += 1
+        pa[1] = i
+        if agent_n != pa[0]:
+            raise integrity_error(path, f"row {i}: agent {agent!r}'s running count is wrong")
+        k3 = (agent, scope, event)
+        counts[k3] = counts.get(k3, 0) + 1
+        if want is not None and prev == want:
+            found = True
+        expect += 1
+    return expect - 1, prev, counts, per_agent, found

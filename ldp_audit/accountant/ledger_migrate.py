@@ -1,0 +1,79 @@
+"""Converting a ledger of schema version 1 or 2 (no key) into a new keyed ledger file.
+
+Explicit only (``ldp-audit budget LEDGER --migrate-to NEW`` or
+:func:`ldp_audit.accountant.ledger.migrate_v1`): the source is opened read-only and never
+changed, and the destination is a new file written by :class:`Ledger` itself (rows sealed by
+the same code as every charge, each row keeping its own time and run id).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from pathlib import Path
+
+from ldp_audit.accountant.ledger import Ledger
+from ldp_audit.accountant.ledger_format import APPLICATION, LedgerSchemaError
+from ldp_audit.accountant.ledger_sqlite import _CHARGES, _META, _check_path
+from ldp_audit.errors import LedgerError
+
+__all__ = ["migrate"]
+
+
+def migrate(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> Ledger:
+    """See :func:`ldp_audit.accountant.ledger.migrate_v1`."""
+    src_s, dst_s = _check_path(src), _check_path(dst)
+    if Path(dst_s).exists():
+        raise LedgerError(f"migration target {dst_s!r} exists; choose a new file")
+    if not Path(src_s).is_file():
+        raise LedgerError(f"ledger file {src_s!r} does not exist")
+    try:
+        con = sqlite3.connect(Path(src_s).resolve().as_uri() + "?mode=ro", uri=True)
+        try:
+            meta = dict(con.execute(f"SELECT key, value FROM {_META}").fetchall())
+            if meta.get("application") != APPLICATION or meta.get("schema_version") not in (
+                "1",
+                "2",
+            ):
+                raise LedgerSchemaError(
+                    f"ledger {src_s!r} is not an ldp-audit ledger of schema version 1 or 2 "
+                    f"(schema_version {meta.get('schema_version')!r})"
+                )
+            if meta["schema_version"] == "2":  # it has a chain: it must verify first
+                Ledger(src_s, create=False, readonly=True, verify="full").close()
+            rows = con.execute(
+                f"SELECT agent, event, scope, time, run_id FROM {_CHARGES} ORDER BY id"
+            ).fetchall()
+        finally:
+            con.close()
+    except sqlite3.Error as exc:
+        raise LedgerError(f"cannot read version-1 ledger {src_s!r}: {exc}") from exc
+    led = Ledger(dst_s)
+    store = led.store
+    with led.transaction():
+        # consecutive rows of one run id go in together, each with its own time
+        k = 0
+        while k < len(rows):
+            j = k
+            while j < len(rows) and rows[j][4] == rows[k][4]:
+                j += 1
+            part = rows[k:j]
+            states = led._load_states(list(dict.fromkeys(a for a, *_ in part)))
+            led._append_rows(
+                [(a, e, s) for a, e, s, _, _ in part],
+                states,
+                run_id=part[0][4],
+                when=None,
+                times=[t for _, _, _, t, _ in part],
+            )
+            k = j
+        for k2, v in meta.items():
+            if k2 not in ("application", "schema_version", "created", "ledger_id", "key_id"):
+                store.put_meta(k2, v)
+        store.put_meta(
+            f"migrated_from_v{meta['schema_version']}",
+            json.dumps({"path": src_s, "rows": len(rows)}),
+        )
+        led._seal_meta()
+    return led

@@ -1,0 +1,114 @@
+"""Resuming a run without charging twice: a resumed run's charges replayed against the rows
+already in a ledger.
+
+A resumed run reruns from its seed and makes the same charges in the same order. From
+``Ledger.begin_replay()`` on, each charge is compared with the ledger's next earlier row (row 1
+first): equal ``(agent, event, scope)`` means it was charged before the interruption, and
+nothing is written; once every earlier row has been matched, charges are written as usual. A
+budget check of a batch that straddles the end sees the state before the batch (the replayed
+rows taken out), as the first attempt did. Works over any store that keeps rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from ldp_audit.accountant.ledger_format import AgentState
+from ldp_audit.errors import LedgerError
+
+__all__ = ["Replay"]
+
+#: Earlier rows read from the store at a time.
+BUFFER_ROWS = 4096
+
+
+class Replay:
+    """The replay of ``rows`` earlier rows (state of one ``begin_replay``).
+
+    Args:
+        rows: the number of rows in the ledger when the replay began.
+        read: ``(first, stop) -> [(agent, event, scope), ...]`` of rows ``first <= id < stop``.
+        path: the ledger's name, for messages.
+        missing: ``(what) -> exception`` for a row that is not there.
+    """
+
+    def __init__(
+        self,
+        rows: int,
+        read: Callable[[int, int], list[tuple[str, str, str]]],
+        path: str,
+        missing: Callable[[str], Exception],
+    ) -> None:
+        self.rows = rows
+        self.next = 1
+        self.replayed = 0
+        self._read = read
+        self._path = path
+        self._missing = missing
+        self._buf: list[tuple[str, str, str]] = []
+        self._buf_start = 1
+
+    @property
+    def active(self) -> bool:
+        """Whether earlier rows remain to be matched."""
+        return self.next <= self.rows
+
+    def status(self) -> dict[str, int]:
+        """``{"rows", "replayed", "pending"}``."""
+        return {"rows": self.rows, "replayed": self.replayed, "pending": self.rows - self.replayed}
+
+    def _row(self, i: int) -> tuple[str, str, str]:
+        buf, start = self._buf, self._buf_start
+        if not start <= i < start + len(buf):
+            self._buf, self._buf_start = self._read(i, i + BUFFER_ROWS), i
+            buf, start = self._buf, i
+            if not buf:
+                raise self._missing(f"row {i} is missing (resume)")
+        return buf[i - start]
+
+    def match(self, rows: Sequence[tuple[str, str, str]]) -> int:
+        """How many leading rows of the batch repeat the next earlier rows (changes nothing).
+
+        Raises:
+            LedgerError: a charge differs from the earlier row it replays.
+        """
+        nxt, last, k = self.next, self.rows, 0
+        while k < len(rows) and nxt <= last:
+            want = self._row(nxt)
+            got = (rows[k][0], rows[k][1], rows[k][2])
+            if got != want:
+                raise LedgerError(
+                    f"ledger {self._path!r}: the resumed run does not repeat the charges of the "
+                    f"run it resumes: row {nxt} charged {want!r}, the resumed run charges "
+                    f"{got!r} (a different config, seed or code); nothing of this batch was "
+                    f"charged. Start a new run instead of --resume"
+                )
+            k += 1
+            nxt += 1
+        return k
+
+    def advance(self, k: int) -> None:
+        """``k`` rows were replayed (after the batch succeeded)."""
+        self.next += k
+        self.replayed += k
+
+    def end(self) -> None:
+        """Past the last earlier row: later charges are written."""
+        self.next = self.rows + 1
+
+
+def before(
+    states: dict[str, AgentState], replayed: Sequence[tuple[str, str, str]]
+) -> dict[str, AgentState]:
+    """``states`` with the ``replayed`` rows taken out (copies): what the first attempt's budget
+    check saw."""
+    out = {a: AgentState(st.n, st.last_id, dict(st.events)) for a, st in states.items()}
+    for a, e, sc in replayed:
+        st = out[a]
+        st.n -= 1
+        st.events[(sc, e)] -= 1
+        if not st.events[(sc, e)]:
+            del st.events[(sc, e)]
+        if not st.n:
+            del out[a]
+    return out

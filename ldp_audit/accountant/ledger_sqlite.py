@@ -1,0 +1,659 @@
+"""The SQLite store of a ledger (schema 3): one file, rollback journal, ``synchronous=FULL``.
+
+Storage only (:class:`~ldp_audit.accountant.ledger_store.RowStore`): the tables, atomic
+creation, the file checks before anything is opened, transactions and every SQL statement.
+What the records mean and every check of them is :class:`~ldp_audit.accountant.ledger.Ledger`'s.
+
+* **Complete in its main file.** The rollback journal (``TRUNCATE``) with ``synchronous=FULL``:
+  when a write's ``COMMIT`` returns, it is in the main database file and synced, so copying that
+  one file is a complete backup; no ``-wal`` file whose loss could drop committed charges.
+* **Creation is atomic.** A new ledger is built in memory, written to a temporary file beside
+  the target in one write, synced and hard-linked into place (a creation killed halfway leaves
+  a temp file named after its pid, removed by the next open of any ledger in that folder), so
+  an existing empty file can only be a truncated ledger, which is refused.
+* **Never a foreign file.** A path that is a folder, a FIFO, a device, empty, not SQLite, or an
+  SQLite database of another application is refused before anything could write to it.
+* **Writes in blocks.** Each table is written with multi-row ``INSERT ... VALUES`` of fixed
+  sizes (prepared statements reused); the head check reads SQLite's ``data_version`` in the same
+  query (the change token: any other connection's commit changes it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import numbers
+import os
+import re
+import sqlite3
+import stat
+import threading
+import time
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from contextlib import contextmanager
+from itertools import chain
+from pathlib import Path
+from typing import Any
+
+from ldp_audit.accountant.ledger_format import (
+    LedgerIntegrityError,
+    LedgerReadOnlyError,
+    integrity_error,
+)
+from ldp_audit.accountant.ledger_store import HeadRecord, RowStore, WriteHead
+from ldp_audit.errors import InvalidParameterError, LedgerError
+
+__all__ = ["SqliteStore"]
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_META = "ldp_audit_meta"
+_CHARGES = "ldp_audit_charges"
+_STATE = "ldp_audit_state"
+_AGENTS = "ldp_audit_agents"
+_HEAD = "ldp_audit_head"
+_JOURNAL = "TRUNCATE"
+_TMP_RE = re.compile(r"^\..+\.ldp-creating\.(\d+)\.\d+\.tmp(-journal|-wal|-shm)?$")
+
+_SCHEMA = f"""
+CREATE TABLE {_META} (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE {_CHARGES} (
+    id INTEGER PRIMARY KEY,
+    agent TEXT NOT NULL,
+    event TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    time REAL NOT NULL,
+    run_id TEXT,
+    agent_n INTEGER NOT NULL,
+    hash BLOB NOT NULL
+);
+CREATE TABLE {_STATE} (
+    agent TEXT NOT NULL, scope TEXT NOT NULL, event TEXT NOT NULL,
+    n INTEGER NOT NULL, chk INTEGER NOT NULL,
+    PRIMARY KEY (agent, scope, event)
+) WITHOUT ROWID;
+CREATE TABLE {_AGENTS} (
+    agent TEXT PRIMARY KEY, n INTEGER NOT NULL, last_id INTEGER NOT NULL, chk INTEGER NOT NULL,
+    mac BLOB NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE {_HEAD} (
+    k INTEGER PRIMARY KEY CHECK (k = 1), rows INTEGER NOT NULL, hash BLOB NOT NULL,
+    meta BLOB NOT NULL, mac BLOB NOT NULL
+);
+"""
+
+_SQL_CHARGES = (
+    f"INSERT INTO {_CHARGES} (id, agent, event, scope, time, run_id, agent_n, hash) VALUES "
+)
+_SQL_STATE = f"INSERT OR REPLACE INTO {_STATE} (agent, scope, event, n, chk) VALUES "
+_SQL_AGENTS = f"INSERT OR REPLACE INTO {_AGENTS} (agent, n, last_id, chk, mac) VALUES "
+#: Rows per multi-row ``INSERT ... VALUES (...), (...)`` (fixed sizes, so that SQLite's prepared
+#: statements are reused): one statement per block of rows instead of one step per row; the
+#: remainder (fewer rows than the smallest block) goes through ``executemany``.
+_BLOCKS = (256, 32)
+_STATEMENTS: dict[tuple[str, int, int], str] = {}
+_SQL_WRITE_HEAD = (
+    f"SELECT (SELECT data_version FROM pragma_data_version()), h.rows, h.hash, h.meta, {{mac}}, "
+    f"c.id, c.hash FROM {_HEAD} h LEFT JOIN {_CHARGES} c "
+    f"ON c.id = (SELECT MAX(id) FROM {_CHARGES}) WHERE h.k = 1"
+)
+_SQL_AGENT_RECORDS = (
+    f"SELECT a.agent, a.n, a.last_id, a.chk, {{mac}}, c.agent, c.agent_n, c.hash, "
+    f"s.scope, s.event, s.n, s.chk FROM {_AGENTS} a "
+    f"LEFT JOIN {_CHARGES} c ON c.id = a.last_id "
+    f"LEFT JOIN {_STATE} s ON s.agent = a.agent "
+    f"WHERE a.agent IN (SELECT value FROM json_each(?))"
+)
+
+
+def _insert_many(c: sqlite3.Connection, sql: str, ncols: int, rows: Sequence[tuple]) -> None:
+    """``INSERT`` ``rows`` with multi-row ``VALUES`` in blocks of ``_BLOCKS`` rows."""
+    k, n = 0, len(rows)
+    for size in _BLOCKS:
+        if n - k < size:
+            continue
+        stmt = _STATEMENTS.get((sql, ncols, size))
+        if stmt is None:
+            one = "(" + ", ".join(["?"] * ncols) + ")"
+            stmt = _STATEMENTS[(sql, ncols, size)] = sql + ", ".join([one] * size)
+        while n - k >= size:
+            c.execute(stmt, list(chain.from_iterable(rows[k : k + size])))
+            k += size
+    if k < n:
+        stmt = _STATEMENTS.get((sql, ncols, 1))
+        if stmt is None:
+            stmt = _STATEMENTS[(sql, ncols, 1)] = sql + "(" + ", ".join(["?"] * ncols) + ")"
+        c.executemany(stmt, rows[k:] if k else rows)
+
+
+def _init_schema(c: sqlite3.Connection, meta: dict[str, str], head: HeadRecord) -> None:
+    for statement in _SCHEMA.split(";"):
+        if statement.strip():
+            c.execute(statement)
+    c.executemany(f"INSERT INTO {_META} (key, value) VALUES (?, ?)", list(meta.items()))
+    c.execute(
+        f"INSERT INTO {_HEAD} (k, rows, hash, meta, mac) VALUES (1, ?, ?, ?, ?)",
+        (head.rows, head.hash, head.meta_digest, head.mac),
+    )
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def _sweep_stale_temps(path: Path) -> None:
+    """Remove temp files of ledger creations (in ``path``'s folder) killed before they finished.
+
+    Only files named by this module whose creating process is gone are removed.
+    """
+    pattern = _TMP_RE
+    try:
+        names = os.listdir(path.parent)
+    except OSError:
+        return
+    for name in names:
+        m = pattern.match(name)
+        if m and not _pid_alive(int(m.group(1))):
+            with contextlib.suppress(OSError):
+                os.unlink(path.parent / name)
+
+
+def _create_atomically(path: Path, meta: dict[str, str], head: HeadRecord) -> None:
+    """Create a new, initialised ledger at ``path`` without ever exposing a partial file.
+
+    The database is built in memory, written to a temporary file beside ``path`` in one write,
+    synced and hard-linked into place; if another process created ``path`` meanwhile, its ledger
+    is kept and ours discarded. A creation killed between the write and the link leaves a temp
+    file named after its pid, which the next open of any ledger in that folder removes. So an
+    existing empty file can only be a truncated ledger, which ``Ledger`` refuses.
+    """
+    _sweep_stale_temps(path)
+    tmp = path.with_name(f".{path.name}.ldp-creating.{os.getpid()}.{time.time_ns()}.tmp")
+    try:
+        mem = sqlite3.connect(":memory:", isolation_level=None)
+        try:
+            mem.execute("BEGIN")
+            _init_schema(mem, meta, head)
+            mem.execute("COMMIT")
+            image = mem.serialize()
+        finally:
+            mem.close()
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            os.write(fd, image)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+        except OSError:  # no hard links here: fall back to exclusive creation by rename
+            if not path.exists():
+                os.rename(tmp, path)
+    except (sqlite3.Error, OSError) as exc:
+        raise LedgerError(f"cannot create ledger {str(path)!r}: {exc}") from exc
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+    try:  # make the new directory entry durable
+        dfd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    except OSError:  # pragma: no cover - platforms without directory fsync
+        pass
+
+
+def _check_path(path: Any) -> str:
+    if isinstance(path, bool) or not isinstance(path, str | os.PathLike):
+        raise InvalidParameterError(
+            f"path must be a str or os.PathLike naming a ledger file, got {path!r}"
+        )
+    text = os.fspath(path)
+    if isinstance(text, bytes) or not text or not str(text).strip():
+        raise InvalidParameterError(f"path must be a non-empty file name, got {path!r}")
+    if "\x00" in text:
+        raise InvalidParameterError(f"path must not contain NUL bytes, got {path!r}")
+    return str(text)
+
+
+def _check_timeout(timeout: Any) -> float:
+    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real):
+        raise InvalidParameterError(f"timeout must be a real number >= 0, got {timeout!r}")
+    t = float(timeout)
+    if not (math.isfinite(t) and t >= 0):
+        raise InvalidParameterError(f"timeout must be finite and >= 0, got {timeout!r}")
+    return t
+
+
+class _Errors:
+    """``with store.errors(what):`` turns ``sqlite3.Error`` into ``LedgerError`` (a class, not a
+    generator: it is on the read path of every ``len(ledger)``)."""
+
+    __slots__ = ("store", "what")
+
+    def __init__(self, store: SqliteStore, what: str) -> None:
+        self.store, self.what = store, what
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, tp: Any, exc: Any, tb: Any) -> bool:
+        if exc is not None and isinstance(exc, sqlite3.Error):
+            raise self.store.wrap(exc, self.what) from exc
+        return False
+
+
+class SqliteStore(RowStore):
+    """A ledger's records in one SQLite file (or ``":memory:"``: private, gone with the process).
+
+    Args:
+        path: database file (created when missing) or ``":memory:"``.
+        timeout: seconds to wait for another process's write lock.
+        create: create a new ledger when ``path`` does not exist (else raise ``LedgerError``).
+        readonly: open without ever writing (a file or folder without write permission is
+            opened read-only automatically).
+        initial: ``() -> (metadata, genesis head)`` of a new ledger, called only when one is
+            created (so a reader never creates a key).
+
+    Raises:
+        LedgerError: the path is a folder, not a regular file, empty, not SQLite, or an SQLite
+            database of another application, or cannot be opened or created.
+        InvalidParameterError: ``path`` is not a non-empty str/PathLike, or ``timeout`` is bad.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        timeout: float = 60.0,
+        create: bool = True,
+        readonly: bool = False,
+        initial: Callable[[], tuple[dict[str, str], HeadRecord]] | None = None,
+    ) -> None:
+        self.path = _check_path(path)
+        self._timeout = _check_timeout(timeout)
+        self._memory = self.path == ":memory:"
+        self.readonly = bool(readonly) and not self._memory
+        self._in_tx = False
+        self._lock = threading.RLock()
+        if not self._memory:
+            p = Path(self.path)
+            if p.is_dir():
+                raise LedgerError(f"ledger path {self.path!r} is a directory, not a ledger file")
+            if not p.exists():
+                if not create or self.readonly or initial is None:
+                    raise LedgerError(f"ledger file {self.path!r} does not exist")
+                if not p.parent.is_dir():
+                    raise LedgerError(
+                        f"cannot create ledger {self.path!r}: folder {str(p.parent)!r} does not "
+                        f"exist"
+                    )
+                _create_atomically(p, *initial())
+            else:
+                _sweep_stale_temps(p)
+            self._check_file(p)
+        try:
+            if self.readonly:
+                uri = Path(self.path).resolve().as_uri() + "?mode=ro"
+                self._conn = sqlite3.connect(
+                    uri, uri=True, timeout=self._timeout, isolation_level=None,
+                    check_same_thread=False,
+                )  # fmt: skip
+            else:
+                self._conn = sqlite3.connect(
+                    self.path, timeout=self._timeout, isolation_level=None,
+                    check_same_thread=False,
+                )  # fmt: skip
+        except sqlite3.Error as exc:
+            raise LedgerError(f"cannot open ledger {self.path!r}: {exc}") from exc
+        try:
+            with self.errors("open"):
+                self._identify()
+        except BaseException:
+            self._conn.close()
+            raise
+
+    def _check_file(self, p: Path) -> None:
+        try:
+            st_mode = os.stat(p).st_mode
+        except OSError as exc:
+            raise LedgerError(f"cannot read ledger file {self.path!r}: {exc}") from exc
+        if not stat.S_ISREG(st_mode):  # a FIFO or device would block or never end
+            raise LedgerError(
+                f"ledger path {self.path!r} is not a regular file (a FIFO, socket or "
+                f"device); refusing to open it"
+            )
+        try:
+            size = p.stat().st_size
+            with open(p, "rb") as fh:
+                head = fh.read(len(_SQLITE_MAGIC))
+        except PermissionError as exc:
+            raise LedgerReadOnlyError(
+                f"ledger file {self.path!r} cannot be read (permission denied)"
+            ) from exc
+        except OSError as exc:
+            raise LedgerError(f"cannot read ledger file {self.path!r}: {exc}") from exc
+        if size == 0:
+            raise LedgerError(
+                f"ledger file {self.path!r} exists but is empty (0 bytes): a truncated "
+                f"ledger cannot be told from a new one, so it is refused; delete it to start "
+                f"a new ledger"
+            )
+        if head != _SQLITE_MAGIC:
+            raise LedgerError(
+                f"ledger file {self.path!r} is not an SQLite database (foreign or "
+                f"corrupt file); refusing to treat it as an empty ledger"
+            )
+        if not self.readonly and not (
+            os.access(p, os.W_OK) and os.access(p.parent, os.W_OK | os.X_OK)
+        ):
+            self.readonly = True  # reads work; a charge raises LedgerReadOnlyError
+
+    def _identify(self) -> None:
+        """A file must be an SQLite database with a ledger's metadata table (checked before
+        anything could write to it). Schema-2 tables have no MAC columns (read as NULL)."""
+        self._set_macs(True)
+        if self._memory:
+            return
+        tables = {
+            r[0] for r in self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        }
+        if _META not in tables:
+            others = sorted(t for t in tables if not t.startswith("sqlite_"))
+            raise LedgerError(
+                f"ledger file {self.path!r} is an SQLite database of another application "
+                f"(tables {others!r}, no {_META!r} table); refusing to use it as a ledger"
+            )
+        cols = {r[1] for r in self._conn.execute(f"PRAGMA table_info({_HEAD})")}
+        self._set_macs("mac" in cols)
+
+    def _set_macs(self, macs: bool) -> None:
+        self._macs = macs
+        self._sql_head = (
+            f"SELECT rows, hash, meta, {'mac' if macs else 'NULL'} FROM {_HEAD} WHERE k = 1"
+        )
+        self._sql_write_head = _SQL_WRITE_HEAD.format(mac="h.mac" if macs else "NULL")
+        self._sql_agent_records = _SQL_AGENT_RECORDS.format(mac="a.mac" if macs else "NULL")
+
+    @property
+    def durable(self) -> bool:
+        """Whether charges survive the process (a file; ``":memory:"`` does not)."""
+        return not self._memory
+
+    @property
+    def connection(self) -> sqlite3.Connection:
+        """The SQLite connection (for tests and tools that read the tables directly)."""
+        return self._conn
+
+    # ---- errors ------------------------------------------------------------------------------
+
+    def wrap(self, exc: sqlite3.Error, what: str) -> LedgerError:
+        """The ``LedgerError`` that ``exc`` (raised while doing ``what``) means."""
+        msg = str(exc)
+        low = msg.lower()
+        if isinstance(exc, sqlite3.ProgrammingError):  # e.g. a closed ledger: misuse, not damage
+            return LedgerError(f"ledger {self.path!r}: cannot {what}: {msg}")
+        if "readonly" in low or "read-only" in low:
+            return LedgerReadOnlyError(f"ledger {self.path!r} is read-only; cannot {what}: {msg}")
+        if "locked" in low or "busy" in low:
+            return LedgerError(f"ledger {self.path!r}: cannot {what}, the ledger is busy: {msg}")
+        if isinstance(exc, sqlite3.DatabaseError) and not isinstance(
+            exc, sqlite3.OperationalError | sqlite3.IntegrityError
+        ):
+            return LedgerIntegrityError(
+                f"ledger {self.path!r} is corrupt, truncated or unreadable ({what}): {msg}"
+            )
+        if "malformed" in low or "corrupt" in low or "not a database" in low:
+            return LedgerIntegrityError(
+                f"ledger {self.path!r} is corrupt, truncated or unreadable ({what}): {msg}"
+            )
+        return LedgerError(f"ledger {self.path!r}: cannot {what}: {msg}")
+
+    def errors(self, what: str) -> _Errors:
+        return _Errors(self, what)
+
+    # ---- life cycle --------------------------------------------------------------------------
+
+    def empty(self) -> bool:
+        (n,) = self._conn.execute(
+            f"SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = '{_META}'"
+        ).fetchone()
+        return n == 0
+
+    def initialise(self, meta: dict[str, str], head: HeadRecord) -> None:
+        with self.write():
+            _init_schema(self._conn, meta, head)
+
+    def check_structure(self) -> None:
+        tables = {
+            r[0] for r in self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        }
+        missing = {_CHARGES, _STATE, _AGENTS, _HEAD} - tables
+        if missing:
+            raise integrity_error(self.path, f"tables {sorted(missing)} are missing")
+
+    def open_for_writing(self) -> None:
+        if self._memory:
+            return
+        mode = self._conn.execute(f"PRAGMA journal_mode={_JOURNAL}").fetchone()[0]
+        if str(mode).upper() != _JOURNAL:
+            raise LedgerError(
+                f"ledger {self.path!r} cannot use the {_JOURNAL} rollback journal (got {mode!r})"
+            )
+        self._conn.execute("PRAGMA synchronous=FULL")
+
+    def check_storage(self, *, full: bool) -> None:
+        if full and self._memory:
+            return
+        pragma = "integrity_check" if full else "quick_check"
+        problems = [r[0] for r in self._conn.execute(f"PRAGMA {pragma}").fetchall()]
+        if problems != ["ok"]:
+            raise LedgerIntegrityError(
+                f"ledger {self.path!r} failed SQLite's integrity check: {problems[:3]!r}"
+            )
+
+    def close(self) -> None:
+        try:
+            self._conn.close()
+        except sqlite3.Error:  # pragma: no cover
+            pass
+
+    # ---- transactions ------------------------------------------------------------------------
+
+    @contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            if self._in_tx:
+                yield self._conn
+                return
+            try:
+                self._conn.execute("BEGIN")
+                yield self._conn
+            except sqlite3.Error as exc:
+                with contextlib.suppress(sqlite3.Error):
+                    self._conn.execute("ROLLBACK")
+                raise self.wrap(exc, "read") from exc
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):
+                    self._conn.execute("ROLLBACK")
+                raise
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.execute("COMMIT")
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """``BEGIN IMMEDIATE`` ... ``COMMIT``: holds the write lock from the first statement.
+
+        Reads inside see every committed charge and no other process can commit until this
+        transaction ends. Any exception rolls back. The commit returns once the main file holds
+        the transaction and is synced (rollback journal, ``synchronous=FULL``).
+        """
+        with self._lock:
+            if self._in_tx:
+                raise LedgerError(f"ledger {self.path!r}: nested transactions are not supported")
+            if self.readonly:
+                raise LedgerReadOnlyError(
+                    f"ledger {self.path!r} is read-only (opened read-only, or the file or its "
+                    f"folder is not writable): nothing can be charged"
+                )
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                if "locked" in str(exc).lower() or "busy" in str(exc).lower():
+                    raise LedgerError(
+                        f"ledger {self.path!r}: cannot take the write lock: {exc}"
+                    ) from exc
+                raise self.wrap(exc, "take the write lock") from exc
+            self._in_tx = True
+            try:
+                yield self._conn
+            except sqlite3.Error as exc:
+                self._in_tx = False
+                with contextlib.suppress(sqlite3.Error):
+                    self._conn.execute("ROLLBACK")
+                raise self.wrap(exc, "write") from exc
+            except BaseException:
+                self._in_tx = False
+                with contextlib.suppress(sqlite3.Error):
+                    self._conn.execute("ROLLBACK")
+                raise
+            self._in_tx = False
+            try:
+                self._conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                with contextlib.suppress(sqlite3.Error):
+                    self._conn.execute("ROLLBACK")
+                raise self.wrap(exc, "commit") from exc
+
+    # ---- metadata and head -------------------------------------------------------------------
+
+    def meta(self) -> dict[str, str]:
+        with self._lock:
+            return dict(self._conn.execute(f"SELECT key, value FROM {_META}").fetchall())
+
+    def put_meta(self, key: str, value: str) -> None:
+        self._conn.execute(
+            f"INSERT OR REPLACE INTO {_META} (key, value) VALUES (?, ?)", (key, value)
+        )
+
+    def head(self) -> HeadRecord | None:
+        with self._lock:
+            got = self._conn.execute(self._sql_head).fetchall()
+        if len(got) != 1 or not isinstance(got[0][1], bytes):
+            return None
+        rows, h, digest, mac = got[0]
+        return HeadRecord(int(rows), bytes(h), digest, mac)
+
+    def write_head(self) -> WriteHead | None:
+        got = self._conn.execute(self._sql_write_head).fetchall()
+        if len(got) != 1 or not isinstance(got[0][2], bytes):
+            return None
+        dv, rows, h, digest, mac, top, top_hash = got[0]
+        return WriteHead(
+            (int(dv), self._conn.total_changes),
+            HeadRecord(int(rows), bytes(h), digest, mac),
+            0 if top is None else int(top),
+            top_hash,
+        )
+
+    def committed_token(self, token: Hashable | None) -> Hashable | None:
+        # data_version changes only with *another* connection's commit; total_changes with any
+        # write through this connection (ours included, so it is read after our commit)
+        return None if token is None else (token[0], self._conn.total_changes)  # type: ignore[index]
+
+    def put_head(self, rows: int, hash: bytes, mac: bytes) -> None:  # noqa: A002
+        self._conn.execute(
+            f"UPDATE {_HEAD} SET rows = ?, hash = ?, mac = ? WHERE k = 1", (rows, hash, mac)
+        )
+
+    def put_seal(self, meta_digest: bytes, mac: bytes) -> None:
+        self._conn.execute(f"UPDATE {_HEAD} SET meta = ?, mac = ? WHERE k = 1", (meta_digest, mac))
+
+    # ---- rows --------------------------------------------------------------------------------
+
+    def last_row_id(self) -> int:
+        return int(self._conn.execute(f"SELECT COALESCE(MAX(id), 0) FROM {_CHARGES}").fetchone()[0])
+
+    def row_hash(self, i: int) -> bytes | None:
+        got = self._conn.execute(f"SELECT hash FROM {_CHARGES} WHERE id = ?", (i,)).fetchall()
+        return bytes(got[0][0]) if got else None
+
+    def rows(
+        self, first: int = 1, last: int | None = None, agent: str | None = None
+    ) -> Iterator[tuple]:
+        cols = "id, agent, event, scope, time, run_id, agent_n, hash"
+        where, params = ["id >= ?"], [first]
+        if last is not None:
+            where.append("id <= ?")
+            params.append(last)
+        if agent is not None:
+            where.append("agent = ?")
+            params.append(agent)  # type: ignore[arg-type]
+        with self._lock:
+            return self._conn.execute(
+                f"SELECT {cols} FROM {_CHARGES} WHERE {' AND '.join(where)} ORDER BY id", params
+            )
+
+    def put_charges(
+        self, charges: Sequence[tuple], agents: Sequence[tuple], states: Sequence[tuple]
+    ) -> None:
+        c = self._conn
+        _insert_many(c, _SQL_CHARGES, 8, charges)
+        _insert_many(c, _SQL_STATE, 5, states)
+        _insert_many(c, _SQL_AGENTS, 5, agents)
+
+    # ---- per-agent records -------------------------------------------------------------------
+
+    def agent_records(self, agents: Sequence[str]) -> Iterator[tuple]:
+        return self._conn.execute(self._sql_agent_records, (json.dumps(list(agents)),))
+
+    def count_records_of(self, agents: Sequence[str]) -> int:
+        (n,) = self._conn.execute(
+            f"SELECT COUNT(*) FROM {_STATE} WHERE agent IN (SELECT value FROM json_each(?))",
+            (json.dumps(list(agents)),),
+        ).fetchone()
+        return int(n)
+
+    def record_owners(self, agents: Sequence[str]) -> list[str]:
+        return [
+            r[0]
+            for r in self._conn.execute(
+                f"SELECT DISTINCT agent FROM {_STATE} "
+                f"WHERE agent IN (SELECT value FROM json_each(?))",
+                (json.dumps(list(agents)),),
+            )
+        ]
+
+    def all_records(self, with_hashes: bool) -> tuple[list[tuple], list[tuple]]:
+        c = self._conn
+        if not (with_hashes and self._macs):
+            agents = c.execute(
+                f"SELECT agent, n, last_id, chk, NULL, NULL FROM {_AGENTS}"
+            ).fetchall()
+        else:  # with the MAC and the hash of the chained row it summarises
+            agents = c.execute(
+                f"SELECT a.agent, a.n, a.last_id, a.chk, a.mac, c.hash FROM {_AGENTS} a "
+                f"LEFT JOIN {_CHARGES} c ON c.id = a.last_id"
+            ).fetchall()
+        return agents, c.execute(f"SELECT agent, scope, event, n, chk FROM {_STATE}").fetchall()
+
+    def record_totals(self) -> list[tuple[str, int, int]]:
+        out = []
+        for table in (_AGENTS, _STATE):
+            n, total = self._conn.execute(
+                f"SELECT COUNT(*), COALESCE(SUM(n), 0) FROM {table}"
+            ).fetchone()
+            out.append((table, int(n), int(total)))
+        return out
+
+    def __repr__(self) -> str:
+        return f"SqliteStore({self.path!r})"
