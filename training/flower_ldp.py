@@ -60,6 +60,7 @@ __all__ = [
     "flatten",
     "unflatten",
     "release_reply",
+    "sealed_content",
     "ldp_server_main",
     "summary",
 ]
@@ -314,6 +315,39 @@ def release_reply(
     return unflatten(out, broadcast), report, rel
 
 
+def sealed_content(
+    settings: ClientSettings,
+    arrays: Sequence[np.ndarray],
+    report: np.ndarray,
+    rel: Any,
+    public: Mapping[str, Any],
+    server_round: int,
+) -> Any:
+    """The whole content of a released train reply (a Flower ``RecordDict``): the arrays rebuilt
+    from the noisy report, the report itself, the release's description and the metrics the
+    user declared public (``num-examples`` is 1 unless declared)."""
+    from flwr.app import ArrayRecord, ConfigRecord, MetricRecord, RecordDict
+
+    return RecordDict(
+        {
+            settings.arrays_key: ArrayRecord([np.asarray(a) for a in arrays]),
+            "ldp-report": ArrayRecord([np.asarray(report, dtype=np.float64)]),
+            "ldp-release": ConfigRecord(
+                {
+                    "sealed": True,
+                    "epsilon": float(rel.epsilon),
+                    "delta": float(rel.delta),
+                    "mechanism": json.dumps(settings.mechanism.to_config()),
+                    "release": settings.release,
+                    "agent": settings.agent,
+                    "server-round": int(server_round),
+                }
+            ),
+            "metrics": MetricRecord({"num-examples": 1, **dict(public)}),
+        }
+    )
+
+
 class LdpReleaseMod:
     """Flower client mod: every train reply leaves only as a local-DP release.
 
@@ -323,15 +357,7 @@ class LdpReleaseMod:
     """
 
     def __call__(self, msg: Any, context: Any, call_next: Any) -> Any:
-        from flwr.app import (
-            ArrayRecord,
-            ConfigRecord,
-            Error,
-            Message,
-            MessageType,
-            MetricRecord,
-            RecordDict,
-        )
+        from flwr.app import Error, Message, MessageType
 
         if msg.metadata.message_type != MessageType.TRAIN:
             return Message(
@@ -353,7 +379,11 @@ class LdpReleaseMod:
             server_round = int(
                 next((c["server-round"] for c in cfgs.values() if "server-round" in c), 0)
             )
-            out = call_next(msg, context)
+            try:
+                out = call_next(msg, context)
+            except Exception as exc:  # its message may quote private data: name the type only
+                reason = f"the train function raised {type(exc).__name__}"
+                return Message(Error(code=4, reason=reason), reply_to=msg)
             if out.has_error():
                 return Message(Error(code=4, reason="the train function failed"), reply_to=msg)
             if settings.arrays_key not in out.content.array_records:
@@ -369,25 +399,9 @@ class LdpReleaseMod:
                         public[k] = rec[k]
         except Exception as exc:  # nothing released; the server sees only the reason
             return Message(Error(code=2, reason=f"{type(exc).__name__}: {exc}"), reply_to=msg)
-        content = RecordDict(
-            {
-                settings.arrays_key: ArrayRecord(arrays),
-                "ldp-report": ArrayRecord([report]),
-                "ldp-release": ConfigRecord(
-                    {
-                        "sealed": True,
-                        "epsilon": float(rel.epsilon),
-                        "delta": float(rel.delta),
-                        "mechanism": json.dumps(settings.mechanism.to_config()),
-                        "release": settings.release,
-                        "agent": settings.agent,
-                        "server-round": server_round,
-                    }
-                ),
-                "metrics": MetricRecord({"num-examples": 1, **public}),
-            }
+        return Message(
+            sealed_content(settings, arrays, report, rel, public, server_round), reply_to=msg
         )
-        return Message(content, reply_to=msg)
 
 
 # ==============================================================================================
