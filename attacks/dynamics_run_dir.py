@@ -1,0 +1,558 @@
+"""Dynamics inference on a run directory: the transcript a trainer wrote (PGC-A3C's CartPole
+gravity, or any declared private parameter of a Gymnasium or own-loop run), scored against its
+secrets.
+
+Part of :mod:`ldp_audit.attacks.dynamics`; import the public names from there.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy.special import logsumexp
+
+from ldp_audit.attacks.dynamics_experiment import _result
+from ldp_audit.attacks.dynamics_shadow import (
+    GRAVITIES,
+    ShadowGradientAttack,
+    Simulator,
+    _check_candidates,
+    _check_episodes,
+    _check_int,
+    _known_law,
+    _mechanism_config,
+    mechanism_epsilon,
+    simulate_shadow,
+)
+from ldp_audit.attacks.scoring import (
+    AttackResult,
+)
+from ldp_audit.errors import InvalidParameterError, RunDirectoryError
+from ldp_audit.validation import check_probability
+
+# ------------------------------------------------------------------------------------------------
+# Attacking a run directory (transcript written by a trainer)
+# ------------------------------------------------------------------------------------------------
+
+
+def attack_run_dir(
+    run_dir: str | Path,
+    *,
+    mechanism: Any = None,
+    n_shadow: int = 200,
+    max_groups: int | None = 200,
+    group_by: str = "agent",
+    method: str = "auto",
+    candidates: Sequence[float] | None = None,
+    simulator: Simulator | None = None,
+    alpha: float | str = "schedule",
+    seed: int | None = None,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Attack the transcript of a run directory; reads ``transcript.npz`` + ``config.json`` only.
+
+    Each report is scored with shadow episodes simulated at the theta it was computed at
+    (``thetas[theta_index]``), under the mechanism in ``config.json`` (or ``mechanism``), and the
+    log-likelihoods of a group's reports add up.
+
+    Args:
+        run_dir: the run directory (docs/interfaces.md).
+        mechanism: override the mechanism read from ``config.json``.
+        n_shadow: shadow episodes per candidate per distinct theta.
+        max_groups: attack at most this many groups (first ones in arrival order); None for all.
+        group_by: ``"agent"`` ((trial, agent) pairs) or ``"report"`` (each report alone).
+        alpha: exploration probability of the shadows, or ``"schedule"``: the protocol's public
+            ``max(0, alpha_start - n / alpha_decay)`` at the report's submission index ``n``
+            (read from ``config.json``; PGC-A3C defaults 0.5 and 1800).
+        candidates: the candidate gravities; None: the run's ``gravities`` (config.json),
+            else the paper's.
+        method, simulator, seed, progress: as in :func:`run`.
+
+    Returns:
+        Predictions, without any ground truth: ``{"rows": [...], "groups": (G, 2 or 1),
+        "group_of_row": (R,), "guess": (G,), "posterior": (G, k), "candidates": [...],
+        "mechanism": config, "epsilon": eps, "reports_per_group": (G,)}``.
+    """
+    from ldp_audit.training.run_dir import read_config, read_transcript
+
+    run_dir = Path(run_dir)
+    tr = read_transcript(run_dir)  # what crossed the trust boundary (never secrets.npz)
+    cfg: dict[str, Any] = {}
+    if (run_dir / "config.json").exists():
+        cfg = read_config(run_dir)
+    if candidates is None:  # the run's public candidate gravities (the paper's by default)
+        run_cfg = cfg.get("config") if isinstance(cfg.get("config"), dict) else {}
+        candidates = run_cfg.get("gravities") or GRAVITIES
+    cands = _check_candidates(candidates)
+    if mechanism is None and cfg:
+        mechanism = _mechanism_from_run_config(cfg)
+    train_cfg = cfg.get("config", {}) if isinstance(cfg.get("config"), dict) else {}
+    if isinstance(alpha, str) and alpha != "schedule":
+        raise InvalidParameterError(f"alpha must be a probability or 'schedule', got {alpha!r}")
+    if group_by == "agent":
+        keys = np.stack([tr["trial"], tr["agent"]], axis=1)
+    elif group_by == "report":
+        keys = np.arange(tr["report"].shape[0])[:, None]
+    else:
+        raise InvalidParameterError(f"group_by must be 'agent' or 'report', got {group_by!r}")
+    uniq, group_of_row = np.unique(keys, axis=0, return_inverse=True)
+    group_of_row = group_of_row.reshape(-1)
+    keep_groups = np.arange(uniq.shape[0])
+    if max_groups is not None:
+        keep_groups = keep_groups[: _check_int(max_groups, "max_groups")]
+    rows = np.flatnonzero(np.isin(group_of_row, keep_groups))
+    rng = np.random.default_rng(seed)
+    ll = np.zeros((rows.size, cands.size))
+    tidx = tr["theta_index"][rows]
+    sub = tr["submission"][rows]
+    thetas_used, first = np.unique(tidx, return_index=True)
+
+    def alpha_at(submission: float) -> float:
+        if alpha == "schedule" and "alpha" in train_cfg:  # a fixed-alpha protocol
+            return float(train_cfg["alpha"])
+        if alpha == "schedule":  # the public exploration schedule of the protocol (Sec. 4)
+            a0 = float(train_cfg.get("alpha_start", 0.5))
+            decay = float(train_cfg.get("alpha_decay", 1800.0))
+            return max(0.0, a0 - float(submission) / decay)
+        return float(alpha)
+
+    law = _known_law(mechanism)
+    if method == "likelihood" or (method == "auto" and law is not None):
+        # exact noise law: shadows at each report's own theta (Monte Carlo per theta)
+        it: Any = zip(thetas_used, rng.spawn(thetas_used.size), strict=True)
+        if progress:
+            from tqdm.auto import tqdm
+
+            it = tqdm(list(it), desc="thetas", unit="theta")
+        for v, r in it:
+            sel = np.flatnonzero(tidx == v)
+            shadow_g = np.repeat(cands, n_shadow)
+            s_rng, n_rng = r.spawn(2)
+            a = alpha_at(sub[sel].min())
+            shadow = simulate_shadow(tr["thetas"][v], shadow_g, s_rng, simulator=simulator, alpha=a)
+            est = ShadowGradientAttack(mechanism, method="likelihood", random_state=n_rng)
+            ll[sel] = est.fit(shadow, shadow_g).log_likelihood(tr["report"][rows[sel]])
+    else:
+        # classifier: one classifier on shadows pooled over the distinct thetas (consecutive
+        # thetas differ by one small update), n_shadow per candidate per theta, one batched call
+        s_rng, n_rng = rng.spawn(2)
+        th_rows = np.repeat(thetas_used, cands.size * n_shadow)
+        shadow_g = np.tile(np.repeat(cands, n_shadow), thetas_used.size)
+        a_rows = np.repeat([alpha_at(sub[i]) for i in first], cands.size * n_shadow)
+        shadow = simulate_shadow(
+            tr["thetas"][th_rows],
+            shadow_g,
+            s_rng,
+            simulator=simulator,
+            alpha=a_rows,
+            progress=progress,
+        )
+        est = ShadowGradientAttack(mechanism, method="classifier", random_state=n_rng)
+        ll[:] = est.fit(shadow, shadow_g).log_likelihood(tr["report"][rows])
+    g_rows = group_of_row[rows]
+    gids, inv = np.unique(g_rows, return_inverse=True)
+    total = np.zeros((gids.size, cands.size))
+    np.add.at(total, inv, ll)
+    post = np.exp(total - logsumexp(total, axis=1, keepdims=True))
+    return {
+        "rows": rows,
+        "groups": uniq[gids],
+        "group_of_row": inv,
+        "guess": cands[np.argmax(total, axis=1)],
+        "posterior": post,
+        "candidates": cands.tolist(),
+        "mechanism": _mechanism_config(mechanism),
+        "epsilon": mechanism_epsilon(mechanism),
+        "reports_per_group": np.bincount(inv, minlength=gids.size),
+    }
+
+
+class _ClippedRelease:
+    """PGC-A3C's ``mechanism="none"``: the gradient is L1-clipped to C/2 (eq. 19), no noise."""
+
+    epsilon = math.inf
+
+    def __init__(self, clip: float) -> None:
+        self.clip = float(clip)
+
+    def privatize(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        norms = np.abs(x).sum(axis=1, keepdims=True)
+        return x * np.minimum(1.0, (self.clip / 2.0) / np.maximum(norms, 1e-300))
+
+    def to_config(self) -> dict[str, Any]:
+        return {"name": "none", "clip": self.clip}
+
+
+def _mechanism_from_run_config(cfg: dict[str, Any]) -> Any:
+    """The per-report mechanism of a run (``config.json``), as the attacker knows it."""
+    from ldp_audit.mechanisms import from_config
+
+    train_cfg = cfg.get("config") if isinstance(cfg.get("config"), dict) else {}
+    if train_cfg.get("mechanism") == "none":
+        from ldp_audit.training.pgc_a3c import PgcA3cConfig  # public config: the baseline's clip C
+
+        return _ClippedRelease(PgcA3cConfig.from_dict(train_cfg).effective_clip)
+    return from_config(cfg["mechanism"])
+
+
+def score_run_dir(
+    run_dir: str | Path, prediction: dict[str, Any], *, confidence: float = 0.95
+) -> AttackResult:
+    """Score :func:`attack_run_dir` predictions against ``secrets.npz`` (the only reader of it).
+
+    The ceiling uses the largest number of reports in any attacked group.
+    """
+    t0 = time.perf_counter()
+    # --- scoring only: the one place the attack module opens secrets.npz ---
+    from ldp_audit.training.run_dir import read_secrets
+
+    spath = Path(run_dir) / "secrets.npz"
+    if not spath.exists():
+        raise RunDirectoryError(f"{spath} is missing (needed to score the attack)")
+    gravity = np.asarray(read_secrets(run_dir)["gravity"], dtype=np.float64)
+    rows, inv = prediction["rows"], prediction["group_of_row"]
+    truth_rows = gravity[rows]
+    G = prediction["guess"].shape[0]
+    truth = np.full(G, np.nan)
+    truth[inv] = truth_rows
+    consistent = np.zeros(G, dtype=bool)
+    first = np.full(G, np.nan)
+    first[inv[::-1]] = truth_rows[::-1]
+    consistent[:] = True
+    np.logical_and.at(consistent, inv, np.isclose(truth_rows, first[inv]))
+    correct = int(np.sum(np.isclose(prediction["guess"], truth)))
+    return _prediction_result(
+        "dynamics-transcript",
+        prediction,
+        n=G,
+        correct=correct,
+        confidence=confidence,
+        t0=t0,
+        extra={
+            "groups_with_one_gravity": int(consistent.sum()),
+            "reports_per_group_min": int(prediction["reports_per_group"].min()),
+            "candidates": prediction["candidates"],
+        },
+    )
+
+
+class _RunMechanism:
+    """The attacked run's mechanism as a result records it: its epsilon and its config."""
+
+    def __init__(self, prediction: dict[str, Any]) -> None:
+        self.epsilon = prediction["epsilon"]
+        self._config = prediction["mechanism"]
+
+    def to_config(self) -> dict[str, Any]:
+        return self._config
+
+
+def _prediction_result(
+    attack: str,
+    prediction: dict[str, Any],
+    *,
+    n: int,
+    correct: int,
+    confidence: float,
+    t0: float,
+    extra: dict[str, Any],
+) -> Any:
+    """Score a run's predictions (``n`` groups, ``correct`` right): k candidates, T reports per
+    group at most, the ceiling the run's epsilon allows."""
+    return _result(
+        attack=attack,
+        mechanism=_RunMechanism(prediction),
+        T=int(prediction["reports_per_group"].max()),
+        k=len(prediction["candidates"]),
+        n=n,
+        correct=correct,
+        confidence=confidence,
+        seconds=time.perf_counter() - t0,
+        extra=extra,
+    )
+
+
+# ------------------------------------------------------------------------------------------------
+# Any private parameter of any environment: runs that declare one (config.json
+# "private_parameter": the generic Gymnasium trainer, ldp_audit.run's own loops)
+# ------------------------------------------------------------------------------------------------
+
+#: Episodes per simulator call of the generic attack (bounded memory; each call is batched).
+_GENERIC_CHUNK = 2048
+
+
+def _private_parameter(cfg: dict[str, Any], run_dir: Path) -> dict[str, Any]:
+    pp = cfg.get("private_parameter")
+    if not isinstance(pp, dict) or not isinstance(pp.get("name"), str):
+        raise RunDirectoryError(
+            f"{run_dir}: config.json declares no private_parameter (name, values): the generic "
+            "dynamics attack needs one (docs/own-loop.md)"
+        )
+    vals = pp.get("values")
+    if not isinstance(vals, list) or len(vals) < 2:
+        raise RunDirectoryError(
+            f"{run_dir}: private_parameter.values must list >= 2 candidates, got {vals!r}"
+        )
+    return pp
+
+
+def _generic_mechanism(cfg: dict[str, Any]) -> Any:
+    """The per-report mechanism of a run that declares a private parameter (as the attacker
+    knows it): the non-private baseline of the Gymnasium trainer is an L1 clip to C/2."""
+    from ldp_audit.mechanisms import from_config
+
+    mech = cfg.get("mechanism")
+    if not isinstance(mech, dict):
+        raise RunDirectoryError("config.json has no single per-report mechanism to attack")
+    train_cfg = cfg.get("config") if isinstance(cfg.get("config"), dict) else {}
+    if cfg.get("algorithm") == "pgc-a3c-gym" and train_cfg.get("mechanism") == "none":
+        clip = train_cfg.get("clip")
+        return _ClippedRelease(10.0 if clip is None else float(clip))
+    return from_config(mech)
+
+
+def _simulate_generic(
+    sim: Simulator,
+    theta_rows: np.ndarray,
+    values: np.ndarray,
+    rng: np.random.Generator,
+    alpha: np.ndarray,
+    progress: bool = False,
+) -> np.ndarray:
+    out = []
+    starts: Any = range(0, values.size, _GENERIC_CHUNK)
+    if progress:
+        from tqdm.auto import tqdm
+
+        starts = tqdm(starts, desc="shadow episodes", unit="chunk", leave=False)
+    for s in starts:
+        e = s + _GENERIC_CHUNK
+        grads, _ = sim(
+            np.ascontiguousarray(theta_rows[s:e]), values[s:e].copy(), rng, alpha[s:e].copy()
+        )
+        out.append(np.asarray(grads, dtype=np.float64))
+    return np.concatenate(out, axis=0)
+
+
+def attack_private_param_run(
+    run_dir: str | Path,
+    *,
+    simulator: Simulator | None = None,
+    env_module: str | None = None,
+    n_shadow: int = 50,
+    max_groups: int | None = 200,
+    method: str = "auto",
+    alpha: float | str = "schedule",
+    seed: int | None = None,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Attack a run that declares a private parameter; reads config.json and transcript.npz.
+
+    The candidates come from ``config.json``'s ``private_parameter``; shadow agents are
+    simulated in each candidate environment at the theta each report was computed at
+    (``thetas[theta_index]``). Laplace (known law): the exact likelihood, shadows per distinct
+    theta; otherwise one classifier on shadows pooled over the distinct thetas
+    (:class:`ShadowGradientAttack`). Reports of one agent add their log-likelihoods.
+
+    Args:
+        run_dir: the run directory.
+        simulator: ``simulator(theta (B, d), values (B,), rng, alpha (B,)) -> (grads, scores)``,
+            the public MDP; default for a ``pgc-a3c-gym`` run: its environment and network
+            (:func:`ldp_audit.training.gym_pgc.simulator_for`). An own loop passes its own.
+        env_module: the module registering the run's environment (imported only when named
+            here: a run directory never makes the attacker import code).
+        n_shadow: shadow episodes per candidate per distinct theta.
+        max_groups: agents attacked (first in arrival order); None for all.
+        method: "auto", "likelihood" or "classifier" (:class:`ShadowGradientAttack`).
+        alpha: the shadows' exploration, or "schedule" (``alpha_start``, ``alpha_decay`` of the
+            run's config at the report's submission index; 0 where the config has none).
+        seed: seed of the attacker's randomness.
+        progress: tqdm bars on stderr.
+
+    Returns:
+        Predictions without any ground truth (the keys of :func:`attack_run_dir`, plus
+        ``parameter`` and ``env_id``).
+    """
+    from ldp_audit.rundir import read_config
+    from ldp_audit.training.run_dir import read_transcript
+
+    run_dir = Path(run_dir)
+    cfg = read_config(run_dir)
+    pp = _private_parameter(cfg, run_dir)
+    n_shadow = _check_int(n_shadow, "n_shadow")
+    if method not in ("auto", "likelihood", "classifier"):
+        raise InvalidParameterError(
+            f"method must be 'auto', 'likelihood' or 'classifier', got {method!r}"
+        )
+    if isinstance(alpha, str) and alpha != "schedule":
+        raise InvalidParameterError(f"alpha must be a probability or 'schedule', got {alpha!r}")
+    if not isinstance(alpha, str):
+        alpha = check_probability(alpha, "alpha", open_interval=False)
+    cands = np.sort(np.asarray(pp["values"], dtype=np.float64))
+    if np.unique(cands).size != cands.size or not np.isfinite(cands).all():
+        raise RunDirectoryError(f"{run_dir}: private_parameter.values must be distinct and finite")
+    train_cfg = cfg.get("config") if isinstance(cfg.get("config"), dict) else {}
+    if simulator is None:
+        if cfg.get("algorithm") != "pgc-a3c-gym":
+            raise InvalidParameterError(
+                f"a {cfg.get('algorithm')!r} run needs its simulator (the public MDP and "
+                "update rule that produced its reports): pass simulator= (Python) or "
+                "--simulator MODULE:FUNCTION (CLI)"
+            )
+        from ldp_audit.training.gym_pgc import config_from_run, simulator_for
+
+        simulator = simulator_for(config_from_run(cfg, env_module))
+    mechanism = _generic_mechanism(cfg)
+    tr = read_transcript(run_dir)  # what crossed the trust boundary (never secrets.npz)
+    trial = tr["trial"]
+    keys = np.stack([trial, tr["agent"]], axis=1)
+    uniq, group_of_row = np.unique(keys, axis=0, return_inverse=True)
+    group_of_row = group_of_row.reshape(-1)
+    # groups in arrival order (first report), not in id order
+    first_row = np.full(uniq.shape[0], group_of_row.size)
+    np.minimum.at(first_row, group_of_row, np.arange(group_of_row.size))
+    order = np.argsort(first_row, kind="stable")
+    keep_groups = order if max_groups is None else order[: _check_int(max_groups, "max_groups")]
+    rows = np.flatnonzero(np.isin(group_of_row, keep_groups))
+    _check_episodes(
+        int(np.unique(tr["theta_index"][rows]).size) * cands.size * n_shadow, "the shadows"
+    )
+    rng = np.random.default_rng(seed)
+    tidx = tr["theta_index"][rows]
+    sub = tr["submission"][rows]
+    thetas_used, first = np.unique(tidx, return_index=True)
+
+    def alpha_at(submission: float) -> float:
+        if not isinstance(alpha, str):
+            return float(alpha)
+        if "alpha" in train_cfg:
+            return float(train_cfg["alpha"])
+        if "alpha_start" not in train_cfg:
+            return 0.0
+        a0 = float(train_cfg["alpha_start"])
+        return max(0.0, a0 - float(submission) / float(train_cfg.get("alpha_decay", 1800.0)))
+
+    law = _known_law(mechanism)
+    ll = np.zeros((rows.size, cands.size))
+    if method == "likelihood" or (method == "auto" and law is not None):
+        it: Any = zip(thetas_used, rng.spawn(thetas_used.size), strict=True)
+        if progress:
+            from tqdm.auto import tqdm
+
+            it = tqdm(list(it), desc="thetas", unit="theta")
+        for v, r in it:
+            sel = np.flatnonzero(tidx == v)
+            shadow_g = np.repeat(cands, n_shadow)
+            s_rng, n_rng = r.spawn(2)
+            a = np.full(shadow_g.size, alpha_at(sub[sel].min()))
+            th = np.broadcast_to(tr["thetas"][v], (shadow_g.size, tr["thetas"].shape[1]))
+            shadow = _simulate_generic(simulator, th, shadow_g, s_rng, a)
+            est = ShadowGradientAttack(mechanism, method="likelihood", random_state=n_rng)
+            ll[sel] = est.fit(shadow, shadow_g).log_likelihood(tr["report"][rows[sel]])
+        used = "likelihood"
+    else:
+        s_rng, n_rng = rng.spawn(2)
+        th_rows = np.repeat(thetas_used, cands.size * n_shadow)
+        shadow_g = np.tile(np.repeat(cands, n_shadow), thetas_used.size)
+        a_rows = np.repeat([alpha_at(sub[i]) for i in first], cands.size * n_shadow)
+        shadow = _simulate_generic(
+            simulator, tr["thetas"][th_rows], shadow_g, s_rng, a_rows, progress
+        )
+        est = ShadowGradientAttack(mechanism, method="classifier", random_state=n_rng)
+        from threadpoolctl import threadpool_limits
+
+        # one OpenMP thread: gradient boosting's threads spin-wait, and on a shared, loaded
+        # machine that cost minutes where one thread takes seconds (same fitted model)
+        with threadpool_limits(limits=1, user_api="openmp"):
+            ll[:] = est.fit(shadow, shadow_g).log_likelihood(tr["report"][rows])
+        used = "classifier"
+    g_rows = group_of_row[rows]
+    gids, inv = np.unique(g_rows, return_inverse=True)
+    total = np.zeros((gids.size, cands.size))
+    np.add.at(total, inv, ll)
+    post = np.exp(total - logsumexp(total, axis=1, keepdims=True))
+    return {
+        "rows": rows,
+        "groups": uniq[gids],
+        "group_of_row": inv,
+        "guess": cands[np.argmax(total, axis=1)],
+        "posterior": post,
+        "candidates": cands.tolist(),
+        "mechanism": _mechanism_config(mechanism),
+        "epsilon": mechanism_epsilon(mechanism),
+        "reports_per_group": np.bincount(inv, minlength=gids.size),
+        "parameter": pp["name"],
+        "env_id": pp.get("env_id"),
+        "method": used,
+        "n_shadow": n_shadow,
+    }
+
+
+def score_private_param_run(
+    run_dir: str | Path, prediction: dict[str, Any], *, confidence: float = 0.95
+) -> AttackResult:
+    """Score :func:`attack_private_param_run` against ``secrets.npz``'s ``value`` (the only
+    reader of it). The ceiling is e^(T eps) / (e^(T eps) + k - 1) with T the largest number of
+    reports of any attacked agent and eps the per-report epsilon (sequential composition)."""
+    t0 = time.perf_counter()
+    # --- scoring only: the one place this attack opens secrets.npz ---
+    from ldp_audit.rundir import read_npz
+
+    spath = Path(run_dir) / "secrets.npz"
+    if not spath.exists():
+        raise RunDirectoryError(f"{spath} is missing (needed to score the attack)")
+    value = np.asarray(read_npz(run_dir, "secrets.npz", ("value",))["value"], dtype=np.float64)
+    rows, inv = prediction["rows"], prediction["group_of_row"]
+    if value.shape[0] <= int(rows.max(initial=-1)):
+        raise RunDirectoryError(f"{spath}: value has fewer rows than the transcript")
+    truth_rows = value[rows]
+    G = prediction["guess"].shape[0]
+    truth = np.full(G, np.nan)
+    truth[inv] = truth_rows
+    correct = int(np.sum(np.isclose(prediction["guess"], truth, rtol=0.0, atol=0.0)))
+    return _prediction_result(
+        "dynamics-private-parameter",
+        prediction,
+        n=G,
+        correct=correct,
+        confidence=confidence,
+        t0=t0,
+        extra={
+            "parameter": prediction["parameter"],
+            "env_id": prediction["env_id"],
+            "candidates": prediction["candidates"],
+            "method": prediction["method"],
+            "n_shadow_per_candidate_per_theta": prediction["n_shadow"],
+            "reports_per_group_min": int(prediction["reports_per_group"].min()),
+        },
+    )
+
+
+def private_param_dynamics(
+    run_dir: str | Path,
+    *,
+    seed: int = 0,
+    confidence: float = 0.95,
+    progress: bool = False,
+    n_shadow: int = 50,
+    max_groups: int | None = 200,
+    simulator: Simulator | None = None,
+    env_module: str | None = None,
+) -> AttackResult:
+    """``attack dynamics --run-dir`` on a run that declares a private parameter: the attack
+    (:func:`attack_private_param_run`) scored against ``secrets.npz``."""
+    pred = attack_private_param_run(
+        run_dir,
+        simulator=simulator,
+        env_module=env_module,
+        n_shadow=n_shadow,
+        max_groups=max_groups,
+        seed=seed,
+        progress=progress,
+    )
+    return score_private_param_run(run_dir, pred, confidence=confidence)
