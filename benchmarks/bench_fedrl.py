@@ -102,19 +102,25 @@ class _VmapStacked:
 
 def _fedrl_at(rev: str):  # noqa: ANN202
     """``training/fedrl.py`` as it was at git revision ``rev``, imported as its own module (the
-    trainer before a change, timed in the same run as the trainer now)."""
+    trainer before a change, timed in the same run as the trainer now). Only revisions before
+    the trainer became the package ``training/fedrl/`` have that one file."""
     import subprocess
     import sys
     import types
 
     repo = Path(__file__).resolve().parent.parent
-    src = subprocess.run(
+    got = subprocess.run(
         ["git", "show", f"{rev}:training/fedrl.py"],
         cwd=repo,
         capture_output=True,
         text=True,
-        check=True,
-    ).stdout
+    )
+    if got.returncode != 0:
+        raise SystemExit(
+            f"--against {rev}: no training/fedrl.py at that revision (the trainer is the "
+            "package training/fedrl/ from commit 3e8e38b on); give an earlier revision"
+        )
+    src = got.stdout
     name = f"_fedrl_at_{rev}"
     mod = types.ModuleType(name)
     sys.modules[name] = mod  # dataclasses look their module up
@@ -130,26 +136,27 @@ def _timed_batched(method: str, cfg, maps, vmap: bool, module=None) -> tuple[flo
     from ldp_audit.accountant import Accountant
     from ldp_audit.release import Transcript
     from ldp_audit.training import fedrl
+    from ldp_audit.training.fedrl import trainer
 
-    if module is not None:
-        fedrl = module
+    if module is not None:  # the one-file trainer of an earlier revision
+        fedrl = trainer = module
         known = module.FedRLConfig.__dataclass_fields__  # an older trainer lacks e.g. device
         kw = {k: v for k, v in cfg.to_dict().items() if k in known}
         cfg = module.FedRLConfig(**{**kw, "methods": tuple(cfg.methods)})
 
     log = fedrl._Log(q=Transcript(), y=Transcript(), record=False)
     seeds = [np.random.SeedSequence(1 + i) for i in range(cfg.runs)]
-    saved = fedrl._Stacked
+    saved = trainer._Stacked  # the name _train_runs looks up
     old_threads = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
         if vmap:
-            fedrl._Stacked = _VmapStacked
+            trainer._Stacked = _VmapStacked
         t0, c0 = time.perf_counter(), time.process_time()
-        fedrl._train_runs(method, cfg, maps, seeds, list(range(cfg.runs)), Accountant(None), log)
+        trainer._train_runs(method, cfg, maps, seeds, list(range(cfg.runs)), Accountant(None), log)
         return time.perf_counter() - t0, time.process_time() - c0
     finally:
-        fedrl._Stacked = saved
+        trainer._Stacked = saved
         torch.set_num_threads(old_threads)
 
 

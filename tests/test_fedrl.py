@@ -207,8 +207,8 @@ def test_run_directory_and_report(tmp_path):
 def test_ctrl_c_writes_what_was_released_and_marks_interrupted(tmp_path, monkeypatch):
     """Ctrl-C after the FedRL runs released: the run is marked interrupted and its transcript
     holds every Q output the ledger was charged for (the ledger and transcript agree)."""
-    import ldp_audit.training.fedrl as F
     from ldp_audit.accountant import Ledger
+    from ldp_audit.training.fedrl import runs as F  # run_fedrl looks _train_runs up there
 
     real = F._train_runs
 

@@ -1,0 +1,188 @@
+"""The released rows of FedRL, as mechanisms: :class:`OutputMechanism` (one agent's Q-output
+row: clip, then Gaussian noise) and :func:`TargetMechanism` (alpha's target Y), with the
+checks of their noise scales and clip bounds (shared with the config).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from ldp_audit.errors import InvalidParameterError
+from ldp_audit.training.gridworld import (
+    N_ACTIONS,
+)
+
+
+def _is_real(v: Any) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, bool)
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+
+#: noise scales and clip bounds accepted: Q outputs are float32, and sigma / B must stay finite
+_MAX_SCALE, _MIN_BOUND = 1e6, 1e-6
+
+
+def _check_sigma(v: Any, name: str) -> float:
+    if not _is_real(v) or math.isnan(float(v)) or float(v) < 0 or math.isinf(float(v)):
+        raise InvalidParameterError(f"{name} must be a finite real number >= 0, got {v!r}")
+    if float(v) > _MAX_SCALE:
+        raise InvalidParameterError(f"{name} must be <= {_MAX_SCALE:g} (float32), got {v!r}")
+    return float(v)
+
+
+def _check_bound(v: Any, name: str) -> float | None:
+    if v is None:
+        return None
+    if not _is_real(v) or math.isnan(float(v)) or not (0 < float(v) < math.inf):
+        raise InvalidParameterError(f"{name} must be a finite real number > 0 (or None), got {v!r}")
+    if not _MIN_BOUND <= float(v) <= _MAX_SCALE:
+        raise InvalidParameterError(
+            f"{name} must be in [{_MIN_BOUND:g}, {_MAX_SCALE:g}] (float32 Q outputs; sigma / B "
+            f"must stay finite), got {v!r}"
+        )
+    return float(v)
+
+
+# ----------------------------------------------------------------------------------------------
+# The output mechanisms (what one released row is), auditable as black boxes
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OutputMechanism:
+    """One released Q-output row: clip each of ``dim`` coordinates to ``[-bound, bound]`` (if a
+    bound is given), add ``N(0, sigma^2)`` to each.
+
+    With a bound and ``sigma > 0`` it is a Gaussian mechanism with L2 sensitivity
+    ``2 * bound * sqrt(dim)`` (replace-one, local model); ``epsilon`` is the exact analytic
+    Gaussian epsilon at ``delta`` (Balle & Wang 2018). Without a bound, or with ``sigma = 0``,
+    ``epsilon`` is ``inf`` (:meth:`why_infinite` says why).
+
+    Mechanism-like: ``epsilon``, ``delta``, ``epsilon_at(delta)``, ``privatize(x, rng)``,
+    ``to_config()``, ``candidate_pairs(dim)``; :meth:`event` is the ledger event of one row.
+    """
+
+    sigma: float
+    bound: float | None = None
+    dim: int = N_ACTIONS
+    delta: float = 1e-5
+    name: str = field(default="fedrl_output_gaussian", init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sigma", _check_sigma(self.sigma, "sigma"))
+        object.__setattr__(self, "bound", _check_bound(self.bound, "clip_outputs"))
+        if not _is_int(self.dim) or self.dim < 1:
+            raise InvalidParameterError(f"dim must be an integer >= 1, got {self.dim!r}")
+        if not _is_real(self.delta) or not 0.0 < float(self.delta) < 1.0:
+            raise InvalidParameterError(f"delta must be in (0, 1), got {self.delta!r}")
+        object.__setattr__(self, "delta", float(self.delta))
+
+    @property
+    def private(self) -> bool:
+        """True when a finite (epsilon, delta) exists (bounded outputs and sigma > 0)."""
+        return self.bound is not None and self.sigma > 0
+
+    @property
+    def sensitivity(self) -> float:
+        """L2 sensitivity of one row: ``2 * bound * sqrt(dim)`` (inf when unbounded)."""
+        return math.inf if self.bound is None else 2.0 * self.bound * math.sqrt(self.dim)
+
+    @cached_property
+    def epsilon(self) -> float:
+        """Per-row epsilon at ``delta`` (analytic Gaussian), inf when not private."""
+        return self.epsilon_at(self.delta)
+
+    def epsilon_at(self, delta: float) -> float:
+        """Per-row epsilon at another delta (``inf`` at delta = 0 or when not private)."""
+        if not self.private or float(delta) == 0.0:
+            return math.inf
+        from ldp_audit.mechanisms import analytic_gaussian_epsilon
+
+        return analytic_gaussian_epsilon(self.sigma, self.sensitivity, float(delta))
+
+    def why_infinite(self) -> str | None:
+        """Why there is no finite epsilon, in words (None when there is one)."""
+        what = "Q outputs" if self.dim > 1 else "targets Y"
+        if self.bound is None:
+            return (
+                f"infinite, because the {what} are unbounded: their sensitivity is unbounded, "
+                "so Gaussian noise of any fixed sigma gives no finite epsilon"
+            )
+        if self.sigma == 0:
+            return "infinite, because no noise is added (sigma = 0)"
+        return None
+
+    def event(self) -> Any:
+        """The ledger event of ONE released row."""
+        from ldp_audit.accountant import GaussianEvent, NonPrivateEvent
+
+        if not self.private:
+            return NonPrivateEvent()
+        return GaussianEvent(self.sigma / self.sensitivity)
+
+    def exchange_event(self, rows: int) -> Any:
+        """The ledger event of an exchange of ``rows`` rows (one object per ``rows``)."""
+        cache = self.__dict__.setdefault("_exchange_events", {})
+        if rows not in cache:
+            cache[rows] = self._exchange_event(rows)
+        return cache[rows]
+
+    def _exchange_event(self, rows: int) -> Any:
+        from ldp_audit.accountant import NonPrivateEvent, SelfComposedEvent
+
+        ev = self.event()
+        if isinstance(ev, NonPrivateEvent) or rows == 1:
+            return ev
+        return SelfComposedEvent(ev, int(rows))
+
+    def clip(self, x: np.ndarray) -> np.ndarray:
+        return x if self.bound is None else np.clip(x, -self.bound, self.bound)
+
+    def privatize(self, x: Any, rng: np.random.Generator) -> np.ndarray:
+        """``clip(x) + N(0, sigma^2)`` for (n, dim) rows."""
+        if not isinstance(rng, np.random.Generator):
+            raise InvalidParameterError(
+                f"rng must be a numpy.random.Generator, got {type(rng).__name__}"
+            )
+        xb = np.asarray(x, dtype=np.float64)
+        if xb.ndim == 1:
+            xb = xb[None, :]
+        if xb.ndim != 2 or xb.shape[1] != self.dim:
+            raise InvalidParameterError(f"x must have shape (n, {self.dim}), got {xb.shape}")
+        if not np.isfinite(xb).all():
+            raise InvalidParameterError("x must be finite")
+        out = self.clip(xb)
+        if self.sigma > 0:
+            out = out + self.sigma * rng.standard_normal(out.shape)
+        return out
+
+    def candidate_pairs(self, dim: int | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Opposite corners of the clip box (the worst pair) and far-out inputs."""
+        b = 1.0 if self.bound is None else self.bound
+        one = np.ones(self.dim)
+        e0 = np.zeros(self.dim)
+        e0[0] = 1.0
+        return [(b * one, -b * one), (1e3 * b * one, -1e3 * b * one), (b * e0, -b * e0)]
+
+    def to_config(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "sigma": self.sigma,
+            "bound": self.bound,
+            "dim": self.dim,
+            "delta": self.delta,
+        }
+
+
+def TargetMechanism(sigma: float, bound: float | None, delta: float = 1e-5) -> OutputMechanism:  # noqa: N802
+    """The release of alpha's targets ``Y`` (one scalar per row)."""
+    return OutputMechanism(sigma=sigma, bound=bound, dim=1, delta=delta)

@@ -1,0 +1,250 @@
+"""The sections of ``ldp-audit report RUN`` for a FedRL run, and the paper's Table 1."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ldp_audit.errors import RunDirectoryError
+from ldp_audit.training.fedrl.mechanisms import OutputMechanism, TargetMechanism
+from ldp_audit.training.gridworld import (
+    N_ACTIONS,
+)
+
+PAPER_TABLE1 = {
+    "SuccRate": {
+        "DQN-alpha": {8: 88.27, 16: 76.20, 32: 71.41},
+        "FedRL-1": {8: 92.52, 16: 79.83, 32: 77.88},
+        "FedRL-2": {8: 95.06, 16: 84.31, 32: 82.02},
+        "DQN-full": {8: 93.69, 16: 83.40, 32: 79.73},
+    },
+    "AvgRwd": {
+        "DQN-alpha": {8: 13.781, 16: 112.084, 32: 285.946},
+        "FedRL-1": {8: 18.152, 16: 94.193, 32: 226.583},
+        "FedRL-2": {8: 19.101, 16: 84.139, 32: 189.756},
+        "DQN-full": {8: 31.286, 16: 38.114, 32: 52.72},
+    },
+}
+
+
+def _fmt(v: Any, nd: int = 3) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, str):
+        return v
+    v = float(v)
+    if math.isinf(v):
+        return "inf"
+    if math.isnan(v):
+        return "nan"
+    return f"{v:.{nd}g}" if abs(v) >= 1e4 else f"{v:.{nd}f}"
+
+
+def _curve_png(runs: list[dict[str, Any]]) -> bytes | None:
+    try:
+        import io
+
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:  # pragma: no cover
+        return None
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for r in runs:
+        ys = np.asarray(r["curve_success"], dtype=float)
+        xs = (np.arange(len(ys)) + 1) * r["curve_every"]
+        ax.plot(xs, ys, label=f"{r['method']} run {r['trial']}", lw=1)
+    ax.set_xlabel("training iteration")
+    ax.set_ylabel("training-episode success rate")
+    ax.legend(fontsize=6)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict[str, Any]]:
+    """Sections of ``ldp-audit report RUN`` for a FedRL run (TRAINERS.md point 4).
+
+    Sections: the privacy accounting per agent and channel (epsilon in words when infinite),
+    Table 1 of this run beside the paper's, learning curves, and, when present, the audit
+    (``audit.json``) and the transcript attack (``attack_fedrl.json``).
+    """
+    from ldp_audit.rundir import read_config, read_json
+
+    run_dir = Path(run_dir)
+    if not (run_dir / "metrics.json").is_file():
+        raise RunDirectoryError(f"{str(run_dir)!r} has no metrics.json (not a finished fedrl run)")
+    cfg_doc = read_config(run_dir)
+    cfg = cfg_doc.get("config", {})
+    metrics = read_json(run_dir, "metrics.json")
+    size = int(cfg.get("size", metrics.get("size", 8)))
+    sections: list[dict[str, Any]] = []
+    mech = OutputMechanism(
+        float(cfg.get("sigma", 0.0)), cfg.get("clip_outputs"), N_ACTIONS, float(cfg["delta"])
+    )
+    ymech = TargetMechanism(
+        float(cfg.get("target_sigma", 0.0)), cfg.get("clip_targets"), float(cfg["delta"])
+    )
+    priv = metrics.get("privacy", [])
+    paras = [
+        "Every Q output an agent sends is a release charged to that agent's ledger before the "
+        "noise is drawn; an exchange of k rows is charged as k compositions of the per-row "
+        "mechanism.",
+        (
+            f"Q outputs: per row {mech.why_infinite()}."
+            if mech.why_infinite()
+            else f"Q outputs clipped to [-{mech.bound:g}, {mech.bound:g}] per coordinate: one "
+            f"row is a Gaussian mechanism with L2 sensitivity 2 B sqrt(16) = "
+            f"{mech.sensitivity:g} and sigma = {mech.sigma:g}, i.e. per row "
+            f"({_fmt(mech.epsilon)}, {mech.delta:g})-DP; the accountant composes all rows."
+        ),
+        (
+            "Targets Y (they carry alpha's rewards): unprotected: "
+            + (ymech.why_infinite() or "")
+            + "; alpha's rewards leave it in the clear, as in the paper."
+            if ymech.why_infinite()
+            else f"Targets Y clipped to [-{ymech.bound:g}, {ymech.bound:g}] with sigma "
+            f"{ymech.sigma:g}: per row ({_fmt(ymech.epsilon)}, {ymech.delta:g})-DP."
+        ),
+        "The shared MLP is updated from released values only (post-processing), so its "
+        "parameters reveal nothing beyond the released rows.",
+    ]
+    sections.append(
+        {
+            "id": "fedrl-privacy",
+            "title": "FedRL: privacy of what the agents exchange",
+            "paragraphs": paras,
+            "tables": [
+                {
+                    "caption": f"Accountant (best of RDP/PLD/PRV) at delta = {cfg['delta']:g}",
+                    "header": ["run", "ledger agent", "channel", "charges", "epsilon", "in words"],
+                    "rows": [
+                        [
+                            p["run"],
+                            p["ledger_agent"],
+                            p["channel"],
+                            p["charges"],
+                            _fmt(p["epsilon"]),
+                            p["in_words"],
+                        ]
+                        for p in priv
+                    ],
+                }
+            ],
+            "figures": {},
+            "data": {"privacy": priv, "mechanism": mech.to_config()},
+        }
+    )
+    rows = []
+    for name, t in metrics.get("table", {}).items():
+        ps = PAPER_TABLE1["SuccRate"].get(name, {}).get(size)
+        pr = PAPER_TABLE1["AvgRwd"].get(name, {}).get(size)
+        lo, hi = t["succ_rate_ci"]
+        rows.append(
+            [
+                name,
+                t["runs"],
+                f"{100 * t['succ_rate']:.1f} "
+                + ("(1 run)" if lo is None else f"[{100 * lo:.1f}, {100 * hi:.1f}]"),
+                "-" if ps is None else f"{ps:.2f}",
+                f"{t['avg_reward']:.1f}",
+                "-" if pr is None else f"{pr:.3f}",
+            ]
+        )
+    figs = {}
+    png = _curve_png(metrics.get("runs", []))
+    if png:
+        figs["fedrl_curves"] = png
+    sections.append(
+        {
+            "id": "fedrl-table1",
+            "title": f"FedRL: Table 1 at {size}x{size} (this run) beside the paper",
+            "paragraphs": [
+                f"Greedy episodes on {cfg.get('eval_maps')} test maps after "
+                f"{cfg.get('train_steps')} training iterations x {cfg.get('n_envs')} maps; "
+                "SuccRate with a 95 % t-interval over runs (nan with one run). The paper trained "
+                "far longer; see reports/fedrl/README.md for the reproduction."
+            ]
+            + (
+                [
+                    "Meeting rule: public-code, the authors' code's distance |dx + dy| (not the "
+                    "paper's Manhattan |dx| + |dy|) for meeting, the +50, the shaping term and "
+                    "the success check: agents on the same anti-diagonal band count as met, so "
+                    "these rates are not comparable with Manhattan ones (a random joint policy "
+                    "succeeds far more often under this rule)."
+                ]
+                if cfg.get("meeting_rule", "manhattan") == "public-code"
+                else []
+            ),
+            "tables": [
+                {
+                    "caption": "SuccRate (%) and AvgRwd, ours vs paper",
+                    "header": ["method", "runs", "SuccRate", "paper", "AvgRwd", "paper"],
+                    "rows": rows,
+                }
+            ],
+            "figures": figs,
+            "data": {"table": metrics.get("table", {})},
+        }
+    )
+    for name, title in (("audit.json", "audit"), ("attack_fedrl.json", "attack")):
+        f = run_dir / name
+        if not f.is_file():
+            continue
+        doc = read_json(run_dir, name)
+        if title == "attack":
+            doc = doc.get("extra", doc)
+            tab_rows = [
+                [
+                    a["target"],
+                    a["n_test"],
+                    _fmt(a["accuracy"]),
+                    f"[{_fmt(a['accuracy_ci'][0])}, {_fmt(a['accuracy_ci'][1])}]",
+                    _fmt(a["chance"]),
+                    _fmt(a["ceiling"]),
+                ]
+                for a in doc.get("results", [])
+            ]
+            sections.append(
+                {
+                    "id": "fedrl-attack",
+                    "title": "FedRL: attack on the transcript",
+                    "paragraphs": [doc.get("summary", "")],
+                    "tables": [
+                        {
+                            "caption": "accuracy with 95 % Clopper-Pearson interval, chance "
+                            "(majority class) and the ceiling the per-row (epsilon, delta) allows",
+                            "header": [
+                                "target",
+                                "test rows",
+                                "accuracy",
+                                "95 % CI",
+                                "chance",
+                                "ceiling",
+                            ],
+                            "rows": tab_rows,
+                        }
+                    ],
+                    "figures": {},
+                    "data": doc,
+                }
+            )
+        else:
+            items = doc if isinstance(doc, list) else [doc]
+            sections.append(
+                {
+                    "id": "fedrl-audit",
+                    "title": "FedRL: black-box audit of the output mechanism",
+                    "paragraphs": [str(i.get("summary", "")) for i in items if isinstance(i, dict)],
+                    "tables": [],
+                    "figures": {},
+                    "data": {"audit": items},
+                }
+            )
+    return sections

@@ -1,0 +1,289 @@
+"""Runs: every method x every run (:func:`run_fedrl`), the privacy table per agent and channel,
+and the run directory (:func:`train_fedrl`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ldp_audit.errors import InvalidParameterError
+from ldp_audit.training.fedrl.config import METHODS, FedRLConfig
+from ldp_audit.training.fedrl.exchange import _Log
+from ldp_audit.training.fedrl.mechanisms import _is_int
+from ldp_audit.training.fedrl.metrics import _metrics
+from ldp_audit.training.fedrl.networks import _torch
+from ldp_audit.training.fedrl.trainer import _train_runs
+from ldp_audit.training.gridworld import (
+    MapSet,
+    generate_maps,
+)
+
+
+def run_fedrl(
+    cfg: FedRLConfig,
+    *,
+    seed: int,
+    accountant: Any = None,
+    maps: MapSet | None = None,
+    record: bool = True,
+    progress: bool = False,
+    threads: int | None = 1,
+    _state: dict[str, Any] | None = None,
+    force: bool = False,
+    extras: dict[str, Any] | None = None,
+    only: tuple[str, int] | None = None,
+) -> dict[str, Any]:
+    """Train ``cfg.methods`` ``cfg.runs`` times each and evaluate on the test maps.
+
+    Args:
+        cfg: the configuration.
+        seed: master seed (maps use ``cfg.map_seed``).
+        accountant: the ledger's accountant (None: a private in-memory one).
+        maps: pre-generated maps (must match ``cfg``); None generates them.
+        record: keep the transcript of every release (for the run directory and attacks).
+        progress: tqdm bar on stderr.
+        threads: torch intra-op threads while training (restored afterwards); None leaves
+            torch's setting alone. One thread is fastest on a small, shared machine: the
+            networks are small and every run is batched into one matmul already.
+        force: run even when the estimated memory or time exceeds this machine's limits
+            (:mod:`ldp_audit.limits`; otherwise InvalidParameterError before any work).
+        extras: further evaluations of the trained networks (learning curves, epsilon-greedy
+            evaluation; see ``_train_runs``); they draw from their own generators, so the
+            training and Table 1's numbers are the same with or without them.
+        only: ``(method, run)``: train that one run alone (not batched with the others), from
+            the same seed sequence it has in the batched order. A run's environment and
+            exploration streams are shared by the runs batched with it, so a run trained alone
+            gives other numbers than in the batch; ``only`` lets a reproduction make each
+            (method, run) an independent task whose result does not depend on where it ran.
+
+    Returns:
+        ``{"results": [per method-run dict], "log": _Log, "maps": MapSet, "accountant": acc}``.
+    """
+    if not _is_int(seed) or seed < 0:
+        raise InvalidParameterError(f"seed must be an integer >= 0, got {seed!r}")
+    if threads is not None and (not _is_int(threads) or threads < 1):
+        raise InvalidParameterError(f"threads must be an integer >= 1 (or None), got {threads!r}")
+    from ldp_audit.accountant import Accountant
+    from ldp_audit.release import Transcript
+    from ldp_audit.training.device import resolve_device
+
+    resolve_device(cfg.device)  # "cuda" without CUDA: refused before any work
+    from ldp_audit.training.sizes import check_sizes
+
+    check_sizes("fedrl", cfg, force=force)  # absurd sizes: refused before any allocation
+    if maps is None:
+        maps = generate_maps(
+            cfg.size, cfg.n_maps, density=cfg.density, seed=cfg.map_seed, t_max=cfg.t_max
+        )
+    elif (maps.size, len(maps), maps.seed, maps.density) != (
+        cfg.size,
+        cfg.n_maps,
+        cfg.map_seed,
+        cfg.density,
+    ):
+        raise InvalidParameterError("maps do not match the config (size, n_maps, seed, density)")
+    acc = Accountant(None) if accountant is None else accountant
+    log = _Log(q=Transcript("report"), y=Transcript("report"), record=bool(record))
+    if _state is not None:  # the caller writes what was released if training is interrupted
+        _state["log"] = log
+    seqs = np.random.SeedSequence(int(seed)).spawn(cfg.runs * len(METHODS))
+    if only is not None:
+        if (
+            not isinstance(only, tuple)
+            or len(only) != 2
+            or only[0] not in cfg.methods
+            or not _is_int(only[1])
+            or not 0 <= only[1] < cfg.runs
+        ):
+            raise InvalidParameterError(
+                f"only must be (method in {cfg.methods}, run in [0, {cfg.runs})), got {only!r}"
+            )
+    groups = (
+        [(m, list(range(cfg.runs))) for m in cfg.methods]
+        if only is None
+        else [(only[0], [int(only[1])])]
+    )
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        total = sum(len(g) for _, g in groups) * cfg.train_steps
+        bar = tqdm(total=total, desc="fedrl", unit="it")
+    results = []
+    torch = _torch()
+    old_threads = torch.get_num_threads()
+    try:
+        if threads is not None:
+            torch.set_num_threads(int(threads))
+        for method, group in groups:  # all runs of a method at once (batched over runs)
+            ss = [seqs[run * len(METHODS) + METHODS.index(method)] for run in group]
+            results.extend(_train_runs(method, cfg, maps, ss, group, acc, log, bar, extras))
+    finally:
+        torch.set_num_threads(old_threads)
+        if bar is not None:
+            bar.close()
+    return {"results": results, "log": log, "maps": maps, "accountant": acc}
+
+
+def _log_arrays(log: _Log) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    tr: dict[str, np.ndarray] = {}
+    sec: dict[str, np.ndarray] = {}
+    if len(log.q):
+        for k, v in log.q.arrays().items():
+            tr[f"q_{k}"] = v.astype(np.float32) if k == "report" else v
+        sec["q_obs"] = np.concatenate(log.q_obs)
+    if len(log.y):
+        for k, v in log.y.arrays().items():
+            tr[f"y_{k}"] = v.astype(np.float64)[:, 0] if k == "report" else v
+        sec["y_reward"] = np.concatenate(log.y_reward)
+        sec["y_bump"] = np.concatenate(log.y_bump)
+    return tr, sec
+
+
+def privacy_table(cfg: FedRLConfig, accountant: Any, runs: Sequence[int]) -> list[dict[str, Any]]:
+    """Per agent and channel: charges and the accountant's (epsilon, delta), in words if inf."""
+    mech, ymech = cfg.output_mechanism(), cfg.target_mechanism()
+    channels = (
+        ("alpha", "", "alpha's Q outputs (training)", mech),
+        ("alpha", ":Y", "alpha's targets Y (training)", ymech),
+        ("beta", "", "beta's Q outputs (training)", mech),
+        ("alpha", "@fedrl1", "alpha's Q outputs (test, FedRL-1, noisy)", mech),
+        ("beta", "@fedrl1", "beta's Q outputs (test, FedRL-1, noisy)", mech),
+        ("alpha", "@fedrl2", "alpha's Q outputs (test, FedRL-2, no noise)", None),
+        ("beta", "@fedrl2", "beta's Q outputs (test, FedRL-2, no noise)", None),
+    )
+    spent = accountant.spent_all_detail(delta=cfg.delta, method="best")
+    rows = []
+    for run in runs:
+        for agent, suffix, what, m in channels:
+            aid = f"{run}/{agent}{suffix}"
+            if aid not in spent:
+                continue
+            eps, method = spent[aid]
+            detail = accountant.spent_detail(aid, delta=cfg.delta, method="best")
+            if math.isinf(eps):
+                words = (
+                    m.why_infinite()
+                    if m is not None and m.why_infinite()
+                    else "infinite, because the outputs are released without noise"
+                )
+            else:
+                words = f"({eps:.4g}, {cfg.delta:g})-DP over the whole run ({method})"
+            rows.append(
+                {
+                    "run": run,
+                    "ledger_agent": aid,
+                    "channel": what,
+                    "charges": detail.charges,
+                    "epsilon": eps,
+                    "delta": cfg.delta,
+                    "method": method,
+                    "per_row_epsilon": (m.epsilon if m is not None else math.inf),
+                    "sensitivity": (m.sensitivity if m is not None else math.inf),
+                    "in_words": words,
+                }
+            )
+    return rows
+
+
+def train_fedrl(
+    cfg: FedRLConfig,
+    out: str | Path,
+    *,
+    seed: int = 0,
+    mode: str = "new",
+    progress: bool = False,
+    threads: int | None = 1,
+    force: bool = False,
+) -> dict[str, Any]:
+    """Train FedRL and its baselines and write the run directory ``out``.
+
+    Files: config.json, ledger.sqlite (agents ``<run>/alpha``, ``<run>/alpha:Y``,
+    ``<run>/beta`` and the test-time ``@fedrl1`` / ``@fedrl2`` channels), transcript.npz
+    (``q_*``: every released Q-output row with trial, sender 0=alpha 1=beta, kind 0=act
+    1=minibatch 2=beta's target outputs 3=FedRL-1 test 4=FedRL-2 test, step, map_index;
+    ``y_*``: every released Y), secrets.npz (``q_obs`` (N, 25): the sender's current window,
+    alpha's 3x3 in the centre and 255 elsewhere; ``y_reward``, ``y_bump``), metrics.json,
+    privacy.json, model.npz, manifest.json.
+
+    Returns:
+        The metrics dict (also in metrics.json).
+    """
+    from ldp_audit.accountant import Accountant
+    from ldp_audit.rundir import RunWriter
+
+    if not isinstance(cfg, FedRLConfig):
+        raise InvalidParameterError(f"cfg must be a FedRLConfig, got {type(cfg).__name__}")
+    if not _is_int(seed) or seed < 0:
+        raise InvalidParameterError(f"seed must be an integer >= 0, got {seed!r}")
+    if threads is not None and (not _is_int(threads) or threads < 1):
+        raise InvalidParameterError(f"threads must be an integer >= 1 (or None), got {threads!r}")
+    if mode == "resume":
+        raise InvalidParameterError(
+            "mode 'resume' is not supported by fedrl (a run is short): start a new run"
+        )
+    from ldp_audit.training.device import resolve_device
+
+    device = resolve_device(cfg.device)  # "cuda" without CUDA: refused before any file
+    from ldp_audit.training.sizes import check_sizes
+
+    check_sizes("fedrl", cfg, force=force)  # absurd sizes (``force``: see run_fedrl)
+    w = RunWriter(
+        out,
+        algorithm="fedrl",
+        config=cfg.to_dict(),
+        seed=int(seed),
+        mechanism=cfg.output_mechanism().to_config(),
+        mode=mode,
+        extra={"target_mechanism": cfg.target_mechanism().to_config(), "device": device},
+    )
+    ledger = w.open_ledger()
+    acc = Accountant(ledger, run_id=str(Path(out).name))
+    state: dict[str, Any] = {}
+    try:
+        res = run_fedrl(
+            cfg,
+            seed=seed,
+            accountant=acc,
+            progress=progress,
+            record=True,
+            threads=threads,
+            _state=state,
+            force=force,
+        )
+        state.update(res)
+        metrics = _metrics(cfg, res["results"])
+        metrics["device"] = device
+        metrics["privacy"] = privacy_table(cfg, acc, range(cfg.runs))
+        tr, sec = _log_arrays(res["log"])
+        if tr:
+            w.write_npz("transcript.npz", tr)
+            w.write_npz("secrets.npz", sec)
+        model = {}
+        for r in res["results"]:
+            for net, sd in r["state"].items():
+                for name, arr in sd.items():
+                    model[f"{r['method']}/{r['trial']}/{net}/{name}"] = arr
+        w.write_npz("model.npz", model)
+        w.write_json("metrics.json", metrics)
+        w.finish()
+        return metrics
+    except BaseException:
+        try:
+            log = state.get("log")
+            if log is not None:
+                tr, sec = _log_arrays(log)
+                if tr:
+                    w.write_npz("transcript.npz", tr)
+                    w.write_npz("secrets.npz", sec)
+            w.finish(status="interrupted")
+        except Exception:  # noqa: BLE001 - the original exception matters more
+            pass
+        raise
+    finally:
+        acc.close()

@@ -1,0 +1,360 @@
+"""Training: one method for K runs at once (batched over runs and maps), the replay memory and
+one minibatch update (eqs. 4-7 for FedRL).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ldp_audit.training.fedrl.config import FedRLConfig
+from ldp_audit.training.fedrl.evaluation import _brief, _eps_greedy, _evaluate
+from ldp_audit.training.fedrl.exchange import (
+    KIND_ACT,
+    KIND_BATCH,
+    KIND_FEDRL1,
+    KIND_FEDRL2,
+    KIND_NEXT,
+    _Exchange,
+    _Log,
+)
+from ldp_audit.training.fedrl.networks import (
+    _full_q,
+    _fwd_full_q,
+    _fwd_local_q,
+    _fwd_mlp,
+    _local_q,
+    _mlp,
+    _Stacked,
+    _torch,
+)
+from ldp_audit.training.gridworld import (
+    ALPHA_VIEW,
+    BETA_VIEW,
+    MapSet,
+    VectorGridWorld,
+)
+
+# ----------------------------------------------------------------------------------------------
+# Replay memory (each agent's half kept apart; rows aligned by index = the shared "ID")
+# ----------------------------------------------------------------------------------------------
+
+
+class _Replay:
+    def __init__(self, cap: int, hist: int) -> None:
+        self.cap, self.n, self.i = cap, 0, 0
+        self.sa = np.zeros((cap, hist, ALPHA_VIEW, ALPHA_VIEW), np.float32)
+        self.sa2 = np.zeros_like(self.sa)
+        self.sb = np.zeros((cap, hist, BETA_VIEW, BETA_VIEW), np.float32)
+        self.sb2 = np.zeros_like(self.sb)
+        self.a = np.zeros(cap, np.int64)
+        self.r = np.zeros(cap, np.float32)  # alpha's (private) rewards
+        self.d = np.zeros(cap, np.float32)
+        self.bump = np.zeros(cap, np.int64)  # obstacles hit in the step (attack ground truth)
+
+    def add(self, sa, sb, a, r, sa2, sb2, d, bump) -> None:  # noqa: ANN001
+        k = len(a)
+        idx = (self.i + np.arange(k)) % self.cap
+        self.bump[idx] = bump
+        self.sa[idx], self.sb[idx], self.a[idx], self.r[idx] = sa, sb, a, r
+        self.sa2[idx], self.sb2[idx], self.d[idx] = sa2, sb2, d
+        self.i = int((self.i + k) % self.cap)
+        self.n = min(self.cap, self.n + k)
+
+
+# ----------------------------------------------------------------------------------------------
+# One method, K runs
+# ----------------------------------------------------------------------------------------------
+
+
+def _train_runs(
+    method: str,
+    cfg: FedRLConfig,
+    maps: MapSet,
+    seed_seqs: Sequence[np.random.SeedSequence],
+    trials: Sequence[int],
+    accountant: Any,
+    log: _Log,
+    progress: Any = None,
+    extras: dict[str, Any] | None = None,
+) -> list[dict[str, Any]]:
+    """Train one method for K runs at once (batched over runs and maps); evaluate each run.
+
+    ``extras`` (None: nothing more, the results of before the option existed): further
+    evaluations of the same networks, each with its own child generators (every random stream
+    of the training and of Table 1's evaluation is unchanged; the extra releases are charged
+    to their own ledger agents, ``@curve1`` / ``@curve2`` / ``@explore``):
+
+    * ``curve_points`` P, ``curve_maps`` M: at P evenly spaced iterations, greedy episodes on
+      the first M test maps (FedRL: noisy, FedRL-1, and noise-free, FedRL-2): learning curves;
+    * ``explore`` (eps, ...): after training, epsilon-greedy episodes on the test maps
+      (FedRL: the noise-free outputs, FedRL-2's protocol), beside Table 1's greedy ones.
+    """
+    torch = _torch()
+    kk = len(trials)
+    spawned = [s.spawn(6) for s in seed_seqs]
+    gens = [torch.Generator().manual_seed(int(sp[5].generate_state(1)[0])) for sp in spawned]
+    master = np.random.SeedSequence([int(sp[0].generate_state(1)[0]) for sp in spawned])
+    s_env, s_act, s_rep, s_alpha, s_beta = master.spawn(5)
+    rng_env = np.random.default_rng(s_env)
+    rng_act = np.random.default_rng(s_act)
+    rng_rep = np.random.default_rng(s_rep)
+    h, n = cfg.hist_len, cfg.n_envs
+    fed = method == "fedrl"
+    from ldp_audit.training.device import resolve_device
+
+    dev = torch.device(resolve_device(cfg.device))
+    if method == "dqn-alpha":
+        nets = {
+            "qa": _Stacked(lambda: _local_q(ALPHA_VIEW, h), gens, _fwd_local_q, ALPHA_VIEW, dev)
+        }
+    elif method == "dqn-full":
+        nets = {"qf": _Stacked(lambda: _full_q(h), gens, _fwd_full_q, device=dev)}
+    else:
+        nets = {
+            "qa": _Stacked(lambda: _local_q(ALPHA_VIEW, h), gens, _fwd_local_q, ALPHA_VIEW, dev),
+            "qb": _Stacked(lambda: _local_q(BETA_VIEW, h), gens, _fwd_local_q, BETA_VIEW, dev),
+            "g": _Stacked(_mlp, gens, _fwd_mlp, device=dev),
+        }
+    opt = torch.optim.Adam(
+        [p for m in nets.values() for p in m.params.values()], lr=cfg.lr, fused=True
+    )
+    ex = (
+        _Exchange(
+            cfg,
+            trials,
+            accountant,
+            {"alpha": np.random.default_rng(s_alpha), "beta": np.random.default_rng(s_beta)},
+            log,
+        )
+        if fed
+        else None
+    )
+
+    def shape(x: np.ndarray) -> np.ndarray:
+        return x.reshape(kk, -1, *x.shape[1:])
+
+    def q_values(sa: np.ndarray, sb: np.ndarray, *, kind: int, maps_idx: np.ndarray) -> Any:
+        ta, tb = torch.as_tensor(shape(sa), device=dev), torch.as_tensor(shape(sb), device=dev)
+        if method == "dqn-alpha":
+            return nets["qa"](ta)
+        if method == "dqn-full":
+            return nets["qf"](ta, tb)
+        ca = ex.send("alpha", nets["qa"](ta), sa, kind, map_index=maps_idx)
+        cb = ex.send("beta", nets["qb"](tb), sb, kind, map_index=maps_idx)
+        return nets["g"](torch.cat([ca, cb], dim=-1))
+
+    extras = dict(extras or {})
+    n_pts = int(extras.get("curve_points", 0))
+    checkpoints = (
+        sorted({max(1, round(cfg.train_steps * (i + 1) / n_pts)) for i in range(n_pts)})
+        if n_pts
+        else []
+    )
+    curve_test = maps.split["test"][: int(extras.get("curve_maps", cfg.eval_maps))]
+    explore = tuple(float(e) for e in extras.get("explore", ()))
+    xex, rng_explore = None, None
+    if checkpoints or explore:  # own generators: no stream of the training is touched
+        xss = np.random.SeedSequence([int(sp[0].generate_state(1)[0]) for sp in spawned] + [0x10E7])
+        xs_alpha, xs_beta, xs_explore = xss.spawn(3)
+        rng_explore = np.random.default_rng(xs_explore)
+        if fed:
+            xex = _Exchange(
+                cfg,
+                trials,
+                accountant,
+                {"alpha": np.random.default_rng(xs_alpha), "beta": np.random.default_rng(xs_beta)},
+                _Log(record=False),
+            )
+    curve_evals: list[dict[str, list[dict[str, Any]]]] = []
+
+    def extra_eval(test: np.ndarray, eps: float) -> dict[str, list[dict[str, Any]]]:
+        if fed:
+            modes = (
+                (("FedRL-1", xex.mech, "@curve1"), ("FedRL-2", xex.clean, "@curve2"))
+                if eps == 0
+                else (("FedRL-2", xex.clean, "@explore"),)
+            )
+            return {
+                lab: _evaluate(
+                    cfg, maps, test, nets, method, xex, kk, -1, mech, sfx, eps, rng_explore
+                )
+                for lab, mech, sfx in modes
+            }
+        lab = "DQN-alpha" if method == "dqn-alpha" else "DQN-full"
+        return {
+            lab: _evaluate(cfg, maps, test, nets, method, None, kk, 0, None, "", eps, rng_explore)
+        }
+
+    train_idx = maps.split["train"]
+    env = VectorGridWorld(
+        maps, rng_env.choice(train_idx, kk * n), hist_len=h, meeting_rule=cfg.meeting_rule
+    )
+    sa, sb = env.reset()
+    reps = [_Replay(cfg.replay_size, h) for _ in range(kk)]
+    ep_ret = np.zeros(kk * n)
+    every = max(1, cfg.train_steps // 20)
+    curve_s = [[] for _ in range(kk)]
+    curve_r = [[] for _ in range(kk)]
+    win_s = [[] for _ in range(kk)]
+    win_r = [[] for _ in range(kk)]
+    updates = syncs = 0
+    losses: list[float] = []
+    t0 = time.perf_counter()
+    block = cfg.prepay_block
+    for it in range(cfg.train_steps):
+        if fed and it % block == 0:
+            n_it = min(block, cfg.train_steps - it)
+            n_up = sum(1 for j in range(it, it + n_it) if (j + 1) * n >= cfg.learning_starts)
+            ex.prepay_training(n_it, n_up)
+        if ex is not None:
+            ex.step = it
+        eps = cfg.eps_start + (cfg.eps_end - cfg.eps_start) * min(1.0, it / cfg.eps_decay)
+        with torch.inference_mode():
+            q = q_values(sa, sb, kind=KIND_ACT, maps_idx=env.map_index.copy())
+        act = _eps_greedy(q.cpu().numpy(), eps, rng_act).reshape(-1)
+        r, done, met, _ = env.step(act)
+        sa2, sb2 = env.observe()
+        bumps = env.last_bumps.sum(1)
+        term = (done & met).astype(np.float32)
+        for k in range(kk):
+            s = slice(k * n, (k + 1) * n)
+            reps[k].add(sa[s], sb[s], act[s], r[s], sa2[s], sb2[s], term[s], bumps[s])
+        ep_ret += r
+        for slot in np.flatnonzero(done):
+            win_s[slot // n].append(float(met[slot]))
+            win_r[slot // n].append(float(ep_ret[slot]))
+        ep_ret[done] = 0.0
+        if done.any():
+            slots = np.flatnonzero(done)
+            env.reset_slots(slots, rng_env.choice(train_idx, slots.size))
+            sa2, sb2 = env.observe()
+        sa, sb = sa2, sb2
+        if reps[0].n >= cfg.learning_starts:
+            j = rng_rep.integers(reps[0].n, size=(kk, cfg.batch_size))
+            losses.append(_update(method, cfg, nets, reps, j, opt, ex))
+            updates += 1
+            if updates % cfg.target_update == 0:  # the public code never does this
+                for m in nets.values():
+                    m.sync()
+                syncs += 1
+        if checkpoints and it + 1 in checkpoints:
+            curve_evals.append(extra_eval(curve_test, 0.0))
+        if (it + 1) % every == 0:
+            for k in range(kk):
+                curve_s[k].append(float(np.mean(win_s[k])) if win_s[k] else float("nan"))
+                curve_r[k].append(float(np.mean(win_r[k])) if win_r[k] else float("nan"))
+                win_s[k], win_r[k] = [], []
+        if progress is not None:
+            progress.update(kk)
+    train_seconds = time.perf_counter() - t0
+    test = maps.split["test"][: cfg.eval_maps]
+    if fed:
+        evals = {
+            label: _evaluate(cfg, maps, test, nets, method, ex, kk, kind, mech, suffix)
+            for label, kind, mech, suffix in (
+                ("FedRL-1", KIND_FEDRL1, ex.mech, "@fedrl1"),
+                ("FedRL-2", KIND_FEDRL2, ex.clean, "@fedrl2"),
+            )
+        }
+    else:
+        label = "DQN-alpha" if method == "dqn-alpha" else "DQN-full"
+        evals = {label: _evaluate(cfg, maps, test, nets, method, None, kk, 0, None, "")}
+    explore_evals = {eps: extra_eval(test, eps) for eps in explore}
+    out = []
+    for k, trial in enumerate(trials):
+        res = {
+            "method": method,
+            "trial": int(trial),
+            "train_seconds": train_seconds,
+            "runs_batched": kk,
+            "updates": updates,
+            "target_syncs": syncs,
+            "final_loss": float(np.mean(losses[-50:])) / kk if losses else None,
+            "curve_success": curve_s[k],
+            "curve_return": curve_r[k],
+            "curve_every": every,
+            "state": {name: m.state(k) for name, m in nets.items()},
+        }
+        for label, ev in evals.items():
+            res[label] = ev[k]
+        if checkpoints:
+            res["eval_curve"] = {
+                "iterations": checkpoints,
+                "maps": int(len(curve_test)),
+                "methods": {
+                    lab: [_brief(c[lab][k]) for c in curve_evals] for lab in curve_evals[0]
+                },
+            }
+        if explore:
+            res["explore_eval"] = {
+                lab: {
+                    "0": _brief(evals[lab][k]),
+                    **{f"{e:g}": _brief(explore_evals[e][lab][k]) for e in explore},
+                }
+                for lab in explore_evals[explore[0]]
+            }
+        out.append(res)
+    return out
+
+
+def _update(
+    method: str,
+    cfg: FedRLConfig,
+    nets: dict,
+    reps: list[_Replay],
+    j: np.ndarray,
+    opt: Any,
+    ex: _Exchange | None,
+) -> float:
+    """One minibatch step of every run (eqs. 4-7 for FedRL); returns the summed loss."""
+    torch = _torch()
+
+    def g(name: str) -> np.ndarray:
+        return np.stack([getattr(rep, name)[jj] for rep, jj in zip(reps, j, strict=True)])
+
+    dev = next(iter(nets.values())).device
+    sa_np, sb_np, sa2_np, sb2_np = g("sa"), g("sb"), g("sa2"), g("sb2")
+    sa, sb = torch.as_tensor(sa_np, device=dev), torch.as_tensor(sb_np, device=dev)
+    sa2, sb2 = torch.as_tensor(sa2_np, device=dev), torch.as_tensor(sb2_np, device=dev)
+    a = torch.as_tensor(g("a"), device=dev)
+    r = g("r").astype(np.float64)
+    notdone = 1.0 - g("d").astype(np.float64)
+    if method == "dqn-alpha":
+        with torch.inference_mode():
+            nxt = nets["qa"].tgt(sa2).max(dim=-1).values.double().cpu().numpy()
+        y = torch.as_tensor(r + cfg.gamma * notdone * nxt, dtype=torch.float32, device=dev)
+        q = nets["qa"](sa)
+    elif method == "dqn-full":
+        with torch.inference_mode():
+            nxt = nets["qf"].tgt(sa2, sb2).max(dim=-1).values.double().cpu().numpy()
+        y = torch.as_tensor(r + cfg.gamma * notdone * nxt, dtype=torch.float32, device=dev)
+        q = nets["qf"](sa, sb)
+    else:
+        # beta -> alpha: C_beta(s_j) and C'_beta(s'_j) (beta's target network)
+        cb = ex.send("beta", nets["qb"](sb), sb_np, KIND_BATCH)
+        with torch.inference_mode():
+            cb2 = ex.send("beta", nets["qb"].tgt(sb2), sb2_np, KIND_NEXT)
+            # alpha computes Y from its own target outputs (noised, eq. 4) and C'_beta
+            qa2 = nets["qa"].tgt(sa2)
+            k, b = qa2.shape[0], qa2.shape[1]
+            qa2n = ex.mech.privatize(
+                qa2.reshape(k * b, -1).cpu().numpy().astype(np.float64), ex.rngs["alpha"]
+            )
+            qa2 = torch.as_tensor(qa2n, dtype=torch.float32, device=dev).reshape(k, b, -1)
+            nxt = nets["g"].tgt(torch.cat([qa2, cb2], dim=-1)).max(dim=-1).values
+            nxt = nxt.double().cpu().numpy()
+        y_clean = r + cfg.gamma * notdone * nxt
+        # alpha -> beta: C_alpha(s_j) and Y; the MLP sees released values only
+        ca = ex.send("alpha", nets["qa"](sa), sa_np, KIND_BATCH)
+        y = torch.as_tensor(ex.send_y(y_clean, r, g("bump")), dtype=torch.float32, device=dev)
+        q = nets["g"](torch.cat([ca, cb], dim=-1))
+    taken = q.gather(-1, a[..., None]).squeeze(-1)
+    loss = ((taken - y) ** 2).mean(dim=1).sum()
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    return float(loss.detach())
