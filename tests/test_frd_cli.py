@@ -105,8 +105,9 @@ def test_reproduce_small_writes_report_and_refuses_to_overwrite(tmp_path, capsys
         assert m.shape == (2,) and np.all((m >= 10) | np.isinf(m))  # window of 10 episodes
     assert (out / "figure3.png").read_bytes()[:4] == b"\x89PNG"
     readme = (out / "README.md").read_text()
-    assert "Episodes to mission" in readme and "median [min, max]" in readme
-    # each box's median sits inside its [min, max]
+    assert "Episodes to mission" in readme and "median [interval]" in readme
+    assert "## The paper's trends, tested" in readme and doc["trends"]["correction"] == "holm"
+    # each box's median sits inside its [min, max] (2 groups: the interval is [min, max])
     for r in doc["rows"]:
         m = [math.inf if x == "inf" else x for x in r["mission"]]
         mv = math.inf if r["median"] == "inf" else r["median"]

@@ -23,6 +23,7 @@ import json
 import math
 import platform
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,8 +32,22 @@ import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.frd import FrdConfig, arch_batches, setting_config, train, train_batch
+from ldp_audit.training.frd.trends import (
+    holm,
+    median_ci,
+    rank_sum_test,
+    trend_tests,
+)
 
-__all__ = ["ReproduceSettings", "reproduce"]
+__all__ = [
+    "ReproduceSettings",
+    "reproduce",
+    "rerender",
+    "trend_tests",
+    "rank_sum_test",
+    "holm",
+    "median_ci",
+]
 
 #: What the paper says (text of sections 5-6; the figures carry no numbers in the text).
 PAPER_CLAIMS = {
@@ -207,8 +222,26 @@ def reproduce(
         "machine": f"{platform.machine()}, {__import__('os').cpu_count()} cores (shared)",
         "backend": dict(where),
     }
+    doc["trends"] = trend_tests(rows)
     if out is not None:
-        _write(Path(out), doc, results, keys)
+        _write(Path(out), doc)
+    return doc
+
+
+def rerender(out: str | Path) -> dict[str, Any]:
+    """Rewrite ``out``'s README.md, figures and the ``trends`` of results.json from the
+    results.json there (no training): what ``reproduce`` writes from the same numbers, for a
+    report whose run was made by an earlier version of the rendering code."""
+    out = Path(out)
+    path = out / "results.json"
+    if not path.is_file():
+        raise InvalidParameterError(
+            f"out must be a reproduce frd report folder, got {str(out)!r}: no results.json"
+        )
+    doc = json.loads(path.read_text())
+    doc.pop("trends", None)
+    doc["trends"] = trend_tests(doc["rows"])
+    _write(out, doc)
     return doc
 
 
@@ -419,7 +452,11 @@ def _fmt(x: Any, nd: int = 3) -> str:
     return f"{f:.{nd}g}"
 
 
-def _write(out: Path, doc: dict[str, Any], results: list[Any], keys: list[Any]) -> None:
+def _mission(r: dict[str, Any]) -> np.ndarray:
+    return np.asarray([math.inf if x == "inf" else float(x) for x in r["mission"]], dtype=float)
+
+
+def _write(out: Path, doc: dict[str, Any]) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -430,12 +467,12 @@ def _write(out: Path, doc: dict[str, Any], results: list[Any], keys: list[Any]) 
     out.mkdir(parents=True, exist_ok=True)
     S = doc["settings"]
     cap = float(S["max_episodes"])
-    by = {k: r for k, r in zip(keys, results, strict=True)}
+    by = {(r["kind"], r["setting"], r["agents"]): _mission(r) for r in doc["rows"]}
     fig, axes = plt.subplots(1, len(S["settings"]), figsize=(2.6 * len(S["settings"]), 3.2),
                              sharey=True)  # fmt: skip
     axes = np.atleast_1d(axes)
     for ax, st in zip(axes, S["settings"], strict=True):
-        _boxplot(ax, [by[("frd", st, n)].mission for n in S["agents"]],
+        _boxplot(ax, [by[("frd", st, n)] for n in S["agents"]],
                  [str(n) for n in S["agents"]], cap)  # fmt: skip
         ax.set_title(f"setting {st}")
         ax.set_xlabel("agents")
@@ -446,12 +483,12 @@ def _write(out: Path, doc: dict[str, Any], results: list[Any], keys: list[Any]) 
     fig, ax = plt.subplots(figsize=(6, 3.4))
     data, labels = [], []
     for n in S["agents"]:
-        data += [by[("frd", S["fedavg_setting"], n)].mission,
-                 by[("fedavg", S["fedavg_setting"], n)].mission]  # fmt: skip
+        data += [by[("frd", S["fedavg_setting"], n)],
+                 by[("fedavg", S["fedavg_setting"], n)]]  # fmt: skip
         labels += [f"FRD\n{n}", f"FedAvg\n{n}"]
     nmax = max(S["agents"])
     for eps in S["ldp_epsilons"]:
-        data.append(by[(f"frd-ldp-{eps:g}", S["fedavg_setting"], nmax)].mission)
+        data.append(by[(f"frd-ldp-{eps:g}", S["fedavg_setting"], nmax)])
         labels.append(f"LDP {eps:g}\n{nmax}")
     _boxplot(ax, data, labels, cap)
     ax.set_ylabel("episodes to mission")
@@ -461,6 +498,74 @@ def _write(out: Path, doc: dict[str, Any], results: list[Any], keys: list[Any]) 
     plt.close(fig)
     (out / "results.json").write_text(json.dumps(to_jsonable(doc), indent=1, allow_nan=False))
     (out / "README.md").write_text(_readme(doc))
+
+
+def _cover(n: int) -> float:
+    return median_ci(list(range(n)))[3]
+
+
+def _box(b: Sequence[Any]) -> str:
+    return f"{b[0]} s{b[1]} n{b[2]}"
+
+
+def _need(n: float | None) -> str:
+    if n is None:
+        return "-"
+    return "inf" if math.isinf(n) else f"{int(n)}"
+
+
+def _trend_lines(doc: dict[str, Any]) -> list[str]:
+    T = doc["trends"]
+    by = {(r["kind"], r["setting"], r["agents"]): r for r in doc["rows"]}
+    res = T.get("resolvable_theta")
+    lines = [
+        "## The paper's trends, tested",
+        "",
+        f"Each comparison of two boxes: {T['method']}; two-sided p, and p adjusted by Holm's "
+        f"step-down method over the family of {T['family']} comparisons (family-wise error "
+        f"{T['alpha']:g}). theta = P(a < b) + P(a = b)/2 estimated from the groups (Siegel-Tukey "
+        "rows: the share of pairs where a is the less extreme; > 0.5 means a reaches the mission "
+        "sooner / varies less); a mission not reached (inf) ties above every reached one (both "
+        "boxes share the cap). Verdict: agrees / contradicts = Holm-adjusted p < "
+        f"{T['alpha']:g} in / against the paper's direction (for 'same': any difference "
+        "contradicts); unresolved otherwise, with the groups per box that would resolve the "
+        "observed theta at the strictest Holm level (normal approximation, if that theta were "
+        "the true one).",
+        "",
+    ]
+    if res is not None:
+        reach = "impossible: theta is at most 1" if res > 1 else "normal approximation, no ties"
+        lines += [
+            f"Power at this scale: with the smallest box here, a comparison is resolved at the "
+            f"strictest Holm level only if theta is beyond 0.5 +- {res - 0.5:.3f} ({reach}); "
+            "at the loosest level (alpha) a smaller effect suffices.",
+            "",
+        ]
+    lines += [
+        "| claim | a | b | paper | a median [interval] | b median [interval] | test | theta "
+        "| p | p (Holm) | verdict | groups to resolve theta |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for t in T["tests"]:
+        ma, la, ha, _ = median_ci(by[tuple(t["a"])]["mission"])
+        mb, lb, hb, _ = median_ci(by[tuple(t["b"])]["mission"])
+        exp = {"a": "a sooner", "b": "b sooner", "same": "same", "a narrower": "a narrower"}
+        need = t.get("groups_needed")
+        lines.append(
+            f"| {t['claim']} | {_box(t['a'])} | {_box(t['b'])} | {exp[t['expect']]} | "
+            f"{_fmt(ma)} [{_fmt(la)}, {_fmt(ha)}] | {_fmt(mb)} [{_fmt(lb)}, {_fmt(hb)}] | "
+            f"{t['test']} | {t['theta']:.2f} | {t['p']:.2g} | {t['p_holm']:.2g} | "
+            f"{t['verdict']} | {_need(need)} |"
+        )
+    counts = {v: sum(t["verdict"] == v for t in T["tests"]) for v in
+              ("agrees", "contradicts", "unresolved")}  # fmt: skip
+    lines += [
+        "",
+        f"{counts['agrees']} agree, {counts['contradicts']} contradict, "
+        f"{counts['unresolved']} unresolved of {T['family']}.",
+        "",
+    ]
+    return lines
 
 
 def _readme(doc: dict[str, Any]) -> str:
@@ -482,22 +587,24 @@ def _readme(doc: dict[str, Any]) -> str:
         "",
         "## Episodes to mission (Figure 3 and 4 cells)",
         "",
-        "median over groups (inf = not reached within the cap) with [min, max] over the groups, "
-        "which holds the median with probability 1 - 2/2^n for n groups (distribution-free; "
-        f"{1 - 2 / 2 ** int(S['groups']):.3g} here); mean and std over the groups that reached "
-        "it, reached / groups. Boxes whose [min, max] overlap are not resolved.",
+        "median over groups (inf = not reached within the cap) with its distribution-free "
+        "interval [x_(k), x_(n+1-k)] (order statistics; coverage 1 - 2 P(Bin(n, 1/2) < k), "
+        f"{_cover(int(S['groups'])):.3g} here); mean and std over the groups that reached it, "
+        "reached / groups.",
         "",
-        "| kind | setting | agents | median [min, max] | mean (reached) | std | reached |",
+        "| kind | setting | agents | median [interval] | mean (reached) | std | reached |",
         "|---|---|---|---|---|---|---|",
     ]
     for r in doc["rows"]:
-        m = [math.inf if x == "inf" else float(x) for x in r["mission"]]
+        med, lo, hi, _ = median_ci(r["mission"])
         lines.append(
-            f"| {r['kind']} | {r['setting']} | {r['agents']} | {_fmt(r['median'])} "
-            f"[{_fmt(min(m))}, {_fmt(max(m))}] | "
+            f"| {r['kind']} | {r['setting']} | {r['agents']} | {_fmt(med)} "
+            f"[{_fmt(lo)}, {_fmt(hi)}] | "
             f"{_fmt(r['mean_reached'])} | {_fmt(r['std_reached'])} | "
             f"{r['reached']}/{r['groups']} |"
         )
+    if doc.get("trends"):
+        lines += ["", *_trend_lines(doc)]
     lines += ["", "![Figure 3](figure3.png)", "", "![Figure 4](figure4.png)", ""]
     if doc["leak"]:
         lines += [

@@ -782,7 +782,7 @@ def arch_batches(
     (``config.arch()``, in sorted order), each with its own child generator of ``seed``
     (``rng.spawn``). Returns ``[(config indices, generator), ...]``; ``train_batch`` of each
     gives exactly what ``train_many`` gives those configs."""
-    from ldp_audit._validation import check_rng
+    from ldp_audit.validation import check_rng
 
     cfgs = _check_configs(configs)
     if isinstance(seed, np.random.Generator):
@@ -814,7 +814,7 @@ def train_batch(
     object with ``update(k)`` counting agent-episodes (a tqdm bar or a progress queue).
     ``force``: run even when the batch's estimated memory or time exceeds this machine's limits
     (:mod:`ldp_audit.limits`; otherwise InvalidParameterError before any allocation)."""
-    from ldp_audit._validation import check_rng
+    from ldp_audit.validation import check_rng
     from ldp_audit.training.sizes import check_sizes
 
     cfgs = _check_configs(configs)
