@@ -221,3 +221,32 @@ def test_pooled_bound_arithmetic_edges_and_validation():
         pooled_rate_upper(3, 0, 0.05)
     with pytest.raises(InvalidParameterError, match="numerator_share"):
         epsilon_lower_bound_from_pooled_counts(5, 1, 10, 0.05, numerator_share=True)
+
+
+def test_poisson_log_ratio_lower_is_the_log_of_the_ratio_bound():
+    k1 = np.array([0.0, 1.0, 5.0, 37.5, 900.0])
+    k2 = np.array([3.0, 0.0, 5.0, 2.0, 0.0])
+    got = stats.poisson_log_ratio_lower(k1, k2, 0.01)
+    ref = stats.poisson_ratio_lower(k1, k2, 0.01)
+    assert got[0] == -np.inf  # k1 = 0: no evidence of any ratio
+    assert np.allclose(got[1:], np.log(ref[1:]), rtol=1e-12, atol=0)
+    # exact at k2 = 0: theta_L = alpha^(1/k1), the ratio theta_L / (1 - theta_L)
+    th = 0.01 ** (1 / 900)
+    assert got[4] == pytest.approx(math.log(th / (1 - th)), rel=1e-12)
+    assert isinstance(stats.poisson_log_ratio_lower(3, 1, 0.05), float)
+    for bad in ((-1, 1, 0.05), (1, np.nan, 0.05), (1, 1, 1.0), (1, 1, 0)):
+        with pytest.raises(InvalidParameterError):
+            stats.poisson_log_ratio_lower(*bad)
+
+
+def test_binomial_tail_pvalue_matches_scipy_and_its_edges():
+    for k1, k2, th in [(1, 0, 0.3), (3, 7, 0.2), (50, 50, 0.5), (12, 988, 0.001), (0, 5, 0.5)]:
+        want = 1.0 if k1 < 1 else sps.binom.sf(k1 - 1, k1 + k2, th)
+        assert stats.binomial_tail_pvalue(k1, k2, th) == pytest.approx(want, rel=1e-10, abs=1e-300)
+    # vectorised; fewer than one success is no evidence; theta = 1 makes every k1 >= 1 certain
+    p = stats.binomial_tail_pvalue(np.array([0.5, 2.0, 2.0]), np.array([1.0, 3.0, 3.0]), 1.0)
+    assert p.tolist() == [1.0, 1.0, 1.0]
+    assert math.isnan(stats.binomial_tail_pvalue(2.0, 3.0, float("nan")))  # NaN propagates
+    for bad in ((-1, 1, 0.5), (1, -2, 0.5), (1, 1, 1.5), (1, 1, -0.1), (np.inf, 1, 0.5)):
+        with pytest.raises(InvalidParameterError):
+            stats.binomial_tail_pvalue(*bad)

@@ -25,7 +25,7 @@ Lu et al. 2022, with the Mironov 2012 floating-point attack added):
    Keep the ``max_events`` best distribution events, plus the best float-bit event when it
    promises more than all of them, plus a *probe* event when some event's B counts alone
    contradict the claim (a binomial test at level ``_PROBE_LEVEL``; rare leaks whose
-   denominator B is too small to show, see :func:`_probe_event`).
+   denominator B is too small to show, see ``selection._probe_event``).
 2. **Estimation** (fresh samples, never used before). Count each kept event under M(x) and
    M(x2) and bound, for each event S with numerator input x,
 
@@ -71,7 +71,7 @@ mechanism that hides its leak in rarer events ("curator" attacks) is not seen at
 
 **Sequential mode** (``sequential=True``): fresh fixed-sample audits on a doubling schedule of
 sample sizes, stage k at level ``alpha 6 / (pi^2 k^2)``, stopping at the first refutation (the
-union bound over stages makes any stopping rule valid; see :func:`_audit_sequential`).
+union bound over stages makes any stopping rule valid; see ``sequential._audit_sequential``).
 
 A violation is attributed to the floating-point representation only when the distribution
 reading of the same samples does not already refute the claim. Finding no violation proves
@@ -81,6 +81,15 @@ events that were not tried.
 :func:`exact_epsilon` gives the white-box value for our own mechanisms from their
 ``privacy_loss`` so users can put claim, exact and empirical side by side; :func:`from_scalar`
 adapts one-call-per-value mechanisms of other libraries (diffprivlib, OpenDP).
+
+**Where things are** (one file per stage, in the order :func:`audit` runs through them):
+``api`` (:func:`audit` itself), ``plan`` (arguments checked, samples and error split),
+``search`` (the selection stage over the pairs), ``statistics`` (the statistics fitted on A),
+``selection`` (threshold events chosen on B), ``sampling`` (the mechanism's outputs, in
+chunks), ``estimation`` (fresh counts and their bounds), ``delta`` (the delta bound),
+``tradeoff`` (the f-DP curve), ``sequential``, ``resolution`` (sample sizes and the ceiling),
+``mechanism`` (the claim and the pairs), ``results`` (what is returned), ``exact`` (the
+white-box epsilon). The bounds themselves are :mod:`ldp_audit.stats`'s.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The auditor's entry point, :func:`audit`, as stages: check, plan, select, estimate, conclude.
+"""The auditor's entry point, ``audit()``, as stages: check, plan, select, estimate, conclude.
 
 1. :func:`~ldp_audit.audit.plan._check_arguments`: every argument validated (types checked,
    not coerced) before any sample is drawn; a sequential audit is handed to

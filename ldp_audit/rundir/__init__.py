@@ -1,0 +1,97 @@
+"""The run-directory contract shared by every trainer (docs/interfaces.md, "Run directory").
+
+A run directory is evidence: it is written once, by one run, and never silently appended to or
+overwritten.
+
+- :func:`check_new_dir` is what every command calls on an output path BEFORE any work: the path
+  must not exist or be an empty directory, and its parent must be writable. ``overwrite=True``
+  replaces an earlier *run* (a folder with ``config.json``) and nothing else.
+- :class:`RunWriter` writes a run: ``config.json`` first (with ``"status": "running"``), the
+  ledger the accountant charges during training, then the transcript, secrets, metrics and model,
+  and last ``manifest.json`` (status ``complete`` or ``interrupted``, SHA-256 of every file but
+  the ledger, the ledger's anchor: its id, row count, chain head, metadata digest and key id,
+  and an HMAC of it all under the ledger key). Every file is written atomically (temp file +
+  rename) and a file that exists is never replaced.
+- ``resume``: the same algorithm, config and seed (checked against ``config.json``), the same
+  ledger (its earlier charges stay and count against the budget; the rerun's charges already in
+  it are matched row by row and never charged twice); outputs of the earlier attempt are removed
+  first.
+- :func:`write_artifact` adds a *named, documented* artefact to an existing run
+  (``audit.json``, ``attack_<name>.json``): the only writes into a run a reader may make, and
+  it refuses to replace one unless ``overwrite=True``.
+- Readers (:func:`read_config`, :func:`read_json`, :func:`read_npz`, :func:`read_manifest`,
+  :func:`verify_manifest`, :func:`verify_run`) never write. :func:`verify_run` checks a run
+  against its manifest (files, the manifest's MAC, the whole ledger against its anchor, an
+  ``expect_head`` published elsewhere); :func:`require_verified` is what every reader of a run
+  calls first: unverified evidence is refused unless ``allow_unverified``.
+
+**Where things are**: ``paths`` (the output-path checks, the names of a run's files),
+``files`` (the JSON convention, atomic writes, hashes), ``writer`` (:class:`RunWriter`,
+:func:`write_artifact`), ``reader`` (the plain readers and :class:`RunDir`, the one typed
+reader), ``verify`` (a run checked against its manifest). Every name is re-exported here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ldp_audit.rundir.files import json_number, to_jsonable
+from ldp_audit.rundir.paths import (
+    ARTIFACT_PATTERN,
+    RUN_FILES,
+    check_new_dir,
+    check_new_file,
+    check_report_dir,
+    is_run_dir,
+)
+from ldp_audit.rundir.reader import RunDir, read_config, read_json, read_manifest, read_npz
+from ldp_audit.rundir.verify import (
+    VerifyResult,
+    require_verified,
+    unverified_banner,
+    verify_manifest,
+    verify_run,
+)
+from ldp_audit.rundir.writer import RunWriter, versions, write_artifact
+
+__all__ = [
+    "RUN_FILES",
+    "ARTIFACT_PATTERN",
+    "RunWriter",
+    "check_new_dir",
+    "check_new_file",
+    "check_report_dir",
+    "is_run_dir",
+    "json_number",
+    "to_jsonable",
+    "write_artifact",
+    "read_config",
+    "read_json",
+    "read_npz",
+    "read_manifest",
+    "verify_manifest",
+    "verify_run",
+    "require_verified",
+    "unverified_banner",
+    "VerifyResult",
+    "RunDir",
+    "versions",
+]
+
+#: the files of the package (``ldp_audit.rundir`` was one module; its private names stay
+#: readable from here through :func:`__getattr__`).
+_PARTS = ("paths", "files", "writer", "reader", "verify")
+
+
+def __getattr__(name: str) -> Any:
+    """A private name of the former single module (e.g. ``_check_parent_writable``), read from
+    the file that now holds it."""
+    import importlib
+
+    if name.startswith("__"):
+        raise AttributeError(name)
+    for part in _PARTS:
+        mod = importlib.import_module(f"{__name__}.{part}")
+        if name in vars(mod):
+            return vars(mod)[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,123 @@
+"""How a run directory's files are written and hashed: the JSON convention, atomic writes.
+
+JSON: infinities are the strings ``"inf"`` / ``"-inf"``, NaN is null (never for "never")
+(:func:`json_number`, :func:`to_jsonable`). Every file is written atomically (a temporary file,
+fsync, rename, fsync of the folder) and, unless told otherwise, only once. A manifest's MAC
+covers its canonical JSON (:func:`_manifest_bytes`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ldp_audit.errors import RunDirectoryError
+
+__all__ = ["json_number", "to_jsonable"]
+
+
+def json_number(v: float) -> float | str | None:
+    """One float as JSON: finite as is, +-inf as "inf"/"-inf", NaN as null."""
+    v = float(v)
+    if math.isnan(v):
+        return None
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    return v
+
+
+def to_jsonable(obj: Any) -> Any:
+    """Recursively turn numpy scalars/arrays, Paths and floats into JSON-able values using the
+    project convention (infinite = "inf"/"-inf", NaN = null)."""
+    if isinstance(obj, dict):
+        return {str(k): to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return to_jsonable(obj.tolist())
+    if isinstance(obj, (bool, np.bool_)):
+        return bool(obj)
+    if isinstance(obj, (int, np.integer)):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        return json_number(float(obj))
+    if isinstance(obj, Path):
+        return str(obj)
+    return obj
+
+
+def _dump(obj: Any) -> str:
+    return json.dumps(to_jsonable(obj), indent=1, allow_nan=False)
+
+
+def _sha256(f: Path) -> str:
+    from ldp_audit.limits import check_regular_file
+
+    check_regular_file(f, "run file")  # a FIFO would block the hash
+    h = hashlib.sha256()
+    with open(f, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _fsync_dir(p: Path) -> None:
+    try:
+        fd = os.open(p, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _atomic_write(target: Path, write: Any, *, replace: bool = False) -> None:
+    if target.exists() and not replace:
+        raise RunDirectoryError(
+            f"{target} already exists; a run directory's files are written once"
+        )
+    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    try:
+        write(tmp)
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(target.parent)
+
+
+def _write_json_file(target: Path, obj: Any, *, replace: bool = False) -> None:
+    text = _dump(obj)
+    _atomic_write(target, lambda t: t.write_text(text), replace=replace)
+
+
+def _write_npz_file(target: Path, arrays: Mapping[str, Any], *, replace: bool = False) -> None:
+    arrs = {k: np.asarray(v) for k, v in arrays.items()}
+
+    def w(t: Path) -> None:
+        with open(t, "wb") as fh:
+            np.savez_compressed(fh, **arrs)
+
+    _atomic_write(target, w, replace=replace)
+
+
+def _canonical(obj: Any) -> str:
+    return json.dumps(to_jsonable(obj), sort_keys=True)
+
+
+def _manifest_bytes(man: Mapping[str, Any]) -> bytes:
+    """What a manifest's MAC covers: every key but ``"mac"``, canonical JSON."""
+    body = {k: v for k, v in man.items() if k != "mac"}
+    return b"ldp-audit manifest v1|" + _canonical(body).encode()

@@ -1,0 +1,168 @@
+"""Output-path checks, called by every command on its output path before any work starts.
+
+A run directory is evidence: :func:`check_new_dir` accepts a path that does not exist or is an
+empty folder (an earlier run only with ``overwrite=True``), :func:`check_report_dir` a
+reproduction's report folder, :func:`check_new_file` a single output file. The names of a run's
+files (:data:`RUN_FILES`) and of the artefacts a reader may add (:data:`ARTIFACT_PATTERN`) are
+here too.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from ldp_audit.errors import InvalidParameterError, RunDirectoryError
+
+__all__ = [
+    "ARTIFACT_PATTERN",
+    "RUN_FILES",
+    "check_new_dir",
+    "check_new_file",
+    "check_report_dir",
+    "is_run_dir",
+]
+
+#: Files a trainer writes (in this order; the ledger is written during training).
+RUN_FILES = (
+    "config.json",
+    "ledger.sqlite",
+    "transcript.npz",
+    "secrets.npz",
+    "metrics.json",
+    "model.npz",
+    "manifest.json",
+)
+#: Named artefacts a reader may add to a finished run (with write_artifact).
+ARTIFACT_PATTERN = re.compile(r"^(audit|attack_[a-z0-9_\-]+)\.json$")
+_LEDGER_SIDE = ("ledger.sqlite-wal", "ledger.sqlite-shm", "ledger.sqlite-journal")
+
+
+def is_run_dir(path: str | Path) -> bool:
+    """True if ``path`` is a directory holding a run's ``config.json``."""
+    p = Path(path)
+    return p.is_dir() and (p / "config.json").is_file()
+
+
+def _check_path_arg(path: Any, name: str) -> Path:
+    if isinstance(path, bool) or not isinstance(path, (str, os.PathLike)):
+        raise InvalidParameterError(f"{name} must be a path (str), got {path!r}")
+    if isinstance(path, str) and not path.strip():
+        raise InvalidParameterError(f"{name} must be a non-empty path, got {path!r}")
+    return Path(path)
+
+
+def _check_parent_writable(p: Path, name: str) -> None:
+    """The nearest existing ancestor of ``p`` must accept a new entry: probed by creating (and
+    removing) a temporary folder there, since a permission check alone passes ``/proc`` as root."""
+    import tempfile
+
+    parent = p.parent if str(p.parent) else Path(".")
+    anc = parent
+    while not anc.exists():
+        if anc.parent == anc:
+            break
+        anc = anc.parent
+    if not anc.is_dir():
+        raise RunDirectoryError(f"{name}: {str(anc)!r} is not a directory (for {str(p)!r})")
+    try:
+        probe = tempfile.mkdtemp(prefix=".ldp-audit-probe-", dir=anc)
+    except OSError as exc:
+        raise RunDirectoryError(
+            f"{name}: cannot create {str(p)!r} under {str(anc)!r} ({exc.strerror or exc})"
+        ) from None
+    os.rmdir(probe)
+
+
+def check_new_dir(
+    path: Any, *, name: str = "--out", overwrite: bool = False, can_resume: bool = True
+) -> Path:
+    """Check that ``path`` can receive a NEW run or report, before any work starts.
+
+    The path must not exist, or be an empty directory; with ``overwrite=True`` it may also be an
+    earlier run directory (it is replaced when the writer starts, never merged). Anything else
+    (a file, a non-empty folder that is not a run) is refused. The parent must be writable.
+    ``can_resume=False`` for commands that have no ``--resume`` (a report, the demo): the refusal
+    then does not suggest it.
+
+    Returns:
+        The path as a ``Path``.
+    """
+    p = _check_path_arg(path, name)
+    if p.exists():
+        if not p.is_dir():
+            raise RunDirectoryError(f"{name} {str(p)!r} exists and is not a directory")
+        if any(p.iterdir()):
+            if not overwrite:
+                raise RunDirectoryError(
+                    f"{name} {str(p)!r} already exists and is not empty; a run directory is "
+                    f"evidence and is never overwritten or appended to. Choose a new path, or "
+                    f"pass --overwrite to replace an earlier one"
+                    + (" (or --resume to continue it)" if can_resume else "")
+                )
+            if not is_run_dir(p) and not (p / "index.html").exists():
+                raise RunDirectoryError(
+                    f"{name} {str(p)!r} is not empty and is not a run or report folder; "
+                    f"refusing to delete it even with --overwrite"
+                )
+        if not os.access(p, os.W_OK | os.X_OK):
+            raise RunDirectoryError(f"{name}: cannot write to {str(p)!r}")
+        return p
+    _check_parent_writable(p, name)
+    return p
+
+
+def check_report_dir(
+    path: Any,
+    *,
+    overwrite: bool = False,
+    generated: tuple[str, ...] = ("results.json", "README.md", "tables.md"),
+    name: str = "--out",
+) -> Path:
+    """A reproduction's report folder, checked before the experiment runs.
+
+    It must be new or empty; a non-empty folder (an earlier report, any of ``generated``, or
+    hand-written files such as notes.md) is written into only with ``overwrite=True``, which
+    rewrites the generated files and keeps everything else.
+    """
+    p = _check_path_arg(path, name)
+    if p.exists() and not p.is_dir():
+        raise RunDirectoryError(f"{name} {str(p)!r} exists and is not a directory")
+    if p.is_dir() and any(p.iterdir()):
+        if not overwrite:
+            found = [g for g in generated if (p / g).exists()]
+            what = (
+                f"already holds a report ({', '.join(found)}); committed results are evidence"
+                if found
+                else "already exists and is not empty"
+            )
+            raise RunDirectoryError(
+                f"{name} {str(p)!r} {what}. Choose a new folder, or pass --overwrite to "
+                f"(re)generate the report there (hand-written files such as notes.md are kept)"
+            )
+        if not os.access(p, os.W_OK | os.X_OK):
+            raise RunDirectoryError(f"{name}: cannot write to {str(p)!r}")
+        return p
+    return check_new_dir(p, name=name, can_resume=False)
+
+
+def check_new_file(path: Any, *, name: str = "--out", overwrite: bool = False) -> Path:
+    """Check that a single output file can be written before any work starts (parent writable,
+    not an existing directory; an existing file only with ``overwrite=True``)."""
+    p = _check_path_arg(path, name)
+    if p.is_dir():
+        raise RunDirectoryError(f"{name} {str(p)!r} is a directory, expected a file path")
+    if p.exists() and not overwrite:
+        raise RunDirectoryError(
+            f"{name} {str(p)!r} already exists; choose a new path or pass --overwrite"
+        )
+    if p.exists() and not os.access(p, os.W_OK):
+        raise RunDirectoryError(f"{name}: cannot write to {str(p)!r}")
+    if not p.parent.exists():
+        raise RunDirectoryError(
+            f"{name}: the folder {str(p.parent)!r} does not exist (for {str(p)!r})"
+        )
+    _check_parent_writable(p, name)
+    return p

@@ -1,0 +1,246 @@
+"""Reading a run (never writes): the plain readers and ``RunDir``, the one typed reader.
+
+:func:`read_config`, :func:`read_json`, :func:`read_npz` (pickles refused) and
+:func:`read_manifest` read one file each, naming it on failure; :class:`RunDir` reads a run
+through the contract of the system that wrote it (its config, its transcript checked against
+the system's schema, its secrets only for scoring). A reader checks the run against its
+manifest first (:func:`ldp_audit.rundir.verify.require_verified`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ldp_audit.errors import InvalidParameterError, RunDirectoryError
+from ldp_audit.rundir.paths import _check_path_arg
+
+__all__ = ["RunDir", "read_config", "read_json", "read_manifest", "read_npz"]
+
+
+def _dir(path: Any) -> Path:
+    p = _check_path_arg(path, "run_dir")
+    if not p.is_dir():
+        raise RunDirectoryError(f"run_dir must be an existing directory, got {str(p)!r}")
+    return p
+
+
+def read_json(path: Any, name: str) -> Any:
+    """``RUN_DIR/name`` parsed as JSON (RunDirectoryError names the file on failure)."""
+    f = _dir(path) / name
+    from ldp_audit.limits import check_regular_file
+
+    check_regular_file(f, name)  # a FIFO would block the read
+    try:
+        return json.loads(f.read_text())
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        raise RunDirectoryError(f"cannot read {f}: {exc}") from None
+
+
+def read_config(path: Any) -> dict[str, Any]:
+    """config.json as a dict (keys: algorithm, config, mechanism, seed, ...)."""
+    d = read_json(path, "config.json")
+    if not isinstance(d, dict):
+        raise RunDirectoryError(f"{Path(path) / 'config.json'} is not a JSON object")
+    for k in ("algorithm", "config", "mechanism", "seed"):
+        if k not in d:
+            raise RunDirectoryError(f"{Path(path) / 'config.json'} lacks the key {k!r}")
+    return d
+
+
+def read_npz(path: Any, name: str, required: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
+    """``RUN_DIR/name`` (npz, pickles refused) as a dict of arrays; ``required`` keys checked."""
+    f = _dir(path) / name
+    from ldp_audit.limits import check_regular_file
+
+    check_regular_file(f, name)  # a FIFO would block the read
+    try:
+        with np.load(f, allow_pickle=False) as z:
+            out = {k: z[k] for k in z.files}
+    except (OSError, ValueError, EOFError) as exc:
+        raise RunDirectoryError(f"cannot read {f}: {exc}") from None
+    except Exception as exc:  # zipfile.BadZipFile and friends
+        raise RunDirectoryError(f"cannot read {f}: {type(exc).__name__}: {exc}") from None
+    missing = [k for k in required if k not in out]
+    if missing:
+        raise RunDirectoryError(f"{f} lacks the arrays {missing}")
+    return out
+
+
+def read_manifest(path: Any) -> dict[str, Any] | None:
+    """manifest.json, or None for a run written before manifests (or still running)."""
+    p = _dir(path)
+    if not (p / "manifest.json").exists():
+        return None
+    return read_json(p, "manifest.json")
+
+
+class RunDir:
+    """A run directory, read through its system's contract (never written).
+
+    ``config`` is ``config.json``; :attr:`system` the registered
+    :class:`~ldp_audit.systems.System` that wrote it (``config.json``'s ``"algorithm"``);
+    :meth:`transcript` what crossed the trust boundary, checked against the system's
+    transcript schema; :meth:`secrets` the ground truth, only for scoring (the flag is
+    explicit); :meth:`metrics`, :meth:`manifest`, :meth:`verify`.
+
+    Args:
+        path: the run directory.
+
+    Raises:
+        RunDirectoryError: ``path`` is not a run directory, or its config.json is malformed.
+    """
+
+    def __init__(self, path: Any) -> None:
+        p = _dir(path)
+        if not (p / "config.json").is_file():
+            raise RunDirectoryError(f"{str(p)!r} is not a run directory (no config.json)")
+        self.path = p
+        self.config: dict[str, Any] = read_config(p)
+        self._system: Any = None
+        self._transcript: dict[str, np.ndarray] | None = None
+
+    def __repr__(self) -> str:
+        return f"RunDir({str(self.path)!r}, algorithm={self.algorithm!r})"
+
+    @property
+    def algorithm(self) -> str:
+        """``config.json``'s ``"algorithm"``: the name of the system that wrote the run."""
+        return str(self.config.get("algorithm"))
+
+    @property
+    def seed(self) -> int:
+        return int(self.config["seed"])
+
+    @property
+    def system(self) -> Any:
+        """The registered system that wrote this run.
+
+        Raises:
+            RunDirectoryError: no registered system has the run's algorithm (the message names
+                it and the registered ones), or its plug-in failed to load.
+        """
+        if self._system is None:
+            from ldp_audit import systems
+            from ldp_audit.errors import LdpAuditError
+
+            try:
+                self._system = systems.get(self.algorithm)
+            except LdpAuditError as exc:
+                raise RunDirectoryError(
+                    f"{self.path} is a {self.algorithm!r} run, and {exc}"
+                ) from None
+        return self._system
+
+    @property
+    def train_config(self) -> Any:
+        """The run's config as its system's config object (validated again)."""
+        return self.system.config_from_dict(self.config["config"])
+
+    def commands(self) -> list[str]:
+        """The ``ldp-audit`` commands that fit this run (attacks, audit, report)."""
+        sysobj = self.system
+        p = str(self.path)
+        out = [f"ldp-audit attack {name} --run-dir {p}" for name in sysobj.attacks]
+        out.append(f"ldp-audit audit --run-dir {p}")
+        out.append(f"ldp-audit report {p}")
+        return out
+
+    def transcript(self) -> dict[str, np.ndarray]:
+        """``transcript.npz`` (pickles refused), checked against the system's schema.
+
+        A run whose schema has no required array may lack the file (a run that released
+        nothing): then ``{}``.
+
+        Raises:
+            RunDirectoryError: the file is missing or unreadable, or an array is missing or of
+                the wrong kind; the message names the array, the run's system and the commands
+                that fit the run.
+        """
+        if self._transcript is None:
+            schema = self.system.transcript_schema(self.train_config)
+            f = self.path / "transcript.npz"
+            if not f.exists():
+                if not schema.required:
+                    self._transcript = {}
+                    return {}
+                raise RunDirectoryError(
+                    f"{f} is missing (a {self.algorithm} run's transcript holds "
+                    f"{', '.join(schema.required)})"
+                )
+            arrays = read_npz(self.path, "transcript.npz")
+            hint = f"the commands for {self.algorithm} runs: " + "; ".join(self.commands())
+            schema.check(arrays, where=f"{f} (a {self.algorithm} run)", hint=hint)
+            self._transcript = arrays
+        return dict(self._transcript)
+
+    def require(self, *names: str, command: str) -> dict[str, np.ndarray]:
+        """The transcript, which ``command`` needs to hold ``names`` (else a message naming the
+        run's system and the commands that fit it)."""
+        tr = self.transcript()
+        missing = [n for n in names if n not in tr]
+        if missing:
+            raise RunDirectoryError(
+                f"`{command}` needs the transcript arrays {missing}, but {self.path} is a "
+                f"{self.algorithm!r} run whose transcript holds {sorted(tr)}; the commands "
+                f"that fit it: " + "; ".join(self.commands())
+            )
+        return tr
+
+    def secrets(self, *, for_scoring: bool) -> dict[str, np.ndarray]:
+        """``secrets.npz``: the ground truth an attack is *scored* against.
+
+        Args:
+            for_scoring: must be True: an attack or auditor that reads this to decide what to
+                guess is not an attack on what crossed the trust boundary.
+
+        Raises:
+            InvalidParameterError: ``for_scoring`` is not True.
+            RunDirectoryError: the file is missing or unreadable.
+        """
+        if for_scoring is not True:
+            raise InvalidParameterError(
+                f"secrets(for_scoring=...) must be True: the secrets of a run are read only to "
+                f"score an attack, never to make its guesses, got {for_scoring!r}"
+            )
+        if not (self.path / "secrets.npz").exists():
+            raise RunDirectoryError(
+                f"{self.path / 'secrets.npz'} is missing (needed to score an attack)"
+            )
+        return read_npz(self.path, "secrets.npz")
+
+    def metrics(self) -> dict[str, Any]:
+        """``metrics.json`` as a dict."""
+        d = read_json(self.path, "metrics.json")
+        if not isinstance(d, dict):
+            raise RunDirectoryError(f"{self.path / 'metrics.json'} is not a JSON object")
+        return d
+
+    def manifest(self) -> dict[str, Any] | None:
+        """``manifest.json``, or None for a run still running or written before manifests."""
+        return read_manifest(self.path)
+
+    def verify(self) -> dict[str, Any]:
+        """Every file of the manifest against its SHA-256 (see
+        :func:`~ldp_audit.rundir.verify.verify_manifest`)."""
+        from ldp_audit.rundir.verify import verify_manifest
+
+        return verify_manifest(self.path)
+
+    def ledger_charges(self) -> dict[str, int]:
+        """Ledger agent -> charges, as the run's ``ledger.sqlite`` records them."""
+        from collections import Counter
+
+        from ldp_audit.accountant.ledger import Ledger
+
+        f = self.path / "ledger.sqlite"
+        if not f.is_file():
+            raise RunDirectoryError(f"{f} is missing")
+        led = Ledger(str(f), create=False, readonly=True)  # a reader never writes
+        try:
+            return dict(Counter(str(r["agent"]) for r in led.records()))
+        finally:
+            led.close()

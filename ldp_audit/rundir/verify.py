@@ -1,0 +1,333 @@
+"""Checking a run against its manifest before anything reads it (never writes).
+
+:func:`verify_manifest` checks every listed file's SHA-256; :func:`verify_run` also the
+manifest's MAC, the ledger (its chain, and that it is the ledger the manifest anchors) and an
+``expect_head`` published elsewhere; :func:`require_verified` is what every reader calls first,
+refusing unverified evidence unless told otherwise (:func:`unverified_banner` then says so).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hmac
+import re
+from pathlib import Path
+from typing import Any
+
+from ldp_audit.errors import InvalidParameterError, RunDirectoryError
+from ldp_audit.rundir.files import _manifest_bytes, _sha256, to_jsonable
+from ldp_audit.rundir.paths import _LEDGER_SIDE, _check_path_arg, is_run_dir
+from ldp_audit.rundir.reader import _dir, read_manifest
+
+__all__ = [
+    "VerifyResult",
+    "require_verified",
+    "unverified_banner",
+    "verify_manifest",
+    "verify_run",
+]
+
+
+def verify_manifest(path: Any) -> dict[str, Any]:
+    """Check every file listed in manifest.json against its SHA-256.
+
+    Returns:
+        ``{"status": ..., "ok": bool, "changed": [...], "missing": [...], "unlisted": [...]}``
+        (``unlisted``: files added later, e.g. named artefacts). ``status`` is "no manifest"
+        for runs written before manifests.
+    """
+    p = _dir(path)
+    man = read_manifest(p)
+    if man is None:
+        return {"status": "no manifest", "ok": False, "changed": [], "missing": [], "unlisted": []}
+    if not isinstance(man, dict) or not isinstance(man.get("files", {}), dict):
+        raise RunDirectoryError(
+            f"{p / 'manifest.json'} is not a manifest (a JSON object with a 'files' object)"
+        )
+    files = man.get("files", {})
+    changed, missing = [], []
+    for name, digest in files.items():
+        f = p / str(name)
+        if not f.exists():
+            missing.append(name)
+        else:
+            try:  # a folder in a file's place, or an unreadable file: changed
+                same = f.is_file() and _sha256(f) == digest
+            except OSError:
+                same = False
+            if not same:
+                changed.append(name)
+    listed = set(files) | {"manifest.json", "ledger.sqlite", *_LEDGER_SIDE}
+    unlisted = sorted(f.name for f in p.iterdir() if f.is_file() and f.name not in listed)
+    return {
+        "status": man.get("status"),
+        "ok": not changed and not missing,
+        "changed": changed,
+        "missing": missing,
+        "unlisted": unlisted,
+    }
+
+
+@dataclasses.dataclass
+class VerifyResult:
+    """What :func:`verify_run` found. ``ok``: every check passed (``problems`` empty);
+    ``authenticated``: the ledger's and the manifest's MACs were checked with this process's
+    key (else ``notes`` says why not). ``problems`` and ``notes`` name the file they are about.
+    """
+
+    path: str
+    ok: bool
+    problems: list[str]
+    notes: list[str]
+    authenticated: bool
+    status: str | None
+    manifest: dict[str, Any]
+    anchor: dict[str, Any] | None
+    ledger: dict[str, Any] | None
+    expect_head: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form (the report and every reader's ``--json`` carry it)."""
+        return to_jsonable(dataclasses.asdict(self))
+
+    def summary(self) -> str:
+        """One line: "verified ..." or the first problem."""
+        if not self.ok:
+            more = f" (and {len(self.problems) - 1} more)" if len(self.problems) > 1 else ""
+            return f"UNVERIFIED: {self.problems[0]}{more}"
+        auth = "authenticated" if self.authenticated else "unauthenticated"
+        led = self.ledger or {}
+        return (
+            f"verified ({auth}): every file matches manifest.json; ledger.sqlite "
+            f"{led.get('rows')} charges, chain head {led.get('chain_head')}"
+        )
+
+
+def verify_run(path: Any, expect_head: str | None = None, *, full: bool = True) -> VerifyResult:
+    """Check a run directory against its manifest before anything reads it (never writes).
+
+    Checks: ``manifest.json`` exists and its MAC (under the ledger key) holds; every file it
+    lists has its SHA-256; ``ledger.sqlite`` exists, verifies (``full``: the whole chain and
+    every agent's state, else the checks on open) and is the ledger the manifest anchors (same
+    ledger id, row count and chain head); ``expect_head`` (an anchor published elsewhere) is a
+    head the ledger's chain passes through.
+
+    Args:
+        path: the run directory.
+        expect_head: 64 hex digits, or None.
+        full: walk the whole chain (linear in the rows; default) or only open the ledger.
+
+    Returns:
+        A :class:`VerifyResult`; nothing is raised for evidence that does not verify (it is in
+        ``problems``).
+
+    Raises:
+        RunDirectoryError: ``path`` is not a directory.
+        InvalidParameterError: ``expect_head`` is not 64 hex digits.
+        KeyFileError: the ledger key exists but is unusable (e.g. readable by others).
+        RunDirectoryError: the run holds a FIFO, socket or device (never opened).
+    """
+    from ldp_audit.accountant.keys import load_key
+    from ldp_audit.accountant.ledger import Ledger
+    from ldp_audit.errors import LedgerError
+    from ldp_audit.limits import check_run_files
+
+    p = _dir(path)
+    check_run_files(p, "run directory")  # before any file is opened (a FIFO would block)
+    if expect_head is not None:
+        if not isinstance(expect_head, str) or not re.fullmatch(r"[0-9a-fA-F]{64}", expect_head):
+            raise InvalidParameterError(
+                f"expect_head must be a 64-digit hex chain head, got {expect_head!r}"
+            )
+        expect_head = expect_head.lower()
+    problems: list[str] = []
+    notes: list[str] = []
+    auth_manifest = False
+    try:
+        man_check = verify_manifest(p)
+    except RunDirectoryError as exc:
+        man_check = {"status": "unreadable", "ok": False, "changed": [], "missing": []}
+        problems.append(f"manifest.json cannot be read: {exc}")
+    man = None
+    if man_check["status"] == "no manifest":
+        problems.append(
+            f"{p / 'manifest.json'} is missing: the run did not finish or predates manifests, "
+            f"so its files cannot be checked against what it wrote"
+        )
+    elif man_check["status"] != "unreadable":
+        man = read_manifest(p)
+    if man is not None and not isinstance(man, dict):
+        problems.append(f"{p / 'manifest.json'} is not a JSON object")
+        man = None
+    for name in man_check.get("changed", []):
+        problems.append(f"{p / name} does not match the SHA-256 in manifest.json (changed)")
+    for name in man_check.get("missing", []):
+        problems.append(f"{p / name} is listed in manifest.json but missing")
+    anchor = None
+    if man is not None:
+        mac = man.get("mac")
+        key = load_key(create=False)
+        if not isinstance(mac, dict):
+            notes.append("manifest.json carries no MAC (written before manifests were keyed)")
+        elif key is None or key.id != mac.get("key_id"):
+            notes.append(
+                f"manifest.json was sealed under key id {mac.get('key_id')}; "
+                + ("this process has no ledger key" if key is None else f"this key is {key.id}")
+                + ": its MAC cannot be checked"
+            )
+        else:
+            want = key.mac(_manifest_bytes(man)).hex()
+            if not hmac.compare_digest(want, str(mac.get("hmac", ""))):
+                problems.append(
+                    f"{p / 'manifest.json'} does not carry the MAC of key id {key.id}: it was "
+                    f"edited after the run wrote it"
+                )
+            else:
+                auth_manifest = True
+        anchor = man.get("ledger") if "ledger" in man else None
+        if "ledger" not in man:
+            notes.append(
+                "manifest.json records no ledger anchor (written before anchors): the ledger "
+                "is checked on its own"
+            )
+        elif anchor is not None and not isinstance(anchor, dict):
+            problems.append(f"{p / 'manifest.json'}: its ledger anchor is malformed")
+            anchor = None
+    led_res: dict[str, Any] | None = None
+    lp = p / "ledger.sqlite"
+    auth_ledger = False
+    if not lp.is_file():
+        problems.append(f"{lp} is missing: the run's charges cannot be checked")
+    else:
+        try:
+            led = Ledger(str(lp), create=False, readonly=True, verify=True)
+        except LedgerError as exc:
+            if type(exc).__name__ == "KeyFileError":
+                raise
+            problems.append(f"{lp}: {exc}")
+        else:
+            try:
+                if full:
+                    led_res = led.verify(expect_head=expect_head)
+                else:
+                    led_res = {"authenticated": led.authenticated, "auth_note": led.auth_note}
+                led_res.update(led.anchor())
+                auth_ledger = bool(led.authenticated)
+                if not led.authenticated:
+                    notes.append(f"{lp} is unauthenticated: {led.auth_note}")
+                if man is not None and led_res.get("schema_version", 0) >= 3:
+                    # every manifest of a keyed ledger is sealed and anchors it: one without
+                    # is a stripped one, never an old one
+                    lacks = [k for k in ("mac", "ledger") if k not in man]
+                    if lacks:
+                        problems.append(
+                            f"{p / 'manifest.json'} lacks its {' and '.join(lacks)}, which "
+                            f"every manifest of a keyed ledger carries (stripped)"
+                        )
+                if anchor is not None:
+                    _check_anchor(lp, anchor, led_res, led, problems)
+            except LedgerError as exc:
+                problems.append(f"{lp}: {exc}")
+            except InvalidParameterError as exc:
+                problems.append(f"{lp}: {exc}")
+            finally:
+                led.close()
+    if man is not None and "ledger" in man and man.get("ledger") is None and lp.is_file():
+        problems.append(f"{lp} exists but manifest.json records that the run had no ledger")
+    return VerifyResult(
+        path=str(p),
+        ok=not problems,
+        problems=problems,
+        notes=notes,
+        authenticated=auth_ledger and auth_manifest and not problems,
+        status=man_check.get("status") if man is not None else None,
+        manifest=man_check,
+        anchor=anchor,
+        ledger=led_res,
+        expect_head=expect_head,
+    )
+
+
+def require_verified(
+    path: Any,
+    *,
+    expect_head: str | None = None,
+    allow_unverified: bool = False,
+    name: str = "RUN_DIR",
+) -> VerifyResult:
+    """:func:`verify_run`, refusing unverified evidence unless ``allow_unverified``.
+
+    What every reader of a run (``report``, every ``attack --run-dir``) calls before it reads
+    anything. With ``allow_unverified`` the result is returned as is: the caller must then say
+    so first (:func:`unverified_banner`) and in its JSON (``VerifyResult.to_dict()``).
+
+    Raises:
+        RunDirectoryError: the run does not verify (the message names the file and says how
+            to read it anyway).
+    """
+    p = _check_path_arg(path, name)
+    from ldp_audit.limits import check_run_files
+
+    check_run_files(p, name)  # a FIFO anywhere in it (config.json too): named, never opened
+    if not is_run_dir(p):
+        raise RunDirectoryError(
+            f"{name} {str(p)!r} is not a run directory ("
+            + ("no config.json" if p.is_dir() else "not an existing directory")
+            + ")"
+        )
+    res = verify_run(p, expect_head)
+    if not res.ok and not allow_unverified:
+        more = f" (and {len(res.problems) - 1} more problems)" if len(res.problems) > 1 else ""
+        raise RunDirectoryError(
+            f"{name} {str(path)!r} is unverified evidence: {res.problems[0]}{more}. Refusing "
+            f"to read it; pass --allow-unverified to read it anyway (the output then says so "
+            f"first), or check it with `ldp-audit budget {path} --verify`"
+        )
+    return res
+
+
+def unverified_banner(res: VerifyResult) -> str | None:
+    """The first line a reader prints when it reads unverified evidence (None: verified)."""
+    if res.ok:
+        return None
+    return f"UNVERIFIED EVIDENCE (read with --allow-unverified): {res.problems[0]}"
+
+
+def _check_anchor(
+    lp: Path, anchor: dict[str, Any], got: dict[str, Any], led: Any, problems: list[str]
+) -> None:
+    """The ledger must be the one manifest.json anchors: same id, rows and head."""
+    if anchor.get("ledger_id") != got.get("ledger_id"):
+        problems.append(
+            f"{lp} is not the run's ledger: its ledger id {got.get('ledger_id')} differs from "
+            f"the id {anchor.get('ledger_id')} that manifest.json records (swapped)"
+        )
+        return
+    for key, what in (("key_id", "key id"), ("meta_digest", "metadata (budget, ids) digest")):
+        if key in anchor and anchor.get(key) != got.get(key):
+            problems.append(
+                f"{lp}: its {what} {got.get(key)} differs from the {anchor.get(key)} that "
+                f"manifest.json records (the ledger's metadata was edited)"
+            )
+    same = anchor.get("chain_head") == got.get("chain_head")
+    if same and anchor.get("rows") == got.get("rows"):
+        return
+    extends = False
+    head = anchor.get("chain_head")
+    if isinstance(head, str) and re.fullmatch(r"[0-9a-f]{64}", head):
+        try:
+            led.verify(expect_head=head)
+            extends = True
+        except Exception:  # noqa: BLE001 - any failure means: does not pass through the head
+            extends = False
+    if extends:
+        problems.append(
+            f"{lp} holds {got.get('rows')} charges, manifest.json records "
+            f"{anchor.get('rows')}: charges were added after the run finished"
+        )
+    else:
+        problems.append(
+            f"{lp} holds {got.get('rows')} charges ending in chain head "
+            f"{str(got.get('chain_head'))[:16]}..., manifest.json records {anchor.get('rows')} "
+            f"ending in {str(head)[:16]}...: the ledger was rolled back, truncated or rewritten"
+        )

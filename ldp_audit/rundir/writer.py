@@ -1,0 +1,291 @@
+"""Writing a run: ``RunWriter`` writes it once; ``write_artifact`` adds a reader's named artefact.
+
+:class:`RunWriter` writes ``config.json`` first, the ledger during training, the outputs, and the
+sealed manifest last; :func:`write_artifact` adds a named artefact to a finished run.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import platform
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ldp_audit.errors import InvalidParameterError, RunDirectoryError
+from ldp_audit.rundir.files import (
+    _canonical,
+    _manifest_bytes,
+    _sha256,
+    _write_json_file,
+    _write_npz_file,
+    to_jsonable,
+)
+from ldp_audit.rundir.paths import (
+    _LEDGER_SIDE,
+    ARTIFACT_PATTERN,
+    RUN_FILES,
+    _check_path_arg,
+    check_new_dir,
+    is_run_dir,
+)
+from ldp_audit.rundir.reader import read_config, read_json
+
+__all__ = ["RunWriter", "versions", "write_artifact"]
+
+
+def versions() -> dict[str, str]:
+    """Versions of the packages a run depends on (recorded in config.json)."""
+    import scipy
+
+    import ldp_audit
+
+    out = {
+        "ldp_audit": getattr(ldp_audit, "__version__", "unknown"),
+        "numpy": np.__version__,
+        "scipy": scipy.__version__,
+        "python": platform.python_version(),
+    }
+    for mod in ("gymnasium", "torch", "opacus"):
+        m = __import__("sys").modules.get(mod)
+        if m is not None:
+            out[mod] = getattr(m, "__version__", "unknown")
+    return out
+
+
+def _ledger_anchor(path: Path) -> dict[str, Any] | None:
+    """The ledger's id, row count, chain head, key id and schema (None: the run has none)."""
+    if not path.exists():
+        return None
+    from ldp_audit.accountant.ledger import Ledger
+
+    led = Ledger(str(path), create=False, readonly=True)
+    try:
+        return led.anchor()
+    finally:
+        led.close()
+
+
+def _seal_manifest(man: dict[str, Any]) -> dict[str, Any]:
+    """``man`` with its HMAC under the ledger key (created on first use, like a ledger's)."""
+    from ldp_audit.accountant.keys import load_key
+
+    key = load_key(create=True)
+    if key is None:  # pragma: no cover - load_key(create=True) returns a key or raises
+        raise RunDirectoryError("no ledger key to seal manifest.json with")
+    out = dict(man)
+    out["mac"] = {"key_id": key.id, "hmac": key.mac(_manifest_bytes(man)).hex()}
+    return out
+
+
+class RunWriter:
+    """Write one run directory under the evidence contract (see the module docstring).
+
+    Args:
+        path: the run directory (new, or empty; see ``mode``).
+        algorithm: e.g. "pgc-a3c", "dprl", "fedrl", "frd".
+        config: the run's config as a JSON-able dict.
+        seed: the run's seed.
+        mechanism: the release mechanism's ``to_config()`` (None if the trainer has several; put
+            them in ``extra``).
+        mode: "new" (default; the path must not exist or be empty), "overwrite" (replace an
+            earlier run), "resume" (continue an earlier run of the same algorithm, config and
+            seed: its ledger is kept and charged further).
+        extra: more JSON-able keys for config.json.
+
+    Use::
+
+        w = RunWriter(out, algorithm="dprl", config=cfg.to_dict(), seed=seed)
+        ledger = w.open_ledger()            # charge this during training
+        ... train ...
+        w.write_npz("transcript.npz", transcript.arrays())
+        w.write_json("metrics.json", metrics)
+        w.finish()                          # manifest.json, status "complete"
+
+    On an exception (Ctrl-C included) call ``w.finish(status="interrupted")`` after writing
+    whatever was released so far, then re-raise: the ledger then holds every charge for the rows
+    in the transcript (and possibly charges for rows never released: the safe direction).
+    """
+
+    def __init__(
+        self,
+        path: Any,
+        *,
+        algorithm: str,
+        config: Mapping[str, Any],
+        seed: int,
+        mechanism: Mapping[str, Any] | None = None,
+        mode: str = "new",
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
+        if mode not in ("new", "overwrite", "resume"):
+            raise InvalidParameterError(
+                f"mode must be 'new', 'overwrite' or 'resume', got {mode!r}"
+            )
+        if not isinstance(algorithm, str) or not algorithm:
+            raise InvalidParameterError(f"algorithm must be a non-empty str, got {algorithm!r}")
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+            raise InvalidParameterError(f"seed must be an int >= 0, got {seed!r}")
+        self.path = _check_path_arg(path, "run_dir")
+        self.algorithm = algorithm
+        self.mode = mode
+        cfg_doc = {
+            "algorithm": algorithm,
+            "config": to_jsonable(dict(config)),
+            "mechanism": to_jsonable(dict(mechanism)) if mechanism is not None else None,
+            "seed": int(seed),
+        }
+        if extra:
+            cfg_doc.update(to_jsonable(dict(extra)))
+        if mode == "resume":
+            self._prepare_resume(cfg_doc)
+        else:
+            check_new_dir(self.path, name="run_dir", overwrite=(mode == "overwrite"))
+            if mode == "overwrite" and self.path.exists():
+                shutil.rmtree(self.path)
+            self.path.mkdir(parents=True, exist_ok=True)
+            cfg_doc["versions"] = versions()
+            cfg_doc["created"] = _dt.datetime.now(_dt.timezone.utc).isoformat()
+            cfg_doc["status"] = "running"
+            _write_json_file(self.path / "config.json", cfg_doc)
+        self.config_doc = cfg_doc
+        self._finished = False
+
+    def _prepare_resume(self, cfg_doc: dict[str, Any]) -> None:
+        p = self.path
+        if not is_run_dir(p):
+            raise RunDirectoryError(
+                f"--resume: {str(p)!r} is not a run directory (no config.json); start a new run "
+                f"without --resume"
+            )
+        old = read_config(p)
+        for key in ("algorithm", "config", "mechanism", "seed"):
+            a, b = old.get(key), cfg_doc[key]
+            if _canonical(a) != _canonical(b):
+                if isinstance(a, dict) and isinstance(b, dict):
+                    diff = sorted(
+                        k for k in set(a) | set(b) if _canonical(a.get(k)) != _canonical(b.get(k))
+                    )
+                    what = ", ".join(
+                        f"{k}: {_canonical(a.get(k))[:60]} (run) vs "
+                        f"{_canonical(b.get(k))[:60]} (now)"
+                        for k in diff[:8]
+                    )
+                else:
+                    what = f"{_canonical(a)[:100]} (run) vs {_canonical(b)[:100]} (now)"
+                raise RunDirectoryError(
+                    f"--resume: the run in {str(p)!r} has a different {key} ({what}); resume "
+                    f"needs the same algorithm, config and seed"
+                )
+        man = p / "manifest.json"
+        if man.exists() and read_json(p, "manifest.json").get("status") == "complete":
+            raise RunDirectoryError(
+                f"--resume: the run in {str(p)!r} is complete; nothing to resume"
+            )
+        # outputs of the interrupted attempt are superseded (the ledger is kept)
+        for name in RUN_FILES:
+            if name not in ("config.json", "ledger.sqlite"):
+                (p / name).unlink(missing_ok=True)
+        cfg_doc.update({k: old[k] for k in ("versions", "created") if k in old})
+        cfg_doc["resumed"] = list(old.get("resumed", [])) + [
+            _dt.datetime.now(_dt.timezone.utc).isoformat()
+        ]
+        cfg_doc["status"] = "running"
+        _write_json_file(p / "config.json", cfg_doc, replace=True)
+
+    @property
+    def ledger_path(self) -> Path:
+        return self.path / "ledger.sqlite"
+
+    def open_ledger(self, **kwargs: Any) -> Any:
+        """The run's ``ledger.sqlite`` as a ``Ledger`` (created on a new run)."""
+        from ldp_audit.accountant.ledger import Ledger
+
+        led = Ledger(str(self.ledger_path), **kwargs)
+        if self.mode == "resume":
+            # the rerun's charges already in the ledger are matched, never charged twice
+            led.begin_replay()
+            self._ledger = led
+        return led
+
+    def _target(self, name: str) -> Path:
+        if not isinstance(name, str) or "/" in name or name.startswith("."):
+            raise InvalidParameterError(f"file name must be a plain name, got {name!r}")
+        if name in ("config.json", "manifest.json"):
+            raise InvalidParameterError(f"{name} is written by RunWriter itself")
+        if self._finished:
+            raise RunDirectoryError(f"run {str(self.path)!r} is finished; it cannot be written")
+        return self.path / name
+
+    def write_json(self, name: str, obj: Any) -> Path:
+        """Write ``name`` (JSON, infinities as "inf") once, atomically."""
+        t = self._target(name)
+        _write_json_file(t, obj)
+        return t
+
+    def write_npz(self, name: str, arrays: Mapping[str, Any]) -> Path:
+        """Write ``name`` (compressed npz, no pickles) once, atomically."""
+        t = self._target(name)
+        _write_npz_file(t, arrays)
+        return t
+
+    def finish(self, status: str = "complete", **info: Any) -> Path:
+        """Write ``manifest.json`` (status, SHA-256 of every file except the ledger, the
+        ledger's anchor, a MAC under the ledger key; after a resume, what was replayed) and mark
+        ``config.json`` with the status. After this the run is read-only for the writer."""
+        if status not in ("complete", "interrupted", "failed"):
+            raise InvalidParameterError(
+                f"status must be 'complete', 'interrupted' or 'failed', got {status!r}"
+            )
+        if self._finished:
+            raise RunDirectoryError(f"run {str(self.path)!r} is already finished")
+        files = {}
+        for f in sorted(self.path.iterdir()):
+            if f.is_file() and f.name not in ("manifest.json", "config.json", "ledger.sqlite"):
+                if f.name in _LEDGER_SIDE or f.name.startswith("."):
+                    continue
+                files[f.name] = _sha256(f)
+        doc = dict(self.config_doc)
+        doc["status"] = status
+        _write_json_file(self.path / "config.json", doc, replace=True)
+        files["config.json"] = _sha256(self.path / "config.json")
+        man = {
+            "status": status,
+            "algorithm": self.algorithm,
+            "finished": _dt.datetime.now(_dt.timezone.utc).isoformat(),
+            "files": files,
+            **to_jsonable(info),
+            "ledger": _ledger_anchor(self.ledger_path),
+        }
+        replay = getattr(getattr(self, "_ledger", None), "replay_status", lambda: None)()
+        if replay is not None:  # --resume: earlier charges matched, not charged again
+            man["resume"] = replay
+        _write_json_file(self.path / "manifest.json", _seal_manifest(man))
+        self._finished = True
+        return self.path / "manifest.json"
+
+
+def write_artifact(run_dir: Any, name: str, obj: Any, *, overwrite: bool = False) -> Path:
+    """Add a named artefact (``audit.json``, ``attack_<name>.json``) to an existing run.
+
+    These are the only files a reader may add to a run (docs/interfaces.md); anything else, or
+    replacing an existing artefact without ``overwrite=True``, is refused.
+    """
+    p = _check_path_arg(run_dir, "run_dir")
+    if not is_run_dir(p):
+        raise RunDirectoryError(f"run_dir {str(p)!r} is not a run directory (no config.json)")
+    if not isinstance(name, str) or not ARTIFACT_PATTERN.match(name):
+        raise InvalidParameterError(
+            f"artefact name must be audit.json or attack_<name>.json, got {name!r}"
+        )
+    target = p / name
+    if target.exists() and not overwrite:
+        raise RunDirectoryError(
+            f"{target} already exists; write the result elsewhere with --out, or pass "
+            f"--overwrite to replace it"
+        )
+    _write_json_file(target, obj, replace=overwrite)
+    return target
