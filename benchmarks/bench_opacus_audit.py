@@ -3,8 +3,13 @@
 For a small MLP and a small CNN, the same loop (same seeds: data, initial weights, Poisson
 sampling, noise) runs without and with the audit attached (1000 gradient canaries); steps per
 second of each (wall and process CPU), their ratio, and the time of ``finish()`` (writing the
-run and the whole one-run audit: every test, white-box). Repeated ``--repeats`` times, the
-median reported. Goal: <= 1.3x the loop's own time.
+run and the whole one-run audit: every test, white-box). Repeated ``--repeats`` times, each
+repeat running the loop without and then with the audit on the same seed (interleaved, so that
+a change of the machine's load hits both), the medians reported with the median of the
+per-repeat ratios and their range. The wall time the audited loop spent charging the ledger
+(one durable SQLite transaction per ``prepay`` updates) is measured separately
+(``ledger_ms_per_step``), and the load average before and after is recorded (the machine is
+shared). Goal: <= 1.3x the loop's own time.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_opacus_audit.py
 """
@@ -13,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import sys
@@ -58,6 +64,14 @@ def one(kind: str, audited: bool, steps: int, canaries: int, seed: int) -> dict:
     if audited:
         audit = CanaryAudit(Path(tmp.name) / "run", canaries=canaries, seed=seed, delta=1e-5)
         opt = audit.attach(opt, data_loader=loader)
+        charge, spent = audit._charge, [0.0]
+
+        def timed_charge(o: object) -> None:  # the ledger's wall time, for the record
+            t = time.perf_counter()
+            charge(o)
+            spent[0] += time.perf_counter() - t
+
+        audit._charge = timed_charge
     done = 0
     w0, c0 = time.perf_counter(), time.process_time()
     while done < steps:
@@ -75,6 +89,7 @@ def one(kind: str, audited: bool, steps: int, canaries: int, seed: int) -> dict:
         f0 = time.perf_counter()
         res = audit.finish()
         out["finish_seconds"] = time.perf_counter() - f0
+        out["ledger_seconds"] = spent[0]
         out["violation"] = bool(res.violation)
     tmp.cleanup()
     return out
@@ -92,13 +107,17 @@ def main(argv: list[str] | None = None) -> int:
     for kind in ("mlp", "cnn"):
         one(kind, False, 10, a.canaries, 0)  # warm up (imports, allocator)
         base, aud = [], []
+        load0 = os.getloadavg()[0]
         for r in range(a.repeats):
             base.append(one(kind, False, a.steps, a.canaries, r))
             aud.append(one(kind, True, a.steps, a.canaries, r))
+        load1 = os.getloadavg()[0]
         bw = statistics.median(d["wall"] for d in base)
         aw = statistics.median(d["wall"] for d in aud)
         bc = statistics.median(d["cpu"] for d in base)
         ac = statistics.median(d["cpu"] for d in aud)
+        pw = [x["wall"] / b["wall"] for b, x in zip(base, aud, strict=True)]
+        pc = [x["cpu"] / b["cpu"] for b, x in zip(base, aud, strict=True)]
         row = {
             "model": kind,
             "params": base[0]["params"],
@@ -108,6 +127,12 @@ def main(argv: list[str] | None = None) -> int:
             "steps_per_s_with": a.steps / aw,
             "ratio_wall": aw / bw,
             "ratio_cpu": ac / bc,
+            "ratio_wall_per_repeat": [min(pw), statistics.median(pw), max(pw)],
+            "ratio_cpu_per_repeat": [min(pc), statistics.median(pc), max(pc)],
+            "ledger_ms_per_step": 1e3
+            * statistics.median(d["ledger_seconds"] for d in aud)
+            / a.steps,
+            "load_average_1min": [load0, load1],
             "finish_seconds": statistics.median(d["finish_seconds"] for d in aud),
             "violations": sum(d["violation"] for d in aud),
         }

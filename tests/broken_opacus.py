@@ -11,7 +11,10 @@
   sample (one record's influence is no longer bounded by ``C``);
 * :class:`NoiseScaledByBatch`: noise std ``sigma C / B`` (the noise "averaged" like the
   gradient, B = expected batch size);
-* :class:`PerLayerClipping`: each parameter tensor clipped to ``C`` on its own.
+* :class:`PerLayerClipping`: each parameter tensor clipped to ``C`` on its own;
+* :class:`NoiseHalfTheCharged`: noise drawn with half the noise multiplier the optimizer states
+  (the ledger is charged with twice the real one);
+* :class:`ClipAfterNoise`: the noisy sum clipped to ``C`` (clipping after the noise).
 """
 
 from __future__ import annotations
@@ -93,6 +96,26 @@ class PerLayerClipping(DPOptimizer):
             p.summed_grad = s if p.summed_grad is None else p.summed_grad + s
 
 
+class NoiseHalfTheCharged(DPOptimizer):
+    """Noise std ``sigma C / 2``: the accountant is charged with ``sigma``, twice the real one."""
+
+    def add_noise(self) -> None:
+        std = self.noise_multiplier * self.max_grad_norm / 2
+        for p in self.params:
+            p.grad = (p.summed_grad + _noise(self, p, std)).view_as(p)
+
+
+class ClipAfterNoise(DPOptimizer):
+    """The noisy sum (correct per-sample clipping and noise) clipped to ``C`` as a whole."""
+
+    def add_noise(self) -> None:
+        super().add_noise()
+        norm = torch.sqrt(sum((p.grad * p.grad).sum() for p in self.params))
+        factor = (self.max_grad_norm / (norm + 1e-6)).clamp(max=1.0)
+        for p in self.params:
+            p.grad = p.grad * factor
+
+
 BROKEN = {
     "noise reused across consecutive updates": (ReusedNoise, "independence"),
     "half the updates uncharged": (UnchargedFastPath, "ledger"),
@@ -100,4 +123,6 @@ BROKEN = {
     "aggregate clipped instead of each sample": (AggregateClipping, "contribution"),
     "noise scaled down by the batch size": (NoiseScaledByBatch, "noise"),
     "per-layer clipping": (PerLayerClipping, "contribution"),
+    "ledger charged with twice the real noise multiplier": (NoiseHalfTheCharged, "noise"),
+    "clipping after the noise": (ClipAfterNoise, "noise"),
 }

@@ -152,6 +152,114 @@ def test_attach_refuses_bad_optimizers_and_loaders(tmp_path: Path) -> None:
     _nothing_written(tmp_path / "big")
 
 
+@pytest.mark.parametrize(
+    ("kw", "words"),
+    [
+        ({"confidence": 1.0}, "confidence"),
+        ({"confidence": "0.9"}, "confidence"),
+        ({"canary_scale": 1.0}, "canary_scale"),
+        ({"canary_seed": -1}, "canary_seed"),
+        ({"example": "x"}, "example"),
+    ],
+)
+def test_bad_constructor_settings(kw: dict, words: str, tmp_path: Path) -> None:
+    with pytest.raises(InvalidParameterError, match=words) as e:
+        CanaryAudit(tmp_path / "out", canaries=10, seed=0, delta=1e-5, **kw)
+    assert repr(list(kw.values())[0]) in str(e.value)
+    _nothing_written(tmp_path / "out")
+
+
+def _refused_unhooked(audit: CanaryAudit, opt: object, out: Path, match: str, **kw: object) -> None:
+    """attach refuses, naming ``match``; the optimizer is left unhooked, nothing written."""
+    with pytest.raises(InvalidParameterError, match=match):
+        audit.attach(opt, **kw)
+    assert "add_noise" not in opt.__dict__ and "step" not in opt.original_optimizer.__dict__
+    _nothing_written(out)
+
+
+def test_attach_refuses_optimizers_whose_claim_it_cannot_check(tmp_path: Path) -> None:
+    """Ghost clipping (no per-sample gradients), Opacus's per-layer optimizer (its
+    max_grad_norm is the root sum of squares of per-layer bounds: a canary clipped per layer
+    would look like aggregate clipping), adaptive clipping (C changes every step) and claims
+    that are not numbers: refused naming the attribute and the value, before any step."""
+    from opacus.optimizers import (
+        AdaClipDPOptimizer,
+        DPOptimizerFastGradientClipping,
+        DPPerLayerOptimizer,
+    )
+
+    out = tmp_path / "out"
+    audit = CanaryAudit(out, canaries=10, seed=0, delta=1e-5)
+    _, opt, loader = make_loop(0)
+    base = opt.original_optimizer
+    ghost = DPOptimizerFastGradientClipping(
+        base, noise_multiplier=1.0, max_grad_norm=1.0, expected_batch_size=16
+    )
+    _refused_unhooked(audit, ghost, out, "ghost clipping", data_loader=loader)
+    layers = DPPerLayerOptimizer(
+        base, noise_multiplier=1.0, max_grad_norm=[1.0] * 6, expected_batch_size=16
+    )
+    _refused_unhooked(
+        audit,
+        layers,
+        out,
+        r"optimizer.max_grad_norms .*per-layer list \[1.0, 1.0",
+        data_loader=loader,
+    )
+    ada = AdaClipDPOptimizer(
+        base, noise_multiplier=1.0, target_unclipped_quantile=0.5, clipbound_learning_rate=0.2,
+        max_clipbound=10.0, min_clipbound=0.1, unclipped_num_std=1.0, max_grad_norm=1.0,
+        expected_batch_size=16,
+    )  # fmt: skip
+    _refused_unhooked(audit, ada, out, "AdaClipDPOptimizer clips adaptively", data_loader=loader)
+    for attr, value in (
+        ("noise_multiplier", 0.0),
+        ("noise_multiplier", "1"),
+        ("max_grad_norm", -1.0),
+        ("loss_reduction", "none"),
+        ("expected_batch_size", 0),
+    ):
+        _, opt, loader = make_loop(0)
+        setattr(opt, attr, value)
+        _refused_unhooked(audit, opt, out, rf"optimizer.{attr} .*{value!r}", data_loader=loader)
+    for value in (0, "5", True, 2.5):
+        _, opt, loader = make_loop(0)
+        _refused_unhooked(
+            audit, opt, out, rf"dataset_size .*{value!r}", data_loader=loader, dataset_size=value
+        )
+    _, opt, _ = make_loop(0)
+    _refused_unhooked(audit, opt, out, "sample_rate: data_loader NoneType", data_loader=None)
+    # the audit was not consumed by the refusals
+    model, opt, loader = make_loop(0)
+    opt = audit.attach(opt, data_loader=loader)
+    train(model, opt, loader, 1)
+    assert audit.finish(audit=False) == out and (out / "manifest.json").exists()
+
+
+def test_out_that_appears_after_the_constructor_is_refused_at_attach(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    audit = CanaryAudit(out, canaries=10, seed=0, delta=1e-5)
+    out.mkdir()
+    (out / "x.txt").write_text("evidence")
+    _, opt, loader = make_loop(0)
+    with pytest.raises(RunDirectoryError, match="out"):
+        audit.attach(opt, data_loader=loader)
+    assert "add_noise" not in opt.__dict__ and [p.name for p in out.iterdir()] == ["x.txt"]
+
+
+def test_finish_refuses_a_non_bool_audit_flag(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    model, opt, loader = make_loop(0)
+    audit = CanaryAudit(out, canaries=10, seed=0, delta=1e-5)
+    opt = audit.attach(opt, data_loader=loader)
+    train(model, opt, loader, 1)
+    with pytest.raises(InvalidParameterError, match="audit must be True or False, got 'yes'"):
+        audit.finish(audit="yes")
+    assert not (out / "transcript.npz").exists()  # refused before the run was written
+    assert "add_noise" in opt.__dict__  # and still attached: finish(audit=True) works
+    assert not audit.finish().violation and (out / "manifest.json").exists()
+
+
 def test_finish_before_any_step_and_attach_twice(tmp_path: Path) -> None:
     out = tmp_path / "out"
     model, opt, loader = make_loop(0)

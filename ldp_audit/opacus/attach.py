@@ -190,11 +190,27 @@ class CanaryAudit:
             )
         sigma = _real(optimizer.noise_multiplier, "optimizer.noise_multiplier", lo=0.0,
                       lo_open=True)  # fmt: skip
-        clip = optimizer.max_grad_norm
-        if isinstance(clip, (list, tuple)):
+        try:
+            from opacus.optimizers import AdaClipDPOptimizer as _Ada
+        except ImportError:  # pragma: no cover - older opacus
+            _Ada = ()  # noqa: N806
+        if _Ada and isinstance(optimizer, _Ada):
             raise InvalidParameterError(
-                f"optimizer.max_grad_norm must be one number (per-sample clipping of the whole "
-                f"gradient), got the per-layer list {clip!r}"
+                f"optimizer {type(optimizer).__name__} clips adaptively (its max_grad_norm "
+                f"changes every step and part of the privacy budget goes to the clip counts): "
+                f"the audit checks a fixed claim; use a DPOptimizer with a fixed max_grad_norm"
+            )
+        clip = optimizer.max_grad_norm
+        # Opacus's DPPerLayerOptimizer keeps the per-layer bounds in max_grad_norms and their
+        # root sum of squares in max_grad_norm: a canary clipped tensor by tensor contributes
+        # less than that C along its direction, so the contribution test would flag it
+        layers = getattr(optimizer, "max_grad_norms", None)
+        if isinstance(clip, (list, tuple)) or isinstance(layers, (list, tuple)):
+            name = "max_grad_norm" if isinstance(clip, (list, tuple)) else "max_grad_norms"
+            raise InvalidParameterError(
+                f"optimizer.{name} must be one number (per-sample clipping of the whole "
+                f"gradient), got the per-layer list {getattr(optimizer, name)!r} "
+                f"({type(optimizer).__name__}); make_private(..., clipping='flat')"
             )
         clip = _real(clip, "optimizer.max_grad_norm", lo=0.0, lo_open=True)
         reduction = getattr(optimizer, "loss_reduction", "mean")
