@@ -1,7 +1,7 @@
 """Reproduce Tables 1-3 and Figures 2-3 of Ono & Takahashi (2020) with PGC-A3C.
 
-One file, top to bottom: the grid of settings (epsilon in {1, 2, 5, 10, inf} x {Laplace, PRS}),
-K trials each through ``ldp_audit.training.pgc_a3c.train``, the metrics of
+The grid and the run here, top to bottom: the grid of settings (epsilon in {1, 2, 5, 10, inf}
+x {Laplace, PRS}), K trials each through ``ldp_audit.training.pgc_a3c.train``, the metrics of
 ``ldp_audit.training.metrics`` (eqs. 25-27,
 relative AUC), and the report written to ``reports/pgc-a3c/``:
 
@@ -26,7 +26,6 @@ against the epsilon = inf Laplace (|B| = 1) curve, the paper's non-private A3C.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import platform
@@ -34,7 +33,6 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -47,7 +45,6 @@ __all__ = [
     "ReproduceConfig",
     "Setting",
     "run_reproduction",
-    "write_report",
 ]
 
 INF = float("inf")
@@ -588,426 +585,37 @@ def _versions() -> dict[str, str]:
     return out
 
 
-# --------------------------------------------------------------------------------------------
-# The report
-# --------------------------------------------------------------------------------------------
-
-
-def _eps_of(entry: dict[str, Any]) -> float:
-    e = entry["epsilon"]
-    return INF if e == "inf" else float(e)
-
-
-def _inf_float(v: Any) -> float:
-    """A number of results.json as a float: ``"inf"`` is +inf (the toolkit's JSON convention),
-    and so is ``None`` (null) in results written before that convention (null was written for
-    an infinite FST or interval end)."""
-    if v is None:
-        return INF
-    if isinstance(v, str):
-        if v in ("inf", "-inf"):
-            return float(v)
-        raise InvalidParameterError(f"expected a number or 'inf' in results, got {v!r}")
-    return float(v)
-
-
-def _fmt(v: float | str | None, digits: int) -> str:
-    f = _inf_float(v)
-    return f"{f:g}" if math.isinf(f) else f"{f:.{digits}f}"
-
-
-def _cell(entry: dict[str, Any] | None, measure: str) -> str:
-    if entry is None:
-        return "—"
-    if measure == "median_fst":
-        lo, hi = entry["median_fst_ci"]
-        return f"{_fmt(entry['median_fst'], 1)} [{_fmt(lo, 0)}, {_fmt(hi, 0)}]"
-    if measure == "success_ratio":
-        lo, hi = entry["success_ratio_ci"]
-        return f"{entry['success_ratio']:.2f} [{lo:.2f}, {hi:.2f}]"
-    if "relative_auc" not in entry or entry["relative_auc"] is None:
-        return "n/a"
-    lo, hi = entry["relative_auc_ci"]
-    return f"{entry['relative_auc']:.3f} [{_fmt(lo, 3)}, {_fmt(hi, 3)}]"
-
-
-def _paper_cell(measure: str, mech: str, eps: float) -> str:
-    v = PAPER[measure][mech].get(eps)
-    if v is None:
-        return ""
-    return {"median_fst": f"{v:.1f}", "success_ratio": f"{v:.2f}", "relative_auc": f"{v:.3f}"}[
-        measure
+# The report (tables, figures, README) lives in ldp_audit.training.reproduce_report; its names
+# stay importable from here, loaded on first use (that module imports this one).
+_REPORT_NAMES = frozenset(
+    [
+        "FST_FIELDS",
+        "_CI_NOTE",
+        "_TITLES",
+        "_cell",
+        "_eps_label",
+        "_eps_of",
+        "_fmt",
+        "_inf_float",
+        "_num",
+        "_paper_cell",
+        "_reading_lines",
+        "_submission_axis",
+        "comparison",
+        "figure2",
+        "figure3",
+        "readme_markdown",
+        "reproduce_command",
+        "tables_markdown",
+        "upgrade_fst_nulls",
+        "write_report",
     ]
+)
 
 
-_TITLES = {
-    "median_fst": "Table 1 — median first success time FST (eq. 26), submissions",
-    "success_ratio": "Table 2 — success ratio at the horizon (eq. 27)",
-    "relative_auc": "Table 3 — relative AUC of the success curve against non-private A3C",
-}
-_CI_NOTE = {
-    "median_fst": "percentile-bootstrap CI of the median (inf: more than half the resampled "
-    "trials never succeeded)",
-    "success_ratio": "Wilson score interval",
-    "relative_auc": "percentile bootstrap over the setting's and the reference's trials",
-}
+def __getattr__(name: str) -> Any:
+    if name in _REPORT_NAMES:
+        from ldp_audit.training import reproduce_report
 
-
-def tables_markdown(results: dict[str, Any]) -> str:
-    """Tables 1-3, ours beside the paper's, as Markdown."""
-    cfg = results["config"]
-    settings = results["settings"]
-    eps_list = sorted({_eps_of(e) for e in settings.values()})
-    mechs = [m for m in MECHANISMS if any(e["mechanism"] == m for e in settings.values())]
-    conf = int(round(100 * cfg["confidence"]))
-    lines = [
-        "# PGC-A3C: Tables 1-3, ours beside the paper's",
-        "",
-        f"Ours: K = {cfg['trials']} trials per setting, at most {cfg['max_submissions']:,} "
-        f"submissions per trial, master seed {cfg['seed']}; the paper: K = 20, 90,000 "
-        f"submissions. Brackets: {conf}% confidence intervals. "
-        f"Generated by `ldp-audit reproduce pgc-a3c` on {results['created']} "
-        f"({results['machine']}).",
-        "",
-    ]
-    if cfg["max_submissions"] != 90_000 or cfg["trials"] != 20:
-        lines += [
-            f"**This run is smaller than the paper's** ({cfg['trials']} trials x "
-            f"{cfg['max_submissions']:,} submissions instead of 20 x 90,000): FSTs beyond "
-            f"{cfg['max_submissions']:,} count as never, so success ratios and AUCs are over a "
-            "shorter horizon and are not directly comparable.",
-            "",
-        ]
-    for measure in ("median_fst", "success_ratio", "relative_auc"):
-        lines += [f"## {_TITLES[measure]}", "", f"Intervals: {_CI_NOTE[measure]}.", ""]
-        head = "| Q | source | " + " | ".join(_eps_label(e) for e in eps_list) + " |"
-        lines += [head, "|" + "---|" * (2 + len(eps_list))]
-        for m in mechs:
-            by_eps = {_eps_of(e): e for e in settings.values() if e["mechanism"] == m}
-            name = {"laplace": "Laplace", "prs": "PRS"}[m]
-            lines.append(
-                f"| {name} | paper | "
-                + " | ".join(_paper_cell(measure, m, e) for e in eps_list)
-                + " |"
-            )
-            lines.append(
-                f"| {name} | ours | "
-                + " | ".join(_cell(by_eps.get(e), measure) for e in eps_list)
-                + " |"
-            )
-        lines.append("")
-    lines += [
-        "epsilon = inf is the non-private baseline (`mechanism=none`: no noise, stabilising L1 "
-        "clip C/2 with C = 10) with the row's buffer size "
-        "(Laplace |B| = 1, PRS |B| = 100); relative AUCs are against the Laplace epsilon = inf "
-        f"(|B| = 1) curve over [0, {cfg['max_submissions']:,}].",
-        "",
-    ]
-    return "\n".join(lines)
-
-
-def _eps_label(e: float) -> str:
-    return "eps=inf" if math.isinf(e) else f"eps={e:g}"
-
-
-def comparison(results: dict[str, Any]) -> list[dict[str, Any]]:
-    """Each paper number against our interval: inside, below or above."""
-    out = []
-    for key, entry in results["settings"].items():
-        m, e = entry["mechanism"], _eps_of(entry)
-        for measure, ci_key in (
-            ("median_fst", "median_fst_ci"),
-            ("success_ratio", "success_ratio_ci"),
-            ("relative_auc", "relative_auc_ci"),
-        ):
-            paper = PAPER[measure][m].get(e)
-            if paper is None or ci_key not in entry:
-                continue
-            if measure == "relative_auc" and entry[measure] is None:
-                continue  # no reference curve to compare against
-            lo, hi = (_inf_float(v) for v in entry[ci_key])
-            where = "inside" if lo <= paper <= hi else ("below" if paper < lo else "above")
-            ours = entry[measure]
-            out.append(
-                {
-                    "setting": key,
-                    "measure": measure,
-                    "paper": paper,
-                    "ours": ours,
-                    "ci": [entry[ci_key][0], entry[ci_key][1]],
-                    "paper_vs_ci": where,
-                }
-            )
-    return out
-
-
-def _submission_axis(ax: Any) -> None:
-    """x axis in submissions, at most 6 ticks, thousands written as "20k" (no overlapping labels
-    at the paper's 90,000)."""
-    from matplotlib.ticker import FuncFormatter, MaxNLocator
-
-    ax.xaxis.set_major_locator(MaxNLocator(nbins=6, integer=True))
-    ax.xaxis.set_major_formatter(
-        FuncFormatter(lambda x, _pos: f"{x / 1000:g}k" if abs(x) >= 1000 else f"{x:g}")
-    )
-    ax.set_xlabel("#submissions")
-
-
-def figure3(results: dict[str, Any], path: Path) -> None:
-    """Success ratio (eq. 27) against submissions per epsilon: (a) Laplace, (b) PRS."""
-    from matplotlib.figure import Figure
-
-    horizon = float(results["config"]["max_submissions"])
-    settings = results["settings"]
-    mechs = [m for m in MECHANISMS if any(e["mechanism"] == m for e in settings.values())]
-    fig = Figure(figsize=(5.0 * len(mechs), 3.8), layout="constrained")
-    axes = fig.subplots(1, len(mechs), squeeze=False)[0]
-    for ax, m, tag in zip(axes, mechs, "ab", strict=False):
-        entries = sorted(
-            (e for e in settings.values() if e["mechanism"] == m), key=lambda e: _eps_of(e)
-        )
-        for e in entries:
-            fst = np.array([metrics.fst_from_json(v) for v in e["fst"]], dtype=float)
-            xs = np.r_[0.0, np.sort(fst[fst <= horizon]), horizon]
-            ys = metrics.success_ratio(fst, xs)
-            ax.step(xs, ys, where="post", label=_eps_label(_eps_of(e)).replace("eps", "ε"))
-        ax.set_xlim(0, horizon)
-        ax.set_ylim(-0.02, 1.02)
-        _submission_axis(ax)
-        ax.set_ylabel("success ratio")
-        name = {"laplace": "Laplace mechanism", "prs": "PRS mechanism"}[m]
-        ax.set_title(f"({tag}) {name}")
-        ax.legend(loc="upper left", fontsize=8)
-        ax.grid(alpha=0.3)
-    k = results["config"]["trials"]
-    fig.suptitle(f"Figure 3 (ours): success ratio at #submissions, K = {k}", fontsize=10)
-    fig.savefig(path, dpi=120)
-
-
-def figure2(results: dict[str, Any], path: Path) -> None:
-    """Average score mu_n (eq. 25, mean over trials) during training at epsilon = 1."""
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(7.0, 4.0), layout="constrained")
-    ax = fig.subplots()
-    for _key, c in sorted(results["figure2"].items()):
-        y = np.array([np.nan if v is None else v for v in c["mean_mu"]], dtype=float)
-        name = {"laplace": "Laplace", "prs": "PRS"}[c["mechanism"]]
-        ax.plot(c["n"], y, lw=1.0, label=f"{name}, |B| = {c['buffer_size']} (K = {c['trials']})")
-    ax.axhline(metrics.TARGET_SCORE, color="grey", ls=":", lw=0.8)
-    ax.set_xlim(0, max([c["n"][-1] for c in results["figure2"].values() if c["n"]] or [1]))
-    ax.set_ylim(0, 205)
-    _submission_axis(ax)
-    ax.set_ylabel("average score μ_n (eq. 25), mean over trials")
-    ax.set_title("Figure 2 (ours): ε = 1, with and without buffering", fontsize=10)
-    ax.legend(loc="best", fontsize=8)
-    ax.grid(alpha=0.3)
-    fig.savefig(path, dpi=120)
-
-
-def reproduce_command(cfg: dict[str, Any]) -> str:
-    """The ``ldp-audit reproduce pgc-a3c`` command line that reruns ``results["config"]``:
-    trials, horizon and seed always, then every option whose value differs from
-    :class:`ReproduceConfig`'s default (``--workers`` left out: results do not depend on it)."""
-    default = ReproduceConfig()
-
-    def differs(name: str) -> bool:
-        return cfg.get(name, getattr(default, name)) != getattr(default, name)
-
-    parts = [
-        "ldp-audit reproduce pgc-a3c",
-        f"--trials {cfg['trials']}",
-        f"--max-submissions {cfg['max_submissions']}",
-    ]
-    if differs("stop_at_target"):
-        parts.append("--stop-at-target" if cfg["stop_at_target"] else "--no-stop-at-target")
-    if differs("figure2"):
-        parts.append("--no-figure2")
-    else:
-        for name in ("figure2_trials", "figure2_submissions"):
-            if differs(name):
-                parts.append(f"--{name.replace('_', '-')} {cfg[name]}")
-    if differs("acting"):
-        parts.append(f"--acting {cfg['acting']}")
-    for name in ("clip_kind", "aggregator", "aggregator_lr", "target"):
-        if differs(name):
-            parts.append(f"--{name.replace('_', '-')} {cfg[name]}")
-    parts.append(f"--seed {cfg['seed']}")
-    return " ".join(parts)
-
-
-def readme_markdown(results: dict[str, Any], notes: str | None) -> str:
-    """The report's README: how it was run, and where and why we differ from the paper."""
-    cfg = results["config"]
-    cmp = comparison(results)
-    inside = sum(c["paper_vs_ci"] == "inside" for c in cmp)
-    cmd = reproduce_command(cfg)
-    lines = [
-        "# PGC-A3C reproduction (Ono & Takahashi 2020, Tables 1-3, Figures 2-3)",
-        "",
-        f"Generated by `{cmd}` on {results['created']} ({results['machine']}), "
-        f"{results['seconds_total']:.0f} s in all.",
-        "",
-        f"- Scale: **K = {cfg['trials']} trials per setting, at most "
-        f"{cfg['max_submissions']:,} submissions per trial** (the paper: 20 x 90,000).",
-        "- Files: `tables.md` (Tables 1-3, ours beside the paper's, with confidence intervals), "
-        "`figure2.png`, `figure3.png`, `results.json` (every number, FSTs per trial, timings, "
-        "versions).",
-        "- Settings: Laplace with C = 0.01 and |B| = 1, PRS with C = 1, |B| = 100 and "
-        "d_hat = max{1, min{d, floor(eps/2.5)}}; eta 0.5, gamma 0.99, lambda 0.5, beta 0.01, "
-        "9 agents, alpha-greedy alpha = max{0, 0.5 - n/1800}, otherwise "
-        + (
-            "the action sampled from pi (**an ablation, not the paper as printed**)"
-            if cfg.get("acting", "argmax") == "sample"
-            else "argmax pi (the paper as printed)"
-        )
-        + ". epsilon = inf is the engine's non-private baseline (`mechanism=none`: no noise, "
-        "stabilising L1 clip C/2 with C = 10) with the row's buffer size.",
-        *_reading_lines(cfg),
-        "",
-        "## Where our numbers differ from the paper's",
-        "",
-        f"{inside} of {len(cmp)} paper numbers fall inside our {int(100 * cfg['confidence'])}% "
-        "intervals. The others:",
-        "",
-        "| setting | measure | paper | ours | our interval | paper is |",
-        "|---|---|---|---|---|---|",
-    ]
-    for c in cmp:
-        if c["paper_vs_ci"] == "inside":
-            continue
-        lo, hi = c["ci"]
-        lines.append(
-            f"| {c['setting']} | {c['measure']} | {c['paper']} | {_num(c['ours'])} | "
-            f"[{_num(lo)}, {_num(hi)}] | {c['paper_vs_ci']} |"
-        )
-    lines += [
-        "",
-        "Why numbers can differ, in general (what the paper does not pin down):",
-        "",
-        "- The paper ran 9 real threads (TensorFlow 1.14, Gym 0.14); we emulate the asynchrony "
-        "deterministically (an agent takes theta when its episode starts and submits when it "
-        "ends), so staleness patterns differ.",
-        "- Weight initialisation, the optimiser beyond eq. 22, how the eq. 15-18 sums are scaled "
-        "and where the score of a submission is measured are not specified; we document our "
-        "choices in the repository README (section 'PGC-A3C engine').",
-        "- With K = 20, a median FST or a success ratio is noisy: the intervals above are wide, "
-        "and so were the paper's (which it does not report).",
-    ]
-    if cfg["max_submissions"] != 90_000 or cfg["trials"] != 20:
-        lines.append(
-            "- **This run is smaller than the paper's**: the horizon is "
-            f"{cfg['max_submissions']:,} submissions, so trials that would have succeeded later "
-            "count as never here."
-        )
-    if notes:
-        lines += ["", notes.strip()]
-    lines.append("")
-    return "\n".join(lines)
-
-
-def _reading_lines(cfg: dict[str, Any]) -> list[str]:
-    """README bullets for the readings (ablations) a run used; none for the printed settings."""
-    lines = []
-    if cfg.get("clip_kind", "l1") == "coordinate":
-        lines.append(
-            "- **Coordinate clipping (an ablation that breaks the paper's privacy claim)**: the "
-            "Laplace rows clip each of the 112 coordinates to +-C/2, so a report is "
-            "**112 x epsilon-LDP**, not epsilon-LDP; the ledger was charged 112 x epsilon per "
-            "report. The epsilon column names the noise scale C/epsilon, not the guarantee."
-        )
-    if cfg.get("aggregator", "sgd") != "sgd":
-        lr = cfg.get("aggregator_lr")
-        lines.append(
-            f"- **Aggregator {cfg['aggregator']}** (an ablation; post-processing of the released "
-            f"reports, no privacy cost) with step size {lr if lr is not None else 1e-3:g} in "
-            "place of eq. 22's SGD."
-        )
-    if cfg.get("target", "engine") != "engine":
-        lines.append(
-            "- **Value target as printed in eq. 18** (+ V(s_T), undiscounted, also after a "
-            "failure): an ablation showing why the engine deviates."
-        )
-    return lines
-
-
-def _num(v: Any) -> str:
-    if v is None or isinstance(v, str):  # "inf" (null: written before the "inf" convention)
-        return f"{_inf_float(v):g}"
-    return f"{v:.4g}" if isinstance(v, float) else str(v)
-
-
-def write_report(
-    results: dict[str, Any], out_dir: str | os.PathLike[str], *, overwrite: bool = False
-) -> list[Path]:
-    """Write results.json, tables.md, figure2.png, figure3.png and README.md into ``out_dir``.
-
-    ``out_dir`` must be new or empty; an earlier report there (results.json) is regenerated only
-    with ``overwrite=True``. A hand-written ``notes.md`` already in ``out_dir`` is kept and
-    appended to the README.
-
-    Returns:
-        The paths written.
-    """
-    from ldp_audit.rundir import check_report_dir
-
-    check_report_dir(out_dir, overwrite=overwrite)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    results = dict(results)
-    results["comparison"] = comparison(results)
-    written = []
-    p = out / "results.json"
-    p.write_text(json.dumps(results, indent=1, allow_nan=False) + "\n")
-    written.append(p)
-    p = out / "tables.md"
-    p.write_text(tables_markdown(results))
-    written.append(p)
-    p = out / "figure3.png"
-    figure3(results, p)
-    written.append(p)
-    if results.get("figure2"):
-        p = out / "figure2.png"
-        figure2(results, p)
-        written.append(p)
-    notes_path = out / "notes.md"
-    notes = notes_path.read_text() if notes_path.exists() else None
-    p = out / "README.md"
-    p.write_text(readme_markdown(results, notes))
-    written.append(p)
-    return written
-
-
-#: The FST fields of a setting in results.json (reproduce and --readings): infinite = "inf".
-FST_FIELDS = ("fst", "median_fst", "median_fst_ci")
-
-
-def upgrade_fst_nulls(results: dict[str, Any]) -> dict[str, Any]:
-    """A results.json written before the ``"inf"`` convention, in that convention: every null
-    FST field (``fst``, ``median_fst``, ``median_fst_ci`` of each entry of ``settings`` and
-    ``figure2_runs``, and ``ours``/``ci`` of the ``comparison`` rows of ``median_fst``) becomes
-    ``"inf"``, which is what null meant there. Nothing else changes (a null ``relative_auc`` is
-    undefined, not infinite, and stays null). Returns a new dict; ``results`` is not modified.
-    The reports built from either form are identical (tested on the committed reports).
-    """
-    import copy
-
-    out = copy.deepcopy(results)
-
-    def inf(v: Any) -> Any:
-        if v is None:
-            return "inf"
-        if isinstance(v, list):
-            return [inf(x) for x in v]
-        return v
-
-    for group in ("settings", "figure2_runs"):
-        for entry in (out.get(group) or {}).values():
-            for name in FST_FIELDS:
-                if name in entry:
-                    entry[name] = inf(entry[name])
-    for row in out.get("comparison") or []:
-        if row.get("measure") == "median_fst":
-            row["ours"] = inf(row["ours"])
-            row["ci"] = inf(row["ci"])
-    return out
+        return getattr(reproduce_report, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
