@@ -1,0 +1,269 @@
+"""The report model's audit and attack sections: each audit's verdicts, witness, privacy
+profile and trade-off curve, and each attack's result against its ceiling.
+
+Part of :mod:`ldp_audit.report._model` (the whole model is built there).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+import numpy as np
+
+from ldp_audit.report._load import RunData
+
+
+def _num(v: Any) -> float | None:
+    """A finite-or-infinite float, or None for anything that is not a number."""
+    if isinstance(v, bool) or v is None:
+        return None
+    if isinstance(v, (int, float, np.integer, np.floating)):
+        return float(v)
+    if isinstance(v, str) and v.strip().lower() in ("inf", "infinity", "+inf"):
+        return math.inf
+    return None
+
+
+_NUM_RE = re.compile(r"-?\d+\.\d{5,}(?:[eE][-+]?\d+)?")
+
+
+def short_numbers(text: str, nd: int = 4) -> str:
+    """Rewrite long decimals in a string ("0.0059698183732840131") to ``nd`` significant
+    digits ("0.00597"): readable witnesses, not 17-digit floats."""
+    return _NUM_RE.sub(lambda m: f"{float(m.group(0)):.{nd}g}", text)
+
+
+def _witness_model(w: Any) -> dict[str, Any] | None:
+    """A witness (Witness.to_dict()) with rounded numbers, or None."""
+    if not isinstance(w, dict):
+        return None
+    out: dict[str, Any] = {}
+    for k, v in w.items():
+        if k in ("x", "x2") and isinstance(v, list):
+            out[k] = [round(float(x), 6) if isinstance(x, (int, float)) else x for x in v]
+        elif isinstance(v, str):
+            out[k] = short_numbers(v)
+        else:
+            out[k] = v
+    return out
+
+
+_READING = {
+    "distribution": "distribution (exact arithmetic)",
+    "implementation": "implementation (IEEE doubles, float bits searched)",
+}
+
+
+def _verdict_rows(e: dict[str, Any], claim: float, lb: float, viol: bool) -> list[dict[str, Any]]:
+    """The audit's two verdicts (AuditResult.to_dict()["verdicts"]); one row for older files."""
+    vs = e.get("verdicts")
+    rows = []
+    if isinstance(vs, dict) and vs:
+        for kind in ("distribution", "implementation"):
+            v = vs.get(kind)
+            if not isinstance(v, dict):
+                continue
+            vlb = _num(v.get("epsilon_lower_bound"))
+            vclaim = _num(v.get("claimed_epsilon"))
+            rows.append(
+                {
+                    "kind": kind,
+                    "reading": _READING[kind],
+                    "epsilon_lower_bound": vlb if vlb is not None else 0.0,
+                    "claimed_epsilon": vclaim if vclaim is not None else claim,
+                    "violation": bool(v.get("violation"))
+                    if isinstance(v.get("violation"), bool)
+                    else (vlb or 0.0) > claim,
+                    "witness": _witness_model(v.get("witness")),
+                    "consequence": str(v.get("consequence") or ""),
+                    "events_estimated": v.get("events_estimated"),
+                }
+            )
+    if not rows:
+        fb = e.get("float_bits")
+        kind = "implementation" if fb is True else "distribution" if fb is False else None
+        rows.append(
+            {
+                "kind": kind or "single",
+                "reading": _READING.get(kind or "", "one reading (not recorded which)"),
+                "epsilon_lower_bound": lb,
+                "claimed_epsilon": claim,
+                "violation": viol,
+                "witness": _witness_model(e.get("witness")),
+                "consequence": "",
+                "events_estimated": e.get("events_estimated"),
+            }
+        )
+    return rows
+
+
+def _profile_model(p: Any) -> dict[str, Any] | None:
+    if not isinstance(p, dict):
+        return None
+    d, lo, cl = p.get("delta"), p.get("epsilon_lower"), p.get("epsilon_claimed")
+    if not (isinstance(d, list) and isinstance(lo, list) and isinstance(cl, list)):
+        return None
+    if not len(d) == len(lo) == len(cl) or not d:
+        return None
+    dd = [_num(x) for x in d]
+    ll = [_num(x) for x in lo]
+    cc = [_num(x) for x in cl]
+    if any(x is None for x in dd + ll + cc):
+        return None
+    above = [a > b for a, b in zip(ll, cc, strict=True)]  # type: ignore[operator]
+    return {
+        "delta": dd,
+        "epsilon_lower": ll,
+        "epsilon_claimed": cc,
+        "above_claim": above,
+        "confidence": _num(p.get("confidence")),
+        "claimed_from": p.get("claimed_from"),
+    }
+
+
+def _tradeoff_model(t: Any) -> dict[str, Any] | None:
+    """The audited f-DP trade-off curve of an audit (``AuditResult.tradeoff.to_dict()``)."""
+    if not isinstance(t, dict):
+        return None
+    keys = ("type1_upper", "type2_upper", "claimed_alpha", "claimed_beta")
+    vals = {k: t.get(k) for k in keys}
+    if not all(isinstance(v, list) and v for v in vals.values()):
+        return None
+    nums = {k: [_num(x) for x in v] for k, v in vals.items()}
+    if any(x is None for v in nums.values() for x in v):
+        return None
+    if len(nums["type1_upper"]) != len(nums["type2_upper"]):
+        return None
+    if len(nums["claimed_alpha"]) != len(nums["claimed_beta"]):
+        return None
+    below = t.get("below_claim")
+    if not (isinstance(below, list) and len(below) == len(nums["type1_upper"])):
+        below = [False] * len(nums["type1_upper"])
+    return {
+        **nums,
+        "below_claim": [bool(b) for b in below],
+        "claimed_from": str(t.get("claimed_from", "")),
+        "confidence": _num(t.get("confidence")),
+    }
+
+
+def _point_estimate(w: dict[str, Any] | None) -> float | None:
+    """ln(k1/n1) - ln(k2/n2) of a witness: the event's epsilon estimate (inf when k2 = 0)."""
+    if not w or not all(isinstance(w.get(k), int) for k in ("k1", "n1", "k2", "n2")):
+        return None
+    if w["n1"] <= 0 or w["n2"] <= 0 or w["k1"] <= 0:
+        return None
+    if w["k2"] == 0:
+        return math.inf
+    return math.log(w["k1"] / w["n1"]) - math.log(w["k2"] / w["n2"])
+
+
+def _audit_section(run: RunData) -> dict[str, Any]:
+    if run.audits is None:
+        return {"status": "not run", "results": []}
+    out = []
+    default_name = str((run.config.get("mechanism") or {}).get("name", "mechanism"))
+    for e in run.audits:
+        claim = float(e["claimed_epsilon"])  # float("inf") parses the "inf" of to_dict()
+        lb = float(e["epsilon_lower_bound"])
+        viol = e.get("violation")
+        viol = bool(viol) if isinstance(viol, bool) else lb > claim
+        verdicts = _verdict_rows(e, claim, lb, viol)
+        for v in verdicts:
+            v["point_estimate"] = _point_estimate(v["witness"])
+        # the overall verdict follows the stricter of the two readings
+        viol = viol or any(v["violation"] for v in verdicts)
+        leak = e.get("leak") if isinstance(e.get("leak"), str) else None
+        warnings = e.get("warnings")
+        out.append(
+            {
+                "mechanism": str(e.get("mechanism") or default_name),
+                "claimed_epsilon": claim,
+                "exact_epsilon": _num(e.get("exact_epsilon")),
+                "epsilon_lower_bound": lb,
+                "confidence": _num(e.get("confidence")),
+                "delta": _num(e.get("delta")),
+                "samples": e.get("samples"),
+                "selection_samples": e.get("selection_samples"),
+                "max_refutable_epsilon": _num(e.get("max_refutable_epsilon")),
+                "resolution_probability": _num(e.get("resolution_probability")),
+                "seconds": _num(e.get("seconds")),
+                "violation": viol,
+                "leak": leak,
+                "witness": _witness_model(e.get("witness")),
+                "verdicts": verdicts,
+                "profile": _profile_model(e.get("profile")),
+                "tradeoff": _tradeoff_model(e.get("tradeoff")),
+                "warnings": [str(w) for w in warnings] if isinstance(warnings, list) else [],
+                "source": e.get("source"),
+            }
+        )
+    return {"status": "run", "results": out}
+
+
+def _first(d: dict[str, Any], *keys: str) -> Any:
+    for k in keys:
+        if k in d and d[k] is not None:
+            return d[k]
+    return None
+
+
+def _attack_section(run: RunData) -> dict[str, Any]:
+    if not run.attacks:
+        return {"status": "not run", "results": []}
+    out = []
+    for name, a in run.attacks.items():
+        ci = _first(a, "accuracy_ci", "ci", "confidence_interval")
+        lo = _num(_first(a, "ci_low", "accuracy_low", "accuracy_lower"))
+        hi = _num(_first(a, "ci_high", "accuracy_high", "accuracy_upper"))
+        if isinstance(ci, (list, tuple)) and len(ci) == 2:
+            lo, hi = _num(ci[0]), _num(ci[1])
+        ceiling = _num(_first(a, "ceiling", "accuracy_ceiling"))
+        viol = a.get("violation")
+        if not isinstance(viol, bool):
+            viol = lo is not None and ceiling is not None and lo > ceiling
+        tpr = _first(a, "tpr_at_fpr", "tpr_at_low_fpr")
+        chance = _num(_first(a, "chance", "baseline"))
+        above_chance = lo is not None and chance is not None and lo > chance
+        out.append(
+            {
+                "name": name,
+                "attack": str(a.get("attack") or a.get("name") or name),
+                "accuracy": float(a["accuracy"]),
+                "ci_low": lo,
+                "ci_high": hi,
+                "confidence": _num(a.get("confidence")),
+                "ceiling": ceiling,
+                "chance": chance,
+                "above_chance": above_chance,
+                "source": run.sources.get(f"attack_{name}"),
+                "k": _first(a, "k", "n_classes", "candidates"),
+                # the ceiling applies to the epsilon composed over the T reports attacked together
+                "epsilon": _num(_first(a, "composed_epsilon", "epsilon", "claimed_epsilon")),
+                "reports_per_agent": _first(a, "reports_per_agent"),
+                "mae": _num(a.get("mae")),
+                "mae_baseline": _num(a.get("mae_baseline")),
+                "implied_epsilon_lower_bound": _num(
+                    _first(
+                        a, "implied_epsilon_lower_bound", "epsilon_lower_bound", "implied_epsilon"
+                    )
+                ),
+                "auc": _num(a.get("auc")),
+                "advantage": _num(a.get("advantage")),
+                "tpr_at_fpr": tpr
+                if isinstance(tpr, (dict, list, float, int)) and tpr != {}
+                else None,
+                "samples": _first(a, "n", "samples", "n_targets"),
+                "violation": viol,
+                "details": {
+                    k: v
+                    for k, v in a.items()
+                    if isinstance(v, (str, int, float, bool))
+                    and not isinstance(v, bool)
+                    or isinstance(v, bool)
+                },
+            }
+        )
+    return {"status": "run", "results": out}

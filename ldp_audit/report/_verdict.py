@@ -1,0 +1,370 @@
+"""The report's verdict: the one claim, what the audits and attacks say about it, and the
+plain-language statements of the headline.
+
+Part of :mod:`ldp_audit.report._model` (the whole model is built there).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ldp_audit.report._audits import _num
+from ldp_audit.report._load import RunData
+
+
+def _claim_section(run: RunData) -> dict[str, Any] | None:
+    """The trainer's own privacy statement (metrics.json ``privacy``), if it wrote one."""
+    claim = run.metrics.get("privacy")
+    if not isinstance(claim, dict):
+        return None
+    return {k: v for k, v in claim.items() if isinstance(v, (str, int, float, bool, list))}
+
+
+def _fmt(v: float | None, nd: int = 3) -> str:
+    if v is None:
+        return "n/a"
+    if math.isinf(v):
+        return "inf"
+    return f"{v:.{nd}g}"
+
+
+def _ci(r: dict[str, Any]) -> str:
+    if r["ci_low"] is None:
+        return ""
+    conf = r.get("confidence")
+    lvl = f"{conf * 100:.0f}% " if isinstance(conf, float) else ""
+    return f" ({lvl}CI {_fmt(r['ci_low'])}-{_fmt(r['ci_high'])})"
+
+
+def _audit_statements(
+    r: dict[str, Any], violations: list[str], verified: list[str], notes: list[str]
+) -> None:
+    """Sentences for one audit entry: each of its verdicts, with its consequence."""
+    ex = r["exact_epsilon"]
+    for v in r["verdicts"]:
+        lb, claim = _fmt(v["epsilon_lower_bound"]), _fmt(v["claimed_epsilon"])
+        label = v["kind"] if v["kind"] != "single" else "audit"
+        if v["violation"]:
+            if v["kind"] == "single":
+                msg = f"AUDIT VIOLATION: {r['mechanism']} leaks at least {lb} > claimed {claim}."
+            else:
+                msg = (
+                    f"AUDIT VIOLATION ({label}): {r['mechanism']} leaks at least {lb} > claimed "
+                    f"{claim}, read as {v['reading']}."
+                )
+            if v["consequence"]:
+                msg += " " + v["consequence"]
+            violations.append(msg)
+        else:
+            extra = ""
+            if ex is not None and v["kind"] in ("distribution", "single"):
+                extra = f"; white-box exact epsilon {_fmt(ex)} (holds in exact arithmetic only)"
+            void = ""
+            c = v["claimed_epsilon"]
+            if c is not None and (math.isinf(c) or c > 10.0):
+                void = (
+                    f", but a claim of {claim} per release is above 10 and itself gives no "
+                    "protection, so finding no violation says nothing"
+                )
+            verified.append(
+                f"Audit of {r['mechanism']}, {v['reading']} reading: empirical lower bound {lb} "
+                f"<= claim {claim}{extra}: no violation found (a black-box audit cannot prove "
+                f"the claim){void}."
+            )
+    prof = r.get("profile")
+    if prof is not None:
+        bad = [d for d, a in zip(prof["delta"], prof["above_claim"], strict=True) if a]
+        if bad:
+            violations.append(
+                f"PROFILE VIOLATION: the audited privacy profile of {r['mechanism']} lies above "
+                f"the claimed one at delta = {', '.join(_fmt(d) for d in bad)}."
+            )
+        else:
+            verified.append(
+                f"Audited privacy profile of {r['mechanism']}: at every one of "
+                f"{len(prof['delta'])} deltas the epsilon lower bound is at or below the claim."
+            )
+    for w in r.get("warnings") or []:
+        notes.append(f"Audit of {r['mechanism']}: {w}")
+
+
+def _n(count: int, noun: str, plural: str | None = None) -> str:
+    """``"1 agent"``, ``"3,000 agents"``: a count with its noun in the right number."""
+    return f"{count:,} {noun if count == 1 else (plural or noun + 's')}"
+
+
+def _no_protection(claim: dict[str, Any]) -> str:
+    unit = claim.get("unit") or "unit"
+    return f"the claim itself gives no protection (epsilon = {_fmt(claim['epsilon'])} per {unit})"
+
+
+def _one_run_statements(o: dict[str, Any], violations: list[str], verified: list[str]) -> None:
+    lb, claim = _fmt(o["epsilon_lower_bound"]), _fmt(o["claimed_epsilon"])
+    size = _n(o["canaries"], "canary", "canaries") if isinstance(o["canaries"], int) else "canaries"
+    conf = o.get("confidence")
+    lvl = f" at confidence {conf:g}" if isinstance(conf, float) else ""
+    if o["violation"]:
+        violations.append(
+            f"ONE-RUN AUDIT VIOLATION ({o['setting']}): {o['name']} leaks at least {lb} > "
+            f"claimed {claim}{lvl} ({size})."
+        )
+        return
+    ceiling = (
+        f"; with {size} it could not have shown more than {_fmt(o['ceiling'])}"
+        if o.get("ceiling") is not None
+        else ""
+    )
+    verified.append(
+        f"One-run audit ({o['setting']}, {size}): empirical lower bound {lb} <= claim {claim}"
+        f"{lvl}: no violation found{ceiling} (an audit cannot prove the claim)."
+    )
+
+
+def _verdict(model: dict[str, Any], system_claimed: list[str] | None = None) -> dict[str, Any]:
+    led, aud, att = model["ledger"], model["audits"], model["attacks"]
+    run = model["run"]
+    mech = run["mechanism"] or {}
+    stmt = model.get("privacy_statement") or {}
+    the = stmt.get("claim") or {}
+    one_run = aud.get("one_run") or []
+    claimed: list[str] = []
+    verified: list[str] = []
+    not_verified: list[str] = []
+    violations: list[str] = []
+    if the.get("epsilon") is not None:
+        alts = the.get("alternatives") or []
+        alt = (
+            " Alternatives, not the claim: "
+            + "; ".join(f"{_fmt(a['epsilon'])} by {a['method']} ({a['source']})" for a in alts)
+            + "."
+            if alts
+            else ""
+        )
+        claimed.append(
+            f"The claim: epsilon = {_fmt(the['epsilon'])} at delta = {_fmt(the['delta'])} per "
+            f"{the.get('unit') or 'unit'}, by {the.get('method') or 'an accountant not named'} "
+            f"(from {the['source']}).{alt}"
+        )
+    eps_sub = led["epsilon_per_submission"]
+    non_private = str(mech.get("name", "")).replace("_", "").lower() in ("none", "noprivacy")
+    if mech.get("name") and (non_private or (eps_sub is not None and math.isinf(eps_sub))):
+        claimed.append(
+            f"No local privacy is claimed: the {mech['name']} mechanism releases reports without "
+            "noise (epsilon = inf); the ledger records every release as non-private."
+        )
+    elif mech.get("name") and eps_sub is None:
+        claimed.append(
+            f"Releases go through the {mech['name']} mechanism (config.json gives no "
+            "per-release epsilon for it; the claim above is composed by the accountant)."
+        )
+    elif mech.get("name"):
+        claimed.append(
+            f"Each report is randomised on the agent's side by the {mech['name']} mechanism at "
+            f"epsilon = {_fmt(eps_sub)} per submission (delta = {_fmt(led['delta'])}); the "
+            "aggregator only ever sees the noisy report."
+        )
+    else:
+        claimed.append(
+            f"The {run['algorithm']} run records its releases in the ledger; its mechanisms "
+            "are described in the algorithm's sections below."
+        )
+    claimed.extend(system_claimed or [])  # the system's own sentences (its report sections)
+    if led["agents"]:
+        inf_note = ""
+        if led.get("infinite_agents"):
+            inf_note = (
+                f" {_n(led['infinite_agents'], 'ledger id')} spent epsilon = inf under every "
+                "method (non-private releases)."
+            )
+        if led.get("basic_not_applicable"):
+            inf_note += (
+                f" Basic composition does not apply to the Gaussian or approximate-DP events of "
+                f"{_n(led['basic_not_applicable'], 'ledger id')} (inf under it, finite under "
+                "the tightest method)."
+            )
+        claimed.append(
+            f"Per agent, composed over its submissions: at most {_fmt(led['basic']['max'])} under "
+            f"basic sequential composition and {_fmt(led['best']['max'])} under the tightest valid "
+            f"method ({', '.join(led['methods'])}), over {_n(led['agents'], 'agent')} in the "
+            f"ledger.{inf_note}"
+        )
+    claim = model.get("claim") or {}
+    eps_agent = _num(claim.get("epsilon_per_agent"))
+    if eps_agent is not None:
+        how = f" ({claim['composition']})" if isinstance(claim.get("composition"), str) else ""
+        claimed.append(f"The trainer claims each agent's reports are {_fmt(eps_agent)}-LDP{how}.")
+        top = led["basic"]["max"]
+        if top is not None and top > eps_agent * (1 + 1e-9):
+            violations.append(
+                f"LEDGER ABOVE CLAIM: an agent spent {_fmt(top)} under basic composition, more "
+                f"than the trainer's per-agent claim {_fmt(eps_agent)}."
+            )
+        elif top is not None:
+            verified.append(
+                f"The ledger agrees with the trainer's claim: no agent spent more than "
+                f"{_fmt(eps_agent)} (largest: {_fmt(top)})."
+            )
+    if led["budget"] is not None:
+        over = led["over_budget"]
+        msg = f"Budget {_fmt(led['budget'])} per agent: {_n(over, 'agent')} over budget."
+        (not_verified if over else claimed).append(msg)
+    else:
+        claimed.append("No per-agent budget was set for this run.")
+    if led["central"]:
+        central_max = led["central"]["max_epsilon"]
+        role = ""
+        if the.get("epsilon") is not None and abs(central_max - the["epsilon"]) > 1e-9 * max(
+            1.0, abs(the["epsilon"])
+        ):
+            role = " (the ledger's tightest method: an alternative, not the claim)"
+        claimed.append(
+            f"Central (model-level) charges are reported separately, never summed with the local "
+            f"ones: {_n(led['central']['agents'], 'ledger id')}, largest central epsilon "
+            f"{_fmt(central_max)}{role}."
+        )
+    st = run["status"]
+    if st["run"] == "not recorded":
+        not_verified.append(
+            "The run's status is not recorded (no status in config.json, no manifest.json): "
+            "whether it finished cannot be told."
+        )
+    elif st["run"] != "complete":
+        not_verified.append(
+            f"The run did not complete (status: {st['run']}): the ledger and the outputs hold "
+            "only what was released before it stopped."
+        )
+    if run.get("missing"):
+        not_verified.append(
+            f"The run lacks files it writes when it completes: {run['missing']}; the report "
+            "shows the ledger and what is present."
+        )
+    if st["changed"] or st["missing"]:
+        not_verified.append(f"EVIDENCE CHANGED: {st['evidence']}.")
+    elif st["evidence_ok"]:
+        verified.append(
+            "Evidence intact: every file the run wrote still has the SHA-256 of its manifest."
+        )
+    else:
+        not_verified.append(st["evidence"][0].upper() + st["evidence"][1:] + ".")
+    if st.get("ledger_check"):
+        lc = st["ledger_check"]
+        (verified if lc["ok"] else not_verified).append(lc["words"])
+    if led.get("releases") == 0:
+        not_verified.append("The run made no submissions: nothing was released or learned.")
+    if led["uncharged_agents"]:
+        not_verified.append(
+            f"{_n(led['uncharged_agents'], 'agent')} submitted reports that the ledger never "
+            f"charged (e.g. {', '.join(led['uncharged_examples'])}): their spend is NOT accounted."
+        )
+    elif led.get("releases") is not None:
+        verified.append("Every agent that submitted a report was charged in the ledger.")
+    if led.get("undercharged_agents"):
+        not_verified.append(
+            f"{_n(led['undercharged_agents'], 'agent')} released more reports than the ledger "
+            f"charged (e.g. {', '.join(led['undercharged_examples'])}): part of their spend is "
+            f"NOT accounted."
+        )
+    elif led.get("charges_compared") and not led["uncharged_agents"]:
+        more = led.get("overcharged_agents") or 0
+        verified.append(
+            "Per agent, the ledger holds at least one charge for every release in the transcript"
+            + (
+                f" ({_n(more, 'agent')} charged more than released: prepaid or interrupted, the "
+                f"safe side)."
+                if more
+                else " (the same count for every agent)."
+            )
+        )
+    if aud["status"] == "run":
+        for r in aud["results"]:
+            _audit_statements(r, violations, verified, not_verified)
+    for o in one_run:
+        _one_run_statements(o, violations, verified)
+    if aud["status"] != "run" and not one_run:
+        not_verified.append(
+            "No audit was run: neither an audit of the mechanism (audit.json) nor a one-run "
+            "audit of this run."
+        )
+    elif aud["status"] != "run":
+        not_verified.append(
+            "The mechanism was not audited in isolation (no audit.json); the one-run audit "
+            "(under Audits) is this run's audit."
+        )
+    attacks = [r for r in att["results"] if not r.get("one_run")]
+    for r in attacks:
+        ci = _ci(r)
+        if r["violation"]:
+            violations.append(
+                f"ATTACK EXCEEDS CEILING: {r['name']} accuracy {_fmt(r['accuracy'])}{ci} > "
+                f"ceiling {_fmt(r['ceiling'])} the claim allows."
+            )
+        elif r["above_chance"]:
+            verified.append(
+                f"Attack {r['name']}: accuracy {_fmt(r['accuracy'])}{ci} is ABOVE CHANCE "
+                f"{_fmt(r['chance'])}: the attacker learns something about the secret (as any "
+                f"epsilon > 0 allows), and stays within the ceiling {_fmt(r['ceiling'])} the "
+                "claim allows."
+            )
+        else:
+            verified.append(
+                f"Attack {r['name']}: accuracy {_fmt(r['accuracy'])}{ci} is not "
+                f"distinguishable from chance {_fmt(r['chance'])} and within the ceiling "
+                f"{_fmt(r['ceiling'])} the claim allows."
+            )
+    if not attacks:
+        not_verified.append(
+            "No attack other than the one-run audit was run (no other attack_*.json)."
+            if one_run
+            else "No attack was run on the transcript (no attack_*.json)."
+        )
+    for sec in model.get("sections") or []:
+        if sec.get("error"):
+            not_verified.append(f"Section {sec['title']!r} could not be built: {sec['error']}")
+    not_verified.append(
+        "Lower bounds and attacks can only find leaks, never prove their absence; the claim "
+        "rests on the mechanism's proof and on every release being charged before it is made."
+    )
+    meaningful = bool(the.get("meaningful", True)) if the.get("epsilon") is not None else True
+    if not meaningful:
+        # every sentence that finds the claim upheld says, in the same sentence, that it is void
+        tag = _no_protection(the)
+        verified = [
+            v
+            if v.startswith(("Evidence intact", "Every agent", "The run matches its manifest"))
+            or "gives no protection" in v
+            else v.rstrip(".") + f", but {tag}."
+            for v in verified
+        ]
+    evidence_changed = bool(st["changed"] or st["missing"])
+    audited = aud["status"] == "run" or bool(one_run)
+    if violations:
+        first = violations[0]
+        status = "violation"
+        label, rest = first.split(":", 1)
+        headline = f"{_n(len(violations), 'privacy violation')} found. {label.capitalize()}: "
+        headline += rest.strip().split(". ")[0].rstrip(".") + "."
+    elif not meaningful:
+        status = "no meaningful guarantee"
+        above = (
+            "" if math.isinf(the["epsilon"]) else f" (above {stmt.get('meaningful_epsilon', 10):g})"
+        )
+        headline = (
+            f"{_no_protection(the)[0].upper()}{_no_protection(the)[1:]}{above}; the checks "
+            "below found no contradiction of it, which says nothing about privacy."
+        )
+    elif audited and attacks and not evidence_changed:
+        status = "consistent"
+        headline = "Claims consistent with every audit and attack that was run."
+    else:
+        status = "partially verified"
+        headline = "Claims not contradicted, but parts were not checked (see below)."
+    return {
+        "status": status,
+        "headline": headline,
+        "protection": the.get("protection"),
+        "violations": violations,
+        "claimed": claimed,
+        "verified": verified,
+        "not_verified": not_verified,
+    }
