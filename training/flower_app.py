@@ -139,6 +139,11 @@ def _agent_state(context: Any, secrets: Mapping[int, AgentSecrets] | None, ledge
     if "partition-id" not in nc:
         raise InvalidParameterError("node config must give 'partition-id' (the agent id)")
     agent = int(nc["partition-id"])
+    rc = dict(context.run_config)
+    if secrets is None and rc.get("agents-file"):  # a simulation under `flwr run`
+        secrets = _read_agents_file(str(rc["agents-file"]))
+    if ledger_dir is None and rc.get("ledger-dir"):
+        ledger_dir = str(rc["ledger-dir"])
     if "gravity" in nc:
         seed = nc.get("agent-seed")
         sec = AgentSecrets(float(nc["gravity"]), None if seed is None else int(seed))
@@ -152,6 +157,14 @@ def _agent_state(context: Any, secrets: Mapping[int, AgentSecrets] | None, ledge
     if ldir is None:
         raise InvalidParameterError(f"agent {agent} has no ledger dir (node config 'ledger-dir')")
     return agent, sec, Path(str(ldir))
+
+
+def _read_agents_file(path: str) -> dict[int, AgentSecrets]:
+    """The simulated agents' secrets (``run_simulation`` writes this file for the ClientApps
+    of a simulation; a real SuperNode gives its own in its node config). The ServerApp never
+    reads it."""
+    data = json.loads(Path(path).read_text())
+    return {int(k): AgentSecrets(float(v["gravity"]), v.get("seed")) for k, v in data.items()}
 
 
 def _agent_rng(sec: AgentSecrets, agent: int, submission: int, stream: int) -> np.random.Generator:
@@ -376,7 +389,7 @@ def _run_server(grid: Any, context: Any, settings: dict[str, Any]) -> Path:
     cfg = _pgc_config(json.loads(raw_cfg) if isinstance(raw_cfg, str) else raw_cfg, k_agents)
     gt = rc.get("scoring-gravities")
     gravities = None
-    if gt is not None:
+    if gt not in (None, ""):  # "" is the app project's default: no ground truth
         gravities = [float(x) for x in (gt.split(",") if isinstance(gt, str) else gt)]
     mech = cfg.make_mechanism()
     mode = "overwrite" if bool(rc.get("overwrite", False)) else "new"
@@ -552,6 +565,8 @@ num-agents = 0
 scoring-gravities = ""
 timeout = 600.0
 overwrite = false
+agents-file = ""   # simulation only: the ClientApps' secrets file (run_simulation writes it)
+ledger-dir = ""    # simulation only: the agents' ledgers (a SuperNode's node config overrides)
 """
 
 _APP_MODULE = '''"""PGC-A3C on Flower (ldp-audit): the app objects the deployment engine loads."""
@@ -595,10 +610,11 @@ def run_simulation(
     seed: int = 0,
     ground_truth: bool = True,
     overwrite: bool = False,
-    num_cpus: int = 2,
-    verbose: bool = False,
+    log: str | Path | None = None,
 ) -> Path:
-    """Train PGC-A3C with Flower's simulation engine (one SuperNode per agent).
+    """Train PGC-A3C with Flower's simulation engine (one SuperNode per agent), run the current
+    Flower way: ``flwr run`` on a local simulation SuperLink
+    (:func:`ldp_audit.training.flower_run.flwr_run`).
 
     Args:
         config: a :class:`~ldp_audit.training.pgc_a3c.PgcA3cConfig` (``rounds`` = T, the
@@ -610,22 +626,23 @@ def run_simulation(
         seed: the server's seed (initial theta).
         ground_truth: let the recorder write ``secrets.npz`` (the agents' gravities, for
             scoring attacks only).
-        num_cpus: CPUs of the Ray instance the simulation starts.
+        log: a file for Flower's output (default: discarded).
 
     Returns:
         The run directory.
     """
     _flwr()
-    from flwr.simulation import run_simulation as _flwr_run_simulation
+    import tempfile
 
     from ldp_audit.rundir import check_new_dir
+    from ldp_audit.training.flower_run import flwr_run
 
     agents = list(agents)
     if not agents or not all(isinstance(a, AgentSecrets) for a in agents):
         raise InvalidParameterError("agents must be a non-empty list of AgentSecrets")
     cfg = _pgc_config(config, len(agents))
-    run_dir = check_new_dir(run_dir, name="run_dir", overwrite=overwrite)
-    ldir = Path(ledger_dir)
+    run_dir = check_new_dir(run_dir, name="run_dir", overwrite=overwrite).resolve()
+    ldir = Path(ledger_dir).resolve()
     if ldir.exists() and any(ldir.glob("agent-*.sqlite")):
         raise InvalidParameterError(
             f"ledger_dir {str(ldir)!r} already holds agent ledgers; use a new folder"
@@ -636,25 +653,35 @@ def run_simulation(
         "seed": int(seed),
         "overwrite": bool(overwrite),
         "num-agents": len(agents),
+        "ledger-dir": str(ldir),
+        "timeout": 600.0,
     }
     if ground_truth:
         settings["scoring-gravities"] = ",".join(repr(float(a.gravity)) for a in agents)
-    server = make_server_app(**settings)
-    client = make_client_app(dict(enumerate(agents)), ldir)
-    _flwr_run_simulation(
-        server_app=server,
-        client_app=client,
-        num_supernodes=len(agents),
-        backend_config={
-            "client_resources": {"num_cpus": 1, "num_gpus": 0.0},
-            "init_args": {"num_cpus": num_cpus, "include_dashboard": False},
-        },
-        verbose_logging=verbose,
-    )
+    with tempfile.TemporaryDirectory(prefix="ldp-pgc-flower-") as tmp:
+        secrets_file = Path(tmp, "agents.json")  # for the simulated ClientApps only
+        secrets_file.write_text(
+            json.dumps(
+                {str(k): {"gravity": a.gravity, "seed": a.seed} for k, a in enumerate(agents)}
+            )
+        )
+        settings["agents-file"] = str(secrets_file)
+        app = write_app_project(Path(tmp) / "app")
+        log_file = open(log, "w") if log is not None else None  # noqa: SIM115
+        try:
+            flwr_run(app, run_config=settings, num_supernodes=len(agents), log=log_file)
+        finally:
+            if log_file is not None:
+                log_file.close()
     from ldp_audit.rundir import read_manifest
     from ldp_audit.training.run_dir import read_metrics
 
-    man = read_manifest(run_dir) or {}
+    man = read_manifest(run_dir) if run_dir.exists() else None
+    if not man or not (run_dir / "metrics.json").exists():
+        raise InvalidParameterError(
+            f"the Flower run wrote no finished run directory in {str(run_dir)!r}; pass log= "
+            "(CLI: --log FILE) to see Flower's output"
+        )
     rejected = read_metrics(run_dir).get("rejected", [])
     if man.get("status") != "complete":
         first = rejected[0]["reason"][:500] if rejected else "unknown"
@@ -728,6 +755,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--buffer-size", type=int, default=None, help="MAX_BUF (paper default)")
     p.add_argument("--seed", type=int, default=0, help="server seed; agent k uses seed+1+k")
     p.add_argument("--overwrite", action="store_true", help="replace an earlier run in --out")
+    p.add_argument("--log", default=None, help="file for Flower's output (default: discarded)")
     p.add_argument(
         "--no-ground-truth", action="store_true", help="do not write secrets.npz (scoring)"
     )
@@ -754,6 +782,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             seed=a.seed,
             ground_truth=not a.no_ground_truth,
             overwrite=a.overwrite,
+            log=a.log,
         )
     except LdpAuditError as exc:
         print(f"flower_app: error: {exc}", file=sys.stderr)
