@@ -8,6 +8,10 @@ of ``states()`` of every agent afterwards (what ``spent_all`` and the report's l
 Best of 3. In a file the commit's fsyncs (about 25 ms here) dominate both.
 
 Usage: ``OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_ledger_mac.py [--old COMMIT]``
+
+``--old cf616fc --names "one file,store interface"`` compares the ledger before it was split
+into a store interface and the rules above it (the last commit of the single-file
+``ledger.py``, same schema 3) with today's, and adds ``TallyLedger`` rows (counts only).
 """
 
 from __future__ import annotations
@@ -41,8 +45,10 @@ def _load_old(commit: str):  # noqa: ANN202 - a module
     return mod
 
 
-def _one(mod, per_call: int, calls: int, existing: bool) -> tuple[float, float]:  # noqa: ANN001
-    led = mod.Ledger(":memory:")
+def _one(
+    mod, per_call: int, calls: int, existing: bool, tally: bool = False
+) -> tuple[float, float]:  # noqa: ANN001, E501
+    led = mod.TallyLedger() if tally else mod.Ledger(":memory:")
     if existing:
         led.charge_rows([(f"a{i}", EVENT, "local") for i in range(per_call)])
     t = time.process_time()
@@ -50,7 +56,8 @@ def _one(mod, per_call: int, calls: int, existing: bool) -> tuple[float, float]:
         base = 0 if existing else (c + 1) * per_call
         led.charge_rows([(f"a{base + i}", EVENT, "local") for i in range(per_call)])
     charge = (time.process_time() - t) / calls
-    led._all_states = None
+    if not tally:
+        led._all_states = None
     t = time.process_time()
     led.states()
     states = time.process_time() - t
@@ -60,21 +67,30 @@ def _one(mod, per_call: int, calls: int, existing: bool) -> tuple[float, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--old", default="0e0e94e", help="commit of the schema-2 ledger")
+    ap.add_argument("--old", default="0e0e94e", help="commit of the old ledger (schema 2)")
+    ap.add_argument(
+        "--names", default="schema 2,schema 3", help="labels of the old and the new ledger"
+    )
+    ap.add_argument("--tally", action="store_true", help="also TallyLedger (old vs new)")
     args = ap.parse_args()
     old = _load_old(args.old)
-    for per_call, calls in ((10, 300), (1000, 20)):
-        for existing in (False, True):
-            r = {
-                name: min(_one(mod, per_call, calls, existing) for _ in range(3))
-                for name, mod in (("schema 2", old), ("schema 3", new))
-            }
-            o, n = r["schema 2"], r["schema 3"]
-            kind = "same agents" if existing else "new agents "
-            print(
-                f"{per_call:>5} agents/call, {kind}: charge_rows {o[0]:.3f} -> {n[0]:.3f} CPU "
-                f"ms/call ({n[0] / o[0]:.2f}x); states() of all {o[1]:.1f} -> {n[1]:.1f} CPU ms"
-            )
+    label_old, label_new = args.names.split(",")
+    print(f"old = {label_old} ({args.old}), new = {label_new} (working tree)")
+    for tally in (False, True) if args.tally else (False,):
+        what = "TallyLedger()" if tally else 'Ledger(":memory:")'
+        for per_call, calls in ((10, 300), (1000, 20)):
+            for existing in (False, True):
+                r = {name: [] for name in ("old", "new")}
+                for _ in range(3):  # interleaved, best of 3
+                    for name, mod in (("old", old), ("new", new)):
+                        r[name].append(_one(mod, per_call, calls, existing, tally))
+                o, n = min(r["old"]), min(r["new"])
+                kind = "same agents" if existing else "new agents "
+                print(
+                    f"{what} {per_call:>5} agents/call, {kind}: charge_rows {o[0]:.3f} -> "
+                    f"{n[0]:.3f} CPU ms/call ({n[0] / o[0]:.2f}x); states() of all "
+                    f"{o[1]:.1f} -> {n[1]:.1f} CPU ms"
+                )
     sys.stdout.flush()
 
 

@@ -1,56 +1,33 @@
 """The privacy ledger: one durable, hash-chained, keyed row per charge (schema 3).
 
-A ledger is a store and the rules above it. The store (:mod:`ledger_store`: an interface; the
-SQLite file :mod:`ledger_sqlite`, the in-memory tally :mod:`ledger_tally`) keeps records;
-:class:`Ledger` (this module, written once for every store) holds every rule: the budget check
-inside the write transaction before anything is written, the hash chain, the MACs, the checks
-of everything read, the writer's cache and the replay of a resumed run.
+A ledger is a store and the rules above it. The store keeps records
+(:mod:`~ldp_audit.accountant.ledger_store`, the interface;
+:mod:`~ldp_audit.accountant.ledger_sqlite`, one SQLite file;
+:mod:`~ldp_audit.accountant.ledger_tally`, counts in memory). :class:`Ledger`, written once
+for every store, holds every rule: the budget check inside the write transaction
+before anything is written; every row hash-chained (``hash = SHA-256(previous hash | row)``,
+row 1 from a per-ledger random id); the head, the metadata and every agent's state MACed under a
+key kept outside the run directory (:mod:`~ldp_audit.accountant.keys`), so that the state is
+bound to the chain position it summarises; every read of spend checked (checksums, totals, the
+agent's last chained row, its MAC); on open, the chain's tail re-hashed; ``verify()`` walks the
+whole chain (:mod:`~ldp_audit.accountant.ledger_verify`); ``begin_replay()`` makes a resumed
+run's charges match the rows already here instead of charging twice
+(:mod:`~ldp_audit.accountant.ledger_replay`). An edited, deleted or reordered row, a state
+edited apart from its chain, or a lost journal is a :class:`LedgerIntegrityError`, never a
+silently lower spend. Without the key, reads work and say so (``authenticated``, ``auth_note``),
+and nothing is charged. A ledger replaced by an older *complete* copy is caught only against an
+anchor kept elsewhere (the run's manifest, ``verify(expect_head=...)``). docs/accountant.md has
+the guarantees, the tamper table and the measurements.
 
-What a ledger of record guarantees (docs/accountant.md has the details and the measurements):
+A writer keeps the state of the agents it charged as its own commits left it, and uses it only
+while the store's change token (SQLite: ``data_version``, read with the head in one query) says
+nothing else changed the store; otherwise it reads and verifies again.
 
-* **Complete in its main file.** The SQLite store uses the rollback journal (``TRUNCATE``) with
-  ``synchronous=FULL``: when a charge's ``COMMIT`` returns, the charge is in the main database
-  file and synced, so copying that one file is a complete backup.
-* **Tamper evident.** Every row carries ``hash = SHA-256(previous row's hash | the row)``, the
-  first row chaining from a per-ledger random id, and ``agent_n``, the agent's running number of
-  charges. The chain head (last hash and row count) is kept in the same transaction. Opening a
-  ledger checks the tail of the chain against the head and the per-agent state against the row
-  count; ``verify()`` (``ldp-audit budget --verify``) walks the whole chain and rebuilds every
-  agent's state from the rows. An edited, deleted or reordered row, a broken index or a lost
-  journal is a :class:`LedgerIntegrityError`, never a silently lower spend.
-* **Keyed.** The head (row count, last hash, metadata digest) and every agent's state carry an
-  HMAC-SHA256 under a key kept outside the run directory (:mod:`ldp_audit.accountant.keys`); an
-  agent's MAC covers its event counts, total, last row id and that row's hash, so the state is
-  bound to the chain position it summarises. Every read of spend checks it. Without the key,
-  reads work and ``authenticated`` is False (``auth_note`` says why); such a ledger, and a
-  schema-2 one (no key), is never charged.
-* **O(distinct events) reads.** Per-agent running state (the count of every distinct event, the
-  agent's total and its last row) is kept beside the rows, updated in the same transaction as
-  the charge, each record with a checksum; ``history`` and the budget check read the state,
-  cross-checked (event counts, the agent's total, the agent's last chained row, its MAC).
-* **Resume.** ``begin_replay()`` makes the next charges match the rows already here, in order,
-  writing nothing for them: a resumed run never charges a release twice.
-
-What it cannot guarantee: a ledger replaced by an older *complete* copy is internally consistent
-and its MACs are authentic; that is detectable against the run's manifest anchor or a chain head
-recorded elsewhere (``verify(expect_head=...)``). Without the key, anyone who can write the file
-can recompute every hash and checksum (docs/accountant.md has the table of what is then still
-detected).
-
-Writing: ``charge_rows`` (``Accountant.charge_many``) reads the head and the store's change
-token (SQLite's ``data_version``) in one step inside the write transaction, seals the batch in
-one pass (:func:`~ldp_audit.accountant.ledger_chain.seal_rows`) and appends it. A writer keeps
-the state of the agents it charged as its own commits left it; it uses that state only while the
-change token is unchanged, and otherwise reads and verifies the store again, so it never trusts
-anything it has not verified.
-
-``Ledger(":memory:")`` is a private in-memory SQLite ledger for tests (an ephemeral key of its
-own); ``Ledger.over(store)`` runs the same ledger over any :class:`RowStore`. ``TallyLedger()``
-is a ledger over a :class:`~ldp_audit.accountant.ledger_tally.TallyStore`: per-agent counts in
-memory (budgets enforced by the same code; no rows, no chain): for runs whose ledger nobody
-reads, never evidence. Ledgers of schema version 1 (WAL journaling, no chain) are refused with a
-message naming the version; ``migrate_v1(src, dst)`` converts one (or a schema-2 one) explicitly
-into a new file.
+``Ledger(path)`` is an SQLite file (``":memory:"``: private, an ephemeral key);
+``Ledger.over(store)`` the same ledger over any store; ``TallyLedger()`` a ledger over a
+``TallyStore`` (same budget code; no rows, no chain; never evidence). Schema-1 ledgers are
+refused naming the version; ``migrate_v1(src, dst)`` converts a schema-1 or -2 one into a new
+file.
 """
 
 from __future__ import annotations
@@ -59,19 +36,20 @@ import os  # noqa: F401 - tests patch ``ledger.os.access`` (the SQLite store's p
 import secrets
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from ldp_audit.accountant.keys import KeyFileError, LedgerKey, load_key
 from ldp_audit.accountant.ledger_chain import (
+    cached_states,
     check_agent_mac,
     check_head_mac,
+    fold_committed,
+    genesis_records,
     seal_rows,
     states_from_all_records,
     states_from_records,
-    walk_chain,
 )
 from ldp_audit.accountant.ledger_format import (
     APPLICATION,
@@ -92,10 +70,11 @@ from ldp_audit.accountant.ledger_format import (
     _row_bytes,
     _row_hash,
     _state_chk,
+    check_rows,
     integrity_error,
 )
+from ldp_audit.accountant.ledger_reads import StateReads
 from ldp_audit.accountant.ledger_replay import Replay
-from ldp_audit.accountant.ledger_replay import before as replay_before
 from ldp_audit.accountant.ledger_sqlite import (
     _AGENTS,
     _CHARGES,
@@ -114,6 +93,14 @@ from ldp_audit.accountant.ledger_store import (
     WriteHead,
 )
 from ldp_audit.accountant.ledger_tally import TallyStore
+from ldp_audit.accountant.ledger_verify import (
+    TAIL_ROWS,
+    identify,
+    parse_head,
+    resolve_key,
+    verify_all,
+    verify_open,
+)
 from ldp_audit.errors import InvalidParameterError, LedgerError
 
 __all__ = [
@@ -137,31 +124,15 @@ __all__ = [
 
 # Re-exported for the modules and tests that read the format through this module.
 _REEXPORTED = (
-    SCOPES, _agent_chk, _agent_msg, _events_bytes, _head_msg, _row_bytes, _state_chk,
-    _AGENTS, _CHARGES, _HEAD, _META, _STATE, HeadRecord,
+    SCOPES, TAIL_ROWS, _agent_chk, _agent_msg, _events_bytes, _head_msg, _row_bytes, _row_hash,
+    _state_chk, _AGENTS, _CHARGES, _HEAD, _META, _STATE, HeadRecord,
 )  # fmt: skip
 
-#: Rows of the chain's tail re-hashed on every open.
-TAIL_ROWS = 64
 #: Most agents whose state a writer keeps between its own commits (``Ledger._wc``).
 WRITE_CACHE_AGENTS = 262_144
 
 
-def _genesis_records(key: LedgerKey) -> tuple[dict[str, str], HeadRecord]:
-    """Metadata and sealed genesis head of a new ledger written under ``key``."""
-    ledger_id = uuid.uuid4().hex
-    meta = {
-        "application": APPLICATION,
-        "schema_version": str(SCHEMA_VERSION),
-        "created": str(time.time()),
-        "ledger_id": ledger_id,
-        "key_id": key.id,
-    }
-    genesis, digest = _genesis(ledger_id), _meta_digest(meta)
-    return meta, HeadRecord(0, genesis, digest, key.mac(_head_msg(ledger_id, 0, genesis, digest)))
-
-
-class Ledger:
+class Ledger(StateReads):
     """An append-only, hash-chained, keyed ledger of privacy charges.
 
     Args:
@@ -215,7 +186,7 @@ class Ledger:
             timeout=timeout,
             create=create,
             readonly=readonly,
-            initial=lambda: _genesis_records(load_key(create=True)),
+            initial=lambda: genesis_records(load_key(create=True)),
         )
         self._attach(store, verify, key)
 
@@ -309,41 +280,23 @@ class Ledger:
 
     def _setup(self, store: RowStore, verify: bool | str, key: LedgerKey | None) -> None:
         if store.empty():
-            store.initialise(*_genesis_records(key or load_key(create=True)))
+            store.initialise(*genesis_records(key or load_key(create=True)))
         if key is not None:  # a private ledger under its own ephemeral key
             self._ledger_id = store.meta()["ledger_id"]
             self._key, self.key_id, self.authenticated = key, key.id, True
             return
         # Identify the store before anything that could write to it.
         meta = store.meta()
-        if meta.get("application") != APPLICATION:
-            raise LedgerError(
-                f"ledger file {self.path!r} has an {_META!r} table but application "
-                f"{meta.get('application')!r}, expected {APPLICATION!r}"
-            )
-        try:
-            version = int(meta.get("schema_version", "-1"))
-        except ValueError:
-            version = -1
-        if version not in READABLE_VERSIONS:
-            hint = (
-                "; it was written by an older ldp-audit (WAL journal, no hash chain): convert it "
-                "explicitly with ldp_audit.accountant.ledger.migrate_v1(src, dst) or "
-                "`ldp-audit budget LEDGER --migrate-to NEW`"
-                if version == 1
-                else ""
-            )
-            raise LedgerSchemaError(
-                f"ledger {self.path!r} has schema version {meta.get('schema_version')}; this "
-                f"ldp-audit reads versions {READABLE_VERSIONS}{hint}"
-            )
+        version = identify(meta, self.path, _META)
         self._schema = version
         store.check_structure()
         self._ledger_id = meta.get("ledger_id", "")
         head = store.head()
         if head is None or head.meta_digest != _meta_digest(meta):
             raise self._bad("the metadata (budget, ids) does not match its recorded digest")
-        self._resolve_key(meta)
+        choice = resolve_key(version, meta, self.path)
+        self._key, self.key_id, self.auth_note = choice.key, choice.key_id, choice.auth_note
+        self._write_refusal, self.authenticated = choice.write_refusal, choice.key is not None
         if self._key is not None:
             self._check_head_mac()
         if self._write_refusal is not None:
@@ -356,40 +309,6 @@ class Ledger:
                 self._verify_open()
             if verify == "full":
                 self.verify()
-
-    def _resolve_key(self, meta: dict[str, str]) -> None:
-        """Pick the key that authenticates this ledger (schema 3), or say why there is none."""
-        if self._schema < 3:
-            self.auth_note = (
-                f"schema version {self._schema}: written before ledgers were keyed, so nothing "
-                f"in it is authenticated (migrate it with `ldp-audit budget LEDGER --migrate-to "
-                f"NEW`)"
-            )
-            self._write_refusal = (
-                f"ledger {self.path!r} has schema version {self._schema} (no key): it is read "
-                f"only; convert it with `ldp-audit budget LEDGER --migrate-to NEW` to charge it"
-            )
-            return
-        self.key_id = meta.get("key_id")
-        key = load_key(create=False)  # a reader never creates a key
-        if key is None:
-            self.auth_note = (
-                f"no ledger key in this process (set LDP_AUDIT_KEY_FILE or LDP_AUDIT_KEY, or "
-                f"create the default key file): the ledger was written under key id "
-                f"{self.key_id}, and its MACs cannot be checked"
-            )
-        elif key.id != self.key_id:
-            self.auth_note = (
-                f"the ledger was written under key id {self.key_id}; this process's key "
-                f"({key.source}) has id {key.id}, so its MACs cannot be checked"
-            )
-        else:
-            self._key, self.authenticated = key, True
-            return
-        self._write_refusal = (
-            f"ledger {self.path!r} cannot be charged: {self.auth_note}; a charge would leave "
-            f"it without valid MACs"
-        )
 
     def _check_sealed(self) -> None:
         """Inside a write: the metadata must match its digest and the head its MAC, so that
@@ -425,50 +344,13 @@ class Ledger:
 
     def _verify_open(self) -> None:
         """Tail of the chain against the head; per-agent totals against the row count."""
-        store = self._rows_store("hash chain")
-        rows, head = self._head()
-        top = store.last_row_id()
-        if top != rows:
-            raise self._bad(f"the chain head records {rows} rows but the last row id is {top}")
-        self._verify_rows(max(1, rows - TAIL_ROWS + 1), rows, head)
-        for name, _, total in store.record_totals():
-            if total != rows:
-                raise self._bad(
-                    f"the per-agent state ({name}) counts {total} charges, the chain {rows}"
-                )
+        verify_open(self._rows_store("hash chain"), self._ledger_id, self.path)
 
     def _head(self) -> tuple[int, bytes]:
         head = self._rows_store("hash chain").head()
         if head is None:
             raise self._bad("the chain head is missing")
         return head.rows, head.hash
-
-    def _verify_rows(self, first: int, last: int, head: bytes | None) -> None:
-        """Re-hash rows ``first..last`` from row ``first - 1``'s hash; last must equal ``head``."""
-        if last < first:
-            if head is not None and last == 0 and head != _genesis(self._ledger_id):
-                raise self._bad("the chain head of an empty ledger is not its genesis hash")
-            return
-        store = self._rows_store("hash chain")
-        if first == 1:
-            prev = _genesis(self._ledger_id)
-        else:
-            got = store.row_hash(first - 1)
-            if got is None:
-                raise self._bad(f"row {first - 1} is missing")
-            prev = got
-        expect = first
-        for i, agent, event, scope, t, run_id, agent_n, h in store.rows(first, last):
-            if i != expect:
-                raise self._bad(f"row {expect} is missing (next row is {i})")
-            prev = _row_hash(prev, _row_bytes(i, agent, event, scope, t, run_id, agent_n))
-            if prev != h:
-                raise self._bad(f"row {i} does not match its hash (edited, reordered or corrupt)")
-            expect += 1
-        if expect != last + 1:
-            raise self._bad(f"rows {expect}..{last} are missing")
-        if head is not None and prev != head:
-            raise self._bad("the last row's hash is not the recorded chain head")
 
     # ---- transactions ------------------------------------------------------------------------
 
@@ -622,18 +504,7 @@ class Ledger:
         cache = self._wc
         if cache is not None and wh.token is not None and self._wc_key == wh.token:
             complete = self._wc_complete
-            states: dict[str, AgentState] = {}
-            missing = []
-            get = cache.get
-            for a in agents:
-                st = get(a)
-                if st is not None:
-                    states[a] = st
-                elif not complete:
-                    missing.append(a)
-            if missing:
-                states.update(self._load_states(missing))
-            return states, cache, complete
+            return cached_states(cache, complete, agents, self._load_states), cache, complete
         self._wc = None
         if wh.head.rows == 0:  # an empty ledger: no agent may hold state, then every agent is new
             (_, n_agents, _), (_, n_state, _) = self._rows_store("rows").record_totals()
@@ -657,29 +528,7 @@ class Ledger:
         if token is None:  # the store cannot tell whether anything else changed it
             self._wc = None
             return
-        agent_rows, state_rows = written
-        get = states.get
-        if len(agent_rows) == len(state_rows):  # one state row per agent, both sorted by agent
-            for (a, n, last, _, _), (_, s, e, cnt, _) in zip(agent_rows, state_rows, strict=True):
-                st = get(a)
-                if st is None:
-                    cache[a] = AgentState(n, last, {(s, e): cnt})
-                else:
-                    st.n = n
-                    st.last_id = last
-                    st.events[(s, e)] = cnt
-                    cache[a] = st
-        else:
-            for a, n, last, _, _ in agent_rows:
-                st = get(a)
-                if st is None:
-                    cache[a] = AgentState(n, last)
-                else:
-                    st.n = n
-                    st.last_id = last
-                    cache[a] = st
-            for a, s, e, n, _ in state_rows:
-                cache[a].events[(s, e)] = n
+        fold_committed(cache, states, *written)
         if len(cache) > WRITE_CACHE_AGENTS:
             self._wc = None
             return
@@ -755,23 +604,17 @@ class Ledger:
     # ---- resume: replaying the charges already in the ledger ---------------------------------
 
     def begin_replay(self) -> int:
-        """Resume a run: match the next charges, in order, against the rows already here.
-
-        A resumed run reruns from its seed and makes the same charges in the same order. From
-        this call on, each charge is compared with the ledger's next earlier row (row 1 first):
-        equal (agent, event, scope) means it was charged before the interruption, and nothing
-        is written (no double charge); once every earlier row has been matched, charges are
-        written as usual. A budget check of a batch that straddles the end sees the state
-        before the batch (the replayed rows taken out), as the first attempt did
-        (:mod:`ldp_audit.accountant.ledger_replay`).
+        """Resume a run: the next charges are matched, in order, against the rows already here
+        and written only past them (:mod:`ldp_audit.accountant.ledger_replay`): a resumed run
+        never charges a release twice.
 
         Returns:
             The number of earlier rows to replay.
 
         Raises:
             LedgerError: a later charge differs from the row it replays (the resumed run is
-                not the run that charged this ledger); nothing of that batch is written. Also
-                at once when the store keeps no rows and holds charges (nothing to replay).
+                not the run that charged this ledger); nothing of that batch is written. At
+                once when the store keeps no rows and holds charges (nothing to replay).
         """
         with self._lock:
             n = len(self)
@@ -806,23 +649,13 @@ class Ledger:
         rep = self._replay
         if rep is None:  # pragma: no cover - the caller checked, under the lock
             return self._charge_rows(rows, rows, run_id=run_id, check=check, when=when)
-        k = rep.match(rows)
-        if k == len(rows):  # every charge of the batch was made before the interruption
-            rep.advance(k)
-            if not rep.active:
-                self._replay = None
-            return len(rows)
-        replayed = rows[:k]
-        inner = check
-        if inner is not None and replayed:
 
-            def check(states: dict[str, AgentState]) -> None:
-                inner(replay_before(states, replayed))
+        def write(rest: Sequence[tuple[str, str, str]], chk: Any) -> None:
+            self._charge_rows(rest, rows, run_id=run_id, check=chk, when=when)
 
-        self._charge_rows(rows[k:], rows, run_id=run_id, check=check, when=when)
-        rep.advance(k)
-        rep.end()
-        self._replay = None  # past the last earlier row
+        rep.charge(rows, check, write)
+        if not rep.active:
+            self._replay = None  # past the last earlier row
         return len(rows)
 
     def _insert(
@@ -844,19 +677,7 @@ class Ledger:
 
         No budget check: ``Accountant.charge`` is the way to spend budget. Returns the row count.
         """
-        norm = []
-        for row in rows:
-            agent, event = row[0], row[1]
-            scope = row[2] if len(row) > 2 else "local"
-            if not isinstance(agent, str) or not isinstance(event, str) or not agent:
-                raise InvalidParameterError(
-                    f"rows must be (agent: str, event_json: str[, scope]), got {row!r}"
-                )
-            if scope not in SCOPES:
-                raise InvalidParameterError(f"scope must be one of {SCOPES}, got {scope!r}")
-            norm.append((agent, event, scope))
-        if run_id is not None and not isinstance(run_id, str):
-            raise InvalidParameterError(f"run_id must be a string or None, got {run_id!r}")
+        norm = check_rows(rows, run_id)
         return self.charge_rows(norm, run_id=run_id)
 
     # ---- reads -------------------------------------------------------------------------------
@@ -940,45 +761,6 @@ class Ledger:
         self._all_states = ((rows, head), out)
         return out
 
-    def agents(self, scope: str | None = None) -> list[str]:
-        """Every agent with at least one charge (sorted); only those of ``scope`` if given."""
-        states = self.states()
-        if scope is None:
-            return sorted(states)
-        return sorted(a for a, st in states.items() if any(s == scope for s, _ in st.events))
-
-    def has_agent(self, agent: str) -> bool:
-        """Whether ``agent`` has at least one charge."""
-        return agent in self.states([agent])
-
-    def history(self, agent: str, scope: str | None = None) -> list[tuple[str, int]]:
-        """``[(event_json, count), ...]`` of one agent (all its charges, grouped)."""
-        st = self.states([agent]).get(agent)
-        return [] if st is None else st.history(scope)
-
-    def histories(
-        self, agents: Iterable[str] | None = None, scope: str | None = None
-    ) -> dict[str, list[tuple[str, int]]]:
-        """Grouped histories of many agents at once (all agents when ``agents`` is None)."""
-        wanted = None if agents is None else list(dict.fromkeys(agents))
-        if wanted is not None and not wanted:
-            return {}
-        out: dict[str, list[tuple[str, int]]] = {}
-        for agent, st in self.states(wanted).items():
-            h = st.history(scope)
-            if h:
-                out[agent] = h
-        return out
-
-    def agent_scopes(self, agent: str) -> set[str]:
-        """The scopes ``agent`` was charged under (empty if never charged)."""
-        st = self.states([agent]).get(agent)
-        return set() if st is None else {s for s, _ in st.events}
-
-    def scopes(self) -> dict[str, set[str]]:
-        """``{agent: {scopes it was charged under}}``."""
-        return {a: {s for s, _ in st.events} for a, st in self.states().items()}
-
     def records(self, agent: str | None = None) -> list[dict[str, object]]:
         """Every charge as a dict (id, agent, event JSON, scope, time, run_id), in order."""
         store = self._rows_store("rows")
@@ -1046,52 +828,20 @@ class Ledger:
                 rows, an ``expect_head`` the chain never passes through).
         """
         store = self._rows_store("rows or chain to verify")
-        want: bytes | None = None
-        if expect_head is not None:
-            try:
-                want = bytes.fromhex(expect_head)
-                if len(want) != 32:
-                    raise ValueError
-            except (TypeError, ValueError):
-                raise InvalidParameterError(
-                    f"expect_head must be a 64-digit hex chain head, got {expect_head!r}"
-                ) from None
+        want = parse_head(expect_head)
         with store.errors("verify"), self._read_tx():
             return self._verify_full(store, want)
 
     def _verify_full(self, store: RowStore, want: bytes | None) -> dict[str, Any]:
-        store.check_storage(full=True)
-        rows, head = self._head()
-        if store.head().meta_digest != _meta_digest(store.meta()):  # type: ignore[union-attr]
-            raise self._bad("the metadata (budget, ids) does not match its recorded digest")
-        if self._key is not None:
-            self._check_head_mac()
-        n, prev, counts, per_agent, found = walk_chain(
-            store.rows(1, None), self._ledger_id, self.path, want
-        )
-        if n != rows or prev != head:
-            raise self._bad(
-                f"the chain has {n} rows ending in {prev.hex()[:16]}..., the head "
-                f"records {rows} rows ending in {head.hex()[:16]}..."
-            )
-        states = self._load_all_states_uncached(rows)
-        rebuilt = {(a, s, e): n for a, st in states.items() for (s, e), n in st.events.items()}
-        if rebuilt != counts:
-            diff = sorted(set(rebuilt.items()) ^ set(counts.items()))[:3]
-            raise self._bad(f"the per-agent state disagrees with the rows (e.g. {diff!r})")
-        for agent, (n_agent, last) in per_agent.items():
-            st = states[agent]
-            if (st.n, st.last_id) != (n_agent, last):
-                raise self._bad(f"agent {agent!r}: running total or last row disagrees")
-        if want is not None and not found:
-            raise LedgerIntegrityError(
-                f"ledger {self.path!r} does not extend the chain head {want.hex()}: no row of "
-                f"this copy has that hash (an older, rewritten or different ledger)"
-            )
+        rows, head, n_agents = verify_all(
+            store, self._ledger_id, self.path, want,
+            self._check_head_mac if self._key is not None else lambda: None,
+            self._load_all_states_uncached,
+        )  # fmt: skip
         return {
             "ok": True,
             "rows": rows,
-            "agents": len(states),
+            "agents": n_agents,
             "chain_head": head.hex(),
             "extends": None if want is None else True,
             "ledger_id": self._ledger_id,

@@ -21,8 +21,9 @@ from __future__ import annotations
 import hashlib
 import json
 import zlib
+from collections.abc import Iterable
 
-from ldp_audit.errors import LedgerError
+from ldp_audit.errors import InvalidParameterError, LedgerError
 
 __all__ = [
     "APPLICATION",
@@ -35,6 +36,7 @@ __all__ = [
     "LedgerReadOnlyError",
     "LedgerSchemaError",
     "integrity_error",
+    "check_rows",
 ]
 
 APPLICATION = "ldp-audit privacy ledger"
@@ -67,6 +69,27 @@ def integrity_error(path: str, what: str) -> LedgerIntegrityError:
         f"truncated or corrupted, and its spend cannot be trusted (run `ldp-audit budget "
         f"{path} --verify` for a full check)"
     )
+
+
+def check_rows(
+    rows: Iterable[tuple[str, str]] | Iterable[tuple[str, str, str]], run_id: str | None
+) -> list[tuple[str, str, str]]:
+    """Raw ``(agent, event_json[, scope])`` rows as ``(agent, event, scope)`` (scope "local" when
+    left out), refused with a message naming the row unless well typed."""
+    norm = []
+    for row in rows:
+        agent, event = row[0], row[1]
+        scope = row[2] if len(row) > 2 else "local"
+        if not isinstance(agent, str) or not isinstance(event, str) or not agent:
+            raise InvalidParameterError(
+                f"rows must be (agent: str, event_json: str[, scope]), got {row!r}"
+            )
+        if scope not in SCOPES:
+            raise InvalidParameterError(f"scope must be one of {SCOPES}, got {scope!r}")
+        norm.append((agent, event, scope))
+    if run_id is not None and not isinstance(run_id, str):
+        raise InvalidParameterError(f"run_id must be a string or None, got {run_id!r}")
+    return norm
 
 
 # ---- hashing, checksums, MAC messages ----------------------------------------------------------

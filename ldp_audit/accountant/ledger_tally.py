@@ -14,8 +14,8 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+from collections.abc import Iterable, Sequence
+from contextlib import nullcontext
 from typing import Any
 
 from ldp_audit.accountant.ledger_format import APPLICATION, AgentState
@@ -23,6 +23,27 @@ from ldp_audit.accountant.ledger_store import CountStore
 from ldp_audit.errors import LedgerError
 
 __all__ = ["TallyStore"]
+
+
+class _Held:
+    """The store's lock, held, with the store open (a class, not a generator: it is entered
+    on every charge)."""
+
+    __slots__ = ("store",)
+
+    def __init__(self, store: TallyStore) -> None:
+        self.store = store
+
+    def __enter__(self) -> None:
+        store = self.store
+        store._lock.acquire()
+        if store._closed:
+            store._lock.release()
+            store._open()
+
+    def __exit__(self, *exc: object) -> bool:
+        self.store._lock.release()
+        return False
 
 
 class TallyStore(CountStore):
@@ -55,17 +76,11 @@ class TallyStore(CountStore):
     def errors(self, what: str) -> Any:
         return nullcontext()
 
-    @contextmanager
-    def read(self) -> Iterator[None]:
-        with self._lock:
-            self._open()
-            yield None
+    def read(self) -> _Held:
+        return _Held(self)
 
-    @contextmanager
-    def write(self) -> Iterator[None]:
-        with self._lock:
-            self._open()
-            yield None
+    def write(self) -> _Held:
+        return _Held(self)
 
     def meta(self) -> dict[str, str]:
         with self._lock:

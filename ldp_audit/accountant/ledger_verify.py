@@ -1,0 +1,230 @@
+"""Checking a ledger's store when it is opened and when it is verified in full.
+
+Functions over a :class:`~ldp_audit.accountant.ledger_store.RowStore`, used by
+:class:`~ldp_audit.accountant.ledger.Ledger` (so every store is checked by the same code):
+
+* :func:`identify`: the metadata names this application and a schema version this code reads;
+* :func:`resolve_key`: which key authenticates the ledger, or why none does (then it is read
+  unauthenticated and never charged);
+* :func:`verify_open`: on open, the chain's tail re-hashed against the head, and the per-agent
+  records' totals against the row count (cheap);
+* :func:`verify_rows`: re-hash a range of rows;
+* :func:`verify_all`: the whole chain walked and every agent's state rebuilt from the rows
+  (``Ledger.verify()``, ``ldp-audit budget --verify``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+from ldp_audit.accountant.keys import LedgerKey, load_key
+from ldp_audit.accountant.ledger_chain import walk_chain
+from ldp_audit.accountant.ledger_format import (
+    APPLICATION,
+    READABLE_VERSIONS,
+    AgentState,
+    LedgerIntegrityError,
+    LedgerSchemaError,
+    _genesis,
+    _meta_digest,
+    _row_bytes,
+    _row_hash,
+    integrity_error,
+)
+from ldp_audit.accountant.ledger_store import RowStore
+from ldp_audit.errors import InvalidParameterError, LedgerError
+
+__all__ = [
+    "KeyChoice",
+    "identify",
+    "resolve_key",
+    "verify_open",
+    "verify_rows",
+    "verify_all",
+    "parse_head",
+]
+
+#: Rows of the chain's tail re-hashed on every open.
+TAIL_ROWS = 64
+
+
+def parse_head(expect_head: str | None) -> bytes | None:
+    """A chain head given as 64 hex digits, as bytes (None stays None)."""
+    if expect_head is None:
+        return None
+    try:
+        want = bytes.fromhex(expect_head)
+        if len(want) != 32:
+            raise ValueError
+    except (TypeError, ValueError):
+        raise InvalidParameterError(
+            f"expect_head must be a 64-digit hex chain head, got {expect_head!r}"
+        ) from None
+    return want
+
+
+def identify(meta: dict[str, str], path: str, table: str) -> int:
+    """The schema version of a store whose metadata is ``meta`` (``table``: where it is kept,
+    for messages); refuses another application and unreadable versions."""
+    if meta.get("application") != APPLICATION:
+        raise LedgerError(
+            f"ledger file {path!r} has an {table!r} table but application "
+            f"{meta.get('application')!r}, expected {APPLICATION!r}"
+        )
+    try:
+        version = int(meta.get("schema_version", "-1"))
+    except ValueError:
+        version = -1
+    if version not in READABLE_VERSIONS:
+        hint = (
+            "; it was written by an older ldp-audit (WAL journal, no hash chain): convert it "
+            "explicitly with ldp_audit.accountant.ledger.migrate_v1(src, dst) or "
+            "`ldp-audit budget LEDGER --migrate-to NEW`"
+            if version == 1
+            else ""
+        )
+        raise LedgerSchemaError(
+            f"ledger {path!r} has schema version {meta.get('schema_version')}; this "
+            f"ldp-audit reads versions {READABLE_VERSIONS}{hint}"
+        )
+    return version
+
+
+class KeyChoice(NamedTuple):
+    """The key that authenticates a ledger (None: unauthenticated, and why)."""
+
+    key: LedgerKey | None
+    key_id: str | None
+    auth_note: str
+    write_refusal: str | None
+
+
+def resolve_key(schema: int, meta: dict[str, str], path: str) -> KeyChoice:
+    """Pick the key that authenticates this ledger (schema 3), or say why there is none."""
+    if schema < 3:
+        return KeyChoice(
+            None,
+            None,
+            f"schema version {schema}: written before ledgers were keyed, so nothing "
+            f"in it is authenticated (migrate it with `ldp-audit budget LEDGER --migrate-to "
+            f"NEW`)",
+            f"ledger {path!r} has schema version {schema} (no key): it is read "
+            f"only; convert it with `ldp-audit budget LEDGER --migrate-to NEW` to charge it",
+        )
+    key_id = meta.get("key_id")
+    key = load_key(create=False)  # a reader never creates a key
+    if key is None:
+        note = (
+            f"no ledger key in this process (set LDP_AUDIT_KEY_FILE or LDP_AUDIT_KEY, or "
+            f"create the default key file): the ledger was written under key id "
+            f"{key_id}, and its MACs cannot be checked"
+        )
+    elif key.id != key_id:
+        note = (
+            f"the ledger was written under key id {key_id}; this process's key "
+            f"({key.source}) has id {key.id}, so its MACs cannot be checked"
+        )
+    else:
+        return KeyChoice(key, key_id, "", None)
+    refusal = (
+        f"ledger {path!r} cannot be charged: {note}; a charge would leave it without valid MACs"
+    )
+    return KeyChoice(None, key_id, note, refusal)
+
+
+def _head(store: RowStore, path: str) -> tuple[int, bytes]:
+    head = store.head()
+    if head is None:
+        raise integrity_error(path, "the chain head is missing")
+    return head.rows, head.hash
+
+
+def verify_rows(
+    store: RowStore, ledger_id: str, path: str, first: int, last: int, head: bytes | None
+) -> None:
+    """Re-hash rows ``first..last`` from row ``first - 1``'s hash; last must equal ``head``."""
+    if last < first:
+        if head is not None and last == 0 and head != _genesis(ledger_id):
+            raise integrity_error(path, "the chain head of an empty ledger is not its genesis hash")
+        return
+    if first == 1:
+        prev = _genesis(ledger_id)
+    else:
+        got = store.row_hash(first - 1)
+        if got is None:
+            raise integrity_error(path, f"row {first - 1} is missing")
+        prev = got
+    expect = first
+    for i, agent, event, scope, t, run_id, agent_n, h in store.rows(first, last):
+        if i != expect:
+            raise integrity_error(path, f"row {expect} is missing (next row is {i})")
+        prev = _row_hash(prev, _row_bytes(i, agent, event, scope, t, run_id, agent_n))
+        if prev != h:
+            raise integrity_error(
+                path, f"row {i} does not match its hash (edited, reordered or corrupt)"
+            )
+        expect += 1
+    if expect != last + 1:
+        raise integrity_error(path, f"rows {expect}..{last} are missing")
+    if head is not None and prev != head:
+        raise integrity_error(path, "the last row's hash is not the recorded chain head")
+
+
+def verify_open(store: RowStore, ledger_id: str, path: str) -> None:
+    """Tail of the chain against the head; per-agent totals against the row count."""
+    rows, head = _head(store, path)
+    top = store.last_row_id()
+    if top != rows:
+        raise integrity_error(
+            path, f"the chain head records {rows} rows but the last row id is {top}"
+        )
+    verify_rows(store, ledger_id, path, max(1, rows - TAIL_ROWS + 1), rows, head)
+    for name, _, total in store.record_totals():
+        if total != rows:
+            raise integrity_error(
+                path, f"the per-agent state ({name}) counts {total} charges, the chain {rows}"
+            )
+
+
+def verify_all(
+    store: RowStore,
+    ledger_id: str,
+    path: str,
+    want: bytes | None,
+    check_head_mac: Callable[[], None],
+    all_states: Callable[[int], dict[str, AgentState]],
+) -> tuple[int, bytes, int]:
+    """Walk the whole chain and rebuild every agent's state from the rows (inside a read).
+
+    Returns:
+        ``(rows, chain head, number of agents)``.
+    """
+    store.check_storage(full=True)
+    rows, head = _head(store, path)
+    got = store.head()
+    if got is None or got.meta_digest != _meta_digest(store.meta()):
+        raise integrity_error(path, "the metadata (budget, ids) does not match its recorded digest")
+    check_head_mac()
+    n, prev, counts, per_agent, found = walk_chain(store.rows(1, None), ledger_id, path, want)
+    if n != rows or prev != head:
+        raise integrity_error(
+            path,
+            f"the chain has {n} rows ending in {prev.hex()[:16]}..., the head "
+            f"records {rows} rows ending in {head.hex()[:16]}...",
+        )
+    states = all_states(rows)
+    rebuilt = {(a, s, e): k for a, st in states.items() for (s, e), k in st.events.items()}
+    if rebuilt != counts:
+        diff = sorted(set(rebuilt.items()) ^ set(counts.items()))[:3]
+        raise integrity_error(path, f"the per-agent state disagrees with the rows (e.g. {diff!r})")
+    for agent, (n_agent, last) in per_agent.items():
+        st = states[agent]
+        if (st.n, st.last_id) != (n_agent, last):
+            raise integrity_error(path, f"agent {agent!r}: running total or last row disagrees")
+    if want is not None and not found:
+        raise LedgerIntegrityError(
+            f"ledger {path!r} does not extend the chain head {want.hex()}: no row of "
+            f"this copy has that hash (an older, rewritten or different ledger)"
+        )
+    return rows, head, len(states)
