@@ -117,7 +117,7 @@ def test_client_settings_refuse_bad_or_unpinned_config(tmp_path, run, node, matc
 def test_settings_from_node_config_override_ledger_and_agent(tmp_path):
     st = ClientSettings.from_configs(
         {"ldp-mechanism": json.dumps(MECH), "ldp-budget": 6, "ldp-ledger-dir": "/elsewhere"},
-        {"partition-id": 3, "agent-id": 7, "ledger-dir": str(tmp_path), "ldp-budget": 6},
+        {"partition-id": 3, "agent-id": 7, "ledger-dir": str(tmp_path), "ldp-budget": 6.0},
     )
     assert st.agent == 7 and st.ledger == tmp_path / "client-7.sqlite"
     assert st.mechanism == Laplace(epsilon=2.0, clip=2.0) and st.budget == 6.0

@@ -191,12 +191,15 @@ class ClientSettings:
         rc, nc = dict(run_config), dict(node_config)
         for key in ("ldp-mechanism", "ldp-budget", "ldp-release"):
             if key in nc and key in rc:
-                same = (
-                    _mechanism_from(nc[key], "node config").to_config()
-                    == _mechanism_from(rc[key], "run config").to_config()
-                    if key == "ldp-mechanism"
-                    else str(nc[key]) == str(rc[key])
-                )
+                if key == "ldp-mechanism":
+                    same = (
+                        _mechanism_from(nc[key], "node config").to_config()
+                        == _mechanism_from(rc[key], "run config").to_config()
+                    )
+                elif key == "ldp-budget":
+                    same = _budget_from(nc[key], "node config") == _budget_from(rc[key], "run")
+                else:
+                    same = str(nc[key]) == str(rc[key])
                 if not same:
                     raise InvalidParameterError(
                         f"the run config asks for {key} = {rc[key]!r}, but this node is pinned to "
