@@ -667,6 +667,8 @@ def run_simulation(
         )
         settings["agents-file"] = str(secrets_file)
         app = write_app_project(Path(tmp) / "app")
+        if log is not None:
+            Path(log).parent.mkdir(parents=True, exist_ok=True)
         log_file = open(log, "w") if log is not None else None  # noqa: SIM115
         try:
             flwr_run(app, run_config=settings, num_supernodes=len(agents), log=log_file)
