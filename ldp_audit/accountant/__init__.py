@@ -1,9 +1,11 @@
 """The accountant: events, the durable SQLite ledger, composition and budgets.
 
 A thin façade (Opacus style): the maths lives side-effect free in ``composition``, ``rdp``,
-``prv`` and ``pld``; ``ledger`` stores charges; ``accountant`` ties them together; ``planning``
-answers "how many rounds fit". Importing this package needs only numpy and scipy: Opacus
-(torch) and dp_accounting load lazily when an ``rdp``/``prv``/``pld`` number is first asked for.
+``prv`` and ``pld``; ``ledger`` records charges (its rules written once over a store:
+``ledger_store`` is the interface, ``ledger_sqlite`` the file, ``ledger_tally`` counts in
+memory); ``accountant`` ties them together; ``planning`` answers "how many rounds fit".
+Importing this package needs only numpy and scipy: Opacus (torch) and dp_accounting load
+lazily when an ``rdp``/``prv``/``pld`` number is first asked for.
 
 Example:
     >>> from ldp_audit.accountant import Accountant, Budget, LaplaceEvent
@@ -39,6 +41,9 @@ from ldp_audit.accountant.events import (
     event_to_json,
 )
 from ldp_audit.accountant.ledger import Ledger, TallyLedger
+from ldp_audit.accountant.ledger_sqlite import SqliteStore
+from ldp_audit.accountant.ledger_store import CountStore, LedgerStore, RowStore
+from ldp_audit.accountant.ledger_tally import TallyStore
 from ldp_audit.accountant.planning import epsilon_per_round, rounds_for_budget
 
 __all__ = [
@@ -62,6 +67,11 @@ __all__ = [
     "event_to_json",
     "Ledger",
     "TallyLedger",
+    "LedgerStore",
+    "RowStore",
+    "CountStore",
+    "SqliteStore",
+    "TallyStore",
     "rounds_for_budget",
     "epsilon_per_round",
 ]
