@@ -16,7 +16,6 @@ import pytest
 from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.training.pgc_a3c import _kernels as K
 from ldp_audit.training.pgc_a3c import (
     _FUSED_RESERVE,
     PgcA3cConfig,
@@ -24,6 +23,7 @@ from ldp_audit.training.pgc_a3c import (
     train,
     train_grid,
 )
+from ldp_audit.training.pgc_a3c import _fused_kernel as K
 
 
 # ------------------------------------------------------------------------------------ physics
@@ -340,8 +340,9 @@ def test_prs_row_kernel_is_the_mechanisms_report():
 
 
 def test_fused_blocks_cache_is_dropped_when_a_mechanism_kernel_changes(tmp_path, monkeypatch):
-    """Numba keys fused_block's cache on training/_kernels.py only: a changed fingerprint of the
-    mechanisms' kernels flushes it (once), an unchanged one leaves it."""
+    """Numba keys fused_block's cache on its own file only: a changed fingerprint of the kernels
+    compiled into it (the mechanisms' and _kernels.py's) flushes it (once), an unchanged one
+    leaves it."""
 
     class _Cache:
         cache_path = str(tmp_path)
@@ -354,7 +355,7 @@ def test_fused_blocks_cache_is_dropped_when_a_mechanism_kernel_changes(tmp_path,
         _cache = _Cache()
 
     monkeypatch.setattr(K, "fused_block", _Dispatcher())
-    stamp = tmp_path / "_kernels.fused_block.mechanisms.sha256"
+    stamp = tmp_path / "_fused_kernel.fused_block.kernels.sha256"
     stamp.write_text("an older kernel")
     K._flush_if_mechanisms_changed()
     assert _Cache.flushes == 1 and stamp.read_text() != "an older kernel"

@@ -1,4 +1,4 @@
-"""The compiled inner loops of the PGC-A3C engine (training/pgc_a3c/_kernels.py) against plain NumPy."""
+"""The compiled inner loops of the PGC-A3C engine (training/pgc_a3c/_kernels.py) vs NumPy."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.training.pgc_a3c._kernels import act_and_record, aggregate
 from ldp_audit.training.pgc_a3c import (
     DIM,
     PgcA3cConfig,
@@ -18,6 +17,7 @@ from ldp_audit.training.pgc_a3c import (
     train_grid,
     unpack_theta,
 )
+from ldp_audit.training.pgc_a3c._kernels import act_and_record, aggregate
 
 
 def _episodes(seed: int, b: int, steps: int):

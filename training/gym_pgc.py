@@ -42,13 +42,12 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ldp_audit._validation import check_bool, check_epsilon, check_positive, check_real, check_rng
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.gym_envs import (
     EnvInfo,
@@ -57,6 +56,11 @@ from ldp_audit.training.gym_envs import (
     import_env_module,
     make_param_vector_env,
 )
+
+# the config checks, paper defaults and network initialisation shared with the CartPole engine
+from ldp_audit.training.pgc_a3c.config import _check_int, _from_json_dict, _SharedFields
+from ldp_audit.training.pgc_a3c.model import _check_params, _glorot_uniform
+from ldp_audit.validation import check_bool, check_positive, check_rng
 
 __all__ = [
     "ALGORITHM",
@@ -71,26 +75,17 @@ __all__ = [
 
 #: ``config.json``'s ``algorithm`` of a run of this trainer.
 ALGORITHM = "pgc-a3c-gym"
-_MECHANISMS = ("laplace", "prs", "none")
-_ACTING = ("argmax", "sample")
-_PAPER_CLIP = {"laplace": 0.01, "prs": 1.0, "none": 10.0}
-_PAPER_BUFFER = {"laplace": 1, "prs": 100, "none": 1}
 _BLOCK = 256  # acting uniforms drawn per trial in blocks of this many lock-steps
 _SEED_BOUND = 2**63 - 1
 
 
-def _check_int(value: Any, name: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise InvalidParameterError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
-
-
 @dataclass(frozen=True, kw_only=True)
-class GymPgcConfig:
+class GymPgcConfig(_SharedFields):
     """A PGC-A3C run on a Gymnasium environment with one private parameter per agent.
 
     The privacy and learning hyper-parameters mean what they mean in
-    :class:`ldp_audit.training.pgc_a3c.PgcA3cConfig` (paper defaults).
+    :class:`ldp_audit.training.pgc_a3c.PgcA3cConfig` (paper defaults), and are checked by the
+    same code (``ldp_audit.training.pgc_a3c.config``).
     """
 
     env_id: str
@@ -125,16 +120,7 @@ class GymPgcConfig:
     budget: float | None = None
 
     def __post_init__(self) -> None:
-        if self.mechanism not in _MECHANISMS:
-            raise InvalidParameterError(
-                f"mechanism must be one of {_MECHANISMS}, got {self.mechanism!r}"
-            )
-        if self.mechanism == "none":
-            object.__setattr__(self, "epsilon", math.inf)
-        else:
-            object.__setattr__(self, "epsilon", check_epsilon(self.epsilon, "epsilon"))
-        if self.acting not in _ACTING:
-            raise InvalidParameterError(f"acting must be one of {_ACTING}, got {self.acting!r}")
+        self._check_release_fields()
         for name, lo in (
             ("trials", 1),
             ("n_agents", 1),
@@ -145,20 +131,8 @@ class GymPgcConfig:
             _check_int(getattr(self, name), name, lo)
         if self.episode_steps is not None:
             _check_int(self.episode_steps, "episode_steps", 1)
-        if self.clip is not None:
-            object.__setattr__(self, "clip", check_positive(self.clip, "clip"))
-        if self.buffer_size is not None:
-            _check_int(self.buffer_size, "buffer_size", 1)
-        for name in ("eta", "lam", "alpha_decay"):
-            check_positive(getattr(self, name), name)
-        if not 0.0 < check_real(self.gamma, "gamma") <= 1.0:
-            raise InvalidParameterError(f"gamma must be in (0, 1], got {self.gamma!r}")
-        for name in ("beta", "alpha_start"):
-            v = check_real(getattr(self, name), name)
-            if not (math.isfinite(v) and 0 <= v):
-                raise InvalidParameterError(f"{name} must be finite and >= 0, got {v!r}")
-        if float(self.alpha_start) > 1.0:
-            raise InvalidParameterError(f"alpha_start must be <= 1, got {self.alpha_start!r}")
+        self._check_clip_and_buffer()
+        self._check_learning_fields()
         if self.budget is not None:
             object.__setattr__(self, "budget", check_positive(self.budget, "budget"))
         if isinstance(self.values, np.ndarray):
@@ -193,29 +167,9 @@ class GymPgcConfig:
         m = self.info.max_episode_steps
         return int(m) if m is not None else 1000
 
-    @property
-    def effective_clip(self) -> float:
-        return _PAPER_CLIP[self.mechanism] if self.clip is None else float(self.clip)
-
-    @property
-    def effective_buffer_size(self) -> int:
-        return _PAPER_BUFFER[self.mechanism] if self.buffer_size is None else self.buffer_size
-
-    @property
-    def epsilon_per_submission(self) -> float:
-        return self.epsilon / self.rounds
-
     def make_mechanism(self) -> Any:
         """The per-report mechanism (:mod:`ldp_audit.mechanisms`)."""
-        from ldp_audit import mechanisms as M
-
-        if self.mechanism == "laplace":
-            return M.Laplace(epsilon=self.epsilon_per_submission, clip=self.effective_clip)
-        if self.mechanism == "prs":
-            return M.ProjectedRandomSign(
-                epsilon=self.epsilon_per_submission, clip=self.effective_clip
-            )
-        return M.NoPrivacy()
+        return self._paper_mechanism()
 
     def private_parameter(self) -> dict[str, Any]:
         """``config.json``'s ``private_parameter`` record (read by the generic attack)."""
@@ -227,10 +181,9 @@ class GymPgcConfig:
         }
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        """JSON-able dict (inf epsilon as the string "inf")."""
+        d = self._json_dict()
         d["values"] = list(self.values)
-        if math.isinf(d["epsilon"]):
-            d["epsilon"] = "inf"
         return d
 
     @classmethod
@@ -239,7 +192,7 @@ class GymPgcConfig:
         its ``env_module`` must already be imported (see :func:`config_from_run`)."""
         import sys
 
-        d = dict(d)
+        d = _from_json_dict(d)
         mod = d.get("env_module")
         if mod is not None and mod not in sys.modules:
             raise InvalidParameterError(
@@ -248,8 +201,6 @@ class GymPgcConfig:
                 f"dynamics --run-dir RUN --env-module {mod}`): a config read from a run "
                 "directory never imports code by itself"
             )
-        if d.get("epsilon") == "inf":
-            d["epsilon"] = math.inf
         d["values"] = tuple(d["values"])
         return cls(**d)
 
@@ -274,16 +225,7 @@ class Network:
 
     def init(self, rng: np.random.Generator) -> np.ndarray:
         """Glorot-uniform parameters (d,) (TensorFlow's default, as the CartPole engine)."""
-        rng = check_rng(rng)
-        parts = []
-        for fo, fi in (
-            (self.hidden, self.obs_dim),
-            (self.n_actions, self.hidden),
-            (1, self.hidden),
-        ):
-            lim = math.sqrt(6.0 / (fi + fo))
-            parts.append(rng.uniform(-lim, lim, size=fo * fi))
-        return np.concatenate(parts)
+        return _glorot_uniform(check_rng(rng), self.obs_dim, self.n_actions, self.hidden)
 
     def unpack(self, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Views (B, H, O), (B, A, H), (B, H) of a (B, d) batch."""
@@ -296,14 +238,8 @@ class Network:
         )
 
     def check(self, theta: Any, name: str = "theta") -> np.ndarray:
-        t = np.asarray(theta, dtype=np.float64)
-        if t.ndim == 1:
-            t = t[None, :]
-        if t.ndim != 2 or t.shape[1] != self.dim or not np.all(np.isfinite(t)):
-            raise InvalidParameterError(
-                f"{name} must be a finite array of shape (B, {self.dim}), got {np.shape(theta)}"
-            )
-        return np.ascontiguousarray(t)
+        """``theta`` as a C-contiguous (B, d) float64 batch of finite values ((d,): one row)."""
+        return _check_params(theta, self.dim, name)
 
     def logits(self, theta: np.ndarray, obs: np.ndarray) -> np.ndarray:
         """Logits (B, A) of one observation per row (theta (B, d), obs (B, O))."""

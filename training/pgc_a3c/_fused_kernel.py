@@ -1,0 +1,630 @@
+"""The fused lock-step of the PGC-A3C engine (``train_grid(engine="fused")``), compiled (Numba):
+:func:`fused_block` runs a whole block of lock-steps (acting, CartPole physics, gradients,
+release, eq. 22, restarts) in one call.
+
+Its physics steps Gymnasium's equations itself (:func:`_cartpole_row`, checked step for step
+against ``CartPoleVectorEnv`` in ``tests/test_fused_pgc.py``); the per-row pieces it shares with
+the lock-step engine (the two-action log-softmax, eq. 18's targets, the aggregator's step and the
+step's bookkeeping) are the kernels of :mod:`ldp_audit.training.pgc_a3c._kernels`, and the
+release applies the mechanisms' own kernels (:func:`ldp_audit.mechanisms.laplace.laplace_kernels`,
+:func:`ldp_audit.mechanisms.prs.prs_kernels`). Same operations in the same order as the
+lock-step engine, IEEE semantics (no ``fastmath``): the same results bit for bit.
+
+Numba caches :func:`fused_block` keyed on this file only, so the kernels compiled into it from
+other files are fingerprinted beside the cache (:func:`_flush_if_mechanisms_changed`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba as nb
+import numpy as np
+
+from ldp_audit.mechanisms.laplace import laplace_kernels
+from ldp_audit.mechanisms.prs import prs_kernels
+from ldp_audit.training.pgc_a3c._kernels import (
+    _H,
+    _O,
+    _P0,
+    _P1,
+    _V,
+    _agg_one,
+    _log_sigmoid_pair,
+    _value_targets,
+    record_scores,
+)
+
+# Gymnasium's CartPole constants (gymnasium.envs.classic_control.cartpole, 1.x), spelled as
+# Gymnasium computes them; tests/test_fused_pgc.py checks them against a Gymnasium instance.
+_MASSCART = 1.0
+_MASSPOLE = 0.1
+_TOTAL_MASS = _MASSPOLE + _MASSCART
+_LENGTH = 0.5
+_POLEMASS_LENGTH = _MASSPOLE * _LENGTH
+_FORCE_MAG = 10.0
+_TAU = 0.02
+_THETA_THRESHOLD = 12 * 2 * math.pi / 360
+_X_THRESHOLD = 2.4
+_INIT_LOW = -0.05
+_INIT_SPAN = 0.05 - _INIT_LOW
+
+#: Status codes of :func:`fused_block` (why it returned).
+FUSED_STEPS = 0  # the asked number of steps ran, or the acting block is used up
+FUSED_NEED_CHARGE = 1  # a trial may start an agent that is not charged yet
+FUSED_NEED_NOISE = 2  # a config's pre-drawn mechanism randomness may not cover a step
+FUSED_NEED_RESETS = 3  # a trial's reset uniforms may not cover a step
+FUSED_NEED_OUTPUT = 4  # the transcript output arrays may not hold a step
+FUSED_TRIAL_ENDED = 5  # some trial ended at the last step (the caller drops its rows)
+FUSED_NONFINITE = 6  # a gradient was NaN/inf: nothing of that step was released
+FUSED_PRS_OVERFLOW = 7  # a PRS projection overflowed: nothing of that step was released
+
+
+@nb.njit(cache=True, nogil=True)
+def _cartpole_row(state: np.ndarray, i: int, action: int, gravity: float) -> bool:
+    """Gymnasium's ``CartPoleVectorEnv.step`` (Euler integrator) for column i of ``state``
+    (4, N), with the same floating-point operations in the same order; returns terminated."""
+    x = state[0, i]
+    x_dot = state[1, i]
+    theta = state[2, i]
+    theta_dot = state[3, i]
+    force = _FORCE_MAG if action == 1 else -_FORCE_MAG  # np.sign(action - 0.5) * force_mag
+    costheta = math.cos(theta)
+    sintheta = math.sin(theta)
+    temp = (force + _POLEMASS_LENGTH * (theta_dot * theta_dot) * sintheta) / _TOTAL_MASS
+    thetaacc = (gravity * sintheta - costheta * temp) / (
+        _LENGTH * (4.0 / 3.0 - _MASSPOLE * (costheta * costheta) / _TOTAL_MASS)
+    )
+    xacc = temp - _POLEMASS_LENGTH * thetaacc * costheta / _TOTAL_MASS
+    x = x + _TAU * x_dot
+    x_dot = x_dot + _TAU * xacc
+    theta = theta + _TAU * theta_dot
+    theta_dot = theta_dot + _TAU * thetaacc
+    state[0, i] = x
+    state[1, i] = x_dot
+    state[2, i] = theta
+    state[3, i] = theta_dot
+    return (
+        (x < -_X_THRESHOLD)
+        or (x > _X_THRESHOLD)
+        or (theta < -_THETA_THRESHOLD)
+        or (theta > _THETA_THRESHOLD)
+    )
+
+
+@nb.njit(cache=True, nogil=True)
+def cartpole_step(
+    state: np.ndarray,
+    actions: np.ndarray,
+    gravity: np.ndarray,
+    steps: np.ndarray,
+    max_steps: int,
+    terminated: np.ndarray,
+    truncated: np.ndarray,
+) -> None:
+    """The fused engine's CartPole physics for every column of ``state`` (4, N) in place:
+    ``steps`` is incremented, ``terminated``/``truncated`` written as Gymnasium's
+    ``CartPoleVectorEnv(max_episode_steps=max_steps)`` gives them (reward 1 each step)."""
+    for i in range(state.shape[1]):
+        terminated[i] = _cartpole_row(state, i, actions[i], gravity[i])
+        steps[i] += 1
+        truncated[i] = steps[i] >= max_steps
+
+
+# The mechanisms' own compiled kernels (one implementation of Laplace and PRS: the fused engine
+# calls the mechanism's kernel, not a copy of it). Numba compiles them into fused_block, but its
+# cache tracks only this file: _flush_if_mechanisms_changed() drops fused_block's cached code
+# when the mechanisms' kernels, or the lock-step kernels it calls (_SHARED), changed.
+_LAPLACE = laplace_kernels()
+_PRS = prs_kernels()
+#: the kernels of ._kernels compiled into fused_block (fingerprinted with the mechanisms')
+_SHARED = (_log_sigmoid_pair, _value_targets, _agg_one, record_scores)
+#: ||x[lo:lo+n]||_1 in NumPy's pairwise order (the Laplace mechanism's eq.-19 norm)
+_pairwise_sum_abs = _LAPLACE.l1_norm
+#: eq. 19 of one row (the Laplace mechanism's clip)
+_laplace_clip_row = _LAPLACE.clip_row
+#: one Laplace report from its noise row: z + clip(x)
+_laplace_row = _LAPLACE.row
+#: one PRS report (Algorithm 3) from its uniforms
+_prs_row = _PRS.row
+
+
+@nb.njit(cache=True, nogil=True)
+def _transpose_row(th: np.ndarray, tt: np.ndarray, wd: np.ndarray) -> None:
+    """theta (112,) in the engine's packing -> ``tt`` (112,) with theta_c column-major
+    (tt[16 k + j] = theta_c[j, k]) and the rest as is, and ``wd`` = theta_p1 - theta_p0: the
+    layout the fused kernel's loops over the 16 hidden units read contiguously (SIMD)."""
+    for j in range(_H):
+        for k in range(_O):
+            tt[_H * k + j] = th[_O * j + k]
+        wd[j] = th[_P1 + j] - th[_P0 + j]
+    for k in range(_P0, 112):
+        tt[k] = th[k]
+
+
+@nb.njit(cache=True, nogil=True)
+def _episode_grad_t(
+    tt: np.ndarray,
+    wd: np.ndarray,
+    r: int,
+    obs_buf: np.ndarray,
+    acts_buf: np.ndarray,
+    rews_buf: np.ndarray,
+    big_t: int,
+    boot: bool,
+    g: float,
+    lam: float,
+    b: float,
+    lit: bool,
+    out: np.ndarray,
+    hid: np.ndarray,
+    val: np.ndarray,
+    dif: np.ndarray,
+    vhat: np.ndarray,
+    gacc: np.ndarray,
+) -> float:
+    """:func:`_episode_grad` on the transposed parameters of :func:`_transpose_row`, written so
+    that the loops over the 16 hidden units vectorise: every output is computed with the same
+    operations in the same order (the sums over units stay sequential; a masked ``+= 0.0``
+    replaces a skipped ``+=``, which is exact because these sums start at +0.0 and so never
+    hold -0.0). tests/test_fused_pgc.py checks it bit for bit against the lock-step engine."""
+    for t in range(big_t + 1):
+        s0 = obs_buf[r, t, 0]
+        s1 = obs_buf[r, t, 1]
+        s2 = obs_buf[r, t, 2]
+        s3 = obs_buf[r, t, 3]
+        for j in range(_H):
+            p = tt[j] * s0
+            p += tt[_H + j] * s1
+            p += tt[2 * _H + j] * s2
+            p += tt[3 * _H + j] * s3
+            hid[t, j] = p if p > 0.0 else 0.0
+        v = 0.0
+        z0 = 0.0
+        z1 = 0.0
+        for j in range(_H):
+            h = hid[t, j]
+            v += tt[_V + j] * h
+            z0 += tt[_P0 + j] * h
+            z1 += tt[_P1 + j] * h
+        val[t] = v
+        dif[t] = z1 - z0
+    # eq. 18 (bootstrap discounted as in eq. 12)
+    total = _value_targets(rews_buf, r, big_t, val, vhat, g, lit, boot)
+    for k in range(112):
+        gacc[k] = 0.0
+    two_lam = 2.0 * lam
+    for t in range(big_t):
+        adv = vhat[t] - val[t]
+        lp1, lp0 = _log_sigmoid_pair(dif[t])
+        pi1 = math.exp(lp1)
+        pi0 = math.exp(lp0)
+        ent = -(pi0 * lp0 + pi1 * lp1)
+        dz1 = -adv * (acts_buf[r, t] - pi1) + b * pi1 * (lp1 + ent)
+        dv = -two_lam * adv
+        s0 = obs_buf[r, t, 0]
+        s1 = obs_buf[r, t, 1]
+        s2 = obs_buf[r, t, 2]
+        s3 = obs_buf[r, t, 3]
+        for j in range(_H):
+            h = hid[t, j]
+            gacc[_P1 + j] += dz1 * h
+            gacc[_V + j] += dv * h
+            dh = dz1 * wd[j] + dv * tt[_V + j]
+            on = h > 0.0  # iff the pre-activation is > 0 (h = ReLU of it)
+            gacc[j] += dh * s0 if on else 0.0
+            gacc[_H + j] += dh * s1 if on else 0.0
+            gacc[2 * _H + j] += dh * s2 if on else 0.0
+            gacc[3 * _H + j] += dh * s3 if on else 0.0
+    for j in range(_H):
+        for k in range(_O):
+            out[_O * j + k] = gacc[_H * k + j]
+        out[_P1 + j] = gacc[_P1 + j]
+        out[_P0 + j] = -gacc[_P1 + j]
+        out[_V + j] = gacc[_V + j]
+    return total
+
+
+@nb.njit(cache=True, nogil=True)
+def fused_block(
+    max_steps: int,
+    # ---- rows (E): physics and episode state ----
+    state: np.ndarray,  # (4, E) float64
+    steps: np.ndarray,  # (E,) int64 steps taken in the current episode
+    gravity: np.ndarray,  # (E,) float64
+    row_trial: np.ndarray,
+    row_worker: np.ndarray,
+    row_agent: np.ndarray,
+    row_round: np.ndarray,
+    row_version: np.ndarray,
+    slot: np.ndarray,
+    row_theta: np.ndarray,  # (E, 112)
+    row_tt: np.ndarray,  # (E, 112) the same, transposed (_transpose_row)
+    row_wd: np.ndarray,  # (E, 16) theta_p1 - theta_p0 of each row
+    obs_buf: np.ndarray,
+    acts_buf: np.ndarray,
+    rews_buf: np.ndarray,
+    episode_steps: int,
+    # ---- acting ----
+    act_block: np.ndarray,  # (A, E) uniforms
+    block_pos: np.ndarray,  # (1,) int64
+    alpha_g: np.ndarray,
+    sample_g: np.ndarray,
+    # ---- per trial (G) ----
+    theta: np.ndarray,
+    buffer: np.ndarray,
+    count: np.ndarray,
+    version: np.ndarray,
+    lr: np.ndarray,
+    buffer_size: np.ndarray,
+    kind: np.ndarray,
+    m1: np.ndarray,
+    m2: np.ndarray,
+    opt_steps: np.ndarray,
+    n_sub: np.ndarray,
+    next_agent: np.ndarray,
+    active: np.ndarray,
+    at_target: np.ndarray,
+    zoff: np.ndarray,
+    zeta: np.ndarray,
+    alpha0: np.ndarray,
+    alpha_decay: np.ndarray,
+    max_sub: np.ndarray,
+    stop_target: np.ndarray,
+    window: np.ndarray,
+    target: np.ndarray,
+    gamma: np.ndarray,
+    lam: np.ndarray,
+    beta: np.ndarray,
+    literal: np.ndarray,
+    rounds: np.ndarray,
+    rows_g: np.ndarray,  # live rows per trial
+    gtable: np.ndarray,
+    glen: np.ndarray,
+    agtable: np.ndarray,
+    aglen: np.ndarray,
+    reset_block: np.ndarray,  # (G, R, 5)
+    reset_ptr: np.ndarray,
+    paid: np.ndarray,  # agents charged (all rounds) per trial: ids < paid[g]
+    agent_cap: np.ndarray,  # no trial ever starts more agents than this
+    cfg_of: np.ndarray,
+    # ---- per config (C) ----
+    mech_kind: np.ndarray,  # 0 Laplace, 1 none (clip only), 2 PRS
+    coord_clip: np.ndarray,  # bool: coordinate clip instead of L1 (Laplace / none)
+    clip_bound: np.ndarray,  # C/2 for the L1 / coordinate clip; C for PRS
+    noise: np.ndarray,  # (C, K, W) pre-drawn mechanism randomness, consumed in order
+    noise_ptr: np.ndarray,
+    noise_len: np.ndarray,
+    prs_dh: np.ndarray,
+    prs_p0: np.ndarray,
+    prs_slope: np.ndarray,
+    rows_c: np.ndarray,  # live rows per config
+    record: np.ndarray,
+    recorded_version: np.ndarray,  # (G,)
+    recorded_index: np.ndarray,  # (G,)
+    n_thetas: np.ndarray,  # (C,) theta snapshots recorded so far per config
+    # ---- outputs ----
+    out_g: np.ndarray,
+    out_agent: np.ndarray,
+    out_worker: np.ndarray,
+    out_round: np.ndarray,
+    out_sub: np.ndarray,
+    out_tidx: np.ndarray,
+    out_report: np.ndarray,
+    out_score: np.ndarray,
+    out_grav: np.ndarray,
+    out_grad: np.ndarray,
+    out_n: np.ndarray,  # (1,)
+    snap_theta: np.ndarray,
+    snap_cfg: np.ndarray,
+    snap_n: np.ndarray,  # (1,)
+    env_steps: np.ndarray,  # (1,)
+    bad: np.ndarray,  # (1,) the trial of a non-finite gradient / overflowing PRS report
+) -> int:
+    """Up to ``max_steps`` lock-steps of the engine in one call; returns a ``FUSED_*`` status.
+
+    Each step is exactly :meth:`ldp_audit.training.pgc_a3c._Engine.run`'s: every live row
+    acts (:func:`act_and_record`'s rule), steps its CartPole (:func:`_cartpole_row`), and
+    records s_t, a_t, r_t; the episodes that ended are capped (:func:`ended_episodes`' rule),
+    their gradients computed (:func:`_episode_grad`), randomised in row order with each
+    config's pre-drawn noise through the mechanisms' own kernels (Laplace:
+    ``laplace_kernels().row``, z + clip(g) with z from ``noise``; none: clip(g); PRS:
+    ``prs_kernels().row`` on its uniforms), applied by eq. 22 in row order (:func:`_agg_one`),
+    booked (:func:`record_scores`), and the ended rows restart with the new theta
+    (``_Engine._start_rows``). Rows of ended trials are skipped until the caller drops them.
+
+    Before a step it checks that every trial's agents that may start in it are charged
+    (``paid``), that the pre-drawn randomness, reset uniforms and output arrays cover its worst
+    case; otherwise it returns before the step, so the caller can charge, draw and resume.
+    """
+    n_rows = state.shape[1]
+    n_trials = theta.shape[0]
+    n_cfg = noise_ptr.shape[0]
+    d = theta.shape[1]
+    a_len = act_block.shape[0]
+    r_len = reset_block.shape[1]
+    t_pad = obs_buf.shape[1]
+    hid = np.empty((t_pad, _H))
+    val = np.empty(t_pad)
+    dif = np.empty(t_pad)
+    vhat = np.empty(t_pad)
+    done = np.empty(n_rows, np.int64)
+    done_term = np.empty(n_rows, np.bool_)
+    done_trunc = np.empty(n_rows, np.bool_)
+    k_row = np.empty(n_rows, np.int64)
+    k_g = np.empty(n_rows, np.int64)
+    k_sub = np.empty(n_rows, np.int64)
+    k_score = np.empty(n_rows)
+    grads = np.empty((n_rows, d))
+    noisy = np.empty((n_rows, d))
+    obs_f = np.empty(4)
+    k_norm = np.empty(n_rows)
+    prod = np.empty(_H)
+    gacc = np.empty(d)
+    prs_bits = np.empty(d)  # the bits of a PRS report (d_hat <= d), not used here
+    slow = np.zeros(n_cfg, np.bool_)
+    for _ in range(max_steps):
+        # ---------------- can the next step run with what the caller prepared? ----------------
+        if block_pos[0] >= a_len:
+            return FUSED_STEPS
+        for g in range(n_trials):
+            if not active[g]:
+                continue
+            need = next_agent[g] + rows_g[g]
+            if need > agent_cap[g]:
+                need = agent_cap[g]
+            if paid[g] < need:
+                return FUSED_NEED_CHARGE
+            if reset_ptr[g] + rows_g[g] > r_len:
+                return FUSED_NEED_RESETS
+        for c in range(n_cfg):
+            if mech_kind[c] != 1 and noise_ptr[c] + rows_c[c] > noise_len[c]:
+                return FUSED_NEED_NOISE
+        if out_n[0] + n_rows > out_g.shape[0] or snap_n[0] + n_trials > snap_theta.shape[0]:
+            return FUSED_NEED_OUTPUT
+        # ---------------- acting and physics ----------------
+        pos = block_pos[0]
+        block_pos[0] = pos + 1
+        nd = 0
+        live = 0
+        for i in range(n_rows):
+            g = row_trial[i]
+            if not active[g]:
+                continue
+            live += 1
+            ti = steps[i]
+            si = slot[i]
+            o0 = np.float64(np.float32(state[0, i]))
+            o1 = np.float64(np.float32(state[1, i]))
+            o2 = np.float64(np.float32(state[2, i]))
+            o3 = np.float64(np.float32(state[3, i]))
+            obs_buf[si, ti, 0] = o0
+            obs_buf[si, ti, 1] = o1
+            obs_buf[si, ti, 2] = o2
+            obs_buf[si, ti, 3] = o3
+            # act_and_record's greedy score, the 16 units in SIMD lanes, summed in order
+            tt = row_tt[i]
+            wdi = row_wd[i]
+            for j in range(_H):
+                p = tt[j] * o0
+                p += tt[_H + j] * o1
+                p += tt[2 * _H + j] * o2
+                p += tt[3 * _H + j] * o3
+                prod[j] = p * wdi[j] if p > 0.0 else 0.0
+            acc = 0.0
+            for j in range(_H):
+                acc += prod[j]
+            ui = act_block[pos, i]
+            ai = alpha_g[g]
+            if ui < ai:
+                a = 1 if ui >= 0.5 * ai else 0
+            elif sample_g[g]:
+                if acc >= 0.0:
+                    pi1 = 1.0 / (1.0 + math.exp(-acc))
+                else:
+                    e = math.exp(acc)
+                    pi1 = e / (1.0 + e)
+                a = 1 if (ui - ai) / (1.0 - ai) < pi1 else 0
+            else:
+                a = 1 if acc > 0.0 else 0
+            acts_buf[si, ti] = a
+            term = _cartpole_row(state, i, a, gravity[i])
+            steps[i] = ti + 1
+            trunc = ti + 1 >= episode_steps
+            rews_buf[si, ti] = 1.0
+            if term or trunc:
+                done[nd] = i
+                done_term[nd] = term
+                done_trunc[nd] = trunc
+                nd += 1
+        env_steps[0] += live
+        if nd == 0:
+            continue
+        # ---------------- ended episodes: cap, gradients ----------------
+        m = 0
+        prev = -1
+        k = 0
+        for q in range(nd):
+            i = done[q]
+            g = row_trial[i]
+            if g != prev:
+                prev = g
+                k = 0
+            else:
+                k += 1
+            if k < max_sub[g] - n_sub[g]:
+                si = slot[i]
+                big_t = steps[i]
+                for c4 in range(4):
+                    obs_f[c4] = np.float64(np.float32(state[c4, i]))
+                    obs_buf[si, big_t, c4] = obs_f[c4]
+                boot = done_trunc[q] and not done_term[q]
+                k_score[m] = _episode_grad_t(
+                    row_tt[i], row_wd[i], si, obs_buf, acts_buf, rews_buf, big_t, boot,
+                    gamma[g], lam[g], beta[g], literal[g], grads[m], hid, val, dif, vhat, gacc,
+                )  # fmt: skip
+                k_row[m] = i
+                k_g[m] = g
+                k_sub[m] = n_sub[g] + k
+                m += 1
+        # ---------------- agent side: randomise (agents were charged when they started) -----
+        for q in range(m):
+            for kk in range(d):
+                if not math.isfinite(grads[q, kk]):
+                    bad[0] = k_g[q]
+                    return FUSED_NONFINITE
+        # Laplace's L1 clip (ldp_audit.mechanisms._clip_l1) takes its overflow-safe path for
+        # every row of a config's batch when one row's norm overflows: the same here
+        for c in range(n_cfg):
+            slow[c] = False
+        for q in range(m):
+            c = cfg_of[k_g[q]]
+            if mech_kind[c] == 0 and not coord_clip[c]:
+                k_norm[q] = _pairwise_sum_abs(grads[q], 0, d)
+                if not math.isfinite(k_norm[q]):
+                    slow[c] = True
+        for q in range(m):
+            c = cfg_of[k_g[q]]
+            mk = mech_kind[c]
+            if mk == 0 and not coord_clip[c]:
+                _laplace_row(
+                    grads[q], k_norm[q], clip_bound[c], slow[c], noise[c, noise_ptr[c]], noisy[q]
+                )
+                noise_ptr[c] += 1
+                continue
+            if mk == 2:
+                ok = _prs_row(
+                    noise[c, noise_ptr[c]], grads[q], prs_dh[c], clip_bound[c], prs_p0[c],
+                    prs_slope[c], prs_bits, noisy[q],
+                )  # fmt: skip
+                if not ok:
+                    bad[0] = k_g[q]
+                    return FUSED_PRS_OVERFLOW
+                noise_ptr[c] += 1
+                continue
+            bnd = clip_bound[c]
+            if coord_clip[c]:
+                for kk in range(d):
+                    noisy[q, kk] = min(max(grads[q, kk], -bnd), bnd)
+            else:
+                n1 = _pairwise_sum_abs(grads[q], 0, d)
+                den = n1 / bnd
+                if den < 1.0:
+                    den = 1.0
+                for kk in range(d):
+                    noisy[q, kk] = grads[q, kk] / den
+            if mk == 0:
+                z = noise[c, noise_ptr[c]]
+                for kk in range(d):
+                    noisy[q, kk] = z[kk] + noisy[q, kk]
+                noise_ptr[c] += 1
+        # ---------------- trust boundary: only `noisy` crosses it ----------------
+        for q in range(m):
+            i = k_row[q]
+            g = k_g[q]
+            c = cfg_of[g]
+            if record[c]:
+                o = out_n[0]
+                out_g[o] = g
+                out_agent[o] = row_agent[i]
+                out_worker[o] = row_worker[i]
+                out_round[o] = row_round[i]
+                out_sub[o] = k_sub[q]
+                out_tidx[o] = row_version[i]
+                out_score[o] = k_score[q]
+                out_grav[o] = gravity[i]
+                for kk in range(d):
+                    out_report[o, kk] = noisy[q, kk]
+                    out_grad[o, kk] = grads[q, kk]
+                out_n[0] = o + 1
+            _agg_one(
+                theta, buffer, count, version, lr, buffer_size, kind, m1, m2, opt_steps, g,
+                noisy[q],
+            )  # fmt: skip
+        any_ended = record_scores(
+            k_g[:m], k_sub[:m], k_score[:m], zoff, zeta, n_sub, alpha_g, alpha0, alpha_decay,
+            max_sub, stop_target, window, target, active, at_target,
+        )  # fmt: skip
+        # ---------------- restarts (trials still running) ----------------
+        for q in range(nd):
+            i = done[q]
+            g = row_trial[i]
+            if not active[g]:
+                continue
+            c = cfg_of[g]
+            rp = reset_ptr[g]
+            reset_ptr[g] = rp + 1
+            if row_round[i] + 1 >= rounds[g]:  # a new agent
+                ag = next_agent[g]
+                next_agent[g] = ag + 1
+                row_agent[i] = ag
+                row_round[i] = 0
+                n_g = glen[g]
+                idx = np.int64(reset_block[g, rp, 0] * n_g)
+                if idx > n_g - 1:
+                    idx = n_g - 1
+                gravity[i] = gtable[g, idx]
+                if ag < aglen[g]:
+                    gravity[i] = agtable[g, ag]
+            else:
+                row_round[i] += 1
+            for kk in range(d):
+                row_theta[i, kk] = theta[g, kk]
+            _transpose_row(theta[g], row_tt[i], row_wd[i])
+            for c4 in range(4):
+                state[c4, i] = _INIT_LOW + _INIT_SPAN * reset_block[g, rp, 1 + c4]
+            steps[i] = 0
+            if record[c]:
+                if recorded_version[g] != version[g]:
+                    sn = snap_n[0]
+                    for kk in range(d):
+                        snap_theta[sn, kk] = theta[g, kk]
+                    snap_cfg[sn] = c
+                    snap_n[0] = sn + 1
+                    recorded_version[g] = version[g]
+                    recorded_index[g] = n_thetas[c]
+                    n_thetas[c] += 1
+            row_version[i] = recorded_index[g]
+        if any_ended:
+            return FUSED_TRIAL_ENDED
+    return FUSED_STEPS
+
+
+def _flush_if_mechanisms_changed() -> None:
+    """Drop :func:`fused_block`'s cached machine code when a kernel compiled into it changed.
+
+    Numba keys a cached function on its own source file only, and :func:`fused_block` has
+    ``laplace_kernels()``, ``prs_kernels()`` and the lock-step kernels it shares (``_SHARED``,
+    from :mod:`ldp_audit.training.pgc_a3c._kernels`) compiled into it: an edit of
+    ``ldp_audit/mechanisms/laplace.py``, ``prs.py`` or ``_kernels.py`` would otherwise keep
+    running the old kernels from the cache. A fingerprint of their bytecode is kept beside the
+    cache.
+    """
+    import hashlib
+    from pathlib import Path
+
+    h = hashlib.sha256()
+    for k in (*_LAPLACE, *_PRS, *_SHARED):
+        code = k.py_func.__code__
+        h.update(code.co_code)
+        h.update(repr((code.co_consts, code.co_names)).encode())
+    fp = h.hexdigest()
+    cache = getattr(fused_block, "_cache", None)
+    path_of = getattr(cache, "cache_path", None)
+    if path_of is None or not hasattr(cache, "flush"):
+        return
+    stamp = Path(path_of) / "_fused_kernel.fused_block.kernels.sha256"
+    try:
+        if stamp.read_text() == fp:
+            return
+    except OSError:
+        pass
+    try:
+        cache.flush()
+        stamp.parent.mkdir(parents=True, exist_ok=True)
+        stamp.write_text(fp)
+    except OSError:  # a read-only cache: Numba then recompiles or uses its own fallback
+        pass
+
+
+_flush_if_mechanisms_changed()

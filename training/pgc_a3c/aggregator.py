@@ -1,0 +1,94 @@
+"""The central aggregator of Algorithm 1 (eq. 22): it buffers sealed reports per trial and
+steps theta <- theta - eta * mean(B) whenever |B| >= MAX_BUF (or, as an ablation, an Adam or
+RMSprop step on the same mean: post-processing of released reports, no privacy cost).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ldp_audit.errors import InvalidParameterError
+from ldp_audit.release import require_sealed
+from ldp_audit.training.pgc_a3c._kernels import aggregate, aggregate_adaptive
+from ldp_audit.training.pgc_a3c.config import _AGGREGATORS
+from ldp_audit.training.pgc_a3c.privacy import PrivateReport
+
+__all__ = ["Aggregator"]
+
+
+class Aggregator:
+    """The central aggregator of Algorithm 1 for many independent trials at once.
+
+    Buffers reports per trial and applies eq. 22, theta <- theta - eta * mean(B), whenever
+    |B| >= MAX_BUF. It only ever touches :class:`PrivateReport` objects.
+    """
+
+    def __init__(
+        self,
+        theta: np.ndarray,
+        eta: np.ndarray,
+        buffer_size: np.ndarray,
+        optimizer: Any = None,
+    ) -> None:
+        self.theta = np.array(theta, dtype=np.float64, copy=True)
+        g = self.theta.shape[0]
+        self.eta = np.broadcast_to(np.asarray(eta, dtype=np.float64), (g,)).copy()
+        self.buffer_size = np.broadcast_to(np.asarray(buffer_size, dtype=np.int64), (g,)).copy()
+        self.buffer = np.zeros_like(self.theta)
+        self.count = np.zeros(g, dtype=np.int64)
+        self.version = np.zeros(g, dtype=np.int64)  # bumps at every update of theta
+        # the aggregator ablation: per trial "sgd" / "adam" / "rmsprop" (post-processing)
+        kinds = ["sgd"] * g if optimizer is None else list(np.broadcast_to(optimizer, (g,)))
+        for k in kinds:
+            if k not in _AGGREGATORS:
+                raise InvalidParameterError(f"optimizer must be one of {_AGGREGATORS}, got {k!r}")
+        self.kind = np.array([_AGGREGATORS.index(k) for k in kinds], dtype=np.int64)
+        self.adaptive = bool(self.kind.any())
+        if self.adaptive:
+            self.m1 = np.zeros_like(self.theta)
+            self.m2 = np.zeros_like(self.theta)
+            self.steps = np.zeros(g, dtype=np.int64)
+
+    def receive(self, *reports: PrivateReport) -> None:
+        """Apply batches of reports in row order (rows of one trial contiguous, in arrival
+        order; different reports must concern different trials)."""
+        for report in reports:
+            require_sealed(report, "the aggregator")
+        if not reports:
+            return
+        if len(reports) == 1:
+            tr, y = reports[0].trial, reports[0].noisy
+        else:
+            tr = np.concatenate([r.trial for r in reports])
+            y = np.concatenate([r.noisy for r in reports])
+        if tr.size == 0:
+            return
+        # eq. 22: theta <- theta - eta * (1/|B|) sum_{g~ in B} g~, one compiled pass in row order
+        if self.adaptive:  # the same mean(B), stepped by Adam / RMSprop where asked
+            aggregate_adaptive(
+                self.theta,
+                self.buffer,
+                self.count,
+                self.version,
+                self.eta,
+                self.buffer_size,
+                self.kind,
+                self.m1,
+                self.m2,
+                self.steps,
+                np.ascontiguousarray(tr, dtype=np.int64),
+                np.ascontiguousarray(y, dtype=np.float64),
+            )
+            return
+        aggregate(
+            self.theta,
+            self.buffer,
+            self.count,
+            self.version,
+            self.eta,
+            self.buffer_size,
+            np.ascontiguousarray(tr, dtype=np.int64),
+            np.ascontiguousarray(y, dtype=np.float64),
+        )

@@ -1,0 +1,355 @@
+"""The PGC-A3C run's config (:class:`PgcA3cConfig`, the paper's defaults of section 4 "Hyper
+Parameters", every field validated) and what :func:`ldp_audit.training.pgc_a3c.train` returns
+(:class:`TrainResult`).
+
+The hyper-parameters and validation it shares with the Gymnasium trainer
+(:class:`ldp_audit.training.gym_pgc.GymPgcConfig`) live here once: the option tuples, the
+paper's per-mechanism clip and buffer defaults, and the checks of the fields both have.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ldp_audit.errors import InvalidParameterError
+from ldp_audit.training.cartpole import PAPER_GRAVITIES
+from ldp_audit.training.pgc_a3c.model import DIM
+from ldp_audit.validation import check_bool, check_epsilon, check_positive, check_real
+
+__all__ = ["ADAPTIVE_DEFAULT_LR", "PgcA3cConfig", "TrainResult"]
+
+_MECHANISMS = ("laplace", "prs", "none")
+_ACTING = ("argmax", "sample")
+_CLIP_KINDS = ("l1", "coordinate")
+_AGGREGATORS = ("sgd", "adam", "rmsprop")
+_TARGETS = ("engine", "literal-eq18")
+#: Step size of the adaptive aggregators when ``aggregator_lr`` is None: 1e-3, the published
+#: default of Adam (Kingma & Ba 2015) and TensorFlow's for Adam and RMSprop (not tuned here).
+ADAPTIVE_DEFAULT_LR = 1e-3
+_PAPER_CLIP: dict[str, float] = {"laplace": 0.01, "prs": 1.0, "none": 10.0}
+_PAPER_BUFFER = {"laplace": 1, "prs": 100, "none": 1}
+
+
+def _check_int(value: Any, name: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise InvalidParameterError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def _real_tuple(value: Any, name: str) -> tuple[float, ...]:
+    """A sequence of real numbers as a tuple of floats (a bare number, string or bool refused)."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple, np.ndarray)):
+        raise InvalidParameterError(
+            f"{name} must be a sequence of numbers, got {value!r} ({type(value).__name__})"
+        )
+    return tuple(check_real(x, f"{name}[{k}]") for k, x in enumerate(value))
+
+
+class _SharedFields:
+    """What PGC-A3C's configs share (:class:`PgcA3cConfig` and the Gymnasium trainer's
+    :class:`ldp_audit.training.gym_pgc.GymPgcConfig`): the checks of the fields both have (same
+    constraints, same messages), the paper's per-mechanism defaults, the per-report mechanism
+    and the JSON form of epsilon. The configs call the checks from ``__post_init__``."""
+
+    # the fields the checks read (declared by each config dataclass; annotations only here)
+    mechanism: str
+    epsilon: float
+    rounds: int
+    clip: float | None
+    buffer_size: int | None
+    acting: str
+    gamma: float
+    alpha_start: float
+
+    # ------------------------------------------------------------------------------ checks
+    def _check_release_fields(self) -> None:
+        """``mechanism`` and ``acting`` among the options; ``epsilon`` > 0 (inf for "none")."""
+        if self.mechanism not in _MECHANISMS:
+            raise InvalidParameterError(
+                f"mechanism must be one of {_MECHANISMS}, got {self.mechanism!r}"
+            )
+        if self.mechanism == "none":
+            object.__setattr__(self, "epsilon", math.inf)
+        else:
+            object.__setattr__(self, "epsilon", check_epsilon(self.epsilon, "epsilon"))
+        if self.acting not in _ACTING:
+            raise InvalidParameterError(f"acting must be one of {_ACTING}, got {self.acting!r}")
+
+    def _check_clip_and_buffer(self) -> None:
+        """``clip`` > 0 and ``buffer_size`` >= 1 where given (None: the paper's default)."""
+        if self.clip is not None:
+            object.__setattr__(self, "clip", check_positive(self.clip, "clip"))
+        if self.buffer_size is not None:
+            _check_int(self.buffer_size, "buffer_size", 1)
+
+    def _check_learning_fields(self) -> None:
+        """eta, lam, alpha_decay > 0; gamma in (0, 1]; beta and alpha_start finite, >= 0, and
+        alpha_start <= 1."""
+        for name in ("eta", "lam", "alpha_decay"):
+            check_positive(getattr(self, name), name)
+        gamma = check_real(self.gamma, "gamma")
+        if not 0.0 < gamma <= 1.0:
+            raise InvalidParameterError(f"gamma must be in (0, 1], got {self.gamma!r}")
+        for name in ("beta", "alpha_start"):
+            v = check_real(getattr(self, name), name)
+            if not (math.isfinite(v) and v >= 0):
+                raise InvalidParameterError(f"{name} must be finite and >= 0, got {v!r}")
+        if float(self.alpha_start) > 1.0:
+            raise InvalidParameterError(f"alpha_start must be <= 1, got {self.alpha_start!r}")
+
+    # ------------------------------------------------------------------------------ derived
+    @property
+    def effective_clip(self) -> float:
+        """C actually used (paper default when ``clip`` is None)."""
+        return _PAPER_CLIP[self.mechanism] if self.clip is None else float(self.clip)
+
+    @property
+    def effective_buffer_size(self) -> int:
+        """|B| actually used (paper default when ``buffer_size`` is None)."""
+        return _PAPER_BUFFER[self.mechanism] if self.buffer_size is None else self.buffer_size
+
+    @property
+    def epsilon_per_submission(self) -> float:
+        """epsilon / T (sequential composition, section 3.2.1): the per-report epsilon the
+        config *claims*. With ``PgcA3cConfig(clip_kind="coordinate")`` the true one is
+        ``true_epsilon_per_submission`` (d times larger)."""
+        return self.epsilon / self.rounds
+
+    def _paper_mechanism(self, reduced_dim: int | None = None) -> Any:
+        """The paper's per-report mechanism: Laplace (Alg. 2), PRS (Alg. 3) or none."""
+        from ldp_audit import mechanisms as M
+
+        if self.mechanism == "laplace":
+            return M.Laplace(epsilon=self.epsilon_per_submission, clip=self.effective_clip)
+        if self.mechanism == "prs":
+            return M.ProjectedRandomSign(
+                epsilon=self.epsilon_per_submission,
+                clip=self.effective_clip,
+                reduced_dim=reduced_dim,
+            )
+        return M.NoPrivacy()
+
+    def _json_dict(self) -> dict[str, Any]:
+        """``asdict`` with an infinite epsilon as the string "inf"."""
+        d = asdict(self)  # type: ignore[call-overload]
+        if math.isinf(d["epsilon"]):
+            d["epsilon"] = "inf"
+        return d
+
+
+def _from_json_dict(d: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a config's JSON dict with epsilon "inf" read back as math.inf."""
+    d = dict(d)
+    if d.get("epsilon") == "inf":
+        d["epsilon"] = math.inf
+    return d
+
+
+@dataclass(frozen=True, kw_only=True)
+class PgcA3cConfig(_SharedFields):
+    """Everything that defines a PGC-A3C run (paper defaults, section 4 "Hyper Parameters")."""
+
+    mechanism: str = "laplace"
+    """Agent-side randomiser Q: "laplace" (Alg. 2), "prs" (Alg. 3) or "none" (eps = inf)."""
+    epsilon: float = 1.0
+    """Total LDP budget of one agent (over its ``rounds`` submissions); forced to inf for none."""
+    trials: int = 20
+    """Independent training runs K (Table 1 uses 20)."""
+    n_agents: int = 9
+    """Concurrent workers per trial (the paper's 9 threads)."""
+    max_submissions: int = 90_000
+    """Submissions per trial before training stops (the paper's N = 90,000)."""
+    rounds: int = 1
+    """Submissions per agent T; each at epsilon/T (section 3.2.1). 1 = the paper's main setting."""
+    clip: float | None = None
+    """C: L1 sensitivity for Laplace (eq. 19-20), element clip for PRS (eq. 23). None = paper
+    default (0.01 Laplace, 1 PRS, 10 for the non-private baseline)."""
+    buffer_size: int | None = None
+    """MAX_BUF |B| of Algorithm 1. None = paper default (1 Laplace and none, 100 PRS)."""
+    reduced_dim: int | None = None
+    """PRS d_hat; None = max{1, min{d, floor(eps/2.5)}} at the per-submission epsilon."""
+    eta: float = 0.5
+    """Learning rate of eq. 22."""
+    gamma: float = 0.99
+    """Discount factor of eqs. 12 and 18."""
+    lam: float = 0.5
+    """Value-loss weight lambda of eq. 15."""
+    beta: float = 0.01
+    """Entropy weight beta of eq. 16."""
+    gravities: tuple[float, ...] = PAPER_GRAVITIES
+    """The private gravity psi of an agent is drawn uniformly from these."""
+    agent_gravities: tuple[float, ...] | None = None
+    """Optional fixed gravity of agent a (agents numbered in arrival order within each trial),
+    e.g. to plant canaries for membership inference; agents beyond its length draw from
+    ``gravities``. The reset stream is consumed the same way either way."""
+    episode_steps: int = 200
+    """Episodes are cut after this many steps (score max 200)."""
+    alpha_start: float = 0.5
+    """alpha = max{0, alpha_start - n / alpha_decay} (section 4)."""
+    alpha_decay: float = 1800.0
+    """See ``alpha_start``."""
+    acting: str = "argmax"
+    """The non-exploring action (probability 1 - alpha): "argmax" pi (Algorithm 1 and section 4
+    as printed) or "sample" a ~ pi(.|s) (what the public A3C example the paper's hyper-parameters
+    match does; an ablation, see README)."""
+    stop_at_target: bool = False
+    """Stop a trial once mu_n >= target_score is certain (FST known, eq. 26); later zeta are NaN."""
+    target_score: float = 195.0
+    """Theta of eq. 26."""
+    window: int = 10
+    """m of eq. 25."""
+    budget: float | None = None
+    """Optional per-agent epsilon budget enforced by the accountant (None = no budget)."""
+    clip_kind: str = "l1"
+    """How a report is clipped before the Laplace noise: "l1" (eq. 19 as printed, L1 norm C/2,
+    sensitivity C, epsilon-LDP) or "coordinate" (an ablation, a reading of the paper that is NOT
+    its claim: each coordinate clipped to [-C/2, C/2], so the L1 sensitivity is d C and the same
+    noise Lap(C/epsilon) gives d * epsilon = 112 epsilon per report; that true epsilon is what
+    the ledger is charged and every report shows, and a :class:`PrivacyClaimWarning` is
+    issued). Laplace and the non-private baseline only."""
+    aggregator: str = "sgd"
+    """The aggregator's step on mean(B): "sgd" (eq. 22 as printed), "adam" or "rmsprop" (an
+    ablation; post-processing of released reports, no privacy cost)."""
+    aggregator_lr: float | None = None
+    """Step size of the aggregator: None = ``eta`` for "sgd", ``ADAPTIVE_DEFAULT_LR`` (1e-3)
+    for "adam" and "rmsprop"."""
+    target: str = "engine"
+    """The value target: "engine" (eq. 18 with the bootstrap discounted as in eq. 12 and
+    V(s_T) = 0 after a failure) or "literal-eq18" (eq. 18 as printed: + V(s_T), undiscounted,
+    also after a failure; an ablation that shows why the engine deviates)."""
+
+    def __post_init__(self) -> None:
+        self._check_release_fields()
+        for name, allowed in (
+            ("clip_kind", _CLIP_KINDS),
+            ("aggregator", _AGGREGATORS),
+            ("target", _TARGETS),
+        ):
+            if getattr(self, name) not in allowed:
+                raise InvalidParameterError(
+                    f"{name} must be one of {allowed}, got {getattr(self, name)!r}"
+                )
+        if self.clip_kind == "coordinate" and self.mechanism == "prs":
+            raise InvalidParameterError(
+                "clip_kind='coordinate' applies to mechanism 'laplace' or 'none' (PRS clips its "
+                f"projected coordinates itself, eq. 23), got mechanism={self.mechanism!r}"
+            )
+        if self.aggregator_lr is not None:
+            object.__setattr__(
+                self, "aggregator_lr", check_positive(self.aggregator_lr, "aggregator_lr")
+            )
+        for name, lo in (("trials", 1), ("n_agents", 1), ("max_submissions", 1), ("rounds", 1)):
+            _check_int(getattr(self, name), name, lo)
+        _check_int(self.episode_steps, "episode_steps", 1)
+        _check_int(self.window, "window", 1)
+        self._check_clip_and_buffer()
+        if self.reduced_dim is not None:
+            if self.mechanism != "prs":
+                raise InvalidParameterError(
+                    f"reduced_dim applies to mechanism='prs' only, got mechanism={self.mechanism!r}"
+                )
+            if not 1 <= _check_int(self.reduced_dim, "reduced_dim", 1) <= DIM:
+                raise InvalidParameterError(
+                    f"reduced_dim must be in [1, {DIM}], got {self.reduced_dim!r}"
+                )
+        self._check_learning_fields()
+        check_bool(self.stop_at_target, "stop_at_target")
+        ts = check_real(self.target_score, "target_score")
+        if not math.isfinite(ts):
+            raise InvalidParameterError(f"target_score must be finite, got {self.target_score!r}")
+        g = _real_tuple(self.gravities, "gravities")
+        if not g or not all(math.isfinite(x) and x > 0 for x in g):
+            raise InvalidParameterError(
+                f"gravities must be a non-empty tuple of finite values > 0, got {self.gravities!r}"
+            )
+        object.__setattr__(self, "gravities", g)
+        if self.agent_gravities is not None:
+            ag = _real_tuple(self.agent_gravities, "agent_gravities")
+            if not all(math.isfinite(x) and x > 0 for x in ag):
+                raise InvalidParameterError(
+                    f"agent_gravities must hold finite values > 0, got {self.agent_gravities!r}"
+                )
+            object.__setattr__(self, "agent_gravities", ag)
+        if self.budget is not None:
+            object.__setattr__(self, "budget", check_positive(self.budget, "budget"))
+
+    # ------------------------------------------------------------------------------ derived
+    @property
+    def effective_aggregator_lr(self) -> float:
+        """The aggregator's step size actually used (see ``aggregator_lr``)."""
+        if self.aggregator_lr is not None:
+            return float(self.aggregator_lr)
+        return float(self.eta) if self.aggregator == "sgd" else ADAPTIVE_DEFAULT_LR
+
+    @property
+    def true_epsilon_per_submission(self) -> float:
+        """The epsilon one report actually satisfies (what the ledger is charged): equal to
+        :attr:`epsilon_per_submission` except with Laplace and ``clip_kind="coordinate"``,
+        where it is d C / (C / epsilon) = 112 epsilon_per_submission."""
+        if self.mechanism == "laplace" and self.clip_kind == "coordinate":
+            return self.make_mechanism().epsilon
+        return self.epsilon_per_submission
+
+    def make_mechanism(self) -> Any:
+        """The per-submission mechanism object of :mod:`ldp_audit.mechanisms` (or, for the
+        coordinate-clipping ablation, :class:`CoordinateLaplace` with its true epsilon)."""
+        from ldp_audit.training.pgc_a3c.privacy import CoordinateLaplace
+
+        if self.mechanism == "laplace" and self.clip_kind == "coordinate":
+            return CoordinateLaplace(
+                coordinate_epsilon=self.epsilon_per_submission, clip=self.effective_clip, dim=DIM
+            )
+        return self._paper_mechanism(reduced_dim=self.reduced_dim)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able dict (inf epsilon as the string "inf")."""
+        d = self._json_dict()
+        d["gravities"] = list(self.gravities)
+        if self.agent_gravities is not None:
+            d["agent_gravities"] = list(self.agent_gravities)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> PgcA3cConfig:
+        """Inverse of :meth:`to_dict`."""
+        d = _from_json_dict(d)
+        for key in ("gravities", "agent_gravities"):
+            if d.get(key) is not None:
+                d[key] = tuple(d[key])
+        return cls(**d)
+
+
+@dataclass
+class TrainResult:
+    """What :func:`train` returns.
+
+    Attributes:
+        config: the run's config.
+        seed: the seed it ran from.
+        zeta: (trials, max_submissions) episode score of submission n (0-based column n is the
+            paper's zeta_{n+1}); NaN where the trial stopped before that submission.
+        theta: (trials, 112) final global parameters.
+        submissions: (trials,) submissions made.
+        stopped_at_target: (trials,) True where ``stop_at_target`` ended the trial early.
+        privacy: per-agent privacy summary (epsilon per submission, rounds, total, agents, ...).
+        env_steps: total environment steps taken (all trials).
+        seconds: wall-clock seconds of the run.
+        transcript: what crossed the trust boundary (None unless recorded), see run_dir.py.
+        secrets: the matching ground truth (gravity, clean gradient), None unless recorded.
+    """
+
+    config: PgcA3cConfig
+    seed: int
+    zeta: np.ndarray
+    theta: np.ndarray
+    submissions: np.ndarray
+    stopped_at_target: np.ndarray
+    privacy: dict[str, Any]
+    env_steps: int
+    seconds: float
+    transcript: dict[str, np.ndarray] | None = None
+    secrets: dict[str, np.ndarray] | None = field(default=None, repr=False)

@@ -1,0 +1,482 @@
+"""The lock-step engine: every agent of every trial (of every config of a grid) in lock-step.
+
+The ``n_agents`` workers of a trial step together; a worker copies the current theta when its
+episode starts and submits when it ends; reports arriving at the same step are applied in worker
+order; workers restart with the theta after those updates. One vectorised CartPole over all
+rows, one compiled acting pass per step, one compiled backward over the agents whose episodes
+ended at that step: there is no per-step Python loop over agents.
+
+Single-round mode: every episode is a new agent with a fresh gravity psi ~ U{gravities};
+``rounds=T``: an agent plays T consecutive episodes (same gravity, fresh theta each time) and
+submits each at epsilon/T (section 3.2.1). ``max_submissions`` caps submissions per trial; the
+episodes still running when a trial stops are discarded (never released, never charged).
+
+Randomness: ``seed`` -> ``SeedSequence(seed, spawn_key=(0, k))`` per trial k (initial theta,
+acting uniforms, resets) and ``spawn_key=(1,)`` for the config's mechanism noise; a trial's
+acting and reset streams are consumed in blocks independently of which other trials run beside
+it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ldp_audit.errors import InvalidParameterError
+from ldp_audit.training.cartpole import PrivateGravityCartPole, initial_states
+from ldp_audit.training.pgc_a3c._kernels import (
+    act_and_record,
+    ended_episodes,
+    episode_gradients_kernel,
+    record_scores,
+)
+from ldp_audit.training.pgc_a3c.aggregator import Aggregator
+from ldp_audit.training.pgc_a3c.config import PgcA3cConfig, TrainResult
+from ldp_audit.training.pgc_a3c.gradients import bucket_length
+from ldp_audit.training.pgc_a3c.model import DIM, OBS_DIM, init_theta
+from ldp_audit.training.pgc_a3c.privacy import (
+    _accountant_api,
+    _privacy_summary,
+    _privatize_groups,
+)
+from ldp_audit.training.run_dir import TRANSCRIPT_KEYS
+
+#: Acting uniforms are drawn per trial in blocks of this many lock-steps.
+_ACT_BLOCK = 256
+#: Reset uniforms (1 for gravity + 4 for the initial state) drawn per trial in blocks.
+_RESET_BLOCK = 256
+
+# per-submission arrays recorded: the transcript's rows (run_dir.TRANSCRIPT_KEYS less the theta
+# table) and the secrets the attacker must not see
+_TR_KEYS = (*(k for k in TRANSCRIPT_KEYS if k != "thetas"), "gravity", "gradient")
+
+
+def _runs(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Start index and length of each run of equal values in a sorted 1-D array."""
+    edges = np.empty(x.size + 1, dtype=bool)
+    edges[0] = edges[-1] = True
+    np.not_equal(x[1:], x[:-1], out=edges[1:-1])
+    pos = np.flatnonzero(edges)
+    return pos[:-1], pos[1:] - pos[:-1]
+
+
+class _TrialStream:
+    """A trial's acting/reset randomness, consumed in blocks (independent of batching)."""
+
+    def __init__(self, seed: int, trial: int) -> None:
+        ss = np.random.SeedSequence(seed, spawn_key=(0, trial))
+        init_ss, act_ss, reset_ss = ss.spawn(3)
+        self.init = np.random.default_rng(init_ss)
+        self.act = np.random.default_rng(act_ss)
+        self.reset = np.random.default_rng(reset_ss)
+
+
+def _mechanism_rng(seed: int) -> np.random.Generator:
+    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(1,)))
+
+
+class _Engine:
+    """Runs a list of configs in one lock-step batch; see the module docstring."""
+
+    def __init__(
+        self,
+        configs: Sequence[PgcA3cConfig],
+        seeds: Sequence[int],
+        accountants: Sequence[Any],
+        record: Sequence[bool],
+    ) -> None:
+        self.configs = list(configs)
+        self.stop_requested = False  # set by a SIGINT/SIGTERM handler: stop at the next step
+        steps = {c.episode_steps for c in self.configs}
+        if len(steps) != 1:
+            raise InvalidParameterError(
+                f"configs of one grid must share episode_steps, got {sorted(steps)}"
+            )
+        self.S = steps.pop()
+        self.seeds = [int(s) for s in seeds]
+        self.accountants = list(accountants)
+        # one accountant object for every config (train_grid without ledgers or run dirs):
+        # agent ids get a "<config>:" prefix and each step is charged in one transaction
+        self.shared_accountant = len(self.accountants) > 1 and all(
+            a is self.accountants[0] for a in self.accountants
+        )
+        self.record = list(record)
+        self.mechs = [c.make_mechanism() for c in self.configs]
+        self.events = [_accountant_api()[2](m) for m in self.mechs]
+        self.mech_rngs = [_mechanism_rng(s) for s in self.seeds]
+
+        # ---- per trial (global index g) ----
+        cfg_of, local, streams, thetas = [], [], [], []
+        for ci, (c, seed) in enumerate(zip(self.configs, self.seeds, strict=True)):
+            for k in range(c.trials):
+                cfg_of.append(ci)
+                local.append(k)
+                st = _TrialStream(seed, k)
+                streams.append(st)
+                thetas.append(init_theta(st.init))
+        self.cfg_of = np.array(cfg_of, dtype=np.int64)
+        self.local = np.array(local, dtype=np.int64)
+        self.streams = streams
+        G = self.G = len(cfg_of)
+
+        def per(attr: str, dtype: Any = np.float64) -> np.ndarray:
+            return np.array([getattr(self.configs[c], attr) for c in cfg_of], dtype=dtype)
+
+        self.gamma, self.lam, self.beta = per("gamma"), per("lam"), per("beta")
+        self.alpha0, self.alpha_decay = per("alpha_start"), per("alpha_decay")
+        self.sample_g = np.array([self.configs[c].acting == "sample" for c in cfg_of], dtype=bool)
+        self.max_sub = per("max_submissions", np.int64)
+        self.rounds = per("rounds", np.int64)
+        self.n_agents = per("n_agents", np.int64)
+        self.stop_target = per("stop_at_target", bool)
+        self.target, self.window = per("target_score"), per("window", np.int64)
+        buf = np.array([self.configs[c].effective_buffer_size for c in cfg_of], dtype=np.int64)
+        self.literal = np.array(
+            [self.configs[c].target == "literal-eq18" for c in cfg_of], dtype=np.bool_
+        )
+        self.agg = Aggregator(
+            np.stack(thetas),
+            np.array([self.configs[c].effective_aggregator_lr for c in cfg_of]),
+            buf,
+            optimizer=[self.configs[c].aggregator for c in cfg_of],
+        )
+        # gravity table per trial, padded: psi = table[g, floor(u * len_g)]
+        width = max(len(c.gravities) for c in self.configs)
+        self.gtable = np.zeros((G, width))
+        self.glen = np.array([len(self.configs[c].gravities) for c in cfg_of], dtype=np.int64)
+        for gi, c in enumerate(cfg_of):
+            self.gtable[gi, : self.glen[gi]] = self.configs[c].gravities
+        # fixed per-agent gravities (canaries), per trial; empty when not set
+        self.agent_gtable = [
+            np.asarray(self.configs[c].agent_gravities or (), dtype=np.float64) for c in cfg_of
+        ]
+        self.any_agent_g = any(t.size for t in self.agent_gtable)
+
+        self.n_sub = np.zeros(G, dtype=np.int64)
+        self.next_agent = np.zeros(G, dtype=np.int64)
+        self.active = np.ones(G, dtype=bool)
+        self.at_target = np.zeros(G, dtype=bool)
+        # zeta_n of every trial in one flat array (trial g owns [zoff[g], zoff[g] + max_sub[g]))
+        self.zoff = np.concatenate([[0], np.cumsum(self.max_sub)[:-1]]).astype(np.int64)
+        self.zeta_flat = np.full(int(self.max_sub.sum()), np.nan)
+        self.alpha_g = np.maximum(0.0, self.alpha0 - self.n_sub / self.alpha_decay)
+        self.env_steps = 0
+
+        # ---- per row (trial-major, worker order) ----
+        self.row_trial = np.repeat(np.arange(G), self.n_agents)
+        self.row_worker = np.concatenate([np.arange(n) for n in self.n_agents])
+        E = self.row_trial.size
+        self.row_agent = np.zeros(E, dtype=np.int64)
+        self.row_round = np.zeros(E, dtype=np.int64)
+        self.row_gravity = np.zeros(E)
+        self.row_theta = np.zeros((E, DIM))
+        self.row_version = np.full(E, -1, dtype=np.int64)
+        s_pad = int(bucket_length(np.array([self.S]))[0])  # room for the largest bucket
+        self.obs = np.zeros((E, s_pad + 1, OBS_DIM))
+        self.acts = np.zeros((E, s_pad), dtype=np.int8)
+        self.rews = np.zeros((E, s_pad), dtype=np.float32)
+        # row -> buffer row of obs/acts/rews: dropping finished trials' rows (_compact) only
+        # renumbers the rows, it never moves the episode buffers
+        self.slot = np.arange(E, dtype=np.int64)
+        self.env = PrivateGravityCartPole(np.full(E, 9.8), episode_steps=self.S)
+        self.actions = np.zeros(E, dtype=np.int64)
+
+        # ---- randomness in blocks ----
+        self.act_block = np.zeros((_ACT_BLOCK, E))
+        self.block_pos = _ACT_BLOCK
+        self.reset_block = np.zeros((G, _RESET_BLOCK, 5))
+        self.reset_ptr = np.full(G, _RESET_BLOCK, dtype=np.int64)
+
+        # ---- transcript (per config) ----
+        self.tr: list[dict[str, list[np.ndarray]]] = [
+            {k: [] for k in _TR_KEYS} for _ in self.configs
+        ]
+        self.tr_thetas: list[list[np.ndarray]] = [[] for _ in self.configs]
+        self.recorded_version = np.full(G, -1, dtype=np.int64)
+        self.recorded_index = np.full(G, -1, dtype=np.int64)
+
+        self._start_rows(np.arange(E), new_agent=np.ones(E, dtype=bool))
+
+    # ------------------------------------------------------------------------------ streams
+    def _refill_act_block(self) -> None:
+        rt = self.row_trial
+        first, counts = _runs(rt)
+        blk = np.empty((_ACT_BLOCK, rt.size))
+        for f, n in zip(first.tolist(), counts.tolist(), strict=True):
+            blk[:, f : f + n] = self.streams[int(rt[f])].act.random((_ACT_BLOCK, n))
+        self.act_block = blk
+        self.block_pos = 0
+
+    def _take_resets(self, g: np.ndarray) -> np.ndarray:
+        """5 uniforms per restart, rows grouped by trial in order; consumed per trial."""
+        first, counts = _runs(g)
+        tg = g[first]
+        need = self.reset_ptr[tg] + counts > _RESET_BLOCK
+        for gi in tg[need].tolist():
+            left = self.reset_block[gi, self.reset_ptr[gi] :]
+            fresh = self.streams[gi].reset.random((_RESET_BLOCK - left.shape[0], 5))
+            self.reset_block[gi] = np.concatenate([left, fresh])
+            self.reset_ptr[gi] = 0
+        rank = np.arange(g.size) - np.repeat(first, counts)
+        out = self.reset_block[g, self.reset_ptr[g] + rank]
+        self.reset_ptr[tg] += counts
+        return out
+
+    # ------------------------------------------------------------------------------ restarts
+    def _start_rows(self, rows: np.ndarray, new_agent: np.ndarray) -> None:
+        """Start an episode in ``rows`` (sorted): copy the current theta, maybe a new agent."""
+        g = self.row_trial[rows]
+        u = self._take_resets(g)
+        na_rows, na_g = rows[new_agent], g[new_agent]
+        if na_rows.size:
+            first, counts = _runs(na_g)
+            rank = np.arange(na_g.size) - np.repeat(first, counts)
+            self.row_agent[na_rows] = self.next_agent[na_g] + rank
+            self.next_agent[na_g[first]] += counts
+            self.row_round[na_rows] = 0
+            n_g = self.glen[na_g]  # psi uniform over the config's gravities
+            idx = np.minimum((u[new_agent, 0] * n_g).astype(np.int64), n_g - 1)
+            self.row_gravity[na_rows] = self.gtable[na_g, idx]
+            if self.any_agent_g:
+                for r, gi in zip(na_rows.tolist(), na_g.tolist(), strict=True):
+                    table, a = self.agent_gtable[gi], self.row_agent[r]
+                    if a < table.size:
+                        self.row_gravity[r] = table[a]
+        self.row_round[rows[~new_agent]] += 1
+        th = self.agg.theta[g]
+        self.row_theta[rows] = th
+        self.env._reset_rows_unchecked(rows, initial_states(u[:, 1:]), self.row_gravity[rows])
+        if any(self.record):
+            self._record_broadcast(rows, g)
+
+    def _record_broadcast(self, rows: np.ndarray, g: np.ndarray) -> None:
+        for gi in np.unique(g).tolist():
+            ci = int(self.cfg_of[gi])
+            if not self.record[ci]:
+                continue
+            if self.recorded_version[gi] != self.agg.version[gi]:
+                self.tr_thetas[ci].append(self.agg.theta[gi].copy())
+                self.recorded_version[gi] = self.agg.version[gi]
+                self.recorded_index[gi] = len(self.tr_thetas[ci]) - 1
+        self.row_version[rows] = self.recorded_index[g]
+
+    # ------------------------------------------------------------------------------ main loop
+    def run(self, progress: Any = None) -> None:
+        while self.active.any() and not self.stop_requested:
+            if self.block_pos >= _ACT_BLOCK:
+                self._refill_act_block()
+            u = self.act_block[self.block_pos]
+            self.block_pos += 1
+            env = self.env._env
+            t = env.steps.copy()  # step() increments in place
+            # alpha-greedy (section 4): alpha = max{0, 0.5 - n/1800}; records s_t and a_t
+            act_and_record(
+                env.state,
+                self.row_theta,
+                u,
+                self.alpha_g[self.row_trial],
+                self.sample_g[self.row_trial],
+                t,
+                self.obs,
+                self.acts,
+                self.actions,
+                self.slot,
+            )
+            obs, r, term, trunc = self.env._step_unchecked(self.actions)
+            E = self.row_trial.size
+            self.rews[self.slot, t] = r
+            self.env_steps += E
+            done = term | trunc
+            if done.any():
+                n0 = int(self.n_sub.sum())
+                self._on_done(np.flatnonzero(done), t, obs, term, trunc)
+                if progress is not None:
+                    progress.update(int(self.n_sub.sum()) - n0)
+
+    def _on_done(
+        self,
+        rows: np.ndarray,
+        t: np.ndarray,
+        obs: np.ndarray,
+        term: np.ndarray,
+        trunc: np.ndarray,
+    ) -> None:
+        n = rows.size
+        sub, gs, rk = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
+        lengths, boot = np.empty(n, np.int64), np.empty(n, np.bool_)
+        # the cap: a trial's later arrivals beyond max_submissions are discarded
+        m = ended_episodes(
+            rows, self.row_trial, self.max_sub, self.n_sub, t, term, trunc,
+            sub, gs, rk, lengths, boot,
+        )  # fmt: skip
+        sub, gs, rk, lengths, boot = sub[:m], gs[:m], rk[:m], lengths[:m], boot[:m]
+        g = self.row_trial[rows]
+        slots = self.slot[sub]
+        self.obs[slots, lengths] = obs[sub]  # s_T, the state the episode ended in
+        grads = np.empty((sub.size, DIM))
+        scores = np.empty(sub.size)  # zeta: steps survived
+        episode_gradients_kernel(  # eqs. 15-18, one compiled loop over the ended episodes
+            self.row_theta[sub],
+            slots,
+            self.obs,
+            self.acts,
+            self.rews,
+            lengths,
+            boot,
+            self.gamma[gs],
+            self.lam[gs],
+            self.beta[gs],
+            grads,
+            scores,
+            self.literal[gs],
+        )
+        sub_index = self.n_sub[gs] + rk
+        cfg = self.cfg_of[gs]  # sorted: configs own contiguous blocks of trials
+        groups, cis, sels = [], [], []
+        c_first, c_count = _runs(cfg)
+        for f, k in zip(c_first.tolist(), c_count.tolist(), strict=True):
+            ci = int(cfg[f])
+            sel = slice(f, f + k)
+            c = self.configs[ci]
+            lt, ag = self.local[gs[sel]], self.row_agent[sub[sel]]
+            prefix = f"{ci}:" if self.shared_accountant else ""
+            ids = [f"{prefix}{a}/{b}" for a, b in zip(lt.tolist(), ag.tolist(), strict=True)]
+            groups.append(
+                dict(
+                    grads=grads[sel],
+                    mechanism=self.mechs[ci],
+                    agent_ids=ids,
+                    trial=gs[sel],
+                    agent=ag,
+                    rng=self.mech_rngs[ci],
+                    clip=c.effective_clip if c.mechanism == "none" else None,
+                    event=self.events[ci],
+                    clip_kind=c.clip_kind,
+                )
+            )
+            cis.append(ci)
+            sels.append(sel)
+        if self.shared_accountant:  # one ledger transaction for the whole step
+            reports = _privatize_groups(groups, self.accountants[0])
+        else:
+            reports = [
+                _privatize_groups([g], self.accountants[c])[0]
+                for g, c in zip(groups, cis, strict=True)
+            ]
+        # ---------------- trust boundary: only `reports` cross it ----------------
+        for ci, sel, report in zip(cis, sels, reports, strict=True):
+            lt, ag = self.local[gs[sel]], self.row_agent[sub[sel]]
+            if self.record[ci]:
+                rec = self.tr[ci]
+                rec["trial"].append(lt)
+                rec["agent"].append(ag)
+                rec["worker"].append(self.row_worker[sub[sel]])
+                rec["round"].append(self.row_round[sub[sel]])
+                rec["submission"].append(sub_index[sel])
+                rec["theta_index"].append(self.row_version[sub[sel]])
+                rec["report"].append(np.array(report.noisy))
+                rec["score"].append(scores[sel])
+                rec["gravity"].append(self.row_gravity[sub[sel]])
+                rec["gradient"].append(grads[sel])
+        self.agg.receive(*reports)
+        # zeta_n, submission counts, alpha, and the stop criteria (max_submissions; eqs. 25-26)
+        any_ended = record_scores(
+            gs,
+            sub_index,
+            scores,
+            self.zoff,
+            self.zeta_flat,
+            self.n_sub,
+            self.alpha_g,
+            self.alpha0,
+            self.alpha_decay,
+            self.max_sub,
+            self.stop_target,
+            self.window,
+            self.target,
+            self.active,
+            self.at_target,
+        )
+
+        # ---- restart the workers whose episodes ended (trials still running) ----
+        still = self.active[g]
+        if still.any():
+            rr = rows[still]
+            new_agent = self.row_round[rr] + 1 >= self.rounds[g[still]]
+            self._start_rows(rr, new_agent)
+        if any_ended:
+            self._compact()
+
+    #: per-row arrays (one entry per running worker) that ``_keep_rows`` filters together
+    _ROW_FIELDS: tuple[str, ...] = (
+        "row_trial",
+        "row_worker",
+        "row_agent",
+        "row_round",
+        "row_gravity",
+        "row_theta",
+        "row_version",
+        "slot",
+    )
+
+    def _keep_rows(self, keep: np.ndarray) -> None:
+        """Keep only the rows ``keep`` of every per-row array (the workers of ended trials go)."""
+        for name in self._ROW_FIELDS:
+            setattr(self, name, np.ascontiguousarray(getattr(self, name)[keep]))
+        self.act_block = np.ascontiguousarray(self.act_block[:, keep])
+
+    def _compact(self) -> None:
+        keep = np.flatnonzero(self.active[self.row_trial])
+        self._keep_rows(keep)
+        self.env.select(keep)
+        self.actions = np.zeros(keep.size, dtype=np.int64)
+
+    # ------------------------------------------------------------------------------ results
+    def results(self, seconds: float) -> list[TrainResult]:
+        out = []
+        for ci, c in enumerate(self.configs):
+            gs = np.flatnonzero(self.cfg_of == ci)
+            transcript = secrets = None
+            if self.record[ci]:
+                rec = self.tr[ci]
+
+                def cat(k: str, dtype: Any, width: int | None = None, rec=rec) -> np.ndarray:
+                    if rec[k]:
+                        return np.concatenate(rec[k]).astype(dtype)
+                    return np.zeros((0,) if width is None else (0, width), dtype=dtype)
+
+                transcript = {
+                    "trial": cat("trial", np.int64),
+                    "agent": cat("agent", np.int64),
+                    "worker": cat("worker", np.int64),
+                    "round": cat("round", np.int64),
+                    "submission": cat("submission", np.int64),
+                    "theta_index": cat("theta_index", np.int64),
+                    "report": cat("report", np.float64, DIM),
+                    "score": cat("score", np.float64),
+                    "thetas": np.array(self.tr_thetas[ci]).reshape(-1, DIM),
+                }
+                secrets = {
+                    "gravity": cat("gravity", np.float64),
+                    "gradient": cat("gradient", np.float64, DIM),
+                }
+            out.append(
+                TrainResult(
+                    config=c,
+                    seed=self.seeds[ci],
+                    zeta=np.stack(
+                        [self.zeta_flat[self.zoff[g] : self.zoff[g] + self.max_sub[g]] for g in gs]
+                    ),
+                    theta=self.agg.theta[gs].copy(),
+                    submissions=self.n_sub[gs].copy(),
+                    stopped_at_target=self.at_target[gs].copy(),
+                    privacy=_privacy_summary(c, self.next_agent[gs], self.accountants[ci]),
+                    env_steps=int(self.env_steps),
+                    seconds=seconds,
+                    transcript=transcript,
+                    secrets=secrets,
+                )
+            )
+        return out

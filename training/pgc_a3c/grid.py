@@ -1,0 +1,395 @@
+"""The public entry points of PGC-A3C: :func:`train` (one config) and :func:`train_grid`
+(several configs in one lock-step batch, optionally over a pool of worker processes), with the
+run directories they write and the SIGINT/SIGTERM handlers that stop a run at a step boundary.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Sequence
+from dataclasses import replace as dataclasses_replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ldp_audit.errors import InvalidParameterError
+from ldp_audit.training.pgc_a3c.config import PgcA3cConfig, TrainResult, _check_int
+from ldp_audit.training.pgc_a3c.engine import _Engine
+from ldp_audit.training.pgc_a3c.fused import _FusedEngine
+from ldp_audit.training.pgc_a3c.privacy import (
+    PrivacyClaimWarning,
+    _coordinate_warning,
+    _make_accountant,
+)
+
+__all__ = ["ENGINES", "train", "train_grid"]
+
+#: ``engine`` values of :func:`train_grid`: the per-step Python loop, or the fused block kernel.
+ENGINES = ("lockstep", "fused")
+
+
+def train_grid(
+    configs: Sequence[PgcA3cConfig],
+    *,
+    seed: int | Sequence[int] = 0,
+    run_dirs: Sequence[str | Path | None] | None = None,
+    ledgers: Sequence[Any] | None = None,
+    progress: bool | None = None,
+    transcript: bool | None = None,
+    workers: int = 1,
+    run_mode: str = "new",
+    engine: str = "lockstep",
+    _sink: Any = None,
+    force: bool = False,
+) -> list[TrainResult]:
+    """Run several configs (e.g. the 10 settings of Tables 1-3) in ONE lock-step batch.
+
+    This is what ``reproduce pgc-a3c`` should call: all trials of all settings step together, so
+    the per-step Python overhead is paid once for the whole grid. Config i's result is exactly
+    ``train(configs[i], seed=seeds[i])`` (its randomness never depends on the other configs);
+    configs must share ``episode_steps``.
+
+    Args:
+        configs: the settings.
+        seed: one seed for all configs (common random numbers: trial k of every setting starts
+            from the same theta) or one per config.
+        run_dirs: optional run directory per config (None entries write nothing).
+        ledgers: optional ``ldp_audit.accountant.Ledger`` per config; default: the run
+            directory's ledger.sqlite, else an in-memory ledger.
+        progress: show a tqdm bar on stderr (submissions); None = off.
+        transcript: record the transcript (default: only for configs with a run directory).
+            At paper scale a transcript holds 90,000 x trials reports; record it for attack runs.
+        workers: processes to spread the configs over (one lock-step batch each; configs are
+            dealt round-robin). The results are exactly those of ``workers=1``: a config's run
+            never depends on the configs beside it. ``env_steps`` of every result is then the
+            total over all workers. Not with ``ledgers`` (ledger objects stay in this process).
+        run_mode: for ``run_dirs``: "new" (default; each path must not exist or be empty: a run
+            directory is evidence and is never overwritten or appended to), "overwrite"
+            (replace an earlier run), "resume" (same config and seed as the run there: rerun it
+            from its seed, charging the same ledger, whose earlier charges keep counting).
+        engine: "lockstep" (default: one Python iteration per lock-step) or "fused" (each
+            block of up to 256 lock-steps in one compiled call, several times faster): the
+            same results bit for bit (zeta, theta, transcript); the fused engine charges each
+            agent's reports when the agent starts (a block of agents ahead, reserved with
+            ``ldp_audit.release.reserve``), so its ledger also holds agents started or
+            reserved but not submitted when a trial stopped (charged, never released: the safe
+            direction).
+
+        force: run even when the estimated memory or time of the batch exceeds this machine's
+            limits (:mod:`ldp_audit.limits`; otherwise InvalidParameterError before any work).
+
+    Returns:
+        One :class:`TrainResult` per config, in order.
+    """
+    configs = list(configs)
+    if not configs or not all(isinstance(c, PgcA3cConfig) for c in configs):
+        raise InvalidParameterError("configs must be a non-empty sequence of PgcA3cConfig")
+    from ldp_audit.limits import check_resources
+    from ldp_audit.training.sizes import pgc_estimates
+
+    keep = [
+        (d is not None) if transcript is None else bool(transcript)
+        for d in (list(run_dirs) if run_dirs is not None else [None] * len(configs))
+    ]
+    if len(keep) == len(configs):  # (a length mismatch is named below)
+        check_resources(pgc_estimates(configs, keep), force=force)  # before any allocation
+    n = len(configs)
+    seeds = [seed] * n if isinstance(seed, (int, np.integer)) else list(seed)
+    if len(seeds) != n:
+        raise InvalidParameterError(f"seed must be an int or one per config ({n}), got {seed!r}")
+    for s in seeds:
+        _check_int(s, "seed", 0)
+    dirs = list(run_dirs) if run_dirs is not None else [None] * n
+    if len(dirs) != n:
+        raise InvalidParameterError(f"run_dirs must have one entry per config ({n})")
+    workers = _check_int(workers, "workers", 1)
+    if not isinstance(engine, str) or engine not in ENGINES:
+        raise InvalidParameterError(f"engine must be one of {ENGINES}, got {engine!r}")
+    for c in configs:
+        if c.clip_kind == "coordinate" and c.mechanism == "laplace":
+            warnings.warn(_coordinate_warning(c), PrivacyClaimWarning, stacklevel=3)
+    from ldp_audit.rundir import check_new_dir
+    from ldp_audit.training import run_dir as rd
+
+    if run_mode not in ("new", "overwrite", "resume"):
+        raise InvalidParameterError(
+            f"run_mode must be 'new', 'overwrite' or 'resume', got {run_mode!r}"
+        )
+    given = [d for d in dirs if d is not None]
+    if len({str(Path(d).resolve()) for d in given}) != len(given):
+        raise InvalidParameterError("run_dirs must be distinct paths")
+    if run_mode != "resume":
+        for d in given:  # every output path is checked before any work
+            check_new_dir(d, name="run_dir", overwrite=(run_mode == "overwrite"))
+    if workers > 1 and n > 1:
+        if ledgers is not None:
+            raise InvalidParameterError("workers > 1 cannot take ledger objects; use run_dirs")
+        return _train_grid_parallel(
+            configs, seeds, dirs, progress, transcript, workers, run_mode, engine
+        )
+    writers = [
+        None if d is None else rd.open_writer(d, c, s, mode=run_mode)
+        for d, c, s in zip(dirs, configs, seeds, strict=True)
+    ]
+    accountants = []
+    durable = any(d is not None for d in dirs) or (
+        ledgers is not None and any(x is not None for x in ledgers)
+    )
+    if not durable and n > 1 and all(c.budget is None for c in configs):
+        # nobody will read these ledgers: one in-memory ledger, one transaction per step
+        accountants = [_make_accountant(None, None)] * n
+    for i, c in enumerate(configs if not accountants else ()):
+        led = ledgers[i] if ledgers is not None else None
+        if led is None and writers[i] is not None:
+            led = writers[i].open_ledger()
+        accountants.append(_make_accountant(led, c.budget))
+    record = [(d is not None) if transcript is None else bool(transcript) for d in dirs]
+    t0 = time.perf_counter()
+    engine_cls = _FusedEngine if engine == "fused" else _Engine
+    engine = engine_cls(configs, seeds, accountants, record)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(
+            total=int(sum(c.trials * c.max_submissions for c in configs)),
+            desc="pgc-a3c submissions",
+            unit="sub",
+        )
+    # Ctrl-C / SIGTERM stop the engine at the next lock-step boundary (a second signal acts at
+    # once), so an interrupted run still writes the transcript of every report it released: the
+    # ledger and the transcript agree (charged-but-not-released rows of the step in flight are
+    # the only difference, the safe direction).
+    caught: list[tuple[int, Any]] = []
+    restore = _install_stop_handlers(engine, caught)
+    try:
+        engine.run(bar if _sink is None else _sink)
+    except BaseException:
+        # Ctrl-C or a failure (BudgetExceeded included): the ledger already holds every charge
+        # made (charged-but-not-released rows are the safe direction); mark each run folder so
+        # no reader takes it for a finished run.
+        for w in writers:
+            if w is not None:
+                w.finish(status="interrupted")
+        raise
+    finally:
+        restore()
+        if bar is not None:
+            bar.close()
+    results = engine.results(time.perf_counter() - t0)
+    status = "interrupted" if caught else "complete"
+    for w, res in zip(writers, results, strict=True):
+        if w is not None:
+            rd.write_run(w, res, status=status)
+    if caught:
+        signum, handler = caught[0]
+        if callable(handler):
+            handler(signum, None)  # the handler in force before (raises, e.g. KeyboardInterrupt)
+        raise KeyboardInterrupt
+    return results
+
+
+def _install_stop_handlers(engine: Any, caught: list[tuple[int, Any]]) -> Any:
+    """SIGINT/SIGTERM -> ``engine.stop_requested`` (main thread only); returns the restorer."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    sigs = [signal.SIGINT, signal.SIGTERM]
+    old = {sig: signal.getsignal(sig) for sig in sigs}
+
+    def on_signal(signum: int, frame: Any) -> None:
+        if engine.stop_requested:  # a second signal: act at once
+            h = old[signum]
+            if callable(h):
+                h(signum, frame)
+            raise KeyboardInterrupt
+        engine.stop_requested = True
+        caught.append((signum, old[signum]))
+
+    for sig in sigs:
+        signal.signal(sig, on_signal)
+
+    def restore() -> None:
+        for sig in sigs:
+            signal.signal(sig, old[sig])
+
+    return restore
+
+
+def _grid_worker(
+    queue: Any,
+    idx: list[int],
+    configs: list[PgcA3cConfig],
+    seeds: list[int],
+    dirs: list[Any],
+    transcript: bool | None,
+    run_mode: str = "new",
+    engine: str = "lockstep",
+) -> None:
+    """One process of :func:`_train_grid_parallel`: runs its configs, reports progress and
+    results (or the exception) through ``queue``."""
+    try:
+
+        class _Sink:
+            def __init__(self) -> None:
+                self.pending, self.last = 0, time.monotonic()
+
+            def update(self, k: int) -> None:
+                self.pending += k
+                now = time.monotonic()
+                if now - self.last > 0.2:
+                    queue.put(("progress", self.pending))
+                    self.pending, self.last = 0, now
+
+        with warnings.catch_warnings():  # the parent warned already
+            warnings.simplefilter("ignore", PrivacyClaimWarning)
+            res = train_grid(
+                configs,
+                seed=seeds,
+                run_dirs=dirs,
+                progress=False,
+                transcript=transcript,
+                run_mode=run_mode,
+                engine=engine,
+                _sink=_Sink(),
+                force=True,  # the parent checked the whole grid's size (and honoured force)
+            )
+        queue.put(("done", idx, res))
+    except BaseException as exc:  # noqa: BLE001 - forwarded to the parent, which re-raises
+        import traceback
+
+        queue.put(("error", idx, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
+
+
+def _train_grid_parallel(
+    configs: list[PgcA3cConfig],
+    seeds: list[int],
+    dirs: list[Any],
+    progress: bool | None,
+    transcript: bool | None,
+    workers: int,
+    run_mode: str = "new",
+    engine: str = "lockstep",
+) -> list[TrainResult]:
+    import multiprocessing as mp
+    import queue as queue_mod
+
+    # fork where the platform has it (workers start at once and work from <stdin> or a
+    # notebook); the parent starts no thread before forking (the progress bar comes after)
+    ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
+    q = ctx.Queue()
+    n = len(configs)
+    parts = [list(range(w, n, workers)) for w in range(min(workers, n))]
+    procs = []
+    for idx in parts:
+        p = ctx.Process(
+            target=_grid_worker,
+            args=(
+                q,
+                idx,
+                [configs[i] for i in idx],
+                [seeds[i] for i in idx],
+                [dirs[i] for i in idx],
+                transcript,
+                run_mode,
+                engine,
+            ),
+            daemon=True,
+        )
+        p.start()
+        procs.append(p)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(
+            total=int(sum(c.trials * c.max_submissions for c in configs)),
+            desc="pgc-a3c submissions",
+            unit="sub",
+        )
+    t0 = time.perf_counter()
+    out: list[Any] = [None] * n
+    left = len(procs)
+    try:
+        while left:
+            try:
+                msg = q.get(timeout=1.0)
+            except queue_mod.Empty:
+                dead = [p for p in procs if p.exitcode not in (None, 0)]
+                if dead:
+                    raise RuntimeError(
+                        f"a train_grid worker died (exit code {dead[0].exitcode})"
+                    ) from None
+                continue
+            if msg[0] == "progress":
+                if bar is not None:
+                    bar.update(msg[1])
+            elif msg[0] == "error":
+                raise RuntimeError(f"train_grid worker failed: {msg[2]}")
+            else:
+                _, idx, res = msg
+                for i, r in zip(idx, res, strict=True):
+                    out[i] = r
+                left -= 1
+    finally:
+        if bar is not None:
+            bar.close()
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+            p.join()
+    secs = time.perf_counter() - t0
+    # env_steps of a worker's results count that worker's batch; report the grid's total
+    total_steps = sum(int(out[idx[0]].env_steps) for idx in parts)
+    return [dataclasses_replace(r, env_steps=total_steps, seconds=secs) for r in out]
+
+
+def train(
+    cfg: PgcA3cConfig,
+    *,
+    seed: int = 0,
+    run_dir: str | Path | None = None,
+    ledger: Any = None,
+    progress: bool | None = None,
+    transcript: bool | None = None,
+    run_mode: str = "new",
+    engine: str = "lockstep",
+    force: bool = False,
+) -> TrainResult:
+    """Train PGC-A3C (Algorithm 1) for ``cfg.trials`` independent trials in lock-step.
+
+    Args:
+        cfg: the run's config.
+        seed: everything is derived from it (bit-for-bit reproducible).
+        run_dir: if given, write config.json, ledger.sqlite, transcript.npz, secrets.npz,
+            metrics.json and model.npz there (docs/interfaces.md).
+        ledger: an ``ldp_audit.accountant.Ledger`` to charge (default: run_dir/ledger.sqlite,
+            else in memory).
+        progress: tqdm bar on stderr.
+        transcript: record what crossed the trust boundary (default: when run_dir is given).
+        run_mode: "new" (run_dir must not exist or be empty), "overwrite" or "resume" (see
+            :func:`train_grid`).
+        engine: "lockstep" or "fused" (see :func:`train_grid`).
+        force: run even when the estimated memory or time exceeds the limits (see
+            :func:`train_grid`).
+
+    Returns:
+        :class:`TrainResult`.
+    """
+    if not isinstance(cfg, PgcA3cConfig):
+        raise InvalidParameterError(f"cfg must be a PgcA3cConfig, got {type(cfg).__name__}")
+    return train_grid(
+        [cfg],
+        seed=seed,
+        run_dirs=[run_dir],
+        ledgers=[ledger],
+        progress=progress,
+        transcript=transcript,
+        run_mode=run_mode,
+        engine=engine,
+        force=force,
+    )[0]

@@ -1,0 +1,294 @@
+"""The trust boundary of PGC-A3C, agent side: each report is charged to the ledger, then
+randomised (Algorithm 2, Laplace; Algorithm 3, PRS; from :mod:`ldp_audit.mechanisms`), then
+sealed, through the core's release path (:mod:`ldp_audit.release`); plus the coordinate-clipping
+ablation (:class:`CoordinateLaplace`, honest about its true epsilon) and the run's privacy
+summary.
+
+``mechanism="none"`` is the epsilon = inf baseline, the paper's "non-private A3C", released
+without noise (charged as ``NonPrivateEvent``) after a stabilising L1 clip of C = 10 (see
+:class:`ldp_audit.training.pgc_a3c.PgcA3cConfig`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+from ldp_audit.errors import InvalidParameterError
+from ldp_audit.mechanisms import Mechanism as _MechanismBase
+from ldp_audit.release import ReleaseRequest, SealedRelease, release_many
+from ldp_audit.training.pgc_a3c.config import _check_int
+from ldp_audit.training.pgc_a3c.model import DIM
+from ldp_audit.validation import check_epsilon, check_positive, check_rng
+
+if TYPE_CHECKING:
+    from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
+
+__all__ = ["PrivateReport", "PrivacyClaimWarning", "CoordinateLaplace", "privatize_reports"]
+
+# The release path itself lives in the core (ldp_audit.release): charge durably, randomise,
+# seal. PGC-A3C only adds its eq. 19 clip for the ``none`` baseline and its (trial, agent) ids.
+PrivateReport = SealedRelease  # the PGC-A3C name of a sealed batch of reports
+
+
+class PrivacyClaimWarning(UserWarning):
+    """A run is configured so that its reports do NOT satisfy the epsilon its config names
+    (the coordinate-clipping ablation): the true epsilon is charged and reported instead."""
+
+
+def _clip_coordinates(x: np.ndarray, bound: float) -> np.ndarray:
+    """Each coordinate clipped to [-bound, bound] (the coordinate-clipping reading of eq. 19)."""
+    return np.clip(x, -bound, bound)
+
+
+@dataclass(frozen=True)
+class CoordinateLaplace(_MechanismBase):
+    """Laplace noise after clipping each coordinate to [-C/2, C/2] (an ablation, honest).
+
+    The reading of eq. 19 as a per-coordinate clip: two clipped reports differ by at most C in
+    every coordinate, so by at most d C in L1, and Lap(b) noise on each coordinate makes one
+    report (d C / b)-LDP. With the paper's b = C / epsilon that is d * epsilon = 112 epsilon:
+    :attr:`epsilon` is that TRUE value (what the ledger is charged and the auditor checks), not
+    the epsilon whose noise scale was used. The noise is drawn exactly as
+    :class:`ldp_audit.mechanisms.Laplace` draws it (one ``rng.laplace`` call of the batch's
+    shape), so a coordinate-clipped run sees the same noise as the L1 run with the same seed.
+
+    Args:
+        coordinate_epsilon: C / b, the epsilon of ONE coordinate (the paper's epsilon when its
+            noise scale b = C / epsilon is used); the report's epsilon is d times this.
+        clip: C; each coordinate is clipped to [-C/2, C/2].
+        dim: d, the report dimension (112 for PGC-A3C).
+    """
+
+    coordinate_epsilon: float
+    clip: float
+    dim: int = DIM
+    name: ClassVar[str] = "coordinate_laplace"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "coordinate_epsilon", check_epsilon(self.coordinate_epsilon, "coordinate_epsilon")
+        )
+        if math.isinf(self.coordinate_epsilon):
+            raise InvalidParameterError("coordinate_epsilon must be finite, got inf")
+        object.__setattr__(self, "clip", check_positive(self.clip, "clip"))
+        object.__setattr__(self, "dim", _check_int(self.dim, "dim", 1))
+        if not math.isfinite(self.scale * 64.0 + self.clip):
+            raise InvalidParameterError(
+                f"clip / coordinate_epsilon is too large (outputs overflow), got {self.scale}"
+            )
+
+    @property
+    def scale(self) -> float:
+        """b = C / coordinate_epsilon, the Laplace scale of every coordinate."""
+        return self.clip / self.coordinate_epsilon
+
+    @property
+    def epsilon(self) -> float:
+        """The true per-report epsilon d C / b = d * coordinate_epsilon (the clipped reports'
+        L1 sensitivity is d C)."""
+        return self.dim * self.coordinate_epsilon
+
+    def clip_rows(self, x: np.ndarray) -> np.ndarray:
+        """Each coordinate clipped to [-C/2, C/2]."""
+        return _clip_coordinates(x, self.clip / 2.0)
+
+    def privatize(self, x: Any, rng: np.random.Generator) -> np.ndarray:
+        """``clip(x) + z``, z_i ~ Lap(b) i.i.d.; x (n, dim), finite."""
+        xb = np.asarray(x, dtype=np.float64)
+        if xb.ndim != 2 or xb.shape[1] != self.dim:
+            raise InvalidParameterError(
+                f"x must have shape (n, {self.dim}), got shape {np.shape(x)}"
+            )
+        if not np.all(np.isfinite(xb)):
+            raise InvalidParameterError("x must be finite (NaN or inf refused before any noise)")
+        rng = check_rng(rng)
+        noise = rng.laplace(0.0, self.scale, size=xb.shape)
+        noise += self.clip_rows(xb)
+        return noise
+
+    def privacy_loss(self, x: Any, x2: Any, y: Any) -> np.ndarray:
+        """Exact log p(y|x) - log p(y|x2) = (||y - c(x2)||_1 - ||y - c(x)||_1) / b per row."""
+        xb = np.atleast_2d(np.asarray(x, dtype=np.float64))
+        x2b = np.atleast_2d(np.asarray(x2, dtype=np.float64))
+        yb = np.atleast_2d(np.asarray(y, dtype=np.float64))
+        d1 = np.abs(yb - self.clip_rows(xb)).sum(axis=1)
+        d2 = np.abs(yb - self.clip_rows(x2b)).sum(axis=1)
+        return (d2 - d1) / self.scale
+
+    def candidate_pairs(self, dim: int | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Pairs an auditor should try: the opposite corners of the clipping box (L1 distance
+        d C, the worst case), huge inputs, and the L1-ball extreme points of eq. 19."""
+        d = self.dim
+        c = self.clip
+        ones, e0 = np.ones(d), np.zeros(d)
+        e0[0] = 1.0
+        return [
+            (0.5 * c * ones, -0.5 * c * ones),
+            (1e6 * c * ones, -1e6 * c * ones),
+            (0.5 * c * e0, -0.5 * c * e0),
+        ]
+
+    def to_config(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "epsilon": self.epsilon,
+            "coordinate_epsilon": self.coordinate_epsilon,
+            "clip": self.clip,
+            "dim": self.dim,
+        }
+
+
+def _clip_l1(x: np.ndarray, bound: float) -> np.ndarray:
+    """Eq. 19: g / max{1, ||g||_1 / bound} per row."""
+    n1 = np.abs(x).sum(axis=1, keepdims=True)
+    return x / np.maximum(1.0, n1 / bound)
+
+
+def privatize_reports(
+    grads: np.ndarray,
+    *,
+    mechanism: Any,
+    accountant: Any,
+    agent_ids: Sequence[str],
+    trial: np.ndarray,
+    agent: np.ndarray,
+    rng: np.random.Generator,
+    clip: float | None = None,
+    event: Any = None,
+) -> SealedRelease:
+    """Agent side: charge the ledger, then randomise, then release (Algorithm 1, step 3).
+
+    A thin layer over :func:`ldp_audit.release.release`: the accountant is charged for every row
+    *before* any noise is drawn; if the charge raises (e.g.
+    :class:`~ldp_audit.errors.BudgetExceeded`) or the mechanism raises, nothing is released.
+
+    Args:
+        grads: (n, 112) raw gradients (never leave this function).
+        mechanism: per-submission mechanism (``privatize(x, rng)`` and ``epsilon``).
+        accountant: ``ldp_audit.accountant.Accountant`` (``charge_many``).
+        agent_ids: ledger agent id per row ("<trial>/<agent>").
+        trial, agent: (n,) ids carried with the report (``rel.trial``, ``rel.agent``).
+        rng: noise generator.
+        clip: if given, rows are clipped to L1 norm clip/2 first (eq. 19; the ``none`` baseline,
+            whose mechanism adds no noise).
+        event: the ledger event of one report (default ``event_for(mechanism)``).
+    """
+    return release_many(
+        [_request(grads, mechanism, agent_ids, trial, agent, rng, clip, event)],
+        accountant=accountant,
+    )[0]
+
+
+def _request(
+    grads: np.ndarray,
+    mechanism: Any,
+    agent_ids: Sequence[str],
+    trial: np.ndarray,
+    agent: np.ndarray,
+    rng: np.random.Generator,
+    clip: float | None,
+    event: Any,
+    clip_kind: str = "l1",
+) -> ReleaseRequest:
+    if clip is None:
+        pre = None
+    elif clip_kind == "coordinate":
+        pre = lambda g, b=clip / 2.0: _clip_coordinates(g, b)  # noqa: E731
+    else:
+        pre = lambda g, b=clip / 2.0: _clip_l1(g, b)  # noqa: E731
+    return ReleaseRequest(
+        values=grads,
+        mechanism=mechanism,
+        agent_ids=agent_ids,
+        rng=rng,
+        event=event,
+        preprocess=pre,
+        meta={
+            "trial": np.asarray(trial, dtype=np.int64),
+            "agent": np.asarray(agent, dtype=np.int64),
+        },
+    )
+
+
+def _privatize_groups(groups: list[dict[str, Any]], accountant: Any) -> list[SealedRelease]:
+    """:func:`privatize_reports` for several groups (mechanisms) with ONE ledger transaction:
+    every row of every group is charged before any group draws noise."""
+    reqs = [
+        _request(
+            gr["grads"],
+            gr["mechanism"],
+            gr["agent_ids"],
+            gr["trial"],
+            gr["agent"],
+            gr["rng"],
+            gr["clip"],
+            gr["event"],
+            gr.get("clip_kind", "l1"),
+        )
+        for gr in groups
+    ]
+    return release_many(reqs, accountant=accountant)
+
+
+def _privacy_summary(c: PgcA3cConfig, agents: np.ndarray, accountant: Any) -> dict[str, Any]:
+    eps = c.epsilon
+    out: dict[str, Any] = {
+        "mechanism": c.mechanism,
+        "local": True,
+        "epsilon_per_submission": c.true_epsilon_per_submission if math.isfinite(eps) else "inf",
+        "rounds": c.rounds,
+        "epsilon_per_agent": c.true_epsilon_per_submission * c.rounds
+        if math.isfinite(eps)
+        else "inf",
+        "composition": "sequential (basic), section 3.2.1",
+        "agents_per_trial": agents.tolist(),
+        "clip_kind": c.clip_kind,
+        "aggregator": c.aggregator,
+        "note": (
+            "each agent's reports satisfy epsilon_per_agent-LDP with respect to its gravity; "
+            "agents were charged on the ledger before every release"
+            if math.isfinite(eps)
+            else f"non-private baseline: {c.clip_kind}-clipped gradients (C = effective clip), "
+            "no noise"
+        ),
+    }
+    if c.clip_kind == "coordinate" and c.mechanism == "laplace":
+        out["epsilon_claimed_per_submission"] = c.epsilon_per_submission
+        out["epsilon_claimed_per_agent"] = eps
+        out["warning"] = _coordinate_warning(c)
+    return out
+
+
+def _coordinate_warning(c: PgcA3cConfig) -> str:
+    true = c.true_epsilon_per_submission
+    return (
+        f"clip_kind='coordinate': each report is {true:g}-LDP, NOT {c.epsilon_per_submission:g}-"
+        f"LDP (each of the {DIM} coordinates is clipped to +-C/2, so the L1 sensitivity is "
+        f"{DIM} C and Lap(C/{c.epsilon_per_submission:g}) noise gives {DIM} x "
+        f"{c.epsilon_per_submission:g}); the ledger is charged {true:g} per report"
+    )
+
+
+def _accountant_api() -> tuple[Any, Any, Any]:
+    """(Accountant, Ledger, event_for) of ldp_audit.accountant (imported lazily)."""
+    from ldp_audit.accountant.accountant import Accountant
+    from ldp_audit.accountant.events import event_for
+    from ldp_audit.accountant.ledger import Ledger
+
+    return Accountant, Ledger, event_for
+
+
+def _make_accountant(ledger: Any, budget: float | None) -> Any:
+    Accountant, _, _ = _accountant_api()
+    if ledger is None:
+        # No run directory and no ledger object: nobody can read this ledger after the run, so
+        # it keeps per-agent counts only (budgets enforced exactly as a ledger's, not evidence).
+        from ldp_audit.accountant.ledger import TallyLedger
+
+        ledger = TallyLedger()
+    return Accountant(ledger=ledger, budget=budget)
