@@ -14,7 +14,9 @@ The generic path of ``ldp-audit train pgc-a3c --env ENV_ID --private-param NAME=
   value ``theta_v h``; packed ``[theta_c, theta_p, theta_v]``, d = hidden (obs_dim +
   n_actions + 1), Glorot-uniform;
 - **the episode loss** (eqs. 15-18) over ``n_actions`` actions, by hand in NumPy (checked
-  against torch autograd in tests/test_gym_pgc.py): ``dL/dz_t = -A_t (onehot(a_t) - pi_t) + beta
+  against torch autograd in tests/test_gym_pgc.py; the same formulation,
+  ``ldp_audit.training.pgc_a3c.gradients._softmax_gradients``, is the reference the CartPole
+  engine's compiled gradient is checked against): ``dL/dz_t = -A_t (onehot(a_t) - pi_t) + beta
   pi_t (log pi_t + H_t)``, ``dL/dV_t = -2 lambda A_t``, with ``A_t = V_hat_t - V(s_t)`` and
   ``V_hat_t = sum_{j>=t} gamma^{j-t} r_j + gamma^{T-t} V(s_T)`` (V(s_T) = 0 when the episode
   terminated, the network's value when it was cut).
@@ -59,7 +61,8 @@ from ldp_audit.training.gym_envs import (
 
 # the config checks, paper defaults and network initialisation shared with the CartPole engine
 from ldp_audit.training.pgc_a3c.config import _check_int, _from_json_dict, _SharedFields
-from ldp_audit.training.pgc_a3c.model import _check_params, _glorot_uniform
+from ldp_audit.training.pgc_a3c.gradients import _softmax_gradients
+from ldp_audit.training.pgc_a3c.model import _check_params, _glorot_uniform, _unpack
 from ldp_audit.validation import check_bool, check_positive, check_rng
 
 __all__ = [
@@ -229,13 +232,7 @@ class Network:
 
     def unpack(self, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Views (B, H, O), (B, A, H), (B, H) of a (B, d) batch."""
-        b, h, o, a = theta.shape[0], self.hidden, self.obs_dim, self.n_actions
-        c, p = h * o, h * o + a * h
-        return (
-            theta[:, :c].reshape(b, h, o),
-            theta[:, c:p].reshape(b, a, h),
-            theta[:, p:].reshape(b, h),
-        )
+        return _unpack(theta, self.obs_dim, self.n_actions, self.hidden)
 
     def check(self, theta: Any, name: str = "theta") -> np.ndarray:
         """``theta`` as a C-contiguous (B, d) float64 batch of finite values ((d,): one row)."""
@@ -280,7 +277,8 @@ def loss_gradients(
     lam: float = 0.5,
     beta: float = 0.01,
 ) -> np.ndarray:
-    """Gradient of L = L_p + lambda L_v (eqs. 15-18) per episode row, by hand.
+    """Gradient of L = L_p + lambda L_v (eqs. 15-18) per episode row, by hand (the NumPy
+    formulation shared with the CartPole engine's reference, see the module docstring).
 
     Args:
         net: the network.
@@ -299,46 +297,18 @@ def loss_gradients(
     lengths = np.asarray(lengths, dtype=np.int64)
     if lengths.shape != (m,) or lengths.min() < 1 or lengths.max() > big_l:
         raise InvalidParameterError(f"lengths must be (M,) in [1, {big_l}], got {lengths!r}")
-    wc, wp, wv = net.unpack(theta)
-    s = np.ascontiguousarray(obs, dtype=np.float64)
-    pre = np.matmul(s, wc.transpose(0, 2, 1))  # (M, L+1, H)
-    h = np.maximum(pre, 0.0)
-    z = np.matmul(h, wp.transpose(0, 2, 1))  # (M, L+1, A)
-    v = np.matmul(h, wv[:, :, None])[:, :, 0]  # (M, L+1)
-    ar = np.arange(m)
-    v_last = np.where(np.asarray(bootstrap, dtype=bool), v[ar, lengths], 0.0)
-    steps = np.arange(big_l)
-    valid = steps[None, :] < lengths[:, None]
-    r = np.where(valid, np.asarray(rewards, dtype=np.float64), 0.0)
-    g = float(gamma)
-    pw = g ** steps.astype(np.float64)
-    if big_l == 0 or pw[-1] > 1e-250:
-        v_hat = np.cumsum((pw * r)[:, ::-1], axis=1)[:, ::-1] / pw
-    else:  # gamma^L underflows: backward recursion
-        v_hat = np.empty_like(r)
-        acc = np.zeros(m)
-        for t in range(big_l - 1, -1, -1):
-            acc = r[:, t] + g * acc
-            v_hat[:, t] = acc
-    v_hat = v_hat + g ** np.maximum(lengths[:, None] - steps[None, :], 0) * v_last[:, None]
-    adv = v_hat - v[:, :big_l]
-    zt = z[:, :big_l]
-    zmax = zt.max(axis=2, keepdims=True)
-    logp = zt - (zmax + np.log(np.exp(zt - zmax).sum(axis=2, keepdims=True)))
-    pi = np.exp(logp)
-    ent = -(pi * logp).sum(axis=2, keepdims=True)  # eq. 13
-    a_idx = np.asarray(actions, dtype=np.int64)
-    onehot = (a_idx[:, :, None] == np.arange(net.n_actions)).astype(np.float64)
-    dz = -adv[:, :, None] * (onehot - pi) + beta * pi * (logp + ent)  # eq. 16
-    dz = np.where(valid[:, :, None], dz, 0.0)
-    dv = np.where(valid, -2.0 * lam * adv, 0.0)  # eq. 17 x lambda
-    ht = h[:, :big_l]
-    g_wp = np.matmul(dz.transpose(0, 2, 1), ht)  # (M, A, H)
-    g_wv = np.matmul(dv[:, None, :], ht)[:, 0, :]  # (M, H)
-    dh = np.matmul(dz, wp) + dv[:, :, None] * wv[:, None, :]  # (M, L, H)
-    dpre = np.where(pre[:, :big_l] > 0.0, dh, 0.0)
-    g_wc = np.matmul(dpre.transpose(0, 2, 1), s[:, :big_l])  # (M, H, O)
-    return np.concatenate([g_wc.reshape(m, -1), g_wp.reshape(m, -1), g_wv], axis=1)
+    return _softmax_gradients(
+        theta,
+        obs,
+        actions,
+        rewards,
+        lengths,
+        bootstrap,
+        shape=(net.obs_dim, net.n_actions, net.hidden),
+        gamma=gamma,
+        lam=lam,
+        beta=beta,
+    )
 
 
 # ==============================================================================================

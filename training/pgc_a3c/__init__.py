@@ -113,12 +113,9 @@ from ldp_audit.training.pgc_a3c.fused import (  # noqa: F401
     _FusedEngine,
 )
 from ldp_audit.training.pgc_a3c.gradients import (  # noqa: F401
-    _c,
     _check_episode_batch,
-    _discount_matrix,
-    _gamma_powers,
-    _gradients_fixed,
     _loss_gradients_numpy,
+    _softmax_gradients,
     bucket_length,
     loss_gradients,
 )

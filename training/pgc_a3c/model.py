@@ -44,15 +44,23 @@ def init_theta(rng: np.random.Generator) -> np.ndarray:
     return _glorot_uniform(check_rng(rng), OBS_DIM, N_ACTIONS, HIDDEN)
 
 
+def _unpack(
+    theta: np.ndarray, obs_dim: int, n_actions: int, hidden: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Views (B, hidden, obs_dim) theta_c, (B, n_actions, hidden) theta_p, (B, hidden) theta_v
+    of a (B, d) batch packed [theta_c, theta_p, theta_v] (shared with the Gymnasium trainer)."""
+    b = theta.shape[0]
+    c, p = hidden * obs_dim, hidden * obs_dim + n_actions * hidden
+    return (
+        theta[:, :c].reshape(b, hidden, obs_dim),
+        theta[:, c:p].reshape(b, n_actions, hidden),
+        theta[:, p:].reshape(b, hidden),
+    )
+
+
 def unpack_theta(theta: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Views (B,16,4) theta_c, (B,2,16) theta_p, (B,16) theta_v of a (B,112) parameter batch."""
-    b = theta.shape[0]
-    c, p = _SIZES[0], _SIZES[0] + _SIZES[1]
-    return (
-        theta[:, :c].reshape(b, HIDDEN, OBS_DIM),
-        theta[:, c:p].reshape(b, N_ACTIONS, HIDDEN),
-        theta[:, p:].reshape(b, HIDDEN),
-    )
+    return _unpack(theta, OBS_DIM, N_ACTIONS, HIDDEN)
 
 
 def _check_params(theta: Any, dim: int, name: str = "theta") -> np.ndarray:
