@@ -65,6 +65,7 @@ def federate(run_dir, ledgers, *, clients, rounds, mech, budget=1e9, seed=0):
         mechanism=mech,
         private=D.PRIVATE,
         truth=lambda a: D.favourite_digit(a, seed),
+        budget=budget,
     )
     arrays = D.initial_arrays()
     for r in range(1, rounds + 1):
@@ -226,7 +227,9 @@ def test_in_process_federation_writes_a_run_that_report_audit_and_attack_read(tm
     from ldp_audit.rundir import read_config, read_manifest, verify_manifest
     from ldp_audit.training.run_dir import read_transcript
 
-    run = federate(tmp_path / "run", tmp_path / "clients", clients=6, rounds=2, mech=MECH)
+    run = federate(
+        tmp_path / "run", tmp_path / "clients", clients=6, rounds=2, mech=MECH, budget=6.0
+    )
     assert read_manifest(run)["status"] == "complete" and verify_manifest(run)["ok"]
     cfg = read_config(run)
     assert cfg["algorithm"] == "own-loop" and cfg["system"] == "digits-fedavg"
@@ -245,8 +248,9 @@ def test_in_process_federation_writes_a_run_that_report_audit_and_attack_read(tm
     assert d["n"] == 6 and d["chance"] == pytest.approx(1 / 3)
     assert d["ceiling"] == pytest.approx(np.exp(4) / (np.exp(4) + 2))
     assert main(["report", str(run), "--out", str(tmp_path / "rep")]) in (0, 1)
-    rep = json.loads((tmp_path / "rep" / "report.json").read_text())
-    assert rep  # the report was written from the Flower run's evidence
+    rep = (tmp_path / "rep" / "report.md").read_text()
+    assert "Budget 6 per agent: 0 agents over budget" in rep  # the declared client budget
+    assert "12 charges" in rep  # the server's record ledger, anchored in the manifest
 
 
 def test_example_app_project_is_the_shipped_one():

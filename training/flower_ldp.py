@@ -426,6 +426,8 @@ class FlowerRecorder:
             (experiments only: a real federation's server never learns it); None writes no
             ``secrets.npz``.
         seed: recorded in the manifest.
+        budget: the per-client budget the protocol declares (``ldp-budget``; each client's own
+            ledger enforces it), recorded as config.json's ``budget`` for the report.
     """
 
     def __init__(
@@ -440,6 +442,7 @@ class FlowerRecorder:
         seed: int = 0,
         overwrite: bool = False,
         engine: str = "",
+        budget: float | None = None,
     ) -> None:
         from ldp_audit.accountant import Accountant
         from ldp_audit.accountant.events import event_for
@@ -470,6 +473,7 @@ class FlowerRecorder:
                 "system": system,
                 "engine": engine or f"flower {_flwr().__version__}",
                 "protocol": "Flower rounds; LdpReleaseMod on every client",
+                "budget": None if budget is None else _budget_from(budget, "budget"),
             },
         )
         self.path = Path(self.writer.path)
@@ -749,6 +753,7 @@ def ldp_server_main(
         truth=truth,
         seed=int(rc.get("seed", 0)),
         overwrite=bool(rc.get("overwrite", False)),
+        budget=rc.get("ldp-budget"),
     )
     status = "interrupted"
     try:
