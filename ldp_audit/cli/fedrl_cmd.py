@@ -124,6 +124,33 @@ def _add_meeting_rule(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_device(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--device",
+        choices=("cpu", "cuda", "auto"),
+        default="cpu",
+        help="torch device of the networks (auto: cuda if available, else the cpu, and says "
+        "so); random draws stay on the CPU, so cpu results do not change",
+    )
+
+
+def _resolve_device(args: argparse.Namespace, command: str) -> str:
+    """``--device`` resolved before any work: cuda without CUDA is a usage error (exit 2);
+    auto says on stderr where it runs."""
+    from ldp_audit.training.device import resolve_device
+
+    device = resolve_device(args.device, "--device")
+    if args.device == "auto":
+        if device == "cuda":
+            import torch
+
+            where = f"cuda ({torch.cuda.get_device_name(0)})"
+        else:
+            where = "the CPU: torch sees no CUDA device"
+        print(f"{command}: --device auto: running on {where}", file=sys.stderr)
+    return device
+
+
 def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
     """Add ``train fedrl`` and ``reproduce fedrl``."""
     t = train_subparsers.add_parser(
@@ -179,13 +206,7 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
         default=1,
         help="torch threads while training (one is fastest on a small shared machine)",
     )
-    t.add_argument(
-        "--device",
-        choices=("cpu", "cuda", "auto"),
-        default="cpu",
-        help="torch device of the networks (auto: cuda if available); random draws stay on "
-        "the CPU, so cpu results do not change",
-    )
+    _add_device(t)
     t.add_argument(
         "--out", default=None, help="run directory (default: a new runs/fedrl-<timestamp>)"
     )
@@ -290,6 +311,7 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
         help="training iterations of the Figure 4 runs (default: those of the first size)",
     )
     _add_meeting_rule(r)
+    _add_device(r)
     r.add_argument(
         "--explore-eps",
         nargs="*",
@@ -394,9 +416,7 @@ def _train(args: argparse.Namespace) -> int:
     from ldp_audit.training.sizes import check_sizes
 
     check_sizes("fedrl", cfg, force=args.force, cli=True)  # absurd sizes: before any allocation
-    from ldp_audit.training.device import resolve_device
-
-    resolve_device(cfg.device, "--device")  # cuda without CUDA: exit 2 before any work
+    _resolve_device(args, "train fedrl")  # cuda without CUDA: exit 2 before any work
     check_out_for_mode(args.out, mode)
     out = args.out if args.out is not None else timestamped_dir("runs/fedrl")
     from ldp_audit.rundir import to_jsonable
@@ -517,6 +537,7 @@ def _reproduce(args: argparse.Namespace) -> int:
             raise InvalidParameterError(f"--attack-sigmas must be >= 0, got {s}")
     if args.attack_clip != args.attack_clip or args.attack_clip <= 0:
         raise InvalidParameterError(f"--attack-clip must be > 0, got {args.attack_clip}")
+    _resolve_device(args, "reproduce fedrl")  # cuda without CUDA: exit 2 before any work
     from ldp_audit.backends import backend_options
 
     where = backend_options(args)  # --backend/--address/--workers: usage errors before work
@@ -548,6 +569,7 @@ def _reproduce(args: argparse.Namespace) -> int:
         explore_eps=tuple(args.explore_eps),
         curve_points=args.curve_points,
         curve_maps=args.curve_maps,
+        device=args.device,
     )
     from pathlib import Path
 

@@ -15,7 +15,7 @@ import os
 import platform
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -54,6 +54,10 @@ class ReproConfig:
     explore_eps: tuple[float, ...] = (0.05, 0.1, 0.2)
     curve_points: int = 8
     curve_maps: int = 200
+    #: torch device of every stage's networks: ``"cpu"``, ``"cuda"`` or ``"auto"``
+    #: (:mod:`ldp_audit.training.device`); random draws stay on the CPU, so on the CPU the
+    #: results are bit for bit those of before the option existed
+    device: str = "cpu"
 
     def __post_init__(self) -> None:
         """Every field type-checked and ranged (errors name the field and the value)."""
@@ -88,6 +92,9 @@ class ReproConfig:
         from ldp_audit.training.gridworld import check_meeting_rule
 
         check_meeting_rule(self.meeting_rule)
+        from ldp_audit.training.device import check_device
+
+        check_device(self.device)
         ints("curve_points", 0)
         ints("curve_maps", 1)
         if not isinstance(self.explore_eps, (tuple, list)):
@@ -247,6 +254,7 @@ def _stage(item: dict[str, Any]) -> dict[str, Any]:
             eval_maps=rc.eval_maps,
             runs=rc.runs if table1 else rc.fig4_runs,
             meeting_rule=rc.meeting_rule,
+            device=rc.device,
         )
         r = run_fedrl(
             cfg,
@@ -279,6 +287,7 @@ def _stage(item: dict[str, Any]) -> dict[str, Any]:
         methods=("fedrl",),
         runs=1,
         meeting_rule=rc.meeting_rule,
+        device=rc.device,
     )
     r = run_fedrl(
         cfg, seed=rc.seed + 99, maps=maps, record=True, progress=False, threads=rc.threads
@@ -313,6 +322,7 @@ def _table1_config(rc: ReproConfig, index: int) -> Any:
         eval_maps=rc.eval_maps,
         runs=rc.runs,
         meeting_rule=rc.meeting_rule,
+        device=rc.device,
     )
 
 
@@ -375,27 +385,41 @@ def reproduce(
     them). The stages (Table 1 sizes, Figure 4 history lengths, attack settings) are tasks of
     :func:`ldp_audit.backends.run_tasks` on ``backend`` (``workers``, ``address`` as there):
     each depends only on its own config and seed, so the numbers are the same on every backend.
+
+    ``rc.device`` is resolved here, once, before any work (``"cuda"`` without a CUDA device:
+    InvalidParameterError; ``"auto"``: CUDA when there is one, else the CPU); every stage runs
+    on the resolved device, recorded as ``results["device"]``.
     """
     from ldp_audit.backends import backend_options, run_tasks
+    from ldp_audit.training.device import resolve_device
     from ldp_audit.training.fedrl import PAPER_TABLE1
 
+    if not isinstance(rc, ReproConfig):
+        raise InvalidParameterError(f"rc must be a ReproConfig, got {type(rc).__name__}")
     where = backend_options(backend=backend, address=address, workers=workers)  # before work
     if len(rc.train_steps) not in (1, len(rc.sizes)):
         raise InvalidParameterError(
             f"train_steps must give one value or one per size, got {rc.train_steps}"
         )
+    device = resolve_device(rc.device)  # "cuda" without CUDA: refused before any work
     t_all, c_all = time.perf_counter(), time.process_time()
     res: dict[str, Any] = {
         "config": asdict(rc),
         "command": command,
         "machine": f"{platform.machine()}, {platform.processor() or 'cpu'}; "
         f"{os.cpu_count()} cores seen by the process",
+        "device": device,
         "paper": PAPER_TABLE1,
         "table1": {},
         "fig4": {},
         "attacks": [],
         "load_average_start": _loadavg(),
     }
+    if device == "cuda":
+        import torch
+
+        res["device_name"] = torch.cuda.get_device_name(0)
+    rc = replace(rc, device=device)  # every stage on the resolved device (no "auto" per worker)
 
     def save() -> None:
         if checkpoint is not None:

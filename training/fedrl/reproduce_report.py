@@ -60,7 +60,16 @@ def render_markdown(res: dict[str, Any]) -> str:
             if res.get("load_average_start") and res.get("load_average_end")
             else ""
         )
-        + f"; torch threads: {rc.get('threads', 'default')}.",
+        + f"; torch threads: {rc.get('threads', 'default')}"
+        + (
+            # the CPU (and reports from before --device) say nothing: their README is unchanged
+            f"; networks on {res['device']}"
+            + (f" ({res['device_name']})" if res.get("device_name") else "")
+            + " (random draws on the CPU)"
+            if res.get("device", "cpu") != "cpu"
+            else ""
+        )
+        + ".",
         "",
         "## Table 1: SuccRate (%) and AvgRwd on the test maps",
         "",
