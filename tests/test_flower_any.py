@@ -344,3 +344,19 @@ def test_flwr_run_attack_recovers_the_favourite_digit_without_privacy(tmp_path):
     )
     res = private_param_dynamics(run, simulator=D.simulator, n_shadow=30, seed=1).to_dict()
     assert res["n"] == 8 and res["correct"] >= 6
+
+
+def test_gaussian_release_is_accounted_by_rdp_at_its_delta(tmp_path):
+    """A Gaussian mechanism (L2 clip 1, noise multiplier 2, delta 1e-5: epsilon 4.38 per
+    release) under a budget of 8: RDP composition allows two releases (less than 2 x 4.38)
+    and refuses the third (9.01 > 8) before any noise."""
+    from ldp_audit.mechanisms import Gaussian
+
+    mech = Gaussian(clip=1.0, noise_multiplier=2.0, delta=1e-5)
+    st = _settings(tmp_path, 0, budget=8.0, mech=mech.to_config())
+    model = [np.zeros(5)]
+    for r in (1, 2):
+        _, report, rel = release_reply(model, [np.ones(5)], st, r)
+        assert rel.delta == 1e-5 and report.shape == (5,)
+    with pytest.raises(BudgetExceeded, match="method='rdp'"):
+        release_reply(model, [np.ones(5)], st, 3)

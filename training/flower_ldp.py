@@ -303,7 +303,10 @@ def release_reply(
     delta = float(getattr(settings.mechanism, "delta", 0.0) or 0.0)
     ledger = Ledger(str(settings.ledger))
     try:
-        acc = Accountant(ledger=ledger, budget=Budget(settings.budget, delta=delta))
+        # pure epsilon: sequential composition; (epsilon, delta) mechanisms (Gaussian): RDP
+        method = "basic" if delta == 0.0 else "rdp"
+        budget = Budget(settings.budget, delta=delta, method=method)
+        acc = Accountant(ledger=ledger, budget=budget)
         rel = release(  # durable charge first, then the mechanism (its clip), then the seal
             raw[None, :],
             mechanism=settings.mechanism,
