@@ -36,14 +36,14 @@ import math
 import textwrap
 import types
 import typing
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ldp_audit.errors import InvalidParameterError
 
 __all__ = ["bounds", "field_docs", "option_name", "add_arguments", "from_args", "given_fields"]
 
-_BOUND_KEYS = ("minimum", "maximum", "open_min", "open_max", "inf", "choices")
+_BOUND_KEYS = ("minimum", "maximum", "open_min", "open_max", "inf", "choices", "parse")
 
 
 def bounds(
@@ -54,11 +54,16 @@ def bounds(
     open_max: bool = False,
     inf: bool = False,
     choices: Iterable[Any] | None = None,
+    parse: Callable[[str], Callable[[str], Any]] | None = None,
 ) -> dict[str, Any]:
     """Field metadata for :func:`dataclasses.field`: the interval a number must lie in
     (``open_min`` / ``open_max`` exclude the end), whether ``inf`` is a value (an infinite
-    epsilon), or the allowed ``choices``. The command line checks them; the config's own
-    ``__post_init__`` remains the authority (a Python caller never goes through argparse)."""
+    epsilon), the allowed ``choices``, or ``parse``: a converter factory called with the option
+    name (e.g. :func:`ldp_audit.cli._types.confidence`) for a value with its own rules. The
+    command line checks them; the config's own ``__post_init__`` remains the authority (a Python
+    caller never goes through argparse)."""
+    if parse is not None and not callable(parse):
+        raise InvalidParameterError(f"bounds: parse must be callable, got {parse!r}")
     if minimum is not None and maximum is not None and minimum > maximum:
         raise InvalidParameterError(f"bounds: minimum {minimum!r} > maximum {maximum!r}")
     out: dict[str, Any] = {
@@ -68,6 +73,7 @@ def bounds(
         "open_max": bool(open_max),
         "inf": bool(inf),
         "choices": tuple(choices) if choices is not None else None,
+        "parse": parse,
     }
     return {"ldp_audit": out}
 
@@ -114,35 +120,36 @@ def option_name(field_name: str) -> str:
 
 
 def _scalar_parser(tp: Any, opt: str, b: Mapping[str, Any]) -> Any:
-    """A strict converter for one scalar type, or None when the type is not a CLI scalar."""
-    from ldp_audit.cli._types import parse_int, parse_real
+    """A strict converter for one scalar type, or None when the type is not a CLI scalar. The
+    messages are the CLI's own (:mod:`ldp_audit.cli._types`), so a generated option and a
+    hand-written one refuse a value in the same words."""
+    from ldp_audit.cli._types import INT_MAX, parse_int, parse_real, real_in
 
+    if b.get("parse") is not None:
+        return b["parse"](opt)
     lo, hi = b.get("minimum"), b.get("maximum")
     open_lo, open_hi = bool(b.get("open_min")), bool(b.get("open_max"))
-
-    def check(v: float, text: str) -> None:
-        if lo is not None and (v < lo or (open_lo and v == lo)):
-            rel = ">" if open_lo else ">="
-            raise argparse.ArgumentTypeError(f"{opt} must be {rel} {lo}, got {text!r}")
-        if hi is not None and (v > hi or (open_hi and v == hi)):
-            rel = "<" if open_hi else "<="
-            raise argparse.ArgumentTypeError(f"{opt} must be {rel} {hi}, got {text!r}")
-
     if tp is int:
+        int_lo = None if lo is None else math.floor(lo) + 1 if open_lo else math.ceil(lo)
+        int_hi = INT_MAX if hi is None else math.ceil(hi) - 1 if open_hi else math.floor(hi)
 
         def conv_int(text: str) -> int:
-            v = parse_int(text, opt)
-            check(v, text)
-            return v
+            return parse_int(text, opt, minimum=int_lo, maximum=int_hi)
 
         return conv_int
     if tp is float:
+        in_range = real_in(
+            opt,
+            low=-math.inf if lo is None else float(lo),
+            high=math.inf if hi is None else float(hi),
+            low_open=open_lo or lo is None,
+            high_open=open_hi or hi is None,
+        )
 
         def conv_float(text: str) -> float:
-            v = parse_real(text, opt, allow_inf=bool(b.get("inf")))
-            if not math.isinf(v):
-                check(v, text)
-            return v
+            if b.get("inf") and text.strip().lower() in ("inf", "+inf", "infinity", "+infinity"):
+                return parse_real(text, opt, allow_inf=True)
+            return in_range(text)
 
         return conv_float
     if tp is str:

@@ -10,6 +10,7 @@ from typing import Literal
 
 import pytest
 
+from ldp_audit.cli._types import confidence
 from ldp_audit.config import add_arguments, bounds, field_docs, from_args, given_fields
 from ldp_audit.errors import InvalidParameterError
 
@@ -38,6 +39,8 @@ class Cfg:
     """A mapping: no option (only --set reaches it)."""
     seed: int = 0
     """Collides with the command's own --seed: no option."""
+    conf: float = field(default=0.95, metadata=bounds(parse=confidence))
+    """A confidence level, read by the CLI's own converter."""
 
     def __post_init__(self) -> None:
         if isinstance(self.n_agents, bool) or not isinstance(self.n_agents, int):
@@ -57,7 +60,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
 
 def test_fields_become_options_with_docs_defaults_and_bounds() -> None:
     p, added = _parser()
-    assert added == ["n_agents", "epsilon", "lr", "clip", "name", "rule", "sizes", "limit"]
+    assert added == ["n_agents", "epsilon", "lr", "clip", "name", "rule", "sizes", "limit", "conf"]
     text = p.format_help()
     assert "--n-agents N_AGENTS" in text and "--no-clip" in text
     assert "Agents, each with one private value (>= 1, <= 10; default: 3)" in " ".join(text.split())
@@ -83,22 +86,24 @@ def test_values_are_read_and_typed() -> None:
     assert cfg.sizes == (8, 32) and cfg.limit is None and cfg.seed == 0
     assert args.seed == 5  # the command's own option, untouched
     assert from_args(Cfg, _parse(["--limit", "4"])).limit == 4
+    assert from_args(Cfg, _parse(["--conf", "0.99"])).conf == 0.99
 
 
 @pytest.mark.parametrize(
     ("argv", "needle"),
     [
-        (["--n-agents", "0"], "--n-agents must be >= 1, got '0'"),
+        (["--n-agents", "0"], "--n-agents must be an integer >= 1, got '0'"),
         (["--n-agents", "11"], "--n-agents must be <= 10, got '11'"),
         (["--n-agents", "True"], "--n-agents must be an integer"),
         (["--n-agents", "1_000"], "--n-agents must be an integer"),
         (["--n-agents", "2.5"], "--n-agents must be an integer"),
-        (["--epsilon", "0"], "--epsilon must be > 0, got '0'"),
-        (["--epsilon", "nan"], "--epsilon must be a number or 'inf'"),
-        (["--lr", "1"], "--lr must be < 1, got '1'"),
-        (["--lr", "inf"], "--lr must be finite"),
+        (["--epsilon", "0"], "--epsilon must be a finite number in (0, inf), got '0'"),
+        (["--epsilon", "nan"], "--epsilon must be a finite number in (0, inf), got 'nan'"),
+        (["--lr", "1"], "--lr must be a finite number in [0, 1), got '1'"),
+        (["--lr", "inf"], "--lr must be a finite number in [0, 1), got 'inf'"),
+        (["--conf", "1"], "--conf must be a finite number in (0, 1), got '1'"),
         (["--rule", "euclid"], "--rule must be one of 'manhattan', 'public-code'"),
-        (["--sizes", "8", "1"], "--sizes must be >= 2, got '1'"),
+        (["--sizes", "8", "1"], "--sizes must be an integer >= 2, got '1'"),
         (["--name", " "], "--name must be a non-empty string"),
     ],
 )

@@ -238,7 +238,8 @@ def test_toy_system_from_an_entry_point_gets_the_four_verbs(
     argv = ["train", "toy", "--out", str(tmp_path / "r2"), "--agents", "3", "--set", "agents=3"]
     assert code_of(argv) == 2
     err = capsys.readouterr().err
-    assert "--agents must be >= 1, got '0'" in err and "--epsilon must be a finite" in err
+    assert "--agents must be an integer >= 1, got '0'" in err
+    assert "--epsilon must be a finite number in (0, inf), got 'nan'" in err
     assert "--agents and --set agents=... are both given" in err
     assert not (tmp_path / "r2").exists()
     code = main(["train", "toy", "--out", str(tmp_path / "r3"), "--agents", "4", "--reports",
