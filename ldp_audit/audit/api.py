@@ -277,9 +277,14 @@ def _conclude(
     """The verdicts, the profile, the f-DP curve, the delta bound and the warnings."""
     claimed, delta, alpha = o.claimed, o.delta, plan.alpha
     bounds, per_event = _verdict_bounds(
-        kept.verdict, counts, pair_list, alpha=alpha, delta=delta, n_est=plan.n_est,
+        kept.verdict,
+        counts,
+        pair_list,
+        alpha=alpha,
+        delta=delta,
+        n_est=plan.n_est,
         poisson=plan.poisson,
-    )  # fmt: skip
+    )
     distribution, implementation = _verdicts(per_event, kept.n_dist, claimed, o.float_bits)
     top = implementation if implementation is not None else distribution
     prof = None
@@ -297,15 +302,28 @@ def _conclude(
     curve = None
     if kept.tradeoff:
         curve = _tradeoff_curve(
-            mechanism, claimed, delta, kept.tradeoff, counts.results, counts.sizes, pair_list,
-            alpha, o.confidence,
-        )  # fmt: skip
+            mechanism,
+            claimed,
+            delta,
+            kept.tradeoff,
+            counts.results,
+            counts.sizes,
+            pair_list,
+            alpha,
+            o.confidence,
+        )
     delta_lb, delta_conf, delta_joint = None, None, False
     if delta > 0 and kept.verdict:
         delta_lb, delta_joint = _delta_lower_bound(
-            kept.verdict, counts.results, counts.sizes, counts.joints, claimed, alpha,
-            plan.poisson, plan.n_est,
-        )  # fmt: skip
+            kept.verdict,
+            counts.results,
+            counts.sizes,
+            counts.joints,
+            claimed,
+            alpha,
+            plan.poisson,
+            plan.n_est,
+        )
         delta_conf = o.confidence
     warn = list(plan.warnings)
     if top.epsilon_lower_bound == 0.0:

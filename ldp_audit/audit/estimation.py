@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -41,7 +42,7 @@ class _Counts:
 
 
 def _estimate(
-    mechanism: object,
+    mechanism: Any,
     pair_list: Sequence[tuple[np.ndarray, np.ndarray]],
     events: Sequence[_Candidate],
     *,
