@@ -660,21 +660,11 @@ def run_simulation(
         settings["scoring-gravities"] = ",".join(repr(float(a.gravity)) for a in agents)
     with tempfile.TemporaryDirectory(prefix="ldp-pgc-flower-") as tmp:
         secrets_file = Path(tmp, "agents.json")  # for the simulated ClientApps only
-        secrets_file.write_text(
-            json.dumps(
-                {str(k): {"gravity": a.gravity, "seed": a.seed} for k, a in enumerate(agents)}
-            )
-        )
+        secrets = {str(k): {"gravity": a.gravity, "seed": a.seed} for k, a in enumerate(agents)}
+        secrets_file.write_text(json.dumps(secrets))
         settings["agents-file"] = str(secrets_file)
         app = write_app_project(Path(tmp) / "app")
-        if log is not None:
-            Path(log).parent.mkdir(parents=True, exist_ok=True)
-        log_file = open(log, "w") if log is not None else None  # noqa: SIM115
-        try:
-            flwr_run(app, run_config=settings, num_supernodes=len(agents), log=log_file)
-        finally:
-            if log_file is not None:
-                log_file.close()
+        flwr_run(app, run_config=settings, num_supernodes=len(agents), log=log)
     from ldp_audit.rundir import read_manifest
     from ldp_audit.training.run_dir import read_metrics
 

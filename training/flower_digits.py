@@ -340,7 +340,6 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m ldp_audit.training.flower_digits --out RUN``: the example app, run with
     ``flwr run`` on a local simulation SuperLink; prints where the run is and what it spent."""
     import argparse
-    import os
     import sys
 
     from ldp_audit.errors import LdpAuditError
@@ -364,18 +363,15 @@ def main(argv: list[str] | None = None) -> int:
         if not a.out:
             raise InvalidParameterError("--out is required (or --write-app DIR)")
         mech = {"name": "laplace", "epsilon": a.epsilon, "clip": a.clip}
-        if a.log:
-            Path(a.log).parent.mkdir(parents=True, exist_ok=True)
-        with open(a.log, "w") if a.log else open(os.devnull, "w") as log:  # noqa: SIM115
-            run_dir = run(
-                a.out,
-                clients=a.clients,
-                rounds=a.rounds,
-                mechanism=mech,
-                budget=a.budget,
-                seed=a.seed,
-                log=log,
-            )
+        run_dir = run(
+            a.out,
+            clients=a.clients,
+            rounds=a.rounds,
+            mechanism=mech,
+            budget=a.budget,
+            seed=a.seed,
+            log=a.log,
+        )
     except LdpAuditError as exc:
         print(f"flower_digits: error: {exc}", file=sys.stderr)
         return 2

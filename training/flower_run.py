@@ -59,7 +59,8 @@ def flwr_run(
         run_config: ``--run-config`` overrides (paths must be absolute).
         num_supernodes: simulated SuperNodes (``--federation-config num-supernodes=N``).
         timeout: seconds for the whole run.
-        log: a file object for Flower's output (default: discarded).
+        log: where Flower's output goes: a path (its folder is created) or an open file
+            (default: discarded).
 
     Returns:
         ``flwr run``'s exit status (the run directory's manifest says whether the run completed).
@@ -80,6 +81,10 @@ def flwr_run(
         raise InvalidParameterError(f"app_dir {str(app_dir)!r} has no pyproject.toml")
     overrides = "".join(f"{k} = {_toml_value(v)}\n" for k, v in run_config.items())
     bindir = str(Path(sys.executable).parent)
+    if isinstance(log, (str, Path)):
+        Path(log).parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "w") as f:
+            return flwr_run(app, run_config=run_config, num_supernodes=n, timeout=timeout, log=f)
     out = log if log is not None else subprocess.DEVNULL
     with tempfile.TemporaryDirectory(prefix="ldp-flwr-") as home:
         port = _free_port()
