@@ -35,19 +35,15 @@ from __future__ import annotations
 import os  # noqa: F401 - tests patch ``ledger.os.access`` (the SQLite store's permission check)
 import secrets
 import threading
-import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from ldp_audit.accountant.keys import KeyFileError, LedgerKey, load_key
 from ldp_audit.accountant.ledger_chain import (
-    cached_states,
     check_agent_mac,
     check_head_mac,
-    fold_committed,
     genesis_records,
-    seal_rows,
     states_from_all_records,
     states_from_records,
 )
@@ -90,7 +86,6 @@ from ldp_audit.accountant.ledger_store import (
     HeadRecord,
     LedgerStore,
     RowStore,
-    WriteHead,
 )
 from ldp_audit.accountant.ledger_tally import TallyStore
 from ldp_audit.accountant.ledger_verify import (
@@ -101,6 +96,7 @@ from ldp_audit.accountant.ledger_verify import (
     verify_all,
     verify_open,
 )
+from ldp_audit.accountant.ledger_write import ChainWriter
 from ldp_audit.errors import InvalidParameterError, LedgerError
 
 __all__ = [
@@ -124,8 +120,8 @@ __all__ = [
 
 # Re-exported for the modules and tests that read the format through this module.
 _REEXPORTED = (
-    SCOPES, TAIL_ROWS, _agent_chk, _agent_msg, _events_bytes, _head_msg, _row_bytes, _row_hash,
-    _state_chk, _AGENTS, _CHARGES, _HEAD, _META, _STATE, HeadRecord,
+    SCOPES, TAIL_ROWS, _genesis, _agent_chk, _agent_msg, _events_bytes, _head_msg, _row_bytes,
+    _row_hash, _state_chk, _AGENTS, _CHARGES, _HEAD, _META, _STATE, HeadRecord,
 )  # fmt: skip
 
 #: Most agents whose state a writer keeps between its own commits (``Ledger._wc``).
@@ -222,12 +218,8 @@ class Ledger(StateReads):
         self._replay = None  # [next row to match, last earlier row] while resuming
         # The last full verified state, keyed by the chain head it was read at (read-only).
         self._all_states: tuple[tuple[int, bytes], dict[str, AgentState]] | None = None
-        # The writer's cache: the state of every agent this ledger charged, exactly as its own
-        # last commit left it, valid only while the store's change token is the one that
-        # commit left (no other connection committed, nothing else was written).
-        self._wc: dict[str, AgentState] | None = None
-        self._wc_key: Any = None
-        self._wc_complete = False  # the cache holds every agent of the ledger (absent = new)
+        # The write path and the writer's cache (row stores only).
+        self._writer = ChainWriter(store, store.path) if isinstance(store, RowStore) else None
         if isinstance(store, CountStore):
             self._ledger_id = store.meta()["ledger_id"]
             self.auth_note = f"{self!r} keeps counts in memory only: nothing to authenticate"
@@ -242,6 +234,7 @@ class Ledger(StateReads):
         except BaseException:
             store.close()
             raise
+        self._writer.key, self._writer.ledger_id = self._key, self._ledger_id  # type: ignore[union-attr]
 
     @property
     def durable(self) -> bool:
@@ -258,6 +251,15 @@ class Ledger(StateReads):
     def store(self) -> LedgerStore:
         """The store this ledger keeps its records in."""
         return self._store
+
+    @property
+    def _wc(self) -> dict[str, AgentState] | None:
+        """The writer's cache (:class:`~ldp_audit.accountant.ledger_write.ChainWriter`)."""
+        return None if self._writer is None else self._writer.cache
+
+    @property
+    def _wc_complete(self) -> bool:
+        return self._writer is not None and self._writer.complete
 
     # ---- errors ------------------------------------------------------------------------------
 
@@ -443,98 +445,12 @@ class Ledger(StateReads):
             ``(agent, scope, event, n, chk)`` written: the charged agents' state once the
             transaction commits.
         """
-        store = self._rows_store("rows")
         key = self._key
-        if key is None or self._schema < 3:  # transaction() refuses these before any write
+        if key is None or self._schema < 3 or self._writer is None:  # refused before any write
             raise LedgerReadOnlyError(self._write_refusal or f"ledger {self.path!r}: no key")
-        if head is None:
-            head = store.head()
-            if head is None:
-                raise self._bad("the chain head is missing")
-        t = time.time() if when is None else float(when)
-        charges, agent_rows, state_rows, i, last = seal_rows(
-            rows, states, key, self._ledger_id, head.rows, head.hash,
-            run_id=run_id, t=t, times=times,
-        )  # fmt: skip
-        store.put_charges(charges, agent_rows, state_rows)
-        mac = key.mac(_head_msg(self._ledger_id, i, last, bytes(head.meta_digest)))
-        store.put_head(i, last, mac)
-        return agent_rows, state_rows
-
-    def _check_write_head(self) -> WriteHead:
-        """Inside a write: the head must match the last row and carry its MAC (one read).
-
-        Returns:
-            The head with the store's change token (it changes whenever anything else has
-            changed the store).
-        """
-        wh = self._rows_store("rows").write_head()
-        if wh is None:
-            raise self._bad("the chain head is missing")
-        rows, head = wh.head.rows, wh.head.hash
-        top, h = wh.top_id, wh.top_hash
-        if not top:
-            top, h = 0, _genesis(self._ledger_id)
-        if top != rows or h != head:
-            raise self._bad(
-                f"the chain head ({rows} rows) does not match the last row ({top}); rows were "
-                f"added or removed outside ldp-audit"
-            )
-        self._check_head_mac_of(rows, head, bytes(wh.head.meta_digest), wh.head.mac)
-        return wh
-
-    def _writer_states(
-        self, agents: Sequence[str], wh: WriteHead
-    ) -> tuple[dict[str, AgentState], dict[str, AgentState], bool]:
-        """Verified state of ``agents`` for a write (inside the write transaction).
-
-        The writer's cache is used only while nothing but this ledger's own charges has
-        changed the store since it was filled: the change token (SQLite: ``data_version``, read
-        in this transaction under the write lock, changes when any other connection commits,
-        and ``total_changes`` when this connection writes anything else) must be the one the
-        last commit left. What the cache holds was read through ``_load_states`` (checksums,
-        totals, the chained row, the MAC) or written by this ledger's own committed charges, so
-        it is never less than the verified state in the store. Agents it does not hold are read
-        through ``_load_states``, unless the cache holds every agent of the ledger (it started
-        at an empty ledger).
-
-        Returns:
-            ``(states of agents, the cache to fold the commit into, complete)``.
-        """
-        cache = self._wc
-        if cache is not None and wh.token is not None and self._wc_key == wh.token:
-            complete = self._wc_complete
-            return cached_states(cache, complete, agents, self._load_states), cache, complete
-        self._wc = None
-        if wh.head.rows == 0:  # an empty ledger: no agent may hold state, then every agent is new
-            (_, n_agents, _), (_, n_state, _) = self._rows_store("rows").record_totals()
-            if n_agents or n_state:
-                raise self._bad(
-                    f"the chain holds no rows but {n_agents} agents and {n_state} event counts "
-                    f"have running state"
-                )
-            return {}, {}, True
-        return self._load_states(agents), {}, False
-
-    def _fold(
-        self,
-        cache: dict[str, AgentState],
-        states: dict[str, AgentState],
-        written: tuple[list[tuple], list[tuple]],
-        complete: bool,
-        token: Any,
-    ) -> None:
-        """After a commit: the cache takes the committed state of the charged agents."""
-        if token is None:  # the store cannot tell whether anything else changed it
-            self._wc = None
-            return
-        fold_committed(cache, states, *written)
-        if len(cache) > WRITE_CACHE_AGENTS:
-            self._wc = None
-            return
-        self._wc = cache
-        self._wc_complete = complete
-        self._wc_key = self._rows_store("rows").committed_token(token)
+        return self._writer.append(
+            rows, states, key, run_id=run_id, when=when, times=times, head=head
+        )
 
     # ---- charging ----------------------------------------------------------------------------
 
@@ -581,24 +497,27 @@ class Ledger(StateReads):
         """Write ``rows`` (the part of ``batch`` not replayed); ``check`` sees ``batch``'s
         agents (under the lock)."""
         agents = list(dict.fromkeys([r[0] for r in batch]))
+        w = self._writer
+        if w is None:  # pragma: no cover - charge_rows sends count stores elsewhere
+            raise self._not_evidence("rows")
         with self._lock:
             if self._in_tx:
                 # A caller's transaction may still roll back: no cache, read everything.
-                self._wc = None
+                w.cache = None
                 with self._store.errors("write"):
-                    wh = self._check_write_head()
+                    wh = w.check_head()
                     states = self._load_states(agents)
                     if check is not None:
                         check(states)
                     self._append_rows(rows, states, run_id=run_id, when=when, head=wh.head)
                 return len(rows)
             with self.transaction():
-                wh = self._check_write_head()
-                states, cache, complete = self._writer_states(agents, wh)
+                wh = w.check_head()
+                states, cache, complete = w.states(agents, wh, self._load_states)
                 if check is not None:
                     check(states)
                 new = self._append_rows(rows, states, run_id=run_id, when=when, head=wh.head)
-            self._fold(cache, states, new, complete, wh.token)  # committed
+            w.fold(cache, states, new, complete, wh.token, WRITE_CACHE_AGENTS)  # committed
         return len(rows)
 
     # ---- resume: replaying the charges already in the ledger ---------------------------------

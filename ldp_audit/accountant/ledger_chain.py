@@ -17,7 +17,7 @@ import hmac
 import time
 import uuid
 import zlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ldp_audit.accountant.keys import LedgerKey
@@ -44,8 +44,6 @@ __all__ = [
     "states_from_records",
     "states_from_all_records",
     "walk_chain",
-    "cached_states",
-    "fold_committed",
     "genesis_records",
 ]
 
@@ -388,57 +386,3 @@ def walk_chain(
             found = True
         expect += 1
     return expect - 1, prev, counts, per_agent, found
-
-
-def cached_states(
-    cache: dict[str, AgentState],
-    complete: bool,
-    agents: Sequence[str],
-    load: Callable[[list[str]], dict[str, AgentState]],
-) -> dict[str, AgentState]:
-    """States of ``agents`` from a writer's cache; those it lacks through ``load`` (unless the
-    cache is ``complete``: then an absent agent was never charged)."""
-    states: dict[str, AgentState] = {}
-    missing = []
-    get = cache.get
-    for a in agents:
-        st = get(a)
-        if st is not None:
-            states[a] = st
-        elif not complete:
-            missing.append(a)
-    if missing:
-        states.update(load(missing))
-    return states
-
-
-def fold_committed(
-    cache: dict[str, AgentState],
-    states: dict[str, AgentState],
-    agent_rows: list[tuple],
-    state_rows: list[tuple],
-) -> None:
-    """Put into ``cache`` the state of the charged agents as :func:`seal_rows`' records (now
-    committed) left it (``states``: their state before; its objects are updated in place)."""
-    get = states.get
-    if len(agent_rows) == len(state_rows):  # one state row per agent, both sorted by agent
-        for (a, n, last, _, _), (_, s, e, cnt, _) in zip(agent_rows, state_rows, strict=True):
-            st = get(a)
-            if st is None:
-                cache[a] = AgentState(n, last, {(s, e): cnt})
-            else:
-                st.n = n
-                st.last_id = last
-                st.events[(s, e)] = cnt
-                cache[a] = st
-        return
-    for a, n, last, _, _ in agent_rows:
-        st = get(a)
-        if st is None:
-            cache[a] = AgentState(n, last)
-        else:
-            st.n = n
-            st.last_id = last
-            cache[a] = st
-    for a, s, e, n, _ in state_rows:
-        cache[a].events[(s, e)] = n

@@ -1,0 +1,211 @@
+"""The write path of a ledger over a row store: head check, writer's cache, sealing, appending.
+
+One :class:`ChainWriter` per :class:`~ldp_audit.accountant.ledger.Ledger` over a
+:class:`~ldp_audit.accountant.ledger_store.RowStore`; every method runs under the ledger's lock,
+inside its write transaction. A charge is (docs/accountant.md, "The write path"):
+
+1. :meth:`ChainWriter.check_head`: one read of the head, the last row and the store's change
+   token; the head must match the last row and carry its MAC.
+2. :meth:`ChainWriter.states`: the verified state of the batch's agents. The writer keeps the
+   state of every agent it charged as its own last commit left it, and uses it only while the
+   change token is the one that commit left (SQLite: no other connection committed, nothing
+   else was written through this one); otherwise, and for agents it does not hold, they are
+   read and verified again. So it is never less than the verified state in the store.
+3. the ledger's budget check (the caller's);
+4. :meth:`ChainWriter.append`: the batch sealed in one pass
+   (:func:`~ldp_audit.accountant.ledger_chain.seal_rows`) and appended, then the head;
+5. after the commit, :meth:`ChainWriter.fold`: the cache takes the committed state.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ldp_audit.accountant.keys import LedgerKey
+from ldp_audit.accountant.ledger_chain import check_head_mac, seal_rows
+from ldp_audit.accountant.ledger_format import (
+    AgentState,
+    _genesis,
+    _head_msg,
+    integrity_error,
+)
+from ldp_audit.accountant.ledger_store import HeadRecord, RowStore, WriteHead
+
+__all__ = ["ChainWriter", "cached_states", "fold_committed"]
+
+
+class ChainWriter:
+    """The write path and the writer's cache of one ledger over ``store`` (see the module)."""
+
+    def __init__(self, store: RowStore, path: str) -> None:
+        self.store = store
+        self.path = path
+        self.key: LedgerKey | None = None  # set once the ledger has resolved its key
+        self.ledger_id = ""
+        #: The cache: the state of every agent charged here, as the last commit left it.
+        self.cache: dict[str, AgentState] | None = None
+        #: Whether the cache holds every agent of the ledger (it started at an empty ledger).
+        self.complete = False
+        #: The change token the last commit left (the cache is valid only while it holds).
+        self.token: Any = None
+
+    def check_head(self) -> WriteHead:
+        """The head, matched against the last row and its MAC, with the change token."""
+        wh = self.store.write_head()
+        if wh is None:
+            raise integrity_error(self.path, "the chain head is missing")
+        rows, head = wh.head.rows, wh.head.hash
+        top, h = wh.top_id, wh.top_hash
+        if not top:
+            top, h = 0, _genesis(self.ledger_id)
+        if top != rows or h != head:
+            raise integrity_error(
+                self.path,
+                f"the chain head ({rows} rows) does not match the last row ({top}); rows were "
+                f"added or removed outside ldp-audit",
+            )
+        check_head_mac(
+            self.key, self.ledger_id, self.path, rows, head, bytes(wh.head.meta_digest),
+            wh.head.mac,
+        )  # fmt: skip
+        return wh
+
+    def states(
+        self,
+        agents: Sequence[str],
+        wh: WriteHead,
+        load: Callable[[list[str]], dict[str, AgentState]],
+    ) -> tuple[dict[str, AgentState], dict[str, AgentState], bool]:
+        """Verified state of ``agents`` (``load`` reads and verifies those not cached).
+
+        Returns:
+            ``(states of agents, the cache to fold the commit into, complete)``.
+        """
+        cache = self.cache
+        if cache is not None and wh.token is not None and self.token == wh.token:
+            return cached_states(cache, self.complete, agents, load), cache, self.complete
+        self.cache = None
+        if wh.head.rows == 0:  # an empty ledger: no agent may hold state, then every agent is new
+            (_, n_agents, _), (_, n_state, _) = self.store.record_totals()
+            if n_agents or n_state:
+                raise integrity_error(
+                    self.path,
+                    f"the chain holds no rows but {n_agents} agents and {n_state} event counts "
+                    f"have running state",
+                )
+            return {}, {}, True
+        return load(list(agents)), {}, False
+
+    def append(
+        self,
+        rows: Sequence[tuple[str, str, str]],
+        states: dict[str, AgentState],
+        key: LedgerKey,
+        *,
+        run_id: str | None,
+        when: float | None,
+        times: Sequence[float] | None = None,
+        head: HeadRecord | None = None,
+    ) -> tuple[list[tuple], list[tuple]]:
+        """Seal ``(agent, event, scope)`` rows after ``head`` (read when None) and append them.
+
+        ``states`` holds the verified state of every agent of ``rows``. ``times`` (one per row)
+        overrides ``when``.
+
+        Returns:
+            The agent and event-count records written: the charged agents' state once the
+            transaction commits.
+        """
+        store = self.store
+        if head is None:
+            head = store.head()
+            if head is None:
+                raise integrity_error(self.path, "the chain head is missing")
+        t = time.time() if when is None else float(when)
+        charges, agent_rows, state_rows, i, last = seal_rows(
+            rows, states, key, self.ledger_id, head.rows, head.hash,
+            run_id=run_id, t=t, times=times,
+        )  # fmt: skip
+        store.put_charges(charges, agent_rows, state_rows)
+        store.put_head(
+            i, last, key.mac(_head_msg(self.ledger_id, i, last, bytes(head.meta_digest)))
+        )
+        return agent_rows, state_rows
+
+    def fold(
+        self,
+        cache: dict[str, AgentState],
+        states: dict[str, AgentState],
+        written: tuple[list[tuple], list[tuple]],
+        complete: bool,
+        token: Any,
+        limit: int,
+    ) -> None:
+        """After a commit: the cache takes the committed state of the charged agents (dropped
+        when it would hold more than ``limit`` agents, or the store gives no change token)."""
+        if token is None:  # the store cannot tell whether anything else changed it
+            self.cache = None
+            return
+        fold_committed(cache, states, *written)
+        if len(cache) > limit:
+            self.cache = None
+            return
+        self.cache = cache
+        self.complete = complete
+        self.token = self.store.committed_token(token)
+
+
+def cached_states(
+    cache: dict[str, AgentState],
+    complete: bool,
+    agents: Sequence[str],
+    load: Callable[[list[str]], dict[str, AgentState]],
+) -> dict[str, AgentState]:
+    """States of ``agents`` from a writer's cache; those it lacks through ``load`` (unless the
+    cache is ``complete``: then an absent agent was never charged)."""
+    states: dict[str, AgentState] = {}
+    missing = []
+    get = cache.get
+    for a in agents:
+        st = get(a)
+        if st is not None:
+            states[a] = st
+        elif not complete:
+            missing.append(a)
+    if missing:
+        states.update(load(missing))
+    return states
+
+
+def fold_committed(
+    cache: dict[str, AgentState],
+    states: dict[str, AgentState],
+    agent_rows: list[tuple],
+    state_rows: list[tuple],
+) -> None:
+    """Put into ``cache`` the state of the charged agents as :func:`seal_rows`' records (now
+    committed) left it (``states``: their state before; its objects are updated in place)."""
+    get = states.get
+    if len(agent_rows) == len(state_rows):  # one state row per agent, both sorted by agent
+        for (a, n, last, _, _), (_, s, e, cnt, _) in zip(agent_rows, state_rows, strict=True):
+            st = get(a)
+            if st is None:
+                cache[a] = AgentState(n, last, {(s, e): cnt})
+            else:
+                st.n = n
+                st.last_id = last
+                st.events[(s, e)] = cnt
+                cache[a] = st
+        return
+    for a, n, last, _, _ in agent_rows:
+        st = get(a)
+        if st is None:
+            cache[a] = AgentState(n, last)
+        else:
+            st.n = n
+            st.last_id = last
+            cache[a] = st
+    for a, s, e, n, _ in state_rows:
+        cache[a].events[(s, e)] = n
