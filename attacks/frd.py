@@ -1,4 +1,6 @@
-"""Dynamics inference on what FRD and FedAvg agents upload: recover each agent's gravity.
+"""Dynamics inference on what FRD and FedAvg agents upload: recover each agent's gravity (or the
+run's other private CartPole constant, ``config.private_param``: masscart, masspole, length,
+force_mag; everything below reads "gravity" as that constant).
 
 Threat model: the server is honest-but-curious. It knows the protocol and its public config
 (``config.json``: grid, schedule, network sizes, the declared gravity set, the upload mechanism)
@@ -229,7 +231,7 @@ def attack_run_dir(
             f"exchange): nothing to attack"
         )
     keys, X = upload_features(tr, cfg, bins=bins, probes=probes)
-    k = len(cfg.gravities)
+    k = len(cfg.candidates)
     shadow_groups = max(2, math.ceil(n_shadow * k / cfg.n_agents))
     scfg = FrdConfig.from_dict({**cfg.to_dict(), "groups": shadow_groups})
     rng = np.random.default_rng(seed)
@@ -238,14 +240,14 @@ def attack_run_dir(
     if not sres.transcript or sres.transcript.get("report", np.zeros(0)).shape[0] == 0:
         raise RunDirectoryError("the shadow run made no upload; raise max_episodes of the run")
     skeys, SX = upload_features(sres.transcript, scfg, bins=bins, probes=probes)
-    sy = sres.gravity[skeys[:, 0], skeys[:, 1]]  # the attacker's own shadow agents
+    sy = sres.secret[skeys[:, 0], skeys[:, 1]]  # the attacker's own shadow agents
     if np.unique(sy).size < 2:
-        raise RunDirectoryError("shadow agents drew a single gravity; raise n_shadow")
+        raise RunDirectoryError(f"shadow agents drew a single {cfg.private_param}; raise n_shadow")
     est = ShadowGradientAttack(
         None, method="classifier", classifier=_classifier(), random_state=rng
     ).fit(SX, sy)
-    ll_known = est.log_likelihood(X)  # columns: est.classes_ (the gravities shadows drew)
-    cands = np.asarray(sorted(cfg.gravities), dtype=np.float64)
+    ll_known = est.log_likelihood(X)  # columns: est.classes_ (the values shadows drew)
+    cands = np.asarray(sorted(cfg.candidates), dtype=np.float64)
     ll = np.full((X.shape[0], cands.size), math.log(1e-300))
     ll[:, np.searchsorted(cands, est.classes_)] = ll_known
     agents, ginv = np.unique(keys[:, :2], axis=0, return_inverse=True)
@@ -269,6 +271,7 @@ def attack_run_dir(
         "shadow_groups": shadow_groups,
         "shadow_uploads": int(SX.shape[0]),
         "mode": cfg.mode,
+        "private_param": cfg.private_param,
     }
 
 
@@ -285,7 +288,8 @@ def score_run_dir(
     # --- scoring only: the one place this module opens secrets.npz ---
     if not (Path(run_dir) / "secrets.npz").exists():
         raise RunDirectoryError(f"{Path(run_dir) / 'secrets.npz'} is missing (needed to score)")
-    truth_all = read_npz(run_dir, "secrets.npz", ("agent_gravity",))["agent_gravity"]
+    key = f"agent_{prediction.get('private_param', 'gravity')}"
+    truth_all = read_npz(run_dir, "secrets.npz", (key,))[key]
     g = prediction["groups"]
     truth = truth_all[g[:, 0], g[:, 1]]
     n = int(truth.size)
@@ -306,6 +310,7 @@ def score_run_dir(
         seconds=time.perf_counter() - t0,
         extra={
             "candidates": prediction["candidates"],
+            "private_param": prediction.get("private_param", "gravity"),
             "shadow_groups": prediction.get("shadow_groups"),
             "shadow_uploads": prediction.get("shadow_uploads"),
             "reports_per_group_min": int(np.min(prediction["reports_per_group"])),

@@ -1,4 +1,4 @@
-"""FRD / FedAvg trainer (training/frd.py): validation, proxy grid, server, accounting, runs."""
+"""FRD / FedAvg trainer (training/frd/): validation, proxy grid, server, accounting, runs."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ TINY = dict(
         ({"ldp_epsilon": "1"}, "ldp_epsilon must be a real number > 0, got '1'"),
         ({"sections": 2.5}, "sections (S) must be an integer >= 2, got 2.5"),
         ({"mode": "fedavg", "ldp_epsilon": 1.0}, "ldp_epsilon is for mode 'frd'"),
-        ({"gravities": (9.8,)}, "gravities must hold >= 2 distinct values"),
+        ({"gravities": (9.8,)}, "'gravity' needs at least two candidate values"),
         ({"proxy_dims": (0, 4)}, "proxy_dims must be distinct state components"),
         ({"mode": "dqn"}, "mode must be one of"),
     ],

@@ -74,6 +74,14 @@ def _gravities(text: str) -> tuple[float, ...]:
     return vals
 
 
+def _private_param(text: str) -> tuple[str, tuple[float, ...]]:
+    """NAME=V1,V2,... (syntax, numbers, >= 2 values, no duplicates: the Gymnasium path's
+    parser); the name and the values are checked against CartPole by ``FrdConfig``."""
+    from ldp_audit.cli.gym_cmd import parse_private_param
+
+    return parse_private_param(text)
+
+
 def _eps_list(text: str, name: str = "--ldp-epsilons") -> tuple[float, ...]:
     vals = tuple(epsilon_or_inf(t) for t in text.split(",") if t.strip())
     if any(math.isinf(v) for v in vals):
@@ -89,7 +97,8 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
     """Add ``train frd`` and ``reproduce frd``."""
     p = train_subparsers.add_parser(
         "frd",
-        help="FRD (Cha et al. 2019) / FedAvg on CartPole-v1 with private gravities",
+        help="FRD (Cha et al. 2019) / FedAvg on CartPole-v1 with a private gravity (or another "
+        "CartPole constant, --private-param)",
         description="Train groups of A2C agents that exchange a proxy experience memory (FRD) "
         "or their parameters (FedAvg) every E episodes after I; every upload is charged to the "
         "agent's ledger (non-private: NonPrivateEvent; --epsilon: the LDP variant).",
@@ -116,7 +125,19 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
     p.add_argument("--max-episodes", type=int_at_least("--max-episodes", 1), default=300)
     p.add_argument("--threshold", type=_real("--threshold", 0.0), default=195.0)
     p.add_argument(
-        "--gravities", type=_gravities, default=(9.7, 9.8, 9.9), help="declared gravity set"
+        "--gravities",
+        type=_gravities,
+        default=None,
+        help="declared gravity set (default 9.7,9.8,9.9); the same as --private-param gravity=...",
+    )
+    p.add_argument(
+        "--private-param",
+        type=_private_param,
+        default=None,
+        metavar="NAME=V1,V2,...",
+        help="each agent's private CartPole constant and its candidate values, one drawn "
+        "uniformly per agent (seeded): gravity, masscart, masspole, length or force_mag "
+        "(e.g. length=0.25,0.5,1); stored in secrets.npz, validated on a CartPole first",
     )
     p.add_argument(
         "--epsilon",
@@ -222,6 +243,22 @@ def register_attack(attack_subparsers: Any) -> None:
     a.set_defaults(func=_attack)
 
 
+def _secret_options(args: argparse.Namespace) -> dict[str, Any]:
+    """FrdConfig's gravities / private_param / private_values from --gravities and
+    --private-param (both: refused, naming them)."""
+    if args.private_param is None:
+        return {} if args.gravities is None else {"gravities": args.gravities}
+    if args.gravities is not None:
+        raise InvalidParameterError(
+            f"--gravities and --private-param both declare the secret: give one (--private-param "
+            f"{args.private_param[0]}=... with --gravities {','.join(map(str, args.gravities))})"
+        )
+    name, values = args.private_param
+    if name == "gravity":
+        return {"gravities": values}
+    return {"private_param": name, "private_values": values}
+
+
 def _train(args: argparse.Namespace) -> int:
     from ldp_audit.training.frd import PAPER_SETTINGS, FrdConfig
 
@@ -244,7 +281,7 @@ def _train(args: argparse.Namespace) -> int:
         groups=args.groups,
         max_episodes=args.max_episodes,
         threshold=args.threshold,
-        gravities=args.gravities,
+        **_secret_options(args),
         ldp_epsilon=eps,
         ldp_samples=args.ldp_samples,
         stop_at_mission=not args.no_stop_at_mission,

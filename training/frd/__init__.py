@@ -115,6 +115,22 @@ PAPER_SETTINGS: dict[int, dict[str, Any]] = {
 
 _MODES = ("frd", "fedavg")
 
+#: CartPole attributes an FRD agent's private parameter may be (``FrdConfig.private_param``):
+#: the physical constants of the equations of motion. Not allowed: ``tau`` (the time step: it
+#: changes what an episode's standing time, the mission's unit, means), ``x_threshold`` and
+#: ``theta_threshold_radians`` (the termination bounds, which are the proxy grid's declared
+#: ranges for x and the angle: a private bound would move the grid's edges per agent).
+PRIVATE_PARAMS: tuple[str, ...] = ("gravity", "masscart", "masspole", "length", "force_mag")
+#: Gymnasium's CartPole-v1 values of those constants (what every agent has unless private).
+CARTPOLE_DEFAULTS: dict[str, float] = {
+    "gravity": 9.8,
+    "masscart": 1.0,
+    "masspole": 0.1,
+    "length": 0.5,
+    "force_mag": 10.0,
+}
+_DEFAULT_GRAVITIES = (9.7, 9.8, 9.9)
+
 
 # ------------------------------------------------------------------------------------------------
 # Validation helpers
@@ -157,7 +173,12 @@ class FrdConfig:
         window: episodes averaged for the mission (10 in the paper).
         stop_at_mission: stop a group once its mission time is known.
         episode_steps: CartPole-v1 truncation (500).
-        gravities: declared set each agent's private gravity is drawn from (uniformly).
+        gravities: declared set each agent's private gravity is drawn from (uniformly); with
+            another ``private_param``, the one gravity every agent has (default 9.8).
+        private_param: which CartPole constant is each agent's secret (:data:`PRIVATE_PARAMS`;
+            default "gravity", whose candidates are ``gravities``).
+        private_values: the declared candidates of a ``private_param`` other than gravity (each
+            agent draws one uniformly); validated on a CartPole before any episode.
         state_low, state_high: declared ranges of the 4 state components.
         gamma, actor_lr, critic_lr, fail_reward: A2C hyperparameters (declared, see module doc).
         distil_epochs, distil_batch, distil_lr: distillation of the global proxy memory (eq. 2).
@@ -180,7 +201,7 @@ class FrdConfig:
     window: int = 10
     stop_at_mission: bool = True
     episode_steps: int = 500
-    gravities: tuple[float, ...] = (9.7, 9.8, 9.9)
+    gravities: tuple[float, ...] = _DEFAULT_GRAVITIES
     state_low: tuple[float, ...] = STATE_LOW
     state_high: tuple[float, ...] = STATE_HIGH
     gamma: float = 0.99
@@ -193,6 +214,8 @@ class FrdConfig:
     ldp_epsilon: float | None = None
     ldp_samples: int = 32
     ldp_cell_share: float = 0.5
+    private_param: str = "gravity"
+    private_values: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         if self.mode not in _MODES:
@@ -241,12 +264,7 @@ class FrdConfig:
                 f"sections ** len(proxy_dims) must be < 2^53 (cell ids), got "
                 f"{self.sections}^{len(dims)}"
             )
-        g = tuple(_real(x, "gravities", low=0.0, strict=True) for x in self.gravities)
-        if len(g) < 2 or len(set(g)) != len(g):
-            raise InvalidParameterError(
-                f"gravities must hold >= 2 distinct values > 0, got {self.gravities!r}"
-            )
-        object.__setattr__(self, "gravities", g)
+        self._check_private_param()
         lo = tuple(_real(x, "state_low") for x in self.state_low)
         hi = tuple(_real(x, "state_high") for x in self.state_high)
         if len(lo) != 4 or len(hi) != 4 or any(b <= a for a, b in zip(lo, hi, strict=True)):
@@ -283,7 +301,65 @@ class FrdConfig:
                     )
                 object.__setattr__(self, "ldp_epsilon", float(eps))
 
+    def _check_private_param(self) -> None:
+        """``private_param`` / ``private_values`` / ``gravities``, normalised (see the class)."""
+        name = self.private_param
+        if not isinstance(name, str) or name not in PRIVATE_PARAMS:
+            raise InvalidParameterError(
+                f"private_param must be one of {PRIVATE_PARAMS} (CartPole's physical constants; "
+                f"tau and the termination bounds would change the mission's unit or the proxy "
+                f"grid's declared ranges), got {name!r}"
+            )
+        if not isinstance(self.private_values, (tuple, list)):
+            raise InvalidParameterError(
+                f"private_values must be a tuple of numbers, got {self.private_values!r}"
+            )
+        if name == "gravity":
+            if self.private_values:  # the candidates of gravity live in ``gravities``
+                if tuple(self.gravities) != _DEFAULT_GRAVITIES:
+                    raise InvalidParameterError(
+                        f"private_param 'gravity': give its candidates once, as gravities or as "
+                        f"private_values, got gravities={self.gravities!r} and "
+                        f"private_values={self.private_values!r}"
+                    )
+                object.__setattr__(self, "gravities", tuple(self.private_values))
+                object.__setattr__(self, "private_values", ())
+            g = _candidates("gravity", self.gravities, "gravities")
+            object.__setattr__(self, "gravities", g)
+            return
+        vals = _candidates(name, self.private_values, "private_values")
+        grav = tuple(self.gravities)
+        if grav == _DEFAULT_GRAVITIES:
+            grav = (CARTPOLE_DEFAULTS["gravity"],)
+        if len(grav) != 1:
+            raise InvalidParameterError(
+                f"gravities holds the candidates of private_param 'gravity'; with private_param "
+                f"{name!r} every agent has one gravity: give one value (default 9.8), got "
+                f"{self.gravities!r}"
+            )
+        g0 = _real(grav[0], "gravities", low=0.0, strict=True)
+        _probe_cartpole(name, vals)
+        object.__setattr__(self, "gravities", (g0,))
+        object.__setattr__(self, "private_values", vals)
+
     # ------------------------------------------------------------------------------------------
+    @property
+    def candidates(self) -> tuple[float, ...]:
+        """The declared values of the private parameter (``gravities`` for gravity)."""
+        return self.gravities if self.private_param == "gravity" else self.private_values
+
+    def private_parameter(self) -> dict[str, Any]:
+        """``config.json``'s ``private_parameter`` record: env id, name, candidate values."""
+        return {"env_id": "CartPole-v1", "name": self.private_param,
+                "values": list(self.candidates)}  # fmt: skip
+
+    def physics(self) -> dict[str, float]:
+        """The CartPole constants every agent of this config shares (the private one aside)."""
+        out = dict(CARTPOLE_DEFAULTS)
+        out["gravity"] = float(self.gravities[0])
+        out.pop(self.private_param)
+        return out
+
     @property
     def private(self) -> bool:
         """True for the LDP variant."""
@@ -311,20 +387,67 @@ class FrdConfig:
         )
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON-able fields; a gravity run leaves out ``private_param`` / ``private_values``
+        (its config.json is what it was before they existed)."""
         d = asdict(self)
-        for k in ("proxy_dims", "gravities", "state_low", "state_high"):
+        for k in ("proxy_dims", "gravities", "state_low", "state_high", "private_values"):
             d[k] = list(d[k])
+        if self.private_param == "gravity":
+            del d["private_param"], d["private_values"]
         return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> FrdConfig:
         d = dict(d)
-        for k in ("proxy_dims", "gravities", "state_low", "state_high"):
+        for k in ("proxy_dims", "gravities", "state_low", "state_high", "private_values"):
             if k in d:
                 d[k] = tuple(d[k])
         if d.get("ldp_epsilon") == "inf":
             d["ldp_epsilon"] = None
         return cls(**d)
+
+
+def _candidates(name: str, values: Any, field_name: str) -> tuple[float, ...]:
+    """>= 2 distinct finite values > 0 of a CartPole constant, as floats."""
+    if not isinstance(values, (tuple, list)):
+        raise InvalidParameterError(f"{field_name} must be a tuple of numbers, got {values!r}")
+    out = []
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(float(v)):
+            raise InvalidParameterError(
+                f"private parameter {name!r}: candidate {v!r} is not a finite number"
+            )
+        if float(v) <= 0:
+            raise InvalidParameterError(
+                f"private parameter {name!r}: candidate {v!r} must be > 0 (a physical constant)"
+            )
+        out.append(float(v))
+    if len(out) < 2:
+        raise InvalidParameterError(
+            f"private parameter {name!r} needs at least two candidate values ({field_name}), "
+            f"got {values!r}"
+        )
+    dup = sorted({v for v in out if out.count(v) > 1})
+    if dup:
+        raise InvalidParameterError(
+            f"private parameter {name!r}: candidate values must be distinct, {dup} repeated"
+        )
+    return tuple(out)
+
+
+_PROBED: set[tuple[str, tuple[float, ...]]] = set()
+
+
+def _probe_cartpole(name: str, values: tuple[float, ...]) -> None:
+    """Each candidate set on a Gymnasium CartPole-v1, reset and stepped
+    (:func:`ldp_audit.training.gym_envs.check_private_param`): a value the environment rejects
+    (an exception, a non-finite observation or reward) is refused naming it. Once per set."""
+    if (name, values) in _PROBED:
+        return
+    from ldp_audit.training.gym_envs import check_private_param
+
+    check_private_param("CartPole-v1", name, values)
+    _PROBED.add((name, values))
 
 
 def setting_config(setting: int, **overrides: Any) -> FrdConfig:
@@ -616,13 +739,16 @@ class FrdResult:
         config: the config.
         mission: (groups,) episodes to mission per group (inf = not within max_episodes).
         scores: (groups, n_agents, max_episodes) standing time per episode (NaN = not played).
-        gravity: (groups, n_agents) each agent's private gravity (ground truth).
+        gravity: (groups, n_agents) each agent's gravity (its secret when private_param is
+            gravity; else the config's one gravity).
         uploads: (groups, n_agents) uploads made per agent.
         clipped_states: states outside the declared ranges (clipped into the edge cells).
         memory_sizes: global proxy memory size (cells) at each exchange (FRD), per group.
         transcript: dict of arrays (what crossed the boundary) when recorded, else None.
         seconds: wall time; agent_episodes: episodes played in total.
         model: final parameters per agent, {name: (groups, n_agents, ...)}.
+        secret: (groups, n_agents) each agent's private value of ``config.private_param``
+            (ground truth; equals ``gravity`` for a gravity run).
     """
 
     config: FrdConfig
@@ -637,6 +763,7 @@ class FrdResult:
     seconds: float = 0.0
     agent_episodes: int = 0
     model: dict[str, np.ndarray] = field(default_factory=dict)
+    secret: np.ndarray | None = None
 
     def metrics(self) -> dict[str, Any]:
         from ldp_audit.rundir import to_jsonable
@@ -814,8 +941,8 @@ def train_batch(
     object with ``update(k)`` counting agent-episodes (a tqdm bar or a progress queue).
     ``force``: run even when the batch's estimated memory or time exceeds this machine's limits
     (:mod:`ldp_audit.limits`; otherwise InvalidParameterError before any allocation)."""
-    from ldp_audit.validation import check_rng
     from ldp_audit.training.sizes import check_sizes
+    from ldp_audit.validation import check_rng
 
     cfgs = _check_configs(configs)
     check_sizes("frd", cfgs, force=force)  # absurd sizes: refused before any allocation
@@ -877,12 +1004,20 @@ class _Engine:
         self.A = A
         c0 = cfgs[0]
         self.grids = [ProxyGrid(c.sections, c.proxy_dims, c.state_low, c.state_high) for c in cfgs]
-        # each agent's private gravity, uniform over its config's declared set
-        grav = np.empty(A)
+        # each agent's private value, uniform over its config's declared candidates (gravity by
+        # default); the other CartPole constants are the config's shared ones
+        secret = np.empty(A)
+        phys = {k: np.full(A, v) for k, v in CARTPOLE_DEFAULTS.items()}
         for ci, c in enumerate(cfgs):
             rows = np.flatnonzero(self.group_cfg[self.agent_group] == ci)
-            grav[rows] = np.asarray(c.gravities)[rng.integers(0, len(c.gravities), rows.size)]
-        self.gravity = grav
+            cand = c.candidates
+            secret[rows] = np.asarray(cand)[rng.integers(0, len(cand), rows.size)]
+            for k, v in c.physics().items():
+                phys[k][rows] = v
+            phys[c.private_param][rows] = secret[rows]
+        self.secret = secret
+        self.gravity = phys["gravity"]
+        self.varied = any(c.private_param != "gravity" for c in cfgs)
         self.nets = _Nets(c0.hidden, c0.layers, A, rng)
         self.acfg = np.array([self.group_cfg[g] for g in self.agent_group], dtype=np.int64)
         per = lambda name: np.array(  # noqa: E731
@@ -908,7 +1043,13 @@ class _Engine:
                 self.g_mult[a, dim] = int(cfgs[c].sections) ** j
                 self.g_cut[a, dim] = True
         self.init_eps = np.array([cfgs[c].initial_episodes for c in self.acfg], dtype=np.int64)
-        self.env = PrivateGravityCartPole(grav, episode_steps=max(c.episode_steps for c in cfgs))
+        self.env = PrivateGravityCartPole(
+            self.gravity, episode_steps=max(c.episode_steps for c in cfgs)
+        )
+        if self.varied:  # per-row constants (a gravity-only batch keeps Gymnasium's scalars)
+            from ldp_audit.training.frd.physics import set_row_constants
+
+            set_row_constants(self.env, phys)
         self.steps_limit = np.array([cfgs[c].episode_steps for c in self.acfg])
         maxe = max(c.max_episodes for c in cfgs)
         self.scores = np.full((A, maxe), np.nan)
@@ -1101,7 +1242,7 @@ class _Engine:
                 rec.thetas.append(mean.copy())
                 rec.theta_meta.append((trial, rnd))
                 self.last_theta[G] = len(rec.thetas) - 1
-                rec.secret_gravity.append(self.gravity[agents])
+                rec.secret_gravity.append(self.secret[agents])
             self.nets.flat[torch.from_numpy(agents)] = torch.from_numpy(mean.astype(np.float32))[
                 None, :
             ].expand(len(agents), -1)
@@ -1143,7 +1284,7 @@ class _Engine:
                     submission=np.full(raw.shape[0], rnd),
                     theta_index=np.zeros(raw.shape[0], dtype=np.int64),
                 )
-                grav_row = dict(zip(slots.tolist(), self.gravity[agents].tolist(), strict=True))
+                grav_row = dict(zip(slots.tolist(), self.secret[agents].tolist(), strict=True))
                 rec.secret_gravity.append(np.array([grav_row[int(s)] for s in agent_col_a]))
             self._distil(agents, grid.midpoints(cells), pol, c)
             for a in agents:
@@ -1195,11 +1336,10 @@ class _Engine:
                     tm = np.array(rec.theta_meta, dtype=np.int64).reshape(-1, 2)
                     arrs["theta_trial"], arrs["theta_round"] = tm[:, 0], tm[:, 1]
                 tr = arrs
+                p = c.private_param
                 sec = {
-                    "gravity": (
-                        np.concatenate(rec.secret_gravity) if rec.secret_gravity else np.zeros(0)
-                    ),
-                    "agent_gravity": self.gravity[agents].reshape(c.groups, c.n_agents),
+                    p: (np.concatenate(rec.secret_gravity) if rec.secret_gravity else np.zeros(0)),
+                    f"agent_{p}": self.secret[agents].reshape(c.groups, c.n_agents),
                 }
             flat = self.nets.flat[torch_index(agents)]
             model = {"flat": flat.numpy().astype(np.float64).reshape(c.groups, c.n_agents, -1)}
@@ -1216,6 +1356,7 @@ class _Engine:
                     mission=self.best[Gs].copy(),
                     scores=sc,
                     gravity=self.gravity[agents].reshape(c.groups, c.n_agents),
+                    secret=self.secret[agents].reshape(c.groups, c.n_agents),
                     uploads=self.uploads[agents].reshape(c.groups, c.n_agents),
                     clipped_states=int(self.clipped[ci]),
                     memory_sizes=[self.memory_sizes[G] for G in Gs],
@@ -1273,6 +1414,10 @@ def train(
         seed=seed,
         mechanism=cfg.make_mechanism().to_config(),
         mode=run_mode,
+        # the generic record of the secret (gravity runs keep their former config.json)
+        extra=None
+        if cfg.private_param == "gravity"
+        else {"private_parameter": cfg.private_parameter()},
     )
     recs: list[Any] = []
     try:
@@ -1304,7 +1449,7 @@ def _write_partial(w: Any, recs: list[Any]) -> None:
             if rec.thetas:
                 arrs["thetas"] = np.stack(rec.thetas)
             w.write_npz("transcript.npz", arrs)
-            w.write_npz("secrets.npz", {"gravity": np.concatenate(rec.secret_gravity)})
+            w.write_npz("secrets.npz", {rec.cfg.private_param: np.concatenate(rec.secret_gravity)})
     except Exception:  # noqa: BLE001 - best effort; the interruption is re-raised by the caller
         pass
 
@@ -1320,7 +1465,7 @@ def _write_outputs(w: Any, res: FrdResult) -> None:
             "report": np.zeros((0, 2)),
         }
     w.write_npz("transcript.npz", tr)
-    w.write_npz("secrets.npz", dict(res.secrets or {"gravity": np.zeros(0)}))
+    w.write_npz("secrets.npz", dict(res.secrets or {res.config.private_param: np.zeros(0)}))
     w.write_json("metrics.json", res.metrics())
     w.write_npz("model.npz", res.model)
 
@@ -1422,7 +1567,9 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict
                     "rows": privacy_rows,
                 },
                 {
-                    "caption": "Dynamics inference (gravity) on what each agent uploaded",
+                    "caption": "Dynamics inference (of each agent's private CartPole "
+                    "constant, gravity unless the run declares another) on what each agent "
+                    "uploaded",
                     "header": [
                         "run",
                         "n",
