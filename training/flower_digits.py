@@ -1,5 +1,5 @@
 """An example Flower app that is not PGC-A3C: FedAvg of a softmax regression on scikit-learn's
-digits, every client's update released under local DP (:mod:`ldp_audit.training.flower_ldp`).
+digits, every client's update released under local DP by the client mod of flower_ldp.
 
 The app is ordinary Flower code (a ClientApp with a train function that returns its parameters,
 a ServerApp running ``FedAvg``); the two lines that make it private are ``mods=[LdpReleaseMod()]``
