@@ -140,7 +140,9 @@ def _agent_state(context: Any, secrets: Mapping[int, AgentSecrets] | None, ledge
         raise InvalidParameterError("node config must give 'partition-id' (the agent id)")
     agent = int(nc["partition-id"])
     rc = dict(context.run_config)
-    if secrets is None and rc.get("agents-file"):  # a simulation under `flwr run`
+    # a simulation under `flwr run` (no node config of its own): a node that gives its gravity
+    # never reads a file the run config names
+    if "gravity" not in nc and secrets is None and rc.get("agents-file"):
         secrets = _read_agents_file(str(rc["agents-file"]))
     if ledger_dir is None and rc.get("ledger-dir"):
         ledger_dir = str(rc["ledger-dir"])

@@ -167,7 +167,9 @@ class ClientSettings:
         budget: the client's total epsilon (its ledger refuses a release beyond it).
         release: ``"update"`` (local minus broadcast parameters) or ``"parameters"``.
         agent: the client's id (node config ``partition-id``, or ``agent-id``).
-        ledger: the client's own ledger file.
+        ledger: the client's own ledger file (node config ``ledger-dir``; the run config's
+            ``ldp-ledger-dir`` is for simulations: in a deployment a folder the server names
+            could be a fresh one each run, resetting the client's spend).
         public_metrics: metric names the user declares public (passed in clear).
         arrays_key: the ArrayRecord holding the model (``"arrays"``).
         seed: the client's noise seed (node config ``agent-seed``); None = OS entropy.
