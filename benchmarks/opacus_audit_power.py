@@ -151,13 +151,18 @@ def main(argv: list[str] | None = None) -> int:
                     f.flush()
                     print(f"{m} {name} seed {seed}: {r['violation']} {r['flagged_by']}",
                           file=sys.stderr)  # fmt: skip
+    cmd = (
+        "OMP_NUM_THREADS=1 nice -n 5 .venv/bin/python benchmarks/opacus_audit_power.py "
+        + " ".join(repr(x) if " " in x else x for x in (argv if argv is not None else sys.argv[1:]))
+    )
+    summary = Path(a.summary)
+    before = json.loads(summary.read_text()).get("commands", []) if summary.exists() else []
     doc = {
-        "command": "OMP_NUM_THREADS=1 nice -n 5 .venv/bin/python benchmarks/opacus_audit_power.py "
-        + " ".join(argv if argv is not None else sys.argv[1:]),
+        "commands": before + [cmd],  # every invocation that added to --out
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, torch threads 1",
         "load_average_1min": [load0, os.getloadavg()[0]],
-        "wall_seconds_this_invocation": time.perf_counter() - t0,
+        "wall_seconds_last_invocation": time.perf_counter() - t0,
         "confidence": 0.95,
         "rows": summarise(records),
     }
