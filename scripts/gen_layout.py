@@ -29,7 +29,11 @@ INSTALLED = {
 def first_sentence(path: Path) -> str:
     doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
     text = " ".join(doc.split())
-    m = re.match(r"(.+?\.)(\s|$)", text)
+    # reStructuredText to Markdown: a Sphinx role (:mod:`x`, :func:`~a.b`) and ``literal``
+    # become plain `code` (a role left in Markdown breaks the strict docs build)
+    text = re.sub(r":[a-z]+:`~?([^`]+)`", r"`\1`", text)
+    text = text.replace("``", "`")
+    m = re.match(r"(.+?\.)(\s+[A-Z(`*]|$)", text)  # a sentence ends before a capital
     s = m.group(1) if m else text
     s = s.rstrip(":;.")
     if len(s) > 160:

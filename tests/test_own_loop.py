@@ -56,6 +56,29 @@ def test_the_docs_example_runs_and_attack_and_report_read_it(tmp_path, monkeypat
     assert res["n"] == 24 and res["k"] == 2 and res["attack"] == "dynamics-private-parameter"
     assert res["ceiling"] == pytest.approx(accuracy_ceiling(2.0, 2, 1))
     assert "dynamics-private-parameter" in out
+    # the CLI, given the simulator by name (--simulator MODULE:FUNCTION), scores the same
+    import sys
+    import types
+
+    mod = types.ModuleType("own_loop_sim")
+    mod.simulator = ns["simulator"]
+    mod.not_callable = 3
+    monkeypatch.setitem(sys.modules, "own_loop_sim", mod)
+    cli_out = tmp_path / "cli_attack.json"
+    argv = ["attack", "dynamics", "--run-dir", str(run), "--shadow", "30", "--seed", "1"]
+    code = main([*argv, "--simulator", "own_loop_sim:simulator", "--out", str(cli_out)])
+    assert code in (0, 1)
+    cli = json.loads(cli_out.read_text())
+    assert (cli["n"], cli["k"], cli["accuracy"]) == (24, 2, res["accuracy"])
+    for bad, needle in [
+        ("own_loop_sim:nope", "has no attribute"),
+        ("no_such_module_x:f", "importing 'no_such_module_x' failed"),
+        ("own_loop_sim:not_callable", "is not callable"),
+    ]:
+        capsys.readouterr()
+        assert main([*argv, "--simulator", bad, "--out", str(tmp_path / "x.json")]) == 2
+        assert needle in capsys.readouterr().err
+    assert not (tmp_path / "x.json").exists()
     # the report reads it
     assert main(["report", str(run), "--out", str(tmp_path / "rep")]) in (0, 1)
     model = json.loads((tmp_path / "rep" / "report.json").read_text())

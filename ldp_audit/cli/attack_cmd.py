@@ -195,6 +195,14 @@ def register(subparsers: Any) -> None:
         "registers the env; a run directory never makes the attacker import code by itself)",
     )
     d.add_argument(
+        "--simulator",
+        default=None,
+        metavar="MODULE:FUNCTION",
+        help="with --run-dir of an own-loop or Flower run: the public simulator of the agents' "
+        "update rule, simulator(theta, values, rng, alpha) -> (reports, scores), imported only "
+        "because you name it (a run directory never makes the attacker import code)",
+    )
+    d.add_argument(
         "--continuous",
         action="store_true",
         help="gravity uniform on [9.5, 10.1]; report the MAE of the posterior mean",
@@ -422,6 +430,26 @@ def _dynamics(args: argparse.Namespace) -> int:
                     f"whose attack takes no env module ({args.run_dir!r})"
                 )
             opts["env_module"] = args.env_module
+        if args.simulator is not None:  # an own loop's or a Flower app's simulator (issue 27)
+            import inspect
+
+            from ldp_audit.systems import resolve
+
+            if "simulator" not in inspect.signature(scorer).parameters:
+                from ldp_audit.errors import InvalidParameterError
+
+                raise InvalidParameterError(
+                    f"--simulator applies to runs whose attack takes a simulator (own-loop, "
+                    f"Flower, Gymnasium runs), got {args.run_dir!r}"
+                )
+            sim = resolve(args.simulator, "--simulator")
+            if not callable(sim):
+                from ldp_audit.errors import InvalidParameterError
+
+                raise InvalidParameterError(
+                    f"--simulator {args.simulator!r} is not callable ({type(sim).__name__})"
+                )
+            opts["simulator"] = sim
         res = scorer(
             args.run_dir,
             seed=args.seed,
