@@ -13,6 +13,11 @@
 Run: ``OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_fedrl.py`` (writes
 benchmarks/results/bench_fedrl.json). Measured on a shared, loaded 2-core machine: compare the
 ratios, which are taken in the same run.
+
+3. ``--task-cost SIZE [--task-iterations N]``: the CPU seconds of ONE Table 1 task of
+   ``reproduce fedrl`` (FedRL, run 0 trained alone, with the committed report's learning curves
+   and epsilon-greedy evaluations) at map size SIZE, training timed apart from the evaluations,
+   to extrapolate a full Table 1 from a short run (prints JSON; nothing else is run).
 """
 
 from __future__ import annotations
@@ -277,6 +282,63 @@ def bench_training(
     return out
 
 
+def task_cost(size: int, iterations: int) -> dict[str, object]:
+    """CPU seconds of one ``reproduce fedrl`` Table 1 task (FedRL, run 0, trained alone, the
+    committed report's extras: 8 curve points on 200 maps, epsilon-greedy at 0.05 / 0.1 / 0.2,
+    800 test maps) at ``size``, with the evaluations' CPU timed apart (they do not grow with
+    the iterations; at a short training they run near T_m: an upper bound)."""
+    import os
+
+    import torch
+
+    from ldp_audit.training.fedrl import run_fedrl
+    from ldp_audit.training.fedrl import trainer as T
+    from ldp_audit.training.fedrl.reproduce import ReproConfig, _extras, _table1_config
+    from ldp_audit.training.gridworld import generate_maps
+
+    rc = ReproConfig(sizes=(size,), runs=5, train_steps=(iterations,),
+                     explore_eps=(0.05, 0.1, 0.2), curve_points=8, curve_maps=200)  # fmt: skip
+    c0, w0 = time.process_time(), time.perf_counter()
+    maps = generate_maps(size, rc.n_maps, seed=rc.seed)
+    c_maps, w_maps = time.process_time() - c0, time.perf_counter() - w0
+    ev = {"cpu": 0.0, "calls": 0}
+    real = T._evaluate
+
+    def timed(*a, **k):  # noqa: ANN002, ANN003, ANN202
+        c = time.process_time()
+        try:
+            return real(*a, **k)
+        finally:
+            ev["cpu"] += time.process_time() - c
+            ev["calls"] += 1
+
+    T._evaluate = timed  # the name _train_runs looks up
+    try:
+        cfg = _table1_config(rc, 0)
+        c0, w0 = time.process_time(), time.perf_counter()
+        r = run_fedrl(cfg, seed=rc.seed + 1000 * size, maps=maps, record=False, threads=1,
+                      extras=_extras(rc), only=("fedrl", 0))  # fmt: skip
+        c_task, w_task = time.process_time() - c0, time.perf_counter() - w0
+    finally:
+        T._evaluate = real
+    return {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "size": size,
+        "t_max": cfg.episode_limit,
+        "iterations": iterations,
+        "torch": torch.__version__,
+        "load_average_end": [round(x, 2) for x in os.getloadavg()],
+        "cpu_maps_s": c_maps,
+        "wall_maps_s": w_maps,
+        "cpu_task_s": c_task,
+        "wall_task_s": w_task,
+        "cpu_eval_s": ev["cpu"],
+        "eval_calls": ev["calls"],
+        "cpu_train_ms_per_iteration": 1000 * (c_task - ev["cpu"]) / iterations,
+        "updates": r["results"][0]["updates"],
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--maps", type=int, default=800)
@@ -291,7 +353,18 @@ def main() -> None:
         help="also time the whole trainer at this git revision (e.g. 664a275, before the "
         "batched-matmul change)",
     )
+    ap.add_argument(
+        "--task-cost",
+        type=int,
+        default=None,
+        metavar="SIZE",
+        help="only: the CPU seconds of one Table 1 task (FedRL) at map size SIZE (JSON)",
+    )
+    ap.add_argument("--task-iterations", type=int, default=1000)
     args = ap.parse_args()
+    if args.task_cost is not None:
+        print(json.dumps(task_cost(args.task_cost, args.task_iterations), indent=1))
+        return
     res = {
         "machine": f"{platform.machine()} ({platform.processor() or 'cpu'}), 2 shared cores, "
         "loaded by other jobs",
