@@ -384,3 +384,38 @@ def test_input_canaries_no_false_alarm_over_20_seeded_correct_runs(tmp_path: Pat
         if res.violation:
             flagged.append((seed, res.extra["flagged_by"]))
     assert flagged == []
+
+
+def test_gradient_accumulation_gives_the_run_of_the_whole_batches(tmp_path: Path) -> None:
+    """Opacus's BatchMemoryManager splits each Poisson batch into physical batches of <= 4:
+    the audit appends the canaries once per logical step (on its last physical batch) and
+    records the data rows of all its physical batches, so the run equals the unsplit run's
+    (batch sizes, joins and charges exactly; projections up to float summation order)."""
+    from opacus.utils.batch_memory_manager import BatchMemoryManager
+
+    runs = {}
+    for split in (False, True):
+        out = tmp_path / f"split{split}"
+        model, opt, loader = make_loop(0)
+        audit = CanaryAudit(out, canaries=40, seed=0, delta=1e-5)
+        opt = audit.attach(opt, data_loader=loader)
+        if split:
+            with BatchMemoryManager(
+                data_loader=loader, max_physical_batch_size=4, optimizer=opt
+            ) as physical:
+                train(model, opt, physical, 2)
+        else:
+            train(model, opt, loader, 2)
+        audit.finish(audit=False)
+        runs[split] = (
+            dict(np.load(out / "transcript.npz")),
+            dict(np.load(out / "secrets.npz")),
+            json.loads((out / "metrics.json").read_text()),
+        )
+    (tr0, sec0, met0), (tr1, sec1, met1) = runs[False], runs[True]
+    assert met1["physical_batches"] > met1["updates"] == met0["updates"] == 32
+    assert met1["charges"] == met0["charges"]
+    np.testing.assert_array_equal(tr1["batch_size"], tr0["batch_size"])
+    np.testing.assert_array_equal(sec1["canary_joins"], sec0["canary_joins"])
+    assert sec1["canary_joins"].sum() > 0  # canaries did join
+    np.testing.assert_allclose(tr1["canary_projection"], tr0["canary_projection"], atol=1e-4)

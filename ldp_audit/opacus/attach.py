@@ -389,9 +389,10 @@ class CanaryAudit:
             offs = np.concatenate([[0], np.cumsum(self._sizes)])
         for i, p in enumerate(self._params):
             g = p.grad_sample
-            if isinstance(g, list):
-                g = torch.cat(g, dim=0)
-            n = g.shape[0]
+            parts = g if isinstance(g, list) else None  # accumulated physical batches
+            if parts is not None:
+                g = parts[0]
+            n = sum(len(x) for x in parts) if parts is not None else g.shape[0]
             buf = self._bufs[i]  # reused: no fresh allocation of a (rows, *shape) tensor a step
             if (
                 buf is None
@@ -403,7 +404,10 @@ class CanaryAudit:
                                   device=g.device)  # fmt: skip
                 self._bufs[i] = buf
             new = buf[: n + k]
-            new[:n].copy_(g)
+            if parts is None:
+                new[:n].copy_(g)
+            else:  # concatenated straight into the buffer (one copy, not two)
+                torch.cat(parts, dim=0, out=new[:n])
             tail = new[n:].view(k, -1)
             tail.zero_()
             if dense is not None:
