@@ -76,7 +76,8 @@ class _VmapStacked:
     ``torch.vmap`` over ``torch.func.functional_call`` of the module, parameters in torch's
     layout (vmap turns the K convolutions into one grouped convolution)."""
 
-    def __init__(self, make, gens, forward=None, view=None) -> None:  # noqa: ANN001
+    def __init__(self, make, gens, forward=None, view=None, device=None) -> None:  # noqa: ANN001
+        # ``device``: the trainer passes its device (this baseline is measured on the CPU)
         import copy
 
         import torch
@@ -90,6 +91,7 @@ class _VmapStacked:
         self.params = {k: v.detach().clone().requires_grad_(True) for k, v in params.items()}
         self.target = {k: v.detach().clone() for k, v in self.params.items()}
         base = copy.deepcopy(mods[0]).to("meta")
+        self.device = torch.device("cpu")
         self._f = torch.vmap(lambda p, *xs: torch.func.functional_call(base, p, xs))
 
     def __call__(self, *xs):  # noqa: ANN002, ANN204
@@ -122,8 +124,9 @@ def _fedrl_at(rev: str):  # noqa: ANN202
     )
     if got.returncode != 0:
         raise SystemExit(
-            f"--against {rev}: no training/fedrl.py at that revision (the trainer is the "
-            "package training/fedrl/ from commit 3e8e38b on); give an earlier revision"
+            f"--against {rev}: git show {rev}:training/fedrl.py failed "
+            f"({got.stderr.strip()}); from commit 3e8e38b on the trainer is the package "
+            "training/fedrl/: give an earlier revision"
         )
     src = got.stdout
     name = f"_fedrl_at_{rev}"
