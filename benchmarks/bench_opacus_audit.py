@@ -143,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         + " ".join(argv if argv is not None else sys.argv[1:]),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "machine": f"{platform.machine()}, {platform.processor() or '?'}, torch threads 1",
+        "niceness": os.nice(0),  # > 0: run niced beside other jobs (the load is in each row)
         "repeats": a.repeats,
         "rows": rows,
     }
