@@ -61,15 +61,29 @@ class ReproduceSettings:
 
     seeds: int = 3
     episodes: int = 600
-    total_steps: int = 20_000
-    dpsgd_noise: tuple[float, ...] = (0.0, 0.1, 0.5, 1.0)
+    total_steps: int = 100_000
+    dpsgd_noise: tuple[float, ...] = (0.0, 0.01, 0.03, 0.1, 0.5, 1.0)
     obs_noise: tuple[float, ...] = (0.0, 0.1, 0.5, 1.0)
     clip: float = 1.0
     delta: float = 1e-5
     audit_canaries: int = 800
     seed: int = 0
+    clip_only: bool = True
+    dqn_preset: str = "solves"
+    eval_episodes: int = 25
 
     def __post_init__(self) -> None:
+        from ldp_audit.training.dprl import DQN_PRESETS
+
+        if self.dqn_preset not in DQN_PRESETS:
+            raise InvalidParameterError(
+                f"dqn_preset must be one of {tuple(DQN_PRESETS)}, got {self.dqn_preset!r}"
+            )
+        if not isinstance(self.clip_only, bool):
+            raise InvalidParameterError(f"clip_only must be True or False, got {self.clip_only!r}")
+        e = self.eval_episodes
+        if isinstance(e, bool) or not isinstance(e, int) or e < 0:
+            raise InvalidParameterError(f"eval_episodes must be an integer >= 0, got {e!r}")
         for name in ("seeds", "episodes", "total_steps"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
@@ -151,12 +165,27 @@ def _boot(values: np.ndarray, rng: np.random.Generator, n: int = 2000) -> tuple[
     return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
 
 
+def _levels(s: ReproduceSettings, fam: str) -> list[tuple[float, bool]]:
+    """``(sigma, clip_only)`` of one family's rows, in order (clip-only after sigma 0)."""
+    if fam == "obs-noise":
+        return [(float(x), False) for x in s.obs_noise]
+    out = [(float(x), False) for x in s.dpsgd_noise]
+    if s.clip_only:
+        at = 1 if out and out[0][0] == 0 else 0
+        out.insert(at, (0.0, True))
+    return out
+
+
+def _level_name(sigma: float, clip_only: bool) -> str:
+    return "clip only" if clip_only else f"{sigma:g}"
+
+
 def _grid(s: ReproduceSettings) -> list[dict[str, Any]]:
     runs = []
     for algo in ("reinforce", "dqn"):
-        for fam, levels in (("dpsgd", s.dpsgd_noise), ("obs-noise", s.obs_noise)):
-            for sigma in levels:
-                privacy = "none" if sigma == 0 else fam
+        for fam in ("dpsgd", "obs-noise"):
+            for sigma, clip_only in _levels(s, fam):
+                privacy = "dpsgd" if clip_only else ("none" if sigma == 0 else fam)
                 for k in range(s.seeds):
                     runs.append(
                         {
@@ -164,14 +193,63 @@ def _grid(s: ReproduceSettings) -> list[dict[str, Any]]:
                             "family": fam,
                             "privacy": privacy,
                             "sigma": float(sigma),
+                            "clip_only": clip_only,
                             "seed": s.seed + k,
                         }  # fmt: skip
                     )
     return runs
 
 
-def _run_one(spec: dict[str, Any], s: ReproduceSettings) -> dict[str, Any]:
-    from ldp_audit.training.dprl import DprlConfig, train
+def _cache_path(cache: str | Path | None, kind: str, spec: dict[str, Any]) -> Path | None:
+    """Where a finished run is kept (``--cache``): one JSON per run, keyed by its whole spec."""
+    if cache is None:
+        return None
+    import hashlib
+
+    key = hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()
+    return Path(cache) / f"{kind}-{key[:24]}.json"
+
+
+def _cached(path: Path | None, make: Any) -> dict[str, Any]:
+    """``make()``, or the result a previous (interrupted) reproduction left in ``path``."""
+    from ldp_audit.rundir import to_jsonable
+
+    if path is not None and path.is_file():
+        try:
+            return _restore(json.loads(path.read_text()))
+        except ValueError:
+            pass  # a torn file: run again
+    r = make()
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(to_jsonable(r)))
+        tmp.replace(path)
+    return r
+
+
+def _restore(obj: Any) -> Any:
+    """Undo the JSON convention of ``to_jsonable`` (infinite = "inf")."""
+    if isinstance(obj, dict):
+        return {k: _restore(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_restore(v) for v in obj]
+    if obj in ("inf", "-inf"):
+        return float(obj)
+    return obj
+
+
+def _one_thread() -> None:
+    """One torch thread per worker: on 2 shared cores, more threads only contend (measured:
+    a 30,000-step DQN took 98 CPU-s with torch's default threads, 17 CPU-s with one)."""
+    import torch
+
+    torch.set_num_threads(1)
+
+
+def run_config(spec: dict[str, Any], s: ReproduceSettings) -> dict[str, Any]:
+    """The DprlConfig keyword arguments of one grid run."""
+    from ldp_audit.training.dprl import DQN_PRESETS
 
     kw: dict[str, Any] = {
         "algo": spec["algo"],
@@ -179,20 +257,40 @@ def _run_one(spec: dict[str, Any], s: ReproduceSettings) -> dict[str, Any]:
         "noise_multiplier": spec["sigma"],
         "clip": s.clip,
         "delta": s.delta,
+        "eval_episodes": s.eval_episodes,
     }
     if spec["algo"] == "reinforce":
         kw["episodes"] = s.episodes
     else:
+        kw.update(DQN_PRESETS[s.dqn_preset])
         kw["total_steps"] = s.total_steps
+        kw["eval_episodes"] = s.eval_episodes
+    return kw
+
+
+def _run_one(spec: dict[str, Any], s: ReproduceSettings, cache: str | None = None) -> dict:
+    kw = run_config(spec, s)
+    return _cached(_cache_path(cache, "run", {**spec, **kw}), lambda: _train_one(spec, kw))
+
+
+def _train_one(spec: dict[str, Any], kw: dict[str, Any]) -> dict[str, Any]:
+    import time as _time
+
+    from ldp_audit.training.dprl import DprlConfig, train
+
+    _one_thread()
+    c0 = _time.process_time()
     res = train(DprlConfig(**kw), seed=spec["seed"])
     return {
         **spec,
         "returns": res.returns,
         "convergence_episode": res.convergence_episode,
+        "eval_returns": res.eval_returns,
         "epsilon": res.privacy.get("epsilon", math.inf),
         "privacy": res.privacy,
         "updates": res.updates,
         "seconds": res.seconds,
+        "cpu_seconds": _time.process_time() - c0,
     }
 
 
@@ -269,9 +367,15 @@ def _describe_case(case: dict[str, Any]) -> str:
     return f"audit run {case['trainer']!r}, seed {case['seed']}"
 
 
-def _audit_one(case: dict[str, Any], s: ReproduceSettings) -> dict[str, Any]:
+def _audit_one(case: dict[str, Any], s: ReproduceSettings, cache: str | None = None) -> dict:
     """Train one audit run (in a temporary folder) and audit it white- and black-box (95 %)."""
+    return _cached(_cache_path(cache, "audit", case), lambda: _audit_train(case, s))
+
+
+def _audit_train(case: dict[str, Any], s: ReproduceSettings) -> dict[str, Any]:
     import tempfile
+
+    _one_thread()
 
     from ldp_audit.attacks.one_run import audit_run
     from ldp_audit.training.dprl import DprlConfig, train
@@ -294,7 +398,10 @@ def _audit_one(case: dict[str, Any], s: ReproduceSettings) -> dict[str, Any]:
 
 
 def _audit_table(
-    s: ReproduceSettings, progress: bool, where: dict[str, Any] | None = None
+    s: ReproduceSettings,
+    progress: bool,
+    where: dict[str, Any] | None = None,
+    cache: str | None = None,
 ) -> list[dict[str, Any]]:
     """One-run audits of the correct and broken trainers, as tasks of ``run_tasks``."""
     import functools
@@ -304,7 +411,7 @@ def _audit_table(
     if s.audit_canaries == 0:
         return []
     return run_tasks(
-        functools.partial(_audit_one, s=s),
+        functools.partial(_audit_one, s=s, cache=cache),
         _audit_cases(s),
         progress="dprl audit table" if progress else None,
         describe=_describe_case,
@@ -331,12 +438,13 @@ def _figures_inner(out: Path, runs: list[dict[str, Any]], s: ReproduceSettings) 
         ("dpsgd", ("figure8", "figure9")),
         ("obs-noise", ("figure12", "figure13")),
     ):
-        levels = s.dpsgd_noise if fam == "dpsgd" else s.obs_noise
+        levels = _levels(s, fam)
         fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
         for ax, algo in zip(axes, ("reinforce", "dqn"), strict=True):
-            for sigma in levels:
+            for sigma, clip_only in levels:
                 rs = [r for r in runs if r["algo"] == algo and r["family"] == fam
-                      and r["sigma"] == sigma]  # fmt: skip
+                      and r["sigma"] == sigma
+                      and bool(r.get("clip_only")) == clip_only]  # fmt: skip
                 n = min(len(r["returns"]) for r in rs)
                 if n == 0:
                     continue
@@ -344,7 +452,11 @@ def _figures_inner(out: Path, runs: list[dict[str, Any]], s: ReproduceSettings) 
                 x = np.arange(1, n + 1)
                 mean = np.nanmean(mv, axis=0) if np.isfinite(mv).any() else mv[0]
                 eps = rs[0]["epsilon"]
-                lab = f"sigma={sigma:g}" + ("" if sigma else " (non-private)")
+                lab = (
+                    "clip only (sigma=0)"
+                    if clip_only
+                    else f"sigma={sigma:g}" + ("" if sigma else " (non-private)")
+                )
                 if fam == "dpsgd" and sigma:
                     lab += f", eps={eps:.3g}" if math.isfinite(eps) else ", eps=inf"
                 ax.plot(x, mean, label=lab)
@@ -362,9 +474,11 @@ def _figures_inner(out: Path, runs: list[dict[str, Any]], s: ReproduceSettings) 
         fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
         for ax, algo in zip(axes, ("reinforce", "dqn"), strict=True):
             xs, ys, lo, hi, miss = [], [], [], [], []
-            for sigma in levels:
+            for sigma, clip_only in levels:
+                if clip_only:
+                    continue  # the x axis is sigma: clip-only is in the table and Figure 8
                 rs = [r for r in runs if r["algo"] == algo and r["family"] == fam
-                      and r["sigma"] == sigma]  # fmt: skip
+                      and r["sigma"] == sigma and not r.get("clip_only")]  # fmt: skip
                 horizon = max(len(r["returns"]) for r in rs)
                 c = np.array([min(r["convergence_episode"], horizon) for r in rs], dtype=float)
                 xs.append(sigma)
@@ -396,8 +510,13 @@ def reproduce(
     backend: str = "local",
     address: str | None = None,
     workers: int | None = None,
+    cache: str | Path | None = None,
 ) -> dict[str, Any]:
     """Run the grid and the audit table; write the report to ``out`` (checked by the caller).
+
+    ``cache``: a folder where every finished run and audit is kept as it finishes (JSON keyed
+    by its whole configuration); a rerun with the same ``cache`` reuses them, so an interrupted
+    reproduction resumes where it stopped. Nothing in it is committed.
 
     The grid's runs and the audit table's runs are tasks of :func:`ldp_audit.backends.run_tasks`
     (``backend``, ``address``, ``workers``: this process, a local pool or Ray); each depends only
@@ -426,15 +545,25 @@ def reproduce(
                 continue
             seen.add(key)
         todo.append(spec)
-    made = iter(
-        run_tasks(
-            functools.partial(_run_one, s=settings),
-            todo,
-            progress="reproduce dprl" if progress else None,
-            describe=describe_spec,
-            **where,
-        )
+    cache = None if cache is None else str(cache)
+
+    # DQN first, the non-private baseline, then DP-SGD seed by seed (every level of seed 0,
+    # then seed 1, ...), then observation noise, then REINFORCE: the costly runs keep the pool
+    # busy, and an interrupted reproduction (--cache) has whole trade-off curves kept
+    def rank(i: int) -> tuple:
+        t = todo[i]
+        return (t["algo"] != "dqn", {"none": 0, "dpsgd": 1}.get(t["privacy"], 2), t["seed"], i)
+
+    order = sorted(range(len(todo)), key=rank)
+    done = run_tasks(
+        functools.partial(_run_one, s=settings, cache=cache),
+        [todo[i] for i in order],
+        progress="reproduce dprl" if progress else None,
+        describe=describe_spec,
+        **where,
     )
+    by_index = dict(zip(order, done, strict=True))
+    made = iter([by_index[i] for i in range(len(todo))])
     for spec in specs:
         key = (spec["algo"], spec["seed"])
         if spec["privacy"] == "none" and key in baseline:
@@ -444,22 +573,33 @@ def reproduce(
         if spec["privacy"] == "none":
             baseline[key] = r
         runs.append(r)
-    audits = _audit_table(settings, progress, where)
+    audits = _audit_table(settings, progress, where, cache)
     table = []
     for algo in ("reinforce", "dqn"):
         for fam in ("dpsgd", "obs-noise"):
-            levels = settings.dpsgd_noise if fam == "dpsgd" else settings.obs_noise
-            for sigma in levels:
+            for sigma, clip_only in _levels(settings, fam):
                 rs = [r for r in runs if r["algo"] == algo and r["family"] == fam
-                      and r["sigma"] == sigma]  # fmt: skip
+                      and r["sigma"] == sigma
+                      and bool(r.get("clip_only")) == clip_only]  # fmt: skip
                 last = np.array([np.mean(r["returns"][-50:]) for r in rs])
+                ev = np.array([np.mean(r["eval_returns"]) for r in rs if r.get("eval_returns")])
                 conv = np.array([r["convergence_episode"] for r in rs])
                 lens = [int(max(r["returns"])) + 1 for r in rs if r["returns"]]
                 row = {
                     "algo": algo,
                     "family": fam,
                     "sigma": sigma,
+                    "clip_only": clip_only,
                     "seeds": len(rs),
+                    "eval_mean": float(ev.mean()) if ev.size else None,
+                    "eval_ci95": _boot(ev, rng) if ev.size else None,
+                    "eval_solved": int((ev >= 475.0).sum()),
+                    "eval_per_seed": [float(x) for x in ev],
+                    "epsilon_by_method": {
+                        k: v for k, v in (rs[0].get("privacy") or {}).get("by_method", {}).items()
+                    },
+                    "epsilon_method": (rs[0].get("privacy") or {}).get("method"),
+                    "cpu_seconds": float(np.sum([r.get("cpu_seconds", 0.0) for r in rs])),
                     "final_return_mean": float(last.mean()),
                     "final_return_ci95": _boot(last, rng),
                     "solved": int(np.isfinite(conv).sum()),
@@ -483,6 +623,13 @@ def reproduce(
         "audits": audits,
         "figures": figs,
         "wall_seconds": wall,
+        "cpu_seconds_runs": float(
+            sum(
+                r.get("cpu_seconds", 0.0)
+                for r in runs
+                if not (r["sigma"] == 0 and not r.get("clip_only") and r["family"] == "obs-noise")
+            )
+        ),
         "machine": f"{platform.machine()} {platform.system()}, 2 shared cores (loaded)",
         "command": "ldp-audit " + " ".join(argv or []),
         "runs": [{k: v for k, v in r.items() if k != "privacy"} for r in runs],
@@ -538,6 +685,15 @@ def _reading(audits: list[dict[str, Any]]) -> str:
     return "".join(parts)
 
 
+def _preset_words(name: str) -> str:
+    from ldp_audit.training.dprl import DQN_PRESETS
+
+    kw = {k: v for k, v in DQN_PRESETS[name].items() if k not in ("total_steps", "eval_episodes")}
+    if not kw:
+        return "the DprlConfig defaults"
+    return "the DprlConfig defaults with " + ", ".join(f"{k} = {v}" for k, v in kw.items())
+
+
 def _readme(res: dict[str, Any], s: ReproduceSettings) -> str:
     L = [
         "# DP in RL (Doulazmi & Odonnat slides): Figures 8-9 and 12-13, with epsilons",
@@ -549,16 +705,20 @@ def _readme(res: dict[str, Any], s: ReproduceSettings) -> str:
         f"(seeds {s.seed}..{s.seed + s.seeds - 1}).",
         "",
         f"Scale: REINFORCE {s.episodes} episodes per run (8 episodes per update), DQN "
-        f"{s.total_steps} environment steps per run; {s.seeds} seeds per setting; DP-SGD clip "
+        f"{s.total_steps} environment steps per run (preset `{s.dqn_preset}`: "
+        f"{_preset_words(s.dqn_preset)}); {s.seeds} seeds per setting; {s.eval_episodes} greedy "
+        f"evaluation episodes of each final network; DP-SGD clip "
         f"C = {s.clip:g}, delta = {s.delta:g}. Privacy unit: one episode (REINFORCE), one "
         f"transition (DQN, Poisson sampling at q = 128/10000 from the replay buffer, composed "
         f"over every update of the run).",
         "",
         "## Reward and convergence vs noise (Figures 8-9: DP-SGD; 12-13: observation noise)",
         "",
-        "| algo | noise | sigma | final return (mean of last 50, 95% CI over seeds) | solved "
-        "| convergence episode (median, 95% CI) | epsilon (accountant) | updates |",
-        "|---|---|---|---|---|---|---|---|",
+        f"| algo | noise | sigma | greedy eval return (mean of {s.eval_episodes} episodes; mean "
+        "over seeds, 95% CI) "
+        "| eval >= 475 | final training return (mean of last 50, 95% CI) | solved in training "
+        "| convergence episode (median, 95% CI) | epsilon at delta (best; RDP) | updates | CPU-s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in res["table"]:
         lo, hi = r["final_return_ci95"]
@@ -570,16 +730,34 @@ def _readme(res: dict[str, Any], s: ReproduceSettings) -> str:
                 f"{r['boxed_observations']} obs.)"
             )
         else:
-            eps_s = _f(eps)
+            eps_s = _f(eps, 4)
+            by = r.get("epsilon_by_method") or {}
+            if r.get("epsilon_method") and math.isfinite(eps):
+                eps_s += f" ({r['epsilon_method']}"
+                if isinstance(by.get("rdp"), float) and r["epsilon_method"] != "rdp":
+                    eps_s += f"; rdp {_f(by['rdp'], 4)}"
+                eps_s += ")"
+        if r.get("eval_mean") is not None:
+            elo, ehi = r["eval_ci95"]
+            ev_s = f"{r['eval_mean']:.1f} [{_f(elo, 4)}, {_f(ehi, 4)}]"
+            es_s = f"{r['eval_solved']}/{r['seeds']}"
+        else:
+            ev_s = es_s = "-"
         L.append(
-            f"| {r['algo']} | {r['family']} | {r['sigma']:g} | {r['final_return_mean']:.1f} "
+            f"| {r['algo']} | {r['family']} | {_level_name(r['sigma'], r.get('clip_only', False))} "
+            f"| {ev_s} | {es_s} | {r['final_return_mean']:.1f} "
             f"[{_f(lo, 4)}, {_f(hi, 4)}] | {r['solved']}/{r['seeds']} | "
             f"{_f(r['convergence_median'], 4)} [{_f(clo, 4)}, {_f(chi, 4)}] | {eps_s} | "
-            f"{r['updates']} |"
+            f"{r['updates']} | {r.get('cpu_seconds', 0.0):.0f} |"
         )
     L += [
         "",
-        "Sigma 0 is the non-private baseline (epsilon = inf). The bootstrap intervals are over "
+        "Sigma 0 is the non-private baseline (epsilon = inf); 'clip only' clips every per-sample "
+        "gradient to C and adds no noise (epsilon = inf). The greedy evaluation plays the final "
+        "network (argmax, dropout off) on the true states; a seed counts as solved there when its "
+        f"{s.eval_episodes} episodes average >= 475. The epsilon is the ledger's `best` (RDP, "
+        "PRV and PLD; a coarse PLD where PLD's own planner refuses, see docs/dprl.md), with "
+        "RDP beside it where another method won. The bootstrap intervals are over "
         f"only {s.seeds} seeds: read them as a spread, not as a precise interval. Unsolved runs "
         "count as infinite in the median (a median of inf means most seeds did not solve).",
         "",

@@ -179,8 +179,24 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
     r.add_argument("--seeds", type=int_at_least("--seeds", 1), default=3)
     r.add_argument("--episodes", type=int_at_least("--episodes", 1), default=600,
                    help="REINFORCE episodes per run")  # fmt: skip
-    r.add_argument("--total-steps", type=int_at_least("--total-steps", 1), default=20_000,
+    r.add_argument("--total-steps", type=int_at_least("--total-steps", 1), default=100_000,
                    help="DQN environment steps per run")  # fmt: skip
+    r.add_argument("--dqn-preset", choices=("solves", "legacy"), default="solves",
+                   help="DQN settings: 'solves' (exploration over 20%% of the steps, measured to "
+                   "solve CartPole-v1 at 100,000 steps) or 'legacy' (the DprlConfig defaults, "
+                   "the reports before 2026-11-27)")  # fmt: skip
+    r.add_argument("--noise", type=_real("--noise", minimum=0.0), nargs="+",
+                   default=[0.0, 0.01, 0.03, 0.1, 0.5, 1.0],
+                   help="DP-SGD noise multipliers of the grid (0: non-private)")  # fmt: skip
+    r.add_argument("--obs-noise", type=_real("--obs-noise", minimum=0.0), nargs="+",
+                   default=[0.0, 0.1, 0.5, 1.0],
+                   help="observation-noise sigmas of the grid (0: non-private)")  # fmt: skip
+    r.add_argument("--no-clip-only", action="store_true",
+                   help="leave out the clip-only DP-SGD row (clipping, no noise)")  # fmt: skip
+    r.add_argument("--eval-episodes", type=int_at_least("--eval-episodes", 0), default=25,
+                   help="greedy evaluation episodes after each run (0: none)")  # fmt: skip
+    r.add_argument("--cache", default=None,
+                   help="folder keeping every finished run; a rerun with it resumes")  # fmt: skip
     r.add_argument("--audit-canaries", type=int_at_least("--audit-canaries", 0), default=500,
                    help="canaries of the one-run audit table (0: skip it)")  # fmt: skip
     r.add_argument(
@@ -294,6 +310,11 @@ def _reproduce(args: argparse.Namespace) -> int:
         total_steps=args.total_steps,
         audit_canaries=args.audit_canaries,
         seed=args.seed,
+        dpsgd_noise=tuple(args.noise),
+        obs_noise=tuple(args.obs_noise),
+        clip_only=not args.no_clip_only,
+        dqn_preset=args.dqn_preset,
+        eval_episodes=args.eval_episodes,
     )
     from ldp_audit.limits import check_resources, forcing
     from ldp_audit.training.sizes import dprl_reproduce_estimates
@@ -301,7 +322,8 @@ def _reproduce(args: argparse.Namespace) -> int:
     workers = args.workers or 1
     check_resources(dprl_reproduce_estimates(settings, workers=workers), force=args.force, cli=True)
     with forcing(args.force):  # --force reaches the runs (and the worker processes)
-        res = reproduce(settings, out=out, progress=show_progress(args), argv=sys.argv[1:], **where)
+        res = reproduce(settings, out=out, progress=show_progress(args), argv=sys.argv[1:],
+                        cache=args.cache, **where)  # fmt: skip
     if args.json:
         from ldp_audit.rundir import to_jsonable
 
