@@ -1,0 +1,668 @@
+"""The batched FRD / FedAvg engine: every agent of every config of one architecture in one
+loop (:func:`train_many`, :func:`arch_batches`, :func:`train_batch`) and the results
+(:class:`FrdResult`). Part of :mod:`ldp_audit.training.frd`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ldp_audit.errors import InvalidParameterError
+from ldp_audit.training.frd.config import CARTPOLE_DEFAULTS, FrdConfig, _int
+from ldp_audit.training.frd.nets import _Adam, _Nets
+from ldp_audit.training.frd.proxy import ProxyGrid, aggregate_memories
+
+# ------------------------------------------------------------------------------------------------
+# Results
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class FrdResult:
+    """What :func:`train` returns for one config.
+
+    Attributes:
+        config: the config.
+        mission: (groups,) episodes to mission per group (inf = not within max_episodes).
+        scores: (groups, n_agents, max_episodes) standing time per episode (NaN = not played).
+        gravity: (groups, n_agents) each agent's gravity (its secret when private_param is
+            gravity; else the config's one gravity).
+        uploads: (groups, n_agents) uploads made per agent.
+        clipped_states: states outside the declared ranges (clipped into the edge cells).
+        memory_sizes: global proxy memory size (cells) at each exchange (FRD), per group.
+        transcript: dict of arrays (what crossed the boundary) when recorded, else None.
+        seconds: wall time; agent_episodes: episodes played in total.
+        model: final parameters per agent, {name: (groups, n_agents, ...)}.
+        secret: (groups, n_agents) each agent's private value of ``config.private_param``
+            (ground truth; equals ``gravity`` for a gravity run).
+    """
+
+    config: FrdConfig
+    mission: np.ndarray
+    scores: np.ndarray
+    gravity: np.ndarray
+    uploads: np.ndarray
+    clipped_states: int = 0
+    memory_sizes: list[list[int]] = field(default_factory=list)
+    transcript: dict[str, np.ndarray] | None = None
+    secrets: dict[str, np.ndarray] | None = None
+    seconds: float = 0.0
+    agent_episodes: int = 0
+    model: dict[str, np.ndarray] = field(default_factory=dict)
+    secret: np.ndarray | None = None
+
+    def metrics(self) -> dict[str, Any]:
+        from ldp_audit.rundir import to_jsonable
+
+        m = self.mission
+        fin = m[np.isfinite(m)]
+        return to_jsonable(
+            {
+                "mission": m.tolist(),
+                "mission_mean": float(fin.mean()) if fin.size else math.inf,
+                "mission_median": float(np.median(m)) if m.size else math.inf,
+                "missions_reached": int(fin.size),
+                "groups": int(m.size),
+                "uploads_per_agent_max": int(self.uploads.max()) if self.uploads.size else 0,
+                "clipped_states": int(self.clipped_states),
+                "memory_sizes": self.memory_sizes,
+                "agent_episodes": int(self.agent_episodes),
+                "seconds": self.seconds,
+                "scores": [
+                    [[None if np.isnan(x) else float(x) for x in a] for a in g] for g in self.scores
+                ],
+            }
+        )
+
+
+# ------------------------------------------------------------------------------------------------
+# The batched engine
+# ------------------------------------------------------------------------------------------------
+
+
+class _Recorder:
+    """Per config: accountant, transcript, secrets rows, global thetas (FedAvg)."""
+
+    def __init__(self, cfg: FrdConfig, accountant: Any, record: bool) -> None:
+        from ldp_audit.release import Transcript
+
+        self.cfg = cfg
+        self.accountant = accountant
+        self.record = record
+        self.transcript = Transcript("report")
+        self.secret_gravity: list[np.ndarray] = []
+        self.thetas: list[np.ndarray] = []
+        self.theta_meta: list[tuple[int, int]] = []
+        self.mechanism = cfg.make_mechanism()
+
+
+def _event(cfg: FrdConfig) -> Any:
+    from ldp_audit.accountant import NonPrivateEvent, PureDpEvent
+
+    return NonPrivateEvent() if cfg.ldp_epsilon is None else PureDpEvent(float(cfg.ldp_epsilon))
+
+
+def train_many(
+    configs: Sequence[FrdConfig],
+    *,
+    seed: int | np.random.Generator,
+    accountants: Sequence[Any] | None = None,
+    record: bool = False,
+    progress: bool = False,
+    on_release: Callable[[int, Any], None] | None = None,
+    _recorders: list[Any] | None = None,
+    _sink: Any = None,
+    force: bool = False,
+) -> list[FrdResult]:
+    """Train every group of every config; configs sharing an architecture run in one batch.
+
+    Each architecture's batch is :func:`train_batch` with its own child generator
+    (:func:`arch_batches`), so the batches are independent tasks: running them one by one, in
+    a process pool or on Ray (``ldp-audit reproduce frd --backend``) gives the same results.
+
+    Args:
+        configs: the experiments (each ``groups`` x ``n_agents`` agents).
+        seed: int seed or ``numpy.random.Generator`` (the only source of randomness).
+        accountants: one :class:`~ldp_audit.accountant.Accountant` per config (default: one on
+            an in-memory ledger each); every upload is charged to it first.
+        record: keep the transcript (what crossed the boundary) and the matching secrets.
+        progress: tqdm bar (agent-episodes) on stderr.
+        on_release: called ``(config index, SealedRelease)`` after each upload (tests).
+        force: run even when the estimated memory or time of the configs trained together
+            exceeds this machine's limits (:mod:`ldp_audit.limits`).
+
+    Returns:
+        One :class:`FrdResult` per config, in order.
+    """
+    cfgs = _check_configs(configs)
+    from ldp_audit.training.sizes import check_sizes
+
+    check_sizes("frd", cfgs, force=force)  # absurd sizes: refused before any allocation
+    if accountants is not None and len(accountants) != len(cfgs):
+        raise InvalidParameterError(
+            f"accountants must have one entry per config ({len(cfgs)}), got {len(accountants)}"
+        )
+    batches = arch_batches(cfgs, seed=seed)
+    if accountants is None:
+        from ldp_audit.accountant import Accountant, Ledger
+
+        accountants = [Accountant(ledger=Ledger(":memory:")) for _ in cfgs]
+    results: list[FrdResult | None] = [None] * len(cfgs)
+    bar = _sink
+    if progress and bar is None:
+        from tqdm.auto import tqdm
+
+        total = sum(c.groups * c.n_agents * c.max_episodes for c in cfgs)
+        bar = tqdm(total=total, desc="agent-episodes", unit="ep")
+    try:
+        for idx, r in batches:
+            out = train_batch(
+                [cfgs[i] for i in idx],
+                rng=r,
+                accountants=[accountants[i] for i in idx],
+                record=record,
+                on_release=(
+                    None
+                    if on_release is None
+                    else (lambda j, rel, idx=idx: on_release(idx[j], rel))
+                ),
+                _recorders=_recorders,
+                _sink=bar,
+                force=force,
+            )
+            for i, res in zip(idx, out, strict=True):
+                results[i] = res
+    finally:
+        if bar is not None and bar is not _sink:
+            bar.close()
+    return [r for r in results if r is not None]
+
+
+def _check_configs(configs: Sequence[FrdConfig]) -> list[FrdConfig]:
+    cfgs = list(configs)
+    if not cfgs:
+        raise InvalidParameterError("configs must hold at least one FrdConfig, got none")
+    for c in cfgs:
+        if not isinstance(c, FrdConfig):
+            raise InvalidParameterError(f"configs must be FrdConfig objects, got {type(c)}")
+    return cfgs
+
+
+def arch_batches(
+    configs: Sequence[FrdConfig], *, seed: int | np.random.Generator
+) -> list[tuple[list[int], np.random.Generator]]:
+    """How :func:`train_many` splits ``configs``: one batch per network architecture
+    (``config.arch()``, in sorted order), each with its own child generator of ``seed``
+    (``rng.spawn``). Returns ``[(config indices, generator), ...]``; ``train_batch`` of each
+    gives exactly what ``train_many`` gives those configs."""
+    from ldp_audit.validation import check_rng
+
+    cfgs = _check_configs(configs)
+    if isinstance(seed, np.random.Generator):
+        rng = check_rng(seed)
+    else:
+        rng = np.random.default_rng(_int(seed, "seed", 0))
+    archs = sorted({c.arch() for c in cfgs})
+    rngs = rng.spawn(len(archs))
+    return [
+        ([i for i, c in enumerate(cfgs) if c.arch() == arch], r)
+        for arch, r in zip(archs, rngs, strict=True)
+    ]
+
+
+def train_batch(
+    configs: Sequence[FrdConfig],
+    *,
+    rng: np.random.Generator,
+    accountants: Sequence[Any] | None = None,
+    record: bool = False,
+    on_release: Callable[[int, Any], None] | None = None,
+    _recorders: list[Any] | None = None,
+    _sink: Any = None,
+    force: bool = False,
+) -> list[FrdResult]:
+    """Train configs of ONE architecture in one lock-step batch drawing from ``rng`` (what
+    :func:`train_many` does for each batch of :func:`arch_batches`). ``accountants``: one per
+    config (default: an in-memory ledger each), charged before every upload. ``_sink``: an
+    object with ``update(k)`` counting agent-episodes (a tqdm bar or a progress queue).
+    ``force``: run even when the batch's estimated memory or time exceeds this machine's limits
+    (:mod:`ldp_audit.limits`; otherwise InvalidParameterError before any allocation)."""
+    from ldp_audit.training.sizes import check_sizes
+    from ldp_audit.validation import check_rng
+
+    cfgs = _check_configs(configs)
+    check_sizes("frd", cfgs, force=force)  # absurd sizes: refused before any allocation
+    rng = check_rng(rng)
+    if len({c.arch() for c in cfgs}) != 1:
+        raise InvalidParameterError(
+            f"configs must share one architecture (hidden, layers), got "
+            f"{sorted({c.arch() for c in cfgs})}"
+        )
+    if accountants is None:
+        from ldp_audit.accountant import Accountant, Ledger
+
+        accountants = [Accountant(ledger=Ledger(":memory:")) for _ in cfgs]
+    if len(accountants) != len(cfgs):
+        raise InvalidParameterError(
+            f"accountants must have one entry per config ({len(cfgs)}), got {len(accountants)}"
+        )
+    return _Engine(
+        cfgs,
+        _track(
+            _recorders, [_Recorder(c, a, record) for c, a in zip(cfgs, accountants, strict=True)]
+        ),
+        rng,
+        _sink,
+        on_release,
+    ).run()
+
+
+def _track(holder: list[Any] | None, recs: list[Any]) -> list[Any]:
+    if holder is not None:
+        holder.extend(recs)
+    return recs
+
+
+class _Engine:
+    RUN, WAIT, STOP = 0, 1, 2
+
+    def __init__(self, cfgs: list[FrdConfig], recs: list[_Recorder], rng: np.random.Generator,
+                 bar: Any, on_release: Any) -> None:  # fmt: skip
+        import torch
+
+        from ldp_audit.training.cartpole import PrivateGravityCartPole
+
+        self.torch = torch
+        self.cfgs, self.recs, self.rng, self.bar, self.on_release = cfgs, recs, rng, bar, on_release
+        # groups: (config index, group index); agents: (group, slot)
+        gi, ai = [], []
+        for ci, c in enumerate(cfgs):
+            for g in range(c.groups):
+                gi.append((ci, g))
+        self.group_cfg = np.array([c for c, _ in gi], dtype=np.int64)
+        self.group_num = np.array([g for _, g in gi], dtype=np.int64)
+        for G, (ci, _) in enumerate(gi):
+            for a in range(cfgs[ci].n_agents):
+                ai.append((G, a))
+        self.agent_group = np.array([g for g, _ in ai], dtype=np.int64)
+        self.agent_slot = np.array([a for _, a in ai], dtype=np.int64)
+        A = len(ai)
+        self.A = A
+        c0 = cfgs[0]
+        self.grids = [ProxyGrid(c.sections, c.proxy_dims, c.state_low, c.state_high) for c in cfgs]
+        # each agent's private value, uniform over its config's declared candidates (gravity by
+        # default); the other CartPole constants are the config's shared ones
+        secret = np.empty(A)
+        phys = {k: np.full(A, v) for k, v in CARTPOLE_DEFAULTS.items()}
+        for ci, c in enumerate(cfgs):
+            rows = np.flatnonzero(self.group_cfg[self.agent_group] == ci)
+            cand = c.candidates
+            secret[rows] = np.asarray(cand)[rng.integers(0, len(cand), rows.size)]
+            for k, v in c.physics().items():
+                phys[k][rows] = v
+            phys[c.private_param][rows] = secret[rows]
+        self.secret = secret
+        self.gravity = phys["gravity"]
+        self.varied = any(c.private_param != "gravity" for c in cfgs)
+        self.nets = _Nets(c0.hidden, c0.layers, A, rng)
+        self.acfg = np.array([self.group_cfg[g] for g in self.agent_group], dtype=np.int64)
+        per = lambda name: np.array(  # noqa: E731
+            [getattr(cfgs[c], name) for c in self.acfg], dtype=np.float64
+        )
+        self.gamma, self.fail = per("gamma"), per("fail_reward")
+        self.lr_actor, self.lr_critic = per("actor_lr"), per("critic_lr")
+        self.opt = _Adam(self.nets.flat)
+        # numpy views of the torch buffers (shared memory) for the compiled per-step kernels
+        self.np_flat = self.nets.flat.numpy()
+        self.np_m, self.np_v = self.opt.m.numpy(), self.opt.v.numpy()
+        self.np_t = self.opt.t.numpy().reshape(-1)
+        # per-agent proxy grid (vectorised cell ids for every config at once): a component that
+        # is not cut has multiplier 0
+        self.g_low = np.array([cfgs[c].state_low for c in self.acfg], dtype=np.float64)
+        self.g_high = np.array([cfgs[c].state_high for c in self.acfg], dtype=np.float64)
+        self.g_S = np.array([cfgs[c].sections for c in self.acfg], dtype=np.float64)
+        self.g_width = (self.g_high - self.g_low) / self.g_S[:, None]
+        self.g_mult = np.zeros((A, 4), dtype=np.int64)
+        self.g_cut = np.zeros((A, 4), dtype=bool)
+        for a, c in enumerate(self.acfg):
+            for j, dim in enumerate(cfgs[c].proxy_dims):
+                self.g_mult[a, dim] = int(cfgs[c].sections) ** j
+                self.g_cut[a, dim] = True
+        self.init_eps = np.array([cfgs[c].initial_episodes for c in self.acfg], dtype=np.int64)
+        self.env = PrivateGravityCartPole(
+            self.gravity, episode_steps=max(c.episode_steps for c in cfgs)
+        )
+        if self.varied:  # per-row constants (a gravity-only batch keeps Gymnasium's scalars)
+            from ldp_audit.training.frd.physics import set_row_constants
+
+            set_row_constants(self.env, phys)
+        self.steps_limit = np.array([cfgs[c].episode_steps for c in self.acfg])
+        maxe = max(c.max_episodes for c in cfgs)
+        self.scores = np.full((A, maxe), np.nan)
+        self.ep = np.zeros(A, dtype=np.int64)
+        self.ep_len = np.zeros(A, dtype=np.int64)
+        self.status = np.full(A, self.RUN, dtype=np.int64)
+        self.max_ep = np.array([cfgs[c].max_episodes for c in self.acfg])
+        self.best = np.full(len(gi), np.inf)  # mission per group (candidate while running)
+        self.uploads = np.zeros(A, dtype=np.int64)
+        self.rounds = np.zeros(len(gi), dtype=np.int64)
+        self.last_theta = np.full(len(gi), -1, dtype=np.int64)
+        self.clipped = np.zeros(len(cfgs), dtype=np.int64)
+        self.memory_sizes: list[list[int]] = [[] for _ in gi]
+        # sparse local memory: key = agent * n_cells + cell -> (sum pi_left, count)
+        self.mem_keys = [np.zeros(0, np.int64) for _ in range(A)]
+        self.mem_sum = [np.zeros(0) for _ in range(A)]
+        self.mem_cnt = [np.zeros(0) for _ in range(A)]
+        self.buf: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self.buf_rows = 0
+        self.is_frd = np.array([cfgs[c].mode == "frd" for c in self.acfg])
+        self.members = [np.flatnonzero(self.agent_group == G) for G in range(len(gi))]
+
+    # -------------------------------------------------------------------------------------------
+    def _exchange_due(self, a: int) -> bool:
+        c = self.cfgs[self.acfg[a]]
+        e = int(self.ep[a])
+        return e > c.initial_episodes and (e - c.initial_episodes) % c.exchange_period == 0
+
+    def _collecting(self) -> np.ndarray:
+        init = np.array([self.cfgs[c].initial_episodes for c in self.acfg])
+        return self.is_frd & (self.ep >= init)
+
+    def _flush(self) -> None:
+        """Fold the step buffer into each agent's sparse local memory."""
+        if not self.buf:
+            return
+        agents = np.concatenate([b[0] for b in self.buf])
+        cells = np.concatenate([b[1] for b in self.buf])
+        vals = np.concatenate([b[2] for b in self.buf])
+        self.buf, self.buf_rows = [], 0
+        order = np.argsort(agents, kind="stable")
+        agents, cells, vals = agents[order], cells[order], vals[order]
+        bounds = np.flatnonzero(np.diff(agents)) + 1
+        for seg_a, seg_c, seg_v in zip(np.split(agents, bounds), np.split(cells, bounds),
+                                       np.split(vals, bounds), strict=True):  # fmt: skip
+            a = int(seg_a[0])
+            keys = np.concatenate([self.mem_keys[a], seg_c])
+            sums = np.concatenate([self.mem_sum[a], seg_v])
+            cnts = np.concatenate([self.mem_cnt[a], np.ones(seg_c.size)])
+            uk, inv = np.unique(keys, return_inverse=True)
+            self.mem_keys[a] = uk
+            self.mem_sum[a] = np.bincount(inv, weights=sums, minlength=uk.size)
+            self.mem_cnt[a] = np.bincount(inv, weights=cnts, minlength=uk.size)
+
+    def _start(self, rows: np.ndarray) -> None:
+        if rows.size:
+            from ldp_audit.training.cartpole import initial_states
+
+            st = initial_states(self.rng.random((rows.size, 4)))
+            self.env._reset_rows_unchecked(rows, st, self.gravity[rows])
+            self.ep_len[rows] = 0
+
+    # -------------------------------------------------------------------------------------------
+    def _cells(self, rows: np.ndarray, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Cell ids of ``obs[rows]`` on each row's own grid (all configs at once) and whether a
+        cut component was outside its declared range (clipped, counted)."""
+        from ldp_audit.training._frd_kernels import cells_rows
+
+        cells = np.empty(rows.size, dtype=np.int64)
+        clipped = np.empty(rows.size, dtype=bool)
+        cells_rows(rows, obs, self.g_low, self.g_high, self.g_width, self.g_S, self.g_mult,
+                   self.g_cut, cells, clipped)  # fmt: skip
+        return cells, clipped
+
+    def run(self) -> list[FrdResult]:
+        from ldp_audit.training._frd_kernels import a2c_update_rows, act_rows
+
+        t0 = time.perf_counter()
+        A = self.A
+        H, L, pa = int(self.cfgs[0].hidden), int(self.cfgs[0].layers), self.nets.actor_size
+        pi_left = np.zeros(A)
+        act = np.zeros(A, dtype=np.int64)
+        adv = np.zeros(A)
+        self._start(np.arange(A))
+        while True:
+            running = self.status == self.RUN
+            rows = np.flatnonzero(running)
+            if rows.size == 0:
+                break
+            obs = self.env.observation  # (A, 4) float32
+            u = self.rng.random(A)
+            act[:] = 0  # idle rows: their env only has to stay legal (restarted before use)
+            act_rows(self.np_flat, rows, obs, u, H, L, pi_left, act)
+            # proxy memory: cells visited by collecting FRD agents and their policy there
+            coll = rows[self.is_frd[rows] & (self.ep[rows] >= self.init_eps[rows])]
+            if coll.size:
+                cells, clipped = self._cells(coll, obs)
+                if clipped.any():
+                    self.clipped += np.bincount(self.acfg[coll[clipped]], minlength=len(self.cfgs))
+                self.buf.append((coll, cells, pi_left[coll]))
+                self.buf_rows += coll.size
+                if self.buf_rows > 200_000:
+                    self._flush()
+            obs2, _, term, trunc = self.env._step_unchecked(act)
+            self.ep_len += 1
+            trunc = trunc | (self.ep_len >= self.steps_limit)
+            # A2C update (eq. 3) and Adam, running agents only (compiled, in place)
+            a2c_update_rows(
+                self.np_flat, self.np_m, self.np_v, self.np_t, rows, obs, obs2, act, term,
+                self.gamma, self.fail, self.lr_actor, self.lr_critic, H, L, pa, adv,
+            )  # fmt: skip
+            ended = term | trunc
+            if ended.any():
+                self._episode_ends(np.flatnonzero(ended), running)
+        self._flush()
+        return self._results(time.perf_counter() - t0)
+
+    def _episode_ends(self, ended: np.ndarray, running: np.ndarray) -> None:
+        fin = ended[running[ended]]
+        restart = list(ended[~running[ended]])  # idle rows: keep their env legal
+        for a in fin:
+            e = int(self.ep[a])
+            self.scores[a, e] = self.ep_len[a]
+            self.ep[a] = e + 1
+            G = self.agent_group[a]
+            c = self.cfgs[self.acfg[a]]
+            if c.window <= e + 1 < self.best[G]:
+                # the window ending at this episode (earlier windows were checked before)
+                if self.scores[a, e + 1 - c.window : e + 1].mean() > c.threshold:
+                    self.best[G] = float(e + 1)
+            if self.bar is not None:
+                self.bar.update(1)
+        for a in fin:
+            G = self.agent_group[a]
+            c = self.cfgs[self.acfg[a]]
+            if self.ep[a] >= self.max_ep[a] or (c.stop_at_mission and self.ep[a] >= self.best[G]):
+                self.status[a] = self.STOP
+            elif self._exchange_due(a):
+                self.status[a] = self.WAIT
+            else:
+                self.status[a] = self.RUN
+            restart.append(a)
+        # waiting agents of groups whose mission is now known stop too
+        for G in np.unique(self.agent_group[fin]):
+            mem = self.members[G]
+            c = self.cfgs[self.group_cfg[G]]
+            if c.stop_at_mission and math.isfinite(self.best[G]):
+                w = mem[self.status[mem] == self.WAIT]
+                self.status[w[self.ep[w] >= self.best[G]]] = self.STOP
+            st = self.status[mem]
+            if (st == self.WAIT).any() and not (st == self.RUN).any():
+                self._exchange(int(G), mem[st == self.WAIT])
+                self.status[mem[st == self.WAIT]] = self.RUN
+                # they resume with a fresh episode (not the one their idle env row was in)
+                restart.extend(mem[st == self.WAIT].tolist())
+        rows = np.array(sorted(set(int(a) for a in restart)), dtype=np.int64)
+        self._start(rows)
+
+    # -------------------------------------------------------------------------------------------
+    def _exchange(self, G: int, agents: np.ndarray) -> None:
+        from ldp_audit.release import release_with, require_sealed
+
+        ci = int(self.group_cfg[G])
+        c, rec = self.cfgs[ci], self.recs[ci]
+        trial = int(self.group_num[G])
+        slots = self.agent_slot[agents]
+        ids = [f"{trial}/{int(s)}" for s in slots]
+        ev = _event(c)
+        rnd = int(self.rounds[G])
+        if c.mode == "fedavg":
+            torch = self.torch
+            flat = self.nets.flat[torch.from_numpy(agents)].numpy().astype(np.float64)
+            meta = {"trial": np.full(len(agents), trial), "agent": slots.copy()}
+            rel = release_with(
+                lambda: flat.copy(),
+                accountant=rec.accountant,
+                charges=[(i, ev) for i in ids],
+                epsilon=math.inf,
+                meta=meta,
+            )
+            require_sealed(rel, "the FedAvg server")
+            mean = rel.values.mean(axis=0)
+            if rec.record:
+                # theta_index: the broadcast this round started from (-1: the agent's own init)
+                rec.transcript.append(
+                    rel,
+                    submission=np.full(len(agents), rnd),
+                    theta_index=np.full(len(agents), int(self.last_theta[G])),
+                )
+                rec.thetas.append(mean.copy())
+                rec.theta_meta.append((trial, rnd))
+                self.last_theta[G] = len(rec.thetas) - 1
+                rec.secret_gravity.append(self.secret[agents])
+            self.nets.flat[torch.from_numpy(agents)] = torch.from_numpy(mean.astype(np.float32))[
+                None, :
+            ].expand(len(agents), -1)
+        else:
+            self._flush()
+            grid = self.grids[ci]
+            rows, agent_col = [], []
+            for a, s in zip(agents, slots, strict=True):
+                keys, sums, cnt = self.mem_keys[a], self.mem_sum[a], self.mem_cnt[a]
+                if keys.size == 0:
+                    raise InvalidParameterError(
+                        f"proxy memory of agent {trial}/{int(s)} is empty at round {rnd}: it "
+                        f"visited no cell in its last {c.exchange_period} episodes"
+                    )
+                if c.private:
+                    pick = self.rng.integers(0, keys.size, c.ldp_samples)
+                    keys, vals = keys[pick], 2.0 * (sums[pick] / cnt[pick]) - 1.0
+                else:
+                    vals = sums / cnt
+                rows.append(np.stack([keys.astype(np.float64), vals], axis=1))
+                agent_col.append(np.full(keys.size, int(s)))
+            raw = np.concatenate(rows)
+            agent_col_a = np.concatenate(agent_col)
+            mech = rec.mechanism
+            noise_rng = self.rng
+            meta = {"trial": np.full(raw.shape[0], trial), "agent": agent_col_a}
+            rel = release_with(
+                (lambda: mech.privatize(raw, noise_rng)) if c.private else (lambda: raw.copy()),
+                accountant=rec.accountant,
+                charges=[(i, ev) for i in ids],
+                epsilon=float(mech.epsilon),
+                meta=meta,
+            )
+            cells, pol = aggregate_memories(rel, mechanism=mech if c.private else None)
+            self.memory_sizes[G].append(int(cells.size))
+            if rec.record:
+                rec.transcript.append(
+                    rel,
+                    submission=np.full(raw.shape[0], rnd),
+                    theta_index=np.zeros(raw.shape[0], dtype=np.int64),
+                )
+                grav_row = dict(zip(slots.tolist(), self.secret[agents].tolist(), strict=True))
+                rec.secret_gravity.append(np.array([grav_row[int(s)] for s in agent_col_a]))
+            self._distil(agents, grid.midpoints(cells), pol, c)
+            for a in agents:
+                self.mem_keys[a] = np.zeros(0, np.int64)
+                self.mem_sum[a] = np.zeros(0)
+                self.mem_cnt[a] = np.zeros(0)
+        self.uploads[agents] += 1
+        self.rounds[G] += 1
+        if self.on_release is not None:
+            self.on_release(ci, rel)
+
+    def _distil(self, agents: np.ndarray, states: np.ndarray, pol: np.ndarray,
+                c: FrdConfig) -> None:  # fmt: skip
+        """Eq. 2: cross-entropy between the global average policy and the local policy."""
+        torch = self.torch
+        if states.shape[0] == 0:
+            raise InvalidParameterError("global proxy memory is empty: nothing to distil")
+        rows = torch.from_numpy(np.asarray(agents, dtype=np.int64))
+        target = np.stack([pol, 1.0 - pol], axis=1).astype(np.float32)
+        X = torch.from_numpy(states.astype(np.float32))
+        T = torch.from_numpy(target)
+        n = X.shape[0]
+        for _ in range(c.distil_epochs):
+            perm = torch.from_numpy(self.rng.permutation(n))
+            for s in range(0, n, c.distil_batch):
+                b = perm[s : s + c.distil_batch]
+                xb = X[b][None].expand(len(agents), -1, -1)
+                logits, cache = self.nets.forward("actor", xb, rows)
+                p = torch.softmax(logits, dim=2)
+                g = torch.cat(_Nets.backward((p - T[b][None]) / b.numel(), cache), dim=1)
+                self.opt.step_rows(self.nets.flat, g, rows, self.nets.actor_size, c.distil_lr)
+
+    # -------------------------------------------------------------------------------------------
+    def _results(self, seconds: float) -> list[FrdResult]:
+        out = []
+        total_eps = max(int(self.ep.sum()), 1)
+        for ci, c in enumerate(self.cfgs):
+            Gs = np.flatnonzero(self.group_cfg == ci)
+            agents = np.flatnonzero(self.acfg == ci)
+            sc = self.scores[agents, : c.max_episodes].reshape(c.groups, c.n_agents, -1)
+            rec = self.recs[ci]
+            tr = sec = None
+            if rec.record:
+                arrs = rec.transcript.arrays() if len(rec.transcript) else {}
+                if c.mode == "fedavg":
+                    arrs["thetas"] = (
+                        np.stack(rec.thetas) if rec.thetas else np.zeros((0, 0), np.float64)
+                    )
+                    tm = np.array(rec.theta_meta, dtype=np.int64).reshape(-1, 2)
+                    arrs["theta_trial"], arrs["theta_round"] = tm[:, 0], tm[:, 1]
+                tr = arrs
+                p = c.private_param
+                sec = {
+                    p: (np.concatenate(rec.secret_gravity) if rec.secret_gravity else np.zeros(0)),
+                    f"agent_{p}": self.secret[agents].reshape(c.groups, c.n_agents),
+                }
+            flat = self.nets.flat[torch_index(agents)]
+            model = {"flat": flat.numpy().astype(np.float64).reshape(c.groups, c.n_agents, -1)}
+            for name in ("actor", "critic"):
+                for k, (wt, bs) in enumerate(self.nets.layer_params(name, flat)):
+                    for tag, arr in (("w", wt), ("b", bs)):
+                        a64 = arr.numpy().astype(np.float64)
+                        shape = (c.groups, c.n_agents) + a64.shape[1:]
+                        model[f"{name}_{tag}{k}"] = a64.reshape(shape)
+            eps_c = int(self.ep[agents].sum())
+            out.append(
+                FrdResult(
+                    config=c,
+                    mission=self.best[Gs].copy(),
+                    scores=sc,
+                    gravity=self.gravity[agents].reshape(c.groups, c.n_agents),
+                    secret=self.secret[agents].reshape(c.groups, c.n_agents),
+                    uploads=self.uploads[agents].reshape(c.groups, c.n_agents),
+                    clipped_states=int(self.clipped[ci]),
+                    memory_sizes=[self.memory_sizes[G] for G in Gs],
+                    transcript=tr,
+                    secrets=sec,
+                    seconds=seconds * eps_c / total_eps,
+                    agent_episodes=eps_c,
+                    model=model,
+                )
+            )
+        return out
+
+
+def torch_index(rows: np.ndarray) -> Any:
+    import torch
+
+    return torch.from_numpy(np.asarray(rows, dtype=np.int64))

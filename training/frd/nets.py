@@ -1,0 +1,151 @@
+"""The agents' networks: stacked actor/critic weights in one flat buffer with a hand-written
+backward pass, a per-agent Adam, and what an attacker computes from an upload (the parameter
+layout, the policy and value at given states). Part of :mod:`ldp_audit.training.frd`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ldp_audit.training.frd.config import FrdConfig
+
+# ------------------------------------------------------------------------------------------------
+# Batched networks (stacked weights, hand-written backward) and a per-agent Adam
+# ------------------------------------------------------------------------------------------------
+
+
+class _Nets:
+    """A agents' actor and critic MLPs in ONE flat float32 buffer (A, P), ReLU hidden layers.
+
+    Layer views (A, in, out) / (A, out) slice the buffer without copies; gradients are written
+    into a flat (A, P) tensor so that one per-agent Adam step updates both networks.
+    """
+
+    def __init__(self, hidden: int, layers: int, n: int, rng: np.random.Generator) -> None:
+        import torch
+
+        sizes = [4] + [hidden] * layers
+        self.specs: dict[str, list[tuple[int, int, int]]] = {}
+        chunks: list[np.ndarray] = []
+        off = 0
+        for name, out in (("actor", 2), ("critic", 1)):
+            spec = []
+            for fan_in, fan_out in zip(sizes, sizes[1:] + [out], strict=True):
+                lim = math.sqrt(6.0 / fan_in)  # He-uniform (ReLU)
+                chunks.append(rng.uniform(-lim, lim, size=(n, fan_in * fan_out)))
+                chunks.append(np.zeros((n, fan_out)))
+                spec.append((off, fan_in, fan_out))
+                off += fan_in * fan_out + fan_out
+            self.specs[name] = spec
+        self.actor_size = sum(fi * fo + fo for _, fi, fo in self.specs["actor"])
+        self.flat = torch.from_numpy(np.concatenate(chunks, axis=1).astype(np.float32))
+        self.P = off
+
+    def layer_params(self, name: str, flat: Any) -> list[tuple[Any, Any]]:
+        out = []
+        for off, fi, fo in self.specs[name]:
+            w = flat[:, off : off + fi * fo].unflatten(1, (fi, fo))
+            b = flat[:, off + fi * fo : off + fi * fo + fo]
+            out.append((w, b))
+        return out
+
+    def forward(self, name: str, x: Any, rows: Any = None) -> tuple[Any, list[Any]]:
+        """x (A', N, 4) -> (out (A', N, out), cache); ``rows`` picks agents (None: all)."""
+        import torch
+
+        flat = self.flat if rows is None else self.flat[rows]
+        ps = self.layer_params(name, flat)
+        hs = [x]
+        h = x
+        for i, (w, b) in enumerate(ps):
+            z = torch.baddbmm(b[:, None, :], h, w)
+            h = torch.relu(z) if i < len(ps) - 1 else z
+            hs.append(h)
+        return h, [ps, hs]
+
+    @staticmethod
+    def backward(dout: Any, cache: list[Any]) -> list[Any]:
+        """Flattened gradient pieces (A', size) of sum(dout * out), in buffer order."""
+        import torch
+
+        ps, hs = cache
+        pieces: list[Any] = [None] * (2 * len(ps))
+        d = dout
+        for i in range(len(ps) - 1, -1, -1):
+            pieces[2 * i] = torch.bmm(hs[i].transpose(1, 2), d).flatten(1)
+            pieces[2 * i + 1] = d.sum(dim=1)
+            if i > 0:
+                d = torch.bmm(d, ps[i][0].transpose(1, 2)) * (hs[i] > 0)
+        return pieces
+
+
+class _Adam:
+    """Adam state of a flat (A, P) buffer with one step count per agent (rows not stepped keep
+    their moments, so an idle agent's optimiser state is exactly as it left it). The online A2C
+    step is :func:`ldp_audit.training._frd_kernels.a2c_update_rows` (same formula, in place on
+    these buffers); :meth:`step_rows` is the distillation's."""
+
+    B1, B2, EPS = 0.9, 0.999, 1e-8
+
+    def __init__(self, flat: Any) -> None:
+        import torch
+
+        self.m = torch.zeros_like(flat)
+        self.v = torch.zeros_like(flat)
+        self.t = torch.zeros((flat.shape[0], 1), dtype=torch.float64)
+
+    def step_rows(self, flat: Any, grad: Any, rows: Any, cols: int, lr: float) -> None:
+        """Rows ``rows``, columns ``[0, cols)`` only (the actor, for distillation)."""
+        import torch
+
+        b1, b2 = self.B1, self.B2
+        t = self.t[rows] + 1.0
+        self.t[rows] = t
+        bc = (lr * torch.sqrt(1.0 - b2**t) / (1.0 - b1**t)).to(torch.float32)
+        m = self.m[rows, :cols].mul_(b1).add_(grad, alpha=1 - b1)
+        v = self.v[rows, :cols].mul_(b2).addcmul_(grad, grad, value=1 - b2)
+        self.m[rows, :cols] = m
+        self.v[rows, :cols] = v
+        flat[rows, :cols] = flat[rows, :cols] - bc * m / (v.sqrt() + self.EPS)
+
+
+# ------------------------------------------------------------------------------------------------
+# What an attacker can compute from an upload (public: the protocol and the layout are known)
+# ------------------------------------------------------------------------------------------------
+
+
+def param_layout(hidden: int, layers: int) -> dict[str, list[tuple[int, int, int]]]:
+    """Offsets ``(offset, fan_in, fan_out)`` of each layer in a flat FedAvg upload."""
+    sizes = [4] + [int(hidden)] * int(layers)
+    out: dict[str, list[tuple[int, int, int]]] = {}
+    off = 0
+    for name, o in (("actor", 2), ("critic", 1)):
+        spec = []
+        for fi, fo in zip(sizes, sizes[1:] + [o], strict=True):
+            spec.append((off, fi, fo))
+            off += fi * fo + fo
+        out[name] = spec
+    return out
+
+
+def policy_value(flat: np.ndarray, cfg: FrdConfig, states: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Evaluate uploaded parameters (n, P) at states (m, 4): (pi_left (n, m), value (n, m))."""
+    flat = np.asarray(flat, dtype=np.float64)
+    lay = param_layout(cfg.hidden, cfg.layers)
+    outs = []
+    for name in ("actor", "critic"):
+        h = np.broadcast_to(np.asarray(states, dtype=np.float64), (flat.shape[0],) + states.shape)
+        spec = lay[name]
+        for i, (off, fi, fo) in enumerate(spec):
+            w = flat[:, off : off + fi * fo].reshape(-1, fi, fo)
+            b = flat[:, off + fi * fo : off + fi * fo + fo]
+            h = h @ w + b[:, None, :]
+            if i < len(spec) - 1:
+                h = np.maximum(h, 0.0)
+        outs.append(h)
+    logits, v = outs
+    z = logits[..., 0] - logits[..., 1]
+    return 1.0 / (1.0 + np.exp(-z)), v[..., 0]

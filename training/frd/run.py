@@ -1,0 +1,245 @@
+"""One FRD config with a run directory (:func:`train`: config.json, ledger, transcript, secrets,
+metrics, model) and the report's sections for FRD runs. Part of :mod:`ldp_audit.training.frd`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ldp_audit.errors import InvalidParameterError
+from ldp_audit.training.frd.config import ALGORITHM, FrdConfig, _int
+from ldp_audit.training.frd.engine import FrdResult, train_many
+
+# ------------------------------------------------------------------------------------------------
+# One config with a run directory
+# ------------------------------------------------------------------------------------------------
+
+
+def train(
+    cfg: FrdConfig,
+    *,
+    seed: int,
+    run_dir: str | Path | None = None,
+    progress: bool = False,
+    run_mode: str = "new",
+    force: bool = False,
+) -> FrdResult:
+    """Train one config (all its groups batched); optionally write a run directory.
+
+    The run directory (docs/frd.md): config.json (algorithm "frd", config.mode "frd"/"fedavg"),
+    ledger.sqlite (agent id "<group>/<agent>", one charge per upload), transcript.npz, secrets.npz,
+    metrics.json, model.npz, manifest.json.
+    """
+    if not isinstance(cfg, FrdConfig):
+        raise InvalidParameterError(f"cfg must be an FrdConfig, got {type(cfg).__name__}")
+    seed = _int(seed, "seed", 0)
+    from ldp_audit.training.sizes import check_sizes
+
+    check_sizes("frd", cfg, force=force)  # ``force``: see train_many; before any file
+    if run_dir is None:
+        return train_many([cfg], seed=seed, progress=progress, force=force)[0]
+    from ldp_audit.accountant import Accountant
+    from ldp_audit.rundir import RunWriter
+
+    w = RunWriter(
+        run_dir,
+        algorithm=ALGORITHM,
+        config=cfg.to_dict(),
+        seed=seed,
+        mechanism=cfg.make_mechanism().to_config(),
+        mode=run_mode,
+        # the generic record of the secret (gravity runs keep their former config.json)
+        extra=None
+        if cfg.private_param == "gravity"
+        else {"private_parameter": cfg.private_parameter()},
+    )
+    recs: list[Any] = []
+    try:
+        acc = Accountant(ledger=w.open_ledger())
+        res = train_many(
+            [cfg],
+            seed=seed,
+            accountants=[acc],
+            record=True,
+            progress=progress,
+            _recorders=recs,
+            force=force,
+        )[0]
+        _write_outputs(w, res)
+    except BaseException:
+        _write_partial(w, recs)
+        w.finish(status="interrupted")
+        raise
+    w.finish()
+    return res
+
+
+def _write_partial(w: Any, recs: list[Any]) -> None:
+    """On an interruption: what was released so far (every row of it was charged first)."""
+    try:
+        if recs and len(recs[0].transcript):
+            rec = recs[0]
+            arrs = rec.transcript.arrays()
+            if rec.thetas:
+                arrs["thetas"] = np.stack(rec.thetas)
+            w.write_npz("transcript.npz", arrs)
+            w.write_npz("secrets.npz", {rec.cfg.private_param: np.concatenate(rec.secret_gravity)})
+    except Exception:  # noqa: BLE001 - best effort; the interruption is re-raised by the caller
+        pass
+
+
+def _write_outputs(w: Any, res: FrdResult) -> None:
+    tr = dict(res.transcript or {})
+    if not tr:
+        tr = {
+            "trial": np.zeros(0, np.int64),
+            "agent": np.zeros(0, np.int64),
+            "submission": np.zeros(0, np.int64),
+            "theta_index": np.zeros(0, np.int64),
+            "report": np.zeros((0, 2)),
+        }
+    w.write_npz("transcript.npz", tr)
+    w.write_npz("secrets.npz", dict(res.secrets or {res.config.private_param: np.zeros(0)}))
+    w.write_json("metrics.json", res.metrics())
+    w.write_npz("model.npz", res.model)
+
+
+# ------------------------------------------------------------------------------------------------
+# Report sections (TRAINERS.md point 4)
+# ------------------------------------------------------------------------------------------------
+
+
+def _fmt(x: Any) -> str:
+    if isinstance(x, str):
+        return x
+    if x is None:
+        return "-"
+    f = float(x)
+    return "inf" if math.isinf(f) else f"{f:.3g}"
+
+
+def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict[str, Any]]:
+    """Sections for ``ldp-audit report RUN [EXTRA...]``: mission times beside the paper's, the
+    leak of the non-private upload, the LDP variant's leak capped by its epsilon.
+
+    Every FRD run given (``run_dir`` and ``extra``) contributes a row; ``attack_dynamics.json``
+    (or ``attack_frd.json``) of a run, if present, supplies its attack result.
+    """
+    from ldp_audit.rundir import read_config, read_json
+
+    runs = [Path(run_dir)] + [Path(p) for p in (extra or [])]
+    mission_rows, leak_rows, privacy_rows, data = [], [], [], {}
+    for rd in runs:
+        try:
+            doc = read_config(rd)
+        except Exception:  # noqa: BLE001 - a non-run extra dir is skipped
+            continue
+        if doc.get("algorithm") != ALGORITHM:
+            continue
+        cfg = FrdConfig.from_dict(doc["config"])
+        met = read_json(rd, "metrics.json") if (rd / "metrics.json").exists() else {}
+        ldp = f", LDP eps={_fmt(cfg.ldp_epsilon)}" if cfg.private else ""
+        label = f"{rd.name} ({cfg.mode}{ldp})"
+        mission_rows.append(
+            [
+                label,
+                cfg.n_agents,
+                cfg.groups,
+                _fmt(met.get("mission_median")),
+                f"{met.get('missions_reached', '-')}/{met.get('groups', '-')}",
+                _fmt(cfg.threshold),
+            ]
+        )
+        spent = _spent(rd)
+        privacy_rows.append([label, "non-private (inf)" if not cfg.private else _fmt(spent),
+                             met.get("uploads_per_agent_max", "-")])  # fmt: skip
+        att = None
+        for name in ("attack_dynamics.json", "attack_frd.json"):
+            if (rd / name).exists():
+                att = read_json(rd, name)
+                break
+        if att is not None:
+            lo, hi = att.get("accuracy_ci", ["-", "-"])
+            leak_rows.append(
+                [
+                    label,
+                    att.get("n"),
+                    _fmt(att.get("accuracy")),
+                    f"[{_fmt(lo)}, {_fmt(hi)}]",
+                    _fmt(att.get("chance")),
+                    _fmt(att.get("ceiling")),
+                    _fmt(att.get("composed_epsilon")),
+                ]
+            )
+        data[rd.name] = {"config": cfg.to_dict(), "metrics": {k: met.get(k) for k in
+                         ("mission", "mission_median", "missions_reached", "clipped_states")},
+                         "attack": att, "epsilon_spent_max": spent}  # fmt: skip
+    paragraphs = [
+        "Federated reinforcement distillation (Cha et al. 2019): agents exchange a proxy "
+        "experience memory (visited cells and time-averaged policies) instead of experience; "
+        "the FedAvg baseline exchanges parameters. The paper reports mission times as boxplots "
+        "(Figures 3-4) without numbers in the text; see reports/frd/README.md for our "
+        "reproduction beside the paper's qualitative claims.",
+        "The non-private upload has no guarantee (epsilon = inf): the dynamics attack's accuracy "
+        "is bounded only by 1. The LDP variant's accuracy is capped by "
+        "e^{T eps}/(e^{T eps}+k-1) with T uploads per agent.",
+    ]
+    return [
+        {
+            "id": "frd",
+            "title": "FRD / FedAvg: mission time, leak, LDP variant",
+            "paragraphs": paragraphs,
+            "tables": [
+                {
+                    "caption": "Episodes to mission (median over groups; inf = not reached)",
+                    "header": ["run", "agents", "groups", "median", "reached", "threshold"],
+                    "rows": mission_rows,
+                },
+                {
+                    "caption": "Privacy spent per agent (accountant, basic composition)",
+                    "header": ["run", "epsilon per agent (max)", "uploads per agent"],
+                    "rows": privacy_rows,
+                },
+                {
+                    "caption": "Dynamics inference (of each agent's private CartPole "
+                    "constant, gravity unless the run declares another) on what each agent "
+                    "uploaded",
+                    "header": [
+                        "run",
+                        "n",
+                        "accuracy",
+                        "95% CI",
+                        "chance",
+                        "ceiling",
+                        "composed eps",
+                    ],  # fmt: skip
+                    "rows": leak_rows,
+                },
+            ],
+            "figures": {},
+            "data": data,
+        }
+    ]
+
+
+def _spent(rd: Path) -> float:
+    from ldp_audit.accountant import Accountant, Ledger
+
+    p = rd / "ledger.sqlite"
+    if not p.exists():
+        return math.nan
+    try:
+        acc = Accountant(ledger=Ledger(str(p), create=False))
+        vals = acc.spent_all(delta=0.0, method="basic")
+    except Exception:  # noqa: BLE001 - an unreadable ledger is shown as NaN
+        return math.nan
+    return max(vals.values()) if vals else 0.0
+
+
+def _replace(cfg: FrdConfig, **kw: Any) -> FrdConfig:
+    return replace(cfg, **kw)
