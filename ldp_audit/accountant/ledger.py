@@ -35,8 +35,8 @@ from __future__ import annotations
 import os  # noqa: F401 - tests patch ``ledger.os.access`` (the SQLite store's permission check)
 import secrets
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 from ldp_audit.accountant.keys import KeyFileError, LedgerKey, load_key
@@ -126,6 +126,46 @@ _REEXPORTED = (
 
 #: Most agents whose state a writer keeps between its own commits (``Ledger._wc``).
 WRITE_CACHE_AGENTS = 262_144
+
+
+class _Transaction:
+    """``Ledger.transaction()``: the ledger's lock, then the store's write transaction (a class,
+    not a generator: it is entered on every charge)."""
+
+    __slots__ = ("led", "cm")
+
+    def __init__(self, led: Ledger) -> None:
+        self.led = led
+        self.cm: Any = None
+
+    def __enter__(self) -> Any:
+        led = self.led
+        led._lock.acquire()
+        try:
+            if led._in_tx:
+                raise LedgerError(f"ledger {led.path!r}: nested transactions are not supported")
+            if led.readonly:
+                raise LedgerReadOnlyError(
+                    led._write_refusal
+                    or f"ledger {led.path!r} is read-only (opened read-only, or the file or its "
+                    f"folder is not writable): nothing can be charged"
+                )
+            cm = led._store.write()
+            handle = cm.__enter__()
+        except BaseException:
+            led._lock.release()
+            raise
+        self.cm = cm
+        led._in_tx = True
+        return handle
+
+    def __exit__(self, tp: Any, exc: Any, tb: Any) -> Any:
+        led = self.led
+        led._in_tx = False
+        try:
+            return self.cm.__exit__(tp, exc, tb)
+        finally:
+            led._lock.release()
 
 
 class Ledger(StateReads):
@@ -219,10 +259,13 @@ class Ledger(StateReads):
         # The last full verified state, keyed by the chain head it was read at (read-only).
         self._all_states: tuple[tuple[int, bytes], dict[str, AgentState]] | None = None
         # The write path and the writer's cache (row stores only).
-        self._writer = ChainWriter(store, store.path) if isinstance(store, RowStore) else None
+        self._rows = store if isinstance(store, RowStore) else None  # None: a count store
+        self._writer = ChainWriter(store, store.path) if self._rows is not None else None
         if isinstance(store, CountStore):
             self._ledger_id = store.meta()["ledger_id"]
-            self.auth_note = f"{self!r} keeps counts in memory only: nothing to authenticate"
+            self.auth_note = (
+                f"a {type(self).__name__} keeps counts in memory only: nothing to authenticate"
+            )
             return
         if not isinstance(store, RowStore):
             raise InvalidParameterError(
@@ -273,8 +316,8 @@ class Ledger(StateReads):
         )
 
     def _rows_store(self, what: str) -> RowStore:
-        store = self._store
-        if not isinstance(store, RowStore):
+        store = self._rows
+        if store is None:
             raise self._not_evidence(what)
         return store
 
@@ -371,23 +414,8 @@ class Ledger(StateReads):
         self._rows_store("SQL transactions (charge_rows is atomic by itself)")
         return self._transaction()
 
-    @contextmanager
-    def _transaction(self) -> Iterator[Any]:
-        with self._lock:
-            if self._in_tx:
-                raise LedgerError(f"ledger {self.path!r}: nested transactions are not supported")
-            if self.readonly:
-                raise LedgerReadOnlyError(
-                    self._write_refusal
-                    or f"ledger {self.path!r} is read-only (opened read-only, or the file or its "
-                    f"folder is not writable): nothing can be charged"
-                )
-            with self._store.write() as handle:
-                self._in_tx = True
-                try:
-                    yield handle
-                finally:
-                    self._in_tx = False
+    def _transaction(self) -> _Transaction:
+        return _Transaction(self)
 
     # ---- state -------------------------------------------------------------------------------
 
@@ -471,16 +499,16 @@ class Ledger(StateReads):
         """
         if not rows:
             return 0
+        if self._writer is None:  # a count store: no rows, no chain; its lock is enough
+            store = self._store
+            with store.write():
+                if check is not None:
+                    check(store.live_states(dict.fromkeys([r[0] for r in rows])))
+                store.add(rows)
+            return len(rows)
         # The lock is taken before ``_in_tx`` is read: another thread's open transaction must
         # make this thread wait, never let it write into that transaction.
         with self._lock:
-            store = self._store
-            if isinstance(store, CountStore):
-                with store.write():
-                    if check is not None:
-                        check(store.live_states(dict.fromkeys([r[0] for r in rows])))
-                    store.add(rows)
-                return len(rows)
             if self._replay is not None:
                 return self._charge_replaying(rows, run_id=run_id, check=check, when=when)
             return self._charge_rows(rows, rows, run_id=run_id, check=check, when=when)

@@ -25,27 +25,6 @@ from ldp_audit.errors import LedgerError
 __all__ = ["TallyStore"]
 
 
-class _Held:
-    """The store's lock, held, with the store open (a class, not a generator: it is entered
-    on every charge)."""
-
-    __slots__ = ("store",)
-
-    def __init__(self, store: TallyStore) -> None:
-        self.store = store
-
-    def __enter__(self) -> None:
-        store = self.store
-        store._lock.acquire()
-        if store._closed:
-            store._lock.release()
-            store._open()
-
-    def __exit__(self, *exc: object) -> bool:
-        self.store._lock.release()
-        return False
-
-
 class TallyStore(CountStore):
     """Per-agent running counts in memory (see the module docstring)."""
 
@@ -76,11 +55,15 @@ class TallyStore(CountStore):
     def errors(self, what: str) -> Any:
         return nullcontext()
 
-    def read(self) -> _Held:
-        return _Held(self)
+    def read(self) -> Any:
+        self._open()
+        return self._lock
 
-    def write(self) -> _Held:
-        return _Held(self)
+    def write(self) -> Any:
+        """The store's lock (a charge racing with :meth:`close` may count into the dropped
+        tally; every later one is refused)."""
+        self._open()
+        return self._lock
 
     def meta(self) -> dict[str, str]:
         with self._lock:
