@@ -83,13 +83,52 @@ def _bounds_of(f: dataclasses.Field) -> dict[str, Any]:
     return {k: b.get(k) for k in _BOUND_KEYS}
 
 
+def _attributes_section(doc: str | None) -> dict[str, str]:
+    """``name: text`` entries of a Google-style ``Attributes:`` section (continuation lines
+    indented deeper; ``a, b, c: text`` documents three fields)."""
+    out: dict[str, str] = {}
+    if not doc:
+        return out
+    lines = inspect.cleandoc(doc).splitlines()
+    try:
+        start = next(i for i, ln in enumerate(lines) if ln.strip() == "Attributes:")
+    except StopIteration:
+        return out
+    names: list[str] = []
+    text: list[str] = []
+    indent = None
+
+    def flush() -> None:
+        for n in names:
+            out[n] = " ".join(" ".join(text).split())
+
+    for ln in lines[start + 1 :]:
+        if not ln.strip():
+            continue
+        ind = len(ln) - len(ln.lstrip())
+        if indent is None:
+            indent = ind
+        if ind < indent:
+            break  # the section ended
+        head, sep, rest = ln.strip().partition(":")
+        if ind == indent and sep and all(x.strip().isidentifier() for x in head.split(",")):
+            flush()
+            names, text = [x.strip() for x in head.split(",")], [rest.strip()]
+        else:
+            text.append(ln.strip())
+    flush()
+    return out
+
+
 def field_docs(cls: type) -> dict[str, str]:
-    """Each field's docstring: the string literal right under the field in the class body
-    (collected from the class and its dataclass bases; ``metadata={"help": ...}`` wins)."""
+    """Each field's docstring: the string literal right under the field in the class body, else
+    its entry in the class docstring's Google-style ``Attributes:`` section (collected from the
+    class and its dataclass bases; ``metadata={"help": ...}`` wins)."""
     docs: dict[str, str] = {}
     for klass in reversed(cls.__mro__):
         if not dataclasses.is_dataclass(klass) or klass is object:
             continue
+        docs.update(_attributes_section(klass.__doc__))
         try:
             src = textwrap.dedent(inspect.getsource(klass))
             body = ast.parse(src).body[0]
@@ -112,6 +151,14 @@ def field_docs(cls: type) -> dict[str, str]:
             if f.metadata and isinstance(f.metadata.get("help"), str):
                 docs[f.name] = f.metadata["help"]
     return docs
+
+
+def _plain(text: str) -> str:
+    """reStructuredText roles and literals as plain text for ``--help``."""
+    import re
+
+    text = re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", text)
+    return text.replace("``", "")
 
 
 def option_name(field_name: str) -> str:
@@ -283,7 +330,7 @@ def add_arguments(
         spec = _option_spec(f, hints.get(f.name, Any), opt)
         if spec is None:
             continue
-        help_parts = [docs.get(f.name, "").rstrip(".") or f.name]
+        help_parts = [_plain(docs.get(f.name, "")).rstrip(".") or f.name]
         extra = [x for x in (_bounds_text(f),) if x]
         d = _default_text(f)
         if d is not None:

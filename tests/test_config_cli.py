@@ -128,3 +128,36 @@ def test_a_field_given_twice_is_refused_and_bad_classes_are_named() -> None:
         add_arguments(argparse.ArgumentParser(), dict)
     with pytest.raises(InvalidParameterError, match="minimum 2 > maximum 1"):
         bounds(minimum=2, maximum=1)
+
+
+@dataclass(frozen=True)
+class GoogleStyle:
+    """A config documented the Google way.
+
+    Attributes:
+        size: map size N (8, 16, 32; other sizes need
+            ``t_max``).
+        eps_start, eps_end: exploration, decayed linearly.
+        lr: learning rate.
+
+    Notes:
+        not: an attribute.
+    """
+
+    size: int = 8
+    eps_start: float = 1.0
+    eps_end: float = 0.1
+    lr: float = 1e-3
+    """The literal under the field wins over the section."""
+
+
+def test_google_style_attributes_section_documents_fields() -> None:
+    docs = field_docs(GoogleStyle)
+    assert docs["size"] == "map size N (8, 16, 32; other sizes need ``t_max``)."
+    assert docs["eps_start"] == docs["eps_end"] == "exploration, decayed linearly."
+    assert docs["lr"] == "The literal under the field wins over the section."
+    assert "not" not in docs
+    p = argparse.ArgumentParser()
+    add_arguments(p, GoogleStyle)
+    text = " ".join(p.format_help().split())
+    assert "map size N (8, 16, 32; other sizes need t_max) (default: 8)" in text
