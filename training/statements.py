@@ -141,7 +141,7 @@ def fedrl_facts(run: Any, led: Any, claim: dict[str, Any]) -> dict[str, tuple[st
         ),
         "trust_model": (
             "local: each agent adds noise to what it sends before it leaves it",
-            "the trainer's design (training/fedrl.py)",
+            "the trainer's design (training/fedrl/)",
         ),
         "released": (
             "each agent's Q outputs (and alpha's targets Y) to the other agent, in training and "
@@ -182,7 +182,7 @@ def frd_facts(run: Any, led: Any, claim: dict[str, Any]) -> dict[str, tuple[str,
     return {
         "privacy_unit": (
             "agent: all uploads of one agent (its private gravity and the states it visits)",
-            "ledger ids; training/frd.py",
+            "ledger ids; training/frd/",
         ),
         "adjacency": (
             "replace: any two inputs of one agent (local DP: every pair of possible uploads)"
@@ -196,7 +196,7 @@ def frd_facts(run: Any, led: Any, claim: dict[str, Any]) -> dict[str, tuple[str,
             else "none: uploads are released without noise",
             "config.json mechanism",
         ),
-        "released": (released, "config.json mechanism; training/frd.py"),
+        "released": (released, "config.json mechanism; training/frd/"),
         "accountant": (
             f"{method_words(claim.get('method'))} of the ledger's charges ({ev}); "
             f"{versions_words(run.config)}",

@@ -347,7 +347,7 @@ FEDRL = SystemSpec(
     charges="ldp_audit.training.systems:fedrl_charges",
     attacks={"fedrl": "ldp_audit.attacks.run_scorers:fedrl_transcript"},
     report_sections="ldp_audit.training.statements:fedrl_report",
-    reproduce="ldp_audit.training.fedrl_reproduce:reproduce",
+    reproduce="ldp_audit.training.fedrl.reproduce:reproduce",
     cli="ldp_audit.cli.fedrl_cmd:register",
     attack_cli="ldp_audit.cli.fedrl_cmd:register_attack",
 )
