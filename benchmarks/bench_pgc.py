@@ -27,10 +27,11 @@ Measures, on this machine and at this moment (both sides see the same load):
    ``--fused-baseline-rev REV``: the fused engine at REV against the current one on the core
    workload, alternately, in the same run;
 5. with ``--baseline-rev REV``: before/after in the same run. The engine as it was at git
-   revision REV (``training/pgc_a3c.py`` and ``training/_kernels.py`` loaded from git into a
-   temporary module) and the current engine alternately (``--baseline-repeats`` times each) on
-   a reproduce-like grid (Tables 1-3 settings, ``stop_at_target``, ``--acting``), checking that
-   both give bit-for-bit the same results, and the ratio of their times.
+   revision REV (``training/pgc_a3c.py`` and ``training/_kernels.py``, or from the package on,
+   every file of ``training/pgc_a3c/``, loaded from git into a temporary module) and the
+   current engine alternately (``--baseline-repeats`` times each) on a reproduce-like grid
+   (Tables 1-3 settings, ``stop_at_target``, ``--acting``), checking that both give
+   bit-for-bit the same results, and the ratio of their times.
 
 Prints env-steps/s and submissions/s of both and their ratio; writes JSON (``--out``).
 
@@ -362,13 +363,30 @@ def _engine_at(rev: str):
             ["git", "show", f"{rev}:{path}"], cwd=root, check=True, capture_output=True, text=True
         ).stdout
 
-    (tmp / f"_base_kernels_{tag}.py").write_text(show("training/_kernels.py"))
-    engine = show("training/pgc_a3c.py").replace(
-        "from ldp_audit.training._kernels import", f"from _base_kernels_{tag} import"
-    )
-    (tmp / f"_base_pgc_{tag}.py").write_text(engine)
+    def files(folder: str) -> list[str]:
+        out = subprocess.run(
+            ["git", "ls-tree", "--name-only", f"{rev}:{folder}"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+        )
+        return out.stdout.split() if out.returncode == 0 else []
+
+    name = f"_base_pgc_{tag}"
+    package = [f for f in files("training/pgc_a3c") if f.endswith(".py")]
+    if package:  # the engine as a package (issue 25's rooms): every room, renamed as one
+        (tmp / name).mkdir()
+        for f in package:
+            src = show(f"training/pgc_a3c/{f}").replace("ldp_audit.training.pgc_a3c", name)
+            (tmp / name / f).write_text(src)
+    else:  # one module and its kernels (before the package)
+        (tmp / f"_base_kernels_{tag}.py").write_text(show("training/_kernels.py"))
+        engine = show("training/pgc_a3c.py").replace(
+            "from ldp_audit.training._kernels import", f"from _base_kernels_{tag} import"
+        )
+        (tmp / f"{name}.py").write_text(engine)
     sys.path.insert(0, str(tmp))
-    return importlib.import_module(f"_base_pgc_{tag}")
+    return importlib.import_module(name)
 
 
 def bench_before_after(rev: str, submissions: int, trials: int, acting: str, repeats: int) -> dict:

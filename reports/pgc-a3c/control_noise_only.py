@@ -25,7 +25,8 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 
-from ldp_audit.training import metrics, pgc_a3c  # noqa: E402
+from ldp_audit.training import metrics  # noqa: E402
+from ldp_audit.training.pgc_a3c import engine as pgc_engine  # noqa: E402
 from ldp_audit.training.pgc_a3c import PgcA3cConfig, train  # noqa: E402
 
 SETTINGS = [  # (mechanism, epsilon, report key, acting, report folder)
@@ -38,7 +39,8 @@ SETTINGS = [  # (mechanism, epsilon, report key, acting, report folder)
 
 def main() -> int:
     argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
-    real = pgc_a3c.episode_gradients_kernel
+    # the lock-step engine calls the kernel through its own module (training/pgc_a3c/engine.py)
+    real = pgc_engine.episode_gradients_kernel
     # the engine passes the kernel's arguments by position; find the gradient output by name
     out_at = list(inspect.signature(real.py_func).parameters).index("out")
 
@@ -46,7 +48,7 @@ def main() -> int:
         real(*args)
         args[out_at][:] = 0.0
 
-    pgc_a3c.episode_gradients_kernel = zero_gradients
+    pgc_engine.episode_gradients_kernel = zero_gradients
     out = {}
     for mech, eps, key, acting, folder in SETTINGS:
         report = json.loads((HERE.parent / folder / "results.json").read_text())
