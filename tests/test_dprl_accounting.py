@@ -111,7 +111,8 @@ def test_reproduce_grid_has_clip_only_and_the_small_sigmas() -> None:
     from ldp_audit.training.dprl import DQN_SOLVES
     from ldp_audit.training.dprl_reproduce import ReproduceSettings, _grid, _levels, run_config
 
-    s = ReproduceSettings(seeds=1)
+    assert (0.0, True) not in _levels(ReproduceSettings(seeds=1), "dpsgd")  # opt-in
+    s = ReproduceSettings(seeds=1, clip_only=True)
     assert _levels(s, "dpsgd") == [(0.0, False), (0.0, True), (0.01, False), (0.03, False),
                                    (0.1, False), (0.5, False), (1.0, False)]  # fmt: skip
     clip = [g for g in _grid(s) if g["clip_only"]]
@@ -120,7 +121,7 @@ def test_reproduce_grid_has_clip_only_and_the_small_sigmas() -> None:
     kw = run_config(next(g for g in clip if g["algo"] == "dqn"), s)
     assert kw["exploration_fraction"] == DQN_SOLVES["exploration_fraction"]
     assert kw["total_steps"] == 100_000 and kw["eval_episodes"] == 25
-    legacy = run_config(clip[-1], ReproduceSettings(seeds=1, dqn_preset="legacy"))
+    legacy = run_config(clip[-1], ReproduceSettings(seeds=1, clip_only=True, dqn_preset="legacy"))
     assert "exploration_fraction" not in legacy  # the DprlConfig default: old reports rebuild
     with pytest.raises(InvalidParameterError, match="dqn_preset"):
         ReproduceSettings(dqn_preset="fast")

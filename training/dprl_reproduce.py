@@ -68,7 +68,7 @@ class ReproduceSettings:
     delta: float = 1e-5
     audit_canaries: int = 800
     seed: int = 0
-    clip_only: bool = True
+    clip_only: bool = False
     dqn_preset: str = "solves"
     eval_episodes: int = 25
 
@@ -623,7 +623,7 @@ def reproduce(
         "audits": audits,
         "figures": figs,
         "wall_seconds": wall,
-        "cpu_seconds_runs": float(
+        "cpu_seconds": float(
             sum(
                 r.get("cpu_seconds", 0.0)
                 for r in runs

@@ -191,8 +191,8 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
     r.add_argument("--obs-noise", type=_real("--obs-noise", minimum=0.0), nargs="+",
                    default=[0.0, 0.1, 0.5, 1.0],
                    help="observation-noise sigmas of the grid (0: non-private)")  # fmt: skip
-    r.add_argument("--no-clip-only", action="store_true",
-                   help="leave out the clip-only DP-SGD row (clipping, no noise)")  # fmt: skip
+    r.add_argument("--clip-only", action="store_true",
+                   help="add a clip-only DP-SGD row (clipping, no noise; epsilon inf)")  # fmt: skip
     r.add_argument("--eval-episodes", type=int_at_least("--eval-episodes", 0), default=25,
                    help="greedy evaluation episodes after each run (0: none)")  # fmt: skip
     r.add_argument("--cache", default=None,
@@ -312,7 +312,7 @@ def _reproduce(args: argparse.Namespace) -> int:
         seed=args.seed,
         dpsgd_noise=tuple(args.noise),
         obs_noise=tuple(args.obs_noise),
-        clip_only=not args.no_clip_only,
+        clip_only=args.clip_only,
         dqn_preset=args.dqn_preset,
         eval_episodes=args.eval_episodes,
     )
