@@ -43,7 +43,7 @@ from ldp_audit.errors import InvalidParameterError
 
 __all__ = ["bounds", "field_docs", "option_name", "add_arguments", "from_args", "given_fields"]
 
-_BOUND_KEYS = ("minimum", "maximum", "open_min", "open_max", "inf", "choices", "parse")
+_BOUND_KEYS = ("minimum", "maximum", "open_min", "open_max", "inf", "choices", "parse", "check")
 
 
 def bounds(
@@ -55,15 +55,21 @@ def bounds(
     inf: bool = False,
     choices: Iterable[Any] | None = None,
     parse: Callable[[str], Callable[[str], Any]] | None = None,
+    check: Callable[[Any], Any] | None = None,
 ) -> dict[str, Any]:
     """Field metadata for :func:`dataclasses.field`: the interval a number must lie in
     (``open_min`` / ``open_max`` exclude the end), whether ``inf`` is a value (an infinite
     epsilon), the allowed ``choices``, or ``parse``: a converter factory called with the option
-    name (e.g. :func:`ldp_audit.cli._types.confidence`) for a value with its own rules. The
-    command line checks them; the config's own ``__post_init__`` remains the authority (a Python
-    caller never goes through argparse)."""
-    if parse is not None and not callable(parse):
-        raise InvalidParameterError(f"bounds: parse must be callable, got {parse!r}")
+    name (e.g. :func:`ldp_audit.cli._types.confidence`) for a value with its own rules, or
+    ``check``: the config's own check of the field (``check(value)`` raising
+    InvalidParameterError, the function its ``__post_init__`` calls), which the command line runs
+    on the value it read before the bounds, so an option refuses in the config's words (its
+    reason included) and the range lives in that one function; ``minimum``/``maximum`` then
+    show it in ``--help``. The command line checks them; the config's own ``__post_init__``
+    remains the authority (a Python caller never goes through argparse)."""
+    for name, fn in (("parse", parse), ("check", check)):
+        if fn is not None and not callable(fn):
+            raise InvalidParameterError(f"bounds: {name} must be callable, got {fn!r}")
     if minimum is not None and maximum is not None and minimum > maximum:
         raise InvalidParameterError(f"bounds: minimum {minimum!r} > maximum {maximum!r}")
     out: dict[str, Any] = {
@@ -74,6 +80,7 @@ def bounds(
         "inf": bool(inf),
         "choices": tuple(choices) if choices is not None else None,
         "parse": parse,
+        "check": check,
     }
     return {"ldp_audit": out}
 
@@ -169,7 +176,38 @@ def option_name(field_name: str) -> str:
 def _scalar_parser(tp: Any, opt: str, b: Mapping[str, Any]) -> Any:
     """A strict converter for one scalar type, or None when the type is not a CLI scalar. The
     messages are the CLI's own (:mod:`ldp_audit.cli._types`), so a generated option and a
-    hand-written one refuse a value in the same words."""
+    hand-written one refuse a value in the same words; a field's ``check`` runs first, on the
+    value read (its refusal in the config's words)."""
+    from ldp_audit.cli._types import parse_int, parse_real
+
+    conv = _bounded_parser(tp, opt, b)
+    check = b.get("check")
+    if conv is None or check is None:
+        return conv
+    if b.get("parse") is not None or tp not in (int, float):
+        read = conv
+    elif tp is int:
+
+        def read(text: str) -> Any:
+            return parse_int(text, opt)
+
+    else:
+
+        def read(text: str) -> Any:
+            return parse_real(text, opt, allow_inf=True)
+
+    def conv_checked(text: str) -> Any:
+        try:
+            check(read(text))
+        except InvalidParameterError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        return conv(text)
+
+    return conv_checked
+
+
+def _bounded_parser(tp: Any, opt: str, b: Mapping[str, Any]) -> Any:
+    """:func:`_scalar_parser` without the field's ``check``."""
     from ldp_audit.cli._types import INT_MAX, parse_int, parse_real, real_in
 
     if b.get("parse") is not None:

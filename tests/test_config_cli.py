@@ -161,3 +161,38 @@ def test_google_style_attributes_section_documents_fields() -> None:
     add_arguments(p, GoogleStyle)
     text = " ".join(p.format_help().split())
     assert "map size N (8, 16, 32; other sizes need t_max) (default: 8)" in text
+
+
+def _check_scale(v: object) -> None:
+    """A config's own check: finite, >= 0, at most 1e6 (float32), in its own words."""
+    if not isinstance(v, float) or not 0 <= v <= 1e6:
+        raise InvalidParameterError(f"scale must be in [0, 1e6] (float32 outputs), got {v!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Checked:
+    scale: float = field(default=1.0, metadata=bounds(minimum=0, maximum=1e6, check=_check_scale))
+    """Noise scale."""
+    bound: float | None = field(default=None, metadata=bounds(minimum=1e-6, check=_check_scale))
+    """An optional clip bound."""
+
+
+def test_a_fields_check_refuses_in_the_configs_words_before_the_bounds() -> None:
+    p = argparse.ArgumentParser(prog="t", exit_on_error=False)
+    assert add_arguments(p, Checked) == ["scale", "bound"]
+    assert "(>= 0, <= 1000000.0; default: 1.0)" in " ".join(p.format_help().split())
+    for argv, needle in [
+        (["--scale", "1e40"], "argument --scale: scale must be in [0, 1e6] (float32 outputs)"),
+        (["--scale", "-1"], "got -1.0"),
+        (["--scale", "inf"], "got inf"),  # read, then refused by the check (not by the reader)
+        (["--scale", "nan"], "--scale must be a number or 'inf', got 'nan'"),  # strict reader
+        (["--scale", "1_0"], "--scale must be a number"),
+        (["--bound", "1e-300"], "--bound must be a finite number in [1e-06, inf), got"),
+    ]:
+        with pytest.raises(argparse.ArgumentError, match=None) as e:
+            p.parse_args(argv)
+        assert needle in str(e.value), (argv, str(e.value))
+    args = p.parse_args(["--scale", "0", "--bound", "none"])
+    assert from_args(Checked, args) == Checked(scale=0.0, bound=None)
+    with pytest.raises(InvalidParameterError, match="check must be callable"):
+        bounds(check=3)  # type: ignore[arg-type]
