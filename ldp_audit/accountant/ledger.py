@@ -96,7 +96,7 @@ from ldp_audit.accountant.ledger_verify import (
     verify_all,
     verify_open,
 )
-from ldp_audit.accountant.ledger_write import ChainWriter
+from ldp_audit.accountant.ledger_write import ChainWriter, Transaction
 from ldp_audit.errors import InvalidParameterError, LedgerError
 
 __all__ = [
@@ -126,46 +126,6 @@ _REEXPORTED = (
 
 #: Most agents whose state a writer keeps between its own commits (``Ledger._wc``).
 WRITE_CACHE_AGENTS = 262_144
-
-
-class _Transaction:
-    """``Ledger.transaction()``: the ledger's lock, then the store's write transaction (a class,
-    not a generator: it is entered on every charge)."""
-
-    __slots__ = ("led", "cm")
-
-    def __init__(self, led: Ledger) -> None:
-        self.led = led
-        self.cm: Any = None
-
-    def __enter__(self) -> Any:
-        led = self.led
-        led._lock.acquire()
-        try:
-            if led._in_tx:
-                raise LedgerError(f"ledger {led.path!r}: nested transactions are not supported")
-            if led.readonly:
-                raise LedgerReadOnlyError(
-                    led._write_refusal
-                    or f"ledger {led.path!r} is read-only (opened read-only, or the file or its "
-                    f"folder is not writable): nothing can be charged"
-                )
-            cm = led._store.write()
-            handle = cm.__enter__()
-        except BaseException:
-            led._lock.release()
-            raise
-        self.cm = cm
-        led._in_tx = True
-        return handle
-
-    def __exit__(self, tp: Any, exc: Any, tb: Any) -> Any:
-        led = self.led
-        led._in_tx = False
-        try:
-            return self.cm.__exit__(tp, exc, tb)
-        finally:
-            led._lock.release()
 
 
 class Ledger(StateReads):
@@ -414,8 +374,8 @@ class Ledger(StateReads):
         self._rows_store("SQL transactions (charge_rows is atomic by itself)")
         return self._transaction()
 
-    def _transaction(self) -> _Transaction:
-        return _Transaction(self)
+    def _transaction(self) -> Transaction:
+        return Transaction(self)
 
     # ---- state -------------------------------------------------------------------------------
 

@@ -15,6 +15,8 @@ inside its write transaction. A charge is (docs/accountant.md, "The write path")
 4. :meth:`ChainWriter.append`: the batch sealed in one pass
    (:func:`~ldp_audit.accountant.ledger_chain.seal_rows`) and appended, then the head;
 5. after the commit, :meth:`ChainWriter.fold`: the cache takes the committed state.
+
+:class:`Transaction` is the ledger's write transaction around all of it.
 """
 
 from __future__ import annotations
@@ -27,13 +29,56 @@ from ldp_audit.accountant.keys import LedgerKey
 from ldp_audit.accountant.ledger_chain import check_head_mac, seal_rows
 from ldp_audit.accountant.ledger_format import (
     AgentState,
+    LedgerReadOnlyError,
     _genesis,
     _head_msg,
     integrity_error,
 )
 from ldp_audit.accountant.ledger_store import HeadRecord, RowStore, WriteHead
+from ldp_audit.errors import LedgerError
 
-__all__ = ["ChainWriter", "cached_states", "fold_committed"]
+__all__ = ["ChainWriter", "Transaction", "cached_states", "fold_committed"]
+
+
+class Transaction:
+    """What ``Ledger.transaction()`` returns: the ledger's lock, then the store's write
+    transaction; refuses a nested one and a read-only ledger (a class, not a generator: it is
+    entered on every charge)."""
+
+    __slots__ = ("led", "cm")
+
+    def __init__(self, led: Any) -> None:
+        self.led = led
+        self.cm: Any = None
+
+    def __enter__(self) -> Any:
+        led = self.led
+        led._lock.acquire()
+        try:
+            if led._in_tx:
+                raise LedgerError(f"ledger {led.path!r}: nested transactions are not supported")
+            if led.readonly:
+                raise LedgerReadOnlyError(
+                    led._write_refusal
+                    or f"ledger {led.path!r} is read-only (opened read-only, or the file or its "
+                    f"folder is not writable): nothing can be charged"
+                )
+            cm = led._store.write()
+            handle = cm.__enter__()
+        except BaseException:
+            led._lock.release()
+            raise
+        self.cm = cm
+        led._in_tx = True
+        return handle
+
+    def __exit__(self, tp: Any, exc: Any, tb: Any) -> Any:
+        led = self.led
+        led._in_tx = False
+        try:
+            return self.cm.__exit__(tp, exc, tb)
+        finally:
+            led._lock.release()
 
 
 class ChainWriter:
