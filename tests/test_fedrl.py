@@ -364,7 +364,8 @@ def test_cli_train_attack_report(tmp_path, capsys):
     ("extra", "msg"),
     [
         (["--sigma", "-1"], "sigma must be a finite real number >= 0, got -1.0"),
-        (["--sigma", "nan"], "sigma must be a finite real number >= 0, got nan"),
+        (["--sigma", "nan"], "--sigma must be a number or 'inf', got 'nan'"),
+        (["--sigma", "inf"], "argument --sigma: sigma must be a finite real number >= 0"),
         (["--clip-outputs", "0"], "clip_outputs must be a finite real number > 0"),
         (["--size", "12"], "size must be one of 8, 16, 32"),
         (["--density", "1.5"], "density must be in [0, 1), got 1.5"),
@@ -373,10 +374,83 @@ def test_cli_train_attack_report(tmp_path, capsys):
 )
 def test_cli_bad_input(tmp_path, capsys, extra, msg):
     out = tmp_path / "never"
-    code = _cli(["train", "fedrl", *TINY_CLI, *extra, "--out", str(out)])
+    try:  # refused by the option's converter (argparse exits) or by the command (returns 2)
+        code = _cli(["train", "fedrl", *TINY_CLI, *extra, "--out", str(out)])
+    except SystemExit as e:
+        code = e.code
     assert code == 2
     assert msg in capsys.readouterr().err
     assert not out.exists()  # refused before any work: nothing written, nothing charged
+
+
+def _train_parser():
+    import argparse
+
+    from ldp_audit.cli import build_parser
+
+    p = build_parser()
+    for name in ("train", "fedrl"):
+        sub = next(a for a in p._actions if isinstance(a, argparse._SubParsersAction))
+        p = sub.choices[name]
+    return p
+
+
+def test_cli_options_are_generated_from_the_config():
+    """Every FedRLConfig field is an option of train fedrl (ldp_audit.config), none given
+    means the config's defaults, and the help shows each field's default and bounds."""
+    import dataclasses
+
+    from ldp_audit.config import given_fields, option_name
+
+    p = _train_parser()
+    opts = {o: a for a in p._actions for o in a.option_strings}
+    for f in dataclasses.fields(FedRLConfig):
+        assert option_name(f.name) in opts, f.name
+        assert opts[option_name(f.name)].dest == f"cfg__{f.name}"
+    assert given_fields(p.parse_args([])) == {}
+    help_text = " ".join(p.format_help().split())
+    assert (
+        "--n-maps N_MAPS maps generated (paper: 8000; split 80 / 10 / 10 percent) "
+        "(>= 10; default: 8000)" in help_text
+    )
+    assert "(>= 1e-06, <= 1000000.0; default: None)" in help_text  # --clip-outputs
+    args = p.parse_args(["--clip-outputs", "none", "--t-max", "40", "--methods", "fedrl"])
+    assert given_fields(args) == {"clip_outputs": None, "t_max": 40, "methods": ("fedrl",)}
+
+
+def test_bounds_in_the_metadata_agree_with_the_config():
+    """The bounds --help shows are the ones __post_init__ enforces: each end accepted, the
+    value just outside refused (by the config itself, not only by the command line)."""
+    import dataclasses
+
+    for f in dataclasses.fields(FedRLConfig):
+        b = f.metadata["ldp_audit"]
+        for end, step, is_open in (("minimum", -1, b["open_min"]), ("maximum", 1, b["open_max"])):
+            v = b[end]
+            if v is None:
+                continue
+            if str(f.type).startswith("int"):
+                inside, outside = int(v), int(v) + step
+            else:
+                inside = math.nextafter(v, -step * math.inf) if is_open else float(v)
+                outside = float(v) if is_open else math.nextafter(v, step * math.inf)
+            # sizes other than 8 / 16 / 32 need t_max; 10 maps hold one test map
+            kw = {"size": {"t_max": 40}, "n_maps": {"eval_maps": 1}}.get(f.name, {})
+            FedRLConfig(**kw, **{f.name: inside})
+            with pytest.raises(InvalidParameterError, match=f.name):
+                FedRLConfig(**kw, **{f.name: outside})
+        if b["choices"] is not None:
+            for c in b["choices"]:
+                FedRLConfig(**{f.name: (c,) if f.name == "methods" else c})
+
+
+def test_cli_methods_named_twice_train_once(tmp_path):
+    """As before the options were generated: --methods fedrl fedrl trains FedRL once."""
+    out = tmp_path / "run"
+    code = _cli(["train", "fedrl", *TINY_CLI, "--methods", "fedrl", "fedrl", "--out", str(out)])
+    assert code == 0
+    doc = json.loads((out / "config.json").read_text())
+    assert doc["config"]["methods"] == ["fedrl"]
 
 
 def test_cli_hist_len_zero_is_a_usage_error(capsys):

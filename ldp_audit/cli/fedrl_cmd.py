@@ -37,82 +37,6 @@ def _real(name: str):  # noqa: ANN202
     return convert
 
 
-def _add_model_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--size",
-        type=int_at_least("--size", 3),
-        default=8,
-        help="map size N (8, 16 or 32; others need --t-max)",
-    )
-    p.add_argument(
-        "--t-max",
-        type=int_at_least("--t-max", 1),
-        default=None,
-        help="episode limit (default: the paper's 38 / 86 / 178)",
-    )
-    p.add_argument(
-        "--density",
-        type=_real("--density"),
-        default=0.2,
-        help="obstacle probability per cell, in [0, 1)",
-    )
-    p.add_argument(
-        "--n-maps",
-        type=int_at_least("--n-maps", 10),
-        default=8000,
-        help="maps generated (split 80/10/10 percent)",
-    )
-    p.add_argument(
-        "--map-seed", type=int_at_least("--map-seed", 0), default=0, help="seed of the maps"
-    )
-    p.add_argument(
-        "--hist-len",
-        type=int_at_least("--hist-len", 1),
-        default=4,
-        help="observation history length H",
-    )
-    p.add_argument(
-        "--train-steps",
-        type=int_at_least("--train-steps", 1),
-        default=2000,
-        help="training iterations (one step of every env + one minibatch update)",
-    )
-    p.add_argument(
-        "--n-envs", type=int_at_least("--n-envs", 1), default=16, help="maps played at once"
-    )
-    p.add_argument(
-        "--batch-size", type=int_at_least("--batch-size", 1), default=32, help="replay minibatch"
-    )
-    p.add_argument(
-        "--learning-starts",
-        type=int_at_least("--learning-starts", 1),
-        default=256,
-        help="transitions stored before the first update",
-    )
-    p.add_argument(
-        "--eps-decay",
-        type=int_at_least("--eps-decay", 1),
-        default=1000,
-        help="iterations of linear epsilon-greedy decay 1 -> 0.1",
-    )
-    p.add_argument(
-        "--target-update",
-        type=int_at_least("--target-update", 1),
-        default=100,
-        help="updates between target-network updates",
-    )
-    p.add_argument(
-        "--eval-maps",
-        type=int_at_least("--eval-maps", 1),
-        default=800,
-        help="test maps evaluated at the end",
-    )
-    p.add_argument(
-        "--runs", type=int_at_least("--runs", 1), default=1, help="independent runs per method"
-    )
-    _add_meeting_rule(p)
-
-
 def _add_meeting_rule(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--meeting-rule",
@@ -134,13 +58,13 @@ def _add_device(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _resolve_device(args: argparse.Namespace, command: str) -> str:
+def _resolve_device(choice: str, command: str) -> str:
     """``--device`` resolved before any work: cuda without CUDA is a usage error (exit 2);
     auto says on stderr where it runs."""
     from ldp_audit.training.device import resolve_device
 
-    device = resolve_device(args.device, "--device")
-    if args.device == "auto":
+    device = resolve_device(choice, "--device")
+    if choice == "auto":
         if device == "cuda":
             import torch
 
@@ -161,44 +85,6 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
         "exchanged Q output is charged to its sender's ledger before release. Prints each "
         "agent's epsilon (or why it is infinite).",
     )
-    _add_model_args(t)
-    t.add_argument(
-        "--sigma",
-        type=_real("--sigma"),
-        default=1.0,
-        help="noise standard deviation on exchanged Q outputs (paper: 1)",
-    )
-    t.add_argument(
-        "--clip-outputs",
-        type=_real("--clip-outputs"),
-        default=None,
-        metavar="B",
-        help="clip exchanged Q outputs to [-B, B] (default: unbounded, as in the "
-        "paper: then epsilon is infinite)",
-    )
-    t.add_argument(
-        "--target-sigma",
-        type=_real("--target-sigma"),
-        default=0.0,
-        help="noise on alpha's released targets Y (0: unprotected, as in the paper)",
-    )
-    t.add_argument(
-        "--clip-targets",
-        type=_real("--clip-targets"),
-        default=None,
-        metavar="BY",
-        help="clip Y to [-BY, BY] before its noise",
-    )
-    t.add_argument(
-        "--delta", type=_real("--delta"), default=1e-5, help="delta at which epsilons are reported"
-    )
-    t.add_argument(
-        "--methods",
-        nargs="+",
-        default=["dqn-alpha", "dqn-full", "fedrl"],
-        choices=["dqn-alpha", "dqn-full", "fedrl"],
-        help="methods to train",
-    )
     t.add_argument("--seed", type=int_at_least("--seed", 0), default=0, help="master seed")
     t.add_argument(
         "--threads",
@@ -206,7 +92,6 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
         default=1,
         help="torch threads while training (one is fastest on a small shared machine)",
     )
-    _add_device(t)
     t.add_argument(
         "--out", default=None, help="run directory (default: a new runs/fedrl-<timestamp>)"
     )
@@ -216,6 +101,12 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
     from ldp_audit.limits import add_force_argument
 
     add_force_argument(t)
+    # every field of FedRLConfig is an option (--size, --sigma, --methods, ...): its default,
+    # bounds and help are written once, in the config (ldp_audit.config)
+    from ldp_audit.config import add_arguments
+    from ldp_audit.training.fedrl.config import FedRLConfig
+
+    add_arguments(t, FedRLConfig, group_title="the run's config (FedRLConfig; generated)")
     t.set_defaults(func=_train)
 
     r = reproduce_subparsers.add_parser(
@@ -387,36 +278,17 @@ def _train(args: argparse.Namespace) -> int:
         raise InvalidParameterError(
             "--resume is not supported by train fedrl (a run is short): start a new run"
         )
-    from ldp_audit.training.fedrl import FedRLConfig  # validates before any work
+    from ldp_audit.config import given_fields
+    from ldp_audit.training.fedrl import FedRLConfig
 
-    cfg = FedRLConfig(
-        size=args.size,
-        t_max=args.t_max,
-        density=args.density,
-        n_maps=args.n_maps,
-        map_seed=args.map_seed,
-        hist_len=args.hist_len,
-        sigma=args.sigma,
-        clip_outputs=args.clip_outputs,
-        target_sigma=args.target_sigma,
-        clip_targets=args.clip_targets,
-        delta=args.delta,
-        batch_size=args.batch_size,
-        n_envs=args.n_envs,
-        train_steps=args.train_steps,
-        eps_decay=args.eps_decay,
-        learning_starts=args.learning_starts,
-        target_update=args.target_update,
-        eval_maps=args.eval_maps,
-        methods=tuple(dict.fromkeys(args.methods)),
-        runs=args.runs,
-        device=args.device,
-        meeting_rule=args.meeting_rule,
-    )
+    kw = given_fields(args)
+    if "methods" in kw:  # a method named twice is trained once (as before the generator)
+        kw["methods"] = tuple(dict.fromkeys(kw["methods"]))
+    cfg = FedRLConfig(**kw)  # validates before any work
     from ldp_audit.training.sizes import check_sizes
 
     check_sizes("fedrl", cfg, force=args.force, cli=True)  # absurd sizes: before any allocation
-    _resolve_device(args, "train fedrl")  # cuda without CUDA: exit 2 before any work
+    _resolve_device(cfg.device, "train fedrl")  # cuda without CUDA: exit 2 before any work
     check_out_for_mode(args.out, mode)
     out = args.out if args.out is not None else timestamped_dir("runs/fedrl")
     from ldp_audit.rundir import to_jsonable
@@ -537,7 +409,7 @@ def _reproduce(args: argparse.Namespace) -> int:
             raise InvalidParameterError(f"--attack-sigmas must be >= 0, got {s}")
     if args.attack_clip != args.attack_clip or args.attack_clip <= 0:
         raise InvalidParameterError(f"--attack-clip must be > 0, got {args.attack_clip}")
-    _resolve_device(args, "reproduce fedrl")  # cuda without CUDA: exit 2 before any work
+    _resolve_device(args.device, "reproduce fedrl")  # cuda without CUDA: exit 2 before any work
     from ldp_audit.backends import backend_options
 
     where = backend_options(args)  # --backend/--address/--workers: usage errors before work
