@@ -9,14 +9,16 @@ Best of 3. In a file the commit's fsyncs (about 25 ms here) dominate both.
 
 Usage: ``OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_ledger_mac.py [--old COMMIT]``
 
-``--old cf616fc --names "one file,store interface"`` compares the ledger before it was split
-into a store interface and the rules above it (the last commit of the single-file
-``ledger.py``, same schema 3) with today's, and adds ``TallyLedger`` rows (counts only).
+``--old cf616fc --names "one file,store interface" --tally --one --repeats 7`` compares the
+ledger before it was split into a store interface and the rules above it (the last commit of
+the single-file ``ledger.py``, same schema 3) with today's, adds ``TallyLedger`` rows (counts
+only) and 1-agent calls, best of 7 interleaved (``gc.collect()`` before each timed run).
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib.util
 import json
 import subprocess
@@ -51,6 +53,7 @@ def _one(
     led = mod.TallyLedger() if tally else mod.Ledger(":memory:")
     if existing:
         led.charge_rows([(f"a{i}", EVENT, "local") for i in range(per_call)])
+    gc.collect()  # the previous run's garbage is not collected during this one's timing
     t = time.process_time()
     for c in range(calls):
         base = 0 if existing else (c + 1) * per_call
@@ -72,16 +75,19 @@ def main() -> None:
         "--names", default="schema 2,schema 3", help="labels of the old and the new ledger"
     )
     ap.add_argument("--tally", action="store_true", help="also TallyLedger (old vs new)")
+    ap.add_argument("--repeats", type=int, default=3, help="interleaved repeats (best of N)")
+    ap.add_argument("--one", action="store_true", help="also 1 agent per call")
     args = ap.parse_args()
     old = _load_old(args.old)
     label_old, label_new = args.names.split(",")
     print(f"old = {label_old} ({args.old}), new = {label_new} (working tree)")
     for tally in (False, True) if args.tally else (False,):
         what = "TallyLedger()" if tally else 'Ledger(":memory:")'
-        for per_call, calls in ((10, 300), (1000, 20)):
+        sizes = ((1, 400),) if args.one else ()
+        for per_call, calls in (*sizes, (10, 300), (1000, 20)):
             for existing in (False, True):
                 r = {name: [] for name in ("old", "new")}
-                for _ in range(3):  # interleaved, best of 3
+                for _ in range(args.repeats):  # interleaved, best of N
                     for name, mod in (("old", old), ("new", new)):
                         r[name].append(_one(mod, per_call, calls, existing, tally))
                 o, n = min(r["old"]), min(r["new"])
