@@ -158,7 +158,7 @@ class Ledger(StateReads):
     auth_note = ""
     #: The id of the key the ledger was written under (schema 3), else None.
     key_id: str | None = None
-    _replay: list[int] | None = None
+    _replay: Replay | None = None
 
     def __init__(
         self,
@@ -215,7 +215,7 @@ class Ledger(StateReads):
         self.auth_note = ""
         self.key_id = None
         self._write_refusal: str | None = None
-        self._replay = None  # [next row to match, last earlier row] while resuming
+        self._replay = None  # the replay in progress (begin_replay), None once past it
         # The last full verified state, keyed by the chain head it was read at (read-only).
         self._all_states: tuple[tuple[int, bytes], dict[str, AgentState]] | None = None
         # The write path and the writer's cache (row stores only).
