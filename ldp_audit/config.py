@@ -302,6 +302,8 @@ def _option_spec(f: dataclasses.Field, tp: Any, opt: str) -> dict[str, Any] | No
 
         conv = conv_none
     spec: dict[str, Any] = {"type": conv}
+    if choices is not None:  # shown as argparse shows its own choices: {a,b}
+        spec["metavar"] = "{" + ",".join(str(c) for c in choices) + "}"
     if nargs:
         spec["nargs"] = nargs
     return spec
@@ -380,8 +382,7 @@ def add_arguments(
             dest=f"cfg__{f.name}",
             default=argparse.SUPPRESS,
             help=" ".join(help_parts).replace("%", "%%"),
-            metavar=None if spec.get("action") else f.name.upper(),
-            **spec,
+            **{"metavar": None if spec.get("action") else f.name.upper(), **spec},
         )
         added.append(f.name)
     return added

@@ -196,3 +196,9 @@ def test_a_fields_check_refuses_in_the_configs_words_before_the_bounds() -> None
     assert from_args(Checked, args) == Checked(scale=0.0, bound=None)
     with pytest.raises(InvalidParameterError, match="check must be callable"):
         bounds(check=3)  # type: ignore[arg-type]
+
+
+def test_choices_show_in_the_usage_as_argparse_shows_them() -> None:
+    p, _ = _parser()
+    assert "--rule {manhattan,public-code}" in p.format_help()
+    assert "--n-agents N_AGENTS" in p.format_help()  # other options keep the field's name

@@ -37,27 +37,6 @@ def _real(name: str):  # noqa: ANN202
     return convert
 
 
-def _add_meeting_rule(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--meeting-rule",
-        choices=("manhattan", "public-code"),
-        default="manhattan",
-        help="the agents' distance for meeting, the +50, the shaping term and the success "
-        "check: manhattan = |dx| + |dy| (the paper's text), public-code = |dx + dy| (what the "
-        "authors' code computes)",
-    )
-
-
-def _add_device(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--device",
-        choices=("cpu", "cuda", "auto"),
-        default="cpu",
-        help="torch device of the networks (auto: cuda if available, else the cpu, and says "
-        "so); random draws stay on the CPU, so cpu results do not change",
-    )
-
-
 def _resolve_device(choice: str, command: str) -> str:
     """``--device`` resolved before any work: cuda without CUDA is a usage error (exit 2);
     auto says on stderr where it runs."""
@@ -73,6 +52,10 @@ def _resolve_device(choice: str, command: str) -> str:
             where = "the CPU: torch sees no CUDA device"
         print(f"{command}: --device auto: running on {where}", file=sys.stderr)
     return device
+
+
+#: FedRLConfig fields that are also options of reproduce fedrl (same name, default, bounds)
+_REPRO_FIELDS = ("n_envs", "n_maps", "eval_maps", "hist_len", "meeting_rule", "device")
 
 
 def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
@@ -136,21 +119,6 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
         help="training iterations per size (one value, or one per size)",
     )
     r.add_argument(
-        "--n-envs", type=int_at_least("--n-envs", 1), default=16, help="maps played at once"
-    )
-    r.add_argument(
-        "--n-maps", type=int_at_least("--n-maps", 10), default=8000, help="maps per size"
-    )
-    r.add_argument(
-        "--eval-maps", type=int_at_least("--eval-maps", 1), default=800, help="test maps evaluated"
-    )
-    r.add_argument(
-        "--hist-len",
-        type=int_at_least("--hist-len", 1),
-        default=4,
-        help="history length of Table 1",
-    )
-    r.add_argument(
         "--hist-lens",
         nargs="*",
         type=int_at_least("--hist-lens", 1),
@@ -201,8 +169,6 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
         default=None,
         help="training iterations of the Figure 4 runs (default: those of the first size)",
     )
-    _add_meeting_rule(r)
-    _add_device(r)
     r.add_argument(
         "--explore-eps",
         nargs="*",
@@ -238,6 +204,13 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
     from ldp_audit.limits import add_force_argument
 
     add_force_argument(r)
+    # the FedRLConfig fields reproduce passes on to every stage's runs, generated like train's
+    add_arguments(
+        r,
+        FedRLConfig,
+        skip=[f for f in FedRLConfig.__dataclass_fields__ if f not in _REPRO_FIELDS],
+        group_title="the runs' config (FedRLConfig fields; generated; --hist-len is Table 1's)",
+    )
     r.set_defaults(func=_reproduce)
 
 
@@ -409,7 +382,13 @@ def _reproduce(args: argparse.Namespace) -> int:
             raise InvalidParameterError(f"--attack-sigmas must be >= 0, got {s}")
     if args.attack_clip != args.attack_clip or args.attack_clip <= 0:
         raise InvalidParameterError(f"--attack-clip must be > 0, got {args.attack_clip}")
-    _resolve_device(args.device, "reproduce fedrl")  # cuda without CUDA: exit 2 before any work
+    from ldp_audit.config import given_fields
+    from ldp_audit.training.fedrl.config import FedRLConfig
+
+    cfg_kw = given_fields(args)  # the _REPRO_FIELDS given (the others: ReproConfig's defaults)
+    _resolve_device(
+        cfg_kw.get("device", FedRLConfig().device), "reproduce fedrl"
+    )  # cuda without CUDA: exit 2 before any work
     from ldp_audit.backends import backend_options
 
     where = backend_options(args)  # --backend/--address/--workers: usage errors before work
@@ -424,10 +403,6 @@ def _reproduce(args: argparse.Namespace) -> int:
         sizes=tuple(args.sizes),
         runs=args.runs,
         train_steps=tuple(args.train_steps),
-        n_envs=args.n_envs,
-        n_maps=args.n_maps,
-        eval_maps=args.eval_maps,
-        hist_len=args.hist_len,
         hist_lens=tuple(args.hist_lens),
         fig4_runs=args.fig4_runs,
         attack_sigmas=tuple(args.attack_sigmas),
@@ -437,11 +412,10 @@ def _reproduce(args: argparse.Namespace) -> int:
         audit_samples=args.audit_samples,
         threads=args.threads,
         fig4_steps=args.fig4_steps,
-        meeting_rule=args.meeting_rule,
         explore_eps=tuple(args.explore_eps),
         curve_points=args.curve_points,
         curve_maps=args.curve_maps,
-        device=args.device,
+        **cfg_kw,
     )
     from pathlib import Path
 
