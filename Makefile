@@ -66,7 +66,7 @@ reproduce-fedrl: $(STAMP)
 		--no-progress --force
 
 reproduce-frd: $(STAMP)
-	$(BIN)/ldp-audit reproduce frd --out reports/frd --overwrite --agents 1,2,4 --groups 5 \
+	$(BIN)/ldp-audit reproduce frd --out reports/frd --overwrite --agents 1,2,4 --groups 30 \
 		--max-episodes 250
 
 # The documentation site (site/), strict: broken links and missing references fail.

@@ -360,3 +360,18 @@ def test_attack_sweep_cells_are_bounded(tmp_path, capsys) -> None:
     err = capsys.readouterr().err
     assert "--agents 1000000" in err and "GiB" in err and "--force" in err, err
     assert not out.exists()
+
+
+def test_attack_frd_estimate_counts_the_private_parameters_candidates() -> None:
+    """A run on another private parameter (three lengths, one gravity) costs the shadow run of
+    three candidates, as a three-gravity run does (it was counted as k = 1)."""
+    from ldp_audit.training.frd import FrdConfig
+    from ldp_audit.training.sizes import frd_attack_estimates
+
+    by_length = FrdConfig(private_param="length", private_values=(0.25, 0.5, 1.0))
+    by_gravity = FrdConfig(gravities=(9.7, 9.8, 9.9))
+    one = FrdConfig(gravities=(9.8, 9.9))
+    assert len(by_length.candidates) == 3 and len(by_length.gravities) == 1
+    cost = [(e.nbytes, e.seconds) for e in frd_attack_estimates(by_length, 100)]
+    assert cost == [(e.nbytes, e.seconds) for e in frd_attack_estimates(by_gravity, 100)]
+    assert cost != [(e.nbytes, e.seconds) for e in frd_attack_estimates(one, 100)]

@@ -337,7 +337,8 @@ def fedrl_reproduce_estimates(rc: Any, *, workers: int = 1) -> list[Estimate]:
 def frd_attack_estimates(cfg: Any, n_shadow: int) -> list[Estimate]:
     """``attack frd``: the shadow run (the run's config with ``ceil(n_shadow * k / n_agents)``
     groups, as :func:`ldp_audit.attacks.frd.run` trains it)."""
-    groups = max(2, math.ceil(int(n_shadow) * len(cfg.gravities) / int(cfg.n_agents)))
+    k = len(cfg.candidates)  # the private parameter's candidates (gravity or another)
+    groups = max(2, math.ceil(int(n_shadow) * k / int(cfg.n_agents)))
     scfg = replace(cfg, groups=groups)
     parts = frd_estimates(scfg, cli=True)
     return [replace(e, option=f"--shadow {n_shadow}") for e in parts]
