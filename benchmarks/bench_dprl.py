@@ -23,8 +23,10 @@ Usage::
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_dprl.py [--quick]
 
-Writes ``benchmarks/results/bench_dprl.json``. Figures are from a shared, loaded 2-core
-machine: only the ratios measured in the same run mean anything.
+Writes ``benchmarks/results/bench_dprl.json``. ``--accountant --out FILE``: only the
+accountant's time per composition method for DQN DP-SGD histories (:func:`bench_accountant`).
+Figures are from a shared, loaded 2-core machine: only the ratios measured in the same run mean
+anything.
 """
 
 from __future__ import annotations
@@ -206,11 +208,57 @@ def bench_rollout(n_envs: int, episodes: int) -> dict:
     return out
 
 
+SIGMAS = (0.01, 0.03, 0.1, 0.5, 1.0)
+
+
+def bench_accountant(updates: tuple[int, ...] = (2250, 24750), sigmas: tuple = SIGMAS) -> list:
+    """CPU time and epsilon (delta 1e-5) per composition method for DQN's DP-SGD history.
+
+    A DQN run of U updates is U Poisson-sampled Gaussians at q = 128/10,000. Each method is
+    timed alone (``_method_value``: RDP, PRV, PLD with its own planner; a refusal is recorded
+    with its reason), then ``best`` (which adds the coarse PLD where PLD's planner refuses).
+    """
+    from ldp_audit.accountant import GaussianEvent, PoissonSampledEvent
+    from ldp_audit.accountant.accountant import _evaluate_full, _method_value, _signature
+    from ldp_audit.accountant.events import event_to_json
+
+    out = []
+    for u in updates:
+        for s in sigmas:
+            ev = PoissonSampledEvent(128 / 10_000, GaussianEvent(s))
+            row: dict = {"updates": u, "sigma": s}
+            for m in ("rdp", "prv", "pld"):
+                t = time.process_time()
+                try:
+                    v = _method_value({ev: u}, 1e-5, m)
+                except Exception as exc:  # noqa: BLE001 - a refusal is a result here
+                    v = f"refused: {str(exc)[:80]}"
+                row[m] = {"epsilon": v, "cpu_s": time.process_time() - t}
+            _evaluate_full.cache_clear()
+            t = time.process_time()
+            eps, method, _, _ = _evaluate_full(_signature([(event_to_json(ev), u)]), 1e-5, "best")
+            row["best"] = {"epsilon": eps, "method": method, "cpu_s": time.process_time() - t}
+            print(row, flush=True)
+            out.append(row)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer repetitions")
     ap.add_argument("--out", default="benchmarks/results/bench_dprl.json")
+    ap.add_argument("--accountant", action="store_true",
+                    help="only the accountant's time per method (DQN histories)")  # fmt: skip
     args = ap.parse_args()
+    if args.accountant:
+        doc = {
+            "machine": f"{platform.machine()} {platform.system()}, shared loaded 2-core machine",
+            "accountant": bench_accountant(),
+        }
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(doc, indent=1))
+        print(f"wrote {args.out}")
+        return
     reps = 2 if args.quick else 5
     g = torch.Generator().manual_seed(0)
     results = []
