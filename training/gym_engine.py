@@ -1,0 +1,257 @@
+"""The lock-step engine of PGC-A3C on a Gymnasium environment: every agent's episode, its
+report released through the one release path, the aggregator's step.
+
+Part of :mod:`ldp_audit.training.gym_pgc` (its :func:`~ldp_audit.training.gym_pgc.train` drives
+it); import the public names from there.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ldp_audit.errors import InvalidParameterError
+from ldp_audit.training.gym_envs import (
+    make_param_vector_env,
+)
+from ldp_audit.training.gym_pgc import (
+    _BLOCK,
+    _SEED_BOUND,
+    GymPgcConfig,
+    GymTrainResult,
+    _privacy_summary,
+    loss_gradients,
+)
+
+
+class _Engine:
+    """All agents of all trials in lock-step over one ParamVectorEnv."""
+
+    def __init__(self, cfg: GymPgcConfig, seed: int, accountant: Any, record: bool) -> None:
+        self.cfg, self.seed, self.acc, self.record = cfg, seed, accountant, record
+        self.net = cfg.network
+        k, n = cfg.trials, cfg.n_agents
+        self.R = k * n
+        self.row_trial = np.repeat(np.arange(k), n)
+        self.row_worker = np.tile(np.arange(n), k)
+        streams = [np.random.SeedSequence(seed, spawn_key=(0, t)).spawn(3) for t in range(k)]
+        init = [np.random.default_rng(s[0]) for s in streams]
+        self.act_rng = [np.random.default_rng(s[1]) for s in streams]
+        self.reset_rng = [np.random.default_rng(s[2]) for s in streams]
+        self.mech_rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(1,)))
+        self.mechanism = cfg.make_mechanism()
+        from ldp_audit.training.pgc_a3c import Aggregator
+
+        theta0 = np.stack([self.net.init(r) for r in init])
+        self.agg = Aggregator(theta0, cfg.eta, cfg.effective_buffer_size)
+        self.cand = np.asarray(cfg.values, dtype=np.float64)
+        self.steps = cfg.steps
+        self.env = make_param_vector_env(
+            cfg.info, cfg.private_param, self.R, max_episode_steps=self.steps
+        )
+        self.n_sub = np.zeros(k, dtype=np.int64)
+        self.next_agent = np.zeros(k, dtype=np.int64)
+        self.zeta = np.full((k, cfg.max_submissions), np.nan)
+        self.env_steps = 0
+        # per row: the agent, its round, its value, its theta copy and the snapshot index
+        self.agent = np.zeros(self.R, dtype=np.int64)
+        self.round = np.zeros(self.R, dtype=np.int64)
+        self.value = np.zeros(self.R)
+        self.theta = np.zeros((self.R, self.net.dim))
+        self.tidx = np.zeros(self.R, dtype=np.int64)
+        self.snaps: list[np.ndarray] = []
+        self.snap_ver = np.full(k, -1, dtype=np.int64)
+        self.snap_idx = np.zeros(k, dtype=np.int64)
+        self.t = np.zeros(self.R, dtype=np.int64)
+        self.obs = np.zeros((self.R, self.steps + 1, self.net.obs_dim))
+        self.act = np.zeros((self.R, self.steps), dtype=np.int64)
+        self.rew = np.zeros((self.R, self.steps))
+        self.rows_tr: list[dict[str, np.ndarray]] = []
+        self.transcript_rows: list[Any] = []
+        self.secret_rows: list[dict[str, np.ndarray]] = []
+        self.ublock = np.zeros((self.R, _BLOCK))
+        self.upos = _BLOCK
+
+    # -------------------------------------------------------------------------------- helpers
+    def _theta_index(self, trial: int) -> int:
+        v = int(self.agg.version[trial])
+        if self.snap_ver[trial] != v:
+            self.snaps.append(self.agg.theta[trial].copy())
+            self.snap_ver[trial] = v
+            self.snap_idx[trial] = len(self.snaps) - 1
+        return int(self.snap_idx[trial])
+
+    def _start(self, rows: np.ndarray, new_agent: np.ndarray) -> np.ndarray:
+        """(Re)start the episodes of ``rows`` (row order); returns their first observations."""
+        seeds = []
+        for r, new in zip(rows.tolist(), new_agent.tolist(), strict=True):
+            tr = int(self.row_trial[r])
+            rr = self.reset_rng[tr]
+            if new:
+                self.agent[r] = self.next_agent[tr]
+                self.next_agent[tr] += 1
+                self.round[r] = 0
+                self.value[r] = self.cand[int(rr.integers(self.cand.size))]
+            else:
+                self.round[r] += 1
+            seeds.append(int(rr.integers(0, _SEED_BOUND)))
+            self.theta[r] = self.agg.theta[tr]
+            self.tidx[r] = self._theta_index(tr)
+        self.env.set_param(rows, self.value[rows])
+        mask = np.zeros(self.R, dtype=bool)
+        mask[rows] = True
+        o, _ = self.env.reset(seed=seeds, options={"reset_mask": mask})
+        self.t[rows] = 0
+        return np.asarray(o, dtype=np.float64).reshape(self.R, -1)[rows]
+
+    def _uniforms(self) -> np.ndarray:
+        if self.upos == _BLOCK:
+            n = self.cfg.n_agents
+            for tr in range(self.cfg.trials):
+                self.ublock[tr * n : (tr + 1) * n] = self.act_rng[tr].random((_BLOCK, n)).T
+            self.upos = 0
+        u = self.ublock[:, self.upos]
+        self.upos += 1
+        return u
+
+    # -------------------------------------------------------------------------------- the loop
+    def run(self, bar: Any = None) -> None:
+        from ldp_audit.training.pgc_a3c import privatize_reports
+
+        cfg, R = self.cfg, self.R
+        cur = np.zeros((R, self.net.obs_dim))
+        cur[:] = self._start(np.arange(R), np.ones(R, dtype=bool))
+        live = np.ones(cfg.trials, dtype=bool)
+        sample = cfg.acting == "sample"
+        clip = cfg.effective_clip if cfg.mechanism == "none" else None
+        rows_all = np.arange(R)
+        while live.any():
+            alpha_tr = np.maximum(0.0, cfg.alpha_start - self.n_sub / cfg.alpha_decay)
+            alpha = alpha_tr[self.row_trial]
+            a = self.net.act(self.theta, cur, self._uniforms(), alpha, sample)
+            t = self.t
+            self.obs[rows_all, t] = cur
+            self.act[rows_all, t] = a
+            nxt, r, term, trunc, _ = self.env.step(a)
+            nxt = np.asarray(nxt, dtype=np.float64).reshape(R, -1)
+            self.rew[rows_all, t] = r
+            self.env_steps += int(live[self.row_trial].sum())
+            t += 1
+            done = term | trunc | (t == self.steps)
+            cur = nxt
+            if not done.any():
+                continue
+            ended = np.flatnonzero(done)
+            self.obs[ended, t[ended]] = nxt[ended]
+            # the reports of this step, in row order, capped at max_submissions per trial
+            take = []
+            for rr in ended.tolist():
+                tr = int(self.row_trial[rr])
+                if live[tr] and self.n_sub[tr] + sum(1 for x in take if self.row_trial[x] == tr) < (
+                    cfg.max_submissions
+                ):
+                    take.append(rr)
+            if take:
+                self._submit(np.asarray(take, dtype=np.int64), term, privatize_reports, clip, bar)
+            for tr in np.flatnonzero(live):
+                if self.n_sub[tr] >= cfg.max_submissions:
+                    live[tr] = False
+            if not live.any():
+                break
+            new_agent = self.round[ended] + 1 >= cfg.rounds
+            cur[ended] = self._start(ended, new_agent)
+
+    def _submit(self, rows: np.ndarray, term: np.ndarray, privatize: Any, clip: Any, bar: Any):
+        cfg = self.cfg
+        lengths = self.t[rows]
+        big_l = int(lengths.max())
+        grads = loss_gradients(
+            self.net,
+            self.theta[rows],
+            self.obs[rows, : big_l + 1],
+            self.act[rows, :big_l],
+            self.rew[rows, :big_l],
+            lengths,
+            ~term[rows],
+            gamma=cfg.gamma,
+            lam=cfg.lam,
+            beta=cfg.beta,
+        )
+        if not np.all(np.isfinite(grads)):
+            raise InvalidParameterError(
+                "a gradient is not finite (theta diverged); nothing of this step was released"
+            )
+        trial = self.row_trial[rows]
+        ids = [f"{t}/{a}" for t, a in zip(trial.tolist(), self.agent[rows].tolist(), strict=True)]
+        rel = privatize(
+            grads,
+            mechanism=self.mechanism,
+            accountant=self.acc,
+            agent_ids=ids,
+            trial=trial,
+            agent=self.agent[rows],
+            rng=self.mech_rng,
+            clip=clip,
+        )
+        sub = np.empty(rows.size, dtype=np.int64)
+        for i, tr in enumerate(trial.tolist()):
+            sub[i] = self.n_sub[tr]
+            self.n_sub[tr] += 1
+        score = self.rew[rows, :big_l].sum(axis=1)
+        self.zeta[trial, sub] = score
+        self.agg.receive(rel)  # eq. 22 on sealed reports only, in row order
+        if self.record:
+            self.transcript_rows.append(
+                {
+                    "trial": trial,
+                    "agent": self.agent[rows].copy(),
+                    "worker": self.row_worker[rows].copy(),
+                    "round": self.round[rows].copy(),
+                    "submission": sub,
+                    "theta_index": self.tidx[rows].copy(),
+                    "report": np.array(rel.values, dtype=np.float64),
+                    "score": score,
+                }
+            )
+            self.secret_rows.append({"value": self.value[rows].copy(), "gradient": grads})
+        if bar is not None:
+            bar.update(rows.size)
+
+    def result(self, seconds: float) -> GymTrainResult:
+        tr = sec = None
+        if self.record:
+            keys = ("trial", "agent", "worker", "round", "submission", "theta_index", "score")
+            d = self.net.dim
+            tr = {
+                k: np.concatenate([x[k] for x in self.transcript_rows])
+                if self.transcript_rows
+                else np.zeros(0, dtype=np.float64 if k == "score" else np.int64)
+                for k in keys
+            }
+            tr["report"] = (
+                np.concatenate([x["report"] for x in self.transcript_rows])
+                if self.transcript_rows
+                else np.zeros((0, d))
+            )
+            tr["thetas"] = np.stack(self.snaps) if self.snaps else np.zeros((0, d))
+            sec = {
+                "value": np.concatenate([x["value"] for x in self.secret_rows])
+                if self.secret_rows
+                else np.zeros(0),
+                "gradient": np.concatenate([x["gradient"] for x in self.secret_rows])
+                if self.secret_rows
+                else np.zeros((0, d)),
+            }
+        return GymTrainResult(
+            config=self.cfg,
+            seed=self.seed,
+            zeta=self.zeta,
+            theta=self.agg.theta.copy(),
+            submissions=self.n_sub.copy(),
+            privacy=_privacy_summary(self.cfg, self.next_agent),
+            env_steps=self.env_steps,
+            seconds=seconds,
+            transcript=tr,
+            secrets=sec,
+        )
