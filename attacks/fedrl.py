@@ -19,7 +19,7 @@ attacker who sees that one row only (the same cell also shaped other rows and be
 the whole-run guarantee is the accountant's composed epsilon). An interval entirely above the
 ceiling would be a violation of the claim.
 
-Example:
+Examples:
     >>> res = attack_run("runs/fedrl-x")            # doctest: +SKIP
     >>> res["results"][0]["accuracy"], res["results"][0]["ceiling"]   # doctest: +SKIP
 """
