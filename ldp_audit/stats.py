@@ -40,8 +40,8 @@ from typing import Any
 import numpy as np
 from scipy import special
 
-from ldp_audit._validation import check_probability, check_real
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.validation import check_probability, check_real
 
 __all__ = [
     "clopper_pearson_lower",
@@ -657,7 +657,7 @@ def bootstrap_median_ci(
     Returns:
         ``(median, low, high)``.
     """
-    from ldp_audit._validation import check_rng
+    from ldp_audit.validation import check_rng
 
     conf = check_probability(confidence, "confidence")
     check_rng(rng)

@@ -53,7 +53,6 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit._validation import check_epsilon
 from ldp_audit.accountant import composition, pld, prv, rdp
 from ldp_audit.accountant.events import (
     DpEvent,
@@ -67,6 +66,7 @@ from ldp_audit.accountant.events import (
 )
 from ldp_audit.accountant.ledger import SCOPES, AgentState, Ledger
 from ldp_audit.errors import BudgetExceeded, InvalidParameterError, LedgerError
+from ldp_audit.validation import check_epsilon
 
 __all__ = [
     "METHODS",

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import math
 
-from ldp_audit._validation import check_epsilon
 from ldp_audit.accountant.accountant import _check_delta, _check_method, compose
 from ldp_audit.accountant.events import LaplaceEvent, PureDpEvent, SelfComposedEvent
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.validation import check_epsilon
 
 __all__ = ["rounds_for_budget", "epsilon_per_round"]
 

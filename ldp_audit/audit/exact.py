@@ -7,10 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit._validation import check_int
 from ldp_audit.audit.mechanism import _as_pair, default_pairs
 from ldp_audit.audit.sampling import _privatize_rows
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.validation import check_int
 
 __all__ = ["exact_epsilon"]
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit._validation import check_int, check_real
 from ldp_audit.errors import InvalidParameterError, LdpAuditError, UserCodeError
+from ldp_audit.validation import check_int, check_real
 
 __all__ = ["MAX_DIM", "default_pairs"]
 

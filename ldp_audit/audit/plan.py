@@ -14,13 +14,13 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit._validation import check_bool, check_int, check_probability
 from ldp_audit.audit.mechanism import MAX_DIM, _as_pair, _check_mechanism, _user_attr, default_pairs
 from ldp_audit.audit.resolution import estimation_samples, max_refutable_epsilon
 from ldp_audit.audit.selection import _PROFILE_DELTAS, _SHARES
 from ldp_audit.audit.statistics import _statistic_list
 from ldp_audit.errors import InvalidParameterError, UserCodeError
 from ldp_audit.stats import POOLED_MAX_ALPHA
+from ldp_audit.validation import check_bool, check_int, check_probability
 
 __all__ = ["RATIO_TESTS"]
 

@@ -10,10 +10,10 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit._validation import check_int
 from ldp_audit.audit.mechanism import _check_mechanism
 from ldp_audit.audit.resolution import estimation_samples, max_refutable_epsilon
 from ldp_audit.audit.results import AuditResult, SequentialInfo
+from ldp_audit.validation import check_int
 
 __all__ = ["sequential_alpha", "sequential_schedule"]
 

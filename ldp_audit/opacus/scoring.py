@@ -126,10 +126,10 @@ def audit_run(run_dir: Any, *, setting: str = "white-box", confidence: float = 0
     the black-box result in ``extra["black_box"]`` when called through
     :func:`membership` or :meth:`CanaryAudit.finish`.
     """
-    from ldp_audit._validation import check_probability
     from ldp_audit.attacks import one_run as O  # noqa: N812
     from ldp_audit.attacks.membership import membership_metrics
     from ldp_audit.rundir import read_npz
+    from ldp_audit.validation import check_probability
 
     if setting not in ("white-box", "black-box"):
         raise InvalidParameterError(f"setting must be 'white-box' or 'black-box', got {setting!r}")
