@@ -502,12 +502,6 @@ class WorkProgress:
                     pass
 
 
-# former private names (kept for callers written against them)
-_init_ray = init_ray
-_Sink = ProgressSink
-_WorkProgress = WorkProgress
-
-
 def _grid_chunk(train_grid: Callable[..., list[R]], chunk: tuple[Any, ...]) -> list[R]:
     cfgs, seeds, dirs, *rest = chunk
     sink = rest[0] if rest else None

@@ -252,12 +252,12 @@ def _in_process(where: dict[str, Any]) -> bool:
 def _sweep_task(item: dict[str, Any]) -> tuple[list[Any], float]:
     """One architecture's batch (a :func:`ldp_audit.backends.run_tasks` task): its configs with
     their own generator and in-memory ledgers; returns the results and the task's CPU seconds."""
-    from ldp_audit.backends import _Sink
+    from ldp_audit.backends import ProgressSink
 
     c0 = time.process_time()
     sink = item.get("sink")
     res = train_batch(list(item["configs"]), rng=item["rng"], _sink=sink)
-    if isinstance(sink, _Sink):
+    if isinstance(sink, ProgressSink):
         sink.flush()
     return res, time.process_time() - c0
 
@@ -271,7 +271,7 @@ def _sweep(
 ) -> tuple[list[Any], float]:
     """The Figure 3-4 grid: one task per architecture batch (``arch_batches``), results in
     config order: bit for bit one ``train_many(cfgs, seed=seed)`` call."""
-    from ldp_audit.backends import _WorkProgress, describe_spec, run_tasks
+    from ldp_audit.backends import WorkProgress, describe_spec, run_tasks
 
     batches = arch_batches(cfgs, seed=seed)
     meter: Any = None
@@ -283,10 +283,10 @@ def _sweep(
             meter = tqdm(total=total, desc="agent-episodes", unit="ep")
         else:
             if where["backend"] == "ray":
-                from ldp_audit.backends import _init_ray
+                from ldp_audit.backends import init_ray
 
-                _init_ray(where["address"], where["workers"])  # the progress queue's actor
-            meter = _WorkProgress(
+                init_ray(where["address"], where["workers"])  # the progress queue's actor
+            meter = WorkProgress(
                 total, "agent-episodes", "ray" if where["backend"] == "ray" else "pool", unit="ep"
             )
     items = [
