@@ -1,0 +1,363 @@
+"""The report's tables: every section's rows of cells, number formatting, and the same table as
+HTML and as Markdown.
+
+Part of :mod:`ldp_audit.report._render` (the renderers lay the tables out on the page).
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from typing import Any
+
+from ldp_audit.report._model import short_numbers
+
+
+def _f(v: Any, nd: int = 4) -> str:
+    """A cell as readable text: numbers at ``nd`` significant digits, lists and dicts as
+    comma-separated values (never a raw Python list)."""
+    if v is None:
+        return "n/a"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        if math.isinf(v):
+            return "inf" if v > 0 else "-inf"
+        if math.isnan(v):
+            return "NaN"
+        return f"{v:.{nd}g}"
+    if isinstance(v, (list, tuple)):
+        if not v:
+            return "none"
+        head = ", ".join(_f(x, nd) for x in v[:8])
+        return head + (f", ... ({len(v)} values)" if len(v) > 8 else "")
+    if isinstance(v, dict):
+        if not v:
+            return "none"
+        return "; ".join(f"{k}: {_f(x, nd)}" for k, x in v.items())
+    return str(v)
+
+
+def _e(v: Any, nd: int = 4) -> str:
+    return html.escape(_f(v, nd))
+
+
+def _short(v: Any, k: int = 4) -> str:
+    if isinstance(v, list) and v and all(isinstance(x, (int, float)) for x in v):
+        head = ", ".join(f"{x:.4g}" for x in v[:k])
+        return f"({head}{', ...' if len(v) > k else ''})"
+    return _f(v)
+
+
+def _witness(w: Any) -> str:
+    """One readable line for an audit witness (AuditResult's Witness.to_dict()) or any value."""
+    if w is None:
+        return "n/a"
+    if isinstance(w, dict) and "event" in w:
+        parts = [f"event: {w['event']}"]
+        if w.get("family"):
+            parts[0] += f" [{w['family']}]"
+        if all(k in w for k in ("k1", "n1", "k2", "n2")):
+            parts.append(
+                f"counts {w['k1']}/{w['n1']} under M(x) vs {w['k2']}/{w['n2']} under M(x2)"
+            )
+        if "x" in w and "x2" in w:
+            parts.append(f"x = {_short(w['x'])}, x2 = {_short(w['x2'])}")
+        s = "; ".join(parts)
+    else:
+        s = _f(w)
+    s = short_numbers(s)
+    return s if len(s) <= 400 else s[:397] + "..."
+
+
+# ---------------------------------------------------------------------- tables (rows of cells)
+
+
+def _attack_verdict(r: dict[str, Any]) -> str:
+    if r["violation"]:
+        return "EXCEEDS CEILING"
+    if r.get("above_chance"):
+        return "ABOVE CHANCE (within ceiling)"
+    return "not above chance (within ceiling)"
+
+
+def _tables(m: dict[str, Any]) -> dict[str, tuple[list[str], list[list[Any]]]]:
+    run, led, aud, att = m["run"], m["ledger"], m["audits"], m["attacks"]
+    t: dict[str, tuple[list[str], list[list[Any]]]] = {}
+    mech = run["mechanism"] or {}
+    t["run"] = (
+        ["field", "value"],
+        [
+            ["algorithm", run["algorithm"]],
+            [
+                "mechanism",
+                ", ".join(f"{k}={_f(v)}" for k, v in mech.items()) or "several (see sections)",
+            ],
+            ["seed", run["seed"]],
+            ["created", run["created"]],
+            ["versions", ", ".join(f"{k} {v}" for k, v in run["versions"].items()) or "n/a"],
+            [
+                "report generated with",
+                ", ".join(f"{k} {v}" for k, v in m.get("generator", {}).items()) or "n/a",
+            ],
+            *([["extra analysis inputs", run["extra"]]] if run.get("extra") else []),
+        ],
+    )
+    st = run["status"]
+    t["status"] = (
+        ["run status", "value"],
+        [
+            ["status", st["run"]],
+            ["manifest", st["manifest"] or "none"],
+            ["evidence", st["evidence"]],
+            *([["added after the run", st["added_later"]]] if st["added_later"] else []),
+            *(
+                [["manifest, ledger anchor and keys", st["ledger_check"]["words"]]]
+                if st.get("ledger_check")
+                else []
+            ),
+        ],
+    )
+    t["config"] = (["parameter", "value"], [[k, _f(v)] for k, v in run["config"].items()])
+    rows = []
+    for name, key in (("basic sequential composition", "basic"), ("tightest valid method", "best")):
+        s = led[key]
+        rows.append([name, s["min"], s["median"], s["mean"], s["max"]])
+    if led["remaining"] is not None:
+        s = led["remaining"]
+        rows.append(["remaining budget", s["min"], s["median"], s["mean"], s["max"]])
+    s = led["submissions_per_agent"]
+    if s is not None:
+        rows.append(["submissions per agent", s["min"], s["median"], s["mean"], s["max"]])
+    t["ledger"] = (["per agent (local scope)", "min", "median", "mean", "max"], rows)
+    t["scopes"] = (
+        ["scope", "ledger ids", "min eps", "median eps", "max eps"],
+        [
+            [
+                "local (per-agent LDP)" if sc["scope"] == "local" else "central (model-level DP)",
+                sc["ids"],
+                sc["min"],
+                sc["median"],
+                sc["max"],
+            ]
+            for sc in led.get("scopes", [])
+        ],
+    )
+    claim = m.get("claim") or {}
+    t["claim"] = (
+        ["trainer's privacy statement (metrics.json)", "value"],
+        [[_CLAIM_LABELS.get(k, k), _f(v)] for k, v in claim.items()],
+    )
+    t["top"] = _top_table(led)
+    stmt = m.get("privacy_statement") or {}
+    t["statement"] = (
+        ["field", "value", "source"],
+        [[r["label"], r["value"], r["source"]] for r in stmt.get("rows", [])],
+    )
+    t["one_run"] = (
+        [
+            "one-run audit",
+            "setting",
+            "canaries",
+            "claimed eps",
+            "empirical lower bound",
+            "confidence",
+            "ceiling (every guess right)",
+            "verdict",
+        ],
+        [
+            [
+                o["name"],
+                o["setting"],
+                o["canaries"],
+                o["claimed_epsilon"],
+                o["epsilon_lower_bound"],
+                o["confidence"],
+                o["ceiling"],
+                "VIOLATION" if o["violation"] else "no violation found",
+            ]
+            for o in aud.get("one_run") or []
+        ],
+    )
+    arows = []
+    for r in aud["results"]:
+        for v in r["verdicts"]:
+            if v["kind"] in ("distribution", "single"):
+                exact: Any = r["exact_epsilon"]
+            else:
+                exact = "not applicable (holds in exact arithmetic only)"
+            arows.append(
+                [
+                    r["mechanism"],
+                    v["reading"],
+                    v["claimed_epsilon"],
+                    exact if r["exact_epsilon"] is not None else None,
+                    v["epsilon_lower_bound"],
+                    r["confidence"],
+                    _samples_cell(r),
+                    _resolution_cell(r),
+                    "VIOLATION" if v["violation"] else "no violation found",
+                    _witness(v["witness"]),
+                ]
+            )
+    t["audits"] = (
+        [
+            "mechanism",
+            "reading",
+            "claimed eps",
+            "exact eps (white-box; exact arithmetic only)",
+            "empirical lower bound",
+            "confidence",
+            "samples per input",
+            "resolution (what this size could show)",
+            "verdict",
+            "witness",
+        ],
+        arows,
+    )
+    t["attacks"] = (
+        [
+            "attack",
+            "accuracy",
+            "CI",
+            "chance",
+            "ceiling",
+            "implied eps lower bound",
+            "AUC",
+            "advantage",
+            "TPR at low FPR",
+            "targets",
+            "verdict",
+        ],
+        [
+            [
+                r["name"],
+                r["accuracy"],
+                f"{_f(r['ci_low'])} to {_f(r['ci_high'])}" if r["ci_low"] is not None else None,
+                r["chance"],
+                r["ceiling"],
+                r["implied_epsilon_lower_bound"],
+                r["auc"],
+                r["advantage"],
+                _f(r["tpr_at_fpr"]) if r["tpr_at_fpr"] is not None else None,
+                r["samples"],
+                _attack_verdict(r),
+            ]
+            for r in att["results"]
+            if not r.get("one_run")
+        ],
+    )
+    return t
+
+
+#: readable labels for keys of the trainer's privacy statement (metrics.json ``privacy``)
+_CLAIM_LABELS = {
+    "agents_per_trial": "agents started per trial (incl. those stopped before submitting)",
+    "epsilon_per_submission": "epsilon per report",
+    "epsilon_per_agent": "epsilon per agent (composed over its reports)",
+    "epsilon_total": "epsilon per agent (composed over its reports)",
+    "rounds": "reports per agent (rounds)",
+    "agents": "agents charged",
+    "max_spent_epsilon": "largest epsilon an agent spent",
+}
+
+
+def _resolution_cell(r: dict[str, Any]) -> Any:
+    """The largest epsilon this audit could have refuted and the smallest event probability
+    (under the second input) it could resolve, where the audit recorded them (issue 30)."""
+    eps, p = r.get("max_refutable_epsilon"), r.get("resolution_probability")
+    parts = []
+    if isinstance(eps, (int, float)):
+        parts.append(f"epsilon up to {eps:.3g}")
+    if isinstance(p, (int, float)):
+        parts.append(f"events of probability >= {p:.2g}")
+    return "; ".join(parts) if parts else "not recorded"
+
+
+def _samples_cell(r: dict[str, Any]) -> Any:
+    """Samples per input with the selection / estimation split the witness counts come from."""
+    n, sel = r.get("samples"), r.get("selection_samples")
+    if isinstance(n, int) and isinstance(sel, int) and 0 < sel < n:
+        return (
+            f"{n:,} per input: {sel:,} to choose the event, {n - sel:,} to estimate it "
+            "(the witness counts are out of these)"
+        )
+    return r.get("samples")
+
+
+def _agents_cell(g: dict[str, Any]) -> str:
+    if g["agents"] == 1:
+        return g["first"]
+    ex = ", ".join(g["examples"])
+    more = g["agents"] - len(g["examples"])
+    return f"{g['agents']:,} agents with identical rows ({ex}" + (
+        f" and {more:,} more)" if more > 0 else ")"
+    )
+
+
+def _top_table(led: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
+    head = [
+        "agents",
+        "submissions each",
+        "spent (basic)",
+        "spent (tightest)",
+        "method",
+        "remaining",
+    ]
+    groups = led.get("top_groups")
+    if groups is None:  # a model from before groups: the old rows
+        groups = [{**r, "agents": 1, "first": r["agent"], "examples": [r["agent"]]} for r in
+                  led["top_agents"]]  # fmt: skip
+    return head, [
+        [_agents_cell(g), g["submissions"], g["basic"], g["best"], g["method"], g["remaining"]]
+        for g in groups
+    ]
+
+
+def _top_title(led: dict[str, Any]) -> str:
+    groups = led.get("top_groups") or []
+    n = sum(g["agents"] for g in groups)
+    if groups and n > len(groups):
+        return (
+            f"Largest spenders: {_n(n, 'agent')} in {_n(len(groups), 'row')} "
+            "(agents with identical values share a row)"
+        )
+    return f"Largest spenders: {_n(len(groups) or len(led['top_agents']), 'agent')}"
+
+
+def _n(count: int, noun: str, plural: str | None = None) -> str:
+    return f"{count:,} {noun if count == 1 else (plural or noun + 's')}"
+
+
+def _html_table(head: list[str], rows: list[list[Any]]) -> str:
+    out = [
+        "<table><thead><tr>",
+        *(f"<th>{html.escape(h)}</th>" for h in head),
+        "</tr></thead><tbody>",
+    ]
+    if not rows:
+        out.append(f'<tr><td class="na" colspan="{max(len(head), 1)}">no rows</td></tr>')
+    for r in rows:
+        out.append("<tr>")
+        for c in r:
+            cls = ' class="num"' if isinstance(c, (int, float)) and not isinstance(c, bool) else ""
+            txt = _e(c)
+            if txt in ("VIOLATION", "EXCEEDS CEILING"):
+                txt = f'<span class="bad">{txt}</span>'
+            elif txt.startswith("ABOVE CHANCE"):
+                txt = f'<span class="warn">{txt}</span>'
+            elif c is None:
+                txt = '<span class="na">n/a</span>'
+            out.append(f"<td{cls}>{txt}</td>")
+        out.append("</tr>")
+    out.append("</tbody></table>")
+    return "".join(out)
+
+
+def _md_table(head: list[str], rows: list[list[Any]]) -> str:
+    def cell(c: Any) -> str:
+        return _f(c).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines)
