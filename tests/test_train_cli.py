@@ -121,3 +121,86 @@ def test_train_cli_real_engine_writes_run_dir(tmp_path, capsys):
     second = json.loads(capsys.readouterr().out)
     assert second["final_mean_mu"] == first["final_mean_mu"]
     assert second["fst"] == first["fst"]
+
+
+# ---------------------------------------------------------------- options generated from the config
+_GENERATED = {
+    "--acting": "acting",
+    "--stop-at-target": "stop_at_target",
+    "--clip-kind": "clip_kind",
+    "--aggregator": "aggregator",
+    "--aggregator-lr": "aggregator_lr",
+    "--target": "target",
+}
+
+
+def _train_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ldp-audit")
+    sub = parser.add_subparsers(dest="command")
+    train_cmd.register(sub)
+    return parser
+
+
+def test_generated_options_come_from_the_config():
+    """The six options are generated from PgcA3cConfig: its field docs are the help, its
+    defaults fill the options not given (ldp_audit.config), and the fields whose command-line
+    form differs (--mechanism, --epsilon, --trials, --rounds, --max-submissions) stay
+    hand-written with their own defaults."""
+    import dataclasses
+
+    from ldp_audit.config import field_docs
+    from ldp_audit.training.pgc_a3c import PgcA3cConfig
+
+    parser = _train_parser()
+    tsub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    train = tsub.choices["train"]
+    psub = next(a for a in train._actions if isinstance(a, argparse._SubParsersAction))
+    p = psub.choices["pgc-a3c"]
+    dests = {o: a.dest for a in p._actions for o in a.option_strings}
+    for opt, name in _GENERATED.items():
+        assert dests[opt] == f"cfg__{name}", opt
+    assert dests["--no-stop-at-target"] == "cfg__stop_at_target"
+    for opt in ("--mechanism", "--epsilon", "--trials", "--rounds", "--max-submissions"):
+        assert not dests[opt].startswith("cfg__"), opt
+    help_text = " ".join(p.format_help().split())
+    doc = field_docs(PgcA3cConfig)["acting"]
+    assert doc.split(":")[0] in help_text
+    args = parser.parse_args(["train", "pgc-a3c", "--mechanism", "none"])
+    train_cmd._fill_config_options(args)
+    defaults = {f.name: f.default for f in dataclasses.fields(PgcA3cConfig)}
+    for name in _GENERATED.values():
+        assert getattr(args, name) == defaults[name], name
+    assert args.trials == 1 and args.epsilon is None  # the CLI's own defaults
+    given = parser.parse_args(
+        ["train", "pgc-a3c", "--mechanism", "none", "--acting", "sample", "--stop-at-target",
+         "--aggregator", "adam", "--aggregator-lr", "0.25", "--target", "literal-eq18"]
+    )  # fmt: skip
+    train_cmd._fill_config_options(given)
+    assert (given.acting, given.stop_at_target, given.aggregator) == ("sample", True, "adam")
+    assert (given.aggregator_lr, given.target, given.clip_kind) == (0.25, "literal-eq18", "l1")
+
+
+@pytest.mark.parametrize(
+    ("opt", "value"),
+    [
+        ("--acting", "greedy"),
+        ("--clip-kind", "l2"),
+        ("--aggregator", "sgdx"),
+        ("--aggregator-lr", "0"),
+        ("--aggregator-lr", "nan"),
+        ("--aggregator-lr", "-1"),
+        ("--target", "literal"),
+    ],
+)
+def test_generated_options_refuse_bad_values(opt, value, capsys, monkeypatch):
+    """A bad value exits 2 naming the option and the value, before any training."""
+
+    def boom(*a, **k):  # pragma: no cover - reached only if validation failed to stop the run
+        raise AssertionError("training started")
+
+    monkeypatch.setattr(train_cmd, "_train_pgc", boom)
+    with pytest.raises(SystemExit) as exc:
+        _run(["train", "pgc-a3c", "--mechanism", "laplace", "--epsilon", "1", opt, value])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert opt in err and repr(value) in err, err

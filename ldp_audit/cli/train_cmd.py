@@ -51,6 +51,30 @@ _max_submissions = int_in_range(
 
 _positive_float = real_in("--aggregator-lr", low=0.0)
 
+#: the fields of PgcA3cConfig whose ``train pgc-a3c`` options are generated (ldp_audit.config)
+_TRAIN_GENERATED = (
+    "acting",
+    "stop_at_target",
+    "clip_kind",
+    "aggregator",
+    "aggregator_lr",
+    "target",
+)
+
+
+def _fill_config_options(args: argparse.Namespace) -> None:
+    """Set ``args.<field>`` for each generated option: the value given, else the config's
+    default (generated options are "not given" unless named; the code below reads them)."""
+    import dataclasses
+
+    from ldp_audit.config import given_fields
+    from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
+
+    given = given_fields(args)
+    for f in dataclasses.fields(PgcA3cConfig):
+        if f.name in _TRAIN_GENERATED:
+            setattr(args, f.name, given.get(f.name, f.default))
+
 
 def _add_reading_arguments(p: argparse.ArgumentParser) -> None:
     """The PGC-A3C readings (ablations) of issue 20; defaults are the paper as printed."""
@@ -135,14 +159,6 @@ def register_pgc(tsub: Any, rsub: Any) -> None:
     p.add_argument(
         "--max-submissions", type=_max_submissions, default=90_000, help="submissions per trial"
     )
-    p.add_argument(
-        "--acting",
-        choices=("argmax", "sample"),
-        default="argmax",
-        help="non-exploring action: argmax pi (the paper) or a sample of pi (ablation)",
-    )
-    p.add_argument("--stop-at-target", action="store_true", help="stop a trial once FST is known")
-    _add_reading_arguments(p)
     from ldp_audit.cli.gym_cmd import add_gym_arguments  # --env, --private-param (issue 27)
 
     add_gym_arguments(p)
@@ -158,6 +174,20 @@ def register_pgc(tsub: Any, rsub: Any) -> None:
     from ldp_audit.limits import add_force_argument  # size limits (docs/cli.md)
 
     add_force_argument(p)
+    # --acting, --stop-at-target, --clip-kind, --aggregator, --aggregator-lr, --target: generated
+    # from PgcA3cConfig (ldp_audit.config; help, default, choices and bounds written once, in the
+    # config). --mechanism (required here), --epsilon (omitted for 'none'), --trials (1 here, 20
+    # in the config), --rounds and --max-submissions (capped here, with the reason, for memory)
+    # stay hand-written: their command-line form differs from the field's.
+    from ldp_audit.config import add_arguments
+    from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
+
+    add_arguments(
+        p,
+        PgcA3cConfig,
+        skip=[f for f in PgcA3cConfig.__dataclass_fields__ if f not in _TRAIN_GENERATED],
+        group_title="the run's config (PgcA3cConfig; generated)",
+    )
     p.set_defaults(func=_train_pgc)
 
     r = rsub.add_parser(
@@ -264,6 +294,7 @@ def iter_system_cli_modules() -> list[Any]:
 
 
 def _train_pgc(args: argparse.Namespace) -> int:
+    _fill_config_options(args)
     if args.mechanism == "none":
         if args.epsilon is not None and not math.isinf(args.epsilon):
             raise InvalidParameterError(

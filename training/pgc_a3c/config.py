@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ldp_audit.config import bounds
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.cartpole import PAPER_GRAVITIES
 from ldp_audit.training.pgc_a3c.model import DIM
@@ -153,17 +154,17 @@ def _from_json_dict(d: dict[str, Any]) -> dict[str, Any]:
 class PgcA3cConfig(_SharedFields):
     """Everything that defines a PGC-A3C run (paper defaults, section 4 "Hyper Parameters")."""
 
-    mechanism: str = "laplace"
+    mechanism: str = field(default="laplace", metadata=bounds(choices=_MECHANISMS))
     """Agent-side randomiser Q: "laplace" (Alg. 2), "prs" (Alg. 3) or "none" (eps = inf)."""
-    epsilon: float = 1.0
+    epsilon: float = field(default=1.0, metadata=bounds(minimum=0, open_min=True, inf=True))
     """Total LDP budget of one agent (over its ``rounds`` submissions); forced to inf for none."""
-    trials: int = 20
+    trials: int = field(default=20, metadata=bounds(minimum=1))
     """Independent training runs K (Table 1 uses 20)."""
-    n_agents: int = 9
+    n_agents: int = field(default=9, metadata=bounds(minimum=1))
     """Concurrent workers per trial (the paper's 9 threads)."""
-    max_submissions: int = 90_000
+    max_submissions: int = field(default=90_000, metadata=bounds(minimum=1))
     """Submissions per trial before training stops (the paper's N = 90,000)."""
-    rounds: int = 1
+    rounds: int = field(default=1, metadata=bounds(minimum=1))
     """Submissions per agent T; each at epsilon/T (section 3.2.1). 1 = the paper's main setting."""
     clip: float | None = None
     """C: L1 sensitivity for Laplace (eq. 19-20), element clip for PRS (eq. 23). None = paper
@@ -192,7 +193,7 @@ class PgcA3cConfig(_SharedFields):
     """alpha = max{0, alpha_start - n / alpha_decay} (section 4)."""
     alpha_decay: float = 1800.0
     """See ``alpha_start``."""
-    acting: str = "argmax"
+    acting: str = field(default="argmax", metadata=bounds(choices=_ACTING))
     """The non-exploring action (probability 1 - alpha): "argmax" pi (Algorithm 1 and section 4
     as printed) or "sample" a ~ pi(.|s) (what the public A3C example the paper's hyper-parameters
     match does; an ablation, see README)."""
@@ -204,20 +205,20 @@ class PgcA3cConfig(_SharedFields):
     """m of eq. 25."""
     budget: float | None = None
     """Optional per-agent epsilon budget enforced by the accountant (None = no budget)."""
-    clip_kind: str = "l1"
+    clip_kind: str = field(default="l1", metadata=bounds(choices=_CLIP_KINDS))
     """How a report is clipped before the Laplace noise: "l1" (eq. 19 as printed, L1 norm C/2,
     sensitivity C, epsilon-LDP) or "coordinate" (an ablation, a reading of the paper that is NOT
     its claim: each coordinate clipped to [-C/2, C/2], so the L1 sensitivity is d C and the same
     noise Lap(C/epsilon) gives d * epsilon = 112 epsilon per report; that true epsilon is what
     the ledger is charged and every report shows, and a :class:`PrivacyClaimWarning` is
     issued). Laplace and the non-private baseline only."""
-    aggregator: str = "sgd"
+    aggregator: str = field(default="sgd", metadata=bounds(choices=_AGGREGATORS))
     """The aggregator's step on mean(B): "sgd" (eq. 22 as printed), "adam" or "rmsprop" (an
     ablation; post-processing of released reports, no privacy cost)."""
-    aggregator_lr: float | None = None
+    aggregator_lr: float | None = field(default=None, metadata=bounds(minimum=0, open_min=True))
     """Step size of the aggregator: None = ``eta`` for "sgd", ``ADAPTIVE_DEFAULT_LR`` (1e-3)
     for "adam" and "rmsprop"."""
-    target: str = "engine"
+    target: str = field(default="engine", metadata=bounds(choices=_TARGETS))
     """The value target: "engine" (eq. 18 with the bootstrap discounted as in eq. 12 and
     V(s_T) = 0 after a failure) or "literal-eq18" (eq. 18 as printed: + V(s_T), undiscounted,
     also after a failure; an ablation that shows why the engine deviates)."""
