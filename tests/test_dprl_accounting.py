@@ -24,17 +24,17 @@ def _dqn_history(sigma: float, updates: int) -> list:
 def test_best_uses_pld_where_rdp_is_ten_times_looser() -> None:
     # the committed sigma 0.1 DQN row: 2,250 updates; RDP said 24,917 (issue 29)
     h = _dqn_history(0.1, 2250)
+    rdp, _ = compose(h, delta=1e-5, method="rdp")  # first: Opacus's import is not timed below
     t0 = time.process_time()
     eps, method = compose(h, delta=1e-5)
     took = time.process_time() - t0
-    rdp, _ = compose(h, delta=1e-5, method="rdp")
     fine = event_pld(h[0][0], value_discretization_interval=0.1).self_compose(2250)
     assert method == "pld"
     assert rdp == pytest.approx(24_917, rel=1e-3)
     # a pessimistic PLD on a coarser mesh is an upper bound of the finer one, within 3 %
     assert fine.get_epsilon_for_delta(1e-5) <= eps <= 1.03 * fine.get_epsilon_for_delta(1e-5)
     assert eps < rdp / 9
-    assert took < 5.0  # measured 0.04 CPU-s on the 2-core box
+    assert took < 5.0  # measured 0.1 CPU-s on the loaded 2-core box (no PRV: refused)
 
 
 @pytest.mark.parametrize("sigma", [0.01, 0.03])
