@@ -93,6 +93,10 @@ def _leak_eps_list(text: str) -> tuple[float, ...]:
     return _eps_list(text, "--leak-epsilons")
 
 
+#: FrdConfig fields whose options are written by hand above (another name or syntax)
+_HAND_WRITTEN = ("n_agents", "ldp_epsilon", "gravities", "private_param", "private_values")
+
+
 def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
     """Add ``train frd`` and ``reproduce frd``."""
     p = train_subparsers.add_parser(
@@ -104,26 +108,20 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
         "agent's ledger (non-private: NonPrivateEvent; --epsilon: the LDP variant).",
         formatter_class=_FMT,
     )
-    p.add_argument("--mode", choices=("frd", "fedavg"), default="frd")
     p.add_argument(
         "--setting",
         type=int,
         choices=range(1, 8),
         default=1,
         metavar="{1..7}",
-        help="Table 1 setting (S, E, I, network size); the options below override it",
+        help="Table 1 setting (S, E, I, network size, cut components); --sections, "
+        "--exchange-period, --initial-episodes, --hidden, --layers and --proxy-dims override it",
     )
-    p.add_argument("--agents", type=int_at_least("--agents", 1), default=4, help="per group")
-    p.add_argument("--groups", type=int_at_least("--groups", 1), default=1)
-    p.add_argument("--sections", type=int_at_least("--sections (S)", 2), default=None)
-    p.add_argument("--exchange-period", type=int_at_least("--exchange-period (E)", 1), default=None)
+    # options whose name or syntax is not their field's: n_agents, ldp_epsilon (None or inf:
+    # the non-private upload), gravities and private_param/private_values (comma-separated)
     p.add_argument(
-        "--initial-episodes", type=int_at_least("--initial-episodes (I)", 0), default=None
+        "--agents", type=int_at_least("--agents", 1), default=4, help="agents per group (U)"
     )
-    p.add_argument("--hidden", type=int_at_least("--hidden", 1), default=None)
-    p.add_argument("--layers", type=int_at_least("--layers", 1), default=None)
-    p.add_argument("--max-episodes", type=int_at_least("--max-episodes", 1), default=300)
-    p.add_argument("--threshold", type=_real("--threshold", 0.0), default=195.0)
     p.add_argument(
         "--gravities",
         type=_gravities,
@@ -146,15 +144,6 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
         help="LDP variant: epsilon per upload (composed over the run); omit (or inf) for the "
         "non-private upload",
     )
-    p.add_argument(
-        "--ldp-samples",
-        type=int_at_least("--ldp-samples", 1),
-        default=32,
-        help="(cell, policy) pairs sampled per LDP upload",
-    )
-    p.add_argument(
-        "--no-stop-at-mission", action="store_true", help="run every agent to --max-episodes"
-    )
     p.add_argument("--seed", type=int_at_least("--seed", 0), default=0, help="master seed")
     p.add_argument("--out", default=None, metavar="RUN_DIR", help="run directory to write")
     add_run_mode_arguments(p)
@@ -163,6 +152,15 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
     from ldp_audit.limits import add_force_argument
 
     add_force_argument(p)
+    # every other field of FrdConfig is an option (--mode, --groups, --sections, --threshold,
+    # --ldp-samples, --no-stop-at-mission, ...): its default, bounds and help are written once,
+    # in the config (ldp_audit.config)
+    from ldp_audit.config import add_arguments
+    from ldp_audit.training.frd import FrdConfig
+
+    add_arguments(
+        p, FrdConfig, skip=_HAND_WRITTEN, group_title="the run's config (FrdConfig; generated)"
+    )
     p.set_defaults(func=_train)
 
     r = reproduce_subparsers.add_parser(
@@ -260,37 +258,29 @@ def _secret_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _train(args: argparse.Namespace) -> int:
+    from ldp_audit.config import given_fields
     from ldp_audit.training.frd import PAPER_SETTINGS, FrdConfig
 
-    over = {
-        k: getattr(args, k)
-        for k in ("sections", "exchange_period", "initial_episodes", "hidden", "layers")
-        if getattr(args, k) is not None
-    }
+    kw = given_fields(args)  # the generated options the user gave; the others: the setting's
+    algo = kw.get("mode", "frd")
     eps = args.epsilon
     if eps is not None and math.isinf(eps):
         eps = None
-    if eps is not None and args.mode != "frd":
+    if eps is not None and algo != "frd":
         raise InvalidParameterError(
-            f"--epsilon (the LDP proxy memory) needs --mode frd, got --mode {args.mode}"
+            f"--epsilon (the LDP proxy memory) needs --mode frd, got --mode {algo}"
         )
     cfg = FrdConfig(
-        **{**PAPER_SETTINGS[args.setting], **over},
-        mode=args.mode,
+        **{**PAPER_SETTINGS[args.setting], **kw},
         n_agents=args.agents,
-        groups=args.groups,
-        max_episodes=args.max_episodes,
-        threshold=args.threshold,
         **_secret_options(args),
         ldp_epsilon=eps,
-        ldp_samples=args.ldp_samples,
-        stop_at_mission=not args.no_stop_at_mission,
     )
     from ldp_audit.training.sizes import check_sizes
 
     check_sizes("frd", cfg, force=args.force, cli=True)  # absurd sizes: before any allocation
     mode = run_mode(args)
-    out = args.out or timestamped_dir(f"runs/frd-{args.mode}")
+    out = args.out or timestamped_dir(f"runs/frd-{cfg.mode}")
     check_out_for_mode(out, mode)
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     from ldp_audit.training.frd import train
