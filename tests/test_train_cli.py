@@ -157,16 +157,17 @@ def test_generated_options_come_from_the_config():
     psub = next(a for a in train._actions if isinstance(a, argparse._SubParsersAction))
     p = psub.choices["pgc-a3c"]
     dests = {o: a.dest for a in p._actions for o in a.option_strings}
+    group = next(g for g in p._action_groups if "generated" in (g.title or ""))
+    assert {o for a in group._group_actions for o in a.option_strings} == {
+        *_GENERATED,
+        "--no-stop-at-target",
+    }
     for opt, name in _GENERATED.items():
-        assert dests[opt] == f"cfg__{name}", opt
-    assert dests["--no-stop-at-target"] == "cfg__stop_at_target"
-    for opt in ("--mechanism", "--epsilon", "--trials", "--rounds", "--max-submissions"):
-        assert not dests[opt].startswith("cfg__"), opt
+        assert dests[opt] == name, opt
     help_text = " ".join(p.format_help().split())
     doc = field_docs(PgcA3cConfig)["acting"]
     assert doc.split(":")[0] in help_text
     args = parser.parse_args(["train", "pgc-a3c", "--mechanism", "none"])
-    train_cmd._fill_config_options(args)
     defaults = {f.name: f.default for f in dataclasses.fields(PgcA3cConfig)}
     for name in _GENERATED.values():
         assert getattr(args, name) == defaults[name], name
@@ -175,7 +176,6 @@ def test_generated_options_come_from_the_config():
         ["train", "pgc-a3c", "--mechanism", "none", "--acting", "sample", "--stop-at-target",
          "--aggregator", "adam", "--aggregator-lr", "0.25", "--target", "literal-eq18"]
     )  # fmt: skip
-    train_cmd._fill_config_options(given)
     assert (given.acting, given.stop_at_target, given.aggregator) == ("sample", True, "adam")
     assert (given.aggregator_lr, given.target, given.clip_kind) == (0.25, "literal-eq18", "l1")
 
@@ -204,3 +204,19 @@ def test_generated_options_refuse_bad_values(opt, value, capsys, monkeypatch):
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert opt in err and repr(value) in err, err
+
+
+def test_reproduce_generates_the_reading_options(capsys):
+    """``reproduce pgc-a3c``: the readings and --acting are generated from PgcA3cConfig (config
+    defaults when not given); its --stop-at-target stays hand-written, on by default."""
+    parser = _train_parser()
+    args = parser.parse_args(["reproduce", "pgc-a3c"])
+    assert (args.acting, args.clip_kind, args.aggregator) == ("argmax", "l1", "sgd")
+    assert (args.aggregator_lr, args.target, args.stop_at_target) == (None, "engine", True)
+    args = parser.parse_args(["reproduce", "pgc-a3c", "--no-stop-at-target", "--acting", "sample"])
+    assert (args.acting, args.stop_at_target) == ("sample", False)
+    with pytest.raises(SystemExit) as exc:
+        parser.parse_args(["reproduce", "pgc-a3c", "--target", "eq18"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "--target" in err and "'eq18'" in err, err

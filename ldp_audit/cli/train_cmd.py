@@ -27,7 +27,6 @@ from ldp_audit.cli._types import (
     epsilon_or_inf,
     int_at_least,
     int_in_range,
-    real_in,
     run_mode,
     show_progress,
     timestamped_dir,
@@ -49,62 +48,25 @@ _max_submissions = int_in_range(
 )
 
 
-_positive_float = real_in("--aggregator-lr", low=0.0)
-
-#: the fields of PgcA3cConfig whose ``train pgc-a3c`` options are generated (ldp_audit.config)
-_TRAIN_GENERATED = (
-    "acting",
-    "stop_at_target",
-    "clip_kind",
-    "aggregator",
-    "aggregator_lr",
-    "target",
-)
+#: the fields of PgcA3cConfig whose options are generated (ldp_audit.config) in ``reproduce
+#: pgc-a3c`` (the readings of issue 20; defaults are the paper as printed) and ``train pgc-a3c``
+_REPRO_GENERATED = ("acting", "clip_kind", "aggregator", "aggregator_lr", "target")
+_TRAIN_GENERATED = ("stop_at_target", *_REPRO_GENERATED)
 
 
-def _fill_config_options(args: argparse.Namespace) -> None:
-    """Set ``args.<field>`` for each generated option: the value given, else the config's
-    default (generated options are "not given" unless named; the code below reads them)."""
+def _plain_dests(p: argparse.ArgumentParser, names: list[str]) -> None:
+    """Let the options generated for ``names`` write ``args.<field>`` with the config's default
+    (not ldp_audit.config's "not given"), as the hand-written options did: the code below reads
+    them, and a report's ``reproduce_command`` is parsed back (tests/test_reproduce.py)."""
     import dataclasses
 
-    from ldp_audit.config import given_fields
     from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
 
-    given = given_fields(args)
-    for f in dataclasses.fields(PgcA3cConfig):
-        if f.name in _TRAIN_GENERATED:
-            setattr(args, f.name, given.get(f.name, f.default))
-
-
-def _add_reading_arguments(p: argparse.ArgumentParser) -> None:
-    """The PGC-A3C readings (ablations) of issue 20; defaults are the paper as printed."""
-    p.add_argument(
-        "--clip-kind",
-        choices=("l1", "coordinate"),
-        default="l1",
-        help="Laplace clip: l1 (eq. 19 as printed, epsilon-LDP) or coordinate (each coordinate "
-        "to +-C/2: an ablation whose reports are 112 x epsilon-LDP, charged and reported so)",
-    )
-    p.add_argument(
-        "--aggregator",
-        choices=("sgd", "adam", "rmsprop"),
-        default="sgd",
-        help="the aggregator's step on mean(B): sgd (eq. 22) or adam/rmsprop (ablation; "
-        "post-processing, no privacy cost)",
-    )
-    p.add_argument(
-        "--aggregator-lr",
-        type=_positive_float,
-        default=None,
-        help="aggregator step size (default: eta = 0.5 for sgd, 1e-3 for adam/rmsprop)",
-    )
-    p.add_argument(
-        "--target",
-        choices=("engine", "literal-eq18"),
-        default="engine",
-        help="value target: engine (eq. 18, bootstrap discounted, 0 after a failure) or "
-        "literal-eq18 (as printed: + V(s_T) always; ablation)",
-    )
+    defaults = {f.name: f.default for f in dataclasses.fields(PgcA3cConfig)}
+    for action in p._actions:
+        name = action.dest.removeprefix("cfg__")
+        if action.dest.startswith("cfg__") and name in names:
+            action.dest, action.default = name, defaults[name]
 
 
 def _warn_coordinate(clip_kind: str, mechanism: str, eps_per_report: float | None) -> None:
@@ -182,12 +144,13 @@ def register_pgc(tsub: Any, rsub: Any) -> None:
     from ldp_audit.config import add_arguments
     from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
 
-    add_arguments(
+    added = add_arguments(
         p,
         PgcA3cConfig,
         skip=[f for f in PgcA3cConfig.__dataclass_fields__ if f not in _TRAIN_GENERATED],
         group_title="the run's config (PgcA3cConfig; generated)",
     )
+    _plain_dests(p, added)
     p.set_defaults(func=_train_pgc)
 
     r = rsub.add_parser(
@@ -233,13 +196,14 @@ def register_pgc(tsub: Any, rsub: Any) -> None:
         help="stop grid trials once FST is known, Figure 2 then uses separate full runs "
         "(default: on; --no-stop-at-target runs every grid trial to --max-submissions)",
     )
-    r.add_argument(
-        "--acting",
-        choices=("argmax", "sample"),
-        default="argmax",
-        help="non-exploring action: argmax pi (the paper) or a sample of pi (ablation)",
+    # --acting and the readings (--clip-kind, --aggregator, --aggregator-lr, --target): generated
+    # from PgcA3cConfig; --stop-at-target is hand-written above (on by default here)
+    repro_added = add_arguments(
+        r,
+        PgcA3cConfig,
+        skip=[f for f in PgcA3cConfig.__dataclass_fields__ if f not in _REPRO_GENERATED],
+        group_title="the reading (PgcA3cConfig; generated)",
     )
-    _add_reading_arguments(r)
     r.add_argument(
         "--engine",
         choices=("fused", "lockstep"),
@@ -271,6 +235,7 @@ def register_pgc(tsub: Any, rsub: Any) -> None:
     r.add_argument("--json", action="store_true", help="print results.json on stdout")
     r.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     add_force_argument(r)
+    _plain_dests(r, repro_added)
     r.set_defaults(func=_reproduce_pgc)
 
 
@@ -294,7 +259,6 @@ def iter_system_cli_modules() -> list[Any]:
 
 
 def _train_pgc(args: argparse.Namespace) -> int:
-    _fill_config_options(args)
     if args.mechanism == "none":
         if args.epsilon is not None and not math.isinf(args.epsilon):
             raise InvalidParameterError(
