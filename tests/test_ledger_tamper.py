@@ -320,10 +320,10 @@ def test_expect_head_from_elsewhere(run: Path, tmp_path: Path) -> None:
 
 
 def test_a_v2_ledger_reads_as_unauthenticated_and_is_never_charged(tmp_path: Path) -> None:
-    """Old ledgers stay readable: the committed reports' v2 ledgers read as unauthenticated."""
-    old = Path("reports/frd/leak_runs/frd-wide/ledger.sqlite")
-    if not old.is_file():
-        pytest.skip("committed v2 ledger not present")
+    """Old ledgers stay readable: a v2 ledger (the FRD report's frd-wide run as committed before
+    its 2026-11-27 regeneration, `git show cf616fc:reports/frd/leak_runs/frd-wide/ledger.sqlite`,
+    kept as a fixture) reads as unauthenticated."""
+    old = Path(__file__).parent / "data" / "ledger_v2_frd_wide.sqlite"
     copy = tmp_path / "v2.sqlite"
     shutil.copy(old, copy)
     with Ledger(copy) as led:

@@ -181,14 +181,15 @@ def _verdict(run: Path) -> str:
     return build_report(run, figures=False).model["verdict"]["status"]
 
 
-def _ledger_rows(path: Path) -> int:
-    """Rows committed so far (read with plain sqlite3, read-only; 0 before the file exists)."""
+def _ledger_rows(path: Path, timeout: float = 5.0) -> int:
+    """Rows committed so far (read with plain sqlite3, read-only; 0 before the file exists or
+    while a writer holds the lock past ``timeout``)."""
     import sqlite3
 
     if not path.is_file():
         return 0
     try:
-        con = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True, timeout=5)
+        con = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True, timeout=timeout)
         try:
             return int(con.execute("SELECT rows FROM ldp_audit_head").fetchone()[0])
         finally:
@@ -220,11 +221,24 @@ def _interrupt_and_resume(
     if after_rows is None:
         time.sleep(float(np.random.default_rng(seed).uniform(0.2, 0.9)) * wall)
     else:
+        # paced once its ledger exists: the run is stopped (SIGSTOP) except for 5 ms slices
+        # between two looks at its ledger, so the interruption lands after `after_rows` charges
+        # however loaded the machine is (unpaced, its 300 charges take 0.3 s and a slow poller
+        # missed them all)
         deadline = time.monotonic() + 300
-        while _ledger_rows(run / "ledger.sqlite") < after_rows and p.poll() is None:
+        while not (run / "ledger.sqlite").exists() and p.poll() is None:  # start-up: unpaced
             assert time.monotonic() < deadline
-            time.sleep(0.05)
-    p.send_signal(sig)
+            time.sleep(0.01)
+        p.send_signal(signal.SIGSTOP)
+        # (a run stopped inside its write transaction holds the lock: look again, not wait)
+        while _ledger_rows(run / "ledger.sqlite", 0.0) < after_rows and p.poll() is None:
+            assert time.monotonic() < deadline
+            p.send_signal(signal.SIGCONT)
+            time.sleep(0.005)
+            p.send_signal(signal.SIGSTOP)
+    p.send_signal(sig)  # a stopped process keeps it pending until it continues
+    if after_rows is not None and p.poll() is None:
+        p.send_signal(signal.SIGCONT)
     code, err = _finish(p)
     assert "Traceback" not in err, err
     at_interrupt = _ledger_rows(run / "ledger.sqlite")
