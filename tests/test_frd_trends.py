@@ -98,9 +98,11 @@ def test_median_interval_coverage() -> None:
     med, lo, hi, cover = median_ci([5, 1, 4, 2, 3])
     assert (med, lo, hi) == (3, 1, 5) and cover == pytest.approx(1 - 2 / 32)
     med, lo, hi, cover = median_ci(list(range(1, 31)))
-    assert (lo, hi) == (10, 21) and cover >= 0.95
-    # k = 11 would fall below 0.95: the interval is the narrowest with >= 0.95
-    assert 1 - 2 * stats.binom.cdf(10, 30, 0.5) < 0.95
+    # order statistics (k, n + 1 - k) cover the median with 1 - 2 P(Bin(n, 1/2) <= k - 1); the
+    # interval is the narrowest with coverage >= 0.95 (the largest such k), found by brute force
+    k = max(k for k in range(1, 16) if 1 - 2 * stats.binom.cdf(k - 1, 30, 0.5) >= 0.95)
+    assert (lo, hi) == (k, 31 - k) == (10, 21)
+    assert cover == pytest.approx(1 - 2 * stats.binom.cdf(k - 1, 30, 0.5)) and cover >= 0.95
     assert median_ci([1, "inf", "inf"])[0] == math.inf
 
 
