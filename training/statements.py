@@ -223,9 +223,9 @@ def _rows(facts: dict[str, tuple[str, str]]) -> dict[str, list[str]]:
 def dprl_report(
     run_dir: Path, extra: list[Path] | None = None, *, context: Any = None
 ) -> dict[str, Any]:
-    """DP-SGD RL's sections (``ldp_audit.training.dprl.report_sections``) and, for a DP-SGD
+    """DP-SGD RL's sections (``ldp_audit.training.dprl_report.report_sections``) and, for a DP-SGD
     run, its statement rows (observation-noise runs keep the generic rows)."""
-    from ldp_audit.training.dprl import report_sections
+    from ldp_audit.training.dprl_report import report_sections
 
     out: dict[str, Any] = {"sections": report_sections(run_dir, extra)}
     if context is not None:

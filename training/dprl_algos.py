@@ -1,0 +1,326 @@
+"""The two DP-SGD / observation-noise RL algorithms, each readable top to bottom (CleanRL style):
+:func:`train_reinforce` and :func:`train_dqn`.
+
+Part of :mod:`ldp_audit.training.dprl` (config, privacy plumbing, the run directory); its
+:func:`~ldp_audit.training.dprl.train` calls them, and their names stay importable from there.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from ldp_audit.errors import BudgetExceeded
+from ldp_audit.training.dprl import (
+    MAX_EPISODE_STEPS,
+    SOLVED_WINDOW,
+    DprlConfig,
+    DprlResult,
+    TrainerHooks,
+    _Canaries,
+    _DpSgd,
+    _flat_params,
+    _ObsRelease,
+    _quiet_hooks,
+    _result,
+    make_network,
+)
+
+# ------------------------------------------------------------------------------------------------
+# REINFORCE (episode = privacy unit), vectorised over a Gymnasium vector env
+# ------------------------------------------------------------------------------------------------
+
+__all__ = ["train_reinforce", "train_dqn"]
+
+
+def train_reinforce(cfg: DprlConfig, *, seed: int, accountant: Any, hooks: TrainerHooks,
+                    progress: bool = False) -> DprlResult:  # fmt: skip
+    """REINFORCE on CartPole-v1, ``num_envs`` episodes per update (see the module docstring)."""
+    import gymnasium as gym
+    import torch
+    from opacus import GradSampleModule
+    from tqdm.auto import tqdm
+
+    _quiet_hooks()
+    t0 = time.perf_counter()
+    rng = np.random.default_rng(seed)
+    gen = torch.Generator().manual_seed(int(rng.integers(2**62)))
+    obs_rng, canary_rng, env_seed = rng.spawn(2) + [int(rng.integers(2**31))]
+
+    B = cfg.envs
+    from ldp_audit.training.device import resolve_device
+
+    dev = torch.device(resolve_device(cfg.device))
+    envs = gym.make_vec("CartPole-v1", num_envs=B, vectorization_mode="vector_entry_point")
+    policy = make_network(cfg, gen).to(dev)  # initialised on the CPU generator, then moved
+    initial = _flat_params(policy)
+    private = cfg.privacy == "dpsgd"
+    model = GradSampleModule(policy, batch_first=True, loss_reduction="sum") if private else policy
+    optimizer = torch.optim.Adam(policy.parameters(), lr=cfg.learning_rate)
+    canaries = _Canaries(cfg, list(policy.parameters()), canary_rng) if cfg.canaries else None
+    dp = _DpSgd(cfg, model, optimizer, accountant, gen, hooks, canaries) if private else None
+    obs_release = _ObsRelease(cfg, accountant, obs_rng) if cfg.privacy == "obs-noise" else None
+
+    returns: list[float] = []
+    env_steps, stopped, n_updates = 0, None, cfg.n_updates
+    bar = tqdm(total=cfg.episodes, desc="dprl reinforce", disable=not progress, leave=False)
+    try:  # Ctrl-C: stop, keep what was released so far (train() writes it)
+        for update in range(n_updates):
+            # every batch starts B fresh episodes (the vector env's RNG continues)
+            obs, _ = envs.reset(seed=env_seed if update == 0 else None)
+            # --- roll out B episodes at once (masked after each one ends) ---
+            n_ep = min(B, cfg.episodes - update * B)
+            states = np.zeros((MAX_EPISODE_STEPS, B, 4), dtype=np.float32)
+            actions = np.zeros((MAX_EPISODE_STEPS, B), dtype=np.int64)
+            alive = np.zeros((MAX_EPISODE_STEPS, B), dtype=bool)
+            done = np.zeros(B, dtype=bool)
+            done[n_ep:] = True  # a last, smaller batch
+            drops = [m for m in policy.modules() if hasattr(m, "record")]
+            for m in drops:  # act with dropout on, recording the masks for the gradient
+                m.record, m.replay = [], None
+            policy.train()
+            T = 0
+            for t in range(MAX_EPISODE_STEPS):
+                live = np.flatnonzero(~done)
+                seen = np.asarray(obs, dtype=np.float64)
+                if obs_release is not None:
+                    seen = seen.copy()
+                    seen[live] = obs_release(seen[live], update * B + live, np.full(live.size, t))
+                states[t] = seen
+                alive[t] = ~done
+                with torch.no_grad():
+                    probs = torch.softmax(policy(torch.as_tensor(states[t], device=dev)), dim=-1)
+                # drawn on the CPU generator (.cpu() is a no-op on the CPU)
+                a = torch.multinomial(probs.cpu(), 1, generator=gen).reshape(-1).numpy()
+                actions[t] = a
+                obs, _, term, trunc, _ = envs.step(a)
+                env_steps += live.size
+                done |= term | trunc
+                T = t + 1
+                if done.all():
+                    break
+            lengths = alive[:T].sum(axis=0)[:n_ep]
+            returns.extend(float(x) for x in lengths)
+            bar.update(n_ep)
+
+            # --- per-episode loss: -sum_t G_t log pi(a_t | s_t), normalised returns-to-go ---
+            rew = alive[:T].astype(np.float64)
+            g = np.zeros_like(rew)
+            run = np.zeros(B)
+            for t in range(T - 1, -1, -1):
+                run = rew[t] + cfg.gamma * run
+                g[t] = run
+            n = np.maximum(alive[:T].sum(axis=0), 1)
+            mean = (g * alive[:T]).sum(axis=0) / n
+            std = np.sqrt((((g - mean) ** 2) * alive[:T]).sum(axis=0) / n)
+            adv = np.where(alive[:T], (g - mean) / (std + 1e-8), 0.0)
+            x = torch.as_tensor(states[:T, :n_ep].transpose(1, 0, 2).copy(), device=dev)
+            for m in drops:  # (T, B, h) masks of the rollout -> (episodes, T, h)
+                m.replay = torch.stack(m.record)[:, :n_ep].transpose(0, 1)
+                m.record = None
+            logp = torch.log_softmax(model(x), dim=-1)
+            for m in drops:
+                m.replay = None
+            act = torch.as_tensor(actions[:T, :n_ep].T.copy(), device=dev)
+            lp = logp.gather(-1, act.unsqueeze(-1)).squeeze(-1)
+            adv_t = torch.as_tensor(adv[:, :n_ep].T.copy(), dtype=lp.dtype, device=dev)
+            per_episode = -(adv_t * lp).sum(dim=1)
+            if dp is not None:
+                dp.zero_grad()
+                per_episode.sum().backward()  # one per-sample gradient per episode
+                try:
+                    dp.step()
+                except BudgetExceeded as exc:
+                    stopped = f"budget exhausted before update {update}: {exc}"
+                    break
+            else:
+                optimizer.zero_grad()
+                per_episode.mean().backward()
+                optimizer.step()
+            if progress and returns:
+                bar.set_postfix(ret=f"{np.mean(returns[-SOLVED_WINDOW:]):.0f}")
+    except KeyboardInterrupt:
+        stopped = "interrupted"
+    bar.close()
+    envs.close()
+    return _result(cfg, seed, returns, dp, obs_release, canaries, policy, initial, env_steps,
+                   t0, stopped)  # fmt: skip
+
+
+def _ghost_backward(model: Any, per_sample_loss: Any, params: list[Any]) -> None:
+    """Opacus ghost clipping (``DPTensorFastGradientClipping.backward``'s two passes).
+
+    First backward: the hooks compute each sample's whole-gradient norm from the layer inputs and
+    output gradients (no per-sample gradient is materialised). Second backward (hooks off) of
+    ``sum_i min(1, C / (norm_i + 1e-6)) loss_i``: ``p.grad`` is the clipped sum.
+    """
+    per_sample_loss.sum().backward(retain_graph=True)
+    coef = model.get_clipping_coef().detach()
+    for p in params:
+        p.grad = None
+    model.disable_hooks()
+    try:
+        (coef * per_sample_loss).sum().backward()
+    finally:
+        model.enable_hooks()
+
+
+# ------------------------------------------------------------------------------------------------
+# DQN (transition = privacy unit), Poisson-sampled replay, CleanRL-style loop
+# ------------------------------------------------------------------------------------------------
+
+
+def train_dqn(cfg: DprlConfig, *, seed: int, accountant: Any, hooks: TrainerHooks,
+              progress: bool = False) -> DprlResult:  # fmt: skip
+    """DQN on CartPole-v1 (see the module docstring for the privacy unit and sampling)."""
+    import gymnasium as gym
+    import torch
+    from opacus import GradSampleModule
+    from tqdm.auto import tqdm
+
+    _quiet_hooks()
+    t0 = time.perf_counter()
+    rng = np.random.default_rng(seed)
+    gen = torch.Generator().manual_seed(int(rng.integers(2**62)))
+    obs_rng, canary_rng, sample_rng, act_rng = rng.spawn(4)
+    env_seed = int(rng.integers(2**31))
+
+    N = cfg.envs
+    from ldp_audit.training.device import resolve_device
+
+    dev = torch.device(resolve_device(cfg.device))
+    envs = gym.make_vec("CartPole-v1", num_envs=N, vectorization_mode="vector_entry_point")
+    q_net = make_network(cfg, gen).to(dev)  # initialised on the CPU generator, then moved
+    target = make_network(cfg, gen).to(dev)
+    target.load_state_dict(q_net.state_dict())
+    initial = _flat_params(q_net)
+    private = cfg.privacy == "dpsgd"
+    ghost = private and cfg.ghost and hooks.optimizer_class is None
+    if ghost:
+        from opacus.grad_sample import GradSampleModuleFastGradientClipping
+
+        model = GradSampleModuleFastGradientClipping(
+            q_net, batch_first=True, loss_reduction="sum", max_grad_norm=float(cfg.clip)
+        )
+        model._ghost = True
+    elif private:
+        model = GradSampleModule(q_net, batch_first=True, loss_reduction="sum")
+    else:
+        model = q_net
+    optimizer = torch.optim.Adam(q_net.parameters(), lr=cfg.learning_rate)
+    canaries = _Canaries(cfg, list(q_net.parameters()), canary_rng) if cfg.canaries else None
+    dp = _DpSgd(cfg, model, optimizer, accountant, gen, hooks, canaries) if private else None
+    obs_release = _ObsRelease(cfg, accountant, obs_rng) if cfg.privacy == "obs-noise" else None
+
+    # replay buffer (what the learner stores: the observations it saw)
+    cap = cfg.buffer_size
+    b_obs = np.zeros((cap, 4), dtype=np.float32)
+    b_next = np.zeros((cap, 4), dtype=np.float32)
+    b_act = np.zeros(cap, dtype=np.int64)
+    b_rew = np.zeros(cap, dtype=np.float32)
+    b_term = np.zeros(cap, dtype=np.float32)
+    pos = size = 0
+
+    returns: list[float] = []
+    ep_ret = np.zeros(N)
+    ep_id = np.arange(N)  # the episode each env is playing (obs-noise ledger agents)
+    ep_step = np.zeros(N, dtype=np.int64)
+    next_ep = N
+    stopped = None
+    obs, _ = envs.reset(seed=env_seed)
+    if obs_release is not None:
+        obs = obs_release(np.asarray(obs), ep_id, ep_step)
+    prev_done = np.zeros(N, dtype=bool)
+    vec_steps = -(-cfg.total_steps // N)
+    first_update = -(-cfg.learning_starts // N)
+    bar = tqdm(total=vec_steps, desc="dprl dqn", disable=not progress, leave=False)
+    step = -1
+    try:  # Ctrl-C: stop, keep what was released so far (train() writes it)
+        for step in range(vec_steps):
+            global_step = step * N
+            # --- act: epsilon-greedy, linear schedule ---
+            frac = min(global_step / (cfg.exploration_fraction * cfg.total_steps), 1.0)
+            eps = cfg.start_e + frac * (cfg.end_e - cfg.start_e)
+            with torch.no_grad():
+                o = torch.as_tensor(obs, dtype=torch.float32, device=dev)
+                greedy = q_net(o).argmax(dim=1).cpu().numpy()
+            explore = act_rng.random(N) < eps
+            actions = np.where(explore, act_rng.integers(0, 2, N), greedy)
+            raw_next, rew, term, trunc, _ = envs.step(actions)
+            # envs that ended last step were reset by this step (autoreset): no transition there
+            ep_step = np.where(prev_done, 0, ep_step + 1)
+            if prev_done.any():
+                ep_id[prev_done] = next_ep + np.arange(prev_done.sum())
+                next_ep += int(prev_done.sum())
+            nxt = np.asarray(raw_next, dtype=np.float64)
+            if obs_release is not None:
+                nxt = obs_release(nxt, ep_id, ep_step)
+            for i in np.flatnonzero(~prev_done):
+                b_obs[pos], b_next[pos], b_act[pos] = obs[i], nxt[i], actions[i]
+                b_rew[pos], b_term[pos] = rew[i], float(term[i])
+                pos, size = (pos + 1) % cap, min(size + 1, cap)
+                ep_ret[i] += rew[i]
+            done = (term | trunc) & ~prev_done
+            for i in np.flatnonzero(done):
+                returns.append(float(ep_ret[i]))
+                ep_ret[i] = 0.0
+            prev_done = done
+            obs = nxt
+
+            # --- learn ---
+            if step >= first_update and (step - first_update) % cfg.train_frequency == 0:
+                if dp is not None:
+                    # Poisson sample: each stored transition independently at rate q
+                    idx = np.flatnonzero(sample_rng.random(size) < cfg.sample_rate)
+                else:
+                    idx = sample_rng.integers(0, size, cfg.batch_size)
+                s = torch.as_tensor(b_obs[idx], device=dev)
+                with torch.no_grad():
+                    tq = target(torch.as_tensor(b_next[idx], device=dev)).max(dim=1).values
+                    y = torch.as_tensor(b_rew[idx], device=dev) + cfg.gamma * tq * (
+                        1 - torch.as_tensor(b_term[idx], device=dev)
+                    )
+                if dp is not None:
+                    dp.zero_grad()
+                    if idx.size:
+                        a_t = torch.as_tensor(b_act[idx], device=dev).unsqueeze(1)
+                        qsa = model(s).gather(1, a_t).squeeze(1)
+                        per = (qsa - y) ** 2  # per-transition squared TD error
+                        if ghost:
+                            _ghost_backward(model, per, dp.params)
+                            if hooks.inspect_ghost is not None:
+                                g = [p.grad.clone() for p in dp.params]
+                                hooks.inspect_ghost(q_net, (s, a_t, y), model.get_norm_sample(), g)
+                        else:
+                            per.sum().backward()
+                    elif ghost:  # an empty Poisson sample: the update is noise (and canaries)
+                        for p in dp.params:
+                            p.grad = torch.zeros_like(p)
+                    else:
+                        for p in dp.params:
+                            p.grad_sample = torch.zeros((0, *p.shape), dtype=p.dtype, device=dev)
+                    try:
+                        dp.step()
+                    except BudgetExceeded as exc:
+                        stopped = f"budget exhausted before update {dp.t}: {exc}"
+                        break
+                else:
+                    a_t = torch.as_tensor(b_act[idx], device=dev).unsqueeze(1)
+                    qsa = q_net(s).gather(1, a_t).squeeze(1)
+                    loss = torch.nn.functional.mse_loss(qsa, y)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+            if global_step // cfg.target_frequency != (global_step + N) // cfg.target_frequency:
+                target.load_state_dict(q_net.state_dict())
+            if step % 200 == 0 and returns:
+                bar.set_postfix(ret=f"{np.mean(returns[-SOLVED_WINDOW:]):.0f}")
+            bar.update(1)
+    except KeyboardInterrupt:
+        stopped = "interrupted"
+    bar.close()
+    envs.close()
+    return _result(cfg, seed, returns, dp, obs_release, canaries, q_net, initial,
+                   min(cfg.total_steps, (step + 1) * N), t0, stopped)  # fmt: skip
