@@ -77,7 +77,3 @@ __all__ = [
     "score_run_dir",
     "simulate_shadow",
 ]
-
-# private names other modules of attacks/ import from here (the same part: membership, sweep)
-from ldp_audit.attacks.dynamics_experiment import _result  # noqa: E402, F401
-from ldp_audit.attacks.dynamics_shadow import _check_int, _mechanism_config, _privatize  # noqa: E402, F401

@@ -1,7 +1,8 @@
 """Dynamics inference, the one-shot experiments: :func:`run` (victims simulated, scored against
 the drawn gravities), :func:`run_continuous`, and the crafted thetas of a malicious aggregator.
 
-Part of :mod:`ldp_audit.attacks.dynamics`; import the public names from there.
+Part of :mod:`ldp_audit.attacks.dynamics`; import the attack's names from there
+(:func:`guess_result`, shared with the sweep and the run-directory attacks, is imported from here).
 """
 
 from __future__ import annotations
@@ -17,13 +18,13 @@ from ldp_audit.attacks.dynamics_shadow import (
     GRAVITIES,
     ShadowGradientAttack,
     Simulator,
-    _check_candidates,
-    _check_episodes,
-    _check_int,
-    _check_theta,
-    _mechanism_config,
-    _privatize,
+    check_candidates,
+    check_count,
+    check_episodes,
+    check_theta,
+    mechanism_config,
     mechanism_epsilon,
+    privatize,
     simulate_shadow,
 )
 from ldp_audit.attacks.scoring import (
@@ -81,14 +82,14 @@ def run(
         The :class:`AttackResult`, with the ceiling at ``T * epsilon``.
     """
     t0 = time.perf_counter()
-    cands = _check_candidates(candidates)
-    n_agents = _check_int(n_agents, "n_agents")
-    T = _check_int(reports_per_agent, "reports_per_agent")
-    n_shadow = _check_int(n_shadow, "n_shadow")
-    _check_episodes(n_agents * T, "n_agents x reports_per_agent")
-    _check_episodes(n_shadow * len(cands), "n_shadow x len(candidates)")
+    cands = check_candidates(candidates)
+    n_agents = check_count(n_agents, "n_agents")
+    T = check_count(reports_per_agent, "reports_per_agent")
+    n_shadow = check_count(n_shadow, "n_shadow")
+    check_episodes(n_agents * T, "n_agents x reports_per_agent")
+    check_episodes(n_shadow * len(cands), "n_shadow x len(candidates)")
     alpha = check_probability(alpha, "alpha", open_interval=False)
-    theta = _check_theta(theta)
+    theta = check_theta(theta)
     rng = check_rng(rng) if rng is not None else np.random.default_rng(seed)
     world_rng, shadow_rng, noise_rng = rng.spawn(3)
 
@@ -98,7 +99,7 @@ def run(
     grads = simulate_shadow(
         theta, secret_gravity[agent_of_report], world_rng, simulator=simulator, alpha=alpha
     )
-    reports = _privatize(mechanism, grads, world_rng)
+    reports = privatize(mechanism, grads, world_rng)
 
     # --- the attacker: knows theta, mechanism, MDP-but-gravity; sees only `reports` ---
     shadow_g = np.repeat(cands, n_shadow)
@@ -112,7 +113,7 @@ def run(
 
     # --- scoring only ---
     correct = int(np.sum(guess == secret_gravity[ids]))
-    return _result(
+    return guess_result(
         attack=attack,
         mechanism=mechanism,
         T=T,
@@ -130,7 +131,7 @@ def run(
     )
 
 
-def _result(
+def guess_result(
     *,
     attack: str,
     mechanism: Any,
@@ -142,9 +143,14 @@ def _result(
     seconds: float,
     extra: dict[str, Any],
 ) -> AttackResult:
+    """The :class:`~ldp_audit.attacks.scoring.AttackResult` of ``correct`` right guesses among
+    ``n`` agents (``k`` equally likely candidates, ``T`` reports each) against ``mechanism``: its
+    :func:`~ldp_audit.attacks.dynamics_shadow.mechanism_config` and per-report
+    :func:`~ldp_audit.attacks.dynamics_shadow.mechanism_epsilon`, the rest passed to
+    :meth:`AttackResult.from_guesses <ldp_audit.attacks.scoring.AttackResult.from_guesses>`."""
     return AttackResult.from_guesses(
         attack=attack,
-        mechanism=_mechanism_config(mechanism),
+        mechanism=mechanism_config(mechanism),
         epsilon=mechanism_epsilon(mechanism),
         reports_per_agent=T,
         k=k,
@@ -183,14 +189,14 @@ def run_continuous(
     lo, hi = (float(v) for v in interval)
     if not (math.isfinite(lo) and math.isfinite(hi) and 0 < lo < hi):
         raise InvalidParameterError(f"interval must satisfy 0 < lo < hi, got {interval!r}")
-    grid = _check_int(grid, "grid", minimum=2)
-    n_agents = _check_int(n_agents, "n_agents")
-    T = _check_int(reports_per_agent, "reports_per_agent")
-    n_shadow = _check_int(n_shadow, "n_shadow")
-    _check_episodes(n_agents * T, "n_agents x reports_per_agent")
-    _check_episodes(n_shadow * grid, "n_shadow x grid")
+    grid = check_count(grid, "grid", minimum=2)
+    n_agents = check_count(n_agents, "n_agents")
+    T = check_count(reports_per_agent, "reports_per_agent")
+    n_shadow = check_count(n_shadow, "n_shadow")
+    check_episodes(n_agents * T, "n_agents x reports_per_agent")
+    check_episodes(n_shadow * grid, "n_shadow x grid")
     alpha = check_probability(alpha, "alpha", open_interval=False)
-    theta = _check_theta(theta)
+    theta = check_theta(theta)
     rng = check_rng(rng) if rng is not None else np.random.default_rng(seed)
     world_rng, shadow_rng, noise_rng = rng.spawn(3)
 
@@ -200,7 +206,7 @@ def run_continuous(
     grads = simulate_shadow(
         theta, secret_gravity[agent_of_report], world_rng, simulator=simulator, alpha=alpha
     )
-    reports = _privatize(mechanism, grads, world_rng)
+    reports = privatize(mechanism, grads, world_rng)
 
     # --- the attacker ---
     cands = np.linspace(lo, hi, grid)
@@ -219,7 +225,7 @@ def run_continuous(
     eps = mechanism_epsilon(mechanism)
     return AttackResult(
         attack="dynamics-continuous",
-        mechanism=_mechanism_config(mechanism),
+        mechanism=mechanism_config(mechanism),
         epsilon=eps,
         reports_per_agent=T,
         k=0,
@@ -296,9 +302,9 @@ def craft_theta(
     Returns:
         ``(theta (d,), info)`` with the probe accuracy of every design in ``info``.
     """
-    cands = _check_candidates(candidates)
-    n_probe = _check_int(n_probe, "n_probe", minimum=4)
-    n_designs = _check_int(n_designs, "n_designs")
+    cands = check_candidates(candidates)
+    n_probe = check_count(n_probe, "n_probe", minimum=4)
+    n_designs = check_count(n_designs, "n_designs")
     rng = check_rng(rng) if rng is not None else np.random.default_rng(seed)
     design_rng, probe_rng = rng.spawn(2)
     designs: list[tuple[str, np.ndarray]] = []

@@ -16,16 +16,16 @@ from typing import Any
 import numpy as np
 from scipy.special import logsumexp
 
-from ldp_audit.attacks.dynamics_experiment import _result
+from ldp_audit.attacks.dynamics_experiment import guess_result
 from ldp_audit.attacks.dynamics_shadow import (
     GRAVITIES,
     ShadowGradientAttack,
     Simulator,
-    _check_candidates,
-    _check_episodes,
-    _check_int,
-    _known_law,
-    _mechanism_config,
+    check_candidates,
+    check_count,
+    check_episodes,
+    known_law,
+    mechanism_config,
     mechanism_epsilon,
     simulate_shadow,
 )
@@ -88,7 +88,7 @@ def attack_run_dir(
     if candidates is None:  # the run's public candidate gravities (the paper's by default)
         run_cfg = cfg.get("config") if isinstance(cfg.get("config"), dict) else {}
         candidates = run_cfg.get("gravities") or GRAVITIES
-    cands = _check_candidates(candidates)
+    cands = check_candidates(candidates)
     if mechanism is None and cfg:
         mechanism = _mechanism_from_run_config(cfg)
     train_cfg = cfg.get("config", {}) if isinstance(cfg.get("config"), dict) else {}
@@ -104,7 +104,7 @@ def attack_run_dir(
     group_of_row = group_of_row.reshape(-1)
     keep_groups = np.arange(uniq.shape[0])
     if max_groups is not None:
-        keep_groups = keep_groups[: _check_int(max_groups, "max_groups")]
+        keep_groups = keep_groups[: check_count(max_groups, "max_groups")]
     rows = np.flatnonzero(np.isin(group_of_row, keep_groups))
     rng = np.random.default_rng(seed)
     ll = np.zeros((rows.size, cands.size))
@@ -121,7 +121,7 @@ def attack_run_dir(
             return max(0.0, a0 - float(submission) / decay)
         return float(alpha)
 
-    law = _known_law(mechanism)
+    law = known_law(mechanism)
     if method == "likelihood" or (method == "auto" and law is not None):
         # exact noise law: shadows at each report's own theta (Monte Carlo per theta)
         it: Any = zip(thetas_used, rng.spawn(thetas_used.size), strict=True)
@@ -166,7 +166,7 @@ def attack_run_dir(
         "guess": cands[np.argmax(total, axis=1)],
         "posterior": post,
         "candidates": cands.tolist(),
-        "mechanism": _mechanism_config(mechanism),
+        "mechanism": mechanism_config(mechanism),
         "epsilon": mechanism_epsilon(mechanism),
         "reports_per_group": np.bincount(inv, minlength=gids.size),
     }
@@ -264,7 +264,7 @@ def _prediction_result(
 ) -> Any:
     """Score a run's predictions (``n`` groups, ``correct`` right): k candidates, T reports per
     group at most, the ceiling the run's epsilon allows."""
-    return _result(
+    return guess_result(
         attack=attack,
         mechanism=_RunMechanism(prediction),
         T=int(prediction["reports_per_group"].max()),
@@ -384,7 +384,7 @@ def attack_private_param_run(
     run_dir = Path(run_dir)
     cfg = read_config(run_dir)
     pp = _private_parameter(cfg, run_dir)
-    n_shadow = _check_int(n_shadow, "n_shadow")
+    n_shadow = check_count(n_shadow, "n_shadow")
     if method not in ("auto", "likelihood", "classifier"):
         raise InvalidParameterError(
             f"method must be 'auto', 'likelihood' or 'classifier', got {method!r}"
@@ -417,9 +417,9 @@ def attack_private_param_run(
     first_row = np.full(uniq.shape[0], group_of_row.size)
     np.minimum.at(first_row, group_of_row, np.arange(group_of_row.size))
     order = np.argsort(first_row, kind="stable")
-    keep_groups = order if max_groups is None else order[: _check_int(max_groups, "max_groups")]
+    keep_groups = order if max_groups is None else order[: check_count(max_groups, "max_groups")]
     rows = np.flatnonzero(np.isin(group_of_row, keep_groups))
-    _check_episodes(
+    check_episodes(
         int(np.unique(tr["theta_index"][rows]).size) * cands.size * n_shadow, "the shadows"
     )
     rng = np.random.default_rng(seed)
@@ -437,7 +437,7 @@ def attack_private_param_run(
         a0 = float(train_cfg["alpha_start"])
         return max(0.0, a0 - float(submission) / float(train_cfg.get("alpha_decay", 1800.0)))
 
-    law = _known_law(mechanism)
+    law = known_law(mechanism)
     ll = np.zeros((rows.size, cands.size))
     if method == "likelihood" or (method == "auto" and law is not None):
         it: Any = zip(thetas_used, rng.spawn(thetas_used.size), strict=True)
@@ -483,7 +483,7 @@ def attack_private_param_run(
         "guess": cands[np.argmax(total, axis=1)],
         "posterior": post,
         "candidates": cands.tolist(),
-        "mechanism": _mechanism_config(mechanism),
+        "mechanism": mechanism_config(mechanism),
         "epsilon": mechanism_epsilon(mechanism),
         "reports_per_group": np.bincount(inv, minlength=gids.size),
         "parameter": pp["name"],

@@ -2,7 +2,10 @@
 candidate gravity, scored by the exact likelihood of the report or by a classifier.
 
 Part of :mod:`ldp_audit.attacks.dynamics` (its docstring has the threat model and the attack);
-import the public names from there.
+import the attack's names from there. The helpers the other attacks modules share (the
+mechanism's :func:`privatize`, :func:`mechanism_config`, :func:`known_law`, and the parameter
+checks :func:`check_count`, :func:`check_episodes`, :func:`check_candidates`,
+:func:`check_theta`) are public here and imported from this module.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from scipy.special import logsumexp
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.validation import check_batch, check_rng
+from ldp_audit.validation import check_batch, check_int, check_rng
 
 #: The paper's candidate gravities (Ono & Takahashi 2020, Sec. 4: psi uniform in {9.7, 9.8, 9.9}).
 GRAVITIES: tuple[float, ...] = (9.7, 9.8, 9.9)
@@ -42,14 +45,18 @@ def mechanism_epsilon(mechanism: Any) -> float:
     return float(getattr(mechanism, "epsilon", math.inf))
 
 
-def _mechanism_config(mechanism: Any) -> dict[str, Any]:
+def mechanism_config(mechanism: Any) -> dict[str, Any]:
+    """The mechanism's description for a result: its ``to_config()`` if it has one, else its class
+    name (``{"name": "none"}`` for ``None``, the non-private baseline)."""
     if mechanism is None:
         return {"name": "none"}
     to_config = getattr(mechanism, "to_config", None)
     return dict(to_config()) if callable(to_config) else {"name": type(mechanism).__name__}
 
 
-def _privatize(mechanism: Any, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+def privatize(mechanism: Any, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """``mechanism.privatize(x, rng)`` as float64; for ``None`` (the non-private baseline) a float64
+    copy of ``x`` (``rng`` untouched)."""
     if mechanism is None:
         return np.array(x, dtype=np.float64, copy=True)
     return np.asarray(mechanism.privatize(x, rng), dtype=np.float64)
@@ -103,8 +110,9 @@ def simulate_shadow(
     return np.concatenate(out, axis=0)
 
 
-def _known_law(mechanism: Any) -> str | None:
-    """Name of the noise law the likelihood method can evaluate exactly, else None."""
+def known_law(mechanism: Any) -> str | None:
+    """Name of the noise law the likelihood method can evaluate exactly (``"laplace"``, ``"rr"``),
+    else None (PRS, the non-private baseline, a mechanism of another class)."""
     name = type(mechanism).__name__
     if name == "Laplace":
         return "laplace"
@@ -168,7 +176,7 @@ class ShadowGradientAttack(ClassifierMixin, BaseEstimator):
             raise InvalidParameterError(
                 f"method must be 'auto', 'likelihood' or 'classifier', got {self.method!r}"
             )
-        law = _known_law(self.mechanism)
+        law = known_law(self.mechanism)
         method = self.method
         if method == "auto":
             method = "likelihood" if law is not None else "classifier"
@@ -193,7 +201,7 @@ class ShadowGradientAttack(ClassifierMixin, BaseEstimator):
             raise InvalidParameterError(f"n_noise must be >= 1, got {self.n_noise!r}")
         Xr = np.repeat(X, n_noise, axis=0)
         yr = np.repeat(np.searchsorted(classes, y), n_noise)  # class indices (sklearn labels)
-        Xp = _privatize(self.mechanism, Xr, rng)
+        Xp = privatize(self.mechanism, Xr, rng)
         clf = (
             clone(self.classifier)
             if self.classifier is not None
@@ -317,7 +325,9 @@ def _default_classifier(mechanism: Any) -> Any:
 # ------------------------------------------------------------------------------------------------
 
 
-def _check_candidates(candidates: Sequence[float]) -> np.ndarray:
+def check_candidates(candidates: Sequence[float]) -> np.ndarray:
+    """The candidate gravities, sorted: at least two, distinct, finite and > 0, else
+    :class:`~ldp_audit.errors.InvalidParameterError`."""
     c = np.asarray(candidates, dtype=np.float64).reshape(-1)
     if c.size < 2 or np.unique(c).size != c.size or not np.isfinite(c).all() or (c <= 0).any():
         raise InvalidParameterError(
@@ -331,22 +341,24 @@ def _check_candidates(candidates: Sequence[float]) -> np.ndarray:
 MAX_EPISODES = 100_000_000
 
 
-def _check_int(value: Any, name: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise InvalidParameterError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    if value > MAX_EPISODES:
-        raise InvalidParameterError(f"{name} must be <= {MAX_EPISODES:,}, got {value!r}")
-    return int(value)
+def check_count(value: Any, name: str, minimum: int = 1) -> int:
+    """``value`` as an int if it is an integer (not bool) in [``minimum``, :data:`MAX_EPISODES`],
+    else :class:`~ldp_audit.errors.InvalidParameterError` naming ``name`` and the value."""
+    return check_int(value, name, minimum=minimum, maximum=MAX_EPISODES)
 
 
-def _check_episodes(count: int, what: str) -> None:
+def check_episodes(count: int, what: str) -> None:
+    """Refuse a product of counts (``what``, e.g. ``"n_agents x reports_per_agent"``) that asks
+    for more than :data:`MAX_EPISODES` simulated episodes."""
     if count > MAX_EPISODES:
         raise InvalidParameterError(
             f"{what} asks for {count:,} simulated episodes, more than {MAX_EPISODES:,}"
         )
 
 
-def _check_theta(theta: Any) -> np.ndarray:
+def check_theta(theta: Any) -> np.ndarray:
+    """``theta`` as a flat float64 array: non-empty, real and finite, else
+    :class:`~ldp_audit.errors.InvalidParameterError`."""
     try:
         t = np.asarray(theta, dtype=np.float64).reshape(-1)
     except (TypeError, ValueError):

@@ -47,12 +47,11 @@ import numpy as np
 from ldp_audit.attacks.dynamics import (
     GRAVITIES,
     Simulator,
-    _check_int,
-    _mechanism_config,
     attack_run_dir,
     mechanism_epsilon,
     simulate_shadow,
 )
+from ldp_audit.attacks.dynamics_shadow import check_count, mechanism_config
 from ldp_audit.attacks.scoring import (
     AttackResult,
     accuracy_ceiling,
@@ -188,7 +187,7 @@ def _write_run_dir(
         algorithm=algorithm,
         config=config,
         seed=int(config.get("seed") or 0),
-        mechanism=_mechanism_config(mechanism),
+        mechanism=mechanism_config(mechanism),
     )
     try:
         acc = Accountant(ledger=w.open_ledger())
@@ -398,8 +397,8 @@ def run(
         the TPR ceilings in ``extra``.
     """
     t0 = time.perf_counter()
-    n_agents = _check_int(n_agents, "n_agents", minimum=2)
-    n_canaries = _check_int(n_canaries, "n_canaries", minimum=2)
+    n_agents = check_count(n_agents, "n_agents", minimum=2)
+    n_canaries = check_count(n_canaries, "n_canaries", minimum=2)
     if n_canaries > n_agents:
         raise InvalidParameterError(f"n_canaries must be <= n_agents={n_agents}, got {n_canaries}")
     bg = np.asarray(background, dtype=np.float64).reshape(-1)
@@ -446,7 +445,7 @@ def run(
     r, v = one["guesses"], one["correct"]
     return AttackResult(
         attack="membership",
-        mechanism=_mechanism_config(mechanism),
+        mechanism=mechanism_config(mechanism),
         epsilon=eps,
         reports_per_agent=T,
         k=2,

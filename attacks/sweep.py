@@ -180,13 +180,9 @@ def theta_task(task: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any
     ``task`` holds ``kind``, ``rng`` (the theta's own generator), the grid and the sizes; the
     result depends on nothing else. Returns ``(theta info, [AttackResult.to_dict(), ...])``.
     """
-    from ldp_audit.attacks.dynamics import (
-        GRAVITIES,
-        ShadowGradientAttack,
-        _privatize,
-        _result,
-        simulate_shadow,
-    )
+    from ldp_audit.attacks.dynamics import GRAVITIES, ShadowGradientAttack, simulate_shadow
+    from ldp_audit.attacks.dynamics_experiment import guess_result
+    from ldp_audit.attacks.dynamics_shadow import privatize
 
     kind, th_rng = task["kind"], task["rng"]
     epsilons, mechanisms, reports = task["epsilons"], task["mechanisms"], task["reports"]
@@ -222,10 +218,10 @@ def theta_task(task: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any
         for T in reports:
             c0 = time.perf_counter()
             rows = grads[:, :T].reshape(n_agents * T, -1)
-            noisy = _privatize(mech, rows, rep_rng)
+            noisy = privatize(mech, rows, rep_rng)
             ids, guess, _ = est.predict_groups(noisy, np.repeat(np.arange(n_agents), T))
             correct = int(np.sum(guess == secret[ids]))  # scoring only
-            res = _result(
+            res = guess_result(
                 attack="dynamics-malicious" if kind == "crafted" else "dynamics",
                 mechanism=mech,
                 T=T,
