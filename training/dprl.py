@@ -47,16 +47,25 @@ episode runs.
 from __future__ import annotations
 
 import math
-import numbers
 import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ldp_audit.errors import BudgetExceeded, InvalidParameterError, RunDirectoryError
+from ldp_audit.training.dprl_config import MAX_SCALE, DprlConfig, check_int, check_real  # noqa: F401
+from ldp_audit.training.dprl_privacy import (  # noqa: F401 (re-exported)
+    DpSgdUpdate,
+    GradientCanaries,
+    ObservationRelease,
+    TrainerHooks,
+    add_canaries_to_clipped_sum,
+    canary_directions,
+    cpu_noise_optimizer,
+    flat_params,
+)
 
 __all__ = [
     "ALGORITHM",
@@ -91,306 +100,6 @@ MAX_EPISODE_STEPS = 500
 # ------------------------------------------------------------------------------------------------
 # Configuration (every check happens here, before any episode)
 # ------------------------------------------------------------------------------------------------
-
-
-def _real(v: Any, name: str, *, lo: float | None = None, lo_open: bool = False,
-          hi: float | None = None, hi_open: bool = False) -> float:  # fmt: skip
-    if isinstance(v, bool) or not isinstance(v, numbers.Real):
-        raise InvalidParameterError(f"{name} must be a real number, got {v!r}")
-    f = float(v)
-    if math.isnan(f) or math.isinf(f):
-        raise InvalidParameterError(f"{name} must be finite, got {v!r}")
-    if lo is not None and (f <= lo if lo_open else f < lo):
-        raise InvalidParameterError(f"{name} must be {'>' if lo_open else '>='} {lo:g}, got {v!r}")
-    if hi is not None and (f >= hi if hi_open else f > hi):
-        raise InvalidParameterError(f"{name} must be {'<' if hi_open else '<='} {hi:g}, got {v!r}")
-    return f
-
-
-#: largest noise_multiplier and clip accepted (noise std up to 1e12 keeps float32 finite)
-_MAX_SCALE = 1e6
-
-
-def _int(v: Any, name: str, *, minimum: int) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < minimum:
-        raise InvalidParameterError(f"{name} must be an integer >= {minimum}, got {v!r}")
-    return int(v)
-
-
-@dataclass(frozen=True)
-class DprlConfig:
-    """One DP-RL run. Validated on construction (errors name the parameter and the value).
-
-    Attributes (common):
-        algo: "reinforce" or "dqn".
-        privacy: "none", "dpsgd" or "obs-noise".
-        noise_multiplier: DP-SGD noise std / clip, or the observation-noise sigma (>= 0).
-        clip: DP-SGD per-sample L2 clip norm C (> 0).
-        delta: the delta at which epsilon is reported (0 < delta < 1).
-        budget_epsilon: optional central budget (DP-SGD): training stops cleanly once the next
-            update would exceed it (checked by the ledger at ``delta``, RDP).
-        canaries: gradient canaries planted for the one-run audit (DP-SGD only).
-        canary_scale: a canary's raw gradient norm in units of ``clip`` (>= 1: clipping matters).
-        canary_seed: public seed of the canary directions.
-        state_box: obs-noise only: declared box ((lo, hi) x 4) the states are clipped to.
-        hidden, lr, gamma: network width, Adam learning rate, discount.
-        store_updates: keep every released noisy update in transcript.npz (default: REINFORCE
-            yes, DQN no: the canary projections are always kept).
-        per_sample: how DP-SGD gets the clipped sum of per-sample gradients: "materialize"
-            (Opacus ``GradSampleModule``: every per-sample gradient, then ``DPOptimizer``
-            clips), "ghost" (Opacus ghost clipping, ``GradSampleModuleFastGradientClipping``:
-            per-sample norms without per-sample gradients, then a second backward of the
-            clip-weighted loss) or "auto" (ghost for DQN, materialize for REINFORCE, whose
-            per-episode sequences make ghost norms cost T^2 per episode; benchmarks/bench_dprl.py).
-            Both clip the whole per-sample gradient to ``clip``.
-        device: torch device of the network and its batches, ``"cpu"``, ``"cuda"`` or
-            ``"auto"`` (:mod:`ldp_audit.training.device`). Every random draw (initialisation,
-            dropout masks, actions, canary sampling, the DP-SGD noise) stays on the CPU
-            generator and is moved, so a CPU run is bit for bit what it was before the option.
-        eval_episodes: greedy evaluation episodes of the final network after training (DQN:
-            argmax Q; REINFORCE: argmax of the policy, dropout off), on CartPole-v1 seeded from
-            ``SeedSequence([seed, 1])``; 0 (default) skips it. Post-processing of the released
-            model: no privacy cost, and the training's draws are unchanged.
-
-    REINFORCE: episodes (total), num_envs (episodes per update), dropout.
-    DQN: total_steps, num_envs, buffer_size, batch_size (expected Poisson batch), learning_starts,
-    train_frequency (vector steps per update), target_frequency (env steps), start_e, end_e,
-    exploration_fraction.
-    """
-
-    algo: str = "reinforce"
-    privacy: str = "dpsgd"
-    noise_multiplier: float = 1.0
-    clip: float = 1.0
-    delta: float = 1e-5
-    budget_epsilon: float | None = None
-    canaries: int = 0
-    canary_scale: float = 10.0
-    canary_seed: int = 20230101
-    state_box: tuple[tuple[float, float], ...] | None = None
-    hidden: int = 128
-    lr: float | None = None
-    gamma: float = 0.99
-    store_updates: bool | None = None
-    per_sample: str = "auto"
-    # REINFORCE
-    episodes: int = 800
-    dropout: float = 0.5
-    # DQN (and num_envs for both)
-    num_envs: int | None = None
-    total_steps: int = 30_000
-    buffer_size: int = 10_000
-    batch_size: int = 128
-    learning_starts: int = 1_000
-    train_frequency: int = 4
-    target_frequency: int = 500
-    start_e: float = 1.0
-    end_e: float = 0.05
-    exploration_fraction: float = 0.5
-    device: str = "cpu"
-    # evaluation (after training; consumes none of the training's random draws)
-    eval_episodes: int = 0
-
-    def __post_init__(self) -> None:
-        if self.algo not in ("reinforce", "dqn"):
-            raise InvalidParameterError(f"algo must be 'reinforce' or 'dqn', got {self.algo!r}")
-        if self.privacy not in ("none", "dpsgd", "obs-noise"):
-            raise InvalidParameterError(
-                f"privacy must be 'none', 'dpsgd' or 'obs-noise', got {self.privacy!r}"
-            )
-        nm = self.noise_multiplier
-        if isinstance(nm, bool) or not isinstance(nm, numbers.Real) or math.isnan(float(nm)):
-            raise InvalidParameterError(f"noise_multiplier must be a real number, got {nm!r}")
-        # the noise is added to float32 weights / observations: far larger values overflow them
-        _real(nm, "noise_multiplier", lo=0.0, hi=_MAX_SCALE)
-        _real(self.clip, "clip", lo=0.0, lo_open=True, hi=_MAX_SCALE)
-        _real(self.delta, "delta", lo=0.0, lo_open=True, hi=1.0, hi_open=True)
-        if self.budget_epsilon is not None:
-            _real(self.budget_epsilon, "budget_epsilon", lo=0.0, lo_open=True)
-            if self.privacy != "dpsgd":
-                raise InvalidParameterError(
-                    f"budget_epsilon is a central DP-SGD budget: it needs privacy 'dpsgd', got "
-                    f"privacy {self.privacy!r}"
-                )
-        _int(self.canaries, "canaries", minimum=0)
-        if self.canaries and self.privacy != "dpsgd":
-            raise InvalidParameterError(
-                f"canaries audit DP-SGD training: they need privacy 'dpsgd', got privacy "
-                f"{self.privacy!r}"
-            )
-        if self.canaries == 1:
-            raise InvalidParameterError("canaries must be 0 or >= 2, got 1")
-        _real(self.canary_scale, "canary_scale", lo=1.0)
-        _int(self.canary_seed, "canary_seed", minimum=0)
-        if self.state_box is not None:
-            if self.privacy != "obs-noise":
-                raise InvalidParameterError(
-                    f"state_box clips observations before the noise: it needs privacy "
-                    f"'obs-noise', got privacy {self.privacy!r}"
-                )
-            from ldp_audit.training.obs_noise import CARTPOLE_IQR, check_box
-
-            b = check_box(self.state_box, np.asarray(CARTPOLE_IQR))
-            object.__setattr__(self, "state_box", tuple((float(a), float(c)) for a, c in b))
-        _int(self.hidden, "hidden", minimum=1)
-        if self.lr is not None:
-            _real(self.lr, "lr", lo=0.0, lo_open=True)
-        _real(self.gamma, "gamma", lo=0.0, lo_open=True, hi=1.0)
-        if self.store_updates is not None and not isinstance(self.store_updates, bool):
-            raise InvalidParameterError(
-                f"store_updates must be True, False or None, got {self.store_updates!r}"
-            )
-        if self.per_sample not in ("auto", "materialize", "ghost"):
-            raise InvalidParameterError(
-                f"per_sample must be 'auto', 'materialize' or 'ghost', got {self.per_sample!r}"
-            )
-        _int(self.episodes, "episodes", minimum=1)
-        _real(self.dropout, "dropout", lo=0.0, hi=1.0, hi_open=True)
-        if self.num_envs is not None:
-            _int(self.num_envs, "num_envs", minimum=1)
-        _int(self.total_steps, "total_steps", minimum=1)
-        _int(self.buffer_size, "buffer_size", minimum=1)
-        _int(self.batch_size, "batch_size", minimum=1)
-        if self.batch_size > self.buffer_size:
-            raise InvalidParameterError(
-                f"batch_size must be <= buffer_size ({self.buffer_size}), got {self.batch_size}"
-            )
-        _int(self.learning_starts, "learning_starts", minimum=1)
-        if self.algo == "dqn" and self.learning_starts > self.buffer_size:
-            raise InvalidParameterError(
-                f"learning_starts must be <= buffer_size ({self.buffer_size}), got "
-                f"{self.learning_starts}"
-            )
-        _int(self.train_frequency, "train_frequency", minimum=1)
-        _int(self.target_frequency, "target_frequency", minimum=1)
-        _real(self.start_e, "start_e", lo=0.0, hi=1.0)
-        _real(self.end_e, "end_e", lo=0.0, hi=1.0)
-        _real(self.exploration_fraction, "exploration_fraction", lo=0.0, lo_open=True, hi=1.0)
-        _int(self.eval_episodes, "eval_episodes", minimum=0)
-        from ldp_audit.training.device import check_device
-
-        check_device(self.device)
-        if self.canaries > self.n_params:
-            raise InvalidParameterError(
-                f"canaries must be <= the number of model parameters ({self.n_params}: the "
-                f"canary directions are orthonormal), got {self.canaries}"
-            )
-
-    # --- derived quantities ---
-    @property
-    def envs(self) -> int:
-        """Parallel environments (REINFORCE: episodes per update)."""
-        if self.num_envs is not None:
-            return int(self.num_envs)
-        return 8 if self.algo == "reinforce" else 1
-
-    @property
-    def learning_rate(self) -> float:
-        if self.lr is not None:
-            return float(self.lr)
-        return 1e-2 if self.algo == "reinforce" else 1e-3
-
-    @property
-    def sample_rate(self) -> float:
-        """Per-update inclusion probability of one unit (REINFORCE 1; DQN Poisson rate q)."""
-        return 1.0 if self.algo == "reinforce" else self.batch_size / self.buffer_size
-
-    @property
-    def layer_sizes(self) -> list[int]:
-        h = self.hidden
-        return [4, h, 2] if self.algo == "reinforce" else [4, h, h, 2]
-
-    @property
-    def n_params(self) -> int:
-        s = self.layer_sizes
-        return sum(a * b + b for a, b in zip(s[:-1], s[1:], strict=False))
-
-    @property
-    def n_updates(self) -> int:
-        """Upper bound on the number of updates (the number of compositions charged)."""
-        if self.algo == "reinforce":
-            return -(-self.episodes // self.envs)
-        vec_steps = -(-self.total_steps // self.envs)
-        first = -(-self.learning_starts // self.envs)
-        return 0 if vec_steps <= first else (vec_steps - 1 - first) // self.train_frequency + 1
-
-    @property
-    def ghost(self) -> bool:
-        """Whether DP-SGD uses Opacus ghost clipping (see ``per_sample``)."""
-        if self.per_sample == "auto":
-            return self.algo == "dqn"
-        return self.per_sample == "ghost"
-
-    @property
-    def keep_updates(self) -> bool:
-        if self.store_updates is not None:
-            return self.store_updates
-        return self.algo == "reinforce"
-
-    def update_event(self, sample_rate: float | None = None) -> Any:
-        """The ledger event of ONE DP-SGD update."""
-        from ldp_audit.accountant import GaussianEvent, NonPrivateEvent, PoissonSampledEvent
-
-        if self.noise_multiplier == 0:
-            return NonPrivateEvent()
-        g = GaussianEvent(float(self.noise_multiplier))
-        q = self.sample_rate if sample_rate is None else sample_rate
-        return g if q >= 1.0 else PoissonSampledEvent(q, g)
-
-    def obs_mechanism(self) -> Any:
-        from ldp_audit.training.obs_noise import ObservationNoiseMechanism
-
-        return ObservationNoiseMechanism(
-            noise_multiplier=float(self.noise_multiplier),
-            box=self.state_box,
-            target_delta=self.delta,
-        )
-
-    def mechanism_config(self) -> dict[str, Any]:
-        if self.privacy == "obs-noise":
-            return self.obs_mechanism().to_config()
-        if self.privacy == "dpsgd":
-            return {
-                "name": "dp-sgd",
-                "noise_multiplier": float(self.noise_multiplier),
-                "clip": float(self.clip),
-                "sample_rate": self.sample_rate,
-                "delta": float(self.delta),
-                "privacy_unit": "episode" if self.algo == "reinforce" else "transition",
-            }
-        return {"name": "none"}
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        if d["state_box"] is not None:
-            d["state_box"] = [list(b) for b in d["state_box"]]
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> DprlConfig:
-        names = {f.name for f in fields(cls)}
-        kw = {k: v for k, v in d.items() if k in names}
-        if kw.get("state_box") is not None:
-            kw["state_box"] = tuple(tuple(b) for b in kw["state_box"])
-        return cls(**kw)
-
-
-@dataclass
-class TrainerHooks:
-    """Test-only seams for the broken-trainer fixtures (tests/broken_dprl.py).
-
-    Attributes:
-        optimizer_class: a ``DPOptimizer`` subclass used instead of Opacus's own (forces the
-            materialised per-sample path: the fixtures rewrite its clipping).
-        charged_sample_rate: maps the true sample rate to the one charged to the ledger.
-        inspect_ghost: called on every ghost-clipped DQN update, after the clipped sum is in
-            ``p.grad`` and before canaries and noise, as ``f(net, inputs, per_sample_norms,
-            clipped_sum)`` (tests recompute the per-sample gradients independently).
-    """
-
-    optimizer_class: Any = None
-    charged_sample_rate: Callable[[float], float] | None = None
-    inspect_ghost: Callable[..., None] | None = None
 
 
 @dataclass
@@ -439,7 +148,7 @@ def _torch():
     return torch
 
 
-def _quiet_hooks() -> None:
+def quiet_opacus_warnings() -> None:
     """Opacus's full backward hooks warn when inputs need no grad (ours never do): silence it."""
     import warnings
 
@@ -513,7 +222,7 @@ def greedy_evaluate(cfg: DprlConfig, params: Any, *, seed: int, episodes: int) -
     import gymnasium as gym
     import torch
 
-    _int(episodes, "episodes", minimum=1)
+    check_int(episodes, "episodes", minimum=1)
     flat = np.asarray(params, dtype=np.float64).reshape(-1)
     if flat.size != cfg.n_params:
         raise InvalidParameterError(
@@ -541,242 +250,14 @@ def greedy_evaluate(cfg: DprlConfig, params: Any, *, seed: int, episodes: int) -
     return [float(r) for r in ret]
 
 
-def _flat_params(model: Any) -> np.ndarray:
-    return np.concatenate(
-        [p.detach().cpu().numpy().reshape(-1).astype(np.float64) for p in model.parameters()]
-    )
-
-
-def canary_directions(n_params: int, m: int, seed: int) -> np.ndarray:
-    """The public canary design: (n_params, m) orthonormal columns from ``seed`` (QR)."""
-    rng = np.random.default_rng(int(seed))
-    a = rng.standard_normal((int(n_params), int(m)))
-    q, r = np.linalg.qr(a)
-    return q * np.sign(np.diag(r))  # a unique, uniformly distributed orthonormal frame
-
-
-class _Canaries:
-    """Gradient canaries: public directions, secret inclusion bits (scoring only)."""
-
-    def __init__(self, cfg: DprlConfig, params: list[Any], rng: np.random.Generator) -> None:
-        import torch
-
-        self.m = cfg.canaries
-        self.u = canary_directions(cfg.n_params, self.m, cfg.canary_seed)  # public
-        self.included = rng.random(self.m) < 0.5  # secret
-        self.participations = np.zeros(self.m, dtype=np.int64)
-        g = torch.as_tensor(self.u[:, self.included].T * (cfg.canary_scale * cfg.clip))
-        rows, off = [], 0
-        for p in params:
-            n = p.numel()
-            rows.append(g[:, off : off + n].reshape((-1, *p.shape)).to(p.dtype).to(p.device))
-            off += n
-        self.rows = rows  # per parameter: (n_included, *shape)
-        self.u32 = torch.as_tensor(self.u, dtype=torch.float32)
-
-    def append_to(self, params: list[Any], sample_rate: float, gen: Any) -> None:
-        """Add the included canaries (a Poisson sample at ``sample_rate``) as per-sample rows."""
-        import torch
-
-        k = self.rows[0].shape[0]
-        if k == 0:
-            return
-        if sample_rate >= 1.0:
-            sel = torch.ones(k, dtype=torch.bool)
-        else:
-            sel = torch.rand(k, generator=gen) < sample_rate
-        idx = np.flatnonzero(self.included)[sel.numpy()]
-        self.participations[idx] += 1
-        sel = sel.to(self.rows[0].device)  # drawn on the CPU generator (no-op on the CPU)
-        for p, r in zip(params, self.rows, strict=True):
-            p.grad_sample = torch.cat([p.grad_sample, r[sel]], dim=0)
-
-
-def _add_canaries_to_grad(canaries: Any, params: list[Any], sample_rate: float, gen: Any,
-                          clip: float) -> None:  # fmt: skip
-    """Ghost path: add the included canaries (Poisson sample at ``sample_rate``), each clipped
-    with Opacus's factor ``min(1, C / (norm + 1e-6))``, straight into the clipped sum."""
-    import torch
-
-    k = canaries.rows[0].shape[0]
-    if k == 0:
-        return
-    if sample_rate >= 1.0:
-        sel = torch.ones(k, dtype=torch.bool)
-    else:
-        sel = torch.rand(k, generator=gen) < sample_rate
-    idx = np.flatnonzero(canaries.included)[sel.numpy()]
-    canaries.participations[idx] += 1
-    if not sel.any():
-        return
-    sel = sel.to(canaries.rows[0].device)  # drawn on the CPU generator (no-op on the CPU)
-    n = int(sel.sum())
-    norms = sum(r[sel].reshape(n, -1).pow(2).sum(dim=1) for r in canaries.rows).sqrt()
-    factor = (clip / (norms + 1e-6)).clamp(max=1.0)
-    for p, r in zip(params, canaries.rows, strict=True):
-        p.grad = p.grad + torch.einsum("i,i...", factor.to(r.dtype), r[sel])
-
-
-def _cpu_noise(cls: Any) -> Any:
-    """``cls`` (an Opacus DP optimizer) with its noise drawn on the CPU and moved.
-
-    Opacus draws ``torch.normal(..., device=grad.device, generator=gen)``, which a CPU generator
-    refuses for a CUDA tensor. Drawing on the CPU from the same generator, in the same order and
-    shape, then moving, keeps the noise stream of a GPU run identical to the CPU run's. Used only
-    off the CPU (the CPU path is Opacus's own); an optimizer class whose ``add_noise`` is not
-    Opacus's (a test fixture) is returned unchanged.
-    """
-    from opacus.optimizers import DPOptimizer, DPOptimizerFastGradientClipping
-    from opacus.optimizers.optimizer import (
-        _check_processed_flag,
-        _generate_noise,
-        _mark_as_processed,
-    )
-
-    if cls.add_noise not in (DPOptimizer.add_noise, DPOptimizerFastGradientClipping.add_noise):
-        return cls
-
-    def add_noise(self: Any) -> None:
-        torch = _torch()
-        nm = getattr(self, "_adjusted_noise_multiplier", self.noise_multiplier)
-        for p in self.params:
-            _check_processed_flag(p.summed_grad)
-            ref = torch.empty(p.summed_grad.shape, dtype=p.summed_grad.dtype)  # on the CPU
-            noise = _generate_noise(
-                std=nm * self.max_grad_norm,
-                reference=ref,
-                generator=self.generator,
-                secure_mode=self.secure_mode,
-            )
-            p.grad = (p.summed_grad + noise.to(p.summed_grad.device)).view_as(p)
-            _mark_as_processed(p.summed_grad)
-
-    return type(f"CpuNoise{cls.__name__}", (cls,), {"add_noise": add_noise})
-
-
-class _DpSgd:
-    """One DP-SGD update: Opacus clip + noise, charged first, sealed and recorded."""
-
-    def __init__(self, cfg: DprlConfig, model: Any, base_opt: Any, accountant: Any, gen: Any,
-                 hooks: TrainerHooks, canaries: _Canaries | None) -> None:  # fmt: skip
-        from opacus.optimizers import DPOptimizer
-
-        from ldp_audit.release import Transcript
-
-        self.cfg = cfg
-        self.params = [p for p in model.parameters() if p.requires_grad]
-        self.ghost = bool(getattr(model, "_ghost", False))
-        if self.ghost:
-            from opacus.optimizers import DPOptimizerFastGradientClipping as DPOptimizer
-        cls = hooks.optimizer_class or DPOptimizer
-        if self.params[0].device.type != "cpu":
-            cls = _cpu_noise(cls)
-        self.q = cfg.sample_rate
-        expected = cfg.envs if cfg.algo == "reinforce" else cfg.batch_size
-        self.opt = cls(
-            base_opt,
-            noise_multiplier=float(cfg.noise_multiplier),
-            max_grad_norm=float(cfg.clip),
-            expected_batch_size=int(expected),
-            loss_reduction="mean",
-            generator=gen,
-        )
-        q_charged = hooks.charged_sample_rate(self.q) if hooks.charged_sample_rate else self.q
-        self.event = cfg.update_event(q_charged)
-        self.accountant = accountant
-        self.gen = gen
-        self.canaries = canaries
-        self.transcript = Transcript(values_key="update") if cfg.keep_updates else None
-        self.proj: list[np.ndarray] = []
-        self.norms: list[float] = []
-        self.t = 0
-
-    def zero_grad(self) -> None:
-        self.opt.zero_grad()
-
-    def step(self) -> None:
-        """Per-sample gradients are in ``p.grad_sample``: add canaries, charge, noise, step."""
-        from ldp_audit.release import release_with
-
-        if self.canaries is not None:
-            if self.ghost:
-                _add_canaries_to_grad(self.canaries, self.params, self.q, self.gen,
-                                      float(self.cfg.clip))  # fmt: skip
-            else:
-                self.canaries.append_to(self.params, self.q, self.gen)
-
-        def randomise() -> Any:
-            self.opt.step()  # clip each per-sample gradient, sum, add noise, / batch, Adam step
-            return _torch().cat([p.grad.reshape(-1) for p in self.params]).reshape(1, -1)
-
-        rel = release_with(
-            randomise,
-            accountant=self.accountant,
-            charges=[("model", self.event)],
-            epsilon=math.inf,  # per-update epsilon is not meaningful alone; see the ledger
-            delta=float(self.cfg.delta),
-            meta={"update_index": np.array([self.t])},
-            scope="central",
-        )
-        v = rel.values  # the sealed noisy mean gradient (what crossed the boundary)
-        self.norms.append(float(np.linalg.norm(v)))
-        if self.canaries is not None:
-            self.proj.append((v.astype(np.float64) @ self.canaries.u).reshape(-1))
-        if self.transcript is not None:
-            self.transcript.append(rel)
-        self.opt.zero_grad()
-        self.t += 1
-
-    def arrays(self) -> dict[str, np.ndarray]:
-        out: dict[str, np.ndarray] = {"update_norm": np.asarray(self.norms, dtype=np.float64)}
-        if self.transcript is not None and len(self.transcript):
-            out.update(self.transcript.arrays())
-        else:
-            out["update_index"] = np.arange(self.t, dtype=np.int64)
-        if self.canaries is not None:
-            out["canary_projection"] = (
-                np.stack(self.proj) if self.proj else np.zeros((0, self.canaries.m))
-            )
-        return out
-
-
-class _ObsRelease:
-    """Every observation the agent sees goes through ldp_audit.release (charged first)."""
-
-    def __init__(self, cfg: DprlConfig, accountant: Any, rng: np.random.Generator) -> None:
-        from ldp_audit.release import Transcript
-
-        self.mech = cfg.obs_mechanism()
-        self.event = self.mech.event()
-        self.accountant = accountant
-        self.rng = rng
-        self.transcript = Transcript(values_key="observation")
-
-    def __call__(self, obs: np.ndarray, episodes: np.ndarray, steps: np.ndarray) -> np.ndarray:
-        from ldp_audit.release import release
-
-        if len(episodes) == 0:
-            return np.zeros((0, obs.shape[1]))
-        rel = release(
-            np.asarray(obs, dtype=np.float64),
-            mechanism=self.mech,
-            accountant=self.accountant,
-            agent_ids=[f"ep{int(e)}" for e in episodes],
-            rng=self.rng,
-            event=self.event,
-            meta={"episode": episodes.astype(np.int64), "step": steps.astype(np.int64)},
-            scope="local",
-        )
-        self.transcript.append(rel)
-        return rel.values
-
-
 # ------------------------------------------------------------------------------------------------
 # Results, privacy, run directory
 # ------------------------------------------------------------------------------------------------
 
 
-def _result(cfg, seed, returns, dp, obs_release, canaries, net, initial, env_steps, t0, stopped):  # noqa: ANN001
+def collect_result(
+    cfg, seed, returns, dp, obs_release, canaries, net, initial, env_steps, t0, stopped
+):  # noqa: ANN001
     transcript: dict[str, np.ndarray] = {}
     secrets: dict[str, np.ndarray] = {}
     if dp is not None:
@@ -795,7 +276,7 @@ def _result(cfg, seed, returns, dp, obs_release, canaries, net, initial, env_ste
         seconds=time.perf_counter() - t0,
         privacy={},
         stopped=stopped,
-        params=_flat_params(net),
+        params=flat_params(net),
         initial=initial,
         transcript=transcript,
         secrets=secrets,
@@ -831,9 +312,12 @@ def privacy_summary(cfg: DprlConfig, accountant: Any, result: DprlResult | None 
             clip=float(cfg.clip),
             method=det.method,
             words=(
-                f"central DP-SGD, privacy unit = one {unit}: ({_fmt(eps)}, {cfg.delta:g})-DP "
+                f"central DP-SGD, privacy unit = one {unit}: ({fmt_epsilon(eps)}, "
+                f"{cfg.delta:g})-DP "
                 f"over {result.updates if result is not None else '?'} updates (ledger: "
-                + ", ".join(f"{k} {_fmt(v) if isinstance(v, float) else v}" for k, v in by.items())
+                + ", ".join(
+                    f"{k} {fmt_epsilon(v) if isinstance(v, float) else v}" for k, v in by.items()
+                )
                 + ")"
             ),
         )
@@ -856,14 +340,15 @@ def privacy_summary(cfg: DprlConfig, accountant: Any, result: DprlResult | None 
         + (
             ""
             if math.isinf(ep_eps)
-            else f"; the longest episode's {ep_len} observations compose to ({_fmt(ep_eps)}, "
+            else f"; the longest episode's {ep_len} observations compose to "
+            f"({fmt_epsilon(ep_eps)}, "
             f"{cfg.delta:g}) (RDP). Rewards and episode ends are not noised."
         ),
     )
     return out
 
 
-def _fmt(v: float) -> str:
+def fmt_epsilon(v: float) -> str:
     return "inf" if math.isinf(v) else f"{v:.4g}"
 
 
@@ -882,13 +367,14 @@ def _check_budget_before(cfg: DprlConfig, accountant: Any) -> None:
             cur = math.inf
         if cur >= cfg.budget_epsilon:
             raise BudgetExceeded(
-                f"budget_epsilon {cfg.budget_epsilon:g} is already spent ({_fmt(cur)} at delta "
+                f"budget_epsilon {cfg.budget_epsilon:g} is already spent ({fmt_epsilon(cur)} at "
+                f"delta "
                 f"{cfg.delta:g}); nothing was trained or charged"
             )
     one, _ = compose(hist, delta=cfg.delta, method="rdp")
     if one > cfg.budget_epsilon:
         raise InvalidParameterError(
-            f"budget_epsilon must pay for at least one update ({_fmt(one)} at delta "
+            f"budget_epsilon must pay for at least one update ({fmt_epsilon(one)} at delta "
             f"{cfg.delta:g}), got {cfg.budget_epsilon!r}"
         )
 

@@ -18,14 +18,16 @@ from ldp_audit.training.dprl import (
     SOLVED_WINDOW,
     DprlConfig,
     DprlResult,
-    TrainerHooks,
-    _Canaries,
-    _DpSgd,
-    _flat_params,
-    _ObsRelease,
-    _quiet_hooks,
-    _result,
+    collect_result,
     make_network,
+    quiet_opacus_warnings,
+)
+from ldp_audit.training.dprl_privacy import (
+    DpSgdUpdate,
+    GradientCanaries,
+    ObservationRelease,
+    TrainerHooks,
+    flat_params,
 )
 
 # ------------------------------------------------------------------------------------------------
@@ -43,7 +45,7 @@ def train_reinforce(cfg: DprlConfig, *, seed: int, accountant: Any, hooks: Train
     from opacus import GradSampleModule
     from tqdm.auto import tqdm
 
-    _quiet_hooks()
+    quiet_opacus_warnings()
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
     gen = torch.Generator().manual_seed(int(rng.integers(2**62)))
@@ -55,13 +57,17 @@ def train_reinforce(cfg: DprlConfig, *, seed: int, accountant: Any, hooks: Train
     dev = torch.device(resolve_device(cfg.device))
     envs = gym.make_vec("CartPole-v1", num_envs=B, vectorization_mode="vector_entry_point")
     policy = make_network(cfg, gen).to(dev)  # initialised on the CPU generator, then moved
-    initial = _flat_params(policy)
+    initial = flat_params(policy)
     private = cfg.privacy == "dpsgd"
     model = GradSampleModule(policy, batch_first=True, loss_reduction="sum") if private else policy
     optimizer = torch.optim.Adam(policy.parameters(), lr=cfg.learning_rate)
-    canaries = _Canaries(cfg, list(policy.parameters()), canary_rng) if cfg.canaries else None
-    dp = _DpSgd(cfg, model, optimizer, accountant, gen, hooks, canaries) if private else None
-    obs_release = _ObsRelease(cfg, accountant, obs_rng) if cfg.privacy == "obs-noise" else None
+    canaries = (
+        GradientCanaries(cfg, list(policy.parameters()), canary_rng) if cfg.canaries else None
+    )
+    dp = DpSgdUpdate(cfg, model, optimizer, accountant, gen, hooks, canaries) if private else None
+    obs_release = (
+        ObservationRelease(cfg, accountant, obs_rng) if cfg.privacy == "obs-noise" else None
+    )
 
     returns: list[float] = []
     env_steps, stopped, n_updates = 0, None, cfg.n_updates
@@ -145,7 +151,7 @@ def train_reinforce(cfg: DprlConfig, *, seed: int, accountant: Any, hooks: Train
         stopped = "interrupted"
     bar.close()
     envs.close()
-    return _result(cfg, seed, returns, dp, obs_release, canaries, policy, initial, env_steps,
+    return collect_result(cfg, seed, returns, dp, obs_release, canaries, policy, initial, env_steps,
                    t0, stopped)  # fmt: skip
 
 
@@ -180,7 +186,7 @@ def train_dqn(cfg: DprlConfig, *, seed: int, accountant: Any, hooks: TrainerHook
     from opacus import GradSampleModule
     from tqdm.auto import tqdm
 
-    _quiet_hooks()
+    quiet_opacus_warnings()
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
     gen = torch.Generator().manual_seed(int(rng.integers(2**62)))
@@ -195,7 +201,7 @@ def train_dqn(cfg: DprlConfig, *, seed: int, accountant: Any, hooks: TrainerHook
     q_net = make_network(cfg, gen).to(dev)  # initialised on the CPU generator, then moved
     target = make_network(cfg, gen).to(dev)
     target.load_state_dict(q_net.state_dict())
-    initial = _flat_params(q_net)
+    initial = flat_params(q_net)
     private = cfg.privacy == "dpsgd"
     ghost = private and cfg.ghost and hooks.optimizer_class is None
     if ghost:
@@ -210,9 +216,12 @@ def train_dqn(cfg: DprlConfig, *, seed: int, accountant: Any, hooks: TrainerHook
     else:
         model = q_net
     optimizer = torch.optim.Adam(q_net.parameters(), lr=cfg.learning_rate)
-    canaries = _Canaries(cfg, list(q_net.parameters()), canary_rng) if cfg.canaries else None
-    dp = _DpSgd(cfg, model, optimizer, accountant, gen, hooks, canaries) if private else None
-    obs_release = _ObsRelease(cfg, accountant, obs_rng) if cfg.privacy == "obs-noise" else None
+    params = list(q_net.parameters())
+    canaries = GradientCanaries(cfg, params, canary_rng) if cfg.canaries else None
+    dp = DpSgdUpdate(cfg, model, optimizer, accountant, gen, hooks, canaries) if private else None
+    obs_release = (
+        ObservationRelease(cfg, accountant, obs_rng) if cfg.privacy == "obs-noise" else None
+    )
 
     # replay buffer (what the learner stores: the observations it saw)
     cap = cfg.buffer_size
@@ -322,5 +331,5 @@ def train_dqn(cfg: DprlConfig, *, seed: int, accountant: Any, hooks: TrainerHook
         stopped = "interrupted"
     bar.close()
     envs.close()
-    return _result(cfg, seed, returns, dp, obs_release, canaries, q_net, initial,
+    return collect_result(cfg, seed, returns, dp, obs_release, canaries, q_net, initial,
                    min(cfg.total_steps, (step + 1) * N), t0, stopped)  # fmt: skip

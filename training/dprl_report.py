@@ -14,7 +14,7 @@ import numpy as np
 from ldp_audit.training.dprl import (
     SOLVED_RETURN,
     SOLVED_WINDOW,
-    _fmt,
+    fmt_epsilon,
     read_run,
 )
 
@@ -77,10 +77,10 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict
         }
     ]
     rows = [["privacy", cfg.privacy], ["unit", str(priv.get("unit"))]]
-    rows.append(["epsilon (accountant)", _fmt(_num(priv.get("epsilon", math.inf)))])
+    rows.append(["epsilon (accountant)", fmt_epsilon(_num(priv.get("epsilon", math.inf)))])
     rows.append(["delta", f"{cfg.delta:g}"])
     for k, v in (priv.get("by_method") or {}).items():
-        rows.append([f"epsilon ({k})", _fmt(_num(v)) if not isinstance(v, str) else v])
+        rows.append([f"epsilon ({k})", fmt_epsilon(_num(v)) if not isinstance(v, str) else v])
     sections.append(
         {
             "id": "dprl-privacy",
@@ -116,8 +116,8 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict
                     [
                         ex.get("setting", d["attack"]),
                         d.get("n"),
-                        _fmt(_num(d.get("epsilon_lower_bound"))),
-                        _fmt(_num(d.get("composed_epsilon"))),
+                        fmt_epsilon(_num(d.get("epsilon_lower_bound"))),
+                        fmt_epsilon(_num(d.get("composed_epsilon"))),
                         "-" if pmin is None else f"{pmin:.3g} (level {fdp['level']:.3g})",
                         "-"
                         if not mech

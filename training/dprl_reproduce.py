@@ -91,17 +91,17 @@ class ReproduceSettings:
         a = self.audit_canaries
         if isinstance(a, bool) or not isinstance(a, int) or a < 0 or a == 1:
             raise InvalidParameterError(f"audit_canaries must be 0 or an integer >= 2, got {a!r}")
-        from ldp_audit.training.dprl import _MAX_SCALE, _int, _real
+        from ldp_audit.training.dprl_config import MAX_SCALE, check_int, check_real
 
         for name in ("dpsgd_noise", "obs_noise"):
             v = getattr(self, name)
             if not isinstance(v, (tuple, list)) or not v:
                 raise InvalidParameterError(f"{name} must be a non-empty tuple of reals, got {v!r}")
             for x in v:
-                _real(x, name, lo=0.0, hi=_MAX_SCALE)
-        _real(self.clip, "clip", lo=0.0, lo_open=True, hi=_MAX_SCALE)
-        _real(self.delta, "delta", lo=0.0, lo_open=True, hi=1.0, hi_open=True)
-        _int(self.seed, "seed", minimum=0)
+                check_real(x, name, lo=0.0, hi=MAX_SCALE)
+        check_real(self.clip, "clip", lo=0.0, lo_open=True, hi=MAX_SCALE)
+        check_real(self.delta, "delta", lo=0.0, lo_open=True, hi=1.0, hi_open=True)
+        check_int(self.seed, "seed", minimum=0)
 
 
 def broken_hooks() -> dict[str, Any]:
