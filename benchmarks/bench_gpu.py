@@ -321,7 +321,7 @@ def _dpsgd_close(b: Bench) -> dict[str, Any]:
 
     from ldp_audit.training import dprl as D
 
-    D._quiet_hooks()
+    D.quiet_opacus_warnings()
     torch.backends.cuda.matmul.allow_tf32 = False
     checks = []
     for ghost in (True, False):
@@ -349,7 +349,7 @@ def _dpsgd_close(b: Bench) -> dict[str, Any]:
                 else:
                     model = GradSampleModule(net, batch_first=True, loss_reduction="sum")
                     base = DPOptimizer
-                cls = D._cpu_noise(base) if tag.startswith("cuda") else base
+                cls = D.cpu_noise_optimizer(base) if tag.startswith("cuda") else base
                 opt = cls(
                     torch.optim.Adam(net.parameters(), lr=1e-3),
                     noise_multiplier=nm,
@@ -562,7 +562,7 @@ def _dpsgd_speed(b: Bench) -> dict[str, Any]:
 
     from ldp_audit.training import dprl as D
 
-    D._quiet_hooks()
+    D.quiet_opacus_warnings()
     q = b.args.quick
     cores = os.cpu_count() or 1
     n_upd = 5 if q else 30
@@ -591,7 +591,7 @@ def _dpsgd_speed(b: Bench) -> dict[str, Any]:
                     else:
                         model = GradSampleModule(net, batch_first=True, loss_reduction="sum")
                         base = DPOptimizer
-                    opt = (D._cpu_noise(base) if dev != "cpu" else base)(
+                    opt = (D.cpu_noise_optimizer(base) if dev != "cpu" else base)(
                         torch.optim.Adam(net.parameters(), lr=1e-3),
                         noise_multiplier=1.0,
                         max_grad_norm=1.0,

@@ -16,7 +16,8 @@ import torch
 from ldp_audit.cli import main
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.device import resolve_device
-from ldp_audit.training.dprl import DprlConfig, _cpu_noise, train
+from ldp_audit.training.dprl import DprlConfig, train
+from ldp_audit.training.dprl_privacy import cpu_noise_optimizer as _cpu_noise
 from ldp_audit.training.fedrl import FedRLConfig, _log_arrays, run_fedrl, train_fedrl
 
 torch.set_num_threads(1)
