@@ -20,7 +20,7 @@ FORMER = {"--mode", "--groups", "--sections", "--exchange-period", "--initial-ep
           "--no-stop-at-mission"}  # fmt: skip
 NEW = {"--stop-at-mission", "--proxy-dims", "--window", "--episode-steps", "--state-low",
        "--state-high", "--gamma", "--actor-lr", "--critic-lr", "--fail-reward", "--distil-epochs",
-       "--distil-batch", "--distil-lr", "--ldp-cell-share"}  # fmt: skip
+       "--distil-batch", "--distil-lr", "--ldp-cell-share", "--device"}  # fmt: skip
 #: written by hand (another name or syntax than the field's) or not config at all
 HAND = {"--setting", "--agents", "--gravities", "--private-param", "--epsilon", "--seed",
         "--out", "--overwrite", "--resume", "--json", "--no-progress", "--force", "--help",

@@ -79,9 +79,17 @@ class ReproduceSettings:
     leak_shadow: int = 48
     leak_epsilons: tuple[float, ...] = (0.05, 0.2, 1.0)
     seed: int = 0
+    #: torch device of the distillation in every run: ``"cpu"``, ``"cuda"`` or ``"auto"``
+    #: (:mod:`ldp_audit.training.device`; resolved once by :func:`reproduce`, before any work).
+    #: The acting kernels and every random draw stay on the CPU: cpu numbers do not change.
+    device: str = "cpu"
 
     def __post_init__(self) -> None:
         import numbers
+
+        from ldp_audit.training.device import check_device
+
+        check_device(self.device)
 
         for name in ("settings", "agents", "ldp_epsilons", "leak_epsilons"):
             if not isinstance(getattr(self, name), (tuple, list)):
@@ -172,11 +180,22 @@ def reproduce(
     from ldp_audit.backends import backend_options
 
     where = backend_options(backend=backend, address=address, workers=workers)  # before work
+    if not isinstance(settings, ReproduceSettings):
+        raise InvalidParameterError(
+            f"settings must be a ReproduceSettings, got {type(settings).__name__}"
+        )
+    from ldp_audit.training.device import resolve_device
+
+    # "cuda" without CUDA: refused before any work; every run (and worker) gets the resolved
+    # device, not "auto" (a CPU reproduction's configs are exactly those of before)
+    device = resolve_device(settings.device)
     t0, c0 = time.perf_counter(), time.process_time()
     S = settings
     cfgs: list[FrdConfig] = []
     keys: list[tuple[str, Any, int]] = []
-    common = dict(groups=S.groups, max_episodes=S.max_episodes, threshold=S.threshold)
+    common: dict[str, Any] = dict(
+        groups=S.groups, max_episodes=S.max_episodes, threshold=S.threshold, device=device
+    )
     fig3 = list(S.settings) + ([S.fedavg_setting] if S.fedavg_setting not in S.settings else [])
     for st in fig3:
         for n in S.agents:
@@ -205,9 +224,14 @@ def reproduce(
                 "clipped_states": r.clipped_states,
             }
         )
-    leak = _leak(S, out, progress, where) if S.leak else []
+    leak = _leak(S, out, progress, where, device) if S.leak else []
     doc = {
-        "settings": {k: (list(v) if isinstance(v, tuple) else v) for k, v in S.__dict__.items()},
+        # a CPU reproduction's settings are recorded as before the device option existed
+        "settings": {
+            k: (list(v) if isinstance(v, tuple) else v)
+            for k, v in S.__dict__.items()
+            if not (k == "device" and v == "cpu")
+        },
         "rows": rows,
         "leak": leak,
         "paper_claims": PAPER_CLAIMS,
@@ -222,6 +246,12 @@ def reproduce(
         "machine": f"{platform.machine()}, {__import__('os').cpu_count()} cores (shared)",
         "backend": dict(where),
     }
+    if S.device != "cpu":  # where the distillation ran (auto resolved); cpu: as before
+        doc["device"] = device
+        if device == "cuda":
+            import torch
+
+            doc["device_name"] = torch.cuda.get_device_name(0)
     doc["trends"] = trend_tests(rows)
     if out is not None:
         _write(Path(out), doc)
@@ -396,6 +426,7 @@ def _leak(
     out: str | Path | None,
     progress: bool,
     where: dict[str, Any] | None = None,
+    device: str = "cpu",
 ) -> list[dict[str, Any]]:
     from ldp_audit.backends import describe_spec, run_tasks
 
@@ -411,6 +442,7 @@ def _leak(
         layers=1,
         max_episodes=40,
         stop_at_mission=False,
+        device=device,
     )
     variants = [("frd", None), ("fedavg", None)] + [("frd", e) for e in S.leak_epsilons]
     gsets = {"paper": (9.7, 9.8, 9.9), "wide": (4.9, 9.8, 19.6)}
@@ -583,7 +615,15 @@ def _readme(doc: dict[str, Any]) -> str:
         f"{_fmt(doc.get('load_average_at_end', [math.nan])[0])}). Sweep "
         f"{doc['sweep_seconds']:.0f} s wall / {doc.get('sweep_cpu_seconds', math.nan):.0f} s "
         f"CPU, total {doc['wall_seconds']:.0f} s wall / {doc.get('cpu_seconds', math.nan):.0f} "
-        f"s CPU, {doc['total_agent_episodes']} agent-episodes.",
+        f"s CPU, {doc['total_agent_episodes']} agent-episodes"
+        # the CPU (and reports from before --device) say nothing: their README is unchanged
+        + (
+            f"; distillation on {doc['device']}"
+            + (f" ({doc['device_name']})" if doc.get("device_name") else "")
+            if doc.get("device", "cpu") != "cpu"
+            else ""
+        )
+        + ".",
         "",
         "## Episodes to mission (Figure 3 and 4 cells)",
         "",

@@ -203,6 +203,15 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
         help="epsilons per upload of the LDP leak runs",
     )
     r.add_argument("--seed", type=int_at_least("--seed", 0), default=0, help="master seed")
+    from ldp_audit.training.device import DEVICES
+
+    r.add_argument(
+        "--device",
+        choices=DEVICES,
+        default="cpu",
+        help="torch device of the distillation (auto: cuda if available); the acting kernels "
+        "and every random draw stay on the CPU, so cpu results do not change (docs/frd.md)",
+    )
     r.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
     r.add_argument("--no-progress", action="store_true")
     from ldp_audit.cli._types import add_backend_arguments
@@ -279,6 +288,9 @@ def _train(args: argparse.Namespace) -> int:
     from ldp_audit.training.sizes import check_sizes
 
     check_sizes("frd", cfg, force=args.force, cli=True)  # absurd sizes: before any allocation
+    from ldp_audit.cli.fedrl_cmd import _resolve_device
+
+    _resolve_device(cfg.device, "train frd")  # cuda without CUDA: exit 2 before any file
     mode = run_mode(args)
     out = args.out or timestamped_dir(f"runs/frd-{cfg.mode}")
     check_out_for_mode(out, mode)
@@ -314,7 +326,9 @@ def _train(args: argparse.Namespace) -> int:
 def _reproduce(args: argparse.Namespace) -> int:
     from ldp_audit.backends import backend_options
     from ldp_audit.cli._types import check_report_out
+    from ldp_audit.cli.fedrl_cmd import _resolve_device
 
+    _resolve_device(args.device, "reproduce frd")  # cuda without CUDA: exit 2 before any work
     where = backend_options(args)  # --backend/--address/--workers: usage errors before work
     out = args.out or timestamped_dir("runs/reproduce-frd")
     check_report_out(out, overwrite=args.overwrite)
@@ -332,6 +346,7 @@ def _reproduce(args: argparse.Namespace) -> int:
         leak_shadow=args.leak_shadow,
         leak_epsilons=args.leak_epsilons,
         seed=args.seed,
+        device=args.device,
     )
     from ldp_audit.limits import check_resources, forcing
     from ldp_audit.training.sizes import frd_reproduce_estimates

@@ -13,6 +13,7 @@ import numpy as np
 
 from ldp_audit.config import bounds
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.training.device import DEVICES, check_device
 
 ALGORITHM = "frd"
 
@@ -140,6 +141,10 @@ class FrdConfig:
         ldp_epsilon: None (non-private upload, NonPrivateEvent) or epsilon per upload (> 0).
         ldp_samples: m, pairs per private upload.
         ldp_cell_share: share of a pair's epsilon spent on the cell id (rest on the policy bit).
+        device: torch device of the distillation (eq. 2, the torch part): cpu, cuda or auto
+            (cuda if available, else the cpu). The agents' acting and online A2C updates stay
+            compiled on the CPU and every random draw stays on the CPU generator, so cpu
+            results do not change (:mod:`ldp_audit.training.device`, docs/frd.md).
     """
 
     mode: str = field(default="frd", metadata=bounds(choices=_MODES))
@@ -175,8 +180,10 @@ class FrdConfig:
     )
     private_param: str = field(default="gravity", metadata=bounds(choices=PRIVATE_PARAMS))
     private_values: tuple[float, ...] = ()
+    device: str = field(default="cpu", metadata=bounds(choices=DEVICES))
 
     def __post_init__(self) -> None:
+        check_device(self.device)  # a str among DEVICES (resolved, CUDA checked, by the runs)
         if self.mode not in _MODES:
             raise InvalidParameterError(f"mode must be one of {_MODES}, got {self.mode!r}")
         if not isinstance(self.stop_at_mission, (bool, np.bool_)):
@@ -348,12 +355,14 @@ class FrdConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able fields; a gravity run leaves out ``private_param`` / ``private_values``
-        (its config.json is what it was before they existed)."""
+        and a CPU run ``device`` (its config.json is what it was before they existed)."""
         d = asdict(self)
         for k in ("proxy_dims", "gravities", "state_low", "state_high", "private_values"):
             d[k] = list(d[k])
         if self.private_param == "gravity":
             del d["private_param"], d["private_values"]
+        if self.device == "cpu":
+            del d["device"]
         return d
 
     @classmethod

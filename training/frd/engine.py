@@ -15,7 +15,7 @@ import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.frd.config import CARTPOLE_DEFAULTS, FrdConfig, _int
-from ldp_audit.training.frd.nets import _Adam, _Nets
+from ldp_audit.training.frd.nets import _Adam, _Nets, adam_step_rows
 from ldp_audit.training.frd.proxy import ProxyGrid, aggregate_memories
 
 # ------------------------------------------------------------------------------------------------
@@ -144,6 +144,7 @@ def train_many(
     from ldp_audit.training.sizes import check_sizes
 
     check_sizes("frd", cfgs, force=force)  # absurd sizes: refused before any allocation
+    batch_device(cfgs)  # "cuda" without CUDA (or mixed devices): refused before any work
     if accountants is not None and len(accountants) != len(cfgs):
         raise InvalidParameterError(
             f"accountants must have one entry per config ({len(cfgs)}), got {len(accountants)}"
@@ -238,6 +239,7 @@ def train_batch(
 
     cfgs = _check_configs(configs)
     check_sizes("frd", cfgs, force=force)  # absurd sizes: refused before any allocation
+    batch_device(cfgs)  # "cuda" without CUDA (or mixed devices): refused before any work
     rng = check_rng(rng)
     if len({c.arch() for c in cfgs}) != 1:
         raise InvalidParameterError(
@@ -279,6 +281,8 @@ class _Engine:
         from ldp_audit.training.cartpole import PrivateGravityCartPole
 
         self.torch = torch
+        # where the distillation runs (the acting kernels and every random draw: the CPU)
+        self.device = torch.device(batch_device(cfgs))
         self.cfgs, self.recs, self.rng, self.bar, self.on_release = cfgs, recs, rng, bar, on_release
         # groups: (config index, group index); agents: (group, slot)
         gi, ai = [], []
@@ -590,24 +594,30 @@ class _Engine:
 
     def _distil(self, agents: np.ndarray, states: np.ndarray, pol: np.ndarray,
                 c: FrdConfig) -> None:  # fmt: skip
-        """Eq. 2: cross-entropy between the global average policy and the local policy."""
+        """Eq. 2: cross-entropy between the global average policy and the local policy.
+
+        The agents' rows of the parameters and of the Adam state are copied to the engine's
+        device, distilled there (:func:`distil_rows`) and copied back into the CPU buffers that
+        the compiled acting kernels read; the minibatch permutations are drawn here, from the
+        engine's CPU generator, in the order the epochs use them. On the CPU the copies are the
+        tensors the former in-place update gathered, so the bits are the same."""
         torch = self.torch
         if states.shape[0] == 0:
             raise InvalidParameterError("global proxy memory is empty: nothing to distil")
-        rows = torch.from_numpy(np.asarray(agents, dtype=np.int64))
+        idx = torch.from_numpy(np.asarray(agents, dtype=np.int64))
         target = np.stack([pol, 1.0 - pol], axis=1).astype(np.float32)
-        X = torch.from_numpy(states.astype(np.float32))
-        T = torch.from_numpy(target)
-        n = X.shape[0]
-        for _ in range(c.distil_epochs):
-            perm = torch.from_numpy(self.rng.permutation(n))
-            for s in range(0, n, c.distil_batch):
-                b = perm[s : s + c.distil_batch]
-                xb = X[b][None].expand(len(agents), -1, -1)
-                logits, cache = self.nets.forward("actor", xb, rows)
-                p = torch.softmax(logits, dim=2)
-                g = torch.cat(_Nets.backward((p - T[b][None]) / b.numel(), cache), dim=1)
-                self.opt.step_rows(self.nets.flat, g, rows, self.nets.actor_size, c.distil_lr)
+        n = states.shape[0]
+        perms = [self.rng.permutation(n) for _ in range(c.distil_epochs)]
+        dev = self.device
+        buffers = (self.nets.flat, self.opt.m, self.opt.v, self.opt.t)
+        flat, m, v, t = (b[idx].to(dev) for b in buffers)
+        distil_rows(
+            self.nets, flat, m, v, t,
+            torch.from_numpy(states.astype(np.float32)).to(dev), torch.from_numpy(target).to(dev),
+            [torch.from_numpy(p).to(dev) for p in perms], c.distil_batch, c.distil_lr,
+        )  # fmt: skip
+        for b, d in zip(buffers, (flat, m, v, t), strict=True):
+            b[idx] = d.to(b.device)  # in place: the acting kernels' numpy views stay valid
 
     # -------------------------------------------------------------------------------------------
     def _results(self, seconds: float) -> list[FrdResult]:
@@ -660,6 +670,45 @@ class _Engine:
                 )
             )
         return out
+
+
+def distil_rows(nets: _Nets, flat: Any, m: Any, v: Any, t: Any, X: Any, T: Any,
+                perms: Sequence[Any], batch: int, lr: float) -> None:  # fmt: skip
+    """Eq. 2's distillation of A' agents at once, in place on their rows (one device, any).
+
+    ``flat``, ``m``, ``v`` (A', P) float32 and ``t`` (A', 1) float64: the agents' parameters
+    and Adam state (a copy of their rows); ``X`` (n, 4) the global proxy states, ``T`` (n, 2)
+    the global policy there; ``perms``: one permutation of ``range(n)`` per epoch (drawn on the
+    CPU generator, moved here). Minibatches of ``batch`` states, one Adam step each on the
+    actor's columns. Every tensor must be on ``flat``'s device; nothing is drawn here."""
+    import torch
+
+    rows = torch.arange(flat.shape[0], device=flat.device)
+    a = flat.shape[0]
+    for perm in perms:
+        for s in range(0, perm.numel(), batch):
+            b = perm[s : s + batch]
+            xb = X[b][None].expand(a, -1, -1)
+            logits, cache = nets.forward("actor", xb, rows, flat=flat)
+            p = torch.softmax(logits, dim=2)
+            g = torch.cat(_Nets.backward((p - T[b][None]) / b.numel(), cache), dim=1)
+            adam_step_rows(flat, m, v, t, g, rows, nets.actor_size, lr)
+
+
+def batch_device(configs: Sequence[FrdConfig]) -> str:
+    """The torch device (``"cpu"`` or ``"cuda"``) of configs trained in one batch: each
+    config's ``device`` resolved (:func:`ldp_audit.training.device.resolve_device`; ``"cuda"``
+    without CUDA: InvalidParameterError); configs that resolve to different devices are
+    refused (one batch is one set of stacked buffers). Nothing is allocated."""
+    from ldp_audit.training.device import resolve_device
+
+    devs = {resolve_device(c.device) for c in configs}
+    if len(devs) != 1:
+        raise InvalidParameterError(
+            f"configs trained together must run on one device, got {sorted(devs)} (their "
+            f"device fields: {sorted({c.device for c in configs})})"
+        )
+    return devs.pop()
 
 
 def torch_index(rows: np.ndarray) -> Any:

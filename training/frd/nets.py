@@ -52,11 +52,15 @@ class _Nets:
             out.append((w, b))
         return out
 
-    def forward(self, name: str, x: Any, rows: Any = None) -> tuple[Any, list[Any]]:
-        """x (A', N, 4) -> (out (A', N, out), cache); ``rows`` picks agents (None: all)."""
+    def forward(
+        self, name: str, x: Any, rows: Any = None, flat: Any = None
+    ) -> tuple[Any, list[Any]]:
+        """x (A', N, 4) -> (out (A', N, out), cache); ``rows`` picks agents (None: all) of
+        ``flat`` (default: this buffer; the distillation passes its rows' copy on the device)."""
         import torch
 
-        flat = self.flat if rows is None else self.flat[rows]
+        flat = self.flat if flat is None else flat
+        flat = flat if rows is None else flat[rows]
         ps = self.layer_params(name, flat)
         hs = [x]
         h = x
@@ -99,17 +103,28 @@ class _Adam:
 
     def step_rows(self, flat: Any, grad: Any, rows: Any, cols: int, lr: float) -> None:
         """Rows ``rows``, columns ``[0, cols)`` only (the actor, for distillation)."""
-        import torch
+        adam_step_rows(flat, self.m, self.v, self.t, grad, rows, cols, lr)
 
-        b1, b2 = self.B1, self.B2
-        t = self.t[rows] + 1.0
-        self.t[rows] = t
-        bc = (lr * torch.sqrt(1.0 - b2**t) / (1.0 - b1**t)).to(torch.float32)
-        m = self.m[rows, :cols].mul_(b1).add_(grad, alpha=1 - b1)
-        v = self.v[rows, :cols].mul_(b2).addcmul_(grad, grad, value=1 - b2)
-        self.m[rows, :cols] = m
-        self.v[rows, :cols] = v
-        flat[rows, :cols] = flat[rows, :cols] - bc * m / (v.sqrt() + self.EPS)
+
+def adam_step_rows(
+    flat: Any, m: Any, v: Any, t: Any, grad: Any, rows: Any, cols: int, lr: float
+) -> None:
+    """:meth:`_Adam.step_rows` on given tensors (one device): parameters ``flat`` (A, P),
+    moments ``m``, ``v`` (A, P) and step counts ``t`` (A, 1) float64, updated in place at rows
+    ``rows`` (an index tensor), columns ``[0, cols)``. The distillation runs it on its agents'
+    rows copied to the device; on the CPU it is the same arithmetic on the same shapes as on
+    the whole buffers, so the bits do not depend on which copy it ran on."""
+    import torch
+
+    b1, b2 = _Adam.B1, _Adam.B2
+    tr = t[rows] + 1.0
+    t[rows] = tr
+    bc = (lr * torch.sqrt(1.0 - b2**tr) / (1.0 - b1**tr)).to(torch.float32)
+    mr = m[rows, :cols].mul_(b1).add_(grad, alpha=1 - b1)
+    vr = v[rows, :cols].mul_(b2).addcmul_(grad, grad, value=1 - b2)
+    m[rows, :cols] = mr
+    v[rows, :cols] = vr
+    flat[rows, :cols] = flat[rows, :cols] - bc * mr / (vr.sqrt() + _Adam.EPS)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -41,11 +41,19 @@ def train(
     from ldp_audit.training.sizes import check_sizes
 
     check_sizes("frd", cfg, force=force)  # ``force``: see train_many; before any file
+    from ldp_audit.training.frd.engine import batch_device
+
+    device = batch_device([cfg])  # "cuda" without CUDA: refused before any file
     if run_dir is None:
         return train_many([cfg], seed=seed, progress=progress, force=force)[0]
     from ldp_audit.accountant import Accountant
     from ldp_audit.rundir import RunWriter
 
+    extra: dict[str, Any] = {}
+    if cfg.private_param != "gravity":  # the generic record of the secret
+        extra["private_parameter"] = cfg.private_parameter()
+    if cfg.device != "cpu":  # where an auto/cuda run's distillation ran (resolved)
+        extra["device"] = device
     w = RunWriter(
         run_dir,
         algorithm=ALGORITHM,
@@ -53,10 +61,8 @@ def train(
         seed=seed,
         mechanism=cfg.make_mechanism().to_config(),
         mode=run_mode,
-        # the generic record of the secret (gravity runs keep their former config.json)
-        extra=None
-        if cfg.private_param == "gravity"
-        else {"private_parameter": cfg.private_parameter()},
+        # gravity runs on the CPU keep their former config.json
+        extra=extra or None,
     )
     recs: list[Any] = []
     try:
@@ -70,7 +76,7 @@ def train(
             _recorders=recs,
             force=force,
         )[0]
-        _write_outputs(w, res)
+        _write_outputs(w, res, None if cfg.device == "cpu" else device)
     except BaseException:
         _write_partial(w, recs)
         w.finish(status="interrupted")
@@ -93,7 +99,7 @@ def _write_partial(w: Any, recs: list[Any]) -> None:
         pass
 
 
-def _write_outputs(w: Any, res: FrdResult) -> None:
+def _write_outputs(w: Any, res: FrdResult, device: str | None = None) -> None:
     tr = dict(res.transcript or {})
     if not tr:
         tr = {
@@ -105,7 +111,10 @@ def _write_outputs(w: Any, res: FrdResult) -> None:
         }
     w.write_npz("transcript.npz", tr)
     w.write_npz("secrets.npz", dict(res.secrets or {res.config.private_param: np.zeros(0)}))
-    w.write_json("metrics.json", res.metrics())
+    met = res.metrics()
+    if device is not None:  # an auto/cuda run says where it ran (a CPU run's file is as before)
+        met["device"] = device
+    w.write_json("metrics.json", met)
     w.write_npz("model.npz", res.model)
 
 
