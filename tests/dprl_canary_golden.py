@@ -1,0 +1,72 @@
+"""Golden hashes of tiny DP-SGD dprl runs with gradient canaries (test_dprl_canary_golden).
+
+``python tests/dprl_canary_golden.py`` prints the JSON written to
+tests/data/dprl_canary_golden.json. It was first run on the trainer's own canary code (commit
+76ddc30, before train dprl planted its canaries through :mod:`ldp_audit.opacus`); the test
+checks that every array of every run is still the same, bit for bit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+TINY_RF = dict(algo="reinforce", privacy="dpsgd", episodes=16, num_envs=4, hidden=16)
+TINY_DQN = dict(algo="dqn", privacy="dpsgd", total_steps=400, learning_starts=100,
+                buffer_size=200, batch_size=20, train_frequency=2, hidden=16)  # fmt: skip
+
+CASES = {
+    "reinforce": (dict(TINY_RF, canaries=6, store_updates=True), 0),
+    "reinforce-clip": (dict(TINY_RF, canaries=40, clip=0.5, noise_multiplier=0.3), 5),
+    "dqn-ghost": (dict(TINY_DQN, canaries=7, clip=0.5, store_updates=True), 1),
+    "dqn-materialize": (
+        dict(TINY_DQN, canaries=7, clip=0.5, per_sample="materialize", store_updates=True),
+        2,
+    ),
+}
+
+
+def digest(a: np.ndarray) -> str:
+    a = np.ascontiguousarray(a)
+    h = hashlib.sha256(f"{a.dtype.str}{a.shape}".encode())
+    h.update(a.tobytes())
+    return h.hexdigest()[:32]
+
+
+def run_case(name: str) -> dict[str, str | int]:
+    import torch
+
+    from ldp_audit.rundir import read_npz
+    from ldp_audit.training.dprl import DprlConfig, train
+
+    torch.set_num_threads(1)
+    kw, seed = CASES[name]
+    cfg = DprlConfig(**kw)
+    with tempfile.TemporaryDirectory() as d:
+        run = Path(d) / "run"
+        res = train(cfg, seed=seed, run_dir=run)
+        out: dict[str, str | int] = {"updates": int(res.updates)}
+        for f in ("transcript.npz", "secrets.npz", "model.npz"):
+            arrs = read_npz(run, f)
+            out[f"{f}:keys"] = ",".join(sorted(arrs))
+            for k in sorted(arrs):
+                out[f"{f}:{k}"] = digest(np.asarray(arrs[k]))
+        from ldp_audit.accountant import Ledger
+
+        led = Ledger(str(run / "ledger.sqlite"))
+        try:
+            out["ledger_rows"] = len(led.records("model"))
+        finally:
+            led.close()
+        out["returns"] = digest(np.asarray(res.returns, dtype=np.float64))
+    return out
+
+
+if __name__ == "__main__":
+    names = sys.argv[1:] or list(CASES)
+    print(json.dumps({n: run_case(n) for n in names}, indent=1, sort_keys=True))
