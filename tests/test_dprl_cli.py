@@ -46,13 +46,38 @@ def test_train_attack_report(tmp_path, capsys) -> None:
 @pytest.mark.parametrize(
     "args, needle",
     [
-        (["--noise-multiplier", "-1"], "--noise-multiplier must be a finite number >= 0"),
+        (
+            ["--noise-multiplier", "-1"],
+            "--noise-multiplier must be a finite number in [0, 1e+06], got '-1'",
+        ),
         (["--noise-multiplier", "nan"], "--noise-multiplier must be a finite number"),
-        (["--clip", "0"], "--clip must be a finite number > 0, got '0'"),
-        (["--delta", "1"], "--delta must be a finite number > 0 and < 1, got '1'"),
+        (
+            ["--noise-multiplier", "1e7"],
+            "--noise-multiplier must be a finite number in [0, 1e+06], got '1e7'",
+        ),
+        (["--clip", "0"], "--clip must be a finite number in (0, 1e+06], got '0'"),
+        (["--delta", "1"], "--delta must be a finite number in (0, 1), got '1'"),
         (["--state-box", "1,2"], "--state-box must be"),
+        (["--state-box", "nan,1;0,1;0,1;0,1"], "--state-box must be"),
         (["--hidden", "0"], "--hidden must be an integer >= 1, got '0'"),
-        (["--per-sample", "fast"], "argument --per-sample: invalid choice: 'fast'"),
+        (
+            ["--per-sample", "fast"],
+            "--per-sample must be one of 'auto', 'materialize', 'ghost', got 'fast'",
+        ),
+        (["--canaries", "1"], "--canaries: canaries must be 0 or >= 2, got 1"),
+        (
+            ["--budget-epsilon", "0"],
+            "--budget-epsilon must be a finite number in (0, inf), got '0'",
+        ),
+        (["--lr", "-1e-3"], "--lr must be a finite number in (0, inf), got '-1e-3'"),
+        (["--dropout", "1"], "--dropout must be a finite number in [0, 1), got '1'"),
+        (["--buffer-size", "1.5"], "--buffer-size must be an integer >= 1, got '1.5'"),
+        (
+            ["--exploration-fraction", "0"],
+            "--exploration-fraction must be a finite number in (0, 1], got '0'",
+        ),
+        (["--device", "tpu"], "--device must be one of 'cpu', 'cuda', 'auto', got 'tpu'"),
+        (["--algo", "ppo"], "argument --algo: invalid choice: 'ppo'"),
     ],
 )
 def test_bad_cli_input_is_usage_error(tmp_path, capsys, args, needle) -> None:  # noqa: ANN001

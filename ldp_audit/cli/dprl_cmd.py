@@ -56,9 +56,11 @@ def _box(text: str) -> Any:
     """``lo,hi;lo,hi;lo,hi;lo,hi`` or ``cartpole`` (the declared default box)."""
     if text == "cartpole":
         return "cartpole"
-    try:
-        pairs = [tuple(float(x) for x in part.split(",")) for part in text.split(";")]
-    except ValueError:
+    try:  # strict numbers: no nan, 1_000 or non-ASCII digits (ldp_audit.cli._types.parse_real)
+        pairs = [
+            tuple(parse_real(x, "--state-box") for x in part.split(",")) for part in text.split(";")
+        ]
+    except argparse.ArgumentTypeError:
         pairs = []
     if len(pairs) != 4 or any(len(p) != 2 for p in pairs):
         raise argparse.ArgumentTypeError(
@@ -80,78 +82,21 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
         "(ldp-audit attack membership --run-dir RUN --out FILE).",
         formatter_class=fmt,
     )
-    p.add_argument("--algo", choices=("reinforce", "dqn"), required=True)
-    p.add_argument("--privacy", choices=("none", "dpsgd", "obs-noise"), required=True)
-    p.add_argument(
-        "--noise-multiplier",
-        type=_real("--noise-multiplier", minimum=0.0),
-        default=1.0,
-        help="DP-SGD noise std / clip, or the observation-noise sigma (x IQR)",
-    )
-    p.add_argument(
-        "--clip", type=_real("--clip", minimum=0.0, strict=True), default=1.0,
-        help="DP-SGD per-sample L2 clip norm C (whole gradient)",
-    )  # fmt: skip
-    p.add_argument(
-        "--delta",
-        type=_real("--delta", minimum=0.0, strict=True, maximum=1.0, strict_max=True),
-        default=1e-5,
-        help="delta at which epsilon is reported",
-    )
-    p.add_argument(
-        "--budget-epsilon",
-        type=_real("--budget-epsilon", minimum=0.0, strict=True),
-        default=None,
-        help="central DP-SGD budget at --delta (RDP): training stops cleanly before exceeding it",
-    )
-    p.add_argument(
-        "--canaries",
-        type=int_at_least("--canaries", 0),
-        default=0,
-        help="gradient canaries for the one-run audit (DP-SGD only; 0 = none)",
-    )
-    p.add_argument(
-        "--canary-scale",
-        type=_real("--canary-scale", minimum=1.0),
-        default=10.0,
-        help="a canary's raw gradient norm in units of --clip",
-    )
+    # --algo and --privacy are required here (a Python caller gets the config's defaults) and
+    # --state-box has its own spelling; their choices and help come from DprlConfig
+    from ldp_audit.config import add_arguments, field_docs
+    from ldp_audit.training.dprl_config import ALGOS, PRIVACIES, DprlConfig
+
+    docs = field_docs(DprlConfig)
+    for name, choices in (("algo", ALGOS), ("privacy", PRIVACIES)):
+        p.add_argument(f"--{name}", dest=f"cfg__{name}", choices=choices, required=True,
+                       help=docs[name].rstrip("."))  # fmt: skip
     p.add_argument(
         "--state-box",
         type=_box,
         default=None,
         help="obs-noise: clip states to this box first (finite epsilon): 'cartpole' or "
         "'lo,hi;lo,hi;lo,hi;lo,hi'",
-    )
-    p.add_argument(
-        "--episodes", type=int_at_least("--episodes", 1), default=800, help="REINFORCE episodes"
-    )
-    p.add_argument(
-        "--total-steps", type=int_at_least("--total-steps", 1), default=30_000,
-        help="DQN environment steps",
-    )  # fmt: skip
-    p.add_argument(
-        "--num-envs",
-        type=int_at_least("--num-envs", 1),
-        default=None,
-        help="parallel environments (REINFORCE: episodes per update; default 8, DQN 1)",
-    )
-    p.add_argument(
-        "--hidden", type=int_at_least("--hidden", 1), default=128, help="hidden layer width"
-    )
-    p.add_argument(
-        "--per-sample",
-        choices=("auto", "materialize", "ghost"),
-        default="auto",
-        help="DP-SGD per-sample clipping: Opacus per-sample gradients, or ghost clipping "
-        "(norms only); auto = ghost for DQN, materialize for REINFORCE",
-    )
-    p.add_argument(
-        "--device",
-        choices=("cpu", "cuda", "auto"),
-        default="cpu",
-        help="torch device of the network (auto: cuda if available); random draws stay on the "
-        "CPU, so cpu results do not change",
     )
     p.add_argument("--seed", type=int_at_least("--seed", 0), default=0, help="master seed")
     p.add_argument(
@@ -166,6 +111,10 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
     from ldp_audit.limits import add_force_argument
 
     add_force_argument(p)
+    # every other field of DprlConfig is an option (--noise-multiplier, --clip, --canaries, ...,
+    # --buffer-size, --lr): its default, bounds and help are written once, in the config
+    add_arguments(p, DprlConfig, skip=("state_box",),
+                  group_title="the run's config (DprlConfig; generated)")  # fmt: skip
     p.set_defaults(func=_train)
 
     r = reproduce_subparsers.add_parser(
@@ -219,27 +168,16 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
 
 
 def _config(args: argparse.Namespace) -> Any:
-    from ldp_audit.training.dprl import DprlConfig
-    from ldp_audit.training.obs_noise import CARTPOLE_BOX
+    """The DprlConfig of the options given (the others: its defaults); validated."""
+    from ldp_audit.config import given_fields
+    from ldp_audit.training.dprl_config import DprlConfig
 
-    box = CARTPOLE_BOX if args.state_box == "cartpole" else args.state_box
-    return DprlConfig(
-        algo=args.algo,
-        privacy=args.privacy,
-        noise_multiplier=args.noise_multiplier,
-        clip=args.clip,
-        delta=args.delta,
-        budget_epsilon=args.budget_epsilon,
-        canaries=args.canaries,
-        canary_scale=args.canary_scale,
-        state_box=box,
-        episodes=args.episodes,
-        total_steps=args.total_steps,
-        num_envs=args.num_envs,
-        hidden=args.hidden,
-        per_sample=args.per_sample,
-        device=args.device,
-    )
+    kw = given_fields(args)
+    if args.state_box is not None:
+        from ldp_audit.training.obs_noise import CARTPOLE_BOX
+
+        kw["state_box"] = CARTPOLE_BOX if args.state_box == "cartpole" else args.state_box
+    return DprlConfig(**kw)
 
 
 def _train(args: argparse.Namespace) -> int:
