@@ -7,35 +7,20 @@ releases the report after that. When a budget is set, the check runs inside the 
 ``BEGIN IMMEDIATE`` transaction as the write, so concurrent processes cannot both pass the check
 and overshoot.
 
-Composition methods (``spent(..., method=...)``):
-
-========== ============================================================ =====================
-method     result                                                       events
-========== ============================================================ =====================
-basic      sum of epsilons (PGC paper, Theorem 1)                       pure / Laplace
-advanced   Dwork-Rothblum-Vadhan                                         pure / Laplace
-optimal    Kairouz-Oh-Viswanath exact composition                        pure / Laplace
-rdp        Renyi DP via Opacus (exact RR / Laplace / Gaussian curves)    all but non-private
-prv        Opacus ``PRVAccountant``                                      (sampled) Gaussian
-pld        dp_accounting privacy loss distributions                      all but non-private
-best       the minimum of every method that supports the history         any
-========== ============================================================ =====================
-
-(When PLD's own planner refuses a history, ``best`` still computes a PLD at a mesh of 1e-4 of
-the smallest epsilon found so far, see ``_pld_coarse``: for DP-SGD histories with a small noise
-multiplier this costs under a second and is 10-60x tighter than RDP.)
-
-(``best`` skips rdp/pld for plain ``PureDpEvent`` histories once ``optimal`` applies: the optimal
-composition is exact there, so nothing valid can be smaller.)
-
-Every method gives a valid upper bound for its events, so ``best`` (their minimum) is valid too,
-for histories whose epsilons were fixed in advance. Poisson-sampled pure events count at the
-amplified epsilon ``log(1 + q (e^eps - 1))``.
+Composition methods (``spent(..., method=...)``): ``basic``, ``advanced``, ``optimal``, ``rdp``,
+``prv``, ``pld`` and ``best`` (their minimum); which events each supports, and how ``best`` is
+computed, is :mod:`~ldp_audit.accountant.methods`' (``compose`` and ``supports`` live there and
+are re-exported here).
 
 Adaptive choice of epsilons (privacy filters): when the epsilon of a round may depend on earlier
 outputs, only ``Budget(method="basic")`` (sequential composition is a valid filter) and
 ``Budget(method="filter")`` (Rogers-Roth-Ullman-Vadhan 2016, Theorem 5.1) are valid stopping
 rules; ``Accountant(adaptive=True)`` refuses any other budget method.
+
+What lives where: this module holds the budget (:class:`Budget`), the spend report
+(:class:`SpentDetail`) and :class:`Accountant` (charging with the budget check, reading spend);
+the composition of one history is :mod:`~ldp_audit.accountant.methods`'; the durable record is
+:class:`~ldp_audit.accountant.ledger.Ledger`'s.
 """
 
 from __future__ import annotations
@@ -44,27 +29,30 @@ import json
 import math
 import numbers
 import os
-import warnings
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
-import numpy as np
-
-from ldp_audit.accountant import composition, pld, prv, rdp
-from ldp_audit.accountant.events import (
-    DpEvent,
-    LaplaceEvent,
-    NonPrivateEvent,
-    PoissonSampledEvent,
-    PureDpEvent,
-    event_from_json,
-    event_to_json,
-    flatten,
-)
+from ldp_audit.accountant import composition
+from ldp_audit.accountant.events import DpEvent, event_to_json
 from ldp_audit.accountant.ledger import SCOPES, AgentState, Ledger
+from ldp_audit.accountant.methods import (
+    ALL_METHODS,
+    METHODS,
+    NEEDS_DELTA,
+    Signature,
+    atoms_of,
+    check_delta,
+    check_method,
+    compose,
+    evaluate,
+    evaluate_full,
+    method_value,
+    pure_epsilon,
+    signature,
+    supports,
+)
 from ldp_audit.errors import BudgetExceeded, InvalidParameterError, LedgerError
 from ldp_audit.validation import check_epsilon
 
@@ -77,14 +65,19 @@ __all__ = [
     "supports",
 ]
 
-#: Composition methods in the order ``best`` reports ties (cheapest first).
-METHODS = ("basic", "advanced", "optimal", "rdp", "prv", "pld")
-_ALL_METHODS = (*METHODS, "best")
-_NEEDS_DELTA = {"advanced", "rdp", "prv", "pld"}
-_BUDGET_METHODS = (*_ALL_METHODS, "filter")
+_BUDGET_METHODS = (*ALL_METHODS, "filter")
 _ADAPTIVE_METHODS = ("basic", "filter")
 # Relative slack of the budget check so that T charges of total/T fit into total exactly.
 _BUDGET_RTOL = 1e-9
+
+# The names of :mod:`~ldp_audit.accountant.methods` that other modules, tests and benchmarks
+# import from here under their old private names.
+_check_delta = check_delta
+_check_method = check_method
+_signature = signature
+_method_value = method_value
+_evaluate = evaluate
+_evaluate_full = evaluate_full
 
 
 def _check_real(value: Any, name: str) -> float:
@@ -92,21 +85,6 @@ def _check_real(value: Any, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise InvalidParameterError(f"{name} must be a real number, got {value!r}")
     return float(value)
-
-
-def _check_delta(delta: Any) -> float:
-    if isinstance(delta, bool) or not isinstance(delta, numbers.Real):
-        raise InvalidParameterError(f"delta must be a real number in [0, 1), got {delta!r}")
-    d = float(delta)
-    if math.isnan(d) or not (0.0 <= d < 1.0):
-        raise InvalidParameterError(f"delta must be in [0, 1), got {delta!r}")
-    return d
-
-
-def _check_method(method: Any, allowed: Sequence[str] = _ALL_METHODS) -> str:
-    if method not in allowed:
-        raise InvalidParameterError(f"method must be one of {tuple(allowed)}, got {method!r}")
-    return str(method)
 
 
 def _check_agent(agent: Any) -> str:
@@ -140,9 +118,9 @@ class Budget:
     def __post_init__(self) -> None:
         _check_real(self.epsilon, "budget epsilon")
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon, "budget epsilon"))
-        object.__setattr__(self, "delta", _check_delta(self.delta))
-        _check_method(self.method, _BUDGET_METHODS)
-        if (self.method in _NEEDS_DELTA or self.method == "filter") and self.delta == 0.0:
+        object.__setattr__(self, "delta", check_delta(self.delta))
+        check_method(self.method, _BUDGET_METHODS)
+        if (self.method in NEEDS_DELTA or self.method == "filter") and self.delta == 0.0:
             raise InvalidParameterError(
                 f"budget delta must be > 0 for method {self.method!r}, got {self.delta!r}"
             )
@@ -193,266 +171,6 @@ class SpentDetail:
             "remaining": self.remaining,
             "skipped": dict(self.skipped),
         }
-
-
-# ---------------------------------------------------------------------------------------------
-# Composition of one history: pure functions, memoised on the (immutable) history signature.
-# ---------------------------------------------------------------------------------------------
-
-Signature = tuple[tuple[str, int], ...]
-
-
-def _signature(history: Iterable[tuple[str, int]]) -> Signature:
-    c: Counter[str] = Counter()
-    for ev, n in history:
-        c[ev] += int(n)
-    return tuple(sorted(c.items()))
-
-
-def _pure_epsilon(atom: DpEvent) -> float | None:
-    """The pure epsilon of an atom of the pure family, else None."""
-    if isinstance(atom, PureDpEvent | LaplaceEvent):
-        return atom.epsilon
-    if isinstance(atom, PoissonSampledEvent) and isinstance(atom.event, PureDpEvent | LaplaceEvent):
-        return composition.amplified_epsilon(atom.event.epsilon, atom.sample_rate)
-    return None
-
-
-def _pure_pairs(atoms: Mapping[DpEvent, int]) -> tuple[np.ndarray, np.ndarray] | None:
-    eps: Counter[float] = Counter()
-    for atom, n in atoms.items():
-        e = _pure_epsilon(atom)
-        if e is None:
-            return None
-        eps[e] += n
-    keys = sorted(eps)
-    return np.array(keys, dtype=np.float64), np.array([eps[k] for k in keys], dtype=np.float64)
-
-
-class _Skip(Exception):
-    """A method that applies to the history but is not computed (too expensive): the reason."""
-
-
-#: ``best``'s coarse PLD (see :func:`_pld_coarse`): discretisation interval relative to the
-#: smallest epsilon already found, i.e. a pessimistic rounding of 1e-4 of it per privacy-loss
-#: value. Measured (benchmarks/bench_dprl.py, 2-core box): DQN histories of 2,250-24,750
-#: Poisson-sampled Gaussian updates at sigma 0.01-0.1 compose in 0.02-0.7 CPU-s, where RDP
-#: is 10-60x looser and PRV / the fine PLD refuse.
-PLD_COARSE_RELATIVE = 1e-4
-#: meshes ``best``'s coarse PLD tries, each 10x finer than the last
-PLD_COARSE_TRIES = 4
-
-
-def _pld_coarse(atoms: Mapping[DpEvent, int], delta: float, reference: float) -> float | None:
-    """PLD at a mesh relative to ``reference`` (an epsilon already found), for ``best``.
-
-    ``pld.pld_epsilon`` plans its mesh from a support estimate that, for Gaussians with a small
-    noise multiplier, counts the privacy loss's exponential variance and refuses (or
-    overflows), although dp_accounting's tail-truncated PLD is small there. A pessimistic PLD
-    is a valid upper bound at any discretisation interval; at ``PLD_COARSE_RELATIVE *
-    reference`` its support stays near 1/PLD_COARSE_RELATIVE points whenever the epsilon is of
-    the order of ``reference``. None when the history is not PLD's, or ``reference`` is not a
-    finite positive number.
-    """
-    if not (math.isfinite(reference) and reference > 0.0) or not (0.0 < delta < 1.0):
-        return None
-    if not all(pld.supports(a) for a in atoms):
-        return None
-    # dp_accounting overflows when the mesh is far coarser than the losses (reference much
-    # looser than the PLD): then 10x finer, at most PLD_COARSE_TRIES times (each try is cheap)
-    for k in range(PLD_COARSE_TRIES):
-        vdi = max(pld.DEFAULT_DISCRETIZATION, PLD_COARSE_RELATIVE * reference / 10.0**k)
-        total = None
-        with warnings.catch_warnings(), np.errstate(all="ignore"):
-            warnings.simplefilter("ignore")
-            try:
-                for event, count in sorted(atoms.items(), key=lambda kv: repr(kv[0])):
-                    one = pld.event_pld(event, value_discretization_interval=vdi)
-                    if int(count) > 1:
-                        one = one.self_compose(int(count))
-                    total = one if total is None else total.compose(one)
-                if total is None:
-                    return None
-                v = float(total.get_epsilon_for_delta(delta))
-            except (ArithmeticError, ValueError):
-                v = math.nan
-        if math.isfinite(v):
-            return max(0.0, v)
-        if vdi <= pld.DEFAULT_DISCRETIZATION:
-            break
-    return None
-
-
-def _method_value(atoms: Mapping[DpEvent, int], delta: float, method: str) -> float | None:
-    """Epsilon of ``atoms`` under ``method`` (clamped at 0), None when the method does not apply.
-
-    Raises:
-        _Skip: the method applies but its estimated cost is out of bounds (the reason).
-    """
-    v = _method_value_raw(atoms, delta, method)
-    return None if v is None else max(0.0, float(v))
-
-
-def _method_value_raw(atoms: Mapping[DpEvent, int], delta: float, method: str) -> float | None:
-    if method in _NEEDS_DELTA and delta == 0.0:
-        return None
-    if method in ("basic", "advanced", "optimal"):
-        pairs = _pure_pairs(atoms)
-        if pairs is None:
-            return None
-        e, c = pairs
-        if method == "basic":
-            return composition.basic_epsilon(e, c)
-        if method == "advanced":
-            return composition.advanced_epsilon(e, c, delta=delta)
-        try:
-            return composition.optimal_epsilon_heterogeneous(e, c, delta=delta)
-        except InvalidParameterError as exc:
-            raise _Skip(f"exact composition is too large for this history: {exc}") from None
-    if method == "rdp":
-        if not all(rdp.supports(a) for a in atoms):
-            return None
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # Opacus warnings never reach the user
-            return rdp.rdp_epsilon(atoms, delta=delta)[0]
-    if method == "prv":
-        if not all(prv.supports(a) for a in atoms):
-            return None
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                return prv.prv_epsilon(atoms, delta=delta)
-        except InvalidParameterError as exc:
-            raise _Skip(str(exc)) from None
-    if method == "pld":
-        if not all(pld.supports(a) for a in atoms):
-            return None
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                return pld.pld_epsilon(atoms, delta=delta)
-        except InvalidParameterError as exc:
-            raise _Skip(str(exc)) from None
-        except OverflowError as exc:  # the planner's support estimate overflows (sigma << 1)
-            raise _Skip(f"method 'pld' cannot plan its mesh for this history: {exc}") from None
-    raise InvalidParameterError(f"method must be one of {_ALL_METHODS}, got {method!r}")
-
-
-def _atoms(sig: Signature) -> Counter[DpEvent]:
-    return flatten([(event_from_json(ev), n) for ev, n in sig])
-
-
-def _evaluate(sig: Signature, delta: float, method: str) -> tuple[float, str, tuple]:
-    """(epsilon, winning method, ((method, epsilon), ...)) for one history signature."""
-    return _evaluate_full(sig, delta, method)[:3]
-
-
-def _skipped(sig: Signature, delta: float, method: str) -> dict[str, str]:
-    """Methods ``best`` skipped for this history, with the reasons."""
-    return dict(_evaluate_full(sig, delta, method)[3])
-
-
-_evaluate.cache_clear = lambda: _evaluate_full.cache_clear()  # type: ignore[attr-defined]
-
-
-@lru_cache(maxsize=65536)
-def _evaluate_full(sig: Signature, delta: float, method: str) -> tuple[float, str, tuple, tuple]:
-    """``_evaluate`` plus ``((skipped method, reason), ...)``."""
-    if not sig:
-        return 0.0, "basic" if method == "best" else method, (), ()
-    atoms = _atoms(sig)
-    if any(isinstance(a, NonPrivateEvent) for a in atoms) or any(
-        isinstance(a, PoissonSampledEvent) and isinstance(a.event, NonPrivateEvent) for a in atoms
-    ):
-        return math.inf, "non_private", (), ()
-    if method != "best":
-        try:
-            v = _method_value(atoms, delta, method)
-        except _Skip as exc:
-            raise InvalidParameterError(
-                f"method {method!r} cannot compose this history: {exc}"
-            ) from None
-        if v is None:
-            kinds = sorted({type(a).__name__ for a in atoms})
-            need = ", needs delta > 0" if method in _NEEDS_DELTA and delta == 0.0 else ""
-            raise InvalidParameterError(
-                f"method {method!r} does not support this history (events {kinds}, "
-                f"delta={delta!r}){need}; use method='best' or one of {METHODS}"
-            )
-        return float(v), method, ((method, float(v)),), ()
-    values = []
-    skipped = []
-    # For plain PureDpEvent histories the optimal composition is exact (Kairouz-Oh-Viswanath):
-    # no valid bound can be smaller, so the slower rdp/pld bounds are not computed for "best".
-    exact = all(type(a) is PureDpEvent for a in atoms)
-    for m in METHODS:
-        if exact and m in ("rdp", "prv", "pld") and any(w == "optimal" for w, _ in values):
-            continue
-        try:
-            v = _method_value(atoms, delta, m)
-        except _Skip as exc:
-            skipped.append((m, str(exc)))
-            continue
-        if v is not None:
-            values.append((m, float(v)))
-    skipped_pld = next((r for m, r in skipped if m == "pld"), None)
-    if skipped_pld is not None and values:
-        # PLD's planner refused: a coarse PLD costs well under a second where the others are
-        # loosest (see _pld_coarse), so best computes it rather than report RDP's looseness.
-        v = _pld_coarse(atoms, delta, min(x for _, x in values))
-        if v is not None:
-            values.append(("pld", v))
-            skipped = [(m, r) for m, r in skipped if m != "pld"]
-    if not values:
-        if delta == 0.0 and not skipped:
-            # Gaussian-type events have no pure-DP guarantee: epsilon(delta=0) is infinite.
-            return math.inf, "none", (), ()
-        kinds = sorted({type(a).__name__ for a in atoms})
-        why = "".join(f"; {m}: {r}" for m, r in skipped)
-        raise InvalidParameterError(f"no composition method supports events {kinds}{why}")
-    winner = min(values, key=lambda mv: mv[1])
-    return winner[1], winner[0], tuple(values), tuple(skipped)
-
-
-def compose(
-    events: DpEvent | Iterable[DpEvent] | Iterable[tuple[DpEvent, int]],
-    *,
-    delta: float = 0.0,
-    method: str = "best",
-) -> tuple[float, str]:
-    """Epsilon (and the method that gave it) of a history, without any ledger.
-
-    Args:
-        events: an event, a list of events, or ``(event, count)`` pairs.
-        delta: target delta (methods other than basic/optimal need delta > 0).
-        method: one of ``basic, advanced, optimal, rdp, prv, pld, best``.
-    """
-    delta = _check_delta(delta)
-    method = _check_method(method)
-    if isinstance(events, DpEvent):
-        pairs = [(events, 1)]
-    else:
-        pairs = [(e, 1) if isinstance(e, DpEvent) else (e[0], int(e[1])) for e in events]
-    sig = _signature((event_to_json(e), n) for e, n in pairs)
-    eps, winner, _ = _evaluate(sig, delta, method)
-    return eps, winner
-
-
-def supports(event: DpEvent, method: str, *, delta: float = 1e-5) -> bool:
-    """Whether ``method`` can compose histories made of ``event`` (at ``delta``)."""
-    method = _check_method(method)
-    delta = _check_delta(delta)
-    atoms = flatten(event)
-    if any(isinstance(a, NonPrivateEvent) for a in atoms):
-        return True  # every method reports infinity
-    if method == "best":
-        return any(supports(event, m, delta=delta) for m in METHODS)
-    if method in _NEEDS_DELTA and delta == 0.0:
-        return False
-    if method in ("basic", "advanced", "optimal"):
-        return all(_pure_epsilon(a) is not None for a in atoms)
-    mod = {"rdp": rdp, "prv": prv, "pld": pld}[method]
-    return all(mod.supports(a) for a in atoms)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -652,15 +370,15 @@ class Accountant:
                 elif len(hist) == 1 and hist[0][0] == t:
                     sig = ((t, hist[0][1] + 1),)
                 else:
-                    sig = _signature([*hist, (t, 1)])
+                    sig = signature([*hist, (t, 1)])
             else:
-                sig = _signature([*hist, *((t, 1) for t in texts)])
+                sig = signature([*hist, *((t, 1) for t in texts)])
             verdict = memo.get(sig)
             if verdict is None:
                 if budget.method == "filter":
                     verdict = self._filter_ok(sig, budget)
                 else:
-                    eps = _evaluate(sig, budget.delta, budget.method)[0]
+                    eps = evaluate(sig, budget.delta, budget.method)[0]
                     verdict = (eps <= budget.epsilon * (1.0 + _BUDGET_RTOL), eps)
                 memo[sig] = verdict
             ok, eps = verdict
@@ -673,10 +391,10 @@ class Accountant:
 
     @staticmethod
     def _filter_ok(sig: Signature, budget: Budget) -> tuple[bool, float]:
-        atoms = _atoms(sig)
+        atoms = atoms_of(sig)
         eps_list: list[float] = []
         for atom, n in atoms.items():
-            e = _pure_epsilon(atom)
+            e = pure_epsilon(atom)
             if e is None:
                 raise InvalidParameterError(
                     f"budget method 'filter' supports pure-DP and Laplace events, got {atom!r}"
@@ -702,11 +420,11 @@ class Accountant:
     def spent_detail(self, agent: str, *, delta: float = 0.0, method: str = "best") -> SpentDetail:
         """Like ``spent`` with the winning method, every method's value and the remaining budget."""
         agent = _check_agent(agent)
-        delta = _check_delta(delta)
-        method = _check_method(method)
+        delta = check_delta(delta)
+        method = check_method(method)
         st = self.ledger.states([agent]).get(agent) or AgentState()
-        sig = _signature(st.history())
-        eps, winner, values, skipped = _evaluate_full(sig, delta, method)
+        sig = signature(st.history())
+        eps, winner, values, skipped = evaluate_full(sig, delta, method)
         scopes = {s for s, _ in st.events} or {"local"}
         scope = next(iter(scopes)) if len(scopes) == 1 else "mixed"
         return SpentDetail(
@@ -727,11 +445,11 @@ class Accountant:
             return None
         if st is None:
             st = self.ledger.states([agent]).get(agent) or AgentState()
-        sig = _signature(st.history(scope))
+        sig = signature(st.history(scope))
         try:
             if b.method == "filter":
                 return b.epsilon - self._filter_ok(sig, b)[1] if sig else b.epsilon
-            return b.epsilon - _evaluate(sig, b.delta, b.method)[0]
+            return b.epsilon - evaluate(sig, b.delta, b.method)[0]
         except InvalidParameterError:
             return None  # the budget's method cannot compose this history
 
@@ -764,8 +482,8 @@ class Accountant:
         charge lands. An agent whose history ``method`` cannot compose (e.g. ``basic`` for a
         Gaussian) gets ``inf`` (``spent`` would raise).
         """
-        delta = _check_delta(delta)
-        method = _check_method(method)
+        delta = check_delta(delta)
+        method = check_method(method)
         if scope is not None:
             _check_scope(scope)
         key = (self.ledger.version(), delta, method, scope)
@@ -782,8 +500,8 @@ class Accountant:
         self, *, delta: float = 0.0, method: str = "best", scope: str | None = None
     ) -> dict[str, tuple[float, str]]:
         """``{agent: (epsilon, winning method)}`` for every agent, in bulk."""
-        delta = _check_delta(delta)
-        method = _check_method(method)
+        delta = check_delta(delta)
+        method = check_method(method)
         if scope is not None:
             _check_scope(scope)
         return self._bulk(delta, method, scope)
@@ -792,7 +510,7 @@ class Accountant:
         memo: dict[Any, tuple[float, str]] = {}
         out: dict[str, tuple[float, str]] = {}
         for agent, hist in self.ledger.histories(None, scope).items():
-            key = hist[0] if len(hist) == 1 else _signature(hist)  # one distinct event: fast path
+            key = hist[0] if len(hist) == 1 else signature(hist)  # one distinct event: fast path
             res = memo.get(key)
             if res is None:
                 sig = ((hist[0][0], int(hist[0][1])),) if len(hist) == 1 else key
@@ -807,7 +525,7 @@ class Accountant:
         (``spent`` raises instead; in bulk, one Gaussian agent must not hide every other number.)
         """
         try:
-            eps, winner, _ = _evaluate(sig, delta, method)
+            eps, winner, _ = evaluate(sig, delta, method)
         except InvalidParameterError:
             return math.inf, "unsupported"
         return eps, winner
@@ -821,7 +539,7 @@ class Accountant:
             scope has), ``max_agent`` and ``methods`` (winning method -> number of agents). Each
             scope is composed only over that scope's charges.
         """
-        out: dict[str, Any] = {"delta": _check_delta(delta), "method": _check_method(method)}
+        out: dict[str, Any] = {"delta": check_delta(delta), "method": check_method(method)}
         for scope in SCOPES:
             detail = self.spent_all_detail(delta=delta, method=method, scope=scope)
             winners: Counter[str] = Counter(w for _, w in detail.values())

@@ -28,6 +28,14 @@ nothing else changed the store; otherwise it reads and verifies again.
 ``TallyStore`` (same budget code; no rows, no chain; never evidence). Schema-1 ledgers are
 refused naming the version; ``migrate_v1(src, dst)`` converts a schema-1 or -2 one into a new
 file.
+
+What lives where: this module opens a store (``Ledger``'s setup, the metadata seal) and writes
+(transactions, ``charge_rows``, replay, metadata); the checked reads (``len``, ``chain_head``,
+``anchor``, ``states``, ``records``, ``verify``) are
+:class:`~ldp_audit.accountant.ledger_queries.LedgerQueries`', which ``Ledger`` extends; the
+write transaction and the writer's cache are :mod:`~ldp_audit.accountant.ledger_write`'s; the
+record format, chain and MAC maths :mod:`~ldp_audit.accountant.ledger_format` and
+:mod:`~ldp_audit.accountant.ledger_chain`.
 """
 
 from __future__ import annotations
@@ -40,13 +48,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from ldp_audit.accountant.keys import KeyFileError, LedgerKey, load_key
-from ldp_audit.accountant.ledger_chain import (
-    check_agent_mac,
-    check_head_mac,
-    genesis_records,
-    states_from_all_records,
-    states_from_records,
-)
+from ldp_audit.accountant.ledger_chain import genesis_records
 from ldp_audit.accountant.ledger_format import (
     APPLICATION,
     READABLE_VERSIONS,
@@ -67,9 +69,8 @@ from ldp_audit.accountant.ledger_format import (
     _row_hash,
     _state_chk,
     check_rows,
-    integrity_error,
 )
-from ldp_audit.accountant.ledger_reads import StateReads
+from ldp_audit.accountant.ledger_queries import LedgerQueries
 from ldp_audit.accountant.ledger_replay import Replay
 from ldp_audit.accountant.ledger_sqlite import (
     _AGENTS,
@@ -88,14 +89,7 @@ from ldp_audit.accountant.ledger_store import (
     RowStore,
 )
 from ldp_audit.accountant.ledger_tally import TallyStore
-from ldp_audit.accountant.ledger_verify import (
-    TAIL_ROWS,
-    identify,
-    parse_head,
-    resolve_key,
-    verify_all,
-    verify_open,
-)
+from ldp_audit.accountant.ledger_verify import TAIL_ROWS, identify, resolve_key
 from ldp_audit.accountant.ledger_write import ChainWriter, Transaction
 from ldp_audit.errors import InvalidParameterError, LedgerError
 
@@ -128,7 +122,7 @@ _REEXPORTED = (
 WRITE_CACHE_AGENTS = 262_144
 
 
-class Ledger(StateReads):
+class Ledger(LedgerQueries):
     """An append-only, hash-chained, keyed ledger of privacy charges.
 
     Args:
@@ -264,23 +258,6 @@ class Ledger(StateReads):
     def _wc_complete(self) -> bool:
         return self._writer is not None and self._writer.complete
 
-    # ---- errors ------------------------------------------------------------------------------
-
-    def _bad(self, what: str) -> LedgerIntegrityError:
-        return integrity_error(self.path, what)
-
-    def _not_evidence(self, what: str) -> LedgerError:
-        return LedgerError(
-            f"{self!r} keeps running counts only (no rows, no hash chain, nothing on disk): it "
-            f"has no {what}; use Ledger(path) for a ledger of record"
-        )
-
-    def _rows_store(self, what: str) -> RowStore:
-        store = self._rows
-        if store is None:
-            raise self._not_evidence(what)
-        return store
-
     # ---- setup -------------------------------------------------------------------------------
 
     def _setup(self, store: RowStore, verify: bool | str, key: LedgerKey | None) -> None:
@@ -334,34 +311,7 @@ class Ledger(StateReads):
         rows, head = self._head()
         store.put_seal(digest, key.mac(_head_msg(self._ledger_id, rows, head, digest)))
 
-    def _check_head_mac(self) -> None:
-        """The head (row count, last hash, metadata digest) must carry its MAC (cheap)."""
-        head = self._rows_store("hash chain").head()
-        if head is None:
-            raise self._bad("the chain head is missing")
-        self._check_head_mac_of(head.rows, head.hash, bytes(head.meta_digest), head.mac)
-
-    def _check_head_mac_of(self, rows: int, head: bytes, digest: bytes, mac: Any) -> None:
-        check_head_mac(self._key, self._ledger_id, self.path, rows, head, digest, mac)
-
-    def _check_agent_mac(self, agent: str, st: AgentState, last_hash: Any, mac: Any) -> None:
-        check_agent_mac(self._key, self._ledger_id, self.path, agent, st, last_hash, mac)
-
-    def _verify_open(self) -> None:
-        """Tail of the chain against the head; per-agent totals against the row count."""
-        verify_open(self._rows_store("hash chain"), self._ledger_id, self.path)
-
-    def _head(self) -> tuple[int, bytes]:
-        head = self._rows_store("hash chain").head()
-        if head is None:
-            raise self._bad("the chain head is missing")
-        return head.rows, head.hash
-
     # ---- transactions ------------------------------------------------------------------------
-
-    def _read_tx(self) -> AbstractContextManager[Any]:
-        """A consistent snapshot for several reads (a no-op inside a write transaction)."""
-        return self._store.read()
 
     def transaction(self) -> AbstractContextManager[Any]:
         """An exclusive write transaction (SQLite: ``BEGIN IMMEDIATE`` ... ``COMMIT``).
@@ -377,40 +327,7 @@ class Ledger(StateReads):
     def _transaction(self) -> Transaction:
         return Transaction(self)
 
-    # ---- state -------------------------------------------------------------------------------
-
-    def _load_states(self, agents: Sequence[str]) -> dict[str, AgentState]:
-        """Verified running state of ``agents`` (absent agents: never charged).
-
-        Three independent records must agree for every agent: its state rows (each with a
-        checksum), its agent row (total and last row id, with a checksum) and its last chained
-        row (agent and running count); with the key, its MAC. Must run inside a transaction or
-        ``_read_tx``.
-        """
-        if not agents:
-            return {}
-        store = self._rows_store("rows")
-        out, seen = states_from_records(
-            store.agent_records(agents), self._key, self._ledger_id, self.path
-        )
-        # State rows of agents that have no running total (e.g. a lost agent row) are caught
-        # by counting them independently of the join.
-        if store.count_records_of(agents) != seen:
-            missing = [a for a in store.record_owners(agents) if a not in out]
-            raise self._bad(
-                f"agents {missing[:3]!r} have event counts but no running total"
-                if missing
-                else "the per-agent state changed while it was read"
-            )
-        return out
-
-    def _load_all_states_uncached(
-        self, rows: int, fetched: tuple[list[tuple], list[tuple]] | None = None
-    ) -> dict[str, AgentState]:
-        """Verify every agent's state rows (checksums, totals, MACs) against ``rows`` charges."""
-        if fetched is None:
-            fetched = self._rows_store("rows").all_records(self._key is not None)
-        return states_from_all_records(*fetched, rows, self._key, self._ledger_id, self.path)
+    # ---- writing rows ------------------------------------------------------------------------
 
     def _append_rows(
         self,
@@ -587,95 +504,6 @@ class Ledger(StateReads):
         norm = check_rows(rows, run_id)
         return self.charge_rows(norm, run_id=run_id)
 
-    # ---- reads -------------------------------------------------------------------------------
-
-    @property
-    def _conn(self) -> Any:
-        """The SQLite store's connection (tests and benchmarks reach it; nothing else should)."""
-        return self._store.connection  # type: ignore[attr-defined]
-
-    def _read(self, sql: str, params: Sequence[object] = ()) -> list[tuple]:
-        """One SQL query on the SQLite store's connection (tests read the tables with it)."""
-        with self._store.errors("read"), self._lock:
-            return self._conn.execute(sql, params).fetchall()
-
-    def __len__(self) -> int:
-        """Number of charges (rows), as recorded by the chain head. Rows are never deleted."""
-        store = self._store
-        if isinstance(store, CountStore):
-            return store.count()
-        with store.errors("read"), self._lock:
-            return self._head()[0]
-
-    def version(self) -> int:
-        """The row count: changes whenever any process commits a charge."""
-        return len(self)
-
-    def chain_head(self) -> str:
-        """The chain head as hex: the hash of the last row (the genesis hash when empty).
-
-        A later copy of this ledger *extends* this one iff ``verify(expect_head=...)`` finds
-        this value among its rows' hashes.
-        """
-        store = self._rows_store("hash chain")
-        with store.errors("read"), self._lock:
-            return self._head()[1].hex()
-
-    @property
-    def ledger_id(self) -> str:
-        """The ledger's random id (its chain starts from a hash of it)."""
-        return self._ledger_id
-
-    def anchor(self) -> dict[str, Any]:
-        """What a run's manifest records to pin this ledger: ``{"ledger_id", "rows",
-        "chain_head", "meta_digest", "key_id", "schema_version"}`` (one consistent read; the
-        head's MAC is checked when the ledger is authenticated)."""
-        store = self._rows_store("hash chain to anchor")
-        with self._read_tx():
-            if self._key is not None:
-                self._check_head_mac()
-            head = store.head()
-            if head is None:
-                raise self._bad("the chain head is missing")
-        return {
-            "ledger_id": self._ledger_id,
-            "rows": head.rows,
-            "chain_head": head.hash.hex(),
-            "meta_digest": bytes(head.meta_digest).hex(),
-            "key_id": self.key_id,
-            "schema_version": self._schema,
-        }
-
-    def states(self, agents: Iterable[str] | None = None) -> dict[str, AgentState]:
-        """Verified running state of ``agents`` (every agent when None); the caller's copies."""
-        store = self._store
-        if isinstance(store, CountStore):
-            with store.read():
-                live = store.live_states(None if agents is None else dict.fromkeys(agents))
-                return {a: st.copy() for a, st in live.items()}
-        if agents is not None:
-            with self._read_tx():
-                return self._load_states(list(dict.fromkeys(agents)))
-        # Every agent: read one snapshot, then verify it after the read transaction has ended,
-        # so a long verification never holds a lock that a committing writer waits for.
-        with self._read_tx():
-            rows, head = self._head()
-            hit = self._all_states
-            if hit is not None and hit[0] == (rows, head):
-                return hit[1]
-            fetched = store.all_records(self._key is not None)
-        out = self._load_all_states_uncached(rows, fetched)
-        self._all_states = ((rows, head), out)
-        return out
-
-    def records(self, agent: str | None = None) -> list[dict[str, object]]:
-        """Every charge as a dict (id, agent, event JSON, scope, time, run_id), in order."""
-        store = self._rows_store("rows")
-        with self._read_tx():
-            rows = [r[:6] for r in store.rows(1, None, agent)]
-        keys = ("id", "agent", "event", "scope", "time", "run_id")
-        return [dict(zip(keys, r, strict=True)) for r in rows]
-
     # ---- metadata ----------------------------------------------------------------------------
 
     def meta(self) -> dict[str, str]:
@@ -716,47 +544,6 @@ class Ledger(StateReads):
             store.put_meta(key, value)
             self._seal_meta()
             return value
-
-    # ---- full verification -------------------------------------------------------------------
-
-    def verify(self, *, expect_head: str | None = None) -> dict[str, Any]:
-        """Walk the whole chain and rebuild every agent's state from the rows.
-
-        Args:
-            expect_head: a chain head recorded earlier (hex, e.g. from a report): the ledger
-                must contain a row with that hash (it *extends* the earlier copy).
-
-        Returns:
-            ``{"ok": True, "rows", "agents", "chain_head", "extends": bool | None}``.
-
-        Raises:
-            LedgerIntegrityError: the first problem found (the store's integrity check, a row
-                that does not match its hash, a missing row, a state that disagrees with the
-                rows, an ``expect_head`` the chain never passes through).
-        """
-        store = self._rows_store("rows or chain to verify")
-        want = parse_head(expect_head)
-        with store.errors("verify"), self._read_tx():
-            return self._verify_full(store, want)
-
-    def _verify_full(self, store: RowStore, want: bytes | None) -> dict[str, Any]:
-        rows, head, n_agents = verify_all(
-            store, self._ledger_id, self.path, want,
-            self._check_head_mac if self._key is not None else lambda: None,
-            self._load_all_states_uncached,
-        )  # fmt: skip
-        return {
-            "ok": True,
-            "rows": rows,
-            "agents": n_agents,
-            "chain_head": head.hex(),
-            "extends": None if want is None else True,
-            "ledger_id": self._ledger_id,
-            "schema_version": self._schema,
-            "key_id": self.key_id,
-            "authenticated": self.authenticated,
-            "auth_note": self.auth_note,
-        }
 
     # ---- lifecycle ---------------------------------------------------------------------------
 
