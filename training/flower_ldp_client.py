@@ -1,0 +1,286 @@
+"""The Flower client side of local DP: :class:`LdpReleaseMod` and what it calls.
+
+:class:`LdpReleaseMod` (``ClientApp(mods=[LdpReleaseMod()])``) turns every train reply into a
+local-DP release: :class:`ClientSettings` reads what is released and how from the run config
+and the node config; :func:`release_reply` charges the client's own ledger, randomises the
+update and rebuilds the arrays from the noisy report; :func:`sealed_content` is the whole reply
+that may leave. The protocol both sides share (config keys, setting parsers, the flat vector)
+is :mod:`~ldp_audit.training.flower_ldp_protocol`'s; the server side is
+:mod:`~ldp_audit.training.flower_ldp_server`; :mod:`~ldp_audit.training.flower_ldp` (the entry
+point, re-exporting both sides) says step by step what the mod does.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ldp_audit.errors import InvalidParameterError
+from ldp_audit.training.flower_ldp_protocol import (
+    RELEASES,
+    budget_from,
+    flatten,
+    mechanism_from,
+    unflatten,
+)
+
+__all__ = ["ClientSettings", "release_reply", "sealed_content", "LdpReleaseMod"]
+
+
+@dataclass(frozen=True)
+class ClientSettings:
+    """What one client releases, and how (from the run config and the node config).
+
+    Attributes:
+        mechanism: the :mod:`ldp_audit.mechanisms` mechanism (clip included).
+        budget: the client's total epsilon (its ledger refuses a release beyond it).
+        release: ``"update"`` (local minus broadcast parameters) or ``"parameters"``.
+        agent: the client's id (node config ``partition-id``, or ``agent-id``).
+        ledger: the client's own ledger file (node config ``ledger-dir``; the run config's
+            ``ldp-ledger-dir`` is for simulations: in a deployment a folder the server names
+            could be a fresh one each run, resetting the client's spend).
+        public_metrics: metric names the user declares public (passed in clear).
+        arrays_key: the ArrayRecord holding the model (``"arrays"``).
+        seed: the client's noise seed (node config ``agent-seed``); None = OS entropy.
+    """
+
+    mechanism: Any
+    budget: float
+    release: str
+    agent: int
+    ledger: Path
+    public_metrics: tuple[str, ...] = ()
+    arrays_key: str = "arrays"
+    seed: int | None = None
+
+    @classmethod
+    def from_configs(
+        cls, run_config: Mapping[str, Any], node_config: Mapping[str, Any]
+    ) -> ClientSettings:
+        """Validate the settings; a node-config pin of ``ldp-mechanism``, ``ldp-budget`` or
+        ``ldp-release`` must agree with the run config (which the server writes)."""
+        rc, nc = dict(run_config), dict(node_config)
+        for key in ("ldp-mechanism", "ldp-budget", "ldp-release"):
+            if key in nc and key in rc:
+                if key == "ldp-mechanism":
+                    same = (
+                        mechanism_from(nc[key], "node config").to_config()
+                        == mechanism_from(rc[key], "run config").to_config()
+                    )
+                elif key == "ldp-budget":
+                    same = budget_from(nc[key], "node config") == budget_from(rc[key], "run")
+                else:
+                    same = str(nc[key]) == str(rc[key])
+                if not same:
+                    raise InvalidParameterError(
+                        f"the run config asks for {key} = {rc[key]!r}, but this node is pinned to "
+                        f"{nc[key]!r}: refused"
+                    )
+        merged = {**rc, **nc}
+        for key in ("ldp-mechanism", "ldp-budget"):
+            if key not in merged:
+                raise InvalidParameterError(f"the run config must give {key!r}")
+        mech = mechanism_from(merged["ldp-mechanism"], "run config")
+        budget = budget_from(merged["ldp-budget"], "run config")
+        rel = merged.get("ldp-release", "update")
+        if rel not in RELEASES:
+            raise InvalidParameterError(f"'ldp-release' must be one of {RELEASES}, got {rel!r}")
+        agent_raw = nc.get("agent-id", nc.get("partition-id"))
+        if isinstance(agent_raw, bool) or not isinstance(agent_raw, int) or agent_raw < 0:
+            raise InvalidParameterError(
+                f"node config must give 'partition-id' (or 'agent-id'), an int >= 0, "
+                f"got {agent_raw!r}"
+            )
+        ldir = nc.get("ledger-dir", rc.get("ldp-ledger-dir"))
+        if not isinstance(ldir, str) or not ldir:
+            raise InvalidParameterError(
+                f"client {agent_raw} has no ledger folder (node config 'ledger-dir' or run "
+                f"config 'ldp-ledger-dir'), got {ldir!r}"
+            )
+        if not Path(ldir).is_absolute():
+            raise InvalidParameterError(
+                f"the ledger folder must be an absolute path (Flower runs the ClientApp in a "
+                f"process whose working folder is not yours), got {ldir!r}"
+            )
+        pub = merged.get("ldp-public-metrics", "")
+        if not isinstance(pub, str):
+            raise InvalidParameterError(f"'ldp-public-metrics' must be a str, got {pub!r}")
+        key = merged.get("ldp-arrays-key", "arrays")
+        if not isinstance(key, str) or not key:
+            raise InvalidParameterError(f"'ldp-arrays-key' must be a non-empty str, got {key!r}")
+        seed = nc.get("agent-seed")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise InvalidParameterError(f"node config 'agent-seed' must be an int, got {seed!r}")
+        return cls(
+            mechanism=mech,
+            budget=budget,
+            release=rel,
+            agent=int(agent_raw),
+            ledger=Path(ldir) / f"client-{int(agent_raw)}.sqlite",
+            public_metrics=tuple(s.strip() for s in pub.split(",") if s.strip()),
+            arrays_key=key,
+            seed=seed,
+        )
+
+    def rng(self, server_round: int) -> np.random.Generator:
+        """The client's noise generator for one round (OS entropy without ``agent-seed``:
+        nobody, the server included, can replay it)."""
+        if self.seed is None:
+            return np.random.default_rng()
+        return np.random.default_rng(
+            np.random.SeedSequence(self.seed, spawn_key=(self.agent, int(server_round)))
+        )
+
+
+def release_reply(
+    broadcast: Sequence[np.ndarray],
+    local: Sequence[np.ndarray],
+    settings: ClientSettings,
+    server_round: int,
+) -> tuple[list[np.ndarray], np.ndarray, Any]:
+    """Charge the client's ledger, randomise its update, and build what may leave.
+
+    Args:
+        broadcast: the parameters the server sent (the train instruction's arrays).
+        local: the parameters the train function returned.
+        settings: the client's :class:`ClientSettings`.
+        server_round: the round (the noise stream of a seeded client).
+
+    Returns:
+        (arrays for the reply, the noisy report (d,), the
+        :class:`~ldp_audit.release.SealedRelease`). The arrays are the broadcast plus the
+        noisy update ("update") or the noisy parameters ("parameters"), in the original shapes
+        and dtypes: a function of the report and of public values only.
+
+    Raises:
+        BudgetExceeded: the client's ledger refused the charge (nothing is randomised).
+        InvalidParameterError: the reply's arrays do not match the broadcast model.
+    """
+    from ldp_audit.accountant import Accountant, Budget, Ledger
+    from ldp_audit.release import release
+
+    if len(local) != len(broadcast) or any(
+        np.shape(a) != np.shape(b) for a, b in zip(local, broadcast, strict=True)
+    ):
+        raise InvalidParameterError(
+            "the train reply's arrays must have the broadcast model's count and shapes: "
+            f"{[np.shape(a) for a in local]} vs {[np.shape(b) for b in broadcast]}"
+        )
+    g, x = flatten(broadcast), flatten(local)
+    if not np.all(np.isfinite(x)):
+        raise InvalidParameterError("the train reply's arrays hold non-finite values")
+    raw = x - g if settings.release == "update" else x
+    settings.ledger.parent.mkdir(parents=True, exist_ok=True)
+    delta = float(getattr(settings.mechanism, "delta", 0.0) or 0.0)
+    ledger = Ledger(str(settings.ledger))
+    try:
+        # pure epsilon: sequential composition; (epsilon, delta) mechanisms (Gaussian): RDP
+        method = "basic" if delta == 0.0 else "rdp"
+        budget = Budget(settings.budget, delta=delta, method=method)
+        acc = Accountant(ledger=ledger, budget=budget)
+        rel = release(  # durable charge first, then the mechanism (its clip), then the seal
+            raw[None, :],
+            mechanism=settings.mechanism,
+            accountant=acc,
+            agent_ids=[str(settings.agent)],
+            rng=settings.rng(server_round),
+        )
+    finally:
+        ledger.close()
+    report = np.array(rel.values[0], dtype=np.float64)
+    out = g + report if settings.release == "update" else report
+    return unflatten(out, broadcast), report, rel
+
+
+def sealed_content(
+    settings: ClientSettings,
+    arrays: Sequence[np.ndarray],
+    report: np.ndarray,
+    rel: Any,
+    public: Mapping[str, Any],
+    server_round: int,
+) -> Any:
+    """The whole content of a released train reply (a Flower ``RecordDict``): the arrays rebuilt
+    from the noisy report, the report itself, the release's description and the metrics the
+    user declared public (``num-examples`` is 1 unless declared)."""
+    from flwr.app import ArrayRecord, ConfigRecord, MetricRecord, RecordDict
+
+    return RecordDict(
+        {
+            settings.arrays_key: ArrayRecord([np.asarray(a) for a in arrays]),
+            "ldp-report": ArrayRecord([np.asarray(report, dtype=np.float64)]),
+            "ldp-release": ConfigRecord(
+                {
+                    "sealed": True,
+                    "epsilon": float(rel.epsilon),
+                    "delta": float(rel.delta),
+                    "mechanism": json.dumps(settings.mechanism.to_config()),
+                    "release": settings.release,
+                    "agent": settings.agent,
+                    "server-round": int(server_round),
+                }
+            ),
+            "metrics": MetricRecord({"num-examples": 1, **dict(public)}),
+        }
+    )
+
+
+class LdpReleaseMod:
+    """Flower client mod: every train reply leaves only as a local-DP release.
+
+    Use it on any ClientApp whose train function replies with its parameters:
+    ``ClientApp(mods=[LdpReleaseMod()])``. Settings come from the run config and the node
+    config (:class:`ClientSettings`); see the module docstring for what the reply holds.
+    """
+
+    def __call__(self, msg: Any, context: Any, call_next: Any) -> Any:
+        from flwr.app import Error, Message, MessageType
+
+        if msg.metadata.message_type != MessageType.TRAIN:
+            return Message(
+                Error(
+                    code=3,
+                    reason="LdpReleaseMod releases train replies only (an evaluate or query "
+                    "reply would carry un-noised values); evaluate on the server instead",
+                ),
+                reply_to=msg,
+            )
+        try:
+            settings = ClientSettings.from_configs(context.run_config, context.node_config)
+            if settings.arrays_key not in msg.content.array_records:
+                raise InvalidParameterError(
+                    f"the train instruction has no ArrayRecord {settings.arrays_key!r}"
+                )
+            broadcast = msg.content[settings.arrays_key].to_numpy_ndarrays()
+            cfgs = msg.content.config_records
+            server_round = int(
+                next((c["server-round"] for c in cfgs.values() if "server-round" in c), 0)
+            )
+            try:
+                out = call_next(msg, context)
+            except Exception as exc:  # its message may quote private data: name the type only
+                reason = f"the train function raised {type(exc).__name__}"
+                return Message(Error(code=4, reason=reason), reply_to=msg)
+            if out.has_error():
+                return Message(Error(code=4, reason="the train function failed"), reply_to=msg)
+            if settings.arrays_key not in out.content.array_records:
+                raise InvalidParameterError(
+                    f"the train reply has no ArrayRecord {settings.arrays_key!r}"
+                )
+            local = out.content[settings.arrays_key].to_numpy_ndarrays()
+            arrays, report, rel = release_reply(broadcast, local, settings, server_round)
+            public = {}
+            for rec in out.content.metric_records.values():
+                for k in settings.public_metrics:
+                    if k in rec:
+                        public[k] = rec[k]
+        except Exception as exc:  # nothing released; the server sees only the reason
+            return Message(Error(code=2, reason=f"{type(exc).__name__}: {exc}"), reply_to=msg)
+        return Message(
+            sealed_content(settings, arrays, report, rel, public, server_round), reply_to=msg
+        )

@@ -1,0 +1,128 @@
+"""What the Flower client mod and the server agree on: config keys, settings, the flat vector.
+
+Shared by the client side (:mod:`~ldp_audit.training.flower_ldp_client`: the mod that releases
+every train reply) and the server side (:mod:`~ldp_audit.training.flower_ldp_server`: the
+strategy that checks and records the releases); :mod:`~ldp_audit.training.flower_ldp` is the
+entry point that re-exports both (docs/flower.md). Here: the run-config keys each side reads,
+the parsing of the ``ldp-mechanism`` and ``ldp-budget`` settings (the same rules on both
+sides), and the model's arrays as one flat float64 vector (what is released) and back.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ldp_audit.errors import InvalidParameterError
+
+__all__ = [
+    "RUN_CONFIG_KEYS",
+    "SERVER_CONFIG_KEYS",
+    "RELEASES",
+    "require_flwr",
+    "flatten",
+    "unflatten",
+    "mechanism_from",
+    "budget_from",
+]
+
+#: Run-config keys read by the client mod (a node config may pin the first three).
+RUN_CONFIG_KEYS = (
+    "ldp-mechanism",
+    "ldp-budget",
+    "ldp-release",
+    "ldp-ledger-dir",
+    "ldp-public-metrics",
+    "ldp-arrays-key",
+)
+#: Run-config keys read by :func:`~ldp_audit.training.flower_ldp_server.ldp_server_main`.
+SERVER_CONFIG_KEYS = ("run-dir", "overwrite", "num-server-rounds", "min-nodes", "timeout")
+#: What a client may release (``ldp-release``): its update or its parameters.
+RELEASES = ("update", "parameters")
+
+
+def require_flwr() -> Any:
+    """The ``flwr`` package (an optional extra); InvalidParameterError saying how to install it."""
+    try:
+        import flwr
+    except ImportError:
+        raise InvalidParameterError(
+            "the Flower integration needs Flower: pip install 'ldp-audit[flower]' "
+            "(flwr[simulation]==1.41.0)"
+        ) from None
+    return flwr
+
+
+# ==============================================================================================
+# Arrays <-> one flat vector
+# ==============================================================================================
+
+
+def flatten(arrays: Sequence[np.ndarray]) -> np.ndarray:
+    """Concatenate arrays (in order) into one float64 vector."""
+    if not arrays:
+        raise InvalidParameterError("the model has no arrays to release")
+    parts = []
+    for i, a in enumerate(arrays):
+        a = np.asarray(a)
+        if a.dtype.kind not in "fiu":
+            raise InvalidParameterError(f"array {i} must be numeric, got dtype {a.dtype}")
+        parts.append(a.astype(np.float64).reshape(-1))
+    return np.concatenate(parts)
+
+
+def unflatten(vector: np.ndarray, like: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Split ``vector`` into arrays shaped and typed like ``like`` (the inverse of flatten)."""
+    out, i = [], 0
+    for a in like:
+        a = np.asarray(a)
+        n = a.size
+        out.append(np.asarray(vector[i : i + n]).reshape(a.shape).astype(a.dtype))
+        i += n
+    if i != np.asarray(vector).size:
+        raise InvalidParameterError(f"vector has {np.asarray(vector).size} values, model {i}")
+    return out
+
+
+# ==============================================================================================
+# Settings read from the run config and the node config
+# ==============================================================================================
+
+
+def mechanism_from(text: Any, where: str) -> Any:
+    """The mechanism of an ``ldp-mechanism`` setting (a JSON str or a mapping); ``where`` names
+    the config it came from in the error."""
+    from ldp_audit.mechanisms import from_config
+
+    if isinstance(text, Mapping):
+        cfg = dict(text)
+    elif isinstance(text, str):
+        try:
+            cfg = json.loads(text)
+        except json.JSONDecodeError:
+            raise InvalidParameterError(
+                f"{where} 'ldp-mechanism' must be a mechanism config as JSON "
+                f'(e.g. {{"name": "laplace", "epsilon": 1.0, "clip": 1.0}}), got {text!r}'
+            ) from None
+    else:
+        raise InvalidParameterError(f"{where} 'ldp-mechanism' must be a JSON str, got {text!r}")
+    return from_config(cfg)
+
+
+def budget_from(value: Any, where: str) -> float:
+    """An ``ldp-budget`` setting as a float > 0 (a number or a numeric str; bool refused)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise InvalidParameterError(f"{where} 'ldp-budget' must be a number > 0, got {value!r}")
+    try:
+        b = float(value)
+    except ValueError:
+        raise InvalidParameterError(
+            f"{where} 'ldp-budget' must be a number > 0, got {value!r}"
+        ) from None
+    if not b > 0 or math.isnan(b):
+        raise InvalidParameterError(f"{where} 'ldp-budget' must be a number > 0, got {value!r}")
+    return b

@@ -1,0 +1,419 @@
+"""The Flower server side of local DP: check, record, aggregate.
+
+:func:`ldp_server_main` is the body of an app's ``@server_app.main()``: it wraps a Flower
+strategy (default ``FedAvg``) in ``LdpStrategy`` (:func:`ldp_strategy_class`; defined on first
+use, Flower being an optional extra), which refuses every reply that is not a sealed release of
+the declared mechanism and hands only the accepted ones to the strategy; :class:`FlowerRecorder`
+checks each reply and writes the run directory in the own-loop layout (config, manifest, the
+server's record ledger, transcript, metrics, model); :func:`summary` says in a few lines where a
+run is and what it spent. The client side is :mod:`~ldp_audit.training.flower_ldp_client`, the
+shared protocol :mod:`~ldp_audit.training.flower_ldp_protocol`, and
+:mod:`~ldp_audit.training.flower_ldp` the entry point re-exporting both sides.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ldp_audit.errors import InvalidParameterError
+from ldp_audit.training.flower_ldp_protocol import (
+    budget_from,
+    flatten,
+    mechanism_from,
+    require_flwr,
+    unflatten,
+)
+
+__all__ = ["FlowerRecorder", "ldp_strategy_class", "ldp_server_main", "summary"]
+
+
+class FlowerRecorder:
+    """The server's record of a Flower run: an own-loop run directory (``ldp_audit.run``).
+
+    Args:
+        run_dir: the run directory (new or empty; ``overwrite`` to replace).
+        system: the app's name (config.json's ``system``).
+        mechanism: the mechanism the clients must release through.
+        config: the app's config (JSON-able; recorded).
+        private: the private parameter the clients hold, ``{"name": ..., "values": [...]}``
+            (``env_id`` optional), or None.
+        truth: ``agent id -> private value``, the ground truth for scoring attacks
+            (experiments only: a real federation's server never learns it); None writes no
+            ``secrets.npz``.
+        seed: recorded in the manifest.
+        budget: the per-client budget the protocol declares (``ldp-budget``; each client's own
+            ledger enforces it), recorded as config.json's ``budget`` for the report.
+    """
+
+    def __init__(
+        self,
+        run_dir: Any,
+        *,
+        system: str,
+        mechanism: Any,
+        config: Mapping[str, Any] | None = None,
+        private: Mapping[str, Any] | None = None,
+        truth: Callable[[int], float] | None = None,
+        seed: int = 0,
+        overwrite: bool = False,
+        engine: str = "",
+        budget: float | None = None,
+    ) -> None:
+        from ldp_audit.accountant import Accountant
+        from ldp_audit.accountant.events import event_for
+        from ldp_audit.run import ALGORITHM, OwnLoopConfig
+        from ldp_audit.rundir import RunWriter, check_new_dir, to_jsonable
+
+        if truth is not None and not callable(truth):
+            raise InvalidParameterError(f"truth must be callable or None, got {truth!r}")
+        self.cfg = OwnLoopConfig(
+            system=system,
+            params=to_jsonable(dict(config or {})),
+            mechanism=mechanism.to_config(),
+            private_parameter=None if private is None else dict(private),
+        )
+        check_new_dir(run_dir, name="run-dir", overwrite=bool(overwrite))
+        self.mechanism = mechanism
+        self.event = event_for(mechanism)
+        self.truth = truth
+        self.writer = RunWriter(
+            run_dir,
+            algorithm=ALGORITHM,
+            config=self.cfg.to_dict(),
+            seed=int(seed),
+            mechanism=mechanism.to_config(),
+            mode="overwrite" if overwrite else "new",
+            extra={
+                "private_parameter": self.cfg.private_parameter,
+                "system": system,
+                "engine": engine or f"flower {require_flwr().__version__}",
+                "protocol": "Flower rounds; LdpReleaseMod on every client",
+                "budget": None if budget is None else budget_from(budget, "budget"),
+            },
+        )
+        self.path = Path(self.writer.path)
+        self.accountant = Accountant(ledger=self.writer.open_ledger())
+        self.thetas: list[np.ndarray] = []
+        self.rows: dict[str, list[Any]] = {
+            k: [] for k in ("agent", "round", "submission", "theta_index", "report", "value")
+        }
+        self.rejected: list[dict[str, Any]] = []
+        self.model: np.ndarray | None = None
+        self.t0 = time.perf_counter()
+        self._closed = False
+
+    def broadcast(self, arrays: Sequence[np.ndarray]) -> int:
+        """Record the parameters sent in a round; returns their row in ``thetas``."""
+        t = flatten(arrays)
+        if not self.thetas or not np.array_equal(self.thetas[-1], t):
+            self.thetas.append(t)
+        return len(self.thetas) - 1
+
+    def check(self, content: Any, theta: np.ndarray, arrays_key: str) -> tuple[int, np.ndarray]:
+        """(agent, noisy report) of a sealed reply, or InvalidParameterError saying why not."""
+        if "ldp-release" not in content.config_records or "ldp-report" not in (
+            content.array_records
+        ):
+            raise InvalidParameterError("reply has no sealed release (LdpReleaseMod did not run)")
+        rel = content["ldp-release"]
+        if rel.get("sealed") is not True:
+            raise InvalidParameterError("reply's release is not sealed")
+        if json.loads(str(rel["mechanism"])) != self.mechanism.to_config():
+            raise InvalidParameterError(
+                f"reply's mechanism {rel['mechanism']} differs from the declared "
+                f"{self.mechanism.to_config()}"
+            )
+        eps = float(rel["epsilon"])
+        want = float(self.mechanism.epsilon)
+        if not (eps == want or math.isclose(eps, want, rel_tol=1e-12)):
+            raise InvalidParameterError(f"reply's epsilon {eps!r} differs from {want!r}")
+        y = np.asarray(content["ldp-report"].to_numpy_ndarrays()[0], dtype=np.float64)
+        if y.shape != theta.shape or not np.all(np.isfinite(y)):
+            raise InvalidParameterError(
+                f"reply's report must be {theta.size} finite values, got shape {y.shape}"
+            )
+        if arrays_key not in content.array_records:
+            raise InvalidParameterError(f"reply has no ArrayRecord {arrays_key!r}")
+        got = content[arrays_key].to_numpy_ndarrays()
+        like = unflatten(theta, got) if flatten(got).size == theta.size else None
+        mode = rel.get("release", "update")
+        want_arrays = unflatten(theta + y if mode == "update" else y, like or got)
+        if like is None or any(
+            not np.array_equal(a, b) for a, b in zip(got, want_arrays, strict=True)
+        ):
+            raise InvalidParameterError(
+                "reply's arrays are not the function of its sealed report the protocol allows"
+            )
+        agent = rel.get("agent")
+        if isinstance(agent, bool) or not isinstance(agent, int) or agent < 0:
+            raise InvalidParameterError(f"reply's agent id must be an int >= 0, got {agent!r}")
+        return agent, y
+
+    def accept(self, server_round: int, agent: int, report: np.ndarray, theta_index: int) -> None:
+        """Record one accepted report and the charge its client declared."""
+        value = math.nan
+        if self.truth is not None:
+            value = float(self.truth(agent))
+        self.accountant.charge_many([(str(agent), self.event)])
+        n = len(self.rows["agent"])
+        for k, v in (
+            ("agent", agent),
+            ("round", server_round),
+            ("submission", n),
+            ("theta_index", theta_index),
+            ("report", report),
+            ("value", value),
+        ):
+            self.rows[k].append(v)
+
+    def reject(self, server_round: int, node: int, reason: str) -> None:
+        self.rejected.append({"round": int(server_round), "node": int(node), "reason": reason})
+
+    def close(self, status: str | None = None) -> Path:
+        """Write transcript, secrets (with ``truth``), metrics and model; finish the manifest."""
+        if self._closed:
+            return self.path
+        self._closed = True
+        n = len(self.rows["agent"])
+        d = self.thetas[0].size if self.thetas else 0
+        if status is None:
+            status = "complete" if n or not self.rejected else "failed"
+        try:
+            if n:
+                self.writer.write_npz(
+                    "transcript.npz",
+                    {
+                        "trial": np.zeros(n, dtype=np.int64),
+                        "agent": np.asarray(self.rows["agent"], dtype=np.int64),
+                        "round": np.asarray(self.rows["round"], dtype=np.int64),
+                        "submission": np.asarray(self.rows["submission"], dtype=np.int64),
+                        "theta_index": np.asarray(self.rows["theta_index"], dtype=np.int64),
+                        "report": np.stack(self.rows["report"]).reshape(n, d),
+                        "score": np.full(n, np.nan),
+                        "thetas": np.stack(self.thetas).reshape(-1, d),
+                    },
+                )
+                if self.truth is not None:
+                    self.writer.write_npz(
+                        "secrets.npz", {"value": np.asarray(self.rows["value"], dtype=np.float64)}
+                    )
+            spent = self.accountant.spent_all(delta=float(getattr(self.mechanism, "delta", 0.0)))
+            from ldp_audit.rundir import json_number
+
+            self.writer.write_json(
+                "metrics.json",
+                {
+                    "submissions": n,
+                    "agents": len(set(self.rows["agent"])),
+                    "rounds": len(self.thetas),
+                    "seconds": time.perf_counter() - self.t0,
+                    "engine": "flower",
+                    "rejected": self.rejected,
+                    "privacy": {
+                        "epsilon_per_report": json_number(float(self.mechanism.epsilon)),
+                        "max_spent_epsilon": json_number(max(spent.values(), default=0.0)),
+                    },
+                    "user": {},
+                },
+            )
+            if self.model is not None:
+                self.writer.write_npz("model.npz", {"theta": self.model[None, :].copy()})
+        finally:
+            self.writer.finish(status=status)
+            self.accountant.close()
+        return self.path
+
+
+_STRATEGY_CLASS: Any = None
+
+
+def ldp_strategy_class() -> Any:
+    """LdpStrategy, defined when first asked for (Flower is an optional extra)."""
+    global _STRATEGY_CLASS
+    if _STRATEGY_CLASS is not None:
+        return _STRATEGY_CLASS
+    require_flwr()
+    from flwr.serverapp.strategy import Strategy
+
+    class LdpStrategy(Strategy):
+        """A Flower strategy that sees only sealed local-DP releases, and records them.
+
+        Wraps ``inner`` (e.g. ``FedAvg``): ``configure_train`` records the broadcast
+        parameters; ``aggregate_train`` refuses every reply that is not a sealed release of
+        the declared mechanism consistent with its report (:meth:`FlowerRecorder.check`),
+        records the accepted ones and hands only them to ``inner``. Client-side evaluation is
+        off (an evaluate reply would carry un-noised metrics; ``LdpReleaseMod`` refuses it):
+        evaluate on the server with ``evaluate_fn``.
+        """
+
+        def __init__(self, inner: Any, recorder: FlowerRecorder, arrays_key: str = "arrays"):
+            self.inner = inner
+            self.recorder = recorder
+            self.arrays_key = arrays_key
+            self._theta: dict[int, tuple[np.ndarray, int]] = {}
+
+        def configure_train(self, server_round: int, arrays: Any, config: Any, grid: Any) -> Any:
+            msgs = list(self.inner.configure_train(server_round, arrays, config, grid))
+            sent = arrays.to_numpy_ndarrays()
+            self._theta[server_round] = (flatten(sent), self.recorder.broadcast(sent))
+            return msgs
+
+        def aggregate_train(self, server_round: int, replies: Any) -> Any:
+            theta, idx = self._theta[server_round]
+            ok = []
+            for rep in sorted(replies, key=lambda m: m.metadata.src_node_id):
+                node = int(rep.metadata.src_node_id)
+                if rep.has_error():
+                    self.recorder.reject(server_round, node, f"client error: {rep.error.reason}")
+                    continue
+                try:
+                    agent, y = self.recorder.check(rep.content, theta, self.arrays_key)
+                except InvalidParameterError as exc:
+                    self.recorder.reject(server_round, node, str(exc))
+                    continue
+                self.recorder.accept(server_round, agent, y, idx)
+                for key in ("ldp-report", "ldp-release"):  # recorded; inner sees the model only
+                    del rep.content[key]
+                ok.append(rep)
+            if not ok:
+                return None, None
+            arrays, metrics = self.inner.aggregate_train(server_round, ok)
+            if arrays is not None:
+                self.recorder.model = flatten(arrays.to_numpy_ndarrays())
+            return arrays, metrics
+
+        def configure_evaluate(self, server_round: int, arrays: Any, config: Any, grid: Any):
+            return []
+
+        def aggregate_evaluate(self, server_round: int, replies: Any) -> Any:
+            return None
+
+        def summary(self) -> None:
+            self.inner.summary()
+
+    _STRATEGY_CLASS = LdpStrategy
+    return LdpStrategy
+
+
+def __getattr__(name: str) -> Any:
+    if name == "LdpStrategy":
+        return ldp_strategy_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _abs_path(rc: Mapping[str, Any], key: str) -> str:
+    v = rc.get(key)
+    if not isinstance(v, str) or not v:
+        raise InvalidParameterError(f"the run config must give {key!r} (a folder), got {v!r}")
+    if not Path(v).is_absolute():
+        raise InvalidParameterError(
+            f"the run config's {key!r} must be an absolute path (Flower runs the ServerApp in a "
+            f"process whose working folder is not yours), got {v!r}"
+        )
+    return v
+
+
+def ldp_server_main(
+    grid: Any,
+    context: Any,
+    *,
+    system: str,
+    initial_arrays: Sequence[np.ndarray],
+    strategy: Any = None,
+    private: Mapping[str, Any] | None = None,
+    truth: Callable[[int], float] | None = None,
+    evaluate_fn: Callable[[int, Any], Any] | None = None,
+) -> Path:
+    """The body of an app's ``@server_app.main()``: run ``strategy`` (default ``FedAvg``) over
+    sealed releases only, and write the run directory.
+
+    Run config: ``run-dir`` (absolute), ``ldp-mechanism`` (the mechanism the clients must use),
+    ``num-server-rounds`` (default 3), ``min-nodes`` (clients per round, default 2),
+    ``overwrite``, ``timeout``, ``seed``; every other key is recorded as the app's config.
+
+    Args:
+        grid, context: the ServerApp's.
+        system: the app's name (recorded).
+        initial_arrays: the model's initial parameters.
+        strategy: a Flower strategy (``FedAvg``, ``FedProx``, ...) aggregating the releases; its
+            weighting key sees ``num-examples = 1`` per client (the true count is private).
+        private: the private parameter each client holds (``name``, ``values``), or None.
+        truth: ``agent id -> value`` for scoring attacks (experiments only), or None.
+        evaluate_fn: Flower's server-side evaluation (``evaluate_fn(round, arrays)``).
+
+    Returns:
+        The run directory.
+    """
+    from flwr.app import ArrayRecord
+    from flwr.serverapp.strategy import FedAvg
+
+    rc = dict(context.run_config)
+    run_dir = _abs_path(rc, "run-dir")
+    mech = mechanism_from(rc.get("ldp-mechanism"), "run config")
+    rounds = rc.get("num-server-rounds", 3)
+    min_nodes = rc.get("min-nodes", 2)
+    for key, v in (("num-server-rounds", rounds), ("min-nodes", min_nodes)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise InvalidParameterError(f"run config {key!r} must be an int >= 1, got {v!r}")
+    if strategy is None:
+        strategy = FedAvg(
+            fraction_evaluate=0.0, min_train_nodes=min_nodes, min_available_nodes=min_nodes
+        )
+    recorder = FlowerRecorder(
+        run_dir,
+        system=system,
+        mechanism=mech,
+        config={k: v for k, v in rc.items() if k not in ("run-dir", "overwrite")},
+        private=private,
+        truth=truth,
+        seed=int(rc.get("seed", 0)),
+        overwrite=bool(rc.get("overwrite", False)),
+        budget=rc.get("ldp-budget"),
+    )
+    status = "interrupted"
+    try:
+        wrapped = ldp_strategy_class()(
+            strategy, recorder, getattr(strategy, "arrayrecord_key", "arrays")
+        )
+        wrapped.start(
+            grid=grid,
+            initial_arrays=ArrayRecord([np.asarray(a) for a in initial_arrays]),
+            num_rounds=rounds,
+            timeout=float(rc.get("timeout", 600.0)),
+            evaluate_fn=evaluate_fn,
+        )
+        status = None
+    finally:
+        path = recorder.close(status)
+    return path
+
+
+def summary(run_dir: str | Path, ledger_dir: str | Path | None = None) -> str:
+    """Where a Flower run is and what it spent, in a few lines (from its manifest and metrics)."""
+    from ldp_audit.rundir import read_config, read_manifest
+
+    run_dir = Path(run_dir)
+    man = read_manifest(run_dir) or {}
+    m = json.loads((run_dir / "metrics.json").read_text())
+    cfg = read_config(run_dir)
+    priv = m.get("privacy", {})
+    n, k = int(m.get("submissions", 0)), int(m.get("agents", 0))
+    lines = [
+        f"Flower run {run_dir} ({man.get('status', 'status not recorded')}) of "
+        f"{cfg.get('system', '?')!r}: {k} {'client' if k == 1 else 'clients'} released {n} "
+        f"{'report' if n == 1 else 'reports'} over {m.get('rounds', '?')} rounds; "
+        f"{len(m.get('rejected', []))} replies refused.",
+        f"Privacy: epsilon {priv.get('epsilon_per_report')} per report; the most any client "
+        f"spent (server's record): {priv.get('max_spent_epsilon')}.",
+    ]
+    if ledger_dir is not None:
+        lines.append(f"Each client's own ledger: {ledger_dir}/client-<id>.sqlite.")
+    lines.append(f"Next: ldp-audit report {run_dir}; ldp-audit audit --run-dir {run_dir}")
+    return "\n".join(lines)
