@@ -22,8 +22,18 @@ hand-written subcommand this way (docs/systems.md)::
 
 Types read from the command line: ``bool`` (``--x`` / ``--no-x``), ``int``, ``float``, ``str``,
 ``Literal[...]`` (choices), ``tuple[T, ...]`` / ``list[T]`` of those scalars (several values after
-the option) and ``T | None`` (the word ``none`` gives None). A field of another type (a nested
-config, a mapping) gets no option; ``--set KEY=VALUE`` (JSON) still reaches it.
+the option, at least one unless ``bounds(empty=True)``) and ``T | None`` (the word ``none`` gives
+None). A field of another type (a nested config, a mapping) gets no option; ``--set KEY=VALUE``
+(JSON) still reaches it.
+
+Negative numbers as values: argparse reads an argument that starts with ``-`` as an option unless
+it looks like a negative number, and its own test (``-1``, ``-0.5``) misses ``-1e-3``, ``-inf``
+and ``-nan``. :func:`add_arguments` widens that test on the parser it is given to anything that
+starts with ``-`` and a digit, ``-.`` and a digit, or is ``-inf`` / ``-infinity`` / ``-nan``, so
+``--low -inf -1e-3`` gives two values (each then read strictly: ``-inf`` and ``-nan`` are refused
+where the bounds do not allow them, naming the option). A parser that already has an option that
+looks like a negative number (``-1``) keeps argparse's rule: there ``--opt=-inf`` still works
+for one value.
 """
 
 from __future__ import annotations
@@ -33,6 +43,7 @@ import ast
 import dataclasses
 import inspect
 import math
+import re
 import textwrap
 import types
 import typing
@@ -43,7 +54,21 @@ from ldp_audit.errors import InvalidParameterError
 
 __all__ = ["bounds", "field_docs", "option_name", "add_arguments", "from_args", "given_fields"]
 
-_BOUND_KEYS = ("minimum", "maximum", "open_min", "open_max", "inf", "choices", "parse", "check")
+_BOUND_KEYS = (
+    "minimum",
+    "maximum",
+    "open_min",
+    "open_max",
+    "inf",
+    "choices",
+    "parse",
+    "check",
+    "empty",
+)
+
+#: what add_arguments' parsers read as a (negative) number rather than as an option: "-" and a
+#: digit, "-." and a digit (argparse's own rule misses -1e-3), and -inf / -infinity / -nan
+_NEGATIVE_NUMBER = re.compile(r"^-(?:\.?\d|(?:inf|infinity|nan)$)", re.IGNORECASE)
 
 
 def bounds(
@@ -56,17 +81,21 @@ def bounds(
     choices: Iterable[Any] | None = None,
     parse: Callable[[str], Callable[[str], Any]] | None = None,
     check: Callable[[Any], Any] | None = None,
+    empty: bool = False,
 ) -> dict[str, Any]:
     """Field metadata for :func:`dataclasses.field`: the interval a number must lie in
     (``open_min`` / ``open_max`` exclude the end), whether ``inf`` is a value (an infinite
-    epsilon), the allowed ``choices``, or ``parse``: a converter factory called with the option
-    name (e.g. :func:`ldp_audit.cli._types.confidence`) for a value with its own rules, or
+    epsilon; with no ``minimum``, ``-inf`` too: an unbounded lower end), the allowed
+    ``choices``, or ``parse``: a converter factory called with the option name (e.g.
+    :func:`ldp_audit.cli._types.confidence`) for a value with its own rules, or
     ``check``: the config's own check of the field (``check(value)`` raising
     InvalidParameterError, the function its ``__post_init__`` calls), which the command line runs
     on the value it read before the bounds, so an option refuses in the config's words (its
     reason included) and the range lives in that one function; ``minimum``/``maximum`` then
-    show it in ``--help``. The command line checks them; the config's own ``__post_init__``
-    remains the authority (a Python caller never goes through argparse)."""
+    show it in ``--help``. ``empty``: a tuple/list field may be given with no value (the option
+    alone gives the empty tuple, e.g. "skip this stage"); otherwise it needs one or more. The
+    command line checks them; the config's own ``__post_init__`` remains the authority (a
+    Python caller never goes through argparse)."""
     for name, fn in (("parse", parse), ("check", check)):
         if fn is not None and not callable(fn):
             raise InvalidParameterError(f"bounds: {name} must be callable, got {fn!r}")
@@ -81,6 +110,7 @@ def bounds(
         "choices": tuple(choices) if choices is not None else None,
         "parse": parse,
         "check": check,
+        "empty": bool(empty),
     }
     return {"ldp_audit": out}
 
@@ -194,6 +224,8 @@ def _scalar_parser(tp: Any, opt: str, b: Mapping[str, Any]) -> Any:
     else:
 
         def read(text: str) -> Any:
+            if _minus_inf(text, b):
+                return -math.inf
             return parse_real(text, opt, allow_inf=True)
 
     def conv_checked(text: str) -> Any:
@@ -234,6 +266,8 @@ def _bounded_parser(tp: Any, opt: str, b: Mapping[str, Any]) -> Any:
         def conv_float(text: str) -> float:
             if b.get("inf") and text.strip().lower() in ("inf", "+inf", "infinity", "+infinity"):
                 return parse_real(text, opt, allow_inf=True)
+            if _minus_inf(text, b):
+                return -math.inf
             return in_range(text)
 
         return conv_float
@@ -246,6 +280,16 @@ def _bounded_parser(tp: Any, opt: str, b: Mapping[str, Any]) -> Any:
 
         return conv_str
     return None
+
+
+def _minus_inf(text: str, b: Mapping[str, Any]) -> bool:
+    """``text`` is -inf and the field takes it: ``inf`` and no ``minimum`` (an unbounded lower
+    end, e.g. a box's low corner)."""
+    return (
+        bool(b.get("inf"))
+        and b.get("minimum") is None
+        and text.strip().lower() in ("-inf", "-infinity")
+    )
 
 
 def _unwrap_optional(tp: Any) -> tuple[Any, bool]:
@@ -278,7 +322,7 @@ def _option_spec(f: dataclasses.Field, tp: Any, opt: str) -> dict[str, Any] | No
         if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
             return None
         tp = args[0] if args else None
-        nargs = "+"
+        nargs = "*" if b.get("empty") else "+"
     conv = _scalar_parser(tp, opt, b)
     if conv is None:
         return None
@@ -332,8 +376,19 @@ def _bounds_text(f: dataclasses.Field) -> str:
     if b["maximum"] is not None:
         parts.append(f"{'<' if b['open_max'] else '<='} {b['maximum']}")
     if b["inf"]:
-        parts.append("or inf")
+        parts.append("or inf" if b["minimum"] is not None else "or -inf, inf")
     return ", ".join(parts)
+
+
+def _accept_negative_numbers(parser: Any) -> None:
+    """Let ``parser`` read ``-inf``, ``-1e-3``, ``-.5`` as values (see the module docstring):
+    argparse's negative-number test, widened; kept as it is where an existing option string
+    would then look like a number (argparse then reads every such argument as an option)."""
+    if not isinstance(parser, argparse.ArgumentParser) or parser._has_negative_number_optionals:
+        return
+    if any(_NEGATIVE_NUMBER.match(s) for s in parser._option_string_actions):
+        return
+    parser._negative_number_matcher = _NEGATIVE_NUMBER
 
 
 def add_arguments(
@@ -347,7 +402,8 @@ def add_arguments(
     the fields that got one. A field named in ``skip``, a field whose option the parser already
     has (``--seed``, ``--out``), and a field of a type with no command-line form get none.
     Options default to "not given" (:data:`argparse.SUPPRESS`): :func:`from_args` then leaves
-    the dataclass default in place, so a default is written once, in the config."""
+    the dataclass default in place, so a default is written once, in the config. ``parser``
+    then reads ``-inf`` and ``-1e-3`` after an option as values (module docstring)."""
     if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
         raise InvalidParameterError(f"cls must be a dataclass type, got {cls!r}")
     skip = set(skip)
@@ -385,6 +441,8 @@ def add_arguments(
             **{"metavar": None if spec.get("action") else f.name.upper(), **spec},
         )
         added.append(f.name)
+    if added:
+        _accept_negative_numbers(parser)
     return added
 
 

@@ -180,7 +180,9 @@ class Checked:
 def test_a_fields_check_refuses_in_the_configs_words_before_the_bounds() -> None:
     p = argparse.ArgumentParser(prog="t", exit_on_error=False)
     assert add_arguments(p, Checked) == ["scale", "bound"]
-    assert "(>= 0, <= 1000000.0; default: 1.0)" in " ".join(p.format_help().split())
+    help_text = " ".join(p.format_help().split())
+    assert "(>= 0, <= 1000000.0; default: 1.0)" in help_text
+    assert "(>= 1e-06; default: None)" in help_text
     for argv, needle in [
         (["--scale", "1e40"], "argument --scale: scale must be in [0, 1e6] (float32 outputs)"),
         (["--scale", "-1"], "got -1.0"),
@@ -202,3 +204,89 @@ def test_choices_show_in_the_usage_as_argparse_shows_them() -> None:
     p, _ = _parser()
     assert "--rule {manhattan,public-code}" in p.format_help()
     assert "--n-agents N_AGENTS" in p.format_help()  # other options keep the field's name
+
+
+# ------------------------------------------------------------------ negative numbers and empty
+
+
+@dataclass(frozen=True, kw_only=True)
+class Box:
+    """A box's corners: values that start with a minus sign."""
+
+    low: tuple[float, ...] = field(default=(-1.0, 0.0), metadata=bounds(inf=True))
+    """Lower ends of the box (-inf: unbounded)."""
+    scales: tuple[float, ...] = field(default=(1.0,), metadata=bounds(minimum=0, empty=True))
+    """Scales of a sweep (none: skip it)."""
+    shift: float = 0.0
+    """A finite shift."""
+    steps: tuple[int, ...] = field(default=(1,), metadata=bounds(minimum=-5))
+    """Integer offsets."""
+
+
+def _box(argv: list[str]) -> Box:
+    p = argparse.ArgumentParser(prog="t", exit_on_error=False)
+    add_arguments(p, Box)
+    return from_args(Box, p.parse_args(argv))
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["--low", "-inf", "1"], Box(low=(-math.inf, 1.0))),  # a leading -inf (issue 25)
+        (["--low", "-1e-3", "-Infinity", "inf"], Box(low=(-1e-3, -math.inf, math.inf))),
+        (["--low", "-.5", "--shift", "-1e-3"], Box(low=(-0.5,), shift=-1e-3)),
+        (["--low", "-inf", "--steps", "-5", "-1e0", "3"], Box(low=(-math.inf,), steps=(-5, -1, 3))),
+        (["--low=-inf"], Box(low=(-math.inf,))),
+        (["--scales"], Box(scales=())),  # empty=True: the option alone is the empty tuple
+        (["--scales", "0", "2.5", "--shift", "1"], Box(scales=(0.0, 2.5), shift=1.0)),
+    ],
+)
+def test_values_with_a_leading_minus_are_values(argv: list[str], expected: Box) -> None:
+    assert _box(argv) == expected
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--scales", "-inf"], "--scales must be a finite number in [0, inf), got '-inf'"),
+        (["--scales", "1", "-1e-3"], "--scales must be a finite number in [0, inf), got '-1e-3'"),
+        (["--shift", "-inf"], "--shift must be a finite number in (-inf, inf), got '-inf'"),
+        (["--shift", "-nan"], "--shift must be a finite number in (-inf, inf), got '-nan'"),
+        (["--low", "-nan"], "--low must be a finite number in (-inf, inf), got '-nan'"),
+        (["--low", "-1_0"], "--low must be a finite number in (-inf, inf), got '-1_0'"),
+        (["--low", "-1e309"], "got '-1e309'"),
+        (["--steps", "-6"], "--steps must be an integer >= -5, got '-6'"),
+        (["--steps", "-inf"], "--steps must be an integer >= -5, got '-inf'"),
+        (["--low"], "expected at least one argument"),  # not empty=True: one value or more
+        (["--low", "--shift", "1"], "expected at least one argument"),  # an option stays one
+    ],
+)
+def test_values_with_a_leading_minus_are_refused_by_name(argv: list[str], needle: str) -> None:
+    """A bad value with a minus sign is read as the option's value and refused naming the
+    option and the text (before: argparse read ``-inf`` as an unknown option)."""
+    p = argparse.ArgumentParser(prog="t", exit_on_error=False)
+    add_arguments(p, Box)
+    with pytest.raises(argparse.ArgumentError) as e:
+        p.parse_args(argv)
+    assert needle in str(e.value), str(e.value)
+
+
+def test_minus_words_that_are_not_numbers_stay_options() -> None:
+    p = argparse.ArgumentParser(prog="t", exit_on_error=False)
+    add_arguments(p, Box)
+    with pytest.raises(SystemExit):  # -x: an unknown option (argparse exits for those)
+        p.parse_args(["--low", "1", "-x"])
+    assert "or -inf, inf; default: -1.0 0.0" in " ".join(p.format_help().split())
+    assert "(>= 0; default: 1.0)" in " ".join(p.format_help().split())
+
+
+def test_a_parser_with_a_number_like_option_keeps_argparses_rule() -> None:
+    """Where an option looks like a negative number (-1), argparse reads every such argument as
+    an option; the generator leaves that parser's rule alone, and ``--opt=-inf`` still works."""
+    p = argparse.ArgumentParser(prog="t", exit_on_error=False)
+    p.add_argument("-1", dest="one", action="store_true")
+    add_arguments(p, Box)
+    args = p.parse_args(["--low=-inf", "-1"])
+    assert args.one is True and from_args(Box, args).low == (-math.inf,)
+    with pytest.raises(argparse.ArgumentError, match="expected at least one argument"):
+        p.parse_args(["--low", "-1"])

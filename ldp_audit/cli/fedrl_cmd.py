@@ -15,7 +15,6 @@ from ldp_audit.cli._types import (
     add_run_mode_arguments,
     check_out_for_mode,
     int_at_least,
-    parse_real,
     run_mode,
     show_progress,
     timestamped_dir,
@@ -23,18 +22,6 @@ from ldp_audit.cli._types import (
 from ldp_audit.errors import InvalidParameterError
 
 _FMT = DefaultsHelpFormatter  # defaults shown only where they inform
-
-
-def _real(name: str):  # noqa: ANN202
-    """A float converter naming the option (range checks are the config's)."""
-
-    def convert(text: str) -> float:
-        if text.strip().lower() in ("nan", "-inf", "-infinity"):
-            return float(text)  # the config names the field and the range
-        # strict: no 1_000, non-ASCII digits, 1e309 (ldp_audit.cli._types.parse_real)
-        return parse_real(text, name, allow_inf=True)
-
-    return convert
 
 
 def _resolve_device(choice: str, command: str) -> str:
@@ -52,10 +39,6 @@ def _resolve_device(choice: str, command: str) -> str:
             where = "the CPU: torch sees no CUDA device"
         print(f"{command}: --device auto: running on {where}", file=sys.stderr)
     return device
-
-
-#: FedRLConfig fields that are also options of reproduce fedrl (same name, default, bounds)
-_REPRO_FIELDS = ("n_envs", "n_maps", "eval_maps", "hist_len", "meeting_rule", "device")
 
 
 def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
@@ -101,95 +84,6 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
         "at sigma in {0, 0.1, 1, 5} with and without clipping, at the scale given.",
     )
     r.add_argument(
-        "--sizes",
-        nargs="+",
-        type=int,
-        default=[8, 16, 32],
-        choices=[8, 16, 32],
-        help="map sizes of Table 1",
-    )
-    r.add_argument(
-        "--runs", type=int_at_least("--runs", 1), default=5, help="runs per method and size"
-    )
-    r.add_argument(
-        "--train-steps",
-        nargs="+",
-        type=int_at_least("--train-steps", 1),
-        default=[1500],
-        help="training iterations per size (one value, or one per size)",
-    )
-    r.add_argument(
-        "--hist-lens",
-        nargs="*",
-        type=int_at_least("--hist-lens", 1),
-        default=[2, 4, 8],
-        help="history lengths of the Figure 4 study (at the first size; none: skip)",
-    )
-    r.add_argument(
-        "--fig4-runs",
-        type=int_at_least("--fig4-runs", 1),
-        default=2,
-        help="runs per history length",
-    )
-    r.add_argument(
-        "--attack-sigmas",
-        nargs="*",
-        type=_real("--attack-sigmas"),
-        default=[0.0, 0.1, 1.0, 5.0],
-        help="sigmas of the attack sweep (none: skip)",
-    )
-    r.add_argument(
-        "--attack-clip",
-        type=_real("--attack-clip"),
-        default=1.0,
-        help="B of the clipped half of the attack sweep",
-    )
-    r.add_argument(
-        "--attack-steps",
-        type=int_at_least("--attack-steps", 1),
-        default=400,
-        help="training iterations of each attacked run",
-    )
-    r.add_argument(
-        "--audit-samples",
-        type=int_at_least("--audit-samples", 0),
-        default=200_000,
-        help="samples per input of the output-mechanism audit (0: skip it)",
-    )
-    r.add_argument("--seed", type=int_at_least("--seed", 0), default=0, help="master seed")
-    r.add_argument(
-        "--threads",
-        type=int_at_least("--threads", 1),
-        default=1,
-        help="torch threads while training (one is fastest on a small shared machine)",
-    )
-    r.add_argument(
-        "--fig4-steps",
-        type=int_at_least("--fig4-steps", 1),
-        default=None,
-        help="training iterations of the Figure 4 runs (default: those of the first size)",
-    )
-    r.add_argument(
-        "--explore-eps",
-        nargs="*",
-        type=_real("--explore-eps"),
-        default=[0.05, 0.1, 0.2],
-        help="epsilons of the epsilon-greedy evaluation of Table 1's networks, beside the "
-        "greedy one (none: skip)",
-    )
-    r.add_argument(
-        "--curve-points",
-        type=int_at_least("--curve-points", 0),
-        default=8,
-        help="checkpoints of the learning curves of Table 1's runs (0: none)",
-    )
-    r.add_argument(
-        "--curve-maps",
-        type=int_at_least("--curve-maps", 1),
-        default=200,
-        help="test maps played greedily at each checkpoint (at most --eval-maps)",
-    )
-    r.add_argument(
         "--out",
         default=None,
         help="report folder (default: a new runs/reproduce-fedrl-<timestamp>; the "
@@ -204,13 +98,12 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
     from ldp_audit.limits import add_force_argument
 
     add_force_argument(r)
-    # the FedRLConfig fields reproduce passes on to every stage's runs, generated like train's
-    add_arguments(
-        r,
-        FedRLConfig,
-        skip=[f for f in FedRLConfig.__dataclass_fields__ if f not in _REPRO_FIELDS],
-        group_title="the runs' config (FedRLConfig fields; generated; --hist-len is Table 1's)",
-    )
+    # every field of ReproConfig is an option (--sizes, --runs, --train-steps, ..., and the
+    # FedRLConfig fields it passes on to every stage's runs: --n-maps, --device, ...): its
+    # default, bounds and help are written once, in the config (ldp_audit.config)
+    from ldp_audit.training.fedrl.reproduce import ReproConfig
+
+    add_arguments(r, ReproConfig, group_title="the reproduction's config (ReproConfig; generated)")
     r.set_defaults(func=_reproduce)
 
 
@@ -370,25 +263,17 @@ def _attack(args: argparse.Namespace) -> int:
 
 
 def _reproduce(args: argparse.Namespace) -> int:
+    from ldp_audit.config import from_args
     from ldp_audit.rundir import check_report_dir, to_jsonable
+    from ldp_audit.training.fedrl_reproduce import ReproConfig, reproduce, write_report
 
-    if len(args.train_steps) not in (1, len(args.sizes)):
+    rc = from_args(ReproConfig, args)  # the options given; the others: ReproConfig's defaults
+    if len(rc.train_steps) not in (1, len(rc.sizes)):
         raise InvalidParameterError(
-            f"--train-steps must give one value or one per size ({len(args.sizes)}), got "
-            f"{args.train_steps}"
+            f"--train-steps must give one value or one per size ({len(rc.sizes)}), got "
+            f"{list(rc.train_steps)}"
         )
-    for s in args.attack_sigmas:
-        if s != s or s < 0:
-            raise InvalidParameterError(f"--attack-sigmas must be >= 0, got {s}")
-    if args.attack_clip != args.attack_clip or args.attack_clip <= 0:
-        raise InvalidParameterError(f"--attack-clip must be > 0, got {args.attack_clip}")
-    from ldp_audit.config import given_fields
-    from ldp_audit.training.fedrl.config import FedRLConfig
-
-    cfg_kw = given_fields(args)  # the _REPRO_FIELDS given (the others: ReproConfig's defaults)
-    _resolve_device(
-        cfg_kw.get("device", FedRLConfig().device), "reproduce fedrl"
-    )  # cuda without CUDA: exit 2 before any work
+    _resolve_device(rc.device, "reproduce fedrl")  # cuda without CUDA: exit 2 before any work
     from ldp_audit.backends import backend_options
 
     where = backend_options(args)  # --backend/--address/--workers: usage errors before work
@@ -397,26 +282,6 @@ def _reproduce(args: argparse.Namespace) -> int:
 
     check_not_inside_run(out, "--out")
     check_report_dir(out, overwrite=args.overwrite, generated=("results.json", "README.md"))
-    from ldp_audit.training.fedrl_reproduce import ReproConfig, reproduce, write_report
-
-    rc = ReproConfig(
-        sizes=tuple(args.sizes),
-        runs=args.runs,
-        train_steps=tuple(args.train_steps),
-        hist_lens=tuple(args.hist_lens),
-        fig4_runs=args.fig4_runs,
-        attack_sigmas=tuple(args.attack_sigmas),
-        attack_clip=args.attack_clip,
-        attack_steps=args.attack_steps,
-        seed=args.seed,
-        audit_samples=args.audit_samples,
-        threads=args.threads,
-        fig4_steps=args.fig4_steps,
-        explore_eps=tuple(args.explore_eps),
-        curve_points=args.curve_points,
-        curve_maps=args.curve_maps,
-        **cfg_kw,
-    )
     from pathlib import Path
 
     partial = Path(out) / "results.partial.json"
