@@ -52,6 +52,9 @@ _max_submissions = int_in_range(
 #: pgc-a3c`` (the readings of issue 20; defaults are the paper as printed) and ``train pgc-a3c``
 _REPRO_GENERATED = ("acting", "clip_kind", "aggregator", "aggregator_lr", "target")
 _TRAIN_GENERATED = ("stop_at_target", *_REPRO_GENERATED)
+#: the learning constants, options of ``train pgc-a3c`` only (given ones reach the config, the
+#: Gymnasium trainer's too: GymPgcConfig has the same fields, checked by the same code)
+_TRAIN_LEARNING = ("eta", "gamma", "lam", "beta", "alpha_start", "alpha_decay")
 
 
 def _plain_dests(p: argparse.ArgumentParser, names: list[str]) -> None:
@@ -151,6 +154,14 @@ def register_pgc(tsub: Any, rsub: Any) -> None:
         group_title="the run's config (PgcA3cConfig; generated)",
     )
     _plain_dests(p, added)
+    # --eta, --gamma, --lam, --beta, --alpha-start, --alpha-decay: generated with their bounds
+    # (each justified in its field's docstring); only the ones given reach the config
+    add_arguments(
+        p,
+        PgcA3cConfig,
+        skip=[f for f in PgcA3cConfig.__dataclass_fields__ if f not in _TRAIN_LEARNING],
+        group_title="the learning constants (PgcA3cConfig; generated)",
+    )
     p.set_defaults(func=_train_pgc)
 
     r = rsub.add_parser(
@@ -271,6 +282,9 @@ def _train_pgc(args: argparse.Namespace) -> int:
                 f"--epsilon is required with --mechanism {args.mechanism}, got none"
             )
         eps_kw = {"epsilon": args.epsilon}
+    from ldp_audit.config import given_fields
+
+    eps_kw.update(given_fields(args))  # the learning constants given (--eta, --gamma, ...)
     if getattr(args, "env", None) is not None:  # any Gymnasium env (ldp_audit.cli.gym_cmd)
         from ldp_audit.cli.gym_cmd import train_gym
 

@@ -35,6 +35,66 @@ _PAPER_CLIP: dict[str, float] = {"laplace": 0.01, "prs": 1.0, "none": 10.0}
 _PAPER_BUFFER = {"laplace": 1, "prs": 100, "none": 1}
 
 
+#: Upper bounds of the learning constants (checked by the configs and read by the command line;
+#: each is justified in the field's docstring). Far beyond any setting that learns: they refuse
+#: values whose arithmetic saturates or overflows, not unusual experiments.
+_MAX_ETA = 1000
+_MAX_LOSS_WEIGHT = 1000
+_MAX_ALPHA_DECAY = 10**12
+
+
+def _check_below(v: float, name: str, maximum: float, why: str) -> float:
+    if v > maximum:
+        raise InvalidParameterError(f"{name} must be <= {maximum:g} ({why}), got {v!r}")
+    return v
+
+
+def _check_eta(value: Any) -> float:
+    """eta in (0, 1e3] (see ``PgcA3cConfig.eta``)."""
+    v = check_positive(value, "eta")
+    return _check_below(v, "eta", _MAX_ETA, "2000 x the paper's 0.5; a larger step saturates")
+
+
+def _check_gamma(value: Any) -> float:
+    """gamma in (0, 1]."""
+    gamma = check_real(value, "gamma")
+    if not 0.0 < gamma <= 1.0:
+        raise InvalidParameterError(f"gamma must be in (0, 1], got {value!r}")
+    return gamma
+
+
+def _check_lam(value: Any) -> float:
+    """lam in (0, 1e3] (see ``PgcA3cConfig.lam``)."""
+    v = check_positive(value, "lam")
+    return _check_below(v, "lam", _MAX_LOSS_WEIGHT, "the policy loss has weight 1")
+
+
+def _check_beta(value: Any) -> float:
+    """beta in [0, 1e3] (see ``PgcA3cConfig.beta``)."""
+    v = check_real(value, "beta")
+    if not (math.isfinite(v) and v >= 0):
+        raise InvalidParameterError(f"beta must be finite and >= 0, got {v!r}")
+    return _check_below(v, "beta", _MAX_LOSS_WEIGHT, "the policy loss has weight 1")
+
+
+def _check_alpha_start(value: Any) -> float:
+    """alpha_start in [0, 1] (a probability)."""
+    v = check_real(value, "alpha_start")
+    if not (math.isfinite(v) and v >= 0):
+        raise InvalidParameterError(f"alpha_start must be finite and >= 0, got {v!r}")
+    if v > 1.0:
+        raise InvalidParameterError(f"alpha_start must be <= 1, got {value!r}")
+    return v
+
+
+def _check_alpha_decay(value: Any) -> float:
+    """alpha_decay in (0, 1e12] (see ``PgcA3cConfig.alpha_decay``)."""
+    v = check_positive(value, "alpha_decay")
+    return _check_below(
+        v, "alpha_decay", _MAX_ALPHA_DECAY, "beyond it alpha is constant over any run"
+    )
+
+
 def _check_int(value: Any, name: str, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         raise InvalidParameterError(f"{name} must be an integer >= {minimum}, got {value!r}")
@@ -88,19 +148,14 @@ class _SharedFields:
             _check_int(self.buffer_size, "buffer_size", 1)
 
     def _check_learning_fields(self) -> None:
-        """eta, lam, alpha_decay > 0; gamma in (0, 1]; beta and alpha_start finite, >= 0, and
-        alpha_start <= 1."""
-        for name in ("eta", "lam", "alpha_decay"):
-            check_positive(getattr(self, name), name)
-        gamma = check_real(self.gamma, "gamma")
-        if not 0.0 < gamma <= 1.0:
-            raise InvalidParameterError(f"gamma must be in (0, 1], got {self.gamma!r}")
-        for name in ("beta", "alpha_start"):
-            v = check_real(getattr(self, name), name)
-            if not (math.isfinite(v) and v >= 0):
-                raise InvalidParameterError(f"{name} must be finite and >= 0, got {v!r}")
-        if float(self.alpha_start) > 1.0:
-            raise InvalidParameterError(f"alpha_start must be <= 1, got {self.alpha_start!r}")
+        """eta in (0, 1e3]; gamma in (0, 1]; lam in (0, 1e3]; beta in [0, 1e3]; alpha_start in
+        [0, 1]; alpha_decay in (0, 1e12] (the bounds of ``PgcA3cConfig``'s field docs)."""
+        _check_eta(self.eta)
+        _check_lam(self.lam)
+        _check_alpha_decay(self.alpha_decay)
+        _check_gamma(self.gamma)
+        _check_beta(self.beta)
+        _check_alpha_start(self.alpha_start)
 
     # ------------------------------------------------------------------------------ derived
     @property
@@ -173,14 +228,31 @@ class PgcA3cConfig(_SharedFields):
     """MAX_BUF |B| of Algorithm 1. None = paper default (1 Laplace and none, 100 PRS)."""
     reduced_dim: int | None = None
     """PRS d_hat; None = max{1, min{d, floor(eps/2.5)}} at the per-submission epsilon."""
-    eta: float = 0.5
-    """Learning rate of eq. 22."""
-    gamma: float = 0.99
-    """Discount factor of eqs. 12 and 18."""
-    lam: float = 0.5
-    """Value-loss weight lambda of eq. 15."""
-    beta: float = 0.01
-    """Entropy weight beta of eq. 16."""
+    eta: float = field(
+        default=0.5, metadata=bounds(minimum=0, open_min=True, maximum=_MAX_ETA, check=_check_eta)
+    )
+    """Learning rate of eq. 22 (the aggregator's SGD step on mean(B)), in (0, 1000]: 2000 x the
+    paper's 0.5. A step moves theta by eta x a report of L1 norm up to C/2 (5 for the
+    non-private baseline), so beyond 1000 a single step can shift a logit by thousands, past
+    the ~745 where the float64 softmax is exactly 0 or 1 and its gradient vanishes (unclipped
+    SGD diverges already at 0.5, README)."""
+    gamma: float = field(
+        default=0.99, metadata=bounds(minimum=0, open_min=True, maximum=1, check=_check_gamma)
+    )
+    """Discount factor of eqs. 12 and 18, in (0, 1]: a discount (above 1 the 200-step return
+    grows geometrically; 0 drops the bootstrap of eq. 12)."""
+    lam: float = field(
+        default=0.5,
+        metadata=bounds(minimum=0, open_min=True, maximum=_MAX_LOSS_WEIGHT, check=_check_lam),
+    )
+    """Value-loss weight lambda of eq. 15, in (0, 1000]: a weight relative to the policy loss
+    (weight 1; the paper's 0.5); at 1000 the objective is a value regression with the policy
+    term a 0.1 % correction, so a larger weight only scales the gradient towards overflow."""
+    beta: float = field(
+        default=0.01, metadata=bounds(minimum=0, maximum=_MAX_LOSS_WEIGHT, check=_check_beta)
+    )
+    """Entropy weight beta of eq. 16, in [0, 1000] (0: no entropy bonus): a weight relative to
+    the policy loss (weight 1; the paper's 0.01), bounded for the reason of ``lam``."""
     gravities: tuple[float, ...] = PAPER_GRAVITIES
     """The private gravity psi of an agent is drawn uniformly from these."""
     agent_gravities: tuple[float, ...] | None = None
@@ -189,10 +261,20 @@ class PgcA3cConfig(_SharedFields):
     ``gravities``. The reset stream is consumed the same way either way."""
     episode_steps: int = 200
     """Episodes are cut after this many steps (score max 200)."""
-    alpha_start: float = 0.5
-    """alpha = max{0, alpha_start - n / alpha_decay} (section 4)."""
-    alpha_decay: float = 1800.0
-    """See ``alpha_start``."""
+    alpha_start: float = field(
+        default=0.5, metadata=bounds(minimum=0, maximum=1, check=_check_alpha_start)
+    )
+    """Exploration at the first submission, alpha = max{0, alpha_start - n / alpha_decay}
+    (section 4): the probability of a uniformly random action, so in [0, 1]."""
+    alpha_decay: float = field(
+        default=1800.0,
+        metadata=bounds(
+            minimum=0, open_min=True, maximum=_MAX_ALPHA_DECAY, check=_check_alpha_decay
+        ),
+    )
+    """Submissions over which alpha falls by 1 (see ``alpha_start``), in (0, 1e12]: a run has
+    at most 10^7 submissions (the command line's cap), so at 1e12 alpha moves by less than
+    1e-5 over any run, i.e. is constant; a larger value changes nothing."""
     acting: str = field(default="argmax", metadata=bounds(choices=_ACTING))
     """The non-exploring action (probability 1 - alpha): "argmax" pi (Algorithm 1 and section 4
     as printed) or "sample" a ~ pi(.|s) (what the public A3C example the paper's hyper-parameters
