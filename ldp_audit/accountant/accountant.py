@@ -72,8 +72,6 @@ _BUDGET_RTOL = 1e-9
 
 # The names of :mod:`~ldp_audit.accountant.methods` that other modules, tests and benchmarks
 # import from here under their old private names.
-_check_delta = check_delta
-_check_method = check_method
 _signature = signature
 _method_value = method_value
 _evaluate = evaluate

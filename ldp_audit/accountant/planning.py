@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import math
 
-from ldp_audit.accountant.accountant import _check_delta, _check_method, compose
 from ldp_audit.accountant.events import LaplaceEvent, PureDpEvent, SelfComposedEvent
+from ldp_audit.accountant.methods import check_delta, check_method, compose
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.validation import check_epsilon
 
@@ -60,8 +60,8 @@ def rounds_for_budget(
     """
     total = check_epsilon(total_epsilon, "total_epsilon")
     eps = check_epsilon(epsilon_per_round, "epsilon_per_round")
-    delta = _check_delta(delta)
-    method = _check_method(method)
+    delta = check_delta(delta)
+    method = check_method(method)
     tol = total * 1e-9
     if method == "basic":
         return int(math.floor(total / eps * (1 + 1e-12)))
@@ -95,8 +95,8 @@ def epsilon_per_round(
     """
     total = check_epsilon(total_epsilon, "total_epsilon")
     rounds = _check_rounds(rounds)
-    delta = _check_delta(delta)
-    method = _check_method(method)
+    delta = check_delta(delta)
+    method = check_method(method)
     if method == "basic":
         return total / rounds
 
