@@ -21,35 +21,13 @@ from ldp_audit.cli._types import (
     add_run_mode_arguments,
     check_out_for_mode,
     int_at_least,
+    parse_int,
     parse_real,
+    real_in,
     run_mode,
     show_progress,
     timestamped_dir,
 )
-
-
-def _real(name: str, *, minimum: float | None = None, strict: bool = False,
-          maximum: float | None = None, strict_max: bool = False) -> Any:  # fmt: skip
-    """argparse converter: a finite real with bounds, the message naming the option."""
-
-    def convert(text: str) -> float:
-        try:  # strict: no 1_000, non-ASCII digits or 1e309 (ldp_audit.cli._types.parse_real)
-            v = parse_real(text, name)
-        except argparse.ArgumentTypeError:
-            v = math.nan
-        ok = math.isfinite(v)
-        if ok and minimum is not None:
-            ok = v > minimum if strict else v >= minimum
-        if ok and maximum is not None:
-            ok = v < maximum if strict_max else v <= maximum
-        if not ok:
-            lo = "" if minimum is None else f"{'>' if strict else '>='} {minimum:g}"
-            hi = "" if maximum is None else f"{'<' if strict_max else '<='} {maximum:g}"
-            rng = " and ".join(x for x in (lo, hi) if x)
-            raise argparse.ArgumentTypeError(f"{name} must be a finite number {rng}, got {text!r}")
-        return v
-
-    return convert
 
 
 def _box(text: str) -> Any:
@@ -67,6 +45,18 @@ def _box(text: str) -> Any:
             f"--state-box must be 'cartpole' or four 'lo,hi' pairs separated by ';', got {text!r}"
         )
     return tuple(pairs)
+
+
+def _audit_canaries(text: str) -> int:
+    """``--audit-canaries``: an integer, 0 or >= 2 (ReproduceSettings' own check and words)."""
+    from ldp_audit.errors import InvalidParameterError
+    from ldp_audit.training.dprl_reproduce import check_audit_canaries
+
+    v = parse_int(text, "--audit-canaries", minimum=0)
+    try:
+        return check_audit_canaries(v)
+    except InvalidParameterError as exc:
+        raise argparse.ArgumentTypeError(f"--audit-canaries: {exc}") from None
 
 
 def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
@@ -125,29 +115,35 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
         "epsilon each setting gets; writes results.json, figures and README.md.",
         formatter_class=fmt,
     )
-    r.add_argument("--seeds", type=int_at_least("--seeds", 1), default=3)
-    r.add_argument("--episodes", type=int_at_least("--episodes", 1), default=600,
-                   help="REINFORCE episodes per run")  # fmt: skip
-    r.add_argument("--total-steps", type=int_at_least("--total-steps", 1), default=100_000,
-                   help="DQN environment steps per run")  # fmt: skip
-    r.add_argument("--dqn-preset", choices=("solves", "legacy"), default="solves",
-                   help="DQN settings: 'solves' (exploration over 20%% of the steps, measured to "
-                   "solve CartPole-v1 at 100,000 steps) or 'legacy' (the DprlConfig defaults, "
-                   "the reports before 2026-11-27)")  # fmt: skip
-    r.add_argument("--noise", type=_real("--noise", minimum=0.0), nargs="+",
-                   default=[0.0, 0.01, 0.03, 0.1, 0.5, 1.0],
-                   help="DP-SGD noise multipliers of the grid (0: non-private)")  # fmt: skip
-    r.add_argument("--obs-noise", type=_real("--obs-noise", minimum=0.0), nargs="+",
-                   default=[0.0, 0.1, 0.5, 1.0],
-                   help="observation-noise sigmas of the grid (0: non-private)")  # fmt: skip
-    r.add_argument("--clip-only", action="store_true",
-                   help="add a clip-only DP-SGD row (clipping, no noise; epsilon inf)")  # fmt: skip
-    r.add_argument("--eval-episodes", type=int_at_least("--eval-episodes", 0), default=25,
-                   help="greedy evaluation episodes after each run (0: none)")  # fmt: skip
+    # every field of ReproduceSettings is an option (--seeds, --episodes, --obs-noise, ...,
+    # --clip, --delta): its default, bounds and help are written once, in the config. Two are
+    # spelled by hand: --noise (the field dpsgd_noise) and --audit-canaries (default 500 here,
+    # the committed report's; the Python default is 800)
+    from ldp_audit.training.dprl_config import MAX_SCALE
+    from ldp_audit.training.dprl_reproduce import ReproduceSettings
+
+    rdocs = field_docs(ReproduceSettings)
+    noise_default = " ".join(f"{x:g}" for x in ReproduceSettings().dpsgd_noise)
+    r.add_argument(
+        "--noise",
+        dest="cfg__dpsgd_noise",
+        type=real_in("--noise", low=0.0, high=MAX_SCALE, low_open=False, high_open=False),
+        nargs="+",
+        default=argparse.SUPPRESS,
+        metavar="NOISE",
+        help=f"{rdocs['dpsgd_noise'].rstrip('.')} (>= 0, <= {MAX_SCALE:g}; default: "
+        f"{noise_default})",
+    )
+    r.add_argument(
+        "--audit-canaries",
+        dest="cfg__audit_canaries",
+        type=_audit_canaries,
+        default=500,
+        metavar="AUDIT_CANARIES",
+        help=rdocs["audit_canaries"].rstrip("."),
+    )
     r.add_argument("--cache", default=None,
                    help="folder keeping every finished run; a rerun with it resumes")  # fmt: skip
-    r.add_argument("--audit-canaries", type=int_at_least("--audit-canaries", 0), default=500,
-                   help="canaries of the one-run audit table (0: skip it)")  # fmt: skip
     r.add_argument(
         "--out",
         default=None,
@@ -155,7 +151,6 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
         "rewritten only when named here)",
     )
     r.add_argument("--overwrite", action="store_true", help="replace an earlier report in --out")
-    r.add_argument("--seed", type=int_at_least("--seed", 0), default=0)
     r.add_argument("--json", action="store_true", help="print results.json on stdout")
     r.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     from ldp_audit.cli._types import add_backend_arguments
@@ -164,6 +159,12 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
     from ldp_audit.limits import add_force_argument
 
     add_force_argument(r)
+    add_arguments(
+        r,
+        ReproduceSettings,
+        skip=("dpsgd_noise", "audit_canaries"),
+        group_title="the reproduction's config (ReproduceSettings; generated)",
+    )
     r.set_defaults(func=_reproduce)
 
 
@@ -240,20 +241,10 @@ def _reproduce(args: argparse.Namespace) -> int:
     where = backend_options(args)  # --backend/--address/--workers: usage errors before work
     out = args.out if args.out is not None else timestamped_dir("runs/reproduce-dprl")
     check_report_out(out, overwrite=args.overwrite)  # before the experiment
+    from ldp_audit.config import from_args
     from ldp_audit.training.dprl_reproduce import ReproduceSettings, reproduce
 
-    settings = ReproduceSettings(
-        seeds=args.seeds,
-        episodes=args.episodes,
-        total_steps=args.total_steps,
-        audit_canaries=args.audit_canaries,
-        seed=args.seed,
-        dpsgd_noise=tuple(args.noise),
-        obs_noise=tuple(args.obs_noise),
-        clip_only=args.clip_only,
-        dqn_preset=args.dqn_preset,
-        eval_episodes=args.eval_episodes,
-    )
+    settings = from_args(ReproduceSettings, args)  # the options given; the others: its defaults
     from ldp_audit.limits import check_resources, forcing
     from ldp_audit.training.sizes import dprl_reproduce_estimates
 

@@ -1,0 +1,144 @@
+"""``reproduce dprl`` / ``train dprl``: options generated from their configs, and the split of
+``training/dprl_reproduce.py`` (config and driver; runs in ``dprl_reproduce_runs``; figures and
+README in ``dprl_reproduce_report``) keeping the committed report and every old import."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from ldp_audit.cli import main
+
+REPORT = Path(__file__).resolve().parent.parent / "reports" / "dprl"
+
+
+def _settings_of(doc: dict):  # noqa: ANN202
+    from ldp_audit.training.dprl_reproduce import ReproduceSettings
+
+    kw = {k: tuple(v) if isinstance(v, list) else v for k, v in doc["settings"].items()}
+    return ReproduceSettings(**kw)
+
+
+def test_committed_readme_rerenders_from_its_results() -> None:
+    """reports/dprl/README.md is exactly what the report module writes from results.json."""
+    from ldp_audit.training.dprl_reproduce import _readme
+    from ldp_audit.training.dprl_reproduce_runs import restore
+
+    doc = restore(json.loads((REPORT / "results.json").read_text()))
+    for row in doc["table"]:  # results.json writes an interval's NaN end as null
+        for key in ("final_return_ci95", "convergence_ci95"):
+            row[key] = [math.nan if x is None else x for x in row[key]]
+    assert _readme(doc, _settings_of(doc)) == (REPORT / "README.md").read_text()
+
+
+def test_old_import_path_keeps_every_name() -> None:
+    """Names imported from training/dprl_reproduce.py (tests, benchmarks, sizes.py) stay there,
+    the very objects of the sibling modules."""
+    import ldp_audit.training.dprl_reproduce as old
+    import ldp_audit.training.dprl_reproduce_report as report
+    import ldp_audit.training.dprl_reproduce_runs as runs
+
+    for name in ("AUDIT_DQN", "AUDIT_REINFORCE", "audit_summary", "broken_hooks", "run_config"):
+        assert getattr(old, name) is getattr(runs, name)
+    for name in ("grid", "levels", "cache_path", "cached", "audit_cases", "audit_one",
+                 "audit_table"):  # fmt: skip
+        assert getattr(old, f"_{name}") is getattr(runs, name)
+    assert old._readme is report.readme
+    assert callable(old.reproduce) and dataclasses.is_dataclass(old.ReproduceSettings)
+
+
+def test_dqn_preset_names_are_the_presets() -> None:
+    from ldp_audit.training.dprl import DQN_PRESETS
+    from ldp_audit.training.dprl_reproduce import DQN_PRESET_NAMES
+
+    assert sorted(DQN_PRESET_NAMES) == sorted(DQN_PRESETS)
+
+
+def _parsed(monkeypatch: pytest.MonkeyPatch, verb: str, argv: list[str], tmp_path: Path):  # noqa: ANN202
+    """What ``verb dprl ARGV`` hands to the trainer / the reproduction (nothing runs)."""
+    import ldp_audit.training.dprl as dprl
+    import ldp_audit.training.dprl_reproduce as rep
+
+    got = []
+
+    def stop(cfg, **kw):  # noqa: ANN001, ANN003, ANN202
+        got.append(cfg)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(dprl, "train", stop)
+    monkeypatch.setattr(rep, "reproduce", stop)
+    assert main([verb, "dprl", *argv, "--out", str(tmp_path / "o"), "--no-progress"]) == 130
+    return got[0]
+
+
+def test_reproduce_options_give_the_committed_settings(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The committed report's command, parsed, is its recorded settings (field for field)."""
+    doc = json.loads((REPORT / "results.json").read_text())
+    argv = doc["command"].split()[3:]  # after "ldp-audit reproduce dprl"
+    argv = argv[: argv.index("--cache")]  # no cache / out / workers: nothing must run here
+    assert _parsed(monkeypatch, "reproduce", argv, tmp_path) == _settings_of(doc)
+
+
+def test_reproduce_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from ldp_audit.training.dprl_reproduce import ReproduceSettings
+
+    # the config's defaults, but 500 audit canaries (the command line's default since the start)
+    got = _parsed(monkeypatch, "reproduce", [], tmp_path)
+    assert got == ReproduceSettings(audit_canaries=500)
+    got = _parsed(monkeypatch, "reproduce", ["--clip", "2", "--delta", "1e-6"], tmp_path)
+    assert (got.clip, got.delta) == (2.0, 1e-6)
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--audit-canaries", "1"], "audit_canaries must be 0 or an integer >= 2, got 1"),
+        (["--audit-canaries", "-2"], "--audit-canaries must be an integer >= 0, got '-2'"),
+        (["--noise", "0", "nan"], "--noise must be a finite number in [0, "),
+        (["--noise", "2e6"], "--noise must be a finite number in [0, "),
+        (["--obs-noise", "-1"], "--obs-noise must be a finite number in [0, "),
+        (["--clip", "0"], "--clip must be a finite number in (0, "),
+        (["--delta", "1"], "--delta must be a finite number in (0, 1), got '1'"),
+        (["--dqn-preset", "fast"], "--dqn-preset must be one of 'solves', 'legacy', got 'fast'"),
+        (["--seeds", "0"], "--seeds must be an integer >= 1, got '0'"),
+    ],
+)
+def test_reproduce_bad_options_exit_2_before_any_file(
+    args: list[str], needle: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "rep"
+    with pytest.raises(SystemExit) as e:
+        main(["reproduce", "dprl", *args, "--out", str(out)])
+    assert e.value.code == 2
+    assert needle in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_train_options_cover_the_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Every DprlConfig field but store_updates is an option; unset options keep the config's
+    defaults; each option reaches its field."""
+    from ldp_audit.cli import build_parser
+    from ldp_audit.training.dprl_config import DprlConfig
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    train = next(a for a in sub.choices["train"]._actions
+                 if isinstance(a, argparse._SubParsersAction)).choices["dprl"]  # fmt: skip
+    opts = {s for a in train._actions for s in a.option_strings}
+    fields = {f.name for f in dataclasses.fields(DprlConfig)}
+    assert {n for n in fields if f"--{n.replace('_', '-')}" not in opts} == {"store_updates"}
+    base = ["--algo", "dqn", "--privacy", "dpsgd"]
+    assert _parsed(monkeypatch, "train", base, tmp_path) == DprlConfig(algo="dqn")
+    given = ["--lr", "0.003", "--buffer-size", "64", "--batch-size", "8", "--learning-starts", "32",
+             "--gamma", "0.9", "--num-envs", "2", "--start-e", "0.5", "--canary-seed", "3",
+             "--budget-epsilon", "none", "--eval-episodes", "2"]  # fmt: skip
+    want = DprlConfig(algo="dqn", lr=0.003, buffer_size=64, batch_size=8, learning_starts=32,
+                      gamma=0.9, num_envs=2, start_e=0.5, canary_seed=3,
+                      eval_episodes=2)  # fmt: skip
+    assert _parsed(monkeypatch, "train", [*base, *given], tmp_path) == want

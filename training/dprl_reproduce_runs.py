@@ -1,0 +1,357 @@
+"""The runs of ``ldp-audit reproduce dprl``: its grid, each grid run and each audit cell, kept
+in a cache folder as they finish.
+
+:func:`grid` lists the runs of a :class:`~ldp_audit.training.dprl_reproduce.ReproduceSettings`
+(algorithm x noise family x level x seed); :func:`run_one` trains one of them (or reads it from
+``--cache``: :func:`cache_path` keys a finished run by its whole spec). The one-run audit table
+trains the correct DP-SGD trainers (:data:`AUDIT_REINFORCE`, :data:`AUDIT_DQN`) and the four
+broken ones of :func:`broken_hooks` (:func:`audit_cases`) and audits each white- and black-box
+(:func:`audit_one`, :func:`audit_table`). Every task depends only on its spec and seed, so the
+results do not depend on where :func:`ldp_audit.backends.run_tasks` ran it.
+:mod:`ldp_audit.training.dprl_reproduce` drives them and writes the report.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ldp_audit.training.dprl_reproduce import ReproduceSettings
+
+__all__ = [
+    "AUDIT_DQN",
+    "AUDIT_REINFORCE",
+    "audit_cases",
+    "audit_one",
+    "audit_summary",
+    "audit_table",
+    "audit_train",
+    "boxed_epsilon",
+    "broken_hooks",
+    "cache_path",
+    "cached",
+    "describe_case",
+    "grid",
+    "levels",
+    "one_thread",
+    "restore",
+    "run_config",
+    "run_one",
+    "train_one",
+    "true_epsilon",
+]
+
+#: One-run audit configuration of REINFORCE (40 updates of 4 episodes, sigma 6, C 10; 800
+#: orthonormal gradient canaries of raw norm 10 C): few data episodes per update keep the
+#: white-box mechanism test's worst-case data slack (``n_t ||w||`` per update) small.
+AUDIT_REINFORCE: dict[str, Any] = dict(
+    algo="reinforce", privacy="dpsgd", episodes=160, num_envs=4, canaries=800,
+    noise_multiplier=6.0, clip=10.0,
+)  # fmt: skip
+#: One-run audit configuration of DQN: hidden 64, Poisson rate q = 1/2 from a 2-transition
+#: buffer (at most 2 data transitions per update), 100 updates, sigma 3, C 1, 800 canaries.
+AUDIT_DQN: dict[str, Any] = dict(
+    algo="dqn", privacy="dpsgd", hidden=64, total_steps=102, learning_starts=2, buffer_size=2,
+    batch_size=1, train_frequency=1, canaries=800, noise_multiplier=3.0, clip=1.0,
+)  # fmt: skip
+
+
+def broken_hooks() -> dict[str, Any]:
+    """The four broken DP-SGD trainers of issue 13 (same as tests/broken_dprl.py)."""
+    import torch
+    from opacus.optimizers import DPOptimizer
+    from opacus.optimizers.optimizer import _generate_noise
+
+    from ldp_audit.training.dprl import TrainerHooks
+
+    class NoiseNotTimesClip(DPOptimizer):
+        def add_noise(self) -> None:
+            for p in self.params:
+                n = _generate_noise(
+                    std=self.noise_multiplier, reference=p.summed_grad, generator=self.generator
+                )
+                p.grad = (p.summed_grad + n).view_as(p)
+
+    class NoClipping(DPOptimizer):
+        def clip_and_accumulate(self) -> None:
+            for p in self.params:
+                p.summed_grad = self._get_flat_grad_sample(p).to(p.dtype).sum(dim=0)
+
+    class PerLayerClipping(DPOptimizer):
+        def clip_and_accumulate(self) -> None:
+            for p in self.params:
+                g = self._get_flat_grad_sample(p).to(p.dtype)
+                f = (self.max_grad_norm / (g.reshape(len(g), -1).norm(dim=-1) + 1e-6)).clamp(
+                    max=1.0
+                )
+                p.summed_grad = torch.einsum("i,i...", f, g)
+
+    return {
+        "noise not multiplied by C (C = 10)": TrainerHooks(optimizer_class=NoiseNotTimesClip),
+        "no clipping": TrainerHooks(optimizer_class=NoClipping),
+        "per-layer clipping, per-layer sigma*C noise": TrainerHooks(
+            optimizer_class=PerLayerClipping
+        ),
+        "accountant charged q/2 (DQN)": TrainerHooks(charged_sample_rate=lambda q: q / 2),
+    }
+
+
+def levels(s: ReproduceSettings, fam: str) -> list[tuple[float, bool]]:
+    """``(sigma, clip_only)`` of one family's rows, in order (clip-only after sigma 0)."""
+    if fam == "obs-noise":
+        return [(float(x), False) for x in s.obs_noise]
+    out = [(float(x), False) for x in s.dpsgd_noise]
+    if s.clip_only:
+        at = 1 if out and out[0][0] == 0 else 0
+        out.insert(at, (0.0, True))
+    return out
+
+
+def grid(s: ReproduceSettings) -> list[dict[str, Any]]:
+    """Every run of the grid: (algo, family, privacy, sigma, clip_only, seed) per setting and
+    seed, REINFORCE then DQN, DP-SGD then observation noise (sigma 0: privacy none)."""
+    runs = []
+    for algo in ("reinforce", "dqn"):
+        for fam in ("dpsgd", "obs-noise"):
+            for sigma, clip_only in levels(s, fam):
+                privacy = "dpsgd" if clip_only else ("none" if sigma == 0 else fam)
+                for k in range(s.seeds):
+                    runs.append(
+                        {
+                            "algo": algo,
+                            "family": fam,
+                            "privacy": privacy,
+                            "sigma": float(sigma),
+                            "clip_only": clip_only,
+                            "seed": s.seed + k,
+                        }  # fmt: skip
+                    )
+    return runs
+
+
+def cache_path(cache: str | Path | None, kind: str, spec: dict[str, Any]) -> Path | None:
+    """Where a finished run is kept (``--cache``): one JSON per run, keyed by its whole spec."""
+    if cache is None:
+        return None
+    import hashlib
+
+    key = hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()
+    return Path(cache) / f"{kind}-{key[:24]}.json"
+
+
+def cached(path: Path | None, make: Any) -> dict[str, Any]:
+    """``make()``, or the result a previous (interrupted) reproduction left in ``path``."""
+    from ldp_audit.rundir import to_jsonable
+
+    if path is not None and path.is_file():
+        try:
+            return restore(json.loads(path.read_text()))
+        except ValueError:
+            pass  # a torn file: run again
+    r = make()
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(to_jsonable(r)))
+        tmp.replace(path)
+    return r
+
+
+def restore(obj: Any) -> Any:
+    """Undo the JSON convention of ``to_jsonable`` (infinite = "inf")."""
+    if isinstance(obj, dict):
+        return {k: restore(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [restore(v) for v in obj]
+    if obj in ("inf", "-inf"):
+        return float(obj)
+    return obj
+
+
+def one_thread() -> None:
+    """One torch thread per worker: on 2 shared cores, more threads only contend (measured:
+    a 30,000-step DQN took 98 CPU-s with torch's default threads, 17 CPU-s with one)."""
+    import torch
+
+    torch.set_num_threads(1)
+
+
+def run_config(spec: dict[str, Any], s: ReproduceSettings) -> dict[str, Any]:
+    """The DprlConfig keyword arguments of one grid run."""
+    from ldp_audit.training.dprl import DQN_PRESETS
+
+    kw: dict[str, Any] = {
+        "algo": spec["algo"],
+        "privacy": spec["privacy"],
+        "noise_multiplier": spec["sigma"],
+        "clip": s.clip,
+        "delta": s.delta,
+        "eval_episodes": s.eval_episodes,
+    }
+    if spec["algo"] == "reinforce":
+        kw["episodes"] = s.episodes
+    else:
+        kw.update(DQN_PRESETS[s.dqn_preset])
+        kw["total_steps"] = s.total_steps
+        kw["eval_episodes"] = s.eval_episodes
+    return kw
+
+
+def run_one(spec: dict[str, Any], s: ReproduceSettings, cache: str | None = None) -> dict:
+    """One grid run's result (:func:`train_one`), or the one kept in ``cache`` for its spec."""
+    kw = run_config(spec, s)
+    return cached(cache_path(cache, "run", {**spec, **kw}), lambda: train_one(spec, kw))
+
+
+def train_one(spec: dict[str, Any], kw: dict[str, Any]) -> dict[str, Any]:
+    """Train one grid run (DprlConfig(**kw), seed spec['seed']; no run directory): its
+    returns, convergence, evaluation, epsilon, privacy summary, updates and times."""
+    import time as _time
+
+    from ldp_audit.training.dprl import DprlConfig, train
+
+    one_thread()
+    c0 = _time.process_time()
+    res = train(DprlConfig(**kw), seed=spec["seed"])
+    return {
+        **spec,
+        "returns": res.returns,
+        "convergence_episode": res.convergence_episode,
+        "eval_returns": res.eval_returns,
+        "epsilon": res.privacy.get("epsilon", math.inf),
+        "privacy": res.privacy,
+        "updates": res.updates,
+        "seconds": res.seconds,
+        "cpu_seconds": _time.process_time() - c0,
+    }
+
+
+def boxed_epsilon(sigma: float, delta: float, observations: int) -> float:
+    """Per-episode epsilon had the states been clipped to CARTPOLE_BOX (RDP composition)."""
+    from ldp_audit.accountant import compose
+    from ldp_audit.training.obs_noise import CARTPOLE_BOX, ObservationNoiseMechanism
+
+    if sigma == 0:
+        return math.inf
+    m = ObservationNoiseMechanism(noise_multiplier=sigma, box=CARTPOLE_BOX, target_delta=delta)
+    return float(compose([(m.event(), int(observations))], delta=delta, method="rdp")[0])
+
+
+def true_epsilon(name: str, cfg: Any, T: int) -> float:
+    """What the accountant should have said for the trainer that actually ran (T updates)."""
+    from ldp_audit.accountant import GaussianEvent, PoissonSampledEvent, compose
+
+    sigma = cfg.noise_multiplier
+    if name.startswith("no clipping"):
+        return math.inf  # unbounded sensitivity
+    if name.startswith("noise not multiplied"):
+        sigma = sigma / cfg.clip  # noise std sigma for sensitivity C
+    elif name.startswith("per-layer"):
+        sigma = sigma / math.sqrt(len(cfg.layer_sizes) - 1) / math.sqrt(2)  # 2 tensors per layer
+    ev = GaussianEvent(sigma)
+    if cfg.sample_rate < 1:
+        ev = PoissonSampledEvent(cfg.sample_rate, ev)
+    return float(compose([(ev, T)], delta=cfg.delta, method="prv")[0])
+
+
+def audit_summary(a: Any) -> dict[str, Any]:
+    """The audit table's cells from one ``audit_run`` result (white- or black-box)."""
+    fdp = a.extra["f_dp"] or {}
+    mech = a.extra["mechanism_test"] or {}
+    return {
+        "epsilon_lower_bound": a.epsilon_lower_bound,
+        "accountant_epsilon": a.composed_epsilon,
+        "violation": a.violation,
+        "flagged_by": a.extra["flagged_by"],
+        "auc": a.auc,
+        "guesses": a.extra["guesses"],
+        "correct": a.correct,
+        "confidence_each": a.extra["confidence_each"],
+        "fdp_min_p": min((r["p_value"] for r in fdp.get("p_values", [])), default=None),
+        "fdp_level": fdp.get("level"),
+        "fdp_mu_claimed": fdp.get("mu_claimed"),
+        "fdp_mu_lower_bound": fdp.get("mu_lower_bound"),
+        "mechanism_p_mean": mech.get("p_mean"),
+        "mechanism_p_noise": mech.get("p_noise"),
+        "mechanism_level": mech.get("level"),
+        "mechanism_rate_lower_bound": mech.get("rate_lower_bound"),
+        "mechanism_rate_claimed": mech.get("rate_claimed"),
+        "mechanism_noise_upper_bound": mech.get("noise_upper_bound"),
+    }
+
+
+def audit_cases(s: ReproduceSettings) -> list[dict[str, Any]]:
+    """The audit table's runs: the correct trainers (3 seeds each) and the four broken ones."""
+    m = s.audit_canaries
+    rf = {**AUDIT_REINFORCE, "canaries": min(m, 898), "delta": s.delta}  # 898 parameters
+    dqn = {**AUDIT_DQN, "canaries": m, "delta": s.delta}
+    cases = [{"trainer": "correct REINFORCE", "kw": rf, "broken": None, "seed": s.seed + k}
+             for k in range(3)]  # fmt: skip
+    cases += [{"trainer": "correct DQN (q = 0.5)", "kw": dqn, "broken": None, "seed": s.seed + k}
+              for k in range(3)]  # fmt: skip
+    for name in broken_hooks():
+        cases.append({"trainer": name, "kw": dqn if "DQN" in name else rf, "broken": name,
+                      "seed": s.seed})  # fmt: skip
+    return cases
+
+
+def describe_case(case: dict[str, Any]) -> str:
+    """An audit case in words (named when its task fails)."""
+    return f"audit run {case['trainer']!r}, seed {case['seed']}"
+
+
+def audit_one(case: dict[str, Any], s: ReproduceSettings, cache: str | None = None) -> dict:
+    """Train one audit run (in a temporary folder) and audit it white- and black-box (95 %)."""
+    return cached(cache_path(cache, "audit", case), lambda: audit_train(case, s))
+
+
+def audit_train(case: dict[str, Any], s: ReproduceSettings) -> dict[str, Any]:
+    """Train one audit case in a temporary run directory and audit it white- and black-box
+    (95 %): its row of the audit table."""
+    import tempfile
+
+    one_thread()
+
+    from ldp_audit.attacks.one_run import audit_run
+    from ldp_audit.training.dprl import DprlConfig, train
+
+    hooks = broken_hooks()[case["broken"]] if case["broken"] else None  # rebuilt: picklable
+    with tempfile.TemporaryDirectory() as tmp:
+        run = Path(tmp) / "run"
+        cfg = DprlConfig(**case["kw"])
+        res = train(cfg, seed=case["seed"], run_dir=run, hooks=hooks)
+        row: dict[str, Any] = {
+            "trainer": case["trainer"],
+            "seed": case["seed"],
+            "config": case["kw"],
+            "updates": res.updates,
+            "true_epsilon": true_epsilon(case["trainer"], cfg, res.updates),
+        }
+        for setting in ("white-box", "black-box"):
+            row[setting] = audit_summary(audit_run(run, setting=setting, confidence=0.95))
+    return row
+
+
+def audit_table(
+    s: ReproduceSettings,
+    progress: bool,
+    where: dict[str, Any] | None = None,
+    cache: str | None = None,
+) -> list[dict[str, Any]]:
+    """One-run audits of the correct and broken trainers, as tasks of ``run_tasks``."""
+    import functools
+
+    from ldp_audit.backends import run_tasks
+
+    if s.audit_canaries == 0:
+        return []
+    return run_tasks(
+        functools.partial(audit_one, s=s, cache=cache),
+        audit_cases(s),
+        progress="dprl audit table" if progress else None,
+        describe=describe_case,
+        **(where or {}),
+    )
