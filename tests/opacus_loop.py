@@ -31,9 +31,12 @@ def make_loop(
     sigma: float = 1.0,
     clip: float = 1.0,
     poisson: bool = True,
+    ghost: bool = False,
 ) -> tuple[Any, Any, Any]:
     """(model, optimizer, loader) as ``make_private`` builds them, with the optimizer class
-    given (a user's subclass); every draw from generators seeded by ``seed``."""
+    given (a user's subclass); every draw from generators seeded by ``seed``. ``ghost``: Opacus's
+    ghost clipping (``GradSampleModuleFastGradientClipping`` and, unless ``optimizer_class`` is
+    given, ``DPOptimizerFastGradientClipping``); train it with :func:`train_ghost`."""
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(n, 32, generator=g)
     y = (x[:, 0] + 0.5 * x[:, 1] > 0).long()
@@ -43,7 +46,17 @@ def make_loop(
     with torch.no_grad():
         for p in model.parameters():
             p.copy_(torch.randn(p.shape, generator=g) / p.shape[-1] ** 0.5)
-    model = GradSampleModule(model)
+    if ghost:
+        from opacus.grad_sample import GradSampleModuleFastGradientClipping
+        from opacus.optimizers import DPOptimizerFastGradientClipping
+
+        model = GradSampleModuleFastGradientClipping(
+            model, batch_first=True, loss_reduction="sum", max_grad_norm=clip
+        )
+        if optimizer_class is DPOptimizer:
+            optimizer_class = DPOptimizerFastGradientClipping
+    else:
+        model = GradSampleModule(model)
     loader = DataLoader(TensorDataset(x, y), batch_size=batch, shuffle=not poisson, generator=g)
     if poisson:
         loader = DPDataLoader.from_data_loader(
@@ -63,6 +76,28 @@ def train(model: Any, opt: Any, loader: Any, epochs: int) -> int:
         for x, y in loader:
             opt.zero_grad()
             nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+            steps += 1
+    return steps
+
+
+def train_ghost(model: Any, opt: Any, loader: Any, epochs: int) -> int:
+    """The same loop under ghost clipping (Opacus's two backward passes: the per-sample norms,
+    then the sum of the per-sample losses weighted by ``min(1, C / (norm + 1e-6))``)."""
+    steps = 0
+    for _ in range(epochs):
+        for x, y in loader:
+            opt.zero_grad()
+            per = nn.functional.cross_entropy(model(x), y, reduction="none")
+            per.sum().backward(retain_graph=True)
+            coef = model.get_clipping_coef().detach()
+            for p in opt.params:
+                p.grad = None
+            model.disable_hooks()
+            try:
+                (coef * per).sum().backward()
+            finally:
+                model.enable_hooks()
             opt.step()
             steps += 1
     return steps

@@ -178,24 +178,16 @@ def _refused_unhooked(audit: CanaryAudit, opt: object, out: Path, match: str, **
 
 
 def test_attach_refuses_optimizers_whose_claim_it_cannot_check(tmp_path: Path) -> None:
-    """Ghost clipping (no per-sample gradients), Opacus's per-layer optimizer (its
-    max_grad_norm is the root sum of squares of per-layer bounds: a canary clipped per layer
-    would look like aggregate clipping), adaptive clipping (C changes every step) and claims
-    that are not numbers: refused naming the attribute and the value, before any step."""
-    from opacus.optimizers import (
-        AdaClipDPOptimizer,
-        DPOptimizerFastGradientClipping,
-        DPPerLayerOptimizer,
-    )
+    """Opacus's per-layer optimizer (its max_grad_norm is the root sum of squares of per-layer
+    bounds: a canary clipped per layer would look like aggregate clipping), adaptive clipping
+    (C changes every step) and claims that are not numbers: refused naming the attribute and
+    the value, before any step. (Ghost clipping is accepted: tests/test_opacus_embed.py.)"""
+    from opacus.optimizers import AdaClipDPOptimizer, DPPerLayerOptimizer
 
     out = tmp_path / "out"
     audit = CanaryAudit(out, canaries=10, seed=0, delta=1e-5)
     _, opt, loader = make_loop(0)
     base = opt.original_optimizer
-    ghost = DPOptimizerFastGradientClipping(
-        base, noise_multiplier=1.0, max_grad_norm=1.0, expected_batch_size=16
-    )
-    _refused_unhooked(audit, ghost, out, "ghost clipping", data_loader=loader)
     layers = DPPerLayerOptimizer(
         base, noise_multiplier=1.0, max_grad_norm=[1.0] * 6, expected_batch_size=16
     )

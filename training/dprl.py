@@ -58,13 +58,12 @@ from ldp_audit.errors import BudgetExceeded, InvalidParameterError, RunDirectory
 from ldp_audit.training.dprl_config import MAX_SCALE, DprlConfig, check_int, check_real  # noqa: F401
 from ldp_audit.training.dprl_privacy import (  # noqa: F401 (re-exported)
     DpSgdUpdate,
-    GradientCanaries,
     ObservationRelease,
     TrainerHooks,
-    add_canaries_to_clipped_sum,
     canary_directions,
     cpu_noise_optimizer,
     flat_params,
+    plant_canaries,
 )
 
 __all__ = [
@@ -262,11 +261,12 @@ def collect_result(
     secrets: dict[str, np.ndarray] = {}
     if dp is not None:
         transcript.update(dp.arrays())
+    if canaries is not None:  # the embedded CanaryAudit's records (ldp_audit.opacus)
+        rec = canaries.finish()
+        transcript.update(rec.transcript)  # canary_projection
+        secrets.update(rec.secrets)  # canary_included, canary_participations
     if obs_release is not None and len(obs_release.transcript):
         transcript.update(obs_release.transcript.arrays())
-    if canaries is not None:
-        secrets["canary_included"] = canaries.included.copy()
-        secrets["canary_participations"] = canaries.participations.copy()
     return DprlResult(
         config=cfg,
         seed=int(seed),

@@ -24,10 +24,10 @@ from ldp_audit.training.dprl import (
 )
 from ldp_audit.training.dprl_privacy import (
     DpSgdUpdate,
-    GradientCanaries,
     ObservationRelease,
     TrainerHooks,
     flat_params,
+    plant_canaries,
 )
 
 # ------------------------------------------------------------------------------------------------
@@ -61,9 +61,7 @@ def train_reinforce(cfg: DprlConfig, *, seed: int, accountant: Any, hooks: Train
     private = cfg.privacy == "dpsgd"
     model = GradSampleModule(policy, batch_first=True, loss_reduction="sum") if private else policy
     optimizer = torch.optim.Adam(policy.parameters(), lr=cfg.learning_rate)
-    canaries = (
-        GradientCanaries(cfg, list(policy.parameters()), canary_rng) if cfg.canaries else None
-    )
+    canaries = plant_canaries(cfg, accountant, canary_rng, gen)  # None without canaries
     dp = DpSgdUpdate(cfg, model, optimizer, accountant, gen, hooks, canaries) if private else None
     obs_release = (
         ObservationRelease(cfg, accountant, obs_rng) if cfg.privacy == "obs-noise" else None
@@ -216,8 +214,7 @@ def train_dqn(cfg: DprlConfig, *, seed: int, accountant: Any, hooks: TrainerHook
     else:
         model = q_net
     optimizer = torch.optim.Adam(q_net.parameters(), lr=cfg.learning_rate)
-    params = list(q_net.parameters())
-    canaries = GradientCanaries(cfg, params, canary_rng) if cfg.canaries else None
+    canaries = plant_canaries(cfg, accountant, canary_rng, gen)  # None without canaries
     dp = DpSgdUpdate(cfg, model, optimizer, accountant, gen, hooks, canaries) if private else None
     obs_release = (
         ObservationRelease(cfg, accountant, obs_rng) if cfg.privacy == "obs-noise" else None

@@ -2,8 +2,10 @@
 
 - :class:`DpSgdUpdate`: one DP-SGD update (Opacus clips and noises; the ledger is charged through
   :func:`ldp_audit.release.release_with` before the noise is drawn; the sealed update recorded).
-- :class:`GradientCanaries` and :func:`canary_directions`: the one-run audit's gradient canaries
-  (public directions, secret inclusion bits).
+- :func:`plant_canaries` and :func:`canary_directions`: the one-run audit's gradient canaries
+  (public directions, secret inclusion bits), planted and recorded by
+  :class:`ldp_audit.opacus.CanaryAudit` embedded in the run (one implementation for a user's
+  Opacus loop and for ``train dprl``).
 - :class:`ObservationRelease`: every observation released through :func:`ldp_audit.release.release`.
 - :class:`TrainerHooks`: test-only seams for the broken-trainer fixtures.
 
@@ -24,13 +26,12 @@ from ldp_audit.training.dprl_config import DprlConfig
 
 __all__ = [
     "DpSgdUpdate",
-    "GradientCanaries",
     "ObservationRelease",
     "TrainerHooks",
-    "add_canaries_to_clipped_sum",
     "canary_directions",
     "cpu_noise_optimizer",
     "flat_params",
+    "plant_canaries",
 ]
 
 
@@ -66,66 +67,32 @@ def canary_directions(n_params: int, m: int, seed: int) -> np.ndarray:
     return q * np.sign(np.diag(r))  # a unique, uniformly distributed orthonormal frame
 
 
-class GradientCanaries:
-    """Gradient canaries: public directions, secret inclusion bits (scoring only)."""
+def plant_canaries(cfg: DprlConfig, accountant: Any, rng: np.random.Generator, gen: Any) -> Any:
+    """The run's gradient canaries: an embedded :class:`ldp_audit.opacus.CanaryAudit` (attached
+    to the DP optimizer by :class:`DpSgdUpdate`), or None without canaries.
 
-    def __init__(self, cfg: DprlConfig, params: list[Any], rng: np.random.Generator) -> None:
-        import torch
+    Public: the directions :func:`canary_directions` of ``cfg.canary_seed`` (a dense frame),
+    the norm ``canary_scale * clip``. Secret: each canary included with probability 1/2 (drawn
+    from ``rng``, the run's canary generator); an included canary joins each update with the
+    run's sample rate, drawn from ``gen`` (the noise generator) just before the noise. The
+    trainer's release door charges every update (``charge=False``: the audit charges nothing).
+    """
+    if not cfg.canaries:
+        return None
+    from ldp_audit.opacus import CanaryAudit
 
-        self.m = cfg.canaries
-        self.u = canary_directions(cfg.n_params, self.m, cfg.canary_seed)  # public
-        self.included = rng.random(self.m) < 0.5  # secret
-        self.participations = np.zeros(self.m, dtype=np.int64)
-        g = torch.as_tensor(self.u[:, self.included].T * (cfg.canary_scale * cfg.clip))
-        rows, off = [], 0
-        for p in params:
-            n = p.numel()
-            rows.append(g[:, off : off + n].reshape((-1, *p.shape)).to(p.dtype).to(p.device))
-            off += n
-        self.rows = rows  # per parameter: (n_included, *shape)
-        self.u32 = torch.as_tensor(self.u, dtype=torch.float32)
-
-    def append_to(self, params: list[Any], sample_rate: float, gen: Any) -> None:
-        """Add the included canaries (a Poisson sample at ``sample_rate``) as per-sample rows."""
-        import torch
-
-        k = self.rows[0].shape[0]
-        if k == 0:
-            return
-        if sample_rate >= 1.0:
-            sel = torch.ones(k, dtype=torch.bool)
-        else:
-            sel = torch.rand(k, generator=gen) < sample_rate
-        idx = np.flatnonzero(self.included)[sel.numpy()]
-        self.participations[idx] += 1
-        sel = sel.to(self.rows[0].device)  # drawn on the CPU generator (no-op on the CPU)
-        for p, r in zip(params, self.rows, strict=True):
-            p.grad_sample = torch.cat([p.grad_sample, r[sel]], dim=0)
-
-
-def add_canaries_to_clipped_sum(canaries: Any, params: list[Any], sample_rate: float, gen: Any,
-                          clip: float) -> None:  # fmt: skip
-    """Ghost path: add the included canaries (Poisson sample at ``sample_rate``), each clipped
-    with Opacus's factor ``min(1, C / (norm + 1e-6))``, straight into the clipped sum."""
-    import torch
-
-    k = canaries.rows[0].shape[0]
-    if k == 0:
-        return
-    if sample_rate >= 1.0:
-        sel = torch.ones(k, dtype=torch.bool)
-    else:
-        sel = torch.rand(k, generator=gen) < sample_rate
-    idx = np.flatnonzero(canaries.included)[sel.numpy()]
-    canaries.participations[idx] += 1
-    if not sel.any():
-        return
-    sel = sel.to(canaries.rows[0].device)  # drawn on the CPU generator (no-op on the CPU)
-    n = int(sel.sum())
-    norms = sum(r[sel].reshape(n, -1).pow(2).sum(dim=1) for r in canaries.rows).sqrt()
-    factor = (clip / (norms + 1e-6)).clamp(max=1.0)
-    for p, r in zip(params, canaries.rows, strict=True):
-        p.grad = p.grad + torch.einsum("i,i...", factor.to(r.dtype), r[sel])
+    return CanaryAudit(
+        canaries=int(cfg.canaries),
+        seed=0,  # unused: every draw comes from the run's generators below
+        delta=float(cfg.delta),
+        canary_scale=float(cfg.canary_scale),
+        canary_seed=int(cfg.canary_seed),
+        accountant=accountant,
+        charge=False,
+        directions=canary_directions(cfg.n_params, cfg.canaries, cfg.canary_seed),
+        rng=rng,
+        generator=gen,
+    )
 
 
 def cpu_noise_optimizer(cls: Any) -> Any:
@@ -170,7 +137,7 @@ class DpSgdUpdate:
     """One DP-SGD update: Opacus clip + noise, charged first, sealed and recorded."""
 
     def __init__(self, cfg: DprlConfig, model: Any, base_opt: Any, accountant: Any, gen: Any,
-                 hooks: TrainerHooks, canaries: GradientCanaries | None) -> None:  # fmt: skip
+                 hooks: TrainerHooks, canaries: Any = None) -> None:  # fmt: skip
         from opacus.optimizers import DPOptimizer
 
         from ldp_audit.release import Transcript
@@ -197,9 +164,10 @@ class DpSgdUpdate:
         self.event = cfg.update_event(q_charged)
         self.accountant = accountant
         self.gen = gen
-        self.canaries = canaries
+        self.canaries = canaries  # an embedded CanaryAudit (plant_canaries) or None
+        if canaries is not None:
+            canaries.attach(self.opt, sample_rate=self.q)
         self.transcript = Transcript(values_key="update") if cfg.keep_updates else None
-        self.proj: list[np.ndarray] = []
         self.norms: list[float] = []
         self.t = 0
 
@@ -210,15 +178,11 @@ class DpSgdUpdate:
         """Per-sample gradients are in ``p.grad_sample``: add canaries, charge, noise, step."""
         from ldp_audit.release import release_with
 
-        if self.canaries is not None:
-            if self.ghost:
-                add_canaries_to_clipped_sum(self.canaries, self.params, self.q, self.gen,
-                                      float(self.cfg.clip))  # fmt: skip
-            else:
-                self.canaries.append_to(self.params, self.q, self.gen)
-
         def randomise() -> Any:
-            self.opt.step()  # clip each per-sample gradient, sum, add noise, / batch, Adam step
+            # the audit's hooks add the joining canaries (drawn from gen) to the per-sample
+            # gradients, or clipped to the clipped sum under ghost clipping, then Opacus clips
+            # each per-sample gradient, sums, adds noise (from gen), / batch; the Adam step
+            self.opt.step()
             import torch
 
             return torch.cat([p.grad.reshape(-1) for p in self.params]).reshape(1, -1)
@@ -234,8 +198,6 @@ class DpSgdUpdate:
         )
         v = rel.values  # the sealed noisy mean gradient (what crossed the boundary)
         self.norms.append(float(np.linalg.norm(v)))
-        if self.canaries is not None:
-            self.proj.append((v.astype(np.float64) @ self.canaries.u).reshape(-1))
         if self.transcript is not None:
             self.transcript.append(rel)
         self.opt.zero_grad()
@@ -247,10 +209,6 @@ class DpSgdUpdate:
             out.update(self.transcript.arrays())
         else:
             out["update_index"] = np.arange(self.t, dtype=np.int64)
-        if self.canaries is not None:
-            out["canary_projection"] = (
-                np.stack(self.proj) if self.proj else np.zeros((0, self.canaries.m))
-            )
         return out
 
 

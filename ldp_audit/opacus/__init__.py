@@ -56,6 +56,7 @@ from __future__ import annotations
 
 from ldp_audit.opacus.attach import CanaryAudit
 from ldp_audit.opacus.canaries import _KINDS, _MARK, ALGORITHM, _int, _real, canary_blocks
+from ldp_audit.opacus.embed import AuditRecords
 from ldp_audit.opacus.scoring import (
     _decided_by,
     _fmt,
@@ -79,6 +80,7 @@ from ldp_audit.opacus.writer import declared_event, open_run, privacy, write_run
 __all__ = [
     "ALGORITHM",
     "CanaryAudit",
+    "AuditRecords",
     "canary_blocks",
     "audit_run",
     "membership",

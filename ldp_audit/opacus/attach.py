@@ -19,6 +19,7 @@ import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.opacus.canaries import _KINDS, _MARK, _int, _real, canary_blocks
+from ldp_audit.opacus.embed import AuditRecords, check_embedding, dense_rows
 
 __all__ = ["CanaryAudit"]
 
@@ -64,7 +65,7 @@ class CanaryAudit:
 
     def __init__(
         self,
-        out: Any,
+        out: Any = None,
         *,
         canaries: int,
         seed: int,
@@ -73,8 +74,14 @@ class CanaryAudit:
         confidence: float = 0.95,
         canary_scale: float = 10.0,
         canary_seed: int | None = None,
-        prepay: int = 32,
+        prepay: int | None = None,
         example: dict[str, Any] | None = None,
+        accountant: Any = None,
+        writer: Any = None,
+        charge: bool = True,
+        directions: Any = None,
+        rng: Any = None,
+        generator: Any = None,
     ) -> None:
         from ldp_audit.rundir import check_new_dir
 
@@ -85,21 +92,27 @@ class CanaryAudit:
         self.delta = _real(delta, "delta", lo=0.0, lo_open=True, hi=1.0, hi_open=True)
         self.confidence = _real(confidence, "confidence", lo=0.0, lo_open=True, hi=1.0,
                                 hi_open=True)  # fmt: skip
-        self.canary_scale = _real(canary_scale, "canary_scale", lo=1.0, lo_open=True)
+        self._embed = check_embedding(out, accountant=accountant, writer=writer, charge=charge,
+                                      directions=directions, rng=rng, generator=generator,
+                                      kind=kind, canaries=self.canaries)  # fmt: skip
+        self.embedded = self._embed is not None
+        # an embedding trainer may plant canaries of norm exactly C (DprlConfig allows 1)
+        self.canary_scale = _real(canary_scale, "canary_scale", lo=1.0, lo_open=not self.embedded)
         self.canary_seed = (
             _int(canary_seed, "canary_seed", 0)
             if canary_seed is not None
             else int(np.random.default_rng([self.seed, 26]).integers(2**31))
         )
         self.kind = kind
-        self.prepay = _int(prepay, "prepay", 1)
+        self.prepay = _int((1 if self.embedded else 32) if prepay is None else prepay, "prepay", 1)
         if example is not None and not isinstance(example, dict):
             raise InvalidParameterError(f"example must be a dict or None, got {example!r}")
         self.example = example
-        self.out = check_new_dir(out, name="out")
+        self.out = None if self.embedded else check_new_dir(out, name="out")
         self._opt: Any = None
         self._inserted: Any = None
-        self._writer: Any = None
+        self._writer: Any = None if not self.embedded else self._embed.writer
+        self._accountant: Any = None if not self.embedded else self._embed.accountant
         self._finished = False
 
     # ------------------------------------------------------------------ input canaries
@@ -183,11 +196,9 @@ class CanaryAudit:
             from opacus.optimizers import DPOptimizerFastGradientClipping as _Ghost
         except ImportError:  # pragma: no cover - older opacus
             _Ghost = ()  # noqa: N806
-        if _Ghost and isinstance(optimizer, _Ghost):
-            raise InvalidParameterError(
-                f"optimizer {type(optimizer).__name__} uses ghost clipping (no per-sample "
-                f"gradients to add canaries to); make_private(..., grad_sample_mode='hooks')"
-            )
+        # ghost clipping (no per-sample gradients): the joining canaries are clipped with
+        # Opacus's factor min(1, C / (norm + 1e-6)) and added to the clipped sum before noise
+        ghost = bool(_Ghost) and isinstance(optimizer, _Ghost)
         sigma = _real(optimizer.noise_multiplier, "optimizer.noise_multiplier", lo=0.0,
                       lo_open=True)  # fmt: skip
         try:
@@ -246,14 +257,31 @@ class CanaryAudit:
                 f"canaries must be <= the number of trainable parameters ({n_params}: the "
                 f"canary directions are orthonormal), got {self.canaries}"
             )
-        check_new_dir(self.out, name="out")  # again: it may have appeared since __init__
+        emb = self._embed
+        u = None if emb is None else emb.directions
+        if u is not None and u.shape[0] != n_params:
+            raise InvalidParameterError(
+                f"directions must have one row per trainable parameter ({n_params}), got "
+                f"shape {u.shape}"
+            )
+        if not self.embedded:
+            check_new_dir(self.out, name="out")  # again: it may have appeared since __init__
         sizes = [int(p.numel()) for p in params]
-        idx, weight = canary_blocks(sizes, self.canaries, self.canary_seed)
+        if u is None:
+            idx, weight = canary_blocks(sizes, self.canaries, self.canary_seed)
+        else:  # the caller's dense frame: no blocks (the projections are u^T g)
+            idx, weight = np.zeros((self.canaries, 1), np.int64), np.zeros((self.canaries, 1))
         rng = np.random.default_rng([self.seed, 1])
-        drawn = rng.random(self.canaries) < 0.5  # secret (insert drew the same bits)
+        if emb is not None and emb.rng is not None:
+            drawn = emb.rng.random(self.canaries) < 0.5  # secret, from the caller's generator
+        else:
+            drawn = rng.random(self.canaries) < 0.5  # secret (insert drew the same bits)
         if self.kind == "gradient":
             self._included = drawn
-        self._gen = torch.Generator().manual_seed(int(rng.integers(2**62)))  # joins (secret)
+        if emb is not None and emb.generator is not None:
+            self._gen = emb.generator  # joins (secret), in the caller's order of draws
+        else:
+            self._gen = torch.Generator().manual_seed(int(rng.integers(2**62)))  # joins (secret)
         self._claim = {
             "optimizer": f"{type(optimizer).__module__}.{type(optimizer).__qualname__}",
             "noise_multiplier": sigma,
@@ -264,7 +292,10 @@ class CanaryAudit:
             "dataset_size": dataset_size,
             "n_params": n_params,
             "tensor_sizes": sizes,
+            "ghost_clipping": ghost,
         }
+        self._ghost = ghost
+        self._u = u
         self._params = params
         self._shapes = [tuple(p.shape) for p in params]
         self._sizes = [p.numel() for p in params]
@@ -291,6 +322,8 @@ class CanaryAudit:
         self._vals = None if self._cols is None else [
             None if c is None else (c[0], c[1] * self._scale) for c in self._cols
         ]  # fmt: skip
+        # a dense frame: per tensor, the included canaries' rows (n_included, *shape)
+        self._dense = None if u is None else dense_rows(u, self._included, self._scale, params)
         inc_idx = np.flatnonzero(self._included)
         self._inc_idx = inc_idx
         self._inc_idx_t = torch.as_tensor(inc_idx, dtype=torch.int64)
@@ -322,14 +355,19 @@ class CanaryAudit:
 
     def _rows_now(self) -> int:
         """The per-sample rows of this physical batch (``len(opt.grad_samples[0])``, without
-        concatenating accumulated batches)."""
+        concatenating accumulated batches; ghost clipping: the per-sample norms')."""
         g = getattr(self._params[0], "grad_sample", None)
         if g is None:
-            return 0
+            g = getattr(self._params[0], "_norm_sample", None) if self._ghost else None
+            return 0 if g is None else int(len(g))
         return int(sum(len(x) for x in g)) if isinstance(g, list) else int(len(g))
 
     def _install(self, opt: Any) -> None:
-        orig_clip = opt.clip_and_accumulate
+        # ghost clipping: pre_step calls accumulate() (p.grad, the clipped sum, into
+        # summed_grad), not clip_and_accumulate; the canaries go into p.grad just before
+        hook = "accumulate" if self._ghost else "clip_and_accumulate"
+        self._hooked = (hook, "add_noise")
+        orig_clip = getattr(opt, hook)
         orig_noise = opt.add_noise
         inner = opt.original_optimizer
         orig_step = inner.step
@@ -350,7 +388,7 @@ class CanaryAudit:
             self._record(opt)
             return orig_step(*a, **k)
 
-        opt.clip_and_accumulate = clip_and_accumulate
+        setattr(opt, hook, clip_and_accumulate)
         opt.add_noise = add_noise
         inner.step = step
         setattr(opt, _MARK, self)
@@ -360,7 +398,7 @@ class CanaryAudit:
         opt = self._opt
         if opt is None:
             return
-        for name in ("clip_and_accumulate", "add_noise"):
+        for name in self._hooked:
             opt.__dict__.pop(name, None)
         opt.original_optimizer.__dict__.pop("step", None)
         opt.__dict__.pop(_MARK, None)
@@ -373,7 +411,8 @@ class CanaryAudit:
         n_data, self._data_rows = self._data_rows, 0  # every physical batch of this step
         n_in = self._inc_idx.size
         q = self._claim["sample_rate"]
-        if q < 1:
+        sel = None
+        if q < 1 and n_in:
             sel = torch.rand(n_in, generator=self._gen) < q
             joined = self._inc_idx_t[sel] if self.kind == "gradient" else self._inc_idx_t[:0]
         else:
@@ -381,6 +420,9 @@ class CanaryAudit:
         self._pending = (n_data, joined)
         k = int(joined.numel())
         if k == 0:
+            return
+        if self._dense is not None or self._ghost:
+            self._add_rows(joined, sel)
             return
         dense = None
         if self._vals is None:  # blocks across tensors: one dense (k, d) block of rows
@@ -420,13 +462,53 @@ class CanaryAudit:
                 tail.scatter_(1, local[joined], v[joined])
             p.grad_sample = new
 
+    def _joined_rows(self, joined: Any, sel: Any) -> list[Any]:
+        """Per tensor, the joining canaries' gradients ``(k, *shape)`` (``sel``: the Poisson
+        mask over the included canaries, None when all joined)."""
+        import torch
+
+        if self._dense is not None:
+            if sel is None:
+                return list(self._dense)
+            sel = sel.to(self._dense[0].device)  # drawn on the CPU generator
+            return [r[sel] for r in self._dense]
+        k = int(joined.numel())
+        dense = torch.zeros((k, self._claim["n_params"]), dtype=torch.float32)
+        dense.scatter_(1, self._idx[joined], self._weight[joined] * self._scale)
+        offs = np.concatenate([[0], np.cumsum(self._sizes)])
+        return [
+            dense[:, offs[i] : offs[i + 1]].reshape(k, *self._shapes[i]).to(p.dtype).to(p.device)
+            for i, p in enumerate(self._params)
+        ]
+
+    def _add_rows(self, joined: Any, sel: Any) -> None:
+        """Dense frame or ghost clipping: the joining canaries' rows, as per-sample gradients
+        (appended to ``p.grad_sample``, clipped by the optimizer's own code) or, under ghost
+        clipping, clipped with Opacus's factor ``min(1, C / (norm + 1e-6))`` and added to the
+        clipped sum ``p.grad`` before the noise."""
+        import torch
+
+        rows = self._joined_rows(joined, sel)
+        if not self._ghost:
+            for p, r in zip(self._params, rows, strict=True):
+                p.grad_sample = torch.cat([p.grad_sample, r], dim=0)
+            return
+        n = int(joined.numel())
+        norms = sum(r.reshape(n, -1).pow(2).sum(dim=1) for r in rows).sqrt()
+        factor = (self._claim["max_grad_norm"] / (norms + 1e-6)).clamp(max=1.0)
+        for p, r in zip(self._params, rows, strict=True):
+            p.grad = p.grad + torch.einsum("i,i...", factor.to(r.dtype), r)
+
     def _ensure_writer(self) -> None:
-        if self._writer is None:
+        if self._writer is None and not self.embedded:
             from ldp_audit.opacus.writer import open_run
 
             self._writer, self._accountant = open_run(self)
 
     def _charge(self, opt: Any) -> None:
+        if self.embedded and not self._embed.charge:  # the caller's door charges
+            self._charges_since += 1
+            return
         if self._prepaid == 0:
             from ldp_audit.opacus.writer import declared_event
 
@@ -443,9 +525,19 @@ class CanaryAudit:
         import torch
 
         with torch.no_grad():
-            g = torch.cat([p.grad.reshape(-1).float() for p in self._params])
-            self._proj.append((g[self._flat_idx].view(self._idx.shape) * self._weight).sum(dim=1))
-            self._norms.append(g.norm())
+            if self.embedded:  # <g_t, u_i> in float64, as the caller's transcript holds it
+                g = torch.cat([p.grad.reshape(-1) for p in self._params]).reshape(1, -1)
+                v = g.detach().cpu().numpy().astype(np.float64)
+                if self._u is not None:
+                    self._proj.append((v @ self._u).reshape(-1))
+                else:
+                    w = self._weight.numpy().astype(np.float64)
+                    self._proj.append((v[0][self._idx.numpy()] * w).sum(axis=1))
+            else:
+                g = torch.cat([p.grad.reshape(-1).float() for p in self._params])
+                proj = (g[self._flat_idx].view(self._idx.shape) * self._weight).sum(dim=1)
+                self._proj.append(proj)
+                self._norms.append(g.norm())
         self._accs.append(getattr(opt, "accumulated_iterations", 1) or 1)
         batch, joined = self._pending or (-1, self._inc_idx_t[:0])
         bs = getattr(opt, "expected_batch_size", None)
@@ -489,6 +581,31 @@ class CanaryAudit:
             "canary_joins": joins,
         }
 
+    def _embedded_records(self) -> AuditRecords:
+        """An embedded audit's records (:class:`~ldp_audit.opacus.embed.AuditRecords`)."""
+        T = len(self._proj)
+        proj = np.stack(self._proj) if T else np.zeros((0, self.canaries))
+        joins = np.zeros((T, self.canaries), dtype=bool)
+        for t, j in enumerate(self._joins):
+            joins[t, j.numpy()] = True
+        charges = self._charges
+        acc = self._accountant
+        if not self._embed.charge and acc is not None:  # the caller's: count them once
+            charges = sum(1 for r in acc.ledger.records("model") if r.get("scope") == "central")
+        return AuditRecords(
+            transcript={"canary_projection": proj},
+            secrets={
+                "canary_included": self._included.copy(),
+                "canary_participations": joins.sum(axis=0).astype(np.int64),
+            },
+            joins=joins,
+            design={
+                **{k: v for k, v in self.config().items() if k != "example"},
+                "directions": "blocks" if self._u is None else "given",
+            },
+            ledger_charges=int(charges),
+        )
+
     # ------------------------------------------------------------------ finish
     def config(self) -> dict[str, Any]:
         """The public design and the claim (config.json ``config``)."""
@@ -514,8 +631,16 @@ class CanaryAudit:
             "expected_batch_size": c["expected_batch_size"],
         }
 
-    def finish(self, *, audit: bool = True, model: Any = None, score_fn: Any = None) -> Any:
+    def finish(self, *, audit: bool = True, model: Any = None, score_fn: Any = None,
+               transcript: dict[str, Any] | None = None) -> Any:  # fmt: skip
         """Write the run directory, run the one-run audit; the white-box result.
+
+        Embedded (``accountant=``, no ``out``): unhook and return the
+        :class:`~ldp_audit.opacus.embed.AuditRecords`; with a ``writer``, also write
+        ``transcript.npz`` (the caller's ``transcript`` arrays and ``canary_projection``) and
+        ``secrets.npz`` through it. Nothing is audited here (``audit`` is ignored): the caller
+        finishes its run and audits it with its own reader. Without updates the records are
+        empty (no error: the caller's run may have stopped before its first update).
 
         The optimizer is unhooked (later steps are neither charged nor recorded). The result
         (an ``AttackResult``; black-box in ``extra["black_box"]``) is also written into the run
@@ -540,10 +665,23 @@ class CanaryAudit:
         from ldp_audit.opacus.writer import write_run
         from ldp_audit.rundir import write_artifact
 
+        if transcript is not None and not (self.embedded and self._writer is not None):
+            raise InvalidParameterError(
+                "transcript: only for an embedded audit with a writer (the caller's arrays "
+                "written beside the canaries' in transcript.npz)"
+            )
         if self._finished:
             raise InvalidParameterError("finish: this CanaryAudit is already finished")
         if self._opt is None:
             raise InvalidParameterError("finish: attach(optimizer, ...) was never called")
+        if self.embedded:
+            self._uninstall()
+            self._finished = True
+            rec = self._embedded_records()
+            if self._writer is not None:
+                self._writer.write_npz("transcript.npz", {**(transcript or {}), **rec.transcript})
+                self._writer.write_npz("secrets.npz", rec.secrets)
+            return rec
         if not self._proj:
             raise InvalidParameterError(
                 f"finish: no optimizer step ran since attach (0 updates); nothing to audit, "
