@@ -123,7 +123,8 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
     from ldp_audit.training.dprl_reproduce import ReproduceSettings
 
     rdocs = field_docs(ReproduceSettings)
-    noise_default = " ".join(f"{x:g}" for x in ReproduceSettings().dpsgd_noise)
+    noise = ReproduceSettings.__dataclass_fields__["dpsgd_noise"].default  # not built: no import
+    noise_default = " ".join(f"{x:g}" for x in noise)
     r.add_argument(
         "--noise",
         dest="cfg__dpsgd_noise",
