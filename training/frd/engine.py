@@ -689,7 +689,8 @@ def distil_rows(nets: _Nets, flat: Any, m: Any, v: Any, t: Any, X: Any, T: Any,
         for s in range(0, perm.numel(), batch):
             b = perm[s : s + batch]
             xb = X[b][None].expand(a, -1, -1)
-            logits, cache = nets.forward("actor", xb, rows, flat=flat)
+            # ``flat`` is contiguous (A', P), as the former per-minibatch gather of the rows was
+            logits, cache = nets.forward("actor", xb, flat=flat)
             p = torch.softmax(logits, dim=2)
             g = torch.cat(_Nets.backward((p - T[b][None]) / b.numel(), cache), dim=1)
             adam_step_rows(flat, m, v, t, g, rows, nets.actor_size, lr)
