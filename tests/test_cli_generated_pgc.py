@@ -1,8 +1,9 @@
 """``ldp-audit train pgc-a3c``: the learning constants (eta, gamma, lam, beta, alpha_start,
-alpha_decay) are options generated from ``PgcA3cConfig`` (issue 25, "Configs are the CLI"):
-their bounds, written once in the config and justified in the field docs, are checked by the
-command line (exit 2 naming the option, before any work) and by the config itself; the values
-given reach the CartPole engine's config and the Gymnasium trainer's."""
+alpha_decay) and the engine's clip, buffer_size, reduced_dim, window and target_score are options
+generated from ``PgcA3cConfig`` (issue 25, "Configs are the CLI"): their bounds, written once in
+the config and justified in the field docs, are checked by the command line (exit 2 naming the
+option, before any work) and by the config itself; the learning constants given reach the
+CartPole engine's config and the Gymnasium trainer's, the engine's options the engine's only."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
 
 LEARNING = ("eta", "gamma", "lam", "beta", "alpha_start", "alpha_decay")
+ENGINE = ("clip", "buffer_size", "reduced_dim", "window", "target_score")
 TINY = ["train", "pgc-a3c", "--mechanism", "laplace", "--epsilon", "1", "--max-submissions", "20"]
 
 
@@ -64,6 +66,10 @@ def test_each_learning_constant_is_a_bounded_documented_option() -> None:
         b = fields[name].metadata["ldp_audit"]
         assert b["maximum"] is not None and b["minimum"] is not None, name  # both ends
         assert "in (" in docs[name] or "in [" in docs[name], name  # the doc states the range
+    for name in ENGINE:
+        assert "--" + name.replace("_", "-") in p._option_string_actions, name
+    # every field has its bounds in its metadata (the bool stop_at_target needs none)
+    assert [f for f, v in fields.items() if "ldp_audit" not in v.metadata] == ["stop_at_target"]
     assert "(> 0, <= 1000; default: 0.5)" in text  # --eta
     assert "(> 0, <= 1; default: 0.99)" in text  # --gamma
     assert "(>= 0, <= 1000; default: 0.01)" in text  # --beta
@@ -81,6 +87,21 @@ def test_the_constants_given_reach_the_config(captured: None) -> None:
     assert (cfg.eta, cfg.gamma, cfg.lam, cfg.beta) == (0.25, 1.0, 1000.0, 0.0)
     assert (cfg.alpha_start, cfg.alpha_decay) == (0.0, 1e12)
     assert cfg.effective_aggregator_lr == 0.25  # eta is the SGD step
+
+
+def test_the_engines_options_reach_its_config(captured: None) -> None:
+    prs = [*TINY[:3], "prs", *TINY[4:]]
+    argv = [*prs, "--clip", "0.5", "--buffer-size", "7", "--reduced-dim", "112", "--window", "3"]
+    cfg = _config_of([*argv, "--target-score", "-1e-3"])  # a minus value is a value
+    assert (cfg.clip, cfg.buffer_size, cfg.reduced_dim) == (0.5, 7, 112)
+    assert (cfg.window, cfg.target_score, cfg.mechanism) == (3, -1e-3, "prs")
+    cfg = _config_of([*TINY, "--clip", "none", "--buffer-size", "none"])
+    assert (cfg.clip, cfg.buffer_size, cfg.effective_clip) == (None, None, 0.01)  # the paper's
+    assert all(getattr(_config_of(TINY), n) == getattr(PgcA3cConfig(), n) for n in ENGINE)
+    # CartPole-v1's gravity through --env is the engine: its options apply there too
+    gym = ["--env", "CartPole-v1", "--private-param", "gravity=9.7,9.9"]
+    cfg = _config_of([*TINY, *gym, "--window", "4", "--clip", "0.02"])
+    assert (cfg.window, cfg.clip, cfg.gravities) == (4, 0.02, (9.7, 9.9))
 
 
 def test_the_constants_reach_the_gymnasium_trainer(captured: None) -> None:
@@ -112,8 +133,19 @@ def test_the_constants_reach_the_gymnasium_trainer(captured: None) -> None:
         (["--alpha-decay", "0"], ("--alpha-decay", "alpha_decay must be finite and > 0")),
         (["--alpha-decay", "2e12"], ("--alpha-decay", "alpha_decay must be <= 1e+12")),
         (["--alpha-decay", "1_0"], ("--alpha-decay", "'1_0'")),
+        (["--clip", "0"], ("--clip must be a finite number in (0, inf), got '0'",)),
+        (["--clip", "inf"], ("--clip", "'inf'")),
+        (["--clip", "1e300"], ("--clip", "could move by")),  # noisy steps would overflow
+        (["--buffer-size", "0"], ("--buffer-size must be an integer >= 1, got '0'",)),
+        (["--reduced-dim", "113"], ("--reduced-dim must be <= 112, got '113'",)),
+        (["--reduced-dim", "3"], ("reduced_dim applies to mechanism='prs' only",)),
+        (["--window", "0"], ("--window must be an integer >= 1, got '0'",)),
+        (["--target-score", "nan"], ("--target-score", "'nan'")),
+        (["--budget", "1"], ("unrecognized arguments: --budget",)),  # no option: see train_cmd
+        (["--env", "Acrobot-v1", "--private-param", "LINK_MASS_1=0.5,1", "--clip", "1",
+          "--window", "3"], ("--clip, --window: options of the CartPole engine",)),
     ],
-)
+)  # fmt: skip
 def test_bad_constants_exit_2_by_name_before_any_work(
     argv: list[str],
     needles: tuple[str, ...],
@@ -122,10 +154,12 @@ def test_bad_constants_exit_2_by_name_before_any_work(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     out = tmp_path / "run"
-    with pytest.raises(SystemExit) as e:
-        main([*TINY, *argv, "--out", str(out)])
+    try:  # argparse exits 2; a refusal after parsing (InvalidParameterError) returns 2
+        code = main([*TINY, *argv, "--out", str(out)])
+    except SystemExit as e:
+        code = e.code
     err = capsys.readouterr().err
-    assert e.value.code == 2, err
+    assert code == 2, err
     for needle in needles:
         assert needle in err, (needle, err)
     assert not out.exists()

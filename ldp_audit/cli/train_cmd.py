@@ -55,6 +55,10 @@ _TRAIN_GENERATED = ("stop_at_target", *_REPRO_GENERATED)
 #: the learning constants, options of ``train pgc-a3c`` only (given ones reach the config, the
 #: Gymnasium trainer's too: GymPgcConfig has the same fields, checked by the same code)
 _TRAIN_LEARNING = ("eta", "gamma", "lam", "beta", "alpha_start", "alpha_decay")
+#: the release's and the metrics' settings, options of ``train pgc-a3c`` for the CartPole
+#: engine (refused with another --env: GymPgcConfig has no reduced_dim, window, target_score,
+#: and its path no step-scale check of clip)
+_TRAIN_ENGINE = ("clip", "buffer_size", "reduced_dim", "window", "target_score")
 
 
 def _plain_dests(p: argparse.ArgumentParser, names: list[str]) -> None:
@@ -161,6 +165,15 @@ def register_pgc(tsub: Any, rsub: Any) -> None:
         PgcA3cConfig,
         skip=[f for f in PgcA3cConfig.__dataclass_fields__ if f not in _TRAIN_LEARNING],
         group_title="the learning constants (PgcA3cConfig; generated)",
+    )
+    # --clip, --buffer-size, --reduced-dim, --window, --target-score (none: the paper's
+    # per-mechanism default where the field takes None). budget has no option: a run that hits
+    # it fails mid-run; a ledger's budget is the budget command's (ldp-audit budget)
+    add_arguments(
+        p,
+        PgcA3cConfig,
+        skip=[f for f in PgcA3cConfig.__dataclass_fields__ if f not in _TRAIN_ENGINE],
+        group_title="the release and the metrics (PgcA3cConfig; generated; CartPole engine)",
     )
     p.set_defaults(func=_train_pgc)
 
@@ -269,6 +282,16 @@ def iter_system_cli_modules() -> list[Any]:
     return [importlib.import_module(m) for m in dict.fromkeys(system_cli_modules())]
 
 
+def _cartpole_engine(args: argparse.Namespace) -> bool:
+    """``--env CartPole-v1 --private-param gravity=...`` (no --env-module) runs on the paper's
+    CartPole engine (ldp_audit.cli.gym_cmd.train_gym); a missing --private-param is refused
+    there, so it counts as the engine here."""
+    pp = args.private_param
+    return pp is None or (
+        args.env == "CartPole-v1" and pp[0] == "gravity" and args.env_module is None
+    )
+
+
 def _train_pgc(args: argparse.Namespace) -> int:
     if args.mechanism == "none":
         if args.epsilon is not None and not math.isinf(args.epsilon):
@@ -282,9 +305,16 @@ def _train_pgc(args: argparse.Namespace) -> int:
                 f"--epsilon is required with --mechanism {args.mechanism}, got none"
             )
         eps_kw = {"epsilon": args.epsilon}
-    from ldp_audit.config import given_fields
+    from ldp_audit.config import given_fields, option_name
 
-    eps_kw.update(given_fields(args))  # the learning constants given (--eta, --gamma, ...)
+    given = given_fields(args)  # the generated options given (--eta, --clip, ...)
+    engine_only = [option_name(k) for k in _TRAIN_ENGINE if k in given]
+    if engine_only and getattr(args, "env", None) is not None and not _cartpole_engine(args):
+        raise InvalidParameterError(
+            f"{', '.join(engine_only)}: options of the CartPole engine; with --env {args.env} "
+            "they do not apply (docs/gymnasium.md)"
+        )
+    eps_kw.update(given)
     if getattr(args, "env", None) is not None:  # any Gymnasium env (ldp_audit.cli.gym_cmd)
         from ldp_audit.cli.gym_cmd import train_gym
 
@@ -419,11 +449,11 @@ def _check_step_scale(cfg: Any) -> None:
     move = cfg.effective_aggregator_lr * scale * cfg.max_submissions
     if not move <= _MAX_THETA_MOVE:
         raise InvalidParameterError(
-            f"--epsilon / --aggregator-lr: the parameters could move by {move:.3g} (aggregator "
-            f"step {cfg.effective_aggregator_lr:g} x report scale {scale:.3g} x "
+            f"--epsilon / --clip / --aggregator-lr: the parameters could move by {move:.3g} "
+            f"(aggregator step {cfg.effective_aggregator_lr:g} x report scale {scale:.3g} x "
             f"{cfg.max_submissions} submissions), beyond the {_MAX_THETA_MOVE:g} accepted "
             "(training turns to NaN well before doubles overflow); raise --epsilon or lower "
-            "--aggregator-lr"
+            "--clip, --aggregator-lr or --eta (the SGD step when --aggregator-lr is none)"
         )
 
 

@@ -221,13 +221,15 @@ class PgcA3cConfig(_SharedFields):
     """Submissions per trial before training stops (the paper's N = 90,000)."""
     rounds: int = field(default=1, metadata=bounds(minimum=1))
     """Submissions per agent T; each at epsilon/T (section 3.2.1). 1 = the paper's main setting."""
-    clip: float | None = None
-    """C: L1 sensitivity for Laplace (eq. 19-20), element clip for PRS (eq. 23). None = paper
+    clip: float | None = field(default=None, metadata=bounds(minimum=0, open_min=True))
+    """C: L1 sensitivity for Laplace (eq. 19-20), element clip for PRS (eq. 23); finite, > 0
+    (``train pgc-a3c`` also refuses a C whose noisy steps could overflow theta). None = paper
     default (0.01 Laplace, 1 PRS, 10 for the non-private baseline)."""
-    buffer_size: int | None = None
+    buffer_size: int | None = field(default=None, metadata=bounds(minimum=1))
     """MAX_BUF |B| of Algorithm 1. None = paper default (1 Laplace and none, 100 PRS)."""
-    reduced_dim: int | None = None
-    """PRS d_hat; None = max{1, min{d, floor(eps/2.5)}} at the per-submission epsilon."""
+    reduced_dim: int | None = field(default=None, metadata=bounds(minimum=1, maximum=DIM))
+    """PRS d_hat, in [1, d] (d = 112; PRS only); None = max{1, min{d, floor(eps/2.5)}} at the
+    per-submission epsilon."""
     eta: float = field(
         default=0.5, metadata=bounds(minimum=0, open_min=True, maximum=_MAX_ETA, check=_check_eta)
     )
@@ -253,13 +255,17 @@ class PgcA3cConfig(_SharedFields):
     )
     """Entropy weight beta of eq. 16, in [0, 1000] (0: no entropy bonus): a weight relative to
     the policy loss (weight 1; the paper's 0.01), bounded for the reason of ``lam``."""
-    gravities: tuple[float, ...] = PAPER_GRAVITIES
+    gravities: tuple[float, ...] = field(
+        default=PAPER_GRAVITIES, metadata=bounds(minimum=0, open_min=True)
+    )
     """The private gravity psi of an agent is drawn uniformly from these."""
-    agent_gravities: tuple[float, ...] | None = None
+    agent_gravities: tuple[float, ...] | None = field(
+        default=None, metadata=bounds(minimum=0, open_min=True)
+    )
     """Optional fixed gravity of agent a (agents numbered in arrival order within each trial),
     e.g. to plant canaries for membership inference; agents beyond its length draw from
     ``gravities``. The reset stream is consumed the same way either way."""
-    episode_steps: int = 200
+    episode_steps: int = field(default=200, metadata=bounds(minimum=1))
     """Episodes are cut after this many steps (score max 200)."""
     alpha_start: float = field(
         default=0.5, metadata=bounds(minimum=0, maximum=1, check=_check_alpha_start)
@@ -281,11 +287,11 @@ class PgcA3cConfig(_SharedFields):
     match does; an ablation, see README)."""
     stop_at_target: bool = False
     """Stop a trial once mu_n >= target_score is certain (FST known, eq. 26); later zeta are NaN."""
-    target_score: float = 195.0
-    """Theta of eq. 26."""
-    window: int = 10
-    """m of eq. 25."""
-    budget: float | None = None
+    target_score: float = field(default=195.0, metadata=bounds())
+    """Theta of eq. 26 (finite; the paper's 195 of CartPole's at most 200 per episode)."""
+    window: int = field(default=10, metadata=bounds(minimum=1))
+    """m of eq. 25: the scores averaged into mu_n."""
+    budget: float | None = field(default=None, metadata=bounds(minimum=0, open_min=True))
     """Optional per-agent epsilon budget enforced by the accountant (None = no budget)."""
     clip_kind: str = field(default="l1", metadata=bounds(choices=_CLIP_KINDS))
     """How a report is clipped before the Laplace noise: "l1" (eq. 19 as printed, L1 norm C/2,
