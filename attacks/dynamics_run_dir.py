@@ -154,6 +154,21 @@ def attack_run_dir(
         )
         est = ShadowGradientAttack(mechanism, method="classifier", random_state=n_rng)
         ll[:] = est.fit(shadow, shadow_g).log_likelihood(tr["report"][rows])
+    return _posterior_by_group(ll, rows, group_of_row, uniq, cands, mechanism)
+
+
+def _posterior_by_group(
+    ll: np.ndarray,
+    rows: np.ndarray,
+    group_of_row: np.ndarray,
+    groups: np.ndarray,
+    cands: np.ndarray,
+    mechanism: Any,
+) -> dict[str, Any]:
+    """The attack's prediction from the per-report log-likelihoods ``ll`` (rows x candidates) of
+    the transcript rows ``rows``: the reports of one group are independent given its value, so
+    their log-likelihoods add (uniform prior); the guess is the argmax, the posterior normalised.
+    """
     g_rows = group_of_row[rows]
     gids, inv = np.unique(g_rows, return_inverse=True)
     total = np.zeros((gids.size, cands.size))
@@ -161,7 +176,7 @@ def attack_run_dir(
     post = np.exp(total - logsumexp(total, axis=1, keepdims=True))
     return {
         "rows": rows,
-        "groups": uniq[gids],
+        "groups": groups[gids],
         "group_of_row": inv,
         "guess": cands[np.argmax(total, axis=1)],
         "posterior": post,
@@ -471,21 +486,8 @@ def attack_private_param_run(
         with threadpool_limits(limits=1, user_api="openmp"):
             ll[:] = est.fit(shadow, shadow_g).log_likelihood(tr["report"][rows])
         used = "classifier"
-    g_rows = group_of_row[rows]
-    gids, inv = np.unique(g_rows, return_inverse=True)
-    total = np.zeros((gids.size, cands.size))
-    np.add.at(total, inv, ll)
-    post = np.exp(total - logsumexp(total, axis=1, keepdims=True))
     return {
-        "rows": rows,
-        "groups": uniq[gids],
-        "group_of_row": inv,
-        "guess": cands[np.argmax(total, axis=1)],
-        "posterior": post,
-        "candidates": cands.tolist(),
-        "mechanism": mechanism_config(mechanism),
-        "epsilon": mechanism_epsilon(mechanism),
-        "reports_per_group": np.bincount(inv, minlength=gids.size),
+        **_posterior_by_group(ll, rows, group_of_row, uniq, cands, mechanism),
         "parameter": pp["name"],
         "env_id": pp.get("env_id"),
         "method": used,
