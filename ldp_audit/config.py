@@ -20,11 +20,21 @@ hand-written subcommand this way (docs/systems.md)::
         epsilon: float = field(default=1.0, metadata=bounds(minimum=0, inf=True, open_min=True))
         \"\"\"Epsilon of one report.\"\"\"
 
-Types read from the command line: ``bool`` (``--x`` / ``--no-x``), ``int``, ``float``, ``str``,
-``Literal[...]`` (choices), ``tuple[T, ...]`` / ``list[T]`` of those scalars (several values after
-the option, at least one unless ``bounds(empty=True)``) and ``T | None`` (the word ``none`` gives
-None). A field of another type (a nested config, a mapping) gets no option; ``--set KEY=VALUE``
-(JSON) still reaches it.
+Types read from the command line: ``bool`` (``--x`` / ``--no-x``), ``bool | None`` (``--x`` /
+``--no-x``; absent: the field's default, None), ``int``, ``float``, ``str``, ``Literal[...]``
+(choices), ``tuple[T, ...]`` / ``list[T]`` of those scalars (several values after the option, at
+least one unless ``bounds(empty=True)``) and ``T | None`` (the word ``none`` gives None). A field
+of any type whose ``bounds(parse=..., whole=True)`` reads the option's one string into the whole
+value (a nested tuple such as a box ``lo,hi;lo,hi``, a comma-separated list) gets an option too.
+A field of another type (a nested config, a mapping) gets no option; ``--set KEY=VALUE`` (JSON)
+still reaches it.
+
+Where the command line differs from the Python API, the field's metadata says so, once:
+``bounds(required=True)`` (the option must be given; the Python default stays for Python
+callers), ``bounds(option="--noise")`` (the option's name, when it is not the field's) and
+``bounds(cli_default=500)`` (the command line's default when it differs from the Python one; the
+help shows both). ``--help`` writes numbers with ``:g`` (``<= 1e+06``) and None as ``none``,
+the word the command line reads.
 
 Negative numbers as values: argparse reads an argument that starts with ``-`` as an option unless
 it looks like a negative number, and its own test (``-1``, ``-0.5``) misses ``-1e-3``, ``-inf``
@@ -64,7 +74,14 @@ _BOUND_KEYS = (
     "parse",
     "check",
     "empty",
+    "required",
+    "option",
+    "cli_default",
+    "whole",
 )
+
+#: an option's name: two dashes, then lowercase letters, digits and single dashes
+_OPTION = re.compile(r"^--[a-z0-9]+(?:-[a-z0-9]+)*$")
 
 #: what add_arguments' parsers read as a (negative) number rather than as an option: "-" and a
 #: digit, "-." and a digit (argparse's own rule misses -1e-3), and -inf / -infinity / -nan
@@ -82,6 +99,10 @@ def bounds(
     parse: Callable[[str], Callable[[str], Any]] | None = None,
     check: Callable[[Any], Any] | None = None,
     empty: bool = False,
+    required: bool = False,
+    option: str | None = None,
+    cli_default: Any = dataclasses.MISSING,
+    whole: bool = False,
 ) -> dict[str, Any]:
     """Field metadata for :func:`dataclasses.field`: the interval a number must lie in
     (``open_min`` / ``open_max`` exclude the end), whether ``inf`` is a value (an infinite
@@ -95,10 +116,35 @@ def bounds(
     show it in ``--help``. ``empty``: a tuple/list field may be given with no value (the option
     alone gives the empty tuple, e.g. "skip this stage"); otherwise it needs one or more. The
     command line checks them; the config's own ``__post_init__`` remains the authority (a
-    Python caller never goes through argparse)."""
+    Python caller never goes through argparse).
+
+    What differs on the command line only: ``required``: the option must be given (argparse's
+    "the following arguments are required"; the Python default stays for Python callers, and
+    the help says "required" instead of the default). ``option``: the option's name when it is
+    not the field's (``bounds(option="--noise")`` on ``dpsgd_noise``; its metavar follows it).
+    ``cli_default``: the value the command line uses when the option is not given, when it
+    differs from the Python default (``--help`` shows both; :func:`given_fields` returns it,
+    :func:`from_args` lets ``--set`` replace it). ``whole``: ``parse`` (then required) reads the
+    option's one string into the whole field's value (a nested tuple such as a box, a
+    comma-separated list: its own spelling and messages; ``T | None`` fields still read
+    ``none``), instead of one element per value."""
     for name, fn in (("parse", parse), ("check", check)):
         if fn is not None and not callable(fn):
             raise InvalidParameterError(f"bounds: {name} must be callable, got {fn!r}")
+    for name, flag in (("required", required), ("whole", whole), ("empty", empty)):
+        if not isinstance(flag, bool):
+            raise InvalidParameterError(f"bounds: {name} must be True or False, got {flag!r}")
+    if option is not None and not (isinstance(option, str) and _OPTION.match(option)):
+        raise InvalidParameterError(
+            f"bounds: option must be an option name such as '--noise', got {option!r}"
+        )
+    if whole and parse is None:
+        raise InvalidParameterError("bounds: whole=True needs parse (the whole field's reader)")
+    if required and cli_default is not dataclasses.MISSING:
+        raise InvalidParameterError(
+            f"bounds: a required option has no command-line default, got cli_default "
+            f"{cli_default!r}"
+        )
     if minimum is not None and maximum is not None and minimum > maximum:
         raise InvalidParameterError(f"bounds: minimum {minimum!r} > maximum {maximum!r}")
     out: dict[str, Any] = {
@@ -111,13 +157,39 @@ def bounds(
         "parse": parse,
         "check": check,
         "empty": bool(empty),
+        "required": required,
+        "option": option,
+        "cli_default": cli_default,
+        "whole": whole,
     }
     return {"ldp_audit": out}
 
 
 def _bounds_of(f: dataclasses.Field) -> dict[str, Any]:
     b = dict(f.metadata.get("ldp_audit", {})) if f.metadata else {}
-    return {k: b.get(k) for k in _BOUND_KEYS}
+    out = {k: b.get(k) for k in _BOUND_KEYS}
+    out["cli_default"] = b.get("cli_default", dataclasses.MISSING)
+    return out
+
+
+def _field_option(f: dataclasses.Field) -> str:
+    """The field's option: ``bounds(option=...)``, else :func:`option_name` of its name."""
+    return _bounds_of(f)["option"] or option_name(f.name)
+
+
+class _CliDefault:
+    """An option's command-line default (``bounds(cli_default=...)``) as argparse stores it:
+    :func:`given_fields` tells it from a value the user gave."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        return _show(self.value)
+
+    __str__ = __repr__
 
 
 def _attributes_section(doc: str | None) -> dict[str, str]:
@@ -305,8 +377,17 @@ def _option_spec(f: dataclasses.Field, tp: Any, opt: str) -> dict[str, Any] | No
     """``add_argument`` keywords for one field, or None when it has no command-line form."""
     b = _bounds_of(f)
     tp, optional = _unwrap_optional(tp)
-    if tp is bool and not optional:
+    if tp is bool:  # bool | None too: absent keeps the default (None)
         return {"action": argparse.BooleanOptionalAction}
+    if b.get("whole"):  # parse reads the one string into the whole value
+        whole = _scalar_parser(None, opt, b)
+        if optional:
+
+            def conv_whole_none(text: str) -> Any:
+                return None if text.strip().lower() == "none" else whole(text)
+
+            return {"type": conv_whole_none}
+        return {"type": whole}
     origin = typing.get_origin(tp)
     nargs = None
     choices = b.get("choices")
@@ -353,6 +434,28 @@ def _option_spec(f: dataclasses.Field, tp: Any, opt: str) -> dict[str, Any] | No
     return spec
 
 
+def _num(x: Any) -> str:
+    """A bound for ``--help``: a float with ``:g`` (``1e+06``, not ``1000000.0``) unless that
+    loses digits (then its repr), an int as it is."""
+    if isinstance(x, float) and not isinstance(x, bool):
+        g = f"{x:g}"
+        return g if float(g) == x else repr(x)
+    return str(x)
+
+
+def _show(d: Any, *, sep: str = " ") -> str:
+    """A default for ``--help``: None as ``none`` (the word the command line reads), a tuple's
+    values separated by ``sep`` (a space: one value each; a comma, groups by ``;``, for a
+    ``whole`` field's spelling)."""
+    if d is None:
+        return "none"
+    if isinstance(d, (tuple, list)):
+        if sep != " " and d and all(isinstance(x, (tuple, list)) for x in d):
+            return ";".join(_show(x, sep=",") for x in d)
+        return sep.join(_show(x, sep=sep) for x in d) or "(empty)"
+    return str(d)
+
+
 def _default_text(f: dataclasses.Field) -> str | None:
     if f.default is not dataclasses.MISSING:
         d = f.default
@@ -363,18 +466,24 @@ def _default_text(f: dataclasses.Field) -> str | None:
             return None
     else:
         return None
-    if isinstance(d, (tuple, list)):
-        return " ".join(str(x) for x in d) or "(empty)"
-    return str(d)
+    b = _bounds_of(f)
+    sep = "," if b["whole"] else " "
+    if b["required"]:
+        return None
+    if b["cli_default"] is not dataclasses.MISSING:
+        return f"{_show(b['cli_default'], sep=sep)}; Python default: {_show(d, sep=sep)}"
+    return _show(d, sep=sep)
 
 
 def _bounds_text(f: dataclasses.Field) -> str:
     b = _bounds_of(f)
     parts = []
+    if b["required"]:
+        parts.append("required")
     if b["minimum"] is not None:
-        parts.append(f"{'>' if b['open_min'] else '>='} {b['minimum']}")
+        parts.append(f"{'>' if b['open_min'] else '>='} {_num(b['minimum'])}")
     if b["maximum"] is not None:
-        parts.append(f"{'<' if b['open_max'] else '<='} {b['maximum']}")
+        parts.append(f"{'<' if b['open_max'] else '<='} {_num(b['maximum'])}")
     if b["inf"]:
         parts.append("or inf" if b["minimum"] is not None else "or -inf, inf")
     return ", ".join(parts)
@@ -402,8 +511,10 @@ def add_arguments(
     the fields that got one. A field named in ``skip``, a field whose option the parser already
     has (``--seed``, ``--out``), and a field of a type with no command-line form get none.
     Options default to "not given" (:data:`argparse.SUPPRESS`): :func:`from_args` then leaves
-    the dataclass default in place, so a default is written once, in the config. ``parser``
-    then reads ``-inf`` and ``-1e-3`` after an option as values (module docstring)."""
+    the dataclass default in place, so a default is written once, in the config (or, for a
+    field with ``bounds(cli_default=...)``, the command line's default, also written there).
+    ``parser`` then reads ``-inf`` and ``-1e-3`` after an option as values (module
+    docstring)."""
     if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
         raise InvalidParameterError(f"cls must be a dataclass type, got {cls!r}")
     skip = set(skip)
@@ -420,12 +531,17 @@ def add_arguments(
     for f in dataclasses.fields(cls):
         if not f.init or f.name in skip or f.name.startswith("_"):
             continue
-        opt = option_name(f.name)
+        b = _bounds_of(f)
+        opt = _field_option(f)
         if opt in taken or f"--no-{opt[2:]}" in taken:
             continue
         spec = _option_spec(f, hints.get(f.name, Any), opt)
         if spec is None:
             continue
+        default: Any = argparse.SUPPRESS
+        if b["cli_default"] is not dataclasses.MISSING:
+            cd = b["cli_default"]
+            default = _CliDefault(tuple(cd) if isinstance(cd, list) else cd)
         help_parts = [_plain(docs.get(f.name, "")).rstrip(".") or f.name]
         extra = [x for x in (_bounds_text(f),) if x]
         d = _default_text(f)
@@ -433,12 +549,14 @@ def add_arguments(
             extra.append(f"default: {d}")
         if extra:
             help_parts.append(f"({'; '.join(extra)})")
+        metavar = None if spec.get("action") else opt[2:].replace("-", "_").upper()
         target.add_argument(
             opt,
             dest=f"cfg__{f.name}",
-            default=argparse.SUPPRESS,
+            default=default,
+            required=b["required"],
             help=" ".join(help_parts).replace("%", "%%"),
-            **{"metavar": None if spec.get("action") else f.name.upper(), **spec},
+            **{"metavar": metavar, **spec},
         )
         added.append(f.name)
     if added:
@@ -446,24 +564,34 @@ def add_arguments(
     return added
 
 
-def given_fields(args: argparse.Namespace) -> dict[str, Any]:
-    """The config fields given on the command line (by options from :func:`add_arguments`)."""
+def given_fields(args: argparse.Namespace, *, cli_defaults: bool = True) -> dict[str, Any]:
+    """The config fields given on the command line (by options from :func:`add_arguments`),
+    and the command-line defaults (``bounds(cli_default=...)``) of the options not given
+    (``cli_defaults=False``: only what the user gave)."""
     out = {}
     for key, value in vars(args).items():
         if key.startswith("cfg__"):
+            if isinstance(value, _CliDefault):
+                if not cli_defaults:
+                    continue
+                value = value.value
             out[key[len("cfg__") :]] = tuple(value) if isinstance(value, list) else value
     return out
 
 
 def from_args(cls: type, args: argparse.Namespace, **extra: Any) -> Any:
     """Build ``cls`` from the options a user gave (plus ``extra`` fields, e.g. from ``--set``);
-    every other field keeps its default. A field given twice is refused. The config's own
-    validation runs as usual, before any work."""
+    every other field keeps its default (the command line's, where the field has a
+    ``cli_default``; ``extra`` replaces that one). A field given twice is refused. The config's
+    own validation runs as usual, before any work."""
     kw = given_fields(args)
-    both = sorted(set(kw) & set(extra))
+    given = given_fields(args, cli_defaults=False)
+    both = sorted(set(given) & set(extra))
     if both:
-        raise InvalidParameterError(
-            f"{option_name(both[0])} and --set {both[0]}=... both given: give it once"
+        fields = (
+            {f.name: f for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else {}
         )
+        opt = _field_option(fields[both[0]]) if both[0] in fields else option_name(both[0])
+        raise InvalidParameterError(f"{opt} and --set {both[0]}=... both given: give it once")
     kw.update(extra)
     return cls(**kw)

@@ -49,7 +49,7 @@ def test_every_field_is_a_documented_bounded_option() -> None:
     assert set(before) <= options
     text = " ".join(p.format_help().split())
     assert "--attack-clip ATTACK_CLIP B of the clipped half of the attack sweep (>= 1e-06" in text
-    assert "(none: those of the first size) (>= 1; default: None)" in text
+    assert "(none: those of the first size) (>= 1; default: none)" in text
 
 
 def test_no_option_given_is_the_default_config() -> None:

@@ -181,8 +181,8 @@ def test_a_fields_check_refuses_in_the_configs_words_before_the_bounds() -> None
     p = argparse.ArgumentParser(prog="t", exit_on_error=False)
     assert add_arguments(p, Checked) == ["scale", "bound"]
     help_text = " ".join(p.format_help().split())
-    assert "(>= 0, <= 1000000.0; default: 1.0)" in help_text
-    assert "(>= 1e-06; default: None)" in help_text
+    assert "(>= 0, <= 1e+06; default: 1.0)" in help_text  # bounds with :g (issue 25)
+    assert "(>= 1e-06; default: none)" in help_text  # None as the word the option reads
     for argv, needle in [
         (["--scale", "1e40"], "argument --scale: scale must be in [0, 1e6] (float32 outputs)"),
         (["--scale", "-1"], "got -1.0"),
@@ -290,3 +290,166 @@ def test_a_parser_with_a_number_like_option_keeps_argparses_rule() -> None:
     assert args.one is True and from_args(Box, args).low == (-math.inf,)
     with pytest.raises(argparse.ArgumentError, match="expected at least one argument"):
         p.parse_args(["--low", "-1"])
+
+
+# ------------------------------------------------- where the command line differs (issue 25)
+
+
+def _read_pair_list(opt: str):  # noqa: ANN202
+    """A whole field's reader: ``a,b;c,d`` (strict numbers), its own message."""
+    from ldp_audit.cli._types import parse_real
+
+    def read(text: str) -> tuple[tuple[float, float], ...]:
+        try:
+            pairs = [tuple(parse_real(x, opt) for x in p.split(",")) for p in text.split(";")]
+        except argparse.ArgumentTypeError:
+            pairs = []
+        if not pairs or any(len(p) != 2 for p in pairs):
+            raise argparse.ArgumentTypeError(
+                f"{opt} must be 'lo,hi' pairs separated by ';', got {text!r}"
+            )
+        return tuple((float(a), float(b)) for a, b in pairs)
+
+    return read
+
+
+@dataclass(frozen=True, kw_only=True)
+class Cli:
+    """A config whose command line differs from its Python API."""
+
+    algo: Literal["a", "b"] = field(default="a", metadata=bounds(required=True))
+    """The algorithm."""
+    noise_levels: tuple[float, ...] = field(
+        default=(0.0, 0.5), metadata=bounds(minimum=0, maximum=1e6, option="--noise")
+    )
+    """Noise levels of the grid."""
+    canaries: int = field(default=800, metadata=bounds(minimum=0, cli_default=500))
+    """Canaries of the audit."""
+    box: tuple[tuple[float, float], ...] | None = field(
+        default=None, metadata=bounds(parse=_read_pair_list, whole=True)
+    )
+    """A box, one (lo, hi) pair per coordinate."""
+    pairs: tuple[tuple[float, float], ...] = field(
+        default=((0.0, 1.0), (2.0, 3.5)), metadata=bounds(parse=_read_pair_list, whole=True)
+    )
+    """Pairs (no None)."""
+    keep: bool | None = None
+    """Keep the updates (none: the algorithm decides)."""
+    rate: float = field(default=0.25, metadata=bounds(minimum=1e-7, maximum=0.123456789))
+    """A rate whose upper end has more digits than :g shows."""
+    cap: int = field(default=10, metadata=bounds(minimum=1, maximum=10_000_000))
+    """An integer cap (shown as an integer)."""
+
+
+def _cli_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="t", exit_on_error=False)
+    add_arguments(p, Cli)
+    return p
+
+
+def test_required_option_name_cli_default_whole_field_and_optional_bool() -> None:
+    p = _cli_parser()
+    args = p.parse_args(["--algo", "b"])
+    assert given_fields(args) == {"algo": "b", "canaries": 500}  # 500: the command line's
+    assert given_fields(args, cli_defaults=False) == {"algo": "b"}
+    assert from_args(Cli, args) == Cli(algo="b", canaries=500)
+    args = p.parse_args(
+        ["--algo", "a", "--noise", "0", "1e-3", "--canaries", "800", "--box=-1,1;-2.5,2.5"]
+        + ["--no-keep", "--pairs", "5,6"]
+    )
+    assert from_args(Cli, args) == Cli(
+        noise_levels=(0.0, 1e-3), canaries=800, box=((-1.0, 1.0), (-2.5, 2.5)), keep=False,
+        pairs=((5.0, 6.0),),
+    )  # fmt: skip
+    assert from_args(Cli, p.parse_args(["--algo", "a", "--keep"])).keep is True
+    assert from_args(Cli, p.parse_args(["--algo", "a", "--box", "none"])).box is None
+    # --set replaces a command-line default without a "given twice" refusal; a given one is
+    with pytest.raises(InvalidParameterError, match="--noise and --set noise_levels"):
+        from_args(Cli, p.parse_args(["--algo", "a", "--noise", "1"]), noise_levels=(2.0,))
+    assert from_args(Cli, p.parse_args(["--algo", "a"]), canaries=0).canaries == 0
+    with pytest.raises(InvalidParameterError, match="--canaries and --set canaries"):
+        from_args(Cli, p.parse_args(["--algo", "a", "--canaries", "3"]), canaries=0)
+
+
+def test_help_of_the_command_line_only_metadata() -> None:
+    text = " ".join(_cli_parser().format_help().split())
+    assert "--algo {a,b} The algorithm (required)" in text
+    assert (
+        "--noise NOISE [NOISE ...] Noise levels of the grid (>= 0, <= 1e+06; default: 0.0 0.5)"
+        in text
+    )
+    assert (
+        "--canaries CANARIES Canaries of the audit (>= 0; default: 500; Python default: 800)"
+        in text
+    )
+    assert "--box BOX A box, one (lo, hi) pair per coordinate (default: none)" in text
+    assert "--pairs PAIRS Pairs (no None) (default: 0.0,1.0;2.0,3.5)" in text
+    assert (
+        "--keep, --no-keep Keep the updates (none: the algorithm decides) (default: none)" in text
+    )
+    assert "(>= 1e-07, <= 0.123456789; default: 0.25)" in text  # :g would drop digits: repr
+    assert "(>= 1, <= 10000000; default: 10)" in text  # an int stays an int
+    assert "--noise-levels" not in text
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        ([], "the following arguments are required: --algo"),
+        (["--algo", "c"], "--algo must be one of 'a', 'b', got 'c'"),
+        (
+            ["--algo", "a", "--noise", "nan"],
+            "--noise must be a finite number in [0, 1e+06], got 'nan'",
+        ),
+        (
+            ["--algo", "a", "--noise", "0", "-1e-3"],
+            "--noise must be a finite number in [0, 1e+06], got '-1e-3'",
+        ),
+        (["--algo", "a", "--canaries", "-1"], "--canaries must be an integer >= 0, got '-1'"),
+        (["--algo", "a", "--canaries", "1_0"], "--canaries must be an integer"),
+        (
+            ["--algo", "a", "--box", "1,2;3"],
+            "--box must be 'lo,hi' pairs separated by ';', got '1,2;3'",
+        ),
+        (
+            ["--algo", "a", "--box", "nan,1"],
+            "--box must be 'lo,hi' pairs separated by ';', got 'nan,1'",
+        ),
+        (["--algo", "a", "--box", ""], "--box must be 'lo,hi' pairs separated by ';', got ''"),
+        (
+            ["--algo", "a", "--pairs", "none"],
+            "--pairs must be 'lo,hi' pairs separated by ';', got 'none'",
+        ),
+        (["--algo", "a", "--box", "1,2", "3,4"], "unrecognized arguments: 3,4"),
+        (["--algo", "a", "--keep=1"], "--keep"),
+    ],
+)
+def test_command_line_only_metadata_refuses_bad_input_by_name(
+    argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Bad input: exit 2 naming the option and the value (argparse's own exits included)."""
+    p = argparse.ArgumentParser(prog="t")  # exits 2 like the CLI
+    add_arguments(p, Cli)
+    with pytest.raises(SystemExit) as e:
+        p.parse_args(argv)
+    assert e.value.code == 2
+    assert needle in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("kw", "needle"),
+    [
+        ({"option": "noise"}, "option must be an option name such as '--noise', got 'noise'"),
+        ({"option": "--Noise"}, "got '--Noise'"),
+        ({"option": "--no ise"}, "got '--no ise'"),
+        ({"option": 3}, "got 3"),
+        ({"whole": True}, "whole=True needs parse"),
+        ({"required": True, "cli_default": 5}, "a required option has no command-line default"),
+        ({"required": 1}, "required must be True or False, got 1"),
+        ({"whole": "yes", "parse": _read_pair_list}, "whole must be True or False, got 'yes'"),
+    ],
+)
+def test_bad_command_line_metadata_is_refused(kw: dict, needle: str) -> None:
+    with pytest.raises(InvalidParameterError) as e:
+        bounds(**kw)
+    assert needle in str(e.value)

@@ -57,8 +57,17 @@ def test_train_attack_report(tmp_path, capsys) -> None:
         ),
         (["--clip", "0"], "--clip must be a finite number in (0, 1e+06], got '0'"),
         (["--delta", "1"], "--delta must be a finite number in (0, 1), got '1'"),
-        (["--state-box", "1,2"], "--state-box must be"),
-        (["--state-box", "nan,1;0,1;0,1;0,1"], "--state-box must be"),
+        (
+            ["--state-box", "1,2"],
+            "argument --state-box: --state-box must be 'cartpole' or four 'lo,hi' pairs "
+            "separated by ';', got '1,2'",
+        ),
+        (["--state-box", "nan,1;0,1;0,1;0,1"], "got 'nan,1;0,1;0,1;0,1'"),
+        (["--state-box", "1_0,1;0,1;0,1;0,1"], "--state-box must be 'cartpole' or four"),
+        (["--state-box", "cartpole;"], "--state-box must be 'cartpole' or four"),
+        (["--state-box=-inf,1;-1,1;-1,1;-1,1"], "--state-box must be 'cartpole' or four"),
+        (["--state-box", "1,2;3,4;5,6;7,8;9,10"], "--state-box must be 'cartpole' or four"),
+        (["--store-updates=yes"], "--store-updates"),  # a flag takes no value
         (["--hidden", "0"], "--hidden must be an integer >= 1, got '0'"),
         (
             ["--per-sample", "fast"],
@@ -77,7 +86,11 @@ def test_train_attack_report(tmp_path, capsys) -> None:
             "--exploration-fraction must be a finite number in (0, 1], got '0'",
         ),
         (["--device", "tpu"], "--device must be one of 'cpu', 'cuda', 'auto', got 'tpu'"),
-        (["--algo", "ppo"], "argument --algo: invalid choice: 'ppo'"),
+        (["--algo", "ppo"], "argument --algo: --algo must be one of 'reinforce', 'dqn', got 'ppo'"),
+        (
+            ["--privacy", "ldp"],
+            "argument --privacy: --privacy must be one of 'none', 'dpsgd', 'obs-noise', got 'ldp'",
+        ),
     ],
 )
 def test_bad_cli_input_is_usage_error(tmp_path, capsys, args, needle) -> None:  # noqa: ANN001

@@ -100,7 +100,12 @@ def test_reproduce_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> 
     ("args", "needle"),
     [
         (["--audit-canaries", "1"], "audit_canaries must be 0 or an integer >= 2, got 1"),
-        (["--audit-canaries", "-2"], "--audit-canaries must be an integer >= 0, got '-2'"),
+        (
+            ["--audit-canaries", "-2"],
+            "--audit-canaries: audit_canaries must be 0 or an integer >= 2",
+        ),
+        (["--audit-canaries", "1.5"], "--audit-canaries must be an integer, got '1.5'"),
+        (["--dpsgd-noise", "1"], "unrecognized arguments: --dpsgd-noise 1"),  # spelled --noise
         (["--noise", "0", "nan"], "--noise must be a finite number in [0, "),
         (["--noise", "2e6"], "--noise must be a finite number in [0, "),
         (["--obs-noise", "-1"], "--obs-noise must be a finite number in [0, "),
@@ -122,8 +127,8 @@ def test_reproduce_bad_options_exit_2_before_any_file(
 
 
 def test_train_options_cover_the_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Every DprlConfig field but store_updates is an option; unset options keep the config's
-    defaults; each option reaches its field."""
+    """Every DprlConfig field is an option; unset options keep the config's defaults; each
+    option reaches its field."""
     from ldp_audit.cli import build_parser
     from ldp_audit.training.dprl_config import DprlConfig
 
@@ -132,7 +137,8 @@ def test_train_options_cover_the_config(monkeypatch: pytest.MonkeyPatch, tmp_pat
                  if isinstance(a, argparse._SubParsersAction)).choices["dprl"]  # fmt: skip
     opts = {s for a in train._actions for s in a.option_strings}
     fields = {f.name for f in dataclasses.fields(DprlConfig)}
-    assert {n for n in fields if f"--{n.replace('_', '-')}" not in opts} == {"store_updates"}
+    assert {n for n in fields if f"--{n.replace('_', '-')}" not in opts} == set()
+    assert "--no-store-updates" in opts
     base = ["--algo", "dqn", "--privacy", "dpsgd"]
     assert _parsed(monkeypatch, "train", base, tmp_path) == DprlConfig(algo="dqn")
     given = ["--lr", "0.003", "--buffer-size", "64", "--batch-size", "8", "--learning-starts", "32",
@@ -142,3 +148,73 @@ def test_train_options_cover_the_config(monkeypatch: pytest.MonkeyPatch, tmp_pat
                       gamma=0.9, num_envs=2, start_e=0.5, canary_seed=3,
                       eval_episodes=2)  # fmt: skip
     assert _parsed(monkeypatch, "train", [*base, *given], tmp_path) == want
+
+
+def test_reproduce_noise_and_audit_canaries_come_from_the_config(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """--noise is the field dpsgd_noise (bounds(option=...)); --audit-canaries' command-line
+    default 500 (bounds(cli_default=500)) is replaced by the value given, and --help shows both
+    defaults."""
+    from ldp_audit.cli import build_parser
+    from ldp_audit.training.dprl_reproduce import ReproduceSettings
+
+    got = _parsed(monkeypatch, "reproduce", ["--noise", "0", "2.5", "--audit-canaries", "0"],
+                  tmp_path)  # fmt: skip
+    assert got == ReproduceSettings(dpsgd_noise=(0.0, 2.5), audit_canaries=0)
+    got = _parsed(monkeypatch, "reproduce", ["--audit-canaries", "800"], tmp_path)
+    assert got == ReproduceSettings()  # the Python default, given explicitly
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    rep = next(a for a in sub.choices["reproduce"]._actions
+               if isinstance(a, argparse._SubParsersAction)).choices["dprl"]  # fmt: skip
+    text = " ".join(rep.format_help().split())
+    assert "--noise NOISE [NOISE ...] DP-SGD noise multipliers of the grid (0: non-private) " \
+        "(>= 0, <= 1e+06; default: 0.0 0.01 0.03 0.1 0.5 1.0)" in text  # fmt: skip
+    assert "(>= 0; default: 500; Python default: 800)" in text
+
+
+@pytest.mark.parametrize(
+    ("argv", "want"),
+    [
+        (["--privacy", "obs-noise", "--state-box", "cartpole"], {"state_box": "CARTPOLE"}),
+        (
+            ["--privacy", "obs-noise", "--state-box=-3,3;-4,4;-0.5,0.5;-5,5"],
+            {"state_box": ((-3.0, 3.0), (-4.0, 4.0), (-0.5, 0.5), (-5.0, 5.0))},
+        ),
+        (["--privacy", "obs-noise", "--state-box", "none"], {"state_box": None}),
+        (["--privacy", "none", "--store-updates"], {"store_updates": True}),
+        (["--privacy", "none", "--no-store-updates"], {"store_updates": False}),
+        (["--privacy", "none"], {"store_updates": None}),
+    ],
+)
+def test_train_state_box_and_store_updates_reach_the_config(
+    argv: list[str], want: dict, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from ldp_audit.training.dprl_config import DprlConfig
+    from ldp_audit.training.obs_noise import CARTPOLE_BOX
+
+    if want.get("state_box") == "CARTPOLE":
+        want = {"state_box": CARTPOLE_BOX}
+    privacy = argv[1]
+    got = _parsed(monkeypatch, "train", ["--algo", "dqn", *argv], tmp_path)
+    assert got == DprlConfig(algo="dqn", privacy=privacy, **want)
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        ([], "the following arguments are required: --algo, --privacy"),
+        (["--algo", "dqn"], "the following arguments are required: --privacy"),
+        (["--privacy", "none"], "the following arguments are required: --algo"),
+    ],
+)
+def test_train_algo_and_privacy_are_required(
+    argv: list[str], needle: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """bounds(required=True): exit 2 before any file, though the config has defaults."""
+    out = tmp_path / "run"
+    with pytest.raises(SystemExit) as e:
+        main(["train", "dprl", *argv, "--out", str(out)])
+    assert e.value.code == 2
+    assert needle in capsys.readouterr().err
+    assert not out.exists()

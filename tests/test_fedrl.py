@@ -413,7 +413,7 @@ def test_cli_options_are_generated_from_the_config():
         "--n-maps N_MAPS maps generated (paper: 8000; split 80 / 10 / 10 percent) "
         "(>= 10; default: 8000)" in help_text
     )
-    assert "(>= 1e-06, <= 1000000.0; default: None)" in help_text  # --clip-outputs
+    assert "(>= 1e-06, <= 1e+06; default: none)" in help_text  # --clip-outputs
     args = p.parse_args(["--clip-outputs", "none", "--t-max", "40", "--methods", "fedrl"])
     assert given_fields(args) == {"clip_outputs": None, "t_max": 40, "methods": ("fedrl",)}
 

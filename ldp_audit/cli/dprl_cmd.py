@@ -21,42 +21,10 @@ from ldp_audit.cli._types import (
     add_run_mode_arguments,
     check_out_for_mode,
     int_at_least,
-    parse_int,
-    parse_real,
-    real_in,
     run_mode,
     show_progress,
     timestamped_dir,
 )
-
-
-def _box(text: str) -> Any:
-    """``lo,hi;lo,hi;lo,hi;lo,hi`` or ``cartpole`` (the declared default box)."""
-    if text == "cartpole":
-        return "cartpole"
-    try:  # strict numbers: no nan, 1_000 or non-ASCII digits (ldp_audit.cli._types.parse_real)
-        pairs = [
-            tuple(parse_real(x, "--state-box") for x in part.split(",")) for part in text.split(";")
-        ]
-    except argparse.ArgumentTypeError:
-        pairs = []
-    if len(pairs) != 4 or any(len(p) != 2 for p in pairs):
-        raise argparse.ArgumentTypeError(
-            f"--state-box must be 'cartpole' or four 'lo,hi' pairs separated by ';', got {text!r}"
-        )
-    return tuple(pairs)
-
-
-def _audit_canaries(text: str) -> int:
-    """``--audit-canaries``: an integer, 0 or >= 2 (ReproduceSettings' own check and words)."""
-    from ldp_audit.errors import InvalidParameterError
-    from ldp_audit.training.dprl_reproduce import check_audit_canaries
-
-    v = parse_int(text, "--audit-canaries", minimum=0)
-    try:
-        return check_audit_canaries(v)
-    except InvalidParameterError as exc:
-        raise argparse.ArgumentTypeError(f"--audit-canaries: {exc}") from None
 
 
 def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
@@ -72,22 +40,6 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
         "(ldp-audit attack membership --run-dir RUN --out FILE).",
         formatter_class=fmt,
     )
-    # --algo and --privacy are required here (a Python caller gets the config's defaults) and
-    # --state-box has its own spelling; their choices and help come from DprlConfig
-    from ldp_audit.config import add_arguments, field_docs
-    from ldp_audit.training.dprl_config import ALGOS, PRIVACIES, DprlConfig
-
-    docs = field_docs(DprlConfig)
-    for name, choices in (("algo", ALGOS), ("privacy", PRIVACIES)):
-        p.add_argument(f"--{name}", dest=f"cfg__{name}", choices=choices, required=True,
-                       help=docs[name].rstrip("."))  # fmt: skip
-    p.add_argument(
-        "--state-box",
-        type=_box,
-        default=None,
-        help="obs-noise: clip states to this box first (finite epsilon): 'cartpole' or "
-        "'lo,hi;lo,hi;lo,hi;lo,hi'",
-    )
     p.add_argument("--seed", type=int_at_least("--seed", 0), default=0, help="master seed")
     p.add_argument(
         "--out",
@@ -101,10 +53,15 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
     from ldp_audit.limits import add_force_argument
 
     add_force_argument(p)
-    # every other field of DprlConfig is an option (--noise-multiplier, --clip, --canaries, ...,
-    # --buffer-size, --lr): its default, bounds and help are written once, in the config
-    add_arguments(p, DprlConfig, skip=("state_box",),
-                  group_title="the run's config (DprlConfig; generated)")  # fmt: skip
+    # every field of DprlConfig is an option (--algo, --privacy, --noise-multiplier, --clip,
+    # ..., --state-box, --store-updates): its default, bounds and help are written once, in the
+    # config; there too: --algo and --privacy are required here (bounds(required=True): a
+    # Python caller gets the config's defaults) and --state-box's spelling (cartpole or
+    # lo,hi;...: bounds(parse=read_state_box, whole=True))
+    from ldp_audit.config import add_arguments
+    from ldp_audit.training.dprl_config import DprlConfig
+
+    add_arguments(p, DprlConfig, group_title="the run's config (DprlConfig; generated)")
     p.set_defaults(func=_train)
 
     r = reproduce_subparsers.add_parser(
@@ -114,34 +71,6 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
         "DP-SGD and observation noise, several seeds, with 95 percent bootstrap bands and the "
         "epsilon each setting gets; writes results.json, figures and README.md.",
         formatter_class=fmt,
-    )
-    # every field of ReproduceSettings is an option (--seeds, --episodes, --obs-noise, ...,
-    # --clip, --delta): its default, bounds and help are written once, in the config. Two are
-    # spelled by hand: --noise (the field dpsgd_noise) and --audit-canaries (default 500 here,
-    # the committed report's; the Python default is 800)
-    from ldp_audit.training.dprl_config import MAX_SCALE
-    from ldp_audit.training.dprl_reproduce import ReproduceSettings
-
-    rdocs = field_docs(ReproduceSettings)
-    noise = ReproduceSettings.__dataclass_fields__["dpsgd_noise"].default  # not built: no import
-    noise_default = " ".join(f"{x:g}" for x in noise)
-    r.add_argument(
-        "--noise",
-        dest="cfg__dpsgd_noise",
-        type=real_in("--noise", low=0.0, high=MAX_SCALE, low_open=False, high_open=False),
-        nargs="+",
-        default=argparse.SUPPRESS,
-        metavar="NOISE",
-        help=f"{rdocs['dpsgd_noise'].rstrip('.')} (>= 0, <= {MAX_SCALE:g}; default: "
-        f"{noise_default})",
-    )
-    r.add_argument(
-        "--audit-canaries",
-        dest="cfg__audit_canaries",
-        type=_audit_canaries,
-        default=500,
-        metavar="AUDIT_CANARIES",
-        help=rdocs["audit_canaries"].rstrip("."),
     )
     r.add_argument("--cache", default=None,
                    help="folder keeping every finished run; a rerun with it resumes")  # fmt: skip
@@ -160,26 +89,24 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
     from ldp_audit.limits import add_force_argument
 
     add_force_argument(r)
+    # every field of ReproduceSettings is an option (--seeds, --episodes, --noise, --obs-noise,
+    # ..., --audit-canaries): its default, bounds and help are written once, in the config; there
+    # too: dpsgd_noise is spelled --noise (bounds(option=...)) and --audit-canaries defaults to
+    # 500 here, the committed report's (bounds(cli_default=500); the Python default is 800)
+    from ldp_audit.training.dprl_reproduce import ReproduceSettings
+
     add_arguments(
-        r,
-        ReproduceSettings,
-        skip=("dpsgd_noise", "audit_canaries"),
-        group_title="the reproduction's config (ReproduceSettings; generated)",
+        r, ReproduceSettings, group_title="the reproduction's config (ReproduceSettings; generated)"
     )
     r.set_defaults(func=_reproduce)
 
 
 def _config(args: argparse.Namespace) -> Any:
     """The DprlConfig of the options given (the others: its defaults); validated."""
-    from ldp_audit.config import given_fields
+    from ldp_audit.config import from_args
     from ldp_audit.training.dprl_config import DprlConfig
 
-    kw = given_fields(args)
-    if args.state_box is not None:
-        from ldp_audit.training.obs_noise import CARTPOLE_BOX
-
-        kw["state_box"] = CARTPOLE_BOX if args.state_box == "cartpole" else args.state_box
-    return DprlConfig(**kw)
+    return from_args(DprlConfig, args)
 
 
 def _train(args: argparse.Namespace) -> int:
