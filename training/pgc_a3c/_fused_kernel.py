@@ -4,9 +4,10 @@ release, eq. 22, restarts) in one call.
 
 Its physics steps Gymnasium's equations itself (:func:`_cartpole_row`, checked step for step
 against ``CartPoleVectorEnv`` in ``tests/test_fused_pgc.py``); the per-row pieces it shares with
-the lock-step engine (the two-action log-softmax, eq. 18's targets, the aggregator's step and the
-step's bookkeeping) are the kernels of :mod:`ldp_audit.training.pgc_a3c._kernels`, and the
-release applies the mechanisms' own kernels (:func:`ldp_audit.mechanisms.laplace.laplace_kernels`,
+the lock-step engine (the episode gradient of eqs. 15-18 with eq. 18's targets, the aggregator's
+step and the step's bookkeeping) are the kernels of :mod:`ldp_audit.training.pgc_a3c._kernels`,
+and the release applies the mechanisms' own kernels
+(:func:`ldp_audit.mechanisms.laplace.laplace_kernels`,
 :func:`ldp_audit.mechanisms.prs.prs_kernels`). Same operations in the same order as the
 lock-step engine, IEEE semantics (no ``fastmath``): the same results bit for bit.
 
@@ -25,12 +26,14 @@ from ldp_audit.mechanisms.laplace import laplace_kernels
 from ldp_audit.mechanisms.prs import prs_kernels
 from ldp_audit.training.pgc_a3c._kernels import (
     _H,
-    _O,
-    _P0,
-    _P1,
-    _V,
     _agg_one,
+    _buffer_report,
+    _choose_action,
+    _episode_grad_t,
     _log_sigmoid_pair,
+    _observe,
+    _sgd_step,
+    _transpose_row,
     _value_targets,
     record_scores,
 )
@@ -118,7 +121,18 @@ def cartpole_step(
 _LAPLACE = laplace_kernels()
 _PRS = prs_kernels()
 #: the kernels of ._kernels compiled into fused_block (fingerprinted with the mechanisms')
-_SHARED = (_log_sigmoid_pair, _value_targets, _agg_one, record_scores)
+_SHARED = (
+    _observe,
+    _choose_action,
+    _log_sigmoid_pair,
+    _value_targets,
+    _transpose_row,
+    _episode_grad_t,
+    _buffer_report,
+    _sgd_step,
+    _agg_one,
+    record_scores,
+)
 #: ||x[lo:lo+n]||_1 in NumPy's pairwise order (the Laplace mechanism's eq.-19 norm)
 _pairwise_sum_abs = _LAPLACE.l1_norm
 #: eq. 19 of one row (the Laplace mechanism's clip)
@@ -127,102 +141,6 @@ _laplace_clip_row = _LAPLACE.clip_row
 _laplace_row = _LAPLACE.row
 #: one PRS report (Algorithm 3) from its uniforms
 _prs_row = _PRS.row
-
-
-@nb.njit(cache=True, nogil=True)
-def _transpose_row(th: np.ndarray, tt: np.ndarray, wd: np.ndarray) -> None:
-    """theta (112,) in the engine's packing -> ``tt`` (112,) with theta_c column-major
-    (tt[16 k + j] = theta_c[j, k]) and the rest as is, and ``wd`` = theta_p1 - theta_p0: the
-    layout the fused kernel's loops over the 16 hidden units read contiguously (SIMD)."""
-    for j in range(_H):
-        for k in range(_O):
-            tt[_H * k + j] = th[_O * j + k]
-        wd[j] = th[_P1 + j] - th[_P0 + j]
-    for k in range(_P0, 112):
-        tt[k] = th[k]
-
-
-@nb.njit(cache=True, nogil=True)
-def _episode_grad_t(
-    tt: np.ndarray,
-    wd: np.ndarray,
-    r: int,
-    obs_buf: np.ndarray,
-    acts_buf: np.ndarray,
-    rews_buf: np.ndarray,
-    big_t: int,
-    boot: bool,
-    g: float,
-    lam: float,
-    b: float,
-    lit: bool,
-    out: np.ndarray,
-    hid: np.ndarray,
-    val: np.ndarray,
-    dif: np.ndarray,
-    vhat: np.ndarray,
-    gacc: np.ndarray,
-) -> float:
-    """:func:`_episode_grad` on the transposed parameters of :func:`_transpose_row`, written so
-    that the loops over the 16 hidden units vectorise: every output is computed with the same
-    operations in the same order (the sums over units stay sequential; a masked ``+= 0.0``
-    replaces a skipped ``+=``, which is exact because these sums start at +0.0 and so never
-    hold -0.0). tests/test_fused_pgc.py checks it bit for bit against the lock-step engine."""
-    for t in range(big_t + 1):
-        s0 = obs_buf[r, t, 0]
-        s1 = obs_buf[r, t, 1]
-        s2 = obs_buf[r, t, 2]
-        s3 = obs_buf[r, t, 3]
-        for j in range(_H):
-            p = tt[j] * s0
-            p += tt[_H + j] * s1
-            p += tt[2 * _H + j] * s2
-            p += tt[3 * _H + j] * s3
-            hid[t, j] = p if p > 0.0 else 0.0
-        v = 0.0
-        z0 = 0.0
-        z1 = 0.0
-        for j in range(_H):
-            h = hid[t, j]
-            v += tt[_V + j] * h
-            z0 += tt[_P0 + j] * h
-            z1 += tt[_P1 + j] * h
-        val[t] = v
-        dif[t] = z1 - z0
-    # eq. 18 (bootstrap discounted as in eq. 12)
-    total = _value_targets(rews_buf, r, big_t, val, vhat, g, lit, boot)
-    for k in range(112):
-        gacc[k] = 0.0
-    two_lam = 2.0 * lam
-    for t in range(big_t):
-        adv = vhat[t] - val[t]
-        lp1, lp0 = _log_sigmoid_pair(dif[t])
-        pi1 = math.exp(lp1)
-        pi0 = math.exp(lp0)
-        ent = -(pi0 * lp0 + pi1 * lp1)
-        dz1 = -adv * (acts_buf[r, t] - pi1) + b * pi1 * (lp1 + ent)
-        dv = -two_lam * adv
-        s0 = obs_buf[r, t, 0]
-        s1 = obs_buf[r, t, 1]
-        s2 = obs_buf[r, t, 2]
-        s3 = obs_buf[r, t, 3]
-        for j in range(_H):
-            h = hid[t, j]
-            gacc[_P1 + j] += dz1 * h
-            gacc[_V + j] += dv * h
-            dh = dz1 * wd[j] + dv * tt[_V + j]
-            on = h > 0.0  # iff the pre-activation is > 0 (h = ReLU of it)
-            gacc[j] += dh * s0 if on else 0.0
-            gacc[_H + j] += dh * s1 if on else 0.0
-            gacc[2 * _H + j] += dh * s2 if on else 0.0
-            gacc[3 * _H + j] += dh * s3 if on else 0.0
-    for j in range(_H):
-        for k in range(_O):
-            out[_O * j + k] = gacc[_H * k + j]
-        out[_P1 + j] = gacc[_P1 + j]
-        out[_P0 + j] = -gacc[_P1 + j]
-        out[_V + j] = gacc[_V + j]
-    return total
 
 
 @nb.njit(cache=True, nogil=True)
@@ -326,7 +244,7 @@ def fused_block(
     Each step is exactly :meth:`ldp_audit.training.pgc_a3c._Engine.run`'s: every live row
     acts (:func:`act_and_record`'s rule), steps its CartPole (:func:`_cartpole_row`), and
     records s_t, a_t, r_t; the episodes that ended are capped (:func:`ended_episodes`' rule),
-    their gradients computed (:func:`_episode_grad`), randomised in row order with each
+    their gradients computed (:func:`_episode_grad_t`), randomised in row order with each
     config's pre-drawn noise through the mechanisms' own kernels (Laplace:
     ``laplace_kernels().row``, z + clip(g) with z from ``noise``; none: clip(g); PRS:
     ``prs_kernels().row`` on its uniforms), applied by eq. 22 in row order (:func:`_agg_one`),
@@ -357,7 +275,6 @@ def fused_block(
     k_score = np.empty(n_rows)
     grads = np.empty((n_rows, d))
     noisy = np.empty((n_rows, d))
-    obs_f = np.empty(4)
     k_norm = np.empty(n_rows)
     prod = np.empty(_H)
     gacc = np.empty(d)
@@ -394,14 +311,7 @@ def fused_block(
             live += 1
             ti = steps[i]
             si = slot[i]
-            o0 = np.float64(np.float32(state[0, i]))
-            o1 = np.float64(np.float32(state[1, i]))
-            o2 = np.float64(np.float32(state[2, i]))
-            o3 = np.float64(np.float32(state[3, i]))
-            obs_buf[si, ti, 0] = o0
-            obs_buf[si, ti, 1] = o1
-            obs_buf[si, ti, 2] = o2
-            obs_buf[si, ti, 3] = o3
+            o0, o1, o2, o3 = _observe(state, i, obs_buf, si, ti)
             # act_and_record's greedy score, the 16 units in SIMD lanes, summed in order
             tt = row_tt[i]
             wdi = row_wd[i]
@@ -414,19 +324,7 @@ def fused_block(
             acc = 0.0
             for j in range(_H):
                 acc += prod[j]
-            ui = act_block[pos, i]
-            ai = alpha_g[g]
-            if ui < ai:
-                a = 1 if ui >= 0.5 * ai else 0
-            elif sample_g[g]:
-                if acc >= 0.0:
-                    pi1 = 1.0 / (1.0 + math.exp(-acc))
-                else:
-                    e = math.exp(acc)
-                    pi1 = e / (1.0 + e)
-                a = 1 if (ui - ai) / (1.0 - ai) < pi1 else 0
-            else:
-                a = 1 if acc > 0.0 else 0
+            a = _choose_action(acc, act_block[pos, i], alpha_g[g], sample_g[g])
             acts_buf[si, ti] = a
             term = _cartpole_row(state, i, a, gravity[i])
             steps[i] = ti + 1
@@ -455,9 +353,7 @@ def fused_block(
             if k < max_sub[g] - n_sub[g]:
                 si = slot[i]
                 big_t = steps[i]
-                for c4 in range(4):
-                    obs_f[c4] = np.float64(np.float32(state[c4, i]))
-                    obs_buf[si, big_t, c4] = obs_f[c4]
+                _observe(state, i, obs_buf, si, big_t)  # s_T, recorded
                 boot = done_trunc[q] and not done_term[q]
                 k_score[m] = _episode_grad_t(
                     row_tt[i], row_wd[i], si, obs_buf, acts_buf, rews_buf, big_t, boot,

@@ -87,14 +87,7 @@ def act_and_record(
     for i in range(n):
         ti = t[i]
         si = slot[i]
-        o0 = np.float64(np.float32(state[0, i]))
-        o1 = np.float64(np.float32(state[1, i]))
-        o2 = np.float64(np.float32(state[2, i]))
-        o3 = np.float64(np.float32(state[3, i]))
-        obs_buf[si, ti, 0] = o0
-        obs_buf[si, ti, 1] = o1
-        obs_buf[si, ti, 2] = o2
-        obs_buf[si, ti, 3] = o3
+        o0, o1, o2, o3 = _observe(state, i, obs_buf, si, ti)
         acc = 0.0
         for j in range(_H):
             p = theta[i, 4 * j] * o0
@@ -103,21 +96,45 @@ def act_and_record(
             p += theta[i, 4 * j + 3] * o3
             if p > 0.0:
                 acc += p * (theta[i, _P1 + j] - theta[i, _P0 + j])
-        ui, ai = u[i], alpha[i]
-        if ui < ai:
-            a = 1 if ui >= 0.5 * ai else 0
-        elif sample[i]:
-            # pi(1|s) = sigmoid(z_1 - z_0), evaluated without overflow
-            if acc >= 0.0:
-                pi1 = 1.0 / (1.0 + math.exp(-acc))
-            else:
-                e = math.exp(acc)
-                pi1 = e / (1.0 + e)
-            a = 1 if (ui - ai) / (1.0 - ai) < pi1 else 0
-        else:
-            a = 1 if acc > 0.0 else 0
+        a = _choose_action(acc, u[i], alpha[i], sample[i])
         acts_buf[si, ti] = a
         actions[i] = a
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _observe(
+    state: np.ndarray, i: int, obs_buf: np.ndarray, si: int, ti: int
+) -> tuple[float, float, float, float]:
+    """Row i's observation: its float64 state (4, E) rounded to float32 (what Gymnasium shows an
+    agent), recorded at ``obs_buf[si, ti]`` and returned. Shared by both engines' acting."""
+    o0 = np.float64(np.float32(state[0, i]))
+    o1 = np.float64(np.float32(state[1, i]))
+    o2 = np.float64(np.float32(state[2, i]))
+    o3 = np.float64(np.float32(state[3, i]))
+    obs_buf[si, ti, 0] = o0
+    obs_buf[si, ti, 1] = o1
+    obs_buf[si, ti, 2] = o2
+    obs_buf[si, ti, 3] = o3
+    return o0, o1, o2, o3
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _choose_action(acc: float, ui: float, ai: float, sample: bool) -> int:
+    """The action from the greedy score ``acc`` = z_1 - z_0 and the row's uniform ``ui``
+    (:func:`act_and_record`'s rule: explore iff ui < ai, then action 1 iff ui >= ai / 2; else
+    with ``sample`` action 1 iff (ui - ai) / (1 - ai) < pi(1|s), else argmax with ties to 0).
+    Shared by both engines' acting."""
+    if ui < ai:
+        return 1 if ui >= 0.5 * ai else 0
+    if sample:
+        # pi(1|s) = sigmoid(z_1 - z_0), evaluated without overflow
+        if acc >= 0.0:
+            pi1 = 1.0 / (1.0 + math.exp(-acc))
+        else:
+            e = math.exp(acc)
+            pi1 = e / (1.0 + e)
+        return 1 if (ui - ai) / (1.0 - ai) < pi1 else 0
+    return 1 if acc > 0.0 else 0
 
 
 @nb.njit(cache=True, nogil=True)
@@ -158,15 +175,17 @@ def episode_gradients_kernel(
         if lengths[m] > t_max:
             t_max = lengths[m]
     hid = np.empty((t_max + 1, _H))
-    pre = np.empty((t_max + 1, _H))
     val = np.empty(t_max + 1)
     dif = np.empty(t_max + 1)
     vhat = np.empty(t_max + 1)
+    tt = np.empty(112)
     wd = np.empty(_H)
+    gacc = np.empty(112)
     for m in range(m_total):
-        scores[m] = _episode_grad(
-            theta[m], rows[m], obs_buf, acts_buf, rews_buf, lengths[m], bootstrap[m],
-            gamma[m], lam[m], beta[m], literal[m], out[m], hid, pre, val, dif, vhat, wd,
+        _transpose_row(theta[m], tt, wd)
+        scores[m] = _episode_grad_t(
+            tt, wd, rows[m], obs_buf, acts_buf, rews_buf, lengths[m], bootstrap[m], gamma[m],
+            lam[m], beta[m], literal[m], out[m], hid, val, dif, vhat, gacc,
         )  # fmt: skip
 
 
@@ -204,6 +223,110 @@ def _value_targets(
 
 
 @nb.njit(cache=True, nogil=True)
+def _transpose_row(th: np.ndarray, tt: np.ndarray, wd: np.ndarray) -> None:
+    """theta (112,) in the engine's packing -> ``tt`` (112,) with theta_c column-major
+    (tt[16 k + j] = theta_c[j, k]) and the rest as is, and ``wd`` = theta_p1 - theta_p0: the
+    layout :func:`_episode_grad_t`'s loops over the 16 hidden units read contiguously (SIMD)."""
+    for j in range(_H):
+        for k in range(_O):
+            tt[_H * k + j] = th[_O * j + k]
+        wd[j] = th[_P1 + j] - th[_P0 + j]
+    for k in range(_P0, 112):
+        tt[k] = th[k]
+
+
+@nb.njit(cache=True, nogil=True)
+def _episode_grad_t(
+    tt: np.ndarray,
+    wd: np.ndarray,
+    r: int,
+    obs_buf: np.ndarray,
+    acts_buf: np.ndarray,
+    rews_buf: np.ndarray,
+    big_t: int,
+    boot: bool,
+    g: float,
+    lam: float,
+    b: float,
+    lit: bool,
+    out: np.ndarray,
+    hid: np.ndarray,
+    val: np.ndarray,
+    dif: np.ndarray,
+    vhat: np.ndarray,
+    gacc: np.ndarray,
+) -> float:
+    """One episode of :func:`episode_gradients_kernel` (buffer row ``r``, length ``big_t``, the
+    parameters transposed by :func:`_transpose_row` into ``tt`` and ``wd``): writes the gradient
+    into ``out`` (112,, the engine's packing) and returns the score. The scratch arrays hold at
+    least ``big_t + 1`` rows (``gacc``: 112). The one implementation of eqs. 15-18 that both
+    engines call (the lock-step's :func:`episode_gradients_kernel` and the fused
+    :func:`~ldp_audit.training.pgc_a3c._fused_kernel.fused_block`), so they compute every gradient
+    with the same operations in the same order.
+
+    Written so that the loops over the 16 hidden units vectorise, with the operations and order
+    of the row-major scalar loop (before issue 25 the lock-step engine's ``_episode_grad``): the
+    sums over units stay sequential, and a masked ``+= 0.0`` replaces a skipped ``+=``, which is
+    exact because these sums start at +0.0 and so never hold -0.0.
+    """
+    for t in range(big_t + 1):
+        s0 = obs_buf[r, t, 0]
+        s1 = obs_buf[r, t, 1]
+        s2 = obs_buf[r, t, 2]
+        s3 = obs_buf[r, t, 3]
+        for j in range(_H):
+            p = tt[j] * s0
+            p += tt[_H + j] * s1
+            p += tt[2 * _H + j] * s2
+            p += tt[3 * _H + j] * s3
+            hid[t, j] = p if p > 0.0 else 0.0
+        v = 0.0
+        z0 = 0.0
+        z1 = 0.0
+        for j in range(_H):
+            h = hid[t, j]
+            v += tt[_V + j] * h
+            z0 += tt[_P0 + j] * h
+            z1 += tt[_P1 + j] * h
+        val[t] = v
+        dif[t] = z1 - z0
+    # eq. 18 (bootstrap discounted as in eq. 12)
+    total = _value_targets(rews_buf, r, big_t, val, vhat, g, lit, boot)
+    for k in range(112):
+        gacc[k] = 0.0
+    two_lam = 2.0 * lam
+    for t in range(big_t):
+        adv = vhat[t] - val[t]
+        lp1, lp0 = _log_sigmoid_pair(dif[t])
+        pi1 = math.exp(lp1)
+        pi0 = math.exp(lp0)
+        ent = -(pi0 * lp0 + pi1 * lp1)
+        dz1 = -adv * (acts_buf[r, t] - pi1) + b * pi1 * (lp1 + ent)
+        dv = -two_lam * adv
+        s0 = obs_buf[r, t, 0]
+        s1 = obs_buf[r, t, 1]
+        s2 = obs_buf[r, t, 2]
+        s3 = obs_buf[r, t, 3]
+        for j in range(_H):
+            h = hid[t, j]
+            gacc[_P1 + j] += dz1 * h
+            gacc[_V + j] += dv * h
+            dh = dz1 * wd[j] + dv * tt[_V + j]
+            on = h > 0.0  # iff the pre-activation is > 0 (h = ReLU of it)
+            gacc[j] += dh * s0 if on else 0.0
+            gacc[_H + j] += dh * s1 if on else 0.0
+            gacc[2 * _H + j] += dh * s2 if on else 0.0
+            gacc[3 * _H + j] += dh * s3 if on else 0.0
+    for j in range(_H):
+        for k in range(_O):
+            out[_O * j + k] = gacc[_H * k + j]
+        out[_P1 + j] = gacc[_P1 + j]
+        out[_P0 + j] = -gacc[_P1 + j]
+        out[_V + j] = gacc[_V + j]
+    return total
+
+
+@nb.njit(cache=True, nogil=True)
 def _episode_grad(
     th: np.ndarray,
     r: int,
@@ -224,66 +347,16 @@ def _episode_grad(
     vhat: np.ndarray,
     wd: np.ndarray,
 ) -> float:
-    """One episode of :func:`episode_gradients_kernel` (buffer row ``r``, length ``big_t``,
-    parameters ``th``): writes the gradient into ``out`` (112,) and returns the score. The
-    scratch arrays hold at least ``big_t + 1`` rows. Shared with :func:`fused_block`, so both
-    engines compute every gradient with the same operations in the same order."""
-    for j in range(_H):
-        wd[j] = th[_P1 + j] - th[_P0 + j]
-    # forward pass over s_0..s_T
-    for t in range(big_t + 1):
-        s0 = obs_buf[r, t, 0]
-        s1 = obs_buf[r, t, 1]
-        s2 = obs_buf[r, t, 2]
-        s3 = obs_buf[r, t, 3]
-        v = 0.0
-        z0 = 0.0
-        z1 = 0.0
-        for j in range(_H):
-            p = th[4 * j] * s0
-            p += th[4 * j + 1] * s1
-            p += th[4 * j + 2] * s2
-            p += th[4 * j + 3] * s3
-            pre[t, j] = p
-            h = p if p > 0.0 else 0.0
-            hid[t, j] = h
-            v += th[_V + j] * h
-            z0 += th[_P0 + j] * h
-            z1 += th[_P1 + j] * h
-        val[t] = v
-        dif[t] = z1 - z0
-    # eq. 18 (bootstrap discounted as in eq. 12)
-    total = _value_targets(rews_buf, r, big_t, val, vhat, g, lit, boot)
-    # backward pass
-    for k in range(112):
-        out[k] = 0.0
-    two_lam = 2.0 * lam
-    for t in range(big_t):
-        adv = vhat[t] - val[t]  # eq. 12, a constant
-        lp1, lp0 = _log_sigmoid_pair(dif[t])
-        pi1 = math.exp(lp1)
-        pi0 = math.exp(lp0)
-        ent = -(pi0 * lp0 + pi1 * lp1)  # eq. 13
-        # d/dz_1 of eq. 16 (dz_0 = -dz_1 with two actions)
-        dz1 = -adv * (acts_buf[r, t] - pi1) + b * pi1 * (lp1 + ent)
-        dv = -two_lam * adv  # d/dV of lambda (V_hat - V)^2
-        s0 = obs_buf[r, t, 0]
-        s1 = obs_buf[r, t, 1]
-        s2 = obs_buf[r, t, 2]
-        s3 = obs_buf[r, t, 3]
-        for j in range(_H):
-            h = hid[t, j]
-            out[_P1 + j] += dz1 * h
-            out[_V + j] += dv * h
-            if pre[t, j] > 0.0:
-                dh = dz1 * wd[j] + dv * th[_V + j]
-                out[4 * j] += dh * s0
-                out[4 * j + 1] += dh * s1
-                out[4 * j + 2] += dh * s2
-                out[4 * j + 3] += dh * s3
-    for j in range(_H):
-        out[_P0 + j] = -out[_P1 + j]
-    return total
+    """One episode's gradient on the engine's packing of ``th`` (the former per-episode kernel's
+    signature, kept for old imports; ``pre`` is not used): :func:`_transpose_row`, then
+    :func:`_episode_grad_t`."""
+    tt = np.empty(112)
+    gacc = np.empty(112)
+    _transpose_row(th, tt, wd)
+    return _episode_grad_t(
+        tt, wd, r, obs_buf, acts_buf, rews_buf, big_t, boot, g, lam, b, lit, out, hid, val, dif,
+        vhat, gacc,
+    )  # fmt: skip
 
 
 @nb.njit(cache=True, nogil=True)
@@ -299,21 +372,34 @@ def aggregate(
 ) -> None:
     """Eq. 22 for reports arriving in row order: report i joins the buffer of trial ``trial[i]``;
     when that buffer holds ``buffer_size`` reports, theta <- theta - eta * mean(buffer) and the
-    buffer is emptied (``version`` counts the updates)."""
-    d = theta.shape[1]
+    buffer is emptied (``version`` counts the updates): :func:`_agg_one`'s plain-SGD step."""
     for i in range(trial.shape[0]):
         g = trial[i]
-        for k in range(d):
-            buffer[g, k] += reports[i, k]
-        count[g] += 1
-        if count[g] >= buffer_size[g]:
-            c = np.float64(count[g])
-            e = eta[g]
-            for k in range(d):
-                theta[g, k] -= e * (buffer[g, k] / c)
-                buffer[g, k] = 0.0
+        if _buffer_report(buffer, count, buffer_size, g, reports[i]):
+            _sgd_step(theta, buffer, g, eta[g], np.float64(count[g]))
             count[g] = 0
             version[g] += 1
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _buffer_report(
+    buffer: np.ndarray, count: np.ndarray, buffer_size: np.ndarray, g: int, report: np.ndarray
+) -> bool:
+    """``report`` joins trial g's buffer; returns whether the buffer now holds ``buffer_size[g]``
+    reports (eq. 22's update is due). Shared by :func:`aggregate` and :func:`_agg_one`."""
+    for k in range(buffer.shape[1]):
+        buffer[g, k] += report[k]
+    count[g] += 1
+    return count[g] >= buffer_size[g]
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _sgd_step(theta: np.ndarray, buffer: np.ndarray, g: int, e: float, c: float) -> None:
+    """Eq. 22's plain step for trial g, theta <- theta - e * (buffer / c), and the buffer emptied.
+    Shared by :func:`aggregate` and :func:`_agg_one`."""
+    for k in range(theta.shape[1]):
+        theta[g, k] -= e * (buffer[g, k] / c)
+        buffer[g, k] = 0.0
 
 
 @nb.njit(cache=True, nogil=True)
@@ -366,10 +452,7 @@ def _agg_one(
 ) -> None:
     """One report of :func:`aggregate_adaptive` (trial ``g``); shared with :func:`fused_block`."""
     d = theta.shape[1]
-    for k in range(d):
-        buffer[g, k] += report[k]
-    count[g] += 1
-    if count[g] >= buffer_size[g]:
+    if _buffer_report(buffer, count, buffer_size, g, report):
         c = np.float64(count[g])
         e = lr[g]
         steps[g] += 1
@@ -392,9 +475,7 @@ def _agg_one(
                 theta[g, k] -= e * x / math.sqrt(m2[g, k] + 1e-10)
                 buffer[g, k] = 0.0
         else:
-            for k in range(d):
-                theta[g, k] -= e * (buffer[g, k] / c)
-                buffer[g, k] = 0.0
+            _sgd_step(theta, buffer, g, e, c)
         count[g] = 0
         version[g] += 1
 
