@@ -190,3 +190,36 @@ def test_the_configs_check_the_same_bounds_in_the_same_words(
     with pytest.raises(InvalidParameterError) as gym:
         GymPgcConfig(**base, **{name: bad})
     assert name in str(cartpole.value) and str(cartpole.value) == str(gym.value)
+
+
+def test_mechanism_is_generated_and_required(
+    captured: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--mechanism comes from PgcA3cConfig.mechanism (bounds(required=True)): its choices and
+    help from the config, required here though the config has a default; a missing or bad one
+    exits 2 naming the option before any work; the value given reaches the config."""
+    p = _train_parser()
+    action = p._option_string_actions["--mechanism"]
+    assert action.required and action.default is None
+    help_text = " ".join(p.format_help().split())
+    assert (
+        '--mechanism {laplace,prs,none} Agent-side randomiser Q: "laplace" (Alg. 2), "prs" '
+        '(Alg. 3) or "none" (eps = inf) (required)' in help_text
+    )
+    assert _config_of(["train", "pgc-a3c", "--mechanism", "none", "--max-submissions", "20"]) == (
+        PgcA3cConfig(mechanism="none", trials=1, max_submissions=20)
+    )
+    out = tmp_path / "run"
+    for argv, needle in [
+        ([], "the following arguments are required: --mechanism"),
+        (
+            ["--mechanism", "gauss"],
+            "--mechanism must be one of 'laplace', 'prs', 'none', got 'gauss'",
+        ),
+        (["--mechanism", ""], "--mechanism must be a non-empty string, got ''"),
+    ]:
+        with pytest.raises(SystemExit) as e:
+            main(["train", "pgc-a3c", *argv, "--epsilon", "1", "--out", str(out)])
+        assert e.value.code == 2
+        assert needle in capsys.readouterr().err
+        assert not out.exists()

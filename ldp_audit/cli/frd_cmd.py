@@ -62,18 +62,6 @@ def _int_list(name: str, maximum: int = 10_000) -> Any:
     return convert
 
 
-def _gravities(text: str) -> tuple[float, ...]:
-    try:
-        vals = tuple(parse_real(t, "--gravities") for t in text.split(",") if t.strip())
-    except argparse.ArgumentTypeError:
-        vals = ()
-    if len(vals) < 2 or any(not (math.isfinite(v) and v > 0) for v in vals):
-        raise argparse.ArgumentTypeError(
-            f"--gravities must be >= 2 comma-separated numbers > 0, got {text!r}"
-        )
-    return vals
-
-
 def _private_param(text: str) -> tuple[str, tuple[float, ...]]:
     """NAME=V1,V2,... (syntax, numbers, >= 2 values, no duplicates: the Gymnasium path's
     parser); the name and the values are checked against CartPole by ``FrdConfig``."""
@@ -93,8 +81,8 @@ def _leak_eps_list(text: str) -> tuple[float, ...]:
     return _eps_list(text, "--leak-epsilons")
 
 
-#: FrdConfig fields whose options are written by hand above (another name or syntax)
-_HAND_WRITTEN = ("n_agents", "ldp_epsilon", "gravities", "private_param", "private_values")
+#: FrdConfig fields whose option is written by hand below (--private-param sets both)
+_HAND_WRITTEN = ("private_param", "private_values")
 
 
 def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
@@ -117,17 +105,7 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
         help="Table 1 setting (S, E, I, network size, cut components); --sections, "
         "--exchange-period, --initial-episodes, --hidden, --layers and --proxy-dims override it",
     )
-    # options whose name or syntax is not their field's: n_agents, ldp_epsilon (None or inf:
-    # the non-private upload), gravities and private_param/private_values (comma-separated)
-    p.add_argument(
-        "--agents", type=int_at_least("--agents", 1), default=4, help="agents per group (U)"
-    )
-    p.add_argument(
-        "--gravities",
-        type=_gravities,
-        default=None,
-        help="declared gravity set (default 9.7,9.8,9.9); the same as --private-param gravity=...",
-    )
+    # --private-param NAME=V1,V2 sets two fields (private_param, private_values): by hand
     p.add_argument(
         "--private-param",
         type=_private_param,
@@ -137,13 +115,6 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
         "uniformly per agent (seeded): gravity, masscart, masspole, length or force_mag "
         "(e.g. length=0.25,0.5,1); stored in secrets.npz, validated on a CartPole first",
     )
-    p.add_argument(
-        "--epsilon",
-        type=epsilon_or_inf,
-        default=None,
-        help="LDP variant: epsilon per upload (composed over the run); omit (or inf) for the "
-        "non-private upload",
-    )
     p.add_argument("--seed", type=int_at_least("--seed", 0), default=0, help="master seed")
     p.add_argument("--out", default=None, metavar="RUN_DIR", help="run directory to write")
     add_run_mode_arguments(p)
@@ -152,9 +123,11 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
     from ldp_audit.limits import add_force_argument
 
     add_force_argument(p)
-    # every other field of FrdConfig is an option (--mode, --groups, --sections, --threshold,
-    # --ldp-samples, --no-stop-at-mission, ...): its default, bounds and help are written once,
-    # in the config (ldp_audit.config)
+    # every other field of FrdConfig is an option (--mode, --agents, --groups, --sections,
+    # --gravities, --epsilon, --ldp-samples, --no-stop-at-mission, ...): its default, bounds and
+    # help are written once, in the config (ldp_audit.config); there too: n_agents is spelled
+    # --agents, ldp_epsilon --epsilon (bounds(option=...)) and --gravities is comma-separated
+    # (bounds(parse=read_gravities, whole=True))
     from ldp_audit.config import add_arguments
     from ldp_audit.training.frd import FrdConfig
 
@@ -250,15 +223,15 @@ def register_attack(attack_subparsers: Any) -> None:
     a.set_defaults(func=_attack)
 
 
-def _secret_options(args: argparse.Namespace) -> dict[str, Any]:
-    """FrdConfig's gravities / private_param / private_values from --gravities and
-    --private-param (both: refused, naming them)."""
+def _secret_options(args: argparse.Namespace, gravities: Any) -> dict[str, Any]:
+    """FrdConfig's gravities / private_param / private_values from --gravities (``gravities``,
+    None when not given) and --private-param (both: refused, naming them)."""
     if args.private_param is None:
-        return {} if args.gravities is None else {"gravities": args.gravities}
-    if args.gravities is not None:
+        return {} if gravities is None else {"gravities": gravities}
+    if gravities is not None:
         raise InvalidParameterError(
             f"--gravities and --private-param both declare the secret: give one (--private-param "
-            f"{args.private_param[0]}=... with --gravities {','.join(map(str, args.gravities))})"
+            f"{args.private_param[0]}=... with --gravities {','.join(map(str, gravities))})"
         )
     name, values = args.private_param
     if name == "gravity":
@@ -272,19 +245,15 @@ def _train(args: argparse.Namespace) -> int:
 
     kw = given_fields(args)  # the generated options the user gave; the others: the setting's
     algo = kw.get("mode", "frd")
-    eps = args.epsilon
+    eps = kw.pop("ldp_epsilon", None)  # --epsilon: none or inf is the non-private upload
     if eps is not None and math.isinf(eps):
         eps = None
     if eps is not None and algo != "frd":
         raise InvalidParameterError(
             f"--epsilon (the LDP proxy memory) needs --mode frd, got --mode {algo}"
         )
-    cfg = FrdConfig(
-        **{**PAPER_SETTINGS[args.setting], **kw},
-        n_agents=args.agents,
-        **_secret_options(args),
-        ldp_epsilon=eps,
-    )
+    secret = _secret_options(args, kw.pop("gravities", None))
+    cfg = FrdConfig(**{**PAPER_SETTINGS[args.setting], **kw}, **secret, ldp_epsilon=eps)
     from ldp_audit.training.sizes import check_sizes
 
     check_sizes("frd", cfg, force=args.force, cli=True)  # absurd sizes: before any allocation

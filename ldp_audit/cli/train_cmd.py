@@ -73,7 +73,8 @@ def _plain_dests(p: argparse.ArgumentParser, names: list[str]) -> None:
     for action in p._actions:
         name = action.dest.removeprefix("cfg__")
         if action.dest.startswith("cfg__") and name in names:
-            action.dest, action.default = name, defaults[name]
+            action.dest = name
+            action.default = None if action.required else defaults[name]  # required: none
 
 
 def _warn_coordinate(clip_kind: str, mechanism: str, eps_per_report: float | None) -> None:
@@ -115,7 +116,6 @@ def register_pgc(tsub: Any, rsub: Any) -> None:
         description="Run K seeded PGC-A3C trials at one setting and report FST (eq. 26), "
         "success ratio (eq. 27) and the privacy spent per agent.",
     )
-    p.add_argument("--mechanism", choices=_MECHANISMS, required=True)
     p.add_argument(
         "--epsilon",
         type=_epsilon,
@@ -143,11 +143,12 @@ def register_pgc(tsub: Any, rsub: Any) -> None:
     from ldp_audit.limits import add_force_argument  # size limits (docs/cli.md)
 
     add_force_argument(p)
-    # --acting, --stop-at-target, --clip-kind, --aggregator, --aggregator-lr, --target: generated
-    # from PgcA3cConfig (ldp_audit.config; help, default, choices and bounds written once, in the
-    # config). --mechanism (required here), --epsilon (omitted for 'none'), --trials (1 here, 20
-    # in the config), --rounds and --max-submissions (capped here, with the reason, for memory)
-    # stay hand-written: their command-line form differs from the field's.
+    # --mechanism (required here: bounds(required=True)), --acting, --stop-at-target,
+    # --clip-kind, --aggregator, --aggregator-lr, --target: generated from PgcA3cConfig
+    # (ldp_audit.config; help, default, choices and bounds written once, in the config).
+    # --epsilon (no command-line default: required with laplace/prs, omitted with none),
+    # --trials (1 here, 20 in the config, and capped here) and --rounds / --max-submissions
+    # (capped here, with the reason, for memory: the config has no cap) stay hand-written.
     from ldp_audit.config import add_arguments
     from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
 
@@ -156,6 +157,13 @@ def register_pgc(tsub: Any, rsub: Any) -> None:
         PgcA3cConfig,
         skip=[f for f in PgcA3cConfig.__dataclass_fields__ if f not in _TRAIN_GENERATED],
         group_title="the run's config (PgcA3cConfig; generated)",
+    )
+    # --mechanism: required here (bounds(required=True)); its own group, help from the config
+    added += add_arguments(
+        p,
+        PgcA3cConfig,
+        skip=[f for f in PgcA3cConfig.__dataclass_fields__ if f != "mechanism"],
+        group_title="the mechanism (PgcA3cConfig; generated; required)",
     )
     _plain_dests(p, added)
     # --eta, --gamma, --lam, --beta, --alpha-start, --alpha-decay: generated with their bounds

@@ -209,7 +209,7 @@ def _from_json_dict(d: dict[str, Any]) -> dict[str, Any]:
 class PgcA3cConfig(_SharedFields):
     """Everything that defines a PGC-A3C run (paper defaults, section 4 "Hyper Parameters")."""
 
-    mechanism: str = field(default="laplace", metadata=bounds(choices=_MECHANISMS))
+    mechanism: str = field(default="laplace", metadata=bounds(choices=_MECHANISMS, required=True))
     """Agent-side randomiser Q: "laplace" (Alg. 2), "prs" (Alg. 3) or "none" (eps = inf)."""
     epsilon: float = field(default=1.0, metadata=bounds(minimum=0, open_min=True, inf=True))
     """Total LDP budget of one agent (over its ``rounds`` submissions); forced to inf for none."""
