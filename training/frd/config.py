@@ -98,10 +98,10 @@ def _positive() -> dict[str, Any]:
 def read_gravities(opt: str) -> Any:
     """The command line's reader of ``gravities`` (``bounds(parse=..., whole=True)``): two or
     more comma-separated numbers > 0, each read strictly (no nan, ``1_000`` or non-ASCII digits:
-    :func:`ldp_audit.cli._types.parse_real`)."""
+    :func:`ldp_audit.cli.types.parse_real`)."""
     import argparse
 
-    from ldp_audit.cli._types import parse_real
+    from ldp_audit.cli.types import parse_real
 
     def read(text: str) -> tuple[float, ...]:
         try:

@@ -1,0 +1,419 @@
+"""argparse ``type=`` converters shared by the subcommands (messages name option and value)."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+#: the largest integer any count or seed option accepts (a signed 64-bit integer): larger values
+#: would be an OverflowError deep inside NumPy or torch, after work has started.
+INT_MAX = 2**63 - 1
+
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_INF_WORDS = {"inf", "+inf", "infinity", "+infinity"}
+
+
+def parse_real(text: str, name: str, *, allow_inf: bool = False) -> float:
+    """Read a command-line real number strictly, or raise ``argparse.ArgumentTypeError``.
+
+    Accepted: plain ASCII decimal or scientific notation (``0.5``, ``-1``, ``1e-3``), surrounding
+    spaces ignored; ``inf`` / ``infinity`` only when ``allow_inf``. Refused, naming ``name`` and
+    the text: the empty string, ``nan``, ``-inf``, hexadecimal, Python's ``1_000``, non-ASCII
+    digits (``float('\uff11')`` would read 1), ``True``, and a finite literal too large for a
+    double (``1e309`` is not silently infinity).
+    """
+    t = text.strip() if isinstance(text, str) else ""
+    if t.lower() in _INF_WORDS:
+        if allow_inf:
+            return math.inf
+        raise argparse.ArgumentTypeError(f"{name} must be finite, got {text!r}")
+    if not _DECIMAL.fullmatch(t):
+        what = "a number or 'inf'" if allow_inf else "a finite number"
+        raise argparse.ArgumentTypeError(f"{name} must be {what}, got {text!r}")
+    v = float(t)
+    if math.isinf(v):
+        raise argparse.ArgumentTypeError(
+            f"{name}: {text!r} is too large for a double (it would be read as infinity)"
+        )
+    return v
+
+
+def parse_int(text: str, name: str, *, minimum: int | None = None, maximum: int = INT_MAX) -> int:
+    """Read a command-line integer strictly (``1000``, ``1e6`` and ``1000.0`` when whole), or
+    raise ``argparse.ArgumentTypeError`` naming ``name`` and the text; the value must lie in
+    [``minimum``, ``maximum``] (``maximum`` defaults to :data:`INT_MAX`)."""
+    bound = f" >= {minimum}" if minimum is not None else ""
+    t = text.strip() if isinstance(text, str) else ""
+    v: int | None = None
+    if re.fullmatch(r"[+-]?[0-9]+", t):
+        v = int(t)
+    elif _DECIMAL.fullmatch(t):
+        try:
+            f = float(t)
+            if math.isfinite(f) and f.is_integer() and abs(f) <= 2**53:
+                v = int(f)
+        except (ValueError, OverflowError):
+            v = None
+    if v is None or (minimum is not None and v < minimum):
+        raise argparse.ArgumentTypeError(f"{name} must be an integer{bound}, got {text!r}")
+    if v > maximum:
+        raise argparse.ArgumentTypeError(f"{name} must be <= {maximum:,}, got {text!r}")
+    return v
+
+
+def int_at_least(name: str, minimum: int, maximum: int = INT_MAX) -> Callable[[str], int]:
+    """A converter accepting integers in [``minimum``, ``maximum``] (strict: see
+    :func:`parse_int`)."""
+
+    def convert(text: str) -> int:
+        return parse_int(text, name, minimum=minimum, maximum=maximum)
+
+    return convert
+
+
+def int_in_range(name: str, minimum: int, maximum: int, why: str = "") -> Callable[[str], int]:
+    """A converter accepting integers in [``minimum``, ``maximum``] (``why``: the reason for the
+    upper bound, e.g. the memory it would take)."""
+
+    def convert(text: str) -> int:
+        v = parse_int(text, name, minimum=minimum)
+        if v > maximum:
+            extra = f" ({why})" if why else ""
+            raise argparse.ArgumentTypeError(f"{name} must be <= {maximum:,}{extra}, got {text!r}")
+        return v
+
+    return convert
+
+
+#: argparse dests that name a file or folder (every subcommand): blank values are refused
+PATH_DESTS = frozenset(
+    {"out", "out_dir", "plot", "run_dir", "canary_run_dir", "report_dir", "migrate_to", "ledger"}
+)
+
+
+def nonempty_path(name: str) -> Callable[[str], str]:
+    """A converter for a path option: the empty or blank string is refused (``--out ''`` would
+    otherwise read as "not given" and silently fall back to a default, e.g. into a run)."""
+
+    def convert(text: str) -> str:
+        if not text.strip():
+            raise argparse.ArgumentTypeError(f"{name} must be a non-empty path, got {text!r}")
+        return text
+
+    return convert
+
+
+def refuse_blank_paths(parser: argparse.ArgumentParser) -> None:
+    """Give every path option of ``parser`` and its sub-parsers (dests in :data:`PATH_DESTS`,
+    no converter of their own) the :func:`nonempty_path` converter."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                refuse_blank_paths(sub)
+        elif action.dest in PATH_DESTS and action.type is None and action.nargs in (None, "?"):
+            label = action.option_strings[-1] if action.option_strings else action.metavar
+            action.type = nonempty_path(str(label or action.dest))
+
+
+def check_creatable(path: str | Path, name: str) -> None:
+    """Refuse an output path that cannot be created, before any work: the nearest existing
+    ancestor must accept a new folder (``/proc/x`` passes a permission check as root but not
+    this one). Nothing is left behind.
+
+    Raises:
+        RunDirectoryError: the folder cannot be created there.
+    """
+    from ldp_audit.rundir import _check_parent_writable
+
+    p = Path(path)
+    if p.exists():
+        return
+    _check_parent_writable(p, name)  # the one probe, shared with ldp_audit.rundir
+
+
+def check_file_creatable(path: str | Path, name: str) -> None:
+    """Refuse an output file whose folder does not accept new files, before any work (a probe
+    file is created and removed there).
+
+    Raises:
+        RunDirectoryError: no file can be created there.
+    """
+    import tempfile
+
+    from ldp_audit.errors import RunDirectoryError
+
+    parent = Path(path).parent if str(Path(path).parent) else Path(".")
+    if not parent.exists():
+        check_creatable(parent, name)
+        return
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".ldp-audit-probe-", dir=parent)
+    except OSError as exc:
+        raise RunDirectoryError(
+            f"{name}: cannot create {str(path)!r} in {str(parent)!r} ({exc.strerror or exc})"
+        ) from None
+    os.close(fd)
+    os.unlink(probe)
+
+
+def epsilon_or_inf(text: str) -> float:
+    """A positive real epsilon, or ``inf`` for the explicit non-private baseline."""
+    v = parse_real(text, "epsilon", allow_inf=True)
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"epsilon must be > 0 (or inf), got {text!r}")
+    if v < sys.float_info.min:
+        raise argparse.ArgumentTypeError(
+            f"epsilon must be >= {sys.float_info.min:g} (a normal double), got {text!r}"
+        )
+    return v
+
+
+# ----------------------------------------------------------------------------------------------
+# Output folders: the run-directory contract (ldp_audit.rundir) as command-line options
+# ----------------------------------------------------------------------------------------------
+
+
+def add_run_mode_arguments(p: argparse.ArgumentParser) -> None:
+    """``--overwrite`` / ``--resume`` (mutually exclusive) for a command writing a run."""
+    g = p.add_mutually_exclusive_group()
+    g.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an earlier run at --out (never merged with it)",
+    )
+    g.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue an interrupted run at --out: same config and seed (checked), same "
+        "ledger (its charges keep counting)",
+    )
+
+
+def run_mode(args: argparse.Namespace) -> str:
+    """ "new", "overwrite" or "resume" from ``--overwrite`` / ``--resume``."""
+    if getattr(args, "resume", False):
+        return "resume"
+    return "overwrite" if getattr(args, "overwrite", False) else "new"
+
+
+def check_not_inside_run(path: str | Path, name: str, *, allow: str | Path | None = None) -> None:
+    """Refuse an output path that lies inside an existing run directory (a run is evidence: no
+    command writes into one except its named artefacts, e.g. ``RUN/report``, passed as
+    ``allow``). The path itself being a run is for the caller's own check (``--overwrite``,
+    ``--resume``).
+
+    Raises:
+        RunDirectoryError: an ancestor of ``path`` is a run directory.
+    """
+    from ldp_audit.errors import RunDirectoryError
+    from ldp_audit.rundir import is_run_dir
+
+    p = Path(path).expanduser().absolute()
+    if allow is not None and p == Path(allow).expanduser().absolute():
+        return
+    for parent in p.parents:
+        if is_run_dir(parent):
+            raise RunDirectoryError(
+                f"{name} {str(path)!r} is inside the run directory {str(parent)!r}: a run is "
+                "evidence and is never written into; choose a folder outside it"
+            )
+
+
+def check_out_for_mode(out: str | None, mode: str) -> None:
+    """Check a run's output folder before any work (raises RunDirectoryError)."""
+    from ldp_audit.errors import InvalidParameterError
+    from ldp_audit.rundir import check_new_dir, is_run_dir
+
+    if out is None:
+        if mode != "new":
+            raise InvalidParameterError(f"--{mode} needs --out RUN_DIR")
+        return
+    if mode == "resume":
+        if not is_run_dir(out):
+            from ldp_audit.errors import RunDirectoryError
+
+            raise RunDirectoryError(f"--resume: {out!r} is not a run directory (no config.json)")
+        return
+    check_not_inside_run(out, "--out")
+    check_new_dir(out, name="--out", overwrite=(mode == "overwrite"))
+    check_creatable(out, "--out")
+
+
+def check_workers(workers: int) -> int:
+    """Refuse a worker count far above this machine's cores (4x)."""
+    import os
+
+    from ldp_audit.errors import InvalidParameterError
+
+    cores = os.cpu_count() or 1
+    if workers > 4 * cores:
+        raise InvalidParameterError(
+            f"--workers must be <= {4 * cores} (4 x the {cores} CPU cores here), got {workers}"
+        )
+    return workers
+
+
+def timestamped_dir(prefix: str) -> str:
+    """A new folder name ``PREFIX-YYYYmmdd-HHMMSS[-k]`` that does not exist yet."""
+    import datetime as _dt
+
+    base = f"{prefix}-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    p, k = base, 1
+    while Path(p).exists():
+        k += 1
+        p = f"{base}-{k}"
+    return p
+
+
+def check_report_out(out: str, *, overwrite: bool) -> None:
+    """:func:`ldp_audit.rundir.check_report_dir` for a reproduction's ``--out``."""
+    from ldp_audit.rundir import check_report_dir
+
+    check_not_inside_run(out, "--out")
+    check_report_dir(out, overwrite=overwrite)
+    check_creatable(out, "--out")
+
+
+def real_in(
+    name: str,
+    *,
+    low: float = -math.inf,
+    high: float = math.inf,
+    low_open: bool = True,
+    high_open: bool = True,
+) -> Callable[[str], float]:
+    """A converter accepting finite reals in (low, high) (ends open or closed as given); the
+    message names the option and the value. With an open lower end at 0 the value must also be a
+    normal double (>= 2.2e-308: a subnormal scale or step loses its precision)."""
+    lo_b, hi_b = ("(" if low_open else "["), (")" if high_open else "]")
+
+    def convert(text: str) -> float:
+        try:
+            v = parse_real(text, name)
+        except argparse.ArgumentTypeError:
+            v = math.nan
+        ok = math.isfinite(v) and (v > low if low_open else v >= low)
+        ok = ok and (v < high if high_open else v <= high)
+        if not ok:
+            raise argparse.ArgumentTypeError(
+                f"{name} must be a finite number in {lo_b}{low:g}, {high:g}{hi_b}, got {text!r}"
+            )
+        if low == 0.0 and low_open and v < sys.float_info.min:
+            raise argparse.ArgumentTypeError(
+                f"{name} must be >= {sys.float_info.min:g} (a normal double), got {text!r}"
+            )
+        return v
+
+    return convert
+
+
+def confidence(name: str = "--confidence") -> Callable[[str], float]:
+    """A converter for a confidence level in (0, 1) whose error probability 1 - c is also in
+    (0, 1) as a double (``1e-320`` passes ``0 < c < 1`` but ``1 - c == 1.0``)."""
+    inner = real_in(name, low=0.0, high=1.0)
+
+    def convert(text: str) -> float:
+        v = inner(text)
+        if not 0.0 < 1.0 - v < 1.0:
+            raise argparse.ArgumentTypeError(
+                f"{name} must be in (0, 1) with 1 - {name.lstrip('-')} representable, got {text!r}"
+            )
+        return v
+
+    return convert
+
+
+# ----------------------------------------------------------------------------------------------
+# Help formatting: defaults shown everywhere, never a literal %%
+# ----------------------------------------------------------------------------------------------
+
+
+class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """``ArgumentDefaultsHelpFormatter`` that shows ``(default: X)`` only where it informs.
+
+    Nothing is added to options whose help already names the default, flags (default False)
+    and options without a default (None). Descriptions and epilogs are %-unescaped too (argparse
+    leaves a literal ``%%`` in them unless they contain ``%(prog)``), so no help output shows
+    ``%%``.
+    """
+
+    @staticmethod
+    def _informative(action: argparse.Action) -> bool:
+        d = action.default
+        return not (d is None or d is False or d is argparse.SUPPRESS or d == [])
+
+    def _format_action(self, action: argparse.Action) -> str:
+        if action.help is None and action.option_strings and self._informative(action):
+            action.help = "(default: %(default)s)"  # an option without help still shows it
+        return super()._format_action(action)
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        help_text = action.help or ""
+        if "%(default)" in help_text or "default" in help_text.lower():
+            return action.help
+        if not self._informative(action):
+            return action.help
+        return super()._get_help_string(action)
+
+    def _format_text(self, text: str) -> str:
+        if "%(prog)" not in text:
+            text = text.replace("%%", "%")
+        return super()._format_text(text)
+
+
+class HelpParser(argparse.ArgumentParser):
+    """``ArgumentParser`` whose default formatter is :class:`DefaultsHelpFormatter`; its
+    sub-parsers (``add_subparsers`` uses the parent's class) inherit it, so one setting in
+    ``ldp_audit.cli.build_parser`` covers every subcommand."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("formatter_class", DefaultsHelpFormatter)
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
+
+def add_backend_arguments(p: argparse.ArgumentParser, *, workers: bool = False) -> None:
+    """``--backend {local,ray}`` and ``--address ADDR`` (:mod:`ldp_audit.backends`): where the
+    grid's tasks run; results are bit for bit the same on every backend. Validate with
+    ``ldp_audit.backends.backend_options(args)`` (or ``check_backend``) before any work.
+    ``workers=True`` also adds ``--workers N`` (local pool size / CPUs of a Ray started here)."""
+    p.add_argument(
+        "--backend",
+        choices=("local", "ray"),
+        default="local",
+        help="where the grid runs: this machine (a process pool with --workers > 1) or Ray "
+        "(needs ldp-audit[ray]); results are bit for bit the same",
+    )
+    p.add_argument(
+        "--address",
+        default=None,
+        metavar="ADDR",
+        help="with --backend ray: an existing Ray cluster (e.g. auto, ray://HOST:10001); "
+        "default: start Ray on this machine with --workers CPUs",
+    )
+    if workers:
+        p.add_argument(
+            "--workers",
+            type=int_at_least("--workers", 1),
+            default=None,
+            help="--backend local: a process pool of this size (default: this process); "
+            "--backend ray: CPUs of the Ray instance started here (default: all)",
+        )
+
+
+def show_progress(args: argparse.Namespace) -> bool:
+    """Progress bars only where a person watches them: stderr is a terminal and ``--no-progress``
+    was not given (``LDP_AUDIT_PROGRESS=always`` forces them, ``never`` turns them off). A log
+    file or a pipe gets no bar frames (issue 31: ``make demo > log`` wrote 61 KB of them)."""
+    if getattr(args, "no_progress", False):
+        return False
+    mode = os.environ.get("LDP_AUDIT_PROGRESS", "auto").strip().lower()
+    if mode == "always":
+        return True
+    if mode == "never":
+        return False
+    return sys.stderr.isatty()
