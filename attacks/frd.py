@@ -233,7 +233,10 @@ def attack_run_dir(
     keys, X = upload_features(tr, cfg, bins=bins, probes=probes)
     k = len(cfg.candidates)
     shadow_groups = max(2, math.ceil(n_shadow * k / cfg.n_agents))
-    scfg = FrdConfig.from_dict({**cfg.to_dict(), "groups": shadow_groups})
+    # the shadow agents train where this machine can: a run trained with --device cuda is
+    # attacked with "auto" (CUDA if present, else the CPU; the device moves only the distillation)
+    dev = "auto" if cfg.device == "cuda" else cfg.device
+    scfg = FrdConfig.from_dict({**cfg.to_dict(), "groups": shadow_groups, "device": dev})
     rng = np.random.default_rng(seed)
     s_seed = int(rng.integers(0, 2**31 - 1))
     sres = train_many([scfg], seed=s_seed, record=True, progress=progress)[0]

@@ -294,3 +294,33 @@ def test_reproduce_frd_device(tmp_path, capsys):
     assert docs["auto"]["device"] == "cpu" and docs["auto"]["settings"]["device"] == "auto"
     assert docs["auto"]["rows"] == docs["cpu"]["rows"]
     assert any(r["kind"] == "frd" and r["agents"] == 2 for r in docs["cpu"]["rows"])
+
+
+def test_attack_on_a_cuda_run_trains_its_shadows_where_this_machine_can(tmp_path, monkeypatch):
+    """A run whose config says ``device="cuda"`` is attacked on a machine without CUDA: the
+    shadow agents get ``auto`` (here the CPU) instead of a refusal."""
+    import ldp_audit.attacks.frd as A
+    import ldp_audit.training.frd as frd_pkg
+    from ldp_audit import rundir
+
+    tiny = dict(n_agents=2, groups=2, sections=10, exchange_period=3, initial_episodes=2,
+                hidden=8, max_episodes=12)  # fmt: skip
+    rd = tmp_path / "run"
+    train(FrdConfig(**tiny), seed=0, run_dir=rd)
+    real_read = rundir.read_config
+
+    def read_as_cuda(path):  # the run's config as a --device cuda run records it
+        doc = real_read(path)
+        return {**doc, "config": {**doc["config"], "device": "cuda"}}
+
+    seen = []
+
+    def spy(cfgs, **kw):
+        seen.extend(c.device for c in cfgs)
+        return train_many(cfgs, **kw)
+
+    monkeypatch.setattr(rundir, "read_config", read_as_cuda)  # attack_run_dir imports it late
+    monkeypatch.setattr(frd_pkg, "train_many", spy)
+    res = A.attack_run_dir(rd, n_shadow=2, seed=0)
+    assert seen == ["auto"]  # the shadows' config; "cuda" would have been refused here
+    assert len(res["guess"]) == 4  # one guess per victim agent (2 agents x 2 groups)

@@ -50,7 +50,6 @@ from ldp_audit.training.pgc_a3c._kernels import (  # noqa: F401
     _V,
     __all__,
     _agg_one,
-    _episode_grad,
     _log_sigmoid_pair,
     _value_targets,
     act_and_record,

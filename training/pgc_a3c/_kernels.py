@@ -327,39 +327,6 @@ def _episode_grad_t(
 
 
 @nb.njit(cache=True, nogil=True)
-def _episode_grad(
-    th: np.ndarray,
-    r: int,
-    obs_buf: np.ndarray,
-    acts_buf: np.ndarray,
-    rews_buf: np.ndarray,
-    big_t: int,
-    boot: bool,
-    g: float,
-    lam: float,
-    b: float,
-    lit: bool,
-    out: np.ndarray,
-    hid: np.ndarray,
-    pre: np.ndarray,
-    val: np.ndarray,
-    dif: np.ndarray,
-    vhat: np.ndarray,
-    wd: np.ndarray,
-) -> float:
-    """One episode's gradient on the engine's packing of ``th`` (the former per-episode kernel's
-    signature, kept for old imports; ``pre`` is not used): :func:`_transpose_row`, then
-    :func:`_episode_grad_t`."""
-    tt = np.empty(112)
-    gacc = np.empty(112)
-    _transpose_row(th, tt, wd)
-    return _episode_grad_t(
-        tt, wd, r, obs_buf, acts_buf, rews_buf, big_t, boot, g, lam, b, lit, out, hid, val, dif,
-        vhat, gacc,
-    )  # fmt: skip
-
-
-@nb.njit(cache=True, nogil=True)
 def aggregate(
     theta: np.ndarray,
     buffer: np.ndarray,
