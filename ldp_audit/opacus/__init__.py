@@ -26,10 +26,11 @@ ledger tests still run on public directions).
 The hooks are instance attributes on the optimizer around three public steps of Opacus's
 ``DPOptimizer`` (opacus 1.5-1.6): ``clip_and_accumulate`` (canaries appended to the per-sample
 gradients first, so they are clipped like any sample, by the optimizer's own code, subclass
-included), ``add_noise`` (the ledger charged first) and the wrapped optimizer's ``step`` (the
-released noisy mean gradient recorded, whatever path produced it). A subclass that overrides
-any of them is hooked the same way: the audit tests what the optimizer does, not what Opacus's
-base class would do.
+included; under ghost clipping, ``accumulate``: each joining canary clipped with Opacus's factor
+and added to the clipped sum), ``add_noise`` (the ledger charged first) and the wrapped
+optimizer's ``step`` (the released noisy mean gradient recorded, whatever path produced it).
+A subclass that overrides any of them is hooked the same way: the audit tests what the
+optimizer does, not what Opacus's base class would do.
 
 What each setting sees (:func:`audit_run`):
 
@@ -47,6 +48,8 @@ Bonferroni (the ledger check is deterministic and takes no share).
 
 The package's modules: :mod:`~ldp_audit.opacus.canaries` (the public canary design),
 :mod:`~ldp_audit.opacus.attach` (:class:`CanaryAudit`: planting the canaries, the hooks),
+:mod:`~ldp_audit.opacus.embed` (the audit embedded in a trainer's own run directory and ledger,
+``CanaryAudit(accountant=..., writer=...)``: :class:`AuditRecords`; ``train dprl`` uses it),
 :mod:`~ldp_audit.opacus.writer` (the run directory), :mod:`~ldp_audit.opacus.scoring` (the
 audit of a run, the report sections) and :mod:`~ldp_audit.opacus.system` (the ``opacus``
 system and the digits example). Every name is importable from ``ldp_audit.opacus``.

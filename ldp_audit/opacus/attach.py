@@ -459,7 +459,7 @@ class CanaryAudit:
                 if v.dtype != g.dtype or v.device != g.device:
                     local, v = local.to(g.device), v.to(dtype=g.dtype, device=g.device)
                     self._vals[i] = (local, v)
-                tail.scatter_(1, local[joined], v[joined])
+                tail.scatter_(1, local.index_select(0, joined), v.index_select(0, joined))
             p.grad_sample = new
 
     def _joined_rows(self, joined: Any, sel: Any) -> list[Any]:
@@ -535,7 +535,9 @@ class CanaryAudit:
                     self._proj.append((v[0][self._idx.numpy()] * w).sum(axis=1))
             else:
                 g = torch.cat([p.grad.reshape(-1).float() for p in self._params])
-                proj = (g[self._flat_idx].view(self._idx.shape) * self._weight).sum(dim=1)
+                # index_select: the same gather as g[idx], several times faster on the CPU
+                sel = g.index_select(0, self._flat_idx).view(self._idx.shape)
+                proj = (sel * self._weight).sum(dim=1)
                 self._proj.append(proj)
                 self._norms.append(g.norm())
         self._accs.append(getattr(opt, "accumulated_iterations", 1) or 1)
