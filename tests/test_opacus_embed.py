@@ -196,3 +196,27 @@ def test_embedded_bad_input_refused_before_anything(tmp_path: Path) -> None:
         audit.finish()
     with pytest.raises(InvalidParameterError, match="transcript: only for an embedded"):
         CanaryAudit(tmp_path / "p", **base).finish(transcript={})
+
+
+def test_standalone_audit_runs_bit_identical_to_golden(tmp_path: Path) -> None:
+    """The stand-alone audit's run directories are those of the version before ghost clipping,
+    embedding and the index_select gathers (hashes in tests/data/opacus_audit_golden.json, made
+    by that version on this loop: seed 0 with 500 canaries, seed 1 with 3, two epochs)."""
+    import hashlib
+    import json
+
+    want = json.loads((Path(__file__).parent / "data" / "opacus_audit_golden.json").read_text())
+    got = {}
+    for seed, m in ((0, 500), (1, 3)):
+        model, opt, loader = make_loop(seed)
+        audit = CanaryAudit(tmp_path / f"r{seed}", canaries=m, seed=seed, delta=1e-5)
+        opt = audit.attach(opt, data_loader=loader)
+        train(model, opt, loader, 2)
+        audit.finish(audit=False)
+        for f in ("transcript.npz", "secrets.npz", "model.npz"):
+            for k, v in sorted(read_npz(tmp_path / f"r{seed}", f).items()):
+                a = np.ascontiguousarray(np.asarray(v))
+                h = hashlib.sha256(f"{a.dtype.str}{a.shape}".encode())
+                h.update(a.tobytes())
+                got[f"{seed}:{f}:{k}"] = h.hexdigest()[:24]
+    assert got == want
