@@ -164,6 +164,7 @@ def test_embedded_bad_input_refused_before_anything(tmp_path: Path) -> None:
     base = {"canaries": 10, "seed": 0, "delta": 1e-5}
     cases = [
         ({"accountant": acc}, tmp_path / "o", r"out: an embedded audit.*out="),
+        ({}, None, "out must be a path .*got None .*accountant="),
         ({"accountant": "ledger"}, None, "accountant must be .*Accountant.*str"),
         ({"writer": "w", "accountant": acc}, None, "writer must be a RunWriter or None.*str"),
         ({"directions": np.eye(4)}, tmp_path / "o", "directions: only for an embedded"),

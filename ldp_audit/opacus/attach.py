@@ -108,6 +108,11 @@ class CanaryAudit:
         if example is not None and not isinstance(example, dict):
             raise InvalidParameterError(f"example must be a dict or None, got {example!r}")
         self.example = example
+        if out is None and not self.embedded:
+            raise InvalidParameterError(
+                "out must be a path (str) for the run directory, got None (or embed the audit "
+                "in your trainer's run: accountant=..., docs/opacus.md)"
+            )
         self.out = None if self.embedded else check_new_dir(out, name="out")
         self._opt: Any = None
         self._inserted: Any = None
