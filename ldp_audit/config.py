@@ -108,7 +108,7 @@ def bounds(
     (``open_min`` / ``open_max`` exclude the end), whether ``inf`` is a value (an infinite
     epsilon; with no ``minimum``, ``-inf`` too: an unbounded lower end), the allowed
     ``choices``, or ``parse``: a converter factory called with the option name (e.g.
-    :func:`ldp_audit.cli._types.confidence`) for a value with its own rules, or
+    :func:`ldp_audit.cli.types.confidence`) for a value with its own rules, or
     ``check``: the config's own check of the field (``check(value)`` raising
     InvalidParameterError, the function its ``__post_init__`` calls), which the command line runs
     on the value it read before the bounds, so an option refuses in the config's words (its
@@ -277,10 +277,10 @@ def option_name(field_name: str) -> str:
 
 def _scalar_parser(tp: Any, opt: str, b: Mapping[str, Any]) -> Any:
     """A strict converter for one scalar type, or None when the type is not a CLI scalar. The
-    messages are the CLI's own (:mod:`ldp_audit.cli._types`), so a generated option and a
+    messages are the CLI's own (:mod:`ldp_audit.cli.types`), so a generated option and a
     hand-written one refuse a value in the same words; a field's ``check`` runs first, on the
     value read (its refusal in the config's words)."""
-    from ldp_audit.cli._types import parse_int, parse_real
+    from ldp_audit.cli.types import parse_int, parse_real
 
     conv = _bounded_parser(tp, opt, b)
     check = b.get("check")
@@ -312,7 +312,7 @@ def _scalar_parser(tp: Any, opt: str, b: Mapping[str, Any]) -> Any:
 
 def _bounded_parser(tp: Any, opt: str, b: Mapping[str, Any]) -> Any:
     """:func:`_scalar_parser` without the field's ``check``."""
-    from ldp_audit.cli._types import INT_MAX, parse_int, parse_real, real_in
+    from ldp_audit.cli.types import INT_MAX, parse_int, parse_real, real_in
 
     if b.get("parse") is not None:
         return b["parse"](opt)

@@ -120,7 +120,8 @@ def register_pgc(tsub: Any, rsub: Any) -> None:
         "--epsilon",
         type=_epsilon,
         default=None,
-        help="total epsilon per agent (required for laplace/prs; 'none' is epsilon = inf)",
+        help="total epsilon per agent (required for laplace/prs; with --mechanism none omit it "
+        "or give inf)",
     )
     p.add_argument("--trials", type=_trials, default=1, help="K independent runs")
     p.add_argument("--seed", type=_seed, default=0)
