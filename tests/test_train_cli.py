@@ -142,10 +142,10 @@ def _train_parser() -> argparse.ArgumentParser:
 
 
 def test_generated_options_come_from_the_config():
-    """The six options are generated from PgcA3cConfig: its field docs are the help, its
-    defaults fill the options not given (ldp_audit.config), and the fields whose command-line
-    form differs (--mechanism, --epsilon, --trials, --rounds, --max-submissions) stay
-    hand-written with their own defaults."""
+    """Options generated from PgcA3cConfig: its field docs are the help, its defaults fill the
+    options not given (ldp_audit.config); --mechanism is generated as a required option, and
+    the fields whose command-line form differs (--epsilon, --trials, --rounds,
+    --max-submissions) stay hand-written with their own defaults."""
     import dataclasses
 
     from ldp_audit.config import field_docs
