@@ -27,6 +27,7 @@ def checker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     (tmp_path / "attacks" / "__init__.py").write_text("")
     monkeypatch.setattr(mod, "ROOT", tmp_path)
     monkeypatch.setattr(mod, "ALLOWLIST", tmp_path / "scripts" / "allow.txt")
+    monkeypatch.setattr(mod, "SAME_PART_ALLOWLIST", tmp_path / "scripts" / "allow_same.txt")
     return mod
 
 
@@ -68,3 +69,37 @@ def test_the_allowlist_is_a_ratchet(checker, tmp_path: Path, capsys) -> None:
     _write(tmp_path, "training/c.py", "from ldp_audit.backends import run\n")
     assert checker.main([]) == 1  # fixed, still listed
     assert "is fixed: remove it from the list" in capsys.readouterr().out
+
+
+def test_same_part_private_names_have_their_own_ratchet(checker, tmp_path: Path, capsys) -> None:
+    own = _write(
+        tmp_path,
+        "training/b.py",
+        "from ldp_audit.training.fedrl import _metrics\n"
+        "from ldp_audit.training import _kernels\n"  # a private module of its own part: fine
+        "from ldp_audit.training import fedrl as F\n"
+        "def g():\n"
+        "    F._metrics()\n",
+    )
+    assert checker.violations_of(own) == []  # not cross-part
+    assert checker.violations_of(own, same_part=True) == ["ldp_audit.training.fedrl._metrics"]
+    # a module's own private names are not imports
+    assert checker.violations_of(tmp_path / "training" / "fedrl.py", same_part=True) == []
+    assert checker.main([]) == 1
+    out = capsys.readouterr().out
+    assert (
+        "training/b.py: uses ldp_audit.training.fedrl._metrics, a private name of another "
+        "module of its part" in out
+    )
+    assert checker.main(["--update"]) == 0
+    assert (tmp_path / "scripts" / "allow.txt").read_text().count("\n") == 3  # the header only
+    assert (
+        "training/b.py ldp_audit.training.fedrl._metrics"
+        in (tmp_path / "scripts" / "allow_same.txt").read_text()
+    )
+    assert checker.main([]) == 0
+    _write(tmp_path, "training/b.py", "from ldp_audit.training.fedrl import F\n")
+    assert checker.main([]) == 1  # fixed, still listed
+    assert "allow_same.txt: 'training/b.py ldp_audit.training.fedrl._metrics' is fixed" in (
+        capsys.readouterr().out
+    )
