@@ -106,3 +106,141 @@ def test_bad_values_exit_2_naming_the_option(
     assert code == 2
     assert needle in capsys.readouterr().err
     assert not out.exists()
+
+
+# ``ldp-audit reproduce frd``: every option but outputs, modes and backends is generated from
+# training/frd_reproduce.py's ReproduceSettings (issue 25), under the hand-written names it had
+
+
+class _Settings(BaseException):  # not caught by main(): the settings reproduce() was handed
+    pass
+
+
+@pytest.fixture
+def reproduce_captured(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ldp_audit.training import frd_reproduce
+
+    def fake(settings: Any, **kw: Any) -> None:
+        raise _Settings(settings)
+
+    monkeypatch.setattr(frd_reproduce, "reproduce", fake)
+
+
+def _settings_of(argv: list[str], tmp_path: Path) -> Any:
+    with pytest.raises(_Settings) as got:
+        main(["reproduce", "frd", *argv, "--out", str(tmp_path / "rep"), "--no-progress"])
+    return got.value.args[0]
+
+
+def _reproduce_parser() -> argparse.ArgumentParser:
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    rsub = next(
+        a for a in sub.choices["reproduce"]._actions if isinstance(a, argparse._SubParsersAction)
+    )
+    return rsub.choices["frd"]
+
+
+#: one non-default value per field of ReproduceSettings, as the command line spells it
+_REPRODUCE_VALUES = {
+    "settings": (["--settings", "2,5"], (2, 5)),
+    "agents": (["--agents", "3,8"], (3, 8)),
+    "groups": (["--groups", "7"], 7),
+    "max_episodes": (["--max-episodes", "50"], 50),
+    "threshold": (["--threshold", "150.5"], 150.5),
+    "fedavg_setting": (["--fedavg-setting", "4"], 4),
+    "ldp_epsilons": (["--ldp-epsilons", "0.5,2"], (0.5, 2.0)),
+    "leak": (["--no-leak"], False),
+    "leak_groups": (["--leak-groups", "3"], 3),
+    "leak_shadow": (["--leak-shadow", "5"], 5),
+    "leak_epsilons": (["--leak-epsilons", "0.1"], (0.1,)),
+    "seed": (["--seed", "9"], 9),
+    "device": (["--device", "auto"], "auto"),  # resolved by reproduce() (here: recorded)
+}
+
+
+def test_reproduce_every_field_is_a_generated_option() -> None:
+    import dataclasses
+
+    from ldp_audit.training.frd_reproduce import ReproduceSettings
+
+    p = _reproduce_parser()
+    dests = {a.dest for a in p._actions}
+    fields = {f.name for f in dataclasses.fields(ReproduceSettings)}
+    assert fields == set(_REPRODUCE_VALUES)
+    assert {f"cfg__{f}" for f in fields} <= dests  # one generated option per field
+    assert not {"settings", "agents", "seed", "device", "no_leak"} & dests  # none by hand
+    text = " ".join(p.format_help().split())
+    assert "(ReproduceSettings; generated)" in text
+    assert "--settings SETTINGS Table 1 settings of Figure 3" in text
+    assert "(>= 1; default: 4)" in text  # --groups
+
+
+@pytest.mark.parametrize("name", sorted(_REPRODUCE_VALUES))
+def test_reproduce_each_option_reaches_its_field(
+    name: str, reproduce_captured: None, tmp_path: Path
+) -> None:
+    from ldp_audit.training.frd_reproduce import ReproduceSettings
+
+    argv, value = _REPRODUCE_VALUES[name]
+    got = _settings_of(argv, tmp_path)
+    assert getattr(got, name) == value
+    assert got == ReproduceSettings(**{name: value})  # every other field: the default
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        ([], {}),  # the defaults of the hand-written options: those of ReproduceSettings
+        (["--agents", "1,2,4", "--groups", "30", "--max-episodes", "250"],  # make reproduce-frd
+         {"agents": (1, 2, 4), "groups": 30, "max_episodes": 250}),
+        (["--groups", "2", "--max-episodes", "100", "--leak-groups", "4", "--leak-shadow", "8",
+          "--leak-epsilons", "1"],  # docs/scale-out.md
+         {"groups": 2, "max_episodes": 100, "leak_groups": 4, "leak_shadow": 8,
+          "leak_epsilons": (1.0,)}),
+        (["--agents", "2,", "--ldp-epsilons", "1,,10"], {"agents": (2,), "ldp_epsilons": (1, 10)}),
+    ],
+)  # fmt: skip
+def test_reproduce_documented_commands_give_the_same_settings(
+    argv: list[str], expected: dict, reproduce_captured: None, tmp_path: Path
+) -> None:
+    from ldp_audit.training.frd_reproduce import ReproduceSettings
+
+    got = _settings_of(argv, tmp_path)
+    assert got == ReproduceSettings(**expected)
+    assert got.settings == (1, 2, 3, 4, 5, 6, 7) or "settings" in expected
+    assert got.leak is True and got.device == "cpu" and got.seed == 0
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--settings", "8"], "argument --settings: --settings must be a comma-separated list of "
+         "integers in [1, 7], got '8'"),
+        (["--settings", ""], "--settings must be a comma-separated list"),
+        (["--agents", "10001"], "argument --agents: --agents must be a comma-separated list of "
+         "integers in [1, 10000], got '10001'"),
+        (["--agents", "1_0"], "got '1_0'"),
+        (["--groups", "0"], "argument --groups: --groups must be an integer >= 1, got '0'"),
+        (["--max-episodes", "1.5"], "--max-episodes must be an integer"),
+        (["--threshold", "inf"], "argument --threshold: --threshold must be a finite number"),
+        (["--threshold", "-1"], "got '-1'"),
+        (["--fedavg-setting", "8"], "argument --fedavg-setting: --fedavg-setting must be <= 7, "
+         "got '8'"),
+        (["--ldp-epsilons", "1,inf"], "argument --ldp-epsilons: --ldp-epsilons must be finite, "
+         "got '1,inf'"),
+        (["--leak-epsilons", "0"], "argument --leak-epsilons: epsilon must be > 0"),
+        (["--leak-shadow", "0"], "--leak-shadow must be an integer >= 1, got '0'"),
+        (["--seed", "-1"], "argument --seed: --seed must be an integer >= 0, got '-1'"),
+        (["--device", "tpu"], "argument --device: --device must be one of 'cpu', 'cuda', 'auto', "
+         "got 'tpu'"),
+    ],
+)  # fmt: skip
+def test_reproduce_bad_values_exit_2_naming_the_option(
+    argv: list[str], needle: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "rep"
+    with pytest.raises(SystemExit) as e:
+        main(["reproduce", "frd", *argv, "--out", str(out)])
+    assert e.value.code == 2
+    assert needle in capsys.readouterr().err
+    assert not out.exists()

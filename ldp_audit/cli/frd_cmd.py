@@ -19,10 +19,7 @@ from ldp_audit.cli._types import (
     add_run_mode_arguments,
     check_out_for_mode,
     confidence,
-    epsilon_or_inf,
     int_at_least,
-    parse_int,
-    parse_real,
     run_mode,
     show_progress,
     timestamped_dir,
@@ -32,53 +29,12 @@ from ldp_audit.errors import InvalidParameterError
 _FMT = DefaultsHelpFormatter  # defaults shown only where they inform
 
 
-def _real(name: str, low: float) -> Any:
-    def convert(text: str) -> float:
-        try:  # strict: no 1_000, non-ASCII digits, 1e309 (ldp_audit.cli._types.parse_real)
-            v = parse_real(text, name)
-        except argparse.ArgumentTypeError:
-            v = math.nan
-        if math.isnan(v) or math.isinf(v) or v < low:
-            raise argparse.ArgumentTypeError(
-                f"{name} must be a finite number >= {low:g}, got {text!r}"
-            )
-        return v
-
-    return convert
-
-
-def _int_list(name: str, maximum: int = 10_000) -> Any:
-    def convert(text: str) -> tuple[int, ...]:
-        try:
-            vals = tuple(parse_int(t, name, minimum=1) for t in text.split(",") if t.strip())
-        except argparse.ArgumentTypeError:
-            vals = ()
-        if not vals or any(not 1 <= v <= maximum for v in vals):
-            raise argparse.ArgumentTypeError(
-                f"{name} must be a comma-separated list of integers in [1, {maximum}], got {text!r}"
-            )
-        return vals
-
-    return convert
-
-
 def _private_param(text: str) -> tuple[str, tuple[float, ...]]:
     """NAME=V1,V2,... (syntax, numbers, >= 2 values, no duplicates: the Gymnasium path's
     parser); the name and the values are checked against CartPole by ``FrdConfig``."""
     from ldp_audit.cli.gym_cmd import parse_private_param
 
     return parse_private_param(text)
-
-
-def _eps_list(text: str, name: str = "--ldp-epsilons") -> tuple[float, ...]:
-    vals = tuple(epsilon_or_inf(t) for t in text.split(",") if t.strip())
-    if any(math.isinf(v) for v in vals):
-        raise argparse.ArgumentTypeError(f"{name} must be finite, got {text!r}")
-    return vals
-
-
-def _leak_eps_list(text: str) -> tuple[float, ...]:
-    return _eps_list(text, "--leak-epsilons")
 
 
 #: FrdConfig fields whose option is written by hand below (--private-param sets both)
@@ -150,41 +106,6 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
         "the committed report)",
     )
     r.add_argument("--overwrite", action="store_true", help="regenerate an existing report")
-    r.add_argument("--settings", type=_int_list("--settings", 7), default=(1, 2, 3, 4, 5, 6, 7))
-    r.add_argument("--agents", type=_int_list("--agents"), default=(1, 2, 4))
-    r.add_argument("--groups", type=int_at_least("--groups", 1), default=4)
-    r.add_argument("--max-episodes", type=int_at_least("--max-episodes", 1), default=300)
-    r.add_argument("--threshold", type=_real("--threshold", 0.0), default=195.0)
-    r.add_argument("--ldp-epsilons", type=_eps_list, default=(1.0, 10.0))
-    r.add_argument("--no-leak", action="store_true", help="skip the attack experiment")
-    r.add_argument(
-        "--leak-groups",
-        type=int_at_least("--leak-groups", 1),
-        default=24,
-        help="groups of 4 agents per leak run (victims = 4 x this)",
-    )
-    r.add_argument(
-        "--leak-shadow",
-        type=int_at_least("--leak-shadow", 1),
-        default=48,
-        help="the attack's shadow agents per candidate gravity",
-    )
-    r.add_argument(
-        "--leak-epsilons",
-        type=_leak_eps_list,
-        default=(0.05, 0.2, 1.0),
-        help="epsilons per upload of the LDP leak runs",
-    )
-    r.add_argument("--seed", type=int_at_least("--seed", 0), default=0, help="master seed")
-    from ldp_audit.training.device import DEVICES
-
-    r.add_argument(
-        "--device",
-        choices=DEVICES,
-        default="cpu",
-        help="torch device of the distillation (auto: cuda if available); the acting kernels "
-        "and every random draw stay on the CPU, so cpu results do not change (docs/frd.md)",
-    )
     r.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
     r.add_argument("--no-progress", action="store_true")
     from ldp_audit.cli._types import add_backend_arguments
@@ -193,6 +114,15 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
     from ldp_audit.limits import add_force_argument
 
     add_force_argument(r)
+    # every field of ReproduceSettings is an option (--settings, --agents, --groups,
+    # --max-episodes, --threshold, --fedavg-setting, --ldp-epsilons, --leak/--no-leak, ...,
+    # --seed, --device): its default, bounds and help are written once, in the config; there
+    # too: the comma-separated lists (--settings 1,3) are bounds(parse=..., whole=True)
+    from ldp_audit.training.frd_reproduce import ReproduceSettings
+
+    add_arguments(
+        r, ReproduceSettings, group_title="the reproduction's config (ReproduceSettings; generated)"
+    )
     r.set_defaults(func=_reproduce)
 
 
@@ -296,27 +226,14 @@ def _reproduce(args: argparse.Namespace) -> int:
     from ldp_audit.backends import backend_options
     from ldp_audit.cli._types import check_report_out
     from ldp_audit.cli.fedrl_cmd import _resolve_device
+    from ldp_audit.config import from_args
+    from ldp_audit.training.frd_reproduce import ReproduceSettings, reproduce
 
-    _resolve_device(args.device, "reproduce frd")  # cuda without CUDA: exit 2 before any work
+    s = from_args(ReproduceSettings, args)  # the options given; the others: its defaults
+    _resolve_device(s.device, "reproduce frd")  # cuda without CUDA: exit 2 before any work
     where = backend_options(args)  # --backend/--address/--workers: usage errors before work
     out = args.out or timestamped_dir("runs/reproduce-frd")
     check_report_out(out, overwrite=args.overwrite)
-    from ldp_audit.training.frd_reproduce import ReproduceSettings, reproduce
-
-    s = ReproduceSettings(
-        settings=args.settings,
-        agents=args.agents,
-        groups=args.groups,
-        max_episodes=args.max_episodes,
-        threshold=args.threshold,
-        ldp_epsilons=args.ldp_epsilons,
-        leak=not args.no_leak,
-        leak_groups=args.leak_groups,
-        leak_shadow=args.leak_shadow,
-        leak_epsilons=args.leak_epsilons,
-        seed=args.seed,
-        device=args.device,
-    )
     from ldp_audit.limits import check_resources, forcing
     from ldp_audit.training.sizes import frd_reproduce_estimates
 
