@@ -8,7 +8,7 @@ TORCH ?= torch==2.13.0+cpu
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 WHEELS ?= /opt/wheels
 
-.PHONY: demo test lint install reproduce reproduce-dprl reproduce-fedrl reproduce-frd bench clean docs
+.PHONY: demo test lint install reproduce reproduce-dprl reproduce-fedrl reproduce-fedrl-16 reproduce-frd bench clean docs
 
 # Two stamps: the demo needs only the core (torch CPU + the package's own dependencies); the
 # test suite, the docs, Ray and Flower are extras that `make test` adds on top.
@@ -68,6 +68,16 @@ reproduce-fedrl: $(STAMP)
 		--train-steps 32000 --hist-lens --attack-steps 250 --explore-eps 0.05 0.1 0.2 \
 		--curve-points 8 --curve-maps 200 --workers $(FEDRL_WORKERS) --threads 1 \
 		--no-progress --force
+
+# FedRL Table 1 at 16x16 (issue 29; Table 1 only: no attack sweep or audit): 15 tasks; the
+# committed reports/fedrl-16 took 65 min wall, 2,642 CPU-s (/usr/bin/time) with 2 workers at
+# nice 19 on the shared 2-core machine (2026-11-27); estimated 6 min on 16 cores (FEDRL16_WORKERS=15).
+FEDRL16_WORKERS ?= 2
+reproduce-fedrl-16: $(STAMP)
+	$(BIN)/ldp-audit reproduce fedrl --out reports/fedrl-16 --overwrite --sizes 16 --runs 5 \
+		--train-steps 32000 --hist-lens --attack-sigmas --audit-samples 0 \
+		--explore-eps 0.05 0.1 0.2 --curve-points 8 --curve-maps 200 \
+		--workers $(FEDRL16_WORKERS) --threads 1 --no-progress --force
 
 reproduce-frd: $(STAMP)
 	$(BIN)/ldp-audit reproduce frd --out reports/frd --overwrite --agents 1,2,4 --groups 30 \
