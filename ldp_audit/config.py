@@ -340,7 +340,16 @@ def _bounded_parser(tp: Any, opt: str, b: Mapping[str, Any]) -> Any:
                 return parse_real(text, opt, allow_inf=True)
             if _minus_inf(text, b):
                 return -math.inf
-            return in_range(text)
+            try:
+                return in_range(text)
+            except argparse.ArgumentTypeError as exc:
+                if not b.get("inf"):
+                    raise
+                words = "'inf', '-inf'" if b.get("minimum") is None else "'inf'"
+                msg = str(exc).replace(
+                    "must be a finite number", f"must be {words} or a finite number"
+                )
+                raise argparse.ArgumentTypeError(msg) from None
 
         return conv_float
     if tp is str:

@@ -97,8 +97,9 @@ def test_values_are_read_and_typed() -> None:
         (["--n-agents", "True"], "--n-agents must be an integer"),
         (["--n-agents", "1_000"], "--n-agents must be an integer"),
         (["--n-agents", "2.5"], "--n-agents must be an integer"),
-        (["--epsilon", "0"], "--epsilon must be a finite number in (0, inf), got '0'"),
-        (["--epsilon", "nan"], "--epsilon must be a finite number in (0, inf), got 'nan'"),
+        # inf=True: the message says inf is a value (it is accepted above)
+        (["--epsilon", "0"], "--epsilon must be 'inf' or a finite number in (0, inf), got '0'"),
+        (["--epsilon", "nan"], "--epsilon must be 'inf' or a finite number in (0, inf), got 'nan'"),
         (["--lr", "1"], "--lr must be a finite number in [0, 1), got '1'"),
         (["--lr", "inf"], "--lr must be a finite number in [0, 1), got 'inf'"),
         (["--conf", "1"], "--conf must be a finite number in (0, 1), got '1'"),
@@ -252,8 +253,14 @@ def test_values_with_a_leading_minus_are_values(argv: list[str], expected: Box) 
         (["--scales", "1", "-1e-3"], "--scales must be a finite number in [0, inf), got '-1e-3'"),
         (["--shift", "-inf"], "--shift must be a finite number in (-inf, inf), got '-inf'"),
         (["--shift", "-nan"], "--shift must be a finite number in (-inf, inf), got '-nan'"),
-        (["--low", "-nan"], "--low must be a finite number in (-inf, inf), got '-nan'"),
-        (["--low", "-1_0"], "--low must be a finite number in (-inf, inf), got '-1_0'"),
+        (
+            ["--low", "-nan"],
+            "--low must be 'inf', '-inf' or a finite number in (-inf, inf), got '-nan'",
+        ),
+        (
+            ["--low", "-1_0"],
+            "--low must be 'inf', '-inf' or a finite number in (-inf, inf), got '-1_0'",
+        ),
         (["--low", "-1e309"], "got '-1e309'"),
         (["--steps", "-6"], "--steps must be an integer >= -5, got '-6'"),
         (["--steps", "-inf"], "--steps must be an integer >= -5, got '-inf'"),

@@ -23,8 +23,8 @@ SMALL = [
         (["--sections", "1"], "--sections must be an integer >= 2, got '1'"),
         (["--exchange-period", "0"], "--exchange-period must be an integer >= 1, got '0'"),
         (["--initial-episodes", "-1"], "--initial-episodes must be an integer >= 0, got '-1'"),
-        (["--epsilon", "0"], "epsilon must be > 0 (or inf), got '0'"),
-        (["--epsilon", "-2"], "epsilon must be > 0 (or inf), got '-2'"),
+        (["--epsilon", "0"], "--epsilon must be 'inf' or a finite number in (0, inf), got '0'"),
+        (["--epsilon", "-2"], "--epsilon must be 'inf' or a finite number in (0, inf), got '-2'"),
         (["--gravities", "9.8"], "--gravities must be >= 2 comma-separated numbers > 0"),
     ],
 )
