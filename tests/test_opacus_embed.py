@@ -79,10 +79,15 @@ def test_ghost_canaries_are_clipped_before_the_noise() -> None:
 
 
 @pytest.mark.parametrize("charge", [True, False])
-def test_embedded_audit_charges_once_per_update(charge: bool, tmp_path: Path) -> None:
+def test_embedded_audit_charges_once_per_update(
+    charge: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """One door: ``charge=True`` the audit charges the caller's accountant before every noise
     draw; ``charge=False`` the caller does (here before ``opt.step()``) and the audit does not.
-    Either way the ledger holds exactly one central charge per update."""
+    Either way the ledger holds exactly one central charge per update. Run from an empty working
+    directory: an embedded audit has no ``out``, so a file it wrote by a relative path would land
+    there."""
+    monkeypatch.chdir(tmp_path)
     model, opt, loader = make_loop(1)
     acc = Accountant(ledger=Ledger(":memory:"))
     audit = CanaryAudit(canaries=30, seed=1, delta=1e-5, accountant=acc, charge=charge)
@@ -101,7 +106,7 @@ def test_embedded_audit_charges_once_per_update(charge: bool, tmp_path: Path) ->
     assert isinstance(rec, AuditRecords)
     assert rec.updates == steps == _central_rows(acc) == rec.ledger_charges
     assert "add_noise" not in opt.__dict__  # unhooked
-    assert not any(tmp_path.iterdir())  # an embedded audit writes nothing of its own
+    assert not any(tmp_path.iterdir())  # the working directory: the audit wrote nothing
 
 
 def test_embedded_records_are_the_standalone_audits(tmp_path: Path) -> None:
