@@ -50,9 +50,11 @@ def test_ghost_clipping_run_matches_the_materialized_run(tmp_path: Path) -> None
     assert n0 == n1 == tr1["canary_projection"].shape[0] > 10
     np.testing.assert_array_equal(s0["canary_joins"], s1["canary_joins"])
     assert s1["canary_joins"].any()  # canaries did join: the ghost path added them
-    np.testing.assert_allclose(tr1["canary_projection"][0], tr0["canary_projection"][0],
+    # every row, not only the first: measured max |difference| 3.6e-7 (units of C, projections'
+    # std ~1; 2026-11-27, this 2-core machine); atol=0.05 let a 5 % error in a canary's clipped
+    # contribution pass
+    np.testing.assert_allclose(tr1["canary_projection"], tr0["canary_projection"],
                                rtol=1e-4, atol=1e-4)  # fmt: skip
-    np.testing.assert_allclose(tr1["canary_projection"], tr0["canary_projection"], atol=0.05)
     np.testing.assert_array_equal(tr0["batch_size"], tr1["batch_size"])  # the data rows
 
 
