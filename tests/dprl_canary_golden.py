@@ -1,20 +1,23 @@
 """Golden hashes of tiny DP-SGD dprl runs with gradient canaries (test_dprl_canary_golden).
 
-``python tests/dprl_canary_golden.py`` prints the JSON written to
+``PYTHONPATH=. python tests/dprl_canary_golden.py`` prints the JSON written to
 tests/data/dprl_canary_golden.json. It was first run on the trainer's own canary code (commit
-76ddc30, before train dprl planted its canaries through :mod:`ldp_audit.opacus`); the test
-checks that every array of every run is still the same, bit for bit.
+76ddc30, before train dprl planted its canaries through :mod:`ldp_audit.opacus`), and rerun
+with dtype-tagged entries (:mod:`tests.golden_machine`) after the integration had been checked
+equal to it on the same machine; the test checks that every array of every run is still the
+same, bit for bit (float arrays only on the golden's CPU family: tests/golden_machine.py).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
+
+from tests.golden_machine import digest, machine_signature
 
 TINY_RF = dict(algo="reinforce", privacy="dpsgd", episodes=16, num_envs=4, hidden=16)
 TINY_DQN = dict(algo="dqn", privacy="dpsgd", total_steps=400, learning_starts=100,
@@ -29,13 +32,6 @@ CASES = {
         2,
     ),
 }
-
-
-def digest(a: np.ndarray) -> str:
-    a = np.ascontiguousarray(a)
-    h = hashlib.sha256(f"{a.dtype.str}{a.shape}".encode())
-    h.update(a.tobytes())
-    return h.hexdigest()[:32]
 
 
 def run_case(name: str) -> dict[str, str | int]:
@@ -69,4 +65,6 @@ def run_case(name: str) -> dict[str, str | int]:
 
 if __name__ == "__main__":
     names = sys.argv[1:] or list(CASES)
-    print(json.dumps({n: run_case(n) for n in names}, indent=1, sort_keys=True))
+    out = {n: run_case(n) for n in names}
+    out["_machine"] = machine_signature()
+    print(json.dumps(out, indent=1, sort_keys=True))
