@@ -51,6 +51,7 @@ from __future__ import annotations
 import argparse
 import ast
 import dataclasses
+import functools
 import inspect
 import math
 import re
@@ -229,6 +230,18 @@ def _attributes_section(doc: str | None) -> dict[str, str]:
     return out
 
 
+@functools.lru_cache(maxsize=256)
+def _class_ast(klass: type) -> ast.ClassDef | None:
+    """The class statement of ``klass``'s source (None: no source), parsed once per class: reading
+    and parsing a module's source was most of the cost of building the CLI's parser."""
+    try:
+        src = textwrap.dedent(inspect.getsource(klass))
+        body = ast.parse(src).body[0]
+    except (OSError, TypeError, SyntaxError, IndexError):
+        return None
+    return body if isinstance(body, ast.ClassDef) else None
+
+
 def field_docs(cls: type) -> dict[str, str]:
     """Each field's docstring: the string literal right under the field in the class body, else
     its entry in the class docstring's Google-style ``Attributes:`` section (collected from the
@@ -238,12 +251,8 @@ def field_docs(cls: type) -> dict[str, str]:
         if not dataclasses.is_dataclass(klass) or klass is object:
             continue
         docs.update(_attributes_section(klass.__doc__))
-        try:
-            src = textwrap.dedent(inspect.getsource(klass))
-            body = ast.parse(src).body[0]
-        except (OSError, TypeError, SyntaxError, IndexError):
-            continue
-        if not isinstance(body, ast.ClassDef):
+        body = _class_ast(klass)
+        if body is None:
             continue
         stmts = body.body
         for a, b in zip(stmts, stmts[1:], strict=False):
