@@ -184,8 +184,12 @@ def test_killed_worker_retried_without_double_charge(ray_local, tmp_path):
 
 
 def _counting_grid(configs, *, calls, **kwargs):
-    """quiet_train_grid that leaves one file per call (per task) in ``calls``."""
-    Path(calls, f"{os.getpid()}-{len(configs)}-{id(configs)}").write_text("")
+    """quiet_train_grid that leaves one file per call (per task) in ``calls`` (a unique name:
+    two tasks run one after the other in one worker may get configs lists with the same id)."""
+    import tempfile
+
+    fd, _ = tempfile.mkstemp(prefix=f"{os.getpid()}-{len(configs)}-", dir=calls)
+    os.close(fd)
     return reproduce.quiet_train_grid(configs, **kwargs)
 
 
@@ -194,7 +198,8 @@ def test_ray_default_chunks_are_the_cpus_ray_has(ray_local, tmp_path):
     cfgs, seeds = _tiny_configs(), [1, 2, 3, 4]
     one = reproduce.engine_grid(cfgs, seeds)
     got = reproduce.engine_grid(cfgs, seeds, backend="ray", workers=None, grid_fn=counting)
-    assert len(list(tmp_path.iterdir())) == 2  # the fixture's Ray has 2 CPUs: 2 batches of 2
+    calls = [p.name.split("-")[1] for p in tmp_path.iterdir()]
+    assert calls == ["2", "2"]  # the fixture's Ray has 2 CPUs: 2 batches of 2 configs
     assert all(a.zeta.tobytes() == b.zeta.tobytes() for a, b in zip(one, got, strict=True))
 
 
