@@ -42,6 +42,12 @@ def _dprl_settings():
     )
 
 
+# The two tests below are the per-system instances of one mechanism (ldp_audit.backends.run_tasks
+# deals a reproduction's tasks to a pool or to Ray and merges the results): its equality is
+# tested by default in tests/test_backends.py (generic tasks), tests/test_reproduce_backends.py
+# (PGC-A3C) and tests/test_frd_backends.py (FRD); these two (13 s and 39 s) run with -m slow so
+# the default suite stays under 10 minutes on 2 cores.
+@pytest.mark.slow
 def test_dprl_reproduce_ray_equals_local(ray_local, tmp_path):
     pytest.importorskip("torch")
     from ldp_audit.training.dprl_reproduce import reproduce
@@ -146,6 +152,7 @@ def _fedrl_volatile(doc):
     return json.dumps(strip(doc), sort_keys=True)
 
 
+@pytest.mark.slow
 def test_fedrl_reproduce_on_a_pool_and_ray_equals_one_process(ray_local):
     """Every stage (Table 1, Figure 4, attack settings) is a task: same numbers everywhere."""
     pytest.importorskip("torch")
