@@ -242,6 +242,6 @@ def test_non_private_run_is_not_called_randomised(tmp_path: Path) -> None:
     claimed = " ".join(rep.model["verdict"]["claimed"])
     assert "No local privacy is claimed" in claimed and "noisy report" not in claimed
     assert rep.model["ledger"]["basic"]["max"] == float("inf")
-    from ldp_audit.report._render import _html_table
+    from ldp_audit.report._tables import _html_table
 
     assert '<td class="na" colspan="2">no rows</td>' in _html_table(["a", "b"], [])

@@ -10,11 +10,12 @@ import json
 import sys
 from typing import Any
 
-from ldp_audit.cli._types import (
+from ldp_audit.cli.types import (
     DefaultsHelpFormatter,
     add_run_mode_arguments,
     check_out_for_mode,
     int_at_least,
+    resolve_device_option,
     run_mode,
     show_progress,
     timestamped_dir,
@@ -22,23 +23,6 @@ from ldp_audit.cli._types import (
 from ldp_audit.errors import InvalidParameterError
 
 _FMT = DefaultsHelpFormatter  # defaults shown only where they inform
-
-
-def _resolve_device(choice: str, command: str) -> str:
-    """``--device`` resolved before any work: cuda without CUDA is a usage error (exit 2);
-    auto says on stderr where it runs."""
-    from ldp_audit.training.device import resolve_device
-
-    device = resolve_device(choice, "--device")
-    if choice == "auto":
-        if device == "cuda":
-            import torch
-
-            where = f"cuda ({torch.cuda.get_device_name(0)})"
-        else:
-            where = "the CPU: torch sees no CUDA device"
-        print(f"{command}: --device auto: running on {where}", file=sys.stderr)
-    return device
 
 
 def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
@@ -154,7 +138,7 @@ def _train(args: argparse.Namespace) -> int:
     from ldp_audit.training.sizes import check_sizes
 
     check_sizes("fedrl", cfg, force=args.force, cli=True)  # absurd sizes: before any allocation
-    _resolve_device(cfg.device, "train fedrl")  # cuda without CUDA: exit 2 before any work
+    resolve_device_option(cfg.device, "train fedrl")  # cuda without CUDA: exit 2, no work
     check_out_for_mode(args.out, mode)
     out = args.out if args.out is not None else timestamped_dir("runs/fedrl")
     from ldp_audit.rundir import to_jsonable
@@ -273,7 +257,7 @@ def _reproduce(args: argparse.Namespace) -> int:
             f"--train-steps must give one value or one per size ({len(rc.sizes)}), got "
             f"{list(rc.train_steps)}"
         )
-    _resolve_device(rc.device, "reproduce fedrl")  # cuda without CUDA: exit 2 before any work
+    resolve_device_option(rc.device, "reproduce fedrl")  # cuda without CUDA: exit 2, no work
     from ldp_audit.backends import backend_options
 
     where = backend_options(args)  # --backend/--address/--workers: usage errors before work

@@ -187,9 +187,9 @@ def _train(args: argparse.Namespace) -> int:
     from ldp_audit.training.sizes import check_sizes
 
     check_sizes("frd", cfg, force=args.force, cli=True)  # absurd sizes: before any allocation
-    from ldp_audit.cli.fedrl_cmd import _resolve_device
+    from ldp_audit.cli.types import resolve_device_option
 
-    _resolve_device(cfg.device, "train frd")  # cuda without CUDA: exit 2 before any file
+    resolve_device_option(cfg.device, "train frd")  # cuda without CUDA: exit 2 before any file
     mode = run_mode(args)
     out = args.out or timestamped_dir(f"runs/frd-{cfg.mode}")
     check_out_for_mode(out, mode)
@@ -225,12 +225,12 @@ def _train(args: argparse.Namespace) -> int:
 def _reproduce(args: argparse.Namespace) -> int:
     from ldp_audit.backends import backend_options
     from ldp_audit.cli._types import check_report_out
-    from ldp_audit.cli.fedrl_cmd import _resolve_device
+    from ldp_audit.cli.types import resolve_device_option
     from ldp_audit.config import from_args
     from ldp_audit.training.frd_reproduce import ReproduceSettings, reproduce
 
     s = from_args(ReproduceSettings, args)  # the options given; the others: its defaults
-    _resolve_device(s.device, "reproduce frd")  # cuda without CUDA: exit 2 before any work
+    resolve_device_option(s.device, "reproduce frd")  # cuda without CUDA: exit 2 before any work
     where = backend_options(args)  # --backend/--address/--workers: usage errors before work
     out = args.out or timestamped_dir("runs/reproduce-frd")
     check_report_out(out, overwrite=args.overwrite)

@@ -128,12 +128,12 @@ def check_creatable(path: str | Path, name: str) -> None:
     Raises:
         RunDirectoryError: the folder cannot be created there.
     """
-    from ldp_audit.rundir import _check_parent_writable
+    from ldp_audit.rundir import check_parent_writable
 
     p = Path(path)
     if p.exists():
         return
-    _check_parent_writable(p, name)  # the one probe, shared with ldp_audit.rundir
+    check_parent_writable(p, name)  # the one probe, shared with ldp_audit.rundir
 
 
 def check_file_creatable(path: str | Path, name: str) -> None:
@@ -417,3 +417,20 @@ def show_progress(args: argparse.Namespace) -> bool:
     if mode == "never":
         return False
     return sys.stderr.isatty()
+
+
+def resolve_device_option(choice: str, command: str) -> str:
+    """``--device`` resolved before any work: cuda without CUDA is a usage error (exit 2);
+    auto says on stderr where it runs (``command`` names the subcommand)."""
+    from ldp_audit.training.device import resolve_device
+
+    device = resolve_device(choice, "--device")
+    if choice == "auto":
+        if device == "cuda":
+            import torch
+
+            where = f"cuda ({torch.cuda.get_device_name(0)})"
+        else:
+            where = "the CPU: torch sees no CUDA device"
+        print(f"{command}: --device auto: running on {where}", file=sys.stderr)
+    return device

@@ -11,7 +11,7 @@ import html
 import json
 from typing import Any
 
-from ldp_audit.report._tables import (  # noqa: F401 - _html_table: re-exported for the tests
+from ldp_audit.report._tables import (
     _e,
     _f,
     _html_table,

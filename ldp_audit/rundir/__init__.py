@@ -41,6 +41,7 @@ from ldp_audit.rundir.paths import (
     RUN_FILES,
     check_new_dir,
     check_new_file,
+    check_parent_writable,
     check_report_dir,
     is_run_dir,
 )
@@ -60,6 +61,7 @@ __all__ = [
     "RunWriter",
     "check_new_dir",
     "check_new_file",
+    "check_parent_writable",
     "check_report_dir",
     "is_run_dir",
     "json_number",

@@ -20,6 +20,7 @@ __all__ = [
     "ARTIFACT_PATTERN",
     "RUN_FILES",
     "check_new_dir",
+    "check_parent_writable",
     "check_new_file",
     "check_report_dir",
     "is_run_dir",
@@ -54,7 +55,7 @@ def _check_path_arg(path: Any, name: str) -> Path:
     return Path(path)
 
 
-def _check_parent_writable(p: Path, name: str) -> None:
+def check_parent_writable(p: Path, name: str) -> None:
     """The nearest existing ancestor of ``p`` must accept a new entry: probed by creating (and
     removing) a temporary folder there, since a permission check alone passes ``/proc`` as root."""
     import tempfile
@@ -110,7 +111,7 @@ def check_new_dir(
         if not os.access(p, os.W_OK | os.X_OK):
             raise RunDirectoryError(f"{name}: cannot write to {str(p)!r}")
         return p
-    _check_parent_writable(p, name)
+    check_parent_writable(p, name)
     return p
 
 
@@ -164,5 +165,9 @@ def check_new_file(path: Any, *, name: str = "--out", overwrite: bool = False) -
         raise RunDirectoryError(
             f"{name}: the folder {str(p.parent)!r} does not exist (for {str(p)!r})"
         )
-    _check_parent_writable(p, name)
+    check_parent_writable(p, name)
     return p
+
+
+# the former private name (ldp_audit.rundir reads it for old imports)
+_check_parent_writable = check_parent_writable
