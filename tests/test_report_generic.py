@@ -245,3 +245,26 @@ def test_non_private_run_is_not_called_randomised(tmp_path: Path) -> None:
     from ldp_audit.report._tables import _html_table
 
     assert '<td class="na" colspan="2">no rows</td>' in _html_table(["a", "b"], [])
+
+
+def test_one_run_audit_documents_reads_the_run_and_extra(tmp_path):
+    """The one-run results the dprl and opacus report sections show: the run's own
+    attack_membership.json, then each extra file or folder's *.json whose attack is one-run;
+    other attacks, broken JSON and missing files are skipped."""
+    import json
+
+    from ldp_audit.report import one_run_audit_documents
+
+    run, extra = tmp_path / "run", tmp_path / "extra"
+    run.mkdir()
+    extra.mkdir()
+    (run / "attack_membership.json").write_text(json.dumps({"attack": "one-run-steinke", "k": 0}))
+    (extra / "a.json").write_text(json.dumps({"attack": "one-run-fdp", "k": 1}))
+    (extra / "b.json").write_text(json.dumps({"attack": "dynamics", "k": 2}))
+    (extra / "c.json").write_text("{not json")
+    (tmp_path / "d.json").write_text(json.dumps({"attack": "one-run-x", "k": 3}))
+    got = one_run_audit_documents(run, [extra, tmp_path / "d.json", tmp_path / "missing.json"])
+    assert [(p.rsplit("/", 1)[1], d["k"]) for p, d in got] == [
+        ("attack_membership.json", 0), ("a.json", 1), ("d.json", 3)
+    ]  # fmt: skip
+    assert one_run_audit_documents(tmp_path / "nothing") == []

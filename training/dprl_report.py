@@ -28,7 +28,6 @@ __all__ = ["report_sections"]
 def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict]:
     """Learning curve, the accountant's guarantee and the one-run audit(s), for the report."""
     import io
-    import json
 
     run = read_run(run_dir)
     cfg, met = run["config"], run["metrics"]
@@ -91,18 +90,9 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict
             "data": priv,
         }
     )
-    audits = []
-    cands = [Path(run_dir) / "attack_membership.json"]
-    for e in extra or []:
-        e = Path(e)
-        cands.extend(sorted(e.glob("*.json")) if e.is_dir() else [e])
-    for f in cands:
-        try:
-            d = json.loads(Path(f).read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(d, dict) and d.get("attack", "").startswith("one-run"):
-            audits.append((str(f), d))
+    from ldp_audit.report import one_run_audit_documents
+
+    audits = one_run_audit_documents(run_dir, extra)
     if audits:
         arows = []
         for _f, top in audits:

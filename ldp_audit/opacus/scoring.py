@@ -301,18 +301,9 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict
             "data": {"claim": claim, "privacy": priv},
         }
     ]
-    audits = []
-    cands = [run_dir / "attack_membership.json"]
-    for e in extra or []:
-        e = Path(e)
-        cands.extend(sorted(e.glob("*.json")) if e.is_dir() else [e])
-    for f in cands:
-        try:
-            d = json.loads(Path(f).read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(d, dict) and str(d.get("attack", "")).startswith("one-run"):
-            audits.append(d)
+    from ldp_audit.report import one_run_audit_documents
+
+    audits = [d for _, d in one_run_audit_documents(run_dir, extra)]
     arows = []
     for top in audits:
         bb = top.get("extra", {}).get("black_box")

@@ -28,7 +28,13 @@ from typing import Any
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.report._ledger import LedgerStats, read_ledger
-from ldp_audit.report._load import OPTIONAL_FILES, REQUIRED_FILES, RunData, load_run
+from ldp_audit.report._load import (
+    OPTIONAL_FILES,
+    REQUIRED_FILES,
+    RunData,
+    load_run,
+    one_run_audit_documents,
+)
 from ldp_audit.report._model import SCHEMA, build_parts
 from ldp_audit.report._render import render_html, render_json, render_markdown
 
@@ -38,6 +44,7 @@ __all__ = [
     "check_report_out",
     "LedgerStats",
     "load_run",
+    "one_run_audit_documents",
     "read_ledger",
     "build_report",
     "write_report",

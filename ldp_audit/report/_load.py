@@ -260,3 +260,25 @@ def load_run(run_dir: str | Path, extra: list[str | Path] | tuple[str | Path, ..
         extra=extra_paths,
         sources=sources,
     )
+
+
+def one_run_audit_documents(
+    run_dir: str | Path, extra: list[str | Path] | tuple[str | Path, ...] | None = None
+) -> list[tuple[str, dict[str, Any]]]:
+    """The one-run audit results a report section shows, as ``(path, document)``: the run's own
+    ``attack_membership.json`` and every JSON file (or every ``*.json`` in a folder) of
+    ``extra`` whose ``attack`` starts with ``one-run``. Files that are missing or not JSON are
+    skipped (a report shows what exists)."""
+    cands = [Path(run_dir) / "attack_membership.json"]
+    for e in extra or []:
+        e = Path(e)
+        cands.extend(sorted(e.glob("*.json")) if e.is_dir() else [e])
+    out: list[tuple[str, dict[str, Any]]] = []
+    for f in cands:
+        try:
+            d = json.loads(Path(f).read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(d, dict) and str(d.get("attack", "")).startswith("one-run"):
+            out.append((str(f), d))
+    return out
