@@ -11,35 +11,23 @@ from typing import Any
 
 import pytest
 
-from ldp_audit.cli import build_parser, main
+from ldp_audit.cli import main
 from ldp_audit.training import frd
 from ldp_audit.training.frd import PAPER_SETTINGS, FrdConfig
-
-
-class _Got(BaseException):  # not caught by main(): the config the trainer was handed
-    pass
+from tests.cli_capture import hand_over, handed, subcommand_parser
 
 
 @pytest.fixture
 def captured(monkeypatch: pytest.MonkeyPatch) -> None:
-    def fake(cfg: Any, **kw: Any) -> None:
-        raise _Got(cfg)
-
-    monkeypatch.setattr(frd, "train", fake)
+    hand_over(monkeypatch, (frd, "train"))
 
 
 def _config_of(argv: list[str], tmp_path: Path) -> FrdConfig:
-    with pytest.raises(_Got) as got:
-        main(["train", "frd", *argv, "--out", str(tmp_path / "run"), "--no-progress"])
-    return got.value.args[0]
+    return handed(["train", "frd", *argv, "--out", str(tmp_path / "run"), "--no-progress"])
 
 
 def _train_parser() -> argparse.ArgumentParser:
-    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
-    tsub = next(
-        a for a in sub.choices["train"]._actions if isinstance(a, argparse._SubParsersAction)
-    )
-    return tsub.choices["frd"]
+    return subcommand_parser("train", "frd")
 
 
 def test_the_options_are_the_fields_under_their_old_names() -> None:
@@ -113,32 +101,19 @@ def test_bad_values_exit_2_naming_the_option(
 # training/frd_reproduce.py's ReproduceSettings (issue 25), under the hand-written names it had
 
 
-class _Settings(BaseException):  # not caught by main(): the settings reproduce() was handed
-    pass
-
-
 @pytest.fixture
 def reproduce_captured(monkeypatch: pytest.MonkeyPatch) -> None:
     from ldp_audit.training import frd_reproduce
 
-    def fake(settings: Any, **kw: Any) -> None:
-        raise _Settings(settings)
-
-    monkeypatch.setattr(frd_reproduce, "reproduce", fake)
+    hand_over(monkeypatch, (frd_reproduce, "reproduce"))
 
 
 def _settings_of(argv: list[str], tmp_path: Path) -> Any:
-    with pytest.raises(_Settings) as got:
-        main(["reproduce", "frd", *argv, "--out", str(tmp_path / "rep"), "--no-progress"])
-    return got.value.args[0]
+    return handed(["reproduce", "frd", *argv, "--out", str(tmp_path / "rep"), "--no-progress"])
 
 
 def _reproduce_parser() -> argparse.ArgumentParser:
-    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
-    rsub = next(
-        a for a in sub.choices["reproduce"]._actions if isinstance(a, argparse._SubParsersAction)
-    )
-    return rsub.choices["frd"]
+    return subcommand_parser("reproduce", "frd")
 
 
 #: one non-default value per field of ReproduceSettings, as the command line spells it

@@ -14,18 +14,15 @@ from typing import Any
 
 import pytest
 
-from ldp_audit.cli import build_parser, main
+from ldp_audit.cli import main
 from ldp_audit.config import field_docs
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
+from tests.cli_capture import hand_over, handed, subcommand_parser
 
 LEARNING = ("eta", "gamma", "lam", "beta", "alpha_start", "alpha_decay")
 ENGINE = ("clip", "buffer_size", "reduced_dim", "window", "target_score")
 TINY = ["train", "pgc-a3c", "--mechanism", "laplace", "--epsilon", "1", "--max-submissions", "20"]
-
-
-class _Got(BaseException):  # not caught by main(): the config the trainer was handed
-    pass
 
 
 @pytest.fixture
@@ -33,26 +30,15 @@ def captured(monkeypatch: pytest.MonkeyPatch) -> None:
     import ldp_audit.training.gym_pgc as gym
     import ldp_audit.training.pgc_a3c as pgc
 
-    def fake(cfg: Any, **kw: Any) -> None:
-        raise _Got(cfg)
-
-    monkeypatch.setattr(pgc, "train", fake)
-    monkeypatch.setattr(gym, "train", fake)
+    hand_over(monkeypatch, (pgc, "train"), (gym, "train"))
 
 
 def _config_of(argv: list[str]) -> Any:
-    with pytest.raises(_Got) as got:
-        main([*argv, "--no-progress"])
-    return got.value.args[0]
+    return handed([*argv, "--no-progress"])
 
 
 def _train_parser() -> argparse.ArgumentParser:
-    top = build_parser()
-    sub = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
-    tsub = next(
-        a for a in sub.choices["train"]._actions if isinstance(a, argparse._SubParsersAction)
-    )
-    return tsub.choices["pgc-a3c"]
+    return subcommand_parser("train", "pgc-a3c")
 
 
 def test_each_learning_constant_is_a_bounded_documented_option() -> None:
