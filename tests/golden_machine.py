@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import platform
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,50 @@ def digest(a: Any) -> str:
     h = hashlib.sha256(f"{a.dtype.str}{a.shape}".encode())
     h.update(a.tobytes())
     return f"{a.dtype.str}:{h.hexdigest()[:32]}"
+
+
+def tree_entries(
+    tree: Any, prefix: str = "", *, machine_dependent: Callable[[str], bool] = lambda key: False
+) -> dict[str, str]:
+    """Golden entries of a nested result: one ``digest`` per array or scalar leaf of dicts and
+    lists, keyed by its path (``"a/b[2]/c"``). A Python float leaf is a float entry (compared on
+    the golden's machine only), ints, bools, strings and None exact entries; a list of numbers
+    is one array entry (a float array when any of its items is a float).
+
+    ``machine_dependent(key)`` marks integer entries computed from floats (a learned policy's
+    successes, the states it visited): such an entry is tagged ``~`` and compared, like a
+    float, on the golden's machine only (after the first rounding difference a trajectory may
+    take another turn)."""
+    out: dict[str, str] = {}
+
+    def walk(v: Any, key: str) -> None:
+        if isinstance(v, dict):
+            for k in sorted(v, key=str):
+                walk(v[k], f"{key}/{k}" if key else str(k))
+            return
+        if isinstance(v, (list, tuple)) and not _numbers(v):
+            if not v:
+                out[key] = "|O:empty"
+            for i, x in enumerate(v):
+                walk(x, f"{key}[{i}]")
+            return
+        if v is None or isinstance(v, str):
+            out[key] = "|O:" + hashlib.sha256(repr(v).encode()).hexdigest()[:32]
+            return
+        a = np.asarray(v)
+        if a.dtype == object:
+            out[key] = "|O:" + hashlib.sha256(repr(v).encode()).hexdigest()[:32]
+            return
+        out[key] = digest(a)
+
+    walk(tree, prefix)
+    return {k: ("~" + v if machine_dependent(k) else v) for k, v in out.items()}
+
+
+def _numbers(v: Any) -> bool:
+    return bool(v) and all(
+        isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool) for x in v
+    )
 
 
 def machine_signature() -> dict[str, str]:
@@ -60,7 +105,8 @@ def machine_signature() -> dict[str, str]:
 
 
 def _float(entry: str) -> bool:
-    return entry.split(":", 1)[0][1:2] in ("f", "c")
+    """A float entry, or one marked machine-dependent (``~``, :func:`tree_entries`)."""
+    return entry.startswith("~") or entry.split(":", 1)[0][1:2] in ("f", "c")
 
 
 def check_golden(got: dict[str, Any], want: dict[str, Any]) -> None:

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from ldp_audit.cli import build_parser, main
+from tests.waiting import wait_for_charges
 
 pytest.importorskip("ldp_audit.training.pgc_a3c")
 
@@ -418,10 +419,7 @@ def test_sigint_during_training_leaves_a_consistent_interrupted_run(
         text=True,
         env=env,
     )
-    deadline = time.monotonic() + 60
-    while not (run / "config.json").exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    time.sleep(1.5)  # training under way
+    wait_for_charges(run, proc)  # training under way: the ledger has its first charge
     assert proc.poll() is None, "training ended before it could be interrupted"
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=60)

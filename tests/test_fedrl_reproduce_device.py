@@ -6,8 +6,8 @@ Nothing here needs a GPU: ``torch.cuda.is_available`` is patched where a test ne
 
 from __future__ import annotations
 
-import hashlib
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +17,8 @@ torch = pytest.importorskip("torch")
 from ldp_audit.cli import main  # noqa: E402
 from ldp_audit.errors import InvalidParameterError  # noqa: E402
 from ldp_audit.training.fedrl_reproduce import ReproConfig, reproduce  # noqa: E402
+from tests.golden_machine import check_golden, machine_signature, tree_entries  # noqa: E402
+from tests.test_device import policy_derived  # noqa: E402
 
 #: a tiny reproduction: Table 1 (2 runs per method), Figure 4 at one more H, learning curves
 #: and the epsilon-greedy evaluation; no attack and no audit (other libraries' arithmetic)
@@ -24,11 +26,13 @@ TINY = dict(sizes=(8,), runs=2, train_steps=(40,), n_envs=4, n_maps=100, eval_ma
             hist_lens=(1, 2), fig4_runs=1, attack_sigmas=(), audit_samples=0, curve_points=2,
             curve_maps=4, explore_eps=(0.2,))  # fmt: skip
 
-#: sha256 of TINY's results (timings, machine, command and the device keys left out) computed
-#: with the reproduction BEFORE the device option existed (commit 3e8e38b's trainer and
-#: training/fedrl_reproduce.py, torch 2.13.0+cpu, this repository's .venv): with
-#: ``device="cpu"`` the reproduction must still give exactly these numbers
-PRE_CHANGE = "4ee979d6a7ff59aaab905e25a6e7aae347d2e5e221a0c29804685557dbf7534a"
+#: golden entries of TINY's results (timings, machine, command and the device keys left out;
+#: dtype-tagged, tests/golden_machine.py) made from the reproduction BEFORE the device option
+#: existed (commit 3e8e38b's trainer, torch 2.13.0+cpu; rewritten per entry from the same run
+#: after the former whole-result SHA-256 was checked equal on that machine): with
+#: ``device="cpu"`` the reproduction must still give exactly these numbers (the floats on the
+#: golden's CPU family, everything else on any machine)
+GOLDEN_FILE = Path(__file__).parent / "data" / "fedrl_reproduce_golden.json"
 pinned = pytest.mark.skipif(
     torch.__version__ != "2.13.0+cpu",
     reason=f"the digest was computed with torch 2.13.0+cpu, this is {torch.__version__}",
@@ -54,8 +58,8 @@ def _strip(x: Any) -> Any:
     return [_strip(v) for v in x] if isinstance(x, list) else x
 
 
-def _digest(res: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(_strip(res), sort_keys=True).encode()).hexdigest()
+def _entries(res: dict[str, Any]) -> dict[str, str]:
+    return tree_entries(_strip(res), machine_dependent=policy_derived)
 
 
 @pytest.fixture
@@ -115,10 +119,11 @@ def test_cpu_results_bit_for_bit_as_before_the_option(no_cuda: None) -> None:
     """``device="cpu"`` (the default) and ``"auto"`` without CUDA: the numbers of before."""
     cpu = reproduce(ReproConfig(**TINY))
     assert cpu["device"] == "cpu" and cpu["config"]["device"] == "cpu"
-    assert _digest(cpu) == PRE_CHANGE
+    golden = json.loads(GOLDEN_FILE.read_text())
+    check_golden(_entries(cpu), golden)
     auto = reproduce(ReproConfig(**TINY, device="auto"))
     assert auto["device"] == "cpu" and auto["config"]["device"] == "auto"
-    assert _digest(auto) == PRE_CHANGE
+    check_golden(_entries(auto), golden)
 
 
 def test_cli_cuda_without_cuda_exits_2_before_any_file(
@@ -151,3 +156,8 @@ def test_cli_auto_falls_back_to_cpu_says_so_and_matches_cpu(
         readme = (out / "README.md").read_text()
         assert "networks on" not in readme  # a CPU report's README is as before
     assert _strip(docs["auto"]) == _strip(docs["cpu"])
+
+
+if __name__ == "__main__":  # PYTHONPATH=. python tests/test_fedrl_reproduce_device.py > GOLDEN_FILE
+    print(json.dumps({"_machine": machine_signature(), **_entries(reproduce(ReproConfig(**TINY)))},
+                     indent=1, sort_keys=True))  # fmt: skip

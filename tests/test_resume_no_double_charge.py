@@ -30,6 +30,7 @@ import pytest
 from ldp_audit.accountant import Accountant, Budget, LaplaceEvent, Ledger
 from ldp_audit.errors import BudgetExceeded, LedgerError
 from ldp_audit.rundir import RunDir, RunWriter, verify_run
+from tests.waiting import ledger_rows
 
 # ---- the replay itself (in process, exact) -----------------------------------------------------
 
@@ -181,23 +182,6 @@ def _verdict(run: Path) -> str:
     return build_report(run, figures=False).model["verdict"]["status"]
 
 
-def _ledger_rows(path: Path, timeout: float = 5.0) -> int:
-    """Rows committed so far (read with plain sqlite3, read-only; 0 before the file exists or
-    while a writer holds the lock past ``timeout``)."""
-    import sqlite3
-
-    if not path.is_file():
-        return 0
-    try:
-        con = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True, timeout=timeout)
-        try:
-            return int(con.execute("SELECT rows FROM ldp_audit_head").fetchone()[0])
-        finally:
-            con.close()
-    except sqlite3.Error:
-        return 0
-
-
 def _interrupt_and_resume(
     system: str,
     sig: signal.Signals,
@@ -231,7 +215,7 @@ def _interrupt_and_resume(
             time.sleep(0.01)
         p.send_signal(signal.SIGSTOP)
         # (a run stopped inside its write transaction holds the lock: look again, not wait)
-        while _ledger_rows(run / "ledger.sqlite", 0.0) < after_rows and p.poll() is None:
+        while ledger_rows(run / "ledger.sqlite") < after_rows and p.poll() is None:
             assert time.monotonic() < deadline
             p.send_signal(signal.SIGCONT)
             time.sleep(0.005)
@@ -241,7 +225,7 @@ def _interrupt_and_resume(
         p.send_signal(signal.SIGCONT)
     code, err = _finish(p)
     assert "Traceback" not in err, err
-    at_interrupt = _ledger_rows(run / "ledger.sqlite")
+    at_interrupt = ledger_rows(run / "ledger.sqlite", 5.0)
     resumable = (run / "config.json").is_file()
     if resumable and (run / "manifest.json").is_file():
         import json

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from ldp_audit.cli._signals import SignalWatchdog
+from tests.waiting import wait_for_charges
 
 LIMIT_S = 2.0
 
@@ -153,7 +154,7 @@ def _run_and_signal(tmp_path: Path, name: str, sig: int) -> tuple[int, float, st
         preexec_fn=_default_sigint,
     )
     _started(p, run / "config.json")
-    time.sleep(1.0)  # inside the training loop
+    wait_for_charges(run, p)  # inside the training loop: the ledger has its first charge
     rc, dt = _wait_exit(p, sig, trace)
     return rc, dt, p.stderr.read()
 
