@@ -153,7 +153,7 @@ _COMPAT = (_charged, _gdp_lines, _guess_counts, _tail_lp, _check_counts, _eps_al
 
 def _public(run_dir: Path) -> tuple[Any, dict, dict, dict]:
     from ldp_audit.rundir import read_npz
-    from ldp_audit.training.dprl import read_run
+    from ldp_audit.training.dprl.trainer import read_run
 
     run = read_run(run_dir)
     cfg = run["config"]
@@ -168,7 +168,7 @@ def _public(run_dir: Path) -> tuple[Any, dict, dict, dict]:
 
 def canary_scores(run_dir: str | Path, setting: str = "white-box") -> np.ndarray:
     """(m,) membership scores of the canaries from the public parts of the run."""
-    from ldp_audit.training.dprl import canary_directions
+    from ldp_audit.training.dprl.privacy import canary_directions
 
     if setting not in ("white-box", "black-box"):
         raise InvalidParameterError(f"setting must be 'white-box' or 'black-box', got {setting!r}")
@@ -273,7 +273,7 @@ def audit_run(
     """
     from ldp_audit.attacks.membership import membership_metrics
     from ldp_audit.rundir import read_npz
-    from ldp_audit.training.dprl import canary_directions
+    from ldp_audit.training.dprl.privacy import canary_directions
 
     t0 = time.perf_counter()
     confidence = check_probability(confidence, "confidence")

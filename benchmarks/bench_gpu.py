@@ -131,7 +131,7 @@ def probe() -> dict[str, Any]:
         out["gpu_check_sh"] = os.environ["GPU_CHECK_ENV"]
     try:
         _ensure_package()
-        import ldp_audit.training.dprl  # noqa: F401
+        import ldp_audit.training.dprl.trainer  # noqa: F401
         import ldp_audit.training.fedrl  # noqa: F401
 
         out["ldp_audit"] = "ok"
@@ -319,14 +319,14 @@ def _dpsgd_close(b: Bench) -> dict[str, Any]:
     from opacus.grad_sample import GradSampleModuleFastGradientClipping
     from opacus.optimizers import DPOptimizer, DPOptimizerFastGradientClipping
 
-    from ldp_audit.training import dprl as D
+    from ldp_audit.training.dprl import algos, config, privacy, trainer
 
-    D.quiet_opacus_warnings()
+    trainer.quiet_opacus_warnings()
     torch.backends.cuda.matmul.allow_tf32 = False
     checks = []
     for ghost in (True, False):
         for hidden, bsz in ((64, 32), (128, 256)):
-            cfg = D.DprlConfig(algo="dqn", hidden=hidden, batch_size=min(bsz, 10_000))
+            cfg = config.DprlConfig(algo="dqn", hidden=hidden, batch_size=min(bsz, 10_000))
             clip = 1.0
             rng = np.random.default_rng(hidden + bsz)
             s = rng.normal(0, 1, (bsz, 4)).astype(np.float32)  # float32 inputs for all three
@@ -340,7 +340,7 @@ def _dpsgd_close(b: Bench) -> dict[str, Any]:
                 ("cpu_noisy", "cpu", torch.float32, 0.5),
                 ("cuda_noisy", b.gdev, torch.float32, 0.5),
             ):
-                net = D.make_network(cfg, torch.Generator().manual_seed(7)).to(dev, dt)
+                net = trainer.make_network(cfg, torch.Generator().manual_seed(7)).to(dev, dt)
                 if ghost:
                     model = GradSampleModuleFastGradientClipping(
                         net, batch_first=True, loss_reduction="sum", max_grad_norm=clip
@@ -349,7 +349,7 @@ def _dpsgd_close(b: Bench) -> dict[str, Any]:
                 else:
                     model = GradSampleModule(net, batch_first=True, loss_reduction="sum")
                     base = DPOptimizer
-                cls = D.cpu_noise_optimizer(base) if tag.startswith("cuda") else base
+                cls = privacy.cpu_noise_optimizer(base) if tag.startswith("cuda") else base
                 opt = cls(
                     torch.optim.Adam(net.parameters(), lr=1e-3),
                     noise_multiplier=nm,
@@ -364,7 +364,7 @@ def _dpsgd_close(b: Bench) -> dict[str, Any]:
                 per = (model(st).gather(1, at).squeeze(1) - yt) ** 2
                 params = [p for p in net.parameters()]
                 if ghost:
-                    D._ghost_backward(model, per, params)
+                    algos._ghost_backward(model, per, params)
                 else:
                     per.sum().backward()
                 opt.step()
@@ -412,8 +412,8 @@ def _rel(a: Any, c: Any) -> float:
 
 def _runs_close(b: Bench) -> dict[str, Any]:
     """Short whole runs with random actions (same episodes on both devices)."""
-    from ldp_audit.training import dprl as D
     from ldp_audit.training import fedrl as F
+    from ldp_audit.training.dprl import config, trainer
 
     q = b.args.quick
     checks = []
@@ -453,7 +453,7 @@ def _runs_close(b: Bench) -> dict[str, Any]:
                   hidden=64, canaries=4, start_e=1.0, end_e=1.0, noise_multiplier=0.5,
                   store_updates=True, per_sample=per_sample)  # fmt: skip
         res = {
-            k: D.train(D.DprlConfig(**kw, device=d), seed=1)
+            k: trainer.train(config.DprlConfig(**kw, device=d), seed=1)
             for k, d in (("cpu", "cpu"), ("cuda", b.gdev))
         }
         c, g = res["cpu"], res["cuda"]
@@ -542,12 +542,12 @@ def _fedrl_speed(b: Bench) -> dict[str, Any]:
 
 def _dp_update(model: Any, opt: Any, s: Any, a: Any, y: Any, params: Any, ghost: bool) -> None:
     """One DP-SGD update of the DQN loss on the batch (s, a, y), as the trainer does it."""
-    from ldp_audit.training import dprl as D
+    from ldp_audit.training.dprl import algos
 
     opt.zero_grad()
     per = (model(s).gather(1, a).squeeze(1) - y) ** 2
     if ghost:
-        D._ghost_backward(model, per, params)
+        algos._ghost_backward(model, per, params)
     else:
         per.sum().backward()
     opt.step()
@@ -560,9 +560,9 @@ def _dpsgd_speed(b: Bench) -> dict[str, Any]:
     from opacus.grad_sample import GradSampleModuleFastGradientClipping
     from opacus.optimizers import DPOptimizer, DPOptimizerFastGradientClipping
 
-    from ldp_audit.training import dprl as D
+    from ldp_audit.training.dprl import config, privacy, trainer
 
-    D.quiet_opacus_warnings()
+    trainer.quiet_opacus_warnings()
     q = b.args.quick
     cores = os.cpu_count() or 1
     n_upd = 5 if q else 30
@@ -581,8 +581,8 @@ def _dpsgd_speed(b: Bench) -> dict[str, Any]:
                 ths = [1, cores] if dev == "cpu" and not q and cores > 1 else [1]
                 for th in ths:
                     torch.set_num_threads(th)
-                    cfg = D.DprlConfig(algo="dqn", hidden=hidden)
-                    net = D.make_network(cfg, torch.Generator().manual_seed(0)).to(dev)
+                    cfg = config.DprlConfig(algo="dqn", hidden=hidden)
+                    net = trainer.make_network(cfg, torch.Generator().manual_seed(0)).to(dev)
                     if ghost:
                         model = GradSampleModuleFastGradientClipping(
                             net, batch_first=True, loss_reduction="sum", max_grad_norm=1.0
@@ -591,7 +591,7 @@ def _dpsgd_speed(b: Bench) -> dict[str, Any]:
                     else:
                         model = GradSampleModule(net, batch_first=True, loss_reduction="sum")
                         base = DPOptimizer
-                    opt = (D.cpu_noise_optimizer(base) if dev != "cpu" else base)(
+                    opt = (privacy.cpu_noise_optimizer(base) if dev != "cpu" else base)(
                         torch.optim.Adam(net.parameters(), lr=1e-3),
                         noise_multiplier=1.0,
                         max_grad_norm=1.0,
@@ -645,7 +645,7 @@ def _dpsgd_speed(b: Bench) -> dict[str, Any]:
             continue
         row = {"case": name, **kw}
         for dev in b.devices:
-            r = D.train(D.DprlConfig(**kw, device=dev), seed=0)
+            r = trainer.train(config.DprlConfig(**kw, device=dev), seed=0)
             row[f"{dev}_s_per_update"] = r.seconds / max(1, r.updates)
             row[f"{dev}_updates"] = r.updates
             b.say(f"  run {name} {dev}: {r.updates} updates, {r.seconds:.1f} s, "

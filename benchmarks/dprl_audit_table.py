@@ -1,6 +1,6 @@
 """The reproduction's one-run audit table alone (correct and broken DP-SGD trainers).
 
-Runs ``ldp_audit.training.dprl_reproduce._audit_table`` (3 seeds of each correct audit
+Runs ``ldp_audit.training.dprl.reproduce._audit_table`` (3 seeds of each correct audit
 configuration, the four broken fixtures) and writes
 ``benchmarks/results/dprl_audit_table.json`` with wall and CPU time.
 
@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from ldp_audit.rundir import to_jsonable
-from ldp_audit.training.dprl_reproduce import ReproduceSettings, _audit_table
+from ldp_audit.training.dprl.reproduce import ReproduceSettings, _audit_table
 
 torch.set_num_threads(1)
 

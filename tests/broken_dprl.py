@@ -1,6 +1,6 @@
 """Broken DP-SGD trainers (test fixtures for the one-run audit, issue 13).
 
-Each is a :class:`ldp_audit.training.dprl.TrainerHooks` that swaps one piece of a correct
+Each is a :class:`ldp_audit.training.dprl.privacy.TrainerHooks` that swaps one piece of a correct
 DP-SGD step for a classic mistake; the ledger still charges what the correct trainer would, so
 the accountant over-states the privacy and a good audit should notice:
 
@@ -20,7 +20,7 @@ import torch
 from opacus.optimizers import DPOptimizer
 from opacus.optimizers.optimizer import _generate_noise
 
-from ldp_audit.training.dprl import TrainerHooks
+from ldp_audit.training.dprl.privacy import TrainerHooks
 
 
 class NoiseNotTimesClip(DPOptimizer):

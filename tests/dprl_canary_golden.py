@@ -38,7 +38,8 @@ def run_case(name: str) -> dict[str, str | int]:
     import torch
 
     from ldp_audit.rundir import read_npz
-    from ldp_audit.training.dprl import DprlConfig, train
+    from ldp_audit.training.dprl.config import DprlConfig
+    from ldp_audit.training.dprl.trainer import train
 
     torch.set_num_threads(1)
     kw, seed = CASES[name]

@@ -30,7 +30,7 @@ def _no_timings(doc):
 
 
 def _dprl_settings():
-    from ldp_audit.training.dprl_reproduce import ReproduceSettings
+    from ldp_audit.training.dprl.reproduce import ReproduceSettings
 
     return ReproduceSettings(
         seeds=2,
@@ -50,7 +50,7 @@ def _dprl_settings():
 @pytest.mark.slow
 def test_dprl_reproduce_ray_equals_local(ray_local, tmp_path):
     pytest.importorskip("torch")
-    from ldp_audit.training.dprl_reproduce import reproduce
+    from ldp_audit.training.dprl.reproduce import reproduce
 
     reproduce(_dprl_settings(), out=tmp_path / "local")
     reproduce(_dprl_settings(), out=tmp_path / "ray", backend="ray", workers=2)

@@ -426,8 +426,8 @@ NON_FINITE = {"nan": math.nan, "-inf": -math.inf, "npnan": np.float64("nan")}
 def _api_cases() -> list:
     from ldp_audit import mechanisms as M
     from ldp_audit.accountant import Budget
-    from ldp_audit.training.dprl import DprlConfig
-    from ldp_audit.training.dprl_reproduce import ReproduceSettings as DprlRepro
+    from ldp_audit.training.dprl.config import DprlConfig
+    from ldp_audit.training.dprl.reproduce import ReproduceSettings as DprlRepro
     from ldp_audit.training.fedrl import FedRLConfig
     from ldp_audit.training.fedrl_reproduce import ReproConfig
     from ldp_audit.training.frd import FrdConfig

@@ -16,8 +16,9 @@ import torch
 from ldp_audit.cli import main
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.device import resolve_device
-from ldp_audit.training.dprl import DprlConfig, train
-from ldp_audit.training.dprl_privacy import cpu_noise_optimizer as _cpu_noise
+from ldp_audit.training.dprl.config import DprlConfig
+from ldp_audit.training.dprl.privacy import cpu_noise_optimizer as _cpu_noise
+from ldp_audit.training.dprl.trainer import train
 from ldp_audit.training.fedrl import FedRLConfig, _log_arrays, run_fedrl, train_fedrl
 from tests.golden_machine import check_golden, machine_signature, tree_entries
 

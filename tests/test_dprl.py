@@ -1,4 +1,4 @@
-"""DP-SGD REINFORCE / DQN (training/dprl.py): privacy plumbing, accounting, bad input."""
+"""DP-SGD REINFORCE / DQN (training/dprl/__init__.py): privacy plumbing, accounting, bad input."""
 
 from __future__ import annotations
 
@@ -16,14 +16,9 @@ from ldp_audit.accountant import (
     PoissonSampledEvent,
 )
 from ldp_audit.errors import BudgetExceeded, InvalidParameterError, RunDirectoryError
-from ldp_audit.training.dprl import (
-    DprlConfig,
-    TrainerHooks,
-    canary_directions,
-    convergence_episode,
-    read_run,
-    train,
-)
+from ldp_audit.training.dprl.config import DprlConfig
+from ldp_audit.training.dprl.privacy import TrainerHooks, canary_directions
+from ldp_audit.training.dprl.trainer import convergence_episode, read_run, train
 
 torch.set_num_threads(1)
 
@@ -177,7 +172,7 @@ def test_charge_precedes_noise() -> None:
         def agents(self, scope=None):  # noqa: ANN001
             return []
 
-    from ldp_audit.training import dprl
+    from ldp_audit.training.dprl import algos as dprl
 
     cfg = DprlConfig(**TINY_RF)
     res = dprl.train_reinforce(cfg, seed=0, accountant=Refusing(), hooks=TrainerHooks())
@@ -286,7 +281,7 @@ def test_ghost_clipping_bound_and_sum_on_every_dqn_update() -> None:
     """DQN's default (ghost clipping): on every update the per-sample norms Opacus computed
     without per-sample gradients, and the clipped sum it produced, equal a per-sample loop's;
     every clipped per-sample gradient has norm <= C."""
-    from ldp_audit.training.dprl import make_network
+    from ldp_audit.training.dprl.trainer import make_network
 
     log: list = []
     clip = 0.05

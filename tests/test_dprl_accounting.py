@@ -58,7 +58,8 @@ def test_best_unchanged_where_pld_plans_its_own_mesh() -> None:
 
 
 def test_run_epsilon_is_the_ledgers_best_and_lists_every_method() -> None:
-    from ldp_audit.training.dprl import DprlConfig, train
+    from ldp_audit.training.dprl.config import DprlConfig
+    from ldp_audit.training.dprl.trainer import train
 
     cfg = DprlConfig(algo="dqn", privacy="dpsgd", noise_multiplier=0.1, total_steps=400,
                      learning_starts=200, hidden=16)  # fmt: skip
@@ -72,7 +73,8 @@ def test_run_epsilon_is_the_ledgers_best_and_lists_every_method() -> None:
 
 
 def test_greedy_evaluation_does_not_touch_the_training_draws() -> None:
-    from ldp_audit.training.dprl import DprlConfig, greedy_evaluate, train
+    from ldp_audit.training.dprl.config import DprlConfig
+    from ldp_audit.training.dprl.trainer import greedy_evaluate, train
 
     kw = dict(algo="reinforce", privacy="none", episodes=16, hidden=8)
     a = train(DprlConfig(**kw), seed=3)
@@ -86,7 +88,8 @@ def test_greedy_evaluation_does_not_touch_the_training_draws() -> None:
 
 def test_greedy_evaluation_plays_the_policy_it_is_given() -> None:
     # a DQN whose last-layer bias prefers action 0 by far: always pushing left ends in <= 10 steps
-    from ldp_audit.training.dprl import DprlConfig, greedy_evaluate
+    from ldp_audit.training.dprl.config import DprlConfig
+    from ldp_audit.training.dprl.trainer import greedy_evaluate
 
     cfg = DprlConfig(algo="dqn", privacy="none", hidden=4)
     p = np.zeros(cfg.n_params)
@@ -100,7 +103,7 @@ def test_greedy_evaluation_plays_the_policy_it_is_given() -> None:
 
 
 def test_eval_episodes_is_validated() -> None:
-    from ldp_audit.training.dprl import DprlConfig
+    from ldp_audit.training.dprl.config import DprlConfig
 
     for bad in (-1, 2.5, True):
         with pytest.raises(InvalidParameterError, match="eval_episodes"):
@@ -108,8 +111,8 @@ def test_eval_episodes_is_validated() -> None:
 
 
 def test_reproduce_grid_has_clip_only_and_the_small_sigmas() -> None:
-    from ldp_audit.training.dprl import DQN_SOLVES
-    from ldp_audit.training.dprl_reproduce import ReproduceSettings, _grid, _levels, run_config
+    from ldp_audit.training.dprl.reproduce import ReproduceSettings, _grid, _levels, run_config
+    from ldp_audit.training.dprl.trainer import DQN_SOLVES
 
     assert (0.0, True) not in _levels(ReproduceSettings(seeds=1), "dpsgd")  # opt-in
     s = ReproduceSettings(seeds=1, clip_only=True)
@@ -130,7 +133,7 @@ def test_reproduce_grid_has_clip_only_and_the_small_sigmas() -> None:
 
 
 def test_reproduce_cache_resumes_and_survives_a_torn_file(tmp_path) -> None:
-    from ldp_audit.training.dprl_reproduce import _cache_path, _cached
+    from ldp_audit.training.dprl.reproduce import _cache_path, _cached
 
     spec = {"algo": "dqn", "sigma": 0.1, "seed": 0}
     path = _cache_path(tmp_path, "run", spec)

@@ -18,7 +18,8 @@ from ldp_audit.attacks.one_run import (
 )
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 from ldp_audit.stats import clopper_pearson_lower
-from ldp_audit.training.dprl import DprlConfig, train
+from ldp_audit.training.dprl.config import DprlConfig
+from ldp_audit.training.dprl.trainer import train
 from tests import broken_dprl as B
 
 torch.set_num_threads(1)

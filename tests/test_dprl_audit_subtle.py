@@ -2,7 +2,7 @@
 one run by the white-box claimed-mechanism test; the correct trainers are not. (The broken
 trainers are the reproduction's copies of tests/broken_dprl.py, run by its own audit task.)
 
-Configurations (also the reproduction's audit table, ``training/dprl_reproduce.py``):
+Configurations (also the reproduction's audit table, ``training/dprl/reproduce.py``):
 REINFORCE 40 updates of 4 episodes, sigma 6, C 10, 800 orthonormal gradient canaries; DQN
 (hidden 64) 100 updates, Poisson rate q = 1/2 from a 2-transition buffer, sigma 3, 800 canaries.
 Every verdict is at 99% confidence (three tests, Bonferroni): over the 2 correct runs of the fast
@@ -15,8 +15,8 @@ import pytest
 import torch
 
 from ldp_audit.attacks.one_run import audit_run
-from ldp_audit.training.dprl import DprlConfig, train
-from ldp_audit.training.dprl_reproduce import (
+from ldp_audit.training.dprl.config import DprlConfig
+from ldp_audit.training.dprl.reproduce import (
     AUDIT_DQN,
     AUDIT_REINFORCE,
     ReproduceSettings,
@@ -24,6 +24,7 @@ from ldp_audit.training.dprl_reproduce import (
     _audit_one,
     _readme,
 )
+from ldp_audit.training.dprl.trainer import train
 
 torch.set_num_threads(1)
 CONF = 0.99

@@ -141,7 +141,8 @@ def test_obs_noise_train_says_infinite(tmp_path, capsys) -> None:
 
 def test_broken_trainer_gives_violation_exit_codes(tmp_path, capsys) -> None:
     """A broken trainer's run: the audit exits 1 and the report's verdict is a violation."""
-    from ldp_audit.training.dprl import DprlConfig, train
+    from ldp_audit.training.dprl.config import DprlConfig
+    from ldp_audit.training.dprl.trainer import train
     from tests.broken_dprl import NO_CLIPPING
 
     run = tmp_path / "bad"
@@ -161,7 +162,7 @@ def test_broken_trainer_gives_violation_exit_codes(tmp_path, capsys) -> None:
 
 def test_reproduce_tiny(tmp_path) -> None:
     """The reproduction pipeline at a toy scale (the committed report is reports/dprl)."""
-    from ldp_audit.training.dprl_reproduce import ReproduceSettings, reproduce
+    from ldp_audit.training.dprl.reproduce import ReproduceSettings, reproduce
 
     s = ReproduceSettings(seeds=2, episodes=16, total_steps=300, dpsgd_noise=(0.0, 1.0),
                           obs_noise=(0.0, 1.0), audit_canaries=0)  # fmt: skip

@@ -1,4 +1,4 @@
-"""Observation-noise "LDP" (training/obs_noise.py) and its use by the dprl trainers."""
+"""Observation-noise "LDP" (training/dprl/obs_noise.py) and its use by the dprl trainers."""
 
 from __future__ import annotations
 
@@ -12,14 +12,15 @@ import torch
 from ldp_audit.accountant import Accountant, GaussianEvent, Ledger, NonPrivateEvent, compose
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.mechanisms import analytic_gaussian_epsilon
-from ldp_audit.training.dprl import DprlConfig, train
-from ldp_audit.training.obs_noise import (
+from ldp_audit.training.dprl.config import DprlConfig
+from ldp_audit.training.dprl.obs_noise import (
     CARTPOLE_BOX,
     CARTPOLE_IQR,
     ObservationNoise,
     ObservationNoiseMechanism,
     measure_iqr,
 )
+from ldp_audit.training.dprl.trainer import train
 
 torch.set_num_threads(1)
 

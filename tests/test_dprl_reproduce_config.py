@@ -1,5 +1,5 @@
 """``reproduce dprl`` / ``train dprl``: options generated from their configs, and the split of
-``training/dprl_reproduce.py`` (config and driver; runs in ``dprl_reproduce_runs``; figures and
+``training/dprl/reproduce.py`` (config and driver; runs in ``dprl_reproduce_runs``; figures and
 README in ``dprl_reproduce_report``) keeping the committed report and every old import."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ REPORT = Path(__file__).resolve().parent.parent / "reports" / "dprl"
 
 
 def _settings_of(doc: dict):  # noqa: ANN202
-    from ldp_audit.training.dprl_reproduce import ReproduceSettings
+    from ldp_audit.training.dprl.reproduce import ReproduceSettings
 
     kw = {k: tuple(v) if isinstance(v, list) else v for k, v in doc["settings"].items()}
     return ReproduceSettings(**kw)
@@ -26,8 +26,8 @@ def _settings_of(doc: dict):  # noqa: ANN202
 
 def test_committed_readme_rerenders_from_its_results() -> None:
     """reports/dprl/README.md is exactly what the report module writes from results.json."""
-    from ldp_audit.training.dprl_reproduce import _readme
-    from ldp_audit.training.dprl_reproduce_runs import restore
+    from ldp_audit.training.dprl.reproduce import _readme
+    from ldp_audit.training.dprl.reproduce_runs import restore
 
     doc = restore(json.loads((REPORT / "results.json").read_text()))
     for row in doc["table"]:  # results.json writes an interval's NaN end as null
@@ -37,11 +37,11 @@ def test_committed_readme_rerenders_from_its_results() -> None:
 
 
 def test_old_import_path_keeps_every_name() -> None:
-    """Names imported from training/dprl_reproduce.py (tests, benchmarks, sizes.py) stay there,
+    """Names imported from training/dprl/reproduce.py (tests, benchmarks, sizes.py) stay there,
     the very objects of the sibling modules."""
-    import ldp_audit.training.dprl_reproduce as old
-    import ldp_audit.training.dprl_reproduce_report as report
-    import ldp_audit.training.dprl_reproduce_runs as runs
+    import ldp_audit.training.dprl.reproduce as old
+    import ldp_audit.training.dprl.reproduce_report as report
+    import ldp_audit.training.dprl.reproduce_runs as runs
 
     for name in ("AUDIT_DQN", "AUDIT_REINFORCE", "audit_summary", "broken_hooks", "run_config"):
         assert getattr(old, name) is getattr(runs, name)
@@ -53,16 +53,16 @@ def test_old_import_path_keeps_every_name() -> None:
 
 
 def test_dqn_preset_names_are_the_presets() -> None:
-    from ldp_audit.training.dprl import DQN_PRESETS
-    from ldp_audit.training.dprl_reproduce import DQN_PRESET_NAMES
+    from ldp_audit.training.dprl.reproduce import DQN_PRESET_NAMES
+    from ldp_audit.training.dprl.trainer import DQN_PRESETS
 
     assert sorted(DQN_PRESET_NAMES) == sorted(DQN_PRESETS)
 
 
 def _parsed(monkeypatch: pytest.MonkeyPatch, verb: str, argv: list[str], tmp_path: Path):  # noqa: ANN202
     """What ``verb dprl ARGV`` hands to the trainer / the reproduction (nothing runs)."""
-    import ldp_audit.training.dprl as dprl
-    import ldp_audit.training.dprl_reproduce as rep
+    import ldp_audit.training.dprl.reproduce as rep
+    import ldp_audit.training.dprl.trainer as dprl
 
     got = []
 
@@ -87,7 +87,7 @@ def test_reproduce_options_give_the_committed_settings(
 
 
 def test_reproduce_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from ldp_audit.training.dprl_reproduce import ReproduceSettings
+    from ldp_audit.training.dprl.reproduce import ReproduceSettings
 
     # the config's defaults, but 500 audit canaries (the command line's default since the start)
     got = _parsed(monkeypatch, "reproduce", [], tmp_path)
@@ -130,7 +130,7 @@ def test_train_options_cover_the_config(monkeypatch: pytest.MonkeyPatch, tmp_pat
     """Every DprlConfig field is an option; unset options keep the config's defaults; each
     option reaches its field."""
     from ldp_audit.cli import build_parser
-    from ldp_audit.training.dprl_config import DprlConfig
+    from ldp_audit.training.dprl.config import DprlConfig
 
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     train = next(a for a in sub.choices["train"]._actions
@@ -157,7 +157,7 @@ def test_reproduce_noise_and_audit_canaries_come_from_the_config(
     default 500 (bounds(cli_default=500)) is replaced by the value given, and --help shows both
     defaults."""
     from ldp_audit.cli import build_parser
-    from ldp_audit.training.dprl_reproduce import ReproduceSettings
+    from ldp_audit.training.dprl.reproduce import ReproduceSettings
 
     got = _parsed(monkeypatch, "reproduce", ["--noise", "0", "2.5", "--audit-canaries", "0"],
                   tmp_path)  # fmt: skip
@@ -190,8 +190,8 @@ def test_reproduce_noise_and_audit_canaries_come_from_the_config(
 def test_train_state_box_and_store_updates_reach_the_config(
     argv: list[str], want: dict, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from ldp_audit.training.dprl_config import DprlConfig
-    from ldp_audit.training.obs_noise import CARTPOLE_BOX
+    from ldp_audit.training.dprl.config import DprlConfig
+    from ldp_audit.training.dprl.obs_noise import CARTPOLE_BOX
 
     if want.get("state_box") == "CARTPOLE":
         want = {"state_box": CARTPOLE_BOX}

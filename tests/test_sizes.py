@@ -82,10 +82,12 @@ def test_issue_example_refused_before_any_allocation(argv, option, tmp_path, cap
 
 
 def test_library_refuses_and_force_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
-    from ldp_audit.training import dprl, frd
+    from ldp_audit.training import frd
+    from ldp_audit.training.dprl.config import DprlConfig
+    from ldp_audit.training.dprl.trainer import train
 
     with pytest.raises(InvalidParameterError, match=r"hidden=100000000 .*force=True"):
-        dprl.train(dprl.DprlConfig(hidden=100_000_000))
+        train(DprlConfig(hidden=100_000_000))
     with pytest.raises(InvalidParameterError, match=r"groups=1000000 "):
         frd.train(frd.FrdConfig(groups=1_000_000), seed=0)
     with pytest.raises(InvalidParameterError, match=r"groups=1000000 "):
@@ -207,7 +209,7 @@ def test_every_command_with_size_options_has_force() -> None:
 
 
 def test_estimates_follow_the_arithmetic() -> None:
-    from ldp_audit.training.dprl import DprlConfig
+    from ldp_audit.training.dprl.config import DprlConfig
     from ldp_audit.training.frd import FrdConfig, param_layout
     from ldp_audit.training.sizes import dprl_estimates, frd_estimates
 

@@ -29,7 +29,7 @@ _ROW_META = 48
 
 
 def dprl_estimates(cfg: Any, *, cli: bool = False) -> list[Estimate]:
-    """Parts of one DP-RL run (:class:`~ldp_audit.training.dprl.DprlConfig`)."""
+    """Parts of one DP-RL run (:class:`~ldp_audit.training.dprl.config.DprlConfig`)."""
     p = int(cfg.n_params)
     h = int(cfg.hidden)
     b = int(cfg.envs)
@@ -273,11 +273,11 @@ def _relabel(parts: list[Estimate], old: str, new: str) -> list[Estimate]:
 
 
 def dprl_reproduce_estimates(s: Any, *, workers: int = 1) -> list[Estimate]:
-    """``reproduce dprl`` (:class:`~ldp_audit.training.dprl_reproduce.ReproduceSettings`): the
+    """``reproduce dprl`` (:class:`~ldp_audit.training.dprl.reproduce.ReproduceSettings`): the
     noise grid's REINFORCE and DQN runs and the audit table's canary runs (command-line
     labels)."""
-    from ldp_audit.training.dprl import DprlConfig
-    from ldp_audit.training.dprl_reproduce import AUDIT_DQN, AUDIT_REINFORCE
+    from ldp_audit.training.dprl.config import DprlConfig
+    from ldp_audit.training.dprl.reproduce import AUDIT_DQN, AUDIT_REINFORCE
 
     grid = (len(s.dpsgd_noise) + len(s.obs_noise)) * int(s.seeds)
     jobs = []

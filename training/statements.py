@@ -83,7 +83,7 @@ def dprl_facts(run: Any, led: Any, claim: dict[str, Any], one_run: list[dict[str
             f"Poisson sampling at rate q = {fmt_eps(q)} per update (charged as "
             f"PoissonSampledEvent); the trainer draws each {unit_s} independently with "
             f"probability q; matches: {check}",
-            "config.json mechanism.sample_rate; ledger events; training/dprl.py",
+            "config.json mechanism.sample_rate; ledger events; training/dprl/__init__.py",
         )
     mu = next((o["mu_claimed"] for o in one if o.get("mu_claimed") is not None), None)
     if mu is not None:
@@ -223,9 +223,9 @@ def _rows(facts: dict[str, tuple[str, str]]) -> dict[str, list[str]]:
 def dprl_report(
     run_dir: Path, extra: list[Path] | None = None, *, context: Any = None
 ) -> dict[str, Any]:
-    """DP-SGD RL's sections (``ldp_audit.training.dprl_report.report_sections``) and, for a DP-SGD
+    """DP-SGD RL's sections (``ldp_audit.training.dprl.report.report_sections``) and, for a DP-SGD
     run, its statement rows (observation-noise runs keep the generic rows)."""
-    from ldp_audit.training.dprl_report import report_sections
+    from ldp_audit.training.dprl.report import report_sections
 
     out: dict[str, Any] = {"sections": report_sections(run_dir, extra)}
     if context is not None:

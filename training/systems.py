@@ -142,9 +142,9 @@ PGC_A3C = SystemSpec(
 def train_dprl(
     cfg: Any, *, seed: int, run_dir: Any, ledger: Any, progress: Any, run_mode: str
 ) -> TrainResult:
-    """``ldp_audit.training.dprl.train``."""
+    """``ldp_audit.training.dprl.trainer.train``."""
     from ldp_audit.rundir import json_number
-    from ldp_audit.training.dprl import train
+    from ldp_audit.training.dprl.trainer import train
 
     _no_ledger_with_run_dir("dprl", run_dir, ledger)
     res = train(
@@ -236,14 +236,14 @@ def dprl_charges(tr: Mapping[str, np.ndarray], cfg: Any) -> dict[str, int]:
 DPRL = SystemSpec(
     name="dprl",
     summary="DP-SGD RL (central DP, Opacus) and observation-noise RL on CartPole",
-    config="ldp_audit.training.dprl:DprlConfig",
+    config="ldp_audit.training.dprl.config:DprlConfig",
     trainer="ldp_audit.training.systems:train_dprl",
     schema="ldp_audit.training.systems:dprl_schema",
     targets="ldp_audit.training.systems:dprl_targets",
     charges="ldp_audit.training.systems:dprl_charges",
     attacks={"membership": "ldp_audit.attacks.run_scorers:dprl_membership"},
     report_sections="ldp_audit.training.statements:dprl_report",
-    reproduce="ldp_audit.training.dprl_reproduce:reproduce",
+    reproduce="ldp_audit.training.dprl.reproduce:reproduce",
     cli="ldp_audit.cli.dprl_cmd:register",
 )
 

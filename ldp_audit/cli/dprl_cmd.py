@@ -59,7 +59,7 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
     # Python caller gets the config's defaults) and --state-box's spelling (cartpole or
     # lo,hi;...: bounds(parse=read_state_box, whole=True))
     from ldp_audit.config import add_arguments
-    from ldp_audit.training.dprl_config import DprlConfig
+    from ldp_audit.training.dprl.config import DprlConfig
 
     add_arguments(p, DprlConfig, group_title="the run's config (DprlConfig; generated)")
     p.set_defaults(func=_train)
@@ -93,7 +93,7 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
     # ..., --audit-canaries): its default, bounds and help are written once, in the config; there
     # too: dpsgd_noise is spelled --noise (bounds(option=...)) and --audit-canaries defaults to
     # 500 here, the committed report's (bounds(cli_default=500); the Python default is 800)
-    from ldp_audit.training.dprl_reproduce import ReproduceSettings
+    from ldp_audit.training.dprl.reproduce import ReproduceSettings
 
     add_arguments(
         r, ReproduceSettings, group_title="the reproduction's config (ReproduceSettings; generated)"
@@ -104,7 +104,7 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
 def _config(args: argparse.Namespace) -> Any:
     """The DprlConfig of the options given (the others: its defaults); validated."""
     from ldp_audit.config import from_args
-    from ldp_audit.training.dprl_config import DprlConfig
+    from ldp_audit.training.dprl.config import DprlConfig
 
     return from_args(DprlConfig, args)
 
@@ -122,7 +122,7 @@ def _train(args: argparse.Namespace) -> int:
     from ldp_audit.training.device import resolve_device
 
     resolve_device(cfg.device, "--device")  # cuda without CUDA: exit 2 before any work
-    from ldp_audit.training.dprl import train
+    from ldp_audit.training.dprl.trainer import train
 
     t0 = time.perf_counter()
     res = train(
@@ -170,7 +170,7 @@ def _reproduce(args: argparse.Namespace) -> int:
     out = args.out if args.out is not None else timestamped_dir("runs/reproduce-dprl")
     check_report_out(out, overwrite=args.overwrite)  # before the experiment
     from ldp_audit.config import from_args
-    from ldp_audit.training.dprl_reproduce import ReproduceSettings, reproduce
+    from ldp_audit.training.dprl.reproduce import ReproduceSettings, reproduce
 
     settings = from_args(ReproduceSettings, args)  # the options given; the others: its defaults
     from ldp_audit.limits import check_resources, forcing

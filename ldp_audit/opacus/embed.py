@@ -17,7 +17,7 @@ hold the evidence. One door charges each update:
 ``finish()`` then returns :class:`AuditRecords` (the transcript's and the secrets' arrays, in
 the keys a dprl run's readers use) and writes them through ``writer`` only when one was given.
 A trainer may also fix the public directions (``directions=``: a dense (n_params, m)
-orthonormal frame, e.g. :func:`ldp_audit.training.dprl.canary_directions`), the generator of
+orthonormal frame, e.g. :func:`ldp_audit.training.dprl.privacy.canary_directions`), the generator of
 the inclusion bits (``rng=``, a NumPy Generator) and the torch generator of the Poisson joins
 (``generator=``: ``train dprl`` passes its noise generator, so that the joins are drawn just
 before the noise, in the order its runs always used).

@@ -1,8 +1,8 @@
 """The two DP-SGD / observation-noise RL algorithms, each readable top to bottom (CleanRL style):
 :func:`train_reinforce` and :func:`train_dqn`.
 
-Part of :mod:`ldp_audit.training.dprl` (config, privacy plumbing, the run directory); its
-:func:`~ldp_audit.training.dprl.train` calls them, and their names stay importable from there.
+Part of :mod:`ldp_audit.training.dprl` (config, privacy plumbing, the run directory):
+:func:`~ldp_audit.training.dprl.trainer.train` calls them.
 """
 
 from __future__ import annotations
@@ -13,21 +13,21 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import BudgetExceeded
-from ldp_audit.training.dprl import (
-    MAX_EPISODE_STEPS,
-    SOLVED_WINDOW,
-    DprlConfig,
-    DprlResult,
-    collect_result,
-    make_network,
-    quiet_opacus_warnings,
-)
-from ldp_audit.training.dprl_privacy import (
+from ldp_audit.training.dprl.config import DprlConfig
+from ldp_audit.training.dprl.privacy import (
     DpSgdUpdate,
     ObservationRelease,
     TrainerHooks,
     flat_params,
     plant_canaries,
+)
+from ldp_audit.training.dprl.trainer import (
+    MAX_EPISODE_STEPS,
+    SOLVED_WINDOW,
+    DprlResult,
+    collect_result,
+    make_network,
+    quiet_opacus_warnings,
 )
 
 # ------------------------------------------------------------------------------------------------

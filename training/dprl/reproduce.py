@@ -7,19 +7,19 @@ writes beside each setting the epsilon it actually gets from the accountant:
 
 * DP-SGD: the ledger's (epsilon, delta) of the whole run (RDP and PRV, the smaller reported);
 * observation noise on raw states: infinite (said in words); and what a declared state box
-  (:data:`ldp_audit.training.obs_noise.CARTPOLE_BOX`) would give per episode.
+  (:data:`ldp_audit.training.dprl.obs_noise.CARTPOLE_BOX`) would give per episode.
 
 It also runs the one-run audit (white-box and black-box gradient canaries) of the correct
 DP-SGD REINFORCE trainer and of the four broken fixtures of ``tests/broken_dprl.py`` (rebuilt
-here from ``ldp_audit.training.dprl.TrainerHooks`` so the report does not import tests).
+here from ``ldp_audit.training.dprl.privacy.TrainerHooks`` so the report does not import tests).
 
 Outputs (``--out``): ``results.json``, ``figure8.png``, ``figure9.png``, ``figure12.png``,
 ``figure13.png``, ``README.md`` (generated; a hand-written ``notes.md`` is kept).
 
 This module holds the reproduction's config (:class:`ReproduceSettings`, whose fields are the
 options of ``ldp-audit reproduce dprl``) and its driver (:func:`reproduce`); the grid, its runs
-and the audit cells are in :mod:`ldp_audit.training.dprl_reproduce_runs`, the figures and the
-README in :mod:`ldp_audit.training.dprl_reproduce_report` (every name is importable from here
+and the audit cells are in :mod:`ldp_audit.training.dprl.reproduce_runs`, the figures and the
+README in :mod:`ldp_audit.training.dprl.reproduce_report` (every name is importable from here
 too).
 """
 
@@ -37,9 +37,9 @@ import numpy as np
 
 from ldp_audit.config import bounds
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.training.dprl_config import MAX_SCALE, check_int, check_real
-from ldp_audit.training.dprl_reproduce_report import figures, readme
-from ldp_audit.training.dprl_reproduce_runs import (
+from ldp_audit.training.dprl.config import MAX_SCALE, check_int, check_real
+from ldp_audit.training.dprl.reproduce_report import figures, readme
+from ldp_audit.training.dprl.reproduce_runs import (
     AUDIT_DQN,
     AUDIT_REINFORCE,
     audit_cases,
@@ -74,9 +74,9 @@ _grid, _levels, _cache_path, _cached = grid, levels, cache_path, cached
 _audit_cases, _audit_one, _audit_table, _readme = audit_cases, audit_one, audit_table, readme
 
 
-#: the presets of ``--dqn-preset`` (the keys of ``ldp_audit.training.dprl.DQN_PRESETS``, which
-#: this module does not import at load time: the command line reads this config to build its
-#: options)
+#: the presets of ``--dqn-preset`` (the keys of
+#: ``ldp_audit.training.dprl.trainer.DQN_PRESETS``, which this module does not import at load
+#: time: the command line reads this config to build its options)
 DQN_PRESET_NAMES = ("solves", "legacy")
 
 
@@ -136,7 +136,7 @@ class ReproduceSettings:
     """Greedy evaluation episodes after each run (0: none)."""
 
     def __post_init__(self) -> None:
-        from ldp_audit.training.dprl import DQN_PRESETS
+        from ldp_audit.training.dprl.trainer import DQN_PRESETS
 
         if self.dqn_preset not in DQN_PRESETS:
             raise InvalidParameterError(

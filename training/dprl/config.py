@@ -64,7 +64,7 @@ def check_canaries(v: Any) -> int:
 
 def read_state_box(opt: str) -> Any:
     """The command line's reader of ``state_box`` (``bounds(parse=..., whole=True)``):
-    ``cartpole`` (:data:`ldp_audit.training.obs_noise.CARTPOLE_BOX`) or four ``lo,hi`` pairs
+    ``cartpole`` (:data:`ldp_audit.training.dprl.obs_noise.CARTPOLE_BOX`) or four ``lo,hi`` pairs
     separated by ``;``, each number read strictly (no nan, ``1_000`` or non-ASCII digits:
     :func:`ldp_audit.cli.types.parse_real`); :class:`DprlConfig` checks the box itself."""
     import argparse
@@ -73,7 +73,7 @@ def read_state_box(opt: str) -> Any:
 
     def read(text: str) -> tuple[tuple[float, float], ...]:
         if text == "cartpole":
-            from ldp_audit.training.obs_noise import CARTPOLE_BOX
+            from ldp_audit.training.dprl.obs_noise import CARTPOLE_BOX
 
             return CARTPOLE_BOX
         try:
@@ -233,7 +233,7 @@ class DprlConfig:
                     f"state_box clips observations before the noise: it needs privacy "
                     f"'obs-noise', got privacy {self.privacy!r}"
                 )
-            from ldp_audit.training.obs_noise import CARTPOLE_IQR, check_box
+            from ldp_audit.training.dprl.obs_noise import CARTPOLE_IQR, check_box
 
             b = check_box(self.state_box, np.asarray(CARTPOLE_IQR))
             object.__setattr__(self, "state_box", tuple((float(a), float(c)) for a, c in b))
@@ -343,7 +343,7 @@ class DprlConfig:
         return g if q >= 1.0 else PoissonSampledEvent(q, g)
 
     def obs_mechanism(self) -> Any:
-        from ldp_audit.training.obs_noise import ObservationNoiseMechanism
+        from ldp_audit.training.dprl.obs_noise import ObservationNoiseMechanism
 
         return ObservationNoiseMechanism(
             noise_multiplier=float(self.noise_multiplier),

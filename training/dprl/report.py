@@ -1,6 +1,6 @@
 """DP-SGD RL's report sections (the ``dprl`` system's part of ``ldp-audit report``).
 
-Part of :mod:`ldp_audit.training.dprl`; :func:`report_sections` stays importable from there.
+Part of :mod:`ldp_audit.training.dprl`.
 """
 
 from __future__ import annotations
@@ -11,12 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit.training.dprl import (
-    SOLVED_RETURN,
-    SOLVED_WINDOW,
-    fmt_epsilon,
-    read_run,
-)
+from ldp_audit.training.dprl.trainer import SOLVED_RETURN, SOLVED_WINDOW, fmt_epsilon, read_run
 
 # ------------------------------------------------------------------------------------------------
 # Report sections (ldp_audit.report registry: "dprl" -> this function)

@@ -1,7 +1,7 @@
 """Differentially private single-agent deep RL on CartPole-v1 (Doulazmi & Odonnat slides).
 
 Two algorithms, each readable top to bottom (CleanRL style): ``train_reinforce`` and
-``train_dqn`` (in ``ldp_audit.training.dprl_algos``, importable from here); three privacy modes:
+``train_dqn`` (in ``ldp_audit.training.dprl.algos``, importable from here); three privacy modes:
 
 * ``"none"``: the non-private baselines (epsilon = inf);
 * ``"dpsgd"``: central DP by DP-SGD. **Opacus** computes the per-sample gradients
@@ -25,7 +25,7 @@ Two algorithms, each readable top to bottom (CleanRL style): ``train_reinforce``
     in the buffer for many updates; conservatively we compose over *all* ``T`` updates of the run
     (it cannot be present for more), never fewer.
 
-* ``"obs-noise"``: "LDP" by Gaussian observation noise (:mod:`ldp_audit.training.obs_noise`):
+* ``"obs-noise"``: "LDP" by Gaussian observation noise (:mod:`ldp_audit.training.dprl.obs_noise`):
   every observation is released through :func:`ldp_audit.release.release` (charged first, one
   ledger row per observation, agent = the episode); epsilon is inf on raw states and finite with
   a declared state box.
@@ -55,25 +55,17 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import BudgetExceeded, InvalidParameterError, RunDirectoryError
-from ldp_audit.training.dprl_config import MAX_SCALE, DprlConfig, check_int, check_real  # noqa: F401
-from ldp_audit.training.dprl_privacy import (  # noqa: F401 (re-exported)
-    DpSgdUpdate,
-    ObservationRelease,
+from ldp_audit.training.dprl.config import DprlConfig, check_int
+from ldp_audit.training.dprl.privacy import (
     TrainerHooks,
-    canary_directions,
-    cpu_noise_optimizer,
     flat_params,
-    plant_canaries,
 )
 
 __all__ = [
     "ALGORITHM",
     "DQN_PRESETS",
     "DQN_SOLVES",
-    "DprlConfig",
     "DprlResult",
-    "TrainerHooks",
-    "canary_directions",
     "convergence_episode",
     "train",
     "greedy_evaluate",
@@ -448,7 +440,7 @@ def train(
         if writer is not None:
             writer.finish(status="failed")
         raise
-    from ldp_audit.training.dprl_algos import train_dqn, train_reinforce
+    from ldp_audit.training.dprl.algos import train_dqn, train_reinforce
 
     fn = train_reinforce if cfg.algo == "reinforce" else train_dqn
     try:
@@ -529,23 +521,3 @@ def read_run(run_dir: str | Path) -> dict[str, Any]:
         "metrics": metrics,
         "model": read_npz(p, "model.npz", ("params", "initial")),
     }
-
-
-# The algorithms live in ldp_audit.training.dprl_algos and the report sections in
-# ldp_audit.training.dprl_report; their names stay importable from here, loaded on first use
-# (both modules import this one).
-_MOVED = {
-    "_ghost_backward": "dprl_algos",
-    "_num": "dprl_report",
-    "report_sections": "dprl_report",
-    "train_dqn": "dprl_algos",
-    "train_reinforce": "dprl_algos",
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _MOVED:
-        import importlib
-
-        return getattr(importlib.import_module(f"ldp_audit.training.{_MOVED[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

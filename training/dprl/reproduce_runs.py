@@ -1,14 +1,14 @@
 """The runs of ``ldp-audit reproduce dprl``: its grid, each grid run and each audit cell, kept
 in a cache folder as they finish.
 
-:func:`grid` lists the runs of a :class:`~ldp_audit.training.dprl_reproduce.ReproduceSettings`
+:func:`grid` lists the runs of a :class:`~ldp_audit.training.dprl.reproduce.ReproduceSettings`
 (algorithm x noise family x level x seed); :func:`run_one` trains one of them (or reads it from
 ``--cache``: :func:`cache_path` keys a finished run by its whole spec). The one-run audit table
 trains the correct DP-SGD trainers (:data:`AUDIT_REINFORCE`, :data:`AUDIT_DQN`) and the four
 broken ones of :func:`broken_hooks` (:func:`audit_cases`) and audits each white- and black-box
 (:func:`audit_one`, :func:`audit_table`). Every task depends only on its spec and seed, so the
 results do not depend on where :func:`ldp_audit.backends.run_tasks` ran it.
-:mod:`ldp_audit.training.dprl_reproduce` drives them and writes the report.
+:mod:`ldp_audit.training.dprl.reproduce` drives them and writes the report.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ldp_audit.training.dprl_reproduce import ReproduceSettings
+    from ldp_audit.training.dprl.reproduce import ReproduceSettings
 
 __all__ = [
     "AUDIT_DQN",
@@ -65,7 +65,7 @@ def broken_hooks() -> dict[str, Any]:
     from opacus.optimizers import DPOptimizer
     from opacus.optimizers.optimizer import _generate_noise
 
-    from ldp_audit.training.dprl import TrainerHooks
+    from ldp_audit.training.dprl.privacy import TrainerHooks
 
     class NoiseNotTimesClip(DPOptimizer):
         def add_noise(self) -> None:
@@ -181,7 +181,7 @@ def one_thread() -> None:
 
 def run_config(spec: dict[str, Any], s: ReproduceSettings) -> dict[str, Any]:
     """The DprlConfig keyword arguments of one grid run."""
-    from ldp_audit.training.dprl import DQN_PRESETS
+    from ldp_audit.training.dprl.trainer import DQN_PRESETS
 
     kw: dict[str, Any] = {
         "algo": spec["algo"],
@@ -211,7 +211,8 @@ def train_one(spec: dict[str, Any], kw: dict[str, Any]) -> dict[str, Any]:
     returns, convergence, evaluation, epsilon, privacy summary, updates and times."""
     import time as _time
 
-    from ldp_audit.training.dprl import DprlConfig, train
+    from ldp_audit.training.dprl.config import DprlConfig
+    from ldp_audit.training.dprl.trainer import train
 
     one_thread()
     c0 = _time.process_time()
@@ -232,7 +233,7 @@ def train_one(spec: dict[str, Any], kw: dict[str, Any]) -> dict[str, Any]:
 def boxed_epsilon(sigma: float, delta: float, observations: int) -> float:
     """Per-episode epsilon had the states been clipped to CARTPOLE_BOX (RDP composition)."""
     from ldp_audit.accountant import compose
-    from ldp_audit.training.obs_noise import CARTPOLE_BOX, ObservationNoiseMechanism
+    from ldp_audit.training.dprl.obs_noise import CARTPOLE_BOX, ObservationNoiseMechanism
 
     if sigma == 0:
         return math.inf
@@ -316,7 +317,8 @@ def audit_train(case: dict[str, Any], s: ReproduceSettings) -> dict[str, Any]:
     one_thread()
 
     from ldp_audit.attacks.one_run import audit_run
-    from ldp_audit.training.dprl import DprlConfig, train
+    from ldp_audit.training.dprl.config import DprlConfig
+    from ldp_audit.training.dprl.trainer import train
 
     hooks = broken_hooks()[case["broken"]] if case["broken"] else None  # rebuilt: picklable
     with tempfile.TemporaryDirectory() as tmp:

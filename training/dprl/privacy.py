@@ -9,7 +9,7 @@
 - :class:`ObservationRelease`: every observation released through :func:`ldp_audit.release.release`.
 - :class:`TrainerHooks`: test-only seams for the broken-trainer fixtures.
 
-:mod:`ldp_audit.training.dprl_algos` uses these; their names are importable from
+:mod:`ldp_audit.training.dprl.algos` uses these; their names are importable from
 :mod:`ldp_audit.training.dprl` too.
 """
 
@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit.training.dprl_config import DprlConfig
+from ldp_audit.training.dprl.config import DprlConfig
 
 __all__ = [
     "DpSgdUpdate",
