@@ -107,7 +107,7 @@ def _spread(xs: list[float]) -> dict[str, float]:
 
 def kernel_costs(agents: int = 512, calls: int = 50) -> dict[str, dict[str, float]]:
     """Process CPU microseconds per row of the two step kernels, per Table 1 network shape."""
-    from ldp_audit.training._frd_kernels import a2c_update_rows, act_rows, actor_size, param_size
+    from ldp_audit.training.frd.kernels import a2c_update_rows, act_rows, actor_size, param_size
 
     out = {}
     for H, L in ((24, 2), (100, 2), (24, 1)):

@@ -431,7 +431,7 @@ def _api_cases() -> list:
     from ldp_audit.training.fedrl import FedRLConfig
     from ldp_audit.training.fedrl_reproduce import ReproConfig
     from ldp_audit.training.frd import FrdConfig
-    from ldp_audit.training.frd_reproduce import ReproduceSettings as FrdRepro
+    from ldp_audit.training.frd.reproduce import ReproduceSettings as FrdRepro
 
     fields = [
         (M.Laplace, {"epsilon": 1.0, "clip": 1.0}, ["epsilon", "clip"]),

@@ -98,12 +98,12 @@ def test_bad_values_exit_2_naming_the_option(
 
 
 # ``ldp-audit reproduce frd``: every option but outputs, modes and backends is generated from
-# training/frd_reproduce.py's ReproduceSettings (issue 25), under the hand-written names it had
+# training/frd/reproduce.py's ReproduceSettings (issue 25), under the hand-written names it had
 
 
 @pytest.fixture
 def reproduce_captured(monkeypatch: pytest.MonkeyPatch) -> None:
-    from ldp_audit.training import frd_reproduce
+    from ldp_audit.training.frd import reproduce as frd_reproduce
 
     hand_over(monkeypatch, (frd_reproduce, "reproduce"))
 
@@ -137,7 +137,7 @@ _REPRODUCE_VALUES = {
 def test_reproduce_every_field_is_a_generated_option() -> None:
     import dataclasses
 
-    from ldp_audit.training.frd_reproduce import ReproduceSettings
+    from ldp_audit.training.frd.reproduce import ReproduceSettings
 
     p = _reproduce_parser()
     dests = {a.dest for a in p._actions}
@@ -155,7 +155,7 @@ def test_reproduce_every_field_is_a_generated_option() -> None:
 def test_reproduce_each_option_reaches_its_field(
     name: str, reproduce_captured: None, tmp_path: Path
 ) -> None:
-    from ldp_audit.training.frd_reproduce import ReproduceSettings
+    from ldp_audit.training.frd.reproduce import ReproduceSettings
 
     argv, value = _REPRODUCE_VALUES[name]
     got = _settings_of(argv, tmp_path)
@@ -179,7 +179,7 @@ def test_reproduce_each_option_reaches_its_field(
 def test_reproduce_documented_commands_give_the_same_settings(
     argv: list[str], expected: dict, reproduce_captured: None, tmp_path: Path
 ) -> None:
-    from ldp_audit.training.frd_reproduce import ReproduceSettings
+    from ldp_audit.training.frd.reproduce import ReproduceSettings
 
     got = _settings_of(argv, tmp_path)
     assert got == ReproduceSettings(**expected)

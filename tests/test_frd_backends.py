@@ -17,7 +17,7 @@ import pytest
 pytest.importorskip("torch")
 
 from ldp_audit.backends import TaskError  # noqa: E402
-from ldp_audit.training import frd_reproduce as R  # noqa: E402
+from ldp_audit.training.frd import reproduce as R  # noqa: E402
 from ldp_audit.training.frd import setting_config  # noqa: E402
 
 _TIMINGS = ("sweep_seconds", "sweep_cpu_seconds", "sweep_task_cpu_seconds", "wall_seconds",

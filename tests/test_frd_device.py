@@ -205,7 +205,7 @@ def test_cuda_without_cuda_refused_before_any_work_or_file(tmp_path, monkeypatch
     with pytest.raises(InvalidParameterError, match="device 'cuda' needs a CUDA device"):
         train(cfg, seed=0, run_dir=tmp_path / "run")
     assert not (tmp_path / "run").exists()
-    from ldp_audit.training import frd_reproduce as R
+    from ldp_audit.training.frd import reproduce as R
 
     with pytest.raises(InvalidParameterError, match="device 'cuda' needs a CUDA device"):
         R.reproduce(R.ReproduceSettings(device="cuda", leak=False), out=tmp_path / "rep")

@@ -1,4 +1,4 @@
-"""The compiled FRD step kernels (training/_frd_kernels.py) against torch autograd + Adam."""
+"""The compiled FRD step kernels (training/frd/kernels.py) against torch autograd + Adam."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from ldp_audit.training._frd_kernels import a2c_update_rows, act_rows, actor_size, param_size
+from ldp_audit.training.frd.kernels import a2c_update_rows, act_rows, actor_size, param_size
 
 
 def _torch_nets(flat: np.ndarray, H: int, L: int):
@@ -133,8 +133,8 @@ def test_a_rows_result_does_not_depend_on_its_batch():
 
 
 def test_cells_kernel_matches_proxy_grid_on_mixed_grids_and_counts_clipping():
-    from ldp_audit.training._frd_kernels import cells_rows
     from ldp_audit.training.frd import ProxyGrid, setting_config
+    from ldp_audit.training.frd.kernels import cells_rows
 
     cfgs = [setting_config(1), setting_config(3), setting_config(4, sections=7)]
     grids = [ProxyGrid(c.sections, c.proxy_dims, c.state_low, c.state_high) for c in cfgs]

@@ -136,7 +136,7 @@ def test_rerender_rewrites_what_reproduce_wrote(tmp_path) -> None:
     """``rerender`` (README, figures, trends from results.json) gives the files ``reproduce``
     wrote itself, byte for byte; a folder without results.json is refused."""
     pytest.importorskip("torch")
-    from ldp_audit.training import frd_reproduce as R
+    from ldp_audit.training.frd import reproduce as R
 
     s = R.ReproduceSettings(settings=(1, 2), agents=(1, 2), groups=3, max_episodes=20,
                             ldp_epsilons=(1.0,), leak=False, seed=5)  # fmt: skip

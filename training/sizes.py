@@ -295,7 +295,7 @@ def dprl_reproduce_estimates(s: Any, *, workers: int = 1) -> list[Estimate]:
 
 
 def frd_reproduce_estimates(s: Any, *, workers: int = 1) -> list[Estimate]:
-    """``reproduce frd`` (:class:`~ldp_audit.training.frd_reproduce.ReproduceSettings`): every
+    """``reproduce frd`` (:class:`~ldp_audit.training.frd.reproduce.ReproduceSettings`): every
     sweep config (counted as if trained together: an upper bound) and the leak runs."""
     from ldp_audit.training.frd import FrdConfig, setting_config
 

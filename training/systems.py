@@ -468,7 +468,7 @@ FRD = SystemSpec(
         "frd": "ldp_audit.attacks.run_scorers:frd_dynamics",
     },
     report_sections="ldp_audit.training.statements:frd_report",
-    reproduce="ldp_audit.training.frd_reproduce:reproduce",
+    reproduce="ldp_audit.training.frd.reproduce:reproduce",
     cli="ldp_audit.cli.frd_cmd:register",
     attack_cli="ldp_audit.cli.frd_cmd:register_attack",
 )

@@ -118,7 +118,7 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
     # --max-episodes, --threshold, --fedavg-setting, --ldp-epsilons, --leak/--no-leak, ...,
     # --seed, --device): its default, bounds and help are written once, in the config; there
     # too: the comma-separated lists (--settings 1,3) are bounds(parse=..., whole=True)
-    from ldp_audit.training.frd_reproduce import ReproduceSettings
+    from ldp_audit.training.frd.reproduce import ReproduceSettings
 
     add_arguments(
         r, ReproduceSettings, group_title="the reproduction's config (ReproduceSettings; generated)"
@@ -227,7 +227,7 @@ def _reproduce(args: argparse.Namespace) -> int:
     from ldp_audit.cli._types import check_report_out
     from ldp_audit.cli.types import resolve_device_option
     from ldp_audit.config import from_args
-    from ldp_audit.training.frd_reproduce import ReproduceSettings, reproduce
+    from ldp_audit.training.frd.reproduce import ReproduceSettings, reproduce
 
     s = from_args(ReproduceSettings, args)  # the options given; the others: its defaults
     resolve_device_option(s.device, "reproduce frd")  # cuda without CUDA: exit 2 before any work

@@ -21,7 +21,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from ldp_audit.attacks.frd import _probe_states
-from ldp_audit.training._frd_kernels import act_rows
+from ldp_audit.training.frd.kernels import act_rows
 from ldp_audit.training.cartpole import PrivateGravityCartPole, initial_states
 from ldp_audit.training.frd import FrdConfig, param_layout, policy_value, train_many
 

@@ -45,7 +45,7 @@ sealed releases and the :class:`~ldp_audit.release.Transcript` records them.
 Batching: all agents of all groups of all configs given to :func:`train_many` that share the
 network architecture run in ONE loop: one vectorised CartPole (Gymnasium's physics), every
 agent's actor and critic in one flat ``(agents, P)`` float32 buffer, and per step two compiled
-kernels over the *running* agents only (:mod:`ldp_audit.training._frd_kernels`: the actor's
+kernels over the *running* agents only (:mod:`ldp_audit.training.frd.kernels`: the actor's
 action; then the critic, the eq. 3 advantage, both backward passes and a per-agent Adam step);
 visited cells of every config are computed in one compiled call and kept sparsely. Between
 exchanges agents of a group run asynchronously (each its own episodes); at an exchange point an

@@ -412,7 +412,7 @@ class _Engine:
     def _cells(self, rows: np.ndarray, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Cell ids of ``obs[rows]`` on each row's own grid (all configs at once) and whether a
         cut component was outside its declared range (clipped, counted)."""
-        from ldp_audit.training._frd_kernels import cells_rows
+        from ldp_audit.training.frd.kernels import cells_rows
 
         cells = np.empty(rows.size, dtype=np.int64)
         clipped = np.empty(rows.size, dtype=bool)
@@ -421,7 +421,7 @@ class _Engine:
         return cells, clipped
 
     def run(self) -> list[FrdResult]:
-        from ldp_audit.training._frd_kernels import a2c_update_rows, act_rows
+        from ldp_audit.training.frd.kernels import a2c_update_rows, act_rows
 
         t0 = time.perf_counter()
         A = self.A

@@ -89,7 +89,7 @@ class _Nets:
 class _Adam:
     """Adam state of a flat (A, P) buffer with one step count per agent (rows not stepped keep
     their moments, so an idle agent's optimiser state is exactly as it left it). The online A2C
-    step is :func:`ldp_audit.training._frd_kernels.a2c_update_rows` (same formula, in place on
+    step is :func:`ldp_audit.training.frd.kernels.a2c_update_rows` (same formula, in place on
     these buffers); :meth:`step_rows` is the distillation's."""
 
     B1, B2, EPS = 0.9, 0.999, 1e-8

@@ -2,7 +2,7 @@
 of episodes to mission (Wilcoxon-Mann-Whitney for location, Siegel-Tukey for dispersion),
 Holm's correction over the family, distribution-free intervals for the medians.
 
-Used by :mod:`ldp_audit.training.frd_reproduce` (the report's "trends" section); every function
+Used by :mod:`ldp_audit.training.frd.reproduce` (the report's "trends" section); every function
 here is pure (no randomness: the permutation distributions are counted, not sampled).
 """
 
