@@ -30,14 +30,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.validation import check_real
 
+if TYPE_CHECKING:
+    from ldp_audit.accountant.events import DpEvent
+
 __all__ = [
+    "Charging",
+    "ReleaseMechanism",
     "SealedRelease",
     "ReleaseRequest",
     "release",
@@ -50,6 +55,30 @@ __all__ = [
 ]
 
 _SEAL = object()
+
+
+@runtime_checkable
+class ReleaseMechanism(Protocol):
+    """What the release path needs of a mechanism: its ``epsilon`` and ``privatize(x, rng)``
+    (each row randomised independently). Its ledger event is ``event()`` where it has one (every
+    built-in :class:`~ldp_audit.mechanisms.Mechanism` does), else ``PureDpEvent(epsilon)``
+    (:func:`ldp_audit.accountant.event_for`)."""
+
+    @property
+    def epsilon(self) -> float: ...
+
+    def privatize(self, x: Any, rng: np.random.Generator) -> np.ndarray: ...
+
+
+class Charging(Protocol):
+    """What the release path needs of an accountant: one durable, all-or-nothing transaction
+    for many charges, raising before anything is written when a budget would be exceeded
+    (:class:`~ldp_audit.accountant.Accountant`, and a :class:`Reservation` drawing on charges
+    made ahead)."""
+
+    def charge_many(
+        self, charges: Iterable[tuple[str, DpEvent]], *, scope: str = "local"
+    ) -> int: ...
 
 
 def _readonly(a: Any, name: str) -> np.ndarray:
@@ -153,7 +182,7 @@ def require_sealed(obj: Any, who: str = "the receiver") -> SealedRelease:
     return obj
 
 
-def _event_for(mechanism: Any) -> Any:
+def _event_for(mechanism: ReleaseMechanism) -> DpEvent:
     from ldp_audit.accountant import event_for
 
     return event_for(mechanism)
@@ -268,10 +297,10 @@ class ReleaseRequest:
     """
 
     values: Any
-    mechanism: Any
+    mechanism: ReleaseMechanism
     agent_ids: Sequence[str]
     rng: np.random.Generator
-    event: Any = None
+    event: DpEvent | None = None
     preprocess: Callable[[np.ndarray], np.ndarray] | None = None
     meta: Mapping[str, Any] = field(default_factory=dict)
 
@@ -304,7 +333,7 @@ def _check_values(values: Any, name: str) -> np.ndarray:
 
 
 def release_many(
-    requests: Sequence[ReleaseRequest], *, accountant: Any, scope: str = "local"
+    requests: Sequence[ReleaseRequest], *, accountant: Charging, scope: str = "local"
 ) -> list[SealedRelease]:
     """Charge every row of every request in one ledger transaction, then randomise each group.
 
@@ -312,6 +341,11 @@ def release_many(
     """
     if accountant is None:
         raise InvalidParameterError("accountant is required: every release is charged first")
+    if not callable(getattr(accountant, "charge_many", None)):
+        raise InvalidParameterError(
+            "accountant must charge durably (an ldp_audit.accountant.Accountant or a "
+            f"Reservation: charge_many(charges, scope=...)), got {type(accountant).__name__}"
+        )
     reqs = list(requests)
     charges: list[tuple[str, Any]] = []
     prepared = []
@@ -319,6 +353,11 @@ def release_many(
         if not isinstance(r, ReleaseRequest):
             raise InvalidParameterError(
                 f"requests must be ReleaseRequest objects, got {type(r).__name__}"
+            )
+        if not isinstance(r.mechanism, ReleaseMechanism):
+            raise InvalidParameterError(
+                "mechanism must have an epsilon and privatize(x, rng), got "
+                f"{type(r.mechanism).__name__}"
             )
         if not isinstance(r.rng, np.random.Generator):
             raise InvalidParameterError(
@@ -356,11 +395,11 @@ def release_many(
 def release(
     values: Any,
     *,
-    mechanism: Any,
-    accountant: Any,
+    mechanism: ReleaseMechanism,
+    accountant: Charging,
     agent_ids: Sequence[str],
     rng: np.random.Generator,
-    event: Any = None,
+    event: DpEvent | None = None,
     preprocess: Callable[[np.ndarray], np.ndarray] | None = None,
     meta: Mapping[str, Any] | None = None,
     scope: str = "local",
@@ -393,7 +432,7 @@ def release(
 def release_with(
     randomise: Callable[[], Any],
     *,
-    accountant: Any,
+    accountant: Charging,
     charges: Sequence[tuple[str, Any]],
     epsilon: float,
     delta: float = 0.0,
@@ -483,7 +522,7 @@ class Reservation:
         charged: charges reserved so far (all durable); drawn: charges drawn by releases.
     """
 
-    def __init__(self, accountant: Any, scope: str, itemised: bool, token: Any) -> None:
+    def __init__(self, accountant: Charging, scope: str, itemised: bool, token: Any) -> None:
         if token is not _SEAL:
             raise TypeError("a Reservation is made by ldp_audit.release.reserve()")
         self.accountant = accountant
@@ -585,7 +624,7 @@ class Reservation:
 
 
 def reserve(
-    accountant: Any,
+    accountant: Charging,
     charges: Iterable[tuple[str, Any]] = (),
     *,
     scope: str = "local",

@@ -215,23 +215,39 @@ def test_poisson_sampled_pure_is_amplified():
     assert eps == pytest.approx(math.log1p(0.1 * math.expm1(1.0)))
 
 
-def _fake(name, **cfg):
-    obj = types.SimpleNamespace(**cfg)
-    obj.to_config = lambda: {"name": name, **cfg}
-    return obj
+def test_event_for_is_the_mechanisms_own_event():
+    """Each built-in mechanism owns its event (no name matching); a user's mechanism may define
+    ``event()``, else a finite pure epsilon is charged ``PureDpEvent`` and inf is non-private."""
+    from ldp_audit.mechanisms import (
+        BitFlip,
+        DiscreteLaplace,
+        Gaussian,
+        Laplace,
+        NoPrivacy,
+        ProjectedRandomSign,
+        RandomizedResponse,
+    )
 
-
-def test_event_for_duck_typed():
-    assert event_for(_fake("Laplace", epsilon=2.0, clip=0.01)) == LaplaceEvent(2.0)
-    assert event_for(_fake("ProjectedRandomSign", epsilon=1.0, clip=1.0)) == PureDpEvent(1.0)
-    assert event_for(_fake("BitFlip", epsilon=0.5)) == PureDpEvent(0.5)
-    assert event_for(_fake("RandomizedResponse", epsilon=3.0, k=2)) == PureDpEvent(3.0)
-    g = _fake("Gaussian", clip=1.0, noise_multiplier=4.0, delta=1e-5)
-    assert event_for(g) == GaussianEvent(2.0)  # replace-one: sensitivity 2 * clip
-    assert event_for(_fake("NoPrivacy")) == NonPrivateEvent()
-    assert event_for(_fake("Laplace", epsilon=float("inf"))) == NonPrivateEvent()
-    with pytest.raises(InvalidParameterError, match="mechanism"):
-        event_for(_fake("Weird", delta=0.1, epsilon=1.0))
+    assert event_for(Laplace(epsilon=2.0, clip=0.01)) == LaplaceEvent(2.0)
+    assert event_for(DiscreteLaplace(epsilon=2.0, clip=1.0)) == PureDpEvent(2.0)
+    assert event_for(ProjectedRandomSign(epsilon=1.0, clip=1.0)) == PureDpEvent(1.0)
+    assert event_for(BitFlip(epsilon=0.5)) == PureDpEvent(0.5)
+    assert event_for(RandomizedResponse(epsilon=3.0, k=2)) == PureDpEvent(3.0)
+    g = Gaussian(clip=1.0, noise_multiplier=4.0, delta=1e-5)
+    assert event_for(g) == g.event() == GaussianEvent(2.0)  # replace-one: sensitivity 2 * clip
+    assert event_for(NoPrivacy()) == NonPrivateEvent()
+    # a user's mechanism: its own event(), else its pure epsilon
+    own = types.SimpleNamespace(epsilon=1.0, event=lambda: GaussianEvent(3.0))
+    assert event_for(own) == GaussianEvent(3.0)
+    named = types.SimpleNamespace(epsilon=2.0, to_config=lambda: {"name": "Laplace"})
+    assert event_for(named) == PureDpEvent(2.0)  # a name alone does not buy a sharper analysis
+    assert event_for(types.SimpleNamespace(epsilon=float("inf"))) == NonPrivateEvent()
+    with pytest.raises(InvalidParameterError, match="must define event"):
+        event_for(types.SimpleNamespace(epsilon=1.0, delta=0.1))  # (eps, delta): no pure event
+    with pytest.raises(InvalidParameterError, match="must define event"):
+        event_for(types.SimpleNamespace(epsilon="1"))  # types are checked, not coerced
+    with pytest.raises(InvalidParameterError, match="must return a DpEvent"):
+        event_for(types.SimpleNamespace(epsilon=1.0, event=lambda: 1.0))
 
 
 def test_import_is_light():

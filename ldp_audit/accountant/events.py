@@ -20,6 +20,7 @@ from __future__ import annotations
 import abc
 import json
 import math
+import numbers
 import operator
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -265,63 +266,37 @@ def flatten(events: Iterable[tuple[DpEvent, int]] | DpEvent) -> Counter[DpEvent]
 # mechanism -> event (duck typed on ``to_config()['name']`` so we do not import mechanisms)
 # ---------------------------------------------------------------------------------------------
 
-_PURE_NAMES = {
-    "projectedrandomsign",
-    "projected_random_sign",
-    "prs",
-    "bitflip",
-    "bit_flip",
-    "randomizedresponse",
-    "randomized_response",
-}
-
-
-def _norm(name: str) -> str:
-    return str(name).strip().lower().replace("-", "_")
-
 
 def event_for(mechanism: Any) -> DpEvent:
-    """The event one report of ``mechanism`` releases.
+    """The event one report of ``mechanism`` releases: ``mechanism.event()``.
 
-    The mapping (by ``mechanism.to_config()['name']``, duck typed):
-
-    * ``Laplace`` -> ``LaplaceEvent(epsilon)`` (eqs. 19-21: sensitivity C, scale C/epsilon);
-    * ``ProjectedRandomSign``, ``BitFlip``, ``RandomizedResponse`` -> ``PureDpEvent(epsilon)``;
-    * ``Gaussian(clip, noise_multiplier)`` -> ``GaussianEvent(noise_multiplier / 2)``: the
-      mechanism adds N(0, (noise_multiplier * clip)^2) to an input clipped to L2 norm ``clip``;
-      in the local model any two inputs are neighbours (replace-one), so the L2 sensitivity is
-      2 * clip and the std / sensitivity ratio is noise_multiplier / 2;
-    * ``NoPrivacy`` (or any mechanism with infinite epsilon) -> ``NonPrivateEvent()``.
-
-    Any other object with a finite ``epsilon`` and ``delta == 0`` maps to ``PureDpEvent``.
+    Every built-in mechanism owns its event (``Laplace`` -> ``LaplaceEvent(epsilon)``,
+    ``Gaussian`` -> ``GaussianEvent(noise_multiplier / 2)``, ``NoPrivacy`` ->
+    ``NonPrivateEvent()``, the others ``PureDpEvent(epsilon)``: see each class's ``event``). A
+    user's mechanism may define ``event()`` too; one that has only ``epsilon`` (and ``delta``
+    0) is charged ``PureDpEvent(epsilon)``, and ``NonPrivateEvent()`` when epsilon is inf.
 
     Raises:
-        InvalidParameterError: the mechanism has no finite pure epsilon and is not recognised.
+        InvalidParameterError: ``event()`` returned something that is not a ``DpEvent``, or the
+            mechanism has no ``event()`` and no finite pure epsilon.
     """
-    cfg: dict[str, Any] = {}
-    to_config = getattr(mechanism, "to_config", None)
-    if callable(to_config):
-        cfg = dict(to_config())
-    name = _norm(cfg.get("name", type(mechanism).__name__)).replace("_", "")
-    eps = cfg.get("epsilon", getattr(mechanism, "epsilon", None))
-    if name in {"noprivacy", "nonprivate", "none"} or (
-        eps is not None and math.isinf(float(eps)) and float(eps) > 0
-    ):
-        return NonPrivateEvent()
-    if name == "gaussian":
-        nm = cfg.get("noise_multiplier", getattr(mechanism, "noise_multiplier", None))
-        if nm is None:
+    make = getattr(mechanism, "event", None)
+    if callable(make):
+        ev = make()
+        if not isinstance(ev, DpEvent):
             raise InvalidParameterError(
-                f"mechanism {name!r} must expose noise_multiplier, got config {cfg!r}"
+                f"{type(mechanism).__name__}.event() must return a DpEvent "
+                f"(ldp_audit.accountant), got {ev!r}"
             )
-        return GaussianEvent(float(nm) / 2.0)
-    if name == "laplace":
-        return LaplaceEvent(eps)
-    if name in {n.replace("_", "") for n in _PURE_NAMES}:
-        return PureDpEvent(eps)
-    delta = cfg.get("delta", getattr(mechanism, "delta", 0.0)) or 0.0
-    if eps is not None and float(delta) == 0.0:
-        return PureDpEvent(eps)
+        return ev
+    eps = getattr(mechanism, "epsilon", None)
+    delta = getattr(mechanism, "delta", 0.0) or 0.0
+    if isinstance(eps, numbers.Real) and not isinstance(eps, bool):
+        if math.isinf(eps) and eps > 0:
+            return NonPrivateEvent()
+        if float(delta) == 0.0:
+            return PureDpEvent(float(eps))
     raise InvalidParameterError(
-        f"mechanism must be a known mechanism or have a finite pure epsilon, got {mechanism!r}"
+        "mechanism must define event() (its accounting event) or have a finite pure epsilon "
+        f"(delta 0), got {mechanism!r}"
     )

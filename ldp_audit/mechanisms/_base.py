@@ -6,7 +6,7 @@ from __future__ import annotations
 import abc
 import math
 import numbers
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from scipy import special
@@ -17,6 +17,9 @@ from ldp_audit.validation import (
     check_epsilon,
     check_real,
 )
+
+if TYPE_CHECKING:
+    from ldp_audit.accountant.events import DpEvent
 
 _SQRT3 = math.sqrt(3.0)
 
@@ -173,3 +176,15 @@ class Mechanism(abc.ABC):
     @abc.abstractmethod
     def privatize(self, x: Any, rng: np.random.Generator) -> np.ndarray:
         """Randomise each row of ``x`` (n, d) independently with ``rng``."""
+
+    def event(self) -> DpEvent:
+        """The accounting event of one report, charged on the release path
+        (:func:`ldp_audit.accountant.event_for`): ``PureDpEvent(epsilon)`` here; a mechanism
+        with a sharper analysis (Laplace, Gaussian) or none (``NoPrivacy``) overrides it."""
+        from ldp_audit.accountant.events import PureDpEvent
+
+        if self.delta != 0.0:
+            raise InvalidParameterError(
+                f"{type(self).__name__} has delta={self.delta!r} > 0: it must define event()"
+            )
+        return PureDpEvent(self.epsilon)

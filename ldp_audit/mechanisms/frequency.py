@@ -157,12 +157,6 @@ class FrequencyOracle(Mechanism):
         f = float(frequency)
         return (q_s * (1 - q_s) + f * (p_s - q_s) * (1 - p_s - q_s)) / (n * (p_s - q_s) ** 2)
 
-    def event(self) -> Any:
-        """The accounting event of one report: ``PureDpEvent(epsilon)``."""
-        from ldp_audit.accountant.events import PureDpEvent
-
-        return PureDpEvent(self.epsilon)
-
     def candidate_pairs(self, dim: int = 1) -> list[tuple[np.ndarray, np.ndarray]]:
         """Pairs of distinct items (dim must be 1): (0, 1) and (0, k-1)."""
         if _check_dim(dim) != 1:

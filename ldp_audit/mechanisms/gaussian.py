@@ -188,6 +188,15 @@ class Gaussian(Mechanism):
             (1e6 * c * ones, -1e6 * c * ones),
         ]
 
+    def event(self) -> Any:
+        """``GaussianEvent(noise_multiplier / 2)``: the noise is N(0, (noise_multiplier *
+        clip)^2) on an input clipped to L2 norm ``clip``; in the local model any two inputs are
+        neighbours (replace-one), so the L2 sensitivity is 2 * clip and the ratio of the noise's
+        standard deviation to the sensitivity is noise_multiplier / 2."""
+        from ldp_audit.accountant.events import GaussianEvent
+
+        return GaussianEvent(self.noise_multiplier / 2.0)
+
     def to_config(self) -> dict[str, Any]:
         return {
             "name": self.name,

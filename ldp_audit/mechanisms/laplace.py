@@ -99,6 +99,13 @@ class Laplace(Mechanism):
             pairs.append((0.5 * c * e0, 0.5 * c * e1))
         return pairs
 
+    def event(self) -> Any:
+        """``LaplaceEvent(epsilon)`` (eqs. 19-21: L1 sensitivity C, noise scale C / epsilon),
+        which the PLD accountant composes exactly."""
+        from ldp_audit.accountant.events import LaplaceEvent
+
+        return LaplaceEvent(self.epsilon)
+
     def to_config(self) -> dict[str, Any]:
         return {"name": self.name, "epsilon": self.epsilon, "clip": self.clip}
 

@@ -56,5 +56,11 @@ class NoPrivacy(Mechanism):
         e0[0] = 1.0
         return [(np.zeros(d), e0)]
 
+    def event(self) -> Any:
+        """``NonPrivateEvent()``: every composition of it is infinite."""
+        from ldp_audit.accountant.events import NonPrivateEvent
+
+        return NonPrivateEvent()
+
     def to_config(self) -> dict[str, Any]:
         return {"name": self.name}
