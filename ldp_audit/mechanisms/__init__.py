@@ -10,8 +10,10 @@ hashing), :mod:`~ldp_audit.mechanisms.hadamard` (Hadamard response),
 :mod:`~ldp_audit.mechanisms.rappor` (basic and one-time RAPPOR),
 :mod:`~ldp_audit.mechanisms.subset_selection` (SS),
 :mod:`~ldp_audit.mechanisms.histogram_encoding` (SHE, THE), binary local hashing (in ``olh``),
-:mod:`~ldp_audit.mechanisms.adaptive` (ADP: GRR or OUE), and the longitudinal (memoised)
-:mod:`~ldp_audit.mechanisms.longitudinal` (memoised RAPPOR, dBitFlipPM), sharing
+:mod:`~ldp_audit.mechanisms.adaptive` (ADP: GRR or OUE),
+:mod:`~ldp_audit.mechanisms.approximate` ((epsilon, delta) AGRR and ASUE), and the
+longitudinal (memoised) :mod:`~ldp_audit.mechanisms.longitudinal` (memoised RAPPOR,
+dBitFlipPM), sharing
 :mod:`~ldp_audit.mechanisms.frequency` (estimator, audit statistics); shared helpers in
 ``_base``, the registry and the config round trip in :mod:`~ldp_audit.mechanisms.registry`.
 Every public name is re-exported here, so ``from ldp_audit.mechanisms import Laplace`` is the way
@@ -64,6 +66,10 @@ from ldp_audit.mechanisms._base import (
     _row_scale,
 )
 from ldp_audit.mechanisms.adaptive import AdaptiveFrequencyOracle, adaptive_uses_grr
+from ldp_audit.mechanisms.approximate import (
+    ApproximateRandomizedResponse,
+    ApproximateSymmetricUnaryEncoding,
+)
 from ldp_audit.mechanisms.bit_flip import BitFlip
 from ldp_audit.mechanisms.frequency import FrequencyOracle, SupportStatistic
 from ldp_audit.mechanisms.gaussian import (
@@ -122,6 +128,8 @@ __all__ = [
     "HistogramScore",
     "BinaryLocalHashing",
     "AdaptiveFrequencyOracle",
+    "ApproximateRandomizedResponse",
+    "ApproximateSymmetricUnaryEncoding",
     "MemoisedRappor",
     "DBitFlipPM",
     "CountDifference",

@@ -8,6 +8,10 @@ from typing import Any
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.mechanisms._base import Mechanism, _check_int
 from ldp_audit.mechanisms.adaptive import AdaptiveFrequencyOracle
+from ldp_audit.mechanisms.approximate import (
+    ApproximateRandomizedResponse,
+    ApproximateSymmetricUnaryEncoding,
+)
 from ldp_audit.mechanisms.bit_flip import BitFlip
 from ldp_audit.mechanisms.gaussian import Gaussian
 from ldp_audit.mechanisms.hadamard import HadamardResponse
@@ -48,6 +52,8 @@ MECHANISMS: dict[str, type[Mechanism]] = {
         SummationHistogramEncoding,
         BinaryLocalHashing,
         AdaptiveFrequencyOracle,
+        ApproximateRandomizedResponse,
+        ApproximateSymmetricUnaryEncoding,
         MemoisedRappor,
         DBitFlipPM,
     )
