@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
-from scipy import optimize
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.mechanisms._base import Mechanism
@@ -63,6 +62,8 @@ def _the_variance(theta: float, eps: float) -> float:
 def optimal_threshold(epsilon: float) -> float:
     """The THE threshold in (1/2, 1) minimising the estimator's variance (bounded scalar
     minimisation with scipy, as Wang et al. and LDP-Auditor do)."""
+    from scipy import optimize  # lazy: scipy.optimize costs seconds on import
+
     eps = check_epsilon(epsilon)
     res = optimize.minimize_scalar(
         _the_variance, bounds=(0.5, 1.0), args=(min(eps, 700.0),), method="bounded"
