@@ -20,10 +20,13 @@ since |y| - |y - 1| = 2 clip(y, 0, 1) - 1. It reaches +eps exactly on the event
 What the auditor can do with the continuous reports: the distribution verdict audits events of
 statistics (thresholds of the shipped score ``clip(y_x, 0, 1) - clip(y_x', 0, 1)``, the
 Neyman-Pearson statistic, whose top atom is the worst-case event above, and of the generic ones);
-the noise is drawn with ``Generator.laplace`` in IEEE doubles, so the implementation verdict
-(``float_bits=True``) may, rightly, find Mironov's (CCS 2012) low-bit leak, as for
-:class:`~ldp_audit.mechanisms.Laplace`. THE's thresholded bits alone would be a weaker mechanism
-(epsilon ln(p* (1 - q*) / (q* (1 - p*))) < eps), but the client sends y, so the claim is eps.
+the noise is drawn with ``Generator.laplace`` in IEEE doubles, and the implementation verdict
+(``float_bits=True``, the default) does, rightly, find Mironov's (CCS 2012) low-bit leak, as for
+:class:`~ldp_audit.mechanisms.Laplace`: ``1 + L`` lies on the 2^-52 grid of [1, 2) where ``L``
+alone is finer (bounds 6.9-8.9 at eps 0.25-4, 10^5 samples; docs/audit-gallery.md), so
+``ldp-audit audit`` on these exits 1; audit with ``float_bits=False`` for the distribution.
+THE's thresholded bits alone would be a weaker mechanism (epsilon
+ln(p* (1 - q*) / (q* (1 - p*))) < eps), but the client sends y, so the claim is eps.
 """
 
 from __future__ import annotations
