@@ -7,7 +7,13 @@ One file per family: :mod:`~ldp_audit.mechanisms.laplace` (Laplace, DiscreteLapl
 :mod:`~ldp_audit.mechanisms.randomized_response` (k-RR / direct encoding),
 :mod:`~ldp_audit.mechanisms.unary` (SUE, OUE), :mod:`~ldp_audit.mechanisms.olh` (optimal local
 hashing), :mod:`~ldp_audit.mechanisms.hadamard` (Hadamard response),
-:mod:`~ldp_audit.mechanisms.rappor` (basic and one-time RAPPOR), sharing
+:mod:`~ldp_audit.mechanisms.rappor` (basic and one-time RAPPOR),
+:mod:`~ldp_audit.mechanisms.subset_selection` (SS),
+:mod:`~ldp_audit.mechanisms.histogram_encoding` (SHE, THE), binary local hashing (in ``olh``),
+:mod:`~ldp_audit.mechanisms.adaptive` (ADP: GRR or OUE),
+:mod:`~ldp_audit.mechanisms.approximate` ((epsilon, delta) AGRR and ASUE), and the
+longitudinal (memoised) :mod:`~ldp_audit.mechanisms.longitudinal` (memoised RAPPOR,
+dBitFlipPM), sharing
 :mod:`~ldp_audit.mechanisms.frequency` (estimator, audit statistics); shared helpers in
 ``_base``, the registry and the config round trip in :mod:`~ldp_audit.mechanisms.registry`.
 Every public name is re-exported here, so ``from ldp_audit.mechanisms import Laplace`` is the way
@@ -59,6 +65,11 @@ from ldp_audit.mechanisms._base import (
     _private_epsilon,
     _row_scale,
 )
+from ldp_audit.mechanisms.adaptive import AdaptiveFrequencyOracle, adaptive_uses_grr
+from ldp_audit.mechanisms.approximate import (
+    ApproximateRandomizedResponse,
+    ApproximateSymmetricUnaryEncoding,
+)
 from ldp_audit.mechanisms.bit_flip import BitFlip
 from ldp_audit.mechanisms.frequency import FrequencyOracle, SupportStatistic
 from ldp_audit.mechanisms.gaussian import (
@@ -69,9 +80,16 @@ from ldp_audit.mechanisms.gaussian import (
     analytic_gaussian_sigma,
 )
 from ldp_audit.mechanisms.hadamard import HadamardResponse
+from ldp_audit.mechanisms.histogram_encoding import (
+    HistogramScore,
+    SummationHistogramEncoding,
+    ThresholdHistogramEncoding,
+    optimal_threshold,
+)
 from ldp_audit.mechanisms.laplace import DiscreteLaplace, Laplace
+from ldp_audit.mechanisms.longitudinal import CountDifference, DBitFlipPM, MemoisedRappor
 from ldp_audit.mechanisms.no_privacy import NoPrivacy
-from ldp_audit.mechanisms.olh import OptimalLocalHashing, olh_hash
+from ldp_audit.mechanisms.olh import BinaryLocalHashing, OptimalLocalHashing, olh_hash
 from ldp_audit.mechanisms.prs import (
     _PRS_CHUNK_ELEMENTS,
     _SIGN_CODES,
@@ -84,6 +102,7 @@ from ldp_audit.mechanisms.prs import (
 from ldp_audit.mechanisms.randomized_response import RandomizedResponse
 from ldp_audit.mechanisms.rappor import BasicRappor, OneTimeRappor, rappor_f_for_epsilon
 from ldp_audit.mechanisms.registry import MECHANISMS, from_config, split_epsilon
+from ldp_audit.mechanisms.subset_selection import SubsetSelection, optimal_subset_size
 from ldp_audit.mechanisms.unary import OptimizedUnaryEncoding, SymmetricUnaryEncoding
 
 __all__ = [
@@ -103,6 +122,20 @@ __all__ = [
     "HadamardResponse",
     "BasicRappor",
     "OneTimeRappor",
+    "SubsetSelection",
+    "ThresholdHistogramEncoding",
+    "SummationHistogramEncoding",
+    "HistogramScore",
+    "BinaryLocalHashing",
+    "AdaptiveFrequencyOracle",
+    "ApproximateRandomizedResponse",
+    "ApproximateSymmetricUnaryEncoding",
+    "MemoisedRappor",
+    "DBitFlipPM",
+    "CountDifference",
+    "adaptive_uses_grr",
+    "optimal_subset_size",
+    "optimal_threshold",
     "olh_hash",
     "rappor_f_for_epsilon",
     "MECHANISMS",

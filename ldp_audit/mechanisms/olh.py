@@ -41,7 +41,7 @@ from ldp_audit.mechanisms.frequency import (
 )
 from ldp_audit.validation import check_int, check_rng
 
-__all__ = ["OptimalLocalHashing", "olh_hash"]
+__all__ = ["OptimalLocalHashing", "BinaryLocalHashing", "olh_hash"]
 
 #: seeds are uniform on {0, ..., SEED_RANGE - 1}.
 SEED_RANGE = 1 << 32
@@ -151,3 +151,32 @@ class OptimalLocalHashing(FrequencyOracle):
 
     def to_config(self) -> dict[str, Any]:
         return {"name": self.name, "epsilon": self.epsilon, "k": self.k, "g": self.g}
+
+
+@dataclass(frozen=True)
+class BinaryLocalHashing(OptimalLocalHashing):
+    """Binary local hashing (BLH, Bassily & Smith 2015 in Wang et al.'s 2017 form): local
+    hashing with the hash range fixed at g = 2, so one report carries one bit of the hashed item,
+    kept with probability e^eps / (e^eps + 1). Reports are (n, 2) int64 ``[y, seed]`` as for
+    :class:`OptimalLocalHashing`, with the same exact loss (+-eps or 0) and statistics.
+
+    Args:
+        epsilon: the LDP parameter of one report (finite, > 0).
+        k: the domain size (integer in [2, 2^53]).
+    """
+
+    epsilon: float
+    k: int
+    g: int | None = 2
+    name: ClassVar[str] = "binary_local_hashing"
+
+    def __post_init__(self) -> None:
+        if self.g != 2 or isinstance(self.g, bool):
+            raise InvalidParameterError(
+                f"g must be 2 for binary local hashing (use OptimalLocalHashing for another "
+                f"range), got {self.g!r}"
+            )
+        super().__post_init__()
+
+    def to_config(self) -> dict[str, Any]:
+        return {"name": self.name, "epsilon": self.epsilon, "k": self.k}

@@ -7,15 +7,26 @@ from typing import Any
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.mechanisms._base import Mechanism, _check_int
+from ldp_audit.mechanisms.adaptive import AdaptiveFrequencyOracle
+from ldp_audit.mechanisms.approximate import (
+    ApproximateRandomizedResponse,
+    ApproximateSymmetricUnaryEncoding,
+)
 from ldp_audit.mechanisms.bit_flip import BitFlip
 from ldp_audit.mechanisms.gaussian import Gaussian
 from ldp_audit.mechanisms.hadamard import HadamardResponse
+from ldp_audit.mechanisms.histogram_encoding import (
+    SummationHistogramEncoding,
+    ThresholdHistogramEncoding,
+)
 from ldp_audit.mechanisms.laplace import DiscreteLaplace, Laplace
+from ldp_audit.mechanisms.longitudinal import DBitFlipPM, MemoisedRappor
 from ldp_audit.mechanisms.no_privacy import NoPrivacy
-from ldp_audit.mechanisms.olh import OptimalLocalHashing
+from ldp_audit.mechanisms.olh import BinaryLocalHashing, OptimalLocalHashing
 from ldp_audit.mechanisms.prs import ProjectedRandomSign
 from ldp_audit.mechanisms.randomized_response import RandomizedResponse
 from ldp_audit.mechanisms.rappor import BasicRappor, OneTimeRappor
+from ldp_audit.mechanisms.subset_selection import SubsetSelection
 from ldp_audit.mechanisms.unary import OptimizedUnaryEncoding, SymmetricUnaryEncoding
 from ldp_audit.validation import check_epsilon
 
@@ -36,6 +47,15 @@ MECHANISMS: dict[str, type[Mechanism]] = {
         HadamardResponse,
         BasicRappor,
         OneTimeRappor,
+        SubsetSelection,
+        ThresholdHistogramEncoding,
+        SummationHistogramEncoding,
+        BinaryLocalHashing,
+        AdaptiveFrequencyOracle,
+        ApproximateRandomizedResponse,
+        ApproximateSymmetricUnaryEncoding,
+        MemoisedRappor,
+        DBitFlipPM,
     )
 }
 
