@@ -58,9 +58,8 @@ def test_noise_at_half_sigma_is_refuted_under_the_family(tmp_path: Path) -> None
 def test_claim_equals_opacus_when_nothing_is_prepaid(tmp_path: Path, prepay: int) -> None:
     """prepay 1: the ledger charged exactly the updates; the line says only the methods differ
     and the report's claim is within 1 % of Opacus's PRV number."""
-    from tests.opacus_loop import make_loop, train
-
     from ldp_audit.opacus import CanaryAudit
+    from tests.opacus_loop import make_loop, train
 
     model, opt, loader = make_loop(0)
     audit = CanaryAudit(tmp_path / "run", canaries=50, seed=0, delta=1e-5, prepay=prepay)

@@ -81,6 +81,8 @@ from ldp_audit.opacus.system import (
 from ldp_audit.opacus.writer import declared_event, open_run, privacy, write_run
 
 __all__ = [
+    "LedgerAccountant",
+    "register_ledger_accountant",
     "ALGORITHM",
     "CanaryAudit",
     "AuditRecords",
@@ -97,3 +99,13 @@ __all__ = [
 _COMPAT = (_KINDS, _MARK, _int, _real, _decided_by, _fmt, _ledger_test, _read, score_inputs,
            EXAMPLE_DEFAULTS, ledger_charges, transcript_schema, declared_event, open_run,
            privacy, write_run)  # fmt: skip
+
+
+def __getattr__(name: str) -> object:
+    """The accountant door (:mod:`~ldp_audit.opacus.ledger_accountant`) imports Opacus: loaded
+    on first use, so importing this package stays free of torch."""
+    if name in ("LedgerAccountant", "register_ledger_accountant"):
+        from ldp_audit.opacus import ledger_accountant
+
+        return getattr(ledger_accountant, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
