@@ -149,7 +149,13 @@ def gdp_family_bound(
 def sgm_epsilon(noise_multiplier: float, sample_rate: float, updates: int, delta: float) -> float:
     """Epsilon at ``delta`` of ``updates`` Poisson(``sample_rate``)-subsampled Gaussian steps with
     ``noise_multiplier``, by dp_accounting's PLD with optimistic rounding (a lower estimate of
-    the true epsilon, the direction a lower bound needs)."""
+    the true epsilon, the direction a lower bound needs).
+
+    Raises:
+        OverflowError: the loss is too large for dp_accounting to compose (a noise multiplier
+            far below 1 / sqrt(2 ln(1 / delta)) over many steps); a larger noise multiplier gives
+            a smaller, still valid lower bound (:func:`sgm_family_bound` retries so).
+    """
     from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
     for name, v in (("noise_multiplier", noise_multiplier), ("sample_rate", sample_rate)):
@@ -179,6 +185,15 @@ def sgm_epsilon(noise_multiplier: float, sample_rate: float, updates: int, delta
     if int(updates) > 1:
         pld = pld.self_compose(int(updates))
     return max(float(pld.get_epsilon_for_delta(delta)), 0.0)
+
+
+def _rdp_epsilon(noise_multiplier: float, sample_rate: float, updates: int, delta: float) -> float:
+    """The RDP upper bound of the same epsilon (the ledger's ``rdp`` method)."""
+    from ldp_audit.accountant import GaussianEvent, PoissonSampledEvent, compose
+
+    g = GaussianEvent(float(noise_multiplier))
+    ev = g if sample_rate >= 1.0 else PoissonSampledEvent(float(sample_rate), g)
+    return float(compose([(ev, int(updates))], delta=delta, method="rdp")[0])
 
 
 def _contribution_and_noise(y1: np.ndarray, y0: np.ndarray, beta: float) -> tuple[float, ...]:
@@ -261,12 +276,18 @@ def sgm_family_bound(
     c_hat, s_hat, c_lb, s_ub = _contribution_and_noise(y1, y0, beta)
     sigma_ub = s_ub / c_lb if c_lb > 0 else math.inf
     eps, at = 0.0, sigma_ub
-    while math.isfinite(sigma_ub):  # eps falls with sigma: any larger sigma gives a valid bound
+    for _ in range(64):  # eps falls with sigma: any larger sigma gives a valid (smaller) bound
+        if not math.isfinite(sigma_ub):
+            break
         try:
             eps = sgm_epsilon(at, float(q), T, delta)
-            break
         except (OverflowError, FloatingPointError, MemoryError):  # loss too large to compose
-            at *= 1.25
+            eps = 0.0
+        if eps > 0.0:  # a finite sigma has epsilon > 0: 0 is the PLD's numerical failure
+            break
+        at *= 1.25
+    if eps > 0.0:  # never above an upper bound of the same epsilon (a guard on the numerics)
+        eps = min(eps, _rdp_epsilon(at, float(q), T, delta))
     return {
         **out,
         "epsilon_lower_bound": eps,

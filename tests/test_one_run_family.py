@@ -17,6 +17,7 @@ from ldp_audit.attacks.one_run_family import (
     GDP_ASSUMPTION,
     SGM_ASSUMPTION,
     _contribution_and_noise,
+    _rdp_epsilon,
     gdp_epsilon,
     gdp_family_bound,
     sgm_epsilon,
@@ -122,6 +123,8 @@ def test_sgm_bound_near_the_claim_at_1e4_and_refutes_half_sigma() -> None:
     tiny = sgm_family_bound(y, j, inc, sample_rate=1 / 16, delta=1e-5)
     assert tiny["epsilon_lower_bound"] > 10 * true
     assert tiny["epsilon_computed_at"] >= tiny["noise_multiplier_upper_bound"]
+    assert tiny["epsilon_lower_bound"] <= _rdp_epsilon(tiny["epsilon_computed_at"], 1 / 16, 80,
+                                                       1e-5)  # fmt: skip
 
 
 def test_sgm_bound_without_joins_or_signal_is_zero() -> None:

@@ -153,6 +153,8 @@ def test_bad_input_refused_before_anything_is_charged(tmp_path: Path) -> None:
         register_ledger_accountant(path, mechanism=_name(), force="yes")
     with pytest.raises(InvalidParameterError, match="ledger"):
         LedgerAccountant()
+    with pytest.raises(InvalidParameterError, match="does not exist"):
+        register_ledger_accountant(tmp_path / "no" / "ledger.sqlite", mechanism=_name())
     acc = LedgerAccountant(path)
     with pytest.raises(InvalidParameterError, match="noise_multiplier"):
         acc.step(noise_multiplier=True, sample_rate=0.1)

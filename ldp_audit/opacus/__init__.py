@@ -51,8 +51,11 @@ The package's modules: :mod:`~ldp_audit.opacus.canaries` (the public canary desi
 :mod:`~ldp_audit.opacus.embed` (the audit embedded in a trainer's own run directory and ledger,
 ``CanaryAudit(accountant=..., writer=...)``: :class:`AuditRecords`; ``train dprl`` uses it),
 :mod:`~ldp_audit.opacus.writer` (the run directory), :mod:`~ldp_audit.opacus.scoring` (the
-audit of a run, the report sections) and :mod:`~ldp_audit.opacus.system` (the ``opacus``
-system and the digits example). Every name is importable from ``ldp_audit.opacus``.
+audit of a run, the report sections), :mod:`~ldp_audit.opacus.family` (the stated-family bound
+beside the assumption-free one), :mod:`~ldp_audit.opacus.ledger_accountant` (Opacus's accountant
+door: ``PrivacyEngine(accountant=register_ledger_accountant(path))``, loaded on first use) and
+:mod:`~ldp_audit.opacus.system` (the ``opacus`` system and the digits example). Every name is
+importable from ``ldp_audit.opacus``.
 """
 
 from __future__ import annotations

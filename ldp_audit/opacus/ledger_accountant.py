@@ -102,6 +102,10 @@ class LedgerAccountant(IAccountant):
         if not isinstance(path, (str, os.PathLike)):
             raise InvalidParameterError(f"ledger must be a path, got {path!r}")
         self.path = Path(path)
+        if not self.path.parent.is_dir():
+            raise InvalidParameterError(
+                f"ledger {str(self.path)!r}: folder {str(self.path.parent)!r} does not exist"
+            )
         self.agent = type(self)._agent if agent is None else agent
         if not isinstance(self.agent, str) or not self.agent:
             raise InvalidParameterError(f"agent must be a non-empty string, got {self.agent!r}")
