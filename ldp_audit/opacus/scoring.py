@@ -337,7 +337,7 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict
                 arows.append(
                     [
                         ex.get("setting", d.get("attack")),
-                        f"family bound ({fb['family']}; assumption stated below)",
+                        f"family bound ({fb['family']}; its assumption in the text above)",
                         _fmt(fb.get("epsilon_lower_bound")),
                         _fmt(fb.get("level")),
                         ("REFUTED under the assumption" if fb.get("refuted") else "consistent")
@@ -373,7 +373,7 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict
                         "The family bound is a lower confidence bound on epsilon that holds "
                         "only under the stated assumption (it is not part of the "
                         "assumption-free verdict): "
-                        + "; ".join(f"{k}: {v}" for k, v in sorted(assumptions.items()))
+                        + "; ".join(v for _, v in sorted(assumptions.items()))
                         + "."
                     ]
                     if assumptions
