@@ -51,8 +51,11 @@ The package's modules: :mod:`~ldp_audit.opacus.canaries` (the public canary desi
 :mod:`~ldp_audit.opacus.embed` (the audit embedded in a trainer's own run directory and ledger,
 ``CanaryAudit(accountant=..., writer=...)``: :class:`AuditRecords`; ``train dprl`` uses it),
 :mod:`~ldp_audit.opacus.writer` (the run directory), :mod:`~ldp_audit.opacus.scoring` (the
-audit of a run, the report sections) and :mod:`~ldp_audit.opacus.system` (the ``opacus``
-system and the digits example). Every name is importable from ``ldp_audit.opacus``.
+audit of a run, the report sections), :mod:`~ldp_audit.opacus.family` (the stated-family bound
+beside the assumption-free one), :mod:`~ldp_audit.opacus.ledger_accountant` (Opacus's accountant
+door: ``PrivacyEngine(accountant=register_ledger_accountant(path))``, loaded on first use) and
+:mod:`~ldp_audit.opacus.system` (the ``opacus`` system and the digits example). Every name is
+importable from ``ldp_audit.opacus``.
 """
 
 from __future__ import annotations
@@ -81,6 +84,8 @@ from ldp_audit.opacus.system import (
 from ldp_audit.opacus.writer import declared_event, open_run, privacy, write_run
 
 __all__ = [
+    "LedgerAccountant",
+    "register_ledger_accountant",
     "ALGORITHM",
     "CanaryAudit",
     "AuditRecords",
@@ -97,3 +102,13 @@ __all__ = [
 _COMPAT = (_KINDS, _MARK, _int, _real, _decided_by, _fmt, _ledger_test, _read, score_inputs,
            EXAMPLE_DEFAULTS, ledger_charges, transcript_schema, declared_event, open_run,
            privacy, write_run)  # fmt: skip
+
+
+def __getattr__(name: str) -> object:
+    """The accountant door (:mod:`~ldp_audit.opacus.ledger_accountant`) imports Opacus: loaded
+    on first use, so importing this package stays free of torch."""
+    if name in ("LedgerAccountant", "register_ledger_accountant"):
+        from ldp_audit.opacus import ledger_accountant
+
+        return getattr(ledger_accountant, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -21,7 +21,7 @@ import numpy as np
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 from ldp_audit.opacus.canaries import ALGORITHM, canary_blocks
 
-__all__ = ["audit_run", "membership", "report_sections", "score_inputs"]
+__all__ = ["audit_run", "membership", "opacus_epsilon_line", "report_sections", "score_inputs"]
 
 
 def _read(run_dir: Path) -> dict[str, Any]:
@@ -214,6 +214,11 @@ def audit_run(run_dir: Any, *, setting: str = "white-box", confidence: float = 0
             )
         tests["ledger"] = ledger
     flagged = [k for k, t in tests.items() if t and t.get("rejected")]
+    from ldp_audit.opacus.family import family_bound
+
+    family = family_bound(run_dir, white=white, kind=kind, projections=y, scores=scores,
+                          included=included, sample_rate=q, delta=delta,
+                          confidence=confidence, claimed_epsilon=eps_ub)  # fmt: skip
     mm = membership_metrics(scores, included) if both else {"auc": None, "advantage": 0.0,
                                                            "tpr_at_fpr": {}}  # fmt: skip
     ceiling_eps = O.steinke_ceiling(m, delta=delta, beta=beta / len(O.FRACTIONS))
@@ -252,6 +257,7 @@ def audit_run(run_dir: Any, *, setting: str = "white-box", confidence: float = 0
             "tests": tests,
             "f_dp": tests["f-dp"],
             "steinke_ceiling": ceiling_eps,
+            "family_bound": family,
             "canaries_to_refute": need,
             "flagged_by": flagged,
             "decided_by": _decided_by(tests),
@@ -291,11 +297,15 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict
             for k, v in claim.items()]  # fmt: skip
     rows += [["epsilon (accountant)", _fmt(priv.get("epsilon"))], ["delta", _fmt(cfg["delta"])],
              ["updates", met.get("updates")], ["canaries", cfg["canaries"]]]  # fmt: skip
+    why = opacus_epsilon_line(claim, met, float(cfg["delta"]))
+    if why:
+        rows.append(["epsilon Opacus's get_epsilon gives (prv, updates taken)",
+                     _fmt(why["opacus_epsilon"])])  # fmt: skip
     sections = [
         {
             "id": "opacus-claim",
             "title": "DP-SGD claim read from the Opacus optimizer",
-            "paragraphs": [str(priv.get("words", ""))],
+            "paragraphs": [str(priv.get("words", ""))] + ([why["line"]] if why else []),
             "tables": [{"caption": "claim", "header": ["quantity", "value"], "rows": rows}],
             "figures": {},
             "data": {"claim": claim, "privacy": priv},
@@ -304,7 +314,8 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict
     from ldp_audit.report import one_run_audit_documents
 
     audits = [d for _, d in one_run_audit_documents(run_dir, extra)]
-    arows = []
+    arows: list[list[Any]] = []
+    assumptions: dict[str, str] = {}
     for top in audits:
         bb = top.get("extra", {}).get("black_box")
         for d in [top] + ([bb] if isinstance(bb, dict) else []):
@@ -321,6 +332,19 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict
                         "REJECTED" if t.get("rejected") else "consistent",
                     ]
                 )
+            fb = ex.get("family_bound")
+            if isinstance(fb, dict):
+                arows.append(
+                    [
+                        ex.get("setting", d.get("attack")),
+                        f"family bound ({fb['family']}; its assumption in the text above)",
+                        _fmt(fb.get("epsilon_lower_bound")),
+                        _fmt(fb.get("level")),
+                        ("REFUTED under the assumption" if fb.get("refuted") else "consistent")
+                        + f" ({_fmt(fb.get('ratio_to_claim'))} x the claim)",
+                    ]
+                )
+                assumptions[fb["family"]] = fb["assumption"]
             arows.append(
                 [
                     ex.get("setting", d.get("attack")),
@@ -342,8 +366,19 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict
                     "Each test reads the same run and takes a Bonferroni share of 1 - "
                     "confidence (the ledger check is deterministic): a correct trainer is "
                     "flagged with probability at most 1 - confidence. For the (eps, delta) bound "
-                    "the value is the lower bound on epsilon; for the others the p-value."
-                ],
+                    "the value is the lower bound on epsilon; for the others the p-value.",
+                ]
+                + (
+                    [
+                        "The family bound is a lower confidence bound on epsilon that holds "
+                        "only under the stated assumption (it is not part of the "
+                        "assumption-free verdict): "
+                        + "; ".join(v for _, v in sorted(assumptions.items()))
+                        + "."
+                    ]
+                    if assumptions
+                    else []
+                ),
                 "tables": [
                     {
                         "caption": "one-run audit",
@@ -356,6 +391,36 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict
             }
         )
     return sections
+
+
+def opacus_epsilon_line(claim: dict, met: dict, delta: float) -> dict[str, Any] | None:
+    """Why the report's claim and Opacus's ``PrivacyEngine.get_epsilon`` differ, in one line.
+
+    The claim composes every ledger charge (the updates and the prepaid charges left unused,
+    ``prepay``) by the smaller of rdp and prv; Opacus's default accountant (PRV, the same
+    numbers as the ledger's ``prv``) composes the steps it saw. None when the metrics lack the
+    counts or the claim is not a (sampled) Gaussian.
+    """
+    from ldp_audit.accountant import compose
+    from ldp_audit.opacus.writer import declared_event
+
+    T, charges = met.get("updates"), met.get("charges")
+    eps = met.get("privacy", {}).get("epsilon")
+    if not isinstance(T, int) or not isinstance(charges, int) or T < 1 or eps is None:
+        return None
+    try:
+        theirs = float(compose([(declared_event(claim), T)], delta=delta, method="prv")[0])
+    except Exception:  # noqa: BLE001 - a claim prv cannot compose: nothing to explain
+        return None
+    unused = charges - T
+    line = (
+        f"Opacus's PrivacyEngine.get_epsilon({delta:g}) with its default PRV accountant gives "
+        f"{theirs:.4g} for the {T} updates taken; this claim, {float(eps):.4g}, composes the "
+        f"ledger's {charges} charges ({T} updates + {unused} prepaid before their noise and "
+        f"never used, prepay {met.get('prepay')}) by the smaller of rdp and prv"
+        + (" (the same count: the methods alone differ)." if unused == 0 else ".")
+    )
+    return {"opacus_epsilon": theirs, "claimed_epsilon": float(eps), "line": line}
 
 
 def score_inputs(data: Any, model: Any, score_fn: Any, m: int) -> np.ndarray:
