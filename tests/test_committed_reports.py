@@ -122,7 +122,8 @@ def test_a_recorded_fingerprint_is_printed() -> None:
     res = _res("fedrl-16")
     res["fingerprint"] = S.machine_fingerprint()
     line = S.statement_lines(res)[-2]
-    assert "no CPU model" not in line and "fingerprint " in line
+    assert "no CPU model" not in line
+    assert "the machine fingerprint results.json records: " in line
     for v in res["fingerprint"]["versions"].values():
         assert v in line
     assert res["fingerprint"]["versions"]["numpy"] == np.__version__
@@ -176,13 +177,34 @@ def test_check_against_flags_inside_outside_and_differs(tmp_path: Path) -> None:
     assert K.main([str(tmp_path / "rerun"), str(tmp_path / "none")]) == 2
 
 
+def test_check_refuses_a_rerun_at_another_scale_unless_asked(tmp_path: Path) -> None:
+    committed = _res("fedrl-16")
+    rerun = json.loads(json.dumps(committed))
+    rerun["config"]["train_steps"] = [800]
+    rerun["config"]["runs"] = 2  # fewer runs is the same scale (wider intervals)
+    with pytest.raises(InvalidParameterError, match=r"train_steps: rerun \[800\]"):
+        K.check_against(rerun, committed)
+    out = K.check_against(rerun, committed, any_scale=True)
+    assert out["scale_differences"] == ["train_steps: rerun [800], committed [32000]"]
+    assert "no verdict: the rerun is at another scale" in K.format_check(out)
+    del rerun["config"]["train_steps"]  # a key one side lacks predates its option
+    assert K.check_against(rerun, committed)["scale_differences"] == []
+    (tmp_path / "r").mkdir()
+    rerun["config"]["eval_maps"] = 100
+    (tmp_path / "r" / "results.json").write_text(json.dumps(rerun))
+    assert K.main([str(tmp_path / "r"), str(REPO / "reports/fedrl-16")]) == 2
+    assert K.main([str(tmp_path / "r"), str(REPO / "reports/fedrl-16"), "--any-scale"]) == 0
+
+
 def test_check_against_committed_reports_and_refusals() -> None:
     for name in NAMES:  # a report against itself: every defined cell inside
         out = K.check_folders(REPO / "reports" / name, REPO / "reports" / name)
         assert out["consistent"] and out["counts"]["outside"] == out["counts"]["differs"] == 0
         assert out["counts"]["inside"] >= 8
     # the sampled-acting ablation is not a rerun of the printed reading: cells differ
-    out = K.check_folders(REPO / "reports/pgc-a3c-sample", REPO / "reports/pgc-a3c")
+    with pytest.raises(InvalidParameterError, match="acting: rerun 'sample'"):
+        K.check_folders(REPO / "reports/pgc-a3c-sample", REPO / "reports/pgc-a3c")
+    out = K.check_folders(REPO / "reports/pgc-a3c-sample", REPO / "reports/pgc-a3c", any_scale=True)
     assert out["counts"]["differs"] >= 5 and not out["consistent"]
     with pytest.raises(InvalidParameterError, match="no comparable cell"):
         K.check_folders(REPO / "reports/fedrl-16", REPO / "reports/fedrl")

@@ -38,7 +38,15 @@ from typing import Any
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.reproduction_statement import system_of
 
-__all__ = ["cells", "check_against", "check_folders", "format_check", "main"]
+__all__ = [
+    "SCALE",
+    "cells",
+    "check_against",
+    "check_folders",
+    "format_check",
+    "main",
+    "scale_differences",
+]
 
 Cell = tuple[float | None, float | None, float | None]
 
@@ -108,13 +116,48 @@ def _status(new: Cell | None, old: Cell | None) -> str:
     return "outside"
 
 
-def check_against(rerun: dict[str, Any], committed: dict[str, Any]) -> dict[str, Any]:
+#: per system, where its scale is recorded and the keys a rerun must share with the committed
+#: report for its cells to estimate the same quantities (the number of trials, seeds, groups or
+#: runs may differ: it only changes the intervals' widths)
+SCALE = {
+    "pgc-a3c": ("config", ("max_submissions", "acting", "stop_at_target", "clip_kind",
+                           "aggregator", "aggregator_lr")),
+    "pgc-a3c-readings": ("config", ("max_submissions",)),
+    "dprl": ("settings", ("episodes", "total_steps", "clip", "delta", "dqn_preset",
+                          "eval_episodes")),
+    "frd": ("settings", ("max_episodes", "threshold")),
+    "fedrl": ("config", ("train_steps", "n_envs", "n_maps", "eval_maps", "hist_len",
+                         "meeting_rule")),
+}  # fmt: skip
+
+
+def scale_differences(rerun: dict[str, Any], committed: dict[str, Any]) -> list[str]:
+    """The scale keys (:data:`SCALE`) both results record with different values."""
+    where, keys = SCALE[system_of(committed)]
+    a, b = rerun.get(where) or {}, committed.get(where) or {}
+    # a key one side lacks predates its option (the default then): not compared
+    return [f"{k}: rerun {a[k]!r}, committed {b[k]!r}" for k in keys
+            if k in a and k in b and a[k] != b[k]]  # fmt: skip
+
+
+def check_against(
+    rerun: dict[str, Any], committed: dict[str, Any], *, any_scale: bool = False
+) -> dict[str, Any]:
     """Each cell of ``rerun`` (a results.json dict) against ``committed``'s interval, and the
-    counts per status; ``consistent`` is False when some cell ``differs``."""
+    counts per status; ``consistent`` is False when some cell ``differs``. A rerun at another
+    scale (horizon, training steps, ...: :data:`SCALE`) estimates other quantities and is
+    refused unless ``any_scale``."""
     a, b = system_of(rerun), system_of(committed)
     if a != b:
         raise InvalidParameterError(
             f"rerun must be a rerun of the committed report's system {b!r}, got one of {a!r}"
+        )
+    diff = scale_differences(rerun, committed)
+    if diff and not any_scale:
+        raise InvalidParameterError(
+            "rerun must be at the committed report's scale (its cells estimate other "
+            f"quantities otherwise), got {'; '.join(diff)} (any_scale / --any-scale to compare "
+            "anyway)"
         )
     new, old = cells(rerun), cells(committed)
     rows = []
@@ -145,6 +188,7 @@ def check_against(rerun: dict[str, Any], committed: dict[str, Any]) -> dict[str,
         "cells": rows,
         "counts": counts,
         "consistent": counts["differs"] == 0,
+        "scale_differences": diff,
         "chance": "per cell, same distribution, equal-width 95% normal intervals: outside "
         "~17%, differs ~0.6%",
     }
@@ -160,9 +204,11 @@ def _read(folder: str | Path, what: str) -> dict[str, Any]:
     return json.loads(p.read_text())
 
 
-def check_folders(rerun: str | Path, committed: str | Path) -> dict[str, Any]:
+def check_folders(
+    rerun: str | Path, committed: str | Path, *, any_scale: bool = False
+) -> dict[str, Any]:
     """:func:`check_against` of two report folders (or results.json paths)."""
-    return check_against(_read(rerun, "rerun"), _read(committed, "committed"))
+    return check_against(_read(rerun, "rerun"), _read(committed, "committed"), any_scale=any_scale)
 
 
 def _n(v: float | None) -> str:
@@ -189,11 +235,19 @@ def format_check(result: dict[str, Any], *, all_cells: bool = False) -> str:
         f"intervals overlap), {c['differs']} differ (disjoint intervals), {c['undefined']} "
         f"undefined, {c['missing']} missing on one side ({result['chance']})."
     )
-    lines.append(
-        "verdict: the rerun agrees with the committed report statistically"
-        if result["consistent"]
-        else "verdict: the rerun DIFFERS from the committed report in the cells marked 'differs'"
-    )
+    if result.get("scale_differences"):
+        lines.append(
+            "no verdict: the rerun is at another scale ("
+            + "; ".join(result["scale_differences"])
+            + "), so its cells estimate other quantities; the counts above only describe"
+        )
+    else:
+        lines.append(
+            "verdict: the rerun agrees with the committed report statistically"
+            if result["consistent"]
+            else "verdict: the rerun DIFFERS from the committed report in the cells marked "
+            "'differs'"
+        )
     return "\n".join(lines)
 
 
@@ -207,9 +261,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("committed", help="the committed report folder, e.g. reports/fedrl")
     ap.add_argument("--all", action="store_true", help="list every cell, not only the others")
     ap.add_argument("--json", action="store_true", help="print the check as JSON")
+    ap.add_argument(
+        "--any-scale",
+        action="store_true",
+        help="compare even when the rerun's horizon / training steps differ from the committed",
+    )
     a = ap.parse_args(argv)
     try:
-        result = check_folders(a.rerun, a.committed)
+        result = check_folders(a.rerun, a.committed, any_scale=a.any_scale)
     except (InvalidParameterError, OSError, json.JSONDecodeError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -123,10 +123,12 @@ def fingerprint_words(res: dict[str, Any]) -> str:
     """The machine a results.json says it was made on, in words; what it lacks is named."""
     fp = res.get("fingerprint")
     if isinstance(fp, dict):
-        parts = [str(fp[k]) for k in ("cpu_model", "torch_cpu_capability", "platform") if fp.get(k)]
+        words = {"cpu_model": "CPU {}", "torch_cpu_capability": "torch dispatch {}",
+                 "platform": "{}"}  # fmt: skip
+        parts = [w.format(fp[k]) for k, w in words.items() if fp.get(k)]
         vers = fp.get("versions") or {}
         parts += [f"{k} {v}" for k, v in sorted(vers.items())]
-        return "fingerprint " + "; ".join(parts)
+        return "the machine fingerprint results.json records: " + ", ".join(parts)
     machine = res.get("machine")
     vers = res.get("versions") if isinstance(res.get("versions"), dict) else {}
     words = f"`{machine}`" if machine else "machine not recorded"
