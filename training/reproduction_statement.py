@@ -202,6 +202,11 @@ def _readings(res: dict[str, Any]) -> list[str]:
     for a in audits:
         groups.setdefault((a.get("clip_kind", "?"), a.get("claim", "?")), []).append(a)
     conf = next((a.get("confidence") for a in audits if a.get("confidence")), None)
+    ratios = {  # true epsilon per claimed epsilon of each clip, as the audits record it
+        a.get("clip_kind", "?"): _f(a["true_epsilon"]) / _f(a["epsilon"])
+        for a in audits
+        if _f(a.get("true_epsilon")) and _f(a.get("epsilon"))
+    }
     lines = [
         "- **Released, to whom (local DP):** each agent's clipped, noised gradient report, to "
         "the untrusted aggregator (Adam or SGD there is post-processing).",
@@ -209,8 +214,11 @@ def _readings(res: dict[str, Any]) -> list[str]:
         f"report(s) per agent, composed by {priv.get('composition', NOT_RECORDED)}.",
         f"- **Mechanism and claim:** {priv.get('mechanism', NOT_RECORDED)} at epsilon = "
         f"{_eps_list(cfg.get('audit_epsilons') or [])} per agent (pure epsilon-LDP, "
-        "delta = 0), the paper's claim, under every reading; the coordinate clip's true "
-        "epsilon is 112 x that.",
+        "delta = 0), the paper's claim, under every reading"
+        + "".join(
+            f"; the {k} clip's true epsilon is {r:g} x that" for k, r in ratios.items() if r != 1
+        )
+        + ".",
     ]
     if not audits:
         return lines + ["- **Audit / attack:** none.", "- **Verdict:** no audit in this report."]
@@ -281,7 +289,18 @@ def _dprl(res: dict[str, Any]) -> list[str]:
 
     wrong = [a for a in correct if flagged(a)]
     caught = [a for a in planted if flagged(a)]
-    conf = sorted({(a.get("white-box") or {}).get("confidence_each") for a in audits} - {None})
+    conf = sorted(
+        {
+            (a.get(k) or {}).get("confidence_each")
+            for a in audits
+            for k in ("white-box", "black-box")
+        }
+        - {None}
+    )
+    # each test's level is 0.05 / (number of tests): 95% per audit by Bonferroni
+    bonferroni = bool(conf) and all(
+        abs(0.05 / (1 - c) - round(0.05 / (1 - c))) < 1e-6 for c in conf if c < 1
+    )
     worst = max(
         correct,
         key=lambda a: (
@@ -299,7 +318,12 @@ def _dprl(res: dict[str, Any]) -> list[str]:
         if worst
         else ""
     )
-    conf_s = f"each test at confidence {', '.join(f'{c:.4g}' for c in conf)}" if conf else ""
+    conf_s = (
+        f"each test at confidence {' or '.join(f'{c:.4g}' for c in conf)}"
+        + (", 95% per audit by Bonferroni" if bonferroni else "")
+        if conf
+        else "confidence not recorded"
+    )
     lines.append(
         f"- **Audit / attack:** one-run canary audits (white-box and black-box, "
         f"{s.get('audit_canaries', NOT_RECORDED)} canaries, {conf_s}) of small audit runs "
@@ -308,7 +332,8 @@ def _dprl(res: dict[str, Any]) -> list[str]:
         "a planted bug flagged."
     )
     verdict = (
-        f"audit: no violation found for the correct trainers at 95% ({closest})"
+        f"audit: no violation found for the correct trainers at "
+        f"{'95%' if bonferroni else 'the confidence above'} ({closest})"
         if not wrong
         else f"audit: VIOLATION in {len(wrong)} run(s) of the correct trainers"
     )
