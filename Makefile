@@ -8,7 +8,7 @@ TORCH ?= torch==2.13.0+cpu
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 WHEELS ?= /opt/wheels
 
-.PHONY: demo test lint install reproduce reproduce-dprl reproduce-fedrl reproduce-fedrl-16 reproduce-frd bench clean docs
+.PHONY: demo test lint install reports reproduce reproduce-dprl reproduce-fedrl reproduce-fedrl-16 reproduce-frd bench clean docs
 
 # Two stamps: the demo needs only the core (torch CPU + the package's own dependencies); the
 # test suite, the docs, Ray and Flower are extras that `make test` adds on top.
@@ -78,6 +78,12 @@ reproduce-fedrl-16: $(STAMP)
 		--train-steps 32000 --hist-lens --attack-sigmas --audit-samples 0 \
 		--explore-eps 0.05 0.1 0.2 --curve-points 8 --curve-maps 200 \
 		--workers $(FEDRL16_WORKERS) --threads 1 --no-progress --force
+
+# Rebuild the committed reproduction reports' README.md (and tables.md) from their committed
+# results.json and notes.md with today's writers: nothing is rerun, no figure redrawn
+# (tests/test_committed_reports.py fails when a committed page is stale).
+reports: $(STAMP)
+	$(BIN)/python -m ldp_audit.training.committed_reports
 
 reproduce-frd: $(STAMP)
 	$(BIN)/ldp-audit reproduce frd --out reports/frd --overwrite --agents 1,2,4 --groups 30 \

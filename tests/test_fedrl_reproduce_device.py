@@ -53,7 +53,7 @@ def _strip(x: Any) -> Any:
             for k, v in x.items()
             if "seconds" not in str(k)
             and not str(k).startswith("load_average")
-            and k not in ("command", "machine", "device", "device_name")
+            and k not in ("command", "machine", "fingerprint", "device", "device_name")
         }
     return [_strip(v) for v in x] if isinstance(x, list) else x
 

@@ -452,10 +452,13 @@ def run_reproduction(
 
     grid, extra = _settings(cfg)
     rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, 2**31]))
+    from ldp_audit.training.reproduction_statement import machine_fingerprint
+
     results: dict[str, Any] = {
         "paper": "Ono & Takahashi 2020, Locally Private Distributed Reinforcement Learning",
         "config": {k: _jsonable(v) for k, v in asdict(cfg).items()},
         "machine": MACHINE,
+        "fingerprint": machine_fingerprint(),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "versions": _versions(),
         "settings": {},

@@ -291,6 +291,8 @@ def reproduce(
                 table.append(row)
     figs = figures(out, runs, settings)
     wall = time.perf_counter() - t0
+    from ldp_audit.training.reproduction_statement import machine_fingerprint
+
     results = {
         "settings": asdict(settings),
         "table": table,
@@ -305,6 +307,7 @@ def reproduce(
             )
         ),
         "machine": f"{platform.machine()} {platform.system()}, 2 shared cores (loaded)",
+        "fingerprint": machine_fingerprint(),
         "command": "ldp-audit " + " ".join(argv or []),
         "runs": [{k: v for k, v in r.items() if k != "privacy"} for r in runs],
     }

@@ -469,11 +469,14 @@ def reproduce(
         )
     device = resolve_device(rc.device)  # "cuda" without CUDA: refused before any work
     t_all, c_all = time.perf_counter(), time.process_time()
+    from ldp_audit.training.reproduction_statement import machine_fingerprint
+
     res: dict[str, Any] = {
         "config": asdict(rc),
         "command": command,
         "machine": f"{platform.machine()}, {platform.processor() or 'cpu'}; "
         f"{os.cpu_count()} cores seen by the process",
+        "fingerprint": machine_fingerprint(),
         "device": device,
         "paper": PAPER_TABLE1,
         "table1": {},

@@ -1,0 +1,128 @@
+"""Rebuild the committed paper-reproduction reports from their committed results.json.
+
+Each report folder under ``reports/`` (``pgc-a3c``, ``pgc-a3c-sample``, ``pgc-a3c-readings``,
+``dprl``, ``frd``, ``fedrl``, ``fedrl-16``) holds the results.json its ``ldp-audit reproduce``
+wrote, a hand-written ``notes.md`` and generated pages. :func:`render` returns the pages today's
+writers make of that results.json (and notes.md, where the writer appends it) without rerunning
+anything and without redrawing figures (the figures depend only on results a rebuild does not
+change); :func:`rebuild` writes them; ``--check`` says which committed page differs.
+
+Command (from the repository root)::
+
+    python -m ldp_audit.training.committed_reports            # rewrite every report's pages
+    python -m ldp_audit.training.committed_reports --check    # exit 1 if a page is stale
+    python -m ldp_audit.training.committed_reports reports/frd
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from ldp_audit.errors import InvalidParameterError
+from ldp_audit.training.reproduction_statement import system_of
+
+__all__ = ["COMMITTED", "render", "rebuild", "main"]
+
+#: the committed reproduction reports, relative to the repository root
+COMMITTED = (
+    "reports/pgc-a3c",
+    "reports/pgc-a3c-sample",
+    "reports/pgc-a3c-readings",
+    "reports/dprl",
+    "reports/frd",
+    "reports/fedrl",
+    "reports/fedrl-16",
+)
+
+
+def _notes(folder: Path) -> str | None:
+    p = folder / "notes.md"
+    return p.read_text() if p.is_file() else None
+
+
+def _dprl(res: dict[str, Any]) -> str:
+    from ldp_audit.training.dprl.reproduce import ReproduceSettings
+    from ldp_audit.training.dprl.reproduce_report import readme
+    from ldp_audit.training.dprl.reproduce_runs import restore
+
+    doc = restore(res)
+    for row in doc["table"]:  # results.json writes an interval's NaN end as null
+        for key in ("final_return_ci95", "convergence_ci95"):
+            row[key] = [math.nan if x is None else x for x in row[key]]
+    kw = {k: tuple(v) if isinstance(v, list) else v for k, v in doc["settings"].items()}
+    return readme(doc, ReproduceSettings(**kw))
+
+
+def render(folder: str | Path) -> dict[str, str]:
+    """The generated pages (file name -> text) of the report in ``folder``, as today's writer
+    makes them from the folder's results.json (and notes.md)."""
+    folder = Path(folder)
+    path = folder / "results.json"
+    if not path.is_file():
+        raise InvalidParameterError(
+            f"folder must be a reproduction report folder, got {str(folder)!r}: no results.json"
+        )
+    res = json.loads(path.read_text())
+    system = system_of(res)
+    notes = _notes(folder)
+    if system == "pgc-a3c":
+        from ldp_audit.training.reproduce_report import readme_markdown, tables_markdown
+
+        return {"README.md": readme_markdown(res, notes), "tables.md": tables_markdown(res)}
+    if system == "pgc-a3c-readings":
+        from ldp_audit.training.readings import readings_markdown
+
+        return {"README.md": readings_markdown(res, notes)}
+    if system == "dprl":
+        return {"README.md": _dprl(res)}
+    if system == "frd":
+        from ldp_audit.training.frd.reproduce import readme_markdown
+
+        return {"README.md": readme_markdown(res)}
+    from ldp_audit.training.fedrl.reproduce_report import readme_markdown as fedrl_readme
+
+    return {"README.md": fedrl_readme(res, notes)}
+
+
+def rebuild(folder: str | Path, *, check: bool = False) -> list[str]:
+    """Write (or with ``check``, only compare) the pages of ``folder``; returns the paths of
+    the pages that differed from what was on disk."""
+    folder = Path(folder)
+    stale = []
+    for name, text in render(folder).items():
+        p = folder / name
+        if not p.is_file() or p.read_text() != text:
+            stale.append(str(p))
+            if not check:
+                p.write_text(text)
+    return stale
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m ldp_audit.training.committed_reports",
+        description="Rewrite the committed reproduction reports' README.md (and tables.md) "
+        "from their results.json and notes.md; nothing is rerun, no figure redrawn.",
+    )
+    ap.add_argument("folders", nargs="*", help=f"report folders (default: {' '.join(COMMITTED)})")
+    ap.add_argument("--check", action="store_true", help="write nothing; exit 1 if stale")
+    a = ap.parse_args(argv)
+    try:
+        stale = [p for f in (a.folders or COMMITTED) for p in rebuild(f, check=a.check)]
+    except (InvalidParameterError, OSError, json.JSONDecodeError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for p in stale:
+        print(f"{'stale' if a.check else 'rewrote'}: {p}")
+    if not stale:
+        print("every page is what its writer makes of its results.json")
+    return 1 if a.check and stale else 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,490 @@
+"""The privacy statement and verdict that open every paper-reproduction report (issue 39).
+
+Each reproduction's README (``reports/pgc-a3c``, ``pgc-a3c-sample``, ``pgc-a3c-readings``,
+``dprl``, ``frd``, ``fedrl``, ``fedrl-16``) starts, right under its title, with the block
+:func:`statement_lines` writes: what is released to whom (local or central DP), the privacy
+unit, the mechanism with its claimed epsilon (delta) and accountant, the audit's or attack's
+result with its confidence, a one-line verdict, and what reproduces bit for bit on which
+machine. Every number comes from the report's ``results.json`` alone, so the block rebuilds
+from the committed results without rerunning anything; what results.json does not hold is said
+to be "not recorded", never guessed. The words about a system's design (who receives what) are
+the trainer's, the same for every run of it.
+
+:func:`system_of` tells which reproduction a results.json is from (by the keys it holds);
+:func:`machine_fingerprint` is what a new reproduction records beside its results, so that a
+later reader knows on what a rerun is bit for bit.
+"""
+
+from __future__ import annotations
+
+import math
+import platform
+import re
+from typing import Any
+
+from ldp_audit.errors import InvalidParameterError
+
+__all__ = [
+    "SYSTEMS",
+    "system_of",
+    "statement_lines",
+    "machine_fingerprint",
+    "fingerprint_words",
+    "check_command",
+    "report_folder",
+]
+
+#: the reproductions a results.json can be from
+SYSTEMS = ("pgc-a3c", "pgc-a3c-readings", "dprl", "frd", "fedrl")
+NOT_RECORDED = "not recorded"
+
+
+def system_of(res: Any) -> str:
+    """Which reproduction wrote ``res`` (a results.json read as a dict), from its keys."""
+    if not isinstance(res, dict):
+        raise InvalidParameterError(
+            f"res must be a reproduction's results.json (a dict), got {type(res).__name__}"
+        )
+    if "readings" in res and "settings" in res:
+        return "pgc-a3c-readings"
+    if "comparison" in res and "settings" in res:
+        return "pgc-a3c"
+    if "table1" in res:
+        return "fedrl"
+    if "rows" in res and "paper_claims" in res:
+        return "frd"
+    if "table" in res and "runs" in res and "settings" in res:
+        return "dprl"
+    raise InvalidParameterError(
+        "res must be the results.json of ldp-audit reproduce pgc-a3c, dprl, frd or fedrl; got "
+        f"one with keys {sorted(res)[:12]}"
+    )
+
+
+def _f(v: Any) -> float | None:
+    if isinstance(v, bool) or v is None:
+        return None
+    if isinstance(v, (int, float)):
+        return float(v)
+    if isinstance(v, str) and v.strip().lower() in ("inf", "infinity"):
+        return math.inf
+    return None
+
+
+def _e(v: Any, nd: int = 4) -> str:
+    x = _f(v)
+    if x is None:
+        return NOT_RECORDED
+    return "inf" if math.isinf(x) else f"{x:.{nd}g}"
+
+
+def _eps_list(values: list[Any]) -> str:
+    return ", ".join(_e(v) for v in values)
+
+
+def _bound(lb: Any, claim: Any, violation: bool) -> str:
+    return f"bound {_e(lb, 3)} {'>' if violation else '<='} claim {_e(claim, 3)}"
+
+
+# ---------------------------------------------------------------------- machine and reruns
+
+
+def machine_fingerprint() -> dict[str, Any]:
+    """What decides the last bits of this machine's float arithmetic, to record beside a
+    reproduction's results: the CPU's model and vendor, torch's dispatched instruction set,
+    the OS and the numeric libraries' versions (a value that cannot be read is omitted)."""
+    fp: dict[str, Any] = {"platform": platform.platform(), "machine": platform.machine()}
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            info = fh.read()
+        for key, name in (("model name", "cpu_model"), ("vendor_id", "cpu_vendor")):
+            m = re.search(rf"^{key}\s*:\s*(.+)$", info, re.M)
+            if m:
+                fp[name] = m.group(1).strip()
+    except OSError:
+        pass
+    versions: dict[str, str] = {}
+    for mod in ("numpy", "scipy", "torch", "numba"):
+        try:
+            versions[mod] = __import__(mod).__version__
+        except ImportError:
+            continue
+    fp["versions"] = versions
+    try:
+        import torch
+
+        fp["torch_cpu_capability"] = torch.backends.cpu.get_cpu_capability()
+    except (ImportError, AttributeError):
+        pass
+    return fp
+
+
+def fingerprint_words(res: dict[str, Any]) -> str:
+    """The machine a results.json says it was made on, in words; what it lacks is named."""
+    fp = res.get("fingerprint")
+    if isinstance(fp, dict):
+        words = {"cpu_model": "CPU {}", "torch_cpu_capability": "torch dispatch {}",
+                 "platform": "{}"}  # fmt: skip
+        parts = [w.format(fp[k]) for k, w in words.items() if fp.get(k)]
+        vers = fp.get("versions") or {}
+        parts += [f"{k} {v}" for k, v in sorted(vers.items())]
+        return "the machine fingerprint results.json records: " + ", ".join(parts)
+    machine = res.get("machine")
+    vers = res.get("versions") if isinstance(res.get("versions"), dict) else {}
+    words = f"`{machine}`" if machine else "machine not recorded"
+    words += (
+        " with " + ", ".join(f"{k} {v}" for k, v in vers.items())
+        if vers
+        else "; library versions not recorded"
+    )
+    return words + "; no CPU model or instruction-set fingerprint recorded in results.json"
+
+
+def check_command(folder: str) -> str:
+    """The command that compares a rerun with the committed report in ``folder``."""
+    return f"python -m ldp_audit.training.reproduction_check RERUN_FOLDER {folder}"
+
+
+_RERUN = {
+    "pgc-a3c": "the fused NumPy/Numba engine draws every noise value from seeded generators "
+    "and its results do not depend on the worker count",
+    "pgc-a3c-readings": "the fused NumPy/Numba engine and the audits draw from seeded "
+    "generators; results do not depend on the worker count",
+    "dprl": "every run is seeded; torch on the CPU",
+    "frd": "every group is seeded",
+    "fedrl": "every (method, run) task is seeded; torch on the CPU with `--threads` per worker",
+}
+
+
+def _rerun_line(system: str, res: dict[str, Any], folder: str) -> str:
+    return (
+        f"- **Reproduces:** bit for bit only with the same command and seed on the same CPU "
+        f"family and library versions ({_RERUN[system]}). Made on {fingerprint_words(res)}. On "
+        "another CPU, torch or BLAS the float arithmetic may round differently and a "
+        "trajectory may turn another way, so per-run numbers can differ: compare a rerun's "
+        f"cells with the committed intervals with `{check_command(folder)}`."
+    )
+
+
+# ---------------------------------------------------------------------- per system
+
+
+def _pgc(res: dict[str, Any]) -> list[str]:
+    cfg = res.get("config") or {}
+    st = res.get("settings") or {}
+    mechs = cfg.get("mechanisms") or sorted({e.get("mechanism") for e in st.values()})
+    eps = [e for e in cfg.get("epsilons", []) if _f(e) is not None and not math.isinf(_f(e))]
+    buffers = {
+        m: sorted({e.get("buffer_size") for e in st.values() if e.get("mechanism") == m})
+        for m in mechs
+    }
+    mech = "; ".join(f"{m} (|B| = {', '.join(str(b) for b in buffers[m])})" for m in mechs)
+    return [
+        "- **Released, to whom (local DP):** each agent's clipped, noised gradient report, to "
+        "the untrusted aggregator that updates the shared policy.",
+        "- **Privacy unit:** the agent's input to one report (its gradient); composition over "
+        "an agent's reports is not recorded in this results.json.",
+        f"- **Mechanism and claim:** {mech} at epsilon = {_eps_list(eps)} per report, pure "
+        "epsilon-LDP (delta = 0), plus the non-private epsilon = inf baseline; accountant: "
+        "none (one pure-DP release per report, no composition claimed).",
+        "- **Audit / attack:** none in this report (it measures learning; the mechanisms' "
+        "claims are audited in `reports/pgc-a3c-readings`).",
+        "- **Verdict:** no audit in this report.",
+    ]
+
+
+def _readings(res: dict[str, Any]) -> list[str]:
+    cfg = res.get("config") or {}
+    st = res.get("settings") or {}
+    priv = next((e["privacy"] for e in st.values() if isinstance(e.get("privacy"), dict)), {})
+    audits = res.get("audits") or []
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for a in audits:
+        groups.setdefault((a.get("clip_kind", "?"), a.get("claim", "?")), []).append(a)
+    conf = next((a.get("confidence") for a in audits if a.get("confidence")), None)
+    ratios = {  # true epsilon per claimed epsilon of each clip, as the audits record it
+        a.get("clip_kind", "?"): _f(a["true_epsilon"]) / _f(a["epsilon"])
+        for a in audits
+        if _f(a.get("true_epsilon")) and _f(a.get("epsilon"))
+    }
+    lines = [
+        "- **Released, to whom (local DP):** each agent's clipped, noised gradient report, to "
+        "the untrusted aggregator (Adam or SGD there is post-processing).",
+        f"- **Privacy unit:** one agent (its gravity); {priv.get('rounds', NOT_RECORDED)} "
+        f"report(s) per agent, composed by {priv.get('composition', NOT_RECORDED)}.",
+        f"- **Mechanism and claim:** {priv.get('mechanism', NOT_RECORDED)} at epsilon = "
+        f"{_eps_list(cfg.get('audit_epsilons') or [])} per agent (pure epsilon-LDP, "
+        "delta = 0), the paper's claim, under every reading"
+        + "".join(
+            f"; the {k} clip's true epsilon is {r:g} x that" for k, r in ratios.items() if r != 1
+        )
+        + ".",
+    ]
+    if not audits:
+        return lines + ["- **Audit / attack:** none.", "- **Verdict:** no audit in this report."]
+    samples = next((a.get("samples") for a in audits if a.get("samples")), None)
+    parts, verdicts = [], []
+    for (clip, claim), rows in groups.items():
+        bad = [a for a in rows if a.get("violation")]
+        shown = bad or rows
+        worst = max(shown, key=lambda a: (_f(a["epsilon_lower_bound"]) or 0) / (
+            _f(a["claimed_epsilon"]) or 1))  # fmt: skip
+        readings = ", ".join(rows[0].get("readings") or [])
+        what = f"{clip} clip ({readings}) against the {claim} claim"
+        if bad:
+            parts.append(
+                f"{what}: VIOLATION at epsilon {_eps_list([a['epsilon'] for a in bad])} "
+                f"(e.g. {_bound(worst['epsilon_lower_bound'], worst['claimed_epsilon'], True)})"
+            )
+            verdicts.append(f"{what}: VIOLATION")
+        else:
+            parts.append(
+                f"{what}: no violation found at every epsilon (closest: "
+                f"{_bound(worst['epsilon_lower_bound'], worst['claimed_epsilon'], False)})"
+            )
+            verdicts.append(f"{what}: no violation found")
+    conf_s = f"{100 * conf:g}%" if conf else "confidence not recorded"
+    return lines + [
+        f"- **Audit / attack:** black-box audit of each reading's report mechanism "
+        f"({samples if samples else NOT_RECORDED} samples per input, {conf_s} each): "
+        + "; ".join(parts)
+        + ".",
+        f"- **Verdict:** audit at {conf_s}: " + "; ".join(verdicts) + ".",
+    ]
+
+
+def _dprl(res: dict[str, Any]) -> list[str]:
+    s = res.get("settings") or {}
+    rows = [r for r in res.get("table") or [] if r.get("family") == "dpsgd"]
+    noisy = [r for r in rows if (_f(r.get("sigma")) or 0) > 0 and not r.get("clip_only")]
+    claim = "; ".join(
+        f"{algo}: "
+        + ", ".join(
+            f"sigma {r['sigma']:g}: {_e(r.get('epsilon'))} ({r.get('epsilon_method')})"
+            for r in noisy
+            if r["algo"] == algo
+        )
+        for algo in dict.fromkeys(r["algo"] for r in noisy)
+    )
+    lines = [
+        "- **Released, to whom (central DP):** the model parameters after every update, to "
+        "whoever receives the model; the trainer itself sees the raw episodes (observation-"
+        "noise rows instead perturb the states the agent sees, and claim nothing on raw "
+        "states).",
+        "- **Privacy unit:** one episode (REINFORCE), one transition (DQN, Poisson-sampled "
+        "from the replay buffer).",
+        f"- **Mechanism and claim:** DP-SGD (clip C = {_e(s.get('clip'))}), epsilon per run at "
+        f"delta = {_e(s.get('delta'))}, composed over all its updates by the tightest "
+        f"accountant (method named): {claim or NOT_RECORDED}; sigma 0 and clip-only: epsilon "
+        "= inf.",
+    ]
+    audits = res.get("audits") or []
+    if not audits:
+        return lines + ["- **Audit / attack:** none.", "- **Verdict:** no audit in this report."]
+    correct = [a for a in audits if str(a.get("trainer", "")).startswith("correct")]
+    planted = [a for a in audits if a not in correct]
+
+    def flagged(a: dict[str, Any]) -> bool:
+        return any((a.get(k) or {}).get("violation") for k in ("white-box", "black-box"))
+
+    wrong = [a for a in correct if flagged(a)]
+    caught = [a for a in planted if flagged(a)]
+    conf = sorted(
+        {
+            (a.get(k) or {}).get("confidence_each")
+            for a in audits
+            for k in ("white-box", "black-box")
+        }
+        - {None}
+    )
+    # each test's level is 0.05 / (number of tests): 95% per audit by Bonferroni
+    bonferroni = bool(conf) and all(
+        abs(0.05 / (1 - c) - round(0.05 / (1 - c))) < 1e-6 for c in conf if c < 1
+    )
+    worst = max(
+        correct,
+        key=lambda a: (
+            (_f(a["white-box"]["epsilon_lower_bound"]) or 0)
+            / (_f(a["white-box"]["accountant_epsilon"]) or 1)
+        ),
+        default=None,
+    )
+    closest = (
+        _bound(
+            worst["white-box"]["epsilon_lower_bound"],
+            worst["white-box"]["accountant_epsilon"],
+            False,
+        )  # fmt: skip
+        if worst
+        else ""
+    )
+    conf_s = (
+        f"each test at confidence {' or '.join(f'{c:.4g}' for c in conf)}"
+        + (", 95% per audit by Bonferroni" if bonferroni else "")
+        if conf
+        else "confidence not recorded"
+    )
+    lines.append(
+        f"- **Audit / attack:** one-run canary audits (white-box and black-box, "
+        f"{s.get('audit_canaries', NOT_RECORDED)} canaries, {conf_s}) of small audit runs "
+        f"(not the table's runs): {len(correct)} runs of the correct trainers, "
+        f"{len(wrong)} flagged (closest: {closest}); {len(caught)} of {len(planted)} runs with "
+        "a planted bug flagged."
+    )
+    verdict = (
+        f"audit: no violation found for the correct trainers at "
+        f"{'95%' if bonferroni else 'the confidence above'} ({closest})"
+        if not wrong
+        else f"audit: VIOLATION in {len(wrong)} run(s) of the correct trainers"
+    )
+    return lines + [
+        f"- **Verdict:** {verdict}; the audit caught {len(caught)}/{len(planted)} planted bugs."
+    ]
+
+
+def _frd(res: dict[str, Any]) -> list[str]:
+    s = res.get("settings") or {}
+    lines = [
+        "- **Released, to whom (local DP for FRD-LDP):** each agent's upload every exchange "
+        "(per-cell policy averages; FedAvg: its parameters; FRD-LDP: randomised (cell, action) "
+        "pairs), to the server and, through the broadcast, to every agent.",
+        "- **Privacy unit:** one agent (its private gravity and the states it visits).",
+        f"- **Mechanism and claim:** FRD and FedAvg release without noise (epsilon = inf); "
+        f"FRD-LDP's randomised response claims epsilon = {_eps_list(s.get('ldp_epsilons') or [])} "
+        "per upload (pure epsilon-LDP, delta = 0), composed over an agent's T uploads by basic "
+        "composition (T x epsilon).",
+    ]
+    leak = res.get("leak") or []
+    if not leak:
+        return lines + ["- **Audit / attack:** none.", "- **Verdict:** no attack in this report."]
+    bad = [r for r in leak if r.get("violation")]
+    eps_up = list(
+        {_e(r.get("epsilon_per_upload")): r.get("epsilon_per_upload") for r in leak}.values()
+    )
+    best = max(leak, key=lambda r: (_f(r.get("accuracy")) or 0) - (_f(r.get("chance")) or 0))
+    lo, hi = best["accuracy_ci"]
+    lines.append(
+        f"- **Audit / attack:** dynamics-inference attack on each agent's gravity, "
+        f"{len(leak)} runs (eps per upload {_eps_list(sorted(eps_up, key=_f))}), "
+        "95% Clopper-Pearson intervals against the ceiling the composed epsilon allows: "
+        f"{len(bad)} above its ceiling; highest accuracy over chance: {best['run']} "
+        f"{_e(best['accuracy'], 3)} [{_e(lo, 3)}, {_e(hi, 3)}] (chance {_e(best['chance'], 3)},"
+        f" ceiling {_e(best['ceiling'], 3)})."
+    )
+    verdict = (
+        "attack: no violation found at 95% (no accuracy interval above its ceiling)"
+        if not bad
+        else f"attack: VIOLATION in {len(bad)} run(s) (accuracy above the ceiling)"
+    )
+    return lines + [f"- **Verdict:** {verdict}."]
+
+
+def _fedrl(res: dict[str, Any]) -> list[str]:
+    lines = [
+        "- **Released, to whom (local DP):** each agent's Q outputs (and alpha's targets Y) to "
+        "the other agent, in training and at test time; FedRL-1 adds Gaussian noise before "
+        "they leave the agent, FedRL-2 none.",
+        "- **Privacy unit:** one agent's released row (its Q outputs, a 16-vector for beta).",
+    ]
+    attacks, audit = res.get("attacks") or [], res.get("audit") or []
+    cfg = res.get("config") or {}
+    claims = ", ".join(
+        f"sigma {a['sigma']:g}: {_e(a['epsilon_per_row'])}"
+        for a in attacks
+        if a.get("sigma") and a.get("clip_outputs")
+    )
+    lines.append(
+        "- **Mechanism and claim:** Gaussian on the clipped outputs (clip B = "
+        f"{_e(cfg.get('attack_clip'))}); the Table 1 runs' epsilon is not recorded in "
+        "results.json"
+        + (
+            f"; per row at delta = {_e(attacks[0].get('delta'))} (Gaussian mechanism, "
+            f"sensitivity 2 B sqrt(16)) in the attack sweep with clipped outputs: {claims} "
+            "(unclipped outputs and sigma 0: inf)"
+            if claims
+            else ""
+        )
+        + "."
+    )
+    if not attacks and not audit:
+        return lines + [
+            "- **Audit / attack:** none in this report (Table 1 only).",
+            "- **Verdict:** no audit in this report.",
+        ]
+    parts, verdict = [], []
+    if attacks:
+        over = sum(bool(a.get("violation")) for a in attacks)
+        conf = attacks[0].get("confidence")
+        sigmas = ", ".join(dict.fromkeys(f"{a['sigma']:g}" for a in attacks))
+        parts.append(
+            f"transcript attack at sigma {sigmas}, clipped and not "
+            f"({100 * conf:g}% Clopper-Pearson, Bonferroni over cells): {over} above its "
+            "ceiling"
+            if conf
+            else f"transcript attack: {over} above its ceiling"
+        )
+        verdict.append(
+            "attack: no accuracy above its ceiling" if not over else f"attack: {over} VIOLATION"
+        )
+    if audit:
+        correct = [a for a in audit if str(a.get("mechanism", "")).startswith("correct")]
+        broken = [a for a in audit if a not in correct]
+        conf = next(
+            (m.group(1) for a in audit
+             if (m := re.search(r"at confidence ([0-9.]+)", a.get("summary", "")))), None,
+        )  # fmt: skip
+        conf_s = f"{100 * float(conf):g}%" if conf else "confidence not recorded"
+        words = [
+            f"{a['mechanism']}: {_bound(a['epsilon_lower_bound'], a['claimed_epsilon'], a['violation'])}"  # noqa: E501
+            for a in audit
+        ]
+        parts.append(
+            f"black-box audit ({audit[0].get('samples', NOT_RECORDED)} samples per input, "
+            f"{conf_s}): " + "; ".join(words)
+        )
+        wrong = [a for a in correct if a.get("violation")]
+        caught = [a for a in broken if a.get("violation")]
+        verdict.append(
+            (
+                f"audit: no violation found at {conf_s} for the correct mechanism"
+                if not wrong
+                else f"audit: VIOLATION of the correct mechanism at {conf_s}"
+            )
+            + f"; {len(caught)}/{len(broken)} planted bugs caught"
+        )
+    return lines + [
+        "- **Audit / attack:** " + "; ".join(parts) + ".",
+        "- **Verdict:** " + "; ".join(verdict) + ".",
+    ]
+
+
+def report_folder(res: dict[str, Any]) -> str:
+    """The folder a report is committed in, as a rerun command names it: the ``--out`` of its
+    recorded command (an absolute, machine-specific one as ``reports/<its last part>``), else
+    the system's folder (``reports/pgc-a3c-sample`` for the sampled-acting ablation)."""
+    system = system_of(res)
+    m = re.search(r"--out[ =](\S+)", str(res.get("command") or ""))
+    if m:
+        out = m.group(1).rstrip("/")
+        return f"reports/{out.rsplit('/', 1)[-1]}" if out.startswith("/") else out
+    if system == "pgc-a3c" and (res.get("config") or {}).get("acting") == "sample":
+        return "reports/pgc-a3c-sample"
+    return f"reports/{system}"
+
+
+_BUILDERS = {
+    "pgc-a3c": _pgc,
+    "pgc-a3c-readings": _readings,
+    "dprl": _dprl,
+    "frd": _frd,
+    "fedrl": _fedrl,
+}
+
+
+def statement_lines(res: dict[str, Any], folder: str | None = None) -> list[str]:
+    """The block under a reproduction README's title: privacy statement, verdict and what
+    reproduces, from ``res`` (its results.json) alone; ``folder`` is the report folder the
+    check command names (default ``reports/<system>``). Ends with a blank line."""
+    system = system_of(res)
+    where = folder or report_folder(res)
+    return [*_BUILDERS[system](res), _rerun_line(system, res, where), ""]
