@@ -142,7 +142,89 @@ def test_strict_build(tmp_path):
     assert not folders, f"links to folders (do not navigate from disk): {folders}"
     linked = pages[site / "api" / "audit.html"]
     assert 'class="autorefs autorefs-internal"' in linked  # roles became links
+    _check_offline(site, pages)
+    _check_frd_api(pages[site / "api" / "frd.html"])
     shutil.rmtree(site)
+
+
+#: what makes a browser load something when a page opens: <link href> (stylesheets, fonts,
+#: preconnect, icons), <script src>, <img|iframe|source|video|audio|embed src>, srcset,
+#: <object data>; and in CSS (files or inline) @import and url(...)
+_LOADS = re.compile(
+    r"<link\b[^>]*?\shref=[\"']?([^\"'\s>]+)"
+    r"|<(?:script|img|iframe|source|video|audio|embed|track)\b[^>]*?\ssrc=[\"']?([^\"'\s>]+)"
+    r"|\ssrcset=[\"']([^\"']+)"
+    r"|<object\b[^>]*?\sdata=[\"']?([^\"'\s>]+)",
+    re.I,
+)
+_CSS_LOADS = re.compile(r"@import\s+(?:url\()?[\"']?([^\"');\s]+)|url\(\s*[\"']?([^\"')]+)", re.I)
+_OUTSIDE = re.compile(r"^(?:[a-z][a-z0-9+.-]*:)?//", re.I)  # http://, https://, //host
+
+
+def outside_loads(site: Path, pages: dict[Path, str]) -> dict[str, list[str]]:
+    """Every URL on another host that a page of the built site (or a stylesheet in it) loads."""
+    found: dict[str, list[str]] = {}
+
+    def add(where: Path, url: str) -> None:
+        for u in url.split(","):  # srcset: "a.png 1x, b.png 2x"
+            u = u.strip().split(" ")[0]
+            if _OUTSIDE.match(u):
+                found.setdefault(str(where.relative_to(site)), []).append(u)
+
+    for path, text in pages.items():
+        for m in _LOADS.finditer(text):
+            add(path, next(g for g in m.groups() if g))
+        for m in _CSS_LOADS.finditer(text):  # <style> blocks and style="" attributes
+            add(path, next(g for g in m.groups() if g))
+    for css in site.rglob("*.css"):
+        for m in _CSS_LOADS.finditer(css.read_text(errors="replace")):
+            add(css, next(g for g in m.groups() if g))
+    return found
+
+
+def _check_offline(site: Path, pages: dict[Path, str]) -> None:
+    """The site loads nothing from another host, and its search works from file:// (the offline
+    plugin's inlined index, the vendored Worker shim)."""
+    outside = outside_loads(site, pages)
+    assert not outside, f"pages that load from another host: {outside}"
+    index = (site / "search" / "search_index.js").read_text()
+    assert index.startswith("var __index = {") and '"location":"frd.html' in index.replace(" ", "")
+    assert (site / "assets" / "javascripts" / "iframe-worker-shim.js").is_file()
+    shim = 'src="assets/javascripts/iframe-worker-shim.js"'
+    assert shim in pages[site / "index.html"], "the file:// Worker shim is not loaded"
+
+
+def _check_frd_api(page: str) -> None:
+    """FRD's entry points are rendered with their docstrings on docs/api/frd.md."""
+    for name in ("config.FrdConfig", "run.train", "engine.train_many", "proxy.ProxyMemoryLDP"):
+        assert f'id="training.frd.{name}"' in page, f"{name} missing from api/frd.html"
+
+
+def test_outside_loads_are_found(tmp_path):
+    """The offline check finds each way a page can load from another host (and not a link)."""
+    page = tmp_path / "p.html"
+    bad = [
+        '<link rel="preconnect" href="https://fonts.gstatic.com">',
+        "<link href=//cdn.example/x.css rel=stylesheet>",
+        '<script defer src="https://unpkg.com/iframe-worker/shim"></script>',
+        '<img alt="" src="http://example.org/a.png">',
+        '<img srcset="a.png 1x, https://example.org/b.png 2x">',
+        "<div style=\"background: url('https://example.org/c.png')\"></div>",
+        "<style>@import 'https://fonts.googleapis.com/css?family=Roboto';</style>",
+    ]
+    ok = [
+        '<a href="https://flower.ai">Flower</a>',
+        '<link rel="stylesheet" href="assets/stylesheets/main.css">',
+        '<script src="../assets/javascripts/iframe-worker-shim.js"></script>',
+        '<img src="data:image/png;base64,AAAA">',
+    ]
+    for line in ok:
+        assert outside_loads(tmp_path, {page: line}) == {}, line
+    for line in bad:
+        assert list(outside_loads(tmp_path, {page: line})) == ["p.html"], line
+    css = tmp_path / "s.css"
+    css.write_text("a{background:url(img/x.svg)} b{background:url( 'https://example.org/d.svg' )}")
+    assert outside_loads(tmp_path, {}) == {"s.css": ["https://example.org/d.svg"]}
 
 
 _LITERAL_ROLE = re.compile(r":(?:py:)?(?:func|class|meth|mod|attr|data|obj|exc|const):(?:<code>|`)")
