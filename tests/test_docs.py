@@ -13,7 +13,6 @@ import importlib.util
 import os
 import pkgutil
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -94,7 +93,11 @@ def test_every_nav_page_exists():
     assert not missing, f"pages in mkdocs.yml's nav but not in docs/: {missing}"
 
 
-def test_strict_build(tmp_path):
+@pytest.fixture(scope="module")
+def built_site(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[Path, subprocess.CompletedProcess]:
+    """``mkdocs build --strict`` once for this module (the build test and the browser test)."""
     for module, dist in (
         ("mkdocs", "mkdocs"),
         ("material", "mkdocs-material"),
@@ -106,7 +109,7 @@ def test_strict_build(tmp_path):
             found = False
         if not found:
             pytest.skip(f"{dist} not installed: pip install -e '.[docs]'")
-    site = tmp_path / "site"
+    site = tmp_path_factory.mktemp("docs") / "site"
     proc = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(site)],
         cwd=ROOT,
@@ -115,6 +118,11 @@ def test_strict_build(tmp_path):
         timeout=120,
         env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
     )
+    return site, proc
+
+
+def test_strict_build(built_site):
+    site, proc = built_site
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert (site / "index.html").is_file()
     api = (site / "api" / "pgc-a3c.html").read_text()
@@ -144,7 +152,33 @@ def test_strict_build(tmp_path):
     assert 'class="autorefs autorefs-internal"' in linked  # roles became links
     _check_offline(site, pages)
     _check_frd_api(pages[site / "api" / "frd.html"])
-    shutil.rmtree(site)
+
+
+@pytest.mark.browser
+def test_search_works_from_disk_with_no_network(built_site, tmp_path):
+    """Headless Chromium opens the built site from file:// with every host name unresolvable
+    and searches it (Material's ``?q=``): results come from the inlined index and the vendored
+    Worker shim, nothing from another host."""
+    from ldp_audit.report.browser import chromium_command, find_chromium
+
+    site, proc = built_site
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    binary = find_chromium()
+    if binary is None:
+        pytest.skip("headless Chromium is not installed (scripts/ensure_chromium.sh)")
+    url = (site / "api" / "frd.html").as_uri() + "?q=FrdConfig"
+    cmd = chromium_command(
+        binary,
+        tmp_path / "profile",
+        "--host-resolver-rules=MAP * ~NOTFOUND",  # no host resolves: offline
+        "--virtual-time-budget=8000",
+        "--dump-dom",
+        url,
+    )
+    dom = subprocess.run(cmd, capture_output=True, text=True, timeout=120).stdout
+    found = re.search(r'md-search-result__meta">(\d+) matching document', dom)
+    assert found and int(found.group(1)) >= 1, dom[-2000:]
+    assert dom.count("md-search-result__item") >= 1
 
 
 #: what makes a browser load something when a page opens: <link href> (stylesheets, fonts,
