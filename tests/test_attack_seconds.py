@@ -42,3 +42,24 @@ def test_run_dir_attack_seconds_include_the_simulation(tmp_path) -> None:
     assert pred["seconds"] >= sum(SPENT)
     assert res.seconds >= pred["seconds"]
     assert res.to_dict()["seconds"] == res.seconds
+
+
+def test_frd_attack_seconds_carry_the_prediction(tmp_path) -> None:
+    """FRD's scoring adds its own time to the attack's (the prediction's ``seconds``)."""
+    from ldp_audit.attacks.frd import score_run_dir
+
+    np.savez(tmp_path / "secrets.npz", agent_gravity=np.array([[9.7, 9.9]]))
+    pred = {
+        "groups": np.array([[0, 0], [0, 1]]),
+        "guess": np.array([9.7, 9.8]),
+        "candidates": [9.7, 9.8, 9.9],
+        "reports_per_group": np.array([2, 2]),
+        "epsilon": 1.0,
+        "mechanism": {"name": "laplace", "epsilon": 1.0, "clip": 1.0},
+        "mode": "frd",
+        "private_param": "gravity",
+        "seconds": 37.0,  # what the shadow training and the fit took
+    }
+    res = score_run_dir(tmp_path, pred)
+    assert res.n == 2 and res.correct == 1
+    assert 37.0 <= res.seconds < 37.0 + 60.0
