@@ -207,8 +207,10 @@ def attack_run_dir(
     Returns:
         Predictions without ground truth: ``{"groups": (G, 2) [trial, agent], "guess": (G,),
         "posterior": (G, k), "candidates", "mechanism", "epsilon", "reports_per_group": (G,),
-        "shadow_groups", "shadow_uploads"}``.
+        "shadow_groups", "shadow_uploads", "seconds": the attack's own time (shadow training
+        and classifier; carried into the scored result)}``.
     """
+    t0 = time.perf_counter()
     from ldp_audit.attacks.dynamics import ShadowGradientAttack
     from ldp_audit.rundir import read_config, read_npz
     from ldp_audit.training.frd import ALGORITHM, FrdConfig, train_many
@@ -275,6 +277,7 @@ def attack_run_dir(
         "shadow_uploads": int(SX.shape[0]),
         "mode": cfg.mode,
         "private_param": cfg.private_param,
+        "seconds": time.perf_counter() - t0,
     }
 
 
@@ -310,7 +313,8 @@ def score_run_dir(
         n=n,
         correct=correct,
         confidence=confidence,
-        seconds=time.perf_counter() - t0,
+        # the attack's shadow training and fit (the prediction's seconds) plus this scoring
+        seconds=float(prediction.get("seconds", 0.0)) + time.perf_counter() - t0,
         extra={
             "candidates": prediction["candidates"],
             "private_param": prediction.get("private_param", "gravity"),

@@ -10,9 +10,10 @@
    DQN-full and FedRL, and (b) the straightforward DQN-alpha: one gym env per map, one forward
    pass per map and step, one run after the other.
 
-Run: ``OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_fedrl.py`` (writes
-benchmarks/results/bench_fedrl.json). Measured on a shared, loaded 2-core machine: compare the
-ratios, which are taken in the same run.
+Run: ``OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_fedrl.py --out PATH.json`` (default
+``--out``: benchmarks/results/bench_fedrl.json, refused if it exists unless ``--overwrite``, so
+the committed results are never replaced silently). Measured on a shared, loaded 2-core
+machine: compare the ratios, which are taken in the same run.
 
 3. ``--task-cost SIZE [--task-iterations N]``: the CPU seconds of ONE Table 1 task of
    ``reproduce fedrl`` (FedRL, run 0 trained alone, with the committed report's learning curves
@@ -364,7 +365,20 @@ def main() -> None:
         help="only: the CPU seconds of one Table 1 task (FedRL) at map size SIZE (JSON)",
     )
     ap.add_argument("--task-iterations", type=int, default=1000)
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=Path(__file__).parent / "results" / "bench_fedrl.json",
+        help="the JSON to write (default: the committed benchmarks/results/bench_fedrl.json, "
+        "which is never replaced without --overwrite)",
+    )
+    ap.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     args = ap.parse_args()
+    if args.task_cost is None and args.out.exists() and not args.overwrite:  # before any work
+        ap.error(
+            f"--out {args.out} exists (committed results are evidence): pass another --out, "
+            "or --overwrite to replace it"
+        )
     if args.task_cost is not None:
         print(json.dumps(task_cost(args.task_cost, args.task_iterations), indent=1))
         return
@@ -401,8 +415,8 @@ def main() -> None:
         f"{t['loop_dqn-alpha_cpu_s']:.1f}: ours is {t['ratio_dqn-alpha_vs_loop_wall']:.1f}x "
         f"(wall), {t['ratio_dqn-alpha_vs_loop_cpu']:.1f}x (CPU) faster"
     )
-    out = Path(__file__).parent / "results" / "bench_fedrl.json"
-    out.parent.mkdir(exist_ok=True)
+    out = args.out
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(res, indent=1))
     print(f"wrote {out}")
 

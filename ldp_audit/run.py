@@ -135,6 +135,12 @@ class Run:
         from ldp_audit.validation import check_bool, check_positive
 
         check_bool(overwrite, "overwrite")
+        if mechanism is None:  # a baseline says so: its ledger records epsilon inf per report
+            raise InvalidParameterError(
+                "mechanism=None: a non-private baseline is declared explicitly, "
+                "mechanism=ldp_audit.mechanisms.NoPrivacy() (reports released as they are, "
+                "charged as non-private: epsilon inf in the ledger; docs/own-loop.md)"
+            )
         if not hasattr(mechanism, "privatize") or not hasattr(mechanism, "to_config"):
             raise InvalidParameterError(
                 "mechanism must be an ldp_audit.mechanisms mechanism (privatize, to_config), "

@@ -13,7 +13,6 @@ import importlib.util
 import os
 import pkgutil
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -94,7 +93,11 @@ def test_every_nav_page_exists():
     assert not missing, f"pages in mkdocs.yml's nav but not in docs/: {missing}"
 
 
-def test_strict_build(tmp_path):
+@pytest.fixture(scope="module")
+def built_site(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[Path, subprocess.CompletedProcess]:
+    """``mkdocs build --strict`` once for this module (the build test and the browser test)."""
     for module, dist in (
         ("mkdocs", "mkdocs"),
         ("material", "mkdocs-material"),
@@ -106,7 +109,7 @@ def test_strict_build(tmp_path):
             found = False
         if not found:
             pytest.skip(f"{dist} not installed: pip install -e '.[docs]'")
-    site = tmp_path / "site"
+    site = tmp_path_factory.mktemp("docs") / "site"
     proc = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(site)],
         cwd=ROOT,
@@ -115,6 +118,11 @@ def test_strict_build(tmp_path):
         timeout=120,
         env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
     )
+    return site, proc
+
+
+def test_strict_build(built_site):
+    site, proc = built_site
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert (site / "index.html").is_file()
     api = (site / "api" / "pgc-a3c.html").read_text()
@@ -142,7 +150,115 @@ def test_strict_build(tmp_path):
     assert not folders, f"links to folders (do not navigate from disk): {folders}"
     linked = pages[site / "api" / "audit.html"]
     assert 'class="autorefs autorefs-internal"' in linked  # roles became links
-    shutil.rmtree(site)
+    _check_offline(site, pages)
+    _check_frd_api(pages[site / "api" / "frd.html"])
+
+
+@pytest.mark.browser
+def test_search_works_from_disk_with_no_network(built_site, tmp_path):
+    """Headless Chromium opens the built site from file:// with every host name unresolvable
+    and searches it (Material's ``?q=``): results come from the inlined index and the vendored
+    Worker shim, nothing from another host."""
+    from ldp_audit.report.browser import chromium_command, find_chromium
+
+    site, proc = built_site
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    binary = find_chromium()
+    if binary is None:
+        pytest.skip("headless Chromium is not installed (scripts/ensure_chromium.sh)")
+    url = (site / "api" / "frd.html").as_uri() + "?q=FrdConfig"
+    cmd = chromium_command(
+        binary,
+        tmp_path / "profile",
+        "--host-resolver-rules=MAP * ~NOTFOUND",  # no host resolves: offline
+        "--virtual-time-budget=8000",
+        "--dump-dom",
+        url,
+    )
+    dom = subprocess.run(cmd, capture_output=True, text=True, timeout=120).stdout
+    found = re.search(r'md-search-result__meta">(\d+) matching document', dom)
+    assert found and int(found.group(1)) >= 1, dom[-2000:]
+    assert dom.count("md-search-result__item") >= 1
+
+
+#: what makes a browser load something when a page opens: <link href> (stylesheets, fonts,
+#: preconnect, icons), <script src>, <img|iframe|source|video|audio|embed src>, srcset,
+#: <object data>; and in CSS (files or inline) @import and url(...)
+_LOADS = re.compile(
+    r"<link\b[^>]*?\shref=[\"']?([^\"'\s>]+)"
+    r"|<(?:script|img|iframe|source|video|audio|embed|track)\b[^>]*?\ssrc=[\"']?([^\"'\s>]+)"
+    r"|\ssrcset=[\"']([^\"']+)"
+    r"|<object\b[^>]*?\sdata=[\"']?([^\"'\s>]+)",
+    re.I,
+)
+_CSS_LOADS = re.compile(r"@import\s+(?:url\()?[\"']?([^\"');\s]+)|url\(\s*[\"']?([^\"')]+)", re.I)
+_OUTSIDE = re.compile(r"^(?:[a-z][a-z0-9+.-]*:)?//", re.I)  # http://, https://, //host
+
+
+def outside_loads(site: Path, pages: dict[Path, str]) -> dict[str, list[str]]:
+    """Every URL on another host that a page of the built site (or a stylesheet in it) loads."""
+    found: dict[str, list[str]] = {}
+
+    def add(where: Path, url: str) -> None:
+        for u in url.split(","):  # srcset: "a.png 1x, b.png 2x"
+            u = u.strip().split(" ")[0]
+            if _OUTSIDE.match(u):
+                found.setdefault(str(where.relative_to(site)), []).append(u)
+
+    for path, text in pages.items():
+        for m in _LOADS.finditer(text):
+            add(path, next(g for g in m.groups() if g))
+        for m in _CSS_LOADS.finditer(text):  # <style> blocks and style="" attributes
+            add(path, next(g for g in m.groups() if g))
+    for css in site.rglob("*.css"):
+        for m in _CSS_LOADS.finditer(css.read_text(errors="replace")):
+            add(css, next(g for g in m.groups() if g))
+    return found
+
+
+def _check_offline(site: Path, pages: dict[Path, str]) -> None:
+    """The site loads nothing from another host, and its search works from file:// (the offline
+    plugin's inlined index, the vendored Worker shim)."""
+    outside = outside_loads(site, pages)
+    assert not outside, f"pages that load from another host: {outside}"
+    index = (site / "search" / "search_index.js").read_text()
+    assert index.startswith("var __index = {") and '"location":"frd.html' in index.replace(" ", "")
+    assert (site / "assets" / "javascripts" / "iframe-worker-shim.js").is_file()
+    shim = 'src="assets/javascripts/iframe-worker-shim.js"'
+    assert shim in pages[site / "index.html"], "the file:// Worker shim is not loaded"
+
+
+def _check_frd_api(page: str) -> None:
+    """FRD's entry points are rendered with their docstrings on docs/api/frd.md."""
+    for name in ("config.FrdConfig", "run.train", "engine.train_many", "proxy.ProxyMemoryLDP"):
+        assert f'id="training.frd.{name}"' in page, f"{name} missing from api/frd.html"
+
+
+def test_outside_loads_are_found(tmp_path):
+    """The offline check finds each way a page can load from another host (and not a link)."""
+    page = tmp_path / "p.html"
+    bad = [
+        '<link rel="preconnect" href="https://fonts.gstatic.com">',
+        "<link href=//cdn.example/x.css rel=stylesheet>",
+        '<script defer src="https://unpkg.com/iframe-worker/shim"></script>',
+        '<img alt="" src="http://example.org/a.png">',
+        '<img srcset="a.png 1x, https://example.org/b.png 2x">',
+        "<div style=\"background: url('https://example.org/c.png')\"></div>",
+        "<style>@import 'https://fonts.googleapis.com/css?family=Roboto';</style>",
+    ]
+    ok = [
+        '<a href="https://flower.ai">Flower</a>',
+        '<link rel="stylesheet" href="assets/stylesheets/main.css">',
+        '<script src="../assets/javascripts/iframe-worker-shim.js"></script>',
+        '<img src="data:image/png;base64,AAAA">',
+    ]
+    for line in ok:
+        assert outside_loads(tmp_path, {page: line}) == {}, line
+    for line in bad:
+        assert list(outside_loads(tmp_path, {page: line})) == ["p.html"], line
+    css = tmp_path / "s.css"
+    css.write_text("a{background:url(img/x.svg)} b{background:url( 'https://example.org/d.svg' )}")
+    assert outside_loads(tmp_path, {}) == {"s.css": ["https://example.org/d.svg"]}
 
 
 _LITERAL_ROLE = re.compile(r":(?:py:)?(?:func|class|meth|mod|attr|data|obj|exc|const):(?:<code>|`)")

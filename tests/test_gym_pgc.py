@@ -219,7 +219,8 @@ def test_cli_bad_input_exits_2(tmp_path, capsys, extra: list, match: str) -> Non
     assert code == 2 and match in capsys.readouterr().err and not out.exists()
 
 
-def test_cartpole_gravity_runs_on_the_paper_engine(capsys) -> None:
+def test_cartpole_gravity_runs_on_the_paper_engine(capsys, tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)  # each run without --out lands in runs/pgc-a3c-<ts>, here
     common = ["train", "pgc-a3c", "--mechanism", "laplace", "--epsilon", "1",
               "--max-submissions", "30", "--no-progress", "--json"]  # fmt: skip
     assert main([*common, "--env", "CartPole-v1", "--private-param", "gravity=9.7,9.8,9.9"]) == 0
@@ -227,6 +228,7 @@ def test_cartpole_gravity_runs_on_the_paper_engine(capsys) -> None:
     assert main(common) == 0
     b = json.loads(capsys.readouterr().out)
     a.pop("seconds"), b.pop("seconds")
+    assert a.pop("run_dir") != b.pop("run_dir")  # two runs kept, in two folders
     assert a == b  # the same engine, the same results
 
 

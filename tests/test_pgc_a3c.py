@@ -553,10 +553,12 @@ def test_train_grid_with_mixed_readings_equals_single_runs():
     assert not np.array_equal(grid[0].theta, grid[1].theta)
 
 
-def test_cli_readings_options(capsys):
+def test_cli_readings_options(capsys, tmp_path, monkeypatch):
     import json
 
     from ldp_audit.cli import main
+
+    monkeypatch.chdir(tmp_path)  # the run without --out lands in runs/, here
 
     rc = main(
         ["train", "pgc-a3c", "--mechanism", "laplace", "--epsilon", "1", "--clip-kind",

@@ -104,7 +104,7 @@ def test_reproduce_cli_writes_report(tmp_path, monkeypatch, capsys):
     ]
 
 
-def test_train_cli_real_engine_writes_run_dir(tmp_path, capsys):
+def test_train_cli_real_engine_writes_run_dir(tmp_path, capsys, monkeypatch):
     pytest.importorskip("ldp_audit.training.pgc_a3c")
     run = tmp_path / "run"
     argv = ["train", "pgc-a3c", "--mechanism", "laplace", "--epsilon", "2", "--trials", "2"]
@@ -116,9 +116,13 @@ def test_train_cli_real_engine_writes_run_dir(tmp_path, capsys):
     assert 0.0 <= first["success_ratio"] <= 1.0
     for name in ("config.json", "transcript.npz", "ledger.sqlite", "metrics.json"):
         assert (run / name).exists(), name
-    # seeded: the same command gives the same scores
+    # seeded: the same command gives the same scores; without --out it keeps its run in
+    # runs/pgc-a3c-<timestamp> (as the other trainers)
+    monkeypatch.chdir(tmp_path)
     assert _run(argv) == 0
     second = json.loads(capsys.readouterr().out)
+    assert second["run_dir"].startswith("runs/pgc-a3c-")
+    assert (tmp_path / second["run_dir"] / "config.json").is_file()
     assert second["final_mean_mu"] == first["final_mean_mu"]
     assert second["fst"] == first["fst"]
 

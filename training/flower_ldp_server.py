@@ -106,12 +106,14 @@ class FlowerRecorder:
         }
         self.rejected: list[dict[str, Any]] = []
         self.model: np.ndarray | None = None
+        self.rounds = 0  # rounds broadcast (thetas holds distinct parameters only)
         self.t0 = time.perf_counter()
         self._closed = False
 
     def broadcast(self, arrays: Sequence[np.ndarray]) -> int:
         """Record the parameters sent in a round; returns their row in ``thetas``."""
         t = flatten(arrays)
+        self.rounds += 1
         if not self.thetas or not np.array_equal(self.thetas[-1], t):
             self.thetas.append(t)
         return len(self.thetas) - 1
@@ -212,7 +214,11 @@ class FlowerRecorder:
                 {
                     "submissions": n,
                     "agents": len(set(self.rows["agent"])),
-                    "rounds": len(self.thetas),
+                    # every round broadcast, also those whose replies were all rejected (the
+                    # parameters then stay the same: len(thetas) said 1 for 3 failed rounds)
+                    "rounds": max(
+                        [self.rounds, *self.rows["round"], *(r["round"] for r in self.rejected)]
+                    ),
                     "seconds": time.perf_counter() - self.t0,
                     "engine": "flower",
                     "rejected": self.rejected,

@@ -222,6 +222,8 @@ def audit(
             tick=bar.update,
             before=est_total,
         )
+        bar.total = bar.n  # the last frame says 100% of what was drawn (Poissonized sizes vary)
+        bar.refresh()
     finally:
         bar.close()
     return _conclude(mechanism, o, plan, pair_list, sel, kept, counts, start)

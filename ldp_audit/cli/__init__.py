@@ -85,9 +85,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     for name in _MODULES:
         importlib.import_module(name).register(sub)
-    from ldp_audit.cli._types import refuse_blank_paths
+    from ldp_audit.cli.types import group_common_options, refuse_blank_paths
 
     refuse_blank_paths(parser)  # --out '' never falls back to a default (e.g. into a run)
+    group_common_options(parser)  # -h: the shared options first, then the command's own
     return parser
 
 
@@ -111,8 +112,28 @@ def main(argv: list[str] | None = None, *, watchdog: bool | None = None) -> int:
             Default: only when ``argv`` is None, i.e. as the console script, never when a
             program or a test calls ``main([...])`` in its own process.
     """
+    # modules named on the command line (--mechanism M:A, --pairs, --env-module, --simulator)
+    # are found in the current folder, as `python -m` finds them: no PYTHONPATH=. needed. The
+    # folder goes LAST on sys.path, unlike `python -m`: a stray numpy.py or torch.py in the
+    # working folder must not replace an installed library the toolkit imports later
+    cwd = os.getcwd()
+    added_cwd = cwd not in sys.path
+    if added_cwd:
+        sys.path.append(cwd)
+    try:
+        return _main(argv, watchdog)
+    finally:
+        if added_cwd and argv is not None and cwd in sys.path:  # a caller's process: restore
+            sys.path.remove(cwd)
+
+
+def _main(argv: list[str] | None, watchdog: bool | None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # the subcommand's usage and -h, with the closest option (cli.types)
+        from ldp_audit.cli.types import unrecognized_error
+
+        unrecognized_error(parser, sys.argv[1:] if argv is None else list(argv), extra)
     import signal
     import threading
 

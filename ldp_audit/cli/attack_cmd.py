@@ -199,8 +199,10 @@ def register(subparsers: Any) -> None:
         default=None,
         metavar="MODULE:FUNCTION",
         help="with --run-dir of an own-loop or Flower run: the public simulator of the agents' "
-        "update rule, simulator(theta, values, rng, alpha) -> (reports, scores), imported only "
-        "because you name it (a run directory never makes the attacker import code)",
+        "update rule, simulator(thetas, values, rng, alpha) -> (gradients, scores), batched; "
+        "alpha is the agents' exploration probability (docs/own-loop.md); found in the current "
+        "folder like python -m; imported only because you name it (a run directory never "
+        "makes the attacker import code)",
     )
     d.add_argument(
         "--continuous",

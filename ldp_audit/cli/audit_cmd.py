@@ -297,7 +297,13 @@ def register(subparsers: Any) -> None:
         help="audit the mechanism(s) this run released through (from its config.json and "
         "its system's audit targets); writes RUN/audit.json. Takes the audit's own options "
         "(--samples, --confidence, --seed, --ratio-test, --pool, --no-float-bits, --profile, "
-        "--force, --sequential, --delta-event), --overwrite and --json",
+        "--force, --sequential, --delta-event), --overwrite and --json; says its estimated "
+        "time first where a progress bar shows (a person watches stderr)",
+    )
+    p.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress bar (none is drawn anyway when stderr is not a terminal)",
     )
     p.add_argument(
         "--overwrite", action="store_true", help="--run-dir: replace the run's earlier audit.json"
@@ -321,7 +327,7 @@ def load_object(spec: str, what: str) -> Any:
         raise InvalidParameterError(f"{what} must be MODULE:ATTR, got {spec!r}")
     cwd = os.getcwd()
     if cwd not in sys.path:
-        sys.path.insert(0, cwd)
+        sys.path.append(cwd)  # last: a user module is found, an installed library not shadowed
     try:
         obj: Any = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
@@ -518,6 +524,7 @@ def run(args: argparse.Namespace) -> int:
         exact_epsilon,
         max_refutable_epsilon,
     )
+    from ldp_audit.cli.types import show_progress
 
     claim = getattr(mechanism, "epsilon", None)
     n_est = estimation_samples(args.samples)
@@ -535,6 +542,17 @@ def run(args: argparse.Namespace) -> int:
             "vacuous; refuting it needs more than e^epsilon samples per input (pass --force "
             "to run it anyway)"
         )
+    if (
+        pairs is None
+        and callable(getattr(mechanism, "privatize", None))  # else the audit says what is amiss
+        and not callable(getattr(mechanism, "candidate_pairs", None))
+    ):
+        raise InvalidParameterError(
+            f"--mechanism {args.mechanism} declares no input domain (no candidate_pairs(dim) "
+            "method), so the audit does not know which inputs to compare: give --pairs "
+            "MODULE:ATTR naming a list of (x, x2) neighbouring inputs (or a function returning "
+            "one), e.g. --pairs mypairs:PAIRS with PAIRS = [([0.0], [1.0])] (docs/audit.md)"
+        )
     if pairs is None and args.dim is not None:
         pairs = default_pairs(mechanism, args.dim)
     result = audit(
@@ -549,7 +567,7 @@ def run(args: argparse.Namespace) -> int:
         force=args.force,
         pool=args.pool,
         ratio_test=args.ratio_test,
-        progress=True,
+        progress=show_progress(args),  # a bar only where a person watches (--no-progress)
         sequential=args.sequential,
         delta_event=args.delta_event,
     )

@@ -160,12 +160,20 @@ def _report(args: argparse.Namespace) -> int:
         why = "; ".join(checked.notes)
         print(f"note: the run's evidence is unauthenticated: {why}", file=sys.stderr)
     out = Path(args.run_dir) / "report" if args.out_dir is None else Path(args.out_dir)
-    check_not_inside_run(out, "--out", allow=Path(args.run_dir) / "report")  # the named one
+    # errors name what the user gave: --out, or the default folder they never typed
+    name = "--out" if args.out_dir is not None else "the default report folder"
+    if args.out_dir is None and not args.overwrite and out.is_dir() and any(out.iterdir()):
+        from ldp_audit.errors import RunDirectoryError
+
+        raise RunDirectoryError(
+            f"this run already has a report in {str(out)!r}: pass --overwrite to regenerate it "
+            "there (hand-written files such as notes.md are kept), or --out DIR to write a new "
+            "one elsewhere"
+        )
+    check_not_inside_run(out, name, allow=Path(args.run_dir) / "report")  # the named one
     # the output folder is checked before the report is built (and never holds an input)
-    check_report_out(
-        out, overwrite=args.overwrite, inputs=[args.run_dir, *args.extra], name="--out"
-    )
-    check_creatable(out, "--out")
+    check_report_out(out, overwrite=args.overwrite, inputs=[args.run_dir, *args.extra], name=name)
+    check_creatable(out, name)
 
     def progress(it: Any) -> Any:
         return tqdm(it, desc="ledger agents", unit="agent", file=sys.stderr, leave=False)

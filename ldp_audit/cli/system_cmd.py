@@ -368,16 +368,12 @@ def audit_run_dir(args: argparse.Namespace) -> int:
             f"--run-dir {args.run_dir!r} is a {rd.algorithm!r} run with nothing to audit: {what}"
         )
     entries, violation = [], False
+    runs = []
     for t in todo:
         opts = dict(t.options)
         pairs = opts.pop("pairs", None)
-        res = audit(
-            t.mechanism,
-            pairs,
-            samples=args.samples,
+        kw = dict(
             confidence=args.confidence,
-            rng=args.seed,
-            progress=show_progress(args),
             # the audit's own options, as for --mechanism (absent: the auditor's defaults)
             float_bits=not getattr(args, "no_float_bits", False),
             profile=getattr(args, "profile", None),
@@ -387,6 +383,17 @@ def audit_run_dir(args: argparse.Namespace) -> int:
             sequential=getattr(args, "sequential", False),
             delta_event=getattr(args, "delta_event", False),
             **opts,
+        )
+        runs.append((t, pairs, kw))
+    _say_estimate(args, runs)
+    for t, pairs, kw in runs:
+        res = audit(
+            t.mechanism,
+            pairs,
+            samples=args.samples,
+            rng=args.seed,
+            progress=show_progress(args),
+            **kw,
         )
         d = res.to_dict()
         d["target"] = t.name
@@ -405,3 +412,27 @@ def audit_run_dir(args: argparse.Namespace) -> int:
     else:
         print(f"wrote {path}")
     return 1 if violation else 0
+
+
+def _say_estimate(args: argparse.Namespace, runs: list[tuple[Any, Any, dict[str, Any]]]) -> None:
+    """Where a person watches (the progress bar's rule), say on stderr before the audit starts
+    how long it will take: two timed pilot audits per mechanism, scaled to --samples
+    (ldp_audit.cli.audit_time)."""
+    from ldp_audit.cli.audit_time import estimate_seconds, say
+    from ldp_audit.cli.types import show_progress
+
+    if not show_progress(args):
+        return
+    total = pilots = 0.0
+    for t, pairs, kw in runs:
+        est = estimate_seconds(t.mechanism, pairs, kw, samples=args.samples, seed=args.seed)
+        if est is None:
+            return
+        total, pilots = total + est[0], pilots + est[1]
+    print(
+        f"audit --run-dir: {len(runs)} mechanism(s) at --samples {args.samples}: "
+        f"{say(total)} on this machine (from two pilot audits, {pilots:.0f} s; fewer "
+        "--samples take proportionally less, at less power)",
+        file=sys.stderr,
+        flush=True,
+    )

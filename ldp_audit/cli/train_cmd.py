@@ -136,7 +136,8 @@ def register_pgc(tsub: Any, rsub: Any) -> None:
         "--out",
         default=None,
         metavar="RUN_DIR",
-        help="write a run directory here (a new or empty folder; see --overwrite, --resume)",
+        help="write a run directory here (a new or empty folder; see --overwrite, --resume; "
+        "default: a new runs/pgc-a3c-<timestamp>, as the other trainers)",
     )
     add_run_mode_arguments(p)
     p.add_argument("--json", action="store_true", help="print the metrics as JSON on stdout")
@@ -324,6 +325,8 @@ def _train_pgc(args: argparse.Namespace) -> int:
             "they do not apply (docs/gymnasium.md)"
         )
     eps_kw.update(given)
+    if args.out is None and run_mode(args) == "new":  # as train dprl/fedrl/frd: a run is kept
+        args.out = timestamped_dir("runs/pgc-a3c")
     if getattr(args, "env", None) is not None:  # any Gymnasium env (ldp_audit.cli.gym_cmd)
         from ldp_audit.cli.gym_cmd import train_gym
 

@@ -7,8 +7,9 @@ import math
 import os
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any, NoReturn
 
 #: the largest integer any count or seed option accepts (a signed 64-bit integer): larger values
 #: would be an OverflowError deep inside NumPy or torch, after work has started.
@@ -374,6 +375,101 @@ class HelpParser(argparse.ArgumentParser):
     def __init__(self, *args: object, **kwargs: object) -> None:
         kwargs.setdefault("formatter_class", DefaultsHelpFormatter)
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        """A value outside ``choices`` (a subcommand typo too) gets a "did you mean"."""
+        try:
+            super()._check_value(action, value)
+        except argparse.ArgumentError as exc:
+            close = closest(str(value), [str(c) for c in action.choices or ()])
+            if not close:
+                raise
+            raise argparse.ArgumentError(
+                action, f"{exc.message} (did you mean {close!r}?)"
+            ) from None
+
+    def error(self, message: str) -> NoReturn:
+        """Usage, then one error line that says where the command's options are listed; exit 2."""
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} -h' for its options)\n")
+
+
+def _leaves(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        return [parser]
+    return [leaf for sub in subs[0].choices.values() for leaf in _leaves(sub)]
+
+
+def group_common_options(parser: argparse.ArgumentParser, share: float = 0.5) -> list[str]:
+    """In every subcommand's ``-h``, the options most subcommands share (``--out``, ``--seed``,
+    ``--json``, ...: taken by at least ``share`` of them) come first, in a group of their own,
+    then the command's own options (issue 39: most option strings belong to one subcommand
+    only). Only the help's layout changes: parsing, defaults and usage lines are untouched.
+    Returns the shared option strings."""
+    leaves = _leaves(parser)
+    counts: dict[str, int] = {}
+    for leaf in leaves:
+        for opt in {a.option_strings[-1] for a in leaf._actions if a.option_strings}:
+            counts[opt] = counts.get(opt, 0) + 1
+    common = sorted(o for o, k in counts.items() if k >= share * len(leaves) and o != "--help")
+    for leaf in leaves:
+        own = leaf._optionals
+        moved = [
+            a for a in own._group_actions if a.option_strings and a.option_strings[-1] in common
+        ]
+        if not moved or len(moved) == len(own._group_actions):
+            continue
+        group = leaf.add_argument_group(
+            "common options", "taken by most ldp-audit commands, with the same meaning"
+        )
+        group._group_actions.extend(moved)
+        own._group_actions[:] = [a for a in own._group_actions if a not in moved]
+        own.title = "options of this command"
+        groups = leaf._action_groups
+        groups.remove(group)
+        groups.insert(groups.index(own), group)  # shared ones first, then the command's
+        required = [  # a group holding a required option (--mechanism) leads
+            g
+            for g in groups
+            if g is not leaf._positionals
+            and any(a.required for a in g._group_actions if a.option_strings)
+        ]
+        for g in reversed(required):
+            groups.remove(g)
+            groups.insert(groups.index(leaf._positionals) + 1, g)
+    return common
+
+
+def closest(word: str, candidates: Iterable[str]) -> str | None:
+    """The candidate most like ``word`` (difflib), or None if none is close."""
+    import difflib
+
+    by_stem = {c.lstrip("-"): c for c in candidates}  # "--foo" is not close to "--pool"
+    found = difflib.get_close_matches(word.lstrip("-"), list(by_stem), n=1, cutoff=0.6)
+    return by_stem[found[0]] if found else None
+
+
+def unrecognized_error(parser: argparse.ArgumentParser, argv: list[str], extra: list[str]) -> None:
+    """Options no parser knew: the error comes from the subcommand they were given to (its usage
+    and its ``-h``, not the top level's), with the closest option of that subcommand."""
+    leaf = parser
+    for tok in argv:  # follow the subcommand names given, e.g. train -> pgc-a3c
+        subs = [a for a in leaf._actions if isinstance(a, argparse._SubParsersAction)]
+        if subs and tok in subs[0].choices:
+            leaf = subs[0].choices[tok]
+    options = [s for a in leaf._actions for s in a.option_strings]
+    hints = [
+        (tok, close)
+        for tok in extra
+        if tok.startswith("-") and (close := closest(tok.split("=")[0], options))
+    ]
+    message = "unrecognized arguments: " + " ".join(extra)
+    if len(hints) == 1:
+        message += f" (did you mean {hints[0][1]}?)"
+    elif hints:
+        message += " (did you mean " + ", ".join(f"{c} for {t}" for t, c in hints) + "?)"
+    leaf.error(message)
 
 
 def add_backend_arguments(p: argparse.ArgumentParser, *, workers: bool = False) -> None:
