@@ -101,7 +101,12 @@ from ldp_audit.audit.api import audit
 from ldp_audit.audit.exact import exact_epsilon
 from ldp_audit.audit.mechanism import MAX_DIM, default_pairs
 from ldp_audit.audit.plan import RATIO_TESTS
-from ldp_audit.audit.resolution import estimation_samples, max_refutable_epsilon
+from ldp_audit.audit.resolution import (
+    estimation_samples,
+    max_refutable_epsilon,
+    one_count_epsilon,
+    tightness_ceiling,
+)
 from ldp_audit.audit.results import (
     VERDICT_KINDS,
     AuditResult,
@@ -111,7 +116,7 @@ from ldp_audit.audit.results import (
     Verdict,
     Witness,
 )
-from ldp_audit.audit.sequential import sequential_alpha, sequential_schedule
+from ldp_audit.audit.sequential import sequential_alpha, sequential_plan, sequential_schedule
 
 __all__ = [
     "MAX_DIM",
@@ -129,8 +134,11 @@ __all__ = [
     "exact_epsilon",
     "from_scalar",
     "max_refutable_epsilon",
+    "one_count_epsilon",
     "sequential_alpha",
+    "sequential_plan",
     "sequential_schedule",
+    "tightness_ceiling",
 ]
 
 #: where the stages live (``ldp_audit.audit`` was one module; its private names stay readable
