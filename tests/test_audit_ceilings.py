@@ -81,7 +81,7 @@ def test_result_states_the_ceiling_and_a_run_lands_near_it(seed, capsys):
     assert d["tightness_ceiling"] == r.tightness_ceiling
     assert d["inconclusive"] is False
     assert d["inconclusive_epsilon"] == pytest.approx(9.824, abs=1e-3)
-    assert "tightness ceiling: a mechanism exactly at its claim" in r.summary()
+    assert "the bound a mechanism exactly at its claim would get" in r.summary()
 
 
 def test_gaussian_result_uses_its_curve():

@@ -513,9 +513,9 @@ class AuditResult:
                 else ""
             )
             lines.append(
-                f"tightness ceiling: a mechanism exactly at its claim would get a bound of at "
-                f"most about {self.tightness_ceiling:.4g}{ratio} from this audit at this sample "
-                "size"
+                f"tightness ceiling: {self.tightness_ceiling:.4g}{ratio}, the bound a mechanism "
+                "exactly at its claim would get from this audit at this sample size (at expected "
+                "counts: how close it can come; one run may land a little above it)"
             )
         if self.statistics:
             lines.append("statistics supplied: " + ", ".join(self.statistics))
