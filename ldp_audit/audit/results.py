@@ -252,8 +252,10 @@ class SequentialInfo:
     Attributes:
         stages: per stage run, ``{"samples", "confidence", "epsilon_lower_bound",
             "delta_lower_bound", "violation", "seconds"}`` (``samples`` per input of each pair).
-        stopped: ``"refuted"`` (a stage refuted the claim), ``"cannot refute"`` (no remaining
-            stage could give a bound above the claim) or ``"budget spent"``.
+        stopped: ``"refuted"`` (a stage refuted the claim), ``"cannot refute"`` (not even the
+            whole budget in one audit could give a bound above the claim: one small stage was
+            run and the result is vacuous, :attr:`AuditResult.inconclusive`) or
+            ``"budget spent"``.
         budget: the sample budget per input (``samples`` of the call).
         samples_used: outputs drawn per input over the stages run.
         best_stage: the 1-based stage whose result is reported.
