@@ -571,11 +571,11 @@ class AuditResult:
                 if self.max_refutable_epsilon is None
                 else _json_float(self.max_refutable_epsilon)
             ),
+            "tightness_ceiling": self.tightness_ceiling,
+            "inconclusive_epsilon": self.inconclusive_epsilon,
+            "inconclusive": self.inconclusive,
             "statistics": list(self.statistics),
             "sequential": None if self.sequential is None else self.sequential.to_dict(),
-            "inconclusive": self.inconclusive,
-            "inconclusive_epsilon": self.inconclusive_epsilon,
-            "tightness_ceiling": self.tightness_ceiling,
         }
         return d
 
