@@ -85,3 +85,113 @@ def test_sequential_same_seed_same_result():
         d.pop("seconds")
         d["sequential"]["stages"] = [{**st, "seconds": 0} for st in d["sequential"]["stages"]]
     assert a == b
+
+
+# -- issue 40: never a silent vacuous "no violation" ---------------------------------------------
+
+
+class _RRClaiming:
+    """k-ary randomized response at true epsilon ``true`` that claims ``claim``."""
+
+    def __init__(self, true: float, claim: float, k: int = 2) -> None:
+        self.inner, self.epsilon = RandomizedResponse(epsilon=true, k=k), claim
+
+    def privatize(self, x, rng):
+        return self.inner.privatize(x, rng)
+
+    def candidate_pairs(self, dim):
+        return self.inner.candidate_pairs(dim)
+
+
+def _plain_no_violation(r) -> bool:
+    return not r.violation and not r.inconclusive
+
+
+def test_plan_stages_can_all_refute_the_claim():
+    """Every stage of a multi-stage plan has a ceiling above the claim; the levels sum to alpha;
+    a claim only the whole budget can refute gets the fixed-sample audit (one stage, alpha)."""
+    from ldp_audit.audit import estimation_samples, max_refutable_epsilon, sequential_plan
+
+    for budget, claims in ((100_000, (1.0, 7.0, 9.2, 10.0, 10.27)), (10**6, (1.0, 11.1, 12.5))):
+        for c in claims:
+            plan = sequential_plan(budget, c, 0.95)
+            assert sum(n for n, _ in plan) == budget
+            assert sum(a for _, a in plan) == pytest.approx(0.05, rel=1e-12)
+            ceilings = [max_refutable_epsilon(estimation_samples(n), 1 - a) for n, a in plan]
+            assert all(c < t for t in ceilings), (budget, c, plan, ceilings)
+    # the issue's gaps: the doubling stages' ceilings stop at 9.13 (1e5) and 11.01 (1e6)
+    assert sequential_plan(100_000, 9.5, 0.95) == [(100_000, pytest.approx(0.05))]
+    assert sequential_plan(10**6, 12.3, 0.95) == [(10**6, pytest.approx(0.05))]
+    # claim 1: the doubling schedule itself, stage 1 at alpha 6 / pi^2
+    plan = sequential_plan(10**6, 1.0, 0.95)
+    assert [n for n, _ in plan] == sequential_schedule(10**6)
+    assert plan[0][1] == pytest.approx(sequential_alpha(0.05, 1))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_krr_true_11_claiming_10_budget_1e5_refuted_like_fixed_or_inconclusive(seed):
+    """The issue's case: k-RR (k = 8) at true epsilon 11 claiming 10, budget 10^5. The claim
+    lies in [9.13, 10.28), where the doubling stages cannot refute it; the plan is then the
+    fixed-sample audit itself (same generator), so the sequential verdict *is* the fixed one:
+    refuted when it is (seed 0: 10.074), else marked inconclusive (10 >= the one-count ceiling
+    9.82: only an event never seen under x2 could refute it), never a plain "no violation"."""
+    m = _RRClaiming(11.0, 10.0, k=8)
+    kw = dict(samples=100_000, rng=seed, float_bits=False, tradeoff=False)
+    fixed = audit(m, **kw)
+    seq = audit(m, sequential=True, **kw)
+    assert seq.epsilon_lower_bound == fixed.epsilon_lower_bound
+    assert seq.violation == fixed.violation and seq.samples == 100_000
+    assert not _plain_no_violation(seq) and not _plain_no_violation(fixed)
+    if not seq.violation:
+        assert seq.inconclusive and seq.to_dict()["inconclusive"] is True
+        assert seq.distribution.consequence.startswith("INCONCLUSIVE")
+        assert any(w.startswith("inconclusive: ") for w in seq.warnings)
+        assert "INCONCLUSIVE" in seq.summary()
+
+
+@pytest.mark.parametrize(
+    ("budget", "claim"),
+    [(100_000, c) for c in (9.2, 9.6, 10.0, 10.2)] + [(10**6, c) for c in (11.1, 11.8, 12.5)],
+)
+def test_claims_in_the_issue_ranges_are_refuted_when_broken(budget, claim):
+    """Claims in [9.13, 10.28) at 10^5 and [11.01, 12.58) at 10^6 (the ranges where the old
+    stages stopped with a silent "cannot refute"): randomized response at true epsilon 40 (the
+    other input's output has probability 4e-18: P(seen in 10^6 draws) < 1e-11) is refuted
+    every time, as by the fixed audit (whose bound is its ceiling, 10.28 / 12.58)."""
+    m = _RRClaiming(40.0, claim)
+    r = audit(m, samples=budget, rng=0, float_bits=False, tradeoff=False, sequential=True)
+    assert r.violation and r.sequential.stopped == "refuted", r.summary()
+    assert r.epsilon_lower_bound > claim
+
+
+@pytest.mark.parametrize(("budget", "claim"), [(100_000, 9.9), (100_000, 10.2), (10**6, 12.3)])
+def test_correct_mechanism_at_a_high_claim_is_inconclusive_not_plain(budget, claim):
+    """A correct mechanism claiming epsilon above the one-count ceiling (9.82 at 10^5, 12.13 at
+    10^6): no violation (false refutation <= 0.05 by the guarantee; seeded), and the result
+    says it is inconclusive in its verdicts, warnings, summary and JSON."""
+    m = RandomizedResponse(epsilon=claim)
+    r = audit(m, samples=budget, rng=0, float_bits=False, tradeoff=False, sequential=True)
+    assert not r.violation and r.inconclusive
+    assert r.distribution.consequence.startswith("INCONCLUSIVE")
+    assert json.loads(json.dumps(r.to_dict()))["inconclusive"] is True
+
+
+def test_vacuous_claim_stops_after_one_stage_and_says_so():
+    r = audit(RandomizedResponse(epsilon=12.0), samples=20_000, rng=0, sequential=True)
+    assert r.sequential.stopped == "cannot refute" and r.inconclusive
+    assert any("vacuous" in w for w in r.warnings)
+    assert any("cannot be refuted by any stage" in w for w in r.warnings)
+    assert r.distribution.consequence.startswith("INCONCLUSIVE")
+    assert r.implementation.consequence.startswith("INCONCLUSIVE")
+
+
+def test_cli_sequential_refusal_checks_the_stage_ceilings(capsys):
+    """--sequential: a claim inside the fixed-sample ceiling (9.5 < 10.28 at 10^5) is run (a
+    correct RR: no violation, exit 0), one at or above it is refused (exit 2)."""
+    base = ["audit", "--mechanism", "rr", "--samples", "100000", "--sequential", "--json"]
+    assert run_cli(base + ["--epsilon", "9.5", "--no-float-bits"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["sequential"]["stages"][0]["samples"] == 100_000
+    assert run_cli(base + ["--epsilon", "10.3"]) == 2
+    err = capsys.readouterr().err
+    assert "--sequential budget 100000" in err and "cannot be refuted" in err

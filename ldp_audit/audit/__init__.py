@@ -68,10 +68,16 @@ bounds slightly).
 its estimation sample could tell from 0 (``resolution_probability``, ``1 - a^(1/N)``) and the
 largest epsilon it could refute (``max_refutable_epsilon = ln(1 / resolution_probability)``): a
 mechanism that hides its leak in rarer events ("curator" attacks) is not seen at this size.
+A claim at or above :func:`one_count_epsilon` (only an event never seen under x2 could refute
+it) that is not refuted gives an ``inconclusive`` result, said in its verdicts and warnings;
+``tightness_ceiling`` (:func:`tightness_ceiling`) is the largest bound a mechanism exactly at
+its claim could get from the audit at this size.
 
-**Sequential mode** (``sequential=True``): fresh fixed-sample audits on a doubling schedule of
-sample sizes, stage k at level ``alpha 6 / (pi^2 k^2)``, stopping at the first refutation (the
-union bound over stages makes any stopping rule valid; see ``sequential._audit_sequential``).
+**Sequential mode** (``sequential=True``): fresh fixed-sample audits on the stages of
+:func:`sequential_plan` (a doubling schedule of sample sizes, stage k at level
+``alpha 6 / (pi^2 k^2)``, the last at the rest of alpha, stages that could not refute the claim
+merged away), stopping at the first refutation (the union bound over stages makes any stopping
+rule valid; see ``sequential._audit_sequential``).
 
 A violation is attributed to the floating-point representation only when the distribution
 reading of the same samples does not already refute the claim. Finding no violation proves
@@ -101,7 +107,12 @@ from ldp_audit.audit.api import audit
 from ldp_audit.audit.exact import exact_epsilon
 from ldp_audit.audit.mechanism import MAX_DIM, default_pairs
 from ldp_audit.audit.plan import RATIO_TESTS
-from ldp_audit.audit.resolution import estimation_samples, max_refutable_epsilon
+from ldp_audit.audit.resolution import (
+    estimation_samples,
+    max_refutable_epsilon,
+    one_count_epsilon,
+    tightness_ceiling,
+)
 from ldp_audit.audit.results import (
     VERDICT_KINDS,
     AuditResult,
@@ -111,7 +122,7 @@ from ldp_audit.audit.results import (
     Verdict,
     Witness,
 )
-from ldp_audit.audit.sequential import sequential_alpha, sequential_schedule
+from ldp_audit.audit.sequential import sequential_alpha, sequential_plan, sequential_schedule
 
 __all__ = [
     "MAX_DIM",
@@ -129,8 +140,11 @@ __all__ = [
     "exact_epsilon",
     "from_scalar",
     "max_refutable_epsilon",
+    "one_count_epsilon",
     "sequential_alpha",
+    "sequential_plan",
     "sequential_schedule",
+    "tightness_ceiling",
 ]
 
 #: where the stages live (``ldp_audit.audit`` was one module; its private names stay readable

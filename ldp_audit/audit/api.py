@@ -29,10 +29,18 @@ from ldp_audit.audit.delta import _delta_lower_bound
 from ldp_audit.audit.estimation import _Counts, _estimate, _profile_lowers, _verdict_bounds
 from ldp_audit.audit.mechanism import _claimed_profile, _mechanism_label
 from ldp_audit.audit.plan import _check_arguments, _Options, _pair_list, _Plan
-from ldp_audit.audit.results import AuditResult, PrivacyProfile, Verdict, Witness, _consequences
+from ldp_audit.audit.resolution import one_count_epsilon, tightness_ceiling
+from ldp_audit.audit.results import (
+    AuditResult,
+    PrivacyProfile,
+    Verdict,
+    Witness,
+    _consequences,
+    with_inconclusive_texts,
+)
 from ldp_audit.audit.search import _Kept, _kept_events, _select, _Selection
 from ldp_audit.audit.sequential import _audit_sequential
-from ldp_audit.audit.tradeoff import _tradeoff_curve
+from ldp_audit.audit.tradeoff import _tradeoff_curve, claimed_gaussian_curve
 
 __all__ = ["audit"]
 
@@ -341,7 +349,17 @@ def _conclude(
             f"{sel.n_nonfinite} of the selection outputs were NaN or inf (scored as +inf by "
             "every statistic); a mechanism should release real numbers"
         )
-    return AuditResult(
+    # the claimed G_mu curve of a Gaussian is what "exactly at its claim" means for it
+    ceiling = tightness_ceiling(
+        claimed,
+        delta,
+        plan.n_est,
+        alpha / max(1, len(kept.verdict)),
+        pool=plan.pool,
+        poisson=plan.pois_v,
+        curve=claimed_gaussian_curve(mechanism, claimed, delta),
+    )
+    result = AuditResult(
         epsilon_lower_bound=top.epsilon_lower_bound,
         claimed_epsilon=claimed,
         confidence=o.confidence,
@@ -367,4 +385,7 @@ def _conclude(
         resolution_probability=math.exp(-plan.top_bound),
         max_refutable_epsilon=plan.top_bound,
         statistics=tuple(o.names),
+        inconclusive_epsilon=one_count_epsilon(plan.n_est, o.confidence, plan.pool),
+        tightness_ceiling=ceiling,
     )
+    return with_inconclusive_texts(result)

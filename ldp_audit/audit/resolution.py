@@ -3,17 +3,27 @@
 :func:`estimation_samples` is how many of an audit's outputs per input estimate (the rest
 select); :func:`max_refutable_epsilon` the largest bound any audit of that size can give: a
 zero count among N trials still has the Clopper-Pearson upper bound ``1 - a^(1/N)``
-(:func:`ldp_audit.stats.clopper_pearson_upper` at ``k = 0``, in closed form here).
+(:func:`ldp_audit.stats.clopper_pearson_upper` at ``k = 0``, in closed form here);
+:func:`one_count_epsilon` the same for an event seen once (above it a "no violation" is
+inconclusive); :func:`tightness_ceiling` the bound a mechanism exactly at its claim could get.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+
+import numpy as np
 
 from ldp_audit.audit.selection import _SHARES
-from ldp_audit.stats import POOLED_MAX_ALPHA
+from ldp_audit.stats import (
+    POOLED_MAX_ALPHA,
+    clopper_pearson_lower,
+    clopper_pearson_upper,
+    poisson_log_ratio_lower,
+)
 
-__all__ = ["estimation_samples", "max_refutable_epsilon"]
+__all__ = ["estimation_samples", "max_refutable_epsilon", "one_count_epsilon", "tightness_ceiling"]
 
 #: per input, at most this many outputs are used for selection (their statistic values are
 #: held in memory); the rest of ``samples`` estimates, streamed in chunks (memory bounded).
@@ -39,3 +49,69 @@ def estimation_samples(samples: int, selection_fraction: float = 0.1) -> int:
     """Per input, the outputs :func:`audit` spends on estimation for ``samples``."""
     n_sel = min(_MAX_SELECTION, max(200, int(round(samples * selection_fraction))))
     return samples - n_sel
+
+
+def one_count_epsilon(n_est: int, confidence: float = 0.95, pool: bool = False) -> float:
+    """The largest bound :func:`audit` can give from an event seen once under the second input.
+
+    Like :func:`max_refutable_epsilon` with one denominator count instead of none:
+    ``-ln p2_upper`` with ``p2_upper`` the Clopper-Pearson upper bound of 1 hit among N trials
+    at the largest error share ``a = 0.9 (1 - confidence)``. A claim at or above it can be
+    refuted at this sample size only by an event *never* seen under M(x2): the audit can then
+    tell "never" from "rarely" and no more, so a result that finds no violation there is
+    inconclusive (:attr:`AuditResult.inconclusive`).
+    """
+    a = (1.0 - min(_SHARES)) * (1.0 - confidence)
+    trials = max(int(n_est), 2) * (2 if pool and a < POOLED_MAX_ALPHA else 1)
+    return -math.log(float(clopper_pearson_upper(np.array([1.0]), float(trials), a)[0]))
+
+
+def tightness_ceiling(
+    claimed: float,
+    delta: float,
+    n_est: int,
+    alpha_event: float,
+    *,
+    pool: bool = False,
+    poisson: bool = False,
+    curve: Callable[[np.ndarray], np.ndarray] | None = None,
+) -> float:
+    """The largest bound an audit with ``n_est`` estimation samples per input and one event's
+    error level ``alpha_event`` could report, at expected counts, for a mechanism that sits
+    exactly at its claim ``(claimed, delta)``.
+
+    Computed on the boundary of the claim's privacy region: every event S of an
+    (epsilon, delta)-DP mechanism has ``p1 = P[M(x) in S] <= min(e^eps p2 + delta,
+    1 - e^-eps (1 - p2 - delta))`` with ``p2 = P[M(x2) in S]``, and randomised response at the
+    claim attains the boundary. For ``p2`` on a grid the audit's bound is evaluated at the
+    expected counts ``n p1``, ``n p2`` (``ln(CP_lower(p1) - delta) - ln CP_upper(p2)``, the
+    error split over the audit's shares, or the joint Poisson test for ``poisson`` with
+    delta = 0; ``2 n`` trials when ``pool``); the ceiling is the best over the grid, floored
+    at 0. It is the median-like bound of the most favourable event, no guarantee: a lucky run
+    can land above it (never above the claim with more than the stated probability). The ratio
+    ``ceiling / claimed`` says how close this audit can come to the truth at this size.
+
+    ``curve``: the claimed f-DP trade-off function ``beta = f(alpha)`` when the claim is a
+    curve (a Gaussian's ``G_mu``): then ``p1 = 1 - f(p2)``, the boundary of that mechanism
+    exactly at its claim, instead of the (epsilon, delta) region's.
+    """
+    trials = float(max(int(n_est), 1) * (2 if pool else 1))
+    c = math.exp(min(float(claimed), 700.0))
+    p2 = np.geomspace(1e-3 / trials, 1.0 - delta, 600)
+    if curve is None:
+        p1 = np.minimum(c * p2 + delta, 1.0 - (1.0 - p2 - delta) / c)
+    else:
+        p1 = 1.0 - np.asarray(curve(p2), dtype=np.float64)
+    p1 = np.clip(p1, 0.0, 1.0)
+    best = 0.0
+    if poisson and delta == 0.0:
+        with np.errstate(all="ignore"):
+            pred = poisson_log_ratio_lower(p1 * trials, p2 * trials, alpha_event)
+        return max(best, float(np.max(np.where(np.isfinite(pred), pred, 0.0))))
+    for share in _SHARES:
+        lo = clopper_pearson_lower(p1 * trials, trials, alpha_event * share) - delta
+        hi = clopper_pearson_upper(p2 * trials, trials, alpha_event * (1.0 - share))
+        with np.errstate(all="ignore"):
+            pred = np.where(lo > 0, np.log(np.maximum(lo, 1e-300)) - np.log(hi), 0.0)
+        best = max(best, float(np.max(pred)))
+    return best

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 __all__ = [
@@ -252,8 +252,10 @@ class SequentialInfo:
     Attributes:
         stages: per stage run, ``{"samples", "confidence", "epsilon_lower_bound",
             "delta_lower_bound", "violation", "seconds"}`` (``samples`` per input of each pair).
-        stopped: ``"refuted"`` (a stage refuted the claim), ``"cannot refute"`` (no remaining
-            stage could give a bound above the claim) or ``"budget spent"``.
+        stopped: ``"refuted"`` (a stage refuted the claim), ``"cannot refute"`` (not even the
+            whole budget in one audit could give a bound above the claim: one small stage was
+            run and the result is vacuous, :attr:`AuditResult.inconclusive`) or
+            ``"budget spent"``.
         budget: the sample budget per input (``samples`` of the call).
         samples_used: outputs drawn per input over the stages run.
         best_stage: the 1-based stage whose result is reported.
@@ -340,6 +342,15 @@ class AuditResult:
             sample size could refute (see :func:`max_refutable_epsilon`).
         statistics: the names of the user's / the mechanism's statistics that were searched.
         sequential: the stages of a sequential audit (None for a fixed-sample one).
+        inconclusive_epsilon: the largest bound an event seen *once* under the second input
+            could give here (:func:`ldp_audit.audit.one_count_epsilon`); a claim at or above it
+            can be refuted only by an event never seen under M(x2), so a result that finds no
+            violation for such a claim is :attr:`inconclusive`.
+        tightness_ceiling: the largest bound this audit could report, at expected counts, for
+            a mechanism exactly at its claim (the claim's randomised-response corner, or the
+            claimed ``G_mu`` curve of a Gaussian; :func:`ldp_audit.audit.tightness_ceiling` at
+            this sample size and per-event level): how close to the truth an audit of this size
+            gets at best.
     """
 
     epsilon_lower_bound: float
@@ -368,6 +379,21 @@ class AuditResult:
     max_refutable_epsilon: float | None = None
     statistics: tuple[str, ...] = field(default_factory=tuple)
     sequential: SequentialInfo | None = None
+    inconclusive_epsilon: float | None = None
+    tightness_ceiling: float | None = None
+
+    @property
+    def inconclusive(self) -> bool:
+        """True when no violation was found for a claim this sample size cannot test: the claim
+        is at or above :attr:`inconclusive_epsilon` (only an event never seen under the second
+        input could refute it) or :attr:`max_refutable_epsilon` (nothing could: vacuous). Such
+        a "no violation" says nothing about the claim."""
+        if self.violation:
+            return False
+        return any(
+            c is not None and self.claimed_epsilon >= c
+            for c in (self.inconclusive_epsilon, self.max_refutable_epsilon)
+        )
 
     @property
     def delta_violation(self) -> bool:
@@ -412,6 +438,11 @@ class AuditResult:
                 "VIOLATION: the mechanism's true epsilon exceeds its claim (this conclusion is "
                 f"wrong with probability at most {1 - self.confidence:.3g})."
             )
+        elif self.inconclusive:
+            lines.append(
+                "INCONCLUSIVE: no violation found, but the claim is too large for this sample "
+                "size to test (see the warning); this says nothing about the claim."
+            )
         else:
             lines.append(
                 "no violation found. This proves nothing beyond this test's power: the "
@@ -425,7 +456,11 @@ class AuditResult:
                 if v.kind == "distribution"
                 else "implementation (float bits)"
             )
-            state = "VIOLATION" if v.violation else "no violation found"
+            state = (
+                "VIOLATION"
+                if v.violation
+                else ("INCONCLUSIVE" if self.inconclusive else "no violation found")
+            )
             lines.append(f"[{title}] lower bound {v.epsilon_lower_bound:.6g}: {state}")
             lines.append(f"  {v.consequence}")
             same = (
@@ -472,6 +507,17 @@ class AuditResult:
                 "under the second input cannot be told from 0 at this sample size; no bound "
                 f"can exceed epsilon {self.max_refutable_epsilon:.4g} (a leak hidden in "
                 "rarer events is not seen)"
+            )
+        if self.tightness_ceiling is not None:
+            ratio = (
+                f" ({self.tightness_ceiling / self.claimed_epsilon:.3f} of the claim)"
+                if self.claimed_epsilon > 0
+                else ""
+            )
+            lines.append(
+                f"tightness ceiling: {self.tightness_ceiling:.4g}{ratio}, the bound a mechanism "
+                "exactly at its claim would get from this audit at this sample size (at expected "
+                "counts: how close it can come; one run may land a little above it)"
             )
         if self.statistics:
             lines.append("statistics supplied: " + ", ".join(self.statistics))
@@ -525,6 +571,9 @@ class AuditResult:
                 if self.max_refutable_epsilon is None
                 else _json_float(self.max_refutable_epsilon)
             ),
+            "tightness_ceiling": self.tightness_ceiling,
+            "inconclusive_epsilon": self.inconclusive_epsilon,
+            "inconclusive": self.inconclusive,
             "statistics": list(self.statistics),
             "sequential": None if self.sequential is None else self.sequential.to_dict(),
         }
@@ -594,3 +643,56 @@ def _consequences(
             "float-safe implementation (snapping, discrete noise on a grid) removes the leak."
         )
     return d_text, i_text
+
+
+#: how the inconclusive warning begins (so that it is added once, and replaced on a re-mark).
+_INCONCLUSIVE_WARNING = "inconclusive: "
+
+
+def with_inconclusive_texts(r: AuditResult) -> AuditResult:
+    """``r`` with its verdicts' consequences and warnings saying plainly whether it is
+    :attr:`AuditResult.inconclusive` (idempotent: the texts are rebuilt from the bounds)."""
+    if r.distribution is None:
+        return r
+    impl = r.implementation
+    impl_info = None
+    if impl is not None:
+        fam = impl.witness.family if impl.witness is not None else ""
+        impl_info = (impl.epsilon_lower_bound, impl.violation, fam)
+    d_text, i_text = _consequences(
+        (r.distribution.epsilon_lower_bound, r.distribution.violation), impl_info
+    )
+    warn = [w for w in r.warnings if not w.startswith(_INCONCLUSIVE_WARNING)]
+    if r.inconclusive:
+        vacuous = r.max_refutable_epsilon is not None and (
+            r.claimed_epsilon >= r.max_refutable_epsilon
+        )
+        why = (
+            f"no bound can exceed {r.max_refutable_epsilon:.4g} at this sample size"
+            if vacuous
+            else (
+                f"only an event never seen under the second input could refute it (one "
+                f"observation there caps the bound at {r.inconclusive_epsilon:.4g}; no bound can "
+                f"exceed {r.max_refutable_epsilon:.4g})"
+            )
+        )
+        text = (
+            f"INCONCLUSIVE: the claim epsilon {r.claimed_epsilon:.6g} is too large for this "
+            f"sample size to test: {why}. 'No violation' here says nothing about the claim; "
+            "testing it needs more than e^epsilon samples per input."
+        )
+        d_text = text if not r.distribution.violation else d_text
+        if i_text is not None and impl is not None and not impl.violation:
+            i_text = text
+        warn.append(
+            f"{_INCONCLUSIVE_WARNING}a claim of epsilon {r.claimed_epsilon:.6g} is "
+            + ("vacuous here: " if vacuous else "at the edge of what this sample size resolves: ")
+            + why
+            + "; a larger sample (budget) is needed"
+        )
+    return replace(
+        r,
+        distribution=replace(r.distribution, consequence=d_text),
+        implementation=None if impl is None else replace(impl, consequence=i_text or ""),
+        warnings=tuple(warn),
+    )

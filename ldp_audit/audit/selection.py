@@ -166,6 +166,43 @@ def _tail_rates(srt: np.ndarray, ts: np.ndarray, upper: bool, m: int) -> np.ndar
     return np.where(dist > 0, est, np.nan)
 
 
+#: selection only, delta > 0: the denominator rate beyond the ``_TAIL_FIT``-th most extreme
+#: value is read from a normal distribution fitted to the input's selection values, when the
+#: fit predicts the counts beyond the 200th and the 50th most extreme values (within 3 Poisson
+#: standard deviations): the optimal event of a Gaussian at small delta has fewer than one
+#: denominator output among the selection samples. False turns it off.
+_NORMAL_TAIL = True
+
+
+def _normal_tail_rates(srt: np.ndarray, ts: np.ndarray, upper: bool, m: int) -> np.ndarray | None:
+    """Normal-model estimate of ``P(s > t)`` (``upper``) or ``P(s <= t)`` at thresholds ``ts``
+    beyond the m-th most extreme of the sorted values ``srt`` (NaN elsewhere), anchored at the
+    shrunk rate of the m tail values; None when the values do not look normal in that tail (the
+    model's counts beyond the m-th and the (m/4)-th most extreme values are off by more than 3
+    Poisson standard deviations) or the tail is too short."""
+    from scipy.stats import norm
+
+    n = srt.size
+    if m < 20 or n < 4 * m or not np.all(np.isfinite(srt)):
+        return None
+    mu, sd = float(np.mean(srt)), float(np.std(srt))
+    if not sd > 0:
+        return None
+    sign = 1.0 if upper else -1.0
+    for k in (m, m // 4):
+        u = float(srt[-k - 1] if upper else srt[k])
+        want = n * float(norm.sf(sign * (u - mu) / sd))
+        if abs(want - k) > 3.0 * math.sqrt(k):
+            return None
+    u = float(srt[-m - 1] if upper else srt[m])
+    anchor = float(clopper_pearson_upper(np.array([float(m)]), float(n), _SHRINK)[0])
+    base = float(norm.logsf(sign * (u - mu) / sd))
+    dist = (ts - u) if upper else (u - ts)
+    with np.errstate(all="ignore"):
+        est = anchor * np.exp(norm.logsf(sign * (ts - mu) / sd) - base)
+    return np.where(dist > 0, est, np.nan)
+
+
 def _best_events(
     stat: _Statistic,
     tc: _ThresholdCounts | None,
@@ -196,10 +233,14 @@ def _best_events(
         p_den = clopper_pearson_upper(c_den.astype(np.float64), float(n), _SHRINK)
         # pure DP (delta = 0) only: the tail model of the denominator (see _TAIL_FIT)
         p_den0 = p_den
+        if _NORMAL_TAIL and any(d > 0 for d in deltas):
+            fitn = _normal_tail_rates(s2 if x_num else s1, ts, op == "gt", min(_TAIL_FIT, n // 10))
+            if fitn is not None:
+                p_den = np.where(np.isnan(fitn), p_den, fitn)
         if 0.0 in deltas:
             fit = _tail_rates(s2 if x_num else s1, ts, op == "gt", min(_TAIL_FIT, n // 10))
             if fit is not None:
-                p_den0 = np.where(np.isnan(fit), p_den, fit)
+                p_den0 = np.where(np.isnan(fit), p_den0, fit)
         for share in _SHARES:
             lo = clopper_pearson_lower(p_num * n_est, float(n_est), alpha_event * share)
             hi = clopper_pearson_upper(p_den * n_est, float(n_est), alpha_event * (1.0 - share))
@@ -330,6 +371,11 @@ def _delta_event(
     for op, x_num, c_num, c_den, _, _ in tc.combos:
         p_num = clopper_pearson_lower(c_num.astype(np.float64), float(n), _SHRINK)
         p_den = clopper_pearson_upper(c_den.astype(np.float64), float(n), _SHRINK)
+        if _NORMAL_TAIL:
+            srt = tc.s2 if x_num else tc.s1
+            fitn = _normal_tail_rates(srt, tc.ts, op == "gt", min(_TAIL_FIT, n // 10))
+            if fitn is not None:
+                p_den = np.where(np.isnan(fitn), p_den, fitn)
         for share in _SHARES:
             lo = clopper_pearson_lower(p_num * n_est, float(n_est), alpha_event * share)
             hi = clopper_pearson_upper(p_den * n_est, float(n_est), alpha_event * (1.0 - share))

@@ -12,10 +12,10 @@ import numpy as np
 
 from ldp_audit.audit.mechanism import _check_mechanism
 from ldp_audit.audit.resolution import estimation_samples, max_refutable_epsilon
-from ldp_audit.audit.results import AuditResult, SequentialInfo
+from ldp_audit.audit.results import AuditResult, SequentialInfo, with_inconclusive_texts
 from ldp_audit.validation import check_int
 
-__all__ = ["sequential_alpha", "sequential_schedule"]
+__all__ = ["sequential_alpha", "sequential_plan", "sequential_schedule"]
 
 #: the first stage of a sequential audit spends ``samples // _SEQ_FIRST`` (at least
 #: ``_SEQ_MIN``) per input; each later stage doubles it (7 stages spend ~ the budget).
@@ -47,6 +47,54 @@ def sequential_alpha(alpha: float, k: int) -> float:
     return alpha * 6.0 / (math.pi**2 * k * k)
 
 
+def _stage_levels(alpha: float, stages: int) -> list[float]:
+    """The error levels of a plan of ``stages`` stages: ``sequential_alpha(alpha, k)`` for every
+    stage but the last, which gets what is left of alpha (alpha itself for one stage); they sum
+    to alpha."""
+    head = [sequential_alpha(alpha, k) for k in range(1, stages)]
+    return [*head, alpha - sum(head)]
+
+
+def sequential_plan(
+    samples: int,
+    claimed: float,
+    confidence: float = 0.95,
+    selection_fraction: float = 0.1,
+    pool: bool = False,
+) -> list[tuple[int, float]]:
+    """The stages of a sequential audit of a claim ``claimed``: ``(samples per input, error
+    level)`` per stage, fixed before any sample is drawn (from the budget, the claim and the
+    level only, so any stopping rule stays valid).
+
+    Start from :func:`sequential_schedule` with the levels ``alpha 6 / (pi^2 k^2)`` (the last
+    stage gets the rest of alpha, so the levels sum to alpha). A stage whose ceiling
+    (:func:`max_refutable_epsilon` at its estimation samples and level) is at or below the claim
+    could never refute it: while the first stage cannot, it is merged into the second; while
+    the last cannot, it is merged into the one before (each merge also raises every remaining
+    stage's level). So every stage of a multi-stage plan can refute the claim, and a claim that
+    only the whole budget can refute gets one stage with the whole budget at level alpha: the
+    fixed-sample audit itself. If even that cannot refute it (the claim is at or above the
+    fixed-sample ceiling), the plan is that one stage; :func:`audit` then runs only the
+    schedule's first stage and says the verdict is vacuous.
+    """
+    alpha = 1.0 - confidence
+    sizes = sequential_schedule(samples)
+
+    def can_refute(n: int, level: float) -> bool:
+        n_est = estimation_samples(n, selection_fraction)
+        return claimed < max_refutable_epsilon(n_est, 1.0 - level, pool)
+
+    while len(sizes) > 1:
+        levels = _stage_levels(alpha, len(sizes))
+        if not can_refute(sizes[0], levels[0]):
+            sizes = [sizes[0] + sizes[1], *sizes[2:]]
+        elif not can_refute(sizes[-1], levels[-1]):
+            sizes = [*sizes[:-2], sizes[-2] + sizes[-1]]
+        else:
+            break
+    return list(zip(sizes, _stage_levels(alpha, len(sizes)), strict=True))
+
+
 def _audit_sequential(
     mechanism: Any,
     pairs: Sequence[tuple[Any, Any]] | None,
@@ -57,17 +105,20 @@ def _audit_sequential(
     start: float,
     **kwargs: Any,
 ) -> AuditResult:
-    """Sequential audit: independent fixed-sample audits on a doubling schedule of sample
-    sizes, stage k at confidence ``1 - alpha_k``, ``alpha_k = alpha 6 / (pi^2 k^2)``, stopping
-    at the first stage that refutes the claim, or when no remaining stage could (the claim is
-    at least the largest remaining stage's ceiling :func:`max_refutable_epsilon`), or when the
-    budget is spent.
+    """Sequential audit: independent fixed-sample audits on the stages of
+    :func:`sequential_plan` (a doubling schedule of sample sizes, stage k at confidence
+    ``1 - alpha_k``, ``alpha_k = alpha 6 / (pi^2 k^2)``, the last stage the rest of alpha;
+    stages that could not refute the claim merged away), stopping at the first stage that
+    refutes the claim, or when the budget is spent. A claim that not even the whole budget can
+    refute runs one small stage and says its verdict is vacuous; a result whose claim is above
+    what its last stage resolves is marked inconclusive (:attr:`AuditResult.inconclusive`).
 
     Soundness (anytime-valid). Stage k draws fresh outputs from its own generator, so its
     result is a fixed-sample audit of ``n_k`` samples at level ``alpha_k``: whatever the
     earlier stages saw, ``P(bound_k > true epsilon) <= alpha_k`` (and the same for its delta
     bound and profile). By the union bound, ``P(some stage's bound > true epsilon) <=
-    sum_k alpha_k <= alpha sum_k 6 / (pi^2 k^2) = alpha``. The event "every stage's statement
+    sum_k alpha_k = alpha`` (the plan's levels sum to alpha; the plan depends on the budget,
+    the claim and the level only). The event "every stage's statement
     holds" thus has probability >= 1 - alpha whatever the stopping rule (stopping is a
     function of the stages' data, and on that event every stage is right, in particular the
     one reported: the stage with the largest bound). So the reported bound, and the verdict,
@@ -76,17 +127,21 @@ def _audit_sequential(
     """
     from ldp_audit.audit.api import audit
 
-    alpha = 1.0 - confidence
-    schedule = sequential_schedule(samples)
-    gens = rng.spawn(len(schedule))
     claimed, _ = _check_mechanism(mechanism)
     pool = bool(kwargs.get("pool"))
     frac = kwargs["selection_fraction"]
+    plan = sequential_plan(samples, claimed, confidence, frac, pool)
+    n_full = estimation_samples(plan[-1][0], frac)
+    vacuous = len(plan) == 1 and claimed >= max_refutable_epsilon(n_full, confidence, pool)
+    if vacuous:
+        # nothing in the budget can refute the claim: one cheap stage, for its bound only
+        plan = [(sequential_schedule(samples)[0], 1.0 - confidence)]
+    # a one-stage plan is the fixed-sample audit itself (same generator, same samples)
+    gens = [rng] if len(plan) == 1 else rng.spawn(len(plan))
     stages: list[dict[str, Any]] = []
     results: list[AuditResult] = []
-    stopped = "budget spent"
-    for k, (n_k, g) in enumerate(zip(schedule, gens, strict=True), start=1):
-        a_k = sequential_alpha(alpha, k)
+    stopped = "cannot refute" if vacuous else "budget spent"
+    for (n_k, a_k), g in zip(plan, gens, strict=True):
         r = audit(mechanism, pairs, samples=n_k, confidence=1.0 - a_k, rng=g, **kwargs)
         results.append(r)
         stages.append(
@@ -102,16 +157,6 @@ def _audit_sequential(
         if r.violation:
             stopped = "refuted"
             break
-        rest = list(enumerate(schedule[k:], start=k + 1))
-        if rest and all(
-            claimed
-            >= max_refutable_epsilon(
-                estimation_samples(n_j, frac), 1.0 - sequential_alpha(alpha, j), pool
-            )
-            for j, n_j in rest
-        ):
-            stopped = "cannot refute"
-            break
     best = max(
         range(len(results)),
         key=lambda i: (results[i].violation, results[i].epsilon_lower_bound, i),
@@ -126,18 +171,16 @@ def _audit_sequential(
         best_stage=best + 1,
     )
     last = results[-1]
-    warn = [w for w in r.warnings if "cannot be refuted with" not in w]
-    if (
-        stopped == "budget spent"
-        and last.max_refutable_epsilon is not None
-        and (claimed >= last.max_refutable_epsilon)
-    ):
+    warn = list(r.warnings)
+    if vacuous and not r.violation:
+        ceiling = max_refutable_epsilon(n_full, confidence, pool)
         warn.append(
-            f"a claim of epsilon {claimed:.6g} cannot be refuted by the last stage's "
-            f"{schedule[-1]} samples per input (its ceiling is {last.max_refutable_epsilon:.3g}): "
-            "'no violation' is vacuous; a larger budget is needed"
+            f"a claim of epsilon {claimed:.6g} cannot be refuted by any stage of a budget of "
+            f"{samples} samples per input (even all of it in one audit has the ceiling "
+            f"{ceiling:.4g}): the sequential audit stopped after one stage of "
+            f"{plan[0][0]} samples; its 'no violation' is vacuous: a larger budget is needed"
         )
-    return replace(
+    out = replace(
         r,
         confidence=confidence,
         delta_confidence=None if r.delta_lower_bound is None else confidence,
@@ -147,8 +190,11 @@ def _audit_sequential(
         warnings=tuple(warn),
         resolution_probability=last.resolution_probability,
         max_refutable_epsilon=last.max_refutable_epsilon,
+        inconclusive_epsilon=last.inconclusive_epsilon,
+        tightness_ceiling=last.tightness_ceiling,
         sequential=info,
         # the reported stage is chosen from the data: its statements hold at the union level
         profile=None if r.profile is None else replace(r.profile, confidence=confidence),
         tradeoff=None if r.tradeoff is None else replace(r.tradeoff, confidence=confidence),
     )
+    return with_inconclusive_texts(out)

@@ -79,6 +79,15 @@ def _claimed_tradeoff(
     return (lambda a: np.asarray(eps_delta_tradeoff(a, claimed, delta))), "epsilon-delta"
 
 
+def claimed_gaussian_curve(
+    mechanism: Any, claimed: float, delta: float
+) -> Callable[[np.ndarray], np.ndarray] | None:
+    """The claimed ``G_mu`` trade-off curve when the mechanism is a Gaussian (``sigma`` and
+    ``sensitivity``, a delta > 0 claim, no ``tradeoff`` of its own), else None."""
+    fn, source = _claimed_tradeoff(mechanism, claimed, delta)
+    return fn if source.startswith("gaussian") else None
+
+
 def _tradeoff_curve(
     mechanism: Any,
     claimed: float,

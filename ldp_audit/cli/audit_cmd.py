@@ -4,12 +4,13 @@
         [--epsilon E] [--clip C] [--sigma S] [--delta D] [--resolution G] [--dim D]
         [--reduced-dim K] [--categories K] [--param KEY=VALUE ...] [--pairs MODULE:ATTR]
         [--scalar --domain LOW:HIGH|V1,V2,... [--seeding none|random_state|seed|generator]]
-        [--samples N] [--confidence P] [--seed S] [--no-float-bits] [--profile|--no-profile]
-        [--force] [--exact] [--json]
+        [--statistic MODULE:FUNCTION ...] [--samples N] [--confidence P] [--seed S]
+        [--no-float-bits] [--profile|--no-profile] [--sequential] [--force] [--exact] [--json]
 
 ``MODULE:ATTR`` loads a user's mechanism (an object, a class or a factory; ``--param key=value``
 arguments are passed to the class or factory) or pairs (a list of (x, x2) or a zero-argument
-callable returning one) from an importable module; the current directory is put on
+callable returning one) or a statistic (``--statistic MODULE:FUNCTION``, repeatable: the
+Python API's ``statistics=``) from an importable module; the current directory is put on
 ``sys.path`` first. A user mechanism's claim is its own ``epsilon`` (and ``delta``) attribute:
 ``--epsilon`` is refused for it. With ``--scalar``, ``MODULE:ATTR`` is instead a scalar function
 of another library (``ldp_audit.audit.from_scalar``) and ``--epsilon`` / ``--delta`` pass the
@@ -232,6 +233,15 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--pairs", default=None, help="MODULE:ATTR giving a list of (x, x2) pairs")
     p.add_argument(
+        "--statistic",
+        action="append",
+        default=None,
+        metavar="MODULE:FUNCTION",
+        help="a statistic stat(outputs, x, x_prime) -> one score per output row, searched like "
+        "the built-in ones (the Python API's statistics=; repeatable); the module is imported "
+        "only because it is named here",
+    )
+    p.add_argument(
         "--samples",
         type=_int("samples", 1000),
         default=1_000_000,
@@ -396,6 +406,18 @@ def _user_pairs(spec: str) -> list[Any]:
         ) from None
 
 
+def _user_statistic(spec: str) -> Any:
+    """``--statistic MODULE:FUNCTION``: the named callable (checked on the outputs by the audit
+    itself, as ``statistics=``: shape, real, finite; raising is a ``UserCodeError``)."""
+    fn = load_object(spec, "--statistic")
+    if not callable(fn):
+        raise InvalidParameterError(
+            f"--statistic {spec!r} must name a function stat(outputs, x, x_prime), got "
+            f"{type(fn).__name__}"
+        )
+    return fn
+
+
 def _given(args: argparse.Namespace) -> set[str]:
     return {k for k in _OPTION if hasattr(args, k)}
 
@@ -517,31 +539,13 @@ def run(args: argparse.Namespace) -> int:
                          20_000 * d * 8 * 4)  # fmt: skip
         check_resources([probe], force=args.force, cli=True)
     pairs = _user_pairs(args.pairs) if args.pairs else None
-    from ldp_audit.audit import (
-        audit,
-        default_pairs,
-        estimation_samples,
-        exact_epsilon,
-        max_refutable_epsilon,
-    )
+    statistics = [_user_statistic(spec) for spec in args.statistic or ()]
+    from ldp_audit.audit import audit, default_pairs, exact_epsilon
     from ldp_audit.cli.types import show_progress
 
     claim = getattr(mechanism, "epsilon", None)
-    n_est = estimation_samples(args.samples)
-    if (
-        isinstance(claim, (int, float))
-        and math.isfinite(claim)
-        and claim >= max_refutable_epsilon(n_est, args.confidence)
-        and not args.force
-    ):
-        which = "--epsilon" if hasattr(args, "epsilon") else "the mechanism's epsilon"
-        raise InvalidParameterError(
-            f"{which} = {claim:g} cannot be refuted with --samples {args.samples}: with "
-            f"{n_est} estimation samples per input no bound can exceed "
-            f"{max_refutable_epsilon(n_est, args.confidence):.3g}, so the audit would be "
-            "vacuous; refuting it needs more than e^epsilon samples per input (pass --force "
-            "to run it anyway)"
-        )
+    if isinstance(claim, (int, float)) and math.isfinite(claim) and not args.force:
+        _refuse_untestable_claim(args, float(claim))
     if (
         pairs is None
         and callable(getattr(mechanism, "privatize", None))  # else the audit says what is amiss
@@ -570,6 +574,7 @@ def run(args: argparse.Namespace) -> int:
         progress=show_progress(args),  # a bar only where a person watches (--no-progress)
         sequential=args.sequential,
         delta_event=args.delta_event,
+        statistics=statistics or None,
     )
     exact = None
     if args.exact:
@@ -586,6 +591,32 @@ def run(args: argparse.Namespace) -> int:
     return 1 if result.violation else 0
 
 
+def _refuse_untestable_claim(args: argparse.Namespace, claim: float) -> None:
+    """Refuse (exit 2) a claim no bound of this audit could exceed: the fixed-sample ceiling,
+    or with ``--sequential`` the largest ceiling among the stages of its plan
+    (``ldp_audit.audit.sequential_plan``: the stages that could not refute the claim are
+    merged away, so it is the fixed-sample ceiling exactly when only the whole budget could)."""
+    from ldp_audit.audit import estimation_samples, max_refutable_epsilon, sequential_plan
+
+    if args.sequential:
+        stages = sequential_plan(args.samples, claim, args.confidence, pool=args.pool)
+        ceiling = max(
+            max_refutable_epsilon(estimation_samples(n), 1.0 - a, args.pool) for n, a in stages
+        )
+        where = f"any stage of the --sequential budget {args.samples}"
+    else:
+        n_est = estimation_samples(args.samples)
+        ceiling = max_refutable_epsilon(n_est, args.confidence, args.pool)
+        where = f"--samples {args.samples} ({n_est} estimation samples per input)"
+    if claim >= ceiling:
+        which = "--epsilon" if hasattr(args, "epsilon") else "the mechanism's epsilon"
+        raise InvalidParameterError(
+            f"{which} = {claim:g} cannot be refuted with {where}: no bound can exceed "
+            f"{ceiling:.3g}, so the audit would be vacuous; refuting it needs more than "
+            "e^epsilon samples per input (pass --force to run it anyway)"
+        )
+
+
 def _run_dir(args: argparse.Namespace) -> int:
     """``audit --run-dir RUN`` (ldp_audit.cli.system_cmd.audit_run_dir), mechanism options
     refused: the run's config says what was released."""
@@ -596,6 +627,7 @@ def _run_dir(args: argparse.Namespace) -> int:
         ("--dim", args.dim is not None),
         ("--scalar", args.scalar),
         ("--exact", args.exact),
+        ("--statistic", bool(args.statistic)),
     ):
         if used:
             extra.append(flag)

@@ -1,0 +1,103 @@
+"""The per-result ceilings (issue 40): ``tightness_ceiling`` (the largest bound an audit of this
+size could report for a mechanism exactly at its claim) and ``one_count_epsilon`` (above it,
+only an event never seen under x2 can refute a claim: a "no violation" there is inconclusive).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from ldp_audit.audit import (
+    audit,
+    estimation_samples,
+    max_refutable_epsilon,
+    one_count_epsilon,
+    tightness_ceiling,
+)
+from ldp_audit.mechanisms import Gaussian, RandomizedResponse, analytic_gaussian_sigma
+from ldp_audit.stats import clopper_pearson_lower, clopper_pearson_upper, gaussian_tradeoff
+
+
+def test_one_count_epsilon_is_one_hit_clopper_pearson():
+    for n_est, conf in ((90_000, 0.95), (900_000, 0.95), (1_800, 0.999)):
+        a = 0.9 * (1 - conf)
+        want = -math.log(clopper_pearson_upper(np.array([1.0]), float(n_est), a)[0])
+        assert one_count_epsilon(n_est, conf) == pytest.approx(want, rel=1e-12)
+        assert one_count_epsilon(n_est, conf) < max_refutable_epsilon(n_est, conf)
+    # the values quoted in docs/audit.md
+    assert one_count_epsilon(estimation_samples(10**5)) == pytest.approx(9.824, abs=1e-3)
+    assert one_count_epsilon(estimation_samples(10**6)) == pytest.approx(12.127, abs=1e-3)
+
+
+def test_tightness_ceiling_is_the_corner_bound_at_expected_counts():
+    """Pure claim: the best event is randomised response's (p1 = e^eps / (1 + e^eps)); the
+    ceiling equals the Clopper-Pearson bound at its expected counts (grid resolution aside)."""
+    eps, n, a = 1.0, 90_000, 0.05
+    p1, p2 = math.exp(eps) / (1 + math.exp(eps)), 1 / (1 + math.exp(eps))
+    best = max(
+        math.log(clopper_pearson_lower(np.array([n * p1]), n, a * s)[0])
+        - math.log(clopper_pearson_upper(np.array([n * p2]), n, a * (1 - s))[0])
+        for s in (0.5, 0.25, 0.1)
+    )
+    got = tightness_ceiling(eps, 0.0, n, a)
+    assert best - 1e-3 <= got < eps and got == pytest.approx(best, abs=2e-3)
+
+
+@pytest.mark.parametrize(("eps", "delta"), [(0.5, 0.0), (1.0, 0.0), (10.0, 0.0), (1.0, 1e-3)])
+def test_tightness_ceiling_below_claim_and_rises_with_samples(eps, delta):
+    vals = [tightness_ceiling(eps, delta, n, 0.025) for n in (10**4, 10**5, 10**6, 10**8)]
+    assert all(0 <= v < eps for v in vals) and vals == sorted(vals)
+    assert vals[-1] > 0.97 * eps
+    # pooling doubles the trials; the joint Poisson test pays the error once: both raise it
+    if delta == 0.0:
+        plain = tightness_ceiling(eps, 0.0, 10**5, 0.025)
+        assert tightness_ceiling(eps, 0.0, 10**5, 0.025, pool=True, poisson=True) > plain
+
+
+def test_gaussian_curve_ceiling_below_the_corner():
+    """A Gaussian at (1, 1e-3) is strictly inside the (epsilon, delta) region away from the
+    tangent event, so its own curve's ceiling is lower than the corner's (0.94 against 0.995 at
+    9 x 10^5 estimation samples, one event at 0.05)."""
+    sigma = analytic_gaussian_sigma(1.0, 2.0, 1e-3)
+    mu = 2.0 / sigma
+    g = tightness_ceiling(1.0, 1e-3, 900_000, 0.05, curve=lambda a: gaussian_tradeoff(a, mu))
+    corner = tightness_ceiling(1.0, 1e-3, 900_000, 0.05)
+    assert 0.93 < g < 0.95 < 0.99 < corner < 1.0
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_result_states_the_ceiling_and_a_run_lands_near_it(seed, capsys):
+    """Binary RR exactly at epsilon 1 attains the corner: its bound at 10^5 samples per input
+    lies within 0.04 of the ceiling (the bound's standard deviation is about 0.007 here, so a
+    false failure needs a 5-sigma deviation: probability < 1e-6)."""
+    r = audit(RandomizedResponse(epsilon=1.0), samples=100_000, rng=seed, float_bits=False)
+    assert r.tightness_ceiling is not None and 0.95 < r.tightness_ceiling < 1.0
+    assert abs(r.epsilon_lower_bound - r.tightness_ceiling) < 0.04
+    d = json.loads(json.dumps(r.to_dict()))
+    assert d["tightness_ceiling"] == r.tightness_ceiling
+    assert d["inconclusive"] is False
+    assert d["inconclusive_epsilon"] == pytest.approx(9.824, abs=1e-3)
+    assert "the bound a mechanism exactly at its claim would get" in r.summary()
+
+
+def test_gaussian_result_uses_its_curve():
+    g = Gaussian(clip=1.0, noise_multiplier=analytic_gaussian_sigma(1.0, 2.0, 1e-3), delta=1e-3)
+    r = audit(g, [(np.array([1.0]), np.array([-1.0]))], samples=20_000, rng=0, float_bits=False)
+    assert 0.5 < r.tightness_ceiling < 0.9  # (the corner's would be 0.96 at this size)
+    assert tightness_ceiling(1.0, 1e-3, estimation_samples(20_000), 0.05 / r.events_estimated) > 0.9
+
+
+def test_cli_prints_the_ceiling_next_to_the_resolution(capsys):
+    from tests.test_audit_cli import run_cli
+
+    code = run_cli(["audit", "--mechanism", "rr", "--epsilon", "1", "--samples", "20000",
+                    "--confidence", "0.999"])  # fmt: skip
+    text = capsys.readouterr().out
+    assert code == 0
+    lines = text.splitlines()
+    i = next(i for i, t in enumerate(lines) if t.startswith("resolution:"))
+    assert lines[i + 1].startswith("tightness ceiling: ")
