@@ -158,8 +158,8 @@ def _tamper(name: str, run: Path, tmp: Path) -> None:
         _rewrite(led, lambda rows: [(a, e.replace("5.0", "0.5"), *rest) for a, e, *rest in rows])
     elif name == "state-only edit":
         _state_only_edit(led)
-    elif name == "swap":
-        other = _make_run(tmp / "other")
+    elif name == "swap":  # another run of the same owner (made beforehand when given)
+        other = tmp / "other" if (tmp / "other").is_dir() else _make_run(tmp / "other")
         shutil.copy(other / "ledger.sqlite", led)
     elif name == "metadata edit":
         _reseal_meta(led, budget=json.dumps({"epsilon": 100.0, "delta": 0.0, "method": "basic"}))
@@ -220,6 +220,8 @@ def test_without_the_key_what_the_docs_table_says(
     attack: str, run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     head = verify_run(run).ledger["chain_head"]
+    if attack == "swap":  # the owner's other run, written with the owner's key
+        _make_run(tmp_path / "other")
     _no_key(monkeypatch, tmp_path)
     clean = verify_run(run)
     assert clean.ok and not clean.authenticated
