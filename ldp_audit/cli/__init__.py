@@ -11,7 +11,8 @@ Exit codes (the same for every subcommand; :data:`EXIT_CODES`):
 2     usage or input error (bad option, bad value, bad file or run directory, budget exceeded)
 3     internal error (a bug in ldp-audit: please report it with the traceback printed)
 4     no violation found, but the evidence is not authenticated: read without a ledger key, or
-      unverified and read with --allow-unverified (report, budget --verify); not a clean pass
+      unverified and read with --allow-unverified (report, budget, attack --run-dir); not a
+      clean pass
 130   interrupted (Ctrl-C / SIGINT); what was written so far is consistent (see docs)
 143   terminated (SIGTERM), handled like Ctrl-C
 ====  =====================================================================================

@@ -156,6 +156,20 @@ def _check_evidence(args: argparse.Namespace) -> Any:
     return res
 
 
+def verdict_code(args: argparse.Namespace, violation: bool) -> int:
+    """The exit code of an attack's verdict: 1 on a violation; 4 (``EXIT_UNAUTHENTICATED``)
+    when ``--run-dir``'s evidence was read unauthenticated or with ``--allow-unverified``;
+    else 0."""
+    from ldp_audit.cli import EXIT_OK, EXIT_UNAUTHENTICATED, EXIT_VIOLATION
+
+    if violation:
+        return EXIT_VIOLATION
+    res = getattr(args, "_evidence", None)
+    if res is not None and res.evidence != "authenticated":
+        return EXIT_UNAUTHENTICATED
+    return EXIT_OK
+
+
 def _with_evidence(d: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     res = getattr(args, "_evidence", None)
     if res is None:
@@ -382,8 +396,16 @@ def _emit(args: argparse.Namespace, result: Any, info: dict[str, Any] | None = N
     if args.json:
         print(json.dumps(to_jsonable(d), indent=1, allow_nan=False))
     else:
-        print(result.summary())
-    return 1 if result.violation else 0
+        print(_evidence_tag(args) + result.summary())
+    return verdict_code(args, bool(result.violation))
+
+
+def _evidence_tag(args: argparse.Namespace) -> str:
+    """What an attack's verdict line starts with when ``--run-dir`` was not authenticated."""
+    res = getattr(args, "_evidence", None)
+    if res is None or res.evidence == "authenticated":
+        return ""
+    return f"[{res.evidence.upper()} EVIDENCE] "
 
 
 def _plot(result: Any, path: str) -> None:

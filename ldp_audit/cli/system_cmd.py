@@ -302,7 +302,7 @@ def _artifact_name(attack: str) -> str:
 
 def _generic_attack(args: argparse.Namespace) -> int:
     from ldp_audit.cli._types import check_not_inside_run, show_progress
-    from ldp_audit.cli.attack_cmd import _check_evidence, _with_evidence
+    from ldp_audit.cli.attack_cmd import _check_evidence, _with_evidence, verdict_code
     from ldp_audit.rundir import check_new_file, to_jsonable, write_artifact
 
     name = args.attack_name
@@ -328,7 +328,7 @@ def _generic_attack(args: argparse.Namespace) -> int:
         print(json.dumps(d, indent=1, allow_nan=False))
     else:
         print(res.summary())
-    return 1 if res.violation else 0
+    return verdict_code(args, bool(res.violation))
 
 
 # ----------------------------------------------------------------------------------------------

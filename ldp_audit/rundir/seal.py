@@ -221,9 +221,12 @@ def check_analyses(
         notes.append(f"{run / INDEX}: its MACs cannot be checked (this process has no ledger key)")
     present = _analysis_files(run)
     sealed: dict[str, str] = {}
+    finished = (run / "manifest.json").is_file()
     for name in present:
         if name not in latest:
-            if name in listed:  # written before the run finished: the manifest covers it
+            # written before the run finished: the manifest covers it; a run without a
+            # manifest cannot seal anything (and is refused for that already)
+            if name in listed or not finished:
                 continue
             problems.append(
                 f"{run / name} is not sealed (no entry in {INDEX}): an analysis file the "
