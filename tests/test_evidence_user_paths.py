@@ -80,3 +80,15 @@ def test_a_sweep_never_writes_into_a_run(tmp_path, capsys) -> None:
     assert "is a run directory" in capsys.readouterr().err
     assert sorted(p.name for p in path.iterdir()) == before
     assert verify_run(path).ok
+
+
+def test_a_config_json_cannot_hold_is_refused_before_the_folder_is_made(tmp_path) -> None:
+    """The one that left an empty run directory behind (and a raw TypeError)."""
+    with pytest.raises(InvalidParameterError, match="must hold JSON values"):
+        open_run(
+            tmp_path / "r",
+            system="s",
+            mechanism=Laplace(epsilon=1.0, clip=1.0),
+            config={"lr": object()},
+        )
+    assert not (tmp_path / "r").exists()

@@ -7,6 +7,7 @@ sealed manifest last; :func:`write_artifact` adds a named artefact to a finished
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import platform
 import shutil
 from collections.abc import Mapping
@@ -143,6 +144,13 @@ class RunWriter:
         }
         if extra:
             cfg_doc.update(to_jsonable(dict(extra)))
+        try:  # before the folder is made: a value JSON cannot hold leaves nothing behind
+            json.dumps(cfg_doc, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise InvalidParameterError(
+                f"config, mechanism and extra must hold JSON values (numbers, strings, lists, "
+                f"dicts), got {exc}"
+            ) from None
         if mode == "resume":
             self._prepare_resume(cfg_doc)
         else:
