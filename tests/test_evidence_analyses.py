@@ -316,3 +316,16 @@ def test_the_tamper_table_rows_for_analyses_without_the_key(
     monkeypatch.undo()  # even the key does not see a rollback of the analyses ...
     assert verify_run(run).ok
     assert not verify_run(run, expect_root=root).ok  # ... the published root does
+
+
+def test_an_unsealed_older_report_does_not_block_a_new_one(run: Path, capsys) -> None:
+    """A report folder written before reports were sealed is noted, not refused (no verdict
+    reads it), so `report RUN --overwrite` can replace it; the new one is sealed."""
+    (run / "report").mkdir()
+    (run / "report" / "report.json").write_text("{}")
+    (run / "report" / "index.html").write_text("<html></html>")
+    res = verify_run(run)
+    assert res.ok and any("report.json is not sealed" in n for n in res.notes)
+    assert main(["report", str(run), "--overwrite"]) == 1  # the sealed audit's violation
+    names = [e["name"] for e in json.loads((run / INDEX).read_text())["entries"]]
+    assert "report/report.json" in names and verify_run(run).ok

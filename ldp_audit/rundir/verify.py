@@ -100,7 +100,8 @@ class VerifyResult:
             return f"UNVERIFIED: {self.problems[0]}{more}"
         auth = "authenticated" if self.authenticated else "UNAUTHENTICATED"
         led = self.ledger or {}
-        sealed = f", {len(self.analyses)} sealed analysis files" if self.analyses else ""
+        n = len(self.analyses)
+        sealed = f", {n} sealed analysis file{'s' if n != 1 else ''}" if n else ""
         return (
             f"verified ({auth}): every file matches manifest.json; ledger.sqlite "
             f"{led.get('rows')} charges, chain head {led.get('chain_head')}{sealed}; "
