@@ -17,7 +17,7 @@ Exit codes (the same for every subcommand; :data:`EXIT_CODES`):
 143   terminated (SIGTERM), handled like Ctrl-C
 ====  =====================================================================================
 
-No raw traceback reaches a user for 0-2 and 130; for 3 the traceback is printed after a one-line
+No raw traceback reaches a user for 0-2, 4 and 130; for 3 the traceback is printed after a one-line
 summary, since it is a bug report. ``--json`` output goes to stdout; errors always go to stderr.
 """
 
