@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from ldp_audit.accountant import Accountant, Budget, LaplaceEvent, Ledger
+from ldp_audit.accountant.keys import load_key
 from ldp_audit.cli import EXIT_UNAUTHENTICATED, main
 from ldp_audit.rundir import (
     RunWriter,
@@ -329,3 +330,47 @@ def test_an_unsealed_older_report_does_not_block_a_new_one(run: Path, capsys) ->
     assert main(["report", str(run), "--overwrite"]) == 1  # the sealed audit's violation
     names = [e["name"] for e in json.loads((run / INDEX).read_text())["entries"]]
     assert "report/report.json" in names and verify_run(run).ok
+
+
+def test_an_extra_analysis_must_be_sealed_for_the_run(tmp_path: Path, capsys) -> None:
+    """An attack's --out FILE read by `report RUN FILE` is evidence too: sealed by the toolkit
+    for that run (a 'seal' under the ledger key and the run's manifest), else refused."""
+    from ldp_audit.rundir.seal import check_document_seal, seal_document
+    from tests.test_report_fixtures import GOOD_ATTACK
+
+    run = _make_run(tmp_path / "run")
+    sealed = tmp_path / "attack.json"
+    sealed.write_text(json.dumps(seal_document(dict(GOOD_ATTACK), run)))
+    assert main(["report", str(run), str(sealed), "-o", str(tmp_path / "r1")]) == 0
+    capsys.readouterr()
+    by_hand = tmp_path / "by-hand.json"
+    by_hand.write_text(json.dumps(GOOD_ATTACK))
+    assert main(["report", str(run), str(by_hand), "-o", str(tmp_path / "r2")]) == 2
+    assert "by-hand.json" in capsys.readouterr().err and not (tmp_path / "r2").exists()
+    argv = ["report", str(run), str(by_hand), "-o", str(tmp_path / "r3"), "--allow-unverified"]
+    assert main(argv) == EXIT_UNAUTHENTICATED
+    verdict = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("verdict"))
+    assert "UNVERIFIED EVIDENCE" in verdict
+    # an edited sealed result, and one sealed for another run
+    doc = json.loads(sealed.read_text())
+    doc["accuracy"] = 0.34
+    sealed.write_text(json.dumps(doc))
+    assert check_document_seal(doc, run, load_key())[0] == "forged"
+    assert main(["report", str(run), str(sealed), "-o", str(tmp_path / "r4")]) == 2
+    other = _make_run(tmp_path / "other")
+    doc = seal_document(dict(GOOD_ATTACK), other)
+    assert check_document_seal(doc, run, load_key())[0] == "unsealed"
+    assert check_document_seal(doc, other, load_key())[0] == "sealed"
+
+
+def test_another_runs_sealed_artefact_is_a_sealed_extra(run: Path, tmp_path: Path) -> None:
+    """`report RUN OTHER_RUN` (docs/frd.md reports two runs at once): the other run's own
+    artefacts are sealed in its analyses.json, and read as such; edited, they are refused."""
+    other = _make_run(tmp_path / "other")
+    write_artifact(other, "audit.json", [dict(VIOLATION, violation=False, epsilon_lower_bound=1.0)])
+    (run / "audit.json").unlink()
+    index = json.loads((run / INDEX).read_text())
+    (run / INDEX).write_text(json.dumps({**index, "entries": []}))
+    assert main(["report", str(run), str(other), "-o", str(tmp_path / "r1")]) == 0
+    _edit_audit(other)
+    assert main(["report", str(run), str(other), "-o", str(tmp_path / "r2")]) == 2

@@ -390,7 +390,12 @@ def _emit(args: argparse.Namespace, result: Any, info: dict[str, Any] | None = N
             k: v for k, v in info.items() if k in ("theta", "source", "chosen")
         }
     if args.out:
-        Path(args.out).write_text(json.dumps(to_jsonable(d), indent=1, allow_nan=False))
+        doc = to_jsonable(d)
+        if getattr(args, "run_dir", None):  # about a run: sealed for it (report RUN FILE)
+            from ldp_audit.rundir.seal import seal_document
+
+            doc = seal_document(doc, args.run_dir)
+        Path(args.out).write_text(json.dumps(doc, indent=1, allow_nan=False))
     if args.plot:
         _plot(result, args.plot)
     if args.json:

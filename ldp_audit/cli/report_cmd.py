@@ -168,7 +168,10 @@ def _report(args: argparse.Namespace) -> int:
         allow_unverified=args.allow_unverified,
         expect_root=args.expect_root,
     )
+    extras = _check_extras(args)  # analyses read from outside the run: sealed for it?
     banner = unverified_banner(checked)  # unverified or unauthenticated: said first
+    if banner is None and extras:
+        banner = f"UNVERIFIED EVIDENCE (read with --allow-unverified): {extras[0]}"
     if banner is not None:
         print(banner, file=sys.stderr if args.json else sys.stdout, flush=True)
     out = Path(args.run_dir) / "report" if args.out_dir is None else Path(args.out_dir)
@@ -191,7 +194,7 @@ def _report(args: argparse.Namespace) -> int:
 
     # the evidence the verdict rests on, as checked before it was read (the stricter of that
     # and the model's own check)
-    evidence = checked.evidence
+    evidence = "unverified" if extras else checked.evidence
     if verdict.get("evidence") == "unverified" or (
         evidence == "authenticated" and verdict.get("evidence") == "unauthenticated"
     ):
@@ -227,6 +230,72 @@ def _report(args: argparse.Namespace) -> int:
             f"and check it later with --expect-root)"
         )
     return code
+
+
+def _check_extras(args: argparse.Namespace) -> list[str]:
+    """Every EXTRA analysis must be sealed by the toolkit for this run (an attack's ``--out``
+    carries a seal under the ledger key and the run's manifest): an unsealed or forged one is
+    refused (exit 2, naming it) unless ``--allow-unverified``; then the problems are returned
+    (the verdict is UNVERIFIED, exit 4). Without a key, a seal cannot be checked: the run is
+    read as unauthenticated already."""
+    if not args.extra:
+        return []
+    from ldp_audit.accountant.keys import load_key
+    from ldp_audit.errors import RunDirectoryError
+    from ldp_audit.rundir.seal import check_document_seal
+
+    files: list[Path] = []
+    for e in args.extra:
+        base = Path(e)
+        if base.is_dir():
+            files += sorted(f for f in base.glob("*.json") if f.is_file())
+        elif base.is_file():
+            files.append(base)
+    key = load_key(create=False)
+    problems = []
+    for f in files:
+        try:
+            doc = json.loads(f.read_text())
+        except (OSError, ValueError, UnicodeDecodeError):
+            continue  # the report's loader names an unreadable file
+        if not isinstance(doc, (dict, list)) or (
+            isinstance(doc, dict) and not ({"accuracy", "epsilon_lower_bound"} & set(doc))
+        ):
+            continue  # not an analysis (e.g. a report.json or config.json beside it)
+        if _sealed_in_its_run(f, key):  # another run's own artefact, sealed in its index
+            continue
+        state, why = check_document_seal(doc, args.run_dir, key)
+        if state in ("unsealed", "forged"):
+            problems.append(f"EXTRA {str(f)!r} is not sealed for this run: {why}")
+    if problems and not args.allow_unverified:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise RunDirectoryError(
+            f"{problems[0]}{more}. Refusing to read it; pass --allow-unverified to read it "
+            f"anyway (the verdict then says UNVERIFIED EVIDENCE, exit 4)"
+        )
+    return problems
+
+
+def _sealed_in_its_run(f: Path, key: Any) -> bool:
+    """``f`` is an artefact of another finished run (an EXTRA folder that is a run), sealed and
+    unchanged in that run's ``analyses.json`` (or hashed into its manifest)."""
+    from ldp_audit.errors import LdpAuditError
+    from ldp_audit.rundir import is_run_dir, verify_manifest
+    from ldp_audit.rundir.seal import check_analyses
+
+    run = f.parent
+    if not is_run_dir(run) or not (run / "manifest.json").is_file():
+        return False
+    try:
+        man = verify_manifest(run)
+        listed = set(json.loads((run / "manifest.json").read_text()).get("files", {}))
+        if f.name in listed:
+            return f.name not in man["changed"]
+        problems: list[str] = []
+        sealed, _ = check_analyses(run, key, listed, problems, [])
+    except (OSError, ValueError, AttributeError, LookupError, LdpAuditError):
+        return False
+    return f.name in sealed and not any(str(f) in p for p in problems)
 
 
 def _stage_line(name: str) -> None:

@@ -321,6 +321,9 @@ def _generic_attack(args: argparse.Namespace) -> int:
     res = scorer(rd.path, seed=args.seed, confidence=args.confidence, progress=show_progress(args))
     d = to_jsonable(_with_evidence(res.to_dict(), args))
     if args.out:
+        from ldp_audit.rundir.seal import seal_document
+
+        d = seal_document(d, rd.path)  # about this run: sealed for it (report RUN FILE)
         Path(args.out).write_text(json.dumps(d, indent=1, allow_nan=False))
     else:
         write_artifact(rd.path, target.name, d, overwrite=args.overwrite)

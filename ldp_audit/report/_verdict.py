@@ -270,9 +270,9 @@ def _verdict(model: dict[str, Any], system_claimed: list[str] | None = None) -> 
         (verified if lc["ok"] else not_verified).append(lc["words"])
     if run.get("extra"):
         not_verified.append(
-            f"Analyses read from outside the run ({', '.join(run['extra'])}) are not sealed: "
-            "nothing shows they are what the toolkit wrote (only the run's own audit.json and "
-            "attack_*.json are sealed in its analyses.json)."
+            f"Analyses read from outside the run ({', '.join(run['extra'])}) are not in the "
+            "run's analyses.json: `ldp-audit report` reads them only when the toolkit sealed "
+            "them for this run (an attack's --out) or with --allow-unverified."
         )
     if led.get("releases") == 0:
         not_verified.append("The run made no submissions: nothing was released or learned.")

@@ -39,7 +39,15 @@ from ldp_audit.errors import RunDirectoryError
 from ldp_audit.rundir.files import canonical_json, sha256_file, write_json_file
 from ldp_audit.rundir.paths import ANALYSES_INDEX, ARTIFACT_PATTERN
 
-__all__ = ["INDEX", "REPORT_FILES", "check_analyses", "run_root", "seal_analyses"]
+__all__ = [
+    "INDEX",
+    "REPORT_FILES",
+    "check_analyses",
+    "check_document_seal",
+    "run_root",
+    "seal_analyses",
+    "seal_document",
+]
 
 #: the run's index of sealed analysis files
 INDEX = ANALYSES_INDEX
@@ -270,3 +278,60 @@ def run_root(manifest_sha256: str | None, chain_head: str | None, sealed: dict[s
         }
     )
     return hashlib.sha256(_ROOT_LABEL + body.encode()).hexdigest()
+
+
+# ---- analyses written outside the run (an attack's --out FILE) -------------------------------
+
+_DOC_LABEL = b"ldp-audit analysis document v1|"
+
+
+def _doc_bytes(doc: dict[str, Any], manifest_sha256: str, key_id: str) -> bytes:
+    body = {k: v for k, v in doc.items() if k != "seal"}
+    return (
+        _DOC_LABEL
+        + canonical_json({"doc": body, "manifest": manifest_sha256, "key_id": key_id}).encode()
+    )
+
+
+def seal_document(doc: dict[str, Any], run_dir: Any) -> dict[str, Any]:
+    """``doc`` (a JSON object written outside the run, e.g. an attack's ``--out``) with a
+    ``"seal"``: the SHA-256 of the run's ``manifest.json`` it was computed from and an HMAC of
+    both under the ledger key, so that ``report RUN FILE`` can tell it is what the toolkit
+    wrote about that run. A run without manifest is not sealed against (returned unchanged)."""
+    from ldp_audit.accountant.keys import check_key_outside, load_key
+
+    run = Path(run_dir)
+    if not (run / "manifest.json").is_file() or not isinstance(doc, dict):
+        return doc
+    check_key_outside(run)
+    key = load_key(create=True)
+    assert key is not None  # load_key(create=True) returns a key or raises
+    man = _anchor(run)
+    body = {k: v for k, v in doc.items() if k != "seal"}
+    mac = key.mac(_doc_bytes(body, man, key.id)).hex()
+    return {**body, "seal": {"manifest": man, "key_id": key.id, "hmac": mac}}
+
+
+def check_document_seal(doc: Any, run_dir: Any, key: Any) -> tuple[str, str]:
+    """Whether an analysis read from outside the run was sealed by the toolkit for this run.
+
+    Returns:
+        ``(state, why)``: ``"sealed"`` (its MAC holds under ``key``, for this run's manifest),
+        ``"unchecked"`` (sealed for this run, but no key to check the MAC with),
+        ``"unsealed"`` (no seal, or a seal for another run) or ``"forged"`` (a seal this
+        process's key does not authenticate: another key id, or a MAC that does not hold).
+    """
+    seal = doc.get("seal") if isinstance(doc, dict) else None
+    if not isinstance(seal, dict):
+        return "unsealed", "it carries no seal (not written by the toolkit for this run)"
+    man = _anchor(Path(run_dir))
+    if seal.get("manifest") != man:
+        return "unsealed", "its seal is for another run (or an earlier manifest.json)"
+    if key is None:
+        return "unchecked", "this process has no ledger key to check its seal with"
+    if seal.get("key_id") != key.id:
+        return "forged", f"its seal is under key id {seal.get('key_id')}, not this key {key.id}"
+    want = key.mac(_doc_bytes(doc, man, key.id)).hex()
+    if not hmac.compare_digest(want, str(seal.get("hmac", ""))):
+        return "forged", "its seal's MAC does not hold (edited after the toolkit wrote it)"
+    return "sealed", ""
