@@ -141,6 +141,17 @@ class Run:
                 "mechanism=ldp_audit.mechanisms.NoPrivacy() (reports released as they are, "
                 "charged as non-private: epsilon inf in the ledger; docs/own-loop.md)"
             )
+        # every argument's type before any work (raw TypeError / ValueError never reach a user)
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+            raise InvalidParameterError(f"seed must be an int >= 0, got {seed!r}")
+        if config is not None and not isinstance(config, Mapping):
+            raise InvalidParameterError(
+                f"config must be a dict (or None), got {type(config).__name__}"
+            )
+        if private is not None and not isinstance(private, Mapping):
+            raise InvalidParameterError(
+                f"private must be a dict with name and values, got {type(private).__name__}"
+            )
         if not hasattr(mechanism, "privatize") or not hasattr(mechanism, "to_config"):
             raise InvalidParameterError(
                 "mechanism must be an ldp_audit.mechanisms mechanism (privatize, to_config), "
@@ -156,6 +167,7 @@ class Run:
         )
         check_new_dir(path, name="run_dir", overwrite=overwrite)  # before any work
         self.mechanism = mechanism
+        existed = Path(path).exists()
         self.writer = RunWriter(
             path,
             algorithm=ALGORITHM,
@@ -166,7 +178,15 @@ class Run:
             extra={"private_parameter": self.cfg.private_parameter, "system": system},
         )
         self.path = Path(self.writer.path)
-        self.accountant = Accountant(ledger=self.writer.open_ledger(), budget=budget)
+        try:
+            self.accountant = Accountant(ledger=self.writer.open_ledger(), budget=budget)
+        except BaseException:
+            if not existed:  # nothing was released: leave no half-made run behind
+                import shutil
+
+                shutil.rmtree(self.path, ignore_errors=True)
+            raise
+        self._dim: int | None = None
         self.rng = np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(1,)))
         self.transcript = Transcript()
         self._thetas: list[np.ndarray] = []
@@ -208,7 +228,20 @@ class Run:
             raise InvalidParameterError("the run is closed; open a new one")
         if isinstance(agent, bool) or not isinstance(agent, (int, np.integer)) or agent < 0:
             raise InvalidParameterError(f"agent must be an integer >= 0, got {agent!r}")
-        x = np.asarray(values, dtype=np.float64).reshape(1, -1)
+        try:
+            x = np.asarray(values, dtype=np.float64).reshape(1, -1)
+        except (TypeError, ValueError) as exc:
+            raise InvalidParameterError(
+                f"values must be an array of numbers (one report), got {type(values).__name__}: "
+                f"{exc}"
+            ) from None
+        if self._dim is not None and x.shape[1] != self._dim:
+            # refused before the charge: a transcript holds one report shape
+            raise InvalidParameterError(
+                f"values has {x.shape[1]} coordinates, but this run's reports have "
+                f"{self._dim} (its first release); every release of a run has one shape, and "
+                f"nothing was charged"
+            )
         if secret is not None and self.cfg.private_parameter is not None:
             if float(secret) not in self.cfg.private_parameter["values"]:
                 raise InvalidParameterError(
@@ -231,6 +264,7 @@ class Run:
         )
         self._secrets.append(math.nan if secret is None else float(secret))
         self._clean.append(x[0].copy())
+        self._dim = x.shape[1]
         self._n += 1
         return rel
 

@@ -365,10 +365,10 @@ def test_cli_report_writes_files_and_exit_codes(tmp_path: Path, capsys) -> None:
     with pytest.raises(RunDirectoryError, match="manifest.json is missing"):
         _cli(["report", str(run), "-o", str(tmp_path / "o")])
     argv = ["report", str(run), "-o", str(tmp_path / "o"), "--json", "--allow-unverified"]
-    assert _cli(argv) == 0
+    assert _cli(argv) == 4  # read, but not a clean pass (issue 38): exit 4, not 0
     captured = capsys.readouterr()
     out = json.loads(captured.out)
-    assert captured.err.startswith("UNVERIFIED EVIDENCE")
+    assert captured.err.startswith("UNVERIFIED EVIDENCE") and out["evidence"] == "unverified"
     assert out["verified"] is False and "manifest.json" in out["verification"]["problems"][0]
     assert Path(out["html"]).is_file() and Path(out["json"]).is_file()
     assert out["verdict"] == "partially verified"

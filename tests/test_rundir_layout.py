@@ -15,7 +15,7 @@ def test_every_file_is_small():
     pkg = Path(R.__file__).parent
     sizes = {f.name: len(f.read_text().splitlines()) for f in pkg.glob("*.py")}
     assert set(sizes) == {"__init__.py", "paths.py", "files.py", "writer.py", "reader.py",
-                          "verify.py"}  # fmt: skip
+                          "verify.py", "seal.py"}  # fmt: skip
     assert max(sizes.values()) <= 800, sizes
 
 
@@ -28,7 +28,7 @@ def test_public_names(name):
     "name,part",
     [
         ("_check_parent_writable", "paths"), ("_check_path_arg", "paths"),
-        ("_LEDGER_SIDE", "paths"), ("_sha256", "files"), ("_atomic_write", "files"),
+        ("_LEDGER_SIDE", "paths"), ("_write_npz_file", "files"), ("_atomic_write", "files"),
         ("_manifest_bytes", "files"), ("_seal_manifest", "writer"), ("_dir", "reader"),
         ("_check_anchor", "verify"),
     ],

@@ -30,11 +30,22 @@ from pathlib import Path
 
 from ldp_audit.errors import LedgerError
 
-__all__ = ["LedgerKey", "KeyFileError", "load_key", "default_key_path", "key_id"]
+__all__ = [
+    "LedgerKey",
+    "KeyFileError",
+    "load_key",
+    "default_key_path",
+    "key_id",
+    "key_file_path",
+    "check_key_outside",
+]
 
 ENV_KEY = "LDP_AUDIT_KEY"
 ENV_KEY_FILE = "LDP_AUDIT_KEY_FILE"
 _MIN_BYTES = 16
+#: the largest key file accepted (64 hex digits and a newline fit many times over); a larger
+#: file is refused, never cut
+MAX_KEY_FILE_BYTES = 4096
 
 
 class KeyFileError(LedgerError):
@@ -92,6 +103,13 @@ def default_key_path() -> Path:
 
 def _parse(text: str, source: str) -> bytes:
     t = text.strip()
+    if any(c.isspace() for c in t):
+        lines = len([ln for ln in t.splitlines() if ln.strip()])
+        what = f"{lines} lines" if lines > 1 else "white space inside the key"
+        raise KeyFileError(
+            f"the ledger key in {source} is malformed: it holds {what}; a key is one line of "
+            f"hex digits (64 for a new key), nothing else"
+        )
     try:
         key = bytes.fromhex(t)
     except ValueError:
@@ -120,9 +138,20 @@ def _read_file(path: Path) -> bytes:
             f"group or others may read or change it, so it authenticates nothing; run "
             f"`chmod 600 {path}` (and make a new key if others may have read it)"
         )
+    if st.st_size > MAX_KEY_FILE_BYTES:
+        raise KeyFileError(
+            f"the ledger key file {str(path)!r} is {st.st_size} bytes, over the limit of "
+            f"{MAX_KEY_FILE_BYTES}: a key file holds 64 hex digits and a newline; refusing it "
+            f"rather than reading part of it"
+        )
     try:
         with open(path, encoding="ascii") as fh:
-            text = fh.read(4096)
+            text = fh.read(MAX_KEY_FILE_BYTES + 1)
+        if len(text) > MAX_KEY_FILE_BYTES:  # grew since the stat
+            raise KeyFileError(
+                f"the ledger key file {str(path)!r} is over the limit of {MAX_KEY_FILE_BYTES} "
+                f"bytes; refusing it rather than reading part of it"
+            )
     except (OSError, UnicodeDecodeError) as exc:
         raise KeyFileError(f"cannot read the ledger key file {str(path)!r}: {exc}") from None
     return _parse(text, f"file {str(path)!r}")
@@ -148,6 +177,40 @@ def _create_file(path: Path) -> None:
                 os.unlink(tmp)
     except OSError as exc:
         raise KeyFileError(f"cannot create the ledger key file {str(path)!r}: {exc}") from None
+
+
+def key_file_path() -> Path | None:
+    """The key file this process reads (or a writer creates): ``LDP_AUDIT_KEY_FILE`` or the
+    default; None when ``LDP_AUDIT_KEY`` holds the key itself."""
+    text = os.environ.get(ENV_KEY)
+    if text is not None and text.strip():
+        return None
+    named = os.environ.get(ENV_KEY_FILE)
+    return Path(named) if named is not None and named.strip() else default_key_path()
+
+
+def check_key_outside(folder: str | os.PathLike[str], what: str = "the run directory") -> None:
+    """Refuse a key file inside ``folder`` (a run directory, or a ledger's folder): a run that
+    carries its own key authenticates nothing, since whoever can rewrite the run can read it.
+
+    Raises:
+        KeyFileError: the key file (existing or to be created) lies inside ``folder``.
+    """
+    path = key_file_path()
+    if path is None:
+        return
+    try:
+        key_abs = Path(os.path.realpath(path))
+        root = Path(os.path.realpath(folder))
+    except (OSError, ValueError):  # pragma: no cover - realpath does not raise on Linux
+        return
+    if key_abs == root or root in key_abs.parents:
+        raise KeyFileError(
+            f"the ledger key file {str(path)!r} is inside {what} {str(folder)!r}: the run "
+            f"would carry its own key, and a key beside the evidence authenticates nothing; "
+            f"keep the key outside every run (set {ENV_KEY_FILE} to a file elsewhere, e.g. "
+            f"the default {default_key_path()})"
+        )
 
 
 def load_key(*, create: bool = False) -> LedgerKey | None:

@@ -301,6 +301,24 @@ class SqliteStore(RowStore):
             else:
                 _sweep_stale_temps(p)
             self._check_file(p)
+        #: set when a read-only open found a hot journal (a writer killed inside a commit):
+        #: the committed state is read from a private rolled-back copy (say so in notes)
+        self.hot_journal_note: str | None = None
+        self._copy_dir: str | None = None
+        self._connect()
+        try:
+            with self.errors("open"):
+                self._identify()
+        except LedgerReadOnlyError:
+            self._conn.close()
+            if not (self.readonly and self._has_journal()):
+                raise
+            self._open_rolled_back_copy()
+        except BaseException:
+            self._conn.close()
+            raise
+
+    def _connect(self) -> None:
         try:
             if self.readonly:
                 uri = Path(self.path).resolve().as_uri() + "?mode=ro"
@@ -315,12 +333,54 @@ class SqliteStore(RowStore):
                 )  # fmt: skip
         except sqlite3.Error as exc:
             raise LedgerError(f"cannot open ledger {self.path!r}: {exc}") from exc
+
+    def _has_journal(self) -> bool:
+        j = Path(f"{self.path}-journal")
         try:
+            return j.is_file() and j.stat().st_size > 0
+        except OSError:
+            return False
+
+    def _open_rolled_back_copy(self) -> None:
+        """A read-only open met a hot journal (a writer killed inside a commit): only a writer
+        may roll it back in place, and a reader never writes. The ledger and its journal are
+        copied into a private folder, SQLite rolls the copy back to the committed state, and
+        that is what is read (every check of the ledger then runs on it)."""
+        import shutil
+        import tempfile
+
+        fix = (
+            f"open it once with write access to roll the journal back in place: `ldp-audit "
+            f"budget {self.path} --recover`"
+        )
+        tmp = tempfile.mkdtemp(prefix="ldp-audit-hot-journal-")
+        name = Path(self.path).name
+        try:
+            shutil.copyfile(self.path, Path(tmp) / name)
+            shutil.copyfile(f"{self.path}-journal", Path(tmp) / f"{name}-journal")
+            self._conn = sqlite3.connect(
+                str(Path(tmp) / name), timeout=self._timeout, isolation_level=None,
+                check_same_thread=False,
+            )  # fmt: skip
             with self.errors("open"):
-                self._identify()
-        except BaseException:
-            self._conn.close()
+                self._identify()  # the first read rolls the copy's hot journal back
+        except BaseException as exc:
+            with contextlib.suppress(Exception):
+                self._conn.close()
+            shutil.rmtree(tmp, ignore_errors=True)
+            if isinstance(exc, (LedgerError, OSError, sqlite3.Error)):
+                raise LedgerReadOnlyError(
+                    f"ledger {self.path!r} has a hot journal ({name}-journal: a writer was "
+                    f"killed inside a commit) and its committed state could not be read from a "
+                    f"copy ({exc}); {fix}"
+                ) from exc
             raise
+        self._copy_dir = tmp
+        self.hot_journal_note = (
+            f"{self.path} has a hot journal (a writer was killed inside a commit): the "
+            f"committed state was read from a rolled-back copy, the file itself is unchanged; "
+            f"{fix}"
+        )
 
     def _check_file(self, p: Path) -> None:
         try:
@@ -466,6 +526,11 @@ class SqliteStore(RowStore):
             self._conn.close()
         except sqlite3.Error:  # pragma: no cover
             pass
+        if self._copy_dir is not None:
+            import shutil
+
+            shutil.rmtree(self._copy_dir, ignore_errors=True)
+            self._copy_dir = None
 
     # ---- transactions ------------------------------------------------------------------------
 

@@ -10,11 +10,14 @@ Exit codes (the same for every subcommand; :data:`EXIT_CODES`):
 1     a privacy violation was found (audit, attack, report, demo)
 2     usage or input error (bad option, bad value, bad file or run directory, budget exceeded)
 3     internal error (a bug in ldp-audit: please report it with the traceback printed)
+4     no violation found, but the evidence is not authenticated: read without a ledger key, or
+      unverified and read with --allow-unverified (report, budget, attack --run-dir); not a
+      clean pass
 130   interrupted (Ctrl-C / SIGINT); what was written so far is consistent (see docs)
 143   terminated (SIGTERM), handled like Ctrl-C
 ====  =====================================================================================
 
-No raw traceback reaches a user for 0-2 and 130; for 3 the traceback is printed after a one-line
+No raw traceback reaches a user for 0-2, 4 and 130; for 3 the traceback is printed after a one-line
 summary, since it is a bug report. ``--json`` output goes to stdout; errors always go to stderr.
 """
 
@@ -32,6 +35,7 @@ EXIT_OK = 0
 EXIT_VIOLATION = 1
 EXIT_USAGE = 2
 EXIT_INTERNAL = 3
+EXIT_UNAUTHENTICATED = 4
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
 
@@ -41,6 +45,8 @@ EXIT_CODES = {
     EXIT_VIOLATION: "privacy violation found",
     EXIT_USAGE: "usage or input error",
     EXIT_INTERNAL: "internal error (a bug: please report it)",
+    EXIT_UNAUTHENTICATED: "no violation found, but the evidence is unauthenticated or "
+    "unverified (not a clean pass)",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C)",
     EXIT_TERMINATED: "terminated (SIGTERM)",
 }

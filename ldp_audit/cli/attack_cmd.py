@@ -123,6 +123,13 @@ def _evidence_args(p: argparse.ArgumentParser) -> None:
         "published elsewhere)",
     )
     p.add_argument(
+        "--expect-root",
+        default=None,
+        metavar="HEX",
+        help="with --run-dir: the run as a whole (manifest, ledger head, sealed analysis "
+        "files) must have this root (printed by `budget RUN --verify` or `report`)",
+    )
+    p.add_argument(
         "--allow-unverified",
         action="store_true",
         help="with --run-dir: attack a run whose files do not match its manifest, or without "
@@ -141,14 +148,26 @@ def _check_evidence(args: argparse.Namespace) -> Any:
         expect_head=args.expect_head,
         allow_unverified=args.allow_unverified,
         name="--run-dir",
+        expect_root=getattr(args, "expect_root", None),
     )
-    banner = unverified_banner(res)
+    banner = unverified_banner(res)  # unverified or unauthenticated: said first
     if banner is not None:
         print(banner, file=sys.stderr if args.json else sys.stdout, flush=True)
-    elif not res.authenticated:  # verified, but nothing of it under this machine's key
-        why = "; ".join(res.notes)
-        print(f"note: the run's evidence is unauthenticated: {why}", file=sys.stderr)
     return res
+
+
+def verdict_code(args: argparse.Namespace, violation: bool) -> int:
+    """The exit code of an attack's verdict: 1 on a violation; 4 (``EXIT_UNAUTHENTICATED``)
+    when ``--run-dir``'s evidence was read unauthenticated or with ``--allow-unverified``;
+    else 0."""
+    from ldp_audit.cli import EXIT_OK, EXIT_UNAUTHENTICATED, EXIT_VIOLATION
+
+    if violation:
+        return EXIT_VIOLATION
+    res = getattr(args, "_evidence", None)
+    if res is not None and res.evidence != "authenticated":
+        return EXIT_UNAUTHENTICATED
+    return EXIT_OK
 
 
 def _with_evidence(d: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
@@ -318,9 +337,35 @@ def _theta(args: argparse.Namespace, rng: Any) -> tuple[Any, dict[str, Any]]:
     return broadcast_theta("init", rng)
 
 
+#: options that mean something only with --run-dir (a simulated attack reads no run)
+_RUN_DIR_ONLY = (
+    ("env_module", "--env-module"),
+    ("simulator", "--simulator"),
+    ("allow_unverified", "--allow-unverified"),
+    ("expect_head", "--expect-head"),
+    ("expect_root", "--expect-root"),
+)
+
+
+def _check_run_dir_options(args: argparse.Namespace) -> None:
+    """Refuse an option that means nothing without ``--run-dir`` instead of ignoring it."""
+    if getattr(args, "run_dir", None) is not None:
+        return
+    given = [flag for dest, flag in _RUN_DIR_ONLY if getattr(args, dest, None) not in (None, False)]
+    if given:
+        from ldp_audit.errors import InvalidParameterError
+
+        raise InvalidParameterError(
+            f"{', '.join(given)} applies only with --run-dir (an attack on a run directory); "
+            f"this simulated attack reads no run"
+        )
+
+
 def _check_outputs(args: argparse.Namespace) -> None:
     """Every output path is checked before the attack runs."""
     from ldp_audit.rundir import check_new_file
+
+    _check_run_dir_options(args)
 
     if args.out:
         check_not_inside_run(args.out, "--out")
@@ -347,14 +392,27 @@ def _emit(args: argparse.Namespace, result: Any, info: dict[str, Any] | None = N
             k: v for k, v in info.items() if k in ("theta", "source", "chosen")
         }
     if args.out:
-        Path(args.out).write_text(json.dumps(to_jsonable(d), indent=1, allow_nan=False))
+        doc = to_jsonable(d)
+        if getattr(args, "run_dir", None):  # about a run: sealed for it (report RUN FILE)
+            from ldp_audit.rundir.seal import seal_document
+
+            doc = seal_document(doc, args.run_dir)
+        Path(args.out).write_text(json.dumps(doc, indent=1, allow_nan=False))
     if args.plot:
         _plot(result, args.plot)
     if args.json:
         print(json.dumps(to_jsonable(d), indent=1, allow_nan=False))
     else:
-        print(result.summary())
-    return 1 if result.violation else 0
+        print(_evidence_tag(args) + result.summary())
+    return verdict_code(args, bool(result.violation))
+
+
+def _evidence_tag(args: argparse.Namespace) -> str:
+    """What an attack's verdict line starts with when ``--run-dir`` was not authenticated."""
+    res = getattr(args, "_evidence", None)
+    if res is None or res.evidence == "authenticated":
+        return ""
+    return f"[{res.evidence.upper()} EVIDENCE] "
 
 
 def _plot(result: Any, path: str) -> None:
@@ -614,6 +672,15 @@ def _sweep(args: argparse.Namespace) -> int:
         check_workers(args.workers)  # before any work: far above the cores is refused
     if args.out is not None:
         check_not_inside_run(args.out, "--out")
+        from ldp_audit.rundir import is_run_dir
+
+        if is_run_dir(args.out):  # even with --overwrite: a sweep is no analysis of that run
+            from ldp_audit.errors import RunDirectoryError
+
+            raise RunDirectoryError(
+                f"--out {args.out!r} is a run directory: a run is evidence, and a sweep's "
+                f"results are not an analysis of it; choose a folder outside every run"
+            )
         check_creatable(args.out, "--out")
     from ldp_audit.attacks.sweep import REPORTS
     from ldp_audit.limits import Estimate, check_resources

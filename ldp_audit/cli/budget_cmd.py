@@ -9,10 +9,14 @@ refused untouched.
 
 ``--verify`` walks the whole hash chain and rebuilds every agent's state from the rows (exit 0
 and the chain head when it verifies; exit 2 with the first problem when not); on a run
-directory it also checks every file against ``manifest.json`` and the ledger against the anchor
-the manifest records (ledger id, row count, chain head). ``--expect-head HEX`` also checks that
-this copy extends a chain head recorded elsewhere (e.g. published with a report). Every output
-says whether the ledger was authenticated with the ledger key (docs/accountant.md, "The key").
+directory it also checks every file against ``manifest.json``, the ledger against the anchor
+the manifest records (ledger id, row count, chain head) and every analysis file against its
+seal (``analyses.json``), and prints the run's root. ``--expect-head HEX`` also checks that
+this copy extends a chain head recorded elsewhere (e.g. published with a report);
+``--expect-root HEX`` that the whole run has the root published. Every output says whether
+the ledger was authenticated with the ledger key (docs/accountant.md, "The key"): a process
+that holds a key refuses a ledger or run not authenticated by it (exit 2, unless
+``--allow-unverified``); without a key the exit code is 4, not 0.
 ``--delta`` defaults to the run's delta (``config.json``), else the delta of the budget the
 ledger records, else 0; the output names the one it used. ``--migrate-to NEW`` converts a
 schema-version-1 or -2 ledger into a new keyed file (the old one is kept).
@@ -100,6 +104,27 @@ def register(subparsers: Any) -> None:
         "elsewhere, e.g. with a report)",
     )
     p.add_argument(
+        "--expect-root",
+        default=None,
+        metavar="HEX",
+        help="with --verify on a run directory: the run as a whole (manifest, ledger head, "
+        "sealed analysis files) must have this root (printed by an earlier --verify or report)",
+    )
+    p.add_argument(
+        "--allow-unverified",
+        action="store_true",
+        help="read a ledger or run that this process's ledger key does not authenticate, or "
+        "(with --verify) a run that does not verify: exit 4 instead of 2, and the output says "
+        "so first",
+    )
+    p.add_argument(
+        "--recover",
+        action="store_true",
+        help="roll back a hot journal (LEDGER-journal left by a writer killed inside a "
+        "commit) in place: opens the ledger once with write access, charges nothing; readers "
+        "read the committed state without it, from a private copy",
+    )
+    p.add_argument(
         "--migrate-to",
         default=None,
         metavar="NEW",
@@ -172,6 +197,25 @@ def _run(args: argparse.Namespace) -> int:
     path = _ledger_path(args.ledger)
     if args.expect_head is not None and not args.verify:
         raise InvalidParameterError("--expect-head needs --verify")
+    if args.expect_root is not None and not (args.verify and Path(args.ledger).is_dir()):
+        raise InvalidParameterError(
+            "--expect-root needs --verify and a run directory (the root covers the whole run)"
+        )
+    if args.recover:
+        if args.verify or args.migrate_to is not None:
+            raise InvalidParameterError("--recover is used alone (then --verify the ledger)")
+        journal = Path(f"{path}-journal")
+        hot = journal.is_file() and journal.stat().st_size > 0
+        with Ledger(path, create=False) as led:  # a writer's open rolls a hot journal back
+            if led.readonly:
+                raise InvalidParameterError(
+                    f"--recover: ledger {str(path)!r} or its folder is not writable; a hot "
+                    f"journal can only be rolled back by its owner"
+                )
+            rows, head = len(led), led.chain_head()
+        what = "rolled back the hot journal" if hot else "no hot journal to roll back"
+        print(f"ledger {path}: {what}; {rows} charges, chain head {head}")
+        return 0
     if args.migrate_to is not None:
         new = migrate_v1(path, args.migrate_to)
         try:
@@ -182,7 +226,15 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     if args.verify and Path(args.ledger).is_dir():
         return _verify_run(args)
+    from ldp_audit.accountant.keys import check_key_outside
+
+    check_key_outside(path.parent, "the ledger's folder")  # a key beside the ledger
     ledger = Ledger(path, create=False, readonly=True)
+    try:
+        refused = _key_refusal(ledger, args.allow_unverified)
+    except BaseException:
+        ledger.close()
+        raise
     if args.verify:
         try:
             res = ledger.verify(expect_head=args.expect_head)
@@ -198,8 +250,10 @@ def _run(args: argparse.Namespace) -> int:
                 f"chain head {res['chain_head']}"
             )
             print(_auth_line(res["authenticated"], res["auth_note"], res["key_id"]))
+            if getattr(ledger.store, "hot_journal_note", None):
+                print(f"note: {ledger.store.hot_journal_note}")
             print("(a ledger file alone: pass the run directory to check it against its manifest)")
-        return 0
+        return _auth_code(res["authenticated"] and not refused)
     try:
         meta = ledger.meta()
         if args.delta is None:
@@ -255,6 +309,7 @@ def _run(args: argparse.Namespace) -> int:
             "authenticated": ledger.authenticated,
             "auth_note": ledger.auth_note,
             "key_id": ledger.key_id,
+            "storage_note": getattr(ledger.store, "hot_journal_note", None),
             "method": args.method,
             "budget": None if budget is None else budget.to_dict(),
             "central_budget": None if budgets["central"] is None else budgets["central"].to_dict(),
@@ -265,9 +320,43 @@ def _run(args: argparse.Namespace) -> int:
         ledger.close()
     if args.json:
         print(json.dumps(to_jsonable(out), indent=2, default=_json_default, allow_nan=False))
-        return 0
+        return _auth_code(out["authenticated"] and not refused)
     _print_text(out, args.limit)
-    return 0
+    return _auth_code(out["authenticated"] and not refused)
+
+
+def _auth_code(authenticated: bool) -> int:
+    """0 for authenticated evidence, 4 (``EXIT_UNAUTHENTICATED``) otherwise."""
+    from ldp_audit.cli import EXIT_OK, EXIT_UNAUTHENTICATED
+
+    return EXIT_OK if authenticated else EXIT_UNAUTHENTICATED
+
+
+def _key_refusal(ledger: Any, allow: bool) -> bool:
+    """A process that holds a ledger key refuses a ledger that key does not authenticate
+    (another or a made-up key id, a schema-2 ledger): ``LedgerError`` (exit 2) unless
+    ``allow`` (then True: the caller exits 4). False: authenticated, or no key at all."""
+    import sys
+
+    from ldp_audit.accountant.keys import load_key
+    from ldp_audit.errors import LedgerError
+
+    if ledger.authenticated:
+        return False
+    key = load_key(create=False)
+    if key is None:
+        return False
+    msg = (
+        f"ledger {ledger.path!r} is not authenticated by this process's ledger key {key.id} "
+        f"({key.source}): {ledger.auth_note}"
+    )
+    if not allow:
+        raise LedgerError(
+            f"{msg}. Evidence under another (or a made-up) key id is not a pass: read it with "
+            f"the key that wrote it, or pass --allow-unverified"
+        )
+    print(f"UNVERIFIED EVIDENCE (read with --allow-unverified): {msg}", file=sys.stderr)
+    return True
 
 
 def _auth_line(authenticated: bool, note: str, key_id: str | None) -> str:
@@ -282,7 +371,7 @@ def _verify_run(args: argparse.Namespace) -> int:
 
     from ldp_audit.rundir import verify_run
 
-    res = verify_run(args.ledger, args.expect_head)
+    res = verify_run(args.ledger, args.expect_head, expect_root=args.expect_root)
     if args.json:
         print(json.dumps(res.to_dict(), indent=2, default=_json_default, allow_nan=False))
     else:
@@ -292,8 +381,13 @@ def _verify_run(args: argparse.Namespace) -> int:
     if not res.ok:
         for problem in res.problems:
             print(f"ldp-audit: error: {problem}", file=sys.stderr)
-        return 2
-    return 0
+        if not args.allow_unverified:
+            return 2
+        print(
+            f"UNVERIFIED EVIDENCE (read with --allow-unverified): run root {res.root}",
+            file=sys.stderr,
+        )
+    return _auth_code(res.ok and res.authenticated)
 
 
 def _row(
@@ -327,6 +421,8 @@ def _print_text(out: dict, limit: int) -> None:
     print(f"ledger: {out['ledger']}  ({out['charges']} charges, {len(out['agents'])} agents)")
     print(f"chain head: {out['chain_head']}  (ldp-audit budget RUN --verify checks it all)")
     print(_auth_line(out["authenticated"], out["auth_note"], out["key_id"]))
+    if out.get("storage_note"):
+        print(f"note: {out['storage_note']}")
     print(f"delta = {out['delta']:g} ({out['delta_source']}), method = {out['method']}")
     if b is None:
         print("budget: none recorded (pass --budget EPS to see what is left)")

@@ -232,7 +232,10 @@ def _attack(args: argparse.Namespace) -> int:
     doc = to_attack_result(res, mech.to_config()).to_dict()
     doc["violation"] = violation
     if args.out is not None:
-        Path(args.out).write_text(json.dumps(doc, indent=1))
+        from ldp_audit.rundir.seal import seal_document
+
+        sealed = seal_document(to_jsonable(doc), args.run_dir)  # for report RUN FILE
+        Path(args.out).write_text(json.dumps(sealed, indent=1))
     else:
         write_artifact(args.run_dir, "attack_fedrl.json", doc, overwrite=args.overwrite)
     if args.json:

@@ -287,7 +287,10 @@ def _attack(args: argparse.Namespace) -> int:
         )
     d = res.to_dict()
     if args.out:
-        Path(args.out).write_text(json.dumps(to_jsonable(d), indent=1, allow_nan=False))
+        from ldp_audit.rundir.seal import seal_document
+
+        sealed = seal_document(to_jsonable(d), args.run_dir)  # for report RUN FILE
+        Path(args.out).write_text(json.dumps(sealed, indent=1, allow_nan=False))
     else:
         write_artifact(args.run_dir, "attack_dynamics.json", d, overwrite=True)
     if args.json:

@@ -5,10 +5,13 @@ and report.json; audits and attacks written elsewhere (an audit's ``--json`` out
 file, an attack's ``--out``) are read from the EXTRA folders or files. ``demo`` trains, audits,
 attacks and reports end to end on embedded defaults and prints where index.html is.
 
-Exit codes (``ldp_audit.cli``): 0 no violation found, 1 a privacy violation was found (the
-report's verdict), 2 usage or input error (bad run directory, output folder refused), 3 internal
-error, 130 interrupted. Progress goes to stderr; ``--json`` prints the written paths and the
-verdict as JSON on stdout (paths as strings, infinities as "inf").
+Exit codes (``ldp_audit.cli``): 0 no violation found in authenticated evidence, 1 a privacy
+violation was found (the report's verdict), 2 usage or input error (bad run directory, output
+folder refused, evidence that does not verify or is not authenticated by this process's key),
+3 internal error, 4 no violation found but the evidence is unauthenticated (no ledger key) or
+unverified (read with ``--allow-unverified``): the verdict line says which, 130 interrupted.
+Progress goes to stderr; ``--json`` prints the written paths, the verdict, the evidence it
+rests on and the run's root as JSON on stdout (paths as strings, infinities as "inf").
 """
 
 from __future__ import annotations
@@ -73,11 +76,20 @@ def register(subparsers: Any) -> None:
         "elsewhere); checked with the manifest before anything is read",
     )
     p.add_argument(
+        "--expect-root",
+        default=None,
+        metavar="HEX",
+        help="the run as a whole (manifest, ledger head, sealed analysis files) must have this "
+        "root, as printed by `budget RUN --verify` or an earlier report (an anchor published "
+        "elsewhere); checked before anything is read",
+    )
+    p.add_argument(
         "--allow-unverified",
         action="store_true",
-        help="report a run whose files do not match its manifest, or that has no manifest or "
-        "no ledger (refused by default, exit 2); the output then says so on its first line "
-        "and in its JSON",
+        help="report a run whose files do not match its manifest or its sealed analyses, that "
+        "has no manifest or no ledger, or that this process's key does not authenticate "
+        "(refused by default, exit 2); the verdict line then says UNVERIFIED and the exit "
+        "code is 4 (1 on a violation)",
     )
     p.set_defaults(func=_report)
 
@@ -151,14 +163,17 @@ def _report(args: argparse.Namespace) -> int:
 
     # evidence first: a run that does not match its manifest is refused (exit 2) by default
     checked = require_verified(
-        args.run_dir, expect_head=args.expect_head, allow_unverified=args.allow_unverified
+        args.run_dir,
+        expect_head=args.expect_head,
+        allow_unverified=args.allow_unverified,
+        expect_root=args.expect_root,
     )
-    banner = unverified_banner(checked)
+    extras = _check_extras(args)  # analyses read from outside the run: sealed for it?
+    banner = unverified_banner(checked)  # unverified or unauthenticated: said first
+    if banner is None and extras:
+        banner = f"UNVERIFIED EVIDENCE (read with --allow-unverified): {extras[0]}"
     if banner is not None:
         print(banner, file=sys.stderr if args.json else sys.stdout, flush=True)
-    elif not checked.authenticated:  # verified, but nothing of it under this machine's key
-        why = "; ".join(checked.notes)
-        print(f"note: the run's evidence is unauthenticated: {why}", file=sys.stderr)
     out = Path(args.run_dir) / "report" if args.out_dir is None else Path(args.out_dir)
     # errors name what the user gave: --out, or the default folder they never typed
     name = "--out" if args.out_dir is not None else "the default report folder"
@@ -183,22 +198,112 @@ def _report(args: argparse.Namespace) -> int:
     if args.screenshot:
         _screenshot(paths)
     verdict = report.model["verdict"]
+    from ldp_audit.cli import EXIT_OK, EXIT_UNAUTHENTICATED, EXIT_VIOLATION
+
+    # the evidence the verdict rests on, as checked before it was read (the stricter of that
+    # and the model's own check)
+    evidence = "unverified" if extras else checked.evidence
+    if verdict.get("evidence") == "unverified" or (
+        evidence == "authenticated" and verdict.get("evidence") == "unauthenticated"
+    ):
+        evidence = verdict["evidence"]
+    tag = {
+        "authenticated": "",
+        "unauthenticated": " [UNAUTHENTICATED EVIDENCE: no ledger key checked it]",
+        "unverified": " [UNVERIFIED EVIDENCE: read with --allow-unverified]",
+    }[evidence]
+    if verdict["status"] == "violation":
+        code = EXIT_VIOLATION
+    else:
+        code = EXIT_OK if evidence == "authenticated" else EXIT_UNAUTHENTICATED
     if args.json:
         print(
             _paths_json(
                 paths,
                 verified=checked.ok,
+                evidence=evidence,
+                root=checked.root,
                 verification=checked.to_dict(),
                 verdict=verdict["status"],
                 headline=verdict["headline"],
             )
         )
     else:
-        print(f"verdict: {verdict['status'].upper()}. {verdict['headline']}")
+        print(f"verdict: {verdict['status'].upper()}{tag}. {verdict['headline']}")
         print(
             f"report written: {paths['html']} (also {paths['markdown'].name}, {paths['json'].name})"
         )
-    return 1 if verdict["status"] == "violation" else 0
+        print(
+            f"run root: {checked.root} (manifest, ledger head and sealed analyses; publish it "
+            f"and check it later with --expect-root)"
+        )
+    return code
+
+
+def _check_extras(args: argparse.Namespace) -> list[str]:
+    """Every EXTRA analysis must be sealed by the toolkit for this run (an attack's ``--out``
+    carries a seal under the ledger key and the run's manifest): an unsealed or forged one is
+    refused (exit 2, naming it) unless ``--allow-unverified``; then the problems are returned
+    (the verdict is UNVERIFIED, exit 4). Without a key, a seal cannot be checked: the run is
+    read as unauthenticated already."""
+    if not args.extra:
+        return []
+    from ldp_audit.accountant.keys import load_key
+    from ldp_audit.errors import RunDirectoryError
+    from ldp_audit.rundir.seal import check_document_seal
+
+    files: list[Path] = []
+    for e in args.extra:
+        base = Path(e)
+        if base.is_dir():
+            files += sorted(f for f in base.glob("*.json") if f.is_file())
+        elif base.is_file():
+            files.append(base)
+    key = load_key(create=False)
+    problems = []
+    for f in files:
+        try:
+            doc = json.loads(f.read_text())
+        except (OSError, ValueError, UnicodeDecodeError):
+            continue  # the report's loader names an unreadable file
+        if not isinstance(doc, (dict, list)) or (
+            isinstance(doc, dict) and not ({"accuracy", "epsilon_lower_bound"} & set(doc))
+        ):
+            continue  # not an analysis (e.g. a report.json or config.json beside it)
+        if _sealed_in_its_run(f, key):  # another run's own artefact, sealed in its index
+            continue
+        state, why = check_document_seal(doc, args.run_dir, key)
+        if state in ("unsealed", "forged"):
+            problems.append(f"EXTRA {str(f)!r} is not sealed for this run: {why}")
+    if problems and not args.allow_unverified:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise RunDirectoryError(
+            f"{problems[0]}{more}. Refusing to read it; pass --allow-unverified to read it "
+            f"anyway (the verdict then says UNVERIFIED EVIDENCE, exit 4)"
+        )
+    return problems
+
+
+def _sealed_in_its_run(f: Path, key: Any) -> bool:
+    """``f`` is an artefact of another finished run (an EXTRA folder that is a run), sealed and
+    unchanged in that run's ``analyses.json`` (or hashed into its manifest)."""
+    from ldp_audit.errors import LdpAuditError
+    from ldp_audit.rundir import is_run_dir, verify_manifest
+    from ldp_audit.rundir.seal import check_analyses
+
+    run = f.parent
+    if not is_run_dir(run) or not (run / "manifest.json").is_file():
+        return False
+    try:
+        man = verify_manifest(run)
+        listed = set(json.loads((run / "manifest.json").read_text()).get("files", {}))
+        if f.name in listed:
+            return f.name not in man["changed"]
+        problems: list[str] = []
+        sealed, _ = check_analyses(run, key, listed, problems, [])
+    except (OSError, ValueError, AttributeError, LookupError, LdpAuditError):
+        return False
+    return f.name in sealed and not any(str(f) in p for p in problems)
 
 
 def _stage_line(name: str) -> None:

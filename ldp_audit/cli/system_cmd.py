@@ -302,7 +302,7 @@ def _artifact_name(attack: str) -> str:
 
 def _generic_attack(args: argparse.Namespace) -> int:
     from ldp_audit.cli._types import check_not_inside_run, show_progress
-    from ldp_audit.cli.attack_cmd import _check_evidence, _with_evidence
+    from ldp_audit.cli.attack_cmd import _check_evidence, _with_evidence, verdict_code
     from ldp_audit.rundir import check_new_file, to_jsonable, write_artifact
 
     name = args.attack_name
@@ -321,6 +321,9 @@ def _generic_attack(args: argparse.Namespace) -> int:
     res = scorer(rd.path, seed=args.seed, confidence=args.confidence, progress=show_progress(args))
     d = to_jsonable(_with_evidence(res.to_dict(), args))
     if args.out:
+        from ldp_audit.rundir.seal import seal_document
+
+        d = seal_document(d, rd.path)  # about this run: sealed for it (report RUN FILE)
         Path(args.out).write_text(json.dumps(d, indent=1, allow_nan=False))
     else:
         write_artifact(rd.path, target.name, d, overwrite=args.overwrite)
@@ -328,7 +331,7 @@ def _generic_attack(args: argparse.Namespace) -> int:
         print(json.dumps(d, indent=1, allow_nan=False))
     else:
         print(res.summary())
-    return 1 if res.violation else 0
+    return verdict_code(args, bool(res.violation))
 
 
 # ----------------------------------------------------------------------------------------------

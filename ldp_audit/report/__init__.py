@@ -77,7 +77,8 @@ class Report:
         """Write ``index.html``, ``report.md``, ``report.json`` and ``figures/*.png``.
 
         ``out_dir`` must not exist or be empty; an earlier report there is replaced only with
-        ``overwrite=True`` (never merged: stale figures are removed).
+        ``overwrite=True`` (never merged: stale figures are removed). Written into a finished
+        run's ``report`` folder, its three files are sealed in the run's ``analyses.json``.
 
         Returns:
             ``{"html": ..., "markdown": ..., "json": ..., "figures": ...}`` paths.
@@ -100,6 +101,11 @@ class Report:
         paths["html"].write_text(self.to_html(), encoding="utf-8")
         paths["markdown"].write_text(self.to_markdown("figures"), encoding="utf-8")
         paths["json"].write_text(self.to_json() + "\n", encoding="utf-8")
+        from ldp_audit.rundir import is_run_dir
+        from ldp_audit.rundir.seal import REPORT_FILES, seal_analyses
+
+        if out.name == "report" and is_run_dir(out.parent):  # the run's own report folder:
+            seal_analyses(out.parent, REPORT_FILES)  # sealed like every analysis of the run
         return paths
 
 

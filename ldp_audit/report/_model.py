@@ -150,9 +150,12 @@ def _ledger_check(run: RunData) -> dict[str, Any] | None:
             if auth
             else "unauthenticated: " + "; ".join(getattr(res, "notes", []) or ["no key"])
         )
+        root = getattr(res, "root", None)
         words = (
             f"The run matches its manifest and the ledger is the one it anchors "
-            f"({led.get('rows')} charges, chain head {led.get('chain_head')}); {how}."
+            f"({led.get('rows')} charges, chain head {led.get('chain_head')})"
+            + (f"; run root {root} (manifest, ledger head, sealed analyses)" if root else "")
+            + f"; {how}."
         )
     else:
         probs = list(getattr(res, "problems", []) or ["not recorded"])

@@ -261,6 +261,8 @@ def render_html(model: dict[str, Any], figures: dict[str, bytes]) -> str:
         f'<section id="verdict" class="verdict {cls}"><div class="head">Verdict: '
         f"{html.escape(v['status'])}. {html.escape(v['headline'])}</div>",
     ]
+    if v.get("evidence_words"):
+        p.append(f'<div class="head bad">{html.escape(v["evidence_words"])}</div>')
     for title, key in _VERDICT_HEADS:
         if key == "violations" and not v.get(key):
             continue
@@ -391,6 +393,8 @@ def render_markdown(model: dict[str, Any], figure_files: dict[str, str]) -> str:
         f"**Verdict: {v['status']}.** {v['headline']}",
         "",
     ]
+    if v.get("evidence_words"):
+        out[-1:-1] = [f"**{v['evidence_words']}**", ""]
     for title, key in _VERDICT_HEADS:
         items = v.get(key, [])
         if key == "violations" and not items:

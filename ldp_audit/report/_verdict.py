@@ -121,6 +121,24 @@ def _one_run_statements(o: dict[str, Any], violations: list[str], verified: list
     )
 
 
+def _evidence(lc: dict[str, Any] | None) -> tuple[str, str]:
+    """What the verdict rests on: ``"authenticated"`` (the run verified against its manifest,
+    every MAC checked with this process's key), ``"unauthenticated"`` (verified, no key) or
+    ``"unverified"`` (a problem: read with --allow-unverified), and the words the verdict line
+    carries (empty when authenticated)."""
+    if lc is None:
+        return "unverified", "UNVERIFIED EVIDENCE: the run could not be checked."
+    if not lc.get("ok"):
+        return "unverified", lc.get("words") or "UNVERIFIED EVIDENCE."
+    if not lc.get("authenticated"):
+        return (
+            "unauthenticated",
+            "UNAUTHENTICATED EVIDENCE: no ledger key checked this run's MACs, so anyone who "
+            "can write the run could have written this verdict.",
+        )
+    return "authenticated", ""
+
+
 def _verdict(model: dict[str, Any], system_claimed: list[str] | None = None) -> dict[str, Any]:
     led, aud, att = model["ledger"], model["audits"], model["attacks"]
     run = model["run"]
@@ -250,6 +268,12 @@ def _verdict(model: dict[str, Any], system_claimed: list[str] | None = None) -> 
     if st.get("ledger_check"):
         lc = st["ledger_check"]
         (verified if lc["ok"] else not_verified).append(lc["words"])
+    if run.get("extra"):
+        not_verified.append(
+            f"Analyses read from outside the run ({', '.join(run['extra'])}) are not in the "
+            "run's analyses.json: `ldp-audit report` reads them only when the toolkit sealed "
+            "them for this run (an attack's --out) or with --allow-unverified."
+        )
     if led.get("releases") == 0:
         not_verified.append("The run made no submissions: nothing was released or learned.")
     if led["uncharged_agents"]:
@@ -359,9 +383,12 @@ def _verdict(model: dict[str, Any], system_claimed: list[str] | None = None) -> 
     else:
         status = "partially verified"
         headline = "Claims not contradicted, but parts were not checked (see below)."
+    evidence, evidence_words = _evidence(st.get("ledger_check"))
     return {
         "status": status,
         "headline": headline,
+        "evidence": evidence,
+        "evidence_words": evidence_words,
         "protection": the.get("protection"),
         "violations": violations,
         "claimed": claimed,

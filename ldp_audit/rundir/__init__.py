@@ -28,7 +28,9 @@ overwritten.
 **Where things are**: ``paths`` (the output-path checks, the names of a run's files),
 ``files`` (the JSON convention, atomic writes, hashes), ``writer`` (:class:`RunWriter`,
 :func:`write_artifact`), ``reader`` (the plain readers and :class:`RunDir`, the one typed
-reader), ``verify`` (a run checked against its manifest). Every name is re-exported here.
+reader), ``verify`` (a run checked against its manifest), ``seal`` (analysis files sealed in
+``analyses.json`` when written, and the run's one root, :func:`run_root`). Every name is
+re-exported here.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from typing import Any
 
 from ldp_audit.rundir.files import json_number, to_jsonable
 from ldp_audit.rundir.paths import (
+    ANALYSES_INDEX,
     ARTIFACT_PATTERN,
     RUN_FILES,
     check_new_dir,
@@ -46,6 +49,7 @@ from ldp_audit.rundir.paths import (
     is_run_dir,
 )
 from ldp_audit.rundir.reader import RunDir, read_config, read_json, read_manifest, read_npz
+from ldp_audit.rundir.seal import check_analyses, run_root, seal_analyses
 from ldp_audit.rundir.verify import (
     VerifyResult,
     require_verified,
@@ -58,6 +62,10 @@ from ldp_audit.rundir.writer import RunWriter, versions, write_artifact
 __all__ = [
     "RUN_FILES",
     "ARTIFACT_PATTERN",
+    "ANALYSES_INDEX",
+    "seal_analyses",
+    "check_analyses",
+    "run_root",
     "RunWriter",
     "check_new_dir",
     "check_new_file",
@@ -82,7 +90,7 @@ __all__ = [
 
 #: the files of the package (``ldp_audit.rundir`` was one module; its private names stay
 #: readable from here through :func:`__getattr__`).
-_PARTS = ("paths", "files", "writer", "reader", "verify")
+_PARTS = ("paths", "files", "writer", "reader", "verify", "seal")
 
 
 def __getattr__(name: str) -> Any:

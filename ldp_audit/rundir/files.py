@@ -20,7 +20,7 @@ import numpy as np
 
 from ldp_audit.errors import RunDirectoryError
 
-__all__ = ["json_number", "to_jsonable"]
+__all__ = ["canonical_json", "json_number", "sha256_file", "to_jsonable", "write_json_file"]
 
 
 def json_number(v: float) -> float | str | None:
@@ -57,7 +57,8 @@ def _dump(obj: Any) -> str:
     return json.dumps(to_jsonable(obj), indent=1, allow_nan=False)
 
 
-def _sha256(f: Path) -> str:
+def sha256_file(f: Path) -> str:
+    """SHA-256 (hex) of a run file (a FIFO or device is refused, never opened)."""
     from ldp_audit.limits import check_regular_file
 
     check_regular_file(f, "run file")  # a FIFO would block the hash
@@ -98,7 +99,8 @@ def _atomic_write(target: Path, write: Any, *, replace: bool = False) -> None:
     _fsync_dir(target.parent)
 
 
-def _write_json_file(target: Path, obj: Any, *, replace: bool = False) -> None:
+def write_json_file(target: Path, obj: Any, *, replace: bool = False) -> None:
+    """Write ``obj`` as JSON to ``target`` atomically (once, unless ``replace``)."""
     text = _dump(obj)
     _atomic_write(target, lambda t: t.write_text(text), replace=replace)
 
@@ -113,11 +115,12 @@ def _write_npz_file(target: Path, arrays: Mapping[str, Any], *, replace: bool = 
     _atomic_write(target, w, replace=replace)
 
 
-def _canonical(obj: Any) -> str:
+def canonical_json(obj: Any) -> str:
+    """Canonical JSON (sorted keys, the project convention) of what a MAC or hash covers."""
     return json.dumps(to_jsonable(obj), sort_keys=True)
 
 
 def _manifest_bytes(man: Mapping[str, Any]) -> bytes:
     """What a manifest's MAC covers: every key but ``"mac"``, canonical JSON."""
     body = {k: v for k, v in man.items() if k != "mac"}
-    return b"ldp-audit manifest v1|" + _canonical(body).encode()
+    return b"ldp-audit manifest v1|" + canonical_json(body).encode()

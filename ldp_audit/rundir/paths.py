@@ -17,6 +17,7 @@ from typing import Any
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 
 __all__ = [
+    "ANALYSES_INDEX",
     "ARTIFACT_PATTERN",
     "RUN_FILES",
     "check_new_dir",
@@ -39,6 +40,8 @@ RUN_FILES = (
 #: Named artefacts a reader may add to a finished run (with write_artifact).
 ARTIFACT_PATTERN = re.compile(r"^(audit|attack_[a-z0-9_\-]+)\.json$")
 _LEDGER_SIDE = ("ledger.sqlite-wal", "ledger.sqlite-shm", "ledger.sqlite-journal")
+#: the run's append-only index of sealed analysis files (ldp_audit.rundir.seal)
+ANALYSES_INDEX = "analyses.json"
 
 
 def is_run_dir(path: str | Path) -> bool:

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
-from ldp_audit.rundir.files import _manifest_bytes, _sha256, to_jsonable
-from ldp_audit.rundir.paths import _LEDGER_SIDE, _check_path_arg, is_run_dir
+from ldp_audit.rundir.files import _manifest_bytes, sha256_file, to_jsonable
+from ldp_audit.rundir.paths import _LEDGER_SIDE, ANALYSES_INDEX, _check_path_arg, is_run_dir
 from ldp_audit.rundir.reader import _dir, read_manifest
 
 __all__ = [
@@ -52,12 +52,12 @@ def verify_manifest(path: Any) -> dict[str, Any]:
             missing.append(name)
         else:
             try:  # a folder in a file's place, or an unreadable file: changed
-                same = f.is_file() and _sha256(f) == digest
+                same = f.is_file() and sha256_file(f) == digest
             except OSError:
                 same = False
             if not same:
                 changed.append(name)
-    listed = set(files) | {"manifest.json", "ledger.sqlite", *_LEDGER_SIDE}
+    listed = set(files) | {"manifest.json", "ledger.sqlite", ANALYSES_INDEX, *_LEDGER_SIDE}
     unlisted = sorted(f.name for f in p.iterdir() if f.is_file() and f.name not in listed)
     return {
         "status": man.get("status"),
@@ -85,6 +85,9 @@ class VerifyResult:
     anchor: dict[str, Any] | None
     ledger: dict[str, Any] | None
     expect_head: str | None = None
+    root: str | None = None
+    expect_root: str | None = None
+    analyses: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form (the report and every reader's ``--json`` carry it)."""
@@ -95,26 +98,58 @@ class VerifyResult:
         if not self.ok:
             more = f" (and {len(self.problems) - 1} more)" if len(self.problems) > 1 else ""
             return f"UNVERIFIED: {self.problems[0]}{more}"
-        auth = "authenticated" if self.authenticated else "unauthenticated"
+        auth = "authenticated" if self.authenticated else "UNAUTHENTICATED"
         led = self.ledger or {}
+        n = len(self.analyses)
+        sealed = f", {n} sealed analysis file{'s' if n != 1 else ''}" if n else ""
         return (
             f"verified ({auth}): every file matches manifest.json; ledger.sqlite "
-            f"{led.get('rows')} charges, chain head {led.get('chain_head')}"
+            f"{led.get('rows')} charges, chain head {led.get('chain_head')}{sealed}; "
+            f"run root {self.root}"
         )
 
+    @property
+    def evidence(self) -> str:
+        """``"authenticated"`` (verified, every MAC checked with this process's key),
+        ``"unauthenticated"`` (verified, but no key to check the MACs with) or
+        ``"unverified"`` (a problem: read only with --allow-unverified)."""
+        if not self.ok:
+            return "unverified"
+        return "authenticated" if self.authenticated else "unauthenticated"
 
-def verify_run(path: Any, expect_head: str | None = None, *, full: bool = True) -> VerifyResult:
+
+def _hex64(value: Any, name: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not re.fullmatch(r"[0-9a-fA-F]{64}", value):
+        what = "chain head" if name == "expect_head" else "run root"
+        raise InvalidParameterError(f"{name} must be a 64-digit hex {what}, got {value!r}")
+    return value.lower()
+
+
+def verify_run(
+    path: Any,
+    expect_head: str | None = None,
+    *,
+    full: bool = True,
+    expect_root: str | None = None,
+) -> VerifyResult:
     """Check a run directory against its manifest before anything reads it (never writes).
 
     Checks: ``manifest.json`` exists and its MAC (under the ledger key) holds; every file it
     lists has its SHA-256; ``ledger.sqlite`` exists, verifies (``full``: the whole chain and
     every agent's state, else the checks on open) and is the ledger the manifest anchors (same
-    ledger id, row count and chain head); ``expect_head`` (an anchor published elsewhere) is a
-    head the ledger's chain passes through.
+    ledger id, row count and chain head); every analysis file is sealed in ``analyses.json``
+    and unchanged (:mod:`ldp_audit.rundir.seal`); ``expect_head`` (an anchor published
+    elsewhere) is a head the ledger's chain passes through; ``expect_root`` is the run's root
+    (:func:`ldp_audit.rundir.seal.run_root`) as it is now. When this process holds a ledger
+    key, evidence not authenticated by it (another key id, no MAC) is a problem; without a
+    key, the result is ``ok`` but not ``authenticated``.
 
     Args:
         path: the run directory.
         expect_head: 64 hex digits, or None.
+        expect_root: 64 hex digits, or None.
         full: walk the whole chain (linear in the rows; default) or only open the ledger.
 
     Returns:
@@ -123,23 +158,23 @@ def verify_run(path: Any, expect_head: str | None = None, *, full: bool = True) 
 
     Raises:
         RunDirectoryError: ``path`` is not a directory.
-        InvalidParameterError: ``expect_head`` is not 64 hex digits.
-        KeyFileError: the ledger key exists but is unusable (e.g. readable by others).
+        InvalidParameterError: ``expect_head`` or ``expect_root`` is not 64 hex digits.
+        KeyFileError: the ledger key exists but is unusable (e.g. readable by others), or its
+            file lies inside the run.
         RunDirectoryError: the run holds a FIFO, socket or device (never opened).
     """
-    from ldp_audit.accountant.keys import load_key
+    from ldp_audit.accountant.keys import check_key_outside, load_key
     from ldp_audit.accountant.ledger import Ledger
     from ldp_audit.errors import LedgerError
     from ldp_audit.limits import check_run_files
+    from ldp_audit.rundir.seal import check_analyses, run_root
 
     p = _dir(path)
     check_run_files(p, "run directory")  # before any file is opened (a FIFO would block)
-    if expect_head is not None:
-        if not isinstance(expect_head, str) or not re.fullmatch(r"[0-9a-fA-F]{64}", expect_head):
-            raise InvalidParameterError(
-                f"expect_head must be a 64-digit hex chain head, got {expect_head!r}"
-            )
-        expect_head = expect_head.lower()
+    expect_head = _hex64(expect_head, "expect_head")
+    expect_root = _hex64(expect_root, "expect_root")
+    check_key_outside(p)  # a run that carries its own key authenticates nothing
+    key = load_key(create=False)
     problems: list[str] = []
     notes: list[str] = []
     auth_manifest = False
@@ -166,14 +201,27 @@ def verify_run(path: Any, expect_head: str | None = None, *, full: bool = True) 
     anchor = None
     if man is not None:
         mac = man.get("mac")
-        key = load_key(create=False)
         if not isinstance(mac, dict):
-            notes.append("manifest.json carries no MAC (written before manifests were keyed)")
-        elif key is None or key.id != mac.get("key_id"):
+            (notes if key is None else problems).append(
+                f"{p / 'manifest.json'} carries no MAC (written before manifests were keyed)"
+                + (
+                    ""
+                    if key is None
+                    else f": not authenticated by this process's key {key.id}; pass "
+                    f"--allow-unverified to read it anyway"
+                )
+            )
+        elif key is None:
             notes.append(
-                f"manifest.json was sealed under key id {mac.get('key_id')}; "
-                + ("this process has no ledger key" if key is None else f"this key is {key.id}")
-                + ": its MAC cannot be checked"
+                f"manifest.json was sealed under key id {mac.get('key_id')}; this process has "
+                f"no ledger key: its MAC cannot be checked"
+            )
+        elif key.id != mac.get("key_id"):
+            problems.append(
+                f"{p / 'manifest.json'} was sealed under key id {mac.get('key_id')}, not this "
+                f"process's key {key.id} ({key.source}): evidence not authenticated by the key "
+                f"this reader holds (a rewritten run can carry any key id); read it with the "
+                f"key that wrote it, or pass --allow-unverified"
             )
         else:
             want = key.mac(_manifest_bytes(man)).hex()
@@ -212,9 +260,18 @@ def verify_run(path: Any, expect_head: str | None = None, *, full: bool = True) 
                 else:
                     led_res = {"authenticated": led.authenticated, "auth_note": led.auth_note}
                 led_res.update(led.anchor())
+                hot = getattr(led.store, "hot_journal_note", None)
+                if hot:  # a writer killed inside a commit: the committed state was read
+                    notes.append(hot)
                 auth_ledger = bool(led.authenticated)
                 if not led.authenticated:
-                    notes.append(f"{lp} is unauthenticated: {led.auth_note}")
+                    if key is None:
+                        notes.append(f"{lp} is unauthenticated: {led.auth_note}")
+                    else:
+                        problems.append(
+                            f"{lp} is not authenticated by this process's key {key.id}: "
+                            f"{led.auth_note}; pass --allow-unverified to read it anyway"
+                        )
                 if man is not None and led_res.get("schema_version", 0) >= 3:
                     # every manifest of a keyed ledger is sealed and anchors it: one without
                     # is a stripped one, never an old one
@@ -234,17 +291,36 @@ def verify_run(path: Any, expect_head: str | None = None, *, full: bool = True) 
                 led.close()
     if man is not None and "ledger" in man and man.get("ledger") is None and lp.is_file():
         problems.append(f"{lp} exists but manifest.json records that the run had no ledger")
+    listed = set(man.get("files", {})) if isinstance(man, dict) else set()
+    sealed, auth_analyses = check_analyses(p, key, listed, problems, notes)
+    man_sha = None
+    if (p / "manifest.json").is_file():
+        try:
+            man_sha = sha256_file(p / "manifest.json")
+        except (OSError, RunDirectoryError):
+            man_sha = None
+    head = (led_res or {}).get("chain_head")
+    root = run_root(man_sha, head if isinstance(head, str) else None, sealed)
+    if expect_root is not None and root != expect_root:
+        problems.append(
+            f"{p}: the run's root {root} is not the expected root {expect_root}: manifest.json, "
+            f"the ledger or a sealed analysis file differs from the run whose root was "
+            f"published (or an analysis was added since)"
+        )
     return VerifyResult(
         path=str(p),
         ok=not problems,
         problems=problems,
         notes=notes,
-        authenticated=auth_ledger and auth_manifest and not problems,
+        authenticated=auth_ledger and auth_manifest and auth_analyses and not problems,
         status=man_check.get("status") if man is not None else None,
         manifest=man_check,
         anchor=anchor,
         ledger=led_res,
         expect_head=expect_head,
+        root=root,
+        expect_root=expect_root,
+        analyses=sealed,
     )
 
 
@@ -254,6 +330,7 @@ def require_verified(
     expect_head: str | None = None,
     allow_unverified: bool = False,
     name: str = "RUN_DIR",
+    expect_root: str | None = None,
 ) -> VerifyResult:
     """:func:`verify_run`, refusing unverified evidence unless ``allow_unverified``.
 
@@ -275,7 +352,7 @@ def require_verified(
             + ("no config.json" if p.is_dir() else "not an existing directory")
             + ")"
         )
-    res = verify_run(p, expect_head)
+    res = verify_run(p, expect_head, expect_root=expect_root)
     if not res.ok and not allow_unverified:
         more = f" (and {len(res.problems) - 1} more problems)" if len(res.problems) > 1 else ""
         raise RunDirectoryError(
@@ -287,10 +364,14 @@ def require_verified(
 
 
 def unverified_banner(res: VerifyResult) -> str | None:
-    """The first line a reader prints when it reads unverified evidence (None: verified)."""
-    if res.ok:
-        return None
-    return f"UNVERIFIED EVIDENCE (read with --allow-unverified): {res.problems[0]}"
+    """The first line a reader prints when it reads unverified or unauthenticated evidence
+    (None: verified and authenticated)."""
+    if not res.ok:
+        return f"UNVERIFIED EVIDENCE (read with --allow-unverified): {res.problems[0]}"
+    if not res.authenticated:
+        why = "; ".join(res.notes) or "no ledger key in this process"
+        return f"UNAUTHENTICATED EVIDENCE (no ledger key checked it): {why}"
+    return None
 
 
 def _check_anchor(

@@ -7,6 +7,7 @@ sealed manifest last; :func:`write_artifact` adds a named artefact to a finished
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import platform
 import shutil
 from collections.abc import Mapping
@@ -17,12 +18,12 @@ import numpy as np
 
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 from ldp_audit.rundir.files import (
-    _canonical,
     _manifest_bytes,
-    _sha256,
-    _write_json_file,
     _write_npz_file,
+    canonical_json,
+    sha256_file,
     to_jsonable,
+    write_json_file,
 )
 from ldp_audit.rundir.paths import (
     _LEDGER_SIDE,
@@ -130,6 +131,9 @@ class RunWriter:
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
             raise InvalidParameterError(f"seed must be an int >= 0, got {seed!r}")
         self.path = _check_path_arg(path, "run_dir")
+        from ldp_audit.accountant.keys import check_key_outside
+
+        check_key_outside(self.path)  # the run must never carry its own key
         self.algorithm = algorithm
         self.mode = mode
         cfg_doc = {
@@ -140,6 +144,13 @@ class RunWriter:
         }
         if extra:
             cfg_doc.update(to_jsonable(dict(extra)))
+        try:  # before the folder is made: a value JSON cannot hold leaves nothing behind
+            json.dumps(cfg_doc, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise InvalidParameterError(
+                f"config, mechanism and extra must hold JSON values (numbers, strings, lists, "
+                f"dicts), got {exc}"
+            ) from None
         if mode == "resume":
             self._prepare_resume(cfg_doc)
         else:
@@ -150,7 +161,7 @@ class RunWriter:
             cfg_doc["versions"] = versions()
             cfg_doc["created"] = _dt.datetime.now(_dt.timezone.utc).isoformat()
             cfg_doc["status"] = "running"
-            _write_json_file(self.path / "config.json", cfg_doc)
+            write_json_file(self.path / "config.json", cfg_doc)
         self.config_doc = cfg_doc
         self._finished = False
 
@@ -164,18 +175,20 @@ class RunWriter:
         old = read_config(p)
         for key in ("algorithm", "config", "mechanism", "seed"):
             a, b = old.get(key), cfg_doc[key]
-            if _canonical(a) != _canonical(b):
+            if canonical_json(a) != canonical_json(b):
                 if isinstance(a, dict) and isinstance(b, dict):
                     diff = sorted(
-                        k for k in set(a) | set(b) if _canonical(a.get(k)) != _canonical(b.get(k))
+                        k
+                        for k in set(a) | set(b)
+                        if canonical_json(a.get(k)) != canonical_json(b.get(k))
                     )
                     what = ", ".join(
-                        f"{k}: {_canonical(a.get(k))[:60]} (run) vs "
-                        f"{_canonical(b.get(k))[:60]} (now)"
+                        f"{k}: {canonical_json(a.get(k))[:60]} (run) vs "
+                        f"{canonical_json(b.get(k))[:60]} (now)"
                         for k in diff[:8]
                     )
                 else:
-                    what = f"{_canonical(a)[:100]} (run) vs {_canonical(b)[:100]} (now)"
+                    what = f"{canonical_json(a)[:100]} (run) vs {canonical_json(b)[:100]} (now)"
                 raise RunDirectoryError(
                     f"--resume: the run in {str(p)!r} has a different {key} ({what}); resume "
                     f"needs the same algorithm, config and seed"
@@ -185,16 +198,23 @@ class RunWriter:
             raise RunDirectoryError(
                 f"--resume: the run in {str(p)!r} is complete; nothing to resume"
             )
-        # outputs of the interrupted attempt are superseded (the ledger is kept)
+        # outputs of the interrupted attempt are superseded (the ledger is kept), and so are
+        # the analyses of them sealed against its manifest
         for name in RUN_FILES:
             if name not in ("config.json", "ledger.sqlite"):
                 (p / name).unlink(missing_ok=True)
+        from ldp_audit.rundir.seal import INDEX
+
+        (p / INDEX).unlink(missing_ok=True)
+        for f in p.iterdir():
+            if f.is_file() and ARTIFACT_PATTERN.match(f.name):
+                f.unlink()
         cfg_doc.update({k: old[k] for k in ("versions", "created") if k in old})
         cfg_doc["resumed"] = list(old.get("resumed", [])) + [
             _dt.datetime.now(_dt.timezone.utc).isoformat()
         ]
         cfg_doc["status"] = "running"
-        _write_json_file(p / "config.json", cfg_doc, replace=True)
+        write_json_file(p / "config.json", cfg_doc, replace=True)
 
     @property
     def ledger_path(self) -> Path:
@@ -223,7 +243,7 @@ class RunWriter:
     def write_json(self, name: str, obj: Any) -> Path:
         """Write ``name`` (JSON, infinities as "inf") once, atomically."""
         t = self._target(name)
-        _write_json_file(t, obj)
+        write_json_file(t, obj)
         return t
 
     def write_npz(self, name: str, arrays: Mapping[str, Any]) -> Path:
@@ -247,11 +267,11 @@ class RunWriter:
             if f.is_file() and f.name not in ("manifest.json", "config.json", "ledger.sqlite"):
                 if f.name in _LEDGER_SIDE or f.name.startswith("."):
                     continue
-                files[f.name] = _sha256(f)
+                files[f.name] = sha256_file(f)
         doc = dict(self.config_doc)
         doc["status"] = status
-        _write_json_file(self.path / "config.json", doc, replace=True)
-        files["config.json"] = _sha256(self.path / "config.json")
+        write_json_file(self.path / "config.json", doc, replace=True)
+        files["config.json"] = sha256_file(self.path / "config.json")
         man = {
             "status": status,
             "algorithm": self.algorithm,
@@ -263,7 +283,7 @@ class RunWriter:
         replay = getattr(getattr(self, "_ledger", None), "replay_status", lambda: None)()
         if replay is not None:  # --resume: earlier charges matched, not charged again
             man["resume"] = replay
-        _write_json_file(self.path / "manifest.json", _seal_manifest(man))
+        write_json_file(self.path / "manifest.json", _seal_manifest(man))
         self._finished = True
         return self.path / "manifest.json"
 
@@ -272,11 +292,16 @@ def write_artifact(run_dir: Any, name: str, obj: Any, *, overwrite: bool = False
     """Add a named artefact (``audit.json``, ``attack_<name>.json``) to an existing run.
 
     These are the only files a reader may add to a run (docs/interfaces.md); anything else, or
-    replacing an existing artefact without ``overwrite=True``, is refused.
+    replacing an existing artefact without ``overwrite=True``, is refused. A finished run's
+    artefact is sealed when written (``analyses.json``, :mod:`ldp_audit.rundir.seal`): under
+    the ledger key and chained to ``manifest.json``, so that an edit is refused by every reader.
     """
     p = _check_path_arg(run_dir, "run_dir")
     if not is_run_dir(p):
         raise RunDirectoryError(f"run_dir {str(p)!r} is not a run directory (no config.json)")
+    from ldp_audit.accountant.keys import check_key_outside
+
+    check_key_outside(p)  # before anything is written
     if not isinstance(name, str) or not ARTIFACT_PATTERN.match(name):
         raise InvalidParameterError(
             f"artefact name must be audit.json or attack_<name>.json, got {name!r}"
@@ -287,5 +312,8 @@ def write_artifact(run_dir: Any, name: str, obj: Any, *, overwrite: bool = False
             f"{target} already exists; write the result elsewhere with --out, or pass "
             f"--overwrite to replace it"
         )
-    _write_json_file(target, obj, replace=overwrite)
+    write_json_file(target, obj, replace=overwrite)
+    from ldp_audit.rundir.seal import seal_analyses
+
+    seal_analyses(p, [name])  # under the ledger key, chained to the run's manifest
     return target

@@ -1,0 +1,337 @@
+"""Sealing the analysis files written into a finished run, and the run's one published root.
+
+Everything a verdict reads is evidence (docs/accountant.md, "Analysis files and the run's
+root"). A finished run's ``manifest.json`` covers what the trainer wrote; the analyses a reader
+adds afterwards (``audit.json``, ``attack_<name>.json``, the report's own files under
+``report/``) are recorded, when the toolkit writes them, in the run's append-only index
+``analyses.json``: one entry per write, with the file's SHA-256, chained to the previous entry
+(the first to the SHA-256 of ``manifest.json``, the run's anchor) and carrying an HMAC under the
+ledger key, the same :class:`~ldp_audit.accountant.keys.LedgerKey` that seals the ledger and the
+manifest (no second scheme)::
+
+    body  = canonical JSON {"name", "sha256", "written", "prev", "key_id"}
+    hash  = SHA-256("ldp-audit analysis v1|" + body)          (the next entry's "prev")
+    hmac  = HMAC-SHA256(key, "ldp-audit analysis v1|" + body)
+
+:func:`check_analyses` (called by :func:`ldp_audit.rundir.verify_run`) refuses an analysis file
+with no entry (unsealed), one whose bytes differ from its latest entry (edited), an entry whose
+file is gone (deleted), a broken chain, and, when this process holds a key, an entry sealed
+under another key id or with a wrong MAC. :func:`run_root` is the one digest that covers the
+whole run: ``manifest.json`` (every file the trainer wrote, the ledger's anchor), the ledger's
+chain head and every sealed analysis file a verdict reads (the report's own outputs are sealed
+but left out of the root, so that writing a report does not change it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import fcntl
+import hashlib
+import hmac
+import json
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from ldp_audit.errors import RunDirectoryError
+from ldp_audit.rundir.files import canonical_json, sha256_file, write_json_file
+from ldp_audit.rundir.paths import ANALYSES_INDEX, ARTIFACT_PATTERN
+
+__all__ = [
+    "INDEX",
+    "REPORT_FILES",
+    "check_analyses",
+    "check_document_seal",
+    "run_root",
+    "seal_analyses",
+    "seal_document",
+]
+
+#: the run's index of sealed analysis files
+INDEX = ANALYSES_INDEX
+#: the report's own files, sealed when ``report`` writes them into ``RUN_DIR/report``
+REPORT_FILES = ("report/report.json", "report/report.md", "report/index.html")
+_FORMAT = "ldp-audit analyses v1"
+_LABEL = b"ldp-audit analysis v1|"
+_ROOT_LABEL = b"ldp-audit run root v1|"
+#: the chain's start when the run has no manifest (such a run is refused by every reader)
+NO_ANCHOR = "0" * 64
+
+
+def _body(e: dict[str, Any]) -> bytes:
+    keys = ("name", "sha256", "written", "prev", "key_id")
+    return _LABEL + canonical_json({k: e.get(k) for k in keys}).encode()
+
+
+def _anchor(run: Path) -> str:
+    man = run / "manifest.json"
+    return sha256_file(man) if man.is_file() else NO_ANCHOR
+
+
+@contextlib.contextmanager
+def _locked(run: Path) -> Iterator[None]:
+    """An exclusive lock on the run folder while its index is appended to (two writers never
+    lose each other's entry)."""
+    fd = os.open(run, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _read_index(run: Path) -> tuple[list[dict[str, Any]] | None, str | None]:
+    """The index's entries (None: no index) and a problem with the file itself."""
+    f = run / INDEX
+    if not f.exists():
+        return None, None
+    from ldp_audit.limits import check_regular_file
+
+    check_regular_file(f, INDEX)
+    try:
+        doc = json.loads(f.read_text())
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        return [], f"{f} cannot be read: {exc}"
+    if (
+        not isinstance(doc, dict)
+        or doc.get("format") != _FORMAT
+        or not isinstance(doc.get("entries"), list)
+        or not all(isinstance(e, dict) for e in doc["entries"])
+    ):
+        return [], f"{f} is not an index of analysis files ({_FORMAT!r} with a list of entries)"
+    return list(doc["entries"]), None
+
+
+def seal_analyses(run_dir: Any, names: Sequence[str]) -> list[dict[str, Any]]:
+    """Append an entry for each of ``names`` (paths relative to the run, already written) to the
+    run's ``analyses.json``, under the ledger key (created on first use, like a manifest's).
+
+    A run without ``manifest.json`` (still running, or killed) is not sealed here: its
+    ``RunWriter.finish`` hashes every file into the manifest.
+
+    Returns:
+        The entries appended (empty when the run has no manifest).
+
+    Raises:
+        RunDirectoryError: the index exists but is malformed (nothing is appended to it).
+        KeyFileError: the ledger key is unusable, or lies inside the run.
+    """
+    from ldp_audit.accountant.keys import check_key_outside, load_key
+
+    run = Path(run_dir)
+    if not (run / "manifest.json").is_file():
+        return []
+    check_key_outside(run)
+    key = load_key(create=True)
+    assert key is not None  # load_key(create=True) returns a key or raises
+    with _locked(run):
+        entries, problem = _read_index(run)
+        if problem is not None:
+            raise RunDirectoryError(
+                f"{problem}; refusing to append to it (check the run with "
+                f"`ldp-audit budget {run} --verify`)"
+            )
+        entries = entries or []
+        prev = str(entries[-1].get("hash")) if entries else _anchor(run)
+        now = _dt.datetime.now(_dt.timezone.utc).isoformat()
+        added = []
+        for name in names:
+            e = {
+                "name": name,
+                "sha256": sha256_file(run / name),
+                "written": now,
+                "prev": prev,
+                "key_id": key.id,
+            }
+            body = _body(e)
+            e["hash"] = hashlib.sha256(body).hexdigest()
+            e["hmac"] = key.mac(body).hex()
+            prev = e["hash"]
+            added.append(e)
+        doc = {"format": _FORMAT, "entries": entries + added}
+        write_json_file(run / INDEX, doc, replace=True)
+    return added
+
+
+def _analysis_files(run: Path) -> list[str]:
+    """The analysis files present in the run (named artefacts and the report's own files)."""
+    out = [f.name for f in run.iterdir() if f.is_file() and ARTIFACT_PATTERN.match(f.name)]
+    out += [n for n in REPORT_FILES if (run / n).is_file()]
+    return sorted(out)
+
+
+def check_analyses(
+    run_dir: Any,
+    key: Any,
+    listed: set[str],
+    problems: list[str],
+    notes: list[str],
+) -> tuple[dict[str, str], bool]:
+    """Check every analysis file of a run against its sealed entry (never writes).
+
+    Args:
+        run_dir: the run.
+        key: this process's :class:`~ldp_audit.accountant.keys.LedgerKey`, or None.
+        listed: files ``manifest.json`` lists (an artefact written before the run finished is
+            covered by the manifest instead).
+        problems, notes: appended to (each names the file).
+
+    Returns:
+        ``({name: sha256} of the sealed analysis files a verdict reads, authenticated)``;
+        ``authenticated``: every entry's MAC was checked with ``key``.
+    """
+    run = Path(run_dir)
+    entries, problem = _read_index(run)
+    if problem is not None:
+        problems.append(problem)
+    entries = entries or []
+    latest: dict[str, dict[str, Any]] = {}
+    prev = _anchor(run)
+    auth = key is not None
+    other_keys: set[str] = set()
+    for i, e in enumerate(entries):
+        name = e.get("name")
+        where = f"{run / INDEX} entry {i + 1} ({name})"
+        if e.get("prev") != prev:
+            problems.append(
+                f"{where} does not chain to "
+                + ("manifest.json (the run's anchor)" if i == 0 else "the entry before it")
+                + ": the index or manifest.json was edited, reordered or replaced"
+            )
+        body = _body(e)
+        if hashlib.sha256(body).hexdigest() != e.get("hash"):
+            problems.append(f"{where} does not match its hash (edited)")
+        prev = str(e.get("hash"))
+        if key is not None:
+            if e.get("key_id") != key.id:
+                other_keys.add(str(e.get("key_id")))
+                auth = False
+            elif not hmac.compare_digest(key.mac(body).hex(), str(e.get("hmac", ""))):
+                problems.append(
+                    f"{where} does not carry the MAC of key id {key.id}: the index was "
+                    f"rewritten by someone without the key"
+                )
+                auth = False
+        if isinstance(name, str) and (ARTIFACT_PATTERN.match(name) or name in REPORT_FILES):
+            latest[name] = e
+        else:
+            problems.append(f"{where} names no analysis file a reader may write")
+    if other_keys:
+        problems.append(
+            f"{run / INDEX} was sealed under key id {', '.join(sorted(other_keys))}, not this "
+            f"process's key {key.id}: evidence not authenticated by the key this reader holds "
+            f"(a rewritten run can carry any key id); read it with the key that wrote it, or "
+            f"pass --allow-unverified"
+        )
+    if key is None and entries:
+        notes.append(f"{run / INDEX}: its MACs cannot be checked (this process has no ledger key)")
+    present = _analysis_files(run)
+    sealed: dict[str, str] = {}
+    finished = (run / "manifest.json").is_file()
+    for name in present:
+        if name not in latest:
+            # written before the run finished: the manifest covers it; a run without a
+            # manifest cannot seal anything (and is refused for that already)
+            if name in listed or not finished:
+                continue
+            if name.startswith("report/"):  # an output no verdict reads (e.g. an older report)
+                notes.append(f"{run / name} is not sealed in {INDEX} (written before reports were)")
+                continue
+            problems.append(
+                f"{run / name} is not sealed (no entry in {INDEX}): an analysis file the "
+                f"toolkit did not write, or one written before analysis files were sealed"
+            )
+            continue
+        try:
+            digest = sha256_file(run / name)
+        except OSError:
+            digest = ""
+        if digest != latest[name].get("sha256"):
+            problems.append(
+                f"{run / name} does not match the SHA-256 sealed in {INDEX} (edited after the "
+                f"toolkit wrote it)"
+            )
+        if not name.startswith("report/"):
+            sealed[name] = digest
+    for name in latest:
+        if name not in present:
+            if name.startswith("report/"):
+                notes.append(f"{run / name} was sealed in {INDEX} but has been removed")
+            else:
+                problems.append(
+                    f"{run / name} is sealed in {INDEX} but missing (deleted after the toolkit "
+                    f"wrote it)"
+                )
+    return sealed, auth and not problem
+
+
+def run_root(manifest_sha256: str | None, chain_head: str | None, sealed: dict[str, str]) -> str:
+    """The run's root: SHA-256 over ``manifest.json``'s SHA-256, the ledger's chain head and
+    every sealed analysis file's name and SHA-256 (64 hex digits)."""
+    body = canonical_json(
+        {
+            "manifest": manifest_sha256,
+            "chain_head": chain_head,
+            "analyses": dict(sorted(sealed.items())),
+        }
+    )
+    return hashlib.sha256(_ROOT_LABEL + body.encode()).hexdigest()
+
+
+# ---- analyses written outside the run (an attack's --out FILE) -------------------------------
+
+_DOC_LABEL = b"ldp-audit analysis document v1|"
+
+
+def _doc_bytes(doc: dict[str, Any], manifest_sha256: str, key_id: str) -> bytes:
+    body = {k: v for k, v in doc.items() if k != "seal"}
+    return (
+        _DOC_LABEL
+        + canonical_json({"doc": body, "manifest": manifest_sha256, "key_id": key_id}).encode()
+    )
+
+
+def seal_document(doc: dict[str, Any], run_dir: Any) -> dict[str, Any]:
+    """``doc`` (a JSON object written outside the run, e.g. an attack's ``--out``) with a
+    ``"seal"``: the SHA-256 of the run's ``manifest.json`` it was computed from and an HMAC of
+    both under the ledger key, so that ``report RUN FILE`` can tell it is what the toolkit
+    wrote about that run. A run without manifest is not sealed against (returned unchanged)."""
+    from ldp_audit.accountant.keys import check_key_outside, load_key
+
+    run = Path(run_dir)
+    if not (run / "manifest.json").is_file() or not isinstance(doc, dict):
+        return doc
+    check_key_outside(run)
+    key = load_key(create=True)
+    assert key is not None  # load_key(create=True) returns a key or raises
+    man = _anchor(run)
+    body = {k: v for k, v in doc.items() if k != "seal"}
+    mac = key.mac(_doc_bytes(body, man, key.id)).hex()
+    return {**body, "seal": {"manifest": man, "key_id": key.id, "hmac": mac}}
+
+
+def check_document_seal(doc: Any, run_dir: Any, key: Any) -> tuple[str, str]:
+    """Whether an analysis read from outside the run was sealed by the toolkit for this run.
+
+    Returns:
+        ``(state, why)``: ``"sealed"`` (its MAC holds under ``key``, for this run's manifest),
+        ``"unchecked"`` (sealed for this run, but no key to check the MAC with),
+        ``"unsealed"`` (no seal, or a seal for another run) or ``"forged"`` (a seal this
+        process's key does not authenticate: another key id, or a MAC that does not hold).
+    """
+    seal = doc.get("seal") if isinstance(doc, dict) else None
+    if not isinstance(seal, dict):
+        return "unsealed", "it carries no seal (not written by the toolkit for this run)"
+    man = _anchor(Path(run_dir))
+    if seal.get("manifest") != man:
+        return "unsealed", "its seal is for another run (or an earlier manifest.json)"
+    if key is None:
+        return "unchecked", "this process has no ledger key to check its seal with"
+    if seal.get("key_id") != key.id:
+        return "forged", f"its seal is under key id {seal.get('key_id')}, not this key {key.id}"
+    want = key.mac(_doc_bytes(doc, man, key.id)).hex()
+    if not hmac.compare_digest(want, str(seal.get("hmac", ""))):
+        return "forged", "its seal's MAC does not hold (edited after the toolkit wrote it)"
+    return "sealed", ""

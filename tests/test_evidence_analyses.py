@@ -1,0 +1,376 @@
+"""Everything a verdict reads is evidence (issue 38, items 1-4).
+
+The attacker can write the run directory and knows every format, but not the ledger key
+(``LDP_AUDIT_KEY_FILE`` from tests/conftest.py). Each test below failed on the code before
+issue 38: an edited ``audit.json`` flipped the report's verdict to CONSISTENT (exit 0), a
+made-up key id made the owner's reader say "unauthenticated" in a note and exit 0,
+``--allow-unverified`` kept exit 0, and no root covered ``transcript.npz`` or the analyses.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ldp_audit.accountant import Accountant, Budget, LaplaceEvent, Ledger
+from ldp_audit.accountant.keys import load_key
+from ldp_audit.cli import EXIT_UNAUTHENTICATED, main
+from ldp_audit.rundir import (
+    RunWriter,
+    require_verified,
+    verify_run,
+    write_artifact,
+)
+from ldp_audit.rundir.files import _manifest_bytes
+from ldp_audit.rundir.seal import INDEX
+
+EPS = 5.0
+
+#: an audit that finds the claim (5 per release) violated: lower bound 7.61
+VIOLATION = {
+    "mechanism": "laplace",
+    "claimed_epsilon": EPS,
+    "epsilon_lower_bound": 7.61,
+    "violation": True,
+    "n_samples": 1000,
+    "confidence": 0.95,
+}
+
+
+def _make_run(path: Path) -> Path:
+    """A small finished run (a toy algorithm: the report needs no system sections)."""
+    w = RunWriter(path, algorithm="toy", config={"delta": 0.0}, seed=0,
+                  mechanism={"name": "laplace", "epsilon": EPS})  # fmt: skip
+    acc = Accountant(w.open_ledger(), budget=Budget(epsilon=10.0))
+    acc.charge_many([(f"a{i}", LaplaceEvent(EPS)) for i in range(4)])
+    acc.ledger.close()
+    w.write_npz("transcript.npz", {"agent": np.arange(4, dtype=np.int64)})
+    w.write_json("metrics.json", {"note": "toy"})
+    w.finish()
+    return path
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> Path:
+    r = _make_run(tmp_path / "run")
+    write_artifact(r, "audit.json", [VIOLATION])
+    return r
+
+
+def _edit_audit(run: Path) -> None:
+    """Issue 38, item 1: 'violation' set to false and the bound to 3.1."""
+    doc = json.loads((run / "audit.json").read_text())
+    doc[0].update(violation=False, epsilon_lower_bound=3.1)
+    (run / "audit.json").write_text(json.dumps(doc))
+
+
+# ---------------------------------------------------------------- item 1: sealed analysis files
+
+
+def test_an_artefact_is_sealed_when_written(run: Path) -> None:
+    index = json.loads((run / INDEX).read_text())
+    (entry,) = index["entries"]
+    assert entry["name"] == "audit.json" and len(entry["hmac"]) == 64
+    res = verify_run(run)
+    assert res.ok and res.authenticated, res.problems
+    assert set(res.analyses) == {"audit.json"}
+
+
+def test_an_edited_audit_is_refused_by_every_reader(run: Path, tmp_path: Path, capsys) -> None:
+    assert main(["report", str(run), "-o", str(tmp_path / "r0"), "--json"]) == 1  # violation
+    capsys.readouterr()
+    _edit_audit(run)
+    res = verify_run(run)
+    assert not res.ok and any("audit.json" in p and "SHA-256" in p for p in res.problems)
+    for argv in (
+        ["report", str(run), "-o", str(tmp_path / "r1")],
+        ["budget", str(run), "--verify"],
+    ):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert "audit.json" in err and "Traceback" not in err, err
+    assert not (tmp_path / "r1").exists()
+
+
+def test_an_unsealed_or_deleted_artefact_is_refused(run: Path, tmp_path: Path, capsys) -> None:
+    (run / "attack_dynamics.json").write_text(json.dumps({"accuracy": 0.1}))  # by hand
+    res = verify_run(run)
+    assert not res.ok and any("attack_dynamics.json is not sealed" in p for p in res.problems)
+    (run / "attack_dynamics.json").unlink()
+    (run / "audit.json").unlink()  # the audit that found the violation, deleted
+    res = verify_run(run)
+    assert not res.ok and any("audit.json is sealed" in p and "missing" in p for p in res.problems)
+
+
+def test_a_rewritten_index_without_the_key_is_refused(run: Path) -> None:
+    """The person edits audit.json and recomputes the entry's SHA-256 and hash (not the MAC)."""
+    import hashlib
+
+    from ldp_audit.rundir.seal import _body
+
+    _edit_audit(run)
+    index = json.loads((run / INDEX).read_text())
+    e = index["entries"][0]
+    e["sha256"] = hashlib.sha256((run / "audit.json").read_bytes()).hexdigest()
+    e["hash"] = hashlib.sha256(_body(e)).hexdigest()
+    (run / INDEX).write_text(json.dumps(index))
+    res = verify_run(run)
+    assert not res.ok and any("MAC" in p for p in res.problems), res.problems
+
+
+def test_the_reports_own_files_are_sealed(run: Path, capsys) -> None:
+    assert main(["report", str(run)]) == 1
+    names = [e["name"] for e in json.loads((run / INDEX).read_text())["entries"]]
+    assert {"report/report.json", "report/report.md", "report/index.html"} <= set(names)
+    assert verify_run(run).ok
+    doc = json.loads((run / "report" / "report.json").read_text())
+    doc["verdict"]["status"] = "consistent"
+    (run / "report" / "report.json").write_text(json.dumps(doc))
+    res = verify_run(run)
+    assert not res.ok and any("report.json" in p for p in res.problems)
+
+
+def test_an_artefact_of_an_unfinished_run_goes_into_its_manifest(tmp_path: Path) -> None:
+    w = RunWriter(tmp_path / "r", algorithm="toy", config={}, seed=0)
+    Accountant(w.open_ledger()).charge("a", LaplaceEvent(1.0))
+    write_artifact(tmp_path / "r", "attack_x.json", {"a": 1})  # before finish: not sealed
+    assert not (tmp_path / "r" / INDEX).exists()
+    w.finish()
+    res = verify_run(tmp_path / "r")
+    assert res.ok and res.authenticated, res.problems
+    (tmp_path / "r" / "attack_x.json").write_text("{}")
+    assert not verify_run(tmp_path / "r").ok  # the manifest's SHA-256 covers it
+
+
+# ---------------------------------------------------------------- item 2: no key-id bypass
+
+
+def _rekey(run: Path) -> None:
+    """Issue 38, item 2: rewrite the ledger (every epsilon / 10), re-seal the manifest with a
+    made-up key id and random MAC bytes in both key_id fields."""
+    import sqlite3
+
+    from tests.test_ledger_tamper import _rewrite
+
+    fake = "0123456789abcdef"
+    led = run / "ledger.sqlite"
+    _rewrite(led, lambda rows: [(a, e.replace("5.0", "0.5"), *r) for a, e, *r in rows])
+    from ldp_audit.accountant import ledger as L
+
+    con = sqlite3.connect(led)
+    try:
+        con.execute("UPDATE ldp_audit_meta SET value = ? WHERE key = 'key_id'", (fake,))
+        meta = dict(con.execute("SELECT key, value FROM ldp_audit_meta").fetchall())
+        con.execute(
+            "UPDATE ldp_audit_head SET meta = ?, mac = ? WHERE k = 1",
+            (L._meta_digest(meta), os.urandom(32)),
+        )
+        con.commit()
+    finally:
+        con.close()
+    man = json.loads((run / "manifest.json").read_text())
+    with Ledger(led, readonly=True, verify=False) as lg:
+        man["ledger"] = {**man["ledger"], **lg.anchor()}
+    man["mac"] = {"key_id": fake, "hmac": os.urandom(32).hex()}
+    body = {k: v for k, v in man.items() if k != "mac"}
+    assert _manifest_bytes(body)  # the body a real MAC would cover
+    (run / "manifest.json").write_text(json.dumps(man))
+
+
+def test_a_made_up_key_id_is_not_a_pass(tmp_path: Path, capsys) -> None:
+    run = _make_run(tmp_path / "run")
+    assert main(["budget", str(run), "--verify"]) == 0
+    capsys.readouterr()
+    _rekey(run)
+    res = verify_run(run)
+    assert not res.ok and any("0123456789abcdef" in p for p in res.problems), res.problems
+    for argv in (
+        ["budget", str(run), "--verify"],
+        ["budget", str(run)],
+        ["report", str(run), "-o", str(tmp_path / "rep")],
+    ):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert "not authenticated by" in err or "not this process's key" in err, (argv, err)
+    # told otherwise: read, but neither a clean verdict line nor exit 0
+    argv = ["report", str(run), "-o", str(tmp_path / "rep"), "--allow-unverified"]
+    assert main(argv) == EXIT_UNAUTHENTICATED
+    out = capsys.readouterr().out
+    assert out.startswith("UNVERIFIED EVIDENCE")
+    verdict = next(ln for ln in out.splitlines() if ln.startswith("verdict:"))
+    assert "UNVERIFIED EVIDENCE" in verdict
+    assert main(["budget", str(run), "--allow-unverified"]) == EXIT_UNAUTHENTICATED
+
+
+def test_without_a_key_the_verdict_says_unauthenticated(
+    run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    (run / "audit.json").unlink()  # a consistent run: no violation to report
+    index = json.loads((run / INDEX).read_text())
+    (run / INDEX).unlink()
+    assert index["entries"]
+    assert main(["report", str(run), "-o", str(tmp_path / "ok")]) in (0, EXIT_UNAUTHENTICATED)
+    capsys.readouterr()
+    monkeypatch.setenv("LDP_AUDIT_KEY_FILE", str(tmp_path / "no-such-key"))
+    code = main(["report", str(run), "-o", str(tmp_path / "nokey")])
+    out = capsys.readouterr().out
+    assert code == EXIT_UNAUTHENTICATED
+    verdict = next(ln for ln in out.splitlines() if ln.startswith("verdict:"))
+    assert "UNAUTHENTICATED EVIDENCE" in verdict
+    doc = json.loads((tmp_path / "nokey" / "report.json").read_text())
+    assert doc["verdict"]["evidence"] == "unauthenticated"
+    assert main(["budget", str(run), "--verify"]) == EXIT_UNAUTHENTICATED
+    assert main(["budget", str(run)]) == EXIT_UNAUTHENTICATED
+
+
+def test_with_the_key_the_clean_run_exits_0(tmp_path: Path, capsys) -> None:
+    run = _make_run(tmp_path / "run")
+    assert main(["budget", str(run), "--verify"]) == 0
+    assert main(["budget", str(run)]) == 0
+    code = main(["report", str(run), "-o", str(tmp_path / "rep")])
+    out = capsys.readouterr().out
+    verdict = next(ln for ln in out.splitlines() if ln.startswith("verdict:"))
+    assert "EVIDENCE" not in verdict and code == 0, out
+
+
+# ---------------------------------------------------------------- item 3: --allow-unverified
+
+
+def test_allow_unverified_changes_the_verdict_line_and_exit_code(tmp_path: Path, capsys) -> None:
+    run = _make_run(tmp_path / "run")
+    (run / "metrics.json").write_text(json.dumps({"note": "edited"}))  # after the manifest
+    argv = ["report", str(run), "-o", str(tmp_path / "rep"), "--allow-unverified"]
+    code = main(argv)
+    out = capsys.readouterr().out
+    assert code == EXIT_UNAUTHENTICATED, out
+    verdict = next(ln for ln in out.splitlines() if ln.startswith("verdict:"))
+    assert "UNVERIFIED EVIDENCE" in verdict
+    assert main(["budget", str(run), "--verify", "--allow-unverified"]) == EXIT_UNAUTHENTICATED
+    assert main(["budget", str(run), "--verify"]) == 2
+
+
+# ---------------------------------------------------------------- item 4: one root
+
+
+def test_one_root_covers_the_whole_run(run: Path, tmp_path: Path, capsys) -> None:
+    res = verify_run(run)
+    root = res.root
+    assert main(["budget", str(run), "--verify"]) == 0
+    assert f"run root {root}" in capsys.readouterr().out
+    assert main(["budget", str(run), "--verify", "--expect-root", root]) == 0
+    assert require_verified(run, expect_root=root).ok
+    # the report prints the same root, and writing it does not change the root
+    assert main(["report", str(run), "--expect-root", root]) == 1
+    assert f"run root: {root}" in capsys.readouterr().out
+    assert verify_run(run).root == root
+    # a transcript edit with a re-sealed manifest (made by the owner's key: the worst case)
+    # passes the MACs and the ledger head, but not the root
+    from ldp_audit.rundir.files import sha256_file
+    from ldp_audit.rundir.writer import _seal_manifest
+
+    head = res.ledger["chain_head"]
+    np.savez(run / "transcript.npz", agent=np.zeros(4, dtype=np.int64))
+    man = json.loads((run / "manifest.json").read_text())
+    man.pop("mac")
+    man["files"]["transcript.npz"] = sha256_file(run / "transcript.npz")
+    (run / "manifest.json").write_text(json.dumps(_seal_manifest(man)))
+    # (the index chains to the old manifest: re-chain it as the owner's key would)
+    from ldp_audit.rundir.seal import seal_analyses
+
+    (run / INDEX).unlink()
+    seal_analyses(run, ["audit.json", "report/report.json", "report/report.md",
+                        "report/index.html"])  # fmt: skip
+    assert main(["budget", str(run), "--verify", "--expect-head", head]) == 0
+    assert main(["budget", str(run), "--verify", "--expect-root", root]) == 2
+    err = capsys.readouterr().err
+    assert "expected root" in err
+    assert main(["report", str(run), "--expect-root", root, "-o", str(tmp_path / "x")]) == 2
+
+
+def test_expect_root_is_checked_for_form(run: Path, capsys) -> None:
+    assert main(["budget", str(run), "--verify", "--expect-root", "xyz"]) == 2
+    assert "run root" in capsys.readouterr().err
+    assert main(["budget", str(run), "--expect-root", "0" * 64]) == 2
+    assert "--expect-root needs --verify" in capsys.readouterr().err
+
+
+def test_the_tamper_table_rows_for_analyses_without_the_key(
+    run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/accountant.md: without the key an edit is still caught by the sealed SHA-256, and
+    by a published root; an index truncated with the analysis it sealed only by the root."""
+    root = verify_run(run).root
+    monkeypatch.setenv("LDP_AUDIT_KEY_FILE", str(tmp_path / "no-such-key"))
+    clean = verify_run(run)
+    assert clean.ok and not clean.authenticated and clean.evidence == "unauthenticated"
+    _edit_audit(run)
+    assert not verify_run(run).ok
+    # rolled back: the audit and its entry both removed (the entries left are authentic)
+    (run / "audit.json").unlink()
+    index = json.loads((run / INDEX).read_text())
+    index["entries"] = index["entries"][:-1]
+    (run / INDEX).write_text(json.dumps(index))
+    monkeypatch.undo()  # even the key does not see a rollback of the analyses ...
+    assert verify_run(run).ok
+    assert not verify_run(run, expect_root=root).ok  # ... the published root does
+
+
+def test_an_unsealed_older_report_does_not_block_a_new_one(run: Path, capsys) -> None:
+    """A report folder written before reports were sealed is noted, not refused (no verdict
+    reads it), so `report RUN --overwrite` can replace it; the new one is sealed."""
+    (run / "report").mkdir()
+    (run / "report" / "report.json").write_text("{}")
+    (run / "report" / "index.html").write_text("<html></html>")
+    res = verify_run(run)
+    assert res.ok and any("report.json is not sealed" in n for n in res.notes)
+    assert main(["report", str(run), "--overwrite"]) == 1  # the sealed audit's violation
+    names = [e["name"] for e in json.loads((run / INDEX).read_text())["entries"]]
+    assert "report/report.json" in names and verify_run(run).ok
+
+
+def test_an_extra_analysis_must_be_sealed_for_the_run(tmp_path: Path, capsys) -> None:
+    """An attack's --out FILE read by `report RUN FILE` is evidence too: sealed by the toolkit
+    for that run (a 'seal' under the ledger key and the run's manifest), else refused."""
+    from ldp_audit.rundir.seal import check_document_seal, seal_document
+    from tests.test_report_fixtures import GOOD_ATTACK
+
+    run = _make_run(tmp_path / "run")
+    sealed = tmp_path / "attack.json"
+    sealed.write_text(json.dumps(seal_document(dict(GOOD_ATTACK), run)))
+    assert main(["report", str(run), str(sealed), "-o", str(tmp_path / "r1")]) == 0
+    capsys.readouterr()
+    by_hand = tmp_path / "by-hand.json"
+    by_hand.write_text(json.dumps(GOOD_ATTACK))
+    assert main(["report", str(run), str(by_hand), "-o", str(tmp_path / "r2")]) == 2
+    assert "by-hand.json" in capsys.readouterr().err and not (tmp_path / "r2").exists()
+    argv = ["report", str(run), str(by_hand), "-o", str(tmp_path / "r3"), "--allow-unverified"]
+    assert main(argv) == EXIT_UNAUTHENTICATED
+    verdict = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("verdict"))
+    assert "UNVERIFIED EVIDENCE" in verdict
+    # an edited sealed result, and one sealed for another run
+    doc = json.loads(sealed.read_text())
+    doc["accuracy"] = 0.34
+    sealed.write_text(json.dumps(doc))
+    assert check_document_seal(doc, run, load_key())[0] == "forged"
+    assert main(["report", str(run), str(sealed), "-o", str(tmp_path / "r4")]) == 2
+    other = _make_run(tmp_path / "other")
+    doc = seal_document(dict(GOOD_ATTACK), other)
+    assert check_document_seal(doc, run, load_key())[0] == "unsealed"
+    assert check_document_seal(doc, other, load_key())[0] == "sealed"
+
+
+def test_another_runs_sealed_artefact_is_a_sealed_extra(run: Path, tmp_path: Path) -> None:
+    """`report RUN OTHER_RUN` (docs/frd.md reports two runs at once): the other run's own
+    artefacts are sealed in its analyses.json, and read as such; edited, they are refused."""
+    other = _make_run(tmp_path / "other")
+    write_artifact(other, "audit.json", [dict(VIOLATION, violation=False, epsilon_lower_bound=1.0)])
+    (run / "audit.json").unlink()
+    index = json.loads((run / INDEX).read_text())
+    (run / INDEX).write_text(json.dumps({**index, "entries": []}))
+    assert main(["report", str(run), str(other), "-o", str(tmp_path / "r1")]) == 0
+    _edit_audit(other)
+    assert main(["report", str(run), str(other), "-o", str(tmp_path / "r2")]) == 2
