@@ -67,7 +67,7 @@ def test_statement_is_in_the_json_first_with_every_field(tmp_path: Path) -> None
         "20,000 samples per input (2,000 to choose the event, 18,000 to estimate it)"
     )
     md = rep.to_markdown()
-    assert md.index("## Privacy statement") < md.index("**Verdict:")
+    assert md.index("## Summary") < md.index("## Privacy statement") < md.index("**Verdict:")
     assert "20,000 per input: 2,000 to choose the event, 18,000 to estimate it" in md
 
 

@@ -11,6 +11,14 @@ import html
 import json
 from typing import Any
 
+from ldp_audit.report._summary import (
+    glossary_html,
+    glossary_markdown,
+    glossary_used,
+    link_terms,
+    summary_rows,
+    toc,
+)
 from ldp_audit.report._tables import (
     _e,
     _f,
@@ -67,6 +75,12 @@ figcaption{font-size:12.5px;color:#5b6475}
 details{margin:6px 0}summary{cursor:pointer;color:#2a5db0}
 pre{background:#f6f8fa;padding:8px;overflow-x:auto;font-size:12px}
 code{font-size:12.5px}
+.summary{border:2px solid #2a3550;border-radius:8px;padding:8px 16px;margin:12px 0;
+ background:#f8f9fc}
+.summary h2{margin-top:8px}.summary table{margin:4px 0;font-size:14px}.summary th{width:150px}
+nav.toc{font-size:13.5px;margin:6px 0 14px}nav.toc a{margin-right:12px;white-space:nowrap}
+a.term{color:inherit;text-decoration:underline dotted}
+dl.glossary dt{font-weight:700;margin-top:8px}dl.glossary dd{margin:2px 0 0 18px}
 """
 
 
@@ -196,6 +210,19 @@ def _title_claim(m: dict[str, Any]) -> str:
     return s
 
 
+def _slug(heading: str) -> str:
+    """The anchor GitHub and mkdocs give a Markdown heading."""
+    keep = "".join(c for c in heading.lower() if c.isalnum() or c in " -_")
+    return keep.strip().replace(" ", "-")
+
+
+def _has_local_agents(m: dict[str, Any]) -> bool:
+    """Whether the ledger charged any agent locally (a central-only run, DP-SGD, has no
+    per-agent spend to plot or rank: that figure and table are left out)."""
+    led = m.get("ledger") or {}
+    return bool(led.get("agents")) or not led.get("central")
+
+
 def _empty_section_note(sec: dict[str, Any]) -> str | None:
     """What to say for an algorithm section that supplied no text, table or figure."""
     if any(p.strip() for p in sec["paragraphs"]) or sec["tables"] or sec["figures"]:
@@ -252,6 +279,15 @@ def render_html(model: dict[str, Any], figures: dict[str, bytes]) -> str:
         f'<div class="sub">Run directory <code>{html.escape(m["run_dir"])}</code> &middot; seed '
         f"{_e(run['seed'])} &middot; status {html.escape(run['status']['run'])} &middot; "
         f"generated {html.escape(m['generated'])} by ldp-audit</div>",
+        '<section id="summary" class="summary"><h2>Summary</h2>',
+        "<table>"
+        + "".join(
+            f"<tr><th>{html.escape(k)}</th><td>{html.escape(val)}</td></tr>"
+            for k, val in summary_rows(m)
+        )
+        + "</table>",
+        "@@TOC@@",
+        "</section>",
         '<section id="privacy-statement" class="statement"><h2>Privacy statement</h2>',
         "<p>What is protected, against whom, and how strongly, from what the run recorded "
         "(&quot;not recorded&quot; where nothing records it). One epsilon is the claim; other "
@@ -283,11 +319,14 @@ def render_html(model: dict[str, Any], figures: dict[str, bytes]) -> str:
         f"<p>{html.escape(_scopes_note())}</p>",
         _html_table(*t["scopes"]),
         _html_table(*t["claim"]) if m.get("claim") else "",
-        fig("ledger"),
-        f"<h3>{html.escape(_top_title(m['ledger']))}</h3>",
-        _html_table(*t["top"]),
-        '<h2 id="audits">Audits of the mechanisms used</h2>',
     ]
+    if _has_local_agents(m):
+        p += [
+            fig("ledger"),
+            f"<h3>{html.escape(_top_title(m['ledger']))}</h3>",
+            _html_table(*t["top"]),
+        ]
+    p.append('<h2 id="audits">Audits of the mechanisms used</h2>')
     one_run = m["audits"].get("one_run") or []
     if one_run:
         p += [
@@ -364,9 +403,22 @@ def render_html(model: dict[str, Any], figures: dict[str, bytes]) -> str:
         "<details><summary>Full training configuration</summary>",
         _html_table(*t["config"]),
         "</details>",
-        "</main></body></html>",
     ]
-    return "\n".join(x for x in p if x)
+    body = "\n".join(x for x in p if x)
+    terms = glossary_used(body)
+    if terms:
+        body += "\n" + glossary_html(terms)
+    extra = [(f"section-{sec['id']}", sec["title"]) for sec in m.get("sections") or []]
+    extra += [("config", "Run configuration")] + ([("glossary", "Glossary")] if terms else [])
+    nav = (
+        '<nav class="toc">Contents: '
+        + "".join(
+            f'<a href="#{html.escape(a)}">{html.escape(title)}</a> ' for a, title in toc(m, extra)
+        )
+        + "</nav>"
+    )
+    body = link_terms(body.replace("@@TOC@@", nav, 1), terms)
+    return body + "\n</main></body></html>"
 
 
 def render_markdown(model: dict[str, Any], figure_files: dict[str, str]) -> str:
@@ -381,6 +433,25 @@ def render_markdown(model: dict[str, Any], figure_files: dict[str, str]) -> str:
         "",
         f"Run directory `{m['run_dir']}`, seed {run['seed']}, status {run['status']['run']}, "
         f"generated {m['generated']}.",
+        "",
+        "## Summary",
+        "",
+        *[f"- {k}: {val}" for k, val in summary_rows(m)],
+        "",
+        "Contents: "
+        + " · ".join(
+            f"[{h}](#{_slug(h)})"
+            for h in (
+                "Privacy statement",
+                "Run status and evidence",
+                "Privacy ledger",
+                "Audits of the mechanisms used",
+                "Attacks on the transcript",
+                *[sec["title"] for sec in m.get("sections") or []],
+                "Run configuration and environment",
+                "Glossary",
+            )
+        ),
         "",
         "## Privacy statement",
         "",
@@ -423,11 +494,11 @@ def render_markdown(model: dict[str, Any], figure_files: dict[str, str]) -> str:
         _md_table(*t["scopes"]),
         "",
         *([_md_table(*t["claim"]), ""] if m.get("claim") else []),
-        *fig("ledger"),
-        f"### {_top_title(m['ledger'])}",
-        "",
-        _md_table(*t["top"]),
-        "",
+        *(
+            [*fig("ledger"), f"### {_top_title(m['ledger'])}", "", _md_table(*t["top"]), ""]
+            if _has_local_agents(m)
+            else []
+        ),
         "## Audits of the mechanisms used",
         "",
     ]
@@ -474,7 +545,8 @@ def render_markdown(model: dict[str, Any], figure_files: dict[str, str]) -> str:
         _md_table(*t["config"]),
         "",
     ]
-    return "\n".join(out)
+    text = "\n".join(out)
+    return text + "\n" + "\n".join(glossary_markdown(glossary_used(text)))
 
 
 def render_json(model: dict[str, Any]) -> str:
