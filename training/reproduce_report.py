@@ -326,9 +326,20 @@ def readme_markdown(results: dict[str, Any], notes: str | None) -> str:
             f"| {c['setting']} | {c['measure']} | {c['paper']} | {_num(c['ours'])} | "
             f"[{_num(lo)}, {_num(hi)}] | {c['paper_vs_ci']} |"
         )
+    lines += ["", "## Figures", ""]
+    if results.get("figure2"):
+        lines += [
+            "![Figure 2: average score mu_n (eq. 25) during training at epsilon = 1, |B| = 1, "
+            "beside the non-private baseline](figure2.png)",
+            "",
+        ]
     lines += [
+        "![Figure 3: success ratio (eq. 27) against submissions for each epsilon, "
+        "(a) Laplace, (b) PRS](figure3.png)",
         "",
-        "Why numbers can differ, in general (what the paper does not pin down):",
+        "## Why numbers can differ",
+        "",
+        "What the paper does not pin down:",
         "",
         "- The paper ran 9 real threads (TensorFlow 1.14, Gym 0.14); we emulate the asynchrony "
         "deterministically (an agent takes theta when its episode starts and submits when it "
