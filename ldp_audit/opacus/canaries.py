@@ -15,11 +15,15 @@ import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
 
-__all__ = ["ALGORITHM", "canary_blocks"]
+__all__ = ["ALGORITHM", "NOISE_SKETCH", "RECOMMENDED_CANARIES", "canary_blocks", "noise_sketch"]
 
 ALGORITHM = "opacus"
 _KINDS = ("gradient", "input")
 _MARK = "_ldp_audit_canary_audit"
+RECOMMENDED_CANARIES = 500
+"""The canary count docs/opacus.md recommends (its snippet, tests and measurements use it)."""
+NOISE_SKETCH = 4096
+"""Coordinates of the released noise kept per update for the all-lags dependence test."""
 
 
 def _int(v: Any, name: str, minimum: int) -> int:
@@ -80,3 +84,27 @@ def canary_blocks(sizes: Any, m: int, seed: int) -> tuple[np.ndarray, np.ndarray
         idx.append(blk)
         wt.append(sgn)
     return np.concatenate(idx, axis=1), np.concatenate(wt, axis=1).astype(np.float32)
+
+
+def noise_sketch(sizes: Any, budget: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The public coordinates of the noise sketch: ``(flat_idx, tensor)`` of at most ``budget``
+    coordinates, every tensor holding ``min(size, share)`` of them (water-filling: a small
+    tensor is kept whole, the large ones share the rest equally), chosen at random inside each
+    tensor (``seed``: the run's public canary seed). Sorted by flat index."""
+    sizes = [int(_int(n, "tensor size", 1)) for n in np.atleast_1d(sizes).tolist()]
+    budget = _int(budget, "budget", 1)
+    take = [0] * len(sizes)
+    left, open_ = min(budget, sum(sizes)), list(range(len(sizes)))
+    while open_ and left > 0:
+        share = max(1, left // len(open_))
+        small = [i for i in open_ if sizes[i] - take[i] <= share]
+        for i in small or open_:
+            add = min(sizes[i] - take[i], share, left)
+            take[i] += add
+            left -= add
+        open_ = [i for i in open_ if take[i] < sizes[i]]
+    rng = np.random.default_rng([_int(seed, "canary_seed", 0), 36])
+    offs = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    idx = [o + np.sort(rng.permutation(n)[:k]) for o, n, k in zip(offs, sizes, take, strict=True)]
+    grp = [np.full(k, i, dtype=np.int64) for i, k in enumerate(take)]
+    return np.concatenate(idx).astype(np.int64), np.concatenate(grp)
