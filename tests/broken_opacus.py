@@ -25,7 +25,10 @@ written for issue 36 (coverage of every tensor, every update, every lag):
   update 17 before (a generator reseeded on a period);
 * :class:`NoisePartlyRepeated`: every update's noise is ``0.3`` times that of the update 5
   before plus fresh noise scaled to keep the variance (correlation 0.3 at lag 5, the noise
-  std exactly the claimed one).
+  std exactly the claimed one);
+* :class:`FirstTensorQuieter`: the first parameter tensor noised at 0.8 sigma, the others right;
+* :class:`GeneratorReseededEachEpoch`: the noise generator reseeded with one fixed seed every
+  16 updates (an epoch of this loop): the same noise every epoch.
 """
 
 from __future__ import annotations
@@ -199,6 +202,26 @@ class NoisePartlyRepeated(DPOptimizer):
             p.grad = (p.summed_grad + z).view_as(p)
 
 
+class FirstTensorQuieter(DPOptimizer):
+    """The first parameter tensor noised at 0.8 sigma C; every other tensor right."""
+
+    def add_noise(self) -> None:
+        std = self.noise_multiplier * self.max_grad_norm
+        for i, p in enumerate(self.params):
+            p.grad = (p.summed_grad + _noise(self, p, std * (0.8 if i == 0 else 1.0))).view_as(p)
+
+
+class GeneratorReseededEachEpoch(DPOptimizer):
+    """``generator.manual_seed(1234)`` every 16 updates (a seed set at each epoch start)."""
+
+    def add_noise(self) -> None:
+        k = getattr(self, "_k", 0)
+        self._k = k + 1
+        if k % 16 == 0:
+            self.generator.manual_seed(1234)
+        super().add_noise()
+
+
 BROKEN = {
     "noise reused across consecutive updates": (ReusedNoise, "independence"),
     "half the updates uncharged": (UnchargedFastPath, "ledger"),
@@ -213,4 +236,6 @@ BROKEN = {
     "one update noised at sigma / 3": (OneUpdateThirdNoise, "noise"),
     "noise repeated at lag 17": (NoiseRepeatedAtLag, "independence"),
     "noise correlated 0.3 at lag 5": (NoisePartlyRepeated, "independence"),
+    "first tensor noised at 0.8 sigma": (FirstTensorQuieter, "noise"),
+    "noise generator reseeded each epoch": (GeneratorReseededEachEpoch, "independence"),
 }

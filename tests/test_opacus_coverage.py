@@ -163,6 +163,14 @@ def test_detectable_correlation_at_the_recommended_sketch() -> None:
     assert hits >= 33
 
 
+def test_parts_of_a_test_combine_by_bonferroni() -> None:
+    from ldp_audit.opacus.scoring import bonferroni
+
+    assert bonferroni([0.0, 0.7]) == 0.0  # a part at p = 0 decides (0 is not "missing")
+    assert bonferroni([0.01, None]) == 0.01 and bonferroni([None, None]) is None
+    assert bonferroni([0.3, 0.2]) == pytest.approx(0.4) and bonferroni([0.9, 0.8]) == 1.0
+
+
 def test_scan_p_value_is_the_exact_minimum_law() -> None:
     assert scan_p_value(0.0, 10) == 0.0 and scan_p_value(1.0, 10) == 1.0
     assert scan_p_value(0.01, 1) == pytest.approx(0.01)
@@ -216,7 +224,8 @@ def test_correct_run_covers_every_tensor_and_reads_consistent(tmp_path: Path) ->
 
 
 NEW = ["biases released without noise", "one update released without noise",
-       "noise repeated at lag 17"]  # fmt: skip
+       "noise repeated at lag 17", "first tensor noised at 0.8 sigma",
+       "noise generator reseeded each epoch"]  # fmt: skip
 
 
 @pytest.mark.parametrize("name", NEW)
@@ -358,3 +367,33 @@ def test_one_recommended_canary_count() -> None:
     assert RECOMMENDED_CANARIES in counts
     bench = (Path(__file__).parents[1] / "benchmarks" / "bench_opacus_audit.py").read_text()
     assert "RECOMMENDED_CANARIES" in bench
+
+
+@pytest.mark.parametrize("how", ["ghost clipping", "BatchMemoryManager"])
+def test_residual_is_the_noise_under_ghost_clipping_and_accumulation(
+    how: str, tmp_path: Path
+) -> None:
+    """Ghost clipping (the clipped sum built by accumulate) and physical batches of 4 (Opacus's
+    BatchMemoryManager): every tensor's released noise is recorded and has the claimed std
+    (ratio within 6 standard deviations of 1), and the correct run is not flagged."""
+    from opacus.utils.batch_memory_manager import BatchMemoryManager
+
+    from tests.opacus_loop import train_ghost
+
+    ghost = how == "ghost clipping"
+    model, opt, loader = make_loop(0, ghost=ghost)
+    audit = CanaryAudit(tmp_path / "run", canaries=40, seed=0, delta=1e-5)
+    opt = audit.attach(opt, data_loader=loader)
+    if ghost:
+        train_ghost(model, opt, loader, 2)
+    else:
+        with BatchMemoryManager(
+            data_loader=loader, max_physical_batch_size=4, optimizer=opt
+        ) as physical:
+            train(model, opt, physical, 2)
+    res = audit.finish()
+    cov = res.extra["coverage"]
+    assert cov["untested"] == [] and not res.violation, res.extra["flagged_by"]
+    for r in cov["tensors"]:
+        n = r["entries"] * r["updates_tested"]
+        assert r["updates_tested"] == 32 and abs(r["std_ratio"] - 1) < 6 / (2 * n) ** 0.5

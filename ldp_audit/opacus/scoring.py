@@ -107,6 +107,13 @@ def _ledger_test(run_dir: Path, cfg: dict, met: dict, tr: dict) -> dict[str, Any
     }
 
 
+def bonferroni(ps: list[float | None]) -> float | None:
+    """The Bonferroni p-value of the parts that ran (None: a part that did not run; 0 is a
+    p-value like any other)."""
+    ran = [float(x) for x in ps if x is not None]
+    return min(1.0, len(ran) * min(ran)) if ran else None
+
+
 def tensor_names(claim: dict[str, Any]) -> list[str]:
     """``tensor i (shape)`` for each trainable tensor, in the optimizer's order (the order of
     ``list(model.parameters())`` for a model made private whole)."""
@@ -154,10 +161,7 @@ def _noise_tests(
     dep = O.pair_dependence_test(tr["noise_sketch"], groups, confidence=conf, names=names)
 
     def both(proj: dict, res: dict, key: str) -> dict:
-        pr = res.get("p_value")
-        p = proj["p_value"] if pr is None else min(1.0, 2.0 * min(proj["p_value"] or 1.0, pr))
-        if proj["p_value"] is None and pr is None:
-            p = None
+        p = bonferroni([proj["p_value"], res.get("p_value")])
         return {**proj, "p_value": p, "rejected": bool(p is not None and p <= level),
                 "p_projection": proj["p_value"], key: res}  # fmt: skip
 
