@@ -25,50 +25,14 @@ from ldp_audit.opacus.canaries import (
     _int,
     _real,
     canary_blocks,
+    check_out,
+    dataset_holds,
+    drop_empty_journal,
     noise_sketch,
 )
 from ldp_audit.opacus.embed import AuditRecords, check_embedding, dense_rows
 
 __all__ = ["CanaryAudit"]
-
-
-def _check_out(out: Any) -> Any:
-    """``out`` can receive a new run (the Python API's words: no CLI flags)."""
-    from pathlib import Path
-
-    from ldp_audit.errors import RunDirectoryError
-    from ldp_audit.rundir import check_new_dir
-
-    if isinstance(out, (str, Path)) and Path(out).is_dir() and any(Path(out).iterdir()):
-        raise RunDirectoryError(
-            f"out {str(out)!r} already exists and is not empty; a run directory is evidence "
-            f"and is never overwritten or appended to: pass a new out= path"
-        )
-    return check_new_dir(out, name="out", can_resume=False)
-
-
-def _holds(ds: Any, target: Any, depth: int = 0) -> bool:
-    """Whether dataset ``ds`` is ``target`` or wraps it (``.dataset`` / ``.datasets``)."""
-    if ds is None or depth > 20:
-        return False
-    if ds is target:
-        return True
-    inner = [getattr(ds, "dataset", None), *(getattr(ds, "datasets", None) or [])]
-    return any(_holds(x, target, depth + 1) for x in inner if x is not None)
-
-
-def _drop_empty_journal(run: Any) -> None:
-    """The ledger's rollback journal (``TRUNCATE`` mode leaves it at zero bytes after the last
-    commit) removed from a finished run whose ledger this audit closed: an empty journal
-    holds nothing to roll back."""
-    from pathlib import Path
-
-    j = Path(run) / "ledger.sqlite-journal"
-    try:
-        if j.is_file() and j.stat().st_size == 0:
-            j.unlink()
-    except OSError:  # pragma: no cover - left in place: harmless
-        pass
 
 
 def _stack(ts: list[Any]) -> np.ndarray:
@@ -158,7 +122,7 @@ class CanaryAudit:
                 "out must be a path (str) for the run directory, got None (or embed the audit "
                 "in your trainer's run: accountant=..., docs/opacus.md)"
             )
-        self.out = None if self.embedded else _check_out(out)
+        self.out = None if self.embedded else check_out(out)
         self._opt: Any = None
         self._inserted: Any = None
         self._writer: Any = None if not self.embedded else self._embed.writer
@@ -244,7 +208,7 @@ class CanaryAudit:
                 "attach: kind='input' needs insert(dataset, canary_examples) first (before "
                 "make_private), so that the canaries are records of the loader"
             )
-        if self.kind == "input" and not _holds(getattr(data_loader, "dataset", None),
+        if self.kind == "input" and not dataset_holds(getattr(data_loader, "dataset", None),
                                                self._inserted_into):  # fmt: skip
             raise InvalidParameterError(
                 "data_loader: kind='input' needs the loader built on the dataset insert() "
@@ -335,7 +299,7 @@ class CanaryAudit:
                 f"shape {u.shape}"
             )
         if not self.embedded:
-            _check_out(self.out)  # again: it may have appeared since __init__
+            check_out(self.out)  # again: it may have appeared since __init__
         sizes = [int(p.numel()) for p in params]
         if u is None:
             idx, weight = canary_blocks(sizes, self.canaries, self.canary_seed)
@@ -400,8 +364,10 @@ class CanaryAudit:
         self._inc_idx_t = torch.as_tensor(inc_idx, dtype=torch.int64)
         self._unit = (batch if reduction == "mean" else 1.0) / clip
         self._initial = self._flat(params, grad=False)
-        sk, _ = noise_sketch(sizes, NOISE_SKETCH, self.canary_seed)
-        self._sketch = torch.as_tensor(sk)  # public coordinates of the residual noise kept
+        sk, grp = noise_sketch(sizes, NOISE_SKETCH, self.canary_seed)
+        offs0 = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        # per tensor, the local coordinates of the public sketch of the residual noise kept
+        self._sketch = [torch.as_tensor(sk[grp == i] - offs0[i]) for i in range(len(sizes))]
         self._nsq: list[Any] = []  # float64 (L,) squared residual noise per tensor, units of C
         self._nsk: list[Any] = []  # float32 (K,) residual noise on the sketch, units of C
         # records, kept as tensors / Python scalars and converted once by finish()
@@ -656,14 +622,15 @@ class CanaryAudit:
             n = self._sizes[i]
             sg = getattr(p, "summed_grad", None)
             if sg is None or p.grad is None or sg.numel() != n:
-                r = torch.full((n,), float("nan"))
+                sq[i] = float("nan")
+                parts.append(torch.full((self._sketch[i].numel(),), float("nan")))
             else:
                 r = g[off : off + n] * k - sg.detach().reshape(-1).float() / clip
-            sq[i] = torch.sum(r * r, dtype=torch.float64)
-            parts.append(r)
+                sq[i] = torch.sum(r * r, dtype=torch.float64).item()
+                parts.append(r.index_select(0, self._sketch[i].to(r.device)).cpu())
             off += n
         self._nsq.append(sq)
-        self._nsk.append(torch.cat(parts).index_select(0, self._sketch))
+        self._nsk.append(torch.cat(parts))
 
     def records(self) -> dict[str, np.ndarray]:
         """What the hooks recorded, one row per released update (the transcript's arrays,
@@ -689,7 +656,9 @@ class CanaryAudit:
             "expected_batch_size": np.array(rows[4], dtype=np.float64),
             "update_norm": _stack(self._norms).astype(np.float64) if T else np.zeros(0),
             "noise_sq": _stack(self._nsq) if T else np.zeros((0, len(self._sizes))),
-            "noise_sketch": _stack(self._nsk) if T else np.zeros((0, self._sketch.numel())),
+            "noise_sketch": _stack(self._nsk)
+            if T
+            else np.zeros((0, sum(int(x.numel()) for x in self._sketch))),
             "canary_joins": joins,
         }
 
@@ -809,7 +778,7 @@ class CanaryAudit:
         write_run(self, scores)
         self._finished = True
         self._accountant.ledger.close()
-        _drop_empty_journal(self.out)
+        drop_empty_journal(self.out)
         if not audit:
             return self.out
         res = membership(self.out, confidence=self.confidence)
