@@ -368,6 +368,7 @@ class CanaryAudit:
         offs0 = np.concatenate([[0], np.cumsum(sizes)[:-1]])
         # per tensor, the local coordinates of the public sketch of the residual noise kept
         self._sketch = [torch.as_tensor(sk[grp == i] - offs0[i]) for i in range(len(sizes))]
+        self._sketch_flat = torch.as_tensor(sk)
         self._nsq: list[Any] = []  # float64 (L,) squared residual noise per tensor, units of C
         self._nsk: list[Any] = []  # float32 (K,) residual noise on the sketch, units of C
         # records, kept as tensors / Python scalars and converted once by finish()
@@ -616,6 +617,18 @@ class CanaryAudit:
 
         k = self._unit * (getattr(opt, "accumulated_iterations", 1) or 1)
         clip = self._claim["max_grad_norm"]
+        sgs = [getattr(p, "summed_grad", None) for p in self._params]
+        if all(
+            sg is not None and p.grad is not None and sg.numel() == n
+            for sg, p, n in zip(sgs, self._params, self._sizes, strict=True)
+        ):  # the usual case: a few whole-vector operations (per-tensor calls cost more)
+            s = torch.cat([sg.detach().reshape(-1).float() for sg in sgs])
+            r = torch.sub(g * k, s.to(g.device), alpha=1.0 / clip)
+            # float64 dot products per tensor (exact enough for chi^2 on millions of entries)
+            parts = r.double().split(self._sizes)
+            self._nsq.append(torch.stack([torch.dot(c, c) for c in parts]).cpu())
+            self._nsk.append(r.index_select(0, self._sketch_flat.to(r.device)).cpu())
+            return
         parts, sq = [], torch.empty(len(self._params), dtype=torch.float64)
         off = 0
         for i, p in enumerate(self._params):
