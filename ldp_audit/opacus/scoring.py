@@ -155,10 +155,13 @@ def _noise_tests(
             "untested": names,
         }
         return proj_n, proj_i, coverage
-    tn = O.tensor_noise_test(tr["noise_sq"], sizes, sigma=sigma, confidence=conf, names=names)
+    # each of a test's two parts (projections, residual) at half its level: the powers and
+    # thresholds the residual parts state are those of the level they are held to
+    half = 1.0 - (1.0 - conf) / 2.0
+    tn = O.tensor_noise_test(tr["noise_sq"], sizes, sigma=sigma, confidence=half, names=names)
     _, groups = noise_sketch(sizes, int(cfg.get("noise_sketch") or tr["noise_sketch"].shape[1]),
                              int(cfg["canary_seed"]))  # fmt: skip
-    dep = O.pair_dependence_test(tr["noise_sketch"], groups, confidence=conf, names=names)
+    dep = O.pair_dependence_test(tr["noise_sketch"], groups, confidence=half, names=names)
 
     def both(proj: dict, res: dict, key: str) -> dict:
         p = bonferroni([proj["p_value"], res.get("p_value")])
