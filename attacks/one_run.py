@@ -66,7 +66,9 @@ a dprl run: :func:`canary_scores`, :func:`audit_run`, :func:`one_run_result`),
 :mod:`ldp_audit.attacks.one_run_steinke` (the (eps, delta) bound, its ceiling and the canary
 count a refutation needs), :mod:`ldp_audit.attacks.one_run_fdp` (the f-DP test and the claimed
 curve) and :mod:`ldp_audit.attacks.one_run_tests` (the claimed-mechanism test and the Opacus
-integration's noise, independence, contribution and sampling tests).
+integration's noise, independence, contribution and sampling tests) and
+:mod:`ldp_audit.attacks.one_run_noise` (the exact per-tensor, per-update and all-lags tests of
+the released noise).
 """
 
 from __future__ import annotations
@@ -93,6 +95,7 @@ from ldp_audit.attacks.one_run_fdp import (
     gdp_mu_lower_bound,
     profile_lines,
 )
+from ldp_audit.attacks.one_run_noise import pair_dependence_test, scan_p_value, tensor_noise_test
 from ldp_audit.attacks.one_run_steinke import (
     FRACTIONS,
     _check_counts,
@@ -137,6 +140,9 @@ __all__ = [
     "noise_test",
     "contribution_test",
     "sampling_test",
+    "tensor_noise_test",
+    "pair_dependence_test",
+    "scan_p_value",
     "steinke_ceiling",
     "canaries_to_refute",
 ]
@@ -244,9 +250,31 @@ def one_run_result_class() -> Any:
             return bool(super().violation or self.extra.get("flagged_by"))
 
         def summary(self) -> str:
-            line = super().summary()
-            by = self.extra.get("flagged_by")
-            return line + (f" (flagged by: {', '.join(by)})" if by else "")
+            """One line: the claim over the run's updates, the (eps, delta) lower bound and the
+            most it could show with this canary count, the guesses and the verdict (the
+            accuracy ceiling and ``T`` of a per-report attack do not apply to a one-run audit)."""
+            ex = self.extra
+            eps = "inf" if math.isinf(self.epsilon) else f"{self.epsilon:.4g}"
+            d = ex.get("delta")
+            T = ex.get("updates")
+            head = f"{self.attack}: claim eps={eps}" + (f" at delta={d:g}" if d else "")
+            head += f" over {T} updates" if isinstance(T, int) else ""
+            head += f", {self.n} canaries: eps_lb={self.epsilon_lower_bound:.3f}"
+            cap = ex.get("steinke_ceiling")
+            head += f" (at most {cap:.3f} with {self.n} canaries)" if cap is not None else ""
+            r = ex.get("guesses")
+            if r:
+                lo, hi = self.accuracy_ci
+                head += (f", guesses {self.correct}/{r} correct (accuracy {self.accuracy:.3f} "
+                         f"[{lo:.3f}, {hi:.3f}])")  # fmt: skip
+            if self.auc is not None:
+                head += f", auc={self.auc:.3f}"
+            by = ex.get("flagged_by")
+            if self.violation:
+                verdict = "VIOLATION" + (f" (flagged by: {', '.join(by)})" if by else "")
+            else:
+                verdict = "no violation (proves nothing)"
+            return f"{head} -> {verdict}"
 
     return OneRunResult
 

@@ -177,10 +177,13 @@ def independence_test(projections: Any, *, sigma: float, confidence: float = 0.9
 
 
 def noise_test(projections: Any, *, sigma: float, confidence: float = 0.95) -> dict:
-    """Lower-tail chi-square test of the noise magnitude (``sum y^2 / sigma^2 >= chi^2(T m)``).
+    """Lower-tail chi-square tests of the noise magnitude: pooled over the updates (``sum y^2 /
+    sigma^2 >= chi^2(T m)``) and every update on its own (``|y_t|^2 / sigma^2 >= chi^2(m)``, the
+    smallest of the T p-values, an exact scan); Bonferroni over the two.
 
     Sound whatever the data (Anderson's inequality, as in :func:`mechanism_test`); flags noise
-    smaller than ``sigma C`` (noise scaled down by the batch size, the clip norm forgotten).
+    smaller than ``sigma C`` (noise scaled down by the batch size, the clip norm forgotten) in
+    the whole run or in a single update.
     """
     from scipy.stats import chi2
 
@@ -190,8 +193,16 @@ def noise_test(projections: Any, *, sigma: float, confidence: float = 0.95) -> d
         raise InvalidParameterError(f"need a finite (T, m) array and sigma > 0, got {y.shape}")
     level = 1.0 - check_probability(confidence, "confidence")
     ss = float((y * y).sum()) / sigma**2
-    p = float(chi2.cdf(ss, y.size))
-    return {"rejected": bool(p <= level), "p_value": p, "level": level,
+    p_pool = float(chi2.cdf(ss, y.size))
+    # every update on its own: given the past, |y_t|^2 / sigma^2 is at least chi^2(m), so the
+    # smallest of the T per-update p-values is at most x with probability <= 1 - (1 - x)^T
+    per = (y * y).sum(axis=1) / sigma**2
+    f = chi2.cdf(per, y.shape[1])
+    worst = int(np.argmin(f))
+    p_upd = 1.0 if f[worst] >= 1.0 else float(-np.expm1(len(f) * np.log1p(-f[worst])))
+    p = min(1.0, 2.0 * min(p_pool, p_upd))
+    return {"rejected": bool(p <= level), "p_value": p, "p_pooled": p_pool, "p_update": p_upd,
+            "worst_update": worst, "level": level,
             "noise_upper_bound": sigma * math.sqrt(ss / chi2.ppf(level, y.size))}  # fmt: skip
 
 

@@ -1,7 +1,8 @@
 """Overhead of ``CanaryAudit.attach`` on a user's Opacus loop (issue 26).
 
 For a small MLP and a small CNN, the same loop (same seeds: data, initial weights, Poisson
-sampling, noise) runs without and with the audit attached (1000 gradient canaries); steps per
+sampling, noise) runs without and with the audit attached (the recommended 500 gradient canaries,
+``ldp_audit.opacus.RECOMMENDED_CANARIES``); steps per
 second of each (wall and process CPU), their ratio, and the time of ``finish()`` (writing the
 run and the whole one-run audit: every test, white-box). Repeated ``--repeats`` times, each
 repeat running the loop without and then with the audit on the same seed (interleaved, so that
@@ -32,7 +33,7 @@ from opacus import PrivacyEngine
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from ldp_audit.opacus import CanaryAudit
+from ldp_audit.opacus import RECOMMENDED_CANARIES, CanaryAudit
 
 warnings.filterwarnings("ignore")
 
@@ -98,7 +99,7 @@ def one(kind: str, audited: bool, steps: int, canaries: int, seed: int) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=150)
-    ap.add_argument("--canaries", type=int, default=1000)
+    ap.add_argument("--canaries", type=int, default=RECOMMENDED_CANARIES)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--out", default="benchmarks/results/bench_opacus_audit.json")
     a = ap.parse_args(argv)

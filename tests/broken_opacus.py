@@ -14,7 +14,21 @@
 * :class:`PerLayerClipping`: each parameter tensor clipped to ``C`` on its own;
 * :class:`NoiseHalfTheCharged`: noise drawn with half the noise multiplier the optimizer states
   (the ledger is charged with twice the real one);
-* :class:`ClipAfterNoise`: the noisy sum clipped to ``C`` (clipping after the noise).
+* :class:`ClipAfterNoise`: the noisy sum clipped to ``C`` (clipping after the noise);
+
+written for issue 36 (coverage of every tensor, every update, every lag):
+
+* :class:`BiasesUnnoised`: every 1-D tensor (the biases) released without noise;
+* :class:`OneUpdateUnnoised`: one update (the 38th) released without any noise;
+* :class:`OneUpdateThirdNoise`: one update (the 51st) noised at a third of sigma;
+* :class:`NoiseRepeatedAtLag`: from the 18th update on, each update's noise is that of the
+  update 17 before (a generator reseeded on a period);
+* :class:`NoisePartlyRepeated`: every update's noise is ``0.3`` times that of the update 5
+  before plus fresh noise scaled to keep the variance (correlation 0.3 at lag 5, the noise
+  std exactly the claimed one);
+* :class:`FirstTensorQuieter`: the first parameter tensor noised at 0.8 sigma, the others right;
+* :class:`GeneratorReseededEachEpoch`: the noise generator reseeded with one fixed seed every
+  16 updates (an epoch of this loop): the same noise every epoch.
 """
 
 from __future__ import annotations
@@ -116,6 +130,98 @@ class ClipAfterNoise(DPOptimizer):
             p.grad = p.grad * factor
 
 
+class BiasesUnnoised(DPOptimizer):
+    """Every 1-D parameter tensor (the biases) released as its clipped sum, without noise."""
+
+    def add_noise(self) -> None:
+        std = self.noise_multiplier * self.max_grad_norm
+        for p in self.params:
+            noise = 0.0 if p.dim() == 1 else _noise(self, p, std)
+            p.grad = (p.summed_grad + noise).view_as(p)
+
+
+class _OneUpdate(DPOptimizer):
+    UPDATE = 37
+    FACTOR = 0.0
+
+    def add_noise(self) -> None:
+        k = getattr(self, "_k", 0)
+        self._k = k + 1
+        std = self.noise_multiplier * self.max_grad_norm * (self.FACTOR if k == self.UPDATE else 1)
+        for p in self.params:
+            p.grad = (p.summed_grad + _noise(self, p, std)).view_as(p)
+
+
+class OneUpdateUnnoised(_OneUpdate):
+    """Update 37 (0-based) released with no noise; every other update correct."""
+
+
+class OneUpdateThirdNoise(_OneUpdate):
+    """Update 50 (0-based) noised at sigma / 3; every other update correct."""
+
+    UPDATE = 50
+    FACTOR = 1.0 / 3.0
+
+
+class NoiseRepeatedAtLag(DPOptimizer):
+    """From update 17 on, each update's noise equals that of the update 17 before."""
+
+    LAG = 17
+
+    def add_noise(self) -> None:
+        k = getattr(self, "_k", 0)
+        self._k = k + 1
+        hist = self.__dict__.setdefault("_hist", [])
+        if k < self.LAG:
+            std = self.noise_multiplier * self.max_grad_norm
+            hist.append([_noise(self, p, std) for p in self.params])
+        else:
+            hist.append(hist[k - self.LAG])
+        for p, z in zip(self.params, hist[k], strict=True):
+            p.grad = (p.summed_grad + z).view_as(p)
+
+
+class NoisePartlyRepeated(DPOptimizer):
+    """Noise ``0.3 z_{t-5} + sqrt(1 - 0.09) w_t`` (fresh ``w_t``): the claimed std, but
+    correlated 0.3 across updates 5 apart."""
+
+    LAG, RHO = 5, 0.3
+
+    def add_noise(self) -> None:
+        k = getattr(self, "_k", 0)
+        self._k = k + 1
+        hist = self.__dict__.setdefault("_hist", [])
+        std = self.noise_multiplier * self.max_grad_norm
+        fresh = [_noise(self, p, std) for p in self.params]
+        if k >= self.LAG:
+            c = self.RHO
+            fresh = [c * z + (1 - c * c) ** 0.5 * w for z, w in zip(hist[k - self.LAG], fresh,
+                                                                    strict=True)]  # fmt: skip
+        hist.append(fresh)
+        for p, z in zip(self.params, fresh, strict=True):
+            p.grad = (p.summed_grad + z).view_as(p)
+
+
+class FirstTensorQuieter(DPOptimizer):
+    """The first parameter tensor noised at 0.8 sigma C; every other tensor right."""
+
+    def add_noise(self) -> None:
+        std = self.noise_multiplier * self.max_grad_norm
+        for i, p in enumerate(self.params):
+            p.grad = (p.summed_grad + _noise(self, p, std * (0.8 if i == 0 else 1.0))).view_as(p)
+
+
+class GeneratorReseededEachEpoch(DPOptimizer):
+    """``generator.manual_seed(1234)`` every 16 updates (a seed set at each epoch start)."""
+
+    def add_noise(self) -> None:
+        k = getattr(self, "_k", 0)
+        self._k = k + 1
+        if k % 16 == 0:
+            self.generator.manual_seed(1234)
+        super().add_noise()
+
+
 BROKEN = {
     "noise reused across consecutive updates": (ReusedNoise, "independence"),
     "half the updates uncharged": (UnchargedFastPath, "ledger"),
@@ -125,4 +231,11 @@ BROKEN = {
     "per-layer clipping": (PerLayerClipping, "contribution"),
     "ledger charged with twice the real noise multiplier": (NoiseHalfTheCharged, "noise"),
     "clipping after the noise": (ClipAfterNoise, "noise"),
+    "biases released without noise": (BiasesUnnoised, "noise"),
+    "one update released without noise": (OneUpdateUnnoised, "noise"),
+    "one update noised at sigma / 3": (OneUpdateThirdNoise, "noise"),
+    "noise repeated at lag 17": (NoiseRepeatedAtLag, "independence"),
+    "noise correlated 0.3 at lag 5": (NoisePartlyRepeated, "independence"),
+    "first tensor noised at 0.8 sigma": (FirstTensorQuieter, "noise"),
+    "noise generator reseeded each epoch": (GeneratorReseededEachEpoch, "independence"),
 }

@@ -17,9 +17,9 @@ from opacus.optimizers import DPOptimizer
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from ldp_audit.opacus import CanaryAudit
+from ldp_audit.opacus import RECOMMENDED_CANARIES, CanaryAudit
 
-CANARIES = 500
+CANARIES = RECOMMENDED_CANARIES  # 500: the count docs/opacus.md recommends and measures
 
 
 def make_loop(

@@ -356,6 +356,11 @@ def test_input_canaries_bad_input(tmp_path: Path) -> None:
     assert len(data) == 256 + int(audit._included.sum())
     with pytest.raises(InvalidParameterError, match="once"):
         audit.insert(loader.dataset, TD(torch.zeros(10, 32), torch.zeros(10).long()))
+    with pytest.raises(InvalidParameterError, match="data_loader: .*built before insert"):
+        audit.attach(opt, data_loader=loader)  # built before insert: it never holds them
+    from opacus.data_loader import DPDataLoader
+
+    loader = DPDataLoader.from_data_loader(DataLoader(data, batch_size=16))
     opt = audit.attach(opt, data_loader=loader)
     train(model, opt, loader, 1)
     with pytest.raises(InvalidParameterError, match="model: .*pass model="):

@@ -219,8 +219,15 @@ def standalone_golden_entries(tmp: Path) -> dict[str, str]:
         audit.finish(audit=False)
         for f in ("transcript.npz", "secrets.npz", "model.npz"):
             for k, v in sorted(read_npz(tmp / f"r{seed}", f).items()):
+                if k in NEWER_ARRAYS:
+                    continue
                 got[f"{seed}:{f}:{k}"] = digest(v)
     return got
+
+
+# arrays the golden's version did not write (issue 36: the released noise per tensor and its
+# sketch, tested in tests/test_opacus_coverage.py); every array it wrote is compared
+NEWER_ARRAYS = ("noise_sq", "noise_sketch")
 
 
 def test_standalone_audit_runs_bit_identical_to_golden(tmp_path: Path) -> None:

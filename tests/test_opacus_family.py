@@ -30,7 +30,7 @@ def test_family_bound_in_the_result_json_and_report(tmp_path: Path) -> None:
     doc = json.loads((run / "attack_membership.json").read_text())
     assert doc["extra"]["family_bound"]["assumption"] == SGM_ASSUMPTION
     assert doc["extra"]["family_bound"]["epsilon_lower_bound"] == fb["epsilon_lower_bound"]
-    secs = {s["id"]: s for s in report_sections(run)}
+    secs = {s["id"]: s for s in report_sections(run)["sections"]}
     audit = secs["opacus-audit"]
     rows = audit["tables"][0]["rows"]
     fam = [r for r in rows if str(r[1]).startswith("family bound")]
@@ -66,7 +66,7 @@ def test_claim_equals_opacus_when_nothing_is_prepaid(tmp_path: Path) -> None:
     opt = audit.attach(opt, data_loader=loader)
     train(model, opt, loader, 2)
     res = audit.finish()
-    claim = {s["id"]: s for s in report_sections(tmp_path / "run")}["opacus-claim"]
+    claim = {s["id"]: s for s in report_sections(tmp_path / "run")["sections"]}["opacus-claim"]
     line = next(p for p in claim["paragraphs"] if "get_epsilon" in p)
     assert "the methods alone differ" in line
     opx = next(r for r in claim["tables"][0]["rows"] if "get_epsilon" in str(r[0]))

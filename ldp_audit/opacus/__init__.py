@@ -61,7 +61,17 @@ importable from ``ldp_audit.opacus``.
 from __future__ import annotations
 
 from ldp_audit.opacus.attach import CanaryAudit
-from ldp_audit.opacus.canaries import _KINDS, _MARK, ALGORITHM, _int, _real, canary_blocks
+from ldp_audit.opacus.canaries import (
+    _KINDS,
+    _MARK,
+    ALGORITHM,
+    NOISE_SKETCH,
+    RECOMMENDED_CANARIES,
+    _int,
+    _real,
+    canary_blocks,
+    noise_sketch,
+)
 from ldp_audit.opacus.embed import AuditRecords
 from ldp_audit.opacus.scoring import (
     _decided_by,
@@ -72,6 +82,7 @@ from ldp_audit.opacus.scoring import (
     membership,
     report_sections,
     score_inputs,
+    tensor_names,
 )
 from ldp_audit.opacus.system import (
     EXAMPLE_DEFAULTS,
@@ -90,6 +101,10 @@ __all__ = [
     "CanaryAudit",
     "AuditRecords",
     "canary_blocks",
+    "noise_sketch",
+    "NOISE_SKETCH",
+    "RECOMMENDED_CANARIES",
+    "tensor_names",
     "audit_run",
     "membership",
     "OpacusRunConfig",

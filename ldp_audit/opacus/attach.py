@@ -18,7 +18,18 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.opacus.canaries import _KINDS, _MARK, _int, _real, canary_blocks
+from ldp_audit.opacus.canaries import (
+    _KINDS,
+    _MARK,
+    NOISE_SKETCH,
+    _int,
+    _real,
+    canary_blocks,
+    check_out,
+    dataset_holds,
+    drop_empty_journal,
+    noise_sketch,
+)
 from ldp_audit.opacus.embed import AuditRecords, check_embedding, dense_rows
 
 __all__ = ["CanaryAudit"]
@@ -83,8 +94,6 @@ class CanaryAudit:
         rng: Any = None,
         generator: Any = None,
     ) -> None:
-        from ldp_audit.rundir import check_new_dir
-
         if not isinstance(kind, str) or kind not in _KINDS:
             raise InvalidParameterError(f"kind must be one of {_KINDS}, got {kind!r}")
         self.canaries = _int(canaries, "canaries", 2)
@@ -113,7 +122,7 @@ class CanaryAudit:
                 "out must be a path (str) for the run directory, got None (or embed the audit "
                 "in your trainer's run: accountant=..., docs/opacus.md)"
             )
-        self.out = None if self.embedded else check_new_dir(out, name="out")
+        self.out = None if self.embedded else check_out(out)
         self._opt: Any = None
         self._inserted: Any = None
         self._writer: Any = None if not self.embedded else self._embed.writer
@@ -154,7 +163,10 @@ class CanaryAudit:
         rng = np.random.default_rng([self.seed, 1])
         self._included = rng.random(self.canaries) < 0.5  # secret
         self._inserted = canaries
-        return ConcatDataset([dataset, Subset(canaries, np.flatnonzero(self._included).tolist())])
+        self._inserted_into = ConcatDataset(
+            [dataset, Subset(canaries, np.flatnonzero(self._included).tolist())]
+        )
+        return self._inserted_into
 
     # ------------------------------------------------------------------ attach
     def attach(
@@ -176,7 +188,6 @@ class CanaryAudit:
         from opacus.optimizers import DPOptimizer
 
         import ldp_audit.accountant  # noqa: F401 - imported now, not inside the first step
-        from ldp_audit.rundir import check_new_dir
 
         if self._opt is not None or self._finished:
             raise InvalidParameterError(
@@ -196,6 +207,14 @@ class CanaryAudit:
             raise InvalidParameterError(
                 "attach: kind='input' needs insert(dataset, canary_examples) first (before "
                 "make_private), so that the canaries are records of the loader"
+            )
+        if self.kind == "input" and not dataset_holds(getattr(data_loader, "dataset", None),
+                                               self._inserted_into):  # fmt: skip
+            raise InvalidParameterError(
+                "data_loader: kind='input' needs the loader built on the dataset insert() "
+                f"returned (the canaries are records only there); got a "
+                f"{type(data_loader).__name__} whose dataset does not hold it (was the loader "
+                "built before insert? build it, and make_private, after insert)"
             )
         try:
             from opacus.optimizers import DPOptimizerFastGradientClipping as _Ghost
@@ -255,6 +274,16 @@ class CanaryAudit:
                 dataset_size = None
         if dataset_size is not None:
             dataset_size = _int(dataset_size, "dataset_size", 1)
+        else:
+            import warnings
+
+            warnings.warn(
+                "dataset_size unknown (sample_rate= given without dataset_size=, or a loader "
+                "without a dataset length): the sampling test is dropped; pass dataset_size= "
+                "so that the batch sizes are tested against Poisson sampling",
+                UserWarning,
+                stacklevel=2,
+            )
         params = [p for p in optimizer.params]
         n_params = int(sum(p.numel() for p in params))
         if self.canaries > n_params:
@@ -270,7 +299,7 @@ class CanaryAudit:
                 f"shape {u.shape}"
             )
         if not self.embedded:
-            check_new_dir(self.out, name="out")  # again: it may have appeared since __init__
+            check_out(self.out)  # again: it may have appeared since __init__
         sizes = [int(p.numel()) for p in params]
         if u is None:
             idx, weight = canary_blocks(sizes, self.canaries, self.canary_seed)
@@ -297,6 +326,7 @@ class CanaryAudit:
             "dataset_size": dataset_size,
             "n_params": n_params,
             "tensor_sizes": sizes,
+            "tensor_shapes": [list(p.shape) for p in params],
             "ghost_clipping": ghost,
         }
         self._ghost = ghost
@@ -334,6 +364,13 @@ class CanaryAudit:
         self._inc_idx_t = torch.as_tensor(inc_idx, dtype=torch.int64)
         self._unit = (batch if reduction == "mean" else 1.0) / clip
         self._initial = self._flat(params, grad=False)
+        sk, grp = noise_sketch(sizes, NOISE_SKETCH, self.canary_seed)
+        offs0 = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        # per tensor, the local coordinates of the public sketch of the residual noise kept
+        self._sketch = [torch.as_tensor(sk[grp == i] - offs0[i]) for i in range(len(sizes))]
+        self._sketch_flat = torch.as_tensor(sk)
+        self._nsq: list[Any] = []  # float64 (L,) squared residual noise per tensor, units of C
+        self._nsk: list[Any] = []  # float32 (K,) residual noise on the sketch, units of C
         # records, kept as tensors / Python scalars and converted once by finish()
         self._proj: list[Any] = []  # float32 (m,) projections of each released update
         self._norms: list[Any] = []  # float32 () norm of each released update
@@ -342,6 +379,7 @@ class CanaryAudit:
         self._joins: list[Any] = []  # the canaries that joined each update (indices)
         self._pending: tuple[int, Any] | None = None
         self._charges_since = 0
+        self._aborted = 0
         self._charges = 0
         self._prepaid = 0
         self._batches = 0
@@ -387,7 +425,14 @@ class CanaryAudit:
 
         def add_noise(*a: Any, **k: Any) -> Any:
             self._charge(opt)  # durable, before the noise is drawn
-            return orig_noise(*a, **k)
+            try:
+                return orig_noise(*a, **k)
+            except BaseException:
+                # charged, nothing released: the charge stays (the safe side) and is counted
+                # as aborted, so the ledger test does not take it for an uncharged update
+                self._charges_since -= 1
+                self._aborted += 1
+                raise
 
         def step(*a: Any, **k: Any) -> Any:
             self._record(opt)
@@ -545,6 +590,7 @@ class CanaryAudit:
                 proj = (sel * self._weight).sum(dim=1)
                 self._proj.append(proj)
                 self._norms.append(g.norm())
+                self._residual(opt, g)
         self._accs.append(getattr(opt, "accumulated_iterations", 1) or 1)
         batch, joined = self._pending or (-1, self._inc_idx_t[:0])
         bs = getattr(opt, "expected_batch_size", None)
@@ -561,6 +607,43 @@ class CanaryAudit:
         self._joins.append(joined)
         self._pending = None
         self._charges_since = 0
+
+    def _residual(self, opt: Any, g: Any) -> None:
+        """The released noise of this update: per tensor, the released sum minus the clipped sum
+        the optimizer computed (``p.summed_grad``), in units of ``C`` (the exact ``N(0,
+        sigma^2)`` noise under the claim): its squared norm per tensor and its sketch
+        coordinates; NaN for a tensor without a clipped sum (named untested by the audit)."""
+        import torch
+
+        k = self._unit * (getattr(opt, "accumulated_iterations", 1) or 1)
+        clip = self._claim["max_grad_norm"]
+        sgs = [getattr(p, "summed_grad", None) for p in self._params]
+        if all(
+            sg is not None and p.grad is not None and sg.numel() == n
+            for sg, p, n in zip(sgs, self._params, self._sizes, strict=True)
+        ):  # the usual case: a few whole-vector operations (per-tensor calls cost more)
+            s = torch.cat([sg.detach().reshape(-1).float() for sg in sgs])
+            r = torch.sub(g * k, s.to(g.device), alpha=1.0 / clip)
+            # float64 dot products per tensor (exact enough for chi^2 on millions of entries)
+            parts = r.double().split(self._sizes)
+            self._nsq.append(torch.stack([torch.dot(c, c) for c in parts]).cpu())
+            self._nsk.append(r.index_select(0, self._sketch_flat.to(r.device)).cpu())
+            return
+        parts, sq = [], torch.empty(len(self._params), dtype=torch.float64)
+        off = 0
+        for i, p in enumerate(self._params):
+            n = self._sizes[i]
+            sg = getattr(p, "summed_grad", None)
+            if sg is None or p.grad is None or sg.numel() != n:
+                sq[i] = float("nan")
+                parts.append(torch.full((self._sketch[i].numel(),), float("nan")))
+            else:
+                r = g[off : off + n] * k - sg.detach().reshape(-1).float() / clip
+                sq[i] = torch.sum(r * r, dtype=torch.float64).item()
+                parts.append(r.index_select(0, self._sketch[i].to(r.device)).cpu())
+            off += n
+        self._nsq.append(sq)
+        self._nsk.append(torch.cat(parts))
 
     def records(self) -> dict[str, np.ndarray]:
         """What the hooks recorded, one row per released update (the transcript's arrays,
@@ -585,6 +668,10 @@ class CanaryAudit:
             "max_grad_norm": np.array(rows[3], dtype=np.float64),
             "expected_batch_size": np.array(rows[4], dtype=np.float64),
             "update_norm": _stack(self._norms).astype(np.float64) if T else np.zeros(0),
+            "noise_sq": _stack(self._nsq) if T else np.zeros((0, len(self._sizes))),
+            "noise_sketch": _stack(self._nsk)
+            if T
+            else np.zeros((0, sum(int(x.numel()) for x in self._sketch))),
             "canary_joins": joins,
         }
 
@@ -622,6 +709,7 @@ class CanaryAudit:
             "canary_scale": self.canary_scale,
             "canary_seed": self.canary_seed,
             "canary_design": "random blocks in every tensor of >= m entries (canary_blocks)",
+            "noise_sketch": NOISE_SKETCH,
             "delta": self.delta,
             "confidence": self.confidence,
             "claim": dict(self._claim),
@@ -703,6 +791,7 @@ class CanaryAudit:
         write_run(self, scores)
         self._finished = True
         self._accountant.ledger.close()
+        drop_empty_journal(self.out)
         if not audit:
             return self.out
         res = membership(self.out, confidence=self.confidence)

@@ -15,11 +15,24 @@ import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
 
-__all__ = ["ALGORITHM", "canary_blocks"]
+__all__ = [
+    "ALGORITHM",
+    "NOISE_SKETCH",
+    "RECOMMENDED_CANARIES",
+    "canary_blocks",
+    "check_out",
+    "dataset_holds",
+    "drop_empty_journal",
+    "noise_sketch",
+]
 
 ALGORITHM = "opacus"
 _KINDS = ("gradient", "input")
 _MARK = "_ldp_audit_canary_audit"
+RECOMMENDED_CANARIES = 500
+"""The canary count docs/opacus.md recommends (its snippet, tests and measurements use it)."""
+NOISE_SKETCH = 4096
+"""Coordinates of the released noise kept per update for the all-lags dependence test."""
 
 
 def _int(v: Any, name: str, minimum: int) -> int:
@@ -80,3 +93,66 @@ def canary_blocks(sizes: Any, m: int, seed: int) -> tuple[np.ndarray, np.ndarray
         idx.append(blk)
         wt.append(sgn)
     return np.concatenate(idx, axis=1), np.concatenate(wt, axis=1).astype(np.float32)
+
+
+def noise_sketch(sizes: Any, budget: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The public coordinates of the noise sketch: ``(flat_idx, tensor)`` of at most ``budget``
+    coordinates, every tensor holding ``min(size, share)`` of them (water-filling: a small
+    tensor is kept whole, the large ones share the rest equally), chosen at random inside each
+    tensor (``seed``: the run's public canary seed). Sorted by flat index."""
+    sizes = [int(_int(n, "tensor size", 1)) for n in np.atleast_1d(sizes).tolist()]
+    budget = _int(budget, "budget", 1)
+    take = [0] * len(sizes)
+    left, open_ = min(budget, sum(sizes)), list(range(len(sizes)))
+    while open_ and left > 0:
+        share = max(1, left // len(open_))
+        small = [i for i in open_ if sizes[i] - take[i] <= share]
+        for i in small or open_:
+            add = min(sizes[i] - take[i], share, left)
+            take[i] += add
+            left -= add
+        open_ = [i for i in open_ if take[i] < sizes[i]]
+    rng = np.random.default_rng([_int(seed, "canary_seed", 0), 36])
+    offs = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    idx = [o + np.sort(rng.permutation(n)[:k]) for o, n, k in zip(offs, sizes, take, strict=True)]
+    grp = [np.full(k, i, dtype=np.int64) for i, k in enumerate(take)]
+    return np.concatenate(idx).astype(np.int64), np.concatenate(grp)
+
+
+def check_out(out: Any) -> Any:
+    """``out`` can receive a new run (the Python API's words: no CLI flags)."""
+    from pathlib import Path
+
+    from ldp_audit.errors import RunDirectoryError
+    from ldp_audit.rundir import check_new_dir
+
+    if isinstance(out, (str, Path)) and Path(out).is_dir() and any(Path(out).iterdir()):
+        raise RunDirectoryError(
+            f"out {str(out)!r} already exists and is not empty; a run directory is evidence "
+            f"and is never overwritten or appended to: pass a new out= path"
+        )
+    return check_new_dir(out, name="out", can_resume=False)
+
+
+def dataset_holds(ds: Any, target: Any, depth: int = 0) -> bool:
+    """Whether dataset ``ds`` is ``target`` or wraps it (``.dataset`` / ``.datasets``)."""
+    if ds is None or depth > 20:
+        return False
+    if ds is target:
+        return True
+    inner = [getattr(ds, "dataset", None), *(getattr(ds, "datasets", None) or [])]
+    return any(dataset_holds(x, target, depth + 1) for x in inner if x is not None)
+
+
+def drop_empty_journal(run: Any) -> None:
+    """The ledger's rollback journal (``TRUNCATE`` mode leaves it at zero bytes after the last
+    commit) removed from a finished run whose ledger this audit closed: an empty journal
+    holds nothing to roll back."""
+    from pathlib import Path
+
+    j = Path(run) / "ledger.sqlite-journal"
+    try:
+        if j.is_file() and j.stat().st_size == 0:
+            j.unlink()
+    except OSError:  # pragma: no cover - left in place: harmless
+        pass

@@ -19,9 +19,16 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
-from ldp_audit.opacus.canaries import ALGORITHM, canary_blocks
+from ldp_audit.opacus.canaries import ALGORITHM, canary_blocks, noise_sketch
 
-__all__ = ["audit_run", "membership", "opacus_epsilon_line", "report_sections", "score_inputs"]
+__all__ = [
+    "audit_run",
+    "membership",
+    "opacus_epsilon_line",
+    "report_sections",
+    "score_inputs",
+    "tensor_names",
+]
 
 
 def _read(run_dir: Path) -> dict[str, Any]:
@@ -61,11 +68,15 @@ def _ledger_test(run_dir: Path, cfg: dict, met: dict, tr: dict) -> dict[str, Any
     problems = []
     unused = met.get("prepaid_unused", 0)
     prepay = met.get("prepay", 1)
+    aborted = met.get("charges_aborted", 0)  # charged, then the noise step raised: no release
     if not (isinstance(unused, int) and isinstance(prepay, int) and 0 <= unused < prepay):
         problems.append(f"metrics.json: prepaid_unused {unused!r} with prepay {prepay!r}")
-    elif n_charged != T + unused:
+    elif not (isinstance(aborted, int) and aborted >= 0):
+        problems.append(f"metrics.json: charges_aborted {aborted!r}")
+    elif n_charged != T + unused + aborted:
         problems.append(
-            f"{n_charged} charges for {T} released updates ({unused} prepaid charges unused)"
+            f"{n_charged} charges for {T} released updates ({unused} prepaid charges unused, "
+            f"{aborted} aborted noise steps)"
         )
     if met.get("updates") != T or met.get("charges") != n_charged:
         problems.append(
@@ -101,6 +112,77 @@ def _ledger_test(run_dir: Path, cfg: dict, met: dict, tr: dict) -> dict[str, Any
         "updates": T,
         "problems": problems,
     }
+
+
+def bonferroni(ps: list[float | None]) -> float | None:
+    """The Bonferroni p-value of the parts that ran (None: a part that did not run; 0 is a
+    p-value like any other)."""
+    ran = [float(x) for x in ps if x is not None]
+    return min(1.0, len(ran) * min(ran)) if ran else None
+
+
+def tensor_names(claim: dict[str, Any]) -> list[str]:
+    """``tensor i (shape)`` for each trainable tensor, in the optimizer's order (the order of
+    ``list(model.parameters())`` for a model made private whole)."""
+    shapes = claim.get("tensor_shapes") or [[n] for n in claim["tensor_sizes"]]
+    return [f"tensor {i} ({'x'.join(str(int(v)) for v in sh) or 'scalar'})"
+            for i, sh in enumerate(shapes)]  # fmt: skip
+
+
+def _noise_tests(
+    cfg: dict, tr: dict, y: np.ndarray, sigma: float, conf: float
+) -> tuple[dict, dict, dict]:
+    """The noise and independence tests: on the canary projections (sound whatever the
+    trainer computed) and, when the run recorded it, on the released noise itself (the
+    residual of every tensor; :mod:`ldp_audit.attacks.one_run_noise`); Bonferroni over the two
+    parts of each. Also the coverage: per tensor, whether its noise was tested and with what
+    power, and which tensors hold canary coordinates."""
+    from ldp_audit.attacks import one_run as O  # noqa: N812
+
+    claim = cfg["claim"]
+    names = tensor_names(claim)
+    sizes = [int(n) for n in claim["tensor_sizes"]]
+    m = int(cfg["canaries"])
+    proj_n = O.noise_test(y, sigma=sigma, confidence=conf)
+    proj_i = O.independence_test(y, sigma=sigma, confidence=conf)
+    level = proj_n["level"]
+    canary_in = [n >= m for n in sizes] if max(sizes) >= m else [True] * len(sizes)
+    if "noise_sq" not in tr or "noise_sketch" not in tr:  # a run written before issue 36
+        coverage = {
+            "tensors": [
+                {
+                    "tensor": nm,
+                    "entries": n,
+                    "tested": False,
+                    "canaries": c,
+                    "reason": "the run recorded no residual noise",
+                }
+                for nm, n, c in zip(names, sizes, canary_in, strict=True)
+            ],  # fmt: skip
+            "untested": names,
+        }
+        return proj_n, proj_i, coverage
+    # each of a test's two parts (projections, residual) at half its level: the powers and
+    # thresholds the residual parts state are those of the level they are held to
+    half = 1.0 - (1.0 - conf) / 2.0
+    tn = O.tensor_noise_test(tr["noise_sq"], sizes, sigma=sigma, confidence=half, names=names)
+    _, groups = noise_sketch(sizes, int(cfg.get("noise_sketch") or tr["noise_sketch"].shape[1]),
+                             int(cfg["canary_seed"]))  # fmt: skip
+    dep = O.pair_dependence_test(tr["noise_sketch"], groups, confidence=half, names=names)
+
+    def both(proj: dict, res: dict, key: str) -> dict:
+        p = bonferroni([proj["p_value"], res.get("p_value")])
+        return {**proj, "p_value": p, "rejected": bool(p is not None and p <= level),
+                "p_projection": proj["p_value"], key: res}  # fmt: skip
+
+    for row, c in zip(tn["tensors"], canary_in, strict=True):
+        row["canaries"] = c
+    coverage = {"tensors": tn["tensors"], "untested": tn["untested"],
+                "update_detectable_std_ratio": tn.get("update_detectable_std_ratio"),
+                "dependence": [{k: f[k] for k in ("name", "coordinates", "threshold",
+                                                  "detectable_correlation")}
+                               for f in dep["families"]]}  # fmt: skip
+    return both(proj_n, tn, "residual"), both(proj_i, dep, "pairs"), coverage
 
 
 def _decided_by(tests: dict[str, dict | None]) -> str | None:
@@ -190,9 +272,17 @@ def audit_run(run_dir: Any, *, setting: str = "white-box", confidence: float = 0
                                        default=1.0)  # fmt: skip
         # the f-DP test rejects when one of its fractions is below level / fractions
         tests["f-dp"]["level_each"] = tests["f-dp"]["level"]
+    coverage = None
+    not_run: dict[str, str] = {}
     if white:
-        tests["noise"] = O.noise_test(y, sigma=sigma, confidence=conf_each)
-        tests["independence"] = O.independence_test(y, sigma=sigma, confidence=conf_each)
+        tests["noise"], tests["independence"], coverage = _noise_tests(cfg, tr, y, sigma, conf_each)
+        if coverage["untested"]:
+            not_run["noise (per tensor)"] = "untested tensors: " + ", ".join(coverage["untested"])
+        if not N:
+            not_run["sampling"] = (
+                "the data set size was not recorded (pass dataset_size= to attach with "
+                "sample_rate=): the batch sizes could not be tested against Poisson sampling"
+            )
         if kind == "gradient":
             joins = read_npz(run_dir, "secrets.npz", ("canary_joins",))["canary_joins"]
             bs = np.maximum(np.asarray(tr["batch_size"], dtype=np.int64), 0)
@@ -261,6 +351,8 @@ def audit_run(run_dir: Any, *, setting: str = "white-box", confidence: float = 0
             "canaries_to_refute": need,
             "flagged_by": flagged,
             "decided_by": _decided_by(tests),
+            "coverage": coverage,
+            "tests_not_run": not_run,
         },
     )
 
@@ -286,8 +378,10 @@ def _fmt(v: Any) -> str:
     return "inf" if math.isinf(v) else f"{v:.4g}"
 
 
-def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict]:
-    """The claim, the accountant's guarantee and the one-run audit, for ``ldp-audit report``."""
+def report_sections(run_dir: Path, extra: list[Path] | None = None) -> dict[str, Any]:
+    """The claim, the accountant's guarantee, the one-run audit and its coverage (every tensor:
+    tested or not, with the power of its noise test), for ``ldp-audit report``; the privacy
+    statement's sampling row from the sampling test (``statement``)."""
     run_dir = Path(run_dir)
     run = _read(run_dir)
     cfg, met = run["config"], run["metrics"]
@@ -357,6 +451,78 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict
                     + (f" (decided by {ex['decided_by']})" if ex.get("decided_by") else ""),
                 ]
             )
+    sampling = None
+    cov_rows = []
+    for top in audits:
+        ex = top.get("extra", {})
+        t = (ex.get("tests") or {}).get("sampling")
+        if sampling is None and ex.get("setting") == "white-box":
+            why = (ex.get("tests_not_run") or {}).get("sampling")
+            sampling = (
+                f"Poisson subsampling at q = {_fmt(claim.get('sample_rate'))} is charged; the "
+                f"sampling test on the run's {met.get('updates')} batch sizes: p = "
+                f"{_fmt(t.get('p_value'))} at level {_fmt(t.get('level'))}, "
+                + ("REJECTED: the code does not sample that way" if t.get("rejected")
+                   else "consistent with Poisson sampling at that rate")
+                if isinstance(t, dict)
+                else f"Poisson subsampling is charged; not tested: {why or 'no sampling test'}"
+            )  # fmt: skip
+        cov = ex.get("coverage") or {}
+        if cov_rows or ex.get("setting") != "white-box":
+            continue
+        for row in cov.get("tensors") or []:
+            cov_rows.append(
+                [
+                    row["tensor"],
+                    row["entries"],
+                    "yes" if row.get("canaries") else "no",
+                    f"{row.get('updates_tested', 0)}" if row.get("tested") else
+                    f"NOT TESTED: {row.get('reason', '')}",
+                    _fmt(row.get("p_value")),
+                    _fmt(row.get("std_ratio")),
+                    _fmt(row.get("detectable_std_ratio")),
+                ]
+            )  # fmt: skip
+    if cov_rows:
+        dep = ", ".join(
+            f"{d['name']} ({d['coordinates']} coordinates): {_fmt(d['detectable_correlation'])}"
+            for d in (audits[0].get("extra", {}).get("coverage") or {}).get("dependence") or []
+        )
+        sections.append(
+            {
+                "id": "opacus-coverage",
+                "title": "What the audit covered: every tensor, every update, every lag",
+                "paragraphs": [
+                    "The released noise of every update is tested tensor by tensor (the released "
+                    "sum minus the optimizer's clipped sum, exactly N(0, sigma^2 C^2) per "
+                    "coordinate under the claim): per tensor over the updates, per update over "
+                    "all coordinates, per (update, tensor) cell, and for dependence between any "
+                    "two updates. std ratio: the released noise's std over the claimed one "
+                    "(1 under the claim); detectable: the largest ratio flagged with 95 % power "
+                    "(no noise, 0, is always flagged). A tensor that could not be tested is "
+                    "named NOT TESTED.",
+                    "Smallest correlation between two updates' noise detected with 95 % power "
+                    f"(any lag): {dep or 'none tested'}.",
+                ],
+                "tables": [
+                    {
+                        "caption": "per-tensor coverage of the noise tests",
+                        "header": [
+                            "tensor",
+                            "entries",
+                            "canaries",
+                            "updates tested",
+                            "p (noise, per tensor)",
+                            "std ratio",
+                            "detectable",
+                        ],
+                        "rows": cov_rows,
+                    }  # fmt: skip
+                ],
+                "figures": {},
+                "data": {},
+            }
+        )
     if arows:
         sections.append(
             {
@@ -390,7 +556,10 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict
                 "data": {"audits": audits},
             }
         )
-    return sections
+    out: dict[str, Any] = {"sections": sections}
+    if sampling is not None:
+        out["statement"] = {"sampling": [sampling, "attack_membership.json sampling test"]}
+    return out
 
 
 def opacus_epsilon_line(claim: dict, met: dict, delta: float) -> dict[str, Any] | None:

@@ -48,6 +48,9 @@ class OpacusRunConfig:
         canaries, delta, kind, confidence, canary_scale, canary_seed: as :class:`CanaryAudit`.
         claim: what :meth:`CanaryAudit.attach` read (None before training).
         canary_design: the direction design's name (informative).
+        noise_sketch: the coordinates of the released noise kept per update for the all-lags
+            dependence test (:data:`ldp_audit.opacus.canaries.NOISE_SKETCH`; None in a run
+            written before it was recorded).
         example: the example trainer's settings (:data:`EXAMPLE_DEFAULTS`); None for a run of
             a user's own loop.
     """
@@ -60,6 +63,7 @@ class OpacusRunConfig:
     canary_seed: int | None = None
     claim: dict | None = None
     canary_design: str | None = None
+    noise_sketch: int | None = None
     example: dict | None = None
 
     def __post_init__(self) -> None:
@@ -71,6 +75,8 @@ class OpacusRunConfig:
         _real(self.canary_scale, "canary_scale", lo=1.0, lo_open=True)
         if self.canary_seed is not None:
             _int(self.canary_seed, "canary_seed", 0)
+        if self.noise_sketch is not None:
+            _int(self.noise_sketch, "noise_sketch", 1)
         if self.example is not None:
             if not isinstance(self.example, dict):
                 raise InvalidParameterError(f"example must be a dict, got {self.example!r}")

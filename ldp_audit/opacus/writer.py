@@ -99,6 +99,7 @@ def write_run(audit: Any, scores: np.ndarray | None) -> None:
             "updates": T,
             "charges": audit._charges,
             "prepaid_unused": audit._prepaid,
+            "charges_aborted": audit._aborted,
             "prepay": audit.prepay,
             "physical_batches": audit._batches,
             "seconds": time.perf_counter() - audit._t0,

@@ -390,6 +390,24 @@ def _audit_fields(model: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _decision(extra: dict[str, Any]) -> dict[str, Any]:
+    """The tests a one-run audit ran (``extra["tests"]``): which flagged, which decided (its
+    p-value and level), and the tests it could not run (``tests_not_run``)."""
+    tests = extra.get("tests") if isinstance(extra.get("tests"), dict) else {}
+    dec = extra.get("decided_by") if isinstance(extra.get("decided_by"), str) else None
+    t = tests.get(dec) if dec else None
+    t = t if isinstance(t, dict) else {}
+    not_run = extra.get("tests_not_run")
+    return {
+        "tests_run": sorted(k for k, v in tests.items() if isinstance(v, dict)),
+        "tests_not_run": dict(not_run) if isinstance(not_run, dict) else {},
+        "flagged_by": [str(x) for x in extra.get("flagged_by") or []],
+        "decided_by": dec,
+        "decided_p": num(t.get("p_value")),
+        "decided_level": num(t.get("level")),
+    }
+
+
 def one_run_audit(name: str, a: dict[str, Any]) -> dict[str, Any] | None:
     """A one-run audit (an attack file whose ``attack`` starts with "one-run") as an audit row:
     setting, lower bound, confidence, canaries, threat model and ceiling."""
@@ -441,6 +459,7 @@ def one_run_audit(name: str, a: dict[str, Any]) -> dict[str, Any] | None:
             default=None,
         ),
         "mechanism_test_rejected": mt.get("rejected") if mt else None,
+        **_decision(extra),
         "rate_claimed": num(mt.get("rate_claimed")) if mt else None,
         "rate_lower_bound": num(mt.get("rate_lower_bound")) if mt else None,
         "threat_model": (

@@ -99,11 +99,42 @@ def _no_protection(claim: dict[str, Any]) -> str:
     return f"the claim itself gives no protection (epsilon = {_fmt(claim['epsilon'])} per {unit})"
 
 
+_TEST_WORDS = {
+    "noise": "the released noise is smaller than the claimed sigma C in some tensor or update",
+    "independence": "the released noise is not fresh: correlated across updates",
+    "contribution": "a canary counts more or less than C: the per-sample clipping is not the "
+    "claimed one",
+    "sampling": "the batch sizes are not Poisson sampling at the claimed rate",
+    "ledger": "updates were released without their charge, or the claim changed mid-run",
+    "f-dp": "the canaries are guessed better than the claimed privacy curve allows",
+}
+
+
 def _one_run_statements(o: dict[str, Any], violations: list[str], verified: list[str]) -> None:
     lb, claim = _fmt(o["epsilon_lower_bound"]), _fmt(o["claimed_epsilon"])
     size = _n(o["canaries"], "canary", "canaries") if isinstance(o["canaries"], int) else "canaries"
     conf = o.get("confidence")
     lvl = f" at confidence {conf:g}" if isinstance(conf, float) else ""
+    dec = o.get("decided_by")
+    if o["violation"] and dec and dec != "steinke":
+        p, lv = o.get("decided_p"), o.get("decided_level")
+        how = (
+            "a deterministic check"
+            if not lv
+            else f"p = {_fmt(p)} <= its level {_fmt(lv)}"
+            if p is not None
+            else f"at level {_fmt(lv)}"
+        )
+        also = [f for f in o.get("flagged_by") or [] if f != dec]
+        violations.append(
+            f"ONE-RUN AUDIT VIOLATION ({o['setting']}): the {dec} test rejected the claimed "
+            f"DP-SGD ({_TEST_WORDS.get(dec, 'the claimed mechanism is contradicted')}; {how})"
+            + (f", also flagged by {', '.join(also)}" if also else "")
+            + f". The (eps, delta) lower bound of {o['name']} is {lb} against the claim {claim}"
+            f"{lvl} ({size}): the run breaks the mechanism the claim assumes, whatever that "
+            "bound says."
+        )
+        return
     if o["violation"]:
         violations.append(
             f"ONE-RUN AUDIT VIOLATION ({o['setting']}): {o['name']} leaks at least {lb} > "
@@ -137,6 +168,17 @@ def _evidence(lc: dict[str, Any] | None) -> tuple[str, str]:
             "can write the run could have written this verdict.",
         )
     return "authenticated", ""
+
+
+def _fully_tested(o: dict[str, Any]) -> bool:
+    """A white-box one-run audit that ran its ledger and sampling tests among others and left
+    none out (``tests_not_run`` empty): the run's own attack, as complete as it gets."""
+    run = set(o.get("tests_run") or [])
+    return (
+        "white" in str(o.get("setting"))
+        and {"ledger", "sampling"} <= run
+        and not o.get("tests_not_run")
+    )
 
 
 def _verdict(model: dict[str, Any], system_claimed: list[str] | None = None) -> dict[str, Any]:
@@ -305,6 +347,8 @@ def _verdict(model: dict[str, Any], system_claimed: list[str] | None = None) -> 
             _audit_statements(r, violations, verified, not_verified)
     for o in one_run:
         _one_run_statements(o, violations, verified)
+        for test, why in (o.get("tests_not_run") or {}).items():
+            not_verified.append(f"One-run audit ({o['setting']}): {test} not tested: {why}.")
     if aud["status"] != "run" and not one_run:
         not_verified.append(
             "No audit was run: neither an audit of the mechanism (audit.json) nor a one-run "
@@ -377,7 +421,7 @@ def _verdict(model: dict[str, Any], system_claimed: list[str] | None = None) -> 
             f"{_no_protection(the)[0].upper()}{_no_protection(the)[1:]}{above}; the checks "
             "below found no contradiction of it, which says nothing about privacy."
         )
-    elif audited and attacks and not evidence_changed:
+    elif audited and (attacks or any(_fully_tested(o) for o in one_run)) and not evidence_changed:
         status = "consistent"
         headline = "Claims consistent with every audit and attack that was run."
     else:

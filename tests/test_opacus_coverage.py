@@ -1,0 +1,399 @@
+"""Issue 36: the one-run audit of an Opacus loop covers every tensor, every update and every
+lag of the released noise (ldp_audit.attacks.one_run_noise), and the smaller items (input
+canaries after the loader, a dropped sampling test said, an aborted noise step, the report's
+wording, the Python API's errors, no empty journal, one recommended canary count).
+
+Statistical tests: fixed seeds; the bounds on simulated games are binomial quantiles with a
+false-failure probability stated beside each (it would be at most that for an unseeded draw).
+The broken trainers (tests/broken_opacus.py) are run at seed 5 here (seeds 0-2 in the slow
+tests of tests/test_opacus_audit.py); each verdict is at 95 % confidence.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from scipy.stats import binom
+
+from ldp_audit.attacks.one_run import pair_dependence_test, scan_p_value, tensor_noise_test
+from ldp_audit.cli import main
+from ldp_audit.errors import InvalidParameterError, RunDirectoryError
+from ldp_audit.opacus import RECOMMENDED_CANARIES, CanaryAudit, noise_sketch
+from tests.broken_opacus import BROKEN
+from tests.opacus_loop import audited_run, make_loop, train
+
+torch.set_num_threads(1)
+
+
+def _bound(n: int, level: float, false_failure: float = 1e-6) -> int:
+    """Rejections allowed in ``n`` games at ``level``: exceeded with probability <=
+    ``false_failure`` by a test that holds its level."""
+    return int(binom.ppf(1.0 - false_failure, n, level))
+
+
+# ------------------------------------------------------------------------------------------------
+# the tests on simulated noise: level and power
+# ------------------------------------------------------------------------------------------------
+
+
+def test_tensor_noise_test_holds_its_level_on_exact_noise() -> None:
+    """400 games of exact N(0, sigma^2) residuals (T = 20, tensors of 40, 3, 1 and 7 entries):
+    rejections at level 0.1 stay below the binomial bound (false failure <= 1e-6)."""
+    rng = np.random.default_rng(36)
+    dims = np.array([40, 3, 1, 7])
+    sigma = 1.3
+    rej = 0
+    for _ in range(400):
+        sq = np.stack([(rng.normal(0, sigma, (20, d)) ** 2).sum(1) for d in dims], axis=1)
+        rej += tensor_noise_test(sq, dims, sigma=sigma, confidence=0.9)["rejected"]
+    assert rej <= _bound(400, 0.1)
+    assert rej >= 5  # the test is not vacuous (its level is used; P[< 5] ~ 1e-12 at 0.1 x 400)
+
+
+def test_tensor_noise_test_flags_a_tensor_an_update_and_a_cell() -> None:
+    rng = np.random.default_rng(1)
+    dims = np.array([500, 10, 2])
+    T = 30
+    z = [rng.normal(0, 1, (T, d)) for d in dims]
+
+    def sq(parts: list) -> np.ndarray:
+        return np.stack([(p**2).sum(1) for p in parts], axis=1)
+
+    base = tensor_noise_test(sq(z), dims, sigma=1.0)
+    assert not base["rejected"] and base["untested"] == []
+    # the 2-entry tensor released without noise in every update
+    r = tensor_noise_test(sq([z[0], z[1], 0 * z[2]]), dims, sigma=1.0)
+    assert r["rejected"] and r["p_tensor"] == 0.0 and r["tensors"][2]["p_value"] == 0.0
+    assert r["tensors"][0]["p_value"] > 0.01 and r["tensors"][2]["std_ratio"] == 0.0
+    # one update noised at sigma / 3 (all tensors)
+    w = [p.copy() for p in z]
+    for p in w:
+        p[17] /= 3
+    r = tensor_noise_test(sq(w), dims, sigma=1.0)
+    assert r["rejected"] and r["worst_update"]["update"] == 17 and r["p_update"] < 1e-20
+    # one cell (update 4, the 10-entry tensor) without noise
+    w = [p.copy() for p in z]
+    w[1][4] = 0.0
+    r = tensor_noise_test(sq(w), dims, sigma=1.0)
+    assert r["rejected"] and r["worst_cell"] == {"update": 4, "tensor": "tensor 1", "p_value": 0.0}
+    # a tensor that cannot be tested is named, never skipped in silence
+    s = sq(z)
+    s[:, 1] = np.nan
+    r = tensor_noise_test(s, dims, sigma=1.0, names=["w", "b", "out"])
+    assert r["untested"] == ["b"] and not r["tensors"][1]["tested"]
+    assert "summed_grad" in r["tensors"][1]["reason"] and r["tensors"][0]["tested"]
+
+
+def test_detectable_std_ratio_is_what_the_test_detects() -> None:
+    """The stated 95 %-power ratio of a tensor is detected at least that often: 200 games with
+    the 3-entry tensor's noise at exactly that ratio (expected >= 190 flagged; >= 170 holds
+    with probability > 1 - 1e-6 at power 0.95)."""
+    rng = np.random.default_rng(2)
+    dims = np.array([300, 3])
+    T = 40
+    ratio = tensor_noise_test(np.ones((T, 2)), dims, sigma=1.0)["tensors"][1][
+        "detectable_std_ratio"
+    ]
+    assert 0.3 < ratio < 0.9
+    hits = 0
+    for _ in range(200):
+        a = (rng.normal(0, 1, (T, 300)) ** 2).sum(1)
+        b = (rng.normal(0, ratio, (T, 3)) ** 2).sum(1)
+        hits += tensor_noise_test(np.stack([a, b], 1), dims, sigma=1.0)["rejected"]
+    assert hits >= 200 - _bound(200, 0.05)
+
+
+def test_pair_dependence_test_holds_its_level_on_fresh_noise() -> None:
+    """300 games of independent noise (T = 15, 64 coordinates in three tensors): rejections at
+    level 0.1 below the binomial bound (false failure <= 1e-6)."""
+    rng = np.random.default_rng(3)
+    groups = np.repeat([0, 1, 2], [40, 20, 4])
+    rej = 0
+    for _ in range(300):
+        rej += pair_dependence_test(rng.normal(size=(15, 64)), groups, confidence=0.9)["rejected"]
+    assert rej <= _bound(300, 0.1)
+
+
+def test_pair_dependence_test_flags_any_lag_and_any_tensor() -> None:
+    rng = np.random.default_rng(4)
+    T, K = 80, 4096
+    groups = np.repeat([0, 1, 2], [4032, 32, 32])
+    z = rng.normal(size=(T, K))
+    assert not pair_dependence_test(z, groups)["rejected"]
+    # one update's noise repeated 61 updates later (a generator reseeded once)
+    w = z.copy()
+    w[70] = w[9]
+    r = pair_dependence_test(w, groups)
+    fam = r["families"][0]
+    assert r["rejected"] and fam["pair"] == [9, 70] and fam["lag"] == 61
+    assert fam["max_abs_rho"] == pytest.approx(1.0)
+    # the same noise only in one 32-entry tensor (its generator reseeded), 3 updates apart
+    w = z.copy()
+    w[40, -32:] = w[37, -32:]
+    r = pair_dependence_test(w, groups, names=["w", "b1", "b2"])
+    assert r["rejected"]
+    assert [f["name"] for f in r["families"] if f["p_value"] < 1e-6] == ["b2"]
+    # antithetic noise (negative correlation) is dependence too
+    w = z.copy()
+    w[50] = -w[10]
+    assert pair_dependence_test(w, groups)["rejected"]
+
+
+def test_detectable_correlation_at_the_recommended_sketch() -> None:
+    """The stated smallest correlation (95 % power, T = 80 updates, the 4096-coordinate
+    sketch) is detected: 40 games with one pair at that correlation, >= 33 flagged (expected
+    >= 38; fewer than 33 has probability < 1e-3 at power 0.95)."""
+    rng = np.random.default_rng(5)
+    T, K = 80, 4096
+    groups = np.zeros(K, dtype=np.int64)
+    rho = pair_dependence_test(rng.normal(size=(T, K)), groups)["families"][0][
+        "detectable_correlation"
+    ]
+    assert 0.08 < rho < 0.13  # stated in docs/opacus.md: 0.10
+    hits = 0
+    for _ in range(40):
+        z = rng.normal(size=(T, K))
+        z[33] = rho * z[12] + np.sqrt(1 - rho**2) * z[33]
+        hits += pair_dependence_test(z, groups)["rejected"]
+    assert hits >= 33
+
+
+def test_parts_of_a_test_combine_by_bonferroni() -> None:
+    from ldp_audit.opacus.scoring import bonferroni
+
+    assert bonferroni([0.0, 0.7]) == 0.0  # a part at p = 0 decides (0 is not "missing")
+    assert bonferroni([0.01, None]) == 0.01 and bonferroni([None, None]) is None
+    assert bonferroni([0.3, 0.2]) == pytest.approx(0.4) and bonferroni([0.9, 0.8]) == 1.0
+
+
+def test_scan_p_value_is_the_exact_minimum_law() -> None:
+    assert scan_p_value(0.0, 10) == 0.0 and scan_p_value(1.0, 10) == 1.0
+    assert scan_p_value(0.01, 1) == pytest.approx(0.01)
+    assert scan_p_value(0.01, 100) == pytest.approx(1 - 0.99**100)
+
+
+def test_noise_sketch_keeps_every_small_tensor_whole() -> None:
+    idx, grp = noise_sketch([4096, 64, 640, 10], 4096, 0)
+    assert idx.size == 4096 and np.unique(idx).size == 4096
+    assert np.bincount(grp).tolist() == [3382, 64, 640, 10]
+    offs = np.cumsum([0, 4096, 64, 640])
+    for t, o in enumerate(offs):
+        assert ((idx[grp == t] >= o) & (idx[grp == t] < o + [4096, 64, 640, 10][t])).all()
+    assert np.array_equal(noise_sketch([4096, 64, 640, 10], 4096, 0)[0], idx)  # public, seeded
+
+
+# ------------------------------------------------------------------------------------------------
+# on the loop: coverage in the result, the run's JSON and the report
+# ------------------------------------------------------------------------------------------------
+
+
+def test_correct_run_covers_every_tensor_and_reads_consistent(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    res = audited_run(run, 0)
+    ex = res.extra
+    assert not res.violation and ex["tests_not_run"] == {}
+    cov = ex["coverage"]
+    names = [r["tensor"] for r in cov["tensors"]]
+    assert names == ["tensor 0 (64x32)", "tensor 1 (64)", "tensor 2 (32x64)", "tensor 3 (32)",
+                     "tensor 4 (2x32)", "tensor 5 (2)"]  # fmt: skip
+    assert cov["untested"] == [] and all(r["tested"] for r in cov["tensors"])
+    assert [r["canaries"] for r in cov["tensors"]] == [True, False, True, False, False, False]
+    # the residual is the optimizer's noise: its std is the claimed one in every tensor
+    for r in cov["tensors"]:
+        assert abs(r["std_ratio"] - 1) < 6 * (2 / (r["entries"] * 80)) ** 0.5 / 2 + 1e-3
+    assert 0.09 < cov["dependence"][0]["detectable_correlation"] < 0.12
+    assert ex["tests"]["noise"]["residual"]["updates"] == 80
+    assert "over 80 updates" in res.summary() and "T=1" not in res.summary()
+    assert "ceiling=" not in res.summary() and "(at most 4.185 with 500 canaries)" in res.summary()
+    d = json.loads((run / "attack_membership.json").read_text())
+    assert d["extra"]["coverage"]["tensors"][5]["tensor"] == "tensor 5 (2)"
+    assert not (run / "ledger.sqlite-journal").exists()  # no empty journal left
+    rep = tmp_path / "rep"
+    assert main(["report", str(run), "--out", str(rep)]) == 0
+    md = (rep / "report.md").read_text()
+    head = next(line for line in md.splitlines() if line.startswith("**Verdict"))
+    assert head.startswith("**Verdict: consistent.**")
+    assert "per-tensor coverage of the noise tests" in md and "| tensor 5 (2) | 2 | no | 80 |" in md
+    row = next(line for line in md.splitlines() if line.startswith("| Sampling assumption"))
+    assert "sampling test on the run's 80 batch sizes" in row and "not recorded" not in row
+
+
+NEW = ["biases released without noise", "one update released without noise",
+       "noise repeated at lag 17", "first tensor noised at 0.8 sigma",
+       "noise generator reseeded each epoch"]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", NEW)
+def test_new_broken_trainers_flagged(name: str, tmp_path: Path) -> None:
+    cls, test = BROKEN[name]
+    res = audited_run(tmp_path / "run", 5, optimizer_class=cls)
+    assert res.violation and res.extra["decided_by"] == test, res.extra["flagged_by"]
+
+
+def test_noise_flagged_run_headline_names_the_test(tmp_path: Path) -> None:
+    cls, _ = BROKEN["one update released without noise"]
+    run = tmp_path / "run"
+    res = audited_run(run, 0, optimizer_class=cls)
+    assert res.extra["tests"]["noise"]["residual"]["worst_update"]["update"] == 37
+    assert main(["report", str(run), "--out", str(tmp_path / "rep")]) == 1  # a violation
+    md = (tmp_path / "rep" / "report.md").read_text()
+    head = next(line for line in md.splitlines() if line.startswith("**Verdict"))
+    assert "the noise test rejected the claimed DP-SGD" in head and "leaks at least" not in head
+
+
+def test_tensor_without_a_clipped_sum_is_named_untested(tmp_path: Path) -> None:
+    from opacus.optimizers import DPOptimizer
+
+    class NoSummedGradForTheLast(DPOptimizer):
+        def add_noise(self) -> None:
+            super().add_noise()
+            self.params[-1].summed_grad = None  # correct noise, but nothing to subtract
+
+    run = tmp_path / "run"
+    res = audited_run(run, 0, optimizer_class=NoSummedGradForTheLast)
+    cov = res.extra["coverage"]
+    assert not res.violation and cov["untested"] == ["tensor 5 (2)"]
+    assert not cov["tensors"][5]["tested"] and all(r["tested"] for r in cov["tensors"][:5])
+    assert "tensor 5 (2)" in res.extra["tests_not_run"]["noise (per tensor)"]
+    assert main(["report", str(run), "--out", str(tmp_path / "rep")]) == 0
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "NOT TESTED" in md and "not tested: untested tensors: tensor 5 (2)" in md
+    assert "**Verdict: consistent.**" not in md  # a part was not checked
+
+
+# ------------------------------------------------------------------------------------------------
+# the smaller items
+# ------------------------------------------------------------------------------------------------
+
+
+def test_input_canaries_inserted_after_the_loader_are_refused(tmp_path: Path) -> None:
+    from opacus.data_loader import DPDataLoader
+    from torch.utils.data import DataLoader, TensorDataset
+
+    model, opt, loader = make_loop(0)
+    audit = CanaryAudit(tmp_path / "i", canaries=10, seed=0, delta=1e-5, kind="input")
+    audit.insert(loader.dataset, TensorDataset(torch.zeros(10, 32), torch.zeros(10).long()))
+    with pytest.raises(InvalidParameterError, match="data_loader: .*built before insert"):
+        audit.attach(opt, data_loader=loader)  # the loader built before insert
+    assert "add_noise" not in opt.__dict__ and not (tmp_path / "i").exists()
+    data = audit._inserted_into
+    good = DPDataLoader.from_data_loader(DataLoader(data, batch_size=16))
+    assert audit.attach(opt, data_loader=good) is opt  # the same audit, the right loader
+
+
+def test_sample_rate_without_dataset_size_says_the_sampling_test_was_dropped(
+    tmp_path: Path,
+) -> None:
+    model, opt, loader = make_loop(0)
+    audit = CanaryAudit(tmp_path / "run", canaries=20, seed=0, delta=1e-5)
+    with pytest.warns(UserWarning, match="sampling test is dropped; pass dataset_size="):
+        opt = audit.attach(opt, sample_rate=1 / 16)
+    train(model, opt, loader, 1)
+    res = audit.finish()
+    assert "sampling" not in res.extra["tests"]
+    assert "dataset_size" in res.extra["tests_not_run"]["sampling"]
+    rep = tmp_path / "rep"
+    assert main(["report", str(tmp_path / "run"), "--out", str(rep)]) == 0
+    md = (rep / "report.md").read_text()
+    row = next(line for line in md.splitlines() if line.startswith("| Sampling assumption"))
+    assert "not tested" in row and "dataset_size" in row
+    assert "sampling not tested" in md and "**Verdict: partially verified.**" in md
+
+
+def test_an_exception_in_the_noise_step_after_the_charge_is_no_violation(tmp_path: Path) -> None:
+    """The user catches an error raised inside add_noise (after the ledger was charged) and
+    carries on: the charge stays (the safe side), counted as aborted, not as an uncharged
+    update."""
+    from opacus.optimizers import DPOptimizer
+
+    class FailsOnce(DPOptimizer):
+        def add_noise(self) -> None:
+            self._calls = getattr(self, "_calls", 0) + 1
+            if self._calls == 5:
+                raise RuntimeError("out of memory (simulated)")
+            super().add_noise()
+
+    model, opt, loader = make_loop(0, optimizer_class=FailsOnce)
+    audit = CanaryAudit(tmp_path / "run", canaries=50, seed=0, delta=1e-5, prepay=1)
+    opt = audit.attach(opt, data_loader=loader)
+    errors = 0
+    for x, y in loader:
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        try:
+            opt.step()
+        except RuntimeError:
+            errors += 1
+    res = audit.finish()
+    met = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert errors == 1 and met["charges_aborted"] == 1 and met["charges"] == met["updates"] + 1
+    assert res.extra["tests"]["ledger"]["problems"] == [] and not res.violation
+
+
+def test_python_api_errors_name_no_cli_flags(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "x.txt").write_text("evidence")
+    with pytest.raises(RunDirectoryError) as e:
+        CanaryAudit(out, canaries=10, seed=0, delta=1e-5)
+    assert "--" not in str(e.value) and "out=" in str(e.value)
+    late = tmp_path / "late"
+    audit = CanaryAudit(late, canaries=10, seed=0, delta=1e-5)
+    late.mkdir()
+    (late / "y.txt").write_text("evidence")
+    _, opt, loader = make_loop(0)
+    with pytest.raises(RunDirectoryError) as e:
+        audit.attach(opt, data_loader=loader)
+    assert "--overwrite" not in str(e.value) and "--resume" not in str(e.value)
+
+
+def test_one_recommended_canary_count() -> None:
+    """The snippet of docs/opacus.md, its digits example and the measurements use the count
+    ldp_audit.opacus recommends."""
+    from tests import opacus_loop
+
+    md = (Path(__file__).parents[1] / "docs" / "opacus.md").read_text()
+    counts = {int(c) for c in re.findall(r"CanaryAudit\([^)]*canaries=(\d+)", md)}
+    assert RECOMMENDED_CANARIES == 500 and opacus_loop.CANARIES == RECOMMENDED_CANARIES
+    three = re.search(r"## Three lines.*?```python\n(.*?)```", md, re.S).group(1)
+    digits = re.search(r"<!-- digits-example -->\n```python\n(.*?)```", md, re.S).group(1)
+    want = f"canaries={RECOMMENDED_CANARIES}"
+    assert want in three and want in digits
+    assert RECOMMENDED_CANARIES in counts
+    bench = (Path(__file__).parents[1] / "benchmarks" / "bench_opacus_audit.py").read_text()
+    assert "RECOMMENDED_CANARIES" in bench
+
+
+@pytest.mark.parametrize("how", ["ghost clipping", "BatchMemoryManager"])
+def test_residual_is_the_noise_under_ghost_clipping_and_accumulation(
+    how: str, tmp_path: Path
+) -> None:
+    """Ghost clipping (the clipped sum built by accumulate) and physical batches of 4 (Opacus's
+    BatchMemoryManager): every tensor's released noise is recorded and has the claimed std
+    (ratio within 6 standard deviations of 1), and the correct run is not flagged."""
+    from opacus.utils.batch_memory_manager import BatchMemoryManager
+
+    from tests.opacus_loop import train_ghost
+
+    ghost = how == "ghost clipping"
+    model, opt, loader = make_loop(0, ghost=ghost)
+    audit = CanaryAudit(tmp_path / "run", canaries=40, seed=0, delta=1e-5)
+    opt = audit.attach(opt, data_loader=loader)
+    if ghost:
+        train_ghost(model, opt, loader, 2)
+    else:
+        with BatchMemoryManager(
+            data_loader=loader, max_physical_batch_size=4, optimizer=opt
+        ) as physical:
+            train(model, opt, physical, 2)
+    res = audit.finish()
+    cov = res.extra["coverage"]
+    assert cov["untested"] == [] and not res.violation, res.extra["flagged_by"]
+    for r in cov["tensors"]:
+        n = r["entries"] * r["updates_tested"]
+        assert r["updates_tested"] == 32 and abs(r["std_ratio"] - 1) < 6 / (2 * n) ** 0.5
