@@ -57,8 +57,8 @@ _FAKE = {
         for k in ("ours", "vmap", "loop")
         for m in ("dqn-alpha", "dqn-full", "fedrl")
         for u in ("wall_s", "cpu_s")
-    }
-    ** {
+    },
+    **{
         f"ratio_{m}_vs_{b}_{u}": 1.0
         for m in ("dqn-alpha", "dqn-full", "fedrl")
         for b in ("vmap", "loop")
