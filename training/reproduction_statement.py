@@ -53,7 +53,7 @@ def system_of(res: Any) -> str:
         return "fedrl"
     if "rows" in res and "paper_claims" in res:
         return "frd"
-    if "table" in res and "runs" in res and "settings" in res:
+    if "table" in res and ("audits" in res or ("runs" in res and "settings" in res)):
         return "dprl"
     raise InvalidParameterError(
         "res must be the results.json of ldp-audit reproduce pgc-a3c, dprl, frd or fedrl; got "
