@@ -103,3 +103,49 @@ def test_same_part_private_names_have_their_own_ratchet(checker, tmp_path: Path,
     assert "allow_same.txt: 'training/b.py ldp_audit.training.fedrl._metrics' is fixed" in (
         capsys.readouterr().out
     )
+
+
+def test_third_party_private_names_are_refused(checker, tmp_path: Path, capsys) -> None:
+    """No allowlist: each form of a third-party private use fails; stdlib and public are fine."""
+    f = _write(
+        tmp_path,
+        "training/d.py",
+        "from opacus.optimizers.optimizer import (\n"
+        "    DPOptimizer,\n"
+        "    _generate_noise,\n"
+        ")\n"
+        "from torch._C import Generator\n"
+        "import numpy as np\n"
+        "import opacus.optimizers as O\n"
+        "import sys, os\n"
+        "from opacus import PrivacyEngine\n"
+        "def g():\n"
+        "    np.random._pickle\n"
+        "    O.optimizer._mark_as_processed\n"
+        "    PrivacyEngine._prepare\n"
+        "    np.__version__, sys._getframe, os._exit\n",
+    )
+    assert checker.third_party_violations_of(f) == [
+        "numpy.random._pickle",
+        "opacus.PrivacyEngine._prepare",
+        "opacus.optimizers.optimizer._generate_noise",
+        "opacus.optimizers.optimizer._mark_as_processed",
+        "torch._C",
+    ]
+    assert checker.main([]) == 1  # no allowlist takes them
+    out = capsys.readouterr().out
+    assert (
+        "training/d.py: uses opacus.optimizers.optimizer._generate_noise, a private name of a "
+        "third-party package" in out
+    )
+    _write(tmp_path, "training/d.py", "import numpy as np\nfrom opacus import PrivacyEngine\n")
+    assert checker.main([]) == 0
+
+
+def test_the_tree_uses_no_third_party_private_name() -> None:
+    """The real tree (Opacus's ``_generate_noise`` and processed flags were replaced by
+    ``dprl_privacy.gaussian_noise``)."""
+    spec = importlib.util.spec_from_file_location("check_private_imports_real", _SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.scan_third_party() == set()
