@@ -82,7 +82,7 @@ class _VmapStacked:
 
         import torch
 
-        from ldp_audit.training.fedrl import _init_params
+        from ldp_audit.training.fedrl.networks import _init_params
 
         mods = [make() for _ in gens]
         for m, g in zip(mods, gens, strict=True):
@@ -143,16 +143,15 @@ def _timed_batched(method: str, cfg, maps, vmap: bool, module=None) -> tuple[flo
 
     from ldp_audit.accountant import Accountant
     from ldp_audit.release import Transcript
-    from ldp_audit.training import fedrl
-    from ldp_audit.training.fedrl import trainer
+    from ldp_audit.training.fedrl import exchange, trainer
 
     if module is not None:  # the one-file trainer of an earlier revision
-        fedrl = trainer = module
+        exchange = trainer = module
         known = module.FedRLConfig.__dataclass_fields__  # an older trainer lacks e.g. device
         kw = {k: v for k, v in cfg.to_dict().items() if k in known}
         cfg = module.FedRLConfig(**{**kw, "methods": tuple(cfg.methods)})
 
-    log = fedrl._Log(q=Transcript(), y=Transcript(), record=False)
+    log = exchange._Log(q=Transcript(), y=Transcript(), record=False)
     seeds = [np.random.SeedSequence(1 + i) for i in range(cfg.runs)]
     saved = trainer._Stacked  # the name _train_runs looks up
     old_threads = torch.get_num_threads()
@@ -174,7 +173,9 @@ def _timed_loop(cfg, maps) -> tuple[float, float, int]:  # noqa: ANN001
     import gymnasium as gym
     import torch
 
-    from ldp_audit.training.fedrl import _eps_greedy, _init_params, _local_q, _Replay
+    from ldp_audit.training.fedrl.evaluation import _eps_greedy
+    from ldp_audit.training.fedrl.networks import _init_params, _local_q
+    from ldp_audit.training.fedrl.trainer import _Replay
     from ldp_audit.training.gridworld import ALPHA_VIEW
 
     old_threads = torch.get_num_threads()

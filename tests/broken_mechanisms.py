@@ -23,7 +23,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from ldp_audit.mechanisms import Laplace, ProjectedRandomSign, _clip_l2
+from ldp_audit.mechanisms import Laplace, ProjectedRandomSign
+from ldp_audit.mechanisms._base import _clip_l2
 
 __all__ = [
     "HalfScaleLaplace",

@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 
 from ldp_audit.cli import main  # noqa: E402
 from ldp_audit.errors import InvalidParameterError  # noqa: E402
-from ldp_audit.training.fedrl_reproduce import ReproConfig, reproduce  # noqa: E402
+from ldp_audit.training.fedrl.reproduce import ReproConfig, reproduce  # noqa: E402
 
 #: a tiny reproduction: Table 1 (2 runs per method), Figure 4 at one more H, learning curves
 #: and the epsilon-greedy evaluation; no attack and no audit (other libraries' arithmetic)
@@ -26,7 +26,7 @@ TINY = dict(sizes=(8,), runs=2, train_steps=(40,), n_envs=4, n_maps=100, eval_ma
 
 #: sha256 of TINY's results (timings, machine, command and the device keys left out) computed
 #: with the reproduction BEFORE the device option existed (commit 3e8e38b's trainer and
-#: training/fedrl_reproduce.py, torch 2.13.0+cpu, this repository's .venv): with
+#: training/fedrl/reproduce.py, torch 2.13.0+cpu, this repository's .venv): with
 #: ``device="cpu"`` the reproduction must still give exactly these numbers
 PRE_CHANGE = "4ee979d6a7ff59aaab905e25a6e7aae347d2e5e221a0c29804685557dbf7534a"
 pinned = pytest.mark.skipif(

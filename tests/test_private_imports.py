@@ -149,3 +149,41 @@ def test_the_tree_uses_no_third_party_private_name() -> None:
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     assert mod.scan_third_party() == set()
+
+
+@pytest.mark.parametrize(
+    "module", ["ldp_audit.training._kernels", "ldp_audit.training.fedrl_reproduce",
+               "ldp_audit.cli._types"],
+)  # fmt: skip
+def test_the_former_alias_modules_are_gone(module: str) -> None:
+    """One address per name (issue 37): no module kept only for old imports."""
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(module)
+
+
+def test_no_package_re_exports_a_private_name() -> None:
+    """No ``__init__`` imports a private name of its modules, no ``_COMPAT`` / ``_REEXPORTED``
+    tuple keeps unused imports alive, and no module forwards old names through ``__getattr__``
+    (the exceptions load PUBLIC names lazily: the two packages' ``__all__`` and Flower's
+    ``LdpStrategy``, a class built on first use because Flower is an optional extra)."""
+    lazy_public = {"ldp_audit/__init__.py", "attacks/__init__.py", "training/flower_ldp.py",
+                   "training/flower_ldp_server.py"}  # fmt: skip
+    import ast
+
+    root = _SCRIPT.parent.parent
+    found = []
+    for folder in ("ldp_audit", "training", "attacks"):
+        for f in sorted((root / folder).rglob("*.py")):
+            tree = ast.parse(f.read_text())
+            rel = f.relative_to(root).as_posix()
+            for node in tree.body:
+                if f.name == "__init__.py" and isinstance(node, ast.ImportFrom):
+                    found += [f"{rel}: {a.name}" for a in node.names if a.name.startswith("_")
+                              and not a.name.startswith("__")]  # fmt: skip
+                if isinstance(node, ast.Assign):
+                    found += [f"{rel}: {t.id}" for t in node.targets if isinstance(t, ast.Name)
+                              and ("COMPAT" in t.id or "REEXPORT" in t.id)]  # fmt: skip
+                if isinstance(node, ast.FunctionDef) and node.name == "__getattr__":
+                    if rel not in lazy_public:
+                        found.append(f"{rel}: __getattr__")
+    assert found == []

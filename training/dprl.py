@@ -1,7 +1,7 @@
 """Differentially private single-agent deep RL on CartPole-v1 (Doulazmi & Odonnat slides).
 
 Two algorithms, each readable top to bottom (CleanRL style): ``train_reinforce`` and
-``train_dqn`` (in ``ldp_audit.training.dprl_algos``, importable from here); three privacy modes:
+``train_dqn`` (in ``ldp_audit.training.dprl_algos``); three privacy modes:
 
 * ``"none"``: the non-private baselines (epsilon = inf);
 * ``"dpsgd"``: central DP by DP-SGD. **Opacus** computes the per-sample gradients
@@ -55,16 +55,8 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import BudgetExceeded, InvalidParameterError, RunDirectoryError
-from ldp_audit.training.dprl_config import MAX_SCALE, DprlConfig, check_int, check_real  # noqa: F401
-from ldp_audit.training.dprl_privacy import (  # noqa: F401 (re-exported)
-    DpSgdUpdate,
-    ObservationRelease,
-    TrainerHooks,
-    canary_directions,
-    cpu_noise_optimizer,
-    flat_params,
-    plant_canaries,
-)
+from ldp_audit.training.dprl_config import DprlConfig, check_int
+from ldp_audit.training.dprl_privacy import TrainerHooks, canary_directions, flat_params
 
 __all__ = [
     "ALGORITHM",
@@ -529,23 +521,3 @@ def read_run(run_dir: str | Path) -> dict[str, Any]:
         "metrics": metrics,
         "model": read_npz(p, "model.npz", ("params", "initial")),
     }
-
-
-# The algorithms live in ldp_audit.training.dprl_algos and the report sections in
-# ldp_audit.training.dprl_report; their names stay importable from here, loaded on first use
-# (both modules import this one).
-_MOVED = {
-    "_ghost_backward": "dprl_algos",
-    "_num": "dprl_report",
-    "report_sections": "dprl_report",
-    "train_dqn": "dprl_algos",
-    "train_reinforce": "dprl_algos",
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _MOVED:
-        import importlib
-
-        return getattr(importlib.import_module(f"ldp_audit.training.{_MOVED[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

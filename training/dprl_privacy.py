@@ -9,8 +9,7 @@
 - :class:`ObservationRelease`: every observation released through :func:`ldp_audit.release.release`.
 - :class:`TrainerHooks`: test-only seams for the broken-trainer fixtures.
 
-:mod:`ldp_audit.training.dprl_algos` uses these; their names are importable from
-:mod:`ldp_audit.training.dprl` too.
+:mod:`ldp_audit.training.dprl_algos` uses these.
 """
 
 from __future__ import annotations

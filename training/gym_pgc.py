@@ -505,7 +505,7 @@ def train(
     check_bool(progress, "progress")
     check_bool(overwrite, "overwrite")
     from ldp_audit.rundir import RunWriter, check_new_dir, json_number
-    from ldp_audit.training.pgc_a3c import _make_accountant
+    from ldp_audit.training.pgc_a3c.privacy import _make_accountant
 
     writer = None
     if run_dir is not None:

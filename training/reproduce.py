@@ -344,7 +344,8 @@ def engine_grid(
     import warnings
 
     from ldp_audit.backends import check_backend, grid_runs
-    from ldp_audit.training.pgc_a3c import PrivacyClaimWarning, _coordinate_warning
+    from ldp_audit.training.pgc_a3c import PrivacyClaimWarning
+    from ldp_audit.training.pgc_a3c.privacy import _coordinate_warning
 
     backend, address, workers = check_backend(backend, address, workers)
     for c in configs:  # the library's warning, once, in this process
@@ -583,39 +584,3 @@ def _versions() -> dict[str, str]:
         except md.PackageNotFoundError:
             out[pkg] = "not installed"
     return out
-
-
-# The report (tables, figures, README) lives in ldp_audit.training.reproduce_report; its names
-# stay importable from here, loaded on first use (that module imports this one).
-_REPORT_NAMES = frozenset(
-    [
-        "FST_FIELDS",
-        "_CI_NOTE",
-        "_TITLES",
-        "_cell",
-        "_eps_label",
-        "_eps_of",
-        "_fmt",
-        "_inf_float",
-        "_num",
-        "_paper_cell",
-        "_reading_lines",
-        "_submission_axis",
-        "comparison",
-        "figure2",
-        "figure3",
-        "readme_markdown",
-        "reproduce_command",
-        "tables_markdown",
-        "upgrade_fst_nulls",
-        "write_report",
-    ]
-)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _REPORT_NAMES:
-        from ldp_audit.training import reproduce_report
-
-        return getattr(reproduce_report, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

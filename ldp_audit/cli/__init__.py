@@ -72,7 +72,7 @@ def _version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ldp_audit.cli._types import HelpParser  # shows defaults in every subcommand's help
+    from ldp_audit.cli.types import HelpParser  # shows defaults in every subcommand's help
 
     epilog = "exit codes: " + "; ".join(f"{k} {v}" for k, v in EXIT_CODES.items())
     parser = HelpParser(
@@ -85,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     for name in _MODULES:
         importlib.import_module(name).register(sub)
-    from ldp_audit.cli._types import refuse_blank_paths
+    from ldp_audit.cli.types import refuse_blank_paths
 
     refuse_blank_paths(parser)  # --out '' never falls back to a default (e.g. into a run)
     return parser

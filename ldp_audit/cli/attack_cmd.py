@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ldp_audit.cli._types import (
+from ldp_audit.cli.types import (
     check_file_creatable,
     check_not_inside_run,
     confidence,
@@ -606,7 +606,7 @@ def _check_sweep_types(s: argparse.ArgumentParser) -> None:
 
 def _sweep(args: argparse.Namespace) -> int:
     from ldp_audit.attacks.sweep import run_from_args
-    from ldp_audit.cli._types import check_creatable, check_workers
+    from ldp_audit.cli.types import check_creatable, check_workers
 
     if args.workers is not None:
         check_workers(args.workers)  # before any work: far above the cores is refused

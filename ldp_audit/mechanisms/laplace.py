@@ -303,7 +303,7 @@ def _laplace_row_py(
 
 class LaplaceKernels(NamedTuple):
     """The compiled (Numba ``njit``) row kernels of :class:`Laplace`, callable from other
-    ``njit`` code (the fused PGC-A3C engine, ``ldp_audit.training._kernels``).
+    ``njit`` code (the fused PGC-A3C engine, ``ldp_audit.training.pgc_a3c._fused_kernel``).
 
     Attributes:
         l1_norm: ``(x, lo, n) -> float``, ||x[lo:lo+n]||_1 summed in NumPy's order (n <= 128).

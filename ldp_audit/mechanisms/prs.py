@@ -116,7 +116,7 @@ def _prs_kernel_py(
 
 class PrsKernels(NamedTuple):
     """The compiled (Numba ``njit``) kernels of :class:`ProjectedRandomSign`, callable from
-    other ``njit`` code (the fused PGC-A3C engine, ``ldp_audit.training._kernels``).
+    other ``njit`` code (the fused PGC-A3C engine, ``ldp_audit.training.pgc_a3c._fused_kernel``).
 
     Attributes:
         row: ``(uni, x, dh, clip, p0, slope, bits, out) -> bool``, one report of Algorithm 3

@@ -52,33 +52,17 @@ The package's modules: :mod:`~ldp_audit.opacus.canaries` (the public canary desi
 ``CanaryAudit(accountant=..., writer=...)``: :class:`AuditRecords`; ``train dprl`` uses it),
 :mod:`~ldp_audit.opacus.writer` (the run directory), :mod:`~ldp_audit.opacus.scoring` (the
 audit of a run, the report sections) and :mod:`~ldp_audit.opacus.system` (the ``opacus``
-system and the digits example). Every name is importable from ``ldp_audit.opacus``.
+system and the digits example). This package gives the public names of ``__all__``; every other
+name is imported from the module that defines it.
 """
 
 from __future__ import annotations
 
 from ldp_audit.opacus.attach import CanaryAudit
-from ldp_audit.opacus.canaries import _KINDS, _MARK, ALGORITHM, _int, _real, canary_blocks
+from ldp_audit.opacus.canaries import ALGORITHM, canary_blocks
 from ldp_audit.opacus.embed import AuditRecords
-from ldp_audit.opacus.scoring import (
-    _decided_by,
-    _fmt,
-    _ledger_test,
-    _read,
-    audit_run,
-    membership,
-    report_sections,
-    score_inputs,
-)
-from ldp_audit.opacus.system import (
-    EXAMPLE_DEFAULTS,
-    OPACUS,
-    OpacusRunConfig,
-    ledger_charges,
-    train_digits,
-    transcript_schema,
-)
-from ldp_audit.opacus.writer import declared_event, open_run, privacy, write_run
+from ldp_audit.opacus.scoring import audit_run, membership, report_sections
+from ldp_audit.opacus.system import OPACUS, OpacusRunConfig, train_digits
 
 __all__ = [
     "ALGORITHM",
@@ -92,8 +76,3 @@ __all__ = [
     "OPACUS",
     "report_sections",
 ]
-
-# the names the single module had, kept importable from ldp_audit.opacus
-_COMPAT = (_KINDS, _MARK, _int, _real, _decided_by, _fmt, _ledger_test, _read, score_inputs,
-           EXAMPLE_DEFAULTS, ledger_charges, transcript_schema, declared_event, open_run,
-           privacy, write_run)  # fmt: skip

@@ -14,13 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit.report._audits import (  # noqa: F401 - short_numbers, _tradeoff_model: re-exported
-    _attack_section,
-    _audit_section,
-    _num,
-    _tradeoff_model,
-    short_numbers,
-)
+from ldp_audit.report._audits import _attack_section, _audit_section, _num
 from ldp_audit.report._ledger import LedgerStats
 from ldp_audit.report._load import RunData
 from ldp_audit.report._verdict import _claim_section, _verdict

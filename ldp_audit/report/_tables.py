@@ -10,7 +10,7 @@ import html
 import math
 from typing import Any
 
-from ldp_audit.report._model import short_numbers
+from ldp_audit.report._audits import short_numbers
 
 
 def _f(v: Any, nd: int = 4) -> str:

@@ -28,12 +28,11 @@ overwritten.
 **Where things are**: ``paths`` (the output-path checks, the names of a run's files),
 ``files`` (the JSON convention, atomic writes, hashes), ``writer`` (:class:`RunWriter`,
 :func:`write_artifact`), ``reader`` (the plain readers and :class:`RunDir`, the one typed
-reader), ``verify`` (a run checked against its manifest). Every name is re-exported here.
+reader), ``verify`` (a run checked against its manifest). The public names of ``__all__`` are
+re-exported here; every other name is imported from the file that defines it.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from ldp_audit.rundir.files import json_number, to_jsonable
 from ldp_audit.rundir.paths import (
@@ -79,21 +78,3 @@ __all__ = [
     "RunDir",
     "versions",
 ]
-
-#: the files of the package (``ldp_audit.rundir`` was one module; its private names stay
-#: readable from here through :func:`__getattr__`).
-_PARTS = ("paths", "files", "writer", "reader", "verify")
-
-
-def __getattr__(name: str) -> Any:
-    """A private name of the former single module (e.g. ``_check_parent_writable``), read from
-    the file that now holds it."""
-    import importlib
-
-    if name.startswith("__"):
-        raise AttributeError(name)
-    for part in _PARTS:
-        mod = importlib.import_module(f"{__name__}.{part}")
-        if name in vars(mod):
-            return vars(mod)[name]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

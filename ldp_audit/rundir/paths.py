@@ -167,7 +167,3 @@ def check_new_file(path: Any, *, name: str = "--out", overwrite: bool = False) -
         )
     check_parent_writable(p, name)
     return p
-
-
-# the former private name (ldp_audit.rundir reads it for old imports)
-_check_parent_writable = check_parent_writable

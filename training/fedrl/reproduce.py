@@ -1,7 +1,6 @@
 """``ldp-audit reproduce fedrl``: Table 1, the history-length study (Figure 4), the attack
 sweep and the black-box audit of the output mechanism (the README and results.json are written
-by :mod:`ldp_audit.training.fedrl.reproduce_report`; both are also importable from
-:mod:`ldp_audit.training.fedrl_reproduce`).
+by :mod:`ldp_audit.training.fedrl.reproduce_report`).
 
 Every training here uses an in-memory ledger (charges still precede every release); the attack
 runs keep their transcript in memory and are attacked from it.
@@ -127,7 +126,7 @@ class ReproConfig:
 
     def __post_init__(self) -> None:
         """Every field type-checked and ranged (errors name the field and the value)."""
-        from ldp_audit.training.fedrl import _check_bound, _check_sigma, _is_int
+        from ldp_audit.training.fedrl.mechanisms import _check_bound, _check_sigma, _is_int
         from ldp_audit.training.gridworld import check_size
 
         def ints(name: str, lo: int, *, seq: bool = False, empty: bool = False) -> None:
@@ -243,7 +242,7 @@ def random_policy_success(
     "cp95": [lo, hi]}`` (Clopper-Pearson over all seeds' episodes pooled). ``maps``: the
     already generated maps of (size, n_maps, map_seed), if at hand.
     """
-    from ldp_audit.training.fedrl import _cp
+    from ldp_audit.training.fedrl.metrics import _cp
     from ldp_audit.training.gridworld import VectorGridWorld, generate_maps
 
     if maps is None:
@@ -284,7 +283,9 @@ def _stage(item: dict[str, Any]) -> dict[str, Any]:
     setting): a module-level, deterministic task of :func:`ldp_audit.backends.run_tasks`, so a
     stage gives the same numbers in this process, a local pool or on Ray."""
     from ldp_audit.attacks.fedrl import attack_arrays
-    from ldp_audit.training.fedrl import FedRLConfig, _log_arrays, _metrics, run_fedrl
+    from ldp_audit.training.fedrl import FedRLConfig, run_fedrl
+    from ldp_audit.training.fedrl.metrics import _metrics
+    from ldp_audit.training.fedrl.runs import _log_arrays
 
     rc: ReproConfig = item["rc"]
     kind, progress = item["kind"], bool(item.get("progress", False))
@@ -404,7 +405,8 @@ def _extras(rc: ReproConfig) -> dict[str, Any]:
 def _table1_size(rc: ReproConfig, index: int, runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Table 1 at one size from its (method, run) tasks, in the order the batched trainer
     lists them (methods, then runs), with the random policy under both meeting rules."""
-    from ldp_audit.training.fedrl import METHODS, _metrics
+    from ldp_audit.training.fedrl import METHODS
+    from ldp_audit.training.fedrl.metrics import _metrics
 
     cfg = _table1_config(rc, index)
     order = {(m, r): i for i, (m, r) in enumerate((m, r) for m in METHODS for r in range(rc.runs))}
@@ -458,7 +460,7 @@ def reproduce(
     """
     from ldp_audit.backends import backend_options, run_tasks
     from ldp_audit.training.device import resolve_device
-    from ldp_audit.training.fedrl import PAPER_TABLE1
+    from ldp_audit.training.fedrl.report import PAPER_TABLE1
 
     if not isinstance(rc, ReproConfig):
         raise InvalidParameterError(f"rc must be a ReproConfig, got {type(rc).__name__}")
