@@ -245,33 +245,33 @@ def _net_close(b: Bench) -> dict[str, Any]:
     rng = np.random.default_rng(0)
     cases = {
         "local_q_alpha": (
-            lambda: FN._local_q(ALPHA_VIEW, h), FN._fwd_local_q, ALPHA_VIEW,
+            lambda: FN.local_q(ALPHA_VIEW, h), FN.fwd_local_q, ALPHA_VIEW,
             [rng.integers(0, 4, (k, bsz, h, ALPHA_VIEW, ALPHA_VIEW))],
             [h * 9 + 1, 32 * ALPHA_VIEW**2 + 1, 256 + 1], [256, N_ACTIONS], ALPHA_VIEW**2,
         ),
         "local_q_beta": (
-            lambda: FN._local_q(BETA_VIEW, h), FN._fwd_local_q, BETA_VIEW,
+            lambda: FN.local_q(BETA_VIEW, h), FN.fwd_local_q, BETA_VIEW,
             [rng.integers(0, 4, (k, bsz, h, BETA_VIEW, BETA_VIEW))],
             [h * 9 + 1, 32 * BETA_VIEW**2 + 1, 256 + 1], [256, N_ACTIONS], BETA_VIEW**2,
         ),
         "full_q": (
-            lambda: FN._full_q(h), FN._fwd_full_q, None,
+            lambda: FN._full_q(h), FN.fwd_full_q, None,
             [rng.integers(0, 4, (k, bsz, h, ALPHA_VIEW, ALPHA_VIEW)),
              rng.integers(0, 4, (k, bsz, h, BETA_VIEW, BETA_VIEW))],
             [h * 9 + 1, 32 * (ALPHA_VIEW**2 + BETA_VIEW**2) + 1, 256 + 1], [256, N_ACTIONS],
             BETA_VIEW**2,
         ),
         "mlp": (
-            FN._mlp, FN._fwd_mlp, None, [rng.normal(0, 3, (k, bsz, 2 * N_ACTIONS))],
+            FN._mlp, FN.fwd_mlp, None, [rng.normal(0, 3, (k, bsz, 2 * N_ACTIONS))],
             [2 * N_ACTIONS + 1, 2 * N_ACTIONS + 1], [2 * N_ACTIONS, N_ACTIONS], 1,
         ),
     }  # fmt: skip
     out = []
     for name, (make, fwd, view, xs, fan_in, fan_out, positions) in cases.items():
         gens = [torch.Generator().manual_seed(100 + i) for i in range(k)]
-        cpu = FN._Stacked(make, gens, fwd, view)
+        cpu = FN.Stacked(make, gens, fwd, view)
         gens = [torch.Generator().manual_seed(100 + i) for i in range(k)]
-        gpu = FN._Stacked(make, gens, fwd, view, device=b.gdev)
+        gpu = FN.Stacked(make, gens, fwd, view, device=b.gdev)
         c = torch.as_tensor(rng.choice([-1.0, 1.0], (k, bsz, N_ACTIONS)), dtype=torch.float32)
         res = {}
         for tag, net, dev in (("cpu", cpu, "cpu"), ("cuda", gpu, b.gdev)):
@@ -427,7 +427,7 @@ def _runs_close(b: Bench) -> dict[str, Any]:
     got = {}
     for key, dev in (("cpu", "cpu"), ("cuda", b.gdev)):
         r = F.run_fedrl(F.FedRLConfig(**cfg, device=dev), seed=3, record=True)
-        tr, _ = FR._log_arrays(r["log"])
+        tr, _ = FR.log_arrays(r["log"])
         # greedy evaluation differs by design; compare what training released and learned
         n_train = int((tr["q_kind"] <= FX.KIND_NEXT).sum())
         got[key] = (tr, r["results"], n_train)
@@ -699,7 +699,7 @@ def _table1(b: Bench) -> dict[str, Any]:
     t = time.perf_counter()
     r = F.run_fedrl(cfg, seed=8000, maps=maps, record=False)
     secs = time.perf_counter() - t
-    m = FM._metrics(cfg, r["results"])
+    m = FM.table_metrics(cfg, r["results"])
     table = {
         k: {"succ_rate": v["succ_rate"], "succ_rate_ci": v["succ_rate_ci"],
             "per_run_succ_rate": v["per_run_succ_rate"], "avg_reward": v["avg_reward"]}

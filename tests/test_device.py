@@ -19,7 +19,7 @@ from ldp_audit.training.device import resolve_device
 from ldp_audit.training.dprl import DprlConfig, train
 from ldp_audit.training.dprl_privacy import cpu_noise_optimizer as _cpu_noise
 from ldp_audit.training.fedrl import FedRLConfig, run_fedrl, train_fedrl
-from ldp_audit.training.fedrl.runs import _log_arrays
+from ldp_audit.training.fedrl.runs import log_arrays
 
 torch.set_num_threads(1)
 
@@ -73,7 +73,7 @@ def _feed(h: Any, key: str, v: Any) -> None:
 def _fedrl_digest(**kw: Any) -> str:
     res = run_fedrl(FedRLConfig(**FEDRL, **kw), seed=5, record=True)
     h = hashlib.sha256()
-    tr, sec = _log_arrays(res["log"])
+    tr, sec = log_arrays(res["log"])
     _feed(h, "tr", tr)
     _feed(h, "sec", sec)
     for r in res["results"]:

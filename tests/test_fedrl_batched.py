@@ -29,10 +29,10 @@ def _cases() -> list:
     xb = torch.randint(0, 2, (K, B, H, BETA_VIEW, BETA_VIEW), generator=g).float()
     xm = torch.randn(K, B, 2 * 16, generator=g)
     return [
-        ("qa", N._Stacked(lambda: N._local_q(ALPHA_VIEW, H), _gens(), N._fwd_local_q, 3), (xa,)),
-        ("qb", N._Stacked(lambda: N._local_q(BETA_VIEW, H), _gens(), N._fwd_local_q, 5), (xb,)),
-        ("qf", N._Stacked(lambda: N._full_q(H), _gens(), N._fwd_full_q), (xa, xb)),
-        ("g", N._Stacked(N._mlp, _gens(), N._fwd_mlp), (xm,)),
+        ("qa", N.Stacked(lambda: N.local_q(ALPHA_VIEW, H), _gens(), N.fwd_local_q, 3), (xa,)),
+        ("qb", N.Stacked(lambda: N.local_q(BETA_VIEW, H), _gens(), N.fwd_local_q, 5), (xb,)),
+        ("qf", N.Stacked(lambda: N._full_q(H), _gens(), N.fwd_full_q), (xa, xb)),
+        ("g", N.Stacked(N._mlp, _gens(), N.fwd_mlp), (xm,)),
     ]
 
 

@@ -176,7 +176,7 @@ def test_extra_evaluations_leave_training_and_table1_unchanged():
     losses and Table 1's evaluations are identical with and without them."""
     pytest.importorskip("torch")
     from ldp_audit.training.fedrl import FedRLConfig, run_fedrl
-    from ldp_audit.training.fedrl.metrics import _metrics
+    from ldp_audit.training.fedrl.metrics import table_metrics
 
     cfg = FedRLConfig(**TINY, runs=2, methods=("dqn-alpha", "fedrl"))
     maps = generate_maps(8, 100, seed=0)
@@ -200,11 +200,11 @@ def test_extra_evaluations_leave_training_and_table1_unchanged():
         greedy = "DQN-alpha" if y["method"] == "dqn-alpha" else "FedRL-2"
         assert list(ex) == [greedy] and list(ex[greedy]) == ["0", "0.1", "0.5"]
         assert ex[greedy]["0"]["successes"] == y[greedy]["successes"]  # greedy = Table 1's
-    m = _metrics(cfg, b)
+    m = table_metrics(cfg, b)
     assert set(m["explore"]) == {"DQN-alpha", "FedRL-2"}
     assert m["explore"]["DQN-alpha"]["0.5"]["episodes"] == 2 * cfg.eval_maps
     assert set(m["curves"]["converged"]) == {"DQN-alpha", "FedRL-1", "FedRL-2"}
-    assert "curves" not in _metrics(cfg, a) and "explore" not in _metrics(cfg, a)
+    assert "curves" not in table_metrics(cfg, a) and "explore" not in table_metrics(cfg, a)
 
 
 def test_only_trains_one_run_alone_and_refuses_a_bad_choice():

@@ -12,12 +12,12 @@ import pytest
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.pgc_a3c import PgcA3cConfig, train
-from ldp_audit.training.pgc_a3c.fused import _PROFILE_PARTS, _FusedEngine
-from ldp_audit.training.pgc_a3c.privacy import _make_accountant
+from ldp_audit.training.pgc_a3c.fused import _PROFILE_PARTS, FusedEngine
+from ldp_audit.training.pgc_a3c.privacy import make_accountant
 
 
-def _engine(cfg: PgcA3cConfig, seed: int = 0) -> _FusedEngine:
-    return _FusedEngine([cfg], [seed], [_make_accountant(None, None)], [False])
+def _engine(cfg: PgcA3cConfig, seed: int = 0) -> FusedEngine:
+    return FusedEngine([cfg], [seed], [make_accountant(None, None)], [False])
 
 
 class _Sink:

@@ -263,7 +263,7 @@ def train_fedrl(
 ) -> TrainResult:
     """``train_fedrl`` with a run directory (as ``train fedrl``), else ``run_fedrl``."""
     from ldp_audit.training import fedrl as F
-    from ldp_audit.training.fedrl.metrics import _metrics
+    from ldp_audit.training.fedrl.metrics import table_metrics
 
     _no_ledger_with_run_dir("fedrl", run_dir, ledger)
     t0 = time.perf_counter()
@@ -275,7 +275,7 @@ def train_fedrl(
 
         acc = Accountant(ledger) if ledger is not None else None
         native = F.run_fedrl(cfg, seed=seed, accountant=acc, progress=bool(progress))
-        metrics = _metrics(cfg, native["results"])
+        metrics = table_metrics(cfg, native["results"])
         metrics["privacy"] = F.privacy_table(cfg, native["accountant"], range(cfg.runs))
     return TrainResult(
         system="fedrl",

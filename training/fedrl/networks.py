@@ -1,5 +1,5 @@
 """The networks of FedRL (torch, imported lazily): the local Q-networks, DQN-full's network and
-the shared MLP, and :class:`_Stacked`, K independent copies of one evaluated at once with
+the shared MLP, and :class:`Stacked`, K independent copies of one evaluated at once with
 batched matmuls (the convolution as one gather + matmul).
 """
 
@@ -39,7 +39,7 @@ def _init_params(module: Any, gen: Any) -> None:
             torch.nn.init.uniform_(m.bias, -bound, bound, generator=gen)
 
 
-def _local_q(view: int, hist: int) -> Any:
+def local_q(view: int, hist: int) -> Any:
     nn = _torch().nn
     return nn.Sequential(
         nn.Conv2d(hist, 32, 3, padding=1),
@@ -114,7 +114,7 @@ def _im2col_index(c: int, v: int, device: Any = None) -> Any:
 def _conv3x3_relu(x: Any, w: Any, b: Any) -> Any:
     """Batched 3x3 convolution (padding 1) + ReLU of K runs at once, as one matmul.
 
-    ``x`` (K, B, C, v, v), ``w`` (K, C*9, 32) (the ``Conv2d`` weight, see :class:`_Stacked`),
+    ``x`` (K, B, C, v, v), ``w`` (K, C*9, 32) (the ``Conv2d`` weight, see :class:`Stacked`),
     ``b`` (K, 32) -> (K, B, v*v*32), flattened position-major (the next layer's weight is kept
     in that order: :func:`_pos_major`). Same arithmetic as ``torch.nn.Conv2d`` (im2col as one
     gather, then a matmul), without the grouped convolution that ``vmap`` over K weights
@@ -145,19 +145,19 @@ def _pos_major(w: Any, views: Sequence[int], inverse: bool = False, ch: int = 32
 
 def _dense(x: Any, w: Any, b: Any) -> Any:
     """K dense layers at once: ``x`` (K, B, in), ``w`` (K, in, out) (transposed ``Linear``
-    weight, see :class:`_Stacked`), ``b`` (K, out)."""
+    weight, see :class:`Stacked`), ``b`` (K, out)."""
     return _torch().baddbmm(b[:, None, :], x, w)
 
 
-def _fwd_local_q(p: dict, x: Any) -> Any:
-    """The stacked local Q-networks (:func:`_local_q`) on ``x`` (K, B, H, v, v)."""
+def fwd_local_q(p: dict, x: Any) -> Any:
+    """The stacked local Q-networks (:func:`local_q`) on ``x`` (K, B, H, v, v)."""
     torch = _torch()
     h = _conv3x3_relu(x, p["0.weight"], p["0.bias"])
     h = torch.relu(_dense(h, p["3.weight"], p["3.bias"]))
     return _dense(h, p["5.weight"], p["5.bias"])
 
 
-def _fwd_full_q(p: dict, sa: Any, sb: Any) -> Any:
+def fwd_full_q(p: dict, sa: Any, sb: Any) -> Any:
     """The stacked DQN-full networks (:func:`_full_q`) on both windows."""
     torch = _torch()
     ha = _conv3x3_relu(sa, p["ca.0.weight"], p["ca.0.bias"])
@@ -166,31 +166,31 @@ def _fwd_full_q(p: dict, sa: Any, sb: Any) -> Any:
     return _dense(h, p["head.2.weight"], p["head.2.bias"])
 
 
-def _fwd_mlp(p: dict, x: Any) -> Any:
+def fwd_mlp(p: dict, x: Any) -> Any:
     """The stacked shared MLPs (:func:`_mlp`) on ``x`` (K, B, 32)."""
     h = _torch().relu(_dense(x, p["0.weight"], p["0.bias"]))
     return _dense(h, p["2.weight"], p["2.bias"])
 
 
-#: How :class:`_Stacked` stores each weight: ``"conv"`` (K, C*9, 32); ``"dense"`` transposed
+#: How :class:`Stacked` stores each weight: ``"conv"`` (K, C*9, 32); ``"dense"`` transposed
 #: (K, in, out), with the given conv views' columns position-major (None: the input's view).
 _LAYOUT: dict[Callable[..., Any], dict[str, tuple[str, Any]]] = {
-    _fwd_local_q: {
+    fwd_local_q: {
         "0.weight": ("conv", ()),
         "3.weight": ("dense", None),
         "5.weight": ("dense", ()),
     },
-    _fwd_full_q: {
+    fwd_full_q: {
         "ca.0.weight": ("conv", ()),
         "cb.0.weight": ("conv", ()),
         "head.0.weight": ("dense", (ALPHA_VIEW, BETA_VIEW)),
         "head.2.weight": ("dense", ()),
     },
-    _fwd_mlp: {"0.weight": ("dense", ()), "2.weight": ("dense", ())},
+    fwd_mlp: {"0.weight": ("dense", ()), "2.weight": ("dense", ())},
 }
 
 
-class _Stacked:
+class Stacked:
     """K independent copies of a network, evaluated at once with batched matmuls.
 
     The parameters are the ``torch.func.stack_module_state`` of K modules initialised from the

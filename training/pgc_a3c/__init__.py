@@ -66,7 +66,7 @@ order, so one trial's noise depends on its sibling trials: changing ``max_submis
 
 Speed: the hot loops (acting, the episode gradient, eq. 22, the step's bookkeeping) are Numba
 kernels in :mod:`ldp_audit.training.pgc_a3c._kernels`; the physics is Gymnasium's.
-``engine="fused"`` (:class:`~ldp_audit.training.pgc_a3c.fused._FusedEngine`) runs each block of
+``engine="fused"`` (:class:`~ldp_audit.training.pgc_a3c.fused.FusedEngine`) runs each block of
 up to 256 lock-steps, physics included (Gymnasium's equations, same operations, tested step for
 step against ``CartPoleVectorEnv``), in ONE compiled call
 (:mod:`ldp_audit.training.pgc_a3c._fused_kernel`), with the same results bit for bit; it charges
