@@ -34,9 +34,15 @@ def test_public_names_are_read_from_the_package(name):
     assert getattr(A, name) is not None
 
 
-@pytest.mark.parametrize("name", ["_SHARES", "_tail_rates", "_probe_event", "_privatize_rows"])
-def test_a_private_name_has_one_address_its_stage(name):
+@pytest.mark.parametrize(
+    "name,stage",
+    [("_tail_rates", "selection"), ("_TAIL_FIT", "selection"), ("_CHUNK_ELEMENTS", "sampling")],
+)
+def test_a_private_name_has_one_address_its_stage(name, stage):
     """No compatibility layer (issue 37): ``ldp_audit.audit`` gives its public names only."""
+    import importlib
+
+    assert hasattr(importlib.import_module(f"ldp_audit.audit.{stage}"), name)
     assert not hasattr(A, name)
 
 

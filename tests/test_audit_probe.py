@@ -50,11 +50,11 @@ def test_probe_finds_the_leak_event_the_main_rule_does_not_choose(k_leak):
     s1, s2 = _selection_values(k_leak)
     stat = statistics._Coordinate(0, 1)
     n_est, a = 900_000, 0.05 / 3
-    main = selection._best_events(stat, selection._threshold_counts(s1, s2), 0, n_est, a, (0.0,))[0]
+    main = selection.best_events(stat, selection.threshold_counts(s1, s2), 0, n_est, a, (0.0,))[0]
     # the main rule picks an ordinary Laplace event, not the leak (its zero denominator count is
     # read as "up to 3 in 50,000", i.e. about 54 of the 900,000 estimation outputs)
     assert main is not None and main.t < 50.0
-    probe = selection._probe_event(stat, selection._threshold_counts(s1, s2), 0, n_est, a, 1.0, 0.0)
+    probe = selection.probe_event(stat, selection.threshold_counts(s1, s2), 0, n_est, a, 1.0, 0.0)
     assert probe is not None
     cand, pval = probe
     # the probe is the leak event: s > t for t in [~max Laplace value, 101), x2 the numerator
@@ -72,8 +72,8 @@ def test_no_probe_without_evidence():
     s1b, s2b = _selection_values(5)
     stat = statistics._Coordinate(0, 1)
     for a, b in ((s1, s2), (s1b, s2b)):
-        pr = selection._probe_event(
-            stat, selection._threshold_counts(a, b), 0, 900_000, 0.05 / 3, 1.0, 0.0
+        pr = selection.probe_event(
+            stat, selection.threshold_counts(a, b), 0, 900_000, 0.05 / 3, 1.0, 0.0
         )
         assert pr is None or pr[0].t < 50.0  # never the (absent / too rare) leak event
 
@@ -82,9 +82,9 @@ def test_probe_respects_delta():
     # with delta = 1e-3 of 50,000 selection outputs, 50 numerator counts are allowed for free:
     # 17 leak outputs are no evidence against (1, 1e-3)
     s1, s2 = _selection_values(17)
-    pr = selection._probe_event(
+    pr = selection.probe_event(
         statistics._Coordinate(0, 1),
-        selection._threshold_counts(s1, s2),
+        selection.threshold_counts(s1, s2),
         0,
         900_000,
         0.05 / 3,

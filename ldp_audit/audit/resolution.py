@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from ldp_audit.audit.selection import _SHARES
+from ldp_audit.audit.selection import SHARES
 from ldp_audit.stats import POOLED_MAX_ALPHA
 
 __all__ = ["estimation_samples", "max_refutable_epsilon"]
@@ -30,7 +30,7 @@ def max_refutable_epsilon(n_est: int, confidence: float = 0.95, pool: bool = Fal
     this sample size. ``N = 2 n_est`` when ``pool`` (as in :func:`audit`) and pooling applies
     (``a < 1/4``), else ``n_est``.
     """
-    a = (1.0 - min(_SHARES)) * (1.0 - confidence)
+    a = (1.0 - min(SHARES)) * (1.0 - confidence)
     trials = max(int(n_est), 1) * (2 if pool and a < POOLED_MAX_ALPHA else 1)
     return -math.log(-math.expm1(math.log(a) / trials))
 

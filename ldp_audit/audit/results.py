@@ -1,7 +1,7 @@
 """What an audit returns: the result, its two verdicts, witness, profile, f-DP curve and stages.
 
 Plain frozen dataclasses with ``summary()`` / ``to_dict()`` (infinities as ``"inf"``); the
-consequence texts of the two verdicts (:func:`_consequences`) are written here too, so that the
+consequence texts of the two verdicts (:func:`consequences`) are written here too, so that the
 words of a result live in one file. Nothing here draws a sample or computes a bound.
 """
 
@@ -551,7 +551,7 @@ def _short(v: Sequence[float], k: int = 6) -> str:
     return "[" + ", ".join(vals) + more + "]"
 
 
-def _consequences(
+def consequences(
     dist: tuple[float, bool], impl: tuple[float, bool, str] | None
 ) -> tuple[str, str | None]:
     d_bound, d_viol = dist

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit.audit.mechanism import _check_mechanism
+from ldp_audit.audit.mechanism import check_mechanism
 from ldp_audit.audit.resolution import estimation_samples, max_refutable_epsilon
 from ldp_audit.audit.results import AuditResult, SequentialInfo
 from ldp_audit.validation import check_int
@@ -47,7 +47,7 @@ def sequential_alpha(alpha: float, k: int) -> float:
     return alpha * 6.0 / (math.pi**2 * k * k)
 
 
-def _audit_sequential(
+def audit_sequential(
     mechanism: Any,
     pairs: Sequence[tuple[Any, Any]] | None,
     *,
@@ -79,7 +79,7 @@ def _audit_sequential(
     alpha = 1.0 - confidence
     schedule = sequential_schedule(samples)
     gens = rng.spawn(len(schedule))
-    claimed, _ = _check_mechanism(mechanism)
+    claimed, _ = check_mechanism(mechanism)
     pool = bool(kwargs.get("pool"))
     frac = kwargs["selection_fraction"]
     stages: list[dict[str, Any]] = []

@@ -113,7 +113,7 @@ def _check_simulation_size(args: argparse.Namespace) -> None:
     check_resources(parts, force=args.force, cli=True)
 
 
-def _evidence_args(p: argparse.ArgumentParser) -> None:
+def evidence_args(p: argparse.ArgumentParser) -> None:
     """``--expect-head`` and ``--allow-unverified`` for an attack that reads ``--run-dir``."""
     p.add_argument(
         "--expect-head",
@@ -131,7 +131,7 @@ def _evidence_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _check_evidence(args: argparse.Namespace) -> Any:
+def check_evidence(args: argparse.Namespace) -> Any:
     """Verify ``--run-dir`` against its manifest before it is read (rundir.require_verified);
     unverified and allowed: the banner goes first (stderr with --json)."""
     from ldp_audit.rundir import require_verified, unverified_banner
@@ -151,7 +151,7 @@ def _check_evidence(args: argparse.Namespace) -> Any:
     return res
 
 
-def _with_evidence(d: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+def with_evidence(d: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     res = getattr(args, "_evidence", None)
     if res is None:
         return d
@@ -207,7 +207,7 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="gravity uniform on [9.5, 10.1]; report the MAE of the posterior mean",
     )
-    _evidence_args(d)
+    evidence_args(d)
     d.set_defaults(func=_dynamics)
 
     m = sub.add_parser(
@@ -243,7 +243,7 @@ def register(subparsers: Any) -> None:
         default=None,
         help="score an existing run trained with canaries (read only; results go to --out)",
     )
-    _evidence_args(m)
+    evidence_args(m)
     m.set_defaults(func=_membership, agents=400, shadow=400)
 
     s = sub.add_parser(
@@ -339,7 +339,7 @@ def _check_outputs(args: argparse.Namespace) -> None:
 def _emit(args: argparse.Namespace, result: Any, info: dict[str, Any] | None = None) -> int:
     from ldp_audit.rundir import to_jsonable
 
-    d = _with_evidence(result.to_dict(), args)
+    d = with_evidence(result.to_dict(), args)
     if info:
         d["extra"]["theta_info"] = {
             k: v for k, v in info.items() if k in ("theta", "source", "chosen")
@@ -417,7 +417,7 @@ def _dynamics(args: argparse.Namespace) -> int:
 
             import_env_module(args.env_module)
         _, scorer = run_dir_scorer(args.run_dir, "dynamics", "attack dynamics --run-dir")
-        args._evidence = _check_evidence(args)  # before anything but config.json is read
+        args._evidence = check_evidence(args)  # before anything but config.json is read
         opts = {} if args.shadow is None else {"n_shadow": args.shadow}
         if args.env_module is not None:  # a user env's registering module (issue 27)
             import inspect
@@ -464,7 +464,7 @@ def _dynamics(args: argparse.Namespace) -> int:
             write_artifact(
                 args.run_dir,
                 "attack_dynamics.json",
-                _with_evidence(res.to_dict(), args),
+                with_evidence(res.to_dict(), args),
                 overwrite=True,
             )
         return _emit(args, res)
@@ -559,7 +559,7 @@ def _membership_of_run(args: argparse.Namespace) -> int:
         raise RunDirectoryError(f"--run-dir {args.run_dir!r} is not a run directory")
     # the run's system's "membership" attack (ldp_audit.systems), e.g. dprl's one-run audit
     _, scorer = run_dir_scorer(args.run_dir, "membership", "attack membership --run-dir")
-    args._evidence = _check_evidence(args)  # before anything but config.json is read
+    args._evidence = check_evidence(args)  # before anything but config.json is read
     res = scorer(args.run_dir, seed=args.seed, confidence=args.confidence)
     return _emit(args, res)
 

@@ -268,9 +268,9 @@ def register_attacks(attack_subparsers: Any) -> None:
         a.add_argument("--out", default=None, help="write the result JSON here instead")
         a.add_argument("--overwrite", action="store_true", help="replace an earlier result")
         a.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
-        from ldp_audit.cli.attack_cmd import _evidence_args
+        from ldp_audit.cli.attack_cmd import evidence_args
 
-        _evidence_args(a)
+        evidence_args(a)
         a.set_defaults(func=_generic_attack, attack_name=name)
         taken.add(name)
 
@@ -301,14 +301,14 @@ def _artifact_name(attack: str) -> str:
 
 
 def _generic_attack(args: argparse.Namespace) -> int:
-    from ldp_audit.cli.attack_cmd import _check_evidence, _with_evidence
+    from ldp_audit.cli.attack_cmd import check_evidence, with_evidence
     from ldp_audit.cli.types import check_not_inside_run, show_progress
     from ldp_audit.rundir import check_new_file, to_jsonable, write_artifact
 
     name = args.attack_name
     # the evidence first (manifest, hashes, ledger against its anchor): refused unless
     # --allow-unverified, as for every reader of a run
-    args._evidence = _check_evidence(args)
+    args._evidence = check_evidence(args)
     rd, scorer = run_dir_scorer(args.run_dir, name, f"attack {name}")
     target = rd.path / _artifact_name(name)
     if args.out:
@@ -319,7 +319,7 @@ def _generic_attack(args: argparse.Namespace) -> int:
             f"{target} already exists; write elsewhere with --out FILE or pass --overwrite"
         )
     res = scorer(rd.path, seed=args.seed, confidence=args.confidence, progress=show_progress(args))
-    d = to_jsonable(_with_evidence(res.to_dict(), args))
+    d = to_jsonable(with_evidence(res.to_dict(), args))
     if args.out:
         Path(args.out).write_text(json.dumps(d, indent=1, allow_nan=False))
     else:

@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit.report._audits import _attack_section, _audit_section, _num
+from ldp_audit.report._audits import attack_section, audit_section, num
 from ldp_audit.report._ledger import LedgerStats
 from ldp_audit.report._load import RunData
-from ldp_audit.report._verdict import _claim_section, _verdict
+from ldp_audit.report._verdict import _verdict, claim_section
 
 __all__ = ["build_model", "SCHEMA"]
 
@@ -207,7 +207,7 @@ def _ledger_section(
             }
         )
     mech = run.config.get("mechanism") or {}
-    mech_eps = _num(mech.get("epsilon"))
+    mech_eps = num(mech.get("epsilon"))
     central_vals = np.array(sorted((led.central or {}).values()), dtype=np.float64)
     inf_best = ~np.isfinite(led.best)
     return {
@@ -369,9 +369,9 @@ def build_parts(
         "run_dir": str(run.path),
         "run": _run_section(run, part.missing),
         "ledger": _ledger_section(run, ledger, top, part.releases),
-        "audits": _audit_section(run),
-        "attacks": _attack_section(run),
-        "claim": _claim_section(run),
+        "audits": audit_section(run),
+        "attacks": attack_section(run),
+        "claim": claim_section(run),
         "sections": list(part.sections),
         "sections_source": part.note,
     }

@@ -14,11 +14,11 @@ from typing import Any
 from ldp_audit.report._tables import (
     _e,
     _f,
-    _html_table,
-    _md_table,
     _n,
     _tables,
-    _top_title,
+    html_table,
+    md_table,
+    top_title,
 )
 
 __all__ = ["render_html", "render_markdown", "render_json", "FIGURE_TITLES"]
@@ -256,7 +256,7 @@ def render_html(model: dict[str, Any], figures: dict[str, bytes]) -> str:
         "<p>What is protected, against whom, and how strongly, from what the run recorded "
         "(&quot;not recorded&quot; where nothing records it). One epsilon is the claim; other "
         "accountants' values are alternatives.</p>",
-        _html_table(*t["statement"]),
+        html_table(*t["statement"]),
         "</section>",
         f'<section id="verdict" class="verdict {cls}"><div class="head">Verdict: '
         f"{html.escape(v['status'])}. {html.escape(v['headline'])}</div>",
@@ -269,7 +269,7 @@ def render_html(model: dict[str, Any], figures: dict[str, bytes]) -> str:
     p += [
         "</section>",
         '<h2 id="status">Run status and evidence</h2>',
-        _html_table(*t["status"]),
+        html_table(*t["status"]),
     ]
     chain = _chain_note(m["ledger"])
     if chain:
@@ -277,13 +277,13 @@ def render_html(model: dict[str, Any], figures: dict[str, bytes]) -> str:
     p += [
         '<h2 id="ledger">Privacy ledger</h2>',
         f"<p>{html.escape(_ledger_note(m['ledger']))}</p>",
-        _html_table(*t["ledger"]),
+        html_table(*t["ledger"]),
         f"<p>{html.escape(_scopes_note())}</p>",
-        _html_table(*t["scopes"]),
-        _html_table(*t["claim"]) if m.get("claim") else "",
+        html_table(*t["scopes"]),
+        html_table(*t["claim"]) if m.get("claim") else "",
         fig("ledger"),
-        f"<h3>{html.escape(_top_title(m['ledger']))}</h3>",
-        _html_table(*t["top"]),
+        f"<h3>{html.escape(top_title(m['ledger']))}</h3>",
+        html_table(*t["top"]),
         '<h2 id="audits">Audits of the mechanisms used</h2>',
     ]
     one_run = m["audits"].get("one_run") or []
@@ -294,7 +294,7 @@ def render_html(model: dict[str, Any], figures: dict[str, bytes]) -> str:
             "give an empirical lower bound on epsilon at the stated confidence. The ceiling is "
             "the bound if every guess were right: a claim above it cannot be refuted with this "
             "many canaries.</p>",
-            _html_table(*t["one_run"]),
+            html_table(*t["one_run"]),
         ]
     if m["audits"]["status"] == "run":
         p += [
@@ -304,7 +304,7 @@ def render_html(model: dict[str, Any], figures: dict[str, bytes]) -> str:
             "raw outputs: does this binary leak?). The overall verdict follows the stricter. The "
             "white-box exact epsilon is computed in exact arithmetic and says nothing about "
             "floating-point leaks.</p>",
-            _html_table(*t["audits"]),
+            html_table(*t["audits"]),
         ]
         for r in m["audits"]["results"]:
             for vd in r["verdicts"]:
@@ -327,7 +327,7 @@ def render_html(model: dict[str, Any], figures: dict[str, bytes]) -> str:
     p.append('<h2 id="attacks">Attacks on the transcript</h2>')
     if t["attacks"][1]:
         p += [
-            _html_table(*t["attacks"]),
+            html_table(*t["attacks"]),
             fig("attack"),
             "<p>The ceiling is the best accuracy any attacker can reach against one "
             "epsilon-LDP report with k equally likely secrets: e^eps / (e^eps + k - 1). "
@@ -353,14 +353,14 @@ def render_html(model: dict[str, Any], figures: dict[str, bytes]) -> str:
         for tb in sec["tables"]:
             if tb["caption"]:
                 p.append(f"<h3>{html.escape(tb['caption'])}</h3>")
-            p.append(_html_table(tb["header"], tb["rows"]))
+            p.append(html_table(tb["header"], tb["rows"]))
         for name in sec["figures"]:
             p.append(img(f"section-{sec['id']}-{name}", f"{sec['title']}: {name}"))
     p += [
         '<h2 id="config">Run configuration and environment</h2>',
-        _html_table(*t["run"]),
+        html_table(*t["run"]),
         "<details><summary>Full training configuration</summary>",
-        _html_table(*t["config"]),
+        html_table(*t["config"]),
         "</details>",
         "</main></body></html>",
     ]
@@ -386,7 +386,7 @@ def render_markdown(model: dict[str, Any], figure_files: dict[str, str]) -> str:
         '("not recorded" where nothing records it). One epsilon is the claim; other '
         "accountants' values are alternatives.",
         "",
-        _md_table(*t["statement"]),
+        md_table(*t["statement"]),
         "",
         f"**Verdict: {v['status']}.** {v['headline']}",
         "",
@@ -403,7 +403,7 @@ def render_markdown(model: dict[str, Any], figure_files: dict[str, str]) -> str:
             return []
         return [f"![{cap or FIGURE_TITLES[name]}]({figure_files[name]})", ""]
 
-    out += ["## Run status and evidence", "", _md_table(*t["status"]), ""]
+    out += ["## Run status and evidence", "", md_table(*t["status"]), ""]
     chain = _chain_note(m["ledger"])
     if chain:
         out += [chain, ""]
@@ -412,25 +412,25 @@ def render_markdown(model: dict[str, Any], figure_files: dict[str, str]) -> str:
         "",
         _ledger_note(m["ledger"]),
         "",
-        _md_table(*t["ledger"]),
+        md_table(*t["ledger"]),
         "",
         _scopes_note(),
         "",
-        _md_table(*t["scopes"]),
+        md_table(*t["scopes"]),
         "",
-        *([_md_table(*t["claim"]), ""] if m.get("claim") else []),
+        *([md_table(*t["claim"]), ""] if m.get("claim") else []),
         *fig("ledger"),
-        f"### {_top_title(m['ledger'])}",
+        f"### {top_title(m['ledger'])}",
         "",
-        _md_table(*t["top"]),
+        md_table(*t["top"]),
         "",
         "## Audits of the mechanisms used",
         "",
     ]
     if m["audits"].get("one_run"):
-        out += [_md_table(*t["one_run"]), ""]
+        out += [md_table(*t["one_run"]), ""]
     if m["audits"]["status"] == "run":
-        out += [_md_table(*t["audits"]), ""]
+        out += [md_table(*t["audits"]), ""]
         for r in m["audits"]["results"]:
             for vd in r["verdicts"]:
                 if vd["consequence"]:
@@ -442,7 +442,7 @@ def render_markdown(model: dict[str, Any], figure_files: dict[str, str]) -> str:
         out += [_NOT_RUN["audits"], ""]
     out += ["## Attacks on the transcript", ""]
     if t["attacks"][1]:
-        out += [_md_table(*t["attacks"]), "", *fig("attack")]
+        out += [md_table(*t["attacks"]), "", *fig("attack")]
     else:
         out += [_NOT_RUN["attacks"], ""]
     for sec in m.get("sections") or []:
@@ -459,15 +459,15 @@ def render_markdown(model: dict[str, Any], figure_files: dict[str, str]) -> str:
         for tb in sec["tables"]:
             if tb["caption"]:
                 out += [f"**{tb['caption']}**", ""]
-            out += [_md_table(tb["header"], tb["rows"]), ""]
+            out += [md_table(tb["header"], tb["rows"]), ""]
         for name in sec["figures"]:
             out += fig(f"section-{sec['id']}-{name}", f"{sec['title']}: {name}")
     out += [
         "## Run configuration and environment",
         "",
-        _md_table(*t["run"]),
+        md_table(*t["run"]),
         "",
-        _md_table(*t["config"]),
+        md_table(*t["config"]),
         "",
     ]
     return "\n".join(out)

@@ -314,7 +314,7 @@ def _top_table(led: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
     ]
 
 
-def _top_title(led: dict[str, Any]) -> str:
+def top_title(led: dict[str, Any]) -> str:
     groups = led.get("top_groups") or []
     n = sum(g["agents"] for g in groups)
     if groups and n > len(groups):
@@ -329,7 +329,7 @@ def _n(count: int, noun: str, plural: str | None = None) -> str:
     return f"{count:,} {noun if count == 1 else (plural or noun + 's')}"
 
 
-def _html_table(head: list[str], rows: list[list[Any]]) -> str:
+def html_table(head: list[str], rows: list[list[Any]]) -> str:
     out = [
         "<table><thead><tr>",
         *(f"<th>{html.escape(h)}</th>" for h in head),
@@ -354,7 +354,7 @@ def _html_table(head: list[str], rows: list[list[Any]]) -> str:
     return "".join(out)
 
 
-def _md_table(head: list[str], rows: list[list[Any]]) -> str:
+def md_table(head: list[str], rows: list[list[Any]]) -> str:
     def cell(c: Any) -> str:
         return _f(c).replace("|", "\\|").replace("\n", " ")
 

@@ -3,7 +3,7 @@
 JSON: infinities are the strings ``"inf"`` / ``"-inf"``, NaN is null (never for "never")
 (:func:`json_number`, :func:`to_jsonable`). Every file is written atomically (a temporary file,
 fsync, rename, fsync of the folder) and, unless told otherwise, only once. A manifest's MAC
-covers its canonical JSON (:func:`_manifest_bytes`).
+covers its canonical JSON (:func:`manifest_bytes`).
 """
 
 from __future__ import annotations
@@ -98,12 +98,12 @@ def _atomic_write(target: Path, write: Any, *, replace: bool = False) -> None:
     _fsync_dir(target.parent)
 
 
-def _write_json_file(target: Path, obj: Any, *, replace: bool = False) -> None:
+def write_json_file(target: Path, obj: Any, *, replace: bool = False) -> None:
     text = _dump(obj)
     _atomic_write(target, lambda t: t.write_text(text), replace=replace)
 
 
-def _write_npz_file(target: Path, arrays: Mapping[str, Any], *, replace: bool = False) -> None:
+def write_npz_file(target: Path, arrays: Mapping[str, Any], *, replace: bool = False) -> None:
     arrs = {k: np.asarray(v) for k, v in arrays.items()}
 
     def w(t: Path) -> None:
@@ -117,7 +117,7 @@ def _canonical(obj: Any) -> str:
     return json.dumps(to_jsonable(obj), sort_keys=True)
 
 
-def _manifest_bytes(man: Mapping[str, Any]) -> bytes:
+def manifest_bytes(man: Mapping[str, Any]) -> bytes:
     """What a manifest's MAC covers: every key but ``"mac"``, canonical JSON."""
     body = {k: v for k, v in man.items() if k != "mac"}
     return b"ldp-audit manifest v1|" + _canonical(body).encode()

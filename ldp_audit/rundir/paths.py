@@ -38,7 +38,7 @@ RUN_FILES = (
 )
 #: Named artefacts a reader may add to a finished run (with write_artifact).
 ARTIFACT_PATTERN = re.compile(r"^(audit|attack_[a-z0-9_\-]+)\.json$")
-_LEDGER_SIDE = ("ledger.sqlite-wal", "ledger.sqlite-shm", "ledger.sqlite-journal")
+LEDGER_SIDE = ("ledger.sqlite-wal", "ledger.sqlite-shm", "ledger.sqlite-journal")
 
 
 def is_run_dir(path: str | Path) -> bool:
@@ -47,7 +47,7 @@ def is_run_dir(path: str | Path) -> bool:
     return p.is_dir() and (p / "config.json").is_file()
 
 
-def _check_path_arg(path: Any, name: str) -> Path:
+def check_path_arg(path: Any, name: str) -> Path:
     if isinstance(path, bool) or not isinstance(path, (str, os.PathLike)):
         raise InvalidParameterError(f"{name} must be a path (str), got {path!r}")
     if isinstance(path, str) and not path.strip():
@@ -91,7 +91,7 @@ def check_new_dir(
     Returns:
         The path as a ``Path``.
     """
-    p = _check_path_arg(path, name)
+    p = check_path_arg(path, name)
     if p.exists():
         if not p.is_dir():
             raise RunDirectoryError(f"{name} {str(p)!r} exists and is not a directory")
@@ -128,7 +128,7 @@ def check_report_dir(
     hand-written files such as notes.md) is written into only with ``overwrite=True``, which
     rewrites the generated files and keeps everything else.
     """
-    p = _check_path_arg(path, name)
+    p = check_path_arg(path, name)
     if p.exists() and not p.is_dir():
         raise RunDirectoryError(f"{name} {str(p)!r} exists and is not a directory")
     if p.is_dir() and any(p.iterdir()):
@@ -152,7 +152,7 @@ def check_report_dir(
 def check_new_file(path: Any, *, name: str = "--out", overwrite: bool = False) -> Path:
     """Check that a single output file can be written before any work starts (parent writable,
     not an existing directory; an existing file only with ``overwrite=True``)."""
-    p = _check_path_arg(path, name)
+    p = check_path_arg(path, name)
     if p.is_dir():
         raise RunDirectoryError(f"{name} {str(p)!r} is a directory, expected a file path")
     if p.exists() and not overwrite:

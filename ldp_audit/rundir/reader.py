@@ -16,13 +16,13 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
-from ldp_audit.rundir.paths import _check_path_arg
+from ldp_audit.rundir.paths import check_path_arg
 
 __all__ = ["RunDir", "read_config", "read_json", "read_manifest", "read_npz"]
 
 
 def _dir(path: Any) -> Path:
-    p = _check_path_arg(path, "run_dir")
+    p = check_path_arg(path, "run_dir")
     if not p.is_dir():
         raise RunDirectoryError(f"run_dir must be an existing directory, got {str(p)!r}")
     return p

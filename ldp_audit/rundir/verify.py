@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
-from ldp_audit.rundir.files import _manifest_bytes, _sha256, to_jsonable
-from ldp_audit.rundir.paths import _LEDGER_SIDE, _check_path_arg, is_run_dir
+from ldp_audit.rundir.files import _sha256, manifest_bytes, to_jsonable
+from ldp_audit.rundir.paths import LEDGER_SIDE, check_path_arg, is_run_dir
 from ldp_audit.rundir.reader import _dir, read_manifest
 
 __all__ = [
@@ -57,7 +57,7 @@ def verify_manifest(path: Any) -> dict[str, Any]:
                 same = False
             if not same:
                 changed.append(name)
-    listed = set(files) | {"manifest.json", "ledger.sqlite", *_LEDGER_SIDE}
+    listed = set(files) | {"manifest.json", "ledger.sqlite", *LEDGER_SIDE}
     unlisted = sorted(f.name for f in p.iterdir() if f.is_file() and f.name not in listed)
     return {
         "status": man.get("status"),
@@ -176,7 +176,7 @@ def verify_run(path: Any, expect_head: str | None = None, *, full: bool = True) 
                 + ": its MAC cannot be checked"
             )
         else:
-            want = key.mac(_manifest_bytes(man)).hex()
+            want = key.mac(manifest_bytes(man)).hex()
             if not hmac.compare_digest(want, str(mac.get("hmac", ""))):
                 problems.append(
                     f"{p / 'manifest.json'} does not carry the MAC of key id {key.id}: it was "
@@ -265,7 +265,7 @@ def require_verified(
         RunDirectoryError: the run does not verify (the message names the file and says how
             to read it anyway).
     """
-    p = _check_path_arg(path, name)
+    p = check_path_arg(path, name)
     from ldp_audit.limits import check_run_files
 
     check_run_files(p, name)  # a FIFO anywhere in it (config.json too): named, never opened

@@ -18,18 +18,18 @@ import numpy as np
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 from ldp_audit.rundir.files import (
     _canonical,
-    _manifest_bytes,
     _sha256,
-    _write_json_file,
-    _write_npz_file,
+    manifest_bytes,
     to_jsonable,
+    write_json_file,
+    write_npz_file,
 )
 from ldp_audit.rundir.paths import (
-    _LEDGER_SIDE,
     ARTIFACT_PATTERN,
+    LEDGER_SIDE,
     RUN_FILES,
-    _check_path_arg,
     check_new_dir,
+    check_path_arg,
     is_run_dir,
 )
 from ldp_audit.rundir.reader import read_config, read_json
@@ -77,7 +77,7 @@ def _seal_manifest(man: dict[str, Any]) -> dict[str, Any]:
     if key is None:  # pragma: no cover - load_key(create=True) returns a key or raises
         raise RunDirectoryError("no ledger key to seal manifest.json with")
     out = dict(man)
-    out["mac"] = {"key_id": key.id, "hmac": key.mac(_manifest_bytes(man)).hex()}
+    out["mac"] = {"key_id": key.id, "hmac": key.mac(manifest_bytes(man)).hex()}
     return out
 
 
@@ -129,7 +129,7 @@ class RunWriter:
             raise InvalidParameterError(f"algorithm must be a non-empty str, got {algorithm!r}")
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
             raise InvalidParameterError(f"seed must be an int >= 0, got {seed!r}")
-        self.path = _check_path_arg(path, "run_dir")
+        self.path = check_path_arg(path, "run_dir")
         self.algorithm = algorithm
         self.mode = mode
         cfg_doc = {
@@ -150,7 +150,7 @@ class RunWriter:
             cfg_doc["versions"] = versions()
             cfg_doc["created"] = _dt.datetime.now(_dt.timezone.utc).isoformat()
             cfg_doc["status"] = "running"
-            _write_json_file(self.path / "config.json", cfg_doc)
+            write_json_file(self.path / "config.json", cfg_doc)
         self.config_doc = cfg_doc
         self._finished = False
 
@@ -194,7 +194,7 @@ class RunWriter:
             _dt.datetime.now(_dt.timezone.utc).isoformat()
         ]
         cfg_doc["status"] = "running"
-        _write_json_file(p / "config.json", cfg_doc, replace=True)
+        write_json_file(p / "config.json", cfg_doc, replace=True)
 
     @property
     def ledger_path(self) -> Path:
@@ -223,13 +223,13 @@ class RunWriter:
     def write_json(self, name: str, obj: Any) -> Path:
         """Write ``name`` (JSON, infinities as "inf") once, atomically."""
         t = self._target(name)
-        _write_json_file(t, obj)
+        write_json_file(t, obj)
         return t
 
     def write_npz(self, name: str, arrays: Mapping[str, Any]) -> Path:
         """Write ``name`` (compressed npz, no pickles) once, atomically."""
         t = self._target(name)
-        _write_npz_file(t, arrays)
+        write_npz_file(t, arrays)
         return t
 
     def finish(self, status: str = "complete", **info: Any) -> Path:
@@ -245,12 +245,12 @@ class RunWriter:
         files = {}
         for f in sorted(self.path.iterdir()):
             if f.is_file() and f.name not in ("manifest.json", "config.json", "ledger.sqlite"):
-                if f.name in _LEDGER_SIDE or f.name.startswith("."):
+                if f.name in LEDGER_SIDE or f.name.startswith("."):
                     continue
                 files[f.name] = _sha256(f)
         doc = dict(self.config_doc)
         doc["status"] = status
-        _write_json_file(self.path / "config.json", doc, replace=True)
+        write_json_file(self.path / "config.json", doc, replace=True)
         files["config.json"] = _sha256(self.path / "config.json")
         man = {
             "status": status,
@@ -263,7 +263,7 @@ class RunWriter:
         replay = getattr(getattr(self, "_ledger", None), "replay_status", lambda: None)()
         if replay is not None:  # --resume: earlier charges matched, not charged again
             man["resume"] = replay
-        _write_json_file(self.path / "manifest.json", _seal_manifest(man))
+        write_json_file(self.path / "manifest.json", _seal_manifest(man))
         self._finished = True
         return self.path / "manifest.json"
 
@@ -274,7 +274,7 @@ def write_artifact(run_dir: Any, name: str, obj: Any, *, overwrite: bool = False
     These are the only files a reader may add to a run (docs/interfaces.md); anything else, or
     replacing an existing artefact without ``overwrite=True``, is refused.
     """
-    p = _check_path_arg(run_dir, "run_dir")
+    p = check_path_arg(run_dir, "run_dir")
     if not is_run_dir(p):
         raise RunDirectoryError(f"run_dir {str(p)!r} is not a run directory (no config.json)")
     if not isinstance(name, str) or not ARTIFACT_PATTERN.match(name):
@@ -287,5 +287,5 @@ def write_artifact(run_dir: Any, name: str, obj: Any, *, overwrite: bool = False
             f"{target} already exists; write the result elsewhere with --out, or pass "
             f"--overwrite to replace it"
         )
-    _write_json_file(target, obj, replace=overwrite)
+    write_json_file(target, obj, replace=overwrite)
     return target
