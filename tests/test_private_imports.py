@@ -187,3 +187,26 @@ def test_no_package_re_exports_a_private_name() -> None:
                     if rel not in lazy_public:
                         found.append(f"{rel}: __getattr__")
     assert found == []
+
+
+def test_the_strict_parsers_are_core_not_cli() -> None:
+    """Arrows inward (issue 37): the config, the trainers and the attacks read numbers with
+    ``ldp_audit.parse``; nothing outside ``ldp_audit/cli/`` imports ``ldp_audit.cli.types``."""
+    import ast
+
+    from ldp_audit import parse
+    from ldp_audit.cli import types
+
+    root = _SCRIPT.parent.parent
+    users = []
+    for folder in ("ldp_audit", "training", "attacks"):
+        for f in sorted((root / folder).rglob("*.py")):
+            if f.parent.name == "cli" and f.parent.parent.name == "ldp_audit":
+                continue
+            for node in ast.walk(ast.parse(f.read_text())):
+                if isinstance(node, ast.ImportFrom) and node.module == "ldp_audit.cli.types":
+                    users.append(f.relative_to(root).as_posix())
+    assert users == []
+    # one address: the CLI defines none of the core's readers (it imports what it uses)
+    for name in parse.__all__:
+        assert getattr(types, name, getattr(parse, name)) is getattr(parse, name), name

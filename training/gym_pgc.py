@@ -62,7 +62,7 @@ from ldp_audit.training.gym_envs import (
 # the config checks, paper defaults and network initialisation shared with the CartPole engine
 from ldp_audit.training.pgc_a3c.config import SharedFields, check_int, from_json_dict
 from ldp_audit.training.pgc_a3c.gradients import softmax_gradients
-from ldp_audit.training.pgc_a3c.model import _unpack, check_params, glorot_uniform
+from ldp_audit.training.pgc_a3c.model import check_params, glorot_uniform, unpack_views
 from ldp_audit.validation import check_bool, check_positive, check_rng
 
 __all__ = [
@@ -232,7 +232,7 @@ class Network:
 
     def unpack(self, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Views (B, H, O), (B, A, H), (B, H) of a (B, d) batch."""
-        return _unpack(theta, self.obs_dim, self.n_actions, self.hidden)
+        return unpack_views(theta, self.obs_dim, self.n_actions, self.hidden)
 
     def check(self, theta: Any, name: str = "theta") -> np.ndarray:
         """``theta`` as a C-contiguous (B, d) float64 batch of finite values ((d,): one row)."""

@@ -533,7 +533,7 @@ class AuditResult:
 
 def _witness_lines(w: Witness) -> list[str]:
     return [
-        f"witness: x = {_short(w.x)}, x2 = {_short(w.x2)}",
+        f"witness: x = {short_values(w.x)}, x2 = {short_values(w.x2)}",
         f"  event: {w.event}  [{w.family}]",
         f"  counts: {w.k1}/{w.n1} under M(x), {w.k2}/{w.n2} under M(x2) (fresh estimation samples)",
     ]
@@ -545,7 +545,7 @@ def _json_float(v: float) -> float | str:
     return float(v)
 
 
-def _short(v: Sequence[float], k: int = 6) -> str:
+def short_values(v: Sequence[float], k: int = 6) -> str:
     vals = [f"{a:.4g}" for a in v[:k]]
     more = f", ... ({len(v)} values)" if len(v) > k else ""
     return "[" + ", ".join(vals) + more + "]"

@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit.audit.results import _short
+from ldp_audit.audit.results import short_values
 from ldp_audit.audit.selection import Candidate
-from ldp_audit.audit.statistics import _Statistic
+from ldp_audit.audit.statistics import ScoreStatistic
 from ldp_audit.errors import InvalidParameterError, LdpAuditError, UserCodeError
 
 #: float64 elements held per privatize call (outputs are streamed in chunks of this size).
@@ -42,7 +42,8 @@ def privatize_rows(
         raise
     except Exception as exc:  # noqa: BLE001 - user code: wrapped with context, cause kept
         raise UserCodeError(
-            f"{who} raised {type(exc).__name__} on input x = {_short(x.tolist())} ({n} rows): {exc}"
+            f"{who} raised {type(exc).__name__} on input x = {short_values(x.tolist())} "
+            f"({n} rows): {exc}"
         ) from exc
     try:
         y = np.asarray(y)
@@ -51,7 +52,7 @@ def privatize_rows(
     if y.dtype == object or y.dtype.kind not in "biuf":
         raise UserCodeError(
             f"{who} must return real numbers, got dtype {y.dtype} for input "
-            f"x = {_short(x.tolist())} (first value {y.ravel()[:1].tolist()!r})"
+            f"x = {short_values(x.tolist())} (first value {y.ravel()[:1].tolist()!r})"
         )
     returned = y
     if y.ndim == 1:
@@ -86,7 +87,7 @@ def stream_values(
     x: np.ndarray,
     n: int,
     rng: np.random.Generator,
-    stats: Sequence[_Statistic],
+    stats: Sequence[ScoreStatistic],
     tick: Callable[[int], None],
     width: int,
 ) -> list[np.ndarray]:

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.audit.plan import Options, Plan
-from ldp_audit.audit.results import _short
+from ldp_audit.audit.results import short_values
 from ldp_audit.audit.sampling import FIT_ELEMENTS, _sample, privatize_rows, stream_values
 from ldp_audit.audit.selection import (
     Candidate,
@@ -31,10 +31,10 @@ from ldp_audit.audit.selection import (
     threshold_counts,
 )
 from ldp_audit.audit.statistics import (
+    ScoreStatistic,
     Snap,
     Snapped,
     UserStatistic,
-    _Statistic,
     build_statistics,
     float_cell_statistic,
 )
@@ -85,7 +85,7 @@ def _select(
         # when outputs are much wider than inputs (one-hot encodings)
         y8, raw8 = privatize_rows(mechanism, x, 8, ra1, raw=True)
         width = max(x.shape[0], y8.shape[1])
-        user_stats: list[_Statistic] = [UserStatistic(fn, nm, x, x2) for fn, nm in o.stat_fns]
+        user_stats: list[ScoreStatistic] = [UserStatistic(fn, nm, x, x2) for fn, nm in o.stat_fns]
         for st in user_stats:  # shape / finiteness checked on 8 outputs before the work
             st.values(raw8)
         del y8, raw8
@@ -110,7 +110,7 @@ def _fit_statistics(
     sel: _Selection,
     tick: Callable[[int], None],
     total: int,
-) -> list[_Statistic]:
+) -> list[ScoreStatistic]:
     """Draw the fit half A of pair ``p`` (capped for wide outputs), refuse an audit estimated
     to run for hours (timed on the first pair) and malformed outputs, and fit the pair's
     distribution statistics (read on snapped outputs) and, with ``float_bits``, its float-bit
@@ -139,8 +139,8 @@ def _fit_statistics(
     if not (fin1.any() or fin2.any()):
         raise UserCodeError(
             f"mechanism.privatize of {type(mechanism).__name__} returned only NaN/inf "
-            f"outputs for pairs[{p}] (x = {_short(x.tolist())}, x2 = "
-            f"{_short(x2.tolist())}); a mechanism must release real numbers"
+            f"outputs for pairs[{p}] (x = {short_values(x.tolist())}, x2 = "
+            f"{short_values(x2.tolist())}); a mechanism must release real numbers"
         )
     sel.n_nonfinite += int((~fin1).sum() + (~fin2).sum())
     tick(2 * plan.n_a)  # (counted as drawn even when capped for wide outputs)
@@ -148,7 +148,7 @@ def _fit_statistics(
     sa1, sa2 = snap(ya1), snap(ya2)
     inner, j, discrete = build_statistics(x, x2, sa1, sa2)
     pooled_a = np.concatenate([ya1, ya2])
-    stats: list[_Statistic] = [Snapped(st, snap, pooled_a) for st in inner]
+    stats: list[ScoreStatistic] = [Snapped(st, snap, pooled_a) for st in inner]
     if o.float_bits and not discrete:
         stats.append(float_cell_statistic(ya1, ya2, j, ya1.shape[1]))
     return stats
@@ -156,7 +156,7 @@ def _fit_statistics(
 
 def _screen_pair(
     p: int,
-    stats: list[_Statistic],
+    stats: list[ScoreStatistic],
     sb1: list[np.ndarray],
     sb2: list[np.ndarray],
     o: Options,

@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ldp_audit.audit.statistics import _Statistic, sorted_unique
+from ldp_audit.audit.statistics import ScoreStatistic, sorted_unique
 from ldp_audit.stats import (
     binomial_tail_pvalue,
     clopper_pearson_lower,
@@ -45,7 +45,7 @@ _TAIL_THRESHOLDS = 24
 @dataclass
 class Candidate:
     pair: int
-    stat: _Statistic
+    stat: ScoreStatistic
     op: str  # "gt": s > t, "le": s <= t
     t: float
     x_is_numerator: bool
@@ -167,7 +167,7 @@ def _tail_rates(srt: np.ndarray, ts: np.ndarray, upper: bool, m: int) -> np.ndar
 
 
 def best_events(
-    stat: _Statistic,
+    stat: ScoreStatistic,
     tc: _ThresholdCounts | None,
     pair: int,
     n_est: int,
@@ -244,7 +244,7 @@ _PROBE_LEVEL = 0.01
 
 
 def probe_event(
-    stat: _Statistic,
+    stat: ScoreStatistic,
     tc: _ThresholdCounts | None,
     pair: int,
     n_est: int,
@@ -310,7 +310,7 @@ def probe_event(
 
 
 def _delta_event(
-    stat: _Statistic,
+    stat: ScoreStatistic,
     tc: _ThresholdCounts | None,
     pair: int,
     n_est: int,

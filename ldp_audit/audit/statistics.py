@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit.audit.results import _short
+from ldp_audit.audit.results import short_values
 from ldp_audit.errors import InvalidParameterError, LdpAuditError, UserCodeError
 
 #: rows of the fit half A used to train the classifier (fewer for very wide outputs).
@@ -41,7 +41,7 @@ def sorted_unique(v: np.ndarray) -> np.ndarray:
     return srt[keep]
 
 
-class _Statistic(abc.ABC):
+class ScoreStatistic(abc.ABC):
     """A deterministic map from an (n, k) output batch to n real scores (NaN -> +inf)."""
 
     family = "statistic"
@@ -64,7 +64,7 @@ class _Statistic(abc.ABC):
         return f"{self.label()} {'>' if op == 'gt' else '<='} {t:.17g}"
 
 
-class _Coordinate(_Statistic):
+class _Coordinate(ScoreStatistic):
     family = "coordinate"
 
     def __init__(self, j: int, k: int) -> None:
@@ -77,7 +77,7 @@ class _Coordinate(_Statistic):
         return "y" if self.k == 1 else f"y[{self.j}]"
 
 
-class _Projection(_Statistic):
+class _Projection(ScoreStatistic):
     family = "projection"
 
     def __init__(self, w: np.ndarray, name: str) -> None:
@@ -91,7 +91,7 @@ class _Projection(_Statistic):
         return f"<y, {self.name}>"
 
 
-class _Norm(_Statistic):
+class _Norm(ScoreStatistic):
     def __init__(self, order: int) -> None:
         self.order = order
         self.family = f"l{order}-norm"
@@ -106,7 +106,7 @@ class _Norm(_Statistic):
         return f"||y||_{self.order}"
 
 
-class _MedianL1Ratio(_Statistic):
+class _MedianL1Ratio(ScoreStatistic):
     """``sum_i |y_i - b_i| - |y_i - a_i|`` with a, b the coordinate medians of M(x), M(x2) on A:
     the exact log-likelihood ratio (up to scale) of additive Laplace noise around a and b."""
 
@@ -127,7 +127,7 @@ def _finite_features(y: np.ndarray) -> np.ndarray:
     return np.clip(np.nan_to_num(y, nan=0.0, posinf=1e150, neginf=-1e150), -1e150, 1e150)
 
 
-class _Classifier(_Statistic):
+class _Classifier(ScoreStatistic):
     """Logistic-regression score separating M(x) (label 1) from M(x2) (label 0)."""
 
     family = "classifier"
@@ -204,7 +204,7 @@ def _describe_float_key(key: int) -> str:
     return f"sign {sign}, exponent {expo}, trailing zero bits {tz}"
 
 
-class _CellScore(_Statistic):
+class _CellScore(ScoreStatistic):
     """Log-ratio score of output cells estimated on A (unseen cells score 0).
 
     A threshold on the score is the Neyman-Pearson event "cells whose estimated likelihood ratio
@@ -278,13 +278,13 @@ class Snap:
             return np.round(y / self.grid) * self.grid
 
 
-class Snapped(_Statistic):
+class Snapped(ScoreStatistic):
     """A statistic evaluated on snapped outputs (see :class:`Snap`), its values rounded to a
     2^-36-relative grid fitted on A, so that plateaus of the statistic (e.g. the maximum of the
     L1 log-ratio, reached by every output beyond both centres) are exact ties that one
     threshold can take whole, instead of being split by rounding noise."""
 
-    def __init__(self, inner: _Statistic, snap: Snap, ya: np.ndarray | None = None) -> None:
+    def __init__(self, inner: ScoreStatistic, snap: Snap, ya: np.ndarray | None = None) -> None:
         self.inner, self.snap = inner, snap
         self.family = inner.family
         self.quantum = 0.0
@@ -318,7 +318,7 @@ def float_cell_statistic(ya1: np.ndarray, ya2: np.ndarray, j: int, k: int) -> _C
     return _CellScore(keyfn, keyfn(ya1), keyfn(ya2), "float-bits", name, _describe_float_key)
 
 
-class UserStatistic(_Statistic):
+class UserStatistic(ScoreStatistic):
     """A user's (or the mechanism's ``audit_statistics()``) statistic for one pair:
     ``fn(outputs, x, x_prime)`` on the outputs exactly as ``privatize`` returned them, one
     finite real score per row. Checked on every call (shape, finiteness)."""
@@ -411,11 +411,11 @@ def statistic_list(raw: Any, where: str) -> list[tuple[Callable[..., Any], str]]
 
 def build_statistics(
     x: np.ndarray, x2: np.ndarray, ya1: np.ndarray, ya2: np.ndarray
-) -> tuple[list[_Statistic], int, bool]:
+) -> tuple[list[ScoreStatistic], int, bool]:
     """The few statistics tried for one pair (kept small so Bonferroni stays cheap), the
     output coordinate that separates the pair best, and whether the outputs are discrete."""
     k = ya1.shape[1]
-    stats: list[_Statistic] = []
+    stats: list[ScoreStatistic] = []
     r1, r2 = _row_keys(ya1), _row_keys(ya2)
     limit = min(_MAX_CELLS, (len(r1) + len(r2)) // 4)
     # a prefix with more distinct rows than the limit settles it without the full count
@@ -432,7 +432,7 @@ def build_statistics(
 
         def describe_row(q: int) -> str:
             row = examples.get(q)
-            return "y = ?" if row is None else f"y = {_short(row.tolist(), 4)}"
+            return "y = ?" if row is None else f"y = {short_values(row.tolist(), 4)}"
 
         stats.append(_CellScore(_row_keys, r1, r2, "cells", "output cells", describe_row))
     if k == 1:

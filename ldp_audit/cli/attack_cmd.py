@@ -25,12 +25,10 @@ from ldp_audit.cli.types import (
     check_file_creatable,
     check_not_inside_run,
     confidence,
-    epsilon_or_inf,
     int_at_least,
     int_in_range,
-    parse_real,
-    real_in,
 )
+from ldp_audit.parse import epsilon_or_inf, parse_real, real_in
 
 _MECHANISMS = ("laplace", "prs", "none")
 

@@ -16,7 +16,8 @@ import sys
 import time
 from typing import Any
 
-from ldp_audit.cli.types import int_in_range, parse_real
+from ldp_audit.cli.types import int_in_range
+from ldp_audit.parse import parse_real
 
 __all__ = ["add_gym_arguments", "parse_private_param", "refuse_without_env", "train_gym"]
 

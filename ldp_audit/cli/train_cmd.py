@@ -24,7 +24,6 @@ from ldp_audit.cli.types import (
     check_out_for_mode,
     check_report_out,
     check_workers,
-    epsilon_or_inf,
     int_at_least,
     int_in_range,
     run_mode,
@@ -32,6 +31,7 @@ from ldp_audit.cli.types import (
     timestamped_dir,
 )
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.parse import epsilon_or_inf
 
 _MECHANISMS = ("laplace", "prs", "none")
 

@@ -57,7 +57,7 @@ def _dump(obj: Any) -> str:
     return json.dumps(to_jsonable(obj), indent=1, allow_nan=False)
 
 
-def _sha256(f: Path) -> str:
+def file_sha256(f: Path) -> str:
     from ldp_audit.limits import check_regular_file
 
     check_regular_file(f, "run file")  # a FIFO would block the hash

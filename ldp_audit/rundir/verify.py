@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
-from ldp_audit.rundir.files import _sha256, manifest_bytes, to_jsonable
+from ldp_audit.rundir.files import file_sha256, manifest_bytes, to_jsonable
 from ldp_audit.rundir.paths import LEDGER_SIDE, check_path_arg, is_run_dir
 from ldp_audit.rundir.reader import _dir, read_manifest
 
@@ -52,7 +52,7 @@ def verify_manifest(path: Any) -> dict[str, Any]:
             missing.append(name)
         else:
             try:  # a folder in a file's place, or an unreadable file: changed
-                same = f.is_file() and _sha256(f) == digest
+                same = f.is_file() and file_sha256(f) == digest
             except OSError:
                 same = False
             if not same:

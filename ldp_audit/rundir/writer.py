@@ -18,7 +18,7 @@ import numpy as np
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 from ldp_audit.rundir.files import (
     _canonical,
-    _sha256,
+    file_sha256,
     manifest_bytes,
     to_jsonable,
     write_json_file,
@@ -247,11 +247,11 @@ class RunWriter:
             if f.is_file() and f.name not in ("manifest.json", "config.json", "ledger.sqlite"):
                 if f.name in LEDGER_SIDE or f.name.startswith("."):
                     continue
-                files[f.name] = _sha256(f)
+                files[f.name] = file_sha256(f)
         doc = dict(self.config_doc)
         doc["status"] = status
         write_json_file(self.path / "config.json", doc, replace=True)
-        files["config.json"] = _sha256(self.path / "config.json")
+        files["config.json"] = file_sha256(self.path / "config.json")
         man = {
             "status": status,
             "algorithm": self.algorithm,

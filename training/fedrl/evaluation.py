@@ -11,7 +11,7 @@ import numpy as np
 from ldp_audit.training.fedrl.config import FedRLConfig
 from ldp_audit.training.fedrl.exchange import Exchange
 from ldp_audit.training.fedrl.mechanisms import OutputMechanism
-from ldp_audit.training.fedrl.networks import _torch
+from ldp_audit.training.fedrl.networks import import_torch
 from ldp_audit.training.gridworld import (
     N_ACTIONS,
     MapSet,
@@ -47,7 +47,7 @@ def _evaluate(
 
     ``explore`` > 0: epsilon-greedy instead (random joint action with probability ``explore``,
     drawn from ``rng``)."""
-    torch = _torch()
+    torch = import_torch()
     nt = len(test)
     env = VectorGridWorld(
         maps, np.tile(test, kk), hist_len=cfg.hist_len, meeting_rule=cfg.meeting_rule

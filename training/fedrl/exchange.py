@@ -13,7 +13,7 @@ import numpy as np
 
 from ldp_audit.training.fedrl.config import FedRLConfig
 from ldp_audit.training.fedrl.mechanisms import OutputMechanism
-from ldp_audit.training.fedrl.networks import _torch
+from ldp_audit.training.fedrl.networks import import_torch
 from ldp_audit.training.gridworld import (
     BETA_VIEW,
     N_ACTIONS,
@@ -112,7 +112,7 @@ class Exchange:
         is the released one and whose gradient flows through the (clipped) output."""
         from ldp_audit.release import release_with
 
-        torch = _torch()
+        torch = import_torch()
         mech = self.mech if mech is None else mech
         qc = q if mech.bound is None else torch.clamp(q, -mech.bound, mech.bound)
         k, n = q.shape[0], q.shape[1]

@@ -16,7 +16,7 @@ from ldp_audit.training.fedrl.config import METHODS, FedRLConfig
 from ldp_audit.training.fedrl.exchange import Log
 from ldp_audit.training.fedrl.mechanisms import is_int
 from ldp_audit.training.fedrl.metrics import table_metrics
-from ldp_audit.training.fedrl.networks import _torch
+from ldp_audit.training.fedrl.networks import import_torch
 from ldp_audit.training.fedrl.trainer import train_runs
 from ldp_audit.training.gridworld import (
     MapSet,
@@ -115,7 +115,7 @@ def run_fedrl(
         total = sum(len(g) for _, g in groups) * cfg.train_steps
         bar = tqdm(total=total, desc="fedrl", unit="it")
     results = []
-    torch = _torch()
+    torch = import_torch()
     old_threads = torch.get_num_threads()
     try:
         if threads is not None:

@@ -25,10 +25,10 @@ from ldp_audit.training.fedrl.networks import (
     Stacked,
     _full_q,
     _mlp,
-    _torch,
     fwd_full_q,
     fwd_local_q,
     fwd_mlp,
+    import_torch,
     local_q,
 )
 from ldp_audit.training.gridworld import (
@@ -93,7 +93,7 @@ def train_runs(
     * ``explore`` (eps, ...): after training, epsilon-greedy episodes on the test maps
       (FedRL: the noise-free outputs, FedRL-2's protocol), beside Table 1's greedy ones.
     """
-    torch = _torch()
+    torch = import_torch()
     kk = len(trials)
     spawned = [s.spawn(6) for s in seed_seqs]
     gens = [torch.Generator().manual_seed(int(sp[5].generate_state(1)[0])) for sp in spawned]
@@ -307,7 +307,7 @@ def _update(
     ex: Exchange | None,
 ) -> float:
     """One minibatch step of every run (eqs. 4-7 for FedRL); returns the summed loss."""
-    torch = _torch()
+    torch = import_torch()
 
     def g(name: str) -> np.ndarray:
         return np.stack([getattr(rep, name)[jj] for rep, jj in zip(reps, j, strict=True)])

@@ -29,8 +29,8 @@ from ldp_audit.training.pgc_a3c.model import (
     HIDDEN,
     N_ACTIONS,
     OBS_DIM,
-    _unpack,
     check_theta,
+    unpack_views,
 )
 
 __all__ = ["bucket_length", "loss_gradients"]
@@ -77,7 +77,7 @@ def softmax_gradients(
     obs_dim, n_actions, hidden = shape
     m, big_l = np.shape(actions)
     lengths = np.asarray(lengths, dtype=np.int64)
-    wc, wp, wv = _unpack(theta, obs_dim, n_actions, hidden)
+    wc, wp, wv = unpack_views(theta, obs_dim, n_actions, hidden)
     s = np.ascontiguousarray(obs, dtype=np.float64)
     pre = np.matmul(s, wc.transpose(0, 2, 1))  # (M, L+1, H)
     h = np.maximum(pre, 0.0)

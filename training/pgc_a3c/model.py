@@ -44,7 +44,7 @@ def init_theta(rng: np.random.Generator) -> np.ndarray:
     return glorot_uniform(check_rng(rng), OBS_DIM, N_ACTIONS, HIDDEN)
 
 
-def _unpack(
+def unpack_views(
     theta: np.ndarray, obs_dim: int, n_actions: int, hidden: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Views (B, hidden, obs_dim) theta_c, (B, n_actions, hidden) theta_p, (B, hidden) theta_v
@@ -60,7 +60,7 @@ def _unpack(
 
 def unpack_theta(theta: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Views (B,16,4) theta_c, (B,2,16) theta_p, (B,16) theta_v of a (B,112) parameter batch."""
-    return _unpack(theta, OBS_DIM, N_ACTIONS, HIDDEN)
+    return unpack_views(theta, OBS_DIM, N_ACTIONS, HIDDEN)
 
 
 def check_params(theta: Any, dim: int, name: str = "theta") -> np.ndarray:
