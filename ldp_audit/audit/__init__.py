@@ -71,7 +71,7 @@ mechanism that hides its leak in rarer events ("curator" attacks) is not seen at
 
 **Sequential mode** (``sequential=True``): fresh fixed-sample audits on a doubling schedule of
 sample sizes, stage k at level ``alpha 6 / (pi^2 k^2)``, stopping at the first refutation (the
-union bound over stages makes any stopping rule valid; see ``sequential._audit_sequential``).
+union bound over stages makes any stopping rule valid; see ``sequential.audit_sequential``).
 
 A violation is attributed to the floating-point representation only when the distribution
 reading of the same samples does not already refute the claim. Finding no violation proves

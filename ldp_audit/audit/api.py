@@ -176,6 +176,7 @@ def audit(
         return audit_sequential(
             mechanism,
             pairs,
+            stage=audit,
             samples=o.samples,
             confidence=o.confidence,
             rng=o.rng,

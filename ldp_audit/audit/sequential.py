@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -55,6 +55,7 @@ def audit_sequential(
     confidence: float,
     rng: np.random.Generator,
     start: float,
+    stage: Callable[..., AuditResult],
     **kwargs: Any,
 ) -> AuditResult:
     """Sequential audit: independent fixed-sample audits on a doubling schedule of sample
@@ -73,9 +74,10 @@ def audit_sequential(
     one reported: the stage with the largest bound). So the reported bound, and the verdict,
     hold at ``confidence`` for any stopping time, including one chosen by the user while
     watching; the price is the smaller level (and sample size) of each stage.
-    """
-    from ldp_audit.audit.api import audit
 
+    ``stage`` is the fixed-sample audit each stage runs (:func:`ldp_audit.audit.audit`, passed
+    in by it, so this module does not import the one that imports it).
+    """
     alpha = 1.0 - confidence
     schedule = sequential_schedule(samples)
     gens = rng.spawn(len(schedule))
@@ -87,7 +89,7 @@ def audit_sequential(
     stopped = "budget spent"
     for k, (n_k, g) in enumerate(zip(schedule, gens, strict=True), start=1):
         a_k = sequential_alpha(alpha, k)
-        r = audit(mechanism, pairs, samples=n_k, confidence=1.0 - a_k, rng=g, **kwargs)
+        r = stage(mechanism, pairs, samples=n_k, confidence=1.0 - a_k, rng=g, **kwargs)
         results.append(r)
         stages.append(
             {

@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ldp_audit.cli.evidence import check_evidence, evidence_args, with_evidence
 from ldp_audit.cli.types import (
     check_file_creatable,
     check_not_inside_run,
@@ -109,51 +110,6 @@ def _check_simulation_size(args: argparse.Namespace) -> None:
         Estimate(f"--train-submissions {subs}", "the honest theta's run", subs * 3 * 8),
     ]
     check_resources(parts, force=args.force, cli=True)
-
-
-def evidence_args(p: argparse.ArgumentParser) -> None:
-    """``--expect-head`` and ``--allow-unverified`` for an attack that reads ``--run-dir``."""
-    p.add_argument(
-        "--expect-head",
-        default=None,
-        metavar="HEX",
-        help="with --run-dir: the run's ledger must pass through this chain head (an anchor "
-        "published elsewhere)",
-    )
-    p.add_argument(
-        "--allow-unverified",
-        action="store_true",
-        help="with --run-dir: attack a run whose files do not match its manifest, or without "
-        "manifest or ledger (refused by default, exit 2); the output then says so first and "
-        "in its JSON",
-    )
-
-
-def check_evidence(args: argparse.Namespace) -> Any:
-    """Verify ``--run-dir`` against its manifest before it is read (rundir.require_verified);
-    unverified and allowed: the banner goes first (stderr with --json)."""
-    from ldp_audit.rundir import require_verified, unverified_banner
-
-    res = require_verified(
-        args.run_dir,
-        expect_head=args.expect_head,
-        allow_unverified=args.allow_unverified,
-        name="--run-dir",
-    )
-    banner = unverified_banner(res)
-    if banner is not None:
-        print(banner, file=sys.stderr if args.json else sys.stdout, flush=True)
-    elif not res.authenticated:  # verified, but nothing of it under this machine's key
-        why = "; ".join(res.notes)
-        print(f"note: the run's evidence is unauthenticated: {why}", file=sys.stderr)
-    return res
-
-
-def with_evidence(d: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
-    res = getattr(args, "_evidence", None)
-    if res is None:
-        return d
-    return {**d, "verified": res.ok, "verification": res.to_dict()}
 
 
 def register(subparsers: Any) -> None:

@@ -268,7 +268,7 @@ def register_attacks(attack_subparsers: Any) -> None:
         a.add_argument("--out", default=None, help="write the result JSON here instead")
         a.add_argument("--overwrite", action="store_true", help="replace an earlier result")
         a.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
-        from ldp_audit.cli.attack_cmd import evidence_args
+        from ldp_audit.cli.evidence import evidence_args
 
         evidence_args(a)
         a.set_defaults(func=_generic_attack, attack_name=name)
@@ -301,7 +301,7 @@ def _artifact_name(attack: str) -> str:
 
 
 def _generic_attack(args: argparse.Namespace) -> int:
-    from ldp_audit.cli.attack_cmd import check_evidence, with_evidence
+    from ldp_audit.cli.evidence import check_evidence, with_evidence
     from ldp_audit.cli.types import check_not_inside_run, show_progress
     from ldp_audit.rundir import check_new_file, to_jsonable, write_artifact
 

@@ -34,7 +34,14 @@ re-exported here; every other name is imported from the file that defines it.
 
 from __future__ import annotations
 
-from ldp_audit.rundir.files import json_number, to_jsonable
+from ldp_audit.rundir.files import (
+    json_number,
+    read_config,
+    read_json,
+    read_manifest,
+    read_npz,
+    to_jsonable,
+)
 from ldp_audit.rundir.paths import (
     ARTIFACT_PATTERN,
     RUN_FILES,
@@ -44,7 +51,7 @@ from ldp_audit.rundir.paths import (
     check_report_dir,
     is_run_dir,
 )
-from ldp_audit.rundir.reader import RunDir, read_config, read_json, read_manifest, read_npz
+from ldp_audit.rundir.reader import RunDir
 from ldp_audit.rundir.verify import (
     VerifyResult,
     require_verified,

@@ -15,9 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
-from ldp_audit.rundir.files import file_sha256, manifest_bytes, to_jsonable
+from ldp_audit.rundir.files import (
+    existing_run_dir,
+    file_sha256,
+    manifest_bytes,
+    read_manifest,
+    to_jsonable,
+)
 from ldp_audit.rundir.paths import LEDGER_SIDE, check_path_arg, is_run_dir
-from ldp_audit.rundir.reader import _dir, read_manifest
 
 __all__ = [
     "VerifyResult",
@@ -36,7 +41,7 @@ def verify_manifest(path: Any) -> dict[str, Any]:
         (``unlisted``: files added later, e.g. named artefacts). ``status`` is "no manifest"
         for runs written before manifests.
     """
-    p = _dir(path)
+    p = existing_run_dir(path)
     man = read_manifest(p)
     if man is None:
         return {"status": "no manifest", "ok": False, "changed": [], "missing": [], "unlisted": []}
@@ -132,7 +137,7 @@ def verify_run(path: Any, expect_head: str | None = None, *, full: bool = True) 
     from ldp_audit.errors import LedgerError
     from ldp_audit.limits import check_run_files
 
-    p = _dir(path)
+    p = existing_run_dir(path)
     check_run_files(p, "run directory")  # before any file is opened (a FIFO would block)
     if expect_head is not None:
         if not isinstance(expect_head, str) or not re.fullmatch(r"[0-9a-fA-F]{64}", expect_head):

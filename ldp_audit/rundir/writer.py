@@ -20,6 +20,8 @@ from ldp_audit.rundir.files import (
     _canonical,
     file_sha256,
     manifest_bytes,
+    read_config,
+    read_json,
     to_jsonable,
     write_json_file,
     write_npz_file,
@@ -32,7 +34,6 @@ from ldp_audit.rundir.paths import (
     check_path_arg,
     is_run_dir,
 )
-from ldp_audit.rundir.reader import read_config, read_json
 
 __all__ = ["RunWriter", "versions", "write_artifact"]
 
