@@ -17,7 +17,7 @@ import numpy as np
 from ldp_audit.report._audits import attack_section, audit_section, num
 from ldp_audit.report._ledger import LedgerStats
 from ldp_audit.report._load import RunData
-from ldp_audit.report._verdict import _verdict, claim_section
+from ldp_audit.report._verdict import claim_section, report_verdict
 
 __all__ = ["build_model", "SCHEMA"]
 
@@ -381,7 +381,7 @@ def build_parts(
         r["one_run"] = r["name"] in one_names
     statement = privacy_statement(run, ledger, model, facts=part.statement, unit=part.unit)
     model["privacy_statement"] = statement
-    model["verdict"] = _verdict(model, part.claimed)
+    model["verdict"] = report_verdict(model, part.claimed)
     # the statement first (after the identification), as on the page
     head = ("schema", "generated", "generator", "run_dir", "privacy_statement", "verdict")
     out = {**{k: model[k] for k in head}, **{k: v for k, v in model.items() if k not in head}}

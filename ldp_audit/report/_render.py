@@ -12,12 +12,12 @@ import json
 from typing import Any
 
 from ldp_audit.report._tables import (
-    _e,
-    _f,
-    _n,
-    _tables,
+    cell_html,
+    cell_text,
+    count_noun,
     html_table,
     md_table,
+    report_tables,
     top_title,
 )
 
@@ -76,45 +76,50 @@ code{font-size:12.5px}
 def _ledger_note(led: dict[str, Any]) -> str:
     if led["agents_in_transcript"] is not None:  # the system gave its releases
         who = (
-            f"{_n(led['agents'], 'agent')} in the ledger; "
-            f"{_n(led['agents_in_transcript'], 'agent')} submitted "
-            f"{_n(led.get('releases') or 0, 'report')}"
+            f"{count_noun(led['agents'], 'agent')} in the ledger; "
+            f"{count_noun(led['agents_in_transcript'], 'agent')} submitted "
+            f"{count_noun(led.get('releases') or 0, 'report')}"
         )
     elif not led["agents"] and led.get("central"):
         who = "No local (per-agent) charges: this run's charges are central (below)"
     else:
-        who = f"{_n(led['agents'], 'agent')} in the ledger (local scope)"
+        who = f"{count_noun(led['agents'], 'agent')} in the ledger (local scope)"
     s = (
-        f"{who}. Spend is evaluated at delta = {_f(led['delta'])}. Methods that gave the "
+        f"{who}. Spend is evaluated at delta = {cell_text(led['delta'])}. Methods that gave the "
         "tightest bound: "
-        + (", ".join(f"{k} ({_n(v, 'agent')})" for k, v in led["methods"].items()) or "none")
+        + (
+            ", ".join(f"{k} ({count_noun(v, 'agent')})" for k, v in led["methods"].items())
+            or "none"
+        )
         + ". "
     )
     if led.get("infinite_agents"):
         s += (
-            f"{_n(led['infinite_agents'], 'ledger id')} spent epsilon = inf under every method "
+            f"{count_noun(led['infinite_agents'], 'ledger id')} spent epsilon = inf under every "
+            "method "
             f"(e.g. {', '.join(led['infinite_examples'])}). "
         )
     if led.get("basic_not_applicable"):
         s += (
             f"Basic composition does not apply to the Gaussian or approximate-DP events of "
-            f"{_n(led['basic_not_applicable'], 'ledger id')}: they show inf under it and a "
+            f"{count_noun(led['basic_not_applicable'], 'ledger id')}: they show inf under it and a "
             "finite value under the tightest method. "
         )
     s += (
-        f"Budget: {_f(led['budget'])} per agent"
+        f"Budget: {cell_text(led['budget'])} per agent"
         + (
             f" (enforced under {led['budget_method']} composition)"
             if led.get("budget_method")
             else ""
         )
-        + f"; {_n(led['over_budget'], 'agent')} over it."
+        + f"; {count_noun(led['over_budget'], 'agent')} over it."
         if led["budget"] is not None
         else "No per-agent budget was set."
     )
     if led["uncharged_agents"]:
         s += (
-            f" WARNING: {_n(led['uncharged_agents'], 'agent')} submitted without a ledger charge "
+            f" WARNING: {count_noun(led['uncharged_agents'], 'agent')} submitted without a "
+            "ledger charge "
             f"(e.g. {', '.join(led['uncharged_examples'])})."
         )
     return s
@@ -183,14 +188,14 @@ def _title_claim(m: dict[str, Any]) -> str:
     eps = the.get("epsilon")
     if eps is None:
         e = m["ledger"]["epsilon_per_submission"]
-        return f", epsilon = {_f(e)} per report" if e is not None else ""
-    s = f", epsilon = {_f(eps)}"
+        return f", epsilon = {cell_text(e)} per report" if e is not None else ""
+    s = f", epsilon = {cell_text(eps)}"
     if the.get("delta"):
-        s += f" at delta = {_f(the['delta'])}"
+        s += f" at delta = {cell_text(the['delta'])}"
     s += f" per {the.get('unit') or 'unit'}"
     k = the.get("releases_per_unit")
     if the.get("per_release") is not None and isinstance(k, int):
-        s += f" ({_f(the['per_release'])} per report x {_n(k, 'report')})"
+        s += f" ({cell_text(the['per_release'])} per report x {count_noun(k, 'report')})"
     if not the.get("meaningful", True):
         s += " (no protection)"
     return s
@@ -214,7 +219,7 @@ def _empty_section_note(sec: dict[str, Any]) -> str | None:
 
 def render_html(model: dict[str, Any], figures: dict[str, bytes]) -> str:
     """The self-contained HTML page (inline CSS, figures as base64 PNG data URIs)."""
-    m, t = model, _tables(model)
+    m, t = model, report_tables(model)
     v, run = m["verdict"], m["run"]
     cls = _VERDICT_CLASS.get(v["status"], "partially")
     mech = run["mechanism"] or {}
@@ -250,7 +255,7 @@ def render_html(model: dict[str, Any], figures: dict[str, bytes]) -> str:
         f"<h1>Privacy report: {html.escape(run['algorithm'])}, "
         f"{html.escape(mech_name)}{' mechanism' if mech else ''}{title_eps}</h1>",
         f'<div class="sub">Run directory <code>{html.escape(m["run_dir"])}</code> &middot; seed '
-        f"{_e(run['seed'])} &middot; status {html.escape(run['status']['run'])} &middot; "
+        f"{cell_html(run['seed'])} &middot; status {html.escape(run['status']['run'])} &middot; "
         f"generated {html.escape(m['generated'])} by ldp-audit</div>",
         '<section id="privacy-statement" class="statement"><h2>Privacy statement</h2>',
         "<p>What is protected, against whom, and how strongly, from what the run recorded "
@@ -369,7 +374,7 @@ def render_html(model: dict[str, Any], figures: dict[str, bytes]) -> str:
 
 def render_markdown(model: dict[str, Any], figure_files: dict[str, str]) -> str:
     """The Markdown report; figures are linked as files (``figure_files``: name -> path)."""
-    m, t = model, _tables(model)
+    m, t = model, report_tables(model)
     v, run = m["verdict"], m["run"]
     mech = run["mechanism"] or {}
     out = [

@@ -121,7 +121,9 @@ def _one_run_statements(o: dict[str, Any], violations: list[str], verified: list
     )
 
 
-def _verdict(model: dict[str, Any], system_claimed: list[str] | None = None) -> dict[str, Any]:
+def report_verdict(
+    model: dict[str, Any], system_claimed: list[str] | None = None
+) -> dict[str, Any]:
     led, aud, att = model["ledger"], model["audits"], model["attacks"]
     run = model["run"]
     mech = run["mechanism"] or {}
