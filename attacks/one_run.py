@@ -82,12 +82,6 @@ import numpy as np
 
 from ldp_audit.attacks.one_run_fdp import (
     FDP_FRACTIONS,
-    FDP_LINES,
-    FDP_MAX_GUESSES,
-    _charged,
-    _gdp_lines,
-    _guess_counts,
-    _tail_lp,
     claimed_lines,
     fdp_audit_scores,
     fdp_tail_bound,
@@ -98,9 +92,6 @@ from ldp_audit.attacks.one_run_fdp import (
 from ldp_audit.attacks.one_run_noise import pair_dependence_test, scan_p_value, tensor_noise_test
 from ldp_audit.attacks.one_run_steinke import (
     FRACTIONS,
-    _check_counts,
-    _eps_all_correct,
-    _p_all_correct,
     audit_scores,
     canaries_to_refute,
     epsilon_lower_bound,
@@ -108,7 +99,6 @@ from ldp_audit.attacks.one_run_steinke import (
     steinke_ceiling,
 )
 from ldp_audit.attacks.one_run_tests import (
-    _bernoulli_proxy,
     contribution_test,
     independence_test,
     mechanism_test,
@@ -146,10 +136,6 @@ __all__ = [
     "steinke_ceiling",
     "canaries_to_refute",
 ]
-
-# the private names the single module had, kept importable from here (tests, other modules)
-_COMPAT = (_charged, _gdp_lines, _guess_counts, _tail_lp, _check_counts, _eps_all_correct,
-           _p_all_correct, _bernoulli_proxy, FDP_LINES, FDP_MAX_GUESSES, FDP_FRACTIONS)  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------------------

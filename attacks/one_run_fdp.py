@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit.attacks.one_run_steinke import _check_counts
+from ldp_audit.attacks.one_run_steinke import check_counts
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 from ldp_audit.validation import check_probability
 
@@ -85,7 +85,7 @@ def fdp_tail_bound(m: int, k: int, v: int, lines: tuple[Any, Any]) -> float:
         v: correct guesses observed.
         lines: ``(a, b)`` arrays from :func:`profile_lines`.
     """
-    m, k, v = _check_counts(m, k, v)
+    m, k, v = check_counts(m, k, v)
     a = np.asarray(lines[0], dtype=np.float64).reshape(-1)
     b = np.asarray(lines[1], dtype=np.float64).reshape(-1)
     if a.shape != b.shape or a.size == 0 or not (np.isfinite(a).all() and np.isfinite(b).all()):

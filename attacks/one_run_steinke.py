@@ -34,7 +34,7 @@ __all__ = [
 FRACTIONS: tuple[float, ...] = (0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
 
 
-def _check_counts(m: Any, r: Any, v: Any) -> tuple[int, int, int]:
+def check_counts(m: Any, r: Any, v: Any) -> tuple[int, int, int]:
     for name, x in (("m", m), ("r", r), ("v", v)):
         if isinstance(x, bool) or not isinstance(x, (int, np.integer)) or int(x) < 0:
             raise InvalidParameterError(f"{name} must be an integer >= 0, got {x!r}")
@@ -52,7 +52,7 @@ def p_value(m: int, r: int, v: int, epsilon: float, delta: float) -> float:
     """
     from scipy.stats import binom
 
-    m, r, v = _check_counts(m, r, v)
+    m, r, v = check_counts(m, r, v)
     if isinstance(epsilon, bool) or not epsilon >= 0:
         raise InvalidParameterError(f"epsilon must be >= 0, got {epsilon!r}")
     delta = check_probability(delta, "delta", open_interval=False)
@@ -74,7 +74,7 @@ def epsilon_lower_bound(m: int, r: int, v: int, *, delta: float, beta: float) ->
     Appendix D's ``get_eps_audit``: an upper bracket, then bisection (40 steps); the low end is
     returned (conservative). 0.0 when even epsilon = 0 is not rejected.
     """
-    m, r, v = _check_counts(m, r, v)
+    m, r, v = check_counts(m, r, v)
     beta = check_probability(beta, "beta")
     if r == 0 or p_value(m, r, v, 0.0, delta) >= beta:
         return 0.0
@@ -182,7 +182,7 @@ def steinke_ceiling(
     :func:`audit_scores` splits it); a claim above it cannot be refuted by this bound with ``m``
     canaries, whatever the trainer does.
     """
-    m, _, _ = _check_counts(m, 0, 0)
+    m, _, _ = check_counts(m, 0, 0)
     delta = check_probability(delta, "delta", open_interval=False)
     beta = check_probability(beta, "beta")
     best = 0.0

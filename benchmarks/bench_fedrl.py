@@ -83,7 +83,7 @@ class _VmapStacked:
 
         import torch
 
-        from ldp_audit.training.fedrl import _init_params
+        from ldp_audit.training.fedrl.networks import _init_params
 
         mods = [make() for _ in gens]
         for m, g in zip(mods, gens, strict=True):
@@ -144,28 +144,27 @@ def _timed_batched(method: str, cfg, maps, vmap: bool, module=None) -> tuple[flo
 
     from ldp_audit.accountant import Accountant
     from ldp_audit.release import Transcript
-    from ldp_audit.training import fedrl
-    from ldp_audit.training.fedrl import trainer
+    from ldp_audit.training.fedrl import exchange, trainer
 
     if module is not None:  # the one-file trainer of an earlier revision
-        fedrl = trainer = module
+        exchange = trainer = module
         known = module.FedRLConfig.__dataclass_fields__  # an older trainer lacks e.g. device
         kw = {k: v for k, v in cfg.to_dict().items() if k in known}
         cfg = module.FedRLConfig(**{**kw, "methods": tuple(cfg.methods)})
 
-    log = fedrl._Log(q=Transcript(), y=Transcript(), record=False)
+    log = exchange.Log(q=Transcript(), y=Transcript(), record=False)
     seeds = [np.random.SeedSequence(1 + i) for i in range(cfg.runs)]
-    saved = trainer._Stacked  # the name _train_runs looks up
+    saved = trainer.Stacked  # the name _train_runs looks up
     old_threads = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
         if vmap:
-            trainer._Stacked = _VmapStacked
+            trainer.Stacked = _VmapStacked
         t0, c0 = time.perf_counter(), time.process_time()
-        trainer._train_runs(method, cfg, maps, seeds, list(range(cfg.runs)), Accountant(None), log)
+        trainer.train_runs(method, cfg, maps, seeds, list(range(cfg.runs)), Accountant(None), log)
         return time.perf_counter() - t0, time.process_time() - c0
     finally:
-        trainer._Stacked = saved
+        trainer.Stacked = saved
         torch.set_num_threads(old_threads)
 
 
@@ -175,7 +174,9 @@ def _timed_loop(cfg, maps) -> tuple[float, float, int]:  # noqa: ANN001
     import gymnasium as gym
     import torch
 
-    from ldp_audit.training.fedrl import _eps_greedy, _init_params, _local_q, _Replay
+    from ldp_audit.training.fedrl.evaluation import eps_greedy
+    from ldp_audit.training.fedrl.networks import _init_params, local_q
+    from ldp_audit.training.fedrl.trainer import _Replay
     from ldp_audit.training.gridworld import ALPHA_VIEW
 
     old_threads = torch.get_num_threads()
@@ -184,9 +185,9 @@ def _timed_loop(cfg, maps) -> tuple[float, float, int]:  # noqa: ANN001
     steps = 0
     for run in range(cfg.runs):
         gen = torch.Generator().manual_seed(1 + run)
-        q = _local_q(ALPHA_VIEW, cfg.hist_len)
+        q = local_q(ALPHA_VIEW, cfg.hist_len)
         _init_params(q, gen)
-        tq = _local_q(ALPHA_VIEW, cfg.hist_len)
+        tq = local_q(ALPHA_VIEW, cfg.hist_len)
         tq.load_state_dict(q.state_dict())
         opt = torch.optim.Adam(q.parameters(), lr=cfg.lr)
         rep = _Replay(cfg.replay_size, cfg.hist_len)
@@ -203,7 +204,7 @@ def _timed_loop(cfg, maps) -> tuple[float, float, int]:  # noqa: ANN001
             for i, e in enumerate(envs):
                 with torch.no_grad():
                     qa = q(torch.as_tensor(obs[i]["alpha"][None])).numpy()
-                a = int(_eps_greedy(qa, eps, rng)[0])
+                a = int(eps_greedy(qa, eps, rng)[0])
                 o2, r, term, trunc, _ = e.step(a)
                 rep.add(
                     obs[i]["alpha"][None],

@@ -236,7 +236,7 @@ def _net_close(b: Bench) -> dict[str, Any]:
     import numpy as np
     import torch
 
-    from ldp_audit.training import fedrl as F
+    from ldp_audit.training.fedrl import networks as FN
     from ldp_audit.training.gridworld import ALPHA_VIEW, BETA_VIEW, N_ACTIONS
 
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -245,33 +245,33 @@ def _net_close(b: Bench) -> dict[str, Any]:
     rng = np.random.default_rng(0)
     cases = {
         "local_q_alpha": (
-            lambda: F._local_q(ALPHA_VIEW, h), F._fwd_local_q, ALPHA_VIEW,
+            lambda: FN.local_q(ALPHA_VIEW, h), FN.fwd_local_q, ALPHA_VIEW,
             [rng.integers(0, 4, (k, bsz, h, ALPHA_VIEW, ALPHA_VIEW))],
             [h * 9 + 1, 32 * ALPHA_VIEW**2 + 1, 256 + 1], [256, N_ACTIONS], ALPHA_VIEW**2,
         ),
         "local_q_beta": (
-            lambda: F._local_q(BETA_VIEW, h), F._fwd_local_q, BETA_VIEW,
+            lambda: FN.local_q(BETA_VIEW, h), FN.fwd_local_q, BETA_VIEW,
             [rng.integers(0, 4, (k, bsz, h, BETA_VIEW, BETA_VIEW))],
             [h * 9 + 1, 32 * BETA_VIEW**2 + 1, 256 + 1], [256, N_ACTIONS], BETA_VIEW**2,
         ),
         "full_q": (
-            lambda: F._full_q(h), F._fwd_full_q, None,
+            lambda: FN._full_q(h), FN.fwd_full_q, None,
             [rng.integers(0, 4, (k, bsz, h, ALPHA_VIEW, ALPHA_VIEW)),
              rng.integers(0, 4, (k, bsz, h, BETA_VIEW, BETA_VIEW))],
             [h * 9 + 1, 32 * (ALPHA_VIEW**2 + BETA_VIEW**2) + 1, 256 + 1], [256, N_ACTIONS],
             BETA_VIEW**2,
         ),
         "mlp": (
-            F._mlp, F._fwd_mlp, None, [rng.normal(0, 3, (k, bsz, 2 * N_ACTIONS))],
+            FN._mlp, FN.fwd_mlp, None, [rng.normal(0, 3, (k, bsz, 2 * N_ACTIONS))],
             [2 * N_ACTIONS + 1, 2 * N_ACTIONS + 1], [2 * N_ACTIONS, N_ACTIONS], 1,
         ),
     }  # fmt: skip
     out = []
     for name, (make, fwd, view, xs, fan_in, fan_out, positions) in cases.items():
         gens = [torch.Generator().manual_seed(100 + i) for i in range(k)]
-        cpu = F._Stacked(make, gens, fwd, view)
+        cpu = FN.Stacked(make, gens, fwd, view)
         gens = [torch.Generator().manual_seed(100 + i) for i in range(k)]
-        gpu = F._Stacked(make, gens, fwd, view, device=b.gdev)
+        gpu = FN.Stacked(make, gens, fwd, view, device=b.gdev)
         c = torch.as_tensor(rng.choice([-1.0, 1.0], (k, bsz, N_ACTIONS)), dtype=torch.float32)
         res = {}
         for tag, net, dev in (("cpu", cpu, "cpu"), ("cuda", gpu, b.gdev)):
@@ -319,7 +319,7 @@ def _dpsgd_close(b: Bench) -> dict[str, Any]:
     from opacus.grad_sample import GradSampleModuleFastGradientClipping
     from opacus.optimizers import DPOptimizer, DPOptimizerFastGradientClipping
 
-    from ldp_audit.training.dprl import algos, config, privacy, trainer
+    from ldp_audit.training.dprl.trainer import algos, config, privacy, trainer
 
     trainer.quiet_opacus_warnings()
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -413,7 +413,9 @@ def _rel(a: Any, c: Any) -> float:
 def _runs_close(b: Bench) -> dict[str, Any]:
     """Short whole runs with random actions (same episodes on both devices)."""
     from ldp_audit.training import fedrl as F
-    from ldp_audit.training.dprl import config, trainer
+    from ldp_audit.training.dprl.trainer import config, trainer
+    from ldp_audit.training.fedrl import exchange as FX
+    from ldp_audit.training.fedrl import runs as FR
 
     q = b.args.quick
     checks = []
@@ -423,12 +425,12 @@ def _runs_close(b: Bench) -> dict[str, Any]:
     got = {}
     for key, dev in (("cpu", "cpu"), ("cuda", b.gdev)):
         r = F.run_fedrl(F.FedRLConfig(**cfg, device=dev), seed=3, record=True)
-        tr, _ = F._log_arrays(r["log"])
+        tr, _ = FR.log_arrays(r["log"])
         # greedy evaluation differs by design; compare what training released and learned
-        n_train = int((tr["q_kind"] <= F.KIND_NEXT).sum())
+        n_train = int((tr["q_kind"] <= FX.KIND_NEXT).sum())
         got[key] = (tr, r["results"], n_train)
     (tc, rc, nc), (tg, rg, ng) = got["cpu"], got["cuda"]
-    sel_c, sel_g = tc["q_kind"] <= F.KIND_NEXT, tg["q_kind"] <= F.KIND_NEXT
+    sel_c, sel_g = tc["q_kind"] <= FX.KIND_NEXT, tg["q_kind"] <= FX.KIND_NEXT
     d_q = _rel(tc["q_report"][sel_c], tg["q_report"][sel_g])
     d_y = _rel(tc["y_report"], tg["y_report"])
     d_w = max(
@@ -542,7 +544,7 @@ def _fedrl_speed(b: Bench) -> dict[str, Any]:
 
 def _dp_update(model: Any, opt: Any, s: Any, a: Any, y: Any, params: Any, ghost: bool) -> None:
     """One DP-SGD update of the DQN loss on the batch (s, a, y), as the trainer does it."""
-    from ldp_audit.training.dprl import algos
+    from ldp_audit.training.dprl.trainer import algos
 
     opt.zero_grad()
     per = (model(s).gather(1, a).squeeze(1) - y) ** 2
@@ -560,7 +562,7 @@ def _dpsgd_speed(b: Bench) -> dict[str, Any]:
     from opacus.grad_sample import GradSampleModuleFastGradientClipping
     from opacus.optimizers import DPOptimizer, DPOptimizerFastGradientClipping
 
-    from ldp_audit.training.dprl import config, privacy, trainer
+    from ldp_audit.training.dprl.trainer import config, privacy, trainer
 
     trainer.quiet_opacus_warnings()
     q = b.args.quick
@@ -670,6 +672,7 @@ def _dpsgd_speed(b: Bench) -> dict[str, Any]:
 
 def _table1(b: Bench) -> dict[str, Any]:
     from ldp_audit.training import fedrl as F
+    from ldp_audit.training.fedrl import metrics as FM
     from ldp_audit.training.gridworld import generate_maps
 
     speed = b.doc["stages"].get("fedrl_speed", {}).get("rows", [])
@@ -686,14 +689,14 @@ def _table1(b: Bench) -> dict[str, Any]:
     steps = int(min(32_000, usable / (3 * per_it * 1.15)) // 1000 * 1000)
     if steps < 4000:
         return {"status": f"skipped: {b.left():.0f} s left allow {steps} iterations (< 4000)"}
-    # the committed reproduction's settings (training/fedrl_reproduce.py), longer training
+    # the committed reproduction's settings (training/fedrl/reproduce.py), longer training
     cfg = F.FedRLConfig(size=8, n_maps=8000, map_seed=0, sigma=1.0, train_steps=steps,
                         n_envs=16, eval_maps=800, runs=5, device="cuda")  # fmt: skip
     b.say(f"  Table 1 on cuda: 8x8, 5 runs per method, {steps} iterations")
     t = time.perf_counter()
     r = F.run_fedrl(cfg, seed=8000, maps=maps, record=False)
     secs = time.perf_counter() - t
-    m = F._metrics(cfg, r["results"])
+    m = FM.table_metrics(cfg, r["results"])
     table = {
         k: {"succ_rate": v["succ_rate"], "succ_rate_ci": v["succ_rate_ci"],
             "per_run_succ_rate": v["per_run_succ_rate"], "avg_reward": v["avg_reward"]}

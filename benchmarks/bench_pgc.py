@@ -59,16 +59,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from reference_pgc import reference_train  # noqa: E402
 
-from ldp_audit.training.pgc_a3c import (  # noqa: E402
+from ldp_audit.training.pgc_a3c import (
     DIM,
     PgcA3cConfig,
-    _loss_gradients_numpy,
     init_theta,
     loss_gradients,
     rollout,
     train,
     train_grid,
 )
+from ldp_audit.training.pgc_a3c.gradients import _loss_gradients_numpy
 
 
 def bench_reference(seconds: float) -> dict:

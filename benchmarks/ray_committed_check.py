@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     grid, extra = rp._settings(cfg)
     s = next(x for x in grid + extra if x.key == a.setting)
-    seed = rp._setting_seed(cfg.seed, s.index)
+    seed = rp.setting_seed(cfg.seed, s.index)
     if seed != committed["seed"]:
         raise SystemExit(f"seed {seed} is not the committed {committed['seed']}")
     engine_cfg = rp._engine_config(s, cfg.max_submissions)

@@ -289,7 +289,7 @@ def _scalar_parser(tp: Any, opt: str, b: Mapping[str, Any]) -> Any:
     messages are the CLI's own (:mod:`ldp_audit.cli.types`), so a generated option and a
     hand-written one refuse a value in the same words; a field's ``check`` runs first, on the
     value read (its refusal in the config's words)."""
-    from ldp_audit.cli.types import parse_int, parse_real
+    from ldp_audit.parse import parse_int, parse_real
 
     conv = _bounded_parser(tp, opt, b)
     check = b.get("check")
@@ -321,7 +321,7 @@ def _scalar_parser(tp: Any, opt: str, b: Mapping[str, Any]) -> Any:
 
 def _bounded_parser(tp: Any, opt: str, b: Mapping[str, Any]) -> Any:
     """:func:`_scalar_parser` without the field's ``check``."""
-    from ldp_audit.cli.types import INT_MAX, parse_int, parse_real, real_in
+    from ldp_audit.parse import INT_MAX, parse_int, parse_real, real_in
 
     if b.get("parse") is not None:
         return b["parse"](opt)

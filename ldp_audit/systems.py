@@ -193,7 +193,8 @@ class TrainResult:
         metrics: the run's metrics (JSON-able; what ``metrics.json`` holds where one is
             written).
         run_dir: the run directory written, or None.
-        native: the system's own result object (e.g. PGC-A3C's ``TrainResult``), unchanged.
+        native: the trainer's own result object (e.g. PGC-A3C's ``TrainResult``), unchanged;
+            None for a trainer that has no result of its own (the contract asks nothing of it).
     """
 
     system: str
@@ -218,12 +219,17 @@ class System(Protocol):
         report_sections: ``"module:function"`` giving its report sections
             (``f(run_dir, extra) -> list[dict]``, docs/report.md) or None.
         reproduce: ``"module:function"`` reproducing its paper, or None.
+        tiny_config: a config dict (for :meth:`config_from_dict`) of a run of a few seconds, a
+            tuple of them (one per kind of run the system writes), or None; the cross-system
+            contract test (tests/test_systems.py) trains each and checks the run directory,
+            the ledger against the transcript, and the report.
     """
 
     name: str
     attacks: Mapping[str, str]
     report_sections: str | None
     reproduce: str | None
+    tiny_config: Mapping[str, Any] | tuple[Mapping[str, Any], ...] | None
 
     @property
     def config_class(self) -> type: ...
@@ -306,9 +312,10 @@ class SystemSpec:
             subcommands, ``f(train_subparsers, reproduce_subparsers)``; None: the generic
             ``ldp-audit train NAME --set KEY=VALUE`` is generated from the config class.
         attack_cli: ``"module:function"`` adding its own ``attack`` subcommands, or None.
-        tiny_config: a config (as a dict for ``config_from_dict``) of a run of a few seconds:
-            the cross-system contract test (tests/test_systems.py) trains it and checks the run
-            directory, the ledger against the transcript, and the report.
+        tiny_config: a config (as a dict for ``config_from_dict``) of a run of a few seconds,
+            or a tuple of them (one per kind of run the system writes): the cross-system
+            contract test (tests/test_systems.py) trains each and checks the run directory, the
+            ledger against the transcript, and the report.
     """
 
     name: str
@@ -323,7 +330,7 @@ class SystemSpec:
     reproduce: str | None = None
     cli: str | None = None
     attack_cli: str | None = None
-    tiny_config: Mapping[str, Any] | None = None
+    tiny_config: Mapping[str, Any] | tuple[Mapping[str, Any], ...] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _valid_name(self.name):
@@ -332,6 +339,16 @@ class SystemSpec:
                 f"got {self.name!r}"
             )
         object.__setattr__(self, "attacks", dict(self.attacks))
+        tiny = self.tiny_config
+        if not (
+            tiny is None
+            or isinstance(tiny, Mapping)
+            or (isinstance(tiny, tuple) and tiny and all(isinstance(t, Mapping) for t in tiny))
+        ):
+            raise InvalidParameterError(
+                f"system {self.name!r}: tiny_config must be a config dict, a non-empty tuple of "
+                f"them, or None, got {tiny!r}"
+            )
 
     @property
     def config_class(self) -> type:
@@ -455,6 +472,7 @@ def _check_system(obj: Any, origin: str) -> System:
             "attacks",
             "report_sections",
             "reproduce",
+            "tiny_config",
         )
         if not hasattr(type(obj), a) and not hasattr(obj, a)
     ]

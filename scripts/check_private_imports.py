@@ -20,6 +20,14 @@ A second ratchet, ``scripts/private_imports_same_part_allowlist.txt``, lists the
 module of its own part (``from ldp_audit.training.dprl import _fmt`` in ``dprl_report.py``): the
 list only shrinks too, so a split module's rooms talk through public names.
 
+A third check has no list: no file of the three parts uses a private name of a third-party
+package (Opacus included), imported
+(``from opacus.optimizers.optimizer import _generate_noise``), through a private module
+(``from torch._C import x``) or as an attribute of an imported name (``opacus._x``, ``np._y``).
+The standard library is left out (``sys._getframe`` and ``os._exit`` are documented API);
+``tests/`` and ``benchmarks/`` are not scanned (their diffprivlib shim patches
+``sklearn.tree._tree`` on purpose, docs/audit.md).
+
 Usage: ``python scripts/check_private_imports.py [--update]``; exit 0 clean, 1 otherwise.
 """
 
@@ -148,6 +156,88 @@ def violations_of(path: Path, *, same_part: bool = False) -> list[str]:
     return sorted(found)
 
 
+#: folders whose files may not use a third-party private name (no allowlist)
+THIRD_PARTY_FOLDERS = tuple(PARTS)
+
+
+def _third_party(mod: str) -> bool:
+    top = mod.split(".")[0]
+    return (
+        bool(top)
+        and top != "__future__"
+        and part_of_module(mod) is None
+        and (top not in sys.stdlib_module_names)
+    )
+
+
+def third_party_violations_of(path: Path) -> list[str]:
+    """``MODULE.NAME`` of every private name of a third-party package ``path`` uses: imported,
+    through a private module, or as an attribute of an imported name."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found: set[str] = set()
+    aliases: dict[str, str] = {}  # local name -> its third-party dotted name
+
+    def private_module(mod: str) -> str | None:
+        parts = mod.split(".")
+        for i, part in enumerate(parts):
+            if _private(part):
+                return ".".join(parts[: i + 1])
+        return None
+
+    attrs: list[ast.Attribute] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            if _private(node.attr):
+                attrs.append(node)
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            mod = node.module or ""
+            if not _third_party(mod):
+                continue
+            bad = private_module(mod)
+            if bad:
+                found.add(bad)
+            for a in node.names:
+                if _private(a.name):
+                    found.add(f"{mod}.{a.name}")
+                elif a.name != "*":
+                    aliases[a.asname or a.name] = f"{mod}.{a.name}"
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if not _third_party(a.name):
+                    continue
+                bad = private_module(a.name)
+                if bad:
+                    found.add(bad)
+                if a.asname:
+                    aliases[a.asname] = a.name
+                else:
+                    top = a.name.split(".")[0]
+                    aliases.setdefault(top, top)
+    for node in attrs:  # ``alias.sub._name``: the first private attribute of the chain
+        chain: list[str] = [node.attr]
+        v = node.value
+        while isinstance(v, ast.Attribute):
+            chain.append(v.attr)
+            v = v.value
+        if not isinstance(v, ast.Name) or v.id not in aliases:
+            continue
+        names = list(reversed(chain))
+        i = next(i for i, n in enumerate(names) if _private(n))
+        found.add(".".join([aliases[v.id], *names[: i + 1]]))
+    return sorted(found)
+
+
+def scan_third_party() -> set[str]:
+    out: set[str] = set()
+    for folder in THIRD_PARTY_FOLDERS:
+        for f in sorted((ROOT / folder).rglob("*.py")):
+            if "__pycache__" in f.parts:
+                continue
+            for v in third_party_violations_of(f):
+                out.add(f"{f.relative_to(ROOT).as_posix()} {v}")
+    return out
+
+
 def scan(*, same_part: bool = False) -> set[str]:
     out: set[str] = set()
     for folder in PARTS:
@@ -210,6 +300,10 @@ def main(argv: list[str]) -> int:
         counts.append(len(now))
     if "--update" in argv:
         return 0
+    for v in sorted(scan_third_party()):  # no allowlist: every one fails
+        f, name = v.split(" ", 1)
+        print(f"{f}: uses {name}, a private name of a third-party package (use its public API)")
+        bad = True
     if bad:
         return 1
     print(f"private imports: {counts[0]} known across parts, {counts[1]} within a part; none new")

@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import torch
 from opacus.optimizers import DPOptimizer
-from opacus.optimizers.optimizer import _generate_noise
 
-from ldp_audit.training.dprl.privacy import TrainerHooks
+from ldp_audit.training.dprl.privacy import TrainerHooks, gaussian_noise
 
 
 class NoiseNotTimesClip(DPOptimizer):
@@ -28,9 +27,8 @@ class NoiseNotTimesClip(DPOptimizer):
 
     def add_noise(self) -> None:
         for p in self.params:
-            noise = _generate_noise(
-                std=self.noise_multiplier, reference=p.summed_grad, generator=self.generator
-            )
+            g = p.summed_grad
+            noise = gaussian_noise(self.noise_multiplier, g.shape, g.dtype, self.generator)
             p.grad = (p.summed_grad + noise).view_as(p)
 
 

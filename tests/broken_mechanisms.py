@@ -23,7 +23,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from ldp_audit.mechanisms import Laplace, ProjectedRandomSign, _clip_l2
+from ldp_audit.mechanisms import Laplace, ProjectedRandomSign
+from ldp_audit.mechanisms._base import clip_l2
 
 __all__ = [
     "HalfScaleLaplace",
@@ -58,7 +59,7 @@ class L2ClipLaplace(Laplace):
     name: ClassVar[str] = "broken_l2_clip_laplace"
 
     def clip_rows(self, x: np.ndarray) -> np.ndarray:
-        return _clip_l2(x, self.clip / 2.0)
+        return clip_l2(x, self.clip / 2.0)
 
     def worst_pair(self, dim: int) -> tuple[np.ndarray, np.ndarray]:
         v = np.full(dim, 0.5 * self.clip / math.sqrt(dim))

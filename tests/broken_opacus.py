@@ -35,11 +35,12 @@ from __future__ import annotations
 
 import torch
 from opacus.optimizers import DPOptimizer
-from opacus.optimizers.optimizer import _generate_noise
+
+from ldp_audit.training.dprl.privacy import gaussian_noise
 
 
 def _noise(opt: DPOptimizer, p: torch.Tensor, std: float) -> torch.Tensor:
-    return _generate_noise(std=std, reference=p.summed_grad, generator=opt.generator)
+    return gaussian_noise(std, p.summed_grad.shape, p.summed_grad.dtype, opt.generator)
 
 
 class ReusedNoise(DPOptimizer):

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from ldp_audit import audit as audit_mod
-from ldp_audit.audit import AuditResult, Witness, audit, default_pairs, exact_epsilon
+from ldp_audit.audit import AuditResult, Witness, audit, default_pairs, exact_epsilon, selection
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.mechanisms import (
     BitFlip,
@@ -73,7 +73,7 @@ def test_bound_arithmetic_exact_on_fake():
     n_est = 10_000 - 1_000
     k1, k2 = round(0.6 * n_est), round(0.2 * n_est)
     share = r.witness.numerator_share  # the error split fixed at selection
-    assert share in audit_mod._SHARES
+    assert share in selection.SHARES
     want = epsilon_lower_bound_from_counts(k1, n_est, k2, n_est, 0.1, numerator_share=share)
     assert r.epsilon_lower_bound == pytest.approx(want, rel=1e-12)
     assert r.events_estimated == 1

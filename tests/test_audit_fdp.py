@@ -203,7 +203,7 @@ def test_user_tradeoff_curve_and_off_switch():
 
 
 def test_report_model_and_figure_of_the_tradeoff():
-    from ldp_audit.report._model import _tradeoff_model
+    from ldp_audit.report._audits import _tradeoff_model
     from ldp_audit.report._plots import tradeoff_figure
 
     r = audit(HalfSigmaGaussian(), GPAIR, samples=20_000, rng=0, float_bits=False)
@@ -221,7 +221,7 @@ def test_report_model_and_figure_of_the_tradeoff():
 
 
 def test_tail_model_is_conservative_on_exponential_tails_and_off_for_discrete():
-    from ldp_audit import audit as audit_mod
+    from ldp_audit.audit import selection as audit_mod
 
     rng = np.random.default_rng(3)
     srt = np.sort(rng.laplace(-0.5, 0.1, size=50_000))

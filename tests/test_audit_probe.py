@@ -1,4 +1,4 @@
-"""The selection screen that adds a *probe* event (``ldp_audit.audit._probe_event``): a rare
+"""The selection screen that adds a *probe* event (``audit.selection._probe_event``): a rare
 leak, an output that one input gives about once in a few thousand and the other never, is
 estimated even where the main selection rule (5% upper bounds on the selection counts) predicts
 a weak bound for it, and the probe costs a correct mechanism only a Bonferroni share."""
@@ -10,8 +10,7 @@ import math
 import numpy as np
 import pytest
 
-import ldp_audit.audit as A
-from ldp_audit.audit import audit
+from ldp_audit.audit import audit, selection, statistics
 from ldp_audit.mechanisms import Laplace
 
 
@@ -49,13 +48,13 @@ def _selection_values(k_leak: int, n: int = 50_000, seed: int = 3):
 @pytest.mark.parametrize("k_leak", [15, 17])
 def test_probe_finds_the_leak_event_the_main_rule_does_not_choose(k_leak):
     s1, s2 = _selection_values(k_leak)
-    stat = A._Coordinate(0, 1)
+    stat = statistics._Coordinate(0, 1)
     n_est, a = 900_000, 0.05 / 3
-    main = A._best_events(stat, A._threshold_counts(s1, s2), 0, n_est, a, (0.0,))[0]
+    main = selection.best_events(stat, selection.threshold_counts(s1, s2), 0, n_est, a, (0.0,))[0]
     # the main rule picks an ordinary Laplace event, not the leak (its zero denominator count is
     # read as "up to 3 in 50,000", i.e. about 54 of the 900,000 estimation outputs)
     assert main is not None and main.t < 50.0
-    probe = A._probe_event(stat, A._threshold_counts(s1, s2), 0, n_est, a, 1.0, 0.0)
+    probe = selection.probe_event(stat, selection.threshold_counts(s1, s2), 0, n_est, a, 1.0, 0.0)
     assert probe is not None
     cand, pval = probe
     # the probe is the leak event: s > t for t in [~max Laplace value, 101), x2 the numerator
@@ -63,7 +62,7 @@ def test_probe_finds_the_leak_event_the_main_rule_does_not_choose(k_leak):
     assert cand.sel_counts == (k_leak, 0)
     # its screen: P(Binomial(k, e/(1+e)) = k) = (e/(1+e))^k
     assert pval == pytest.approx((math.e / (1 + math.e)) ** k_leak, rel=1e-9)
-    assert pval < A._PROBE_LEVEL
+    assert pval < selection._PROBE_LEVEL
     assert cand.predicted > 1.0
 
 
@@ -71,9 +70,11 @@ def test_no_probe_without_evidence():
     s1, s2 = _selection_values(0)
     # 5 leak outputs are not evidence at the screen's level: (e / (1 + e))^5 = 0.21
     s1b, s2b = _selection_values(5)
-    stat = A._Coordinate(0, 1)
+    stat = statistics._Coordinate(0, 1)
     for a, b in ((s1, s2), (s1b, s2b)):
-        pr = A._probe_event(stat, A._threshold_counts(a, b), 0, 900_000, 0.05 / 3, 1.0, 0.0)
+        pr = selection.probe_event(
+            stat, selection.threshold_counts(a, b), 0, 900_000, 0.05 / 3, 1.0, 0.0
+        )
         assert pr is None or pr[0].t < 50.0  # never the (absent / too rare) leak event
 
 
@@ -81,8 +82,14 @@ def test_probe_respects_delta():
     # with delta = 1e-3 of 50,000 selection outputs, 50 numerator counts are allowed for free:
     # 17 leak outputs are no evidence against (1, 1e-3)
     s1, s2 = _selection_values(17)
-    pr = A._probe_event(
-        A._Coordinate(0, 1), A._threshold_counts(s1, s2), 0, 900_000, 0.05 / 3, 1.0, 1e-3
+    pr = selection.probe_event(
+        statistics._Coordinate(0, 1),
+        selection.threshold_counts(s1, s2),
+        0,
+        900_000,
+        0.05 / 3,
+        1.0,
+        1e-3,
     )
     assert pr is None or pr[0].t < 50.0
 

@@ -118,7 +118,7 @@ def test_backend_options_validates():
 
 
 def _fedrl_tiny():
-    from ldp_audit.training.fedrl_reproduce import ReproConfig
+    from ldp_audit.training.fedrl.reproduce import ReproConfig
 
     return ReproConfig(
         sizes=(8,),
@@ -156,7 +156,7 @@ def _fedrl_volatile(doc):
 def test_fedrl_reproduce_on_a_pool_and_ray_equals_one_process(ray_local):
     """Every stage (Table 1, Figure 4, attack settings) is a task: same numbers everywhere."""
     pytest.importorskip("torch")
-    from ldp_audit.training.fedrl_reproduce import reproduce
+    from ldp_audit.training.fedrl.reproduce import reproduce
 
     one = reproduce(_fedrl_tiny())
     assert set(one["table1"]) == {"8"} and list(one["fig4"]) == ["1", "2"]

@@ -158,7 +158,7 @@ def test_every_numeric_option_refuses_bad_numbers_by_name(
 
 
 def _path_options() -> list:
-    from ldp_audit.cli._types import PATH_DESTS
+    from ldp_audit.cli.types import PATH_DESTS
 
     out = []
     for path, parser in _leaves(build_parser()):
@@ -429,7 +429,7 @@ def _api_cases() -> list:
     from ldp_audit.training.dprl.config import DprlConfig
     from ldp_audit.training.dprl.reproduce import ReproduceSettings as DprlRepro
     from ldp_audit.training.fedrl import FedRLConfig
-    from ldp_audit.training.fedrl_reproduce import ReproConfig
+    from ldp_audit.training.fedrl.reproduce import ReproConfig
     from ldp_audit.training.frd import FrdConfig
     from ldp_audit.training.frd.reproduce import ReproduceSettings as FrdRepro
 

@@ -10,7 +10,7 @@ from typing import Literal
 
 import pytest
 
-from ldp_audit.cli._types import confidence
+from ldp_audit.cli.types import confidence
 from ldp_audit.config import add_arguments, bounds, field_docs, from_args, given_fields
 from ldp_audit.errors import InvalidParameterError
 
@@ -304,7 +304,7 @@ def test_a_parser_with_a_number_like_option_keeps_argparses_rule() -> None:
 
 def _read_pair_list(opt: str):  # noqa: ANN202
     """A whole field's reader: ``a,b;c,d`` (strict numbers), its own message."""
-    from ldp_audit.cli._types import parse_real
+    from ldp_audit.parse import parse_real
 
     def read(text: str) -> tuple[tuple[float, float], ...]:
         try:

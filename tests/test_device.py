@@ -19,7 +19,8 @@ from ldp_audit.training.device import resolve_device
 from ldp_audit.training.dprl.config import DprlConfig
 from ldp_audit.training.dprl.privacy import cpu_noise_optimizer as _cpu_noise
 from ldp_audit.training.dprl.trainer import train
-from ldp_audit.training.fedrl import FedRLConfig, _log_arrays, run_fedrl, train_fedrl
+from ldp_audit.training.fedrl import FedRLConfig, run_fedrl, train_fedrl
+from ldp_audit.training.fedrl.runs import log_arrays
 from tests.golden_machine import check_golden, machine_signature, tree_entries
 
 torch.set_num_threads(1)
@@ -53,7 +54,7 @@ def policy_derived(key: str) -> bool:
 
 def _fedrl_entries(**kw: Any) -> dict[str, str]:
     res = run_fedrl(FedRLConfig(**FEDRL, **kw), seed=5, record=True)
-    tr, sec = _log_arrays(res["log"])
+    tr, sec = log_arrays(res["log"])
     runs = []
     for r in res["results"]:
         run = {"state": r["state"], "loss": r["final_loss"], "curve": r["curve_success"]}
@@ -173,14 +174,16 @@ def test_cli_device(algo: str, no_cuda: None, tmp_path: Any, capsys: Any) -> Non
     assert not (tmp_path / "x").exists()
 
 
+@pytest.mark.parametrize("secure", [False, True])
 @pytest.mark.parametrize("ghost", [False, True])
-def test_cpu_noise_is_opacus_noise(ghost: bool) -> None:
-    """Off the CPU the DP-SGD noise is drawn on the CPU generator and moved: on the CPU that
-    optimizer gives exactly Opacus's own noisy gradient (same generator, order and shape)."""
+def test_cpu_noise_is_opacus_noise(ghost: bool, secure: bool) -> None:
+    """Off the CPU the DP-SGD noise is drawn on the CPU generator and moved (our own draws, no
+    Opacus private name): on the CPU that optimizer gives exactly Opacus's own noisy gradient
+    (same generator, order and shape), in secure mode too; a sum noised twice is refused."""
     from opacus.optimizers import DPOptimizer, DPOptimizerFastGradientClipping
 
     base = DPOptimizerFastGradientClipping if ghost else DPOptimizer
-    out = []
+    out, opts = [], []
     for cls in (base, _cpu_noise(base)):
         net = torch.nn.Linear(5, 3)
         opt = cls(
@@ -189,13 +192,22 @@ def test_cpu_noise_is_opacus_noise(ghost: bool) -> None:
             max_grad_norm=0.7,
             expected_batch_size=4,
             generator=torch.Generator().manual_seed(11),
+            secure_mode=secure,
         )
         for i, p in enumerate(net.parameters()):
             p.summed_grad = torch.full(p.shape, 0.25 * (i + 1))
         opt.add_noise()
         out.append([p.grad.clone() for p in net.parameters()])
+        opts.append(opt)
     assert all(torch.equal(a, b) for a, b in zip(*out, strict=True))
     assert not torch.equal(out[0][1], torch.full_like(out[0][1], 0.5))  # noise was added
+    for opt in opts:  # noising the same sum again (no zero_grad between) is refused by both
+        with pytest.raises(ValueError, match="zero_grad"):
+            opt.add_noise()
+    opts[1].zero_grad()  # drops the sums; a new sum is noised again
+    for p in opts[1].params:
+        p.summed_grad = torch.zeros(p.shape)
+    opts[1].add_noise()
 
     class Fixture(DPOptimizer):  # a test fixture's own add_noise is left alone
         def add_noise(self) -> None:

@@ -172,10 +172,10 @@ def test_charge_precedes_noise() -> None:
         def agents(self, scope=None):  # noqa: ANN001
             return []
 
-    from ldp_audit.training.dprl import algos as dprl
+    from ldp_audit.training.dprl.algos import train_reinforce
 
     cfg = DprlConfig(**TINY_RF)
-    res = dprl.train_reinforce(cfg, seed=0, accountant=Refusing(), hooks=TrainerHooks())
+    res = train_reinforce(cfg, seed=0, accountant=Refusing(), hooks=TrainerHooks())
     assert res.updates == 0 and res.stopped and "budget" in res.stopped
     np.testing.assert_array_equal(res.params, res.initial)
 

@@ -25,7 +25,7 @@ from ldp_audit.rundir import (
     verify_run,
     write_artifact,
 )
-from ldp_audit.rundir.files import _manifest_bytes
+from ldp_audit.rundir.files import manifest_bytes
 from ldp_audit.rundir.seal import INDEX
 
 EPS = 5.0
@@ -177,7 +177,7 @@ def _rekey(run: Path) -> None:
         man["ledger"] = {**man["ledger"], **lg.anchor()}
     man["mac"] = {"key_id": fake, "hmac": os.urandom(32).hex()}
     body = {k: v for k, v in man.items() if k != "mac"}
-    assert _manifest_bytes(body)  # the body a real MAC would cover
+    assert manifest_bytes(body)  # the body a real MAC would cover
     (run / "manifest.json").write_text(json.dumps(man))
 
 

@@ -210,7 +210,7 @@ def test_ctrl_c_writes_what_was_released_and_marks_interrupted(tmp_path, monkeyp
     from ldp_audit.accountant import Ledger
     from ldp_audit.training.fedrl import runs as F  # run_fedrl looks _train_runs up there
 
-    real = F._train_runs
+    real = F.train_runs
 
     def interrupted(method, *args, **kwargs):
         out = real(method, *args, **kwargs)
@@ -218,7 +218,7 @@ def test_ctrl_c_writes_what_was_released_and_marks_interrupted(tmp_path, monkeyp
             raise KeyboardInterrupt
         return out
 
-    monkeypatch.setattr(F, "_train_runs", interrupted)
+    monkeypatch.setattr(F, "train_runs", interrupted)
     cfg = FedRLConfig(**TINY, runs=1, methods=("fedrl", "dqn-alpha"))
     out = tmp_path / "run"
     with pytest.raises(KeyboardInterrupt):

@@ -13,6 +13,7 @@ torch = pytest.importorskip("torch")
 
 from ldp_audit.errors import InvalidParameterError  # noqa: E402
 from ldp_audit.training import fedrl as F  # noqa: E402
+from ldp_audit.training.fedrl import networks as N  # noqa: E402
 from ldp_audit.training.gridworld import ALPHA_VIEW, BETA_VIEW, generate_maps  # noqa: E402
 
 K, B, H = 3, 7, 4
@@ -28,10 +29,10 @@ def _cases() -> list:
     xb = torch.randint(0, 2, (K, B, H, BETA_VIEW, BETA_VIEW), generator=g).float()
     xm = torch.randn(K, B, 2 * 16, generator=g)
     return [
-        ("qa", F._Stacked(lambda: F._local_q(ALPHA_VIEW, H), _gens(), F._fwd_local_q, 3), (xa,)),
-        ("qb", F._Stacked(lambda: F._local_q(BETA_VIEW, H), _gens(), F._fwd_local_q, 5), (xb,)),
-        ("qf", F._Stacked(lambda: F._full_q(H), _gens(), F._fwd_full_q), (xa, xb)),
-        ("g", F._Stacked(F._mlp, _gens(), F._fwd_mlp), (xm,)),
+        ("qa", N.Stacked(lambda: N.local_q(ALPHA_VIEW, H), _gens(), N.fwd_local_q, 3), (xa,)),
+        ("qb", N.Stacked(lambda: N.local_q(BETA_VIEW, H), _gens(), N.fwd_local_q, 5), (xb,)),
+        ("qf", N.Stacked(lambda: N._full_q(H), _gens(), N.fwd_full_q), (xa, xb)),
+        ("g", N.Stacked(N._mlp, _gens(), N.fwd_mlp), (xm,)),
     ]
 
 

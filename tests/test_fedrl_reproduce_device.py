@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 
 from ldp_audit.cli import main  # noqa: E402
 from ldp_audit.errors import InvalidParameterError  # noqa: E402
-from ldp_audit.training.fedrl_reproduce import ReproConfig, reproduce  # noqa: E402
+from ldp_audit.training.fedrl.reproduce import ReproConfig, reproduce  # noqa: E402
 from tests.golden_machine import check_golden, machine_signature, tree_entries  # noqa: E402
 from tests.test_device import policy_derived  # noqa: E402
 

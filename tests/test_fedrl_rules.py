@@ -116,7 +116,7 @@ def test_default_rule_is_manhattan_and_unchanged():
 @pytest.mark.parametrize("bad", ["Manhattan", "l1", "", None, 1, True])
 def test_bad_meeting_rule_is_refused(bad):
     from ldp_audit.training.fedrl import FedRLConfig
-    from ldp_audit.training.fedrl_reproduce import ReproConfig
+    from ldp_audit.training.fedrl.reproduce import ReproConfig
 
     with pytest.raises(InvalidParameterError, match="meeting_rule"):
         check_meeting_rule(bad)
@@ -141,7 +141,7 @@ def test_bad_meeting_rule_is_refused(bad):
     ],
 )
 def test_bad_reproduction_evaluations_are_refused(kwargs, match):
-    from ldp_audit.training.fedrl_reproduce import ReproConfig
+    from ldp_audit.training.fedrl.reproduce import ReproConfig
 
     with pytest.raises(InvalidParameterError, match=match):
         ReproConfig(**kwargs)
@@ -160,7 +160,7 @@ def test_cli_meeting_rule_is_a_choice(capsys):
 def test_random_policy_under_the_code_rule_succeeds_at_least_as_often():
     """Same random actions under both rules; trajectories agree until the first meeting, so
     the code's looser rule succeeds on every episode Manhattan does, and on more."""
-    from ldp_audit.training.fedrl_reproduce import random_policy_success
+    from ldp_audit.training.fedrl.reproduce import random_policy_success
 
     maps = generate_maps(8, 200, seed=0)
     m = random_policy_success(8, 200, 0, 20, maps=maps)
@@ -175,7 +175,8 @@ def test_extra_evaluations_leave_training_and_table1_unchanged():
     """Curves and epsilon-greedy evaluation draw from their own generators: the networks,
     losses and Table 1's evaluations are identical with and without them."""
     pytest.importorskip("torch")
-    from ldp_audit.training.fedrl import FedRLConfig, _metrics, run_fedrl
+    from ldp_audit.training.fedrl import FedRLConfig, run_fedrl
+    from ldp_audit.training.fedrl.metrics import table_metrics
 
     cfg = FedRLConfig(**TINY, runs=2, methods=("dqn-alpha", "fedrl"))
     maps = generate_maps(8, 100, seed=0)
@@ -199,11 +200,11 @@ def test_extra_evaluations_leave_training_and_table1_unchanged():
         greedy = "DQN-alpha" if y["method"] == "dqn-alpha" else "FedRL-2"
         assert list(ex) == [greedy] and list(ex[greedy]) == ["0", "0.1", "0.5"]
         assert ex[greedy]["0"]["successes"] == y[greedy]["successes"]  # greedy = Table 1's
-    m = _metrics(cfg, b)
+    m = table_metrics(cfg, b)
     assert set(m["explore"]) == {"DQN-alpha", "FedRL-2"}
     assert m["explore"]["DQN-alpha"]["0.5"]["episodes"] == 2 * cfg.eval_maps
     assert set(m["curves"]["converged"]) == {"DQN-alpha", "FedRL-1", "FedRL-2"}
-    assert "curves" not in _metrics(cfg, a) and "explore" not in _metrics(cfg, a)
+    assert "curves" not in table_metrics(cfg, a) and "explore" not in table_metrics(cfg, a)
 
 
 def test_only_trains_one_run_alone_and_refuses_a_bad_choice():

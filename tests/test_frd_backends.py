@@ -47,7 +47,7 @@ def _old_train_many(cfgs, seed):
     """The engine calls of ``train_many`` before the batches became tasks: one generator,
     spawned once per architecture (sorted), one ``_Engine`` per architecture, in-memory ledgers."""
     from ldp_audit.accountant import Accountant, Ledger
-    from ldp_audit.training.frd import _Engine, _Recorder
+    from ldp_audit.training.frd.engine import _Engine, _Recorder
 
     rng = np.random.default_rng(seed)
     archs = sorted({c.arch() for c in cfgs})

@@ -23,7 +23,7 @@ from ldp_audit.cli import main  # noqa: E402
 from ldp_audit.errors import InvalidParameterError  # noqa: E402
 from ldp_audit.training.frd import FrdConfig, train, train_many  # noqa: E402
 from ldp_audit.training.frd import engine as E  # noqa: E402
-from ldp_audit.training.frd.nets import _Adam, _Nets  # noqa: E402
+from ldp_audit.training.frd.nets import Nets, _Adam  # noqa: E402
 
 no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
 
@@ -57,7 +57,7 @@ def _former_distil(self, agents, states, pol, c):
             xb = X[b][None].expand(len(agents), -1, -1)
             logits, cache = self.nets.forward("actor", xb, rows)
             p = torch.softmax(logits, dim=2)
-            g = torch.cat(_Nets.backward((p - T[b][None]) / b.numel(), cache), dim=1)
+            g = torch.cat(Nets.backward((p - T[b][None]) / b.numel(), cache), dim=1)
             b1, b2 = _Adam.B1, _Adam.B2
             t = opt.t[rows] + 1.0
             opt.t[rows] = t
@@ -124,7 +124,7 @@ class _OnlyOn(torch.overrides.TorchFunctionMode):
 def test_distil_rows_runs_every_torch_call_on_the_device():
     """``distil_rows`` on torch's ``meta`` device (shapes only, no GPU): each of its torch
     calls sees tensors on that device only, and the rows keep their shapes and dtypes."""
-    nets = _Nets(8, 2, 3, np.random.default_rng(0))
+    nets = Nets(8, 2, 3, np.random.default_rng(0))
     dev = torch.device("meta")
     flat, m, v = (torch.zeros_like(nets.flat, device=dev) for _ in range(3))
     t = torch.zeros((3, 1), dtype=torch.float64, device=dev)

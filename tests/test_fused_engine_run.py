@@ -11,12 +11,13 @@ import numpy as np
 import pytest
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.training import pgc_a3c
 from ldp_audit.training.pgc_a3c import PgcA3cConfig, train
+from ldp_audit.training.pgc_a3c.fused import _PROFILE_PARTS, FusedEngine
+from ldp_audit.training.pgc_a3c.privacy import make_accountant
 
 
-def _engine(cfg: PgcA3cConfig, seed: int = 0) -> pgc_a3c._FusedEngine:
-    return pgc_a3c._FusedEngine([cfg], [seed], [pgc_a3c._make_accountant(None, None)], [False])
+def _engine(cfg: PgcA3cConfig, seed: int = 0) -> FusedEngine:
+    return FusedEngine([cfg], [seed], [make_accountant(None, None)], [False])
 
 
 class _Sink:
@@ -72,13 +73,13 @@ def test_profile_is_off_by_default_and_times_every_part_when_on():
     prof.run()
     outer = time.perf_counter() - t0
     tm = prof.timings
-    assert set(tm) == {*pgc_a3c._PROFILE_PARTS, "calls"}
+    assert set(tm) == {*_PROFILE_PARTS, "calls"}
     assert tm["calls"] >= 1
-    for part in pgc_a3c._PROFILE_PARTS:
+    for part in _PROFILE_PARTS:
         assert tm[part]["wall"] >= 0.0 and tm[part]["cpu"] >= 0.0, part
     assert tm["kernel"]["wall"] > 0.0 and tm["ledger_charges"]["wall"] > 0.0
     # consecutive laps: the parts add up to the time between the first and the last lap
-    assert sum(tm[p]["wall"] for p in pgc_a3c._PROFILE_PARTS) <= outer
+    assert sum(tm[p]["wall"] for p in _PROFILE_PARTS) <= outer
     # and the profile changes nothing
     a, b = plain.results(0.0)[0], prof.results(0.0)[0]
     np.testing.assert_array_equal(a.zeta, b.zeta)

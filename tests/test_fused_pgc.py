@@ -16,14 +16,9 @@ import pytest
 from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.training.pgc_a3c import (
-    _FUSED_RESERVE,
-    PgcA3cConfig,
-    PrivacyClaimWarning,
-    train,
-    train_grid,
-)
+from ldp_audit.training.pgc_a3c import PgcA3cConfig, PrivacyClaimWarning, train, train_grid
 from ldp_audit.training.pgc_a3c import _fused_kernel as K
+from ldp_audit.training.pgc_a3c.fused import _FUSED_RESERVE
 
 
 # ------------------------------------------------------------------------------------ physics
@@ -261,14 +256,14 @@ def test_ctrl_c_stops_the_fused_engine_with_a_consistent_run(tmp_path):
 def test_laplace_clip_row_is_the_mechanisms_clip_also_on_overflow():
     """Rows as ``ldp_audit.mechanisms._clip_l1`` clips them, in a batch without and with an
     overflowing row (which sends every row of the batch through the rescaling path)."""
-    from ldp_audit.mechanisms import _clip_l1
+    from ldp_audit.mechanisms._base import clip_l1
 
     rng = np.random.default_rng(8)
     x = rng.standard_normal((6, 112)) * np.array([1e-4, 1e-3, 1.0, 50.0, 0.0, 1.0])[:, None]
     x[5, :3] = 1e308  # its L1 norm overflows
     for batch in (x[:5], x):
         with np.errstate(over="ignore"):
-            ref = _clip_l1(batch, 0.005)
+            ref = clip_l1(batch, 0.005)
             slow = not np.isfinite(np.abs(batch).sum(axis=1)).all()
         out = np.empty(112)
         for i, row in enumerate(batch):

@@ -25,6 +25,7 @@ import pytest
 
 from ldp_audit.accountant import Accountant, Budget, LaplaceEvent, Ledger, PureDpEvent
 from ldp_audit.accountant import ledger as L
+from ldp_audit.accountant import ledger_format as LF
 from ldp_audit.errors import BudgetExceeded, LedgerError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -232,7 +233,7 @@ def test_row_edits_through_sqlite3_are_detected(built, tmp_path, name):
     outcome = _observe(copy, truth)  # never an under-count
     if on_open:
         assert outcome == "error"
-        with pytest.raises(L.LedgerIntegrityError):
+        with pytest.raises(LF.LedgerIntegrityError):
             Ledger(copy, create=False)
     assert _verify_detects(copy)
 
@@ -248,18 +249,18 @@ def test_consistent_state_edit_is_caught_by_the_chained_row(built, tmp_path):
     ev = con.execute("SELECT event FROM ldp_audit_state WHERE agent='a0'").fetchone()[0]
     con.execute(
         "UPDATE ldp_audit_state SET n = 1, chk = ? WHERE agent = 'a0'",
-        (L._state_chk("a0", "local", ev, 1),),
+        (LF._state_chk("a0", "local", ev, 1),),
     )
     con.execute(
         "UPDATE ldp_audit_agents SET n = 1, chk = ? WHERE agent = 'a0'",
-        (L._agent_chk("a0", 1, last),),
+        (LF._agent_chk("a0", 1, last),),
     )
     con.commit()
     con.close()
     acc = Accountant(led)
-    with pytest.raises(L.LedgerIntegrityError, match="a0"):
+    with pytest.raises(LF.LedgerIntegrityError, match="a0"):
         acc.charge("a0", PureDpEvent(0.25))  # the budget check reads only verified state
-    with pytest.raises(L.LedgerIntegrityError, match="a0"):
+    with pytest.raises(LF.LedgerIntegrityError, match="a0"):
         acc.spent("a0")
     led.close()
     assert n == 8
@@ -272,9 +273,9 @@ def test_broken_agent_lookup_refuses_the_charge(built, tmp_path):
     shutil.copyfile(path, copy)
     acc = Accountant(copy)
     _edit(copy, ("DELETE FROM ldp_audit_agents WHERE agent = 'a2'", ()))
-    with pytest.raises(L.LedgerIntegrityError, match="a2"):
+    with pytest.raises(LF.LedgerIntegrityError, match="a2"):
         acc.charge("a2", PureDpEvent(0.25))
-    with pytest.raises(L.LedgerIntegrityError):
+    with pytest.raises(LF.LedgerIntegrityError):
         acc.spent_all(method="basic")
     acc.close()
 
@@ -382,7 +383,7 @@ def test_schema_version_1_refused_by_name_and_migrated_explicitly(tmp_path):
     )
     con.close()
     before = old.read_bytes()
-    with pytest.raises(L.LedgerSchemaError, match="schema version 1.*migrate"):
+    with pytest.raises(LF.LedgerSchemaError, match="schema version 1.*migrate"):
         Ledger(old)
     new = tmp_path / "v2.sqlite"
     led = L.migrate_v1(old, new)

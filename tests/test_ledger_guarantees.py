@@ -17,10 +17,11 @@ from ldp_audit.accountant import (
     PoissonSampledEvent,
     PureDpEvent,
     compose,
+    ledger_sqlite,
     pld,
     prv,
 )
-from ldp_audit.accountant import ledger as L
+from ldp_audit.accountant import ledger_format as LF
 from ldp_audit.errors import BudgetExceeded, InvalidParameterError, LedgerError
 
 # ---- the durable budget is the ledger's ----------------------------------------------------
@@ -99,9 +100,9 @@ def test_readonly_ledger_reads_and_refuses_writes_by_name(tmp_path):
     with Ledger(path, readonly=True) as led:
         acc = Accountant(led)
         assert acc.spent("a", method="basic") == 0.5
-        with pytest.raises(L.LedgerReadOnlyError, match="read-only"):
+        with pytest.raises(LF.LedgerReadOnlyError, match="read-only"):
             acc.charge("a", PureDpEvent(0.5))
-        with pytest.raises(L.LedgerReadOnlyError, match="read-only"):
+        with pytest.raises(LF.LedgerReadOnlyError, match="read-only"):
             led.set_meta("note", "x")
     assert path.read_bytes() == before
 
@@ -114,13 +115,15 @@ def test_unwritable_file_opens_read_only(tmp_path, monkeypatch):
     path = tmp_path / "l.sqlite"
     Accountant(path).charge("a", PureDpEvent(0.5))
     real = os.access
-    monkeypatch.setattr(
-        L.os, "access", lambda p, mode, **k: False if mode & os.W_OK else real(p, mode, **k)
+    monkeypatch.setattr(  # where the permission check is made
+        ledger_sqlite.os,
+        "access",
+        lambda p, mode, **k: False if mode & os.W_OK else real(p, mode, **k),
     )
     with Ledger(path) as led:
         assert led.readonly
         assert Accountant(led).spent("a", method="basic") == 0.5
-        with pytest.raises(L.LedgerReadOnlyError, match="read-only") as info:
+        with pytest.raises(LF.LedgerReadOnlyError, match="read-only") as info:
             Accountant(led).charge("a", PureDpEvent(0.1))
         assert "corrupt" not in str(info.value)
 
@@ -147,7 +150,7 @@ def test_chain_head_moves_with_every_charge_and_later_copies_extend_it(tmp_path)
         assert led.verify(expect_head=h)["extends"] is True
     other = Ledger(":memory:")
     other.append([("a", '{"epsilon":0.1,"type":"pure"}')])
-    with pytest.raises(L.LedgerIntegrityError, match="does not extend"):
+    with pytest.raises(LF.LedgerIntegrityError, match="does not extend"):
         other.verify(expect_head=h1)  # same content, another ledger: another chain
     with pytest.raises(InvalidParameterError, match="expect_head"):
         led.verify(expect_head="xyz")
@@ -242,7 +245,7 @@ def test_verify_full_on_open(tmp_path):
     con.commit()
     con.close()
     Ledger(path).close()  # the tail check does not see row 5 ...
-    with pytest.raises(L.LedgerIntegrityError, match="row 5"):
+    with pytest.raises(LF.LedgerIntegrityError, match="row 5"):
         Ledger(path, verify="full")  # ... the full check does
     with pytest.raises(InvalidParameterError, match="verify"):
         Ledger(path, verify="yes")

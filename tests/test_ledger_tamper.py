@@ -24,6 +24,7 @@ import pytest
 
 from ldp_audit.accountant import Accountant, Budget, LaplaceEvent, Ledger
 from ldp_audit.accountant import ledger as L
+from ldp_audit.accountant import ledger_format as LF
 from ldp_audit.accountant.keys import KeyFileError, default_key_path, load_key
 from ldp_audit.accountant.ledger import LedgerIntegrityError
 from ldp_audit.cli import main
@@ -74,10 +75,10 @@ def _rewrite(path: Path, transform) -> None:
         con.execute("DELETE FROM ldp_audit_state")
         old_macs = dict(con.execute("SELECT agent, mac FROM ldp_audit_agents").fetchall())
         con.execute("DELETE FROM ldp_audit_agents")
-        prev, per_agent, counts = L._genesis(lid), {}, {}
+        prev, per_agent, counts = LF._genesis(lid), {}, {}
         for i, (agent, event, scope, t, run_id) in enumerate(rows, start=1):
             n = per_agent[agent] = per_agent.get(agent, 0) + 1
-            prev = L._row_hash(prev, L._row_bytes(i, agent, event, scope, t, run_id, n))
+            prev = LF._row_hash(prev, LF._row_bytes(i, agent, event, scope, t, run_id, n))
             con.execute(
                 "INSERT INTO ldp_audit_charges VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (i, agent, event, scope, t, run_id, n, prev),
@@ -86,12 +87,12 @@ def _rewrite(path: Path, transform) -> None:
             last = i
             con.execute(
                 "INSERT OR REPLACE INTO ldp_audit_agents VALUES (?, ?, ?, ?, ?)",
-                (agent, n, last, L._agent_chk(agent, n, last), old_macs.get(agent, b"\0" * 32)),
+                (agent, n, last, LF._agent_chk(agent, n, last), old_macs.get(agent, b"\0" * 32)),
             )
         for (agent, scope, event), n in counts.items():
             con.execute(
                 "INSERT INTO ldp_audit_state VALUES (?, ?, ?, ?, ?)",
-                (agent, scope, event, n, L._state_chk(agent, scope, event, n)),
+                (agent, scope, event, n, LF._state_chk(agent, scope, event, n)),
             )
         con.execute("UPDATE ldp_audit_head SET rows = ?, hash = ? WHERE k = 1", (len(rows), prev))
         con.commit()
@@ -106,7 +107,7 @@ def _reseal_meta(path: Path, **changes: str) -> None:
         for k, v in changes.items():
             con.execute("UPDATE ldp_audit_meta SET value = ? WHERE key = ?", (v, k))
         meta = dict(con.execute("SELECT key, value FROM ldp_audit_meta").fetchall())
-        con.execute("UPDATE ldp_audit_head SET meta = ? WHERE k = 1", (L._meta_digest(meta),))
+        con.execute("UPDATE ldp_audit_head SET meta = ? WHERE k = 1", (LF._meta_digest(meta),))
         con.commit()
     finally:
         con.close()
@@ -129,7 +130,7 @@ def _state_only_edit(path: Path) -> None:
             else:
                 con.execute(
                     "UPDATE ldp_audit_state SET n = ?, chk = ? WHERE agent='a1' AND event=?",
-                    (n, L._state_chk("a1", "local", ev, n), ev),
+                    (n, LF._state_chk("a1", "local", ev, n), ev),
                 )
         con.commit()
     finally:
@@ -332,7 +333,7 @@ def test_a_v2_ledger_reads_as_unauthenticated_and_is_never_charged(tmp_path: Pat
         assert not led.authenticated and "schema version 2" in led.auth_note
         assert led.verify()["authenticated"] is False
         assert len(Accountant(led).spent_all(method="basic")) > 0
-        with pytest.raises(L.LedgerReadOnlyError, match="schema version 2"):
+        with pytest.raises(LF.LedgerReadOnlyError, match="schema version 2"):
             Accountant(led).charge("x", LaplaceEvent(1.0))
     new = L.migrate_v1(copy, tmp_path / "v3.sqlite")
     assert new.authenticated and new.verify()["schema_version"] == 3

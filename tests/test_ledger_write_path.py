@@ -17,6 +17,8 @@ import pytest
 
 from ldp_audit.accountant import Accountant, Budget, LaplaceEvent, Ledger, PureDpEvent
 from ldp_audit.accountant import ledger as L
+from ldp_audit.accountant import ledger_format as LF
+from ldp_audit.accountant import ledger_sqlite as LS
 from ldp_audit.accountant.events import event_to_json
 from ldp_audit.errors import BudgetExceeded
 
@@ -25,25 +27,25 @@ EVENTS = [PureDpEvent(0.25), LaplaceEvent(0.5), PureDpEvent(0.125)]
 
 def _reference_chain(led: Ledger) -> str:
     """The chain head recomputed from the rows with the reference ``_row_bytes``."""
-    prev = L._genesis(led.meta()["ledger_id"])
+    prev = LF._genesis(led.meta()["ledger_id"])
     for row in led._read(
-        f"SELECT id, agent, event, scope, time, run_id, agent_n FROM {L._CHARGES} ORDER BY id"
+        f"SELECT id, agent, event, scope, time, run_id, agent_n FROM {LS._CHARGES} ORDER BY id"
     ):
-        prev = L._row_hash(prev, L._row_bytes(*row))
+        prev = LF._row_hash(prev, LF._row_bytes(*row))
     return prev.hex()
 
 
-def _model_states(charges: list[tuple[str, str, str]]) -> dict[str, L.AgentState]:
-    out: dict[str, L.AgentState] = {}
+def _model_states(charges: list[tuple[str, str, str]]) -> dict[str, LF.AgentState]:
+    out: dict[str, LF.AgentState] = {}
     for i, (agent, event, scope) in enumerate(charges, start=1):
-        st = out.setdefault(agent, L.AgentState())
+        st = out.setdefault(agent, LF.AgentState())
         st.n += 1
         st.last_id = i
         st.events[(scope, event)] = st.events.get((scope, event), 0) + 1
     return out
 
 
-def _disk_states(path) -> dict[str, L.AgentState]:
+def _disk_states(path) -> dict[str, LF.AgentState]:
     with Ledger(path, readonly=True) as fresh:  # another connection: nothing cached
         return fresh.states()
 
@@ -164,11 +166,11 @@ def _lower_a0(con: sqlite3.Connection, led: Ledger) -> None:
     ev = con.execute("SELECT event FROM ldp_audit_state WHERE agent='a0'").fetchone()[0]
     con.execute(
         "UPDATE ldp_audit_state SET n = 1, chk = ? WHERE agent = 'a0'",
-        (L._state_chk("a0", "local", ev, 1),),
+        (LF._state_chk("a0", "local", ev, 1),),
     )
     con.execute(
         "UPDATE ldp_audit_agents SET n = 1, chk = ? WHERE agent = 'a0'",
-        (L._agent_chk("a0", 1, last),),
+        (LF._agent_chk("a0", 1, last),),
     )
 
 
@@ -187,9 +189,9 @@ def test_edit_under_a_warm_writer_is_caught(tmp_path, via):
     else:
         with acc.ledger.transaction() as con:
             _lower_a0(con, acc.ledger)
-    with pytest.raises(L.LedgerIntegrityError, match="a0"):
+    with pytest.raises(LF.LedgerIntegrityError, match="a0"):
         acc.charge("a0", PureDpEvent(0.25))  # never "3 charges less": it re-reads and verifies
-    with pytest.raises(L.LedgerIntegrityError, match="a0"):
+    with pytest.raises(LF.LedgerIntegrityError, match="a0"):
         acc.charge_many([("a1", PureDpEvent(0.25)), ("a0", PureDpEvent(0.25))])
     acc.close()
 
@@ -202,7 +204,7 @@ def test_rows_removed_by_another_connection_are_caught(tmp_path):
     con.execute("DELETE FROM ldp_audit_charges WHERE id = 3")
     con.commit()
     con.close()
-    with pytest.raises(L.LedgerIntegrityError, match="chain head"):
+    with pytest.raises(LF.LedgerIntegrityError, match="chain head"):
         acc.charge("a0", PureDpEvent(0.25))
     acc.close()
 
@@ -215,11 +217,11 @@ def test_state_without_rows_is_not_a_new_ledger(tmp_path):
     ev = event_to_json(PureDpEvent(1.0))
     con.execute(
         "INSERT INTO ldp_audit_state VALUES ('z', 'local', ?, 5, ?)",
-        (ev, L._state_chk("z", "local", ev, 5)),
+        (ev, LF._state_chk("z", "local", ev, 5)),
     )
     con.commit()
     con.close()
-    with pytest.raises(L.LedgerIntegrityError, match="no rows"):
+    with pytest.raises(LF.LedgerIntegrityError, match="no rows"):
         acc.charge("a", PureDpEvent(0.25))
     acc.close()
 
@@ -237,7 +239,7 @@ def test_rolled_back_caller_transaction_leaves_no_trace_in_the_writer(tmp_path):
     with pytest.raises(BudgetExceeded):
         acc.charge("a", PureDpEvent(0.01))
     assert _disk_states(path) == {
-        "a": L.AgentState(2, 2, {("local", event_to_json(PureDpEvent(0.5))): 2})
+        "a": LF.AgentState(2, 2, {("local", event_to_json(PureDpEvent(0.5))): 2})
     }
     acc.close()
 

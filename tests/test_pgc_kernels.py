@@ -9,7 +9,6 @@ from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.pgc_a3c import (
     DIM,
     PgcA3cConfig,
-    _loss_gradients_numpy,
     greedy_actions,
     init_theta,
     loss_gradients,
@@ -18,6 +17,7 @@ from ldp_audit.training.pgc_a3c import (
     unpack_theta,
 )
 from ldp_audit.training.pgc_a3c._kernels import act_and_record, aggregate
+from ldp_audit.training.pgc_a3c.gradients import _loss_gradients_numpy
 
 
 def _episodes(seed: int, b: int, steps: int):

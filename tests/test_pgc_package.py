@@ -1,7 +1,6 @@
-"""The PGC-A3C package's layout (issue 25): every name the old single module had is still
-importable, the kernels' old home re-exports the same compiled objects, no room is over ~800
-lines, the Gymnasium trainer shares the config checks and the NumPy gradient, and the fused
-kernel is compiled once (and cached), not per call."""
+"""The PGC-A3C package's layout (issue 25): no room is over ~800 lines, the Gymnasium trainer
+shares the config checks and the NumPy gradient, and the fused kernel is compiled once (and
+cached), not per call."""
 
 from __future__ import annotations
 
@@ -14,35 +13,6 @@ from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training import pgc_a3c
 
 PACKAGE = Path(pgc_a3c.__file__).resolve().parent
-
-#: every public and private name of training/pgc_a3c.py before the split that other files use
-#: (tests, benchmarks, reports' scripts, the Gymnasium trainer, Flower), plus the public API
-OLD_NAMES = (
-    *pgc_a3c.__all__,
-    "ADAPTIVE_DEFAULT_LR", "HIDDEN", "OBS_DIM", "N_ACTIONS", "bucket_length",
-    "_FUSED_RESERVE", "_FUSED_NOISE", "_PROFILE_PARTS", "_FusedEngine", "_Engine",
-    "_coordinate_warning", "_loss_gradients_numpy", "_make_accountant", "_accountant_api",
-    "_privacy_summary", "_privatize_groups", "_check_int", "_check_theta", "_TrialStream",
-    "_install_stop_handlers", "_train_grid_parallel", "_grid_worker", "_TR_KEYS", "_runs",
-    "episode_gradients_kernel", "act_and_record", "aggregate", "record_scores",
-)  # fmt: skip
-
-
-def test_every_old_name_is_importable_from_the_package():
-    missing = [n for n in OLD_NAMES if not hasattr(pgc_a3c, n)]
-    assert not missing
-    assert pgc_a3c.train.__module__ == "ldp_audit.training.pgc_a3c.grid"
-    assert pgc_a3c.PgcA3cConfig.__module__ == "ldp_audit.training.pgc_a3c.config"
-
-
-def test_old_kernel_module_reexports_the_same_compiled_objects():
-    from ldp_audit.training import _kernels as old
-    from ldp_audit.training.pgc_a3c import _fused_kernel, _kernels
-
-    for name in ("fused_block", "cartpole_step", "_laplace_clip_row", "_prs_row", "FUSED_STEPS"):
-        assert getattr(old, name) is getattr(_fused_kernel, name)
-    for name in ("act_and_record", "episode_gradients_kernel", "aggregate", "_agg_one"):
-        assert getattr(old, name) is getattr(_kernels, name)
 
 
 def test_no_room_is_over_800_lines():

@@ -103,3 +103,127 @@ def test_same_part_private_names_have_their_own_ratchet(checker, tmp_path: Path,
     assert "allow_same.txt: 'training/b.py ldp_audit.training.fedrl._metrics' is fixed" in (
         capsys.readouterr().out
     )
+
+
+def test_third_party_private_names_are_refused(checker, tmp_path: Path, capsys) -> None:
+    """No allowlist: each form of a third-party private use fails; stdlib and public are fine."""
+    f = _write(
+        tmp_path,
+        "training/d.py",
+        "from opacus.optimizers.optimizer import (\n"
+        "    DPOptimizer,\n"
+        "    _generate_noise,\n"
+        ")\n"
+        "from torch._C import Generator\n"
+        "import numpy as np\n"
+        "import opacus.optimizers as O\n"
+        "import sys, os\n"
+        "from opacus import PrivacyEngine\n"
+        "def g():\n"
+        "    np.random._pickle\n"
+        "    O.optimizer._mark_as_processed\n"
+        "    PrivacyEngine._prepare\n"
+        "    np.__version__, sys._getframe, os._exit\n",
+    )
+    assert checker.third_party_violations_of(f) == [
+        "numpy.random._pickle",
+        "opacus.PrivacyEngine._prepare",
+        "opacus.optimizers.optimizer._generate_noise",
+        "opacus.optimizers.optimizer._mark_as_processed",
+        "torch._C",
+    ]
+    assert checker.main([]) == 1  # no allowlist takes them
+    out = capsys.readouterr().out
+    assert (
+        "training/d.py: uses opacus.optimizers.optimizer._generate_noise, a private name of a "
+        "third-party package" in out
+    )
+    _write(tmp_path, "training/d.py", "import numpy as np\nfrom opacus import PrivacyEngine\n")
+    assert checker.main([]) == 0
+
+
+def test_the_tree_uses_no_third_party_private_name() -> None:
+    """The real tree (Opacus's ``_generate_noise`` and processed flags were replaced by
+    ``dprl_privacy.gaussian_noise``)."""
+    spec = importlib.util.spec_from_file_location("check_private_imports_real", _SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.scan_third_party() == set()
+
+
+@pytest.mark.parametrize(
+    "module", ["ldp_audit.training._kernels", "ldp_audit.training.fedrl_reproduce",
+               "ldp_audit.cli._types"],
+)  # fmt: skip
+def test_the_former_alias_modules_are_gone(module: str) -> None:
+    """One address per name (issue 37): no module kept only for old imports."""
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(module)
+
+
+def test_no_package_re_exports_a_private_name() -> None:
+    """No ``__init__`` imports a private name of its modules, no ``_COMPAT`` / ``_REEXPORTED``
+    tuple keeps unused imports alive, and no module forwards old names through ``__getattr__``
+    (the exceptions load PUBLIC names lazily: the two packages' ``__all__`` and Flower's
+    ``LdpStrategy``, a class built on first use because Flower is an optional extra)."""
+    lazy_public = {"ldp_audit/__init__.py", "attacks/__init__.py", "training/flower_ldp.py",
+                   "training/flower_ldp_server.py"}  # fmt: skip
+    import ast
+
+    root = _SCRIPT.parent.parent
+    found = []
+    for folder in ("ldp_audit", "training", "attacks"):
+        for f in sorted((root / folder).rglob("*.py")):
+            tree = ast.parse(f.read_text())
+            rel = f.relative_to(root).as_posix()
+            for node in tree.body:
+                if f.name == "__init__.py" and isinstance(node, ast.ImportFrom):
+                    found += [f"{rel}: {a.name}" for a in node.names if a.name.startswith("_")
+                              and not a.name.startswith("__")]  # fmt: skip
+                if isinstance(node, ast.Assign):
+                    found += [f"{rel}: {t.id}" for t in node.targets if isinstance(t, ast.Name)
+                              and ("COMPAT" in t.id or "REEXPORT" in t.id)]  # fmt: skip
+                if isinstance(node, ast.FunctionDef) and node.name == "__getattr__":
+                    if rel not in lazy_public:
+                        found.append(f"{rel}: __getattr__")
+    assert found == []
+
+
+def test_the_strict_parsers_are_core_not_cli() -> None:
+    """Arrows inward (issue 37): the config, the trainers and the attacks read numbers with
+    ``ldp_audit.parse``; nothing outside ``ldp_audit/cli/`` imports ``ldp_audit.cli.types``."""
+    import ast
+
+    from ldp_audit import parse
+    from ldp_audit.cli import types
+
+    root = _SCRIPT.parent.parent
+    users = []
+    for folder in ("ldp_audit", "training", "attacks"):
+        for f in sorted((root / folder).rglob("*.py")):
+            if f.parent.name == "cli" and f.parent.parent.name == "ldp_audit":
+                continue
+            for node in ast.walk(ast.parse(f.read_text())):
+                if isinstance(node, ast.ImportFrom) and node.module == "ldp_audit.cli.types":
+                    users.append(f.relative_to(root).as_posix())
+    assert users == []
+    # one address: the CLI defines none of the core's readers (it imports what it uses)
+    for name in parse.__all__:
+        assert getattr(types, name, getattr(parse, name)) is getattr(parse, name), name
+
+
+@pytest.mark.parametrize(
+    "importer,imported",
+    [("ldp_audit/audit/sequential.py", "ldp_audit.audit.api"),
+     ("ldp_audit/cli/system_cmd.py", "ldp_audit.cli.attack_cmd"),
+     ("ldp_audit/rundir/verify.py", "ldp_audit.rundir.reader")],
+)  # fmt: skip
+def test_two_file_import_circles_are_broken(importer: str, imported: str) -> None:
+    """Issue 37's circles: the other direction still holds (api -> sequential, attack_cmd ->
+    system_cmd, reader -> verify), this one is gone, at any depth of the file."""
+    import ast
+
+    tree = ast.parse((_SCRIPT.parent.parent / importer).read_text())
+    mods = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    mods |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert imported not in mods

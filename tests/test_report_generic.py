@@ -242,9 +242,9 @@ def test_non_private_run_is_not_called_randomised(tmp_path: Path) -> None:
     claimed = " ".join(rep.model["verdict"]["claimed"])
     assert "No local privacy is claimed" in claimed and "noisy report" not in claimed
     assert rep.model["ledger"]["basic"]["max"] == float("inf")
-    from ldp_audit.report._tables import _html_table
+    from ldp_audit.report._tables import html_table
 
-    assert '<td class="na" colspan="2">no rows</td>' in _html_table(["a", "b"], [])
+    assert '<td class="na" colspan="2">no rows</td>' in html_table(["a", "b"], [])
 
 
 def test_one_run_audit_documents_reads_the_run_and_extra(tmp_path):

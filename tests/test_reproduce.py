@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
-from ldp_audit.training import reproduce
+from ldp_audit.training import reproduce, reproduce_report
 
 
 def _fake_engine(success_at: dict[str, int]):
@@ -77,7 +77,7 @@ def test_grid_settings_and_metrics_with_fake_engine(tmp_path):
     again = reproduce.run_reproduction(cfg, progress=False, train_fn=_fake_engine({}))
     assert [c for c in again["settings"]] == list(s)
 
-    paths = reproduce.write_report(res, tmp_path)
+    paths = reproduce_report.write_report(res, tmp_path)
     names = {p.name for p in paths}
     assert names == {"results.json", "tables.md", "figure2.png", "figure3.png", "README.md"}
     loaded = json.loads((tmp_path / "results.json").read_text())
@@ -133,21 +133,21 @@ def test_notes_are_included_and_comparison_flags(tmp_path):
     )
     (tmp_path / "notes.md").write_text("## Discussion\n\nHand-written.\n")
     with pytest.raises(RunDirectoryError, match="not empty"):
-        reproduce.write_report(res, tmp_path)
-    reproduce.write_report(res, tmp_path, overwrite=True)
+        reproduce_report.write_report(res, tmp_path)
+    reproduce_report.write_report(res, tmp_path, overwrite=True)
     readme = (tmp_path / "README.md").read_text()
     assert readme.rstrip().endswith("Hand-written.")
     assert "argmax pi (the paper as printed)" in readme and "ablation" not in readme
     assert "--no-stop-at-target" not in readme.split("\n")[2]
     res["config"]["acting"], res["config"]["stop_at_target"] = "sample", False
     with pytest.raises(RunDirectoryError, match="already holds a report"):
-        reproduce.write_report(res, tmp_path)
-    reproduce.write_report(res, tmp_path, overwrite=True)
+        reproduce_report.write_report(res, tmp_path)
+    reproduce_report.write_report(res, tmp_path, overwrite=True)
     assert (tmp_path / "notes.md").read_text().endswith("Hand-written.\n")
     readme = (tmp_path / "README.md").read_text()
     assert "sampled from pi (**an ablation, not the paper as printed**)" in readme
     assert "--no-stop-at-target" in readme and "--acting sample" in readme
-    cmp = {(c["setting"], c["measure"]): c for c in reproduce.comparison(res)}
+    cmp = {(c["setting"], c["measure"]): c for c in reproduce_report.comparison(res)}
     # paper median FST 1769 is far above our [5, 7]; success ratio 1.0 is inside ours (3/3)
     assert cmp[("laplace-epsinf-B1", "median_fst")]["paper_vs_ci"] == "above"
     assert cmp[("laplace-epsinf-B1", "success_ratio")]["paper_vs_ci"] == "inside"
@@ -203,7 +203,7 @@ def test_tiny_real_reproduction_is_seeded(tmp_path):
         assert entry["fst"] == b["settings"][key]["fst"]
     assert a["figure2"] == b["figure2"]  # bit-for-bit: same mean mu_n curves
     assert any(v is not None for c in a["figure2"].values() for v in c["mean_mu"])
-    reproduce.write_report(a, tmp_path)
+    reproduce_report.write_report(a, tmp_path)
     assert (tmp_path / "figure2.png").stat().st_size > 1000
 
 
@@ -221,7 +221,7 @@ def test_comparison_treats_null_endpoints_as_inf(never):
             }
         }
     }
-    cmp = {c["measure"]: c["paper_vs_ci"] for c in reproduce.comparison(res)}
+    cmp = {c["measure"]: c["paper_vs_ci"] for c in reproduce_report.comparison(res)}
     assert cmp == {"median_fst": "below", "success_ratio": "above"}
 
 
@@ -251,7 +251,7 @@ def test_report_command_reruns_the_same_config(kwargs):
 
     cfg = reproduce.ReproduceConfig(**kwargs)
     d = dataclasses.asdict(cfg)
-    cmd = reproduce.reproduce_command(d)
+    cmd = reproduce_report.reproduce_command(d)
     argv = shlex.split(cmd)
     assert argv[:3] == ["ldp-audit", "reproduce", "pgc-a3c"]
     args = build_parser().parse_args(argv[1:])
@@ -274,8 +274,8 @@ def test_reading_options_reach_the_engine_and_the_command_line():
         _engine_config,
         _settings,
         reading_options,
-        reproduce_command,
     )
+    from ldp_audit.training.reproduce_report import reproduce_command
 
     cfg = ReproduceConfig(clip_kind="coordinate", aggregator="adam", aggregator_lr=0.01)
     assert reading_options(cfg, "laplace") == {

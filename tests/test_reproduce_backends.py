@@ -16,7 +16,7 @@ import pytest
 
 from ldp_audit.backends import TaskError
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.training import reproduce
+from ldp_audit.training import reproduce, reproduce_report
 
 pytest.importorskip("ldp_audit.training.pgc_a3c")
 
@@ -223,6 +223,6 @@ def test_committed_config_reruns_on_ray_command_unchanged():
         "address": "auto",
         "chunks": 7,
     }
-    cmd = reproduce.reproduce_command(cfg)
+    cmd = reproduce_report.reproduce_command(cfg)
     assert cmd.startswith("ldp-audit reproduce pgc-a3c --trials 20 --max-submissions 90000")
     assert "ray" not in cmd and "chunks" not in cmd and "auto" not in cmd

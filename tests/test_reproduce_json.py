@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.training import metrics, readings, reproduce
+from ldp_audit.training import metrics, readings, reproduce_report
 
 REPO = Path(__file__).resolve().parents[1]
 REPORTS = ("pgc-a3c", "pgc-a3c-sample")
@@ -23,7 +23,7 @@ def _legacy(results: dict) -> dict:
     doc = json.loads(json.dumps(results))
     for group in ("settings", "figure2_runs"):
         for entry in (doc.get(group) or {}).values():
-            for name in reproduce.FST_FIELDS:
+            for name in reproduce_report.FST_FIELDS:
                 v = entry.get(name)
                 if isinstance(v, list):
                     entry[name] = [None if x == "inf" else x for x in v]
@@ -40,7 +40,7 @@ def _fst_nulls(doc: dict) -> int:
     n = 0
     for group in ("settings", "figure2_runs"):
         for entry in (doc.get(group) or {}).values():
-            for name in reproduce.FST_FIELDS:
+            for name in reproduce_report.FST_FIELDS:
                 v = entry.get(name, 0)
                 n += sum(x is None for x in v) if isinstance(v, list) else v is None
     return n
@@ -89,15 +89,17 @@ def test_committed_reports_use_inf_and_rebuild_unchanged(name):
     assert any(v == "inf" for e in new["settings"].values() for v in e["fst"])
     old = _legacy(new)
     assert _fst_nulls(old) > 0
-    assert reproduce.upgrade_fst_nulls(old) == new  # the mechanical rewrite, exactly
+    assert reproduce_report.upgrade_fst_nulls(old) == new  # the mechanical rewrite, exactly
     assert json.dumps(new, indent=1, allow_nan=False) + "\n" == text  # only null -> "inf"
     notes = (d / "notes.md").read_text()
     for doc in (new, old):  # the report is the committed one, from either form
-        assert reproduce.tables_markdown(doc) == (d / "tables.md").read_text()
-        assert reproduce.readme_markdown(doc, notes) == (d / "README.md").read_text()
-    verdicts = [(c["setting"], c["measure"], c["paper_vs_ci"]) for c in reproduce.comparison(new)]
+        assert reproduce_report.tables_markdown(doc) == (d / "tables.md").read_text()
+        assert reproduce_report.readme_markdown(doc, notes) == (d / "README.md").read_text()
+    verdicts = [
+        (c["setting"], c["measure"], c["paper_vs_ci"]) for c in reproduce_report.comparison(new)
+    ]
     assert verdicts == [
-        (c["setting"], c["measure"], c["paper_vs_ci"]) for c in reproduce.comparison(old)
+        (c["setting"], c["measure"], c["paper_vs_ci"]) for c in reproduce_report.comparison(old)
     ]
     assert [c for c in new["comparison"] if c["paper_vs_ci"] == "below"]  # inf endpoints read
 
@@ -116,6 +118,6 @@ def test_committed_readings_report_uses_inf_and_rebuilds_unchanged():
 def test_figure3_reads_legacy_and_new_fsts(tmp_path):
     d = REPO / "reports" / "pgc-a3c-sample"
     new = json.loads((d / "results.json").read_text())
-    reproduce.figure3(new, tmp_path / "new.png")
-    reproduce.figure3(_legacy(new), tmp_path / "old.png")
+    reproduce_report.figure3(new, tmp_path / "new.png")
+    reproduce_report.figure3(_legacy(new), tmp_path / "old.png")
     assert (tmp_path / "new.png").read_bytes() == (tmp_path / "old.png").read_bytes()

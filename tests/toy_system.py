@@ -152,4 +152,5 @@ SYSTEM = SystemSpec(
     charges=charges,
     attacks={"toy-guess": "tests.toy_system:guess"},
     report_sections="tests.toy_system:report_sections",
+    tiny_config={"agents": 20, "reports": 3, "epsilon": 2.0},
 )

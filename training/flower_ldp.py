@@ -62,7 +62,6 @@ from ldp_audit.training.flower_ldp_protocol import (
     RUN_CONFIG_KEYS,
     SERVER_CONFIG_KEYS,
     flatten,
-    require_flwr,
     unflatten,
 )
 from ldp_audit.training.flower_ldp_server import (
@@ -85,9 +84,6 @@ __all__ = [
     "RUN_CONFIG_KEYS",
     "SERVER_CONFIG_KEYS",
 ]
-
-# Importable from here as before (flower_run.py imports ``_flwr``).
-_flwr = require_flwr
 
 
 def __getattr__(name: str) -> Any:

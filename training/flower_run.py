@@ -70,9 +70,9 @@ def flwr_run(
     import sys
     import tempfile
 
-    from ldp_audit.training.flower_ldp import _flwr
+    from ldp_audit.training.flower_ldp_protocol import require_flwr
 
-    _flwr()
+    require_flwr()
     n = num_supernodes
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise InvalidParameterError(f"num_supernodes must be an int >= 1, got {num_supernodes!r}")

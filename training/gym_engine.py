@@ -16,16 +16,16 @@ from ldp_audit.training.gym_envs import (
     make_param_vector_env,
 )
 from ldp_audit.training.gym_pgc import (
-    _BLOCK,
-    _SEED_BOUND,
+    BLOCK,
+    SEED_BOUND,
     GymPgcConfig,
     GymTrainResult,
-    _privacy_summary,
     loss_gradients,
+    privacy_summary,
 )
 
 
-class _Engine:
+class Engine:
     """All agents of all trials in lock-step over one ParamVectorEnv."""
 
     def __init__(self, cfg: GymPgcConfig, seed: int, accountant: Any, record: bool) -> None:
@@ -70,8 +70,8 @@ class _Engine:
         self.rows_tr: list[dict[str, np.ndarray]] = []
         self.transcript_rows: list[Any] = []
         self.secret_rows: list[dict[str, np.ndarray]] = []
-        self.ublock = np.zeros((self.R, _BLOCK))
-        self.upos = _BLOCK
+        self.ublock = np.zeros((self.R, BLOCK))
+        self.upos = BLOCK
 
     # -------------------------------------------------------------------------------- helpers
     def _theta_index(self, trial: int) -> int:
@@ -95,7 +95,7 @@ class _Engine:
                 self.value[r] = self.cand[int(rr.integers(self.cand.size))]
             else:
                 self.round[r] += 1
-            seeds.append(int(rr.integers(0, _SEED_BOUND)))
+            seeds.append(int(rr.integers(0, SEED_BOUND)))
             self.theta[r] = self.agg.theta[tr]
             self.tidx[r] = self._theta_index(tr)
         self.env.set_param(rows, self.value[rows])
@@ -106,10 +106,10 @@ class _Engine:
         return np.asarray(o, dtype=np.float64).reshape(self.R, -1)[rows]
 
     def _uniforms(self) -> np.ndarray:
-        if self.upos == _BLOCK:
+        if self.upos == BLOCK:
             n = self.cfg.n_agents
             for tr in range(self.cfg.trials):
-                self.ublock[tr * n : (tr + 1) * n] = self.act_rng[tr].random((_BLOCK, n)).T
+                self.ublock[tr * n : (tr + 1) * n] = self.act_rng[tr].random((BLOCK, n)).T
             self.upos = 0
         u = self.ublock[:, self.upos]
         self.upos += 1
@@ -249,7 +249,7 @@ class _Engine:
             zeta=self.zeta,
             theta=self.agg.theta.copy(),
             submissions=self.n_sub.copy(),
-            privacy=_privacy_summary(self.cfg, self.next_agent),
+            privacy=privacy_summary(self.cfg, self.next_agent),
             env_steps=self.env_steps,
             seconds=seconds,
             transcript=tr,

@@ -15,7 +15,7 @@ The generic path of ``ldp-audit train pgc-a3c --env ENV_ID --private-param NAME=
   n_actions + 1), Glorot-uniform;
 - **the episode loss** (eqs. 15-18) over ``n_actions`` actions, by hand in NumPy (checked
   against torch autograd in tests/test_gym_pgc.py; the same formulation,
-  ``ldp_audit.training.pgc_a3c.gradients._softmax_gradients``, is the reference the CartPole
+  ``ldp_audit.training.pgc_a3c.gradients.softmax_gradients``, is the reference the CartPole
   engine's compiled gradient is checked against): ``dL/dz_t = -A_t (onehot(a_t) - pi_t) + beta
   pi_t (log pi_t + H_t)``, ``dL/dV_t = -2 lambda A_t``, with ``A_t = V_hat_t - V(s_t)`` and
   ``V_hat_t = sum_{j>=t} gamma^{j-t} r_j + gamma^{T-t} V(s_T)`` (V(s_T) = 0 when the episode
@@ -60,9 +60,9 @@ from ldp_audit.training.gym_envs import (
 )
 
 # the config checks, paper defaults and network initialisation shared with the CartPole engine
-from ldp_audit.training.pgc_a3c.config import _check_int, _from_json_dict, _SharedFields
-from ldp_audit.training.pgc_a3c.gradients import _softmax_gradients
-from ldp_audit.training.pgc_a3c.model import _check_params, _glorot_uniform, _unpack
+from ldp_audit.training.pgc_a3c.config import SharedFields, check_int, from_json_dict
+from ldp_audit.training.pgc_a3c.gradients import softmax_gradients
+from ldp_audit.training.pgc_a3c.model import check_params, glorot_uniform, unpack_views
 from ldp_audit.validation import check_bool, check_positive, check_rng
 
 __all__ = [
@@ -78,12 +78,12 @@ __all__ = [
 
 #: ``config.json``'s ``algorithm`` of a run of this trainer.
 ALGORITHM = "pgc-a3c-gym"
-_BLOCK = 256  # acting uniforms drawn per trial in blocks of this many lock-steps
-_SEED_BOUND = 2**63 - 1
+BLOCK = 256  # acting uniforms drawn per trial in blocks of this many lock-steps
+SEED_BOUND = 2**63 - 1
 
 
 @dataclass(frozen=True, kw_only=True)
-class GymPgcConfig(_SharedFields):
+class GymPgcConfig(SharedFields):
     """A PGC-A3C run on a Gymnasium environment with one private parameter per agent.
 
     The privacy and learning hyper-parameters mean what they mean in
@@ -131,9 +131,9 @@ class GymPgcConfig(_SharedFields):
             ("rounds", 1),
             ("hidden", 1),
         ):
-            _check_int(getattr(self, name), name, lo)
+            check_int(getattr(self, name), name, lo)
         if self.episode_steps is not None:
-            _check_int(self.episode_steps, "episode_steps", 1)
+            check_int(self.episode_steps, "episode_steps", 1)
         self._check_clip_and_buffer()
         self._check_learning_fields()
         if self.budget is not None:
@@ -195,7 +195,7 @@ class GymPgcConfig(_SharedFields):
         its ``env_module`` must already be imported (see :func:`config_from_run`)."""
         import sys
 
-        d = _from_json_dict(d)
+        d = from_json_dict(d)
         mod = d.get("env_module")
         if mod is not None and mod not in sys.modules:
             raise InvalidParameterError(
@@ -228,15 +228,15 @@ class Network:
 
     def init(self, rng: np.random.Generator) -> np.ndarray:
         """Glorot-uniform parameters (d,) (TensorFlow's default, as the CartPole engine)."""
-        return _glorot_uniform(check_rng(rng), self.obs_dim, self.n_actions, self.hidden)
+        return glorot_uniform(check_rng(rng), self.obs_dim, self.n_actions, self.hidden)
 
     def unpack(self, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Views (B, H, O), (B, A, H), (B, H) of a (B, d) batch."""
-        return _unpack(theta, self.obs_dim, self.n_actions, self.hidden)
+        return unpack_views(theta, self.obs_dim, self.n_actions, self.hidden)
 
     def check(self, theta: Any, name: str = "theta") -> np.ndarray:
         """``theta`` as a C-contiguous (B, d) float64 batch of finite values ((d,): one row)."""
-        return _check_params(theta, self.dim, name)
+        return check_params(theta, self.dim, name)
 
     def logits(self, theta: np.ndarray, obs: np.ndarray) -> np.ndarray:
         """Logits (B, A) of one observation per row (theta (B, d), obs (B, O))."""
@@ -297,7 +297,7 @@ def loss_gradients(
     lengths = np.asarray(lengths, dtype=np.int64)
     if lengths.shape != (m,) or lengths.min() < 1 or lengths.max() > big_l:
         raise InvalidParameterError(f"lengths must be (M,) in [1, {big_l}], got {lengths!r}")
-    return _softmax_gradients(
+    return softmax_gradients(
         theta,
         obs,
         actions,
@@ -338,7 +338,7 @@ def rollout(
     env = make_param_vector_env(cfg.info, cfg.private_param, b, max_episode_steps=steps)
     try:
         env.set_param(np.arange(b), vals)
-        o, _ = env.reset(seed=rng.integers(0, _SEED_BOUND, size=b).tolist())
+        o, _ = env.reset(seed=rng.integers(0, SEED_BOUND, size=b).tolist())
         obs = np.zeros((b, steps + 1, net.obs_dim))
         acts = np.zeros((b, steps), dtype=np.int64)
         rews = np.zeros((b, steps))
@@ -385,7 +385,7 @@ def rollout(
 def _reset_rows(env: Any, mask: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, Any]:
     rows = np.flatnonzero(mask)
     o, info = env.reset(
-        seed=rng.integers(0, _SEED_BOUND, size=rows.size).tolist(), options={"reset_mask": mask}
+        seed=rng.integers(0, SEED_BOUND, size=rows.size).tolist(), options={"reset_mask": mask}
     )
     return np.asarray(o, dtype=np.float64).reshape(env.num_envs, -1)[rows], info
 
@@ -455,7 +455,7 @@ class GymTrainResult:
     secrets: dict[str, np.ndarray] | None
 
 
-def _privacy_summary(c: GymPgcConfig, agents: np.ndarray) -> dict[str, Any]:
+def privacy_summary(c: GymPgcConfig, agents: np.ndarray) -> dict[str, Any]:
     fin = math.isfinite(c.epsilon)
     return {
         "mechanism": c.mechanism,
@@ -501,11 +501,11 @@ def train(
     """
     if not isinstance(cfg, GymPgcConfig):
         raise InvalidParameterError(f"cfg must be a GymPgcConfig, got {type(cfg).__name__}")
-    seed = _check_int(seed, "seed", 0)
+    seed = check_int(seed, "seed", 0)
     check_bool(progress, "progress")
     check_bool(overwrite, "overwrite")
     from ldp_audit.rundir import RunWriter, check_new_dir, json_number
-    from ldp_audit.training.pgc_a3c import _make_accountant
+    from ldp_audit.training.pgc_a3c.privacy import make_accountant
 
     writer = None
     if run_dir is not None:
@@ -521,11 +521,11 @@ def train(
         )
         if ledger is None:
             ledger = writer.open_ledger()
-    acc = _make_accountant(ledger, cfg.budget)
+    acc = make_accountant(ledger, cfg.budget)
     record = (run_dir is not None) if transcript is None else bool(transcript)
-    from ldp_audit.training.gym_engine import _Engine  # the engine imports this module
+    from ldp_audit.training.gym_engine import Engine  # the engine imports this module
 
-    eng = _Engine(cfg, seed, acc, record)
+    eng = Engine(cfg, seed, acc, record)
     bar = None
     if progress:
         from tqdm.auto import tqdm

@@ -40,7 +40,7 @@ import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training import metrics
-from ldp_audit.training.reproduce import INF, MACHINE, PAPER, _setting_seed, _versions
+from ldp_audit.training.reproduce import INF, MACHINE, PAPER, _versions, setting_seed
 
 __all__ = [
     "READINGS",
@@ -199,7 +199,7 @@ def _configs(cfg: ReadingsConfig) -> list[tuple[str, dict[str, Any], Any, int]]:
                 else:
                     kw.update(mechanism="laplace", epsilon=eps, **opts)
                 meta = {"reading": name, "acting": acting, "epsilon": eps, "control": False}
-                seed = _setting_seed(cfg.seed, _ROW_INDEX[eps])
+                seed = setting_seed(cfg.seed, _ROW_INDEX[eps])
                 out.append((_key(name, acting, eps), meta, PgcA3cConfig(**kw), seed))
     if cfg.controls:
         for name, (opts, _) in CONTROLS.items():
@@ -212,7 +212,7 @@ def _configs(cfg: ReadingsConfig) -> list[tuple[str, dict[str, Any], Any, int]]:
                 **opts,
             )
             meta = {"reading": name, "acting": "sample", "epsilon": INF, "control": True}
-            seed = _setting_seed(cfg.seed, _ROW_INDEX[INF])
+            seed = setting_seed(cfg.seed, _ROW_INDEX[INF])
             out.append((f"control-{name}", meta, PgcA3cConfig(**kw), seed))
     return out
 

@@ -252,7 +252,7 @@ def _settings(cfg: ReproduceConfig) -> tuple[list[Setting], list[Setting]]:
     return ordered[: len(grid)], ordered[len(grid) :]
 
 
-def _setting_seed(master: int, index: int) -> int:
+def setting_seed(master: int, index: int) -> int:
     """Independent per-setting seed (SeedSequence of (master, index))."""
     return int(np.random.SeedSequence([master, index]).generate_state(1, dtype=np.uint32)[0])
 
@@ -344,12 +344,13 @@ def engine_grid(
     import warnings
 
     from ldp_audit.backends import check_backend, grid_runs
-    from ldp_audit.training.pgc_a3c import PrivacyClaimWarning, _coordinate_warning
+    from ldp_audit.training.pgc_a3c import PrivacyClaimWarning
+    from ldp_audit.training.pgc_a3c.privacy import coordinate_warning
 
     backend, address, workers = check_backend(backend, address, workers)
     for c in configs:  # the library's warning, once, in this process
         if c.clip_kind == "coordinate" and c.mechanism == "laplace":
-            warnings.warn(_coordinate_warning(c), PrivacyClaimWarning, stacklevel=2)
+            warnings.warn(coordinate_warning(c), PrivacyClaimWarning, stacklevel=2)
     if chunks is None:
         chunks = workers or 1
         if backend == "ray" and (address is not None or workers is None):
@@ -465,7 +466,7 @@ def run_reproduction(
         "figure2": {},
     }
     zetas: dict[str, np.ndarray] = {}
-    seeds = {s.key: _setting_seed(cfg.seed, s.index) for s in grid + extra}
+    seeds = {s.key: setting_seed(cfg.seed, s.index) for s in grid + extra}
     horizon = {s.key: cfg.max_submissions for s in grid}
     horizon.update({s.key: cfg.figure2_submissions or cfg.max_submissions for s in extra})
     t_all = time.perf_counter()
@@ -586,39 +587,3 @@ def _versions() -> dict[str, str]:
         except md.PackageNotFoundError:
             out[pkg] = "not installed"
     return out
-
-
-# The report (tables, figures, README) lives in ldp_audit.training.reproduce_report; its names
-# stay importable from here, loaded on first use (that module imports this one).
-_REPORT_NAMES = frozenset(
-    [
-        "FST_FIELDS",
-        "_CI_NOTE",
-        "_TITLES",
-        "_cell",
-        "_eps_label",
-        "_eps_of",
-        "_fmt",
-        "_inf_float",
-        "_num",
-        "_paper_cell",
-        "_reading_lines",
-        "_submission_axis",
-        "comparison",
-        "figure2",
-        "figure3",
-        "readme_markdown",
-        "reproduce_command",
-        "tables_markdown",
-        "upgrade_fst_nulls",
-        "write_report",
-    ]
-)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _REPORT_NAMES:
-        from ldp_audit.training import reproduce_report
-
-        return getattr(reproduce_report, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -315,7 +315,7 @@ def frd_reproduce_estimates(s: Any, *, workers: int = 1) -> list[Estimate]:
 
 
 def fedrl_reproduce_estimates(rc: Any, *, workers: int = 1) -> list[Estimate]:
-    """``reproduce fedrl`` (:class:`~ldp_audit.training.fedrl_reproduce.ReproConfig`): Table 1
+    """``reproduce fedrl`` (:class:`~ldp_audit.training.fedrl.reproduce.ReproConfig`): Table 1
     per size, Figure 4 per history length, the attack runs."""
     from ldp_audit.training.fedrl import FedRLConfig
 

@@ -131,6 +131,7 @@ PGC_A3C = SystemSpec(
     report_sections="ldp_audit.training.pgc_report:report_sections",
     reproduce="ldp_audit.training.reproduce:run_reproduction",
     cli="ldp_audit.cli.train_cmd:register_pgc",
+    tiny_config={"mechanism": "laplace", "epsilon": 1.0, "trials": 2, "max_submissions": 30},
 )
 
 
@@ -245,6 +246,10 @@ DPRL = SystemSpec(
     report_sections="ldp_audit.training.statements:dprl_report",
     reproduce="ldp_audit.training.dprl.reproduce:reproduce",
     cli="ldp_audit.cli.dprl_cmd:register",
+    tiny_config=tuple(
+        {"algo": "reinforce", "episodes": 8, "num_envs": 4, "hidden": 16, "privacy": p}
+        for p in ("dpsgd", "obs-noise")
+    ),
 )
 
 
@@ -258,6 +263,7 @@ def train_fedrl(
 ) -> TrainResult:
     """``train_fedrl`` with a run directory (as ``train fedrl``), else ``run_fedrl``."""
     from ldp_audit.training import fedrl as F
+    from ldp_audit.training.fedrl.metrics import table_metrics
 
     _no_ledger_with_run_dir("fedrl", run_dir, ledger)
     t0 = time.perf_counter()
@@ -269,7 +275,7 @@ def train_fedrl(
 
         acc = Accountant(ledger) if ledger is not None else None
         native = F.run_fedrl(cfg, seed=seed, accountant=acc, progress=bool(progress))
-        metrics = F._metrics(cfg, native["results"])
+        metrics = table_metrics(cfg, native["results"])
         metrics["privacy"] = F.privacy_table(cfg, native["accountant"], range(cfg.runs))
     return TrainResult(
         system="fedrl",
@@ -337,6 +343,11 @@ def fedrl_charges(tr: Mapping[str, np.ndarray], cfg: Any) -> dict[str, int]:
     return dict(out)
 
 
+#: a FedRL run of a few seconds (the contract test's)
+FEDRL_TINY = dict(size=8, n_maps=100, train_steps=20, n_envs=4, batch_size=8, learning_starts=16,
+                  eval_maps=5, target_update=5, prepay_block=7, clip_outputs=1.0,
+                  methods=["fedrl"])  # fmt: skip
+
 FEDRL = SystemSpec(
     name="fedrl",
     summary="FedRL (Zhuo et al. 2019): Gaussian noise on shared Q outputs, GridWorld",
@@ -350,6 +361,7 @@ FEDRL = SystemSpec(
     reproduce="ldp_audit.training.fedrl.reproduce:reproduce",
     cli="ldp_audit.cli.fedrl_cmd:register",
     attack_cli="ldp_audit.cli.fedrl_cmd:register_attack",
+    tiny_config=FEDRL_TINY,
 )
 
 
@@ -455,6 +467,11 @@ def frd_charges(tr: Mapping[str, np.ndarray], cfg: Any) -> dict[str, int]:
     return _per_row(f"{int(t)}/{int(a)}" for t, a, _ in keys)
 
 
+#: an LDP FRD run of a few seconds (the contract test's)
+FRD_TINY = dict(n_agents=2, groups=2, sections=10, exchange_period=3, initial_episodes=2,
+                hidden=8, layers=1, max_episodes=9, stop_at_mission=False, ldp_epsilon=0.5,
+                ldp_samples=4)  # fmt: skip
+
 FRD = SystemSpec(
     name="frd",
     summary="FRD (Cha et al. 2019): proxy experience memory exchange, and its LDP variant",
@@ -471,4 +488,5 @@ FRD = SystemSpec(
     reproduce="ldp_audit.training.frd.reproduce:reproduce",
     cli="ldp_audit.cli.frd_cmd:register",
     attack_cli="ldp_audit.cli.frd_cmd:register_attack",
+    tiny_config=FRD_TINY,
 )

@@ -40,7 +40,7 @@ record format, chain and MAC maths :mod:`~ldp_audit.accountant.ledger_format` an
 
 from __future__ import annotations
 
-import os  # noqa: F401 - tests patch ``ledger.os.access`` (the SQLite store's permission check)
+import os
 import secrets
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -54,34 +54,17 @@ from ldp_audit.accountant.ledger_format import (
     READABLE_VERSIONS,
     RESERVED_META,
     SCHEMA_VERSION,
-    SCOPES,
     AgentState,
     LedgerIntegrityError,
     LedgerReadOnlyError,
     LedgerSchemaError,
-    _agent_chk,
-    _agent_msg,
-    _events_bytes,
-    _genesis,
     _head_msg,
     _meta_digest,
-    _row_bytes,
-    _row_hash,
-    _state_chk,
     check_rows,
 )
 from ldp_audit.accountant.ledger_queries import LedgerQueries
 from ldp_audit.accountant.ledger_replay import Replay
-from ldp_audit.accountant.ledger_sqlite import (
-    _AGENTS,
-    _CHARGES,
-    _HEAD,
-    _META,
-    _STATE,
-    SqliteStore,
-    _check_path,
-    _check_timeout,
-)
+from ldp_audit.accountant.ledger_sqlite import _META, SqliteStore, _check_path, _check_timeout
 from ldp_audit.accountant.ledger_store import (
     CountStore,
     HeadRecord,
@@ -89,7 +72,7 @@ from ldp_audit.accountant.ledger_store import (
     RowStore,
 )
 from ldp_audit.accountant.ledger_tally import TallyStore
-from ldp_audit.accountant.ledger_verify import TAIL_ROWS, identify, resolve_key
+from ldp_audit.accountant.ledger_verify import identify, resolve_key
 from ldp_audit.accountant.ledger_write import ChainWriter, Transaction
 from ldp_audit.errors import InvalidParameterError, LedgerError
 
@@ -112,11 +95,6 @@ __all__ = [
     "TallyStore",
 ]
 
-# Re-exported for the modules and tests that read the format through this module.
-_REEXPORTED = (
-    SCOPES, TAIL_ROWS, _genesis, _agent_chk, _agent_msg, _events_bytes, _head_msg, _row_bytes,
-    _row_hash, _state_chk, _AGENTS, _CHARGES, _HEAD, _META, _STATE, HeadRecord,
-)  # fmt: skip
 
 #: Most agents whose state a writer keeps between its own commits (``Ledger._wc``).
 WRITE_CACHE_AGENTS = 262_144

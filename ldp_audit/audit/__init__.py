@@ -77,7 +77,7 @@ its claim could get from the audit at this size.
 :func:`sequential_plan` (a doubling schedule of sample sizes, stage k at level
 ``alpha 6 / (pi^2 k^2)``, the last at the rest of alpha, stages that could not refute the claim
 merged away), stopping at the first refutation (the union bound over stages makes any stopping
-rule valid; see ``sequential._audit_sequential``).
+rule valid; see ``sequential.audit_sequential``).
 
 A violation is attributed to the floating-point representation only when the distribution
 reading of the same samples does not already refute the claim. Finding no violation proves
@@ -99,8 +99,6 @@ white-box epsilon). The bounds themselves are :mod:`ldp_audit.stats`'s.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from ldp_audit._scalar import from_scalar
 from ldp_audit.audit.api import audit
@@ -146,39 +144,3 @@ __all__ = [
     "sequential_schedule",
     "tightness_ceiling",
 ]
-
-#: where the stages live (``ldp_audit.audit`` was one module; its private names stay readable
-#: from here through :func:`__getattr__`).
-_STAGES = (
-    "api",
-    "plan",
-    "search",
-    "selection",
-    "statistics",
-    "sampling",
-    "estimation",
-    "delta",
-    "tradeoff",
-    "sequential",
-    "resolution",
-    "mechanism",
-    "results",
-    "exact",
-)
-
-
-def __getattr__(name: str) -> Any:
-    """A name of the former single module (e.g. ``_probe_event``), read from its stage.
-
-    Reading only: to change a module constant (``_CHUNK_ELEMENTS``), set it on the stage that
-    uses it (``ldp_audit.audit.sampling``).
-    """
-    import importlib
-
-    if name.startswith("__"):
-        raise AttributeError(name)
-    for stage in _STAGES:
-        mod = importlib.import_module(f"{__name__}.{stage}")
-        if name in vars(mod):
-            return vars(mod)[name]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

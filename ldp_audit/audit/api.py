@@ -1,17 +1,17 @@
 """The auditor's entry point, ``audit()``, as stages: check, plan, select, estimate, conclude.
 
-1. :func:`~ldp_audit.audit.plan._check_arguments`: every argument validated (types checked,
+1. :func:`~ldp_audit.audit.plan.check_arguments`: every argument validated (types checked,
    not coerced) before any sample is drawn; a sequential audit is handed to
    :mod:`ldp_audit.audit.sequential` here.
-2. :class:`~ldp_audit.audit.plan._Plan`: the split of ``samples`` into selection (A fits
+2. :class:`~ldp_audit.audit.plan.Plan`: the split of ``samples`` into selection (A fits
    statistics, B chooses events) and estimation, the error levels, the warnings known before
    any work.
 3. :func:`~ldp_audit.audit.search._select`: per input pair, statistics fitted on A
    (:mod:`ldp_audit.audit.statistics`) and threshold events chosen on B
-   (:mod:`ldp_audit.audit.selection`); :func:`~ldp_audit.audit.search._kept_events` keeps the
+   (:mod:`ldp_audit.audit.selection`); :func:`~ldp_audit.audit.search.kept_events` keeps the
    verdicts', the profile's and the f-DP curve's events.
 4. :func:`~ldp_audit.audit.estimation._estimate`: the kept events counted on fresh samples;
-   :func:`~ldp_audit.audit.estimation._verdict_bounds` their bounds.
+   :func:`~ldp_audit.audit.estimation.verdict_bounds` their bounds.
 5. :func:`_conclude`: the two verdicts, the profile, the f-DP curve, the delta bound and the
    warnings, in one :class:`~ldp_audit.audit.results.AuditResult`.
 """
@@ -26,21 +26,21 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.audit.delta import _delta_lower_bound
-from ldp_audit.audit.estimation import _Counts, _estimate, _profile_lowers, _verdict_bounds
-from ldp_audit.audit.mechanism import _claimed_profile, _mechanism_label
-from ldp_audit.audit.plan import _check_arguments, _Options, _pair_list, _Plan
+from ldp_audit.audit.estimation import Counts, _estimate, profile_lowers, verdict_bounds
+from ldp_audit.audit.mechanism import claimed_profile, mechanism_label
+from ldp_audit.audit.plan import Options, Plan, _pair_list, check_arguments
 from ldp_audit.audit.resolution import one_count_epsilon, tightness_ceiling
 from ldp_audit.audit.results import (
     AuditResult,
     PrivacyProfile,
     Verdict,
     Witness,
-    _consequences,
+    consequences,
     with_inconclusive_texts,
 )
-from ldp_audit.audit.search import _Kept, _kept_events, _select, _Selection
-from ldp_audit.audit.sequential import _audit_sequential
-from ldp_audit.audit.tradeoff import _tradeoff_curve, claimed_gaussian_curve
+from ldp_audit.audit.search import Kept, _select, _Selection, kept_events
+from ldp_audit.audit.sequential import audit_sequential
+from ldp_audit.audit.tradeoff import claimed_gaussian_curve, tradeoff_curve
 
 __all__ = ["audit"]
 
@@ -161,7 +161,7 @@ def audit(
         UserCodeError: the user's code raised, returned non-numbers or only NaN/inf.
     """
     start = time.perf_counter()
-    o = _check_arguments(
+    o = check_arguments(
         mechanism,
         samples=samples,
         confidence=confidence,
@@ -181,9 +181,10 @@ def audit(
         delta_event=delta_event,
     )
     if o.sequential:
-        return _audit_sequential(
+        return audit_sequential(
             mechanism,
             pairs,
+            stage=audit,
             samples=o.samples,
             confidence=o.confidence,
             rng=o.rng,
@@ -202,7 +203,7 @@ def audit(
             start=start,
         )
     pair_list = _pair_list(mechanism, pairs, o.dim)
-    plan = _Plan.of(mechanism, o)
+    plan = Plan.of(mechanism, o)
 
     from tqdm.auto import tqdm
 
@@ -216,7 +217,7 @@ def audit(
 
     try:
         sel = _select(mechanism, pair_list, o, plan, bar.update, total)
-        kept = _kept_events(sel, o.max_events, o.tradeoff)
+        kept = kept_events(sel, o.max_events, o.tradeoff)
         counts = _estimate(
             mechanism,
             pair_list,
@@ -256,7 +257,7 @@ def _verdicts(
     if float_bits:
         i_bound, i_wit = _best_of(per_event)
         impl_info = (i_bound, i_bound > claimed, i_wit.family if i_wit else "")
-    d_text, i_text = _consequences((d_bound, d_viol), impl_info)
+    d_text, i_text = consequences((d_bound, d_viol), impl_info)
     distribution = Verdict(
         "distribution", d_bound, claimed, d_viol, d_wit, d_text, events_estimated=n_dist
     )
@@ -276,17 +277,17 @@ def _verdicts(
 
 def _conclude(
     mechanism: Any,
-    o: _Options,
-    plan: _Plan,
+    o: Options,
+    plan: Plan,
     pair_list: list[tuple[np.ndarray, np.ndarray]],
     sel: _Selection,
-    kept: _Kept,
-    counts: _Counts,
+    kept: Kept,
+    counts: Counts,
     start: float,
 ) -> AuditResult:
     """The verdicts, the profile, the f-DP curve, the delta bound and the warnings."""
     claimed, delta, alpha = o.claimed, o.delta, plan.alpha
-    bounds, per_event = _verdict_bounds(
+    bounds, per_event = verdict_bounds(
         kept.verdict,
         counts,
         pair_list,
@@ -299,8 +300,8 @@ def _conclude(
     top = implementation if implementation is not None else distribution
     prof = None
     if plan.profile_deltas:
-        lowers = _profile_lowers(kept.profile, counts, plan.profile_deltas, alpha)
-        claimed_curve, source = _claimed_profile(mechanism, claimed, delta, plan.profile_deltas)
+        lowers = profile_lowers(kept.profile, counts, plan.profile_deltas, alpha)
+        claimed_curve, source = claimed_profile(mechanism, claimed, delta, plan.profile_deltas)
         prof = PrivacyProfile(
             delta=plan.profile_deltas,
             epsilon_lower=tuple(float(v) for v in lowers),
@@ -311,7 +312,7 @@ def _conclude(
         )
     curve = None
     if kept.tradeoff:
-        curve = _tradeoff_curve(
+        curve = tradeoff_curve(
             mechanism,
             claimed,
             delta,
@@ -367,7 +368,7 @@ def _conclude(
         witness=top.witness,
         seconds=time.perf_counter() - start,
         delta=delta,
-        mechanism=_mechanism_label(mechanism),
+        mechanism=mechanism_label(mechanism),
         pairs_tested=len(pair_list),
         events_estimated=len(kept.verdict),
         selection_samples=plan.n_sel,

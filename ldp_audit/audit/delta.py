@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from ldp_audit.audit.sampling import _Joint
-from ldp_audit.audit.selection import _Candidate
+from ldp_audit.audit.sampling import Joint
+from ldp_audit.audit.selection import Candidate
 from ldp_audit.stats import (
     clopper_pearson_lower,
     clopper_pearson_upper,
@@ -16,10 +16,10 @@ from ldp_audit.stats import (
 
 
 def _delta_lower_bound(
-    events: Sequence[_Candidate],
+    events: Sequence[Candidate],
     results: dict[int, tuple[int, int]],
     sizes: dict[int, tuple[int, int]],
-    joints: dict[int, _Joint],
+    joints: dict[int, Joint],
     claimed: float,
     alpha: float,
     poisson: bool,

@@ -2,7 +2,7 @@
 
 :func:`_estimate` draws, per input pair that a kept event uses, fresh outputs of both inputs
 from the pair's own estimation streams (Poisson-sized with ``ratio_test="poisson"``) and counts
-every event in one pass; :func:`_verdict_bounds` turns each verdict event's two counts into its
+every event in one pass; :func:`verdict_bounds` turns each verdict event's two counts into its
 epsilon lower bound with :mod:`ldp_audit.stats` (two one-sided Clopper-Pearson bounds, the
 pooled rate bounds, or the joint Poisson test), Bonferroni over the verdicts' m events, with
 the :class:`~ldp_audit.audit.results.Witness` that names the event.
@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.audit.results import Witness
-from ldp_audit.audit.sampling import _Joint, _stream_counts
-from ldp_audit.audit.selection import _Candidate
+from ldp_audit.audit.sampling import Joint, stream_counts
+from ldp_audit.audit.selection import Candidate
 from ldp_audit.stats import (
     epsilon_lower_bound_from_counts,
     epsilon_lower_bound_from_poisson_counts,
@@ -28,7 +28,7 @@ from ldp_audit.stats import (
 
 
 @dataclass
-class _Counts:
+class Counts:
     """The estimation counts: per event (by ``id``), its count under x and under x2; per pair,
     the realised sample sizes (Poisson ones under ``ratio_test="poisson"``), the arrival times
     of the delta augmentation's Poisson processes (single, pooled) and, per pooled event, the
@@ -37,14 +37,14 @@ class _Counts:
     results: dict[int, tuple[int, int]] = field(default_factory=dict)
     sizes: dict[int, tuple[int, int]] = field(default_factory=dict)
     arrivals: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
-    joints: dict[int, _Joint] = field(default_factory=dict)
+    joints: dict[int, Joint] = field(default_factory=dict)
     pairs_used: int = 0
 
 
 def _estimate(
     mechanism: Any,
     pair_list: Sequence[tuple[np.ndarray, np.ndarray]],
-    events: Sequence[_Candidate],
+    events: Sequence[Candidate],
     *,
     streams: Sequence[np.random.Generator],
     est_rngs: Sequence[tuple[np.random.Generator, np.random.Generator]],
@@ -54,20 +54,20 @@ def _estimate(
     poisson: bool,
     tick: Callable[[int], None],
     before: Callable[[int], None],
-) -> _Counts:
+) -> Counts:
     """Count ``events`` on fresh outputs (one pass per input of each pair serves them all).
 
     ``before(pairs_used)`` is called once the pairs to draw are known (the progress bar's
     total); ``tick(m)`` after each chunk of m outputs.
     """
-    out = _Counts()
-    by_pair: dict[int, list[_Candidate | _Joint]] = {}
+    out = Counts()
+    by_pair: dict[int, list[Candidate | Joint]] = {}
     for c in events:
         by_pair.setdefault(c.pair, []).append(c)
         if c.partner is not None:
             by_pair[c.pair].append(c.partner)
             if poisson:  # the pair's events are made disjoint: count the intersection
-                out.joints[id(c)] = _Joint(c, c.partner)
+                out.joints[id(c)] = Joint(c, c.partner)
                 by_pair[c.pair].append(out.joints[id(c)])
     out.pairs_used = len(by_pair)
     before(len(by_pair))
@@ -86,16 +86,16 @@ def _estimate(
         n1_p = int(re1.poisson(n_est)) if poisson else n_est
         n2_p = int(re2.poisson(n_est)) if poisson else n_est
         out.sizes[p] = (n1_p, n2_p)
-        k_x = _stream_counts(mechanism, x, n1_p, re1, evs, tick, widths[p])
-        k_x2 = _stream_counts(mechanism, x2, n2_p, re2, evs, tick, widths[p])
+        k_x = stream_counts(mechanism, x, n1_p, re1, evs, tick, widths[p])
+        k_x2 = stream_counts(mechanism, x2, n2_p, re2, evs, tick, widths[p])
         for ev, a, b in zip(evs, k_x, k_x2, strict=True):
             out.results[id(ev)] = (a, b)
     return out
 
 
-def _verdict_bounds(
-    events: Sequence[_Candidate],
-    counts: _Counts,
+def verdict_bounds(
+    events: Sequence[Candidate],
+    counts: Counts,
     pair_list: Sequence[tuple[np.ndarray, np.ndarray]],
     *,
     alpha: float,
@@ -197,9 +197,9 @@ def _verdict_bounds(
     return bounds, per_event
 
 
-def _profile_lowers(
-    events: Sequence[_Candidate],
-    counts: _Counts,
+def profile_lowers(
+    events: Sequence[Candidate],
+    counts: Counts,
     deltas: Sequence[float],
     alpha: float,
 ) -> np.ndarray:

@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit.audit.mechanism import _as_pair, default_pairs
-from ldp_audit.audit.sampling import _privatize_rows
+from ldp_audit.audit.mechanism import as_pair, default_pairs
+from ldp_audit.audit.sampling import privatize_rows
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.validation import check_int
 
@@ -56,7 +56,7 @@ def exact_epsilon(
     pair_list = (
         default_pairs(mechanism, dim)
         if pairs is None
-        else [_as_pair(p, i) for i, p in enumerate(pairs)]
+        else [as_pair(p, i) for i, p in enumerate(pairs)]
     )
     samples = check_int(samples, "samples", minimum=1)
     if isinstance(rng, np.random.Generator):
@@ -92,7 +92,7 @@ def exact_epsilon(
                 _, bits, mats = mechanism.privatize_with_matrices(batch, gen)
                 loss = mechanism.privacy_loss(x[None, :], x2[None, :], bits, mats)
             else:
-                y = _privatize_rows(mechanism, src, int(samples), gen)
+                y = privatize_rows(mechanism, src, int(samples), gen)
                 loss = mechanism.privacy_loss(x[None, :], x2[None, :], y)
             best = max(best, float(np.max(np.abs(loss))))
         if not with_matrices:

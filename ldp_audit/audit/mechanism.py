@@ -2,7 +2,7 @@
 
 A mechanism is anything with ``epsilon`` (optionally ``delta``, ``epsilon_at(delta)``,
 ``candidate_pairs(dim)``, ``to_config()``) and ``privatize(x, rng)``; every attribute of a
-user's object is read through :func:`_user_attr`, so an exception in a user's property comes
+user's object is read through :func:`user_attr`, so an exception in a user's property comes
 back as a :class:`~ldp_audit.errors.UserCodeError` naming it.
 """
 
@@ -24,7 +24,7 @@ __all__ = ["MAX_DIM", "default_pairs"]
 MAX_DIM = 1_000_000
 
 
-def _as_pair(pair: Any, i: int) -> tuple[np.ndarray, np.ndarray]:
+def as_pair(pair: Any, i: int) -> tuple[np.ndarray, np.ndarray]:
     try:
         x, x2 = pair
     except (TypeError, ValueError):
@@ -73,7 +73,7 @@ def default_pairs(mechanism: Any, dim: int | None = None) -> list[tuple[np.ndarr
         )
     if dim is not None:
         dim = check_int(dim, "dim", minimum=1, maximum=MAX_DIM)
-    d = dim if dim is not None else _user_attr(mechanism, "dim", None) or 1
+    d = dim if dim is not None else user_attr(mechanism, "dim", None) or 1
     try:
         raw = list(fn(d))
     except LdpAuditError:
@@ -86,7 +86,7 @@ def default_pairs(mechanism: Any, dim: int | None = None) -> list[tuple[np.ndarr
     out: list[tuple[np.ndarray, np.ndarray]] = []
     seen: set[bytes] = set()
     for i, p in enumerate(raw):
-        x, x2 = _as_pair(p, i)
+        x, x2 = as_pair(p, i)
         key = np.concatenate([x + 0.0, x2 + 0.0]).tobytes()
         if key not in seen:
             seen.add(key)
@@ -96,7 +96,7 @@ def default_pairs(mechanism: Any, dim: int | None = None) -> list[tuple[np.ndarr
     return out
 
 
-def _mechanism_label(mechanism: Any) -> str:
+def mechanism_label(mechanism: Any) -> str:
     to_config = getattr(mechanism, "to_config", None)
     if callable(to_config):
         try:
@@ -107,7 +107,7 @@ def _mechanism_label(mechanism: Any) -> str:
     return type(mechanism).__name__
 
 
-def _user_attr(mechanism: Any, name: str, default: Any = None) -> Any:
+def user_attr(mechanism: Any, name: str, default: Any = None) -> Any:
     """``getattr`` on a user's object; an exception in a property becomes a UserCodeError."""
     try:
         return getattr(mechanism, name, default)
@@ -117,13 +117,13 @@ def _user_attr(mechanism: Any, name: str, default: Any = None) -> Any:
         ) from exc
 
 
-def _check_mechanism(mechanism: Any) -> tuple[float, float]:
-    if not callable(_user_attr(mechanism, "privatize")) or not hasattr(mechanism, "epsilon"):
+def check_mechanism(mechanism: Any) -> tuple[float, float]:
+    if not callable(user_attr(mechanism, "privatize")) or not hasattr(mechanism, "epsilon"):
         raise InvalidParameterError(
             "mechanism must have an epsilon attribute and a privatize(x, rng) method, got "
             f"{type(mechanism).__name__}"
         )
-    raw = _user_attr(mechanism, "epsilon")
+    raw = user_attr(mechanism, "epsilon")
     eps = check_real(raw, "mechanism.epsilon")
     if math.isnan(eps) or eps < 0:
         raise InvalidParameterError(f"mechanism.epsilon must be >= 0, got {raw!r}")
@@ -133,17 +133,17 @@ def _check_mechanism(mechanism: Any) -> tuple[float, float]:
             "audit (every lower bound is below inf). Give the epsilon the mechanism is meant to "
             "satisfy; for a non-private baseline there is nothing to audit"
         )
-    raw_delta = _user_attr(mechanism, "delta", 0.0)
+    raw_delta = user_attr(mechanism, "delta", 0.0)
     delta = 0.0 if raw_delta is None else check_real(raw_delta, "mechanism.delta")
     if not 0.0 <= delta < 1.0:
         raise InvalidParameterError(f"mechanism.delta must be in [0, 1), got {raw_delta!r}")
     return eps, delta
 
 
-def _claimed_profile(
+def claimed_profile(
     mechanism: Any, claimed: float, delta: float, deltas: Sequence[float]
 ) -> tuple[tuple[float, ...], str]:
-    fn = _user_attr(mechanism, "epsilon_at")
+    fn = user_attr(mechanism, "epsilon_at")
     if callable(fn):
         out = []
         for d in deltas:

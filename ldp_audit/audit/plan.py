@@ -1,8 +1,8 @@
 """An audit's arguments, checked, and its plan: how the samples and the error are spent.
 
-:func:`_check_arguments` validates every argument of :func:`ldp_audit.audit.audit` in a fixed
+:func:`check_arguments` validates every argument of :func:`ldp_audit.audit.audit` in a fixed
 order (types checked, not coerced; the first bad one is named) before any sample is drawn;
-:func:`_pair_list` checks the input pairs; :class:`_Plan` splits ``samples`` into selection
+:func:`_pair_list` checks the input pairs; :class:`Plan` splits ``samples`` into selection
 (A fits statistics, B chooses events) and estimation, and ``1 - confidence`` over the events.
 """
 
@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit.audit.mechanism import MAX_DIM, _as_pair, _check_mechanism, _user_attr, default_pairs
+from ldp_audit.audit.mechanism import MAX_DIM, as_pair, check_mechanism, default_pairs, user_attr
 from ldp_audit.audit.resolution import estimation_samples, max_refutable_epsilon
-from ldp_audit.audit.selection import _PROFILE_DELTAS, _SHARES
-from ldp_audit.audit.statistics import _statistic_list
+from ldp_audit.audit.selection import PROFILE_DELTAS, SHARES
+from ldp_audit.audit.statistics import statistic_list
 from ldp_audit.errors import InvalidParameterError, UserCodeError
 from ldp_audit.stats import POOLED_MAX_ALPHA
 from ldp_audit.validation import check_bool, check_int, check_probability
@@ -30,7 +30,7 @@ RATIO_TESTS = ("clopper-pearson", "poisson")
 
 
 @dataclass(frozen=True)
-class _Options:
+class Options:
     """The validated arguments of one :func:`audit` call (``claimed`` and ``delta``: the
     mechanism's claim; ``stat_fns``: the mechanism's shipped statistics, then the user's)."""
 
@@ -59,7 +59,7 @@ class _Options:
         return [nm for _, nm in self.stat_fns]
 
 
-def _check_arguments(
+def check_arguments(
     mechanism: Any,
     *,
     samples: Any,
@@ -78,10 +78,10 @@ def _check_arguments(
     statistics: Any,
     sequential: Any,
     delta_event: Any,
-) -> _Options:
+) -> Options:
     """Every argument of :func:`audit` checked, in a fixed order (the first bad one is named),
     before any sample is drawn; an int seed or None becomes a ``Generator``."""
-    claimed, delta = _check_mechanism(mechanism)
+    claimed, delta = check_mechanism(mechanism)
     conf = check_probability(confidence, "confidence")
     samples = check_int(samples, "samples", minimum=1000)
     frac = check_probability(selection_fraction, "selection_fraction")
@@ -100,9 +100,9 @@ def _check_arguments(
     progress = check_bool(progress, "progress")
     sequential = check_bool(sequential, "sequential")
     delta_event = check_bool(delta_event, "delta_event")
-    user_fns = _statistic_list(statistics, "statistics")
+    user_fns = statistic_list(statistics, "statistics")
     mech_fns: list[tuple[Callable[..., Any], str]] = []
-    shipped = _user_attr(mechanism, "audit_statistics")
+    shipped = user_attr(mechanism, "audit_statistics")
     if callable(shipped):
         try:
             got = shipped()
@@ -111,7 +111,7 @@ def _check_arguments(
                 f"mechanism.audit_statistics() of {type(mechanism).__name__} raised "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
-        mech_fns = _statistic_list(got, "mechanism.audit_statistics()")
+        mech_fns = statistic_list(got, "mechanism.audit_statistics()")
     stat_fns = mech_fns + user_fns
     names = [nm for _, nm in stat_fns]
     dup = sorted({nm for nm in names if names.count(nm) > 1})
@@ -126,7 +126,7 @@ def _check_arguments(
         raise InvalidParameterError(
             f"rng must be a numpy.random.Generator, an int seed or None, got {type(rng).__name__}"
         )
-    return _Options(
+    return Options(
         claimed=claimed,
         delta=delta,
         confidence=conf,
@@ -163,7 +163,7 @@ def _pair_list(
         ) from None
     if n_pairs == 0:
         raise InvalidParameterError("pairs must contain at least one (x, x2) pair, got []")
-    pair_list = [_as_pair(p, i) for i, p in enumerate(pairs)]
+    pair_list = [as_pair(p, i) for i, p in enumerate(pairs)]
     if all(np.array_equal(a, b) for a, b in pair_list):
         raise InvalidParameterError(
             "pairs: every pair has x == x2, so the audit could show nothing; give "
@@ -173,7 +173,7 @@ def _pair_list(
 
 
 @dataclass(frozen=True)
-class _Plan:
+class Plan:
     """How one fixed-sample audit spends its samples and its error probability.
 
     ``n_est`` outputs per input estimate, ``n_sel`` select (``n_a`` fit statistics, ``n_b``
@@ -200,7 +200,7 @@ class _Plan:
     warnings: tuple[str, ...]
 
     @classmethod
-    def of(cls, mechanism: Any, o: _Options) -> _Plan:
+    def of(cls, mechanism: Any, o: Options) -> Plan:
         n_est = estimation_samples(o.samples, o.selection_fraction)
         n_sel = o.samples - n_est
         if n_est < 200:
@@ -213,10 +213,10 @@ class _Plan:
         poisson = o.ratio_test == "poisson"
         pool = o.pool
         if not poisson:  # (Poissonized disjoint pairs are valid at any level)
-            pool = pool and (1.0 - min(_SHARES)) * alpha < POOLED_MAX_ALPHA
+            pool = pool and (1.0 - min(SHARES)) * alpha < POOLED_MAX_ALPHA
         profile_deltas: tuple[float, ...] = ()
         if o.want_profile:
-            profile_deltas = tuple(sorted({*_PROFILE_DELTAS, o.delta}))
+            profile_deltas = tuple(sorted({*PROFILE_DELTAS, o.delta}))
         warn: list[str] = []
         top_bound = max_refutable_epsilon(n_est, o.confidence, pool)
         if o.claimed >= top_bound:
@@ -225,7 +225,7 @@ class _Plan:
                 f"samples per input: no bound can exceed {top_bound:.3g} here, so 'no violation' "
                 "is vacuous; refuting it needs more than e^epsilon samples per input"
             )
-        reproducible = bool(_user_attr(mechanism, "reproducible", True))
+        reproducible = bool(user_attr(mechanism, "reproducible", True))
         if not reproducible:
             warn.append(
                 "the mechanism is not reproducible from the seed (it draws its own randomness); "

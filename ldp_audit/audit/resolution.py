@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ldp_audit.audit.selection import _SHARES
+from ldp_audit.audit.selection import SHARES
 from ldp_audit.stats import (
     POOLED_MAX_ALPHA,
     clopper_pearson_lower,
@@ -40,7 +40,7 @@ def max_refutable_epsilon(n_est: int, confidence: float = 0.95, pool: bool = Fal
     this sample size. ``N = 2 n_est`` when ``pool`` (as in :func:`audit`) and pooling applies
     (``a < 1/4``), else ``n_est``.
     """
-    a = (1.0 - min(_SHARES)) * (1.0 - confidence)
+    a = (1.0 - min(SHARES)) * (1.0 - confidence)
     trials = max(int(n_est), 1) * (2 if pool and a < POOLED_MAX_ALPHA else 1)
     return -math.log(-math.expm1(math.log(a) / trials))
 
@@ -61,7 +61,7 @@ def one_count_epsilon(n_est: int, confidence: float = 0.95, pool: bool = False) 
     tell "never" from "rarely" and no more, so a result that finds no violation there is
     inconclusive (:attr:`AuditResult.inconclusive`).
     """
-    a = (1.0 - min(_SHARES)) * (1.0 - confidence)
+    a = (1.0 - min(SHARES)) * (1.0 - confidence)
     trials = max(int(n_est), 2) * (2 if pool and a < POOLED_MAX_ALPHA else 1)
     return -math.log(float(clopper_pearson_upper(np.array([1.0]), float(trials), a)[0]))
 
@@ -108,7 +108,7 @@ def tightness_ceiling(
         with np.errstate(all="ignore"):
             pred = poisson_log_ratio_lower(p1 * trials, p2 * trials, alpha_event)
         return max(best, float(np.max(np.where(np.isfinite(pred), pred, 0.0))))
-    for share in _SHARES:
+    for share in SHARES:
         lo = clopper_pearson_lower(p1 * trials, trials, alpha_event * share) - delta
         hi = clopper_pearson_upper(p2 * trials, trials, alpha_event * (1.0 - share))
         with np.errstate(all="ignore"):

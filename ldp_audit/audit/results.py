@@ -1,7 +1,7 @@
 """What an audit returns: the result, its two verdicts, witness, profile, f-DP curve and stages.
 
 Plain frozen dataclasses with ``summary()`` / ``to_dict()`` (infinities as ``"inf"``); the
-consequence texts of the two verdicts (:func:`_consequences`) are written here too, so that the
+consequence texts of the two verdicts (:func:`consequences`) are written here too, so that the
 words of a result live in one file. Nothing here draws a sample or computes a bound.
 """
 
@@ -582,7 +582,7 @@ class AuditResult:
 
 def _witness_lines(w: Witness) -> list[str]:
     return [
-        f"witness: x = {_short(w.x)}, x2 = {_short(w.x2)}",
+        f"witness: x = {short_values(w.x)}, x2 = {short_values(w.x2)}",
         f"  event: {w.event}  [{w.family}]",
         f"  counts: {w.k1}/{w.n1} under M(x), {w.k2}/{w.n2} under M(x2) (fresh estimation samples)",
     ]
@@ -594,13 +594,13 @@ def _json_float(v: float) -> float | str:
     return float(v)
 
 
-def _short(v: Sequence[float], k: int = 6) -> str:
+def short_values(v: Sequence[float], k: int = 6) -> str:
     vals = [f"{a:.4g}" for a in v[:k]]
     more = f", ... ({len(v)} values)" if len(v) > k else ""
     return "[" + ", ".join(vals) + more + "]"
 
 
-def _consequences(
+def consequences(
     dist: tuple[float, bool], impl: tuple[float, bool, str] | None
 ) -> tuple[str, str | None]:
     d_bound, d_viol = dist
@@ -659,7 +659,7 @@ def with_inconclusive_texts(r: AuditResult) -> AuditResult:
     if impl is not None:
         fam = impl.witness.family if impl.witness is not None else ""
         impl_info = (impl.epsilon_lower_bound, impl.violation, fam)
-    d_text, i_text = _consequences(
+    d_text, i_text = consequences(
         (r.distribution.epsilon_lower_bound, r.distribution.violation), impl_info
     )
     warn = [w for w in r.warnings if not w.startswith(_INCONCLUSIVE_WARNING)]

@@ -1,8 +1,8 @@
 """Sampling: the mechanism's outputs, drawn in bounded chunks and read by statistics or events.
 
-Every call of the user's ``privatize`` goes through :func:`_privatize_rows` (one call on n
+Every call of the user's ``privatize`` goes through :func:`privatize_rows` (one call on n
 copies of an input, outputs coerced to float64 (n, k), user errors wrapped with context);
-:func:`_stream_values` and :func:`_stream_counts` stream n outputs chunk by chunk (at most
+:func:`stream_values` and :func:`stream_counts` stream n outputs chunk by chunk (at most
 ``_CHUNK_ELEMENTS`` values held at once) into statistic values or event counts.
 """
 
@@ -14,18 +14,18 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit.audit.results import _short
-from ldp_audit.audit.selection import _Candidate
-from ldp_audit.audit.statistics import _Statistic
+from ldp_audit.audit.results import short_values
+from ldp_audit.audit.selection import Candidate
+from ldp_audit.audit.statistics import ScoreStatistic
 from ldp_audit.errors import InvalidParameterError, LdpAuditError, UserCodeError
 
 #: float64 elements held per privatize call (outputs are streamed in chunks of this size).
 _CHUNK_ELEMENTS = 1 << 22
 #: float64 values of the fit half A kept per input (A is capped for very wide outputs).
-_FIT_ELEMENTS = 1 << 24
+FIT_ELEMENTS = 1 << 24
 
 
-def _privatize_rows(
+def privatize_rows(
     mechanism: Any, x: np.ndarray, n: int, rng: np.random.Generator, raw: bool = False
 ) -> Any:
     """One privatize call on n copies of x; output coerced to float64 (n, k). ``raw``: return
@@ -42,7 +42,8 @@ def _privatize_rows(
         raise
     except Exception as exc:  # noqa: BLE001 - user code: wrapped with context, cause kept
         raise UserCodeError(
-            f"{who} raised {type(exc).__name__} on input x = {_short(x.tolist())} ({n} rows): {exc}"
+            f"{who} raised {type(exc).__name__} on input x = {short_values(x.tolist())} "
+            f"({n} rows): {exc}"
         ) from exc
     try:
         y = np.asarray(y)
@@ -51,7 +52,7 @@ def _privatize_rows(
     if y.dtype == object or y.dtype.kind not in "biuf":
         raise UserCodeError(
             f"{who} must return real numbers, got dtype {y.dtype} for input "
-            f"x = {_short(x.tolist())} (first value {y.ravel()[:1].tolist()!r})"
+            f"x = {short_values(x.tolist())} (first value {y.ravel()[:1].tolist()!r})"
         )
     returned = y
     if y.ndim == 1:
@@ -77,23 +78,23 @@ def _chunks(n: int, d: int) -> list[int]:
 def _sample(
     mechanism: Any, x: np.ndarray, n: int, rng: np.random.Generator, width: int
 ) -> np.ndarray:
-    parts = [_privatize_rows(mechanism, x, m, rng) for m in _chunks(n, width)]
+    parts = [privatize_rows(mechanism, x, m, rng) for m in _chunks(n, width)]
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
-def _stream_values(
+def stream_values(
     mechanism: Any,
     x: np.ndarray,
     n: int,
     rng: np.random.Generator,
-    stats: Sequence[_Statistic],
+    stats: Sequence[ScoreStatistic],
     tick: Callable[[int], None],
     width: int,
 ) -> list[np.ndarray]:
     """Statistic values of n fresh outputs of M(x), computed chunk by chunk."""
     acc: list[list[np.ndarray]] = [[] for _ in stats]
     for m in _chunks(n, width):
-        y, raw = _privatize_rows(mechanism, x, m, rng, raw=True)
+        y, raw = privatize_rows(mechanism, x, m, rng, raw=True)
         for a, st in zip(acc, stats, strict=True):
             a.append(st.values(raw if st.needs_raw else y))
         tick(m)
@@ -101,29 +102,29 @@ def _stream_values(
 
 
 @dataclass
-class _Joint:
+class Joint:
     """The intersection of two events (counted to make a pooled pair's events disjoint)."""
 
-    a: _Candidate
-    b: _Candidate
+    a: Candidate
+    b: Candidate
 
 
-def _stream_counts(
+def stream_counts(
     mechanism: Any,
     x: np.ndarray,
     n: int,
     rng: np.random.Generator,
-    events: Sequence[_Candidate | _Joint],
+    events: Sequence[Candidate | Joint],
     tick: Callable[[int], None],
     width: int,
 ) -> list[int]:
     counts = [0] * len(events)
     for m in _chunks(n, width):
-        y, raw = _privatize_rows(mechanism, x, m, rng, raw=True)
+        y, raw = privatize_rows(mechanism, x, m, rng, raw=True)
         cache: dict[int, np.ndarray] = {}
 
         def hits(
-            ev: _Candidate, y: np.ndarray = y, raw: Any = raw, cache: dict[int, np.ndarray] = cache
+            ev: Candidate, y: np.ndarray = y, raw: Any = raw, cache: dict[int, np.ndarray] = cache
         ):
             key = id(ev.stat)
             if key not in cache:
@@ -131,7 +132,7 @@ def _stream_counts(
             return ev.indicator(cache[key])
 
         for i, ev in enumerate(events):
-            if isinstance(ev, _Joint):
+            if isinstance(ev, Joint):
                 counts[i] += int(np.count_nonzero(hits(ev.a) & hits(ev.b)))
             else:
                 counts[i] += int(np.count_nonzero(hits(ev)))

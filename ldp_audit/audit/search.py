@@ -4,7 +4,7 @@ Per pair (its own stream, split into the A, B and estimation streams of both inp
 :func:`_fit_statistics` draws the fit half A and fits the pair's statistics
 (:mod:`ldp_audit.audit.statistics`); the tune half B is streamed through them and
 :func:`_screen_pair` chooses each statistic's events (:mod:`ldp_audit.audit.selection`).
-:func:`_kept_events` then keeps the events that are estimated on fresh samples. Nothing here
+:func:`kept_events` then keeps the events that are estimated on fresh samples. Nothing here
 affects soundness: the kept events are fixed before the estimation samples are drawn.
 """
 
@@ -18,27 +18,27 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit.audit.plan import _Options, _Plan
-from ldp_audit.audit.results import _short
-from ldp_audit.audit.sampling import _FIT_ELEMENTS, _privatize_rows, _sample, _stream_values
+from ldp_audit.audit.plan import Options, Plan
+from ldp_audit.audit.results import short_values
+from ldp_audit.audit.sampling import FIT_ELEMENTS, _sample, privatize_rows, stream_values
 from ldp_audit.audit.selection import (
-    _best_events,
-    _Candidate,
+    Candidate,
     _choose,
     _delta_event,
     _pool,
-    _probe_event,
-    _threshold_counts,
+    best_events,
+    probe_event,
+    threshold_counts,
 )
 from ldp_audit.audit.statistics import (
-    _build_statistics,
-    _float_cell_statistic,
-    _Snap,
-    _Snapped,
-    _Statistic,
-    _UserStatistic,
+    ScoreStatistic,
+    Snap,
+    Snapped,
+    UserStatistic,
+    build_statistics,
+    float_cell_statistic,
 )
-from ldp_audit.audit.tradeoff import _TRADEOFF_LEVELS, _tradeoff_events
+from ldp_audit.audit.tradeoff import TRADEOFF_LEVELS, _tradeoff_events
 from ldp_audit.errors import InvalidParameterError, UserCodeError
 
 #: estimated audit time (seconds) above which :func:`ldp_audit.audit.audit` refuses unless
@@ -54,11 +54,11 @@ class _Selection:
     estimation and its output width."""
 
     streams: list[np.random.Generator]
-    prof_best: list[_Candidate | None]
-    dist_cands: list[_Candidate] = field(default_factory=list)
-    float_cands: list[_Candidate] = field(default_factory=list)
-    probe: tuple[_Candidate, float] | None = None
-    d_best: _Candidate | None = None
+    prof_best: list[Candidate | None]
+    dist_cands: list[Candidate] = field(default_factory=list)
+    float_cands: list[Candidate] = field(default_factory=list)
+    probe: tuple[Candidate, float] | None = None
+    d_best: Candidate | None = None
     tradeoff_q: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     est_rngs: list[tuple[np.random.Generator, np.random.Generator]] = field(default_factory=list)
     widths: list[int] = field(default_factory=list)
@@ -68,8 +68,8 @@ class _Selection:
 def _select(
     mechanism: Any,
     pair_list: list[tuple[np.ndarray, np.ndarray]],
-    o: _Options,
-    plan: _Plan,
+    o: Options,
+    plan: Plan,
     tick: Callable[[int], None],
     total: int,
 ) -> _Selection:
@@ -83,17 +83,17 @@ def _select(
         sel.est_rngs.append((re1, re2))
         # width of one output row, from a small probe, so chunks stay ~2^22 values even
         # when outputs are much wider than inputs (one-hot encodings)
-        y8, raw8 = _privatize_rows(mechanism, x, 8, ra1, raw=True)
+        y8, raw8 = privatize_rows(mechanism, x, 8, ra1, raw=True)
         width = max(x.shape[0], y8.shape[1])
-        user_stats: list[_Statistic] = [_UserStatistic(fn, nm, x, x2) for fn, nm in o.stat_fns]
+        user_stats: list[ScoreStatistic] = [UserStatistic(fn, nm, x, x2) for fn, nm in o.stat_fns]
         for st in user_stats:  # shape / finiteness checked on 8 outputs before the work
             st.values(raw8)
         del y8, raw8
         sel.widths.append(width)
         stats = _fit_statistics(mechanism, p, x, x2, (ra1, ra2), width, o, plan, sel, tick, total)
         stats = stats + user_stats
-        sb1 = _stream_values(mechanism, x, plan.n_b, rb1, stats, tick, width)
-        sb2 = _stream_values(mechanism, x2, plan.n_b, rb2, stats, tick, width)
+        sb1 = stream_values(mechanism, x, plan.n_b, rb1, stats, tick, width)
+        sb2 = stream_values(mechanism, x2, plan.n_b, rb2, stats, tick, width)
         _screen_pair(p, stats, sb1, sb2, o, plan, sel)
     return sel
 
@@ -105,18 +105,18 @@ def _fit_statistics(
     x2: np.ndarray,
     rngs_a: tuple[np.random.Generator, np.random.Generator],
     width: int,
-    o: _Options,
-    plan: _Plan,
+    o: Options,
+    plan: Plan,
     sel: _Selection,
     tick: Callable[[int], None],
     total: int,
-) -> list[_Statistic]:
+) -> list[ScoreStatistic]:
     """Draw the fit half A of pair ``p`` (capped for wide outputs), refuse an audit estimated
     to run for hours (timed on the first pair) and malformed outputs, and fit the pair's
     distribution statistics (read on snapped outputs) and, with ``float_bits``, its float-bit
     cell statistic."""
     ra1, ra2 = rngs_a
-    n_a_p = min(plan.n_a, max(1000, _FIT_ELEMENTS // width))
+    n_a_p = min(plan.n_a, max(1000, FIT_ELEMENTS // width))
     t_a = time.perf_counter()
     ya1 = _sample(mechanism, x, n_a_p, ra1, width)
     ya2 = _sample(mechanism, x2, n_a_p, ra2, width)
@@ -139,44 +139,44 @@ def _fit_statistics(
     if not (fin1.any() or fin2.any()):
         raise UserCodeError(
             f"mechanism.privatize of {type(mechanism).__name__} returned only NaN/inf "
-            f"outputs for pairs[{p}] (x = {_short(x.tolist())}, x2 = "
-            f"{_short(x2.tolist())}); a mechanism must release real numbers"
+            f"outputs for pairs[{p}] (x = {short_values(x.tolist())}, x2 = "
+            f"{short_values(x2.tolist())}); a mechanism must release real numbers"
         )
     sel.n_nonfinite += int((~fin1).sum() + (~fin2).sum())
     tick(2 * plan.n_a)  # (counted as drawn even when capped for wide outputs)
-    snap = _Snap.fit(ya1, ya2)
+    snap = Snap.fit(ya1, ya2)
     sa1, sa2 = snap(ya1), snap(ya2)
-    inner, j, discrete = _build_statistics(x, x2, sa1, sa2)
+    inner, j, discrete = build_statistics(x, x2, sa1, sa2)
     pooled_a = np.concatenate([ya1, ya2])
-    stats: list[_Statistic] = [_Snapped(st, snap, pooled_a) for st in inner]
+    stats: list[ScoreStatistic] = [Snapped(st, snap, pooled_a) for st in inner]
     if o.float_bits and not discrete:
-        stats.append(_float_cell_statistic(ya1, ya2, j, ya1.shape[1]))
+        stats.append(float_cell_statistic(ya1, ya2, j, ya1.shape[1]))
     return stats
 
 
 def _screen_pair(
     p: int,
-    stats: list[_Statistic],
+    stats: list[ScoreStatistic],
     sb1: list[np.ndarray],
     sb2: list[np.ndarray],
-    o: _Options,
-    plan: _Plan,
+    o: Options,
+    plan: Plan,
     sel: _Selection,
 ) -> None:
     """Choose, on the tune half B of pair ``p`` (values ``sb1`` under x, ``sb2`` under x2, per
     statistic), each statistic's verdict event, probe, delta event, pooled halves, profile
     events and f-DP thresholds, and add them to ``sel``."""
     n_est, alpha_sel, delta, pois_v = plan.n_est, plan.alpha_sel, o.delta, plan.pois_v
-    halves: dict[bool, tuple[_Candidate, np.ndarray, np.ndarray]] = {}
+    halves: dict[bool, tuple[Candidate, np.ndarray, np.ndarray]] = {}
     h_b = plan.n_b // 2
     for st, v1, v2 in zip(stats, sb1, sb2, strict=True):
         is_float = st.family == "float-bits"
-        tc = _threshold_counts(v1, v2)
-        c = _best_events(st, tc, p, n_est, alpha_sel, (delta,), poisson=pois_v)[0]
+        tc = threshold_counts(v1, v2)
+        c = best_events(st, tc, p, n_est, alpha_sel, (delta,), poisson=pois_v)[0]
         if c is not None:
             (sel.float_cands if is_float else sel.dist_cands).append(c)
         if not is_float:
-            pr = _probe_event(st, tc, p, n_est, alpha_sel, o.claimed, delta)
+            pr = probe_event(st, tc, p, n_est, alpha_sel, o.claimed, delta)
             if pr is not None and (sel.probe is None or pr[0].predicted > sel.probe[0].predicted):
                 sel.probe = pr
         if plan.delta_event and not is_float:
@@ -186,21 +186,21 @@ def _screen_pair(
         if plan.pool and not is_float and h_b >= 100:
             # each half of a pooled pair is chosen on the first half of B, judged at
             # the pooled sample size; the pair is then judged on the second half
-            tch = _threshold_counts(v1[:h_b], v2[:h_b])
+            tch = threshold_counts(v1[:h_b], v2[:h_b])
             for d_ in (True, False):
-                h = _best_events(st, tch, p, 2 * n_est, alpha_sel, (delta,), d_, pois_v)[0]
+                h = best_events(st, tch, p, 2 * n_est, alpha_sel, (delta,), d_, pois_v)[0]
                 if h is not None and (d_ not in halves or h.predicted > halves[d_][0].predicted):
                     halves[d_] = (h, v1[h_b:], v2[h_b:])
         if plan.profile_deltas and not is_float:
             alpha_p = plan.alpha / len(plan.profile_deltas)
             prof_best = sel.prof_best
-            for i, c in enumerate(_best_events(st, tc, p, n_est, alpha_p, plan.profile_deltas)):
+            for i, c in enumerate(best_events(st, tc, p, n_est, alpha_p, plan.profile_deltas)):
                 if c is not None and (prof_best[i] is None or c.predicted > prof_best[i].predicted):
                     prof_best[i] = c
         if o.tradeoff and not is_float:
             # thresholds at type I levels of either input (the direction is known
             # only once the verdict's event is chosen), from selection values only
-            lv = np.array([*_TRADEOFF_LEVELS, *(1.0 - np.array(_TRADEOFF_LEVELS))])
+            lv = np.array([*TRADEOFF_LEVELS, *(1.0 - np.array(TRADEOFF_LEVELS))])
             lv = lv[(lv * plan.n_b >= 5) & ((1.0 - lv) * plan.n_b >= 5)]
             sel.tradeoff_q[id(st)] = (
                 np.quantile(v1, lv, method="inverted_cdf"),
@@ -213,17 +213,17 @@ def _screen_pair(
 
 
 @dataclass(frozen=True)
-class _Kept:
+class Kept:
     """The events estimated on fresh samples: ``verdict`` (the distribution verdict's
     ``n_dist`` events, then at most one float-bit event), the profile's and the f-DP curve's."""
 
-    verdict: list[_Candidate]
+    verdict: list[Candidate]
     n_dist: int
-    profile: list[_Candidate]
-    tradeoff: list[_Candidate]
+    profile: list[Candidate]
+    tradeoff: list[Candidate]
 
 
-def _kept_events(sel: _Selection, max_events: int, want_tradeoff: bool) -> _Kept:
+def kept_events(sel: _Selection, max_events: int, want_tradeoff: bool) -> Kept:
     """The ``max_events`` best distribution events, the probe and the delta event when the main
     rule did not choose them, the float-bit event when it promises more than all of them, the
     distinct profile events, and the f-DP curve's threshold events."""
@@ -240,14 +240,14 @@ def _kept_events(sel: _Selection, max_events: int, want_tradeoff: bool) -> _Kept
         # epsilon (a bulk event; the rule above favours the largest ratio)
         chosen.append(d_best)
     float_chosen = [c for c in _choose(sel.float_cands, 1) if c.predicted > max(best_dist, 0.0)]
-    prof_events: list[_Candidate] = []
+    prof_events: list[Candidate] = []
     seen_keys: set[tuple[int, int, str, float, bool]] = set()
     for c in sel.prof_best:
         if c is not None and c.key() not in seen_keys:
             seen_keys.add(c.key())
             prof_events.append(c)
     # the f-DP curve: threshold events of the best distribution event's statistic
-    tradeoff_events: list[_Candidate] = []
+    tradeoff_events: list[Candidate] = []
     if want_tradeoff and chosen and id(chosen[0].stat) in sel.tradeoff_q:
         tradeoff_events = _tradeoff_events(chosen[0], sel.tradeoff_q[id(chosen[0].stat)])
-    return _Kept(chosen + float_chosen, len(chosen), prof_events, tradeoff_events)
+    return Kept(chosen + float_chosen, len(chosen), prof_events, tradeoff_events)

@@ -1,11 +1,11 @@
 """Selection: threshold events chosen on the B half of the selection samples.
 
-For each statistic's values under the two inputs, :func:`_threshold_counts` counts the four
+For each statistic's values under the two inputs, :func:`threshold_counts` counts the four
 threshold events (``{s > t}`` / ``{s <= t}``, either input the numerator) at candidate
-thresholds; :func:`_best_events` keeps, per delta, the event, direction and error split whose
+thresholds; :func:`best_events` keeps, per delta, the event, direction and error split whose
 bound on ``n_est`` fresh samples is expected to be largest (selection counts shrunk to one-sided
 Clopper-Pearson bounds, :func:`ldp_audit.stats.clopper_pearson_lower` /
-:func:`~ldp_audit.stats.clopper_pearson_upper`); :func:`_probe_event` screens for rare leaks the
+:func:`~ldp_audit.stats.clopper_pearson_upper`); :func:`probe_event` screens for rare leaks the
 main rule cannot see (:func:`ldp_audit.stats.binomial_tail_pvalue`), :func:`_delta_event`
 aims at the delta bound, :func:`_pool` pairs a forward and a reverse event, and :func:`_choose`
 keeps the best distinct candidates. Selection data only: soundness never depends on it, every
@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ldp_audit.audit.statistics import _sorted_unique, _Statistic
+from ldp_audit.audit.statistics import ScoreStatistic, sorted_unique
 from ldp_audit.stats import (
     binomial_tail_pvalue,
     clopper_pearson_lower,
@@ -35,17 +35,17 @@ _MAX_THRESHOLDS = 128
 _SHRINK = 0.05
 #: candidate shares of an event's error probability spent on the numerator's lower bound
 #: (the rest bounds the denominator); chosen per event at selection, from selection data only.
-_SHARES = (0.5, 0.25, 0.1)
+SHARES = (0.5, 0.25, 0.1)
 #: the deltas of the audited privacy profile (plus the claimed delta).
-_PROFILE_DELTAS = (0.0, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 0.05, 0.1)
+PROFILE_DELTAS = (0.0, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 0.05, 0.1)
 #: extreme distinct values always tried as thresholds (tail events at high epsilon).
 _TAIL_THRESHOLDS = 24
 
 
 @dataclass
-class _Candidate:
+class Candidate:
     pair: int
-    stat: _Statistic
+    stat: ScoreStatistic
     op: str  # "gt": s > t, "le": s <= t
     t: float
     x_is_numerator: bool
@@ -54,7 +54,7 @@ class _Candidate:
     share: float = 0.5
     delta: float = 0.0
     #: the reverse-direction event pooled with this one (see ``_pool``); None: a single event
-    partner: _Candidate | None = None
+    partner: Candidate | None = None
     #: selection rates (shrunk numerator lower, denominator upper) behind ``predicted``
     sel_rates: tuple[float, float] = (0.0, 1.0)
 
@@ -67,7 +67,7 @@ class _Candidate:
 
 def _thresholds(s1: np.ndarray, s2: np.ndarray) -> np.ndarray | None:
     pooled = np.concatenate([s1, s2])
-    uniq = _sorted_unique(pooled)
+    uniq = sorted_unique(pooled)
     if uniq.size <= 1:
         return None
     if uniq.size <= _MAX_THRESHOLDS + 4 * _TAIL_THRESHOLDS:
@@ -88,7 +88,7 @@ class _ThresholdCounts(NamedTuple):
     """One statistic's selection values under the two inputs, sorted, its candidate thresholds
     and, per threshold, the four events' counts: ``(op, x is the numerator, numerator count,
     denominator count, numerator n, denominator n)``. Computed once per statistic and shared by
-    :func:`_best_events` (every delta of the verdict and the profile) and :func:`_probe_event`."""
+    :func:`best_events` (every delta of the verdict and the profile) and :func:`probe_event`."""
 
     s1: np.ndarray
     s2: np.ndarray
@@ -96,7 +96,7 @@ class _ThresholdCounts(NamedTuple):
     combos: tuple[tuple[str, bool, np.ndarray, np.ndarray, int, int], ...]
 
 
-def _threshold_counts(s1: np.ndarray, s2: np.ndarray) -> _ThresholdCounts | None:
+def threshold_counts(s1: np.ndarray, s2: np.ndarray) -> _ThresholdCounts | None:
     """:class:`_ThresholdCounts` of the values ``s1`` (under x) and ``s2`` (under x2); None when
     they take one value only."""
     s1 = np.sort(s1)
@@ -203,8 +203,8 @@ def _normal_tail_rates(srt: np.ndarray, ts: np.ndarray, upper: bool, m: int) -> 
     return np.where(dist > 0, est, np.nan)
 
 
-def _best_events(
-    stat: _Statistic,
+def best_events(
+    stat: ScoreStatistic,
     tc: _ThresholdCounts | None,
     pair: int,
     n_est: int,
@@ -212,9 +212,9 @@ def _best_events(
     deltas: Sequence[float],
     direction: bool | None = None,
     poisson: bool = False,
-) -> list[_Candidate | None]:
+) -> list[Candidate | None]:
     """For each delta: the best threshold event ``{s > t}`` / ``{s <= t}``, direction and
-    error split for one statistic (its selection counts ``tc``, :func:`_threshold_counts`),
+    error split for one statistic (its selection counts ``tc``, :func:`threshold_counts`),
     judged by the bound it is expected to give on ``n_est`` fresh samples (selection counts
     shrunk to one-sided ``_SHRINK`` Clopper-Pearson bounds so that noisy tail events, whose
     selection ratio is inflated by the maximum over thresholds, are not over-trusted).
@@ -225,7 +225,7 @@ def _best_events(
         return [None] * len(deltas)
     s1, s2, ts = tc.s1, tc.s2, tc.ts
     n = len(s1)
-    best: list[_Candidate | None] = [None] * len(deltas)
+    best: list[Candidate | None] = [None] * len(deltas)
     for op, x_num, c_num, c_den, _, _ in tc.combos:
         if direction is not None and x_num != direction:
             continue
@@ -241,13 +241,13 @@ def _best_events(
             fit = _tail_rates(s2 if x_num else s1, ts, op == "gt", min(_TAIL_FIT, n // 10))
             if fit is not None:
                 p_den0 = np.where(np.isnan(fit), p_den0, fit)
-        for share in _SHARES:
+        for share in SHARES:
             lo = clopper_pearson_lower(p_num * n_est, float(n_est), alpha_event * share)
             hi = clopper_pearson_upper(p_den * n_est, float(n_est), alpha_event * (1.0 - share))
             hi0 = clopper_pearson_upper(p_den0 * n_est, float(n_est), alpha_event * (1.0 - share))
             for j, delta in enumerate(deltas):
                 if poisson and delta == 0.0:
-                    if share != _SHARES[0]:
+                    if share != SHARES[0]:
                         continue  # one joint test: no split to choose
                     pred = poisson_log_ratio_lower(p_num * n_est, p_den0 * n_est, alpha_event)
                 elif delta == 0.0:
@@ -265,7 +265,7 @@ def _best_events(
                 i = int(np.argmax(pred))
                 cur = best[j]
                 if cur is None or pred[i] > cur.predicted:
-                    best[j] = _Candidate(
+                    best[j] = Candidate(
                         pair,
                         stat,
                         op,
@@ -280,23 +280,23 @@ def _best_events(
     return best
 
 
-#: level of the selection-sample screen that adds a *probe* event (see :func:`_probe_event`).
+#: level of the selection-sample screen that adds a *probe* event (see :func:`probe_event`).
 _PROBE_LEVEL = 0.01
 
 
-def _probe_event(
-    stat: _Statistic,
+def probe_event(
+    stat: ScoreStatistic,
     tc: _ThresholdCounts | None,
     pair: int,
     n_est: int,
     alpha_event: float,
     claimed: float,
     delta: float,
-) -> tuple[_Candidate, float] | None:
+) -> tuple[Candidate, float] | None:
     """The threshold event whose selection counts most clearly contradict the claim, with its
     screening p-value, or None when no event's counts do at all.
 
-    The main rule (:func:`_best_events`) shrinks a zero denominator count to its 5% upper
+    The main rule (:func:`best_events`) shrinks a zero denominator count to its 5% upper
     bound, which at the selection sample size is far above what the estimation sample can
     show: an event that a rare leak puts only under one input (a mechanism that, once in a
     thousand, releases something the other input never gives) is predicted a weak bound there
@@ -312,7 +312,7 @@ def _probe_event(
         return None
     ts = tc.ts
     c = math.exp(min(claimed, 700.0))
-    best: tuple[_Candidate, float] | None = None
+    best: tuple[Candidate, float] | None = None
     for op, x_num, c_num, c_den, n_num, n_den in tc.combos:
         k = np.maximum(c_num.astype(np.float64) - n_num * delta, 0.0)
         j = c_den.astype(np.float64)
@@ -333,7 +333,7 @@ def _probe_event(
         if not np.isfinite(pred[i]) or (best is not None and pred[i] <= best[0].predicted):
             continue
         best = (
-            _Candidate(
+            Candidate(
                 pair,
                 stat,
                 op,
@@ -351,23 +351,23 @@ def _probe_event(
 
 
 def _delta_event(
-    stat: _Statistic,
+    stat: ScoreStatistic,
     tc: _ThresholdCounts | None,
     pair: int,
     n_est: int,
     alpha_event: float,
     claimed: float,
-) -> _Candidate | None:
+) -> Candidate | None:
     """The threshold event (direction, error split) with the largest expected lower bound on
     delta at the claimed epsilon, ``CP_lower(p1) - e^eps CP_upper(p2)`` predicted on ``n_est``
-    fresh samples from shrunk selection rates (as :func:`_best_events`), or None when no event
+    fresh samples from shrunk selection rates (as :func:`best_events`), or None when no event
     is expected to show a positive delta. Selection data only (soundness does not depend on
     it). ``predicted`` holds the expected delta bound, comparable only among these events."""
     if tc is None:
         return None
     n = len(tc.s1)
     c = math.exp(min(claimed, 700.0))
-    best: _Candidate | None = None
+    best: Candidate | None = None
     for op, x_num, c_num, c_den, _, _ in tc.combos:
         p_num = clopper_pearson_lower(c_num.astype(np.float64), float(n), _SHRINK)
         p_den = clopper_pearson_upper(c_den.astype(np.float64), float(n), _SHRINK)
@@ -376,13 +376,13 @@ def _delta_event(
             fitn = _normal_tail_rates(srt, tc.ts, op == "gt", min(_TAIL_FIT, n // 10))
             if fitn is not None:
                 p_den = np.where(np.isnan(fitn), p_den, fitn)
-        for share in _SHARES:
+        for share in SHARES:
             lo = clopper_pearson_lower(p_num * n_est, float(n_est), alpha_event * share)
             hi = clopper_pearson_upper(p_den * n_est, float(n_est), alpha_event * (1.0 - share))
             pred = lo - c * hi
             i = int(np.argmax(pred))
             if pred[i] > 0 and (best is None or pred[i] > best.predicted):
-                best = _Candidate(
+                best = Candidate(
                     pair,
                     stat,
                     op,
@@ -397,18 +397,18 @@ def _delta_event(
 
 
 def _pool(
-    fwd_half: tuple[_Candidate, np.ndarray, np.ndarray],
-    rev_half: tuple[_Candidate, np.ndarray, np.ndarray],
+    fwd_half: tuple[Candidate, np.ndarray, np.ndarray],
+    rev_half: tuple[Candidate, np.ndarray, np.ndarray],
     n_est: int,
     alpha_event: float,
     delta: float,
     poisson: bool = False,
-) -> _Candidate | None:
+) -> Candidate | None:
     """The pooled candidate of a forward (x numerator) and a reverse event of one pair, each
     with the held-out selection values (under x, under x2) of its statistic: its bound is
     expected from counts on those held-out values (not the ones that chose the thresholds, so
     the maximum over thresholds does not inflate it), pooled over both events (shrunk as in
-    ``_best_events``), predicted at ``2 n_est`` trials, best error split."""
+    ``best_events``), predicted at ``2 n_est`` trials, best error split."""
     fwd, f1, f2 = fwd_half
     rev, r1, r2 = rev_half
     # forward: x the numerator (f1 under x); reverse: x2 the numerator (r2 under x2)
@@ -418,10 +418,10 @@ def _pool(
     p_num = float(clopper_pearson_lower(np.array([c_num]), n2, _SHRINK)[0])
     p_den = float(clopper_pearson_upper(np.array([c_den]), n2, _SHRINK)[0])
     nt = 2.0 * n_est
-    best: _Candidate | None = None
-    for share in _SHARES:
+    best: Candidate | None = None
+    for share in SHARES:
         if poisson:  # (delta = 0 only) one joint test of the pooled Poisson counts
-            if share != _SHARES[0]:
+            if share != SHARES[0]:
                 continue
             pred = float(
                 poisson_log_ratio_lower(
@@ -442,7 +442,7 @@ def _pool(
                 continue
             pred = math.log(lo) - math.log(hi)
         if best is None or pred > best.predicted:
-            best = _Candidate(
+            best = Candidate(
                 fwd.pair,
                 fwd.stat,
                 fwd.op,
@@ -458,9 +458,9 @@ def _pool(
     return best
 
 
-def _choose(candidates: list[_Candidate], k: int) -> list[_Candidate]:
+def _choose(candidates: list[Candidate], k: int) -> list[Candidate]:
     """The k candidates with the best predicted bound, skipping the same event found twice."""
-    out: list[_Candidate] = []
+    out: list[Candidate] = []
     seen: set[tuple[int, str, tuple[int, int], bool]] = set()
     for c in sorted(candidates, key=lambda c: c.predicted, reverse=True):
         pooled = c.partner is not None

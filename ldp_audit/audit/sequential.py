@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
-from ldp_audit.audit.mechanism import _check_mechanism
+from ldp_audit.audit.mechanism import check_mechanism
 from ldp_audit.audit.resolution import estimation_samples, max_refutable_epsilon
 from ldp_audit.audit.results import AuditResult, SequentialInfo, with_inconclusive_texts
 from ldp_audit.validation import check_int
@@ -95,7 +95,7 @@ def sequential_plan(
     return list(zip(sizes, _stage_levels(alpha, len(sizes)), strict=True))
 
 
-def _audit_sequential(
+def audit_sequential(
     mechanism: Any,
     pairs: Sequence[tuple[Any, Any]] | None,
     *,
@@ -103,6 +103,7 @@ def _audit_sequential(
     confidence: float,
     rng: np.random.Generator,
     start: float,
+    stage: Callable[..., AuditResult],
     **kwargs: Any,
 ) -> AuditResult:
     """Sequential audit: independent fixed-sample audits on the stages of
@@ -124,10 +125,11 @@ def _audit_sequential(
     one reported: the stage with the largest bound). So the reported bound, and the verdict,
     hold at ``confidence`` for any stopping time, including one chosen by the user while
     watching; the price is the smaller level (and sample size) of each stage.
-    """
-    from ldp_audit.audit.api import audit
 
-    claimed, _ = _check_mechanism(mechanism)
+    ``stage`` is the fixed-sample audit each stage runs (:func:`ldp_audit.audit.audit`, passed
+    in by it, so this module does not import the one that imports it).
+    """
+    claimed, _ = check_mechanism(mechanism)
     pool = bool(kwargs.get("pool"))
     frac = kwargs["selection_fraction"]
     plan = sequential_plan(samples, claimed, confidence, frac, pool)
@@ -142,7 +144,7 @@ def _audit_sequential(
     results: list[AuditResult] = []
     stopped = "cannot refute" if vacuous else "budget spent"
     for (n_k, a_k), g in zip(plan, gens, strict=True):
-        r = audit(mechanism, pairs, samples=n_k, confidence=1.0 - a_k, rng=g, **kwargs)
+        r = stage(mechanism, pairs, samples=n_k, confidence=1.0 - a_k, rng=g, **kwargs)
         results.append(r)
         stages.append(
             {

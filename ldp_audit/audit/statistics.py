@@ -1,12 +1,12 @@
 """The one-dimensional statistics an audit thresholds, fitted on the fit half A of selection.
 
-For every input pair :func:`_build_statistics` fits a handful of deterministic maps from an
+For every input pair :func:`build_statistics` fits a handful of deterministic maps from an
 output batch to one real score per row (the output coordinate that separates the pair best, the
 projection onto ``x - x2``, the median-anchored L1 log-ratio, the L1 and L2 norms, a
-logistic-regression score, a log-ratio score of discrete output cells); :class:`_Snapped`
+logistic-regression score, a log-ratio score of discrete output cells); :class:`Snapped`
 reads them on outputs rounded to a 2^-32-relative grid (the *distribution* reading), and
-:func:`_float_cell_statistic` scores the floating-point bit cells of the raw outputs (the
-*implementation* reading, Mironov 2012). :class:`_UserStatistic` wraps a user's
+:func:`float_cell_statistic` scores the floating-point bit cells of the raw outputs (the
+*implementation* reading, Mironov 2012). :class:`UserStatistic` wraps a user's
 ``stat(outputs, x, x_prime)``. A statistic is fixed before the estimation samples are drawn,
 so any choice made here keeps the audit sound.
 """
@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit.audit.results import _short
+from ldp_audit.audit.results import short_values
 from ldp_audit.errors import InvalidParameterError, LdpAuditError, UserCodeError
 
 #: rows of the fit half A used to train the classifier (fewer for very wide outputs).
@@ -30,7 +30,7 @@ _CLASSIFIER_ROWS = 20_000
 _MAX_CELLS = 4096
 
 
-def _sorted_unique(v: np.ndarray) -> np.ndarray:
+def sorted_unique(v: np.ndarray) -> np.ndarray:
     """``np.unique`` by sorting (hash-based unique is several times slower on float64)."""
     srt = np.sort(v)
     if srt.size == 0:
@@ -41,7 +41,7 @@ def _sorted_unique(v: np.ndarray) -> np.ndarray:
     return srt[keep]
 
 
-class _Statistic(abc.ABC):
+class ScoreStatistic(abc.ABC):
     """A deterministic map from an (n, k) output batch to n real scores (NaN -> +inf)."""
 
     family = "statistic"
@@ -64,7 +64,7 @@ class _Statistic(abc.ABC):
         return f"{self.label()} {'>' if op == 'gt' else '<='} {t:.17g}"
 
 
-class _Coordinate(_Statistic):
+class _Coordinate(ScoreStatistic):
     family = "coordinate"
 
     def __init__(self, j: int, k: int) -> None:
@@ -77,7 +77,7 @@ class _Coordinate(_Statistic):
         return "y" if self.k == 1 else f"y[{self.j}]"
 
 
-class _Projection(_Statistic):
+class _Projection(ScoreStatistic):
     family = "projection"
 
     def __init__(self, w: np.ndarray, name: str) -> None:
@@ -91,7 +91,7 @@ class _Projection(_Statistic):
         return f"<y, {self.name}>"
 
 
-class _Norm(_Statistic):
+class _Norm(ScoreStatistic):
     def __init__(self, order: int) -> None:
         self.order = order
         self.family = f"l{order}-norm"
@@ -106,7 +106,7 @@ class _Norm(_Statistic):
         return f"||y||_{self.order}"
 
 
-class _MedianL1Ratio(_Statistic):
+class _MedianL1Ratio(ScoreStatistic):
     """``sum_i |y_i - b_i| - |y_i - a_i|`` with a, b the coordinate medians of M(x), M(x2) on A:
     the exact log-likelihood ratio (up to scale) of additive Laplace noise around a and b."""
 
@@ -127,7 +127,7 @@ def _finite_features(y: np.ndarray) -> np.ndarray:
     return np.clip(np.nan_to_num(y, nan=0.0, posinf=1e150, neginf=-1e150), -1e150, 1e150)
 
 
-class _Classifier(_Statistic):
+class _Classifier(ScoreStatistic):
     """Logistic-regression score separating M(x) (label 1) from M(x2) (label 0)."""
 
     family = "classifier"
@@ -204,7 +204,7 @@ def _describe_float_key(key: int) -> str:
     return f"sign {sign}, exponent {expo}, trailing zero bits {tz}"
 
 
-class _CellScore(_Statistic):
+class _CellScore(ScoreStatistic):
     """Log-ratio score of output cells estimated on A (unseen cells score 0).
 
     A threshold on the score is the Neyman-Pearson event "cells whose estimated likelihood ratio
@@ -251,7 +251,7 @@ class _CellScore(_Statistic):
         return text
 
 
-class _Snap:
+class Snap:
     """Rounds outputs to an absolute grid per coordinate (exact-arithmetic mode).
 
     ``fl(x + noise)`` lands on an input-dependent subset of the doubles (Mironov 2012), and a
@@ -266,7 +266,7 @@ class _Snap:
         self.grid = grid
 
     @classmethod
-    def fit(cls, ya1: np.ndarray, ya2: np.ndarray) -> _Snap:
+    def fit(cls, ya1: np.ndarray, ya2: np.ndarray) -> Snap:
         f = _finite_features(np.concatenate([ya1, ya2]))
         q = np.quantile(f, [0.01, 0.99], axis=0)
         mag = np.max(np.abs(q), axis=0)
@@ -278,13 +278,13 @@ class _Snap:
             return np.round(y / self.grid) * self.grid
 
 
-class _Snapped(_Statistic):
-    """A statistic evaluated on snapped outputs (see :class:`_Snap`), its values rounded to a
+class Snapped(ScoreStatistic):
+    """A statistic evaluated on snapped outputs (see :class:`Snap`), its values rounded to a
     2^-36-relative grid fitted on A, so that plateaus of the statistic (e.g. the maximum of the
     L1 log-ratio, reached by every output beyond both centres) are exact ties that one
     threshold can take whole, instead of being split by rounding noise."""
 
-    def __init__(self, inner: _Statistic, snap: _Snap, ya: np.ndarray | None = None) -> None:
+    def __init__(self, inner: ScoreStatistic, snap: Snap, ya: np.ndarray | None = None) -> None:
         self.inner, self.snap = inner, snap
         self.family = inner.family
         self.quantum = 0.0
@@ -310,7 +310,7 @@ class _Snapped(_Statistic):
         return self.inner.describe(op, t) + " (outputs on a 2^-32-relative grid)"
 
 
-def _float_cell_statistic(ya1: np.ndarray, ya2: np.ndarray, j: int, k: int) -> _CellScore:
+def float_cell_statistic(ya1: np.ndarray, ya2: np.ndarray, j: int, k: int) -> _CellScore:
     def keyfn(y: np.ndarray) -> np.ndarray:
         return _float_keys(y[:, j])
 
@@ -318,7 +318,7 @@ def _float_cell_statistic(ya1: np.ndarray, ya2: np.ndarray, j: int, k: int) -> _
     return _CellScore(keyfn, keyfn(ya1), keyfn(ya2), "float-bits", name, _describe_float_key)
 
 
-class _UserStatistic(_Statistic):
+class UserStatistic(ScoreStatistic):
     """A user's (or the mechanism's ``audit_statistics()``) statistic for one pair:
     ``fn(outputs, x, x_prime)`` on the outputs exactly as ``privatize`` returned them, one
     finite real score per row. Checked on every call (shape, finiteness)."""
@@ -372,7 +372,7 @@ class _UserStatistic(_Statistic):
         return f"statistic {self.name!r}"
 
 
-def _statistic_list(raw: Any, where: str) -> list[tuple[Callable[..., Any], str]]:
+def statistic_list(raw: Any, where: str) -> list[tuple[Callable[..., Any], str]]:
     """Validate a list of user statistics (callables) and name them: their ``name`` attribute,
     else their ``__name__`` (a lambda gets its position), else ``where[i]``."""
     if raw is None:
@@ -409,19 +409,19 @@ def _statistic_list(raw: Any, where: str) -> list[tuple[Callable[..., Any], str]
     return out
 
 
-def _build_statistics(
+def build_statistics(
     x: np.ndarray, x2: np.ndarray, ya1: np.ndarray, ya2: np.ndarray
-) -> tuple[list[_Statistic], int, bool]:
+) -> tuple[list[ScoreStatistic], int, bool]:
     """The few statistics tried for one pair (kept small so Bonferroni stays cheap), the
     output coordinate that separates the pair best, and whether the outputs are discrete."""
     k = ya1.shape[1]
-    stats: list[_Statistic] = []
+    stats: list[ScoreStatistic] = []
     r1, r2 = _row_keys(ya1), _row_keys(ya2)
     limit = min(_MAX_CELLS, (len(r1) + len(r2)) // 4)
     # a prefix with more distinct rows than the limit settles it without the full count
     head = np.concatenate([r1[: 8 * _MAX_CELLS], r2[: 8 * _MAX_CELLS]])
-    discrete = _sorted_unique(head).size <= limit and (
-        _sorted_unique(np.concatenate([r1, r2])).size <= limit
+    discrete = sorted_unique(head).size <= limit and (
+        sorted_unique(np.concatenate([r1, r2])).size <= limit
     )
     if discrete:
         examples: dict[int, np.ndarray] = {}
@@ -432,7 +432,7 @@ def _build_statistics(
 
         def describe_row(q: int) -> str:
             row = examples.get(q)
-            return "y = ?" if row is None else f"y = {_short(row.tolist(), 4)}"
+            return "y = ?" if row is None else f"y = {short_values(row.tolist(), 4)}"
 
         stats.append(_CellScore(_row_keys, r1, r2, "cells", "output cells", describe_row))
     if k == 1:

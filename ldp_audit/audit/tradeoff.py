@@ -14,27 +14,25 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit.audit.mechanism import _user_attr
+from ldp_audit.audit.mechanism import user_attr
 from ldp_audit.audit.results import TradeoffCurve
-from ldp_audit.audit.selection import _Candidate
+from ldp_audit.audit.selection import Candidate
 from ldp_audit.errors import UserCodeError
 from ldp_audit.stats import eps_delta_tradeoff, gaussian_tradeoff, tradeoff_points_from_counts
 
 #: type I error levels of the f-DP curve's threshold tests (those a selection sample cannot
 #: locate, fewer than 5 expected outputs beyond the threshold, are dropped).
-_TRADEOFF_LEVELS = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 0.01, 0.03, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9)
+TRADEOFF_LEVELS = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 0.01, 0.03, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9)
 
 
-def _tradeoff_events(
-    best: _Candidate, quantiles: tuple[np.ndarray, np.ndarray]
-) -> list[_Candidate]:
+def _tradeoff_events(best: Candidate, quantiles: tuple[np.ndarray, np.ndarray]) -> list[Candidate]:
     """Threshold events on ``best``'s statistic, oriented like it (its numerator is H1), at
     thresholds read from the selection quantiles of the null input (H0 = the denominator)."""
     q_den = quantiles[1] if best.x_is_numerator else quantiles[0]
     ts = np.unique(q_den)
     out = []
     for t in ts.tolist():
-        c = _Candidate(best.pair, best.stat, best.op, float(t), best.x_is_numerator, 0.0, (0, 0))
+        c = Candidate(best.pair, best.stat, best.op, float(t), best.x_is_numerator, 0.0, (0, 0))
         out.append(c)
     return out
 
@@ -44,7 +42,7 @@ def _claimed_tradeoff(
 ) -> tuple[Callable[[np.ndarray], np.ndarray], str]:
     """The claimed trade-off curve: ``mechanism.tradeoff``, else ``G_mu`` of a Gaussian with
     ``sigma`` and ``sensitivity`` (and a delta > 0 claim), else ``f_{epsilon, delta}``."""
-    fn = _user_attr(mechanism, "tradeoff")
+    fn = user_attr(mechanism, "tradeoff")
     if callable(fn):
 
         def user(a: np.ndarray) -> np.ndarray:
@@ -63,8 +61,8 @@ def _claimed_tradeoff(
             return v
 
         return user, "tradeoff"
-    sigma = _user_attr(mechanism, "sigma")
-    sens = _user_attr(mechanism, "sensitivity")
+    sigma = user_attr(mechanism, "sigma")
+    sens = user_attr(mechanism, "sensitivity")
     if (
         delta > 0
         and isinstance(sigma, (int, float))
@@ -88,11 +86,11 @@ def claimed_gaussian_curve(
     return fn if source.startswith("gaussian") else None
 
 
-def _tradeoff_curve(
+def tradeoff_curve(
     mechanism: Any,
     claimed: float,
     delta: float,
-    events: list[_Candidate],
+    events: list[Candidate],
     results: dict[int, tuple[int, int]],
     sizes: dict[int, tuple[int, int]],
     pair_list: list[tuple[np.ndarray, np.ndarray]],

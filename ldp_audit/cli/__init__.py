@@ -78,7 +78,7 @@ def _version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ldp_audit.cli._types import HelpParser  # shows defaults in every subcommand's help
+    from ldp_audit.cli.types import HelpParser  # shows defaults in every subcommand's help
 
     epilog = "exit codes: " + "; ".join(f"{k} {v}" for k, v in EXIT_CODES.items())
     parser = HelpParser(

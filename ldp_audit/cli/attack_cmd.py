@@ -21,16 +21,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ldp_audit.cli._types import (
+from ldp_audit.cli.evidence import check_evidence, evidence_args, verdict_code, with_evidence
+from ldp_audit.cli.types import (
     check_file_creatable,
     check_not_inside_run,
     confidence,
-    epsilon_or_inf,
     int_at_least,
     int_in_range,
-    parse_real,
-    real_in,
 )
+from ldp_audit.parse import epsilon_or_inf, parse_real, real_in
 
 _MECHANISMS = ("laplace", "prs", "none")
 
@@ -113,70 +112,6 @@ def _check_simulation_size(args: argparse.Namespace) -> None:
     check_resources(parts, force=args.force, cli=True)
 
 
-def _evidence_args(p: argparse.ArgumentParser) -> None:
-    """``--expect-head`` and ``--allow-unverified`` for an attack that reads ``--run-dir``."""
-    p.add_argument(
-        "--expect-head",
-        default=None,
-        metavar="HEX",
-        help="with --run-dir: the run's ledger must pass through this chain head (an anchor "
-        "published elsewhere)",
-    )
-    p.add_argument(
-        "--expect-root",
-        default=None,
-        metavar="HEX",
-        help="with --run-dir: the run as a whole (manifest, ledger head, sealed analysis "
-        "files) must have this root (printed by `budget RUN --verify` or `report`)",
-    )
-    p.add_argument(
-        "--allow-unverified",
-        action="store_true",
-        help="with --run-dir: attack a run whose files do not match its manifest, or without "
-        "manifest or ledger (refused by default, exit 2); the output then says so first and "
-        "in its JSON",
-    )
-
-
-def _check_evidence(args: argparse.Namespace) -> Any:
-    """Verify ``--run-dir`` against its manifest before it is read (rundir.require_verified);
-    unverified and allowed: the banner goes first (stderr with --json)."""
-    from ldp_audit.rundir import require_verified, unverified_banner
-
-    res = require_verified(
-        args.run_dir,
-        expect_head=args.expect_head,
-        allow_unverified=args.allow_unverified,
-        name="--run-dir",
-        expect_root=getattr(args, "expect_root", None),
-    )
-    banner = unverified_banner(res)  # unverified or unauthenticated: said first
-    if banner is not None:
-        print(banner, file=sys.stderr if args.json else sys.stdout, flush=True)
-    return res
-
-
-def verdict_code(args: argparse.Namespace, violation: bool) -> int:
-    """The exit code of an attack's verdict: 1 on a violation; 4 (``EXIT_UNAUTHENTICATED``)
-    when ``--run-dir``'s evidence was read unauthenticated or with ``--allow-unverified``;
-    else 0."""
-    from ldp_audit.cli import EXIT_OK, EXIT_UNAUTHENTICATED, EXIT_VIOLATION
-
-    if violation:
-        return EXIT_VIOLATION
-    res = getattr(args, "_evidence", None)
-    if res is not None and res.evidence != "authenticated":
-        return EXIT_UNAUTHENTICATED
-    return EXIT_OK
-
-
-def _with_evidence(d: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
-    res = getattr(args, "_evidence", None)
-    if res is None:
-        return d
-    return {**d, "verified": res.ok, "verification": res.to_dict()}
-
-
 def register(subparsers: Any) -> None:
     """Add the ``attack`` subcommand family."""
     attack = subparsers.add_parser(
@@ -228,7 +163,7 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="gravity uniform on [9.5, 10.1]; report the MAE of the posterior mean",
     )
-    _evidence_args(d)
+    evidence_args(d)
     d.set_defaults(func=_dynamics)
 
     m = sub.add_parser(
@@ -264,7 +199,7 @@ def register(subparsers: Any) -> None:
         default=None,
         help="score an existing run trained with canaries (read only; results go to --out)",
     )
-    _evidence_args(m)
+    evidence_args(m)
     m.set_defaults(func=_membership, agents=400, shadow=400)
 
     s = sub.add_parser(
@@ -386,7 +321,7 @@ def _check_outputs(args: argparse.Namespace) -> None:
 def _emit(args: argparse.Namespace, result: Any, info: dict[str, Any] | None = None) -> int:
     from ldp_audit.rundir import to_jsonable
 
-    d = _with_evidence(result.to_dict(), args)
+    d = with_evidence(result.to_dict(), args)
     if info:
         d["extra"]["theta_info"] = {
             k: v for k, v in info.items() if k in ("theta", "source", "chosen")
@@ -477,7 +412,7 @@ def _dynamics(args: argparse.Namespace) -> int:
 
             import_env_module(args.env_module)
         _, scorer = run_dir_scorer(args.run_dir, "dynamics", "attack dynamics --run-dir")
-        args._evidence = _check_evidence(args)  # before anything but config.json is read
+        args._evidence = check_evidence(args)  # before anything but config.json is read
         opts = {} if args.shadow is None else {"n_shadow": args.shadow}
         if args.env_module is not None:  # a user env's registering module (issue 27)
             import inspect
@@ -524,7 +459,7 @@ def _dynamics(args: argparse.Namespace) -> int:
             write_artifact(
                 args.run_dir,
                 "attack_dynamics.json",
-                _with_evidence(res.to_dict(), args),
+                with_evidence(res.to_dict(), args),
                 overwrite=True,
             )
         return _emit(args, res)
@@ -619,7 +554,7 @@ def _membership_of_run(args: argparse.Namespace) -> int:
         raise RunDirectoryError(f"--run-dir {args.run_dir!r} is not a run directory")
     # the run's system's "membership" attack (ldp_audit.systems), e.g. dprl's one-run audit
     _, scorer = run_dir_scorer(args.run_dir, "membership", "attack membership --run-dir")
-    args._evidence = _check_evidence(args)  # before anything but config.json is read
+    args._evidence = check_evidence(args)  # before anything but config.json is read
     res = scorer(args.run_dir, seed=args.seed, confidence=args.confidence)
     return _emit(args, res)
 
@@ -666,7 +601,7 @@ def _check_sweep_types(s: argparse.ArgumentParser) -> None:
 
 def _sweep(args: argparse.Namespace) -> int:
     from ldp_audit.attacks.sweep import run_from_args
-    from ldp_audit.cli._types import check_creatable, check_workers
+    from ldp_audit.cli.types import check_creatable, check_workers
 
     if args.workers is not None:
         check_workers(args.workers)  # before any work: far above the cores is refused

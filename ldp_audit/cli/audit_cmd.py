@@ -59,7 +59,8 @@ _OPTION = {
 
 
 def _float(name: str, *, positive: bool = True, unit: bool = False) -> Any:
-    from ldp_audit.cli._types import confidence, parse_real, real_in
+    from ldp_audit.cli.types import confidence
+    from ldp_audit.parse import parse_real, real_in
 
     if unit and name == "confidence":
         return confidence(f"--{name}")
@@ -72,8 +73,9 @@ def _float(name: str, *, positive: bool = True, unit: bool = False) -> Any:
 
 def _int(name: str, minimum: int, maximum: int | None = None) -> Any:
     """Integers >= minimum (and <= maximum); ``1e6`` is accepted when it is a whole number
-    (strict ASCII: see ``ldp_audit.cli._types.parse_int``)."""
-    from ldp_audit.cli._types import INT_MAX, int_at_least
+    (strict ASCII: see ``ldp_audit.parse.parse_int``)."""
+    from ldp_audit.cli.types import int_at_least
+    from ldp_audit.parse import INT_MAX
 
     return int_at_least(f"--{name}", minimum, INT_MAX if maximum is None else maximum)
 
@@ -86,10 +88,10 @@ _MAX_DIM = 1_000_000
 def _domain(text: str) -> Any:
     """``LOW:HIGH`` -> (low, high); ``V1,V2,...`` -> a list (ints when all are integers).
 
-    Every number is finite and read strictly (``ldp_audit.cli._types.parse_real``); an interval
+    Every number is finite and read strictly (``ldp_audit.parse.parse_real``); an interval
     needs LOW < HIGH and a set at least two distinct values (a claim over one input says
     nothing)."""
-    from ldp_audit.cli._types import parse_real
+    from ldp_audit.parse import parse_real
 
     def bad(why: str) -> argparse.ArgumentTypeError:
         return argparse.ArgumentTypeError(

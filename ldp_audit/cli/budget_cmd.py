@@ -34,7 +34,7 @@ _METHODS = ("best", "basic", "advanced", "optimal", "rdp", "prv", "pld")
 
 
 def _delta(text: str) -> float:
-    from ldp_audit.cli._types import parse_real
+    from ldp_audit.parse import parse_real
 
     v = parse_real(text, "--delta")
     if not (0.0 <= v < 1.0):
@@ -43,13 +43,13 @@ def _delta(text: str) -> float:
 
 
 def _budget(text: str) -> float:
-    from ldp_audit.cli._types import real_in
+    from ldp_audit.parse import real_in
 
     return real_in("--budget", low=0.0)(text)
 
 
 def _limit(text: str) -> int:
-    from ldp_audit.cli._types import parse_int
+    from ldp_audit.parse import parse_int
 
     return parse_int(text, "--limit", minimum=0)
 

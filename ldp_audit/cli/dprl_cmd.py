@@ -16,7 +16,7 @@ import sys
 import time
 from typing import Any
 
-from ldp_audit.cli._types import (
+from ldp_audit.cli.types import (
     DefaultsHelpFormatter,
     add_run_mode_arguments,
     check_out_for_mode,
@@ -83,7 +83,7 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
     r.add_argument("--overwrite", action="store_true", help="replace an earlier report in --out")
     r.add_argument("--json", action="store_true", help="print results.json on stdout")
     r.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
-    from ldp_audit.cli._types import add_backend_arguments
+    from ldp_audit.cli.types import add_backend_arguments
 
     add_backend_arguments(r, workers=True)
     from ldp_audit.limits import add_force_argument
@@ -164,7 +164,7 @@ def _train(args: argparse.Namespace) -> int:
 
 def _reproduce(args: argparse.Namespace) -> int:
     from ldp_audit.backends import backend_options
-    from ldp_audit.cli._types import check_report_out
+    from ldp_audit.cli.types import check_report_out
 
     where = backend_options(args)  # --backend/--address/--workers: usage errors before work
     out = args.out if args.out is not None else timestamped_dir("runs/reproduce-dprl")

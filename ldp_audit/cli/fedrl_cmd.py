@@ -76,7 +76,7 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
     r.add_argument("--overwrite", action="store_true", help="regenerate an existing report")
     r.add_argument("--json", action="store_true", help="print results as JSON on stdout")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
-    from ldp_audit.cli._types import add_backend_arguments
+    from ldp_audit.cli.types import add_backend_arguments
 
     add_backend_arguments(r, workers=True)
     from ldp_audit.limits import add_force_argument
@@ -180,7 +180,7 @@ def _attack(args: argparse.Namespace) -> int:
             f"--run-dir must be a fedrl run, got algorithm {cfg_doc.get('algorithm')!r}"
         )
     if args.out is not None:
-        from ldp_audit.cli._types import check_not_inside_run
+        from ldp_audit.cli.types import check_not_inside_run
 
         check_not_inside_run(args.out, "--out")  # a run is written only via its named artefacts
         check_new_file(args.out, name="--out", overwrite=args.overwrite)
@@ -252,7 +252,8 @@ def _attack(args: argparse.Namespace) -> int:
 def _reproduce(args: argparse.Namespace) -> int:
     from ldp_audit.config import from_args
     from ldp_audit.rundir import check_report_dir, to_jsonable
-    from ldp_audit.training.fedrl_reproduce import ReproConfig, reproduce, write_report
+    from ldp_audit.training.fedrl.reproduce import ReproConfig, reproduce
+    from ldp_audit.training.fedrl.reproduce_report import write_report
 
     rc = from_args(ReproConfig, args)  # the options given; the others: ReproConfig's defaults
     if len(rc.train_steps) not in (1, len(rc.sizes)):
@@ -265,7 +266,7 @@ def _reproduce(args: argparse.Namespace) -> int:
 
     where = backend_options(args)  # --backend/--address/--workers: usage errors before work
     out = args.out if args.out is not None else timestamped_dir("runs/reproduce-fedrl")
-    from ldp_audit.cli._types import check_not_inside_run
+    from ldp_audit.cli.types import check_not_inside_run
 
     check_not_inside_run(out, "--out")
     check_report_dir(out, overwrite=args.overwrite, generated=("results.json", "README.md"))

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ldp_audit.cli._types import (
+from ldp_audit.cli.types import (
     DefaultsHelpFormatter,
     add_run_mode_arguments,
     check_out_for_mode,
@@ -108,7 +108,7 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
     r.add_argument("--overwrite", action="store_true", help="regenerate an existing report")
     r.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
     r.add_argument("--no-progress", action="store_true")
-    from ldp_audit.cli._types import add_backend_arguments
+    from ldp_audit.cli.types import add_backend_arguments
 
     add_backend_arguments(r, workers=True)
     from ldp_audit.limits import add_force_argument
@@ -224,8 +224,7 @@ def _train(args: argparse.Namespace) -> int:
 
 def _reproduce(args: argparse.Namespace) -> int:
     from ldp_audit.backends import backend_options
-    from ldp_audit.cli._types import check_report_out
-    from ldp_audit.cli.types import resolve_device_option
+    from ldp_audit.cli.types import check_report_out, resolve_device_option
     from ldp_audit.config import from_args
     from ldp_audit.training.frd.reproduce import ReproduceSettings, reproduce
 
@@ -265,7 +264,7 @@ def _attack(args: argparse.Namespace) -> int:
         raise InvalidParameterError(f"--confidence must be in (0, 1), got {args.confidence!r}")
     target = Path(args.run_dir) / "attack_dynamics.json"
     if args.out:
-        from ldp_audit.cli._types import check_not_inside_run
+        from ldp_audit.cli.types import check_not_inside_run
 
         check_not_inside_run(args.out, "--out")  # a run is written only via its named artefacts
         check_new_file(args.out, name="--out", overwrite=args.overwrite)

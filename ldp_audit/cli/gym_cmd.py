@@ -16,7 +16,8 @@ import sys
 import time
 from typing import Any
 
-from ldp_audit.cli._types import int_in_range, parse_real
+from ldp_audit.cli.types import int_in_range
+from ldp_audit.parse import parse_real
 
 __all__ = ["add_gym_arguments", "parse_private_param", "refuse_without_env", "train_gym"]
 
@@ -138,7 +139,7 @@ def train_gym(args: argparse.Namespace, eps_kw: dict[str, Any]) -> int | None:
                 f"{opt} is an option of the CartPole engine; with --env {args.env} it does not "
                 "apply (docs/gymnasium.md)"
             )
-    from ldp_audit.cli._types import check_out_for_mode, run_mode
+    from ldp_audit.cli.types import check_out_for_mode, run_mode
 
     mode = run_mode(args)
     if mode == "resume":

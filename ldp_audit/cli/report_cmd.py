@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ldp_audit.cli._types import (
+from ldp_audit.cli.types import (
     check_creatable,
     check_not_inside_run,
     int_at_least,

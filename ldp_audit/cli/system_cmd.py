@@ -119,7 +119,7 @@ def _register_generic_train(tsub: Any, rsub: Any, s: Any) -> None:
         "subcommand: each config field is an option generated from the config class, with its "
         "docstring, default and bounds; --set KEY=VALUE, VALUE read as JSON, reaches any field).",
     )
-    from ldp_audit.cli._types import add_run_mode_arguments, int_at_least
+    from ldp_audit.cli.types import add_run_mode_arguments, int_at_least
 
     p.add_argument(
         "--set",
@@ -157,7 +157,7 @@ def _light_config(s: Any) -> bool:
 
 def _generic_train(args: argparse.Namespace) -> int:
     from ldp_audit import systems
-    from ldp_audit.cli._types import check_out_for_mode, run_mode, show_progress
+    from ldp_audit.cli.types import check_out_for_mode, run_mode, show_progress
     from ldp_audit.config import given_fields, option_name
     from ldp_audit.rundir import to_jsonable
 
@@ -207,7 +207,7 @@ def _generic_train(args: argparse.Namespace) -> int:
 
 def _generic_reproduce(args: argparse.Namespace) -> int:
     from ldp_audit import systems
-    from ldp_audit.cli._types import show_progress
+    from ldp_audit.cli.types import show_progress
     from ldp_audit.rundir import check_report_dir
 
     s = systems.get(args.system_name)
@@ -229,7 +229,7 @@ def register_attacks(attack_subparsers: Any) -> None:
     """The registered systems' own attack subcommands (``attack_cli``), then ``attack NAME
     --run-dir RUN`` for every attack a system declares that has no subcommand yet."""
     from ldp_audit import systems
-    from ldp_audit.cli._types import confidence, int_at_least
+    from ldp_audit.cli.types import confidence, int_at_least
 
     _warn_broken()
     for s in systems.systems():
@@ -268,9 +268,9 @@ def register_attacks(attack_subparsers: Any) -> None:
         a.add_argument("--out", default=None, help="write the result JSON here instead")
         a.add_argument("--overwrite", action="store_true", help="replace an earlier result")
         a.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
-        from ldp_audit.cli.attack_cmd import _evidence_args
+        from ldp_audit.cli.evidence import evidence_args
 
-        _evidence_args(a)
+        evidence_args(a)
         a.set_defaults(func=_generic_attack, attack_name=name)
         taken.add(name)
 
@@ -301,14 +301,14 @@ def _artifact_name(attack: str) -> str:
 
 
 def _generic_attack(args: argparse.Namespace) -> int:
-    from ldp_audit.cli._types import check_not_inside_run, show_progress
-    from ldp_audit.cli.attack_cmd import _check_evidence, _with_evidence, verdict_code
+    from ldp_audit.cli.evidence import check_evidence, verdict_code, with_evidence
+    from ldp_audit.cli.types import check_not_inside_run, show_progress
     from ldp_audit.rundir import check_new_file, to_jsonable, write_artifact
 
     name = args.attack_name
     # the evidence first (manifest, hashes, ledger against its anchor): refused unless
     # --allow-unverified, as for every reader of a run
-    args._evidence = _check_evidence(args)
+    args._evidence = check_evidence(args)
     rd, scorer = run_dir_scorer(args.run_dir, name, f"attack {name}")
     target = rd.path / _artifact_name(name)
     if args.out:
@@ -319,7 +319,7 @@ def _generic_attack(args: argparse.Namespace) -> int:
             f"{target} already exists; write elsewhere with --out FILE or pass --overwrite"
         )
     res = scorer(rd.path, seed=args.seed, confidence=args.confidence, progress=show_progress(args))
-    d = to_jsonable(_with_evidence(res.to_dict(), args))
+    d = to_jsonable(with_evidence(res.to_dict(), args))
     if args.out:
         from ldp_audit.rundir.seal import seal_document
 
@@ -346,7 +346,7 @@ def audit_run_dir(args: argparse.Namespace) -> int:
     one-shot auditor can audit (the message says why), or bad input.
     """
     from ldp_audit.audit import audit
-    from ldp_audit.cli._types import show_progress
+    from ldp_audit.cli.types import show_progress
     from ldp_audit.rundir import RunDir, to_jsonable, write_artifact
 
     rd = RunDir(args.run_dir)

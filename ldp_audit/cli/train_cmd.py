@@ -18,13 +18,12 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit.cli._types import (
+from ldp_audit.cli.types import (
     add_backend_arguments,
     add_run_mode_arguments,
     check_out_for_mode,
     check_report_out,
     check_workers,
-    epsilon_or_inf,
     int_at_least,
     int_in_range,
     run_mode,
@@ -32,6 +31,7 @@ from ldp_audit.cli._types import (
     timestamped_dir,
 )
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.parse import epsilon_or_inf
 
 _MECHANISMS = ("laplace", "prs", "none")
 
@@ -273,16 +273,6 @@ def register_pgc(tsub: Any, rsub: Any) -> None:
     r.set_defaults(func=_reproduce_pgc)
 
 
-def __getattr__(name: str) -> Any:
-    # SYSTEM_CLI_MODULES: the modules of the registered systems' own CLIs (SystemSpec.cli),
-    # read from ldp_audit.systems when asked (kept for callers of the old constant)
-    if name == "SYSTEM_CLI_MODULES":
-        from ldp_audit.cli.system_cmd import system_cli_modules
-
-        return system_cli_modules()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 def iter_system_cli_modules() -> list[Any]:
     """The registered systems' own CLI modules, imported (they must stay light)."""
     import importlib
@@ -472,7 +462,8 @@ def _check_step_scale(cfg: Any) -> None:
 def _reproduce_pgc(args: argparse.Namespace) -> int:
     if args.readings:
         return _reproduce_readings(args)
-    from ldp_audit.training.reproduce import ReproduceConfig, run_reproduction, write_report
+    from ldp_audit.training.reproduce import ReproduceConfig, run_reproduction
+    from ldp_audit.training.reproduce_report import write_report
 
     cfg = ReproduceConfig(
         trials=args.trials,

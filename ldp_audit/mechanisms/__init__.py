@@ -50,21 +50,7 @@ same generator gives exactly the same output rows: the trainers rely on this for
 
 from __future__ import annotations
 
-from ldp_audit.mechanisms._base import (
-    _NOISE_TAIL,
-    _SQRT3,
-    Mechanism,
-    _as_pair_batches,
-    _bitflip_log_probs,
-    _bitflip_prob_plus,
-    _check_dim,
-    _check_int,
-    _check_no_overflow,
-    _clip_l1,
-    _clip_l2,
-    _private_epsilon,
-    _row_scale,
-)
+from ldp_audit.mechanisms._base import Mechanism
 from ldp_audit.mechanisms.adaptive import AdaptiveFrequencyOracle, adaptive_uses_grr
 from ldp_audit.mechanisms.approximate import (
     ApproximateRandomizedResponse,
@@ -74,7 +60,6 @@ from ldp_audit.mechanisms.bit_flip import BitFlip
 from ldp_audit.mechanisms.frequency import FrequencyOracle, SupportStatistic
 from ldp_audit.mechanisms.gaussian import (
     Gaussian,
-    _check_delta,
     analytic_gaussian_delta,
     analytic_gaussian_epsilon,
     analytic_gaussian_sigma,
@@ -90,15 +75,7 @@ from ldp_audit.mechanisms.laplace import DiscreteLaplace, Laplace
 from ldp_audit.mechanisms.longitudinal import CountDifference, DBitFlipPM, MemoisedRappor
 from ldp_audit.mechanisms.no_privacy import NoPrivacy
 from ldp_audit.mechanisms.olh import BinaryLocalHashing, OptimalLocalHashing, olh_hash
-from ldp_audit.mechanisms.prs import (
-    _PRS_CHUNK_ELEMENTS,
-    _SIGN_CODES,
-    ProjectedRandomSign,
-    _prs_kernel,
-    _prs_kernel_py,
-    _sign_codes,
-    default_reduced_dim,
-)
+from ldp_audit.mechanisms.prs import ProjectedRandomSign, default_reduced_dim
 from ldp_audit.mechanisms.randomized_response import RandomizedResponse
 from ldp_audit.mechanisms.rappor import BasicRappor, OneTimeRappor, rappor_f_for_epsilon
 from ldp_audit.mechanisms.registry import MECHANISMS, from_config, split_epsilon
@@ -146,25 +123,3 @@ __all__ = [
     "analytic_gaussian_epsilon",
     "analytic_gaussian_sigma",
 ]
-
-# private helpers re-exported for the code that imported them from the one-file module
-_PRIVATE_COMPAT = (
-    _NOISE_TAIL,
-    _SQRT3,
-    _as_pair_batches,
-    _bitflip_log_probs,
-    _bitflip_prob_plus,
-    _check_delta,
-    _check_dim,
-    _check_int,
-    _check_no_overflow,
-    _clip_l1,
-    _clip_l2,
-    _private_epsilon,
-    _row_scale,
-    _PRS_CHUNK_ELEMENTS,
-    _SIGN_CODES,
-    _prs_kernel,
-    _prs_kernel_py,
-    _sign_codes,
-)

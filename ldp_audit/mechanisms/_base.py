@@ -21,14 +21,14 @@ from ldp_audit.validation import (
 if TYPE_CHECKING:
     from ldp_audit.accountant.events import DpEvent
 
-_SQRT3 = math.sqrt(3.0)
+SQRT3 = math.sqrt(3.0)
 
 # ----------------------------------------------------------------------------------------------
 # validation helpers local to the mechanisms
 # ----------------------------------------------------------------------------------------------
 
 
-def _private_epsilon(value: Any, name: str = "epsilon") -> float:
+def private_epsilon(value: Any, name: str = "epsilon") -> float:
     """Epsilon of a private mechanism: finite and > 0; inf is pointed at :class:`NoPrivacy`."""
     v = check_real(value, name)
     if v == math.inf:
@@ -44,7 +44,7 @@ def _private_epsilon(value: Any, name: str = "epsilon") -> float:
 _NOISE_TAIL = 64.0
 
 
-def _check_no_overflow(noise_scale: float, offset: float, what: str) -> None:
+def check_no_overflow(noise_scale: float, offset: float, what: str) -> None:
     """Refuse parameters whose outputs could overflow to inf (an inf output is not noise)."""
     with np.errstate(over="ignore"):
         top = float(np.float64(noise_scale) * _NOISE_TAIL + np.float64(offset))
@@ -56,7 +56,7 @@ def _check_no_overflow(noise_scale: float, offset: float, what: str) -> None:
         )
 
 
-def _check_int(value: Any, name: str, *, minimum: int) -> int:
+def check_int(value: Any, name: str, *, minimum: int) -> int:
     """Return ``value`` as an int >= ``minimum`` (bools and non-integral floats are refused)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         if isinstance(value, float) and value.is_integer():
@@ -69,11 +69,11 @@ def _check_int(value: Any, name: str, *, minimum: int) -> int:
     return v
 
 
-def _check_dim(dim: Any) -> int:
-    return _check_int(dim, "dim", minimum=1)
+def check_dim(dim: Any) -> int:
+    return check_int(dim, "dim", minimum=1)
 
 
-def _as_pair_batches(
+def as_pair_batches(
     x: Any, x2: Any, y: Any, *, y_name: str = "y"
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Validate (x, x2, y) for ``privacy_loss``; x and x2 may be (1, d) and broadcast over y."""
@@ -98,18 +98,18 @@ def _as_pair_batches(
 # ----------------------------------------------------------------------------------------------
 
 
-def _row_scale(x: np.ndarray) -> np.ndarray:
+def row_scale(x: np.ndarray) -> np.ndarray:
     """Max |x_ij| per row, shape (n, 1), with zero rows mapped to 1 (so x / scale is safe)."""
     m = np.abs(x).max(axis=1, keepdims=True)
     return np.where(m > 0, m, 1.0)
 
 
-def _clip_l1(x: np.ndarray, bound: float) -> np.ndarray:
+def clip_l1(x: np.ndarray, bound: float) -> np.ndarray:
     """Eq. 19: ``g / max{1, ||g||_1 / bound}`` row-wise, without overflow for huge inputs."""
     s = np.abs(x).sum(axis=1)
     if np.isfinite(s).all():  # fast path: one pass, rows inside the ball are returned exactly
         return x * np.minimum(1.0, bound / np.where(s > 0, s, bound))[:, None]
-    m = _row_scale(x)  # some row's norm overflowed: rescale by its largest entry first
+    m = row_scale(x)  # some row's norm overflowed: rescale by its largest entry first
     xs = x / m
     s = np.abs(xs).sum(axis=1, keepdims=True)  # in [1, d] (or 0): ||x||_1 = m * s
     with np.errstate(over="ignore"):
@@ -118,13 +118,13 @@ def _clip_l1(x: np.ndarray, bound: float) -> np.ndarray:
     return np.where(over, scaled, x)
 
 
-def _clip_l2(x: np.ndarray, bound: float) -> np.ndarray:
+def clip_l2(x: np.ndarray, bound: float) -> np.ndarray:
     """``g / max{1, ||g||_2 / bound}`` row-wise, without overflow for huge inputs."""
     with np.errstate(over="ignore"):
         s = np.sqrt(np.einsum("ij,ij->i", x, x))
     if np.isfinite(s).all():  # fast path (no entry near sqrt(float max))
         return x * np.minimum(1.0, bound / np.where(s > 0, s, bound))[:, None]
-    m = _row_scale(x)
+    m = row_scale(x)
     xs = x / m
     s = np.sqrt(np.einsum("ij,ij->i", xs, xs))[:, None]  # ||x||_2 = m * s
     with np.errstate(over="ignore"):
@@ -133,7 +133,7 @@ def _clip_l2(x: np.ndarray, bound: float) -> np.ndarray:
     return np.where(over, scaled, x)
 
 
-def _bitflip_log_probs(a: np.ndarray, eps: float) -> tuple[np.ndarray, np.ndarray]:
+def bitflip_log_probs(a: np.ndarray, eps: float) -> tuple[np.ndarray, np.ndarray]:
     """log P(+1) and log P(-1) of eq. 4 / eq. 24 for ``a = (x + 1) / 2`` in [0, 1].
 
     P(+1) = 1/(e^eps + 1) + a (e^eps - 1)/(e^eps + 1) = ((1 - a) + a e^eps) / (1 + e^eps), written
@@ -148,7 +148,7 @@ def _bitflip_log_probs(a: np.ndarray, eps: float) -> tuple[np.ndarray, np.ndarra
     return log_plus, log_minus
 
 
-def _bitflip_prob_plus(a: np.ndarray, eps: float) -> np.ndarray:
+def bitflip_prob_plus(a: np.ndarray, eps: float) -> np.ndarray:
     """P(+1) of eq. 4 / eq. 24: ``1/(e^eps+1) + a (e^eps-1)/(e^eps+1)`` for a in [0, 1]."""
     return special.expit(-eps) + a * math.tanh(eps / 2.0)
 

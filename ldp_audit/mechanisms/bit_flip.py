@@ -10,11 +10,11 @@ import numpy as np
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.mechanisms._base import (
     Mechanism,
-    _as_pair_batches,
-    _bitflip_log_probs,
-    _bitflip_prob_plus,
-    _check_dim,
-    _private_epsilon,
+    as_pair_batches,
+    bitflip_log_probs,
+    bitflip_prob_plus,
+    check_dim,
+    private_epsilon,
 )
 from ldp_audit.validation import (
     check_batch,
@@ -38,11 +38,11 @@ class BitFlip(Mechanism):
     name: ClassVar[str] = "bit_flip"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "epsilon", _private_epsilon(self.epsilon))
+        object.__setattr__(self, "epsilon", private_epsilon(self.epsilon))
 
     def coordinate_epsilon(self, dim: int) -> float:
         """epsilon/d: what each coordinate's flip spends."""
-        return self.epsilon / _check_dim(dim)
+        return self.epsilon / check_dim(dim)
 
     @staticmethod
     def _check_range(xb: np.ndarray, name: str) -> None:
@@ -58,25 +58,25 @@ class BitFlip(Mechanism):
         xb = check_batch(x, "x")
         self._check_range(xb, "x")
         rng = check_rng(rng)
-        p = _bitflip_prob_plus((xb + 1.0) / 2.0, self.coordinate_epsilon(xb.shape[1]))
+        p = bitflip_prob_plus((xb + 1.0) / 2.0, self.coordinate_epsilon(xb.shape[1]))
         return np.where(rng.random(xb.shape) < p, 1.0, -1.0)
 
     def privacy_loss(self, x: Any, x2: Any, y: Any) -> np.ndarray:
         """Exact ``log P(y|x) - log P(y|x2)`` per row, y in {-1, +1}^d."""
-        xb, x2b, yb = _as_pair_batches(x, x2, y)
+        xb, x2b, yb = as_pair_batches(x, x2, y)
         self._check_range(xb, "x")
         self._check_range(x2b, "x2")
         if not np.all(np.abs(yb) == 1.0):
             raise InvalidParameterError("y must have values in {-1, +1}")
         e = self.coordinate_epsilon(yb.shape[1])
-        lp1, lm1 = _bitflip_log_probs((xb + 1.0) / 2.0, e)
-        lp2, lm2 = _bitflip_log_probs((x2b + 1.0) / 2.0, e)
+        lp1, lm1 = bitflip_log_probs((xb + 1.0) / 2.0, e)
+        lp2, lm2 = bitflip_log_probs((x2b + 1.0) / 2.0, e)
         plus = yb > 0
         return (np.where(plus, lp1, lm1) - np.where(plus, lp2, lm2)).sum(axis=1)
 
     def candidate_pairs(self, dim: int) -> list[tuple[np.ndarray, np.ndarray]]:
         """Sign vectors (the extreme points) and a one-coordinate change."""
-        d = _check_dim(dim)
+        d = check_dim(dim)
         ones = np.ones(d)
         one_flip = ones.copy()
         one_flip[0] = -1.0

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.mechanisms._base import Mechanism, _check_dim
+from ldp_audit.mechanisms._base import Mechanism, check_dim
 from ldp_audit.validation import check_batch
 
 __all__ = ["FrequencyOracle", "SupportStatistic"]
@@ -159,7 +159,7 @@ class FrequencyOracle(Mechanism):
 
     def candidate_pairs(self, dim: int = 1) -> list[tuple[np.ndarray, np.ndarray]]:
         """Pairs of distinct items (dim must be 1): (0, 1) and (0, k-1)."""
-        if _check_dim(dim) != 1:
+        if check_dim(dim) != 1:
             raise InvalidParameterError(f"dim must be 1 for {type(self).__name__}, got {dim!r}")
         pairs = [(np.array([0.0]), np.array([1.0]))]
         if self.k > 2:

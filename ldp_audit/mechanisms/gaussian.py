@@ -13,11 +13,11 @@ from scipy import special
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.mechanisms._base import (
     Mechanism,
-    _as_pair_batches,
-    _check_dim,
-    _check_no_overflow,
-    _clip_l2,
-    _private_epsilon,
+    as_pair_batches,
+    check_dim,
+    check_no_overflow,
+    clip_l2,
+    private_epsilon,
 )
 from ldp_audit.validation import (
     check_batch,
@@ -80,7 +80,7 @@ def analytic_gaussian_epsilon(sigma: float, sensitivity: float, delta: float) ->
 def analytic_gaussian_sigma(epsilon: float, sensitivity: float, delta: float) -> float:
     """The smallest sigma for which N(0, sigma^2) noise is (epsilon, delta)-DP on an
     L2-``sensitivity`` query (inverse of :func:`analytic_gaussian_epsilon`)."""
-    eps = _private_epsilon(epsilon)
+    eps = private_epsilon(epsilon)
     sens = check_positive(sensitivity, "sensitivity")
     dl = _check_delta(delta)
 
@@ -128,7 +128,7 @@ class Gaussian(Mechanism):
             self, "noise_multiplier", check_positive(self.noise_multiplier, "noise_multiplier")
         )
         object.__setattr__(self, "delta", _check_delta(self.delta))
-        _check_no_overflow(self.noise_multiplier * self.clip, self.clip, "sigma")
+        check_no_overflow(self.noise_multiplier * self.clip, self.clip, "sigma")
 
     @property
     def sigma(self) -> float:
@@ -155,7 +155,7 @@ class Gaussian(Mechanism):
 
     def clip_rows(self, x: np.ndarray) -> np.ndarray:
         """L2 clip of every row to ``clip``."""
-        return _clip_l2(x, self.clip)
+        return clip_l2(x, self.clip)
 
     def privatize(self, x: Any, rng: np.random.Generator) -> np.ndarray:
         """Return ``clip_L2(x) + N(0, sigma^2 I)`` row-wise."""
@@ -169,14 +169,14 @@ class Gaussian(Mechanism):
     def privacy_loss(self, x: Any, x2: Any, y: Any) -> np.ndarray:
         """Exact log-density ratio ``(||y - c(x2)||^2 - ||y - c(x)||^2) / (2 sigma^2)``
         (unbounded: the guarantee is (epsilon, delta), not pure)."""
-        xb, x2b, yb = _as_pair_batches(x, x2, y)
+        xb, x2b, yb = as_pair_batches(x, x2, y)
         d1 = ((yb - self.clip_rows(xb)) ** 2).sum(axis=1)
         d2 = ((yb - self.clip_rows(x2b)) ** 2).sum(axis=1)
         return (d2 - d1) / (2.0 * self.sigma**2)
 
     def candidate_pairs(self, dim: int) -> list[tuple[np.ndarray, np.ndarray]]:
         """Opposite points of the L2 ball (distance 2C), huge and dense inputs."""
-        d = _check_dim(dim)
+        d = check_dim(dim)
         c = self.clip
         e0 = np.zeros(d)
         e0[0] = 1.0

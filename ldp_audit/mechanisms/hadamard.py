@@ -21,7 +21,7 @@ import numpy as np
 from scipy import special
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.mechanisms._base import _private_epsilon
+from ldp_audit.mechanisms._base import private_epsilon
 from ldp_audit.mechanisms.frequency import (
     FrequencyOracle,
     check_items,
@@ -65,7 +65,7 @@ class HadamardResponse(FrequencyOracle):
     name: ClassVar[str] = "hadamard_response"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "epsilon", _private_epsilon(self.epsilon))
+        object.__setattr__(self, "epsilon", private_epsilon(self.epsilon))
         object.__setattr__(self, "k", check_int(self.k, "k", minimum=2, maximum=MAX_HADAMARD_K))
 
     @property

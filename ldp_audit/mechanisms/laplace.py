@@ -12,11 +12,11 @@ import numpy as np
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.mechanisms._base import (
     Mechanism,
-    _as_pair_batches,
-    _check_dim,
-    _check_no_overflow,
-    _clip_l1,
-    _private_epsilon,
+    as_pair_batches,
+    check_dim,
+    check_no_overflow,
+    clip_l1,
+    private_epsilon,
 )
 from ldp_audit.validation import (
     check_batch,
@@ -42,9 +42,9 @@ class Laplace(Mechanism):
     name: ClassVar[str] = "laplace"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "epsilon", _private_epsilon(self.epsilon))
+        object.__setattr__(self, "epsilon", private_epsilon(self.epsilon))
         object.__setattr__(self, "clip", check_positive(self.clip, "clip"))
-        _check_no_overflow(self.clip / self.epsilon, self.clip, "the noise scale clip / epsilon")
+        check_no_overflow(self.clip / self.epsilon, self.clip, "the noise scale clip / epsilon")
 
     @property
     def scale(self) -> float:
@@ -53,7 +53,7 @@ class Laplace(Mechanism):
 
     def clip_rows(self, x: np.ndarray) -> np.ndarray:
         """Eq. 19: clip each row to L1 norm C/2."""
-        return _clip_l1(x, self.clip / 2.0)
+        return clip_l1(x, self.clip / 2.0)
 
     def privatize(self, x: Any, rng: np.random.Generator) -> np.ndarray:
         """Return ``clip(x) + z`` with z_i ~ Lap(C/epsilon) i.i.d. (eqs. 19, 21).
@@ -73,7 +73,7 @@ class Laplace(Mechanism):
 
         Bounded by ``||c(x) - c(x2)||_1 / b <= C / b = epsilon`` (eq. 20).
         """
-        xb, x2b, yb = _as_pair_batches(x, x2, y)
+        xb, x2b, yb = as_pair_batches(x, x2, y)
         d1 = np.abs(yb - self.clip_rows(xb)).sum(axis=1)
         d2 = np.abs(yb - self.clip_rows(x2b)).sum(axis=1)
         return (d2 - d1) / self.scale
@@ -81,7 +81,7 @@ class Laplace(Mechanism):
     def candidate_pairs(self, dim: int) -> list[tuple[np.ndarray, np.ndarray]]:
         """Input pairs an auditor should try: L1-ball extreme points, sign and dense vectors,
         huge out-of-range inputs."""
-        d = _check_dim(dim)
+        d = check_dim(dim)
         c = self.clip
         e0 = np.zeros(d)
         e0[0] = 1.0
@@ -145,22 +145,22 @@ class DiscreteLaplace(Mechanism):
     name: ClassVar[str] = "discrete_laplace"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "epsilon", _private_epsilon(self.epsilon))
+        object.__setattr__(self, "epsilon", private_epsilon(self.epsilon))
         object.__setattr__(self, "clip", check_positive(self.clip, "clip"))
         if self.resolution is not None:
             object.__setattr__(self, "resolution", check_positive(self.resolution, "resolution"))
         # noise scale about (C + d gamma) / epsilon; gamma <= C at the default resolution
         step = self.clip if self.resolution is None else max(self.clip, self.resolution)
-        _check_no_overflow(2.0 * step / self.epsilon, self.clip, "the noise scale clip / epsilon")
+        check_no_overflow(2.0 * step / self.epsilon, self.clip, "the noise scale clip / epsilon")
 
     def grid_step(self, dim: int) -> float:
         """gamma for inputs of dimension ``dim``."""
-        d = _check_dim(dim)
+        d = check_dim(dim)
         return self.resolution if self.resolution is not None else self.clip / (10.0 * d)
 
     def grid_sensitivity(self, dim: int) -> int:
         """K = ceil(C / gamma) + d: the L1 sensitivity of the rounded rows in grid units."""
-        d = _check_dim(dim)
+        d = check_dim(dim)
         return int(math.ceil(self.clip / self.grid_step(d) - 1e-12)) + d
 
     def noise_ratio(self, dim: int) -> float:
@@ -169,7 +169,7 @@ class DiscreteLaplace(Mechanism):
 
     def clip_rows(self, x: np.ndarray) -> np.ndarray:
         """Eq. 19: clip each row to L1 norm C/2."""
-        return _clip_l1(x, self.clip / 2.0)
+        return clip_l1(x, self.clip / 2.0)
 
     def grid_centres(self, x: np.ndarray) -> np.ndarray:
         """k = round(c(x) / gamma) as int64 (|k_j| <= C / (2 gamma) + 1)."""
@@ -192,7 +192,7 @@ class DiscreteLaplace(Mechanism):
     def privacy_loss(self, x: Any, x2: Any, y: Any) -> np.ndarray:
         """Exact ``log P(y|x) - log P(y|x2) = epsilon/K (||m - k2||_1 - ||m - k1||_1)`` with
         m = y / gamma, k1, k2 the grid centres; bounded by epsilon."""
-        xb, x2b, yb = _as_pair_batches(x, x2, y)
+        xb, x2b, yb = as_pair_batches(x, x2, y)
         d = yb.shape[1]
         step = self.grid_step(d)
         m_float = yb / step
@@ -310,7 +310,7 @@ def _laplace_row_py(
 
 class LaplaceKernels(NamedTuple):
     """The compiled (Numba ``njit``) row kernels of :class:`Laplace`, callable from other
-    ``njit`` code (the fused PGC-A3C engine, ``ldp_audit.training._kernels``).
+    ``njit`` code (the fused PGC-A3C engine, ``ldp_audit.training.pgc_a3c._fused_kernel``).
 
     Attributes:
         l1_norm: ``(x, lo, n) -> float``, ||x[lo:lo+n]||_1 summed in NumPy's order (n <= 128).

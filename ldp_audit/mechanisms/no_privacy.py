@@ -10,8 +10,8 @@ import numpy as np
 
 from ldp_audit.mechanisms._base import (
     Mechanism,
-    _as_pair_batches,
-    _check_dim,
+    as_pair_batches,
+    check_dim,
 )
 from ldp_audit.validation import (
     check_batch,
@@ -42,7 +42,7 @@ class NoPrivacy(Mechanism):
 
     def privacy_loss(self, x: Any, x2: Any, y: Any) -> np.ndarray:
         """0 where x and x2 are equal, inf where y == x != x2, -inf where y == x2 != x."""
-        xb, x2b, yb = _as_pair_batches(x, x2, y)
+        xb, x2b, yb = as_pair_batches(x, x2, y)
         same = np.all(xb == x2b, axis=1)
         is_x = np.all(yb == xb, axis=1)
         is_x2 = np.all(yb == x2b, axis=1)
@@ -51,7 +51,7 @@ class NoPrivacy(Mechanism):
         return np.where(same, 0.0, np.nan_to_num(out, nan=0.0, posinf=math.inf, neginf=-math.inf))
 
     def candidate_pairs(self, dim: int) -> list[tuple[np.ndarray, np.ndarray]]:
-        d = _check_dim(dim)
+        d = check_dim(dim)
         e0 = np.zeros(d)
         e0[0] = 1.0
         return [(np.zeros(d), e0)]

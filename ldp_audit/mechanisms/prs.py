@@ -12,15 +12,15 @@ from scipy import special
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.mechanisms._base import (
-    _SQRT3,
+    SQRT3,
     Mechanism,
-    _as_pair_batches,
-    _bitflip_log_probs,
-    _bitflip_prob_plus,
-    _check_dim,
-    _check_int,
-    _private_epsilon,
-    _row_scale,
+    as_pair_batches,
+    bitflip_log_probs,
+    bitflip_prob_plus,
+    check_dim,
+    check_int,
+    private_epsilon,
+    row_scale,
 )
 from ldp_audit.validation import (
     check_batch,
@@ -78,7 +78,7 @@ def _prs_row_py(
                 acc += x[j]
             elif v < lo:
                 acc -= x[j]
-        u = acc * _SQRT3
+        u = acc * SQRT3
         if not math.isfinite(u):
             return False
         ubar = min(max(u, -clip), clip)  # eq. 23
@@ -92,7 +92,7 @@ def _prs_row_py(
             elif v < lo:
                 out[j] -= b
     for j in range(d):
-        out[j] *= _SQRT3 * clip  # M^T u~ = sqrt(3) C s^T bits
+        out[j] *= SQRT3 * clip  # M^T u~ = sqrt(3) C s^T bits
     return True
 
 
@@ -116,7 +116,7 @@ def _prs_kernel_py(
 
 class PrsKernels(NamedTuple):
     """The compiled (Numba ``njit``) kernels of :class:`ProjectedRandomSign`, callable from
-    other ``njit`` code (the fused PGC-A3C engine, ``ldp_audit.training._kernels``).
+    other ``njit`` code (the fused PGC-A3C engine, ``ldp_audit.training.pgc_a3c._fused_kernel``).
 
     Attributes:
         row: ``(uni, x, dh, clip, p0, slope, bits, out) -> bool``, one report of Algorithm 3
@@ -179,16 +179,16 @@ class ProjectedRandomSign(Mechanism):
     name: ClassVar[str] = "projected_random_sign"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "epsilon", _private_epsilon(self.epsilon))
+        object.__setattr__(self, "epsilon", private_epsilon(self.epsilon))
         object.__setattr__(self, "clip", check_positive(self.clip, "clip"))
         if self.reduced_dim is not None:
             object.__setattr__(
-                self, "reduced_dim", _check_int(self.reduced_dim, "reduced_dim", minimum=1)
+                self, "reduced_dim", check_int(self.reduced_dim, "reduced_dim", minimum=1)
             )
 
     def effective_reduced_dim(self, dim: int) -> int:
         """d_hat for inputs of dimension ``dim`` (raises if ``reduced_dim`` is outside [1, d])."""
-        d = _check_dim(dim)
+        d = check_dim(dim)
         if self.reduced_dim is None:
             return default_reduced_dim(self.epsilon, d)
         if not 1 <= self.reduced_dim <= d:
@@ -214,10 +214,10 @@ class ProjectedRandomSign(Mechanism):
     def _projections(self, signs: np.ndarray, x: np.ndarray) -> np.ndarray:
         """ubar = clip(M g) (eq. 23) for signs (n, d_hat, d) and x (n, d), overflow-safe."""
         with np.errstate(over="ignore", invalid="ignore"):
-            u = np.einsum("nkd,nd->nk", signs, x, optimize=False) * _SQRT3
+            u = np.einsum("nkd,nd->nk", signs, x, optimize=False) * SQRT3
         if not np.isfinite(u).all():  # an intermediate sum overflowed: rescale rows first
-            m = _row_scale(x)
-            v = np.einsum("nkd,nd->nk", signs, x / m, optimize=False) * _SQRT3
+            m = row_scale(x)
+            v = np.einsum("nkd,nd->nk", signs, x / m, optimize=False) * SQRT3
             with np.errstate(over="ignore"):
                 u = v * m  # may be +-inf for huge inputs, never NaN (v finite, m finite > 0)
         return self.element_clip(u)
@@ -225,7 +225,7 @@ class ProjectedRandomSign(Mechanism):
     def _prob_plus(self, ubar: np.ndarray, bit_eps: float) -> np.ndarray:
         """Eq. 24: P(u~_i = +C)."""
         a = (ubar + self.clip) / (2.0 * self.clip)
-        return _bitflip_prob_plus(np.clip(a, 0.0, 1.0), bit_eps)
+        return bitflip_prob_plus(np.clip(a, 0.0, 1.0), bit_eps)
 
     def _run(
         self, x: Any, rng: np.random.Generator, keep: bool
@@ -258,7 +258,7 @@ class ProjectedRandomSign(Mechanism):
             if fast and _prs_kernel(uni, xb[lo:hi], dh, self.clip, p0, slope, bits, out[lo:hi]):
                 if keep:
                     bits_all[lo:hi] = bits
-                    mats[lo:hi] = _sign_codes(uni[:, : dh * d].reshape(hi - lo, dh, d)) * _SQRT3
+                    mats[lo:hi] = _sign_codes(uni[:, : dh * d].reshape(hi - lo, dh, d)) * SQRT3
                 continue
             # a projection overflowed (inputs near the float maximum): the rescaling path
             signs = _sign_codes(uni[:, : dh * d].reshape(hi - lo, dh, d))  # eq. 5
@@ -266,10 +266,10 @@ class ProjectedRandomSign(Mechanism):
             p = self._prob_plus(ubar, bit_eps)  # eq. 24
             bits = np.where(uni[:, dh * d :] < p, 1.0, -1.0)
             # M^T u~ = sqrt(3) C s^T bits
-            out[lo:hi] = np.einsum("nkd,nk->nd", signs, bits, optimize=False) * (_SQRT3 * self.clip)
+            out[lo:hi] = np.einsum("nkd,nk->nd", signs, bits, optimize=False) * (SQRT3 * self.clip)
             if keep:
                 bits_all[lo:hi] = bits
-                mats[lo:hi] = signs * _SQRT3
+                mats[lo:hi] = signs * SQRT3
         return out, bits_all, mats
 
     def privatize(self, x: Any, rng: np.random.Generator) -> np.ndarray:
@@ -300,7 +300,7 @@ class ProjectedRandomSign(Mechanism):
                 f"matrices must have d_hat = {self.effective_reduced_dim(d)} rows for d = {d}, "
                 f"got shape {mats.shape}"
             )
-        codes = mats / _SQRT3
+        codes = mats / SQRT3
         signs = np.rint(codes)
         if not (np.all(np.abs(codes - signs) < 1e-9) and np.all(np.abs(signs) <= 1)):
             raise InvalidParameterError(
@@ -326,7 +326,7 @@ class ProjectedRandomSign(Mechanism):
             matrices: (n, d_hat, d) random matrices with entries in {-sqrt3, 0, sqrt3}.
         """
         b, signs = self._check_internals(bits, matrices)
-        xb, x2b, _ = _as_pair_batches(x, x2, np.zeros((b.shape[0], signs.shape[2])))
+        xb, x2b, _ = as_pair_batches(x, x2, np.zeros((b.shape[0], signs.shape[2])))
         if xb.shape[1] != signs.shape[2] or x2b.shape[1] != signs.shape[2]:
             raise InvalidParameterError(
                 f"x and x2 must have d = {signs.shape[2]} columns, got {xb.shape} and {x2b.shape}"
@@ -344,12 +344,12 @@ class ProjectedRandomSign(Mechanism):
     def _log_probs(self, ubar: np.ndarray, bit_eps: float) -> tuple[np.ndarray, np.ndarray]:
         """Eq. 24 in log space: (log P(u~_i = +C), log P(u~_i = -C))."""
         a = np.clip((ubar + self.clip) / (2.0 * self.clip), 0.0, 1.0)
-        return _bitflip_log_probs(a, bit_eps)
+        return bitflip_log_probs(a, bit_eps)
 
     def candidate_pairs(self, dim: int) -> list[tuple[np.ndarray, np.ndarray]]:
         """Input pairs an auditor should try: huge opposite inputs (every projection clipped to
         +-C), sign vectors, dense vectors, inputs at the clip bound."""
-        d = _check_dim(dim)
+        d = check_dim(dim)
         c = self.clip
         e0 = np.zeros(d)
         e0[0] = 1.0
@@ -358,7 +358,7 @@ class ProjectedRandomSign(Mechanism):
             (1e6 * c * e0, -1e6 * c * e0),
             (1e6 * c * ones, -1e6 * c * ones),
             (c * ones, -c * ones),
-            (c * e0 / _SQRT3, -c * e0 / _SQRT3),  # projections exactly +-C or 0
+            (c * e0 / SQRT3, -c * e0 / SQRT3),  # projections exactly +-C or 0
             (np.zeros(d), 1e6 * c * e0),
         ]
 

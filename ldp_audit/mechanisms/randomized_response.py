@@ -11,9 +11,9 @@ from scipy import special
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.mechanisms._base import (
-    _check_dim,
-    _check_int,
-    _private_epsilon,
+    check_dim,
+    check_int,
+    private_epsilon,
 )
 from ldp_audit.mechanisms.frequency import FrequencyOracle
 from ldp_audit.validation import (
@@ -45,8 +45,8 @@ class RandomizedResponse(FrequencyOracle):
     name: ClassVar[str] = "randomized_response"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "epsilon", _private_epsilon(self.epsilon))
-        object.__setattr__(self, "k", _check_int(self.k, "k", minimum=2))
+        object.__setattr__(self, "epsilon", private_epsilon(self.epsilon))
+        object.__setattr__(self, "k", check_int(self.k, "k", minimum=2))
 
     @property
     def keep_probability(self) -> float:
@@ -108,7 +108,7 @@ class RandomizedResponse(FrequencyOracle):
 
     def candidate_pairs(self, dim: int = 1) -> list[tuple[np.ndarray, np.ndarray]]:
         """Pairs of distinct categories (dim must be 1)."""
-        if _check_dim(dim) != 1:
+        if check_dim(dim) != 1:
             raise InvalidParameterError(f"dim must be 1 for RandomizedResponse, got {dim!r}")
         pairs = [(np.array([0.0]), np.array([1.0]))]
         if self.k > 2:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.mechanisms._base import Mechanism, _check_int
+from ldp_audit.mechanisms._base import Mechanism, check_int
 from ldp_audit.mechanisms.adaptive import AdaptiveFrequencyOracle
 from ldp_audit.mechanisms.approximate import (
     ApproximateRandomizedResponse,
@@ -88,5 +88,5 @@ def split_epsilon(total: float, rounds: int) -> float:
     ``total = inf`` (explicit non-private baseline) returns inf.
     """
     t = check_epsilon(total, "total", allow_inf=True)
-    r = _check_int(rounds, "rounds", minimum=1)
+    r = check_int(rounds, "rounds", minimum=1)
     return t / r

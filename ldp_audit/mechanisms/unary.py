@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 import numpy as np
 from scipy import special
 
-from ldp_audit.mechanisms._base import _private_epsilon
+from ldp_audit.mechanisms._base import private_epsilon
 from ldp_audit.mechanisms.frequency import (
     FrequencyOracle,
     check_bits,
@@ -44,7 +44,7 @@ class _UnaryEncoding(FrequencyOracle):
     k: int
 
     def _validate(self) -> None:
-        object.__setattr__(self, "epsilon", _private_epsilon(self.epsilon))
+        object.__setattr__(self, "epsilon", private_epsilon(self.epsilon))
         object.__setattr__(self, "k", check_int(self.k, "k", minimum=2, maximum=MAX_UNARY_K))
 
     @property

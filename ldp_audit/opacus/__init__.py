@@ -54,45 +54,24 @@ The package's modules: :mod:`~ldp_audit.opacus.canaries` (the public canary desi
 audit of a run, the report sections), :mod:`~ldp_audit.opacus.family` (the stated-family bound
 beside the assumption-free one), :mod:`~ldp_audit.opacus.ledger_accountant` (Opacus's accountant
 door: ``PrivacyEngine(accountant=register_ledger_accountant(path))``, loaded on first use) and
-:mod:`~ldp_audit.opacus.system` (the ``opacus`` system and the digits example). Every name is
-importable from ``ldp_audit.opacus``.
+:mod:`~ldp_audit.opacus.system` (the ``opacus`` system and the digits example). This package
+gives the public names of ``__all__``; every other name is imported from the module that
+defines it.
 """
 
 from __future__ import annotations
 
 from ldp_audit.opacus.attach import CanaryAudit
 from ldp_audit.opacus.canaries import (
-    _KINDS,
-    _MARK,
     ALGORITHM,
     NOISE_SKETCH,
     RECOMMENDED_CANARIES,
-    _int,
-    _real,
     canary_blocks,
     noise_sketch,
 )
 from ldp_audit.opacus.embed import AuditRecords
-from ldp_audit.opacus.scoring import (
-    _decided_by,
-    _fmt,
-    _ledger_test,
-    _read,
-    audit_run,
-    membership,
-    report_sections,
-    score_inputs,
-    tensor_names,
-)
-from ldp_audit.opacus.system import (
-    EXAMPLE_DEFAULTS,
-    OPACUS,
-    OpacusRunConfig,
-    ledger_charges,
-    train_digits,
-    transcript_schema,
-)
-from ldp_audit.opacus.writer import declared_event, open_run, privacy, write_run
+from ldp_audit.opacus.scoring import audit_run, membership, report_sections, tensor_names
+from ldp_audit.opacus.system import OPACUS, OpacusRunConfig, train_digits
 
 __all__ = [
     "LedgerAccountant",
@@ -112,11 +91,6 @@ __all__ = [
     "OPACUS",
     "report_sections",
 ]
-
-# the names the single module had, kept importable from ldp_audit.opacus
-_COMPAT = (_KINDS, _MARK, _int, _real, _decided_by, _fmt, _ledger_test, _read, score_inputs,
-           EXAMPLE_DEFAULTS, ledger_charges, transcript_schema, declared_event, open_run,
-           privacy, write_run)  # fmt: skip
 
 
 def __getattr__(name: str) -> object:

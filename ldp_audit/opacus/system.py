@@ -226,11 +226,11 @@ OPACUS = SystemSpec(
     name=ALGORITHM,
     summary="your own Opacus DP-SGD loop audited in one run (CanaryAudit); train: the digits "
     "example",
-    config="ldp_audit.opacus:OpacusRunConfig",
-    trainer="ldp_audit.opacus:train_digits",
-    schema="ldp_audit.opacus:transcript_schema",
-    charges="ldp_audit.opacus:ledger_charges",
-    attacks={"membership": "ldp_audit.opacus:membership"},
-    report_sections="ldp_audit.opacus:report_sections",
+    config="ldp_audit.opacus.system:OpacusRunConfig",
+    trainer="ldp_audit.opacus.system:train_digits",
+    schema="ldp_audit.opacus.system:transcript_schema",
+    charges="ldp_audit.opacus.system:ledger_charges",
+    attacks={"membership": "ldp_audit.opacus.scoring:membership"},
+    report_sections="ldp_audit.opacus.scoring:report_sections",
     tiny_config={"canaries": 20, "example": {"epochs": 1, "batch_size": 256, "hidden": 4}},
 )

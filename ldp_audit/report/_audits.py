@@ -15,7 +15,7 @@ import numpy as np
 from ldp_audit.report._load import RunData
 
 
-def _num(v: Any) -> float | None:
+def num(v: Any) -> float | None:
     """A finite-or-infinite float, or None for anything that is not a number."""
     if isinstance(v, bool) or v is None:
         return None
@@ -65,8 +65,8 @@ def _verdict_rows(e: dict[str, Any], claim: float, lb: float, viol: bool) -> lis
             v = vs.get(kind)
             if not isinstance(v, dict):
                 continue
-            vlb = _num(v.get("epsilon_lower_bound"))
-            vclaim = _num(v.get("claimed_epsilon"))
+            vlb = num(v.get("epsilon_lower_bound"))
+            vclaim = num(v.get("claimed_epsilon"))
             rows.append(
                 {
                     "kind": kind,
@@ -107,9 +107,9 @@ def _profile_model(p: Any) -> dict[str, Any] | None:
         return None
     if not len(d) == len(lo) == len(cl) or not d:
         return None
-    dd = [_num(x) for x in d]
-    ll = [_num(x) for x in lo]
-    cc = [_num(x) for x in cl]
+    dd = [num(x) for x in d]
+    ll = [num(x) for x in lo]
+    cc = [num(x) for x in cl]
     if any(x is None for x in dd + ll + cc):
         return None
     above = [a > b for a, b in zip(ll, cc, strict=True)]  # type: ignore[operator]
@@ -118,7 +118,7 @@ def _profile_model(p: Any) -> dict[str, Any] | None:
         "epsilon_lower": ll,
         "epsilon_claimed": cc,
         "above_claim": above,
-        "confidence": _num(p.get("confidence")),
+        "confidence": num(p.get("confidence")),
         "claimed_from": p.get("claimed_from"),
     }
 
@@ -131,7 +131,7 @@ def _tradeoff_model(t: Any) -> dict[str, Any] | None:
     vals = {k: t.get(k) for k in keys}
     if not all(isinstance(v, list) and v for v in vals.values()):
         return None
-    nums = {k: [_num(x) for x in v] for k, v in vals.items()}
+    nums = {k: [num(x) for x in v] for k, v in vals.items()}
     if any(x is None for v in nums.values() for x in v):
         return None
     if len(nums["type1_upper"]) != len(nums["type2_upper"]):
@@ -145,7 +145,7 @@ def _tradeoff_model(t: Any) -> dict[str, Any] | None:
         **nums,
         "below_claim": [bool(b) for b in below],
         "claimed_from": str(t.get("claimed_from", "")),
-        "confidence": _num(t.get("confidence")),
+        "confidence": num(t.get("confidence")),
     }
 
 
@@ -160,7 +160,7 @@ def _point_estimate(w: dict[str, Any] | None) -> float | None:
     return math.log(w["k1"] / w["n1"]) - math.log(w["k2"] / w["n2"])
 
 
-def _audit_section(run: RunData) -> dict[str, Any]:
+def audit_section(run: RunData) -> dict[str, Any]:
     if run.audits is None:
         return {"status": "not run", "results": []}
     out = []
@@ -181,15 +181,15 @@ def _audit_section(run: RunData) -> dict[str, Any]:
             {
                 "mechanism": str(e.get("mechanism") or default_name),
                 "claimed_epsilon": claim,
-                "exact_epsilon": _num(e.get("exact_epsilon")),
+                "exact_epsilon": num(e.get("exact_epsilon")),
                 "epsilon_lower_bound": lb,
-                "confidence": _num(e.get("confidence")),
-                "delta": _num(e.get("delta")),
+                "confidence": num(e.get("confidence")),
+                "delta": num(e.get("delta")),
                 "samples": e.get("samples"),
                 "selection_samples": e.get("selection_samples"),
-                "max_refutable_epsilon": _num(e.get("max_refutable_epsilon")),
-                "resolution_probability": _num(e.get("resolution_probability")),
-                "seconds": _num(e.get("seconds")),
+                "max_refutable_epsilon": num(e.get("max_refutable_epsilon")),
+                "resolution_probability": num(e.get("resolution_probability")),
+                "seconds": num(e.get("seconds")),
                 "violation": viol,
                 "leak": leak,
                 "witness": _witness_model(e.get("witness")),
@@ -210,22 +210,22 @@ def _first(d: dict[str, Any], *keys: str) -> Any:
     return None
 
 
-def _attack_section(run: RunData) -> dict[str, Any]:
+def attack_section(run: RunData) -> dict[str, Any]:
     if not run.attacks:
         return {"status": "not run", "results": []}
     out = []
     for name, a in run.attacks.items():
         ci = _first(a, "accuracy_ci", "ci", "confidence_interval")
-        lo = _num(_first(a, "ci_low", "accuracy_low", "accuracy_lower"))
-        hi = _num(_first(a, "ci_high", "accuracy_high", "accuracy_upper"))
+        lo = num(_first(a, "ci_low", "accuracy_low", "accuracy_lower"))
+        hi = num(_first(a, "ci_high", "accuracy_high", "accuracy_upper"))
         if isinstance(ci, (list, tuple)) and len(ci) == 2:
-            lo, hi = _num(ci[0]), _num(ci[1])
-        ceiling = _num(_first(a, "ceiling", "accuracy_ceiling"))
+            lo, hi = num(ci[0]), num(ci[1])
+        ceiling = num(_first(a, "ceiling", "accuracy_ceiling"))
         viol = a.get("violation")
         if not isinstance(viol, bool):
             viol = lo is not None and ceiling is not None and lo > ceiling
         tpr = _first(a, "tpr_at_fpr", "tpr_at_low_fpr")
-        chance = _num(_first(a, "chance", "baseline"))
+        chance = num(_first(a, "chance", "baseline"))
         above_chance = lo is not None and chance is not None and lo > chance
         out.append(
             {
@@ -234,24 +234,24 @@ def _attack_section(run: RunData) -> dict[str, Any]:
                 "accuracy": float(a["accuracy"]),
                 "ci_low": lo,
                 "ci_high": hi,
-                "confidence": _num(a.get("confidence")),
+                "confidence": num(a.get("confidence")),
                 "ceiling": ceiling,
                 "chance": chance,
                 "above_chance": above_chance,
                 "source": run.sources.get(f"attack_{name}"),
                 "k": _first(a, "k", "n_classes", "candidates"),
                 # the ceiling applies to the epsilon composed over the T reports attacked together
-                "epsilon": _num(_first(a, "composed_epsilon", "epsilon", "claimed_epsilon")),
+                "epsilon": num(_first(a, "composed_epsilon", "epsilon", "claimed_epsilon")),
                 "reports_per_agent": _first(a, "reports_per_agent"),
-                "mae": _num(a.get("mae")),
-                "mae_baseline": _num(a.get("mae_baseline")),
-                "implied_epsilon_lower_bound": _num(
+                "mae": num(a.get("mae")),
+                "mae_baseline": num(a.get("mae_baseline")),
+                "implied_epsilon_lower_bound": num(
                     _first(
                         a, "implied_epsilon_lower_bound", "epsilon_lower_bound", "implied_epsilon"
                     )
                 ),
-                "auc": _num(a.get("auc")),
-                "advantage": _num(a.get("advantage")),
+                "auc": num(a.get("auc")),
+                "advantage": num(a.get("advantage")),
                 "tpr_at_fpr": tpr
                 if isinstance(tpr, (dict, list, float, int)) and tpr != {}
                 else None,

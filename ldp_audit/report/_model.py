@@ -14,16 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit.report._audits import (  # noqa: F401 - short_numbers, _tradeoff_model: re-exported
-    _attack_section,
-    _audit_section,
-    _num,
-    _tradeoff_model,
-    short_numbers,
-)
+from ldp_audit.report._audits import attack_section, audit_section, num
 from ldp_audit.report._ledger import LedgerStats
 from ldp_audit.report._load import RunData
-from ldp_audit.report._verdict import _claim_section, _verdict
+from ldp_audit.report._verdict import claim_section, report_verdict
 
 __all__ = ["build_model", "SCHEMA"]
 
@@ -216,7 +210,7 @@ def _ledger_section(
             }
         )
     mech = run.config.get("mechanism") or {}
-    mech_eps = _num(mech.get("epsilon"))
+    mech_eps = num(mech.get("epsilon"))
     central_vals = np.array(sorted((led.central or {}).values()), dtype=np.float64)
     inf_best = ~np.isfinite(led.best)
     return {
@@ -378,9 +372,9 @@ def build_parts(
         "run_dir": str(run.path),
         "run": _run_section(run, part.missing),
         "ledger": _ledger_section(run, ledger, top, part.releases),
-        "audits": _audit_section(run),
-        "attacks": _attack_section(run),
-        "claim": _claim_section(run),
+        "audits": audit_section(run),
+        "attacks": attack_section(run),
+        "claim": claim_section(run),
         "sections": list(part.sections),
         "sections_source": part.note,
     }
@@ -390,7 +384,7 @@ def build_parts(
         r["one_run"] = r["name"] in one_names
     statement = privacy_statement(run, ledger, model, facts=part.statement, unit=part.unit)
     model["privacy_statement"] = statement
-    model["verdict"] = _verdict(model, part.claimed)
+    model["verdict"] = report_verdict(model, part.claimed)
     # the statement first (after the identification), as on the page
     head = ("schema", "generated", "generator", "run_dir", "privacy_statement", "verdict")
     out = {**{k: model[k] for k in head}, **{k: v for k, v in model.items() if k not in head}}

@@ -47,7 +47,7 @@ def _short_mech(name: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _legend_below(ax: Any, ncols: int = 2, fontsize: float = 8) -> None:
+def legend_under_axes(ax: Any, ncols: int = 2, fontsize: float = 8) -> None:
     """The axes' legend under its x-axis label, never over the data or the axis labels
     (constrained layout makes room for it)."""
     handles, labels = ax.get_legend_handles_labels()
@@ -63,7 +63,7 @@ def _legend_below(ax: Any, ncols: int = 2, fontsize: float = 8) -> None:
         )
 
 
-def _thin(n: int) -> np.ndarray:
+def thin_indices(n: int) -> np.ndarray:
     """Indices of at most ``_MAX_POINTS`` evenly spaced rows out of ``n`` (always the last)."""
     if n <= _MAX_POINTS:
         return np.arange(n)
@@ -131,7 +131,7 @@ def ledger_figure(
         return _png(fig)
     spend, running = spend_over_releases(releases, led)
     n = np.arange(1, spend.size + 1)
-    idx = _thin(spend.size)
+    idx = thin_indices(spend.size)
     if spend.size:
         ax1.scatter(
             n[idx],
@@ -181,7 +181,7 @@ def ledger_figure(
             frameon=False,
         )
     else:
-        _legend_below(ax1)
+        legend_under_axes(ax1)
     ax1.set_xlabel("submission n (arrival order)")
     ax1.set_ylabel("spent epsilon per agent")
     ax1.set_title("Spent epsilon over submissions", wrap=True)
@@ -234,7 +234,7 @@ def _spend_hist(ax2: Any, led: LedgerStats) -> None:
         )
         if led.budget is not None:
             ax2.axvline(led.budget, color="k", ls=":", lw=1.2, label="budget")
-        _legend_below(ax2)
+        legend_under_axes(ax2)
         top = ax2.get_ylim()[1]
         ax2.set_ylim(0, top * (1.0 + 0.1 * (len(notes) + 1)))  # room for the notes
     ax2.ticklabel_format(axis="x", style="sci", scilimits=(-3, 4))
@@ -273,7 +273,7 @@ def _scope_panel(ax: Any, led: LedgerStats, claim: dict[str, Any] | None = None)
             ms=12,
             label=f"the claim: {eps:.4g} ({claim.get('method') or 'method not recorded'})",
         )
-        _legend_below(ax, ncols=1)
+        legend_under_axes(ax, ncols=1)
         ax.set_ylim(0, max(ax.get_ylim()[1], 1.15 * eps))
     ax.set_xticks([0, 1], [f"{n}\n{_plural(v.size, 'id')}" for n, v in groups])
     ax.set_xlim(-0.6, 1.6)
@@ -402,7 +402,7 @@ def profile_figure(model: dict[str, Any]) -> bytes | None:
     ax.set_title(
         "Privacy profile: audited epsilon lower bound vs the claimed epsilon(delta)", wrap=True
     )
-    _legend_below(ax, ncols=3)
+    legend_under_axes(ax, ncols=3)
     return _png(fig)
 
 
@@ -531,5 +531,5 @@ def attack_figure(model: dict[str, Any]) -> bytes | None:
     ax.set_xlabel("epsilon of one report")
     ax.set_ylabel("attack accuracy")
     ax.set_title("Attack accuracy vs chance and the ceiling the claim allows", wrap=True)
-    _legend_below(ax, ncols=3)
+    legend_under_axes(ax, ncols=3)
     return _png(fig)

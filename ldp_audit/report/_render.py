@@ -20,13 +20,13 @@ from ldp_audit.report._summary import (
     toc,
 )
 from ldp_audit.report._tables import (
-    _e,
-    _f,
-    _html_table,
-    _md_table,
-    _n,
-    _tables,
-    _top_title,
+    cell_html,
+    cell_text,
+    count_noun,
+    html_table,
+    md_table,
+    report_tables,
+    top_title,
 )
 
 __all__ = ["render_html", "render_markdown", "render_json", "FIGURE_TITLES"]
@@ -90,45 +90,50 @@ dl.glossary dt{font-weight:700;margin-top:8px}dl.glossary dd{margin:2px 0 0 18px
 def _ledger_note(led: dict[str, Any]) -> str:
     if led["agents_in_transcript"] is not None:  # the system gave its releases
         who = (
-            f"{_n(led['agents'], 'agent')} in the ledger; "
-            f"{_n(led['agents_in_transcript'], 'agent')} submitted "
-            f"{_n(led.get('releases') or 0, 'report')}"
+            f"{count_noun(led['agents'], 'agent')} in the ledger; "
+            f"{count_noun(led['agents_in_transcript'], 'agent')} submitted "
+            f"{count_noun(led.get('releases') or 0, 'report')}"
         )
     elif not led["agents"] and led.get("central"):
         who = "No local (per-agent) charges: this run's charges are central (below)"
     else:
-        who = f"{_n(led['agents'], 'agent')} in the ledger (local scope)"
+        who = f"{count_noun(led['agents'], 'agent')} in the ledger (local scope)"
     s = (
-        f"{who}. Spend is evaluated at delta = {_f(led['delta'])}. Methods that gave the "
+        f"{who}. Spend is evaluated at delta = {cell_text(led['delta'])}. Methods that gave the "
         "tightest bound: "
-        + (", ".join(f"{k} ({_n(v, 'agent')})" for k, v in led["methods"].items()) or "none")
+        + (
+            ", ".join(f"{k} ({count_noun(v, 'agent')})" for k, v in led["methods"].items())
+            or "none"
+        )
         + ". "
     )
     if led.get("infinite_agents"):
         s += (
-            f"{_n(led['infinite_agents'], 'ledger id')} spent epsilon = inf under every method "
+            f"{count_noun(led['infinite_agents'], 'ledger id')} spent epsilon = inf under every "
+            "method "
             f"(e.g. {', '.join(led['infinite_examples'])}). "
         )
     if led.get("basic_not_applicable"):
         s += (
             f"Basic composition does not apply to the Gaussian or approximate-DP events of "
-            f"{_n(led['basic_not_applicable'], 'ledger id')}: they show inf under it and a "
+            f"{count_noun(led['basic_not_applicable'], 'ledger id')}: they show inf under it and a "
             "finite value under the tightest method. "
         )
     s += (
-        f"Budget: {_f(led['budget'])} per agent"
+        f"Budget: {cell_text(led['budget'])} per agent"
         + (
             f" (enforced under {led['budget_method']} composition)"
             if led.get("budget_method")
             else ""
         )
-        + f"; {_n(led['over_budget'], 'agent')} over it."
+        + f"; {count_noun(led['over_budget'], 'agent')} over it."
         if led["budget"] is not None
         else "No per-agent budget was set."
     )
     if led["uncharged_agents"]:
         s += (
-            f" WARNING: {_n(led['uncharged_agents'], 'agent')} submitted without a ledger charge "
+            f" WARNING: {count_noun(led['uncharged_agents'], 'agent')} submitted without a "
+            "ledger charge "
             f"(e.g. {', '.join(led['uncharged_examples'])})."
         )
     return s
@@ -197,14 +202,14 @@ def _title_claim(m: dict[str, Any]) -> str:
     eps = the.get("epsilon")
     if eps is None:
         e = m["ledger"]["epsilon_per_submission"]
-        return f", epsilon = {_f(e)} per report" if e is not None else ""
-    s = f", epsilon = {_f(eps)}"
+        return f", epsilon = {cell_text(e)} per report" if e is not None else ""
+    s = f", epsilon = {cell_text(eps)}"
     if the.get("delta"):
-        s += f" at delta = {_f(the['delta'])}"
+        s += f" at delta = {cell_text(the['delta'])}"
     s += f" per {the.get('unit') or 'unit'}"
     k = the.get("releases_per_unit")
     if the.get("per_release") is not None and isinstance(k, int):
-        s += f" ({_f(the['per_release'])} per report x {_n(k, 'report')})"
+        s += f" ({cell_text(the['per_release'])} per report x {count_noun(k, 'report')})"
     if not the.get("meaningful", True):
         s += " (no protection)"
     return s
@@ -241,7 +246,7 @@ def _empty_section_note(sec: dict[str, Any]) -> str | None:
 
 def render_html(model: dict[str, Any], figures: dict[str, bytes]) -> str:
     """The self-contained HTML page (inline CSS, figures as base64 PNG data URIs)."""
-    m, t = model, _tables(model)
+    m, t = model, report_tables(model)
     v, run = m["verdict"], m["run"]
     cls = _VERDICT_CLASS.get(v["status"], "partially")
     mech = run["mechanism"] or {}
@@ -277,7 +282,7 @@ def render_html(model: dict[str, Any], figures: dict[str, bytes]) -> str:
         f"<h1>Privacy report: {html.escape(run['algorithm'])}, "
         f"{html.escape(mech_name)}{' mechanism' if mech else ''}{title_eps}</h1>",
         f'<div class="sub">Run directory <code>{html.escape(m["run_dir"])}</code> &middot; seed '
-        f"{_e(run['seed'])} &middot; status {html.escape(run['status']['run'])} &middot; "
+        f"{cell_html(run['seed'])} &middot; status {html.escape(run['status']['run'])} &middot; "
         f"generated {html.escape(m['generated'])} by ldp-audit</div>",
         '<section id="summary" class="summary"><h2>Summary</h2>',
         "<table>"
@@ -292,7 +297,7 @@ def render_html(model: dict[str, Any], figures: dict[str, bytes]) -> str:
         "<p>What is protected, against whom, and how strongly, from what the run recorded "
         "(&quot;not recorded&quot; where nothing records it). One epsilon is the claim; other "
         "accountants' values are alternatives.</p>",
-        _html_table(*t["statement"]),
+        html_table(*t["statement"]),
         "</section>",
         f'<section id="verdict" class="verdict {cls}"><div class="head">Verdict: '
         f"{html.escape(v['status'])}. {html.escape(v['headline'])}</div>",
@@ -307,7 +312,7 @@ def render_html(model: dict[str, Any], figures: dict[str, bytes]) -> str:
     p += [
         "</section>",
         '<h2 id="status">Run status and evidence</h2>',
-        _html_table(*t["status"]),
+        html_table(*t["status"]),
     ]
     chain = _chain_note(m["ledger"])
     if chain:
@@ -315,16 +320,16 @@ def render_html(model: dict[str, Any], figures: dict[str, bytes]) -> str:
     p += [
         '<h2 id="ledger">Privacy ledger</h2>',
         f"<p>{html.escape(_ledger_note(m['ledger']))}</p>",
-        _html_table(*t["ledger"]),
+        html_table(*t["ledger"]),
         f"<p>{html.escape(_scopes_note())}</p>",
-        _html_table(*t["scopes"]),
-        _html_table(*t["claim"]) if m.get("claim") else "",
+        html_table(*t["scopes"]),
+        html_table(*t["claim"]) if m.get("claim") else "",
     ]
     if _has_local_agents(m):
         p += [
             fig("ledger"),
-            f"<h3>{html.escape(_top_title(m['ledger']))}</h3>",
-            _html_table(*t["top"]),
+            f"<h3>{html.escape(top_title(m['ledger']))}</h3>",
+            html_table(*t["top"]),
         ]
     p.append('<h2 id="audits">Audits of the mechanisms used</h2>')
     one_run = m["audits"].get("one_run") or []
@@ -335,7 +340,7 @@ def render_html(model: dict[str, Any], figures: dict[str, bytes]) -> str:
             "give an empirical lower bound on epsilon at the stated confidence. The ceiling is "
             "the bound if every guess were right: a claim above it cannot be refuted with this "
             "many canaries.</p>",
-            _html_table(*t["one_run"]),
+            html_table(*t["one_run"]),
         ]
     if m["audits"]["status"] == "run":
         p += [
@@ -345,7 +350,7 @@ def render_html(model: dict[str, Any], figures: dict[str, bytes]) -> str:
             "raw outputs: does this binary leak?). The overall verdict follows the stricter. The "
             "white-box exact epsilon is computed in exact arithmetic and says nothing about "
             "floating-point leaks.</p>",
-            _html_table(*t["audits"]),
+            html_table(*t["audits"]),
         ]
         for r in m["audits"]["results"]:
             for vd in r["verdicts"]:
@@ -368,7 +373,7 @@ def render_html(model: dict[str, Any], figures: dict[str, bytes]) -> str:
     p.append('<h2 id="attacks">Attacks on the transcript</h2>')
     if t["attacks"][1]:
         p += [
-            _html_table(*t["attacks"]),
+            html_table(*t["attacks"]),
             fig("attack"),
             "<p>The ceiling is the best accuracy any attacker can reach against one "
             "epsilon-LDP report with k equally likely secrets: e^eps / (e^eps + k - 1). "
@@ -394,14 +399,14 @@ def render_html(model: dict[str, Any], figures: dict[str, bytes]) -> str:
         for tb in sec["tables"]:
             if tb["caption"]:
                 p.append(f"<h3>{html.escape(tb['caption'])}</h3>")
-            p.append(_html_table(tb["header"], tb["rows"]))
+            p.append(html_table(tb["header"], tb["rows"]))
         for name in sec["figures"]:
             p.append(img(f"section-{sec['id']}-{name}", f"{sec['title']}: {name}"))
     p += [
         '<h2 id="config">Run configuration and environment</h2>',
-        _html_table(*t["run"]),
+        html_table(*t["run"]),
         "<details><summary>Full training configuration</summary>",
-        _html_table(*t["config"]),
+        html_table(*t["config"]),
         "</details>",
     ]
     body = "\n".join(x for x in p if x)
@@ -423,7 +428,7 @@ def render_html(model: dict[str, Any], figures: dict[str, bytes]) -> str:
 
 def render_markdown(model: dict[str, Any], figure_files: dict[str, str]) -> str:
     """The Markdown report; figures are linked as files (``figure_files``: name -> path)."""
-    m, t = model, _tables(model)
+    m, t = model, report_tables(model)
     v, run = m["verdict"], m["run"]
     mech = run["mechanism"] or {}
     out = [
@@ -459,7 +464,7 @@ def render_markdown(model: dict[str, Any], figure_files: dict[str, str]) -> str:
         '("not recorded" where nothing records it). One epsilon is the claim; other '
         "accountants' values are alternatives.",
         "",
-        _md_table(*t["statement"]),
+        md_table(*t["statement"]),
         "",
         f"**Verdict: {v['status']}.** {v['headline']}",
         "",
@@ -478,7 +483,7 @@ def render_markdown(model: dict[str, Any], figure_files: dict[str, str]) -> str:
             return []
         return [f"![{cap or FIGURE_TITLES[name]}]({figure_files[name]})", ""]
 
-    out += ["## Run status and evidence", "", _md_table(*t["status"]), ""]
+    out += ["## Run status and evidence", "", md_table(*t["status"]), ""]
     chain = _chain_note(m["ledger"])
     if chain:
         out += [chain, ""]
@@ -487,15 +492,15 @@ def render_markdown(model: dict[str, Any], figure_files: dict[str, str]) -> str:
         "",
         _ledger_note(m["ledger"]),
         "",
-        _md_table(*t["ledger"]),
+        md_table(*t["ledger"]),
         "",
         _scopes_note(),
         "",
-        _md_table(*t["scopes"]),
+        md_table(*t["scopes"]),
         "",
-        *([_md_table(*t["claim"]), ""] if m.get("claim") else []),
+        *([md_table(*t["claim"]), ""] if m.get("claim") else []),
         *(
-            [*fig("ledger"), f"### {_top_title(m['ledger'])}", "", _md_table(*t["top"]), ""]
+            [*fig("ledger"), f"### {top_title(m['ledger'])}", "", md_table(*t["top"]), ""]
             if _has_local_agents(m)
             else []
         ),
@@ -503,9 +508,9 @@ def render_markdown(model: dict[str, Any], figure_files: dict[str, str]) -> str:
         "",
     ]
     if m["audits"].get("one_run"):
-        out += [_md_table(*t["one_run"]), ""]
+        out += [md_table(*t["one_run"]), ""]
     if m["audits"]["status"] == "run":
-        out += [_md_table(*t["audits"]), ""]
+        out += [md_table(*t["audits"]), ""]
         for r in m["audits"]["results"]:
             for vd in r["verdicts"]:
                 if vd["consequence"]:
@@ -517,7 +522,7 @@ def render_markdown(model: dict[str, Any], figure_files: dict[str, str]) -> str:
         out += [_NOT_RUN["audits"], ""]
     out += ["## Attacks on the transcript", ""]
     if t["attacks"][1]:
-        out += [_md_table(*t["attacks"]), "", *fig("attack")]
+        out += [md_table(*t["attacks"]), "", *fig("attack")]
     else:
         out += [_NOT_RUN["attacks"], ""]
     for sec in m.get("sections") or []:
@@ -534,15 +539,15 @@ def render_markdown(model: dict[str, Any], figure_files: dict[str, str]) -> str:
         for tb in sec["tables"]:
             if tb["caption"]:
                 out += [f"**{tb['caption']}**", ""]
-            out += [_md_table(tb["header"], tb["rows"]), ""]
+            out += [md_table(tb["header"], tb["rows"]), ""]
         for name in sec["figures"]:
             out += fig(f"section-{sec['id']}-{name}", f"{sec['title']}: {name}")
     out += [
         "## Run configuration and environment",
         "",
-        _md_table(*t["run"]),
+        md_table(*t["run"]),
         "",
-        _md_table(*t["config"]),
+        md_table(*t["config"]),
         "",
     ]
     text = "\n".join(out)

@@ -10,10 +10,10 @@ import html
 import math
 from typing import Any
 
-from ldp_audit.report._model import short_numbers
+from ldp_audit.report._audits import short_numbers
 
 
-def _f(v: Any, nd: int = 4) -> str:
+def cell_text(v: Any, nd: int = 4) -> str:
     """A cell as readable text: numbers at ``nd`` significant digits, lists and dicts as
     comma-separated values (never a raw Python list)."""
     if v is None:
@@ -29,24 +29,24 @@ def _f(v: Any, nd: int = 4) -> str:
     if isinstance(v, (list, tuple)):
         if not v:
             return "none"
-        head = ", ".join(_f(x, nd) for x in v[:8])
+        head = ", ".join(cell_text(x, nd) for x in v[:8])
         return head + (f", ... ({len(v)} values)" if len(v) > 8 else "")
     if isinstance(v, dict):
         if not v:
             return "none"
-        return "; ".join(f"{k}: {_f(x, nd)}" for k, x in v.items())
+        return "; ".join(f"{k}: {cell_text(x, nd)}" for k, x in v.items())
     return str(v)
 
 
-def _e(v: Any, nd: int = 4) -> str:
-    return html.escape(_f(v, nd))
+def cell_html(v: Any, nd: int = 4) -> str:
+    return html.escape(cell_text(v, nd))
 
 
 def _short(v: Any, k: int = 4) -> str:
     if isinstance(v, list) and v and all(isinstance(x, (int, float)) for x in v):
         head = ", ".join(f"{x:.4g}" for x in v[:k])
         return f"({head}{', ...' if len(v) > k else ''})"
-    return _f(v)
+    return cell_text(v)
 
 
 def _witness(w: Any) -> str:
@@ -65,7 +65,7 @@ def _witness(w: Any) -> str:
             parts.append(f"x = {_short(w['x'])}, x2 = {_short(w['x2'])}")
         s = "; ".join(parts)
     else:
-        s = _f(w)
+        s = cell_text(w)
     s = short_numbers(s)
     return s if len(s) <= 400 else s[:397] + "..."
 
@@ -81,7 +81,7 @@ def _attack_verdict(r: dict[str, Any]) -> str:
     return "not above chance (within ceiling)"
 
 
-def _tables(m: dict[str, Any]) -> dict[str, tuple[list[str], list[list[Any]]]]:
+def report_tables(m: dict[str, Any]) -> dict[str, tuple[list[str], list[list[Any]]]]:
     run, led, aud, att = m["run"], m["ledger"], m["audits"], m["attacks"]
     t: dict[str, tuple[list[str], list[list[Any]]]] = {}
     mech = run["mechanism"] or {}
@@ -91,7 +91,8 @@ def _tables(m: dict[str, Any]) -> dict[str, tuple[list[str], list[list[Any]]]]:
             ["algorithm", run["algorithm"]],
             [
                 "mechanism",
-                ", ".join(f"{k}={_f(v)}" for k, v in mech.items()) or "several (see sections)",
+                ", ".join(f"{k}={cell_text(v)}" for k, v in mech.items())
+                or "several (see sections)",
             ],
             ["seed", run["seed"]],
             ["created", run["created"]],
@@ -118,7 +119,7 @@ def _tables(m: dict[str, Any]) -> dict[str, tuple[list[str], list[list[Any]]]]:
             ),
         ],
     )
-    t["config"] = (["parameter", "value"], [[k, _f(v)] for k, v in run["config"].items()])
+    t["config"] = (["parameter", "value"], [[k, cell_text(v)] for k, v in run["config"].items()])
     rows = []
     for name, key in (("basic sequential composition", "basic"), ("tightest valid method", "best")):
         s = led[key]
@@ -146,7 +147,7 @@ def _tables(m: dict[str, Any]) -> dict[str, tuple[list[str], list[list[Any]]]]:
     claim = m.get("claim") or {}
     t["claim"] = (
         ["trainer's privacy statement (metrics.json)", "value"],
-        [[_CLAIM_LABELS.get(k, k), _f(v)] for k, v in claim.items()],
+        [[_CLAIM_LABELS.get(k, k), cell_text(v)] for k, v in claim.items()],
     )
     t["top"] = _top_table(led)
     stmt = m.get("privacy_statement") or {}
@@ -233,13 +234,15 @@ def _tables(m: dict[str, Any]) -> dict[str, tuple[list[str], list[list[Any]]]]:
             [
                 r["name"],
                 r["accuracy"],
-                f"{_f(r['ci_low'])} to {_f(r['ci_high'])}" if r["ci_low"] is not None else None,
+                f"{cell_text(r['ci_low'])} to {cell_text(r['ci_high'])}"
+                if r["ci_low"] is not None
+                else None,
                 r["chance"],
                 r["ceiling"],
                 r["implied_epsilon_lower_bound"],
                 r["auc"],
                 r["advantage"],
-                _f(r["tpr_at_fpr"]) if r["tpr_at_fpr"] is not None else None,
+                cell_text(r["tpr_at_fpr"]) if r["tpr_at_fpr"] is not None else None,
                 r["samples"],
                 _attack_verdict(r),
             ]
@@ -314,22 +317,22 @@ def _top_table(led: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
     ]
 
 
-def _top_title(led: dict[str, Any]) -> str:
+def top_title(led: dict[str, Any]) -> str:
     groups = led.get("top_groups") or []
     n = sum(g["agents"] for g in groups)
     if groups and n > len(groups):
         return (
-            f"Largest spenders: {_n(n, 'agent')} in {_n(len(groups), 'row')} "
+            f"Largest spenders: {count_noun(n, 'agent')} in {count_noun(len(groups), 'row')} "
             "(agents with identical values share a row)"
         )
-    return f"Largest spenders: {_n(len(groups) or len(led['top_agents']), 'agent')}"
+    return f"Largest spenders: {count_noun(len(groups) or len(led['top_agents']), 'agent')}"
 
 
-def _n(count: int, noun: str, plural: str | None = None) -> str:
+def count_noun(count: int, noun: str, plural: str | None = None) -> str:
     return f"{count:,} {noun if count == 1 else (plural or noun + 's')}"
 
 
-def _html_table(head: list[str], rows: list[list[Any]]) -> str:
+def html_table(head: list[str], rows: list[list[Any]]) -> str:
     out = [
         "<table><thead><tr>",
         *(f"<th>{html.escape(h)}</th>" for h in head),
@@ -341,7 +344,7 @@ def _html_table(head: list[str], rows: list[list[Any]]) -> str:
         out.append("<tr>")
         for c in r:
             cls = ' class="num"' if isinstance(c, (int, float)) and not isinstance(c, bool) else ""
-            txt = _e(c)
+            txt = cell_html(c)
             if txt in ("VIOLATION", "EXCEEDS CEILING"):
                 txt = f'<span class="bad">{txt}</span>'
             elif txt.startswith("ABOVE CHANCE"):
@@ -354,9 +357,9 @@ def _html_table(head: list[str], rows: list[list[Any]]) -> str:
     return "".join(out)
 
 
-def _md_table(head: list[str], rows: list[list[Any]]) -> str:
+def md_table(head: list[str], rows: list[list[Any]]) -> str:
     def cell(c: Any) -> str:
-        return _f(c).replace("|", "\\|").replace("\n", " ")
+        return cell_text(c).replace("|", "\\|").replace("\n", " ")
 
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows]

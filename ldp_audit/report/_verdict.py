@@ -9,11 +9,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ldp_audit.report._audits import _num
+from ldp_audit.report._audits import num
 from ldp_audit.report._load import RunData
 
 
-def _claim_section(run: RunData) -> dict[str, Any] | None:
+def claim_section(run: RunData) -> dict[str, Any] | None:
     """The trainer's own privacy statement (metrics.json ``privacy``), if it wrote one."""
     claim = run.metrics.get("privacy")
     if not isinstance(claim, dict):
@@ -181,7 +181,9 @@ def _fully_tested(o: dict[str, Any]) -> bool:
     )
 
 
-def _verdict(model: dict[str, Any], system_claimed: list[str] | None = None) -> dict[str, Any]:
+def report_verdict(
+    model: dict[str, Any], system_claimed: list[str] | None = None
+) -> dict[str, Any]:
     led, aud, att = model["ledger"], model["audits"], model["attacks"]
     run = model["run"]
     mech = run["mechanism"] or {}
@@ -250,7 +252,7 @@ def _verdict(model: dict[str, Any], system_claimed: list[str] | None = None) -> 
             f"ledger.{inf_note}"
         )
     claim = model.get("claim") or {}
-    eps_agent = _num(claim.get("epsilon_per_agent"))
+    eps_agent = num(claim.get("epsilon_per_agent"))
     if eps_agent is not None:
         how = f" ({claim['composition']})" if isinstance(claim.get("composition"), str) else ""
         claimed.append(f"The trainer claims each agent's reports are {_fmt(eps_agent)}-LDP{how}.")

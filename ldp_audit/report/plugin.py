@@ -131,13 +131,13 @@ def figure_png(fig: Any) -> bytes:
 
 def legend_below(ax: Any, ncols: int = 2, fontsize: float = 8) -> None:
     """The axes' legend under its x-axis label (as in the core's figures)."""
-    from ldp_audit.report._plots import _legend_below
+    from ldp_audit.report._plots import legend_under_axes
 
-    _legend_below(ax, ncols=ncols, fontsize=fontsize)
+    legend_under_axes(ax, ncols=ncols, fontsize=fontsize)
 
 
 def thin(n: int) -> Any:
     """Indices of at most 4,000 evenly spaced points out of ``n`` (always the last)."""
-    from ldp_audit.report._plots import _thin
+    from ldp_audit.report._plots import thin_indices
 
-    return _thin(n)
+    return thin_indices(n)

@@ -29,15 +29,20 @@ overwritten.
 ``files`` (the JSON convention, atomic writes, hashes), ``writer`` (:class:`RunWriter`,
 :func:`write_artifact`), ``reader`` (the plain readers and :class:`RunDir`, the one typed
 reader), ``verify`` (a run checked against its manifest), ``seal`` (analysis files sealed in
-``analyses.json`` when written, and the run's one root, :func:`run_root`). Every name is
-re-exported here.
+``analyses.json`` when written, and the run's one root, :func:`run_root`). The public names of
+``__all__`` are re-exported here; every other name is imported from the file that defines it.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from ldp_audit.rundir.files import json_number, to_jsonable
+from ldp_audit.rundir.files import (
+    json_number,
+    read_config,
+    read_json,
+    read_manifest,
+    read_npz,
+    to_jsonable,
+)
 from ldp_audit.rundir.paths import (
     ANALYSES_INDEX,
     ARTIFACT_PATTERN,
@@ -48,7 +53,7 @@ from ldp_audit.rundir.paths import (
     check_report_dir,
     is_run_dir,
 )
-from ldp_audit.rundir.reader import RunDir, read_config, read_json, read_manifest, read_npz
+from ldp_audit.rundir.reader import RunDir
 from ldp_audit.rundir.seal import check_analyses, run_root, seal_analyses
 from ldp_audit.rundir.verify import (
     VerifyResult,
@@ -87,21 +92,3 @@ __all__ = [
     "RunDir",
     "versions",
 ]
-
-#: the files of the package (``ldp_audit.rundir`` was one module; its private names stay
-#: readable from here through :func:`__getattr__`).
-_PARTS = ("paths", "files", "writer", "reader", "verify", "seal")
-
-
-def __getattr__(name: str) -> Any:
-    """A private name of the former single module (e.g. ``_check_parent_writable``), read from
-    the file that now holds it."""
-    import importlib
-
-    if name.startswith("__"):
-        raise AttributeError(name)
-    for part in _PARTS:
-        mod = importlib.import_module(f"{__name__}.{part}")
-        if name in vars(mod):
-            return vars(mod)[name]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

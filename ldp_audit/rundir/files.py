@@ -1,9 +1,11 @@
-"""How a run directory's files are written and hashed: the JSON convention, atomic writes.
+"""How a run directory's files are written, hashed and read: the JSON convention, atomic
+writes, and the plain readers (:func:`read_config`, :func:`read_json`, :func:`read_npz`, pickles
+refused, and :func:`read_manifest`: one file each, named on failure).
 
 JSON: infinities are the strings ``"inf"`` / ``"-inf"``, NaN is null (never for "never")
 (:func:`json_number`, :func:`to_jsonable`). Every file is written atomically (a temporary file,
 fsync, rename, fsync of the folder) and, unless told otherwise, only once. A manifest's MAC
-covers its canonical JSON (:func:`_manifest_bytes`).
+covers its canonical JSON (:func:`manifest_bytes`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import RunDirectoryError
+from ldp_audit.rundir.paths import check_path_arg
 
 __all__ = ["canonical_json", "json_number", "sha256_file", "to_jsonable", "write_json_file"]
 
@@ -105,7 +108,7 @@ def write_json_file(target: Path, obj: Any, *, replace: bool = False) -> None:
     _atomic_write(target, lambda t: t.write_text(text), replace=replace)
 
 
-def _write_npz_file(target: Path, arrays: Mapping[str, Any], *, replace: bool = False) -> None:
+def write_npz_file(target: Path, arrays: Mapping[str, Any], *, replace: bool = False) -> None:
     arrs = {k: np.asarray(v) for k, v in arrays.items()}
 
     def w(t: Path) -> None:
@@ -120,7 +123,65 @@ def canonical_json(obj: Any) -> str:
     return json.dumps(to_jsonable(obj), sort_keys=True)
 
 
-def _manifest_bytes(man: Mapping[str, Any]) -> bytes:
+def manifest_bytes(man: Mapping[str, Any]) -> bytes:
     """What a manifest's MAC covers: every key but ``"mac"``, canonical JSON."""
     body = {k: v for k, v in man.items() if k != "mac"}
     return b"ldp-audit manifest v1|" + canonical_json(body).encode()
+
+
+def existing_run_dir(path: Any) -> Path:
+    """``path`` checked as a path argument and an existing folder (RunDirectoryError else)."""
+    p = check_path_arg(path, "run_dir")
+    if not p.is_dir():
+        raise RunDirectoryError(f"run_dir must be an existing directory, got {str(p)!r}")
+    return p
+
+
+def read_json(path: Any, name: str) -> Any:
+    """``RUN_DIR/name`` parsed as JSON (RunDirectoryError names the file on failure)."""
+    f = existing_run_dir(path) / name
+    from ldp_audit.limits import check_regular_file
+
+    check_regular_file(f, name)  # a FIFO would block the read
+    try:
+        return json.loads(f.read_text())
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        raise RunDirectoryError(f"cannot read {f}: {exc}") from None
+
+
+def read_config(path: Any) -> dict[str, Any]:
+    """config.json as a dict (keys: algorithm, config, mechanism, seed, ...)."""
+    d = read_json(path, "config.json")
+    if not isinstance(d, dict):
+        raise RunDirectoryError(f"{Path(path) / 'config.json'} is not a JSON object")
+    for k in ("algorithm", "config", "mechanism", "seed"):
+        if k not in d:
+            raise RunDirectoryError(f"{Path(path) / 'config.json'} lacks the key {k!r}")
+    return d
+
+
+def read_npz(path: Any, name: str, required: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
+    """``RUN_DIR/name`` (npz, pickles refused) as a dict of arrays; ``required`` keys checked."""
+    f = existing_run_dir(path) / name
+    from ldp_audit.limits import check_regular_file
+
+    check_regular_file(f, name)  # a FIFO would block the read
+    try:
+        with np.load(f, allow_pickle=False) as z:
+            out = {k: z[k] for k in z.files}
+    except (OSError, ValueError, EOFError) as exc:
+        raise RunDirectoryError(f"cannot read {f}: {exc}") from None
+    except Exception as exc:  # zipfile.BadZipFile and friends
+        raise RunDirectoryError(f"cannot read {f}: {type(exc).__name__}: {exc}") from None
+    missing = [k for k in required if k not in out]
+    if missing:
+        raise RunDirectoryError(f"{f} lacks the arrays {missing}")
+    return out
+
+
+def read_manifest(path: Any) -> dict[str, Any] | None:
+    """manifest.json, or None for a run written before manifests (or still running)."""
+    p = existing_run_dir(path)
+    if not (p / "manifest.json").exists():
+        return None
+    return read_json(p, "manifest.json")

@@ -39,7 +39,7 @@ RUN_FILES = (
 )
 #: Named artefacts a reader may add to a finished run (with write_artifact).
 ARTIFACT_PATTERN = re.compile(r"^(audit|attack_[a-z0-9_\-]+)\.json$")
-_LEDGER_SIDE = ("ledger.sqlite-wal", "ledger.sqlite-shm", "ledger.sqlite-journal")
+LEDGER_SIDE = ("ledger.sqlite-wal", "ledger.sqlite-shm", "ledger.sqlite-journal")
 #: the run's append-only index of sealed analysis files (ldp_audit.rundir.seal)
 ANALYSES_INDEX = "analyses.json"
 
@@ -50,7 +50,7 @@ def is_run_dir(path: str | Path) -> bool:
     return p.is_dir() and (p / "config.json").is_file()
 
 
-def _check_path_arg(path: Any, name: str) -> Path:
+def check_path_arg(path: Any, name: str) -> Path:
     if isinstance(path, bool) or not isinstance(path, (str, os.PathLike)):
         raise InvalidParameterError(f"{name} must be a path (str), got {path!r}")
     if isinstance(path, str) and not path.strip():
@@ -94,7 +94,7 @@ def check_new_dir(
     Returns:
         The path as a ``Path``.
     """
-    p = _check_path_arg(path, name)
+    p = check_path_arg(path, name)
     if p.exists():
         if not p.is_dir():
             raise RunDirectoryError(f"{name} {str(p)!r} exists and is not a directory")
@@ -131,7 +131,7 @@ def check_report_dir(
     hand-written files such as notes.md) is written into only with ``overwrite=True``, which
     rewrites the generated files and keeps everything else.
     """
-    p = _check_path_arg(path, name)
+    p = check_path_arg(path, name)
     if p.exists() and not p.is_dir():
         raise RunDirectoryError(f"{name} {str(p)!r} exists and is not a directory")
     if p.is_dir() and any(p.iterdir()):
@@ -155,7 +155,7 @@ def check_report_dir(
 def check_new_file(path: Any, *, name: str = "--out", overwrite: bool = False) -> Path:
     """Check that a single output file can be written before any work starts (parent writable,
     not an existing directory; an existing file only with ``overwrite=True``)."""
-    p = _check_path_arg(path, name)
+    p = check_path_arg(path, name)
     if p.is_dir():
         raise RunDirectoryError(f"{name} {str(p)!r} is a directory, expected a file path")
     if p.exists() and not overwrite:
@@ -170,7 +170,3 @@ def check_new_file(path: Any, *, name: str = "--out", overwrite: bool = False) -
         )
     check_parent_writable(p, name)
     return p
-
-
-# the former private name (ldp_audit.rundir reads it for old imports)
-_check_parent_writable = check_parent_writable

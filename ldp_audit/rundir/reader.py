@@ -1,7 +1,7 @@
-"""Reading a run (never writes): the plain readers and ``RunDir``, the one typed reader.
+"""Reading a run (never writes): ``RunDir``, the one typed reader.
 
-:func:`read_config`, :func:`read_json`, :func:`read_npz` (pickles refused) and
-:func:`read_manifest` read one file each, naming it on failure; :class:`RunDir` reads a run
+The plain readers (:func:`~ldp_audit.rundir.files.read_config`, ``read_json``, ``read_npz``,
+``read_manifest``) are in :mod:`ldp_audit.rundir.files`; :class:`RunDir` reads a run
 through the contract of the system that wrote it (its config, its transcript checked against
 the system's schema, its secrets only for scoring). A reader checks the run against its
 manifest first (:func:`ldp_audit.rundir.verify.require_verified`).
@@ -9,73 +9,14 @@ manifest first (:func:`ldp_audit.rundir.verify.require_verified`).
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
-from ldp_audit.rundir.paths import _check_path_arg
+from ldp_audit.rundir.files import existing_run_dir, read_config, read_json, read_manifest, read_npz
 
 __all__ = ["RunDir", "read_config", "read_json", "read_manifest", "read_npz"]
-
-
-def _dir(path: Any) -> Path:
-    p = _check_path_arg(path, "run_dir")
-    if not p.is_dir():
-        raise RunDirectoryError(f"run_dir must be an existing directory, got {str(p)!r}")
-    return p
-
-
-def read_json(path: Any, name: str) -> Any:
-    """``RUN_DIR/name`` parsed as JSON (RunDirectoryError names the file on failure)."""
-    f = _dir(path) / name
-    from ldp_audit.limits import check_regular_file
-
-    check_regular_file(f, name)  # a FIFO would block the read
-    try:
-        return json.loads(f.read_text())
-    except (OSError, ValueError, UnicodeDecodeError) as exc:
-        raise RunDirectoryError(f"cannot read {f}: {exc}") from None
-
-
-def read_config(path: Any) -> dict[str, Any]:
-    """config.json as a dict (keys: algorithm, config, mechanism, seed, ...)."""
-    d = read_json(path, "config.json")
-    if not isinstance(d, dict):
-        raise RunDirectoryError(f"{Path(path) / 'config.json'} is not a JSON object")
-    for k in ("algorithm", "config", "mechanism", "seed"):
-        if k not in d:
-            raise RunDirectoryError(f"{Path(path) / 'config.json'} lacks the key {k!r}")
-    return d
-
-
-def read_npz(path: Any, name: str, required: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
-    """``RUN_DIR/name`` (npz, pickles refused) as a dict of arrays; ``required`` keys checked."""
-    f = _dir(path) / name
-    from ldp_audit.limits import check_regular_file
-
-    check_regular_file(f, name)  # a FIFO would block the read
-    try:
-        with np.load(f, allow_pickle=False) as z:
-            out = {k: z[k] for k in z.files}
-    except (OSError, ValueError, EOFError) as exc:
-        raise RunDirectoryError(f"cannot read {f}: {exc}") from None
-    except Exception as exc:  # zipfile.BadZipFile and friends
-        raise RunDirectoryError(f"cannot read {f}: {type(exc).__name__}: {exc}") from None
-    missing = [k for k in required if k not in out]
-    if missing:
-        raise RunDirectoryError(f"{f} lacks the arrays {missing}")
-    return out
-
-
-def read_manifest(path: Any) -> dict[str, Any] | None:
-    """manifest.json, or None for a run written before manifests (or still running)."""
-    p = _dir(path)
-    if not (p / "manifest.json").exists():
-        return None
-    return read_json(p, "manifest.json")
 
 
 class RunDir:
@@ -95,7 +36,7 @@ class RunDir:
     """
 
     def __init__(self, path: Any) -> None:
-        p = _dir(path)
+        p = existing_run_dir(path)
         if not (p / "config.json").is_file():
             raise RunDirectoryError(f"{str(p)!r} is not a run directory (no config.json)")
         self.path = p

@@ -15,9 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
-from ldp_audit.rundir.files import _manifest_bytes, sha256_file, to_jsonable
-from ldp_audit.rundir.paths import _LEDGER_SIDE, ANALYSES_INDEX, _check_path_arg, is_run_dir
-from ldp_audit.rundir.reader import _dir, read_manifest
+from ldp_audit.rundir.files import (
+    existing_run_dir,
+    manifest_bytes,
+    read_manifest,
+    sha256_file,
+    to_jsonable,
+)
+from ldp_audit.rundir.paths import ANALYSES_INDEX, LEDGER_SIDE, check_path_arg, is_run_dir
 
 __all__ = [
     "VerifyResult",
@@ -36,7 +41,7 @@ def verify_manifest(path: Any) -> dict[str, Any]:
         (``unlisted``: files added later, e.g. named artefacts). ``status`` is "no manifest"
         for runs written before manifests.
     """
-    p = _dir(path)
+    p = existing_run_dir(path)
     man = read_manifest(p)
     if man is None:
         return {"status": "no manifest", "ok": False, "changed": [], "missing": [], "unlisted": []}
@@ -57,7 +62,7 @@ def verify_manifest(path: Any) -> dict[str, Any]:
                 same = False
             if not same:
                 changed.append(name)
-    listed = set(files) | {"manifest.json", "ledger.sqlite", ANALYSES_INDEX, *_LEDGER_SIDE}
+    listed = set(files) | {"manifest.json", "ledger.sqlite", ANALYSES_INDEX, *LEDGER_SIDE}
     unlisted = sorted(f.name for f in p.iterdir() if f.is_file() and f.name not in listed)
     return {
         "status": man.get("status"),
@@ -169,7 +174,7 @@ def verify_run(
     from ldp_audit.limits import check_run_files
     from ldp_audit.rundir.seal import check_analyses, run_root
 
-    p = _dir(path)
+    p = existing_run_dir(path)
     check_run_files(p, "run directory")  # before any file is opened (a FIFO would block)
     expect_head = _hex64(expect_head, "expect_head")
     expect_root = _hex64(expect_root, "expect_root")
@@ -224,7 +229,7 @@ def verify_run(
                 f"key that wrote it, or pass --allow-unverified"
             )
         else:
-            want = key.mac(_manifest_bytes(man)).hex()
+            want = key.mac(manifest_bytes(man)).hex()
             if not hmac.compare_digest(want, str(mac.get("hmac", ""))):
                 problems.append(
                     f"{p / 'manifest.json'} does not carry the MAC of key id {key.id}: it was "
@@ -342,7 +347,7 @@ def require_verified(
         RunDirectoryError: the run does not verify (the message names the file and says how
             to read it anyway).
     """
-    p = _check_path_arg(path, name)
+    p = check_path_arg(path, name)
     from ldp_audit.limits import check_run_files
 
     check_run_files(p, name)  # a FIFO anywhere in it (config.json too): named, never opened

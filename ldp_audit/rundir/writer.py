@@ -18,22 +18,23 @@ import numpy as np
 
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 from ldp_audit.rundir.files import (
-    _manifest_bytes,
-    _write_npz_file,
     canonical_json,
+    manifest_bytes,
+    read_config,
+    read_json,
     sha256_file,
     to_jsonable,
     write_json_file,
+    write_npz_file,
 )
 from ldp_audit.rundir.paths import (
-    _LEDGER_SIDE,
     ARTIFACT_PATTERN,
+    LEDGER_SIDE,
     RUN_FILES,
-    _check_path_arg,
     check_new_dir,
+    check_path_arg,
     is_run_dir,
 )
-from ldp_audit.rundir.reader import read_config, read_json
 
 __all__ = ["RunWriter", "versions", "write_artifact"]
 
@@ -78,7 +79,7 @@ def _seal_manifest(man: dict[str, Any]) -> dict[str, Any]:
     if key is None:  # pragma: no cover - load_key(create=True) returns a key or raises
         raise RunDirectoryError("no ledger key to seal manifest.json with")
     out = dict(man)
-    out["mac"] = {"key_id": key.id, "hmac": key.mac(_manifest_bytes(man)).hex()}
+    out["mac"] = {"key_id": key.id, "hmac": key.mac(manifest_bytes(man)).hex()}
     return out
 
 
@@ -130,7 +131,7 @@ class RunWriter:
             raise InvalidParameterError(f"algorithm must be a non-empty str, got {algorithm!r}")
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
             raise InvalidParameterError(f"seed must be an int >= 0, got {seed!r}")
-        self.path = _check_path_arg(path, "run_dir")
+        self.path = check_path_arg(path, "run_dir")
         from ldp_audit.accountant.keys import check_key_outside
 
         check_key_outside(self.path)  # the run must never carry its own key
@@ -249,7 +250,7 @@ class RunWriter:
     def write_npz(self, name: str, arrays: Mapping[str, Any]) -> Path:
         """Write ``name`` (compressed npz, no pickles) once, atomically."""
         t = self._target(name)
-        _write_npz_file(t, arrays)
+        write_npz_file(t, arrays)
         return t
 
     def finish(self, status: str = "complete", **info: Any) -> Path:
@@ -265,7 +266,7 @@ class RunWriter:
         files = {}
         for f in sorted(self.path.iterdir()):
             if f.is_file() and f.name not in ("manifest.json", "config.json", "ledger.sqlite"):
-                if f.name in _LEDGER_SIDE or f.name.startswith("."):
+                if f.name in LEDGER_SIDE or f.name.startswith("."):
                     continue
                 files[f.name] = sha256_file(f)
         doc = dict(self.config_doc)
@@ -296,7 +297,7 @@ def write_artifact(run_dir: Any, name: str, obj: Any, *, overwrite: bool = False
     artefact is sealed when written (``analyses.json``, :mod:`ldp_audit.rundir.seal`): under
     the ledger key and chained to ``manifest.json``, so that an edit is refused by every reader.
     """
-    p = _check_path_arg(run_dir, "run_dir")
+    p = check_path_arg(run_dir, "run_dir")
     if not is_run_dir(p):
         raise RunDirectoryError(f"run_dir {str(p)!r} is not a run directory (no config.json)")
     from ldp_audit.accountant.keys import check_key_outside

@@ -66,10 +66,10 @@ def read_state_box(opt: str) -> Any:
     """The command line's reader of ``state_box`` (``bounds(parse=..., whole=True)``):
     ``cartpole`` (:data:`ldp_audit.training.dprl.obs_noise.CARTPOLE_BOX`) or four ``lo,hi`` pairs
     separated by ``;``, each number read strictly (no nan, ``1_000`` or non-ASCII digits:
-    :func:`ldp_audit.cli.types.parse_real`); :class:`DprlConfig` checks the box itself."""
+    :func:`ldp_audit.parse.parse_real`); :class:`DprlConfig` checks the box itself."""
     import argparse
 
-    from ldp_audit.cli.types import parse_real
+    from ldp_audit.parse import parse_real
 
     def read(text: str) -> tuple[tuple[float, float], ...]:
         if text == "cartpole":

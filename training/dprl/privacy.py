@@ -9,8 +9,7 @@
 - :class:`ObservationRelease`: every observation released through :func:`ldp_audit.release.release`.
 - :class:`TrainerHooks`: test-only seams for the broken-trainer fixtures.
 
-:mod:`ldp_audit.training.dprl.algos` uses these; their names are importable from
-:mod:`ldp_audit.training.dprl` too.
+:mod:`ldp_audit.training.dprl.algos` uses these.
 """
 
 from __future__ import annotations
@@ -31,6 +30,7 @@ __all__ = [
     "canary_directions",
     "cpu_noise_optimizer",
     "flat_params",
+    "gaussian_noise",
     "plant_canaries",
 ]
 
@@ -95,40 +95,58 @@ def plant_canaries(cfg: DprlConfig, accountant: Any, rng: np.random.Generator, g
     )
 
 
+def gaussian_noise(
+    std: float, shape: Any, dtype: Any, generator: Any, *, secure_mode: bool = False
+) -> Any:
+    """``N(0, std^2)`` noise of ``shape`` drawn on the CPU from ``generator``: the same draws, in
+    the same order, as Opacus's DP optimizers make (opacus 1.6 ``optimizer.py``), so a run's
+    noise stream does not depend on where its tensors live.
+
+    With ``secure_mode`` (Opacus's defence against floating-point attacks, Holohan & Braghin
+    2021, section 5.1, n = 2): one draw thrown away, then the sum of four draws halved.
+    """
+    import torch
+
+    zeros = torch.zeros(shape, dtype=dtype)
+    if std == 0:
+        return zeros
+    if not secure_mode:
+        return torch.normal(mean=0, std=std, size=shape, generator=generator, dtype=dtype)
+    torch.normal(mean=0, std=std, size=(1, 1), generator=generator)  # thrown away
+    for _ in range(4):
+        zeros += torch.normal(mean=0, std=std, size=shape, generator=generator)
+    return zeros / 2
+
+
 def cpu_noise_optimizer(cls: Any) -> Any:
     """``cls`` (an Opacus DP optimizer) with its noise drawn on the CPU and moved.
 
     Opacus draws ``torch.normal(..., device=grad.device, generator=gen)``, which a CPU generator
     refuses for a CUDA tensor. Drawing on the CPU from the same generator, in the same order and
-    shape, then moving, keeps the noise stream of a GPU run identical to the CPU run's. Used only
-    off the CPU (the CPU path is Opacus's own); an optimizer class whose ``add_noise`` is not
-    Opacus's (a test fixture) is returned unchanged.
+    shape (:func:`gaussian_noise`), then moving, keeps the noise stream of a GPU run identical to
+    the CPU run's. A summed gradient is noised once: noising it again before ``zero_grad`` (which
+    drops it) raises, as Opacus does. Used only off the CPU (the CPU path is Opacus's own); an
+    optimizer class whose ``add_noise`` is not Opacus's (a test fixture) is returned unchanged.
     """
     from opacus.optimizers import DPOptimizer, DPOptimizerFastGradientClipping
-    from opacus.optimizers.optimizer import (
-        _check_processed_flag,
-        _generate_noise,
-        _mark_as_processed,
-    )
 
     if cls.add_noise not in (DPOptimizer.add_noise, DPOptimizerFastGradientClipping.add_noise):
         return cls
 
     def add_noise(self: Any) -> None:
-        import torch
-
         nm = getattr(self, "_adjusted_noise_multiplier", self.noise_multiplier)
         for p in self.params:
-            _check_processed_flag(p.summed_grad)
-            ref = torch.empty(p.summed_grad.shape, dtype=p.summed_grad.dtype)  # on the CPU
-            noise = _generate_noise(
-                std=nm * self.max_grad_norm,
-                reference=ref,
-                generator=self.generator,
-                secure_mode=self.secure_mode,
-            )
-            p.grad = (p.summed_grad + noise.to(p.summed_grad.device)).view_as(p)
-            _mark_as_processed(p.summed_grad)
+            g = p.summed_grad
+            if getattr(g, "ldp_audit_noised", False):  # zero_grad drops a noised sum
+                raise ValueError(
+                    "gradients have not been cleared since the last optimizer step: call "
+                    "optimizer.zero_grad() on each step (a gradient noised twice breaks the "
+                    "privacy guarantee)"
+                )
+            noise = gaussian_noise(nm * self.max_grad_norm, g.shape, g.dtype, self.generator,
+                                   secure_mode=self.secure_mode)  # fmt: skip
+            p.grad = (g + noise.to(g.device)).view_as(p)
+            g.ldp_audit_noised = True
 
     return type(f"CpuNoise{cls.__name__}", (cls,), {"add_noise": add_noise})
 

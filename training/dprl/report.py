@@ -1,6 +1,6 @@
 """DP-SGD RL's report sections (the ``dprl`` system's part of ``ldp-audit report``).
 
-Part of :mod:`ldp_audit.training.dprl`.
+Part of the ``dprl`` system (:mod:`ldp_audit.training.dprl`).
 """
 
 from __future__ import annotations

@@ -19,8 +19,7 @@ Outputs (``--out``): ``results.json``, ``figure8.png``, ``figure9.png``, ``figur
 This module holds the reproduction's config (:class:`ReproduceSettings`, whose fields are the
 options of ``ldp-audit reproduce dprl``) and its driver (:func:`reproduce`); the grid, its runs
 and the audit cells are in :mod:`ldp_audit.training.dprl.reproduce_runs`, the figures and the
-README in :mod:`ldp_audit.training.dprl.reproduce_report` (every name is importable from here
-too).
+README in :mod:`ldp_audit.training.dprl.reproduce_report`.
 """
 
 from __future__ import annotations

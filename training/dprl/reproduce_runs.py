@@ -63,16 +63,14 @@ def broken_hooks() -> dict[str, Any]:
     """The four broken DP-SGD trainers of issue 13 (same as tests/broken_dprl.py)."""
     import torch
     from opacus.optimizers import DPOptimizer
-    from opacus.optimizers.optimizer import _generate_noise
 
-    from ldp_audit.training.dprl.privacy import TrainerHooks
+    from ldp_audit.training.dprl.privacy import TrainerHooks, gaussian_noise
 
     class NoiseNotTimesClip(DPOptimizer):
         def add_noise(self) -> None:
             for p in self.params:
-                n = _generate_noise(
-                    std=self.noise_multiplier, reference=p.summed_grad, generator=self.generator
-                )
+                g = p.summed_grad
+                n = gaussian_noise(self.noise_multiplier, g.shape, g.dtype, self.generator)
                 p.grad = (p.summed_grad + n).view_as(p)
 
     class NoClipping(DPOptimizer):

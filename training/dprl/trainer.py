@@ -1,7 +1,7 @@
 """Differentially private single-agent deep RL on CartPole-v1 (Doulazmi & Odonnat slides).
 
 Two algorithms, each readable top to bottom (CleanRL style): ``train_reinforce`` and
-``train_dqn`` (in ``ldp_audit.training.dprl.algos``, importable from here); three privacy modes:
+``train_dqn`` (in ``ldp_audit.training.dprl.algos``); three privacy modes:
 
 * ``"none"``: the non-private baselines (epsilon = inf);
 * ``"dpsgd"``: central DP by DP-SGD. **Opacus** computes the per-sample gradients
@@ -56,10 +56,7 @@ import numpy as np
 
 from ldp_audit.errors import BudgetExceeded, InvalidParameterError, RunDirectoryError
 from ldp_audit.training.dprl.config import DprlConfig, check_int
-from ldp_audit.training.dprl.privacy import (
-    TrainerHooks,
-    flat_params,
-)
+from ldp_audit.training.dprl.privacy import TrainerHooks, flat_params
 
 __all__ = [
     "ALGORITHM",

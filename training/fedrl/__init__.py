@@ -42,8 +42,8 @@ Test-time exchanges are charged to ``<trial>/<agent>@fedrl1`` (noisy, FedRL-1) a
 Baselines: DQN-alpha (alpha alone, its own observations and rewards: nothing is released) and
 DQN-full (one network over both observations: the data are pooled, no privacy at all).
 
-Layout (one concern per module; every name of the former one-file module is importable from
-this package):
+Layout (one concern per module; a name is imported from the module that defines it, this
+package gives only the public names of ``__all__``):
 
 * :mod:`~ldp_audit.training.fedrl.mechanisms`: what one released row is
   (:class:`OutputMechanism`, :func:`TargetMechanism`) and the checks of sigma and B;
@@ -60,86 +60,15 @@ this package):
 * :mod:`~ldp_audit.training.fedrl.report`: the sections of ``ldp-audit report RUN``;
 * :mod:`~ldp_audit.training.fedrl.reproduce` and
   :mod:`~ldp_audit.training.fedrl.reproduce_report`: ``ldp-audit reproduce fedrl`` and its
-  README (also importable as :mod:`ldp_audit.training.fedrl_reproduce`).
+  README.
 """
 
 from __future__ import annotations
 
-from ldp_audit.training.fedrl.config import (
-    METHODS,
-    TABLE_ROWS,
-    FedRLConfig,
-)
-from ldp_audit.training.fedrl.evaluation import (
-    _brief,
-    _eps_greedy,
-    _evaluate,
-)
-from ldp_audit.training.fedrl.exchange import (
-    KIND_ACT,
-    KIND_BATCH,
-    KIND_FEDRL1,
-    KIND_FEDRL2,
-    KIND_NEXT,
-    SENDER_ALPHA,
-    SENDER_BETA,
-    _Exchange,
-    _last_window,
-    _Log,
-)
-from ldp_audit.training.fedrl.mechanisms import (
-    _MAX_SCALE,
-    _MIN_BOUND,
-    OutputMechanism,
-    TargetMechanism,
-    _check_bound,
-    _check_sigma,
-    _is_int,
-    _is_real,
-)
-from ldp_audit.training.fedrl.metrics import (
-    _cp,
-    _curve_table,
-    _explore_table,
-    _metrics,
-    _pooled,
-    _t_interval,
-)
-from ldp_audit.training.fedrl.networks import (
-    _FULLQ,
-    _IM2COL,
-    _LAYOUT,
-    _conv3x3_relu,
-    _dense,
-    _full_q,
-    _fwd_full_q,
-    _fwd_local_q,
-    _fwd_mlp,
-    _im2col_index,
-    _init_params,
-    _local_q,
-    _mlp,
-    _pos_major,
-    _Stacked,
-    _torch,
-)
-from ldp_audit.training.fedrl.report import (
-    PAPER_TABLE1,
-    _curve_png,
-    _fmt,
-    report_sections,
-)
-from ldp_audit.training.fedrl.runs import (
-    _log_arrays,
-    privacy_table,
-    run_fedrl,
-    train_fedrl,
-)
-from ldp_audit.training.fedrl.trainer import (
-    _Replay,
-    _train_runs,
-    _update,
-)
+from ldp_audit.training.fedrl.config import METHODS, FedRLConfig
+from ldp_audit.training.fedrl.mechanisms import OutputMechanism, TargetMechanism
+from ldp_audit.training.fedrl.report import report_sections
+from ldp_audit.training.fedrl.runs import privacy_table, run_fedrl, train_fedrl
 
 __all__ = [
     "METHODS",
@@ -151,56 +80,3 @@ __all__ = [
     "report_sections",
     "privacy_table",
 ]
-
-# names of the one-file module kept importable from here (tests, benchmarks, the reproduction)
-_COMPAT = (
-    TABLE_ROWS,
-    _brief,
-    _eps_greedy,
-    _evaluate,
-    KIND_ACT,
-    KIND_BATCH,
-    KIND_FEDRL1,
-    KIND_FEDRL2,
-    KIND_NEXT,
-    SENDER_ALPHA,
-    SENDER_BETA,
-    _Exchange,
-    _last_window,
-    _Log,
-    _MAX_SCALE,
-    _MIN_BOUND,
-    _check_bound,
-    _check_sigma,
-    _is_int,
-    _is_real,
-    _cp,
-    _curve_table,
-    _explore_table,
-    _metrics,
-    _pooled,
-    _t_interval,
-    _FULLQ,
-    _IM2COL,
-    _LAYOUT,
-    _conv3x3_relu,
-    _dense,
-    _full_q,
-    _fwd_full_q,
-    _fwd_local_q,
-    _fwd_mlp,
-    _im2col_index,
-    _init_params,
-    _local_q,
-    _mlp,
-    _pos_major,
-    _Stacked,
-    _torch,
-    PAPER_TABLE1,
-    _curve_png,
-    _fmt,
-    _log_arrays,
-    _Replay,
-    _train_runs,
-    _update,
-)

@@ -13,14 +13,14 @@ from ldp_audit.config import bounds
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.device import DEVICES
 from ldp_audit.training.fedrl.mechanisms import (
-    _MAX_SCALE,
-    _MIN_BOUND,
+    MAX_SCALE,
+    MIN_BOUND,
     OutputMechanism,
     TargetMechanism,
-    _check_bound,
-    _check_sigma,
-    _is_int,
-    _is_real,
+    check_bound,
+    check_sigma,
+    is_int,
+    is_real,
 )
 from ldp_audit.training.gridworld import (
     MEETING_RULES,
@@ -43,19 +43,19 @@ TABLE_ROWS = ("DQN-alpha", "FedRL-1", "FedRL-2", "DQN-full")
 
 
 def _check_delta(v: Any) -> float:
-    if not _is_real(v) or not 0 < float(v) < 1:
+    if not is_real(v) or not 0 < float(v) < 1:
         raise InvalidParameterError(f"delta must be in (0, 1), got {v!r}")
     return float(v)
 
 
 def _check_unit(v: Any, name: str) -> float:
-    if not _is_real(v) or not 0.0 <= float(v) <= 1.0:
+    if not is_real(v) or not 0.0 <= float(v) <= 1.0:
         raise InvalidParameterError(f"{name} must be a real number in [0, 1], got {v!r}")
     return float(v)
 
 
 def _check_lr(v: Any) -> float:
-    if not _is_real(v) or not 0 < float(v) < math.inf:
+    if not is_real(v) or not 0 < float(v) < math.inf:
         raise InvalidParameterError(f"lr must be a real number > 0, got {v!r}")
     return float(v)
 
@@ -70,11 +70,11 @@ def _unit(name: str) -> dict[str, Any]:
 
 
 def _scale(name: str) -> dict[str, Any]:
-    return bounds(minimum=0, maximum=_MAX_SCALE, check=partial(_check_sigma, name=name))
+    return bounds(minimum=0, maximum=MAX_SCALE, check=partial(check_sigma, name=name))
 
 
 def _clip(name: str) -> dict[str, Any]:
-    return bounds(minimum=_MIN_BOUND, maximum=_MAX_SCALE, check=partial(_check_bound, name=name))
+    return bounds(minimum=MIN_BOUND, maximum=MAX_SCALE, check=partial(check_bound, name=name))
 
 
 #: the integer fields checked against their metadata's minimum by __post_init__
@@ -181,14 +181,14 @@ class FedRLConfig:
         _, t = check_size(self.size, self.t_max)
         check_density(self.density)
         check_hist_len(self.hist_len)
-        _check_sigma(self.sigma, "sigma")
-        _check_bound(self.clip_outputs, "clip_outputs")
-        _check_sigma(self.target_sigma, "target_sigma")
-        _check_bound(self.clip_targets, "clip_targets")
+        check_sigma(self.sigma, "sigma")
+        check_bound(self.clip_outputs, "clip_outputs")
+        check_sigma(self.target_sigma, "target_sigma")
+        check_bound(self.clip_targets, "clip_targets")
         minimum = {f.name: f.metadata["ldp_audit"]["minimum"] for f in fields(self)}
         for name in _COUNTS:
             v, lo = getattr(self, name), minimum[name]
-            if not _is_int(v) or v < lo:
+            if not is_int(v) or v < lo:
                 raise InvalidParameterError(f"{name} must be an integer >= {lo}, got {v!r}")
         for name in ("gamma", "eps_start", "eps_end"):
             _check_unit(getattr(self, name), name)

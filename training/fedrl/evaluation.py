@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.training.fedrl.config import FedRLConfig
-from ldp_audit.training.fedrl.exchange import _Exchange
+from ldp_audit.training.fedrl.exchange import Exchange
 from ldp_audit.training.fedrl.mechanisms import OutputMechanism
-from ldp_audit.training.fedrl.networks import _torch
+from ldp_audit.training.fedrl.networks import import_torch
 from ldp_audit.training.gridworld import (
     N_ACTIONS,
     MapSet,
@@ -19,13 +19,13 @@ from ldp_audit.training.gridworld import (
 )
 
 
-def _eps_greedy(q: np.ndarray, eps: float, rng: np.random.Generator) -> np.ndarray:
+def eps_greedy(q: np.ndarray, eps: float, rng: np.random.Generator) -> np.ndarray:
     greedy = q.argmax(axis=-1)
     explore = rng.random(greedy.shape) < eps
     return np.where(explore, rng.integers(N_ACTIONS, size=greedy.shape), greedy)
 
 
-def _brief(ev: dict[str, Any]) -> dict[str, Any]:
+def brief(ev: dict[str, Any]) -> dict[str, Any]:
     return {k: ev[k] for k in ("episodes", "successes", "succ_rate", "avg_reward")}
 
 
@@ -35,7 +35,7 @@ def _evaluate(
     test: np.ndarray,
     nets: dict,
     method: str,
-    ex: _Exchange | None,
+    ex: Exchange | None,
     kk: int,
     kind: int,
     mech: OutputMechanism | None,
@@ -47,7 +47,7 @@ def _evaluate(
 
     ``explore`` > 0: epsilon-greedy instead (random joint action with probability ``explore``,
     drawn from ``rng``)."""
-    torch = _torch()
+    torch = import_torch()
     nt = len(test)
     env = VectorGridWorld(
         maps, np.tile(test, kk), hist_len=cfg.hist_len, meeting_rule=cfg.meeting_rule
@@ -92,7 +92,7 @@ def _evaluate(
                 )
                 q = nets["g"](torch.cat([ca, cb], dim=-1))
         qn = q.cpu().numpy().reshape(kk * nt, -1)
-        act = qn.argmax(axis=1) if explore == 0 else _eps_greedy(qn, explore, rng)
+        act = qn.argmax(axis=1) if explore == 0 else eps_greedy(qn, explore, rng)
         r, _done, met, active = env.step(act)
         ret += r
         steps += active

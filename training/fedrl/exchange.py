@@ -1,6 +1,6 @@
-"""What crosses between the agents: :class:`_Exchange` charges each release to its sender's
+"""What crosses between the agents: :class:`Exchange` charges each release to its sender's
 ledger agent (a block reserved ahead), randomises it with the output mechanism and records it
-in the run's :class:`_Log` (transcript and the secrets behind it).
+in the run's :class:`Log` (transcript and the secrets behind it).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import numpy as np
 
 from ldp_audit.training.fedrl.config import FedRLConfig
 from ldp_audit.training.fedrl.mechanisms import OutputMechanism
-from ldp_audit.training.fedrl.networks import _torch
+from ldp_audit.training.fedrl.networks import import_torch
 from ldp_audit.training.gridworld import (
     BETA_VIEW,
     N_ACTIONS,
@@ -21,7 +21,7 @@ from ldp_audit.training.gridworld import (
 
 
 @dataclass
-class _Log:
+class Log:
     """What a FedRL run released (for transcript.npz) and the secrets behind it."""
 
     q: Any = None  # Transcript of Q outputs
@@ -46,7 +46,7 @@ def _last_window(obs: np.ndarray) -> np.ndarray:
     return out.reshape(n, -1)
 
 
-class _Exchange:
+class Exchange:
     """Releases of K FedRL runs at once: charge (a reserved block), randomise, seal, record.
 
     Every release of a (K, n, d) tensor charges each run's sender ``<trial>/<agent>`` for its
@@ -64,7 +64,7 @@ class _Exchange:
         trials: Sequence[int],
         accountant: Any,
         rngs: dict[str, np.random.Generator],
-        log: _Log,
+        log: Log,
     ) -> None:
         self.cfg, self.trials, self.rngs, self.log = cfg, list(trials), rngs, log
         self.mech = cfg.output_mechanism()
@@ -112,7 +112,7 @@ class _Exchange:
         is the released one and whose gradient flows through the (clipped) output."""
         from ldp_audit.release import release_with
 
-        torch = _torch()
+        torch = import_torch()
         mech = self.mech if mech is None else mech
         qc = q if mech.bound is None else torch.clamp(q, -mech.bound, mech.bound)
         k, n = q.shape[0], q.shape[1]

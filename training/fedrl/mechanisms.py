@@ -19,34 +19,34 @@ from ldp_audit.training.gridworld import (
 )
 
 
-def _is_real(v: Any) -> bool:
+def is_real(v: Any) -> bool:
     return isinstance(v, numbers.Real) and not isinstance(v, bool)
 
 
-def _is_int(v: Any) -> bool:
+def is_int(v: Any) -> bool:
     return isinstance(v, numbers.Integral) and not isinstance(v, bool)
 
 
 #: noise scales and clip bounds accepted: Q outputs are float32, and sigma / B must stay finite
-_MAX_SCALE, _MIN_BOUND = 1e6, 1e-6
+MAX_SCALE, MIN_BOUND = 1e6, 1e-6
 
 
-def _check_sigma(v: Any, name: str) -> float:
-    if not _is_real(v) or math.isnan(float(v)) or float(v) < 0 or math.isinf(float(v)):
+def check_sigma(v: Any, name: str) -> float:
+    if not is_real(v) or math.isnan(float(v)) or float(v) < 0 or math.isinf(float(v)):
         raise InvalidParameterError(f"{name} must be a finite real number >= 0, got {v!r}")
-    if float(v) > _MAX_SCALE:
-        raise InvalidParameterError(f"{name} must be <= {_MAX_SCALE:g} (float32), got {v!r}")
+    if float(v) > MAX_SCALE:
+        raise InvalidParameterError(f"{name} must be <= {MAX_SCALE:g} (float32), got {v!r}")
     return float(v)
 
 
-def _check_bound(v: Any, name: str) -> float | None:
+def check_bound(v: Any, name: str) -> float | None:
     if v is None:
         return None
-    if not _is_real(v) or math.isnan(float(v)) or not (0 < float(v) < math.inf):
+    if not is_real(v) or math.isnan(float(v)) or not (0 < float(v) < math.inf):
         raise InvalidParameterError(f"{name} must be a finite real number > 0 (or None), got {v!r}")
-    if not _MIN_BOUND <= float(v) <= _MAX_SCALE:
+    if not MIN_BOUND <= float(v) <= MAX_SCALE:
         raise InvalidParameterError(
-            f"{name} must be in [{_MIN_BOUND:g}, {_MAX_SCALE:g}] (float32 Q outputs; sigma / B "
+            f"{name} must be in [{MIN_BOUND:g}, {MAX_SCALE:g}] (float32 Q outputs; sigma / B "
             f"must stay finite), got {v!r}"
         )
     return float(v)
@@ -78,11 +78,11 @@ class OutputMechanism:
     name: str = field(default="fedrl_output_gaussian", init=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "sigma", _check_sigma(self.sigma, "sigma"))
-        object.__setattr__(self, "bound", _check_bound(self.bound, "clip_outputs"))
-        if not _is_int(self.dim) or self.dim < 1:
+        object.__setattr__(self, "sigma", check_sigma(self.sigma, "sigma"))
+        object.__setattr__(self, "bound", check_bound(self.bound, "clip_outputs"))
+        if not is_int(self.dim) or self.dim < 1:
             raise InvalidParameterError(f"dim must be an integer >= 1, got {self.dim!r}")
-        if not _is_real(self.delta) or not 0.0 < float(self.delta) < 1.0:
+        if not is_real(self.delta) or not 0.0 < float(self.delta) < 1.0:
             raise InvalidParameterError(f"delta must be in (0, 1), got {self.delta!r}")
         object.__setattr__(self, "delta", float(self.delta))
 

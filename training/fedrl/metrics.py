@@ -13,7 +13,7 @@ import numpy as np
 from ldp_audit.training.fedrl.config import TABLE_ROWS, FedRLConfig
 
 
-def _cp(k: int, n: int, conf: float = 0.95) -> tuple[float, float]:
+def cp_interval(k: int, n: int, conf: float = 0.95) -> tuple[float, float]:
     from ldp_audit.stats import clopper_pearson_interval
 
     lo, hi = clopper_pearson_interval(k, n, 1.0 - conf)
@@ -31,7 +31,7 @@ def _t_interval(x: Sequence[float], conf: float = 0.95) -> tuple[float, float, f
     return m, m - half, m + half
 
 
-def _metrics(cfg: FedRLConfig, results: list[dict[str, Any]]) -> dict[str, Any]:
+def table_metrics(cfg: FedRLConfig, results: list[dict[str, Any]]) -> dict[str, Any]:
     """Table 1 rows: mean over runs with a 95 % t-interval, and the pooled CP interval."""
     table = {}
     for row in TABLE_ROWS:
@@ -44,7 +44,7 @@ def _metrics(cfg: FedRLConfig, results: list[dict[str, Any]]) -> dict[str, Any]:
         n = sum(p["episodes"] for p in per)
         m, lo, hi = _t_interval(sr)
         am, alo, ahi = _t_interval(ar)
-        clo, chi = _cp(k, n)
+        clo, chi = cp_interval(k, n)
         table[row] = {
             "runs": len(per),
             "succ_rate": m,
@@ -82,7 +82,7 @@ def _pooled(evs: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "successes": k,
         "episodes": n,
         "pooled": k / n,
-        "pooled_cp": list(_cp(k, n)),
+        "pooled_cp": list(cp_interval(k, n)),
         "per_run_succ_rate": [e["succ_rate"] for e in evs],
     }
 

@@ -1,5 +1,5 @@
 """The networks of FedRL (torch, imported lazily): the local Q-networks, DQN-full's network and
-the shared MLP, and :class:`_Stacked`, K independent copies of one evaluated at once with
+the shared MLP, and :class:`Stacked`, K independent copies of one evaluated at once with
 batched matmuls (the convolution as one gather + matmul).
 """
 
@@ -22,7 +22,7 @@ from ldp_audit.training.gridworld import (
 # ----------------------------------------------------------------------------------------------
 
 
-def _torch() -> Any:
+def import_torch() -> Any:
     import torch
 
     return torch
@@ -30,7 +30,7 @@ def _torch() -> Any:
 
 def _init_params(module: Any, gen: Any) -> None:
     """Re-initialise ``module`` from an explicit ``torch.Generator`` (no global seeding)."""
-    torch = _torch()
+    torch = import_torch()
     for m in module.modules():
         if isinstance(m, (torch.nn.Linear, torch.nn.Conv2d)):
             torch.nn.init.kaiming_uniform_(m.weight, a=math.sqrt(5), generator=gen)
@@ -39,8 +39,8 @@ def _init_params(module: Any, gen: Any) -> None:
             torch.nn.init.uniform_(m.bias, -bound, bound, generator=gen)
 
 
-def _local_q(view: int, hist: int) -> Any:
-    nn = _torch().nn
+def local_q(view: int, hist: int) -> Any:
+    nn = import_torch().nn
     return nn.Sequential(
         nn.Conv2d(hist, 32, 3, padding=1),
         nn.ReLU(),
@@ -52,7 +52,7 @@ def _local_q(view: int, hist: int) -> Any:
 
 
 def _mlp() -> Any:
-    nn = _torch().nn
+    nn = import_torch().nn
     return nn.Sequential(
         nn.Linear(2 * N_ACTIONS, 2 * N_ACTIONS), nn.ReLU(), nn.Linear(2 * N_ACTIONS, N_ACTIONS)
     )
@@ -63,7 +63,7 @@ _FULLQ: list[Any] = []
 
 def _full_q(hist: int) -> Any:
     """DQN-full's network: one conv branch per observation, concatenated, 256 hidden, 16 out."""
-    torch = _torch()
+    torch = import_torch()
     nn = torch.nn
     if not _FULLQ:  # one class per process (torch.func.stack_module_state needs the same class)
 
@@ -107,20 +107,20 @@ def _im2col_index(c: int, v: int, device: Any = None) -> Any:
             np.arange(c), np.arange(v), np.arange(v), np.arange(3), np.arange(3), indexing="ij"
         )
         flat = ci * p * p + (pi + di) * p + (pj + dj)  # (c, v, v, 3, 3)
-        _IM2COL[key] = _torch().as_tensor(flat.transpose(1, 2, 0, 3, 4).reshape(-1))
+        _IM2COL[key] = import_torch().as_tensor(flat.transpose(1, 2, 0, 3, 4).reshape(-1))
     return _IM2COL[key]
 
 
 def _conv3x3_relu(x: Any, w: Any, b: Any) -> Any:
     """Batched 3x3 convolution (padding 1) + ReLU of K runs at once, as one matmul.
 
-    ``x`` (K, B, C, v, v), ``w`` (K, C*9, 32) (the ``Conv2d`` weight, see :class:`_Stacked`),
+    ``x`` (K, B, C, v, v), ``w`` (K, C*9, 32) (the ``Conv2d`` weight, see :class:`Stacked`),
     ``b`` (K, 32) -> (K, B, v*v*32), flattened position-major (the next layer's weight is kept
     in that order: :func:`_pos_major`). Same arithmetic as ``torch.nn.Conv2d`` (im2col as one
     gather, then a matmul), without the grouped convolution that ``vmap`` over K weights
     turns into.
     """
-    torch = _torch()
+    torch = import_torch()
     k, bsz, c, v = x.shape[0], x.shape[1], x.shape[2], x.shape[3]
     xp = torch.nn.functional.pad(x.reshape(k * bsz, c, v, v), (1, 1, 1, 1))
     cols = xp.reshape(k * bsz, -1).index_select(1, _im2col_index(c, v, x.device))
@@ -132,7 +132,7 @@ def _pos_major(w: Any, views: Sequence[int], inverse: bool = False, ch: int = 32
     """Reorder the input columns of a dense weight (K, out, sum(ch*v*v)) between torch's
     channel-major flatten of each conv output (``nn.Flatten`` of (ch, v, v)) and the
     position-major order :func:`_conv3x3_relu` produces (``inverse``: back to torch's order)."""
-    torch = _torch()
+    torch = import_torch()
     k, o = w.shape[0], w.shape[1]
     parts, start = [], 0
     for v in views:
@@ -145,52 +145,52 @@ def _pos_major(w: Any, views: Sequence[int], inverse: bool = False, ch: int = 32
 
 def _dense(x: Any, w: Any, b: Any) -> Any:
     """K dense layers at once: ``x`` (K, B, in), ``w`` (K, in, out) (transposed ``Linear``
-    weight, see :class:`_Stacked`), ``b`` (K, out)."""
-    return _torch().baddbmm(b[:, None, :], x, w)
+    weight, see :class:`Stacked`), ``b`` (K, out)."""
+    return import_torch().baddbmm(b[:, None, :], x, w)
 
 
-def _fwd_local_q(p: dict, x: Any) -> Any:
-    """The stacked local Q-networks (:func:`_local_q`) on ``x`` (K, B, H, v, v)."""
-    torch = _torch()
+def fwd_local_q(p: dict, x: Any) -> Any:
+    """The stacked local Q-networks (:func:`local_q`) on ``x`` (K, B, H, v, v)."""
+    torch = import_torch()
     h = _conv3x3_relu(x, p["0.weight"], p["0.bias"])
     h = torch.relu(_dense(h, p["3.weight"], p["3.bias"]))
     return _dense(h, p["5.weight"], p["5.bias"])
 
 
-def _fwd_full_q(p: dict, sa: Any, sb: Any) -> Any:
+def fwd_full_q(p: dict, sa: Any, sb: Any) -> Any:
     """The stacked DQN-full networks (:func:`_full_q`) on both windows."""
-    torch = _torch()
+    torch = import_torch()
     ha = _conv3x3_relu(sa, p["ca.0.weight"], p["ca.0.bias"])
     hb = _conv3x3_relu(sb, p["cb.0.weight"], p["cb.0.bias"])
     h = torch.relu(_dense(torch.cat([ha, hb], dim=2), p["head.0.weight"], p["head.0.bias"]))
     return _dense(h, p["head.2.weight"], p["head.2.bias"])
 
 
-def _fwd_mlp(p: dict, x: Any) -> Any:
+def fwd_mlp(p: dict, x: Any) -> Any:
     """The stacked shared MLPs (:func:`_mlp`) on ``x`` (K, B, 32)."""
-    h = _torch().relu(_dense(x, p["0.weight"], p["0.bias"]))
+    h = import_torch().relu(_dense(x, p["0.weight"], p["0.bias"]))
     return _dense(h, p["2.weight"], p["2.bias"])
 
 
-#: How :class:`_Stacked` stores each weight: ``"conv"`` (K, C*9, 32); ``"dense"`` transposed
+#: How :class:`Stacked` stores each weight: ``"conv"`` (K, C*9, 32); ``"dense"`` transposed
 #: (K, in, out), with the given conv views' columns position-major (None: the input's view).
 _LAYOUT: dict[Callable[..., Any], dict[str, tuple[str, Any]]] = {
-    _fwd_local_q: {
+    fwd_local_q: {
         "0.weight": ("conv", ()),
         "3.weight": ("dense", None),
         "5.weight": ("dense", ()),
     },
-    _fwd_full_q: {
+    fwd_full_q: {
         "ca.0.weight": ("conv", ()),
         "cb.0.weight": ("conv", ()),
         "head.0.weight": ("dense", (ALPHA_VIEW, BETA_VIEW)),
         "head.2.weight": ("dense", ()),
     },
-    _fwd_mlp: {"0.weight": ("dense", ()), "2.weight": ("dense", ())},
+    fwd_mlp: {"0.weight": ("dense", ()), "2.weight": ("dense", ())},
 }
 
 
-class _Stacked:
+class Stacked:
     """K independent copies of a network, evaluated at once with batched matmuls.
 
     The parameters are the ``torch.func.stack_module_state`` of K modules initialised from the
@@ -215,7 +215,7 @@ class _Stacked:
         view: int | None = None,
         device: Any = None,
     ) -> None:
-        torch = _torch()
+        torch = import_torch()
         self.device = torch.device("cpu" if device is None else device)
         mods = [make() for _ in gens]
         for m, g in zip(mods, gens, strict=True):

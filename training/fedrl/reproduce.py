@@ -1,7 +1,6 @@
 """``ldp-audit reproduce fedrl``: Table 1, the history-length study (Figure 4), the attack
 sweep and the black-box audit of the output mechanism (the README and results.json are written
-by :mod:`ldp_audit.training.fedrl.reproduce_report`; both are also importable from
-:mod:`ldp_audit.training.fedrl_reproduce`).
+by :mod:`ldp_audit.training.fedrl.reproduce_report`).
 
 Every training here uses an in-memory ledger (charges still precede every release); the attack
 runs keep their transcript in memory and are attacked from it.
@@ -23,7 +22,7 @@ import numpy as np
 from ldp_audit.config import bounds
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.fedrl.config import FedRLConfig
-from ldp_audit.training.fedrl.mechanisms import _MAX_SCALE, _MIN_BOUND, _check_bound, _check_sigma
+from ldp_audit.training.fedrl.mechanisms import MAX_SCALE, MIN_BOUND, check_bound, check_sigma
 
 __all__ = [
     "ReproConfig",
@@ -82,8 +81,8 @@ class ReproConfig:
         default=(0.0, 0.1, 1.0, 5.0),
         metadata=bounds(
             minimum=0,
-            maximum=_MAX_SCALE,
-            check=functools.partial(_check_sigma, name="attack_sigmas"),
+            maximum=MAX_SCALE,
+            check=functools.partial(check_sigma, name="attack_sigmas"),
             empty=True,
         ),
     )
@@ -91,9 +90,9 @@ class ReproConfig:
     attack_clip: float = field(
         default=1.0,
         metadata=bounds(
-            minimum=_MIN_BOUND,
-            maximum=_MAX_SCALE,
-            check=functools.partial(_check_bound, name="attack_clip"),
+            minimum=MIN_BOUND,
+            maximum=MAX_SCALE,
+            check=functools.partial(check_bound, name="attack_clip"),
         ),
     )
     """B of the clipped half of the attack sweep."""
@@ -127,7 +126,7 @@ class ReproConfig:
 
     def __post_init__(self) -> None:
         """Every field type-checked and ranged (errors name the field and the value)."""
-        from ldp_audit.training.fedrl import _check_bound, _check_sigma, _is_int
+        from ldp_audit.training.fedrl.mechanisms import check_bound, check_sigma, is_int
         from ldp_audit.training.gridworld import check_size
 
         def ints(name: str, lo: int, *, seq: bool = False, empty: bool = False) -> None:
@@ -139,7 +138,7 @@ class ReproConfig:
                     f"got {v!r}"
                 )
             for x in vals:
-                if not _is_int(x) or x < lo:
+                if not is_int(x) or x < lo:
                     what = "integers" if seq else "an integer"
                     raise InvalidParameterError(f"{name} must be {what} >= {lo}, got {v!r}")
 
@@ -177,8 +176,8 @@ class ReproConfig:
                 f"attack_sigmas must be a tuple of reals >= 0, got {self.attack_sigmas!r}"
             )
         for s in self.attack_sigmas:
-            _check_sigma(s, "attack_sigmas")
-        _check_bound(self.attack_clip, "attack_clip")
+            check_sigma(s, "attack_sigmas")
+        check_bound(self.attack_clip, "attack_clip")
 
     def steps_for(self, i: int) -> int:
         return self.train_steps[0] if len(self.train_steps) == 1 else self.train_steps[i]
@@ -243,7 +242,7 @@ def random_policy_success(
     "cp95": [lo, hi]}`` (Clopper-Pearson over all seeds' episodes pooled). ``maps``: the
     already generated maps of (size, n_maps, map_seed), if at hand.
     """
-    from ldp_audit.training.fedrl import _cp
+    from ldp_audit.training.fedrl.metrics import cp_interval
     from ldp_audit.training.gridworld import VectorGridWorld, generate_maps
 
     if maps is None:
@@ -267,7 +266,7 @@ def random_policy_success(
         "seeds": seeds,
         "successes": k_all,
         "episodes": n_all,
-        "cp95": list(_cp(k_all, n_all)),
+        "cp95": list(cp_interval(k_all, n_all)),
     }
 
 
@@ -284,7 +283,9 @@ def _stage(item: dict[str, Any]) -> dict[str, Any]:
     setting): a module-level, deterministic task of :func:`ldp_audit.backends.run_tasks`, so a
     stage gives the same numbers in this process, a local pool or on Ray."""
     from ldp_audit.attacks.fedrl import attack_arrays
-    from ldp_audit.training.fedrl import FedRLConfig, _log_arrays, _metrics, run_fedrl
+    from ldp_audit.training.fedrl import FedRLConfig, run_fedrl
+    from ldp_audit.training.fedrl.metrics import table_metrics
+    from ldp_audit.training.fedrl.runs import log_arrays
 
     rc: ReproConfig = item["rc"]
     kind, progress = item["kind"], bool(item.get("progress", False))
@@ -330,7 +331,7 @@ def _stage(item: dict[str, Any]) -> dict[str, Any]:
             progress=progress,
             threads=rc.threads,
         )
-        m = _metrics(cfg, r["results"])
+        m = table_metrics(cfg, r["results"])
         m["seconds"] = time.perf_counter() - t0
         m["cpu_seconds"] = time.process_time() - c0
         m["train_steps"] = cfg.train_steps
@@ -358,7 +359,7 @@ def _stage(item: dict[str, Any]) -> dict[str, Any]:
     r = run_fedrl(
         cfg, seed=rc.seed + 99, maps=maps, record=True, progress=False, threads=rc.threads
     )
-    tr, sec = _log_arrays(r["log"])
+    tr, sec = log_arrays(r["log"])
     from threadpoolctl import threadpool_limits
 
     # scikit-learn's OpenMP threads pinned like torch's: N workers x all cores each would
@@ -404,12 +405,13 @@ def _extras(rc: ReproConfig) -> dict[str, Any]:
 def _table1_size(rc: ReproConfig, index: int, runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Table 1 at one size from its (method, run) tasks, in the order the batched trainer
     lists them (methods, then runs), with the random policy under both meeting rules."""
-    from ldp_audit.training.fedrl import METHODS, _metrics
+    from ldp_audit.training.fedrl import METHODS
+    from ldp_audit.training.fedrl.metrics import table_metrics
 
     cfg = _table1_config(rc, index)
     order = {(m, r): i for i, (m, r) in enumerate((m, r) for m in METHODS for r in range(rc.runs))}
     runs = sorted(runs, key=lambda r: order[(r["method"], r["trial"])])
-    m = _metrics(cfg, runs)
+    m = table_metrics(cfg, runs)
     m["seconds"] = sum(r["task_seconds"] for r in runs)
     m["cpu_seconds"] = sum(r["task_cpu_seconds"] for r in runs)
     m["seconds_note"] = "sum over the (method, run) tasks"
@@ -458,7 +460,7 @@ def reproduce(
     """
     from ldp_audit.backends import backend_options, run_tasks
     from ldp_audit.training.device import resolve_device
-    from ldp_audit.training.fedrl import PAPER_TABLE1
+    from ldp_audit.training.fedrl.report import PAPER_TABLE1
 
     if not isinstance(rc, ReproConfig):
         raise InvalidParameterError(f"rc must be a ReproConfig, got {type(rc).__name__}")

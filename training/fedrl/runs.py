@@ -13,11 +13,11 @@ import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.fedrl.config import METHODS, FedRLConfig
-from ldp_audit.training.fedrl.exchange import _Log
-from ldp_audit.training.fedrl.mechanisms import _is_int
-from ldp_audit.training.fedrl.metrics import _metrics
-from ldp_audit.training.fedrl.networks import _torch
-from ldp_audit.training.fedrl.trainer import _train_runs
+from ldp_audit.training.fedrl.exchange import Log
+from ldp_audit.training.fedrl.mechanisms import is_int
+from ldp_audit.training.fedrl.metrics import table_metrics
+from ldp_audit.training.fedrl.networks import import_torch
+from ldp_audit.training.fedrl.trainer import train_runs
 from ldp_audit.training.gridworld import (
     MapSet,
     generate_maps,
@@ -53,7 +53,7 @@ def run_fedrl(
         force: run even when the estimated memory or time exceeds this machine's limits
             (:mod:`ldp_audit.limits`; otherwise InvalidParameterError before any work).
         extras: further evaluations of the trained networks (learning curves, epsilon-greedy
-            evaluation; see ``_train_runs``); they draw from their own generators, so the
+            evaluation; see ``train_runs``); they draw from their own generators, so the
             training and Table 1's numbers are the same with or without them.
         only: ``(method, run)``: train that one run alone (not batched with the others), from
             the same seed sequence it has in the batched order. A run's environment and
@@ -62,11 +62,11 @@ def run_fedrl(
             (method, run) an independent task whose result does not depend on where it ran.
 
     Returns:
-        ``{"results": [per method-run dict], "log": _Log, "maps": MapSet, "accountant": acc}``.
+        ``{"results": [per method-run dict], "log": Log, "maps": MapSet, "accountant": acc}``.
     """
-    if not _is_int(seed) or seed < 0:
+    if not is_int(seed) or seed < 0:
         raise InvalidParameterError(f"seed must be an integer >= 0, got {seed!r}")
-    if threads is not None and (not _is_int(threads) or threads < 1):
+    if threads is not None and (not is_int(threads) or threads < 1):
         raise InvalidParameterError(f"threads must be an integer >= 1 (or None), got {threads!r}")
     from ldp_audit.accountant import Accountant
     from ldp_audit.release import Transcript
@@ -88,7 +88,7 @@ def run_fedrl(
     ):
         raise InvalidParameterError("maps do not match the config (size, n_maps, seed, density)")
     acc = Accountant(None) if accountant is None else accountant
-    log = _Log(q=Transcript("report"), y=Transcript("report"), record=bool(record))
+    log = Log(q=Transcript("report"), y=Transcript("report"), record=bool(record))
     if _state is not None:  # the caller writes what was released if training is interrupted
         _state["log"] = log
     seqs = np.random.SeedSequence(int(seed)).spawn(cfg.runs * len(METHODS))
@@ -97,7 +97,7 @@ def run_fedrl(
             not isinstance(only, tuple)
             or len(only) != 2
             or only[0] not in cfg.methods
-            or not _is_int(only[1])
+            or not is_int(only[1])
             or not 0 <= only[1] < cfg.runs
         ):
             raise InvalidParameterError(
@@ -115,14 +115,14 @@ def run_fedrl(
         total = sum(len(g) for _, g in groups) * cfg.train_steps
         bar = tqdm(total=total, desc="fedrl", unit="it")
     results = []
-    torch = _torch()
+    torch = import_torch()
     old_threads = torch.get_num_threads()
     try:
         if threads is not None:
             torch.set_num_threads(int(threads))
         for method, group in groups:  # all runs of a method at once (batched over runs)
             ss = [seqs[run * len(METHODS) + METHODS.index(method)] for run in group]
-            results.extend(_train_runs(method, cfg, maps, ss, group, acc, log, bar, extras))
+            results.extend(train_runs(method, cfg, maps, ss, group, acc, log, bar, extras))
     finally:
         torch.set_num_threads(old_threads)
         if bar is not None:
@@ -130,7 +130,7 @@ def run_fedrl(
     return {"results": results, "log": log, "maps": maps, "accountant": acc}
 
 
-def _log_arrays(log: _Log) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+def log_arrays(log: Log) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     tr: dict[str, np.ndarray] = {}
     sec: dict[str, np.ndarray] = {}
     if len(log.q):
@@ -219,9 +219,9 @@ def train_fedrl(
 
     if not isinstance(cfg, FedRLConfig):
         raise InvalidParameterError(f"cfg must be a FedRLConfig, got {type(cfg).__name__}")
-    if not _is_int(seed) or seed < 0:
+    if not is_int(seed) or seed < 0:
         raise InvalidParameterError(f"seed must be an integer >= 0, got {seed!r}")
-    if threads is not None and (not _is_int(threads) or threads < 1):
+    if threads is not None and (not is_int(threads) or threads < 1):
         raise InvalidParameterError(f"threads must be an integer >= 1 (or None), got {threads!r}")
     if mode == "resume":
         raise InvalidParameterError(
@@ -257,10 +257,10 @@ def train_fedrl(
             force=force,
         )
         state.update(res)
-        metrics = _metrics(cfg, res["results"])
+        metrics = table_metrics(cfg, res["results"])
         metrics["device"] = device
         metrics["privacy"] = privacy_table(cfg, acc, range(cfg.runs))
-        tr, sec = _log_arrays(res["log"])
+        tr, sec = log_arrays(res["log"])
         if tr:
             w.write_npz("transcript.npz", tr)
             w.write_npz("secrets.npz", sec)
@@ -277,7 +277,7 @@ def train_fedrl(
         try:
             log = state.get("log")
             if log is not None:
-                tr, sec = _log_arrays(log)
+                tr, sec = log_arrays(log)
                 if tr:
                     w.write_npz("transcript.npz", tr)
                     w.write_npz("secrets.npz", sec)

@@ -11,25 +11,25 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.training.fedrl.config import FedRLConfig
-from ldp_audit.training.fedrl.evaluation import _brief, _eps_greedy, _evaluate
+from ldp_audit.training.fedrl.evaluation import _evaluate, brief, eps_greedy
 from ldp_audit.training.fedrl.exchange import (
     KIND_ACT,
     KIND_BATCH,
     KIND_FEDRL1,
     KIND_FEDRL2,
     KIND_NEXT,
-    _Exchange,
-    _Log,
+    Exchange,
+    Log,
 )
 from ldp_audit.training.fedrl.networks import (
+    Stacked,
     _full_q,
-    _fwd_full_q,
-    _fwd_local_q,
-    _fwd_mlp,
-    _local_q,
     _mlp,
-    _Stacked,
-    _torch,
+    fwd_full_q,
+    fwd_local_q,
+    fwd_mlp,
+    import_torch,
+    local_q,
 )
 from ldp_audit.training.gridworld import (
     ALPHA_VIEW,
@@ -70,14 +70,14 @@ class _Replay:
 # ----------------------------------------------------------------------------------------------
 
 
-def _train_runs(
+def train_runs(
     method: str,
     cfg: FedRLConfig,
     maps: MapSet,
     seed_seqs: Sequence[np.random.SeedSequence],
     trials: Sequence[int],
     accountant: Any,
-    log: _Log,
+    log: Log,
     progress: Any = None,
     extras: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
@@ -93,7 +93,7 @@ def _train_runs(
     * ``explore`` (eps, ...): after training, epsilon-greedy episodes on the test maps
       (FedRL: the noise-free outputs, FedRL-2's protocol), beside Table 1's greedy ones.
     """
-    torch = _torch()
+    torch = import_torch()
     kk = len(trials)
     spawned = [s.spawn(6) for s in seed_seqs]
     gens = [torch.Generator().manual_seed(int(sp[5].generate_state(1)[0])) for sp in spawned]
@@ -108,22 +108,20 @@ def _train_runs(
 
     dev = torch.device(resolve_device(cfg.device))
     if method == "dqn-alpha":
-        nets = {
-            "qa": _Stacked(lambda: _local_q(ALPHA_VIEW, h), gens, _fwd_local_q, ALPHA_VIEW, dev)
-        }
+        nets = {"qa": Stacked(lambda: local_q(ALPHA_VIEW, h), gens, fwd_local_q, ALPHA_VIEW, dev)}
     elif method == "dqn-full":
-        nets = {"qf": _Stacked(lambda: _full_q(h), gens, _fwd_full_q, device=dev)}
+        nets = {"qf": Stacked(lambda: _full_q(h), gens, fwd_full_q, device=dev)}
     else:
         nets = {
-            "qa": _Stacked(lambda: _local_q(ALPHA_VIEW, h), gens, _fwd_local_q, ALPHA_VIEW, dev),
-            "qb": _Stacked(lambda: _local_q(BETA_VIEW, h), gens, _fwd_local_q, BETA_VIEW, dev),
-            "g": _Stacked(_mlp, gens, _fwd_mlp, device=dev),
+            "qa": Stacked(lambda: local_q(ALPHA_VIEW, h), gens, fwd_local_q, ALPHA_VIEW, dev),
+            "qb": Stacked(lambda: local_q(BETA_VIEW, h), gens, fwd_local_q, BETA_VIEW, dev),
+            "g": Stacked(_mlp, gens, fwd_mlp, device=dev),
         }
     opt = torch.optim.Adam(
         [p for m in nets.values() for p in m.params.values()], lr=cfg.lr, fused=True
     )
     ex = (
-        _Exchange(
+        Exchange(
             cfg,
             trials,
             accountant,
@@ -162,12 +160,12 @@ def _train_runs(
         xs_alpha, xs_beta, xs_explore = xss.spawn(3)
         rng_explore = np.random.default_rng(xs_explore)
         if fed:
-            xex = _Exchange(
+            xex = Exchange(
                 cfg,
                 trials,
                 accountant,
                 {"alpha": np.random.default_rng(xs_alpha), "beta": np.random.default_rng(xs_beta)},
-                _Log(record=False),
+                Log(record=False),
             )
     curve_evals: list[dict[str, list[dict[str, Any]]]] = []
 
@@ -215,7 +213,7 @@ def _train_runs(
         eps = cfg.eps_start + (cfg.eps_end - cfg.eps_start) * min(1.0, it / cfg.eps_decay)
         with torch.inference_mode():
             q = q_values(sa, sb, kind=KIND_ACT, maps_idx=env.map_index.copy())
-        act = _eps_greedy(q.cpu().numpy(), eps, rng_act).reshape(-1)
+        act = eps_greedy(q.cpu().numpy(), eps, rng_act).reshape(-1)
         r, done, met, _ = env.step(act)
         sa2, sb2 = env.observe()
         bumps = env.last_bumps.sum(1)
@@ -285,15 +283,13 @@ def _train_runs(
             res["eval_curve"] = {
                 "iterations": checkpoints,
                 "maps": int(len(curve_test)),
-                "methods": {
-                    lab: [_brief(c[lab][k]) for c in curve_evals] for lab in curve_evals[0]
-                },
+                "methods": {lab: [brief(c[lab][k]) for c in curve_evals] for lab in curve_evals[0]},
             }
         if explore:
             res["explore_eval"] = {
                 lab: {
-                    "0": _brief(evals[lab][k]),
-                    **{f"{e:g}": _brief(explore_evals[e][lab][k]) for e in explore},
+                    "0": brief(evals[lab][k]),
+                    **{f"{e:g}": brief(explore_evals[e][lab][k]) for e in explore},
                 }
                 for lab in explore_evals[explore[0]]
             }
@@ -308,10 +304,10 @@ def _update(
     reps: list[_Replay],
     j: np.ndarray,
     opt: Any,
-    ex: _Exchange | None,
+    ex: Exchange | None,
 ) -> float:
     """One minibatch step of every run (eqs. 4-7 for FedRL); returns the summed loss."""
-    torch = _torch()
+    torch = import_torch()
 
     def g(name: str) -> np.ndarray:
         return np.stack([getattr(rep, name)[jj] for rep, jj in zip(reps, j, strict=True)])

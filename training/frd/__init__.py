@@ -53,7 +53,8 @@ agent waits for the rest of its group (the paper's "all the agents wait for the 
 resumes with a fresh episode. Randomness: one ``numpy.random.Generator`` per call, so a run
 is bit-for-bit reproducible from its seed.
 
-Where things are (every name, private ones included, importable from here): ``config``
+Where things are (this package gives the public names of ``__all__``; the rest is imported
+from its module): ``config``
 (:class:`FrdConfig`, Table 1, the private parameter's validation), ``proxy`` (grid, LDP upload,
 server average, mission time), ``nets`` (stacked networks, per-agent Adam, parameter layout and
 policy for the attack), ``engine`` (the batched loop, :class:`FrdResult`), ``run`` (:func:`train`
@@ -63,10 +64,7 @@ with a run directory, report sections), ``physics`` (per-row CartPole constants)
 
 from __future__ import annotations
 
-from ldp_audit.training.frd.config import (  # noqa: F401
-    _DEFAULT_GRAVITIES,
-    _MODES,
-    _PROBED,
+from ldp_audit.training.frd.config import (
     ALGORITHM,
     CARTPOLE_DEFAULTS,
     PAPER_SETTINGS,
@@ -74,45 +72,17 @@ from ldp_audit.training.frd.config import (  # noqa: F401
     STATE_HIGH,
     STATE_LOW,
     FrdConfig,
-    _candidates,
-    _int,
-    _probe_cartpole,
-    _real,
     setting_config,
 )
-from ldp_audit.training.frd.engine import (  # noqa: F401
-    FrdResult,
-    _check_configs,
-    _Engine,
-    _event,
-    _Recorder,
-    _track,
-    arch_batches,
-    torch_index,
-    train_batch,
-    train_many,
-)
-from ldp_audit.training.frd.nets import (  # noqa: F401
-    _Adam,
-    _Nets,
-    param_layout,
-    policy_value,
-)
-from ldp_audit.training.frd.proxy import (  # noqa: F401
+from ldp_audit.training.frd.engine import FrdResult, arch_batches, train_batch, train_many
+from ldp_audit.training.frd.nets import param_layout, policy_value
+from ldp_audit.training.frd.proxy import (
     ProxyGrid,
     ProxyMemoryLDP,
     aggregate_memories,
     mission_time,
 )
-from ldp_audit.training.frd.run import (  # noqa: F401
-    _fmt,
-    _replace,
-    _spent,
-    _write_outputs,
-    _write_partial,
-    report_sections,
-    train,
-)
+from ldp_audit.training.frd.run import report_sections, train
 
 __all__ = [
     "ALGORITHM",

@@ -67,7 +67,7 @@ _DEFAULT_GRAVITIES = (9.7, 9.8, 9.9)
 # ------------------------------------------------------------------------------------------------
 
 
-def _int(v: Any, name: str, minimum: int) -> int:
+def check_int_at_least(v: Any, name: str, minimum: int) -> int:
     if isinstance(v, bool) or not isinstance(v, numbers.Integral):
         raise InvalidParameterError(f"{name} must be an integer >= {minimum}, got {v!r}")
     if int(v) < minimum:
@@ -98,10 +98,10 @@ def _positive() -> dict[str, Any]:
 def read_gravities(opt: str) -> Any:
     """The command line's reader of ``gravities`` (``bounds(parse=..., whole=True)``): two or
     more comma-separated numbers > 0, each read strictly (no nan, ``1_000`` or non-ASCII digits:
-    :func:`ldp_audit.cli.types.parse_real`)."""
+    :func:`ldp_audit.parse.parse_real`)."""
     import argparse
 
-    from ldp_audit.cli.types import parse_real
+    from ldp_audit.parse import parse_real
 
     def read(text: str) -> tuple[float, ...]:
         try:
@@ -217,19 +217,19 @@ class FrdConfig:
             raise InvalidParameterError(
                 f"stop_at_mission must be True or False, got {self.stop_at_mission!r}"
             )
-        _int(self.n_agents, "n_agents", 1)
-        _int(self.groups, "groups", 1)
-        _int(self.sections, "sections (S)", 2)
-        _int(self.exchange_period, "exchange_period (E)", 1)
-        _int(self.initial_episodes, "initial_episodes (I)", 0)
-        _int(self.hidden, "hidden", 1)
-        _int(self.layers, "layers", 1)
-        _int(self.max_episodes, "max_episodes", 1)
-        _int(self.window, "window", 1)
-        _int(self.episode_steps, "episode_steps", 1)
-        _int(self.distil_epochs, "distil_epochs", 0)
-        _int(self.distil_batch, "distil_batch", 1)
-        _int(self.ldp_samples, "ldp_samples", 1)
+        check_int_at_least(self.n_agents, "n_agents", 1)
+        check_int_at_least(self.groups, "groups", 1)
+        check_int_at_least(self.sections, "sections (S)", 2)
+        check_int_at_least(self.exchange_period, "exchange_period (E)", 1)
+        check_int_at_least(self.initial_episodes, "initial_episodes (I)", 0)
+        check_int_at_least(self.hidden, "hidden", 1)
+        check_int_at_least(self.layers, "layers", 1)
+        check_int_at_least(self.max_episodes, "max_episodes", 1)
+        check_int_at_least(self.window, "window", 1)
+        check_int_at_least(self.episode_steps, "episode_steps", 1)
+        check_int_at_least(self.distil_epochs, "distil_epochs", 0)
+        check_int_at_least(self.distil_batch, "distil_batch", 1)
+        check_int_at_least(self.ldp_samples, "ldp_samples", 1)
         _real(self.threshold, "threshold", low=0.0)
         if self.threshold > self.episode_steps:
             raise InvalidParameterError(

@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.training.frd.config import CARTPOLE_DEFAULTS, FrdConfig, _int
-from ldp_audit.training.frd.nets import _Adam, _Nets, adam_step_rows
+from ldp_audit.training.frd.config import CARTPOLE_DEFAULTS, FrdConfig, check_int_at_least
+from ldp_audit.training.frd.nets import Nets, _Adam, adam_step_rows
 from ldp_audit.training.frd.proxy import ProxyGrid, aggregate_memories
 
 # ------------------------------------------------------------------------------------------------
@@ -208,7 +208,7 @@ def arch_batches(
     if isinstance(seed, np.random.Generator):
         rng = check_rng(seed)
     else:
-        rng = np.random.default_rng(_int(seed, "seed", 0))
+        rng = np.random.default_rng(check_int_at_least(seed, "seed", 0))
     archs = sorted({c.arch() for c in cfgs})
     rngs = rng.spawn(len(archs))
     return [
@@ -314,7 +314,7 @@ class _Engine:
         self.secret = secret
         self.gravity = phys["gravity"]
         self.varied = any(c.private_param != "gravity" for c in cfgs)
-        self.nets = _Nets(c0.hidden, c0.layers, A, rng)
+        self.nets = Nets(c0.hidden, c0.layers, A, rng)
         self.acfg = np.array([self.group_cfg[g] for g in self.agent_group], dtype=np.int64)
         per = lambda name: np.array(  # noqa: E731
             [getattr(cfgs[c], name) for c in self.acfg], dtype=np.float64
@@ -672,7 +672,7 @@ class _Engine:
         return out
 
 
-def distil_rows(nets: _Nets, flat: Any, m: Any, v: Any, t: Any, X: Any, T: Any,
+def distil_rows(nets: Nets, flat: Any, m: Any, v: Any, t: Any, X: Any, T: Any,
                 perms: Sequence[Any], batch: int, lr: float) -> None:  # fmt: skip
     """Eq. 2's distillation of A' agents at once, in place on their rows (one device, any).
 
@@ -692,7 +692,7 @@ def distil_rows(nets: _Nets, flat: Any, m: Any, v: Any, t: Any, X: Any, T: Any,
             # ``flat`` is contiguous (A', P), as the former per-minibatch gather of the rows was
             logits, cache = nets.forward("actor", xb, flat=flat)
             p = torch.softmax(logits, dim=2)
-            g = torch.cat(_Nets.backward((p - T[b][None]) / b.numel(), cache), dim=1)
+            g = torch.cat(Nets.backward((p - T[b][None]) / b.numel(), cache), dim=1)
             adam_step_rows(flat, m, v, t, g, rows, nets.actor_size, lr)
 
 

@@ -17,7 +17,7 @@ from ldp_audit.training.frd.config import FrdConfig
 # ------------------------------------------------------------------------------------------------
 
 
-class _Nets:
+class Nets:
     """A agents' actor and critic MLPs in ONE flat float32 buffer (A, P), ReLU hidden layers.
 
     Layer views (A, in, out) / (A, out) slice the buffer without copies; gradients are written

@@ -74,7 +74,7 @@ def read_int_list(maximum: int) -> Any:
     def factory(opt: str) -> Any:
         import argparse
 
-        from ldp_audit.cli.types import parse_int
+        from ldp_audit.parse import parse_int
 
         def convert(text: str) -> tuple[int, ...]:
             try:
@@ -98,7 +98,7 @@ def read_epsilons(opt: str) -> Any:
     (``--ldp-epsilons 1,10``)."""
     import argparse
 
-    from ldp_audit.cli.types import epsilon_or_inf
+    from ldp_audit.parse import epsilon_or_inf
 
     def convert(text: str) -> tuple[float, ...]:
         vals = tuple(epsilon_or_inf(t) for t in text.split(",") if t.strip())

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.training.frd.config import ALGORITHM, FrdConfig, _int
+from ldp_audit.training.frd.config import ALGORITHM, FrdConfig, check_int_at_least
 from ldp_audit.training.frd.engine import FrdResult, train_many
 
 # ------------------------------------------------------------------------------------------------
@@ -37,7 +37,7 @@ def train(
     """
     if not isinstance(cfg, FrdConfig):
         raise InvalidParameterError(f"cfg must be an FrdConfig, got {type(cfg).__name__}")
-    seed = _int(seed, "seed", 0)
+    seed = check_int_at_least(seed, "seed", 0)
     from ldp_audit.training.sizes import check_sizes
 
     check_sizes("frd", cfg, force=force)  # ``force``: see train_many; before any file

@@ -21,7 +21,8 @@ order:
   and the stop signals.
 
 The compiled loops are the private ``_kernels.py`` (lock-step) and ``_fused_kernel.py`` (fused).
-Everything is importable from this package, as before the split.
+This package gives the public names of ``__all__``; every other name is imported from the
+module that defines it.
 
 Speed comes from running every agent of every trial (and of every config of a grid) in lock-step:
 one vectorised CartPole over all rows, one compiled acting pass per step, one compiled backward
@@ -65,7 +66,7 @@ order, so one trial's noise depends on its sibling trials: changing ``max_submis
 
 Speed: the hot loops (acting, the episode gradient, eq. 22, the step's bookkeeping) are Numba
 kernels in :mod:`ldp_audit.training.pgc_a3c._kernels`; the physics is Gymnasium's.
-``engine="fused"`` (:class:`~ldp_audit.training.pgc_a3c.fused._FusedEngine`) runs each block of
+``engine="fused"`` (:class:`~ldp_audit.training.pgc_a3c.fused.FusedEngine`) runs each block of
 up to 256 lock-steps, physics included (Gymnasium's equations, same operations, tested step for
 step against ``CartPoleVectorEnv``), in ONE compiled call
 (:mod:`ldp_audit.training.pgc_a3c._fused_kernel`), with the same results bit for bit; it charges
@@ -74,82 +75,15 @@ each agent when the agent starts rather than when it submits.
 
 from __future__ import annotations
 
-from ldp_audit.training.pgc_a3c._kernels import (  # noqa: F401 - the names the engine used
-    act_and_record,
-    aggregate,
-    aggregate_adaptive,
-    ended_episodes,
-    episode_gradients_kernel,
-    record_scores,
-)
 from ldp_audit.training.pgc_a3c.aggregator import Aggregator
-from ldp_audit.training.pgc_a3c.config import (  # noqa: F401 - private names kept importable
-    _ACTING,
-    _AGGREGATORS,
-    _CLIP_KINDS,
-    _MECHANISMS,
-    _PAPER_BUFFER,
-    _PAPER_CLIP,
-    _TARGETS,
-    ADAPTIVE_DEFAULT_LR,
-    PgcA3cConfig,
-    TrainResult,
-    _check_int,
-    _real_tuple,
-)
-from ldp_audit.training.pgc_a3c.engine import (  # noqa: F401
-    _ACT_BLOCK,
-    _RESET_BLOCK,
-    _TR_KEYS,
-    _Engine,
-    _mechanism_rng,
-    _runs,
-    _TrialStream,
-)
-from ldp_audit.training.pgc_a3c.fused import (  # noqa: F401
-    _FUSED_NOISE,
-    _FUSED_RESERVE,
-    _PROFILE_PARTS,
-    _FusedEngine,
-)
-from ldp_audit.training.pgc_a3c.gradients import (  # noqa: F401
-    _check_episode_batch,
-    _loss_gradients_numpy,
-    _softmax_gradients,
-    bucket_length,
-    loss_gradients,
-)
-from ldp_audit.training.pgc_a3c.grid import (  # noqa: F401
-    ENGINES,
-    _grid_worker,
-    _install_stop_handlers,
-    _train_grid_parallel,
-    train,
-    train_grid,
-)
-from ldp_audit.training.pgc_a3c.model import (  # noqa: F401
-    _SIZES,
-    DIM,
-    HIDDEN,
-    N_ACTIONS,
-    OBS_DIM,
-    _check_theta,
-    greedy_actions,
-    init_theta,
-    unpack_theta,
-)
-from ldp_audit.training.pgc_a3c.privacy import (  # noqa: F401
+from ldp_audit.training.pgc_a3c.config import PgcA3cConfig, TrainResult
+from ldp_audit.training.pgc_a3c.gradients import loss_gradients
+from ldp_audit.training.pgc_a3c.grid import ENGINES, train, train_grid
+from ldp_audit.training.pgc_a3c.model import DIM, greedy_actions, init_theta, unpack_theta
+from ldp_audit.training.pgc_a3c.privacy import (
     CoordinateLaplace,
     PrivacyClaimWarning,
     PrivateReport,
-    _accountant_api,
-    _clip_coordinates,
-    _clip_l1,
-    _coordinate_warning,
-    _make_accountant,
-    _privacy_summary,
-    _privatize_groups,
-    _request,
     privatize_reports,
 )
 from ldp_audit.training.pgc_a3c.rollout import episode_gradients, rollout

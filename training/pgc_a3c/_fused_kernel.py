@@ -26,16 +26,16 @@ from ldp_audit.mechanisms.laplace import laplace_kernels
 from ldp_audit.mechanisms.prs import prs_kernels
 from ldp_audit.training.pgc_a3c._kernels import (
     _H,
-    _agg_one,
-    _buffer_report,
-    _choose_action,
-    _episode_grad_t,
-    _log_sigmoid_pair,
-    _observe,
-    _sgd_step,
-    _transpose_row,
-    _value_targets,
+    agg_one,
+    buffer_report,
+    choose_action,
+    episode_grad_t,
+    log_sigmoid_pair,
+    observe,
     record_scores,
+    sgd_step,
+    transpose_row,
+    value_targets,
 )
 
 # Gymnasium's CartPole constants (gymnasium.envs.classic_control.cartpole, 1.x), spelled as
@@ -122,15 +122,15 @@ _LAPLACE = laplace_kernels()
 _PRS = prs_kernels()
 #: the kernels of ._kernels compiled into fused_block (fingerprinted with the mechanisms')
 _SHARED = (
-    _observe,
-    _choose_action,
-    _log_sigmoid_pair,
-    _value_targets,
-    _transpose_row,
-    _episode_grad_t,
-    _buffer_report,
-    _sgd_step,
-    _agg_one,
+    observe,
+    choose_action,
+    log_sigmoid_pair,
+    value_targets,
+    transpose_row,
+    episode_grad_t,
+    buffer_report,
+    sgd_step,
+    agg_one,
     record_scores,
 )
 #: ||x[lo:lo+n]||_1 in NumPy's pairwise order (the Laplace mechanism's eq.-19 norm)
@@ -157,7 +157,7 @@ def fused_block(
     row_version: np.ndarray,
     slot: np.ndarray,
     row_theta: np.ndarray,  # (E, 112)
-    row_tt: np.ndarray,  # (E, 112) the same, transposed (_transpose_row)
+    row_tt: np.ndarray,  # (E, 112) the same, transposed (transpose_row)
     row_wd: np.ndarray,  # (E, 16) theta_p1 - theta_p0 of each row
     obs_buf: np.ndarray,
     acts_buf: np.ndarray,
@@ -244,10 +244,10 @@ def fused_block(
     Each step is exactly :meth:`ldp_audit.training.pgc_a3c._Engine.run`'s: every live row
     acts (:func:`act_and_record`'s rule), steps its CartPole (:func:`_cartpole_row`), and
     records s_t, a_t, r_t; the episodes that ended are capped (:func:`ended_episodes`' rule),
-    their gradients computed (:func:`_episode_grad_t`), randomised in row order with each
+    their gradients computed (:func:`episode_grad_t`), randomised in row order with each
     config's pre-drawn noise through the mechanisms' own kernels (Laplace:
     ``laplace_kernels().row``, z + clip(g) with z from ``noise``; none: clip(g); PRS:
-    ``prs_kernels().row`` on its uniforms), applied by eq. 22 in row order (:func:`_agg_one`),
+    ``prs_kernels().row`` on its uniforms), applied by eq. 22 in row order (:func:`agg_one`),
     booked (:func:`record_scores`), and the ended rows restart with the new theta
     (``_Engine._start_rows``). Rows of ended trials are skipped until the caller drops them.
 
@@ -311,7 +311,7 @@ def fused_block(
             live += 1
             ti = steps[i]
             si = slot[i]
-            o0, o1, o2, o3 = _observe(state, i, obs_buf, si, ti)
+            o0, o1, o2, o3 = observe(state, i, obs_buf, si, ti)
             # act_and_record's greedy score, the 16 units in SIMD lanes, summed in order
             tt = row_tt[i]
             wdi = row_wd[i]
@@ -324,7 +324,7 @@ def fused_block(
             acc = 0.0
             for j in range(_H):
                 acc += prod[j]
-            a = _choose_action(acc, act_block[pos, i], alpha_g[g], sample_g[g])
+            a = choose_action(acc, act_block[pos, i], alpha_g[g], sample_g[g])
             acts_buf[si, ti] = a
             term = _cartpole_row(state, i, a, gravity[i])
             steps[i] = ti + 1
@@ -353,9 +353,9 @@ def fused_block(
             if k < max_sub[g] - n_sub[g]:
                 si = slot[i]
                 big_t = steps[i]
-                _observe(state, i, obs_buf, si, big_t)  # s_T, recorded
+                observe(state, i, obs_buf, si, big_t)  # s_T, recorded
                 boot = done_trunc[q] and not done_term[q]
-                k_score[m] = _episode_grad_t(
+                k_score[m] = episode_grad_t(
                     row_tt[i], row_wd[i], si, obs_buf, acts_buf, rews_buf, big_t, boot,
                     gamma[g], lam[g], beta[g], literal[g], grads[m], hid, val, dif, vhat, gacc,
                 )  # fmt: skip
@@ -433,7 +433,7 @@ def fused_block(
                     out_report[o, kk] = noisy[q, kk]
                     out_grad[o, kk] = grads[q, kk]
                 out_n[0] = o + 1
-            _agg_one(
+            agg_one(
                 theta, buffer, count, version, lr, buffer_size, kind, m1, m2, opt_steps, g,
                 noisy[q],
             )  # fmt: skip
@@ -466,7 +466,7 @@ def fused_block(
                 row_round[i] += 1
             for kk in range(d):
                 row_theta[i, kk] = theta[g, kk]
-            _transpose_row(theta[g], row_tt[i], row_wd[i])
+            transpose_row(theta[g], row_tt[i], row_wd[i])
             for c4 in range(4):
                 state[c4, i] = _INIT_LOW + _INIT_SPAN * reset_block[g, rp, 1 + c4]
             steps[i] = 0

@@ -38,7 +38,7 @@ _P0, _P1, _V = 64, 80, 96
 
 
 @nb.njit(cache=True, nogil=True)
-def _log_sigmoid_pair(d: float) -> tuple[float, float]:
+def log_sigmoid_pair(d: float) -> tuple[float, float]:
     """(log pi_1, log pi_0) of the two-action softmax with logit difference d = z_1 - z_0,
     i.e. (-logaddexp(0, -d), -logaddexp(0, d)), computed without overflow."""
     e = math.log1p(math.exp(-abs(d)))
@@ -87,7 +87,7 @@ def act_and_record(
     for i in range(n):
         ti = t[i]
         si = slot[i]
-        o0, o1, o2, o3 = _observe(state, i, obs_buf, si, ti)
+        o0, o1, o2, o3 = observe(state, i, obs_buf, si, ti)
         acc = 0.0
         for j in range(_H):
             p = theta[i, 4 * j] * o0
@@ -96,13 +96,13 @@ def act_and_record(
             p += theta[i, 4 * j + 3] * o3
             if p > 0.0:
                 acc += p * (theta[i, _P1 + j] - theta[i, _P0 + j])
-        a = _choose_action(acc, u[i], alpha[i], sample[i])
+        a = choose_action(acc, u[i], alpha[i], sample[i])
         acts_buf[si, ti] = a
         actions[i] = a
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
-def _observe(
+def observe(
     state: np.ndarray, i: int, obs_buf: np.ndarray, si: int, ti: int
 ) -> tuple[float, float, float, float]:
     """Row i's observation: its float64 state (4, E) rounded to float32 (what Gymnasium shows an
@@ -119,7 +119,7 @@ def _observe(
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
-def _choose_action(acc: float, ui: float, ai: float, sample: bool) -> int:
+def choose_action(acc: float, ui: float, ai: float, sample: bool) -> int:
     """The action from the greedy score ``acc`` = z_1 - z_0 and the row's uniform ``ui``
     (:func:`act_and_record`'s rule: explore iff ui < ai, then action 1 iff ui >= ai / 2; else
     with ``sample`` action 1 iff (ui - ai) / (1 - ai) < pi(1|s), else argmax with ties to 0).
@@ -182,15 +182,15 @@ def episode_gradients_kernel(
     wd = np.empty(_H)
     gacc = np.empty(112)
     for m in range(m_total):
-        _transpose_row(theta[m], tt, wd)
-        scores[m] = _episode_grad_t(
+        transpose_row(theta[m], tt, wd)
+        scores[m] = episode_grad_t(
             tt, wd, rows[m], obs_buf, acts_buf, rews_buf, lengths[m], bootstrap[m], gamma[m],
             lam[m], beta[m], literal[m], out[m], hid, val, dif, vhat, gacc,
         )  # fmt: skip
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
-def _value_targets(
+def value_targets(
     rews_buf: np.ndarray,
     r: int,
     big_t: int,
@@ -223,10 +223,10 @@ def _value_targets(
 
 
 @nb.njit(cache=True, nogil=True)
-def _transpose_row(th: np.ndarray, tt: np.ndarray, wd: np.ndarray) -> None:
+def transpose_row(th: np.ndarray, tt: np.ndarray, wd: np.ndarray) -> None:
     """theta (112,) in the engine's packing -> ``tt`` (112,) with theta_c column-major
     (tt[16 k + j] = theta_c[j, k]) and the rest as is, and ``wd`` = theta_p1 - theta_p0: the
-    layout :func:`_episode_grad_t`'s loops over the 16 hidden units read contiguously (SIMD)."""
+    layout :func:`episode_grad_t`'s loops over the 16 hidden units read contiguously (SIMD)."""
     for j in range(_H):
         for k in range(_O):
             tt[_H * k + j] = th[_O * j + k]
@@ -236,7 +236,7 @@ def _transpose_row(th: np.ndarray, tt: np.ndarray, wd: np.ndarray) -> None:
 
 
 @nb.njit(cache=True, nogil=True)
-def _episode_grad_t(
+def episode_grad_t(
     tt: np.ndarray,
     wd: np.ndarray,
     r: int,
@@ -257,7 +257,7 @@ def _episode_grad_t(
     gacc: np.ndarray,
 ) -> float:
     """One episode of :func:`episode_gradients_kernel` (buffer row ``r``, length ``big_t``, the
-    parameters transposed by :func:`_transpose_row` into ``tt`` and ``wd``): writes the gradient
+    parameters transposed by :func:`transpose_row` into ``tt`` and ``wd``): writes the gradient
     into ``out`` (112,, the engine's packing) and returns the score. The scratch arrays hold at
     least ``big_t + 1`` rows (``gacc``: 112). The one implementation of eqs. 15-18 that both
     engines call (the lock-step's :func:`episode_gradients_kernel` and the fused
@@ -291,13 +291,13 @@ def _episode_grad_t(
         val[t] = v
         dif[t] = z1 - z0
     # eq. 18 (bootstrap discounted as in eq. 12)
-    total = _value_targets(rews_buf, r, big_t, val, vhat, g, lit, boot)
+    total = value_targets(rews_buf, r, big_t, val, vhat, g, lit, boot)
     for k in range(112):
         gacc[k] = 0.0
     two_lam = 2.0 * lam
     for t in range(big_t):
         adv = vhat[t] - val[t]
-        lp1, lp0 = _log_sigmoid_pair(dif[t])
+        lp1, lp0 = log_sigmoid_pair(dif[t])
         pi1 = math.exp(lp1)
         pi0 = math.exp(lp0)
         ent = -(pi0 * lp0 + pi1 * lp1)
@@ -339,21 +339,21 @@ def aggregate(
 ) -> None:
     """Eq. 22 for reports arriving in row order: report i joins the buffer of trial ``trial[i]``;
     when that buffer holds ``buffer_size`` reports, theta <- theta - eta * mean(buffer) and the
-    buffer is emptied (``version`` counts the updates): :func:`_agg_one`'s plain-SGD step."""
+    buffer is emptied (``version`` counts the updates): :func:`agg_one`'s plain-SGD step."""
     for i in range(trial.shape[0]):
         g = trial[i]
-        if _buffer_report(buffer, count, buffer_size, g, reports[i]):
-            _sgd_step(theta, buffer, g, eta[g], np.float64(count[g]))
+        if buffer_report(buffer, count, buffer_size, g, reports[i]):
+            sgd_step(theta, buffer, g, eta[g], np.float64(count[g]))
             count[g] = 0
             version[g] += 1
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
-def _buffer_report(
+def buffer_report(
     buffer: np.ndarray, count: np.ndarray, buffer_size: np.ndarray, g: int, report: np.ndarray
 ) -> bool:
     """``report`` joins trial g's buffer; returns whether the buffer now holds ``buffer_size[g]``
-    reports (eq. 22's update is due). Shared by :func:`aggregate` and :func:`_agg_one`."""
+    reports (eq. 22's update is due). Shared by :func:`aggregate` and :func:`agg_one`."""
     for k in range(buffer.shape[1]):
         buffer[g, k] += report[k]
     count[g] += 1
@@ -361,9 +361,9 @@ def _buffer_report(
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
-def _sgd_step(theta: np.ndarray, buffer: np.ndarray, g: int, e: float, c: float) -> None:
+def sgd_step(theta: np.ndarray, buffer: np.ndarray, g: int, e: float, c: float) -> None:
     """Eq. 22's plain step for trial g, theta <- theta - e * (buffer / c), and the buffer emptied.
-    Shared by :func:`aggregate` and :func:`_agg_one`."""
+    Shared by :func:`aggregate` and :func:`agg_one`."""
     for k in range(theta.shape[1]):
         theta[g, k] -= e * (buffer[g, k] / c)
         buffer[g, k] = 0.0
@@ -396,14 +396,14 @@ def aggregate_adaptive(
     touches only released reports: post-processing, no privacy cost.
     """
     for i in range(trial.shape[0]):
-        _agg_one(
+        agg_one(
             theta, buffer, count, version, lr, buffer_size, kind, m1, m2, steps, trial[i],
             reports[i],
         )  # fmt: skip
 
 
 @nb.njit(cache=True, nogil=True)
-def _agg_one(
+def agg_one(
     theta: np.ndarray,
     buffer: np.ndarray,
     count: np.ndarray,
@@ -419,7 +419,7 @@ def _agg_one(
 ) -> None:
     """One report of :func:`aggregate_adaptive` (trial ``g``); shared with :func:`fused_block`."""
     d = theta.shape[1]
-    if _buffer_report(buffer, count, buffer_size, g, report):
+    if buffer_report(buffer, count, buffer_size, g, report):
         c = np.float64(count[g])
         e = lr[g]
         steps[g] += 1
@@ -442,7 +442,7 @@ def _agg_one(
                 theta[g, k] -= e * x / math.sqrt(m2[g, k] + 1e-10)
                 buffer[g, k] = 0.0
         else:
-            _sgd_step(theta, buffer, g, e, c)
+            sgd_step(theta, buffer, g, e, c)
         count[g] = 0
         version[g] += 1
 

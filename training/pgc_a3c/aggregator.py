@@ -12,7 +12,7 @@ import numpy as np
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.release import require_sealed
 from ldp_audit.training.pgc_a3c._kernels import aggregate, aggregate_adaptive
-from ldp_audit.training.pgc_a3c.config import _AGGREGATORS
+from ldp_audit.training.pgc_a3c.config import AGGREGATORS
 from ldp_audit.training.pgc_a3c.privacy import PrivateReport
 
 __all__ = ["Aggregator"]
@@ -42,9 +42,9 @@ class Aggregator:
         # the aggregator ablation: per trial "sgd" / "adam" / "rmsprop" (post-processing)
         kinds = ["sgd"] * g if optimizer is None else list(np.broadcast_to(optimizer, (g,)))
         for k in kinds:
-            if k not in _AGGREGATORS:
-                raise InvalidParameterError(f"optimizer must be one of {_AGGREGATORS}, got {k!r}")
-        self.kind = np.array([_AGGREGATORS.index(k) for k in kinds], dtype=np.int64)
+            if k not in AGGREGATORS:
+                raise InvalidParameterError(f"optimizer must be one of {AGGREGATORS}, got {k!r}")
+        self.kind = np.array([AGGREGATORS.index(k) for k in kinds], dtype=np.int64)
         self.adaptive = bool(self.kind.any())
         if self.adaptive:
             self.m1 = np.zeros_like(self.theta)

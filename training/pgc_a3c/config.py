@@ -24,10 +24,10 @@ from ldp_audit.validation import check_bool, check_epsilon, check_positive, chec
 __all__ = ["ADAPTIVE_DEFAULT_LR", "PgcA3cConfig", "TrainResult"]
 
 _MECHANISMS = ("laplace", "prs", "none")
-_ACTING = ("argmax", "sample")
+ACTING = ("argmax", "sample")
 _CLIP_KINDS = ("l1", "coordinate")
-_AGGREGATORS = ("sgd", "adam", "rmsprop")
-_TARGETS = ("engine", "literal-eq18")
+AGGREGATORS = ("sgd", "adam", "rmsprop")
+TARGETS = ("engine", "literal-eq18")
 #: Step size of the adaptive aggregators when ``aggregator_lr`` is None: 1e-3, the published
 #: default of Adam (Kingma & Ba 2015) and TensorFlow's for Adam and RMSprop (not tuned here).
 ADAPTIVE_DEFAULT_LR = 1e-3
@@ -95,7 +95,7 @@ def _check_alpha_decay(value: Any) -> float:
     )
 
 
-def _check_int(value: Any, name: str, minimum: int) -> int:
+def check_int(value: Any, name: str, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         raise InvalidParameterError(f"{name} must be an integer >= {minimum}, got {value!r}")
     return int(value)
@@ -110,7 +110,7 @@ def _real_tuple(value: Any, name: str) -> tuple[float, ...]:
     return tuple(check_real(x, f"{name}[{k}]") for k, x in enumerate(value))
 
 
-class _SharedFields:
+class SharedFields:
     """What PGC-A3C's configs share (:class:`PgcA3cConfig` and the Gymnasium trainer's
     :class:`ldp_audit.training.gym_pgc.GymPgcConfig`): the checks of the fields both have (same
     constraints, same messages), the paper's per-mechanism defaults, the per-report mechanism
@@ -137,15 +137,15 @@ class _SharedFields:
             object.__setattr__(self, "epsilon", math.inf)
         else:
             object.__setattr__(self, "epsilon", check_epsilon(self.epsilon, "epsilon"))
-        if self.acting not in _ACTING:
-            raise InvalidParameterError(f"acting must be one of {_ACTING}, got {self.acting!r}")
+        if self.acting not in ACTING:
+            raise InvalidParameterError(f"acting must be one of {ACTING}, got {self.acting!r}")
 
     def _check_clip_and_buffer(self) -> None:
         """``clip`` > 0 and ``buffer_size`` >= 1 where given (None: the paper's default)."""
         if self.clip is not None:
             object.__setattr__(self, "clip", check_positive(self.clip, "clip"))
         if self.buffer_size is not None:
-            _check_int(self.buffer_size, "buffer_size", 1)
+            check_int(self.buffer_size, "buffer_size", 1)
 
     def _check_learning_fields(self) -> None:
         """eta in (0, 1e3]; gamma in (0, 1]; lam in (0, 1e3]; beta in [0, 1e3]; alpha_start in
@@ -197,7 +197,7 @@ class _SharedFields:
         return d
 
 
-def _from_json_dict(d: dict[str, Any]) -> dict[str, Any]:
+def from_json_dict(d: dict[str, Any]) -> dict[str, Any]:
     """A copy of a config's JSON dict with epsilon "inf" read back as math.inf."""
     d = dict(d)
     if d.get("epsilon") == "inf":
@@ -206,7 +206,7 @@ def _from_json_dict(d: dict[str, Any]) -> dict[str, Any]:
 
 
 @dataclass(frozen=True, kw_only=True)
-class PgcA3cConfig(_SharedFields):
+class PgcA3cConfig(SharedFields):
     """Everything that defines a PGC-A3C run (paper defaults, section 4 "Hyper Parameters")."""
 
     mechanism: str = field(default="laplace", metadata=bounds(choices=_MECHANISMS, required=True))
@@ -281,7 +281,7 @@ class PgcA3cConfig(_SharedFields):
     """Submissions over which alpha falls by 1 (see ``alpha_start``), in (0, 1e12]: a run has
     at most 10^7 submissions (the command line's cap), so at 1e12 alpha moves by less than
     1e-5 over any run, i.e. is constant; a larger value changes nothing."""
-    acting: str = field(default="argmax", metadata=bounds(choices=_ACTING))
+    acting: str = field(default="argmax", metadata=bounds(choices=ACTING))
     """The non-exploring action (probability 1 - alpha): "argmax" pi (Algorithm 1 and section 4
     as printed) or "sample" a ~ pi(.|s) (what the public A3C example the paper's hyper-parameters
     match does; an ablation, see README)."""
@@ -300,13 +300,13 @@ class PgcA3cConfig(_SharedFields):
     noise Lap(C/epsilon) gives d * epsilon = 112 epsilon per report; that true epsilon is what
     the ledger is charged and every report shows, and a :class:`PrivacyClaimWarning` is
     issued). Laplace and the non-private baseline only."""
-    aggregator: str = field(default="sgd", metadata=bounds(choices=_AGGREGATORS))
+    aggregator: str = field(default="sgd", metadata=bounds(choices=AGGREGATORS))
     """The aggregator's step on mean(B): "sgd" (eq. 22 as printed), "adam" or "rmsprop" (an
     ablation; post-processing of released reports, no privacy cost)."""
     aggregator_lr: float | None = field(default=None, metadata=bounds(minimum=0, open_min=True))
     """Step size of the aggregator: None = ``eta`` for "sgd", ``ADAPTIVE_DEFAULT_LR`` (1e-3)
     for "adam" and "rmsprop"."""
-    target: str = field(default="engine", metadata=bounds(choices=_TARGETS))
+    target: str = field(default="engine", metadata=bounds(choices=TARGETS))
     """The value target: "engine" (eq. 18 with the bootstrap discounted as in eq. 12 and
     V(s_T) = 0 after a failure) or "literal-eq18" (eq. 18 as printed: + V(s_T), undiscounted,
     also after a failure; an ablation that shows why the engine deviates)."""
@@ -315,8 +315,8 @@ class PgcA3cConfig(_SharedFields):
         self._check_release_fields()
         for name, allowed in (
             ("clip_kind", _CLIP_KINDS),
-            ("aggregator", _AGGREGATORS),
-            ("target", _TARGETS),
+            ("aggregator", AGGREGATORS),
+            ("target", TARGETS),
         ):
             if getattr(self, name) not in allowed:
                 raise InvalidParameterError(
@@ -332,16 +332,16 @@ class PgcA3cConfig(_SharedFields):
                 self, "aggregator_lr", check_positive(self.aggregator_lr, "aggregator_lr")
             )
         for name, lo in (("trials", 1), ("n_agents", 1), ("max_submissions", 1), ("rounds", 1)):
-            _check_int(getattr(self, name), name, lo)
-        _check_int(self.episode_steps, "episode_steps", 1)
-        _check_int(self.window, "window", 1)
+            check_int(getattr(self, name), name, lo)
+        check_int(self.episode_steps, "episode_steps", 1)
+        check_int(self.window, "window", 1)
         self._check_clip_and_buffer()
         if self.reduced_dim is not None:
             if self.mechanism != "prs":
                 raise InvalidParameterError(
                     f"reduced_dim applies to mechanism='prs' only, got mechanism={self.mechanism!r}"
                 )
-            if not 1 <= _check_int(self.reduced_dim, "reduced_dim", 1) <= DIM:
+            if not 1 <= check_int(self.reduced_dim, "reduced_dim", 1) <= DIM:
                 raise InvalidParameterError(
                     f"reduced_dim must be in [1, {DIM}], got {self.reduced_dim!r}"
                 )
@@ -405,7 +405,7 @@ class PgcA3cConfig(_SharedFields):
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> PgcA3cConfig:
         """Inverse of :meth:`to_dict`."""
-        d = _from_json_dict(d)
+        d = from_json_dict(d)
         for key in ("gravities", "agent_gravities"):
             if d.get(key) is not None:
                 d[key] = tuple(d[key])

@@ -37,16 +37,16 @@ from ldp_audit.training.pgc_a3c.config import PgcA3cConfig, TrainResult
 from ldp_audit.training.pgc_a3c.gradients import bucket_length
 from ldp_audit.training.pgc_a3c.model import DIM, OBS_DIM, init_theta
 from ldp_audit.training.pgc_a3c.privacy import (
-    _accountant_api,
-    _privacy_summary,
-    _privatize_groups,
+    accountant_api,
+    privacy_summary,
+    privatize_groups,
 )
 from ldp_audit.training.run_dir import TRANSCRIPT_KEYS
 
 #: Acting uniforms are drawn per trial in blocks of this many lock-steps.
-_ACT_BLOCK = 256
+ACT_BLOCK = 256
 #: Reset uniforms (1 for gravity + 4 for the initial state) drawn per trial in blocks.
-_RESET_BLOCK = 256
+RESET_BLOCK = 256
 
 # per-submission arrays recorded: the transcript's rows (run_dir.TRANSCRIPT_KEYS less the theta
 # table) and the secrets the attacker must not see
@@ -77,7 +77,7 @@ def _mechanism_rng(seed: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(1,)))
 
 
-class _Engine:
+class Engine:
     """Runs a list of configs in one lock-step batch; see the module docstring."""
 
     def __init__(
@@ -104,7 +104,7 @@ class _Engine:
         )
         self.record = list(record)
         self.mechs = [c.make_mechanism() for c in self.configs]
-        self.events = [_accountant_api()[2](m) for m in self.mechs]
+        self.events = [accountant_api()[2](m) for m in self.mechs]
         self.mech_rngs = [_mechanism_rng(s) for s in self.seeds]
 
         # ---- per trial (global index g) ----
@@ -184,10 +184,10 @@ class _Engine:
         self.actions = np.zeros(E, dtype=np.int64)
 
         # ---- randomness in blocks ----
-        self.act_block = np.zeros((_ACT_BLOCK, E))
-        self.block_pos = _ACT_BLOCK
-        self.reset_block = np.zeros((G, _RESET_BLOCK, 5))
-        self.reset_ptr = np.full(G, _RESET_BLOCK, dtype=np.int64)
+        self.act_block = np.zeros((ACT_BLOCK, E))
+        self.block_pos = ACT_BLOCK
+        self.reset_block = np.zeros((G, RESET_BLOCK, 5))
+        self.reset_ptr = np.full(G, RESET_BLOCK, dtype=np.int64)
 
         # ---- transcript (per config) ----
         self.tr: list[dict[str, list[np.ndarray]]] = [
@@ -203,9 +203,9 @@ class _Engine:
     def _refill_act_block(self) -> None:
         rt = self.row_trial
         first, counts = _runs(rt)
-        blk = np.empty((_ACT_BLOCK, rt.size))
+        blk = np.empty((ACT_BLOCK, rt.size))
         for f, n in zip(first.tolist(), counts.tolist(), strict=True):
-            blk[:, f : f + n] = self.streams[int(rt[f])].act.random((_ACT_BLOCK, n))
+            blk[:, f : f + n] = self.streams[int(rt[f])].act.random((ACT_BLOCK, n))
         self.act_block = blk
         self.block_pos = 0
 
@@ -213,10 +213,10 @@ class _Engine:
         """5 uniforms per restart, rows grouped by trial in order; consumed per trial."""
         first, counts = _runs(g)
         tg = g[first]
-        need = self.reset_ptr[tg] + counts > _RESET_BLOCK
+        need = self.reset_ptr[tg] + counts > RESET_BLOCK
         for gi in tg[need].tolist():
             left = self.reset_block[gi, self.reset_ptr[gi] :]
-            fresh = self.streams[gi].reset.random((_RESET_BLOCK - left.shape[0], 5))
+            fresh = self.streams[gi].reset.random((RESET_BLOCK - left.shape[0], 5))
             self.reset_block[gi] = np.concatenate([left, fresh])
             self.reset_ptr[gi] = 0
         rank = np.arange(g.size) - np.repeat(first, counts)
@@ -265,7 +265,7 @@ class _Engine:
     # ------------------------------------------------------------------------------ main loop
     def run(self, progress: Any = None) -> None:
         while self.active.any() and not self.stop_requested:
-            if self.block_pos >= _ACT_BLOCK:
+            if self.block_pos >= ACT_BLOCK:
                 self._refill_act_block()
             u = self.act_block[self.block_pos]
             self.block_pos += 1
@@ -359,10 +359,10 @@ class _Engine:
             cis.append(ci)
             sels.append(sel)
         if self.shared_accountant:  # one ledger transaction for the whole step
-            reports = _privatize_groups(groups, self.accountants[0])
+            reports = privatize_groups(groups, self.accountants[0])
         else:
             reports = [
-                _privatize_groups([g], self.accountants[c])[0]
+                privatize_groups([g], self.accountants[c])[0]
                 for g, c in zip(groups, cis, strict=True)
             ]
         # ---------------- trust boundary: only `reports` cross it ----------------
@@ -472,7 +472,7 @@ class _Engine:
                     theta=self.agg.theta[gs].copy(),
                     submissions=self.n_sub[gs].copy(),
                     stopped_at_target=self.at_target[gs].copy(),
-                    privacy=_privacy_summary(c, self.next_agent[gs], self.accountants[ci]),
+                    privacy=privacy_summary(c, self.next_agent[gs], self.accountants[ci]),
                     env_steps=int(self.env_steps),
                     seconds=seconds,
                     transcript=transcript,

@@ -2,7 +2,7 @@
 lock-steps, CartPole physics included, in ONE compiled call
 (:func:`ldp_audit.training.pgc_a3c._fused_kernel.fused_block`), with the same results bit for
 bit; it charges each agent when the agent starts rather than when it submits (see
-:class:`_FusedEngine`).
+:class:`FusedEngine`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
-from ldp_audit.training.pgc_a3c.engine import _ACT_BLOCK, _RESET_BLOCK, _Engine, _runs
+from ldp_audit.training.pgc_a3c.engine import ACT_BLOCK, RESET_BLOCK, Engine, _runs
 from ldp_audit.training.pgc_a3c.model import DIM, HIDDEN
 
 #: The fused engine charges, per top-up, the next ``_FUSED_RESERVE`` x (rows of the trial)
@@ -27,7 +27,7 @@ _FUSED_RESERVE = 8
 _FUSED_NOISE = 4
 
 
-class _FusedEngine(_Engine):
+class FusedEngine(Engine):
     """The lock-step engine with each block of steps in ONE compiled call
     (:func:`ldp_audit.training.pgc_a3c._fused_kernel.fused_block`): same randomness streams,
     same operations in the same order, so the same results bit for bit
@@ -63,12 +63,12 @@ class _FusedEngine(_Engine):
         # observations are float32 values (the state rounded as Gymnasium shows it): a float32
         # episode buffer holds them exactly in half the memory the kernel streams through
         self.obs = np.zeros(self.obs.shape, dtype=np.float32)
-        from ldp_audit.training.pgc_a3c._fused_kernel import _transpose_row
+        from ldp_audit.training.pgc_a3c._fused_kernel import transpose_row
 
         self.row_tt = np.empty_like(self.row_theta)
         self.row_wd = np.empty((self.row_theta.shape[0], HIDDEN))
         for i in range(self.row_theta.shape[0]):
-            _transpose_row(self.row_theta[i], self.row_tt[i], self.row_wd[i])
+            transpose_row(self.row_theta[i], self.row_tt[i], self.row_wd[i])
         agg = self.agg
         if not agg.adaptive:  # _agg_one's SGD branch needs no moments; empty stand-ins
             agg.m1 = np.zeros((G, 0))
@@ -80,7 +80,7 @@ class _FusedEngine(_Engine):
         for gi, t in enumerate(self.agent_gtable):
             self.agtable[gi, : t.size] = t
         # reset uniforms: the base engine's leftover, in a block that holds any step's restarts
-        r_len = max(_RESET_BLOCK, 2 * int(self.n_agents.max()))
+        r_len = max(RESET_BLOCK, 2 * int(self.n_agents.max()))
         self.f_reset = np.zeros((G, r_len, 5))
         self.f_reset_ptr = np.full(G, r_len, dtype=np.int64)
         for gi in range(G):
@@ -251,13 +251,13 @@ class _FusedEngine(_Engine):
         rt = self.row_trial
         first, counts = _runs(rt)
         blk = self.act_block
-        if blk.shape != (_ACT_BLOCK, rt.size):
-            blk = np.empty((_ACT_BLOCK, rt.size))
+        if blk.shape != (ACT_BLOCK, rt.size):
+            blk = np.empty((ACT_BLOCK, rt.size))
         active = self.active
         for f, n in zip(first.tolist(), counts.tolist(), strict=True):
             gi = int(rt[f])
             if active[gi]:
-                blk[:, f : f + n] = self.streams[gi].act.random((_ACT_BLOCK, n))
+                blk[:, f : f + n] = self.streams[gi].act.random((ACT_BLOCK, n))
         self.act_block = blk
         self.block_pos = 0
         if self._lap is not None:
@@ -289,7 +289,7 @@ class _FusedEngine(_Engine):
             self.tr_thetas[int(self.snap_cfg[j])].append(self.snap_theta[j].copy())
         self.snap_n[0] = 0
 
-    _ROW_FIELDS = (*_Engine._ROW_FIELDS, "row_tt", "row_wd", "f_steps")
+    _ROW_FIELDS = (*Engine._ROW_FIELDS, "row_tt", "row_wd", "f_steps")
 
     def _compact_fused(self) -> None:
         keep = np.flatnonzero(self.active[self.row_trial])
@@ -347,8 +347,8 @@ class _FusedEngine(_Engine):
         while self.active.any() and not self.stop_requested:
             if lap is not None:
                 lap("other")
-            if self.f_block_pos[0] >= _ACT_BLOCK:
-                self.block_pos = _ACT_BLOCK
+            if self.f_block_pos[0] >= ACT_BLOCK:
+                self.block_pos = ACT_BLOCK
                 self._refill_act_block()
                 self.f_block_pos[0] = 0
             self._charge_ahead()  # 1. charge the agents that may start in the block
@@ -359,7 +359,7 @@ class _FusedEngine(_Engine):
             if lap is not None:
                 lap("other")
             status = fused_block(
-                _ACT_BLOCK,
+                ACT_BLOCK,
                 self.f_state, self.f_steps, self.row_gravity, self.row_trial, self.row_worker,
                 self.row_agent, self.row_round, self.row_version, self.slot, self.row_theta,
                 self.row_tt, self.row_wd, self.obs, self.acts, self.rews, self.S,
@@ -413,7 +413,7 @@ class _FusedEngine(_Engine):
             lap("other")
 
 
-#: the parts of :meth:`_FusedEngine.run` its profile hook times (``profile = True``)
+#: the parts of :meth:`FusedEngine.run` its profile hook times (``profile = True``)
 _PROFILE_PARTS = (
     "kernel",  # the compiled fused_block calls
     "charge_ids",  # building the (agent id, event) pairs to charge

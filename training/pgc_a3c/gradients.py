@@ -2,7 +2,7 @@
 
 :func:`loss_gradients` is the engine's own code path (the compiled
 :func:`ldp_audit.training.pgc_a3c._kernels.episode_gradients_kernel`). ``_loss_gradients_numpy``
-is a batched NumPy formulation (``_softmax_gradients``, written for any number of actions and
+is a batched NumPy formulation (``softmax_gradients``, written for any number of actions and
 shared with the Gymnasium trainer, :func:`ldp_audit.training.gym_pgc.loss_gradients`), kept to
 cross-check the kernel in tests and benchmarks (they agree to 1e-11 relative, measured about
 1e-15). Both equal torch autograd of ``benchmarks/reference_pgc.py`` (tests/test_pgc_a3c.py).
@@ -23,14 +23,14 @@ import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.pgc_a3c._kernels import episode_gradients_kernel
-from ldp_audit.training.pgc_a3c.config import _TARGETS
+from ldp_audit.training.pgc_a3c.config import TARGETS
 from ldp_audit.training.pgc_a3c.model import (
     DIM,
     HIDDEN,
     N_ACTIONS,
     OBS_DIM,
-    _check_theta,
-    _unpack,
+    check_theta,
+    unpack_views,
 )
 
 __all__ = ["bucket_length", "loss_gradients"]
@@ -42,7 +42,7 @@ def bucket_length(lengths: np.ndarray) -> np.ndarray:
     return np.left_shift(1, b)
 
 
-def _softmax_gradients(
+def softmax_gradients(
     theta: np.ndarray,
     obs: np.ndarray,
     actions: np.ndarray,
@@ -77,7 +77,7 @@ def _softmax_gradients(
     obs_dim, n_actions, hidden = shape
     m, big_l = np.shape(actions)
     lengths = np.asarray(lengths, dtype=np.int64)
-    wc, wp, wv = _unpack(theta, obs_dim, n_actions, hidden)
+    wc, wp, wv = unpack_views(theta, obs_dim, n_actions, hidden)
     s = np.ascontiguousarray(obs, dtype=np.float64)
     pre = np.matmul(s, wc.transpose(0, 2, 1))  # (M, L+1, H)
     h = np.maximum(pre, 0.0)
@@ -157,9 +157,9 @@ def loss_gradients(
     Returns:
         (M, 112) gradients dL/dtheta in our packing.
     """
-    if target not in _TARGETS:
-        raise InvalidParameterError(f"target must be one of {_TARGETS}, got {target!r}")
-    theta = _check_theta(theta)
+    if target not in TARGETS:
+        raise InvalidParameterError(f"target must be one of {TARGETS}, got {target!r}")
+    theta = check_theta(theta)
     m, big_l = _check_episode_batch(theta, obs, actions, rewards, lengths, bootstrap)
     per = [
         np.ascontiguousarray(np.broadcast_to(np.asarray(x, dtype=np.float64), (m,)))
@@ -232,7 +232,7 @@ def _loss_gradients_numpy(
     lam: float | np.ndarray = 0.5,
     beta: float | np.ndarray = 0.01,
 ) -> np.ndarray:
-    """:func:`loss_gradients` in batched NumPy (:func:`_softmax_gradients` with two actions,
+    """:func:`loss_gradients` in batched NumPy (:func:`softmax_gradients` with two actions,
     the formulation the Gymnasium trainer uses), kept to cross-check the compiled kernel in
     tests and benchmarks.
 
@@ -253,7 +253,7 @@ def _loss_gradients_numpy(
     Returns:
         (M, 112) gradients dL/dtheta in our packing.
     """
-    theta = _check_theta(theta)
+    theta = check_theta(theta)
     m, big_l = np.shape(actions)
     lengths = np.asarray(lengths, dtype=np.int64)
     if lengths.shape != (m,) or lengths.min() < 1 or lengths.max() > big_l:
@@ -276,7 +276,7 @@ def _loss_gradients_numpy(
             o[:, : k + 1] = obs[sel, : k + 1]
             a[:, :k] = actions[sel, :k]
             r[:, :k] = rewards[sel, :k]
-            out[sel] = _softmax_gradients(
+            out[sel] = softmax_gradients(
                 theta[sel], o, a, r, lengths[sel], boot[sel],
                 shape=(OBS_DIM, N_ACTIONS, HIDDEN), gamma=g_val, lam=lam_b[sel], beta=beta_b[sel],
             )  # fmt: skip

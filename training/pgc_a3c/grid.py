@@ -15,13 +15,13 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.training.pgc_a3c.config import PgcA3cConfig, TrainResult, _check_int
-from ldp_audit.training.pgc_a3c.engine import _Engine
-from ldp_audit.training.pgc_a3c.fused import _FusedEngine
+from ldp_audit.training.pgc_a3c.config import PgcA3cConfig, TrainResult, check_int
+from ldp_audit.training.pgc_a3c.engine import Engine
+from ldp_audit.training.pgc_a3c.fused import FusedEngine
 from ldp_audit.training.pgc_a3c.privacy import (
     PrivacyClaimWarning,
-    _coordinate_warning,
-    _make_accountant,
+    coordinate_warning,
+    make_accountant,
 )
 
 __all__ = ["ENGINES", "train", "train_grid"]
@@ -100,16 +100,16 @@ def train_grid(
     if len(seeds) != n:
         raise InvalidParameterError(f"seed must be an int or one per config ({n}), got {seed!r}")
     for s in seeds:
-        _check_int(s, "seed", 0)
+        check_int(s, "seed", 0)
     dirs = list(run_dirs) if run_dirs is not None else [None] * n
     if len(dirs) != n:
         raise InvalidParameterError(f"run_dirs must have one entry per config ({n})")
-    workers = _check_int(workers, "workers", 1)
+    workers = check_int(workers, "workers", 1)
     if not isinstance(engine, str) or engine not in ENGINES:
         raise InvalidParameterError(f"engine must be one of {ENGINES}, got {engine!r}")
     for c in configs:
         if c.clip_kind == "coordinate" and c.mechanism == "laplace":
-            warnings.warn(_coordinate_warning(c), PrivacyClaimWarning, stacklevel=3)
+            warnings.warn(coordinate_warning(c), PrivacyClaimWarning, stacklevel=3)
     from ldp_audit.rundir import check_new_dir
     from ldp_audit.training import run_dir as rd
 
@@ -139,15 +139,15 @@ def train_grid(
     )
     if not durable and n > 1 and all(c.budget is None for c in configs):
         # nobody will read these ledgers: one in-memory ledger, one transaction per step
-        accountants = [_make_accountant(None, None)] * n
+        accountants = [make_accountant(None, None)] * n
     for i, c in enumerate(configs if not accountants else ()):
         led = ledgers[i] if ledgers is not None else None
         if led is None and writers[i] is not None:
             led = writers[i].open_ledger()
-        accountants.append(_make_accountant(led, c.budget))
+        accountants.append(make_accountant(led, c.budget))
     record = [(d is not None) if transcript is None else bool(transcript) for d in dirs]
     t0 = time.perf_counter()
-    engine_cls = _FusedEngine if engine == "fused" else _Engine
+    engine_cls = FusedEngine if engine == "fused" else Engine
     engine = engine_cls(configs, seeds, accountants, record)
     bar = None
     if progress:

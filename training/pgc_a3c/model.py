@@ -26,7 +26,7 @@ _SIZES = (HIDDEN * OBS_DIM, N_ACTIONS * HIDDEN, HIDDEN)
 DIM = sum(_SIZES)
 
 
-def _glorot_uniform(
+def glorot_uniform(
     rng: np.random.Generator, obs_dim: int, n_actions: int, hidden: int
 ) -> np.ndarray:
     """Glorot-uniform [theta_c (hidden x obs_dim), theta_p (n_actions x hidden), theta_v (1 x
@@ -41,10 +41,10 @@ def _glorot_uniform(
 
 def init_theta(rng: np.random.Generator) -> np.ndarray:
     """Glorot-uniform initial parameters (112,) in our packing [theta_c, theta_p, theta_v]."""
-    return _glorot_uniform(check_rng(rng), OBS_DIM, N_ACTIONS, HIDDEN)
+    return glorot_uniform(check_rng(rng), OBS_DIM, N_ACTIONS, HIDDEN)
 
 
-def _unpack(
+def unpack_views(
     theta: np.ndarray, obs_dim: int, n_actions: int, hidden: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Views (B, hidden, obs_dim) theta_c, (B, n_actions, hidden) theta_p, (B, hidden) theta_v
@@ -60,10 +60,10 @@ def _unpack(
 
 def unpack_theta(theta: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Views (B,16,4) theta_c, (B,2,16) theta_p, (B,16) theta_v of a (B,112) parameter batch."""
-    return _unpack(theta, OBS_DIM, N_ACTIONS, HIDDEN)
+    return unpack_views(theta, OBS_DIM, N_ACTIONS, HIDDEN)
 
 
-def _check_params(theta: Any, dim: int, name: str = "theta") -> np.ndarray:
+def check_params(theta: Any, dim: int, name: str = "theta") -> np.ndarray:
     """A (B, dim) C-contiguous float64 batch of finite parameters (a (dim,) vector is one row)."""
     t = np.asarray(theta, dtype=np.float64)
     if t.ndim == 1:
@@ -75,15 +75,15 @@ def _check_params(theta: Any, dim: int, name: str = "theta") -> np.ndarray:
     return np.ascontiguousarray(t)
 
 
-def _check_theta(theta: Any, name: str = "theta") -> np.ndarray:
-    return _check_params(theta, DIM, name)
+def check_theta(theta: Any, name: str = "theta") -> np.ndarray:
+    return check_params(theta, DIM, name)
 
 
 def greedy_actions(theta: np.ndarray, obs: np.ndarray) -> np.ndarray:
     """argmax_a pi(a|s; theta) for rows of theta (B,112) and observations (B,4); ties -> 0.
 
     The observations are rounded to float32 first, as the engine does with the state."""
-    t = _check_theta(theta)
+    t = check_theta(theta)
     o = np.asarray(obs, dtype=np.float64)
     if o.shape != (t.shape[0], OBS_DIM):
         raise InvalidParameterError(

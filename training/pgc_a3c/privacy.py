@@ -21,7 +21,7 @@ import numpy as np
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.mechanisms import Mechanism as _MechanismBase
 from ldp_audit.release import ReleaseRequest, SealedRelease, release_many
-from ldp_audit.training.pgc_a3c.config import _check_int
+from ldp_audit.training.pgc_a3c.config import check_int
 from ldp_audit.training.pgc_a3c.model import DIM
 from ldp_audit.validation import check_epsilon, check_positive, check_rng
 
@@ -76,7 +76,7 @@ class CoordinateLaplace(_MechanismBase):
         if math.isinf(self.coordinate_epsilon):
             raise InvalidParameterError("coordinate_epsilon must be finite, got inf")
         object.__setattr__(self, "clip", check_positive(self.clip, "clip"))
-        object.__setattr__(self, "dim", _check_int(self.dim, "dim", 1))
+        object.__setattr__(self, "dim", check_int(self.dim, "dim", 1))
         if not math.isfinite(self.scale * 64.0 + self.clip):
             raise InvalidParameterError(
                 f"clip / coordinate_epsilon is too large (outputs overflow), got {self.scale}"
@@ -215,7 +215,7 @@ def _request(
     )
 
 
-def _privatize_groups(groups: list[dict[str, Any]], accountant: Any) -> list[SealedRelease]:
+def privatize_groups(groups: list[dict[str, Any]], accountant: Any) -> list[SealedRelease]:
     """:func:`privatize_reports` for several groups (mechanisms) with ONE ledger transaction:
     every row of every group is charged before any group draws noise."""
     reqs = [
@@ -235,7 +235,7 @@ def _privatize_groups(groups: list[dict[str, Any]], accountant: Any) -> list[Sea
     return release_many(reqs, accountant=accountant)
 
 
-def _privacy_summary(c: PgcA3cConfig, agents: np.ndarray, accountant: Any) -> dict[str, Any]:
+def privacy_summary(c: PgcA3cConfig, agents: np.ndarray, accountant: Any) -> dict[str, Any]:
     eps = c.epsilon
     out: dict[str, Any] = {
         "mechanism": c.mechanism,
@@ -260,11 +260,11 @@ def _privacy_summary(c: PgcA3cConfig, agents: np.ndarray, accountant: Any) -> di
     if c.clip_kind == "coordinate" and c.mechanism == "laplace":
         out["epsilon_claimed_per_submission"] = c.epsilon_per_submission
         out["epsilon_claimed_per_agent"] = eps
-        out["warning"] = _coordinate_warning(c)
+        out["warning"] = coordinate_warning(c)
     return out
 
 
-def _coordinate_warning(c: PgcA3cConfig) -> str:
+def coordinate_warning(c: PgcA3cConfig) -> str:
     true = c.true_epsilon_per_submission
     return (
         f"clip_kind='coordinate': each report is {true:g}-LDP, NOT {c.epsilon_per_submission:g}-"
@@ -274,7 +274,7 @@ def _coordinate_warning(c: PgcA3cConfig) -> str:
     )
 
 
-def _accountant_api() -> tuple[Any, Any, Any]:
+def accountant_api() -> tuple[Any, Any, Any]:
     """(Accountant, Ledger, event_for) of ldp_audit.accountant (imported lazily)."""
     from ldp_audit.accountant.accountant import Accountant
     from ldp_audit.accountant.events import event_for
@@ -283,8 +283,8 @@ def _accountant_api() -> tuple[Any, Any, Any]:
     return Accountant, Ledger, event_for
 
 
-def _make_accountant(ledger: Any, budget: float | None) -> Any:
-    Accountant, _, _ = _accountant_api()
+def make_accountant(ledger: Any, budget: float | None) -> Any:
+    Accountant, _, _ = accountant_api()
     if ledger is None:
         # No run directory and no ledger object: nobody can read this ledger after the run, so
         # it keeps per-agent counts only (budgets enforced exactly as a ledger's, not evidence).

@@ -17,9 +17,9 @@ import numpy as np
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.cartpole import PrivateGravityCartPole, initial_states
 from ldp_audit.training.pgc_a3c._kernels import act_and_record
-from ldp_audit.training.pgc_a3c.config import _ACTING, _check_int
+from ldp_audit.training.pgc_a3c.config import ACTING, check_int
 from ldp_audit.training.pgc_a3c.gradients import loss_gradients
-from ldp_audit.training.pgc_a3c.model import OBS_DIM, _check_theta
+from ldp_audit.training.pgc_a3c.model import OBS_DIM, check_theta
 from ldp_audit.validation import check_rng
 
 __all__ = ["rollout", "episode_gradients"]
@@ -50,10 +50,10 @@ def rollout(
         dict with obs (B, steps+1, 4), actions (B, steps), rewards (B, steps), lengths (B,),
         bootstrap (B,) (True where cut at ``steps``), score (B,).
     """
-    theta = _check_theta(theta)
+    theta = check_theta(theta)
     b = theta.shape[0]
-    if acting not in _ACTING:
-        raise InvalidParameterError(f"acting must be one of {_ACTING}, got {acting!r}")
+    if acting not in ACTING:
+        raise InvalidParameterError(f"acting must be one of {ACTING}, got {acting!r}")
     sample = np.full(b, acting == "sample")
     env = PrivateGravityCartPole(gravity, episode_steps=steps)
     env.reset_rows(np.arange(b), init_states)
@@ -142,9 +142,9 @@ def episode_gradients(
         (grads (B, 112), scores (B,)).
     """
     rng = check_rng(rng)
-    t = _check_theta(theta)
+    t = check_theta(theta)
     g = np.broadcast_to(np.asarray(gravity, dtype=np.float64).reshape(-1), (t.shape[0],))
-    steps = _check_int(steps, "steps", 1)
+    steps = check_int(steps, "steps", 1)
     init = initial_states(rng.random((t.shape[0], OBS_DIM)))
     uni = rng.random((steps, t.shape[0]))
     ro = rollout(t, g.copy(), init, uni, alpha, steps, acting=acting)

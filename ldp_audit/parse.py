@@ -1,0 +1,115 @@
+"""Strict readers of numbers given as text (a command-line option, a comma list in a config
+field): the core's, so a config's field parser and the CLI read the same way.
+
+Each raises ``argparse.ArgumentTypeError`` naming the option and the text (argparse turns it into
+a usage error, exit 2; a config's own ``__post_init__`` wraps it where it reads a string).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import sys
+from collections.abc import Callable
+
+__all__ = ["INT_MAX", "parse_real", "parse_int", "epsilon_or_inf", "real_in"]
+
+#: the largest integer any count or seed option accepts (a signed 64-bit integer): larger values
+#: would be an OverflowError deep inside NumPy or torch, after work has started.
+INT_MAX = 2**63 - 1
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_INF_WORDS = {"inf", "+inf", "infinity", "+infinity"}
+
+
+def parse_real(text: str, name: str, *, allow_inf: bool = False) -> float:
+    """Read a command-line real number strictly, or raise ``argparse.ArgumentTypeError``.
+
+    Accepted: plain ASCII decimal or scientific notation (``0.5``, ``-1``, ``1e-3``), surrounding
+    spaces ignored; ``inf`` / ``infinity`` only when ``allow_inf``. Refused, naming ``name`` and
+    the text: the empty string, ``nan``, ``-inf``, hexadecimal, Python's ``1_000``, non-ASCII
+    digits (``float('\uff11')`` would read 1), ``True``, and a finite literal too large for a
+    double (``1e309`` is not silently infinity).
+    """
+    t = text.strip() if isinstance(text, str) else ""
+    if t.lower() in _INF_WORDS:
+        if allow_inf:
+            return math.inf
+        raise argparse.ArgumentTypeError(f"{name} must be finite, got {text!r}")
+    if not _DECIMAL.fullmatch(t):
+        what = "a number or 'inf'" if allow_inf else "a finite number"
+        raise argparse.ArgumentTypeError(f"{name} must be {what}, got {text!r}")
+    v = float(t)
+    if math.isinf(v):
+        raise argparse.ArgumentTypeError(
+            f"{name}: {text!r} is too large for a double (it would be read as infinity)"
+        )
+    return v
+
+
+def parse_int(text: str, name: str, *, minimum: int | None = None, maximum: int = INT_MAX) -> int:
+    """Read a command-line integer strictly (``1000``, ``1e6`` and ``1000.0`` when whole), or
+    raise ``argparse.ArgumentTypeError`` naming ``name`` and the text; the value must lie in
+    [``minimum``, ``maximum``] (``maximum`` defaults to :data:`INT_MAX`)."""
+    bound = f" >= {minimum}" if minimum is not None else ""
+    t = text.strip() if isinstance(text, str) else ""
+    v: int | None = None
+    if re.fullmatch(r"[+-]?[0-9]+", t):
+        v = int(t)
+    elif _DECIMAL.fullmatch(t):
+        try:
+            f = float(t)
+            if math.isfinite(f) and f.is_integer() and abs(f) <= 2**53:
+                v = int(f)
+        except (ValueError, OverflowError):
+            v = None
+    if v is None or (minimum is not None and v < minimum):
+        raise argparse.ArgumentTypeError(f"{name} must be an integer{bound}, got {text!r}")
+    if v > maximum:
+        raise argparse.ArgumentTypeError(f"{name} must be <= {maximum:,}, got {text!r}")
+    return v
+
+
+def epsilon_or_inf(text: str) -> float:
+    """A positive real epsilon, or ``inf`` for the explicit non-private baseline."""
+    v = parse_real(text, "epsilon", allow_inf=True)
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"epsilon must be > 0 (or inf), got {text!r}")
+    if v < sys.float_info.min:
+        raise argparse.ArgumentTypeError(
+            f"epsilon must be >= {sys.float_info.min:g} (a normal double), got {text!r}"
+        )
+    return v
+
+
+def real_in(
+    name: str,
+    *,
+    low: float = -math.inf,
+    high: float = math.inf,
+    low_open: bool = True,
+    high_open: bool = True,
+) -> Callable[[str], float]:
+    """A converter accepting finite reals in (low, high) (ends open or closed as given); the
+    message names the option and the value. With an open lower end at 0 the value must also be a
+    normal double (>= 2.2e-308: a subnormal scale or step loses its precision)."""
+    lo_b, hi_b = ("(" if low_open else "["), (")" if high_open else "]")
+
+    def convert(text: str) -> float:
+        try:
+            v = parse_real(text, name)
+        except argparse.ArgumentTypeError:
+            v = math.nan
+        ok = math.isfinite(v) and (v > low if low_open else v >= low)
+        ok = ok and (v < high if high_open else v <= high)
+        if not ok:
+            raise argparse.ArgumentTypeError(
+                f"{name} must be a finite number in {lo_b}{low:g}, {high:g}{hi_b}, got {text!r}"
+            )
+        if low == 0.0 and low_open and v < sys.float_info.min:
+            raise argparse.ArgumentTypeError(
+                f"{name} must be >= {sys.float_info.min:g} (a normal double), got {text!r}"
+            )
+        return v
+
+    return convert
