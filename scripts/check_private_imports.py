@@ -44,6 +44,16 @@ SAME_PART_ALLOWLIST = ROOT / "scripts" / "private_imports_same_part_allowlist.tx
 PARTS = {"ldp_audit": "ldp_audit", "training": "ldp_audit.training", "attacks": "ldp_audit.attacks"}
 
 
+def _attribute_chain(node: ast.Attribute) -> tuple[str | None, list[str]]:
+    """``a.b.c`` -> ("a", ["b", "c"]); the root is None when it is not a plain name."""
+    chain: list[str] = [node.attr]
+    v = node.value
+    while isinstance(v, ast.Attribute):
+        chain.append(v.attr)
+        v = v.value
+    return (v.id if isinstance(v, ast.Name) else None), list(reversed(chain))
+
+
 def part_of_module(name: str) -> str | None:
     """The part an imported module belongs to (None: not ours)."""
     if name == "ldp_audit.training" or name.startswith("ldp_audit.training."):
@@ -134,14 +144,10 @@ def violations_of(path: Path, *, same_part: bool = False) -> list[str]:
                 else:
                     aliases.setdefault(parts[0], parts[0])
     for node in attrs:  # ``alias.mod._name``: the private name is the outermost attribute
-        chain: list[str] = [node.attr]
-        v = node.value
-        while isinstance(v, ast.Attribute):
-            chain.append(v.attr)
-            v = v.value
-        if not isinstance(v, ast.Name) or v.id not in aliases:
+        root, attrs_in_order = _attribute_chain(node)
+        if root not in aliases:
             continue
-        names = [aliases[v.id], *reversed(chain)]
+        names = [aliases[root], *attrs_in_order]
         mod = names[0]
         for name in names[1:]:
             if not foreign(mod):
@@ -214,16 +220,11 @@ def third_party_violations_of(path: Path) -> list[str]:
                     top = a.name.split(".")[0]
                     aliases.setdefault(top, top)
     for node in attrs:  # ``alias.sub._name``: the first private attribute of the chain
-        chain: list[str] = [node.attr]
-        v = node.value
-        while isinstance(v, ast.Attribute):
-            chain.append(v.attr)
-            v = v.value
-        if not isinstance(v, ast.Name) or v.id not in aliases:
+        root, names = _attribute_chain(node)
+        if root not in aliases:
             continue
-        names = list(reversed(chain))
         i = next(i for i, n in enumerate(names) if _private(n))
-        found.add(".".join([aliases[v.id], *names[: i + 1]]))
+        found.add(".".join([aliases[root], *names[: i + 1]]))
     return sorted(found)
 
 
