@@ -55,7 +55,7 @@ reproduce: $(STAMP)
 # resumes after an interruption and, with every run cached, writes the report in about a minute.
 reproduce-dprl: $(STAMP)
 	$(BIN)/ldp-audit reproduce dprl --seeds 3 --episodes 600 --total-steps 100000 \
-		--noise 0 0.01 0.03 0.1 1 --clip-only --obs-noise 0 0.1 1 --audit-canaries 500 \
+		--noise-multiplier 0 0.01 0.03 0.1 1 --clip-only --obs-noise 0 0.1 1 --audit-canaries 500 \
 		--workers 2 --cache runs/dprl-cache --out reports/dprl --overwrite --no-progress
 
 # FedRL: every (method, run) of Table 1 is its own task (20 at 8x8), one worker each

@@ -79,9 +79,15 @@ def _parsed(monkeypatch: pytest.MonkeyPatch, verb: str, argv: list[str], tmp_pat
 def test_reproduce_options_give_the_committed_settings(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """The committed report's command, parsed, is its recorded settings (field for field)."""
+    """The committed report's command, as its README shows it (renamed options spelled as
+    today's CLI takes them), parsed, is its recorded settings (field for field)."""
+    from ldp_audit.training.dprl.reproduce_report import rerunnable_command
+
     doc = json.loads((REPORT / "results.json").read_text())
-    argv = doc["command"].split()[3:]  # after "ldp-audit reproduce dprl"
+    shown, note = rerunnable_command(doc["command"])
+    assert "--noise-multiplier" in shown and "recorded as `--noise`" in note
+    assert f"`{shown}`{note}" in (REPORT / "README.md").read_text()
+    argv = shown.split()[3:]  # after "ldp-audit reproduce dprl"
     argv = argv[: argv.index("--cache")]  # no cache / out / workers: nothing must run here
     assert _parsed(monkeypatch, "reproduce", argv, tmp_path) == _settings_of(doc)
 
@@ -106,8 +112,8 @@ def test_reproduce_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> 
         ),
         (["--audit-canaries", "1.5"], "--audit-canaries must be an integer, got '1.5'"),
         (["--dpsgd-noise", "1"], "unrecognized arguments: --dpsgd-noise 1"),  # spelled --noise
-        (["--noise", "0", "nan"], "--noise must be a finite number in [0, "),
-        (["--noise", "2e6"], "--noise must be a finite number in [0, "),
+        (["--noise-multiplier", "0", "nan"], "--noise-multiplier must be a finite number in [0, "),
+        (["--noise-multiplier", "2e6"], "--noise-multiplier must be a finite number in [0, "),
         (["--obs-noise", "-1"], "--obs-noise must be a finite number in [0, "),
         (["--clip", "0"], "--clip must be a finite number in (0, "),
         (["--delta", "1"], "--delta must be a finite number in (0, 1), got '1'"),
@@ -159,8 +165,8 @@ def test_reproduce_noise_and_audit_canaries_come_from_the_config(
     from ldp_audit.cli import build_parser
     from ldp_audit.training.dprl.reproduce import ReproduceSettings
 
-    got = _parsed(monkeypatch, "reproduce", ["--noise", "0", "2.5", "--audit-canaries", "0"],
-                  tmp_path)  # fmt: skip
+    argv = ["--noise-multiplier", "0", "2.5", "--audit-canaries", "0"]
+    got = _parsed(monkeypatch, "reproduce", argv, tmp_path)
     assert got == ReproduceSettings(dpsgd_noise=(0.0, 2.5), audit_canaries=0)
     got = _parsed(monkeypatch, "reproduce", ["--audit-canaries", "800"], tmp_path)
     assert got == ReproduceSettings()  # the Python default, given explicitly
@@ -168,8 +174,9 @@ def test_reproduce_noise_and_audit_canaries_come_from_the_config(
     rep = next(a for a in sub.choices["reproduce"]._actions
                if isinstance(a, argparse._SubParsersAction)).choices["dprl"]  # fmt: skip
     text = " ".join(rep.format_help().split())
-    assert "--noise NOISE [NOISE ...] DP-SGD noise multipliers of the grid (0: non-private) " \
-        "(>= 0, <= 1e+06; default: 0.0 0.01 0.03 0.1 0.5 1.0)" in text  # fmt: skip
+    assert "--noise-multiplier NOISE_MULTIPLIER [NOISE_MULTIPLIER ...] DP-SGD noise multipliers " \
+        "of the grid (0: non-private) (>= 0, <= 1e+06; default: 0.0 0.01 0.03 0.1 0.5 1.0)" \
+        in text  # fmt: skip
     assert "(>= 0; default: 500; Python default: 800)" in text
 
 
@@ -218,3 +225,19 @@ def test_train_algo_and_privacy_are_required(
     assert e.value.code == 2
     assert needle in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_the_noise_multiplier_has_one_name_and_options_are_never_abbreviated(capsys) -> None:
+    """One DP-SGD noise scale, one option name (issue 39): ``reproduce dprl`` takes
+    ``--noise-multiplier`` as ``train dprl`` does; the former ``--noise`` is refused with a
+    pointer to it, and no option is read from an abbreviation (argparse's default would have
+    read ``--noise`` as ``--noise-multiplier`` silently)."""
+    for argv in (["reproduce", "dprl"], ["train", "dprl", "--algo", "dqn", "--privacy", "dpsgd"]):
+        with pytest.raises(SystemExit) as e:
+            main([*argv, "--noise", "1", "--no-progress"])
+        assert e.value.code == 2
+        err = capsys.readouterr().err
+        assert "--noise" in err and "did you mean --noise-multiplier" in err, err
+    with pytest.raises(SystemExit):
+        main(["audit", "--mechanism", "laplace", "--eps", "1"])  # --epsilon, abbreviated
+    assert "--eps" in capsys.readouterr().err

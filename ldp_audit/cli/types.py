@@ -274,6 +274,9 @@ class HelpParser(argparse.ArgumentParser):
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         kwargs.setdefault("formatter_class", DefaultsHelpFormatter)
+        # an option is named in full: an abbreviation (--eps for --epsilon) is refused with a
+        # "did you mean", never silently read as another option
+        kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
 
     def _check_value(self, action: argparse.Action, value: Any) -> None:
@@ -350,6 +353,11 @@ def closest(word: str, candidates: Iterable[str]) -> str | None:
     return by_stem[found[0]] if found else None
 
 
+#: former or alternative option names -> the one name the command line takes now (a refused
+#: name points at it before any spelling guess)
+RENAMED_OPTIONS = {"--noise": "--noise-multiplier"}
+
+
 def unrecognized_error(parser: argparse.ArgumentParser, argv: list[str], extra: list[str]) -> None:
     """Options no parser knew: the error comes from the subcommand they were given to (its usage
     and its ``-h``, not the top level's), with the closest option of that subcommand."""
@@ -359,11 +367,15 @@ def unrecognized_error(parser: argparse.ArgumentParser, argv: list[str], extra: 
         if subs and tok in subs[0].choices:
             leaf = subs[0].choices[tok]
     options = [s for a in leaf._actions for s in a.option_strings]
-    hints = [
-        (tok, close)
-        for tok in extra
-        if tok.startswith("-") and (close := closest(tok.split("=")[0], options))
-    ]
+
+    def hint(tok: str) -> str | None:
+        name = tok.split("=")[0]
+        renamed = RENAMED_OPTIONS.get(name)
+        if renamed is not None and renamed in options:  # one name per quantity
+            return renamed
+        return closest(name, options)
+
+    hints = [(tok, close) for tok in extra if tok.startswith("-") and (close := hint(tok))]
     message = "unrecognized arguments: " + " ".join(extra)
     if len(hints) == 1:
         message += f" (did you mean {hints[0][1]}?)"
