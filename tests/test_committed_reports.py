@@ -15,6 +15,7 @@ import pytest
 from scipy.stats import binomtest, norm
 
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.report.markdown import unwrap_markdown, wrap_markdown
 from ldp_audit.training import committed_reports as C
 from ldp_audit.training import reproduction_check as K
 from ldp_audit.training import reproduction_statement as S
@@ -46,7 +47,9 @@ def test_committed_pages_equal_what_the_writer_makes_of_results_json(name: str) 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_every_report_opens_with_statement_and_verdict(name: str) -> None:
-    lines = (REPO / "reports" / name / "README.md").read_text().splitlines()
+    page = (REPO / "reports" / name / "README.md").read_text()
+    assert wrap_markdown(page) == page  # prose wrapped at 100 columns (issue 39)
+    lines = unwrap_markdown(page).splitlines()  # one statement item per line
     assert lines[0].startswith("# ") and lines[1] == ""
     block = lines[2 : lines.index("", 2)]
     labels = [re.match(r"- \*\*([^:]+):\*\*", x).group(1) for x in block]  # type: ignore[union-attr]
@@ -110,12 +113,13 @@ def test_fedrl_titles_and_commands_say_what_results_hold() -> None:
     assert r8.splitlines()[0].endswith(": Table 1, attacks and audit")
     assert r16.splitlines()[0].endswith(": Table 1")  # no Figure 4, attacks or audit there
     for text in (r8, r16):
-        cmd = next(x for x in text.splitlines() if x.startswith("Command: `"))
+        cmd = next(x for x in unwrap_markdown(text).splitlines() if x.startswith("Command: `"))
         assert re.search(r"^Command: `ldp-audit reproduce fedrl --out reports/fedrl(-16)? ", cmd)
         assert "`--out /" not in cmd.split("` (", 1)[0]  # the runnable part names no machine path
     for name in ("fedrl", "fedrl-16"):  # the writer appends the hand-written notes
         notes = (REPO / "reports" / name / "notes.md").read_text()
-        assert (REPO / "reports" / name / "README.md").read_text().endswith("\n" + notes)
+        page = (REPO / "reports" / name / "README.md").read_text()
+        assert page.endswith("\n" + wrap_markdown(notes))
     res = _res("fedrl-16")
     res["fig4"] = {"4": {}}
     assert S.report_folder(res) == "reports/fedrl-16"

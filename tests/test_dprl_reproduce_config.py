@@ -86,7 +86,9 @@ def test_reproduce_options_give_the_committed_settings(
     doc = json.loads((REPORT / "results.json").read_text())
     shown, note = rerunnable_command(doc["command"])
     assert "--noise-multiplier" in shown and "recorded as `--noise`" in note
-    assert f"`{shown}`{note}" in (REPORT / "README.md").read_text()
+    from ldp_audit.report.markdown import unwrap_markdown
+
+    assert f"`{shown}`{note}" in unwrap_markdown((REPORT / "README.md").read_text())
     argv = shown.split()[3:]  # after "ldp-audit reproduce dprl"
     argv = argv[: argv.index("--cache")]  # no cache / out / workers: nothing must run here
     assert _parsed(monkeypatch, "reproduce", argv, tmp_path) == _settings_of(doc)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
+from ldp_audit.report.markdown import unwrap_markdown
 from ldp_audit.training import reproduce, reproduce_report
 
 
@@ -135,7 +136,7 @@ def test_notes_are_included_and_comparison_flags(tmp_path):
     with pytest.raises(RunDirectoryError, match="not empty"):
         reproduce_report.write_report(res, tmp_path)
     reproduce_report.write_report(res, tmp_path, overwrite=True)
-    readme = (tmp_path / "README.md").read_text()
+    readme = unwrap_markdown((tmp_path / "README.md").read_text())  # prose wrapped at 100
     assert readme.rstrip().endswith("Hand-written.")
     assert "argmax pi (the paper as printed)" in readme and "ablation" not in readme
     assert "--no-stop-at-target" not in readme.split("\n")[2]
@@ -144,7 +145,7 @@ def test_notes_are_included_and_comparison_flags(tmp_path):
         reproduce_report.write_report(res, tmp_path)
     reproduce_report.write_report(res, tmp_path, overwrite=True)
     assert (tmp_path / "notes.md").read_text().endswith("Hand-written.\n")
-    readme = (tmp_path / "README.md").read_text()
+    readme = unwrap_markdown((tmp_path / "README.md").read_text())
     assert "sampled from pi (**an ablation, not the paper as printed**)" in readme
     assert "--no-stop-at-target" in readme and "--acting sample" in readme
     cmp = {(c["setting"], c["measure"]): c for c in reproduce_report.comparison(res)}

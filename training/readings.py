@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.report.markdown import wrap_markdown
 from ldp_audit.training import metrics
 from ldp_audit.training.reproduce import INF, MACHINE, PAPER, _versions, setting_seed
 
@@ -514,7 +515,7 @@ def readings_markdown(results: dict[str, Any], notes: str | None = None) -> str:
     if notes:
         lines += ["", notes.strip()]
     lines.append("")
-    return "\n".join(lines)
+    return wrap_markdown("\n".join(lines))
 
 
 def readings_command(cfg: dict[str, Any]) -> str:

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.report.markdown import wrap_markdown
 from ldp_audit.training import metrics
 from ldp_audit.training.reproduce import INF, MECHANISMS, PAPER, ReproduceConfig
 
@@ -329,13 +330,17 @@ def readme_markdown(results: dict[str, Any], notes: str | None) -> str:
     lines += ["", "## Figures", ""]
     if results.get("figure2"):
         lines += [
-            "![Figure 2: average score mu_n (eq. 25) during training at epsilon = 1, |B| = 1, "
-            "beside the non-private baseline](figure2.png)",
+            "![Figure 2](figure2.png)",
+            "",
+            "Figure 2: average score mu_n (eq. 25) during training at epsilon = 1, |B| = 1, "
+            "beside the non-private baseline.",
             "",
         ]
     lines += [
-        "![Figure 3: success ratio (eq. 27) against submissions for each epsilon, "
-        "(a) Laplace, (b) PRS](figure3.png)",
+        "![Figure 3](figure3.png)",
+        "",
+        "Figure 3: success ratio (eq. 27) against submissions for each epsilon, (a) Laplace, "
+        "(b) PRS.",
         "",
         "## Why numbers can differ",
         "",
@@ -359,7 +364,7 @@ def readme_markdown(results: dict[str, Any], notes: str | None) -> str:
     if notes:
         lines += ["", notes.strip()]
     lines.append("")
-    return "\n".join(lines)
+    return wrap_markdown("\n".join(lines))
 
 
 def _reading_lines(cfg: dict[str, Any]) -> list[str]:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ldp_audit.report.markdown import wrap_markdown
 from ldp_audit.training.dprl.reproduce_runs import levels as grid_levels
 
 if TYPE_CHECKING:
@@ -336,4 +337,4 @@ def readme(res: dict[str, Any], s: ReproduceSettings) -> str:
         "training (their Figure 11).",
         "",
     ]
-    return "\n".join(L)
+    return wrap_markdown("\n".join(L))

@@ -12,6 +12,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ldp_audit.report.markdown import wrap_markdown
+
 __all__ = ["render_markdown", "readme_markdown", "write_report", "AUTHORS_MAPS_RANDOM"]
 
 
@@ -366,7 +368,7 @@ def readme_markdown(res: dict[str, Any], notes: str | None = None) -> str:
     """README.md: the generated part (:func:`render_markdown`), then the hand-written
     ``notes`` (the folder's notes.md), if any."""
     md = render_markdown(res)
-    return md + "\n" + notes if notes is not None else md
+    return wrap_markdown(md + "\n" + notes if notes is not None else md)
 
 
 def write_report(res: dict[str, Any], out: str | Path) -> list[str]:

@@ -32,6 +32,7 @@ import numpy as np
 
 from ldp_audit.config import bounds
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.report.markdown import wrap_markdown
 from ldp_audit.training.device import DEVICES
 from ldp_audit.training.frd import FrdConfig, arch_batches, setting_config, train, train_batch
 from ldp_audit.training.frd.trends import (
@@ -679,7 +680,7 @@ def _trend_lines(doc: dict[str, Any]) -> list[str]:
 def readme_markdown(doc: dict[str, Any]) -> str:
     """The README.md that ``reproduce`` and :func:`rerender` write for results ``doc`` (a
     results.json read back), without touching any file."""
-    return _readme(doc)
+    return wrap_markdown(_readme(doc))
 
 
 def _readme(doc: dict[str, Any]) -> str:

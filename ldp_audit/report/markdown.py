@@ -1,0 +1,100 @@
+"""Markdown that reads in an editor as well as rendered: prose wrapped at 100 columns.
+
+The committed reproductions' ``README.md`` pages go through :func:`wrap_markdown` last (issue
+39: lines ran to 869 characters). Rendered, a wrapped paragraph is the same paragraph (a single
+line break is a space in Markdown); in a terminal, a diff or a code review it no longer runs off
+the screen. Tables, code blocks, headings, images and HTML are left as they are (a table row
+cannot be wrapped); a list item's or block quote's continuation lines keep its indentation or
+``>``; a hard line break (two trailing spaces) stays at the end of its paragraph's last line.
+:func:`unwrap_markdown` joins the continuation lines back, for a program that reads a page
+line by line.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+
+__all__ = ["WIDTH", "unwrap_markdown", "wrap_markdown"]
+
+#: the column prose is wrapped at (the project's line length)
+WIDTH = 100
+
+_LIST = re.compile(r"^(\s*)([-*+]|\d+[.)])\s+")
+_QUOTE = re.compile(r"^(\s*>\s?)+")
+_KEEP = ("|", "#", "<", "![", "```", "~~~")
+
+
+def _wrap(line: str, width: int) -> list[str]:
+    hard = line.endswith("  ")
+    body = line.rstrip()
+    m = _QUOTE.match(body)
+    if m:
+        first = rest = m.group(0)
+        text = body[len(first) :]
+    else:
+        lm = _LIST.match(body)
+        first = ""
+        rest = " " * len(lm.group(0)) if lm else re.match(r"\s*", body).group(0)
+        text = body
+    out = textwrap.wrap(
+        text,
+        width=width,
+        initial_indent=first,
+        subsequent_indent=rest,
+        break_long_words=False,
+        break_on_hyphens=False,
+    ) or [body]
+    if hard:
+        out[-1] += "  "
+    return out
+
+
+def wrap_markdown(text: str, width: int = WIDTH) -> str:
+    """``text`` with every prose line longer than ``width`` wrapped (see the module docstring);
+    lines that fit, tables, fenced and indented code, headings, images and HTML unchanged."""
+    out: list[str] = []
+    fence = False
+    for line in text.split("\n"):
+        stripped = line.lstrip()
+        if stripped.startswith(("```", "~~~")):
+            fence = not fence
+            out.append(line)
+            continue
+        indented_code = line.startswith(("    ", "\t")) and not _LIST.match(line)
+        if fence or len(line) <= width or stripped.startswith(_KEEP) or indented_code:
+            out.append(line)
+            continue
+        out.extend(_wrap(line, width))
+    return "\n".join(out)
+
+
+def unwrap_markdown(text: str) -> str:
+    """Join every line that continues the paragraph, list item or quote above it (the inverse
+    of :func:`wrap_markdown` for reading; hand-wrapped prose is joined too). A hard break, a
+    blank line, a new list item, a heading, a table or a fence starts a new line."""
+    out: list[str] = []
+    fence = False
+    for line in text.split("\n"):
+        stripped = line.strip()
+        if stripped.startswith(("```", "~~~")):
+            fence = not fence
+            out.append(line)
+            continue
+        prev = out[-1] if out else ""
+        joinable = (
+            not fence
+            and stripped
+            and prev.strip()
+            and not prev.endswith("  ")
+            and not prev.lstrip().startswith(_KEEP)
+            and not stripped.startswith(_KEEP)
+            and not _LIST.match(line)
+        )
+        if joinable:
+            q = _QUOTE.match(line)
+            piece = (line[len(q.group(0)) :] if q else line).lstrip()  # a hard break stays
+            out[-1] = prev.rstrip() + " " + piece
+        else:
+            out.append(line)
+    return "\n".join(out)
