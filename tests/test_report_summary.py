@@ -80,3 +80,12 @@ def test_a_central_only_run_shows_no_per_agent_spend() -> None:
     assert _has_local_agents({"ledger": {"agents": 6, "central": None}})
     assert not _has_local_agents({"ledger": {"agents": 0, "central": {"epsilon": 2.0}}})
     assert _has_local_agents({"ledger": {"agents": 0, "central": None}})  # says "no charges"
+
+
+def test_per_trial_metrics_read_as_values_not_raw_json() -> None:
+    """The PGC-A3C section's "other metrics" table showed ``[3000]`` and ``[false]``."""
+    from ldp_audit.training.pgc_report import _cell
+
+    assert _cell([3000]) == "3000" and _cell([False]) == "no" and _cell([True]) == "yes"
+    assert _cell([1, 2]) == "1, 2 (per trial)" and _cell(5) == 5 and _cell(None) is None
+    assert _cell({"a": 1}) == '{"a": 1}'  # anything else stays exact

@@ -454,8 +454,15 @@ def _learning_section(run: PgcRun, learn: dict[str, Any], trials: int, figures: 
 
 
 def _cell(v: Any) -> Any:
+    """A metric for a table cell: a per-trial list reads as its values (one trial: the value;
+    several: "a, b, c (per trial)"), never as raw JSON such as ``[3000]``."""
     if v is None or isinstance(v, (str, int, float)):
         return v
+    if isinstance(v, list) and all(x is None or isinstance(x, (str, int, float)) for x in v):
+        words = ["yes" if x is True else "no" if x is False else str(x) for x in v]
+        if len(words) == 1:
+            return words[0]
+        return ", ".join(words) + " (per trial)"
     return json.dumps(v, default=str)
 
 
