@@ -232,6 +232,11 @@ STATEMENT_LABELS = [
 ]
 
 
+#: the laptop-width screenshots of every system's first screen (issue 39), kept after the run
+#: for a person to open (named in each test's output)
+SHOTS = Path(__file__).resolve().parent.parent / "runs" / "browser-screenshots"
+
+
 @pytest.fixture(scope="module")
 def system_pages(chromium: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     """Each system's page, rendered by the current code and read in Chromium once."""
@@ -253,6 +258,9 @@ def system_pages(chromium: str, tmp_path_factory: pytest.TempPathFactory) -> dic
         import html as _html
 
         seen[kind] = json.loads(_html.unescape(m.group(1)))
+        # what a reader sees first on a laptop (1366 x 768), kept for a person to look at
+        shot = screenshot(html, SHOTS / f"{kind}-first-screen.png", width=1366, height=768)
+        seen[kind]["screenshot"] = str(shot)
     return seen
 
 
@@ -265,6 +273,9 @@ def test_every_system_page_opens_with_the_privacy_statement(
     # number, what was not checked: issue 39), the privacy statement right after it
     assert page["first"] == "summary" and page["h2"][:2] == ["Summary", "Privacy statement"]
     assert 0 < page["summaryBottom"] <= 768, page["summaryBottom"]  # fits a laptop's screen
+    shot = Path(page["screenshot"])
+    assert shot.read_bytes().startswith(b"\x89PNG") and shot.stat().st_size > 10_000
+    print(f"{kind}: first screen at 1366 x 768: {shot}")  # in the test's output (-s / -rA)
     assert [r[0] for r in page["statement"][1:]] == STATEMENT_LABELS
     # the claim row names one epsilon and its accountant; nothing invented: unknowns say so
     claim = next(r for r in page["statement"] if r[0] == "Epsilon at delta (the claim)")
