@@ -182,6 +182,14 @@ def test_check_against_flags_inside_outside_and_differs(tmp_path: Path) -> None:
     assert K.main([str(tmp_path / "rerun"), str(tmp_path / "committed")]) == 1
     assert K.main([str(tmp_path / "committed"), str(tmp_path / "committed")]) == 0
     assert K.main([str(tmp_path / "rerun"), str(tmp_path / "none")]) == 2
+    # the same check from the command line: ldp-audit reproduce check RERUN COMMITTED
+    from ldp_audit.cli import main as cli
+
+    assert cli(["reproduce", "check", str(tmp_path / "rerun"), str(tmp_path / "committed")]) == 1
+    assert (
+        cli(["reproduce", "check", str(tmp_path / "committed"), str(tmp_path / "committed")]) == 0
+    )
+    assert cli(["reproduce", "check", str(tmp_path / "rerun"), str(tmp_path / "none")]) == 2
 
 
 def test_check_refuses_a_rerun_at_another_scale_unless_asked(tmp_path: Path) -> None:

@@ -106,6 +106,39 @@ def register(subparsers: Any) -> None:
     from ldp_audit.cli.system_cmd import register_systems
 
     register_systems(tsub, rsub)
+    _register_check(rsub)
+
+
+def _register_check(rsub: Any) -> None:
+    """``reproduce check RERUN COMMITTED``: a rerun against a committed report's intervals."""
+    c = rsub.add_parser(
+        "check",
+        help="compare a rerun of a reproduction with a committed report, cell by cell, against "
+        "the committed 95%% intervals (exit 1 when a cell differs)",
+    )
+    c.add_argument("rerun", help="the rerun's report folder (or its results.json)")
+    c.add_argument("committed", help="the committed report folder, e.g. reports/fedrl")
+    c.add_argument("--all", action="store_true", help="list every cell, not only the others")
+    c.add_argument("--json", action="store_true", help="print the check as JSON")
+    c.add_argument(
+        "--any-scale",
+        action="store_true",
+        help="compare even when the rerun's horizon / training steps differ (no verdict then)",
+    )
+    c.set_defaults(func=_reproduce_check)
+
+
+def _reproduce_check(args: argparse.Namespace) -> int:
+    import json
+
+    from ldp_audit.training.reproduction_check import check_folders, format_check
+
+    try:
+        result = check_folders(args.rerun, args.committed, any_scale=args.any_scale)
+    except (OSError, json.JSONDecodeError) as exc:
+        raise InvalidParameterError(f"reproduce check: {exc}") from None
+    print(json.dumps(result, indent=1) if args.json else format_check(result, all_cells=args.all))
+    return 0 if result["consistent"] else 1
 
 
 def register_pgc(tsub: Any, rsub: Any) -> None:
