@@ -118,8 +118,12 @@ def _register_check(rsub: Any) -> None:
     )
     c.add_argument("rerun", help="the rerun's report folder (or its results.json)")
     c.add_argument("committed", help="the committed report folder, e.g. reports/fedrl")
-    c.add_argument("--all", action="store_true", help="list every cell, not only the others")
-    c.add_argument("--json", action="store_true", help="print the check as JSON")
+    c.add_argument(
+        "--all",
+        action="store_true",
+        help="list every cell (default: only the cells not inside the committed interval)",
+    )
+    c.add_argument("--json", action="store_true", help="print the check as JSON (default: text)")
     c.add_argument(
         "--any-scale",
         action="store_true",
