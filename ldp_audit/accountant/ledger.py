@@ -64,7 +64,12 @@ from ldp_audit.accountant.ledger_format import (
 )
 from ldp_audit.accountant.ledger_queries import LedgerQueries
 from ldp_audit.accountant.ledger_replay import Replay
-from ldp_audit.accountant.ledger_sqlite import _META, SqliteStore, _check_path, _check_timeout
+from ldp_audit.accountant.ledger_sqlite import (
+    META_TABLE,
+    SqliteStore,
+    check_ledger_path,
+    check_timeout,
+)
 from ldp_audit.accountant.ledger_store import (
     CountStore,
     HeadRecord,
@@ -141,8 +146,8 @@ class Ledger(LedgerQueries):
         create: bool = True,
         readonly: bool = False,
     ):
-        text = _check_path(path)
-        _check_timeout(timeout)
+        text = check_ledger_path(path)
+        check_timeout(timeout)
         if verify not in (True, False, "full"):
             raise InvalidParameterError(f"verify must be True, False or 'full', got {verify!r}")
         if text == ":memory:":  # a private ledger: an ephemeral key of this process
@@ -247,7 +252,7 @@ class Ledger(LedgerQueries):
             return
         # Identify the store before anything that could write to it.
         meta = store.meta()
-        version = identify(meta, self.path, _META)
+        version = identify(meta, self.path, META_TABLE)
         self._schema = version
         store.check_structure()
         self._ledger_id = meta.get("ledger_id", "")

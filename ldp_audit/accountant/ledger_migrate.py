@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ldp_audit.accountant.ledger import Ledger
 from ldp_audit.accountant.ledger_format import APPLICATION, LedgerSchemaError
-from ldp_audit.accountant.ledger_sqlite import _CHARGES, _META, _check_path
+from ldp_audit.accountant.ledger_sqlite import _CHARGES, META_TABLE, check_ledger_path
 from ldp_audit.errors import LedgerError
 
 __all__ = ["migrate"]
@@ -23,7 +23,7 @@ __all__ = ["migrate"]
 
 def migrate(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> Ledger:
     """See :func:`ldp_audit.accountant.ledger.migrate_v1`."""
-    src_s, dst_s = _check_path(src), _check_path(dst)
+    src_s, dst_s = check_ledger_path(src), check_ledger_path(dst)
     if Path(dst_s).exists():
         raise LedgerError(f"migration target {dst_s!r} exists; choose a new file")
     if not Path(src_s).is_file():
@@ -31,7 +31,7 @@ def migrate(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> Ledger:
     try:
         con = sqlite3.connect(Path(src_s).resolve().as_uri() + "?mode=ro", uri=True)
         try:
-            meta = dict(con.execute(f"SELECT key, value FROM {_META}").fetchall())
+            meta = dict(con.execute(f"SELECT key, value FROM {META_TABLE}").fetchall())
             if meta.get("application") != APPLICATION or meta.get("schema_version") not in (
                 "1",
                 "2",

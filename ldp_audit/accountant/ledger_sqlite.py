@@ -47,7 +47,7 @@ from ldp_audit.errors import InvalidParameterError, LedgerError
 __all__ = ["SqliteStore"]
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
-_META = "ldp_audit_meta"
+META_TABLE = "ldp_audit_meta"
 _CHARGES = "ldp_audit_charges"
 _STATE = "ldp_audit_state"
 _AGENTS = "ldp_audit_agents"
@@ -56,7 +56,7 @@ _JOURNAL = "TRUNCATE"
 _TMP_RE = re.compile(r"^\..+\.ldp-creating\.(\d+)\.\d+\.tmp(-journal|-wal|-shm)?$")
 
 _SCHEMA = f"""
-CREATE TABLE {_META} (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE {META_TABLE} (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE {_CHARGES} (
     id INTEGER PRIMARY KEY,
     agent TEXT NOT NULL,
@@ -130,7 +130,7 @@ def _init_schema(c: sqlite3.Connection, meta: dict[str, str], head: HeadRecord) 
     for statement in _SCHEMA.split(";"):
         if statement.strip():
             c.execute(statement)
-    c.executemany(f"INSERT INTO {_META} (key, value) VALUES (?, ?)", list(meta.items()))
+    c.executemany(f"INSERT INTO {META_TABLE} (key, value) VALUES (?, ?)", list(meta.items()))
     c.execute(
         f"INSERT INTO {_HEAD} (k, rows, hash, meta, mac) VALUES (1, ?, ?, ?, ?)",
         (head.rows, head.hash, head.meta_digest, head.mac),
@@ -212,7 +212,7 @@ def _create_atomically(path: Path, meta: dict[str, str], head: HeadRecord) -> No
         pass
 
 
-def _check_path(path: Any) -> str:
+def check_ledger_path(path: Any) -> str:
     if isinstance(path, bool) or not isinstance(path, str | os.PathLike):
         raise InvalidParameterError(
             f"path must be a str or os.PathLike naming a ledger file, got {path!r}"
@@ -225,7 +225,7 @@ def _check_path(path: Any) -> str:
     return str(text)
 
 
-def _check_timeout(timeout: Any) -> float:
+def check_timeout(timeout: Any) -> float:
     if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real):
         raise InvalidParameterError(f"timeout must be a real number >= 0, got {timeout!r}")
     t = float(timeout)
@@ -279,8 +279,8 @@ class SqliteStore(RowStore):
         readonly: bool = False,
         initial: Callable[[], tuple[dict[str, str], HeadRecord]] | None = None,
     ) -> None:
-        self.path = _check_path(path)
-        self._timeout = _check_timeout(timeout)
+        self.path = check_ledger_path(path)
+        self._timeout = check_timeout(timeout)
         self._memory = self.path == ":memory:"
         self.readonly = bool(readonly) and not self._memory
         self._in_tx = False
@@ -427,11 +427,11 @@ class SqliteStore(RowStore):
         tables = {
             r[0] for r in self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
         }
-        if _META not in tables:
+        if META_TABLE not in tables:
             others = sorted(t for t in tables if not t.startswith("sqlite_"))
             raise LedgerError(
                 f"ledger file {self.path!r} is an SQLite database of another application "
-                f"(tables {others!r}, no {_META!r} table); refusing to use it as a ledger"
+                f"(tables {others!r}, no {META_TABLE!r} table); refusing to use it as a ledger"
             )
         cols = {r[1] for r in self._conn.execute(f"PRAGMA table_info({_HEAD})")}
         self._set_macs("mac" in cols)
@@ -485,7 +485,7 @@ class SqliteStore(RowStore):
 
     def empty(self) -> bool:
         (n,) = self._conn.execute(
-            f"SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = '{_META}'"
+            f"SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = '{META_TABLE}'"
         ).fetchone()
         return n == 0
 
@@ -603,11 +603,11 @@ class SqliteStore(RowStore):
 
     def meta(self) -> dict[str, str]:
         with self._lock:
-            return dict(self._conn.execute(f"SELECT key, value FROM {_META}").fetchall())
+            return dict(self._conn.execute(f"SELECT key, value FROM {META_TABLE}").fetchall())
 
     def put_meta(self, key: str, value: str) -> None:
         self._conn.execute(
-            f"INSERT OR REPLACE INTO {_META} (key, value) VALUES (?, ?)", (key, value)
+            f"INSERT OR REPLACE INTO {META_TABLE} (key, value) VALUES (?, ?)", (key, value)
         )
 
     def head(self) -> HeadRecord | None:

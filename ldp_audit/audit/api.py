@@ -6,11 +6,11 @@
 2. :class:`~ldp_audit.audit.plan.Plan`: the split of ``samples`` into selection (A fits
    statistics, B chooses events) and estimation, the error levels, the warnings known before
    any work.
-3. :func:`~ldp_audit.audit.search._select`: per input pair, statistics fitted on A
+3. :func:`~ldp_audit.audit.search.select_events`: per input pair, statistics fitted on A
    (:mod:`ldp_audit.audit.statistics`) and threshold events chosen on B
    (:mod:`ldp_audit.audit.selection`); :func:`~ldp_audit.audit.search.kept_events` keeps the
    verdicts', the profile's and the f-DP curve's events.
-4. :func:`~ldp_audit.audit.estimation._estimate`: the kept events counted on fresh samples;
+4. :func:`~ldp_audit.audit.estimation.estimate_audit`: the kept events counted on fresh samples;
    :func:`~ldp_audit.audit.estimation.verdict_bounds` their bounds.
 5. :func:`_conclude`: the two verdicts, the profile, the f-DP curve, the delta bound and the
    warnings, in one :class:`~ldp_audit.audit.results.AuditResult`.
@@ -26,9 +26,9 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.audit.delta import _delta_lower_bound
-from ldp_audit.audit.estimation import Counts, _estimate, profile_lowers, verdict_bounds
+from ldp_audit.audit.estimation import Counts, estimate_audit, profile_lowers, verdict_bounds
 from ldp_audit.audit.mechanism import claimed_profile, mechanism_label
-from ldp_audit.audit.plan import Options, Plan, _pair_list, check_arguments
+from ldp_audit.audit.plan import Options, Plan, as_pair_list, check_arguments
 from ldp_audit.audit.resolution import one_count_epsilon, tightness_ceiling
 from ldp_audit.audit.results import (
     AuditResult,
@@ -38,7 +38,7 @@ from ldp_audit.audit.results import (
     consequences,
     with_inconclusive_texts,
 )
-from ldp_audit.audit.search import Kept, _select, _Selection, kept_events
+from ldp_audit.audit.search import Kept, Selection, kept_events, select_events
 from ldp_audit.audit.sequential import audit_sequential
 from ldp_audit.audit.tradeoff import claimed_gaussian_curve, tradeoff_curve
 
@@ -202,7 +202,7 @@ def audit(
             delta_event=o.delta_event,
             start=start,
         )
-    pair_list = _pair_list(mechanism, pairs, o.dim)
+    pair_list = as_pair_list(mechanism, pairs, o.dim)
     plan = Plan.of(mechanism, o)
 
     from tqdm.auto import tqdm
@@ -216,9 +216,9 @@ def audit(
         bar.refresh()
 
     try:
-        sel = _select(mechanism, pair_list, o, plan, bar.update, total)
+        sel = select_events(mechanism, pair_list, o, plan, bar.update, total)
         kept = kept_events(sel, o.max_events, o.tradeoff)
-        counts = _estimate(
+        counts = estimate_audit(
             mechanism,
             pair_list,
             kept.verdict + kept.profile + kept.tradeoff,
@@ -280,7 +280,7 @@ def _conclude(
     o: Options,
     plan: Plan,
     pair_list: list[tuple[np.ndarray, np.ndarray]],
-    sel: _Selection,
+    sel: Selection,
     kept: Kept,
     counts: Counts,
     start: float,

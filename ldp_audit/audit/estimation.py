@@ -1,6 +1,6 @@
 """Estimation: the kept events counted on fresh samples, and each count pair turned into a bound.
 
-:func:`_estimate` draws, per input pair that a kept event uses, fresh outputs of both inputs
+:func:`estimate_audit` draws, per input pair that a kept event uses, fresh outputs of both inputs
 from the pair's own estimation streams (Poisson-sized with ``ratio_test="poisson"``) and counts
 every event in one pass; :func:`verdict_bounds` turns each verdict event's two counts into its
 epsilon lower bound with :mod:`ldp_audit.stats` (two one-sided Clopper-Pearson bounds, the
@@ -41,7 +41,7 @@ class Counts:
     pairs_used: int = 0
 
 
-def _estimate(
+def estimate_audit(
     mechanism: Any,
     pair_list: Sequence[tuple[np.ndarray, np.ndarray]],
     events: Sequence[Candidate],

@@ -2,7 +2,7 @@
 
 :func:`check_arguments` validates every argument of :func:`ldp_audit.audit.audit` in a fixed
 order (types checked, not coerced; the first bad one is named) before any sample is drawn;
-:func:`_pair_list` checks the input pairs; :class:`Plan` splits ``samples`` into selection
+:func:`as_pair_list` checks the input pairs; :class:`Plan` splits ``samples`` into selection
 (A fits statistics, B chooses events) and estimation, and ``1 - confidence`` over the events.
 """
 
@@ -149,7 +149,7 @@ def check_arguments(
     )
 
 
-def _pair_list(
+def as_pair_list(
     mechanism: Any, pairs: Sequence[tuple[Any, Any]] | None, dim: int | None
 ) -> list[tuple[np.ndarray, np.ndarray]]:
     """The input pairs to audit: the given ones, checked, or the mechanism's declared ones."""

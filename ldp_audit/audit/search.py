@@ -47,7 +47,7 @@ _MAX_SECONDS = 3 * 3600.0
 
 
 @dataclass
-class _Selection:
+class Selection:
     """What selection found over all pairs, from selection samples only: the candidate events
     of the distribution and implementation readings, the probe and delta events, the best event
     per profile delta, the f-DP thresholds per statistic, and per pair its streams for
@@ -65,17 +65,17 @@ class _Selection:
     n_nonfinite: int = 0
 
 
-def _select(
+def select_events(
     mechanism: Any,
     pair_list: list[tuple[np.ndarray, np.ndarray]],
     o: Options,
     plan: Plan,
     tick: Callable[[int], None],
     total: int,
-) -> _Selection:
+) -> Selection:
     """Selection for every pair: each pair's own stream is split into the A, B and estimation
     streams of both inputs; statistics are fitted on A, events chosen on B."""
-    sel = _Selection(
+    sel = Selection(
         streams=o.rng.spawn(len(pair_list)), prof_best=[None] * len(plan.profile_deltas)
     )
     for p, (x, x2) in enumerate(pair_list):
@@ -107,7 +107,7 @@ def _fit_statistics(
     width: int,
     o: Options,
     plan: Plan,
-    sel: _Selection,
+    sel: Selection,
     tick: Callable[[int], None],
     total: int,
 ) -> list[ScoreStatistic]:
@@ -161,7 +161,7 @@ def _screen_pair(
     sb2: list[np.ndarray],
     o: Options,
     plan: Plan,
-    sel: _Selection,
+    sel: Selection,
 ) -> None:
     """Choose, on the tune half B of pair ``p`` (values ``sb1`` under x, ``sb2`` under x2, per
     statistic), each statistic's verdict event, probe, delta event, pooled halves, profile
@@ -223,7 +223,7 @@ class Kept:
     tradeoff: list[Candidate]
 
 
-def kept_events(sel: _Selection, max_events: int, want_tradeoff: bool) -> Kept:
+def kept_events(sel: Selection, max_events: int, want_tradeoff: bool) -> Kept:
     """The ``max_events`` best distribution events, the probe and the delta event when the main
     rule did not choose them, the float-bit event when it promises more than all of them, the
     distinct profile events, and the f-DP curve's threshold events."""
