@@ -53,7 +53,8 @@ The package's modules: :mod:`~ldp_audit.opacus.canaries` (the public canary desi
 :mod:`~ldp_audit.opacus.writer` (the run directory), :mod:`~ldp_audit.opacus.scoring` (the
 audit of a run, the report sections), :mod:`~ldp_audit.opacus.family` (the stated-family bound
 beside the assumption-free one), :mod:`~ldp_audit.opacus.ledger_accountant` (Opacus's accountant
-door: ``PrivacyEngine(accountant=register_ledger_accountant(path))``, loaded on first use) and
+door: ``PrivacyEngine(accountant=register_ledger_accountant(path))``, imported from that module
+because it loads Opacus) and
 :mod:`~ldp_audit.opacus.system` (the ``opacus`` system and the digits example). This package
 gives the public names of ``__all__``; every other name is imported from the module that
 defines it.
@@ -74,8 +75,6 @@ from ldp_audit.opacus.scoring import audit_run, membership, report_sections, ten
 from ldp_audit.opacus.system import OPACUS, OpacusRunConfig, train_digits
 
 __all__ = [
-    "LedgerAccountant",
-    "register_ledger_accountant",
     "ALGORITHM",
     "CanaryAudit",
     "AuditRecords",
@@ -91,13 +90,3 @@ __all__ = [
     "OPACUS",
     "report_sections",
 ]
-
-
-def __getattr__(name: str) -> object:
-    """The accountant door (:mod:`~ldp_audit.opacus.ledger_accountant`) imports Opacus: loaded
-    on first use, so importing this package stays free of torch."""
-    if name in ("LedgerAccountant", "register_ledger_accountant"):
-        from ldp_audit.opacus import ledger_accountant
-
-        return getattr(ledger_accountant, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
