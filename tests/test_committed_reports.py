@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest, norm
 
+from ldp_audit.cli import main as cli
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.report.markdown import unwrap_markdown, wrap_markdown
 from ldp_audit.training import committed_reports as C
@@ -64,7 +65,7 @@ def test_every_report_opens_with_statement_and_verdict(name: str) -> None:
     else:
         assert f"`{res['machine']}`" in block[5]
         assert "no CPU model or instruction-set fingerprint recorded" in block[5]
-    assert f"reproduction_check RERUN_FOLDER reports/{name}`" in block[5]
+    assert f"ldp-audit reproduce check RERUN_FOLDER reports/{name}`" in block[5]
 
 
 EXPECTED_VERDICT = {
@@ -179,17 +180,10 @@ def test_check_against_flags_inside_outside_and_differs(tmp_path: Path) -> None:
     for name, doc in (("rerun", rerun), ("committed", committed)):
         (tmp_path / name).mkdir()
         (tmp_path / name / "results.json").write_text(json.dumps(doc))
-    assert K.main([str(tmp_path / "rerun"), str(tmp_path / "committed")]) == 1
-    assert K.main([str(tmp_path / "committed"), str(tmp_path / "committed")]) == 0
-    assert K.main([str(tmp_path / "rerun"), str(tmp_path / "none")]) == 2
-    # the same check from the command line: ldp-audit reproduce check RERUN COMMITTED
-    from ldp_audit.cli import main as cli
-
-    assert cli(["reproduce", "check", str(tmp_path / "rerun"), str(tmp_path / "committed")]) == 1
-    assert (
-        cli(["reproduce", "check", str(tmp_path / "committed"), str(tmp_path / "committed")]) == 0
-    )
-    assert cli(["reproduce", "check", str(tmp_path / "rerun"), str(tmp_path / "none")]) == 2
+    chk = ["reproduce", "check"]
+    assert cli([*chk, str(tmp_path / "rerun"), str(tmp_path / "committed")]) == 1
+    assert cli([*chk, str(tmp_path / "committed"), str(tmp_path / "committed")]) == 0
+    assert cli([*chk, str(tmp_path / "rerun"), str(tmp_path / "none")]) == 2
 
 
 def test_check_refuses_a_rerun_at_another_scale_unless_asked(tmp_path: Path) -> None:
@@ -207,8 +201,9 @@ def test_check_refuses_a_rerun_at_another_scale_unless_asked(tmp_path: Path) -> 
     (tmp_path / "r").mkdir()
     rerun["config"]["eval_maps"] = 100
     (tmp_path / "r" / "results.json").write_text(json.dumps(rerun))
-    assert K.main([str(tmp_path / "r"), str(REPO / "reports/fedrl-16")]) == 2
-    assert K.main([str(tmp_path / "r"), str(REPO / "reports/fedrl-16"), "--any-scale"]) == 0
+    chk = ["reproduce", "check", str(tmp_path / "r"), str(REPO / "reports/fedrl-16")]
+    assert cli(chk) == 2
+    assert cli([*chk, "--any-scale"]) == 0
 
 
 def test_check_against_committed_reports_and_refusals() -> None:

@@ -23,15 +23,13 @@ normal-theory (Wilson, order statistics, bootstrap) make these rates approximate
 
 Command (exit 0: no cell differs, 1: some cell differs, 2: bad input)::
 
-    python -m ldp_audit.training.reproduction_check RERUN_FOLDER reports/fedrl
+    ldp-audit reproduce check RERUN_FOLDER reports/fedrl
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +42,6 @@ __all__ = [
     "check_against",
     "check_folders",
     "format_check",
-    "main",
     "scale_differences",
 ]
 
@@ -249,32 +246,3 @@ def format_check(result: dict[str, Any], *, all_cells: bool = False) -> str:
             "'differs'"
         )
     return "\n".join(lines)
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        prog="python -m ldp_audit.training.reproduction_check",
-        description="Compare a rerun of ldp-audit reproduce with a committed report, cell by "
-        "cell, against the committed 95% intervals.",
-    )
-    ap.add_argument("rerun", help="the rerun's report folder (or its results.json)")
-    ap.add_argument("committed", help="the committed report folder, e.g. reports/fedrl")
-    ap.add_argument("--all", action="store_true", help="list every cell, not only the others")
-    ap.add_argument("--json", action="store_true", help="print the check as JSON")
-    ap.add_argument(
-        "--any-scale",
-        action="store_true",
-        help="compare even when the rerun's horizon / training steps differ from the committed",
-    )
-    a = ap.parse_args(argv)
-    try:
-        result = check_folders(a.rerun, a.committed, any_scale=a.any_scale)
-    except (InvalidParameterError, OSError, json.JSONDecodeError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    print(json.dumps(result, indent=1) if a.json else format_check(result, all_cells=a.all))
-    return 0 if result["consistent"] else 1
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

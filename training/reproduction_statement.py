@@ -142,7 +142,7 @@ def fingerprint_words(res: dict[str, Any]) -> str:
 
 def check_command(folder: str) -> str:
     """The command that compares a rerun with the committed report in ``folder``."""
-    return f"python -m ldp_audit.training.reproduction_check RERUN_FOLDER {folder}"
+    return f"ldp-audit reproduce check RERUN_FOLDER {folder}"
 
 
 _RERUN = {
