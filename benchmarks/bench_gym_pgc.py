@@ -3,8 +3,9 @@
 Straightforward: one Gymnasium env (``gym.make``) and one torch module per agent slot (9
 slots), a Python loop per step (torch forward, ``env.step``), the episode loss of eqs. 15-18 by
 torch autograd, the report released through ``ldp_audit.release`` (Laplace, epsilon 1, C =
-0.01) and applied by eq. 22 to the server's module. Generic: ``ldp_audit.training.gym_pgc.train``
-on the same environment, parameter and mechanism with ``--trials`` trials of 9 agents in
+0.01) and applied by eq. 22 to the server's module. Generic:
+``ldp_audit.training.pgc_a3c_gym.trainer.train`` on the same environment, parameter and mechanism
+with ``--trials`` trials of 9 agents in
 lock-step (no run directory: an in-process ledger tally for both). Both run in this process,
 one after the other; the table reports env-steps per second (wall) and per CPU-second.
 
@@ -30,7 +31,7 @@ from ldp_audit.accountant.accountant import Accountant
 from ldp_audit.accountant.ledger import TallyLedger
 from ldp_audit.mechanisms import Laplace
 from ldp_audit.release import release
-from ldp_audit.training.gym_pgc import GymPgcConfig, train
+from ldp_audit.training.pgc_a3c_gym.trainer import GymPgcConfig, train
 
 CASES = {
     "Acrobot-v1": ("LINK_MASS_1", (0.5, 1.0, 2.0)),

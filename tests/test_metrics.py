@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.training import metrics
+from ldp_audit.training.pgc_a3c import metrics
 
 
 def test_moving_average_is_forward_window_eq25():

@@ -296,7 +296,7 @@ def test_short_non_private_run_learns():
 
 
 def test_stop_at_target_stops_exactly_when_fst_is_known():
-    from ldp_audit.training.metrics import first_success_time
+    from ldp_audit.training.pgc_a3c.metrics import first_success_time
 
     cfg = PgcA3cConfig(
         mechanism="laplace",
@@ -404,7 +404,7 @@ def test_auditor_flags_coordinate_clipping_against_its_claim_and_passes_the_true
     eps = 1: the bound (about 10 at 100,000 samples) refutes it; the true 112 is not refuted;
     the L1 (printed) mechanism at the same noise scale is not refuted at its claim of 1."""
     from ldp_audit.audit import audit
-    from ldp_audit.training.readings import ClaimedAs
+    from ldp_audit.training.pgc_a3c.readings import ClaimedAs
 
     cfg = PgcA3cConfig(mechanism="laplace", epsilon=1.0, clip_kind="coordinate")
     with warnings.catch_warnings():

@@ -19,8 +19,8 @@ from ldp_audit.report import (
     write_report,
 )
 from ldp_audit.report._plots import ceiling, spend_over_releases
-from ldp_audit.training.pgc_paper import paper_row
-from ldp_audit.training.pgc_report import REQUIRED_FILES, load_pgc
+from ldp_audit.training.pgc_a3c.paper import paper_row
+from ldp_audit.training.pgc_a3c.report import REQUIRED_FILES, load_pgc
 from tests.test_report_fixtures import GOOD_ATTACK, GOOD_AUDIT, ledger_for, make_run
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -40,7 +40,7 @@ def test_load_run_reads_every_part(run: Path) -> None:
     assert data.audits is not None and data.audits[0]["claimed_epsilon"] == 5.0
     assert set(data.attacks) == {"dynamics"}
     assert data.has_secrets
-    # PGC-A3C's own files are read by its report sections (ldp_audit.training.pgc_report)
+    # PGC-A3C's own files are read by its report sections (ldp_audit.training.pgc_a3c.report)
     pgc = load_pgc(run, data.config, data.metrics)
     assert not isinstance(pgc, list)
     assert pgc.n_submissions == 120 and pgc.dim == 4
@@ -159,7 +159,7 @@ def test_consistent_run_verdict_and_sections(run: Path) -> None:
     assert [r["submissions"] for r in led["top_agents"]] == [20] * 6
     text = " ".join(m["verdict"]["claimed"])
     assert "epsilon = 5 per submission" in text and "at most 100" in text
-    # PGC-A3C's learning figure is its own section's (pgc_report.report_sections)
+    # PGC-A3C's learning figure is its own section's (pgc_a3c.report.report_sections)
     assert set(rep.figures) == {"ledger", "audit", "attack", "section-learning-learning"}
     assert all(png.startswith(PNG_MAGIC) for png in rep.figures.values())
 

@@ -210,7 +210,7 @@ def system_ledger(kind: str, path: Path) -> LedgerStats | None:
 #: (they read the transcript make_system_run writes) and the others' privacy-statement rows
 #: (training/statements.py); ``build_report(..., sections_registry=STATEMENT_ONLY)``.
 STATEMENT_ONLY = {
-    "pgc-a3c": "ldp_audit.training.pgc_report:report_sections",
+    "pgc-a3c": "ldp_audit.training.pgc_a3c.report:report_sections",
     "dprl": "ldp_audit.training.statements:dprl_statement",
     "fedrl": "ldp_audit.training.statements:fedrl_statement",
     "frd": "ldp_audit.training.statements:frd_statement",

@@ -70,7 +70,7 @@ def test_registry_has_the_four_shipped_systems() -> None:
     # other registered systems may add their own entries (ldp_audit.systems); the trainers'
     # own sections are wrapped with their privacy-statement rows (training/statements.py)
     assert {k: SECTIONS[k] for k in ("pgc-a3c", "dprl", "fedrl", "frd")} == {
-        "pgc-a3c": "ldp_audit.training.pgc_report:report_sections",
+        "pgc-a3c": "ldp_audit.training.pgc_a3c.report:report_sections",
         "dprl": "ldp_audit.training.statements:dprl_report",
         "fedrl": "ldp_audit.training.statements:fedrl_report",
         "frd": "ldp_audit.training.statements:frd_report",

@@ -84,7 +84,7 @@ def test_a_central_only_run_shows_no_per_agent_spend() -> None:
 
 def test_per_trial_metrics_read_as_values_not_raw_json() -> None:
     """The PGC-A3C section's "other metrics" table showed ``[3000]`` and ``[false]``."""
-    from ldp_audit.training.pgc_report import _cell
+    from ldp_audit.training.pgc_a3c.report import _cell
 
     assert _cell([3000]) == "3000" and _cell([False]) == "no" and _cell([True]) == "yes"
     assert _cell([1, 2]) == "1, 2 (per trial)" and _cell(5) == 5 and _cell(None) is None

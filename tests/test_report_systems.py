@@ -68,7 +68,7 @@ def _put_back(new: dict[str, Any]) -> dict[str, Any]:
     assert secs["learning"]["paragraphs"][0].startswith(("Paper numbers", "The paper"))
     # where the sections came from: the registry now names PGC-A3C's function
     assert new["sections_source"] == {
-        "entry": "ldp_audit.training.pgc_report:report_sections",
+        "entry": "ldp_audit.training.pgc_a3c.report:report_sections",
         "loaded": True,
         "reason": None,
     }

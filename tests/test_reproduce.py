@@ -300,7 +300,7 @@ def test_reading_options_reach_the_engine_and_the_command_line():
 
 
 def test_readings_report_tiny_run(tmp_path):
-    from ldp_audit.training.readings import (
+    from ldp_audit.training.pgc_a3c.readings import (
         READINGS,
         ReadingsConfig,
         run_readings,

@@ -61,7 +61,7 @@ def test_ray_results_json_equals_local(ray_local, local_results, tmp_path):
 
 def test_readings_on_ray_equal_local(ray_local):
     """``--readings`` (43 configs: 4 readings x 2 actings x 5 epsilons + 3 controls) on Ray."""
-    from ldp_audit.training.readings import ReadingsConfig, run_readings
+    from ldp_audit.training.pgc_a3c.readings import ReadingsConfig, run_readings
 
     kw = dict(trials=1, max_submissions=20, n_resamples=100, audit_samples=1000)
     local = run_readings(ReadingsConfig(**kw, workers=1), progress=False, audit=False)

@@ -2,13 +2,13 @@
 
 - :mod:`ldp_audit.training.pgc_a3c` — PGC-A3C (Ono & Takahashi 2020): ``PgcA3cConfig``, ``train``,
   ``train_grid`` (several settings in one lock-step batch), ``episode_gradients`` (the attacker's
-  simulator);
+  simulator), its metrics, readings and report; :mod:`ldp_audit.training.pgc_a3c_gym` — the same
+  algorithm on any Gymnasium environment;
 - :mod:`ldp_audit.training.cartpole` — CartPole with a private gravity per agent (Gymnasium's
 vectorised
   physics);
 - :mod:`ldp_audit.training.run_dir` — write/read the run directory of docs/interfaces.md;
-- :mod:`ldp_audit.training.metrics`, :mod:`ldp_audit.training.reproduce` — the paper's metrics and
-reproduction.
+- :mod:`ldp_audit.training.reproduce` — the paper's reproduction.
 
 Submodules are imported on demand (``from ldp_audit.training.pgc_a3c import train``); importing this
 package loads nothing heavy.

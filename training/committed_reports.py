@@ -75,7 +75,7 @@ def render(folder: str | Path) -> dict[str, str]:
 
         return {"README.md": readme_markdown(res, notes), "tables.md": tables_markdown(res)}
     if system == "pgc-a3c-readings":
-        from ldp_audit.training.readings import readings_markdown
+        from ldp_audit.training.pgc_a3c.readings import readings_markdown
 
         return {"README.md": readings_markdown(res, notes)}
     if system == "dprl":

@@ -368,8 +368,8 @@ def _run_server(grid: Any, context: Any, settings: dict[str, Any]) -> Path:
     from ldp_audit.accountant import Accountant
     from ldp_audit.accountant.events import event_for
     from ldp_audit.rundir import RunWriter, json_number
-    from ldp_audit.training.metrics import first_success_time
     from ldp_audit.training.pgc_a3c import init_theta
+    from ldp_audit.training.pgc_a3c.metrics import first_success_time
     from ldp_audit.training.run_dir import TRANSCRIPT_KEYS
 
     rc = {**{k: v for k, v in dict(context.run_config).items()}, **settings}

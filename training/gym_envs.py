@@ -1,7 +1,8 @@
 """Gymnasium environments whose rows differ by one private parameter, batched.
 
-The generic PGC-A3C path (:mod:`ldp_audit.training.gym_pgc`) runs many agents at once, each in
-its own copy of one Gymnasium environment that differs from the others by one attribute of
+The generic PGC-A3C path (:mod:`ldp_audit.training.pgc_a3c_gym.trainer`) runs many agents at
+once, each in its own copy of one Gymnasium environment that differs from the others by one
+attribute of
 ``env.unwrapped`` (Acrobot's ``LINK_MASS_1``, MountainCar's ``force``, a user env's ``friction``).
 This module validates such a parameter (:func:`check_private_param`) and builds the batch
 (:func:`make_param_vector_env`), a :class:`gymnasium.vector.VectorEnv` with no hidden

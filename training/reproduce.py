@@ -2,7 +2,7 @@
 
 The grid and the run here, top to bottom: the grid of settings (epsilon in {1, 2, 5, 10, inf}
 x {Laplace, PRS}), K trials each through ``ldp_audit.training.pgc_a3c.train``, the metrics of
-``ldp_audit.training.metrics`` (eqs. 25-27,
+``ldp_audit.training.pgc_a3c.metrics`` (eqs. 25-27,
 relative AUC), and the report written to ``reports/pgc-a3c/``:
 
 - ``results.json``: every setting's FSTs, medians, success ratios, relative AUCs with confidence
@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.training import metrics
+from ldp_audit.training.pgc_a3c import metrics
 
 __all__ = [
     "PAPER",

@@ -100,7 +100,7 @@ def write_run(path: str | Path | RunWriter, result: Any, *, status: str = "compl
 
     The ledger (ledger.sqlite) is written by the accountant during training.
     """
-    from ldp_audit.training.metrics import first_success_time
+    from ldp_audit.training.pgc_a3c.metrics import first_success_time
 
     cfg = result.config
     w = path if isinstance(path, RunWriter) else open_writer(path, cfg, result.seed)

@@ -62,8 +62,8 @@ def train_pgc_a3c(
 ) -> TrainResult:
     """``ldp_audit.training.pgc_a3c.train`` (the lock-step engine, as ``train pgc-a3c``)."""
     from ldp_audit.rundir import json_number
-    from ldp_audit.training.metrics import first_success_time
     from ldp_audit.training.pgc_a3c import train
+    from ldp_audit.training.pgc_a3c.metrics import first_success_time
 
     res = train(
         cfg, seed=seed, run_dir=run_dir, ledger=ledger, progress=progress, run_mode=run_mode
@@ -128,7 +128,7 @@ PGC_A3C = SystemSpec(
     targets="ldp_audit.training.systems:pgc_targets",
     charges="ldp_audit.training.systems:pgc_charges",
     attacks={"dynamics": "ldp_audit.attacks.run_scorers:pgc_dynamics"},
-    report_sections="ldp_audit.training.pgc_report:report_sections",
+    report_sections="ldp_audit.training.pgc_a3c.report:report_sections",
     reproduce="ldp_audit.training.reproduce:run_reproduction",
     cli="ldp_audit.cli.train_cmd:register_pgc",
     tiny_config={"mechanism": "laplace", "epsilon": 1.0, "trials": 2, "max_submissions": 30},

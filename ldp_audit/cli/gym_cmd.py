@@ -3,7 +3,7 @@
 Options added to ``train pgc-a3c`` (docs/gymnasium.md). CartPole-v1 with its ``gravity`` is the
 paper's own task and stays on the CartPole engine (results bit for bit as before, candidates
 recorded as the config's ``gravities``); every other environment or parameter goes to
-:mod:`ldp_audit.training.gym_pgc`. Every input is checked before any episode.
+:mod:`ldp_audit.training.pgc_a3c_gym.trainer`. Every input is checked before any episode.
 """
 
 from __future__ import annotations
@@ -144,7 +144,7 @@ def train_gym(args: argparse.Namespace, eps_kw: dict[str, Any]) -> int | None:
     mode = run_mode(args)
     if mode == "resume":
         raise InvalidParameterError("--resume is not available with --env (start a new run)")
-    from ldp_audit.training.gym_pgc import GymPgcConfig, train
+    from ldp_audit.training.pgc_a3c_gym.trainer import GymPgcConfig, train
 
     cfg = GymPgcConfig(
         env_id=args.env,

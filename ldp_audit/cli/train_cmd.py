@@ -366,8 +366,8 @@ def _train_pgc(args: argparse.Namespace) -> int:
 
         refuse_without_env(args)
 
-    from ldp_audit.training import metrics  # after validation: the engine imports torch
-    from ldp_audit.training.pgc_a3c import PgcA3cConfig, train
+    # after validation: the engine imports torch
+    from ldp_audit.training.pgc_a3c import PgcA3cConfig, metrics, train
 
     if args.clip_kind == "coordinate" and args.mechanism == "prs":
         raise InvalidParameterError(
@@ -561,7 +561,11 @@ def _reproduce_pgc(args: argparse.Namespace) -> int:
 
 def _reproduce_readings(args: argparse.Namespace) -> int:
     """``reproduce pgc-a3c --readings``: every reading side by side, audited."""
-    from ldp_audit.training.readings import ReadingsConfig, run_readings, write_readings_report
+    from ldp_audit.training.pgc_a3c.readings import (
+        ReadingsConfig,
+        run_readings,
+        write_readings_report,
+    )
 
     refused = [
         name
@@ -614,7 +618,7 @@ def _reproduce_readings(args: argparse.Namespace) -> int:
 
 def _final_mean_mu(zeta: np.ndarray) -> float | None:
     """Mean over trials of each trial's last defined mu_n (eq. 25)."""
-    from ldp_audit.training import metrics
+    from ldp_audit.training.pgc_a3c import metrics
 
     mu = metrics.moving_average(zeta)
     last = []

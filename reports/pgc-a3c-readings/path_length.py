@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ldp_audit.training import metrics
+from ldp_audit.training.pgc_a3c import metrics
 from ldp_audit.training.pgc_a3c import PgcA3cConfig, train
 
 HERE = Path(__file__).resolve().parent

@@ -25,7 +25,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 
-from ldp_audit.training import metrics  # noqa: E402
+from ldp_audit.training.pgc_a3c import metrics  # noqa: E402
 from ldp_audit.training.pgc_a3c import engine as pgc_engine  # noqa: E402
 from ldp_audit.training.pgc_a3c import PgcA3cConfig, train  # noqa: E402
 

@@ -19,6 +19,12 @@ order:
   engine with each block of steps in one compiled call;
 - :mod:`~ldp_audit.training.pgc_a3c.grid`: :func:`train`, :func:`train_grid`, the process pool
   and the stop signals.
+- :mod:`~ldp_audit.training.pgc_a3c.metrics`: the paper's metrics (first success time, success
+  ratio, AUC) and their intervals; :mod:`~ldp_audit.training.pgc_a3c.paper`: the paper's Table 2
+  rows;
+- :mod:`~ldp_audit.training.pgc_a3c.report`: a run's report sections;
+  :mod:`~ldp_audit.training.pgc_a3c.readings`: which readings of the paper reach its tables, and
+  what each costs in privacy.
 
 The compiled loops are the private ``_kernels.py`` (lock-step) and ``_fused_kernel.py`` (fused).
 This package gives the public names of ``__all__``; every other name is imported from the

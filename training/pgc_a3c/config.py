@@ -3,8 +3,8 @@ Parameters", every field validated) and what :func:`ldp_audit.training.pgc_a3c.t
 (:class:`TrainResult`).
 
 The hyper-parameters and validation it shares with the Gymnasium trainer
-(:class:`ldp_audit.training.gym_pgc.GymPgcConfig`) live here once: the option tuples, the
-paper's per-mechanism clip and buffer defaults, and the checks of the fields both have.
+(:class:`ldp_audit.training.pgc_a3c_gym.trainer.GymPgcConfig`) live here once: the option
+tuples, the paper's per-mechanism clip and buffer defaults, and the checks of the fields both have.
 """
 
 from __future__ import annotations
@@ -112,8 +112,9 @@ def _real_tuple(value: Any, name: str) -> tuple[float, ...]:
 
 class SharedFields:
     """What PGC-A3C's configs share (:class:`PgcA3cConfig` and the Gymnasium trainer's
-    :class:`ldp_audit.training.gym_pgc.GymPgcConfig`): the checks of the fields both have (same
-    constraints, same messages), the paper's per-mechanism defaults, the per-report mechanism
+    :class:`ldp_audit.training.pgc_a3c_gym.trainer.GymPgcConfig`): the checks of the fields
+    both have (same constraints, same messages), the paper's per-mechanism defaults, the per-report
+    mechanism
     and the JSON form of epsilon. The configs call the checks from ``__post_init__``."""
 
     # the fields the checks read (declared by each config dataclass; annotations only here)

@@ -40,7 +40,7 @@ import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.report.markdown import wrap_markdown
-from ldp_audit.training import metrics
+from ldp_audit.training.pgc_a3c import metrics
 from ldp_audit.training.reproduce import INF, MACHINE, PAPER, _versions, setting_seed
 
 __all__ = [

@@ -1,8 +1,9 @@
 """The lock-step engine of PGC-A3C on a Gymnasium environment: every agent's episode, its
 report released through the one release path, the aggregator's step.
 
-Part of :mod:`ldp_audit.training.gym_pgc` (its :func:`~ldp_audit.training.gym_pgc.train` drives
-it); import the public names from there.
+Part of :mod:`ldp_audit.training.pgc_a3c_gym.trainer` (its
+:func:`~ldp_audit.training.pgc_a3c_gym.trainer.train` drives it); import the public names from
+there.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.gym_envs import (
     make_param_vector_env,
 )
-from ldp_audit.training.gym_pgc import (
+from ldp_audit.training.pgc_a3c_gym.trainer import (
     BLOCK,
     SEED_BOUND,
     GymPgcConfig,

@@ -1,8 +1,9 @@
 """The ``pgc-a3c-gym`` system (:mod:`ldp_audit.systems`): PGC-A3C on any Gymnasium environment.
 
 Declared with ``"module:attr"`` strings, so listing the systems imports neither the trainer nor
-Gymnasium; the parts live in :mod:`ldp_audit.training.gym_pgc`. Its runs are trained with
-``ldp-audit train pgc-a3c --env ENV_ID --private-param NAME=V1,V2,...`` (docs/gymnasium.md)
+Gymnasium; the parts live in :mod:`ldp_audit.training.pgc_a3c_gym.trainer`. Its runs are
+trained with ``ldp-audit train pgc-a3c --env ENV_ID --private-param NAME=V1,V2,...``
+(docs/gymnasium.md)
 and attacked with ``ldp-audit attack dynamics --run-dir RUN``
 (:func:`ldp_audit.attacks.dynamics.private_param_dynamics`).
 """
@@ -34,15 +35,15 @@ GYM_PGC = SystemSpec(
     name="pgc-a3c-gym",
     summary="PGC-A3C on any Gymnasium env with a discrete action space, one private parameter "
     "per agent (train pgc-a3c --env ENV --private-param NAME=V1,V2,...)",
-    config="ldp_audit.training.gym_pgc:GymPgcConfig",
-    trainer="ldp_audit.training.gym_pgc:_system_train",
+    config="ldp_audit.training.pgc_a3c_gym.trainer:GymPgcConfig",
+    trainer="ldp_audit.training.pgc_a3c_gym.trainer:_system_train",
     schema=GYM_SCHEMA,
-    targets="ldp_audit.training.gym_pgc:_system_targets",
-    charges="ldp_audit.training.gym_pgc:_system_charges",
+    targets="ldp_audit.training.pgc_a3c_gym.trainer:_system_targets",
+    charges="ldp_audit.training.pgc_a3c_gym.trainer:_system_charges",
     attacks={"dynamics": "ldp_audit.attacks.dynamics:private_param_dynamics"},
-    report_sections="ldp_audit.training.pgc_report:gym_report",  # PGC-A3C statement rows
+    report_sections="ldp_audit.training.pgc_a3c.report:gym_report",  # PGC-A3C statement rows
     reproduce=None,
-    cli="ldp_audit.training.gym_pgc:_system_cli",
+    cli="ldp_audit.training.pgc_a3c_gym.trainer:_system_cli",
     tiny_config={
         "env_id": "MountainCar-v0",
         "private_param": "force",

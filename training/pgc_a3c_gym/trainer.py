@@ -523,7 +523,7 @@ def train(
             ledger = writer.open_ledger()
     acc = make_accountant(ledger, cfg.budget)
     record = (run_dir is not None) if transcript is None else bool(transcript)
-    from ldp_audit.training.gym_engine import Engine  # the engine imports this module
+    from ldp_audit.training.pgc_a3c_gym.engine import Engine  # the engine imports this module
 
     eng = Engine(cfg, seed, acc, record)
     bar = None
@@ -588,7 +588,7 @@ def config_from_run(doc: dict[str, Any], env_module: str | None = None) -> GymPg
 
 
 # ==============================================================================================
-# The system's parts (registered by ldp_audit.training.gym_system, which imports nothing heavy)
+# The system's parts (registered by ldp_audit.training.pgc_a3c_gym.system, light to import)
 # ==============================================================================================
 
 

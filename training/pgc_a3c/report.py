@@ -274,7 +274,7 @@ def fst_values(run: PgcRun) -> np.ndarray:
 
 def learning_model(run: PgcRun) -> dict[str, Any]:
     """Per-trial scores, mu_n, FST, the success ratio and the paper's row (JSON-able)."""
-    from ldp_audit.training.pgc_paper import paper_row
+    from ldp_audit.training.pgc_a3c.paper import paper_row
 
     z = zeta_matrix(run)
     mu = mu_matrix(run)
