@@ -62,6 +62,15 @@ def _check_count(value: Any, name: str, *, minimum: int = 0) -> int:
     return int(value)
 
 
+def _check_counts(k: Any, n: Any, kname: str, nname: str) -> tuple[int, int]:
+    """``(k, n)`` checked: integers with ``n >= 1`` and ``0 <= k <= n``."""
+    n = _check_count(n, nname, minimum=1)
+    k = _check_count(k, kname)
+    if k > n:
+        raise InvalidParameterError(f"{kname} must be <= {nname}={n}, got {k}")
+    return k, n
+
+
 def composed_epsilon(epsilon: float, reports: int = 1) -> float:
     """Epsilon of ``reports`` independent epsilon-LDP reports about the same secret.
 
@@ -130,10 +139,7 @@ def accuracy_interval(correct: int, trials: int, confidence: float = 0.95) -> tu
         trials: number of guesses (agents attacked).
         confidence: coverage of the interval, in (0, 1).
     """
-    trials = _check_count(trials, "trials", minimum=1)
-    correct = _check_count(correct, "correct")
-    if correct > trials:
-        raise InvalidParameterError(f"correct must be <= trials={trials}, got {correct}")
+    correct, trials = _check_counts(correct, trials, "correct", "trials")
     confidence = check_probability(confidence, "confidence")
     lo, hi = clopper_pearson_interval(correct, trials, 1.0 - confidence)
     return float(lo), float(hi)
@@ -157,10 +163,7 @@ def epsilon_lower_bound_from_accuracy(
     """
     k = _check_k(k)
     confidence = check_probability(confidence, "confidence")
-    trials = _check_count(trials, "trials", minimum=1)
-    correct = _check_count(correct, "correct")
-    if correct > trials:
-        raise InvalidParameterError(f"correct must be <= trials={trials}, got {correct}")
+    correct, trials = _check_counts(correct, trials, "correct", "trials")
     lo = float(clopper_pearson_lower(correct, trials, 1.0 - confidence))
     return epsilon_from_accuracy(lo, k)
 
@@ -221,14 +224,8 @@ def epsilon_lower_bound_from_rates(
         delta: the claimed delta.
         confidence: overall confidence in (0, 1).
     """
-    positives = _check_count(positives, "positives", minimum=1)
-    negatives = _check_count(negatives, "negatives", minimum=1)
-    tp = _check_count(true_positives, "true_positives")
-    fp = _check_count(false_positives, "false_positives")
-    if tp > positives:
-        raise InvalidParameterError(f"true_positives must be <= positives={positives}, got {tp}")
-    if fp > negatives:
-        raise InvalidParameterError(f"false_positives must be <= negatives={negatives}, got {fp}")
+    tp, positives = _check_counts(true_positives, positives, "true_positives", "positives")
+    fp, negatives = _check_counts(false_positives, negatives, "false_positives", "negatives")
     confidence = check_probability(confidence, "confidence")
     return float(
         epsilon_lower_bound_from_tpr_fpr_counts(
