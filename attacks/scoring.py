@@ -35,7 +35,7 @@ from ldp_audit.stats import (
     epsilon_from_tpr_fpr,
     epsilon_lower_bound_from_tpr_fpr_counts,
 )
-from ldp_audit.validation import check_epsilon, check_probability
+from ldp_audit.validation import check_epsilon, check_int, check_probability
 
 __all__ = [
     "AttackResult",
@@ -56,16 +56,10 @@ def _check_k(k: Any) -> int:
     return int(k)
 
 
-def _check_count(value: Any, name: str, *, minimum: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or int(value) < minimum:
-        raise InvalidParameterError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
-
-
 def _check_counts(k: Any, n: Any, kname: str, nname: str) -> tuple[int, int]:
     """``(k, n)`` checked: integers with ``n >= 1`` and ``0 <= k <= n``."""
-    n = _check_count(n, nname, minimum=1)
-    k = _check_count(k, kname)
+    n = check_int(n, nname, minimum=1)
+    k = check_int(k, kname, minimum=0)
     if k > n:
         raise InvalidParameterError(f"{kname} must be <= {nname}={n}, got {k}")
     return k, n
@@ -85,8 +79,7 @@ def composed_epsilon(epsilon: float, reports: int = 1) -> float:
         ``T * epsilon``.
     """
     eps = check_epsilon(epsilon, "epsilon", allow_inf=True)
-    t = _check_count(reports, "reports", minimum=1)
-    return eps * t
+    return eps * check_int(reports, "reports", minimum=1)
 
 
 def accuracy_ceiling(epsilon: float, k: int, reports: int = 1) -> float:
