@@ -117,10 +117,25 @@ def to_attack_result(out: dict[str, Any], mechanism: dict[str, Any]) -> Any:
     )
 
 
-def _split(n: int, test_fraction: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def _sample(
+    seed: int, max_rows: int, test_fraction: float, *arrays: np.ndarray
+) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
+    """The arrays subsampled to at most ``max_rows`` rows, and a train / test split of them."""
+    rng = np.random.default_rng(seed)
+    n = arrays[0].shape[0]
+    if n > max_rows:
+        keep = rng.choice(n, max_rows, replace=False)
+        arrays, n = tuple(a[keep] for a in arrays), max_rows
     perm = rng.permutation(n)
     k = max(1, int(round(test_fraction * n)))
-    return perm[k:], perm[:k]
+    return list(arrays), perm[k:], perm[:k]
+
+
+def _classify(clf: Any, x: np.ndarray, y: np.ndarray, tr: np.ndarray, te: np.ndarray) -> Any:
+    """``clf`` fitted on the training rows predicts the test rows (a constant label, itself)."""
+    if y[tr].min() == y[tr].max():
+        return np.full(te.size, y[tr][0])
+    return clf.fit(x[tr], y[tr]).predict(x[te])
 
 
 def _score(
@@ -186,36 +201,17 @@ def attack_observation(
         raise InvalidParameterError(
             f"values must be (n, d) and obs (n, 25), got {values.shape} and {obs.shape}"
         )
-    rng = np.random.default_rng(seed)
-    if values.shape[0] > max_rows:
-        keep = rng.choice(values.shape[0], max_rows, replace=False)
-        values, obs = values[keep], obs[keep]
+    (values, obs), tr, te = _sample(seed, max_rows, test_fraction, values, obs)
     cells = [i for i in range(25) if i != 12]  # the centre is the agent's own (free) cell
     labels = (obs[:, cells] == 0).astype(np.int64)  # 1 = obstacle
-    tr, te = _split(values.shape[0], test_fraction, rng)
-    ytr = labels[tr]
-    pred = np.zeros((te.size, len(cells)), dtype=np.int64)
-    for j in range(len(cells)):
-        if ytr[:, j].min() == ytr[:, j].max():
-            pred[:, j] = ytr[0, j]
-            continue
-        clf = HistGradientBoostingClassifier(max_iter=60, early_stopping=True, random_state=seed)
-        pred[:, j] = clf.fit(values[tr], ytr[:, j]).predict(values[te])
     # one interval per cell at the Bonferroni level: the best cell's interval stays valid
     conf_cell = 1.0 - (1.0 - confidence) / len(cells)
     out = []
     for j, c in enumerate(cells):
-        out.append(
-            _score(
-                f"cell {c // 5 - 2:+d},{c % 5 - 2:+d}",
-                labels[te, j],
-                pred[:, j],
-                ytr[:, j],
-                epsilon,
-                delta,
-                conf_cell,
-            )
-        )
+        clf = HistGradientBoostingClassifier(max_iter=60, early_stopping=True, random_state=seed)
+        pred = _classify(clf, values, labels[:, j], tr, te)
+        target = f"cell {c // 5 - 2:+d},{c % 5 - 2:+d}"
+        out.append(_score(target, labels[te, j], pred, labels[tr, j], epsilon, delta, conf_cell))
     return out
 
 
@@ -244,19 +240,9 @@ def attack_rewards(
     lab = (np.asarray(bump) > 0).astype(np.int64)
     if not (y.shape[0] == reward.size == lab.size):
         raise InvalidParameterError("y, reward and bump must have one entry per released row")
-    rng = np.random.default_rng(seed)
-    if y.shape[0] > max_rows:
-        keep = rng.choice(y.shape[0], max_rows, replace=False)
-        y, reward, lab = y[keep], reward[keep], lab[keep]
-    tr, te = _split(y.shape[0], test_fraction, rng)
-    if lab[tr].min() == lab[tr].max():
-        pred = np.full(te.size, lab[tr][0])
-    else:
-        pred = (
-            HistGradientBoostingClassifier(max_iter=100, random_state=seed)
-            .fit(y[tr], lab[tr])
-            .predict(y[te])
-        )
+    (y, reward, lab), tr, te = _sample(seed, max_rows, test_fraction, y, reward, lab)
+    clf = HistGradientBoostingClassifier(max_iter=100, random_state=seed)
+    pred = _classify(clf, y, lab, tr, te)
     res = _score("bump from Y", lab[te], pred, lab[tr], epsilon, delta, confidence)
     reg = HistGradientBoostingRegressor(max_iter=100, random_state=seed).fit(y[tr], reward[tr])
     res["mae"] = float(np.abs(reg.predict(y[te]) - reward[te]).mean())

@@ -35,7 +35,7 @@ from ldp_audit.stats import (
     epsilon_from_tpr_fpr,
     epsilon_lower_bound_from_tpr_fpr_counts,
 )
-from ldp_audit.validation import check_epsilon, check_probability
+from ldp_audit.validation import check_epsilon, check_int, check_probability
 
 __all__ = [
     "AttackResult",
@@ -56,10 +56,13 @@ def _check_k(k: Any) -> int:
     return int(k)
 
 
-def _check_count(value: Any, name: str, *, minimum: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or int(value) < minimum:
-        raise InvalidParameterError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
+def _check_counts(k: Any, n: Any, kname: str, nname: str) -> tuple[int, int]:
+    """``(k, n)`` checked: integers with ``n >= 1`` and ``0 <= k <= n``."""
+    n = check_int(n, nname, minimum=1)
+    k = check_int(k, kname, minimum=0)
+    if k > n:
+        raise InvalidParameterError(f"{kname} must be <= {nname}={n}, got {k}")
+    return k, n
 
 
 def composed_epsilon(epsilon: float, reports: int = 1) -> float:
@@ -76,8 +79,7 @@ def composed_epsilon(epsilon: float, reports: int = 1) -> float:
         ``T * epsilon``.
     """
     eps = check_epsilon(epsilon, "epsilon", allow_inf=True)
-    t = _check_count(reports, "reports", minimum=1)
-    return eps * t
+    return eps * check_int(reports, "reports", minimum=1)
 
 
 def accuracy_ceiling(epsilon: float, k: int, reports: int = 1) -> float:
@@ -130,10 +132,7 @@ def accuracy_interval(correct: int, trials: int, confidence: float = 0.95) -> tu
         trials: number of guesses (agents attacked).
         confidence: coverage of the interval, in (0, 1).
     """
-    trials = _check_count(trials, "trials", minimum=1)
-    correct = _check_count(correct, "correct")
-    if correct > trials:
-        raise InvalidParameterError(f"correct must be <= trials={trials}, got {correct}")
+    correct, trials = _check_counts(correct, trials, "correct", "trials")
     confidence = check_probability(confidence, "confidence")
     lo, hi = clopper_pearson_interval(correct, trials, 1.0 - confidence)
     return float(lo), float(hi)
@@ -157,10 +156,7 @@ def epsilon_lower_bound_from_accuracy(
     """
     k = _check_k(k)
     confidence = check_probability(confidence, "confidence")
-    trials = _check_count(trials, "trials", minimum=1)
-    correct = _check_count(correct, "correct")
-    if correct > trials:
-        raise InvalidParameterError(f"correct must be <= trials={trials}, got {correct}")
+    correct, trials = _check_counts(correct, trials, "correct", "trials")
     lo = float(clopper_pearson_lower(correct, trials, 1.0 - confidence))
     return epsilon_from_accuracy(lo, k)
 
@@ -221,14 +217,8 @@ def epsilon_lower_bound_from_rates(
         delta: the claimed delta.
         confidence: overall confidence in (0, 1).
     """
-    positives = _check_count(positives, "positives", minimum=1)
-    negatives = _check_count(negatives, "negatives", minimum=1)
-    tp = _check_count(true_positives, "true_positives")
-    fp = _check_count(false_positives, "false_positives")
-    if tp > positives:
-        raise InvalidParameterError(f"true_positives must be <= positives={positives}, got {tp}")
-    if fp > negatives:
-        raise InvalidParameterError(f"false_positives must be <= negatives={negatives}, got {fp}")
+    tp, positives = _check_counts(true_positives, positives, "true_positives", "positives")
+    fp, negatives = _check_counts(false_positives, negatives, "false_positives", "negatives")
     confidence = check_probability(confidence, "confidence")
     return float(
         epsilon_lower_bound_from_tpr_fpr_counts(

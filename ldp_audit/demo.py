@@ -27,6 +27,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.rundir import write_artifact
+from ldp_audit.validation import check_int
 
 __all__ = ["DemoSettings", "DemoResult", "run_demo", "default_demo_dir", "RUN_FILES"]
 
@@ -99,17 +101,19 @@ class DemoResult:
         return self.verdict == "violation"
 
 
-def _stage(bar: Any, name: str, on_stage: Callable[[str], None] | None = None) -> None:
-    if bar is not None:
-        bar.set_description(name)
-    if on_stage is not None:
-        on_stage(name)
+def _train(run_dir: Path, s: DemoSettings, seed: int, progress: bool, overwrite: bool) -> None:
+    """The PGC-A3C run of the demo's settings, into ``run_dir``."""
+    from ldp_audit.training.pgc_a3c import PgcA3cConfig, train
 
-
-def _check_seed(seed: Any) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise InvalidParameterError(f"seed must be an integer >= 0, got {seed!r}")
-    return int(seed)
+    cfg = PgcA3cConfig(
+        mechanism=s.mechanism,
+        epsilon=s.epsilon,
+        trials=s.trials,
+        n_agents=s.n_agents,
+        max_submissions=s.max_submissions,
+    )
+    mode = "overwrite" if overwrite else "new"
+    train(cfg, seed=seed, run_dir=run_dir, progress=progress, run_mode=mode)
 
 
 def _audit(run_dir: Path, settings: DemoSettings, rng: np.random.Generator, progress: bool) -> None:
@@ -208,7 +212,7 @@ def run_demo(
     """
     from ldp_audit.rundir import check_new_dir
 
-    seed = _check_seed(seed)
+    seed = check_int(seed, "seed", minimum=0)
     s = settings or DemoSettings()
     if not isinstance(s, DemoSettings):
         raise InvalidParameterError(f"settings must be a DemoSettings, got {type(s).__name__}")
@@ -232,58 +236,35 @@ def run_demo(
     # training runs from `seed` itself (its config.json records it); the audit and the attack
     # get independent streams under a spawn key of their own, disjoint from the trainer's
     audit_ss, attack_ss = np.random.SeedSequence(seed, spawn_key=(0xDE30,)).spawn(2)
+    audit_rng = np.random.default_rng(audit_ss)
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=4, desc="demo", unit="stage", position=0, leave=True)
+    from ldp_audit.report import build_report
+
+    atk_seed = int(attack_ss.generate_state(1)[0])
+    stages: tuple[tuple[str, str, Callable[[], Any]], ...] = (
+        ("train", "training PGC-A3C", partial(_train, run_dir, s, seed, progress, overwrite)),
+        ("audit", "auditing the mechanism", partial(_audit, run_dir, s, audit_rng, progress)),
+        ("attack", "attacking the transcript", partial(_attack, run_dir, s, atk_seed, progress)),
+        ("report", "writing the report", partial(build_report, run_dir)),
+    )
     seconds: dict[str, float] = {}
     try:
-        t = time.perf_counter()
-        _stage(bar, "demo: training PGC-A3C", on_stage)
-        from ldp_audit.training.pgc_a3c import PgcA3cConfig, train
-
-        cfg = PgcA3cConfig(
-            mechanism=s.mechanism,
-            epsilon=s.epsilon,
-            trials=s.trials,
-            n_agents=s.n_agents,
-            max_submissions=s.max_submissions,
-        )
-        train(
-            cfg,
-            seed=seed,
-            run_dir=run_dir,
-            progress=progress,
-            run_mode="overwrite" if overwrite else "new",
-        )
-        seconds["train"] = time.perf_counter() - t
-        if bar is not None:
-            bar.update(1)
-
-        t = time.perf_counter()
-        _stage(bar, "demo: auditing the mechanism", on_stage)
-        _audit(run_dir, s, np.random.default_rng(audit_ss), progress)
-        seconds["audit"] = time.perf_counter() - t
-        if bar is not None:
-            bar.update(1)
-
-        t = time.perf_counter()
-        _stage(bar, "demo: attacking the transcript", on_stage)
-        _attack(run_dir, s, int(attack_ss.generate_state(1)[0]), progress)
-        seconds["attack"] = time.perf_counter() - t
-        if bar is not None:
-            bar.update(1)
-
-        t = time.perf_counter()
-        _stage(bar, "demo: writing the report", on_stage)
-        from ldp_audit.report import build_report
-
-        report = build_report(run_dir)
-        paths = report.write(rep_dir, overwrite=overwrite)
-        seconds["report"] = time.perf_counter() - t
-        if bar is not None:
-            bar.update(1)
+        for key, words, work in stages:
+            t = time.perf_counter()
+            if bar is not None:
+                bar.set_description(f"demo: {words}")
+            if on_stage is not None:
+                on_stage(f"demo: {words}")
+            report = work()
+            if key == "report":
+                paths = report.write(rep_dir, overwrite=overwrite)
+            seconds[key] = time.perf_counter() - t
+            if bar is not None:
+                bar.update(1)
     finally:
         if bar is not None:
             bar.close()

@@ -26,15 +26,14 @@ Everything here is side-effect free and vectorised: counts may be arrays and bro
   selection screen).
 * f-DP (Dong, Roth & Su 2022): the trade-off curves ``gaussian_tradeoff`` (``G_mu``) and
   ``eps_delta_tradeoff`` (``f_{eps,delta}``), ``tradeoff_points_from_counts`` (type I / type II
-  error points of threshold tests, simultaneous upper confidence bounds) and
-  ``tradeoff_violation`` (does a claimed curve pass above such a point?).
+  error points of threshold tests, simultaneous upper confidence bounds; a claimed curve ``f``
+  with ``f(alpha_U) > beta_U`` at some point is refuted).
 * Bootstrap confidence interval of a median, and the Bonferroni split.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -62,7 +61,6 @@ __all__ = [
     "gaussian_tradeoff",
     "eps_delta_tradeoff",
     "tradeoff_points_from_counts",
-    "tradeoff_violation",
     "bootstrap_median_ci",
     "bonferroni",
 ]
@@ -150,6 +148,24 @@ def wilson_interval(k: Any, n: Any, alpha: float) -> tuple[Any, Any]:
     return _out(np.clip(centre - half, 0.0, 1.0)), _out(np.clip(centre + half, 0.0, 1.0))
 
 
+def _pair(k1: Any, k2: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Validate two counts: finite, >= 0 (non-integer allowed)."""
+    out = []
+    for raw, name in ((k1, "k1"), (k2, "k2")):
+        v = np.asarray(raw, dtype=np.float64)
+        if not np.all(np.isfinite(v)) or np.any(v < 0):
+            raise InvalidParameterError(f"{name} must be finite and >= 0, got {raw!r}")
+        out.append(v)
+    return out[0], out[1]
+
+
+def _log_ratio(lo: Any, hi: Any) -> Any:
+    """``ln(lo) - ln(hi)``, ``-inf`` where ``lo <= 0`` (the epsilon bound of two rate bounds)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.where(lo > 0.0, np.log(np.maximum(lo, 1e-300)) - np.log(hi), -np.inf)
+    return _out(np.asarray(out, dtype=np.float64))
+
+
 def _check_delta(delta: Any) -> float:
     d = check_real(delta, "delta")
     if not (0.0 <= d < 1.0):
@@ -194,10 +210,7 @@ def epsilon_lower_bound_from_counts(
     d = _check_delta(delta)
     share = check_probability(numerator_share, "numerator_share")
     lo = np.asarray(clopper_pearson_lower(k1, n1, a * share)) - d
-    hi = np.asarray(clopper_pearson_upper(k2, n2, a * (1.0 - share)))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = np.where(lo > 0.0, np.log(np.maximum(lo, 1e-300)) - np.log(hi), -np.inf)
-    return _out(np.asarray(out, dtype=np.float64))
+    return _log_ratio(lo, np.asarray(clopper_pearson_upper(k2, n2, a * (1.0 - share))))
 
 
 #: the largest one-sided error level at which the pooled bounds below are proven (see
@@ -279,10 +292,7 @@ def epsilon_lower_bound_from_pooled_counts(
     d = _check_delta(delta)
     share = check_probability(numerator_share, "numerator_share")
     lo = np.asarray(pooled_rate_lower(k1, n_total, a * share)) - d
-    hi = np.asarray(pooled_rate_upper(k2, n_total, a * (1.0 - share)))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = np.where(lo > 0.0, np.log(np.maximum(lo, 1e-300)) - np.log(hi), -np.inf)
-    return _out(np.asarray(out, dtype=np.float64))
+    return _log_ratio(lo, np.asarray(pooled_rate_upper(k2, n_total, a * (1.0 - share))))
 
 
 def poisson_ratio_lower(k1: Any, k2: Any, alpha: float) -> Any:
@@ -306,11 +316,7 @@ def poisson_ratio_lower(k1: Any, k2: Any, alpha: float) -> Any:
         The lower bound (0 where ``k1 == 0``, ``alpha^(-1/k1) - 1``-like where ``k2 == 0``).
     """
     a = _alpha(alpha)
-    k1_arr = np.asarray(k1, dtype=np.float64)
-    k2_arr = np.asarray(k2, dtype=np.float64)
-    for v, name, raw in ((k1_arr, "k1", k1), (k2_arr, "k2", k2)):
-        if not np.all(np.isfinite(v)) or np.any(v < 0):
-            raise InvalidParameterError(f"{name} must be finite and >= 0, got {raw!r}")
+    k1_arr, k2_arr = _pair(k1, k2)
     s = k1_arr + k2_arr
     with np.errstate(invalid="ignore", divide="ignore"):
         th = special.betaincinv(np.maximum(k1_arr, 1e-300), k2_arr + 1.0, a)
@@ -335,11 +341,7 @@ def poisson_log_ratio_lower(k1: Any, k2: Any, alpha: float) -> Any:
         The bound (float or array); ``-inf`` where ``k1 == 0``.
     """
     a = _alpha(alpha)
-    k1_arr = np.asarray(k1, dtype=np.float64)
-    k2_arr = np.asarray(k2, dtype=np.float64)
-    for v, name, raw in ((k1_arr, "k1", k1), (k2_arr, "k2", k2)):
-        if not np.all(np.isfinite(v)) or np.any(v < 0):
-            raise InvalidParameterError(f"{name} must be finite and >= 0, got {raw!r}")
+    k1_arr, k2_arr = _pair(k1, k2)
     with np.errstate(all="ignore"):
         th = special.betaincinv(np.maximum(k1_arr, 1e-300), k2_arr + 1.0, a)
         out = np.log(th) - np.log1p(-th)
@@ -363,12 +365,8 @@ def binomial_tail_pvalue(k1: Any, k2: Any, theta: Any) -> Any:
     Returns:
         The p-value(s) (float or array).
     """
-    k1_arr = np.asarray(k1, dtype=np.float64)
-    k2_arr = np.asarray(k2, dtype=np.float64)
+    k1_arr, k2_arr = _pair(k1, k2)
     th = np.asarray(theta, dtype=np.float64)
-    for v, name, raw in ((k1_arr, "k1", k1), (k2_arr, "k2", k2)):
-        if not np.all(np.isfinite(v)) or np.any(v < 0):
-            raise InvalidParameterError(f"{name} must be finite and >= 0, got {raw!r}")
     if np.any(th < 0) or np.any(th > 1):
         raise InvalidParameterError(f"theta must be in [0, 1], got {theta!r}")
     with np.errstate(all="ignore"):
@@ -592,8 +590,7 @@ def tradeoff_points_from_counts(
     ``alpha / (2 K)`` (Bonferroni over the ``2 K`` one-sided bounds), so that with probability
     >= ``1 - alpha``, for every i: ``T(alpha_U[i]) <= beta_U[i]``, where ``T = T(P0, P1)`` is
     the true trade-off function (non-increasing: ``T(alpha_U) <= T(alpha_i) <= beta_i``). A
-    claimed curve f with ``f(alpha_U[i]) > beta_U[i]`` for some i is refuted
-    (:func:`tradeoff_violation`).
+    claimed curve f with ``f(alpha_U[i]) > beta_U[i]`` for some i is refuted.
 
     Args:
         k_null: counts under H0 (array of K).
@@ -613,20 +610,6 @@ def tradeoff_points_from_counts(
     a_u = np.asarray(clopper_pearson_upper(k0, n0, per), dtype=np.float64)
     b_u = 1.0 - np.asarray(clopper_pearson_lower(k1, n1, per), dtype=np.float64)
     return _out(a_u), _out(b_u)
-
-
-def tradeoff_violation(claimed: Callable[[np.ndarray], Any], alpha_u: Any, beta_u: Any) -> Any:
-    """Per point: ``claimed(alpha_U) > beta_U`` (the point refutes the claimed curve).
-
-    Args:
-        claimed: the claimed trade-off function (vectorised), e.g.
-            ``lambda a: gaussian_tradeoff(a, 1.0)``.
-        alpha_u: upper type I points (from :func:`tradeoff_points_from_counts`).
-        beta_u: upper type II points.
-    """
-    au = _type1(alpha_u)
-    bu = np.asarray(beta_u, dtype=np.float64)
-    return np.asarray(claimed(au), dtype=np.float64) > bu
 
 
 def bonferroni(alpha: float, m: int) -> float:
@@ -671,8 +654,3 @@ def bootstrap_median_ci(
     a = (1.0 - conf) / 2.0
     lo, hi = np.quantile(meds, [a, 1.0 - a], method="inverted_cdf")
     return float(np.median(x)), float(lo), float(hi)
-
-
-def normal_quantile(p: float) -> float:
-    """Standard normal quantile (helper for callers that want z-scores)."""
-    return float(special.ndtri(p)) if 0.0 < p < 1.0 else math.copysign(math.inf, p - 0.5)

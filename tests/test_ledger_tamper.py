@@ -28,6 +28,7 @@ from ldp_audit.accountant import ledger_format as LF
 from ldp_audit.accountant.keys import KeyFileError, default_key_path, load_key
 from ldp_audit.accountant.ledger import LedgerIntegrityError
 from ldp_audit.cli import main
+from ldp_audit.errors import LedgerError
 from ldp_audit.rundir import RunWriter, verify_run
 
 EPS = 5.0
@@ -387,7 +388,7 @@ def test_budget_uses_the_runs_delta_and_refuses_a_fifo(tmp_path: Path, capsys) -
     os_mkfifo(fifo)
     assert main(["budget", str(fifo)]) == 2  # refused before opening: never blocks
     assert "not a regular file" in capsys.readouterr().err
-    with pytest.raises(L.LedgerError, match="not a regular file"):
+    with pytest.raises(LedgerError, match="not a regular file"):
         Ledger(fifo, readonly=True)
 
 

@@ -252,7 +252,7 @@ def test_reopened_ledger_reads_its_agents_once_then_keeps_them(tmp_path):
     acc = Accountant(led)
     assert led._wc is None
     acc.charge_many([(f"a{i}", PureDpEvent(0.25)) for i in range(3)] + [("new", PureDpEvent(1.0))])
-    assert not led._wc_complete and set(led._wc) == {"a0", "a1", "a2", "new"}
+    assert not led._writer.complete and set(led._wc) == {"a0", "a1", "a2", "new"}
     with pytest.raises(BudgetExceeded, match="a4"):  # not cached: read from the file
         acc.charge_many([("a0", PureDpEvent(0.25)), ("a4", PureDpEvent(0.75))])
     with pytest.raises(BudgetExceeded, match="a0"):  # cached

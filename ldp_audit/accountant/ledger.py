@@ -79,7 +79,7 @@ from ldp_audit.accountant.ledger_store import (
 from ldp_audit.accountant.ledger_tally import TallyStore
 from ldp_audit.accountant.ledger_verify import identify, resolve_key
 from ldp_audit.accountant.ledger_write import ChainWriter, Transaction
-from ldp_audit.errors import InvalidParameterError, LedgerError
+from ldp_audit.errors import InvalidParameterError
 
 __all__ = [
     "Ledger",
@@ -237,10 +237,6 @@ class Ledger(LedgerQueries):
         """The writer's cache (:class:`~ldp_audit.accountant.ledger_write.ChainWriter`)."""
         return None if self._writer is None else self._writer.cache
 
-    @property
-    def _wc_complete(self) -> bool:
-        return self._writer is not None and self._writer.complete
-
     # ---- setup -------------------------------------------------------------------------------
 
     def _setup(self, store: RowStore, verify: bool | str, key: LedgerKey | None) -> None:
@@ -256,9 +252,7 @@ class Ledger(LedgerQueries):
         self._schema = version
         store.check_structure()
         self._ledger_id = meta.get("ledger_id", "")
-        head = store.head()
-        if head is None or head.meta_digest != _meta_digest(meta):
-            raise self._bad("the metadata (budget, ids) does not match its recorded digest")
+        self._check_digest(store, meta)
         choice = resolve_key(version, meta, self.path)
         self._key, self.key_id, self.auth_note = choice.key, choice.key_id, choice.auth_note
         self._write_refusal, self.authenticated = choice.write_refusal, choice.key is not None
@@ -279,10 +273,13 @@ class Ledger(LedgerQueries):
         """Inside a write: the metadata must match its digest and the head its MAC, so that
         resealing never launders an edit made outside ldp-audit."""
         store = self._rows_store("metadata seal")
-        head = store.head()
-        if head is None or head.meta_digest != _meta_digest(store.meta()):
-            raise self._bad("the metadata (budget, ids) does not match its recorded digest")
+        self._check_digest(store, store.meta())
         self._check_head_mac()
+
+    def _check_digest(self, store: RowStore, meta: dict[str, str]) -> None:
+        head = store.head()
+        if head is None or head.meta_digest != _meta_digest(meta):
+            raise self._bad("the metadata (budget, ids) does not match its recorded digest")
 
     def _seal_meta(self) -> None:
         """Inside a write: record the metadata's digest in the head and the head's MAC."""
@@ -305,9 +302,6 @@ class Ledger(LedgerQueries):
         synced). Yields the store's handle (an ``sqlite3.Connection`` for SQLite).
         """
         self._rows_store("SQL transactions (charge_rows is atomic by itself)")
-        return self._transaction()
-
-    def _transaction(self) -> Transaction:
         return Transaction(self)
 
     # ---- writing rows ------------------------------------------------------------------------
@@ -465,15 +459,6 @@ class Ledger(LedgerQueries):
             self._replay = None  # past the last earlier row
         return len(rows)
 
-    def _insert(
-        self, rows: Sequence[tuple[str, str, str]], *, run_id: str | None, when: float | None
-    ) -> None:
-        """Insert ``(agent, event_json, scope)`` rows; must run inside ``transaction()``."""
-        with self._lock:
-            if not self._in_tx:
-                raise LedgerError("Ledger._insert must run inside Ledger.transaction()")
-            self.charge_rows(rows, run_id=run_id, when=when)
-
     def append(
         self,
         rows: Iterable[tuple[str, str]] | Iterable[tuple[str, str, str]],
@@ -496,32 +481,25 @@ class Ledger(LedgerQueries):
 
     def set_meta(self, key: str, value: str) -> None:
         """Durably set one metadata entry (e.g. the budget an accountant enforces)."""
-        if not isinstance(key, str) or key in RESERVED_META:
-            raise InvalidParameterError(f"key must not be a reserved metadata key, got {key!r}")
-        store = self._store
-        if isinstance(store, CountStore):
-            with self._lock, store.write():
-                store.put_meta(key, str(value))
-            return
-        with self.transaction():
-            self._check_sealed()
-            store.put_meta(key, str(value))
-            self._seal_meta()
+        self._put_meta(key, str(value), once=False)
 
     def set_meta_once(self, key: str, value: str) -> str:
         """Set ``key`` unless it is already set; returns the value stored (atomically)."""
+        return self._put_meta(key, value, once=True)
+
+    def _put_meta(self, key: str, value: str, *, once: bool) -> str:
         if not isinstance(key, str) or key in RESERVED_META:
             raise InvalidParameterError(f"key must not be a reserved metadata key, got {key!r}")
         store = self._store
         if isinstance(store, CountStore):
             with self._lock, store.write():
-                got = store.meta().get(key)
+                got = store.meta().get(key) if once else None
                 if got is None:
                     store.put_meta(key, value)
                 return value if got is None else got
         with self.transaction():
             self._check_sealed()
-            got = store.meta().get(key)
+            got = store.meta().get(key) if once else None
             if got is not None:
                 return str(got)
             store.put_meta(key, value)

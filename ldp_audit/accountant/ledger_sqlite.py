@@ -34,7 +34,7 @@ from collections.abc import Callable, Hashable, Iterator, Sequence
 from contextlib import contextmanager
 from itertools import chain
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from ldp_audit.accountant.ledger_format import (
     LedgerIntegrityError,
@@ -318,19 +318,16 @@ class SqliteStore(RowStore):
             self._conn.close()
             raise
 
-    def _connect(self) -> None:
+    def _connect(self, target: str | None = None) -> None:
+        """Connect to ``target`` (default: the ledger, read-only as an ``?mode=ro`` URI)."""
+        uri = target is None and self.readonly
+        if target is None:
+            target = Path(self.path).resolve().as_uri() + "?mode=ro" if uri else self.path
         try:
-            if self.readonly:
-                uri = Path(self.path).resolve().as_uri() + "?mode=ro"
-                self._conn = sqlite3.connect(
-                    uri, uri=True, timeout=self._timeout, isolation_level=None,
-                    check_same_thread=False,
-                )  # fmt: skip
-            else:
-                self._conn = sqlite3.connect(
-                    self.path, timeout=self._timeout, isolation_level=None,
-                    check_same_thread=False,
-                )  # fmt: skip
+            self._conn = sqlite3.connect(
+                target, uri=uri, timeout=self._timeout, isolation_level=None,
+                check_same_thread=False,
+            )  # fmt: skip
         except sqlite3.Error as exc:
             raise LedgerError(f"cannot open ledger {self.path!r}: {exc}") from exc
 
@@ -358,10 +355,7 @@ class SqliteStore(RowStore):
         try:
             shutil.copyfile(self.path, Path(tmp) / name)
             shutil.copyfile(f"{self.path}-journal", Path(tmp) / f"{name}-journal")
-            self._conn = sqlite3.connect(
-                str(Path(tmp) / name), timeout=self._timeout, isolation_level=None,
-                check_same_thread=False,
-            )  # fmt: skip
+            self._connect(str(Path(tmp) / name))
             with self.errors("open"):
                 self._identify()  # the first read rolls the copy's hot journal back
         except BaseException as exc:
@@ -424,9 +418,7 @@ class SqliteStore(RowStore):
         self._set_macs(True)
         if self._memory:
             return
-        tables = {
-            r[0] for r in self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-        }
+        tables = self._tables()
         if META_TABLE not in tables:
             others = sorted(t for t in tables if not t.startswith("sqlite_"))
             raise LedgerError(
@@ -435,6 +427,11 @@ class SqliteStore(RowStore):
             )
         cols = {r[1] for r in self._conn.execute(f"PRAGMA table_info({_HEAD})")}
         self._set_macs("mac" in cols)
+
+    def _tables(self) -> set[str]:
+        return {
+            r[0] for r in self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        }
 
     def _set_macs(self, macs: bool) -> None:
         self._macs = macs
@@ -466,13 +463,10 @@ class SqliteStore(RowStore):
             return LedgerReadOnlyError(f"ledger {self.path!r} is read-only; cannot {what}: {msg}")
         if "locked" in low or "busy" in low:
             return LedgerError(f"ledger {self.path!r}: cannot {what}, the ledger is busy: {msg}")
-        if isinstance(exc, sqlite3.DatabaseError) and not isinstance(
-            exc, sqlite3.OperationalError | sqlite3.IntegrityError
-        ):
-            return LedgerIntegrityError(
-                f"ledger {self.path!r} is corrupt, truncated or unreadable ({what}): {msg}"
-            )
-        if "malformed" in low or "corrupt" in low or "not a database" in low:
+        if (
+            isinstance(exc, sqlite3.DatabaseError)
+            and not isinstance(exc, sqlite3.OperationalError | sqlite3.IntegrityError)
+        ) or ("malformed" in low or "corrupt" in low or "not a database" in low):
             return LedgerIntegrityError(
                 f"ledger {self.path!r} is corrupt, truncated or unreadable ({what}): {msg}"
             )
@@ -494,10 +488,7 @@ class SqliteStore(RowStore):
             _init_schema(self._conn, meta, head)
 
     def check_structure(self) -> None:
-        tables = {
-            r[0] for r in self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-        }
-        missing = {_CHARGES, _STATE, _AGENTS, _HEAD} - tables
+        missing = {_CHARGES, _STATE, _AGENTS, _HEAD} - self._tables()
         if missing:
             raise integrity_error(self.path, f"tables {sorted(missing)} are missing")
 
@@ -543,14 +534,8 @@ class SqliteStore(RowStore):
             try:
                 self._conn.execute("BEGIN")
                 yield self._conn
-            except sqlite3.Error as exc:
-                with contextlib.suppress(sqlite3.Error):
-                    self._conn.execute("ROLLBACK")
-                raise self.wrap(exc, "read") from exc
-            except BaseException:
-                with contextlib.suppress(sqlite3.Error):
-                    self._conn.execute("ROLLBACK")
-                raise
+            except BaseException as exc:
+                self._rollback(exc, "read")
             with contextlib.suppress(sqlite3.Error):
                 self._conn.execute("COMMIT")
 
@@ -581,23 +566,23 @@ class SqliteStore(RowStore):
             self._in_tx = True
             try:
                 yield self._conn
-            except sqlite3.Error as exc:
+            except BaseException as exc:
                 self._in_tx = False
-                with contextlib.suppress(sqlite3.Error):
-                    self._conn.execute("ROLLBACK")
-                raise self.wrap(exc, "write") from exc
-            except BaseException:
-                self._in_tx = False
-                with contextlib.suppress(sqlite3.Error):
-                    self._conn.execute("ROLLBACK")
-                raise
+                self._rollback(exc, "write")
             self._in_tx = False
             try:
                 self._conn.execute("COMMIT")
             except sqlite3.Error as exc:
-                with contextlib.suppress(sqlite3.Error):
-                    self._conn.execute("ROLLBACK")
-                raise self.wrap(exc, "commit") from exc
+                self._rollback(exc, "commit")
+
+    def _rollback(self, exc: BaseException, what: str) -> NoReturn:
+        """Roll back after ``exc`` and raise it (an SQLite error as the ``LedgerError`` it
+        means)."""
+        with contextlib.suppress(sqlite3.Error):
+            self._conn.execute("ROLLBACK")
+        if isinstance(exc, sqlite3.Error):
+            raise self.wrap(exc, what) from exc
+        raise exc
 
     # ---- metadata and head -------------------------------------------------------------------
 
