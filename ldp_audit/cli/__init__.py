@@ -130,6 +130,9 @@ def main(argv: list[str] | None = None, *, watchdog: bool | None = None) -> int:
         sys.path.append(cwd)
     try:
         return _main(argv, watchdog)
+    except KeyboardInterrupt:  # Ctrl-C while the subcommands' modules import (build_parser)
+        print("ldp-audit: interrupted; files written so far are consistent", file=sys.stderr)
+        return EXIT_INTERRUPTED
     finally:
         if added_cwd and argv is not None and cwd in sys.path:  # a caller's process: restore
             sys.path.remove(cwd)
