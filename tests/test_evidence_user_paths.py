@@ -92,3 +92,50 @@ def test_a_config_json_cannot_hold_is_refused_before_the_folder_is_made(tmp_path
             config={"lr": object()},
         )
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["audit", "--mechanism", "{mod}:M", "--samples", "1000"],
+        [
+            "audit",
+            "--mechanism",
+            "laplace",
+            "--epsilon",
+            "1",
+            "--statistic",
+            "{mod}:f",
+            "--samples",
+            "1000",
+        ],
+        [
+            "train",
+            "pgc-a3c",
+            "--env",
+            "Foo-v0",
+            "--env-module",
+            "{mod}",
+            "--private-param",
+            "a=1,2",
+            "--mechanism",
+            "none",
+            "--out",
+            "{tmp}/r",
+        ],
+    ],
+)
+@pytest.mark.parametrize("status", [0, None, 3])
+def test_a_user_module_calling_sys_exit_at_import_is_exit_2_naming_it(
+    argv: list[str], status: int | None, tmp_path, monkeypatch, capsys
+) -> None:
+    """A module given on the command line that calls ``sys.exit(0)`` at import made the CLI exit 0
+    with no output and no run."""
+    mod = f"quits_{status}_{abs(hash(tuple(argv))) % 10**8}"
+    (tmp_path / f"{mod}.py").write_text(f"import sys\nsys.exit({status!r})\n")
+    monkeypatch.chdir(tmp_path)
+    code = main([a.format(mod=mod, tmp=tmp_path) for a in argv])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert mod in err and f"sys.exit({status!r})" in err and "Traceback" not in err
+    assert not (tmp_path / "r").exists()

@@ -174,3 +174,43 @@ def test_every_trainer_ends_within_2s(tmp_path: Path, name: str, sig: int, code:
     assert rc == code, err[-2000:]
     assert dt <= LIMIT_S, (dt, err[-2000:])
     assert "Traceback" not in err
+
+
+_IN_IMPORTS = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    import ldp_audit.cli as cli
+
+    real, marker = cli.build_parser, Path(sys.argv[1])
+
+    def build_parser():  # the import phase: the subcommands' modules load here
+        marker.touch()
+        for _ in range(6000):
+            time.sleep(0.01)
+        return real()
+
+    cli.build_parser = build_parser
+    sys.argv = ["ldp-audit", "audit", "--mechanism", "laplace", "--epsilon", "1"]
+    sys.exit(cli.main())
+    """
+)
+
+
+def test_ctrl_c_while_the_commands_import_is_130_without_a_traceback(tmp_path: Path) -> None:
+    """Issue 38 item 7: a Ctrl-C before the command started (its modules still importing)
+    printed a KeyboardInterrupt traceback."""
+    marker = tmp_path / "importing"
+    p = subprocess.Popen(
+        [sys.executable, "-c", _IN_IMPORTS, str(marker)],
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_default_sigint,
+    )
+    _started(p, marker)
+    rc, dt = _wait_exit(p, signal.SIGINT)
+    err = p.stderr.read()
+    assert rc == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    assert "ldp-audit: interrupted" in err
+    assert dt <= LIMIT_S

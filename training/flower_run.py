@@ -63,7 +63,9 @@ def flwr_run(
             (default: discarded).
 
     Returns:
-        ``flwr run``'s exit status (the run directory's manifest says whether the run completed).
+        ``flwr run``'s exit status when it is not 0; else 1 when the run did not end
+        ``finished:completed`` on the SuperLink (``flwr ls``: a ServerApp that raised ends
+        ``finished:failed``, Flower's exit code 700, while ``flwr run --stream`` exits 0), else 0.
     """
     import os
     import subprocess
@@ -132,11 +134,39 @@ def flwr_run(
             if overrides:  # a TOML file: values may hold spaces and quotes (JSON)
                 Path(home, "run.toml").write_text(overrides)
                 cmd += ["--run-config", str(Path(home, "run.toml"))]
-            return subprocess.run(
+            code = subprocess.run(
                 cmd, env=env, stdout=out, stderr=subprocess.STDOUT, timeout=timeout, check=False
             ).returncode
+            return code or _run_failed(bindir, env, out)
         finally:
             _stop(link)
+
+
+def _run_failed(bindir: str, env: dict[str, str], out: Any) -> int:
+    """1 when the run on our SuperLink did not end ``finished:completed`` (a ServerApp that
+    raised ends ``finished:failed``, Flower's exit code 700, yet ``flwr run --stream`` exits 0),
+    else 0; the status read goes to the log."""
+    import os
+    import subprocess
+
+    res = subprocess.run(
+        [os.path.join(bindir, "flwr"), "ls", "sim", "--format", "json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    try:
+        runs = json.loads(res.stdout)["runs"]
+        statuses = [str(r["status"]) for r in runs]
+    except (ValueError, KeyError, TypeError):
+        statuses = []
+    failed = not statuses or any(s != "finished:completed" for s in statuses)
+    if out is not subprocess.DEVNULL:
+        print(f"ldp-audit: Flower run status {statuses or res.stdout[-500:]!r}", file=out)
+        out.flush()
+    return int(failed)
 
 
 def _wait_http(port: int, proc: Any, deadline: float) -> None:

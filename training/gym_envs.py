@@ -106,6 +106,11 @@ def import_env_module(env_module: str | None) -> None:
         raise InvalidParameterError(f"env_module must be a module name, got {env_module!r}")
     try:
         importlib.import_module(env_module)
+    except SystemExit as exc:  # at import: never the process's exit status (issue 38 item 7)
+        raise InvalidParameterError(
+            f"env_module: {env_module!r} called sys.exit({exc.code!r}) at import (a module that "
+            "registers environments must not end the process)"
+        ) from None
     except Exception as exc:  # noqa: BLE001 - any failure of user code is bad input here
         raise InvalidParameterError(
             f"env_module: cannot import {env_module!r} ({type(exc).__name__}: {exc})"

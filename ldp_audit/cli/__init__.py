@@ -17,7 +17,9 @@ Exit codes (the same for every subcommand; :data:`EXIT_CODES`):
 143   terminated (SIGTERM), handled like Ctrl-C
 ====  =====================================================================================
 
-No raw traceback reaches a user for 0-2, 4 and 130; for 3 the traceback is printed after a one-line
+A ``sys.exit`` called by user code (a module given on the command line, at import or later)
+is exit 2 with the file and line that called it, never that code's own exit status. No raw
+traceback reaches a user for 0-2, 4 and 130; for 3 the traceback is printed after a one-line
 summary, since it is a bug report. ``--json`` output goes to stdout; errors always go to stderr.
 """
 
@@ -128,9 +130,24 @@ def main(argv: list[str] | None = None, *, watchdog: bool | None = None) -> int:
         sys.path.append(cwd)
     try:
         return _main(argv, watchdog)
+    except KeyboardInterrupt:  # Ctrl-C while the subcommands' modules import (build_parser)
+        print("ldp-audit: interrupted; files written so far are consistent", file=sys.stderr)
+        return EXIT_INTERRUPTED
     finally:
         if added_cwd and argv is not None and cwd in sys.path:  # a caller's process: restore
             sys.path.remove(cwd)
+
+
+def _user_exit(exc: SystemExit) -> str:
+    """What a ``sys.exit`` raised inside a command (a user module at import, a user function)
+    did, naming the file and line that called it: exit 2, never the user's 0 with no output."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+    return (
+        f"user code called sys.exit({exc.code!r}){where} while the command ran (a module or "
+        "function given on the command line must not end the process); the command did not "
+        "finish"
+    )
 
 
 def _main(argv: list[str] | None, watchdog: bool | None) -> int:
@@ -188,6 +205,9 @@ def _main(argv: list[str] | None, watchdog: bool | None) -> int:
         return EXIT_INTERRUPTED
     except LdpAuditError as exc:
         print(f"ldp-audit: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except SystemExit as exc:  # never ours once the command runs: user code called sys.exit
+        print(f"ldp-audit: error: {_user_exit(exc)}", file=sys.stderr)
         return EXIT_USAGE
     except Exception as exc:  # a bug: one line, then the traceback as a bug report
         print(
