@@ -42,9 +42,8 @@ def _delta_lower_bound(
     best = 0.0
     for ev in events:
         a, b = results[id(ev)]
-        k_num, k_den = (a, b) if ev.x_is_numerator else (b, a)
-        n1_p, n2_p = sizes[ev.pair]
-        n_num, n_den = (n1_p, n2_p) if ev.x_is_numerator else (n2_p, n1_p)
+        k_num, k_den = ev.oriented(a, b)
+        n_num, n_den = ev.oriented(*sizes[ev.pair])
         share = 0.5 if poisson else ev.share
         a_lo, a_hi = alpha * share / m, alpha * (1.0 - share) / m
         if ev.partner is not None:

@@ -112,9 +112,8 @@ def verdict_bounds(
     per_event: list[tuple[float, Witness]] = []
     for ev in events:
         a, b = results[id(ev)]
-        k_num, k_den = (a, b) if ev.x_is_numerator else (b, a)
-        n1_p, n2_p = sizes[ev.pair]
-        n_w, n_w2 = (n1_p, n2_p) if ev.x_is_numerator else (n2_p, n1_p)
+        k_num, k_den = ev.oriented(a, b)
+        n_w, n_w2 = ev.oriented(*sizes[ev.pair])
         event_text = ev.stat.describe(ev.op, ev.t)
         test = ("poisson" if delta == 0 else "poisson-augmented") if poisson else "clopper-pearson"
         if ev.partner is not None and poisson:
@@ -123,7 +122,7 @@ def verdict_bounds(
             a2, b2 = results[id(ev.partner)]
             i1, i2 = results[id(joints[id(ev)])]
             k_num, k_den = (a - i1) + (b2 - i2), (b - i2) + (a2 - i1)
-            n_w = n_w2 = n1_p + n2_p
+            n_w = n_w2 = n_w + n_w2
             if delta > 0:
                 bnd = epsilon_lower_bound_from_poisson_counts_delta(
                     k_num,
@@ -175,7 +174,7 @@ def verdict_bounds(
             )
         bounds.append(bnd)
         x, x2 = pair_list[ev.pair]
-        xn, xd = (x, x2) if ev.x_is_numerator else (x2, x)
+        xn, xd = ev.oriented(x, x2)
         per_event.append(
             (
                 bnd,
@@ -208,10 +207,8 @@ def profile_lowers(
     m_p = max(1, len(events))
     lowers = np.zeros(len(deltas))
     for ev in events:
-        a, b = counts.results[id(ev)]
-        k_num, k_den = (a, b) if ev.x_is_numerator else (b, a)
-        n1_p, n2_p = counts.sizes[ev.pair]
-        nn, nd = (n1_p, n2_p) if ev.x_is_numerator else (n2_p, n1_p)
+        k_num, k_den = ev.oriented(*counts.results[id(ev)])
+        nn, nd = ev.oriented(*counts.sizes[ev.pair])
         for i, dl in enumerate(deltas):
             v = float(
                 epsilon_lower_bound_from_counts(

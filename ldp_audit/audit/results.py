@@ -198,6 +198,12 @@ class TradeoffCurve:
         x: the input of the alternative H1 (the witness's numerator).
         x2: the input of the null H0.
         statistic: the statistic thresholded.
+        family_mu_lower: for a Gaussian claim (``claimed_from`` ``"gaussian ..."``), a lower
+            confidence bound on mu at ``confidence`` **under the Gaussian-family assumption**
+            (``ldp_audit.audit.tradeoff.FAMILY_ASSUMPTION``) from one more threshold test, at
+            the midpoint of the two inputs' selection medians; None otherwise. A separate
+            statement, not part of the verdicts (which assume nothing).
+        family_epsilon_lower: the epsilon of ``G_{family_mu_lower}`` at the claimed delta.
     """
 
     type1_upper: tuple[float, ...]
@@ -213,6 +219,8 @@ class TradeoffCurve:
     x: tuple[float, ...] = ()
     x2: tuple[float, ...] = ()
     statistic: str = ""
+    family_mu_lower: float | None = None
+    family_epsilon_lower: float | None = None
 
     @property
     def below_claim(self) -> tuple[bool, ...]:
@@ -226,23 +234,8 @@ class TradeoffCurve:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able dict."""
-        return {
-            "type1_upper": list(self.type1_upper),
-            "type2_upper": list(self.type2_upper),
-            "type1_estimate": list(self.type1_estimate),
-            "type2_estimate": list(self.type2_estimate),
-            "claimed_at_type1": list(self.claimed_at_type1),
-            "below_claim": list(self.below_claim),
-            "violation": self.violation,
-            "claimed_alpha": list(self.claimed_alpha),
-            "claimed_beta": list(self.claimed_beta),
-            "claimed_from": self.claimed_from,
-            "confidence": self.confidence,
-            "events_estimated": self.events_estimated,
-            "x": list(self.x),
-            "x2": list(self.x2),
-            "statistic": self.statistic,
-        }
+        d = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+        return {**d, "below_claim": list(self.below_claim), "violation": self.violation}
 
 
 @dataclass(frozen=True)
@@ -277,16 +270,9 @@ class SequentialInfo:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able dict."""
-        return {
-            "stages": [
-                {k: (_json_float(v) if isinstance(v, float) else v) for k, v in st.items()}
-                for st in self.stages
-            ],
-            "stopped": self.stopped,
-            "budget": self.budget,
-            "samples_used": self.samples_used,
-            "best_stage": self.best_stage,
-        }
+        stages = [{k: _json_float(v) if isinstance(v, float) else v for k, v in st.items()}
+                  for st in self.stages]  # fmt: skip
+        return {**asdict(self), "stages": stages}
 
 
 @dataclass(frozen=True)
@@ -494,6 +480,14 @@ class AuditResult:
                 f"f-DP trade-off ({tc.events_estimated} tests, confidence {tc.confidence:.10g}, "
                 f"claimed {tc.claimed_from}): {state}"
             )
+            if tc.family_epsilon_lower is not None:
+                above = tc.family_epsilon_lower > self.claimed_epsilon
+                lines.append(
+                    f"Gaussian-family bound (ASSUMES the pair's trade-off is G_mu for one "
+                    f"unknown mu, as a Gaussian mechanism's; confidence {tc.confidence:.10g}): "
+                    f"mu >= {tc.family_mu_lower:.6g}, epsilon >= {tc.family_epsilon_lower:.6g} "
+                    f"at delta {self.delta:g}: {'ABOVE' if above else 'not above'} the claim"
+                )
         if self.delta_lower_bound is not None:
             state = "ABOVE the claimed delta (refuted)" if self.delta_violation else "not above it"
             lines.append(

@@ -200,8 +200,9 @@ def _screen_pair(
         if o.tradeoff and not is_float:
             # thresholds at type I levels of either input (the direction is known
             # only once the verdict's event is chosen), from selection values only
-            lv = np.array([*TRADEOFF_LEVELS, *(1.0 - np.array(TRADEOFF_LEVELS))])
-            lv = lv[(lv * plan.n_b >= 5) & ((1.0 - lv) * plan.n_b >= 5)]
+            # (the median first: the Gaussian-family event sits between the two medians)
+            lv = np.array([0.5, *TRADEOFF_LEVELS, *(1.0 - np.array(TRADEOFF_LEVELS))])
+            lv = lv[(lv * plan.n_b >= 5) & ((1.0 - lv) * plan.n_b >= 5) | (lv == lv[0])]
             sel.tradeoff_q[id(st)] = (
                 np.quantile(v1, lv, method="inverted_cdf"),
                 np.quantile(v2, lv, method="inverted_cdf"),

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -60,6 +60,10 @@ class Candidate:
 
     def indicator(self, s: np.ndarray) -> np.ndarray:
         return s > self.t if self.op == "gt" else s <= self.t
+
+    def oriented(self, under_x: Any, under_x2: Any) -> tuple[Any, Any]:
+        """(the numerator input's, the denominator input's) of a per-input pair."""
+        return (under_x, under_x2) if self.x_is_numerator else (under_x2, under_x)
 
     def key(self) -> tuple[int, int, str, float, bool]:
         return (self.pair, id(self.stat), self.op, self.t, self.x_is_numerator)

@@ -13,12 +13,20 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from scipy.special import ndtri
 
 from ldp_audit.audit.mechanism import user_attr
 from ldp_audit.audit.results import TradeoffCurve
 from ldp_audit.audit.selection import Candidate
 from ldp_audit.errors import UserCodeError
+from ldp_audit.mechanisms.gaussian import analytic_gaussian_epsilon
 from ldp_audit.stats import eps_delta_tradeoff, gaussian_tradeoff, tradeoff_points_from_counts
+
+#: what the Gaussian-family bound assumes (stated with it; the verdicts assume nothing)
+FAMILY_ASSUMPTION = (
+    "Gaussian family: the witness pair's outputs have the trade-off curve G_mu for one unknown "
+    "mu, as any Gaussian mechanism's (f(x) + N(0, sigma^2 I), mu = ||f(x) - f(x2)|| / sigma)"
+)
 
 #: type I error levels of the f-DP curve's threshold tests (those a selection sample cannot
 #: locate, fewer than 5 expected outputs beyond the threshold, are dropped).
@@ -27,14 +35,28 @@ TRADEOFF_LEVELS = (1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 0.01, 0.03, 0.1, 0.2, 0.3
 
 def _tradeoff_events(best: Candidate, quantiles: tuple[np.ndarray, np.ndarray]) -> list[Candidate]:
     """Threshold events on ``best``'s statistic, oriented like it (its numerator is H1), at
-    thresholds read from the selection quantiles of the null input (H0 = the denominator)."""
-    q_den = quantiles[1] if best.x_is_numerator else quantiles[0]
-    ts = np.unique(q_den)
-    out = []
-    for t in ts.tolist():
-        c = Candidate(best.pair, best.stat, best.op, float(t), best.x_is_numerator, 0.0, (0, 0))
-        out.append(c)
-    return out
+    thresholds read from the selection quantiles of the null input (H0 = the denominator),
+    then the Gaussian-family event: the midpoint of the two inputs' selection medians (the
+    quantiles' first entries), where a shift of ``G_mu`` is estimated most precisely."""
+    ts = [*np.unique(quantiles[1] if best.x_is_numerator else quantiles[0]).tolist()]
+    ts.append(float(quantiles[0][0] + quantiles[1][0]) / 2.0)
+    b = best
+    return [Candidate(b.pair, b.stat, b.op, float(t), b.x_is_numerator, 0.0, (0, 0)) for t in ts]
+
+
+def gaussian_family_bound(
+    k_null: float, n_null: int, k_alt: float, n_alt: int, alpha: float, delta: float
+) -> tuple[float, float]:
+    """``(mu_lower, epsilon_lower)`` under :data:`FAMILY_ASSUMPTION` from one threshold test,
+    fixed before its counts: ``k_null`` of ``n_null`` H0 outputs and ``k_alt`` of ``n_alt`` H1
+    outputs in its rejection region. Under ``G_mu`` every test has ``beta >= G_mu(alpha)``,
+    i.e. ``mu >= Phi^-1(1 - alpha) - Phi^-1(beta)``, which is non-increasing in both errors, so
+    their upper Clopper-Pearson bounds at ``alpha / 2`` each give ``mu_lower <= mu`` with
+    probability >= ``1 - alpha``, and ``epsilon_lower`` = the epsilon of ``G_{mu_lower}`` at
+    ``delta`` (the analytic Gaussian's, increasing in mu) <= the true one."""
+    a_u, b_u = tradeoff_points_from_counts([k_null], n_null, [k_alt], n_alt, alpha)
+    mu = max(0.0, float(ndtri(1.0 - a_u[0]) - ndtri(b_u[0])))
+    return mu, (analytic_gaussian_epsilon(1.0, mu, delta) if mu > 0 else 0.0)
 
 
 def _claimed_tradeoff(
@@ -98,20 +120,23 @@ def tradeoff_curve(
     conf: float,
 ) -> TradeoffCurve:
     best = events[0]
-    n1_p, n2_p = sizes[best.pair]
-    n_alt, n_null = (n1_p, n2_p) if best.x_is_numerator else (n2_p, n1_p)
+    n_alt, n_null = best.oriented(*sizes[best.pair])
     k_alt = np.empty(len(events))
     k_null = np.empty(len(events))
     for i, ev in enumerate(events):
-        a, b = results[id(ev)]
-        k_alt[i], k_null[i] = (a, b) if ev.x_is_numerator else (b, a)
+        k_alt[i], k_null[i] = ev.oriented(*results[id(ev)])
+    # the last event is the Gaussian-family one: its own statement, at its own alpha
+    f, source = _claimed_tradeoff(mechanism, claimed, delta)
+    fam = (None, None)
+    if source.startswith("gaussian"):
+        fam = gaussian_family_bound(k_null[-1], n_null, k_alt[-1], n_alt, alpha, delta)
+    k_alt, k_null = k_alt[:-1], k_null[:-1]
     a_u, b_u = tradeoff_points_from_counts(k_null, n_null, k_alt, n_alt, alpha)
     a_u, b_u = np.atleast_1d(a_u), np.atleast_1d(b_u)
     order = np.argsort(a_u, kind="stable")
-    f, source = _claimed_tradeoff(mechanism, claimed, delta)
     grid = np.unique(np.concatenate([np.linspace(0.0, 1.0, 101), np.geomspace(1e-6, 0.01, 41)]))
     x, x2 = pair_list[best.pair]
-    xn, xd = (x, x2) if best.x_is_numerator else (x2, x)
+    xn, xd = best.oriented(x, x2)
     return TradeoffCurve(
         type1_upper=tuple(float(v) for v in a_u[order]),
         type2_upper=tuple(float(v) for v in b_u[order]),
@@ -122,8 +147,10 @@ def tradeoff_curve(
         claimed_beta=tuple(float(v) for v in f(grid)),
         claimed_from=source,
         confidence=conf,
-        events_estimated=len(events),
+        events_estimated=len(events) - 1,
         x=tuple(float(v) for v in xn),
         x2=tuple(float(v) for v in xd),
         statistic=f"{best.stat.label()} {'> t' if best.op == 'gt' else '<= t'}",
+        family_mu_lower=fam[0],
+        family_epsilon_lower=fam[1],
     )

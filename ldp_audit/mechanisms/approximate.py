@@ -62,6 +62,10 @@ class _Approximate:
 
     delta: float
 
+    def __post_init__(self) -> None:
+        super().__post_init__()  # type: ignore[misc]  # the oracle's, next in the MRO
+        object.__setattr__(self, "delta", _check_delta(self.delta))
+
     def event(self) -> Any:
         raise InvalidParameterError(
             f"{type(self).__name__} is (epsilon, delta)-LDP: the accountant has no event for "
@@ -84,10 +88,6 @@ class ApproximateRandomizedResponse(_Approximate, RandomizedResponse):
     k: int = 2
     delta: float = 1e-5  # type: ignore[assignment]  # a field here, a property elsewhere
     name: ClassVar[str] = "approximate_randomized_response"
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        object.__setattr__(self, "delta", _check_delta(self.delta))
 
     @property
     def keep_probability(self) -> float:
@@ -119,10 +119,6 @@ class ApproximateSymmetricUnaryEncoding(_Approximate, SymmetricUnaryEncoding):
     k: int
     delta: float = 1e-5  # type: ignore[assignment]  # a field here, a property elsewhere
     name: ClassVar[str] = "approximate_symmetric_unary_encoding"
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        object.__setattr__(self, "delta", _check_delta(self.delta))
 
     @property
     def bit_probabilities(self) -> tuple[float, float]:

@@ -84,7 +84,7 @@ class _HistogramEncoding(Mechanism):
     epsilon: float
     k: int
 
-    def _validate(self) -> None:
+    def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         object.__setattr__(self, "k", check_int(self.k, "k", minimum=2, maximum=MAX_UNARY_K))
         if not math.isfinite(self.noise_scale * 64.0):
@@ -165,9 +165,6 @@ class SummationHistogramEncoding(_HistogramEncoding):
     k: int
     name: ClassVar[str] = "summation_histogram_encoding"
 
-    def __post_init__(self) -> None:
-        self._validate()
-
     def estimate(self, reports: Any, domain: Any = None) -> np.ndarray:
         """Unbiased frequency estimates: the mean report, restricted to ``domain``."""
         y = self._check_reports(reports, "reports")
@@ -197,7 +194,7 @@ class ThresholdHistogramEncoding(_HistogramEncoding, FrequencyOracle):
     name: ClassVar[str] = "threshold_histogram_encoding"
 
     def __post_init__(self) -> None:
-        self._validate()
+        super().__post_init__()
         if self.threshold is not None:
             t = check_real(self.threshold, "threshold")
             if not 0.0 < t < 1.0:

@@ -43,7 +43,7 @@ class _UnaryEncoding(FrequencyOracle):
     epsilon: float
     k: int
 
-    def _validate(self) -> None:
+    def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", private_epsilon(self.epsilon))
         object.__setattr__(self, "k", check_int(self.k, "k", minimum=2, maximum=MAX_UNARY_K))
 
@@ -111,9 +111,6 @@ class SymmetricUnaryEncoding(_UnaryEncoding):
     k: int
     name: ClassVar[str] = "symmetric_unary_encoding"
 
-    def __post_init__(self) -> None:
-        self._validate()
-
     @property
     def bit_probabilities(self) -> tuple[float, float]:
         p = float(special.expit(self.epsilon / 2.0))
@@ -133,9 +130,6 @@ class OptimizedUnaryEncoding(_UnaryEncoding):
     epsilon: float
     k: int
     name: ClassVar[str] = "optimized_unary_encoding"
-
-    def __post_init__(self) -> None:
-        self._validate()
 
     @property
     def bit_probabilities(self) -> tuple[float, float]:
