@@ -33,7 +33,20 @@ from ldp_audit.attacks.scoring import (
     AttackResult,
 )
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
+from ldp_audit.rundir import RunDir
+from ldp_audit.systems import ArraySpec, TranscriptSchema
 from ldp_audit.validation import check_probability
+
+#: What these attacks read of transcript.npz, whichever system wrote the run (PGC-A3C, its
+#: Gymnasium path, an own loop, a test's trainer): the PGC-A3C layout.
+_READS = TranscriptSchema(
+    (
+        *(ArraySpec(k, "iu", 1) for k in ("trial", "agent", "submission")),
+        ArraySpec("theta_index", "iu", 1, indexes="thetas"),
+        ArraySpec("report", "f", 2),
+        ArraySpec("thetas", "f", 2, rows=None),
+    )
+)
 
 # ------------------------------------------------------------------------------------------------
 # Attacking a run directory (transcript written by a trainer)
@@ -80,18 +93,14 @@ def attack_run_dir(
         attack's own time (carried into the scored result)}``.
     """
     t0 = time.perf_counter()  # the attack's own time, recorded in its result's seconds
-    from ldp_audit.training.run_dir import read_config, read_transcript
-
-    run_dir = Path(run_dir)
-    tr = read_transcript(run_dir)  # what crossed the trust boundary (never secrets.npz)
-    cfg: dict[str, Any] = {}
-    if (run_dir / "config.json").exists():
-        cfg = read_config(run_dir)
+    run = RunDir(run_dir)
+    tr = run.transcript(_READS)  # what crossed the trust boundary (never secrets.npz)
+    cfg = run.config
     if candidates is None:  # the run's public candidate gravities (the paper's by default)
         run_cfg = cfg.get("config") if isinstance(cfg.get("config"), dict) else {}
         candidates = run_cfg.get("gravities") or GRAVITIES
     cands = check_candidates(candidates)
-    if mechanism is None and cfg:
+    if mechanism is None:
         mechanism = _mechanism_from_run_config(cfg)
     train_cfg = cfg.get("config", {}) if isinstance(cfg.get("config"), dict) else {}
     if isinstance(alpha, str) and alpha != "schedule":
@@ -229,12 +238,8 @@ def score_run_dir(
     """
     t0 = time.perf_counter()
     # --- scoring only: the one place the attack module opens secrets.npz ---
-    from ldp_audit.training.run_dir import read_secrets
-
-    spath = Path(run_dir) / "secrets.npz"
-    if not spath.exists():
-        raise RunDirectoryError(f"{spath} is missing (needed to score the attack)")
-    gravity = np.asarray(read_secrets(run_dir)["gravity"], dtype=np.float64)
+    secrets = RunDir(run_dir).secrets("gravity", for_scoring=True)
+    gravity = np.asarray(secrets["gravity"], dtype=np.float64)
     rows, inv = prediction["rows"], prediction["group_of_row"]
     truth_rows = gravity[rows]
     G = prediction["guess"].shape[0]
@@ -402,12 +407,9 @@ def attack_private_param_run(
         ``parameter`` and ``env_id``).
     """
     t0 = time.perf_counter()  # the attack's own time, recorded in its result's seconds
-    from ldp_audit.rundir import read_config
-    from ldp_audit.training.run_dir import read_transcript
-
-    run_dir = Path(run_dir)
-    cfg = read_config(run_dir)
-    pp = _private_parameter(cfg, run_dir)
+    run = RunDir(run_dir)
+    cfg = run.config
+    pp = _private_parameter(cfg, run.path)
     n_shadow = check_count(n_shadow, "n_shadow")
     if method not in ("auto", "likelihood", "classifier"):
         raise InvalidParameterError(
@@ -419,7 +421,7 @@ def attack_private_param_run(
         alpha = check_probability(alpha, "alpha", open_interval=False)
     cands = np.sort(np.asarray(pp["values"], dtype=np.float64))
     if np.unique(cands).size != cands.size or not np.isfinite(cands).all():
-        raise RunDirectoryError(f"{run_dir}: private_parameter.values must be distinct and finite")
+        raise RunDirectoryError(f"{run.path}: private_parameter.values must be distinct and finite")
     train_cfg = cfg.get("config") if isinstance(cfg.get("config"), dict) else {}
     if simulator is None:
         if cfg.get("algorithm") != "pgc-a3c-gym":
@@ -432,7 +434,7 @@ def attack_private_param_run(
 
         simulator = simulator_for(config_from_run(cfg, env_module))
     mechanism = _generic_mechanism(cfg)
-    tr = read_transcript(run_dir)  # what crossed the trust boundary (never secrets.npz)
+    tr = run.transcript(_READS)  # what crossed the trust boundary (never secrets.npz)
     trial = tr["trial"]
     keys = np.stack([trial, tr["agent"]], axis=1)
     uniq, group_of_row = np.unique(keys, axis=0, return_inverse=True)
@@ -513,15 +515,11 @@ def score_private_param_run(
     reports of any attacked agent and eps the per-report epsilon (sequential composition)."""
     t0 = time.perf_counter()
     # --- scoring only: the one place this attack opens secrets.npz ---
-    from ldp_audit.rundir import read_npz
-
-    spath = Path(run_dir) / "secrets.npz"
-    if not spath.exists():
-        raise RunDirectoryError(f"{spath} is missing (needed to score the attack)")
-    value = np.asarray(read_npz(run_dir, "secrets.npz", ("value",))["value"], dtype=np.float64)
+    run = RunDir(run_dir)
+    value = np.asarray(run.secrets("value", for_scoring=True)["value"], dtype=np.float64)
     rows, inv = prediction["rows"], prediction["group_of_row"]
     if value.shape[0] <= int(rows.max(initial=-1)):
-        raise RunDirectoryError(f"{spath}: value has fewer rows than the transcript")
+        raise RunDirectoryError(f"{run.path}/secrets.npz: value has fewer rows than the transcript")
     truth_rows = value[rows]
     G = prediction["guess"].shape[0]
     truth = np.full(G, np.nan)

@@ -395,7 +395,7 @@ def _own_loop() -> Any:
             ArraySpec("trial", "iu", 1, doc="always 0"),
             ArraySpec("agent", "iu", 1, doc="the agent's id (its ledger entry)"),
             ArraySpec("submission", "iu", 1, doc="release number"),
-            ArraySpec("theta_index", "iu", 1, doc="row of thetas the report was computed at"),
+            ArraySpec("theta_index", "iu", 1, indexes="thetas", doc="thetas row of the report"),
             ArraySpec("report", "f", 2, doc="the randomised report (N, d)"),
             ArraySpec("score", "f", 1, doc="the episode's return (NaN if not given)"),
             ArraySpec("thetas", "f", 2, rows=None, doc="the parameters reports were computed at"),

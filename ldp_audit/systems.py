@@ -87,6 +87,8 @@ class ArraySpec:
             count); ``None`` for a table that is not per row (e.g. PGC-A3C's ``thetas``).
         optional: whether the array may be absent.
         doc: what the array holds, in words.
+        indexes: the array whose rows these values index (e.g. ``theta_index`` -> ``thetas``),
+            checked in range when both are present.
     """
 
     name: str
@@ -95,6 +97,7 @@ class ArraySpec:
     rows: str | None = "rows"
     optional: bool = False
     doc: str = ""
+    indexes: str | None = None
 
     def describe(self) -> str:
         kind = " or ".join(_KINDS.get(k, k) for k in self.kinds)
@@ -142,6 +145,15 @@ class TranscriptSchema:
                     f"{where}: {spec.name} has {a.shape[0]} rows but {seen[0]} has {seen[1]} "
                     f"(one row per release in both){tail}"
                 )
+        for spec in self.arrays:
+            a = np.asarray(arrays.get(spec.name, ()))
+            if spec.indexes in arrays and a.size:
+                n = np.asarray(arrays[spec.indexes]).shape[0]
+                if a.min() < 0 or a.max() >= n:
+                    raise RunDirectoryError(
+                        f"{where}: {spec.name} must index rows of {spec.indexes} (0..{n - 1}), "
+                        f"got range {a.min()}..{a.max()}{tail}"
+                    )
 
 
 class AuditTarget(NamedTuple):

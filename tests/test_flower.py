@@ -73,8 +73,7 @@ def test_eq22_matches_engine_aggregator():
 
 
 def test_transcript_layout_and_replay(flower_run):
-    from ldp_audit.rundir import read_config, read_manifest, verify_manifest
-    from ldp_audit.training.run_dir import read_model, read_secrets, read_transcript
+    from ldp_audit.rundir import RunDir, read_config, read_manifest, read_npz, verify_manifest
 
     _, run, cfg = flower_run
     assert read_manifest(run)["status"] == "complete"
@@ -83,7 +82,7 @@ def test_transcript_layout_and_replay(flower_run):
     assert conf["algorithm"] == "pgc-a3c"
     assert conf["config"]["rounds"] == 3 and conf["config"]["n_agents"] == 3
     assert "agent_gravities" not in conf["config"] or conf["config"]["agent_gravities"] is None
-    tr = read_transcript(run)
+    tr = RunDir(run).transcript()
     assert tr["report"].shape == (9, 112) and tr["thetas"].shape == (3, 112)
     np.testing.assert_array_equal(tr["submission"], np.arange(9))
     np.testing.assert_array_equal(tr["round"], np.repeat(np.arange(3), 3))
@@ -98,8 +97,8 @@ def test_transcript_layout_and_replay(flower_run):
         assert agg.theta.tobytes() == tr["thetas"][r].tobytes()
         for y in tr["report"][tr["round"] == r]:
             agg.receive(y)
-    assert agg.theta.tobytes() == read_model(run)[0].tobytes()
-    g = read_secrets(run)["gravity"]
+    assert agg.theta.tobytes() == read_npz(run, "model.npz")["theta"][0].tobytes()
+    g = RunDir(run).secrets("gravity", for_scoring=True)["gravity"]
     np.testing.assert_array_equal(g, np.array([a.gravity for a in AGENTS])[tr["agent"]])
 
 
@@ -143,16 +142,16 @@ def test_attack_and_report_read_the_flower_run(flower_run, tmp_path, capsys):
 def test_budget_refusal_releases_nothing(tmp_path):
     """An agent whose own ledger would exceed its budget sends an error, never a report."""
     from ldp_audit.accountant import Accountant, Ledger
-    from ldp_audit.training.run_dir import read_metrics, read_transcript
+    from ldp_audit.rundir import RunDir
 
     cfg = PgcA3cConfig(mechanism="prs", epsilon=6.0, rounds=3, budget=4.5)
     run = F.run_simulation(
         cfg, tmp_path / "run", agents=AGENTS[:2], ledger_dir=tmp_path / "led", seed=1
     )
-    tr = read_transcript(run)
+    tr = RunDir(run).transcript()
     assert tr["report"].shape[0] == 4  # rounds 0 and 1 of both agents; round 2 refused
     assert set(tr["round"].tolist()) == {0, 1}
-    rejected = read_metrics(run)["rejected"]
+    rejected = RunDir(run).metrics()["rejected"]
     assert len(rejected) == 2 and all("BudgetExceeded" in r["reason"] for r in rejected)
     for k in range(2):
         own = Accountant(ledger=Ledger(str(tmp_path / "led" / f"agent-{k}.sqlite")))

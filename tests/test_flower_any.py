@@ -224,8 +224,7 @@ def test_in_process_federation_writes_a_run_that_report_audit_and_attack_read(tm
     generic dynamics attack scores it against its ceiling."""
     from ldp_audit.attacks.dynamics import private_param_dynamics
     from ldp_audit.cli import main
-    from ldp_audit.rundir import read_config, read_manifest, verify_manifest
-    from ldp_audit.training.run_dir import read_transcript
+    from ldp_audit.rundir import RunDir, read_config, read_manifest, verify_manifest
 
     run = federate(
         tmp_path / "run", tmp_path / "clients", clients=6, rounds=2, mech=MECH, budget=6.0
@@ -234,7 +233,7 @@ def test_in_process_federation_writes_a_run_that_report_audit_and_attack_read(tm
     cfg = read_config(run)
     assert cfg["algorithm"] == "own-loop" and cfg["system"] == "digits-fedavg"
     assert cfg["private_parameter"]["values"] == list(D.CANDIDATES)
-    tr = read_transcript(run)
+    tr = RunDir(run).transcript()
     assert tr["report"].shape == (12, 650) and tr["thetas"].shape == (2, 650)
     np.testing.assert_array_equal(tr["theta_index"], np.repeat([0, 1], 6))
     server = _spent(run / "ledger.sqlite")

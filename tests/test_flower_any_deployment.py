@@ -27,9 +27,8 @@ def test_digits_app_on_a_superlink_and_two_supernodes(tmp_path):
     from ldp_audit.accountant import Accountant, Ledger
     from ldp_audit.attacks.dynamics import attack_private_param_run
     from ldp_audit.cli import main
-    from ldp_audit.rundir import read_config, verify_manifest
+    from ldp_audit.rundir import RunDir, read_config, verify_manifest
     from ldp_audit.training import flower_digits as D
-    from ldp_audit.training.run_dir import read_transcript
 
     run = tmp_path / "run"
     app = D.write_app_project(tmp_path / "app")
@@ -47,7 +46,7 @@ def test_digits_app_on_a_superlink_and_two_supernodes(tmp_path):
     assert json.loads((run / "manifest.json").read_text())["status"] == "complete"
     assert verify_manifest(run)["ok"]
     assert read_config(run)["system"] == "digits-fedavg"
-    tr = read_transcript(run)
+    tr = RunDir(run).transcript()
     assert tr["report"].shape == (2, 650) and tr["agent"].tolist() == [0, 0]
     rejected = json.loads((run / "metrics.json").read_text())["rejected"]
     assert len(rejected) == 2 and all("pinned to 2.0: refused" in r["reason"] for r in rejected)

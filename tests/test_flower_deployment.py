@@ -22,9 +22,9 @@ from tests.flower_deploy import run_on_superlink  # noqa: E402
 
 def test_superlink_supernodes_on_loopback(tmp_path):
     from ldp_audit.accountant import Accountant, Ledger
+    from ldp_audit.rundir import RunDir
     from ldp_audit.training.flower_app import write_app_project
     from ldp_audit.training.pgc_a3c import PgcA3cConfig
-    from ldp_audit.training.run_dir import read_transcript
 
     run, ledgers = tmp_path / "run", tmp_path / "ledgers"
     app = write_app_project(tmp_path / "app")
@@ -40,7 +40,7 @@ def test_superlink_supernodes_on_loopback(tmp_path):
     ]
     run_on_superlink(tmp_path, app, run_config, nodes, run, env={"NUMBA_NUM_THREADS": "1"})
     assert json.loads((run / "manifest.json").read_text())["status"] == "complete"
-    tr = read_transcript(run)
+    tr = RunDir(run).transcript()
     assert tr["report"].shape == (4, 112)
     # node order (by SuperNode id) decides who submits first; each agent once per round
     assert sorted(tr["agent"][:2]) == [0, 1] and list(tr["agent"][2:]) == list(tr["agent"][:2])

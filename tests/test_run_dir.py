@@ -1,14 +1,16 @@
-"""Run directory written by train() reads back per docs/interfaces.md."""
+"""The run directory train() writes (training/pgc_a3c/run_dir.py) reads back through RunDir, per
+docs/interfaces.md."""
 
 from __future__ import annotations
 
 import json
+import shutil
 
 import numpy as np
 import pytest
 
 from ldp_audit.errors import RunDirectoryError
-from ldp_audit.training import run_dir as rd
+from ldp_audit.rundir import RunDir, read_npz
 from ldp_audit.training.pgc_a3c import DIM, PgcA3cConfig, train
 
 
@@ -23,7 +25,7 @@ def test_files_and_config(run):
     path, res = run
     for f in ("config.json", "ledger.sqlite", "transcript.npz", "secrets.npz", "metrics.json"):
         assert (path / f).is_file(), f
-    c = rd.read_config(path)
+    c = RunDir(path).config
     assert c["algorithm"] == "pgc-a3c" and c["seed"] == 4
     assert c["mechanism"] == {"name": "laplace", "epsilon": 2.0, "clip": 0.01}
     assert PgcA3cConfig.from_dict(c["config"]) == res.config
@@ -32,30 +34,32 @@ def test_files_and_config(run):
 
 def test_transcript_secrets_model_metrics(run):
     path, res = run
-    t = rd.read_transcript(path)
+    rd = RunDir(path)
+    t = rd.transcript()
     n = t["report"].shape[0]
     assert n == 60 and t["report"].shape == (n, DIM)
     for k in ("trial", "agent", "submission", "theta_index"):
         assert t[k].dtype == np.int64 and t[k].shape == (n,)
     np.testing.assert_array_equal(t["report"], res.transcript["report"])
-    s = rd.read_secrets(path)
+    s = rd.secrets("gravity", "gradient", for_scoring=True)
     assert s["gravity"].shape == (n,) and s["gradient"].shape == (n, DIM)
-    np.testing.assert_array_equal(rd.read_model(path), res.theta)
-    m = rd.read_metrics(path)
+    np.testing.assert_array_equal(read_npz(path, "model.npz", ("theta",))["theta"], res.theta)
+    m = rd.metrics()
     assert [len(z) for z in m["zeta"]] == [30, 30]
     np.testing.assert_array_equal(np.array(m["zeta"]), res.zeta)
     assert m["privacy"]["epsilon_per_agent"] == 2.0
 
 
-def test_malformed_run_dir_is_refused(tmp_path):
+def test_malformed_run_dir_is_refused(run, tmp_path):
     with pytest.raises(RunDirectoryError):
-        rd.read_config(tmp_path / "missing")
+        RunDir(tmp_path / "missing")
     (tmp_path / "config.json").write_text(json.dumps({"algorithm": "pgc-a3c"}))
     with pytest.raises(RunDirectoryError, match="lacks"):
-        rd.read_config(tmp_path)
+        RunDir(tmp_path)
+    shutil.copy(run[0] / "config.json", tmp_path / "config.json")
     np.savez(tmp_path / "transcript.npz", report=np.zeros((2, DIM)))
     with pytest.raises(RunDirectoryError, match="lacks"):
-        rd.read_transcript(tmp_path)
+        RunDir(tmp_path).transcript()
     np.savez(
         tmp_path / "transcript.npz",
         trial=np.zeros(2, dtype=np.int64),
@@ -66,5 +70,5 @@ def test_malformed_run_dir_is_refused(tmp_path):
         score=np.zeros(2),
         thetas=np.zeros((1, DIM)),
     )
-    with pytest.raises(RunDirectoryError, match="theta_index"):
-        rd.read_transcript(tmp_path)
+    with pytest.raises(RunDirectoryError, match="theta_index must index rows of thetas"):
+        RunDir(tmp_path).transcript()

@@ -7,7 +7,6 @@
 - :mod:`ldp_audit.training.cartpole` — CartPole with a private gravity per agent (Gymnasium's
 vectorised
   physics);
-- :mod:`ldp_audit.training.run_dir` — write/read the run directory of docs/interfaces.md;
 - :mod:`ldp_audit.training.reproduce` — the paper's reproduction.
 
 Submodules are imported on demand (``from ldp_audit.training.pgc_a3c import train``); importing this

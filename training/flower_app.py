@@ -5,7 +5,7 @@ needs Ray). The same two app objects run in Flower's simulation engine
 (:func:`run_simulation`) and under its deployment engine (a SuperLink and SuperNodes; see
 docs/flower.md), and write a run directory that ``ldp-audit attack dynamics --run-dir`` and
 ``ldp-audit report`` read unchanged (algorithm ``"pgc-a3c"``, the transcript layout of
-:mod:`ldp_audit.training.run_dir`).
+:mod:`ldp_audit.training.pgc_a3c.run_dir`).
 
 Trust boundary. Each agent (a ClientApp on its SuperNode) owns its private CartPole gravity, its
 noise generator and its own ledger (``<ledger-dir>/agent-<id>.sqlite``, a budget of its total
@@ -370,7 +370,7 @@ def _run_server(grid: Any, context: Any, settings: dict[str, Any]) -> Path:
     from ldp_audit.rundir import RunWriter, json_number
     from ldp_audit.training.pgc_a3c import init_theta
     from ldp_audit.training.pgc_a3c.metrics import first_success_time
-    from ldp_audit.training.run_dir import TRANSCRIPT_KEYS
+    from ldp_audit.training.pgc_a3c.run_dir import TRANSCRIPT_KEYS
 
     rc = {**{k: v for k, v in dict(context.run_config).items()}, **settings}
     for key in ("pgc-config", "run-dir"):
@@ -667,8 +667,7 @@ def run_simulation(
         settings["agents-file"] = str(secrets_file)
         app = write_app_project(Path(tmp) / "app")
         flwr_run(app, run_config=settings, num_supernodes=len(agents), log=log)
-    from ldp_audit.rundir import read_manifest
-    from ldp_audit.training.run_dir import read_metrics
+    from ldp_audit.rundir import RunDir, read_manifest
 
     man = read_manifest(run_dir) if run_dir.exists() else None
     if not man or not (run_dir / "metrics.json").exists():
@@ -676,7 +675,7 @@ def run_simulation(
             f"the Flower run wrote no finished run directory in {str(run_dir)!r}; pass log= "
             "(CLI: --log FILE) to see Flower's output"
         )
-    rejected = read_metrics(run_dir).get("rejected", [])
+    rejected = RunDir(run_dir).metrics().get("rejected", [])
     if man.get("status") != "complete":
         first = rejected[0]["reason"][:500] if rejected else "unknown"
         raise InvalidParameterError(
@@ -697,12 +696,10 @@ def run_simulation(
 def summary(run_dir: str | Path, ledger_dir: str | Path | None = None) -> str:
     """Where a Flower run is and what it spent, in a few lines (from its manifest and metrics):
     what the simulation's own output (Flower's log) does not say."""
-    from ldp_audit.rundir import read_manifest
-    from ldp_audit.training.run_dir import read_metrics
+    from ldp_audit.rundir import RunDir
 
-    run_dir = Path(run_dir)
-    man = read_manifest(run_dir) or {}
-    m = read_metrics(run_dir)
+    run = RunDir(run_dir)
+    run_dir, man, m = run.path, run.manifest() or {}, run.metrics()
     priv = m.get("privacy", {})
     n = int(sum(m.get("submissions", [0])))
     agents = int(m.get("agents", priv.get("agents", 0)))

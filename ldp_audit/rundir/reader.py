@@ -90,33 +90,42 @@ class RunDir:
         out.append(f"ldp-audit report {p}")
         return out
 
-    def transcript(self) -> dict[str, np.ndarray]:
+    def transcript(self, schema: Any = None) -> dict[str, np.ndarray]:
         """``transcript.npz`` (pickles refused), checked against the system's schema.
+
+        Args:
+            schema: check against this :class:`~ldp_audit.systems.TranscriptSchema` instead
+                (the arrays a reader of several systems' runs needs); the run's system is then
+                not looked up, so a run of an unregistered system reads too.
 
         A run whose schema has no required array may lack the file (a run that released
         nothing): then ``{}``.
 
         Raises:
             RunDirectoryError: the file is missing or unreadable, or an array is missing or of
-                the wrong kind; the message names the array, the run's system and the commands
-                that fit the run.
+                the wrong kind; the message names the array, the run's system and (the system's
+                schema) the commands that fit the run.
         """
-        if self._transcript is None:
-            schema = self.system.transcript_schema(self.train_config)
-            f = self.path / "transcript.npz"
-            if not f.exists():
-                if not schema.required:
-                    self._transcript = {}
-                    return {}
+        if schema is None and self._transcript is not None:
+            return dict(self._transcript)
+        own = schema is None
+        schema = self.system.transcript_schema(self.train_config) if own else schema
+        f = self.path / "transcript.npz"
+        if not f.exists():
+            if schema.required:
                 raise RunDirectoryError(
                     f"{f} is missing (a {self.algorithm} run's transcript holds "
                     f"{', '.join(schema.required)})"
                 )
+            arrays: dict[str, np.ndarray] = {}
+        else:
             arrays = read_npz(self.path, "transcript.npz")
-            hint = f"the commands for {self.algorithm} runs: " + "; ".join(self.commands())
+            cmds = "; ".join(self.commands()) if own else ""
+            hint = f"the commands for {self.algorithm} runs: {cmds}" if own else ""
             schema.check(arrays, where=f"{f} (a {self.algorithm} run)", hint=hint)
+        if own:
             self._transcript = arrays
-        return dict(self._transcript)
+        return dict(arrays)
 
     def require(self, *names: str, command: str) -> dict[str, np.ndarray]:
         """The transcript, which ``command`` needs to hold ``names`` (else a message naming the
@@ -131,16 +140,17 @@ class RunDir:
             )
         return tr
 
-    def secrets(self, *, for_scoring: bool) -> dict[str, np.ndarray]:
+    def secrets(self, *names: str, for_scoring: bool) -> dict[str, np.ndarray]:
         """``secrets.npz``: the ground truth an attack is *scored* against.
 
         Args:
+            names: arrays the file must hold.
             for_scoring: must be True: an attack or auditor that reads this to decide what to
                 guess is not an attack on what crossed the trust boundary.
 
         Raises:
             InvalidParameterError: ``for_scoring`` is not True.
-            RunDirectoryError: the file is missing or unreadable.
+            RunDirectoryError: the file is missing or unreadable, or lacks one of ``names``.
         """
         if for_scoring is not True:
             raise InvalidParameterError(
@@ -151,7 +161,7 @@ class RunDir:
             raise RunDirectoryError(
                 f"{self.path / 'secrets.npz'} is missing (needed to score an attack)"
             )
-        return read_npz(self.path, "secrets.npz")
+        return read_npz(self.path, "secrets.npz", names)
 
     def metrics(self) -> dict[str, Any]:
         """``metrics.json`` as a dict."""

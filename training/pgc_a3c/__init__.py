@@ -18,10 +18,10 @@ order:
   asynchronous agents deterministically, and :mod:`~ldp_audit.training.pgc_a3c.fused`, the same
   engine with each block of steps in one compiled call;
 - :mod:`~ldp_audit.training.pgc_a3c.grid`: :func:`train`, :func:`train_grid`, the process pool
-  and the stop signals.
+  and the stop signals; :mod:`~ldp_audit.training.pgc_a3c.run_dir`: the run directory it writes;
 - :mod:`~ldp_audit.training.pgc_a3c.metrics`: the paper's metrics (first success time, success
-  ratio, AUC) and their intervals; :mod:`~ldp_audit.training.pgc_a3c.paper`: the paper's Table 2
-  rows;
+  ratio, AUC) and their intervals; :mod:`~ldp_audit.training.pgc_a3c.paper`: the paper's
+  published numbers (Tables 1-3);
 - :mod:`~ldp_audit.training.pgc_a3c.report`: a run's report sections;
   :mod:`~ldp_audit.training.pgc_a3c.readings`: which readings of the paper reach its tables, and
   what each costs in privacy.

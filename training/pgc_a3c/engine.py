@@ -41,7 +41,7 @@ from ldp_audit.training.pgc_a3c.privacy import (
     privacy_summary,
     privatize_groups,
 )
-from ldp_audit.training.run_dir import TRANSCRIPT_KEYS
+from ldp_audit.training.pgc_a3c.run_dir import TRANSCRIPT_KEYS
 
 #: Acting uniforms are drawn per trial in blocks of this many lock-steps.
 ACT_BLOCK = 256

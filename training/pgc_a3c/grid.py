@@ -111,7 +111,7 @@ def train_grid(
         if c.clip_kind == "coordinate" and c.mechanism == "laplace":
             warnings.warn(coordinate_warning(c), PrivacyClaimWarning, stacklevel=3)
     from ldp_audit.rundir import check_new_dir
-    from ldp_audit.training import run_dir as rd
+    from ldp_audit.training.pgc_a3c.run_dir import open_writer, write_run
 
     if run_mode not in ("new", "overwrite", "resume"):
         raise InvalidParameterError(
@@ -130,7 +130,7 @@ def train_grid(
             configs, seeds, dirs, progress, transcript, workers, run_mode, engine
         )
     writers = [
-        None if d is None else rd.open_writer(d, c, s, mode=run_mode)
+        None if d is None else open_writer(d, c, s, mode=run_mode)
         for d, c, s in zip(dirs, configs, seeds, strict=True)
     ]
     accountants = []
@@ -182,7 +182,7 @@ def train_grid(
     status = "interrupted" if caught else "complete"
     for w, res in zip(writers, results, strict=True):
         if w is not None:
-            rd.write_run(w, res, status=status)
+            write_run(w, res, status=status)
     if caught:
         signum, handler = caught[0]
         if callable(handler):

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import json
 import math
-import zipfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ldp_audit.errors import RunDirectoryError
+from ldp_audit.rundir import RunDir, read_npz
+from ldp_audit.training.pgc_a3c.run_dir import TRANSCRIPT_SCHEMA
 
 __all__ = [
     "REQUIRED_FILES",
@@ -49,7 +50,6 @@ REQUIRED_FILES = ("config.json", "ledger.sqlite", "transcript.npz", "metrics.jso
 TARGET_SCORE = 195.0
 WINDOW = 10
 
-_TRANSCRIPT_INT = ("trial", "agent", "submission", "theta_index")
 _PARTIAL = ("interrupted", "failed", "running")
 
 
@@ -58,46 +58,6 @@ _PARTIAL = ("interrupted", "failed", "running")
 
 def _err(path: Path, what: str) -> RunDirectoryError:
     return RunDirectoryError(f"{path}: {what}")
-
-
-def _read_npz(path: Path) -> dict[str, np.ndarray]:
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            return {k: data[k] for k in data.files}
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
-        raise _err(path, f"is not a readable .npz archive ({exc})") from None
-
-
-def _check_transcript(path: Path, tr: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    need = (*_TRANSCRIPT_INT, "report", "score", "thetas")
-    missing = [k for k in need if k not in tr]
-    if missing:
-        raise _err(path, f"missing array(s) {', '.join(missing)}")
-    n = tr["trial"].shape[0] if tr["trial"].ndim == 1 else -1
-    for k in _TRANSCRIPT_INT:
-        a = tr[k]
-        if a.ndim != 1 or a.shape[0] != n or not np.issubdtype(a.dtype, np.integer):
-            raise _err(
-                path, f"'{k}' must be a 1-D integer array of length N={n}, got {a.dtype} {a.shape}"
-            )
-    rep, thetas, score = tr["report"], tr["thetas"], tr["score"]
-    if rep.ndim != 2 or rep.shape[0] != n or not np.issubdtype(rep.dtype, np.floating):
-        raise _err(
-            path, f"'report' must be a float array of shape (N={n}, d), got {rep.dtype} {rep.shape}"
-        )
-    if score.ndim != 1 or score.shape[0] != n:
-        raise _err(path, f"'score' must have shape (N={n},), got {score.shape}")
-    if thetas.ndim != 2 or thetas.shape[1] != rep.shape[1]:
-        raise _err(path, f"'thetas' must have shape (V, d={rep.shape[1]}), got {thetas.shape}")
-    if n and (tr["theta_index"].min() < 0 or tr["theta_index"].max() >= thetas.shape[0]):
-        raise _err(
-            path,
-            f"'theta_index' must index rows of 'thetas' (0..{thetas.shape[0] - 1}), "
-            f"got range {tr['theta_index'].min()}..{tr['theta_index'].max()}",
-        )
-    if n and (tr["trial"].min() < 0 or tr["agent"].min() < 0):
-        raise _err(path, "'trial' and 'agent' must be >= 0")
-    return tr
 
 
 def _check_zeta(path: Path, m: dict[str, Any]) -> None:
@@ -189,26 +149,31 @@ def load_pgc(
             path / "config.json",
             what or f"'mechanism' must be an object with a string 'name', got {mech!r}",
         )
-    tr = _check_transcript(path / "transcript.npz", _read_npz(path / "transcript.npz"))
+    tr = RunDir(path).transcript(TRANSCRIPT_SCHEMA)
+    rep, thetas = tr["report"], tr["thetas"]
+    if thetas.shape[1] != rep.shape[1]:
+        raise _err(
+            path / "transcript.npz", f"'thetas' must be (V, d={rep.shape[1]}), got {thetas.shape}"
+        )
+    if tr["trial"].size and (tr["trial"].min() < 0 or tr["agent"].min() < 0):
+        raise _err(path / "transcript.npz", "'trial' and 'agent' must be >= 0")
     _check_zeta(path / "metrics.json", metrics)
-    model = _read_npz(path / "model.npz")
+    model = read_npz(path, "model.npz")
     if "theta" not in model or model["theta"].ndim != 2:
         raise _err(path / "model.npz", "must hold 'theta' of shape (K, d)")
-    if model["theta"].shape[1] != tr["report"].shape[1]:
+    if model["theta"].shape[1] != rep.shape[1]:
         raise _err(
             path / "model.npz",
             f"'theta' has d={model['theta'].shape[1]} but the "
-            f"transcript's reports have d={tr['report'].shape[1]}",
+            f"transcript's reports have d={rep.shape[1]}",
         )
-    secrets = None
-    if (path / "secrets.npz").is_file():
-        secrets = _read_npz(path / "secrets.npz")
-        g = secrets.get("gravity")
-        if g is not None and g.shape != (tr["trial"].shape[0],):
-            raise _err(
-                path / "secrets.npz",
-                f"'gravity' must have shape (N={tr['trial'].shape[0]},), got {g.shape}",
-            )
+    secrets = read_npz(path, "secrets.npz") if (path / "secrets.npz").is_file() else None
+    g = None if secrets is None else secrets.get("gravity")
+    if g is not None and g.shape != (tr["trial"].shape[0],):
+        raise _err(
+            path / "secrets.npz",
+            f"'gravity' must have shape (N={tr['trial'].shape[0]},), got {g.shape}",
+        )
     return PgcRun(path, config, metrics, tr, model["theta"], secrets)
 
 

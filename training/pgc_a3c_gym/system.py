@@ -24,7 +24,7 @@ GYM_SCHEMA = TranscriptSchema(
         ArraySpec("worker", _I, 1, optional=True, doc="worker slot"),
         ArraySpec("round", _I, 1, optional=True, doc="the agent's round (0..T-1)"),
         ArraySpec("submission", _I, 1, doc="submission index n"),
-        ArraySpec("theta_index", _I, 1, doc="row of thetas the gradient was computed at"),
+        ArraySpec("theta_index", _I, 1, indexes="thetas", doc="thetas row of the gradient"),
         ArraySpec("report", _F, 2, doc="the noisy report (N, d)"),
         ArraySpec("score", _F, 1, doc="the episode's return"),
         ArraySpec("thetas", _F, 2, rows=None, doc="the broadcast parameters (V, d)"),

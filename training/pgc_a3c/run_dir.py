@@ -1,0 +1,99 @@
+"""Write a PGC-A3C run directory (layout pinned in docs/interfaces.md).
+
+::
+
+    RUN_DIR/
+      config.json      {"algorithm", "config", "mechanism", "seed", "versions", "created"}
+      ledger.sqlite    the accountant's ledger; agent id = "<trial>/<agent>"
+      transcript.npz   what crossed the trust boundary, one row per submission in arrival order:
+                       trial, agent, worker, round, submission, theta_index (N,) int64,
+                       report (N, 112), score (N,), and thetas (V, 112)
+      secrets.npz      ground truth for scoring attacks only: gravity (N,), gradient (N, 112)
+                       (the clean, unclipped gradient), aligned with the transcript rows
+      metrics.json     zeta per trial (list, only submissions made), fst, submissions, ...
+      model.npz        theta (K, 112): the final global parameters per trial
+
+Attacks and reports read it through :class:`ldp_audit.rundir.RunDir` (the transcript checked
+against the system's schema); they never import the trainer.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ldp_audit.rundir import RunWriter, json_number
+from ldp_audit.systems import ArraySpec, TranscriptSchema
+
+__all__ = ["TRANSCRIPT_SCHEMA", "TRANSCRIPT_KEYS", "open_writer", "write_run"]
+
+#: transcript.npz of a PGC-A3C run (what its report reads back through RunDir).
+TRANSCRIPT_SCHEMA = TranscriptSchema(
+    (
+        ArraySpec("trial", "iu", 1, doc="trial of the submission"),
+        ArraySpec("agent", "iu", 1, doc="agent (in arrival order within its trial)"),
+        ArraySpec("worker", "iu", 1, optional=True, doc="worker slot"),
+        ArraySpec("round", "iu", 1, optional=True, doc="the agent's round (0..T-1)"),
+        ArraySpec("submission", "iu", 1, doc="submission index n"),
+        ArraySpec("theta_index", "iu", 1, indexes="thetas", doc="thetas row of the gradient"),
+        ArraySpec("report", "f", 2, doc="the noisy report (N, d)"),
+        ArraySpec("score", "f", 1, doc="the episode score zeta_n"),
+        ArraySpec("thetas", "f", 2, rows=None, doc="the broadcast parameters (V, d)"),
+    )
+)
+#: Its arrays, in the order the engines record them (``thetas`` has V rows, the others N).
+TRANSCRIPT_KEYS = tuple(a.name for a in TRANSCRIPT_SCHEMA.arrays)
+
+
+def open_writer(path: str | Path, cfg: Any, seed: int, *, mode: str = "new") -> RunWriter:
+    """Start a PGC-A3C run directory (config.json now; ledger, outputs and manifest later).
+
+    ``mode``: "new" (the path must not exist or be empty), "overwrite", "resume"
+    (:class:`ldp_audit.rundir.RunWriter`).
+    """
+    return RunWriter(
+        path,
+        algorithm="pgc-a3c",
+        config=cfg.to_dict(),
+        seed=int(seed),
+        mechanism=cfg.make_mechanism().to_config(),
+        mode=mode,
+    )
+
+
+def write_run(path: str | Path | RunWriter, result: Any, *, status: str = "complete") -> Path:
+    """Write transcript.npz, secrets.npz, metrics.json and model.npz of ``result``, then the
+    manifest. ``path`` is the :class:`RunWriter` the run was started with (a plain path starts a
+    new run directory, which must not exist or be empty).
+
+    The ledger (ledger.sqlite) is written by the accountant during training.
+    """
+    from ldp_audit.training.pgc_a3c.metrics import first_success_time
+
+    cfg = result.config
+    w = path if isinstance(path, RunWriter) else open_writer(path, cfg, result.seed)
+    if result.transcript is not None:
+        w.write_npz("transcript.npz", result.transcript)
+        w.write_npz("secrets.npz", result.secrets)
+    zeta = np.asarray(result.zeta)
+    fst = np.atleast_1d(first_success_time(zeta, cfg.target_score, cfg.window))
+    w.write_json(
+        "metrics.json",
+        {
+            "zeta": [z[: int(n)].tolist() for z, n in zip(zeta, result.submissions, strict=True)],
+            "fst": [json_number(float(f)) for f in fst],
+            "submissions": [int(n) for n in result.submissions],
+            "stopped_at_target": [bool(b) for b in result.stopped_at_target],
+            "max_submissions": int(cfg.max_submissions),
+            "target_score": float(cfg.target_score),
+            "window": int(cfg.window),
+            "env_steps": int(result.env_steps),
+            "seconds": float(result.seconds),
+            "privacy": result.privacy,
+        },
+    )
+    w.write_npz("model.npz", {"theta": np.asarray(result.theta)})
+    w.finish(status=status)
+    return w.path
