@@ -59,9 +59,9 @@ def test_reproduce_cli_writes_report(tmp_path, monkeypatch, capsys):
 
     seen = {}
 
-    def fake(settings, seeds, horizon, progress, workers, acting):
+    def fake(settings, seeds, horizon, progress, cfg, grid_fn):
         assert len(set(seeds.values())) == len(settings)
-        seen.update(workers=workers, acting=acting)
+        seen.update(workers=cfg.workers, acting=cfg.acting)
         out = {}
         for s in settings:
             z = np.zeros((s.trials, horizon[s.key]))
