@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.training import metrics, readings, reproduce_report
+from ldp_audit.training import metrics, readings
+from ldp_audit.training.pgc_a3c import reproduce_report
 
 REPO = Path(__file__).resolve().parents[1]
 REPORTS = ("pgc-a3c", "pgc-a3c-sample")

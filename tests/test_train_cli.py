@@ -55,7 +55,7 @@ def test_missing_epsilon_is_a_usage_error(capsys):
 
 
 def test_reproduce_cli_writes_report(tmp_path, monkeypatch, capsys):
-    from ldp_audit.training import reproduce
+    from ldp_audit.training.pgc_a3c import reproduce
 
     seen = {}
 

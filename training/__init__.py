@@ -7,8 +7,9 @@
 vectorised
   physics);
 - :mod:`ldp_audit.training.run_dir` — write/read the run directory of docs/interfaces.md;
-- :mod:`ldp_audit.training.metrics`, :mod:`ldp_audit.training.reproduce` — the paper's metrics and
-reproduction.
+- :mod:`ldp_audit.training.metrics`, :mod:`ldp_audit.training.pgc_a3c.reproduce` — the paper's
+  metrics and reproduction;
+- :mod:`ldp_audit.training.reproduction` — what the four systems' paper reproductions share.
 
 Submodules are imported on demand (``from ldp_audit.training.pgc_a3c import train``); importing this
 package loads nothing heavy.

@@ -67,7 +67,7 @@ def render(folder: str | Path) -> dict[str, str]:
     system = system_of(res)
     notes = notes_of(folder)
     if system == "pgc-a3c":
-        from ldp_audit.training.reproduce_report import readme_markdown, tables_markdown
+        from ldp_audit.training.pgc_a3c.reproduce_report import readme_markdown, tables_markdown
 
         return {"README.md": readme_markdown(res, notes), "tables.md": tables_markdown(res)}
     if system == "pgc-a3c-readings":

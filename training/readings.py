@@ -41,7 +41,7 @@ import numpy as np
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.report.markdown import wrap_markdown
 from ldp_audit.training import metrics
-from ldp_audit.training.reproduce import INF, MACHINE, PAPER, setting_seed
+from ldp_audit.training.pgc_a3c.reproduce import INF, MACHINE, PAPER, setting_seed
 from ldp_audit.training.reproduction import machine_fingerprint, versions
 
 __all__ = [
@@ -288,14 +288,14 @@ def run_readings(
     cfg: ReadingsConfig, *, progress: bool | None = None, audit: bool = True
 ) -> dict[str, Any]:
     """Run every reading and control (``train_grid`` batches on ``cfg.backend``, see
-    :func:`ldp_audit.training.reproduce.engine_grid`) and audit the mechanisms
+    :func:`ldp_audit.training.pgc_a3c.reproduce.engine_grid`) and audit the mechanisms
     (``audit=False``: training only; :func:`add_audits` adds the audits later).
 
     Returns:
         JSON-able results: per setting its FSTs and the Table 1-3 measures, the audits, timing.
     """
     from ldp_audit.training.pgc_a3c import PrivacyClaimWarning
-    from ldp_audit.training.reproduce import engine_grid
+    from ldp_audit.training.pgc_a3c.reproduce import engine_grid
 
     if not isinstance(cfg, ReadingsConfig):
         raise InvalidParameterError(f"cfg must be a ReadingsConfig, got {type(cfg).__name__}")

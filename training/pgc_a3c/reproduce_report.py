@@ -1,8 +1,7 @@
 """The PGC-A3C reproduction's report: Tables 1-3 beside the paper's, Figures 2 and 3, the README
 and the command that regenerates it (``reports/pgc-a3c/``).
 
-Part of :mod:`ldp_audit.training.reproduce` (the grid and the run); import the public names from
-there.
+The grid and the run are in :mod:`ldp_audit.training.pgc_a3c.reproduce`.
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ import numpy as np
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.report.markdown import wrap_markdown
 from ldp_audit.training import metrics
-from ldp_audit.training.reproduce import INF, MECHANISMS, PAPER, ReproduceConfig
+from ldp_audit.training.pgc_a3c.reproduce import INF, MECHANISMS, PAPER, ReproduceConfig
 from ldp_audit.training.reproduction import write_report as shared_write_report
 
 __all__ = [
