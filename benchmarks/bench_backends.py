@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def reproduce_grid(trials: int, subs: int) -> tuple[list[PgcA3cConfig], list[int]]:
     """The configs and seeds ``reproduce pgc-a3c --trials T --max-submissions N`` trains."""
-    from ldp_audit.training import reproduce as rp
+    from ldp_audit.training.pgc_a3c import reproduce as rp
 
     cfg = rp.ReproduceConfig(trials=trials, max_submissions=subs)
     grid_, extra = rp._settings(cfg)
@@ -137,7 +137,7 @@ def timed_grid(configs: list, *, cpu_dir: str, **kwargs: object) -> list:
     import os
     import uuid
 
-    from ldp_audit.training.reproduce import quiet_train_grid
+    from ldp_audit.training.pgc_a3c.reproduce import quiet_train_grid
 
     t = time.process_time()
     out = quiet_train_grid(configs, **kwargs)
@@ -154,7 +154,7 @@ def set3(a: argparse.Namespace) -> int:
 
     import ray
 
-    from ldp_audit.training.reproduce import engine_grid, quiet_train_grid
+    from ldp_audit.training.pgc_a3c.reproduce import engine_grid, quiet_train_grid
 
     cfgs, seeds = reproduce_grid(a.trials, a.submissions)
     out: dict = {
@@ -238,7 +238,7 @@ def set3(a: argparse.Namespace) -> int:
 def set4(a: argparse.Namespace) -> int:
     import os
 
-    from ldp_audit.training.reproduce import quiet_train_grid
+    from ldp_audit.training.pgc_a3c.reproduce import quiet_train_grid
 
     cfgs, seeds = reproduce_grid(a.trials, a.submissions)
     out: dict = {

@@ -1,6 +1,6 @@
 """The reproduction's one-run audit table alone (correct and broken DP-SGD trainers).
 
-Runs ``ldp_audit.training.dprl.reproduce._audit_table`` (3 seeds of each correct audit
+Runs ``ldp_audit.training.dprl.reproduce_runs.audit_table`` (3 seeds of each correct audit
 configuration, the four broken fixtures) and writes
 ``benchmarks/results/dprl_audit_table.json`` with wall and CPU time.
 
@@ -18,14 +18,15 @@ from pathlib import Path
 import torch
 
 from ldp_audit.rundir import to_jsonable
-from ldp_audit.training.dprl.reproduce import ReproduceSettings, _audit_table
+from ldp_audit.training.dprl.reproduce import ReproduceSettings
+from ldp_audit.training.dprl.reproduce_runs import audit_table
 
 torch.set_num_threads(1)
 
 
 def main() -> None:
     t, c = time.perf_counter(), time.process_time()
-    rows = _audit_table(ReproduceSettings(audit_canaries=800), progress=True)
+    rows = audit_table(ReproduceSettings(audit_canaries=800), progress=True)
     doc = {
         "command": "OMP_NUM_THREADS=1 .venv/bin/python benchmarks/dprl_audit_table.py",
         "wall_seconds": time.perf_counter() - t,

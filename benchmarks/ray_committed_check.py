@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ldp_audit.training import reproduce as rp
 from ldp_audit.training.pgc_a3c import metrics
+from ldp_audit.training.pgc_a3c import reproduce as rp
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,6 +20,7 @@ from ldp_audit.report.markdown import unwrap_markdown, wrap_markdown
 from ldp_audit.training import committed_reports as C
 from ldp_audit.training import reproduction_check as K
 from ldp_audit.training import reproduction_statement as S
+from ldp_audit.training.reproduction import machine_fingerprint
 
 REPO = Path(__file__).resolve().parents[1]
 NAMES = [p.split("/", 1)[1] for p in C.COMMITTED]
@@ -128,7 +129,7 @@ def test_fedrl_titles_and_commands_say_what_results_hold() -> None:
 
 def test_a_recorded_fingerprint_is_printed() -> None:
     res = _res("fedrl-16")
-    res["fingerprint"] = S.machine_fingerprint()
+    res["fingerprint"] = machine_fingerprint()
     line = S.statement_lines(res)[-2]
     assert "no CPU model" not in line
     assert "the machine fingerprint results.json records: " in line

@@ -111,14 +111,15 @@ def test_eval_episodes_is_validated() -> None:
 
 
 def test_reproduce_grid_has_clip_only_and_the_small_sigmas() -> None:
-    from ldp_audit.training.dprl.reproduce import ReproduceSettings, _grid, _levels, run_config
+    from ldp_audit.training.dprl.reproduce import ReproduceSettings
+    from ldp_audit.training.dprl.reproduce_runs import grid, levels, run_config
     from ldp_audit.training.dprl.trainer import DQN_SOLVES
 
-    assert (0.0, True) not in _levels(ReproduceSettings(seeds=1), "dpsgd")  # opt-in
+    assert (0.0, True) not in levels(ReproduceSettings(seeds=1), "dpsgd")  # opt-in
     s = ReproduceSettings(seeds=1, clip_only=True)
-    assert _levels(s, "dpsgd") == [(0.0, False), (0.0, True), (0.01, False), (0.03, False),
+    assert levels(s, "dpsgd") == [(0.0, False), (0.0, True), (0.01, False), (0.03, False),
                                    (0.1, False), (0.5, False), (1.0, False)]  # fmt: skip
-    clip = [g for g in _grid(s) if g["clip_only"]]
+    clip = [g for g in grid(s) if g["clip_only"]]
     assert {g["algo"] for g in clip} == {"reinforce", "dqn"}
     assert all(g["privacy"] == "dpsgd" and g["sigma"] == 0.0 for g in clip)
     kw = run_config(next(g for g in clip if g["algo"] == "dqn"), s)
@@ -133,21 +134,21 @@ def test_reproduce_grid_has_clip_only_and_the_small_sigmas() -> None:
 
 
 def test_reproduce_cache_resumes_and_survives_a_torn_file(tmp_path) -> None:
-    from ldp_audit.training.dprl.reproduce import _cache_path, _cached
+    from ldp_audit.training.reproduction import cache_path, cached
 
     spec = {"algo": "dqn", "sigma": 0.1, "seed": 0}
-    path = _cache_path(tmp_path, "run", spec)
-    assert path != _cache_path(tmp_path, "run", {**spec, "seed": 1})
+    path = cache_path(tmp_path, "run", spec)
+    assert path != cache_path(tmp_path, "run", {**spec, "seed": 1})
     calls = []
 
     def make() -> dict:
         calls.append(1)
         return {"epsilon": math.inf, "returns": [1.0, 2.0]}
 
-    first = _cached(path, make)
-    second = _cached(path, make)
+    first = cached(path, make)
+    second = cached(path, make)
     assert len(calls) == 1 and first == second and second["epsilon"] == math.inf
     path.write_text('{"epsilon": ')  # an interrupted write
-    assert _cached(path, make) == first and len(calls) == 2
+    assert cached(path, make) == first and len(calls) == 2
     assert json.loads(path.read_text())["epsilon"] == "inf"
-    assert _cache_path(None, "run", spec) is None
+    assert cache_path(None, "run", spec) is None

@@ -16,13 +16,13 @@ import torch
 
 from ldp_audit.attacks.one_run import audit_run
 from ldp_audit.training.dprl.config import DprlConfig
-from ldp_audit.training.dprl.reproduce import (
+from ldp_audit.training.dprl.reproduce import ReproduceSettings
+from ldp_audit.training.dprl.reproduce_report import readme
+from ldp_audit.training.dprl.reproduce_runs import (
     AUDIT_DQN,
     AUDIT_REINFORCE,
-    ReproduceSettings,
-    _audit_cases,
-    _audit_one,
-    _readme,
+    audit_cases,
+    audit_one,
 )
 from ldp_audit.training.dprl.trainer import train
 
@@ -59,18 +59,18 @@ def test_correct_trainers_not_flagged_over_seeded_repeats(tmp_path) -> None:  # 
     "name", ["per-layer clipping, per-layer sigma*C noise", "accountant charged q/2 (DQN)"]
 )
 def test_subtle_bugs_flagged_in_one_run(name: str) -> None:
-    """The reproduction's own audit task (``_audit_one``, 95 %): flagged white-box by the
+    """The reproduction's own audit task (``audit_one``, 95 %): flagged white-box by the
     mechanism test far beyond its level; the README renders the row."""
     s = ReproduceSettings()
-    case = next(c for c in _audit_cases(s) if c["trainer"] == name)
-    row = _audit_one(case, s)
+    case = next(c for c in audit_cases(s) if c["trainer"] == name)
+    row = audit_one(case, s)
     w = row["white-box"]
     assert w["violation"] and "mechanism" in w["flagged_by"]
     assert w["mechanism_p_mean"] < 1e-4  # the level is 0.05 / 3 / 2
     assert w["mechanism_rate_lower_bound"] > w["mechanism_rate_claimed"]
     assert row["true_epsilon"] > w["accountant_epsilon"]
     doc = {"table": [], "audits": [row], "command": "c", "wall_seconds": 1.0, "machine": "m"}
-    md = _readme(doc, s)
+    md = readme(doc, s)
     assert f"| {name} | 0 | {row['updates']} |" in md and "VIOLATION (mechanism" in md
     assert "broken trainers flagged in one run" in md and name in md.split("Reading:")[1]
 

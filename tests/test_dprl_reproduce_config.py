@@ -1,6 +1,5 @@
-"""``reproduce dprl`` / ``train dprl``: options generated from their configs, and the split of
-``training/dprl/reproduce.py`` (config and driver; runs in ``dprl_reproduce_runs``; figures and
-README in ``dprl_reproduce_report``) keeping the committed report and every old import."""
+"""``reproduce dprl`` / ``train dprl``: options generated from their configs, and the committed
+report rebuilt by the report module (``training/dprl/reproduce_report.py``)."""
 
 from __future__ import annotations
 
@@ -26,30 +25,14 @@ def _settings_of(doc: dict):  # noqa: ANN202
 
 def test_committed_readme_rerenders_from_its_results() -> None:
     """reports/dprl/README.md is exactly what the report module writes from results.json."""
-    from ldp_audit.training.dprl.reproduce import _readme
-    from ldp_audit.training.dprl.reproduce_runs import restore
+    from ldp_audit.training.dprl.reproduce_report import readme
+    from ldp_audit.training.reproduction import restore
 
     doc = restore(json.loads((REPORT / "results.json").read_text()))
     for row in doc["table"]:  # results.json writes an interval's NaN end as null
         for key in ("final_return_ci95", "convergence_ci95"):
             row[key] = [math.nan if x is None else x for x in row[key]]
-    assert _readme(doc, _settings_of(doc)) == (REPORT / "README.md").read_text()
-
-
-def test_old_import_path_keeps_every_name() -> None:
-    """Names imported from training/dprl/reproduce.py (tests, benchmarks, sizes.py) stay there,
-    the very objects of the sibling modules."""
-    import ldp_audit.training.dprl.reproduce as old
-    import ldp_audit.training.dprl.reproduce_report as report
-    import ldp_audit.training.dprl.reproduce_runs as runs
-
-    for name in ("AUDIT_DQN", "AUDIT_REINFORCE", "audit_summary", "broken_hooks", "run_config"):
-        assert getattr(old, name) is getattr(runs, name)
-    for name in ("grid", "levels", "cache_path", "cached", "audit_cases", "audit_one",
-                 "audit_table"):  # fmt: skip
-        assert getattr(old, f"_{name}") is getattr(runs, name)
-    assert old._readme is report.readme
-    assert callable(old.reproduce) and dataclasses.is_dataclass(old.ReproduceSettings)
+    assert readme(doc, _settings_of(doc)) == (REPORT / "README.md").read_text()
 
 
 def test_dqn_preset_names_are_the_presets() -> None:

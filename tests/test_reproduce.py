@@ -11,7 +11,7 @@ import pytest
 
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 from ldp_audit.report.markdown import unwrap_markdown
-from ldp_audit.training import reproduce, reproduce_report
+from ldp_audit.training.pgc_a3c import reproduce, reproduce_report
 
 
 def _fake_engine(success_at: dict[str, int]):
@@ -270,13 +270,13 @@ def test_report_command_reruns_the_same_config(kwargs):
 def test_reading_options_reach_the_engine_and_the_command_line():
     import warnings
 
-    from ldp_audit.training.reproduce import (
+    from ldp_audit.training.pgc_a3c.reproduce import (
         ReproduceConfig,
         _engine_config,
         _settings,
         reading_options,
     )
-    from ldp_audit.training.reproduce_report import reproduce_command
+    from ldp_audit.training.pgc_a3c.reproduce_report import reproduce_command
 
     cfg = ReproduceConfig(clip_kind="coordinate", aggregator="adam", aggregator_lr=0.01)
     assert reading_options(cfg, "laplace") == {

@@ -16,7 +16,7 @@ import pytest
 
 from ldp_audit.backends import TaskError
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.training import reproduce, reproduce_report
+from ldp_audit.training.pgc_a3c import reproduce, reproduce_report
 
 pytest.importorskip("ldp_audit.training.pgc_a3c")
 

@@ -55,13 +55,13 @@ def test_missing_epsilon_is_a_usage_error(capsys):
 
 
 def test_reproduce_cli_writes_report(tmp_path, monkeypatch, capsys):
-    from ldp_audit.training import reproduce
+    from ldp_audit.training.pgc_a3c import reproduce
 
     seen = {}
 
-    def fake(settings, seeds, horizon, progress, workers, acting):
+    def fake(settings, seeds, horizon, progress, cfg, grid_fn):
         assert len(set(seeds.values())) == len(settings)
-        seen.update(workers=workers, acting=acting)
+        seen.update(workers=cfg.workers, acting=cfg.acting)
         out = {}
         for s in settings:
             z = np.zeros((s.trials, horizon[s.key]))

@@ -5,9 +5,9 @@
   simulator), its metrics, readings and report; :mod:`ldp_audit.training.pgc_a3c_gym` — the same
   algorithm on any Gymnasium environment;
 - :mod:`ldp_audit.training.cartpole` — CartPole with a private gravity per agent (Gymnasium's
-vectorised
-  physics);
-- :mod:`ldp_audit.training.reproduce` — the paper's reproduction.
+  vectorised physics);
+- :mod:`ldp_audit.training.pgc_a3c.reproduce` — the paper's reproduction;
+- :mod:`ldp_audit.training.reproduction` — what the four systems' paper reproductions share.
 
 Submodules are imported on demand (``from ldp_audit.training.pgc_a3c import train``); importing this
 package loads nothing heavy.

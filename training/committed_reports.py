@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.training.reproduction import notes_of
 from ldp_audit.training.reproduction_statement import system_of
 
 __all__ = ["COMMITTED", "render", "rebuild", "main"]
@@ -40,15 +41,10 @@ COMMITTED = (
 )
 
 
-def _notes(folder: Path) -> str | None:
-    p = folder / "notes.md"
-    return p.read_text() if p.is_file() else None
-
-
 def _dprl(res: dict[str, Any]) -> str:
     from ldp_audit.training.dprl.reproduce import ReproduceSettings
     from ldp_audit.training.dprl.reproduce_report import readme
-    from ldp_audit.training.dprl.reproduce_runs import restore
+    from ldp_audit.training.reproduction import restore
 
     doc = restore(res)
     for row in doc["table"]:  # results.json writes an interval's NaN end as null
@@ -69,9 +65,9 @@ def render(folder: str | Path) -> dict[str, str]:
         )
     res = json.loads(path.read_text())
     system = system_of(res)
-    notes = _notes(folder)
+    notes = notes_of(folder)
     if system == "pgc-a3c":
-        from ldp_audit.training.reproduce_report import readme_markdown, tables_markdown
+        from ldp_audit.training.pgc_a3c.reproduce_report import readme_markdown, tables_markdown
 
         return {"README.md": readme_markdown(res, notes), "tables.md": tables_markdown(res)}
     if system == "pgc-a3c-readings":

@@ -29,11 +29,12 @@ Command (exit 0: no cell differs, 1: some cell differs, 2: bad input)::
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.training.reproduction import num
+from ldp_audit.training.reproduction import to_float as _f
 from ldp_audit.training.reproduction_statement import system_of
 
 __all__ = [
@@ -46,16 +47,6 @@ __all__ = [
 ]
 
 Cell = tuple[float | None, float | None, float | None]
-
-
-def _f(v: Any) -> float | None:
-    if isinstance(v, bool) or v is None:
-        return None
-    if isinstance(v, (int, float)):
-        return None if math.isnan(v) else float(v)
-    if isinstance(v, str) and v.strip().lower() in ("inf", "infinity"):
-        return math.inf
-    return None
 
 
 def _cell(value: Any, ci: Any) -> Cell:
@@ -209,9 +200,7 @@ def check_folders(
 
 
 def _n(v: float | None) -> str:
-    if v is None:
-        return "n/a"
-    return "inf" if math.isinf(v) else f"{v:.4g}"
+    return num(v, 4, none="n/a")
 
 
 def format_check(result: dict[str, Any], *, all_cells: bool = False) -> str:

@@ -11,24 +11,23 @@ to be "not recorded", never guessed. The words about a system's design (who rece
 the trainer's, the same for every run of it.
 
 :func:`system_of` tells which reproduction a results.json is from (by the keys it holds);
-:func:`machine_fingerprint` is what a new reproduction records beside its results, so that a
-later reader knows on what a rerun is bit for bit.
+:func:`fingerprint_words` says on what machine (:func:`ldp_audit.training.reproduction.provenance`)
+a rerun is bit for bit.
 """
 
 from __future__ import annotations
 
 import math
-import platform
 import re
 from typing import Any
 
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.training.reproduction import to_float as _f
 
 __all__ = [
     "SYSTEMS",
     "system_of",
     "statement_lines",
-    "machine_fingerprint",
     "fingerprint_words",
     "check_command",
     "report_folder",
@@ -61,16 +60,6 @@ def system_of(res: Any) -> str:
     )
 
 
-def _f(v: Any) -> float | None:
-    if isinstance(v, bool) or v is None:
-        return None
-    if isinstance(v, (int, float)):
-        return float(v)
-    if isinstance(v, str) and v.strip().lower() in ("inf", "infinity"):
-        return math.inf
-    return None
-
-
 def _e(v: Any, nd: int = 4) -> str:
     x = _f(v)
     if x is None:
@@ -87,36 +76,6 @@ def _bound(lb: Any, claim: Any, violation: bool) -> str:
 
 
 # ---------------------------------------------------------------------- machine and reruns
-
-
-def machine_fingerprint() -> dict[str, Any]:
-    """What decides the last bits of this machine's float arithmetic, to record beside a
-    reproduction's results: the CPU's model and vendor, torch's dispatched instruction set,
-    the OS and the numeric libraries' versions (a value that cannot be read is omitted)."""
-    fp: dict[str, Any] = {"platform": platform.platform(), "machine": platform.machine()}
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            info = fh.read()
-        for key, name in (("model name", "cpu_model"), ("vendor_id", "cpu_vendor")):
-            m = re.search(rf"^{key}\s*:\s*(.+)$", info, re.M)
-            if m:
-                fp[name] = m.group(1).strip()
-    except OSError:
-        pass
-    versions: dict[str, str] = {}
-    for mod in ("numpy", "scipy", "torch", "numba"):
-        try:
-            versions[mod] = __import__(mod).__version__
-        except ImportError:
-            continue
-    fp["versions"] = versions
-    try:
-        import torch
-
-        fp["torch_cpu_capability"] = torch.backends.cpu.get_cpu_capability()
-    except (ImportError, AttributeError):
-        pass
-    return fp
 
 
 def fingerprint_words(res: dict[str, Any]) -> str:

@@ -129,7 +129,7 @@ PGC_A3C = SystemSpec(
     charges="ldp_audit.training.systems:pgc_charges",
     attacks={"dynamics": "ldp_audit.attacks.run_scorers:pgc_dynamics"},
     report_sections="ldp_audit.training.pgc_a3c.report:report_sections",
-    reproduce="ldp_audit.training.reproduce:run_reproduction",
+    reproduce="ldp_audit.training.pgc_a3c.reproduce:run_reproduction",
     cli="ldp_audit.cli.train_cmd:register_pgc",
     tiny_config={"mechanism": "laplace", "epsilon": 1.0, "trials": 2, "max_submissions": 30},
 )

@@ -499,8 +499,8 @@ def _check_step_scale(cfg: Any) -> None:
 def _reproduce_pgc(args: argparse.Namespace) -> int:
     if args.readings:
         return _reproduce_readings(args)
-    from ldp_audit.training.reproduce import ReproduceConfig, run_reproduction
-    from ldp_audit.training.reproduce_report import write_report
+    from ldp_audit.training.pgc_a3c.reproduce import ReproduceConfig, run_reproduction
+    from ldp_audit.training.pgc_a3c.reproduce_report import write_report
 
     cfg = ReproduceConfig(
         trials=args.trials,

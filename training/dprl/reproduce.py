@@ -24,7 +24,6 @@ README in :mod:`ldp_audit.training.dprl.reproduce_report`.
 
 from __future__ import annotations
 
-import json
 import math
 import platform
 import time
@@ -36,41 +35,12 @@ import numpy as np
 
 from ldp_audit.config import bounds
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.training.dprl.config import MAX_SCALE, check_int, check_real
+from ldp_audit.training.dprl.config import MAX_SCALE
 from ldp_audit.training.dprl.reproduce_report import figures, readme
-from ldp_audit.training.dprl.reproduce_runs import (
-    AUDIT_DQN,
-    AUDIT_REINFORCE,
-    audit_cases,
-    audit_one,
-    audit_summary,
-    audit_table,
-    boxed_epsilon,
-    broken_hooks,
-    cache_path,
-    cached,
-    grid,
-    levels,
-    run_config,
-    run_one,
-)
+from ldp_audit.training.dprl.reproduce_runs import audit_table, boxed_epsilon, grid, levels, run_one
+from ldp_audit.training.reproduction import check_fields, provenance, write_report
 
-__all__ = [
-    "ReproduceSettings",
-    "reproduce",
-    "broken_hooks",
-    "audit_summary",
-    "check_audit_canaries",
-    "AUDIT_REINFORCE",
-    "AUDIT_DQN",
-    "DQN_PRESET_NAMES",
-    "run_config",
-]
-
-# the names this module had before its runs and its report moved to the two sibling modules
-# (tests and benchmarks import them from here)
-_grid, _levels, _cache_path, _cached = grid, levels, cache_path, cached
-_audit_cases, _audit_one, _audit_table, _readme = audit_cases, audit_one, audit_table, readme
+__all__ = ["ReproduceSettings", "reproduce", "check_audit_canaries", "DQN_PRESET_NAMES"]
 
 
 #: the presets of ``--dqn-preset`` (the keys of
@@ -135,31 +105,7 @@ class ReproduceSettings:
     """Greedy evaluation episodes after each run (0: none)."""
 
     def __post_init__(self) -> None:
-        from ldp_audit.training.dprl.trainer import DQN_PRESETS
-
-        if self.dqn_preset not in DQN_PRESETS:
-            raise InvalidParameterError(
-                f"dqn_preset must be one of {tuple(DQN_PRESETS)}, got {self.dqn_preset!r}"
-            )
-        if not isinstance(self.clip_only, bool):
-            raise InvalidParameterError(f"clip_only must be True or False, got {self.clip_only!r}")
-        e = self.eval_episodes
-        if isinstance(e, bool) or not isinstance(e, int) or e < 0:
-            raise InvalidParameterError(f"eval_episodes must be an integer >= 0, got {e!r}")
-        for name in ("seeds", "episodes", "total_steps"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise InvalidParameterError(f"{name} must be an integer >= 1, got {v!r}")
-        check_audit_canaries(self.audit_canaries)
-        for name in ("dpsgd_noise", "obs_noise"):
-            v = getattr(self, name)
-            if not isinstance(v, (tuple, list)) or not v:
-                raise InvalidParameterError(f"{name} must be a non-empty tuple of reals, got {v!r}")
-            for x in v:
-                check_real(x, name, lo=0.0, hi=MAX_SCALE)
-        check_real(self.clip, "clip", lo=0.0, lo_open=True, hi=MAX_SCALE)
-        check_real(self.delta, "delta", lo=0.0, lo_open=True, hi=1.0, hi_open=True)
-        check_int(self.seed, "seed", minimum=0)
+        check_fields(self)
 
 
 def _boot(values: np.ndarray, rng: np.random.Generator, n: int = 2000) -> tuple[float, float]:
@@ -199,7 +145,6 @@ def reproduce(
     import functools
 
     from ldp_audit.backends import backend_options, describe_spec, run_tasks
-    from ldp_audit.rundir import to_jsonable
 
     where = backend_options(backend=backend, address=address, workers=workers)  # before work
 
@@ -290,8 +235,6 @@ def reproduce(
                 table.append(row)
     figs = figures(out, runs, settings)
     wall = time.perf_counter() - t0
-    from ldp_audit.training.reproduction_statement import machine_fingerprint
-
     results = {
         "settings": asdict(settings),
         "table": table,
@@ -305,11 +248,9 @@ def reproduce(
                 if not (r["sigma"] == 0 and not r.get("clip_only") and r["family"] == "obs-noise")
             )
         ),
-        "machine": f"{platform.machine()} {platform.system()}, 2 shared cores (loaded)",
-        "fingerprint": machine_fingerprint(),
+        **provenance(f"{platform.machine()} {platform.system()}, 2 shared cores (loaded)"),
         "command": "ldp-audit " + " ".join(argv or []),
         "runs": [{k: v for k, v in r.items() if k != "privacy"} for r in runs],
     }
-    (out / "results.json").write_text(json.dumps(to_jsonable(results), indent=1, allow_nan=False))
-    (out / "README.md").write_text(readme(results, settings))
+    write_report(out, results, lambda res, _notes: {"README.md": readme(res, settings)})
     return {k: v for k, v in results.items() if k != "runs"}

@@ -17,6 +17,7 @@ import numpy as np
 
 from ldp_audit.report.markdown import wrap_markdown
 from ldp_audit.training.dprl.reproduce_runs import levels as grid_levels
+from ldp_audit.training.reproduction import num
 
 if TYPE_CHECKING:
     from ldp_audit.training.dprl.reproduce import ReproduceSettings
@@ -138,15 +139,7 @@ def _figures_inner(out: Path, runs: list[dict[str, Any]], s: ReproduceSettings) 
 
 
 def _f(v: Any, nd: int = 3) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, str):
-        return v
-    if isinstance(v, float) and math.isinf(v):
-        return "inf"
-    if isinstance(v, float) and math.isnan(v):
-        return "n/a"
-    return f"{v:.{nd}g}"
+    return num(v, nd, nan="n/a")
 
 
 def _reading(audits: list[dict[str, Any]]) -> str:

@@ -2,21 +2,23 @@
 in a cache folder as they finish.
 
 :func:`grid` lists the runs of a :class:`~ldp_audit.training.dprl.reproduce.ReproduceSettings`
-(algorithm x noise family x level x seed); :func:`run_one` trains one of them (or reads it from
-``--cache``: :func:`cache_path` keys a finished run by its whole spec). The one-run audit table
-trains the correct DP-SGD trainers (:data:`AUDIT_REINFORCE`, :data:`AUDIT_DQN`) and the four
-broken ones of :func:`broken_hooks` (:func:`audit_cases`) and audits each white- and black-box
-(:func:`audit_one`, :func:`audit_table`). Every task depends only on its spec and seed, so the
-results do not depend on where :func:`ldp_audit.backends.run_tasks` ran it.
+(algorithm x noise family x level x seed); :func:`run_one` trains one of them (or reads it
+from ``--cache``: :func:`ldp_audit.training.reproduction.cached`, keyed by its whole spec). The
+one-run audit table trains the correct DP-SGD trainers (:data:`AUDIT_REINFORCE`,
+:data:`AUDIT_DQN`) and the four broken ones of :func:`broken_hooks` (:func:`audit_cases`) and
+audits each white- and black-box (:func:`audit_one`, :func:`audit_table`). Every task depends
+only on its spec and seed, so the results do not depend on where
+:func:`ldp_audit.backends.run_tasks` ran it.
 :mod:`ldp_audit.training.dprl.reproduce` drives them and writes the report.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from ldp_audit.training.reproduction import cache_path, cached
 
 if TYPE_CHECKING:
     from ldp_audit.training.dprl.reproduce import ReproduceSettings
@@ -31,13 +33,10 @@ __all__ = [
     "audit_train",
     "boxed_epsilon",
     "broken_hooks",
-    "cache_path",
-    "cached",
     "describe_case",
     "grid",
     "levels",
     "one_thread",
-    "restore",
     "run_config",
     "run_one",
     "train_one",
@@ -128,45 +127,6 @@ def grid(s: ReproduceSettings) -> list[dict[str, Any]]:
                         }  # fmt: skip
                     )
     return runs
-
-
-def cache_path(cache: str | Path | None, kind: str, spec: dict[str, Any]) -> Path | None:
-    """Where a finished run is kept (``--cache``): one JSON per run, keyed by its whole spec."""
-    if cache is None:
-        return None
-    import hashlib
-
-    key = hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()
-    return Path(cache) / f"{kind}-{key[:24]}.json"
-
-
-def cached(path: Path | None, make: Any) -> dict[str, Any]:
-    """``make()``, or the result a previous (interrupted) reproduction left in ``path``."""
-    from ldp_audit.rundir import to_jsonable
-
-    if path is not None and path.is_file():
-        try:
-            return restore(json.loads(path.read_text()))
-        except ValueError:
-            pass  # a torn file: run again
-    r = make()
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(to_jsonable(r)))
-        tmp.replace(path)
-    return r
-
-
-def restore(obj: Any) -> Any:
-    """Undo the JSON convention of ``to_jsonable`` (infinite = "inf")."""
-    if isinstance(obj, dict):
-        return {k: restore(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [restore(v) for v in obj]
-    if obj in ("inf", "-inf"):
-        return float(obj)
-    return obj
 
 
 def one_thread() -> None:

@@ -23,6 +23,7 @@ from ldp_audit.config import bounds
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.fedrl.config import FedRLConfig
 from ldp_audit.training.fedrl.mechanisms import MAX_SCALE, MIN_BOUND, check_bound, check_sigma
+from ldp_audit.training.reproduction import check_fields, loadavg, provenance
 
 __all__ = [
     "ReproConfig",
@@ -125,59 +126,7 @@ class ReproConfig:
     the CPU, so on the CPU the results are bit for bit those of before the option existed."""
 
     def __post_init__(self) -> None:
-        """Every field type-checked and ranged (errors name the field and the value)."""
-        from ldp_audit.training.fedrl.mechanisms import check_bound, check_sigma, is_int
-        from ldp_audit.training.gridworld import check_size
-
-        def ints(name: str, lo: int, *, seq: bool = False, empty: bool = False) -> None:
-            v = getattr(self, name, None)
-            vals = v if seq else (v,)
-            if seq and (not isinstance(v, (tuple, list)) or (not v and not empty)):
-                raise InvalidParameterError(
-                    f"{name} must be a {'' if empty else 'non-empty '}tuple of integers >= {lo}, "
-                    f"got {v!r}"
-                )
-            for x in vals:
-                if not is_int(x) or x < lo:
-                    what = "integers" if seq else "an integer"
-                    raise InvalidParameterError(f"{name} must be {what} >= {lo}, got {v!r}")
-
-        ints("sizes", 1, seq=True)
-        for s in self.sizes:
-            check_size(s, None)
-        ints("train_steps", 1, seq=True)
-        ints("hist_lens", 1, seq=True, empty=True)
-        for name, lo in (("runs", 1), ("n_envs", 1), ("n_maps", 10), ("eval_maps", 1),
-                         ("hist_len", 1), ("fig4_runs", 1), ("attack_steps", 1), ("seed", 0),
-                         ("audit_samples", 0), ("threads", 1)):  # fmt: skip
-            if hasattr(self, name):
-                ints(name, lo)
-        if getattr(self, "fig4_steps", None) is not None:
-            ints("fig4_steps", 1)
-        from ldp_audit.training.gridworld import check_meeting_rule
-
-        check_meeting_rule(self.meeting_rule)
-        from ldp_audit.training.device import check_device
-
-        check_device(self.device)
-        ints("curve_points", 0)
-        ints("curve_maps", 1)
-        if not isinstance(self.explore_eps, (tuple, list)):
-            raise InvalidParameterError(
-                f"explore_eps must be a tuple of reals in (0, 1], got {self.explore_eps!r}"
-            )
-        for e in self.explore_eps:
-            if isinstance(e, bool) or not isinstance(e, (int, float)) or not 0 < e <= 1:
-                raise InvalidParameterError(
-                    f"explore_eps must be reals in (0, 1], got {self.explore_eps!r}"
-                )
-        if not isinstance(self.attack_sigmas, (tuple, list)):
-            raise InvalidParameterError(
-                f"attack_sigmas must be a tuple of reals >= 0, got {self.attack_sigmas!r}"
-            )
-        for s in self.attack_sigmas:
-            check_sigma(s, "attack_sigmas")
-        check_bound(self.attack_clip, "attack_clip")
+        check_fields(self)
 
     def steps_for(self, i: int) -> int:
         return self.train_steps[0] if len(self.train_steps) == 1 else self.train_steps[i]
@@ -279,11 +228,11 @@ def _maps(size: int, n_maps: int, seed: int) -> Any:
 
 
 def _stage(item: dict[str, Any]) -> dict[str, Any]:
-    """One stage of the reproduction (a Table 1 size, a Figure 4 history length or an attack
-    setting): a module-level, deterministic task of :func:`ldp_audit.backends.run_tasks`, so a
-    stage gives the same numbers in this process, a local pool or on Ray."""
+    """One stage of the reproduction (a Table 1 (method, run), a Figure 4 history length or an
+    attack setting): a module-level, deterministic task of :func:`ldp_audit.backends.run_tasks`,
+    so a stage gives the same numbers in this process, a local pool or on Ray."""
     from ldp_audit.attacks.fedrl import attack_arrays
-    from ldp_audit.training.fedrl import FedRLConfig, run_fedrl
+    from ldp_audit.training.fedrl import run_fedrl
     from ldp_audit.training.fedrl.metrics import table_metrics
     from ldp_audit.training.fedrl.runs import log_arrays
 
@@ -292,15 +241,13 @@ def _stage(item: dict[str, Any]) -> dict[str, Any]:
     t0, c0 = time.perf_counter(), time.process_time()
     size = item["size"]
     maps = _maps(size, rc.n_maps, rc.seed)
+    run = functools.partial(run_fedrl, maps=maps, threads=rc.threads)
     if kind == "table1-run":  # one (method, run) of Table 1, trained alone
-        cfg = _table1_config(rc, item["index"])
-        r = run_fedrl(
-            cfg,
+        r = run(
+            _table1_config(rc, item["index"]),
             seed=rc.seed + 1000 * size,
-            maps=maps,
             record=False,
             progress=progress,
-            threads=rc.threads,
             extras=_extras(rc),
             only=(item["method"], item["run"]),
         )
@@ -308,57 +255,29 @@ def _stage(item: dict[str, Any]) -> dict[str, Any]:
         out["task_seconds"] = time.perf_counter() - t0
         out["task_cpu_seconds"] = time.process_time() - c0
         return out
-    if kind in ("table1", "fig4"):
-        table1 = kind == "table1"
-        cfg = FedRLConfig(
-            size=size,
-            n_maps=rc.n_maps,
-            map_seed=rc.seed,
-            hist_len=rc.hist_len if table1 else item["hist_len"],
-            sigma=1.0,
-            train_steps=rc.steps_for(item["index"]) if table1 else rc.fig4_train_steps(),
-            n_envs=rc.n_envs,
-            eval_maps=rc.eval_maps,
-            runs=rc.runs if table1 else rc.fig4_runs,
-            meeting_rule=rc.meeting_rule,
-            device=rc.device,
+    if kind == "fig4":
+        cfg = replace(
+            _table1_config(rc, 0),
+            hist_len=item["hist_len"],
+            train_steps=rc.fig4_train_steps(),
+            runs=rc.fig4_runs,
         )
-        r = run_fedrl(
-            cfg,
-            seed=rc.seed + 1000 * size if table1 else rc.seed + 7 + item["hist_len"],
-            maps=maps,
-            record=False,
-            progress=progress,
-            threads=rc.threads,
-        )
+        r = run(cfg, seed=rc.seed + 7 + item["hist_len"], record=False, progress=progress)
         m = table_metrics(cfg, r["results"])
         m["seconds"] = time.perf_counter() - t0
         m["cpu_seconds"] = time.process_time() - c0
         m["train_steps"] = cfg.train_steps
-        if table1:
-            m["longest_shortest_path"] = int(maps.shortest.max())
-            m["random_policy"] = random_policy_success(
-                size, rc.n_maps, rc.seed, rc.eval_maps, maps=maps
-            )
         return m
-    cfg = FedRLConfig(
-        size=size,
-        n_maps=rc.n_maps,
-        map_seed=rc.seed,
-        hist_len=rc.hist_len,
+    cfg = replace(
+        _table1_config(rc, 0),
         sigma=float(item["sigma"]),
         clip_outputs=item["clip"],
         train_steps=rc.attack_steps,
-        n_envs=rc.n_envs,
         eval_maps=min(rc.eval_maps, 200),
         methods=("fedrl",),
         runs=1,
-        meeting_rule=rc.meeting_rule,
-        device=rc.device,
     )
-    r = run_fedrl(
-        cfg, seed=rc.seed + 99, maps=maps, record=True, progress=False, threads=rc.threads
-    )
+    r = run(cfg, seed=rc.seed + 99, record=True, progress=False)
     tr, sec = log_arrays(r["log"])
     from threadpoolctl import threadpool_limits
 
@@ -374,10 +293,8 @@ def _stage(item: dict[str, Any]) -> dict[str, Any]:
     return a
 
 
-def _table1_config(rc: ReproConfig, index: int) -> Any:
+def _table1_config(rc: ReproConfig, index: int) -> FedRLConfig:
     """The FedRLConfig of Table 1 at ``rc.sizes[index]``."""
-    from ldp_audit.training.fedrl import FedRLConfig
-
     return FedRLConfig(
         size=rc.sizes[index],
         n_maps=rc.n_maps,
@@ -471,25 +388,20 @@ def reproduce(
         )
     device = resolve_device(rc.device)  # "cuda" without CUDA: refused before any work
     t_all, c_all = time.perf_counter(), time.process_time()
-    from ldp_audit.training.reproduction_statement import machine_fingerprint
-
     res: dict[str, Any] = {
         "config": asdict(rc),
         "command": command,
-        "machine": f"{platform.machine()}, {platform.processor() or 'cpu'}; "
-        f"{os.cpu_count()} cores seen by the process",
-        "fingerprint": machine_fingerprint(),
-        "device": device,
+        **provenance(
+            f"{platform.machine()}, {platform.processor() or 'cpu'}; "
+            f"{os.cpu_count()} cores seen by the process",
+            device,
+        ),
         "paper": PAPER_TABLE1,
         "table1": {},
         "fig4": {},
         "attacks": [],
-        "load_average_start": _loadavg(),
+        "load_average_start": loadavg(),
     }
-    if device == "cuda":
-        import torch
-
-        res["device_name"] = torch.cuda.get_device_name(0)
     rc = replace(rc, device=device)  # every stage on the resolved device (no "auto" per worker)
 
     def save() -> None:
@@ -557,16 +469,5 @@ def reproduce(
     res["fig4"] = {str(h): res["fig4"][str(h)] for h in rc.hist_lens if str(h) in res["fig4"]}
     res["seconds_total"] = time.perf_counter() - t_all
     res["cpu_seconds_total"] = time.process_time() - c_all
-    res["load_average_end"] = _loadavg()
+    res["load_average_end"] = loadavg()
     return res
-
-
-def _loadavg() -> list[float] | None:
-    """The 1/5/15-minute load averages (None where the OS has none): how loaded the machine
-    was, for the record of the wall time."""
-    import os
-
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:  # pragma: no cover
-        return None

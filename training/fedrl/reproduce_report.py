@@ -6,13 +6,14 @@ the attack sweep, the audit) and results.json, from the results of
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from pathlib import Path
 from typing import Any
 
 from ldp_audit.report.markdown import wrap_markdown
+from ldp_audit.training.reproduction import num
+from ldp_audit.training.reproduction import write_report as shared_write_report
 
 __all__ = ["render_markdown", "readme_markdown", "write_report", "AUTHORS_MAPS_RANDOM"]
 
@@ -33,10 +34,7 @@ def _ci(lo_hi: list[float], scale: float = 100.0, nd: int = 1) -> str:
 
 
 def _eps(v: Any) -> str:
-    if v is None:
-        return "-"
-    v = float(v)
-    return "inf" if math.isinf(v) else f"{v:.4g}"
+    return num(v, 4, nan="nan")
 
 
 def render_markdown(res: dict[str, Any]) -> str:
@@ -372,13 +370,6 @@ def readme_markdown(res: dict[str, Any], notes: str | None = None) -> str:
 
 
 def write_report(res: dict[str, Any], out: str | Path) -> list[str]:
-    """Write results.json and README.md (generated) into ``out``."""
-    from ldp_audit.rundir import to_jsonable
-
-    p = Path(out)
-    p.mkdir(parents=True, exist_ok=True)
-    (p / "results.json").write_text(json.dumps(to_jsonable(res), indent=1))
-    notes = p / "notes.md"
-    md = readme_markdown(res, notes.read_text() if notes.exists() else None)
-    (p / "README.md").write_text(md)
-    return [str(p / "results.json"), str(p / "README.md")]
+    """Write results.json and README.md (generated; the folder's notes.md kept) into ``out``."""
+    pages = lambda r, notes: {"README.md": readme_markdown(r, notes)}  # noqa: E731
+    return [str(p) for p in shared_write_report(out, res, pages)]

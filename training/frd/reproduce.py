@@ -21,6 +21,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
 import platform
 import time
 from collections.abc import Sequence
@@ -35,12 +36,8 @@ from ldp_audit.errors import InvalidParameterError
 from ldp_audit.report.markdown import wrap_markdown
 from ldp_audit.training.device import DEVICES
 from ldp_audit.training.frd import FrdConfig, arch_batches, setting_config, train, train_batch
-from ldp_audit.training.frd.trends import (
-    holm,
-    median_ci,
-    rank_sum_test,
-    trend_tests,
-)
+from ldp_audit.training.frd.trends import holm, median_ci, rank_sum_test, trend_tests
+from ldp_audit.training.reproduction import check_fields, num, provenance, write_report
 
 __all__ = [
     "ReproduceSettings",
@@ -159,54 +156,14 @@ class ReproduceSettings:
     CPU, so cpu results do not change (docs/frd.md)."""
 
     def __post_init__(self) -> None:
-        import numbers
-
-        from ldp_audit.training.device import check_device
-
-        check_device(self.device)
-
-        for name in ("settings", "agents", "ldp_epsilons", "leak_epsilons"):
-            if not isinstance(getattr(self, name), (tuple, list)):
-                raise InvalidParameterError(f"{name} must be a tuple, got {getattr(self, name)!r}")
-        for name in ("settings", "agents"):
-            for x in getattr(self, name):
-                if isinstance(x, bool) or not isinstance(x, numbers.Integral):
-                    raise InvalidParameterError(f"{name} must hold integers, got {x!r}")
-        for s in self.settings:
-            if s not in range(1, 8):
-                raise InvalidParameterError(f"settings must be in 1..7, got {s!r}")
-        if not self.settings:
-            raise InvalidParameterError("settings must name at least one setting, got none")
-        if not self.agents or any(int(a) < 1 for a in self.agents):
-            raise InvalidParameterError(f"agents must be integers >= 1, got {self.agents!r}")
-        for e in tuple(self.ldp_epsilons) + tuple(self.leak_epsilons):
-            if not (isinstance(e, (int, float)) and e > 0 and math.isfinite(e)):
-                raise InvalidParameterError(f"ldp epsilons must be finite and > 0, got {e!r}")
-        for name in ("groups", "max_episodes", "leak_groups", "leak_shadow"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise InvalidParameterError(f"{name} must be an integer >= 1, got {v!r}")
-        import numbers
-
-        for name in ("settings", "agents", "ldp_epsilons", "leak_epsilons"):
-            v = getattr(self, name)
-            if not isinstance(v, (tuple, list)):
-                raise InvalidParameterError(f"{name} must be a tuple, got {v!r}")
-        for name in ("settings", "agents"):
-            for x in getattr(self, name):
-                if isinstance(x, bool) or not isinstance(x, numbers.Integral):
-                    raise InvalidParameterError(f"{name} must hold integers, got {x!r}")
-        f = self.fedavg_setting
-        if isinstance(f, bool) or not isinstance(f, numbers.Integral) or f not in range(1, 8):
-            raise InvalidParameterError(f"fedavg_setting must be a setting in 1..7, got {f!r}")
-        t = self.threshold
-        if isinstance(t, bool) or not isinstance(t, numbers.Real) or not 0 <= t < math.inf:
-            raise InvalidParameterError(f"threshold must be a finite number >= 0, got {t!r}")
-        if not isinstance(self.leak, bool):
-            raise InvalidParameterError(f"leak must be True or False, got {self.leak!r}")
-        s = self.seed
-        if isinstance(s, bool) or not isinstance(s, numbers.Integral) or s < 0:
-            raise InvalidParameterError(f"seed must be an integer >= 0, got {s!r}")
+        positive = bounds(minimum=0.0, open_min=True)  # the lists' command-line readers aside
+        check_fields(
+            self,
+            settings=bounds(minimum=1, maximum=7),
+            agents=bounds(minimum=1),
+            ldp_epsilons=positive,
+            leak_epsilons=positive,
+        )
 
 
 def _stats(m: np.ndarray) -> dict[str, Any]:
@@ -299,8 +256,6 @@ def reproduce(
             }
         )
     leak = _leak(S, out, progress, where, device) if S.leak else []
-    from ldp_audit.training.reproduction_statement import machine_fingerprint
-
     doc = {
         # a CPU reproduction's settings are recorded as before the device option existed
         "settings": {
@@ -317,18 +272,15 @@ def reproduce(
         "total_agent_episodes": int(sum(r.agent_episodes for r in results)),
         "wall_seconds": time.perf_counter() - t0,
         "cpu_seconds": time.process_time() - c0,
-        "load_average_at_end": list(__import__("os").getloadavg()),
+        "load_average_at_end": list(os.getloadavg()),
         "command": command or "ldp-audit reproduce frd",
-        "machine": f"{platform.machine()}, {__import__('os').cpu_count()} cores (shared)",
-        "fingerprint": machine_fingerprint(),
+        # where the distillation ran (auto resolved); the cpu option: recorded as before it
+        **provenance(
+            f"{platform.machine()}, {os.cpu_count()} cores (shared)",
+            None if S.device == "cpu" else device,
+        ),
         "backend": dict(where),
     }
-    if S.device != "cpu":  # where the distillation ran (auto resolved); cpu: as before
-        doc["device"] = device
-        if device == "cuda":
-            import torch
-
-            doc["device_name"] = torch.cuda.get_device_name(0)
     doc["trends"] = trend_tests(rows)
     if out is not None:
         _write(Path(out), doc)
@@ -548,19 +500,6 @@ def _leak(
     )
 
 
-def _fmt(x: Any, nd: int = 3) -> str:
-    if isinstance(x, str):
-        return x
-    if x is None:  # NaN as results.json stores it
-        return "-"
-    f = float(x)
-    if math.isinf(f):
-        return "inf"
-    if math.isnan(f):
-        return "-"
-    return f"{f:.{nd}g}"
-
-
 def _mission(r: dict[str, Any]) -> np.ndarray:
     return np.asarray([math.inf if x == "inf" else float(x) for x in r["mission"]], dtype=float)
 
@@ -570,8 +509,6 @@ def _write(out: Path, doc: dict[str, Any]) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from ldp_audit.rundir import to_jsonable
 
     out.mkdir(parents=True, exist_ok=True)
     S = doc["settings"]
@@ -605,8 +542,7 @@ def _write(out: Path, doc: dict[str, Any]) -> None:
     fig.tight_layout()
     (out / "figure4.png").write_bytes(_png(fig))
     plt.close(fig)
-    (out / "results.json").write_text(json.dumps(to_jsonable(doc), indent=1, allow_nan=False))
-    (out / "README.md").write_text(_readme(doc))
+    write_report(out, doc, lambda res, _notes: {"README.md": readme_markdown(res)})
 
 
 def _cover(n: int) -> float:
@@ -662,7 +598,7 @@ def _trend_lines(doc: dict[str, Any]) -> list[str]:
         need = t.get("groups_needed")
         lines.append(
             f"| {t['claim']} | {_box(t['a'])} | {_box(t['b'])} | {exp[t['expect']]} | "
-            f"{_fmt(ma)} [{_fmt(la)}, {_fmt(ha)}] | {_fmt(mb)} [{_fmt(lb)}, {_fmt(hb)}] | "
+            f"{num(ma)} [{num(la)}, {num(ha)}] | {num(mb)} [{num(lb)}, {num(hb)}] | "
             f"{t['test']} | {t['theta']:.2f} | {t['p']:.2g} | {t['p_holm']:.2g} | "
             f"{t['verdict']} | {_need(need)} |"
         )
@@ -698,7 +634,7 @@ def _readme(doc: dict[str, Any]) -> str:
         f"groups per cell, at most {S['max_episodes']} episodes per agent, mission threshold "
         f"{S['threshold']:g} (mean standing time over 10 episodes), seed {S['seed']}. "
         f"Machine: {doc['machine']}, loaded by other engineers' jobs (load average at the end "
-        f"{_fmt(doc.get('load_average_at_end', [math.nan])[0])}). Sweep "
+        f"{num(doc.get('load_average_at_end', [math.nan])[0])}). Sweep "
         f"{doc['sweep_seconds']:.0f} s wall / {doc.get('sweep_cpu_seconds', math.nan):.0f} s "
         f"CPU, total {doc['wall_seconds']:.0f} s wall / {doc.get('cpu_seconds', math.nan):.0f} "
         f"s CPU, {doc['total_agent_episodes']} agent-episodes"
@@ -724,9 +660,9 @@ def _readme(doc: dict[str, Any]) -> str:
     for r in doc["rows"]:
         med, lo, hi, _ = median_ci(r["mission"])
         lines.append(
-            f"| {r['kind']} | {r['setting']} | {r['agents']} | {_fmt(med)} "
-            f"[{_fmt(lo)}, {_fmt(hi)}] | "
-            f"{_fmt(r['mean_reached'])} | {_fmt(r['std_reached'])} | "
+            f"| {r['kind']} | {r['setting']} | {r['agents']} | {num(med)} "
+            f"[{num(lo)}, {num(hi)}] | "
+            f"{num(r['mean_reached'])} | {num(r['std_reached'])} | "
             f"{r['reached']}/{r['groups']} |"
         )
     if doc.get("trends"):
@@ -751,9 +687,9 @@ def _readme(doc: dict[str, Any]) -> str:
         for r in doc["leak"]:
             lo, hi = r["accuracy_ci"]
             lines.append(
-                f"| {r['run']} | {r['gravities']} | {_fmt(r['epsilon_per_upload'])} | "
-                f"{r['reports_per_agent']} | {r['n']} | {_fmt(r['accuracy'])} | "
-                f"[{_fmt(lo)}, {_fmt(hi)}] | {_fmt(r['chance'])} | {_fmt(r['ceiling'])} | "
+                f"| {r['run']} | {r['gravities']} | {num(r['epsilon_per_upload'])} | "
+                f"{r['reports_per_agent']} | {r['n']} | {num(r['accuracy'])} | "
+                f"[{num(lo)}, {num(hi)}] | {num(r['chance'])} | {num(r['ceiling'])} | "
                 f"{r.get('guesses', '-')} | {r.get('truth_counts', '-')} |"
             )
         lines.append("")

@@ -41,7 +41,8 @@ import numpy as np
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.report.markdown import wrap_markdown
 from ldp_audit.training.pgc_a3c import metrics
-from ldp_audit.training.reproduce import INF, MACHINE, PAPER, _versions, setting_seed
+from ldp_audit.training.pgc_a3c.reproduce import INF, MACHINE, PAPER, setting_seed
+from ldp_audit.training.reproduction import machine_fingerprint, versions
 
 __all__ = [
     "READINGS",
@@ -287,14 +288,14 @@ def run_readings(
     cfg: ReadingsConfig, *, progress: bool | None = None, audit: bool = True
 ) -> dict[str, Any]:
     """Run every reading and control (``train_grid`` batches on ``cfg.backend``, see
-    :func:`ldp_audit.training.reproduce.engine_grid`) and audit the mechanisms
+    :func:`ldp_audit.training.pgc_a3c.reproduce.engine_grid`) and audit the mechanisms
     (``audit=False``: training only; :func:`add_audits` adds the audits later).
 
     Returns:
         JSON-able results: per setting its FSTs and the Table 1-3 measures, the audits, timing.
     """
     from ldp_audit.training.pgc_a3c import PrivacyClaimWarning
-    from ldp_audit.training.reproduce import engine_grid
+    from ldp_audit.training.pgc_a3c.reproduce import engine_grid
 
     if not isinstance(cfg, ReadingsConfig):
         raise InvalidParameterError(f"cfg must be a ReadingsConfig, got {type(cfg).__name__}")
@@ -311,8 +312,6 @@ def run_readings(
             progress=progress,
         )
     train_secs = time.perf_counter() - t0
-    from ldp_audit.training.reproduction_statement import machine_fingerprint
-
     results: dict[str, Any] = {
         "question": "which readings of Ono & Takahashi (2020) reach its tables, and what each "
         "costs in privacy (audited)",
@@ -320,7 +319,7 @@ def run_readings(
         "machine": MACHINE,
         "fingerprint": machine_fingerprint(),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "versions": _versions(),
+        "versions": versions(),
         "readings": {k: {"options": o, "description": d} for k, (o, d) in READINGS.items()},
         "controls": {k: {"options": o, "description": d} for k, (o, d) in CONTROLS.items()},
         "settings": {},

@@ -1,13 +1,11 @@
 """The PGC-A3C reproduction's report: Tables 1-3 beside the paper's, Figures 2 and 3, the README
 and the command that regenerates it (``reports/pgc-a3c/``).
 
-Part of :mod:`ldp_audit.training.reproduce` (the grid and the run); import the public names from
-there.
+The grid and the run are in :mod:`ldp_audit.training.pgc_a3c.reproduce`.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from pathlib import Path
@@ -18,7 +16,8 @@ import numpy as np
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.report.markdown import wrap_markdown
 from ldp_audit.training.pgc_a3c import metrics
-from ldp_audit.training.reproduce import INF, MECHANISMS, PAPER, ReproduceConfig
+from ldp_audit.training.pgc_a3c.reproduce import INF, MECHANISMS, PAPER, ReproduceConfig
+from ldp_audit.training.reproduction import write_report as shared_write_report
 
 __all__ = [
     "comparison",
@@ -27,7 +26,6 @@ __all__ = [
     "readme_markdown",
     "reproduce_command",
     "tables_markdown",
-    "upgrade_fst_nulls",
     "write_report",
 ]
 
@@ -413,62 +411,17 @@ def write_report(
     from ldp_audit.rundir import check_report_dir
 
     check_report_dir(out_dir, overwrite=overwrite)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    results = dict(results)
-    results["comparison"] = comparison(results)
-    written = []
-    p = out / "results.json"
-    p.write_text(json.dumps(results, indent=1, allow_nan=False) + "\n")
-    written.append(p)
-    p = out / "tables.md"
-    p.write_text(tables_markdown(results))
-    written.append(p)
-    p = out / "figure3.png"
-    figure3(results, p)
-    written.append(p)
-    if results.get("figure2"):
-        p = out / "figure2.png"
-        figure2(results, p)
-        written.append(p)
-    notes_path = out / "notes.md"
-    notes = notes_path.read_text() if notes_path.exists() else None
-    p = out / "README.md"
-    p.write_text(readme_markdown(results, notes))
-    written.append(p)
+    results = {**results, "comparison": comparison(results)}
+    written = shared_write_report(
+        out_dir,
+        results,
+        lambda res, notes: {
+            "tables.md": tables_markdown(res),
+            "README.md": readme_markdown(res, notes),
+        },
+    )
+    for name, draw in (("figure3.png", figure3), ("figure2.png", figure2)):
+        if name == "figure3.png" or results.get("figure2"):
+            draw(results, Path(out_dir) / name)
+            written.append(Path(out_dir) / name)
     return written
-
-
-#: The FST fields of a setting in results.json (reproduce and --readings): infinite = "inf".
-FST_FIELDS = ("fst", "median_fst", "median_fst_ci")
-
-
-def upgrade_fst_nulls(results: dict[str, Any]) -> dict[str, Any]:
-    """A results.json written before the ``"inf"`` convention, in that convention: every null
-    FST field (``fst``, ``median_fst``, ``median_fst_ci`` of each entry of ``settings`` and
-    ``figure2_runs``, and ``ours``/``ci`` of the ``comparison`` rows of ``median_fst``) becomes
-    ``"inf"``, which is what null meant there. Nothing else changes (a null ``relative_auc`` is
-    undefined, not infinite, and stays null). Returns a new dict; ``results`` is not modified.
-    The reports built from either form are identical (tested on the committed reports).
-    """
-    import copy
-
-    out = copy.deepcopy(results)
-
-    def inf(v: Any) -> Any:
-        if v is None:
-            return "inf"
-        if isinstance(v, list):
-            return [inf(x) for x in v]
-        return v
-
-    for group in ("settings", "figure2_runs"):
-        for entry in (out.get(group) or {}).values():
-            for name in FST_FIELDS:
-                if name in entry:
-                    entry[name] = inf(entry[name])
-    for row in out.get("comparison") or []:
-        if row.get("measure") == "median_fst":
-            row["ours"] = inf(row["ours"])
-            row["ci"] = inf(row["ci"])
-    return out

@@ -37,8 +37,10 @@ from typing import Any
 
 import numpy as np
 
+from ldp_audit.config import bounds
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.pgc_a3c import metrics
+from ldp_audit.training.reproduction import check_fields, provenance, versions
 
 __all__ = [
     "PAPER",
@@ -69,40 +71,47 @@ PAPER: dict[str, dict[str, dict[float, float | None]]] = {
 PAPER_BUFFER = {"laplace": 1, "prs": 100}
 MECHANISMS = ("laplace", "prs")
 MACHINE = f"{os.cpu_count()}-core {platform.machine()} CPU"
+#: ``train_grid`` engines a reproduction may use (identical results; "fused" is faster)
+ENGINES = ("fused", "lockstep")
+_AT_LEAST_1 = bounds(minimum=1)
 
 
 @dataclass(frozen=True, kw_only=True)
 class ReproduceConfig:
     """What to run. The defaults are the paper's experiment."""
 
-    trials: int = 20
+    trials: int = field(default=20, metadata=_AT_LEAST_1)
     """K, independent training runs per setting (the paper: 20)."""
-    max_submissions: int = 90_000
+    max_submissions: int = field(default=90_000, metadata=bounds(minimum=metrics.WINDOW))
     """Submissions per run and the x-axis end of Figure 3 / the AUC (the paper: 90,000)."""
-    seed: int = 0
+    seed: int = field(default=0, metadata=bounds(minimum=0))
     """Master seed; each setting gets its own stream derived from it."""
-    epsilons: tuple[float, ...] = (1.0, 2.0, 5.0, 10.0, INF)
+    epsilons: tuple[float, ...] = field(
+        default=(1.0, 2.0, 5.0, 10.0, INF), metadata=bounds(minimum=0, open_min=True, inf=True)
+    )
     """The epsilon grid (inf: non-private A3C)."""
-    mechanisms: tuple[str, ...] = MECHANISMS
+    mechanisms: tuple[str, ...] = field(default=MECHANISMS, metadata=bounds(choices=MECHANISMS))
     """Mechanisms of the grid."""
     figure2: bool = True
     """Also run the Figure 2 settings (epsilon = 1 with the other buffer size) for the curves."""
-    figure2_trials: int | None = None
+    figure2_trials: int | None = field(default=None, metadata=_AT_LEAST_1)
     """Trials per Figure 2 setting not already in the grid (default: ``trials``)."""
-    figure2_submissions: int | None = None
+    figure2_submissions: int | None = field(default=None, metadata=bounds(minimum=metrics.WINDOW))
     """Submissions per extra Figure 2 run (default: ``max_submissions``). Full runs whose
     trials learn play 200-step episodes to the end, which sets the pace of the whole batch."""
     stop_at_target: bool = True
     """Stop a grid trial once its FST is known (Tables 1-3 and Figure 3 need only FSTs); the
     Figure 2 curves are then taken from separate full-length runs. ``False`` runs every grid
     trial to ``max_submissions`` (and takes Figure 2's grid settings from the grid)."""
-    confidence: float = 0.95
+    confidence: float = field(
+        default=0.95, metadata=bounds(minimum=0, maximum=1, open_min=True, open_max=True)
+    )
     """Level of every confidence interval."""
-    n_resamples: int = 10_000
+    n_resamples: int = field(default=10_000, metadata=_AT_LEAST_1)
     """Bootstrap resamples per interval."""
-    acting: str = "argmax"
+    acting: str = field(default="argmax", metadata=bounds(choices=("argmax", "sample")))
     """``PgcA3cConfig.acting`` of every run: "argmax" (the paper as printed) or "sample"."""
-    workers: int = 1
+    workers: int = field(default=1, metadata=_AT_LEAST_1)
     """Processes (``backend="local"``) or Ray CPUs started here (``backend="ray"`` without
     ``address``) the grid is spread over; results do not depend on it."""
     backend: str = "local"
@@ -110,91 +119,29 @@ class ReproduceConfig:
     process pool with ``workers`` > 1) or "ray"; results do not depend on it."""
     address: str | None = None
     """Ray cluster address (``backend="ray"`` only; None: start Ray on this machine)."""
-    chunks: int | None = None
+    chunks: int | None = field(default=None, metadata=_AT_LEAST_1)
     """Tasks the configs are dealt into (each one ``train_grid`` batch); None: ``workers``
     for a local pool or Ray here, the cluster's CPU count (at most the number of configs) with
     an ``address``. Results do not depend on it."""
-    clip_kind: str = "l1"
+    clip_kind: str = field(default="l1", metadata=bounds(choices=("l1", "coordinate")))
     """``PgcA3cConfig.clip_kind`` of the Laplace rows: "l1" (eq. 19 as printed) or "coordinate"
     (an ablation whose reports are 112-epsilon-LDP; the report then says so beside each row)."""
-    aggregator: str = "sgd"
+    aggregator: str = field(default="sgd", metadata=bounds(choices=("sgd", "adam", "rmsprop")))
     """``PgcA3cConfig.aggregator`` of every run: "sgd" (eq. 22), "adam" or "rmsprop"."""
-    aggregator_lr: float | None = None
+    aggregator_lr: float | None = field(default=None, metadata=bounds(minimum=0, open_min=True))
     """``PgcA3cConfig.aggregator_lr`` of every run (None: eta for sgd, 1e-3 otherwise)."""
-    target: str = "engine"
+    target: str = field(default="engine", metadata=bounds(choices=("engine", "literal-eq18")))
     """``PgcA3cConfig.target`` of every run: "engine" or "literal-eq18"."""
-    engine: str = "fused"
+    engine: str = field(default="fused", metadata=bounds(choices=ENGINES))
     """``train_grid``'s engine: "fused" (the compiled block kernel) or "lockstep" (one Python
     lock-step per step). Results are bit for bit the same (tests/test_fused_pgc.py); the fused
     engine is faster."""
 
     def __post_init__(self) -> None:
-        for name in ("trials", "max_submissions", "n_resamples", "workers"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise InvalidParameterError(f"{name} must be an integer >= 1, got {v!r}")
         from ldp_audit.backends import check_backend
 
+        check_fields(self)
         check_backend(self.backend, self.address, self.workers)
-        if self.chunks is not None and (
-            isinstance(self.chunks, bool) or not isinstance(self.chunks, int) or self.chunks < 1
-        ):
-            raise InvalidParameterError(
-                f"chunks must be None or an integer >= 1, got {self.chunks!r}"
-            )
-        if self.max_submissions < metrics.WINDOW:
-            raise InvalidParameterError(
-                f"max_submissions must be >= {metrics.WINDOW} (the window of eq. 25), "
-                f"got {self.max_submissions!r}"
-            )
-        if self.figure2_submissions is not None and (
-            isinstance(self.figure2_submissions, bool)
-            or not isinstance(self.figure2_submissions, int)
-            or self.figure2_submissions < metrics.WINDOW
-        ):
-            raise InvalidParameterError(
-                f"figure2_submissions must be None or an integer >= {metrics.WINDOW}, "
-                f"got {self.figure2_submissions!r}"
-            )
-        if self.figure2_trials is not None and (
-            isinstance(self.figure2_trials, bool)
-            or not isinstance(self.figure2_trials, int)
-            or self.figure2_trials < 1
-        ):
-            raise InvalidParameterError(
-                f"figure2_trials must be None or an integer >= 1, got {self.figure2_trials!r}"
-            )
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise InvalidParameterError(f"seed must be an integer >= 0, got {self.seed!r}")
-        if self.acting not in ("argmax", "sample"):
-            raise InvalidParameterError(f"acting must be 'argmax' or 'sample', got {self.acting!r}")
-        for name, allowed in (
-            ("clip_kind", ("l1", "coordinate")),
-            ("aggregator", ("sgd", "adam", "rmsprop")),
-            ("target", ("engine", "literal-eq18")),
-            ("engine", ENGINES),
-        ):
-            if getattr(self, name) not in allowed:
-                raise InvalidParameterError(
-                    f"{name} must be one of {allowed}, got {getattr(self, name)!r}"
-                )
-        lr = self.aggregator_lr
-        if lr is not None and (
-            isinstance(lr, bool)
-            or not isinstance(lr, (int, float))
-            or not (math.isfinite(lr) and lr > 0)
-        ):
-            raise InvalidParameterError(f"aggregator_lr must be None or > 0, got {lr!r}")
-        for m in self.mechanisms:
-            if m not in MECHANISMS:
-                raise InvalidParameterError(f"mechanisms must be among {MECHANISMS}, got {m!r}")
-        if not self.mechanisms or not self.epsilons:
-            raise InvalidParameterError("mechanisms and epsilons must be non-empty")
-        for e in self.epsilons:
-            if not (isinstance(e, (int, float)) and not isinstance(e, bool)) or not e > 0:
-                raise InvalidParameterError(f"epsilons must be > 0 (or inf), got {e!r}")
-        if not 0.0 < self.confidence < 1.0:
-            raise InvalidParameterError(f"confidence must be in (0, 1), got {self.confidence!r}")
 
 
 @dataclass(frozen=True)
@@ -298,10 +245,6 @@ def _engine_config(
     return PgcA3cConfig(**kwargs)
 
 
-#: ``train_grid`` engines a reproduction may use (identical results; "fused" is faster)
-ENGINES = ("fused", "lockstep")
-
-
 def quiet_train_grid(configs: list[Any], engine: str = "fused", **kwargs: Any) -> list[Any]:
     """``pgc_a3c.train_grid(configs, transcript=False, engine=engine, **kwargs)`` without the
     coordinate-clipping :class:`PrivacyClaimWarning` (the driver warns once, see
@@ -382,35 +325,24 @@ def _engine_grid(
     seeds: dict[str, int],
     horizon: dict[str, int],
     progress: bool | None,
-    workers: int = 1,
-    acting: str = "argmax",
-    cfg: ReproduceConfig | None = None,
-    backend: str = "local",
-    address: str | None = None,
-    chunks: int | None = None,
+    cfg: ReproduceConfig,
     grid_fn: Callable[..., list[Any]] | None = None,
-    engine: str = "fused",
 ) -> dict[str, np.ndarray]:
-    """Every setting through :func:`engine_grid`; zeta (trials, max_submissions) per setting."""
-    configs = [
-        _engine_config(
-            s,
-            horizon[s.key],
-            acting,
-            None if cfg is None else reading_options(cfg, s.engine_mechanism),
-        )
-        for s in settings
-    ]
+    """Every setting through :func:`engine_grid` on ``cfg``'s backend; zeta (trials,
+    max_submissions) per setting."""
     res = engine_grid(
-        configs,
+        [
+            _engine_config(s, horizon[s.key], cfg.acting, reading_options(cfg, s.engine_mechanism))
+            for s in settings
+        ],
         [seeds[s.key] for s in settings],
-        backend=backend,
-        address=address,
-        workers=workers,
-        chunks=chunks,
+        backend=cfg.backend,
+        address=cfg.address,
+        workers=cfg.workers,
+        chunks=cfg.chunks,
         progress=progress,
         grid_fn=grid_fn,
-        engine=engine,
+        engine=cfg.engine,
     )
     return {s.key: np.asarray(r.zeta, dtype=np.float64) for s, r in zip(settings, res, strict=True)}
 
@@ -453,15 +385,12 @@ def run_reproduction(
 
     grid, extra = _settings(cfg)
     rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, 2**31]))
-    from ldp_audit.training.reproduction_statement import machine_fingerprint
-
     results: dict[str, Any] = {
         "paper": "Ono & Takahashi 2020, Locally Private Distributed Reinforcement Learning",
         "config": {k: _jsonable(v) for k, v in asdict(cfg).items()},
-        "machine": MACHINE,
-        "fingerprint": machine_fingerprint(),
+        **provenance(MACHINE),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "versions": _versions(),
+        "versions": versions(),
         "settings": {},
         "figure2": {},
     }
@@ -470,32 +399,8 @@ def run_reproduction(
     horizon = {s.key: cfg.max_submissions for s in grid}
     horizon.update({s.key: cfg.figure2_submissions or cfg.max_submissions for s in extra})
     t_all = time.perf_counter()
-    if train_fn is None:
-        # All settings and trials in ONE lock-step batch (ldp_audit.training.pgc_a3c.train_grid).
-        # the readings' options go along only when asked (the printed settings' call unchanged)
-        reading = any(reading_options(cfg, m) for m in ("laplace", "prs", "none"))
-        # and where it runs only when not the default (the default call is unchanged)
-        where = {
-            k: v
-            for k, v in (
-                ("backend", cfg.backend),
-                ("address", cfg.address),
-                ("chunks", cfg.chunks),
-                ("grid_fn", grid_fn),
-                ("engine", None if cfg.engine == "fused" else cfg.engine),
-            )
-            if v not in (None, "local")
-        }
-        zetas = _engine_grid(
-            grid + extra,
-            seeds,
-            horizon,
-            progress,
-            cfg.workers,
-            cfg.acting,
-            **({"cfg": cfg} if reading else {}),
-            **where,
-        )
+    if train_fn is None:  # all settings and trials in lock-step batches (pgc_a3c.train_grid)
+        zetas = _engine_grid(grid + extra, seeds, horizon, progress, cfg, grid_fn)
         secs_of = {s.key: None for s in grid + extra}
     else:
         secs_of = {}
@@ -575,15 +480,3 @@ def _jsonable(v: Any) -> Any:
     if isinstance(v, tuple):
         return [_jsonable(x) for x in v]
     return v
-
-
-def _versions() -> dict[str, str]:
-    import importlib.metadata as md
-
-    out = {}
-    for pkg in ("ldp-audit", "numpy", "scipy", "torch", "gymnasium"):
-        try:
-            out[pkg] = md.version(pkg)
-        except md.PackageNotFoundError:
-            out[pkg] = "not installed"
-    return out
