@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ldp_audit.errors import InvalidParameterError
 from ldp_audit.report._ledger import LedgerStats, read_ledger
 from ldp_audit.report._load import (
     OPTIONAL_FILES,
@@ -37,6 +36,7 @@ from ldp_audit.report._load import (
 )
 from ldp_audit.report._model import SCHEMA, build_parts
 from ldp_audit.report._render import render_html, render_json, render_markdown
+from ldp_audit.validation import check_int
 
 __all__ = [
     "Report",
@@ -175,15 +175,14 @@ def build_report(
         extra: folders or JSON files of analyses written outside the run (an audit's
             ``--json`` output, an attack's ``--out``), read for audits and attacks.
         sections_registry: ``algorithm -> "module:function"`` (default
-            :data:`ldp_audit.report._sections.SECTIONS`: the registered systems).
+            :func:`ldp_audit.report._sections.registered_sections`: the registered systems).
 
     Raises:
         RunDirectoryError: the run directory is incomplete or malformed (its system's
             sections check the system's own files).
         InvalidParameterError: ``top`` is not a positive integer.
     """
-    if isinstance(top, bool) or not isinstance(top, int) or top < 1:
-        raise InvalidParameterError(f"top must be an integer >= 1, got {top!r}")
+    check_int(top, "top", minimum=1)
     data = run if isinstance(run, RunData) else load_run(run, extra=tuple(extra))
     if ledger is None:
         delta = (data.config.get("mechanism") or {}).get("delta", 0.0)

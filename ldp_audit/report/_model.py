@@ -14,12 +14,13 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit.report._audits import attack_section, audit_section, num
+from ldp_audit.report._audits import attack_section, audit_section
 from ldp_audit.report._ledger import LedgerStats
 from ldp_audit.report._load import RunData
+from ldp_audit.report._statement import num
 from ldp_audit.report._verdict import claim_section, report_verdict
 
-__all__ = ["build_model", "SCHEMA"]
+__all__ = ["build_parts", "SCHEMA"]
 
 SCHEMA = "ldp-audit-report/1"
 
@@ -310,20 +311,6 @@ def _generator() -> dict[str, str]:
         "matplotlib": matplotlib.__version__,
         "platform": f"{platform.system()} {platform.machine()}",
     }
-
-
-def build_model(
-    run: RunData,
-    ledger: LedgerStats,
-    *,
-    top: int = 10,
-    sections_registry: Any = None,
-    figures: bool = True,
-) -> dict[str, Any]:
-    """Build the JSON-able report model of one run (see :func:`build_parts`)."""
-    return build_parts(run, ledger, top=top, sections_registry=sections_registry, figures=figures)[
-        0
-    ]
 
 
 def build_parts(
