@@ -21,7 +21,7 @@ registered in :mod:`ldp_audit.systems` (the contract: :mod:`ldp_audit.report.plu
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -158,7 +158,6 @@ def build_report(
     *,
     top: int = 10,
     ledger: LedgerStats | None = None,
-    progress: Callable[[Iterable[Any]], Iterable[Any]] | None = None,
     figures: bool = True,
     extra: Sequence[str | Path] = (),
     sections_registry: Mapping[str, str] | None = None,
@@ -169,7 +168,6 @@ def build_report(
         run: a run directory (validated with :func:`load_run`) or an already loaded run.
         top: rows in the top-spenders table (>= 1).
         ledger: per-agent spend, when already read; by default read from the run's ledger.
-        progress: optional wrapper for the per-agent ledger loop (e.g. ``tqdm``).
         figures: draw the figures (False gives the model and tables only; the HTML then has
             no images; a system's own section figures are kept where it draws them anyway).
         extra: folders or JSON files of analyses written outside the run (an audit's
@@ -189,7 +187,7 @@ def build_report(
         delta = (
             float(delta) if isinstance(delta, (int, float)) and not isinstance(delta, bool) else 0.0
         )
-        ledger = read_ledger(data.ledger_path, delta=delta, budget=_budget(data), progress=progress)
+        ledger = read_ledger(data.ledger_path, delta=delta, budget=_budget(data))
     model, part = build_parts(
         data, ledger, top=top, sections_registry=sections_registry, figures=figures
     )
@@ -218,7 +216,6 @@ def write_report(
     out_dir: str | Path | None = None,
     *,
     top: int = 10,
-    progress: Callable[[Iterable[Any]], Iterable[Any]] | None = None,
     overwrite: bool = False,
     extra: Sequence[str | Path] = (),
 ) -> dict[str, Path]:
@@ -231,5 +228,5 @@ def write_report(
     """
     out = Path(run_dir) / "report" if out_dir is None else Path(out_dir)
     check_report_out(out, overwrite=overwrite, inputs=[run_dir, *extra])
-    report = build_report(run_dir, top=top, progress=progress, extra=extra)
+    report = build_report(run_dir, top=top, extra=extra)
     return report.write(out, overwrite=overwrite)

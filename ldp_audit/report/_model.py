@@ -114,19 +114,15 @@ def _status_section(run: RunData) -> dict[str, Any]:
     }
 
 
-def _ledger_check(run: RunData) -> dict[str, Any] | None:
+def _ledger_check(run: RunData) -> dict[str, Any]:
     """The run checked against its manifest, the ledger against the anchor the manifest records
     (id, rows, chain head, metadata digest) and both MACs, by
     :func:`ldp_audit.rundir.verify_run` (the checks on open, not the whole chain walk, which
-    ``report`` runs before it reads anything): ``{"ok", "words", "authenticated", "detail"}``;
-    None with a ``rundir`` that has no ``verify_run``."""
-    from ldp_audit import rundir
+    ``report`` runs before it reads anything): ``{"ok", "words", "authenticated", "detail"}``."""
+    from ldp_audit.rundir import verify_run
 
-    fn = getattr(rundir, "verify_run", None)
-    if not callable(fn):
-        return None
     try:
-        res = fn(run.path, full=False)
+        res = verify_run(run.path, full=False)
     except Exception as exc:  # reported, never fatal
         return {
             "ok": False,
@@ -135,17 +131,14 @@ def _ledger_check(run: RunData) -> dict[str, Any] | None:
             f"({type(exc).__name__}: {exc}).",
             "detail": None,
         }
-    detail = res.to_dict() if hasattr(res, "to_dict") else None
-    ok = bool(getattr(res, "ok", False))
-    auth = bool(getattr(res, "authenticated", False))
+    ok, auth, root = res.ok, res.authenticated, res.root
     if ok:
-        led = getattr(res, "ledger", None) or {}
+        led = res.ledger or {}
         how = (
             "authenticated with the ledger key"
             if auth
-            else "unauthenticated: " + "; ".join(getattr(res, "notes", []) or ["no key"])
+            else "unauthenticated: " + "; ".join(res.notes or ["no key"])
         )
-        root = getattr(res, "root", None)
         words = (
             f"The run matches its manifest and the ledger is the one it anchors "
             f"({led.get('rows')} charges, chain head {led.get('chain_head')})"
@@ -153,10 +146,10 @@ def _ledger_check(run: RunData) -> dict[str, Any] | None:
             + f"; {how}."
         )
     else:
-        probs = list(getattr(res, "problems", []) or ["not recorded"])
+        probs = list(res.problems or ["not recorded"])
         more = f" (and {len(probs) - 1} more)" if len(probs) > 1 else ""
         words = f"UNVERIFIED EVIDENCE: {probs[0]}{more}."
-    return {"ok": ok, "authenticated": auth, "words": words, "detail": detail}
+    return {"ok": ok, "authenticated": auth, "words": words, "detail": res.to_dict()}
 
 
 def release_counts(releases: list[str]) -> tuple[np.ndarray, list[str]]:

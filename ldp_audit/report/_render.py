@@ -13,12 +13,12 @@ from typing import Any
 
 from ldp_audit.report._statement import count_noun
 from ldp_audit.report._summary import (
+    TOC,
     glossary_html,
     glossary_markdown,
     glossary_used,
     link_terms,
     summary_rows,
-    toc,
 )
 from ldp_audit.report._tables import (
     cell_html,
@@ -446,7 +446,7 @@ def render_html(model: dict[str, Any], figures: dict[str, bytes]) -> str:
     nav = (
         '<nav class="toc">Contents: '
         + "".join(
-            f'<a href="#{html.escape(a)}">{html.escape(title)}</a> ' for a, title in toc(m, extra)
+            f'<a href="#{html.escape(a)}">{html.escape(title)}</a> ' for a, title in [*TOC, *extra]
         )
         + "</nav>"
     )
@@ -475,11 +475,7 @@ def render_markdown(model: dict[str, Any], figure_files: dict[str, str]) -> str:
         + " · ".join(
             f"[{h}](#{_slug(h)})"
             for h in (
-                "Privacy statement",
-                "Run status and evidence",
-                "Privacy ledger",
-                "Audits of the mechanisms used",
-                "Attacks on the transcript",
+                *[title for a, title in TOC if a not in ("summary", "verdict")],
                 *[sec["title"] for sec in m.get("sections") or []],
                 "Run configuration and environment",
                 "Glossary",
