@@ -8,7 +8,7 @@ Submodules:
         continuous variant, malicious aggregator (``craft_theta``), run-directory attack.
     membership: canary membership inference with one-run auditing (Steinke, Nasr & Jagielski
         2023); any trainer that writes a run directory plugs in.
-    sweep: the eps x mechanism x reports sweep (``python -m ldp_audit.attacks.sweep``).
+    sweep: the eps x mechanism x reports sweep (``ldp-audit attack sweep``).
 
 Attacks read only what crossed the trust boundary (the transcript, the broadcast thetas, the
 mechanism's public parameters) and use the public MDP simulator

@@ -1,9 +1,8 @@
 """The dynamics-inference sweep of issue 6: eps x mechanism x reports per agent, JSON + PNG.
 
-``python -m ldp_audit.attacks.sweep`` (or ``ldp-audit attack sweep``) attacks agents whose gravity
-is drawn
-uniformly from {9.7, 9.8, 9.9} at every epsilon in {0.5, 1, 2, 5, 10, inf} (per report), for the
-Laplace (Alg. 2, C = 0.01) and PRS (Alg. 3, C = 1) mechanisms, with T in {1, 5, 20} reports per
+``ldp-audit attack sweep`` attacks agents whose gravity is drawn uniformly from {9.7, 9.8, 9.9}
+at every epsilon in {0.5, 1, 2, 5, 10, inf} (per report), for the Laplace (Alg. 2, C = 0.01) and
+PRS (Alg. 3, C = 1) mechanisms, with T in {1, 5, 20} reports per
 agent (together ``T * eps``-LDP, Sec. 3.2.1), at one or more broadcast thetas:
 
 * ``init``: the first theta an honest aggregator broadcasts (PGC-A3C's Glorot initialisation);
@@ -318,16 +317,8 @@ def plot(doc: dict[str, Any], path: str | Path) -> None:
     plt.close(fig)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Command line: ``python -m ldp_audit.attacks.sweep [--agents N] ...`` is exactly
-    ``ldp-audit attack sweep [--agents N] ...`` (same validation, exit codes, no tracebacks)."""
-    from ldp_audit.cli import main as cli_main
-
-    return cli_main(["attack", "sweep", *(sys.argv[1:] if argv is None else argv)])
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """Arguments shared by ``python -m ldp_audit.attacks.sweep`` and ``ldp-audit attack sweep``."""
+    """The arguments of ``ldp-audit attack sweep``."""
     p.add_argument("--agents", type=int, default=300, help="agents attacked per cell")
     p.add_argument("--shadow", type=int, default=1000, help="shadow episodes per candidate")
     p.add_argument("--thetas", default=",".join(THETAS), help="comma list of " + "/".join(THETAS))
@@ -409,7 +400,3 @@ def run_from_args(args: argparse.Namespace) -> int:
         )
     print(f"wrote {out_dir / 'sweep.json'} and {out_dir / 'sweep.png'} in {doc['seconds']:.0f} s")
     return 1 if doc["violations"] else 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

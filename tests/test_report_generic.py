@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from ldp_audit import systems
 from ldp_audit.cli import main
 from ldp_audit.errors import RunDirectoryError
 from ldp_audit.report import build_report, write_report
-from ldp_audit.report._sections import SECTIONS
+from ldp_audit.report._sections import registered_sections
 from tests import report_fake_algorithm as fake
 
 pytest.importorskip("ldp_audit.accountant")
@@ -69,7 +70,8 @@ def test_other_algorithm_loads_without_pgc_assumptions(tmp_path: Path) -> None:
 def test_registry_has_the_four_shipped_systems() -> None:
     # other registered systems may add their own entries (ldp_audit.systems); the trainers'
     # own sections are wrapped with their privacy-statement rows (training/statements.py)
-    assert {k: SECTIONS[k] for k in ("pgc-a3c", "dprl", "fedrl", "frd")} == {
+    reg = registered_sections()
+    assert {k: reg[k] for k in ("pgc-a3c", "dprl", "fedrl", "frd")} == {
         "pgc-a3c": "ldp_audit.training.pgc_a3c.report:report_sections",
         "dprl": "ldp_audit.training.statements:dprl_report",
         "fedrl": "ldp_audit.training.statements:fedrl_report",
@@ -183,9 +185,13 @@ def test_chain_head_is_rendered_when_the_ledger_gives_one(tmp_path: Path) -> Non
 
 
 def test_cli_report_generic_run_with_extra_and_refused_outputs(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], request: pytest.FixtureRequest
 ) -> None:
-    monkeypatch.setitem(SECTIONS, "fakealgo", REG["fakealgo"])
+    spec = systems.SystemSpec(
+        name="fakealgo", config=object, trainer=None, schema=None, report_sections=REG["fakealgo"]
+    )
+    systems.register(spec)  # a system whose only part is its report sections
+    request.addfinalizer(lambda: systems.unregister("fakealgo"))
     run = _fake_run(tmp_path / "run")
     before = {p.name: p.read_bytes() for p in run.iterdir()}
     assert main(["report", str(run), "-o", str(tmp_path / "o"), "--json"]) == 0

@@ -146,8 +146,6 @@ def _paths_json(paths: dict[str, Path], **extra: Any) -> str:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from tqdm.auto import tqdm
-
     from ldp_audit.report import build_report, check_report_out
 
     if args.screenshot:
@@ -189,11 +187,7 @@ def _report(args: argparse.Namespace) -> int:
     # the output folder is checked before the report is built (and never holds an input)
     check_report_out(out, overwrite=args.overwrite, inputs=[args.run_dir, *args.extra], name=name)
     check_creatable(out, name)
-
-    def progress(it: Any) -> Any:
-        return tqdm(it, desc="ledger agents", unit="agent", file=sys.stderr, leave=False)
-
-    report = build_report(args.run_dir, top=args.top, progress=progress, extra=args.extra)
+    report = build_report(args.run_dir, top=args.top, extra=args.extra)
     paths = report.write(out, overwrite=args.overwrite)
     if args.screenshot:
         _screenshot(paths)

@@ -21,12 +21,11 @@ registered in :mod:`ldp_audit.systems` (the contract: :mod:`ldp_audit.report.plu
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ldp_audit.errors import InvalidParameterError
 from ldp_audit.report._ledger import LedgerStats, read_ledger
 from ldp_audit.report._load import (
     OPTIONAL_FILES,
@@ -37,6 +36,7 @@ from ldp_audit.report._load import (
 )
 from ldp_audit.report._model import SCHEMA, build_parts
 from ldp_audit.report._render import render_html, render_json, render_markdown
+from ldp_audit.validation import check_int
 
 __all__ = [
     "Report",
@@ -158,7 +158,6 @@ def build_report(
     *,
     top: int = 10,
     ledger: LedgerStats | None = None,
-    progress: Callable[[Iterable[Any]], Iterable[Any]] | None = None,
     figures: bool = True,
     extra: Sequence[str | Path] = (),
     sections_registry: Mapping[str, str] | None = None,
@@ -169,28 +168,26 @@ def build_report(
         run: a run directory (validated with :func:`load_run`) or an already loaded run.
         top: rows in the top-spenders table (>= 1).
         ledger: per-agent spend, when already read; by default read from the run's ledger.
-        progress: optional wrapper for the per-agent ledger loop (e.g. ``tqdm``).
         figures: draw the figures (False gives the model and tables only; the HTML then has
             no images; a system's own section figures are kept where it draws them anyway).
         extra: folders or JSON files of analyses written outside the run (an audit's
             ``--json`` output, an attack's ``--out``), read for audits and attacks.
         sections_registry: ``algorithm -> "module:function"`` (default
-            :data:`ldp_audit.report._sections.SECTIONS`: the registered systems).
+            :func:`ldp_audit.report._sections.registered_sections`: the registered systems).
 
     Raises:
         RunDirectoryError: the run directory is incomplete or malformed (its system's
             sections check the system's own files).
         InvalidParameterError: ``top`` is not a positive integer.
     """
-    if isinstance(top, bool) or not isinstance(top, int) or top < 1:
-        raise InvalidParameterError(f"top must be an integer >= 1, got {top!r}")
+    check_int(top, "top", minimum=1)
     data = run if isinstance(run, RunData) else load_run(run, extra=tuple(extra))
     if ledger is None:
         delta = (data.config.get("mechanism") or {}).get("delta", 0.0)
         delta = (
             float(delta) if isinstance(delta, (int, float)) and not isinstance(delta, bool) else 0.0
         )
-        ledger = read_ledger(data.ledger_path, delta=delta, budget=_budget(data), progress=progress)
+        ledger = read_ledger(data.ledger_path, delta=delta, budget=_budget(data))
     model, part = build_parts(
         data, ledger, top=top, sections_registry=sections_registry, figures=figures
     )
@@ -219,7 +216,6 @@ def write_report(
     out_dir: str | Path | None = None,
     *,
     top: int = 10,
-    progress: Callable[[Iterable[Any]], Iterable[Any]] | None = None,
     overwrite: bool = False,
     extra: Sequence[str | Path] = (),
 ) -> dict[str, Path]:
@@ -232,5 +228,5 @@ def write_report(
     """
     out = Path(run_dir) / "report" if out_dir is None else Path(out_dir)
     check_report_out(out, overwrite=overwrite, inputs=[run_dir, *extra])
-    report = build_report(run_dir, top=top, progress=progress, extra=extra)
+    report = build_report(run_dir, top=top, extra=extra)
     return report.write(out, overwrite=overwrite)

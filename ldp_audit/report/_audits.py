@@ -10,21 +10,8 @@ import math
 import re
 from typing import Any
 
-import numpy as np
-
 from ldp_audit.report._load import RunData
-
-
-def num(v: Any) -> float | None:
-    """A finite-or-infinite float, or None for anything that is not a number."""
-    if isinstance(v, bool) or v is None:
-        return None
-    if isinstance(v, (int, float, np.integer, np.floating)):
-        return float(v)
-    if isinstance(v, str) and v.strip().lower() in ("inf", "infinity", "+inf"):
-        return math.inf
-    return None
-
+from ldp_audit.report._statement import num
 
 _NUM_RE = re.compile(r"-?\d+\.\d{5,}(?:[eE][-+]?\d+)?")
 

@@ -8,7 +8,6 @@ tightest valid method, so the numbers in a report are the numbers the accountant
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,22 +57,11 @@ class LedgerStats:
     None when the ledger cannot list its histories."""
 
 
-def _method_of(detail: Any) -> str:
-    """The winning method's name from ``Accountant.spent_detail`` (dict or object)."""
-    for key in ("method", "best_method", "winner"):
-        if isinstance(detail, dict) and isinstance(detail.get(key), str):
-            return detail[key]
-        if isinstance(getattr(detail, key, None), str):
-            return getattr(detail, key)
-    return "best"
-
-
 def read_ledger(
     path: str | Path,
     *,
     delta: float = 0.0,
     budget: float | None = None,
-    progress: Callable[[Iterable[Any]], Iterable[Any]] | None = None,
 ) -> LedgerStats:
     """Read every agent's spend from an SQLite ledger.
 
@@ -81,7 +69,6 @@ def read_ledger(
         path: the run's ``ledger.sqlite``.
         delta: delta at which to evaluate spend (0 for pure-epsilon events).
         budget: the per-agent epsilon budget, if the run set one.
-        progress: optional wrapper for the per-agent loop (e.g. ``tqdm``).
 
     Raises:
         RunDirectoryError: the ledger cannot be opened or read by the accountant.
@@ -96,49 +83,30 @@ def read_ledger(
         raise RunDirectoryError(f"{path}: ledger cannot be opened ({exc})") from exc
     try:
         acc = Accountant(ledger=ledger)
-        if hasattr(acc, "spent_all") and hasattr(acc, "spent_all_detail"):
-            # bulk: agents with identical histories share one computation (90k agents in ~1 s)
-            basic_d = acc.spent_all(delta=delta, method="basic", scope="local")
-            best_d = acc.spent_all_detail(delta=delta, method="best", scope="local")
-            agents = sorted(basic_d)
-            basic = np.array([basic_d[a] for a in agents], dtype=np.float64)
-            best = np.array([best_d[a][0] for a in agents], dtype=np.float64)
-            method = [str(best_d[a][1]) for a in agents]
-            central = acc.spent_all(delta=delta, method="best", scope="central") or None
-            remaining, budget_method = None, None
-            recorded = _recorded_budget(ledger)
-            if budget is None and recorded is not None:
-                budget = recorded["epsilon"]
-            if recorded is not None and recorded.get("method") in (
-                "basic",
-                "best",
-                "advanced",
-                "optimal",
-                "rdp",
-                "prv",
-                "pld",
-            ):
-                budget_method = str(recorded["method"])
-                b_spent = acc.spent_all(
-                    delta=float(recorded.get("delta", 0.0)), method=budget_method, scope="local"
-                )
-                remaining = np.array([budget - b_spent[a] for a in agents], dtype=np.float64)
-        else:  # the contract's per-agent API
-            central, remaining, budget_method = None, None, None
-            agents = [str(a) for a in acc.agents()]
-            it: Iterable[str] = progress(agents) if progress is not None else agents
-            basic = np.empty(len(agents))
-            best = np.empty(len(agents))
-            method = []
-            for i, a in enumerate(it):
-                basic[i] = float(acc.spent(a, delta=delta, method="basic"))
-                detail = acc.spent_detail(a, delta=delta)
-                best[i] = float(getattr(detail, "epsilon", acc.spent(a, delta=delta)))
-                method.append(_method_of(detail))
+        # bulk: agents with identical histories share one computation (90k agents in ~1 s)
+        basic_d = acc.spent_all(delta=delta, method="basic", scope="local")
+        best_d = acc.spent_all_detail(delta=delta, method="best", scope="local")
+        agents = sorted(basic_d)
+        basic = np.array([basic_d[a] for a in agents], dtype=np.float64)
+        best = np.array([best_d[a][0] for a in agents], dtype=np.float64)
+        method = [str(best_d[a][1]) for a in agents]
+        central = acc.spent_all(delta=delta, method="best", scope="central") or None
+        remaining, budget_method = None, None
+        recorded = _recorded_budget(ledger)
+        if budget is None and recorded is not None:
+            budget = recorded["epsilon"]
+        if recorded is not None and recorded.get("method") in (
+            "basic", "best", "advanced", "optimal", "rdp", "prv", "pld",
+        ):  # fmt: skip
+            budget_method = str(recorded["method"])
+            b_spent = acc.spent_all(
+                delta=float(recorded.get("delta", 0.0)), method=budget_method, scope="local"
+            )
+            remaining = np.array([budget - b_spent[a] for a in agents], dtype=np.float64)
     except (LdpAuditError, sqlite3.Error) as exc:
         raise RunDirectoryError(f"{path}: ledger cannot be read ({exc})") from exc
     else:
-        chain_head = ledger.chain_head() if hasattr(ledger, "chain_head") else None
+        chain_head = ledger.chain_head()
         events = _event_kinds(ledger)
         counts = _charge_counts(ledger)
         central_by = _central_by_method(acc, central, delta)
@@ -165,11 +133,9 @@ def read_ledger(
 
 def _charge_counts(ledger: Any) -> dict[str, int] | None:
     """Charges per agent in the local scope (every charge row counted with its multiplicity)."""
-    hist = getattr(ledger, "histories", None)
-    if not callable(hist):
-        return None
     try:
-        return {str(a): sum(int(n) for _, n in h) for a, h in hist(None, "local").items()}
+        hist = ledger.histories(None, "local")
+        return {str(a): sum(int(n) for _, n in h) for a, h in hist.items()}
     except Exception:  # a courtesy check: the report says "not compared" instead
         return None
 
@@ -184,15 +150,12 @@ def _event_kinds(ledger: Any) -> dict[str, list[dict[str, Any]]] | None:
 
     from ldp_audit.accountant.events import event_from_json
 
-    hist = getattr(ledger, "histories", None)
-    if not callable(hist):
-        return None
     out: dict[str, list[dict[str, Any]]] = {}
     try:
         for scope in ("local", "central"):
             charges: dict[str, int] = {}
             agents: dict[str, int] = {}
-            for h in hist(None, scope).values():
+            for h in ledger.histories(None, scope).values():
                 for text, n in h:
                     charges[text] = charges.get(text, 0) + int(n)
                     agents[text] = agents.get(text, 0) + 1
@@ -216,7 +179,7 @@ def _event_kinds(ledger: Any) -> dict[str, list[dict[str, Any]]] | None:
 
 
 def _central_by_method(acc: Any, central: dict[str, float] | None, delta: float) -> Any:
-    if not central or not hasattr(acc, "spent_detail"):
+    if not central:
         return None
     agent = max(sorted(central), key=lambda a: central[a])
     try:

@@ -14,12 +14,13 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit.report._audits import attack_section, audit_section, num
+from ldp_audit.report._audits import attack_section, audit_section
 from ldp_audit.report._ledger import LedgerStats
 from ldp_audit.report._load import RunData
+from ldp_audit.report._statement import num
 from ldp_audit.report._verdict import claim_section, report_verdict
 
-__all__ = ["build_model", "SCHEMA"]
+__all__ = ["build_parts", "SCHEMA"]
 
 SCHEMA = "ldp-audit-report/1"
 
@@ -113,19 +114,15 @@ def _status_section(run: RunData) -> dict[str, Any]:
     }
 
 
-def _ledger_check(run: RunData) -> dict[str, Any] | None:
+def _ledger_check(run: RunData) -> dict[str, Any]:
     """The run checked against its manifest, the ledger against the anchor the manifest records
     (id, rows, chain head, metadata digest) and both MACs, by
     :func:`ldp_audit.rundir.verify_run` (the checks on open, not the whole chain walk, which
-    ``report`` runs before it reads anything): ``{"ok", "words", "authenticated", "detail"}``;
-    None with a ``rundir`` that has no ``verify_run``."""
-    from ldp_audit import rundir
+    ``report`` runs before it reads anything): ``{"ok", "words", "authenticated", "detail"}``."""
+    from ldp_audit.rundir import verify_run
 
-    fn = getattr(rundir, "verify_run", None)
-    if not callable(fn):
-        return None
     try:
-        res = fn(run.path, full=False)
+        res = verify_run(run.path, full=False)
     except Exception as exc:  # reported, never fatal
         return {
             "ok": False,
@@ -134,17 +131,14 @@ def _ledger_check(run: RunData) -> dict[str, Any] | None:
             f"({type(exc).__name__}: {exc}).",
             "detail": None,
         }
-    detail = res.to_dict() if hasattr(res, "to_dict") else None
-    ok = bool(getattr(res, "ok", False))
-    auth = bool(getattr(res, "authenticated", False))
+    ok, auth, root = res.ok, res.authenticated, res.root
     if ok:
-        led = getattr(res, "ledger", None) or {}
+        led = res.ledger or {}
         how = (
             "authenticated with the ledger key"
             if auth
-            else "unauthenticated: " + "; ".join(getattr(res, "notes", []) or ["no key"])
+            else "unauthenticated: " + "; ".join(res.notes or ["no key"])
         )
-        root = getattr(res, "root", None)
         words = (
             f"The run matches its manifest and the ledger is the one it anchors "
             f"({led.get('rows')} charges, chain head {led.get('chain_head')})"
@@ -152,10 +146,10 @@ def _ledger_check(run: RunData) -> dict[str, Any] | None:
             + f"; {how}."
         )
     else:
-        probs = list(getattr(res, "problems", []) or ["not recorded"])
+        probs = list(res.problems or ["not recorded"])
         more = f" (and {len(probs) - 1} more)" if len(probs) > 1 else ""
         words = f"UNVERIFIED EVIDENCE: {probs[0]}{more}."
-    return {"ok": ok, "authenticated": auth, "words": words, "detail": detail}
+    return {"ok": ok, "authenticated": auth, "words": words, "detail": res.to_dict()}
 
 
 def release_counts(releases: list[str]) -> tuple[np.ndarray, list[str]]:
@@ -310,20 +304,6 @@ def _generator() -> dict[str, str]:
         "matplotlib": matplotlib.__version__,
         "platform": f"{platform.system()} {platform.machine()}",
     }
-
-
-def build_model(
-    run: RunData,
-    ledger: LedgerStats,
-    *,
-    top: int = 10,
-    sections_registry: Any = None,
-    figures: bool = True,
-) -> dict[str, Any]:
-    """Build the JSON-able report model of one run (see :func:`build_parts`)."""
-    return build_parts(run, ledger, top=top, sections_registry=sections_registry, figures=figures)[
-        0
-    ]
 
 
 def build_parts(

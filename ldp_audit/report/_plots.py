@@ -16,6 +16,7 @@ from matplotlib.figure import Figure
 
 from ldp_audit.report._ledger import LedgerStats
 from ldp_audit.report._load import RunData
+from ldp_audit.report._statement import count_noun as _plural
 
 __all__ = [
     "ledger_figure",
@@ -188,10 +189,6 @@ def ledger_figure(
     ax1.set_ylim(bottom=0)
     _spend_hist(ax2, led)
     return _png(fig)
-
-
-def _plural(n: int, noun: str) -> str:
-    return f"{n:,} {noun if n == 1 else noun + 's'}"
 
 
 def _spend_hist(ax2: Any, led: LedgerStats) -> None:

@@ -11,18 +11,18 @@ import html
 import json
 from typing import Any
 
+from ldp_audit.report._statement import count_noun
 from ldp_audit.report._summary import (
+    TOC,
     glossary_html,
     glossary_markdown,
     glossary_used,
     link_terms,
     summary_rows,
-    toc,
 )
 from ldp_audit.report._tables import (
     cell_html,
     cell_text,
-    count_noun,
     html_table,
     md_table,
     report_tables,
@@ -241,6 +241,146 @@ def _empty_section_note(sec: dict[str, Any]) -> str | None:
     return "The algorithm gave no content for this section (its data, if any, is in report.json)."
 
 
+class _Doc:
+    """The report's body in one syntax: HTML, or Markdown (each element and a blank line)."""
+
+    def __init__(self, md: bool, figures: dict[str, Any]) -> None:
+        self.md, self.figures = md, figures
+        self.out: list[str] = []
+
+    def add(self, html_text: str, md_text: str | None = None) -> None:
+        """``html_text`` in HTML, ``md_text`` in Markdown (None: an HTML-only element)."""
+        if not self.md:
+            self.out.append(html_text)
+        elif md_text is not None:
+            self.out += [md_text, ""]
+
+    def h2(self, anchor: str, text: str) -> None:
+        self.add(f'<h2 id="{html.escape(anchor)}">{html.escape(text)}</h2>', f"## {text}")
+
+    def p(self, text: str, cls: str = "") -> None:
+        self.add(f"<p{cls}>{_code_spans(text)}</p>", text)
+
+    def table(self, head: list[str], rows: list[list[Any]]) -> None:
+        self.add(html_table(head, rows), md_table(head, rows))
+
+    def fig(self, name: str, cap: str | None = None) -> None:
+        got = self.figures.get(name)
+        if got is None:
+            return
+        cap = cap or FIGURE_TITLES[name]
+        if self.md:
+            self.out += [f"![{cap}]({got})", ""]
+            return
+        b64 = base64.b64encode(got).decode("ascii")
+        cap = html.escape(cap)
+        self.out.append(
+            f'<figure><img id="fig-{html.escape(name)}" alt="{cap}" '
+            f'src="data:image/png;base64,{b64}"><figcaption>{cap}</figcaption></figure>'
+        )
+
+
+def _body(m: dict[str, Any], t: dict[str, Any], d: _Doc) -> list[str]:
+    """Everything below the verdict (status, ledger, audits, attacks, the system's sections,
+    the configuration), in ``d``'s syntax; the HTML alone explains the tables in prose."""
+    esc = html.escape
+    d.h2("status", "Run status and evidence")
+    d.table(*t["status"])
+    chain = _chain_note(m["ledger"])
+    if chain:
+        d.p(chain, ' class="chain"')
+    d.h2("ledger", "Privacy ledger")
+    note = _ledger_note(m["ledger"])
+    d.add(f"<p>{esc(note)}</p>", note)
+    d.table(*t["ledger"])
+    d.p(_scopes_note())
+    d.table(*t["scopes"])
+    if m.get("claim"):
+        d.table(*t["claim"])
+    if _has_local_agents(m):
+        d.fig("ledger")
+        d.add(f"<h3>{esc(top_title(m['ledger']))}</h3>", f"### {top_title(m['ledger'])}")
+        d.table(*t["top"])
+    d.h2("audits", "Audits of the mechanisms used")
+    one_run = m["audits"].get("one_run")
+    if one_run:
+        d.add(
+            "<p>One-run audit (Steinke, Nasr &amp; Jagielski 2023): canaries planted in this "
+            "very run, half of them included; the auditor guesses which, and the guesses "
+            "give an empirical lower bound on epsilon at the stated confidence. The ceiling is "
+            "the bound if every guess were right: a claim above it cannot be refuted with this "
+            "many canaries.</p>"
+        )
+        d.table(*t["one_run"])
+    if m["audits"]["status"] == "run":
+        d.add(
+            "<p>Each audit gives two verdicts: the <b>distribution</b> reading (outputs read in "
+            "exact arithmetic: is the mechanism's mathematics right?) and the "
+            "<b>implementation</b> reading (the same events plus the floating-point bits of the "
+            "raw outputs: does this binary leak?). The overall verdict follows the stricter. The "
+            "white-box exact epsilon is computed in exact arithmetic and says nothing about "
+            "floating-point leaks.</p>"
+        )
+        d.table(*t["audits"])
+        for r in m["audits"]["results"]:
+            for vd in r["verdicts"]:
+                if vd["consequence"]:
+                    mech, kind, what = r["mechanism"], vd["kind"], vd["consequence"]
+                    d.add(
+                        f"<p><b>{esc(mech)}, {esc(kind)}:</b> {esc(what)}</p>",
+                        f"**{mech}, {kind}:** {what}",
+                    )
+        d.fig("audit")
+        d.add(
+            "<p>A lower bound at or below the claim is consistent with it; it does not prove "
+            "it. A lower bound above the claim is a violation at the stated confidence.</p>"
+        )
+        d.fig("profile")
+        d.fig("tradeoff")
+    else:
+        d.p(_NOT_RUN["audits_isolated" if one_run else "audits"], ' class="notrun"')
+    d.h2("attacks", "Attacks on the transcript")
+    if t["attacks"][1]:
+        d.table(*t["attacks"])
+        d.fig("attack")
+        d.add(
+            "<p>The ceiling is the best accuracy any attacker can reach against one "
+            "epsilon-LDP report with k equally likely secrets: e^eps / (e^eps + k - 1). "
+            "Accuracy whose confidence interval lies above chance means the attacker learns "
+            "something (any epsilon &gt; 0 allows that); above the ceiling it contradicts the "
+            "claim.</p>"
+        )
+    else:
+        d.p(_NOT_RUN["attacks"], ' class="notrun"')
+    for sec in m.get("sections") or []:
+        d.h2(f"section-{sec['id']}", sec["title"])
+        if sec.get("error"):
+            d.add(
+                f'<div class="errorbox"><b>This section could not be built.</b> '
+                f"{esc(sec['error'])}</div>",
+                f"> **This section could not be built.** {sec['error']}",
+            )
+            continue
+        empty = _empty_section_note(sec)
+        if empty:
+            d.p(empty, ' class="notrun"')
+        for x in sec["paragraphs"]:
+            if x.strip():
+                d.p(x)
+        for tb in sec["tables"]:
+            if tb["caption"]:
+                d.add(f"<h3>{esc(tb['caption'])}</h3>", f"**{tb['caption']}**")
+            d.table(tb["header"], tb["rows"])
+        for name in sec["figures"]:
+            d.fig(f"section-{sec['id']}-{name}", f"{sec['title']}: {name}")
+    d.h2("config", "Run configuration and environment")
+    d.table(*t["run"])
+    d.add("<details><summary>Full training configuration</summary>")
+    d.table(*t["config"])
+    d.add("</details>")
+    return d.out
+
+
 # ---------------------------------------------------------------------- renderers
 
 
@@ -251,20 +391,6 @@ def render_html(model: dict[str, Any], figures: dict[str, bytes]) -> str:
     cls = _VERDICT_CLASS.get(v["status"], "partially")
     mech = run["mechanism"] or {}
     mech_name = str(mech.get("name", "several mechanisms"))
-
-    def img(name: str, cap: str) -> str:
-        png = figures.get(name)
-        if png is None:
-            return ""
-        b64 = base64.b64encode(png).decode("ascii")
-        cap = html.escape(cap)
-        return (
-            f'<figure><img id="fig-{html.escape(name)}" alt="{cap}" '
-            f'src="data:image/png;base64,{b64}"><figcaption>{cap}</figcaption></figure>'
-        )
-
-    def fig(name: str) -> str:
-        return img(name, FIGURE_TITLES[name])
 
     def lst(items: list[str]) -> str:
         if not items:
@@ -309,106 +435,8 @@ def render_html(model: dict[str, Any], figures: dict[str, bytes]) -> str:
             continue
         hcls = ' class="violations"' if key == "violations" else ""
         p += [f'<h3 id="verdict-{key}"{hcls}>{title}</h3>', lst(v.get(key, []))]
-    p += [
-        "</section>",
-        '<h2 id="status">Run status and evidence</h2>',
-        html_table(*t["status"]),
-    ]
-    chain = _chain_note(m["ledger"])
-    if chain:
-        p.append(f'<p class="chain">{_code_spans(chain)}</p>')
-    p += [
-        '<h2 id="ledger">Privacy ledger</h2>',
-        f"<p>{html.escape(_ledger_note(m['ledger']))}</p>",
-        html_table(*t["ledger"]),
-        f"<p>{html.escape(_scopes_note())}</p>",
-        html_table(*t["scopes"]),
-        html_table(*t["claim"]) if m.get("claim") else "",
-    ]
-    if _has_local_agents(m):
-        p += [
-            fig("ledger"),
-            f"<h3>{html.escape(top_title(m['ledger']))}</h3>",
-            html_table(*t["top"]),
-        ]
-    p.append('<h2 id="audits">Audits of the mechanisms used</h2>')
-    one_run = m["audits"].get("one_run") or []
-    if one_run:
-        p += [
-            "<p>One-run audit (Steinke, Nasr &amp; Jagielski 2023): canaries planted in this "
-            "very run, half of them included; the auditor guesses which, and the guesses "
-            "give an empirical lower bound on epsilon at the stated confidence. The ceiling is "
-            "the bound if every guess were right: a claim above it cannot be refuted with this "
-            "many canaries.</p>",
-            html_table(*t["one_run"]),
-        ]
-    if m["audits"]["status"] == "run":
-        p += [
-            "<p>Each audit gives two verdicts: the <b>distribution</b> reading (outputs read in "
-            "exact arithmetic: is the mechanism's mathematics right?) and the "
-            "<b>implementation</b> reading (the same events plus the floating-point bits of the "
-            "raw outputs: does this binary leak?). The overall verdict follows the stricter. The "
-            "white-box exact epsilon is computed in exact arithmetic and says nothing about "
-            "floating-point leaks.</p>",
-            html_table(*t["audits"]),
-        ]
-        for r in m["audits"]["results"]:
-            for vd in r["verdicts"]:
-                if vd["consequence"]:
-                    p.append(
-                        f"<p><b>{html.escape(r['mechanism'])}, {html.escape(vd['kind'])}:</b> "
-                        f"{html.escape(vd['consequence'])}</p>"
-                    )
-        p += [
-            fig("audit"),
-            "<p>A lower bound at or below the claim is consistent with it; it does not prove "
-            "it. A lower bound above the claim is a violation at the stated confidence.</p>",
-            fig("profile"),
-            fig("tradeoff"),
-        ]
-    elif one_run:
-        p.append(f'<p class="notrun">{_code_spans(_NOT_RUN["audits_isolated"])}</p>')
-    else:
-        p.append(f'<p class="notrun">{_code_spans(_NOT_RUN["audits"])}</p>')
-    p.append('<h2 id="attacks">Attacks on the transcript</h2>')
-    if t["attacks"][1]:
-        p += [
-            html_table(*t["attacks"]),
-            fig("attack"),
-            "<p>The ceiling is the best accuracy any attacker can reach against one "
-            "epsilon-LDP report with k equally likely secrets: e^eps / (e^eps + k - 1). "
-            "Accuracy whose confidence interval lies above chance means the attacker learns "
-            "something (any epsilon &gt; 0 allows that); above the ceiling it contradicts the "
-            "claim.</p>",
-        ]
-    else:
-        p.append(f'<p class="notrun">{_code_spans(_NOT_RUN["attacks"])}</p>')
-    for sec in m.get("sections") or []:
-        sid = html.escape(sec["id"])
-        p.append(f'<h2 id="section-{sid}">{html.escape(sec["title"])}</h2>')
-        if sec.get("error"):
-            p.append(
-                f'<div class="errorbox"><b>This section could not be built.</b> '
-                f"{html.escape(sec['error'])}</div>"
-            )
-            continue
-        empty = _empty_section_note(sec)
-        if empty:
-            p.append(f'<p class="notrun">{_code_spans(empty)}</p>')
-        p += [f"<p>{_code_spans(x)}</p>" for x in sec["paragraphs"] if x.strip()]
-        for tb in sec["tables"]:
-            if tb["caption"]:
-                p.append(f"<h3>{html.escape(tb['caption'])}</h3>")
-            p.append(html_table(tb["header"], tb["rows"]))
-        for name in sec["figures"]:
-            p.append(img(f"section-{sec['id']}-{name}", f"{sec['title']}: {name}"))
-    p += [
-        '<h2 id="config">Run configuration and environment</h2>',
-        html_table(*t["run"]),
-        "<details><summary>Full training configuration</summary>",
-        html_table(*t["config"]),
-        "</details>",
-    ]
+    p.append("</section>")
+    p += _body(m, t, _Doc(False, figures))
     body = "\n".join(x for x in p if x)
     terms = glossary_used(body)
     if terms:
@@ -418,7 +446,7 @@ def render_html(model: dict[str, Any], figures: dict[str, bytes]) -> str:
     nav = (
         '<nav class="toc">Contents: '
         + "".join(
-            f'<a href="#{html.escape(a)}">{html.escape(title)}</a> ' for a, title in toc(m, extra)
+            f'<a href="#{html.escape(a)}">{html.escape(title)}</a> ' for a, title in [*TOC, *extra]
         )
         + "</nav>"
     )
@@ -447,11 +475,7 @@ def render_markdown(model: dict[str, Any], figure_files: dict[str, str]) -> str:
         + " · ".join(
             f"[{h}](#{_slug(h)})"
             for h in (
-                "Privacy statement",
-                "Run status and evidence",
-                "Privacy ledger",
-                "Audits of the mechanisms used",
-                "Attacks on the transcript",
+                *[title for a, title in TOC if a not in ("summary", "verdict")],
                 *[sec["title"] for sec in m.get("sections") or []],
                 "Run configuration and environment",
                 "Glossary",
@@ -477,79 +501,7 @@ def render_markdown(model: dict[str, Any], figure_files: dict[str, str]) -> str:
             continue
         out += [f"**{title}**", ""] + [f"- {i}" for i in items or ["nothing"]]
         out.append("")
-
-    def fig(name: str, cap: str | None = None) -> list[str]:
-        if name not in figure_files:
-            return []
-        return [f"![{cap or FIGURE_TITLES[name]}]({figure_files[name]})", ""]
-
-    out += ["## Run status and evidence", "", md_table(*t["status"]), ""]
-    chain = _chain_note(m["ledger"])
-    if chain:
-        out += [chain, ""]
-    out += [
-        "## Privacy ledger",
-        "",
-        _ledger_note(m["ledger"]),
-        "",
-        md_table(*t["ledger"]),
-        "",
-        _scopes_note(),
-        "",
-        md_table(*t["scopes"]),
-        "",
-        *([md_table(*t["claim"]), ""] if m.get("claim") else []),
-        *(
-            [*fig("ledger"), f"### {top_title(m['ledger'])}", "", md_table(*t["top"]), ""]
-            if _has_local_agents(m)
-            else []
-        ),
-        "## Audits of the mechanisms used",
-        "",
-    ]
-    if m["audits"].get("one_run"):
-        out += [md_table(*t["one_run"]), ""]
-    if m["audits"]["status"] == "run":
-        out += [md_table(*t["audits"]), ""]
-        for r in m["audits"]["results"]:
-            for vd in r["verdicts"]:
-                if vd["consequence"]:
-                    out += [f"**{r['mechanism']}, {vd['kind']}:** {vd['consequence']}", ""]
-        out += [*fig("audit"), *fig("profile"), *fig("tradeoff")]
-    elif m["audits"].get("one_run"):
-        out += [_NOT_RUN["audits_isolated"], ""]
-    else:
-        out += [_NOT_RUN["audits"], ""]
-    out += ["## Attacks on the transcript", ""]
-    if t["attacks"][1]:
-        out += [md_table(*t["attacks"]), "", *fig("attack")]
-    else:
-        out += [_NOT_RUN["attacks"], ""]
-    for sec in m.get("sections") or []:
-        out += [f"## {sec['title']}", ""]
-        if sec.get("error"):
-            out += [f"> **This section could not be built.** {sec['error']}", ""]
-            continue
-        empty = _empty_section_note(sec)
-        if empty:
-            out += [empty, ""]
-        for x in sec["paragraphs"]:
-            if x.strip():
-                out += [x, ""]
-        for tb in sec["tables"]:
-            if tb["caption"]:
-                out += [f"**{tb['caption']}**", ""]
-            out += [md_table(tb["header"], tb["rows"]), ""]
-        for name in sec["figures"]:
-            out += fig(f"section-{sec['id']}-{name}", f"{sec['title']}: {name}")
-    out += [
-        "## Run configuration and environment",
-        "",
-        md_table(*t["run"]),
-        "",
-        md_table(*t["config"]),
-        "",
-    ]
+    out += _body(m, t, _Doc(True, figure_files))
     text = "\n".join(out)
     return text + "\n" + "\n".join(glossary_markdown(glossary_used(text)))
 

@@ -21,53 +21,20 @@ from __future__ import annotations
 import importlib
 import math
 import re
-from collections.abc import Iterator, Mapping, MutableMapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SECTIONS", "algorithm_sections", "system_report", "validate_section"]
+__all__ = ["registered_sections", "system_report", "validate_section"]
 
 
-class _SectionsView(MutableMapping[str, str]):
-    """``algorithm -> "module:function"`` read from the system registry
-    (:mod:`ldp_audit.systems`: every registered system with ``report_sections``), plus local
-    entries set on this mapping (tests, a one-off sections function); a local entry wins."""
+def registered_sections() -> dict[str, str]:
+    """``algorithm`` (config.json "algorithm") -> ``"module:function"`` giving its report
+    sections: the registered systems' ``report_sections`` (:mod:`ldp_audit.systems`)."""
+    from ldp_audit import systems
 
-    def __init__(self) -> None:
-        self._local: dict[str, str] = {}
+    return {s.name: s.report_sections for s in systems.systems() if s.report_sections}
 
-    def _registered(self) -> dict[str, str]:
-        from ldp_audit import systems
-
-        return {s.name: s.report_sections for s in systems.systems() if s.report_sections}
-
-    def _all(self) -> dict[str, str]:
-        return {**self._registered(), **self._local}
-
-    def __getitem__(self, key: str) -> str:
-        return self._all()[key]
-
-    def __setitem__(self, key: str, value: str) -> None:
-        self._local[key] = value
-
-    def __delitem__(self, key: str) -> None:
-        if key not in self._local:
-            raise KeyError(f"{key!r} comes from the system registry; unregister the system")
-        del self._local[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._all())
-
-    def __len__(self) -> int:
-        return len(self._all())
-
-    def __repr__(self) -> str:
-        return f"SECTIONS({self._all()!r})"
-
-
-#: algorithm (config.json "algorithm") -> "module:function" giving its report sections: the
-#: registered systems' ``report_sections`` (:mod:`ldp_audit.systems`).
-SECTIONS: MutableMapping[str, str] = _SectionsView()
 
 _PNG = b"\x89PNG\r\n\x1a\n"
 _ID = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
@@ -280,27 +247,28 @@ def system_report(
     from ldp_audit.errors import RunDirectoryError
     from ldp_audit.report.plugin import SystemReport
 
-    reg = SECTIONS if registry is None else registry
+    reg = registered_sections() if registry is None else registry
     entry = reg.get(algorithm)
     if entry is None:
         note = {"entry": None, "loaded": False, "reason": "no sections registered"}
         return SystemReport(note=note)
     mod_name, _, func_name = entry.partition(":")
+
+    def failed(what: str, loaded: bool) -> Any:
+        return SystemReport(sections=[_error(algorithm, entry, what)], note=_note(entry, loaded))
+
     try:
         module = importlib.import_module(mod_name)
     except ModuleNotFoundError as exc:
         if exc.name is not None and mod_name.startswith(exc.name):
             note = {"entry": entry, "loaded": False, "reason": f"{mod_name} is not installed"}
             return SystemReport(note=note)
-        err = _error(algorithm, entry, f"import failed: {exc}")
-        return SystemReport(sections=[err], note=_note(entry, False))
+        return failed(f"import failed: {exc}", False)
     except Exception as exc:  # a broken module: an error box, not a crash
-        what = f"import failed: {type(exc).__name__}: {exc}"
-        return SystemReport(sections=[_error(algorithm, entry, what)], note=_note(entry, False))
+        return failed(f"import failed: {type(exc).__name__}: {exc}", False)
     func = getattr(module, func_name, None)
     if not callable(func):
-        what = f"{mod_name} has no function {func_name!r}"
-        return SystemReport(sections=[_error(algorithm, entry, what)], note=_note(entry, False))
+        return failed(f"{mod_name} has no function {func_name!r}", False)
     try:
         args = (Path(run_dir), list(extra) if extra else None)
         if context is not None and _wants_context(func):
@@ -310,36 +278,16 @@ def system_report(
     except RunDirectoryError:
         raise  # the system refuses the run: named file, as load_run's own checks
     except Exception as exc:
-        what = f"{func_name}() raised {type(exc).__name__}: {exc}"
-        return SystemReport(sections=[_error(algorithm, entry, what)], note=_note(entry, True))
+        return failed(f"{func_name}() raised {type(exc).__name__}: {exc}", True)
     parts: dict[str, Any] = {}
     if isinstance(raw, Mapping):
         try:
             parts = _parse_system_report(raw, func_name)
         except _Bad as exc:
-            return SystemReport(
-                sections=[_error(algorithm, entry, str(exc))], note=_note(entry, True)
-            )
+            return failed(str(exc), True)
         raw = parts.pop("sections")
     sections, figures = _parse_sections(raw, algorithm, entry, func_name)
     return SystemReport(sections=sections, figures=figures, note=_note(entry, True), **parts)
-
-
-def algorithm_sections(
-    run_dir: Path,
-    algorithm: str,
-    extra: list[Path] | None = None,
-    *,
-    registry: Mapping[str, str] | None = None,
-) -> tuple[list[dict[str, Any]], dict[str, bytes], dict[str, Any]]:
-    """The registered sections of ``algorithm`` for one run (the plain form, no context).
-
-    Returns:
-        (sections for the model, figures keyed ``"section-<id>-<name>"``, a note on where the
-        sections came from: ``{"entry", "loaded", "reason"}``).
-    """
-    part = system_report(run_dir, algorithm, extra, registry=registry)
-    return part.sections, part.figures, part.note
 
 
 def _note(entry: str, loaded: bool) -> dict[str, Any]:

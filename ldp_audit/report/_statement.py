@@ -25,6 +25,8 @@ import math
 import re
 from typing import Any
 
+import numpy as np
+
 __all__ = ["MEANINGFUL_EPSILON", "NOT_RECORDED", "STATEMENT_SCHEMA", "privacy_statement"]
 
 STATEMENT_SCHEMA = "ldp-audit-privacy-statement/1"
@@ -67,17 +69,10 @@ def num(v: Any) -> float | None:
     """A float (numbers, numpy scalars, "inf"), or None for anything else."""
     if isinstance(v, bool) or v is None:
         return None
-    if isinstance(v, (int, float)):
+    if isinstance(v, (int, float, np.integer, np.floating)):
         return float(v)
     if isinstance(v, str) and v.strip().lower() in ("inf", "infinity", "+inf"):
         return math.inf
-    try:  # numpy scalars
-        import numpy as np
-
-        if isinstance(v, np.generic):
-            return float(v.item())
-    except ImportError:  # pragma: no cover
-        pass
     return None
 
 
@@ -90,8 +85,9 @@ def fmt_eps(v: float | None, nd: int = 4) -> str:
     return f"{v:.{nd}g}"
 
 
-def _plural(n: int, noun: str, plural: str | None = None) -> str:
-    return f"{n:,} {noun if n == 1 else (plural or noun + 's')}"
+def count_noun(count: int, noun: str, plural: str | None = None) -> str:
+    """``"1 agent"``, ``"1,200 agents"``."""
+    return f"{count:,} {noun if count == 1 else (plural or noun + 's')}"
 
 
 def method_words(method: str | None) -> str:
@@ -138,16 +134,13 @@ def _match_method(eps: float, by_method: dict[str, float]) -> str | None:
     return None
 
 
-def the_claim(
-    run: Any, led: Any, model: dict[str, Any] | None = None, *, ledger_unit: str = "ledger id"
-) -> dict[str, Any]:
+def the_claim(run: Any, led: Any, *, ledger_unit: str = "ledger id") -> dict[str, Any]:
     """The run's one claimed epsilon (with its unit, delta, method and source) and the
     alternatives, each with its method.
 
     Args:
         run: the loaded run.
         led: its ledger statistics.
-        model: unused (kept for callers that pass the model).
         ledger_unit: the privacy unit of a claim read from the ledger's local spend (a system
             says "agent" when its ledger ids are agents; default "ledger id").
 
@@ -483,14 +476,10 @@ def events_words(led: Any, scope: str) -> tuple[list[dict[str, Any]], str]:
         return [], NOT_RECORDED
     parts = []
     for r in rows[:4]:
-        parts.append(f"{r['kind']}{_short_event(r['event'])} x {r['charges']:,}")
+        inner = _event_args(r["event"])
+        parts.append(f"{r['kind']}{f' ({inner})' if inner else ''} x {r['charges']:,}")
     more = f" and {len(rows) - 4} more kinds" if len(rows) > 4 else ""
     return rows, "; ".join(parts) + more
-
-
-def _short_event(ev: Any) -> str:
-    inner = _event_args(ev)
-    return f" ({inner})" if inner else ""
 
 
 def _event_args(ev: Any) -> str:
@@ -564,7 +553,7 @@ def privacy_statement(
             sampling, mu-GDP) as ``key -> (value, source)``; a row it leaves out is generic.
         unit: the privacy unit of a claim read from the ledger (the system's word).
     """
-    claim = the_claim(run, led, model, ledger_unit=unit or "ledger id")
+    claim = the_claim(run, led, ledger_unit=unit or "ledger id")
     # the system's own rows (its report_sections, ldp_audit.report.plugin); generic otherwise
     facts = {**_generic_facts(run, led, claim), **dict(facts or {})}
     audit = _audit_fields(model)
@@ -576,7 +565,7 @@ def privacy_statement(
         if claim.get("per_release") is not None and claim.get("releases_per_unit"):
             eps_words += (
                 f" ({fmt_eps(claim['per_release'])} per report x "
-                f"{_plural(int(claim['releases_per_unit']), 'report')})"
+                f"{count_noun(int(claim['releases_per_unit']), 'report')})"
             )
         eps_words += f", by {method_words(claim['method'])}"
     alts = claim["alternatives"]

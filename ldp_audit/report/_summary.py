@@ -20,7 +20,7 @@ __all__ = [
     "glossary_used",
     "link_terms",
     "summary_rows",
-    "toc",
+    "TOC",
 ]
 
 #: term -> (anchor, definition). A term is linked where it first appears in the page's text.
@@ -105,9 +105,9 @@ GLOSSARY: dict[str, tuple[str, str]] = {
     ),
 }
 
-#: the section anchors of the page, in order, and their titles (a section without content is
-#: left out of both the page and the table of contents)
-_SECTIONS = (
+#: (anchor, title) of the core's sections of the page, in order (the table of contents; the
+#: system's own sections, the configuration and the glossary follow)
+TOC = (
     ("summary", "Summary"),
     ("privacy-statement", "Privacy statement"),
     ("verdict", "Verdict"),
@@ -168,12 +168,6 @@ def summary_rows(model: dict[str, Any]) -> list[tuple[str, str]]:
         more = f" (and {len(nv) - 1} more under Verdict)" if len(nv) > 1 else ""
         rows.append(("Not checked", _first_sentence(nv[0]) + more))
     return rows
-
-
-def toc(model: dict[str, Any], extra: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """(anchor, title) of every section the page shows, then ``extra`` (the system's own
-    sections, the configuration, the glossary)."""
-    return list(_SECTIONS) + list(extra)
 
 
 def glossary_used(text: str) -> list[str]:

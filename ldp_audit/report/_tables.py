@@ -11,6 +11,7 @@ import math
 from typing import Any
 
 from ldp_audit.report._audits import short_numbers
+from ldp_audit.report._statement import count_noun
 
 
 def cell_text(v: Any, nd: int = 4) -> str:
@@ -326,10 +327,6 @@ def top_title(led: dict[str, Any]) -> str:
             "(agents with identical values share a row)"
         )
     return f"Largest spenders: {count_noun(len(groups) or len(led['top_agents']), 'agent')}"
-
-
-def count_noun(count: int, noun: str, plural: str | None = None) -> str:
-    return f"{count:,} {noun if count == 1 else (plural or noun + 's')}"
 
 
 def html_table(head: list[str], rows: list[list[Any]]) -> str:

@@ -7,10 +7,12 @@ Part of :mod:`ldp_audit.report._model` (the whole model is built there).
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Any
 
-from ldp_audit.report._audits import num
 from ldp_audit.report._load import RunData
+from ldp_audit.report._statement import count_noun as _n
+from ldp_audit.report._statement import fmt_eps, num
 
 
 def claim_section(run: RunData) -> dict[str, Any] | None:
@@ -21,12 +23,7 @@ def claim_section(run: RunData) -> dict[str, Any] | None:
     return {k: v for k, v in claim.items() if isinstance(v, (str, int, float, bool, list))}
 
 
-def _fmt(v: float | None, nd: int = 3) -> str:
-    if v is None:
-        return "n/a"
-    if math.isinf(v):
-        return "inf"
-    return f"{v:.{nd}g}"
+_fmt = partial(fmt_eps, nd=3)
 
 
 def _ci(r: dict[str, Any]) -> str:
@@ -87,11 +84,6 @@ def _audit_statements(
             )
     for w in r.get("warnings") or []:
         notes.append(f"Audit of {r['mechanism']}: {w}")
-
-
-def _n(count: int, noun: str, plural: str | None = None) -> str:
-    """``"1 agent"``, ``"3,000 agents"``: a count with its noun in the right number."""
-    return f"{count:,} {noun if count == 1 else (plural or noun + 's')}"
 
 
 def _no_protection(claim: dict[str, Any]) -> str:

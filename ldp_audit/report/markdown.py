@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 import textwrap
+from collections.abc import Iterator
 
 __all__ = ["WIDTH", "unwrap_markdown", "wrap_markdown"]
 
@@ -50,22 +51,27 @@ def _wrap(line: str, width: int) -> list[str]:
     return out
 
 
+def _prose_lines(text: str) -> Iterator[tuple[str, bool]]:
+    """Each line of ``text`` with whether it is outside code fences (a fence line is not)."""
+    fence = False
+    for line in text.split("\n"):
+        if line.lstrip().startswith(("```", "~~~")):
+            fence = not fence
+            yield line, False
+        else:
+            yield line, not fence
+
+
 def wrap_markdown(text: str, width: int = WIDTH) -> str:
     """``text`` with every prose line longer than ``width`` wrapped (see the module docstring);
     lines that fit, tables, fenced and indented code, headings, images and HTML unchanged."""
     out: list[str] = []
-    fence = False
-    for line in text.split("\n"):
-        stripped = line.lstrip()
-        if stripped.startswith(("```", "~~~")):
-            fence = not fence
-            out.append(line)
-            continue
+    for line, prose in _prose_lines(text):
         indented_code = line.startswith(("    ", "\t")) and not _LIST.match(line)
-        if fence or len(line) <= width or stripped.startswith(_KEEP) or indented_code:
+        if not prose or len(line) <= width or line.lstrip().startswith(_KEEP) or indented_code:
             out.append(line)
-            continue
-        out.extend(_wrap(line, width))
+        else:
+            out.extend(_wrap(line, width))
     return "\n".join(out)
 
 
@@ -74,16 +80,11 @@ def unwrap_markdown(text: str) -> str:
     of :func:`wrap_markdown` for reading; hand-wrapped prose is joined too). A hard break, a
     blank line, a new list item, a heading, a table or a fence starts a new line."""
     out: list[str] = []
-    fence = False
-    for line in text.split("\n"):
+    for line, prose in _prose_lines(text):
         stripped = line.strip()
-        if stripped.startswith(("```", "~~~")):
-            fence = not fence
-            out.append(line)
-            continue
         prev = out[-1] if out else ""
         joinable = (
-            not fence
+            prose
             and stripped
             and prev.strip()
             and not prev.endswith("  ")
