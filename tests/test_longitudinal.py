@@ -197,7 +197,7 @@ def _loloha_pmf(o: m.Loloha, v: int, seed: int, z: tuple[int, ...]) -> float:
     )
 
 
-@pytest.mark.parametrize("g, reports", [(2, 1), (2, 3), (3, 1), (3, 3), (4, 2)])
+@pytest.mark.parametrize("g, reports", [(2, 1), (2, 3), (3, 1), (3, 3), (4, 2), (4, 3), (5, 3)])
 def test_loloha_exact_loss_equals_the_brute_force_reference(g, reports):
     o = m.Loloha(1.5, 0.6, 5, g=g, reports=reports)
     seeds = [s for s in range(40) if m.olh_hash(s, 0, g) != m.olh_hash(s, 1, g)][:2]
