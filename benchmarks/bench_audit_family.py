@@ -6,7 +6,8 @@ Settings (one pair, +-1, L2 sensitivity 2): the Gaussian at (1, 1e-3), sigma 2 a
 and 1e-5, sigma 1 at delta 1e-3 (true epsilon 7.58). Default audits in the exact-arithmetic
 reading, confidence 0.95, seeds 0..``--seeds``-1 per setting; bound / true epsilon of the
 verdict and of the family bound (median, minimum over the first 20 seeds), the one-event
-tightness ceiling, and the family false alarms (family epsilon above the true one) over all
+tightness ceiling; the delta lower bounds / delta at the claimed epsilon (assumption-free and
+family); and the family false alarms (family epsilon or delta above the true one) over all
 audits with their one-sided 95 % Clopper-Pearson upper bound.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_audit_family.py --samples 1000000 \\
@@ -51,25 +52,35 @@ def main() -> None:
     for name, sigma, delta in settings():
         mech = Gaussian(clip=1.0, noise_multiplier=sigma, delta=delta)
         true_eps = analytic_gaussian_epsilon(sigma, 2.0, delta)
-        verdict, family, ceiling = [], [], None
+        verdict, family, ceiling, d_free, d_family = [], [], None, [], []
         for seed in range(a.seeds):
             r = audit(mech, PAIR, samples=a.samples, rng=seed, float_bits=False, profile=False)
             verdict.append(r.epsilon_lower_bound / true_eps)
             family.append(r.tradeoff.family_epsilon_lower / true_eps)
+            d_free.append((r.delta_lower_bound or 0.0) / delta)
+            d_family.append(r.tradeoff.family_delta_lower / delta)
             ceiling = r.tightness_ceiling / true_eps
-        alarms += sum(f > 1.0 for f in family)
+        alarms += sum(f > 1.0 or d > 1.0 for f, d in zip(family, d_family, strict=True))
         audits += len(family)
         v20, f20 = verdict[:20], family[:20]
         row = {"setting": name, "true_epsilon": true_eps, "ceiling": ceiling,
                "verdict_median": float(np.median(v20)), "verdict_min": float(np.min(v20)),
                "family_median": float(np.median(f20)), "family_min": float(np.min(f20)),
                "family_above_truth": int(sum(f > 1.0 for f in family)),
-               "verdict": verdict, "family": family}  # fmt: skip
+               "delta_free_median": float(np.median(d_free[:20])),
+               "delta_family_median": float(np.median(d_family[:20])),
+               "delta_family_min": float(np.min(d_family[:20])),
+               "delta_family_above_truth": int(sum(d > 1.0 for d in d_family)),
+               "verdict": verdict, "family": family, "delta_free": d_free,
+               "delta_family": d_family}  # fmt: skip
         rows.append(row)
         print(f"{name} (true {true_eps:.4g}): verdict median {row['verdict_median']:.3f} "
               f"(min {row['verdict_min']:.3f}, ceiling {ceiling:.3f}); family median "
               f"{row['family_median']:.3f} (min {row['family_min']:.3f}); family above the "
-              f"truth {row['family_above_truth']}/{len(family)}", flush=True)  # fmt: skip
+              f"truth {row['family_above_truth']}/{len(family)}; delta / claim: assumption-free "
+              f"median {row['delta_free_median']:.3f}, family median "
+              f"{row['delta_family_median']:.3f} (min {row['delta_family_min']:.3f}, above "
+              f"{row['delta_family_above_truth']})", flush=True)  # fmt: skip
     out = {
         "command": f"benchmarks/bench_audit_family.py --samples {a.samples} --seeds {a.seeds}",
         "rows": rows,

@@ -1,7 +1,7 @@
 """The audit gallery's second part (docs/audit-gallery.md): the protocols added for issue 40
 (LDP-Auditor's SS, THE, SHE, BLH and the adaptive GRR-or-OUE oracle), the broken variants of
-LDP-Auditor's paper, and the longitudinal (memoised) protocols next to clients that re-draw their
-permanent response at every report.
+LDP-Auditor's paper, and the longitudinal (memoised) protocols (RAPPOR, dBitFlipPM, LOLOHA) next
+to clients that re-draw their permanent response at every report.
 
     .venv/bin/python benchmarks/protocols_gallery.py [--samples 200000] [--out PATH]
 
@@ -84,6 +84,14 @@ def main() -> None:
         bad = b.RedrawingDBitFlip(2.0, 8, d=2, reports=t)
         rows.append(
             _row("longitudinal", f"re-drawing dBitFlip, {t} reports", bad, bad.true_epsilon, n)
+        )
+    for t in (1, 8, 32):
+        good = m.Loloha(2.0, 0.5, 4, reports=t)
+        rows.append(_row("longitudinal", f"Loloha (eps_perm 2, eps_1 0.5, g 2), {t} reports",
+                         good, good.epsilon, n))  # fmt: skip
+        bad = b.RedrawingLoloha(2.0, 0.5, 4, reports=t)
+        rows.append(
+            _row("longitudinal", f"re-drawing LOLOHA, {t} reports", bad, bad.true_epsilon, n)
         )
     out = {
         "command": " ".join(["benchmarks/protocols_gallery.py", *sys.argv[1:]]),

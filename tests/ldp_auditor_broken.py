@@ -14,7 +14,7 @@ theirs or of pure-LDP is copied), plus the non-memoising longitudinal clients.
 * :class:`RedrawingRappor` / :class:`RedrawingDBitFlip` -- a client that re-draws its permanent
   response at every report: the reports are independent, costing ``reports * eps_1``
   (RAPPOR) or ``reports`` times the one-report loss (dBitFlipPM), while claiming the memoised
-  cumulative epsilon.
+  cumulative epsilon; :class:`RedrawingLoloha` likewise (``reports * eps_1``).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit import mechanisms as m
-from ldp_audit.mechanisms.frequency import check_items
+from ldp_audit.mechanisms.frequency import check_items, grr_reply
 
 
 def pure_ldp_true_epsilon(p: float, q: float) -> float:
@@ -114,6 +114,32 @@ class RedrawingDBitFlip(m.DBitFlipPM):
         v = u[:, self.b :].reshape(n, t, d)
         bits = np.where(own[:, None, :], v < p, v < 1.0 - p).astype(np.int64)
         return np.hstack([js, bits.reshape(n, t * d)])
+
+    def privacy_loss(self, x: Any, x2: Any, y: Any) -> np.ndarray:
+        raise NotImplementedError("the memoised loss does not describe this client")
+
+
+@dataclass(frozen=True)
+class RedrawingLoloha(m.Loloha):
+    """Claims LOLOHA's memoised epsilon but re-draws the permanent GRR at every report (the
+    hash seed is kept): T independent one-report chains, costing ``reports * eps_1``."""
+
+    @property
+    def true_epsilon(self) -> float:
+        return self.composed_epsilon
+
+    def privatize(self, x: Any, rng: np.random.Generator) -> np.ndarray:
+        xi = check_items(x, self.k)
+        n, t = xi.shape[0], self.reports
+        seed = m.Loloha(self.eps_perm, self.eps_1, self.k, self.g, 1).privatize(xi, rng)[:, :1]
+        rows = np.repeat(xi, t, axis=0)
+        # a fresh permanent GRR per report of the same hash: privatize with the client's seed
+        h = m.olh_hash(np.repeat(seed[:, 0], t), rows[:, 0], self.g)
+        u = rng.random((n * t, 4))
+        p1, p2 = self.permanent_probabilities[0], self.report_probabilities[0]
+        memo = grr_reply(h, p1, u[:, 0], u[:, 1], self.g)
+        z = grr_reply(memo, p2, u[:, 2], u[:, 3], self.g).reshape(n, t)
+        return np.hstack([seed, z])
 
     def privacy_loss(self, x: Any, x2: Any, y: Any) -> np.ndarray:
         raise NotImplementedError("the memoised loss does not describe this client")

@@ -21,6 +21,7 @@ from ldp_audit.audit.tradeoff import FAMILY_ASSUMPTION, gaussian_family_bound
 from ldp_audit.mechanisms import (
     Gaussian,
     Laplace,
+    analytic_gaussian_delta,
     analytic_gaussian_epsilon,
     analytic_gaussian_sigma,
 )
@@ -29,13 +30,14 @@ from tests.test_audit_fdp import GPAIR, STRICT, HalfSigmaGaussian
 
 
 def test_family_bound_arithmetic():
-    mu, eps = gaussian_family_bound(3000, 10_000, 7000, 10_000, 0.05, 1e-3)
+    mu, eps, dl = gaussian_family_bound(3000, 10_000, 7000, 10_000, 0.05, 1e-3, 1.0)
     a_u = clopper_pearson_upper(3000, 10_000, 0.025)
     b_u = 1.0 - clopper_pearson_lower(7000, 10_000, 0.025)
     assert mu == pytest.approx(ndtri(1 - a_u) - ndtri(b_u), rel=1e-12)
     assert eps == pytest.approx(analytic_gaussian_epsilon(1.0, mu, 1e-3), rel=1e-9)
+    assert dl == pytest.approx(analytic_gaussian_delta(1.0, 1.0, mu), rel=1e-12)
     # no separation: mu clipped at 0, epsilon 0
-    assert gaussian_family_bound(5000, 10_000, 5000, 10_000, 0.05, 1e-3) == (0.0, 0.0)
+    assert gaussian_family_bound(5000, 10_000, 5000, 10_000, 0.05, 1e-3, 1.0) == (0, 0, 0)
     assert "G_mu" in FAMILY_ASSUMPTION
 
 
@@ -46,6 +48,7 @@ def test_correct_gaussian_family_bound_sound_and_tight():
         r = audit(g, GPAIR, samples=100_000, rng=seed, float_bits=False, profile=False)
         t = r.tradeoff
         assert t.family_mu_lower <= 2.0 / s and t.family_epsilon_lower <= 1.0
+        assert 0.0 < t.family_delta_lower <= 1e-3  # the assumption-free one is 0 at 10^5
         # the mu estimate's standard error at 90,000 per input is sqrt(pi / n) = 0.0059; the
         # two Clopper-Pearson margins (1.96 standard errors each) take 0.0165 more
         assert t.family_mu_lower >= 2.0 / s - 4 * math.sqrt(math.pi / 90_000) - 0.017

@@ -1,4 +1,4 @@
-"""Longitudinal (memoised) protocols (issue 40): memoised RAPPOR and dBitFlipPM, their exact
+"""Longitudinal (memoised) protocols (issue 40): memoised RAPPOR, dBitFlipPM and LOLOHA, their exact
 cumulative losses against brute-force references, the memoisation cap, and audits: the memoised
 clients pass, clients that re-draw their permanent response at every report are refuted.
 
@@ -141,6 +141,10 @@ def test_dbitflip_refuses_reports_that_memoisation_cannot_produce():
         (lambda: m.DBitFlipPM(1.0, 8, d=9), "d must be"),
         (lambda: m.DBitFlipPM(1.0, 8, buckets=9), "buckets must be"),
         (lambda: m.DBitFlipPM("1", 8), "epsilon must be a real number"),
+        (lambda: m.Loloha(1.0, 1.0, 8), "eps_1 must be below eps_perm"),
+        (lambda: m.Loloha(True, 0.5, 8), "eps_perm must be"),
+        (lambda: m.Loloha(1.0, 0.5, 8, g=1), "g must be"),
+        (lambda: m.Loloha(1.0, 0.5, 8, reports=2**10 + 1), "reports must be"),
     ],
 )
 def test_bad_parameters_are_refused(factory, match):
@@ -151,7 +155,11 @@ def test_bad_parameters_are_refused(factory, match):
 def test_configs_events_and_conformance():
     from ldp_audit.testing import check_mechanism
 
-    for o in (m.MemoisedRappor(k=4, reports=5), m.DBitFlipPM(2.0, 8, d=2, reports=3)):
+    for o in (
+        m.MemoisedRappor(k=4, reports=5),
+        m.DBitFlipPM(2.0, 8, d=2, reports=3),
+        m.Loloha(2.0, 0.5, 8, g=3, reports=3),
+    ):
         assert m.from_config(o.to_config()) == o
         assert o.event() == PureDpEvent(o.epsilon)
         report = check_mechanism(o, dim=1)
@@ -171,9 +179,60 @@ def test_memoised_clients_pass_and_redrawing_clients_are_refuted():
     for good, bad in (
         (m.MemoisedRappor(k=4, reports=8), broken.RedrawingRappor(k=4, reports=8)),
         (m.DBitFlipPM(2.0, 8, reports=4), broken.RedrawingDBitFlip(2.0, 8, reports=4)),
+        (m.Loloha(1.0, 0.5, 4, reports=8), broken.RedrawingLoloha(1.0, 0.5, 4, reports=8)),
     ):
         r = _audit(good)
         assert not r.violation and 0.75 * good.epsilon <= r.epsilon_lower_bound <= good.epsilon
         r = _audit(bad)
         assert bad.epsilon == good.epsilon < bad.true_epsilon
         assert r.violation and good.epsilon < r.epsilon_lower_bound <= bad.true_epsilon
+
+
+def _loloha_pmf(o: m.Loloha, v: int, seed: int, z: tuple[int, ...]) -> float:
+    """P(z_1..z_T | v, seed) summed over every permanent value b in {0..g-1}."""
+    (p1, q1), (p2, q2) = o.permanent_probabilities, o.report_probabilities
+    h = int(m.olh_hash(seed, v, o.g))
+    return sum(
+        (p1 if b == h else q1) * math.prod(p2 if zt == b else q2 for zt in z) for b in range(o.g)
+    )
+
+
+@pytest.mark.parametrize("g, reports", [(2, 1), (2, 3), (3, 1), (3, 3), (4, 2), (4, 3), (5, 3)])
+def test_loloha_exact_loss_equals_the_brute_force_reference(g, reports):
+    o = m.Loloha(1.5, 0.6, 5, g=g, reports=reports)
+    seeds = [s for s in range(40) if m.olh_hash(s, 0, g) != m.olh_hash(s, 1, g)][:2]
+    seeds.append(next(s for s in range(40) if m.olh_hash(s, 0, g) == m.olh_hash(s, 1, g)))
+    rows = [(s, z) for s in seeds for z in itertools.product(range(g), repeat=reports)]
+    y = np.array([[s, *z] for s, z in rows])
+    ref = [math.log(_loloha_pmf(o, 0, s, z) / _loloha_pmf(o, 1, s, z)) for s, z in rows]
+    assert o.privacy_loss([0.0], [1.0], y) == pytest.approx(ref, abs=1e-12)
+    # the claim is the largest loss over every output (reached by some row of a separating seed)
+    assert o.epsilon == pytest.approx(max(ref), rel=1e-12)
+    assert sum(
+        _loloha_pmf(o, 0, seeds[0], z) for z in itertools.product(range(g), repeat=reports)
+    ) == pytest.approx(1.0, abs=1e-12)
+
+
+def test_loloha_epsilon_one_report_composition_and_cap():
+    for g in (2, 3, 7):
+        assert m.Loloha(2.0, 0.5, 10, g=g).epsilon == pytest.approx(0.5, rel=1e-12)
+        for t in (2, 8, 64):
+            assert m.Loloha(2.0, 0.5, 10, g=g, reports=t).epsilon <= 2.0
+        assert m.Loloha(2.0, 0.5, 10, g=g, reports=1024).epsilon == pytest.approx(2.0, rel=1e-9)
+    # binary hashing stays below composition; a wide hash does not (the reports share the memo)
+    assert m.Loloha(2.0, 0.5, 10, g=2, reports=2).epsilon == pytest.approx(0.954223, abs=1e-6)
+    assert m.Loloha(2.0, 0.5, 10, g=7, reports=2).epsilon == pytest.approx(1.035215, abs=1e-6)
+
+
+def test_loloha_report_rate_and_support_counts():
+    """P(z_t = H(v)) = p1 p2 + (1 - p1) q2 for every report; 200,000 rows, 5 standard errors
+    (false failure < 1e-6 per report)."""
+    o = m.Loloha(2.0, 0.5, 6, g=3, reports=2)
+    y = o.privatize(np.full((200_000, 1), 4.0), np.random.default_rng(1))
+    h = m.olh_hash(y[:, 0], 4, 3)
+    (p1, _), (p2, q2) = o.permanent_probabilities, o.report_probabilities
+    want = p1 * p2 + (1 - p1) * q2
+    for t in (1, 2):
+        rate = float(np.mean(y[:, t] == h))
+        assert abs(rate - want) < 5 * math.sqrt(want * (1 - want) / 200_000)
+    assert np.array_equal(o.support_counts(y, 4), (y[:, 1:] == h[:, None]).sum(axis=1))

@@ -204,6 +204,7 @@ class TradeoffCurve:
             the midpoint of the two inputs' selection medians; None otherwise. A separate
             statement, not part of the verdicts (which assume nothing).
         family_epsilon_lower: the epsilon of ``G_{family_mu_lower}`` at the claimed delta.
+        family_delta_lower: its delta at the claimed epsilon (the same assumption).
     """
 
     type1_upper: tuple[float, ...]
@@ -221,6 +222,7 @@ class TradeoffCurve:
     statistic: str = ""
     family_mu_lower: float | None = None
     family_epsilon_lower: float | None = None
+    family_delta_lower: float | None = None
 
     @property
     def below_claim(self) -> tuple[bool, ...]:
@@ -486,7 +488,8 @@ class AuditResult:
                     f"Gaussian-family bound (ASSUMES the pair's trade-off is G_mu for one "
                     f"unknown mu, as a Gaussian mechanism's; confidence {tc.confidence:.10g}): "
                     f"mu >= {tc.family_mu_lower:.6g}, epsilon >= {tc.family_epsilon_lower:.6g} "
-                    f"at delta {self.delta:g}: {'ABOVE' if above else 'not above'} the claim"
+                    f"at delta {self.delta:g}: {'ABOVE' if above else 'not above'} the claim; "
+                    f"delta >= {tc.family_delta_lower:.6g} at epsilon {self.claimed_epsilon:g}"
                 )
         if self.delta_lower_bound is not None:
             state = "ABOVE the claimed delta (refuted)" if self.delta_violation else "not above it"

@@ -19,7 +19,7 @@ from ldp_audit.audit.mechanism import user_attr
 from ldp_audit.audit.results import TradeoffCurve
 from ldp_audit.audit.selection import Candidate
 from ldp_audit.errors import UserCodeError
-from ldp_audit.mechanisms.gaussian import analytic_gaussian_epsilon
+from ldp_audit.mechanisms.gaussian import analytic_gaussian_delta, analytic_gaussian_epsilon
 from ldp_audit.stats import eps_delta_tradeoff, gaussian_tradeoff, tradeoff_points_from_counts
 
 #: what the Gaussian-family bound assumes (stated with it; the verdicts assume nothing)
@@ -45,18 +45,21 @@ def _tradeoff_events(best: Candidate, quantiles: tuple[np.ndarray, np.ndarray]) 
 
 
 def gaussian_family_bound(
-    k_null: float, n_null: int, k_alt: float, n_alt: int, alpha: float, delta: float
-) -> tuple[float, float]:
-    """``(mu_lower, epsilon_lower)`` under :data:`FAMILY_ASSUMPTION` from one threshold test,
-    fixed before its counts: ``k_null`` of ``n_null`` H0 outputs and ``k_alt`` of ``n_alt`` H1
-    outputs in its rejection region. Under ``G_mu`` every test has ``beta >= G_mu(alpha)``,
-    i.e. ``mu >= Phi^-1(1 - alpha) - Phi^-1(beta)``, which is non-increasing in both errors, so
-    their upper Clopper-Pearson bounds at ``alpha / 2`` each give ``mu_lower <= mu`` with
-    probability >= ``1 - alpha``, and ``epsilon_lower`` = the epsilon of ``G_{mu_lower}`` at
-    ``delta`` (the analytic Gaussian's, increasing in mu) <= the true one."""
+    k_null: float, n_null: int, k_alt: float, n_alt: int, alpha: float, delta: float, eps: float
+) -> tuple[float, float, float]:
+    """``(mu_lower, epsilon_lower, delta_lower)`` under :data:`FAMILY_ASSUMPTION` from one
+    threshold test, fixed before its counts: ``k_null`` of ``n_null`` H0 outputs and ``k_alt``
+    of ``n_alt`` H1 outputs in its rejection region. Under ``G_mu`` every test has
+    ``beta >= G_mu(alpha)``, i.e. ``mu >= Phi^-1(1 - alpha) - Phi^-1(beta)``, non-increasing in
+    both errors, so their upper Clopper-Pearson bounds at ``alpha / 2`` each give
+    ``mu_lower <= mu`` with probability >= ``1 - alpha``; ``epsilon_lower`` is the epsilon of
+    ``G_{mu_lower}`` at ``delta`` (the analytic Gaussian's, increasing in mu), ``delta_lower``
+    its delta at ``eps`` (increasing in mu too): both below the true ones when mu_lower is."""
     a_u, b_u = tradeoff_points_from_counts([k_null], n_null, [k_alt], n_alt, alpha)
     mu = max(0.0, float(ndtri(1.0 - a_u[0]) - ndtri(b_u[0])))
-    return mu, (analytic_gaussian_epsilon(1.0, mu, delta) if mu > 0 else 0.0)
+    if mu == 0.0:
+        return 0.0, 0.0, 0.0
+    return mu, analytic_gaussian_epsilon(1.0, mu, delta), analytic_gaussian_delta(eps, 1.0, mu)
 
 
 def _claimed_tradeoff(
@@ -127,9 +130,9 @@ def tradeoff_curve(
         k_alt[i], k_null[i] = ev.oriented(*results[id(ev)])
     # the last event is the Gaussian-family one: its own statement, at its own alpha
     f, source = _claimed_tradeoff(mechanism, claimed, delta)
-    fam = (None, None)
+    fam: tuple[float | None, ...] = (None, None, None)
     if source.startswith("gaussian"):
-        fam = gaussian_family_bound(k_null[-1], n_null, k_alt[-1], n_alt, alpha, delta)
+        fam = gaussian_family_bound(k_null[-1], n_null, k_alt[-1], n_alt, alpha, delta, claimed)
     k_alt, k_null = k_alt[:-1], k_null[:-1]
     a_u, b_u = tradeoff_points_from_counts(k_null, n_null, k_alt, n_alt, alpha)
     a_u, b_u = np.atleast_1d(a_u), np.atleast_1d(b_u)
@@ -153,4 +156,5 @@ def tradeoff_curve(
         statistic=f"{best.stat.label()} {'> t' if best.op == 'gt' else '<= t'}",
         family_mu_lower=fam[0],
         family_epsilon_lower=fam[1],
+        family_delta_lower=fam[2],
     )

@@ -13,7 +13,7 @@ hashing), :mod:`~ldp_audit.mechanisms.hadamard` (Hadamard response),
 :mod:`~ldp_audit.mechanisms.adaptive` (ADP: GRR or OUE),
 :mod:`~ldp_audit.mechanisms.approximate` ((epsilon, delta) AGRR and ASUE), and the
 longitudinal (memoised) :mod:`~ldp_audit.mechanisms.longitudinal` (memoised RAPPOR,
-dBitFlipPM), sharing
+dBitFlipPM, LOLOHA), sharing
 :mod:`~ldp_audit.mechanisms.frequency` (estimator, audit statistics); shared helpers in
 ``_base``, the registry and the config round trip in :mod:`~ldp_audit.mechanisms.registry`.
 Every public name is re-exported here, so ``from ldp_audit.mechanisms import Laplace`` is the way
@@ -72,7 +72,7 @@ from ldp_audit.mechanisms.histogram_encoding import (
     optimal_threshold,
 )
 from ldp_audit.mechanisms.laplace import DiscreteLaplace, Laplace
-from ldp_audit.mechanisms.longitudinal import CountDifference, DBitFlipPM, MemoisedRappor
+from ldp_audit.mechanisms.longitudinal import CountDifference, DBitFlipPM, Loloha, MemoisedRappor
 from ldp_audit.mechanisms.no_privacy import NoPrivacy
 from ldp_audit.mechanisms.olh import BinaryLocalHashing, OptimalLocalHashing, olh_hash
 from ldp_audit.mechanisms.prs import ProjectedRandomSign, default_reduced_dim
@@ -109,6 +109,7 @@ __all__ = [
     "ApproximateSymmetricUnaryEncoding",
     "MemoisedRappor",
     "DBitFlipPM",
+    "Loloha",
     "CountDifference",
     "adaptive_uses_grr",
     "optimal_subset_size",

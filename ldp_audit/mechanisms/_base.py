@@ -6,6 +6,7 @@ from __future__ import annotations
 import abc
 import math
 import numbers
+from dataclasses import fields
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -169,9 +170,10 @@ class Mechanism(abc.ABC):
         """The delta of the guarantee: 0.0 for pure epsilon-LDP mechanisms."""
         return 0.0
 
-    @abc.abstractmethod
     def to_config(self) -> dict[str, Any]:
-        """JSON-able description with a ``"name"`` key; :func:`from_config` inverts it."""
+        """JSON-able description with a ``"name"`` key; :func:`from_config` inverts it: the
+        name, then every dataclass field in declaration order."""
+        return {"name": self.name, **{f.name: getattr(self, f.name) for f in fields(self)}}  # type: ignore[arg-type]
 
     @abc.abstractmethod
     def privatize(self, x: Any, rng: np.random.Generator) -> np.ndarray:

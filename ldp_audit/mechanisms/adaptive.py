@@ -76,6 +76,3 @@ class AdaptiveFrequencyOracle(FrequencyOracle):
 
     def audit_statistics(self) -> list[Any]:
         return self.chosen.audit_statistics()
-
-    def to_config(self) -> dict[str, Any]:
-        return {"name": self.name, "epsilon": self.epsilon, "k": self.k}

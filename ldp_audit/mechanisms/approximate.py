@@ -100,9 +100,6 @@ class ApproximateRandomizedResponse(_Approximate, RandomizedResponse):
         p, q = self.support_probabilities
         return _inverse_profile(p, q, delta)
 
-    def to_config(self) -> dict[str, Any]:
-        return {"name": self.name, "epsilon": self.epsilon, "k": self.k, "delta": self.delta}
-
 
 @dataclass(frozen=True)
 class ApproximateSymmetricUnaryEncoding(_Approximate, SymmetricUnaryEncoding):
@@ -131,6 +128,3 @@ class ApproximateSymmetricUnaryEncoding(_Approximate, SymmetricUnaryEncoding):
         """The exact profile's epsilon at ``delta``: ln((p^2 - delta) / q^2)."""
         p, q = self.bit_probabilities
         return _inverse_profile(p * p, q * q, delta)
-
-    def to_config(self) -> dict[str, Any]:
-        return {"name": self.name, "epsilon": self.epsilon, "k": self.k, "delta": self.delta}

@@ -81,6 +81,3 @@ class BitFlip(Mechanism):
         one_flip = ones.copy()
         one_flip[0] = -1.0
         return [(ones, -ones), (ones, one_flip), (np.zeros(d), ones)]
-
-    def to_config(self) -> dict[str, Any]:
-        return {"name": self.name, "epsilon": self.epsilon}

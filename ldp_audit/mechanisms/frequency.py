@@ -85,6 +85,21 @@ def check_domain(domain: Any, k: int) -> np.ndarray:
     return check_items(d.reshape(-1, 1), k, "domain")[:, 0]
 
 
+def one_item(v: Any, k: int, name: str) -> int:
+    """``v`` (a statistic's x or x') as one item of {0..k-1}, else InvalidParameterError."""
+    a = np.asarray(v, dtype=np.float64).reshape(-1)
+    if a.size != 1:
+        raise InvalidParameterError(f"{name} must be one item, got {a.tolist()!r}")
+    return int(check_items(a.reshape(1, 1), k, name)[0, 0])
+
+
+def grr_reply(h: Any, p: float, u_keep: Any, u_other: Any, g: int) -> np.ndarray:
+    """Randomised response over {0..g-1} from two uniforms per value: keep h when
+    ``u_keep < p``, else the ``u_other``-th of the g - 1 other values (int64)."""
+    other = np.minimum(np.floor(u_other * (g - 1)), g - 2).astype(np.int64)
+    return np.where(u_keep < p, h, other + (other >= h))
+
+
 def check_report_int(y: Any, name: str, shape1: int) -> np.ndarray:
     """(n, shape1) reports of integers (any integer, bool or integral-float dtype) as int64."""
     a = np.asarray(y)
@@ -197,16 +212,11 @@ class SupportStatistic:
         return f"{o} support of x minus support of x'"
 
     def __call__(self, outputs: Any, x: Any, x_prime: Any) -> np.ndarray:
-        def item(v: Any, name: str) -> np.ndarray:
-            a = np.asarray(v, dtype=np.float64).reshape(-1)
-            if a.size != 1:
-                raise InvalidParameterError(f"{name} must be one item, got {a.tolist()!r}")
-            return check_items(a.reshape(1, 1), self.oracle.k, name)[0]
-
-        s = self.oracle.support(outputs, item(x, "x")).astype(np.float64)
+        k = self.oracle.k
+        s = self.oracle.support(outputs, np.array([one_item(x, k, "x")])).astype(np.float64)
         if self.mode == "x":
             return s
-        return s - self.oracle.support(outputs, item(x_prime, "x_prime"))
+        return s - self.oracle.support(outputs, np.array([one_item(x_prime, k, "x_prime")]))
 
 
 def log_p(v: float) -> float:

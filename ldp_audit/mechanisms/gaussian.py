@@ -196,11 +196,3 @@ class Gaussian(Mechanism):
         from ldp_audit.accountant.events import GaussianEvent
 
         return GaussianEvent(self.noise_multiplier / 2.0)
-
-    def to_config(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "clip": self.clip,
-            "noise_multiplier": self.noise_multiplier,
-            "delta": self.delta,
-        }

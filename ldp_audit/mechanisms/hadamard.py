@@ -120,6 +120,3 @@ class HadamardResponse(FrequencyOracle):
         in1 = hadamard_sign(v1 + 1, a) == 1
         in2 = hadamard_sign(v2 + 1, a) == 1
         return (in1.astype(np.float64) - in2) * self.epsilon
-
-    def to_config(self) -> dict[str, Any]:
-        return {"name": self.name, "epsilon": self.epsilon, "k": self.k}

@@ -43,6 +43,7 @@ from ldp_audit.mechanisms.frequency import (
     FrequencyOracle,
     check_domain,
     check_items,
+    one_item,
     pair_items,
 )
 from ldp_audit.mechanisms.unary import MAX_UNARY_K
@@ -127,9 +128,6 @@ class _HistogramEncoding(Mechanism):
         """``clip(y_x, 0, 1) - clip(y_x', 0, 1)``: the privacy loss divided by eps."""
         return [HistogramScore(self.k)]
 
-    def to_config(self) -> dict[str, Any]:
-        return {"name": self.name, "epsilon": self.epsilon, "k": self.k}
-
 
 @dataclass(frozen=True)
 class HistogramScore:
@@ -141,14 +139,8 @@ class HistogramScore:
 
     def __call__(self, outputs: Any, x: Any, x_prime: Any) -> np.ndarray:
         y = check_batch(outputs, "outputs", dim=self.k)
-
-        def item(v: Any, name: str) -> int:
-            a = np.asarray(v, dtype=np.float64).reshape(-1)
-            if a.size != 1:
-                raise InvalidParameterError(f"{name} must be one item, got {a.tolist()!r}")
-            return int(check_items(a.reshape(1, 1), self.k, name)[0, 0])
-
-        return _clip01(y[:, item(x, "x")]) - _clip01(y[:, item(x_prime, "x_prime")])
+        v1, v2 = one_item(x, self.k, "x"), one_item(x_prime, self.k, "x_prime")
+        return _clip01(y[:, v1]) - _clip01(y[:, v2])
 
 
 @dataclass(frozen=True)
@@ -220,11 +212,3 @@ class ThresholdHistogramEncoding(_HistogramEncoding, FrequencyOracle):
     def audit_statistics(self) -> list[Any]:
         """The histogram score (the exact loss / eps) and the support difference."""
         return [*_HistogramEncoding.audit_statistics(self), *FrequencyOracle.audit_statistics(self)]
-
-    def to_config(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "epsilon": self.epsilon,
-            "k": self.k,
-            "threshold": self.threshold,
-        }

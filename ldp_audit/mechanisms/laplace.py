@@ -106,9 +106,6 @@ class Laplace(Mechanism):
 
         return LaplaceEvent(self.epsilon)
 
-    def to_config(self) -> dict[str, Any]:
-        return {"name": self.name, "epsilon": self.epsilon, "clip": self.clip}
-
     @staticmethod
     def kernels() -> LaplaceKernels:
         """The compiled row kernels of this mechanism (:func:`laplace_kernels`), for engines
@@ -208,14 +205,6 @@ class DiscreteLaplace(Mechanism):
     def candidate_pairs(self, dim: int) -> list[tuple[np.ndarray, np.ndarray]]:
         """The Laplace candidates (extreme points, sign vectors, huge and dense inputs)."""
         return Laplace(epsilon=self.epsilon, clip=self.clip).candidate_pairs(dim)
-
-    def to_config(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "epsilon": self.epsilon,
-            "clip": self.clip,
-            "resolution": self.resolution,
-        }
 
 
 # ----------------------------------------------------------------------------------------------

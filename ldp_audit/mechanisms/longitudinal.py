@@ -33,6 +33,7 @@ to its cap), more than the claims above; the audit gallery shows one refuted.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -43,17 +44,21 @@ from scipy import special
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.mechanisms._base import Mechanism
 from ldp_audit.mechanisms.frequency import (
+    MAX_DOMAIN,
     FrequencyOracle,
     check_bits,
     check_items,
     check_report_int,
+    grr_reply,
+    one_item,
     pair_items,
 )
+from ldp_audit.mechanisms.olh import SEED_RANGE, olh_hash
 from ldp_audit.mechanisms.rappor import BasicRappor
 from ldp_audit.mechanisms.unary import MAX_UNARY_K
 from ldp_audit.validation import check_epsilon, check_int, check_rng
 
-__all__ = ["MemoisedRappor", "DBitFlipPM", "CountDifference"]
+__all__ = ["MemoisedRappor", "DBitFlipPM", "Loloha", "CountDifference"]
 
 #: the largest domain of DBitFlipPM (v * b stays exact in int64 for b <= 2^20).
 MAX_DBITFLIP_K = 1 << 31
@@ -76,20 +81,33 @@ class CountDifference:
     name: str = "reports supporting x minus reports supporting x'"
 
     def __call__(self, outputs: Any, x: Any, x_prime: Any) -> np.ndarray:
-        def item(v: Any, name: str) -> int:
-            a = np.asarray(v, dtype=np.float64).reshape(-1)
-            if a.size != 1:
-                raise InvalidParameterError(f"{name} must be one item, got {a.tolist()!r}")
-            return int(check_items(a.reshape(1, 1), self.mechanism.k, name)[0, 0])
-
         m = self.mechanism
-        return m.support_counts(outputs, item(x, "x")) - m.support_counts(
-            outputs, item(x_prime, "x_prime")
-        )
+        v1, v2 = one_item(x, m.k, "x"), one_item(x_prime, m.k, "x_prime")
+        return m.support_counts(outputs, v1) - m.support_counts(outputs, v2)
+
+
+class _Longitudinal(Mechanism):
+    """What the memoised protocols share: ``reports``, the items pairs of the frequency oracles
+    and the count statistic :class:`CountDifference` (``support_counts`` per protocol). The
+    accountant's event is Mechanism's, ``PureDpEvent(epsilon)`` of the cumulative claim."""
+
+    k: int
+    reports: int
+
+    def _check_reports_count(self, top: int) -> None:
+        r = check_int(self.reports, "reports", minimum=1, maximum=top)
+        object.__setattr__(self, "reports", r)
+
+    def candidate_pairs(self, dim: int = 1) -> list[tuple[np.ndarray, np.ndarray]]:
+        return FrequencyOracle.candidate_pairs(self, dim)  # type: ignore[arg-type]
+
+    def audit_statistics(self) -> list[Any]:
+        """The report-count difference ``c_x - c_x'`` (the loss is increasing in it)."""
+        return [CountDifference(self)]
 
 
 @dataclass(frozen=True)
-class MemoisedRappor(Mechanism):
+class MemoisedRappor(_Longitudinal):
     """Basic RAPPOR with a memoised permanent response: ``reports`` instantaneous responses of
     one PRR per row; ``epsilon`` is their exact cumulative loss (module docstring).
 
@@ -107,9 +125,7 @@ class MemoisedRappor(Mechanism):
     name: ClassVar[str] = "memoised_rappor"
 
     def __post_init__(self) -> None:
-        object.__setattr__(
-            self, "reports", check_int(self.reports, "reports", minimum=1, maximum=MAX_REPORTS)
-        )
+        self._check_reports_count(MAX_REPORTS)
         one = self.one_report  # validates k, f, p, q
         object.__setattr__(self, "k", one.k)
         object.__setattr__(self, "f", one.f)
@@ -181,32 +197,9 @@ class MemoisedRappor(Mechanism):
         loss = self._g(c[rows, v1]) - self._g(c[rows, v2])
         return np.where(v1 == v2, 0.0, loss)
 
-    def event(self) -> Any:
-        """``PureDpEvent(epsilon)``: all ``reports`` reports of one memoised value."""
-        from ldp_audit.accountant.events import PureDpEvent
-
-        return PureDpEvent(self.epsilon)
-
-    def candidate_pairs(self, dim: int = 1) -> list[tuple[np.ndarray, np.ndarray]]:
-        return FrequencyOracle.candidate_pairs(self, dim)  # type: ignore[arg-type]
-
-    def audit_statistics(self) -> list[Any]:
-        """The report-count difference ``c_x - c_x'`` (the loss is increasing in it)."""
-        return [CountDifference(self)]
-
-    def to_config(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "k": self.k,
-            "f": self.f,
-            "p": self.p,
-            "q": self.q,
-            "reports": self.reports,
-        }
-
 
 @dataclass(frozen=True)
-class DBitFlipPM(Mechanism):
+class DBitFlipPM(_Longitudinal):
     """dBitFlipPM with memoised bits: ``d`` sampled buckets per client, one bit per bucket at
     eps/2, repeated unchanged in each of ``reports`` reports (module docstring).
 
@@ -238,9 +231,7 @@ class DBitFlipPM(Mechanism):
                 f"buckets must be given when k > {MAX_UNARY_K} (default b = k), got k = {self.k!r}"
             )
         object.__setattr__(self, "d", check_int(self.d, "d", minimum=1, maximum=self.b))
-        object.__setattr__(
-            self, "reports", check_int(self.reports, "reports", minimum=1, maximum=MAX_REPORTS)
-        )
+        self._check_reports_count(MAX_REPORTS)
         if self.d * (1 + self.reports) > MAX_UNARY_K:
             raise InvalidParameterError(
                 f"d * (1 + reports) must be <= {MAX_UNARY_K}, got d = {self.d!r}, "
@@ -317,12 +308,6 @@ class DBitFlipPM(Mechanism):
         own2 = js == self.bucket(v2)[:, None]
         return (self.epsilon / 2.0) * (sign * (own1.astype(np.int64) - own2)).sum(axis=1)
 
-    def event(self) -> Any:
-        """``PureDpEvent(epsilon)``: all reports of one memoised value."""
-        from ldp_audit.accountant.events import PureDpEvent
-
-        return PureDpEvent(self.epsilon)
-
     def candidate_pairs(self, dim: int = 1) -> list[tuple[np.ndarray, np.ndarray]]:
         """(0, first item of bucket 1) and (0, k-1): items in different buckets."""
         if check_int(dim, "dim", minimum=1) != 1:
@@ -333,16 +318,139 @@ class DBitFlipPM(Mechanism):
             pairs.append((np.array([0.0]), np.array([float(self.k - 1)])))
         return pairs
 
-    def audit_statistics(self) -> list[Any]:
-        """The signed vote difference of the two items' buckets over all reports."""
-        return [CountDifference(self)]
 
-    def to_config(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "epsilon": self.epsilon,
-            "k": self.k,
-            "buckets": self.buckets,
-            "d": self.d,
-            "reports": self.reports,
-        }
+@dataclass(frozen=True)
+class Loloha(_Longitudinal):
+    """LOLOHA, longitudinal local hashing (Arcolezi, Couchot, Gambs, Palamidessi & Zolfaghari,
+    EDBT 2023): a client hashes its value once (``H_seed``, seed drawn once, into {0..g-1}),
+    memoises a permanent GRR of the hash at ``eps_perm`` and sends, per report, a GRR of that
+    memo whose chain with the permanent step is exactly ``eps_1``-LDP (``p2`` below).
+    Output: (n, 1 + reports) int64 ``[seed, z_1, ..., z_T]``.
+
+    Exact cumulative loss of the T reports of an unchanged value (the claim ``epsilon``): with
+    ``c_w`` the reports equal to w and ``A(c) = p2^c q2^(T-c)``, the likelihood given the hash h
+    is ``q1 S + (p1 - q1) A(c_h)``, ``S = sum_w A(c_w)``, so the loss between items hashing to
+    h != h' is ``ln(q1 S + d A(c_h)) - ln(q1 S + d A(c_h'))`` (``d = p1 - q1``). It grows as S
+    shrinks, and S is least with the other reports spread evenly over the other g - 2 values (A
+    is convex), so ``epsilon`` is its maximum over (c_h, c_h') with that spread: ``eps_1`` at
+    T = 1, at most the memoisation cap ``eps_perm`` and tending to it. It is *not* bounded by
+    ``T eps_1``: the reports share the memo, so report 2 given report 1 is no eps_1 mechanism
+    (g = 7, eps_perm 2, eps_1 0.5: 1.035 > 2 eps_1 at T = 2); with g = 2 it stays below.
+
+    Args:
+        eps_perm: the permanent GRR's epsilon, the cap over any number of reports (> eps_1).
+        eps_1: one report's epsilon (finite, > 0).
+        k: the domain size (integer in [2, 2^53]).
+        g: the hash range (integer in [2, 2^10]; 2 is BiLOLOHA).
+        reports: T (integer in [1, 2^10]).
+    """
+
+    eps_perm: float
+    eps_1: float
+    k: int
+    g: int = 2
+    reports: int = 1
+    name: ClassVar[str] = "loloha"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "eps_perm", check_epsilon(self.eps_perm, "eps_perm"))
+        object.__setattr__(self, "eps_1", check_epsilon(self.eps_1, "eps_1"))
+        if not self.eps_1 < self.eps_perm:
+            raise InvalidParameterError(
+                f"eps_1 must be below eps_perm, got eps_1 = {self.eps_1!r}, "
+                f"eps_perm = {self.eps_perm!r}"
+            )
+        object.__setattr__(self, "k", check_int(self.k, "k", minimum=2, maximum=MAX_DOMAIN))
+        object.__setattr__(self, "g", check_int(self.g, "g", minimum=2, maximum=1 << 10))
+        self._check_reports_count(1 << 10)
+
+    @property
+    def permanent_probabilities(self) -> tuple[float, float]:
+        """(p1, q1): the permanent GRR keeps the hash w.p. e^eps_perm / (e^eps_perm + g - 1)."""
+        p1 = float(special.expit(self.eps_perm - math.log(self.g - 1)))
+        return p1, (1.0 - p1) / (self.g - 1)
+
+    @property
+    def report_probabilities(self) -> tuple[float, float]:
+        """(p2, q2) of each report's GRR, solving ``(p1 p2 + (1 - p1) q2) / (q1 p2 + (1 - q1)
+        q2) = e^eps_1`` with ``q2 = (1 - p2) / (g - 1)``."""
+        (p1, q1), e, g = self.permanent_probabilities, math.exp(self.eps_1), self.g
+        num = e * (1.0 - q1) - 1.0 + p1
+        p2 = num / ((p1 - e * q1) * (g - 1) + num)
+        return p2, (1.0 - p2) / (g - 1)
+
+    @property
+    def composed_epsilon(self) -> float:
+        """``reports * eps_1``: T independent one-report chains (a client that re-draws the
+        permanent GRR; not a bound on the memoised reports, see the class docstring)."""
+        return self.reports * self.eps_1
+
+    def _log_a(self, c: np.ndarray) -> np.ndarray:
+        p2, q2 = self.report_probabilities
+        return c * math.log(p2) + (self.reports - c) * math.log(q2)
+
+    def _loss(self, log_s: np.ndarray, la_h: np.ndarray, la_j: np.ndarray) -> np.ndarray:
+        p1, q1 = self.permanent_probabilities
+        lq, ld = math.log(q1), math.log(p1 - q1)
+        return np.logaddexp(lq + log_s, ld + la_h) - np.logaddexp(lq + log_s, ld + la_j)
+
+    @functools.cached_property
+    def epsilon(self) -> float:  # type: ignore[override]
+        """The exact bound of all ``reports`` reports together (class docstring)."""
+        t, m = self.reports, self.g - 2
+        ch, cj = (a.ravel() for a in np.meshgrid(np.arange(t + 1), np.arange(t + 1)))
+        r = t - ch - cj
+        keep = (r >= 0) if m else (r == 0)
+        ch, cj, r = ch[keep], cj[keep], r[keep]
+        la_h, la_j = self._log_a(ch), self._log_a(cj)
+        log_s = np.logaddexp(la_h, la_j)
+        if m:
+            base, extra = r // m, r % m
+            with np.errstate(divide="ignore"):
+                rest = np.logaddexp(
+                    np.log(extra) + self._log_a(base + 1), np.log(m - extra) + self._log_a(base)
+                )
+            log_s = np.logaddexp(log_s, rest)
+        # never above the cap (post-processing of the permanent GRR): clipped to it (rounding)
+        return min(float(self._loss(log_s, la_h, la_j).max()), self.eps_perm)
+
+    def privatize(self, x: Any, rng: np.random.Generator) -> np.ndarray:
+        """(n, 1 + reports) int64: the seed, then the reports of the memoised permanent GRR.
+
+        3 + 2 reports uniforms per row, drawn row by row (seed, permanent GRR, then each
+        report's keep-or-not and replacement)."""
+        xi = check_items(x, self.k)
+        rng = check_rng(rng)
+        n, g = xi.shape[0], self.g
+        u = rng.random((n, 3 + 2 * self.reports))
+        seeds = np.floor(u[:, 0] * SEED_RANGE).astype(np.int64)
+        memo = grr_reply(olh_hash(seeds, xi[:, 0], g), self.permanent_probabilities[0], u[:, 1],
+                    u[:, 2], g)  # fmt: skip
+        z = grr_reply(memo[:, None], self.report_probabilities[0], u[:, 3::2], u[:, 4::2], g)
+        return np.hstack([seeds[:, None], z])
+
+    def _split(self, y: Any, name: str) -> tuple[np.ndarray, np.ndarray]:
+        a = check_report_int(y, name, 1 + self.reports)
+        if not np.all((a[:, 0] >= 0) & (a[:, 0] < SEED_RANGE)):
+            raise InvalidParameterError(f"{name}[:, 0] must hold seeds in [0, 2^32)")
+        if not np.all((a[:, 1:] >= 0) & (a[:, 1:] < self.g)):
+            raise InvalidParameterError(f"{name}[:, 1:] must hold hash values in [0, {self.g})")
+        return a[:, 0], a[:, 1:]
+
+    def support_counts(self, reports: Any, item: int) -> np.ndarray:
+        """How many of each row's reports equal ``H_seed(item)``: float64 (n,)."""
+        seeds, z = self._split(reports, "outputs")
+        return (z == olh_hash(seeds, item, self.g)[:, None]).sum(axis=1).astype(np.float64)
+
+    def privacy_loss(self, x: Any, x2: Any, y: Any) -> np.ndarray:
+        """Exact ``log P(seed, z_1..z_T | x) - log P(seed, z_1..z_T | x2)`` (class docstring)."""
+        seeds, z = self._split(y, "y")
+        n = z.shape[0]
+        v1, v2 = pair_items(x, x2, n, self.k)
+        rows = np.arange(n)
+        c = np.zeros((n, self.g))
+        np.add.at(c, (rows[:, None], z), 1.0)
+        la = self._log_a(c)
+        h1, h2 = olh_hash(seeds, v1, self.g), olh_hash(seeds, v2, self.g)
+        loss = self._loss(special.logsumexp(la, axis=1), la[rows, h1], la[rows, h2])
+        return np.where(h1 == h2, 0.0, loss)

@@ -61,6 +61,3 @@ class NoPrivacy(Mechanism):
         from ldp_audit.accountant.events import NonPrivateEvent
 
         return NonPrivateEvent()
-
-    def to_config(self) -> dict[str, Any]:
-        return {"name": self.name}

@@ -37,6 +37,7 @@ from ldp_audit.mechanisms.frequency import (
     FrequencyOracle,
     check_items,
     check_report_int,
+    grr_reply,
     pair_items,
 )
 from ldp_audit.validation import check_int, check_rng
@@ -118,10 +119,7 @@ class OptimalLocalHashing(FrequencyOracle):
         u = rng.random((xi.shape[0], 3))
         seeds = np.floor(u[:, 0] * SEED_RANGE).astype(np.int64)
         h = olh_hash(seeds, xi[:, 0], g)
-        keep = u[:, 1] < self.keep_probability
-        other = np.minimum(np.floor(u[:, 2] * (g - 1)), g - 2).astype(np.int64)
-        other = other + (other >= h)  # uniform over {0..g-1} \ {h}
-        return np.stack([np.where(keep, h, other), seeds], axis=1)
+        return np.stack([grr_reply(h, self.keep_probability, u[:, 1], u[:, 2], g), seeds], axis=1)
 
     def _check_reports(self, y: Any, name: str = "y") -> np.ndarray:
         a = check_report_int(y, name, 2)
@@ -148,9 +146,6 @@ class OptimalLocalHashing(FrequencyOracle):
         h1 = olh_hash(a[:, 1], v1, g)
         h2 = olh_hash(a[:, 1], v2, g)
         return np.where(a[:, 0] == h1, lp, lq) - np.where(a[:, 0] == h2, lp, lq)
-
-    def to_config(self) -> dict[str, Any]:
-        return {"name": self.name, "epsilon": self.epsilon, "k": self.k, "g": self.g}
 
 
 @dataclass(frozen=True)

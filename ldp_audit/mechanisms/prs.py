@@ -362,14 +362,6 @@ class ProjectedRandomSign(Mechanism):
             (np.zeros(d), 1e6 * c * e0),
         ]
 
-    def to_config(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "epsilon": self.epsilon,
-            "clip": self.clip,
-            "reduced_dim": self.reduced_dim,
-        }
-
     @staticmethod
     def kernels() -> PrsKernels:
         """The compiled kernels of this mechanism (:func:`prs_kernels`), for engines that

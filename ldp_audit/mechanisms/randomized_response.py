@@ -15,7 +15,7 @@ from ldp_audit.mechanisms._base import (
     check_int,
     private_epsilon,
 )
-from ldp_audit.mechanisms.frequency import FrequencyOracle
+from ldp_audit.mechanisms.frequency import FrequencyOracle, grr_reply
 from ldp_audit.validation import (
     check_batch,
     check_rng,
@@ -85,10 +85,7 @@ class RandomizedResponse(FrequencyOracle):
         rng = check_rng(rng)
         n = xi.shape[0]
         u = rng.random((n, 2))  # two uniforms per report, drawn report by report
-        keep = u[:, :1] < self.keep_probability
-        other = np.minimum(np.floor(u[:, 1:] * (self.k - 1)), self.k - 2).astype(np.int64)
-        other = other + (other >= xi)  # uniform over {0..k-1} \ {x}
-        return np.where(keep, xi, other)
+        return grr_reply(xi, self.keep_probability, u[:, :1], u[:, 1:], self.k)
 
     def privacy_loss(self, x: Any, x2: Any, y: Any) -> np.ndarray:
         """Exact ``log P(y|x) - log P(y|x2)``: +-epsilon or 0 per row."""
@@ -114,6 +111,3 @@ class RandomizedResponse(FrequencyOracle):
         if self.k > 2:
             pairs.append((np.array([0.0]), np.array([float(self.k - 1)])))
         return pairs
-
-    def to_config(self) -> dict[str, Any]:
-        return {"name": self.name, "epsilon": self.epsilon, "k": self.k}

@@ -196,9 +196,6 @@ class BasicRappor(_RapporBase):
         v = u[:, self.k :]
         return np.where(b == 1, v < self.q, v < self.p).astype(np.int8)
 
-    def to_config(self) -> dict[str, Any]:
-        return {"name": self.name, "k": self.k, "f": self.f, "p": self.p, "q": self.q}
-
 
 @dataclass(frozen=True)
 class OneTimeRappor(_RapporBase):
@@ -226,6 +223,3 @@ class OneTimeRappor(_RapporBase):
     def privatize(self, x: Any, rng: np.random.Generator) -> np.ndarray:
         """B' for every item of ``x`` (n, 1): (n, k) int8, k uniforms per report."""
         return self.permanent_response(x, rng)
-
-    def to_config(self) -> dict[str, Any]:
-        return {"name": self.name, "k": self.k, "f": self.f}

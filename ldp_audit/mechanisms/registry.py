@@ -20,7 +20,7 @@ from ldp_audit.mechanisms.histogram_encoding import (
     ThresholdHistogramEncoding,
 )
 from ldp_audit.mechanisms.laplace import DiscreteLaplace, Laplace
-from ldp_audit.mechanisms.longitudinal import DBitFlipPM, MemoisedRappor
+from ldp_audit.mechanisms.longitudinal import DBitFlipPM, Loloha, MemoisedRappor
 from ldp_audit.mechanisms.no_privacy import NoPrivacy
 from ldp_audit.mechanisms.olh import BinaryLocalHashing, OptimalLocalHashing
 from ldp_audit.mechanisms.prs import ProjectedRandomSign
@@ -56,6 +56,7 @@ MECHANISMS: dict[str, type[Mechanism]] = {
         ApproximateSymmetricUnaryEncoding,
         MemoisedRappor,
         DBitFlipPM,
+        Loloha,
     )
 }
 

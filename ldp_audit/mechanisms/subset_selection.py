@@ -135,11 +135,3 @@ class SubsetSelection(FrequencyOracle):
         in2 = yb[rows, v2] == 1
         loss = self.epsilon * (in1.astype(np.float64) - in2.astype(np.float64))
         return np.where(v1 == v2, 0.0, loss)
-
-    def to_config(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "epsilon": self.epsilon,
-            "k": self.k,
-            "subset_size": self.subset_size,
-        }

@@ -93,9 +93,6 @@ class _UnaryEncoding(FrequencyOracle):
         loss = np.where(b1, lp1 - lq1, lp0 - lq0) - np.where(b2, lp1 - lq1, lp0 - lq0)
         return np.where(v1 == v2, 0.0, loss)
 
-    def to_config(self) -> dict[str, Any]:
-        return {"name": self.name, "epsilon": self.epsilon, "k": self.k}
-
 
 @dataclass(frozen=True)
 class SymmetricUnaryEncoding(_UnaryEncoding):
