@@ -18,7 +18,6 @@ same numbers. The sweep's wall time is dominated by its slowest architecture.
 
 from __future__ import annotations
 
-import io
 import json
 import math
 import os
@@ -44,6 +43,7 @@ __all__ = [
     "reproduce",
     "rerender",
     "readme_markdown",
+    "pages",
     "trend_tests",
     "rank_sum_test",
     "holm",
@@ -182,12 +182,6 @@ def _boxplot(ax: Any, data: list[np.ndarray], labels: list[str], cap: float) -> 
     vals = [np.where(np.isfinite(d), d, cap) for d in data]
     ax.boxplot(vals, tick_labels=labels, showmeans=True, meanprops={"marker": "*"})
     ax.axhline(cap, color="grey", ls=":", lw=0.8)
-
-
-def _png(fig: Any) -> bytes:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100)
-    return buf.getvalue()
 
 
 def reproduce(
@@ -524,7 +518,7 @@ def _write(out: Path, doc: dict[str, Any]) -> None:
         ax.set_xlabel("agents")
     axes[0].set_ylabel(f"episodes to mission (not reached -> {cap:g})")
     fig.tight_layout()
-    (out / "figure3.png").write_bytes(_png(fig))
+    fig.savefig(out / "figure3.png", dpi=100)
     plt.close(fig)
     fig, ax = plt.subplots(figsize=(6, 3.4))
     data, labels = [], []
@@ -540,9 +534,9 @@ def _write(out: Path, doc: dict[str, Any]) -> None:
     ax.set_ylabel("episodes to mission")
     ax.set_title(f"FRD vs FedAvg (setting {S['fedavg_setting']}), x: method / agents")
     fig.tight_layout()
-    (out / "figure4.png").write_bytes(_png(fig))
+    fig.savefig(out / "figure4.png", dpi=100)
     plt.close(fig)
-    write_report(out, doc, lambda res, _notes: {"README.md": readme_markdown(res)})
+    write_report(out, doc, pages)
 
 
 def _cover(n: int) -> float:
@@ -611,6 +605,11 @@ def _trend_lines(doc: dict[str, Any]) -> list[str]:
         "",
     ]
     return lines
+
+
+def pages(doc: dict[str, Any], notes: str | None = None) -> dict[str, str]:
+    """The report's text pages (file name -> text): README.md (notes.md stays beside it)."""
+    return {"README.md": readme_markdown(doc)}
 
 
 def readme_markdown(doc: dict[str, Any]) -> str:
