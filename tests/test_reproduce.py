@@ -172,6 +172,31 @@ def test_config_validation(kwargs):
         reproduce.ReproduceConfig(**kwargs)
 
 
+@pytest.mark.parametrize(
+    "name, value, words",
+    [
+        ("trials", True, "trials must be an integer >= 1, got True"),  # a bool is no count
+        ("trials", 2.0, "trials must be an integer >= 1, got 2.0"),
+        ("epsilons", (1.0, math.nan), "epsilons must be a real number > 0, got nan"),
+        ("epsilons", (), "epsilons must be a non-empty tuple, got ()"),
+        ("epsilons", "1", "epsilons must be a non-empty tuple, got '1'"),
+        ("confidence", math.inf, "confidence must be a real number in (0, 1), got inf"),
+        ("aggregator_lr", 0.0, "aggregator_lr must be None or a real number > 0, got 0.0"),
+        ("chunks", 0, "chunks must be None or an integer >= 1, got 0"),
+        ("figure2", 1, "figure2 must be True or False, got 1"),
+        ("mechanisms", ("laplace", "gauss"), "mechanisms must be one of laplace, prs; got"),
+        ("engine", True, "engine must be one of fused, lockstep; got True"),
+    ],
+)
+def test_config_fields_refused_by_name_and_value(name, value, words):
+    """check_fields (ldp_audit.training.reproduction) reads each field's type and bounds."""
+    with pytest.raises(InvalidParameterError) as e:
+        reproduce.ReproduceConfig(**{name: value})
+    assert words in str(e.value)
+    ok = reproduce.ReproduceConfig(epsilons=(1, math.inf), aggregator_lr=1e-3, figure2_trials=None)
+    assert ok.epsilons == (1, math.inf)  # inf is a value here (the non-private baseline)
+
+
 def test_engine_shape_mismatch_is_an_error():
     cfg = reproduce.ReproduceConfig(
         trials=2, max_submissions=20, epsilons=(1.0,), mechanisms=("prs",), figure2=False

@@ -17,11 +17,10 @@ Command (from the repository root)::
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
-import math
 import sys
 from pathlib import Path
-from typing import Any
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.reproduction import notes_of
@@ -41,17 +40,13 @@ COMMITTED = (
 )
 
 
-def _dprl(res: dict[str, Any]) -> str:
-    from ldp_audit.training.dprl.reproduce import ReproduceSettings
-    from ldp_audit.training.dprl.reproduce_report import readme
-    from ldp_audit.training.reproduction import restore
-
-    doc = restore(res)
-    for row in doc["table"]:  # results.json writes an interval's NaN end as null
-        for key in ("final_return_ci95", "convergence_ci95"):
-            row[key] = [math.nan if x is None else x for x in row[key]]
-    kw = {k: tuple(v) if isinstance(v, list) else v for k, v in doc["settings"].items()}
-    return readme(doc, ReproduceSettings(**kw))
+#: the module whose ``pages(results, notes)`` makes each system's pages (its writer calls it too)
+PAGES = {
+    "pgc-a3c": "pgc_a3c.reproduce_report",
+    "dprl": "dprl.reproduce_report",
+    "frd": "frd.reproduce",
+    "fedrl": "fedrl.reproduce_report",
+}
 
 
 def render(folder: str | Path) -> dict[str, str]:
@@ -65,24 +60,12 @@ def render(folder: str | Path) -> dict[str, str]:
         )
     res = json.loads(path.read_text())
     system = system_of(res)
-    notes = notes_of(folder)
-    if system == "pgc-a3c":
-        from ldp_audit.training.pgc_a3c.reproduce_report import readme_markdown, tables_markdown
-
-        return {"README.md": readme_markdown(res, notes), "tables.md": tables_markdown(res)}
     if system == "pgc-a3c-readings":
         from ldp_audit.training.pgc_a3c.readings import readings_markdown
 
-        return {"README.md": readings_markdown(res, notes)}
-    if system == "dprl":
-        return {"README.md": _dprl(res)}
-    if system == "frd":
-        from ldp_audit.training.frd.reproduce import readme_markdown
-
-        return {"README.md": readme_markdown(res)}
-    from ldp_audit.training.fedrl.reproduce_report import readme_markdown as fedrl_readme
-
-    return {"README.md": fedrl_readme(res, notes)}
+        return {"README.md": readings_markdown(res, notes_of(folder))}
+    writer = importlib.import_module(f"ldp_audit.training.{PAGES[system]}")
+    return writer.pages(res, notes_of(folder))
 
 
 def rebuild(folder: str | Path, *, check: bool = False) -> list[str]:

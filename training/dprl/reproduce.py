@@ -36,7 +36,7 @@ import numpy as np
 from ldp_audit.config import bounds
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.dprl.config import MAX_SCALE
-from ldp_audit.training.dprl.reproduce_report import figures, readme
+from ldp_audit.training.dprl.reproduce_report import figures, pages
 from ldp_audit.training.dprl.reproduce_runs import audit_table, boxed_epsilon, grid, levels, run_one
 from ldp_audit.training.reproduction import check_fields, provenance, write_report
 
@@ -152,45 +152,31 @@ def reproduce(
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(settings.seed)
-    runs = []
-    baseline: dict[tuple[str, int], dict[str, Any]] = {}  # sigma 0: one run per (algo, seed)
     specs = grid(settings)
-    todo, seen = [], set()  # the runs to make: sigma 0 once per (algo, seed)
-    for spec in specs:
-        key = (spec["algo"], spec["seed"])
-        if spec["privacy"] == "none":
-            if key in seen:
-                continue
-            seen.add(key)
-        todo.append(spec)
-    cache = None if cache is None else str(cache)
 
+    def ident(spec: dict[str, Any]) -> tuple:  # sigma 0: one run per (algo, seed), both families
+        return (spec["algo"], spec["seed"]) if spec["privacy"] == "none" else tuple(spec.values())
+
+    todo: dict[tuple, dict[str, Any]] = {}
+    for spec in specs:
+        todo.setdefault(ident(spec), spec)
+    cache = None if cache is None else str(cache)
     # DQN first, the non-private baseline, then DP-SGD seed by seed (every level of seed 0,
     # then seed 1, ...), then observation noise, then REINFORCE: the costly runs keep the pool
     # busy, and an interrupted reproduction (--cache) has whole trade-off curves kept
-    def rank(i: int) -> tuple:
-        t = todo[i]
-        return (t["algo"] != "dqn", {"none": 0, "dpsgd": 1}.get(t["privacy"], 2), t["seed"], i)
-
-    order = sorted(range(len(todo)), key=rank)
+    order = sorted(
+        todo.values(),
+        key=lambda t: (t["algo"] != "dqn", {"none": 0, "dpsgd": 1}.get(t["privacy"], 2), t["seed"]),
+    )
     done = run_tasks(
         functools.partial(run_one, s=settings, cache=cache),
-        [todo[i] for i in order],
+        order,
         progress="reproduce dprl" if progress else None,
         describe=describe_spec,
         **where,
     )
-    by_index = dict(zip(order, done, strict=True))
-    made = iter([by_index[i] for i in range(len(todo))])
-    for spec in specs:
-        key = (spec["algo"], spec["seed"])
-        if spec["privacy"] == "none" and key in baseline:
-            runs.append({**baseline[key], "family": spec["family"]})
-            continue
-        r = next(made)
-        if spec["privacy"] == "none":
-            baseline[key] = r
-        runs.append(r)
+    made = {ident(spec): r for spec, r in zip(order, done, strict=True)}
+    runs = [{**made[ident(spec)], "family": spec["family"]} for spec in specs]
     audits = audit_table(settings, progress, where, cache)
     table = []
     for algo in ("reinforce", "dqn"):
@@ -252,5 +238,5 @@ def reproduce(
         "command": "ldp-audit " + " ".join(argv or []),
         "runs": [{k: v for k, v in r.items() if k != "privacy"} for r in runs],
     }
-    write_report(out, results, lambda res, _notes: {"README.md": readme(res, settings)})
+    write_report(out, results, pages)
     return {k: v for k, v in results.items() if k != "runs"}

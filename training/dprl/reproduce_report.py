@@ -17,12 +17,12 @@ import numpy as np
 
 from ldp_audit.report.markdown import wrap_markdown
 from ldp_audit.training.dprl.reproduce_runs import levels as grid_levels
-from ldp_audit.training.reproduction import num
+from ldp_audit.training.reproduction import num, restore
 
 if TYPE_CHECKING:
     from ldp_audit.training.dprl.reproduce import ReproduceSettings
 
-__all__ = ["figures", "readme"]
+__all__ = ["figures", "pages", "readme"]
 
 
 #: options renamed since a committed report was made: (old, new, date); the README shows the
@@ -183,6 +183,19 @@ def _preset_words(name: str) -> str:
     if not kw:
         return "the DprlConfig defaults"
     return "the DprlConfig defaults with " + ", ".join(f"{k} = {v}" for k, v in kw.items())
+
+
+def pages(res: dict[str, Any], notes: str | None = None) -> dict[str, str]:
+    """The report's text pages (file name -> text): README.md from ``res`` (results.json, or the
+    results in memory), with the settings it records (notes.md stays beside it)."""
+    from ldp_audit.training.dprl.reproduce import ReproduceSettings
+
+    doc = restore(res)
+    for row in doc["table"]:  # results.json writes an interval's NaN end as null
+        for key in ("final_return_ci95", "convergence_ci95"):
+            row[key] = [math.nan if x is None else x for x in row[key]]
+    kw = {k: tuple(v) if isinstance(v, list) else v for k, v in doc["settings"].items()}
+    return {"README.md": readme(doc, ReproduceSettings(**kw))}
 
 
 def readme(res: dict[str, Any], s: ReproduceSettings) -> str:

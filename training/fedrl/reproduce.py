@@ -33,12 +33,6 @@ __all__ = [
 ]
 
 
-def _count(minimum: int, *, empty: bool = False) -> dict[str, Any]:
-    """An integer field's (or integer tuple's) metadata: its lower bound (``empty``: the tuple
-    may be empty)."""
-    return bounds(minimum=minimum, empty=empty)
-
-
 #: the metadata (bounds, choices) of the FedRLConfig fields the reproduction passes on: written
 #: once, in FedRLConfig
 _FEDRL_META = {
@@ -62,9 +56,9 @@ class ReproConfig:
 
     sizes: tuple[int, ...] = field(default=_SIZES, metadata=bounds(choices=_SIZES))
     """map sizes of Table 1."""
-    runs: int = field(default=5, metadata=_count(1))
+    runs: int = field(default=5, metadata=bounds(minimum=1))
     """runs per method and size."""
-    train_steps: tuple[int, ...] = field(default=(1500,), metadata=_count(1))
+    train_steps: tuple[int, ...] = field(default=(1500,), metadata=bounds(minimum=1))
     """training iterations per size (one value, or one per size)."""
     n_envs: int = field(default=16, metadata=_FEDRL_META["n_envs"])
     """maps played at once (the batched environment) in every run."""
@@ -74,9 +68,9 @@ class ReproConfig:
     """test maps evaluated at the end of every run (greedy; at most the test split)."""
     hist_len: int = field(default=4, metadata=_FEDRL_META["hist_len"])
     """observation history length H of Table 1's runs (Figure 4 varies it: ``hist_lens``)."""
-    hist_lens: tuple[int, ...] = field(default=(2, 4, 8), metadata=_count(1, empty=True))
+    hist_lens: tuple[int, ...] = field(default=(2, 4, 8), metadata=bounds(minimum=1, empty=True))
     """history lengths of the Figure 4 study (at the first size; none: skip)."""
-    fig4_runs: int = field(default=2, metadata=_count(1))
+    fig4_runs: int = field(default=2, metadata=bounds(minimum=1))
     """runs per history length."""
     attack_sigmas: tuple[float, ...] = field(
         default=(0.0, 0.1, 1.0, 5.0),
@@ -97,15 +91,15 @@ class ReproConfig:
         ),
     )
     """B of the clipped half of the attack sweep."""
-    attack_steps: int = field(default=400, metadata=_count(1))
+    attack_steps: int = field(default=400, metadata=bounds(minimum=1))
     """training iterations of each attacked run."""
-    seed: int = field(default=0, metadata=_count(0))
+    seed: int = field(default=0, metadata=bounds(minimum=0))
     """master seed."""
-    audit_samples: int = field(default=200_000, metadata=_count(0))
+    audit_samples: int = field(default=200_000, metadata=bounds(minimum=0))
     """samples per input of the output-mechanism audit (0: skip it)."""
-    threads: int = field(default=1, metadata=_count(1))
+    threads: int = field(default=1, metadata=bounds(minimum=1))
     """torch threads while training (one is fastest on a small shared machine)."""
-    fig4_steps: int | None = field(default=None, metadata=_count(1))
+    fig4_steps: int | None = field(default=None, metadata=bounds(minimum=1))
     """training iterations of the Figure 4 runs (none: those of the first size)."""
     meeting_rule: str = field(default="manhattan", metadata=_FEDRL_META["meeting_rule"])
     """the agents' distance for meeting, the +50, the shaping term and the test-time success
@@ -116,9 +110,9 @@ class ReproConfig:
     )
     """epsilons of the epsilon-greedy evaluation of Table 1's networks, beside the greedy one
     (none: skip)."""
-    curve_points: int = field(default=8, metadata=_count(0))
+    curve_points: int = field(default=8, metadata=bounds(minimum=0))
     """checkpoints of the learning curves of Table 1's runs (0: none)."""
-    curve_maps: int = field(default=200, metadata=_count(1))
+    curve_maps: int = field(default=200, metadata=bounds(minimum=1))
     """test maps played greedily at each checkpoint (at most ``eval_maps``)."""
     device: str = field(default="cpu", metadata=_FEDRL_META["device"])
     """torch device of every stage's networks: cpu, cuda or auto
@@ -336,15 +330,14 @@ def _table1_size(rc: ReproConfig, index: int, runs: list[dict[str, Any]]) -> dic
     m["meeting_rule"] = cfg.meeting_rule
     maps = _maps(cfg.size, rc.n_maps, rc.seed)
     m["longest_shortest_path"] = int(maps.shortest.max())
-    m["random_policy"] = random_policy_success(
-        cfg.size, rc.n_maps, rc.seed, rc.eval_maps, maps=maps, meeting_rule=cfg.meeting_rule
-    )
-    m["random_policy_rules"] = {
+    rules = {
         rule: random_policy_success(
             cfg.size, rc.n_maps, rc.seed, rc.eval_maps, maps=maps, meeting_rule=rule
         )
         for rule in ("manhattan", "public-code")
     }
+    m["random_policy"] = dict(rules[cfg.meeting_rule])  # the rule Table 1 was trained under
+    m["random_policy_rules"] = rules
     return m
 
 

@@ -15,7 +15,7 @@ from ldp_audit.report.markdown import wrap_markdown
 from ldp_audit.training.reproduction import num
 from ldp_audit.training.reproduction import write_report as shared_write_report
 
-__all__ = ["render_markdown", "readme_markdown", "write_report", "AUTHORS_MAPS_RANDOM"]
+__all__ = ["render_markdown", "readme_markdown", "pages", "write_report", "AUTHORS_MAPS_RANDOM"]
 
 
 def _pct(v: float) -> str:
@@ -369,7 +369,11 @@ def readme_markdown(res: dict[str, Any], notes: str | None = None) -> str:
     return wrap_markdown(md + "\n" + notes if notes is not None else md)
 
 
+def pages(res: dict[str, Any], notes: str | None) -> dict[str, str]:
+    """The report's text pages (file name -> text): README.md."""
+    return {"README.md": readme_markdown(res, notes)}
+
+
 def write_report(res: dict[str, Any], out: str | Path) -> list[str]:
     """Write results.json and README.md (generated; the folder's notes.md kept) into ``out``."""
-    pages = lambda r, notes: {"README.md": readme_markdown(r, notes)}  # noqa: E731
     return [str(p) for p in shared_write_report(out, res, pages)]

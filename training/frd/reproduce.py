@@ -18,7 +18,6 @@ same numbers. The sweep's wall time is dominated by its slowest architecture.
 
 from __future__ import annotations
 
-import io
 import json
 import math
 import os
@@ -44,6 +43,7 @@ __all__ = [
     "reproduce",
     "rerender",
     "readme_markdown",
+    "pages",
     "trend_tests",
     "rank_sum_test",
     "holm",
@@ -64,47 +64,37 @@ PAPER_CLAIMS = {
 }
 
 
-def read_int_list(maximum: int) -> Any:
-    """``bounds(parse=..., whole=True)`` reader of a comma-separated list of integers in
-    [1, ``maximum``] (``--settings 1,3``, ``--agents 1,2,4``): the option's message names it
-    and the text."""
+def read_list(maximum: int | None = None) -> Any:
+    """``bounds(parse=..., whole=True)`` reader of a comma-separated list: of integers in
+    [1, ``maximum``] (``--settings 1,3``, ``--agents 1,2,4``), or without ``maximum`` of finite
+    epsilons > 0 (``--ldp-epsilons 1,10``); the option's message names it and the text."""
 
     def factory(opt: str) -> Any:
         import argparse
 
-        from ldp_audit.parse import parse_int
+        from ldp_audit.parse import epsilon_or_inf, parse_int
 
-        def convert(text: str) -> tuple[int, ...]:
+        def convert(text: str) -> tuple[Any, ...]:
+            parts = [t for t in text.split(",") if t.strip()]
+            if maximum is None:
+                vals = tuple(epsilon_or_inf(t) for t in parts)
+                if any(math.isinf(v) for v in vals):
+                    raise argparse.ArgumentTypeError(f"{opt} must be finite, got {text!r}")
+                return vals
             try:
-                vals = tuple(parse_int(t, opt, minimum=1) for t in text.split(",") if t.strip())
+                ints = tuple(parse_int(t, opt, minimum=1) for t in parts)
             except argparse.ArgumentTypeError:
-                vals = ()
-            if not vals or any(not 1 <= v <= maximum for v in vals):
+                ints = ()
+            if not ints or any(not 1 <= v <= maximum for v in ints):
                 raise argparse.ArgumentTypeError(
                     f"{opt} must be a comma-separated list of integers in [1, {maximum}], "
                     f"got {text!r}"
                 )
-            return vals
+            return ints
 
         return convert
 
     return factory
-
-
-def read_epsilons(opt: str) -> Any:
-    """``bounds(parse=..., whole=True)`` reader of a comma-separated list of finite epsilons > 0
-    (``--ldp-epsilons 1,10``)."""
-    import argparse
-
-    from ldp_audit.parse import epsilon_or_inf
-
-    def convert(text: str) -> tuple[float, ...]:
-        vals = tuple(epsilon_or_inf(t) for t in text.split(",") if t.strip())
-        if any(math.isinf(v) for v in vals):
-            raise argparse.ArgumentTypeError(f"{opt} must be finite, got {text!r}")
-        return vals
-
-    return convert
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -119,11 +109,11 @@ class ReproduceSettings:
     """
 
     settings: tuple[int, ...] = field(
-        default=(1, 2, 3, 4, 5, 6, 7), metadata=bounds(parse=read_int_list(7), whole=True)
+        default=(1, 2, 3, 4, 5, 6, 7), metadata=bounds(parse=read_list(7), whole=True)
     )
     """Table 1 settings of Figure 3, comma-separated (e.g. 1,3,7)."""
     agents: tuple[int, ...] = field(
-        default=(1, 2, 4), metadata=bounds(parse=read_int_list(10_000), whole=True)
+        default=(1, 2, 4), metadata=bounds(parse=read_list(10_000), whole=True)
     )
     """Group sizes (agents per group), comma-separated; the LDP variant runs at the largest."""
     groups: int = field(default=4, metadata=bounds(minimum=1))
@@ -135,7 +125,7 @@ class ReproduceSettings:
     fedavg_setting: int = field(default=1, metadata=bounds(minimum=1, maximum=7))
     """The Table 1 setting of Figure 4 (FRD vs FedAvg and the LDP variant)."""
     ldp_epsilons: tuple[float, ...] = field(
-        default=(1.0, 10.0), metadata=bounds(parse=read_epsilons, whole=True)
+        default=(1.0, 10.0), metadata=bounds(parse=read_list(), whole=True)
     )
     """Epsilons per upload of the LDP variant in Figure 4, comma-separated (finite, > 0)."""
     leak: bool = True
@@ -145,7 +135,7 @@ class ReproduceSettings:
     leak_shadow: int = field(default=48, metadata=bounds(minimum=1))
     """The attack's shadow agents per candidate gravity."""
     leak_epsilons: tuple[float, ...] = field(
-        default=(0.05, 0.2, 1.0), metadata=bounds(parse=read_epsilons, whole=True)
+        default=(0.05, 0.2, 1.0), metadata=bounds(parse=read_list(), whole=True)
     )
     """Epsilons per upload of the LDP leak runs, comma-separated (finite, > 0)."""
     seed: int = field(default=0, metadata=bounds(minimum=0))
@@ -182,12 +172,6 @@ def _boxplot(ax: Any, data: list[np.ndarray], labels: list[str], cap: float) -> 
     vals = [np.where(np.isfinite(d), d, cap) for d in data]
     ax.boxplot(vals, tick_labels=labels, showmeans=True, meanprops={"marker": "*"})
     ax.axhline(cap, color="grey", ls=":", lw=0.8)
-
-
-def _png(fig: Any) -> bytes:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100)
-    return buf.getvalue()
 
 
 def reproduce(
@@ -524,7 +508,7 @@ def _write(out: Path, doc: dict[str, Any]) -> None:
         ax.set_xlabel("agents")
     axes[0].set_ylabel(f"episodes to mission (not reached -> {cap:g})")
     fig.tight_layout()
-    (out / "figure3.png").write_bytes(_png(fig))
+    fig.savefig(out / "figure3.png", dpi=100)
     plt.close(fig)
     fig, ax = plt.subplots(figsize=(6, 3.4))
     data, labels = [], []
@@ -540,9 +524,9 @@ def _write(out: Path, doc: dict[str, Any]) -> None:
     ax.set_ylabel("episodes to mission")
     ax.set_title(f"FRD vs FedAvg (setting {S['fedavg_setting']}), x: method / agents")
     fig.tight_layout()
-    (out / "figure4.png").write_bytes(_png(fig))
+    fig.savefig(out / "figure4.png", dpi=100)
     plt.close(fig)
-    write_report(out, doc, lambda res, _notes: {"README.md": readme_markdown(res)})
+    write_report(out, doc, pages)
 
 
 def _cover(n: int) -> float:
@@ -611,6 +595,11 @@ def _trend_lines(doc: dict[str, Any]) -> list[str]:
         "",
     ]
     return lines
+
+
+def pages(doc: dict[str, Any], notes: str | None = None) -> dict[str, str]:
+    """The report's text pages (file name -> text): README.md (notes.md stays beside it)."""
+    return {"README.md": readme_markdown(doc)}
 
 
 def readme_markdown(doc: dict[str, Any]) -> str:

@@ -374,20 +374,20 @@ def run_reproduction(
     Args:
         cfg: what to run (``cfg.backend``/``address``/``workers``/``chunks``: where; the
             results do not depend on them).
-        progress: show a tqdm bar on stderr (``None``: only when stderr is a terminal).
+        progress: show a tqdm bar of the engine's submissions on stderr.
         train_fn: ``(setting, seed, max_submissions) -> zeta`` replacing the engine (tests).
         grid_fn: a module-level stand-in for ``train_grid`` run by the backend (tests).
 
     Returns:
         The JSON-able results dict that ``write_report`` turns into the report.
     """
-    from tqdm.auto import tqdm
+    from ldp_audit.rundir import to_jsonable
 
     grid, extra = _settings(cfg)
     rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, 2**31]))
     results: dict[str, Any] = {
         "paper": "Ono & Takahashi 2020, Locally Private Distributed Reinforcement Learning",
-        "config": {k: _jsonable(v) for k, v in asdict(cfg).items()},
+        "config": to_jsonable(asdict(cfg)),
         **provenance(MACHINE),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "versions": versions(),
@@ -402,17 +402,12 @@ def run_reproduction(
     if train_fn is None:  # all settings and trials in lock-step batches (pgc_a3c.train_grid)
         zetas = _engine_grid(grid + extra, seeds, horizon, progress, cfg, grid_fn)
         secs_of = {s.key: None for s in grid + extra}
-    else:
+    else:  # a stand-in engine (tests): one setting at a time, timed
         secs_of = {}
-        disable = None if progress is None else not progress  # None: only on a terminal
-        total = sum(s.trials for s in grid + extra)
-        with tqdm(total=total, unit="run", disable=disable) as bar:
-            for s in grid + extra:
-                bar.set_postfix_str(s.key)
-                t0 = time.perf_counter()
-                zetas[s.key] = np.asarray(train_fn(s, seeds[s.key], horizon[s.key]))
-                secs_of[s.key] = time.perf_counter() - t0
-                bar.update(s.trials)
+        for s in grid + extra:
+            t0 = time.perf_counter()
+            zetas[s.key] = np.asarray(train_fn(s, seeds[s.key], horizon[s.key]))
+            secs_of[s.key] = time.perf_counter() - t0
     for s in grid + extra:
         zeta = zetas[s.key]
         if zeta.shape != (s.trials, horizon[s.key]):
@@ -423,7 +418,7 @@ def run_reproduction(
         entry = {
             "mechanism": s.mechanism,
             "engine_mechanism": s.engine_mechanism,
-            "epsilon": _jsonable(s.epsilon),
+            "epsilon": to_jsonable(s.epsilon),
             "buffer_size": s.buffer_size,
             "trials": s.trials,
             "seed": seeds[s.key],
@@ -472,11 +467,3 @@ def run_reproduction(
                 }
     # Figure 3: the success curves are steps at the FSTs, stored in settings[*]["fst"].
     return results
-
-
-def _jsonable(v: Any) -> Any:
-    if isinstance(v, float) and math.isinf(v):
-        return "inf"
-    if isinstance(v, tuple):
-        return [_jsonable(x) for x in v]
-    return v

@@ -23,6 +23,7 @@ __all__ = [
     "comparison",
     "figure2",
     "figure3",
+    "pages",
     "readme_markdown",
     "reproduce_command",
     "tables_markdown",
@@ -396,6 +397,11 @@ def _num(v: Any) -> str:
     return f"{v:.4g}" if isinstance(v, float) else str(v)
 
 
+def pages(results: dict[str, Any], notes: str | None) -> dict[str, str]:
+    """The report's text pages (file name -> text) from ``results`` and the folder's notes.md."""
+    return {"tables.md": tables_markdown(results), "README.md": readme_markdown(results, notes)}
+
+
 def write_report(
     results: dict[str, Any], out_dir: str | os.PathLike[str], *, overwrite: bool = False
 ) -> list[Path]:
@@ -412,14 +418,7 @@ def write_report(
 
     check_report_dir(out_dir, overwrite=overwrite)
     results = {**results, "comparison": comparison(results)}
-    written = shared_write_report(
-        out_dir,
-        results,
-        lambda res, notes: {
-            "tables.md": tables_markdown(res),
-            "README.md": readme_markdown(res, notes),
-        },
-    )
+    written = shared_write_report(out_dir, results, pages)
     for name, draw in (("figure3.png", figure3), ("figure2.png", figure2)):
         if name == "figure3.png" or results.get("figure2"):
             draw(results, Path(out_dir) / name)
