@@ -138,6 +138,32 @@ def main(argv: list[str] | None = None, *, watchdog: bool | None = None) -> int:
             sys.path.remove(cwd)
 
 
+def _refuse_repeated(parser: argparse.ArgumentParser, argv: list[str]) -> None:
+    """An option that takes one value (or a --flag/--no-flag pair) given twice is a usage error
+    (exit 2) naming it and both values: argparse would silently keep the last one (``--private-param
+    length=0.25,0.5 --private-param length=1,2`` trained on 1 and 2). ``append`` options (``--param
+    K=V``) are meant to repeat."""
+    leaf = parser
+    for tok in argv:  # follow the subcommand names given, e.g. train -> frd
+        subs = [a for a in leaf._actions if isinstance(a, argparse._SubParsersAction)]
+        if subs and tok in subs[0].choices:
+            leaf = subs[0].choices[tok]
+    single = (argparse._StoreAction, argparse.BooleanOptionalAction)
+    by_opt = {o: a for a in leaf._actions if isinstance(a, single) for o in a.option_strings}
+    seen: dict[argparse.Action, list[str]] = {}
+    for i, tok in enumerate(argv[: argv.index("--") if "--" in argv else len(argv)]):
+        action = by_opt.get(tok.partition("=")[0])
+        if action is not None:  # the option and its value, as given
+            value = argv[i + 1 : i + 2] if action.nargs != 0 and "=" not in tok else []
+            seen.setdefault(action, []).append(" ".join([tok, *value]))
+    for action, given in seen.items():
+        if len(given) > 1:
+            leaf.error(
+                f"{'/'.join(action.option_strings)} given {len(given)} times ({'; '.join(given)}): "
+                "give it once (a repeated option is never read as the last one)"
+            )
+
+
 def _user_exit(exc: SystemExit) -> str:
     """What a ``sys.exit`` raised inside a command (a user module at import, a user function)
     did, naming the file and line that called it: exit 2, never the user's 0 with no output."""
@@ -153,6 +179,7 @@ def _user_exit(exc: SystemExit) -> str:
 def _main(argv: list[str] | None, watchdog: bool | None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
+    _refuse_repeated(parser, sys.argv[1:] if argv is None else list(argv))
     if extra:  # the subcommand's usage and -h, with the closest option (cli.types)
         from ldp_audit.cli.types import unrecognized_error
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -413,10 +414,10 @@ def _candidates(name: str, values: Any, field_name: str) -> tuple[float, ...]:
             raise InvalidParameterError(
                 f"private parameter {name!r} ({field_name}): candidate {v!r} is not a finite number"
             )
-        if float(v) <= 0:
+        if float(v) < sys.float_info.min:  # <= 0, or subnormal: no physical constant
             raise InvalidParameterError(
-                f"private parameter {name!r} ({field_name}): candidate {v!r} must be > 0 (a "
-                f"physical constant)"
+                f"private parameter {name!r} ({field_name}): candidate {v!r} must be > 0 and a "
+                f"normal double (>= {sys.float_info.min:g}): a physical constant"
             )
         out.append(float(v))
     if len(out) < 2:

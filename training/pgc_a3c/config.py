@@ -10,6 +10,7 @@ paper's per-mechanism clip and buffer defaults, and the checks of the fields bot
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -351,16 +352,19 @@ class PgcA3cConfig(SharedFields):
         if not math.isfinite(ts):
             raise InvalidParameterError(f"target_score must be finite, got {self.target_score!r}")
         g = _real_tuple(self.gravities, "gravities")
-        if not g or not all(math.isfinite(x) and x > 0 for x in g):
+        tiny = sys.float_info.min  # a subnormal gravity is no physical constant either
+        if not g or not all(math.isfinite(x) and x >= tiny for x in g):
             raise InvalidParameterError(
-                f"gravities must be a non-empty tuple of finite values > 0, got {self.gravities!r}"
+                f"gravities must be a non-empty tuple of finite values > 0 (normal doubles, >= "
+                f"{tiny:g}), got {self.gravities!r}"
             )
         object.__setattr__(self, "gravities", g)
         if self.agent_gravities is not None:
             ag = _real_tuple(self.agent_gravities, "agent_gravities")
-            if not all(math.isfinite(x) and x > 0 for x in ag):
+            if not all(math.isfinite(x) and x >= tiny for x in ag):
                 raise InvalidParameterError(
-                    f"agent_gravities must hold finite values > 0, got {self.agent_gravities!r}"
+                    f"agent_gravities must hold finite values > 0 (normal doubles, >= {tiny:g}), "
+                    f"got {self.agent_gravities!r}"
                 )
             object.__setattr__(self, "agent_gravities", ag)
         if self.budget is not None:
