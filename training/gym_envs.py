@@ -42,6 +42,7 @@ __all__ = [
     "AcrobotParamVectorEnv",
     "MountainCarParamVectorEnv",
     "SyncParamVectorEnv",
+    "check_candidates",
     "check_private_param",
     "import_env_module",
     "make_param_vector_env",
@@ -158,38 +159,37 @@ def _native_kind(env_id: str, env: Any) -> str | None:
     return None
 
 
-def _check_values(name: str, values: Any) -> tuple[float, ...]:
+def check_candidates(
+    name: str, values: Any, *, field: str = "values", positive: bool = False
+) -> tuple[float, ...]:
+    """A private parameter's candidate values as floats: a sequence of >= 2 distinct finite
+    numbers (no bool, no string), none subnormal, and > 0 when ``positive`` (a physical
+    constant); each refusal names the parameter, the field and the value."""
     if isinstance(values, (str, bytes)) or not isinstance(values, (list, tuple, np.ndarray)):
         raise InvalidParameterError(
-            f"values of {name!r} must be a sequence of numbers, got {values!r}"
+            f"{field} of private parameter {name!r} must be a sequence of numbers, got {values!r}"
         )
-    out = []
+    out, where = [], f"private parameter {name!r} ({field})"
     for v in values:
-        if isinstance(v, (bool, np.bool_)) or not isinstance(
-            v, (int, float, np.integer, np.floating)
-        ):
-            raise InvalidParameterError(
-                f"private parameter {name!r}: value {v!r} is not a number ({type(v).__name__})"
-            )
+        real = isinstance(v, (int, float, np.integer, np.floating))
+        if isinstance(v, (bool, np.bool_)) or not real or not math.isfinite(float(v)):
+            raise InvalidParameterError(f"{where}: candidate {v!r} is not a finite number")
         f = float(v)
-        if not math.isfinite(f):
-            raise InvalidParameterError(f"private parameter {name!r}: value {v!r} is not finite")
-        if 0 < abs(f) < sys.float_info.min:
+        if (f <= 0 and positive) or 0 < abs(f) < sys.float_info.min:
+            what = "> 0 and " if positive else ""
             raise InvalidParameterError(
-                f"private parameter {name!r}: value {v!r} is subnormal (|v| < "
-                f"{sys.float_info.min:g}: it has lost its precision)"
+                f"{where}: candidate {v!r} must be {what}a normal double (|v| >= "
+                f"{sys.float_info.min:g})" + (": a physical constant" if positive else "")
             )
         out.append(f)
     if len(out) < 2:
         raise InvalidParameterError(
-            f"private parameter {name!r} needs at least two candidate values (the secret is one "
-            f"of them), got {list(out)}"
+            f"private parameter {name!r} needs at least two candidate values ({field}), got "
+            f"{values!r}: the secret is one of them"
         )
-    if len(set(out)) != len(out):
-        dup = sorted({v for v in out if out.count(v) > 1})
-        raise InvalidParameterError(
-            f"private parameter {name!r}: candidate values must be distinct, {dup} repeated"
-        )
+    dup = sorted({v for v in out if out.count(v) > 1})
+    if dup:
+        raise InvalidParameterError(f"{where}: candidate values must be distinct, {dup} repeated")
     return tuple(out)
 
 
@@ -252,7 +252,7 @@ def check_private_param(
         raise InvalidParameterError(
             f"env: unknown Gymnasium environment id {env_id!r}: {exc}{hint}"
         ) from None
-    vals = _check_values(name, values)
+    vals = check_candidates(name, values)
     try:
         env = _make(env_id, max_episode_steps)
     except Exception as exc:  # noqa: BLE001 - user env constructors may raise anything
@@ -309,7 +309,7 @@ def check_private_param(
         env.close()
     long = NO_EFFECT_EPISODE * (2 * min(info.obs_dim, 24) + 2)
     for steps in (PROBE_STEPS, long):  # the longer probe only when needed
-        traces = [_probe(env_id, name, v, max_episode_steps, steps) for v in vals]
+        traces = [_probe_steps(env_id, name, v, max_episode_steps, steps) for v in vals]
         if any(not np.array_equal(t, traces[0]) for t in traces[1:]):
             return info, vals
     raise InvalidParameterError(
@@ -323,16 +323,6 @@ def check_private_param(
     )
 
 
-def _probe(
-    env_id: str, name: str, value: float, max_episode_steps: int | None, steps: int
-) -> np.ndarray:
-    import warnings
-
-    with warnings.catch_warnings(), np.errstate(all="ignore"):
-        warnings.simplefilter("ignore")  # a rejected value's overflow warnings: we say it below
-        return _probe_steps(env_id, name, value, max_episode_steps, steps)
-
-
 def _probe_steps(
     env_id: str, name: str, value: float, max_episode_steps: int | None, steps: int
 ) -> np.ndarray:
@@ -342,50 +332,54 @@ def _probe_steps(
     coordinate in turn (the first action when it is <= 0, the last when > 0: on MountainCar's
     velocity this is the policy that reaches the goal), each even one draws from a fixed
     generator: the same actions for every candidate."""
+    import warnings
+
     env = _make(env_id, max_episode_steps)
     rng = np.random.default_rng(0)
     trace: list[np.ndarray] = []
-    try:
-        _set_param(env.unwrapped, name, value)
-        obs, _ = env.reset(seed=0)
-        n, episode, start = int(env.action_space.n), 0, 0
-        o = np.asarray(obs, dtype=np.float64).ravel()
-        trace.append(o)
-        bad = not np.all(np.isfinite(o))
-        for k in range(steps):
-            if bad:
-                break
-            coord = episode // 2 if episode % 2 else None  # even episodes: random actions
-            if k < PROBE_STEPS:
-                action = k % n
-            elif coord is not None and coord < o.size:
-                action = (n - 1) * int(o[coord] > 0)
-            else:
-                action = int(rng.integers(n))
-            obs, r, term, trunc, _ = env.step(action)
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")  # a rejected value's overflow warnings: we say it below
+        try:
+            _set_param(env.unwrapped, name, value)
+            obs, _ = env.reset(seed=0)
+            n, episode, start = int(env.action_space.n), 0, 0
             o = np.asarray(obs, dtype=np.float64).ravel()
-            bad = not (np.all(np.isfinite(o)) and math.isfinite(r))
-            trace.append(np.concatenate([o, [r, term, trunc]]))
-            if term or trunc or k + 1 - start >= NO_EFFECT_EPISODE:
-                obs, _ = env.reset(seed=k + 1)
+            trace.append(o)
+            bad = not np.all(np.isfinite(o))
+            for k in range(steps):
+                if bad:
+                    break
+                coord = episode // 2 if episode % 2 else None  # even episodes: random actions
+                if k < PROBE_STEPS:
+                    action = k % n
+                elif coord is not None and coord < o.size:
+                    action = (n - 1) * int(o[coord] > 0)
+                else:
+                    action = int(rng.integers(n))
+                obs, r, term, trunc, _ = env.step(action)
                 o = np.asarray(obs, dtype=np.float64).ravel()
-                trace.append(o)
-                bad = bad or not np.all(np.isfinite(o))
-                episode, start = episode + 1, k + 1
-        if bad:
+                bad = not (np.all(np.isfinite(o)) and math.isfinite(r))
+                trace.append(np.concatenate([o, [r, term, trunc]]))
+                if term or trunc or k + 1 - start >= NO_EFFECT_EPISODE:
+                    obs, _ = env.reset(seed=k + 1)
+                    o = np.asarray(obs, dtype=np.float64).ravel()
+                    trace.append(o)
+                    bad = bad or not np.all(np.isfinite(o))
+                    episode, start = episode + 1, k + 1
+            if bad:
+                raise InvalidParameterError(
+                    f"private parameter {name!r}: env {env_id!r} gives non-finite observations or "
+                    f"rewards with value {value!r}"
+                )
+        except InvalidParameterError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the env rejects the value
             raise InvalidParameterError(
-                f"private parameter {name!r}: env {env_id!r} gives non-finite observations or "
-                f"rewards with value {value!r}"
-            )
-    except InvalidParameterError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - the env rejects the value
-        raise InvalidParameterError(
-            f"private parameter {name!r}: env {env_id!r} rejects value {value!r} "
-            f"({type(exc).__name__}: {exc})"
-        ) from None
-    finally:
-        env.close()
+                f"private parameter {name!r}: env {env_id!r} rejects value {value!r} "
+                f"({type(exc).__name__}: {exc})"
+            ) from None
+        finally:
+            env.close()
     return np.concatenate(trace)
 
 

@@ -130,12 +130,19 @@ def main(argv: list[str] | None = None, *, watchdog: bool | None = None) -> int:
         sys.path.append(cwd)
     try:
         return _main(argv, watchdog)
-    except KeyboardInterrupt:  # Ctrl-C while the subcommands' modules import (build_parser)
-        print("ldp-audit: interrupted; files written so far are consistent", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as exc:  # Ctrl-C while the subcommands' modules import
+        return _interrupted(exc)
     finally:
         if added_cwd and argv is not None and cwd in sys.path:  # a caller's process: restore
             sys.path.remove(cwd)
+
+
+def _interrupted(exc: KeyboardInterrupt) -> int:
+    """The one line a Ctrl-C (130) or a SIGTERM (143) prints; its exit code."""
+    term = isinstance(exc, Terminated)
+    word = "terminated" if term else "interrupted"
+    print(f"ldp-audit: {word}; files written so far are consistent", file=sys.stderr)
+    return EXIT_TERMINATED if term else EXIT_INTERRUPTED
 
 
 def _refuse_repeated(parser: argparse.ArgumentParser, argv: list[str]) -> None:
@@ -194,19 +201,15 @@ def _main(argv: list[str] | None, watchdog: bool | None) -> int:
     if threading.current_thread() is threading.main_thread():
         if dog is not None and dog.install():
 
-            def _term(signum: int, frame: object) -> None:
+            def _raise(signum: int, frame: object) -> None:
                 dog.notify(signum)
-                raise Terminated()
+                raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
 
-            def _int(signum: int, frame: object) -> None:
-                dog.notify(signum)
-                raise KeyboardInterrupt()
-
-            old_term = signal.signal(signal.SIGTERM, _term)
+            old_term = signal.signal(signal.SIGTERM, _raise)
             # a command started with SIGINT ignored (a background job of a non-interactive
             # shell, nohup) keeps ignoring it, as Python itself does
             if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
-                old_int = signal.signal(signal.SIGINT, _int)
+                old_int = signal.signal(signal.SIGINT, _raise)
         else:
             dog = None
             old_term = signal.signal(signal.SIGTERM, _on_sigterm)
@@ -220,16 +223,11 @@ def _main(argv: list[str] | None, watchdog: bool | None) -> int:
     except BrokenPipeError:
         _silence_broken_pipe()
         return EXIT_OK
-    except Terminated:
-        print("ldp-audit: terminated; files written so far are consistent", file=sys.stderr)
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
+        code = _interrupted(exc)
         if dog is not None and argv is None:
-            dog.exit_now(EXIT_TERMINATED)
-        return EXIT_TERMINATED
-    except KeyboardInterrupt:
-        print("ldp-audit: interrupted; files written so far are consistent", file=sys.stderr)
-        if dog is not None and argv is None:
-            dog.exit_now(EXIT_INTERRUPTED)
-        return EXIT_INTERRUPTED
+            dog.exit_now(code)
+        return code
     except LdpAuditError as exc:
         print(f"ldp-audit: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
