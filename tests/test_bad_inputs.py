@@ -272,7 +272,7 @@ TINY_MEMBERSHIP = ["attack", "membership", "--agents", "25", "--shadow", "2", "-
         ([*TINY_MEMBERSHIP, "--epsilon", "1000"], ("--epsilon", "700")),
         ([*TINY_MEMBERSHIP, "--epsilon", "100", "--reports-per-agent", "8"], ("--epsilon",)),
         (["attack", "dynamics", "--agents", "3", "--epsilon", "701"], ("--epsilon",)),
-        ([*TINY_MEMBERSHIP, "--canaries", "30"], ("--canaries", "--agents")),
+        ([*TINY_MEMBERSHIP[:-1], "30"], ("--canaries", "--agents")),
         (["attack", "dynamics", "--mechanism", "none", "--clip", "1"], ("--clip",)),
         (["attack", "dynamics", "--mechanism", "none", "--epsilon", "1"], ("--epsilon",)),
         (["attack", "dynamics", "--out", "x.json", "--plot", "x.json"], ("--out", "--plot")),

@@ -139,3 +139,150 @@ def test_a_user_module_calling_sys_exit_at_import_is_exit_2_naming_it(
     assert code == 2, err
     assert mod in err and f"sys.exit({status!r})" in err and "Traceback" not in err
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (
+            ["train", "frd", "--private-param", "length=0.25,0.5", "--private-param", "length=1,2"],
+            "--private-param given 2 times (--private-param length=0.25,0.5; --private-param "
+            "length=1,2)",
+        ),
+        (
+            ["train", "pgc-a3c", "--mechanism", "none", "--env", "Acrobot-v1", "--private-param",
+             "LINK_MASS_1=0.5,1", "--private-param=LINK_MASS_1=1,2"],
+            "--private-param given 2 times",
+        ),
+        (["audit", "--mechanism", "laplace", "--epsilon", "1", "--epsilon=2"], "--epsilon=2"),
+        (["train", "frd", "--stop-at-mission", "--no-stop-at-mission"], "--stop-at-mission/"),
+    ],
+)  # fmt: skip
+def test_a_repeated_option_is_refused_never_last_wins(
+    argv: list[str], named: str, tmp_path, capsys
+) -> None:
+    """``--private-param`` given twice trained on the last one in silence (issue 38 item 7)."""
+    with pytest.raises(SystemExit) as exc:
+        main([*argv, "--out", str(tmp_path / "r")])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert named in err and "give it once" in err
+    assert not (tmp_path / "r").exists()
+
+
+def test_options_meant_to_repeat_still_repeat(tmp_path, capsys) -> None:
+    """``append`` options (``--statistic``, ``--param``, ``--set``) are not refused."""
+    code = main(["audit", "--mechanism", "json:dumps", "--param", "a=1", "--param", "b=2"])
+    assert code == 2 and "given 2 times" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("env", "name", "values", "match"),
+    [
+        ("CartPole-v1", "length", [-0.5, 0.5], "'length' of CartPoleEnv is a physical constant: "
+         "candidate -0.5 must be > 0"),
+        ("CartPole-v1", "masspole", [0.0, 0.1], "candidate 0.0 must be > 0"),
+        ("Acrobot-v1", "LINK_LENGTH_1", [-1, 1], "'LINK_LENGTH_1' of AcrobotEnv is a physical"),
+        ("MountainCar-v0", "gravity", [5e-324, 0.0025], "candidate 5e-324 must be a normal double"),
+        ("MountainCar-v0", "force", [-0.001, 0.001], "'force' of MountainCarEnv"),
+    ],
+)  # fmt: skip
+def test_a_meaningless_physical_constant_is_refused_by_name(env, name, values, match) -> None:
+    from ldp_audit.training.gym_envs import check_private_param
+
+    with pytest.raises(InvalidParameterError, match=match):
+        check_private_param(env, name, values)
+
+
+def test_a_position_may_be_negative() -> None:
+    """Only the classes' physical constants are signed: MountainCar's positions are not."""
+    from ldp_audit.training.gym_envs import check_private_param
+
+    _, vals = check_private_param("MountainCar-v0", "min_position", [-1.3, -1.2])
+    assert vals == (-1.3, -1.2)
+
+
+def test_a_subnormal_gravity_is_refused_by_each_cartpole_config() -> None:
+    from ldp_audit.training.frd import FrdConfig
+    from ldp_audit.training.pgc_a3c import PgcA3cConfig
+
+    with pytest.raises(InvalidParameterError, match="candidate 5e-324 must be > 0 and a normal"):
+        FrdConfig(private_param="gravity", private_values=(5e-324, 9.8))
+    with pytest.raises(InvalidParameterError, match="candidate 1e-310 must be > 0 and a normal"):
+        FrdConfig(private_param="length", private_values=(1e-310, 0.5))
+    with pytest.raises(InvalidParameterError, match=r"gravities must .*got \(5e-324, 9\.8\)"):
+        PgcA3cConfig(mechanism="none", gravities=(5e-324, 9.8))
+    with pytest.raises(InvalidParameterError, match=r"agent_gravities must .*got \(1e-320, 9\.8\)"):
+        PgcA3cConfig(mechanism="none", agent_gravities=(1e-320, 9.8))
+
+
+CONSTANT_ENV = '''
+import gymnasium as gym
+from gymnasium.envs.classic_control.cartpole import CartPoleEnv
+
+
+class FrictionCartPole(CartPoleEnv):
+    """``friction`` read in ``__init__`` only (a constant computed from it), or in ``step``."""
+
+    def __init__(self, render_mode=None, in_step=False):
+        super().__init__(render_mode=render_mode)
+        self.friction = 0.1
+        self.in_step = in_step
+        self.damping = 1.0 - self.friction  # the common pattern: a later change is ignored
+
+    def step(self, action):
+        obs, r, term, trunc, info = super().step(action)
+        damping = 1.0 - self.friction if self.in_step else self.damping
+        self.state = (self.state[0], self.state[1] * damping, self.state[2], self.state[3])
+        return obs, r, term, trunc, info
+
+
+for _id, _kw in (("ConstFriction-v0", {}), ("StepFriction-v0", {"in_step": True})):
+    if _id not in gym.registry:
+        gym.register(_id, entry_point=f"{__name__}:FrictionCartPole", kwargs=_kw,
+                     max_episode_steps=100)
+'''
+
+
+def test_a_private_parameter_with_no_effect_is_refused(tmp_path, monkeypatch, capsys) -> None:
+    """Every candidate gave identical trajectories and the attack reported chance: a researcher
+    read "does not leak" from an experiment that never varied the parameter (issue 38 item 7)."""
+    from ldp_audit.training.gym_envs import check_private_param
+
+    (tmp_path / "friction_envs.py").write_text(CONSTANT_ENV)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(InvalidParameterError, match=r"'friction' has no effect on env "):
+        check_private_param("ConstFriction-v0", "friction", [0.0, 0.5], env_module="friction_envs")
+    _, vals = check_private_param("StepFriction-v0", "friction", [0.0, 0.5])
+    assert vals == (0.0, 0.5)  # the same env reading it in step(): accepted
+    run = tmp_path / "run"
+    argv = ["train", "pgc-a3c", "--env-module", "friction_envs", "--env", "ConstFriction-v0",
+            "--private-param", "friction=0,0.5", "--mechanism", "none", "--max-submissions", "4",
+            "--out", str(run)]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "'friction' has no effect" in err and "__init__" in err and "[0.0, 0.5]" in err
+    assert not run.exists()
+
+
+@pytest.mark.parametrize(
+    ("env", "name", "values"),
+    [
+        ("MountainCar-v0", "goal_position", [0.4, 0.5]),
+        ("MountainCar-v0", "max_position", [0.5, 0.6]),
+    ],
+)
+def test_a_parameter_acting_only_near_the_goal_is_seen(env, name, values) -> None:
+    """The longer probe reaches MountainCar's goal (it pushes by the sign of the velocity), so
+    parameters that act only there are not refused as having no effect."""
+    from ldp_audit.training.gym_envs import check_private_param
+
+    assert check_private_param(env, name, values)[1] == tuple(values)
+
+
+def test_a_cap_never_reached_has_no_effect() -> None:
+    """MountainCar's speed cap 0.07 vs 0.08: no reachable speed differs (the default is 0.07)."""
+    from ldp_audit.training.gym_envs import check_private_param
+
+    with pytest.raises(InvalidParameterError, match="'max_speed' has no effect"):
+        check_private_param("MountainCar-v0", "max_speed", [0.07, 0.08])

@@ -108,13 +108,19 @@ def test_gradient_matches_torch_autograd() -> None:
         ({"private_param": "LINK_MASS_9"}, "'LINK_MASS_9' is not an attribute of AcrobotEnv"),
         ({"private_param": "book_or_nips"}, "'book_or_nips' of AcrobotEnv is not numeric"),
         ({"values": (1.0,)}, "'LINK_MASS_1' needs at least two candidate values"),
-        ({"values": (1.0, 2.0, 1.0)}, r"'LINK_MASS_1': candidate values must be distinct"),
-        ({"values": (1.0, math.nan)}, "value nan is not finite"),
-        ({"values": (1.0, True)}, "value True is not a number"),
-        ({"values": (1.0, "2")}, "value '2' is not a number"),
         (
-            {"env_id": "CartPole-v1", "private_param": "length", "values": (0.5, 0.0)},
-            "'length': env 'CartPole-v1' gives non-finite .* with value 0.0",
+            {"values": (1.0, 2.0, 1.0)},
+            r"'LINK_MASS_1' \(values\): candidate values must be distinct",
+        ),
+        (
+            {"values": (1.0, math.nan)},
+            r"'LINK_MASS_1' \(values\): candidate nan is not a finite number",
+        ),
+        ({"values": (1.0, True)}, "candidate True is not a finite number"),
+        ({"values": (1.0, "2")}, "candidate '2' is not a finite number"),
+        (
+            {"env_id": "CartPole-v1", "private_param": "length", "values": (0.5, 1e-300)},
+            "'length': env 'CartPole-v1' gives non-finite .* with value 1e-300",
         ),
     ],
 )

@@ -149,24 +149,16 @@ def _run_failed(bindir: str, env: dict[str, str], out: Any) -> int:
     import os
     import subprocess
 
-    res = subprocess.run(
-        [os.path.join(bindir, "flwr"), "ls", "sim", "--format", "json"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    cmd = [os.path.join(bindir, "flwr"), "ls", "sim", "--format", "json"]
+    res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, check=False)
     try:
-        runs = json.loads(res.stdout)["runs"]
-        statuses = [str(r["status"]) for r in runs]
+        statuses = [str(r["status"]) for r in json.loads(res.stdout)["runs"]]
     except (ValueError, KeyError, TypeError):
         statuses = []
-    failed = not statuses or any(s != "finished:completed" for s in statuses)
     if out is not subprocess.DEVNULL:
         print(f"ldp-audit: Flower run status {statuses or res.stdout[-500:]!r}", file=out)
         out.flush()
-    return int(failed)
+    return int(not statuses or any(s != "finished:completed" for s in statuses))
 
 
 def _wait_http(port: int, proc: Any, deadline: float) -> None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +43,7 @@ __all__ = [
     "AcrobotParamVectorEnv",
     "MountainCarParamVectorEnv",
     "SyncParamVectorEnv",
+    "check_candidates",
     "check_private_param",
     "import_env_module",
     "make_param_vector_env",
@@ -70,6 +72,14 @@ MOUNTAINCAR_PARAMS = (
     "goal_position",
     "goal_velocity",
 )
+#: Gymnasium classes -> their physical constants a private parameter may be: each candidate
+#: must be > 0 and a normal double (a negative pole length or a subnormal gravity means nothing;
+#: the env would still step). A user env's attributes: any sign.
+POSITIVE_PARAMS = {
+    "CartPoleEnv": ("gravity", "masscart", "masspole", "length", "force_mag", "tau"),
+    "AcrobotEnv": ACROBOT_PARAMS,
+    "MountainCarEnv": ("force", "gravity", "max_speed"),
+}
 #: CartPole's quantities derived in its constructor from the ones a user sets.
 _CARTPOLE_DERIVED = {
     "total_mass": lambda e: e.masspole + e.masscart,
@@ -77,6 +87,10 @@ _CARTPOLE_DERIVED = {
 }
 #: Probe steps run on a throw-away environment per candidate value before any training.
 PROBE_STEPS = 20
+#: Episode length of the longer probe run when every candidate gave the same first PROBE_STEPS:
+#: two episodes per observation coordinate (at most 24) and two more; the same trace again over
+#: all of them refuses the parameter (it has no effect an attack could see).
+NO_EFFECT_EPISODE = 200
 
 
 @dataclass(frozen=True)
@@ -146,34 +160,50 @@ def _native_kind(env_id: str, env: Any) -> str | None:
     return None
 
 
-def _check_values(name: str, values: Any) -> tuple[float, ...]:
+def check_candidates(
+    name: str, values: Any, *, field: str = "values", positive: bool = False
+) -> tuple[float, ...]:
+    """A private parameter's candidate values as floats: a sequence of >= 2 distinct finite
+    numbers (no bool, no string), none subnormal, and > 0 when ``positive`` (a physical
+    constant); each refusal names the parameter, the field and the value."""
     if isinstance(values, (str, bytes)) or not isinstance(values, (list, tuple, np.ndarray)):
         raise InvalidParameterError(
-            f"values of {name!r} must be a sequence of numbers, got {values!r}"
+            f"{field} of private parameter {name!r} must be a sequence of numbers, got {values!r}"
         )
-    out = []
+    out, where = [], f"private parameter {name!r} ({field})"
     for v in values:
-        if isinstance(v, (bool, np.bool_)) or not isinstance(
-            v, (int, float, np.integer, np.floating)
-        ):
-            raise InvalidParameterError(
-                f"private parameter {name!r}: value {v!r} is not a number ({type(v).__name__})"
-            )
+        real = isinstance(v, (int, float, np.integer, np.floating))
+        if isinstance(v, (bool, np.bool_)) or not real or not math.isfinite(float(v)):
+            raise InvalidParameterError(f"{where}: candidate {v!r} is not a finite number")
         f = float(v)
-        if not math.isfinite(f):
-            raise InvalidParameterError(f"private parameter {name!r}: value {v!r} is not finite")
+        if (f <= 0 and positive) or 0 < abs(f) < sys.float_info.min:
+            what = "> 0 and " if positive else ""
+            raise InvalidParameterError(
+                f"{where}: candidate {v!r} must be {what}a normal double (|v| >= "
+                f"{sys.float_info.min:g})" + (": a physical constant" if positive else "")
+            )
         out.append(f)
     if len(out) < 2:
         raise InvalidParameterError(
-            f"private parameter {name!r} needs at least two candidate values (the secret is one "
-            f"of them), got {list(out)}"
+            f"private parameter {name!r} needs at least two candidate values ({field}), got "
+            f"{values!r}: the secret is one of them"
         )
-    if len(set(out)) != len(out):
-        dup = sorted({v for v in out if out.count(v) > 1})
-        raise InvalidParameterError(
-            f"private parameter {name!r}: candidate values must be distinct, {dup} repeated"
-        )
+    dup = sorted({v for v in out if out.count(v) > 1})
+    if dup:
+        raise InvalidParameterError(f"{where}: candidate values must be distinct, {dup} repeated")
     return tuple(out)
+
+
+def _check_physical(unwrapped: Any, name: str, vals: tuple[float, ...]) -> None:
+    """A physical constant of a Gymnasium class (:data:`POSITIVE_PARAMS`) must be > 0."""
+    for cls in type(unwrapped).__mro__:
+        if name in POSITIVE_PARAMS.get(cls.__name__, ()) and cls.__module__.startswith("gymnasium"):
+            bad = [v for v in vals if v <= 0]
+            if bad:
+                raise InvalidParameterError(
+                    f"private parameter {name!r} of {cls.__name__} is a physical constant: "
+                    f"candidate {bad[0]!r} must be > 0"
+                )
 
 
 def _set_param(unwrapped: Any, name: str, value: float) -> None:
@@ -201,7 +231,11 @@ def check_private_param(
     (a bool or a string), fewer than two candidates, duplicates, non-finite candidates, and a
     value the environment rejects: each candidate is set on a throw-away environment that is
     then reset and stepped :data:`PROBE_STEPS` times; an exception or a non-finite observation
-    or reward refuses it.
+    or reward refuses it. A physical constant of Gymnasium's CartPole, Acrobot or MountainCar
+    (:data:`POSITIVE_PARAMS`) must be > 0, and no candidate may be subnormal. A parameter with no
+    effect is refused: every candidate gives the same trace (observations, rewards,
+    terminations; same seeds and actions) over the probe and again over longer episodes
+    (:func:`_probe_steps`), as for an env that computes a constant from it in ``__init__``.
 
     Returns:
         ``(EnvInfo, values as floats)``.
@@ -219,7 +253,7 @@ def check_private_param(
         raise InvalidParameterError(
             f"env: unknown Gymnasium environment id {env_id!r}: {exc}{hint}"
         ) from None
-    vals = _check_values(name, values)
+    vals = check_candidates(name, values)
     try:
         env = _make(env_id, max_episode_steps)
     except Exception as exc:  # noqa: BLE001 - user env constructors may raise anything
@@ -259,6 +293,7 @@ def check_private_param(
                 f"private parameter {name!r} of {type(u).__name__} is not numeric "
                 f"(it is {cur!r}, {type(cur).__name__})"
             )
+        _check_physical(u, name, vals)
         native = _native_kind(env_id, env)
         if native == "acrobot" and name not in ACROBOT_PARAMS:
             native = None
@@ -273,46 +308,80 @@ def check_private_param(
         )
     finally:
         env.close()
-    for v in vals:
-        _probe(env_id, name, v, max_episode_steps)
-    return info, vals
+    long = NO_EFFECT_EPISODE * (2 * min(info.obs_dim, 24) + 2)
+    for steps in (PROBE_STEPS, long):  # the longer probe only when needed
+        traces = [_probe_steps(env_id, name, v, max_episode_steps, steps) for v in vals]
+        if any(not np.array_equal(t, traces[0]) for t in traces[1:]):
+            return info, vals
+    raise InvalidParameterError(
+        f"private parameter {name!r} has no effect on env {env_id!r}: every candidate "
+        f"{list(vals)} gives the same observations, rewards and terminations over "
+        f"{long} probe steps (same seeds, same actions), so an attack could only "
+        "report chance. An env that reads the attribute only in __init__ (a constant computed "
+        "from it there) ignores a later change: read it in step()/reset(); a parameter that acts "
+        "only in states these steps never reach (a speed cap above the speeds reached) needs "
+        "candidates that act in them"
+    )
 
 
-def _probe(env_id: str, name: str, value: float, max_episode_steps: int | None) -> None:
+def _probe_steps(
+    env_id: str, name: str, value: float, max_episode_steps: int | None, steps: int
+) -> np.ndarray:
+    """The env with ``value`` set, reset (seed 0) and stepped; returns the trace (observations,
+    rewards, terminations, truncations). The first :data:`PROBE_STEPS` actions cycle; then each
+    odd episode (at most :data:`NO_EFFECT_EPISODE` steps) pushes by the sign of one observation
+    coordinate in turn (the first action when it is <= 0, the last when > 0: on MountainCar's
+    velocity this is the policy that reaches the goal), each even one draws from a fixed
+    generator: the same actions for every candidate."""
     import warnings
 
+    env = _make(env_id, max_episode_steps)
+    rng = np.random.default_rng(0)
+    trace: list[np.ndarray] = []
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")  # a rejected value's overflow warnings: we say it below
-        _probe_steps(env_id, name, value, max_episode_steps)
-
-
-def _probe_steps(env_id: str, name: str, value: float, max_episode_steps: int | None) -> None:
-    env = _make(env_id, max_episode_steps)
-    try:
-        _set_param(env.unwrapped, name, value)
-        obs, _ = env.reset(seed=0)
-        bad = not np.all(np.isfinite(np.asarray(obs, dtype=np.float64)))
-        for k in range(PROBE_STEPS):
+        try:
+            _set_param(env.unwrapped, name, value)
+            obs, _ = env.reset(seed=0)
+            n, episode, start = int(env.action_space.n), 0, 0
+            o = np.asarray(obs, dtype=np.float64).ravel()
+            trace.append(o)
+            bad = not np.all(np.isfinite(o))
+            for k in range(steps):
+                if bad:
+                    break
+                coord = episode // 2 if episode % 2 else None  # even episodes: random actions
+                if k < PROBE_STEPS:
+                    action = k % n
+                elif coord is not None and coord < o.size:
+                    action = (n - 1) * int(o[coord] > 0)
+                else:
+                    action = int(rng.integers(n))
+                obs, r, term, trunc, _ = env.step(action)
+                o = np.asarray(obs, dtype=np.float64).ravel()
+                bad = not (np.all(np.isfinite(o)) and math.isfinite(r))
+                trace.append(np.concatenate([o, [r, term, trunc]]))
+                if term or trunc or k + 1 - start >= NO_EFFECT_EPISODE:
+                    obs, _ = env.reset(seed=k + 1)
+                    o = np.asarray(obs, dtype=np.float64).ravel()
+                    trace.append(o)
+                    bad = bad or not np.all(np.isfinite(o))
+                    episode, start = episode + 1, k + 1
             if bad:
-                break
-            obs, r, term, trunc, _ = env.step(k % env.action_space.n)
-            bad = not (np.all(np.isfinite(np.asarray(obs, dtype=np.float64))) and math.isfinite(r))
-            if term or trunc:
-                obs, _ = env.reset(seed=k + 1)
-        if bad:
+                raise InvalidParameterError(
+                    f"private parameter {name!r}: env {env_id!r} gives non-finite observations or "
+                    f"rewards with value {value!r}"
+                )
+        except InvalidParameterError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the env rejects the value
             raise InvalidParameterError(
-                f"private parameter {name!r}: env {env_id!r} gives non-finite observations or "
-                f"rewards with value {value!r}"
-            )
-    except InvalidParameterError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - the env rejects the value
-        raise InvalidParameterError(
-            f"private parameter {name!r}: env {env_id!r} rejects value {value!r} "
-            f"({type(exc).__name__}: {exc})"
-        ) from None
-    finally:
-        env.close()
+                f"private parameter {name!r}: env {env_id!r} rejects value {value!r} "
+                f"({type(exc).__name__}: {exc})"
+            ) from None
+        finally:
+            env.close()
+    return np.concatenate(trace)
 
 
 # ==============================================================================================

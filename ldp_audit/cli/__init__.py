@@ -130,12 +130,45 @@ def main(argv: list[str] | None = None, *, watchdog: bool | None = None) -> int:
         sys.path.append(cwd)
     try:
         return _main(argv, watchdog)
-    except KeyboardInterrupt:  # Ctrl-C while the subcommands' modules import (build_parser)
-        print("ldp-audit: interrupted; files written so far are consistent", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as exc:  # Ctrl-C while the subcommands' modules import
+        return _interrupted(exc)
     finally:
         if added_cwd and argv is not None and cwd in sys.path:  # a caller's process: restore
             sys.path.remove(cwd)
+
+
+def _interrupted(exc: KeyboardInterrupt) -> int:
+    """The one line a Ctrl-C (130) or a SIGTERM (143) prints; its exit code."""
+    term = isinstance(exc, Terminated)
+    word = "terminated" if term else "interrupted"
+    print(f"ldp-audit: {word}; files written so far are consistent", file=sys.stderr)
+    return EXIT_TERMINATED if term else EXIT_INTERRUPTED
+
+
+def _refuse_repeated(parser: argparse.ArgumentParser, argv: list[str]) -> None:
+    """An option that takes one value (or a --flag/--no-flag pair) given twice is a usage error
+    (exit 2) naming it and both values: argparse would silently keep the last one (``--private-param
+    length=0.25,0.5 --private-param length=1,2`` trained on 1 and 2). ``append`` options (``--param
+    K=V``) are meant to repeat."""
+    leaf = parser
+    for tok in argv:  # follow the subcommand names given, e.g. train -> frd
+        subs = [a for a in leaf._actions if isinstance(a, argparse._SubParsersAction)]
+        if subs and tok in subs[0].choices:
+            leaf = subs[0].choices[tok]
+    single = (argparse._StoreAction, argparse.BooleanOptionalAction)
+    by_opt = {o: a for a in leaf._actions if isinstance(a, single) for o in a.option_strings}
+    seen: dict[argparse.Action, list[str]] = {}
+    for i, tok in enumerate(argv[: argv.index("--") if "--" in argv else len(argv)]):
+        action = by_opt.get(tok.partition("=")[0])
+        if action is not None:  # the option and its value, as given
+            value = argv[i + 1 : i + 2] if action.nargs != 0 and "=" not in tok else []
+            seen.setdefault(action, []).append(" ".join([tok, *value]))
+    for action, given in seen.items():
+        if len(given) > 1:
+            leaf.error(
+                f"{'/'.join(action.option_strings)} given {len(given)} times ({'; '.join(given)}): "
+                "give it once (a repeated option is never read as the last one)"
+            )
 
 
 def _user_exit(exc: SystemExit) -> str:
@@ -153,6 +186,7 @@ def _user_exit(exc: SystemExit) -> str:
 def _main(argv: list[str] | None, watchdog: bool | None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
+    _refuse_repeated(parser, sys.argv[1:] if argv is None else list(argv))
     if extra:  # the subcommand's usage and -h, with the closest option (cli.types)
         from ldp_audit.cli.types import unrecognized_error
 
@@ -167,19 +201,15 @@ def _main(argv: list[str] | None, watchdog: bool | None) -> int:
     if threading.current_thread() is threading.main_thread():
         if dog is not None and dog.install():
 
-            def _term(signum: int, frame: object) -> None:
+            def _raise(signum: int, frame: object) -> None:
                 dog.notify(signum)
-                raise Terminated()
+                raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
 
-            def _int(signum: int, frame: object) -> None:
-                dog.notify(signum)
-                raise KeyboardInterrupt()
-
-            old_term = signal.signal(signal.SIGTERM, _term)
+            old_term = signal.signal(signal.SIGTERM, _raise)
             # a command started with SIGINT ignored (a background job of a non-interactive
             # shell, nohup) keeps ignoring it, as Python itself does
             if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
-                old_int = signal.signal(signal.SIGINT, _int)
+                old_int = signal.signal(signal.SIGINT, _raise)
         else:
             dog = None
             old_term = signal.signal(signal.SIGTERM, _on_sigterm)
@@ -193,16 +223,11 @@ def _main(argv: list[str] | None, watchdog: bool | None) -> int:
     except BrokenPipeError:
         _silence_broken_pipe()
         return EXIT_OK
-    except Terminated:
-        print("ldp-audit: terminated; files written so far are consistent", file=sys.stderr)
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
+        code = _interrupted(exc)
         if dog is not None and argv is None:
-            dog.exit_now(EXIT_TERMINATED)
-        return EXIT_TERMINATED
-    except KeyboardInterrupt:
-        print("ldp-audit: interrupted; files written so far are consistent", file=sys.stderr)
-        if dog is not None and argv is None:
-            dog.exit_now(EXIT_INTERRUPTED)
-        return EXIT_INTERRUPTED
+            dog.exit_now(code)
+        return code
     except LdpAuditError as exc:
         print(f"ldp-audit: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

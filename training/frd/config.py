@@ -296,6 +296,8 @@ class FrdConfig:
 
     def _check_private_param(self) -> None:
         """``private_param`` / ``private_values`` / ``gravities``, normalised (see the class)."""
+        from ldp_audit.training.gym_envs import check_candidates
+
         name = self.private_param
         if not isinstance(name, str) or name not in PRIVATE_PARAMS:
             raise InvalidParameterError(
@@ -317,10 +319,10 @@ class FrdConfig:
                     )
                 object.__setattr__(self, "gravities", tuple(self.private_values))
                 object.__setattr__(self, "private_values", ())
-            g = _candidates("gravity", self.gravities, "gravities")
+            g = check_candidates("gravity", self.gravities, field="gravities", positive=True)
             object.__setattr__(self, "gravities", g)
             return
-        vals = _candidates(name, self.private_values, "private_values")
+        vals = check_candidates(name, self.private_values, field="private_values", positive=True)
         grav = tuple(self.gravities)
         if grav == _DEFAULT_GRAVITIES:
             grav = (CARTPOLE_DEFAULTS["gravity"],)
@@ -401,36 +403,6 @@ class FrdConfig:
         if d.get("ldp_epsilon") == "inf":
             d["ldp_epsilon"] = None
         return cls(**d)
-
-
-def _candidates(name: str, values: Any, field_name: str) -> tuple[float, ...]:
-    """>= 2 distinct finite values > 0 of a CartPole constant, as floats."""
-    if not isinstance(values, (tuple, list)):
-        raise InvalidParameterError(f"{field_name} must be a tuple of numbers, got {values!r}")
-    out = []
-    for v in values:
-        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(float(v)):
-            raise InvalidParameterError(
-                f"private parameter {name!r} ({field_name}): candidate {v!r} is not a finite number"
-            )
-        if float(v) <= 0:
-            raise InvalidParameterError(
-                f"private parameter {name!r} ({field_name}): candidate {v!r} must be > 0 (a "
-                f"physical constant)"
-            )
-        out.append(float(v))
-    if len(out) < 2:
-        raise InvalidParameterError(
-            f"private parameter {name!r} needs at least two candidate values ({field_name}), "
-            f"got {values!r}"
-        )
-    dup = sorted({v for v in out if out.count(v) > 1})
-    if dup:
-        raise InvalidParameterError(
-            f"private parameter {name!r} ({field_name}): candidate values must be distinct, "
-            f"{dup} repeated"
-        )
-    return tuple(out)
 
 
 _PROBED: set[tuple[str, tuple[float, ...]]] = set()

@@ -10,6 +10,7 @@ tuples, the paper's per-mechanism clip and buffer defaults, and the checks of th
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -351,19 +352,17 @@ class PgcA3cConfig(SharedFields):
         ts = check_real(self.target_score, "target_score")
         if not math.isfinite(ts):
             raise InvalidParameterError(f"target_score must be finite, got {self.target_score!r}")
-        g = _real_tuple(self.gravities, "gravities")
-        if not g or not all(math.isfinite(x) and x > 0 for x in g):
-            raise InvalidParameterError(
-                f"gravities must be a non-empty tuple of finite values > 0, got {self.gravities!r}"
-            )
-        object.__setattr__(self, "gravities", g)
-        if self.agent_gravities is not None:
-            ag = _real_tuple(self.agent_gravities, "agent_gravities")
-            if not all(math.isfinite(x) and x > 0 for x in ag):
+        for key in ("gravities", "agent_gravities"):  # a subnormal gravity means nothing either
+            given = getattr(self, key)
+            g = None if given is None and key == "agent_gravities" else _real_tuple(given, key)
+            if g is not None and not (
+                g and all(math.isfinite(x) and x >= sys.float_info.min for x in g)
+            ):
                 raise InvalidParameterError(
-                    f"agent_gravities must hold finite values > 0, got {self.agent_gravities!r}"
+                    f"{key} must be a non-empty tuple of finite values > 0 (normal doubles, >= "
+                    f"{sys.float_info.min:g}), got {given!r}"
                 )
-            object.__setattr__(self, "agent_gravities", ag)
+            object.__setattr__(self, key, g)
         if self.budget is not None:
             object.__setattr__(self, "budget", check_positive(self.budget, "budget"))
 
