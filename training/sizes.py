@@ -225,7 +225,7 @@ def pgc_estimates(cfgs: Any, record: Any = None, *, cli: bool = False) -> list[E
 
 def gym_pgc_estimates(cfg: Any, *, record: bool = True, cli: bool = False) -> list[Estimate]:
     """Parts of PGC-A3C on a Gymnasium env
-    (:class:`~ldp_audit.training.pgc_a3c_gym.trainer.GymPgcConfig`, validated: its env's shapes
+    (:class:`~ldp_audit.training.pgc_a3c_gym.config.GymPgcConfig`, validated: its env's shapes
     known). ``record``: the transcript is kept (a run directory)."""
     net = cfg.network
     d = (
