@@ -152,7 +152,7 @@ def frd_estimates(cfgs: Any, *, cli: bool = False) -> list[Estimate]:
 
 def fedrl_estimates(cfg: Any, *, cli: bool = False) -> list[Estimate]:
     """Parts of one FedRL training (:class:`~ldp_audit.training.fedrl.FedRLConfig`)."""
-    from ldp_audit.training.gridworld import ALPHA_VIEW, BETA_VIEW, N_ACTIONS
+    from ldp_audit.training.fedrl.gridworld import ALPHA_VIEW, BETA_VIEW, N_ACTIONS
 
     n, h = int(cfg.size), int(cfg.hist_len)
     runs, nm = int(cfg.runs), int(cfg.n_maps)

@@ -109,7 +109,7 @@ class ReproConfig:
     meeting_rule: str = field(default="manhattan", metadata=_FEDRL_META["meeting_rule"])
     """the agents' distance for meeting, the +50, the shaping term and the test-time success
     check in every run: manhattan = |dx| + |dy| (the paper's text) or public-code = |dx + dy|
-    (what the authors' code computes; see :mod:`ldp_audit.training.gridworld`)."""
+    (what the authors' code computes; see :mod:`ldp_audit.training.fedrl.gridworld`)."""
     explore_eps: tuple[float, ...] = field(
         default=(0.05, 0.1, 0.2), metadata=bounds(minimum=0, maximum=1, open_min=True, empty=True)
     )
@@ -126,8 +126,8 @@ class ReproConfig:
 
     def __post_init__(self) -> None:
         """Every field type-checked and ranged (errors name the field and the value)."""
+        from ldp_audit.training.fedrl.gridworld import check_size
         from ldp_audit.training.fedrl.mechanisms import check_bound, check_sigma, is_int
-        from ldp_audit.training.gridworld import check_size
 
         def ints(name: str, lo: int, *, seq: bool = False, empty: bool = False) -> None:
             v = getattr(self, name, None)
@@ -154,7 +154,7 @@ class ReproConfig:
                 ints(name, lo)
         if getattr(self, "fig4_steps", None) is not None:
             ints("fig4_steps", 1)
-        from ldp_audit.training.gridworld import check_meeting_rule
+        from ldp_audit.training.fedrl.gridworld import check_meeting_rule
 
         check_meeting_rule(self.meeting_rule)
         from ldp_audit.training.device import check_device
@@ -242,8 +242,8 @@ def random_policy_success(
     "cp95": [lo, hi]}`` (Clopper-Pearson over all seeds' episodes pooled). ``maps``: the
     already generated maps of (size, n_maps, map_seed), if at hand.
     """
+    from ldp_audit.training.fedrl.gridworld import VectorGridWorld, generate_maps
     from ldp_audit.training.fedrl.metrics import cp_interval
-    from ldp_audit.training.gridworld import VectorGridWorld, generate_maps
 
     if maps is None:
         maps = generate_maps(size, n_maps, seed=map_seed)
@@ -273,7 +273,7 @@ def random_policy_success(
 @functools.lru_cache(maxsize=2)
 def _maps(size: int, n_maps: int, seed: int) -> Any:
     """The seeded maps of a size, generated once per process (stages share them read-only)."""
-    from ldp_audit.training.gridworld import generate_maps
+    from ldp_audit.training.fedrl.gridworld import generate_maps
 
     return generate_maps(size, n_maps, seed=seed)
 
