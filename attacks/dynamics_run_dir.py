@@ -390,7 +390,7 @@ def attack_private_param_run(
         run_dir: the run directory.
         simulator: ``simulator(theta (B, d), values (B,), rng, alpha (B,)) -> (grads, scores)``,
             the public MDP; default for a ``pgc-a3c-gym`` run: its environment and network
-            (:func:`ldp_audit.training.pgc_a3c_gym.trainer.simulator_for`). An own loop passes
+            (:func:`ldp_audit.training.pgc_a3c_gym.model.simulator_for`). An own loop passes
             its own.
         env_module: the module registering the run's environment (imported only when named
             here: a run directory never makes the attacker import code).
@@ -430,7 +430,8 @@ def attack_private_param_run(
                 "update rule that produced its reports): pass simulator= (Python) or "
                 "--simulator MODULE:FUNCTION (CLI)"
             )
-        from ldp_audit.training.pgc_a3c_gym.trainer import config_from_run, simulator_for
+        from ldp_audit.training.pgc_a3c_gym.config import config_from_run
+        from ldp_audit.training.pgc_a3c_gym.model import simulator_for
 
         simulator = simulator_for(config_from_run(cfg, env_module))
     mechanism = _generic_mechanism(cfg)

@@ -35,7 +35,7 @@ import numpy as np
 def bench_env(n_maps: int, steps: int) -> dict[str, float]:
     import gymnasium as gym
 
-    from ldp_audit.training.gridworld import VectorGridWorld, generate_maps
+    from ldp_audit.training.fedrl.gridworld import VectorGridWorld, generate_maps
 
     maps = generate_maps(16, n_maps, seed=0)
     rng = np.random.default_rng(0)
@@ -175,9 +175,9 @@ def _timed_loop(cfg, maps) -> tuple[float, float, int]:  # noqa: ANN001
     import torch
 
     from ldp_audit.training.fedrl.evaluation import eps_greedy
+    from ldp_audit.training.fedrl.gridworld import ALPHA_VIEW
     from ldp_audit.training.fedrl.networks import _init_params, local_q
     from ldp_audit.training.fedrl.trainer import _Replay
-    from ldp_audit.training.gridworld import ALPHA_VIEW
 
     old_threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -249,7 +249,7 @@ def bench_training(
     ``rev``: the whole trainer at git revision ``against`` (if given), same config.
     """
     from ldp_audit.training.fedrl import FedRLConfig
-    from ldp_audit.training.gridworld import generate_maps
+    from ldp_audit.training.fedrl.gridworld import generate_maps
 
     maps = generate_maps(8, 1000, seed=0)
     cfg = FedRLConfig(
@@ -298,8 +298,8 @@ def task_cost(size: int, iterations: int) -> dict[str, object]:
 
     from ldp_audit.training.fedrl import run_fedrl
     from ldp_audit.training.fedrl import trainer as T
+    from ldp_audit.training.fedrl.gridworld import generate_maps
     from ldp_audit.training.fedrl.reproduce import ReproConfig, _extras, _table1_config
-    from ldp_audit.training.gridworld import generate_maps
 
     rc = ReproConfig(sizes=(size,), runs=5, train_steps=(iterations,),
                      explore_eps=(0.05, 0.1, 0.2), curve_points=8, curve_maps=200)  # fmt: skip

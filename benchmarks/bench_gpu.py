@@ -237,7 +237,7 @@ def _net_close(b: Bench) -> dict[str, Any]:
     import torch
 
     from ldp_audit.training.fedrl import networks as FN
-    from ldp_audit.training.gridworld import ALPHA_VIEW, BETA_VIEW, N_ACTIONS
+    from ldp_audit.training.fedrl.gridworld import ALPHA_VIEW, BETA_VIEW, N_ACTIONS
 
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -484,7 +484,7 @@ def _fedrl_speed(b: Bench) -> dict[str, Any]:
     import torch
 
     from ldp_audit.training import fedrl as F
-    from ldp_audit.training.gridworld import generate_maps
+    from ldp_audit.training.fedrl.gridworld import generate_maps
 
     q = b.args.quick
     cores = os.cpu_count() or 1
@@ -673,7 +673,7 @@ def _dpsgd_speed(b: Bench) -> dict[str, Any]:
 def _table1(b: Bench) -> dict[str, Any]:
     from ldp_audit.training import fedrl as F
     from ldp_audit.training.fedrl import metrics as FM
-    from ldp_audit.training.gridworld import generate_maps
+    from ldp_audit.training.fedrl.gridworld import generate_maps
 
     speed = b.doc["stages"].get("fedrl_speed", {}).get("rows", [])
     per_it = next(

@@ -31,7 +31,8 @@ from ldp_audit.accountant.accountant import Accountant
 from ldp_audit.accountant.ledger import TallyLedger
 from ldp_audit.mechanisms import Laplace
 from ldp_audit.release import release
-from ldp_audit.training.pgc_a3c_gym.trainer import GymPgcConfig, train
+from ldp_audit.training.pgc_a3c_gym.config import GymPgcConfig
+from ldp_audit.training.pgc_a3c_gym.trainer import train
 
 CASES = {
     "Acrobot-v1": ("LINK_MASS_1", (0.5, 1.0, 2.0)),

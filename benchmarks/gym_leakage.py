@@ -23,7 +23,8 @@ from pathlib import Path
 import gymnasium as gym
 
 from ldp_audit.attacks.dynamics import attack_private_param_run, score_private_param_run
-from ldp_audit.training.pgc_a3c_gym.trainer import GymPgcConfig, train
+from ldp_audit.training.pgc_a3c_gym.config import GymPgcConfig
+from ldp_audit.training.pgc_a3c_gym.trainer import train
 
 GRID = {
     "Acrobot-v1": ["LINK_MASS_1", "LINK_MASS_2", "LINK_LENGTH_1", "LINK_COM_POS_1", "LINK_MOI"],

@@ -92,7 +92,7 @@ def test_the_engines_options_reach_its_config(captured: None) -> None:
 
 def test_the_constants_reach_the_gymnasium_trainer(captured: None) -> None:
     pytest.importorskip("gymnasium")
-    from ldp_audit.training.pgc_a3c_gym.trainer import GymPgcConfig
+    from ldp_audit.training.pgc_a3c_gym.config import GymPgcConfig
 
     argv = [*TINY, "--env", "Acrobot-v1", "--private-param", "LINK_MASS_1=0.5,1"]
     cfg = _config_of([*argv, "--eta", "0.125", "--alpha-decay", "90", "--beta", "0.5"])
@@ -167,7 +167,7 @@ def test_the_configs_check_the_same_bounds_in_the_same_words(
 ) -> None:
     """A Python caller (no argparse) meets the bounds the option shows; the Gymnasium config
     refuses with the same message (one check, shared)."""
-    from ldp_audit.training.pgc_a3c_gym.trainer import GymPgcConfig
+    from ldp_audit.training.pgc_a3c_gym.config import GymPgcConfig
 
     base = dict(env_id="MountainCar-v0", private_param="force", values=(0.0008, 0.001))
     assert getattr(PgcA3cConfig(**{name: ok}), name) == ok

@@ -32,7 +32,7 @@ from ldp_audit.training.fedrl import (
     run_fedrl,
     train_fedrl,
 )
-from ldp_audit.training.gridworld import generate_maps
+from ldp_audit.training.fedrl.gridworld import generate_maps
 
 TINY = {
     "size": 8,

@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 from ldp_audit.errors import InvalidParameterError  # noqa: E402
 from ldp_audit.training import fedrl as F  # noqa: E402
 from ldp_audit.training.fedrl import networks as N  # noqa: E402
-from ldp_audit.training.gridworld import ALPHA_VIEW, BETA_VIEW, generate_maps  # noqa: E402
+from ldp_audit.training.fedrl.gridworld import ALPHA_VIEW, BETA_VIEW, generate_maps  # noqa: E402
 
 K, B, H = 3, 7, 4
 

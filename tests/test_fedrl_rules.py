@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.training.gridworld import (
+from ldp_audit.training.fedrl.gridworld import (
     MOVES,
     MapSet,
     VectorGridWorld,

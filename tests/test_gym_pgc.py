@@ -14,7 +14,9 @@ import pytest
 from ldp_audit.cli import main
 from ldp_audit.errors import BudgetExceeded, InvalidParameterError
 from ldp_audit.training.gym_envs import check_private_param, make_param_vector_env
-from ldp_audit.training.pgc_a3c_gym.trainer import GymPgcConfig, Network, loss_gradients, train
+from ldp_audit.training.pgc_a3c_gym.config import GymPgcConfig
+from ldp_audit.training.pgc_a3c_gym.model import Network, loss_gradients
+from ldp_audit.training.pgc_a3c_gym.trainer import train
 
 ACRO = ("Acrobot-v1", "LINK_MASS_1", (0.5, 1.0, 2.0))
 CAR = ("MountainCar-v0", "force", (0.0008, 0.001, 0.0012))
@@ -242,7 +244,7 @@ def test_cartpole_gravity_runs_on_the_paper_engine(capsys, tmp_path, monkeypatch
 def test_shadow_rollouts_on_the_sync_path_reset_rows_that_end_again() -> None:
     """Rows whose episode is over keep stepping; Gymnasium's SyncVectorEnv (autoreset
     DISABLED) must have each of them reset every time it ends, or its step asserts."""
-    from ldp_audit.training.pgc_a3c_gym.trainer import episode_gradients
+    from ldp_audit.training.pgc_a3c_gym.model import episode_gradients
 
     cfg = GymPgcConfig(
         env_id="CartPole-v1",

@@ -24,8 +24,8 @@ import numpy as np
 import pytest
 
 from ldp_audit.accountant import Accountant, Budget, LaplaceEvent, Ledger, PureDpEvent
-from ldp_audit.accountant import ledger as L
 from ldp_audit.accountant import ledger_format as LF
+from ldp_audit.accountant.ledger_migrate import migrate_v1
 from ldp_audit.errors import BudgetExceeded, LedgerError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -386,7 +386,7 @@ def test_schema_version_1_refused_by_name_and_migrated_explicitly(tmp_path):
     with pytest.raises(LF.LedgerSchemaError, match="schema version 1.*migrate"):
         Ledger(old)
     new = tmp_path / "v2.sqlite"
-    led = L.migrate_v1(old, new)
+    led = migrate_v1(old, new)
     assert old.read_bytes() == before  # the source is never changed
     acc = Accountant(led)
     assert acc.spent("x", method="basic") == pytest.approx(0.75)
@@ -397,7 +397,7 @@ def test_schema_version_1_refused_by_name_and_migrated_explicitly(tmp_path):
     assert [r["time"] for r in led.records()] == [1.0, 2.0, 3.0]
     led.close()
     with pytest.raises(LedgerError, match="exists"):
-        L.migrate_v1(old, new)
+        migrate_v1(old, new)
 
 
 _WRITER = r"""

@@ -23,10 +23,10 @@ import numpy as np
 import pytest
 
 from ldp_audit.accountant import Accountant, Budget, LaplaceEvent, Ledger
-from ldp_audit.accountant import ledger as L
 from ldp_audit.accountant import ledger_format as LF
 from ldp_audit.accountant.keys import KeyFileError, default_key_path, load_key
 from ldp_audit.accountant.ledger import LedgerIntegrityError
+from ldp_audit.accountant.ledger_migrate import migrate_v1
 from ldp_audit.cli import main
 from ldp_audit.errors import LedgerError
 from ldp_audit.rundir import RunWriter, verify_run
@@ -336,7 +336,7 @@ def test_a_v2_ledger_reads_as_unauthenticated_and_is_never_charged(tmp_path: Pat
         assert len(Accountant(led).spent_all(method="basic")) > 0
         with pytest.raises(LF.LedgerReadOnlyError, match="schema version 2"):
             Accountant(led).charge("x", LaplaceEvent(1.0))
-    new = L.migrate_v1(copy, tmp_path / "v3.sqlite")
+    new = migrate_v1(copy, tmp_path / "v3.sqlite")
     assert new.authenticated and new.verify()["schema_version"] == 3
     new.close()
 

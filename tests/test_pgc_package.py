@@ -21,7 +21,7 @@ def test_no_room_is_over_800_lines():
 
 
 def _gym_config(**kw):
-    from ldp_audit.training.pgc_a3c_gym.trainer import GymPgcConfig
+    from ldp_audit.training.pgc_a3c_gym.config import GymPgcConfig
 
     base = dict(env_id="MountainCar-v0", private_param="force", values=(0.0008, 0.001))
     return GymPgcConfig(**{**base, **kw})
@@ -68,7 +68,7 @@ def test_gym_gradient_on_the_cartpole_network_equals_the_engines_kernel():
     """The Gymnasium trainer's NumPy gradient (any number of actions) on the CartPole network
     agrees with the engine's compiled two-action kernel (to 1e-11 relative; both are exact
     formulas of eqs. 15-18, only rounding differs)."""
-    from ldp_audit.training.pgc_a3c_gym.trainer import Network, loss_gradients
+    from ldp_audit.training.pgc_a3c_gym.model import Network, loss_gradients
 
     rng = np.random.default_rng(4)
     b, steps = 24, 20

@@ -152,7 +152,7 @@ def frd_estimates(cfgs: Any, *, cli: bool = False) -> list[Estimate]:
 
 def fedrl_estimates(cfg: Any, *, cli: bool = False) -> list[Estimate]:
     """Parts of one FedRL training (:class:`~ldp_audit.training.fedrl.FedRLConfig`)."""
-    from ldp_audit.training.gridworld import ALPHA_VIEW, BETA_VIEW, N_ACTIONS
+    from ldp_audit.training.fedrl.gridworld import ALPHA_VIEW, BETA_VIEW, N_ACTIONS
 
     n, h = int(cfg.size), int(cfg.hist_len)
     runs, nm = int(cfg.runs), int(cfg.n_maps)
@@ -225,7 +225,7 @@ def pgc_estimates(cfgs: Any, record: Any = None, *, cli: bool = False) -> list[E
 
 def gym_pgc_estimates(cfg: Any, *, record: bool = True, cli: bool = False) -> list[Estimate]:
     """Parts of PGC-A3C on a Gymnasium env
-    (:class:`~ldp_audit.training.pgc_a3c_gym.trainer.GymPgcConfig`, validated: its env's shapes
+    (:class:`~ldp_audit.training.pgc_a3c_gym.config.GymPgcConfig`, validated: its env's shapes
     known). ``record``: the transcript is kept (a run directory)."""
     net = cfg.network
     d = (

@@ -26,7 +26,8 @@ nothing else changed the store; otherwise it reads and verifies again.
 ``Ledger(path)`` is an SQLite file (``":memory:"``: private, an ephemeral key);
 ``Ledger.over(store)`` the same ledger over any store; ``TallyLedger()`` a ledger over a
 ``TallyStore`` (same budget code; no rows, no chain; never evidence). Schema-1 ledgers are
-refused naming the version; ``migrate_v1(src, dst)`` converts a schema-1 or -2 one into a new
+refused naming the version;
+:func:`~ldp_audit.accountant.ledger_migrate.migrate_v1` converts a schema-1 or -2 one into a new
 file.
 
 What lives where: this module opens a store (``Ledger``'s setup, the metadata seal) and writes
@@ -89,7 +90,6 @@ __all__ = [
     "LedgerReadOnlyError",
     "LedgerSchemaError",
     "AgentState",
-    "migrate_v1",
     "TallyLedger",
     "KeyFileError",
     "READABLE_VERSIONS",
@@ -520,22 +520,6 @@ class Ledger(LedgerQueries):
 
     def __repr__(self) -> str:
         return f"Ledger({self.path!r})"
-
-
-def migrate_v1(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> Ledger:
-    """Convert a schema-version-1 or -2 ledger into a new keyed ledger at ``dst`` (explicitly).
-
-    The source is opened read-only and never changed; ``dst`` must not exist. Rows keep their
-    order, agents, events, scopes, times and run ids; the metadata (budgets) is copied. A
-    version-2 source must pass a full ``verify()`` first. Neither version carries a key, so the
-    new ledger's MACs vouch only for what the old file held when it was converted.
-
-    Returns:
-        The new ``Ledger`` (open).
-    """
-    from ldp_audit.accountant.ledger_migrate import migrate
-
-    return migrate(src, dst)
 
 
 class TallyLedger(Ledger):

@@ -1,9 +1,9 @@
 """Converting a ledger of schema version 1 or 2 (no key) into a new keyed ledger file.
 
-Explicit only (``ldp-audit budget LEDGER --migrate-to NEW`` or
-:func:`ldp_audit.accountant.ledger.migrate_v1`): the source is opened read-only and never
-changed, and the destination is a new file written by :class:`Ledger` itself (rows sealed by
-the same code as every charge, each row keeping its own time and run id).
+Explicit only (``ldp-audit budget LEDGER --migrate-to NEW`` or :func:`migrate_v1`): the source
+is opened read-only and never changed, and the destination is a new file written by
+:class:`Ledger` itself (rows sealed by the same code as every charge, each row keeping its own
+time and run id). This module imports the ledger; the ledger never imports it.
 """
 
 from __future__ import annotations
@@ -18,11 +18,20 @@ from ldp_audit.accountant.ledger_format import APPLICATION, LedgerSchemaError
 from ldp_audit.accountant.ledger_sqlite import _CHARGES, META_TABLE, check_ledger_path
 from ldp_audit.errors import LedgerError
 
-__all__ = ["migrate"]
+__all__ = ["migrate_v1"]
 
 
-def migrate(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> Ledger:
-    """See :func:`ldp_audit.accountant.ledger.migrate_v1`."""
+def migrate_v1(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> Ledger:
+    """Convert a schema-version-1 or -2 ledger into a new keyed ledger at ``dst`` (explicitly).
+
+    The source is opened read-only and never changed; ``dst`` must not exist. Rows keep their
+    order, agents, events, scopes, times and run ids; the metadata (budgets) is copied. A
+    version-2 source must pass a full ``verify()`` first. Neither version carries a key, so the
+    new ledger's MACs vouch only for what the old file held when it was converted.
+
+    Returns:
+        The new ``Ledger`` (open).
+    """
     src_s, dst_s = check_ledger_path(src), check_ledger_path(dst)
     if Path(dst_s).exists():
         raise LedgerError(f"migration target {dst_s!r} exists; choose a new file")

@@ -79,7 +79,7 @@ def identify(meta: dict[str, str], path: str, table: str) -> int:
     if version not in READABLE_VERSIONS:
         hint = (
             "; it was written by an older ldp-audit (WAL journal, no hash chain): convert it "
-            "explicitly with ldp_audit.accountant.ledger.migrate_v1(src, dst) or "
+            "explicitly with ldp_audit.accountant.ledger_migrate.migrate_v1(src, dst) or "
             "`ldp-audit budget LEDGER --migrate-to NEW`"
             if version == 1
             else ""

@@ -191,7 +191,7 @@ def _fmt(x: float | None) -> str:
 
 def _run(args: argparse.Namespace) -> int:
     from ldp_audit.accountant import Accountant, Budget, Ledger
-    from ldp_audit.accountant.ledger import migrate_v1
+    from ldp_audit.accountant.ledger_migrate import migrate_v1
     from ldp_audit.errors import InvalidParameterError
 
     path = _ledger_path(args.ledger)

@@ -144,7 +144,8 @@ def train_gym(args: argparse.Namespace, eps_kw: dict[str, Any]) -> int | None:
     mode = run_mode(args)
     if mode == "resume":
         raise InvalidParameterError("--resume is not available with --env (start a new run)")
-    from ldp_audit.training.pgc_a3c_gym.trainer import GymPgcConfig, train
+    from ldp_audit.training.pgc_a3c_gym.config import GymPgcConfig
+    from ldp_audit.training.pgc_a3c_gym.trainer import train
 
     cfg = GymPgcConfig(
         env_id=args.env,

@@ -1,7 +1,7 @@
 """FedRL (Zhuo et al. 2019): two-agent federated deep Q-learning with noisy Q outputs.
 
 Agents alpha (3x3 view, has the rewards) and beta (5x5 view, no rewards) act in the same
-GridWorld episodes (:mod:`ldp_audit.training.gridworld`). Each has a local CNN Q-network
+GridWorld episodes (:mod:`ldp_audit.training.fedrl.gridworld`). Each has a local CNN Q-network
 (3x3 kernels, 32 filters, 256 hidden units, 16 joint actions, as in the public code). What
 crosses between them, and nothing else:
 

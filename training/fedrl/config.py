@@ -12,6 +12,14 @@ from typing import Any
 from ldp_audit.config import bounds
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.device import DEVICES
+from ldp_audit.training.fedrl.gridworld import (
+    MEETING_RULES,
+    N_ACTIONS,
+    check_density,
+    check_hist_len,
+    check_meeting_rule,
+    check_size,
+)
 from ldp_audit.training.fedrl.mechanisms import (
     MAX_SCALE,
     MIN_BOUND,
@@ -21,14 +29,6 @@ from ldp_audit.training.fedrl.mechanisms import (
     check_sigma,
     is_int,
     is_real,
-)
-from ldp_audit.training.gridworld import (
-    MEETING_RULES,
-    N_ACTIONS,
-    check_density,
-    check_hist_len,
-    check_meeting_rule,
-    check_size,
 )
 
 #: Methods trained by :func:`train_fedrl` (FedRL yields both FedRL-1 and FedRL-2 at test time).
@@ -136,7 +136,7 @@ class FedRLConfig:
         meeting_rule: the agents' distance for meeting, the +50, the shaping term and the
             test-time success check: manhattan = |dx| + |dy| (the paper's text) or
             public-code = |dx + dy| (what the authors' code computes; see
-            :mod:`ldp_audit.training.gridworld`).
+            :mod:`ldp_audit.training.fedrl.gridworld`).
     """
 
     size: int = field(default=8, metadata=bounds(minimum=3))

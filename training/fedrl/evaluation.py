@@ -10,13 +10,13 @@ import numpy as np
 
 from ldp_audit.training.fedrl.config import FedRLConfig
 from ldp_audit.training.fedrl.exchange import Exchange
-from ldp_audit.training.fedrl.mechanisms import OutputMechanism
-from ldp_audit.training.fedrl.networks import import_torch
-from ldp_audit.training.gridworld import (
+from ldp_audit.training.fedrl.gridworld import (
     N_ACTIONS,
     MapSet,
     VectorGridWorld,
 )
+from ldp_audit.training.fedrl.mechanisms import OutputMechanism
+from ldp_audit.training.fedrl.networks import import_torch
 
 
 def eps_greedy(q: np.ndarray, eps: float, rng: np.random.Generator) -> np.ndarray:

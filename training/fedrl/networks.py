@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit.training.gridworld import (
+from ldp_audit.training.fedrl.gridworld import (
     ALPHA_VIEW,
     BETA_VIEW,
     N_ACTIONS,

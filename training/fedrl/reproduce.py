@@ -104,7 +104,7 @@ class ReproConfig:
     meeting_rule: str = field(default="manhattan", metadata=_FEDRL_META["meeting_rule"])
     """the agents' distance for meeting, the +50, the shaping term and the test-time success
     check in every run: manhattan = |dx| + |dy| (the paper's text) or public-code = |dx + dy|
-    (what the authors' code computes; see :mod:`ldp_audit.training.gridworld`)."""
+    (what the authors' code computes; see :mod:`ldp_audit.training.fedrl.gridworld`)."""
     explore_eps: tuple[float, ...] = field(
         default=(0.05, 0.1, 0.2), metadata=bounds(minimum=0, maximum=1, open_min=True, empty=True)
     )
@@ -185,8 +185,8 @@ def random_policy_success(
     "cp95": [lo, hi]}`` (Clopper-Pearson over all seeds' episodes pooled). ``maps``: the
     already generated maps of (size, n_maps, map_seed), if at hand.
     """
+    from ldp_audit.training.fedrl.gridworld import VectorGridWorld, generate_maps
     from ldp_audit.training.fedrl.metrics import cp_interval
-    from ldp_audit.training.gridworld import VectorGridWorld, generate_maps
 
     if maps is None:
         maps = generate_maps(size, n_maps, seed=map_seed)
@@ -216,7 +216,7 @@ def random_policy_success(
 @functools.lru_cache(maxsize=2)
 def _maps(size: int, n_maps: int, seed: int) -> Any:
     """The seeded maps of a size, generated once per process (stages share them read-only)."""
-    from ldp_audit.training.gridworld import generate_maps
+    from ldp_audit.training.fedrl.gridworld import generate_maps
 
     return generate_maps(size, n_maps, seed=seed)
 

@@ -14,14 +14,14 @@ import numpy as np
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.fedrl.config import METHODS, FedRLConfig
 from ldp_audit.training.fedrl.exchange import Log
+from ldp_audit.training.fedrl.gridworld import (
+    MapSet,
+    generate_maps,
+)
 from ldp_audit.training.fedrl.mechanisms import is_int
 from ldp_audit.training.fedrl.metrics import table_metrics
 from ldp_audit.training.fedrl.networks import import_torch
 from ldp_audit.training.fedrl.trainer import train_runs
-from ldp_audit.training.gridworld import (
-    MapSet,
-    generate_maps,
-)
 
 
 def run_fedrl(

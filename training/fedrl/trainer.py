@@ -21,6 +21,12 @@ from ldp_audit.training.fedrl.exchange import (
     Exchange,
     Log,
 )
+from ldp_audit.training.fedrl.gridworld import (
+    ALPHA_VIEW,
+    BETA_VIEW,
+    MapSet,
+    VectorGridWorld,
+)
 from ldp_audit.training.fedrl.networks import (
     Stacked,
     _full_q,
@@ -30,12 +36,6 @@ from ldp_audit.training.fedrl.networks import (
     fwd_mlp,
     import_torch,
     local_q,
-)
-from ldp_audit.training.gridworld import (
-    ALPHA_VIEW,
-    BETA_VIEW,
-    MapSet,
-    VectorGridWorld,
 )
 
 # ----------------------------------------------------------------------------------------------

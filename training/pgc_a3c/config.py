@@ -3,7 +3,7 @@ Parameters", every field validated) and what :func:`ldp_audit.training.pgc_a3c.t
 (:class:`TrainResult`).
 
 The hyper-parameters and validation it shares with the Gymnasium trainer
-(:class:`ldp_audit.training.pgc_a3c_gym.trainer.GymPgcConfig`) live here once: the option
+(:class:`ldp_audit.training.pgc_a3c_gym.config.GymPgcConfig`) live here once: the option
 tuples, the paper's per-mechanism clip and buffer defaults, and the checks of the fields both have.
 """
 
@@ -20,7 +20,7 @@ from ldp_audit.config import bounds
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.cartpole import PAPER_GRAVITIES
 from ldp_audit.training.pgc_a3c.model import DIM
-from ldp_audit.validation import check_bool, check_epsilon, check_positive, check_real
+from ldp_audit.validation import check_bool, check_epsilon, check_int, check_positive, check_real
 
 __all__ = ["ADAPTIVE_DEFAULT_LR", "PgcA3cConfig", "TrainResult"]
 
@@ -96,12 +96,6 @@ def _check_alpha_decay(value: Any) -> float:
     )
 
 
-def check_int(value: Any, name: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise InvalidParameterError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
-
-
 def _real_tuple(value: Any, name: str) -> tuple[float, ...]:
     """A sequence of real numbers as a tuple of floats (a bare number, string or bool refused)."""
     if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple, np.ndarray)):
@@ -113,7 +107,7 @@ def _real_tuple(value: Any, name: str) -> tuple[float, ...]:
 
 class SharedFields:
     """What PGC-A3C's configs share (:class:`PgcA3cConfig` and the Gymnasium trainer's
-    :class:`ldp_audit.training.pgc_a3c_gym.trainer.GymPgcConfig`): the checks of the fields
+    :class:`ldp_audit.training.pgc_a3c_gym.config.GymPgcConfig`): the checks of the fields
     both have (same constraints, same messages), the paper's per-mechanism defaults, the per-report
     mechanism
     and the JSON form of epsilon. The configs call the checks from ``__post_init__``."""
@@ -147,7 +141,7 @@ class SharedFields:
         if self.clip is not None:
             object.__setattr__(self, "clip", check_positive(self.clip, "clip"))
         if self.buffer_size is not None:
-            check_int(self.buffer_size, "buffer_size", 1)
+            check_int(self.buffer_size, "buffer_size", minimum=1)
 
     def _check_learning_fields(self) -> None:
         """eta in (0, 1e3]; gamma in (0, 1]; lam in (0, 1e3]; beta in [0, 1e3]; alpha_start in
@@ -334,16 +328,16 @@ class PgcA3cConfig(SharedFields):
                 self, "aggregator_lr", check_positive(self.aggregator_lr, "aggregator_lr")
             )
         for name, lo in (("trials", 1), ("n_agents", 1), ("max_submissions", 1), ("rounds", 1)):
-            check_int(getattr(self, name), name, lo)
-        check_int(self.episode_steps, "episode_steps", 1)
-        check_int(self.window, "window", 1)
+            check_int(getattr(self, name), name, minimum=lo)
+        check_int(self.episode_steps, "episode_steps", minimum=1)
+        check_int(self.window, "window", minimum=1)
         self._check_clip_and_buffer()
         if self.reduced_dim is not None:
             if self.mechanism != "prs":
                 raise InvalidParameterError(
                     f"reduced_dim applies to mechanism='prs' only, got mechanism={self.mechanism!r}"
                 )
-            if not 1 <= check_int(self.reduced_dim, "reduced_dim", 1) <= DIM:
+            if not 1 <= check_int(self.reduced_dim, "reduced_dim", minimum=1) <= DIM:
                 raise InvalidParameterError(
                     f"reduced_dim must be in [1, {DIM}], got {self.reduced_dim!r}"
                 )

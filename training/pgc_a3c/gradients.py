@@ -4,7 +4,7 @@
 :func:`ldp_audit.training.pgc_a3c._kernels.episode_gradients_kernel`). ``_loss_gradients_numpy``
 is a batched NumPy formulation (``softmax_gradients``, written for any number of actions and
 shared with the Gymnasium trainer,
-:func:`ldp_audit.training.pgc_a3c_gym.trainer.loss_gradients`), kept to cross-check the kernel in
+:func:`ldp_audit.training.pgc_a3c_gym.model.loss_gradients`), kept to cross-check the kernel in
 tests and benchmarks (they agree to 1e-11 relative, measured about
 1e-15). Both equal torch autograd of ``benchmarks/reference_pgc.py`` (tests/test_pgc_a3c.py).
 
@@ -60,7 +60,7 @@ def softmax_gradients(
     actions: h = ReLU(theta_c s), logits theta_p h, value theta_v h, no biases.
 
     The one NumPy formulation of the episode gradient: the Gymnasium trainer's
-    (:func:`ldp_audit.training.pgc_a3c_gym.trainer.loss_gradients`) and the reference the
+    (:func:`ldp_audit.training.pgc_a3c_gym.model.loss_gradients`) and the reference the
     CartPole kernel is checked against (:func:`_loss_gradients_numpy`). d/dz_t = -A_t (onehot(a_t)
     - pi_t) + beta
     pi_t (log pi_t + H_t), d/dV_t = -2 lambda A_t, A_t = V_hat_t - V(s_t), V_hat_t =

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.training.pgc_a3c.config import PgcA3cConfig, TrainResult, check_int
+from ldp_audit.training.pgc_a3c.config import PgcA3cConfig, TrainResult
 from ldp_audit.training.pgc_a3c.engine import Engine
 from ldp_audit.training.pgc_a3c.fused import FusedEngine
 from ldp_audit.training.pgc_a3c.privacy import (
@@ -23,6 +23,7 @@ from ldp_audit.training.pgc_a3c.privacy import (
     coordinate_warning,
     make_accountant,
 )
+from ldp_audit.validation import check_int
 
 __all__ = ["ENGINES", "train", "train_grid"]
 
@@ -100,11 +101,11 @@ def train_grid(
     if len(seeds) != n:
         raise InvalidParameterError(f"seed must be an int or one per config ({n}), got {seed!r}")
     for s in seeds:
-        check_int(s, "seed", 0)
+        check_int(s, "seed", minimum=0)
     dirs = list(run_dirs) if run_dirs is not None else [None] * n
     if len(dirs) != n:
         raise InvalidParameterError(f"run_dirs must have one entry per config ({n})")
-    workers = check_int(workers, "workers", 1)
+    workers = check_int(workers, "workers", minimum=1)
     if not isinstance(engine, str) or engine not in ENGINES:
         raise InvalidParameterError(f"engine must be one of {ENGINES}, got {engine!r}")
     for c in configs:

@@ -31,7 +31,7 @@ def glorot_uniform(
 ) -> np.ndarray:
     """Glorot-uniform [theta_c (hidden x obs_dim), theta_p (n_actions x hidden), theta_v (1 x
     hidden)], flattened row-major and concatenated (shared with the Gymnasium trainer's
-    :class:`ldp_audit.training.pgc_a3c_gym.trainer.Network`)."""
+    :class:`ldp_audit.training.pgc_a3c_gym.model.Network`)."""
     parts = []
     for fan_out, fan_in in ((hidden, obs_dim), (n_actions, hidden), (1, hidden)):
         lim = math.sqrt(6.0 / (fan_in + fan_out))

@@ -21,9 +21,8 @@ import numpy as np
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.mechanisms import Mechanism as _MechanismBase
 from ldp_audit.release import ReleaseRequest, SealedRelease, release_many
-from ldp_audit.training.pgc_a3c.config import check_int
 from ldp_audit.training.pgc_a3c.model import DIM
-from ldp_audit.validation import check_epsilon, check_positive, check_rng
+from ldp_audit.validation import check_epsilon, check_int, check_positive, check_rng
 
 if TYPE_CHECKING:
     from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
@@ -76,7 +75,7 @@ class CoordinateLaplace(_MechanismBase):
         if math.isinf(self.coordinate_epsilon):
             raise InvalidParameterError("coordinate_epsilon must be finite, got inf")
         object.__setattr__(self, "clip", check_positive(self.clip, "clip"))
-        object.__setattr__(self, "dim", check_int(self.dim, "dim", 1))
+        object.__setattr__(self, "dim", check_int(self.dim, "dim", minimum=1))
         if not math.isfinite(self.scale * 64.0 + self.clip):
             raise InvalidParameterError(
                 f"clip / coordinate_epsilon is too large (outputs overflow), got {self.scale}"

@@ -17,10 +17,10 @@ import numpy as np
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.cartpole import PrivateGravityCartPole, initial_states
 from ldp_audit.training.pgc_a3c._kernels import act_and_record
-from ldp_audit.training.pgc_a3c.config import ACTING, check_int
+from ldp_audit.training.pgc_a3c.config import ACTING
 from ldp_audit.training.pgc_a3c.gradients import loss_gradients
 from ldp_audit.training.pgc_a3c.model import OBS_DIM, check_theta
-from ldp_audit.validation import check_rng
+from ldp_audit.validation import check_int, check_rng
 
 __all__ = ["rollout", "episode_gradients"]
 
@@ -144,7 +144,7 @@ def episode_gradients(
     rng = check_rng(rng)
     t = check_theta(theta)
     g = np.broadcast_to(np.asarray(gravity, dtype=np.float64).reshape(-1), (t.shape[0],))
-    steps = check_int(steps, "steps", 1)
+    steps = check_int(steps, "steps", minimum=1)
     init = initial_states(rng.random((t.shape[0], OBS_DIM)))
     uni = rng.random((steps, t.shape[0]))
     ro = rollout(t, g.copy(), init, uni, alpha, steps, acting=acting)

@@ -1,29 +1,60 @@
 """The lock-step engine of PGC-A3C on a Gymnasium environment: every agent's episode, its
 report released through the one release path, the aggregator's step.
 
-Part of :mod:`ldp_audit.training.pgc_a3c_gym.trainer` (its
-:func:`~ldp_audit.training.pgc_a3c_gym.trainer.train` drives it); import the public names from
-there.
+Part of :mod:`ldp_audit.training.pgc_a3c_gym`: :func:`~ldp_audit.training.pgc_a3c_gym.trainer.train`
+drives it; :class:`GymTrainResult` is what it returns.
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.training.gym_envs import (
-    make_param_vector_env,
-)
-from ldp_audit.training.pgc_a3c_gym.trainer import (
-    BLOCK,
-    SEED_BOUND,
-    GymPgcConfig,
-    GymTrainResult,
-    loss_gradients,
-    privacy_summary,
-)
+from ldp_audit.training.gym_envs import make_param_vector_env
+from ldp_audit.training.pgc_a3c_gym.config import GymPgcConfig
+from ldp_audit.training.pgc_a3c_gym.model import SEED_BOUND, loss_gradients
+
+BLOCK = 256  # acting uniforms drawn per trial in blocks of this many lock-steps
+
+
+@dataclass
+class GymTrainResult:
+    """What :func:`train` returns (the fields of :class:`pgc_a3c.TrainResult` that apply)."""
+
+    config: GymPgcConfig
+    seed: int
+    zeta: np.ndarray
+    theta: np.ndarray
+    submissions: np.ndarray
+    privacy: dict[str, Any]
+    env_steps: int
+    seconds: float
+    transcript: dict[str, np.ndarray] | None
+    secrets: dict[str, np.ndarray] | None
+
+
+def privacy_summary(c: GymPgcConfig, agents: np.ndarray) -> dict[str, Any]:
+    fin = math.isfinite(c.epsilon)
+    return {
+        "mechanism": c.mechanism,
+        "local": True,
+        "epsilon_per_submission": c.epsilon_per_submission if fin else "inf",
+        "rounds": c.rounds,
+        "epsilon_per_agent": c.epsilon if fin else "inf",
+        "composition": "sequential (basic), section 3.2.1",
+        "agents_per_trial": agents.tolist(),
+        "private_parameter": c.private_parameter(),
+        "note": (
+            f"each agent's reports satisfy epsilon_per_agent-LDP with respect to its "
+            f"{c.private_param}; agents were charged on the ledger before every release"
+            if fin
+            else "non-private baseline: L1-clipped gradients (C = effective clip), no noise"
+        ),
+    }
 
 
 class Engine:

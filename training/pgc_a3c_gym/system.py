@@ -1,7 +1,7 @@
 """The ``pgc-a3c-gym`` system (:mod:`ldp_audit.systems`): PGC-A3C on any Gymnasium environment.
 
 Declared with ``"module:attr"`` strings, so listing the systems imports neither the trainer nor
-Gymnasium; the parts live in :mod:`ldp_audit.training.pgc_a3c_gym.trainer`. Its runs are
+Gymnasium; the parts live in :mod:`ldp_audit.training.pgc_a3c_gym`. Its runs are
 trained with ``ldp-audit train pgc-a3c --env ENV_ID --private-param NAME=V1,V2,...``
 (docs/gymnasium.md)
 and attacked with ``ldp-audit attack dynamics --run-dir RUN``
@@ -35,7 +35,7 @@ GYM_PGC = SystemSpec(
     name="pgc-a3c-gym",
     summary="PGC-A3C on any Gymnasium env with a discrete action space, one private parameter "
     "per agent (train pgc-a3c --env ENV --private-param NAME=V1,V2,...)",
-    config="ldp_audit.training.pgc_a3c_gym.trainer:GymPgcConfig",
+    config="ldp_audit.training.pgc_a3c_gym.config:GymPgcConfig",
     trainer="ldp_audit.training.pgc_a3c_gym.trainer:_system_train",
     schema=GYM_SCHEMA,
     targets="ldp_audit.training.pgc_a3c_gym.trainer:_system_targets",

@@ -514,7 +514,7 @@ try:  # Gymnasium is a dependency; keep the import local to this block
         if "ldp_audit/FedRLGridWorld-v0" not in gym.registry:
             gym.register(
                 id="ldp_audit/FedRLGridWorld-v0",
-                entry_point="ldp_audit.training.gridworld:GridWorldEnv",
+                entry_point="ldp_audit.training.fedrl.gridworld:GridWorldEnv",
                 disable_env_checker=True,
             )
 

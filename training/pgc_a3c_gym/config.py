@@ -1,0 +1,166 @@
+"""The ``pgc-a3c-gym`` config: :class:`GymPgcConfig` (the environment, its private parameter
+and PGC-A3C's hyper-parameters, checked once) and :func:`config_from_run`.
+
+Part of :mod:`ldp_audit.training.pgc_a3c_gym` (overview in
+:mod:`~ldp_audit.training.pgc_a3c_gym.trainer`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ldp_audit.errors import InvalidParameterError
+from ldp_audit.training.gym_envs import EnvInfo, check_private_param, import_env_module
+
+# the config checks and paper defaults shared with the CartPole engine
+from ldp_audit.training.pgc_a3c.config import SharedFields, from_json_dict
+from ldp_audit.training.pgc_a3c_gym.model import Network
+from ldp_audit.validation import check_int, check_positive
+
+__all__ = ["ALGORITHM", "GymPgcConfig", "config_from_run"]
+
+#: ``config.json``'s ``algorithm`` of a run of this trainer.
+ALGORITHM = "pgc-a3c-gym"
+
+
+@dataclass(frozen=True, kw_only=True)
+class GymPgcConfig(SharedFields):
+    """A PGC-A3C run on a Gymnasium environment with one private parameter per agent.
+
+    The privacy and learning hyper-parameters mean what they mean in
+    :class:`ldp_audit.training.pgc_a3c.PgcA3cConfig` (paper defaults), and are checked by the
+    same code (``ldp_audit.training.pgc_a3c.config``).
+    """
+
+    env_id: str
+    """Gymnasium id (a discrete action space, a Box observation)."""
+    private_param: str
+    """The attribute of ``env.unwrapped`` that is each agent's secret."""
+    values: tuple[float, ...]
+    """Its candidate values; each agent draws one uniformly (at least two, distinct)."""
+    env_module: str | None = None
+    """A module to import first, which registers the environment (a user env)."""
+    mechanism: str = "laplace"
+    """"laplace" (Alg. 2), "prs" (Alg. 3) or "none" (L1-clipped, no noise)."""
+    epsilon: float = 1.0
+    """Total LDP budget of one agent over its ``rounds`` reports (inf for "none")."""
+    trials: int = 1
+    n_agents: int = 9
+    max_submissions: int = 2000
+    rounds: int = 1
+    """Reports per agent (each at epsilon / rounds; the agent keeps its value)."""
+    clip: float | None = None
+    buffer_size: int | None = None
+    eta: float = 0.5
+    gamma: float = 0.99
+    lam: float = 0.5
+    beta: float = 0.01
+    hidden: int = 16
+    episode_steps: int | None = None
+    """Episode cap (None: the env spec's ``max_episode_steps``, else 1000)."""
+    alpha_start: float = 0.5
+    alpha_decay: float = 1800.0
+    acting: str = "argmax"
+    budget: float | None = None
+
+    def __post_init__(self) -> None:
+        self._check_release_fields()
+        for name, lo in (
+            ("trials", 1),
+            ("n_agents", 1),
+            ("max_submissions", 1),
+            ("rounds", 1),
+            ("hidden", 1),
+        ):
+            check_int(getattr(self, name), name, minimum=lo)
+        if self.episode_steps is not None:
+            check_int(self.episode_steps, "episode_steps", minimum=1)
+        self._check_clip_and_buffer()
+        self._check_learning_fields()
+        if self.budget is not None:
+            object.__setattr__(self, "budget", check_positive(self.budget, "budget"))
+        if isinstance(self.values, np.ndarray):
+            object.__setattr__(self, "values", tuple(self.values.tolist()))
+        # the env, the parameter and every value, before any episode (names the bad one)
+        info, vals = check_private_param(
+            self.env_id,
+            self.private_param,
+            self.values,
+            env_module=self.env_module,
+            max_episode_steps=self.episode_steps,
+        )
+        object.__setattr__(self, "values", vals)
+        object.__setattr__(self, "_info", info)
+
+    # ------------------------------------------------------------------------------ derived
+    @property
+    def info(self) -> EnvInfo:
+        """The validated environment's shapes (:class:`~ldp_audit.training.gym_envs.EnvInfo`)."""
+        return self._info  # type: ignore[attr-defined]
+
+    @property
+    def network(self) -> Network:
+        """The network sized from the spaces."""
+        return Network(self.info.obs_dim, self.info.n_actions, self.hidden)
+
+    @property
+    def steps(self) -> int:
+        """The episode cap actually used."""
+        if self.episode_steps is not None:
+            return int(self.episode_steps)
+        m = self.info.max_episode_steps
+        return int(m) if m is not None else 1000
+
+    def make_mechanism(self) -> Any:
+        """The per-report mechanism (:mod:`ldp_audit.mechanisms`)."""
+        return self._paper_mechanism()
+
+    def private_parameter(self) -> dict[str, Any]:
+        """``config.json``'s ``private_parameter`` record (read by the generic attack)."""
+        return {
+            "env_id": self.env_id,
+            "name": self.private_param,
+            "values": list(self.values),
+            "env_module": self.env_module,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able dict (inf epsilon as the string "inf")."""
+        d = self._json_dict()
+        d["values"] = list(self.values)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> GymPgcConfig:
+        """Inverse of :meth:`to_dict`. A config read from a run directory never imports code:
+        its ``env_module`` must already be imported (see :func:`config_from_run`)."""
+        import sys
+
+        d = from_json_dict(d)
+        mod = d.get("env_module")
+        if mod is not None and mod not in sys.modules:
+            raise InvalidParameterError(
+                f"this config's environment is registered by the module {mod!r}, which is not "
+                f"imported; import it first (CLI: --env-module {mod}, e.g. `ldp-audit attack "
+                f"dynamics --run-dir RUN --env-module {mod}`): a config read from a run "
+                "directory never imports code by itself"
+            )
+        d["values"] = tuple(d["values"])
+        return cls(**d)
+
+
+def config_from_run(doc: dict[str, Any], env_module: str | None = None) -> GymPgcConfig:
+    """The :class:`GymPgcConfig` of a run's ``config.json`` (its env module imported only if
+    the caller names it: a run directory never makes this process import code)."""
+    d = dict(doc["config"])
+    want = d.get("env_module")
+    if want is not None and env_module != want:
+        raise InvalidParameterError(
+            f"this run's environment is registered by the module {want!r}; pass "
+            f"--env-module {want} to import it (a run directory never imports code by itself)"
+        )
+    import_env_module(env_module)
+    return GymPgcConfig.from_dict(d)

@@ -1,0 +1,247 @@
+"""The ``pgc-a3c-gym`` network sized from the spaces, its episode gradient (eqs. 15-18, any
+number of actions), the rollout and the attacker's simulator :func:`simulator_for`.
+
+Part of :mod:`ldp_audit.training.pgc_a3c_gym` (overview in
+:mod:`~ldp_audit.training.pgc_a3c_gym.trainer`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ldp_audit.errors import InvalidParameterError
+from ldp_audit.training.gym_envs import SyncParamVectorEnv, make_param_vector_env
+from ldp_audit.training.pgc_a3c.gradients import softmax_gradients
+from ldp_audit.training.pgc_a3c.model import check_params, glorot_uniform, unpack_views
+from ldp_audit.validation import check_rng
+
+if TYPE_CHECKING:
+    from ldp_audit.training.pgc_a3c_gym.config import GymPgcConfig
+
+__all__ = ["Network", "loss_gradients", "rollout", "episode_gradients", "simulator_for"]
+
+SEED_BOUND = 2**63 - 1  # reset seeds are drawn below this
+
+
+@dataclass(frozen=True)
+class Network:
+    """The paper's network sized from the spaces (no biases)."""
+
+    obs_dim: int
+    n_actions: int
+    hidden: int = 16
+
+    @property
+    def dim(self) -> int:
+        """d = hidden (obs_dim + n_actions + 1)."""
+        return self.hidden * (self.obs_dim + self.n_actions + 1)
+
+    def init(self, rng: np.random.Generator) -> np.ndarray:
+        """Glorot-uniform parameters (d,) (TensorFlow's default, as the CartPole engine)."""
+        return glorot_uniform(check_rng(rng), self.obs_dim, self.n_actions, self.hidden)
+
+    def unpack(self, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Views (B, H, O), (B, A, H), (B, H) of a (B, d) batch."""
+        return unpack_views(theta, self.obs_dim, self.n_actions, self.hidden)
+
+    def check(self, theta: Any, name: str = "theta") -> np.ndarray:
+        """``theta`` as a C-contiguous (B, d) float64 batch of finite values ((d,): one row)."""
+        return check_params(theta, self.dim, name)
+
+    def logits(self, theta: np.ndarray, obs: np.ndarray) -> np.ndarray:
+        """Logits (B, A) of one observation per row (theta (B, d), obs (B, O))."""
+        wc, wp, _ = self.unpack(theta)
+        h = np.maximum(np.einsum("bho,bo->bh", wc, obs), 0.0)
+        return np.einsum("bah,bh->ba", wp, h)
+
+    def act(
+        self, theta: np.ndarray, obs: np.ndarray, u: np.ndarray, alpha: np.ndarray, sample: bool
+    ) -> np.ndarray:
+        """The alpha-greedy action of each row from one uniform per row (see the module)."""
+        z = self.logits(theta, obs)
+        a_n = self.n_actions
+        explore = u < alpha
+        safe_alpha = np.where(alpha > 0, alpha, 1.0)
+        rand_a = np.minimum((u / safe_alpha * a_n).astype(np.int64), a_n - 1)
+        if sample:
+            zz = z - z.max(axis=1, keepdims=True)
+            p = np.exp(zz)
+            cdf = np.cumsum(p / p.sum(axis=1, keepdims=True), axis=1)
+            v = (u - alpha) / np.where(alpha < 1, 1.0 - alpha, 1.0)
+            greedy = np.minimum((cdf <= v[:, None]).sum(axis=1), a_n - 1)
+        else:
+            greedy = np.argmax(z, axis=1)
+        return np.where(explore, rand_a, greedy)
+
+
+def loss_gradients(
+    net: Network,
+    theta: np.ndarray,
+    obs: np.ndarray,
+    actions: np.ndarray,
+    rewards: np.ndarray,
+    lengths: np.ndarray,
+    bootstrap: np.ndarray,
+    *,
+    gamma: float = 0.99,
+    lam: float = 0.5,
+    beta: float = 0.01,
+) -> np.ndarray:
+    """Gradient of L = L_p + lambda L_v (eqs. 15-18) per episode row, by hand (the NumPy
+    formulation shared with the CartPole engine's reference, see the module docstring).
+
+    Args:
+        net: the network.
+        theta: (M, d) parameters each episode was played with.
+        obs: (M, L+1, O) observations s_0..s_L (row m valid up to ``lengths[m]`` inclusive).
+        actions: (M, L) actions; rewards: (M, L).
+        lengths: (M,) T_m >= 1 actions taken.
+        bootstrap: (M,) True where the episode was cut (use V(s_T)), False if it terminated.
+        gamma, lam, beta: the loss hyper-parameters.
+
+    Returns:
+        (M, d) gradients.
+    """
+    theta = net.check(theta)
+    m, big_l = np.shape(actions)
+    lengths = np.asarray(lengths, dtype=np.int64)
+    if lengths.shape != (m,) or lengths.min() < 1 or lengths.max() > big_l:
+        raise InvalidParameterError(f"lengths must be (M,) in [1, {big_l}], got {lengths!r}")
+    return softmax_gradients(
+        theta,
+        obs,
+        actions,
+        rewards,
+        lengths,
+        bootstrap,
+        shape=(net.obs_dim, net.n_actions, net.hidden),
+        gamma=gamma,
+        lam=lam,
+        beta=beta,
+    )
+
+
+# ==============================================================================================
+# Rollouts: the attacker's simulator (and the tests')
+# ==============================================================================================
+
+
+def rollout(
+    cfg: GymPgcConfig,
+    theta: np.ndarray,
+    values: np.ndarray,
+    rng: np.random.Generator,
+    alpha: float | np.ndarray = 0.0,
+) -> dict[str, np.ndarray]:
+    """Play one episode per row (theta (B, d), private value (B,)), all rows in lock-step.
+
+    Returns:
+        obs (B, L+1, O), actions (B, L), rewards (B, L), lengths (B,), bootstrap (B,), score (B,).
+    """
+    rng = check_rng(rng)
+    net = cfg.network
+    th = net.check(theta)
+    b = th.shape[0]
+    vals = np.broadcast_to(np.asarray(values, dtype=np.float64).reshape(-1), (b,)).copy()
+    alpha_b = np.broadcast_to(np.asarray(alpha, dtype=np.float64), (b,)).copy()
+    steps = cfg.steps
+    env = make_param_vector_env(cfg.info, cfg.private_param, b, max_episode_steps=steps)
+    try:
+        env.set_param(np.arange(b), vals)
+        o, _ = env.reset(seed=rng.integers(0, SEED_BOUND, size=b).tolist())
+        obs = np.zeros((b, steps + 1, net.obs_dim))
+        acts = np.zeros((b, steps), dtype=np.int64)
+        rews = np.zeros((b, steps))
+        lengths = np.full(b, steps, dtype=np.int64)
+        boot = np.ones(b, dtype=bool)
+        alive = np.ones(b, dtype=bool)
+        cur = np.asarray(o, dtype=np.float64).reshape(b, -1)
+        sample = cfg.acting == "sample"
+        for t in range(steps):
+            u = rng.random(b)
+            a = net.act(th, cur, u, alpha_b, sample)
+            obs[alive, t] = cur[alive]
+            acts[alive, t] = a[alive]
+            nxt, r, term, trunc, _ = env.step(a)
+            nxt = np.asarray(nxt, dtype=np.float64).reshape(b, -1)
+            rews[alive, t] = r[alive]
+            done = alive & (term | trunc | (t + 1 == steps))
+            # rows whose episode is over keep stepping, ignored; Gymnasium's SyncVectorEnv
+            # (autoreset DISABLED) must reset each row that ended, again and again
+            again = (term | trunc) & ~alive if isinstance(env, SyncParamVectorEnv) else None
+            if done.any():
+                obs[done, t + 1] = nxt[done]
+                lengths[done] = t + 1
+                boot[done] = ~term[done]
+                alive &= ~done
+                if not alive.any():
+                    break
+            need = done if again is None else done | again
+            if need.any():
+                nxt[need], _ = _reset_rows(env, need, rng)
+            cur = nxt
+    finally:
+        env.close()
+    return {
+        "obs": obs,
+        "actions": acts,
+        "rewards": rews,
+        "lengths": lengths,
+        "bootstrap": boot,
+        "score": rews.sum(axis=1),
+    }
+
+
+def _reset_rows(env: Any, mask: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, Any]:
+    rows = np.flatnonzero(mask)
+    o, info = env.reset(
+        seed=rng.integers(0, SEED_BOUND, size=rows.size).tolist(), options={"reset_mask": mask}
+    )
+    return np.asarray(o, dtype=np.float64).reshape(env.num_envs, -1)[rows], info
+
+
+def episode_gradients(
+    cfg: GymPgcConfig,
+    theta: Any,
+    values: Any,
+    rng: np.random.Generator,
+    alpha: float | np.ndarray = 0.0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The attacker's simulator: one episode per row at ``theta`` with private ``values``.
+
+    The MDP is public except the parameter, so anyone holding a broadcast theta can simulate
+    what an agent with a candidate value would have submitted before noise.
+
+    Returns:
+        (clean gradients (B, d), scores (B,)).
+    """
+    ro = rollout(cfg, theta, values, rng, alpha)
+    big_l = int(ro["lengths"].max())
+    th = cfg.network.check(theta)
+    th = np.broadcast_to(th, (ro["lengths"].size, th.shape[1]))
+    grads = loss_gradients(
+        cfg.network,
+        th,
+        ro["obs"][:, : big_l + 1],
+        ro["actions"][:, :big_l],
+        ro["rewards"][:, :big_l],
+        ro["lengths"],
+        ro["bootstrap"],
+        gamma=cfg.gamma,
+        lam=cfg.lam,
+        beta=cfg.beta,
+    )
+    return grads, ro["score"]
+
+
+def simulator_for(cfg: GymPgcConfig) -> Any:
+    """``simulator(theta (B, d), values (B,), rng, alpha) -> (grads, scores)`` for ``cfg``'s
+    public MDP (the interface of :func:`ldp_audit.attacks.dynamics.simulate_shadow`)."""
+
+    def sim(theta: np.ndarray, values: np.ndarray, rng: np.random.Generator, alpha: Any = 0.0):
+        return episode_gradients(cfg, theta, values, rng, alpha)
+
+    return sim
