@@ -83,13 +83,33 @@ def run(
     """
     t0 = time.perf_counter()
     cands = check_candidates(candidates)
-    n_agents, T, n_shadow = _counts(n_agents, reports_per_agent, n_shadow)
+    n_agents = check_count(n_agents, "n_agents")
+    T = check_count(reports_per_agent, "reports_per_agent")
+    n_shadow = check_count(n_shadow, "n_shadow")
+    check_episodes(n_agents * T, "n_agents x reports_per_agent")
     check_episodes(n_shadow * len(cands), "n_shadow x len(candidates)")
-    secret_gravity, est, ids, guess, _ = _simulate(
-        mechanism, theta, cands, lambda r: r.choice(cands, size=n_agents), n_agents, T, n_shadow,
-        method=method, classifier=classifier, simulator=simulator, alpha=alpha, seed=seed,
-        rng=rng, progress=progress,
-    )  # fmt: skip
+    alpha = check_probability(alpha, "alpha", open_interval=False)
+    theta = check_theta(theta)
+    rng = check_rng(rng) if rng is not None else np.random.default_rng(seed)
+    world_rng, shadow_rng, noise_rng = rng.spawn(3)
+
+    # --- the world (agents' side): secrets drawn here are used only for scoring below ---
+    secret_gravity = world_rng.choice(cands, size=n_agents)
+    agent_of_report = np.repeat(np.arange(n_agents), T)
+    grads = simulate_shadow(
+        theta, secret_gravity[agent_of_report], world_rng, simulator=simulator, alpha=alpha
+    )
+    reports = privatize(mechanism, grads, world_rng)
+
+    # --- the attacker: knows theta, mechanism, MDP-but-gravity; sees only `reports` ---
+    shadow_g = np.repeat(cands, n_shadow)
+    shadow = simulate_shadow(
+        theta, shadow_g, shadow_rng, simulator=simulator, alpha=alpha, progress=progress
+    )
+    est = ShadowGradientAttack(
+        mechanism, method=method, classifier=classifier, random_state=noise_rng
+    ).fit(shadow, shadow_g)
+    ids, guess, _ = est.predict_groups(reports, agent_of_report)
 
     # --- scoring only ---
     correct = int(np.sum(guess == secret_gravity[ids]))
@@ -106,59 +126,9 @@ def run(
             "candidates": cands.tolist(),
             "n_shadow_per_candidate": n_shadow,
             "method": est.method_,
-            "alpha": float(alpha),
+            "alpha": alpha,
         },
     )
-
-
-def _counts(n_agents: Any, reports_per_agent: Any, n_shadow: Any) -> tuple[int, int, int]:
-    """``(n_agents, T, n_shadow)`` checked, the agents' episodes included."""
-    n_agents = check_count(n_agents, "n_agents")
-    T = check_count(reports_per_agent, "reports_per_agent")
-    n_shadow = check_count(n_shadow, "n_shadow")
-    check_episodes(n_agents * T, "n_agents x reports_per_agent")
-    return n_agents, T, n_shadow
-
-
-def _simulate(
-    mechanism: Any,
-    theta: Any,
-    cands: np.ndarray,
-    draw: Any,
-    n_agents: int,
-    T: int,
-    n_shadow: int,
-    *,
-    method: str,
-    classifier: Any,
-    simulator: Simulator | None,
-    alpha: Any,
-    seed: int | None,
-    rng: np.random.Generator | None,
-    progress: bool,
-) -> tuple[np.ndarray, ShadowGradientAttack, np.ndarray, np.ndarray, np.ndarray]:
-    """One experiment: the world (``draw(world_rng)`` -> each agent's secret gravity, ``T``
-    privatized reports each) and the attacker (shadow gradients at ``cands``, knows theta, the
-    mechanism and the MDP but the gravity; sees only the reports). Returns the secrets (used
-    only to score), the fitted attack and its ``predict_groups`` (ids, guesses, posteriors)."""
-    alpha = check_probability(alpha, "alpha", open_interval=False)
-    theta = check_theta(theta)
-    rng = check_rng(rng) if rng is not None else np.random.default_rng(seed)
-    world_rng, shadow_rng, noise_rng = rng.spawn(3)
-    secret_gravity = draw(world_rng)
-    agent_of_report = np.repeat(np.arange(n_agents), T)
-    grads = simulate_shadow(
-        theta, secret_gravity[agent_of_report], world_rng, simulator=simulator, alpha=alpha
-    )
-    reports = privatize(mechanism, grads, world_rng)
-    shadow_g = np.repeat(cands, n_shadow)
-    shadow = simulate_shadow(
-        theta, shadow_g, shadow_rng, simulator=simulator, alpha=alpha, progress=progress
-    )
-    est = ShadowGradientAttack(
-        mechanism, method=method, classifier=classifier, random_state=noise_rng
-    ).fit(shadow, shadow_g)
-    return (secret_gravity, est, *est.predict_groups(reports, agent_of_report))
 
 
 def guess_result(
@@ -220,14 +190,34 @@ def run_continuous(
     if not (math.isfinite(lo) and math.isfinite(hi) and 0 < lo < hi):
         raise InvalidParameterError(f"interval must satisfy 0 < lo < hi, got {interval!r}")
     grid = check_count(grid, "grid", minimum=2)
-    n_agents, T, n_shadow = _counts(n_agents, reports_per_agent, n_shadow)
+    n_agents = check_count(n_agents, "n_agents")
+    T = check_count(reports_per_agent, "reports_per_agent")
+    n_shadow = check_count(n_shadow, "n_shadow")
+    check_episodes(n_agents * T, "n_agents x reports_per_agent")
     check_episodes(n_shadow * grid, "n_shadow x grid")
+    alpha = check_probability(alpha, "alpha", open_interval=False)
+    theta = check_theta(theta)
+    rng = check_rng(rng) if rng is not None else np.random.default_rng(seed)
+    world_rng, shadow_rng, noise_rng = rng.spawn(3)
+
+    # --- the world ---
+    secret_gravity = world_rng.uniform(lo, hi, size=n_agents)
+    agent_of_report = np.repeat(np.arange(n_agents), T)
+    grads = simulate_shadow(
+        theta, secret_gravity[agent_of_report], world_rng, simulator=simulator, alpha=alpha
+    )
+    reports = privatize(mechanism, grads, world_rng)
+
+    # --- the attacker ---
     cands = np.linspace(lo, hi, grid)
-    secret_gravity, est, ids, _, post = _simulate(
-        mechanism, theta, cands, lambda r: r.uniform(lo, hi, size=n_agents), n_agents, T,
-        n_shadow, method=method, classifier=None, simulator=simulator, alpha=alpha, seed=seed,
-        rng=rng, progress=progress,
-    )  # fmt: skip
+    shadow_g = np.repeat(cands, n_shadow)
+    shadow = simulate_shadow(
+        theta, shadow_g, shadow_rng, simulator=simulator, alpha=alpha, progress=progress
+    )
+    est = ShadowGradientAttack(mechanism, method=method, random_state=noise_rng).fit(
+        shadow, shadow_g
+    )
+    ids, _, post = est.predict_groups(reports, agent_of_report)
     estimate = post @ est.classes_
 
     # --- scoring only ---

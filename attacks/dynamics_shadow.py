@@ -18,6 +18,7 @@ import numpy as np
 from scipy.spatial.distance import cdist
 from scipy.special import logsumexp
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from sklearn.utils.validation import check_is_fitted
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.validation import check_batch, check_int, check_rng
@@ -218,7 +219,7 @@ class ShadowGradientAttack(ClassifierMixin, BaseEstimator):
         Classifier method: the classifier's log posterior (balanced classes = uniform prior),
         which differs from the log-likelihood by a per-report constant.
         """
-        self._check_fitted()
+        check_is_fitted(self, "classes_")
         R = check_batch(R, "R", dim=self.n_features_in_)
         if self.method_ == "classifier":
             proba = self.classifier_.predict_proba(R)
@@ -285,12 +286,6 @@ class ShadowGradientAttack(ClassifierMixin, BaseEstimator):
         np.add.at(total, inv, ll)
         post = np.exp(total - logsumexp(total, axis=1, keepdims=True))
         return ids, self.classes_[np.argmax(total, axis=1)], post
-
-    def _check_fitted(self) -> None:
-        if not hasattr(self, "classes_"):
-            from sklearn.exceptions import NotFittedError
-
-            raise NotFittedError("ShadowGradientAttack is not fitted yet; call fit(X, y) first")
 
 
 def _default_classifier(mechanism: Any) -> Any:

@@ -35,6 +35,7 @@ import numpy as np
 
 from ldp_audit.attacks.scoring import accuracy_interval
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
+from ldp_audit.validation import check_probability
 
 __all__ = [
     "binary_accuracy_ceiling",
@@ -262,10 +263,8 @@ def attack_run(
     from ldp_audit.rundir import read_config, read_npz
 
     t0 = time.perf_counter()
-    if isinstance(test_fraction, bool) or not 0.0 < float(test_fraction) < 1.0:
-        raise InvalidParameterError(f"test_fraction must be in (0, 1), got {test_fraction!r}")
-    if isinstance(confidence, bool) or not 0.0 < float(confidence) < 1.0:
-        raise InvalidParameterError(f"confidence must be in (0, 1), got {confidence!r}")
+    check_probability(test_fraction, "test_fraction")
+    check_probability(confidence, "confidence")
     cfg_doc = read_config(run_dir)
     if cfg_doc.get("algorithm") != "fedrl":
         raise RunDirectoryError(

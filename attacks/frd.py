@@ -45,6 +45,7 @@ from scipy.special import logsumexp
 
 from ldp_audit.attacks.scoring import AttackResult
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
+from ldp_audit.validation import check_int
 
 __all__ = ["upload_features", "attack_run_dir", "score_run_dir", "run"]
 
@@ -177,12 +178,6 @@ def _classifier() -> Any:
     )
 
 
-def _check_int(v: Any, name: str, minimum: int) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < minimum:
-        raise InvalidParameterError(f"{name} must be an integer >= {minimum}, got {v!r}")
-    return int(v)
-
-
 def attack_run_dir(
     run_dir: str | Path,
     *,
@@ -216,7 +211,7 @@ def attack_run_dir(
     from ldp_audit.training.frd import ALGORITHM, FrdConfig, train_many
 
     run_dir = Path(run_dir)
-    n_shadow = _check_int(n_shadow, "n_shadow", 1)
+    n_shadow = check_int(n_shadow, "n_shadow", minimum=1)
     doc = read_config(run_dir)
     if doc.get("algorithm") != ALGORITHM:
         raise RunDirectoryError(
@@ -259,7 +254,7 @@ def attack_run_dir(
     ginv = ginv.reshape(-1)
     keep = np.arange(agents.shape[0])
     if max_groups is not None:
-        keep = keep[: _check_int(max_groups, "max_groups", 1)]
+        keep = keep[: check_int(max_groups, "max_groups", minimum=1)]
     total = np.zeros((agents.shape[0], cands.size))
     np.add.at(total, ginv, ll)
     total = total[keep]

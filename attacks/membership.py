@@ -161,54 +161,6 @@ def membership_metrics(
 # ------------------------------------------------------------------------------------------------
 
 
-def _write_run_dir(
-    run_dir: Path,
-    *,
-    algorithm: str,
-    config: dict[str, Any],
-    mechanism: Any,
-    grads: np.ndarray,
-    agent: np.ndarray,
-    rng: np.random.Generator,
-    transcript: dict[str, np.ndarray],
-    gravity_rows: np.ndarray,
-    model: np.ndarray,
-) -> None:
-    """Write a canary run under the run-directory contract: a new folder, every report charged
-    to the run's ledger (agent id "0/<agent>") before it is randomised (ldp_audit.release)."""
-    from ldp_audit.accountant import Accountant, NonPrivateEvent
-    from ldp_audit.mechanisms import NoPrivacy
-    from ldp_audit.release import release
-    from ldp_audit.rundir import RunWriter
-
-    mech = mechanism if mechanism is not None else NoPrivacy()
-    w = RunWriter(
-        run_dir,
-        algorithm=algorithm,
-        config=config,
-        seed=int(config.get("seed") or 0),
-        mechanism=mechanism_config(mechanism),
-    )
-    try:
-        acc = Accountant(ledger=w.open_ledger())
-        rel = release(
-            grads,
-            mechanism=mech,
-            accountant=acc,
-            agent_ids=[f"0/{int(a)}" for a in agent],
-            rng=rng,
-            event=NonPrivateEvent() if mechanism is None else None,
-        )
-        w.write_npz("transcript.npz", {**transcript, "report": np.asarray(rel.values, float)})
-        w.write_npz("secrets.npz", {"gravity": gravity_rows, "gradient": grads})
-        w.write_npz("model.npz", {"theta": model})
-        w.write_json("metrics.json", {})
-    except BaseException:
-        w.finish(status="interrupted")
-        raise
-    w.finish()
-
-
 @dataclass(frozen=True)
 class FixedThetaTrainer:
     """One round of PGC at a fixed broadcast theta: every agent submits ``T`` noisy gradients.
@@ -243,25 +195,48 @@ class FixedThetaTrainer:
         agent = np.repeat(np.arange(g.size), T)
         grads = simulate_shadow(theta, g[agent], rng, simulator=self.simulator, alpha=self.alpha)
         n = agent.size
-        _write_run_dir(
+        # the run-directory contract: a new folder, every report charged to the run's ledger
+        # (agent id "0/<agent>") before it is randomised (ldp_audit.release)
+        from ldp_audit.accountant import Accountant, NonPrivateEvent
+        from ldp_audit.mechanisms import NoPrivacy
+        from ldp_audit.release import release
+        from ldp_audit.rundir import RunWriter
+
+        mech = self.mechanism
+        config = {"reports_per_agent": T, "alpha": self.alpha, "n_agents": int(g.size)}
+        w = RunWriter(
             Path(run_dir),
             algorithm="fixed-theta",
-            config={"reports_per_agent": T, "alpha": self.alpha, "n_agents": int(g.size)},
-            mechanism=self.mechanism,
-            grads=grads,
-            agent=agent,
-            rng=rng,
-            transcript={
+            config=config,
+            seed=0,
+            mechanism=mechanism_config(mech),
+        )
+        try:
+            rel = release(
+                grads,
+                mechanism=mech if mech is not None else NoPrivacy(),
+                accountant=Accountant(ledger=w.open_ledger()),
+                agent_ids=[f"0/{int(a)}" for a in agent],
+                rng=rng,
+                event=NonPrivateEvent() if mech is None else None,
+            )
+            transcript = {
                 "trial": np.zeros(n, dtype=np.int64),
                 "agent": agent.astype(np.int64),
                 "submission": np.arange(n, dtype=np.int64),
                 "theta_index": np.zeros(n, dtype=np.int64),
                 "score": np.full(n, np.nan),
                 "thetas": theta[None, :],
-            },
-            gravity_rows=g[agent],
-            model=theta[None, :],
-        )
+                "report": np.asarray(rel.values, float),
+            }
+            w.write_npz("transcript.npz", transcript)
+            w.write_npz("secrets.npz", {"gravity": g[agent], "gradient": grads})
+            w.write_npz("model.npz", {"theta": theta[None, :]})
+            w.write_json("metrics.json", {})
+        except BaseException:
+            w.finish(status="interrupted")
+            raise
+        w.finish()
 
 
 @dataclass(frozen=True)

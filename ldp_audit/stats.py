@@ -402,12 +402,10 @@ def epsilon_lower_bound_from_poisson_counts(
     Returns:
         The bound (``-inf`` where ``k1 == 0``).
     """
-    m1 = np.asarray(mean1, dtype=np.float64)
-    m2 = np.asarray(mean2, dtype=np.float64)
-    if not (np.all(np.isfinite(m1)) and np.all(m1 > 0)):
-        raise InvalidParameterError(f"mean1 must be finite and > 0, got {mean1!r}")
-    if not (np.all(np.isfinite(m2)) and np.all(m2 > 0)):
-        raise InvalidParameterError(f"mean2 must be finite and > 0, got {mean2!r}")
+    m1, m2 = (np.asarray(m, dtype=np.float64) for m in (mean1, mean2))
+    for m, name, raw in ((m1, "mean1", mean1), (m2, "mean2", mean2)):
+        if not (np.all(np.isfinite(m)) and np.all(m > 0)):
+            raise InvalidParameterError(f"{name} must be finite and > 0, got {raw!r}")
     r = np.asarray(poisson_ratio_lower(k1, k2, alpha), dtype=np.float64)
     with np.errstate(divide="ignore"):
         out = np.where(r > 0, np.log(np.maximum(r, 1e-300)) + np.log(m2) - np.log(m1), -np.inf)

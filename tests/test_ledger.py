@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from ldp_audit.accountant import Accountant, Budget, LaplaceEvent, Ledger, PureDpEvent
-from ldp_audit.accountant.ledger import SCHEMA_VERSION
+from ldp_audit.accountant.ledger_format import SCHEMA_VERSION
 from ldp_audit.errors import BudgetExceeded, InvalidParameterError, LedgerError
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -25,7 +25,7 @@ import pytest
 from ldp_audit.accountant import Accountant, Budget, LaplaceEvent, Ledger
 from ldp_audit.accountant import ledger_format as LF
 from ldp_audit.accountant.keys import KeyFileError, default_key_path, load_key
-from ldp_audit.accountant.ledger import LedgerIntegrityError
+from ldp_audit.accountant.ledger_format import LedgerIntegrityError
 from ldp_audit.accountant.ledger_migrate import migrate_v1
 from ldp_audit.cli import main
 from ldp_audit.errors import LedgerError

@@ -36,8 +36,8 @@ from typing import Any
 
 from ldp_audit.accountant import composition
 from ldp_audit.accountant.events import DpEvent, event_to_json
-from ldp_audit.accountant.ledger import AgentState, Ledger
-from ldp_audit.accountant.ledger_format import SCOPES
+from ldp_audit.accountant.ledger import Ledger
+from ldp_audit.accountant.ledger_format import SCOPES, AgentState
 from ldp_audit.accountant.methods import (
     ALL_METHODS,
     METHODS,

@@ -48,17 +48,13 @@ from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
-from ldp_audit.accountant.keys import KeyFileError, LedgerKey, load_key
+from ldp_audit.accountant.keys import LedgerKey, load_key
 from ldp_audit.accountant.ledger_chain import genesis_records
 from ldp_audit.accountant.ledger_format import (
-    APPLICATION,
-    READABLE_VERSIONS,
     RESERVED_META,
     SCHEMA_VERSION,
     AgentState,
-    LedgerIntegrityError,
     LedgerReadOnlyError,
-    LedgerSchemaError,
     _head_msg,
     _meta_digest,
     check_rows,
@@ -82,23 +78,7 @@ from ldp_audit.accountant.ledger_verify import identify, resolve_key
 from ldp_audit.accountant.ledger_write import ChainWriter, Transaction
 from ldp_audit.errors import InvalidParameterError
 
-__all__ = [
-    "Ledger",
-    "SCHEMA_VERSION",
-    "APPLICATION",
-    "LedgerIntegrityError",
-    "LedgerReadOnlyError",
-    "LedgerSchemaError",
-    "AgentState",
-    "TallyLedger",
-    "KeyFileError",
-    "READABLE_VERSIONS",
-    "LedgerStore",
-    "RowStore",
-    "CountStore",
-    "SqliteStore",
-    "TallyStore",
-]
+__all__ = ["Ledger", "TallyLedger"]
 
 
 #: Most agents whose state a writer keeps between its own commits (``Ledger._wc``).

@@ -21,6 +21,7 @@ What the records mean and every check of them is :class:`~ldp_audit.accountant.l
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import numbers
@@ -91,7 +92,6 @@ _SQL_AGENTS = f"INSERT OR REPLACE INTO {_AGENTS} (agent, n, last_id, chk, mac) V
 #: statements are reused): one statement per block of rows instead of one step per row; the
 #: remainder (fewer rows than the smallest block) goes through ``executemany``.
 _BLOCKS = (256, 32)
-_STATEMENTS: dict[tuple[str, int, int], str] = {}
 _SQL_WRITE_HEAD = (
     f"SELECT (SELECT data_version FROM pragma_data_version()), h.rows, h.hash, h.meta, {{mac}}, "
     f"c.id, c.hash FROM {_HEAD} h LEFT JOIN {_CHARGES} c "
@@ -106,24 +106,21 @@ _SQL_AGENT_RECORDS = (
 )
 
 
+@functools.cache
+def _statement(sql: str, ncols: int, size: int) -> str:
+    """``sql`` with ``size`` rows of ``ncols`` parameters (``VALUES (?, ?), (?, ?)``)."""
+    return sql + ", ".join(["(" + ", ".join(["?"] * ncols) + ")"] * size)
+
+
 def _insert_many(c: sqlite3.Connection, sql: str, ncols: int, rows: Sequence[tuple]) -> None:
     """``INSERT`` ``rows`` with multi-row ``VALUES`` in blocks of ``_BLOCKS`` rows."""
     k, n = 0, len(rows)
     for size in _BLOCKS:
-        if n - k < size:
-            continue
-        stmt = _STATEMENTS.get((sql, ncols, size))
-        if stmt is None:
-            one = "(" + ", ".join(["?"] * ncols) + ")"
-            stmt = _STATEMENTS[(sql, ncols, size)] = sql + ", ".join([one] * size)
         while n - k >= size:
-            c.execute(stmt, list(chain.from_iterable(rows[k : k + size])))
+            c.execute(_statement(sql, ncols, size), list(chain.from_iterable(rows[k : k + size])))
             k += size
     if k < n:
-        stmt = _STATEMENTS.get((sql, ncols, 1))
-        if stmt is None:
-            stmt = _STATEMENTS[(sql, ncols, 1)] = sql + "(" + ", ".join(["?"] * ncols) + ")"
-        c.executemany(stmt, rows[k:] if k else rows)
+        c.executemany(_statement(sql, ncols, 1), rows[k:] if k else rows)
 
 
 def _init_schema(c: sqlite3.Connection, meta: dict[str, str], head: HeadRecord) -> None:

@@ -48,10 +48,13 @@ def _short_mech(name: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def legend_under_axes(ax: Any, ncols: int = 2, fontsize: float = 8) -> None:
+def legend_under_axes(ax: Any, ncols: int = 2, fontsize: float = 8, also: Any = None) -> None:
     """The axes' legend under its x-axis label, never over the data or the axis labels
-    (constrained layout makes room for it)."""
+    (constrained layout makes room for it); ``also``: a twin axes whose entries join it."""
     handles, labels = ax.get_legend_handles_labels()
+    if also is not None:
+        more = also.get_legend_handles_labels()
+        handles, labels = handles + more[0], labels + more[1]
     if handles:
         ax.legend(
             handles,
@@ -153,6 +156,7 @@ def ledger_figure(
         )
     if led.budget is not None:
         ax1.axhline(led.budget, color="k", ls=":", lw=1.2, label="budget")
+    ax1b = None
     if spend.size:
         inverse, _, _ = _release_index(releases)
         first = np.zeros(inverse.size, dtype=bool)
@@ -169,20 +173,7 @@ def ledger_figure(
         ax1b.set_ylabel("agents charged so far", color=_GREY)
         ax1b.tick_params(axis="y", colors=_GREY)
         ax1b.set_ylim(bottom=0)
-        # one legend for both y-axes, below the panel
-        h1, l1 = ax1.get_legend_handles_labels()
-        h2, l2 = ax1b.get_legend_handles_labels()
-        ax1.legend(
-            h1 + h2,
-            l1 + l2,
-            fontsize=8,
-            loc="upper center",
-            bbox_to_anchor=(0.5, -0.2),
-            ncols=2,
-            frameon=False,
-        )
-    else:
-        legend_under_axes(ax1)
+    legend_under_axes(ax1, also=ax1b)  # one legend for both y-axes, below the panel
     ax1.set_xlabel("submission n (arrival order)")
     ax1.set_ylabel("spent epsilon per agent")
     ax1.set_title("Spent epsilon over submissions", wrap=True)

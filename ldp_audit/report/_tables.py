@@ -121,16 +121,16 @@ def report_tables(m: dict[str, Any]) -> dict[str, tuple[list[str], list[list[Any
         ],
     )
     t["config"] = (["parameter", "value"], [[k, cell_text(v)] for k, v in run["config"].items()])
-    rows = []
-    for name, key in (("basic sequential composition", "basic"), ("tightest valid method", "best")):
-        s = led[key]
-        rows.append([name, s["min"], s["median"], s["mean"], s["max"]])
-    if led["remaining"] is not None:
-        s = led["remaining"]
-        rows.append(["remaining budget", s["min"], s["median"], s["mean"], s["max"]])
-    s = led["submissions_per_agent"]
-    if s is not None:
-        rows.append(["submissions per agent", s["min"], s["median"], s["mean"], s["max"]])
+    rows = [
+        [name, s["min"], s["median"], s["mean"], s["max"]]
+        for name, s in (
+            ("basic sequential composition", led["basic"]),
+            ("tightest valid method", led["best"]),
+            ("remaining budget", led["remaining"]),
+            ("submissions per agent", led["submissions_per_agent"]),
+        )
+        if s is not None
+    ]
     t["ledger"] = (["per agent (local scope)", "min", "median", "mean", "max"], rows)
     t["scopes"] = (
         ["scope", "ledger ids", "min eps", "median eps", "max eps"],
