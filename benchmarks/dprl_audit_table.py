@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from ldp_audit.rundir import to_jsonable
-from ldp_audit.training.dprl.reproduce import ReproduceSettings
+from ldp_audit.training.dprl.config import ReproduceSettings
 from ldp_audit.training.dprl.reproduce_runs import audit_table
 
 torch.set_num_threads(1)

@@ -30,7 +30,7 @@ def _no_timings(doc):
 
 
 def _dprl_settings():
-    from ldp_audit.training.dprl.reproduce import ReproduceSettings
+    from ldp_audit.training.dprl.config import ReproduceSettings
 
     return ReproduceSettings(
         seeds=2,

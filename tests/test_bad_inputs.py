@@ -427,7 +427,7 @@ def _api_cases() -> list:
     from ldp_audit import mechanisms as M
     from ldp_audit.accountant import Budget
     from ldp_audit.training.dprl.config import DprlConfig
-    from ldp_audit.training.dprl.reproduce import ReproduceSettings as DprlRepro
+    from ldp_audit.training.dprl.config import ReproduceSettings as DprlRepro
     from ldp_audit.training.fedrl import FedRLConfig
     from ldp_audit.training.fedrl.reproduce import ReproConfig
     from ldp_audit.training.frd import FrdConfig

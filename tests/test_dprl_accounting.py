@@ -111,7 +111,7 @@ def test_eval_episodes_is_validated() -> None:
 
 
 def test_reproduce_grid_has_clip_only_and_the_small_sigmas() -> None:
-    from ldp_audit.training.dprl.reproduce import ReproduceSettings
+    from ldp_audit.training.dprl.config import ReproduceSettings
     from ldp_audit.training.dprl.reproduce_runs import grid, levels, run_config
     from ldp_audit.training.dprl.trainer import DQN_SOLVES
 

@@ -15,8 +15,7 @@ import pytest
 import torch
 
 from ldp_audit.attacks.one_run import audit_run
-from ldp_audit.training.dprl.config import DprlConfig
-from ldp_audit.training.dprl.reproduce import ReproduceSettings
+from ldp_audit.training.dprl.config import DprlConfig, ReproduceSettings
 from ldp_audit.training.dprl.reproduce_report import readme
 from ldp_audit.training.dprl.reproduce_runs import (
     AUDIT_DQN,

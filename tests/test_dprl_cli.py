@@ -162,7 +162,8 @@ def test_broken_trainer_gives_violation_exit_codes(tmp_path, capsys) -> None:
 
 def test_reproduce_tiny(tmp_path) -> None:
     """The reproduction pipeline at a toy scale (the committed report is reports/dprl)."""
-    from ldp_audit.training.dprl.reproduce import ReproduceSettings, reproduce
+    from ldp_audit.training.dprl.config import ReproduceSettings
+    from ldp_audit.training.dprl.reproduce import reproduce
 
     s = ReproduceSettings(seeds=2, episodes=16, total_steps=300, dpsgd_noise=(0.0, 1.0),
                           obs_noise=(0.0, 1.0), audit_canaries=0)  # fmt: skip

@@ -16,7 +16,7 @@ REPORT = Path(__file__).resolve().parent.parent / "reports" / "dprl"
 
 
 def _settings_of(doc: dict):  # noqa: ANN202
-    from ldp_audit.training.dprl.reproduce import ReproduceSettings
+    from ldp_audit.training.dprl.config import ReproduceSettings
 
     kw = {k: tuple(v) if isinstance(v, list) else v for k, v in doc["settings"].items()}
     return ReproduceSettings(**kw)
@@ -31,7 +31,7 @@ def test_committed_readme_rerenders_from_its_results() -> None:
 
 
 def test_dqn_preset_names_are_the_presets() -> None:
-    from ldp_audit.training.dprl.reproduce import DQN_PRESET_NAMES
+    from ldp_audit.training.dprl.config import DQN_PRESET_NAMES
     from ldp_audit.training.dprl.trainer import DQN_PRESETS
 
     assert sorted(DQN_PRESET_NAMES) == sorted(DQN_PRESETS)
@@ -73,7 +73,7 @@ def test_reproduce_options_give_the_committed_settings(
 
 
 def test_reproduce_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from ldp_audit.training.dprl.reproduce import ReproduceSettings
+    from ldp_audit.training.dprl.config import ReproduceSettings
 
     # the config's defaults, but 500 audit canaries (the command line's default since the start)
     got = _parsed(monkeypatch, "reproduce", [], tmp_path)
@@ -143,7 +143,7 @@ def test_reproduce_noise_and_audit_canaries_come_from_the_config(
     default 500 (bounds(cli_default=500)) is replaced by the value given, and --help shows both
     defaults."""
     from ldp_audit.cli import build_parser
-    from ldp_audit.training.dprl.reproduce import ReproduceSettings
+    from ldp_audit.training.dprl.config import ReproduceSettings
 
     argv = ["--noise-multiplier", "0", "2.5", "--audit-canaries", "0"]
     got = _parsed(monkeypatch, "reproduce", argv, tmp_path)

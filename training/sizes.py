@@ -274,7 +274,7 @@ def _relabel(parts: list[Estimate], old: str, new: str) -> list[Estimate]:
 
 
 def dprl_reproduce_estimates(s: Any, *, workers: int = 1) -> list[Estimate]:
-    """``reproduce dprl`` (:class:`~ldp_audit.training.dprl.reproduce.ReproduceSettings`): the
+    """``reproduce dprl`` (:class:`~ldp_audit.training.dprl.config.ReproduceSettings`): the
     noise grid's REINFORCE and DQN runs and the audit table's canary runs (command-line
     labels)."""
     from ldp_audit.training.dprl.config import DprlConfig

@@ -93,7 +93,7 @@ def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
     # ..., --audit-canaries): its default, bounds and help are written once, in the config; there
     # too: dpsgd_noise is spelled --noise (bounds(option=...)) and --audit-canaries defaults to
     # 500 here, the committed report's (bounds(cli_default=500); the Python default is 800)
-    from ldp_audit.training.dprl.reproduce import ReproduceSettings
+    from ldp_audit.training.dprl.config import ReproduceSettings
 
     add_arguments(
         r, ReproduceSettings, group_title="the reproduction's config (ReproduceSettings; generated)"
@@ -170,7 +170,8 @@ def _reproduce(args: argparse.Namespace) -> int:
     out = args.out if args.out is not None else timestamped_dir("runs/reproduce-dprl")
     check_report_out(out, overwrite=args.overwrite)  # before the experiment
     from ldp_audit.config import from_args
-    from ldp_audit.training.dprl.reproduce import ReproduceSettings, reproduce
+    from ldp_audit.training.dprl.config import ReproduceSettings
+    from ldp_audit.training.dprl.reproduce import reproduce
 
     settings = from_args(ReproduceSettings, args)  # the options given; the others: its defaults
     from ldp_audit.limits import check_resources, forcing

@@ -20,7 +20,7 @@ from ldp_audit.training.dprl.reproduce_runs import levels as grid_levels
 from ldp_audit.training.reproduction import num, restore
 
 if TYPE_CHECKING:
-    from ldp_audit.training.dprl.reproduce import ReproduceSettings
+    from ldp_audit.training.dprl.config import ReproduceSettings
 
 __all__ = ["figures", "pages", "readme"]
 
@@ -188,7 +188,7 @@ def _preset_words(name: str) -> str:
 def pages(res: dict[str, Any], notes: str | None = None) -> dict[str, str]:
     """The report's text pages (file name -> text): README.md from ``res`` (results.json, or the
     results in memory), with the settings it records (notes.md stays beside it)."""
-    from ldp_audit.training.dprl.reproduce import ReproduceSettings
+    from ldp_audit.training.dprl.config import ReproduceSettings
 
     doc = restore(res)
     for row in doc["table"]:  # results.json writes an interval's NaN end as null

@@ -1,7 +1,7 @@
 """The runs of ``ldp-audit reproduce dprl``: its grid, each grid run and each audit cell, kept
 in a cache folder as they finish.
 
-:func:`grid` lists the runs of a :class:`~ldp_audit.training.dprl.reproduce.ReproduceSettings`
+:func:`grid` lists the runs of a :class:`~ldp_audit.training.dprl.config.ReproduceSettings`
 (algorithm x noise family x level x seed); :func:`run_one` trains one of them (or reads it
 from ``--cache``: :func:`ldp_audit.training.reproduction.cached`, keyed by its whole spec). The
 one-run audit table trains the correct DP-SGD trainers (:data:`AUDIT_REINFORCE`,
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from ldp_audit.training.reproduction import cache_path, cached
 
 if TYPE_CHECKING:
-    from ldp_audit.training.dprl.reproduce import ReproduceSettings
+    from ldp_audit.training.dprl.config import ReproduceSettings
 
 __all__ = [
     "AUDIT_DQN",
