@@ -377,3 +377,45 @@ def test_attack_frd_estimate_counts_the_private_parameters_candidates() -> None:
     cost = [(e.nbytes, e.seconds) for e in frd_attack_estimates(by_length, 100)]
     assert cost == [(e.nbytes, e.seconds) for e in frd_attack_estimates(by_gravity, 100)]
     assert cost != [(e.nbytes, e.seconds) for e in frd_attack_estimates(one, 100)]
+
+
+def test_pgc_estimates_within_twice_the_measured_peak() -> None:
+    """Every PGC-A3C size estimate is within a factor of 2 of the peak memory measured for it
+    (benchmarks/memory_sizes.py: the summed resident memory of the command's processes;
+    make reproduce extrapolated from the per-submission slope), recomputed by today's code."""
+    from ldp_audit.training.pgc_a3c import PgcA3cConfig
+    from ldp_audit.training.reproduce import ReproduceConfig
+    from ldp_audit.training.sizes import pgc_estimates, pgc_reproduce_estimates
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks/results/memory_sizes.json"
+    rows = json.loads(path.read_text())
+    assert {"base", "workers 2", "train", "make reproduce (extrapolated)"} <= {
+        r["case"] for r in rows
+    }
+    for r in rows:
+        kw = dict(r["config"])
+        if "mechanism" in kw:  # train: its run directory keeps the transcript
+            parts = pgc_estimates(PgcA3cConfig(**kw), [True], cli=True)
+        else:
+            parts = pgc_reproduce_estimates(ReproduceConfig(**kw))
+        est = sum(e.nbytes for e in parts)
+        assert 0.5 <= est / r["peak_sum"] <= 2.0, (r["case"], est, r["peak_sum"])
+    full = next(r for r in rows if r["case"] == "make reproduce (extrapolated)")
+    assert full["peak_sum"] <= 2e9  # the issue's goal: make reproduce within 2 GB
+
+
+def test_reproduce_pgc_estimate_counts_figure2_and_workers() -> None:
+    """The reproduction's check counts the Figure 2 runs and one process per worker (it
+    counted neither, and no tally: 0.41 GiB for the 12.6 GB of make reproduce)."""
+    from ldp_audit.training.reproduce import ReproduceConfig
+    from ldp_audit.training.sizes import pgc_reproduce_estimates
+
+    def parts(**kw: object) -> dict[str, float]:
+        cfg = ReproduceConfig(trials=20, max_submissions=90_000, **kw)
+        return {e.what: e.nbytes for e in pgc_reproduce_estimates(cfg) if e.nbytes}
+
+    one, fig2, two = parts(workers=1, figure2=False), parts(workers=1), parts(workers=2)
+    cells = "the per-submission results"
+    assert fig2[cells] == pytest.approx(one[cells] * 14 / 10)  # 4 Figure 2 settings
+    assert two["the Python processes"] == 3 * one["the Python processes"]  # + 2 workers
+    assert sum(two.values()) >= 1.2 * 2**30
