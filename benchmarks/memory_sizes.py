@@ -76,6 +76,16 @@ def _train(trials: int, subs: int) -> tuple[list[str], dict]:
     return args, kw
 
 
+#: the torch trainers' smallest runs: (arguments after ``train TRAINER``, the config's keywords)
+_TORCH = {
+    "dprl": (["--algo", "reinforce", "--privacy", "dpsgd", "--episodes", "20"],
+             {"algo": "reinforce", "privacy": "dpsgd", "episodes": 20}),
+    "frd": (["--max-episodes", "10", "--groups", "1"], {"max_episodes": 10, "groups": 1}),
+    "fedrl": (["--train-steps", "200", "--n-maps", "50", "--eval-maps", "5", "--runs", "1"],
+              {"train_steps": 200, "n_maps": 50, "eval_maps": 5, "runs": 1}),
+}  # fmt: skip
+
+
 #: name -> (command-line arguments after ``ldp-audit``, ``--out`` added; the config's keywords)
 CASES: dict[str, tuple[list[str], dict]] = {
     "base": _repro(1, 2000, 1),
@@ -86,17 +96,29 @@ CASES: dict[str, tuple[list[str], dict]] = {
     "workers 2, max-submissions 60k": _repro(2, 60_000, 2),
     "make reproduce, scaled": _repro(2, 20_000, 2, fixed=False),
     "train": _train(4, 10_000),
+    **{
+        f"train {t}": (["train", t, *a, "--no-progress"], {"trainer": t, **kw})
+        for t, (a, kw) in _TORCH.items()
+    },
 }
 
 
 def estimate(kw: dict) -> float:
     """The bytes the command's own pre-run check estimates (the same function it calls)."""
+    from ldp_audit.training import sizes
+    from ldp_audit.training.dprl.config import DprlConfig
+    from ldp_audit.training.fedrl import FedRLConfig
+    from ldp_audit.training.frd import FrdConfig
     from ldp_audit.training.pgc_a3c import PgcA3cConfig
     from ldp_audit.training.reproduce import ReproduceConfig
     from ldp_audit.training.sizes import pgc_estimates, pgc_reproduce_estimates
 
     kw = dict(kw)
-    if "mechanism" in kw:  # the run directory keeps the transcript
+    trainer = kw.pop("trainer", None)
+    if trainer is not None:
+        cfg = {"dprl": DprlConfig, "frd": FrdConfig, "fedrl": FedRLConfig}[trainer](**kw)
+        parts = getattr(sizes, f"{trainer}_estimates")(cfg, cli=True)
+    elif "mechanism" in kw:  # the run directory keeps the transcript
         parts = pgc_estimates(PgcA3cConfig(**kw), [True], cli=True)
     else:
         parts = pgc_reproduce_estimates(ReproduceConfig(**kw))

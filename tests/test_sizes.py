@@ -112,7 +112,7 @@ def test_cli_force_lets_a_moderately_oversized_run_through(tmp_path, monkeypatch
     argv = ["train", "frd", "--agents", "2", "--groups", "1", "--sections", "10",
             "--exchange-period", "3", "--initial-episodes", "2", "--hidden", "8", "--layers", "1",
             "--max-episodes", "6", "--no-stop-at-mission", "--no-progress"]  # fmt: skip
-    monkeypatch.setenv(limits.MEMORY_ENV, "64K")  # the run's estimate is ~0.2 MiB
+    monkeypatch.setenv(limits.MEMORY_ENV, "64K")  # the run's estimate: 350 MiB (the process)
     assert main([*argv, "--out", str(tmp_path / "a")]) == 2
     err = capsys.readouterr().err
     assert "64.0 KiB memory limit" in err and "--force" in err
@@ -379,25 +379,33 @@ def test_attack_frd_estimate_counts_the_private_parameters_candidates() -> None:
     assert cost != [(e.nbytes, e.seconds) for e in frd_attack_estimates(one, 100)]
 
 
-def test_pgc_estimates_within_twice_the_measured_peak() -> None:
-    """Every PGC-A3C size estimate is within a factor of 2 of the peak memory measured for it
-    (benchmarks/memory_sizes.py: the summed resident memory of the command's processes;
-    make reproduce extrapolated from the per-submission slope), recomputed by today's code."""
+def test_estimates_within_twice_the_measured_peak() -> None:
+    """Every size estimate of the committed table (benchmarks/memory_sizes.py: PGC-A3C reproduce
+    and train, the smallest DP-RL, FRD and FedRL runs) is within a factor of 2 of the peak
+    memory measured for it (the summed resident memory of the command's processes; make
+    reproduce extrapolated from the per-submission slope), recomputed by today's code."""
+    from ldp_audit.training import sizes
+    from ldp_audit.training.dprl.config import DprlConfig
+    from ldp_audit.training.fedrl import FedRLConfig
+    from ldp_audit.training.frd import FrdConfig
     from ldp_audit.training.pgc_a3c import PgcA3cConfig
     from ldp_audit.training.reproduce import ReproduceConfig
-    from ldp_audit.training.sizes import pgc_estimates, pgc_reproduce_estimates
 
     path = Path(__file__).resolve().parent.parent / "benchmarks/results/memory_sizes.json"
     rows = json.loads(path.read_text())
-    assert {"base", "workers 2", "train", "make reproduce (extrapolated)"} <= {
-        r["case"] for r in rows
-    }
+    cases = {r["case"] for r in rows}
+    assert {"base", "workers 2", "train", "make reproduce (extrapolated)"} <= cases
+    assert {"train dprl", "train frd", "train fedrl"} <= cases
     for r in rows:
         kw = dict(r["config"])
-        if "mechanism" in kw:  # train: its run directory keeps the transcript
-            parts = pgc_estimates(PgcA3cConfig(**kw), [True], cli=True)
+        trainer = kw.pop("trainer", None)
+        if trainer is not None:
+            cfg = {"dprl": DprlConfig, "frd": FrdConfig, "fedrl": FedRLConfig}[trainer](**kw)
+            parts = getattr(sizes, f"{trainer}_estimates")(cfg, cli=True)
+        elif "mechanism" in kw:  # train: its run directory keeps the transcript
+            parts = sizes.pgc_estimates(PgcA3cConfig(**kw), [True], cli=True)
         else:
-            parts = pgc_reproduce_estimates(ReproduceConfig(**kw))
+            parts = sizes.pgc_reproduce_estimates(ReproduceConfig(**kw))
         est = sum(e.nbytes for e in parts)
         assert 0.5 <= est / r["peak_sum"] <= 2.0, (r["case"], est, r["peak_sum"])
     full = next(r for r in rows if r["case"] == "make reproduce (extrapolated)")

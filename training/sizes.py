@@ -29,6 +29,8 @@ _ROW_META = 48
 #: resident memory of one process of the toolkit before its arrays: the interpreter, NumPy,
 #: SciPy, the compiled PGC-A3C kernel (measured 0.33-0.40 GiB: benchmarks/memory_sizes.py)
 _PROCESS = 300 * 2**20
+#: the same with PyTorch (DP-RL, FRD, FedRL: 365-500 MiB measured for their smallest runs)
+_TORCH_PROCESS = 350 * 2**20
 
 
 def dprl_estimates(cfg: Any, *, cli: bool = False) -> list[Estimate]:
@@ -47,6 +49,7 @@ def dprl_estimates(cfg: Any, *, cli: bool = False) -> list[Estimate]:
         batch = b if reinforce else 2 * int(cfg.batch_size)
         net_bytes += 2 * batch * p * _F32
     parts = [Estimate(label(cli, "hidden", "--hidden", h), "the networks", net_bytes)]
+    parts.append(Estimate(parts[0].option, "the Python process", _TORCH_PROCESS))
     # rollouts and activations: REINFORCE keeps b whole episodes (states, actions, returns) and
     # the activations of every layer for the backward pass (dropout masks too); DQN a minibatch
     # and one step of the b environments, and its replay memory
@@ -145,6 +148,7 @@ def frd_estimates(cfgs: Any, *, cli: bool = False) -> list[Estimate]:
     ]
     drive = _driver(cli, opts)
     return [
+        Estimate(drive, "the Python process", _TORCH_PROCESS),
         Estimate(drive, "the agents' networks", net),
         Estimate(drive, "the per-agent state and scores", per_agent),
         Estimate(label(cli, "sections", "--sections", c.sections), "the proxy memories", mem),
@@ -185,6 +189,7 @@ def fedrl_estimates(cfg: Any, *, cli: bool = False) -> list[Estimate]:
     maps_l = _driver(cli, [(n / 8, "size", "--size", n), (nm / 8000, "n_maps", "--n-maps", nm)])
     trans_l = _driver(cli, [o_steps, o_runs, o_envs, o_batch, o_eval])
     return [
+        Estimate(maps_l, "the Python process", _TORCH_PROCESS),
         Estimate(maps_l, "the maps", maps),
         Estimate(_driver(cli, [o_runs, o_hist]), "the replay memories", replay),
         Estimate(_driver(cli, [o_runs, o_hist, o_envs, o_batch]), "the networks", nets + act),

@@ -72,10 +72,8 @@ class _Numbered:
             return True
         if j > 2 * size + _GAP:
             return False
-        k = j + 1 - size
-        self.n.frombytes(bytes(8 * k))
-        self.last.frombytes(bytes(8 * k))
-        self.kind.frombytes(bytes(4 * k))
+        for a in (self.n, self.last, self.kind):
+            a.frombytes(bytes(a.itemsize * (j + 1 - size)))
         return True
 
     def run_of(self, j: int) -> int:
@@ -165,13 +163,6 @@ class TallyStore(CountStore):
         state = self._state
         return {a: st for a in agents if (st := state(a)) is not None}
 
-    def _kind(self, key: tuple[str, str]) -> int:
-        k = self._kind_of.get(key)
-        if k is None:
-            k = self._kind_of[key] = len(self._kinds)
-            self._kinds.append(key)
-        return k
-
     def add(self, rows: Sequence[tuple[str, str, str]]) -> None:
         other, numbered = self._other, self._numbered
         i = self._rows
@@ -185,7 +176,9 @@ class TallyStore(CountStore):
                 g = numbered.get(pre)
                 if g is None:
                     g = numbered[pre] = _Numbered()
-                k = self._kind(key)
+                k = self._kind_of.setdefault(key, len(self._kinds))
+                if k == len(self._kinds):
+                    self._kinds.append(key)
                 r1 = g.r1
                 if j >= g.top:  # a new agent
                     g.top = j + 1
