@@ -20,6 +20,7 @@ from ldp_audit.accountant import (
     PureDpEvent,
     TallyLedger,
 )
+from ldp_audit.accountant.events import event_to_json
 from ldp_audit.errors import BudgetExceeded, InvalidParameterError, LedgerError
 
 EVENTS = [PureDpEvent(0.25), LaplaceEvent(0.5), PureDpEvent(0.125), GaussianEvent(2.0)]
@@ -139,3 +140,102 @@ def test_threads_never_overspend():
         t.join()
     assert len(granted) == 100  # exactly 100 x 0.01 = 1.0 of the 200 attempts
     assert acc.spent("shared", method="basic") == pytest.approx(1.0)
+
+
+def _fused_rows(rng: np.random.Generator, n_rows: int) -> list[tuple[str, str, str]]:
+    """Rows as the engines name agents (``config:trial/number``, numbered from 0, several
+    rounds each) mixed with what the compact slots must leave to the dict: names without a
+    number, leading zeros, numbers far past the slots, agents charged a second kind of event."""
+    events = [event_to_json(e) for e in EVENTS]
+    nxt = [0] * 6
+    rows: list[tuple[str, str, str]] = []
+    while len(rows) < n_rows:
+        t = int(rng.integers(0, 6))
+        reps = int(rng.integers(1, 4))
+        for _ in range(int(rng.integers(1, 20))):  # a block of new agents, all their rounds
+            rows += [(f"{t % 3}:{t}/{nxt[t]}", events[t % 2], "local")] * reps
+            nxt[t] += 1
+        pick = int(rng.integers(0, 6))
+        odd = [
+            f"{t % 3}:{t}/{int(rng.integers(0, nxt[t]))}",  # an earlier agent, maybe new kind
+            f"{t % 3}:{t}/0{int(rng.integers(0, 9))}",  # leading zero: not the number
+            f"{t % 3}:{t}/{10**9 + int(rng.integers(0, 3))}",  # far past the slots
+            f"agent-{int(rng.integers(0, 5))}",
+            f"{int(rng.integers(0, 40))}",  # a bare number
+            f"{t % 3}:{t}/{nxt[t] + 5}",  # a gap of empty slots
+        ][pick]
+        rows.append((odd, events[int(rng.integers(0, 4))], ("local", "central")[pick % 2]))
+    return rows
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_compact_slots_keep_a_ledgers_exact_state(seed):
+    """The compact store (numbered agents in typed arrays) answers every reader as a ledger of
+    record does: states, row count, spend, summaries, agent lists, budget refusals."""
+    rows = _fused_rows(np.random.default_rng(seed), 1500)
+    tally, ledger = TallyLedger(), Ledger(":memory:")
+    for lo in range(0, len(rows), 97):
+        assert tally.charge_rows(rows[lo : lo + 97]) == ledger.charge_rows(rows[lo : lo + 97])
+    assert tally.states() == ledger.states()
+    assert len(tally) == len(ledger) == len(rows)
+    names = sorted({r[0] for r in rows}) + ["never", "0:0/999999", "0:0/00"]
+    assert tally.states(names) == ledger.states(names)
+    a, b = Accountant(ledger=tally), Accountant(ledger)
+    for kw in ({"method": "basic"}, {"method": "rdp", "delta": 1e-5}):
+        assert a.spent_all(**kw) == b.spent_all(**kw)
+    for scope in ("local", "central"):
+        assert a.agents(scope) == b.agents(scope)
+        sa, sb = (acc.summary(delta=1e-5, method="rdp")[scope] for acc in (a, b))
+        assert (sa["agents"], sa["max_epsilon"]) == (sb["agents"], sb["max_epsilon"])
+    # the same budget verdicts on one more batch over agents in slots, in the dict, new ones
+    top = a.summary(delta=1e-5, method="rdp")["local"]["max_epsilon"]
+    said = []
+    for led in (tally, ledger):
+        acc = Accountant(ledger=led, budget=Budget(epsilon=top + 0.05, delta=1e-5, method="rdp"))
+        with pytest.raises(BudgetExceeded) as e:
+            acc.charge_many([(n, PureDpEvent(1.0)) for n in names])
+        said.append(str(e.value))
+        acc.charge_many([(f"0:0/{10**6 + i}", PureDpEvent(0.3)) for i in range(3)])
+    assert said[0] == said[1]
+    assert tally.states() == ledger.states()
+    ledger.close()
+
+
+@pytest.mark.parametrize(
+    ("order", "per_charge"),
+    [("fused", 1), ("interleaved", 32), ("rounds", 24)],
+)
+def test_memory_per_charge_is_bounded(order, per_charge):
+    """The tally of an engine's agents grows by at most ``per_charge`` bytes a charge (the dict
+    of AgentStates it replaced: about 400): ~0 for the fused engine's blocks of new agents (one
+    run per block), at most a run (28 bytes) per agent when the trials' rows interleave, a slot
+    (SLOT_BYTES = 20, plus the arrays' over-allocation) per agent charged several rounds."""
+    import tracemalloc
+
+    from ldp_audit.accountant.ledger_tally import SLOT_BYTES, TallyStore
+
+    ev = event_to_json(PureDpEvent(0.5))
+
+    def grown(n: int) -> int:
+        if order == "fused":  # blocks of 64 new agents per trial, rows in order
+            rows = [(f"3:{t}/{a}", ev, "local") for lo in range(0, n // 8, 64) for t in range(8)
+                    for a in range(lo, lo + 64)]  # fmt: skip
+        elif order == "interleaved":  # one agent of each trial in turn
+            rows = [(f"3:{t}/{a}", ev, "local") for a in range(n // 8) for t in range(8)]
+        else:  # two rounds each, the second after the whole block
+            rows = [(f"3:{t}/{a}", ev, "local") for t in range(8) for _ in range(2)
+                    for a in range(n // 16)]  # fmt: skip
+        store = TallyStore()
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            with store.write():
+                for lo in range(0, len(rows), 500):
+                    store.add(rows[lo : lo + 500])
+            return tracemalloc.get_traced_memory()[0] - before
+        finally:
+            tracemalloc.stop()
+
+    small, large = grown(20_000), grown(80_000)
+    assert SLOT_BYTES == 20
+    assert (large - small) / 60_000 <= per_charge  # bytes per extra charge

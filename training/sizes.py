@@ -26,6 +26,11 @@ _MIN_EPISODE = 8
 _ENV_BYTES = 128
 #: bytes a released row costs in a transcript besides its values (trial, agent, step, ids)
 _ROW_META = 48
+#: resident memory of one process of the toolkit before its arrays: the interpreter, NumPy,
+#: SciPy, the compiled PGC-A3C kernel (measured 0.33-0.40 GiB: benchmarks/memory_sizes.py)
+_PROCESS = 300 * 2**20
+#: the same with PyTorch (DP-RL, FRD, FedRL: 365-500 MiB measured for their smallest runs)
+_TORCH_PROCESS = 350 * 2**20
 
 
 def dprl_estimates(cfg: Any, *, cli: bool = False) -> list[Estimate]:
@@ -44,6 +49,7 @@ def dprl_estimates(cfg: Any, *, cli: bool = False) -> list[Estimate]:
         batch = b if reinforce else 2 * int(cfg.batch_size)
         net_bytes += 2 * batch * p * _F32
     parts = [Estimate(label(cli, "hidden", "--hidden", h), "the networks", net_bytes)]
+    parts.append(Estimate(parts[0].option, "the Python process", _TORCH_PROCESS))
     # rollouts and activations: REINFORCE keeps b whole episodes (states, actions, returns) and
     # the activations of every layer for the backward pass (dropout masks too); DQN a minibatch
     # and one step of the b environments, and its replay memory
@@ -142,6 +148,7 @@ def frd_estimates(cfgs: Any, *, cli: bool = False) -> list[Estimate]:
     ]
     drive = _driver(cli, opts)
     return [
+        Estimate(drive, "the Python process", _TORCH_PROCESS),
         Estimate(drive, "the agents' networks", net),
         Estimate(drive, "the per-agent state and scores", per_agent),
         Estimate(label(cli, "sections", "--sections", c.sections), "the proxy memories", mem),
@@ -182,6 +189,7 @@ def fedrl_estimates(cfg: Any, *, cli: bool = False) -> list[Estimate]:
     maps_l = _driver(cli, [(n / 8, "size", "--size", n), (nm / 8000, "n_maps", "--n-maps", nm)])
     trans_l = _driver(cli, [o_steps, o_runs, o_envs, o_batch, o_eval])
     return [
+        Estimate(maps_l, "the Python process", _TORCH_PROCESS),
         Estimate(maps_l, "the maps", maps),
         Estimate(_driver(cli, [o_runs, o_hist]), "the replay memories", replay),
         Estimate(_driver(cli, [o_runs, o_hist, o_envs, o_batch]), "the networks", nets + act),
@@ -190,10 +198,14 @@ def fedrl_estimates(cfg: Any, *, cli: bool = False) -> list[Estimate]:
     ]
 
 
-def pgc_estimates(cfgs: Any, record: Any = None, *, cli: bool = False) -> list[Estimate]:
+def pgc_estimates(
+    cfgs: Any, record: Any = None, *, cli: bool = False, processes: int = 1
+) -> list[Estimate]:
     """Parts of PGC-A3C trials run in one lock-step batch (one
     :class:`~ldp_audit.training.pgc_a3c.PgcA3cConfig` or a list; ``record``: whether each
-    keeps its transcript, default yes)."""
+    keeps its transcript, default yes) by ``processes`` processes (a reproduction's parent and
+    its workers)."""
+    from ldp_audit.accountant.ledger_tally import SLOT_BYTES
     from ldp_audit.training.pgc_a3c import DIM
 
     cfgs = list(cfgs) if isinstance(cfgs, (list, tuple)) else [cfgs]
@@ -202,7 +214,9 @@ def pgc_estimates(cfgs: Any, record: Any = None, *, cli: bool = False) -> list[E
     top = max(cfgs, key=lambda c: int(c.trials) * int(c.max_submissions))
     for c, r in zip(cfgs, rec, strict=True):
         cells = int(c.trials) * int(c.max_submissions)
-        res += cells * 3 * _F64  # zeta and the per-submission bookkeeping, preallocated
+        # zeta, the per-submission bookkeeping, the results' copies; the tally of the charges
+        # (agents charged once: runs, about a byte each; several rounds: a slot per agent)
+        res += cells * 3 * _F64 + (cells * SLOT_BYTES / c.rounds if c.rounds > 1 else cells)
         agents += int(c.trials) * int(c.n_agents) * DIM * 6 * _F64
         if r:  # every report (DIM values) with its trial, agent, submission ids
             trans += cells * (DIM * _F64 + _ROW_META)
@@ -216,11 +230,32 @@ def pgc_estimates(cfgs: Any, record: Any = None, *, cli: bool = False) -> list[E
         ],
     )  # fmt: skip
     return [
+        Estimate(label(cli, "workers", "--workers", processes - 1) if processes > 1 else drive,
+                 "the Python processes", processes * _PROCESS),
         Estimate(drive, "the per-submission results", res),
         Estimate(drive, "the agents", agents),
         Estimate(drive, "the transcript of the reports", trans),
         Estimate(drive, "the trials", 0.0, flops_seconds(flops)),
-    ]
+    ]  # fmt: skip
+
+
+def pgc_reproduce_estimates(cfg: Any) -> list[Estimate]:
+    """``reproduce pgc-a3c`` (:class:`~ldp_audit.training.reproduce.ReproduceConfig`): the
+    grid's settings and the Figure 2 runs (every one counted: an upper bound), no transcripts,
+    in this process and ``workers`` worker processes (none with one worker)."""
+    from ldp_audit.training.pgc_a3c import PgcA3cConfig
+
+    grid = [PgcA3cConfig(mechanism="none", trials=cfg.trials, max_submissions=cfg.max_submissions)]
+    grid *= len(cfg.mechanisms) * len(cfg.epsilons)
+    if cfg.figure2:
+        fig2 = PgcA3cConfig(
+            mechanism="none",
+            trials=cfg.figure2_trials or cfg.trials,
+            max_submissions=cfg.figure2_submissions or cfg.max_submissions,
+        )
+        grid += [fig2] * (2 * len(cfg.mechanisms))
+    workers = min(int(cfg.workers), len(grid)) if cfg.backend == "local" else 1
+    return pgc_estimates(grid, [False] * len(grid), cli=True, processes=1 + (workers > 1) * workers)
 
 
 def gym_pgc_estimates(cfg: Any, *, record: bool = True, cli: bool = False) -> list[Estimate]:

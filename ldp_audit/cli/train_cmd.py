@@ -533,12 +533,9 @@ def _reproduce_pgc(args: argparse.Namespace) -> int:
             )
         )
     from ldp_audit.limits import check_resources, forcing
-    from ldp_audit.training.sizes import pgc_estimates
+    from ldp_audit.training.sizes import pgc_reproduce_estimates
 
-    grid = [
-        PgcA3cConfig(mechanism="none", trials=args.trials, max_submissions=args.max_submissions)
-    ] * 10  # the 10 settings, no transcript
-    check_resources(pgc_estimates(grid, [False] * 10, cli=True), force=args.force, cli=True)
+    check_resources(pgc_reproduce_estimates(cfg), force=args.force, cli=True)
     out = args.out if args.out is not None else timestamped_dir("runs/reproduce-pgc-a3c")
     check_report_out(out, overwrite=args.overwrite)  # before the grid, not after it
     _warn_coordinate(args.clip_kind, "all", None)

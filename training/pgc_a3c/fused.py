@@ -179,11 +179,7 @@ class FusedEngine(Engine):
             ev = self.events[ci]
             reps = int(self.rounds[gi])
             lst = per_acc.setdefault(0 if shared else ci, [])
-            if reps == 1:
-                lst.extend([(head + str(a), ev) for a in range(lo, hi)])
-            else:
-                for a in range(lo, hi):
-                    lst.extend([(head + str(a), ev)] * reps)
+            lst.extend([(head + str(a), ev) for a in range(lo, hi) for _ in range(reps)])
         if self._lap is not None:
             self._lap("charge_ids")
         blocks = self.__dict__.setdefault("reservations", {})
