@@ -110,7 +110,7 @@ def estimate(kw: dict) -> float:
     from ldp_audit.training.fedrl import FedRLConfig
     from ldp_audit.training.frd import FrdConfig
     from ldp_audit.training.pgc_a3c import PgcA3cConfig
-    from ldp_audit.training.reproduce import ReproduceConfig
+    from ldp_audit.training.pgc_a3c.reproduce import ReproduceConfig
     from ldp_audit.training.sizes import pgc_estimates, pgc_reproduce_estimates
 
     kw = dict(kw)

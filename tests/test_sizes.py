@@ -389,7 +389,7 @@ def test_estimates_within_twice_the_measured_peak() -> None:
     from ldp_audit.training.fedrl import FedRLConfig
     from ldp_audit.training.frd import FrdConfig
     from ldp_audit.training.pgc_a3c import PgcA3cConfig
-    from ldp_audit.training.reproduce import ReproduceConfig
+    from ldp_audit.training.pgc_a3c.reproduce import ReproduceConfig
 
     path = Path(__file__).resolve().parent.parent / "benchmarks/results/memory_sizes.json"
     rows = json.loads(path.read_text())
@@ -415,7 +415,7 @@ def test_estimates_within_twice_the_measured_peak() -> None:
 def test_reproduce_pgc_estimate_counts_figure2_and_workers() -> None:
     """The reproduction's check counts the Figure 2 runs and one process per worker (it
     counted neither, and no tally: 0.41 GiB for the 12.6 GB of make reproduce)."""
-    from ldp_audit.training.reproduce import ReproduceConfig
+    from ldp_audit.training.pgc_a3c.reproduce import ReproduceConfig
     from ldp_audit.training.sizes import pgc_reproduce_estimates
 
     def parts(**kw: object) -> dict[str, float]:

@@ -240,7 +240,7 @@ def pgc_estimates(
 
 
 def pgc_reproduce_estimates(cfg: Any) -> list[Estimate]:
-    """``reproduce pgc-a3c`` (:class:`~ldp_audit.training.reproduce.ReproduceConfig`): the
+    """``reproduce pgc-a3c`` (:class:`~ldp_audit.training.pgc_a3c.reproduce.ReproduceConfig`): the
     grid's settings and the Figure 2 runs (every one counted: an upper bound), no transcripts,
     in this process and ``workers`` worker processes (none with one worker)."""
     from ldp_audit.training.pgc_a3c import PgcA3cConfig
