@@ -7,88 +7,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
 from ldp_audit.cli.types import (
     DefaultsHelpFormatter,
-    add_run_mode_arguments,
-    check_out_for_mode,
     int_at_least,
-    resolve_device_option,
-    run_mode,
-    show_progress,
-    timestamped_dir,
 )
 from ldp_audit.errors import InvalidParameterError
 
 _FMT = DefaultsHelpFormatter  # defaults shown only where they inform
-
-
-def register(train_subparsers: Any, reproduce_subparsers: Any) -> None:
-    """Add ``train fedrl`` and ``reproduce fedrl``."""
-    t = train_subparsers.add_parser(
-        "fedrl",
-        help="FedRL (Zhuo et al. 2019): two-agent federated DQN with noisy Q outputs",
-        formatter_class=_FMT,
-        description="Train FedRL and its baselines (DQN-alpha, DQN-full) on GridWorld; every "
-        "exchanged Q output is charged to its sender's ledger before release. Prints each "
-        "agent's epsilon (or why it is infinite).",
-    )
-    t.add_argument("--seed", type=int_at_least("--seed", 0), default=0, help="master seed")
-    t.add_argument(
-        "--threads",
-        type=int_at_least("--threads", 1),
-        default=1,
-        help="torch threads while training (one is fastest on a small shared machine)",
-    )
-    t.add_argument(
-        "--out", default=None, help="run directory (default: a new runs/fedrl-<timestamp>)"
-    )
-    add_run_mode_arguments(t)
-    t.add_argument("--json", action="store_true", help="print metrics as JSON on stdout")
-    t.add_argument("--no-progress", action="store_true", help="no progress bar")
-    from ldp_audit.limits import add_force_argument
-
-    add_force_argument(t)
-    # every field of FedRLConfig is an option (--size, --sigma, --methods, ...): its default,
-    # bounds and help are written once, in the config (ldp_audit.config)
-    from ldp_audit.config import add_arguments
-    from ldp_audit.training.fedrl.config import FedRLConfig
-
-    add_arguments(t, FedRLConfig, group_title="the run's config (FedRLConfig; generated)")
-    t.set_defaults(func=_train)
-
-    r = reproduce_subparsers.add_parser(
-        "fedrl",
-        help="FedRL Table 1, Figure 4 (history length) and the attack sweep",
-        formatter_class=_FMT,
-        description="Reproduce FedRL's Table 1 (SuccRate and AvgRwd of DQN-alpha, FedRL-1, "
-        "FedRL-2, DQN-full), the history-length study (Figure 4) and the transcript attack "
-        "at sigma in {0, 0.1, 1, 5} with and without clipping, at the scale given.",
-    )
-    r.add_argument(
-        "--out",
-        default=None,
-        help="report folder (default: a new runs/reproduce-fedrl-<timestamp>; the "
-        "committed report is reports/fedrl)",
-    )
-    r.add_argument("--overwrite", action="store_true", help="regenerate an existing report")
-    r.add_argument("--json", action="store_true", help="print results as JSON on stdout")
-    r.add_argument("--no-progress", action="store_true", help="no progress bar")
-    from ldp_audit.cli.types import add_backend_arguments
-
-    add_backend_arguments(r, workers=True)
-    from ldp_audit.limits import add_force_argument
-
-    add_force_argument(r)
-    # every field of ReproConfig is an option (--sizes, --runs, --train-steps, ..., and the
-    # FedRLConfig fields it passes on to every stage's runs: --n-maps, --device, ...): its
-    # default, bounds and help are written once, in the config (ldp_audit.config)
-    from ldp_audit.training.fedrl.reproduce import ReproConfig
-
-    add_arguments(r, ReproConfig, group_title="the reproduction's config (ReproConfig; generated)")
-    r.set_defaults(func=_reproduce)
 
 
 def register_attack(attack_subparsers: Any) -> None:
@@ -117,58 +44,6 @@ def register_attack(attack_subparsers: Any) -> None:
     a.add_argument("--overwrite", action="store_true", help="replace earlier results")
     a.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     a.set_defaults(func=_attack)
-
-
-# ----------------------------------------------------------------------------------------------
-
-
-def _train(args: argparse.Namespace) -> int:
-    mode = run_mode(args)
-    if mode == "resume":
-        raise InvalidParameterError(
-            "--resume is not supported by train fedrl (a run is short): start a new run"
-        )
-    from ldp_audit.config import given_fields
-    from ldp_audit.training.fedrl import FedRLConfig
-
-    kw = given_fields(args)
-    if "methods" in kw:  # a method named twice is trained once (as before the generator)
-        kw["methods"] = tuple(dict.fromkeys(kw["methods"]))
-    cfg = FedRLConfig(**kw)  # validates before any work
-    from ldp_audit.training.sizes import check_sizes
-
-    check_sizes("fedrl", cfg, force=args.force, cli=True)  # absurd sizes: before any allocation
-    resolve_device_option(cfg.device, "train fedrl")  # cuda without CUDA: exit 2, no work
-    check_out_for_mode(args.out, mode)
-    out = args.out if args.out is not None else timestamped_dir("runs/fedrl")
-    from ldp_audit.rundir import to_jsonable
-    from ldp_audit.training.fedrl import train_fedrl
-
-    metrics = train_fedrl(
-        cfg,
-        out,
-        seed=args.seed,
-        mode=mode,
-        progress=show_progress(args),
-        threads=args.threads,
-        force=args.force,
-    )
-    if args.json:
-        print(json.dumps(to_jsonable({"run_dir": str(out), **metrics})))
-        return 0
-    print(f"train fedrl: wrote {out}")
-    for name, t in metrics["table"].items():
-        print(
-            f"  {name:9s} SuccRate {100 * t['succ_rate']:5.1f} %  AvgRwd {t['avg_reward']:8.2f}"
-            f"  ({t['runs']} run(s) x {cfg.eval_maps} test maps)"
-        )
-    if metrics["privacy"]:
-        print("  privacy (per agent and channel, composed over the run):")
-        for p in metrics["privacy"]:
-            print(f"    {p['ledger_agent']:16s} {p['charges']:6d} charges: {p['in_words']}")
-    else:
-        print("  privacy: nothing was exchanged (baselines only: no release, no ledger charge)")
-    return 0
 
 
 def _attack(args: argparse.Namespace) -> int:
@@ -247,56 +122,3 @@ def _attack(args: argparse.Namespace) -> int:
         print(f"wrote {args.out or Path(args.run_dir) / 'attack_fedrl.json'}")
     _ = audit_doc
     return 1 if violation else 0
-
-
-def _reproduce(args: argparse.Namespace) -> int:
-    from ldp_audit.config import from_args
-    from ldp_audit.rundir import check_report_dir, to_jsonable
-    from ldp_audit.training.fedrl.reproduce import ReproConfig, reproduce
-    from ldp_audit.training.fedrl.reproduce_report import write_report
-
-    rc = from_args(ReproConfig, args)  # the options given; the others: ReproConfig's defaults
-    if len(rc.train_steps) not in (1, len(rc.sizes)):
-        raise InvalidParameterError(
-            f"--train-steps must give one value or one per size ({len(rc.sizes)}), got "
-            f"{list(rc.train_steps)}"
-        )
-    resolve_device_option(rc.device, "reproduce fedrl")  # cuda without CUDA: exit 2, no work
-    from ldp_audit.backends import backend_options
-
-    where = backend_options(args)  # --backend/--address/--workers: usage errors before work
-    out = args.out if args.out is not None else timestamped_dir("runs/reproduce-fedrl")
-    from ldp_audit.cli.types import check_not_inside_run
-
-    check_not_inside_run(out, "--out")
-    check_report_dir(out, overwrite=args.overwrite, generated=("results.json", "README.md"))
-    from pathlib import Path
-
-    partial = Path(out) / "results.partial.json"
-
-    def checkpoint(res: dict[str, Any]) -> None:
-        partial.parent.mkdir(parents=True, exist_ok=True)
-        partial.write_text(json.dumps(to_jsonable(res)))
-
-    from ldp_audit.limits import check_resources, forcing
-    from ldp_audit.training.sizes import fedrl_reproduce_estimates
-
-    workers = args.workers or 1
-    check_resources(fedrl_reproduce_estimates(rc, workers=workers), force=args.force, cli=True)
-    with forcing(args.force):  # --force reaches the runs (and the worker processes)
-        results = reproduce(
-            rc,
-            progress=show_progress(args),
-            command="ldp-audit " + " ".join(sys.argv[1:]),
-            checkpoint=checkpoint,
-            **where,
-        )
-    files = write_report(results, out)
-    partial.unlink(missing_ok=True)
-    if args.json:
-        print(json.dumps(to_jsonable(results)))
-    else:
-        print(f"reproduce fedrl: {results['seconds_total']:.0f} s; wrote")
-        for f in files:
-            print(f"  {f}")
-    return 0

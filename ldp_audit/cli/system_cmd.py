@@ -110,41 +110,101 @@ def _fields_help(cls: type) -> str:
     return "config fields: " + ", ".join(names)
 
 
+def _out_help(c: Any, what: str) -> str:
+    if c.out is None:
+        return f"write {what} here"
+    return (
+        f"{what} to write (default: a new {c.out.replace('{', '<').replace('}', '>')}-<timestamp>)"
+    )
+
+
 def _register_generic_train(tsub: Any, rsub: Any, s: Any) -> None:
+    from ldp_audit.cli.types import DefaultsHelpFormatter, add_run_mode_arguments, int_at_least
+
     summary = getattr(s, "summary", "") or f"the {s.name} system"
+    c = getattr(s, "train_command", None) or systems_module().Command()
     p = tsub.add_parser(
         s.name,
-        help=summary,
-        description=f"Train one run of {summary} (a registered system without its own "
-        "subcommand: each config field is an option generated from the config class, with its "
-        "docstring, default and bounds; --set KEY=VALUE, VALUE read as JSON, reaches any field).",
+        help=c.help or summary,
+        description=c.description
+        or f"Train one run of {summary} (each config field is an option generated from the "
+        "config class, with its docstring, default and bounds; --set KEY=VALUE, VALUE read as "
+        "JSON, reaches any field).",
+        formatter_class=DefaultsHelpFormatter,
     )
-    from ldp_audit.cli.types import add_run_mode_arguments, int_at_least
-
-    p.add_argument(
-        "--set",
-        type=_set_item,
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help=_fields_help(s.config_class) if _light_config(s) else "a config field",
-    )
-    p.add_argument("--seed", type=int_at_least("--seed", 0), default=0)
-    p.add_argument("--out", default=None, metavar="RUN_DIR", help="write a run directory here")
+    if c.options:
+        systems_module().call(c.options, f"system {s.name!r} train options")(p)
+    if c.set_option:
+        p.add_argument(
+            "--set",
+            type=_set_item,
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help=_fields_help(s.config_class) if _light_config(s) else "a config field",
+        )
+    p.add_argument("--seed", type=int_at_least("--seed", 0), default=0, help="master seed")
+    p.add_argument("--out", default=None, metavar="RUN_DIR", help=_out_help(c, "run directory"))
     add_run_mode_arguments(p)
     p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    if c.sizes:
+        from ldp_audit.limits import add_force_argument
+
+        add_force_argument(p)
     if _light_config(s) and dataclasses.is_dataclass(s.config_class):
         from ldp_audit.config import add_arguments
 
-        add_arguments(p, s.config_class, group_title=f"{s.name} config (generated)")
+        title = f"the run's config ({s.config_class.__name__}; generated)"
+        add_arguments(p, s.config_class, skip=c.skip, group_title=title)
     p.set_defaults(func=_generic_train, system_name=s.name)
     if getattr(s, "reproduce", None):
-        r = rsub.add_parser(s.name, help=f"reproduce {summary}")
-        r.add_argument("--out", required=True, help="report folder (new or empty)")
-        r.add_argument("--overwrite", action="store_true", help="replace an earlier report")
-        r.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
-        r.set_defaults(func=_generic_reproduce, system_name=s.name)
+        _register_generic_reproduce(rsub, s, summary)
+
+
+def systems_module() -> Any:
+    from ldp_audit import systems
+
+    return systems
+
+
+def _register_generic_reproduce(rsub: Any, s: Any, summary: str) -> None:
+    from ldp_audit.cli.types import DefaultsHelpFormatter
+
+    c = getattr(s, "reproduce_command", None) or systems_module().Command()
+    r = rsub.add_parser(
+        s.name,
+        help=c.help or f"reproduce {summary}",
+        description=c.description or None,
+        formatter_class=DefaultsHelpFormatter,
+    )
+    if c.options:
+        systems_module().call(c.options, f"system {s.name!r} reproduce options")(r)
+    r.add_argument(
+        "--out", default=None, required=c.out is None, help=_out_help(c, "report folder")
+    )
+    r.add_argument("--overwrite", action="store_true", help="replace an earlier report in --out")
+    r.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
+    r.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    if c.config is not None:
+        from ldp_audit.cli.types import add_backend_arguments
+
+        add_backend_arguments(r, workers=True)
+    if c.sizes:
+        from ldp_audit.limits import add_force_argument
+
+        add_force_argument(r)
+    if c.config is not None:
+        from ldp_audit.config import add_arguments
+
+        cls = systems_module().resolve(c.config, f"system {s.name!r} reproduce config")
+        add_arguments(
+            r,
+            cls,
+            skip=c.skip,
+            group_title=f"the reproduction's config ({cls.__name__}; generated)",
+        )
+    r.set_defaults(func=_generic_reproduce, system_name=s.name)
 
 
 def _light_config(s: Any) -> bool:
@@ -155,15 +215,13 @@ def _light_config(s: Any) -> bool:
         return False
 
 
-def _generic_train(args: argparse.Namespace) -> int:
-    from ldp_audit import systems
-    from ldp_audit.cli.types import check_out_for_mode, run_mode, show_progress
+def _config_options(args: argparse.Namespace, s: Any) -> dict[str, Any]:
+    """The config fields given: ``--set`` and the generated options (a field given both ways,
+    or a key that is no field, refused)."""
     from ldp_audit.config import given_fields, option_name
-    from ldp_audit.rundir import to_jsonable
 
-    s = systems.get(args.system_name)
     kw: dict[str, Any] = {}
-    for key, value in args.set:
+    for key, value in getattr(args, "set", None) or ():
         if key in kw:
             raise InvalidParameterError(f"--set {key} is given twice")
         kw[key] = value
@@ -181,42 +239,121 @@ def _generic_train(args: argparse.Namespace) -> int:
             raise InvalidParameterError(
                 f"--set {bad[0]}: {s.name} has no config field {bad[0]!r} ({_fields_help(cls)})"
             )
-    cfg = s.config_from_dict(kw)  # validated by the config itself, before any work
-    mode = run_mode(args)
-    check_out_for_mode(args.out, mode)
-    res = s.train(
-        cfg, seed=args.seed, run_dir=args.out, progress=show_progress(args), run_mode=mode
+    return kw
+
+
+def _before_work(
+    args: argparse.Namespace, s: Any, c: Any, cfg: Any, command: str, **kw: Any
+) -> None:
+    """What every generated command checks before any work: the sizes (``--force``) and the
+    device a config names (cuda without CUDA: exit 2; auto: said on stderr)."""
+    if c.sizes:
+        from ldp_audit.limits import check_resources
+
+        est = systems_module().call(c.sizes, f"system {s.name!r} sizes")(cfg, **kw)
+        check_resources(est, force=args.force, cli=True)
+    if isinstance(getattr(cfg, "device", None), str):
+        from ldp_audit.cli.types import resolve_device_option
+
+        resolve_device_option(cfg.device, command)
+
+
+def _default_out(c: Any, cfg: Any) -> str | None:
+    from ldp_audit.cli.types import timestamped_dir
+
+    if c.out is None:
+        return None
+    fields = (
+        {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
+        if dataclasses.is_dataclass(cfg)
+        else {}
     )
-    doc = {
-        "algorithm": s.name,
-        "seed": res.seed,
-        "seconds": res.seconds,
-        "run_dir": str(res.run_dir) if res.run_dir is not None else None,
-        "privacy": res.privacy,
-        "metrics": res.metrics,
-    }
+    return timestamped_dir(c.out.format(**fields))
+
+
+def _forwarded(args: argparse.Namespace, c: Any) -> dict[str, Any]:
+    return {k: getattr(args, k) for k in c.forward}
+
+
+def _generic_train(args: argparse.Namespace) -> int:
+    from ldp_audit.cli.types import check_out_for_mode, run_mode, show_progress
+    from ldp_audit.limits import forcing
+    from ldp_audit.rundir import to_jsonable
+
+    systems = systems_module()
+    s = systems.get(args.system_name)
+    c = s.train_command
+    kw = _config_options(args, s)
+    if c.from_args:
+        cfg = systems.call(c.from_args, f"system {s.name!r} from_args")(args, kw)
+    else:  # validated by the config itself, before any work
+        cfg = s.config_from_dict(kw) if c.set_option else s.config_class(**kw)
+    _before_work(args, s, c, cfg, f"train {s.name}", cli=True)
+    mode = run_mode(args)
+    if args.out is None and mode == "new":
+        args.out = _default_out(c, cfg)
+    check_out_for_mode(args.out, mode)
+    with forcing(bool(getattr(args, "force", False))):
+        res = s.train(
+            cfg,
+            seed=args.seed,
+            run_dir=args.out,
+            progress=show_progress(args),
+            run_mode=mode,
+            **_forwarded(args, c),
+        )
+    run_dir = str(res.run_dir) if res.run_dir is not None else None
     if args.json:
+        doc = {"algorithm": s.name, "seed": res.seed, "seconds": res.seconds, "run_dir": run_dir,
+               "privacy": res.privacy}  # fmt: skip
+        doc.update(res.metrics if c.flat_json else {"metrics": res.metrics})
         print(json.dumps(to_jsonable(doc), indent=1, allow_nan=False))
         return 0
+    if c.show:
+        lines = systems.call(c.show, f"system {s.name!r} show")(res)
+    else:
+        lines = [f"  privacy: {json.dumps(to_jsonable(res.privacy), allow_nan=False)}"]
     print(f"train {s.name}: seed {res.seed}, {res.seconds:.1f} s")
-    if res.run_dir is not None:
-        print(f"  run directory: {res.run_dir}")
-    print(f"  privacy: {json.dumps(to_jsonable(res.privacy), allow_nan=False)}")
+    for line in lines:
+        print(line)
+    if run_dir is not None:
+        print(f"  run directory: {run_dir}")
     return 0
 
 
 def _generic_reproduce(args: argparse.Namespace) -> int:
-    from ldp_audit import systems
-    from ldp_audit.cli.types import show_progress
-    from ldp_audit.rundir import check_report_dir
+    from ldp_audit.cli.types import check_report_out, show_progress
+    from ldp_audit.limits import forcing
+    from ldp_audit.rundir import to_jsonable
 
+    systems = systems_module()
     s = systems.get(args.system_name)
-    check_report_dir(args.out, overwrite=args.overwrite)
+    c = s.reproduce_command
     fn = systems.call(s.reproduce, f"system {s.name!r} reproduce")
-    paths = fn(out=args.out, overwrite=args.overwrite, progress=show_progress(args))
-    print(f"reproduce {s.name}: wrote")
-    for p in paths or ():
-        print(f"  {p}")
+    if c.config is None:  # a plug-in's reproduction: out, overwrite, progress
+        check_report_out(args.out, overwrite=args.overwrite)
+        paths = fn(out=args.out, overwrite=args.overwrite, progress=show_progress(args))
+        print(f"reproduce {s.name}: wrote")
+        for p in paths or ():
+            print(f"  {p}")
+        return 0
+    from ldp_audit.backends import backend_options
+    from ldp_audit.config import from_args
+
+    cls = systems.resolve(c.config, f"system {s.name!r} reproduce config")
+    settings = from_args(cls, args)  # the options given; the others: its defaults
+    where = backend_options(args)  # --backend/--address/--workers: usage errors before work
+    _before_work(args, s, c, settings, f"reproduce {s.name}", workers=args.workers or 1)
+    out = args.out if args.out is not None else _default_out(c, settings)
+    check_report_out(out, overwrite=args.overwrite)  # before the experiment
+    command = "ldp-audit " + " ".join(sys.argv[1:] or ["reproduce", s.name])
+    with forcing(bool(getattr(args, "force", False))):  # --force reaches the worker processes
+        doc = fn(settings, out=out, progress=show_progress(args), command=command, **where,
+                 **_forwarded(args, c))  # fmt: skip
+    if args.json:
+        print(json.dumps(to_jsonable(doc), indent=1, allow_nan=False))
+    else:
+        print(f"reproduce {s.name}: report written to {out}")
     return 0
 
 
