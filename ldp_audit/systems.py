@@ -327,7 +327,8 @@ class Command:
             config's fields, e.g. ``"runs/frd-{mode}"``); None: no default (train: no run
             directory; reproduce: ``--out`` is required).
         sizes: ``"module:function"`` ``f(config, **kw) -> [Estimate]``, checked before any
-            work (``--force`` runs anyway; reproduce gets ``workers=``).
+            work (``--force`` runs anyway; reproduce gets ``workers=``, an attack the options
+            it forwards).
         show: train only: ``"module:function"`` ``f(TrainResult) -> list[str]``, the text lines
             printed (default: the privacy summary).
         set_option: train only: ``--set KEY=VALUE`` (JSON) reaching every config field.
@@ -368,9 +369,10 @@ class SystemSpec:
         reproduce: ``"module:function"`` or None.
         train_command: how ``ldp-audit train NAME`` is generated (:class:`Command`).
         reproduce_command: how ``ldp-audit reproduce NAME`` is generated (with ``reproduce``).
-        attack_options: attack name -> ``"module:function"`` ``f(parser)`` adding that attack's
-            own options to ``ldp-audit attack NAME``; each option's destination is a keyword
-            of the attack's function, handed on when given.
+        attack_commands: attack name -> :class:`Command` of ``ldp-audit attack NAME``: its
+            ``options`` (their ``forward`` destinations handed to the attack's function as
+            keywords), its ``sizes`` (``f(run's config, **forwarded)``, before any work), its
+            ``help`` and ``description``.
         cli: ``"module:function"`` adding this system's own ``train`` / ``reproduce``
             subcommands, ``f(train_subparsers, reproduce_subparsers)``, instead of the
             generated ones (a plug-in's escape hatch; the shipped systems have none).
@@ -393,7 +395,7 @@ class SystemSpec:
     reproduce: str | None = None
     train_command: Command = field(default_factory=Command)
     reproduce_command: Command = field(default_factory=Command)
-    attack_options: Mapping[str, str] = field(default_factory=dict)
+    attack_commands: Mapping[str, Command] = field(default_factory=dict)
     cli: str | None = None
     attack_cli: str | None = None
     tiny_config: Mapping[str, Any] | tuple[Mapping[str, Any], ...] | None = None

@@ -427,7 +427,16 @@ FRD = SystemSpec(
     },
     report_sections="ldp_audit.training.statements:frd_report",
     reproduce="ldp_audit.training.frd.reproduce:reproduce",
-    attack_cli="ldp_audit.cli.frd_cmd:register_attack",
+    attack_commands={
+        "frd": Command(
+            help="dynamics inference on an FRD/FedAvg run's uploads",
+            description="Shadow-training attack recovering each agent's gravity from what it "
+            "uploaded; writes RUN_DIR/attack_dynamics.json (or --out FILE).",
+            options="ldp_audit.training.systems:frd_attack_options",
+            forward=("n_shadow", "max_groups"),
+            sizes="ldp_audit.training.systems:frd_attack_sizes",
+        )
+    },
     train_command=Command(
         help="FRD (Cha et al. 2019) / FedAvg on CartPole-v1 with a private gravity (or another "
         "CartPole constant, --private-param)",
@@ -550,3 +559,25 @@ def frd_config(args: Any, kw: dict[str, Any]) -> Any:
     elif pp is not None:
         kw.update(private_param=pp[0], private_values=pp[1])
     return FrdConfig(**{**PAPER_SETTINGS[args.setting], **kw}, ldp_epsilon=eps)
+
+
+def frd_attack_options(p: Any) -> None:
+    """``attack frd --shadow N --max-groups G``."""
+    from ldp_audit.cli.types import int_at_least
+
+    p.add_argument(
+        "--shadow",
+        type=int_at_least("--shadow", 1),
+        default=24,
+        dest="n_shadow",
+        metavar="SHADOW",
+        help="shadow agents per gravity",
+    )
+    p.add_argument("--max-groups", type=int_at_least("--max-groups", 1), default=None)
+
+
+def frd_attack_sizes(cfg: Any, *, n_shadow: int, max_groups: int | None) -> Any:
+    """``attack frd``'s shadow run, estimated from the run's config."""
+    from ldp_audit.training.sizes import frd_attack_estimates
+
+    return frd_attack_estimates(cfg, n_shadow)

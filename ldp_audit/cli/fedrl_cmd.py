@@ -1,7 +1,6 @@
-"""``ldp-audit train fedrl``, ``ldp-audit attack fedrl`` and ``ldp-audit reproduce fedrl``.
-
-Only argparse-level imports here: torch, scikit-learn and the trainer load inside the handlers.
-"""
+"""``ldp-audit attack fedrl``: the transcript attacks and, with ``--audit-samples``, a black-box
+audit of the output mechanism written beside them (``audit.json``). The one system command not
+generated from its ``SystemSpec`` yet (it writes two artefacts)."""
 
 from __future__ import annotations
 

@@ -382,29 +382,39 @@ def register_attacks(attack_subparsers: Any) -> None:
                 f"{type(exc).__name__}: {exc}",
             )
     taken = set(attack_subparsers.choices)
-    owners: dict[str, list[str]] = {}
+    owners: dict[str, list[Any]] = {}
     for s in systems.systems():
         for name in s.attacks:
-            owners.setdefault(name, []).append(s.name)
+            owners.setdefault(name, []).append(s)
     for name, who in owners.items():
         if name in taken:
             continue
         if not name.replace("-", "").replace("_", "").isalnum():
             _warn(f"attack:{name}", f"attack name {name!r} of {who} is not a CLI word; skipped")
             continue
+        systems_of = ", ".join(x.name for x in who)
+        commands = [x.attack_commands[name] for x in who if name in _attack_commands(x)]
+        c = commands[0] if commands else systems.Command()
         a = attack_subparsers.add_parser(
             name,
-            help=f"attack a run directory ({', '.join(who)} runs)",
-            description=f"The {name!r} attack of the {', '.join(who)} system(s) on a run "
-            "directory: writes RUN_DIR/attack_<name>.json (or --out FILE). Exit 1 when the "
-            "attack beats the guarantee beyond its confidence interval.",
+            help=c.help or f"attack a run directory ({systems_of} runs)",
+            description=c.description
+            or f"The {name!r} attack of the {systems_of} system(s) on a run directory: writes "
+            f"RUN_DIR/{_artifact_name(who[0], name)} (or --out FILE). Exit 1 when the attack "
+            "beats the guarantee beyond its confidence interval.",
         )
         a.add_argument("--run-dir", required=True, help="the run directory to attack")
-        a.add_argument("--seed", type=int_at_least("--seed", 0), default=0)
+        a.add_argument("--seed", type=int_at_least("--seed", 0), default=0, help="attack seed")
         a.add_argument("--confidence", type=confidence(), default=0.95)
+        if c.options:
+            systems.call(c.options, f"attack {name!r} options")(a)
         a.add_argument("--out", default=None, help="write the result JSON here instead")
         a.add_argument("--overwrite", action="store_true", help="replace an earlier result")
         a.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+        if c.sizes:
+            from ldp_audit.limits import add_force_argument
+
+            add_force_argument(a)
         from ldp_audit.cli.evidence import evidence_args
 
         evidence_args(a)
@@ -433,29 +443,50 @@ def run_dir_scorer(run_dir: str, attack: str, command: str) -> tuple[Any, Any]:
     return rd, scorer
 
 
-def _artifact_name(attack: str) -> str:
-    return f"attack_{attack.replace('-', '_').lower()}.json"
+def _attack_commands(system: Any) -> Any:
+    return getattr(system, "attack_commands", None) or {}
+
+
+def _artifact_name(system: Any, attack: str) -> str:
+    """``attack_<name>.json``; names of one function share the first one's (FRD's ``attack
+    frd`` is its ``dynamics``: ``attack_dynamics.json``)."""
+    first = next(k for k, v in system.attacks.items() if v == system.attacks[attack])
+    return f"attack_{first.replace('-', '_').lower()}.json"
 
 
 def _generic_attack(args: argparse.Namespace) -> int:
     from ldp_audit.cli.evidence import check_evidence, verdict_code, with_evidence
     from ldp_audit.cli.types import check_not_inside_run, show_progress
-    from ldp_audit.rundir import check_new_file, to_jsonable, write_artifact
+    from ldp_audit.limits import forcing
+    from ldp_audit.rundir import RunDir, check_new_file, is_run_dir, to_jsonable, write_artifact
 
     name = args.attack_name
-    # the evidence first (manifest, hashes, ledger against its anchor): refused unless
-    # --allow-unverified, as for every reader of a run
-    args._evidence = check_evidence(args)
-    rd, scorer = run_dir_scorer(args.run_dir, name, f"attack {name}")
-    target = rd.path / _artifact_name(name)
+    if not is_run_dir(args.run_dir):
+        raise RunDirectoryError(f"--run-dir {args.run_dir!r} is not a run directory")
+    system = RunDir(args.run_dir).system
+    c = _attack_commands(system).get(name) or systems_module().Command()
     if args.out:
         check_not_inside_run(args.out, "--out")
         check_new_file(args.out, name="--out", overwrite=args.overwrite)
-    elif target.exists() and not args.overwrite:
-        raise RunDirectoryError(
-            f"{target} already exists; write elsewhere with --out FILE or pass --overwrite"
-        )
-    res = scorer(rd.path, seed=args.seed, confidence=args.confidence, progress=show_progress(args))
+    elif name in system.attacks:
+        target = Path(args.run_dir) / _artifact_name(system, name)
+        if target.exists() and not args.overwrite:
+            raise RunDirectoryError(
+                f"{target} already exists; write elsewhere with --out FILE or pass --overwrite"
+            )
+    kw = _forwarded(args, c)
+    if c.sizes:  # before any work (--force runs anyway)
+        from ldp_audit.limits import check_resources
+
+        sizes = systems_module().call(c.sizes, f"attack {name!r} sizes")
+        check_resources(sizes(RunDir(args.run_dir).train_config, **kw), force=args.force, cli=True)
+    # the evidence (manifest, hashes, ledger against its anchor): refused unless
+    # --allow-unverified, as for every reader of a run
+    args._evidence = check_evidence(args)
+    rd, scorer = run_dir_scorer(args.run_dir, name, f"attack {name}")
+    with forcing(bool(getattr(args, "force", False))):
+        res = scorer(rd.path, seed=args.seed, confidence=args.confidence,
+                     progress=show_progress(args), **kw)  # fmt: skip
     d = to_jsonable(with_evidence(res.to_dict(), args))
     if args.out:
         from ldp_audit.rundir.seal import seal_document
@@ -463,7 +494,7 @@ def _generic_attack(args: argparse.Namespace) -> int:
         d = seal_document(d, rd.path)  # about this run: sealed for it (report RUN FILE)
         Path(args.out).write_text(json.dumps(d, indent=1, allow_nan=False))
     else:
-        write_artifact(rd.path, target.name, d, overwrite=args.overwrite)
+        write_artifact(rd.path, _artifact_name(system, name), d, overwrite=args.overwrite)
     if args.json:
         print(json.dumps(d, indent=1, allow_nan=False))
     else:
