@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.systems import ArraySpec, Command, SystemSpec, TrainResult, TranscriptSchema
+from ldp_audit.systems import ArraySpec, Command, SystemSpec, TranscriptSchema
 
 __all__ = ["PGC_A3C", "DPRL", "FEDRL", "FRD", "ProxyPairMechanism"]
 
@@ -54,37 +54,6 @@ def _path(run_dir: Any) -> Path | None:
 # ----------------------------------------------------------------------------------------------
 # PGC-A3C
 # ----------------------------------------------------------------------------------------------
-
-
-def train_pgc_a3c(
-    cfg: Any, *, seed: int, run_dir: Any, ledger: Any, progress: Any, run_mode: str
-) -> TrainResult:
-    """``ldp_audit.training.pgc_a3c.train`` (the lock-step engine, as ``train pgc-a3c``)."""
-    from ldp_audit.rundir import json_number
-    from ldp_audit.training.pgc_a3c import train
-    from ldp_audit.training.pgc_a3c.metrics import first_success_time
-
-    res = train(
-        cfg, seed=seed, run_dir=run_dir, ledger=ledger, progress=progress, run_mode=run_mode
-    )
-    zeta = np.asarray(res.zeta)
-    fst = np.atleast_1d(first_success_time(zeta, cfg.target_score, cfg.window))
-    metrics = {
-        "fst": [json_number(float(f)) for f in fst],
-        "submissions": [int(n) for n in res.submissions],
-        "stopped_at_target": [bool(b) for b in res.stopped_at_target],
-        "env_steps": int(res.env_steps),
-    }
-    return TrainResult(
-        system="pgc-a3c",
-        config=cfg,
-        seed=int(seed),
-        seconds=float(res.seconds),
-        privacy=res.privacy,
-        metrics=metrics,
-        run_dir=_path(run_dir),
-        native=res,
-    )
 
 
 PGC_SCHEMA = TranscriptSchema(
@@ -122,14 +91,63 @@ PGC_A3C = SystemSpec(
     name="pgc-a3c",
     summary="PGC-A3C (Ono & Takahashi 2020): local DP on gradients, CartPole with private gravity",
     config="ldp_audit.training.pgc_a3c:PgcA3cConfig",
-    trainer="ldp_audit.training.systems:train_pgc_a3c",
+    trainer="ldp_audit.training.pgc_a3c.grid:train_run",
     schema=PGC_SCHEMA,
     targets="ldp_audit.training.systems:pgc_targets",
     charges="ldp_audit.training.systems:pgc_charges",
     attacks={"dynamics": "ldp_audit.attacks.run_scorers:pgc_dynamics"},
     report_sections="ldp_audit.training.pgc_a3c.report:report_sections",
-    reproduce="ldp_audit.training.pgc_a3c.reproduce:run_reproduction",
-    cli="ldp_audit.cli.train_cmd:register_pgc",
+    reproduce="ldp_audit.training.pgc_a3c.command:reproduce",
+    reproduce_command=Command(
+        help="Tables 1-3 and Figures 2-3 of Ono & Takahashi (2020)",
+        description="Run epsilon in {1,2,5,10,inf} x {laplace, prs}, K trials each, and write "
+        "results.json, tables.md, figure2.png, figure3.png and README.md.",
+        options="ldp_audit.training.pgc_a3c.command:reproduce_options",
+        forward=(
+            "trials",
+            "max_submissions",
+            "seed",
+            "figure2_trials",
+            "figure2_submissions",
+            "no_figure2",
+            "stop_at_target",
+            "acting",
+            "clip_kind",
+            "aggregator",
+            "aggregator_lr",
+            "target",
+            "engine",
+            "readings",
+            "audit_samples",
+            "workers",
+            "backend",
+            "address",
+        ),  # fmt: skip
+        out="runs/reproduce-pgc-a3c",
+    ),
+    train_command=Command(
+        help="PGC-A3C (Ono & Takahashi 2020) on CartPole with private gravity",
+        description="Run K seeded PGC-A3C trials at one setting and report FST (eq. 26), "
+        "success ratio (eq. 27) and the privacy spent per agent.",
+        options="ldp_audit.training.pgc_a3c.command:options",
+        from_args="ldp_audit.training.pgc_a3c.command:config",
+        skip=(
+            "epsilon",
+            "trials",
+            "n_agents",
+            "max_submissions",
+            "rounds",
+            "gravities",
+            "agent_gravities",
+            "episode_steps",
+            "budget",
+        ),  # fmt: skip
+        out="runs/pgc-a3c",
+        sizes="ldp_audit.training.pgc_a3c.command:sizes",
+        show="ldp_audit.training.pgc_a3c.command:show",
+        set_option=False,
+        flat_json=True,
+    ),
     tiny_config={"mechanism": "laplace", "epsilon": 1.0, "trials": 2, "max_submissions": 30},
 )
 
@@ -477,9 +495,9 @@ def cache_option(p: Any) -> None:
 
 def threads_option(p: Any) -> None:
     """``train fedrl --threads``."""
-    from ldp_audit.cli.types import int_at_least
+    from ldp_audit.parse import parse_int
 
-    p.add_argument("--threads", type=int_at_least("--threads", 1), default=1,
+    p.add_argument("--threads", type=lambda t: parse_int(t, "--threads", minimum=1), default=1,
                    help="torch threads while training (one is fastest on a small shared "
                    "machine)")  # fmt: skip
 
@@ -522,7 +540,7 @@ def fedrl_reproduce(rc: Any, *, out: str, command: str, **kw: Any) -> dict[str, 
 def frd_options(p: Any) -> None:
     """``train frd --setting`` (a preset of six fields) and ``--private-param NAME=V1,V2``
     (one option, two fields)."""
-    from ldp_audit.cli.gym_cmd import parse_private_param
+    from ldp_audit.parse import parse_private_param
 
     p.add_argument("--setting", type=int, choices=range(1, 8), default=1, metavar="{1..7}",
                    help="Table 1 setting (S, E, I, network size, cut components); --sections, "
@@ -563,17 +581,19 @@ def frd_config(args: Any, kw: dict[str, Any]) -> Any:
 
 def frd_attack_options(p: Any) -> None:
     """``attack frd --shadow N --max-groups G``."""
-    from ldp_audit.cli.types import int_at_least
+    from ldp_audit.parse import parse_int
 
     p.add_argument(
         "--shadow",
-        type=int_at_least("--shadow", 1),
+        type=lambda t: parse_int(t, "--shadow", minimum=1),
         default=24,
         dest="n_shadow",
         metavar="SHADOW",
         help="shadow agents per gravity",
     )
-    p.add_argument("--max-groups", type=int_at_least("--max-groups", 1), default=None)
+    p.add_argument(
+        "--max-groups", type=lambda t: parse_int(t, "--max-groups", minimum=1), default=None
+    )
 
 
 def frd_attack_sizes(cfg: Any, *, n_shadow: int, max_groups: int | None) -> Any:

@@ -16,10 +16,13 @@ stderr: the rest of the command line works.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import math
 import sys
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -58,15 +61,6 @@ def register_systems(train_subparsers: Any, reproduce_subparsers: Any) -> None:
                 f"cli:{s.name}",
                 f"system {s.name!r}: its commands are unavailable: {type(exc).__name__}: {exc}",
             )
-
-
-def system_cli_modules() -> tuple[str, ...]:
-    """The modules of the systems' own CLIs (``SystemSpec.cli``), in registry order."""
-    from ldp_audit import systems
-
-    return tuple(
-        s.cli.partition(":")[0] for s in systems.systems() if getattr(s, "cli", None) is not None
-    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -186,10 +180,10 @@ def _register_generic_reproduce(rsub: Any, s: Any, summary: str) -> None:
     r.add_argument("--overwrite", action="store_true", help="replace an earlier report in --out")
     r.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
     r.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
-    if c.config is not None:
+    if c.config is not None or "backend" in c.forward:  # where the grid runs
         from ldp_audit.cli.types import add_backend_arguments
 
-        add_backend_arguments(r, workers=True)
+        add_backend_arguments(r, workers=c.config is not None)
     if c.sizes:
         from ldp_audit.limits import add_force_argument
 
@@ -271,6 +265,17 @@ def _default_out(c: Any, cfg: Any) -> str | None:
     return timestamped_dir(c.out.format(**fields))
 
 
+@contextlib.contextmanager
+def _one_line_warnings() -> Iterator[None]:
+    """A library warning while a command runs (e.g. PGC-A3C's coordinate-clipping claim) is
+    one ``WARNING:`` line on stderr, not Python's two-line form."""
+    with warnings.catch_warnings():
+        warnings.showwarning = lambda message, *a, **k: print(
+            f"WARNING: {message}", file=sys.stderr
+        )
+        yield
+
+
 def _forwarded(args: argparse.Namespace, c: Any) -> dict[str, Any]:
     return {k: getattr(args, k) for k in c.forward}
 
@@ -288,12 +293,17 @@ def _generic_train(args: argparse.Namespace) -> int:
         cfg = systems.call(c.from_args, f"system {s.name!r} from_args")(args, kw)
     else:  # validated by the config itself, before any work
         cfg = s.config_from_dict(kw) if c.set_option else s.config_class(**kw)
+    if not isinstance(cfg, s.config_class):  # the config names the system that trains it
+        s = next(
+            x for x in systems.systems() if _light_config(x) and isinstance(cfg, x.config_class)
+        )
+        c = s.train_command
     _before_work(args, s, c, cfg, f"train {s.name}", cli=True)
     mode = run_mode(args)
     if args.out is None and mode == "new":
         args.out = _default_out(c, cfg)
     check_out_for_mode(args.out, mode)
-    with forcing(bool(getattr(args, "force", False))):
+    with forcing(bool(getattr(args, "force", False))), _one_line_warnings():
         res = s.train(
             cfg,
             seed=args.seed,
@@ -330,26 +340,29 @@ def _generic_reproduce(args: argparse.Namespace) -> int:
     s = systems.get(args.system_name)
     c = s.reproduce_command
     fn = systems.call(s.reproduce, f"system {s.name!r} reproduce")
-    if c.config is None:  # a plug-in's reproduction: out, overwrite, progress
-        check_report_out(args.out, overwrite=args.overwrite)
-        paths = fn(out=args.out, overwrite=args.overwrite, progress=show_progress(args))
-        print(f"reproduce {s.name}: wrote")
-        for p in paths or ():
-            print(f"  {p}")
-        return 0
-    from ldp_audit.backends import backend_options
-    from ldp_audit.config import from_args
-
-    cls = systems.resolve(c.config, f"system {s.name!r} reproduce config")
-    settings = from_args(cls, args)  # the options given; the others: its defaults
-    where = backend_options(args)  # --backend/--address/--workers: usage errors before work
-    _before_work(args, s, c, settings, f"reproduce {s.name}", workers=args.workers or 1)
-    out = args.out if args.out is not None else _default_out(c, settings)
-    check_report_out(out, overwrite=args.overwrite)  # before the experiment
     command = "ldp-audit " + " ".join(sys.argv[1:] or ["reproduce", s.name])
-    with forcing(bool(getattr(args, "force", False))):  # --force reaches the worker processes
-        doc = fn(settings, out=out, progress=show_progress(args), command=command, **where,
-                 **_forwarded(args, c))  # fmt: skip
+    kw = {"progress": show_progress(args), "command": command, **_forwarded(args, c)}
+    if c.config is None:  # its own options only (forwarded), and --overwrite
+        if getattr(args, "workers", None):
+            from ldp_audit.cli.types import check_workers
+
+            check_workers(args.workers)  # far above the cores: refused before any work
+        out = args.out if args.out is not None else _default_out(c, None)
+        check_report_out(out, overwrite=args.overwrite)
+        with forcing(bool(getattr(args, "force", False))), _one_line_warnings():
+            doc = fn(out=out, overwrite=args.overwrite, **kw)
+    else:
+        from ldp_audit.backends import backend_options
+        from ldp_audit.config import from_args
+
+        cls = systems.resolve(c.config, f"system {s.name!r} reproduce config")
+        settings = from_args(cls, args)  # the options given; the others: its defaults
+        where = backend_options(args)  # --backend/--address/--workers: usage errors first
+        _before_work(args, s, c, settings, f"reproduce {s.name}", workers=args.workers or 1)
+        out = args.out if args.out is not None else _default_out(c, settings)
+        check_report_out(out, overwrite=args.overwrite)  # before the experiment
+        with forcing(bool(getattr(args, "force", False))), _one_line_warnings():
+            doc = fn(settings, out=out, **kw, **where)  # --force reaches the worker processes
     if args.json:
         print(json.dumps(to_jsonable(doc), indent=1, allow_nan=False))
     else:
