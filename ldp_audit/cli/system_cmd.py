@@ -1,11 +1,16 @@
-"""The CLI of the system registry (:mod:`ldp_audit.systems`).
+"""The one door of the systems (:mod:`ldp_audit.systems`): every system's ``train``,
+``reproduce`` and ``attack`` subcommands, generated from its ``SystemSpec``.
 
-- :func:`register_systems` adds every registered system's ``train`` / ``reproduce``
-  subcommands: its own (``SystemSpec.cli``) or, for a system without one, the generic
-  ``ldp-audit train NAME --out RUN [--seed S] [--set KEY=VALUE ...]`` built from its config
-  class (each ``KEY`` a field, each ``VALUE`` read as a JSON literal; the config validates it).
+- :func:`register_systems` adds ``ldp-audit train NAME`` (and ``reproduce NAME``) for every
+  registered system: the scaffolding (``--seed``, ``--out``, run modes, ``--json``,
+  ``--no-progress``, ``--force``), one option per config field (:mod:`ldp_audit.config`), and
+  what the spec's :class:`~ldp_audit.systems.Command` declares (options that are not fields,
+  the config they build, the default folder, sizes, text). A system without a ``Command`` gets
+  ``--set KEY=VALUE`` too (``VALUE`` a JSON literal; the config validates it). A plug-in's own
+  ``cli`` hook replaces the generated commands.
 - :func:`register_attacks` adds ``ldp-audit attack NAME --run-dir RUN`` for every attack a
-  registered system declares that has no subcommand of its own yet.
+  registered system declares (with its ``attack_commands`` options) that has no subcommand of
+  its own.
 - :func:`audit_run_dir` is ``ldp-audit audit --run-dir RUN``: the mechanisms the run released
   through (``System.audit_targets``), audited, written to the run's ``audit.json``.
 
@@ -106,7 +111,7 @@ def _fields_help(cls: type) -> str:
 
 def _out_help(c: Any, what: str) -> str:
     if c.out is None:
-        return f"write {what} here"
+        return f"write a {what} here"
     return (
         f"{what} to write (default: a new {c.out.replace('{', '<').replace('}', '>')}-<timestamp>)"
     )
