@@ -330,7 +330,18 @@ FEDRL = SystemSpec(
     attacks={"fedrl": "ldp_audit.attacks.run_scorers:fedrl_transcript"},
     report_sections="ldp_audit.training.statements:fedrl_report",
     reproduce="ldp_audit.training.systems:fedrl_reproduce",
-    attack_cli="ldp_audit.cli.fedrl_cmd:register_attack",
+    attack_commands={
+        "fedrl": Command(
+            help="attack a FedRL run's transcript (beta's cells, alpha's rewards) and audit its "
+            "output mechanism",
+            description="From beta's released Q outputs, recover its private 5x5 window; from "
+            "alpha's released targets Y, its rewards (scikit-learn). Accuracy with intervals vs "
+            "the ceiling the (epsilon, delta) guarantee allows. With clipped outputs also "
+            "audits the output mechanism as a black box (audit.json). Exit 1 on a violation.",
+            options="ldp_audit.training.systems:fedrl_attack_options",
+            forward=("audit_samples",),
+        )
+    },
     train_command=Command(
         help="FedRL (Zhuo et al. 2019): two-agent federated DQN with noisy Q outputs",
         description="Train FedRL and its baselines (DQN-alpha, DQN-full) on GridWorld; every "
@@ -577,6 +588,18 @@ def frd_config(args: Any, kw: dict[str, Any]) -> Any:
     elif pp is not None:
         kw.update(private_param=pp[0], private_values=pp[1])
     return FrdConfig(**{**PAPER_SETTINGS[args.setting], **kw}, ldp_epsilon=eps)
+
+
+def fedrl_attack_options(p: Any) -> None:
+    """``attack fedrl --audit-samples N`` (0: no audit of the output mechanism)."""
+    from ldp_audit.parse import parse_int
+
+    p.add_argument(
+        "--audit-samples",
+        type=lambda t: parse_int(t, "--audit-samples", minimum=0),
+        default=200_000,
+        help="samples per input of the black-box audit (0: no audit)",
+    )
 
 
 def frd_attack_options(p: Any) -> None:

@@ -453,7 +453,8 @@ def run_dir_scorer(run_dir: str, attack: str, command: str) -> tuple[Any, Any]:
         have = [x.name for x in systems.systems() if attack in x.attacks]
         raise RunDirectoryError(
             f"--run-dir {run_dir!r} is a {s.name!r} run; `{command}` attacks "
-            f"{', '.join(have) or 'no system'} runs. The commands that fit this run: "
+            f"{', '.join(have) or 'no system'} runs (--run-dir must be a "
+            f"{' or '.join(have) or 'no'} run). The commands that fit this run: "
             + "; ".join(rd.commands())
         )
     scorer = systems.call(ref, f"system {s.name!r} attack {attack!r}")
@@ -482,6 +483,8 @@ def _generic_attack(args: argparse.Namespace) -> int:
     if not is_run_dir(args.run_dir):
         raise RunDirectoryError(f"--run-dir {args.run_dir!r} is not a run directory")
     system = RunDir(args.run_dir).system
+    if name not in system.attacks:  # another system's run: named before anything else is read
+        run_dir_scorer(args.run_dir, name, f"attack {name}")
     c = _attack_commands(system).get(name) or systems_module().Command()
     if args.out:
         check_not_inside_run(args.out, "--out")
@@ -505,7 +508,12 @@ def _generic_attack(args: argparse.Namespace) -> int:
     with forcing(bool(getattr(args, "force", False))):
         res = scorer(rd.path, seed=args.seed, confidence=args.confidence,
                      progress=show_progress(args), **kw)  # fmt: skip
-    d = to_jsonable(with_evidence(res.to_dict(), args))
+    # an audit run beside the attack (FedRL's output mechanism): its violation counts, its
+    # document is a named artefact of the run ("artefacts", written only without --out)
+    extra = getattr(res, "extra", None) if isinstance(getattr(res, "extra", None), dict) else {}
+    side, beside = extra.pop("artefacts", {}), extra.get("audit") or {}
+    violation = bool(res.violation) or bool(beside.get("violation"))
+    d = to_jsonable(with_evidence({**res.to_dict(), "violation": violation}, args))
     if args.out:
         from ldp_audit.rundir.seal import seal_document
 
@@ -513,11 +521,15 @@ def _generic_attack(args: argparse.Namespace) -> int:
         Path(args.out).write_text(json.dumps(d, indent=1, allow_nan=False))
     else:
         write_artifact(rd.path, _artifact_name(system, name), d, overwrite=args.overwrite)
+        for file, doc in side.items():
+            write_artifact(rd.path, file, to_jsonable(doc), overwrite=args.overwrite)
     if args.json:
         print(json.dumps(d, indent=1, allow_nan=False))
     else:
         print(res.summary())
-    return verdict_code(args, bool(res.violation))
+        if beside:
+            print("audit: " + beside.get("summary", beside.get("skipped", "")))
+    return verdict_code(args, violation)
 
 
 # ----------------------------------------------------------------------------------------------
