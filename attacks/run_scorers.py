@@ -79,12 +79,27 @@ def fedrl_transcript(
     seed: int = 0,
     confidence: float = 0.95,
     progress: bool = False,
+    audit_samples: int = 0,
 ) -> Any:
-    """Both FedRL transcript attacks (beta's cells, alpha's rewards); the headline result."""
+    """Both FedRL transcript attacks (beta's cells, alpha's rewards); the headline result. With
+    ``audit_samples`` > 0 also a black-box audit of the (clipped) output mechanism beside it:
+    ``extra["audit"]`` (its violation counts as the attack's) and its document as the run's
+    ``audit.json`` (``extra["artefacts"]``, written by ``attack fedrl`` without ``--out``)."""
     from ldp_audit.attacks.fedrl import attack_run, to_attack_result
     from ldp_audit.rundir import read_config
     from ldp_audit.training.fedrl import FedRLConfig
 
     res = attack_run(run_dir, seed=seed, confidence=confidence)
     mech = FedRLConfig.from_dict(read_config(run_dir)["config"]).output_mechanism()
+    if audit_samples > 0 and not mech.private:
+        res["audit"] = {"skipped": f"no finite claim to audit: epsilon is {mech.why_infinite()}"}
+    elif audit_samples > 0:
+        from ldp_audit.audit import audit
+
+        ar = audit(mech, mech.candidate_pairs(), samples=audit_samples, float_bits=False,
+                   rng=seed, progress=progress)  # fmt: skip
+        doc = {**ar.to_dict(), "mechanism_description": f"FedRL output mechanism: clip to "
+               f"[-{mech.bound:g}, {mech.bound:g}]^16, N(0, {mech.sigma:g}^2)"}  # fmt: skip
+        res["audit"] = {"violation": ar.violation, "summary": ar.summary()}
+        res["artefacts"] = {"audit.json": [doc]}
     return to_attack_result(res, mech.to_config())  # the whole result is in its extra

@@ -13,7 +13,7 @@ import re
 import sys
 from collections.abc import Callable
 
-__all__ = ["INT_MAX", "parse_real", "parse_int", "epsilon_or_inf", "real_in"]
+__all__ = ["INT_MAX", "parse_real", "parse_int", "epsilon_or_inf", "real_in", "parse_private_param"]
 
 #: the largest integer any count or seed option accepts (a signed 64-bit integer): larger values
 #: would be an OverflowError deep inside NumPy or torch, after work has started.
@@ -113,3 +113,32 @@ def real_in(
         return v
 
     return convert
+
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def parse_private_param(text: str) -> tuple[str, tuple[float, ...]]:
+    """``NAME=V1,V2,...`` -> (NAME, (V1, V2, ...)): an attribute name and at least two distinct
+    candidate values, each read strictly (no nan/inf)."""
+    if not isinstance(text, str) or "=" not in text:
+        raise argparse.ArgumentTypeError(
+            f"--private-param must be NAME=V1,V2,... (e.g. LINK_MASS_1=0.5,1,2), got {text!r}"
+        )
+    name, _, rest = text.partition("=")
+    name = name.strip()
+    if not _NAME.fullmatch(name):
+        raise argparse.ArgumentTypeError(
+            f"--private-param: {name!r} is not an attribute name (in {text!r})"
+        )
+    vals = tuple(parse_real(v, f"--private-param {name}") for v in rest.split(","))
+    if len(vals) < 2:
+        raise argparse.ArgumentTypeError(
+            f"--private-param {name} needs at least two candidate values, got {text!r}"
+        )
+    if len(set(vals)) != len(vals):
+        dup = sorted({v for v in vals if vals.count(v) > 1})
+        raise argparse.ArgumentTypeError(
+            f"--private-param {name}: candidate values must be distinct, {dup} repeated"
+        )
+    return name, vals

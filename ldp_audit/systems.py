@@ -43,6 +43,7 @@ __all__ = [
     "TrainResult",
     "System",
     "SystemSpec",
+    "Command",
     "register",
     "unregister",
     "get",
@@ -304,6 +305,52 @@ def resolve(ref: Any, what: str) -> Any:
 
 
 @dataclass(frozen=True)
+class Command:
+    """How a system's generated ``train`` or ``reproduce`` subcommand is declared.
+
+    The subcommand is generated (:mod:`ldp_audit.cli.system_cmd`): ``--seed`` (train), ``--out``,
+    the run modes (train) or ``--overwrite`` and the backends (reproduce), ``--json``,
+    ``--no-progress``, ``--force`` when ``sizes`` is given, and one option per field of the
+    config (:func:`ldp_audit.config.add_arguments`). Every part is optional.
+
+    Attributes:
+        help: the one line of ``ldp-audit train --help`` (default: the system's summary).
+        description: the subcommand's own ``--help`` text.
+        config: reproduce only: its settings class (or ``"module:Class"``); the reproduction
+            is called ``f(settings, *, out, progress, command, backend, address, workers)``.
+        options: ``"module:function"`` ``f(parser)`` adding options that are not config fields.
+        from_args: ``"module:function"`` ``f(args, given) -> config``, ``given`` the config
+            options given (default: the config built from them).
+        skip: config fields with no generated option (``options`` / ``from_args`` set them).
+        forward: option destinations handed on to the trainer / reproduction as keywords.
+        out: the default output folder: a new ``<out>-<timestamp>`` (``str.format`` with the
+            config's fields, e.g. ``"runs/frd-{mode}"``); None: no default (train: no run
+            directory; reproduce: ``--out`` is required).
+        sizes: ``"module:function"`` ``f(config, **kw) -> [Estimate]``, checked before any
+            work (``--force`` runs anyway; reproduce gets ``workers=``, an attack the options
+            it forwards).
+        show: train only: ``"module:function"`` ``f(TrainResult) -> list[str]``, the text lines
+            printed (default: the privacy summary).
+        set_option: train only: ``--set KEY=VALUE`` (JSON) reaching every config field.
+        flat_json: train only: ``--json`` puts the metrics at the top level of the document
+            (the shipped systems' layout) instead of under ``"metrics"``.
+    """
+
+    help: str = ""
+    description: str = ""
+    config: Any = None
+    options: str | None = None
+    from_args: str | None = None
+    skip: tuple[str, ...] = ()
+    forward: tuple[str, ...] = ()
+    out: str | None = None
+    sizes: str | None = None
+    show: str | None = None
+    set_option: bool = True
+    flat_json: bool = False
+
+
+@dataclass(frozen=True)
 class SystemSpec:
     """A :class:`System` declared by name: its parts are ``"module:attr"`` strings (or objects),
     imported when first used.
@@ -320,9 +367,15 @@ class SystemSpec:
         attacks: attack name -> ``"module:function"`` scorer of a run directory.
         report_sections: ``"module:function"`` or None.
         reproduce: ``"module:function"`` or None.
+        train_command: how ``ldp-audit train NAME`` is generated (:class:`Command`).
+        reproduce_command: how ``ldp-audit reproduce NAME`` is generated (with ``reproduce``).
+        attack_commands: attack name -> :class:`Command` of ``ldp-audit attack NAME``: its
+            ``options`` (their ``forward`` destinations handed to the attack's function as
+            keywords), its ``sizes`` (``f(run's config, **forwarded)``, before any work), its
+            ``help`` and ``description``.
         cli: ``"module:function"`` adding this system's own ``train`` / ``reproduce``
-            subcommands, ``f(train_subparsers, reproduce_subparsers)``; None: the generic
-            ``ldp-audit train NAME --set KEY=VALUE`` is generated from the config class.
+            subcommands, ``f(train_subparsers, reproduce_subparsers)``, instead of the
+            generated ones (a plug-in's escape hatch; the shipped systems have none).
         attack_cli: ``"module:function"`` adding its own ``attack`` subcommands, or None.
         tiny_config: a config (as a dict for ``config_from_dict``) of a run of a few seconds,
             or a tuple of them (one per kind of run the system writes): the cross-system
@@ -340,6 +393,9 @@ class SystemSpec:
     attacks: Mapping[str, str] = field(default_factory=dict)
     report_sections: str | None = None
     reproduce: str | None = None
+    train_command: Command = field(default_factory=Command)
+    reproduce_command: Command = field(default_factory=Command)
+    attack_commands: Mapping[str, Command] = field(default_factory=dict)
     cli: str | None = None
     attack_cli: str | None = None
     tiny_config: Mapping[str, Any] | tuple[Mapping[str, Any], ...] | None = None
@@ -394,7 +450,9 @@ class SystemSpec:
         ledger: Any = None,
         progress: bool | None = None,
         run_mode: str = "new",
+        **options: Any,
     ) -> TrainResult:
+        """``options``: the ``train_command.forward`` options (e.g. FedRL's ``threads``)."""
         cfg = self._cfg(cfg)
         if not isinstance(cfg, self.config_class):
             raise InvalidParameterError(
@@ -406,9 +464,8 @@ class SystemSpec:
                 f"run_mode must be 'new', 'overwrite' or 'resume', got {run_mode!r}"
             )
         fn = resolve(self.trainer, f"system {self.name!r} trainer")
-        res = fn(
-            cfg, seed=seed, run_dir=run_dir, ledger=ledger, progress=progress, run_mode=run_mode
-        )
+        res = fn(cfg, seed=seed, run_dir=run_dir, ledger=ledger, progress=progress,
+                 run_mode=run_mode, **options)  # fmt: skip
         if not isinstance(res, TrainResult):
             raise UserCodeError(
                 f"system {self.name!r}: its trainer must return ldp_audit.systems.TrainResult, "

@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from ldp_audit.cli import train_cmd
+from ldp_audit.cli import system_cmd, train_cmd
 from ldp_audit.errors import LdpAuditError
 
 
@@ -202,7 +202,7 @@ def test_generated_options_refuse_bad_values(opt, value, capsys, monkeypatch):
     def boom(*a, **k):  # pragma: no cover - reached only if validation failed to stop the run
         raise AssertionError("training started")
 
-    monkeypatch.setattr(train_cmd, "_train_pgc", boom)
+    monkeypatch.setattr(system_cmd, "_generic_train", boom)
     with pytest.raises(SystemExit) as exc:
         _run(["train", "pgc-a3c", "--mechanism", "laplace", "--epsilon", "1", opt, value])
     assert exc.value.code == 2

@@ -23,7 +23,6 @@ frd         proxy-memory upload (RR + bit      ``<group>/<agent>``, one charge p
 from __future__ import annotations
 
 import math
-import time
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -33,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.systems import ArraySpec, SystemSpec, TrainResult, TranscriptSchema
+from ldp_audit.systems import ArraySpec, Command, SystemSpec, TranscriptSchema
 
 __all__ = ["PGC_A3C", "DPRL", "FEDRL", "FRD", "ProxyPairMechanism"]
 
@@ -55,37 +54,6 @@ def _path(run_dir: Any) -> Path | None:
 # ----------------------------------------------------------------------------------------------
 # PGC-A3C
 # ----------------------------------------------------------------------------------------------
-
-
-def train_pgc_a3c(
-    cfg: Any, *, seed: int, run_dir: Any, ledger: Any, progress: Any, run_mode: str
-) -> TrainResult:
-    """``ldp_audit.training.pgc_a3c.train`` (the lock-step engine, as ``train pgc-a3c``)."""
-    from ldp_audit.rundir import json_number
-    from ldp_audit.training.pgc_a3c import train
-    from ldp_audit.training.pgc_a3c.metrics import first_success_time
-
-    res = train(
-        cfg, seed=seed, run_dir=run_dir, ledger=ledger, progress=progress, run_mode=run_mode
-    )
-    zeta = np.asarray(res.zeta)
-    fst = np.atleast_1d(first_success_time(zeta, cfg.target_score, cfg.window))
-    metrics = {
-        "fst": [json_number(float(f)) for f in fst],
-        "submissions": [int(n) for n in res.submissions],
-        "stopped_at_target": [bool(b) for b in res.stopped_at_target],
-        "env_steps": int(res.env_steps),
-    }
-    return TrainResult(
-        system="pgc-a3c",
-        config=cfg,
-        seed=int(seed),
-        seconds=float(res.seconds),
-        privacy=res.privacy,
-        metrics=metrics,
-        run_dir=_path(run_dir),
-        native=res,
-    )
 
 
 PGC_SCHEMA = TranscriptSchema(
@@ -123,14 +91,63 @@ PGC_A3C = SystemSpec(
     name="pgc-a3c",
     summary="PGC-A3C (Ono & Takahashi 2020): local DP on gradients, CartPole with private gravity",
     config="ldp_audit.training.pgc_a3c:PgcA3cConfig",
-    trainer="ldp_audit.training.systems:train_pgc_a3c",
+    trainer="ldp_audit.training.pgc_a3c.grid:train_run",
     schema=PGC_SCHEMA,
     targets="ldp_audit.training.systems:pgc_targets",
     charges="ldp_audit.training.systems:pgc_charges",
     attacks={"dynamics": "ldp_audit.attacks.run_scorers:pgc_dynamics"},
     report_sections="ldp_audit.training.pgc_a3c.report:report_sections",
-    reproduce="ldp_audit.training.pgc_a3c.reproduce:run_reproduction",
-    cli="ldp_audit.cli.train_cmd:register_pgc",
+    reproduce="ldp_audit.training.pgc_a3c.command:reproduce",
+    reproduce_command=Command(
+        help="Tables 1-3 and Figures 2-3 of Ono & Takahashi (2020)",
+        description="Run epsilon in {1,2,5,10,inf} x {laplace, prs}, K trials each, and write "
+        "results.json, tables.md, figure2.png, figure3.png and README.md.",
+        options="ldp_audit.training.pgc_a3c.command:reproduce_options",
+        forward=(
+            "trials",
+            "max_submissions",
+            "seed",
+            "figure2_trials",
+            "figure2_submissions",
+            "no_figure2",
+            "stop_at_target",
+            "acting",
+            "clip_kind",
+            "aggregator",
+            "aggregator_lr",
+            "target",
+            "engine",
+            "readings",
+            "audit_samples",
+            "workers",
+            "backend",
+            "address",
+        ),  # fmt: skip
+        out="runs/reproduce-pgc-a3c",
+    ),
+    train_command=Command(
+        help="PGC-A3C (Ono & Takahashi 2020) on CartPole with private gravity",
+        description="Run K seeded PGC-A3C trials at one setting and report FST (eq. 26), "
+        "success ratio (eq. 27) and the privacy spent per agent.",
+        options="ldp_audit.training.pgc_a3c.command:options",
+        from_args="ldp_audit.training.pgc_a3c.command:config",
+        skip=(
+            "epsilon",
+            "trials",
+            "n_agents",
+            "max_submissions",
+            "rounds",
+            "gravities",
+            "agent_gravities",
+            "episode_steps",
+            "budget",
+        ),  # fmt: skip
+        out="runs/pgc-a3c",
+        sizes="ldp_audit.training.pgc_a3c.command:sizes",
+        show="ldp_audit.training.pgc_a3c.command:show",
+        set_option=False,
+        flat_json=True,
+    ),
     tiny_config={"mechanism": "laplace", "epsilon": 1.0, "trials": 2, "max_submissions": 30},
 )
 
@@ -138,44 +155,6 @@ PGC_A3C = SystemSpec(
 # ----------------------------------------------------------------------------------------------
 # DP-SGD RL and observation-noise RL
 # ----------------------------------------------------------------------------------------------
-
-
-def train_dprl(
-    cfg: Any, *, seed: int, run_dir: Any, ledger: Any, progress: Any, run_mode: str
-) -> TrainResult:
-    """``ldp_audit.training.dprl.trainer.train``."""
-    from ldp_audit.rundir import json_number
-    from ldp_audit.training.dprl.trainer import train
-
-    _no_ledger_with_run_dir("dprl", run_dir, ledger)
-    res = train(
-        cfg,
-        seed=seed,
-        run_dir=run_dir,
-        progress=bool(progress),
-        run_mode=run_mode,
-        ledger=ledger,
-    )
-    conv = res.convergence_episode
-    metrics = {
-        "returns": list(res.returns),
-        "episodes": len(res.returns),
-        "convergence_episode": json_number(conv),
-        "solved": bool(math.isfinite(conv)),
-        "updates": int(res.updates),
-        "env_steps": int(res.env_steps),
-        "stopped": res.stopped,
-    }
-    return TrainResult(
-        system="dprl",
-        config=cfg,
-        seed=int(seed),
-        seconds=float(res.seconds),
-        privacy=res.privacy,
-        metrics=metrics,
-        run_dir=_path(run_dir),
-        native=res,
-    )
 
 
 def dprl_schema(cfg: Any) -> TranscriptSchema:
@@ -238,14 +217,37 @@ DPRL = SystemSpec(
     name="dprl",
     summary="DP-SGD RL (central DP, Opacus) and observation-noise RL on CartPole",
     config="ldp_audit.training.dprl.config:DprlConfig",
-    trainer="ldp_audit.training.systems:train_dprl",
+    trainer="ldp_audit.training.dprl.trainer:train_run",
     schema="ldp_audit.training.systems:dprl_schema",
     targets="ldp_audit.training.systems:dprl_targets",
     charges="ldp_audit.training.systems:dprl_charges",
     attacks={"membership": "ldp_audit.attacks.run_scorers:dprl_membership"},
     report_sections="ldp_audit.training.statements:dprl_report",
     reproduce="ldp_audit.training.dprl.reproduce:reproduce",
-    cli="ldp_audit.cli.dprl_cmd:register",
+    train_command=Command(
+        help="DP-SGD (Opacus) or observation-noise REINFORCE / DQN on CartPole-v1",
+        description="Train one agent on CartPole-v1 under central DP-SGD (privacy unit: an "
+        "episode for REINFORCE, a transition for DQN), observation noise ('LDP'), or no "
+        "privacy; every update is charged to the ledger before its noise is drawn. Writes a "
+        "run directory; --canaries plants gradient canaries for the one-run audit "
+        "(ldp-audit attack membership --run-dir RUN --out FILE).",
+        out="runs/dprl",
+        sizes="ldp_audit.training.sizes:dprl_estimates",
+        show="ldp_audit.training.dprl.trainer:summary_lines",
+        set_option=False,
+        flat_json=True,
+    ),
+    reproduce_command=Command(
+        help="Figures 8-9 and 12-13 of the Doulazmi & Odonnat slides (reward/convergence vs noise)",
+        description="Reward and convergence time vs noise level for REINFORCE and DQN under "
+        "DP-SGD and observation noise, several seeds, with 95 percent bootstrap bands and the "
+        "epsilon each setting gets; writes results.json, figures and README.md.",
+        config="ldp_audit.training.dprl.config:ReproduceSettings",
+        options="ldp_audit.training.systems:cache_option",
+        forward=("cache",),
+        out="runs/reproduce-dprl",
+        sizes="ldp_audit.training.sizes:dprl_reproduce_estimates",
+    ),
     tiny_config=tuple(
         {"algo": "reinforce", "episodes": 8, "num_envs": 4, "hidden": 16, "privacy": p}
         for p in ("dpsgd", "obs-noise")
@@ -256,37 +258,6 @@ DPRL = SystemSpec(
 # ----------------------------------------------------------------------------------------------
 # FedRL
 # ----------------------------------------------------------------------------------------------
-
-
-def train_fedrl(
-    cfg: Any, *, seed: int, run_dir: Any, ledger: Any, progress: Any, run_mode: str
-) -> TrainResult:
-    """``train_fedrl`` with a run directory (as ``train fedrl``), else ``run_fedrl``."""
-    from ldp_audit.training import fedrl as F
-    from ldp_audit.training.fedrl.metrics import table_metrics
-
-    _no_ledger_with_run_dir("fedrl", run_dir, ledger)
-    t0 = time.perf_counter()
-    if run_dir is not None:
-        metrics = F.train_fedrl(cfg, run_dir, seed=seed, mode=run_mode, progress=bool(progress))
-        native: Any = metrics
-    else:
-        from ldp_audit.accountant import Accountant
-
-        acc = Accountant(ledger) if ledger is not None else None
-        native = F.run_fedrl(cfg, seed=seed, accountant=acc, progress=bool(progress))
-        metrics = table_metrics(cfg, native["results"])
-        metrics["privacy"] = F.privacy_table(cfg, native["accountant"], range(cfg.runs))
-    return TrainResult(
-        system="fedrl",
-        config=cfg,
-        seed=int(seed),
-        seconds=time.perf_counter() - t0,
-        privacy={"channels": metrics["privacy"]},
-        metrics=metrics,
-        run_dir=_path(run_dir),
-        native=native,
-    )
 
 
 def fedrl_schema(cfg: Any) -> TranscriptSchema:
@@ -352,15 +323,48 @@ FEDRL = SystemSpec(
     name="fedrl",
     summary="FedRL (Zhuo et al. 2019): Gaussian noise on shared Q outputs, GridWorld",
     config="ldp_audit.training.fedrl:FedRLConfig",
-    trainer="ldp_audit.training.systems:train_fedrl",
+    trainer="ldp_audit.training.fedrl.runs:train_run",
     schema="ldp_audit.training.systems:fedrl_schema",
     targets="ldp_audit.training.systems:fedrl_targets",
     charges="ldp_audit.training.systems:fedrl_charges",
     attacks={"fedrl": "ldp_audit.attacks.run_scorers:fedrl_transcript"},
     report_sections="ldp_audit.training.statements:fedrl_report",
-    reproduce="ldp_audit.training.fedrl.reproduce:reproduce",
-    cli="ldp_audit.cli.fedrl_cmd:register",
-    attack_cli="ldp_audit.cli.fedrl_cmd:register_attack",
+    reproduce="ldp_audit.training.systems:fedrl_reproduce",
+    attack_commands={
+        "fedrl": Command(
+            help="attack a FedRL run's transcript (beta's cells, alpha's rewards) and audit its "
+            "output mechanism",
+            description="From beta's released Q outputs, recover its private 5x5 window; from "
+            "alpha's released targets Y, its rewards (scikit-learn). Accuracy with intervals vs "
+            "the ceiling the (epsilon, delta) guarantee allows. With clipped outputs also "
+            "audits the output mechanism as a black box (audit.json). Exit 1 on a violation.",
+            options="ldp_audit.training.systems:fedrl_attack_options",
+            forward=("audit_samples",),
+        )
+    },
+    train_command=Command(
+        help="FedRL (Zhuo et al. 2019): two-agent federated DQN with noisy Q outputs",
+        description="Train FedRL and its baselines (DQN-alpha, DQN-full) on GridWorld; every "
+        "exchanged Q output is charged to its sender's ledger before release. Prints each "
+        "agent's epsilon (or why it is infinite).",
+        options="ldp_audit.training.systems:threads_option",
+        from_args="ldp_audit.training.systems:fedrl_config",
+        forward=("threads",),
+        out="runs/fedrl",
+        sizes="ldp_audit.training.sizes:fedrl_estimates",
+        show="ldp_audit.training.fedrl.runs:summary_lines",
+        set_option=False,
+        flat_json=True,
+    ),
+    reproduce_command=Command(
+        help="FedRL Table 1, Figure 4 (history length) and the attack sweep",
+        description="Reproduce FedRL's Table 1 (SuccRate and AvgRwd of DQN-alpha, FedRL-1, "
+        "FedRL-2, DQN-full), the history-length study (Figure 4) and the transcript attack "
+        "at sigma in {0, 0.1, 1, 5} with and without clipping, at the scale given.",
+        config="ldp_audit.training.fedrl.reproduce:ReproConfig",
+        out="runs/reproduce-fedrl",
+        sizes="ldp_audit.training.sizes:fedrl_reproduce_estimates",
+    ),
     tiny_config=FEDRL_TINY,
 )
 
@@ -368,40 +372,6 @@ FEDRL = SystemSpec(
 # ----------------------------------------------------------------------------------------------
 # FRD
 # ----------------------------------------------------------------------------------------------
-
-
-def train_frd(
-    cfg: Any, *, seed: int, run_dir: Any, ledger: Any, progress: Any, run_mode: str
-) -> TrainResult:
-    """``ldp_audit.training.frd.train`` (``train_many`` when only a ledger is given)."""
-    from ldp_audit.training import frd as F
-
-    _no_ledger_with_run_dir("frd", run_dir, ledger)
-    if run_dir is None and ledger is not None:
-        from ldp_audit.accountant import Accountant
-
-        res = F.train_many([cfg], seed=seed, accountants=[Accountant(ledger=ledger)],
-                           progress=bool(progress))[0]  # fmt: skip
-    else:
-        res = F.train(cfg, seed=seed, run_dir=run_dir, progress=bool(progress), run_mode=run_mode)
-    mech = cfg.make_mechanism()
-    eps = float(mech.epsilon)
-    privacy = {
-        "mechanism": mech.to_config(),
-        "local": True,
-        "epsilon_per_upload": eps if math.isfinite(eps) else "inf",
-        "uploads_per_agent_max": int(res.uploads.max()) if res.uploads.size else 0,
-    }
-    return TrainResult(
-        system="frd",
-        config=cfg,
-        seed=int(seed),
-        seconds=float(res.seconds),
-        privacy=privacy,
-        metrics=res.metrics(),
-        run_dir=_path(run_dir),
-        native=res,
-    )
 
 
 def frd_schema(cfg: Any) -> TranscriptSchema:
@@ -476,7 +446,7 @@ FRD = SystemSpec(
     name="frd",
     summary="FRD (Cha et al. 2019): proxy experience memory exchange, and its LDP variant",
     config="ldp_audit.training.frd:FrdConfig",
-    trainer="ldp_audit.training.systems:train_frd",
+    trainer="ldp_audit.training.frd.run:train_run",
     schema="ldp_audit.training.systems:frd_schema",
     targets="ldp_audit.training.systems:frd_targets",
     charges="ldp_audit.training.systems:frd_charges",
@@ -486,7 +456,171 @@ FRD = SystemSpec(
     },
     report_sections="ldp_audit.training.statements:frd_report",
     reproduce="ldp_audit.training.frd.reproduce:reproduce",
-    cli="ldp_audit.cli.frd_cmd:register",
-    attack_cli="ldp_audit.cli.frd_cmd:register_attack",
+    attack_commands={
+        "frd": Command(
+            help="dynamics inference on an FRD/FedAvg run's uploads",
+            description="Shadow-training attack recovering each agent's gravity from what it "
+            "uploaded; writes RUN_DIR/attack_dynamics.json (or --out FILE).",
+            options="ldp_audit.training.systems:frd_attack_options",
+            forward=("n_shadow", "max_groups"),
+            sizes="ldp_audit.training.systems:frd_attack_sizes",
+        )
+    },
+    train_command=Command(
+        help="FRD (Cha et al. 2019) / FedAvg on CartPole-v1 with a private gravity (or another "
+        "CartPole constant, --private-param)",
+        description="Train groups of A2C agents that exchange a proxy experience memory (FRD) "
+        "or their parameters (FedAvg) every E episodes after I; every upload is charged to the "
+        "agent's ledger (non-private: NonPrivateEvent; --epsilon: the LDP variant).",
+        options="ldp_audit.training.systems:frd_options",
+        from_args="ldp_audit.training.systems:frd_config",
+        skip=("private_param", "private_values"),
+        out="runs/frd-{mode}",
+        sizes="ldp_audit.training.sizes:frd_estimates",
+        show="ldp_audit.training.frd.run:summary_lines",
+        set_option=False,
+        flat_json=True,
+    ),
+    reproduce_command=Command(
+        help="Figures 3-4 of Cha et al. 2019 + the leak experiment",
+        description="Episodes to mission vs agents for Table 1 settings (Figure 3), FRD vs "
+        "FedAvg and the LDP variant (Figure 4), and the dynamics attack on small runs.",
+        config="ldp_audit.training.frd.reproduce:ReproduceSettings",
+        out="runs/reproduce-frd",
+        sizes="ldp_audit.training.sizes:frd_reproduce_estimates",
+    ),
     tiny_config=FRD_TINY,
 )
+
+
+# ----------------------------------------------------------------------------------------------
+# The command line's parts that are not config fields (ldp_audit.systems.Command)
+# ----------------------------------------------------------------------------------------------
+
+
+def cache_option(p: Any) -> None:
+    """``reproduce dprl --cache``."""
+    p.add_argument("--cache", default=None,
+                   help="folder keeping every finished run; a rerun with it resumes")  # fmt: skip
+
+
+def threads_option(p: Any) -> None:
+    """``train fedrl --threads``."""
+    from ldp_audit.parse import parse_int
+
+    p.add_argument("--threads", type=lambda t: parse_int(t, "--threads", minimum=1), default=1,
+                   help="torch threads while training (one is fastest on a small shared "
+                   "machine)")  # fmt: skip
+
+
+def fedrl_config(args: Any, kw: dict[str, Any]) -> Any:
+    """A method named twice (``--methods fedrl fedrl``) is trained once."""
+    from ldp_audit.training.fedrl import FedRLConfig
+
+    if "methods" in kw:
+        kw["methods"] = tuple(dict.fromkeys(kw["methods"]))
+    return FedRLConfig(**kw)
+
+
+def fedrl_reproduce(rc: Any, *, out: str, command: str, **kw: Any) -> dict[str, Any]:
+    """FedRL's reproduction with its report written to ``out`` (and, while it runs, the
+    finished stages in ``out/results.partial.json``)."""
+    import json
+
+    from ldp_audit.rundir import to_jsonable
+    from ldp_audit.training.fedrl.reproduce import reproduce
+    from ldp_audit.training.fedrl.reproduce_report import write_report
+
+    if len(rc.train_steps) not in (1, len(rc.sizes)):
+        raise InvalidParameterError(
+            f"--train-steps must give one value or one per size ({len(rc.sizes)}), got "
+            f"{list(rc.train_steps)}"
+        )
+    partial = Path(out) / "results.partial.json"
+
+    def checkpoint(res: dict[str, Any]) -> None:
+        partial.parent.mkdir(parents=True, exist_ok=True)
+        partial.write_text(json.dumps(to_jsonable(res)))
+
+    results = reproduce(rc, command=command, checkpoint=checkpoint, **kw)
+    write_report(results, out)
+    partial.unlink(missing_ok=True)
+    return results
+
+
+def frd_options(p: Any) -> None:
+    """``train frd --setting`` (a preset of six fields) and ``--private-param NAME=V1,V2``
+    (one option, two fields)."""
+    from ldp_audit.parse import parse_private_param
+
+    p.add_argument("--setting", type=int, choices=range(1, 8), default=1, metavar="{1..7}",
+                   help="Table 1 setting (S, E, I, network size, cut components); --sections, "
+                   "--exchange-period, --initial-episodes, --hidden, --layers and --proxy-dims "
+                   "override it")  # fmt: skip
+    p.add_argument("--private-param", type=parse_private_param, default=None,
+                   metavar="NAME=V1,V2,...",
+                   help="each agent's private CartPole constant and its candidate values, one "
+                   "drawn uniformly per agent (seeded): gravity, masscart, masspole, length or "
+                   "force_mag (e.g. length=0.25,0.5,1); stored in secrets.npz, validated on a "
+                   "CartPole first")  # fmt: skip
+
+
+def frd_config(args: Any, kw: dict[str, Any]) -> Any:
+    """The setting's preset, the options given over it; ``--epsilon`` none or inf is the
+    non-private upload; the secret from ``--gravities`` or ``--private-param`` (not both)."""
+    from ldp_audit.training.frd import PAPER_SETTINGS, FrdConfig
+
+    eps = kw.pop("ldp_epsilon", None)
+    if eps is not None and math.isinf(eps):
+        eps = None
+    if eps is not None and kw.get("mode", "frd") != "frd":
+        raise InvalidParameterError(
+            f"--epsilon (the LDP proxy memory) needs --mode frd, got --mode {kw['mode']}"
+        )
+    gravities, pp = kw.pop("gravities", None), args.private_param
+    if pp is not None and gravities is not None:
+        raise InvalidParameterError(
+            f"--gravities and --private-param both declare the secret: give one (--private-param "
+            f"{pp[0]}=... with --gravities {','.join(map(str, gravities))})"
+        )
+    if gravities is not None or (pp is not None and pp[0] == "gravity"):
+        kw["gravities"] = gravities if pp is None else pp[1]
+    elif pp is not None:
+        kw.update(private_param=pp[0], private_values=pp[1])
+    return FrdConfig(**{**PAPER_SETTINGS[args.setting], **kw}, ldp_epsilon=eps)
+
+
+def fedrl_attack_options(p: Any) -> None:
+    """``attack fedrl --audit-samples N`` (0: no audit of the output mechanism)."""
+    from ldp_audit.parse import parse_int
+
+    p.add_argument(
+        "--audit-samples",
+        type=lambda t: parse_int(t, "--audit-samples", minimum=0),
+        default=200_000,
+        help="samples per input of the black-box audit (0: no audit)",
+    )
+
+
+def frd_attack_options(p: Any) -> None:
+    """``attack frd --shadow N --max-groups G``."""
+    from ldp_audit.parse import parse_int
+
+    p.add_argument(
+        "--shadow",
+        type=lambda t: parse_int(t, "--shadow", minimum=1),
+        default=24,
+        dest="n_shadow",
+        metavar="SHADOW",
+        help="shadow agents per gravity",
+    )
+    p.add_argument(
+        "--max-groups", type=lambda t: parse_int(t, "--max-groups", minimum=1), default=None
+    )
+
+
+def frd_attack_sizes(cfg: Any, *, n_shadow: int, max_groups: int | None) -> Any:
+    """``attack frd``'s shadow run, estimated from the run's config."""
+    from ldp_audit.training.sizes import frd_attack_estimates
+
+    return frd_attack_estimates(cfg, n_shadow)

@@ -1,11 +1,16 @@
-"""The CLI of the system registry (:mod:`ldp_audit.systems`).
+"""The one door of the systems (:mod:`ldp_audit.systems`): every system's ``train``,
+``reproduce`` and ``attack`` subcommands, generated from its ``SystemSpec``.
 
-- :func:`register_systems` adds every registered system's ``train`` / ``reproduce``
-  subcommands: its own (``SystemSpec.cli``) or, for a system without one, the generic
-  ``ldp-audit train NAME --out RUN [--seed S] [--set KEY=VALUE ...]`` built from its config
-  class (each ``KEY`` a field, each ``VALUE`` read as a JSON literal; the config validates it).
+- :func:`register_systems` adds ``ldp-audit train NAME`` (and ``reproduce NAME``) for every
+  registered system: the scaffolding (``--seed``, ``--out``, run modes, ``--json``,
+  ``--no-progress``, ``--force``), one option per config field (:mod:`ldp_audit.config`), and
+  what the spec's :class:`~ldp_audit.systems.Command` declares (options that are not fields,
+  the config they build, the default folder, sizes, text). A system without a ``Command`` gets
+  ``--set KEY=VALUE`` too (``VALUE`` a JSON literal; the config validates it). A plug-in's own
+  ``cli`` hook replaces the generated commands.
 - :func:`register_attacks` adds ``ldp-audit attack NAME --run-dir RUN`` for every attack a
-  registered system declares that has no subcommand of its own yet.
+  registered system declares (with its ``attack_commands`` options) that has no subcommand of
+  its own.
 - :func:`audit_run_dir` is ``ldp-audit audit --run-dir RUN``: the mechanisms the run released
   through (``System.audit_targets``), audited, written to the run's ``audit.json``.
 
@@ -16,10 +21,13 @@ stderr: the rest of the command line works.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import math
 import sys
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -58,15 +66,6 @@ def register_systems(train_subparsers: Any, reproduce_subparsers: Any) -> None:
                 f"cli:{s.name}",
                 f"system {s.name!r}: its commands are unavailable: {type(exc).__name__}: {exc}",
             )
-
-
-def system_cli_modules() -> tuple[str, ...]:
-    """The modules of the systems' own CLIs (``SystemSpec.cli``), in registry order."""
-    from ldp_audit import systems
-
-    return tuple(
-        s.cli.partition(":")[0] for s in systems.systems() if getattr(s, "cli", None) is not None
-    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -110,41 +109,101 @@ def _fields_help(cls: type) -> str:
     return "config fields: " + ", ".join(names)
 
 
+def _out_help(c: Any, what: str) -> str:
+    if c.out is None:
+        return f"write a {what} here"
+    return (
+        f"{what} to write (default: a new {c.out.replace('{', '<').replace('}', '>')}-<timestamp>)"
+    )
+
+
 def _register_generic_train(tsub: Any, rsub: Any, s: Any) -> None:
+    from ldp_audit.cli.types import DefaultsHelpFormatter, add_run_mode_arguments, int_at_least
+
     summary = getattr(s, "summary", "") or f"the {s.name} system"
+    c = getattr(s, "train_command", None) or systems_module().Command()
     p = tsub.add_parser(
         s.name,
-        help=summary,
-        description=f"Train one run of {summary} (a registered system without its own "
-        "subcommand: each config field is an option generated from the config class, with its "
-        "docstring, default and bounds; --set KEY=VALUE, VALUE read as JSON, reaches any field).",
+        help=c.help or summary,
+        description=c.description
+        or f"Train one run of {summary} (each config field is an option generated from the "
+        "config class, with its docstring, default and bounds; --set KEY=VALUE, VALUE read as "
+        "JSON, reaches any field).",
+        formatter_class=DefaultsHelpFormatter,
     )
-    from ldp_audit.cli.types import add_run_mode_arguments, int_at_least
-
-    p.add_argument(
-        "--set",
-        type=_set_item,
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help=_fields_help(s.config_class) if _light_config(s) else "a config field",
-    )
-    p.add_argument("--seed", type=int_at_least("--seed", 0), default=0)
-    p.add_argument("--out", default=None, metavar="RUN_DIR", help="write a run directory here")
+    if c.options:
+        systems_module().call(c.options, f"system {s.name!r} train options")(p)
+    if c.set_option:
+        p.add_argument(
+            "--set",
+            type=_set_item,
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help=_fields_help(s.config_class) if _light_config(s) else "a config field",
+        )
+    p.add_argument("--seed", type=int_at_least("--seed", 0), default=0, help="master seed")
+    p.add_argument("--out", default=None, metavar="RUN_DIR", help=_out_help(c, "run directory"))
     add_run_mode_arguments(p)
     p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    if c.sizes:
+        from ldp_audit.limits import add_force_argument
+
+        add_force_argument(p)
     if _light_config(s) and dataclasses.is_dataclass(s.config_class):
         from ldp_audit.config import add_arguments
 
-        add_arguments(p, s.config_class, group_title=f"{s.name} config (generated)")
+        title = f"the run's config ({s.config_class.__name__}; generated)"
+        add_arguments(p, s.config_class, skip=c.skip, group_title=title)
     p.set_defaults(func=_generic_train, system_name=s.name)
     if getattr(s, "reproduce", None):
-        r = rsub.add_parser(s.name, help=f"reproduce {summary}")
-        r.add_argument("--out", required=True, help="report folder (new or empty)")
-        r.add_argument("--overwrite", action="store_true", help="replace an earlier report")
-        r.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
-        r.set_defaults(func=_generic_reproduce, system_name=s.name)
+        _register_generic_reproduce(rsub, s, summary)
+
+
+def systems_module() -> Any:
+    from ldp_audit import systems
+
+    return systems
+
+
+def _register_generic_reproduce(rsub: Any, s: Any, summary: str) -> None:
+    from ldp_audit.cli.types import DefaultsHelpFormatter
+
+    c = getattr(s, "reproduce_command", None) or systems_module().Command()
+    r = rsub.add_parser(
+        s.name,
+        help=c.help or f"reproduce {summary}",
+        description=c.description or None,
+        formatter_class=DefaultsHelpFormatter,
+    )
+    if c.options:
+        systems_module().call(c.options, f"system {s.name!r} reproduce options")(r)
+    r.add_argument(
+        "--out", default=None, required=c.out is None, help=_out_help(c, "report folder")
+    )
+    r.add_argument("--overwrite", action="store_true", help="replace an earlier report in --out")
+    r.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
+    r.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    if c.config is not None or "backend" in c.forward:  # where the grid runs
+        from ldp_audit.cli.types import add_backend_arguments
+
+        add_backend_arguments(r, workers=c.config is not None)
+    if c.sizes:
+        from ldp_audit.limits import add_force_argument
+
+        add_force_argument(r)
+    if c.config is not None:
+        from ldp_audit.config import add_arguments
+
+        cls = systems_module().resolve(c.config, f"system {s.name!r} reproduce config")
+        add_arguments(
+            r,
+            cls,
+            skip=c.skip,
+            group_title=f"the reproduction's config ({cls.__name__}; generated)",
+        )
+    r.set_defaults(func=_generic_reproduce, system_name=s.name)
 
 
 def _light_config(s: Any) -> bool:
@@ -155,15 +214,13 @@ def _light_config(s: Any) -> bool:
         return False
 
 
-def _generic_train(args: argparse.Namespace) -> int:
-    from ldp_audit import systems
-    from ldp_audit.cli.types import check_out_for_mode, run_mode, show_progress
+def _config_options(args: argparse.Namespace, s: Any) -> dict[str, Any]:
+    """The config fields given: ``--set`` and the generated options (a field given both ways,
+    or a key that is no field, refused)."""
     from ldp_audit.config import given_fields, option_name
-    from ldp_audit.rundir import to_jsonable
 
-    s = systems.get(args.system_name)
     kw: dict[str, Any] = {}
-    for key, value in args.set:
+    for key, value in getattr(args, "set", None) or ():
         if key in kw:
             raise InvalidParameterError(f"--set {key} is given twice")
         kw[key] = value
@@ -181,42 +238,140 @@ def _generic_train(args: argparse.Namespace) -> int:
             raise InvalidParameterError(
                 f"--set {bad[0]}: {s.name} has no config field {bad[0]!r} ({_fields_help(cls)})"
             )
-    cfg = s.config_from_dict(kw)  # validated by the config itself, before any work
-    mode = run_mode(args)
-    check_out_for_mode(args.out, mode)
-    res = s.train(
-        cfg, seed=args.seed, run_dir=args.out, progress=show_progress(args), run_mode=mode
+    return kw
+
+
+def _before_work(
+    args: argparse.Namespace, s: Any, c: Any, cfg: Any, command: str, **kw: Any
+) -> None:
+    """What every generated command checks before any work: the sizes (``--force``) and the
+    device a config names (cuda without CUDA: exit 2; auto: said on stderr)."""
+    if c.sizes:
+        from ldp_audit.limits import check_resources
+
+        est = systems_module().call(c.sizes, f"system {s.name!r} sizes")(cfg, **kw)
+        check_resources(est, force=args.force, cli=True)
+    if isinstance(getattr(cfg, "device", None), str):
+        from ldp_audit.cli.types import resolve_device_option
+
+        resolve_device_option(cfg.device, command)
+
+
+def _default_out(c: Any, cfg: Any) -> str | None:
+    from ldp_audit.cli.types import timestamped_dir
+
+    if c.out is None:
+        return None
+    fields = (
+        {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
+        if dataclasses.is_dataclass(cfg)
+        else {}
     )
-    doc = {
-        "algorithm": s.name,
-        "seed": res.seed,
-        "seconds": res.seconds,
-        "run_dir": str(res.run_dir) if res.run_dir is not None else None,
-        "privacy": res.privacy,
-        "metrics": res.metrics,
-    }
+    return timestamped_dir(c.out.format(**fields))
+
+
+@contextlib.contextmanager
+def _one_line_warnings() -> Iterator[None]:
+    """A library warning while a command runs (e.g. PGC-A3C's coordinate-clipping claim) is
+    one ``WARNING:`` line on stderr, not Python's two-line form."""
+    with warnings.catch_warnings():
+        warnings.showwarning = lambda message, *a, **k: print(
+            f"WARNING: {message}", file=sys.stderr
+        )
+        yield
+
+
+def _forwarded(args: argparse.Namespace, c: Any) -> dict[str, Any]:
+    return {k: getattr(args, k) for k in c.forward}
+
+
+def _generic_train(args: argparse.Namespace) -> int:
+    from ldp_audit.cli.types import check_out_for_mode, run_mode, show_progress
+    from ldp_audit.limits import forcing
+    from ldp_audit.rundir import to_jsonable
+
+    systems = systems_module()
+    s = systems.get(args.system_name)
+    c = s.train_command
+    kw = _config_options(args, s)
+    if c.from_args:
+        cfg = systems.call(c.from_args, f"system {s.name!r} from_args")(args, kw)
+    else:  # validated by the config itself, before any work
+        cfg = s.config_from_dict(kw) if c.set_option else s.config_class(**kw)
+    if not isinstance(cfg, s.config_class):  # the config names the system that trains it
+        s = next(
+            x for x in systems.systems() if _light_config(x) and isinstance(cfg, x.config_class)
+        )
+        c = s.train_command
+    _before_work(args, s, c, cfg, f"train {s.name}", cli=True)
+    mode = run_mode(args)
+    if args.out is None and mode == "new":
+        args.out = _default_out(c, cfg)
+    check_out_for_mode(args.out, mode)
+    with forcing(bool(getattr(args, "force", False))), _one_line_warnings():
+        res = s.train(
+            cfg,
+            seed=args.seed,
+            run_dir=args.out,
+            progress=show_progress(args),
+            run_mode=mode,
+            **_forwarded(args, c),
+        )
+    run_dir = str(res.run_dir) if res.run_dir is not None else None
     if args.json:
+        doc = {"algorithm": s.name, "seed": res.seed, "seconds": res.seconds, "run_dir": run_dir,
+               "privacy": res.privacy}  # fmt: skip
+        doc.update(res.metrics if c.flat_json else {"metrics": res.metrics})
         print(json.dumps(to_jsonable(doc), indent=1, allow_nan=False))
         return 0
+    if c.show:
+        lines = systems.call(c.show, f"system {s.name!r} show")(res)
+    else:
+        lines = [f"  privacy: {json.dumps(to_jsonable(res.privacy), allow_nan=False)}"]
     print(f"train {s.name}: seed {res.seed}, {res.seconds:.1f} s")
-    if res.run_dir is not None:
-        print(f"  run directory: {res.run_dir}")
-    print(f"  privacy: {json.dumps(to_jsonable(res.privacy), allow_nan=False)}")
+    for line in lines:
+        print(line)
+    if run_dir is not None:
+        print(f"  run directory: {run_dir}")
     return 0
 
 
 def _generic_reproduce(args: argparse.Namespace) -> int:
-    from ldp_audit import systems
-    from ldp_audit.cli.types import show_progress
-    from ldp_audit.rundir import check_report_dir
+    from ldp_audit.cli.types import check_report_out, show_progress
+    from ldp_audit.limits import forcing
+    from ldp_audit.rundir import to_jsonable
 
+    systems = systems_module()
     s = systems.get(args.system_name)
-    check_report_dir(args.out, overwrite=args.overwrite)
+    c = s.reproduce_command
     fn = systems.call(s.reproduce, f"system {s.name!r} reproduce")
-    paths = fn(out=args.out, overwrite=args.overwrite, progress=show_progress(args))
-    print(f"reproduce {s.name}: wrote")
-    for p in paths or ():
-        print(f"  {p}")
+    command = "ldp-audit " + " ".join(sys.argv[1:] or ["reproduce", s.name])
+    kw = {"progress": show_progress(args), "command": command, **_forwarded(args, c)}
+    if c.config is None:  # its own options only (forwarded), and --overwrite
+        if getattr(args, "workers", None):
+            from ldp_audit.cli.types import check_workers
+
+            check_workers(args.workers)  # far above the cores: refused before any work
+        out = args.out if args.out is not None else _default_out(c, None)
+        check_report_out(out, overwrite=args.overwrite)
+        with forcing(bool(getattr(args, "force", False))), _one_line_warnings():
+            doc = fn(out=out, overwrite=args.overwrite, **kw)
+    else:
+        from ldp_audit.backends import backend_options
+        from ldp_audit.config import from_args
+
+        cls = systems.resolve(c.config, f"system {s.name!r} reproduce config")
+        settings = from_args(cls, args)  # the options given; the others: its defaults
+        where = backend_options(args)  # --backend/--address/--workers: usage errors first
+        _before_work(args, s, c, settings, f"reproduce {s.name}", workers=args.workers or 1)
+        out = args.out if args.out is not None else _default_out(c, settings)
+        check_report_out(out, overwrite=args.overwrite)  # before the experiment
+        with forcing(bool(getattr(args, "force", False))), _one_line_warnings():
+            doc = fn(settings, out=out, **kw, **where)  # --force reaches the worker processes
+    if args.json:
+        print(json.dumps(to_jsonable(doc), indent=1, allow_nan=False))
+    else:
+        print(f"reproduce {s.name}: report written to {out}")
     return 0
 
 
@@ -245,29 +400,39 @@ def register_attacks(attack_subparsers: Any) -> None:
                 f"{type(exc).__name__}: {exc}",
             )
     taken = set(attack_subparsers.choices)
-    owners: dict[str, list[str]] = {}
+    owners: dict[str, list[Any]] = {}
     for s in systems.systems():
         for name in s.attacks:
-            owners.setdefault(name, []).append(s.name)
+            owners.setdefault(name, []).append(s)
     for name, who in owners.items():
         if name in taken:
             continue
         if not name.replace("-", "").replace("_", "").isalnum():
             _warn(f"attack:{name}", f"attack name {name!r} of {who} is not a CLI word; skipped")
             continue
+        systems_of = ", ".join(x.name for x in who)
+        commands = [x.attack_commands[name] for x in who if name in _attack_commands(x)]
+        c = commands[0] if commands else systems.Command()
         a = attack_subparsers.add_parser(
             name,
-            help=f"attack a run directory ({', '.join(who)} runs)",
-            description=f"The {name!r} attack of the {', '.join(who)} system(s) on a run "
-            "directory: writes RUN_DIR/attack_<name>.json (or --out FILE). Exit 1 when the "
-            "attack beats the guarantee beyond its confidence interval.",
+            help=c.help or f"attack a run directory ({systems_of} runs)",
+            description=c.description
+            or f"The {name!r} attack of the {systems_of} system(s) on a run directory: writes "
+            f"RUN_DIR/{_artifact_name(who[0], name)} (or --out FILE). Exit 1 when the attack "
+            "beats the guarantee beyond its confidence interval.",
         )
         a.add_argument("--run-dir", required=True, help="the run directory to attack")
-        a.add_argument("--seed", type=int_at_least("--seed", 0), default=0)
+        a.add_argument("--seed", type=int_at_least("--seed", 0), default=0, help="attack seed")
         a.add_argument("--confidence", type=confidence(), default=0.95)
+        if c.options:
+            systems.call(c.options, f"attack {name!r} options")(a)
         a.add_argument("--out", default=None, help="write the result JSON here instead")
         a.add_argument("--overwrite", action="store_true", help="replace an earlier result")
         a.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+        if c.sizes:
+            from ldp_audit.limits import add_force_argument
+
+            add_force_argument(a)
         from ldp_audit.cli.evidence import evidence_args
 
         evidence_args(a)
@@ -288,7 +453,8 @@ def run_dir_scorer(run_dir: str, attack: str, command: str) -> tuple[Any, Any]:
         have = [x.name for x in systems.systems() if attack in x.attacks]
         raise RunDirectoryError(
             f"--run-dir {run_dir!r} is a {s.name!r} run; `{command}` attacks "
-            f"{', '.join(have) or 'no system'} runs. The commands that fit this run: "
+            f"{', '.join(have) or 'no system'} runs (--run-dir must be a "
+            f"{' or '.join(have) or 'no'} run). The commands that fit this run: "
             + "; ".join(rd.commands())
         )
     scorer = systems.call(ref, f"system {s.name!r} attack {attack!r}")
@@ -296,42 +462,74 @@ def run_dir_scorer(run_dir: str, attack: str, command: str) -> tuple[Any, Any]:
     return rd, scorer
 
 
-def _artifact_name(attack: str) -> str:
-    return f"attack_{attack.replace('-', '_').lower()}.json"
+def _attack_commands(system: Any) -> Any:
+    return getattr(system, "attack_commands", None) or {}
+
+
+def _artifact_name(system: Any, attack: str) -> str:
+    """``attack_<name>.json``; names of one function share the first one's (FRD's ``attack
+    frd`` is its ``dynamics``: ``attack_dynamics.json``)."""
+    first = next(k for k, v in system.attacks.items() if v == system.attacks[attack])
+    return f"attack_{first.replace('-', '_').lower()}.json"
 
 
 def _generic_attack(args: argparse.Namespace) -> int:
     from ldp_audit.cli.evidence import check_evidence, verdict_code, with_evidence
     from ldp_audit.cli.types import check_not_inside_run, show_progress
-    from ldp_audit.rundir import check_new_file, to_jsonable, write_artifact
+    from ldp_audit.limits import forcing
+    from ldp_audit.rundir import RunDir, check_new_file, is_run_dir, to_jsonable, write_artifact
 
     name = args.attack_name
-    # the evidence first (manifest, hashes, ledger against its anchor): refused unless
-    # --allow-unverified, as for every reader of a run
-    args._evidence = check_evidence(args)
-    rd, scorer = run_dir_scorer(args.run_dir, name, f"attack {name}")
-    target = rd.path / _artifact_name(name)
+    if not is_run_dir(args.run_dir):
+        raise RunDirectoryError(f"--run-dir {args.run_dir!r} is not a run directory")
+    system = RunDir(args.run_dir).system
+    if name not in system.attacks:  # another system's run: named before anything else is read
+        run_dir_scorer(args.run_dir, name, f"attack {name}")
+    c = _attack_commands(system).get(name) or systems_module().Command()
     if args.out:
         check_not_inside_run(args.out, "--out")
         check_new_file(args.out, name="--out", overwrite=args.overwrite)
-    elif target.exists() and not args.overwrite:
-        raise RunDirectoryError(
-            f"{target} already exists; write elsewhere with --out FILE or pass --overwrite"
-        )
-    res = scorer(rd.path, seed=args.seed, confidence=args.confidence, progress=show_progress(args))
-    d = to_jsonable(with_evidence(res.to_dict(), args))
+    elif name in system.attacks:
+        target = Path(args.run_dir) / _artifact_name(system, name)
+        if target.exists() and not args.overwrite:
+            raise RunDirectoryError(
+                f"{target} already exists; write elsewhere with --out FILE or pass --overwrite"
+            )
+    kw = _forwarded(args, c)
+    if c.sizes:  # before any work (--force runs anyway)
+        from ldp_audit.limits import check_resources
+
+        sizes = systems_module().call(c.sizes, f"attack {name!r} sizes")
+        check_resources(sizes(RunDir(args.run_dir).train_config, **kw), force=args.force, cli=True)
+    # the evidence (manifest, hashes, ledger against its anchor): refused unless
+    # --allow-unverified, as for every reader of a run
+    args._evidence = check_evidence(args)
+    rd, scorer = run_dir_scorer(args.run_dir, name, f"attack {name}")
+    with forcing(bool(getattr(args, "force", False))):
+        res = scorer(rd.path, seed=args.seed, confidence=args.confidence,
+                     progress=show_progress(args), **kw)  # fmt: skip
+    # an audit run beside the attack (FedRL's output mechanism): its violation counts, its
+    # document is a named artefact of the run ("artefacts", written only without --out)
+    extra = getattr(res, "extra", None) if isinstance(getattr(res, "extra", None), dict) else {}
+    side, beside = extra.pop("artefacts", {}), extra.get("audit") or {}
+    violation = bool(res.violation) or bool(beside.get("violation"))
+    d = to_jsonable(with_evidence({**res.to_dict(), "violation": violation}, args))
     if args.out:
         from ldp_audit.rundir.seal import seal_document
 
         d = seal_document(d, rd.path)  # about this run: sealed for it (report RUN FILE)
         Path(args.out).write_text(json.dumps(d, indent=1, allow_nan=False))
     else:
-        write_artifact(rd.path, target.name, d, overwrite=args.overwrite)
+        write_artifact(rd.path, _artifact_name(system, name), d, overwrite=args.overwrite)
+        for file, doc in side.items():
+            write_artifact(rd.path, file, to_jsonable(doc), overwrite=args.overwrite)
     if args.json:
         print(json.dumps(d, indent=1, allow_nan=False))
     else:
         print(res.summary())
-    return verdict_code(args, bool(res.violation))
+        if beside:
+            print("audit: " + beside.get("summary", beside.get("skipped", "")))
+    return verdict_code(args, violation)
 
 
 # ----------------------------------------------------------------------------------------------

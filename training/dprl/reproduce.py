@@ -58,7 +58,7 @@ def reproduce(
     *,
     out: str | Path,
     progress: bool = False,
-    argv: list[str] | None = None,
+    command: str = "",
     backend: str = "local",
     address: str | None = None,
     workers: int | None = None,
@@ -168,7 +168,7 @@ def reproduce(
             )
         ),
         **provenance(f"{platform.machine()} {platform.system()}, 2 shared cores (loaded)"),
-        "command": "ldp-audit " + " ".join(argv or []),
+        "command": command,
         "runs": [{k: v for k, v in r.items() if k != "privacy"} for r in runs],
     }
     write_report(out, results, pages)

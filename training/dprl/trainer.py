@@ -518,3 +518,54 @@ def read_run(run_dir: str | Path) -> dict[str, Any]:
         "metrics": metrics,
         "model": read_npz(p, "model.npz", ("params", "initial")),
     }
+
+
+def train_run(
+    cfg: DprlConfig,
+    *,
+    seed: int,
+    run_dir: str | Path | None = None,
+    ledger: Any = None,
+    progress: bool | None = None,
+    run_mode: str = "new",
+) -> Any:
+    """:func:`train` under the System contract (:meth:`ldp_audit.systems.System.train`): the
+    run's metrics and privacy as a :class:`~ldp_audit.systems.TrainResult` (``native``: the
+    :class:`DprlResult`)."""
+    from ldp_audit.rundir import json_number
+    from ldp_audit.systems import TrainResult
+
+    if run_dir is not None and ledger is not None:
+        raise InvalidParameterError(
+            "dprl: pass run_dir or ledger, not both (a run directory charges its own "
+            f"ledger.sqlite), got run_dir={str(run_dir)!r} and a ledger"
+        )
+    res = train(cfg, seed=seed, run_dir=run_dir, progress=bool(progress), run_mode=run_mode,
+                ledger=ledger)  # fmt: skip
+    conv = res.convergence_episode
+    last = res.returns[-25:]
+    metrics = {
+        "returns": list(res.returns),
+        "episodes": len(res.returns),
+        "last25_mean_return": float(sum(last) / max(1, len(last))),
+        "convergence_episode": json_number(conv),
+        "solved": bool(math.isfinite(conv)),
+        "updates": int(res.updates),
+        "env_steps": int(res.env_steps),
+        "stopped": res.stopped,
+    }
+    return TrainResult(system=ALGORITHM, config=cfg, seed=int(seed), seconds=float(res.seconds),
+                       privacy=res.privacy, metrics=metrics,
+                       run_dir=None if run_dir is None else Path(run_dir), native=res)  # fmt: skip
+
+
+def summary_lines(res: Any) -> list[str]:
+    """``train dprl``'s text: episodes, updates, the last returns, convergence, privacy."""
+    m, cfg = res.metrics, res.config
+    solved = f"solved at episode {m['convergence_episode']:g}" if m["solved"] else "not solved"
+    lines = [
+        f"  {cfg.algo} / {cfg.privacy}: {m['episodes']} episodes, {m['updates']} private "
+        f"updates, mean return of the last 25 = {m['last25_mean_return']:.1f}, {solved}",
+        f"  privacy: {res.privacy.get('words')}",
+    ]
+    return lines + ([f"  stopped: {m['stopped']}"] if m["stopped"] else [])

@@ -287,3 +287,58 @@ def train_fedrl(
         raise
     finally:
         acc.close()
+
+
+def train_run(
+    cfg: FedRLConfig,
+    *,
+    seed: int,
+    run_dir: str | Path | None = None,
+    ledger: Any = None,
+    progress: bool | None = None,
+    run_mode: str = "new",
+    threads: int | None = 1,
+) -> Any:
+    """:func:`train_fedrl` with a run directory, else :func:`run_fedrl`, under the System
+    contract (:meth:`ldp_audit.systems.System.train`); ``native``: the metrics dict
+    (:func:`train_fedrl`) or the run's result (:func:`run_fedrl`)."""
+    import time
+
+    from ldp_audit.systems import TrainResult
+
+    if run_dir is not None and ledger is not None:
+        raise InvalidParameterError(
+            "fedrl: pass run_dir or ledger, not both (a run directory charges its own "
+            f"ledger.sqlite), got run_dir={str(run_dir)!r} and a ledger"
+        )
+    t0 = time.perf_counter()
+    if run_dir is not None:
+        metrics = train_fedrl(cfg, run_dir, seed=seed, mode=run_mode, progress=bool(progress),
+                              threads=threads)  # fmt: skip
+        native: Any = metrics
+    else:
+        from ldp_audit.accountant import Accountant
+
+        acc = Accountant(ledger) if ledger is not None else None
+        native = run_fedrl(cfg, seed=seed, accountant=acc, progress=bool(progress), threads=threads)
+        metrics = table_metrics(cfg, native["results"])
+        metrics["privacy"] = privacy_table(cfg, native["accountant"], range(cfg.runs))
+    return TrainResult(system="fedrl", config=cfg, seed=int(seed),
+                       seconds=time.perf_counter() - t0, privacy={"channels": metrics["privacy"]},
+                       metrics=metrics, run_dir=None if run_dir is None else Path(run_dir),
+                       native=native)  # fmt: skip
+
+
+def summary_lines(res: Any) -> list[str]:
+    """``train fedrl``'s text: SuccRate and AvgRwd per method, each channel's privacy."""
+    lines = [
+        f"  {name:9s} SuccRate {100 * t['succ_rate']:5.1f} %  AvgRwd {t['avg_reward']:8.2f}"
+        f"  ({t['runs']} run(s) x {res.config.eval_maps} test maps)"
+        for name, t in res.metrics["table"].items()
+    ]
+    if not res.metrics["privacy"]:
+        return [*lines, "  privacy: nothing was exchanged (baselines only: no release, no "
+                "ledger charge)"]  # fmt: skip
+    lines.append("  privacy (per agent and channel, composed over the run):")
+    return lines + [f"    {p['ledger_agent']:16s} {p['charges']:6d} charges: {p['in_words']}"
+                    for p in res.metrics["privacy"]]  # fmt: skip

@@ -118,6 +118,57 @@ def _write_outputs(w: Any, res: FrdResult, device: str | None = None) -> None:
     w.write_npz("model.npz", res.model)
 
 
+def train_run(
+    cfg: FrdConfig,
+    *,
+    seed: int,
+    run_dir: str | Path | None = None,
+    ledger: Any = None,
+    progress: bool | None = None,
+    run_mode: str = "new",
+) -> Any:
+    """:func:`train` (``train_many`` into ``ledger`` when only a ledger is given) under the
+    System contract (:meth:`ldp_audit.systems.System.train`); ``native``: the FrdResult."""
+    from ldp_audit.systems import TrainResult
+    from ldp_audit.training import frd as F  # the package's train (the CLI tests replace it)
+
+    if run_dir is not None and ledger is not None:
+        raise InvalidParameterError(
+            "frd: pass run_dir or ledger, not both (a run directory charges its own "
+            f"ledger.sqlite), got run_dir={str(run_dir)!r} and a ledger"
+        )
+    if run_dir is None and ledger is not None:
+        from ldp_audit.accountant import Accountant
+
+        res = F.train_many([cfg], seed=seed, accountants=[Accountant(ledger=ledger)],
+                           progress=bool(progress))[0]  # fmt: skip
+    else:
+        res = F.train(cfg, seed=seed, run_dir=run_dir, progress=bool(progress), run_mode=run_mode)
+    eps = float(cfg.make_mechanism().epsilon)
+    privacy = {
+        "mechanism": cfg.make_mechanism().to_config(),
+        "local": True,
+        "epsilon_per_upload": eps if math.isfinite(eps) else "inf",
+        "uploads_per_agent_max": int(res.uploads.max()) if res.uploads.size else 0,
+    }
+    return TrainResult(system=ALGORITHM, config=cfg, seed=int(seed), seconds=float(res.seconds),
+                       privacy=privacy, metrics=res.metrics(),
+                       run_dir=None if run_dir is None else Path(run_dir), native=res)  # fmt: skip
+
+
+def summary_lines(res: Any) -> list[str]:
+    """``train frd``'s text: groups, episodes to mission, uploads, clipped states."""
+    cfg, m = res.config, res.metrics
+    ms = ", ".join("inf" if not isinstance(x, (int, float)) or math.isinf(x) else f"{x:g}"
+                   for x in m["mission"])  # fmt: skip
+    ldp = f" LDP eps={cfg.ldp_epsilon:g}" if cfg.private else ""
+    return [
+        f"  {cfg.mode}{ldp}: {cfg.groups} group(s) x {cfg.n_agents} agents, episodes to "
+        f"mission [{ms}], uploads per agent <= {m['uploads_per_agent_max']}, clipped states "
+        f"{m['clipped_states']}"
+    ]
+
+
 # ------------------------------------------------------------------------------------------------
 # Report sections (TRAINERS.md point 4)
 # ------------------------------------------------------------------------------------------------

@@ -394,3 +394,46 @@ def train(
         engine=engine,
         force=force,
     )[0]
+
+
+def train_run(
+    cfg: PgcA3cConfig,
+    *,
+    seed: int,
+    run_dir: str | Path | None = None,
+    ledger: Any = None,
+    progress: bool | None = None,
+    run_mode: str = "new",
+) -> Any:
+    """:func:`train` (the lock-step engine) under the System contract
+    (:meth:`ldp_audit.systems.System.train`): the paper's measures of the run (FST per trial,
+    median FST and success ratio with their intervals, eq. 25-27) as its metrics; ``native``:
+    the engine's :class:`TrainResult`."""
+    from ldp_audit.systems import TrainResult as SystemResult
+    from ldp_audit.training import pgc_a3c as P  # the package's train (the CLI tests replace it)
+    from ldp_audit.training.pgc_a3c.command import final_mean_mu
+    from ldp_audit.training.pgc_a3c.metrics import summarize
+
+    res = P.train(cfg, seed=seed, run_dir=run_dir, ledger=ledger, progress=progress,
+                  run_mode=run_mode)  # fmt: skip
+    zeta = np.asarray(res.zeta, dtype=np.float64)
+    metrics = {
+        "mechanism": cfg.mechanism,
+        "epsilon": None if cfg.mechanism == "none" else cfg.epsilon,
+        "rounds": cfg.rounds,
+        "clip_kind": cfg.clip_kind,
+        "aggregator": cfg.aggregator,
+        "aggregator_lr": cfg.effective_aggregator_lr,
+        "target": cfg.target,
+        "max_submissions": cfg.max_submissions,
+        "submissions": [int(n) for n in res.submissions],
+        "stopped_at_target": [bool(b) for b in res.stopped_at_target],
+        "env_steps": int(res.env_steps),
+        "final_mean_mu": final_mean_mu(zeta),
+        **summarize(
+            zeta, rng=np.random.default_rng(seed), threshold=cfg.target_score, window=cfg.window
+        ),  # fmt: skip
+    }
+    return SystemResult(system="pgc-a3c", config=cfg, seed=int(seed), seconds=float(res.seconds),
+                        privacy=res.privacy, metrics=metrics,
+                        run_dir=None if run_dir is None else Path(run_dir), native=res)  # fmt: skip

@@ -10,7 +10,7 @@ and attacked with ``ldp-audit attack dynamics --run-dir RUN``
 
 from __future__ import annotations
 
-from ldp_audit.systems import ArraySpec, SystemSpec, TranscriptSchema
+from ldp_audit.systems import ArraySpec, Command, SystemSpec, TranscriptSchema
 
 __all__ = ["GYM_PGC", "GYM_SCHEMA"]
 
@@ -44,6 +44,14 @@ GYM_PGC = SystemSpec(
     report_sections="ldp_audit.training.pgc_a3c.report:gym_report",  # PGC-A3C statement rows
     reproduce=None,
     cli="ldp_audit.training.pgc_a3c_gym.trainer:_system_cli",
+    # trained by `train pgc-a3c --env ENV --private-param ...` (its config names this system)
+    train_command=Command(
+        out="runs/pgc-a3c",
+        sizes="ldp_audit.training.pgc_a3c.command:sizes",
+        show="ldp_audit.training.pgc_a3c.command:show_gym",
+        set_option=False,
+        flat_json=True,
+    ),
     tiny_config={
         "env_id": "MountainCar-v0",
         "private_param": "force",

@@ -182,7 +182,23 @@ def _system_train(
         seed=int(seed),
         seconds=float(res.seconds),
         privacy=res.privacy,
-        metrics={"submissions": res.submissions.tolist(), "env_steps": int(res.env_steps)},
+        metrics={
+            "env_id": cfg.env_id,
+            "private_parameter": cfg.private_parameter(),
+            "mechanism": cfg.mechanism,
+            "epsilon": None if cfg.mechanism == "none" else cfg.epsilon,
+            "rounds": cfg.rounds,
+            "trials": cfg.trials,
+            "n_agents": cfg.n_agents,
+            "max_submissions": cfg.max_submissions,
+            "submissions": res.submissions.tolist(),
+            "env_steps": int(res.env_steps),
+            "network_dim": cfg.network.dim,
+            "mean_last_10_scores": [
+                float(np.mean(z[max(0, int(n) - 10) : int(n)])) if n else math.nan
+                for z, n in zip(res.zeta, res.submissions, strict=True)
+            ],
+        },
         run_dir=None if run_dir is None else Path(run_dir),
         native=res,
     )
