@@ -320,6 +320,9 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--overwrite", action="store_true", help="--run-dir: replace the run's earlier audit.json"
     )
+    from ldp_audit.cli.evidence import evidence_args
+
+    evidence_args(p)  # --run-dir is verified against its manifest before its config is read
     p.add_argument("--json", action="store_true", help="print the AuditResult as JSON")
     p.set_defaults(func=run)
 
@@ -530,8 +533,10 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidParameterError(
             "--mechanism is required (or --run-dir RUN to audit what a run released through)"
         )
-    if args.overwrite:
-        raise InvalidParameterError("--overwrite applies to --run-dir (the run's audit.json)")
+    for opt in ("overwrite", "expect_head", "expect_root", "allow_unverified"):
+        if getattr(args, opt, None) not in (None, False):
+            flag = "--" + opt.replace("_", "-")
+            raise InvalidParameterError(f"{flag} applies to --run-dir (a run's evidence)")
     mechanism = build_mechanism(args)
     if args.exact:  # its probe draws 20,000 outputs of each input at once: refused before work
         from ldp_audit.limits import Estimate, check_resources

@@ -544,9 +544,11 @@ def audit_run_dir(args: argparse.Namespace) -> int:
     one-shot auditor can audit (the message says why), or bad input.
     """
     from ldp_audit.audit import audit
+    from ldp_audit.cli.evidence import check_evidence, verdict_code, with_evidence
     from ldp_audit.cli.types import show_progress
     from ldp_audit.rundir import RunDir, to_jsonable, write_artifact
 
+    args._evidence = check_evidence(args)  # the claim is read from config.json: verified first
     rd = RunDir(args.run_dir)
     target_file = rd.path / "audit.json"
     if target_file.exists() and not args.overwrite:
@@ -609,10 +611,10 @@ def audit_run_dir(args: argparse.Namespace) -> int:
     path = write_artifact(rd.path, "audit.json", to_jsonable(entries), overwrite=args.overwrite)
     if args.json:
         out = {"run_dir": str(rd.path), "audits": entries, "not_audited": skipped}
-        print(json.dumps(to_jsonable(out), indent=1, allow_nan=False))
+        print(json.dumps(to_jsonable(with_evidence(out, args)), indent=1, allow_nan=False))
     else:
         print(f"wrote {path}")
-    return 1 if violation else 0
+    return verdict_code(args, violation)
 
 
 def _say_estimate(args: argparse.Namespace, runs: list[tuple[Any, Any, dict[str, Any]]]) -> None:
