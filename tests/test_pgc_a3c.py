@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 
 from ldp_audit.errors import BudgetExceeded, InvalidParameterError
+from ldp_audit.release import SealedRelease
 from ldp_audit.training.pgc_a3c import (
     DIM,
     Aggregator,
     PgcA3cConfig,
-    PrivateReport,
     episode_gradients,
     init_theta,
     loss_gradients,
@@ -131,7 +131,7 @@ def test_raw_gradient_cannot_reach_the_aggregator():
     with pytest.raises(TypeError, match="SealedRelease"):
         agg.receive(raw)
     with pytest.raises(TypeError, match="ldp_audit.release"):
-        PrivateReport(
+        SealedRelease(
             raw, meta={}, epsilon=1.0, delta=0.0, event=None, agent_ids=("0/0",), seal=object()
         )
     np.testing.assert_array_equal(agg.theta, 0.0)
@@ -567,7 +567,7 @@ def test_cli_readings_options(capsys, tmp_path, monkeypatch):
     )  # fmt: skip
     cap = capsys.readouterr()
     assert rc == 0
-    assert "WARNING" in cap.err and "112-LDP, not 1-LDP" in cap.err
+    assert "WARNING" in cap.err and "112-LDP, NOT 1-LDP" in cap.err
     out = json.loads(cap.out)
     assert out["privacy"]["epsilon_per_submission"] == 112.0
     assert out["privacy"]["epsilon_claimed_per_submission"] == 1.0

@@ -89,7 +89,6 @@ from ldp_audit.training.pgc_a3c.model import DIM, greedy_actions, init_theta, un
 from ldp_audit.training.pgc_a3c.privacy import (
     CoordinateLaplace,
     PrivacyClaimWarning,
-    PrivateReport,
     privatize_reports,
 )
 from ldp_audit.training.pgc_a3c.rollout import episode_gradients, rollout
@@ -100,7 +99,6 @@ __all__ = [
     "TrainResult",
     "CoordinateLaplace",
     "PrivacyClaimWarning",
-    "PrivateReport",
     "Aggregator",
     "privatize_reports",
     "init_theta",

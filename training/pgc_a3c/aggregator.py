@@ -10,10 +10,9 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.release import require_sealed
+from ldp_audit.release import SealedRelease, require_sealed
 from ldp_audit.training.pgc_a3c._kernels import aggregate, aggregate_adaptive
 from ldp_audit.training.pgc_a3c.config import AGGREGATORS
-from ldp_audit.training.pgc_a3c.privacy import PrivateReport
 
 __all__ = ["Aggregator"]
 
@@ -22,7 +21,7 @@ class Aggregator:
     """The central aggregator of Algorithm 1 for many independent trials at once.
 
     Buffers reports per trial and applies eq. 22, theta <- theta - eta * mean(B), whenever
-    |B| >= MAX_BUF. It only ever touches :class:`PrivateReport` objects.
+    |B| >= MAX_BUF. It only ever touches :class:`~ldp_audit.release.SealedRelease` objects.
     """
 
     def __init__(
@@ -51,7 +50,7 @@ class Aggregator:
             self.m2 = np.zeros_like(self.theta)
             self.steps = np.zeros(g, dtype=np.int64)
 
-    def receive(self, *reports: PrivateReport) -> None:
+    def receive(self, *reports: SealedRelease) -> None:
         """Apply batches of reports in row order (rows of one trial contiguous, in arrival
         order; different reports must concern different trials)."""
         for report in reports:

@@ -311,7 +311,9 @@ def reproduce(*, out: str, overwrite: bool, progress: bool, command: str, **o: A
 
     workers = o["workers"] or max(1, os.cpu_count() or 1)  # checked by the command
     if o["readings"]:
-        return _readings(out=out, overwrite=overwrite, progress=progress, workers=workers, **o)
+        return _readings(
+            out=out, overwrite=overwrite, progress=progress, **{**o, "workers": workers}
+        )
     from ldp_audit.limits import check_resources
     from ldp_audit.training.pgc_a3c.reproduce import ReproduceConfig, run_reproduction
     from ldp_audit.training.pgc_a3c.reproduce_report import write_report

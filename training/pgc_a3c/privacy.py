@@ -27,11 +27,11 @@ from ldp_audit.validation import check_epsilon, check_int, check_positive, check
 if TYPE_CHECKING:
     from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
 
-__all__ = ["PrivateReport", "PrivacyClaimWarning", "CoordinateLaplace", "privatize_reports"]
+__all__ = ["PrivacyClaimWarning", "CoordinateLaplace", "privatize_reports"]
 
 # The release path itself lives in the core (ldp_audit.release): charge durably, randomise,
-# seal. PGC-A3C only adds its eq. 19 clip for the ``none`` baseline and its (trial, agent) ids.
-PrivateReport = SealedRelease  # the PGC-A3C name of a sealed batch of reports
+# seal (a sealed batch of reports is a ldp_audit.release.SealedRelease). PGC-A3C only adds its
+# eq. 19 clip for the ``none`` baseline and its (trial, agent) ids.
 
 
 class PrivacyClaimWarning(UserWarning):
