@@ -274,7 +274,7 @@ class CanaryAudit:
                 dataset_size = None
         if dataset_size is not None:
             dataset_size = _int(dataset_size, "dataset_size", 1)
-        else:
+        elif not self.embedded:  # an embedding trainer names why in its audit (not_sampled)
             import warnings
 
             warnings.warn(
@@ -575,22 +575,20 @@ class CanaryAudit:
         import torch
 
         with torch.no_grad():
+            g = torch.cat([p.grad.reshape(-1).float() for p in self._params])
             if self.embedded:  # <g_t, u_i> in float64, as the caller's transcript holds it
-                g = torch.cat([p.grad.reshape(-1) for p in self._params]).reshape(1, -1)
-                v = g.detach().cpu().numpy().astype(np.float64)
+                v = g.cpu().numpy().astype(np.float64)
                 if self._u is not None:
-                    self._proj.append((v @ self._u).reshape(-1))
+                    self._proj.append((v[None] @ self._u).reshape(-1))  # (1, n): gemm bits
                 else:
                     w = self._weight.numpy().astype(np.float64)
-                    self._proj.append((v[0][self._idx.numpy()] * w).sum(axis=1))
+                    self._proj.append((v[self._idx.numpy()] * w).sum(axis=1))
             else:
-                g = torch.cat([p.grad.reshape(-1).float() for p in self._params])
                 # index_select: the same gather as g[idx], several times faster on the CPU
                 sel = g.index_select(0, self._flat_idx).view(self._idx.shape)
-                proj = (sel * self._weight).sum(dim=1)
-                self._proj.append(proj)
-                self._norms.append(g.norm())
-                self._residual(opt, g)
+                self._proj.append((sel * self._weight).sum(dim=1))
+            self._norms.append(g.norm())
+            self._residual(opt, g)
         self._accs.append(getattr(opt, "accumulated_iterations", 1) or 1)
         batch, joined = self._pending or (-1, self._inc_idx_t[:0])
         bs = getattr(opt, "expected_batch_size", None)
@@ -647,50 +645,53 @@ class CanaryAudit:
 
     def records(self) -> dict[str, np.ndarray]:
         """What the hooks recorded, one row per released update (the transcript's arrays,
-        ``canary_joins`` and ``canary_participations`` of the secrets)."""
+        ``canary_joins`` of the secrets). Embedded: ``canary_projection`` in the caller's
+        gradient units (``<g_t, u_i>``, float64), without ``update_index`` / ``update_norm``
+        (the caller's transcript has its own)."""
         T = len(self._proj)
-        unit = self._unit
-        if T:
-            y = _stack(self._proj).astype(np.float64) * unit
-            proj = y * np.asarray(self._accs, dtype=np.float64)[:, None]
-        else:
-            proj = np.zeros((0, self.canaries))
         rows = list(zip(*self._rows, strict=True)) if T else [()] * 5
         joins = np.zeros((T, self.canaries), dtype=bool)
         for t, j in enumerate(self._joins):
             joins[t, j.numpy()] = True
-        return {
+        if not T:
+            proj = np.zeros((0, self.canaries))
+        elif self.embedded:
+            proj = np.stack(self._proj)
+        else:
+            accs = np.asarray(self._accs, dtype=np.float64)[:, None]
+            proj = _stack(self._proj).astype(np.float64) * self._unit * accs
+        out = {
             "canary_projection": proj,
-            "update_index": np.arange(T, dtype=np.int64),
             "batch_size": np.array(rows[0], dtype=np.int64),
             "charged": np.array(rows[1], dtype=bool),
             "noise_multiplier": np.array(rows[2], dtype=np.float64),
             "max_grad_norm": np.array(rows[3], dtype=np.float64),
             "expected_batch_size": np.array(rows[4], dtype=np.float64),
-            "update_norm": _stack(self._norms).astype(np.float64) if T else np.zeros(0),
             "noise_sq": _stack(self._nsq) if T else np.zeros((0, len(self._sizes))),
             "noise_sketch": _stack(self._nsk)
             if T
             else np.zeros((0, sum(int(x.numel()) for x in self._sketch))),
             "canary_joins": joins,
         }
+        if not self.embedded:
+            out["update_index"] = np.arange(T, dtype=np.int64)
+            out["update_norm"] = _stack(self._norms).astype(np.float64) if T else np.zeros(0)
+        return out
 
     def _embedded_records(self) -> AuditRecords:
         """An embedded audit's records (:class:`~ldp_audit.opacus.embed.AuditRecords`)."""
-        T = len(self._proj)
-        proj = np.stack(self._proj) if T else np.zeros((0, self.canaries))
-        joins = np.zeros((T, self.canaries), dtype=bool)
-        for t, j in enumerate(self._joins):
-            joins[t, j.numpy()] = True
+        rec = self.records()
+        joins = rec.pop("canary_joins")
         charges = self._charges
         acc = self._accountant
         if not self._embed.charge and acc is not None:  # the caller's: count them once
             charges = sum(1 for r in acc.ledger.records("model") if r.get("scope") == "central")
         return AuditRecords(
-            transcript={"canary_projection": proj},
+            transcript=rec,
             secrets={
                 "canary_included": self._included.copy(),
                 "canary_participations": joins.sum(axis=0).astype(np.int64),
+                "canary_joins": joins,
             },
             joins=joins,
             design={
