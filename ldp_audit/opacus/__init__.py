@@ -2,7 +2,7 @@
 
 Three lines in a user's Opacus loop::
 
-    audit = CanaryAudit(out="runs/mine", canaries=1000, seed=0, delta=1e-5)
+    audit = CanaryAudit(out="runs/mine", canaries=RECOMMENDED_CANARIES, seed=0, delta=1e-5)
     model, optimizer, loader = privacy_engine.make_private(...)
     optimizer = audit.attach(optimizer, data_loader=loader)
     ... the user's loop, unchanged ...
