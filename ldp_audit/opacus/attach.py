@@ -329,27 +329,21 @@ class CanaryAudit:
         self._shapes = [tuple(p.shape) for p in params]
         self._sizes = [p.numel() for p in params]
         self._idx = torch.as_tensor(idx)
-        # per tensor: the design's columns that fall in it (local coordinates and weights)
-        offs = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-        self._cols: list[Any] = []
-        for o, n in zip(offs, sizes, strict=True):
-            inside = (idx[0] >= o) & (idx[0] < o + n)
-            if not inside.any():
-                self._cols.append(None)
-                continue
-            loc = idx[:, inside] - o
-            if not ((loc >= 0) & (loc < n)).all():  # whole-vector blocks (no tensor >= m)
-                self._cols = None
-                break
-            self._cols.append((torch.as_tensor(loc), torch.as_tensor(weight[:, inside])))
         self._bufs: list[Any] = [None] * len(params)
         self._weight = torch.as_tensor(weight)
         self._scale = self.canary_scale * clip
-        # per tensor, once: the canary rows' local coordinates and values (weight x scale), so
-        # that a step only gathers the joining canaries' rows and scatters them
-        self._vals = None if self._cols is None else [
-            None if c is None else (c[0], c[1] * self._scale) for c in self._cols
-        ]  # fmt: skip
+        # per tensor, once: the canary rows' local coordinates and values (weight x scale) that
+        # fall in it, so that a step only gathers the joining canaries' rows and scatters them
+        offs = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        self._vals: list[Any] | None = []
+        for o, n in zip(offs, sizes, strict=True):
+            inside = (idx[0] >= o) & (idx[0] < o + n)
+            loc = idx[:, inside] - o
+            if not ((loc >= 0) & (loc < n)).all():  # whole-vector blocks (no tensor >= m)
+                self._vals = None
+                break
+            w = torch.as_tensor(weight[:, inside]) * self._scale
+            self._vals.append((torch.as_tensor(loc), w) if inside.any() else None)
         # a dense frame: per tensor, the included canaries' rows (n_included, *shape)
         self._dense = None if u is None else dense_rows(u, self._included, self._scale, params)
         inc_idx = np.flatnonzero(self._included)
