@@ -19,8 +19,7 @@ Two settings, both from the same run:
 
 * **white-box** (the auditor sees every noisy update, as in federated training): canary ``i``'s
   score is ``sum_t <released_t, u_i>``, the released noisy mean gradients projected on the
-  canary's public direction (``transcript.npz``: ``update`` rows or the stored
-  ``canary_projection``);
+  canary's public direction (``transcript.npz`` ``canary_projection``);
 * **black-box** (final model only): the score is ``-<theta_T - theta_0, u_i>`` (an included
   gradient canary pushes the parameters against ``u_i``; ``theta_0`` is public, drawn from the
   seed).
@@ -30,8 +29,8 @@ The comparison is against the accountant's upper bound for the same ``delta`` (t
 ``secrets.npz`` to compute scores; only :func:`audit_run` reads the bits to count correct
 guesses.
 
-Two stronger tests of the same run (both sound: a correct trainer is flagged with probability at
-most ``1 - confidence``):
+Stronger tests of the same run (each sound: a correct trainer is flagged with probability at
+most its level):
 
 * **f-DP one-run bound** (after Mahloujifar, Melis & Chaudhuri 2024, "Auditing f-differential
   privacy in one run"): the whole claimed privacy curve, not one ``(eps, delta)`` pair, bounds
@@ -47,26 +46,20 @@ most ``1 - confidence``):
   binomial tail (tested). The claimed curve is read from the run's ledger: ``G_mu`` with
   ``mu = sqrt(T) / sigma`` for unsampled Gaussian updates, else the PLD privacy profile
   (dp_accounting, pessimistic) of what was charged (:func:`claimed_lines`).
-* **White-box claimed-mechanism test** (:func:`mechanism_test`): the auditor sees every noisy
-  update and tests the claimed mechanism itself: each per-sample gradient (data or canary)
-  clipped to norm ``C``, fresh ``N(0, (sigma C)^2)`` noise per coordinate, canaries joining an
-  update with the charged rate ``q``. On the orthonormal canary directions the noise is i.i.d.
-  ``N(0, sigma^2)`` (units of ``C``), a canary adds at most 1 when it joins, and the data
-  gradients of an update (at most ``n_t`` samples of norm ``<= C``) can move the weighted score
-  difference by at most ``n_t ||w||`` (Bessel's inequality; whatever the data, adaptively). So
-  (a) ``Delta = sum_t <y_t, w>`` (``w = 1/n_in`` on included canaries, ``-1/n_out`` on the others)
-  is at most ``Bin(T n_in, q) / n_in + sum_t n_t ||w|| + N(0, T sigma^2 ||w||^2)`` and (b)
-  ``sum y^2 / sigma^2`` is stochastically at least ``chi^2(T m)`` (a shifted Gaussian is never
-  more concentrated, Anderson's inequality). A too-large ``Delta`` (per-layer clipping, no
-  clipping, an understated sampling rate) or a too-small sum of squares (noise not multiplied
-  by ``C``) rejects the claim; the two p-values are split by Bonferroni.
+* **The claimed mechanism, white-box** (:mod:`ldp_audit.attacks.one_run_tests`,
+  :mod:`ldp_audit.attacks.one_run_noise`): the released noise per tensor, per update and at
+  every lag, a canary's contribution along its direction, the sampling and the ledger, with the
+  stated-family bound beside the assumption-free one. A dprl run is audited by the same door as
+  a user's Opacus loop (:func:`audit_run` = :func:`ldp_audit.opacus.scoring.audit_evidence` of
+  :func:`dprl_evidence`; docs/opacus.md).
 
-The code lives in four modules, every name importable from here: this one (reading and auditing
-a dprl run: :func:`canary_scores`, :func:`audit_run`, :func:`one_run_result`),
+The code lives in five modules, every name importable from here: this one (reading a dprl run
+into the audit's evidence: :func:`canary_scores`, :func:`dprl_evidence`, :func:`audit_run`;
+the result type :func:`one_run_result`),
 :mod:`ldp_audit.attacks.one_run_steinke` (the (eps, delta) bound, its ceiling and the canary
 count a refutation needs), :mod:`ldp_audit.attacks.one_run_fdp` (the f-DP test and the claimed
-curve) and :mod:`ldp_audit.attacks.one_run_tests` (the claimed-mechanism test and the Opacus
-integration's noise, independence, contribution and sampling tests) and
+curve), :mod:`ldp_audit.attacks.one_run_tests` (the noise, independence, contribution and
+sampling tests) and
 :mod:`ldp_audit.attacks.one_run_noise` (the exact per-tensor, per-update and all-lags tests of
 the released noise).
 """
@@ -74,7 +67,6 @@ the released noise).
 from __future__ import annotations
 
 import math
-import time
 from pathlib import Path
 from typing import Any
 
@@ -101,12 +93,10 @@ from ldp_audit.attacks.one_run_steinke import (
 from ldp_audit.attacks.one_run_tests import (
     contribution_test,
     independence_test,
-    mechanism_test,
     noise_test,
     sampling_test,
 )
-from ldp_audit.errors import InvalidParameterError, RunDirectoryError
-from ldp_audit.validation import check_probability
+from ldp_audit.errors import RunDirectoryError
 
 __all__ = [
     "FRACTIONS",
@@ -117,15 +107,14 @@ __all__ = [
     "fdp_audit_scores",
     "gdp_mu_lower_bound",
     "claimed_lines",
-    "mechanism_test",
     "p_value",
     "epsilon_lower_bound",
     "audit_scores",
     "canary_scores",
+    "dprl_evidence",
     "audit_run",
     "one_run_result_class",
     "one_run_result",
-    "score_run_from_args",
     "independence_test",
     "noise_test",
     "contribution_test",
@@ -154,26 +143,76 @@ def _public(run_dir: Path) -> tuple[Any, dict, dict, dict]:
             f"run {str(run_dir)!r} has no canaries (trained with canaries={cfg.canaries}); "
             f"train with --canaries M to audit it in one run"
         )
-    tr = read_npz(run_dir, "transcript.npz")
+    tr = read_npz(run_dir, "transcript.npz", ("canary_projection", "batch_size"))
     return cfg, run["metrics"], run["model"], tr
 
 
 def canary_scores(run_dir: str | Path, setting: str = "white-box") -> np.ndarray:
-    """(m,) membership scores of the canaries from the public parts of the run."""
+    """(m,) membership scores of a dprl run's canaries from the public parts of the run:
+    white-box ``sum_t <g_t, u_i>`` (the released updates on the public directions), black-box
+    ``-<theta_T - theta_0, u_i>``."""
+    from ldp_audit.opacus.scoring import check_setting
     from ldp_audit.training.dprl.privacy import canary_directions
 
-    if setting not in ("white-box", "black-box"):
-        raise InvalidParameterError(f"setting must be 'white-box' or 'black-box', got {setting!r}")
-    run_dir = Path(run_dir)
-    cfg, _, model, tr = _public(run_dir)
+    check_setting(setting)
+    cfg, _, model, tr = _public(Path(run_dir))
+    if setting == "white-box":
+        return np.asarray(tr["canary_projection"], dtype=np.float64).sum(axis=0)
     u = canary_directions(cfg.n_params, cfg.canaries, cfg.canary_seed)
-    if setting == "black-box":
-        return -(np.asarray(model["params"]) - np.asarray(model["initial"])) @ u
-    if "update" in tr and tr["update"].ndim == 2:
-        return (tr["update"].astype(np.float64) @ u).sum(axis=0)
-    if "canary_projection" in tr:
-        return tr["canary_projection"].sum(axis=0)
-    raise RunDirectoryError(f"{run_dir}/transcript.npz holds no released updates to score")
+    return -(np.asarray(model["params"]) - np.asarray(model["initial"])) @ u
+
+
+def dprl_evidence(run_dir: str | Path) -> Any:
+    """A dprl run's :class:`ldp_audit.opacus.scoring.Evidence`: the audit of ``train dprl``
+    goes through the same door as a user's Opacus loop (its embedded ``CanaryAudit`` recorded
+    the same per-update records). The claim is the run's DprlConfig (sigma, C, the expected
+    batch, the rate ``q``) and the public directions are dense (:func:`canary_directions`)."""
+    from ldp_audit.opacus.canaries import NOISE_SKETCH
+    from ldp_audit.opacus.scoring import Evidence
+
+    run_dir = Path(run_dir)
+    cfg, met, _, tr = _public(run_dir)
+    batch = cfg.envs if cfg.algo == "reinforce" else cfg.batch_size
+    s = cfg.layer_sizes
+    shapes = [sh for a, b in zip(s[:-1], s[1:], strict=False) for sh in ([b, a], [b])]
+    claim = {
+        "optimizer": f"train dprl {cfg.algo} (Opacus DPOptimizer)",
+        "noise_multiplier": float(cfg.noise_multiplier),
+        "max_grad_norm": float(cfg.clip),
+        "expected_batch_size": int(batch),
+        "loss_reduction": "mean",
+        "sample_rate": float(cfg.sample_rate),
+        "dataset_size": None,
+        "n_params": int(cfg.n_params),
+        "tensor_sizes": [int(np.prod(sh)) for sh in shapes],
+        "tensor_shapes": shapes,
+    }
+    y = np.asarray(tr["canary_projection"], dtype=np.float64) * (batch / cfg.clip)
+    why = (
+        "REINFORCE uses every episode in exactly one update (q = 1): no sampling to test"
+        if cfg.algo == "reinforce"
+        else "the replay buffer fills during the run (the batch sizes are Bin(fill, q), not "
+        "Bin(buffer_size, q)); the charged rate is checked by the ledger test"
+    )
+    return Evidence(
+        run_dir=run_dir,
+        config={
+            "kind": "gradient",
+            "canaries": int(cfg.canaries),
+            "canary_scale": float(cfg.canary_scale),
+            "canary_seed": int(cfg.canary_seed),
+            "delta": float(cfg.delta),
+            "noise_sketch": NOISE_SKETCH,
+            "directions": "given",
+            "claim": claim,
+        },  # fmt: skip
+        metrics=met,
+        transcript={**tr, "canary_projection": y},
+        black_box=canary_scores(run_dir, "black-box"),
+        algorithm="dprl",
+        mechanism=cfg.mechanism_config(),
+        not_sampled=why,
+    )
 
 
 def one_run_result(
@@ -265,120 +304,12 @@ def one_run_result_class() -> Any:
     return OneRunResult
 
 
-def audit_run(
-    run_dir: str | Path,
-    *,
-    setting: str = "white-box",
-    confidence: float = 0.95,
-    fdp: bool = True,
-    mu_bound: bool = True,
-) -> Any:
-    """Score the canaries of a dprl run and test the claim; an ``AttackResult``.
+def audit_run(run_dir: str | Path, *, setting: str = "white-box", confidence: float = 0.95) -> Any:
+    """The one-run audit of a dprl run: :func:`ldp_audit.opacus.scoring.audit_evidence` of
+    :func:`dprl_evidence`, the same tests, coverage and family bound as a user's Opacus loop
+    (docs/opacus.md); ``violation`` is true when any test flags (``extra["flagged_by"]``), at
+    most ``1 - confidence`` on a correct trainer (Bonferroni)."""
+    from ldp_audit.opacus.scoring import audit_evidence, check_setting
 
-    ``epsilon_lower_bound`` is the one-run (eps, delta) bound (Steinke et al.) at the run's
-    delta; ``composed_epsilon`` (and ``epsilon``) is the accountant's upper bound at that delta.
-    ``extra["f_dp"]``: the f-DP one-run test of the ledger's claimed curve
-    (:func:`fdp_audit_scores`); ``extra["mechanism_test"]`` (white-box):
-    :func:`mechanism_test`. ``mu_bound=False`` skips the (slow, reporting-only) GDP ``mu``
-    lower bound of the f-DP test; the verdict does not use it.
-    ``violation`` is true when any test flags (``extra["flagged_by"]``);
-    the tests split ``1 - confidence`` (Bonferroni), so a correct trainer is flagged with
-    probability at most ``1 - confidence``.
-    """
-    from ldp_audit.attacks.membership import membership_metrics
-    from ldp_audit.rundir import read_npz
-    from ldp_audit.training.dprl.privacy import canary_directions
-
-    t0 = time.perf_counter()
-    confidence = check_probability(confidence, "confidence")
-    run_dir = Path(run_dir)
-    cfg, met, _, tr = _public(run_dir)
-    scores = canary_scores(run_dir, setting)
-    white = setting == "white-box"
-    n_tests = 1 + int(fdp) + int(white)
-    conf_each = 1.0 - (1.0 - confidence) / n_tests
-    # a run that made no update released nothing to test beyond the (eps, delta) bound
-    claim = claimed_lines(run_dir) if (fdp or white) and met.get("updates") else None
-    proj = None
-    if white:
-        if "canary_projection" in tr:
-            proj = np.asarray(tr["canary_projection"], dtype=np.float64)
-        else:
-            u = canary_directions(cfg.n_params, cfg.canaries, cfg.canary_seed)
-            proj = tr["update"].astype(np.float64) @ u
-    # --- scoring only: the secret bits ---
-    included = read_npz(run_dir, "secrets.npz", ("canary_included",))["canary_included"]
-    one = audit_scores(scores, included, delta=cfg.delta, confidence=conf_each)
-    both = bool(included.any() and (~included).any())
-    mm = membership_metrics(scores, included) if both else {"auc": None, "advantage": 0.0,
-                                                           "tpr_at_fpr": {}}  # fmt: skip
-    priv = met.get("privacy", {})
-    eps_ub = priv.get("epsilon", math.inf)
-    eps_ub = math.inf if eps_ub in ("inf", None) else float(eps_ub)
-    r = one["guesses"]
-    flagged = []
-    if one["epsilon_lower_bound"] > eps_ub * (1.0 + 1e-12):
-        flagged.append("steinke")
-    f_dp = None
-    if fdp and both and claim is not None:
-        f_dp = fdp_audit_scores(scores, included, claim["lines"], confidence=conf_each,
-                                mu=claim["mu"] if mu_bound else None)  # fmt: skip
-        f_dp["mu_claimed"] = claim["mu"]
-        f_dp.update({k: claim[k] for k in ("kind", "sigma", "q", "updates")})
-        if f_dp["rejected"]:
-            flagged.append("f-dp")
-    mech = None
-    if white and both and claim is not None and proj is not None and len(proj):
-        expected = cfg.envs if cfg.algo == "reinforce" else cfg.batch_size
-        per_update = cfg.envs if cfg.algo == "reinforce" else cfg.buffer_size
-        mech = mechanism_test(
-            proj * (expected / cfg.clip),
-            included,
-            sigma=claim["sigma"],
-            sample_rate=claim["q"],
-            data_per_update=per_update,
-            confidence=conf_each,
-        )
-        if mech["rejected"]:
-            flagged.append("mechanism")
-    return one_run_result(
-        attack=f"one-run-{setting}",
-        mechanism=cfg.mechanism_config(),
-        epsilon=eps_ub,
-        canaries=int(cfg.canaries),
-        one=one,
-        membership=mm,
-        confidence=confidence,
-        seconds=time.perf_counter() - t0,
-        extra={
-            "setting": setting,
-            "method": "Steinke, Nasr & Jagielski 2023, Cor. 5.4 (eps, delta)",
-            "delta": cfg.delta,
-            "guesses": r,
-            "guess_fraction": one["fraction"],
-            "per_fraction": one["per_fraction"],
-            "members": int(included.sum()),
-            "accountant": priv.get("by_method"),
-            "updates": met.get("updates"),
-            "privacy_unit": priv.get("unit"),
-            "canary_scale": cfg.canary_scale,
-            "tests": n_tests,
-            "confidence_each": conf_each,
-            "f_dp": f_dp,
-            "mechanism_test": mech,
-            "flagged_by": flagged,
-        },
-    )
-
-
-def score_run_from_args(args: Any) -> Any:
-    """``ldp-audit attack membership --run-dir RUN`` for dprl runs (RUN_SCORERS entry).
-
-    Returns the white-box result; the black-box result of the same run is in
-    ``extra["black_box"]``.
-    """
-    conf = float(getattr(args, "confidence", 0.95))
-    white = audit_run(args.run_dir, setting="white-box", confidence=conf)
-    black = audit_run(args.run_dir, setting="black-box", confidence=conf)
-    white.extra["black_box"] = black.to_dict()
-    return white
+    check_setting(setting)
+    return audit_evidence(dprl_evidence(run_dir), setting=setting, confidence=confidence)

@@ -1,9 +1,8 @@
 """Statistical tests of a DP-SGD run's released updates on the canary directions, each sound
 whatever the data (a correct trainer is flagged with probability at most its level):
 
-* :func:`mechanism_test`: the claimed mechanism on a dprl run's canaries (clip ``C``, noise
-  ``sigma C``, rate ``q``; :mod:`ldp_audit.attacks.one_run` describes it);
-* for the Opacus integration (:mod:`ldp_audit.opacus`, issue 26): :func:`noise_test` (noise
+* for the one-run audit of :mod:`ldp_audit.opacus` (a user's Opacus loop and ``train dprl``
+  alike): :func:`noise_test` (noise
   smaller than ``sigma C``), :func:`independence_test` (noise reused across updates),
   :func:`contribution_test` (a canary counted more or less than ``C``: per-layer, no or
   aggregate clipping) and :func:`sampling_test` (batch sizes not Poisson at the claimed rate).
@@ -20,119 +19,11 @@ from ldp_audit.errors import InvalidParameterError
 from ldp_audit.validation import check_probability
 
 __all__ = [
-    "mechanism_test",
     "independence_test",
     "noise_test",
     "contribution_test",
     "sampling_test",
 ]
-
-
-def mechanism_test(
-    projections: Any,
-    included: Any,
-    *,
-    sigma: float,
-    sample_rate: float,
-    data_per_update: Any,
-    confidence: float = 0.95,
-) -> dict[str, Any]:
-    """Test "clip ``C``, noise ``sigma C``, canaries joining at rate ``q``" on the released updates.
-
-    Args:
-        projections: (T, m) released noisy sums projected on the orthonormal canary directions,
-            in units of ``C`` (``update @ U * expected_batch / C``).
-        included: (m,) secret inclusion bits.
-        sigma: the charged noise multiplier.
-        sample_rate: the charged rate ``q`` at which an included canary joins an update.
-        data_per_update: (T,) or scalar upper bound on the data samples in each update.
-        confidence: the test's level is ``1 - confidence`` (split over its two parts).
-
-    Returns:
-        ``{"rejected", "p_mean", "p_noise", "delta_stat", "mean_bound", "rate_lower_bound",
-        "noise_upper_bound", ...}``: ``rate_lower_bound`` is a lower confidence bound on the
-        mean contribution of an included canary per update (``q`` times its norm, units of
-        ``C``; at most ``q`` under the claim), ``noise_upper_bound`` an upper confidence bound on
-        the noise multiplier (at least ``sigma`` under the claim).
-    """
-    from scipy.stats import binom, chi2, norm
-
-    y = np.asarray(projections, dtype=np.float64)
-    inc = np.asarray(included, dtype=bool).reshape(-1)
-    if y.ndim != 2 or y.shape[1] != inc.size or y.shape[0] < 1 or not np.isfinite(y).all():
-        raise InvalidParameterError(
-            f"projections must be a finite (T, m) array with m = {inc.size}, got {y.shape}"
-        )
-    sigma = float(sigma)
-    if not sigma > 0:
-        raise InvalidParameterError(f"sigma must be > 0, got {sigma!r}")
-    q = check_probability(sample_rate, "sample_rate", open_interval=False)
-    if q == 0.0:
-        raise InvalidParameterError(f"sample_rate must be > 0, got {sample_rate!r}")
-    level = (1.0 - check_probability(confidence, "confidence")) / 2
-    T, m = y.shape
-    n1, n0 = int(inc.sum()), int((~inc).sum())
-    if n1 == 0 or n0 == 0:
-        raise InvalidParameterError("mechanism_test needs included and excluded canaries")
-    w = np.where(inc, 1.0 / n1, -1.0 / n0)
-    wn = math.sqrt(1.0 / n1 + 1.0 / n0)
-    try:
-        n_t = np.broadcast_to(np.asarray(data_per_update, dtype=np.float64), (T,))
-    except ValueError:
-        raise InvalidParameterError(
-            f"data_per_update must be a number or one per update (T = {T}), got {data_per_update!r}"
-        ) from None
-    if not (np.isfinite(n_t).all() and (n_t >= 0).all()):
-        raise InvalidParameterError(
-            f"data_per_update must be finite and >= 0, got {data_per_update!r}"
-        )
-    slack = float(n_t.sum() * wn)
-    stat = float((y @ w).sum())
-    sd = sigma * math.sqrt(T) * wn
-
-    def p_mean(rate: float) -> float:
-        if rate >= 1.0:
-            return float(norm.sf((stat - slack - T) / sd))
-        n = T * n1
-        half = 12.0 * math.sqrt(n * rate * (1.0 - rate)) + 12.0  # the binomial's bulk
-        lo_x = max(0, int(math.floor(n * rate - half)))
-        hi_x = min(n, int(math.ceil(n * rate + half)))
-        x = np.arange(lo_x, hi_x + 1)
-        pmf = binom.pmf(x, n, rate)
-        rest = max(0.0, 1.0 - float(pmf.sum()))  # mass left out, counted in full: conservative
-        return min(1.0, float(np.sum(pmf * norm.sf((stat - slack - x / n1) / sd))) + rest)
-
-    pm = p_mean(q)
-    # lower confidence bound on the per-update contribution (largest rate rejected)
-    lo, hi = 0.0, 1.0
-    if p_mean(0.0) > level:
-        rate_lb = 0.0
-    elif p_mean(1.0) <= level:  # beyond q = 1: a canary contributes more than C (clipping)
-        rate_lb = (stat - slack - norm.isf(level) * sd) / T
-    else:
-        for _ in range(40):
-            mid = 0.5 * (lo + hi)
-            lo, hi = (mid, hi) if p_mean(mid) <= level else (lo, mid)
-        rate_lb = lo
-    ss = float((y * y).sum()) / sigma**2
-    pn = float(chi2.cdf(ss, T * m))
-    noise_ub = sigma * math.sqrt(ss / chi2.ppf(level, T * m))
-    return {
-        "rejected": bool(pm <= level or pn <= level),
-        "level": level,
-        "confidence": confidence,
-        "p_mean": pm,
-        "p_noise": pn,
-        "delta_stat": stat,
-        "mean_bound": (T * q + slack),
-        "data_slack": slack,
-        "rate_claimed": q,
-        "rate_lower_bound": rate_lb,
-        "sigma_claimed": sigma,
-        "noise_upper_bound": noise_ub,
-        "updates": T,
-        "canaries": m,
-    }
 
 
 def independence_test(projections: Any, *, sigma: float, confidence: float = 0.95) -> dict:
@@ -181,7 +72,7 @@ def noise_test(projections: Any, *, sigma: float, confidence: float = 0.95) -> d
     sigma^2 >= chi^2(T m)``) and every update on its own (``|y_t|^2 / sigma^2 >= chi^2(m)``, the
     smallest of the T p-values, an exact scan); Bonferroni over the two.
 
-    Sound whatever the data (Anderson's inequality, as in :func:`mechanism_test`); flags noise
+    Sound whatever the data (Anderson's inequality, as in :func:`independence_test`); flags noise
     smaller than ``sigma C`` (noise scaled down by the batch size, the clip norm forgotten) in
     the whole run or in a single update.
     """
@@ -249,10 +140,16 @@ def contribution_test(
     (the aggregate clipped instead of each sample: the canaries and data of an update share
     ``C``). Both tails split the level.
 
+    At ``q = 1`` (every included canary in every update: the centred statistic is 0) the
+    included canaries are compared with the excluded ones instead: ``S = sum_t <y_t, w>`` with
+    ``w = 1/n_in`` on included, ``-1/n_out`` on excluded canaries is ``c T + A + B`` with
+    ``|A| <= ||w|| sum_t n_t`` (Bessel, whatever the data, adaptively) and ``B ~ N(0, sigma^2 T
+    ||w||^2)``.
+
     Returns:
         ``{"rejected", "p_value", "p_excess", "p_deficit", "contribution", "joins", "level"}``
-        (``contribution`` = ``S / ((1 - q) K)``, about 1 under the claim); p-values None when
-        no canary joined or ``q = 1`` (the centred statistic is then 0).
+        (``contribution``: the estimated ``c``, about 1 under the claim); p-values None when
+        no canary joined (or, at ``q = 1``, none was left out).
     """
     from scipy.stats import binom, norm
 
@@ -272,12 +169,22 @@ def contribution_test(
     T = y.shape[0]
     K = int(j.sum())
     n_in = int(inc.sum())
-    if K == 0 or q >= 1.0 or q <= 0.0:
+    c_lo = canary_norm / (canary_norm + 1e-6)
+    if K == 0 or q <= 0.0 or (q >= 1.0 and inc.all()):
         return {"rejected": False, "p_value": None, "p_excess": None, "p_deficit": None,
                 "contribution": None, "joins": K, "level": level}  # fmt: skip
+    if q >= 1.0:
+        wn = math.sqrt(1.0 / n_in + 1.0 / (inc.size - n_in))
+        S = float((y @ np.where(inc, 1.0 / n_in, -1.0 / (inc.size - n_in))).sum())
+        slack, sd = float(n_t.sum()) * wn, sigma * math.sqrt(T) * wn
+        p_ex = float(norm.sf((S - T - slack) / sd))
+        p_de = float(norm.sf((c_lo * T - slack - S) / sd))
+        p = min(1.0, 2.0 * min(p_ex, p_de))
+        return {"rejected": bool(p <= level), "p_value": p, "p_excess": p_ex, "p_deficit": p_de,
+                "contribution": S / T, "contribution_sd": sd / T, "data_slack": slack / T,
+                "joins": K, "level": level}  # fmt: skip
     w = j.astype(np.float64) - q * inc[None, :]
     S = float((y * w).sum())
-    c_lo = canary_norm / (canary_norm + 1e-6)
     va = _bernoulli_proxy(q) * float((n_t**2).sum())
     n = T * n_in
     half = 12.0 * math.sqrt(n * q * (1.0 - q)) + 12.0

@@ -3,8 +3,10 @@
 Runs the MLP and CNN loops of ``benchmarks/bench_opacus_audit.py`` without and with the audit
 (150 steps, the recommended 500 canaries, seed 0) and times, with ``time.process_time``, the
 audit's per-step work: appending the canaries (``_add_canaries``), recording the released update
-(``_record``) and, inside it, the released noise per tensor (``_residual``). Prints one line per
-model (ms of CPU per step).
+(``_record``: the copies into the recorder's block and, every ``BLOCK`` updates, inside it, the
+block's projections and released noise, ``_flush``, also timed on its own; the last block's
+flush at ``finish()`` is counted in ``_flush`` per step too). Prints one line per model (ms of
+CPU per step).
 
     OMP_NUM_THREADS=1 nice -n 5 .venv/bin/python benchmarks/opacus_hook_costs.py
 """
@@ -25,7 +27,7 @@ import bench_opacus_audit as bench  # noqa: E402
 from ldp_audit.opacus import RECOMMENDED_CANARIES, CanaryAudit  # noqa: E402
 
 warnings.filterwarnings("ignore")
-HOOKS = ("_add_canaries", "_record", "_residual")
+HOOKS = ("_add_canaries", "_record")
 
 
 def main() -> int:
@@ -35,8 +37,8 @@ def main() -> int:
 
     def timed_attach(self: CanaryAudit, *a: Any, **k: Any) -> Any:
         opt = attach(self, *a, **k)
-        for name in HOOKS:
-            f = getattr(self, name)
+        for obj, name in [(self, h) for h in HOOKS] + [(self._rec, "_flush")]:
+            f = getattr(obj, name)
 
             def timed(*aa: Any, _f: Any = f, _n: str = name, **kk: Any) -> Any:
                 t = time.process_time()
@@ -44,7 +46,7 @@ def main() -> int:
                 stats.setdefault(_n, []).append(time.process_time() - t)
                 return out
 
-            setattr(self, name, timed)
+            setattr(obj, name, timed)
         return opt
 
     CanaryAudit.attach = timed_attach  # type: ignore[method-assign]
@@ -52,7 +54,7 @@ def main() -> int:
         stats.clear()
         base = bench.one(kind, False, 150, RECOMMENDED_CANARIES, 0)
         aud = bench.one(kind, True, 150, RECOMMENDED_CANARIES, 0)
-        per = {k: f"{1000 * sum(v) / len(v):.3f}" for k, v in stats.items()}
+        per = {k: f"{1000 * sum(v) / aud['steps']:.3f}" for k, v in stats.items()}
         print(f"{kind}: step without {1000 * base['cpu'] / base['steps']:.2f} ms, with "
               f"{1000 * aud['cpu'] / aud['steps']:.2f} ms; hooks (ms/step): {per}")  # fmt: skip
     return 0

@@ -34,6 +34,12 @@ CASES = {
 }
 
 
+#: arrays the golden's version did not write (issue 36: the embedded audit records what the
+#: one-run audit's noise, contribution and ledger tests read); every array it wrote is compared
+NEWER_ARRAYS = ("batch_size", "charged", "noise_multiplier", "max_grad_norm",
+                "expected_batch_size", "noise_sq", "noise_sketch", "canary_joins")  # fmt: skip
+
+
 def run_case(name: str) -> dict[str, str | int]:
     import torch
 
@@ -49,7 +55,7 @@ def run_case(name: str) -> dict[str, str | int]:
         res = train(cfg, seed=seed, run_dir=run)
         out: dict[str, str | int] = {"updates": int(res.updates)}
         for f in ("transcript.npz", "secrets.npz", "model.npz"):
-            arrs = read_npz(run, f)
+            arrs = {k: v for k, v in read_npz(run, f).items() if k not in NEWER_ARRAYS}
             out[f"{f}:keys"] = ",".join(sorted(arrs))
             for k in sorted(arrs):
                 out[f"{f}:{k}"] = digest(np.asarray(arrs[k]))

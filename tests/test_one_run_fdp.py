@@ -1,4 +1,4 @@
-"""f-DP one-run bound and the white-box claimed-mechanism test (attacks/one_run.py), synthetic.
+"""f-DP one-run bound and the full-batch (q = 1) contribution test (attacks/one_run.py), synthetic.
 
 Every statistical assertion runs on fixed seeds; where a test is a level-``beta`` test its false
 failure probability is stated beside it.
@@ -13,11 +13,11 @@ import pytest
 from scipy.stats import binom, norm
 
 from ldp_audit.attacks.one_run import (
+    contribution_test,
     fdp_audit_scores,
     fdp_tail_bound,
     gdp_delta,
     gdp_mu_lower_bound,
-    mechanism_test,
     profile_lines,
 )
 from ldp_audit.errors import InvalidParameterError
@@ -96,45 +96,42 @@ def _updates(T, m, *, sigma, kappa, rate, data, seed, noise_scale=1.0):  # noqa:
     return y, inc
 
 
-def test_mechanism_test_sound_with_worst_case_data() -> None:
-    """Correct mechanism, data gradients pushing the statistic up as far as clipping allows.
+def _full(y, inc, n, **kw):  # noqa: ANN001, ANN003, ANN202
+    """contribution_test at q = 1: every included canary joins every update."""
+    joins = np.broadcast_to(inc, y.shape)
+    return contribution_test(y, joins, inc, np.full(y.shape[0], n), sigma=3.0, sample_rate=1.0,
+                             **kw)  # fmt: skip
 
-    10 seeded repeats at level 0.05 each: P[>= 3 false rejections] <= 0.012."""
+
+def test_full_batch_contribution_sound_with_worst_case_data() -> None:
+    """q = 1, correct mechanism, data gradients of norm 4 per update aimed at the statistic
+    (both signs, at the Bessel bound). 20 seeded repeats at level 0.05 each: P[>= 4 false
+    rejections] <= 0.016."""
     rej = 0
     for seed in range(10):
-        for rate in (1.0, 0.3):
-            y, inc = _updates(20, 400, sigma=3.0, kappa=1.0, rate=rate, data=4.0, seed=seed)
-            r = mechanism_test(y, inc, sigma=3.0, sample_rate=rate, data_per_update=4)
+        for sign in (1.0, -1.0):
+            y, inc = _updates(20, 400, sigma=3.0, kappa=1.0, rate=1.0, data=4.0 * sign, seed=seed)
+            r = _full(y, inc, 4)
             rej += r["rejected"]
-            assert r["rate_lower_bound"] <= rate + 1e-9 or r["rejected"]
-    assert rej <= 2
+            assert r["contribution"] == pytest.approx(1.0, abs=6 * r["contribution_sd"] + 0.2)
+    assert rej <= 3
 
 
-@pytest.mark.parametrize(
-    "bug, kw",
-    [
-        ("per-layer sensitivity 1.7 C", dict(kappa=1.7, rate=1.0)),
-        ("rate twice the charged one", dict(kappa=1.0, rate=0.6)),
-        ("noise sigma / 10", dict(kappa=1.0, rate=1.0, noise_scale=0.1)),
-    ],
-)
-def test_mechanism_test_flags_each_bug(bug: str, kw: dict) -> None:  # noqa: ARG001
-    y, inc = _updates(40, 800, sigma=3.0, data=1.0, seed=0, **kw)
-    charged = 0.3 if kw["rate"] < 1 else 1.0
-    r = mechanism_test(y, inc, sigma=3.0, sample_rate=charged, data_per_update=1)
-    assert r["rejected"]
-    assert min(r["p_mean"], r["p_noise"]) < 1e-4
+@pytest.mark.parametrize("kappa, side", [(1.7, "p_excess"), (0.3, "p_deficit")],
+                         ids=["per-layer clipping", "aggregate clipping"])  # fmt: skip
+def test_full_batch_contribution_flags_clipping_bugs(kappa: float, side: str) -> None:
+    y, inc = _updates(40, 800, sigma=3.0, kappa=kappa, rate=1.0, data=1.0, seed=0)
+    r = _full(y, inc, 1)
+    assert r["rejected"] and r[side] < 1e-4
 
 
-def test_mechanism_test_refuses_bad_input() -> None:
+def test_full_batch_contribution_needs_both_classes_and_refuses_bad_input() -> None:
     y, inc = _updates(5, 20, sigma=1.0, kappa=1.0, rate=1.0, data=0.0, seed=0)
-    with pytest.raises(InvalidParameterError, match="sigma"):
-        mechanism_test(y, inc, sigma=0.0, sample_rate=1.0, data_per_update=1)
-    with pytest.raises(InvalidParameterError, match="sample_rate"):
-        mechanism_test(y, inc, sigma=1.0, sample_rate=0.0, data_per_update=1)
-    with pytest.raises(InvalidParameterError, match="projections"):
-        mechanism_test(y[:, :5], inc, sigma=1.0, sample_rate=1.0, data_per_update=1)
-    with pytest.raises(InvalidParameterError, match="data_per_update"):
-        mechanism_test(y, inc, sigma=1.0, sample_rate=1.0, data_per_update=-1)
-    with pytest.raises(InvalidParameterError, match="data_per_update"):
-        mechanism_test(y, inc, sigma=1.0, sample_rate=1.0, data_per_update=[1, 2])
+    r = _full(y, np.ones(20, dtype=bool), 1)  # no canary left out: nothing to compare
+    assert r["p_value"] is None and not r["rejected"]
+    with pytest.raises(InvalidParameterError, match="projections and joins"):
+        contribution_test(y[:, :5], np.broadcast_to(inc, y.shape), inc, np.ones(5), sigma=1.0,
+                          sample_rate=1.0)  # fmt: skip
+    with pytest.raises(InvalidParameterError, match="excluded"):
+        contribution_test(y, np.ones(y.shape, dtype=bool), inc, np.ones(5), sigma=1.0,
+                          sample_rate=1.0)  # fmt: skip

@@ -140,6 +140,12 @@ def test_embedded_records_are_the_standalone_audits(tmp_path: Path) -> None:
     assert rec.design["directions"] == "blocks" and rec.design["canaries"] == 40
 
 
+#: what an embedded audit writes into the caller's transcript: the projections and the same
+#: per-update records as a stand-alone audit (the audit of train dprl reads them)
+EMBEDDED_ARRAYS = ("canary_projection", "batch_size", "charged", "noise_multiplier",
+                   "max_grad_norm", "expected_batch_size", "noise_sq", "noise_sketch")  # fmt: skip
+
+
 def test_embedded_audit_writes_through_the_callers_writer(tmp_path: Path) -> None:
     """With ``writer=``, finish() writes transcript.npz (the caller's arrays beside
     ``canary_projection``) and secrets.npz into the caller's run; a dense frame of directions
@@ -159,8 +165,9 @@ def test_embedded_audit_writes_through_the_callers_writer(tmp_path: Path) -> Non
     writer.finish()
     tr = read_npz(tmp_path / "run", "transcript.npz")
     sec = read_npz(tmp_path / "run", "secrets.npz")
-    assert set(tr) == {"loss_curve", "canary_projection"}
-    assert set(sec) == {"canary_included", "canary_participations"}
+    assert set(tr) == {"loss_curve", *EMBEDDED_ARRAYS}
+    assert set(sec) == {"canary_included", "canary_participations", "canary_joins"}
+    assert tr["noise_sq"].shape == (steps, len(list(model.parameters())))
     np.testing.assert_array_equal(tr["canary_projection"], rec.transcript["canary_projection"])
     np.testing.assert_array_equal(sec["canary_included"], np.random.default_rng(7).random(12) < 0.5)
     assert rec.updates == steps == _central_rows(acc)

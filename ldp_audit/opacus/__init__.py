@@ -2,7 +2,7 @@
 
 Three lines in a user's Opacus loop::
 
-    audit = CanaryAudit(out="runs/mine", canaries=1000, seed=0, delta=1e-5)
+    audit = CanaryAudit(out="runs/mine", canaries=RECOMMENDED_CANARIES, seed=0, delta=1e-5)
     model, optimizer, loader = privacy_engine.make_private(...)
     optimizer = audit.attach(optimizer, data_loader=loader)
     ... the user's loop, unchanged ...
@@ -48,10 +48,12 @@ Bonferroni (the ledger check is deterministic and takes no share).
 
 The package's modules: :mod:`~ldp_audit.opacus.canaries` (the public canary design),
 :mod:`~ldp_audit.opacus.attach` (:class:`CanaryAudit`: planting the canaries, the hooks),
+:mod:`~ldp_audit.opacus.recorder` (what each released update shows of the canaries and the noise),
 :mod:`~ldp_audit.opacus.embed` (the audit embedded in a trainer's own run directory and ledger,
 ``CanaryAudit(accountant=..., writer=...)``: :class:`AuditRecords`; ``train dprl`` uses it),
 :mod:`~ldp_audit.opacus.writer` (the run directory), :mod:`~ldp_audit.opacus.scoring` (the
-audit of a run, the report sections), :mod:`~ldp_audit.opacus.family` (the stated-family bound
+audit of a run's evidence, a stand-alone run's or a trainer's such as ``train dprl``; the
+report sections), :mod:`~ldp_audit.opacus.family` (the stated-family bound
 beside the assumption-free one), :mod:`~ldp_audit.opacus.ledger_accountant` (Opacus's accountant
 door: ``PrivacyEngine(accountant=register_ledger_accountant(path))``, imported from that module
 because it loads Opacus) and

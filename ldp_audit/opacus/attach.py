@@ -31,15 +31,9 @@ from ldp_audit.opacus.canaries import (
     noise_sketch,
 )
 from ldp_audit.opacus.embed import AuditRecords, check_embedding, dense_rows
+from ldp_audit.opacus.recorder import UpdateRecorder
 
 __all__ = ["CanaryAudit"]
-
-
-def _stack(ts: list[Any]) -> np.ndarray:
-    """``torch.stack(ts)`` as a NumPy array (one copy)."""
-    import torch
-
-    return torch.stack(ts).numpy()
 
 
 class CanaryAudit:
@@ -274,7 +268,7 @@ class CanaryAudit:
                 dataset_size = None
         if dataset_size is not None:
             dataset_size = _int(dataset_size, "dataset_size", 1)
-        else:
+        elif not self.embedded:  # an embedding trainer names why in its audit (not_sampled)
             import warnings
 
             warnings.warn(
@@ -335,28 +329,21 @@ class CanaryAudit:
         self._shapes = [tuple(p.shape) for p in params]
         self._sizes = [p.numel() for p in params]
         self._idx = torch.as_tensor(idx)
-        # per tensor: the design's columns that fall in it (local coordinates and weights)
-        offs = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-        self._cols: list[Any] = []
-        for o, n in zip(offs, sizes, strict=True):
-            inside = (idx[0] >= o) & (idx[0] < o + n)
-            if not inside.any():
-                self._cols.append(None)
-                continue
-            loc = idx[:, inside] - o
-            if not ((loc >= 0) & (loc < n)).all():  # whole-vector blocks (no tensor >= m)
-                self._cols = None
-                break
-            self._cols.append((torch.as_tensor(loc), torch.as_tensor(weight[:, inside])))
         self._bufs: list[Any] = [None] * len(params)
-        self._flat_idx = self._idx.reshape(-1)
         self._weight = torch.as_tensor(weight)
         self._scale = self.canary_scale * clip
-        # per tensor, once: the canary rows' local coordinates and values (weight x scale), so
-        # that a step only gathers the joining canaries' rows and scatters them
-        self._vals = None if self._cols is None else [
-            None if c is None else (c[0], c[1] * self._scale) for c in self._cols
-        ]  # fmt: skip
+        # per tensor, once: the canary rows' local coordinates and values (weight x scale) that
+        # fall in it, so that a step only gathers the joining canaries' rows and scatters them
+        offs = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        self._vals: list[Any] | None = []
+        for o, n in zip(offs, sizes, strict=True):
+            inside = (idx[0] >= o) & (idx[0] < o + n)
+            loc = idx[:, inside] - o
+            if not ((loc >= 0) & (loc < n)).all():  # whole-vector blocks (no tensor >= m)
+                self._vals = None
+                break
+            w = torch.as_tensor(weight[:, inside]) * self._scale
+            self._vals.append((torch.as_tensor(loc), w) if inside.any() else None)
         # a dense frame: per tensor, the included canaries' rows (n_included, *shape)
         self._dense = None if u is None else dense_rows(u, self._included, self._scale, params)
         inc_idx = np.flatnonzero(self._included)
@@ -364,16 +351,16 @@ class CanaryAudit:
         self._inc_idx_t = torch.as_tensor(inc_idx, dtype=torch.int64)
         self._unit = (batch if reduction == "mean" else 1.0) / clip
         self._initial = self._flat(params, grad=False)
-        sk, grp = noise_sketch(sizes, NOISE_SKETCH, self.canary_seed)
-        offs0 = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-        # per tensor, the local coordinates of the public sketch of the residual noise kept
-        self._sketch = [torch.as_tensor(sk[grp == i] - offs0[i]) for i in range(len(sizes))]
-        self._sketch_flat = torch.as_tensor(sk)
-        self._nsq: list[Any] = []  # float64 (L,) squared residual noise per tensor, units of C
-        self._nsk: list[Any] = []  # float32 (K,) residual noise on the sketch, units of C
-        # records, kept as tensors / Python scalars and converted once by finish()
-        self._proj: list[Any] = []  # float32 (m,) projections of each released update
-        self._norms: list[Any] = []  # float32 () norm of each released update
+        # what each released update shows of the canaries and of the noise (ldp_audit.opacus.
+        # recorder); the hooks' own records are Python scalars, converted once by records()
+        self._rec = UpdateRecorder(
+            params,
+            idx=idx,
+            weight=weight,
+            dense=u,
+            clip=clip,
+            sketch=noise_sketch(sizes, NOISE_SKETCH, self.canary_seed)[0],
+        )
         self._accs: list[int] = []  # accumulated iterations at each update
         self._rows: list[tuple] = []  # (batch, charged, sigma, C, expected batch) per update
         self._joins: list[Any] = []  # the canaries that joined each update (indices)
@@ -471,14 +458,9 @@ class CanaryAudit:
         k = int(joined.numel())
         if k == 0:
             return
-        if self._dense is not None or self._ghost:
-            self._add_rows(joined, sel)
+        if self._dense is not None or self._ghost or self._vals is None:
+            self._add_rows(joined, sel)  # a dense frame, ghost clipping, blocks across tensors
             return
-        dense = None
-        if self._vals is None:  # blocks across tensors: one dense (k, d) block of rows
-            dense = torch.zeros((k, self._claim["n_params"]), dtype=torch.float32)
-            dense.scatter_(1, self._idx[joined], self._weight[joined] * self._scale)
-            offs = np.concatenate([[0], np.cumsum(self._sizes)])
         for i, p in enumerate(self._params):
             g = p.grad_sample
             parts = g if isinstance(g, list) else None  # accumulated physical batches
@@ -502,9 +484,7 @@ class CanaryAudit:
                 torch.cat(parts, dim=0, out=new[:n])
             tail = new[n:].view(k, -1)
             tail.zero_()
-            if dense is not None:
-                tail.copy_(dense[:, offs[i] : offs[i + 1]])
-            elif self._vals[i] is not None:
+            if self._vals[i] is not None:
                 local, v = self._vals[i]
                 if v.dtype != g.dtype or v.device != g.device:
                     local, v = local.to(g.device), v.to(dtype=g.dtype, device=g.device)
@@ -532,16 +512,17 @@ class CanaryAudit:
         ]
 
     def _add_rows(self, joined: Any, sel: Any) -> None:
-        """Dense frame or ghost clipping: the joining canaries' rows, as per-sample gradients
-        (appended to ``p.grad_sample``, clipped by the optimizer's own code) or, under ghost
-        clipping, clipped with Opacus's factor ``min(1, C / (norm + 1e-6))`` and added to the
-        clipped sum ``p.grad`` before the noise."""
+        """Dense frame, ghost clipping or blocks across tensors: the joining canaries' rows, as
+        per-sample gradients (appended to ``p.grad_sample``, clipped by the optimizer's own
+        code) or, under ghost clipping, clipped with Opacus's factor ``min(1, C / (norm +
+        1e-6))`` and added to the clipped sum ``p.grad`` before the noise."""
         import torch
 
         rows = self._joined_rows(joined, sel)
         if not self._ghost:
             for p, r in zip(self._params, rows, strict=True):
-                p.grad_sample = torch.cat([p.grad_sample, r], dim=0)
+                g = p.grad_sample  # a list: accumulated physical batches
+                p.grad_sample = torch.cat([*(g if isinstance(g, list) else [g]), r], dim=0)
             return
         n = int(joined.numel())
         norms = sum(r.reshape(n, -1).pow(2).sum(dim=1) for r in rows).sqrt()
@@ -571,27 +552,11 @@ class CanaryAudit:
         self._charges_since += 1
 
     def _record(self, opt: Any) -> None:
-        """The released update projected on the canary directions (kept as a tensor)."""
-        import torch
-
-        with torch.no_grad():
-            if self.embedded:  # <g_t, u_i> in float64, as the caller's transcript holds it
-                g = torch.cat([p.grad.reshape(-1) for p in self._params]).reshape(1, -1)
-                v = g.detach().cpu().numpy().astype(np.float64)
-                if self._u is not None:
-                    self._proj.append((v @ self._u).reshape(-1))
-                else:
-                    w = self._weight.numpy().astype(np.float64)
-                    self._proj.append((v[0][self._idx.numpy()] * w).sum(axis=1))
-            else:
-                g = torch.cat([p.grad.reshape(-1).float() for p in self._params])
-                # index_select: the same gather as g[idx], several times faster on the CPU
-                sel = g.index_select(0, self._flat_idx).view(self._idx.shape)
-                proj = (sel * self._weight).sum(dim=1)
-                self._proj.append(proj)
-                self._norms.append(g.norm())
-                self._residual(opt, g)
-        self._accs.append(getattr(opt, "accumulated_iterations", 1) or 1)
+        """The released update recorded (:class:`~ldp_audit.opacus.recorder.UpdateRecorder`)
+        with this update's batch size, joins, charge and the optimizer's claim fields."""
+        acc = getattr(opt, "accumulated_iterations", 1) or 1
+        self._rec.record(self._unit * acc)
+        self._accs.append(acc)
         batch, joined = self._pending or (-1, self._inc_idx_t[:0])
         bs = getattr(opt, "expected_batch_size", None)
         clip = opt.max_grad_norm
@@ -608,89 +573,49 @@ class CanaryAudit:
         self._pending = None
         self._charges_since = 0
 
-    def _residual(self, opt: Any, g: Any) -> None:
-        """The released noise of this update: per tensor, the released sum minus the clipped sum
-        the optimizer computed (``p.summed_grad``), in units of ``C`` (the exact ``N(0,
-        sigma^2)`` noise under the claim): its squared norm per tensor and its sketch
-        coordinates; NaN for a tensor without a clipped sum (named untested by the audit)."""
-        import torch
-
-        k = self._unit * (getattr(opt, "accumulated_iterations", 1) or 1)
-        clip = self._claim["max_grad_norm"]
-        sgs = [getattr(p, "summed_grad", None) for p in self._params]
-        if all(
-            sg is not None and p.grad is not None and sg.numel() == n
-            for sg, p, n in zip(sgs, self._params, self._sizes, strict=True)
-        ):  # the usual case: a few whole-vector operations (per-tensor calls cost more)
-            s = torch.cat([sg.detach().reshape(-1).float() for sg in sgs])
-            r = torch.sub(g * k, s.to(g.device), alpha=1.0 / clip)
-            # float64 dot products per tensor (exact enough for chi^2 on millions of entries)
-            parts = r.double().split(self._sizes)
-            self._nsq.append(torch.stack([torch.dot(c, c) for c in parts]).cpu())
-            self._nsk.append(r.index_select(0, self._sketch_flat.to(r.device)).cpu())
-            return
-        parts, sq = [], torch.empty(len(self._params), dtype=torch.float64)
-        off = 0
-        for i, p in enumerate(self._params):
-            n = self._sizes[i]
-            sg = getattr(p, "summed_grad", None)
-            if sg is None or p.grad is None or sg.numel() != n:
-                sq[i] = float("nan")
-                parts.append(torch.full((self._sketch[i].numel(),), float("nan")))
-            else:
-                r = g[off : off + n] * k - sg.detach().reshape(-1).float() / clip
-                sq[i] = torch.sum(r * r, dtype=torch.float64).item()
-                parts.append(r.index_select(0, self._sketch[i].to(r.device)).cpu())
-            off += n
-        self._nsq.append(sq)
-        self._nsk.append(torch.cat(parts))
-
     def records(self) -> dict[str, np.ndarray]:
         """What the hooks recorded, one row per released update (the transcript's arrays,
-        ``canary_joins`` and ``canary_participations`` of the secrets)."""
-        T = len(self._proj)
-        unit = self._unit
-        if T:
-            y = _stack(self._proj).astype(np.float64) * unit
-            proj = y * np.asarray(self._accs, dtype=np.float64)[:, None]
-        else:
-            proj = np.zeros((0, self.canaries))
+        ``canary_joins`` of the secrets). Embedded: ``canary_projection`` in the caller's
+        gradient units (``<g_t, u_i>``, float64), without ``update_index`` / ``update_norm``
+        (the caller's transcript has its own)."""
+        rec = self._rec.arrays()
+        T = rec["canary_projection"].shape[0]
         rows = list(zip(*self._rows, strict=True)) if T else [()] * 5
         joins = np.zeros((T, self.canaries), dtype=bool)
         for t, j in enumerate(self._joins):
             joins[t, j.numpy()] = True
-        return {
-            "canary_projection": proj,
-            "update_index": np.arange(T, dtype=np.int64),
+        out = {
+            "canary_projection": rec["canary_projection"]
+            if self.embedded
+            else rec["canary_projection"] * self._unit * np.asarray(self._accs, float)[:, None],
             "batch_size": np.array(rows[0], dtype=np.int64),
             "charged": np.array(rows[1], dtype=bool),
             "noise_multiplier": np.array(rows[2], dtype=np.float64),
             "max_grad_norm": np.array(rows[3], dtype=np.float64),
             "expected_batch_size": np.array(rows[4], dtype=np.float64),
-            "update_norm": _stack(self._norms).astype(np.float64) if T else np.zeros(0),
-            "noise_sq": _stack(self._nsq) if T else np.zeros((0, len(self._sizes))),
-            "noise_sketch": _stack(self._nsk)
-            if T
-            else np.zeros((0, sum(int(x.numel()) for x in self._sketch))),
+            "noise_sq": rec["noise_sq"],
+            "noise_sketch": rec["noise_sketch"],
             "canary_joins": joins,
         }
+        if not self.embedded:
+            out["update_index"] = np.arange(T, dtype=np.int64)
+            out["update_norm"] = rec["update_norm"]
+        return out
 
     def _embedded_records(self) -> AuditRecords:
         """An embedded audit's records (:class:`~ldp_audit.opacus.embed.AuditRecords`)."""
-        T = len(self._proj)
-        proj = np.stack(self._proj) if T else np.zeros((0, self.canaries))
-        joins = np.zeros((T, self.canaries), dtype=bool)
-        for t, j in enumerate(self._joins):
-            joins[t, j.numpy()] = True
+        rec = self.records()
+        joins = rec.pop("canary_joins")
         charges = self._charges
         acc = self._accountant
         if not self._embed.charge and acc is not None:  # the caller's: count them once
             charges = sum(1 for r in acc.ledger.records("model") if r.get("scope") == "central")
         return AuditRecords(
-            transcript={"canary_projection": proj},
+            transcript=rec,
             secrets={
                 "canary_included": self._included.copy(),
                 "canary_participations": joins.sum(axis=0).astype(np.int64),
+                "canary_joins": joins,
             },
             joins=joins,
             design={
@@ -749,7 +674,7 @@ class CanaryAudit:
         """
         if not isinstance(audit, bool):
             raise InvalidParameterError(f"audit must be True or False, got {audit!r}")
-        if self.kind == "input" and model is None and self._opt is not None and self._proj:
+        if self.kind == "input" and model is None and self._opt is not None and self._rec.updates:
             raise InvalidParameterError(
                 "model: finish() of kind='input' scores the canary examples on the final "
                 "model; pass model= (and score_fn= unless the examples are (x, y) pairs)"
@@ -777,7 +702,7 @@ class CanaryAudit:
                 self._writer.write_npz("transcript.npz", {**(transcript or {}), **rec.transcript})
                 self._writer.write_npz("secrets.npz", rec.secrets)
             return rec
-        if not self._proj:
+        if not self._rec.updates:
             raise InvalidParameterError(
                 f"finish: no optimizer step ran since attach (0 updates); nothing to audit, "
                 f"nothing was written to {str(self.out)!r}"

@@ -85,70 +85,12 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict
             "data": priv,
         }
     )
-    from ldp_audit.report import one_run_audit_documents
+    from ldp_audit.opacus.scoring import audit_sections
 
-    audits = one_run_audit_documents(run_dir, extra)
-    if audits:
-        arows = []
-        for _f, top in audits:
-            bb = top.get("extra", {}).get("black_box")
-            for d in [top] + ([bb] if isinstance(bb, dict) else []):
-                ex = d.get("extra", {})
-                fdp = ex.get("f_dp") or {}
-                mech = ex.get("mechanism_test") or {}
-                pmin = min((r["p_value"] for r in fdp.get("p_values", [])), default=None)
-                arows.append(
-                    [
-                        ex.get("setting", d["attack"]),
-                        d.get("n"),
-                        fmt_epsilon(_num(d.get("epsilon_lower_bound"))),
-                        fmt_epsilon(_num(d.get("composed_epsilon"))),
-                        "-" if pmin is None else f"{pmin:.3g} (level {fdp['level']:.3g})",
-                        "-"
-                        if not mech
-                        else f"{min(mech['p_mean'], mech['p_noise']):.3g} (level "
-                        f"{mech['level']:.3g})",
-                        d.get("confidence"),
-                        ("VIOLATION" if d.get("violation") else "consistent")
-                        + (f" ({', '.join(ex['flagged_by'])})" if ex.get("flagged_by") else ""),
-                    ]
-                )
-        sections.append(
-            {
-                "id": "dprl-audit",
-                "title": "One-run audit (Steinke, Nasr & Jagielski 2023)",
-                "paragraphs": [
-                    "Empirical lower bound on epsilon from the canaries planted in this run, at "
-                    "the stated confidence, beside the accountant's upper bound. A lower bound "
-                    "above the upper bound is a violation; a lower bound below it proves nothing.",
-                    "Two more tests of the same run: the f-DP one-run test of the ledger's whole "
-                    "claimed privacy curve (after Mahloujifar, Melis & Chaudhuri 2024; smallest "
-                    "p-value over the guess counts) and, white-box, the test of the claimed "
-                    "mechanism (clip C, noise sigma C, charged sampling rate) on the canary "
-                    "directions. A p-value at or below its level flags the run. The tests share "
-                    "1 - confidence (Bonferroni): a correct trainer is flagged with probability "
-                    "at most 1 - confidence.",
-                ],
-                "tables": [
-                    {
-                        "caption": "one-run audit",
-                        "header": [
-                            "setting",
-                            "canaries",
-                            "eps lower bound",
-                            "eps (accountant)",
-                            "f-DP test p",
-                            "mechanism test p",
-                            "confidence",
-                            "verdict",
-                        ],  # fmt: skip
-                        "rows": arows,
-                    }
-                ],
-                "figures": {},
-                "data": {"audits": [d for _, d in audits]},
-            }
-        )
+    # the one-run audits: the same coverage and tests table as a user's Opacus loop
+    more, _ = audit_sections(run_dir, extra, {"sample_rate": cfg.sample_rate},
+                             met.get("updates"), prefix="dprl")  # fmt: skip
+    sections += more
     return sections
 
 

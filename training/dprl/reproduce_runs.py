@@ -218,27 +218,26 @@ def true_epsilon(name: str, cfg: Any, T: int) -> float:
 
 def audit_summary(a: Any) -> dict[str, Any]:
     """The audit table's cells from one ``audit_run`` result (white- or black-box)."""
-    fdp = a.extra["f_dp"] or {}
-    mech = a.extra["mechanism_test"] or {}
+    ex = a.extra
+    fdp, fam, cov = ex["f_dp"] or {}, ex["family_bound"] or {}, ex["coverage"] or {}
     return {
         "epsilon_lower_bound": a.epsilon_lower_bound,
         "accountant_epsilon": a.composed_epsilon,
         "violation": a.violation,
-        "flagged_by": a.extra["flagged_by"],
+        "flagged_by": ex["flagged_by"],
         "auc": a.auc,
-        "guesses": a.extra["guesses"],
+        "guesses": ex["guesses"],
         "correct": a.correct,
-        "confidence_each": a.extra["confidence_each"],
-        "fdp_min_p": min((r["p_value"] for r in fdp.get("p_values", [])), default=None),
+        "confidence_each": ex["confidence_each"],
+        "fdp_min_p": fdp.get("p_value"),
         "fdp_level": fdp.get("level"),
-        "fdp_mu_claimed": fdp.get("mu_claimed"),
-        "fdp_mu_lower_bound": fdp.get("mu_lower_bound"),
-        "mechanism_p_mean": mech.get("p_mean"),
-        "mechanism_p_noise": mech.get("p_noise"),
-        "mechanism_level": mech.get("level"),
-        "mechanism_rate_lower_bound": mech.get("rate_lower_bound"),
-        "mechanism_rate_claimed": mech.get("rate_claimed"),
-        "mechanism_noise_upper_bound": mech.get("noise_upper_bound"),
+        "family": fam.get("family"),
+        "family_epsilon_lower_bound": fam.get("epsilon_lower_bound"),
+        "tests": {k: None if t is None else t.get("p_value") for k, t in ex["tests"].items()},
+        "contribution": (ex["tests"].get("contribution") or {}).get("contribution"),
+        "tensors_tested": [sum(bool(r.get("tested")) for r in cov["tensors"]), len(cov["tensors"])]
+        if cov
+        else None,  # fmt: skip
     }
 
 

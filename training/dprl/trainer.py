@@ -283,7 +283,6 @@ def privacy_summary(cfg: DprlConfig, accountant: Any, result: DprlResult | None 
         return out
     if cfg.privacy == "dpsgd":
         unit = "episode" if cfg.algo == "reinforce" else "transition"
-        n = None
         # the ledger's "best": RDP, PRV and PLD (a coarse PLD where PLD's planner refuses:
         # at sigma <= 0.1 it is 10-60x tighter than RDP for well under a second; docs/dprl.md)
         det = accountant.spent_detail("model", delta=cfg.delta, method="best")
@@ -295,7 +294,7 @@ def privacy_summary(cfg: DprlConfig, accountant: Any, result: DprlResult | None 
             epsilon=eps,
             by_method=by,
             unit=unit,
-            updates=result.updates if result is not None else n,
+            updates=result.updates if result is not None else None,
             sample_rate=cfg.sample_rate,
             noise_multiplier=float(cfg.noise_multiplier),
             clip=float(cfg.clip),
@@ -347,9 +346,7 @@ def _check_budget_before(cfg: DprlConfig, accountant: Any) -> None:
         return
     from ldp_audit.accountant import compose
 
-    hist = [(cfg.update_event(), 1)]
-    spent_n = len([a for a in accountant.agents(scope="central") if a == "model"])
-    if spent_n:
+    if "model" in accountant.agents(scope="central"):
         try:
             cur = accountant.spent("model", delta=cfg.delta, method="rdp")
         except Exception:  # noqa: BLE001
@@ -360,7 +357,7 @@ def _check_budget_before(cfg: DprlConfig, accountant: Any) -> None:
                 f"delta "
                 f"{cfg.delta:g}); nothing was trained or charged"
             )
-    one, _ = compose(hist, delta=cfg.delta, method="rdp")
+    one, _ = compose([(cfg.update_event(), 1)], delta=cfg.delta, method="rdp")
     if one > cfg.budget_epsilon:
         raise InvalidParameterError(
             f"budget_epsilon must pay for at least one update ({fmt_epsilon(one)} at delta "

@@ -1,0 +1,132 @@
+"""Recording the released updates of a :class:`~ldp_audit.opacus.CanaryAudit` (docs/opacus.md):
+what the one-run audit's white-box tests read of each update.
+
+:class:`UpdateRecorder` keeps, per released update, its projection on the canary directions,
+its norm, and the released noise (the released sum minus the optimizer's clipped sum, in units
+of ``C``: exactly ``N(0, sigma^2)`` per coordinate under the claim) as a squared norm per tensor
+and on the public noise sketch. A step only copies the released update and the clipped sum
+into a preallocated block of ``BLOCK`` rows (two ``torch.cat`` calls); the block's projections,
+norms and noise statistics are computed together when it is full and at the end (the per-step
+cost of a handful of small tensor operations, paid once per block; the same numbers, bit for
+bit, as one update at a time). An embedded audit's projections on a dense frame of directions
+are computed at once in float64 (``<g_t, u_i>``, as its caller's transcript holds them).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["BLOCK", "UpdateRecorder"]
+
+BLOCK = 32
+"""Updates per block of the recorder's batched statistics."""
+
+
+class UpdateRecorder:
+    """The per-update records of one audit (see the module docstring).
+
+    Args:
+        params: the optimizer's trainable tensors (flat layout in this order).
+        idx, weight: the canary blocks (:func:`~ldp_audit.opacus.canaries.canary_blocks`).
+        dense: a dense (n_params, m) float64 frame of directions (embedded), or None.
+        clip: the claimed clip norm ``C``.
+        sketch: the flat coordinates of the public noise sketch
+            (:func:`~ldp_audit.opacus.canaries.noise_sketch`).
+    """
+
+    def __init__(self, params: list[Any], *, idx: Any, weight: Any, dense: np.ndarray | None,
+                 clip: float, sketch: np.ndarray) -> None:  # fmt: skip
+        import torch
+
+        self._params = params
+        self._sizes = [int(p.numel()) for p in params]
+        self._dense = dense
+        self._idx = torch.as_tensor(idx)
+        self._flat_idx = self._idx.reshape(-1)
+        self._weight = torch.as_tensor(weight)
+        self._clip = float(clip)
+        self._sketch = torch.as_tensor(sketch)
+        self._g: Any = None  # (BLOCK, n) released updates of the open block
+        self._s: Any = None  # (BLOCK, n) the optimizer's clipped sums (NaN where none)
+        self._k: list[float] = []  # the open block's factors to units of C
+        self._proj: list[Any] = []  # (m,) per update (float64 rows when dense)
+        self._done: dict[str, list[Any]] = {"norm": [], "sq": [], "sketch": []}
+
+    @property
+    def updates(self) -> int:
+        return sum(len(x) for x in self._done["norm"]) + len(self._k)
+
+    def record(self, k: float) -> None:
+        """Keep the released update (``p.grad`` of every tensor) and the clipped sums
+        (``p.summed_grad``); ``k`` turns the released mean into the released sum in units of
+        ``C`` (``expected_batch * accumulated / C`` under mean reduction)."""
+        import torch
+
+        ps = self._params
+        j = len(self._k)
+        if self._g is None or j == self._g.shape[0]:
+            self._flush()
+            j = 0
+            if self._g is None:
+                dev = ps[0].grad.device
+                self._g = torch.empty((BLOCK, sum(self._sizes)), device=dev)
+                self._s = torch.empty_like(self._g)
+        torch.cat([p.grad.reshape(-1).float() for p in ps], out=self._g[j])
+        sgs = [getattr(p, "summed_grad", None) for p in ps]
+        if all(sg is not None and sg.numel() == n for sg, n in zip(sgs, self._sizes, strict=True)):
+            torch.cat([sg.reshape(-1).float() for sg in sgs], out=self._s[j])
+        else:  # a tensor without a clipped sum: its released noise is unknown (NaN, named)
+            for s, sg, n in zip(self._s[j].split(self._sizes), sgs, self._sizes, strict=True):
+                if sg is not None and sg.numel() == n:
+                    s.copy_(sg.reshape(-1))
+                else:
+                    s.fill_(float("nan"))
+        self._k.append(float(k))
+        if self._dense is not None:  # <g_t, u_i> in float64, one update at a time (bits)
+            v = self._g[j].cpu().numpy().astype(np.float64)
+            self._proj.append((v[None] @ self._dense).reshape(-1))  # (1, n): gemm bits
+
+    def _flush(self) -> None:
+        """The open block's projections, norms and released noise, computed together."""
+        import torch
+
+        n = len(self._k)
+        if not n:
+            return
+        g, s = self._g[:n], self._s[:n]
+        if self._dense is None:
+            sel = g.index_select(1, self._flat_idx.to(g.device)).view(n, *self._idx.shape)
+            self._proj.extend((sel * self._weight.to(g.device)).sum(dim=2).cpu())
+        self._done["norm"].append(g.norm(dim=1).cpu())
+        k = torch.as_tensor(self._k, dtype=g.dtype, device=g.device)[:, None]
+        r = torch.sub(g * k, s, alpha=1.0 / self._clip)
+        # float64 sums per tensor (exact enough for chi^2 on millions of entries)
+        self._done["sq"].append(torch.stack(
+            [(c * c).sum(dim=1) for c in r.double().split(self._sizes, dim=1)], dim=1
+        ).cpu())  # fmt: skip
+        self._done["sketch"].append(r.index_select(1, self._sketch.to(r.device)).cpu())
+        self._k = []
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """``canary_projection`` (raw: gradient units, the caller scales), ``update_norm``,
+        ``noise_sq`` (T, L) and ``noise_sketch`` (T, K), one row per recorded update."""
+        self._flush()
+        d = self._done
+        T = len(self._proj)
+        m, L, K = int(self._idx.shape[0]), len(self._sizes), int(self._sketch.numel())
+
+        def cat(parts: list[Any], width: int, dtype: Any) -> np.ndarray:
+            import torch
+
+            return torch.cat(parts).numpy().astype(dtype) if parts else np.zeros((0, width))
+
+        return {
+            "canary_projection": np.stack([np.asarray(p, dtype=np.float64) for p in self._proj])
+            if T
+            else np.zeros((0, m if self._dense is None else self._dense.shape[1])),
+            "update_norm": cat(d["norm"], 0, np.float64).reshape(-1),
+            "noise_sq": cat(d["sq"], L, np.float64),
+            "noise_sketch": cat(d["sketch"], K, np.float32),
+        }
