@@ -27,13 +27,11 @@ from ldp_audit.mechanisms.prs import prs_kernels
 from ldp_audit.training.pgc_a3c._kernels import (
     _H,
     agg_one,
-    buffer_report,
     choose_action,
     episode_grad_t,
     log_sigmoid_pair,
     observe,
     record_scores,
-    sgd_step,
     transpose_row,
     value_targets,
 )
@@ -128,8 +126,6 @@ _SHARED = (
     value_targets,
     transpose_row,
     episode_grad_t,
-    buffer_report,
-    sgd_step,
     agg_one,
     record_scores,
 )
