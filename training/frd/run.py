@@ -5,7 +5,6 @@ metrics, model) and the report's sections for FRD runs. Part of :mod:`ldp_audit.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -248,7 +247,3 @@ def _spent(rd: Path) -> float:
     except Exception:  # noqa: BLE001 - an unreadable ledger is shown as NaN
         return math.nan
     return max(vals.values()) if vals else 0.0
-
-
-def _replace(cfg: FrdConfig, **kw: Any) -> FrdConfig:
-    return replace(cfg, **kw)
