@@ -12,11 +12,7 @@ from ldp_audit.training.fedrl.config import FedRLConfig
 from ldp_audit.training.fedrl.exchange import Exchange
 from ldp_audit.training.fedrl.mechanisms import OutputMechanism
 from ldp_audit.training.fedrl.networks import import_torch
-from ldp_audit.training.gridworld import (
-    N_ACTIONS,
-    MapSet,
-    VectorGridWorld,
-)
+from ldp_audit.training.gridworld import N_ACTIONS, MapSet, VectorGridWorld
 
 
 def eps_greedy(q: np.ndarray, eps: float, rng: np.random.Generator) -> np.ndarray:

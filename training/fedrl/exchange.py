@@ -14,10 +14,7 @@ import numpy as np
 from ldp_audit.training.fedrl.config import FedRLConfig
 from ldp_audit.training.fedrl.mechanisms import OutputMechanism
 from ldp_audit.training.fedrl.networks import import_torch
-from ldp_audit.training.gridworld import (
-    BETA_VIEW,
-    N_ACTIONS,
-)
+from ldp_audit.training.gridworld import BETA_VIEW, N_ACTIONS
 
 
 @dataclass

@@ -10,9 +10,7 @@ import numpy as np
 
 from ldp_audit.errors import RunDirectoryError
 from ldp_audit.training.fedrl.mechanisms import OutputMechanism, TargetMechanism
-from ldp_audit.training.gridworld import (
-    N_ACTIONS,
-)
+from ldp_audit.training.gridworld import N_ACTIONS
 
 PAPER_TABLE1 = {
     "SuccRate": {

@@ -31,12 +31,7 @@ from ldp_audit.training.fedrl.networks import (
     import_torch,
     local_q,
 )
-from ldp_audit.training.gridworld import (
-    ALPHA_VIEW,
-    BETA_VIEW,
-    MapSet,
-    VectorGridWorld,
-)
+from ldp_audit.training.gridworld import ALPHA_VIEW, BETA_VIEW, MapSet, VectorGridWorld
 
 # ----------------------------------------------------------------------------------------------
 # Replay memory (each agent's half kept apart; rows aligned by index = the shared "ID")
