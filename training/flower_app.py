@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.training.flower_ldp_protocol import require_flwr
+from ldp_audit.training.flower_ldp_protocol import check_release, require_flwr
 
 __all__ = [
     "AgentSecrets",
@@ -330,15 +330,7 @@ def _check_reply(reply: Any, cfg: Any, d: int) -> tuple[np.ndarray, float, int]:
     content = reply.content
     if "report" not in content.array_records or "release" not in content.config_records:
         raise InvalidParameterError("reply has no sealed report (the release mod did not run)")
-    rel = content["release"]
-    if rel.get("sealed") is not True:
-        raise InvalidParameterError("reply's report is not sealed")
-    want = cfg.epsilon_per_submission
-    eps = float(rel["epsilon"])
-    if not (eps == want or math.isclose(eps, want, rel_tol=1e-12)):
-        raise InvalidParameterError(f"report epsilon {eps!r} differs from the protocol's {want!r}")
-    if json.loads(str(rel["mechanism"])) != cfg.make_mechanism().to_config():
-        raise InvalidParameterError("report mechanism differs from the protocol's")
+    check_release(content["release"], cfg.make_mechanism().to_config(), cfg.epsilon_per_submission)
     y = np.asarray(content["report"].to_numpy_ndarrays()[0], dtype=np.float64).reshape(-1)
     if y.shape != (d,) or not np.all(np.isfinite(y)):
         raise InvalidParameterError(f"report must be {d} finite values, got shape {y.shape}")
