@@ -166,11 +166,8 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict
         spent = _spent(rd)
         privacy_rows.append([label, "non-private (inf)" if not cfg.private else _fmt(spent),
                              met.get("uploads_per_agent_max", "-")])  # fmt: skip
-        att = None
-        for name in ("attack_dynamics.json", "attack_frd.json"):
-            if (rd / name).exists():
-                att = read_json(rd, name)
-                break
+        names = [n for n in ("attack_dynamics.json", "attack_frd.json") if (rd / n).exists()]
+        att = read_json(rd, names[0]) if names else None
         if att is not None:
             lo, hi = att.get("accuracy_ci", ["-", "-"])
             leak_rows.append(
