@@ -16,7 +16,6 @@ from ldp_audit.training.frd import (
     ProxyGrid,
     ProxyMemoryLDP,
     aggregate_memories,
-    mission_time,
     setting_config,
     train,
     train_many,
@@ -134,13 +133,6 @@ def test_server_averages_per_cell_and_refuses_raw_or_empty_memories():
         aggregate_memories(np.array([[3, 0.2]]))
     with pytest.raises(InvalidParameterError, match="must be non-empty"):
         _sealed(np.zeros((0, 2)), [])  # an empty memory never crosses the release door
-
-
-def test_mission_time():
-    s = np.r_[np.full(5, 10.0), np.full(20, 300.0)]
-    assert mission_time(s, 195.0, 10) == 5 + 7  # window of episodes 3..12 has mean > 195
-    assert mission_time(np.full(30, 100.0), 195.0) == math.inf
-    assert mission_time(np.full(5, 500.0), 195.0) == math.inf  # fewer than 10 episodes
 
 
 # ---------------------------------------------------------------------------------- LDP upload

@@ -11,7 +11,6 @@ from ldp_audit.training.fedrl.gridworld import (
     T_MAX,
     GridWorldEnv,
     VectorGridWorld,
-    bfs_distance,
     check_hist_len,
     generate_maps,
     step_reward,
@@ -34,10 +33,29 @@ def test_paper_split_and_valid_starts(maps8):
     assert not maps8.obstacles[i, maps8.beta_start[:, 0], maps8.beta_start[:, 1]].any()
     assert (maps8.shortest >= 2).all()
     assert maps8.t_max == T_MAX[8] == 38
-    # BFS lengths agree with the single-map BFS on a sample
+    # BFS lengths agree with scipy's shortest paths on the grid graph, on a sample
     for j in range(0, 8000, 397):
-        d = bfs_distance(maps8.obstacles[j], tuple(maps8.alpha_start[j]))
+        d = _grid_shortest(maps8.obstacles[j], maps8.alpha_start[j])
         assert d[tuple(maps8.beta_start[j])] == maps8.shortest[j]
+
+
+def _grid_shortest(obstacles, start):
+    """Shortest 4-neighbour path lengths from ``start`` (scipy.sparse.csgraph; inf: unreachable),
+    an implementation independent of the maps' own BFS."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import shortest_path
+
+    n = obstacles.shape[0]
+    free, idx = obstacles == 0, np.arange(n * n).reshape(n, n)
+    src, dst = [], []
+    for dr, dc in ((0, 1), (1, 0)):
+        both = free[: n - dr, : n - dc] & free[dr:, dc:]
+        src.append(idx[: n - dr, : n - dc][both])
+        dst.append(idx[dr:, dc:][both])
+    src, dst = np.concatenate(src), np.concatenate(dst)
+    g = coo_matrix((np.ones(src.size), (src, dst)), shape=(n * n, n * n))
+    d = shortest_path(g, directed=False, unweighted=True, indices=int(idx[tuple(start)]))
+    return d.reshape(n, n)
 
 
 def test_maps_are_seeded():

@@ -122,7 +122,10 @@ def test_aggregate_kernel_equals_report_by_report_loop(buffer_size):
     y = rng.normal(size=(n, DIM))
     th, buf = theta0.copy(), np.zeros((g, DIM))
     cnt, ver = np.zeros(g, dtype=np.int64), np.zeros(g, dtype=np.int64)
-    aggregate(th, buf, cnt, ver, eta, np.full(g, buffer_size), trial, y)
+    zero, none = np.zeros(g, dtype=np.int64), np.zeros((g, 0))  # kind 0: plain SGD (eq. 22)
+    aggregate(
+        th, buf, cnt, ver, eta, np.full(g, buffer_size), zero, none, none, zero.copy(), trial, y
+    )
     ref, rbuf = theta0.copy(), [[] for _ in range(g)]
     for i in range(n):  # the straightforward aggregator, eq. 22
         k = trial[i]

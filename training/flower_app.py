@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.training.flower_ldp_protocol import check_release, require_flwr
 
 __all__ = [
     "AgentSecrets",
@@ -60,26 +61,10 @@ __all__ = [
     "write_app_project",
 ]
 
-#: Run-config keys (``flwr run --run-config``; ``[tool.flwr.app.config]`` of an app).
-RUN_CONFIG_KEYS = ("pgc-config", "seed", "run-dir", "overwrite", "scoring-gravities", "timeout")
-#: Node-config keys a SuperNode gives its ClientApp (``flower-supernode --node-config``).
-NODE_CONFIG_KEYS = ("partition-id", "gravity", "agent-seed", "ledger-dir")
-
 # Raw gradients between a train function and the release mod of the SAME process, keyed by the
 # instruction message's id. Never serialised, never part of a Message or a Context.
 _PENDING: dict[str, dict[str, Any]] = {}
 _PENDING_LOCK = threading.Lock()
-
-
-def _flwr() -> Any:
-    try:
-        import flwr
-    except ImportError:
-        raise InvalidParameterError(
-            "the Flower app needs Flower: pip install 'ldp-audit[flower]' "
-            "(flwr[simulation]==1.41.0)"
-        ) from None
-    return flwr
 
 
 # ==============================================================================================
@@ -295,7 +280,7 @@ def make_client_app(
             (``gravity``, ``agent-seed``) takes precedence.
         ledger_dir: folder of the agents' ledgers (node config ``ledger-dir`` takes precedence).
     """
-    _flwr()
+    require_flwr()
     from flwr.clientapp import ClientApp
 
     app = ClientApp(mods=[LdpReleaseMod(secrets, ledger_dir)])
@@ -345,15 +330,7 @@ def _check_reply(reply: Any, cfg: Any, d: int) -> tuple[np.ndarray, float, int]:
     content = reply.content
     if "report" not in content.array_records or "release" not in content.config_records:
         raise InvalidParameterError("reply has no sealed report (the release mod did not run)")
-    rel = content["release"]
-    if rel.get("sealed") is not True:
-        raise InvalidParameterError("reply's report is not sealed")
-    want = cfg.epsilon_per_submission
-    eps = float(rel["epsilon"])
-    if not (eps == want or math.isclose(eps, want, rel_tol=1e-12)):
-        raise InvalidParameterError(f"report epsilon {eps!r} differs from the protocol's {want!r}")
-    if json.loads(str(rel["mechanism"])) != cfg.make_mechanism().to_config():
-        raise InvalidParameterError("report mechanism differs from the protocol's")
+    check_release(content["release"], cfg.make_mechanism().to_config(), cfg.epsilon_per_submission)
     y = np.asarray(content["report"].to_numpy_ndarrays()[0], dtype=np.float64).reshape(-1)
     if y.shape != (d,) or not np.all(np.isfinite(y)):
         raise InvalidParameterError(f"report must be {d} finite values, got shape {y.shape}")
@@ -402,7 +379,7 @@ def _run_server(grid: Any, context: Any, settings: dict[str, Any]) -> Path:
         seed=seed,
         mechanism=mech.to_config(),
         mode=mode,
-        extra={"engine": f"flower {_flwr().__version__}", "protocol": "synchronous rounds"},
+        extra={"engine": f"flower {require_flwr().__version__}", "protocol": "synchronous rounds"},
     )
     acc = Accountant(ledger=w.open_ledger())
     event = event_for(mech)
@@ -525,7 +502,7 @@ def make_server_app(**settings: Any) -> Any:
     """The aggregator's ServerApp. ``settings`` override run-config keys (``pgc-config`` a
     PgcA3cConfig dict or its JSON, ``run-dir``, ``seed``, ``overwrite``, ``scoring-gravities``,
     ``timeout``, ``num-agents``)."""
-    _flwr()
+    require_flwr()
     from flwr.serverapp import ServerApp
 
     app = ServerApp()
@@ -633,7 +610,7 @@ def run_simulation(
     Returns:
         The run directory.
     """
-    _flwr()
+    require_flwr()
     import tempfile
 
     from ldp_audit.rundir import check_new_dir

@@ -59,14 +59,8 @@ def _digits() -> tuple[np.ndarray, np.ndarray]:
 
 def _pool(which: str) -> tuple[np.ndarray, np.ndarray]:
     x, y = _digits()
-    return (
-        (x[:_CLIENT_POOL], y[:_CLIENT_POOL])
-        if which == "clients"
-        else (
-            x[_CLIENT_POOL:],
-            y[_CLIENT_POOL:],
-        )
-    )
+    part = slice(None, _CLIENT_POOL) if which == "clients" else slice(_CLIENT_POOL, None)
+    return x[part], y[part]
 
 
 def favourite_digit(agent: int, seed: int) -> float:

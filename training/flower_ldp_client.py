@@ -230,6 +230,13 @@ def sealed_content(
     )
 
 
+def _arrays(content: Any, key: str, what: str) -> list[np.ndarray]:
+    """The arrays of ``content``'s ArrayRecord ``key``; InvalidParameterError naming ``what``."""
+    if key not in content.array_records:
+        raise InvalidParameterError(f"{what} has no ArrayRecord {key!r}")
+    return content[key].to_numpy_ndarrays()
+
+
 class LdpReleaseMod:
     """Flower client mod: every train reply leaves only as a local-DP release.
 
@@ -252,11 +259,7 @@ class LdpReleaseMod:
             )
         try:
             settings = ClientSettings.from_configs(context.run_config, context.node_config)
-            if settings.arrays_key not in msg.content.array_records:
-                raise InvalidParameterError(
-                    f"the train instruction has no ArrayRecord {settings.arrays_key!r}"
-                )
-            broadcast = msg.content[settings.arrays_key].to_numpy_ndarrays()
+            broadcast = _arrays(msg.content, settings.arrays_key, "the train instruction")
             cfgs = msg.content.config_records
             server_round = int(
                 next((c["server-round"] for c in cfgs.values() if "server-round" in c), 0)
@@ -268,11 +271,7 @@ class LdpReleaseMod:
                 return Message(Error(code=4, reason=reason), reply_to=msg)
             if out.has_error():
                 return Message(Error(code=4, reason="the train function failed"), reply_to=msg)
-            if settings.arrays_key not in out.content.array_records:
-                raise InvalidParameterError(
-                    f"the train reply has no ArrayRecord {settings.arrays_key!r}"
-                )
-            local = out.content[settings.arrays_key].to_numpy_ndarrays()
+            local = _arrays(out.content, settings.arrays_key, "the train reply")
             arrays, report, rel = release_reply(broadcast, local, settings, server_round)
             public = {}
             for rec in out.content.metric_records.values():

@@ -24,6 +24,7 @@ __all__ = [
     "SERVER_CONFIG_KEYS",
     "RELEASES",
     "require_flwr",
+    "check_release",
     "flatten",
     "unflatten",
     "mechanism_from",
@@ -55,6 +56,20 @@ def require_flwr() -> Any:
             "(flwr[simulation]==1.41.0)"
         ) from None
     return flwr
+
+
+def check_release(rel: Any, mechanism: Mapping[str, Any], epsilon: float) -> None:
+    """A reply's release record (a ConfigRecord) against the protocol: sealed, the declared
+    mechanism's config and epsilon (to 1e-12); InvalidParameterError saying what differs."""
+    if rel.get("sealed") is not True:
+        raise InvalidParameterError("reply's release is not sealed")
+    if json.loads(str(rel["mechanism"])) != mechanism:
+        raise InvalidParameterError(
+            f"reply's mechanism {rel['mechanism']} differs from the declared {mechanism}"
+        )
+    eps = float(rel["epsilon"])
+    if not (eps == epsilon or math.isclose(eps, epsilon, rel_tol=1e-12)):
+        raise InvalidParameterError(f"reply's epsilon {eps!r} differs from {epsilon!r}")
 
 
 # ==============================================================================================

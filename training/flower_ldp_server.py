@@ -25,6 +25,7 @@ import numpy as np
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.flower_ldp_protocol import (
     budget_from,
+    check_release,
     flatten,
     mechanism_from,
     require_flwr,
@@ -125,17 +126,7 @@ class FlowerRecorder:
         ):
             raise InvalidParameterError("reply has no sealed release (LdpReleaseMod did not run)")
         rel = content["ldp-release"]
-        if rel.get("sealed") is not True:
-            raise InvalidParameterError("reply's release is not sealed")
-        if json.loads(str(rel["mechanism"])) != self.mechanism.to_config():
-            raise InvalidParameterError(
-                f"reply's mechanism {rel['mechanism']} differs from the declared "
-                f"{self.mechanism.to_config()}"
-            )
-        eps = float(rel["epsilon"])
-        want = float(self.mechanism.epsilon)
-        if not (eps == want or math.isclose(eps, want, rel_tol=1e-12)):
-            raise InvalidParameterError(f"reply's epsilon {eps!r} differs from {want!r}")
+        check_release(rel, self.mechanism.to_config(), float(self.mechanism.epsilon))
         y = np.asarray(content["ldp-report"].to_numpy_ndarrays()[0], dtype=np.float64)
         if y.shape != theta.shape or not np.all(np.isfinite(y)):
             raise InvalidParameterError(

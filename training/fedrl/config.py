@@ -60,11 +60,6 @@ def _check_lr(v: Any) -> float:
     return float(v)
 
 
-def _count(minimum: int) -> dict[str, Any]:
-    """An integer field's metadata: its lower bound (checked by __post_init__ and the CLI)."""
-    return bounds(minimum=minimum)
-
-
 def _unit(name: str) -> dict[str, Any]:
     return bounds(minimum=0, maximum=1, check=partial(_check_unit, name=name))
 
@@ -144,9 +139,9 @@ class FedRLConfig:
     density: float = field(
         default=0.2, metadata=bounds(minimum=0, maximum=1, open_max=True, check=check_density)
     )
-    n_maps: int = field(default=8000, metadata=_count(10))
-    map_seed: int = field(default=0, metadata=_count(0))
-    hist_len: int = field(default=4, metadata=_count(1))
+    n_maps: int = field(default=8000, metadata=bounds(minimum=10))
+    map_seed: int = field(default=0, metadata=bounds(minimum=0))
+    hist_len: int = field(default=4, metadata=bounds(minimum=1))
     sigma: float = field(default=1.0, metadata=_scale("sigma"))
     clip_outputs: float | None = field(default=None, metadata=_clip("clip_outputs"))
     target_sigma: float = field(default=0.0, metadata=_scale("target_sigma"))
@@ -157,19 +152,19 @@ class FedRLConfig:
     )
     gamma: float = field(default=0.9, metadata=_unit("gamma"))
     lr: float = field(default=1e-3, metadata=bounds(minimum=0, open_min=True, check=_check_lr))
-    batch_size: int = field(default=32, metadata=_count(1))
-    n_envs: int = field(default=16, metadata=_count(1))
-    train_steps: int = field(default=2000, metadata=_count(1))
-    replay_size: int = field(default=50_000, metadata=_count(1))
-    learning_starts: int = field(default=256, metadata=_count(1))
+    batch_size: int = field(default=32, metadata=bounds(minimum=1))
+    n_envs: int = field(default=16, metadata=bounds(minimum=1))
+    train_steps: int = field(default=2000, metadata=bounds(minimum=1))
+    replay_size: int = field(default=50_000, metadata=bounds(minimum=1))
+    learning_starts: int = field(default=256, metadata=bounds(minimum=1))
     eps_start: float = field(default=1.0, metadata=_unit("eps_start"))
     eps_end: float = field(default=0.1, metadata=_unit("eps_end"))
-    eps_decay: int = field(default=1000, metadata=_count(1))
-    target_update: int = field(default=100, metadata=_count(1))
-    eval_maps: int = field(default=800, metadata=_count(1))
+    eps_decay: int = field(default=1000, metadata=bounds(minimum=1))
+    target_update: int = field(default=100, metadata=bounds(minimum=1))
+    eval_maps: int = field(default=800, metadata=bounds(minimum=1))
     methods: tuple[str, ...] = field(default=METHODS, metadata=bounds(choices=METHODS))
-    runs: int = field(default=1, metadata=_count(1))
-    prepay_block: int = field(default=50, metadata=_count(1))
+    runs: int = field(default=1, metadata=bounds(minimum=1))
+    prepay_block: int = field(default=50, metadata=bounds(minimum=1))
     device: str = field(default="cpu", metadata=bounds(choices=DEVICES))
     meeting_rule: str = field(default="manhattan", metadata=bounds(choices=MEETING_RULES))
 

@@ -10,11 +10,7 @@ import numpy as np
 
 from ldp_audit.training.fedrl.config import FedRLConfig
 from ldp_audit.training.fedrl.exchange import Exchange
-from ldp_audit.training.fedrl.gridworld import (
-    N_ACTIONS,
-    MapSet,
-    VectorGridWorld,
-)
+from ldp_audit.training.fedrl.gridworld import N_ACTIONS, MapSet, VectorGridWorld
 from ldp_audit.training.fedrl.mechanisms import OutputMechanism
 from ldp_audit.training.fedrl.networks import import_torch
 
@@ -27,6 +23,19 @@ def eps_greedy(q: np.ndarray, eps: float, rng: np.random.Generator) -> np.ndarra
 
 def brief(ev: dict[str, Any]) -> dict[str, Any]:
     return {k: ev[k] for k in ("episodes", "successes", "succ_rate", "avg_reward")}
+
+
+def joint_q(method: str, nets: dict, ex: Any, obs: tuple, tensor: Any, kind: int, **send: Any):
+    """The joint Q values (K, n, 16) of ``method`` on alpha's / beta's observations ``obs``
+    (numpy; ``tensor`` makes the networks' input of one); FedRL releases both agents' outputs
+    (alpha first) through ``ex.send`` with ``send``'s keywords (mech, suffix, map_index)."""
+    if method == "dqn-alpha":
+        return nets["qa"](tensor(obs[0]))
+    if method == "dqn-full":
+        return nets["qf"](tensor(obs[0]), tensor(obs[1]))
+    ca = ex.send("alpha", nets["qa"](tensor(obs[0])), obs[0], kind, **send)
+    cb = ex.send("beta", nets["qb"](tensor(obs[1])), obs[1], kind, **send)
+    return nets["g"](import_torch().cat([ca, cb], dim=-1))
 
 
 def _evaluate(
@@ -78,19 +87,8 @@ def _evaluate(
         if env.done.all():
             break
         with torch.inference_mode():
-            if method == "dqn-alpha":
-                q = nets["qa"](shape(sa))
-            elif method == "dqn-full":
-                q = nets["qf"](shape(sa), shape(sb))
-            else:
-                mi = env.map_index.copy()
-                ca = ex.send(
-                    "alpha", nets["qa"](shape(sa)), sa, kind, mech=mech, suffix=suffix, map_index=mi
-                )
-                cb = ex.send(
-                    "beta", nets["qb"](shape(sb)), sb, kind, mech=mech, suffix=suffix, map_index=mi
-                )
-                q = nets["g"](torch.cat([ca, cb], dim=-1))
+            send = {"mech": mech, "suffix": suffix, "map_index": env.map_index.copy()}
+            q = joint_q(method, nets, ex, (sa, sb), shape, kind, **send)
         qn = q.cpu().numpy().reshape(kk * nt, -1)
         act = qn.argmax(axis=1) if explore == 0 else eps_greedy(qn, explore, rng)
         r, _done, met, active = env.step(act)

@@ -12,10 +12,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.training.fedrl.config import FedRLConfig
-from ldp_audit.training.fedrl.gridworld import (
-    BETA_VIEW,
-    N_ACTIONS,
-)
+from ldp_audit.training.fedrl.gridworld import BETA_VIEW, N_ACTIONS
 from ldp_audit.training.fedrl.mechanisms import OutputMechanism
 from ldp_audit.training.fedrl.networks import import_torch
 

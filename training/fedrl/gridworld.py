@@ -44,7 +44,6 @@ Example:
 from __future__ import annotations
 
 import numbers
-from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,7 +58,6 @@ __all__ = [
     "MapSet",
     "generate_maps",
     "validate_starts",
-    "bfs_distance",
     "check_size",
     "check_density",
     "check_hist_len",
@@ -148,26 +146,6 @@ def agent_distance(pos_a: Any, pos_b: Any, rule: str = "manhattan") -> np.ndarra
     return np.abs(diff.sum(axis=-1))
 
 
-def bfs_distance(obstacles: np.ndarray, start: tuple[int, int]) -> np.ndarray:
-    """Shortest 4-neighbour path length from ``start`` to every cell (-1: unreachable)."""
-    n_r, n_c = obstacles.shape
-    dist = np.full((n_r, n_c), -1, dtype=np.int64)
-    r0, c0 = int(start[0]), int(start[1])
-    if obstacles[r0, c0]:
-        return dist
-    dist[r0, c0] = 0
-    q = deque([(r0, c0)])
-    while q:
-        r, c = q.popleft()
-        d = dist[r, c] + 1
-        for dr, dc in ((0, 1), (1, 0), (0, -1), (-1, 0)):
-            rr, cc = r + dr, c + dc
-            if 0 <= rr < n_r and 0 <= cc < n_c and not obstacles[rr, cc] and dist[rr, cc] < 0:
-                dist[rr, cc] = d
-                q.append((rr, cc))
-    return dist
-
-
 def batched_shortest(obstacles: np.ndarray, alpha: np.ndarray, beta: np.ndarray) -> np.ndarray:
     """BFS path length alpha -> beta for many maps at once (-1: unreachable).
 
@@ -217,7 +195,7 @@ def validate_starts(obstacles: np.ndarray, alpha: Any, beta: Any) -> int:
             raise InvalidParameterError(f"{name} start {p.tolist()} is on an obstacle")
     if tuple(alpha) == tuple(beta):
         raise InvalidParameterError(f"alpha and beta must start apart, got {list(alpha)} twice")
-    d = int(bfs_distance(obstacles, tuple(alpha))[beta[0], beta[1]])
+    d = int(batched_shortest(obstacles[None], np.array([alpha]), np.array([beta]))[0])
     if d < 0:
         raise InvalidParameterError(
             f"unreachable map: beta at {list(beta)} cannot be reached from alpha at {list(alpha)}"
@@ -521,8 +499,3 @@ try:  # Gymnasium is a dependency; keep the import local to this block
     _register()
 except ImportError:  # pragma: no cover
     GridWorldEnv = None  # type: ignore[assignment,misc]
-
-
-def longest_shortest(maps: MapSet) -> int:
-    """The longest BFS start-to-start path over the maps (the paper sets T_m to twice it)."""
-    return int(maps.shortest.max())

@@ -14,9 +14,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.training.fedrl.gridworld import (
-    N_ACTIONS,
-)
+from ldp_audit.training.fedrl.gridworld import N_ACTIONS
 
 
 def is_real(v: Any) -> bool:

@@ -9,9 +9,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import RunDirectoryError
-from ldp_audit.training.fedrl.gridworld import (
-    N_ACTIONS,
-)
+from ldp_audit.training.fedrl.gridworld import N_ACTIONS
 from ldp_audit.training.fedrl.mechanisms import OutputMechanism, TargetMechanism
 
 PAPER_TABLE1 = {

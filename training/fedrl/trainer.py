@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.training.fedrl.config import FedRLConfig
-from ldp_audit.training.fedrl.evaluation import _evaluate, brief, eps_greedy
+from ldp_audit.training.fedrl.evaluation import _evaluate, brief, eps_greedy, joint_q
 from ldp_audit.training.fedrl.exchange import (
     KIND_ACT,
     KIND_BATCH,
@@ -132,18 +132,8 @@ def train_runs(
         else None
     )
 
-    def shape(x: np.ndarray) -> np.ndarray:
-        return x.reshape(kk, -1, *x.shape[1:])
-
-    def q_values(sa: np.ndarray, sb: np.ndarray, *, kind: int, maps_idx: np.ndarray) -> Any:
-        ta, tb = torch.as_tensor(shape(sa), device=dev), torch.as_tensor(shape(sb), device=dev)
-        if method == "dqn-alpha":
-            return nets["qa"](ta)
-        if method == "dqn-full":
-            return nets["qf"](ta, tb)
-        ca = ex.send("alpha", nets["qa"](ta), sa, kind, map_index=maps_idx)
-        cb = ex.send("beta", nets["qb"](tb), sb, kind, map_index=maps_idx)
-        return nets["g"](torch.cat([ca, cb], dim=-1))
+    def tensor(x: np.ndarray) -> Any:  # (K n, ...) -> the networks' (K, n, ...) input
+        return torch.as_tensor(x.reshape(kk, -1, *x.shape[1:]), device=dev)
 
     extras = dict(extras or {})
     n_pts = int(extras.get("curve_points", 0))
@@ -212,7 +202,9 @@ def train_runs(
             ex.step = it
         eps = cfg.eps_start + (cfg.eps_end - cfg.eps_start) * min(1.0, it / cfg.eps_decay)
         with torch.inference_mode():
-            q = q_values(sa, sb, kind=KIND_ACT, maps_idx=env.map_index.copy())
+            q = joint_q(
+                method, nets, ex, (sa, sb), tensor, KIND_ACT, map_index=env.map_index.copy()
+            )
         act = eps_greedy(q.cpu().numpy(), eps, rng_act).reshape(-1)
         r, done, met, _ = env.step(act)
         sa2, sb2 = env.observe()

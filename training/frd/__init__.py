@@ -56,7 +56,7 @@ is bit-for-bit reproducible from its seed.
 Where things are (this package gives the public names of ``__all__``; the rest is imported
 from its module): ``config``
 (:class:`FrdConfig`, Table 1, the private parameter's validation), ``proxy`` (grid, LDP upload,
-server average, mission time), ``nets`` (stacked networks, per-agent Adam, parameter layout and
+server average), ``nets`` (stacked networks, per-agent Adam, parameter layout and
 policy for the attack), ``engine`` (the batched loop, :class:`FrdResult`), ``run`` (:func:`train`
 with a run directory, report sections), ``physics`` (per-row CartPole constants), ``trends``
 (the reproduction's exact tests of the paper's trends).
@@ -80,7 +80,6 @@ from ldp_audit.training.frd.proxy import (
     ProxyGrid,
     ProxyMemoryLDP,
     aggregate_memories,
-    mission_time,
 )
 from ldp_audit.training.frd.run import report_sections, train
 
@@ -94,7 +93,6 @@ __all__ = [
     "ProxyGrid",
     "ProxyMemoryLDP",
     "aggregate_memories",
-    "mission_time",
     "setting_config",
     "train",
     "train_many",

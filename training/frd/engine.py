@@ -285,15 +285,10 @@ class _Engine:
         self.device = torch.device(batch_device(cfgs))
         self.cfgs, self.recs, self.rng, self.bar, self.on_release = cfgs, recs, rng, bar, on_release
         # groups: (config index, group index); agents: (group, slot)
-        gi, ai = [], []
-        for ci, c in enumerate(cfgs):
-            for g in range(c.groups):
-                gi.append((ci, g))
+        gi = [(ci, g) for ci, c in enumerate(cfgs) for g in range(c.groups)]
+        ai = [(G, a) for G, (ci, _) in enumerate(gi) for a in range(cfgs[ci].n_agents)]
         self.group_cfg = np.array([c for c, _ in gi], dtype=np.int64)
         self.group_num = np.array([g for _, g in gi], dtype=np.int64)
-        for G, (ci, _) in enumerate(gi):
-            for a in range(cfgs[ci].n_agents):
-                ai.append((G, a))
         self.agent_group = np.array([g for g, _ in ai], dtype=np.int64)
         self.agent_slot = np.array([a for _, a in ai], dtype=np.int64)
         A = len(ai)
@@ -373,10 +368,6 @@ class _Engine:
         c = self.cfgs[self.acfg[a]]
         e = int(self.ep[a])
         return e > c.initial_episodes and (e - c.initial_episodes) % c.exchange_period == 0
-
-    def _collecting(self) -> np.ndarray:
-        init = np.array([self.cfgs[c].initial_episodes for c in self.acfg])
-        return self.is_frd & (self.ep >= init)
 
     def _flush(self) -> None:
         """Fold the step buffer into each agent's sparse local memory."""
@@ -643,7 +634,7 @@ class _Engine:
                     p: (np.concatenate(rec.secret_gravity) if rec.secret_gravity else np.zeros(0)),
                     f"agent_{p}": self.secret[agents].reshape(c.groups, c.n_agents),
                 }
-            flat = self.nets.flat[torch_index(agents)]
+            flat = self.nets.flat[self.torch.from_numpy(np.asarray(agents, dtype=np.int64))]
             model = {"flat": flat.numpy().astype(np.float64).reshape(c.groups, c.n_agents, -1)}
             for name in ("actor", "critic"):
                 for k, (wt, bs) in enumerate(self.nets.layer_params(name, flat)):
@@ -710,9 +701,3 @@ def batch_device(configs: Sequence[FrdConfig]) -> str:
             f"device fields: {sorted({c.device for c in configs})})"
         )
     return devs.pop()
-
-
-def torch_index(rows: np.ndarray) -> Any:
-    import torch
-
-    return torch.from_numpy(np.asarray(rows, dtype=np.int64))

@@ -27,22 +27,16 @@ class Nets:
     def __init__(self, hidden: int, layers: int, n: int, rng: np.random.Generator) -> None:
         import torch
 
-        sizes = [4] + [hidden] * layers
-        self.specs: dict[str, list[tuple[int, int, int]]] = {}
+        self.specs = param_layout(hidden, layers)
         chunks: list[np.ndarray] = []
-        off = 0
-        for name, out in (("actor", 2), ("critic", 1)):
-            spec = []
-            for fan_in, fan_out in zip(sizes, sizes[1:] + [out], strict=True):
+        for spec in self.specs.values():  # the actor's layers, then the critic's
+            for _, fan_in, fan_out in spec:
                 lim = math.sqrt(6.0 / fan_in)  # He-uniform (ReLU)
                 chunks.append(rng.uniform(-lim, lim, size=(n, fan_in * fan_out)))
                 chunks.append(np.zeros((n, fan_out)))
-                spec.append((off, fan_in, fan_out))
-                off += fan_in * fan_out + fan_out
-            self.specs[name] = spec
         self.actor_size = sum(fi * fo + fo for _, fi, fo in self.specs["actor"])
         self.flat = torch.from_numpy(np.concatenate(chunks, axis=1).astype(np.float32))
-        self.P = off
+        self.P = int(self.flat.shape[1])
 
     def layer_params(self, name: str, flat: Any) -> list[tuple[Any, Any]]:
         out = []

@@ -17,7 +17,7 @@ import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
 
-__all__ = ["ROW_CONSTANTS", "set_row_constants", "row_constants"]
+__all__ = ["ROW_CONSTANTS", "set_row_constants"]
 
 #: The constants set per row (gravity included: the wrapper's reset writes it per row).
 ROW_CONSTANTS = ("gravity", "masscart", "masspole", "length", "force_mag")
@@ -53,11 +53,3 @@ def set_row_constants(env: Any, values: Mapping[str, Any]) -> None:
         setattr(inner, name, a)
     inner.total_mass = arr["masspole"] + arr["masscart"]
     inner.polemass_length = arr["masspole"] * arr["length"]
-
-
-def row_constants(env: Any) -> dict[str, np.ndarray]:
-    """The constants each row of ``env`` steps with, (N,) arrays (scalars broadcast)."""
-    inner = _vector_env(env)
-    n = int(env.num_envs)
-    names = ROW_CONSTANTS + ("total_mass", "polemass_length")
-    return {k: np.broadcast_to(np.asarray(getattr(inner, k), float), (n,)).copy() for k in names}

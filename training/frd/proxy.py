@@ -1,5 +1,5 @@
 """The proxy experience memory: the state grid (:class:`ProxyGrid`), the LDP upload
-(:class:`ProxyMemoryLDP`), the server's per-cell average and the mission time. Part of
+(:class:`ProxyMemoryLDP`), the server's per-cell average. Part of
 :mod:`ldp_audit.training.frd`.
 """
 
@@ -163,23 +163,3 @@ def aggregate_memories(release: Any, *, mechanism: Any = None) -> tuple[np.ndarr
     sums = np.bincount(inv, weights=val, minlength=uc.size)
     cnt = np.bincount(inv, minlength=uc.size)
     return uc, np.clip(sums / cnt, 0.0, 1.0)
-
-
-def mission_time(scores: np.ndarray, threshold: float, window: int = 10) -> float:
-    """Episodes until the mean standing time over ``window`` consecutive episodes > threshold.
-
-    Args:
-        scores: (n,) standing times of one agent's episodes, in order (NaN = not played).
-        threshold, window: the mission.
-
-    Returns:
-        The 1-based episode count at which the mission is first met, or ``inf``.
-    """
-    s = np.asarray(scores, dtype=np.float64)
-    s = s[~np.isnan(s)]
-    if s.size < window:
-        return math.inf
-    c = np.concatenate([[0.0], np.cumsum(s)])
-    means = (c[window:] - c[:-window]) / window
-    hit = np.flatnonzero(means > threshold)
-    return float(hit[0] + window) if hit.size else math.inf

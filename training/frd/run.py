@@ -5,7 +5,6 @@ metrics, model) and the report's sections for FRD runs. Part of :mod:`ldp_audit.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -218,11 +217,8 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict
         spent = _spent(rd)
         privacy_rows.append([label, "non-private (inf)" if not cfg.private else _fmt(spent),
                              met.get("uploads_per_agent_max", "-")])  # fmt: skip
-        att = None
-        for name in ("attack_dynamics.json", "attack_frd.json"):
-            if (rd / name).exists():
-                att = read_json(rd, name)
-                break
+        names = [n for n in ("attack_dynamics.json", "attack_frd.json") if (rd / n).exists()]
+        att = read_json(rd, names[0]) if names else None
         if att is not None:
             lo, hi = att.get("accuracy_ci", ["-", "-"])
             leak_rows.append(
@@ -299,7 +295,3 @@ def _spent(rd: Path) -> float:
     except Exception:  # noqa: BLE001 - an unreadable ledger is shown as NaN
         return math.nan
     return max(vals.values()) if vals else 0.0
-
-
-def _replace(cfg: FrdConfig, **kw: Any) -> FrdConfig:
-    return replace(cfg, **kw)

@@ -27,13 +27,11 @@ from ldp_audit.mechanisms.prs import prs_kernels
 from ldp_audit.training.pgc_a3c._kernels import (
     _H,
     agg_one,
-    buffer_report,
     choose_action,
     episode_grad_t,
     log_sigmoid_pair,
     observe,
     record_scores,
-    sgd_step,
     transpose_row,
     value_targets,
 )
@@ -95,25 +93,6 @@ def _cartpole_row(state: np.ndarray, i: int, action: int, gravity: float) -> boo
     )
 
 
-@nb.njit(cache=True, nogil=True)
-def cartpole_step(
-    state: np.ndarray,
-    actions: np.ndarray,
-    gravity: np.ndarray,
-    steps: np.ndarray,
-    max_steps: int,
-    terminated: np.ndarray,
-    truncated: np.ndarray,
-) -> None:
-    """The fused engine's CartPole physics for every column of ``state`` (4, N) in place:
-    ``steps`` is incremented, ``terminated``/``truncated`` written as Gymnasium's
-    ``CartPoleVectorEnv(max_episode_steps=max_steps)`` gives them (reward 1 each step)."""
-    for i in range(state.shape[1]):
-        terminated[i] = _cartpole_row(state, i, actions[i], gravity[i])
-        steps[i] += 1
-        truncated[i] = steps[i] >= max_steps
-
-
 # The mechanisms' own compiled kernels (one implementation of Laplace and PRS: the fused engine
 # calls the mechanism's kernel, not a copy of it). Numba compiles them into fused_block, but its
 # cache tracks only this file: _flush_if_mechanisms_changed() drops fused_block's cached code
@@ -128,15 +107,11 @@ _SHARED = (
     value_targets,
     transpose_row,
     episode_grad_t,
-    buffer_report,
-    sgd_step,
     agg_one,
     record_scores,
 )
 #: ||x[lo:lo+n]||_1 in NumPy's pairwise order (the Laplace mechanism's eq.-19 norm)
 _pairwise_sum_abs = _LAPLACE.l1_norm
-#: eq. 19 of one row (the Laplace mechanism's clip)
-_laplace_clip_row = _LAPLACE.clip_row
 #: one Laplace report from its noise row: z + clip(x)
 _laplace_row = _LAPLACE.row
 #: one PRS report (Algorithm 3) from its uniforms

@@ -27,7 +27,6 @@ import numpy as np
 __all__ = [
     "act_and_record",
     "aggregate",
-    "aggregate_adaptive",
     "ended_episodes",
     "episode_gradients_kernel",
     "record_scores",
@@ -332,49 +331,6 @@ def aggregate(
     buffer: np.ndarray,
     count: np.ndarray,
     version: np.ndarray,
-    eta: np.ndarray,
-    buffer_size: np.ndarray,
-    trial: np.ndarray,
-    reports: np.ndarray,
-) -> None:
-    """Eq. 22 for reports arriving in row order: report i joins the buffer of trial ``trial[i]``;
-    when that buffer holds ``buffer_size`` reports, theta <- theta - eta * mean(buffer) and the
-    buffer is emptied (``version`` counts the updates): :func:`agg_one`'s plain-SGD step."""
-    for i in range(trial.shape[0]):
-        g = trial[i]
-        if buffer_report(buffer, count, buffer_size, g, reports[i]):
-            sgd_step(theta, buffer, g, eta[g], np.float64(count[g]))
-            count[g] = 0
-            version[g] += 1
-
-
-@nb.njit(cache=True, nogil=True, inline="always")
-def buffer_report(
-    buffer: np.ndarray, count: np.ndarray, buffer_size: np.ndarray, g: int, report: np.ndarray
-) -> bool:
-    """``report`` joins trial g's buffer; returns whether the buffer now holds ``buffer_size[g]``
-    reports (eq. 22's update is due). Shared by :func:`aggregate` and :func:`agg_one`."""
-    for k in range(buffer.shape[1]):
-        buffer[g, k] += report[k]
-    count[g] += 1
-    return count[g] >= buffer_size[g]
-
-
-@nb.njit(cache=True, nogil=True, inline="always")
-def sgd_step(theta: np.ndarray, buffer: np.ndarray, g: int, e: float, c: float) -> None:
-    """Eq. 22's plain step for trial g, theta <- theta - e * (buffer / c), and the buffer emptied.
-    Shared by :func:`aggregate` and :func:`agg_one`."""
-    for k in range(theta.shape[1]):
-        theta[g, k] -= e * (buffer[g, k] / c)
-        buffer[g, k] = 0.0
-
-
-@nb.njit(cache=True, nogil=True)
-def aggregate_adaptive(
-    theta: np.ndarray,
-    buffer: np.ndarray,
-    count: np.ndarray,
-    version: np.ndarray,
     lr: np.ndarray,
     buffer_size: np.ndarray,
     kind: np.ndarray,
@@ -384,16 +340,17 @@ def aggregate_adaptive(
     trial: np.ndarray,
     reports: np.ndarray,
 ) -> None:
-    """Eq. 22 with an adaptive optimizer in place of plain SGD (the ``aggregator`` ablation).
+    """Eq. 22 for reports arriving in row order: report i joins the buffer of trial ``trial[i]``;
+    when that buffer holds ``buffer_size`` reports, the buffer's mean g = mean(buffer) steps
+    theta and the buffer is emptied (``version`` counts the updates).
 
-    The aggregator's update direction is g = mean(buffer), exactly as in eq. 22, but the step
-    is taken per trial by ``kind[g]``: 0 plain SGD (theta -= lr g, the same as
-    :func:`aggregate`), 1 Adam (Kingma & Ba 2015, beta1 0.9, beta2 0.999, eps 1e-8, bias
-    corrected), 2 RMSprop (decay 0.99 as in the public
-    A3C CartPole code the paper's hyper-parameters match, eps 1e-10 as TensorFlow 1's default,
-    no momentum, accumulator starting at 0).
-    ``m1``/``m2`` hold the first/second moment estimates, ``steps`` the updates so far. It
-    touches only released reports: post-processing, no privacy cost.
+    The step is taken per trial by ``kind[g]``: 0 plain SGD, theta <- theta - lr g (eq. 22),
+    and, the ``aggregator`` ablation, 1 Adam (Kingma & Ba 2015, beta1 0.9, beta2 0.999, eps
+    1e-8, bias corrected), 2 RMSprop (decay 0.99 as in the public A3C CartPole code the
+    paper's hyper-parameters match, eps 1e-10 as TensorFlow 1's default, no momentum,
+    accumulator starting at 0). ``m1``/``m2`` hold the first/second moment estimates (empty
+    for plain SGD), ``steps`` the updates so far. It touches only released reports:
+    post-processing, no privacy cost.
     """
     for i in range(trial.shape[0]):
         agg_one(
@@ -417,9 +374,12 @@ def agg_one(
     g: int,
     report: np.ndarray,
 ) -> None:
-    """One report of :func:`aggregate_adaptive` (trial ``g``); shared with :func:`fused_block`."""
+    """One report of :func:`aggregate` (trial ``g``); shared with :func:`fused_block`."""
     d = theta.shape[1]
-    if buffer_report(buffer, count, buffer_size, g, report):
+    for k in range(d):
+        buffer[g, k] += report[k]
+    count[g] += 1
+    if count[g] >= buffer_size[g]:
         c = np.float64(count[g])
         e = lr[g]
         steps[g] += 1
@@ -441,8 +401,10 @@ def agg_one(
                 m2[g, k] = rho * m2[g, k] + (1.0 - rho) * x * x
                 theta[g, k] -= e * x / math.sqrt(m2[g, k] + 1e-10)
                 buffer[g, k] = 0.0
-        else:
-            sgd_step(theta, buffer, g, e, c)
+        else:  # eq. 22's plain step
+            for k in range(d):
+                theta[g, k] -= e * (buffer[g, k] / c)
+                buffer[g, k] = 0.0
         count[g] = 0
         version[g] += 1
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.release import SealedRelease, require_sealed
-from ldp_audit.training.pgc_a3c._kernels import aggregate, aggregate_adaptive
+from ldp_audit.training.pgc_a3c._kernels import aggregate
 from ldp_audit.training.pgc_a3c.config import AGGREGATORS
 
 __all__ = ["Aggregator"]
@@ -45,10 +45,10 @@ class Aggregator:
                 raise InvalidParameterError(f"optimizer must be one of {AGGREGATORS}, got {k!r}")
         self.kind = np.array([AGGREGATORS.index(k) for k in kinds], dtype=np.int64)
         self.adaptive = bool(self.kind.any())
-        if self.adaptive:
-            self.m1 = np.zeros_like(self.theta)
-            self.m2 = np.zeros_like(self.theta)
-            self.steps = np.zeros(g, dtype=np.int64)
+        # Adam / RMSprop moments; plain SGD (kind 0) never reads them: empty stand-ins
+        self.m1 = np.zeros_like(self.theta) if self.adaptive else np.zeros((g, 0))
+        self.m2 = np.zeros_like(self.m1)
+        self.steps = np.zeros(g, dtype=np.int64)
 
     def receive(self, *reports: SealedRelease) -> None:
         """Apply batches of reports in row order (rows of one trial contiguous, in arrival
@@ -65,29 +65,9 @@ class Aggregator:
         if tr.size == 0:
             return
         # eq. 22: theta <- theta - eta * (1/|B|) sum_{g~ in B} g~, one compiled pass in row order
-        if self.adaptive:  # the same mean(B), stepped by Adam / RMSprop where asked
-            aggregate_adaptive(
-                self.theta,
-                self.buffer,
-                self.count,
-                self.version,
-                self.eta,
-                self.buffer_size,
-                self.kind,
-                self.m1,
-                self.m2,
-                self.steps,
-                np.ascontiguousarray(tr, dtype=np.int64),
-                np.ascontiguousarray(y, dtype=np.float64),
-            )
-            return
+        # (sgd; Adam / RMSprop steps on the same mean(B) where the ablation asks)
         aggregate(
-            self.theta,
-            self.buffer,
-            self.count,
-            self.version,
-            self.eta,
-            self.buffer_size,
-            np.ascontiguousarray(tr, dtype=np.int64),
+            self.theta, self.buffer, self.count, self.version, self.eta, self.buffer_size,
+            self.kind, self.m1, self.m2, self.steps, np.ascontiguousarray(tr, dtype=np.int64),
             np.ascontiguousarray(y, dtype=np.float64),
-        )
+        )  # fmt: skip

@@ -256,10 +256,8 @@ def _loss_gradients_numpy(
         (M, 112) gradients dL/dtheta in our packing.
     """
     theta = check_theta(theta)
-    m, big_l = np.shape(actions)
+    m, big_l = _check_episode_batch(theta, obs, actions, rewards, lengths, bootstrap)
     lengths = np.asarray(lengths, dtype=np.int64)
-    if lengths.shape != (m,) or lengths.min() < 1 or lengths.max() > big_l:
-        raise InvalidParameterError(f"lengths must be (M,) in [1, {big_l}], got {lengths!r}")
     boot = np.asarray(bootstrap, dtype=bool)
     gam, lam_b, beta_b = (
         np.broadcast_to(np.asarray(x, dtype=np.float64), (m,)) for x in (gamma, lam, beta)
