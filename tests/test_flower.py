@@ -1,4 +1,4 @@
-"""PGC-A3C as a Flower app (training/flower_app.py) in Flower's simulation engine.
+"""PGC-A3C as a Flower app (training/flower/pgc_app.py) in Flower's simulation engine.
 
 Skipped with a message when Flower is not installed (``pip install 'ldp-audit[flower]'``).
 Each simulation is a ``flwr run`` on its own local simulation SuperLink (Ray underneath); the
@@ -17,7 +17,7 @@ from ldp_audit.errors import InvalidParameterError
 
 pytest.importorskip("flwr", reason="Flower not installed: pip install 'ldp-audit[flower]'")
 
-from ldp_audit.training import flower_app as F  # noqa: E402
+from ldp_audit.training.flower import pgc_app as F  # noqa: E402
 from ldp_audit.training.pgc_a3c import PgcA3cConfig  # noqa: E402
 
 AGENTS = [F.AgentSecrets(9.7, 11), F.AgentSecrets(9.9, 12), F.AgentSecrets(9.8, 13)]

@@ -1,4 +1,4 @@
-"""Flower for any app (training/flower_ldp.py, training/flower_run.py, training/flower_digits.py).
+"""Flower for any app (training/flower/ldp.py, training/flower/run.py, training/flower/digits.py).
 
 The fast tests drive the client's release and the server's recorder in-process (the same
 functions ``LdpReleaseMod`` and ``LdpStrategy`` call, without Flower's engine); one test runs the
@@ -23,8 +23,8 @@ from ldp_audit.errors import BudgetExceeded, InvalidParameterError
 pytest.importorskip("flwr", reason="Flower not installed: pip install 'ldp-audit[flower]'")
 
 from ldp_audit.mechanisms import Laplace, from_config  # noqa: E402
-from ldp_audit.training import flower_digits as D  # noqa: E402
-from ldp_audit.training.flower_ldp import (  # noqa: E402
+from ldp_audit.training.flower import digits as D  # noqa: E402
+from ldp_audit.training.flower.ldp import (  # noqa: E402
     ClientSettings,
     FlowerRecorder,
     flatten,
@@ -281,7 +281,7 @@ def flwr_digits(tmp_path_factory):
         [
             sys.executable,
             "-m",
-            "ldp_audit.training.flower_digits",
+            "ldp_audit.training.flower.digits",
             "--out",
             str(base / "run"),
             "--clients",

@@ -28,7 +28,7 @@ def test_digits_app_on_a_superlink_and_two_supernodes(tmp_path):
     from ldp_audit.attacks.dynamics import attack_private_param_run
     from ldp_audit.cli import main
     from ldp_audit.rundir import RunDir, read_config, verify_manifest
-    from ldp_audit.training import flower_digits as D
+    from ldp_audit.training.flower import digits as D
 
     run = tmp_path / "run"
     app = D.write_app_project(tmp_path / "app")

@@ -1,6 +1,6 @@
 """The same Flower app under Flower's deployment engine: a SuperLink and two SuperNodes started
 as real processes on 127.0.0.1 (free ports, insecure HTTP on loopback only), ``flwr run`` of the
-app project :func:`ldp_audit.training.flower_app.write_app_project` writes, and the run
+app project :func:`ldp_audit.training.flower.pgc_app.write_app_project` writes, and the run
 directory it leaves is read by the attack and the report.
 
 Bounded: every wait has a deadline (about 20-40 s in all on a quiet machine, 150 s at most); every
@@ -23,7 +23,7 @@ from tests.flower_deploy import run_on_superlink  # noqa: E402
 def test_superlink_supernodes_on_loopback(tmp_path):
     from ldp_audit.accountant import Accountant, Ledger
     from ldp_audit.rundir import RunDir
-    from ldp_audit.training.flower_app import write_app_project
+    from ldp_audit.training.flower.pgc_app import write_app_project
     from ldp_audit.training.pgc_a3c import PgcA3cConfig
 
     run, ledgers = tmp_path / "run", tmp_path / "ledgers"

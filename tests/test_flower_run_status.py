@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("flwr", reason="Flower not installed: pip install 'ldp-audit[flower]'")
 
-from ldp_audit.training.flower_run import flwr_run  # noqa: E402
+from ldp_audit.training.flower.run import flwr_run  # noqa: E402
 
 PYPROJECT = """[build-system]
 requires = ["hatchling"]

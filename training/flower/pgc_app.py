@@ -550,7 +550,7 @@ ledger-dir = ""    # simulation only: the agents' ledgers (a SuperNode's node co
 
 _APP_MODULE = '''"""PGC-A3C on Flower (ldp-audit): the app objects the deployment engine loads."""
 
-from ldp_audit.training.flower_app import make_client_app, make_server_app
+from ldp_audit.training.flower.pgc_app import make_client_app, make_server_app
 
 client_app = make_client_app()  # gravity, agent-seed, ledger-dir from the node config
 server_app = make_server_app()  # pgc-config, run-dir, seed, ... from the run config
@@ -593,7 +593,7 @@ def run_simulation(
 ) -> Path:
     """Train PGC-A3C with Flower's simulation engine (one SuperNode per agent), run the current
     Flower way: ``flwr run`` on a local simulation SuperLink
-    (:func:`ldp_audit.training.flower_run.flwr_run`).
+    (:func:`ldp_audit.training.flower.run.flwr_run`).
 
     Args:
         config: a :class:`~ldp_audit.training.pgc_a3c.PgcA3cConfig` (``rounds`` = T, the
@@ -614,7 +614,7 @@ def run_simulation(
     import tempfile
 
     from ldp_audit.rundir import check_new_dir
-    from ldp_audit.training.flower_run import flwr_run
+    from ldp_audit.training.flower.run import flwr_run
 
     agents = list(agents)
     if not agents or not all(isinstance(a, AgentSecrets) for a in agents):
@@ -663,7 +663,7 @@ def run_simulation(
         import sys
 
         print(
-            f"flower_app: {len(rejected)} replies refused (see metrics.json 'rejected'); "
+            f"flower.pgc_app: {len(rejected)} replies refused (see metrics.json 'rejected'); "
             f"the first: {rejected[0]['reason'][:300]}",
             file=sys.stderr,
         )
@@ -701,7 +701,7 @@ def summary(run_dir: str | Path, ledger_dir: str | Path | None = None) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m ldp_audit.training.flower_app``: a Flower simulation of PGC-A3C into a run
+    """``python -m ldp_audit.training.flower.pgc_app``: a Flower simulation of PGC-A3C into a run
     directory. Exit 0 ok, 2 usage or input error (no traceback)."""
     import argparse
     import sys
@@ -710,7 +710,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from ldp_audit.training.pgc_a3c import PgcA3cConfig
 
     p = argparse.ArgumentParser(
-        prog="python -m ldp_audit.training.flower_app",
+        prog="python -m ldp_audit.training.flower.pgc_app",
         description="PGC-A3C in Flower's simulation engine: one SuperNode per agent, the "
         "release (charge the agent's ledger, then randomise) as a client mod.",
     )
@@ -753,7 +753,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             log=a.log,
         )
     except LdpAuditError as exc:
-        print(f"flower_app: error: {exc}", file=sys.stderr)
+        print(f"flower.pgc_app: error: {exc}", file=sys.stderr)
         return 2
     print(summary(run, a.ledger_dir or f"{str(a.out).rstrip('/')}-agents"))
     return 0
@@ -763,7 +763,7 @@ if __name__ == "__main__":  # pragma: no cover
     import sys
 
     # run the module under its import name, so that the apps Ray pickles refer to
-    # ldp_audit.training.flower_app, not to __main__ (whose globals hold a lock)
-    from ldp_audit.training.flower_app import main as _main
+    # ldp_audit.training.flower.pgc_app, not to __main__ (whose globals hold a lock)
+    from ldp_audit.training.flower.pgc_app import main as _main
 
     sys.exit(_main())

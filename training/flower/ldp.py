@@ -40,11 +40,11 @@ written only when the experimenter gives the recorder the ground truth.
 
 What lives where: the client side (:class:`LdpReleaseMod`, :class:`ClientSettings`,
 :func:`release_reply`, :func:`sealed_content`) is
-:mod:`~ldp_audit.training.flower_ldp_client`; the server side (:func:`ldp_server_main`,
+:mod:`~ldp_audit.training.flower.client`; the server side (:func:`ldp_server_main`,
 ``LdpStrategy``, :class:`FlowerRecorder`, :func:`summary`) is
-:mod:`~ldp_audit.training.flower_ldp_server`; what both agree on (the run-config keys, the
+:mod:`~ldp_audit.training.flower.server`; what both agree on (the run-config keys, the
 ``ldp-mechanism`` / ``ldp-budget`` parsers, :func:`flatten` / :func:`unflatten`) is
-:mod:`~ldp_audit.training.flower_ldp_protocol`. This module re-exports them: an app imports
+:mod:`~ldp_audit.training.flower.protocol`. This module re-exports them: an app imports
 from here.
 """
 
@@ -52,19 +52,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from ldp_audit.training.flower_ldp_client import (
+from ldp_audit.training.flower.client import (
     ClientSettings,
     LdpReleaseMod,
     release_reply,
     sealed_content,
 )
-from ldp_audit.training.flower_ldp_protocol import (
+from ldp_audit.training.flower.protocol import (
     RUN_CONFIG_KEYS,
     SERVER_CONFIG_KEYS,
     flatten,
     unflatten,
 )
-from ldp_audit.training.flower_ldp_server import (
+from ldp_audit.training.flower.server import (
     FlowerRecorder,
     ldp_server_main,
     ldp_strategy_class,

@@ -5,8 +5,8 @@ local-DP release: :class:`ClientSettings` reads what is released and how from th
 and the node config; :func:`release_reply` charges the client's own ledger, randomises the
 update and rebuilds the arrays from the noisy report; :func:`sealed_content` is the whole reply
 that may leave. The protocol both sides share (config keys, setting parsers, the flat vector)
-is :mod:`~ldp_audit.training.flower_ldp_protocol`'s; the server side is
-:mod:`~ldp_audit.training.flower_ldp_server`; :mod:`~ldp_audit.training.flower_ldp` (the entry
+is :mod:`~ldp_audit.training.flower.protocol`'s; the server side is
+:mod:`~ldp_audit.training.flower.server`; :mod:`~ldp_audit.training.flower.ldp` (the entry
 point, re-exporting both sides) says step by step what the mod does.
 """
 
@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.training.flower_ldp_protocol import (
+from ldp_audit.training.flower.protocol import (
     RELEASES,
     budget_from,
     flatten,

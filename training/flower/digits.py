@@ -1,12 +1,13 @@
 """An example Flower app that is not PGC-A3C: FedAvg of a softmax regression on scikit-learn's
-digits, every client's update released under local DP by the client mod of flower_ldp.
+digits, every client's update released under local DP by the client mod of
+:mod:`ldp_audit.training.flower.ldp`.
 
 The app is ordinary Flower code (a ClientApp with a train function that returns its parameters,
 a ServerApp running ``FedAvg``); the two lines that make it private are ``mods=[LdpReleaseMod()]``
-on the client and :func:`~ldp_audit.training.flower_ldp.ldp_server_main` on the server. The app
+on the client and :func:`~ldp_audit.training.flower.ldp.ldp_server_main` on the server. The app
 project (``pyproject.toml`` + ``digits_app.py``) is shipped in ``examples/flower_digits/`` and
 written anywhere by :func:`write_app_project`; :func:`run` runs it with ``flwr run`` on a local
-simulation SuperLink (:func:`ldp_audit.training.flower_run.flwr_run`).
+simulation SuperLink (:func:`ldp_audit.training.flower.run.flwr_run`).
 
 Private parameter per client: its **favourite digit** (one of :data:`CANDIDATES`): half of a
 client's samples show that digit, half are drawn uniformly. It shapes the client's update, so an
@@ -116,7 +117,7 @@ def make_client_app() -> Any:
     from flwr.app import ArrayRecord, Message, MetricRecord, RecordDict
     from flwr.clientapp import ClientApp
 
-    from ldp_audit.training.flower_ldp import LdpReleaseMod
+    from ldp_audit.training.flower.ldp import LdpReleaseMod
 
     app = ClientApp(mods=[LdpReleaseMod()])
 
@@ -148,7 +149,7 @@ def make_server_app() -> Any:
     from flwr.app import MetricRecord
     from flwr.serverapp import ServerApp
 
-    from ldp_audit.training.flower_ldp import ldp_server_main
+    from ldp_audit.training.flower.ldp import ldp_server_main
 
     app = ServerApp()
 
@@ -250,7 +251,7 @@ ldp-public-metrics = ""
 
 APP_MODULE = '''"""FedAvg on digits under local DP (ldp-audit): the apps `flwr run` loads."""
 
-from ldp_audit.training.flower_digits import make_client_app, make_server_app
+from ldp_audit.training.flower.digits import make_client_app, make_server_app
 
 client_app = make_client_app()  # mods=[LdpReleaseMod()]: every update leaves under LDP
 server_app = make_server_app()  # FedAvg over sealed releases; writes the run directory
@@ -292,7 +293,7 @@ def run(
 
     from ldp_audit.mechanisms import from_config
     from ldp_audit.rundir import check_new_dir, read_manifest
-    from ldp_audit.training.flower_run import flwr_run
+    from ldp_audit.training.flower.run import flwr_run
 
     mech = from_config(mechanism or {"name": "laplace", "epsilon": 2.0, "clip": 2.0})
     for name, v in (("clients", clients), ("rounds", rounds)):
@@ -331,15 +332,15 @@ def run(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m ldp_audit.training.flower_digits --out RUN``: the example app, run with
+    """``python -m ldp_audit.training.flower.digits --out RUN``: the example app, run with
     ``flwr run`` on a local simulation SuperLink; prints where the run is and what it spent."""
     import argparse
     import sys
 
     from ldp_audit.errors import LdpAuditError
-    from ldp_audit.training.flower_ldp import summary
+    from ldp_audit.training.flower.ldp import summary
 
-    p = argparse.ArgumentParser(prog="python -m ldp_audit.training.flower_digits")
+    p = argparse.ArgumentParser(prog="python -m ldp_audit.training.flower.digits")
     p.add_argument("--out", help="the server's run directory (new or empty)")
     p.add_argument("--write-app", metavar="DIR", help="only write the app project into DIR")
     p.add_argument("--clients", type=int, default=4)
@@ -367,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
             log=a.log,
         )
     except LdpAuditError as exc:
-        print(f"flower_digits: error: {exc}", file=sys.stderr)
+        print(f"flower.digits: error: {exc}", file=sys.stderr)
         return 2
     print(summary(run_dir, f"{run_dir}-clients"))
     return 0
@@ -376,6 +377,6 @@ def main(argv: list[str] | None = None) -> int:
 if __name__ == "__main__":  # pragma: no cover
     import sys
 
-    from ldp_audit.training.flower_digits import main as _main
+    from ldp_audit.training.flower.digits import main as _main
 
     sys.exit(_main())

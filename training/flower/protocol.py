@@ -1,8 +1,8 @@
 """What the Flower client mod and the server agree on: config keys, settings, the flat vector.
 
-Shared by the client side (:mod:`~ldp_audit.training.flower_ldp_client`: the mod that releases
-every train reply) and the server side (:mod:`~ldp_audit.training.flower_ldp_server`: the
-strategy that checks and records the releases); :mod:`~ldp_audit.training.flower_ldp` is the
+Shared by the client side (:mod:`~ldp_audit.training.flower.client`: the mod that releases
+every train reply) and the server side (:mod:`~ldp_audit.training.flower.server`: the
+strategy that checks and records the releases); :mod:`~ldp_audit.training.flower.ldp` is the
 entry point that re-exports both (docs/flower.md). Here: the run-config keys each side reads,
 the parsing of the ``ldp-mechanism`` and ``ldp-budget`` settings (the same rules on both
 sides), and the model's arrays as one flat float64 vector (what is released) and back.
@@ -40,7 +40,7 @@ RUN_CONFIG_KEYS = (
     "ldp-public-metrics",
     "ldp-arrays-key",
 )
-#: Run-config keys read by :func:`~ldp_audit.training.flower_ldp_server.ldp_server_main`.
+#: Run-config keys read by :func:`~ldp_audit.training.flower.server.ldp_server_main`.
 SERVER_CONFIG_KEYS = ("run-dir", "overwrite", "num-server-rounds", "min-nodes", "timeout")
 #: What a client may release (``ldp-release``): its update or its parameters.
 RELEASES = ("update", "parameters")

@@ -6,9 +6,9 @@ use, Flower being an optional extra), which refuses every reply that is not a se
 the declared mechanism and hands only the accepted ones to the strategy; :class:`FlowerRecorder`
 checks each reply and writes the run directory in the own-loop layout (config, manifest, the
 server's record ledger, transcript, metrics, model); :func:`summary` says in a few lines where a
-run is and what it spent. The client side is :mod:`~ldp_audit.training.flower_ldp_client`, the
-shared protocol :mod:`~ldp_audit.training.flower_ldp_protocol`, and
-:mod:`~ldp_audit.training.flower_ldp` the entry point re-exporting both sides.
+run is and what it spent. The client side is :mod:`~ldp_audit.training.flower.client`, the
+shared protocol :mod:`~ldp_audit.training.flower.protocol`, and
+:mod:`~ldp_audit.training.flower.ldp` the entry point re-exporting both sides.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.training.flower_ldp_protocol import (
+from ldp_audit.training.flower.protocol import (
     budget_from,
     check_release,
     flatten,

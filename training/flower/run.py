@@ -2,7 +2,7 @@
 local simulation SuperLink (``flower-superlink --simulation``) that is started for the run on a
 free port and stopped afterwards (Flower 1.41; no network, no deprecated ``run_simulation``).
 
-Used by the example app (:mod:`ldp_audit.training.flower_digits`) and the tests; any app
+Used by the example app (:mod:`ldp_audit.training.flower.digits`) and the tests; any app
 project with a ``pyproject.toml`` runs the same way (docs/flower.md).
 """
 
@@ -72,7 +72,7 @@ def flwr_run(
     import sys
     import tempfile
 
-    from ldp_audit.training.flower_ldp_protocol import require_flwr
+    from ldp_audit.training.flower.protocol import require_flwr
 
     require_flwr()
     n = num_supernodes
