@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.training.flower_ldp_protocol import check_release, require_flwr
+from ldp_audit.training.flower.protocol import check_release, require_flwr
 
 __all__ = [
     "AgentSecrets",
