@@ -36,6 +36,12 @@ __all__ = [
 #: the reproductions a results.json can be from
 SYSTEMS = ("pgc-a3c", "pgc-a3c-readings", "dprl", "frd", "fedrl")
 NOT_RECORDED = "not recorded"
+#: PGC-A3C's episode score crosses with each report, as in the paper (section 4, "Stopping
+#: Criteria": "We assume the scores are not private information")
+SCORE_WORDS = (
+    "with it the episode's score zeta_n, un-noised and uncharged (the paper assumes scores are "
+    "not private information; the stop rule reads them; the claim does not cover them)"
+)
 
 
 def system_of(res: Any) -> str:
@@ -140,7 +146,7 @@ def _pgc(res: dict[str, Any]) -> list[str]:
     mech = "; ".join(f"{m} (|B| = {', '.join(str(b) for b in buffers[m])})" for m in mechs)
     return [
         "- **Released, to whom (local DP):** each agent's clipped, noised gradient report, to "
-        "the untrusted aggregator that updates the shared policy.",
+        f"the untrusted aggregator that updates the shared policy; {SCORE_WORDS}.",
         "- **Privacy unit:** the agent's input to one report (its gradient); composition over "
         "an agent's reports is not recorded in this results.json.",
         f"- **Mechanism and claim:** {mech} at epsilon = {_eps_list(eps)} per report, pure "
@@ -168,7 +174,7 @@ def _readings(res: dict[str, Any]) -> list[str]:
     }
     lines = [
         "- **Released, to whom (local DP):** each agent's clipped, noised gradient report, to "
-        "the untrusted aggregator (Adam or SGD there is post-processing).",
+        f"the untrusted aggregator (Adam or SGD there is post-processing); {SCORE_WORDS}.",
         f"- **Privacy unit:** one agent (its gravity); {priv.get('rounds', NOT_RECORDED)} "
         f"report(s) per agent, composed by {priv.get('composition', NOT_RECORDED)}.",
         f"- **Mechanism and claim:** {priv.get('mechanism', NOT_RECORDED)} at epsilon = "

@@ -26,6 +26,7 @@ import numpy as np
 from ldp_audit.errors import RunDirectoryError
 from ldp_audit.rundir import RunDir, read_npz
 from ldp_audit.training.pgc_a3c.run_dir import TRANSCRIPT_SCHEMA
+from ldp_audit.training.reproduction_statement import SCORE_WORDS
 
 __all__ = [
     "REQUIRED_FILES",
@@ -584,11 +585,12 @@ def statement_facts(
             "aggregator is not trusted",
             "metrics.json privacy.local"
             if "local" in (metrics.get("privacy") or {})
-            else "the trainer's design (training/pgc_a3c.py)",
+            else "the trainer's design (training/pgc_a3c/)",
         ],
         "released": [
             f"each agent's noisy gradient report, to {who} and to whoever reads the transcript "
-            "(transcript.npz); the model is computed from the reports only (post-processing)",
+            "(transcript.npz); the model is computed from the reports only (post-processing); "
+            f"{SCORE_WORDS}",
             "the trainer's design; transcript.npz",
         ],
         "accountant": [
