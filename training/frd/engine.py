@@ -99,13 +99,8 @@ class _Recorder:
         self.secret_gravity: list[np.ndarray] = []
         self.thetas: list[np.ndarray] = []
         self.theta_meta: list[tuple[int, int]] = []
-        self.mechanism = cfg.make_mechanism()
-
-
-def _event(cfg: FrdConfig) -> Any:
-    from ldp_audit.accountant import NonPrivateEvent, PureDpEvent
-
-    return NonPrivateEvent() if cfg.ldp_epsilon is None else PureDpEvent(float(cfg.ldp_epsilon))
+        self.mechanism = cfg.make_mechanism()  # ProxyMemoryLDP, or NoPrivacy
+        self.event = self.mechanism.event()  # one upload's ledger charge
 
 
 def train_many(
@@ -504,7 +499,7 @@ class _Engine:
         trial = int(self.group_num[G])
         slots = self.agent_slot[agents]
         ids = [f"{trial}/{int(s)}" for s in slots]
-        ev = _event(c)
+        ev = rec.event
         rnd = int(self.rounds[G])
         if c.mode == "fedavg":
             torch = self.torch
