@@ -34,7 +34,7 @@ import numpy as np
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.systems import ArraySpec, Command, SystemSpec, TranscriptSchema
 
-__all__ = ["PGC_A3C", "DPRL", "FEDRL", "FRD", "ProxyPairMechanism"]
+__all__ = ["PGC_A3C", "PGC_SCHEMA", "DPRL", "FEDRL", "FRD", "ProxyPairMechanism"]
 
 _I, _F = "iu", "f"
 
@@ -56,6 +56,8 @@ def _path(run_dir: Any) -> Path | None:
 # ----------------------------------------------------------------------------------------------
 
 
+#: transcript.npz of a PGC-A3C run, on CartPole (d = 112) or a Gymnasium env (pgc-a3c-gym,
+#: d = hidden (obs + actions + 1)); run_dir.TRANSCRIPT_KEYS is its order of arrays.
 PGC_SCHEMA = TranscriptSchema(
     (
         ArraySpec("trial", _I, 1, doc="trial of the submission"),
@@ -64,9 +66,9 @@ PGC_SCHEMA = TranscriptSchema(
         ArraySpec("round", _I, 1, optional=True, doc="the agent's round (0..T-1)"),
         ArraySpec("submission", _I, 1, doc="submission index n"),
         ArraySpec("theta_index", _I, 1, indexes="thetas", doc="thetas row of the gradient"),
-        ArraySpec("report", _F, 2, doc="the noisy report (N, 112)"),
-        ArraySpec("score", _F, 1, doc="the episode score zeta_n"),
-        ArraySpec("thetas", _F, 2, rows=None, doc="the broadcast parameters (V, 112)"),
+        ArraySpec("report", _F, 2, doc="the noisy report (N, d)"),
+        ArraySpec("score", _F, 1, doc="the episode's return (zeta_n)"),
+        ArraySpec("thetas", _F, 2, rows=None, doc="the broadcast parameters (V, d)"),
     )
 )
 

@@ -9,7 +9,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -17,6 +17,9 @@ from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.frd.config import CARTPOLE_DEFAULTS, FrdConfig, check_int_at_least
 from ldp_audit.training.frd.nets import Nets, _Adam, adam_step_rows
 from ldp_audit.training.frd.proxy import ProxyGrid, aggregate_memories
+
+if TYPE_CHECKING:
+    from ldp_audit.release import Charging
 
 # ------------------------------------------------------------------------------------------------
 # Results
@@ -89,7 +92,7 @@ class FrdResult:
 class _Recorder:
     """Per config: accountant, transcript, secrets rows, global thetas (FedAvg)."""
 
-    def __init__(self, cfg: FrdConfig, accountant: Any, record: bool) -> None:
+    def __init__(self, cfg: FrdConfig, accountant: Charging, record: bool) -> None:
         from ldp_audit.release import Transcript
 
         self.cfg = cfg
@@ -99,20 +102,15 @@ class _Recorder:
         self.secret_gravity: list[np.ndarray] = []
         self.thetas: list[np.ndarray] = []
         self.theta_meta: list[tuple[int, int]] = []
-        self.mechanism = cfg.make_mechanism()
-
-
-def _event(cfg: FrdConfig) -> Any:
-    from ldp_audit.accountant import NonPrivateEvent, PureDpEvent
-
-    return NonPrivateEvent() if cfg.ldp_epsilon is None else PureDpEvent(float(cfg.ldp_epsilon))
+        self.mechanism = cfg.make_mechanism()  # ProxyMemoryLDP, or NoPrivacy
+        self.event = self.mechanism.event()  # one upload's ledger charge
 
 
 def train_many(
     configs: Sequence[FrdConfig],
     *,
     seed: int | np.random.Generator,
-    accountants: Sequence[Any] | None = None,
+    accountants: Sequence[Charging] | None = None,
     record: bool = False,
     progress: bool = False,
     on_release: Callable[[int, Any], None] | None = None,
@@ -221,7 +219,7 @@ def train_batch(
     configs: Sequence[FrdConfig],
     *,
     rng: np.random.Generator,
-    accountants: Sequence[Any] | None = None,
+    accountants: Sequence[Charging] | None = None,
     record: bool = False,
     on_release: Callable[[int, Any], None] | None = None,
     _recorders: list[Any] | None = None,
@@ -504,7 +502,7 @@ class _Engine:
         trial = int(self.group_num[G])
         slots = self.agent_slot[agents]
         ids = [f"{trial}/{int(s)}" for s in slots]
-        ev = _event(c)
+        ev = rec.event
         rnd = int(self.rounds[G])
         if c.mode == "fedavg":
             torch = self.torch

@@ -106,6 +106,12 @@ class ProxyMemoryLDP:
             BitFlip(epsilon=e * (1.0 - self.cell_share)),
         )
 
+    def event(self) -> Any:
+        """The ledger event of one upload: ``PureDpEvent(epsilon)`` (the upload is epsilon-LDP)."""
+        from ldp_audit.accountant import PureDpEvent
+
+        return PureDpEvent(float(self.epsilon))
+
     def privatize(self, x: Any, rng: np.random.Generator) -> np.ndarray:
         """Randomise (n, 2) rows ``[cell, 2 pi - 1]``; returns (n, 2) ``[cell', +-1]``."""
         x = np.asarray(x, dtype=np.float64)

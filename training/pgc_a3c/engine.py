@@ -25,6 +25,8 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.mechanisms import Mechanism
+from ldp_audit.release import Charging, release_many
 from ldp_audit.training.cartpole import PrivateGravityCartPole, initial_states
 from ldp_audit.training.pgc_a3c._kernels import (
     act_and_record,
@@ -36,11 +38,7 @@ from ldp_audit.training.pgc_a3c.aggregator import Aggregator
 from ldp_audit.training.pgc_a3c.config import PgcA3cConfig, TrainResult
 from ldp_audit.training.pgc_a3c.gradients import bucket_length
 from ldp_audit.training.pgc_a3c.model import DIM, OBS_DIM, init_theta
-from ldp_audit.training.pgc_a3c.privacy import (
-    accountant_api,
-    privacy_summary,
-    privatize_groups,
-)
+from ldp_audit.training.pgc_a3c.privacy import privacy_summary, report_request
 from ldp_audit.training.pgc_a3c.run_dir import TRANSCRIPT_KEYS
 
 #: Acting uniforms are drawn per trial in blocks of this many lock-steps.
@@ -84,7 +82,7 @@ class Engine:
         self,
         configs: Sequence[PgcA3cConfig],
         seeds: Sequence[int],
-        accountants: Sequence[Any],
+        accountants: Sequence[Charging],
         record: Sequence[bool],
     ) -> None:
         self.configs = list(configs)
@@ -103,8 +101,8 @@ class Engine:
             a is self.accountants[0] for a in self.accountants
         )
         self.record = list(record)
-        self.mechs = [c.make_mechanism() for c in self.configs]
-        self.events = [accountant_api()[2](m) for m in self.mechs]
+        self.mechs: list[Mechanism] = [c.make_mechanism() for c in self.configs]
+        self.events = [m.event() for m in self.mechs]  # each report's ledger event
         self.mech_rngs = [_mechanism_rng(s) for s in self.seeds]
 
         # ---- per trial (global index g) ----
@@ -343,26 +341,20 @@ class Engine:
             lt, ag = self.local[gs[sel]], self.row_agent[sub[sel]]
             prefix = f"{ci}:" if self.shared_accountant else ""
             ids = [f"{prefix}{a}/{b}" for a, b in zip(lt.tolist(), ag.tolist(), strict=True)]
+            clip = c.effective_clip if c.mechanism == "none" else None
             groups.append(
-                dict(
-                    grads=grads[sel],
-                    mechanism=self.mechs[ci],
-                    agent_ids=ids,
-                    trial=gs[sel],
-                    agent=ag,
-                    rng=self.mech_rngs[ci],
-                    clip=c.effective_clip if c.mechanism == "none" else None,
-                    event=self.events[ci],
-                    clip_kind=c.clip_kind,
+                report_request(
+                    grads[sel], self.mechs[ci], ids, gs[sel], ag, self.mech_rngs[ci], clip,
+                    self.events[ci], c.clip_kind,
                 )
-            )
+            )  # fmt: skip
             cis.append(ci)
             sels.append(sel)
         if self.shared_accountant:  # one ledger transaction for the whole step
-            reports = privatize_groups(groups, self.accountants[0])
+            reports = release_many(groups, accountant=self.accountants[0])
         else:
             reports = [
-                privatize_groups([g], self.accountants[c])[0]
+                release_many([g], accountant=self.accountants[c])[0]
                 for g, c in zip(groups, cis, strict=True)
             ]
         # ---------------- trust boundary: only `reports` cross it ----------------
@@ -472,7 +464,7 @@ class Engine:
                     theta=self.agg.theta[gs].copy(),
                     submissions=self.n_sub[gs].copy(),
                     stopped_at_target=self.at_target[gs].copy(),
-                    privacy=privacy_summary(c, self.next_agent[gs], self.accountants[ci]),
+                    privacy=privacy_summary(c, self.next_agent[gs]),
                     env_steps=int(self.env_steps),
                     seconds=seconds,
                     transcript=transcript,

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.release import Charging
 from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
 from ldp_audit.training.pgc_a3c.engine import ACT_BLOCK, RESET_BLOCK, Engine, _runs
 from ldp_audit.training.pgc_a3c.model import DIM, HIDDEN
@@ -49,7 +50,7 @@ class FusedEngine(Engine):
         self,
         configs: Sequence[PgcA3cConfig],
         seeds: Sequence[int],
-        accountants: Sequence[Any],
+        accountants: Sequence[Charging],
         record: Sequence[bool],
     ) -> None:
         super().__init__(configs, seeds, accountants, record)

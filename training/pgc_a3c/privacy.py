@@ -20,18 +20,26 @@ import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.mechanisms import Mechanism as _MechanismBase
-from ldp_audit.release import ReleaseRequest, SealedRelease, release_many
+from ldp_audit.release import (
+    Charging,
+    ReleaseMechanism,
+    ReleaseRequest,
+    SealedRelease,
+    release_many,
+)
 from ldp_audit.training.pgc_a3c.model import DIM
 from ldp_audit.validation import check_epsilon, check_int, check_positive, check_rng
 
 if TYPE_CHECKING:
+    from ldp_audit.accountant import Accountant, DpEvent, Ledger
     from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
 
-__all__ = ["PrivacyClaimWarning", "CoordinateLaplace", "privatize_reports"]
+__all__ = ["PrivacyClaimWarning", "CoordinateLaplace", "privatize_reports", "report_request"]
 
 # The release path itself lives in the core (ldp_audit.release): charge durably, randomise,
 # seal (a sealed batch of reports is a ldp_audit.release.SealedRelease). PGC-A3C only adds its
-# eq. 19 clip for the ``none`` baseline and its (trial, agent) ids.
+# eq. 19 clip for the ``none`` baseline and its (trial, agent) ids (report_request), then hands
+# its requests and its accountant (a ldp_audit.release.Charging) to release_many.
 
 
 class PrivacyClaimWarning(UserWarning):
@@ -151,14 +159,14 @@ def _clip_l1(x: np.ndarray, bound: float) -> np.ndarray:
 def privatize_reports(
     grads: np.ndarray,
     *,
-    mechanism: Any,
-    accountant: Any,
+    mechanism: ReleaseMechanism,
+    accountant: Charging,
     agent_ids: Sequence[str],
     trial: np.ndarray,
     agent: np.ndarray,
     rng: np.random.Generator,
     clip: float | None = None,
-    event: Any = None,
+    event: DpEvent | None = None,
 ) -> SealedRelease:
     """Agent side: charge the ledger, then randomise, then release (Algorithm 1, step 3).
 
@@ -178,22 +186,24 @@ def privatize_reports(
         event: the ledger event of one report (default ``event_for(mechanism)``).
     """
     return release_many(
-        [_request(grads, mechanism, agent_ids, trial, agent, rng, clip, event)],
+        [report_request(grads, mechanism, agent_ids, trial, agent, rng, clip, event)],
         accountant=accountant,
     )[0]
 
 
-def _request(
+def report_request(
     grads: np.ndarray,
-    mechanism: Any,
+    mechanism: ReleaseMechanism,
     agent_ids: Sequence[str],
     trial: np.ndarray,
     agent: np.ndarray,
     rng: np.random.Generator,
     clip: float | None,
-    event: Any,
+    event: DpEvent | None,
     clip_kind: str = "l1",
 ) -> ReleaseRequest:
+    """One group of reports for :func:`ldp_audit.release.release_many` (see
+    :func:`privatize_reports`; ``clip_kind`` "coordinate" clips each coordinate instead)."""
     if clip is None:
         pre = None
     elif clip_kind == "coordinate":
@@ -214,27 +224,7 @@ def _request(
     )
 
 
-def privatize_groups(groups: list[dict[str, Any]], accountant: Any) -> list[SealedRelease]:
-    """:func:`privatize_reports` for several groups (mechanisms) with ONE ledger transaction:
-    every row of every group is charged before any group draws noise."""
-    reqs = [
-        _request(
-            gr["grads"],
-            gr["mechanism"],
-            gr["agent_ids"],
-            gr["trial"],
-            gr["agent"],
-            gr["rng"],
-            gr["clip"],
-            gr["event"],
-            gr.get("clip_kind", "l1"),
-        )
-        for gr in groups
-    ]
-    return release_many(reqs, accountant=accountant)
-
-
-def privacy_summary(c: PgcA3cConfig, agents: np.ndarray, accountant: Any) -> dict[str, Any]:
+def privacy_summary(c: PgcA3cConfig, agents: np.ndarray) -> dict[str, Any]:
     eps = c.epsilon
     out: dict[str, Any] = {
         "mechanism": c.mechanism,
@@ -273,21 +263,11 @@ def coordinate_warning(c: PgcA3cConfig) -> str:
     )
 
 
-def accountant_api() -> tuple[Any, Any, Any]:
-    """(Accountant, Ledger, event_for) of ldp_audit.accountant (imported lazily)."""
-    from ldp_audit.accountant.accountant import Accountant
-    from ldp_audit.accountant.events import event_for
-    from ldp_audit.accountant.ledger import Ledger
+def make_accountant(ledger: Ledger | None, budget: float | None) -> Accountant:
+    from ldp_audit.accountant import Accountant, TallyLedger
 
-    return Accountant, Ledger, event_for
-
-
-def make_accountant(ledger: Any, budget: float | None) -> Any:
-    Accountant, _, _ = accountant_api()
     if ledger is None:
         # No run directory and no ledger object: nobody can read this ledger after the run, so
         # it keeps per-agent counts only (budgets enforced exactly as a ledger's, not evidence).
-        from ldp_audit.accountant.ledger import TallyLedger
-
         ledger = TallyLedger()
     return Accountant(ledger=ledger, budget=budget)

@@ -25,8 +25,8 @@ import numpy as np
 
 from ldp_audit.errors import RunDirectoryError
 from ldp_audit.rundir import RunDir, read_npz
-from ldp_audit.training.pgc_a3c.run_dir import TRANSCRIPT_SCHEMA
 from ldp_audit.training.reproduction_statement import SCORE_WORDS
+from ldp_audit.training.systems import PGC_SCHEMA
 
 __all__ = [
     "REQUIRED_FILES",
@@ -150,7 +150,7 @@ def load_pgc(
             path / "config.json",
             what or f"'mechanism' must be an object with a string 'name', got {mech!r}",
         )
-    tr = RunDir(path).transcript(TRANSCRIPT_SCHEMA)
+    tr = RunDir(path).transcript(PGC_SCHEMA)
     rep, thetas = tr["report"], tr["thetas"]
     if thetas.shape[1] != rep.shape[1]:
         raise _err(

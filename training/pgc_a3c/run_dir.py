@@ -25,26 +25,13 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.rundir import RunWriter, json_number
-from ldp_audit.systems import ArraySpec, TranscriptSchema
+from ldp_audit.training.systems import PGC_SCHEMA
 
-__all__ = ["TRANSCRIPT_SCHEMA", "TRANSCRIPT_KEYS", "open_writer", "write_run"]
+__all__ = ["TRANSCRIPT_KEYS", "open_writer", "write_run"]
 
-#: transcript.npz of a PGC-A3C run (what its report reads back through RunDir).
-TRANSCRIPT_SCHEMA = TranscriptSchema(
-    (
-        ArraySpec("trial", "iu", 1, doc="trial of the submission"),
-        ArraySpec("agent", "iu", 1, doc="agent (in arrival order within its trial)"),
-        ArraySpec("worker", "iu", 1, optional=True, doc="worker slot"),
-        ArraySpec("round", "iu", 1, optional=True, doc="the agent's round (0..T-1)"),
-        ArraySpec("submission", "iu", 1, doc="submission index n"),
-        ArraySpec("theta_index", "iu", 1, indexes="thetas", doc="thetas row of the gradient"),
-        ArraySpec("report", "f", 2, doc="the noisy report (N, d)"),
-        ArraySpec("score", "f", 1, doc="the episode score zeta_n"),
-        ArraySpec("thetas", "f", 2, rows=None, doc="the broadcast parameters (V, d)"),
-    )
-)
-#: Its arrays, in the order the engines record them (``thetas`` has V rows, the others N).
-TRANSCRIPT_KEYS = tuple(a.name for a in TRANSCRIPT_SCHEMA.arrays)
+#: The arrays of training.systems.PGC_SCHEMA in the order the engines record them (``thetas``
+#: has V rows, the others N).
+TRANSCRIPT_KEYS = tuple(a.name for a in PGC_SCHEMA.arrays)
 
 
 def open_writer(path: str | Path, cfg: Any, seed: int, *, mode: str = "new") -> RunWriter:

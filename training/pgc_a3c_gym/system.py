@@ -10,26 +10,10 @@ and attacked with ``ldp-audit attack dynamics --run-dir RUN``
 
 from __future__ import annotations
 
-from ldp_audit.systems import ArraySpec, Command, SystemSpec, TranscriptSchema
+from ldp_audit.systems import Command, SystemSpec
+from ldp_audit.training.systems import PGC_SCHEMA
 
-__all__ = ["GYM_PGC", "GYM_SCHEMA"]
-
-_I, _F = "iu", "f"
-
-#: transcript.npz of a pgc-a3c-gym run (the PGC-A3C layout; d = hidden (obs + actions + 1)).
-GYM_SCHEMA = TranscriptSchema(
-    (
-        ArraySpec("trial", _I, 1, doc="trial of the submission"),
-        ArraySpec("agent", _I, 1, doc="agent (in arrival order within its trial)"),
-        ArraySpec("worker", _I, 1, optional=True, doc="worker slot"),
-        ArraySpec("round", _I, 1, optional=True, doc="the agent's round (0..T-1)"),
-        ArraySpec("submission", _I, 1, doc="submission index n"),
-        ArraySpec("theta_index", _I, 1, indexes="thetas", doc="thetas row of the gradient"),
-        ArraySpec("report", _F, 2, doc="the noisy report (N, d)"),
-        ArraySpec("score", _F, 1, doc="the episode's return"),
-        ArraySpec("thetas", _F, 2, rows=None, doc="the broadcast parameters (V, d)"),
-    )
-)
+__all__ = ["GYM_PGC"]
 
 GYM_PGC = SystemSpec(
     name="pgc-a3c-gym",
@@ -37,7 +21,7 @@ GYM_PGC = SystemSpec(
     "per agent (train pgc-a3c --env ENV --private-param NAME=V1,V2,...)",
     config="ldp_audit.training.pgc_a3c_gym.config:GymPgcConfig",
     trainer="ldp_audit.training.pgc_a3c_gym.trainer:_system_train",
-    schema=GYM_SCHEMA,
+    schema=PGC_SCHEMA,  # the PGC-A3C layout (d = hidden (obs + actions + 1))
     targets="ldp_audit.training.pgc_a3c_gym.trainer:_system_targets",
     charges="ldp_audit.training.pgc_a3c_gym.trainer:_system_charges",
     attacks={"dynamics": "ldp_audit.attacks.dynamics:private_param_dynamics"},
