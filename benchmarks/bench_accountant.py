@@ -260,14 +260,14 @@ def charge_many_matrix(tmp: Path, old: types.ModuleType | None, repeats: int) ->
 
 _AB_CHILD = r"""
 import os, sys
-import ldp_audit.training.pgc_a3c as m
+import ldp_audit.training.pgc_a3c.grid as m
 if os.environ["LEDGER_VARIANT"] == "tally":
     from ldp_audit.accountant import Accountant, TallyLedger
 
     def _make(led, budget):
         return Accountant(ledger=TallyLedger() if led is None else led, budget=budget)
 
-    m._make_accountant = _make
+    m.make_accountant = _make  # grid.py builds each config's accountant with it
 from ldp_audit.cli import main
 sys.exit(main(sys.argv[1:]))
 """

@@ -159,8 +159,14 @@ def bench_engine(
     from ldp_audit.accountant.ledger import Ledger, TallyLedger
 
     book = TallyLedger() if ledger == "tally" else Ledger(":memory:")
-    acc = [mod._make_accountant(book, None)] * len(cfgs)
-    cls = mod._FusedEngine if engine == "fused" else mod._Engine
+    if module is None:  # today's names
+        from ldp_audit.training.pgc_a3c.engine import Engine
+        from ldp_audit.training.pgc_a3c.fused import FusedEngine
+        from ldp_audit.training.pgc_a3c.privacy import make_accountant
+    else:  # an older revision's module (_engine_at): its names then
+        Engine, FusedEngine, make_accountant = mod._Engine, mod._FusedEngine, mod._make_accountant
+    acc = [make_accountant(book, None)] * len(cfgs)
+    cls = FusedEngine if engine == "fused" else Engine
     gc.collect()  # start every measurement from the same collector state
     t0, c0 = time.perf_counter(), time.process_time()
     eng = cls(cfgs, [0] * len(cfgs), acc, [False] * len(cfgs))
