@@ -50,12 +50,12 @@ most its level):
   :mod:`ldp_audit.attacks.one_run_noise`): the released noise per tensor, per update and at
   every lag, a canary's contribution along its direction, the sampling and the ledger, with the
   stated-family bound beside the assumption-free one. A dprl run is audited by the same door as
-  a user's Opacus loop (:func:`audit_run` = :func:`ldp_audit.opacus.scoring.audit_evidence` of
-  :func:`dprl_evidence`; docs/opacus.md).
+  a user's Opacus loop (:mod:`ldp_audit.attacks.one_run_dprl`: ``audit_run`` =
+  :func:`ldp_audit.opacus.scoring.audit_evidence` of ``dprl_evidence``; docs/opacus.md).
 
-The code lives in five modules, every name importable from here: this one (reading a dprl run
-into the audit's evidence: :func:`canary_scores`, :func:`dprl_evidence`, :func:`audit_run`;
-the result type :func:`one_run_result`),
+The code lives in six modules: this one (the result type :func:`one_run_result`, and the
+tests' names importable from here), :mod:`ldp_audit.attacks.one_run_dprl` (reading a dprl run
+into the audit's evidence: ``canary_scores``, ``dprl_evidence``, ``audit_run``),
 :mod:`ldp_audit.attacks.one_run_steinke` (the (eps, delta) bound, its ceiling and the canary
 count a refutation needs), :mod:`ldp_audit.attacks.one_run_fdp` (the f-DP test and the claimed
 curve), :mod:`ldp_audit.attacks.one_run_tests` (the noise, independence, contribution and
@@ -67,10 +67,7 @@ the released noise).
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from ldp_audit.attacks.one_run_fdp import (
     FDP_FRACTIONS,
@@ -96,7 +93,6 @@ from ldp_audit.attacks.one_run_tests import (
     noise_test,
     sampling_test,
 )
-from ldp_audit.errors import RunDirectoryError
 
 __all__ = [
     "FRACTIONS",
@@ -110,9 +106,6 @@ __all__ = [
     "p_value",
     "epsilon_lower_bound",
     "audit_scores",
-    "canary_scores",
-    "dprl_evidence",
-    "audit_run",
     "one_run_result_class",
     "one_run_result",
     "independence_test",
@@ -125,94 +118,6 @@ __all__ = [
     "steinke_ceiling",
     "canaries_to_refute",
 ]
-
-
-# ------------------------------------------------------------------------------------------------
-# Reading a dprl run (scores never touch secrets.npz)
-# ------------------------------------------------------------------------------------------------
-
-
-def _public(run_dir: Path) -> tuple[Any, dict, dict, dict]:
-    from ldp_audit.rundir import read_npz
-    from ldp_audit.training.dprl.trainer import read_run
-
-    run = read_run(run_dir)
-    cfg = run["config"]
-    if cfg.canaries < 2:
-        raise RunDirectoryError(
-            f"run {str(run_dir)!r} has no canaries (trained with canaries={cfg.canaries}); "
-            f"train with --canaries M to audit it in one run"
-        )
-    tr = read_npz(run_dir, "transcript.npz", ("canary_projection", "batch_size"))
-    return cfg, run["metrics"], run["model"], tr
-
-
-def canary_scores(run_dir: str | Path, setting: str = "white-box") -> np.ndarray:
-    """(m,) membership scores of a dprl run's canaries from the public parts of the run:
-    white-box ``sum_t <g_t, u_i>`` (the released updates on the public directions), black-box
-    ``-<theta_T - theta_0, u_i>``."""
-    from ldp_audit.opacus.scoring import check_setting
-    from ldp_audit.training.dprl.privacy import canary_directions
-
-    check_setting(setting)
-    cfg, _, model, tr = _public(Path(run_dir))
-    if setting == "white-box":
-        return np.asarray(tr["canary_projection"], dtype=np.float64).sum(axis=0)
-    u = canary_directions(cfg.n_params, cfg.canaries, cfg.canary_seed)
-    return -(np.asarray(model["params"]) - np.asarray(model["initial"])) @ u
-
-
-def dprl_evidence(run_dir: str | Path) -> Any:
-    """A dprl run's :class:`ldp_audit.opacus.scoring.Evidence`: the audit of ``train dprl``
-    goes through the same door as a user's Opacus loop (its embedded ``CanaryAudit`` recorded
-    the same per-update records). The claim is the run's DprlConfig (sigma, C, the expected
-    batch, the rate ``q``) and the public directions are dense (:func:`canary_directions`)."""
-    from ldp_audit.opacus.canaries import NOISE_SKETCH
-    from ldp_audit.opacus.scoring import Evidence
-
-    run_dir = Path(run_dir)
-    cfg, met, _, tr = _public(run_dir)
-    batch = cfg.envs if cfg.algo == "reinforce" else cfg.batch_size
-    s = cfg.layer_sizes
-    shapes = [sh for a, b in zip(s[:-1], s[1:], strict=False) for sh in ([b, a], [b])]
-    claim = {
-        "optimizer": f"train dprl {cfg.algo} (Opacus DPOptimizer)",
-        "noise_multiplier": float(cfg.noise_multiplier),
-        "max_grad_norm": float(cfg.clip),
-        "expected_batch_size": int(batch),
-        "loss_reduction": "mean",
-        "sample_rate": float(cfg.sample_rate),
-        "dataset_size": None,
-        "n_params": int(cfg.n_params),
-        "tensor_sizes": [int(np.prod(sh)) for sh in shapes],
-        "tensor_shapes": shapes,
-    }
-    y = np.asarray(tr["canary_projection"], dtype=np.float64) * (batch / cfg.clip)
-    why = (
-        "REINFORCE uses every episode in exactly one update (q = 1): no sampling to test"
-        if cfg.algo == "reinforce"
-        else "the replay buffer fills during the run (the batch sizes are Bin(fill, q), not "
-        "Bin(buffer_size, q)); the charged rate is checked by the ledger test"
-    )
-    return Evidence(
-        run_dir=run_dir,
-        config={
-            "kind": "gradient",
-            "canaries": int(cfg.canaries),
-            "canary_scale": float(cfg.canary_scale),
-            "canary_seed": int(cfg.canary_seed),
-            "delta": float(cfg.delta),
-            "noise_sketch": NOISE_SKETCH,
-            "directions": "given",
-            "claim": claim,
-        },  # fmt: skip
-        metrics=met,
-        transcript={**tr, "canary_projection": y},
-        black_box=canary_scores(run_dir, "black-box"),
-        algorithm="dprl",
-        mechanism=cfg.mechanism_config(),
-        not_sampled=why,
-    )
 
 
 def one_run_result(
@@ -302,14 +207,3 @@ def one_run_result_class() -> Any:
             return f"{head} -> {verdict}"
 
     return OneRunResult
-
-
-def audit_run(run_dir: str | Path, *, setting: str = "white-box", confidence: float = 0.95) -> Any:
-    """The one-run audit of a dprl run: :func:`ldp_audit.opacus.scoring.audit_evidence` of
-    :func:`dprl_evidence`, the same tests, coverage and family bound as a user's Opacus loop
-    (docs/opacus.md); ``violation`` is true when any test flags (``extra["flagged_by"]``), at
-    most ``1 - confidence`` on a correct trainer (Bonferroni)."""
-    from ldp_audit.opacus.scoring import audit_evidence, check_setting
-
-    check_setting(setting)
-    return audit_evidence(dprl_evidence(run_dir), setting=setting, confidence=confidence)

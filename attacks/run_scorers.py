@@ -65,7 +65,7 @@ def dprl_membership(
 ) -> Any:
     """One-run canary audit of a DP-SGD run (white box; the black-box result in
     ``extra["black_box"]``), as ``attack membership --run-dir``."""
-    from ldp_audit.attacks.one_run import audit_run
+    from ldp_audit.attacks.one_run_dprl import audit_run
 
     white = audit_run(run_dir, setting="white-box", confidence=confidence)
     black = audit_run(run_dir, setting="black-box", confidence=confidence)

@@ -12,14 +12,14 @@ from typing import Any
 import pytest
 
 from ldp_audit.cli import main
-from ldp_audit.training import frd
 from ldp_audit.training.frd import PAPER_SETTINGS, FrdConfig
+from ldp_audit.training.frd import run as frd_run
 from tests.cli_capture import hand_over, handed, subcommand_parser
 
 
 @pytest.fixture
 def captured(monkeypatch: pytest.MonkeyPatch) -> None:
-    hand_over(monkeypatch, (frd, "train"))
+    hand_over(monkeypatch, (frd_run, "train"))  # replaced where it is defined
 
 
 def _config_of(argv: list[str], tmp_path: Path) -> FrdConfig:

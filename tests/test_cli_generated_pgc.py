@@ -27,7 +27,7 @@ TINY = ["train", "pgc-a3c", "--mechanism", "laplace", "--epsilon", "1", "--max-s
 
 @pytest.fixture
 def captured(monkeypatch: pytest.MonkeyPatch) -> None:
-    import ldp_audit.training.pgc_a3c as pgc
+    import ldp_audit.training.pgc_a3c.grid as pgc  # train replaced where it is defined
     import ldp_audit.training.pgc_a3c_gym.trainer as gym
 
     hand_over(monkeypatch, (pgc, "train"), (gym, "train"))

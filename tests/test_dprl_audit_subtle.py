@@ -17,7 +17,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ldp_audit.attacks.one_run import audit_run
+from ldp_audit.attacks.one_run_dprl import audit_run
 from ldp_audit.training.dprl.config import DprlConfig, ReproduceSettings
 from ldp_audit.training.dprl.reproduce_report import readme
 from ldp_audit.training.dprl.reproduce_runs import (

@@ -11,8 +11,8 @@ import pytest
 
 from ldp_audit.cli import build_parser, main
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.training import frd
 from ldp_audit.training.frd import PAPER_SETTINGS, FrdConfig
+from ldp_audit.training.frd import run as frd_run
 
 #: the options of FrdConfig's fields before the generator (hand-written), and the new ones
 FORMER = {"--mode", "--groups", "--sections", "--exchange-period", "--initial-episodes",
@@ -52,7 +52,7 @@ def _config_of(argv, monkeypatch):
     def fake_train(cfg, **_kw):
         raise _Built(cfg)
 
-    monkeypatch.setattr(frd, "train", fake_train)
+    monkeypatch.setattr(frd_run, "train", fake_train)  # replaced where it is defined
     args = build_parser().parse_args(["train", "frd", *argv])
     with pytest.raises(_Built) as e:
         args.func(args)

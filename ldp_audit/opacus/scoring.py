@@ -39,7 +39,7 @@ __all__ = [
 class Evidence:
     """What the auditor reads of a run with gradient (or input) canaries: a run written by
     :class:`~ldp_audit.opacus.CanaryAudit` (:func:`read_evidence`) or a trainer's run that
-    embeds it (``train dprl``: :func:`ldp_audit.attacks.one_run.dprl_evidence`).
+    embeds it (``train dprl``: :func:`ldp_audit.attacks.one_run_dprl.dprl_evidence`).
 
     Attributes:
         run_dir: the run (its ledger ``ledger.sqlite`` and ``secrets.npz`` are read from it).

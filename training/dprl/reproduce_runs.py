@@ -273,7 +273,7 @@ def audit_train(case: dict[str, Any], s: ReproduceSettings) -> dict[str, Any]:
 
     one_thread()
 
-    from ldp_audit.attacks.one_run import audit_run
+    from ldp_audit.attacks.one_run_dprl import audit_run
     from ldp_audit.training.dprl.config import DprlConfig
     from ldp_audit.training.dprl.trainer import train
 

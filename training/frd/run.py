@@ -129,7 +129,6 @@ def train_run(
     """:func:`train` (``train_many`` into ``ledger`` when only a ledger is given) under the
     System contract (:meth:`ldp_audit.systems.System.train`); ``native``: the FrdResult."""
     from ldp_audit.systems import TrainResult
-    from ldp_audit.training import frd as F  # the package's train (the CLI tests replace it)
 
     if run_dir is not None and ledger is not None:
         raise InvalidParameterError(
@@ -139,10 +138,10 @@ def train_run(
     if run_dir is None and ledger is not None:
         from ldp_audit.accountant import Accountant
 
-        res = F.train_many([cfg], seed=seed, accountants=[Accountant(ledger=ledger)],
+        res = train_many([cfg], seed=seed, accountants=[Accountant(ledger=ledger)],
                            progress=bool(progress))[0]  # fmt: skip
     else:
-        res = F.train(cfg, seed=seed, run_dir=run_dir, progress=bool(progress), run_mode=run_mode)
+        res = train(cfg, seed=seed, run_dir=run_dir, progress=bool(progress), run_mode=run_mode)
     eps = float(cfg.make_mechanism().epsilon)
     privacy = {
         "mechanism": cfg.make_mechanism().to_config(),

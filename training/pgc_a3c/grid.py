@@ -410,11 +410,10 @@ def train_run(
     median FST and success ratio with their intervals, eq. 25-27) as its metrics; ``native``:
     the engine's :class:`TrainResult`."""
     from ldp_audit.systems import TrainResult as SystemResult
-    from ldp_audit.training import pgc_a3c as P  # the package's train (the CLI tests replace it)
     from ldp_audit.training.pgc_a3c.command import final_mean_mu
     from ldp_audit.training.pgc_a3c.metrics import summarize
 
-    res = P.train(cfg, seed=seed, run_dir=run_dir, ledger=ledger, progress=progress,
+    res = train(cfg, seed=seed, run_dir=run_dir, ledger=ledger, progress=progress,
                   run_mode=run_mode)  # fmt: skip
     zeta = np.asarray(res.zeta, dtype=np.float64)
     metrics = {
