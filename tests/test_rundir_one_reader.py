@@ -1,6 +1,7 @@
 """One reader of a run directory (issue 37, items 3 and 4): the report, the systems' report
-sections and the attacks read a run through :class:`ldp_audit.rundir.RunDir` (its secrets only
-with ``for_scoring=True``), never its files with the plain readers or ``np.load``."""
+sections, the attacks, the Opacus scoring, the demo and DP-SGD RL read a run through
+:class:`ldp_audit.rundir.RunDir` (its secrets only with ``for_scoring=True``), never its files
+with the plain readers or ``np.load``."""
 
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ def _direct_reads(f: Path) -> set[str]:
 
 def test_run_directories_are_read_through_rundir() -> None:
     files = [*(ROOT / "ldp_audit/report").glob("*.py"), *(ROOT / "attacks").rglob("*.py")]
-    files += (ROOT / "training").glob("*/report.py")
+    files += [*(ROOT / "ldp_audit/opacus").glob("*.py"), ROOT / "ldp_audit/demo.py"]
+    files += [*(ROOT / "training").glob("*/report.py"), *(ROOT / "training/dprl").glob("*.py")]
     assert len(files) > 20  # the scan sees the modules it is about
     found = {str(f.relative_to(ROOT)): r for f in sorted(files) if (r := _direct_reads(f))}
     assert found == ALLOWED
