@@ -1,5 +1,5 @@
 """One reader of a run directory (issue 37, items 3 and 4): the report, the systems' report
-sections, the attacks, the Opacus scoring, the demo and DP-SGD RL read a run through
+sections, the attacks, the Opacus scoring, the demo, DP-SGD RL, FRD and Flower read a run through
 :class:`ldp_audit.rundir.RunDir` (its secrets only with ``for_scoring=True``), never its files
 with the plain readers or ``np.load``."""
 
@@ -13,6 +13,9 @@ PLAIN = {"read_json", "read_npz", "read_config", "read_manifest"}
 #: modules that still use a plain reader, and why; this list may only shrink
 ALLOWED = {
     "ldp_audit/report/_load.py": {"read_json"},  # audits/attacks kept outside the run (extra)
+    # whether a Flower run finished (a manifest) before its folder is known to be a run
+    "training/flower/digits.py": {"read_manifest"},
+    "training/flower/pgc_app.py": {"read_manifest"},
 }
 
 
@@ -31,6 +34,7 @@ def test_run_directories_are_read_through_rundir() -> None:
     files = [*(ROOT / "ldp_audit/report").glob("*.py"), *(ROOT / "attacks").rglob("*.py")]
     files += [*(ROOT / "ldp_audit/opacus").glob("*.py"), ROOT / "ldp_audit/demo.py"]
     files += [*(ROOT / "training").glob("*/report.py"), *(ROOT / "training/dprl").glob("*.py")]
+    files += [*(ROOT / "training/frd").glob("*.py"), *(ROOT / "training/flower").glob("*.py")]
     assert len(files) > 20  # the scan sees the modules it is about
     found = {str(f.relative_to(ROOT)): r for f in sorted(files) if (r := _direct_reads(f))}
     assert found == ALLOWED
