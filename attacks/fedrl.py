@@ -260,12 +260,13 @@ def attack_run(
     max_rows: int = 10_000,
 ) -> dict[str, Any]:
     """Run both attacks on a FedRL run directory's transcript; returns a JSON-able dict."""
-    from ldp_audit.rundir import read_config, read_npz
+    from ldp_audit.rundir import RunDir
 
     t0 = time.perf_counter()
     check_probability(test_fraction, "test_fraction")
     check_probability(confidence, "confidence")
-    cfg_doc = read_config(run_dir)
+    rd = RunDir(run_dir)
+    cfg_doc = rd.config
     if cfg_doc.get("algorithm") != "fedrl":
         raise RunDirectoryError(
             f"run_dir must be a fedrl run, got algorithm {cfg_doc.get('algorithm')!r}"
@@ -273,8 +274,8 @@ def attack_run(
     from ldp_audit.training.fedrl import FedRLConfig
 
     cfg = FedRLConfig.from_dict(cfg_doc["config"])
-    tr = read_npz(run_dir, "transcript.npz", ("q_report", "q_sender", "q_kind"))
-    sec = read_npz(run_dir, "secrets.npz", ("q_obs",))
+    tr = rd.arrays("transcript.npz", "q_report", "q_sender", "q_kind")
+    sec = rd.secrets("q_obs", for_scoring=True)
     out = attack_arrays(
         cfg,
         tr,

@@ -207,12 +207,13 @@ def attack_run_dir(
     """
     t0 = time.perf_counter()
     from ldp_audit.attacks.dynamics import ShadowGradientAttack
-    from ldp_audit.rundir import read_config, read_npz
+    from ldp_audit.rundir import RunDir
     from ldp_audit.training.frd import ALGORITHM, FrdConfig, train_many
 
     run_dir = Path(run_dir)
     n_shadow = check_int(n_shadow, "n_shadow", minimum=1)
-    doc = read_config(run_dir)
+    rd = RunDir(run_dir)
+    doc = rd.config
     if doc.get("algorithm") != ALGORITHM:
         raise RunDirectoryError(
             f"{str(run_dir)!r} is a {doc.get('algorithm')!r} run, not an FRD/FedAvg ('frd') run"
@@ -221,7 +222,7 @@ def attack_run_dir(
     need = ("trial", "agent", "submission", "report")
     if cfg.mode == "fedavg":
         need += ("theta_index", "thetas")
-    tr = read_npz(run_dir, "transcript.npz", need)
+    tr = rd.arrays("transcript.npz", *need)
     if tr["report"].shape[0] == 0:
         raise RunDirectoryError(
             f"{run_dir}/transcript.npz holds no upload (the run stopped before its first "
@@ -283,14 +284,11 @@ def score_run_dir(
 
     The ceiling uses the largest number of uploads ``T`` of any attacked agent.
     """
-    from ldp_audit.rundir import read_npz
+    from ldp_audit.rundir import RunDir
 
     t0 = time.perf_counter()
-    # --- scoring only: the one place this module opens secrets.npz ---
-    if not (Path(run_dir) / "secrets.npz").exists():
-        raise RunDirectoryError(f"{Path(run_dir) / 'secrets.npz'} is missing (needed to score)")
     key = f"agent_{prediction.get('private_param', 'gravity')}"
-    truth_all = read_npz(run_dir, "secrets.npz", (key,))[key]
+    truth_all = RunDir(run_dir).secrets(key, for_scoring=True)[key]  # the one read of secrets
     g = prediction["groups"]
     truth = truth_all[g[:, 0], g[:, 1]]
     n = int(truth.size)

@@ -324,9 +324,9 @@ class TranscriptScorer:
 
 
 def _reports_per_agent(run_dir: Path, agents: np.ndarray) -> int:
-    from ldp_audit.rundir import read_npz  # pickles refused, a missing array named
+    from ldp_audit.rundir import RunDir
 
-    agent = read_npz(run_dir, "transcript.npz", ("agent",))["agent"]
+    agent = RunDir(run_dir).arrays("transcript.npz", "agent")["agent"]
     counts = np.bincount(agent.astype(np.int64), minlength=int(agents.max()) + 1)
     return int(counts[agents].max())
 

@@ -86,11 +86,11 @@ def fedrl_transcript(
     ``extra["audit"]`` (its violation counts as the attack's) and its document as the run's
     ``audit.json`` (``extra["artefacts"]``, written by ``attack fedrl`` without ``--out``)."""
     from ldp_audit.attacks.fedrl import attack_run, to_attack_result
-    from ldp_audit.rundir import read_config
+    from ldp_audit.rundir import RunDir
     from ldp_audit.training.fedrl import FedRLConfig
 
     res = attack_run(run_dir, seed=seed, confidence=confidence)
-    mech = FedRLConfig.from_dict(read_config(run_dir)["config"]).output_mechanism()
+    mech = FedRLConfig.from_dict(RunDir(run_dir).config["config"]).output_mechanism()
     if audit_samples > 0 and not mech.private:
         res["audit"] = {"skipped": f"no finite claim to audit: epsilon is {mech.why_infinite()}"}
     elif audit_samples > 0:

@@ -23,7 +23,6 @@ stderr when ``progress`` is true.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -128,12 +127,13 @@ def _audit(run_dir: Path, settings: DemoSettings, rng: np.random.Generator, prog
     """
     from ldp_audit.audit import audit, exact_epsilon
     from ldp_audit.mechanisms import from_config
+    from ldp_audit.rundir import RunDir
 
-    cfg = json.loads((run_dir / "config.json").read_text())
+    rd = RunDir(run_dir)
+    cfg = rd.config
     mech = from_config(cfg["mechanism"])
     name = str(cfg["mechanism"].get("name"))
-    with np.load(run_dir / "transcript.npz") as tr:
-        dim = int(tr["report"].shape[1])
+    dim = int(rd.arrays("transcript.npz", "report")["report"].shape[1])
     pairs = mech.candidate_pairs(dim)
     exact = float(exact_epsilon(mech, pairs, rng=rng.spawn(1)[0]))
     result = audit(

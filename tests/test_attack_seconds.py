@@ -49,6 +49,8 @@ def test_frd_attack_seconds_carry_the_prediction(tmp_path) -> None:
     from ldp_audit.attacks.frd import score_run_dir
 
     np.savez(tmp_path / "secrets.npz", agent_gravity=np.array([[9.7, 9.9]]))
+    cfg = '{"algorithm": "frd", "config": {}, "mechanism": null, "seed": 0}'
+    (tmp_path / "config.json").write_text(cfg)  # a run directory: RunDir reads its secrets
     pred = {
         "groups": np.array([[0, 0], [0, 1]]),
         "guess": np.array([9.7, 9.8]),

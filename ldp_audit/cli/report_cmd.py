@@ -282,15 +282,15 @@ def _sealed_in_its_run(f: Path, key: Any) -> bool:
     """``f`` is an artefact of another finished run (an EXTRA folder that is a run), sealed and
     unchanged in that run's ``analyses.json`` (or hashed into its manifest)."""
     from ldp_audit.errors import LdpAuditError
-    from ldp_audit.rundir import is_run_dir, verify_manifest
+    from ldp_audit.rundir import RunDir, is_run_dir
     from ldp_audit.rundir.seal import check_analyses
 
     run = f.parent
     if not is_run_dir(run) or not (run / "manifest.json").is_file():
         return False
     try:
-        man = verify_manifest(run)
-        listed = set(json.loads((run / "manifest.json").read_text()).get("files", {}))
+        rd = RunDir(run)
+        man, listed = rd.verify(), set((rd.manifest() or {}).get("files", {}))
         if f.name in listed:
             return f.name not in man["changed"]
         problems: list[str] = []

@@ -35,13 +35,13 @@ def family_bound(
 ) -> dict[str, Any] | None:
     """The family bound of a run (None when the run has one class of canaries only)."""
     from ldp_audit.attacks.one_run_family import gdp_family_bound, sgm_family_bound
-    from ldp_audit.rundir import read_npz
+    from ldp_audit.rundir import RunDir
 
     inc = np.asarray(included, dtype=bool)
     if not (inc.any() and (~inc).any()):
         return None
     if white and kind == "gradient" and len(projections):
-        joins = read_npz(run_dir, "secrets.npz", ("canary_joins",))["canary_joins"]
+        joins = RunDir(run_dir).secrets("canary_joins", for_scoring=True)["canary_joins"]
         out = sgm_family_bound(projections, np.asarray(joins, dtype=bool), inc,
                                sample_rate=sample_rate, delta=delta,
                                confidence=confidence)  # fmt: skip

@@ -68,23 +68,24 @@ class Evidence:
 
 def _config_and_metrics(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """config.json's ``config`` and metrics.json of an ``opacus`` run (refuses other runs)."""
-    from ldp_audit.rundir import read_config, read_json
+    from ldp_audit.rundir import RunDir
 
-    doc = read_config(run_dir)
+    rd = RunDir(run_dir)
+    doc = rd.config
     if doc.get("algorithm") != ALGORITHM:
         raise RunDirectoryError(
             f"run_dir {str(run_dir)!r} is a {doc.get('algorithm')!r} run, not an {ALGORITHM!r} run"
         )
-    return doc["config"], read_json(run_dir, "metrics.json")
+    return doc["config"], rd.metrics()
 
 
 def read_evidence(run_dir: Any) -> Evidence:
     """An ``opacus`` run's :class:`Evidence` (refuses other algorithms' runs)."""
-    from ldp_audit.rundir import read_npz
+    from ldp_audit.rundir import RunDir
 
     run_dir = Path(run_dir)
     cfg, metrics = _config_and_metrics(run_dir)
-    model = read_npz(run_dir, "model.npz", ("params", "initial"))
+    model = RunDir(run_dir).arrays("model.npz", "params", "initial")
     idx, weight = canary_blocks(cfg["claim"]["tensor_sizes"], int(cfg["canaries"]),
                                 int(cfg["canary_seed"]))  # fmt: skip
     delta_theta = np.asarray(model["params"]) - np.asarray(model["initial"])
@@ -92,7 +93,7 @@ def read_evidence(run_dir: Any) -> Evidence:
         run_dir=run_dir,
         config=cfg,
         metrics=metrics,
-        transcript=read_npz(run_dir, "transcript.npz", ("canary_projection", "batch_size")),
+        transcript=RunDir(run_dir).arrays("transcript.npz", "canary_projection", "batch_size"),
         black_box=-(delta_theta[idx] * weight).sum(axis=1),
     )
 
@@ -272,7 +273,7 @@ def audit_evidence(ev: Evidence, *, setting: str = "white-box", confidence: floa
     """
     from ldp_audit.attacks import one_run as O  # noqa: N812
     from ldp_audit.attacks.membership import membership_metrics
-    from ldp_audit.rundir import read_npz
+    from ldp_audit.rundir import RunDir
     from ldp_audit.validation import check_probability
 
     check_setting(setting)
@@ -306,7 +307,7 @@ def audit_evidence(ev: Evidence, *, setting: str = "white-box", confidence: floa
     except RunDirectoryError:  # nothing (or several kinds) charged: the ledger test says so
         claimed = None
     # --- scoring only: the secret bits ---
-    sec = read_npz(run_dir, "secrets.npz", ("canary_included",))
+    sec = RunDir(run_dir).secrets("canary_included", for_scoring=True)
     included = np.asarray(sec["canary_included"], dtype=bool)
     one = O.audit_scores(scores, included, delta=delta, confidence=conf_each)
     priv = met.get("privacy", {})
@@ -343,7 +344,7 @@ def audit_evidence(ev: Evidence, *, setting: str = "white-box", confidence: floa
                 "sample_rate=): the batch sizes could not be tested against Poisson sampling"
             )
         if kind == "gradient":
-            joins = read_npz(run_dir, "secrets.npz", ("canary_joins",))["canary_joins"]
+            joins = RunDir(run_dir).secrets("canary_joins", for_scoring=True)["canary_joins"]
             bs = np.maximum(np.asarray(tr["batch_size"], dtype=np.int64), 0)
             tests["contribution"] = O.contribution_test(
                 y, joins, included, bs, sigma=sigma, sample_rate=q,

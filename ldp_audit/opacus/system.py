@@ -5,7 +5,6 @@ example trainer (``ldp-audit train opacus``: scikit-learn's digits, an MLP, Opac
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from dataclasses import asdict, dataclass, fields
@@ -17,6 +16,7 @@ import numpy as np
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.opacus.attach import CanaryAudit
 from ldp_audit.opacus.canaries import _KINDS, ALGORITHM, _int, _real
+from ldp_audit.rundir import RunDir
 from ldp_audit.systems import SystemSpec
 
 __all__ = [
@@ -166,7 +166,7 @@ def train_digits(
         audit.finish(audit=False)
         with torch.no_grad():
             acc = float((model(data.tensors[0]).argmax(1) == data.tensors[1]).float().mean())
-        met = json.loads((Path(run_dir) / "metrics.json").read_text())
+        met = RunDir(run_dir).metrics()
         metrics = {"updates": met["updates"], "train_accuracy": acc}
         return TrainResult(
             system=ALGORITHM,

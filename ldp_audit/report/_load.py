@@ -14,13 +14,14 @@ which refuse a malformed one the same way. Audits and attacks written elsewhere 
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ldp_audit.errors import RunDirectoryError
+from ldp_audit.rundir.files import read_json
+from ldp_audit.rundir.reader import RunDir
 
 __all__ = [
     "RunData",
@@ -75,47 +76,8 @@ def _err(path: Path, what: str) -> RunDirectoryError:
     return RunDirectoryError(f"{path}: {what}")
 
 
-def _read_json(path: Path) -> Any:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise _err(path, f"cannot be read ({exc.strerror or exc})") from None
-    except UnicodeDecodeError:
-        raise _err(path, "is not UTF-8 text") from None
-    try:
-        # NaN/Infinity are accepted: metrics legitimately hold an infinite FST.
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise _err(path, f"is not valid JSON ({exc.msg} at line {exc.lineno})") from None
-
-
-def _check_config(path: Path, cfg: Any) -> dict[str, Any]:
-    if not isinstance(cfg, dict):
-        raise _err(path, f"must hold a JSON object, got {type(cfg).__name__}")
-    missing = [k for k in ("algorithm", "config", "seed") if k not in cfg]
-    if missing:
-        raise _err(path, f"missing key(s) {', '.join(missing)}")
-    if not isinstance(cfg["algorithm"], str):
-        raise _err(path, f"'algorithm' must be a string, got {cfg['algorithm']!r}")
-    if not isinstance(cfg["config"], dict):
-        raise _err(path, f"'config' must be an object, got {type(cfg['config']).__name__}")
-    mech = cfg.get("mechanism")
-    # a system may have several mechanisms (RunWriter writes null then)
-    if mech is not None and (not isinstance(mech, dict) or not isinstance(mech.get("name"), str)):
-        raise _err(path, f"'mechanism' must be an object with a string 'name', got {mech!r}")
-    seed = cfg["seed"]
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise _err(path, f"'seed' must be an integer, got {seed!r}")
-    for key in ("versions",):
-        if key in cfg and not isinstance(cfg[key], dict):
-            raise _err(path, f"'{key}' must be an object, got {type(cfg[key]).__name__}")
-    return cfg
-
-
-def _check_metrics(path: Path, m: Any) -> dict[str, Any]:
-    if not isinstance(m, dict):
-        raise _err(path, f"must hold a JSON object, got {type(m).__name__}")
-    return m
+def _read_json(f: Path) -> Any:
+    return read_json(f.parent, f.name)
 
 
 def _check_audits(path: Path, a: Any) -> list[dict[str, Any]]:
@@ -200,15 +162,8 @@ def load_run(run_dir: str | Path, extra: list[str | Path] | tuple[str | Path, ..
         RunDirectoryError: the directory or a required file is missing, or a file is malformed;
             the message names the file and the problem.
     """
-    path = Path(run_dir)
-    if not path.is_dir():
-        raise RunDirectoryError(f"run_dir must be an existing directory, got {str(path)!r}")
-    if not (path / "config.json").is_file():
-        raise RunDirectoryError(
-            f"{path}: incomplete run directory, missing config.json "
-            f"(every run has {', '.join(COMMON_REQUIRED_FILES)})"
-        )
-    config = _check_config(path / "config.json", _read_json(path / "config.json"))
+    rd = RunDir(run_dir)
+    path, config = rd.path, rd.config
     # a run that did not complete (Ctrl-C, a crash) may lack the files written at the end: it
     # still reports (ledger, status), saying what is missing
     partial = config.get("status") in ("interrupted", "failed", "running")
@@ -219,9 +174,7 @@ def load_run(run_dir: str | Path, extra: list[str | Path] | tuple[str | Path, ..
             f"{path}: incomplete run directory, missing {', '.join(missing)} "
             f"(a {config['algorithm']} run has {', '.join(need)})"
         )
-    metrics: dict[str, Any] = {}
-    if (path / "metrics.json").is_file():
-        metrics = _check_metrics(path / "metrics.json", _read_json(path / "metrics.json"))
+    metrics = rd.metrics() if (path / "metrics.json").is_file() else {}
     with open(path / "ledger.sqlite", "rb") as fh:
         head = fh.read(16)
     if head != b"SQLite format 3\x00":
@@ -229,12 +182,12 @@ def load_run(run_dir: str | Path, extra: list[str | Path] | tuple[str | Path, ..
     sources: dict[str, str] = {}
     audits = None
     if (path / "audit.json").is_file():
-        audits = _check_audits(path / "audit.json", _read_json(path / "audit.json"))
+        audits = _check_audits(path / "audit.json", rd.json("audit.json"))
         sources["audit.json"] = str(path / "audit.json")
     attacks: dict[str, dict[str, Any]] = {}
     for f in sorted(path.glob("attack_*.json")):
         name = f.stem[len("attack_") :]
-        attacks[name] = _check_attack(f, _read_json(f))
+        attacks[name] = _check_attack(f, rd.json(f.name))
         sources[f"attack_{name}"] = str(f)
     extra_paths = tuple(Path(e) for e in extra)
     sources["missing"] = ", ".join(missing)
@@ -276,8 +229,8 @@ def one_run_audit_documents(
     out: list[tuple[str, dict[str, Any]]] = []
     for f in cands:
         try:
-            d = json.loads(Path(f).read_text())
-        except (OSError, ValueError):
+            d = _read_json(Path(f))
+        except RunDirectoryError:
             continue
         if isinstance(d, dict) and str(d.get("attack", "")).startswith("one-run"):
             out.append((str(f), d))

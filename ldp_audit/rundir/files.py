@@ -138,25 +138,49 @@ def existing_run_dir(path: Any) -> Path:
 
 
 def read_json(path: Any, name: str) -> Any:
-    """``RUN_DIR/name`` parsed as JSON (RunDirectoryError names the file on failure)."""
+    """``RUN_DIR/name`` parsed as JSON (RunDirectoryError names the file and the problem;
+    NaN/Infinity are accepted: metrics legitimately hold an infinite FST)."""
     f = existing_run_dir(path) / name
     from ldp_audit.limits import check_regular_file
 
     check_regular_file(f, name)  # a FIFO would block the read
     try:
-        return json.loads(f.read_text())
-    except (OSError, ValueError, UnicodeDecodeError) as exc:
-        raise RunDirectoryError(f"cannot read {f}: {exc}") from None
+        text = f.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise RunDirectoryError(f"{f}: cannot be read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise RunDirectoryError(f"{f}: is not UTF-8 text") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise RunDirectoryError(
+            f"{f}: is not valid JSON ({exc.msg} at line {exc.lineno})"
+        ) from None
 
 
 def read_config(path: Any) -> dict[str, Any]:
-    """config.json as a dict (keys: algorithm, config, mechanism, seed, ...)."""
-    d = read_json(path, "config.json")
+    """config.json as a dict (keys: algorithm, config, mechanism, seed, ...), each checked."""
+    d, f = read_json(path, "config.json"), Path(path) / "config.json"
+
+    def bad(what: str) -> RunDirectoryError:
+        return RunDirectoryError(f"{f}: {what}")
+
     if not isinstance(d, dict):
-        raise RunDirectoryError(f"{Path(path) / 'config.json'} is not a JSON object")
-    for k in ("algorithm", "config", "mechanism", "seed"):
-        if k not in d:
-            raise RunDirectoryError(f"{Path(path) / 'config.json'} lacks the key {k!r}")
+        raise bad(f"must hold a JSON object, got {type(d).__name__}")
+    missing = [k for k in ("algorithm", "config", "mechanism", "seed") if k not in d]
+    if missing:
+        raise bad(f"missing key(s) {', '.join(missing)}")
+    if not isinstance(d["algorithm"], str):
+        raise bad(f"'algorithm' must be a string, got {d['algorithm']!r}")
+    if not isinstance(d["config"], dict):
+        raise bad(f"'config' must be an object, got {type(d['config']).__name__}")
+    mech = d["mechanism"]  # null: a system of several mechanisms
+    if mech is not None and (not isinstance(mech, dict) or not isinstance(mech.get("name"), str)):
+        raise bad(f"'mechanism' must be an object with a string 'name', got {mech!r}")
+    if isinstance(d["seed"], bool) or not isinstance(d["seed"], int):
+        raise bad(f"'seed' must be an integer, got {d['seed']!r}")
+    if not isinstance(d.get("versions", {}), dict):
+        raise bad(f"'versions' must be an object, got {type(d['versions']).__name__}")
     return d
 
 

@@ -167,8 +167,24 @@ class RunDir:
         """``metrics.json`` as a dict."""
         d = read_json(self.path, "metrics.json")
         if not isinstance(d, dict):
-            raise RunDirectoryError(f"{self.path / 'metrics.json'} is not a JSON object")
+            f = self.path / "metrics.json"
+            raise RunDirectoryError(f"{f}: must hold a JSON object, got {type(d).__name__}")
         return d
+
+    def json(self, name: str) -> Any:
+        """The run's JSON file ``name`` (an analysis such as ``attack_<name>.json``), parsed."""
+        return read_json(self.path, name)
+
+    def arrays(self, name: str, *required: str) -> dict[str, np.ndarray]:
+        """The run's npz file ``name`` (``model.npz``, ...; pickles refused) holding ``required``.
+
+        Raises:
+            InvalidParameterError: ``name`` is ``secrets.npz`` (read it with :meth:`secrets`).
+            RunDirectoryError: the file is missing or unreadable, or lacks a required array.
+        """
+        if name == "secrets.npz":
+            raise InvalidParameterError("secrets.npz is read with RunDir.secrets(for_scoring=True)")
+        return read_npz(self.path, name, required)
 
     def manifest(self) -> dict[str, Any] | None:
         """``manifest.json``, or None for a run still running or written before manifests."""

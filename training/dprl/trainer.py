@@ -495,25 +495,19 @@ def write_run(writer: Any, res: DprlResult, *, status: str = "complete") -> Path
 
 def read_run(run_dir: str | Path) -> dict[str, Any]:
     """config, metrics and model of a dprl run (refuses other algorithms' runs)."""
-    import json
+    from ldp_audit.rundir import RunDir
 
-    from ldp_audit.rundir import read_config, read_npz
-
-    doc = read_config(run_dir)
+    rd = RunDir(run_dir)
+    doc = rd.config
     if doc.get("algorithm") != ALGORITHM:
         raise RunDirectoryError(
             f"run_dir {str(run_dir)!r} is a {doc.get('algorithm')!r} run, not a {ALGORITHM!r} run"
         )
-    p = Path(run_dir)
-    try:
-        metrics = json.loads((p / "metrics.json").read_text())
-    except (OSError, ValueError) as exc:
-        raise RunDirectoryError(f"cannot read {p / 'metrics.json'}: {exc}") from None
     return {
         "doc": doc,
         "config": DprlConfig.from_dict(doc["config"]),
-        "metrics": metrics,
-        "model": read_npz(p, "model.npz", ("params", "initial")),
+        "metrics": rd.metrics(),
+        "model": rd.arrays("model.npz", "params", "initial"),
     }
 
 

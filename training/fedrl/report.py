@@ -73,14 +73,13 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict
     Table 1 of this run beside the paper's, learning curves, and, when present, the audit
     (``audit.json``) and the transcript attack (``attack_fedrl.json``).
     """
-    from ldp_audit.rundir import read_config, read_json
+    from ldp_audit.rundir import RunDir
 
     run_dir = Path(run_dir)
     if not (run_dir / "metrics.json").is_file():
         raise RunDirectoryError(f"{str(run_dir)!r} has no metrics.json (not a finished fedrl run)")
-    cfg_doc = read_config(run_dir)
-    cfg = cfg_doc.get("config", {})
-    metrics = read_json(run_dir, "metrics.json")
+    rd = RunDir(run_dir)
+    cfg, metrics = rd.config.get("config", {}), rd.metrics()
     size = int(cfg.get("size", metrics.get("size", 8)))
     sections: list[dict[str, Any]] = []
     mech = OutputMechanism(
@@ -195,7 +194,7 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict
         f = run_dir / name
         if not f.is_file():
             continue
-        doc = read_json(run_dir, name)
+        doc = rd.json(name)
         if title == "attack":
             doc = doc.get("extra", doc)
             tab_rows = [

@@ -13,7 +13,6 @@ shared protocol :mod:`~ldp_audit.training.flower.protocol`, and
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -394,12 +393,10 @@ def ldp_server_main(
 
 def summary(run_dir: str | Path, ledger_dir: str | Path | None = None) -> str:
     """Where a Flower run is and what it spent, in a few lines (from its manifest and metrics)."""
-    from ldp_audit.rundir import read_config, read_manifest
+    from ldp_audit.rundir import RunDir
 
-    run_dir = Path(run_dir)
-    man = read_manifest(run_dir) or {}
-    m = json.loads((run_dir / "metrics.json").read_text())
-    cfg = read_config(run_dir)
+    rd = RunDir(run_dir)
+    run_dir, man, m, cfg = rd.path, rd.manifest() or {}, rd.metrics(), rd.config
     priv = m.get("privacy", {})
     n, k = int(m.get("submissions", 0)), int(m.get("agents", 0))
     lines = [

@@ -188,19 +188,20 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict
     Every FRD run given (``run_dir`` and ``extra``) contributes a row; ``attack_dynamics.json``
     (or ``attack_frd.json``) of a run, if present, supplies its attack result.
     """
-    from ldp_audit.rundir import read_config, read_json
+    from ldp_audit.rundir import RunDir
 
     runs = [Path(run_dir)] + [Path(p) for p in (extra or [])]
     mission_rows, leak_rows, privacy_rows, data = [], [], [], {}
     for rd in runs:
         try:
-            doc = read_config(rd)
+            run = RunDir(rd)
         except Exception:  # noqa: BLE001 - a non-run extra dir is skipped
             continue
+        doc = run.config
         if doc.get("algorithm") != ALGORITHM:
             continue
         cfg = FrdConfig.from_dict(doc["config"])
-        met = read_json(rd, "metrics.json") if (rd / "metrics.json").exists() else {}
+        met = run.metrics() if (rd / "metrics.json").exists() else {}
         ldp = f", LDP eps={_fmt(cfg.ldp_epsilon)}" if cfg.private else ""
         label = f"{rd.name} ({cfg.mode}{ldp})"
         mission_rows.append(
@@ -217,7 +218,7 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict
         privacy_rows.append([label, "non-private (inf)" if not cfg.private else _fmt(spent),
                              met.get("uploads_per_agent_max", "-")])  # fmt: skip
         names = [n for n in ("attack_dynamics.json", "attack_frd.json") if (rd / n).exists()]
-        att = read_json(rd, names[0]) if names else None
+        att = run.json(names[0]) if names else None
         if att is not None:
             lo, hi = att.get("accuracy_ci", ["-", "-"])
             leak_rows.append(

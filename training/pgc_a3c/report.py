@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import RunDirectoryError
-from ldp_audit.rundir import RunDir, read_npz
+from ldp_audit.rundir import RunDir
 from ldp_audit.training.reproduction_statement import SCORE_WORDS
 from ldp_audit.training.systems import PGC_SCHEMA
 
@@ -150,7 +150,8 @@ def load_pgc(
             path / "config.json",
             what or f"'mechanism' must be an object with a string 'name', got {mech!r}",
         )
-    tr = RunDir(path).transcript(PGC_SCHEMA)
+    rd = RunDir(path)
+    tr = rd.transcript(PGC_SCHEMA)
     rep, thetas = tr["report"], tr["thetas"]
     if thetas.shape[1] != rep.shape[1]:
         raise _err(
@@ -159,7 +160,7 @@ def load_pgc(
     if tr["trial"].size and (tr["trial"].min() < 0 or tr["agent"].min() < 0):
         raise _err(path / "transcript.npz", "'trial' and 'agent' must be >= 0")
     _check_zeta(path / "metrics.json", metrics)
-    model = read_npz(path, "model.npz")
+    model = rd.arrays("model.npz")
     if "theta" not in model or model["theta"].ndim != 2:
         raise _err(path / "model.npz", "must hold 'theta' of shape (K, d)")
     if model["theta"].shape[1] != rep.shape[1]:
@@ -168,7 +169,7 @@ def load_pgc(
             f"'theta' has d={model['theta'].shape[1]} but the "
             f"transcript's reports have d={rep.shape[1]}",
         )
-    secrets = read_npz(path, "secrets.npz") if (path / "secrets.npz").is_file() else None
+    secrets = rd.secrets(for_scoring=True) if (path / "secrets.npz").is_file() else None
     g = None if secrets is None else secrets.get("gravity")
     if g is not None and g.shape != (tr["trial"].shape[0],):
         raise _err(
