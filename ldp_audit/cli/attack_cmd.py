@@ -206,13 +206,7 @@ def register(subparsers: Any) -> None:
         "sweep",
         help="eps x {Laplace, PRS} x {1, 5, 20} reports sweep -> reports/attacks/",
     )
-    from ldp_audit.attacks.sweep import add_arguments
-
-    add_arguments(s)
-    _check_sweep_types(s)
-    from ldp_audit.limits import add_force_argument
-
-    add_force_argument(s)
+    _sweep_arguments(s)
     s.set_defaults(func=_sweep)
 
     # the registered systems (ldp_audit.systems): their own attack subcommands (attack_cli),
@@ -582,21 +576,50 @@ def _sweep_thetas(text: str) -> str:
     return ",".join(items)
 
 
-def _check_sweep_types(s: argparse.ArgumentParser) -> None:
-    """The sweep's shared arguments (attacks/sweep.py uses plain ``int``) get converters that
-    refuse 0, negative and malformed values by option name before any work."""
-    types = {
-        "agents": _count("--agents"),
-        "shadow": _count("--shadow", 2),  # the classifier needs more samples than classes
-        "probe": _count("--probe"),
-        "train_submissions": int_in_range("--train-submissions", 0, 10_000_000, "held in memory"),
-        "seed": int_at_least("--seed", 0),
-        "workers": int_at_least("--workers", 1),
-        "thetas": _sweep_thetas,
-    }
-    for action in s._actions:
-        if action.dest in types:
-            action.type = types[action.dest]
+def _sweep_arguments(s: argparse.ArgumentParser) -> None:
+    """The options of ``attack sweep`` (:func:`ldp_audit.attacks.sweep.sweep`'s parameters)."""
+    from ldp_audit.attacks.sweep import THETAS
+    from ldp_audit.cli.types import add_backend_arguments
+    from ldp_audit.limits import add_force_argument
+
+    s.add_argument(
+        "--agents", type=_count("--agents"), default=300, help="agents attacked per cell"
+    )
+    s.add_argument(  # the classifier needs more samples than classes
+        "--shadow", type=_count("--shadow", 2), default=1000, help="shadow episodes per candidate"
+    )
+    s.add_argument(
+        "--thetas",
+        type=_sweep_thetas,
+        default=",".join(THETAS),
+        help="comma list of " + "/".join(THETAS),
+    )
+    s.add_argument(
+        "--train-submissions",
+        type=int_in_range("--train-submissions", 0, 10_000_000, "held in memory"),
+        default=3000,
+    )
+    s.add_argument(
+        "--probe",
+        type=_count("--probe"),
+        default=1000,
+        help="craft_theta probe episodes per candidate",
+    )
+    s.add_argument("--seed", type=int_at_least("--seed", 0), default=0)
+    s.add_argument(
+        "--out",
+        default=None,
+        help="output directory (default: a new runs/attack-sweep-<timestamp>; the committed "
+        "reports/attacks is rewritten only when named here with --overwrite)",
+    )
+    s.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="regenerate an earlier sweep in --out (hand-written files there are kept)",
+    )
+    s.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_backend_arguments(s, workers=True)
+    add_force_argument(s)
 
 
 def _sweep(args: argparse.Namespace) -> int:
