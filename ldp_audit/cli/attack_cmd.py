@@ -23,6 +23,7 @@ from typing import Any
 
 from ldp_audit.cli.evidence import check_evidence, evidence_args, verdict_code, with_evidence
 from ldp_audit.cli.types import (
+    add_flags,
     check_file_creatable,
     check_not_inside_run,
     confidence,
@@ -72,7 +73,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--shadow", type=_count("--shadow"), default=1000, help="shadow episodes per candidate"
     )
-    p.add_argument("--malicious", action="store_true", help="broadcast a crafted theta")
+    add_flags(p, malicious="broadcast a crafted theta")
     p.add_argument(
         "--train-submissions",
         type=int_in_range("--train-submissions", 0, 10_000_000, "held in memory"),
@@ -81,13 +82,11 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--seed", type=int_at_least("--seed", 0), default=0)
     p.add_argument("--confidence", type=confidence(), default=0.95)
-    p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+    add_flags(p, json="print the result as JSON on stdout")
     p.add_argument("--out", default=None, help="also write the JSON result to this (new) file")
     p.add_argument("--plot", default=None, help="write a PNG of the result to this (new) file")
-    p.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace an existing --out/--plot file (or the run's attack_*.json artefact)",
+    add_flags(
+        p, overwrite="replace an existing --out/--plot file (or the run's attack_*.json artefact)"
     )
     from ldp_audit.limits import add_force_argument  # size limits (docs/cli.md)
 
@@ -158,11 +157,7 @@ def register(subparsers: Any) -> None:
         "folder like python -m; imported only because you name it (a run directory never "
         "makes the attacker import code)",
     )
-    d.add_argument(
-        "--continuous",
-        action="store_true",
-        help="gravity uniform on [9.5, 10.1]; report the MAE of the posterior mean",
-    )
+    add_flags(d, continuous="gravity uniform on [9.5, 10.1]; report the MAE of the posterior mean")
     evidence_args(d)
     d.set_defaults(func=_dynamics)
 
@@ -612,12 +607,11 @@ def _sweep_arguments(s: argparse.ArgumentParser) -> None:
         help="output directory (default: a new runs/attack-sweep-<timestamp>; the committed "
         "reports/attacks is rewritten only when named here with --overwrite)",
     )
-    s.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="regenerate an earlier sweep in --out (hand-written files there are kept)",
+    add_flags(
+        s,
+        overwrite="regenerate an earlier sweep in --out (hand-written files there are kept)",
+        quiet="no progress bar",
     )
-    s.add_argument("--quiet", action="store_true", help="no progress bar")
     add_backend_arguments(s, workers=True)
     add_force_argument(s)
 

@@ -32,6 +32,7 @@ import re
 import sys
 from typing import Any
 
+from ldp_audit.cli.types import add_flags
 from ldp_audit.errors import InvalidParameterError, LdpAuditError, UserCodeError
 
 BUILTIN = ("laplace", "discrete-laplace", "prs", "bitflip", "rr", "gaussian")
@@ -212,10 +213,9 @@ def register(subparsers: Any) -> None:
         metavar="KEY=VALUE",
         help="MODULE:ATTR class or factory argument (repeatable; VALUE read as JSON)",
     )
-    p.add_argument(
-        "--scalar",
-        action="store_true",
-        help="MODULE:ATTR is a scalar value -> value function of another library (or, with "
+    add_flags(
+        p,
+        scalar="MODULE:ATTR is a scalar value -> value function of another library (or, with "
         "--seeding, a factory taking the randomness and returning one); needs --epsilon "
         "(the library's own) and --domain",
     )
@@ -262,15 +262,10 @@ def register(subparsers: Any) -> None:
         "exceeds a mechanism that sits exactly on its claim at close to 1 - confidence, see "
         "docs/audit.md)",
     )
-    p.add_argument(
-        "--pool",
-        action="store_true",
-        help="also test pooled pairs (every pair's events summed; sound, see docs/audit.md)",
-    )
-    p.add_argument(
-        "--no-float-bits",
-        action="store_true",
-        help="distribution verdict only: do not search floating-point bit cells",
+    add_flags(
+        p,
+        pool="also test pooled pairs (every pair's events summed; sound, see docs/audit.md)",
+        no_float_bits="distribution verdict only: do not search floating-point bit cells",
     )
     p.add_argument(
         "--profile",
@@ -278,29 +273,16 @@ def register(subparsers: Any) -> None:
         default=None,
         help="also audit the privacy profile epsilon(delta) (on when the claim has delta > 0)",
     )
-    p.add_argument(
-        "--force",
-        action="store_true",
-        help="run even when the estimated time exceeds 3 hours, or when the claim is too large "
+    add_flags(
+        p,
+        force="run even when the estimated time exceeds 3 hours, or when the claim is too large "
         "for --samples to refute",
-    )
-    p.add_argument(
-        "--sequential",
-        action="store_true",
-        help="anytime-valid sequential audit: stages on a doubling schedule of sample sizes "
+        sequential="anytime-valid sequential audit: stages on a doubling schedule of sample sizes "
         "(--samples is the budget), stops at the first stage that refutes the claim or when "
         "no remaining stage could (see docs/audit.md)",
-    )
-    p.add_argument(
-        "--delta-event",
-        action="store_true",
-        help="for a claim with delta > 0, also estimate the event chosen for the largest lower "
-        "bound on delta at the claimed epsilon (one more event in the Bonferroni family)",
-    )
-    p.add_argument(
-        "--exact",
-        action="store_true",
-        help="also print the white-box exact epsilon for the pairs (built-ins)",
+        delta_event="for a claim with delta > 0, also estimate the event chosen for the largest "
+        "lower bound on delta at the claimed epsilon (one more event in the Bonferroni family)",
+        exact="also print the white-box exact epsilon for the pairs (built-ins)",
     )
     p.add_argument(
         "--run-dir",
@@ -312,18 +294,15 @@ def register(subparsers: Any) -> None:
         "--force, --sequential, --delta-event), --overwrite and --json; says its estimated "
         "time first where a progress bar shows (a person watches stderr)",
     )
-    p.add_argument(
-        "--no-progress",
-        action="store_true",
-        help="no progress bar (none is drawn anyway when stderr is not a terminal)",
-    )
-    p.add_argument(
-        "--overwrite", action="store_true", help="--run-dir: replace the run's earlier audit.json"
+    add_flags(
+        p,
+        no_progress="no progress bar (none is drawn anyway when stderr is not a terminal)",
+        overwrite="--run-dir: replace the run's earlier audit.json",
     )
     from ldp_audit.cli.evidence import evidence_args
 
     evidence_args(p)  # --run-dir is verified against its manifest before its config is read
-    p.add_argument("--json", action="store_true", help="print the AuditResult as JSON")
+    add_flags(p, json="print the AuditResult as JSON")
     p.set_defaults(func=run)
 
 

@@ -30,6 +30,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from ldp_audit.cli.types import add_flags
+
 _METHODS = ("best", "basic", "advanced", "optimal", "rdp", "prv", "pld")
 
 
@@ -90,11 +92,10 @@ def register(subparsers: Any) -> None:
         default=20,
         help="agents listed in the text table, largest spend first (default 20; 0 = all)",
     )
-    p.add_argument("--json", action="store_true", help="print JSON (every agent) on stdout")
-    p.add_argument(
-        "--verify",
-        action="store_true",
-        help="verify the whole hash chain and every agent's state against the rows",
+    add_flags(
+        p,
+        json="print JSON (every agent) on stdout",
+        verify="verify the whole hash chain and every agent's state against the rows",
     )
     p.add_argument(
         "--expect-head",
@@ -110,17 +111,12 @@ def register(subparsers: Any) -> None:
         help="with --verify on a run directory: the run as a whole (manifest, ledger head, "
         "sealed analysis files) must have this root (printed by an earlier --verify or report)",
     )
-    p.add_argument(
-        "--allow-unverified",
-        action="store_true",
-        help="read a ledger or run that this process's ledger key does not authenticate, or "
-        "(with --verify) a run that does not verify: exit 4 instead of 2, and the output says "
-        "so first",
-    )
-    p.add_argument(
-        "--recover",
-        action="store_true",
-        help="roll back a hot journal (LEDGER-journal left by a writer killed inside a "
+    add_flags(
+        p,
+        allow_unverified="read a ledger or run that this process's ledger key does not "
+        "authenticate, or (with --verify) a run that does not verify: exit 4 instead of 2, and "
+        "the output says so first",
+        recover="roll back a hot journal (LEDGER-journal left by a writer killed inside a "
         "commit) in place: opens the ledger once with write access, charges nothing; readers "
         "read the committed state without it, from a private copy",
     )

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ldp_audit.cli.types import (
+    add_flags,
     check_creatable,
     check_not_inside_run,
     int_at_least,
@@ -60,13 +61,12 @@ def register(subparsers: Any) -> None:
         default=None,
         help="output folder, new or empty (default: RUN_DIR/report)",
     )
-    p.add_argument(
-        "--overwrite", action="store_true", help="replace an earlier report at the output folder"
-    )
+    add_flags(p, overwrite="replace an earlier report at the output folder")
     p.add_argument("--top", type=_top, default=10, help="rows in the top-agents table")
-    p.add_argument("--json", action="store_true", help="print the written paths as JSON")
-    p.add_argument(
-        "--screenshot", action="store_true", help="also save screenshot.png (needs chromium)"
+    add_flags(
+        p,
+        json="print the written paths as JSON",
+        screenshot="also save screenshot.png (needs chromium)",
     )
     p.add_argument(
         "--expect-head",
@@ -83,13 +83,12 @@ def register(subparsers: Any) -> None:
         "root, as printed by `budget RUN --verify` or an earlier report (an anchor published "
         "elsewhere); checked before anything is read",
     )
-    p.add_argument(
-        "--allow-unverified",
-        action="store_true",
-        help="report a run whose files do not match its manifest or its sealed analyses, that "
-        "has no manifest or no ledger, or that this process's key does not authenticate "
-        "(refused by default, exit 2); the verdict line then says UNVERIFIED and the exit "
-        "code is 4 (1 on a violation)",
+    add_flags(
+        p,
+        allow_unverified="report a run whose files do not match its manifest or its sealed "
+        "analyses, that has no manifest or no ledger, or that this process's key does not "
+        "authenticate (refused by default, exit 2); the verdict line then says UNVERIFIED and "
+        "the exit code is 4 (1 on a violation)",
     )
     p.set_defaults(func=_report)
 
@@ -108,15 +107,12 @@ def register(subparsers: Any) -> None:
     )
     d.add_argument("--seed", type=_seed, default=0, help="the one seed everything derives from")
     d.add_argument("--report-dir", default=None, help="where the report goes (default: OUT/report)")
-    d.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace an earlier demo run (and report) at these paths",
-    )
-    d.add_argument("--no-progress", action="store_true", help="no progress bars on stderr")
-    d.add_argument("--json", action="store_true", help="print the written paths as JSON")
-    d.add_argument(
-        "--screenshot", action="store_true", help="also save screenshot.png (needs chromium)"
+    add_flags(
+        d,
+        overwrite="replace an earlier demo run (and report) at these paths",
+        no_progress="no progress bars on stderr",
+        json="print the written paths as JSON",
+        screenshot="also save screenshot.png (needs chromium)",
     )
     d.set_defaults(func=_demo)
 

@@ -413,6 +413,13 @@ def add_backend_arguments(p: argparse.ArgumentParser, *, workers: bool = False) 
         )
 
 
+def add_flags(p: argparse.ArgumentParser, **flags: str) -> None:
+    """One ``store_true`` option per ``name=help`` (``no_float_bits`` -> ``--no-float-bits``),
+    in order."""
+    for name, text in flags.items():
+        p.add_argument("--" + name.replace("_", "-"), action="store_true", help=text)
+
+
 def show_progress(args: argparse.Namespace) -> bool:
     """Progress bars only where a person watches them: stderr is a terminal and ``--no-progress``
     was not given (``LDP_AUDIT_PROGRESS=always`` forces them, ``never`` turns them off). A log
