@@ -15,6 +15,7 @@ its confidence interval; 2: usage error.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import math
 import sys
@@ -30,6 +31,7 @@ from ldp_audit.cli.types import (
     int_at_least,
     int_in_range,
 )
+from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 from ldp_audit.parse import epsilon_or_inf, parse_real, real_in
 
 _MECHANISMS = ("laplace", "prs", "none")
@@ -212,7 +214,6 @@ def register(subparsers: Any) -> None:
 
 
 def _mechanism(args: argparse.Namespace) -> Any:
-    from ldp_audit.errors import InvalidParameterError
     from ldp_audit.mechanisms import Laplace, NoPrivacy, ProjectedRandomSign
 
     if args.mechanism == "none":
@@ -237,8 +238,6 @@ def _mechanism(args: argparse.Namespace) -> Any:
 def _check_composed(args: argparse.Namespace, mech: Any) -> None:
     """Refuse a finite composed claim T * epsilon so large that e^(T eps) overflows: such a
     claim guarantees nothing (the non-private baseline is --mechanism none)."""
-    from ldp_audit.errors import InvalidParameterError
-
     eps = float(mech.epsilon)
     if math.isfinite(eps) and eps * args.reports > _MAX_COMPOSED:
         raise InvalidParameterError(
@@ -277,8 +276,6 @@ def _check_run_dir_options(args: argparse.Namespace) -> None:
         return
     given = [flag for dest, flag in _RUN_DIR_ONLY if getattr(args, dest, None) not in (None, False)]
     if given:
-        from ldp_audit.errors import InvalidParameterError
-
         raise InvalidParameterError(
             f"{', '.join(given)} applies only with --run-dir (an attack on a run directory); "
             f"this simulated attack reads no run"
@@ -291,17 +288,12 @@ def _check_outputs(args: argparse.Namespace) -> None:
 
     _check_run_dir_options(args)
 
-    if args.out:
-        check_not_inside_run(args.out, "--out")
-        check_new_file(args.out, name="--out", overwrite=args.overwrite)
-        check_file_creatable(args.out, "--out")
-    if args.plot:
-        check_not_inside_run(args.plot, "--plot")
-        check_new_file(args.plot, name="--plot", overwrite=args.overwrite)
-        check_file_creatable(args.plot, "--plot")
+    for path, flag in ((args.out, "--out"), (args.plot, "--plot")):
+        if path:
+            check_not_inside_run(path, flag)
+            check_new_file(path, name=flag, overwrite=args.overwrite)
+            check_file_creatable(path, flag)
     if args.out and args.plot and Path(args.out).resolve() == Path(args.plot).resolve():
-        from ldp_audit.errors import InvalidParameterError
-
         raise InvalidParameterError(f"--out and --plot must differ, both are {args.out!r}")
     if getattr(args, "run_dir", None) is None and hasattr(args, "force"):
         _check_simulation_size(args)  # a simulated attack: its sizes, before any work
@@ -379,15 +371,11 @@ def _dynamics(args: argparse.Namespace) -> int:
     _check_outputs(args)
     if args.run_dir:
         if not is_run_dir(args.run_dir):
-            from ldp_audit.errors import RunDirectoryError
-
             raise RunDirectoryError(
                 f"--run-dir {args.run_dir!r} is not a run directory (no config.json)"
             )
         target = Path(args.run_dir) / "attack_dynamics.json"
         if target.exists() and not args.overwrite and not args.out:
-            from ldp_audit.errors import RunDirectoryError
-
             raise RunDirectoryError(
                 f"{target} already exists; write this result elsewhere with --out FILE, or "
                 f"pass --overwrite to replace it"
@@ -404,32 +392,22 @@ def _dynamics(args: argparse.Namespace) -> int:
         args._evidence = check_evidence(args)  # before anything but config.json is read
         opts = {} if args.shadow is None else {"n_shadow": args.shadow}
         if args.env_module is not None:  # a user env's registering module (issue 27)
-            import inspect
-
             if "env_module" not in inspect.signature(scorer).parameters:
-                from ldp_audit.errors import InvalidParameterError
-
                 raise InvalidParameterError(
                     f"--env-module applies to runs on a Gymnasium env (pgc-a3c-gym), got a run "
                     f"whose attack takes no env module ({args.run_dir!r})"
                 )
             opts["env_module"] = args.env_module
         if args.simulator is not None:  # an own loop's or a Flower app's simulator (issue 27)
-            import inspect
-
             from ldp_audit.systems import resolve
 
             if "simulator" not in inspect.signature(scorer).parameters:
-                from ldp_audit.errors import InvalidParameterError
-
                 raise InvalidParameterError(
                     f"--simulator applies to runs whose attack takes a simulator (own-loop, "
                     f"Flower, Gymnasium runs), got {args.run_dir!r}"
                 )
             sim = resolve(args.simulator, "--simulator")
             if not callable(sim):
-                from ldp_audit.errors import InvalidParameterError
-
                 raise InvalidParameterError(
                     f"--simulator {args.simulator!r} is not callable ({type(sim).__name__})"
                 )
@@ -490,7 +468,6 @@ def _membership(args: argparse.Namespace) -> int:
     import numpy as np
 
     from ldp_audit.attacks import membership as M
-    from ldp_audit.errors import InvalidParameterError
     from ldp_audit.rundir import check_new_dir
 
     _check_outputs(args)
@@ -536,7 +513,6 @@ def _membership(args: argparse.Namespace) -> int:
 def _membership_of_run(args: argparse.Namespace) -> int:
     """Score the canaries planted at training time in an existing run (read only)."""
     from ldp_audit.cli.system_cmd import run_dir_scorer
-    from ldp_audit.errors import RunDirectoryError
     from ldp_audit.rundir import is_run_dir
 
     if not is_run_dir(args.run_dir):
@@ -627,8 +603,6 @@ def _sweep(args: argparse.Namespace) -> int:
         from ldp_audit.rundir import is_run_dir
 
         if is_run_dir(args.out):  # even with --overwrite: a sweep is no analysis of that run
-            from ldp_audit.errors import RunDirectoryError
-
             raise RunDirectoryError(
                 f"--out {args.out!r} is a run directory: a run is evidence, and a sweep's "
                 f"results are not an analysis of it; choose a folder outside every run"

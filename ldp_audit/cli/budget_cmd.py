@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ldp_audit.cli.types import add_flags
+from ldp_audit.errors import InvalidParameterError, LedgerError
 
 _METHODS = ("best", "basic", "advanced", "optimal", "rdp", "prv", "pld")
 
@@ -135,8 +136,6 @@ def _ledger_path(arg: str) -> Path:
     import os
     import stat
 
-    from ldp_audit.errors import LedgerError
-
     path = Path(arg)
     if path.is_dir():
         path = path / "ledger.sqlite"
@@ -188,7 +187,6 @@ def _fmt(x: float | None) -> str:
 def _run(args: argparse.Namespace) -> int:
     from ldp_audit.accountant import Accountant, Budget, Ledger
     from ldp_audit.accountant.ledger_migrate import migrate_v1
-    from ldp_audit.errors import InvalidParameterError
 
     path = _ledger_path(args.ledger)
     if args.expect_head is not None and not args.verify:
@@ -335,7 +333,6 @@ def _key_refusal(ledger: Any, allow: bool) -> bool:
     import sys
 
     from ldp_audit.accountant.keys import load_key
-    from ldp_audit.errors import LedgerError
 
     if ledger.authenticated:
         return False

@@ -29,6 +29,7 @@ from ldp_audit.cli.types import (
     int_at_least,
     show_progress,
 )
+from ldp_audit.errors import InvalidParameterError, LdpAuditError, RunDirectoryError
 
 _seed = int_at_least("--seed", 0)
 _top = int_at_least("--top", 1)
@@ -119,7 +120,6 @@ def register(subparsers: Any) -> None:
 
 def _need_chromium() -> None:
     """--screenshot without Chromium: refuse before any work."""
-    from ldp_audit.errors import InvalidParameterError
     from ldp_audit.report.browser import find_chromium
 
     if find_chromium() is None:
@@ -146,8 +146,6 @@ def _report(args: argparse.Namespace) -> int:
 
     if args.screenshot:
         _need_chromium()
-    from ldp_audit.errors import RunDirectoryError
-
     if not Path(args.run_dir).is_dir():
         raise RunDirectoryError(
             f"RUN_DIR must be an existing run directory, got {args.run_dir!r}"
@@ -172,8 +170,6 @@ def _report(args: argparse.Namespace) -> int:
     # errors name what the user gave: --out, or the default folder they never typed
     name = "--out" if args.out_dir is not None else "the default report folder"
     if args.out_dir is None and not args.overwrite and out.is_dir() and any(out.iterdir()):
-        from ldp_audit.errors import RunDirectoryError
-
         raise RunDirectoryError(
             f"this run already has a report in {str(out)!r}: pass --overwrite to regenerate it "
             "there (hand-written files such as notes.md are kept), or --out DIR to write a new "
@@ -239,7 +235,6 @@ def _check_extras(args: argparse.Namespace) -> list[str]:
     if not args.extra:
         return []
     from ldp_audit.accountant.keys import load_key
-    from ldp_audit.errors import RunDirectoryError
     from ldp_audit.rundir.seal import check_document_seal
 
     files: list[Path] = []
@@ -277,7 +272,6 @@ def _check_extras(args: argparse.Namespace) -> list[str]:
 def _sealed_in_its_run(f: Path, key: Any) -> bool:
     """``f`` is an artefact of another finished run (an EXTRA folder that is a run), sealed and
     unchanged in that run's ``analyses.json`` (or hashed into its manifest)."""
-    from ldp_audit.errors import LdpAuditError
     from ldp_audit.rundir import is_run_dir, verify_manifest
     from ldp_audit.rundir.seal import check_analyses
 
