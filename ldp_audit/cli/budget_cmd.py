@@ -30,8 +30,9 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ldp_audit.cli.types import add_flags
+from ldp_audit.cli.types import add_flags, int_at_least
 from ldp_audit.errors import InvalidParameterError, LedgerError
+from ldp_audit.parse import real_in
 
 _METHODS = ("best", "basic", "advanced", "optimal", "rdp", "prv", "pld")
 
@@ -43,18 +44,6 @@ def _delta(text: str) -> float:
     if not (0.0 <= v < 1.0):
         raise argparse.ArgumentTypeError(f"--delta must be in [0, 1), got {text!r}")
     return v
-
-
-def _budget(text: str) -> float:
-    from ldp_audit.parse import real_in
-
-    return real_in("--budget", low=0.0)(text)
-
-
-def _limit(text: str) -> int:
-    from ldp_audit.parse import parse_int
-
-    return parse_int(text, "--limit", minimum=0)
 
 
 def register(subparsers: Any) -> None:
@@ -82,14 +71,14 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--budget",
-        type=_budget,
+        type=real_in("--budget", low=0.0),
         default=None,
         help="per-agent epsilon budget for 'remaining' (default: the budget recorded in the "
         "ledger by the accountant that wrote it, if any)",
     )
     p.add_argument(
         "--limit",
-        type=_limit,
+        type=int_at_least("--limit", 0),
         default=20,
         help="agents listed in the text table, largest spend first (default 20; 0 = all)",
     )
@@ -187,6 +176,7 @@ def _fmt(x: float | None) -> str:
 def _run(args: argparse.Namespace) -> int:
     from ldp_audit.accountant import Accountant, Budget, Ledger
     from ldp_audit.accountant.ledger_migrate import migrate_v1
+    from ldp_audit.rundir import to_jsonable
 
     path = _ledger_path(args.ledger)
     if args.expect_head is not None and not args.verify:
@@ -236,7 +226,7 @@ def _run(args: argparse.Namespace) -> int:
             ledger.close()
         res["ledger"] = str(path)
         if args.json:
-            print(json.dumps(to_jsonable(res), indent=2, default=_json_default, allow_nan=False))
+            print(json.dumps(to_jsonable(res), indent=2, default=str, allow_nan=False))
         else:
             ext = " and extends the expected head" if args.expect_head else ""
             print(
@@ -313,9 +303,9 @@ def _run(args: argparse.Namespace) -> int:
     finally:
         ledger.close()
     if args.json:
-        print(json.dumps(to_jsonable(out), indent=2, default=_json_default, allow_nan=False))
-        return _auth_code(out["authenticated"] and not refused)
-    _print_text(out, args.limit)
+        print(json.dumps(to_jsonable(out), indent=2, default=str, allow_nan=False))
+    else:
+        _print_text(out, args.limit)
     return _auth_code(out["authenticated"] and not refused)
 
 
@@ -366,7 +356,7 @@ def _verify_run(args: argparse.Namespace) -> int:
 
     res = verify_run(args.ledger, args.expect_head, expect_root=args.expect_root)
     if args.json:
-        print(json.dumps(res.to_dict(), indent=2, default=_json_default, allow_nan=False))
+        print(json.dumps(res.to_dict(), indent=2, default=str, allow_nan=False))
     else:
         print(res.summary())
         for note in res.notes:
@@ -396,17 +386,6 @@ def _row(
         "method": method,
         "remaining": remaining,
     }
-
-
-def to_jsonable(obj: Any) -> Any:
-    """The project's JSON convention (infinity as "inf"), see ldp_audit.rundir.to_jsonable."""
-    from ldp_audit.rundir import to_jsonable as conv
-
-    return conv(obj)
-
-
-def _json_default(x: Any) -> Any:
-    return str(x)
 
 
 def _print_text(out: dict, limit: int) -> None:
