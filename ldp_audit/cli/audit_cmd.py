@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import functools
 import importlib
 import json
 import math
@@ -32,8 +33,9 @@ import re
 import sys
 from typing import Any
 
-from ldp_audit.cli.types import add_flags
+from ldp_audit.cli.types import add_flags, confidence, int_at_least
 from ldp_audit.errors import InvalidParameterError, LdpAuditError, UserCodeError
+from ldp_audit.parse import real_in
 
 BUILTIN = ("laplace", "discrete-laplace", "prs", "bitflip", "rr", "gaussian")
 #: which of the mechanism-specific options each built-in uses (others are refused).
@@ -57,28 +59,6 @@ _OPTION = {
     "domain": "--domain",
     "seeding": "--seeding",
 }
-
-
-def _float(name: str, *, positive: bool = True, unit: bool = False) -> Any:
-    from ldp_audit.cli.types import confidence
-    from ldp_audit.parse import parse_real, real_in
-
-    if unit and name == "confidence":
-        return confidence(f"--{name}")
-    if unit:
-        return real_in(f"--{name}", low=0.0, high=1.0)
-    if positive:
-        return real_in(f"--{name}", low=0.0)
-    return lambda text: parse_real(text, f"--{name}")
-
-
-def _int(name: str, minimum: int, maximum: int | None = None) -> Any:
-    """Integers >= minimum (and <= maximum); ``1e6`` is accepted when it is a whole number
-    (strict ASCII: see ``ldp_audit.parse.parse_int``)."""
-    from ldp_audit.cli.types import int_at_least
-    from ldp_audit.parse import INT_MAX
-
-    return int_at_least(f"--{name}", minimum, INT_MAX if maximum is None else maximum)
 
 
 #: dimensions and category counts beyond this would allocate candidate pairs / output tables
@@ -164,52 +144,44 @@ def register(subparsers: Any) -> None:
         help=f"one of {', '.join(BUILTIN)}, or MODULE:ATTR (object, class or factory); "
         "required unless --run-dir",
     )
-    sup = argparse.SUPPRESS
-    p.add_argument(
+    opt = functools.partial(p.add_argument, default=argparse.SUPPRESS)  # "not given"
+    opt(
         "--epsilon",
-        type=_float("epsilon"),
-        default=sup,
+        type=real_in("--epsilon", low=0.0),
         help="claimed epsilon (built-ins; gaussian: calibrates sigma unless --sigma is given)",
     )
-    p.add_argument("--clip", type=_float("clip"), default=sup, help="clip bound C (1 when omitted)")
-    p.add_argument(
-        "--sigma", type=_float("sigma"), default=sup, help="gaussian: noise standard deviation"
-    )
-    p.add_argument(
+    opt("--clip", type=real_in("--clip", low=0.0), help="clip bound C (1 when omitted)")
+    opt("--sigma", type=real_in("--sigma", low=0.0), help="gaussian: noise standard deviation")
+    opt(
         "--delta",
-        type=_float("delta", unit=True),
-        default=sup,
+        type=real_in("--delta", low=0.0, high=1.0),
         help="gaussian: the delta of the claim (1e-5 when omitted)",
     )
-    p.add_argument(
+    opt(
         "--resolution",
-        type=_float("resolution"),
-        default=sup,
+        type=real_in("--resolution", low=0.0),
         help="discrete-laplace: grid step (C / (10 d) when omitted)",
     )
     p.add_argument(
         "--dim",
-        type=_int("dim", 1, _MAX_DIM),
+        type=int_at_least("--dim", 1, _MAX_DIM),
         default=None,
         help="input dimension d (mechanism.dim, or 1, when omitted)",
     )
-    p.add_argument(
+    opt(
         "--reduced-dim",
-        type=_int("reduced-dim", 1, _MAX_DIM),
-        default=sup,
+        type=int_at_least("--reduced-dim", 1, _MAX_DIM),
         help="prs: d_hat (max(1, min(d, floor(epsilon / 2.5))) when omitted)",
     )
-    p.add_argument(
+    opt(
         "--categories",
-        type=_int("categories", 2, _MAX_DIM),
-        default=sup,
+        type=int_at_least("--categories", 2, _MAX_DIM),
         help="rr: number of categories k (2 when omitted)",
     )
-    p.add_argument(
+    opt(
         "--param",
         type=_param,
         action="append",
-        default=sup,
         metavar="KEY=VALUE",
         help="MODULE:ATTR class or factory argument (repeatable; VALUE read as JSON)",
     )
@@ -219,17 +191,15 @@ def register(subparsers: Any) -> None:
         "--seeding, a factory taking the randomness and returning one); needs --epsilon "
         "(the library's own) and --domain",
     )
-    p.add_argument(
+    opt(
         "--domain",
         type=_domain,
-        default=sup,
         help="--scalar: the inputs the claim covers, LOW:HIGH (an interval) or V1,V2,... (a "
         "finite set; integers are passed as int)",
     )
-    p.add_argument(
+    opt(
         "--seeding",
         choices=("none", "random_state", "seed", "generator"),
-        default=sup,
         help="--scalar: what the factory receives, derived from --seed (none when omitted: "
         "the function draws its own randomness and the audit is not reproducible)",
     )
@@ -245,14 +215,12 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--samples",
-        type=_int("samples", 1000),
+        type=int_at_least("--samples", 1000),
         default=1_000_000,
         help="outputs per input of a pair",
     )
-    p.add_argument(
-        "--confidence", type=_float("confidence", unit=True), default=0.95, help="in (0, 1)"
-    )
-    p.add_argument("--seed", type=_int("seed", 0), default=0, help="random seed")
+    p.add_argument("--confidence", type=confidence(), default=0.95, help="in (0, 1)")
+    p.add_argument("--seed", type=int_at_least("--seed", 0), default=0, help="random seed")
     p.add_argument(
         "--ratio-test",
         choices=("clopper-pearson", "poisson"),
