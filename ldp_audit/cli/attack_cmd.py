@@ -338,10 +338,7 @@ def _plot(result: Any, path: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(4.5, 3.2))
-    if result.auc is not None or result.mae is not None:
-        labels = ["accuracy", "ceiling"] if result.auc is None else ["one-run acc.", "ceiling"]
-    else:
-        labels = ["accuracy", "ceiling"]
+    labels = ["accuracy" if result.auc is None else "one-run acc.", "ceiling"]
     vals = [result.accuracy, result.ceiling]
     ax.bar(labels, vals, color=["tab:blue", "tab:grey"])
     lo, hi = result.accuracy_ci
@@ -423,12 +420,8 @@ def _dynamics(args: argparse.Namespace) -> int:
         # docs/interfaces.md: RUN_DIR/attack_dynamics.json is the run's one named artefact for
         # this attack; with --out the result goes there and the run is left untouched
         if not args.out:
-            write_artifact(
-                args.run_dir,
-                "attack_dynamics.json",
-                with_evidence(res.to_dict(), args),
-                overwrite=True,
-            )
+            doc = with_evidence(res.to_dict(), args)
+            write_artifact(args.run_dir, "attack_dynamics.json", doc, overwrite=True)
         return _emit(args, res)
     if args.shadow is None:
         args.shadow = 1000
@@ -437,28 +430,13 @@ def _dynamics(args: argparse.Namespace) -> int:
     rng = np.random.default_rng(args.seed)
     theta_rng, attack_rng = rng.spawn(2)
     theta, info = _theta(args, theta_rng)
+    kw = dict(theta=theta, n_agents=args.agents, reports_per_agent=args.reports,
+              n_shadow=args.shadow, rng=attack_rng, progress=sys.stderr.isatty())  # fmt: skip
     if args.continuous:
-        res = D.run_continuous(
-            mech,
-            theta=theta,
-            n_agents=args.agents,
-            reports_per_agent=args.reports,
-            n_shadow=args.shadow,
-            rng=attack_rng,
-            progress=sys.stderr.isatty(),
-        )
+        res = D.run_continuous(mech, **kw)
     else:
-        res = D.run(
-            mech,
-            theta=theta,
-            n_agents=args.agents,
-            reports_per_agent=args.reports,
-            n_shadow=args.shadow,
-            rng=attack_rng,
-            confidence=args.confidence,
-            attack="dynamics-malicious" if args.malicious else "dynamics",
-            progress=sys.stderr.isatty(),
-        )
+        attack = "dynamics-malicious" if args.malicious else "dynamics"
+        res = D.run(mech, **kw, confidence=args.confidence, attack=attack)
     return _emit(args, res, info)
 
 
