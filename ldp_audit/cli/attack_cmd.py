@@ -19,20 +19,31 @@ import inspect
 import json
 import math
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from ldp_audit.attacks.sweep import REPORTS, THETAS, broadcast_theta, run_from_args
 from ldp_audit.cli.evidence import check_evidence, evidence_args, verdict_code, with_evidence
 from ldp_audit.cli.types import (
+    add_backend_arguments,
     add_flags,
+    check_creatable,
     check_file_creatable,
     check_not_inside_run,
+    check_workers,
     confidence,
     int_at_least,
     int_in_range,
 )
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
+from ldp_audit.limits import Estimate, add_force_argument, check_resources
+from ldp_audit.mechanisms import Laplace, NoPrivacy, ProjectedRandomSign
 from ldp_audit.parse import epsilon_or_inf, parse_real, real_in
+from ldp_audit.rundir import check_new_dir, check_new_file, is_run_dir, to_jsonable, write_artifact
+from ldp_audit.rundir.seal import seal_document
 
 _MECHANISMS = ("laplace", "prs", "none")
 
@@ -90,16 +101,12 @@ def _common(p: argparse.ArgumentParser) -> None:
     add_flags(
         p, overwrite="replace an existing --out/--plot file (or the run's attack_*.json artefact)"
     )
-    from ldp_audit.limits import add_force_argument  # size limits (docs/cli.md)
-
     add_force_argument(p)
 
 
 def _check_simulation_size(args: argparse.Namespace) -> None:
     """The simulated attack's reports, (agents + 3 shadow sets) x T x 112 float64 values
     (and their statistics), estimated before any work (``--force`` runs anyway)."""
-    from ldp_audit.limits import Estimate, check_resources
-
     agents, shadow, t = int(args.agents), int(args.shadow or 1000), int(args.reports)
     opts = [(agents / 300, "--agents", agents), (shadow / 1000, "--shadow", shadow),
             (t / 1, "--reports-per-agent", t)]  # fmt: skip
@@ -214,8 +221,6 @@ def register(subparsers: Any) -> None:
 
 
 def _mechanism(args: argparse.Namespace) -> Any:
-    from ldp_audit.mechanisms import Laplace, NoPrivacy, ProjectedRandomSign
-
     if args.mechanism == "none":
         if args.epsilon is not None and not math.isinf(args.epsilon):
             raise InvalidParameterError(
@@ -248,8 +253,6 @@ def _check_composed(args: argparse.Namespace, mech: Any) -> None:
 
 
 def _theta(args: argparse.Namespace, rng: Any) -> tuple[Any, dict[str, Any]]:
-    from ldp_audit.attacks.sweep import broadcast_theta
-
     progress = sys.stderr.isatty()
     if args.malicious:
         if progress:
@@ -284,8 +287,6 @@ def _check_run_dir_options(args: argparse.Namespace) -> None:
 
 def _check_outputs(args: argparse.Namespace) -> None:
     """Every output path is checked before the attack runs."""
-    from ldp_audit.rundir import check_new_file
-
     _check_run_dir_options(args)
 
     for path, flag in ((args.out, "--out"), (args.plot, "--plot")):
@@ -300,8 +301,6 @@ def _check_outputs(args: argparse.Namespace) -> None:
 
 
 def _emit(args: argparse.Namespace, result: Any, info: dict[str, Any] | None = None) -> int:
-    from ldp_audit.rundir import to_jsonable
-
     d = with_evidence(result.to_dict(), args)
     if info:
         d["extra"]["theta_info"] = {
@@ -310,8 +309,6 @@ def _emit(args: argparse.Namespace, result: Any, info: dict[str, Any] | None = N
     if args.out:
         doc = to_jsonable(d)
         if getattr(args, "run_dir", None):  # about a run: sealed for it (report RUN FILE)
-            from ldp_audit.rundir.seal import seal_document
-
             doc = seal_document(doc, args.run_dir)
         Path(args.out).write_text(json.dumps(doc, indent=1, allow_nan=False))
     if args.plot:
@@ -360,10 +357,7 @@ def _plot(result: Any, path: str) -> None:
 
 
 def _dynamics(args: argparse.Namespace) -> int:
-    import numpy as np
-
     from ldp_audit.attacks import dynamics as D
-    from ldp_audit.rundir import is_run_dir, write_artifact
 
     _check_outputs(args)
     if args.run_dir:
@@ -441,12 +435,7 @@ def _dynamics(args: argparse.Namespace) -> int:
 
 
 def _membership(args: argparse.Namespace) -> int:
-    import tempfile
-
-    import numpy as np
-
     from ldp_audit.attacks import membership as M
-    from ldp_audit.rundir import check_new_dir
 
     _check_outputs(args)
     if args.run_dir is not None:
@@ -491,7 +480,6 @@ def _membership(args: argparse.Namespace) -> int:
 def _membership_of_run(args: argparse.Namespace) -> int:
     """Score the canaries planted at training time in an existing run (read only)."""
     from ldp_audit.cli.system_cmd import run_dir_scorer
-    from ldp_audit.rundir import is_run_dir
 
     if not is_run_dir(args.run_dir):
         raise RunDirectoryError(f"--run-dir {args.run_dir!r} is not a run directory")
@@ -504,8 +492,6 @@ def _membership_of_run(args: argparse.Namespace) -> int:
 
 def _sweep_thetas(text: str) -> str:
     """argparse type for --thetas: a comma list of init/trained/crafted/linearW0:W1:W2:W3."""
-    from ldp_audit.attacks.sweep import THETAS
-
     items = [t.strip() for t in text.split(",") if t.strip()]
     for t in items:
         ok = t in THETAS
@@ -527,10 +513,6 @@ def _sweep_thetas(text: str) -> str:
 
 def _sweep_arguments(s: argparse.ArgumentParser) -> None:
     """The options of ``attack sweep`` (:func:`ldp_audit.attacks.sweep.sweep`'s parameters)."""
-    from ldp_audit.attacks.sweep import THETAS
-    from ldp_audit.cli.types import add_backend_arguments
-    from ldp_audit.limits import add_force_argument
-
     s.add_argument(
         "--agents", type=_count("--agents"), default=300, help="agents attacked per cell"
     )
@@ -571,24 +553,16 @@ def _sweep_arguments(s: argparse.ArgumentParser) -> None:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from ldp_audit.attacks.sweep import run_from_args
-    from ldp_audit.cli.types import check_creatable, check_workers
-
     if args.workers is not None:
         check_workers(args.workers)  # before any work: far above the cores is refused
     if args.out is not None:
         check_not_inside_run(args.out, "--out")
-        from ldp_audit.rundir import is_run_dir
-
         if is_run_dir(args.out):  # even with --overwrite: a sweep is no analysis of that run
             raise RunDirectoryError(
                 f"--out {args.out!r} is a run directory: a run is evidence, and a sweep's "
                 f"results are not an analysis of it; choose a folder outside every run"
             )
         check_creatable(args.out, "--out")
-    from ldp_audit.attacks.sweep import REPORTS
-    from ldp_audit.limits import Estimate, check_resources
-
     # one cell holds (agents + 3 shadow sets) x T reports of 112 float64 values (and their
     # statistics) at the sweep's largest T; --workers cells at a time
     agents, shadow = int(args.agents), int(args.shadow)

@@ -33,9 +33,11 @@ import re
 import sys
 from typing import Any
 
-from ldp_audit.cli.types import add_flags, confidence, int_at_least
+from ldp_audit.cli.evidence import evidence_args
+from ldp_audit.cli.types import add_flags, confidence, int_at_least, show_progress
 from ldp_audit.errors import InvalidParameterError, LdpAuditError, UserCodeError
-from ldp_audit.parse import real_in
+from ldp_audit.limits import Estimate, check_resources
+from ldp_audit.parse import parse_real, real_in
 
 BUILTIN = ("laplace", "discrete-laplace", "prs", "bitflip", "rr", "gaussian")
 #: which of the mechanism-specific options each built-in uses (others are refused).
@@ -72,7 +74,6 @@ def _domain(text: str) -> Any:
     Every number is finite and read strictly (``ldp_audit.parse.parse_real``); an interval
     needs LOW < HIGH and a set at least two distinct values (a claim over one input says
     nothing)."""
-    from ldp_audit.parse import parse_real
 
     def bad(why: str) -> argparse.ArgumentTypeError:
         return argparse.ArgumentTypeError(
@@ -267,8 +268,6 @@ def register(subparsers: Any) -> None:
         no_progress="no progress bar (none is drawn anyway when stderr is not a terminal)",
         overwrite="--run-dir: replace the run's earlier audit.json",
     )
-    from ldp_audit.cli.evidence import evidence_args
-
     evidence_args(p)  # --run-dir is verified against its manifest before its config is read
     add_flags(p, json="print the AuditResult as JSON")
     p.set_defaults(func=run)
@@ -486,8 +485,6 @@ def run(args: argparse.Namespace) -> int:
             raise InvalidParameterError(f"{flag} applies to --run-dir (a run's evidence)")
     mechanism = build_mechanism(args)
     if args.exact:  # its probe draws 20,000 outputs of each input at once: refused before work
-        from ldp_audit.limits import Estimate, check_resources
-
         d = int(args.dim or getattr(mechanism, "dim", 1) or 1)
         probe = Estimate(f"--exact with --dim {d}", "the exact epsilon's probe draws",
                          20_000 * d * 8 * 4)  # fmt: skip
@@ -495,7 +492,6 @@ def run(args: argparse.Namespace) -> int:
     pairs = _user_pairs(args.pairs) if args.pairs else None
     statistics = [_user_statistic(spec) for spec in args.statistic or ()]
     from ldp_audit.audit import audit, default_pairs, exact_epsilon
-    from ldp_audit.cli.types import show_progress
 
     claim = getattr(mechanism, "epsilon", None)
     if isinstance(claim, (int, float)) and math.isfinite(claim) and not args.force:

@@ -27,19 +27,20 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
 from ldp_audit.cli.types import add_flags, int_at_least
 from ldp_audit.errors import InvalidParameterError, LedgerError
-from ldp_audit.parse import real_in
+from ldp_audit.parse import parse_real, real_in
+from ldp_audit.rundir import to_jsonable, verify_run
 
 _METHODS = ("best", "basic", "advanced", "optimal", "rdp", "prv", "pld")
 
 
 def _delta(text: str) -> float:
-    from ldp_audit.parse import parse_real
-
     v = parse_real(text, "--delta")
     if not (0.0 <= v < 1.0):
         raise argparse.ArgumentTypeError(f"--delta must be in [0, 1), got {text!r}")
@@ -122,9 +123,6 @@ def register(subparsers: Any) -> None:
 def _ledger_path(arg: str) -> Path:
     """The ledger file of ``arg`` (a file, or a run directory), refused before it is opened
     when it is missing or not a regular file (a FIFO would block)."""
-    import os
-    import stat
-
     path = Path(arg)
     if path.is_dir():
         path = path / "ledger.sqlite"
@@ -176,7 +174,6 @@ def _fmt(x: float | None) -> str:
 def _run(args: argparse.Namespace) -> int:
     from ldp_audit.accountant import Accountant, Budget, Ledger
     from ldp_audit.accountant.ledger_migrate import migrate_v1
-    from ldp_audit.rundir import to_jsonable
 
     path = _ledger_path(args.ledger)
     if args.expect_head is not None and not args.verify:
@@ -351,8 +348,6 @@ def _auth_line(authenticated: bool, note: str, key_id: str | None) -> str:
 def _verify_run(args: argparse.Namespace) -> int:
     """``--verify`` on a run directory: its files, its manifest's anchor, the whole ledger."""
     import sys
-
-    from ldp_audit.rundir import verify_run
 
     res = verify_run(args.ledger, args.expect_head, expect_root=args.expect_root)
     if args.json:

@@ -30,6 +30,16 @@ from ldp_audit.cli.types import (
     show_progress,
 )
 from ldp_audit.errors import InvalidParameterError, LdpAuditError, RunDirectoryError
+from ldp_audit.report import build_report, check_report_out
+from ldp_audit.rundir import (
+    check_new_dir,
+    is_run_dir,
+    require_verified,
+    to_jsonable,
+    unverified_banner,
+    verify_manifest,
+)
+from ldp_audit.rundir.seal import check_analyses, check_document_seal
 
 _seed = int_at_least("--seed", 0)
 _top = int_at_least("--top", 1)
@@ -136,14 +146,10 @@ def _screenshot(paths: dict[str, Path]) -> None:
 
 
 def _paths_json(paths: dict[str, Path], **extra: Any) -> str:
-    from ldp_audit.rundir import to_jsonable
-
     return json.dumps(to_jsonable({**paths, **extra}), indent=2, allow_nan=False)
 
 
 def _report(args: argparse.Namespace) -> int:
-    from ldp_audit.report import build_report, check_report_out
-
     if args.screenshot:
         _need_chromium()
     if not Path(args.run_dir).is_dir():
@@ -151,8 +157,6 @@ def _report(args: argparse.Namespace) -> int:
             f"RUN_DIR must be an existing run directory, got {args.run_dir!r}"
             + (" (a file)" if Path(args.run_dir).exists() else " (not found)")
         )
-    from ldp_audit.rundir import require_verified, unverified_banner
-
     # evidence first: a run that does not match its manifest is refused (exit 2) by default
     checked = require_verified(
         args.run_dir,
@@ -235,7 +239,6 @@ def _check_extras(args: argparse.Namespace) -> list[str]:
     if not args.extra:
         return []
     from ldp_audit.accountant.keys import load_key
-    from ldp_audit.rundir.seal import check_document_seal
 
     files: list[Path] = []
     for e in args.extra:
@@ -272,9 +275,6 @@ def _check_extras(args: argparse.Namespace) -> list[str]:
 def _sealed_in_its_run(f: Path, key: Any) -> bool:
     """``f`` is an artefact of another finished run (an EXTRA folder that is a run), sealed and
     unchanged in that run's ``analyses.json`` (or hashed into its manifest)."""
-    from ldp_audit.rundir import is_run_dir, verify_manifest
-    from ldp_audit.rundir.seal import check_analyses
-
     run = f.parent
     if not is_run_dir(run) or not (run / "manifest.json").is_file():
         return False
@@ -296,8 +296,6 @@ def _stage_line(name: str) -> None:
 
 def _demo(args: argparse.Namespace) -> int:
     from ldp_audit.demo import run_demo
-    from ldp_audit.report import check_report_out
-    from ldp_audit.rundir import check_new_dir
 
     if args.screenshot:
         _need_chromium()
