@@ -34,7 +34,13 @@ import sys
 from typing import Any
 
 from ldp_audit.cli.evidence import evidence_args
-from ldp_audit.cli.types import add_flags, confidence, int_at_least, show_progress
+from ldp_audit.cli.types import (
+    DefaultsHelpFormatter,
+    add_flags,
+    confidence,
+    int_at_least,
+    show_progress,
+)
 from ldp_audit.errors import InvalidParameterError, LdpAuditError, UserCodeError
 from ldp_audit.limits import Estimate, check_resources
 from ldp_audit.parse import parse_real, real_in
@@ -104,16 +110,6 @@ def _domain(text: str) -> Any:
         raise bad(str(exc)) from None
 
 
-class _Formatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Show real defaults; no "(default: None)" / "(default: False)" noise on required options,
-    flags, and options whose default depends on the mechanism (their help says it)."""
-
-    def _get_help_string(self, action: argparse.Action) -> str | None:
-        if action.default is None or action.default is False or action.default == argparse.SUPPRESS:
-            return action.help
-        return super()._get_help_string(action)
-
-
 def _param(text: str) -> tuple[str, Any]:
     """``key=value``; the value is read as a JSON literal (1, 0.5, true, "x") else kept text."""
     key, sep, raw = text.partition("=")
@@ -137,7 +133,7 @@ def register(subparsers: Any) -> None:
             "implementation verdict (floating-point bits: does this binary leak?). Finding "
             "no violation proves nothing beyond the test's power."
         ),
-        formatter_class=_Formatter,
+        formatter_class=DefaultsHelpFormatter,
     )
     p.add_argument(
         "--mechanism",
@@ -570,17 +566,11 @@ def _refuse_untestable_claim(args: argparse.Namespace, claim: float) -> None:
 def _run_dir(args: argparse.Namespace) -> int:
     """``audit --run-dir RUN`` (ldp_audit.cli.system_cmd.audit_run_dir), mechanism options
     refused: the run's config says what was released."""
-    extra = sorted(_OPTION[k] for k in _given(args))
-    for flag, used in (
-        ("--mechanism", args.mechanism is not None),
-        ("--pairs", args.pairs is not None),
-        ("--dim", args.dim is not None),
-        ("--scalar", args.scalar),
-        ("--exact", args.exact),
-        ("--statistic", bool(args.statistic)),
-    ):
-        if used:
-            extra.append(flag)
+    extra = [_OPTION[k] for k in _given(args)] + [
+        f"--{dest}"
+        for dest in ("mechanism", "pairs", "dim", "scalar", "exact", "statistic")
+        if getattr(args, dest) not in (None, False, [])
+    ]
     if extra:
         raise InvalidParameterError(
             f"{', '.join(sorted(extra))} cannot be used with --run-dir: the run's config says "
