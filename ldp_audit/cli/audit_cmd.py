@@ -55,18 +55,9 @@ _USES: dict[str, set[str]] = {
     "rr": {"epsilon", "categories"},
     "gaussian": {"epsilon", "clip", "sigma", "delta"},
 }
-_OPTION = {
-    "epsilon": "--epsilon",
-    "clip": "--clip",
-    "resolution": "--resolution",
-    "reduced_dim": "--reduced-dim",
-    "categories": "--categories",
-    "sigma": "--sigma",
-    "delta": "--delta",
-    "param": "--param",
-    "domain": "--domain",
-    "seeding": "--seeding",
-}
+_MECHANISM_DESTS = "epsilon clip resolution reduced_dim categories sigma delta param domain seeding"
+#: the options a mechanism may use (each "not given" unless given), dest -> option
+_OPTION = {k: "--" + k.replace("_", "-") for k in _MECHANISM_DESTS.split()}
 
 
 #: dimensions and category counts beyond this would allocate candidate pairs / output tables
