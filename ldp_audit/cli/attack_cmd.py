@@ -264,20 +264,18 @@ def _theta(args: argparse.Namespace, rng: Any) -> tuple[Any, dict[str, Any]]:
 
 
 #: options that mean something only with --run-dir (a simulated attack reads no run)
-_RUN_DIR_ONLY = (
-    ("env_module", "--env-module"),
-    ("simulator", "--simulator"),
-    ("allow_unverified", "--allow-unverified"),
-    ("expect_head", "--expect-head"),
-    ("expect_root", "--expect-root"),
-)
+_RUN_DIR_ONLY = ("env_module", "simulator", "allow_unverified", "expect_head", "expect_root")
 
 
 def _check_run_dir_options(args: argparse.Namespace) -> None:
     """Refuse an option that means nothing without ``--run-dir`` instead of ignoring it."""
     if getattr(args, "run_dir", None) is not None:
         return
-    given = [flag for dest, flag in _RUN_DIR_ONLY if getattr(args, dest, None) not in (None, False)]
+    given = [
+        "--" + dest.replace("_", "-")
+        for dest in _RUN_DIR_ONLY
+        if getattr(args, dest, None) not in (None, False)
+    ]
     if given:
         raise InvalidParameterError(
             f"{', '.join(given)} applies only with --run-dir (an attack on a run directory); "
