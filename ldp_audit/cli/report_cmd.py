@@ -30,7 +30,7 @@ from ldp_audit.cli.types import (
     show_progress,
 )
 from ldp_audit.errors import InvalidParameterError, LdpAuditError, RunDirectoryError
-from ldp_audit.report import build_report, check_report_out
+from ldp_audit.report import check_report_out
 from ldp_audit.rundir import (
     check_new_dir,
     is_run_dir,
@@ -150,6 +150,8 @@ def _paths_json(paths: dict[str, Path], **extra: Any) -> str:
 
 
 def _report(args: argparse.Namespace) -> int:
+    from ldp_audit.report import build_report
+
     if args.screenshot:
         _need_chromium()
     if not Path(args.run_dir).is_dir():
