@@ -252,15 +252,17 @@ def _check_composed(args: argparse.Namespace, mech: Any) -> None:
         )
 
 
-def _theta(args: argparse.Namespace, rng: Any) -> tuple[Any, dict[str, Any]]:
-    progress = sys.stderr.isatty()
-    if args.malicious:
-        if progress:
-            print("crafting a gravity-revealing theta ...", file=sys.stderr)
-        return broadcast_theta("crafted", rng)
-    if args.train_submissions > 0:
-        return broadcast_theta("trained", rng, train_submissions=args.train_submissions)
-    return broadcast_theta("init", rng)
+def _simulation(args: argparse.Namespace) -> tuple[Any, Any, dict[str, Any], Any]:
+    """A simulated attack's mechanism (validated before any work), broadcast theta, its
+    description and the attack's generator (the seed's second child; the theta's is the first)."""
+    mech = _mechanism(args)
+    _check_composed(args, mech)
+    theta_rng, rng = np.random.default_rng(args.seed).spawn(2)
+    if args.malicious and sys.stderr.isatty():
+        print("crafting a gravity-revealing theta ...", file=sys.stderr)
+    kind = "crafted" if args.malicious else "trained" if args.train_submissions > 0 else "init"
+    kw = {"train_submissions": args.train_submissions} if kind == "trained" else {}
+    return (mech, *broadcast_theta(kind, theta_rng, **kw), rng)
 
 
 #: options that mean something only with --run-dir (a simulated attack reads no run)
@@ -417,11 +419,7 @@ def _dynamics(args: argparse.Namespace) -> int:
         return _emit(args, res)
     if args.shadow is None:
         args.shadow = 1000
-    mech = _mechanism(args)  # validated before any work
-    _check_composed(args, mech)
-    rng = np.random.default_rng(args.seed)
-    theta_rng, attack_rng = rng.spawn(2)
-    theta, info = _theta(args, theta_rng)
+    mech, theta, info, attack_rng = _simulation(args)
     kw = dict(theta=theta, n_agents=args.agents, reports_per_agent=args.reports,
               n_shadow=args.shadow, rng=attack_rng, progress=sys.stderr.isatty())  # fmt: skip
     if args.continuous:
@@ -452,11 +450,7 @@ def _membership(args: argparse.Namespace) -> int:
             f"--canary-gravity must differ from the background gravities {list(GRAVITIES)}, got "
             f"{args.canary_gravity!r}"
         )
-    mech = _mechanism(args)  # validated before any work
-    _check_composed(args, mech)
-    rng = np.random.default_rng(args.seed)
-    theta_rng, run_rng = rng.spawn(2)
-    theta, info = _theta(args, theta_rng)
+    mech, theta, info, run_rng = _simulation(args)
     trainer = M.FixedThetaTrainer(theta=theta, mechanism=mech, reports_per_agent=args.reports)
     scorer = M.TranscriptScorer(canary_gravity=args.canary_gravity, n_shadow=args.shadow)
     with tempfile.TemporaryDirectory() as tmp:
