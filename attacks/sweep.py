@@ -317,49 +317,6 @@ def plot(doc: dict[str, Any], path: str | Path) -> None:
     plt.close(fig)
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The arguments of ``ldp-audit attack sweep``."""
-    p.add_argument("--agents", type=int, default=300, help="agents attacked per cell")
-    p.add_argument("--shadow", type=int, default=1000, help="shadow episodes per candidate")
-    p.add_argument("--thetas", default=",".join(THETAS), help="comma list of " + "/".join(THETAS))
-    p.add_argument("--train-submissions", type=int, default=3000)
-    p.add_argument(
-        "--probe", type=int, default=1000, help="craft_theta probe episodes per candidate"
-    )
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument(
-        "--out",
-        default=None,
-        help="output directory (default: a new runs/attack-sweep-<timestamp>; the committed "
-        "reports/attacks is rewritten only when named here with --overwrite)",
-    )
-    p.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="regenerate an earlier sweep in --out (hand-written files there are kept)",
-    )
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.add_argument(
-        "--backend",
-        choices=("local", "ray"),
-        default="local",
-        help="where the thetas (one task each) run: this machine, or Ray (needs "
-        "ldp-audit[ray]); results are bit for bit the same",
-    )
-    p.add_argument(
-        "--address",
-        default=None,
-        help="Ray cluster address (e.g. auto, ray://HOST:10001); default: start Ray here",
-    )
-    p.add_argument(
-        "--workers",
-        type=int,
-        default=None,
-        help="local: process-pool size (default: this process); ray: CPUs of the Ray "
-        "instance started here",
-    )
-
-
 def run_from_args(args: argparse.Namespace) -> int:
     """Run the sweep from parsed arguments; print one line per cell; 1 if any violation."""
     from ldp_audit.backends import check_backend

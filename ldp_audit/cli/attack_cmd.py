@@ -15,21 +15,35 @@ its confidence interval; 2: usage error.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import math
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from ldp_audit.attacks.sweep import REPORTS, THETAS, broadcast_theta, run_from_args
 from ldp_audit.cli.evidence import check_evidence, evidence_args, verdict_code, with_evidence
 from ldp_audit.cli.types import (
+    add_backend_arguments,
+    add_flags,
+    check_creatable,
     check_file_creatable,
     check_not_inside_run,
+    check_workers,
     confidence,
     int_at_least,
     int_in_range,
 )
+from ldp_audit.errors import InvalidParameterError, RunDirectoryError
+from ldp_audit.limits import Estimate, add_force_argument, check_resources
+from ldp_audit.mechanisms import Laplace, NoPrivacy, ProjectedRandomSign
 from ldp_audit.parse import epsilon_or_inf, parse_real, real_in
+from ldp_audit.rundir import check_new_dir, check_new_file, is_run_dir, to_jsonable, write_artifact
+from ldp_audit.rundir.seal import seal_document
 
 _MECHANISMS = ("laplace", "prs", "none")
 
@@ -72,7 +86,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--shadow", type=_count("--shadow"), default=1000, help="shadow episodes per candidate"
     )
-    p.add_argument("--malicious", action="store_true", help="broadcast a crafted theta")
+    add_flags(p, malicious="broadcast a crafted theta")
     p.add_argument(
         "--train-submissions",
         type=int_in_range("--train-submissions", 0, 10_000_000, "held in memory"),
@@ -81,24 +95,18 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--seed", type=int_at_least("--seed", 0), default=0)
     p.add_argument("--confidence", type=confidence(), default=0.95)
-    p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+    add_flags(p, json="print the result as JSON on stdout")
     p.add_argument("--out", default=None, help="also write the JSON result to this (new) file")
     p.add_argument("--plot", default=None, help="write a PNG of the result to this (new) file")
-    p.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace an existing --out/--plot file (or the run's attack_*.json artefact)",
+    add_flags(
+        p, overwrite="replace an existing --out/--plot file (or the run's attack_*.json artefact)"
     )
-    from ldp_audit.limits import add_force_argument  # size limits (docs/cli.md)
-
     add_force_argument(p)
 
 
 def _check_simulation_size(args: argparse.Namespace) -> None:
     """The simulated attack's reports, (agents + 3 shadow sets) x T x 112 float64 values
     (and their statistics), estimated before any work (``--force`` runs anyway)."""
-    from ldp_audit.limits import Estimate, check_resources
-
     agents, shadow, t = int(args.agents), int(args.shadow or 1000), int(args.reports)
     opts = [(agents / 300, "--agents", agents), (shadow / 1000, "--shadow", shadow),
             (t / 1, "--reports-per-agent", t)]  # fmt: skip
@@ -158,11 +166,7 @@ def register(subparsers: Any) -> None:
         "folder like python -m; imported only because you name it (a run directory never "
         "makes the attacker import code)",
     )
-    d.add_argument(
-        "--continuous",
-        action="store_true",
-        help="gravity uniform on [9.5, 10.1]; report the MAE of the posterior mean",
-    )
+    add_flags(d, continuous="gravity uniform on [9.5, 10.1]; report the MAE of the posterior mean")
     evidence_args(d)
     d.set_defaults(func=_dynamics)
 
@@ -206,13 +210,7 @@ def register(subparsers: Any) -> None:
         "sweep",
         help="eps x {Laplace, PRS} x {1, 5, 20} reports sweep -> reports/attacks/",
     )
-    from ldp_audit.attacks.sweep import add_arguments
-
-    add_arguments(s)
-    _check_sweep_types(s)
-    from ldp_audit.limits import add_force_argument
-
-    add_force_argument(s)
+    _sweep_arguments(s)
     s.set_defaults(func=_sweep)
 
     # the registered systems (ldp_audit.systems): their own attack subcommands (attack_cli),
@@ -223,9 +221,6 @@ def register(subparsers: Any) -> None:
 
 
 def _mechanism(args: argparse.Namespace) -> Any:
-    from ldp_audit.errors import InvalidParameterError
-    from ldp_audit.mechanisms import Laplace, NoPrivacy, ProjectedRandomSign
-
     if args.mechanism == "none":
         if args.epsilon is not None and not math.isinf(args.epsilon):
             raise InvalidParameterError(
@@ -248,8 +243,6 @@ def _mechanism(args: argparse.Namespace) -> Any:
 def _check_composed(args: argparse.Namespace, mech: Any) -> None:
     """Refuse a finite composed claim T * epsilon so large that e^(T eps) overflows: such a
     claim guarantees nothing (the non-private baseline is --mechanism none)."""
-    from ldp_audit.errors import InvalidParameterError
-
     eps = float(mech.epsilon)
     if math.isfinite(eps) and eps * args.reports > _MAX_COMPOSED:
         raise InvalidParameterError(
@@ -259,37 +252,33 @@ def _check_composed(args: argparse.Namespace, mech: Any) -> None:
         )
 
 
-def _theta(args: argparse.Namespace, rng: Any) -> tuple[Any, dict[str, Any]]:
-    from ldp_audit.attacks.sweep import broadcast_theta
-
-    progress = sys.stderr.isatty()
-    if args.malicious:
-        if progress:
-            print("crafting a gravity-revealing theta ...", file=sys.stderr)
-        return broadcast_theta("crafted", rng)
-    if args.train_submissions > 0:
-        return broadcast_theta("trained", rng, train_submissions=args.train_submissions)
-    return broadcast_theta("init", rng)
+def _simulation(args: argparse.Namespace) -> tuple[Any, Any, dict[str, Any], Any]:
+    """A simulated attack's mechanism (validated before any work), broadcast theta, its
+    description and the attack's generator (the seed's second child; the theta's is the first)."""
+    mech = _mechanism(args)
+    _check_composed(args, mech)
+    theta_rng, rng = np.random.default_rng(args.seed).spawn(2)
+    if args.malicious and sys.stderr.isatty():
+        print("crafting a gravity-revealing theta ...", file=sys.stderr)
+    kind = "crafted" if args.malicious else "trained" if args.train_submissions > 0 else "init"
+    kw = {"train_submissions": args.train_submissions} if kind == "trained" else {}
+    return (mech, *broadcast_theta(kind, theta_rng, **kw), rng)
 
 
 #: options that mean something only with --run-dir (a simulated attack reads no run)
-_RUN_DIR_ONLY = (
-    ("env_module", "--env-module"),
-    ("simulator", "--simulator"),
-    ("allow_unverified", "--allow-unverified"),
-    ("expect_head", "--expect-head"),
-    ("expect_root", "--expect-root"),
-)
+_RUN_DIR_ONLY = ("env_module", "simulator", "allow_unverified", "expect_head", "expect_root")
 
 
 def _check_run_dir_options(args: argparse.Namespace) -> None:
     """Refuse an option that means nothing without ``--run-dir`` instead of ignoring it."""
     if getattr(args, "run_dir", None) is not None:
         return
-    given = [flag for dest, flag in _RUN_DIR_ONLY if getattr(args, dest, None) not in (None, False)]
+    given = [
+        "--" + dest.replace("_", "-")
+        for dest in _RUN_DIR_ONLY
+        if getattr(args, dest, None) not in (None, False)
+    ]
     if given:
-        from ldp_audit.errors import InvalidParameterError
-
         raise InvalidParameterError(
             f"{', '.join(given)} applies only with --run-dir (an attack on a run directory); "
             f"this simulated attack reads no run"
@@ -298,29 +287,20 @@ def _check_run_dir_options(args: argparse.Namespace) -> None:
 
 def _check_outputs(args: argparse.Namespace) -> None:
     """Every output path is checked before the attack runs."""
-    from ldp_audit.rundir import check_new_file
-
     _check_run_dir_options(args)
 
-    if args.out:
-        check_not_inside_run(args.out, "--out")
-        check_new_file(args.out, name="--out", overwrite=args.overwrite)
-        check_file_creatable(args.out, "--out")
-    if args.plot:
-        check_not_inside_run(args.plot, "--plot")
-        check_new_file(args.plot, name="--plot", overwrite=args.overwrite)
-        check_file_creatable(args.plot, "--plot")
+    for path, flag in ((args.out, "--out"), (args.plot, "--plot")):
+        if path:
+            check_not_inside_run(path, flag)
+            check_new_file(path, name=flag, overwrite=args.overwrite)
+            check_file_creatable(path, flag)
     if args.out and args.plot and Path(args.out).resolve() == Path(args.plot).resolve():
-        from ldp_audit.errors import InvalidParameterError
-
         raise InvalidParameterError(f"--out and --plot must differ, both are {args.out!r}")
     if getattr(args, "run_dir", None) is None and hasattr(args, "force"):
         _check_simulation_size(args)  # a simulated attack: its sizes, before any work
 
 
 def _emit(args: argparse.Namespace, result: Any, info: dict[str, Any] | None = None) -> int:
-    from ldp_audit.rundir import to_jsonable
-
     d = with_evidence(result.to_dict(), args)
     if info:
         d["extra"]["theta_info"] = {
@@ -329,8 +309,6 @@ def _emit(args: argparse.Namespace, result: Any, info: dict[str, Any] | None = N
     if args.out:
         doc = to_jsonable(d)
         if getattr(args, "run_dir", None):  # about a run: sealed for it (report RUN FILE)
-            from ldp_audit.rundir.seal import seal_document
-
             doc = seal_document(doc, args.run_dir)
         Path(args.out).write_text(json.dumps(doc, indent=1, allow_nan=False))
     if args.plot:
@@ -357,10 +335,7 @@ def _plot(result: Any, path: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(4.5, 3.2))
-    if result.auc is not None or result.mae is not None:
-        labels = ["accuracy", "ceiling"] if result.auc is None else ["one-run acc.", "ceiling"]
-    else:
-        labels = ["accuracy", "ceiling"]
+    labels = ["accuracy" if result.auc is None else "one-run acc.", "ceiling"]
     vals = [result.accuracy, result.ceiling]
     ax.bar(labels, vals, color=["tab:blue", "tab:grey"])
     lo, hi = result.accuracy_ci
@@ -382,23 +357,16 @@ def _plot(result: Any, path: str) -> None:
 
 
 def _dynamics(args: argparse.Namespace) -> int:
-    import numpy as np
-
     from ldp_audit.attacks import dynamics as D
-    from ldp_audit.rundir import is_run_dir, write_artifact
 
     _check_outputs(args)
     if args.run_dir:
         if not is_run_dir(args.run_dir):
-            from ldp_audit.errors import RunDirectoryError
-
             raise RunDirectoryError(
                 f"--run-dir {args.run_dir!r} is not a run directory (no config.json)"
             )
         target = Path(args.run_dir) / "attack_dynamics.json"
         if target.exists() and not args.overwrite and not args.out:
-            from ldp_audit.errors import RunDirectoryError
-
             raise RunDirectoryError(
                 f"{target} already exists; write this result elsewhere with --out FILE, or "
                 f"pass --overwrite to replace it"
@@ -415,32 +383,22 @@ def _dynamics(args: argparse.Namespace) -> int:
         args._evidence = check_evidence(args)  # before anything but config.json is read
         opts = {} if args.shadow is None else {"n_shadow": args.shadow}
         if args.env_module is not None:  # a user env's registering module (issue 27)
-            import inspect
-
             if "env_module" not in inspect.signature(scorer).parameters:
-                from ldp_audit.errors import InvalidParameterError
-
                 raise InvalidParameterError(
                     f"--env-module applies to runs on a Gymnasium env (pgc-a3c-gym), got a run "
                     f"whose attack takes no env module ({args.run_dir!r})"
                 )
             opts["env_module"] = args.env_module
         if args.simulator is not None:  # an own loop's or a Flower app's simulator (issue 27)
-            import inspect
-
             from ldp_audit.systems import resolve
 
             if "simulator" not in inspect.signature(scorer).parameters:
-                from ldp_audit.errors import InvalidParameterError
-
                 raise InvalidParameterError(
                     f"--simulator applies to runs whose attack takes a simulator (own-loop, "
                     f"Flower, Gymnasium runs), got {args.run_dir!r}"
                 )
             sim = resolve(args.simulator, "--simulator")
             if not callable(sim):
-                from ldp_audit.errors import InvalidParameterError
-
                 raise InvalidParameterError(
                     f"--simulator {args.simulator!r} is not callable ({type(sim).__name__})"
                 )
@@ -456,53 +414,24 @@ def _dynamics(args: argparse.Namespace) -> int:
         # docs/interfaces.md: RUN_DIR/attack_dynamics.json is the run's one named artefact for
         # this attack; with --out the result goes there and the run is left untouched
         if not args.out:
-            write_artifact(
-                args.run_dir,
-                "attack_dynamics.json",
-                with_evidence(res.to_dict(), args),
-                overwrite=True,
-            )
+            doc = with_evidence(res.to_dict(), args)
+            write_artifact(args.run_dir, "attack_dynamics.json", doc, overwrite=True)
         return _emit(args, res)
     if args.shadow is None:
         args.shadow = 1000
-    mech = _mechanism(args)  # validated before any work
-    _check_composed(args, mech)
-    rng = np.random.default_rng(args.seed)
-    theta_rng, attack_rng = rng.spawn(2)
-    theta, info = _theta(args, theta_rng)
+    mech, theta, info, attack_rng = _simulation(args)
+    kw = dict(theta=theta, n_agents=args.agents, reports_per_agent=args.reports,
+              n_shadow=args.shadow, rng=attack_rng, progress=sys.stderr.isatty())  # fmt: skip
     if args.continuous:
-        res = D.run_continuous(
-            mech,
-            theta=theta,
-            n_agents=args.agents,
-            reports_per_agent=args.reports,
-            n_shadow=args.shadow,
-            rng=attack_rng,
-            progress=sys.stderr.isatty(),
-        )
+        res = D.run_continuous(mech, **kw)
     else:
-        res = D.run(
-            mech,
-            theta=theta,
-            n_agents=args.agents,
-            reports_per_agent=args.reports,
-            n_shadow=args.shadow,
-            rng=attack_rng,
-            confidence=args.confidence,
-            attack="dynamics-malicious" if args.malicious else "dynamics",
-            progress=sys.stderr.isatty(),
-        )
+        attack = "dynamics-malicious" if args.malicious else "dynamics"
+        res = D.run(mech, **kw, confidence=args.confidence, attack=attack)
     return _emit(args, res, info)
 
 
 def _membership(args: argparse.Namespace) -> int:
-    import tempfile
-
-    import numpy as np
-
     from ldp_audit.attacks import membership as M
-    from ldp_audit.errors import InvalidParameterError
-    from ldp_audit.rundir import check_new_dir
 
     _check_outputs(args)
     if args.run_dir is not None:
@@ -521,11 +450,7 @@ def _membership(args: argparse.Namespace) -> int:
             f"--canary-gravity must differ from the background gravities {list(GRAVITIES)}, got "
             f"{args.canary_gravity!r}"
         )
-    mech = _mechanism(args)  # validated before any work
-    _check_composed(args, mech)
-    rng = np.random.default_rng(args.seed)
-    theta_rng, run_rng = rng.spawn(2)
-    theta, info = _theta(args, theta_rng)
+    mech, theta, info, run_rng = _simulation(args)
     trainer = M.FixedThetaTrainer(theta=theta, mechanism=mech, reports_per_agent=args.reports)
     scorer = M.TranscriptScorer(canary_gravity=args.canary_gravity, n_shadow=args.shadow)
     with tempfile.TemporaryDirectory() as tmp:
@@ -547,8 +472,6 @@ def _membership(args: argparse.Namespace) -> int:
 def _membership_of_run(args: argparse.Namespace) -> int:
     """Score the canaries planted at training time in an existing run (read only)."""
     from ldp_audit.cli.system_cmd import run_dir_scorer
-    from ldp_audit.errors import RunDirectoryError
-    from ldp_audit.rundir import is_run_dir
 
     if not is_run_dir(args.run_dir):
         raise RunDirectoryError(f"--run-dir {args.run_dir!r} is not a run directory")
@@ -561,8 +484,6 @@ def _membership_of_run(args: argparse.Namespace) -> int:
 
 def _sweep_thetas(text: str) -> str:
     """argparse type for --thetas: a comma list of init/trained/crafted/linearW0:W1:W2:W3."""
-    from ldp_audit.attacks.sweep import THETAS
-
     items = [t.strip() for t in text.split(",") if t.strip()]
     for t in items:
         ok = t in THETAS
@@ -582,44 +503,58 @@ def _sweep_thetas(text: str) -> str:
     return ",".join(items)
 
 
-def _check_sweep_types(s: argparse.ArgumentParser) -> None:
-    """The sweep's shared arguments (attacks/sweep.py uses plain ``int``) get converters that
-    refuse 0, negative and malformed values by option name before any work."""
-    types = {
-        "agents": _count("--agents"),
-        "shadow": _count("--shadow", 2),  # the classifier needs more samples than classes
-        "probe": _count("--probe"),
-        "train_submissions": int_in_range("--train-submissions", 0, 10_000_000, "held in memory"),
-        "seed": int_at_least("--seed", 0),
-        "workers": int_at_least("--workers", 1),
-        "thetas": _sweep_thetas,
-    }
-    for action in s._actions:
-        if action.dest in types:
-            action.type = types[action.dest]
+def _sweep_arguments(s: argparse.ArgumentParser) -> None:
+    """The options of ``attack sweep`` (:func:`ldp_audit.attacks.sweep.sweep`'s parameters)."""
+    s.add_argument(
+        "--agents", type=_count("--agents"), default=300, help="agents attacked per cell"
+    )
+    s.add_argument(  # the classifier needs more samples than classes
+        "--shadow", type=_count("--shadow", 2), default=1000, help="shadow episodes per candidate"
+    )
+    s.add_argument(
+        "--thetas",
+        type=_sweep_thetas,
+        default=",".join(THETAS),
+        help="comma list of " + "/".join(THETAS),
+    )
+    s.add_argument(
+        "--train-submissions",
+        type=int_in_range("--train-submissions", 0, 10_000_000, "held in memory"),
+        default=3000,
+    )
+    s.add_argument(
+        "--probe",
+        type=_count("--probe"),
+        default=1000,
+        help="craft_theta probe episodes per candidate",
+    )
+    s.add_argument("--seed", type=int_at_least("--seed", 0), default=0)
+    s.add_argument(
+        "--out",
+        default=None,
+        help="output directory (default: a new runs/attack-sweep-<timestamp>; the committed "
+        "reports/attacks is rewritten only when named here with --overwrite)",
+    )
+    add_flags(
+        s,
+        overwrite="regenerate an earlier sweep in --out (hand-written files there are kept)",
+        quiet="no progress bar",
+    )
+    add_backend_arguments(s, workers=True)
+    add_force_argument(s)
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from ldp_audit.attacks.sweep import run_from_args
-    from ldp_audit.cli.types import check_creatable, check_workers
-
     if args.workers is not None:
         check_workers(args.workers)  # before any work: far above the cores is refused
     if args.out is not None:
         check_not_inside_run(args.out, "--out")
-        from ldp_audit.rundir import is_run_dir
-
         if is_run_dir(args.out):  # even with --overwrite: a sweep is no analysis of that run
-            from ldp_audit.errors import RunDirectoryError
-
             raise RunDirectoryError(
                 f"--out {args.out!r} is a run directory: a run is evidence, and a sweep's "
                 f"results are not an analysis of it; choose a folder outside every run"
             )
         check_creatable(args.out, "--out")
-    from ldp_audit.attacks.sweep import REPORTS
-    from ldp_audit.limits import Estimate, check_resources
-
     # one cell holds (agents + 3 shadow sets) x T reports of 112 float64 values (and their
     # statistics) at the sweep's largest T; --workers cells at a time
     agents, shadow = int(args.agents), int(args.shadow)

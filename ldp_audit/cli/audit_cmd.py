@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import functools
 import importlib
 import json
 import math
@@ -32,7 +33,17 @@ import re
 import sys
 from typing import Any
 
+from ldp_audit.cli.evidence import evidence_args
+from ldp_audit.cli.types import (
+    DefaultsHelpFormatter,
+    add_flags,
+    confidence,
+    int_at_least,
+    show_progress,
+)
 from ldp_audit.errors import InvalidParameterError, LdpAuditError, UserCodeError
+from ldp_audit.limits import Estimate, check_resources
+from ldp_audit.parse import parse_real, real_in
 
 BUILTIN = ("laplace", "discrete-laplace", "prs", "bitflip", "rr", "gaussian")
 #: which of the mechanism-specific options each built-in uses (others are refused).
@@ -44,40 +55,9 @@ _USES: dict[str, set[str]] = {
     "rr": {"epsilon", "categories"},
     "gaussian": {"epsilon", "clip", "sigma", "delta"},
 }
-_OPTION = {
-    "epsilon": "--epsilon",
-    "clip": "--clip",
-    "resolution": "--resolution",
-    "reduced_dim": "--reduced-dim",
-    "categories": "--categories",
-    "sigma": "--sigma",
-    "delta": "--delta",
-    "param": "--param",
-    "domain": "--domain",
-    "seeding": "--seeding",
-}
-
-
-def _float(name: str, *, positive: bool = True, unit: bool = False) -> Any:
-    from ldp_audit.cli.types import confidence
-    from ldp_audit.parse import parse_real, real_in
-
-    if unit and name == "confidence":
-        return confidence(f"--{name}")
-    if unit:
-        return real_in(f"--{name}", low=0.0, high=1.0)
-    if positive:
-        return real_in(f"--{name}", low=0.0)
-    return lambda text: parse_real(text, f"--{name}")
-
-
-def _int(name: str, minimum: int, maximum: int | None = None) -> Any:
-    """Integers >= minimum (and <= maximum); ``1e6`` is accepted when it is a whole number
-    (strict ASCII: see ``ldp_audit.parse.parse_int``)."""
-    from ldp_audit.cli.types import int_at_least
-    from ldp_audit.parse import INT_MAX
-
-    return int_at_least(f"--{name}", minimum, INT_MAX if maximum is None else maximum)
+_MECHANISM_DESTS = "epsilon clip resolution reduced_dim categories sigma delta param domain seeding"
+#: the options a mechanism may use (each "not given" unless given), dest -> option
+_OPTION = {k: "--" + k.replace("_", "-") for k in _MECHANISM_DESTS.split()}
 
 
 #: dimensions and category counts beyond this would allocate candidate pairs / output tables
@@ -91,7 +71,6 @@ def _domain(text: str) -> Any:
     Every number is finite and read strictly (``ldp_audit.parse.parse_real``); an interval
     needs LOW < HIGH and a set at least two distinct values (a claim over one input says
     nothing)."""
-    from ldp_audit.parse import parse_real
 
     def bad(why: str) -> argparse.ArgumentTypeError:
         return argparse.ArgumentTypeError(
@@ -122,16 +101,6 @@ def _domain(text: str) -> Any:
         raise bad(str(exc)) from None
 
 
-class _Formatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Show real defaults; no "(default: None)" / "(default: False)" noise on required options,
-    flags, and options whose default depends on the mechanism (their help says it)."""
-
-    def _get_help_string(self, action: argparse.Action) -> str | None:
-        if action.default is None or action.default is False or action.default == argparse.SUPPRESS:
-            return action.help
-        return super()._get_help_string(action)
-
-
 def _param(text: str) -> tuple[str, Any]:
     """``key=value``; the value is read as a JSON literal (1, 0.5, true, "x") else kept text."""
     key, sep, raw = text.partition("=")
@@ -155,7 +124,7 @@ def register(subparsers: Any) -> None:
             "implementation verdict (floating-point bits: does this binary leak?). Finding "
             "no violation proves nothing beyond the test's power."
         ),
-        formatter_class=_Formatter,
+        formatter_class=DefaultsHelpFormatter,
     )
     p.add_argument(
         "--mechanism",
@@ -163,73 +132,62 @@ def register(subparsers: Any) -> None:
         help=f"one of {', '.join(BUILTIN)}, or MODULE:ATTR (object, class or factory); "
         "required unless --run-dir",
     )
-    sup = argparse.SUPPRESS
-    p.add_argument(
+    opt = functools.partial(p.add_argument, default=argparse.SUPPRESS)  # "not given"
+    opt(
         "--epsilon",
-        type=_float("epsilon"),
-        default=sup,
+        type=real_in("--epsilon", low=0.0),
         help="claimed epsilon (built-ins; gaussian: calibrates sigma unless --sigma is given)",
     )
-    p.add_argument("--clip", type=_float("clip"), default=sup, help="clip bound C (1 when omitted)")
-    p.add_argument(
-        "--sigma", type=_float("sigma"), default=sup, help="gaussian: noise standard deviation"
-    )
-    p.add_argument(
+    opt("--clip", type=real_in("--clip", low=0.0), help="clip bound C (1 when omitted)")
+    opt("--sigma", type=real_in("--sigma", low=0.0), help="gaussian: noise standard deviation")
+    opt(
         "--delta",
-        type=_float("delta", unit=True),
-        default=sup,
+        type=real_in("--delta", low=0.0, high=1.0),
         help="gaussian: the delta of the claim (1e-5 when omitted)",
     )
-    p.add_argument(
+    opt(
         "--resolution",
-        type=_float("resolution"),
-        default=sup,
+        type=real_in("--resolution", low=0.0),
         help="discrete-laplace: grid step (C / (10 d) when omitted)",
     )
     p.add_argument(
         "--dim",
-        type=_int("dim", 1, _MAX_DIM),
+        type=int_at_least("--dim", 1, _MAX_DIM),
         default=None,
         help="input dimension d (mechanism.dim, or 1, when omitted)",
     )
-    p.add_argument(
+    opt(
         "--reduced-dim",
-        type=_int("reduced-dim", 1, _MAX_DIM),
-        default=sup,
+        type=int_at_least("--reduced-dim", 1, _MAX_DIM),
         help="prs: d_hat (max(1, min(d, floor(epsilon / 2.5))) when omitted)",
     )
-    p.add_argument(
+    opt(
         "--categories",
-        type=_int("categories", 2, _MAX_DIM),
-        default=sup,
+        type=int_at_least("--categories", 2, _MAX_DIM),
         help="rr: number of categories k (2 when omitted)",
     )
-    p.add_argument(
+    opt(
         "--param",
         type=_param,
         action="append",
-        default=sup,
         metavar="KEY=VALUE",
         help="MODULE:ATTR class or factory argument (repeatable; VALUE read as JSON)",
     )
-    p.add_argument(
-        "--scalar",
-        action="store_true",
-        help="MODULE:ATTR is a scalar value -> value function of another library (or, with "
+    add_flags(
+        p,
+        scalar="MODULE:ATTR is a scalar value -> value function of another library (or, with "
         "--seeding, a factory taking the randomness and returning one); needs --epsilon "
         "(the library's own) and --domain",
     )
-    p.add_argument(
+    opt(
         "--domain",
         type=_domain,
-        default=sup,
         help="--scalar: the inputs the claim covers, LOW:HIGH (an interval) or V1,V2,... (a "
         "finite set; integers are passed as int)",
     )
-    p.add_argument(
+    opt(
         "--seeding",
         choices=("none", "random_state", "seed", "generator"),
-        default=sup,
         help="--scalar: what the factory receives, derived from --seed (none when omitted: "
         "the function draws its own randomness and the audit is not reproducible)",
     )
@@ -245,14 +203,12 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--samples",
-        type=_int("samples", 1000),
+        type=int_at_least("--samples", 1000),
         default=1_000_000,
         help="outputs per input of a pair",
     )
-    p.add_argument(
-        "--confidence", type=_float("confidence", unit=True), default=0.95, help="in (0, 1)"
-    )
-    p.add_argument("--seed", type=_int("seed", 0), default=0, help="random seed")
+    p.add_argument("--confidence", type=confidence(), default=0.95, help="in (0, 1)")
+    p.add_argument("--seed", type=int_at_least("--seed", 0), default=0, help="random seed")
     p.add_argument(
         "--ratio-test",
         choices=("clopper-pearson", "poisson"),
@@ -262,15 +218,10 @@ def register(subparsers: Any) -> None:
         "exceeds a mechanism that sits exactly on its claim at close to 1 - confidence, see "
         "docs/audit.md)",
     )
-    p.add_argument(
-        "--pool",
-        action="store_true",
-        help="also test pooled pairs (every pair's events summed; sound, see docs/audit.md)",
-    )
-    p.add_argument(
-        "--no-float-bits",
-        action="store_true",
-        help="distribution verdict only: do not search floating-point bit cells",
+    add_flags(
+        p,
+        pool="also test pooled pairs (every pair's events summed; sound, see docs/audit.md)",
+        no_float_bits="distribution verdict only: do not search floating-point bit cells",
     )
     p.add_argument(
         "--profile",
@@ -278,29 +229,16 @@ def register(subparsers: Any) -> None:
         default=None,
         help="also audit the privacy profile epsilon(delta) (on when the claim has delta > 0)",
     )
-    p.add_argument(
-        "--force",
-        action="store_true",
-        help="run even when the estimated time exceeds 3 hours, or when the claim is too large "
+    add_flags(
+        p,
+        force="run even when the estimated time exceeds 3 hours, or when the claim is too large "
         "for --samples to refute",
-    )
-    p.add_argument(
-        "--sequential",
-        action="store_true",
-        help="anytime-valid sequential audit: stages on a doubling schedule of sample sizes "
+        sequential="anytime-valid sequential audit: stages on a doubling schedule of sample sizes "
         "(--samples is the budget), stops at the first stage that refutes the claim or when "
         "no remaining stage could (see docs/audit.md)",
-    )
-    p.add_argument(
-        "--delta-event",
-        action="store_true",
-        help="for a claim with delta > 0, also estimate the event chosen for the largest lower "
-        "bound on delta at the claimed epsilon (one more event in the Bonferroni family)",
-    )
-    p.add_argument(
-        "--exact",
-        action="store_true",
-        help="also print the white-box exact epsilon for the pairs (built-ins)",
+        delta_event="for a claim with delta > 0, also estimate the event chosen for the largest "
+        "lower bound on delta at the claimed epsilon (one more event in the Bonferroni family)",
+        exact="also print the white-box exact epsilon for the pairs (built-ins)",
     )
     p.add_argument(
         "--run-dir",
@@ -312,18 +250,13 @@ def register(subparsers: Any) -> None:
         "--force, --sequential, --delta-event), --overwrite and --json; says its estimated "
         "time first where a progress bar shows (a person watches stderr)",
     )
-    p.add_argument(
-        "--no-progress",
-        action="store_true",
-        help="no progress bar (none is drawn anyway when stderr is not a terminal)",
+    add_flags(
+        p,
+        no_progress="no progress bar (none is drawn anyway when stderr is not a terminal)",
+        overwrite="--run-dir: replace the run's earlier audit.json",
     )
-    p.add_argument(
-        "--overwrite", action="store_true", help="--run-dir: replace the run's earlier audit.json"
-    )
-    from ldp_audit.cli.evidence import evidence_args
-
     evidence_args(p)  # --run-dir is verified against its manifest before its config is read
-    p.add_argument("--json", action="store_true", help="print the AuditResult as JSON")
+    add_flags(p, json="print the AuditResult as JSON")
     p.set_defaults(func=run)
 
 
@@ -539,8 +472,6 @@ def run(args: argparse.Namespace) -> int:
             raise InvalidParameterError(f"{flag} applies to --run-dir (a run's evidence)")
     mechanism = build_mechanism(args)
     if args.exact:  # its probe draws 20,000 outputs of each input at once: refused before work
-        from ldp_audit.limits import Estimate, check_resources
-
         d = int(args.dim or getattr(mechanism, "dim", 1) or 1)
         probe = Estimate(f"--exact with --dim {d}", "the exact epsilon's probe draws",
                          20_000 * d * 8 * 4)  # fmt: skip
@@ -548,7 +479,6 @@ def run(args: argparse.Namespace) -> int:
     pairs = _user_pairs(args.pairs) if args.pairs else None
     statistics = [_user_statistic(spec) for spec in args.statistic or ()]
     from ldp_audit.audit import audit, default_pairs, exact_epsilon
-    from ldp_audit.cli.types import show_progress
 
     claim = getattr(mechanism, "epsilon", None)
     if isinstance(claim, (int, float)) and math.isfinite(claim) and not args.force:
@@ -627,17 +557,11 @@ def _refuse_untestable_claim(args: argparse.Namespace, claim: float) -> None:
 def _run_dir(args: argparse.Namespace) -> int:
     """``audit --run-dir RUN`` (ldp_audit.cli.system_cmd.audit_run_dir), mechanism options
     refused: the run's config says what was released."""
-    extra = sorted(_OPTION[k] for k in _given(args))
-    for flag, used in (
-        ("--mechanism", args.mechanism is not None),
-        ("--pairs", args.pairs is not None),
-        ("--dim", args.dim is not None),
-        ("--scalar", args.scalar),
-        ("--exact", args.exact),
-        ("--statistic", bool(args.statistic)),
-    ):
-        if used:
-            extra.append(flag)
+    extra = [_OPTION[k] for k in _given(args)] + [
+        f"--{dest}"
+        for dest in ("mechanism", "pairs", "dim", "scalar", "exact", "statistic")
+        if getattr(args, dest) not in (None, False, [])
+    ]
     if extra:
         raise InvalidParameterError(
             f"{', '.join(sorted(extra))} cannot be used with --run-dir: the run's config says "

@@ -27,31 +27,24 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import stat
 from pathlib import Path
 from typing import Any
+
+from ldp_audit.cli.types import add_flags, int_at_least
+from ldp_audit.errors import InvalidParameterError, LedgerError
+from ldp_audit.parse import parse_real, real_in
+from ldp_audit.rundir import to_jsonable, verify_run
 
 _METHODS = ("best", "basic", "advanced", "optimal", "rdp", "prv", "pld")
 
 
 def _delta(text: str) -> float:
-    from ldp_audit.parse import parse_real
-
     v = parse_real(text, "--delta")
     if not (0.0 <= v < 1.0):
         raise argparse.ArgumentTypeError(f"--delta must be in [0, 1), got {text!r}")
     return v
-
-
-def _budget(text: str) -> float:
-    from ldp_audit.parse import real_in
-
-    return real_in("--budget", low=0.0)(text)
-
-
-def _limit(text: str) -> int:
-    from ldp_audit.parse import parse_int
-
-    return parse_int(text, "--limit", minimum=0)
 
 
 def register(subparsers: Any) -> None:
@@ -79,22 +72,21 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--budget",
-        type=_budget,
+        type=real_in("--budget", low=0.0),
         default=None,
         help="per-agent epsilon budget for 'remaining' (default: the budget recorded in the "
         "ledger by the accountant that wrote it, if any)",
     )
     p.add_argument(
         "--limit",
-        type=_limit,
+        type=int_at_least("--limit", 0),
         default=20,
         help="agents listed in the text table, largest spend first (default 20; 0 = all)",
     )
-    p.add_argument("--json", action="store_true", help="print JSON (every agent) on stdout")
-    p.add_argument(
-        "--verify",
-        action="store_true",
-        help="verify the whole hash chain and every agent's state against the rows",
+    add_flags(
+        p,
+        json="print JSON (every agent) on stdout",
+        verify="verify the whole hash chain and every agent's state against the rows",
     )
     p.add_argument(
         "--expect-head",
@@ -110,17 +102,12 @@ def register(subparsers: Any) -> None:
         help="with --verify on a run directory: the run as a whole (manifest, ledger head, "
         "sealed analysis files) must have this root (printed by an earlier --verify or report)",
     )
-    p.add_argument(
-        "--allow-unverified",
-        action="store_true",
-        help="read a ledger or run that this process's ledger key does not authenticate, or "
-        "(with --verify) a run that does not verify: exit 4 instead of 2, and the output says "
-        "so first",
-    )
-    p.add_argument(
-        "--recover",
-        action="store_true",
-        help="roll back a hot journal (LEDGER-journal left by a writer killed inside a "
+    add_flags(
+        p,
+        allow_unverified="read a ledger or run that this process's ledger key does not "
+        "authenticate, or (with --verify) a run that does not verify: exit 4 instead of 2, and "
+        "the output says so first",
+        recover="roll back a hot journal (LEDGER-journal left by a writer killed inside a "
         "commit) in place: opens the ledger once with write access, charges nothing; readers "
         "read the committed state without it, from a private copy",
     )
@@ -136,11 +123,6 @@ def register(subparsers: Any) -> None:
 def _ledger_path(arg: str) -> Path:
     """The ledger file of ``arg`` (a file, or a run directory), refused before it is opened
     when it is missing or not a regular file (a FIFO would block)."""
-    import os
-    import stat
-
-    from ldp_audit.errors import LedgerError
-
     path = Path(arg)
     if path.is_dir():
         path = path / "ledger.sqlite"
@@ -192,7 +174,6 @@ def _fmt(x: float | None) -> str:
 def _run(args: argparse.Namespace) -> int:
     from ldp_audit.accountant import Accountant, Budget, Ledger
     from ldp_audit.accountant.ledger_migrate import migrate_v1
-    from ldp_audit.errors import InvalidParameterError
 
     path = _ledger_path(args.ledger)
     if args.expect_head is not None and not args.verify:
@@ -242,7 +223,7 @@ def _run(args: argparse.Namespace) -> int:
             ledger.close()
         res["ledger"] = str(path)
         if args.json:
-            print(json.dumps(to_jsonable(res), indent=2, default=_json_default, allow_nan=False))
+            print(json.dumps(to_jsonable(res), indent=2, default=str, allow_nan=False))
         else:
             ext = " and extends the expected head" if args.expect_head else ""
             print(
@@ -319,9 +300,9 @@ def _run(args: argparse.Namespace) -> int:
     finally:
         ledger.close()
     if args.json:
-        print(json.dumps(to_jsonable(out), indent=2, default=_json_default, allow_nan=False))
-        return _auth_code(out["authenticated"] and not refused)
-    _print_text(out, args.limit)
+        print(json.dumps(to_jsonable(out), indent=2, default=str, allow_nan=False))
+    else:
+        _print_text(out, args.limit)
     return _auth_code(out["authenticated"] and not refused)
 
 
@@ -339,7 +320,6 @@ def _key_refusal(ledger: Any, allow: bool) -> bool:
     import sys
 
     from ldp_audit.accountant.keys import load_key
-    from ldp_audit.errors import LedgerError
 
     if ledger.authenticated:
         return False
@@ -369,11 +349,9 @@ def _verify_run(args: argparse.Namespace) -> int:
     """``--verify`` on a run directory: its files, its manifest's anchor, the whole ledger."""
     import sys
 
-    from ldp_audit.rundir import verify_run
-
     res = verify_run(args.ledger, args.expect_head, expect_root=args.expect_root)
     if args.json:
-        print(json.dumps(res.to_dict(), indent=2, default=_json_default, allow_nan=False))
+        print(json.dumps(res.to_dict(), indent=2, default=str, allow_nan=False))
     else:
         print(res.summary())
         for note in res.notes:
@@ -403,17 +381,6 @@ def _row(
         "method": method,
         "remaining": remaining,
     }
-
-
-def to_jsonable(obj: Any) -> Any:
-    """The project's JSON convention (infinity as "inf"), see ldp_audit.rundir.to_jsonable."""
-    from ldp_audit.rundir import to_jsonable as conv
-
-    return conv(obj)
-
-
-def _json_default(x: Any) -> Any:
-    return str(x)
 
 
 def _print_text(out: dict, limit: int) -> None:

@@ -23,11 +23,23 @@ from pathlib import Path
 from typing import Any
 
 from ldp_audit.cli.types import (
+    add_flags,
     check_creatable,
     check_not_inside_run,
     int_at_least,
     show_progress,
 )
+from ldp_audit.errors import InvalidParameterError, LdpAuditError, RunDirectoryError
+from ldp_audit.report import check_report_out
+from ldp_audit.rundir import (
+    RunDir,
+    check_new_dir,
+    is_run_dir,
+    require_verified,
+    to_jsonable,
+    unverified_banner,
+)
+from ldp_audit.rundir.seal import check_analyses, check_document_seal
 
 _seed = int_at_least("--seed", 0)
 _top = int_at_least("--top", 1)
@@ -60,13 +72,12 @@ def register(subparsers: Any) -> None:
         default=None,
         help="output folder, new or empty (default: RUN_DIR/report)",
     )
-    p.add_argument(
-        "--overwrite", action="store_true", help="replace an earlier report at the output folder"
-    )
+    add_flags(p, overwrite="replace an earlier report at the output folder")
     p.add_argument("--top", type=_top, default=10, help="rows in the top-agents table")
-    p.add_argument("--json", action="store_true", help="print the written paths as JSON")
-    p.add_argument(
-        "--screenshot", action="store_true", help="also save screenshot.png (needs chromium)"
+    add_flags(
+        p,
+        json="print the written paths as JSON",
+        screenshot="also save screenshot.png (needs chromium)",
     )
     p.add_argument(
         "--expect-head",
@@ -83,13 +94,12 @@ def register(subparsers: Any) -> None:
         "root, as printed by `budget RUN --verify` or an earlier report (an anchor published "
         "elsewhere); checked before anything is read",
     )
-    p.add_argument(
-        "--allow-unverified",
-        action="store_true",
-        help="report a run whose files do not match its manifest or its sealed analyses, that "
-        "has no manifest or no ledger, or that this process's key does not authenticate "
-        "(refused by default, exit 2); the verdict line then says UNVERIFIED and the exit "
-        "code is 4 (1 on a violation)",
+    add_flags(
+        p,
+        allow_unverified="report a run whose files do not match its manifest or its sealed "
+        "analyses, that has no manifest or no ledger, or that this process's key does not "
+        "authenticate (refused by default, exit 2); the verdict line then says UNVERIFIED and "
+        "the exit code is 4 (1 on a violation)",
     )
     p.set_defaults(func=_report)
 
@@ -108,22 +118,18 @@ def register(subparsers: Any) -> None:
     )
     d.add_argument("--seed", type=_seed, default=0, help="the one seed everything derives from")
     d.add_argument("--report-dir", default=None, help="where the report goes (default: OUT/report)")
-    d.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace an earlier demo run (and report) at these paths",
-    )
-    d.add_argument("--no-progress", action="store_true", help="no progress bars on stderr")
-    d.add_argument("--json", action="store_true", help="print the written paths as JSON")
-    d.add_argument(
-        "--screenshot", action="store_true", help="also save screenshot.png (needs chromium)"
+    add_flags(
+        d,
+        overwrite="replace an earlier demo run (and report) at these paths",
+        no_progress="no progress bars on stderr",
+        json="print the written paths as JSON",
+        screenshot="also save screenshot.png (needs chromium)",
     )
     d.set_defaults(func=_demo)
 
 
 def _need_chromium() -> None:
     """--screenshot without Chromium: refuse before any work."""
-    from ldp_audit.errors import InvalidParameterError
     from ldp_audit.report.browser import find_chromium
 
     if find_chromium() is None:
@@ -140,25 +146,19 @@ def _screenshot(paths: dict[str, Path]) -> None:
 
 
 def _paths_json(paths: dict[str, Path], **extra: Any) -> str:
-    from ldp_audit.rundir import to_jsonable
-
     return json.dumps(to_jsonable({**paths, **extra}), indent=2, allow_nan=False)
 
 
 def _report(args: argparse.Namespace) -> int:
-    from ldp_audit.report import build_report, check_report_out
+    from ldp_audit.report import build_report
 
     if args.screenshot:
         _need_chromium()
-    from ldp_audit.errors import RunDirectoryError
-
     if not Path(args.run_dir).is_dir():
         raise RunDirectoryError(
             f"RUN_DIR must be an existing run directory, got {args.run_dir!r}"
             + (" (a file)" if Path(args.run_dir).exists() else " (not found)")
         )
-    from ldp_audit.rundir import require_verified, unverified_banner
-
     # evidence first: a run that does not match its manifest is refused (exit 2) by default
     checked = require_verified(
         args.run_dir,
@@ -176,8 +176,6 @@ def _report(args: argparse.Namespace) -> int:
     # errors name what the user gave: --out, or the default folder they never typed
     name = "--out" if args.out_dir is not None else "the default report folder"
     if args.out_dir is None and not args.overwrite and out.is_dir() and any(out.iterdir()):
-        from ldp_audit.errors import RunDirectoryError
-
         raise RunDirectoryError(
             f"this run already has a report in {str(out)!r}: pass --overwrite to regenerate it "
             "there (hand-written files such as notes.md are kept), or --out DIR to write a new "
@@ -243,8 +241,6 @@ def _check_extras(args: argparse.Namespace) -> list[str]:
     if not args.extra:
         return []
     from ldp_audit.accountant.keys import load_key
-    from ldp_audit.errors import RunDirectoryError
-    from ldp_audit.rundir.seal import check_document_seal
 
     files: list[Path] = []
     for e in args.extra:
@@ -281,10 +277,6 @@ def _check_extras(args: argparse.Namespace) -> list[str]:
 def _sealed_in_its_run(f: Path, key: Any) -> bool:
     """``f`` is an artefact of another finished run (an EXTRA folder that is a run), sealed and
     unchanged in that run's ``analyses.json`` (or hashed into its manifest)."""
-    from ldp_audit.errors import LdpAuditError
-    from ldp_audit.rundir import RunDir, is_run_dir
-    from ldp_audit.rundir.seal import check_analyses
-
     run = f.parent
     if not is_run_dir(run) or not (run / "manifest.json").is_file():
         return False
@@ -306,8 +298,6 @@ def _stage_line(name: str) -> None:
 
 def _demo(args: argparse.Namespace) -> int:
     from ldp_audit.demo import run_demo
-    from ldp_audit.report import check_report_out
-    from ldp_audit.rundir import check_new_dir
 
     if args.screenshot:
         _need_chromium()

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import sys
+import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, NoReturn
 
+from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 from ldp_audit.parse import INT_MAX, parse_int, real_in
 
 
@@ -89,10 +92,6 @@ def check_file_creatable(path: str | Path, name: str) -> None:
     Raises:
         RunDirectoryError: no file can be created there.
     """
-    import tempfile
-
-    from ldp_audit.errors import RunDirectoryError
-
     parent = Path(path).parent if str(Path(path).parent) else Path(".")
     if not parent.exists():
         check_creatable(parent, name)
@@ -144,7 +143,6 @@ def check_not_inside_run(path: str | Path, name: str, *, allow: str | Path | Non
     Raises:
         RunDirectoryError: an ancestor of ``path`` is a run directory.
     """
-    from ldp_audit.errors import RunDirectoryError
     from ldp_audit.rundir import is_run_dir
 
     p = Path(path).expanduser().absolute()
@@ -160,7 +158,6 @@ def check_not_inside_run(path: str | Path, name: str, *, allow: str | Path | Non
 
 def check_out_for_mode(out: str | None, mode: str) -> None:
     """Check a run's output folder before any work (raises RunDirectoryError)."""
-    from ldp_audit.errors import InvalidParameterError
     from ldp_audit.rundir import check_new_dir, is_run_dir
 
     if out is None:
@@ -169,8 +166,6 @@ def check_out_for_mode(out: str | None, mode: str) -> None:
         return
     if mode == "resume":
         if not is_run_dir(out):
-            from ldp_audit.errors import RunDirectoryError
-
             raise RunDirectoryError(f"--resume: {out!r} is not a run directory (no config.json)")
         return
     check_not_inside_run(out, "--out")
@@ -180,10 +175,6 @@ def check_out_for_mode(out: str | None, mode: str) -> None:
 
 def check_workers(workers: int) -> int:
     """Refuse a worker count far above this machine's cores (4x)."""
-    import os
-
-    from ldp_audit.errors import InvalidParameterError
-
     cores = os.cpu_count() or 1
     if workers > 4 * cores:
         raise InvalidParameterError(
@@ -346,8 +337,6 @@ def group_common_options(parser: argparse.ArgumentParser, share: float = 0.5) ->
 
 def closest(word: str, candidates: Iterable[str]) -> str | None:
     """The candidate most like ``word`` (difflib), or None if none is close."""
-    import difflib
-
     by_stem = {c.lstrip("-"): c for c in candidates}  # "--foo" is not close to "--pool"
     found = difflib.get_close_matches(word.lstrip("-"), list(by_stem), n=1, cutoff=0.6)
     return by_stem[found[0]] if found else None
@@ -411,6 +400,13 @@ def add_backend_arguments(p: argparse.ArgumentParser, *, workers: bool = False) 
             help="--backend local: a process pool of this size (default: this process); "
             "--backend ray: CPUs of the Ray instance started here (default: all)",
         )
+
+
+def add_flags(p: argparse.ArgumentParser, **flags: str) -> None:
+    """One ``store_true`` option per ``name=help`` (``no_float_bits`` -> ``--no-float-bits``),
+    in order."""
+    for name, text in flags.items():
+        p.add_argument("--" + name.replace("_", "-"), action="store_true", help=text)
 
 
 def show_progress(args: argparse.Namespace) -> bool:
