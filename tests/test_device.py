@@ -65,9 +65,13 @@ def _fedrl_entries(**kw: Any) -> dict[str, str]:
 
 
 def _dprl_entries(**kw: Any) -> dict[str, str]:
+    from tests.dprl_canary_golden import NEWER_ARRAYS  # written since the golden: not in it
+
     res = train(DprlConfig(**kw), seed=3)
+    tr, sec = ({k: v for k, v in d.items() if k not in NEWER_ARRAYS}
+               for d in (res.transcript, res.secrets))  # fmt: skip
     return tree_entries({"returns": res.returns, "params": res.params, "initial": res.initial,
-                         "tr": res.transcript, "sec": res.secrets})  # fmt: skip
+                         "tr": tr, "sec": sec})  # fmt: skip
 
 
 CASES = {

@@ -301,13 +301,13 @@ def test_attack_on_a_cuda_run_trains_its_shadows_where_this_machine_can(tmp_path
     shadow agents get ``auto`` (here the CPU) instead of a refusal."""
     import ldp_audit.attacks.frd as A
     import ldp_audit.training.frd as frd_pkg
-    from ldp_audit import rundir
+    from ldp_audit.rundir import reader
 
     tiny = dict(n_agents=2, groups=2, sections=10, exchange_period=3, initial_episodes=2,
                 hidden=8, max_episodes=12)  # fmt: skip
     rd = tmp_path / "run"
     train(FrdConfig(**tiny), seed=0, run_dir=rd)
-    real_read = rundir.read_config
+    real_read = reader.read_config
 
     def read_as_cuda(path):  # the run's config as a --device cuda run records it
         doc = real_read(path)
@@ -319,7 +319,7 @@ def test_attack_on_a_cuda_run_trains_its_shadows_where_this_machine_can(tmp_path
         seen.extend(c.device for c in cfgs)
         return train_many(cfgs, **kw)
 
-    monkeypatch.setattr(rundir, "read_config", read_as_cuda)  # attack_run_dir imports it late
+    monkeypatch.setattr(reader, "read_config", read_as_cuda)  # RunDir reads config.json with it
     monkeypatch.setattr(frd_pkg, "train_many", spy)
     res = A.attack_run_dir(rd, n_shadow=2, seed=0)
     assert seen == ["auto"]  # the shadows' config; "cuda" would have been refused here

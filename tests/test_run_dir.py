@@ -54,7 +54,9 @@ def test_malformed_run_dir_is_refused(run, tmp_path):
     with pytest.raises(RunDirectoryError):
         RunDir(tmp_path / "missing")
     (tmp_path / "config.json").write_text(json.dumps({"algorithm": "pgc-a3c"}))
-    with pytest.raises(RunDirectoryError, match="lacks"):
+    with pytest.raises(
+        RunDirectoryError, match=r"config.json: missing key\(s\) config, mechanism, seed"
+    ):
         RunDir(tmp_path)
     shutil.copy(run[0] / "config.json", tmp_path / "config.json")
     np.savez(tmp_path / "transcript.npz", report=np.zeros((2, DIM)))
