@@ -275,7 +275,10 @@ def gym_pgc_estimates(cfg: Any, *, record: bool = True, cli: bool = False) -> li
     # every running agent's parameters (theta, its gradient and the two A3C buffers) and one
     # episode of observations, actions, rewards and values
     ag = trials * agents * (d * 4 * _F64 + (steps + 1) * (obs + 4) * _F64)
-    trans = cells * (d * _F64 + _ROW_META) if record else 0.0
+    # the reports and the secret gradients, kept as per-submission rows (arrays in dicts) until
+    # the run ends, then concatenated and written: about 10 doubles per parameter (9.0 KB per
+    # submission measured at d = 112, 4000 -> 20000 submissions; d x 8 B + 48 counted 0.9 KB)
+    trans = cells * 10 * d * _F64 if record else 0.0
     flops = cells * _MIN_EPISODE * d * 10
     drive = _driver(
         cli,
@@ -288,6 +291,7 @@ def gym_pgc_estimates(cfg: Any, *, record: bool = True, cli: bool = False) -> li
         ],
     )
     return [
+        Estimate(drive, "the Python process", _PROCESS),  # 0.5 MiB without it, 197 measured
         Estimate(drive, "the per-submission results", res),
         Estimate(drive, "the agents and their episodes", ag),
         Estimate(drive, "the transcript of the reports", trans),
@@ -378,6 +382,25 @@ def frd_attack_estimates(cfg: Any, n_shadow: int) -> list[Estimate]:
     scfg = replace(cfg, groups=groups)
     parts = frd_estimates(scfg, cli=True)
     return [replace(e, option=f"--shadow {n_shadow}") for e in parts]
+
+
+def attack_estimates(
+    agents: int, shadow: int, reports: int, subs: int = 0, sweep: int = 0
+) -> list[Estimate]:
+    """A simulated ``attack dynamics|membership``, or with ``sweep`` cells run at once
+    (``--workers``) one of ``attack sweep`` at its largest ``reports``: (agents + 3 shadow sets)
+    x T reports of 112 float64 values and their statistics per cell, the honest theta's run
+    (``subs`` submissions), the processes (a pool's workers and its parent)."""
+    opts = [(agents / 300, "--agents", agents), (shadow / 1000, "--shadow", shadow)]
+    opts += [] if sweep else [(reports / 1, "--reports-per-agent", reports)]
+    drive = "{1} {2}".format(*max(opts))
+    return [
+        Estimate(drive, "the Python processes", _PROCESS * (1 + sweep if sweep > 1 else 1)),
+        Estimate(
+            drive, "the simulated reports", (agents + 3 * shadow) * reports * 1792 * max(1, sweep)
+        ),
+        Estimate(f"--train-submissions {subs}", "the honest theta's run", subs * 3 * _F64),
+    ]
 
 
 _ESTIMATORS = {
