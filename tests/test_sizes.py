@@ -175,7 +175,8 @@ def test_attack_frd_shadow_is_bounded(tmp_path, capsys) -> None:
 
     run = tmp_path / "run"
     run.mkdir()
-    doc = {"algorithm": "frd", "config": FrdConfig().to_dict(), "mechanism": {}, "seed": 0}
+    mech = {"name": "none"}  # the reader refuses a mechanism without a name
+    doc = {"algorithm": "frd", "config": FrdConfig().to_dict(), "mechanism": mech, "seed": 0}
     (run / "config.json").write_text(json.dumps(doc))
     assert main(["attack", "frd", "--run-dir", str(run), "--shadow", "100000000"]) == 2
     err = capsys.readouterr().err
