@@ -122,6 +122,13 @@ def _gym(subs: int) -> tuple[list[str], dict]:
     return args, kw
 
 
+#: the FRD run ``attack frd`` attacks (``{run}`` in a case's arguments; made first, not measured)
+_FRD_RUN = (["train", "frd", "--max-episodes", "20", "--groups", "1", "--exchange-period", "3",
+             "--initial-episodes", "2", "--no-stop-at-mission", "--no-progress"],
+            {"max_episodes": 20, "groups": 1, "exchange_period": 3, "initial_episodes": 2,
+             "stop_at_mission": False})  # fmt: skip
+
+
 #: name -> (command-line arguments after ``ldp-audit``, ``--out`` added; the config's keywords)
 CASES: dict[str, tuple[list[str], dict]] = {
     "base": _repro(1, 2000, 1),
@@ -142,8 +149,12 @@ CASES: dict[str, tuple[list[str], dict]] = {
     },
     **{f"train gym, max-submissions {n}": _gym(n) for n in (200, 4000, 20_000)},
     "attack dynamics": (["attack", "dynamics"], {"attack": 1, "reports": 1}),
+    "attack membership": (["attack", "membership"],
+                          {"attack": 1, "agents": 400, "shadow": 400, "reports": 1}),
     "attack dynamics, T 20": (["attack", "dynamics", "--reports-per-agent", "20"],
                               {"attack": 1, "reports": 20}),
+    "attack frd": (["attack", "frd", "--run-dir", "{run}", "--shadow", "8"],
+                   {"attack_frd": _FRD_RUN[1], "shadow": 8}),
     "attack sweep": (["attack", "sweep", "--agents", "30", "--shadow", "100", "--thetas", "init",
                       "--quiet"], {"attack": 1, "agents": 30, "shadow": 100, "reports": 20,
                                    "sweep": 1}),
@@ -172,6 +183,8 @@ def estimate(kw: dict) -> float:
     elif repro is not None:  # the settings classes of reproduce dprl|frd|fedrl
         cls = {"dprl": DprlSettings, "frd": FrdSettings, "fedrl": ReproConfig}[repro]
         parts = getattr(sizes, f"{repro}_reproduce_estimates")(cls(**kw), workers=1)
+    elif "attack_frd" in kw:  # the shadow run, from the attacked run's config
+        parts = sizes.frd_attack_estimates(FrdConfig(**kw["attack_frd"]), kw["shadow"])
     elif kw.pop("attack", None):  # a simulated attack (the defaults: 300 agents, 1000 shadow)
         parts = sizes.attack_estimates(**{"agents": 300, "shadow": 1000, **kw})
     elif "env_id" in kw:  # the Gymnasium path; the run directory keeps the transcript
@@ -271,7 +284,11 @@ def main(argv: list[str] | None = None) -> int:
         for name in a.cases:
             args, kw = CASES[name]
             out = str(Path(tmp) / name.replace(" ", "_").replace(",", ""))
-            m = peak_memory([*CLI, *args, "--out", out])
+            run = str(Path(tmp) / "frd-run")
+            if "{run}" in args:  # the run it attacks, made first
+                subprocess.run([*CLI, *_FRD_RUN[0], "--out", run], cwd=ROOT, check=True,
+                               capture_output=True)  # fmt: skip
+            m = peak_memory([*CLI, *[run if x == "{run}" else x for x in args], "--out", out])
             est = estimate(kw)
             rows.append({"case": name, "args": " ".join(args), "config": kw, "estimate": est, **m})
             print(

@@ -398,7 +398,12 @@ def test_estimates_within_twice_the_measured_peak() -> None:
     cases = {r["case"] for r in rows}
     assert {"base", "workers 2", "train", "make reproduce (extrapolated)"} <= cases
     assert {f"{c} {t}" for c in ("train", "reproduce") for t in ("dprl", "frd", "fedrl")} <= cases
-    assert {"train gym, max-submissions 20000", "attack dynamics", "attack sweep"} <= cases
+    assert {
+        "train gym, max-submissions 20000",
+        "attack dynamics",
+        "attack sweep",
+        "attack frd",
+    } <= cases
     for r in rows:
         est = bench.estimate(r["config"])
         assert 0.5 <= est / r["peak_sum"] <= 2.0, (r["case"], est, r["peak_sum"])
