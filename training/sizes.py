@@ -390,17 +390,15 @@ def attack_estimates(
     """A simulated ``attack dynamics|membership``, or with ``sweep`` cells run at once
     (``--workers``) one of ``attack sweep`` at its largest ``reports``: (agents + 3 shadow sets)
     x T reports of 112 float64 values and their statistics per cell, the honest theta's run
-    (``subs`` submissions), the processes (a pool's workers and its parent)."""
+    (``subs`` submissions, 3 float64 each), the processes (a pool's workers and its parent)."""
     opts = [(agents / 300, "--agents", agents), (shadow / 1000, "--shadow", shadow)]
-    opts += [] if sweep else [(reports / 1, "--reports-per-agent", reports)]
-    drive = "{1} {2}".format(*max(opts))
-    return [
-        Estimate(drive, "the Python processes", _PROCESS * (1 + sweep if sweep > 1 else 1)),
-        Estimate(
-            drive, "the simulated reports", (agents + 3 * shadow) * reports * 1792 * max(1, sweep)
-        ),
-        Estimate(f"--train-submissions {subs}", "the honest theta's run", subs * 3 * _F64),
-    ]
+    opts += [] if sweep else [(reports, "--reports-per-agent", reports)]
+    drive, held = "{1} {2}".format(*max(opts)), (agents + 3 * shadow) * reports * 1792
+    # fmt: off
+    return [Estimate(drive, "the Python processes", _PROCESS * (1 + sweep if sweep > 1 else 1)),
+            Estimate(drive, "the simulated reports", held * max(1, sweep)),
+            Estimate(f"--train-submissions {subs}", "the honest theta's run", 24 * subs)]
+    # fmt: on
 
 
 _ESTIMATORS = {
