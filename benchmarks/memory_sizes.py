@@ -155,6 +155,9 @@ CASES: dict[str, tuple[list[str], dict]] = {
                               {"attack": 1, "reports": 20}),
     "attack frd": (["attack", "frd", "--run-dir", "{run}", "--shadow", "8"],
                    {"attack_frd": _FRD_RUN[1], "shadow": 8}),
+    **{f"audit --exact, dim {d}": (["audit", "--mechanism", "laplace", "--epsilon", "1",
+                                     "--dim", str(d), "--samples", "1000", "--exact"],
+                                    {"audit_dim": d}) for d in (1, 1000)},
     "attack sweep": (["attack", "sweep", "--agents", "30", "--shadow", "100", "--thetas", "init",
                       "--quiet"], {"attack": 1, "agents": 30, "shadow": 100, "reports": 20,
                                    "sweep": 1}),
@@ -183,6 +186,8 @@ def estimate(kw: dict) -> float:
     elif repro is not None:  # the settings classes of reproduce dprl|frd|fedrl
         cls = {"dprl": DprlSettings, "frd": FrdSettings, "fedrl": ReproConfig}[repro]
         parts = getattr(sizes, f"{repro}_reproduce_estimates")(cls(**kw), workers=1)
+    elif "audit_dim" in kw:  # audit --exact's probe
+        parts = sizes.audit_probe_estimates(kw["audit_dim"])
     elif "attack_frd" in kw:  # the shadow run, from the attacked run's config
         parts = sizes.frd_attack_estimates(FrdConfig(**kw["attack_frd"]), kw["shadow"])
     elif kw.pop("attack", None):  # a simulated attack (the defaults: 300 agents, 1000 shadow)
@@ -288,7 +293,8 @@ def main(argv: list[str] | None = None) -> int:
             if "{run}" in args:  # the run it attacks, made first
                 subprocess.run([*CLI, *_FRD_RUN[0], "--out", run], cwd=ROOT, check=True,
                                capture_output=True)  # fmt: skip
-            m = peak_memory([*CLI, *[run if x == "{run}" else x for x in args], "--out", out])
+            out_args = [] if args[0] == "audit" else ["--out", out]  # audit writes no file
+            m = peak_memory([*CLI, *[run if x == "{run}" else x for x in args], *out_args])
             est = estimate(kw)
             rows.append({"case": name, "args": " ".join(args), "config": kw, "estimate": est, **m})
             print(

@@ -403,6 +403,7 @@ def test_estimates_within_twice_the_measured_peak() -> None:
         "attack dynamics",
         "attack sweep",
         "attack frd",
+        "audit --exact, dim 1000",
     } <= cases
     for r in rows:
         est = bench.estimate(r["config"])

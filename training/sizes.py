@@ -29,6 +29,8 @@ _ROW_META = 48
 #: resident memory of one process of the toolkit before its arrays: the interpreter, NumPy,
 #: SciPy, the compiled PGC-A3C kernel (measured 0.33-0.40 GiB: benchmarks/memory_sizes.py)
 _PROCESS = 300 * 2**20
+#: the same without the kernel (``audit``: 129 MiB measured for ``--exact --dim 1``)
+_LIGHT_PROCESS = 150 * 2**20
 #: the same with PyTorch (DP-RL, FRD, FedRL: 365-500 MiB measured for their smallest runs)
 _TORCH_PROCESS = 350 * 2**20
 
@@ -399,6 +401,14 @@ def attack_estimates(
             Estimate(drive, "the simulated reports", held * max(1, sweep)),
             Estimate(f"--train-submissions {subs}", "the honest theta's run", 24 * subs)]
     # fmt: on
+
+
+def audit_probe_estimates(d: int) -> list[Estimate]:
+    """``audit --exact``: its probe draws 20,000 outputs of each input at once (4 float64 arrays
+    of d values) in a process without the PGC-A3C kernel or PyTorch."""
+    flag = f"--exact with --dim {d}"
+    return [Estimate(flag, "the Python process", _LIGHT_PROCESS),
+            Estimate(flag, "the exact epsilon's probe draws", 20_000 * d * _F64 * 4)]  # fmt: skip
 
 
 _ESTIMATORS = {
