@@ -376,7 +376,7 @@ def fedrl_reproduce_estimates(rc: Any, *, workers: int = 1) -> list[Estimate]:
     return combine(jobs, workers)
 
 
-def frd_attack_estimates(cfg: Any, n_shadow: int) -> list[Estimate]:
+def frd_attack_estimates(cfg: Any, n_shadow: int, **_: Any) -> list[Estimate]:
     """``attack frd``: the shadow run (the run's config with ``ceil(n_shadow * k / n_agents)``
     groups, as :func:`ldp_audit.attacks.frd.run` trains it)."""
     k = len(cfg.candidates)  # the private parameter's candidates (gravity or another)
