@@ -1,4 +1,4 @@
-"""Peak memory of the PGC-A3C commands against the pre-run size estimate (issue 38, item 8).
+"""Peak memory of the size-bounded commands against their pre-run estimate (issue 38, item 8).
 
 Each case runs one ``ldp-audit`` command in a child process and samples, every 20 ms, the
 resident memory (``VmRSS``) of the child and of every process below it (the worker pool,
@@ -86,6 +86,49 @@ _TORCH = {
 }  # fmt: skip
 
 
+#: the smallest reproductions: (arguments after ``reproduce TRAINER``, the settings' keywords)
+_REPRO = {
+    "dprl": (["--seeds", "1", "--episodes", "5", "--total-steps", "200", "--noise-multiplier",
+              "0", "--obs-noise", "0", "--audit-canaries", "0", "--eval-episodes", "0"],
+             {"seeds": 1, "episodes": 5, "total_steps": 200, "dpsgd_noise": [0.0],
+              "obs_noise": [0.0], "audit_canaries": 0, "eval_episodes": 0}),
+    "frd": (["--settings", "1", "--agents", "1", "--groups", "1", "--max-episodes", "5",
+             "--no-leak", "--ldp-epsilons", "1"],
+            {"settings": [1], "agents": [1], "groups": 1, "max_episodes": 5, "leak": False,
+             "ldp_epsilons": [1.0]}),
+    "fedrl": (["--sizes", "8", "--runs", "1", "--train-steps", "50", "--n-maps", "50",
+               "--eval-maps", "5", "--hist-lens", "--attack-sigmas", "--attack-steps", "10",
+               "--audit-samples", "0", "--explore-eps", "--curve-points", "0"],
+              {"sizes": [8], "runs": 1, "train_steps": [50], "n_maps": 50, "eval_maps": 5,
+               "hist_lens": [], "attack_sigmas": [], "attack_steps": 10, "audit_samples": 0,
+               "explore_eps": [], "curve_points": 0}),
+}  # fmt: skip
+
+
+def _gym(subs: int) -> tuple[list[str], dict]:
+    """``train pgc-a3c`` on the Gymnasium path (CartPole's pole length, not its gravity)."""
+    kw = {
+        "env_id": "CartPole-v1",
+        "private_param": "length",
+        "values": [0.5, 1.0],
+        "mechanism": "laplace",
+        "epsilon": 1.0,
+        "trials": 1,
+        "max_submissions": subs,
+    }
+    args = ["train", "pgc-a3c", "--env", "CartPole-v1", "--private-param", "length=0.5,1.0",
+            "--mechanism", "laplace", "--epsilon", "1", "--trials", "1", "--max-submissions",
+            str(subs), "--no-progress"]  # fmt: skip
+    return args, kw
+
+
+#: the FRD run ``attack frd`` attacks (``{run}`` in a case's arguments; made first, not measured)
+_FRD_RUN = (["train", "frd", "--max-episodes", "20", "--groups", "1", "--exchange-period", "3",
+             "--initial-episodes", "2", "--no-stop-at-mission", "--no-progress"],
+            {"max_episodes": 20, "groups": 1, "exchange_period": 3, "initial_episodes": 2,
+             "stop_at_mission": False})  # fmt: skip
+
+
 #: name -> (command-line arguments after ``ldp-audit``, ``--out`` added; the config's keywords)
 CASES: dict[str, tuple[list[str], dict]] = {
     "base": _repro(1, 2000, 1),
@@ -100,24 +143,57 @@ CASES: dict[str, tuple[list[str], dict]] = {
         f"train {t}": (["train", t, *a, "--no-progress"], {"trainer": t, **kw})
         for t, (a, kw) in _TORCH.items()
     },
-}
+    **{
+        f"reproduce {t}": (["reproduce", t, *a, "--no-progress"], {"reproduce": t, **kw})
+        for t, (a, kw) in _REPRO.items()
+    },
+    **{f"train gym, max-submissions {n}": _gym(n) for n in (200, 4000, 20_000)},
+    "attack dynamics": (["attack", "dynamics"], {"attack": 1, "reports": 1}),
+    "attack membership": (["attack", "membership"],
+                          {"attack": 1, "agents": 400, "shadow": 400, "reports": 1}),
+    "attack dynamics, T 20": (["attack", "dynamics", "--reports-per-agent", "20"],
+                              {"attack": 1, "reports": 20}),
+    "attack frd": (["attack", "frd", "--run-dir", "{run}", "--shadow", "8"],
+                   {"attack_frd": _FRD_RUN[1], "shadow": 8}),
+    **{f"audit --exact, dim {d}": (["audit", "--mechanism", "laplace", "--epsilon", "1",
+                                     "--dim", str(d), "--samples", "1000", "--exact"],
+                                    {"audit_dim": d}) for d in (1, 1000)},
+    "attack sweep": (["attack", "sweep", "--agents", "30", "--shadow", "100", "--thetas", "init",
+                      "--quiet"], {"attack": 1, "agents": 30, "shadow": 100, "reports": 20,
+                                   "sweep": 1}),
+}  # fmt: skip
 
 
 def estimate(kw: dict) -> float:
     """The bytes the command's own pre-run check estimates (the same function it calls)."""
     from ldp_audit.training import sizes
     from ldp_audit.training.dprl.config import DprlConfig
+    from ldp_audit.training.dprl.config import ReproduceSettings as DprlSettings
     from ldp_audit.training.fedrl import FedRLConfig
+    from ldp_audit.training.fedrl.reproduce import ReproConfig
     from ldp_audit.training.frd import FrdConfig
+    from ldp_audit.training.frd.reproduce import ReproduceSettings as FrdSettings
     from ldp_audit.training.pgc_a3c import PgcA3cConfig
     from ldp_audit.training.pgc_a3c.reproduce import ReproduceConfig
+    from ldp_audit.training.pgc_a3c_gym.config import GymPgcConfig
     from ldp_audit.training.sizes import pgc_estimates, pgc_reproduce_estimates
 
     kw = dict(kw)
-    trainer = kw.pop("trainer", None)
+    trainer, repro = kw.pop("trainer", None), kw.pop("reproduce", None)
     if trainer is not None:
         cfg = {"dprl": DprlConfig, "frd": FrdConfig, "fedrl": FedRLConfig}[trainer](**kw)
         parts = getattr(sizes, f"{trainer}_estimates")(cfg, cli=True)
+    elif repro is not None:  # the settings classes of reproduce dprl|frd|fedrl
+        cls = {"dprl": DprlSettings, "frd": FrdSettings, "fedrl": ReproConfig}[repro]
+        parts = getattr(sizes, f"{repro}_reproduce_estimates")(cls(**kw), workers=1)
+    elif "audit_dim" in kw:  # audit --exact's probe
+        parts = sizes.audit_probe_estimates(kw["audit_dim"])
+    elif "attack_frd" in kw:  # the shadow run, from the attacked run's config
+        parts = sizes.frd_attack_estimates(FrdConfig(**kw["attack_frd"]), kw["shadow"])
+    elif kw.pop("attack", None):  # a simulated attack (the defaults: 300 agents, 1000 shadow)
+        parts = sizes.attack_estimates(**{"agents": 300, "shadow": 1000, **kw})
+    elif "env_id" in kw:  # the Gymnasium path; the run directory keeps the transcript
+        parts = sizes.gym_pgc_estimates(GymPgcConfig(**kw), record=True, cli=True)
     elif "mechanism" in kw:  # the run directory keeps the transcript
         parts = pgc_estimates(PgcA3cConfig(**kw), [True], cli=True)
     else:
@@ -213,7 +289,12 @@ def main(argv: list[str] | None = None) -> int:
         for name in a.cases:
             args, kw = CASES[name]
             out = str(Path(tmp) / name.replace(" ", "_").replace(",", ""))
-            m = peak_memory([*CLI, *args, "--out", out])
+            run = str(Path(tmp) / "frd-run")
+            if "{run}" in args:  # the run it attacks, made first
+                subprocess.run([*CLI, *_FRD_RUN[0], "--out", run], cwd=ROOT, check=True,
+                               capture_output=True)  # fmt: skip
+            out_args = [] if args[0] == "audit" else ["--out", out]  # audit writes no file
+            m = peak_memory([*CLI, *[run if x == "{run}" else x for x in args], *out_args])
             est = estimate(kw)
             rows.append({"case": name, "args": " ".join(args), "config": kw, "estimate": est, **m})
             print(

@@ -175,7 +175,8 @@ def test_attack_frd_shadow_is_bounded(tmp_path, capsys) -> None:
 
     run = tmp_path / "run"
     run.mkdir()
-    doc = {"algorithm": "frd", "config": FrdConfig().to_dict(), "mechanism": {}, "seed": 0}
+    mech = {"name": "none"}  # the reader refuses a mechanism without a name
+    doc = {"algorithm": "frd", "config": FrdConfig().to_dict(), "mechanism": mech, "seed": 0}
     (run / "config.json").write_text(json.dumps(doc))
     assert main(["attack", "frd", "--run-dir", str(run), "--shadow", "100000000"]) == 2
     err = capsys.readouterr().err
@@ -381,32 +382,31 @@ def test_attack_frd_estimate_counts_the_private_parameters_candidates() -> None:
 
 def test_estimates_within_twice_the_measured_peak() -> None:
     """Every size estimate of the committed table (benchmarks/memory_sizes.py: PGC-A3C reproduce
-    and train, the smallest DP-RL, FRD and FedRL runs) is within a factor of 2 of the peak
-    memory measured for it (the summed resident memory of the command's processes; make
-    reproduce extrapolated from the per-submission slope), recomputed by today's code."""
-    from ldp_audit.training import sizes
-    from ldp_audit.training.dprl.config import DprlConfig
-    from ldp_audit.training.fedrl import FedRLConfig
-    from ldp_audit.training.frd import FrdConfig
-    from ldp_audit.training.pgc_a3c import PgcA3cConfig
-    from ldp_audit.training.pgc_a3c.reproduce import ReproduceConfig
+    and train, its Gymnasium path, the smallest DP-RL, FRD and FedRL train and reproduce runs,
+    the simulated attacks and sweep) is within a factor of 2 of the peak memory measured for it
+    (the summed resident memory of the command's processes; make reproduce extrapolated from
+    the per-submission slope), recomputed by today's code (the benchmark's config -> estimate)."""
+    import importlib.util
 
-    path = Path(__file__).resolve().parent.parent / "benchmarks/results/memory_sizes.json"
-    rows = json.loads(path.read_text())
+    root = Path(__file__).resolve().parent.parent
+    spec = importlib.util.spec_from_file_location(
+        "memory_sizes", root / "benchmarks/memory_sizes.py"
+    )
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    rows = json.loads((root / "benchmarks/results/memory_sizes.json").read_text())
     cases = {r["case"] for r in rows}
     assert {"base", "workers 2", "train", "make reproduce (extrapolated)"} <= cases
-    assert {"train dprl", "train frd", "train fedrl"} <= cases
+    assert {f"{c} {t}" for c in ("train", "reproduce") for t in ("dprl", "frd", "fedrl")} <= cases
+    assert {
+        "train gym, max-submissions 20000",
+        "attack dynamics",
+        "attack sweep",
+        "attack frd",
+        "audit --exact, dim 1000",
+    } <= cases
     for r in rows:
-        kw = dict(r["config"])
-        trainer = kw.pop("trainer", None)
-        if trainer is not None:
-            cfg = {"dprl": DprlConfig, "frd": FrdConfig, "fedrl": FedRLConfig}[trainer](**kw)
-            parts = getattr(sizes, f"{trainer}_estimates")(cfg, cli=True)
-        elif "mechanism" in kw:  # train: its run directory keeps the transcript
-            parts = sizes.pgc_estimates(PgcA3cConfig(**kw), [True], cli=True)
-        else:
-            parts = sizes.pgc_reproduce_estimates(ReproduceConfig(**kw))
-        est = sum(e.nbytes for e in parts)
+        est = bench.estimate(r["config"])
         assert 0.5 <= est / r["peak_sum"] <= 2.0, (r["case"], est, r["peak_sum"])
     for case in ("make reproduce (extrapolated)", "make reproduce (measured)"):
         full = next(r for r in rows if r["case"] == case)

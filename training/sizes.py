@@ -29,6 +29,8 @@ _ROW_META = 48
 #: resident memory of one process of the toolkit before its arrays: the interpreter, NumPy,
 #: SciPy, the compiled PGC-A3C kernel (measured 0.33-0.40 GiB: benchmarks/memory_sizes.py)
 _PROCESS = 300 * 2**20
+#: the same without the kernel (``audit``: 129 MiB measured for ``--exact --dim 1``)
+_LIGHT_PROCESS = 150 * 2**20
 #: the same with PyTorch (DP-RL, FRD, FedRL: 365-500 MiB measured for their smallest runs)
 _TORCH_PROCESS = 350 * 2**20
 
@@ -275,7 +277,10 @@ def gym_pgc_estimates(cfg: Any, *, record: bool = True, cli: bool = False) -> li
     # every running agent's parameters (theta, its gradient and the two A3C buffers) and one
     # episode of observations, actions, rewards and values
     ag = trials * agents * (d * 4 * _F64 + (steps + 1) * (obs + 4) * _F64)
-    trans = cells * (d * _F64 + _ROW_META) if record else 0.0
+    # the reports and the secret gradients, kept as per-submission rows (arrays in dicts) until
+    # the run ends, then concatenated and written: about 10 doubles per parameter (9.0 KB per
+    # submission measured at d = 112, 4000 -> 20000 submissions; d x 8 B + 48 counted 0.9 KB)
+    trans = cells * 10 * d * _F64 if record else 0.0
     flops = cells * _MIN_EPISODE * d * 10
     drive = _driver(
         cli,
@@ -288,6 +293,7 @@ def gym_pgc_estimates(cfg: Any, *, record: bool = True, cli: bool = False) -> li
         ],
     )
     return [
+        Estimate(drive, "the Python process", _PROCESS),  # 0.5 MiB without it, 197 measured
         Estimate(drive, "the per-submission results", res),
         Estimate(drive, "the agents and their episodes", ag),
         Estimate(drive, "the transcript of the reports", trans),
@@ -370,7 +376,7 @@ def fedrl_reproduce_estimates(rc: Any, *, workers: int = 1) -> list[Estimate]:
     return combine(jobs, workers)
 
 
-def frd_attack_estimates(cfg: Any, n_shadow: int) -> list[Estimate]:
+def frd_attack_estimates(cfg: Any, n_shadow: int, **_: Any) -> list[Estimate]:
     """``attack frd``: the shadow run (the run's config with ``ceil(n_shadow * k / n_agents)``
     groups, as :func:`ldp_audit.attacks.frd.run` trains it)."""
     k = len(cfg.candidates)  # the private parameter's candidates (gravity or another)
@@ -378,6 +384,31 @@ def frd_attack_estimates(cfg: Any, n_shadow: int) -> list[Estimate]:
     scfg = replace(cfg, groups=groups)
     parts = frd_estimates(scfg, cli=True)
     return [replace(e, option=f"--shadow {n_shadow}") for e in parts]
+
+
+def attack_estimates(
+    agents: int, shadow: int, reports: int, subs: int = 0, sweep: int = 0
+) -> list[Estimate]:
+    """A simulated ``attack dynamics|membership``, or with ``sweep`` cells run at once
+    (``--workers``) one of ``attack sweep`` at its largest ``reports``: (agents + 3 shadow sets)
+    x T reports of 112 float64 values and their statistics per cell, the honest theta's run
+    (``subs`` submissions, 3 float64 each), the processes (a pool's workers and its parent)."""
+    opts = [(agents / 300, "--agents", agents), (shadow / 1000, "--shadow", shadow)]
+    opts += [] if sweep else [(reports, "--reports-per-agent", reports)]
+    drive, held = "{1} {2}".format(*max(opts)), (agents + 3 * shadow) * reports * 1792
+    # fmt: off
+    return [Estimate(drive, "the Python processes", _PROCESS * (1 + sweep if sweep > 1 else 1)),
+            Estimate(drive, "the simulated reports", held * max(1, sweep)),
+            Estimate(f"--train-submissions {subs}", "the honest theta's run", 24 * subs)]
+    # fmt: on
+
+
+def audit_probe_estimates(d: int) -> list[Estimate]:
+    """``audit --exact``: its probe draws 20,000 outputs of each input at once (4 float64 arrays
+    of d values) in a process without the PGC-A3C kernel or PyTorch."""
+    flag = f"--exact with --dim {d}"
+    return [Estimate(flag, "the Python process", _LIGHT_PROCESS),
+            Estimate(flag, "the exact epsilon's probe draws", 20_000 * d * _F64 * 4)]  # fmt: skip
 
 
 _ESTIMATORS = {

@@ -465,7 +465,7 @@ FRD = SystemSpec(
             "uploaded; writes RUN_DIR/attack_dynamics.json (or --out FILE).",
             options="ldp_audit.training.systems:frd_attack_options",
             forward=("n_shadow", "max_groups"),
-            sizes="ldp_audit.training.systems:frd_attack_sizes",
+            sizes="ldp_audit.training.sizes:frd_attack_estimates",
         )
     },
     train_command=Command(
@@ -619,10 +619,3 @@ def frd_attack_options(p: Any) -> None:
     p.add_argument(
         "--max-groups", type=lambda t: parse_int(t, "--max-groups", minimum=1), default=None
     )
-
-
-def frd_attack_sizes(cfg: Any, *, n_shadow: int, max_groups: int | None) -> Any:
-    """``attack frd``'s shadow run, estimated from the run's config."""
-    from ldp_audit.training.sizes import frd_attack_estimates
-
-    return frd_attack_estimates(cfg, n_shadow)

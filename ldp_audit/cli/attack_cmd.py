@@ -39,11 +39,12 @@ from ldp_audit.cli.types import (
     int_in_range,
 )
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
-from ldp_audit.limits import Estimate, add_force_argument, check_resources
+from ldp_audit.limits import add_force_argument, check_resources
 from ldp_audit.mechanisms import Laplace, NoPrivacy, ProjectedRandomSign
 from ldp_audit.parse import epsilon_or_inf, parse_real, real_in
 from ldp_audit.rundir import check_new_dir, check_new_file, is_run_dir, to_jsonable, write_artifact
 from ldp_audit.rundir.seal import seal_document
+from ldp_audit.training.sizes import attack_estimates
 
 _MECHANISMS = ("laplace", "prs", "none")
 
@@ -102,22 +103,6 @@ def _common(p: argparse.ArgumentParser) -> None:
         p, overwrite="replace an existing --out/--plot file (or the run's attack_*.json artefact)"
     )
     add_force_argument(p)
-
-
-def _check_simulation_size(args: argparse.Namespace) -> None:
-    """The simulated attack's reports, (agents + 3 shadow sets) x T x 112 float64 values
-    (and their statistics), estimated before any work (``--force`` runs anyway)."""
-    agents, shadow, t = int(args.agents), int(args.shadow or 1000), int(args.reports)
-    opts = [(agents / 300, "--agents", agents), (shadow / 1000, "--shadow", shadow),
-            (t / 1, "--reports-per-agent", t)]  # fmt: skip
-    _, flag, value = max(opts)
-    reports = (agents + 3 * shadow) * t * 112 * 8 * 2
-    subs = int(getattr(args, "train_submissions", 0) or 0)
-    parts = [
-        Estimate(f"{flag} {value}", "the simulated reports", reports),
-        Estimate(f"--train-submissions {subs}", "the honest theta's run", subs * 3 * 8),
-    ]
-    check_resources(parts, force=args.force, cli=True)
 
 
 def register(subparsers: Any) -> None:
@@ -297,7 +282,9 @@ def _check_outputs(args: argparse.Namespace) -> None:
     if args.out and args.plot and Path(args.out).resolve() == Path(args.plot).resolve():
         raise InvalidParameterError(f"--out and --plot must differ, both are {args.out!r}")
     if getattr(args, "run_dir", None) is None and hasattr(args, "force"):
-        _check_simulation_size(args)  # a simulated attack: its sizes, before any work
+        subs, t = int(getattr(args, "train_submissions", 0) or 0), int(args.reports)
+        est = attack_estimates(int(args.agents), int(args.shadow or 1000), t, subs)
+        check_resources(est, force=args.force, cli=True)  # a simulated attack, before any work
 
 
 def _emit(args: argparse.Namespace, result: Any, info: dict[str, Any] | None = None) -> int:
@@ -555,11 +542,8 @@ def _sweep(args: argparse.Namespace) -> int:
                 f"results are not an analysis of it; choose a folder outside every run"
             )
         check_creatable(args.out, "--out")
-    # one cell holds (agents + 3 shadow sets) x T reports of 112 float64 values (and their
-    # statistics) at the sweep's largest T; --workers cells at a time
-    agents, shadow = int(args.agents), int(args.shadow)
-    drive = f"--agents {agents}" if agents / 300 >= shadow / 1000 else f"--shadow {shadow}"
-    cell = (agents + 3 * shadow) * max(REPORTS) * 112 * 8 * 2
-    parts = [Estimate(drive, "the reports of the cells run at once", cell * (args.workers or 1))]
+    w = args.workers or 1  # --workers cells at a time, each at the sweep's largest T
+    subs = int(args.train_submissions or 0)
+    parts = attack_estimates(int(args.agents), int(args.shadow), max(REPORTS), subs, sweep=w)
     check_resources(parts, force=args.force, cli=True)  # before any work
     return run_from_args(args)

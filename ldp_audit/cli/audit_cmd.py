@@ -42,8 +42,9 @@ from ldp_audit.cli.types import (
     show_progress,
 )
 from ldp_audit.errors import InvalidParameterError, LdpAuditError, UserCodeError
-from ldp_audit.limits import Estimate, check_resources
+from ldp_audit.limits import check_resources
 from ldp_audit.parse import parse_real, real_in
+from ldp_audit.training.sizes import audit_probe_estimates
 
 BUILTIN = ("laplace", "discrete-laplace", "prs", "bitflip", "rr", "gaussian")
 #: which of the mechanism-specific options each built-in uses (others are refused).
@@ -473,9 +474,7 @@ def run(args: argparse.Namespace) -> int:
     mechanism = build_mechanism(args)
     if args.exact:  # its probe draws 20,000 outputs of each input at once: refused before work
         d = int(args.dim or getattr(mechanism, "dim", 1) or 1)
-        probe = Estimate(f"--exact with --dim {d}", "the exact epsilon's probe draws",
-                         20_000 * d * 8 * 4)  # fmt: skip
-        check_resources([probe], force=args.force, cli=True)
+        check_resources(audit_probe_estimates(d), force=args.force, cli=True)
     pairs = _user_pairs(args.pairs) if args.pairs else None
     statistics = [_user_statistic(spec) for spec in args.statistic or ()]
     from ldp_audit.audit import audit, default_pairs, exact_epsilon
