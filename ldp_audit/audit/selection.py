@@ -55,8 +55,6 @@ class Candidate:
     delta: float = 0.0
     #: the reverse-direction event pooled with this one (see ``_pool``); None: a single event
     partner: Candidate | None = None
-    #: selection rates (shrunk numerator lower, denominator upper) behind ``predicted``
-    sel_rates: tuple[float, float] = (0.0, 1.0)
 
     def indicator(self, s: np.ndarray) -> np.ndarray:
         return s > self.t if self.op == "gt" else s <= self.t
@@ -207,6 +205,37 @@ def _normal_tail_rates(srt: np.ndarray, ts: np.ndarray, upper: bool, m: int) -> 
     return np.where(dist > 0, est, np.nan)
 
 
+def _tail(model: Any, tc: _ThresholdCounts, x_num: bool, op: str, rates: np.ndarray) -> np.ndarray:
+    """``rates`` (the denominator's) read from the tail ``model`` (:func:`_tail_rates` or
+    :func:`_normal_tail_rates`) of the denominator input's selection values, where it applies."""
+    fit = model(tc.s2 if x_num else tc.s1, tc.ts, op == "gt", min(_TAIL_FIT, len(tc.s1) // 10))
+    return rates if fit is None else np.where(np.isnan(fit), rates, fit)
+
+
+def _log_pred(lo: np.ndarray, hi: np.ndarray, delta: float) -> np.ndarray:
+    """``ln(lo - delta) - ln(hi)``, ``-inf`` where ``lo <= delta``."""
+    with np.errstate(all="ignore"):
+        return np.where(
+            lo - delta > 0, np.log(np.maximum(lo - delta, 1e-300)) - np.log(hi), -np.inf
+        )
+
+
+def _at(
+    pair: int,
+    stat: ScoreStatistic,
+    tc: _ThresholdCounts,
+    combo: tuple,
+    i: int,
+    pred: Any,
+    **kw: Any,
+) -> Candidate:
+    """The candidate of threshold ``i`` of one of ``tc.combos``, with the predicted bound
+    ``pred``."""
+    op, x_num, c_num, c_den = combo[:4]
+    counts = (int(c_num[i]), int(c_den[i]))
+    return Candidate(pair, stat, op, float(tc.ts[i]), x_num, float(pred), counts, **kw)
+
+
 def best_events(
     stat: ScoreStatistic,
     tc: _ThresholdCounts | None,
@@ -227,24 +256,18 @@ def best_events(
     (:func:`ldp_audit.stats.epsilon_lower_bound_from_poisson_counts`; no error split)."""
     if tc is None:
         return [None] * len(deltas)
-    s1, s2, ts = tc.s1, tc.s2, tc.ts
-    n = len(s1)
+    n = len(tc.s1)
     best: list[Candidate | None] = [None] * len(deltas)
-    for op, x_num, c_num, c_den, _, _ in tc.combos:
+    for combo in tc.combos:
+        op, x_num, c_num, c_den = combo[:4]
         if direction is not None and x_num != direction:
             continue
         p_num = clopper_pearson_lower(c_num.astype(np.float64), float(n), _SHRINK)
         p_den = clopper_pearson_upper(c_den.astype(np.float64), float(n), _SHRINK)
         # pure DP (delta = 0) only: the tail model of the denominator (see _TAIL_FIT)
-        p_den0 = p_den
+        p_den0 = _tail(_tail_rates, tc, x_num, op, p_den) if 0.0 in deltas else p_den
         if _NORMAL_TAIL and any(d > 0 for d in deltas):
-            fitn = _normal_tail_rates(s2 if x_num else s1, ts, op == "gt", min(_TAIL_FIT, n // 10))
-            if fitn is not None:
-                p_den = np.where(np.isnan(fitn), p_den, fitn)
-        if 0.0 in deltas:
-            fit = _tail_rates(s2 if x_num else s1, ts, op == "gt", min(_TAIL_FIT, n // 10))
-            if fit is not None:
-                p_den0 = np.where(np.isnan(fit), p_den0, fit)
+            p_den = _tail(_normal_tail_rates, tc, x_num, op, p_den)
         for share in SHARES:
             lo = clopper_pearson_lower(p_num * n_est, float(n_est), alpha_event * share)
             hi = clopper_pearson_upper(p_den * n_est, float(n_est), alpha_event * (1.0 - share))
@@ -254,32 +277,12 @@ def best_events(
                     if share != SHARES[0]:
                         continue  # one joint test: no split to choose
                     pred = poisson_log_ratio_lower(p_num * n_est, p_den0 * n_est, alpha_event)
-                elif delta == 0.0:
-                    with np.errstate(all="ignore"):
-                        pred = np.where(
-                            lo > 0, np.log(np.maximum(lo, 1e-300)) - np.log(hi0), -np.inf
-                        )
                 else:
-                    with np.errstate(all="ignore"):
-                        pred = np.where(
-                            lo - delta > 0,
-                            np.log(np.maximum(lo - delta, 1e-300)) - np.log(hi),
-                            -np.inf,
-                        )
+                    pred = _log_pred(lo, hi0 if delta == 0.0 else hi, delta)
                 i = int(np.argmax(pred))
-                cur = best[j]
-                if cur is None or pred[i] > cur.predicted:
-                    best[j] = Candidate(
-                        pair,
-                        stat,
-                        op,
-                        float(ts[i]),
-                        x_num,
-                        float(pred[i]),
-                        (int(c_num[i]), int(c_den[i])),
-                        share,
-                        float(delta),
-                        sel_rates=(float(p_num[i]), float((p_den0 if delta == 0 else p_den)[i])),
+                if best[j] is None or pred[i] > best[j].predicted:  # type: ignore[union-attr]
+                    best[j] = _at(
+                        pair, stat, tc, combo, i, pred[i], share=share, delta=float(delta)
                     )
     return best
 
@@ -314,14 +317,13 @@ def probe_event(
     """
     if tc is None:
         return None
-    ts = tc.ts
     c = math.exp(min(claimed, 700.0))
     best: tuple[Candidate, float] | None = None
-    for op, x_num, c_num, c_den, n_num, n_den in tc.combos:
+    for combo in tc.combos:
+        _, _, c_num, c_den, n_num, n_den = combo
         k = np.maximum(c_num.astype(np.float64) - n_num * delta, 0.0)
         j = c_den.astype(np.float64)
-        q = c * n_num / (c * n_num + n_den)
-        pval = binomial_tail_pvalue(k, j, q)
+        pval = binomial_tail_pvalue(k, j, c * n_num / (c * n_num + n_den))
         ok = pval < _PROBE_LEVEL
         if not ok.any():
             continue
@@ -329,28 +331,11 @@ def probe_event(
         p_den = clopper_pearson_upper(j, float(n_den), 0.5)
         lo = clopper_pearson_lower(p_num * n_est, float(n_est), alpha_event * 0.5)
         hi = clopper_pearson_upper(p_den * n_est, float(n_est), alpha_event * 0.5)
-        with np.errstate(all="ignore"):
-            pred = np.where(
-                ok & (lo - delta > 0), np.log(np.maximum(lo - delta, 1e-300)) - np.log(hi), -np.inf
-            )
+        pred = np.where(ok, _log_pred(lo, hi, delta), -np.inf)
         i = int(np.argmax(pred))
         if not np.isfinite(pred[i]) or (best is not None and pred[i] <= best[0].predicted):
             continue
-        best = (
-            Candidate(
-                pair,
-                stat,
-                op,
-                float(ts[i]),
-                x_num,
-                float(pred[i]),
-                (int(c_num[i]), int(c_den[i])),
-                0.5,
-                float(delta),
-                sel_rates=(float(p_num[i]), float(p_den[i])),
-            ),
-            float(pval[i]),
-        )
+        best = (_at(pair, stat, tc, combo, i, pred[i], delta=float(delta)), float(pval[i]))
     return best
 
 
@@ -372,31 +357,19 @@ def _delta_event(
     n = len(tc.s1)
     c = math.exp(min(claimed, 700.0))
     best: Candidate | None = None
-    for op, x_num, c_num, c_den, _, _ in tc.combos:
+    for combo in tc.combos:
+        op, x_num, c_num, c_den = combo[:4]
         p_num = clopper_pearson_lower(c_num.astype(np.float64), float(n), _SHRINK)
         p_den = clopper_pearson_upper(c_den.astype(np.float64), float(n), _SHRINK)
         if _NORMAL_TAIL:
-            srt = tc.s2 if x_num else tc.s1
-            fitn = _normal_tail_rates(srt, tc.ts, op == "gt", min(_TAIL_FIT, n // 10))
-            if fitn is not None:
-                p_den = np.where(np.isnan(fitn), p_den, fitn)
+            p_den = _tail(_normal_tail_rates, tc, x_num, op, p_den)
         for share in SHARES:
             lo = clopper_pearson_lower(p_num * n_est, float(n_est), alpha_event * share)
             hi = clopper_pearson_upper(p_den * n_est, float(n_est), alpha_event * (1.0 - share))
             pred = lo - c * hi
             i = int(np.argmax(pred))
             if pred[i] > 0 and (best is None or pred[i] > best.predicted):
-                best = Candidate(
-                    pair,
-                    stat,
-                    op,
-                    float(tc.ts[i]),
-                    x_num,
-                    float(pred[i]),
-                    (int(c_num[i]), int(c_den[i])),
-                    share,
-                    sel_rates=(float(p_num[i]), float(p_den[i])),
-                )
+                best = _at(pair, stat, tc, combo, i, pred[i], share=share)
     return best
 
 
@@ -446,18 +419,9 @@ def _pool(
                 continue
             pred = math.log(lo) - math.log(hi)
         if best is None or pred > best.predicted:
+            counts = (int(c_num), int(c_den))
             best = Candidate(
-                fwd.pair,
-                fwd.stat,
-                fwd.op,
-                fwd.t,
-                True,
-                pred,
-                (int(c_num), int(c_den)),
-                share,
-                delta,
-                partner=rev,
-                sel_rates=(p_num, p_den),
+                fwd.pair, fwd.stat, fwd.op, fwd.t, True, pred, counts, share, delta, rev
             )
     return best
 
