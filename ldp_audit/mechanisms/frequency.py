@@ -134,9 +134,37 @@ class FrequencyOracle(Mechanism):
 
     k: int
 
-    @abc.abstractmethod
+    def _check_reports(self, y: Any, name: str) -> np.ndarray:
+        """Validated reports (here (n, k) bits; an oracle with other reports overrides it)."""
+        return check_bits(y, self.k, name)
+
+    def _supports(self, a: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """Whether each validated report supports its item ``v`` (n,) (here: bit v is 1)."""
+        return a[np.arange(a.shape[0]), v] == 1
+
     def support(self, reports: Any, items: Any) -> np.ndarray:
         """Whether each report supports its item: bool (n,), ``items`` broadcast to (n,)."""
+        a = self._check_reports(reports, "reports")
+        v = np.broadcast_to(np.asarray(items, dtype=np.int64).reshape(-1), (a.shape[0],))
+        return self._supports(a, v)
+
+    @property
+    def loss_weights(self) -> tuple[float, float]:
+        """(w1, w0): the exact loss of a report is ``w(supports x) - w(supports x2)`` with
+        ``w(True) = w1``, ``w(False) = w0``. Here for reports of independent bits, bit v set
+        with probability p* under v and q* otherwise: ``(ln(p*/q*), ln((1-p*)/(1-q*)))``; an
+        oracle whose report is one value in or out of v's set overrides it with (epsilon, 0)."""
+        p, q = self.support_probabilities
+        return math.log(p) - math.log(q), math.log1p(-p) - math.log1p(-q)
+
+    def privacy_loss(self, x: Any, x2: Any, y: Any) -> np.ndarray:
+        """Exact ``log P(y | x) - log P(y | x2)`` per report (bounded by epsilon), from the
+        report's support of the two items (:attr:`loss_weights`)."""
+        a = self._check_reports(y, "y")
+        v1, v2 = pair_items(x, x2, a.shape[0], self.k)
+        w1, w0 = self.loss_weights
+        loss = np.where(self._supports(a, v1), w1, w0) - np.where(self._supports(a, v2), w1, w0)
+        return np.where(v1 == v2, 0.0, loss)
 
     @property
     @abc.abstractmethod
@@ -217,8 +245,3 @@ class SupportStatistic:
         if self.mode == "x":
             return s
         return s - self.oracle.support(outputs, np.array([one_item(x_prime, k, "x_prime")]))
-
-
-def log_p(v: float) -> float:
-    """log of a probability, -inf at 0."""
-    return math.log(v) if v > 0 else -math.inf

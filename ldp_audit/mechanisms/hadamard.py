@@ -26,7 +26,6 @@ from ldp_audit.mechanisms.frequency import (
     FrequencyOracle,
     check_items,
     check_report_int,
-    pair_items,
 )
 from ldp_audit.validation import check_int, check_rng
 
@@ -101,22 +100,17 @@ class HadamardResponse(FrequencyOracle):
         low_bit = row & -row
         return np.where(want_in == is_in, y0, y0 ^ low_bit)[:, None]
 
-    def _check_reports(self, y: Any, name: str = "y") -> np.ndarray:
+    def _check_reports(self, y: Any, name: str) -> np.ndarray:
         a = check_report_int(y, name, 1)[:, 0]
         if not np.all((a >= 0) & (a < self.output_size)):
             raise InvalidParameterError(f"{name} must hold outputs in [0, {self.output_size})")
         return a
 
-    def support(self, reports: Any, items: Any) -> np.ndarray:
+    def _supports(self, a: np.ndarray, v: np.ndarray) -> np.ndarray:
         """``y in C_v`` (H[v + 1, y] = +1) per report."""
-        a = self._check_reports(reports, "reports")
-        v = np.broadcast_to(np.asarray(items, dtype=np.int64).reshape(-1), a.shape)
         return hadamard_sign(v + 1, a) == 1
 
-    def privacy_loss(self, x: Any, x2: Any, y: Any) -> np.ndarray:
-        """Exact ``log P(y | x) - log P(y | x2)`` per report: +-epsilon or 0."""
-        a = self._check_reports(y)
-        v1, v2 = pair_items(x, x2, a.shape[0], self.k)
-        in1 = hadamard_sign(v1 + 1, a) == 1
-        in2 = hadamard_sign(v2 + 1, a) == 1
-        return (in1.astype(np.float64) - in2) * self.epsilon
+    @property
+    def loss_weights(self) -> tuple[float, float]:
+        """The loss is +-epsilon or 0 (y in C_v or not)."""
+        return self.epsilon, 0.0

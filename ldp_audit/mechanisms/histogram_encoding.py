@@ -203,11 +203,9 @@ class ThresholdHistogramEncoding(_HistogramEncoding, FrequencyOracle):
         t, b = self.theta, self.noise_scale
         return 1.0 - 0.5 * math.exp(-(1.0 - t) / b), 0.5 * math.exp(-t / b)
 
-    def support(self, reports: Any, items: Any) -> np.ndarray:
+    def _supports(self, a: np.ndarray, v: np.ndarray) -> np.ndarray:
         """``y_v > theta`` per report."""
-        y = self._check_reports(reports, "reports")
-        v = np.broadcast_to(np.asarray(items, dtype=np.int64).reshape(-1), (y.shape[0],))
-        return y[np.arange(y.shape[0]), v] > self.theta
+        return a[np.arange(a.shape[0]), v] > self.theta
 
     def audit_statistics(self) -> list[Any]:
         """The histogram score (the exact loss / eps) and the support difference."""

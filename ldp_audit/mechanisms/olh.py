@@ -38,7 +38,6 @@ from ldp_audit.mechanisms.frequency import (
     check_items,
     check_report_int,
     grr_reply,
-    pair_items,
 )
 from ldp_audit.validation import check_int, check_rng
 
@@ -121,7 +120,7 @@ class OptimalLocalHashing(FrequencyOracle):
         h = olh_hash(seeds, xi[:, 0], g)
         return np.stack([grr_reply(h, self.keep_probability, u[:, 1], u[:, 2], g), seeds], axis=1)
 
-    def _check_reports(self, y: Any, name: str = "y") -> np.ndarray:
+    def _check_reports(self, y: Any, name: str) -> np.ndarray:
         a = check_report_int(y, name, 2)
         g = self.hash_range
         if not np.all((a[:, 0] >= 0) & (a[:, 0] < g)):
@@ -130,22 +129,15 @@ class OptimalLocalHashing(FrequencyOracle):
             raise InvalidParameterError(f"{name}[:, 1] must hold seeds in [0, 2^32)")
         return a
 
-    def support(self, reports: Any, items: Any) -> np.ndarray:
+    def _supports(self, a: np.ndarray, v: np.ndarray) -> np.ndarray:
         """``y == H_seed(v)`` per report."""
-        a = self._check_reports(reports, "reports")
-        v = np.broadcast_to(np.asarray(items, dtype=np.int64).reshape(-1), (a.shape[0],))
         return a[:, 0] == olh_hash(a[:, 1], v, self.hash_range)
 
-    def privacy_loss(self, x: Any, x2: Any, y: Any) -> np.ndarray:
-        """Exact ``log P(y, s | x) - log P(y, s | x2)`` per report: +-epsilon or 0."""
-        a = self._check_reports(y)
-        v1, v2 = pair_items(x, x2, a.shape[0], self.k)
-        g = self.hash_range
-        lp = math.log(self.keep_probability)
-        lq = math.log1p(-self.keep_probability) - math.log(g - 1)
-        h1 = olh_hash(a[:, 1], v1, g)
-        h2 = olh_hash(a[:, 1], v2, g)
-        return np.where(a[:, 0] == h1, lp, lq) - np.where(a[:, 0] == h2, lp, lq)
+    @property
+    def loss_weights(self) -> tuple[float, float]:
+        """The loss is +-epsilon or 0 (y = H_seed(v) or not)."""
+        p = self.keep_probability
+        return math.log(p) - (math.log1p(-p) - math.log(self.hash_range - 1)), 0.0
 
 
 @dataclass(frozen=True)

@@ -9,15 +9,12 @@ from typing import Any, ClassVar
 import numpy as np
 from scipy import special
 
-from ldp_audit.errors import InvalidParameterError
 from ldp_audit.mechanisms._base import (
-    check_dim,
     check_int,
     private_epsilon,
 )
-from ldp_audit.mechanisms.frequency import FrequencyOracle, grr_reply
+from ldp_audit.mechanisms.frequency import FrequencyOracle, check_items, grr_reply
 from ldp_audit.validation import (
-    check_batch,
     check_rng,
 )
 
@@ -53,24 +50,23 @@ class RandomizedResponse(FrequencyOracle):
         """e^eps / (e^eps + k - 1), computed without overflow."""
         return float(special.expit(self.epsilon - math.log(self.k - 1)))
 
-    def _check_values(self, x: Any, name: str) -> np.ndarray:
-        xb = check_batch(x, name, dim=1)
-        if not np.all((xb == np.rint(xb)) & (xb >= 0) & (xb <= self.k - 1)):
-            bad = xb[~((xb == np.rint(xb)) & (xb >= 0) & (xb <= self.k - 1))][0]
-            raise InvalidParameterError(
-                f"{name} must hold integers in {{0, ..., {self.k - 1}}} (k = {self.k}), got {bad!r}"
-            )
-        return xb.astype(np.int64)
+    def _check_reports(self, y: Any, name: str) -> np.ndarray:
+        return check_items(y, self.k, name)
+
+    def _supports(self, a: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """``y == v`` per report."""
+        return a[:, 0] == v
+
+    @property
+    def loss_weights(self) -> tuple[float, float]:
+        """The loss is +-epsilon or 0 (y = v or not)."""
+        p = self.keep_probability
+        return math.log(p) - (math.log1p(-p) - math.log(self.k - 1)), 0.0
 
     @property
     def support_probabilities(self) -> tuple[float, float]:
         p = self.keep_probability
         return p, (1.0 - p) / (self.k - 1)
-
-    def support(self, reports: Any, items: Any) -> np.ndarray:
-        """``y == v`` per report."""
-        y = self._check_values(reports, "reports")[:, 0]
-        return y == np.broadcast_to(np.asarray(items, dtype=np.int64).reshape(-1), y.shape)
 
     def audit_statistics(self) -> list:
         """None: the auditor's own discrete-cell statistic already reads each output exactly
@@ -81,33 +77,8 @@ class RandomizedResponse(FrequencyOracle):
 
     def privatize(self, x: Any, rng: np.random.Generator) -> np.ndarray:
         """Randomise every row of ``x`` (n, 1); returns (n, 1) int64."""
-        xi = self._check_values(x, "x")
+        xi = check_items(x, self.k)
         rng = check_rng(rng)
         n = xi.shape[0]
         u = rng.random((n, 2))  # two uniforms per report, drawn report by report
         return grr_reply(xi, self.keep_probability, u[:, :1], u[:, 1:], self.k)
-
-    def privacy_loss(self, x: Any, x2: Any, y: Any) -> np.ndarray:
-        """Exact ``log P(y|x) - log P(y|x2)``: +-epsilon or 0 per row."""
-        yi = self._check_values(y, "y")
-        xi = self._check_values(np.asarray(x).reshape(-1, 1), "x")
-        x2i = self._check_values(np.asarray(x2).reshape(-1, 1), "x2")
-        for a, name in ((xi, "x"), (x2i, "x2")):
-            if a.shape[0] not in (1, yi.shape[0]):
-                raise InvalidParameterError(
-                    f"{name} must have 1 or {yi.shape[0]} rows, got shape {a.shape}"
-                )
-        lp_keep = math.log(self.keep_probability)
-        lp_other = math.log1p(-self.keep_probability) - math.log(self.k - 1)
-        l1 = np.where(yi == xi, lp_keep, lp_other)
-        l2 = np.where(yi == x2i, lp_keep, lp_other)
-        return (l1 - l2)[:, 0]
-
-    def candidate_pairs(self, dim: int = 1) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Pairs of distinct categories (dim must be 1)."""
-        if check_dim(dim) != 1:
-            raise InvalidParameterError(f"dim must be 1 for RandomizedResponse, got {dim!r}")
-        pairs = [(np.array([0.0]), np.array([1.0]))]
-        if self.k > 2:
-            pairs.append((np.array([0.0]), np.array([float(self.k - 1)])))
-        return pairs

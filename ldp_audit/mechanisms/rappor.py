@@ -37,7 +37,6 @@ from ldp_audit.mechanisms.frequency import (
     FrequencyOracle,
     check_bits,
     check_items,
-    pair_items,
 )
 from ldp_audit.mechanisms.unary import MAX_UNARY_K
 from ldp_audit.validation import check_int, check_real, check_rng
@@ -118,26 +117,6 @@ class _RapporBase(FrequencyOracle):
         """The exact privacy loss bound of one report: ln(q* (1 - p*) / (p* (1 - q*)))."""
         q1, p1 = self.bit_probabilities
         return (math.log(q1) + math.log1p(-p1)) - (math.log(p1) + math.log1p(-q1))
-
-    def support(self, reports: Any, items: Any) -> np.ndarray:
-        """``S[v] == 1`` per report."""
-        y = check_bits(reports, self.k, "reports")
-        v = np.broadcast_to(np.asarray(items, dtype=np.int64).reshape(-1), (y.shape[0],))
-        return y[np.arange(y.shape[0]), v] == 1
-
-    def privacy_loss(self, x: Any, x2: Any, y: Any) -> np.ndarray:
-        """Exact ``log P(S | x) - log P(S | x2)`` of one report (fresh PRR), bounded by epsilon."""
-        yb = check_bits(y, self.k)
-        n = yb.shape[0]
-        v1, v2 = pair_items(x, x2, n, self.k)
-        q1, p1 = self.bit_probabilities
-        one = math.log(q1) - math.log(p1)
-        zero = math.log1p(-q1) - math.log1p(-p1)
-        rows = np.arange(n)
-        b1 = yb[rows, v1] == 1
-        b2 = yb[rows, v2] == 1
-        loss = np.where(b1, one, zero) - np.where(b2, one, zero)
-        return np.where(v1 == v2, 0.0, loss)
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ import numpy as np
 from scipy import special
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.mechanisms.frequency import FrequencyOracle, check_bits, check_items, pair_items
+from ldp_audit.mechanisms.frequency import FrequencyOracle, check_bits, check_items
 from ldp_audit.mechanisms.unary import MAX_UNARY_K
 from ldp_audit.validation import check_epsilon, check_int, check_rng
 
@@ -119,19 +119,7 @@ class SubsetSelection(FrequencyOracle):
             )
         return b
 
-    def support(self, reports: Any, items: Any) -> np.ndarray:
-        """``v in Y`` per report."""
-        y = self._check_reports(reports, "reports")
-        v = np.broadcast_to(np.asarray(items, dtype=np.int64).reshape(-1), (y.shape[0],))
-        return y[np.arange(y.shape[0]), v] == 1
-
-    def privacy_loss(self, x: Any, x2: Any, y: Any) -> np.ndarray:
-        """Exact ``log P(Y | x) - log P(Y | x2)`` per report: +-epsilon or 0."""
-        yb = self._check_reports(y, "y")
-        n = yb.shape[0]
-        v1, v2 = pair_items(x, x2, n, self.k)
-        rows = np.arange(n)
-        in1 = yb[rows, v1] == 1
-        in2 = yb[rows, v2] == 1
-        loss = self.epsilon * (in1.astype(np.float64) - in2.astype(np.float64))
-        return np.where(v1 == v2, 0.0, loss)
+    @property
+    def loss_weights(self) -> tuple[float, float]:
+        """The loss is +-epsilon or 0 (v in Y or not)."""
+        return self.epsilon, 0.0

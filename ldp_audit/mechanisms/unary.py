@@ -15,7 +15,6 @@ at most ``ln(p (1 - q) / ((1 - p) q)) = epsilon`` (reached when y_v = 1 and y_v'
 from __future__ import annotations
 
 import abc
-import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -25,9 +24,7 @@ from scipy import special
 from ldp_audit.mechanisms._base import private_epsilon
 from ldp_audit.mechanisms.frequency import (
     FrequencyOracle,
-    check_bits,
     check_items,
-    pair_items,
 )
 from ldp_audit.validation import check_int, check_rng
 
@@ -69,29 +66,6 @@ class _UnaryEncoding(FrequencyOracle):
         rows = np.arange(xi.shape[0])
         out[rows, xi[:, 0]] = u[rows, xi[:, 0]] < p
         return out
-
-    def support(self, reports: Any, items: Any) -> np.ndarray:
-        """``y[v] == 1`` per report."""
-        y = check_bits(reports, self.k, "reports")
-        v = np.broadcast_to(np.asarray(items, dtype=np.int64).reshape(-1), (y.shape[0],))
-        return y[np.arange(y.shape[0]), v] == 1
-
-    def _bit_log_probs(self) -> tuple[float, float, float, float]:
-        p, q = self.bit_probabilities
-        return math.log(p), math.log1p(-p), math.log(q), math.log1p(-q)
-
-    def privacy_loss(self, x: Any, x2: Any, y: Any) -> np.ndarray:
-        """Exact ``log P(y | x) - log P(y | x2)`` per report (bounded by epsilon)."""
-        yb = check_bits(y, self.k)
-        n = yb.shape[0]
-        v1, v2 = pair_items(x, x2, n, self.k)
-        lp1, lp0, lq1, lq0 = self._bit_log_probs()
-        rows = np.arange(n)
-        b1 = yb[rows, v1] == 1
-        b2 = yb[rows, v2] == 1
-        # bit v1: p-coded under x, q-coded under x2; bit v2 the other way round
-        loss = np.where(b1, lp1 - lq1, lp0 - lq0) - np.where(b2, lp1 - lq1, lp0 - lq0)
-        return np.where(v1 == v2, 0.0, loss)
 
 
 @dataclass(frozen=True)
