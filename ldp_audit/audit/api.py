@@ -160,48 +160,13 @@ def audit(
             domain, malformed outputs, an audit estimated to run for hours without ``force``.
         UserCodeError: the user's code raised, returned non-numbers or only NaN/inf.
     """
+    kw = {k: v for k, v in locals().items() if k not in ("mechanism", "pairs")}
     start = time.perf_counter()
-    o = check_arguments(
-        mechanism,
-        samples=samples,
-        confidence=confidence,
-        rng=rng,
-        dim=dim,
-        selection_fraction=selection_fraction,
-        max_events=max_events,
-        float_bits=float_bits,
-        profile=profile,
-        pool=pool,
-        ratio_test=ratio_test,
-        tradeoff=tradeoff,
-        force=force,
-        progress=progress,
-        statistics=statistics,
-        sequential=sequential,
-        delta_event=delta_event,
-    )
-    if o.sequential:
-        return audit_sequential(
-            mechanism,
-            pairs,
-            stage=audit,
-            samples=o.samples,
-            confidence=o.confidence,
-            rng=o.rng,
-            dim=o.dim,
-            selection_fraction=o.selection_fraction,
-            max_events=o.max_events,
-            float_bits=o.float_bits,
-            profile=profile,
-            pool=o.pool,
-            ratio_test=o.ratio_test,
-            tradeoff=o.tradeoff,
-            force=o.force,
-            progress=o.progress,
-            statistics=[fn for fn, _ in o.user_fns],
-            delta_event=o.delta_event,
-            start=start,
-        )
+    o = check_arguments(mechanism, **kw)
+    if o.sequential:  # each stage is this audit again, on the validated arguments
+        kw.update(samples=o.samples, confidence=o.confidence, rng=o.rng, sequential=False)
+        kw.update(selection_fraction=o.selection_fraction, statistics=[f for f, _ in o.user_fns])
+        return audit_sequential(mechanism, pairs, stage=audit, start=start, **kw)
     pair_list = as_pair_list(mechanism, pairs, o.dim)
     plan = Plan.of(mechanism, o)
 

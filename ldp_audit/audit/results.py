@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 __all__ = [
@@ -65,10 +65,7 @@ class Witness:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able dict."""
-        d = asdict(self)
-        d["x"] = list(self.x)
-        d["x2"] = list(self.x2)
-        return d
+        return _as_json(self)
 
 
 #: the two readings of one audit (see :class:`Verdict`).
@@ -106,15 +103,7 @@ class Verdict:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able dict (``"inf"`` for infinities)."""
-        return {
-            "kind": self.kind,
-            "epsilon_lower_bound": _json_float(self.epsilon_lower_bound),
-            "claimed_epsilon": _json_float(self.claimed_epsilon),
-            "violation": self.violation,
-            "witness": None if self.witness is None else self.witness.to_dict(),
-            "consequence": self.consequence,
-            "events_estimated": self.events_estimated,
-        }
+        return _as_json(self)
 
 
 @dataclass(frozen=True)
@@ -153,15 +142,7 @@ class PrivacyProfile:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able dict; ``"inf"`` where nothing is claimed."""
-        return {
-            "delta": list(self.delta),
-            "epsilon_lower": [_json_float(v) for v in self.epsilon_lower],
-            "epsilon_claimed": [_json_float(v) for v in self.epsilon_claimed],
-            "above_claim": list(self.above_claim),
-            "confidence": self.confidence,
-            "events_estimated": self.events_estimated,
-            "claimed_from": self.claimed_from,
-        }
+        return _as_json(self, above_claim=list(self.above_claim))
 
 
 @dataclass(frozen=True)
@@ -236,8 +217,7 @@ class TradeoffCurve:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able dict."""
-        d = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
-        return {**d, "below_claim": list(self.below_claim), "violation": self.violation}
+        return _as_json(self, below_claim=list(self.below_claim), violation=self.violation)
 
 
 @dataclass(frozen=True)
@@ -272,9 +252,7 @@ class SequentialInfo:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able dict."""
-        stages = [{k: _json_float(v) if isinstance(v, float) else v for k, v in st.items()}
-                  for st in self.stages]  # fmt: skip
-        return {**asdict(self), "stages": stages}
+        return _as_json(self)
 
 
 @dataclass(frozen=True)
@@ -534,46 +512,15 @@ class AuditResult:
 
         The fields are described in docs/interfaces.md ("Statistics and the auditor").
         """
-        verdicts = {
-            v.kind: v.to_dict() for v in (self.distribution, self.implementation) if v is not None
-        }
         d = {
             "epsilon_lower_bound": _json_float(self.epsilon_lower_bound),
             "claimed_epsilon": _json_float(self.claimed_epsilon),
             "violation": self.violation,
             "leak": self.leak,
-            "confidence": self.confidence,
-            "delta": self.delta,
-            "samples": self.samples,
-            "selection_samples": self.selection_samples,
-            "witness": None if self.witness is None else self.witness.to_dict(),
-            "seconds": self.seconds,
-            "mechanism": self.mechanism,
-            "pairs_tested": self.pairs_tested,
-            "events_estimated": self.events_estimated,
-            "float_bits": self.float_bits,
-            "bounds": [_json_float(b) for b in self.bounds],
-            "verdicts": verdicts,
-            "profile": None if self.profile is None else self.profile.to_dict(),
-            "tradeoff": None if self.tradeoff is None else self.tradeoff.to_dict(),
-            "warnings": list(self.warnings),
-            "reproducible": self.reproducible,
-            "delta_lower_bound": self.delta_lower_bound,
-            "delta_confidence": self.delta_confidence,
-            "delta_violation": self.delta_violation,
-            "delta_in_verdict": self.delta_in_verdict,
-            "resolution_probability": self.resolution_probability,
-            "max_refutable_epsilon": (
-                None
-                if self.max_refutable_epsilon is None
-                else _json_float(self.max_refutable_epsilon)
-            ),
-            "tightness_ceiling": self.tightness_ceiling,
-            "inconclusive_epsilon": self.inconclusive_epsilon,
-            "inconclusive": self.inconclusive,
-            "statistics": list(self.statistics),
-            "sequential": None if self.sequential is None else self.sequential.to_dict(),
+            **_as_json(self, delta_violation=self.delta_violation, inconclusive=self.inconclusive),
         }
+        verdicts = (d.pop("distribution"), d.pop("implementation"))
+        d["verdicts"] = {v["kind"]: v for v in verdicts if v is not None}
         return d
 
 
@@ -589,6 +536,22 @@ def _json_float(v: float) -> float | str:
     if math.isinf(v):
         return "inf" if v > 0 else "-inf"
     return float(v)
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, float):
+        return _json_float(v)
+    if isinstance(v, (tuple, list)):
+        return [_jsonable(a) for a in v]
+    if isinstance(v, dict):
+        return {k: _jsonable(a) for k, a in v.items()}
+    return v.to_dict() if hasattr(v, "to_dict") else v
+
+
+def _as_json(obj: Any, **extra: Any) -> dict[str, Any]:
+    """The dataclass ``obj``'s fields, JSON-able (infinities as ``"inf"``, tuples as lists,
+    nested results as their ``to_dict()``), then ``extra``."""
+    return {**{f.name: _jsonable(getattr(obj, f.name)) for f in fields(obj)}, **extra}
 
 
 def short_values(v: Sequence[float], k: int = 6) -> str:
