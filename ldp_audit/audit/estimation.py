@@ -106,7 +106,6 @@ def verdict_bounds(
     """Per verdict event, its epsilon lower bound at level ``alpha / m`` (m = the number of
     verdict events) and its witness, in the order of ``events``."""
     results, sizes, joints, arrivals = counts.results, counts.sizes, counts.joints, counts.arrivals
-    pois_v = poisson and delta == 0.0  # the verdicts' events use the joint Poisson test
     m = len(events)
     bounds: list[float] = []
     per_event: list[tuple[float, Witness]] = []
@@ -116,54 +115,39 @@ def verdict_bounds(
         n_w, n_w2 = ev.oriented(*sizes[ev.pair])
         event_text = ev.stat.describe(ev.op, ev.t)
         test = ("poisson" if delta == 0 else "poisson-augmented") if poisson else "clopper-pearson"
-        if ev.partner is not None and poisson:
-            # pooled, Poissonized: S \ S' (x numerator) and S' \ S (x2 numerator) are disjoint,
-            # so both pooled counts are independent Poisson counts with means n_est * rate
+        pooled = ev.partner is not None
+        if ev.partner is not None:
             a2, b2 = results[id(ev.partner)]
-            i1, i2 = results[id(joints[id(ev)])]
-            k_num, k_den = (a - i1) + (b2 - i2), (b - i2) + (a2 - i1)
-            n_w = n_w2 = n_w + n_w2
-            if delta > 0:
-                bnd = epsilon_lower_bound_from_poisson_counts_delta(
-                    k_num,
-                    k_den,
-                    alpha / m,
-                    delta_count=2.0 * n_est * delta,
-                    arrivals=arrivals[ev.pair][1],
-                )
-            else:
-                bnd = float(
-                    epsilon_lower_bound_from_poisson_counts(
-                        k_num, k_den, alpha / m, mean1=n_est, mean2=n_est
-                    )
-                )
-            event_text = (
-                f"{event_text} with x the numerator, pooled with "
-                f"{ev.partner.stat.describe(ev.partner.op, ev.partner.t)} with x2 the numerator "
-                "(each without the other's outputs)"
-            )
-        elif ev.partner is not None:
-            # pooled: S (x numerator) counted with S' (x2 numerator) on the same outputs
-            a2, b2 = results[id(ev.partner)]
-            k_num, k_den, n_w = a + b2, b + a2, 2 * n_est
-            n_w2 = n_w
-            bnd = float(
-                epsilon_lower_bound_from_pooled_counts(
-                    k_num, k_den, n_w, alpha / m, delta=delta, numerator_share=ev.share
-                )
-            )
-            event_text = (
-                f"{event_text} with x the numerator, pooled with "
-                f"{ev.partner.stat.describe(ev.partner.op, ev.partner.t)} with x2 the numerator"
-            )
-        elif poisson and delta > 0:
+            other = ev.partner.stat.describe(ev.partner.op, ev.partner.t)
+            event_text += f" with x the numerator, pooled with {other} with x2 the numerator"
+            if poisson:
+                # S \ S' (x numerator) and S' \ S (x2 numerator) are disjoint, so both pooled
+                # counts are independent Poisson counts with means n_est * rate
+                i1, i2 = results[id(joints[id(ev)])]
+                k_num, k_den = (a - i1) + (b2 - i2), (b - i2) + (a2 - i1)
+                n_w = n_w2 = n_w + n_w2
+                event_text += " (each without the other's outputs)"
+            else:  # S (x numerator) counted with S' (x2 numerator) on the same outputs
+                k_num, k_den, n_w = a + b2, b + a2, 2 * n_est
+                n_w2 = n_w
+        if poisson and delta > 0:
             bnd = epsilon_lower_bound_from_poisson_counts_delta(
-                k_num, k_den, alpha / m, delta_count=n_est * delta, arrivals=arrivals[ev.pair][0]
+                k_num,
+                k_den,
+                alpha / m,
+                delta_count=(2.0 if pooled else 1.0) * n_est * delta,
+                arrivals=arrivals[ev.pair][int(pooled)],
             )
-        elif pois_v:
+        elif poisson:
             bnd = float(
                 epsilon_lower_bound_from_poisson_counts(
                     k_num, k_den, alpha / m, mean1=n_est, mean2=n_est
+                )
+            )
+        elif pooled:
+            bnd = float(
+                epsilon_lower_bound_from_pooled_counts(
+                    k_num, k_den, n_w, alpha / m, delta=delta, numerator_share=ev.share
                 )
             )
         else:
@@ -188,7 +172,7 @@ def verdict_bounds(
                     k2=k_den,
                     n2=n_w2,
                     numerator_share=ev.share,
-                    pooled=ev.partner is not None,
+                    pooled=pooled,
                     test=test,
                 ),
             )

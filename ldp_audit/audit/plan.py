@@ -82,25 +82,25 @@ def check_arguments(
     """Every argument of :func:`audit` checked, in a fixed order (the first bad one is named),
     before any sample is drawn; an int seed or None becomes a ``Generator``."""
     claimed, delta = check_mechanism(mechanism)
-    conf = check_probability(confidence, "confidence")
-    samples = check_int(samples, "samples", minimum=1000)
-    frac = check_probability(selection_fraction, "selection_fraction")
-    max_events = check_int(max_events, "max_events", minimum=1)
-    if dim is not None:
-        dim = check_int(dim, "dim", minimum=1, maximum=MAX_DIM)
-    float_bits = check_bool(float_bits, "float_bits")
-    want_profile = delta > 0 if profile is None else check_bool(profile, "profile")
-    pool = check_bool(pool, "pool")
-    want_tradeoff = check_bool(tradeoff, "tradeoff")
+    v: dict[str, Any] = {"claimed": claimed, "delta": delta}
+    v["confidence"] = check_probability(confidence, "confidence")
+    v["samples"] = check_int(samples, "samples", minimum=1000)
+    v["selection_fraction"] = check_probability(selection_fraction, "selection_fraction")
+    v["max_events"] = check_int(max_events, "max_events", minimum=1)
+    v["dim"] = None if dim is None else check_int(dim, "dim", minimum=1, maximum=MAX_DIM)
+    v["float_bits"] = check_bool(float_bits, "float_bits")
+    v["want_profile"] = delta > 0 if profile is None else check_bool(profile, "profile")
+    v["pool"] = check_bool(pool, "pool")
+    v["tradeoff"] = check_bool(tradeoff, "tradeoff")
     if not isinstance(ratio_test, str) or ratio_test not in RATIO_TESTS:
         raise InvalidParameterError(
             f"ratio_test must be one of {', '.join(map(repr, RATIO_TESTS))}, got {ratio_test!r}"
         )
-    force = check_bool(force, "force")
-    progress = check_bool(progress, "progress")
-    sequential = check_bool(sequential, "sequential")
-    delta_event = check_bool(delta_event, "delta_event")
-    user_fns = statistic_list(statistics, "statistics")
+    v["ratio_test"] = ratio_test
+    for name, flag in (("force", force), ("progress", progress), ("sequential", sequential)):
+        v[name] = check_bool(flag, name)
+    v["delta_event"] = check_bool(delta_event, "delta_event")
+    v["user_fns"] = user_fns = statistic_list(statistics, "statistics")
     mech_fns: list[tuple[Callable[..., Any], str]] = []
     shipped = user_attr(mechanism, "audit_statistics")
     if callable(shipped):
@@ -112,8 +112,8 @@ def check_arguments(
                 f"{type(exc).__name__}: {exc}"
             ) from exc
         mech_fns = statistic_list(got, "mechanism.audit_statistics()")
-    stat_fns = mech_fns + user_fns
-    names = [nm for _, nm in stat_fns]
+    v["stat_fns"] = mech_fns + user_fns
+    names = [nm for _, nm in v["stat_fns"]]
     dup = sorted({nm for nm in names if names.count(nm) > 1})
     if dup:
         raise InvalidParameterError(
@@ -126,27 +126,7 @@ def check_arguments(
         raise InvalidParameterError(
             f"rng must be a numpy.random.Generator, an int seed or None, got {type(rng).__name__}"
         )
-    return Options(
-        claimed=claimed,
-        delta=delta,
-        confidence=conf,
-        samples=samples,
-        selection_fraction=frac,
-        max_events=max_events,
-        dim=dim,
-        float_bits=float_bits,
-        want_profile=want_profile,
-        pool=pool,
-        tradeoff=want_tradeoff,
-        ratio_test=ratio_test,
-        force=force,
-        progress=progress,
-        sequential=sequential,
-        delta_event=delta_event,
-        user_fns=user_fns,
-        stat_fns=stat_fns,
-        rng=rng,
-    )
+    return Options(**v, rng=rng)
 
 
 def as_pair_list(

@@ -154,6 +154,11 @@ def _fit_statistics(
     return stats
 
 
+def _better(c: Candidate | None, cur: Candidate | None) -> Candidate | None:
+    """``c`` when it predicts a larger bound than ``cur`` (or ``cur`` is None), else ``cur``."""
+    return c if c is not None and (cur is None or c.predicted > cur.predicted) else cur
+
+
 def _screen_pair(
     p: int,
     stats: list[ScoreStatistic],
@@ -177,26 +182,22 @@ def _screen_pair(
             (sel.float_cands if is_float else sel.dist_cands).append(c)
         if not is_float:
             pr = probe_event(st, tc, p, n_est, alpha_sel, o.claimed, delta)
-            if pr is not None and (sel.probe is None or pr[0].predicted > sel.probe[0].predicted):
+            if pr is not None and _better(pr[0], sel.probe and sel.probe[0]) is pr[0]:
                 sel.probe = pr
         if plan.delta_event and not is_float:
-            dc = _delta_event(st, tc, p, n_est, alpha_sel, o.claimed)
-            if dc is not None and (sel.d_best is None or dc.predicted > sel.d_best.predicted):
-                sel.d_best = dc
+            sel.d_best = _better(_delta_event(st, tc, p, n_est, alpha_sel, o.claimed), sel.d_best)
         if plan.pool and not is_float and h_b >= 100:
             # each half of a pooled pair is chosen on the first half of B, judged at
             # the pooled sample size; the pair is then judged on the second half
             tch = threshold_counts(v1[:h_b], v2[:h_b])
             for d_ in (True, False):
                 h = best_events(st, tch, p, 2 * n_est, alpha_sel, (delta,), d_, pois_v)[0]
-                if h is not None and (d_ not in halves or h.predicted > halves[d_][0].predicted):
+                if h is not None and _better(h, halves[d_][0] if d_ in halves else None) is h:
                     halves[d_] = (h, v1[h_b:], v2[h_b:])
         if plan.profile_deltas and not is_float:
             alpha_p = plan.alpha / len(plan.profile_deltas)
-            prof_best = sel.prof_best
             for i, c in enumerate(best_events(st, tc, p, n_est, alpha_p, plan.profile_deltas)):
-                if c is not None and (prof_best[i] is None or c.predicted > prof_best[i].predicted):
-                    prof_best[i] = c
+                sel.prof_best[i] = _better(c, sel.prof_best[i])
         if o.tradeoff and not is_float:
             # thresholds at type I levels of either input (the direction is known
             # only once the verdict's event is chosen), from selection values only

@@ -146,16 +146,8 @@ def audit_sequential(
     for (n_k, a_k), g in zip(plan, gens, strict=True):
         r = stage(mechanism, pairs, samples=n_k, confidence=1.0 - a_k, rng=g, **kwargs)
         results.append(r)
-        stages.append(
-            {
-                "samples": n_k,
-                "confidence": 1.0 - a_k,
-                "epsilon_lower_bound": r.epsilon_lower_bound,
-                "delta_lower_bound": r.delta_lower_bound,
-                "violation": r.violation,
-                "seconds": r.seconds,
-            }
-        )
+        keys = ("epsilon_lower_bound", "delta_lower_bound", "violation", "seconds")
+        stages.append({"samples": n_k, "confidence": 1.0 - a_k, **{k: getattr(r, k) for k in keys}})
         if r.violation:
             stopped = "refuted"
             break
