@@ -40,7 +40,7 @@ import numpy as np
 
 from ldp_audit.errors import InvalidParameterError, LdpAuditError
 from ldp_audit.stats import epsilon_lower_bound_from_counts
-from ldp_audit.validation import check_bool, check_probability
+from ldp_audit.validation import check_bool, check_int, check_probability
 
 __all__ = ["CheckResult", "MechanismCheckReport", "MechanismCheckError", "check_mechanism"]
 
@@ -123,6 +123,16 @@ def _as_2d_float(y: Any) -> np.ndarray:
     return a.reshape(a.shape[0], -1)
 
 
+def _draw(mech: Any, x: np.ndarray, n: int, rng: np.random.Generator) -> tuple[Any, tuple]:
+    """n outputs under ``x`` and the arguments ``privacy_loss`` takes after (x, x2): the
+    outputs, or a PRS-like mechanism's (bits, matrices) from ``privatize_with_matrices``."""
+    if callable(getattr(mech, "privatize_with_matrices", None)):
+        y, bits, mats = mech.privatize_with_matrices(_rows(x, n), rng)
+        return y, (bits, mats)
+    y = mech.privatize(_rows(x, n), rng)
+    return y, (y,)
+
+
 def _statistics(
     mech: Any, x: np.ndarray, x2: np.ndarray, n: int, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray, list[str]]:
@@ -131,13 +141,7 @@ def _statistics(
     Statistics: the first columns of the output, the projection on x - x2 when shapes agree,
     and the mechanism's own privacy loss when it offers one (the Neyman-Pearson statistic).
     """
-    x_rows, x2_rows = _rows(x, n), _rows(x2, n)
-    with_m = callable(getattr(mech, "privatize_with_matrices", None))
-    if with_m:
-        y1, b1, m1 = mech.privatize_with_matrices(x_rows, rng)
-        y2, b2, m2 = mech.privatize_with_matrices(x2_rows, rng)
-    else:
-        y1, y2 = mech.privatize(x_rows, rng), mech.privatize(x2_rows, rng)
+    (y1, args1), (y2, args2) = _draw(mech, x, n, rng), _draw(mech, x2, n, rng)
     y1, y2 = _as_2d_float(y1), _as_2d_float(y2)
     cols1, cols2, names = [], [], []
     for j in range(min(4, y1.shape[1])):
@@ -155,12 +159,8 @@ def _statistics(
     loss_fn = getattr(mech, "privacy_loss", None)
     if callable(loss_fn):
         try:
-            if with_m:
-                l1 = loss_fn(x[None], x2[None], b1, m1)
-                l2 = loss_fn(x[None], x2[None], b2, m2)
-            else:
-                l1, l2 = loss_fn(x[None], x2[None], y1), loss_fn(x[None], x2[None], y2)
-            l1, l2 = np.asarray(l1, dtype=np.float64), np.asarray(l2, dtype=np.float64)
+            l1 = np.asarray(loss_fn(x[None], x2[None], *args1), dtype=np.float64)
+            l2 = np.asarray(loss_fn(x[None], x2[None], *args2), dtype=np.float64)
             if l1.shape == (n,) and l2.shape == (n,):
                 cols1.append(l1)
                 cols2.append(l2)
@@ -214,16 +214,11 @@ def _ratio_check(
         # conservative score that does not chase rare, noisy events); test it on fresh samples.
         c1 = np.array([fn(sel1).sum() for fn in fns], dtype=np.float64)
         c2 = np.array([fn(sel2).sum() for fn in fns], dtype=np.float64)
-        fwd = np.atleast_1d(
-            epsilon_lower_bound_from_counts(c1, half, c2, half, a_pair, delta=delta)
-        )
-        bwd = np.atleast_1d(
-            epsilon_lower_bound_from_counts(c2, half, c1, half, a_pair, delta=delta)
-        )
-        scores = np.concatenate([fwd, bwd])
-        best = int(np.argmax(scores))
-        best_k = (best % len(fns), best // len(fns))
-        k, direction = best_k
+        scores = [  # x the numerator, then x2
+            np.atleast_1d(epsilon_lower_bound_from_counts(a, half, b, half, a_pair, delta=delta))
+            for a, b in ((c1, c2), (c2, c1))
+        ]
+        direction, k = divmod(int(np.argmax(np.concatenate(scores))), len(fns))
         t1, t2 = float(fns[k](tst1).sum()), float(fns[k](tst2).sum())
         if direction == 1:
             t1, t2 = t2, t1
@@ -255,17 +250,11 @@ def _exact_check(
         return CheckResult("exact_loss", None, "no privacy_loss method")
     if float(getattr(mech, "delta", 0.0) or 0.0) > 0.0:
         return CheckResult("exact_loss", None, "delta > 0: the privacy loss is not bounded")
-    with_m = callable(getattr(mech, "privatize_with_matrices", None))
     worst = -math.inf
     for x, x2 in pairs:
-        xr = _rows(x, 500)
         try:
-            if with_m:
-                _, bits, mats = mech.privatize_with_matrices(xr, rng)
-                loss = loss_fn(np.asarray(x)[None], np.asarray(x2)[None], bits, mats)
-            else:
-                y = mech.privatize(xr, rng)
-                loss = loss_fn(np.asarray(x)[None], np.asarray(x2)[None], y)
+            _, args = _draw(mech, x, 500, rng)
+            loss = loss_fn(np.asarray(x)[None], np.asarray(x2)[None], *args)
         except (TypeError, NotImplementedError) as exc:
             return CheckResult("exact_loss", None, f"privacy_loss not usable: {exc}")
         worst = max(worst, float(np.max(np.abs(loss))))
@@ -335,14 +324,11 @@ def check_mechanism(
     """
     a = check_probability(alpha, "alpha")
     raise_on_failure = check_bool(raise_on_failure, "raise_on_failure")
-    if isinstance(n_samples, bool) or not isinstance(n_samples, int) or n_samples < 1000:
-        raise InvalidParameterError(f"n_samples must be an integer >= 1000, got {n_samples!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise InvalidParameterError(f"seed must be a non-negative integer, got {seed!r}")
+    n_samples = check_int(n_samples, "n_samples", minimum=1000)
+    seed = check_int(seed, "seed", minimum=0)
     if dim is None:
         dim = 1 if hasattr(mechanism, "k") else 8
-    if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
-        raise InvalidParameterError(f"dim must be an integer >= 1, got {dim!r}")
+    dim = check_int(dim, "dim", minimum=1)
     label = repr(mechanism)
     results: list[CheckResult] = []
 
