@@ -105,33 +105,30 @@ def row_scale(x: np.ndarray) -> np.ndarray:
     return np.where(m > 0, m, 1.0)
 
 
-def clip_l1(x: np.ndarray, bound: float) -> np.ndarray:
-    """Eq. 19: ``g / max{1, ||g||_1 / bound}`` row-wise, without overflow for huge inputs."""
-    s = np.abs(x).sum(axis=1)
+def _clip_rows(x: np.ndarray, bound: float, norm: Any) -> np.ndarray:
+    """``g / max{1, norm(g) / bound}`` row-wise, without overflow for huge inputs (``norm``
+    of an (n, d) array: one value per row)."""
+    with np.errstate(over="ignore"):
+        s = norm(x)
     if np.isfinite(s).all():  # fast path: one pass, rows inside the ball are returned exactly
         return x * np.minimum(1.0, bound / np.where(s > 0, s, bound))[:, None]
     m = row_scale(x)  # some row's norm overflowed: rescale by its largest entry first
     xs = x / m
-    s = np.abs(xs).sum(axis=1, keepdims=True)  # in [1, d] (or 0): ||x||_1 = m * s
+    s = norm(xs)[:, None]  # in [1, d] (or 0): the row's norm is m * s
     with np.errstate(over="ignore"):
         over = (m * s) > bound  # m * s may be inf: then it is over
     scaled = xs * (bound / np.where(s > 0, s, 1.0))
     return np.where(over, scaled, x)
 
 
+def clip_l1(x: np.ndarray, bound: float) -> np.ndarray:
+    """Eq. 19: ``g / max{1, ||g||_1 / bound}`` row-wise, without overflow for huge inputs."""
+    return _clip_rows(x, bound, lambda v: np.abs(v).sum(axis=1))
+
+
 def clip_l2(x: np.ndarray, bound: float) -> np.ndarray:
     """``g / max{1, ||g||_2 / bound}`` row-wise, without overflow for huge inputs."""
-    with np.errstate(over="ignore"):
-        s = np.sqrt(np.einsum("ij,ij->i", x, x))
-    if np.isfinite(s).all():  # fast path (no entry near sqrt(float max))
-        return x * np.minimum(1.0, bound / np.where(s > 0, s, bound))[:, None]
-    m = row_scale(x)
-    xs = x / m
-    s = np.sqrt(np.einsum("ij,ij->i", xs, xs))[:, None]  # ||x||_2 = m * s
-    with np.errstate(over="ignore"):
-        over = (m * s) > bound
-    scaled = xs * (bound / np.where(s > 0, s, 1.0))
-    return np.where(over, scaled, x)
+    return _clip_rows(x, bound, lambda v: np.sqrt(np.einsum("ij,ij->i", v, v)))
 
 
 def bitflip_log_probs(a: np.ndarray, eps: float) -> tuple[np.ndarray, np.ndarray]:

@@ -30,16 +30,9 @@ from scipy import special
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.mechanisms.randomized_response import RandomizedResponse
 from ldp_audit.mechanisms.unary import SymmetricUnaryEncoding
-from ldp_audit.validation import check_real
+from ldp_audit.validation import check_probability, check_real
 
 __all__ = ["ApproximateRandomizedResponse", "ApproximateSymmetricUnaryEncoding"]
-
-
-def _check_delta(value: Any) -> float:
-    v = check_real(value, "delta")
-    if not 0.0 < v < 1.0:
-        raise InvalidParameterError(f"delta must be in (0, 1), got {value!r}")
-    return v
 
 
 def _log_expm1(x: float) -> float:
@@ -64,7 +57,7 @@ class _Approximate:
 
     def __post_init__(self) -> None:
         super().__post_init__()  # type: ignore[misc]  # the oracle's, next in the MRO
-        object.__setattr__(self, "delta", _check_delta(self.delta))
+        object.__setattr__(self, "delta", check_probability(self.delta, "delta"))
 
     def event(self) -> Any:
         raise InvalidParameterError(

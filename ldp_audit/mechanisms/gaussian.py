@@ -22,6 +22,7 @@ from ldp_audit.mechanisms._base import (
 from ldp_audit.validation import (
     check_batch,
     check_positive,
+    check_probability,
     check_real,
     check_rng,
 )
@@ -60,7 +61,7 @@ def analytic_gaussian_epsilon(sigma: float, sensitivity: float, delta: float) ->
     """
     s = check_positive(sigma, "sigma")
     sens = check_positive(sensitivity, "sensitivity")
-    dl = _check_delta(delta)
+    dl = check_probability(delta, "delta")
 
     def f(e: float) -> float:
         return analytic_gaussian_delta(e, s, sens) - dl
@@ -82,7 +83,7 @@ def analytic_gaussian_sigma(epsilon: float, sensitivity: float, delta: float) ->
     L2-``sensitivity`` query (inverse of :func:`analytic_gaussian_epsilon`)."""
     eps = private_epsilon(epsilon)
     sens = check_positive(sensitivity, "sensitivity")
-    dl = _check_delta(delta)
+    dl = check_probability(delta, "delta")
 
     def f(log_s: float) -> float:
         return analytic_gaussian_delta(eps, math.exp(log_s), sens) - dl
@@ -95,13 +96,6 @@ def analytic_gaussian_sigma(epsilon: float, sensitivity: float, delta: float) ->
     from scipy import optimize
 
     return float(math.exp(optimize.brentq(f, lo, hi, xtol=1e-14, rtol=1e-13, maxiter=500)))
-
-
-def _check_delta(delta: Any) -> float:
-    v = check_real(delta, "delta")
-    if not 0.0 < v < 1.0:
-        raise InvalidParameterError(f"delta must be in (0, 1), got {delta!r}")
-    return v
 
 
 @dataclass(frozen=True)
@@ -127,7 +121,7 @@ class Gaussian(Mechanism):
         object.__setattr__(
             self, "noise_multiplier", check_positive(self.noise_multiplier, "noise_multiplier")
         )
-        object.__setattr__(self, "delta", _check_delta(self.delta))
+        object.__setattr__(self, "delta", check_probability(self.delta, "delta"))
         check_no_overflow(self.noise_multiplier * self.clip, self.clip, "sigma")
 
     @property
@@ -151,7 +145,8 @@ class Gaussian(Mechanism):
         d = check_real(delta, "delta")
         if d == 0.0:
             return math.inf
-        return analytic_gaussian_epsilon(self.sigma, self.sensitivity, _check_delta(d))
+        d = check_probability(d, "delta")
+        return analytic_gaussian_epsilon(self.sigma, self.sensitivity, d)
 
     def clip_rows(self, x: np.ndarray) -> np.ndarray:
         """L2 clip of every row to ``clip``."""

@@ -39,23 +39,9 @@ from ldp_audit.mechanisms.frequency import (
     check_items,
 )
 from ldp_audit.mechanisms.unary import MAX_UNARY_K
-from ldp_audit.validation import check_int, check_real, check_rng
+from ldp_audit.validation import check_int, check_probability, check_rng
 
 __all__ = ["BasicRappor", "OneTimeRappor", "rappor_f_for_epsilon"]
-
-
-def _check_f(value: Any) -> float:
-    v = check_real(value, "f")
-    if not 0.0 < v < 1.0:
-        raise InvalidParameterError(f"f must be in (0, 1), got {value!r}")
-    return v
-
-
-def _check_unit(value: Any, name: str) -> float:
-    v = check_real(value, name)
-    if not 0.0 <= v <= 1.0:
-        raise InvalidParameterError(f"{name} must be in [0, 1], got {value!r}")
-    return v
 
 
 def rappor_f_for_epsilon(epsilon: float) -> float:
@@ -73,7 +59,7 @@ class _RapporBase(FrequencyOracle):
 
     def _validate_k_f(self) -> None:
         object.__setattr__(self, "k", check_int(self.k, "k", minimum=2, maximum=MAX_UNARY_K))
-        object.__setattr__(self, "f", _check_f(self.f))
+        object.__setattr__(self, "f", check_probability(self.f, "f"))
 
     @property
     def permanent_epsilon(self) -> float:
@@ -140,8 +126,8 @@ class BasicRappor(_RapporBase):
 
     def __post_init__(self) -> None:
         self._validate_k_f()
-        object.__setattr__(self, "p", _check_unit(self.p, "p"))
-        object.__setattr__(self, "q", _check_unit(self.q, "q"))
+        object.__setattr__(self, "p", check_probability(self.p, "p", open_interval=False))
+        object.__setattr__(self, "q", check_probability(self.q, "q", open_interval=False))
         if not self.q > self.p:
             raise InvalidParameterError(
                 f"q must be greater than p (reports must carry signal), got p = {self.p!r}, "
