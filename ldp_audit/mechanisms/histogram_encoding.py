@@ -47,7 +47,7 @@ from ldp_audit.mechanisms.frequency import (
     pair_items,
 )
 from ldp_audit.mechanisms.unary import MAX_UNARY_K
-from ldp_audit.validation import check_batch, check_epsilon, check_int, check_real, check_rng
+from ldp_audit.validation import check_batch, check_epsilon, check_int, check_probability, check_rng
 
 __all__ = [
     "SummationHistogramEncoding",
@@ -188,10 +188,7 @@ class ThresholdHistogramEncoding(_HistogramEncoding, FrequencyOracle):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.threshold is not None:
-            t = check_real(self.threshold, "threshold")
-            if not 0.0 < t < 1.0:
-                raise InvalidParameterError(f"threshold must be in (0, 1), got {self.threshold!r}")
-            object.__setattr__(self, "threshold", t)
+            object.__setattr__(self, "threshold", check_probability(self.threshold, "threshold"))
 
     @property
     def theta(self) -> float:
