@@ -129,7 +129,10 @@ class FrequencyOracle(Mechanism):
     """Base of the frequency oracles: items in {0, ..., k-1}, a support function, the unbiased
     estimator, the pure accounting event and the audit statistics.
 
-    A subclass defines ``epsilon``, ``k``, :meth:`support` and :attr:`support_probabilities`.
+    A subclass defines ``epsilon``, ``k`` and :attr:`support_probabilities`; its reports'
+    check and support test (``_check_reports``, ``_supports``) when they are not (n, k) bits;
+    and :attr:`loss_weights` when its report is not independent bits (then the exact
+    :meth:`privacy_loss` follows from :meth:`support`'s test).
     """
 
     k: int
