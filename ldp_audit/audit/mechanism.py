@@ -107,14 +107,20 @@ def mechanism_label(mechanism: Any) -> str:
     return type(mechanism).__name__
 
 
-def user_attr(mechanism: Any, name: str, default: Any = None) -> Any:
-    """``getattr`` on a user's object; an exception in a property becomes a UserCodeError."""
+def call_user(mechanism: Any, what: str, fn: Any, *args: Any) -> Any:
+    """``fn(*args)``, user code of ``mechanism``: an exception becomes a UserCodeError naming
+    ``what`` (``"mechanism.NAME"``), the mechanism's type and the exception."""
     try:
-        return getattr(mechanism, name, default)
+        return fn(*args)
     except Exception as exc:  # noqa: BLE001 - user code
         raise UserCodeError(
-            f"mechanism.{name} of {type(mechanism).__name__} raised {type(exc).__name__}: {exc}"
+            f"{what} of {type(mechanism).__name__} raised {type(exc).__name__}: {exc}"
         ) from exc
+
+
+def user_attr(mechanism: Any, name: str, default: Any = None) -> Any:
+    """``getattr`` on a user's object; an exception in a property becomes a UserCodeError."""
+    return call_user(mechanism, f"mechanism.{name}", getattr, mechanism, name, default)
 
 
 def check_mechanism(mechanism: Any) -> tuple[float, float]:
@@ -145,15 +151,7 @@ def claimed_profile(
 ) -> tuple[tuple[float, ...], str]:
     fn = user_attr(mechanism, "epsilon_at")
     if callable(fn):
-        out = []
-        for d in deltas:
-            try:
-                v = fn(d)
-            except Exception as exc:  # noqa: BLE001 - user code
-                raise UserCodeError(
-                    f"mechanism.epsilon_at({d!r}) of {type(mechanism).__name__} raised "
-                    f"{type(exc).__name__}: {exc}"
-                ) from exc
-            out.append(check_real(v, f"mechanism.epsilon_at({d!r})"))
-        return tuple(out), "epsilon_at"
+        name = "mechanism.epsilon_at({!r})".format
+        out = tuple(check_real(call_user(mechanism, name(d), fn, d), name(d)) for d in deltas)
+        return out, "epsilon_at"
     return tuple(claimed if d >= delta else math.inf for d in deltas), "single point"

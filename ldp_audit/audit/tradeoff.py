@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from scipy.special import ndtri
 
-from ldp_audit.audit.mechanism import user_attr
+from ldp_audit.audit.mechanism import call_user, user_attr
 from ldp_audit.audit.results import TradeoffCurve
 from ldp_audit.audit.selection import Candidate
 from ldp_audit.errors import UserCodeError
@@ -71,13 +71,7 @@ def _claimed_tradeoff(
     if callable(fn):
 
         def user(a: np.ndarray) -> np.ndarray:
-            try:
-                v = np.asarray(fn(a), dtype=np.float64)
-            except Exception as exc:  # noqa: BLE001 - user code
-                raise UserCodeError(
-                    f"mechanism.tradeoff of {type(mechanism).__name__} raised "
-                    f"{type(exc).__name__}: {exc}"
-                ) from exc
+            v = np.asarray(call_user(mechanism, "mechanism.tradeoff", fn, a), dtype=np.float64)
             if v.shape != np.shape(a) or not np.all(np.isfinite(v)):
                 raise UserCodeError(
                     f"mechanism.tradeoff of {type(mechanism).__name__} must return finite "
