@@ -487,9 +487,7 @@ def epsilon_from_tpr_fpr(tpr: Any, fpr: Any, *, delta: float = 0.0) -> Any:
     if np.any(~np.isfinite(f)) or np.any((f < 0) | (f > 1)):
         raise InvalidParameterError(f"fpr must be in [0, 1], got {fpr!r}")
     d = _check_delta(delta)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        a = np.where(t - d > 0, np.log(np.maximum(t - d, 1e-300)) - np.log(f), -np.inf)
-        b = np.where(1 - f - d > 0, np.log(np.maximum(1 - f - d, 1e-300)) - np.log(1 - t), -np.inf)
+    a, b = _log_ratio(t - d, f), _log_ratio(1 - f - d, 1 - t)
     return _out(np.maximum(np.maximum(a, b), 0.0))
 
 

@@ -416,12 +416,9 @@ class AuditResult:
                 "were not tried."
             )
         verdicts = [v for v in (self.distribution, self.implementation) if v is not None]
+        titles = {"distribution": "exact arithmetic", "implementation": "float bits"}
         for v in verdicts:
-            title = (
-                "distribution (exact arithmetic)"
-                if v.kind == "distribution"
-                else "implementation (float bits)"
-            )
+            title = f"{v.kind} ({titles[v.kind]})"
             state = (
                 "VIOLATION"
                 if v.violation
