@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import sys
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -44,16 +45,15 @@ _MAX_LOSS_WEIGHT = 1000
 _MAX_ALPHA_DECAY = 10**12
 
 
-def _check_below(v: float, name: str, maximum: float, why: str) -> float:
+def _check_range(value: Any, name: str, maximum: float, why: str = "", *, zero: bool) -> float:
+    """``value`` in (0, maximum] (``zero``: in [0, maximum]); ``why``: the reason for the cap."""
+    v = check_real(value, name) if zero else check_positive(value, name)
+    if zero and not (math.isfinite(v) and v >= 0):
+        raise InvalidParameterError(f"{name} must be finite and >= 0, got {v!r}")
     if v > maximum:
-        raise InvalidParameterError(f"{name} must be <= {maximum:g} ({why}), got {v!r}")
+        why = f" ({why})" if why else ""
+        raise InvalidParameterError(f"{name} must be <= {maximum:g}{why}, got {v!r}")
     return v
-
-
-def _check_eta(value: Any) -> float:
-    """eta in (0, 1e3] (see ``PgcA3cConfig.eta``)."""
-    v = check_positive(value, "eta")
-    return _check_below(v, "eta", _MAX_ETA, "2000 x the paper's 0.5; a larger step saturates")
 
 
 def _check_gamma(value: Any) -> float:
@@ -64,36 +64,25 @@ def _check_gamma(value: Any) -> float:
     return gamma
 
 
-def _check_lam(value: Any) -> float:
-    """lam in (0, 1e3] (see ``PgcA3cConfig.lam``)."""
-    v = check_positive(value, "lam")
-    return _check_below(v, "lam", _MAX_LOSS_WEIGHT, "the policy loss has weight 1")
-
-
-def _check_beta(value: Any) -> float:
-    """beta in [0, 1e3] (see ``PgcA3cConfig.beta``)."""
-    v = check_real(value, "beta")
-    if not (math.isfinite(v) and v >= 0):
-        raise InvalidParameterError(f"beta must be finite and >= 0, got {v!r}")
-    return _check_below(v, "beta", _MAX_LOSS_WEIGHT, "the policy loss has weight 1")
-
-
-def _check_alpha_start(value: Any) -> float:
-    """alpha_start in [0, 1] (a probability)."""
-    v = check_real(value, "alpha_start")
-    if not (math.isfinite(v) and v >= 0):
-        raise InvalidParameterError(f"alpha_start must be finite and >= 0, got {v!r}")
-    if v > 1.0:
-        raise InvalidParameterError(f"alpha_start must be <= 1, got {value!r}")
-    return v
-
-
-def _check_alpha_decay(value: Any) -> float:
-    """alpha_decay in (0, 1e12] (see ``PgcA3cConfig.alpha_decay``)."""
-    v = check_positive(value, "alpha_decay")
-    return _check_below(
-        v, "alpha_decay", _MAX_ALPHA_DECAY, "beyond it alpha is constant over any run"
-    )
+_WEIGHT = "the policy loss has weight 1"
+#: the checks of the learning constants (see the fields of ``PgcA3cConfig``)
+_check_eta = partial(
+    _check_range,
+    name="eta",
+    maximum=_MAX_ETA,
+    zero=False,
+    why="2000 x the paper's 0.5; a larger step saturates",
+)
+_check_lam = partial(_check_range, name="lam", maximum=_MAX_LOSS_WEIGHT, why=_WEIGHT, zero=False)
+_check_beta = partial(_check_range, name="beta", maximum=_MAX_LOSS_WEIGHT, why=_WEIGHT, zero=True)
+_check_alpha_start = partial(_check_range, name="alpha_start", maximum=1.0, zero=True)
+_check_alpha_decay = partial(
+    _check_range,
+    name="alpha_decay",
+    maximum=_MAX_ALPHA_DECAY,
+    zero=False,
+    why="beyond it alpha is constant over any run",
+)
 
 
 def _real_tuple(value: Any, name: str) -> tuple[float, ...]:

@@ -18,7 +18,7 @@ import numpy as np
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.release import Charging
 from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
-from ldp_audit.training.pgc_a3c.engine import ACT_BLOCK, RESET_BLOCK, Engine, _runs
+from ldp_audit.training.pgc_a3c.engine import ACT_BLOCK, RESET_BLOCK, Engine, _runs, padded
 from ldp_audit.training.pgc_a3c.model import DIM, HIDDEN
 
 #: The fused engine charges, per top-up, the next ``_FUSED_RESERVE`` x (rows of the trial)
@@ -75,11 +75,7 @@ class FusedEngine(Engine):
             agg.m1 = np.zeros((G, 0))
             agg.m2 = np.zeros((G, 0))
             agg.steps = np.zeros(G, dtype=np.int64)
-        width = max(1, max(t.size for t in self.agent_gtable))
-        self.agtable = np.zeros((G, width))
-        self.aglen = np.array([t.size for t in self.agent_gtable], dtype=np.int64)
-        for gi, t in enumerate(self.agent_gtable):
-            self.agtable[gi, : t.size] = t
+        self.agtable, self.aglen = padded(self.agent_gtable)
         # reset uniforms: the base engine's leftover, in a block that holds any step's restarts
         r_len = max(RESET_BLOCK, 2 * int(self.n_agents.max()))
         self.f_reset = np.zeros((G, r_len, 5))
@@ -127,10 +123,10 @@ class FusedEngine(Engine):
         #: ``profile = True`` before :meth:`run` times its parts (benchmarks/bench_pgc.py):
         #: ``timings`` then maps each of ``_PROFILE_PARTS`` to {"wall": s, "cpu": s}
         #: (perf_counter, process_time) and "calls" to the kernel calls; off (the default), the
-        #: hook costs one test per part per kernel call
+        #: hook costs one call of a no-op per part per kernel call
         self.profile = False
         self.timings: dict[str, Any] = {}
-        self._lap: Any = None
+        self._lap: Any = _no_lap
         self._alloc_outputs()
         self._count_rows()
         # the pre-drawn mechanism randomness, in one buffer allocated once: a config tops up
@@ -181,8 +177,7 @@ class FusedEngine(Engine):
             reps = int(self.rounds[gi])
             lst = per_acc.setdefault(0 if shared else ci, [])
             lst.extend([(head + str(a), ev) for a in range(lo, hi) for _ in range(reps)])
-        if self._lap is not None:
-            self._lap("charge_ids")
+        self._lap("charge_ids")
         blocks = self.__dict__.setdefault("reservations", {})
         for key, charges in per_acc.items():
             if charges:
@@ -194,8 +189,7 @@ class FusedEngine(Engine):
                     block = blocks[key] = reserve(self.accountants[key], itemised=False)
                 block.add(charges)  # durable, first, same rows in the same order
         self.paid[short] = high[short]
-        if self._lap is not None:
-            self._lap("ledger_charges")
+        self._lap("ledger_charges")
 
     def _draw_ahead(self) -> None:
         """Top up each config's pre-drawn mechanism randomness (after the charges), drawn
@@ -215,16 +209,14 @@ class FusedEngine(Engine):
                 buf[:n] = buf[lo : lo + n]  # overlapping rows: NumPy copies through a buffer
             f = max(int(self.rows_c[ci]), 1) * _FUSED_NOISE
             rng, w = self.mech_rngs[ci], int(self.noise_width[ci])
-            if lap is not None:
-                lap("noise_shift")
+            lap("noise_shift")
             if self.mech_kind[ci] == 0:
                 buf[n : n + f, :w] = rng.laplace(0.0, self.mechs[ci].scale, size=(f, w))
             elif w == buf.shape[1]:  # contiguous rows: the generator writes them itself
                 rng.random(out=buf[n : n + f])
             else:
                 buf[n : n + f, :w] = rng.random((f, w))
-            if lap is not None:
-                lap("mechanism_draws")
+            lap("mechanism_draws")
             self.noise_len[ci] = n + f
             self.noise_ptr[ci] = 0
 
@@ -238,8 +230,7 @@ class FusedEngine(Engine):
             blk[:k] = blk[p:]  # overlapping rows: NumPy copies through a buffer
             self.streams[gi].reset.random(out=blk[k:])  # the same values as random((p, 5))
             self.f_reset_ptr[gi] = 0
-        if self._lap is not None:
-            self._lap("reset_draws")
+        self._lap("reset_draws")
 
     def _refill_act_block(self) -> None:
         """The base engine's acting block, drawn only for the rows of running trials (the rows
@@ -257,8 +248,7 @@ class FusedEngine(Engine):
                 blk[:, f : f + n] = self.streams[gi].act.random((ACT_BLOCK, n))
         self.act_block = blk
         self.block_pos = 0
-        if self._lap is not None:
-            self._lap("acting_uniforms")
+        self._lap("acting_uniforms")
 
     # ---------------------------------------------------------------- transcript and rows
     def _collect(self) -> None:
@@ -268,19 +258,12 @@ class FusedEngine(Engine):
             g = oi[0]
             cfg = self.cfg_of[g]
             first, counts = _runs(cfg)
+            # the kernel's outputs in the order of the records (run_dir.stack_records)
+            cols = (self.local[g], *oi[1:], self.out_report, self.out_score, self.out_grav,
+                    self.out_grad)  # fmt: skip
             for f, k in zip(first.tolist(), counts.tolist(), strict=True):
-                ci, sel = int(cfg[f]), slice(f, f + k)
-                rec = self.tr[ci]
-                rec["trial"].append(self.local[g[sel]])
-                rec["agent"].append(oi[1, sel].copy())
-                rec["worker"].append(oi[2, sel].copy())
-                rec["round"].append(oi[3, sel].copy())
-                rec["submission"].append(oi[4, sel].copy())
-                rec["theta_index"].append(oi[5, sel].copy())
-                rec["report"].append(self.out_report[sel].copy())
-                rec["score"].append(self.out_score[sel].copy())
-                rec["gravity"].append(self.out_grav[sel].copy())
-                rec["gradient"].append(self.out_grad[sel].copy())
+                for batches, x in zip(self.tr[int(cfg[f])].values(), cols, strict=True):
+                    batches.append(x[f : f + k].copy())
             self.out_n[0] = 0
         for j in range(int(self.snap_n[0])):
             self.tr_thetas[int(self.snap_cfg[j])].append(self.snap_theta[j].copy())
@@ -342,8 +325,7 @@ class FusedEngine(Engine):
         agg = self.agg
         lap = self._lap
         while self.active.any() and not self.stop_requested:
-            if lap is not None:
-                lap("other")
+            lap("other")
             if self.f_block_pos[0] >= ACT_BLOCK:
                 self.block_pos = ACT_BLOCK
                 self._refill_act_block()
@@ -353,8 +335,7 @@ class FusedEngine(Engine):
             self._refill_resets()
             n0 = int(self.n_sub.sum())
             oi = self.out_int
-            if lap is not None:
-                lap("other")
+            lap("other")
             status = fused_block(
                 ACT_BLOCK,
                 self.f_state, self.f_steps, self.row_gravity, self.row_trial, self.row_worker,
@@ -375,13 +356,12 @@ class FusedEngine(Engine):
                 self.out_grav, self.out_grad, self.out_n,
                 self.snap_theta, self.snap_cfg, self.snap_n, self.f_env_steps, self.bad,
             )  # fmt: skip
-            if lap is not None:
-                lap("kernel")
+            lap("kernel")
+            if self.profile:
                 self.timings["calls"] += 1
             self.env_steps = int(self.f_env_steps[0])
             self._collect()
-            if lap is not None:
-                lap("transcript")
+            lap("transcript")
             if progress is not None:
                 progress.update(int(self.n_sub.sum()) - n0)
             if status in (FUSED_NONFINITE, FUSED_PRS_OVERFLOW):
@@ -401,13 +381,14 @@ class FusedEngine(Engine):
                 # (their acting streams are never read again, so results do not change)
                 live = int(self.active[self.row_trial].sum())
                 if 4 * live < 3 * self.row_trial.size:
-                    if lap is not None:
-                        lap("other")
+                    lap("other")
                     self._compact_fused()
-                    if lap is not None:
-                        lap("compaction")
-        if lap is not None:
-            lap("other")
+                    lap("compaction")
+        lap("other")
+
+
+def _no_lap(part: str) -> None:
+    """The profile hook when :attr:`FusedEngine.profile` is off."""
 
 
 #: the parts of :meth:`FusedEngine.run` its profile hook times (``profile = True``)

@@ -43,29 +43,12 @@ from ldp_audit.training.pgc_a3c import metrics
 from ldp_audit.training.reproduction import check_fields, provenance, versions
 
 __all__ = [
-    "PAPER",
     "ReproduceConfig",
     "Setting",
     "run_reproduction",
 ]
 
 INF = float("inf")
-
-#: The paper's Tables 1-3 (papers.md section 1). ``None``: no number printed for that cell.
-PAPER: dict[str, dict[str, dict[float, float | None]]] = {
-    "median_fst": {
-        "laplace": {1.0: 18377.0, 2.0: 20238.5, 5.0: 5714.5, 10.0: 4055.0, INF: 1769.0},
-        "prs": {1.0: 25226.5, 2.0: 7549.0, 5.0: 2656.5, 10.0: 11217.5, INF: None},
-    },
-    "success_ratio": {
-        "laplace": {1.0: 0.80, 2.0: 0.90, 5.0: 1.00, 10.0: 1.00, INF: 1.0},
-        "prs": {1.0: 0.85, 2.0: 0.95, 5.0: 0.90, 10.0: 0.90, INF: None},
-    },
-    "relative_auc": {
-        "laplace": {1.0: 0.673, 2.0: 0.711, 5.0: 0.909, 10.0: 0.965, INF: None},
-        "prs": {1.0: 0.660, 2.0: 0.862, 5.0: 0.835, 10.0: 0.771, INF: 1.0},
-    },
-}
 
 #: Buffer sizes the paper uses in Tables 1-3 (section 4.1): Laplace |B| = 1, PRS |B| = 100.
 PAPER_BUFFER = {"laplace": 1, "prs": 100}

@@ -15,6 +15,7 @@ import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.gym_envs import make_param_vector_env
+from ldp_audit.training.pgc_a3c.run_dir import TRANSCRIPT_KEYS, stack_records
 from ldp_audit.training.pgc_a3c_gym.config import GymPgcConfig
 from ldp_audit.training.pgc_a3c_gym.model import SEED_BOUND, loss_gradients
 
@@ -99,9 +100,10 @@ class Engine:
         self.obs = np.zeros((self.R, self.steps + 1, self.net.obs_dim))
         self.act = np.zeros((self.R, self.steps), dtype=np.int64)
         self.rew = np.zeros((self.R, self.steps))
-        self.rows_tr: list[dict[str, np.ndarray]] = []
-        self.transcript_rows: list[Any] = []
-        self.secret_rows: list[dict[str, np.ndarray]] = []
+        # per-submission batches in the order of run_dir.stack_records (the secrets last)
+        self.rec: dict[str, list[np.ndarray]] = {
+            k: [] for k in (*TRANSCRIPT_KEYS[:-1], "value", "gradient")
+        }
         self.ublock = np.zeros((self.R, BLOCK))
         self.upos = BLOCK
 
@@ -234,47 +236,18 @@ class Engine:
         self.zeta[trial, sub] = score
         self.agg.receive(rel)  # eq. 22 on sealed reports only, in row order
         if self.record:
-            self.transcript_rows.append(
-                {
-                    "trial": trial,
-                    "agent": self.agent[rows].copy(),
-                    "worker": self.row_worker[rows].copy(),
-                    "round": self.round[rows].copy(),
-                    "submission": sub,
-                    "theta_index": self.tidx[rows].copy(),
-                    "report": np.array(rel.values, dtype=np.float64),
-                    "score": score,
-                }
-            )
-            self.secret_rows.append({"value": self.value[rows].copy(), "gradient": grads})
+            row = (trial, self.agent[rows], self.row_worker[rows], self.round[rows], sub,
+                   self.tidx[rows], np.array(rel.values, dtype=np.float64), score,
+                   self.value[rows], grads)  # fmt: skip
+            for batches, x in zip(self.rec.values(), row, strict=True):
+                batches.append(x)
         if bar is not None:
             bar.update(rows.size)
 
     def result(self, seconds: float) -> GymTrainResult:
         tr = sec = None
         if self.record:
-            keys = ("trial", "agent", "worker", "round", "submission", "theta_index", "score")
-            d = self.net.dim
-            tr = {
-                k: np.concatenate([x[k] for x in self.transcript_rows])
-                if self.transcript_rows
-                else np.zeros(0, dtype=np.float64 if k == "score" else np.int64)
-                for k in keys
-            }
-            tr["report"] = (
-                np.concatenate([x["report"] for x in self.transcript_rows])
-                if self.transcript_rows
-                else np.zeros((0, d))
-            )
-            tr["thetas"] = np.stack(self.snaps) if self.snaps else np.zeros((0, d))
-            sec = {
-                "value": np.concatenate([x["value"] for x in self.secret_rows])
-                if self.secret_rows
-                else np.zeros(0),
-                "gradient": np.concatenate([x["gradient"] for x in self.secret_rows])
-                if self.secret_rows
-                else np.zeros((0, d)),
-            }
+            tr, sec = stack_records(self.rec, self.snaps, self.net.dim)
         return GymTrainResult(
             config=self.cfg,
             seed=self.seed,
