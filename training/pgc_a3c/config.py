@@ -112,8 +112,13 @@ class SharedFields:
     alpha_start: float
 
     # ------------------------------------------------------------------------------ checks
-    def _check_release_fields(self) -> None:
-        """``mechanism`` and ``acting`` among the options; ``epsilon`` > 0 (inf for "none")."""
+    def _check_shared(self, *ints: str) -> None:
+        """The fields both configs have: ``mechanism`` and ``acting`` among the options,
+        ``epsilon`` > 0 (inf for "none"); trials, n_agents, max_submissions, rounds and
+        ``ints`` integers >= 1; ``clip`` > 0 and ``buffer_size`` >= 1 where given (None: the
+        paper's default); eta in (0, 1e3], gamma in (0, 1], lam in (0, 1e3], beta in [0, 1e3],
+        alpha_start in [0, 1], alpha_decay in (0, 1e12] (the bounds of ``PgcA3cConfig``'s field
+        docs); ``budget`` > 0 where given."""
         if self.mechanism not in _MECHANISMS:
             raise InvalidParameterError(
                 f"mechanism must be one of {_MECHANISMS}, got {self.mechanism!r}"
@@ -124,23 +129,20 @@ class SharedFields:
             object.__setattr__(self, "epsilon", check_epsilon(self.epsilon, "epsilon"))
         if self.acting not in ACTING:
             raise InvalidParameterError(f"acting must be one of {ACTING}, got {self.acting!r}")
-
-    def _check_clip_and_buffer(self) -> None:
-        """``clip`` > 0 and ``buffer_size`` >= 1 where given (None: the paper's default)."""
+        for name in ("trials", "n_agents", "max_submissions", "rounds", *ints):
+            check_int(getattr(self, name), name, minimum=1)
         if self.clip is not None:
             object.__setattr__(self, "clip", check_positive(self.clip, "clip"))
         if self.buffer_size is not None:
             check_int(self.buffer_size, "buffer_size", minimum=1)
-
-    def _check_learning_fields(self) -> None:
-        """eta in (0, 1e3]; gamma in (0, 1]; lam in (0, 1e3]; beta in [0, 1e3]; alpha_start in
-        [0, 1]; alpha_decay in (0, 1e12] (the bounds of ``PgcA3cConfig``'s field docs)."""
         _check_eta(self.eta)
         _check_lam(self.lam)
         _check_alpha_decay(self.alpha_decay)
         _check_gamma(self.gamma)
         _check_beta(self.beta)
         _check_alpha_start(self.alpha_start)
+        if self.budget is not None:
+            object.__setattr__(self, "budget", check_positive(self.budget, "budget"))
 
     # ------------------------------------------------------------------------------ derived
     @property
@@ -297,7 +299,7 @@ class PgcA3cConfig(SharedFields):
     also after a failure; an ablation that shows why the engine deviates)."""
 
     def __post_init__(self) -> None:
-        self._check_release_fields()
+        self._check_shared("episode_steps", "window")
         for name, allowed in (
             ("clip_kind", _CLIP_KINDS),
             ("aggregator", AGGREGATORS),
@@ -316,11 +318,6 @@ class PgcA3cConfig(SharedFields):
             object.__setattr__(
                 self, "aggregator_lr", check_positive(self.aggregator_lr, "aggregator_lr")
             )
-        for name, lo in (("trials", 1), ("n_agents", 1), ("max_submissions", 1), ("rounds", 1)):
-            check_int(getattr(self, name), name, minimum=lo)
-        check_int(self.episode_steps, "episode_steps", minimum=1)
-        check_int(self.window, "window", minimum=1)
-        self._check_clip_and_buffer()
         if self.reduced_dim is not None:
             if self.mechanism != "prs":
                 raise InvalidParameterError(
@@ -330,7 +327,6 @@ class PgcA3cConfig(SharedFields):
                 raise InvalidParameterError(
                     f"reduced_dim must be in [1, {DIM}], got {self.reduced_dim!r}"
                 )
-        self._check_learning_fields()
         check_bool(self.stop_at_target, "stop_at_target")
         ts = check_real(self.target_score, "target_score")
         if not math.isfinite(ts):
@@ -346,8 +342,6 @@ class PgcA3cConfig(SharedFields):
                     f"{sys.float_info.min:g}), got {given!r}"
                 )
             object.__setattr__(self, key, g)
-        if self.budget is not None:
-            object.__setattr__(self, "budget", check_positive(self.budget, "budget"))
 
     # ------------------------------------------------------------------------------ derived
     @property

@@ -69,7 +69,7 @@ def padded(rows: Sequence[Any], min_width: int = 1) -> tuple[np.ndarray, np.ndar
     return table, lengths
 
 
-class _TrialStream:
+class TrialStream:
     """A trial's acting/reset randomness, consumed in blocks (independent of batching)."""
 
     def __init__(self, seed: int, trial: int) -> None:
@@ -80,7 +80,7 @@ class _TrialStream:
         self.reset = np.random.default_rng(reset_ss)
 
 
-def _mechanism_rng(seed: int) -> np.random.Generator:
+def mechanism_rng(seed: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(1,)))
 
 
@@ -112,7 +112,7 @@ class Engine:
         self.record = list(record)
         self.mechs: list[Mechanism] = [c.make_mechanism() for c in self.configs]
         self.events = [m.event() for m in self.mechs]  # each report's ledger event
-        self.mech_rngs = [_mechanism_rng(s) for s in self.seeds]
+        self.mech_rngs = [mechanism_rng(s) for s in self.seeds]
 
         # ---- per trial (global index g) ----
         cfg_of, local, streams, thetas = [], [], [], []
@@ -120,7 +120,7 @@ class Engine:
             for k in range(c.trials):
                 cfg_of.append(ci)
                 local.append(k)
-                st = _TrialStream(seed, k)
+                st = TrialStream(seed, k)
                 streams.append(st)
                 thetas.append(init_theta(st.init))
         self.cfg_of = np.array(cfg_of, dtype=np.int64)
@@ -201,11 +201,18 @@ class Engine:
 
     # ------------------------------------------------------------------------------ streams
     def _refill_act_block(self) -> None:
+        """The next ``ACT_BLOCK`` acting uniforms of every row, per trial from its own stream,
+        drawn only for the rows of running trials (the fused engine keeps the rows of ended
+        trials until it drops them; their streams are never read again), into the same buffer
+        while the row count is unchanged."""
         rt = self.row_trial
         first, counts = _runs(rt)
-        blk = np.empty((ACT_BLOCK, rt.size))
+        blk = self.act_block
+        if blk.shape != (ACT_BLOCK, rt.size):
+            blk = np.empty((ACT_BLOCK, rt.size))
         for f, n in zip(first.tolist(), counts.tolist(), strict=True):
-            blk[:, f : f + n] = self.streams[int(rt[f])].act.random((ACT_BLOCK, n))
+            if self.active[rt[f]]:
+                blk[:, f : f + n] = self.streams[int(rt[f])].act.random((ACT_BLOCK, n))
         self.act_block = blk
         self.block_pos = 0
 

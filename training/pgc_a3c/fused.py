@@ -70,11 +70,6 @@ class FusedEngine(Engine):
         self.row_wd = np.empty((self.row_theta.shape[0], HIDDEN))
         for i in range(self.row_theta.shape[0]):
             transpose_row(self.row_theta[i], self.row_tt[i], self.row_wd[i])
-        agg = self.agg
-        if not agg.adaptive:  # _agg_one's SGD branch needs no moments; empty stand-ins
-            agg.m1 = np.zeros((G, 0))
-            agg.m2 = np.zeros((G, 0))
-            agg.steps = np.zeros(G, dtype=np.int64)
         self.agtable, self.aglen = padded(self.agent_gtable)
         # reset uniforms: the base engine's leftover, in a block that holds any step's restarts
         r_len = max(RESET_BLOCK, 2 * int(self.n_agents.max()))
@@ -233,21 +228,7 @@ class FusedEngine(Engine):
         self._lap("reset_draws")
 
     def _refill_act_block(self) -> None:
-        """The base engine's acting block, drawn only for the rows of running trials (the rows
-        of ended trials, not yet dropped, are skipped by the kernel: their streams are never
-        read again), into the same buffer while the row count is unchanged."""
-        rt = self.row_trial
-        first, counts = _runs(rt)
-        blk = self.act_block
-        if blk.shape != (ACT_BLOCK, rt.size):
-            blk = np.empty((ACT_BLOCK, rt.size))
-        active = self.active
-        for f, n in zip(first.tolist(), counts.tolist(), strict=True):
-            gi = int(rt[f])
-            if active[gi]:
-                blk[:, f : f + n] = self.streams[gi].act.random((ACT_BLOCK, n))
-        self.act_block = blk
-        self.block_pos = 0
+        super()._refill_act_block()
         self._lap("acting_uniforms")
 
     # ---------------------------------------------------------------- transcript and rows

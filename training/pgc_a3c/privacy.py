@@ -28,7 +28,7 @@ from ldp_audit.release import (
     release_many,
 )
 from ldp_audit.training.pgc_a3c.model import DIM
-from ldp_audit.validation import check_epsilon, check_int, check_positive, check_rng
+from ldp_audit.validation import check_batch, check_epsilon, check_int, check_positive, check_rng
 
 if TYPE_CHECKING:
     from ldp_audit.accountant import Accountant, DpEvent, Ledger
@@ -106,13 +106,7 @@ class CoordinateLaplace(_MechanismBase):
 
     def privatize(self, x: Any, rng: np.random.Generator) -> np.ndarray:
         """``clip(x) + z``, z_i ~ Lap(b) i.i.d.; x (n, dim), finite."""
-        xb = np.asarray(x, dtype=np.float64)
-        if xb.ndim != 2 or xb.shape[1] != self.dim:
-            raise InvalidParameterError(
-                f"x must have shape (n, {self.dim}), got shape {np.shape(x)}"
-            )
-        if not np.all(np.isfinite(xb)):
-            raise InvalidParameterError("x must be finite (NaN or inf refused before any noise)")
+        xb = check_batch(x, dim=self.dim)  # finite: NaN or inf refused before any noise
         rng = check_rng(rng)
         noise = rng.laplace(0.0, self.scale, size=xb.shape)
         noise += self.clip_rows(xb)

@@ -26,6 +26,7 @@ against the epsilon = inf Laplace (|B| = 1) curve, the paper's non-private A3C.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import platform
@@ -174,11 +175,7 @@ def _settings(cfg: ReproduceConfig) -> tuple[list[Setting], list[Setting]]:
                 in_grid = Setting(m, 1.0, b, cfg.trials, False) in grid
                 if cfg.stop_at_target or not in_grid:
                     extra.append(Setting(m, 1.0, b, k2, False, figure2=True))
-    ordered = grid + extra
-    ordered = [
-        Setting(s.mechanism, s.epsilon, s.buffer_size, s.trials, s.stop_at_target, s.figure2, i)
-        for i, s in enumerate(ordered)
-    ]
+    ordered = [dataclasses.replace(s, index=i) for i, s in enumerate(grid + extra)]
     return ordered[: len(grid)], ordered[len(grid) :]
 
 
@@ -194,16 +191,10 @@ def reading_options(cfg: ReproduceConfig, engine_mechanism: str) -> dict[str, An
     """The ``PgcA3cConfig`` options of a reading (ablation) that ``cfg`` asks for, for one row:
     ``clip_kind`` applies to the Laplace rows only, the others to every row; options left at
     their defaults are omitted (so the printed settings' configs are unchanged)."""
-    out: dict[str, Any] = {}
-    if cfg.clip_kind != "l1" and engine_mechanism == "laplace":
-        out["clip_kind"] = cfg.clip_kind
-    if cfg.aggregator != "sgd":
-        out["aggregator"] = cfg.aggregator
-    if cfg.aggregator_lr is not None:
-        out["aggregator_lr"] = cfg.aggregator_lr
-    if cfg.target != "engine":
-        out["target"] = cfg.target
-    return out
+    default = ReproduceConfig()
+    names = ("clip_kind",) if engine_mechanism == "laplace" else ()
+    names += ("aggregator", "aggregator_lr", "target")
+    return {k: getattr(cfg, k) for k in names if getattr(cfg, k) != getattr(default, k)}
 
 
 def _engine_config(

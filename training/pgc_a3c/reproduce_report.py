@@ -267,9 +267,7 @@ def reproduce_command(cfg: dict[str, Any]) -> str:
         for name in ("figure2_trials", "figure2_submissions"):
             if differs(name):
                 parts.append(f"--{name.replace('_', '-')} {cfg[name]}")
-    if differs("acting"):
-        parts.append(f"--acting {cfg['acting']}")
-    for name in ("clip_kind", "aggregator", "aggregator_lr", "target"):
+    for name in ("acting", "clip_kind", "aggregator", "aggregator_lr", "target"):
         if differs(name):
             parts.append(f"--{name.replace('_', '-')} {cfg[name]}")
     parts.append(f"--seed {cfg['seed']}")

@@ -68,15 +68,14 @@ class Engine:
         self.R = k * n
         self.row_trial = np.repeat(np.arange(k), n)
         self.row_worker = np.tile(np.arange(n), k)
-        streams = [np.random.SeedSequence(seed, spawn_key=(0, t)).spawn(3) for t in range(k)]
-        init = [np.random.default_rng(s[0]) for s in streams]
-        self.act_rng = [np.random.default_rng(s[1]) for s in streams]
-        self.reset_rng = [np.random.default_rng(s[2]) for s in streams]
-        self.mech_rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(1,)))
-        self.mechanism = cfg.make_mechanism()
         from ldp_audit.training.pgc_a3c import Aggregator
+        from ldp_audit.training.pgc_a3c.engine import TrialStream, mechanism_rng
 
-        theta0 = np.stack([self.net.init(r) for r in init])
+        # the CartPole engine's streams: initial theta, acting uniforms, resets; the noise
+        self.streams = [TrialStream(seed, t) for t in range(k)]
+        self.mech_rng = mechanism_rng(seed)
+        self.mechanism = cfg.make_mechanism()
+        theta0 = np.stack([self.net.init(st.init) for st in self.streams])
         self.agg = Aggregator(theta0, cfg.eta, cfg.effective_buffer_size)
         self.cand = np.asarray(cfg.values, dtype=np.float64)
         self.steps = cfg.steps
@@ -121,7 +120,7 @@ class Engine:
         seeds = []
         for r, new in zip(rows.tolist(), new_agent.tolist(), strict=True):
             tr = int(self.row_trial[r])
-            rr = self.reset_rng[tr]
+            rr = self.streams[tr].reset
             if new:
                 self.agent[r] = self.next_agent[tr]
                 self.next_agent[tr] += 1
@@ -143,7 +142,7 @@ class Engine:
         if self.upos == BLOCK:
             n = self.cfg.n_agents
             for tr in range(self.cfg.trials):
-                self.ublock[tr * n : (tr + 1) * n] = self.act_rng[tr].random((BLOCK, n)).T
+                self.ublock[tr * n : (tr + 1) * n] = self.streams[tr].act.random((BLOCK, n)).T
             self.upos = 0
         u = self.ublock[:, self.upos]
         self.upos += 1

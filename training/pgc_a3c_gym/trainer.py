@@ -215,14 +215,5 @@ def _system_targets(cfg: GymPgcConfig) -> list[tuple[str, Any, dict[str, Any]]]:
     return [("report", cfg.make_mechanism(), {"dim": cfg.network.dim})]
 
 
-def _system_charges(tr: Any, cfg: GymPgcConfig) -> dict[str, int]:
-    """One charge of ``<trial>/<agent>`` per submission."""
-    from collections import Counter
-
-    return dict(
-        Counter(f"{int(t)}/{int(a)}" for t, a in zip(tr["trial"], tr["agent"], strict=True))
-    )
-
-
 def _system_cli(train_subparsers: Any, reproduce_subparsers: Any) -> None:
     """No subcommand of its own: ``ldp-audit train pgc-a3c --env ENV --private-param ...``."""
