@@ -18,8 +18,6 @@ is eq. 18 as printed (+ V(s_T), undiscounted, also after a failure), an ablation
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
@@ -160,37 +158,7 @@ def loss_gradients(
     if target not in TARGETS:
         raise InvalidParameterError(f"target must be one of {TARGETS}, got {target!r}")
     theta = check_theta(theta)
-    m, big_l = _check_episode_batch(theta, obs, actions, rewards, lengths, bootstrap)
-    per = [
-        np.ascontiguousarray(np.broadcast_to(np.asarray(x, dtype=np.float64), (m,)))
-        for x in (gamma, lam, beta)
-    ]
-    out = np.empty((m, DIM))
-    episode_gradients_kernel(
-        theta,
-        np.arange(m, dtype=np.int64),
-        np.ascontiguousarray(obs, dtype=np.float64),
-        np.ascontiguousarray(actions, dtype=np.int8),
-        np.ascontiguousarray(rewards, dtype=np.float64),
-        np.ascontiguousarray(lengths, dtype=np.int64),
-        np.ascontiguousarray(bootstrap, dtype=np.bool_),
-        *per,
-        out,
-        np.empty(m),
-        np.full(m, target == "literal-eq18", dtype=np.bool_),
-    )
-    return out
-
-
-def _check_episode_batch(
-    theta: np.ndarray,
-    obs: Any,
-    actions: Any,
-    rewards: Any,
-    lengths: Any,
-    bootstrap: Any,
-) -> tuple[int, int]:
-    """Shapes and values of an episode batch; returns (M, L)."""
+    # the shapes and values of the episode batch
     m = theta.shape[0]
     a = np.asarray(actions)
     if a.ndim != 2 or a.shape[0] != m:
@@ -217,4 +185,22 @@ def _check_episode_batch(
         raise InvalidParameterError(
             f"bootstrap must have shape ({m},), got shape {np.shape(bootstrap)}"
         )
-    return m, big_l
+    per = [
+        np.ascontiguousarray(np.broadcast_to(np.asarray(x, dtype=np.float64), (m,)))
+        for x in (gamma, lam, beta)
+    ]
+    out = np.empty((m, DIM))
+    episode_gradients_kernel(
+        theta,
+        np.arange(m, dtype=np.int64),
+        np.ascontiguousarray(obs, dtype=np.float64),
+        np.ascontiguousarray(actions, dtype=np.int8),
+        np.ascontiguousarray(rewards, dtype=np.float64),
+        np.ascontiguousarray(lengths, dtype=np.int64),
+        np.ascontiguousarray(bootstrap, dtype=np.bool_),
+        *per,
+        out,
+        np.empty(m),
+        np.full(m, target == "literal-eq18", dtype=np.bool_),
+    )
+    return out

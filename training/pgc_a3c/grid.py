@@ -124,9 +124,8 @@ def train_grid(
     if workers > 1 and n > 1:
         if ledgers is not None:
             raise InvalidParameterError("workers > 1 cannot take ledger objects; use run_dirs")
-        return _train_grid_parallel(
-            configs, seeds, dirs, progress, transcript, workers, run_mode, engine
-        )
+        same = {"transcript": transcript, "run_mode": run_mode, "engine": engine}
+        return _train_grid_parallel(configs, seeds, dirs, progress, workers, same)
     writers = [
         None if d is None else open_writer(d, c, s, mode=run_mode)
         for d, c, s in zip(dirs, configs, seeds, strict=True)
@@ -217,16 +216,7 @@ def _install_stop_handlers(engine: Any, caught: list[tuple[int, Any]]) -> Any:
     return restore
 
 
-def _grid_worker(
-    queue: Any,
-    idx: list[int],
-    configs: list[PgcA3cConfig],
-    seeds: list[int],
-    dirs: list[Any],
-    transcript: bool | None,
-    run_mode: str = "new",
-    engine: str = "lockstep",
-) -> None:
+def _grid_worker(queue: Any, idx: list[int], kwargs: dict[str, Any]) -> None:
     """One process of :func:`_train_grid_parallel`: runs its configs, reports progress and
     results (or the exception) through ``queue``."""
     from ldp_audit.backends import ProgressSink
@@ -235,17 +225,8 @@ def _grid_worker(
         sink = ProgressSink(queue)  # puts the submission counts (ints) on the queue
         with warnings.catch_warnings():  # the parent warned already
             warnings.simplefilter("ignore", PrivacyClaimWarning)
-            res = train_grid(
-                configs,
-                seed=seeds,
-                run_dirs=dirs,
-                progress=False,
-                transcript=transcript,
-                run_mode=run_mode,
-                engine=engine,
-                _sink=sink,
-                force=True,  # the parent checked the whole grid's size (and honoured force)
-            )
+            # force: the parent checked the whole grid's size (and honoured force)
+            res = train_grid(**kwargs, progress=False, _sink=sink, force=True)
         sink.flush()
         queue.put(("done", idx, res))
     except BaseException as exc:  # noqa: BLE001 - forwarded to the parent, which re-raises
@@ -259,11 +240,11 @@ def _train_grid_parallel(
     seeds: list[int],
     dirs: list[Any],
     progress: bool | None,
-    transcript: bool | None,
     workers: int,
-    run_mode: str = "new",
-    engine: str = "lockstep",
+    same: dict[str, Any],
 ) -> list[TrainResult]:
+    """:func:`train_grid` over ``workers`` forked processes (configs dealt round-robin), with
+    the keywords ``same`` (transcript, run_mode, engine) for every part."""
     import multiprocessing as mp
     import queue as queue_mod
 
@@ -275,20 +256,9 @@ def _train_grid_parallel(
     parts = [list(range(w, n, workers)) for w in range(min(workers, n))]
     procs = []
     for idx in parts:
-        p = ctx.Process(
-            target=_grid_worker,
-            args=(
-                q,
-                idx,
-                [configs[i] for i in idx],
-                [seeds[i] for i in idx],
-                [dirs[i] for i in idx],
-                transcript,
-                run_mode,
-                engine,
-            ),
-            daemon=True,
-        )
+        part = {"configs": [configs[i] for i in idx], "seed": [seeds[i] for i in idx]}
+        part["run_dirs"] = [dirs[i] for i in idx]
+        p = ctx.Process(target=_grid_worker, args=(q, idx, {**part, **same}), daemon=True)
         p.start()
         procs.append(p)
     bar = _progress_bar(configs) if progress else None

@@ -47,11 +47,6 @@ class PrivacyClaimWarning(UserWarning):
     (the coordinate-clipping ablation): the true epsilon is charged and reported instead."""
 
 
-def _clip_coordinates(x: np.ndarray, bound: float) -> np.ndarray:
-    """Each coordinate clipped to [-bound, bound] (the coordinate-clipping reading of eq. 19)."""
-    return np.clip(x, -bound, bound)
-
-
 @dataclass(frozen=True)
 class CoordinateLaplace(_MechanismBase):
     """Laplace noise after clipping each coordinate to [-C/2, C/2] (an ablation, honest).
@@ -102,7 +97,7 @@ class CoordinateLaplace(_MechanismBase):
 
     def clip_rows(self, x: np.ndarray) -> np.ndarray:
         """Each coordinate clipped to [-C/2, C/2]."""
-        return _clip_coordinates(x, self.clip / 2.0)
+        return np.clip(x, -self.clip / 2.0, self.clip / 2.0)
 
     def privatize(self, x: Any, rng: np.random.Generator) -> np.ndarray:
         """``clip(x) + z``, z_i ~ Lap(b) i.i.d.; x (n, dim), finite."""
@@ -201,7 +196,7 @@ def report_request(
     if clip is None:
         pre = None
     elif clip_kind == "coordinate":
-        pre = lambda g, b=clip / 2.0: _clip_coordinates(g, b)  # noqa: E731
+        pre = lambda g, b=clip / 2.0: np.clip(g, -b, b)  # noqa: E731 (the coordinate reading)
     else:
         pre = lambda g, b=clip / 2.0: _clip_l1(g, b)  # noqa: E731
     return ReleaseRequest(

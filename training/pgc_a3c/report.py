@@ -177,11 +177,16 @@ def load_pgc(
 
 def zeta_matrix(run: PgcRun) -> np.ndarray:
     """metrics.json's ``zeta`` as a (trials, N) float array, NaN-padded."""
-    zeta = run.metrics["zeta"]
-    n = max((len(z) for z in zeta), default=0)
-    out = np.full((len(zeta), n), np.nan)
-    for i, z in enumerate(zeta):
-        out[i, : len(z)] = [np.nan if v is None else float(v) for v in z]
+    return _nan_matrix(run.metrics["zeta"])
+
+
+def _nan_matrix(rows: list[list[Any]], width: int | None = None) -> np.ndarray:
+    """Lists of numbers (None: NaN) as a NaN-padded float matrix (``width``: cut to it)."""
+    width = max((len(r) for r in rows), default=0) if width is None else width
+    out = np.full((len(rows), width), np.nan)
+    for i, r in enumerate(rows):
+        vals = [np.nan if v is None else float(v) for v in r][:width]
+        out[i, : len(vals)] = vals
     return out
 
 
@@ -190,11 +195,7 @@ def mu_matrix(run: PgcRun) -> np.ndarray:
     mu = run.metrics.get("mu")
     z = zeta_matrix(run)
     if isinstance(mu, list) and len(mu) == z.shape[0] and all(isinstance(m, list) for m in mu):
-        out = np.full(z.shape, np.nan)
-        for i, m in enumerate(mu):
-            vals = [np.nan if v is None else float(v) for v in m][: z.shape[1]]
-            out[i, : len(vals)] = vals
-        return out
+        return _nan_matrix(mu, z.shape[1])
     # eq. (25) (metrics.moving_average; a run with no submission yet has no mu_n)
     return moving_average(z, int(run.metrics.get("window", WINDOW))) if z.shape[1] else z
 

@@ -187,9 +187,7 @@ class Engine:
                     take.append(rr)
             if take:
                 self._submit(np.asarray(take, dtype=np.int64), term, privatize_reports, clip, bar)
-            for tr in np.flatnonzero(live):
-                if self.n_sub[tr] >= cfg.max_submissions:
-                    live[tr] = False
+            live &= self.n_sub < cfg.max_submissions
             if not live.any():
                 break
             new_agent = self.round[ended] + 1 >= cfg.rounds
