@@ -122,27 +122,25 @@ class FusedEngine(Engine):
         self.profile = False
         self.timings: dict[str, Any] = {}
         self._lap: Any = _no_lap
-        self._alloc_outputs()
+        # the kernel's outputs: a step's transcript rows and theta snapshots (16 steps' worth
+        # when recording, else room for one step's bookkeeping)
+        rec = any(self.record)
+        cap = 16 * self.row_trial.size if rec else self.row_trial.size
+        self.out_int = np.zeros((6, cap), dtype=np.int64)
+        self.out_report = np.zeros((cap if rec else 1, DIM))
+        self.out_grad = np.zeros_like(self.out_report)
+        self.out_score = np.zeros(cap)
+        self.out_grav = np.zeros(cap)
+        self.out_n = np.zeros(1, dtype=np.int64)
+        self.snap_theta = np.zeros((16 * G if rec else G, DIM))
+        self.snap_cfg = np.zeros(self.snap_theta.shape[0], dtype=np.int64)
+        self.snap_n = np.zeros(1, dtype=np.int64)
         self._count_rows()
         # the pre-drawn mechanism randomness, in one buffer allocated once: a config tops up
         # when fewer than 2 x its live rows are left, to fewer than (2 + _FUSED_NOISE) x them
         # (rows are only ever dropped, so this bounds every later top-up too)
         k_cap = (2 + _FUSED_NOISE) * max(1, int(self.rows_c.max()))
         self.noise = np.zeros((C, k_cap, max(1, int(self.noise_width.max()))))
-
-    def _alloc_outputs(self) -> None:
-        E, G = self.row_trial.size, self.G
-        cap = 16 * E if any(self.record) else E
-        self.out_int = np.zeros((6, cap), dtype=np.int64)
-        self.out_report = np.zeros((cap if any(self.record) else 1, DIM))
-        self.out_grad = np.zeros_like(self.out_report)
-        self.out_score = np.zeros(cap)
-        self.out_grav = np.zeros(cap)
-        self.out_n = np.zeros(1, dtype=np.int64)
-        scap = 16 * G if any(self.record) else G
-        self.snap_theta = np.zeros((scap, DIM))
-        self.snap_cfg = np.zeros(scap, dtype=np.int64)
-        self.snap_n = np.zeros(1, dtype=np.int64)
 
     def _count_rows(self) -> None:
         self.rows_g = np.bincount(self.row_trial, minlength=self.G).astype(np.int64)

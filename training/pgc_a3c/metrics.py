@@ -32,7 +32,7 @@ import numpy as np
 from ldp_audit import stats
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.rundir import json_number
-from ldp_audit.validation import check_int, check_rng
+from ldp_audit.validation import check_int, check_positive, check_probability, check_rng
 
 __all__ = [
     "TARGET_SCORE",
@@ -86,16 +86,6 @@ def _check_fst(fst: Any) -> np.ndarray:
             f"at index {int(np.argmax(bad))}"
         )
     return arr
-
-
-def _check_horizon(horizon: Any) -> float:
-    try:
-        h = float(horizon)
-    except (TypeError, ValueError):
-        raise InvalidParameterError(f"horizon must be a real number, got {horizon!r}") from None
-    if not math.isfinite(h) or h <= 0:
-        raise InvalidParameterError(f"horizon must be finite and > 0, got {horizon!r}")
-    return h
 
 
 def moving_average(zeta: Any, window: int = WINDOW) -> np.ndarray:
@@ -183,7 +173,7 @@ def success_auc(fst: Any, horizon: float) -> float:
         horizon: the end of the x-axis (the paper: 90,000 submissions).
     """
     f = _check_fst(fst)
-    h = _check_horizon(horizon)
+    h = check_positive(horizon, "horizon")
     return float(np.mean(np.clip(h - f, 0.0, None)))
 
 
@@ -211,13 +201,6 @@ def _percentile_bootstrap(stat: np.ndarray, confidence: float) -> tuple[float, f
     return float(lo), float(hi)
 
 
-def _check_confidence(confidence: Any) -> float:
-    c = float(confidence)
-    if not 0.0 < c < 1.0:
-        raise InvalidParameterError(f"confidence must be in (0, 1), got {confidence!r}")
-    return c
-
-
 def median_ci(
     values: Any,
     *,
@@ -239,7 +222,7 @@ def median_ci(
     x = np.asarray(values, dtype=np.float64)
     if x.ndim != 1:
         raise InvalidParameterError(f"values must be a 1-D array, got shape {x.shape}")
-    c = _check_confidence(confidence)
+    c = check_probability(confidence, "confidence")
     b = check_int(n_resamples, "n_resamples", minimum=100)
     # ldp_audit.stats resamples and takes the percentile without interpolation (inf-safe).
     _, lo, hi = stats.bootstrap_median_ci(x, confidence=c, n_boot=b, rng=rng)
@@ -256,7 +239,7 @@ def ratio_ci(successes: int, trials: int, *, confidence: float = 0.95) -> tuple[
     """
     check_int(trials, "trials", minimum=1)
     check_int(successes, "successes", minimum=0, maximum=trials)
-    c = _check_confidence(confidence)
+    c = check_probability(confidence, "confidence")
     lo, hi = stats.wilson_interval(int(successes), int(trials), 1.0 - c)
     return float(lo), float(hi)
 
@@ -276,9 +259,9 @@ def relative_auc_ci(
     """
     f = _check_fst(fst)
     r = _check_fst(reference_fst)
-    h = _check_horizon(horizon)
+    h = check_positive(horizon, "horizon")
     check_rng(rng)
-    c = _check_confidence(confidence)
+    c = check_probability(confidence, "confidence")
     b = check_int(n_resamples, "n_resamples", minimum=100)
     own = np.clip(h - f, 0.0, None)[rng.integers(0, f.size, size=(b, f.size))].mean(axis=1)
     ref = np.clip(h - r, 0.0, None)[rng.integers(0, r.size, size=(b, r.size))].mean(axis=1)
@@ -325,7 +308,7 @@ def summarize(
     z = _check_scores(zeta)
     if z.ndim != 2:
         raise InvalidParameterError(f"zeta must have shape (trials, N), got shape {z.shape}")
-    h = float(z.shape[1]) if horizon is None else _check_horizon(horizon)
+    h = float(z.shape[1]) if horizon is None else check_positive(horizon, "horizon")
     fst = first_success_time(z, threshold, window)
     med_rng, auc_rng = rng.spawn(2)
     k = int(fst.size)
