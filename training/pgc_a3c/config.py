@@ -176,12 +176,12 @@ class SharedFields:
             )
         return M.NoPrivacy()
 
-    def _json_dict(self) -> dict[str, Any]:
-        """``asdict`` with an infinite epsilon as the string "inf"."""
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able dict (inf epsilon as the string "inf", tuples as lists)."""
         d = asdict(self)  # type: ignore[call-overload]
         if math.isinf(d["epsilon"]):
             d["epsilon"] = "inf"
-        return d
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
 
 
 def from_json_dict(d: dict[str, Any]) -> dict[str, Any]:
@@ -371,22 +371,10 @@ class PgcA3cConfig(SharedFields):
             )
         return self._paper_mechanism(reduced_dim=self.reduced_dim)
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-able dict (inf epsilon as the string "inf")."""
-        d = self._json_dict()
-        d["gravities"] = list(self.gravities)
-        if self.agent_gravities is not None:
-            d["agent_gravities"] = list(self.agent_gravities)
-        return d
-
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> PgcA3cConfig:
-        """Inverse of :meth:`to_dict`."""
-        d = from_json_dict(d)
-        for key in ("gravities", "agent_gravities"):
-            if d.get(key) is not None:
-                d[key] = tuple(d[key])
-        return cls(**d)
+        """Inverse of :meth:`to_dict` (the gravity lists become tuples when checked)."""
+        return cls(**from_json_dict(d))
 
 
 @dataclass

@@ -115,12 +115,6 @@ class GymPgcConfig(SharedFields):
             "env_module": self.env_module,
         }
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-able dict (inf epsilon as the string "inf")."""
-        d = self._json_dict()
-        d["values"] = list(self.values)
-        return d
-
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> GymPgcConfig:
         """Inverse of :meth:`to_dict`. A config read from a run directory never imports code:
