@@ -57,7 +57,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from reference_pgc import reference_train  # noqa: E402
+from reference_pgc import loss_gradients_numpy, reference_train  # noqa: E402
 
 from ldp_audit.training.pgc_a3c import (
     DIM,
@@ -68,7 +68,6 @@ from ldp_audit.training.pgc_a3c import (
     train,
     train_grid,
 )
-from ldp_audit.training.pgc_a3c.gradients import _loss_gradients_numpy
 
 
 def bench_reference(seconds: float) -> dict:
@@ -517,10 +516,10 @@ def bench_gradients(rows: int = 200, repeats: int = 5) -> dict:
     )
     loss_gradients(*args)  # compile (or load the cached kernel) outside the timing
     t_kernel = min(_timeit(lambda: loss_gradients(*args)) for _ in range(repeats))
-    t_np = min(_timeit(lambda: _loss_gradients_numpy(*args)) for _ in range(repeats))
+    t_np = min(_timeit(lambda: loss_gradients_numpy(*args)) for _ in range(repeats))
     t_torch = min(_timeit(lambda: _torch_gradients(theta, ro)) for _ in range(repeats))
     diff = float(np.abs(loss_gradients(*args) - _torch_gradients(theta, ro)).max())
-    diff_np = float(np.abs(loss_gradients(*args) - _loss_gradients_numpy(*args)).max())
+    diff_np = float(np.abs(loss_gradients(*args) - loss_gradients_numpy(*args)).max())
     return {
         "rows": rows,
         "max_length": big_l,

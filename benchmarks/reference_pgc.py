@@ -154,3 +154,55 @@ def reference_train(cfg: PgcA3cConfig, *, seed: int = 0, max_seconds: float = ma
         "scores": np.array(scores),
         "theta": theta.reshape(DIM),
     }
+
+
+def loss_gradients_numpy(
+    theta: np.ndarray,
+    obs: np.ndarray,
+    actions: np.ndarray,
+    rewards: np.ndarray,
+    lengths: np.ndarray,
+    bootstrap: np.ndarray,
+    *,
+    gamma: float | np.ndarray = 0.99,
+    lam: float | np.ndarray = 0.5,
+    beta: float | np.ndarray = 0.01,
+) -> np.ndarray:
+    """``ldp_audit.training.pgc_a3c.loss_gradients`` in batched NumPy
+    (``gradients.softmax_gradients`` with two actions, the formulation the Gymnasium trainer
+    uses), the reference the compiled kernel is checked against (tests/test_pgc_kernels.py,
+    ``bench_pgc.py``). Inputs as ``loss_gradients`` takes them (valid, not checked here).
+
+    Rows are grouped by ``bucket_length`` (and by gamma) and each group padded to exactly that
+    length, so a row's result never depends on the other rows or on how far the inputs were
+    padded.
+    """
+    from ldp_audit.training.pgc_a3c.gradients import bucket_length, softmax_gradients
+    from ldp_audit.training.pgc_a3c.model import HIDDEN, N_ACTIONS, OBS_DIM, check_theta
+
+    theta = check_theta(theta)
+    m, big_l = np.shape(actions)
+    lengths = np.asarray(lengths, dtype=np.int64)
+    boot = np.asarray(bootstrap, dtype=bool)
+    gam, lam_b, beta_b = (
+        np.broadcast_to(np.asarray(x, dtype=np.float64), (m,)) for x in (gamma, lam, beta)
+    )
+    obs = np.asarray(obs, dtype=np.float64)
+    actions, rewards = np.asarray(actions), np.asarray(rewards, dtype=np.float64)
+    out = np.empty((m, DIM))
+    blen = bucket_length(lengths)
+    for lb in np.unique(blen).tolist():
+        for g_val in np.unique(gam[blen == lb]).tolist():
+            sel = np.flatnonzero((blen == lb) & (gam == g_val))
+            o = np.zeros((sel.size, lb + 1, OBS_DIM))
+            a = np.zeros((sel.size, lb), dtype=np.int64)
+            r = np.zeros((sel.size, lb))
+            k = min(lb, big_l)
+            o[:, : k + 1] = obs[sel, : k + 1]
+            a[:, :k] = actions[sel, :k]
+            r[:, :k] = rewards[sel, :k]
+            out[sel] = softmax_gradients(
+                theta[sel], o, a, r, lengths[sel], boot[sel],
+                shape=(OBS_DIM, N_ACTIONS, HIDDEN), gamma=g_val, lam=lam_b[sel], beta=beta_b[sel],
+            )  # fmt: skip
+    return out

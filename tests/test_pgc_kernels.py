@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -17,7 +20,15 @@ from ldp_audit.training.pgc_a3c import (
     unpack_theta,
 )
 from ldp_audit.training.pgc_a3c._kernels import act_and_record, aggregate
-from ldp_audit.training.pgc_a3c.gradients import _loss_gradients_numpy
+
+
+def _reference():
+    """benchmarks/reference_pgc.py: the batched NumPy reference beside the torch one."""
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "reference_pgc.py"
+    spec = importlib.util.spec_from_file_location("reference_pgc", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def _episodes(seed: int, b: int, steps: int):
@@ -49,7 +60,7 @@ def test_kernel_gradient_equals_numpy_formulation(steps):
     b = args[0].shape[0]
     per = dict(gamma=rng.uniform(0.9, 1.0, b), lam=rng.uniform(0.1, 1.0, b), beta=0.02)
     g = loss_gradients(*args, **per)
-    ref = _loss_gradients_numpy(*args, **per)
+    ref = _reference().loss_gradients_numpy(*args, **per)
     scale = np.abs(ref).max(axis=1, keepdims=True)
     assert np.all(np.abs(g - ref) <= 1e-11 * scale)
     # the two policy rows of the gradient are opposite (two-action softmax)

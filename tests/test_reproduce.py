@@ -324,6 +324,32 @@ def test_reading_options_reach_the_engine_and_the_command_line():
         ReproduceConfig(clip_kind="box")
 
 
+@pytest.mark.parametrize(
+    ("kw", "words"),
+    [
+        ({"trials": 0}, "trials must be an integer >= 1, got 0"),
+        ({"trials": True}, "trials must be an integer >= 1, got True"),
+        ({"max_submissions": 5}, "max_submissions must be an integer >= 10, got 5"),
+        ({"audit_samples": 999}, "audit_samples must be an integer >= 1000, got 999"),
+        ({"n_resamples": 99}, "n_resamples must be an integer >= 100, got 99"),
+        ({"confidence": 1.0}, "confidence must be a real number in (0, 1), got 1.0"),
+        ({"audit_confidence": True}, "audit_confidence must be a real number in (0, 1)"),
+        ({"audit_epsilons": ()}, "audit_epsilons must be a non-empty tuple, got ()"),
+        ({"audit_epsilons": (0.0,)}, "audit_epsilons must be a real number > 0, got 0.0"),
+        ({"audit_epsilons": (math.inf,)}, "audit_epsilons must be a real number > 0, got inf"),
+        ({"audit_epsilons": ("1",)}, "audit_epsilons must be a real number > 0, got '1'"),
+        ({"controls": "yes"}, "controls must be True or False, got 'yes'"),
+        ({"workers": 0}, "workers must be an integer >= 1, got 0"),
+    ],
+)
+def test_readings_config_refuses_bad_fields_by_name(kw, words):
+    from ldp_audit.training.pgc_a3c.readings import ReadingsConfig
+
+    with pytest.raises(InvalidParameterError) as e:
+        ReadingsConfig(**kw)
+    assert words in str(e.value)
+
+
 def test_readings_report_tiny_run(tmp_path):
     from ldp_audit.training.pgc_a3c.readings import (
         READINGS,

@@ -26,7 +26,7 @@ from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
 from gymnasium.spaces import MultiDiscrete
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.validation import check_rng
+from ldp_audit.validation import check_int, check_rng
 
 __all__ = ["PAPER_GRAVITIES", "INIT_LOW", "INIT_HIGH", "PrivateGravityCartPole", "initial_states"]
 
@@ -77,11 +77,7 @@ class PrivateGravityCartPole:
 
     def __init__(self, gravity: Any, *, episode_steps: int = 200) -> None:
         g = _check_gravity(gravity)
-        if int(episode_steps) != episode_steps or episode_steps < 1:
-            raise InvalidParameterError(
-                f"episode_steps must be an integer >= 1, got {episode_steps!r}"
-            )
-        self.episode_steps = int(episode_steps)
+        self.episode_steps = check_int(episode_steps, "episode_steps", minimum=1)
         self._env = CartPoleVectorEnv(num_envs=g.shape[0], max_episode_steps=self.episode_steps)
         self._env.action_space = _CheckedActions(np.full(g.shape[0], 2))
         # Gymnasium's vectorised physics broadcasts a (N,) gravity over the rows.
@@ -148,11 +144,8 @@ class PrivateGravityCartPole:
             )
         if rows.size and (rows.min() < 0 or rows.max() >= self.num_envs):
             raise InvalidParameterError(f"rows must be in [0, {self.num_envs}), got {rows!r}")
-        self._env.state[:, rows] = s.T
-        self._env.steps[rows] = 0
-        if gravity is not None:
-            self._env.gravity[rows] = _check_gravity(gravity, rows.shape[0])
-        self._ended[rows] = False
+        g = self._env.gravity[rows] if gravity is None else _check_gravity(gravity, rows.shape[0])
+        self._reset_rows_unchecked(rows, s, g)
 
     def _reset_rows_unchecked(
         self, rows: np.ndarray, states: np.ndarray, gravity: np.ndarray

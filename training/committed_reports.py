@@ -43,6 +43,7 @@ COMMITTED = (
 #: the module whose ``pages(results, notes)`` makes each system's pages (its writer calls it too)
 PAGES = {
     "pgc-a3c": "pgc_a3c.reproduce_report",
+    "pgc-a3c-readings": "pgc_a3c.readings",
     "dprl": "dprl.reproduce_report",
     "frd": "frd.reproduce",
     "fedrl": "fedrl.reproduce_report",
@@ -59,12 +60,7 @@ def render(folder: str | Path) -> dict[str, str]:
             f"folder must be a reproduction report folder, got {str(folder)!r}: no results.json"
         )
     res = json.loads(path.read_text())
-    system = system_of(res)
-    if system == "pgc-a3c-readings":
-        from ldp_audit.training.pgc_a3c.readings import readings_markdown
-
-        return {"README.md": readings_markdown(res, notes_of(folder))}
-    writer = importlib.import_module(f"ldp_audit.training.{PAGES[system]}")
+    writer = importlib.import_module(f"ldp_audit.training.{PAGES[system_of(res)]}")
     return writer.pages(res, notes_of(folder))
 
 

@@ -16,8 +16,6 @@ import dataclasses
 import math
 from typing import Any
 
-import numpy as np
-
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.parse import INT_MAX, epsilon_or_inf, parse_int, parse_private_param
 from ldp_audit.training.pgc_a3c.config import DIM, PgcA3cConfig
@@ -47,6 +45,9 @@ def _cap(name: str, top: int, why: str = "", low: int = 1) -> Any:
         return v
 
     return read
+
+
+_MAX_SUBMISSIONS = _cap("--max-submissions", 10_000_000, "per-trial arrays are held in memory")
 
 
 def _group(p: argparse.ArgumentParser, fields: tuple[str, ...], title: str) -> list[str]:
@@ -105,8 +106,9 @@ def options(p: argparse.ArgumentParser) -> None:
 def add_max_submissions(p: argparse.ArgumentParser) -> None:
     """``--max-submissions`` (per-trial arrays are preallocated: 10 million is ~111 x the
     paper's horizon)."""
-    cap = _cap("--max-submissions", 10_000_000, "per-trial arrays are held in memory")
-    p.add_argument("--max-submissions", type=cap, default=90_000, help="submissions per trial")
+    p.add_argument(
+        "--max-submissions", type=_MAX_SUBMISSIONS, default=90_000, help="submissions per trial"
+    )
 
 
 def config(args: argparse.Namespace, given: dict[str, Any]) -> Any:
@@ -245,16 +247,6 @@ def show_gym(res: Any) -> list[str]:
     ]
 
 
-def final_mean_mu(zeta: np.ndarray) -> float | None:
-    """Mean over trials of each trial's last defined mu_n (eq. 25)."""
-    from ldp_audit.training.pgc_a3c.metrics import moving_average
-
-    last = [
-        row[ok[-1]] for row in moving_average(zeta) if (ok := np.flatnonzero(~np.isnan(row))).size
-    ]
-    return float(np.mean(last)) if last else None
-
-
 __all__ = ["DIM", "options", "config", "check_step_scale", "sizes", "show", "show_gym"]
 
 
@@ -271,13 +263,9 @@ def reproduce_options(r: argparse.ArgumentParser) -> None:
     r.add_argument("--seed", type=_cap("seed", INT_MAX, low=0), default=0)
     r.add_argument("--figure2-trials", type=trials, default=None,
                    help="trials per extra Figure 2 setting (default: --trials)")  # fmt: skip
-    cap = _cap("--max-submissions", 10_000_000, "per-trial arrays are held in memory")
-    r.add_argument(
-        "--figure2-submissions",
-        type=cap,
-        default=None,
-        help="submissions per extra Figure 2 run (default: --max-submissions)",
-    )
+    r.add_argument("--figure2-submissions", type=_MAX_SUBMISSIONS, default=None,
+                   help="submissions per extra Figure 2 run (default: "
+                   "--max-submissions)")  # fmt: skip
     r.add_argument("--no-figure2", action="store_true", help="skip the Figure 2 extra runs")
     r.add_argument("--stop-at-target", action=argparse.BooleanOptionalAction, default=True,
                    help="stop grid trials once FST is known, Figure 2 then uses separate full "
@@ -319,13 +307,10 @@ def reproduce(*, out: str, overwrite: bool, progress: bool, command: str, **o: A
     from ldp_audit.training.pgc_a3c.reproduce_report import write_report
     from ldp_audit.training.sizes import pgc_reproduce_estimates
 
-    cfg = ReproduceConfig(trials=o["trials"], max_submissions=o["max_submissions"],
-                          seed=o["seed"], figure2=not o["no_figure2"],
-                          figure2_trials=o["figure2_trials"],
-                          figure2_submissions=o["figure2_submissions"],
-                          stop_at_target=o["stop_at_target"], workers=workers,
-                          backend=o["backend"], address=o["address"], engine=o["engine"],
-                          **{k: o[k] for k in READINGS[1:]})  # fmt: skip
+    # every option is a ReproduceConfig field but no_figure2, readings and audit_samples
+    names = {f.name for f in dataclasses.fields(ReproduceConfig)}
+    given = {k: v for k, v in o.items() if k in names}
+    cfg = ReproduceConfig(**{**given, "workers": workers}, figure2=not o["no_figure2"])
     for mech in ("none", "laplace", "prs"):  # the grid's largest steps: epsilon = 1 per report
         check_step_scale(PgcA3cConfig(mechanism=mech, epsilon=1.0,
                                       max_submissions=o["max_submissions"],

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import sys
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -44,16 +45,15 @@ _MAX_LOSS_WEIGHT = 1000
 _MAX_ALPHA_DECAY = 10**12
 
 
-def _check_below(v: float, name: str, maximum: float, why: str) -> float:
+def _check_range(value: Any, name: str, maximum: float, why: str = "", *, zero: bool) -> float:
+    """``value`` in (0, maximum] (``zero``: in [0, maximum]); ``why``: the reason for the cap."""
+    v = check_real(value, name) if zero else check_positive(value, name)
+    if zero and not (math.isfinite(v) and v >= 0):
+        raise InvalidParameterError(f"{name} must be finite and >= 0, got {v!r}")
     if v > maximum:
-        raise InvalidParameterError(f"{name} must be <= {maximum:g} ({why}), got {v!r}")
+        why = f" ({why})" if why else ""
+        raise InvalidParameterError(f"{name} must be <= {maximum:g}{why}, got {v!r}")
     return v
-
-
-def _check_eta(value: Any) -> float:
-    """eta in (0, 1e3] (see ``PgcA3cConfig.eta``)."""
-    v = check_positive(value, "eta")
-    return _check_below(v, "eta", _MAX_ETA, "2000 x the paper's 0.5; a larger step saturates")
 
 
 def _check_gamma(value: Any) -> float:
@@ -64,36 +64,25 @@ def _check_gamma(value: Any) -> float:
     return gamma
 
 
-def _check_lam(value: Any) -> float:
-    """lam in (0, 1e3] (see ``PgcA3cConfig.lam``)."""
-    v = check_positive(value, "lam")
-    return _check_below(v, "lam", _MAX_LOSS_WEIGHT, "the policy loss has weight 1")
-
-
-def _check_beta(value: Any) -> float:
-    """beta in [0, 1e3] (see ``PgcA3cConfig.beta``)."""
-    v = check_real(value, "beta")
-    if not (math.isfinite(v) and v >= 0):
-        raise InvalidParameterError(f"beta must be finite and >= 0, got {v!r}")
-    return _check_below(v, "beta", _MAX_LOSS_WEIGHT, "the policy loss has weight 1")
-
-
-def _check_alpha_start(value: Any) -> float:
-    """alpha_start in [0, 1] (a probability)."""
-    v = check_real(value, "alpha_start")
-    if not (math.isfinite(v) and v >= 0):
-        raise InvalidParameterError(f"alpha_start must be finite and >= 0, got {v!r}")
-    if v > 1.0:
-        raise InvalidParameterError(f"alpha_start must be <= 1, got {value!r}")
-    return v
-
-
-def _check_alpha_decay(value: Any) -> float:
-    """alpha_decay in (0, 1e12] (see ``PgcA3cConfig.alpha_decay``)."""
-    v = check_positive(value, "alpha_decay")
-    return _check_below(
-        v, "alpha_decay", _MAX_ALPHA_DECAY, "beyond it alpha is constant over any run"
-    )
+_WEIGHT = "the policy loss has weight 1"
+#: the checks of the learning constants (see the fields of ``PgcA3cConfig``)
+_check_eta = partial(
+    _check_range,
+    name="eta",
+    maximum=_MAX_ETA,
+    zero=False,
+    why="2000 x the paper's 0.5; a larger step saturates",
+)
+_check_lam = partial(_check_range, name="lam", maximum=_MAX_LOSS_WEIGHT, why=_WEIGHT, zero=False)
+_check_beta = partial(_check_range, name="beta", maximum=_MAX_LOSS_WEIGHT, why=_WEIGHT, zero=True)
+_check_alpha_start = partial(_check_range, name="alpha_start", maximum=1.0, zero=True)
+_check_alpha_decay = partial(
+    _check_range,
+    name="alpha_decay",
+    maximum=_MAX_ALPHA_DECAY,
+    zero=False,
+    why="beyond it alpha is constant over any run",
+)
 
 
 def _real_tuple(value: Any, name: str) -> tuple[float, ...]:
@@ -123,8 +112,13 @@ class SharedFields:
     alpha_start: float
 
     # ------------------------------------------------------------------------------ checks
-    def _check_release_fields(self) -> None:
-        """``mechanism`` and ``acting`` among the options; ``epsilon`` > 0 (inf for "none")."""
+    def _check_shared(self, *ints: str) -> None:
+        """The fields both configs have: ``mechanism`` and ``acting`` among the options,
+        ``epsilon`` > 0 (inf for "none"); trials, n_agents, max_submissions, rounds and
+        ``ints`` integers >= 1; ``clip`` > 0 and ``buffer_size`` >= 1 where given (None: the
+        paper's default); eta in (0, 1e3], gamma in (0, 1], lam in (0, 1e3], beta in [0, 1e3],
+        alpha_start in [0, 1], alpha_decay in (0, 1e12] (the bounds of ``PgcA3cConfig``'s field
+        docs); ``budget`` > 0 where given."""
         if self.mechanism not in _MECHANISMS:
             raise InvalidParameterError(
                 f"mechanism must be one of {_MECHANISMS}, got {self.mechanism!r}"
@@ -135,23 +129,20 @@ class SharedFields:
             object.__setattr__(self, "epsilon", check_epsilon(self.epsilon, "epsilon"))
         if self.acting not in ACTING:
             raise InvalidParameterError(f"acting must be one of {ACTING}, got {self.acting!r}")
-
-    def _check_clip_and_buffer(self) -> None:
-        """``clip`` > 0 and ``buffer_size`` >= 1 where given (None: the paper's default)."""
+        for name in ("trials", "n_agents", "max_submissions", "rounds", *ints):
+            check_int(getattr(self, name), name, minimum=1)
         if self.clip is not None:
             object.__setattr__(self, "clip", check_positive(self.clip, "clip"))
         if self.buffer_size is not None:
             check_int(self.buffer_size, "buffer_size", minimum=1)
-
-    def _check_learning_fields(self) -> None:
-        """eta in (0, 1e3]; gamma in (0, 1]; lam in (0, 1e3]; beta in [0, 1e3]; alpha_start in
-        [0, 1]; alpha_decay in (0, 1e12] (the bounds of ``PgcA3cConfig``'s field docs)."""
         _check_eta(self.eta)
         _check_lam(self.lam)
         _check_alpha_decay(self.alpha_decay)
         _check_gamma(self.gamma)
         _check_beta(self.beta)
         _check_alpha_start(self.alpha_start)
+        if self.budget is not None:
+            object.__setattr__(self, "budget", check_positive(self.budget, "budget"))
 
     # ------------------------------------------------------------------------------ derived
     @property
@@ -185,12 +176,12 @@ class SharedFields:
             )
         return M.NoPrivacy()
 
-    def _json_dict(self) -> dict[str, Any]:
-        """``asdict`` with an infinite epsilon as the string "inf"."""
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able dict (inf epsilon as the string "inf", tuples as lists)."""
         d = asdict(self)  # type: ignore[call-overload]
         if math.isinf(d["epsilon"]):
             d["epsilon"] = "inf"
-        return d
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
 
 
 def from_json_dict(d: dict[str, Any]) -> dict[str, Any]:
@@ -308,7 +299,7 @@ class PgcA3cConfig(SharedFields):
     also after a failure; an ablation that shows why the engine deviates)."""
 
     def __post_init__(self) -> None:
-        self._check_release_fields()
+        self._check_shared("episode_steps", "window")
         for name, allowed in (
             ("clip_kind", _CLIP_KINDS),
             ("aggregator", AGGREGATORS),
@@ -327,11 +318,6 @@ class PgcA3cConfig(SharedFields):
             object.__setattr__(
                 self, "aggregator_lr", check_positive(self.aggregator_lr, "aggregator_lr")
             )
-        for name, lo in (("trials", 1), ("n_agents", 1), ("max_submissions", 1), ("rounds", 1)):
-            check_int(getattr(self, name), name, minimum=lo)
-        check_int(self.episode_steps, "episode_steps", minimum=1)
-        check_int(self.window, "window", minimum=1)
-        self._check_clip_and_buffer()
         if self.reduced_dim is not None:
             if self.mechanism != "prs":
                 raise InvalidParameterError(
@@ -341,7 +327,6 @@ class PgcA3cConfig(SharedFields):
                 raise InvalidParameterError(
                     f"reduced_dim must be in [1, {DIM}], got {self.reduced_dim!r}"
                 )
-        self._check_learning_fields()
         check_bool(self.stop_at_target, "stop_at_target")
         ts = check_real(self.target_score, "target_score")
         if not math.isfinite(ts):
@@ -357,8 +342,6 @@ class PgcA3cConfig(SharedFields):
                     f"{sys.float_info.min:g}), got {given!r}"
                 )
             object.__setattr__(self, key, g)
-        if self.budget is not None:
-            object.__setattr__(self, "budget", check_positive(self.budget, "budget"))
 
     # ------------------------------------------------------------------------------ derived
     @property
@@ -388,22 +371,10 @@ class PgcA3cConfig(SharedFields):
             )
         return self._paper_mechanism(reduced_dim=self.reduced_dim)
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-able dict (inf epsilon as the string "inf")."""
-        d = self._json_dict()
-        d["gravities"] = list(self.gravities)
-        if self.agent_gravities is not None:
-            d["agent_gravities"] = list(self.agent_gravities)
-        return d
-
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> PgcA3cConfig:
-        """Inverse of :meth:`to_dict`."""
-        d = from_json_dict(d)
-        for key in ("gravities", "agent_gravities"):
-            if d.get(key) is not None:
-                d[key] = tuple(d[key])
-        return cls(**d)
+        """Inverse of :meth:`to_dict` (the gravity lists become tuples when checked)."""
+        return cls(**from_json_dict(d))
 
 
 @dataclass

@@ -39,7 +39,7 @@ from ldp_audit.training.pgc_a3c.config import PgcA3cConfig, TrainResult
 from ldp_audit.training.pgc_a3c.gradients import bucket_length
 from ldp_audit.training.pgc_a3c.model import DIM, OBS_DIM, init_theta
 from ldp_audit.training.pgc_a3c.privacy import privacy_summary, report_request
-from ldp_audit.training.pgc_a3c.run_dir import TRANSCRIPT_KEYS
+from ldp_audit.training.pgc_a3c.run_dir import TRANSCRIPT_KEYS, stack_records
 
 #: Acting uniforms are drawn per trial in blocks of this many lock-steps.
 ACT_BLOCK = 256
@@ -60,7 +60,16 @@ def _runs(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return pos[:-1], pos[1:] - pos[:-1]
 
 
-class _TrialStream:
+def padded(rows: Sequence[Any], min_width: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """The float rows (of any lengths) as one zero-padded table, and their lengths."""
+    lengths = np.array([len(r) for r in rows], dtype=np.int64)
+    table = np.zeros((len(rows), max(min_width, int(lengths.max(initial=0)))))
+    for i, r in enumerate(rows):
+        table[i, : lengths[i]] = r
+    return table, lengths
+
+
+class TrialStream:
     """A trial's acting/reset randomness, consumed in blocks (independent of batching)."""
 
     def __init__(self, seed: int, trial: int) -> None:
@@ -71,7 +80,7 @@ class _TrialStream:
         self.reset = np.random.default_rng(reset_ss)
 
 
-def _mechanism_rng(seed: int) -> np.random.Generator:
+def mechanism_rng(seed: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(1,)))
 
 
@@ -103,7 +112,7 @@ class Engine:
         self.record = list(record)
         self.mechs: list[Mechanism] = [c.make_mechanism() for c in self.configs]
         self.events = [m.event() for m in self.mechs]  # each report's ledger event
-        self.mech_rngs = [_mechanism_rng(s) for s in self.seeds]
+        self.mech_rngs = [mechanism_rng(s) for s in self.seeds]
 
         # ---- per trial (global index g) ----
         cfg_of, local, streams, thetas = [], [], [], []
@@ -111,7 +120,7 @@ class Engine:
             for k in range(c.trials):
                 cfg_of.append(ci)
                 local.append(k)
-                st = _TrialStream(seed, k)
+                st = TrialStream(seed, k)
                 streams.append(st)
                 thetas.append(init_theta(st.init))
         self.cfg_of = np.array(cfg_of, dtype=np.int64)
@@ -124,28 +133,21 @@ class Engine:
 
         self.gamma, self.lam, self.beta = per("gamma"), per("lam"), per("beta")
         self.alpha0, self.alpha_decay = per("alpha_start"), per("alpha_decay")
-        self.sample_g = np.array([self.configs[c].acting == "sample" for c in cfg_of], dtype=bool)
+        self.sample_g = per("acting", object) == "sample"
         self.max_sub = per("max_submissions", np.int64)
         self.rounds = per("rounds", np.int64)
         self.n_agents = per("n_agents", np.int64)
         self.stop_target = per("stop_at_target", bool)
         self.target, self.window = per("target_score"), per("window", np.int64)
-        buf = np.array([self.configs[c].effective_buffer_size for c in cfg_of], dtype=np.int64)
-        self.literal = np.array(
-            [self.configs[c].target == "literal-eq18" for c in cfg_of], dtype=np.bool_
-        )
+        self.literal = per("target", object) == "literal-eq18"
         self.agg = Aggregator(
             np.stack(thetas),
-            np.array([self.configs[c].effective_aggregator_lr for c in cfg_of]),
-            buf,
-            optimizer=[self.configs[c].aggregator for c in cfg_of],
+            per("effective_aggregator_lr"),
+            per("effective_buffer_size", np.int64),
+            optimizer=list(per("aggregator", object)),
         )
         # gravity table per trial, padded: psi = table[g, floor(u * len_g)]
-        width = max(len(c.gravities) for c in self.configs)
-        self.gtable = np.zeros((G, width))
-        self.glen = np.array([len(self.configs[c].gravities) for c in cfg_of], dtype=np.int64)
-        for gi, c in enumerate(cfg_of):
-            self.gtable[gi, : self.glen[gi]] = self.configs[c].gravities
+        self.gtable, self.glen = padded([self.configs[c].gravities for c in cfg_of])
         # fixed per-agent gravities (canaries), per trial; empty when not set
         self.agent_gtable = [
             np.asarray(self.configs[c].agent_gravities or (), dtype=np.float64) for c in cfg_of
@@ -199,11 +201,18 @@ class Engine:
 
     # ------------------------------------------------------------------------------ streams
     def _refill_act_block(self) -> None:
+        """The next ``ACT_BLOCK`` acting uniforms of every row, per trial from its own stream,
+        drawn only for the rows of running trials (the fused engine keeps the rows of ended
+        trials until it drops them; their streams are never read again), into the same buffer
+        while the row count is unchanged."""
         rt = self.row_trial
         first, counts = _runs(rt)
-        blk = np.empty((ACT_BLOCK, rt.size))
+        blk = self.act_block
+        if blk.shape != (ACT_BLOCK, rt.size):
+            blk = np.empty((ACT_BLOCK, rt.size))
         for f, n in zip(first.tolist(), counts.tolist(), strict=True):
-            blk[:, f : f + n] = self.streams[int(rt[f])].act.random((ACT_BLOCK, n))
+            if self.active[rt[f]]:
+                blk[:, f : f + n] = self.streams[int(rt[f])].act.random((ACT_BLOCK, n))
         self.act_block = blk
         self.block_pos = 0
 
@@ -359,19 +368,14 @@ class Engine:
             ]
         # ---------------- trust boundary: only `reports` cross it ----------------
         for ci, sel, report in zip(cis, sels, reports, strict=True):
-            lt, ag = self.local[gs[sel]], self.row_agent[sub[sel]]
             if self.record[ci]:
-                rec = self.tr[ci]
-                rec["trial"].append(lt)
-                rec["agent"].append(ag)
-                rec["worker"].append(self.row_worker[sub[sel]])
-                rec["round"].append(self.row_round[sub[sel]])
-                rec["submission"].append(sub_index[sel])
-                rec["theta_index"].append(self.row_version[sub[sel]])
-                rec["report"].append(np.array(report.noisy))
-                rec["score"].append(scores[sel])
-                rec["gravity"].append(self.row_gravity[sub[sel]])
-                rec["gradient"].append(grads[sel])
+                s = sub[sel]
+                row = (self.local[gs[sel]], self.row_agent[s], self.row_worker[s],
+                       self.row_round[s], sub_index[sel], self.row_version[s],
+                       np.array(report.noisy), scores[sel], self.row_gravity[s],
+                       grads[sel])  # fmt: skip
+                for batches, x in zip(self.tr[ci].values(), row, strict=True):
+                    batches.append(x)
         self.agg.receive(*reports)
         # zeta_n, submission counts, alpha, and the stop criteria (max_submissions; eqs. 25-26)
         any_ended = record_scores(
@@ -432,28 +436,7 @@ class Engine:
             gs = np.flatnonzero(self.cfg_of == ci)
             transcript = secrets = None
             if self.record[ci]:
-                rec = self.tr[ci]
-
-                def cat(k: str, dtype: Any, width: int | None = None, rec=rec) -> np.ndarray:
-                    if rec[k]:
-                        return np.concatenate(rec[k]).astype(dtype)
-                    return np.zeros((0,) if width is None else (0, width), dtype=dtype)
-
-                transcript = {
-                    "trial": cat("trial", np.int64),
-                    "agent": cat("agent", np.int64),
-                    "worker": cat("worker", np.int64),
-                    "round": cat("round", np.int64),
-                    "submission": cat("submission", np.int64),
-                    "theta_index": cat("theta_index", np.int64),
-                    "report": cat("report", np.float64, DIM),
-                    "score": cat("score", np.float64),
-                    "thetas": np.array(self.tr_thetas[ci]).reshape(-1, DIM),
-                }
-                secrets = {
-                    "gravity": cat("gravity", np.float64),
-                    "gradient": cat("gradient", np.float64, DIM),
-                }
+                transcript, secrets = stack_records(self.tr[ci], self.tr_thetas[ci], DIM)
             out.append(
                 TrainResult(
                     config=c,

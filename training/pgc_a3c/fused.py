@@ -18,7 +18,7 @@ import numpy as np
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.release import Charging
 from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
-from ldp_audit.training.pgc_a3c.engine import ACT_BLOCK, RESET_BLOCK, Engine, _runs
+from ldp_audit.training.pgc_a3c.engine import ACT_BLOCK, RESET_BLOCK, Engine, _runs, padded
 from ldp_audit.training.pgc_a3c.model import DIM, HIDDEN
 
 #: The fused engine charges, per top-up, the next ``_FUSED_RESERVE`` x (rows of the trial)
@@ -70,16 +70,7 @@ class FusedEngine(Engine):
         self.row_wd = np.empty((self.row_theta.shape[0], HIDDEN))
         for i in range(self.row_theta.shape[0]):
             transpose_row(self.row_theta[i], self.row_tt[i], self.row_wd[i])
-        agg = self.agg
-        if not agg.adaptive:  # _agg_one's SGD branch needs no moments; empty stand-ins
-            agg.m1 = np.zeros((G, 0))
-            agg.m2 = np.zeros((G, 0))
-            agg.steps = np.zeros(G, dtype=np.int64)
-        width = max(1, max(t.size for t in self.agent_gtable))
-        self.agtable = np.zeros((G, width))
-        self.aglen = np.array([t.size for t in self.agent_gtable], dtype=np.int64)
-        for gi, t in enumerate(self.agent_gtable):
-            self.agtable[gi, : t.size] = t
+        self.agtable, self.aglen = padded(self.agent_gtable)
         # reset uniforms: the base engine's leftover, in a block that holds any step's restarts
         r_len = max(RESET_BLOCK, 2 * int(self.n_agents.max()))
         self.f_reset = np.zeros((G, r_len, 5))
@@ -127,31 +118,29 @@ class FusedEngine(Engine):
         #: ``profile = True`` before :meth:`run` times its parts (benchmarks/bench_pgc.py):
         #: ``timings`` then maps each of ``_PROFILE_PARTS`` to {"wall": s, "cpu": s}
         #: (perf_counter, process_time) and "calls" to the kernel calls; off (the default), the
-        #: hook costs one test per part per kernel call
+        #: hook costs one call of a no-op per part per kernel call
         self.profile = False
         self.timings: dict[str, Any] = {}
-        self._lap: Any = None
-        self._alloc_outputs()
+        self._lap: Any = _no_lap
+        # the kernel's outputs: a step's transcript rows and theta snapshots (16 steps' worth
+        # when recording, else room for one step's bookkeeping)
+        rec = any(self.record)
+        cap = 16 * self.row_trial.size if rec else self.row_trial.size
+        self.out_int = np.zeros((6, cap), dtype=np.int64)
+        self.out_report = np.zeros((cap if rec else 1, DIM))
+        self.out_grad = np.zeros_like(self.out_report)
+        self.out_score = np.zeros(cap)
+        self.out_grav = np.zeros(cap)
+        self.out_n = np.zeros(1, dtype=np.int64)
+        self.snap_theta = np.zeros((16 * G if rec else G, DIM))
+        self.snap_cfg = np.zeros(self.snap_theta.shape[0], dtype=np.int64)
+        self.snap_n = np.zeros(1, dtype=np.int64)
         self._count_rows()
         # the pre-drawn mechanism randomness, in one buffer allocated once: a config tops up
         # when fewer than 2 x its live rows are left, to fewer than (2 + _FUSED_NOISE) x them
         # (rows are only ever dropped, so this bounds every later top-up too)
         k_cap = (2 + _FUSED_NOISE) * max(1, int(self.rows_c.max()))
         self.noise = np.zeros((C, k_cap, max(1, int(self.noise_width.max()))))
-
-    def _alloc_outputs(self) -> None:
-        E, G = self.row_trial.size, self.G
-        cap = 16 * E if any(self.record) else E
-        self.out_int = np.zeros((6, cap), dtype=np.int64)
-        self.out_report = np.zeros((cap if any(self.record) else 1, DIM))
-        self.out_grad = np.zeros_like(self.out_report)
-        self.out_score = np.zeros(cap)
-        self.out_grav = np.zeros(cap)
-        self.out_n = np.zeros(1, dtype=np.int64)
-        scap = 16 * G if any(self.record) else G
-        self.snap_theta = np.zeros((scap, DIM))
-        self.snap_cfg = np.zeros(scap, dtype=np.int64)
-        self.snap_n = np.zeros(1, dtype=np.int64)
 
     def _count_rows(self) -> None:
         self.rows_g = np.bincount(self.row_trial, minlength=self.G).astype(np.int64)
@@ -181,8 +170,7 @@ class FusedEngine(Engine):
             reps = int(self.rounds[gi])
             lst = per_acc.setdefault(0 if shared else ci, [])
             lst.extend([(head + str(a), ev) for a in range(lo, hi) for _ in range(reps)])
-        if self._lap is not None:
-            self._lap("charge_ids")
+        self._lap("charge_ids")
         blocks = self.__dict__.setdefault("reservations", {})
         for key, charges in per_acc.items():
             if charges:
@@ -194,8 +182,7 @@ class FusedEngine(Engine):
                     block = blocks[key] = reserve(self.accountants[key], itemised=False)
                 block.add(charges)  # durable, first, same rows in the same order
         self.paid[short] = high[short]
-        if self._lap is not None:
-            self._lap("ledger_charges")
+        self._lap("ledger_charges")
 
     def _draw_ahead(self) -> None:
         """Top up each config's pre-drawn mechanism randomness (after the charges), drawn
@@ -215,16 +202,14 @@ class FusedEngine(Engine):
                 buf[:n] = buf[lo : lo + n]  # overlapping rows: NumPy copies through a buffer
             f = max(int(self.rows_c[ci]), 1) * _FUSED_NOISE
             rng, w = self.mech_rngs[ci], int(self.noise_width[ci])
-            if lap is not None:
-                lap("noise_shift")
+            lap("noise_shift")
             if self.mech_kind[ci] == 0:
                 buf[n : n + f, :w] = rng.laplace(0.0, self.mechs[ci].scale, size=(f, w))
             elif w == buf.shape[1]:  # contiguous rows: the generator writes them itself
                 rng.random(out=buf[n : n + f])
             else:
                 buf[n : n + f, :w] = rng.random((f, w))
-            if lap is not None:
-                lap("mechanism_draws")
+            lap("mechanism_draws")
             self.noise_len[ci] = n + f
             self.noise_ptr[ci] = 0
 
@@ -238,27 +223,11 @@ class FusedEngine(Engine):
             blk[:k] = blk[p:]  # overlapping rows: NumPy copies through a buffer
             self.streams[gi].reset.random(out=blk[k:])  # the same values as random((p, 5))
             self.f_reset_ptr[gi] = 0
-        if self._lap is not None:
-            self._lap("reset_draws")
+        self._lap("reset_draws")
 
     def _refill_act_block(self) -> None:
-        """The base engine's acting block, drawn only for the rows of running trials (the rows
-        of ended trials, not yet dropped, are skipped by the kernel: their streams are never
-        read again), into the same buffer while the row count is unchanged."""
-        rt = self.row_trial
-        first, counts = _runs(rt)
-        blk = self.act_block
-        if blk.shape != (ACT_BLOCK, rt.size):
-            blk = np.empty((ACT_BLOCK, rt.size))
-        active = self.active
-        for f, n in zip(first.tolist(), counts.tolist(), strict=True):
-            gi = int(rt[f])
-            if active[gi]:
-                blk[:, f : f + n] = self.streams[gi].act.random((ACT_BLOCK, n))
-        self.act_block = blk
-        self.block_pos = 0
-        if self._lap is not None:
-            self._lap("acting_uniforms")
+        super()._refill_act_block()
+        self._lap("acting_uniforms")
 
     # ---------------------------------------------------------------- transcript and rows
     def _collect(self) -> None:
@@ -268,19 +237,12 @@ class FusedEngine(Engine):
             g = oi[0]
             cfg = self.cfg_of[g]
             first, counts = _runs(cfg)
+            # the kernel's outputs in the order of the records (run_dir.stack_records)
+            cols = (self.local[g], *oi[1:], self.out_report, self.out_score, self.out_grav,
+                    self.out_grad)  # fmt: skip
             for f, k in zip(first.tolist(), counts.tolist(), strict=True):
-                ci, sel = int(cfg[f]), slice(f, f + k)
-                rec = self.tr[ci]
-                rec["trial"].append(self.local[g[sel]])
-                rec["agent"].append(oi[1, sel].copy())
-                rec["worker"].append(oi[2, sel].copy())
-                rec["round"].append(oi[3, sel].copy())
-                rec["submission"].append(oi[4, sel].copy())
-                rec["theta_index"].append(oi[5, sel].copy())
-                rec["report"].append(self.out_report[sel].copy())
-                rec["score"].append(self.out_score[sel].copy())
-                rec["gravity"].append(self.out_grav[sel].copy())
-                rec["gradient"].append(self.out_grad[sel].copy())
+                for batches, x in zip(self.tr[int(cfg[f])].values(), cols, strict=True):
+                    batches.append(x[f : f + k].copy())
             self.out_n[0] = 0
         for j in range(int(self.snap_n[0])):
             self.tr_thetas[int(self.snap_cfg[j])].append(self.snap_theta[j].copy())
@@ -342,8 +304,7 @@ class FusedEngine(Engine):
         agg = self.agg
         lap = self._lap
         while self.active.any() and not self.stop_requested:
-            if lap is not None:
-                lap("other")
+            lap("other")
             if self.f_block_pos[0] >= ACT_BLOCK:
                 self.block_pos = ACT_BLOCK
                 self._refill_act_block()
@@ -353,8 +314,7 @@ class FusedEngine(Engine):
             self._refill_resets()
             n0 = int(self.n_sub.sum())
             oi = self.out_int
-            if lap is not None:
-                lap("other")
+            lap("other")
             status = fused_block(
                 ACT_BLOCK,
                 self.f_state, self.f_steps, self.row_gravity, self.row_trial, self.row_worker,
@@ -375,13 +335,12 @@ class FusedEngine(Engine):
                 self.out_grav, self.out_grad, self.out_n,
                 self.snap_theta, self.snap_cfg, self.snap_n, self.f_env_steps, self.bad,
             )  # fmt: skip
-            if lap is not None:
-                lap("kernel")
+            lap("kernel")
+            if self.profile:
                 self.timings["calls"] += 1
             self.env_steps = int(self.f_env_steps[0])
             self._collect()
-            if lap is not None:
-                lap("transcript")
+            lap("transcript")
             if progress is not None:
                 progress.update(int(self.n_sub.sum()) - n0)
             if status in (FUSED_NONFINITE, FUSED_PRS_OVERFLOW):
@@ -401,13 +360,14 @@ class FusedEngine(Engine):
                 # (their acting streams are never read again, so results do not change)
                 live = int(self.active[self.row_trial].sum())
                 if 4 * live < 3 * self.row_trial.size:
-                    if lap is not None:
-                        lap("other")
+                    lap("other")
                     self._compact_fused()
-                    if lap is not None:
-                        lap("compaction")
-        if lap is not None:
-            lap("other")
+                    lap("compaction")
+        lap("other")
+
+
+def _no_lap(part: str) -> None:
+    """The profile hook when :attr:`FusedEngine.profile` is off."""
 
 
 #: the parts of :meth:`FusedEngine.run` its profile hook times (``profile = True``)

@@ -1,12 +1,12 @@
 """The gradient of the PGC-A3C episode loss L = L_p + lambda L_v (eqs. 12-18), by hand.
 
 :func:`loss_gradients` is the engine's own code path (the compiled
-:func:`ldp_audit.training.pgc_a3c._kernels.episode_gradients_kernel`). ``_loss_gradients_numpy``
-is a batched NumPy formulation (``softmax_gradients``, written for any number of actions and
-shared with the Gymnasium trainer,
-:func:`ldp_audit.training.pgc_a3c_gym.model.loss_gradients`), kept to cross-check the kernel in
-tests and benchmarks (they agree to 1e-11 relative, measured about
-1e-15). Both equal torch autograd of ``benchmarks/reference_pgc.py`` (tests/test_pgc_a3c.py).
+:func:`ldp_audit.training.pgc_a3c._kernels.episode_gradients_kernel`). :func:`softmax_gradients`
+is the batched NumPy formulation (any number of actions), the Gymnasium trainer's
+(:func:`ldp_audit.training.pgc_a3c_gym.model.loss_gradients`) and, with two actions, the
+reference the kernel is checked against (``loss_gradients_numpy`` in
+``benchmarks/reference_pgc.py``: they agree to 1e-11 relative, measured about 1e-15). Both equal
+torch autograd of ``benchmarks/reference_pgc.py`` (tests/test_pgc_a3c.py).
 
 The loss sums run over the T_n steps at which an action was taken. The target of eq. 18 is
 V_hat(s_t) = sum_{j=t}^{T-1} gamma^{j-t} r_j + gamma^{T-t} V(s_T), the discount on the bootstrap
@@ -18,8 +18,6 @@ is eq. 18 as printed (+ V(s_T), undiscounted, also after a failure), an ablation
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
@@ -27,8 +25,6 @@ from ldp_audit.training.pgc_a3c._kernels import episode_gradients_kernel
 from ldp_audit.training.pgc_a3c.config import TARGETS
 from ldp_audit.training.pgc_a3c.model import (
     DIM,
-    HIDDEN,
-    N_ACTIONS,
     OBS_DIM,
     check_theta,
     unpack_views,
@@ -61,7 +57,7 @@ def softmax_gradients(
 
     The one NumPy formulation of the episode gradient: the Gymnasium trainer's
     (:func:`ldp_audit.training.pgc_a3c_gym.model.loss_gradients`) and the reference the
-    CartPole kernel is checked against (:func:`_loss_gradients_numpy`). d/dz_t = -A_t (onehot(a_t)
+    CartPole kernel is checked against (``benchmarks/reference_pgc.py``). d/dz_t = -A_t (onehot(a_t)
     - pi_t) + beta
     pi_t (log pi_t + H_t), d/dV_t = -2 lambda A_t, A_t = V_hat_t - V(s_t), V_hat_t =
     sum_{j>=t} gamma^{j-t} r_j + gamma^{T-t} V(s_T) (V(s_T) = 0 where the episode terminated).
@@ -162,37 +158,7 @@ def loss_gradients(
     if target not in TARGETS:
         raise InvalidParameterError(f"target must be one of {TARGETS}, got {target!r}")
     theta = check_theta(theta)
-    m, big_l = _check_episode_batch(theta, obs, actions, rewards, lengths, bootstrap)
-    per = [
-        np.ascontiguousarray(np.broadcast_to(np.asarray(x, dtype=np.float64), (m,)))
-        for x in (gamma, lam, beta)
-    ]
-    out = np.empty((m, DIM))
-    episode_gradients_kernel(
-        theta,
-        np.arange(m, dtype=np.int64),
-        np.ascontiguousarray(obs, dtype=np.float64),
-        np.ascontiguousarray(actions, dtype=np.int8),
-        np.ascontiguousarray(rewards, dtype=np.float64),
-        np.ascontiguousarray(lengths, dtype=np.int64),
-        np.ascontiguousarray(bootstrap, dtype=np.bool_),
-        *per,
-        out,
-        np.empty(m),
-        np.full(m, target == "literal-eq18", dtype=np.bool_),
-    )
-    return out
-
-
-def _check_episode_batch(
-    theta: np.ndarray,
-    obs: Any,
-    actions: Any,
-    rewards: Any,
-    lengths: Any,
-    bootstrap: Any,
-) -> tuple[int, int]:
-    """Shapes and values of an episode batch; returns (M, L)."""
+    # the shapes and values of the episode batch
     m = theta.shape[0]
     a = np.asarray(actions)
     if a.ndim != 2 or a.shape[0] != m:
@@ -219,65 +185,22 @@ def _check_episode_batch(
         raise InvalidParameterError(
             f"bootstrap must have shape ({m},), got shape {np.shape(bootstrap)}"
         )
-    return m, big_l
-
-
-def _loss_gradients_numpy(
-    theta: np.ndarray,
-    obs: np.ndarray,
-    actions: np.ndarray,
-    rewards: np.ndarray,
-    lengths: np.ndarray,
-    bootstrap: np.ndarray,
-    *,
-    gamma: float | np.ndarray = 0.99,
-    lam: float | np.ndarray = 0.5,
-    beta: float | np.ndarray = 0.01,
-) -> np.ndarray:
-    """:func:`loss_gradients` in batched NumPy (:func:`softmax_gradients` with two actions,
-    the formulation the Gymnasium trainer uses), kept to cross-check the compiled kernel in
-    tests and benchmarks.
-
-    Rows are grouped by :func:`bucket_length` (and by gamma) and each group padded to exactly
-    that length, so a row's result never depends on the other rows or on how far the inputs
-    were padded.
-
-    Args:
-        theta: (M, 112) parameters each episode was played with.
-        obs: (M, L+1, 4) observations s_0..s_L (row m valid up to ``lengths[m]``, inclusive).
-        actions: (M, L) actions a_0..a_{L-1}.
-        rewards: (M, L) rewards r_0..r_{L-1}.
-        lengths: (M,) T_m >= 1, the number of actions taken in row m's episode.
-        bootstrap: (M,) True where the episode was cut (use V(s_T)), False where it terminated
-            (V(s_T) = 0).
-        gamma, lam, beta: scalars or (M,) per row.
-
-    Returns:
-        (M, 112) gradients dL/dtheta in our packing.
-    """
-    theta = check_theta(theta)
-    m, big_l = _check_episode_batch(theta, obs, actions, rewards, lengths, bootstrap)
-    lengths = np.asarray(lengths, dtype=np.int64)
-    boot = np.asarray(bootstrap, dtype=bool)
-    gam, lam_b, beta_b = (
-        np.broadcast_to(np.asarray(x, dtype=np.float64), (m,)) for x in (gamma, lam, beta)
-    )
-    obs = np.asarray(obs, dtype=np.float64)
-    actions, rewards = np.asarray(actions), np.asarray(rewards, dtype=np.float64)
+    per = [
+        np.ascontiguousarray(np.broadcast_to(np.asarray(x, dtype=np.float64), (m,)))
+        for x in (gamma, lam, beta)
+    ]
     out = np.empty((m, DIM))
-    blen = bucket_length(lengths)
-    for lb in np.unique(blen).tolist():
-        for g_val in np.unique(gam[blen == lb]).tolist():
-            sel = np.flatnonzero((blen == lb) & (gam == g_val))
-            o = np.zeros((sel.size, lb + 1, OBS_DIM))
-            a = np.zeros((sel.size, lb), dtype=np.int64)
-            r = np.zeros((sel.size, lb))
-            k = min(lb, big_l)
-            o[:, : k + 1] = obs[sel, : k + 1]
-            a[:, :k] = actions[sel, :k]
-            r[:, :k] = rewards[sel, :k]
-            out[sel] = softmax_gradients(
-                theta[sel], o, a, r, lengths[sel], boot[sel],
-                shape=(OBS_DIM, N_ACTIONS, HIDDEN), gamma=g_val, lam=lam_b[sel], beta=beta_b[sel],
-            )  # fmt: skip
+    episode_gradients_kernel(
+        theta,
+        np.arange(m, dtype=np.int64),
+        np.ascontiguousarray(obs, dtype=np.float64),
+        np.ascontiguousarray(actions, dtype=np.int8),
+        np.ascontiguousarray(rewards, dtype=np.float64),
+        np.ascontiguousarray(lengths, dtype=np.int64),
+        np.ascontiguousarray(bootstrap, dtype=np.bool_),
+        *per,
+        out,
+        np.empty(m),
+        np.full(m, target == "literal-eq18", dtype=np.bool_),
+    )
     return out

@@ -90,19 +90,16 @@ def train_grid(
     from ldp_audit.limits import check_resources
     from ldp_audit.training.sizes import pgc_estimates
 
-    keep = [
-        (d is not None) if transcript is None else bool(transcript)
-        for d in (list(run_dirs) if run_dirs is not None else [None] * len(configs))
-    ]
-    if len(keep) == len(configs):  # (a length mismatch is named below)
-        check_resources(pgc_estimates(configs, keep), force=force)  # before any allocation
     n = len(configs)
+    dirs = list(run_dirs) if run_dirs is not None else [None] * n
+    record = [(d is not None) if transcript is None else bool(transcript) for d in dirs]
+    if len(record) == n:  # (a length mismatch is named below)
+        check_resources(pgc_estimates(configs, record), force=force)  # before any allocation
     seeds = [seed] * n if isinstance(seed, (int, np.integer)) else list(seed)
     if len(seeds) != n:
         raise InvalidParameterError(f"seed must be an int or one per config ({n}), got {seed!r}")
     for s in seeds:
         check_int(s, "seed", minimum=0)
-    dirs = list(run_dirs) if run_dirs is not None else [None] * n
     if len(dirs) != n:
         raise InvalidParameterError(f"run_dirs must have one entry per config ({n})")
     workers = check_int(workers, "workers", minimum=1)
@@ -127,9 +124,8 @@ def train_grid(
     if workers > 1 and n > 1:
         if ledgers is not None:
             raise InvalidParameterError("workers > 1 cannot take ledger objects; use run_dirs")
-        return _train_grid_parallel(
-            configs, seeds, dirs, progress, transcript, workers, run_mode, engine
-        )
+        same = {"transcript": transcript, "run_mode": run_mode, "engine": engine}
+        return _train_grid_parallel(configs, seeds, dirs, progress, workers, same)
     writers = [
         None if d is None else open_writer(d, c, s, mode=run_mode)
         for d, c, s in zip(dirs, configs, seeds, strict=True)
@@ -146,19 +142,10 @@ def train_grid(
         if led is None and writers[i] is not None:
             led = writers[i].open_ledger()
         accountants.append(make_accountant(led, c.budget))
-    record = [(d is not None) if transcript is None else bool(transcript) for d in dirs]
     t0 = time.perf_counter()
     engine_cls = FusedEngine if engine == "fused" else Engine
     engine = engine_cls(configs, seeds, accountants, record)
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(
-            total=int(sum(c.trials * c.max_submissions for c in configs)),
-            desc="pgc-a3c submissions",
-            unit="sub",
-        )
+    bar = _progress_bar(configs) if progress else None
     # Ctrl-C / SIGTERM stop the engine at the next lock-step boundary (a second signal acts at
     # once), so an interrupted run still writes the transcript of every report it released: the
     # ledger and the transcript agree (charged-but-not-released rows of the step in flight are
@@ -192,6 +179,14 @@ def train_grid(
     return results
 
 
+def _progress_bar(configs: list[PgcA3cConfig]) -> Any:
+    """A tqdm bar on stderr over the configs' submissions."""
+    from tqdm.auto import tqdm
+
+    total = int(sum(c.trials * c.max_submissions for c in configs))
+    return tqdm(total=total, desc="pgc-a3c submissions", unit="sub")
+
+
 def _install_stop_handlers(engine: Any, caught: list[tuple[int, Any]]) -> Any:
     """SIGINT/SIGTERM -> ``engine.stop_requested`` (main thread only); returns the restorer."""
     import signal
@@ -221,44 +216,18 @@ def _install_stop_handlers(engine: Any, caught: list[tuple[int, Any]]) -> Any:
     return restore
 
 
-def _grid_worker(
-    queue: Any,
-    idx: list[int],
-    configs: list[PgcA3cConfig],
-    seeds: list[int],
-    dirs: list[Any],
-    transcript: bool | None,
-    run_mode: str = "new",
-    engine: str = "lockstep",
-) -> None:
+def _grid_worker(queue: Any, idx: list[int], kwargs: dict[str, Any]) -> None:
     """One process of :func:`_train_grid_parallel`: runs its configs, reports progress and
     results (or the exception) through ``queue``."""
+    from ldp_audit.backends import ProgressSink
+
     try:
-
-        class _Sink:
-            def __init__(self) -> None:
-                self.pending, self.last = 0, time.monotonic()
-
-            def update(self, k: int) -> None:
-                self.pending += k
-                now = time.monotonic()
-                if now - self.last > 0.2:
-                    queue.put(("progress", self.pending))
-                    self.pending, self.last = 0, now
-
+        sink = ProgressSink(queue)  # puts the submission counts (ints) on the queue
         with warnings.catch_warnings():  # the parent warned already
             warnings.simplefilter("ignore", PrivacyClaimWarning)
-            res = train_grid(
-                configs,
-                seed=seeds,
-                run_dirs=dirs,
-                progress=False,
-                transcript=transcript,
-                run_mode=run_mode,
-                engine=engine,
-                _sink=_Sink(),
-                force=True,  # the parent checked the whole grid's size (and honoured force)
-            )
+            # force: the parent checked the whole grid's size (and honoured force)
+            res = train_grid(**kwargs, progress=False, _sink=sink, force=True)
+        sink.flush()
         queue.put(("done", idx, res))
     except BaseException as exc:  # noqa: BLE001 - forwarded to the parent, which re-raises
         import traceback
@@ -271,11 +240,11 @@ def _train_grid_parallel(
     seeds: list[int],
     dirs: list[Any],
     progress: bool | None,
-    transcript: bool | None,
     workers: int,
-    run_mode: str = "new",
-    engine: str = "lockstep",
+    same: dict[str, Any],
 ) -> list[TrainResult]:
+    """:func:`train_grid` over ``workers`` forked processes (configs dealt round-robin), with
+    the keywords ``same`` (transcript, run_mode, engine) for every part."""
     import multiprocessing as mp
     import queue as queue_mod
 
@@ -287,31 +256,12 @@ def _train_grid_parallel(
     parts = [list(range(w, n, workers)) for w in range(min(workers, n))]
     procs = []
     for idx in parts:
-        p = ctx.Process(
-            target=_grid_worker,
-            args=(
-                q,
-                idx,
-                [configs[i] for i in idx],
-                [seeds[i] for i in idx],
-                [dirs[i] for i in idx],
-                transcript,
-                run_mode,
-                engine,
-            ),
-            daemon=True,
-        )
+        part = {"configs": [configs[i] for i in idx], "seed": [seeds[i] for i in idx]}
+        part["run_dirs"] = [dirs[i] for i in idx]
+        p = ctx.Process(target=_grid_worker, args=(q, idx, {**part, **same}), daemon=True)
         p.start()
         procs.append(p)
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(
-            total=int(sum(c.trials * c.max_submissions for c in configs)),
-            desc="pgc-a3c submissions",
-            unit="sub",
-        )
+    bar = _progress_bar(configs) if progress else None
     t0 = time.perf_counter()
     out: list[Any] = [None] * n
     left = len(procs)
@@ -326,9 +276,9 @@ def _train_grid_parallel(
                         f"a train_grid worker died (exit code {dead[0].exitcode})"
                     ) from None
                 continue
-            if msg[0] == "progress":
+            if isinstance(msg, int):  # progress
                 if bar is not None:
-                    bar.update(msg[1])
+                    bar.update(msg)
             elif msg[0] == "error":
                 raise RuntimeError(f"train_grid worker failed: {msg[2]}")
             else:
@@ -410,8 +360,7 @@ def train_run(
     median FST and success ratio with their intervals, eq. 25-27) as its metrics; ``native``:
     the engine's :class:`TrainResult`."""
     from ldp_audit.systems import TrainResult as SystemResult
-    from ldp_audit.training.pgc_a3c.command import final_mean_mu
-    from ldp_audit.training.pgc_a3c.metrics import summarize
+    from ldp_audit.training.pgc_a3c.metrics import final_mean_mu, summarize
 
     res = train(cfg, seed=seed, run_dir=run_dir, ledger=ledger, progress=progress,
                   run_mode=run_mode)  # fmt: skip

@@ -31,12 +31,14 @@ import numpy as np
 
 from ldp_audit import stats
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.validation import check_rng
+from ldp_audit.rundir import json_number
+from ldp_audit.validation import check_int, check_positive, check_probability, check_rng
 
 __all__ = [
     "TARGET_SCORE",
     "WINDOW",
     "moving_average",
+    "final_mean_mu",
     "first_success_time",
     "success_ratio",
     "success_auc",
@@ -53,12 +55,6 @@ __all__ = [
 TARGET_SCORE = 195.0
 #: m, the forward window of eq. (25).
 WINDOW = 10
-
-
-def _check_window(window: Any) -> int:
-    if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1:
-        raise InvalidParameterError(f"window must be an integer >= 1, got {window!r}")
-    return int(window)
 
 
 def _check_scores(zeta: Any) -> np.ndarray:
@@ -92,16 +88,6 @@ def _check_fst(fst: Any) -> np.ndarray:
     return arr
 
 
-def _check_horizon(horizon: Any) -> float:
-    try:
-        h = float(horizon)
-    except (TypeError, ValueError):
-        raise InvalidParameterError(f"horizon must be a real number, got {horizon!r}") from None
-    if not math.isfinite(h) or h <= 0:
-        raise InvalidParameterError(f"horizon must be finite and > 0, got {horizon!r}")
-    return h
-
-
 def moving_average(zeta: Any, window: int = WINDOW) -> np.ndarray:
     """Forward window mean of the scores, eq. (25).
 
@@ -117,7 +103,7 @@ def moving_average(zeta: Any, window: int = WINDOW) -> np.ndarray:
         window runs past the end or contains a NaN are NaN.
     """
     z = _check_scores(zeta)
-    m = _check_window(window)
+    m = check_int(window, "window", minimum=1)
     mu = np.full(z.shape, np.nan)
     n = z.shape[-1]
     if n >= m:
@@ -126,6 +112,14 @@ def moving_average(zeta: Any, window: int = WINDOW) -> np.ndarray:
         view = np.lib.stride_tricks.sliding_window_view(z, m, axis=-1)
         mu[..., : n - m + 1] = view.sum(axis=-1) / m
     return mu
+
+
+def final_mean_mu(zeta: Any) -> float | None:
+    """Mean over trials of each trial's last defined mu_n (eq. 25); None if none is defined."""
+    last = [
+        row[ok[-1]] for row in moving_average(zeta) if (ok := np.flatnonzero(~np.isnan(row))).size
+    ]
+    return float(np.mean(last)) if last else None
 
 
 def first_success_time(
@@ -179,7 +173,7 @@ def success_auc(fst: Any, horizon: float) -> float:
         horizon: the end of the x-axis (the paper: 90,000 submissions).
     """
     f = _check_fst(fst)
-    h = _check_horizon(horizon)
+    h = check_positive(horizon, "horizon")
     return float(np.mean(np.clip(h - f, 0.0, None)))
 
 
@@ -207,21 +201,6 @@ def _percentile_bootstrap(stat: np.ndarray, confidence: float) -> tuple[float, f
     return float(lo), float(hi)
 
 
-def _check_confidence(confidence: Any) -> float:
-    c = float(confidence)
-    if not 0.0 < c < 1.0:
-        raise InvalidParameterError(f"confidence must be in (0, 1), got {confidence!r}")
-    return c
-
-
-def _check_resamples(n_resamples: Any) -> int:
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, (int, np.integer)):
-        raise InvalidParameterError(f"n_resamples must be an integer >= 100, got {n_resamples!r}")
-    if n_resamples < 100:
-        raise InvalidParameterError(f"n_resamples must be an integer >= 100, got {n_resamples!r}")
-    return int(n_resamples)
-
-
 def median_ci(
     values: Any,
     *,
@@ -243,8 +222,8 @@ def median_ci(
     x = np.asarray(values, dtype=np.float64)
     if x.ndim != 1:
         raise InvalidParameterError(f"values must be a 1-D array, got shape {x.shape}")
-    c = _check_confidence(confidence)
-    b = _check_resamples(n_resamples)
+    c = check_probability(confidence, "confidence")
+    b = check_int(n_resamples, "n_resamples", minimum=100)
     # ldp_audit.stats resamples and takes the percentile without interpolation (inf-safe).
     _, lo, hi = stats.bootstrap_median_ci(x, confidence=c, n_boot=b, rng=rng)
     return lo, hi
@@ -258,17 +237,9 @@ def ratio_ci(successes: int, trials: int, *, confidence: float = 0.95) -> tuple[
         trials: K.
         confidence: two-sided level.
     """
-    if isinstance(trials, bool) or not isinstance(trials, (int, np.integer)) or trials < 1:
-        raise InvalidParameterError(f"trials must be an integer >= 1, got {trials!r}")
-    if (
-        isinstance(successes, bool)
-        or not isinstance(successes, (int, np.integer))
-        or not 0 <= successes <= trials
-    ):
-        raise InvalidParameterError(
-            f"successes must be an integer in [0, trials={trials}], got {successes!r}"
-        )
-    c = _check_confidence(confidence)
+    check_int(trials, "trials", minimum=1)
+    check_int(successes, "successes", minimum=0, maximum=trials)
+    c = check_probability(confidence, "confidence")
     lo, hi = stats.wilson_interval(int(successes), int(trials), 1.0 - c)
     return float(lo), float(hi)
 
@@ -288,10 +259,10 @@ def relative_auc_ci(
     """
     f = _check_fst(fst)
     r = _check_fst(reference_fst)
-    h = _check_horizon(horizon)
+    h = check_positive(horizon, "horizon")
     check_rng(rng)
-    c = _check_confidence(confidence)
-    b = _check_resamples(n_resamples)
+    c = check_probability(confidence, "confidence")
+    b = check_int(n_resamples, "n_resamples", minimum=100)
     own = np.clip(h - f, 0.0, None)[rng.integers(0, f.size, size=(b, f.size))].mean(axis=1)
     ref = np.clip(h - r, 0.0, None)[rng.integers(0, r.size, size=(b, r.size))].mean(axis=1)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -337,7 +308,7 @@ def summarize(
     z = _check_scores(zeta)
     if z.ndim != 2:
         raise InvalidParameterError(f"zeta must have shape (trials, N), got shape {z.shape}")
-    h = float(z.shape[1]) if horizon is None else _check_horizon(horizon)
+    h = float(z.shape[1]) if horizon is None else check_positive(horizon, "horizon")
     fst = first_success_time(z, threshold, window)
     med_rng, auc_rng = rng.spawn(2)
     k = int(fst.size)
@@ -345,10 +316,10 @@ def summarize(
     out: dict[str, Any] = {
         "trials": k,
         "horizon": h,
-        "fst": [_json_float(v) for v in fst],
-        "median_fst": _json_float(float(np.median(fst))),
+        "fst": [json_number(v) for v in fst],
+        "median_fst": json_number(float(np.median(fst))),
         "median_fst_ci": [
-            _json_float(v)
+            json_number(v)
             for v in median_ci(fst, rng=med_rng, confidence=confidence, n_resamples=n_resamples)
         ],
         "successes": succ,
@@ -359,25 +330,14 @@ def summarize(
     }
     if reference_fst is not None:
         ref = _check_fst(reference_fst)
-        out["relative_auc"] = _json_float(relative_auc(fst, ref, h))
+        out["relative_auc"] = json_number(relative_auc(fst, ref, h))
         out["relative_auc_ci"] = [
-            _json_float(v)
+            json_number(v)
             for v in relative_auc_ci(
                 fst, ref, h, rng=auc_rng, confidence=confidence, n_resamples=n_resamples
             )
         ]
     return out
-
-
-def _json_float(v: float) -> float | str | None:
-    """A float for strict JSON: itself if finite, ``"inf"``/``"-inf"`` if infinite (the
-    toolkit's convention), ``None`` if NaN (undefined)."""
-    v = float(v)
-    if math.isfinite(v):
-        return v
-    if math.isinf(v):
-        return "inf" if v > 0 else "-inf"
-    return None
 
 
 def fst_to_json(v: Any) -> float | str:

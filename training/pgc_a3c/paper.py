@@ -6,21 +6,25 @@ Ono & Takahashi (2020), "Locally Private Distributed Reinforcement Learning", Ta
 
 from __future__ import annotations
 
-__all__ = ["PGC_A3C_TABLES", "paper_row"]
+__all__ = ["PAPER", "paper_row"]
 
-_EPS = (1.0, 2.0, 5.0, 10.0, float("inf"))
-
-#: {(mechanism name, measure): {epsilon: value}}; measures: "median_fst" (Table 1),
-#: "success_ratio" (Table 2), "relative_auc" (Table 3).
-PGC_A3C_TABLES: dict[tuple[str, str], dict[float, float | None]] = {
-    ("laplace", "median_fst"): dict(
-        zip(_EPS, (18377.0, 20238.5, 5714.5, 4055.0, 1769.0), strict=True)
-    ),
-    ("prs", "median_fst"): dict(zip(_EPS, (25226.5, 7549.0, 2656.5, 11217.5, None), strict=True)),
-    ("laplace", "success_ratio"): dict(zip(_EPS, (0.80, 0.90, 1.00, 1.00, 1.0), strict=True)),
-    ("prs", "success_ratio"): dict(zip(_EPS, (0.85, 0.95, 0.90, 0.90, None), strict=True)),
-    ("laplace", "relative_auc"): dict(zip(_EPS, (0.673, 0.711, 0.909, 0.965, None), strict=True)),
-    ("prs", "relative_auc"): dict(zip(_EPS, (0.660, 0.862, 0.835, 0.771, 1.0), strict=True)),
+_INF = float("inf")
+#: The paper's Tables 1-3 (papers.md section 1): {measure: {mechanism: {epsilon: value}}};
+#: measures "median_fst" (Table 1), "success_ratio" (Table 2), "relative_auc" (Table 3).
+#: ``None``: no number printed for that cell.
+PAPER: dict[str, dict[str, dict[float, float | None]]] = {
+    "median_fst": {
+        "laplace": {1.0: 18377.0, 2.0: 20238.5, 5.0: 5714.5, 10.0: 4055.0, _INF: 1769.0},
+        "prs": {1.0: 25226.5, 2.0: 7549.0, 5.0: 2656.5, 10.0: 11217.5, _INF: None},
+    },
+    "success_ratio": {
+        "laplace": {1.0: 0.80, 2.0: 0.90, 5.0: 1.00, 10.0: 1.00, _INF: 1.0},
+        "prs": {1.0: 0.85, 2.0: 0.95, 5.0: 0.90, 10.0: 0.90, _INF: None},
+    },
+    "relative_auc": {
+        "laplace": {1.0: 0.673, 2.0: 0.711, 5.0: 0.909, 10.0: 0.965, _INF: None},
+        "prs": {1.0: 0.660, 2.0: 0.862, 5.0: 0.835, 10.0: 0.771, _INF: 1.0},
+    },
 }
 
 _ALIASES = {
@@ -45,11 +49,9 @@ def paper_row(mechanism: str, epsilon: float) -> dict[str, float | None] | None:
     if key is None:
         return None
     eps = float(epsilon)
-    if eps not in _EPS:
+    if eps not in PAPER["median_fst"][key]:
         return None
-    row = {
-        m: PGC_A3C_TABLES[(key, m)][eps] for m in ("median_fst", "success_ratio", "relative_auc")
-    }
+    row = {m: PAPER[m][key][eps] for m in PAPER}
     if all(v is None for v in row.values()):
         return None
     return row

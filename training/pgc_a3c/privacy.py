@@ -28,7 +28,7 @@ from ldp_audit.release import (
     release_many,
 )
 from ldp_audit.training.pgc_a3c.model import DIM
-from ldp_audit.validation import check_epsilon, check_int, check_positive, check_rng
+from ldp_audit.validation import check_batch, check_epsilon, check_int, check_positive, check_rng
 
 if TYPE_CHECKING:
     from ldp_audit.accountant import Accountant, DpEvent, Ledger
@@ -45,11 +45,6 @@ __all__ = ["PrivacyClaimWarning", "CoordinateLaplace", "privatize_reports", "rep
 class PrivacyClaimWarning(UserWarning):
     """A run is configured so that its reports do NOT satisfy the epsilon its config names
     (the coordinate-clipping ablation): the true epsilon is charged and reported instead."""
-
-
-def _clip_coordinates(x: np.ndarray, bound: float) -> np.ndarray:
-    """Each coordinate clipped to [-bound, bound] (the coordinate-clipping reading of eq. 19)."""
-    return np.clip(x, -bound, bound)
 
 
 @dataclass(frozen=True)
@@ -102,17 +97,11 @@ class CoordinateLaplace(_MechanismBase):
 
     def clip_rows(self, x: np.ndarray) -> np.ndarray:
         """Each coordinate clipped to [-C/2, C/2]."""
-        return _clip_coordinates(x, self.clip / 2.0)
+        return np.clip(x, -self.clip / 2.0, self.clip / 2.0)
 
     def privatize(self, x: Any, rng: np.random.Generator) -> np.ndarray:
         """``clip(x) + z``, z_i ~ Lap(b) i.i.d.; x (n, dim), finite."""
-        xb = np.asarray(x, dtype=np.float64)
-        if xb.ndim != 2 or xb.shape[1] != self.dim:
-            raise InvalidParameterError(
-                f"x must have shape (n, {self.dim}), got shape {np.shape(x)}"
-            )
-        if not np.all(np.isfinite(xb)):
-            raise InvalidParameterError("x must be finite (NaN or inf refused before any noise)")
+        xb = check_batch(x, dim=self.dim)  # finite: NaN or inf refused before any noise
         rng = check_rng(rng)
         noise = rng.laplace(0.0, self.scale, size=xb.shape)
         noise += self.clip_rows(xb)
@@ -207,7 +196,7 @@ def report_request(
     if clip is None:
         pre = None
     elif clip_kind == "coordinate":
-        pre = lambda g, b=clip / 2.0: _clip_coordinates(g, b)  # noqa: E731
+        pre = lambda g, b=clip / 2.0: np.clip(g, -b, b)  # noqa: E731 (the coordinate reading)
     else:
         pre = lambda g, b=clip / 2.0: _clip_l1(g, b)  # noqa: E731
     return ReleaseRequest(

@@ -26,23 +26,24 @@ the readings differ only in what they change.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ldp_audit.config import bounds
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.report.markdown import wrap_markdown
 from ldp_audit.training.pgc_a3c import metrics
-from ldp_audit.training.pgc_a3c.reproduce import INF, MACHINE, PAPER, setting_seed
-from ldp_audit.training.reproduction import machine_fingerprint, versions
+from ldp_audit.training.pgc_a3c.paper import PAPER
+from ldp_audit.training.pgc_a3c.reproduce import INF, MACHINE, setting_seed
+from ldp_audit.training.reproduction import check_fields, provenance, versions, write_report
 
 __all__ = [
     "READINGS",
@@ -90,6 +91,7 @@ CONTROLS: dict[str, tuple[dict[str, Any], str]] = {
     ),
 }
 EPSILONS = (1.0, 2.0, 5.0, 10.0, INF)
+_OPEN_UNIT = bounds(minimum=0, maximum=1, open_min=True, open_max=True)
 #: Index of the Laplace row with this epsilon in the main reproduction's grid (its seed).
 _ROW_INDEX = {e: i for i, e in enumerate(EPSILONS)}
 
@@ -98,21 +100,21 @@ _ROW_INDEX = {e: i for i, e in enumerate(EPSILONS)}
 class ReadingsConfig:
     """What ``reproduce pgc-a3c --readings`` runs."""
 
-    trials: int = 20
+    trials: int = field(default=20, metadata=bounds(minimum=1))
     """K per setting."""
-    max_submissions: int = 90_000
+    max_submissions: int = field(default=90_000, metadata=bounds(minimum=metrics.WINDOW))
     """Horizon per trial (the paper: 90,000); trials stop at their FST."""
-    seed: int = 0
+    seed: int = field(default=0, metadata=bounds(minimum=0))
     """Master seed (the main reproduction's: row seeds are shared with it)."""
-    audit_samples: int = 200_000
+    audit_samples: int = field(default=200_000, metadata=bounds(minimum=1000))
     """Auditor samples per input of each pair."""
-    audit_confidence: float = 0.95
+    audit_confidence: float = field(default=0.95, metadata=_OPEN_UNIT)
     """Confidence of each audited lower bound."""
-    confidence: float = 0.95
+    confidence: float = field(default=0.95, metadata=_OPEN_UNIT)
     """Level of the learning measures' intervals."""
-    n_resamples: int = 10_000
+    n_resamples: int = field(default=10_000, metadata=bounds(minimum=100))
     """Bootstrap resamples per interval."""
-    workers: int = 1
+    workers: int = field(default=1, metadata=bounds(minimum=1))
     """Processes, or Ray CPUs started here (results do not depend on it)."""
     backend: str = "local"
     """Where the runs go (:mod:`ldp_audit.backends`): "local" or "ray" (same results)."""
@@ -120,35 +122,15 @@ class ReadingsConfig:
     """Ray cluster address (``backend="ray"`` only; None: start Ray here)."""
     controls: bool = True
     """Also run the controls (noiseless clipped baselines, literal eq. 18)."""
-    audit_epsilons: tuple[float, ...] = (1.0, 2.0, 5.0, 10.0)
-    """The epsilons whose mechanisms are audited."""
+    audit_epsilons: tuple[float, ...] = field(
+        default=(1.0, 2.0, 5.0, 10.0), metadata=bounds(minimum=0, open_min=True)
+    )
+    """The epsilons whose mechanisms are audited (finite, > 0)."""
 
     def __post_init__(self) -> None:
-        for name, lo in (
-            ("trials", 1),
-            ("max_submissions", metrics.WINDOW),
-            ("seed", 0),
-            ("audit_samples", 1000),
-            ("n_resamples", 100),
-            ("workers", 1),
-        ):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-                raise InvalidParameterError(f"{name} must be an integer >= {lo}, got {v!r}")
-        for name in ("audit_confidence", "confidence"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, float) or not 0.0 < v < 1.0:
-                raise InvalidParameterError(f"{name} must be a float in (0, 1), got {v!r}")
-        if not self.audit_epsilons or not all(
-            isinstance(e, float) and math.isfinite(e) and e > 0 for e in self.audit_epsilons
-        ):
-            raise InvalidParameterError(
-                f"audit_epsilons must be finite floats > 0, got {self.audit_epsilons!r}"
-            )
-        if not isinstance(self.controls, bool):
-            raise InvalidParameterError(f"controls must be a bool, got {self.controls!r}")
         from ldp_audit.backends import check_backend
 
+        check_fields(self)  # each field's type and bounds, the field named in the error
         check_backend(self.backend, self.address, self.workers)
 
 
@@ -184,38 +166,33 @@ def _configs(cfg: ReadingsConfig) -> list[tuple[str, dict[str, Any], Any, int]]:
     """(key, description, PgcA3cConfig, seed) of every setting, in run order."""
     from ldp_audit.training.pgc_a3c import PgcA3cConfig
 
-    out = []
-    for name, (opts, _) in READINGS.items():
-        for acting in ACTINGS:
-            for eps in EPSILONS:
-                kw: dict[str, Any] = dict(
-                    trials=cfg.trials,
-                    max_submissions=cfg.max_submissions,
-                    buffer_size=1,
-                    stop_at_target=True,
-                    acting=acting,
-                )
-                if math.isinf(eps):
-                    kw["mechanism"] = "none"
-                    kw.update({k: v for k, v in opts.items() if k != "clip_kind"})
-                else:
-                    kw.update(mechanism="laplace", epsilon=eps, **opts)
-                meta = {"reading": name, "acting": acting, "epsilon": eps, "control": False}
-                seed = setting_seed(cfg.seed, _ROW_INDEX[eps])
-                out.append((_key(name, acting, eps), meta, PgcA3cConfig(**kw), seed))
+    plan = [
+        (name, acting, eps, opts, False)
+        for name, (opts, _) in READINGS.items()
+        for acting in ACTINGS
+        for eps in EPSILONS
+    ]
     if cfg.controls:
-        for name, (opts, _) in CONTROLS.items():
-            kw = dict(
-                trials=cfg.trials,
-                max_submissions=cfg.max_submissions,
-                buffer_size=1,
-                stop_at_target=True,
-                acting="sample",
-                **opts,
-            )
-            meta = {"reading": name, "acting": "sample", "epsilon": INF, "control": True}
-            seed = setting_seed(cfg.seed, _ROW_INDEX[INF])
-            out.append((f"control-{name}", meta, PgcA3cConfig(**kw), seed))
+        plan += [(name, "sample", INF, opts, True) for name, (opts, _) in CONTROLS.items()]
+    out = []
+    for name, acting, eps, opts, control in plan:
+        kw: dict[str, Any] = dict(
+            trials=cfg.trials,
+            max_submissions=cfg.max_submissions,
+            buffer_size=1,
+            stop_at_target=True,
+            acting=acting,
+        )
+        if control:
+            kw.update(opts)
+        elif math.isinf(eps):
+            kw["mechanism"] = "none"
+            kw.update({k: v for k, v in opts.items() if k != "clip_kind"})
+        else:
+            kw.update(mechanism="laplace", epsilon=eps, **opts)
+        meta = {"reading": name, "acting": acting, "epsilon": eps, "control": control}
+        key = f"control-{name}" if control else _key(name, acting, eps)
+        out.append((key, meta, PgcA3cConfig(**kw), setting_seed(cfg.seed, _ROW_INDEX[eps])))
     return out
 
 
@@ -316,8 +293,7 @@ def run_readings(
         "question": "which readings of Ono & Takahashi (2020) reach its tables, and what each "
         "costs in privacy (audited)",
         "config": asdict(cfg),
-        "machine": MACHINE,
-        "fingerprint": machine_fingerprint(),
+        **provenance(MACHINE),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "versions": versions(),
         "readings": {k: {"options": o, "description": d} for k, (o, d) in READINGS.items()},
@@ -339,8 +315,6 @@ def run_readings(
             n_resamples=cfg.n_resamples,
         )
         zeta = zetas[key]
-        mu = metrics.moving_average(zeta)
-        last = [row[np.flatnonzero(~np.isnan(row))[-1]] for row in mu if (~np.isnan(row)).any()]
         results["settings"][key] = {
             **meta,
             "epsilon": "inf" if math.isinf(meta["epsilon"]) else meta["epsilon"],
@@ -349,7 +323,7 @@ def run_readings(
             "privacy": r.privacy,
             "successes": int(sum(math.isfinite(metrics.fst_from_json(v)) for v in summary["fst"])),
             "submissions_run": int(np.sum(~np.isnan(zeta))),
-            "final_mean_mu": float(np.mean(last)) if last else None,
+            "final_mean_mu": metrics.final_mean_mu(zeta),
             **summary,
         }
     results["seconds_train"] = train_secs
@@ -438,20 +412,13 @@ def readings_markdown(results: dict[str, Any], notes: str | None = None) -> str:
         )
         + " |"
     )
-    for name in results["readings"]:
-        for acting in ACTINGS:
-            cells = []
-            for e in EPSILONS:
-                s = st.get(_key(name, acting, e))
-                if s is None:
-                    cells.append("")
-                    continue
-                lo, hi = s["median_fst_ci"]
-                cells.append(
-                    f"{s['successes']}/{s['trials']}, {_fst(s['median_fst'])} "
-                    f"[{_fst(lo)}, {_fst(hi)}]"
-                )
-            lines.append(f"| {name} | {acting} | " + " | ".join(cells) + " |")
+    lines += _reading_rows(
+        results,
+        lambda s: (
+            f"{s['successes']}/{s['trials']}, {_fst(s['median_fst'])} "
+            f"[{_fst(s['median_fst_ci'][0])}, {_fst(s['median_fst_ci'][1])}]"
+        ),
+    )
     lines += [
         "",
         "Success ratio [95% Wilson CI] and relative AUC (against the same reading's and "
@@ -461,17 +428,13 @@ def readings_markdown(results: dict[str, Any], notes: str | None = None) -> str:
         "|---|---|" + "---|" * len(EPSILONS),
         "| **paper** | | " + " | ".join(_paper("success_ratio", e) for e in EPSILONS) + " |",
     ]
-    for name in results["readings"]:
-        for acting in ACTINGS:
-            cells = []
-            for e in EPSILONS:
-                s = st.get(_key(name, acting, e))
-                if s is None:
-                    cells.append("")
-                    continue
-                lo, hi = s["success_ratio_ci"]
-                cells.append(f"{s['success_ratio']:.2f} [{lo:.2f}, {hi:.2f}]")
-            lines.append(f"| {name} | {acting} | " + " | ".join(cells) + " |")
+    lines += _reading_rows(
+        results,
+        lambda s: (
+            f"{s['success_ratio']:.2f} [{s['success_ratio_ci'][0]:.2f}, "
+            f"{s['success_ratio_ci'][1]:.2f}]"
+        ),
+    )
     lines += [
         "",
         "## Privacy: the auditor's lower bound on the per-report epsilon",
@@ -517,6 +480,20 @@ def readings_markdown(results: dict[str, Any], notes: str | None = None) -> str:
     return wrap_markdown("\n".join(lines))
 
 
+def _reading_rows(results: dict[str, Any], cell: Any) -> list[str]:
+    """One table row per reading and acting: ``cell(setting)`` per epsilon ("" where not run)."""
+    st = results["settings"]
+    return [
+        f"| {name} | {acting} | "
+        + " | ".join(
+            "" if (s := st.get(_key(name, acting, e))) is None else cell(s) for e in EPSILONS
+        )
+        + " |"
+        for name in results["readings"]
+        for acting in ACTINGS
+    ]
+
+
 def readings_command(cfg: dict[str, Any]) -> str:
     """The command line that reruns ``results["config"]``."""
     parts = [
@@ -530,6 +507,11 @@ def readings_command(cfg: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
+def pages(results: dict[str, Any], notes: str | None) -> dict[str, str]:
+    """The report's text page (file name -> text) from ``results`` and the folder's notes.md."""
+    return {"README.md": readings_markdown(results, notes)}
+
+
 def write_readings_report(
     results: dict[str, Any], out_dir: str | os.PathLike[str], *, overwrite: bool = False
 ) -> list[Path]:
@@ -537,27 +519,4 @@ def write_readings_report(
     from ldp_audit.rundir import check_report_dir
 
     check_report_dir(out_dir, overwrite=overwrite)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    p1 = out / "results.json"
-    p1.write_text(json.dumps(_strict(results), indent=1, allow_nan=False) + "\n")
-    notes_path = out / "notes.md"
-    notes = notes_path.read_text() if notes_path.exists() else None
-    p2 = out / "README.md"
-    p2.write_text(readings_markdown(results, notes))
-    return [p1, p2]
-
-
-def _strict(v: Any) -> Any:
-    if isinstance(v, dict):
-        return {str(k): _strict(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_strict(x) for x in v]
-    if isinstance(v, np.ndarray):
-        return _strict(v.tolist())
-    if isinstance(v, (np.integer,)):
-        return int(v)
-    if isinstance(v, (float, np.floating)):
-        f = float(v)
-        return f if math.isfinite(f) else ("inf" if f > 0 else ("-inf" if f < 0 else None))
-    return v
+    return write_report(out_dir, results, pages)

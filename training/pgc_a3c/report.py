@@ -18,25 +18,25 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ldp_audit.errors import RunDirectoryError
+from ldp_audit.report.plugin import num
 from ldp_audit.rundir import RunDir
+from ldp_audit.training.pgc_a3c.metrics import TARGET_SCORE, WINDOW, moving_average
 from ldp_audit.training.reproduction_statement import SCORE_WORDS
 from ldp_audit.training.systems import PGC_SCHEMA
 
 __all__ = [
     "REQUIRED_FILES",
-    "TARGET_SCORE",
-    "WINDOW",
     "report_sections",
     "load_pgc",
     "PgcRun",
     "zeta_matrix",
-    "forward_mean",
     "mu_matrix",
     "fst_values",
     "learning_model",
@@ -47,9 +47,6 @@ __all__ = [
 
 #: Files a complete PGC-A3C run has; its report cannot be built without them.
 REQUIRED_FILES = ("config.json", "ledger.sqlite", "transcript.npz", "metrics.json", "model.npz")
-#: Theta of eq. (26) and m of eq. (25) (Ono & Takahashi 2020), used when metrics.json lacks them.
-TARGET_SCORE = 195.0
-WINDOW = 10
 
 _PARTIAL = ("interrupted", "failed", "running")
 
@@ -73,6 +70,7 @@ def _check_zeta(path: Path, m: dict[str, Any]) -> None:
                 raise _err(path, f"'zeta'[{i}] must hold numbers, got {v!r}")
 
 
+@dataclass(eq=False)
 class PgcRun:
     """A PGC-A3C run's own files, validated (see :func:`load_pgc`).
 
@@ -85,17 +83,12 @@ class PgcRun:
         secrets: secrets.npz's arrays, or None when absent.
     """
 
-    def __init__(
-        self,
-        path: Path,
-        config: dict[str, Any],
-        metrics: dict[str, Any],
-        transcript: dict[str, np.ndarray],
-        model_theta: np.ndarray,
-        secrets: dict[str, np.ndarray] | None,
-    ) -> None:
-        self.path, self.config, self.metrics = path, config, metrics
-        self.transcript, self.model_theta, self.secrets = transcript, model_theta, secrets
+    path: Path
+    config: dict[str, Any]
+    metrics: dict[str, Any]
+    transcript: dict[str, np.ndarray]
+    model_theta: np.ndarray
+    secrets: dict[str, np.ndarray] | None
 
     @property
     def n_submissions(self) -> int:
@@ -182,29 +175,19 @@ def load_pgc(
 # ---------------------------------------------------------------------- learning (eqs. 25-27)
 
 
-def _num(v: Any) -> float | None:
-    from ldp_audit.report.plugin import num
-
-    return num(v)
-
-
 def zeta_matrix(run: PgcRun) -> np.ndarray:
     """metrics.json's ``zeta`` as a (trials, N) float array, NaN-padded."""
-    zeta = run.metrics["zeta"]
-    n = max((len(z) for z in zeta), default=0)
-    out = np.full((len(zeta), n), np.nan)
-    for i, z in enumerate(zeta):
-        out[i, : len(z)] = [np.nan if v is None else float(v) for v in z]
+    return _nan_matrix(run.metrics["zeta"])
+
+
+def _nan_matrix(rows: list[list[Any]], width: int | None = None) -> np.ndarray:
+    """Lists of numbers (None: NaN) as a NaN-padded float matrix (``width``: cut to it)."""
+    width = max((len(r) for r in rows), default=0) if width is None else width
+    out = np.full((len(rows), width), np.nan)
+    for i, r in enumerate(rows):
+        vals = [np.nan if v is None else float(v) for v in r][:width]
+        out[i, : len(vals)] = vals
     return out
-
-
-def forward_mean(zeta: np.ndarray, window: int = WINDOW) -> np.ndarray:
-    """mu_n of eq. (25): mean of zeta_n..zeta_{n+m-1}; NaN where the window runs out."""
-    mu = np.full(zeta.shape, np.nan)
-    if zeta.shape[-1] >= window:
-        view = np.lib.stride_tricks.sliding_window_view(zeta, window, axis=-1)
-        mu[..., : zeta.shape[-1] - window + 1] = view.sum(axis=-1) / window
-    return mu
 
 
 def mu_matrix(run: PgcRun) -> np.ndarray:
@@ -212,13 +195,9 @@ def mu_matrix(run: PgcRun) -> np.ndarray:
     mu = run.metrics.get("mu")
     z = zeta_matrix(run)
     if isinstance(mu, list) and len(mu) == z.shape[0] and all(isinstance(m, list) for m in mu):
-        out = np.full(z.shape, np.nan)
-        for i, m in enumerate(mu):
-            vals = [np.nan if v is None else float(v) for v in m][: z.shape[1]]
-            out[i, : len(vals)] = vals
-        return out
-    window = int(run.metrics.get("window", WINDOW))
-    return forward_mean(z, window)
+        return _nan_matrix(mu, z.shape[1])
+    # eq. (25) (metrics.moving_average; a run with no submission yet has no mu_n)
+    return moving_average(z, int(run.metrics.get("window", WINDOW))) if z.shape[1] else z
 
 
 def fst_values(run: PgcRun) -> np.ndarray:
@@ -226,7 +205,7 @@ def fst_values(run: PgcRun) -> np.ndarray:
     fst = run.metrics.get("fst")
     z = zeta_matrix(run)
     if isinstance(fst, list) and len(fst) == z.shape[0]:
-        vals = [_num(v) for v in fst]
+        vals = [num(v) for v in fst]
         return np.array([math.inf if v is None else v for v in vals])
     if isinstance(fst, (int, float)) and z.shape[0] == 1:
         return np.array([float(fst)])
@@ -263,7 +242,7 @@ def learning_model(run: PgcRun) -> dict[str, Any]:
         )
     finite = fst[np.isfinite(fst)]
     mech = run.config["mechanism"]
-    eps = _num(mech.get("epsilon"))
+    eps = num(mech.get("epsilon"))
     paper = paper_row(str(mech["name"]), eps) if eps is not None else None
     return {
         "status": "run",
@@ -273,7 +252,7 @@ def learning_model(run: PgcRun) -> dict[str, Any]:
         "horizon": horizon,
         "success_ratio": float(finite.size / fst.size) if fst.size else None,
         "median_fst": float(np.median(fst)) if fst.size else None,
-        "relative_auc": _num(run.metrics.get("relative_auc")),
+        "relative_auc": num(run.metrics.get("relative_auc")),
         "extra_metrics": {
             k: v
             for k, v in run.metrics.items()
@@ -281,10 +260,6 @@ def learning_model(run: PgcRun) -> dict[str, Any]:
         },
         "paper": paper,
     }
-
-
-def _plural(n: int, noun: str) -> str:
-    return f"{n:,} {noun if n == 1 else noun + 's'}"
 
 
 def learning_figure(run: PgcRun, learn: dict[str, Any]) -> bytes:
@@ -349,9 +324,7 @@ def learning_figure(run: PgcRun, learn: dict[str, Any]) -> bytes:
     ax2.set_ylim(-0.02, 1.02)
     ax2.set_xlabel("submissions n")
     ax2.set_ylabel("success ratio")
-    ax2.set_title(
-        f"Success ratio (eq. 27), {_plural(int(fst.size), 'trial')}", fontsize=10, wrap=True
-    )
+    ax2.set_title(f"Success ratio (eq. 27), {_n(int(fst.size), 'trial')}", fontsize=10, wrap=True)
     legend_below(ax2, ncols=1)
     return figure_png(fig)
 
@@ -367,30 +340,24 @@ def _paper_note(learn: dict[str, Any], trials: int) -> str:
     )
 
 
+#: the per-trial table of the learning section: learning_model's trial key -> column
+_TRIAL_COLUMNS = {
+    "trial": "trial",
+    "submissions": "submissions",
+    "mean_score": "mean score",
+    "last_score": "last score",
+    "best_mu": "best mu_n",
+    "fst": "FST (eq. 26)",
+}
+
+
 def _learning_section(run: PgcRun, learn: dict[str, Any], trials: int, figures: bool) -> dict:
     paper = learn["paper"] or {}
     tables = [
         {
             "caption": "",
-            "header": [
-                "trial",
-                "submissions",
-                "mean score",
-                "last score",
-                "best mu_n",
-                "FST (eq. 26)",
-            ],
-            "rows": [
-                [
-                    r["trial"],
-                    r["submissions"],
-                    r["mean_score"],
-                    r["last_score"],
-                    r["best_mu"],
-                    r["fst"],
-                ]
-                for r in learn["trials"]
-            ],
+            "header": [*_TRIAL_COLUMNS.values()],
+            "rows": [[r[k] for k in _TRIAL_COLUMNS] for r in learn["trials"]],
         },
         {
             "caption": "Beside the paper (Ono & Takahashi 2020, Tables 1-3)",

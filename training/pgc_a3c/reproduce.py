@@ -26,6 +26,7 @@ against the epsilon = inf Laplace (|B| = 1) curve, the paper's non-private A3C.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import platform
@@ -43,29 +44,12 @@ from ldp_audit.training.pgc_a3c import metrics
 from ldp_audit.training.reproduction import check_fields, provenance, versions
 
 __all__ = [
-    "PAPER",
     "ReproduceConfig",
     "Setting",
     "run_reproduction",
 ]
 
 INF = float("inf")
-
-#: The paper's Tables 1-3 (papers.md section 1). ``None``: no number printed for that cell.
-PAPER: dict[str, dict[str, dict[float, float | None]]] = {
-    "median_fst": {
-        "laplace": {1.0: 18377.0, 2.0: 20238.5, 5.0: 5714.5, 10.0: 4055.0, INF: 1769.0},
-        "prs": {1.0: 25226.5, 2.0: 7549.0, 5.0: 2656.5, 10.0: 11217.5, INF: None},
-    },
-    "success_ratio": {
-        "laplace": {1.0: 0.80, 2.0: 0.90, 5.0: 1.00, 10.0: 1.00, INF: 1.0},
-        "prs": {1.0: 0.85, 2.0: 0.95, 5.0: 0.90, 10.0: 0.90, INF: None},
-    },
-    "relative_auc": {
-        "laplace": {1.0: 0.673, 2.0: 0.711, 5.0: 0.909, 10.0: 0.965, INF: None},
-        "prs": {1.0: 0.660, 2.0: 0.862, 5.0: 0.835, 10.0: 0.771, INF: 1.0},
-    },
-}
 
 #: Buffer sizes the paper uses in Tables 1-3 (section 4.1): Laplace |B| = 1, PRS |B| = 100.
 PAPER_BUFFER = {"laplace": 1, "prs": 100}
@@ -191,11 +175,7 @@ def _settings(cfg: ReproduceConfig) -> tuple[list[Setting], list[Setting]]:
                 in_grid = Setting(m, 1.0, b, cfg.trials, False) in grid
                 if cfg.stop_at_target or not in_grid:
                     extra.append(Setting(m, 1.0, b, k2, False, figure2=True))
-    ordered = grid + extra
-    ordered = [
-        Setting(s.mechanism, s.epsilon, s.buffer_size, s.trials, s.stop_at_target, s.figure2, i)
-        for i, s in enumerate(ordered)
-    ]
+    ordered = [dataclasses.replace(s, index=i) for i, s in enumerate(grid + extra)]
     return ordered[: len(grid)], ordered[len(grid) :]
 
 
@@ -211,16 +191,10 @@ def reading_options(cfg: ReproduceConfig, engine_mechanism: str) -> dict[str, An
     """The ``PgcA3cConfig`` options of a reading (ablation) that ``cfg`` asks for, for one row:
     ``clip_kind`` applies to the Laplace rows only, the others to every row; options left at
     their defaults are omitted (so the printed settings' configs are unchanged)."""
-    out: dict[str, Any] = {}
-    if cfg.clip_kind != "l1" and engine_mechanism == "laplace":
-        out["clip_kind"] = cfg.clip_kind
-    if cfg.aggregator != "sgd":
-        out["aggregator"] = cfg.aggregator
-    if cfg.aggregator_lr is not None:
-        out["aggregator_lr"] = cfg.aggregator_lr
-    if cfg.target != "engine":
-        out["target"] = cfg.target
-    return out
+    default = ReproduceConfig()
+    names = ("clip_kind",) if engine_mechanism == "laplace" else ()
+    names += ("aggregator", "aggregator_lr", "target")
+    return {k: getattr(cfg, k) for k in names if getattr(cfg, k) != getattr(default, k)}
 
 
 def _engine_config(

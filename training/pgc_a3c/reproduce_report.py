@@ -16,7 +16,8 @@ import numpy as np
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.report.markdown import wrap_markdown
 from ldp_audit.training.pgc_a3c import metrics
-from ldp_audit.training.pgc_a3c.reproduce import INF, MECHANISMS, PAPER, ReproduceConfig
+from ldp_audit.training.pgc_a3c.paper import PAPER
+from ldp_audit.training.pgc_a3c.reproduce import INF, MECHANISMS, ReproduceConfig
 from ldp_audit.training.reproduction import write_report as shared_write_report
 
 __all__ = [
@@ -73,13 +74,15 @@ def _cell(entry: dict[str, Any] | None, measure: str) -> str:
     return f"{entry['relative_auc']:.3f} [{_fmt(lo, 3)}, {_fmt(hi, 3)}]"
 
 
+#: decimals of the paper's numbers per measure
+_DIGITS = {"median_fst": 1, "success_ratio": 2, "relative_auc": 3}
+#: the tables' and figures' name of each mechanism
+_NAME = {"laplace": "Laplace", "prs": "PRS"}
+
+
 def _paper_cell(measure: str, mech: str, eps: float) -> str:
     v = PAPER[measure][mech].get(eps)
-    if v is None:
-        return ""
-    return {"median_fst": f"{v:.1f}", "success_ratio": f"{v:.2f}", "relative_auc": f"{v:.3f}"}[
-        measure
-    ]
+    return "" if v is None else f"{v:.{_DIGITS[measure]}f}"
 
 
 _TITLES = {
@@ -126,14 +129,13 @@ def tables_markdown(results: dict[str, Any]) -> str:
         lines += [head, "|" + "---|" * (2 + len(eps_list))]
         for m in mechs:
             by_eps = {_eps_of(e): e for e in settings.values() if e["mechanism"] == m}
-            name = {"laplace": "Laplace", "prs": "PRS"}[m]
             lines.append(
-                f"| {name} | paper | "
+                f"| {_NAME[m]} | paper | "
                 + " | ".join(_paper_cell(measure, m, e) for e in eps_list)
                 + " |"
             )
             lines.append(
-                f"| {name} | ours | "
+                f"| {_NAME[m]} | ours | "
                 + " | ".join(_cell(by_eps.get(e), measure) for e in eps_list)
                 + " |"
             )
@@ -157,11 +159,8 @@ def comparison(results: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
     for key, entry in results["settings"].items():
         m, e = entry["mechanism"], _eps_of(entry)
-        for measure, ci_key in (
-            ("median_fst", "median_fst_ci"),
-            ("success_ratio", "success_ratio_ci"),
-            ("relative_auc", "relative_auc_ci"),
-        ):
+        for measure in _DIGITS:
+            ci_key = f"{measure}_ci"
             paper = PAPER[measure][m].get(e)
             if paper is None or ci_key not in entry:
                 continue
@@ -217,8 +216,7 @@ def figure3(results: dict[str, Any], path: Path) -> None:
         ax.set_ylim(-0.02, 1.02)
         _submission_axis(ax)
         ax.set_ylabel("success ratio")
-        name = {"laplace": "Laplace mechanism", "prs": "PRS mechanism"}[m]
-        ax.set_title(f"({tag}) {name}")
+        ax.set_title(f"({tag}) {_NAME[m]} mechanism")
         ax.legend(loc="upper left", fontsize=8)
         ax.grid(alpha=0.3)
     k = results["config"]["trials"]
@@ -234,7 +232,7 @@ def figure2(results: dict[str, Any], path: Path) -> None:
     ax = fig.subplots()
     for _key, c in sorted(results["figure2"].items()):
         y = np.array([np.nan if v is None else v for v in c["mean_mu"]], dtype=float)
-        name = {"laplace": "Laplace", "prs": "PRS"}[c["mechanism"]]
+        name = _NAME[c["mechanism"]]
         ax.plot(c["n"], y, lw=1.0, label=f"{name}, |B| = {c['buffer_size']} (K = {c['trials']})")
     ax.axhline(metrics.TARGET_SCORE, color="grey", ls=":", lw=0.8)
     ax.set_xlim(0, max([c["n"][-1] for c in results["figure2"].values() if c["n"]] or [1]))
@@ -269,9 +267,7 @@ def reproduce_command(cfg: dict[str, Any]) -> str:
         for name in ("figure2_trials", "figure2_submissions"):
             if differs(name):
                 parts.append(f"--{name.replace('_', '-')} {cfg[name]}")
-    if differs("acting"):
-        parts.append(f"--acting {cfg['acting']}")
-    for name in ("clip_kind", "aggregator", "aggregator_lr", "target"):
+    for name in ("acting", "clip_kind", "aggregator", "aggregator_lr", "target"):
         if differs(name):
             parts.append(f"--{name.replace('_', '-')} {cfg[name]}")
     parts.append(f"--seed {cfg['seed']}")

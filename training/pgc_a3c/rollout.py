@@ -66,28 +66,23 @@ def rollout(
     boot = np.zeros(b, dtype=bool)
     alive = np.arange(b)
     th = theta
-    o_tmp = np.empty((b, 1, OBS_DIM))
-    a_tmp = np.empty((b, 1), dtype=np.int8)
     a = np.empty(b, dtype=np.int64)
-    zero_t = np.zeros(b, dtype=np.int64)
-    ident = np.arange(b, dtype=np.int64)
     for t in range(steps):
         n = alive.size
-        # the engine's own acting kernel (same observation rounding, greedy rule and ties)
+        # the engine's own acting kernel (same observation rounding, greedy rule and ties),
+        # recording s_t and a_t of each row alive[i] into obs and acts
         act_and_record(
             env._env.state,
             th,
             np.ascontiguousarray(uniforms[t, alive]),
             alpha_b[alive],
             sample[:n],
-            zero_t[:n],
-            o_tmp[:n],
-            a_tmp[:n],
+            np.full(n, t, dtype=np.int64),
+            obs,
+            acts,
             a[:n],
-            ident[:n],
+            alive,
         )
-        obs[alive, t] = o_tmp[:n, 0]
-        acts[alive, t] = a_tmp[:n, 0]
         nxt, r, term, trunc = env.step(a[:n])
         rews[alive, t] = r
         done = term | trunc

@@ -27,11 +27,32 @@ import numpy as np
 from ldp_audit.rundir import RunWriter, json_number
 from ldp_audit.training.systems import PGC_SCHEMA
 
-__all__ = ["TRANSCRIPT_KEYS", "open_writer", "write_run"]
+__all__ = ["TRANSCRIPT_KEYS", "open_writer", "stack_records", "write_run"]
 
 #: The arrays of training.systems.PGC_SCHEMA in the order the engines record them (``thetas``
 #: has V rows, the others N).
 TRANSCRIPT_KEYS = tuple(a.name for a in PGC_SCHEMA.arrays)
+#: the transcript's integer arrays (int64 when recorded)
+_INT_KEYS = tuple(a.name for a in PGC_SCHEMA.arrays if a.kinds == "iu")
+
+
+def stack_records(
+    rec: dict[str, list[np.ndarray]], thetas: list[np.ndarray], dim: int
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """The transcript and the secrets of an engine's records (key -> batches in arrival order,
+    the transcript's keys first): every key concatenated (int64 for the schema's integer
+    arrays, float64 otherwise; "report" and "gradient" (N, d)), the transcript's ``thetas``
+    the broadcast snapshots stacked (V, d); every other key is a secret."""
+
+    def cat(k: str) -> np.ndarray:
+        dtype = np.int64 if k in _INT_KEYS else np.float64
+        if rec[k]:
+            return np.concatenate(rec[k]).astype(dtype)
+        return np.zeros((0, dim) if k in ("report", "gradient") else (0,), dtype=dtype)
+
+    transcript = {k: cat(k) for k in TRANSCRIPT_KEYS if k != "thetas"}
+    transcript["thetas"] = np.array(thetas, dtype=np.float64).reshape(-1, dim)
+    return transcript, {k: cat(k) for k in rec if k not in TRANSCRIPT_KEYS}
 
 
 def open_writer(path: str | Path, cfg: Any, seed: int, *, mode: str = "new") -> RunWriter:

@@ -18,7 +18,7 @@ from ldp_audit.training.gym_envs import EnvInfo, check_private_param, import_env
 # the config checks and paper defaults shared with the CartPole engine
 from ldp_audit.training.pgc_a3c.config import SharedFields, from_json_dict
 from ldp_audit.training.pgc_a3c_gym.model import Network
-from ldp_audit.validation import check_int, check_positive
+from ldp_audit.validation import check_int
 
 __all__ = ["ALGORITHM", "GymPgcConfig", "config_from_run"]
 
@@ -67,21 +67,9 @@ class GymPgcConfig(SharedFields):
     budget: float | None = None
 
     def __post_init__(self) -> None:
-        self._check_release_fields()
-        for name, lo in (
-            ("trials", 1),
-            ("n_agents", 1),
-            ("max_submissions", 1),
-            ("rounds", 1),
-            ("hidden", 1),
-        ):
-            check_int(getattr(self, name), name, minimum=lo)
+        self._check_shared("hidden")
         if self.episode_steps is not None:
             check_int(self.episode_steps, "episode_steps", minimum=1)
-        self._check_clip_and_buffer()
-        self._check_learning_fields()
-        if self.budget is not None:
-            object.__setattr__(self, "budget", check_positive(self.budget, "budget"))
         if isinstance(self.values, np.ndarray):
             object.__setattr__(self, "values", tuple(self.values.tolist()))
         # the env, the parameter and every value, before any episode (names the bad one)
@@ -126,12 +114,6 @@ class GymPgcConfig(SharedFields):
             "values": list(self.values),
             "env_module": self.env_module,
         }
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-able dict (inf epsilon as the string "inf")."""
-        d = self._json_dict()
-        d["values"] = list(self.values)
-        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> GymPgcConfig:

@@ -15,6 +15,7 @@ import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.gym_envs import make_param_vector_env
+from ldp_audit.training.pgc_a3c.run_dir import TRANSCRIPT_KEYS, stack_records
 from ldp_audit.training.pgc_a3c_gym.config import GymPgcConfig
 from ldp_audit.training.pgc_a3c_gym.model import SEED_BOUND, loss_gradients
 
@@ -67,15 +68,14 @@ class Engine:
         self.R = k * n
         self.row_trial = np.repeat(np.arange(k), n)
         self.row_worker = np.tile(np.arange(n), k)
-        streams = [np.random.SeedSequence(seed, spawn_key=(0, t)).spawn(3) for t in range(k)]
-        init = [np.random.default_rng(s[0]) for s in streams]
-        self.act_rng = [np.random.default_rng(s[1]) for s in streams]
-        self.reset_rng = [np.random.default_rng(s[2]) for s in streams]
-        self.mech_rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(1,)))
-        self.mechanism = cfg.make_mechanism()
         from ldp_audit.training.pgc_a3c import Aggregator
+        from ldp_audit.training.pgc_a3c.engine import TrialStream, mechanism_rng
 
-        theta0 = np.stack([self.net.init(r) for r in init])
+        # the CartPole engine's streams: initial theta, acting uniforms, resets; the noise
+        self.streams = [TrialStream(seed, t) for t in range(k)]
+        self.mech_rng = mechanism_rng(seed)
+        self.mechanism = cfg.make_mechanism()
+        theta0 = np.stack([self.net.init(st.init) for st in self.streams])
         self.agg = Aggregator(theta0, cfg.eta, cfg.effective_buffer_size)
         self.cand = np.asarray(cfg.values, dtype=np.float64)
         self.steps = cfg.steps
@@ -99,9 +99,10 @@ class Engine:
         self.obs = np.zeros((self.R, self.steps + 1, self.net.obs_dim))
         self.act = np.zeros((self.R, self.steps), dtype=np.int64)
         self.rew = np.zeros((self.R, self.steps))
-        self.rows_tr: list[dict[str, np.ndarray]] = []
-        self.transcript_rows: list[Any] = []
-        self.secret_rows: list[dict[str, np.ndarray]] = []
+        # per-submission batches in the order of run_dir.stack_records (the secrets last)
+        self.rec: dict[str, list[np.ndarray]] = {
+            k: [] for k in (*TRANSCRIPT_KEYS[:-1], "value", "gradient")
+        }
         self.ublock = np.zeros((self.R, BLOCK))
         self.upos = BLOCK
 
@@ -119,7 +120,7 @@ class Engine:
         seeds = []
         for r, new in zip(rows.tolist(), new_agent.tolist(), strict=True):
             tr = int(self.row_trial[r])
-            rr = self.reset_rng[tr]
+            rr = self.streams[tr].reset
             if new:
                 self.agent[r] = self.next_agent[tr]
                 self.next_agent[tr] += 1
@@ -141,7 +142,7 @@ class Engine:
         if self.upos == BLOCK:
             n = self.cfg.n_agents
             for tr in range(self.cfg.trials):
-                self.ublock[tr * n : (tr + 1) * n] = self.act_rng[tr].random((BLOCK, n)).T
+                self.ublock[tr * n : (tr + 1) * n] = self.streams[tr].act.random((BLOCK, n)).T
             self.upos = 0
         u = self.ublock[:, self.upos]
         self.upos += 1
@@ -186,9 +187,7 @@ class Engine:
                     take.append(rr)
             if take:
                 self._submit(np.asarray(take, dtype=np.int64), term, privatize_reports, clip, bar)
-            for tr in np.flatnonzero(live):
-                if self.n_sub[tr] >= cfg.max_submissions:
-                    live[tr] = False
+            live &= self.n_sub < cfg.max_submissions
             if not live.any():
                 break
             new_agent = self.round[ended] + 1 >= cfg.rounds
@@ -234,47 +233,18 @@ class Engine:
         self.zeta[trial, sub] = score
         self.agg.receive(rel)  # eq. 22 on sealed reports only, in row order
         if self.record:
-            self.transcript_rows.append(
-                {
-                    "trial": trial,
-                    "agent": self.agent[rows].copy(),
-                    "worker": self.row_worker[rows].copy(),
-                    "round": self.round[rows].copy(),
-                    "submission": sub,
-                    "theta_index": self.tidx[rows].copy(),
-                    "report": np.array(rel.values, dtype=np.float64),
-                    "score": score,
-                }
-            )
-            self.secret_rows.append({"value": self.value[rows].copy(), "gradient": grads})
+            row = (trial, self.agent[rows], self.row_worker[rows], self.round[rows], sub,
+                   self.tidx[rows], np.array(rel.values, dtype=np.float64), score,
+                   self.value[rows], grads)  # fmt: skip
+            for batches, x in zip(self.rec.values(), row, strict=True):
+                batches.append(x)
         if bar is not None:
             bar.update(rows.size)
 
     def result(self, seconds: float) -> GymTrainResult:
         tr = sec = None
         if self.record:
-            keys = ("trial", "agent", "worker", "round", "submission", "theta_index", "score")
-            d = self.net.dim
-            tr = {
-                k: np.concatenate([x[k] for x in self.transcript_rows])
-                if self.transcript_rows
-                else np.zeros(0, dtype=np.float64 if k == "score" else np.int64)
-                for k in keys
-            }
-            tr["report"] = (
-                np.concatenate([x["report"] for x in self.transcript_rows])
-                if self.transcript_rows
-                else np.zeros((0, d))
-            )
-            tr["thetas"] = np.stack(self.snaps) if self.snaps else np.zeros((0, d))
-            sec = {
-                "value": np.concatenate([x["value"] for x in self.secret_rows])
-                if self.secret_rows
-                else np.zeros(0),
-                "gradient": np.concatenate([x["gradient"] for x in self.secret_rows])
-                if self.secret_rows
-                else np.zeros((0, d)),
-            }
+            tr, sec = stack_records(self.rec, self.snaps, self.net.dim)
         return GymTrainResult(
             config=self.cfg,
             seed=self.seed,

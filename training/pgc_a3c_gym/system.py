@@ -23,7 +23,7 @@ GYM_PGC = SystemSpec(
     trainer="ldp_audit.training.pgc_a3c_gym.trainer:_system_train",
     schema=PGC_SCHEMA,  # the PGC-A3C layout (d = hidden (obs + actions + 1))
     targets="ldp_audit.training.pgc_a3c_gym.trainer:_system_targets",
-    charges="ldp_audit.training.pgc_a3c_gym.trainer:_system_charges",
+    charges="ldp_audit.training.systems:pgc_charges",  # one charge of <trial>/<agent> a report
     attacks={"dynamics": "ldp_audit.attacks.dynamics:private_param_dynamics"},
     report_sections="ldp_audit.training.pgc_a3c.report:gym_report",  # PGC-A3C statement rows
     reproduce=None,

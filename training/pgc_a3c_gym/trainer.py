@@ -86,7 +86,7 @@ def train(
     seed = check_int(seed, "seed", minimum=0)
     check_bool(progress, "progress")
     check_bool(overwrite, "overwrite")
-    from ldp_audit.rundir import RunWriter, check_new_dir, json_number
+    from ldp_audit.rundir import RunWriter, check_new_dir
     from ldp_audit.training.pgc_a3c.privacy import make_accountant
 
     writer = None
@@ -116,11 +116,7 @@ def train(
         eng.run(bar)
     except BaseException:
         if writer is not None:
-            res = eng.result(time.perf_counter() - t0)
-            if res.transcript is not None:
-                writer.write_npz("transcript.npz", res.transcript)
-                writer.write_npz("secrets.npz", res.secrets)
-            writer.finish(status="interrupted")
+            _write_outputs(writer, eng.result(time.perf_counter() - t0), status="interrupted")
         raise
     finally:
         eng.env.close()
@@ -128,29 +124,42 @@ def train(
             bar.close()
     res = eng.result(time.perf_counter() - t0)
     if writer is not None:
-        if res.transcript is not None:
-            writer.write_npz("transcript.npz", res.transcript)
-            writer.write_npz("secrets.npz", res.secrets)
+        _write_outputs(writer, res, status="complete")
+    return res
+
+
+def _mean_last_scores(res: GymTrainResult) -> list[float]:
+    """Each trial's mean score of its last (up to) 10 submissions (NaN for none)."""
+    return [
+        float(np.mean(z[max(0, int(n) - 10) : int(n)])) if n else math.nan
+        for z, n in zip(res.zeta, res.submissions, strict=True)
+    ]
+
+
+def _write_outputs(writer: Any, res: GymTrainResult, *, status: str) -> None:
+    """transcript.npz and secrets.npz (when recorded); for a complete run metrics.json and
+    model.npz too; then the manifest with ``status``."""
+    from ldp_audit.rundir import json_number
+
+    if res.transcript is not None:
+        writer.write_npz("transcript.npz", res.transcript)
+        writer.write_npz("secrets.npz", res.secrets)
+    if status == "complete":
         subs = res.submissions
-        w = min(10, cfg.max_submissions)
         writer.write_json(
             "metrics.json",
             {
                 "zeta": [z[: int(n)].tolist() for z, n in zip(res.zeta, subs, strict=True)],
                 "submissions": [int(n) for n in subs],
-                "mean_last_scores": [
-                    json_number(float(np.mean(z[max(0, int(n) - w) : int(n)])) if n else math.nan)
-                    for z, n in zip(res.zeta, subs, strict=True)
-                ],
-                "max_submissions": int(cfg.max_submissions),
+                "mean_last_scores": [json_number(v) for v in _mean_last_scores(res)],
+                "max_submissions": int(res.config.max_submissions),
                 "env_steps": int(res.env_steps),
                 "seconds": float(res.seconds),
                 "privacy": res.privacy,
             },
         )
         writer.write_npz("model.npz", {"theta": res.theta})
-        writer.finish(status="complete")
-    return res
+    writer.finish(status=status)
 
 
 # ==============================================================================================
@@ -194,10 +203,7 @@ def _system_train(
             "submissions": res.submissions.tolist(),
             "env_steps": int(res.env_steps),
             "network_dim": cfg.network.dim,
-            "mean_last_10_scores": [
-                float(np.mean(z[max(0, int(n) - 10) : int(n)])) if n else math.nan
-                for z, n in zip(res.zeta, res.submissions, strict=True)
-            ],
+            "mean_last_10_scores": _mean_last_scores(res),
         },
         run_dir=None if run_dir is None else Path(run_dir),
         native=res,
@@ -207,15 +213,6 @@ def _system_train(
 def _system_targets(cfg: GymPgcConfig) -> list[tuple[str, Any, dict[str, Any]]]:
     """The per-submission report mechanism, audited in the report's dimension d."""
     return [("report", cfg.make_mechanism(), {"dim": cfg.network.dim})]
-
-
-def _system_charges(tr: Any, cfg: GymPgcConfig) -> dict[str, int]:
-    """One charge of ``<trial>/<agent>`` per submission."""
-    from collections import Counter
-
-    return dict(
-        Counter(f"{int(t)}/{int(a)}" for t, a in zip(tr["trial"], tr["agent"], strict=True))
-    )
 
 
 def _system_cli(train_subparsers: Any, reproduce_subparsers: Any) -> None:
