@@ -179,7 +179,11 @@ class CanaryAudit:
         ``sample_rate`` / ``dataset_size`` are given. Everything is checked before any step.
         """
         import torch
-        from opacus.optimizers import DPOptimizer
+        from opacus.optimizers import (
+            AdaClipDPOptimizer,
+            DPOptimizer,
+            DPOptimizerFastGradientClipping,
+        )
 
         import ldp_audit.accountant  # noqa: F401 - imported now, not inside the first step
 
@@ -210,20 +214,12 @@ class CanaryAudit:
                 f"{type(data_loader).__name__} whose dataset does not hold it (was the loader "
                 "built before insert? build it, and make_private, after insert)"
             )
-        try:
-            from opacus.optimizers import DPOptimizerFastGradientClipping as _Ghost
-        except ImportError:  # pragma: no cover - older opacus
-            _Ghost = ()  # noqa: N806
         # ghost clipping (no per-sample gradients): the joining canaries are clipped with
         # Opacus's factor min(1, C / (norm + 1e-6)) and added to the clipped sum before noise
-        ghost = bool(_Ghost) and isinstance(optimizer, _Ghost)
+        ghost = isinstance(optimizer, DPOptimizerFastGradientClipping)
         sigma = _real(optimizer.noise_multiplier, "optimizer.noise_multiplier", lo=0.0,
                       lo_open=True)  # fmt: skip
-        try:
-            from opacus.optimizers import AdaClipDPOptimizer as _Ada
-        except ImportError:  # pragma: no cover - older opacus
-            _Ada = ()  # noqa: N806
-        if _Ada and isinstance(optimizer, _Ada):
+        if isinstance(optimizer, AdaClipDPOptimizer):
             raise InvalidParameterError(
                 f"optimizer {type(optimizer).__name__} clips adaptively (its max_grad_norm "
                 f"changes every step and part of the privacy budget goes to the clip counts): "
