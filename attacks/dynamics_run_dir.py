@@ -96,13 +96,12 @@ def attack_run_dir(
     run = RunDir(run_dir)
     tr = run.transcript(_READS)  # what crossed the trust boundary (never secrets.npz)
     cfg = run.config
+    train_cfg = cfg.get("config") if isinstance(cfg.get("config"), dict) else {}
     if candidates is None:  # the run's public candidate gravities (the paper's by default)
-        run_cfg = cfg.get("config") if isinstance(cfg.get("config"), dict) else {}
-        candidates = run_cfg.get("gravities") or GRAVITIES
+        candidates = train_cfg.get("gravities") or GRAVITIES
     cands = check_candidates(candidates)
     if mechanism is None:
         mechanism = _mechanism_from_run_config(cfg)
-    train_cfg = cfg.get("config", {}) if isinstance(cfg.get("config"), dict) else {}
     if isinstance(alpha, str) and alpha != "schedule":
         raise InvalidParameterError(f"alpha must be a probability or 'schedule', got {alpha!r}")
     if group_by == "agent":

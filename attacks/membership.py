@@ -283,18 +283,9 @@ class TranscriptScorer:
 
     def __call__(self, run_dir: Path, agents: np.ndarray) -> np.ndarray:
         cands = tuple(sorted({*self.background, float(self.canary_gravity)}))
-        pred = attack_run_dir(
-            run_dir,
-            mechanism=self.mechanism,
-            n_shadow=self.n_shadow,
-            max_groups=None,
-            group_by="agent",
-            method=self.method,
-            candidates=cands,
-            simulator=self.simulator,
-            alpha=self.alpha,
-            seed=self.seed,
-        )
+        same = ("mechanism", "n_shadow", "method", "simulator", "alpha", "seed")
+        kw = {k: getattr(self, k) for k in same}
+        pred = attack_run_dir(run_dir, max_groups=None, group_by="agent", candidates=cands, **kw)
         post = np.clip(pred["posterior"], 1e-300, 1.0)
         ci = cands.index(float(self.canary_gravity))
         # log posterior odds canary vs. the ordinary mixture (uniform prior cancels up to a const)
