@@ -117,7 +117,7 @@ def attack_run_dir(
         keep_groups = keep_groups[: check_count(max_groups, "max_groups")]
     rows = np.flatnonzero(np.isin(group_of_row, keep_groups))
     alpha_at = partial(_alpha_at, alpha, train_cfg, 0.5)
-    sim = partial(_simulate_pgc, simulator)
+    sim = partial(simulate_shadow, simulator=simulator)
     ll, _ = _shadow_log_likelihood(
         tr, rows, cands, n_shadow, mechanism, method, alpha_at, seed, sim, progress
     )
@@ -139,12 +139,6 @@ def _alpha_at(alpha: float | str, train_cfg: dict, start: float, submission: flo
     return max(0.0, a0 - float(submission) / float(train_cfg.get("alpha_decay", 1800.0)))
 
 
-def _simulate_pgc(
-    simulator: Simulator | None, theta: Any, values: Any, rng: Any, alpha: Any, progress: bool
-) -> np.ndarray:
-    return simulate_shadow(theta, values, rng, simulator=simulator, alpha=alpha, progress=progress)
-
-
 def _shadow_log_likelihood(
     tr: dict[str, np.ndarray],
     rows: np.ndarray,
@@ -161,7 +155,7 @@ def _shadow_log_likelihood(
     and the method used. Known noise law (or ``method="likelihood"``): shadows at each
     report's own theta (Monte Carlo per distinct theta). Else one classifier on shadows pooled
     over the distinct thetas (consecutive thetas differ by one small update), ``n_shadow`` per
-    candidate per theta, one batched call. ``simulate(theta, values, rng, alpha, progress)``."""
+    candidate per theta, one batched call. ``simulate(theta, values, rng, alpha=, progress=)``."""
     rng = np.random.default_rng(seed)
     ll = np.zeros((rows.size, cands.size))
     tidx = tr["theta_index"][rows]
@@ -177,7 +171,8 @@ def _shadow_log_likelihood(
             sel = np.flatnonzero(tidx == v)
             shadow_g = np.repeat(cands, n_shadow)
             s_rng, n_rng = r.spawn(2)
-            shadow = simulate(tr["thetas"][v], shadow_g, s_rng, alpha_at(sub[sel].min()), False)
+            a = alpha_at(sub[sel].min())
+            shadow = simulate(tr["thetas"][v], shadow_g, s_rng, alpha=a, progress=False)
             est = ShadowGradientAttack(mechanism, method="likelihood", random_state=n_rng)
             ll[sel] = est.fit(shadow, shadow_g).log_likelihood(tr["report"][rows[sel]])
         return ll, "likelihood"
@@ -187,7 +182,7 @@ def _shadow_log_likelihood(
     th_rows = np.repeat(thetas_used, cands.size * n_shadow)
     shadow_g = np.tile(np.repeat(cands, n_shadow), thetas_used.size)
     a_rows = np.repeat([alpha_at(sub[i]) for i in first], cands.size * n_shadow)
-    shadow = simulate(tr["thetas"][th_rows], shadow_g, s_rng, a_rows, progress)
+    shadow = simulate(tr["thetas"][th_rows], shadow_g, s_rng, alpha=a_rows, progress=progress)
     est = ShadowGradientAttack(mechanism, method="classifier", random_state=n_rng)
     # one OpenMP thread: gradient boosting's threads spin-wait, and on a shared, loaded
     # machine that cost minutes where one thread takes seconds (same fitted model)

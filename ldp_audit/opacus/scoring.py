@@ -353,15 +353,11 @@ def audit_evidence(ev: Evidence, *, setting: str = "white-box", confidence: floa
                 canary_norm=float(cfg["canary_scale"]), confidence=conf_each,
             )  # fmt: skip
         if N:
-            known = np.asarray(tr["batch_size"]) >= 0
+            sizes = np.asarray(tr["batch_size"])
+            sizes = sizes[sizes >= 0]  # -1: not known
             tests["sampling"] = (
-                sampling_test(
-                    np.asarray(tr["batch_size"])[known],
-                    dataset_size=int(N),
-                    sample_rate=q,
-                    confidence=conf_each,
-                )  # fmt: skip
-                if known.any()
+                sampling_test(sizes, dataset_size=int(N), sample_rate=q, confidence=conf_each)
+                if sizes.size
                 else None
             )
     if white:
