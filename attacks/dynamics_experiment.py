@@ -1,8 +1,7 @@
 """Dynamics inference, the one-shot experiments: :func:`run` (victims simulated, scored against
 the drawn gravities), :func:`run_continuous`, and the crafted thetas of a malicious aggregator.
 
-Part of :mod:`ldp_audit.attacks.dynamics`; import the attack's names from there
-(:func:`guess_result`, shared with the sweep and the run-directory attacks, is imported from here).
+Part of :mod:`ldp_audit.attacks.dynamics`; import the attack's names from there.
 """
 
 from __future__ import annotations
@@ -113,10 +112,11 @@ def run(
 
     # --- scoring only ---
     correct = int(np.sum(guess == secret_gravity[ids]))
-    return guess_result(
+    return AttackResult.from_guesses(
         attack=attack,
-        mechanism=mechanism,
-        T=T,
+        mechanism=mechanism_config(mechanism),
+        epsilon=mechanism_epsilon(mechanism),
+        reports_per_agent=T,
         k=cands.size,
         n=n_agents,
         correct=correct,
@@ -128,37 +128,6 @@ def run(
             "method": est.method_,
             "alpha": alpha,
         },
-    )
-
-
-def guess_result(
-    *,
-    attack: str,
-    mechanism: Any,
-    T: int,
-    k: int,
-    n: int,
-    correct: int,
-    confidence: float,
-    seconds: float,
-    extra: dict[str, Any],
-) -> AttackResult:
-    """The :class:`~ldp_audit.attacks.scoring.AttackResult` of ``correct`` right guesses among
-    ``n`` agents (``k`` equally likely candidates, ``T`` reports each) against ``mechanism``: its
-    :func:`~ldp_audit.attacks.dynamics_shadow.mechanism_config` and per-report
-    :func:`~ldp_audit.attacks.dynamics_shadow.mechanism_epsilon`, the rest passed to
-    :meth:`AttackResult.from_guesses <ldp_audit.attacks.scoring.AttackResult.from_guesses>`."""
-    return AttackResult.from_guesses(
-        attack=attack,
-        mechanism=mechanism_config(mechanism),
-        epsilon=mechanism_epsilon(mechanism),
-        reports_per_agent=T,
-        k=k,
-        n=n,
-        correct=correct,
-        confidence=confidence,
-        seconds=seconds,
-        extra=extra,
     )
 
 

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from scipy.special import logsumexp
 
-from ldp_audit.attacks.dynamics_experiment import guess_result
 from ldp_audit.attacks.dynamics_shadow import (
     GRAVITIES,
     ShadowGradientAttack,
@@ -96,13 +96,12 @@ def attack_run_dir(
     run = RunDir(run_dir)
     tr = run.transcript(_READS)  # what crossed the trust boundary (never secrets.npz)
     cfg = run.config
+    train_cfg = cfg.get("config") if isinstance(cfg.get("config"), dict) else {}
     if candidates is None:  # the run's public candidate gravities (the paper's by default)
-        run_cfg = cfg.get("config") if isinstance(cfg.get("config"), dict) else {}
-        candidates = run_cfg.get("gravities") or GRAVITIES
+        candidates = train_cfg.get("gravities") or GRAVITIES
     cands = check_candidates(candidates)
     if mechanism is None:
         mechanism = _mechanism_from_run_config(cfg)
-    train_cfg = cfg.get("config", {}) if isinstance(cfg.get("config"), dict) else {}
     if isinstance(alpha, str) and alpha != "schedule":
         raise InvalidParameterError(f"alpha must be a probability or 'schedule', got {alpha!r}")
     if group_by == "agent":
@@ -117,24 +116,52 @@ def attack_run_dir(
     if max_groups is not None:
         keep_groups = keep_groups[: check_count(max_groups, "max_groups")]
     rows = np.flatnonzero(np.isin(group_of_row, keep_groups))
+    alpha_at = partial(_alpha_at, alpha, train_cfg, 0.5)
+    sim = partial(simulate_shadow, simulator=simulator)
+    ll, _ = _shadow_log_likelihood(
+        tr, rows, cands, n_shadow, mechanism, method, alpha_at, seed, sim, progress
+    )
+    return {
+        **_posterior_by_group(ll, rows, group_of_row, uniq, cands, mechanism),
+        "seconds": time.perf_counter() - t0,
+    }
+
+
+def _alpha_at(alpha: float | str, train_cfg: dict, start: float, submission: float) -> float:
+    """The shadows' exploration at a report's submission index: ``alpha``, or for
+    ``"schedule"`` the run's fixed ``alpha`` or its public ``max(0, alpha_start - n /
+    alpha_decay)`` (Sec. 4; ``start`` where the config has no ``alpha_start``)."""
+    if not isinstance(alpha, str):
+        return float(alpha)
+    if "alpha" in train_cfg:  # a fixed-alpha protocol
+        return float(train_cfg["alpha"])
+    a0 = float(train_cfg.get("alpha_start", start))
+    return max(0.0, a0 - float(submission) / float(train_cfg.get("alpha_decay", 1800.0)))
+
+
+def _shadow_log_likelihood(
+    tr: dict[str, np.ndarray],
+    rows: np.ndarray,
+    cands: np.ndarray,
+    n_shadow: int,
+    mechanism: Any,
+    method: str,
+    alpha_at: Callable[[float], float],
+    seed: int | None,
+    simulate: Callable[..., np.ndarray],
+    progress: bool,
+) -> tuple[np.ndarray, str]:
+    """Per transcript row of ``rows``, the log-likelihood of its report under each candidate,
+    and the method used. Known noise law (or ``method="likelihood"``): shadows at each
+    report's own theta (Monte Carlo per distinct theta). Else one classifier on shadows pooled
+    over the distinct thetas (consecutive thetas differ by one small update), ``n_shadow`` per
+    candidate per theta, one batched call. ``simulate(theta, values, rng, alpha=, progress=)``."""
     rng = np.random.default_rng(seed)
     ll = np.zeros((rows.size, cands.size))
     tidx = tr["theta_index"][rows]
     sub = tr["submission"][rows]
     thetas_used, first = np.unique(tidx, return_index=True)
-
-    def alpha_at(submission: float) -> float:
-        if alpha == "schedule" and "alpha" in train_cfg:  # a fixed-alpha protocol
-            return float(train_cfg["alpha"])
-        if alpha == "schedule":  # the public exploration schedule of the protocol (Sec. 4)
-            a0 = float(train_cfg.get("alpha_start", 0.5))
-            decay = float(train_cfg.get("alpha_decay", 1800.0))
-            return max(0.0, a0 - float(submission) / decay)
-        return float(alpha)
-
-    law = known_law(mechanism)
-    if method == "likelihood" or (method == "auto" and law is not None):
-        # exact noise law: shadows at each report's own theta (Monte Carlo per theta)
+    if method == "likelihood" or (method == "auto" and known_law(mechanism) is not None):
         it: Any = zip(thetas_used, rng.spawn(thetas_used.size), strict=True)
         if progress:
             from tqdm.auto import tqdm
@@ -145,30 +172,23 @@ def attack_run_dir(
             shadow_g = np.repeat(cands, n_shadow)
             s_rng, n_rng = r.spawn(2)
             a = alpha_at(sub[sel].min())
-            shadow = simulate_shadow(tr["thetas"][v], shadow_g, s_rng, simulator=simulator, alpha=a)
+            shadow = simulate(tr["thetas"][v], shadow_g, s_rng, alpha=a, progress=False)
             est = ShadowGradientAttack(mechanism, method="likelihood", random_state=n_rng)
             ll[sel] = est.fit(shadow, shadow_g).log_likelihood(tr["report"][rows[sel]])
-    else:
-        # classifier: one classifier on shadows pooled over the distinct thetas (consecutive
-        # thetas differ by one small update), n_shadow per candidate per theta, one batched call
-        s_rng, n_rng = rng.spawn(2)
-        th_rows = np.repeat(thetas_used, cands.size * n_shadow)
-        shadow_g = np.tile(np.repeat(cands, n_shadow), thetas_used.size)
-        a_rows = np.repeat([alpha_at(sub[i]) for i in first], cands.size * n_shadow)
-        shadow = simulate_shadow(
-            tr["thetas"][th_rows],
-            shadow_g,
-            s_rng,
-            simulator=simulator,
-            alpha=a_rows,
-            progress=progress,
-        )
-        est = ShadowGradientAttack(mechanism, method="classifier", random_state=n_rng)
+        return ll, "likelihood"
+    from threadpoolctl import threadpool_limits
+
+    s_rng, n_rng = rng.spawn(2)
+    th_rows = np.repeat(thetas_used, cands.size * n_shadow)
+    shadow_g = np.tile(np.repeat(cands, n_shadow), thetas_used.size)
+    a_rows = np.repeat([alpha_at(sub[i]) for i in first], cands.size * n_shadow)
+    shadow = simulate(tr["thetas"][th_rows], shadow_g, s_rng, alpha=a_rows, progress=progress)
+    est = ShadowGradientAttack(mechanism, method="classifier", random_state=n_rng)
+    # one OpenMP thread: gradient boosting's threads spin-wait, and on a shared, loaded
+    # machine that cost minutes where one thread takes seconds (same fitted model)
+    with threadpool_limits(limits=1, user_api="openmp"):
         ll[:] = est.fit(shadow, shadow_g).log_likelihood(tr["report"][rows])
-    return {
-        **_posterior_by_group(ll, rows, group_of_row, uniq, cands, mechanism),
-        "seconds": time.perf_counter() - t0,
-    }
+    return ll, "classifier"
 
 
 def _posterior_by_group(
@@ -229,6 +249,14 @@ def _mechanism_from_run_config(cfg: dict[str, Any]) -> Any:
     return from_config(cfg["mechanism"])
 
 
+def _group_truth(prediction: dict[str, Any], values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The secret value of every attacked transcript row, and of every group (its rows')."""
+    truth_rows = values[prediction["rows"]]
+    truth = np.full(prediction["guess"].shape[0], np.nan)
+    truth[prediction["group_of_row"]] = truth_rows
+    return truth_rows, truth
+
+
 def score_run_dir(
     run_dir: str | Path, prediction: dict[str, Any], *, confidence: float = 0.95
 ) -> AttackResult:
@@ -240,18 +268,16 @@ def score_run_dir(
     # --- scoring only: the one place the attack module opens secrets.npz ---
     secrets = RunDir(run_dir).secrets("gravity", for_scoring=True)
     gravity = np.asarray(secrets["gravity"], dtype=np.float64)
-    rows, inv = prediction["rows"], prediction["group_of_row"]
-    truth_rows = gravity[rows]
-    G = prediction["guess"].shape[0]
-    truth = np.full(G, np.nan)
-    truth[inv] = truth_rows
+    inv = prediction["group_of_row"]
+    truth_rows, truth = _group_truth(prediction, gravity)
+    G = truth.size
     consistent = np.zeros(G, dtype=bool)
     first = np.full(G, np.nan)
     first[inv[::-1]] = truth_rows[::-1]
     consistent[:] = True
     np.logical_and.at(consistent, inv, np.isclose(truth_rows, first[inv]))
     correct = int(np.sum(np.isclose(prediction["guess"], truth)))
-    return _prediction_result(
+    return prediction_result(
         "dynamics-transcript",
         prediction,
         n=G,
@@ -266,18 +292,7 @@ def score_run_dir(
     )
 
 
-class _RunMechanism:
-    """The attacked run's mechanism as a result records it: its epsilon and its config."""
-
-    def __init__(self, prediction: dict[str, Any]) -> None:
-        self.epsilon = prediction["epsilon"]
-        self._config = prediction["mechanism"]
-
-    def to_config(self) -> dict[str, Any]:
-        return self._config
-
-
-def _prediction_result(
+def prediction_result(
     attack: str,
     prediction: dict[str, Any],
     *,
@@ -286,13 +301,15 @@ def _prediction_result(
     confidence: float,
     t0: float,
     extra: dict[str, Any],
-) -> Any:
+) -> AttackResult:
     """Score a run's predictions (``n`` groups, ``correct`` right): k candidates, T reports per
-    group at most, the ceiling the run's epsilon allows."""
-    return guess_result(
+    group at most, the ceiling the run's epsilon allows (shared with
+    :mod:`ldp_audit.attacks.frd`)."""
+    return AttackResult.from_guesses(
         attack=attack,
-        mechanism=_RunMechanism(prediction),
-        T=int(prediction["reports_per_group"].max()),
+        mechanism=dict(prediction["mechanism"]),
+        epsilon=float(prediction["epsilon"]),
+        reports_per_agent=int(prediction["reports_per_group"].max()),
         k=len(prediction["candidates"]),
         n=n,
         correct=correct,
@@ -345,12 +362,14 @@ def _generic_mechanism(cfg: dict[str, Any]) -> Any:
 
 def _simulate_generic(
     sim: Simulator,
-    theta_rows: np.ndarray,
+    theta: np.ndarray,
     values: np.ndarray,
     rng: np.random.Generator,
-    alpha: np.ndarray,
+    alpha: Any,
     progress: bool = False,
 ) -> np.ndarray:
+    theta_rows = np.broadcast_to(theta, (values.size, np.shape(theta)[-1]))
+    alpha = np.broadcast_to(np.asarray(alpha, dtype=np.float64), values.shape)
     out = []
     starts: Any = range(0, values.size, _GENERIC_CHUNK)
     if progress:
@@ -436,8 +455,7 @@ def attack_private_param_run(
         simulator = simulator_for(config_from_run(cfg, env_module))
     mechanism = _generic_mechanism(cfg)
     tr = run.transcript(_READS)  # what crossed the trust boundary (never secrets.npz)
-    trial = tr["trial"]
-    keys = np.stack([trial, tr["agent"]], axis=1)
+    keys = np.stack([tr["trial"], tr["agent"]], axis=1)
     uniq, group_of_row = np.unique(keys, axis=0, return_inverse=True)
     group_of_row = group_of_row.reshape(-1)
     # groups in arrival order (first report), not in id order
@@ -449,55 +467,11 @@ def attack_private_param_run(
     check_episodes(
         int(np.unique(tr["theta_index"][rows]).size) * cands.size * n_shadow, "the shadows"
     )
-    rng = np.random.default_rng(seed)
-    tidx = tr["theta_index"][rows]
-    sub = tr["submission"][rows]
-    thetas_used, first = np.unique(tidx, return_index=True)
-
-    def alpha_at(submission: float) -> float:
-        if not isinstance(alpha, str):
-            return float(alpha)
-        if "alpha" in train_cfg:
-            return float(train_cfg["alpha"])
-        if "alpha_start" not in train_cfg:
-            return 0.0
-        a0 = float(train_cfg["alpha_start"])
-        return max(0.0, a0 - float(submission) / float(train_cfg.get("alpha_decay", 1800.0)))
-
-    law = known_law(mechanism)
-    ll = np.zeros((rows.size, cands.size))
-    if method == "likelihood" or (method == "auto" and law is not None):
-        it: Any = zip(thetas_used, rng.spawn(thetas_used.size), strict=True)
-        if progress:
-            from tqdm.auto import tqdm
-
-            it = tqdm(list(it), desc="thetas", unit="theta")
-        for v, r in it:
-            sel = np.flatnonzero(tidx == v)
-            shadow_g = np.repeat(cands, n_shadow)
-            s_rng, n_rng = r.spawn(2)
-            a = np.full(shadow_g.size, alpha_at(sub[sel].min()))
-            th = np.broadcast_to(tr["thetas"][v], (shadow_g.size, tr["thetas"].shape[1]))
-            shadow = _simulate_generic(simulator, th, shadow_g, s_rng, a)
-            est = ShadowGradientAttack(mechanism, method="likelihood", random_state=n_rng)
-            ll[sel] = est.fit(shadow, shadow_g).log_likelihood(tr["report"][rows[sel]])
-        used = "likelihood"
-    else:
-        s_rng, n_rng = rng.spawn(2)
-        th_rows = np.repeat(thetas_used, cands.size * n_shadow)
-        shadow_g = np.tile(np.repeat(cands, n_shadow), thetas_used.size)
-        a_rows = np.repeat([alpha_at(sub[i]) for i in first], cands.size * n_shadow)
-        shadow = _simulate_generic(
-            simulator, tr["thetas"][th_rows], shadow_g, s_rng, a_rows, progress
-        )
-        est = ShadowGradientAttack(mechanism, method="classifier", random_state=n_rng)
-        from threadpoolctl import threadpool_limits
-
-        # one OpenMP thread: gradient boosting's threads spin-wait, and on a shared, loaded
-        # machine that cost minutes where one thread takes seconds (same fitted model)
-        with threadpool_limits(limits=1, user_api="openmp"):
-            ll[:] = est.fit(shadow, shadow_g).log_likelihood(tr["report"][rows])
-        used = "classifier"
+    alpha_at = partial(_alpha_at, alpha, train_cfg, 0.0)
+    sim = partial(_simulate_generic, simulator)
+    ll, used = _shadow_log_likelihood(
+        tr, rows, cands, n_shadow, mechanism, method, alpha_at, seed, sim, progress
+    )
     return {
         **_posterior_by_group(ll, rows, group_of_row, uniq, cands, mechanism),
         "parameter": pp["name"],
@@ -518,15 +492,12 @@ def score_private_param_run(
     # --- scoring only: the one place this attack opens secrets.npz ---
     run = RunDir(run_dir)
     value = np.asarray(run.secrets("value", for_scoring=True)["value"], dtype=np.float64)
-    rows, inv = prediction["rows"], prediction["group_of_row"]
-    if value.shape[0] <= int(rows.max(initial=-1)):
+    if value.shape[0] <= int(prediction["rows"].max(initial=-1)):
         raise RunDirectoryError(f"{run.path}/secrets.npz: value has fewer rows than the transcript")
-    truth_rows = value[rows]
-    G = prediction["guess"].shape[0]
-    truth = np.full(G, np.nan)
-    truth[inv] = truth_rows
+    _, truth = _group_truth(prediction, value)
+    G = truth.size
     correct = int(np.sum(np.isclose(prediction["guess"], truth, rtol=0.0, atol=0.0)))
-    return _prediction_result(
+    return prediction_result(
         "dynamics-private-parameter",
         prediction,
         n=G,

@@ -32,13 +32,6 @@ Simulator = Callable[..., tuple[np.ndarray, np.ndarray]]
 _CHUNK = 4096  # episodes per simulator call (bounded memory, still one vectorised call each)
 
 
-def _default_simulator() -> Simulator:
-    """The public simulator of the known MDP (lazy import: it needs the training package)."""
-    from ldp_audit.training.pgc_a3c import episode_gradients
-
-    return episode_gradients
-
-
 def mechanism_epsilon(mechanism: Any) -> float:
     """The mechanism's per-report epsilon (``inf`` for ``None`` / the non-private baseline)."""
     if mechanism is None:
@@ -87,7 +80,9 @@ def simulate_shadow(
         Gradients, shape (B, d).
     """
     rng = check_rng(rng)
-    sim = simulator if simulator is not None else _default_simulator()
+    sim = simulator
+    if sim is None:  # the public simulator of the known MDP (it needs the training package)
+        from ldp_audit.training.pgc_a3c import episode_gradients as sim
     g = np.asarray(gravities, dtype=np.float64).reshape(-1)
     if g.size == 0 or not np.isfinite(g).all() or (g <= 0).any():
         raise InvalidParameterError(f"gravities must be finite and > 0, got {g[:5]!r}...")

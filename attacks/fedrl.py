@@ -35,7 +35,7 @@ import numpy as np
 
 from ldp_audit.attacks.scoring import accuracy_interval
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
-from ldp_audit.validation import check_probability
+from ldp_audit.validation import check_probability, check_real
 
 __all__ = [
     "binary_accuracy_ceiling",
@@ -59,10 +59,8 @@ def binary_accuracy_ceiling(epsilon: float, delta: float, prior: float) -> float
     ``b <= e^eps (1 - a) + delta`` (the DP inequalities for the guess event and its
     complement). ``inf`` epsilon gives 1.
     """
-    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float, np.floating)):
-        raise InvalidParameterError(f"epsilon must be a real number, got {epsilon!r}")
-    if not 0.0 <= float(prior) <= 1.0:
-        raise InvalidParameterError(f"prior must be in [0, 1], got {prior!r}")
+    epsilon = check_real(epsilon, "epsilon")
+    prior = check_probability(prior, "prior", open_interval=False)
     if not 0.0 <= float(delta) < 1.0:
         raise InvalidParameterError(f"delta must be in [0, 1), got {delta!r}")
     if math.isinf(epsilon) or epsilon > 700:

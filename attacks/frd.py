@@ -284,6 +284,7 @@ def score_run_dir(
 
     The ceiling uses the largest number of uploads ``T`` of any attacked agent.
     """
+    from ldp_audit.attacks.dynamics_run_dir import prediction_result
     from ldp_audit.rundir import RunDir
 
     t0 = time.perf_counter()
@@ -291,23 +292,14 @@ def score_run_dir(
     truth_all = RunDir(run_dir).secrets(key, for_scoring=True)[key]  # the one read of secrets
     g = prediction["groups"]
     truth = truth_all[g[:, 0], g[:, 1]]
-    n = int(truth.size)
-    correct = int(np.sum(np.isclose(prediction["guess"], truth)))
-    k = len(prediction["candidates"])
-    T = int(np.max(prediction["reports_per_group"]))
-    eps = float(prediction["epsilon"])
     name = "dynamics-frd-proxy" if prediction.get("mode") != "fedavg" else "dynamics-fedavg-params"
-    return AttackResult.from_guesses(
-        attack=name,
-        mechanism=prediction["mechanism"],
-        epsilon=eps,
-        reports_per_agent=T,
-        k=k,
-        n=n,
-        correct=correct,
+    return prediction_result(
+        name,
+        prediction,
+        n=int(truth.size),
+        correct=int(np.sum(np.isclose(prediction["guess"], truth))),
         confidence=confidence,
-        # the attack's shadow training and fit (the prediction's seconds) plus this scoring
-        seconds=float(prediction.get("seconds", 0.0)) + time.perf_counter() - t0,
+        t0=t0,
         extra={
             "candidates": prediction["candidates"],
             "private_param": prediction.get("private_param", "gravity"),

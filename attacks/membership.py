@@ -52,16 +52,16 @@ from ldp_audit.attacks.dynamics import (
     simulate_shadow,
 )
 from ldp_audit.attacks.dynamics_shadow import check_count, mechanism_config
+from ldp_audit.attacks.one_run import one_run_result
+from ldp_audit.attacks.one_run_steinke import check_scores, guess_counts
 from ldp_audit.attacks.scoring import (
     AttackResult,
-    accuracy_ceiling,
-    accuracy_interval,
     composed_epsilon,
     membership_tpr_ceiling,
 )
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 from ldp_audit.stats import clopper_pearson_lower
-from ldp_audit.validation import check_probability, check_rng
+from ldp_audit.validation import check_positive, check_probability, check_rng
 
 __all__ = [
     "FixedThetaTrainer",
@@ -107,23 +107,11 @@ def one_run_epsilon_lower_bound(
     Returns:
         ``{"epsilon_lower_bound", "guesses", "correct", "fraction"}`` of the best fraction.
     """
-    s = np.asarray(scores, dtype=np.float64).reshape(-1)
-    inc = np.asarray(included, dtype=bool).reshape(-1)
-    if s.shape != inc.shape or s.size < 2 or not np.isfinite(s).all():
-        raise InvalidParameterError(
-            f"scores must be finite with the shape of included, got {s.shape} vs {inc.shape}"
-        )
+    s, inc = check_scores(scores, included)
     beta = 1.0 - check_probability(confidence, "confidence")
-    fr = [check_probability(f, "fraction", open_interval=False) for f in fractions]
-    order = np.argsort(-s, kind="stable")
     best = {"epsilon_lower_bound": 0.0, "guesses": 0, "correct": 0, "fraction": None}
-    for f in fr:
-        k = int(math.floor(f * s.size / 2))
-        if k < 1:
-            continue
-        correct = int(inc[order[:k]].sum() + (~inc[order[-k:]]).sum())
-        r = 2 * k
-        p_lo = float(clopper_pearson_lower(correct, r, beta / len(fr)))
+    for f, r, correct in guess_counts(s, inc, fractions):
+        p_lo = float(clopper_pearson_lower(correct, r, beta / len(fractions)))
         eps = 0.0 if p_lo <= 0.5 else (math.inf if p_lo >= 1 else math.log(p_lo / (1 - p_lo)))
         # ties (e.g. all 0) go to the larger fraction: more guesses, a tighter accuracy interval
         if eps >= best["epsilon_lower_bound"]:
@@ -295,18 +283,9 @@ class TranscriptScorer:
 
     def __call__(self, run_dir: Path, agents: np.ndarray) -> np.ndarray:
         cands = tuple(sorted({*self.background, float(self.canary_gravity)}))
-        pred = attack_run_dir(
-            run_dir,
-            mechanism=self.mechanism,
-            n_shadow=self.n_shadow,
-            max_groups=None,
-            group_by="agent",
-            method=self.method,
-            candidates=cands,
-            simulator=self.simulator,
-            alpha=self.alpha,
-            seed=self.seed,
-        )
+        same = ("mechanism", "n_shadow", "method", "simulator", "alpha", "seed")
+        kw = {k: getattr(self, k) for k in same}
+        pred = attack_run_dir(run_dir, max_groups=None, group_by="agent", candidates=cands, **kw)
         post = np.clip(pred["posterior"], 1e-300, 1.0)
         ci = cands.index(float(self.canary_gravity))
         # log posterior odds canary vs. the ordinary mixture (uniform prior cancels up to a const)
@@ -379,15 +358,7 @@ def run(
     bg = np.asarray(background, dtype=np.float64).reshape(-1)
     if bg.size == 0 or not np.all(np.isfinite(bg)):
         raise InvalidParameterError(f"background gravities must be finite, got {list(bg)}")
-    if (
-        isinstance(canary_gravity, bool)
-        or not isinstance(canary_gravity, (int, float, np.floating, np.integer))
-        or not math.isfinite(float(canary_gravity))
-        or float(canary_gravity) <= 0
-    ):
-        raise InvalidParameterError(
-            f"canary_gravity must be a finite number > 0, got {canary_gravity!r}"
-        )
+    canary_gravity = check_positive(canary_gravity, "canary_gravity")
     if np.any(np.isclose(bg, float(canary_gravity), rtol=0, atol=1e-9)):
         raise InvalidParameterError(
             f"canary_gravity must differ from every background gravity {sorted(set(bg))}, got "
@@ -417,29 +388,20 @@ def run(
         k: membership_tpr_ceiling(composed_epsilon(eps, T), float(k), delta)
         for k in met["tpr_at_fpr"]
     }
-    r, v = one["guesses"], one["correct"]
-    return AttackResult(
+    return one_run_result(
         attack="membership",
         mechanism=mechanism_config(mechanism),
         epsilon=eps,
-        reports_per_agent=T,
-        k=2,
-        n=int(n_canaries),
-        correct=v,
-        accuracy=v / r if r else float("nan"),
-        accuracy_ci=accuracy_interval(v, r, confidence) if r else (0.0, 1.0),
-        ceiling=accuracy_ceiling(eps, 2, T),
-        composed_epsilon=composed_epsilon(eps, T),
-        epsilon_lower_bound=float(one["epsilon_lower_bound"]),
+        canaries=int(n_canaries),
+        one=one,
+        membership=met,
         confidence=confidence,
-        chance=0.5,
-        auc=met["auc"],
-        tpr_at_fpr=met["tpr_at_fpr"],
-        advantage=met["advantage"],
         seconds=time.perf_counter() - t0,
+        reports_per_agent=T,
+        result_class=AttackResult,
         extra={
             "tpr_ceiling_at_fpr": ceilings,
-            "guesses": r,
+            "guesses": one["guesses"],
             "guess_fraction": one["fraction"],
             "n_agents": int(n_agents),
             "members": int(included.sum()),

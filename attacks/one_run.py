@@ -53,8 +53,8 @@ most its level):
   a user's Opacus loop (:mod:`ldp_audit.attacks.one_run_dprl`: ``audit_run`` =
   :func:`ldp_audit.opacus.scoring.audit_evidence` of ``dprl_evidence``; docs/opacus.md).
 
-The code lives in six modules: this one (the result type :func:`one_run_result`, and the
-tests' names importable from here), :mod:`ldp_audit.attacks.one_run_dprl` (reading a dprl run
+The code lives in six modules, each name imported from the one that defines it: this one (the
+result type :func:`one_run_result`), :mod:`ldp_audit.attacks.one_run_dprl` (reading a dprl run
 into the audit's evidence: ``canary_scores``, ``dprl_evidence``, ``audit_run``),
 :mod:`ldp_audit.attacks.one_run_steinke` (the (eps, delta) bound, its ceiling and the canary
 count a refutation needs), :mod:`ldp_audit.attacks.one_run_fdp` (the f-DP test and the claimed
@@ -69,55 +69,50 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ldp_audit.attacks.one_run_fdp import (
-    FDP_FRACTIONS,
-    claimed_lines,
-    fdp_audit_scores,
-    fdp_tail_bound,
-    gdp_delta,
-    gdp_mu_lower_bound,
-    profile_lines,
-)
-from ldp_audit.attacks.one_run_noise import pair_dependence_test, scan_p_value, tensor_noise_test
-from ldp_audit.attacks.one_run_steinke import (
-    FRACTIONS,
-    audit_scores,
-    canaries_to_refute,
-    epsilon_lower_bound,
-    p_value,
-    steinke_ceiling,
-)
-from ldp_audit.attacks.one_run_tests import (
-    contribution_test,
-    independence_test,
-    noise_test,
-    sampling_test,
-)
+from ldp_audit.attacks.scoring import AttackResult, accuracy_interval
 
-__all__ = [
-    "FRACTIONS",
-    "FDP_FRACTIONS",
-    "gdp_delta",
-    "profile_lines",
-    "fdp_tail_bound",
-    "fdp_audit_scores",
-    "gdp_mu_lower_bound",
-    "claimed_lines",
-    "p_value",
-    "epsilon_lower_bound",
-    "audit_scores",
-    "one_run_result_class",
-    "one_run_result",
-    "independence_test",
-    "noise_test",
-    "contribution_test",
-    "sampling_test",
-    "tensor_noise_test",
-    "pair_dependence_test",
-    "scan_p_value",
-    "steinke_ceiling",
-    "canaries_to_refute",
-]
+__all__ = ["OneRunResult", "one_run_result"]
+
+
+class OneRunResult(AttackResult):
+    """An ``AttackResult`` whose verdict is any of the run's tests (``extra["flagged_by"]``).
+
+    ``epsilon_lower_bound`` stays the Steinke et al. (eps, delta) bound; the f-DP test and
+    the white-box mechanism test are reported in ``extra`` and also make ``violation``
+    true when they reject (each test at ``(1 - confidence) / n_tests``, so the verdict's
+    false-alarm probability on a correct trainer is at most ``1 - confidence``).
+    """
+
+    @property
+    def violation(self) -> bool:
+        return bool(super().violation or self.extra.get("flagged_by"))
+
+    def summary(self) -> str:
+        """One line: the claim over the run's updates, the (eps, delta) lower bound and the
+        most it could show with this canary count, the guesses and the verdict (the
+        accuracy ceiling and ``T`` of a per-report attack do not apply to a one-run audit)."""
+        ex = self.extra
+        eps = "inf" if math.isinf(self.epsilon) else f"{self.epsilon:.4g}"
+        d = ex.get("delta")
+        T = ex.get("updates")
+        head = f"{self.attack}: claim eps={eps}" + (f" at delta={d:g}" if d else "")
+        head += f" over {T} updates" if isinstance(T, int) else ""
+        head += f", {self.n} canaries: eps_lb={self.epsilon_lower_bound:.3f}"
+        cap = ex.get("steinke_ceiling")
+        head += f" (at most {cap:.3f} with {self.n} canaries)" if cap is not None else ""
+        r = ex.get("guesses")
+        if r:
+            lo, hi = self.accuracy_ci
+            head += (f", guesses {self.correct}/{r} correct (accuracy {self.accuracy:.3f} "
+                     f"[{lo:.3f}, {hi:.3f}])")  # fmt: skip
+        if self.auc is not None:
+            head += f", auc={self.auc:.3f}"
+        by = ex.get("flagged_by")
+        if self.violation:
+            verdict = "VIOLATION" + (f" (flagged by: {', '.join(by)})" if by else "")
+        else:
+            verdict = "no violation (proves nothing)"
+        return f"{head} -> {verdict}"
 
 
 def one_run_result(
@@ -131,25 +126,28 @@ def one_run_result(
     confidence: float,
     seconds: float,
     extra: dict[str, Any],
+    reports_per_agent: int = 1,
+    result_class: type[AttackResult] = OneRunResult,
 ) -> Any:
     """A one-run audit's result from its Steinke guesses (``one``: guesses, correct, the
     (eps, delta) lower bound) and membership metrics: a two-way guess per canary against the
-    ceiling ``1 / (1 + e^-epsilon)`` the claim allows. Shared with :mod:`ldp_audit.opacus`."""
-    from ldp_audit.attacks.scoring import accuracy_interval
-
+    ceiling ``1 / (1 + e^-(T epsilon))`` the claim allows over ``T = reports_per_agent``
+    reports. Shared with :mod:`ldp_audit.opacus` and :func:`ldp_audit.attacks.membership.run`
+    (``result_class=AttackResult``: its verdict is the bound alone)."""
     r, v = one["guesses"], one["correct"]
-    return one_run_result_class()(
+    eps = epsilon * reports_per_agent
+    return result_class(
         attack=attack,
         mechanism=mechanism,
         epsilon=epsilon,
-        reports_per_agent=1,
+        reports_per_agent=reports_per_agent,
         k=2,
         n=canaries,
         correct=v,
         accuracy=v / r if r else float("nan"),
         accuracy_ci=accuracy_interval(v, r, confidence) if r else (0.0, 1.0),
-        ceiling=1.0 if math.isinf(epsilon) else 1.0 / (1.0 + math.exp(-epsilon)),
-        composed_epsilon=epsilon,
+        ceiling=1.0 if math.isinf(eps) else 1.0 / (1.0 + math.exp(-eps)),
+        composed_epsilon=eps,
         epsilon_lower_bound=float(one["epsilon_lower_bound"]),
         confidence=confidence,
         chance=0.5,
@@ -159,51 +157,3 @@ def one_run_result(
         seconds=seconds,
         extra=extra,
     )
-
-
-def one_run_result_class() -> Any:
-    """The result type of a one-run audit (built on first use so importing this module does not
-    import the scoring classes); shared with :mod:`ldp_audit.opacus`."""
-    from ldp_audit.attacks.scoring import AttackResult
-
-    class OneRunResult(AttackResult):
-        """An ``AttackResult`` whose verdict is any of the run's tests (``extra["flagged_by"]``).
-
-        ``epsilon_lower_bound`` stays the Steinke et al. (eps, delta) bound; the f-DP test and
-        the white-box mechanism test are reported in ``extra`` and also make ``violation``
-        true when they reject (each test at ``(1 - confidence) / n_tests``, so the verdict's
-        false-alarm probability on a correct trainer is at most ``1 - confidence``).
-        """
-
-        @property
-        def violation(self) -> bool:
-            return bool(super().violation or self.extra.get("flagged_by"))
-
-        def summary(self) -> str:
-            """One line: the claim over the run's updates, the (eps, delta) lower bound and the
-            most it could show with this canary count, the guesses and the verdict (the
-            accuracy ceiling and ``T`` of a per-report attack do not apply to a one-run audit)."""
-            ex = self.extra
-            eps = "inf" if math.isinf(self.epsilon) else f"{self.epsilon:.4g}"
-            d = ex.get("delta")
-            T = ex.get("updates")
-            head = f"{self.attack}: claim eps={eps}" + (f" at delta={d:g}" if d else "")
-            head += f" over {T} updates" if isinstance(T, int) else ""
-            head += f", {self.n} canaries: eps_lb={self.epsilon_lower_bound:.3f}"
-            cap = ex.get("steinke_ceiling")
-            head += f" (at most {cap:.3f} with {self.n} canaries)" if cap is not None else ""
-            r = ex.get("guesses")
-            if r:
-                lo, hi = self.accuracy_ci
-                head += (f", guesses {self.correct}/{r} correct (accuracy {self.accuracy:.3f} "
-                         f"[{lo:.3f}, {hi:.3f}])")  # fmt: skip
-            if self.auc is not None:
-                head += f", auc={self.auc:.3f}"
-            by = ex.get("flagged_by")
-            if self.violation:
-                verdict = "VIOLATION" + (f" (flagged by: {', '.join(by)})" if by else "")
-            else:
-                verdict = "no violation (proves nothing)"
-            return f"{head} -> {verdict}"
-
-    return OneRunResult

@@ -65,12 +65,6 @@ SGM_ASSUMPTION = (
 )
 
 
-def _check_delta(delta: Any) -> float:
-    if isinstance(delta, bool) or not isinstance(delta, (int, float, np.floating)):
-        raise InvalidParameterError(f"delta must be a number in (0, 1), got {delta!r}")
-    return check_probability(float(delta), "delta")
-
-
 def gdp_epsilon(mu: float, delta: float) -> float:
     """Epsilon of ``G_mu`` at ``delta`` (0 for ``mu = 0``): the root of the GDP privacy profile
     (Dong, Roth & Su 2022, Corollary 2.13)."""
@@ -80,7 +74,7 @@ def gdp_epsilon(mu: float, delta: float) -> float:
 
     if isinstance(mu, bool) or not isinstance(mu, (int, float, np.floating)) or not mu >= 0:
         raise InvalidParameterError(f"mu must be a number >= 0, got {mu!r}")
-    delta = _check_delta(delta)
+    delta = check_probability(delta, "delta")
     mu = float(mu)
     if mu == 0.0 or float(gdp_delta(mu, 0.0)) <= delta:
         return 0.0
@@ -115,7 +109,7 @@ def gdp_family_bound(
     from scipy.special import ndtri
 
     s_in, s_out = _split_scores(scores, included)
-    delta = _check_delta(delta)
+    delta = check_probability(delta, "delta")
     beta = 1.0 - check_probability(confidence, "confidence")
     n_in, n_out = s_in.size, s_out.size
     e_in = math.sqrt(math.log(2.0 / beta) / (2.0 * n_in))
@@ -165,7 +159,7 @@ def sgm_epsilon(noise_multiplier: float, sample_rate: float, updates: int, delta
         raise InvalidParameterError(f"sample_rate must be in (0, 1], got {sample_rate!r}")
     if isinstance(updates, bool) or not isinstance(updates, (int, np.integer)) or updates < 1:
         raise InvalidParameterError(f"updates must be an integer >= 1, got {updates!r}")
-    delta = _check_delta(delta)
+    delta = check_probability(delta, "delta")
     if not math.isfinite(noise_multiplier):
         return 0.0
     from ldp_audit.accountant import GaussianEvent, PoissonSampledEvent
@@ -255,7 +249,7 @@ def sgm_family_bound(
     q = sample_rate
     if isinstance(q, bool) or not isinstance(q, (int, float, np.floating)) or not 0 < q <= 1:
         raise InvalidParameterError(f"sample_rate must be a number in (0, 1], got {q!r}")
-    delta = _check_delta(delta)
+    delta = check_probability(delta, "delta")
     beta = 1.0 - check_probability(confidence, "confidence")
     T = int(y.shape[0])
     y1, y0 = y[j], y[~j]

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit.attacks.one_run_steinke import check_counts
+from ldp_audit.attacks.one_run_steinke import check_counts, check_scores, guess_counts
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 from ldp_audit.validation import check_probability
 
@@ -133,21 +133,6 @@ def _tail_lp(m: int, k: int, v: int, a: np.ndarray, b: np.ndarray) -> float | No
     return float(min(1.0, -res.fun + 1e-9))
 
 
-def _guess_counts(scores: np.ndarray, included: np.ndarray, fractions: Sequence[float],
-                  cap: int) -> list[tuple[float, int, int]]:  # fmt: skip
-    m = scores.size
-    order = np.argsort(-scores, kind="stable")
-    out = []
-    for f in fractions:
-        k = min(int(math.floor(check_probability(f, "fraction", open_interval=False) * m / 2)),
-                cap // 2)  # fmt: skip
-        if k < 1:
-            continue
-        v = int(included[order[:k]].sum() + (~included[order[m - k :]]).sum())
-        out.append((float(f), 2 * k, v))
-    return out
-
-
 def gdp_mu_lower_bound(m: int, k: int, v: int, *, beta: float, steps: int = 14) -> float:
     """Largest ``mu`` whose ``G_mu`` curve the f-DP test rejects at level ``beta`` (0 if none).
 
@@ -202,17 +187,12 @@ def fdp_audit_scores(
         ``{"rejected", "p_values": [{fraction, guesses, correct, p_value}], "level",
         "mu_claimed", "mu_lower_bound"}``.
     """
-    s = np.asarray(scores, dtype=np.float64).reshape(-1)
-    inc = np.asarray(included, dtype=bool).reshape(-1)
-    if s.shape != inc.shape or s.size < 2 or not np.isfinite(s).all():
-        raise InvalidParameterError(
-            f"scores must be finite with the shape of included, got {s.shape} vs {inc.shape}"
-        )
+    s, inc = check_scores(scores, included)
     level = (1.0 - check_probability(confidence, "confidence")) / len(fractions)
     rows = []
-    for f, k, v in _guess_counts(s, inc, fractions, FDP_MAX_GUESSES):
+    for f, k, v in guess_counts(s, inc, fractions, FDP_MAX_GUESSES):
         pv = fdp_tail_bound(s.size, k, v, lines)
-        rows.append({"fraction": f, "guesses": k, "correct": v, "p_value": pv})
+        rows.append({"fraction": float(f), "guesses": k, "correct": v, "p_value": pv})
     mu_lb = 0.0
     if mu is not None and rows:  # every fraction's bound holds at once (Bonferroni): use one
         best = min(rows, key=lambda r: r["p_value"])

@@ -23,6 +23,8 @@ from ldp_audit.validation import check_probability
 
 __all__ = [
     "FRACTIONS",
+    "check_scores",
+    "guess_counts",
     "p_value",
     "epsilon_lower_bound",
     "audit_scores",
@@ -92,6 +94,36 @@ def epsilon_lower_bound(m: int, r: int, v: int, *, delta: float, beta: float) ->
     return lo
 
 
+def check_scores(scores: Any, included: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``(scores, included)`` as flat float64 / bool arrays of one shape, finite, >= 2 canaries."""
+    s = np.asarray(scores, dtype=np.float64).reshape(-1)
+    inc = np.asarray(included, dtype=bool).reshape(-1)
+    if s.shape != inc.shape or s.size < 2 or not np.isfinite(s).all():
+        raise InvalidParameterError(
+            f"scores must be finite with the shape of included, got {s.shape} vs {inc.shape}"
+        )
+    return s, inc
+
+
+def guess_counts(
+    scores: np.ndarray, included: np.ndarray, fractions: Sequence[float], cap: int | None = None
+) -> list[tuple[float, int, int]]:
+    """Per fraction ``f`` (fixed in advance): ``(f, r, v)``, ``v`` correct of ``r = 2k`` guesses,
+    "in" on the ``k = floor(f m / 2)`` highest scores (at most ``cap / 2``), "out" on as many
+    lowest (ties broken by position); fractions with ``k < 1`` are skipped."""
+    m = scores.size
+    order = np.argsort(-scores, kind="stable")
+    out = []
+    for f in fractions:
+        k = int(math.floor(check_probability(f, "fraction", open_interval=False) * m / 2))
+        k = k if cap is None else min(k, cap // 2)
+        if k >= 1:
+            out.append(
+                (f, 2 * k, int(included[order[:k]].sum() + (~included[order[m - k :]]).sum()))
+            )
+    return out
+
+
 def audit_scores(
     scores: Any,
     included: Any,
@@ -109,27 +141,16 @@ def audit_scores(
     Returns:
         ``{"epsilon_lower_bound", "guesses", "correct", "fraction", "per_fraction": [...]}``.
     """
-    s = np.asarray(scores, dtype=np.float64).reshape(-1)
-    inc = np.asarray(included, dtype=bool).reshape(-1)
-    if s.shape != inc.shape or s.size < 2 or not np.isfinite(s).all():
-        raise InvalidParameterError(
-            f"scores must be finite with the shape of included, got {s.shape} vs {inc.shape}"
-        )
+    s, inc = check_scores(scores, included)
     beta = (1.0 - check_probability(confidence, "confidence")) / len(fractions)
-    m = s.size
-    order = np.argsort(-s, kind="stable")
     best: dict[str, Any] = {"epsilon_lower_bound": 0.0, "guesses": 0, "correct": 0,
                             "fraction": None}  # fmt: skip
     per = []
-    for f in fractions:
-        k = int(math.floor(check_probability(f, "fraction", open_interval=False) * m / 2))
-        if k < 1:
-            continue
-        v = int(inc[order[:k]].sum() + (~inc[order[m - k :]]).sum())
-        eps = epsilon_lower_bound(m, 2 * k, v, delta=delta, beta=beta)
-        per.append({"fraction": f, "guesses": 2 * k, "correct": v, "epsilon_lower_bound": eps})
+    for f, r, v in guess_counts(s, inc, fractions):
+        eps = epsilon_lower_bound(s.size, r, v, delta=delta, beta=beta)
+        per.append({"fraction": f, "guesses": r, "correct": v, "epsilon_lower_bound": eps})
         if eps >= best["epsilon_lower_bound"]:
-            best = {"epsilon_lower_bound": eps, "guesses": 2 * k, "correct": v, "fraction": f}
+            best = {"epsilon_lower_bound": eps, "guesses": r, "correct": v, "fraction": f}
     best["per_fraction"] = per
     return best
 

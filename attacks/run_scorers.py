@@ -65,12 +65,10 @@ def dprl_membership(
 ) -> Any:
     """One-run canary audit of a DP-SGD run (white box; the black-box result in
     ``extra["black_box"]``), as ``attack membership --run-dir``."""
-    from ldp_audit.attacks.one_run_dprl import audit_run
+    from ldp_audit.attacks.one_run_dprl import dprl_evidence
+    from ldp_audit.opacus.scoring import white_and_black
 
-    white = audit_run(run_dir, setting="white-box", confidence=confidence)
-    black = audit_run(run_dir, setting="black-box", confidence=confidence)
-    white.extra["black_box"] = black.to_dict()
-    return white
+    return white_and_black(dprl_evidence(run_dir), confidence)
 
 
 def fedrl_transcript(

@@ -180,8 +180,8 @@ def theta_task(task: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any
     result depends on nothing else. Returns ``(theta info, [AttackResult.to_dict(), ...])``.
     """
     from ldp_audit.attacks.dynamics import GRAVITIES, ShadowGradientAttack, simulate_shadow
-    from ldp_audit.attacks.dynamics_experiment import guess_result
-    from ldp_audit.attacks.dynamics_shadow import privatize
+    from ldp_audit.attacks.dynamics_shadow import mechanism_config, mechanism_epsilon, privatize
+    from ldp_audit.attacks.scoring import AttackResult
 
     kind, th_rng = task["kind"], task["rng"]
     epsilons, mechanisms, reports = task["epsilons"], task["mechanisms"], task["reports"]
@@ -220,10 +220,11 @@ def theta_task(task: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any
             noisy = privatize(mech, rows, rep_rng)
             ids, guess, _ = est.predict_groups(noisy, np.repeat(np.arange(n_agents), T))
             correct = int(np.sum(guess == secret[ids]))  # scoring only
-            res = guess_result(
+            res = AttackResult.from_guesses(
                 attack="dynamics-malicious" if kind == "crafted" else "dynamics",
-                mechanism=mech,
-                T=T,
+                mechanism=mechanism_config(mech),
+                epsilon=mechanism_epsilon(mech),
+                reports_per_agent=T,
                 k=cands.size,
                 n=n_agents,
                 correct=correct,

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ldp_audit.attacks.one_run import fdp_audit_scores, gdp_delta, profile_lines
+from ldp_audit.attacks.one_run_fdp import fdp_audit_scores, gdp_delta, profile_lines
 
 
 def main() -> None:

@@ -9,8 +9,8 @@ import pytest
 import torch
 from scipy.stats import binom
 
-from ldp_audit.attacks.one_run import audit_scores, epsilon_lower_bound, p_value
 from ldp_audit.attacks.one_run_dprl import audit_run, canary_scores
+from ldp_audit.attacks.one_run_steinke import audit_scores, epsilon_lower_bound, p_value
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 from ldp_audit.stats import clopper_pearson_lower
 from ldp_audit.training.dprl.config import DprlConfig

@@ -12,14 +12,14 @@ import numpy as np
 import pytest
 from scipy.stats import binom, norm
 
-from ldp_audit.attacks.one_run import (
-    contribution_test,
+from ldp_audit.attacks.one_run_fdp import (
     fdp_audit_scores,
     fdp_tail_bound,
     gdp_delta,
     gdp_mu_lower_bound,
     profile_lines,
 )
+from ldp_audit.attacks.one_run_tests import contribution_test
 from ldp_audit.errors import InvalidParameterError
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import binom
 
-from ldp_audit.attacks.one_run import (
+from ldp_audit.attacks.one_run_tests import (
     contribution_test,
     independence_test,
     noise_test,

@@ -24,8 +24,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ldp_audit.attacks.one_run import epsilon_lower_bound, p_value, steinke_ceiling
-from ldp_audit.attacks.one_run_steinke import _p_all_correct
+from ldp_audit.attacks.one_run_steinke import (
+    _p_all_correct,
+    epsilon_lower_bound,
+    p_value,
+    steinke_ceiling,
+)
 
 GOLDEN = Path(__file__).parent / "data" / "steinke_golden.json"
 

@@ -20,7 +20,7 @@ import pytest
 import torch
 from scipy.stats import binom
 
-from ldp_audit.attacks.one_run import pair_dependence_test, scan_p_value, tensor_noise_test
+from ldp_audit.attacks.one_run_noise import pair_dependence_test, scan_p_value, tensor_noise_test
 from ldp_audit.cli import main
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 from ldp_audit.opacus import RECOMMENDED_CANARIES, CanaryAudit, noise_sketch

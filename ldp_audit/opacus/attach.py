@@ -33,7 +33,7 @@ from ldp_audit.opacus.canaries import (
 from ldp_audit.opacus.embed import AuditRecords, check_embedding, dense_rows
 from ldp_audit.opacus.recorder import UpdateRecorder
 
-__all__ = ["CanaryAudit"]
+__all__ = ["CanaryAudit", "read_claim"]
 
 
 class CanaryAudit:
@@ -210,76 +210,10 @@ class CanaryAudit:
                 f"{type(data_loader).__name__} whose dataset does not hold it (was the loader "
                 "built before insert? build it, and make_private, after insert)"
             )
-        try:
-            from opacus.optimizers import DPOptimizerFastGradientClipping as _Ghost
-        except ImportError:  # pragma: no cover - older opacus
-            _Ghost = ()  # noqa: N806
-        # ghost clipping (no per-sample gradients): the joining canaries are clipped with
-        # Opacus's factor min(1, C / (norm + 1e-6)) and added to the clipped sum before noise
-        ghost = bool(_Ghost) and isinstance(optimizer, _Ghost)
-        sigma = _real(optimizer.noise_multiplier, "optimizer.noise_multiplier", lo=0.0,
-                      lo_open=True)  # fmt: skip
-        try:
-            from opacus.optimizers import AdaClipDPOptimizer as _Ada
-        except ImportError:  # pragma: no cover - older opacus
-            _Ada = ()  # noqa: N806
-        if _Ada and isinstance(optimizer, _Ada):
-            raise InvalidParameterError(
-                f"optimizer {type(optimizer).__name__} clips adaptively (its max_grad_norm "
-                f"changes every step and part of the privacy budget goes to the clip counts): "
-                f"the audit checks a fixed claim; use a DPOptimizer with a fixed max_grad_norm"
-            )
-        clip = optimizer.max_grad_norm
-        # Opacus's DPPerLayerOptimizer keeps the per-layer bounds in max_grad_norms and their
-        # root sum of squares in max_grad_norm: a canary clipped tensor by tensor contributes
-        # less than that C along its direction, so the contribution test would flag it
-        layers = getattr(optimizer, "max_grad_norms", None)
-        if isinstance(clip, (list, tuple)) or isinstance(layers, (list, tuple)):
-            name = "max_grad_norm" if isinstance(clip, (list, tuple)) else "max_grad_norms"
-            raise InvalidParameterError(
-                f"optimizer.{name} must be one number (per-sample clipping of the whole "
-                f"gradient), got the per-layer list {getattr(optimizer, name)!r} "
-                f"({type(optimizer).__name__}); make_private(..., clipping='flat')"
-            )
-        clip = _real(clip, "optimizer.max_grad_norm", lo=0.0, lo_open=True)
-        reduction = getattr(optimizer, "loss_reduction", "mean")
-        if reduction not in ("mean", "sum"):
-            raise InvalidParameterError(
-                f"optimizer.loss_reduction must be 'mean' or 'sum', got {reduction!r}"
-            )
-        batch = optimizer.expected_batch_size
-        if reduction == "mean":
-            batch = _int(batch, "optimizer.expected_batch_size", 1)
-        if sample_rate is None:
-            sample_rate = getattr(data_loader, "sample_rate", None)
-            if sample_rate is None:
-                raise InvalidParameterError(
-                    f"sample_rate: data_loader {type(data_loader).__name__} has no sample_rate "
-                    f"(not an Opacus DPDataLoader, e.g. make_private(..., "
-                    f"poisson_sampling=False)); pass sample_rate= the rate the accountant uses"
-                )
-            q = _real(sample_rate, "data_loader.sample_rate", lo=0.0, lo_open=True, hi=1.0)
-        else:
-            q = _real(sample_rate, "sample_rate", lo=0.0, lo_open=True, hi=1.0)
-        if dataset_size is None and data_loader is not None:
-            try:
-                dataset_size = len(data_loader.dataset)
-            except (AttributeError, TypeError):
-                dataset_size = None
-        if dataset_size is not None:
-            dataset_size = _int(dataset_size, "dataset_size", 1)
-        elif not self.embedded:  # an embedding trainer names why in its audit (not_sampled)
-            import warnings
-
-            warnings.warn(
-                "dataset_size unknown (sample_rate= given without dataset_size=, or a loader "
-                "without a dataset length): the sampling test is dropped; pass dataset_size= "
-                "so that the batch sizes are tested against Poisson sampling",
-                UserWarning,
-                stacklevel=2,
-            )
-        params = [p for p in optimizer.params]
-        n_params = int(sum(p.numel() for p in params))
+        claim = read_claim(optimizer, data_loader, sample_rate, dataset_size, self.embedded)
+        params = list(optimizer.params)
+        n_params, sizes = claim["n_params"], claim["tensor_sizes"]
+        clip = claim["max_grad_norm"]
         if self.canaries > n_params:
             raise InvalidParameterError(
                 f"canaries must be <= the number of trainable parameters ({n_params}: the "
@@ -294,7 +228,6 @@ class CanaryAudit:
             )
         if not self.embedded:
             check_out(self.out)  # again: it may have appeared since __init__
-        sizes = [int(p.numel()) for p in params]
         if u is None:
             idx, weight = canary_blocks(sizes, self.canaries, self.canary_seed)
         else:  # the caller's dense frame: no blocks (the projections are u^T g)
@@ -310,20 +243,8 @@ class CanaryAudit:
             self._gen = emb.generator  # joins (secret), in the caller's order of draws
         else:
             self._gen = torch.Generator().manual_seed(int(rng.integers(2**62)))  # joins (secret)
-        self._claim = {
-            "optimizer": f"{type(optimizer).__module__}.{type(optimizer).__qualname__}",
-            "noise_multiplier": sigma,
-            "max_grad_norm": clip,
-            "expected_batch_size": batch,
-            "loss_reduction": reduction,
-            "sample_rate": q,
-            "dataset_size": dataset_size,
-            "n_params": n_params,
-            "tensor_sizes": sizes,
-            "tensor_shapes": [list(p.shape) for p in params],
-            "ghost_clipping": ghost,
-        }
-        self._ghost = ghost
+        self._claim = claim
+        self._ghost = claim["ghost_clipping"]
         self._u = u
         self._params = params
         self._shapes = [tuple(p.shape) for p in params]
@@ -349,7 +270,8 @@ class CanaryAudit:
         inc_idx = np.flatnonzero(self._included)
         self._inc_idx = inc_idx
         self._inc_idx_t = torch.as_tensor(inc_idx, dtype=torch.int64)
-        self._unit = (batch if reduction == "mean" else 1.0) / clip
+        mean = claim["loss_reduction"] == "mean"
+        self._unit = (claim["expected_batch_size"] if mean else 1.0) / clip
         self._initial = self._flat(params, grad=False)
         # what each released update shows of the canaries and of the noise (ldp_audit.opacus.
         # recorder); the hooks' own records are Python scalars, converted once by records()
@@ -722,3 +644,88 @@ class CanaryAudit:
         res = membership(self.out, confidence=self.confidence)
         write_artifact(self.out, "attack_membership.json", res.to_dict())
         return res
+
+
+def read_claim(
+    optimizer: Any, data_loader: Any, sample_rate: Any, dataset_size: Any, embedded: bool
+) -> dict[str, Any]:
+    """The DP-SGD claim of an Opacus optimizer and its loader (what :meth:`CanaryAudit.attach`
+    audits), every value checked: the noise multiplier, one clip norm (no adaptive or per-layer
+    clipping), the loss reduction and expected batch size, the Poisson rate (the loader's unless
+    ``sample_rate`` is given) and the data set size (None, with a warning unless ``embedded``,
+    when unknown), and the trainable tensors' sizes and shapes."""
+    from opacus.optimizers import AdaClipDPOptimizer, DPOptimizerFastGradientClipping
+
+    # ghost clipping (no per-sample gradients): the joining canaries are clipped with
+    # Opacus's factor min(1, C / (norm + 1e-6)) and added to the clipped sum before noise
+    ghost = isinstance(optimizer, DPOptimizerFastGradientClipping)
+    sigma = _real(optimizer.noise_multiplier, "optimizer.noise_multiplier", lo=0.0,
+                  lo_open=True)  # fmt: skip
+    if isinstance(optimizer, AdaClipDPOptimizer):
+        raise InvalidParameterError(
+            f"optimizer {type(optimizer).__name__} clips adaptively (its max_grad_norm "
+            f"changes every step and part of the privacy budget goes to the clip counts): "
+            f"the audit checks a fixed claim; use a DPOptimizer with a fixed max_grad_norm"
+        )
+    clip = optimizer.max_grad_norm
+    # Opacus's DPPerLayerOptimizer keeps the per-layer bounds in max_grad_norms and their
+    # root sum of squares in max_grad_norm: a canary clipped tensor by tensor contributes
+    # less than that C along its direction, so the contribution test would flag it
+    layers = getattr(optimizer, "max_grad_norms", None)
+    if isinstance(clip, (list, tuple)) or isinstance(layers, (list, tuple)):
+        name = "max_grad_norm" if isinstance(clip, (list, tuple)) else "max_grad_norms"
+        raise InvalidParameterError(
+            f"optimizer.{name} must be one number (per-sample clipping of the whole "
+            f"gradient), got the per-layer list {getattr(optimizer, name)!r} "
+            f"({type(optimizer).__name__}); make_private(..., clipping='flat')"
+        )
+    clip = _real(clip, "optimizer.max_grad_norm", lo=0.0, lo_open=True)
+    reduction = getattr(optimizer, "loss_reduction", "mean")
+    if reduction not in ("mean", "sum"):
+        raise InvalidParameterError(
+            f"optimizer.loss_reduction must be 'mean' or 'sum', got {reduction!r}"
+        )
+    batch = optimizer.expected_batch_size
+    if reduction == "mean":
+        batch = _int(batch, "optimizer.expected_batch_size", 1)
+    name = "sample_rate" if sample_rate is not None else "data_loader.sample_rate"
+    if sample_rate is None:
+        sample_rate = getattr(data_loader, "sample_rate", None)
+        if sample_rate is None:
+            raise InvalidParameterError(
+                f"sample_rate: data_loader {type(data_loader).__name__} has no sample_rate "
+                f"(not an Opacus DPDataLoader, e.g. make_private(..., "
+                f"poisson_sampling=False)); pass sample_rate= the rate the accountant uses"
+            )
+    q = _real(sample_rate, name, lo=0.0, lo_open=True, hi=1.0)
+    if dataset_size is None and data_loader is not None:
+        try:
+            dataset_size = len(data_loader.dataset)
+        except (AttributeError, TypeError):
+            dataset_size = None
+    if dataset_size is not None:
+        dataset_size = _int(dataset_size, "dataset_size", 1)
+    elif not embedded:  # an embedding trainer names why in its audit (not_sampled)
+        import warnings
+
+        warnings.warn(
+            "dataset_size unknown (sample_rate= given without dataset_size=, or a loader "
+            "without a dataset length): the sampling test is dropped; pass dataset_size= "
+            "so that the batch sizes are tested against Poisson sampling",
+            UserWarning,
+            stacklevel=3,  # the caller of CanaryAudit.attach
+        )
+    params = list(optimizer.params)
+    return {
+        "optimizer": f"{type(optimizer).__module__}.{type(optimizer).__qualname__}",
+        "noise_multiplier": sigma,
+        "max_grad_norm": clip,
+        "expected_batch_size": batch,
+        "loss_reduction": reduction,
+        "sample_rate": q,
+        "dataset_size": dataset_size,
+        "n_params": int(sum(p.numel() for p in params)),
+        "tensor_sizes": [int(p.numel()) for p in params],
+        "tensor_shapes": [list(p.shape) for p in params],
+        "ghost_clipping": ghost,
+    }

@@ -43,6 +43,7 @@ from typing import Any, ClassVar
 from opacus.accountants import IAccountant, register_accountant
 
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.opacus.writer import declared_event
 
 __all__ = ["LedgerAccountant", "register_ledger_accountant"]
 
@@ -56,13 +57,11 @@ def _positive(v: Any, name: str) -> float:
 
 
 def _event(noise_multiplier: Any, sample_rate: Any) -> Any:
-    from ldp_audit.accountant import GaussianEvent, PoissonSampledEvent
-
     s = _positive(noise_multiplier, "noise_multiplier")
     q = _positive(sample_rate, "sample_rate")
     if q > 1.0:
         raise InvalidParameterError(f"sample_rate must be in (0, 1], got {sample_rate!r}")
-    return GaussianEvent(s) if q >= 1.0 else PoissonSampledEvent(q, GaussianEvent(s))
+    return declared_event({"noise_multiplier": s, "sample_rate": q})
 
 
 class LedgerAccountant(IAccountant):
@@ -115,7 +114,6 @@ class LedgerAccountant(IAccountant):
         self.budget = type(self)._budget if budget is None else budget
         self._acc: Any = None
         self._planned: list[tuple[float, float, int]] | None = None
-        self._steps: list[tuple[float, float, int]] = []
 
     # --- Opacus's interface -------------------------------------------------------------------
 
@@ -150,11 +148,6 @@ class LedgerAccountant(IAccountant):
         ev = _event(noise_multiplier, sample_rate)
         self._accountant().charge(self.agent, ev, scope="central")
         self._planned = None  # a real step: the ledger is the history from now on
-        s, q = float(noise_multiplier), float(sample_rate)
-        if self._steps and self._steps[-1][:2] == (s, q):
-            self._steps[-1] = (s, q, self._steps[-1][2] + 1)
-        else:
-            self._steps.append((s, q, 1))
 
     def get_epsilon(self, delta: float, *args: Any, **kwargs: Any) -> float:
         """Epsilon spent at ``delta``: the ledger's ``Accountant.spent`` (a planned history:

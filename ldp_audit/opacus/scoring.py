@@ -134,11 +134,9 @@ def _ledger_test(run_dir: Path, cfg: dict, met: dict, tr: dict) -> dict[str, Any
         problems.append(
             f"{bad.size} updates not preceded by exactly one charge (first: update {bad[0]})"
         )
-    from ldp_audit.accountant import GaussianEvent, PoissonSampledEvent
+    from ldp_audit.opacus.writer import declared_event
 
-    g = GaussianEvent(float(claim["noise_multiplier"]))
-    q = float(claim["sample_rate"])
-    declared = g if q >= 1.0 else PoissonSampledEvent(q, g)
+    declared = declared_event(claim)
     if any(k != declared for k in kinds):
         problems.append(f"charged events {kinds!r} differ from the declared {declared!r}")
     for key in ("noise_multiplier", "max_grad_norm", "expected_batch_size"):
@@ -183,14 +181,15 @@ def _noise_tests(
     residual of every tensor; :mod:`ldp_audit.attacks.one_run_noise`); Bonferroni over the two
     parts of each. Also the coverage: per tensor, whether its noise was tested and with what
     power, and which tensors hold canary coordinates."""
-    from ldp_audit.attacks import one_run as O  # noqa: N812
+    from ldp_audit.attacks.one_run_noise import pair_dependence_test, tensor_noise_test
+    from ldp_audit.attacks.one_run_tests import independence_test, noise_test
 
     claim = cfg["claim"]
     names = tensor_names(claim)
     sizes = [int(n) for n in claim["tensor_sizes"]]
     m = int(cfg["canaries"])
-    proj_n = O.noise_test(y, sigma=sigma, confidence=conf)
-    proj_i = O.independence_test(y, sigma=sigma, confidence=conf)
+    proj_n = noise_test(y, sigma=sigma, confidence=conf)
+    proj_i = independence_test(y, sigma=sigma, confidence=conf)
     level = proj_n["level"]
     dense = cfg.get("directions") == "given" or max(sizes) < m  # every tensor holds canaries
     canary_in = [True] * len(sizes) if dense else [n >= m for n in sizes]
@@ -212,10 +211,10 @@ def _noise_tests(
     # each of a test's two parts (projections, residual) at half its level: the powers and
     # thresholds the residual parts state are those of the level they are held to
     half = 1.0 - (1.0 - conf) / 2.0
-    tn = O.tensor_noise_test(tr["noise_sq"], sizes, sigma=sigma, confidence=half, names=names)
+    tn = tensor_noise_test(tr["noise_sq"], sizes, sigma=sigma, confidence=half, names=names)
     _, groups = noise_sketch(sizes, int(cfg.get("noise_sketch") or tr["noise_sketch"].shape[1]),
                              int(cfg["canary_seed"]))  # fmt: skip
-    dep = O.pair_dependence_test(tr["noise_sketch"], groups, confidence=half, names=names)
+    dep = pair_dependence_test(tr["noise_sketch"], groups, confidence=half, names=names)
 
     def both(proj: dict, res: dict, key: str) -> dict:
         p = bonferroni([proj["p_value"], res.get("p_value")])
@@ -271,8 +270,11 @@ def audit_evidence(ev: Evidence, *, setting: str = "white-box", confidence: floa
     :meth:`CanaryAudit.finish`. A run without a released update is audited by the (eps, delta)
     bound alone (the white-box tests are named in ``tests_not_run``).
     """
-    from ldp_audit.attacks import one_run as O  # noqa: N812
+    from ldp_audit.attacks import one_run_steinke as S  # noqa: N812
     from ldp_audit.attacks.membership import membership_metrics
+    from ldp_audit.attacks.one_run import one_run_result
+    from ldp_audit.attacks.one_run_fdp import claimed_lines, fdp_audit_scores
+    from ldp_audit.attacks.one_run_tests import contribution_test, sampling_test
     from ldp_audit.rundir import RunDir
     from ldp_audit.validation import check_probability
 
@@ -303,13 +305,13 @@ def audit_evidence(ev: Evidence, *, setting: str = "white-box", confidence: floa
     beta = 1.0 - conf_each
     delta = float(cfg["delta"])
     try:
-        claimed = O.claimed_lines(run_dir)
+        claimed = claimed_lines(run_dir)
     except RunDirectoryError:  # nothing (or several kinds) charged: the ledger test says so
         claimed = None
     # --- scoring only: the secret bits ---
     sec = RunDir(run_dir).secrets("canary_included", for_scoring=True)
     included = np.asarray(sec["canary_included"], dtype=bool)
-    one = O.audit_scores(scores, included, delta=delta, confidence=conf_each)
+    one = S.audit_scores(scores, included, delta=delta, confidence=conf_each)
     priv = met.get("privacy", {})
     eps_ub = priv.get("epsilon", math.inf)
     eps_ub = math.inf if eps_ub in ("inf", None) else float(eps_ub)
@@ -319,7 +321,7 @@ def audit_evidence(ev: Evidence, *, setting: str = "white-box", confidence: floa
     tests["steinke"] = {"rejected": bool(stein_rej), "p_value": None, "level": beta,
                         "epsilon_lower_bound": one["epsilon_lower_bound"]}  # fmt: skip
     tests["f-dp"] = (
-        O.fdp_audit_scores(scores, included, claimed["lines"], confidence=conf_each)
+        fdp_audit_scores(scores, included, claimed["lines"], confidence=conf_each)
         if both and claimed is not None and T
         else None
     )
@@ -346,20 +348,16 @@ def audit_evidence(ev: Evidence, *, setting: str = "white-box", confidence: floa
         if kind == "gradient":
             joins = RunDir(run_dir).secrets("canary_joins", for_scoring=True)["canary_joins"]
             bs = np.maximum(np.asarray(tr["batch_size"], dtype=np.int64), 0)
-            tests["contribution"] = O.contribution_test(
+            tests["contribution"] = contribution_test(
                 y, joins, included, bs, sigma=sigma, sample_rate=q,
                 canary_norm=float(cfg["canary_scale"]), confidence=conf_each,
             )  # fmt: skip
         if N:
-            known = np.asarray(tr["batch_size"]) >= 0
+            sizes = np.asarray(tr["batch_size"])
+            sizes = sizes[sizes >= 0]  # -1: not known
             tests["sampling"] = (
-                O.sampling_test(
-                    np.asarray(tr["batch_size"])[known],
-                    dataset_size=int(N),
-                    sample_rate=q,
-                    confidence=conf_each,
-                )  # fmt: skip
-                if known.any()
+                sampling_test(sizes, dataset_size=int(N), sample_rate=q, confidence=conf_each)
+                if sizes.size
                 else None
             )
     if white:
@@ -372,10 +370,10 @@ def audit_evidence(ev: Evidence, *, setting: str = "white-box", confidence: floa
                           confidence=confidence, claimed_epsilon=eps_ub)  # fmt: skip
     mm = membership_metrics(scores, included) if both else {"auc": None, "advantage": 0.0,
                                                            "tpr_at_fpr": {}}  # fmt: skip
-    ceiling_eps = O.steinke_ceiling(m, delta=delta, beta=beta / len(O.FRACTIONS))
-    need = O.canaries_to_refute(eps_ub, delta=delta, beta=beta / len(O.FRACTIONS))
+    ceiling_eps = S.steinke_ceiling(m, delta=delta, beta=beta / len(S.FRACTIONS))
+    need = S.canaries_to_refute(eps_ub, delta=delta, beta=beta / len(S.FRACTIONS))
     keys = ("noise_multiplier", "max_grad_norm", "sample_rate", "expected_batch_size")
-    return O.one_run_result(
+    return one_run_result(
         attack=f"one-run-{setting}",
         mechanism=ev.mechanism or {"name": "dp-sgd", **{k: claim[k] for k in keys}},
         epsilon=eps_ub,
@@ -419,9 +417,16 @@ def membership(
     """``ldp-audit attack membership --run-dir RUN`` of an opacus run: the white-box result,
     the black-box one in ``extra["black_box"]`` (``seed`` and ``progress`` are unused: the
     audit draws nothing)."""
-    white = audit_run(run_dir, setting="white-box", confidence=confidence)
-    black = audit_run(run_dir, setting="black-box", confidence=confidence)
-    white.extra["black_box"] = black.to_dict()
+    return white_and_black(read_evidence(run_dir), confidence)
+
+
+def white_and_black(ev: Evidence, confidence: float) -> Any:
+    """The white-box audit of a run's :class:`Evidence`, the black-box result in its
+    ``extra["black_box"]`` (shared with ``train dprl``'s membership attack)."""
+    white = audit_evidence(ev, setting="white-box", confidence=confidence)
+    white.extra["black_box"] = audit_evidence(
+        ev, setting="black-box", confidence=confidence
+    ).to_dict()
     return white
 
 

@@ -423,7 +423,7 @@ def one_run_audit(name: str, a: dict[str, Any]) -> dict[str, Any] | None:
     ceiling = None
     if m and conf_each is not None and delta is not None:
         try:
-            from ldp_audit.attacks.one_run import FRACTIONS, steinke_ceiling
+            from ldp_audit.attacks.one_run_steinke import FRACTIONS, steinke_ceiling
 
             fr = tuple(fractions) or tuple(FRACTIONS)
             ceiling = float(
