@@ -217,7 +217,6 @@ def test_the_strict_parsers_are_core_not_cli() -> None:
 #: system_cmd, rundir reader <-> verify) are gone.
 _CIRCLES_LEFT = {
     ("ldp_audit.accountant", "ldp_audit.accountant.accountant"),
-    ("ldp_audit.training.dprl.algos", "ldp_audit.training.dprl.trainer"),
     ("ldp_audit.training.frd.config", "ldp_audit.training.frd.proxy"),
 }
 

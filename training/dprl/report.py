@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit.training.dprl.trainer import SOLVED_RETURN, SOLVED_WINDOW, fmt_epsilon, read_run
+from ldp_audit.training.dprl.algos import SOLVED_RETURN, SOLVED_WINDOW
+from ldp_audit.training.dprl.trainer import fmt_epsilon, read_run
 
 # ------------------------------------------------------------------------------------------------
 # Report sections (ldp_audit.report registry: "dprl" -> this function)
