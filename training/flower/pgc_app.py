@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.training.flower import run as app_run
 from ldp_audit.training.flower.protocol import check_release, require_flwr
 
 __all__ = [
@@ -514,29 +515,11 @@ def make_server_app(**settings: Any) -> Any:
     return app
 
 
-_APP_PYPROJECT = """\
-[build-system]
-requires = ["hatchling"]
-build-backend = "hatchling.build"
-
-[project]
-name = "ldp-pgc-a3c"
-version = "1.0.0"
-description = "PGC-A3C (locally private A3C) on Flower, from ldp-audit"
-license = "MIT"
-dependencies = []  # ldp-audit[flower] is installed on every machine beforehand
-
-[tool.hatch.build.targets.wheel]
-packages = ["."]
-
-[tool.flwr.app]
-publisher = "ldp-audit"
-
-[tool.flwr.app.components]
-serverapp = "pgc_app:server_app"
-clientapp = "pgc_app:client_app"
-
-[tool.flwr.app.config]
+_APP_PYPROJECT = app_run.app_pyproject(
+    "ldp-pgc-a3c",
+    "PGC-A3C (locally private A3C) on Flower, from ldp-audit",
+    "pgc_app",
+    """\
 pgc-config = "{}"
 run-dir = ""
 seed = 0
@@ -546,7 +529,8 @@ timeout = 600.0
 overwrite = false
 agents-file = ""   # simulation only: the ClientApps' secrets file (run_simulation writes it)
 ledger-dir = ""    # simulation only: the agents' ledgers (a SuperNode's node config overrides)
-"""
+""",
+)
 
 _APP_MODULE = '''"""PGC-A3C on Flower (ldp-audit): the app objects the deployment engine loads."""
 
@@ -566,13 +550,7 @@ def write_app_project(path: str | Path) -> Path:
     mode only), ``timeout``; each SuperNode's ``--node-config`` gives ``partition-id``,
     ``gravity``, ``agent-seed`` and ``ledger-dir``. ``path`` must not exist or be empty.
     """
-    from ldp_audit.rundir import check_new_dir
-
-    p = check_new_dir(path, name="app project folder")
-    p.mkdir(parents=True, exist_ok=True)
-    (p / "pyproject.toml").write_text(_APP_PYPROJECT)
-    (p / "pgc_app.py").write_text(_APP_MODULE)
-    return p
+    return app_run.write_app_project(path, _APP_PYPROJECT, "pgc_app", _APP_MODULE)
 
 
 # ==============================================================================================
@@ -613,8 +591,7 @@ def run_simulation(
     require_flwr()
     import tempfile
 
-    from ldp_audit.rundir import check_new_dir
-    from ldp_audit.training.flower.run import flwr_run
+    from ldp_audit.rundir import RunDir, check_new_dir
 
     agents = list(agents)
     if not agents or not all(isinstance(a, AgentSecrets) for a in agents):
@@ -642,11 +619,9 @@ def run_simulation(
         secrets = {str(k): {"gravity": a.gravity, "seed": a.seed} for k, a in enumerate(agents)}
         secrets_file.write_text(json.dumps(secrets))
         settings["agents-file"] = str(secrets_file)
-        app = write_app_project(Path(tmp) / "app")
-        flwr_run(app, run_config=settings, num_supernodes=len(agents), log=log)
-    from ldp_audit.rundir import RunDir, read_manifest
-
-    man = read_manifest(run_dir) if run_dir.exists() else None
+        _, man = app_run.run_app_project(
+            write_app_project, run_dir, run_config=settings, clients=len(agents), log=log
+        )
     if not man or not (run_dir / "metrics.json").exists():
         raise InvalidParameterError(
             f"the Flower run wrote no finished run directory in {str(run_dir)!r}; pass log= "

@@ -2,10 +2,10 @@
 
 Shared by the client side (:mod:`~ldp_audit.training.flower.client`: the mod that releases
 every train reply) and the server side (:mod:`~ldp_audit.training.flower.server`: the
-strategy that checks and records the releases); :mod:`~ldp_audit.training.flower.ldp` is the
-entry point that re-exports both (docs/flower.md). Here: the run-config keys each side reads,
-the parsing of the ``ldp-mechanism`` and ``ldp-budget`` settings (the same rules on both
-sides), and the model's arrays as one flat float64 vector (what is released) and back.
+strategy that checks and records the releases); docs/flower.md. Here: the run-config keys
+each side reads, the parsing of the ``ldp-mechanism`` and ``ldp-budget`` settings (the same
+rules on both sides), and the model's arrays as one flat float64 vector (what is released)
+and back.
 """
 
 from __future__ import annotations

@@ -16,7 +16,65 @@ from typing import Any
 
 from ldp_audit.errors import InvalidParameterError
 
-__all__ = ["flwr_run"]
+__all__ = ["flwr_run", "app_pyproject", "write_app_project", "run_app_project"]
+
+_PYPROJECT = """\
+[build-system]
+requires = ["hatchling"]
+build-backend = "hatchling.build"
+
+[project]
+name = "{name}"
+version = "1.0.0"
+description = "{description}"
+license = "MIT"
+dependencies = []  # ldp-audit[flower] is installed beforehand
+
+[tool.hatch.build.targets.wheel]
+packages = ["."]
+
+[tool.flwr.app]
+publisher = "ldp-audit"
+
+[tool.flwr.app.components]
+serverapp = "{module}:server_app"
+clientapp = "{module}:client_app"
+
+[tool.flwr.app.config]
+"""
+
+
+def app_pyproject(name: str, description: str, module: str, config: str) -> str:
+    """The ``pyproject.toml`` of a Flower app project whose module ``module`` defines
+    ``server_app`` and ``client_app``; ``config``: the ``[tool.flwr.app.config]`` lines."""
+    return _PYPROJECT.format(name=name, description=description, module=module) + config
+
+
+def write_app_project(path: str | Path, pyproject: str, module: str, text: str) -> Path:
+    """Write a Flower app project (``pyproject.toml`` + ``<module>.py``) into a new folder."""
+    from ldp_audit.rundir import check_new_dir
+
+    p = check_new_dir(path, name="app project folder")
+    p.mkdir(parents=True, exist_ok=True)
+    (p / "pyproject.toml").write_text(pyproject)
+    (p / f"{module}.py").write_text(text)
+    return p
+
+
+def run_app_project(
+    write: Any, run_dir: Path, *, run_config: Mapping[str, Any], clients: int, **kw: Any
+) -> tuple[int, dict[str, Any] | None]:
+    """``write(folder)`` an app project into a temporary folder and :func:`flwr_run` it
+    (``kw``: ``timeout``, ``log``); returns ``flwr run``'s status and ``run_dir``'s manifest
+    (None when the run wrote none)."""
+    import tempfile
+
+    from ldp_audit.rundir import read_manifest
+
+    with tempfile.TemporaryDirectory(prefix="ldp-flwr-app-") as tmp:
+        code = flwr_run(write(Path(tmp) / "app"), run_config=run_config, num_supernodes=clients,
+                        **kw)  # fmt: skip
+    return code, (read_manifest(run_dir) if run_dir.exists() else None)
 
 
 # ==============================================================================================

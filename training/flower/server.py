@@ -7,8 +7,7 @@ the declared mechanism and hands only the accepted ones to the strategy; :class:
 checks each reply and writes the run directory in the own-loop layout (config, manifest, the
 server's record ledger, transcript, metrics, model); :func:`summary` says in a few lines where a
 run is and what it spent. The client side is :mod:`~ldp_audit.training.flower.client`, the
-shared protocol :mod:`~ldp_audit.training.flower.protocol`, and
-:mod:`~ldp_audit.training.flower.ldp` the entry point re-exporting both sides.
+shared protocol :mod:`~ldp_audit.training.flower.protocol`.
 """
 
 from __future__ import annotations
