@@ -103,18 +103,14 @@ class ClientSettings:
         """Validate the settings; a node-config pin of ``ldp-mechanism``, ``ldp-budget`` or
         ``ldp-release`` must agree with the run config (which the server writes)."""
         rc, nc = dict(run_config), dict(node_config)
-        for key in ("ldp-mechanism", "ldp-budget", "ldp-release"):
+        read = {
+            "ldp-mechanism": lambda v, where: mechanism_from(v, where).to_config(),
+            "ldp-budget": budget_from,
+            "ldp-release": lambda v, where: str(v),
+        }
+        for key, fn in read.items():
             if key in nc and key in rc:
-                if key == "ldp-mechanism":
-                    same = (
-                        mechanism_from(nc[key], "node config").to_config()
-                        == mechanism_from(rc[key], "run config").to_config()
-                    )
-                elif key == "ldp-budget":
-                    same = budget_from(nc[key], "node config") == budget_from(rc[key], "run")
-                else:
-                    same = str(nc[key]) == str(rc[key])
-                if not same:
+                if fn(nc[key], "node config") != fn(rc[key], "run config"):
                     raise InvalidParameterError(
                         f"the run config asks for {key} = {rc[key]!r}, but this node is pinned to "
                         f"{nc[key]!r}: refused"

@@ -130,14 +130,12 @@ def mechanism_from(text: Any, where: str) -> Any:
 
 def budget_from(value: Any, where: str) -> float:
     """An ``ldp-budget`` setting as a float > 0 (a number or a numeric str; bool refused)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise InvalidParameterError(f"{where} 'ldp-budget' must be a number > 0, got {value!r}")
-    try:
-        b = float(value)
-    except ValueError:
-        raise InvalidParameterError(
-            f"{where} 'ldp-budget' must be a number > 0, got {value!r}"
-        ) from None
-    if not b > 0 or math.isnan(b):
+    b = math.nan
+    if not isinstance(value, bool) and isinstance(value, (int, float, str)):
+        try:
+            b = float(value)
+        except ValueError:
+            pass
+    if not b > 0:  # NaN included
         raise InvalidParameterError(f"{where} 'ldp-budget' must be a number > 0, got {value!r}")
     return b

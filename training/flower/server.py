@@ -153,16 +153,9 @@ class FlowerRecorder:
         if self.truth is not None:
             value = float(self.truth(agent))
         self.accountant.charge_many([(str(agent), self.event)])
-        n = len(self.rows["agent"])
-        for k, v in (
-            ("agent", agent),
-            ("round", server_round),
-            ("submission", n),
-            ("theta_index", theta_index),
-            ("report", report),
-            ("value", value),
-        ):
-            self.rows[k].append(v)
+        row = (agent, server_round, len(self.rows["agent"]), theta_index, report, value)
+        for col, v in zip(self.rows.values(), row, strict=True):  # the columns, in order
+            col.append(v)
 
     def reject(self, server_round: int, node: int, reason: str) -> None:
         self.rejected.append({"round": int(server_round), "node": int(node), "reason": reason})
@@ -182,10 +175,10 @@ class FlowerRecorder:
                     "transcript.npz",
                     {
                         "trial": np.zeros(n, dtype=np.int64),
-                        "agent": np.asarray(self.rows["agent"], dtype=np.int64),
-                        "round": np.asarray(self.rows["round"], dtype=np.int64),
-                        "submission": np.asarray(self.rows["submission"], dtype=np.int64),
-                        "theta_index": np.asarray(self.rows["theta_index"], dtype=np.int64),
+                        **{
+                            k: np.asarray(self.rows[k], dtype=np.int64)
+                            for k in ("agent", "round", "submission", "theta_index")
+                        },
                         "report": np.stack(self.rows["report"]).reshape(n, d),
                         "score": np.full(n, np.nan),
                         "thetas": np.stack(self.thetas).reshape(-1, d),
