@@ -200,7 +200,7 @@ def test_recorder_refuses_unsealed_foreign_or_inconsistent_replies(tmp_path):
     assert rec.check(good, theta, "arrays")[0] == 0
 
     raw = RecordDict({"arrays": ArrayRecord(local)})
-    with pytest.raises(InvalidParameterError, match="no sealed release"):
+    with pytest.raises(InvalidParameterError, match="no sealed report"):
         rec.check(raw, theta, "arrays")
     sneaky = sealed_content(st, local, report, rel, {}, 1)  # un-noised parameters beside it
     with pytest.raises(InvalidParameterError, match="not the function of its sealed report"):

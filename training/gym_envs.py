@@ -412,15 +412,18 @@ class ParamVectorEnv(_vector_base()):  # type: ignore[misc]
             raise TypeError(f"{cls.__name__} must define set_param(rows, values)")
 
 
+#: the spaces a vector env has (Gymnasium's VectorEnv attributes)
+_SPACES = ("single_observation_space", "single_action_space", "observation_space", "action_space")
+
+
 def _setup_spaces(env: Any, single: Any, n: int) -> None:
     from gymnasium.vector import AutoresetMode
     from gymnasium.vector.utils import batch_space
 
     env.num_envs = n
-    env.single_observation_space = single.observation_space
-    env.single_action_space = single.action_space
-    env.observation_space = batch_space(single.observation_space, n)
-    env.action_space = batch_space(single.action_space, n)
+    for k in ("observation_space", "action_space"):
+        setattr(env, f"single_{k}", getattr(single, k))
+        setattr(env, k, batch_space(getattr(single, k), n))
     env.metadata = {"autoreset_mode": AutoresetMode.DISABLED}
 
 
@@ -608,11 +611,8 @@ class SyncParamVectorEnv(ParamVectorEnv):
             autoreset_mode=AutoresetMode.DISABLED,
         )
         self.num_envs = n
-        self.single_observation_space = self.inner.single_observation_space
-        self.single_action_space = self.inner.single_action_space
-        self.observation_space = self.inner.observation_space
-        self.action_space = self.inner.action_space
-        self.metadata = self.inner.metadata
+        for k in (*_SPACES, "metadata"):
+            setattr(self, k, getattr(self.inner, k))
         self.param = param
         self._unwrapped = [e.unwrapped for e in self.inner.envs]
 

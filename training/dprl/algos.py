@@ -27,6 +27,7 @@ from ldp_audit.training.dprl.privacy import (
 __all__ = [
     "DprlResult",
     "convergence_episode",
+    "window_means",
     "make_network",
     "quiet_opacus_warnings",
     "train_reinforce",
@@ -64,14 +65,15 @@ class DprlResult:
         return convergence_episode(self.returns)
 
 
+def window_means(returns: Any) -> np.ndarray:
+    """The mean of every ``SOLVED_WINDOW`` consecutive returns (none with fewer returns)."""
+    c = np.concatenate([[0.0], np.cumsum(np.asarray(returns, dtype=np.float64))])
+    return (c[SOLVED_WINDOW:] - c[:-SOLVED_WINDOW]) / SOLVED_WINDOW
+
+
 def convergence_episode(returns: Any) -> float:
     """1-based episode at which the mean of the last 25 returns first reaches 475; inf if never."""
-    r = np.asarray(returns, dtype=np.float64)
-    if r.size < SOLVED_WINDOW:
-        return math.inf
-    c = np.concatenate([[0.0], np.cumsum(r)])
-    mu = (c[SOLVED_WINDOW:] - c[:-SOLVED_WINDOW]) / SOLVED_WINDOW
-    hit = np.flatnonzero(mu >= SOLVED_RETURN)
+    hit = np.flatnonzero(window_means(returns) >= SOLVED_RETURN)
     return float(hit[0] + SOLVED_WINDOW) if hit.size else math.inf
 
 

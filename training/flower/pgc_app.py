@@ -49,7 +49,7 @@ import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.flower import run as app_run
-from ldp_audit.training.flower.protocol import check_release, require_flwr
+from ldp_audit.training.flower.protocol import require_flwr, sealed_report
 
 __all__ = [
     "AgentSecrets",
@@ -328,13 +328,8 @@ def _check_reply(reply: Any, cfg: Any, d: int) -> tuple[np.ndarray, float, int]:
     """(report (d,), score, submission) of a sealed reply, or InvalidParameterError."""
     if reply.has_error():
         raise InvalidParameterError(f"client error: {reply.error.reason}")
-    content = reply.content
-    if "report" not in content.array_records or "release" not in content.config_records:
-        raise InvalidParameterError("reply has no sealed report (the release mod did not run)")
-    check_release(content["release"], cfg.make_mechanism().to_config(), cfg.epsilon_per_submission)
-    y = np.asarray(content["report"].to_numpy_ndarrays()[0], dtype=np.float64).reshape(-1)
-    if y.shape != (d,) or not np.all(np.isfinite(y)):
-        raise InvalidParameterError(f"report must be {d} finite values, got shape {y.shape}")
+    content, mech = reply.content, cfg.make_mechanism().to_config()
+    y = sealed_report(content, "report", "release", mech, cfg.epsilon_per_submission, d)
     res = content["result"]
     return y, float(res["score"]), int(res["submission"])
 

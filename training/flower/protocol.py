@@ -25,6 +25,7 @@ __all__ = [
     "RELEASES",
     "require_flwr",
     "check_release",
+    "sealed_report",
     "flatten",
     "unflatten",
     "mechanism_from",
@@ -70,6 +71,23 @@ def check_release(rel: Any, mechanism: Mapping[str, Any], epsilon: float) -> Non
     eps = float(rel["epsilon"])
     if not (eps == epsilon or math.isclose(eps, epsilon, rel_tol=1e-12)):
         raise InvalidParameterError(f"reply's epsilon {eps!r} differs from {epsilon!r}")
+
+
+def sealed_report(
+    content: Any, report: str, release: str, mechanism: Mapping[str, Any], epsilon: float, d: int
+) -> np.ndarray:
+    """The noisy report (``d`` finite float64 values, ArrayRecord ``report``) of a reply whose
+    release record (ConfigRecord ``release``) passes :func:`check_release`, or
+    InvalidParameterError saying why not."""
+    if report not in content.array_records or release not in content.config_records:
+        raise InvalidParameterError("reply has no sealed report (the release mod did not run)")
+    check_release(content[release], mechanism, epsilon)
+    y = np.asarray(content[report].to_numpy_ndarrays()[0], dtype=np.float64).reshape(-1)
+    if y.shape != (d,) or not np.all(np.isfinite(y)):
+        raise InvalidParameterError(
+            f"reply's report must be {d} finite values, got shape {y.shape}"
+        )
+    return y
 
 
 # ==============================================================================================

@@ -23,10 +23,10 @@ import numpy as np
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.flower.protocol import (
     budget_from,
-    check_release,
     flatten,
     mechanism_from,
     require_flwr,
+    sealed_report,
     unflatten,
 )
 
@@ -119,17 +119,9 @@ class FlowerRecorder:
 
     def check(self, content: Any, theta: np.ndarray, arrays_key: str) -> tuple[int, np.ndarray]:
         """(agent, noisy report) of a sealed reply, or InvalidParameterError saying why not."""
-        if "ldp-release" not in content.config_records or "ldp-report" not in (
-            content.array_records
-        ):
-            raise InvalidParameterError("reply has no sealed release (LdpReleaseMod did not run)")
+        mech, eps = self.mechanism.to_config(), float(self.mechanism.epsilon)
+        y = sealed_report(content, "ldp-report", "ldp-release", mech, eps, theta.size)
         rel = content["ldp-release"]
-        check_release(rel, self.mechanism.to_config(), float(self.mechanism.epsilon))
-        y = np.asarray(content["ldp-report"].to_numpy_ndarrays()[0], dtype=np.float64)
-        if y.shape != theta.shape or not np.all(np.isfinite(y)):
-            raise InvalidParameterError(
-                f"reply's report must be {theta.size} finite values, got shape {y.shape}"
-            )
         if arrays_key not in content.array_records:
             raise InvalidParameterError(f"reply has no ArrayRecord {arrays_key!r}")
         got = content[arrays_key].to_numpy_ndarrays()
