@@ -288,12 +288,11 @@ def train(
         if writer is not None:
             writer.finish(status="interrupted")
         raise
-    if res.stopped == "interrupted":  # Ctrl-C: what was released so far, then re-raise
-        if writer is not None:
-            write_run(writer, res, status="interrupted")
+    interrupted = res.stopped == "interrupted"
+    if writer is not None:  # Ctrl-C: what was released so far, then re-raise
+        write_run(writer, res, status="interrupted" if interrupted else "complete")
+    if interrupted:
         raise KeyboardInterrupt
-    if writer is not None:
-        write_run(writer, res)
     return res
 
 

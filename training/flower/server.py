@@ -12,6 +12,7 @@ shared protocol :mod:`~ldp_audit.training.flower.protocol`.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -211,14 +212,9 @@ class FlowerRecorder:
         return self.path
 
 
-_STRATEGY_CLASS: Any = None
-
-
+@functools.cache
 def ldp_strategy_class() -> Any:
     """LdpStrategy, defined when first asked for (Flower is an optional extra)."""
-    global _STRATEGY_CLASS
-    if _STRATEGY_CLASS is not None:
-        return _STRATEGY_CLASS
     require_flwr()
     from flwr.serverapp.strategy import Strategy
 
@@ -278,7 +274,6 @@ def ldp_strategy_class() -> Any:
         def summary(self) -> None:
             self.inner.summary()
 
-    _STRATEGY_CLASS = LdpStrategy
     return LdpStrategy
 
 
