@@ -61,6 +61,7 @@ import numpy as np
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.flower.protocol import (
     RELEASES,
+    agent_rng,
     budget_from,
     flatten,
     mechanism_from,
@@ -161,15 +162,6 @@ class ClientSettings:
             seed=seed,
         )
 
-    def rng(self, server_round: int) -> np.random.Generator:
-        """The client's noise generator for one round (OS entropy without ``agent-seed``:
-        nobody, the server included, can replay it)."""
-        if self.seed is None:
-            return np.random.default_rng()
-        return np.random.default_rng(
-            np.random.SeedSequence(self.seed, spawn_key=(self.agent, int(server_round)))
-        )
-
 
 def release_reply(
     broadcast: Sequence[np.ndarray],
@@ -222,7 +214,7 @@ def release_reply(
             mechanism=settings.mechanism,
             accountant=acc,
             agent_ids=[str(settings.agent)],
-            rng=settings.rng(server_round),
+            rng=agent_rng(settings.seed, settings.agent, int(server_round)),
         )
     finally:
         ledger.close()

@@ -49,7 +49,7 @@ import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.flower import run as app_run
-from ldp_audit.training.flower.protocol import require_flwr, sealed_report
+from ldp_audit.training.flower.protocol import agent_rng, require_flwr, sealed_report
 
 __all__ = [
     "AgentSecrets",
@@ -155,15 +155,6 @@ def _read_agents_file(path: str) -> dict[int, AgentSecrets]:
     return {int(k): AgentSecrets(float(v["gravity"]), v.get("seed")) for k, v in data.items()}
 
 
-def _agent_rng(sec: AgentSecrets, agent: int, submission: int, stream: int) -> np.random.Generator:
-    """The agent's own generator for one submission (stream 0 episode, 1 noise)."""
-    if sec.seed is None:
-        return np.random.default_rng()  # OS entropy: nobody, the server included, can replay it
-    return np.random.default_rng(
-        np.random.SeedSequence(sec.seed, spawn_key=(agent, submission, stream))
-    )
-
-
 class LdpReleaseMod:
     """Flower client mod: the release path of :mod:`ldp_audit.release` around a train function.
 
@@ -228,7 +219,7 @@ class LdpReleaseMod:
                 agent_ids=[f"0/{agent}"],
                 trial=np.zeros(1, dtype=np.int64),
                 agent=np.array([agent], dtype=np.int64),
-                rng=_agent_rng(sec, agent, raw["submission"], 1),
+                rng=agent_rng(sec.seed, agent, raw["submission"], 1),  # stream 1: the noise
                 clip=cfg.effective_clip if cfg.mechanism == "none" else None,
             )
         finally:
@@ -249,7 +240,7 @@ def _train(msg: Any, context: Any, secrets: Any, ledger_dir: Any) -> Any:
     grad, score = episode_gradients(
         theta,
         sec.gravity,
-        _agent_rng(sec, agent, submission, 0),
+        agent_rng(sec.seed, agent, submission, 0),  # stream 0: the episode
         _alpha(cfg, submission),
         cfg.episode_steps,
         gamma=cfg.gamma,

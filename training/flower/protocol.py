@@ -24,6 +24,7 @@ __all__ = [
     "SERVER_CONFIG_KEYS",
     "RELEASES",
     "require_flwr",
+    "agent_rng",
     "check_release",
     "sealed_report",
     "flatten",
@@ -57,6 +58,14 @@ def require_flwr() -> Any:
             "(flwr[simulation]==1.41.0)"
         ) from None
     return flwr
+
+
+def agent_rng(seed: int | None, *key: int) -> np.random.Generator:
+    """A client's own generator: ``SeedSequence(seed, spawn_key=key)``, or OS entropy without a
+    seed (nobody, the server included, can replay it)."""
+    return np.random.default_rng(
+        None if seed is None else np.random.SeedSequence(seed, spawn_key=key)
+    )
 
 
 def check_release(rel: Any, mechanism: Mapping[str, Any], epsilon: float) -> None:
