@@ -63,18 +63,36 @@ def write_app_project(path: str | Path, pyproject: str, module: str, text: str) 
 
 def run_app_project(
     write: Any, run_dir: Path, *, run_config: Mapping[str, Any], clients: int, **kw: Any
-) -> tuple[int, dict[str, Any] | None]:
+) -> list[dict[str, Any]]:
     """``write(folder)`` an app project into a temporary folder and :func:`flwr_run` it
-    (``kw``: ``timeout``, ``log``); returns ``flwr run``'s status and ``run_dir``'s manifest
-    (None when the run wrote none)."""
+    (``kw``: ``timeout``, ``log``); returns the replies the server refused (``metrics.json``'s
+    ``rejected``).
+
+    Raises:
+        InvalidParameterError: the run wrote no finished run directory, or one whose status is
+            not ``complete`` (the message quotes the first refused reply).
+    """
     import tempfile
 
-    from ldp_audit.rundir import read_manifest
+    from ldp_audit.rundir import RunDir, read_manifest
 
     with tempfile.TemporaryDirectory(prefix="ldp-flwr-app-") as tmp:
-        code = flwr_run(write(Path(tmp) / "app"), run_config=run_config, num_supernodes=clients,
-                        **kw)  # fmt: skip
-    return code, (read_manifest(run_dir) if run_dir.exists() else None)
+        app = write(Path(tmp) / "app")
+        code = flwr_run(app, run_config=run_config, num_supernodes=clients, **kw)
+    man = read_manifest(run_dir) if run_dir.exists() else None
+    if not man or not (run_dir / "metrics.json").exists():
+        raise InvalidParameterError(
+            f"the Flower run (flwr run exit {code}) wrote no finished run directory in "
+            f"{str(run_dir)!r}; pass log= (CLI: --log FILE) to see Flower's output"
+        )
+    rejected = RunDir(run_dir).metrics().get("rejected", [])
+    if man.get("status") != "complete":
+        first = rejected[0]["reason"][:500] if rejected else "unknown"
+        raise InvalidParameterError(
+            f"the Flower run in {str(run_dir)!r} ended with status {man.get('status')!r} "
+            f"(flwr run exit {code}); {len(rejected)} replies refused, the first: {first}"
+        )
+    return rejected
 
 
 # ==============================================================================================
