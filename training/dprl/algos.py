@@ -267,7 +267,7 @@ def train_reinforce(cfg: DprlConfig, *, seed: int, accountant: Any, hooks: Train
             adv_t = torch.as_tensor(adv[:, :n_ep].T.copy(), dtype=lp.dtype, device=dev)
             per_episode = -(adv_t * lp).sum(dim=1)
             if dp is not None:
-                dp.zero_grad()
+                dp.opt.zero_grad()
                 per_episode.sum().backward()  # one per-sample gradient per episode
                 try:
                     dp.step()
@@ -410,7 +410,7 @@ def train_dqn(cfg: DprlConfig, *, seed: int, accountant: Any, hooks: TrainerHook
                         1 - torch.as_tensor(b_term[idx], device=dev)
                     )
                 if dp is not None:
-                    dp.zero_grad()
+                    dp.opt.zero_grad()
                     if idx.size:
                         a_t = torch.as_tensor(b_act[idx], device=dev).unsqueeze(1)
                         qsa = model(s).gather(1, a_t).squeeze(1)

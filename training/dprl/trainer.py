@@ -144,8 +144,8 @@ def privacy_summary(cfg: DprlConfig, accountant: Any, result: DprlResult | None 
             method=det.method,
             words=(
                 f"central DP-SGD, privacy unit = one {unit}: ({fmt_epsilon(eps)}, "
-                f"{cfg.delta:g})-DP "
-                f"over {result.updates if result is not None else '?'} updates (ledger: "
+                f"{cfg.delta:g})-DP over "
+                f"{result.updates if result is not None else '?'} updates (ledger: "
                 + ", ".join(
                     f"{k} {fmt_epsilon(v) if isinstance(v, float) else v}" for k, v in by.items()
                 )
@@ -172,8 +172,8 @@ def privacy_summary(cfg: DprlConfig, accountant: Any, result: DprlResult | None 
             ""
             if math.isinf(ep_eps)
             else f"; the longest episode's {ep_len} observations compose to "
-            f"({fmt_epsilon(ep_eps)}, "
-            f"{cfg.delta:g}) (RDP). Rewards and episode ends are not noised."
+            f"({fmt_epsilon(ep_eps)}, {cfg.delta:g}) (RDP). Rewards and episode ends are not "
+            "noised."
         ),
     )
     return out
@@ -197,8 +197,7 @@ def _check_budget_before(cfg: DprlConfig, accountant: Any) -> None:
         if cur >= cfg.budget_epsilon:
             raise BudgetExceeded(
                 f"budget_epsilon {cfg.budget_epsilon:g} is already spent ({fmt_epsilon(cur)} at "
-                f"delta "
-                f"{cfg.delta:g}); nothing was trained or charged"
+                f"delta {cfg.delta:g}); nothing was trained or charged"
             )
     one, _ = compose([(cfg.update_event(), 1)], delta=cfg.delta, method="rdp")
     if one > cfg.budget_epsilon:
