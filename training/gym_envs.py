@@ -72,6 +72,8 @@ MOUNTAINCAR_PARAMS = (
     "goal_position",
     "goal_velocity",
 )
+#: the native batches' per-row attributes
+_NATIVE_PARAMS = {"acrobot": ACROBOT_PARAMS, "mountaincar": MOUNTAINCAR_PARAMS}
 #: Gymnasium classes -> their physical constants a private parameter may be: each candidate
 #: must be > 0 and a normal double (a negative pole length or a subnormal gravity means nothing;
 #: the env would still step). A user env's attributes: any sign.
@@ -295,16 +297,13 @@ def check_private_param(
             )
         _check_physical(u, name, vals)
         native = _native_kind(env_id, env)
-        if native == "acrobot" and name not in ACROBOT_PARAMS:
-            native = None
-        if native == "mountaincar" and name not in MOUNTAINCAR_PARAMS:
-            native = None
+        native = native is not None and name in _NATIVE_PARAMS[native]
         info = EnvInfo(
             env_id=env_id,
             obs_dim=int(np.prod(o_space.shape)),
             n_actions=int(a_space.n),
             max_episode_steps=spec.max_episode_steps,
-            native=native is not None,
+            native=native,
         )
     finally:
         env.close()

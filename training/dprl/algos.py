@@ -1,8 +1,11 @@
 """The two DP-SGD / observation-noise RL algorithms, each readable top to bottom (CleanRL style):
-:func:`train_reinforce` and :func:`train_dqn`.
+:func:`train_reinforce` and :func:`train_dqn`, with what they build: the networks
+(:func:`make_network`, from the run's torch generator) and the result (:class:`DprlResult`,
+:func:`convergence_episode`).
 
 Part of :mod:`ldp_audit.training.dprl` (config, privacy plumbing, the run directory):
-:func:`~ldp_audit.training.dprl.trainer.train` calls them.
+:func:`~ldp_audit.training.dprl.trainer.train` calls them (this module never imports the
+trainer back).
 """
 
 from __future__ import annotations
