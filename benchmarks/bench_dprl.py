@@ -44,8 +44,8 @@ torch.set_num_threads(1)
 
 
 def _net(sizes: list[int], seed: int) -> torch.nn.Module:
+    from ldp_audit.training.dprl.algos import make_network
     from ldp_audit.training.dprl.config import DprlConfig
-    from ldp_audit.training.dprl.trainer import make_network
 
     algo = "reinforce" if len(sizes) == 3 else "dqn"
     # dropout 0: both implementations must see the same function (Opacus needs train mode)

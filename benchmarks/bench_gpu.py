@@ -319,9 +319,9 @@ def _dpsgd_close(b: Bench) -> dict[str, Any]:
     from opacus.grad_sample import GradSampleModuleFastGradientClipping
     from opacus.optimizers import DPOptimizer, DPOptimizerFastGradientClipping
 
-    from ldp_audit.training.dprl.trainer import algos, config, privacy, trainer
+    from ldp_audit.training.dprl import algos, config, privacy
 
-    trainer.quiet_opacus_warnings()
+    algos.quiet_opacus_warnings()
     torch.backends.cuda.matmul.allow_tf32 = False
     checks = []
     for ghost in (True, False):
@@ -340,7 +340,7 @@ def _dpsgd_close(b: Bench) -> dict[str, Any]:
                 ("cpu_noisy", "cpu", torch.float32, 0.5),
                 ("cuda_noisy", b.gdev, torch.float32, 0.5),
             ):
-                net = trainer.make_network(cfg, torch.Generator().manual_seed(7)).to(dev, dt)
+                net = algos.make_network(cfg, torch.Generator().manual_seed(7)).to(dev, dt)
                 if ghost:
                     model = GradSampleModuleFastGradientClipping(
                         net, batch_first=True, loss_reduction="sum", max_grad_norm=clip
@@ -413,7 +413,7 @@ def _rel(a: Any, c: Any) -> float:
 def _runs_close(b: Bench) -> dict[str, Any]:
     """Short whole runs with random actions (same episodes on both devices)."""
     from ldp_audit.training import fedrl as F
-    from ldp_audit.training.dprl.trainer import config, trainer
+    from ldp_audit.training.dprl import config, trainer
     from ldp_audit.training.fedrl import exchange as FX
     from ldp_audit.training.fedrl import runs as FR
 
@@ -544,7 +544,7 @@ def _fedrl_speed(b: Bench) -> dict[str, Any]:
 
 def _dp_update(model: Any, opt: Any, s: Any, a: Any, y: Any, params: Any, ghost: bool) -> None:
     """One DP-SGD update of the DQN loss on the batch (s, a, y), as the trainer does it."""
-    from ldp_audit.training.dprl.trainer import algos
+    from ldp_audit.training.dprl import algos
 
     opt.zero_grad()
     per = (model(s).gather(1, a).squeeze(1) - y) ** 2
@@ -562,9 +562,9 @@ def _dpsgd_speed(b: Bench) -> dict[str, Any]:
     from opacus.grad_sample import GradSampleModuleFastGradientClipping
     from opacus.optimizers import DPOptimizer, DPOptimizerFastGradientClipping
 
-    from ldp_audit.training.dprl.trainer import config, privacy, trainer
+    from ldp_audit.training.dprl import algos, config, privacy, trainer
 
-    trainer.quiet_opacus_warnings()
+    algos.quiet_opacus_warnings()
     q = b.args.quick
     cores = os.cpu_count() or 1
     n_upd = 5 if q else 30
@@ -584,7 +584,7 @@ def _dpsgd_speed(b: Bench) -> dict[str, Any]:
                 for th in ths:
                     torch.set_num_threads(th)
                     cfg = config.DprlConfig(algo="dqn", hidden=hidden)
-                    net = trainer.make_network(cfg, torch.Generator().manual_seed(0)).to(dev)
+                    net = algos.make_network(cfg, torch.Generator().manual_seed(0)).to(dev)
                     if ghost:
                         model = GradSampleModuleFastGradientClipping(
                             net, batch_first=True, loss_reduction="sum", max_grad_norm=1.0

@@ -25,6 +25,7 @@ strings that are imported when first used, so listing the systems stays cheap.
 from __future__ import annotations
 
 import importlib
+import re
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -504,8 +505,6 @@ class SystemSpec:
 
 
 def _valid_name(name: str) -> bool:
-    import re
-
     return re.fullmatch(r"[a-z][a-z0-9-]{0,39}", name) is not None
 
 
@@ -592,9 +591,8 @@ def register(system: Any, *, origin: str | None = None, replace: bool = False) -
 def unregister(name: str) -> None:
     """Remove a system (tests; a no-op for an unknown name)."""
     with _LOCK:
-        _REGISTRY.pop(name, None)
-        _ORIGIN.pop(name, None)
-        _BROKEN.pop(name, None)
+        for table in (_REGISTRY, _ORIGIN, _BROKEN):
+            table.pop(name, None)
 
 
 def _entry_points() -> Iterable[Any]:
@@ -652,9 +650,8 @@ def reload() -> None:
     after installing a plug-in in a running interpreter)."""
     global _LOADED
     with _LOCK:
-        _REGISTRY.clear()
-        _ORIGIN.clear()
-        _BROKEN.clear()
+        for table in (_REGISTRY, _ORIGIN, _BROKEN):
+            table.clear()
         _LOADED = False
         _load_locked()
 

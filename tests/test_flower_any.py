@@ -1,4 +1,4 @@
-"""Flower for any app (training/flower/ldp.py, training/flower/run.py, training/flower/digits.py).
+"""Flower for any app (training/flower/client.py, server.py, run.py, training/flower/digits.py).
 
 The fast tests drive the client's release and the server's recorder in-process (the same
 functions ``LdpReleaseMod`` and ``LdpStrategy`` call, without Flower's engine); one test runs the
@@ -24,15 +24,13 @@ pytest.importorskip("flwr", reason="Flower not installed: pip install 'ldp-audit
 
 from ldp_audit.mechanisms import Laplace, from_config  # noqa: E402
 from ldp_audit.training.flower import digits as D  # noqa: E402
-from ldp_audit.training.flower.ldp import (  # noqa: E402
+from ldp_audit.training.flower.client import (  # noqa: E402
     ClientSettings,
-    FlowerRecorder,
-    flatten,
     release_reply,
     sealed_content,
-    summary,
-    unflatten,
 )
+from ldp_audit.training.flower.protocol import flatten, unflatten  # noqa: E402
+from ldp_audit.training.flower.server import FlowerRecorder, summary  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 MECH = {"name": "laplace", "epsilon": 2.0, "clip": 2.0}
@@ -202,7 +200,7 @@ def test_recorder_refuses_unsealed_foreign_or_inconsistent_replies(tmp_path):
     assert rec.check(good, theta, "arrays")[0] == 0
 
     raw = RecordDict({"arrays": ArrayRecord(local)})
-    with pytest.raises(InvalidParameterError, match="no sealed release"):
+    with pytest.raises(InvalidParameterError, match="no sealed report"):
         rec.check(raw, theta, "arrays")
     sneaky = sealed_content(st, local, report, rel, {}, 1)  # un-noised parameters beside it
     with pytest.raises(InvalidParameterError, match="not the function of its sealed report"):

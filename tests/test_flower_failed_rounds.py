@@ -12,7 +12,7 @@ pytest.importorskip("flwr", reason="Flower not installed (ldp-audit[flower])")
 
 from ldp_audit.mechanisms import Laplace  # noqa: E402
 from ldp_audit.training.flower import digits as D  # noqa: E402
-from ldp_audit.training.flower.ldp import FlowerRecorder  # noqa: E402
+from ldp_audit.training.flower.server import FlowerRecorder  # noqa: E402
 
 
 def test_rounds_count_rounds_not_distinct_parameters(tmp_path):

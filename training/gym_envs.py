@@ -72,6 +72,8 @@ MOUNTAINCAR_PARAMS = (
     "goal_position",
     "goal_velocity",
 )
+#: the native batches' per-row attributes
+_NATIVE_PARAMS = {"acrobot": ACROBOT_PARAMS, "mountaincar": MOUNTAINCAR_PARAMS}
 #: Gymnasium classes -> their physical constants a private parameter may be: each candidate
 #: must be > 0 and a normal double (a negative pole length or a subnormal gravity means nothing;
 #: the env would still step). A user env's attributes: any sign.
@@ -295,16 +297,13 @@ def check_private_param(
             )
         _check_physical(u, name, vals)
         native = _native_kind(env_id, env)
-        if native == "acrobot" and name not in ACROBOT_PARAMS:
-            native = None
-        if native == "mountaincar" and name not in MOUNTAINCAR_PARAMS:
-            native = None
+        native = native is not None and name in _NATIVE_PARAMS[native]
         info = EnvInfo(
             env_id=env_id,
             obs_dim=int(np.prod(o_space.shape)),
             n_actions=int(a_space.n),
             max_episode_steps=spec.max_episode_steps,
-            native=native is not None,
+            native=native,
         )
     finally:
         env.close()
@@ -408,8 +407,12 @@ class ParamVectorEnv(_vector_base()):  # type: ignore[misc]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if "set_param" not in cls.__dict__:  # every concrete env says how its rows take values
+        if not hasattr(cls, "set_param"):  # every concrete env says how its rows take values
             raise TypeError(f"{cls.__name__} must define set_param(rows, values)")
+
+
+#: the spaces a vector env has (Gymnasium's VectorEnv attributes)
+_SPACES = ("single_observation_space", "single_action_space", "observation_space", "action_space")
 
 
 def _setup_spaces(env: Any, single: Any, n: int) -> None:
@@ -417,10 +420,9 @@ def _setup_spaces(env: Any, single: Any, n: int) -> None:
     from gymnasium.vector.utils import batch_space
 
     env.num_envs = n
-    env.single_observation_space = single.observation_space
-    env.single_action_space = single.action_space
-    env.observation_space = batch_space(single.observation_space, n)
-    env.action_space = batch_space(single.action_space, n)
+    for k in ("observation_space", "action_space"):
+        setattr(env, f"single_{k}", getattr(single, k))
+        setattr(env, k, batch_space(getattr(single, k), n))
     env.metadata = {"autoreset_mode": AutoresetMode.DISABLED}
 
 
@@ -442,7 +444,27 @@ def _seeds(seed: Any, rows: np.ndarray) -> list[int | None]:
     return s
 
 
-class AcrobotParamVectorEnv(ParamVectorEnv):
+class _NativeParamVectorEnv(ParamVectorEnv):
+    """Gymnasium's own ``single`` env over N rows in NumPy, its constants ``names`` per-row
+    arrays; a subclass gives ``_initial(rng)`` (a row's reset state) and ``_obs()``."""
+
+    def __init__(self, single: Any, n: int, param: str, names: Sequence[str], dim: int) -> None:
+        _setup_spaces(self, single, n)
+        self.param = param
+        self.consts = {k: np.full(n, float(getattr(single, k))) for k in names}
+        self.state = np.zeros((n, dim))
+
+    def set_param(self, rows: np.ndarray, values: np.ndarray) -> None:
+        self.consts[self.param][rows] = values
+
+    def reset(self, *, seed: Any = None, options: Any = None) -> tuple[np.ndarray, dict]:
+        rows = _mask_rows(options, self.num_envs)
+        for r, s in zip(rows, _seeds(seed, rows), strict=True):
+            self.state[r] = self._initial(np.random.default_rng(s))
+        return self._obs(), {}
+
+
+class AcrobotParamVectorEnv(_NativeParamVectorEnv):
     """Gymnasium's Acrobot-v1 (``book`` dynamics, RK4 over ``dt``) over N rows, every physical
     constant a per-row array. Same reset law as Gymnasium (state uniform in [-0.1, 0.1]^4 rounded
     to float32, from ``default_rng(seed)``), reward -1 per step and 0 on the terminating step."""
@@ -451,21 +473,11 @@ class AcrobotParamVectorEnv(ParamVectorEnv):
         from gymnasium.envs.classic_control.acrobot import AcrobotEnv
 
         single = AcrobotEnv()
-        _setup_spaces(self, single, n)
-        self.param = param
-        self.consts = {k: np.full(n, float(getattr(single, k))) for k in ACROBOT_PARAMS}
+        super().__init__(single, n, param, ACROBOT_PARAMS, 4)
         self.torque = np.asarray(single.AVAIL_TORQUE, dtype=np.float64)
-        self.state = np.zeros((n, 4))
 
-    def set_param(self, rows: np.ndarray, values: np.ndarray) -> None:
-        self.consts[self.param][rows] = values
-
-    def reset(self, *, seed: Any = None, options: Any = None) -> tuple[np.ndarray, dict]:
-        rows = _mask_rows(options, self.num_envs)
-        for r, s in zip(rows, _seeds(seed, rows), strict=True):
-            rng = np.random.default_rng(s)
-            self.state[r] = rng.uniform(low=-0.1, high=0.1, size=(4,)).astype(np.float32)
-        return self._obs(), {}
+    def _initial(self, rng: np.random.Generator) -> np.ndarray:
+        return rng.uniform(low=-0.1, high=0.1, size=(4,)).astype(np.float32)
 
     def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
         a = self.torque[np.asarray(actions, dtype=np.int64)]
@@ -515,96 +527,58 @@ def _acrobot_dsdt(t1, t2, dt1, dt2, a, m1, m2, l1, lc1, lc2, moi):  # noqa: PLR0
 
 
 @nb.njit(cache=True, nogil=True)
-def _acrobot_step(state, torque, l1s, l2s, m1s, m2s, lc1s, lc2s, mois, mv1s, mv2s, dts, term):  # noqa: PLR0913
+def _acrobot_stage(y, h, k, p):
+    """``_dsdt`` at ``y + h * k`` (one RK4 stage), ``p`` the row's constants."""
+    return _acrobot_dsdt(y[0] + h * k[0], y[1] + h * k[1], y[2] + h * k[2], y[3] + h * k[3], *p)
+
+
+@nb.njit(cache=True, nogil=True)
+def _wrap(x):
     pi = math.pi
+    diff = pi - -pi
+    while x > pi:
+        x = x - diff
+    while x < -pi:
+        x = x + diff
+    return x
+
+
+@nb.njit(cache=True, nogil=True)
+def _acrobot_step(state, torque, l1s, l2s, m1s, m2s, lc1s, lc2s, mois, mv1s, mv2s, dts, term):  # noqa: PLR0913
     for i in range(state.shape[0]):
-        m1, m2, l1, lc1, lc2, moi = m1s[i], m2s[i], l1s[i], lc1s[i], lc2s[i], mois[i]
-        a = torque[i]
+        p = (torque[i], m1s[i], m2s[i], l1s[i], lc1s[i], lc2s[i], mois[i])
         dt = dts[i]
         dt2 = dt / 2.0
-        y0, y1, y2, y3 = state[i, 0], state[i, 1], state[i, 2], state[i, 3]
-        k1 = _acrobot_dsdt(y0, y1, y2, y3, a, m1, m2, l1, lc1, lc2, moi)
-        k2 = _acrobot_dsdt(
-            y0 + dt2 * k1[0],
-            y1 + dt2 * k1[1],
-            y2 + dt2 * k1[2],
-            y3 + dt2 * k1[3],
-            a,
-            m1,
-            m2,
-            l1,
-            lc1,
-            lc2,
-            moi,
-        )
-        k3 = _acrobot_dsdt(
-            y0 + dt2 * k2[0],
-            y1 + dt2 * k2[1],
-            y2 + dt2 * k2[2],
-            y3 + dt2 * k2[3],
-            a,
-            m1,
-            m2,
-            l1,
-            lc1,
-            lc2,
-            moi,
-        )
-        k4 = _acrobot_dsdt(
-            y0 + dt * k3[0],
-            y1 + dt * k3[1],
-            y2 + dt * k3[2],
-            y3 + dt * k3[3],
-            a,
-            m1,
-            m2,
-            l1,
-            lc1,
-            lc2,
-            moi,
-        )
+        y = (state[i, 0], state[i, 1], state[i, 2], state[i, 3])
+        k1 = _acrobot_dsdt(y[0], y[1], y[2], y[3], *p)
+        k2 = _acrobot_stage(y, dt2, k1, p)
+        k3 = _acrobot_stage(y, dt2, k2, p)
+        k4 = _acrobot_stage(y, dt, k3, p)
         w = dt / 6.0
-        n0 = y0 + w * (k1[0] + 2 * k2[0] + 2 * k3[0] + k4[0])
-        n1 = y1 + w * (k1[1] + 2 * k2[1] + 2 * k3[1] + k4[1])
-        n2 = y2 + w * (k1[2] + 2 * k2[2] + 2 * k3[2] + k4[2])
-        n3 = y3 + w * (k1[3] + 2 * k2[3] + 2 * k3[3] + k4[3])
-        diff = pi - -pi
-        while n0 > pi:
-            n0 = n0 - diff
-        while n0 < -pi:
-            n0 = n0 + diff
-        while n1 > pi:
-            n1 = n1 - diff
-        while n1 < -pi:
-            n1 = n1 + diff
+        n0 = _wrap(y[0] + w * (k1[0] + 2 * k2[0] + 2 * k3[0] + k4[0]))
+        n1 = _wrap(y[1] + w * (k1[1] + 2 * k2[1] + 2 * k3[1] + k4[1]))
+        n2 = y[2] + w * (k1[2] + 2 * k2[2] + 2 * k3[2] + k4[2])
+        n3 = y[3] + w * (k1[3] + 2 * k2[3] + 2 * k3[3] + k4[3])
         n2 = min(max(n2, -mv1s[i]), mv1s[i])
         n3 = min(max(n3, -mv2s[i]), mv2s[i])
         state[i, 0], state[i, 1], state[i, 2], state[i, 3] = n0, n1, n2, n3
         term[i] = -math.cos(n0) - math.cos(n1 + n0) > 1.0
 
 
-class MountainCarParamVectorEnv(ParamVectorEnv):
+class MountainCarParamVectorEnv(_NativeParamVectorEnv):
     """Gymnasium's MountainCar-v0 over N rows, its constants per-row arrays (reset: position
     uniform in [-0.6, -0.4] from ``default_rng(seed)``, velocity 0; reward -1 per step)."""
 
     def __init__(self, n: int, param: str) -> None:
         from gymnasium.envs.classic_control.mountain_car import MountainCarEnv
 
-        single = MountainCarEnv()
-        _setup_spaces(self, single, n)
-        self.param = param
-        self.consts = {k: np.full(n, float(getattr(single, k))) for k in MOUNTAINCAR_PARAMS}
-        self.state = np.zeros((n, 2))
+        super().__init__(MountainCarEnv(), n, param, MOUNTAINCAR_PARAMS, 2)
 
-    def set_param(self, rows: np.ndarray, values: np.ndarray) -> None:
-        self.consts[self.param][rows] = values
+    def _initial(self, rng: np.random.Generator) -> tuple[float, float]:
+        return (rng.uniform(low=-0.6, high=-0.4), 0.0)
 
-    def reset(self, *, seed: Any = None, options: Any = None) -> tuple[np.ndarray, dict]:
-        rows = _mask_rows(options, self.num_envs)
-        for r, s in zip(rows, _seeds(seed, rows), strict=True):
-            rng = np.random.default_rng(s)
-            self.state[r] = (rng.uniform(low=-0.6, high=-0.4), 0.0)
-        return self.state.astype(np.float32), {}
+    def _obs(self) -> np.ndarray:
+        return self.state.astype(np.float32)
 
     def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
         c = self.consts
@@ -619,7 +593,7 @@ class MountainCarParamVectorEnv(ParamVectorEnv):
         term = (position >= c["goal_position"]) & (velocity >= c["goal_velocity"])
         self.state = np.stack([position, velocity], axis=1)
         rew = np.full(self.num_envs, -1.0)
-        return self.state.astype(np.float32), rew, term, np.zeros(self.num_envs, dtype=bool), {}
+        return self._obs(), rew, term, np.zeros(self.num_envs, dtype=bool), {}
 
 
 class SyncParamVectorEnv(ParamVectorEnv):
@@ -636,11 +610,8 @@ class SyncParamVectorEnv(ParamVectorEnv):
             autoreset_mode=AutoresetMode.DISABLED,
         )
         self.num_envs = n
-        self.single_observation_space = self.inner.single_observation_space
-        self.single_action_space = self.inner.single_action_space
-        self.observation_space = self.inner.observation_space
-        self.action_space = self.inner.action_space
-        self.metadata = self.inner.metadata
+        for k in (*_SPACES, "metadata"):
+            setattr(self, k, getattr(self.inner, k))
         self.param = param
         self._unwrapped = [e.unwrapped for e in self.inner.envs]
 
@@ -682,8 +653,3 @@ def make_param_vector_env(
     if info.native and info.env_id == "MountainCar-v0":
         return MountainCarParamVectorEnv(n, param)
     return SyncParamVectorEnv(info.env_id, n, param, max_episode_steps)
-
-
-def values_array(values: Sequence[float]) -> np.ndarray:
-    """The candidate values as a sorted float64 array."""
-    return np.sort(np.asarray(values, dtype=np.float64))

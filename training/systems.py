@@ -39,16 +39,10 @@ __all__ = ["PGC_A3C", "PGC_SCHEMA", "DPRL", "FEDRL", "FRD", "ProxyPairMechanism"
 _I, _F = "iu", "f"
 
 
-def _no_ledger_with_run_dir(name: str, run_dir: Any, ledger: Any) -> None:
-    if run_dir is not None and ledger is not None:
-        raise InvalidParameterError(
-            f"{name}: pass run_dir or ledger, not both (a run directory charges its own "
-            f"ledger.sqlite), got run_dir={str(run_dir)!r} and a ledger"
-        )
-
-
-def _path(run_dir: Any) -> Path | None:
-    return None if run_dir is None else Path(run_dir)
+def _train_command(**kw: Any) -> Command:
+    """A shipped system's ``train`` subcommand: no ``--set``; ``--json`` puts the metrics at the
+    top level of the document."""
+    return Command(set_option=False, flat_json=True, **kw)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -127,7 +121,7 @@ PGC_A3C = SystemSpec(
         ),  # fmt: skip
         out="runs/reproduce-pgc-a3c",
     ),
-    train_command=Command(
+    train_command=_train_command(
         help="PGC-A3C (Ono & Takahashi 2020) on CartPole with private gravity",
         description="Run K seeded PGC-A3C trials at one setting and report FST (eq. 26), "
         "success ratio (eq. 27) and the privacy spent per agent.",
@@ -147,8 +141,6 @@ PGC_A3C = SystemSpec(
         out="runs/pgc-a3c",
         sizes="ldp_audit.training.pgc_a3c.command:sizes",
         show="ldp_audit.training.pgc_a3c.command:show",
-        set_option=False,
-        flat_json=True,
     ),
     tiny_config={"mechanism": "laplace", "epsilon": 1.0, "trials": 2, "max_submissions": 30},
 )
@@ -226,7 +218,7 @@ DPRL = SystemSpec(
     attacks={"membership": "ldp_audit.attacks.run_scorers:dprl_membership"},
     report_sections="ldp_audit.training.statements:dprl_report",
     reproduce="ldp_audit.training.dprl.reproduce:reproduce",
-    train_command=Command(
+    train_command=_train_command(
         help="DP-SGD (Opacus) or observation-noise REINFORCE / DQN on CartPole-v1",
         description="Train one agent on CartPole-v1 under central DP-SGD (privacy unit: an "
         "episode for REINFORCE, a transition for DQN), observation noise ('LDP'), or no "
@@ -236,8 +228,6 @@ DPRL = SystemSpec(
         out="runs/dprl",
         sizes="ldp_audit.training.sizes:dprl_estimates",
         show="ldp_audit.training.dprl.trainer:summary_lines",
-        set_option=False,
-        flat_json=True,
     ),
     reproduce_command=Command(
         help="Figures 8-9 and 12-13 of the Doulazmi & Odonnat slides (reward/convergence vs noise)",
@@ -344,7 +334,7 @@ FEDRL = SystemSpec(
             forward=("audit_samples",),
         )
     },
-    train_command=Command(
+    train_command=_train_command(
         help="FedRL (Zhuo et al. 2019): two-agent federated DQN with noisy Q outputs",
         description="Train FedRL and its baselines (DQN-alpha, DQN-full) on GridWorld; every "
         "exchanged Q output is charged to its sender's ledger before release. Prints each "
@@ -355,8 +345,6 @@ FEDRL = SystemSpec(
         out="runs/fedrl",
         sizes="ldp_audit.training.sizes:fedrl_estimates",
         show="ldp_audit.training.fedrl.runs:summary_lines",
-        set_option=False,
-        flat_json=True,
     ),
     reproduce_command=Command(
         help="FedRL Table 1, Figure 4 (history length) and the attack sweep",
@@ -468,7 +456,7 @@ FRD = SystemSpec(
             sizes="ldp_audit.training.sizes:frd_attack_estimates",
         )
     },
-    train_command=Command(
+    train_command=_train_command(
         help="FRD (Cha et al. 2019) / FedAvg on CartPole-v1 with a private gravity (or another "
         "CartPole constant, --private-param)",
         description="Train groups of A2C agents that exchange a proxy experience memory (FRD) "
@@ -480,8 +468,6 @@ FRD = SystemSpec(
         out="runs/frd-{mode}",
         sizes="ldp_audit.training.sizes:frd_estimates",
         show="ldp_audit.training.frd.run:summary_lines",
-        set_option=False,
-        flat_json=True,
     ),
     reproduce_command=Command(
         help="Figures 3-4 of Cha et al. 2019 + the leak experiment",
@@ -506,13 +492,17 @@ def cache_option(p: Any) -> None:
                    help="folder keeping every finished run; a rerun with it resumes")  # fmt: skip
 
 
-def threads_option(p: Any) -> None:
-    """``train fedrl --threads``."""
+def _int_option(p: Any, flag: str, minimum: int, default: int | None, **kw: Any) -> None:
+    """An integer option ``flag`` >= ``minimum`` (read by :func:`ldp_audit.parse.parse_int`)."""
     from ldp_audit.parse import parse_int
 
-    p.add_argument("--threads", type=lambda t: parse_int(t, "--threads", minimum=1), default=1,
-                   help="torch threads while training (one is fastest on a small shared "
-                   "machine)")  # fmt: skip
+    p.add_argument(flag, type=lambda t: parse_int(t, flag, minimum=minimum), default=default, **kw)
+
+
+def threads_option(p: Any) -> None:
+    """``train fedrl --threads``."""
+    words = "torch threads while training (one is fastest on a small shared machine)"
+    _int_option(p, "--threads", 1, 1, help=words)
 
 
 def fedrl_config(args: Any, kw: dict[str, Any]) -> Any:
@@ -594,28 +584,13 @@ def frd_config(args: Any, kw: dict[str, Any]) -> Any:
 
 def fedrl_attack_options(p: Any) -> None:
     """``attack fedrl --audit-samples N`` (0: no audit of the output mechanism)."""
-    from ldp_audit.parse import parse_int
-
-    p.add_argument(
-        "--audit-samples",
-        type=lambda t: parse_int(t, "--audit-samples", minimum=0),
-        default=200_000,
-        help="samples per input of the black-box audit (0: no audit)",
-    )
+    words = "samples per input of the black-box audit (0: no audit)"
+    _int_option(p, "--audit-samples", 0, 200_000, help=words)
 
 
 def frd_attack_options(p: Any) -> None:
     """``attack frd --shadow N --max-groups G``."""
-    from ldp_audit.parse import parse_int
-
-    p.add_argument(
-        "--shadow",
-        type=lambda t: parse_int(t, "--shadow", minimum=1),
-        default=24,
-        dest="n_shadow",
-        metavar="SHADOW",
-        help="shadow agents per gravity",
+    _int_option(
+        p, "--shadow", 1, 24, dest="n_shadow", metavar="SHADOW", help="shadow agents per gravity"
     )
-    p.add_argument(
-        "--max-groups", type=lambda t: parse_int(t, "--max-groups", minimum=1), default=None
-    )
+    _int_option(p, "--max-groups", 1, None)

@@ -4,7 +4,7 @@
 - :mod:`~ldp_audit.training.dprl.trainer` — ``train`` (one run: ledger, run directory, result),
   ``read_run``, the presets;
 - :mod:`~ldp_audit.training.dprl.algos` — ``train_reinforce`` and ``train_dqn``, each readable
-  top to bottom (CleanRL style);
+  top to bottom (CleanRL style), the networks and ``DprlResult``;
 - :mod:`~ldp_audit.training.dprl.privacy` — the DP-SGD update (Opacus), gradient canaries,
   observation release, trainer hooks;
 - :mod:`~ldp_audit.training.dprl.obs_noise` — observation-noise "LDP" (a Gymnasium wrapper);

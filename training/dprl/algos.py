@@ -1,13 +1,18 @@
 """The two DP-SGD / observation-noise RL algorithms, each readable top to bottom (CleanRL style):
-:func:`train_reinforce` and :func:`train_dqn`.
+:func:`train_reinforce` and :func:`train_dqn`, with what they build: the networks
+(:func:`make_network`, from the run's torch generator) and the result (:class:`DprlResult`,
+:func:`convergence_episode`).
 
 Part of :mod:`ldp_audit.training.dprl` (config, privacy plumbing, the run directory):
-:func:`~ldp_audit.training.dprl.trainer.train` calls them.
+:func:`~ldp_audit.training.dprl.trainer.train` calls them (this module never imports the
+trainer back).
 """
 
 from __future__ import annotations
 
+import math
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -21,50 +26,183 @@ from ldp_audit.training.dprl.privacy import (
     flat_params,
     plant_canaries,
 )
-from ldp_audit.training.dprl.trainer import (
-    MAX_EPISODE_STEPS,
-    SOLVED_WINDOW,
-    DprlResult,
-    collect_result,
-    make_network,
-    quiet_opacus_warnings,
-)
+
+__all__ = [
+    "DprlResult",
+    "convergence_episode",
+    "window_means",
+    "make_network",
+    "quiet_opacus_warnings",
+    "train_reinforce",
+    "train_dqn",
+]
+
+
+#: CartPole-v1 is solved when the mean return over this many consecutive episodes is >= 475.
+SOLVED_WINDOW = 25
+SOLVED_RETURN = 475.0
+MAX_EPISODE_STEPS = 500
+
+
+@dataclass
+class DprlResult:
+    """What a run produced (also written to the run directory)."""
+
+    config: DprlConfig
+    seed: int
+    returns: list[float]
+    updates: int
+    env_steps: int
+    seconds: float
+    privacy: dict[str, Any]
+    stopped: str | None = None
+    params: np.ndarray | None = None
+    initial: np.ndarray | None = None
+    transcript: dict[str, np.ndarray] = field(default_factory=dict)
+    secrets: dict[str, np.ndarray] = field(default_factory=dict)
+    device: str = "cpu"
+    eval_returns: list[float] = field(default_factory=list)
+
+    @property
+    def convergence_episode(self) -> float:
+        return convergence_episode(self.returns)
+
+
+def window_means(returns: Any) -> np.ndarray:
+    """The mean of every ``SOLVED_WINDOW`` consecutive returns (none with fewer returns)."""
+    c = np.concatenate([[0.0], np.cumsum(np.asarray(returns, dtype=np.float64))])
+    return (c[SOLVED_WINDOW:] - c[:-SOLVED_WINDOW]) / SOLVED_WINDOW
+
+
+def convergence_episode(returns: Any) -> float:
+    """1-based episode at which the mean of the last 25 returns first reaches 475; inf if never."""
+    hit = np.flatnonzero(window_means(returns) >= SOLVED_RETURN)
+    return float(hit[0] + SOLVED_WINDOW) if hit.size else math.inf
+
 
 # ------------------------------------------------------------------------------------------------
-# REINFORCE (episode = privacy unit), vectorised over a Gymnasium vector env
+# Networks (initialised from the run's torch.Generator: no global RNG) and the result
 # ------------------------------------------------------------------------------------------------
 
-__all__ = ["train_reinforce", "train_dqn"]
+
+def quiet_opacus_warnings() -> None:
+    """Opacus's full backward hooks warn when inputs need no grad (ours never do): silence it."""
+    import warnings
+
+    warnings.filterwarnings("ignore", message="Full backward hook is firing")
+    warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
 
 
-def train_reinforce(cfg: DprlConfig, *, seed: int, accountant: Any, hooks: TrainerHooks,
-                    progress: bool = False) -> DprlResult:  # fmt: skip
-    """REINFORCE on CartPole-v1, ``num_envs`` episodes per update (see the module docstring)."""
+def _make_dropout(p: float, gen: Any) -> Any:
+    import torch
+    from torch import nn
+
+    class GenDropout(nn.Module):
+        """Dropout whose masks come from the run's generator (nn.Dropout uses the global RNG).
+
+        The masks drawn while acting are recorded (``record``) and replayed (``replay``) in the
+        training forward, so the gradient is that of the very policy that acted (dropout is
+        part of the stochastic policy, as in the slides' REINFORCE).
+        """
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.p = p
+            self.gen = gen
+            self.record: list[torch.Tensor] | None = None
+            self.replay: torch.Tensor | None = None
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            if not self.training or self.p == 0:
+                return x
+            if self.replay is not None:
+                keep = self.replay
+            else:
+                keep = torch.rand(x.shape, generator=self.gen, dtype=x.dtype) >= self.p
+                keep = keep.to(x.device)  # drawn on the CPU generator (no-op on the CPU)
+                if self.record is not None:
+                    self.record.append(keep)
+            return x * keep / (1.0 - self.p)
+
+    return GenDropout()
+
+
+def make_network(cfg: DprlConfig, gen: Any) -> Any:
+    """REINFORCE: 4-h-2 MLP with dropout; DQN: 4-h-h-2 MLP. Init as nn.Linear, from ``gen``."""
+    import torch
+    from torch import nn
+
+    s = cfg.layer_sizes
+    layers: list[nn.Module] = []
+    for i, (a, b) in enumerate(zip(s[:-1], s[1:], strict=False)):
+        lin = nn.Linear(a, b)
+        bound = 1.0 / math.sqrt(a)
+        with torch.no_grad():
+            lin.weight.uniform_(-bound, bound, generator=gen)
+            lin.bias.uniform_(-bound, bound, generator=gen)
+        layers.append(lin)
+        if i < len(s) - 2:
+            if cfg.algo == "reinforce":
+                layers.append(_make_dropout(cfg.dropout, gen))
+            layers.append(nn.ReLU())
+    return nn.Sequential(*layers)
+
+
+def _start(cfg: DprlConfig, seed: int, streams: int) -> tuple:
+    """A run's start: the clock, the torch generator and ``streams`` numpy generators, then the
+    env seed (in that order, from the run seed), the device and the vector env."""
     import gymnasium as gym
     import torch
-    from opacus import GradSampleModule
-    from tqdm.auto import tqdm
+
+    from ldp_audit.training.device import resolve_device
 
     quiet_opacus_warnings()
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
     gen = torch.Generator().manual_seed(int(rng.integers(2**62)))
-    obs_rng, canary_rng, env_seed = rng.spawn(2) + [int(rng.integers(2**31))]
-
-    B = cfg.envs
-    from ldp_audit.training.device import resolve_device
-
+    spawned = rng.spawn(streams)
+    env_seed = int(rng.integers(2**31))
     dev = torch.device(resolve_device(cfg.device))
-    envs = gym.make_vec("CartPole-v1", num_envs=B, vectorization_mode="vector_entry_point")
+    envs = gym.make_vec("CartPole-v1", num_envs=cfg.envs, vectorization_mode="vector_entry_point")
+    return t0, gen, spawned, env_seed, dev, envs
+
+
+def _private_parts(cfg, net, model, accountant, hooks, gen, canary_rng, obs_rng) -> tuple:  # noqa: ANN001
+    """The optimizer of ``net``, the canaries (None without), the DP-SGD update of ``model``
+    (None unless dpsgd) and the observation release (None unless obs-noise)."""
+    import torch
+
+    optimizer = torch.optim.Adam(net.parameters(), lr=cfg.learning_rate)
+    canaries = plant_canaries(cfg, accountant, canary_rng, gen)  # None without canaries
+    dp = None
+    if cfg.privacy == "dpsgd":
+        dp = DpSgdUpdate(cfg, model, optimizer, accountant, gen, hooks, canaries)
+    obs_release = (
+        ObservationRelease(cfg, accountant, obs_rng) if cfg.privacy == "obs-noise" else None
+    )
+    return optimizer, canaries, dp, obs_release
+
+
+# ------------------------------------------------------------------------------------------------
+# REINFORCE (episode = privacy unit), vectorised over a Gymnasium vector env
+# ------------------------------------------------------------------------------------------------
+
+
+def train_reinforce(cfg: DprlConfig, *, seed: int, accountant: Any, hooks: TrainerHooks,
+                    progress: bool = False) -> DprlResult:  # fmt: skip
+    """REINFORCE on CartPole-v1, ``num_envs`` episodes per update (see the module docstring)."""
+    import torch
+    from opacus import GradSampleModule
+    from tqdm.auto import tqdm
+
+    t0, gen, (obs_rng, canary_rng), env_seed, dev, envs = _start(cfg, seed, 2)
+    B = cfg.envs
     policy = make_network(cfg, gen).to(dev)  # initialised on the CPU generator, then moved
     initial = flat_params(policy)
     private = cfg.privacy == "dpsgd"
     model = GradSampleModule(policy, batch_first=True, loss_reduction="sum") if private else policy
-    optimizer = torch.optim.Adam(policy.parameters(), lr=cfg.learning_rate)
-    canaries = plant_canaries(cfg, accountant, canary_rng, gen)  # None without canaries
-    dp = DpSgdUpdate(cfg, model, optimizer, accountant, gen, hooks, canaries) if private else None
-    obs_release = (
-        ObservationRelease(cfg, accountant, obs_rng) if cfg.privacy == "obs-noise" else None
+    optimizer, canaries, dp, obs_release = _private_parts(
+        cfg, policy, model, accountant, hooks, gen, canary_rng, obs_rng
     )
 
     returns: list[float] = []
@@ -132,7 +270,7 @@ def train_reinforce(cfg: DprlConfig, *, seed: int, accountant: Any, hooks: Train
             adv_t = torch.as_tensor(adv[:, :n_ep].T.copy(), dtype=lp.dtype, device=dev)
             per_episode = -(adv_t * lp).sum(dim=1)
             if dp is not None:
-                dp.zero_grad()
+                dp.opt.zero_grad()
                 per_episode.sum().backward()  # one per-sample gradient per episode
                 try:
                     dp.step()
@@ -179,23 +317,12 @@ def _ghost_backward(model: Any, per_sample_loss: Any, params: list[Any]) -> None
 def train_dqn(cfg: DprlConfig, *, seed: int, accountant: Any, hooks: TrainerHooks,
               progress: bool = False) -> DprlResult:  # fmt: skip
     """DQN on CartPole-v1 (see the module docstring for the privacy unit and sampling)."""
-    import gymnasium as gym
     import torch
     from opacus import GradSampleModule
     from tqdm.auto import tqdm
 
-    quiet_opacus_warnings()
-    t0 = time.perf_counter()
-    rng = np.random.default_rng(seed)
-    gen = torch.Generator().manual_seed(int(rng.integers(2**62)))
-    obs_rng, canary_rng, sample_rng, act_rng = rng.spawn(4)
-    env_seed = int(rng.integers(2**31))
-
+    t0, gen, (obs_rng, canary_rng, sample_rng, act_rng), env_seed, dev, envs = _start(cfg, seed, 4)
     N = cfg.envs
-    from ldp_audit.training.device import resolve_device
-
-    dev = torch.device(resolve_device(cfg.device))
-    envs = gym.make_vec("CartPole-v1", num_envs=N, vectorization_mode="vector_entry_point")
     q_net = make_network(cfg, gen).to(dev)  # initialised on the CPU generator, then moved
     target = make_network(cfg, gen).to(dev)
     target.load_state_dict(q_net.state_dict())
@@ -213,11 +340,8 @@ def train_dqn(cfg: DprlConfig, *, seed: int, accountant: Any, hooks: TrainerHook
         model = GradSampleModule(q_net, batch_first=True, loss_reduction="sum")
     else:
         model = q_net
-    optimizer = torch.optim.Adam(q_net.parameters(), lr=cfg.learning_rate)
-    canaries = plant_canaries(cfg, accountant, canary_rng, gen)  # None without canaries
-    dp = DpSgdUpdate(cfg, model, optimizer, accountant, gen, hooks, canaries) if private else None
-    obs_release = (
-        ObservationRelease(cfg, accountant, obs_rng) if cfg.privacy == "obs-noise" else None
+    optimizer, canaries, dp, obs_release = _private_parts(
+        cfg, q_net, model, accountant, hooks, gen, canary_rng, obs_rng
     )
 
     # replay buffer (what the learner stores: the observations it saw)
@@ -289,7 +413,7 @@ def train_dqn(cfg: DprlConfig, *, seed: int, accountant: Any, hooks: TrainerHook
                         1 - torch.as_tensor(b_term[idx], device=dev)
                     )
                 if dp is not None:
-                    dp.zero_grad()
+                    dp.opt.zero_grad()
                     if idx.size:
                         a_t = torch.as_tensor(b_act[idx], device=dev).unsqueeze(1)
                         qsa = model(s).gather(1, a_t).squeeze(1)
@@ -330,3 +454,33 @@ def train_dqn(cfg: DprlConfig, *, seed: int, accountant: Any, hooks: TrainerHook
     envs.close()
     return collect_result(cfg, seed, returns, dp, obs_release, canaries, q_net, initial,
                    min(cfg.total_steps, (step + 1) * N), t0, stopped)  # fmt: skip
+
+
+def collect_result(
+    cfg, seed, returns, dp, obs_release, canaries, net, initial, env_steps, t0, stopped
+):  # noqa: ANN001
+    transcript: dict[str, np.ndarray] = {}
+    secrets: dict[str, np.ndarray] = {}
+    if dp is not None:
+        transcript.update(dp.arrays())
+    if canaries is not None:  # the embedded CanaryAudit's records (ldp_audit.opacus)
+        rec = canaries.finish()
+        transcript.update(rec.transcript)  # canary_projection
+        secrets.update(rec.secrets)  # canary_included, canary_participations
+    if obs_release is not None and len(obs_release.transcript):
+        transcript.update(obs_release.transcript.arrays())
+    return DprlResult(
+        config=cfg,
+        seed=int(seed),
+        returns=[float(r) for r in returns],
+        updates=dp.t if dp is not None else 0,
+        env_steps=int(env_steps),
+        seconds=time.perf_counter() - t0,
+        privacy={},
+        stopped=stopped,
+        params=flat_params(net),
+        initial=initial,
+        transcript=transcript,
+        secrets=secrets,
+        device=str(next(net.parameters()).device.type),
+    )

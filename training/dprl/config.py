@@ -7,8 +7,6 @@ trains a config; this module has no torch import.
 
 from __future__ import annotations
 
-import math
-import numbers
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -18,6 +16,7 @@ from ldp_audit.config import bounds
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.device import DEVICES
 from ldp_audit.training.reproduction import check_fields
+from ldp_audit.validation import check_int
 
 __all__ = [
     "ALGOS",
@@ -29,33 +28,11 @@ __all__ = [
     "PRIVACIES",
     "DprlConfig",
     "check_canaries",
-    "check_int",
-    "check_real",
 ]
-
-
-def check_real(v: Any, name: str, *, lo: float | None = None, lo_open: bool = False,
-          hi: float | None = None, hi_open: bool = False) -> float:  # fmt: skip
-    if isinstance(v, bool) or not isinstance(v, numbers.Real):
-        raise InvalidParameterError(f"{name} must be a real number, got {v!r}")
-    f = float(v)
-    if math.isnan(f) or math.isinf(f):
-        raise InvalidParameterError(f"{name} must be finite, got {v!r}")
-    if lo is not None and (f <= lo if lo_open else f < lo):
-        raise InvalidParameterError(f"{name} must be {'>' if lo_open else '>='} {lo:g}, got {v!r}")
-    if hi is not None and (f >= hi if hi_open else f > hi):
-        raise InvalidParameterError(f"{name} must be {'<' if hi_open else '<='} {hi:g}, got {v!r}")
-    return f
 
 
 #: largest noise_multiplier and clip accepted (noise std up to 1e12 keeps float32 finite)
 MAX_SCALE = 1e6
-
-
-def check_int(v: Any, name: str, *, minimum: int) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < minimum:
-        raise InvalidParameterError(f"{name} must be an integer >= {minimum}, got {v!r}")
-    return int(v)
 
 
 def check_canaries(v: Any) -> int:
@@ -202,83 +179,32 @@ class DprlConfig:
     cost, and the training's draws are unchanged."""
 
     def __post_init__(self) -> None:
-        if self.algo not in ("reinforce", "dqn"):
-            raise InvalidParameterError(f"algo must be 'reinforce' or 'dqn', got {self.algo!r}")
-        if self.privacy not in ("none", "dpsgd", "obs-noise"):
-            raise InvalidParameterError(
-                f"privacy must be 'none', 'dpsgd' or 'obs-noise', got {self.privacy!r}"
-            )
-        nm = self.noise_multiplier
-        if isinstance(nm, bool) or not isinstance(nm, numbers.Real) or math.isnan(float(nm)):
-            raise InvalidParameterError(f"noise_multiplier must be a real number, got {nm!r}")
-        # the noise is added to float32 weights / observations: far larger values overflow them
-        check_real(nm, "noise_multiplier", lo=0.0, hi=MAX_SCALE)
-        check_real(self.clip, "clip", lo=0.0, lo_open=True, hi=MAX_SCALE)
-        check_real(self.delta, "delta", lo=0.0, lo_open=True, hi=1.0, hi_open=True)
-        if self.budget_epsilon is not None:
-            check_real(self.budget_epsilon, "budget_epsilon", lo=0.0, lo_open=True)
-            if self.privacy != "dpsgd":
+        # every field's type and bounds (its metadata); the noise is added to float32 weights /
+        # observations: a noise_multiplier or clip above MAX_SCALE would overflow them
+        check_fields(self)
+        for name, want, needs in (
+            ("budget_epsilon", "dpsgd", "is a central DP-SGD budget: it needs"),
+            ("canaries", "dpsgd", "audit DP-SGD training: they need"),
+            ("state_box", "obs-noise", "clips observations before the noise: it needs"),
+        ):
+            if getattr(self, name) not in (None, 0) and self.privacy != want:
                 raise InvalidParameterError(
-                    f"budget_epsilon is a central DP-SGD budget: it needs privacy 'dpsgd', got "
-                    f"privacy {self.privacy!r}"
+                    f"{name} {needs} privacy {want!r}, got privacy {self.privacy!r}"
                 )
-        check_int(self.canaries, "canaries", minimum=0)
-        if self.canaries and self.privacy != "dpsgd":
-            raise InvalidParameterError(
-                f"canaries audit DP-SGD training: they need privacy 'dpsgd', got privacy "
-                f"{self.privacy!r}"
-            )
-        check_canaries(self.canaries)
-        check_real(self.canary_scale, "canary_scale", lo=1.0)
-        check_int(self.canary_seed, "canary_seed", minimum=0)
         if self.state_box is not None:
-            if self.privacy != "obs-noise":
-                raise InvalidParameterError(
-                    f"state_box clips observations before the noise: it needs privacy "
-                    f"'obs-noise', got privacy {self.privacy!r}"
-                )
             from ldp_audit.training.dprl.obs_noise import CARTPOLE_IQR, check_box
 
             b = check_box(self.state_box, np.asarray(CARTPOLE_IQR))
             object.__setattr__(self, "state_box", tuple((float(a), float(c)) for a, c in b))
-        check_int(self.hidden, "hidden", minimum=1)
-        if self.lr is not None:
-            check_real(self.lr, "lr", lo=0.0, lo_open=True)
-        check_real(self.gamma, "gamma", lo=0.0, lo_open=True, hi=1.0)
-        if self.store_updates is not None and not isinstance(self.store_updates, bool):
-            raise InvalidParameterError(
-                f"store_updates must be True, False or None, got {self.store_updates!r}"
-            )
-        if self.per_sample not in ("auto", "materialize", "ghost"):
-            raise InvalidParameterError(
-                f"per_sample must be 'auto', 'materialize' or 'ghost', got {self.per_sample!r}"
-            )
-        check_int(self.episodes, "episodes", minimum=1)
-        check_real(self.dropout, "dropout", lo=0.0, hi=1.0, hi_open=True)
-        if self.num_envs is not None:
-            check_int(self.num_envs, "num_envs", minimum=1)
-        check_int(self.total_steps, "total_steps", minimum=1)
-        check_int(self.buffer_size, "buffer_size", minimum=1)
-        check_int(self.batch_size, "batch_size", minimum=1)
         if self.batch_size > self.buffer_size:
             raise InvalidParameterError(
                 f"batch_size must be <= buffer_size ({self.buffer_size}), got {self.batch_size}"
             )
-        check_int(self.learning_starts, "learning_starts", minimum=1)
         if self.algo == "dqn" and self.learning_starts > self.buffer_size:
             raise InvalidParameterError(
                 f"learning_starts must be <= buffer_size ({self.buffer_size}), got "
                 f"{self.learning_starts}"
             )
-        check_int(self.train_frequency, "train_frequency", minimum=1)
-        check_int(self.target_frequency, "target_frequency", minimum=1)
-        check_real(self.start_e, "start_e", lo=0.0, hi=1.0)
-        check_real(self.end_e, "end_e", lo=0.0, hi=1.0)
-        check_real(self.exploration_fraction, "exploration_fraction", lo=0.0, lo_open=True, hi=1.0)
-        check_int(self.eval_episodes, "eval_episodes", minimum=0)
-        from ldp_audit.training.device import check_device
-
-        check_device(self.device)
         if self.canaries > self.n_params:
             raise InvalidParameterError(
                 f"canaries must be <= the number of model parameters ({self.n_params}: the "

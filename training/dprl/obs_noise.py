@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.validation import check_rng
 
 __all__ = [
     "CARTPOLE_IQR",
@@ -223,11 +224,7 @@ class ObservationNoiseMechanism:
         arr = np.asarray(x, dtype=np.float64)
         if arr.ndim != 2 or arr.shape[1] != self._iqr.size:
             raise InvalidParameterError(f"x must have shape (n, {self._iqr.size}), got {arr.shape}")
-        if not isinstance(rng, np.random.Generator):
-            raise InvalidParameterError(
-                f"rng must be a numpy.random.Generator, got {type(rng).__name__}"
-            )
-        noise = rng.standard_normal(arr.shape) * (self.noise_multiplier * self._iqr)
+        noise = check_rng(rng).standard_normal(arr.shape) * (self.noise_multiplier * self._iqr)
         return self.clip(arr) + noise
 
     def candidate_pairs(self, dim: int | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -283,12 +280,8 @@ try:  # the Gymnasium wrapper (gymnasium is a dependency of the training extra)
                     f"mechanism must be an ObservationNoiseMechanism, got "
                     f"{type(mechanism).__name__}"
                 )
-            if not isinstance(rng, np.random.Generator):
-                raise InvalidParameterError(
-                    f"rng must be a numpy.random.Generator, got {type(rng).__name__}"
-                )
             self.mechanism = mechanism
-            self.rng = rng
+            self.rng = check_rng(rng)
 
         def observation(self, observation: Any) -> np.ndarray:
             x = np.asarray(observation, dtype=np.float64).reshape(1, -1)

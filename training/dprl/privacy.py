@@ -189,9 +189,6 @@ class DpSgdUpdate:
         self.norms: list[float] = []
         self.t = 0
 
-    def zero_grad(self) -> None:
-        self.opt.zero_grad()
-
     def step(self) -> None:
         """Per-sample gradients are in ``p.grad_sample``: add canaries, charge, noise, step."""
         from ldp_audit.release import release_with

@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit.training.dprl.trainer import SOLVED_RETURN, SOLVED_WINDOW, fmt_epsilon, read_run
+from ldp_audit.training.dprl.algos import SOLVED_RETURN, SOLVED_WINDOW, window_means
+from ldp_audit.training.dprl.trainer import fmt_epsilon, read_run
 
 # ------------------------------------------------------------------------------------------------
 # Report sections (ldp_audit.report registry: "dprl" -> this function)
@@ -37,9 +38,8 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict
 
         fig, ax = plt.subplots(figsize=(5.5, 3.2))
         ax.plot(np.arange(1, returns.size + 1), returns, lw=0.6, alpha=0.5, label="return")
-        if returns.size >= SOLVED_WINDOW:
-            c = np.concatenate([[0], np.cumsum(returns)])
-            mu = (c[SOLVED_WINDOW:] - c[:-SOLVED_WINDOW]) / SOLVED_WINDOW
+        mu = window_means(returns)
+        if mu.size:
             ax.plot(np.arange(SOLVED_WINDOW, returns.size + 1), mu, label="mean of last 25")
         ax.axhline(SOLVED_RETURN, ls=":", color="k", label="solved (475)")
         ax.set_xlabel("episode")

@@ -47,26 +47,18 @@ episode runs.
 from __future__ import annotations
 
 import math
-import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ldp_audit.errors import BudgetExceeded, InvalidParameterError, RunDirectoryError
-from ldp_audit.training.dprl.config import DprlConfig, check_int
-from ldp_audit.training.dprl.privacy import TrainerHooks, flat_params
+from ldp_audit.training.dprl.algos import DprlResult, make_network, train_dqn, train_reinforce
+from ldp_audit.training.dprl.config import DprlConfig
+from ldp_audit.training.dprl.privacy import TrainerHooks
+from ldp_audit.validation import check_int
 
-__all__ = [
-    "ALGORITHM",
-    "DQN_PRESETS",
-    "DQN_SOLVES",
-    "DprlResult",
-    "convergence_episode",
-    "train",
-    "greedy_evaluate",
-]
+__all__ = ["ALGORITHM", "DQN_PRESETS", "DQN_SOLVES", "train", "greedy_evaluate"]
 
 ALGORITHM = "dprl"
 #: DQN settings measured to solve CartPole-v1 (greedy mean of 25 episodes >= 475) at 100,000
@@ -78,125 +70,6 @@ DQN_SOLVES: dict[str, Any] = {"total_steps": 100_000, "exploration_fraction": 0.
                               "eval_episodes": 25}  # fmt: skip
 #: Named DQN presets of ``reproduce dprl --dqn-preset`` (``legacy``: the DprlConfig defaults).
 DQN_PRESETS: dict[str, dict[str, Any]] = {"legacy": {}, "solves": DQN_SOLVES}
-
-#: CartPole-v1 is solved when the mean return over this many consecutive episodes is >= 475.
-SOLVED_WINDOW = 25
-SOLVED_RETURN = 475.0
-MAX_EPISODE_STEPS = 500
-
-
-# ------------------------------------------------------------------------------------------------
-# Configuration (every check happens here, before any episode)
-# ------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class DprlResult:
-    """What a run produced (also written to the run directory)."""
-
-    config: DprlConfig
-    seed: int
-    returns: list[float]
-    updates: int
-    env_steps: int
-    seconds: float
-    privacy: dict[str, Any]
-    stopped: str | None = None
-    params: np.ndarray | None = None
-    initial: np.ndarray | None = None
-    transcript: dict[str, np.ndarray] = field(default_factory=dict)
-    secrets: dict[str, np.ndarray] = field(default_factory=dict)
-    device: str = "cpu"
-    eval_returns: list[float] = field(default_factory=list)
-
-    @property
-    def convergence_episode(self) -> float:
-        return convergence_episode(self.returns)
-
-
-def convergence_episode(returns: Any) -> float:
-    """1-based episode at which the mean of the last 25 returns first reaches 475; inf if never."""
-    r = np.asarray(returns, dtype=np.float64)
-    if r.size < SOLVED_WINDOW:
-        return math.inf
-    c = np.concatenate([[0.0], np.cumsum(r)])
-    mu = (c[SOLVED_WINDOW:] - c[:-SOLVED_WINDOW]) / SOLVED_WINDOW
-    hit = np.flatnonzero(mu >= SOLVED_RETURN)
-    return float(hit[0] + SOLVED_WINDOW) if hit.size else math.inf
-
-
-# ------------------------------------------------------------------------------------------------
-# Networks (initialised from the run's torch.Generator: no global RNG)
-# ------------------------------------------------------------------------------------------------
-
-
-def _torch():
-    import torch
-
-    return torch
-
-
-def quiet_opacus_warnings() -> None:
-    """Opacus's full backward hooks warn when inputs need no grad (ours never do): silence it."""
-    import warnings
-
-    warnings.filterwarnings("ignore", message="Full backward hook is firing")
-    warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-
-
-def _make_dropout(p: float, gen: Any) -> Any:
-    import torch
-    from torch import nn
-
-    class GenDropout(nn.Module):
-        """Dropout whose masks come from the run's generator (nn.Dropout uses the global RNG).
-
-        The masks drawn while acting are recorded (``record``) and replayed (``replay``) in the
-        training forward, so the gradient is that of the very policy that acted (dropout is
-        part of the stochastic policy, as in the slides' REINFORCE).
-        """
-
-        def __init__(self) -> None:
-            super().__init__()
-            self.p = p
-            self.gen = gen
-            self.record: list[torch.Tensor] | None = None
-            self.replay: torch.Tensor | None = None
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            if not self.training or self.p == 0:
-                return x
-            if self.replay is not None:
-                keep = self.replay
-            else:
-                keep = torch.rand(x.shape, generator=self.gen, dtype=x.dtype) >= self.p
-                keep = keep.to(x.device)  # drawn on the CPU generator (no-op on the CPU)
-                if self.record is not None:
-                    self.record.append(keep)
-            return x * keep / (1.0 - self.p)
-
-    return GenDropout()
-
-
-def make_network(cfg: DprlConfig, gen: Any) -> Any:
-    """REINFORCE: 4-h-2 MLP with dropout; DQN: 4-h-h-2 MLP. Init as nn.Linear, from ``gen``."""
-    import torch
-    from torch import nn
-
-    s = cfg.layer_sizes
-    layers: list[nn.Module] = []
-    for i, (a, b) in enumerate(zip(s[:-1], s[1:], strict=False)):
-        lin = nn.Linear(a, b)
-        bound = 1.0 / math.sqrt(a)
-        with torch.no_grad():
-            lin.weight.uniform_(-bound, bound, generator=gen)
-            lin.bias.uniform_(-bound, bound, generator=gen)
-        layers.append(lin)
-        if i < len(s) - 2:
-            if cfg.algo == "reinforce":
-                layers.append(_make_dropout(cfg.dropout, gen))
-            layers.append(nn.ReLU())
-    return nn.Sequential(*layers)
 
 
 def greedy_evaluate(cfg: DprlConfig, params: Any, *, seed: int, episodes: int) -> list[float]:
@@ -243,36 +116,6 @@ def greedy_evaluate(cfg: DprlConfig, params: Any, *, seed: int, episodes: int) -
 # ------------------------------------------------------------------------------------------------
 
 
-def collect_result(
-    cfg, seed, returns, dp, obs_release, canaries, net, initial, env_steps, t0, stopped
-):  # noqa: ANN001
-    transcript: dict[str, np.ndarray] = {}
-    secrets: dict[str, np.ndarray] = {}
-    if dp is not None:
-        transcript.update(dp.arrays())
-    if canaries is not None:  # the embedded CanaryAudit's records (ldp_audit.opacus)
-        rec = canaries.finish()
-        transcript.update(rec.transcript)  # canary_projection
-        secrets.update(rec.secrets)  # canary_included, canary_participations
-    if obs_release is not None and len(obs_release.transcript):
-        transcript.update(obs_release.transcript.arrays())
-    return DprlResult(
-        config=cfg,
-        seed=int(seed),
-        returns=[float(r) for r in returns],
-        updates=dp.t if dp is not None else 0,
-        env_steps=int(env_steps),
-        seconds=time.perf_counter() - t0,
-        privacy={},
-        stopped=stopped,
-        params=flat_params(net),
-        initial=initial,
-        transcript=transcript,
-        secrets=secrets,
-        device=str(next(net.parameters()).device.type),
-    )
-
-
 def privacy_summary(cfg: DprlConfig, accountant: Any, result: DprlResult | None = None) -> dict:
     """The run's guarantee from the ledger, with the privacy unit and a sentence in words."""
     from ldp_audit.accountant import compose
@@ -301,8 +144,8 @@ def privacy_summary(cfg: DprlConfig, accountant: Any, result: DprlResult | None 
             method=det.method,
             words=(
                 f"central DP-SGD, privacy unit = one {unit}: ({fmt_epsilon(eps)}, "
-                f"{cfg.delta:g})-DP "
-                f"over {result.updates if result is not None else '?'} updates (ledger: "
+                f"{cfg.delta:g})-DP over "
+                f"{result.updates if result is not None else '?'} updates (ledger: "
                 + ", ".join(
                     f"{k} {fmt_epsilon(v) if isinstance(v, float) else v}" for k, v in by.items()
                 )
@@ -329,8 +172,8 @@ def privacy_summary(cfg: DprlConfig, accountant: Any, result: DprlResult | None 
             ""
             if math.isinf(ep_eps)
             else f"; the longest episode's {ep_len} observations compose to "
-            f"({fmt_epsilon(ep_eps)}, "
-            f"{cfg.delta:g}) (RDP). Rewards and episode ends are not noised."
+            f"({fmt_epsilon(ep_eps)}, {cfg.delta:g}) (RDP). Rewards and episode ends are not "
+            "noised."
         ),
     )
     return out
@@ -354,8 +197,7 @@ def _check_budget_before(cfg: DprlConfig, accountant: Any) -> None:
         if cur >= cfg.budget_epsilon:
             raise BudgetExceeded(
                 f"budget_epsilon {cfg.budget_epsilon:g} is already spent ({fmt_epsilon(cur)} at "
-                f"delta "
-                f"{cfg.delta:g}); nothing was trained or charged"
+                f"delta {cfg.delta:g}); nothing was trained or charged"
             )
     one, _ = compose([(cfg.update_event(), 1)], delta=cfg.delta, method="rdp")
     if one > cfg.budget_epsilon:
@@ -434,8 +276,6 @@ def train(
         if writer is not None:
             writer.finish(status="failed")
         raise
-    from ldp_audit.training.dprl.algos import train_dqn, train_reinforce
-
     fn = train_reinforce if cfg.algo == "reinforce" else train_dqn
     try:
         res = fn(cfg, seed=int(seed), accountant=accountant, hooks=hooks, progress=progress)
@@ -447,12 +287,11 @@ def train(
         if writer is not None:
             writer.finish(status="interrupted")
         raise
-    if res.stopped == "interrupted":  # Ctrl-C: what was released so far, then re-raise
-        if writer is not None:
-            write_run(writer, res, status="interrupted")
+    interrupted = res.stopped == "interrupted"
+    if writer is not None:  # Ctrl-C: what was released so far, then re-raise
+        write_run(writer, res, status="interrupted" if interrupted else "complete")
+    if interrupted:
         raise KeyboardInterrupt
-    if writer is not None:
-        write_run(writer, res)
     return res
 
 

@@ -1,13 +1,51 @@
-"""The Flower client side of local DP: :class:`LdpReleaseMod` and what it calls.
+"""Local DP for any Flower app, the client side: a mod that releases the train reply.
 
-:class:`LdpReleaseMod` (``ClientApp(mods=[LdpReleaseMod()])``) turns every train reply into a
-local-DP release: :class:`ClientSettings` reads what is released and how from the run config
-and the node config; :func:`release_reply` charges the client's own ledger, randomises the
-update and rebuilds the arrays from the noisy report; :func:`sealed_content` is the whole reply
-that may leave. The protocol both sides share (config keys, setting parsers, the flat vector)
-is :mod:`~ldp_audit.training.flower.protocol`'s; the server side is
-:mod:`~ldp_audit.training.flower.server`; :mod:`~ldp_audit.training.flower.ldp` (the entry
-point, re-exporting both sides) says step by step what the mod does.
+Optional extra: ``pip install 'ldp-audit[flower]'`` (Flower 1.41.0). This module works with any
+Flower ``ClientApp`` whose train function replies with its model parameters in an
+``ArrayRecord`` (Flower's ``Message`` API convention: ``msg.content["arrays"]`` in,
+``reply.content["arrays"]`` out), whatever the model or the data (docs/flower.md, "Any Flower
+app"; the example app in ``examples/flower_digits/`` is a FedAvg on scikit-learn's digits).
+
+Client side, :class:`LdpReleaseMod` (``ClientApp(mods=[LdpReleaseMod()])``), for every train
+instruction:
+
+1. reads the mechanism (``ldp-mechanism``, a :func:`ldp_audit.mechanisms.from_config` dict as
+   JSON), the client's total budget (``ldp-budget``) and what is released (``ldp-release``:
+   ``"update"``, the local parameters minus the broadcast ones, or ``"parameters"``) from the
+   run config; a SuperNode may pin any of them in its node config, and then a run config that
+   asks for something else is refused;
+2. runs the train function, flattens its reply's arrays (in the record's order) and computes
+   the update;
+3. releases it through :func:`ldp_audit.release.release`: the client's **own** durable ledger
+   (``<ledger dir>/client-<id>.sqlite``, the budget enforced there) is charged first, then the
+   mechanism randomises (clip included), then the report is sealed;
+4. replaces the whole reply by: the noisy report (``ldp-report``, float64), the arrays the
+   strategy aggregates rebuilt from it (broadcast + noisy update, in the original dtypes and
+   shapes), the release's description (``ldp-release``: sealed, epsilon, delta, mechanism,
+   agent, round) and ``num-examples = 1`` (the true count is data-dependent). Metrics named in
+   ``ldp-public-metrics`` pass in clear (the user declares them public); everything else the
+   train function returned is dropped. Nothing un-noised leaves. A refused charge, a bad
+   setting or an error gives an error reply: nothing is released. Evaluate and query
+   instructions get an error reply too (their metrics would be un-noised).
+
+Server side, :func:`ldp_server_main` wraps a Flower strategy (default ``FedAvg``) in
+:class:`LdpStrategy`, which refuses replies without a sealed release of the declared mechanism,
+records every accepted report with the parameters it was computed at and writes a run
+directory in the own-loop layout (``ldp_audit.run``, algorithm ``own-loop``: config, manifest,
+the server's record ledger, transcript, metrics, model), so ``ldp-audit report`` and ``ldp-audit
+audit --run-dir`` read it and the generic dynamics attack
+(:func:`ldp_audit.attacks.dynamics.private_param_dynamics`) scores it when the app declares a
+private parameter per client. ``secrets.npz`` (the private value per row, for scoring only) is
+written only when the experimenter gives the recorder the ground truth.
+
+What lives where: the client side (:class:`LdpReleaseMod`, :class:`ClientSettings`,
+:func:`release_reply`, :func:`sealed_content`) is this module; the server side
+(:func:`~ldp_audit.training.flower.server.ldp_server_main`, ``LdpStrategy``,
+:class:`~ldp_audit.training.flower.server.FlowerRecorder`, its ``summary``) is
+:mod:`~ldp_audit.training.flower.server`; what both agree on (the run-config keys, the
+``ldp-mechanism`` / ``ldp-budget`` parsers, :func:`flatten` / :func:`unflatten`) is
+:mod:`~ldp_audit.training.flower.protocol`. An app imports ``LdpReleaseMod`` from here and
+``ldp_server_main`` from the server module.
 """
 
 from __future__ import annotations
@@ -23,6 +61,7 @@ import numpy as np
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.flower.protocol import (
     RELEASES,
+    agent_rng,
     budget_from,
     flatten,
     mechanism_from,
@@ -65,18 +104,14 @@ class ClientSettings:
         """Validate the settings; a node-config pin of ``ldp-mechanism``, ``ldp-budget`` or
         ``ldp-release`` must agree with the run config (which the server writes)."""
         rc, nc = dict(run_config), dict(node_config)
-        for key in ("ldp-mechanism", "ldp-budget", "ldp-release"):
+        read = {
+            "ldp-mechanism": lambda v, where: mechanism_from(v, where).to_config(),
+            "ldp-budget": budget_from,
+            "ldp-release": lambda v, where: str(v),
+        }
+        for key, fn in read.items():
             if key in nc and key in rc:
-                if key == "ldp-mechanism":
-                    same = (
-                        mechanism_from(nc[key], "node config").to_config()
-                        == mechanism_from(rc[key], "run config").to_config()
-                    )
-                elif key == "ldp-budget":
-                    same = budget_from(nc[key], "node config") == budget_from(rc[key], "run")
-                else:
-                    same = str(nc[key]) == str(rc[key])
-                if not same:
+                if fn(nc[key], "node config") != fn(rc[key], "run config"):
                     raise InvalidParameterError(
                         f"the run config asks for {key} = {rc[key]!r}, but this node is pinned to "
                         f"{nc[key]!r}: refused"
@@ -125,15 +160,6 @@ class ClientSettings:
             public_metrics=tuple(s.strip() for s in pub.split(",") if s.strip()),
             arrays_key=key,
             seed=seed,
-        )
-
-    def rng(self, server_round: int) -> np.random.Generator:
-        """The client's noise generator for one round (OS entropy without ``agent-seed``:
-        nobody, the server included, can replay it)."""
-        if self.seed is None:
-            return np.random.default_rng()
-        return np.random.default_rng(
-            np.random.SeedSequence(self.seed, spawn_key=(self.agent, int(server_round)))
         )
 
 
@@ -188,7 +214,7 @@ def release_reply(
             mechanism=settings.mechanism,
             accountant=acc,
             agent_ids=[str(settings.agent)],
-            rng=settings.rng(server_round),
+            rng=agent_rng(settings.seed, settings.agent, int(server_round)),
         )
     finally:
         ledger.close()

@@ -1,10 +1,10 @@
 """An example Flower app that is not PGC-A3C: FedAvg of a softmax regression on scikit-learn's
 digits, every client's update released under local DP by the client mod of
-:mod:`ldp_audit.training.flower.ldp`.
+:mod:`ldp_audit.training.flower.client`.
 
 The app is ordinary Flower code (a ClientApp with a train function that returns its parameters,
 a ServerApp running ``FedAvg``); the two lines that make it private are ``mods=[LdpReleaseMod()]``
-on the client and :func:`~ldp_audit.training.flower.ldp.ldp_server_main` on the server. The app
+on the client and :func:`~ldp_audit.training.flower.server.ldp_server_main` on the server. The app
 project (``pyproject.toml`` + ``digits_app.py``) is shipped in ``examples/flower_digits/`` and
 written anywhere by :func:`write_app_project`; :func:`run` runs it with ``flwr run`` on a local
 simulation SuperLink (:func:`ldp_audit.training.flower.run.flwr_run`).
@@ -29,6 +29,8 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.training.flower import run as app_run
+from ldp_audit.training.flower.run import app_pyproject
 
 __all__ = [
     "CANDIDATES",
@@ -117,7 +119,7 @@ def make_client_app() -> Any:
     from flwr.app import ArrayRecord, Message, MetricRecord, RecordDict
     from flwr.clientapp import ClientApp
 
-    from ldp_audit.training.flower.ldp import LdpReleaseMod
+    from ldp_audit.training.flower.client import LdpReleaseMod
 
     app = ClientApp(mods=[LdpReleaseMod()])
 
@@ -149,7 +151,7 @@ def make_server_app() -> Any:
     from flwr.app import MetricRecord
     from flwr.serverapp import ServerApp
 
-    from ldp_audit.training.flower.ldp import ldp_server_main
+    from ldp_audit.training.flower.server import ldp_server_main
 
     app = ServerApp()
 
@@ -209,29 +211,11 @@ def simulator(
 # The app project and a run
 # ----------------------------------------------------------------------------------------------
 
-APP_PYPROJECT = """\
-[build-system]
-requires = ["hatchling"]
-build-backend = "hatchling.build"
-
-[project]
-name = "ldp-digits-fedavg"
-version = "1.0.0"
-description = "FedAvg on scikit-learn's digits, every update released under local DP (ldp-audit)"
-license = "MIT"
-dependencies = []  # ldp-audit[flower] is installed beforehand
-
-[tool.hatch.build.targets.wheel]
-packages = ["."]
-
-[tool.flwr.app]
-publisher = "ldp-audit"
-
-[tool.flwr.app.components]
-serverapp = "digits_app:server_app"
-clientapp = "digits_app:client_app"
-
-[tool.flwr.app.config]
+APP_PYPROJECT = app_pyproject(
+    "ldp-digits-fedavg",
+    "FedAvg on scikit-learn's digits, every update released under local DP (ldp-audit)",
+    "digits_app",
+    """\
 run-dir = ""                  # the server's run directory (absolute path)
 overwrite = false
 num-server-rounds = 3
@@ -247,7 +231,8 @@ ldp-budget = 6.0              # each client's total epsilon (its own ledger enfo
 ldp-release = "update"
 ldp-ledger-dir = ""           # the clients' ledgers (absolute; a node config may override)
 ldp-public-metrics = ""
-"""
+""",
+)
 
 APP_MODULE = '''"""FedAvg on digits under local DP (ldp-audit): the apps `flwr run` loads."""
 
@@ -261,13 +246,7 @@ server_app = make_server_app()  # FedAvg over sealed releases; writes the run di
 def write_app_project(path: str | Path) -> Path:
     """Write the Flower app project (``pyproject.toml`` + ``digits_app.py``) into a new folder;
     the same files as ``examples/flower_digits/``."""
-    from ldp_audit.rundir import check_new_dir
-
-    p = check_new_dir(path, name="app project folder")
-    p.mkdir(parents=True, exist_ok=True)
-    (p / "pyproject.toml").write_text(APP_PYPROJECT)
-    (p / "digits_app.py").write_text(APP_MODULE)
-    return p
+    return app_run.write_app_project(path, APP_PYPROJECT, "digits_app", APP_MODULE)
 
 
 def run(
@@ -289,11 +268,9 @@ def run(
     Raises InvalidParameterError (quoting the first refused reply) unless the run completed.
     """
     import json
-    import tempfile
 
     from ldp_audit.mechanisms import from_config
-    from ldp_audit.rundir import check_new_dir, read_manifest
-    from ldp_audit.training.flower.run import flwr_run
+    from ldp_audit.rundir import check_new_dir
 
     mech = from_config(mechanism or {"name": "laplace", "epsilon": 2.0, "clip": 2.0})
     for name, v in (("clients", clients), ("rounds", rounds)):
@@ -303,31 +280,20 @@ def run(
     ldir = Path(ledger_dir if ledger_dir is not None else f"{rdir}-clients").resolve()
     if ldir.exists() and any(ldir.glob("client-*.sqlite")):
         raise InvalidParameterError(f"ledger_dir {str(ldir)!r} already holds client ledgers")
-    with tempfile.TemporaryDirectory(prefix="ldp-digits-app-") as tmp:
-        app = write_app_project(Path(tmp) / "app")
-        code = flwr_run(
-            app,
-            run_config={
-                "run-dir": str(rdir),
-                "overwrite": bool(overwrite),
-                "num-server-rounds": rounds,
-                "min-nodes": clients,
-                "seed": int(seed),
-                "scoring": bool(scoring),
-                "ldp-mechanism": json.dumps(mech.to_config()),
-                "ldp-budget": float(budget),
-                "ldp-ledger-dir": str(ldir),
-            },
-            num_supernodes=clients,
-            timeout=timeout,
-            log=log,
-        )
-    man = read_manifest(rdir) if rdir.exists() else None
-    if not man or man.get("status") != "complete":
-        status = (man or {}).get("status", "no run directory")
-        raise InvalidParameterError(
-            f"the Flower run ended with status {status!r} (flwr run exit {code}); see its log"
-        )
+    settings = {
+        "run-dir": str(rdir),
+        "overwrite": bool(overwrite),
+        "num-server-rounds": rounds,
+        "min-nodes": clients,
+        "seed": int(seed),
+        "scoring": bool(scoring),
+        "ldp-mechanism": json.dumps(mech.to_config()),
+        "ldp-budget": float(budget),
+        "ldp-ledger-dir": str(ldir),
+    }
+    app_run.run_app_project(
+        write_app_project, rdir, run_config=settings, clients=clients, timeout=timeout, log=log
+    )
     return rdir
 
 
@@ -338,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     import sys
 
     from ldp_audit.errors import LdpAuditError
-    from ldp_audit.training.flower.ldp import summary
+    from ldp_audit.training.flower.server import summary
 
     p = argparse.ArgumentParser(prog="python -m ldp_audit.training.flower.digits")
     p.add_argument("--out", help="the server's run directory (new or empty)")

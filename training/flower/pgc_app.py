@@ -48,7 +48,8 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.training.flower.protocol import check_release, require_flwr
+from ldp_audit.training.flower import run as app_run
+from ldp_audit.training.flower.protocol import agent_rng, require_flwr, sealed_report
 
 __all__ = [
     "AgentSecrets",
@@ -154,15 +155,6 @@ def _read_agents_file(path: str) -> dict[int, AgentSecrets]:
     return {int(k): AgentSecrets(float(v["gravity"]), v.get("seed")) for k, v in data.items()}
 
 
-def _agent_rng(sec: AgentSecrets, agent: int, submission: int, stream: int) -> np.random.Generator:
-    """The agent's own generator for one submission (stream 0 episode, 1 noise)."""
-    if sec.seed is None:
-        return np.random.default_rng()  # OS entropy: nobody, the server included, can replay it
-    return np.random.default_rng(
-        np.random.SeedSequence(sec.seed, spawn_key=(agent, submission, stream))
-    )
-
-
 class LdpReleaseMod:
     """Flower client mod: the release path of :mod:`ldp_audit.release` around a train function.
 
@@ -227,7 +219,7 @@ class LdpReleaseMod:
                 agent_ids=[f"0/{agent}"],
                 trial=np.zeros(1, dtype=np.int64),
                 agent=np.array([agent], dtype=np.int64),
-                rng=_agent_rng(sec, agent, raw["submission"], 1),
+                rng=agent_rng(sec.seed, agent, raw["submission"], 1),  # stream 1: the noise
                 clip=cfg.effective_clip if cfg.mechanism == "none" else None,
             )
         finally:
@@ -248,7 +240,7 @@ def _train(msg: Any, context: Any, secrets: Any, ledger_dir: Any) -> Any:
     grad, score = episode_gradients(
         theta,
         sec.gravity,
-        _agent_rng(sec, agent, submission, 0),
+        agent_rng(sec.seed, agent, submission, 0),  # stream 0: the episode
         _alpha(cfg, submission),
         cfg.episode_steps,
         gamma=cfg.gamma,
@@ -327,13 +319,8 @@ def _check_reply(reply: Any, cfg: Any, d: int) -> tuple[np.ndarray, float, int]:
     """(report (d,), score, submission) of a sealed reply, or InvalidParameterError."""
     if reply.has_error():
         raise InvalidParameterError(f"client error: {reply.error.reason}")
-    content = reply.content
-    if "report" not in content.array_records or "release" not in content.config_records:
-        raise InvalidParameterError("reply has no sealed report (the release mod did not run)")
-    check_release(content["release"], cfg.make_mechanism().to_config(), cfg.epsilon_per_submission)
-    y = np.asarray(content["report"].to_numpy_ndarrays()[0], dtype=np.float64).reshape(-1)
-    if y.shape != (d,) or not np.all(np.isfinite(y)):
-        raise InvalidParameterError(f"report must be {d} finite values, got shape {y.shape}")
+    content, mech = reply.content, cfg.make_mechanism().to_config()
+    y = sealed_report(content, "report", "release", mech, cfg.epsilon_per_submission, d)
     res = content["result"]
     return y, float(res["score"]), int(res["submission"])
 
@@ -452,11 +439,7 @@ def _run_server(grid: Any, context: Any, settings: dict[str, Any]) -> Path:
             k: np.asarray(cols[k], dtype=np.int64)
             for k in ("trial", "agent", "worker", "round", "submission", "theta_index")
         }
-        transcript["report"] = (
-            np.asarray(cols["report"], dtype=np.float64).reshape(n_rows, d)
-            if n_rows
-            else np.zeros((0, d))
-        )
+        transcript["report"] = np.asarray(cols["report"], dtype=np.float64).reshape(n_rows, d)
         transcript["score"] = np.asarray(cols["score"], dtype=np.float64)
         transcript["thetas"] = np.asarray(thetas, dtype=np.float64).reshape(-1, d)
         w.write_npz("transcript.npz", transcript)
@@ -514,29 +497,11 @@ def make_server_app(**settings: Any) -> Any:
     return app
 
 
-_APP_PYPROJECT = """\
-[build-system]
-requires = ["hatchling"]
-build-backend = "hatchling.build"
-
-[project]
-name = "ldp-pgc-a3c"
-version = "1.0.0"
-description = "PGC-A3C (locally private A3C) on Flower, from ldp-audit"
-license = "MIT"
-dependencies = []  # ldp-audit[flower] is installed on every machine beforehand
-
-[tool.hatch.build.targets.wheel]
-packages = ["."]
-
-[tool.flwr.app]
-publisher = "ldp-audit"
-
-[tool.flwr.app.components]
-serverapp = "pgc_app:server_app"
-clientapp = "pgc_app:client_app"
-
-[tool.flwr.app.config]
+_APP_PYPROJECT = app_run.app_pyproject(
+    "ldp-pgc-a3c",
+    "PGC-A3C (locally private A3C) on Flower, from ldp-audit",
+    "pgc_app",
+    """\
 pgc-config = "{}"
 run-dir = ""
 seed = 0
@@ -546,7 +511,8 @@ timeout = 600.0
 overwrite = false
 agents-file = ""   # simulation only: the ClientApps' secrets file (run_simulation writes it)
 ledger-dir = ""    # simulation only: the agents' ledgers (a SuperNode's node config overrides)
-"""
+""",
+)
 
 _APP_MODULE = '''"""PGC-A3C on Flower (ldp-audit): the app objects the deployment engine loads."""
 
@@ -566,13 +532,7 @@ def write_app_project(path: str | Path) -> Path:
     mode only), ``timeout``; each SuperNode's ``--node-config`` gives ``partition-id``,
     ``gravity``, ``agent-seed`` and ``ledger-dir``. ``path`` must not exist or be empty.
     """
-    from ldp_audit.rundir import check_new_dir
-
-    p = check_new_dir(path, name="app project folder")
-    p.mkdir(parents=True, exist_ok=True)
-    (p / "pyproject.toml").write_text(_APP_PYPROJECT)
-    (p / "pgc_app.py").write_text(_APP_MODULE)
-    return p
+    return app_run.write_app_project(path, _APP_PYPROJECT, "pgc_app", _APP_MODULE)
 
 
 # ==============================================================================================
@@ -614,7 +574,6 @@ def run_simulation(
     import tempfile
 
     from ldp_audit.rundir import check_new_dir
-    from ldp_audit.training.flower.run import flwr_run
 
     agents = list(agents)
     if not agents or not all(isinstance(a, AgentSecrets) for a in agents):
@@ -642,22 +601,8 @@ def run_simulation(
         secrets = {str(k): {"gravity": a.gravity, "seed": a.seed} for k, a in enumerate(agents)}
         secrets_file.write_text(json.dumps(secrets))
         settings["agents-file"] = str(secrets_file)
-        app = write_app_project(Path(tmp) / "app")
-        flwr_run(app, run_config=settings, num_supernodes=len(agents), log=log)
-    from ldp_audit.rundir import RunDir, read_manifest
-
-    man = read_manifest(run_dir) if run_dir.exists() else None
-    if not man or not (run_dir / "metrics.json").exists():
-        raise InvalidParameterError(
-            f"the Flower run wrote no finished run directory in {str(run_dir)!r}; pass log= "
-            "(CLI: --log FILE) to see Flower's output"
-        )
-    rejected = RunDir(run_dir).metrics().get("rejected", [])
-    if man.get("status") != "complete":
-        first = rejected[0]["reason"][:500] if rejected else "unknown"
-        raise InvalidParameterError(
-            f"the Flower run in {str(run_dir)!r} ended with status {man.get('status')!r}; "
-            f"{len(rejected)} replies refused, the first: {first}"
+        rejected = app_run.run_app_project(
+            write_app_project, run_dir, run_config=settings, clients=len(agents), log=log
         )
     if rejected:
         import sys

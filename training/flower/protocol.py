@@ -2,10 +2,10 @@
 
 Shared by the client side (:mod:`~ldp_audit.training.flower.client`: the mod that releases
 every train reply) and the server side (:mod:`~ldp_audit.training.flower.server`: the
-strategy that checks and records the releases); :mod:`~ldp_audit.training.flower.ldp` is the
-entry point that re-exports both (docs/flower.md). Here: the run-config keys each side reads,
-the parsing of the ``ldp-mechanism`` and ``ldp-budget`` settings (the same rules on both
-sides), and the model's arrays as one flat float64 vector (what is released) and back.
+strategy that checks and records the releases); docs/flower.md. Here: the run-config keys
+each side reads, the parsing of the ``ldp-mechanism`` and ``ldp-budget`` settings (the same
+rules on both sides), and the model's arrays as one flat float64 vector (what is released)
+and back.
 """
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ __all__ = [
     "SERVER_CONFIG_KEYS",
     "RELEASES",
     "require_flwr",
+    "agent_rng",
     "check_release",
+    "sealed_report",
     "flatten",
     "unflatten",
     "mechanism_from",
@@ -58,6 +60,14 @@ def require_flwr() -> Any:
     return flwr
 
 
+def agent_rng(seed: int | None, *key: int) -> np.random.Generator:
+    """A client's own generator: ``SeedSequence(seed, spawn_key=key)``, or OS entropy without a
+    seed (nobody, the server included, can replay it)."""
+    return np.random.default_rng(
+        None if seed is None else np.random.SeedSequence(seed, spawn_key=key)
+    )
+
+
 def check_release(rel: Any, mechanism: Mapping[str, Any], epsilon: float) -> None:
     """A reply's release record (a ConfigRecord) against the protocol: sealed, the declared
     mechanism's config and epsilon (to 1e-12); InvalidParameterError saying what differs."""
@@ -70,6 +80,23 @@ def check_release(rel: Any, mechanism: Mapping[str, Any], epsilon: float) -> Non
     eps = float(rel["epsilon"])
     if not (eps == epsilon or math.isclose(eps, epsilon, rel_tol=1e-12)):
         raise InvalidParameterError(f"reply's epsilon {eps!r} differs from {epsilon!r}")
+
+
+def sealed_report(
+    content: Any, report: str, release: str, mechanism: Mapping[str, Any], epsilon: float, d: int
+) -> np.ndarray:
+    """The noisy report (``d`` finite float64 values, ArrayRecord ``report``) of a reply whose
+    release record (ConfigRecord ``release``) passes :func:`check_release`, or
+    InvalidParameterError saying why not."""
+    if report not in content.array_records or release not in content.config_records:
+        raise InvalidParameterError("reply has no sealed report (the release mod did not run)")
+    check_release(content[release], mechanism, epsilon)
+    y = np.asarray(content[report].to_numpy_ndarrays()[0], dtype=np.float64).reshape(-1)
+    if y.shape != (d,) or not np.all(np.isfinite(y)):
+        raise InvalidParameterError(
+            f"reply's report must be {d} finite values, got shape {y.shape}"
+        )
+    return y
 
 
 # ==============================================================================================
@@ -130,14 +157,12 @@ def mechanism_from(text: Any, where: str) -> Any:
 
 def budget_from(value: Any, where: str) -> float:
     """An ``ldp-budget`` setting as a float > 0 (a number or a numeric str; bool refused)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise InvalidParameterError(f"{where} 'ldp-budget' must be a number > 0, got {value!r}")
-    try:
-        b = float(value)
-    except ValueError:
-        raise InvalidParameterError(
-            f"{where} 'ldp-budget' must be a number > 0, got {value!r}"
-        ) from None
-    if not b > 0 or math.isnan(b):
+    b = math.nan
+    if not isinstance(value, bool) and isinstance(value, (int, float, str)):
+        try:
+            b = float(value)
+        except ValueError:
+            pass
+    if not b > 0:  # NaN included
         raise InvalidParameterError(f"{where} 'ldp-budget' must be a number > 0, got {value!r}")
     return b

@@ -16,7 +16,83 @@ from typing import Any
 
 from ldp_audit.errors import InvalidParameterError
 
-__all__ = ["flwr_run"]
+__all__ = ["flwr_run", "app_pyproject", "write_app_project", "run_app_project"]
+
+_PYPROJECT = """\
+[build-system]
+requires = ["hatchling"]
+build-backend = "hatchling.build"
+
+[project]
+name = "{name}"
+version = "1.0.0"
+description = "{description}"
+license = "MIT"
+dependencies = []  # ldp-audit[flower] is installed beforehand
+
+[tool.hatch.build.targets.wheel]
+packages = ["."]
+
+[tool.flwr.app]
+publisher = "ldp-audit"
+
+[tool.flwr.app.components]
+serverapp = "{module}:server_app"
+clientapp = "{module}:client_app"
+
+[tool.flwr.app.config]
+"""
+
+
+def app_pyproject(name: str, description: str, module: str, config: str) -> str:
+    """The ``pyproject.toml`` of a Flower app project whose module ``module`` defines
+    ``server_app`` and ``client_app``; ``config``: the ``[tool.flwr.app.config]`` lines."""
+    return _PYPROJECT.format(name=name, description=description, module=module) + config
+
+
+def write_app_project(path: str | Path, pyproject: str, module: str, text: str) -> Path:
+    """Write a Flower app project (``pyproject.toml`` + ``<module>.py``) into a new folder."""
+    from ldp_audit.rundir import check_new_dir
+
+    p = check_new_dir(path, name="app project folder")
+    p.mkdir(parents=True, exist_ok=True)
+    (p / "pyproject.toml").write_text(pyproject)
+    (p / f"{module}.py").write_text(text)
+    return p
+
+
+def run_app_project(
+    write: Any, run_dir: Path, *, run_config: Mapping[str, Any], clients: int, **kw: Any
+) -> list[dict[str, Any]]:
+    """``write(folder)`` an app project into a temporary folder and :func:`flwr_run` it
+    (``kw``: ``timeout``, ``log``); returns the replies the server refused (``metrics.json``'s
+    ``rejected``).
+
+    Raises:
+        InvalidParameterError: the run wrote no finished run directory, or one whose status is
+            not ``complete`` (the message quotes the first refused reply).
+    """
+    import tempfile
+
+    from ldp_audit.rundir import RunDir, read_manifest
+
+    with tempfile.TemporaryDirectory(prefix="ldp-flwr-app-") as tmp:
+        app = write(Path(tmp) / "app")
+        code = flwr_run(app, run_config=run_config, num_supernodes=clients, **kw)
+    man = read_manifest(run_dir) if run_dir.exists() else None
+    if not man or not (run_dir / "metrics.json").exists():
+        raise InvalidParameterError(
+            f"the Flower run (flwr run exit {code}) wrote no finished run directory in "
+            f"{str(run_dir)!r}; pass log= (CLI: --log FILE) to see Flower's output"
+        )
+    rejected = RunDir(run_dir).metrics().get("rejected", [])
+    if man.get("status") != "complete":
+        first = rejected[0]["reason"][:500] if rejected else "unknown"
+        raise InvalidParameterError(
+            f"the Flower run in {str(run_dir)!r} ended with status {man.get('status')!r} "
+            f"(flwr run exit {code}); {len(rejected)} replies refused, the first: {first}"
+        )
+    return rejected
 
 
 # ==============================================================================================

@@ -7,12 +7,12 @@ the declared mechanism and hands only the accepted ones to the strategy; :class:
 checks each reply and writes the run directory in the own-loop layout (config, manifest, the
 server's record ledger, transcript, metrics, model); :func:`summary` says in a few lines where a
 run is and what it spent. The client side is :mod:`~ldp_audit.training.flower.client`, the
-shared protocol :mod:`~ldp_audit.training.flower.protocol`, and
-:mod:`~ldp_audit.training.flower.ldp` the entry point re-exporting both sides.
+shared protocol :mod:`~ldp_audit.training.flower.protocol`.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -24,10 +24,10 @@ import numpy as np
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.flower.protocol import (
     budget_from,
-    check_release,
     flatten,
     mechanism_from,
     require_flwr,
+    sealed_report,
     unflatten,
 )
 
@@ -120,17 +120,9 @@ class FlowerRecorder:
 
     def check(self, content: Any, theta: np.ndarray, arrays_key: str) -> tuple[int, np.ndarray]:
         """(agent, noisy report) of a sealed reply, or InvalidParameterError saying why not."""
-        if "ldp-release" not in content.config_records or "ldp-report" not in (
-            content.array_records
-        ):
-            raise InvalidParameterError("reply has no sealed release (LdpReleaseMod did not run)")
+        mech, eps = self.mechanism.to_config(), float(self.mechanism.epsilon)
+        y = sealed_report(content, "ldp-report", "ldp-release", mech, eps, theta.size)
         rel = content["ldp-release"]
-        check_release(rel, self.mechanism.to_config(), float(self.mechanism.epsilon))
-        y = np.asarray(content["ldp-report"].to_numpy_ndarrays()[0], dtype=np.float64)
-        if y.shape != theta.shape or not np.all(np.isfinite(y)):
-            raise InvalidParameterError(
-                f"reply's report must be {theta.size} finite values, got shape {y.shape}"
-            )
         if arrays_key not in content.array_records:
             raise InvalidParameterError(f"reply has no ArrayRecord {arrays_key!r}")
         got = content[arrays_key].to_numpy_ndarrays()
@@ -154,16 +146,9 @@ class FlowerRecorder:
         if self.truth is not None:
             value = float(self.truth(agent))
         self.accountant.charge_many([(str(agent), self.event)])
-        n = len(self.rows["agent"])
-        for k, v in (
-            ("agent", agent),
-            ("round", server_round),
-            ("submission", n),
-            ("theta_index", theta_index),
-            ("report", report),
-            ("value", value),
-        ):
-            self.rows[k].append(v)
+        row = (agent, server_round, len(self.rows["agent"]), theta_index, report, value)
+        for col, v in zip(self.rows.values(), row, strict=True):  # the columns, in order
+            col.append(v)
 
     def reject(self, server_round: int, node: int, reason: str) -> None:
         self.rejected.append({"round": int(server_round), "node": int(node), "reason": reason})
@@ -183,10 +168,10 @@ class FlowerRecorder:
                     "transcript.npz",
                     {
                         "trial": np.zeros(n, dtype=np.int64),
-                        "agent": np.asarray(self.rows["agent"], dtype=np.int64),
-                        "round": np.asarray(self.rows["round"], dtype=np.int64),
-                        "submission": np.asarray(self.rows["submission"], dtype=np.int64),
-                        "theta_index": np.asarray(self.rows["theta_index"], dtype=np.int64),
+                        **{
+                            k: np.asarray(self.rows[k], dtype=np.int64)
+                            for k in ("agent", "round", "submission", "theta_index")
+                        },
                         "report": np.stack(self.rows["report"]).reshape(n, d),
                         "score": np.full(n, np.nan),
                         "thetas": np.stack(self.thetas).reshape(-1, d),
@@ -227,14 +212,9 @@ class FlowerRecorder:
         return self.path
 
 
-_STRATEGY_CLASS: Any = None
-
-
+@functools.cache
 def ldp_strategy_class() -> Any:
     """LdpStrategy, defined when first asked for (Flower is an optional extra)."""
-    global _STRATEGY_CLASS
-    if _STRATEGY_CLASS is not None:
-        return _STRATEGY_CLASS
     require_flwr()
     from flwr.serverapp.strategy import Strategy
 
@@ -294,7 +274,6 @@ def ldp_strategy_class() -> Any:
         def summary(self) -> None:
             self.inner.summary()
 
-    _STRATEGY_CLASS = LdpStrategy
     return LdpStrategy
 
 
