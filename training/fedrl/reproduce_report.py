@@ -15,7 +15,7 @@ from ldp_audit.report.markdown import wrap_markdown
 from ldp_audit.training.reproduction import num
 from ldp_audit.training.reproduction import write_report as shared_write_report
 
-__all__ = ["render_markdown", "readme_markdown", "pages", "write_report", "AUTHORS_MAPS_RANDOM"]
+__all__ = ["render_markdown", "pages", "write_report", "AUTHORS_MAPS_RANDOM"]
 
 
 def _pct(v: float) -> str:
@@ -362,16 +362,11 @@ def _render_curves(res: dict[str, Any]) -> list[str]:
     return lines
 
 
-def readme_markdown(res: dict[str, Any], notes: str | None = None) -> str:
-    """README.md: the generated part (:func:`render_markdown`), then the hand-written
-    ``notes`` (the folder's notes.md), if any."""
-    md = render_markdown(res)
-    return wrap_markdown(md + "\n" + notes if notes is not None else md)
-
-
 def pages(res: dict[str, Any], notes: str | None) -> dict[str, str]:
-    """The report's text pages (file name -> text): README.md."""
-    return {"README.md": readme_markdown(res, notes)}
+    """The report's text pages (file name -> text): README.md, the generated part
+    (:func:`render_markdown`), then the hand-written ``notes`` (the folder's notes.md), if any."""
+    md = render_markdown(res)
+    return {"README.md": wrap_markdown(md + "\n" + notes if notes is not None else md)}
 
 
 def write_report(res: dict[str, Any], out: str | Path) -> list[str]:
