@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 from dataclasses import asdict, dataclass, field
@@ -329,19 +330,15 @@ class FrdConfig:
         return cls(**d)
 
 
-_PROBED: set[tuple[str, tuple[float, ...]]] = set()
-
-
+@functools.cache
 def _probe_cartpole(name: str, values: tuple[float, ...]) -> None:
     """Each candidate set on a Gymnasium CartPole-v1, reset and stepped
     (:func:`ldp_audit.training.gym_envs.check_private_param`): a value the environment rejects
-    (an exception, a non-finite observation or reward) is refused naming it. Once per set."""
-    if (name, values) in _PROBED:
-        return
+    (an exception, a non-finite observation or reward) is refused naming it. Once per set (a
+    refused set is probed again)."""
     from ldp_audit.training.gym_envs import check_private_param
 
     check_private_param("CartPole-v1", name, values)
-    _PROBED.add((name, values))
 
 
 def setting_config(setting: int, **overrides: Any) -> FrdConfig:
