@@ -156,7 +156,9 @@ class ReproduceSettings:
         )
 
 
-def _stats(m: np.ndarray) -> dict[str, Any]:
+def _stats(r: Any) -> dict[str, Any]:
+    """A results.json row's numbers of one cell's :class:`~ldp_audit.training.frd.FrdResult`."""
+    m = r.mission
     fin = m[np.isfinite(m)]
     return {
         "mission": [float(x) if math.isfinite(x) else "inf" for x in m],
@@ -165,6 +167,8 @@ def _stats(m: np.ndarray) -> dict[str, Any]:
         "std_reached": float(fin.std(ddof=1)) if fin.size > 1 else math.nan,
         "reached": int(fin.size),
         "groups": int(m.size),
+        "agent_episodes": r.agent_episodes,
+        "clipped_states": r.clipped_states,
     }
 
 
@@ -227,18 +231,10 @@ def reproduce(
     results, task_cpu = _sweep(cfgs, keys, S.seed, progress, where)
     sweep_seconds = time.perf_counter() - ts
     sweep_cpu_seconds = time.process_time() - cs
-    rows = []
-    for (kind, st, n), r in zip(keys, results, strict=True):
-        rows.append(
-            {
-                "kind": kind,
-                "setting": st,
-                "agents": n,
-                **_stats(r.mission),
-                "agent_episodes": r.agent_episodes,
-                "clipped_states": r.clipped_states,
-            }
-        )
+    rows = [
+        {"kind": kind, "setting": st, "agents": n, **_stats(r)}
+        for (kind, st, n), r in zip(keys, results, strict=True)
+    ]
     leak = _leak(S, out, progress, where, device) if S.leak else []
     doc = {
         # a CPU reproduction's settings are recorded as before the device option existed
