@@ -226,8 +226,10 @@ def render_markdown(res: dict[str, Any]) -> str:
 AUTHORS_MAPS_RANDOM = {"public-code": 0.937, "manhattan": 0.727}
 
 
-def _cp_pct(k: int, n: int, lo_hi: list[float]) -> str:
-    return f"{100 * k / n:.1f} [{100 * lo_hi[0]:.1f}, {100 * lo_hi[1]:.1f}]"
+def _cp_pct(v: dict[str, Any], ci: str = "pooled_cp") -> str:
+    """Pooled successes / episodes of ``v`` in percent with its Clopper-Pearson ``v[ci]``."""
+    k, n, (lo, hi) = v["successes"], v["episodes"], v[ci]
+    return f"{100 * k / n:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]"
 
 
 def _render_rules(res: dict[str, Any]) -> list[str]:
@@ -258,8 +260,7 @@ def _render_rules(res: dict[str, Any]) -> list[str]:
         vals = [v for v in vals if v is not None]
         lines.append(
             f"| {size} | {m.get('meeting_rule', 'manhattan')} | "
-            f"{_cp_pct(man['successes'], man['episodes'], man['cp95'])} | "
-            f"{_cp_pct(pub['successes'], pub['episodes'], pub['cp95'])} | "
+            f"{_cp_pct(man, 'cp95')} | {_cp_pct(pub, 'cp95')} | "
             f"{min(vals):.1f}-{max(vals):.1f} |"
         )
     if "8" in have:
@@ -307,7 +308,7 @@ def _render_explore(res: dict[str, Any]) -> list[str]:
             "|---|" + "---|" * (len(epss) + 1),
         ]
         for lab, per in ex.items():
-            cells = [_cp_pct(v["successes"], v["episodes"], v["pooled_cp"]) for v in per.values()]
+            cells = [_cp_pct(v) for v in per.values()]
             gain = max(v["pooled"] for e, v in per.items() if e != "0") - per["0"]["pooled"]
             lines.append(f"| {lab} | " + " | ".join(cells) + f" | {100 * gain:+.1f} |")
         f1 = m["table"].get("FedRL-1")
@@ -347,14 +348,7 @@ def _render_curves(res: dict[str, Any]) -> list[str]:
             "|---|" + "---|" * len(labs),
         ]
         for i, it in enumerate(c["iterations"]):
-            cells = [
-                _cp_pct(
-                    c["methods"][lab][i]["successes"],
-                    c["methods"][lab][i]["episodes"],
-                    c["methods"][lab][i]["pooled_cp"],
-                )
-                for lab in labs
-            ]
+            cells = [_cp_pct(c["methods"][lab][i]) for lab in labs]
             lines.append(f"| {it} | " + " | ".join(cells) + " |")
         lines.append("")
         for lab, v in c.get("converged", {}).items():
