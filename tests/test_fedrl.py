@@ -96,16 +96,17 @@ def test_reserved_block_refuses_an_unpaid_release():
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"sigma": -1.0}, r"sigma must be a finite real number >= 0, got -1.0"),
+        ({"sigma": -1.0}, r"sigma must be a real number in \[0, 1e\+06\], got -1.0"),
         ({"sigma": float("nan")}, r"sigma must be .*got nan"),
         ({"sigma": True}, r"sigma must be .*got True"),
         ({"sigma": "1"}, r"sigma must be .*got '1'"),
-        ({"clip_outputs": 0.0}, r"clip_outputs must be a finite real number > 0.*got 0.0"),
+        ({"clip_outputs": 0.0}, r"clip_outputs must be None or a real .*\[1e-06, .*got 0.0"),
         ({"clip_outputs": -2}, r"clip_outputs must be .*got -2"),
         ({"hist_len": 0}, r"hist_len must be an integer >= 1, got 0"),
         ({"size": 12}, r"size must be one of 8, 16, 32.*got 12"),
-        ({"density": 1.0}, r"density must be in \[0, 1\), got 1.0"),
-        ({"methods": ("dqn-beta",)}, r"methods must be among .*got 'dqn-beta'"),
+        ({"density": 1.0}, r"density must be a real number in \[0, 1\), got 1.0"),
+        ({"methods": ("dqn-beta",)}, r"methods must be one of .*got 'dqn-beta'"),
+        ({"methods": ("fedrl", "fedrl")}, r"methods must not repeat"),
         ({"eval_maps": 900, "n_maps": 1000}, r"eval_maps must be <= the 100 test maps"),
     ],
 )

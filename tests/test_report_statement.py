@@ -174,3 +174,34 @@ def test_poisson_sampled_dpsgd_states_its_sampling_and_the_check(tmp_path: Path)
     assert f["sampling"].startswith("Poisson sampling at rate q = 0.01 per update")
     assert "rate lower bound 0 <= q and did not reject it" in f["sampling"]
     assert f["mu_gdp"].startswith("not stated: Poisson-subsampled Gaussian")
+
+
+@pytest.mark.parametrize(
+    ("tests", "flagged", "needle"),
+    [
+        ({"ledger": {"rejected": False}}, [], "ledger test checked that every update was charged "
+         "at this q (not flagged); the realised sampling was not tested (buffer grows)"),
+        ({"ledger": {"rejected": True}}, ["ledger"], "at this q (FLAGGED)"),
+        ({"ledger": {"rejected": False}, "sampling": {"rejected": True}}, ["sampling"],
+         "sampling test (batch sizes against Poisson sampling at q) REJECTED it"),
+        ({}, [], "not checked in this run (no white-box one-run audit)"),
+    ],
+)  # fmt: skip
+def test_poisson_sampling_states_what_todays_one_run_audit_checked(
+    tmp_path: Path, tests: dict, flagged: list, needle: str
+) -> None:
+    # the one-run audit of issue 36 has no mechanism test: its ledger test checks the charged
+    # q, its sampling test (when it can run) the batch sizes
+    run = make_system_run("dprl", tmp_path / "q")
+    cfg = json.loads((run / "config.json").read_text())
+    cfg["mechanism"].update(sample_rate=0.01, privacy_unit="transition")
+    (run / "config.json").write_text(json.dumps(cfg))
+    att = json.loads((run / "attack_membership.json").read_text())
+    not_run = {} if "sampling" in tests else {"sampling": "buffer grows"}
+    att["extra"].update(tests=tests, flagged_by=flagged, tests_not_run=not_run)
+    (run / "attack_membership.json").write_text(json.dumps(att))
+    f = build_report(
+        run, figures=False, sections_registry=STATEMENT_ONLY, ledger=system_ledger("dprl", run)
+    ).model["privacy_statement"]["fields"]
+    assert f["sampling"].startswith("Poisson sampling at rate q = 0.01 per update")
+    assert needle in f["sampling"], f["sampling"]

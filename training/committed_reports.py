@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.training.reproduction import notes_of
+from ldp_audit.training.reproduction import notes_of, read_results
 from ldp_audit.training.reproduction_statement import system_of
 
 __all__ = ["COMMITTED", "render", "rebuild", "main"]
@@ -53,13 +53,7 @@ PAGES = {
 def render(folder: str | Path) -> dict[str, str]:
     """The generated pages (file name -> text) of the report in ``folder``, as today's writer
     makes them from the folder's results.json (and notes.md)."""
-    folder = Path(folder)
-    path = folder / "results.json"
-    if not path.is_file():
-        raise InvalidParameterError(
-            f"folder must be a reproduction report folder, got {str(folder)!r}: no results.json"
-        )
-    res = json.loads(path.read_text())
+    res = read_results(folder)
     writer = importlib.import_module(f"ldp_audit.training.{PAGES[system_of(res)]}")
     return writer.pages(res, notes_of(folder))
 

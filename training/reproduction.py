@@ -43,6 +43,7 @@ __all__ = [
     "notes_of",
     "num",
     "provenance",
+    "read_results",
     "restore",
     "to_float",
     "versions",
@@ -194,6 +195,19 @@ def provenance(machine: str, device: str | None = None) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------- the report folder
+
+
+def read_results(folder: str | os.PathLike[str], what: str = "folder") -> dict[str, Any]:
+    """The results.json of a report folder (or that file itself); ``what`` names the argument
+    in the error when there is none."""
+    p = Path(folder)
+    p = p / "results.json" if p.is_dir() else p
+    if not p.is_file():
+        raise InvalidParameterError(
+            f"{what} must be a report folder or its results.json, got {str(folder)!r}: no "
+            "results.json"
+        )
+    return json.loads(p.read_text())
 
 
 def notes_of(folder: str | os.PathLike[str]) -> str | None:

@@ -28,12 +28,11 @@ Command (exit 0: no cell differs, 1: some cell differs, 2: bad input)::
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.training.reproduction import num
+from ldp_audit.training.reproduction import num, read_results
 from ldp_audit.training.reproduction import to_float as _f
 from ldp_audit.training.reproduction_statement import system_of
 
@@ -68,10 +67,8 @@ def cells(res: dict[str, Any]) -> dict[str, Cell]:
         for r in res.get("table") or []:
             noise = "clip-only" if r.get("clip_only") else f"{r.get('sigma'):g}"
             key = f"{r.get('algo')} {r.get('family')} {noise}"
-            out[f"{key} eval"] = _cell(r.get("eval_mean"), r.get("eval_ci95"))
-            out[f"{key} final_return"] = _cell(
-                r.get("final_return_mean"), r.get("final_return_ci95")
-            )
+            for m in ("eval", "final_return"):
+                out[f"{key} {m}"] = _cell(r.get(f"{m}_mean"), r.get(f"{m}_ci95"))
     elif system == "frd":
         from ldp_audit.training.frd.trends import median_ci
 
@@ -81,12 +78,8 @@ def cells(res: dict[str, Any]) -> dict[str, Cell]:
     else:
         for size, m in (res.get("table1") or {}).items():
             for name, t in (m.get("table") or {}).items():
-                out[f"{size}x{size} {name} succ_rate"] = _cell(
-                    t.get("succ_rate"), t.get("succ_rate_ci")
-                )
-                out[f"{size}x{size} {name} avg_reward"] = _cell(
-                    t.get("avg_reward"), t.get("avg_reward_ci")
-                )
+                for v in ("succ_rate", "avg_reward"):
+                    out[f"{size}x{size} {name} {v}"] = _cell(t.get(v), t.get(f"{v}_ci"))
     return out
 
 
@@ -182,21 +175,12 @@ def check_against(
     }
 
 
-def _read(folder: str | Path, what: str) -> dict[str, Any]:
-    p = Path(folder)
-    p = p / "results.json" if p.is_dir() else p
-    if not p.is_file():
-        raise InvalidParameterError(
-            f"{what} must be a report folder or its results.json, got {str(folder)!r}"
-        )
-    return json.loads(p.read_text())
-
-
 def check_folders(
     rerun: str | Path, committed: str | Path, *, any_scale: bool = False
 ) -> dict[str, Any]:
     """:func:`check_against` of two report folders (or results.json paths)."""
-    return check_against(_read(rerun, "rerun"), _read(committed, "committed"), any_scale=any_scale)
+    old = read_results(committed, "committed")
+    return check_against(read_results(rerun, "rerun"), old, any_scale=any_scale)
 
 
 def _n(v: float | None) -> str:

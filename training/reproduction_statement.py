@@ -77,6 +77,11 @@ def _eps_list(values: list[Any]) -> str:
     return ", ".join(_e(v) for v in values)
 
 
+def _ratio(a: dict[str, Any], claim: str) -> float:
+    """An audit's lower bound over its claim ``a[claim]`` (how close it came to a violation)."""
+    return (_f(a["epsilon_lower_bound"]) or 0) / (_f(a[claim]) or 1)
+
+
 def _bound(lb: Any, claim: Any, violation: bool) -> str:
     return f"bound {_e(lb, 3)} {'>' if violation else '<='} claim {_e(claim, 3)}"
 
@@ -192,22 +197,16 @@ def _readings(res: dict[str, Any]) -> list[str]:
     for (clip, claim), rows in groups.items():
         bad = [a for a in rows if a.get("violation")]
         shown = bad or rows
-        worst = max(shown, key=lambda a: (_f(a["epsilon_lower_bound"]) or 0) / (
-            _f(a["claimed_epsilon"]) or 1))  # fmt: skip
+        worst = max(shown, key=lambda a: _ratio(a, "claimed_epsilon"))
         readings = ", ".join(rows[0].get("readings") or [])
         what = f"{clip} clip ({readings}) against the {claim} claim"
-        if bad:
-            parts.append(
-                f"{what}: VIOLATION at epsilon {_eps_list([a['epsilon'] for a in bad])} "
-                f"(e.g. {_bound(worst['epsilon_lower_bound'], worst['claimed_epsilon'], True)})"
-            )
-            verdicts.append(f"{what}: VIOLATION")
-        else:
-            parts.append(
-                f"{what}: no violation found at every epsilon (closest: "
-                f"{_bound(worst['epsilon_lower_bound'], worst['claimed_epsilon'], False)})"
-            )
-            verdicts.append(f"{what}: no violation found")
+        bound = _bound(worst["epsilon_lower_bound"], worst["claimed_epsilon"], bool(bad))
+        verdicts.append(f"{what}: {'VIOLATION' if bad else 'no violation found'}")
+        parts.append(
+            f"{what}: VIOLATION at epsilon {_eps_list([a['epsilon'] for a in bad])} (e.g. {bound})"
+            if bad
+            else f"{what}: no violation found at every epsilon (closest: {bound})"
+        )
     conf_s = f"{100 * conf:g}%" if conf else "confidence not recorded"
     return lines + [
         f"- **Audit / attack:** black-box audit of each reading's report mechanism "
@@ -254,35 +253,15 @@ def _dprl(res: dict[str, Any]) -> list[str]:
 
     wrong = [a for a in correct if flagged(a)]
     caught = [a for a in planted if flagged(a)]
-    conf = sorted(
-        {
-            (a.get(k) or {}).get("confidence_each")
-            for a in audits
-            for k in ("white-box", "black-box")
-        }
-        - {None}
-    )
+    tests = [a.get(k) or {} for a in audits for k in ("white-box", "black-box")]
+    conf = sorted({t.get("confidence_each") for t in tests} - {None})
     # each test's level is 0.05 / (number of tests): 95% per audit by Bonferroni
     bonferroni = bool(conf) and all(
         abs(0.05 / (1 - c) - round(0.05 / (1 - c))) < 1e-6 for c in conf if c < 1
     )
-    worst = max(
-        correct,
-        key=lambda a: (
-            (_f(a["white-box"]["epsilon_lower_bound"]) or 0)
-            / (_f(a["white-box"]["accountant_epsilon"]) or 1)
-        ),
-        default=None,
-    )
-    closest = (
-        _bound(
-            worst["white-box"]["epsilon_lower_bound"],
-            worst["white-box"]["accountant_epsilon"],
-            False,
-        )  # fmt: skip
-        if worst
-        else ""
-    )
+    worst = max(correct, key=lambda a: _ratio(a["white-box"], "accountant_epsilon"), default=None)
+    w = worst["white-box"] if worst else {}
+    closest = _bound(w["epsilon_lower_bound"], w["accountant_epsilon"], False) if worst else ""
     conf_s = (
         f"each test at confidence {' or '.join(f'{c:.4g}' for c in conf)}"
         + (", 95% per audit by Bonferroni" if bonferroni else "")

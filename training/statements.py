@@ -9,6 +9,7 @@ claim, its alternatives, the audit's numbers) is the core report's, the same for
 
 from __future__ import annotations
 
+import importlib
 import math
 from pathlib import Path
 from typing import Any
@@ -36,9 +37,12 @@ __all__ = [
 ]
 
 
-def dprl_facts(run: Any, led: Any, claim: dict[str, Any], one_run: list[dict[str, Any]]) -> Any:
-    cfg = run.config
+def dprl_facts(c: Any) -> dict[str, tuple[str, str]]:
+    """The DP-SGD RL rows of report context ``c`` (none for an observation-noise run)."""
+    run, led, claim, cfg = c.run, c.ledger, c.claim, c.run.config
     mech = cfg.get("mechanism") or {}
+    if str(mech.get("name", "")).lower().replace("_", "-") != "dp-sgd":
+        return {}  # observation-noise runs keep the generic rows
     priv = run.metrics.get("privacy") or {}
     unit = mech.get("privacy_unit") or priv.get("unit")
     q = num(mech.get("sample_rate") if "sample_rate" in mech else priv.get("sample_rate"))
@@ -61,7 +65,7 @@ def dprl_facts(run: Any, led: Any, claim: dict[str, Any], one_run: list[dict[str
         )
     else:
         adj = NOT_RECORDED
-    one = list(one_run)
+    one = list(c.one_run)
     rate = next((o for o in one if o.get("rate_lower_bound") is not None), None)
     if q is None:
         samp = (NOT_RECORDED, NOT_RECORDED)
@@ -72,18 +76,36 @@ def dprl_facts(run: Any, led: Any, claim: dict[str, Any], one_run: list[dict[str
             "config.json mechanism.sample_rate; ledger events",
         )
     else:
-        check = (
-            f"the one-run mechanism test measured a rate lower bound "
-            f"{fmt_eps(rate['rate_lower_bound'])} <= q"
-            + (" and did not reject it" if rate.get("mechanism_test_rejected") is False else "")
-            if rate is not None
-            else "not checked in this run (no one-run mechanism test)"
-        )
+        # the one-run audit's tests (issue 36): "sampling" (the batch sizes against Poisson
+        # sampling at q, where the data set size is known) and "ledger" (every update charged
+        # the declared event at this q); DQN's growing buffer leaves the first not run
+        ran = next((o for o in one if {"sampling", "ledger"} & set(o.get("tests_run") or ())), None)
+        flagged = set((ran or {}).get("flagged_by") or ())
+        why = ((ran or {}).get("tests_not_run") or {}).get("sampling")
+        if rate is not None:  # an audit file of before issue 36 (its mechanism test)
+            check = (
+                "the one-run mechanism test measured a rate lower bound "
+                f"{fmt_eps(rate['rate_lower_bound'])} <= q"
+                + (" and did not reject it" if rate.get("mechanism_test_rejected") is False else "")
+            )
+        elif ran is not None and "sampling" in ran["tests_run"]:
+            check = "the one-run audit's sampling test (batch sizes against Poisson sampling " + (
+                "at q) REJECTED it" if "sampling" in flagged else "at q) did not reject it"
+            )
+        elif ran is not None:
+            check = (
+                f"the one-run audit's ledger test checked that every update was charged at "
+                f"this q ({'FLAGGED' if 'ledger' in flagged else 'not flagged'}); the "
+                "realised sampling was not tested" + (f" ({why})" if why else "")
+            )
+        else:
+            check = "not checked in this run (no white-box one-run audit)"
         samp = (
             f"Poisson sampling at rate q = {fmt_eps(q)} per update (charged as "
             f"PoissonSampledEvent); the trainer draws each {unit_s} independently with "
             f"probability q; matches: {check}",
-            "config.json mechanism.sample_rate; ledger events; training/dprl/__init__.py",
+            "config.json mechanism.sample_rate; ledger events; training/dprl/algos.py; "
+            "one-run audit",
         )
     mu = next((o["mu_claimed"] for o in one if o.get("mu_claimed") is not None), None)
     if mu is not None:
@@ -121,7 +143,9 @@ def dprl_facts(run: Any, led: Any, claim: dict[str, Any], one_run: list[dict[str
     }
 
 
-def fedrl_facts(run: Any, led: Any, claim: dict[str, Any]) -> dict[str, tuple[str, str]]:
+def fedrl_facts(c: Any) -> dict[str, tuple[str, str]]:
+    """The FedRL rows of report context ``c``."""
+    run, led = c.run, c.ledger
     mech = run.config.get("mechanism") or {}
     b, dim = num(mech.get("bound")), mech.get("dim")
     sens = 2 * b * math.sqrt(dim) if b is not None and isinstance(dim, int) else None
@@ -166,7 +190,9 @@ def fedrl_facts(run: Any, led: Any, claim: dict[str, Any]) -> dict[str, tuple[st
     }
 
 
-def frd_facts(run: Any, led: Any, claim: dict[str, Any]) -> dict[str, tuple[str, str]]:
+def frd_facts(c: Any) -> dict[str, tuple[str, str]]:
+    """The FRD rows of report context ``c``."""
+    run, led, claim = c.run, c.ledger, c.claim
     mech = run.config.get("mechanism") or {}
     inner = run.config.get("config") or {}
     _, ev = events_words(led, "local")
@@ -216,73 +242,37 @@ def frd_facts(run: Any, led: Any, claim: dict[str, Any]) -> dict[str, tuple[str,
     }
 
 
-def _rows(facts: dict[str, tuple[str, str]]) -> dict[str, list[str]]:
-    return {k: [v[0], v[1]] for k, v in facts.items()}
+def _system_report(sections: str | None, facts_of: Any, unit: str | None = None) -> Any:
+    """A ``report_sections`` entry: the trainer's sections (``sections``: "module:function",
+    None for the statement rows alone) and, given a report ``context``, the rows
+    ``facts_of(context)`` (with the claim's ``unit`` when it is read from the ledger)."""
 
-
-def dprl_report(
-    run_dir: Path, extra: list[Path] | None = None, *, context: Any = None
-) -> dict[str, Any]:
-    """DP-SGD RL's sections (``ldp_audit.training.dprl.report.report_sections``) and, for a DP-SGD
-    run, its statement rows (observation-noise runs keep the generic rows)."""
-    from ldp_audit.training.dprl.report import report_sections
-
-    out: dict[str, Any] = {"sections": report_sections(run_dir, extra)}
-    if context is not None:
-        mech = context.run.config.get("mechanism") or {}
-        if str(mech.get("name", "")).lower().replace("_", "-") == "dp-sgd":
-            facts = dprl_facts(context.run, context.ledger, context.claim, context.one_run)
-            out["statement"] = _rows(facts)
-    return out
-
-
-def fedrl_report(
-    run_dir: Path, extra: list[Path] | None = None, *, context: Any = None
-) -> dict[str, Any]:
-    """FedRL's sections (``ldp_audit.training.fedrl.report_sections``) and statement rows."""
-    from ldp_audit.training.fedrl import report_sections
-
-    out: dict[str, Any] = {"sections": report_sections(run_dir, extra)}
-    if context is not None:
-        out["statement"] = _rows(fedrl_facts(context.run, context.ledger, context.claim))
-    return out
-
-
-def frd_report(
-    run_dir: Path, extra: list[Path] | None = None, *, context: Any = None
-) -> dict[str, Any]:
-    """FRD's sections (``ldp_audit.training.frd.report_sections``) and statement rows; its
-    privacy unit, when the claim is read from the ledger, is the agent."""
-    from ldp_audit.training.frd import report_sections
-
-    out: dict[str, Any] = {"sections": report_sections(run_dir, extra)}
-    if context is not None:
-        facts = _rows(frd_facts(context.run, context.ledger, context.claim))
-        out["statement"] = {**facts, "unit": "agent"}
-    return out
-
-
-def _statement_only(facts_of: Any, unit: str | None = None) -> Any:
-    def f(run_dir: Path, extra: list[Path] | None = None, *, context: Any = None) -> dict:
-        if context is None:
-            return {}
-        out: dict[str, Any] = {"statement": _rows(facts_of(context))}
-        if unit:
-            out["statement"]["unit"] = unit
+    def report(
+        run_dir: Path, extra: list[Path] | None = None, *, context: Any = None
+    ) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if sections is not None:
+            module, _, name = sections.partition(":")
+            out["sections"] = getattr(importlib.import_module(module), name)(run_dir, extra)
+        if context is not None:
+            out["statement"] = {k: [v[0], v[1]] for k, v in facts_of(context).items()}
+            if unit:
+                out["statement"]["unit"] = unit
         return out
 
-    return f
+    return report
 
 
-def _dprl_ctx(c: Any) -> dict[str, tuple[str, str]]:
-    mech = c.run.config.get("mechanism") or {}
-    if str(mech.get("name", "")).lower().replace("_", "-") != "dp-sgd":
-        return {}
-    return dprl_facts(c.run, c.ledger, c.claim, c.one_run)
-
-
+#: DP-SGD RL's sections (``ldp_audit.training.dprl.report.report_sections``) and, for a DP-SGD
+#: run, its statement rows (observation-noise runs keep the generic rows)
+dprl_report = _system_report("ldp_audit.training.dprl.report:report_sections", dprl_facts)
+#: FedRL's sections (``ldp_audit.training.fedrl.report_sections``) and statement rows
+fedrl_report = _system_report("ldp_audit.training.fedrl:report_sections", fedrl_facts)
+#: FRD's sections (``ldp_audit.training.frd.report_sections``) and statement rows; its privacy
+#: unit, when the claim is read from the ledger, is the agent
+frd_report = _system_report("ldp_audit.training.frd:report_sections", frd_facts, "agent")
 #: The statement rows alone, without the trainers' sections (for a report of the statement
 #: only, e.g. ``build_report(run, sections_registry={"dprl": ".../statements:dprl_statement"})``).
-dprl_statement = _statement_only(_dprl_ctx)
-fedrl_statement = _statement_only(lambda c: fedrl_facts(c.run, c.ledger, c.claim))
-frd_statement = _statement_only(lambda c: frd_facts(c.run, c.ledger, c.claim), unit="agent")
+dprl_statement = _system_report(None, dprl_facts)
+fedrl_statement = _system_report(None, fedrl_facts)
+frd_statement = _system_report(None, frd_facts, "agent")

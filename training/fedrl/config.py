@@ -4,22 +4,14 @@ methods it trains (:data:`METHODS`, the rows of Table 1 :data:`TABLE_ROWS`).
 
 from __future__ import annotations
 
-import math
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from functools import partial
 from typing import Any
 
 from ldp_audit.config import bounds
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.device import DEVICES
-from ldp_audit.training.fedrl.gridworld import (
-    MEETING_RULES,
-    N_ACTIONS,
-    check_density,
-    check_hist_len,
-    check_meeting_rule,
-    check_size,
-)
+from ldp_audit.training.fedrl.gridworld import MEETING_RULES, N_ACTIONS, check_density, check_size
 from ldp_audit.training.fedrl.mechanisms import (
     MAX_SCALE,
     MIN_BOUND,
@@ -27,41 +19,13 @@ from ldp_audit.training.fedrl.mechanisms import (
     TargetMechanism,
     check_bound,
     check_sigma,
-    is_int,
-    is_real,
 )
+from ldp_audit.training.reproduction import check_fields
 
 #: Methods trained by :func:`train_fedrl` (FedRL yields both FedRL-1 and FedRL-2 at test time).
 METHODS = ("dqn-alpha", "dqn-full", "fedrl")
 #: Rows of Table 1.
 TABLE_ROWS = ("DQN-alpha", "FedRL-1", "FedRL-2", "DQN-full")
-
-
-# ----------------------------------------------------------------------------------------------
-# Configuration
-# ----------------------------------------------------------------------------------------------
-
-
-def _check_delta(v: Any) -> float:
-    if not is_real(v) or not 0 < float(v) < 1:
-        raise InvalidParameterError(f"delta must be in (0, 1), got {v!r}")
-    return float(v)
-
-
-def _check_unit(v: Any, name: str) -> float:
-    if not is_real(v) or not 0.0 <= float(v) <= 1.0:
-        raise InvalidParameterError(f"{name} must be a real number in [0, 1], got {v!r}")
-    return float(v)
-
-
-def _check_lr(v: Any) -> float:
-    if not is_real(v) or not 0 < float(v) < math.inf:
-        raise InvalidParameterError(f"lr must be a real number > 0, got {v!r}")
-    return float(v)
-
-
-def _unit(name: str) -> dict[str, Any]:
-    return bounds(minimum=0, maximum=1, check=partial(_check_unit, name=name))
 
 
 def _scale(name: str) -> dict[str, Any]:
@@ -70,23 +34,6 @@ def _scale(name: str) -> dict[str, Any]:
 
 def _clip(name: str) -> dict[str, Any]:
     return bounds(minimum=MIN_BOUND, maximum=MAX_SCALE, check=partial(check_bound, name=name))
-
-
-#: the integer fields checked against their metadata's minimum by __post_init__
-_COUNTS = (
-    "n_maps",
-    "map_seed",
-    "batch_size",
-    "n_envs",
-    "train_steps",
-    "replay_size",
-    "learning_starts",
-    "eps_decay",
-    "target_update",
-    "eval_maps",
-    "runs",
-    "prepay_block",
-)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -148,17 +95,17 @@ class FedRLConfig:
     clip_targets: float | None = field(default=None, metadata=_clip("clip_targets"))
     delta: float = field(
         default=1e-5,
-        metadata=bounds(minimum=0, maximum=1, open_min=True, open_max=True, check=_check_delta),
+        metadata=bounds(minimum=0, maximum=1, open_min=True, open_max=True),
     )
-    gamma: float = field(default=0.9, metadata=_unit("gamma"))
-    lr: float = field(default=1e-3, metadata=bounds(minimum=0, open_min=True, check=_check_lr))
+    gamma: float = field(default=0.9, metadata=bounds(minimum=0, maximum=1))
+    lr: float = field(default=1e-3, metadata=bounds(minimum=0, open_min=True))
     batch_size: int = field(default=32, metadata=bounds(minimum=1))
     n_envs: int = field(default=16, metadata=bounds(minimum=1))
     train_steps: int = field(default=2000, metadata=bounds(minimum=1))
     replay_size: int = field(default=50_000, metadata=bounds(minimum=1))
     learning_starts: int = field(default=256, metadata=bounds(minimum=1))
-    eps_start: float = field(default=1.0, metadata=_unit("eps_start"))
-    eps_end: float = field(default=0.1, metadata=_unit("eps_end"))
+    eps_start: float = field(default=1.0, metadata=bounds(minimum=0, maximum=1))
+    eps_end: float = field(default=0.1, metadata=bounds(minimum=0, maximum=1))
     eps_decay: int = field(default=1000, metadata=bounds(minimum=1))
     target_update: int = field(default=100, metadata=bounds(minimum=1))
     eval_maps: int = field(default=800, metadata=bounds(minimum=1))
@@ -169,34 +116,9 @@ class FedRLConfig:
     meeting_rule: str = field(default="manhattan", metadata=bounds(choices=MEETING_RULES))
 
     def __post_init__(self) -> None:
-        from ldp_audit.training.device import check_device
-
-        check_device(self.device)
-        check_meeting_rule(self.meeting_rule)
-        _, t = check_size(self.size, self.t_max)
-        check_density(self.density)
-        check_hist_len(self.hist_len)
-        check_sigma(self.sigma, "sigma")
-        check_bound(self.clip_outputs, "clip_outputs")
-        check_sigma(self.target_sigma, "target_sigma")
-        check_bound(self.clip_targets, "clip_targets")
-        minimum = {f.name: f.metadata["ldp_audit"]["minimum"] for f in fields(self)}
-        for name in _COUNTS:
-            v, lo = getattr(self, name), minimum[name]
-            if not is_int(v) or v < lo:
-                raise InvalidParameterError(f"{name} must be an integer >= {lo}, got {v!r}")
-        for name in ("gamma", "eps_start", "eps_end"):
-            _check_unit(getattr(self, name), name)
-        _check_lr(self.lr)
-        _check_delta(self.delta)
-        if not isinstance(self.methods, (tuple, list)) or not self.methods:
-            raise InvalidParameterError(
-                f"methods must be a non-empty sequence of {METHODS}, got {self.methods!r}"
-            )
+        check_fields(self)  # every field's type and bounds (those of its command-line option)
+        check_size(self.size, self.t_max)  # another size than the paper's needs t_max
         object.__setattr__(self, "methods", tuple(self.methods))
-        for m in self.methods:
-            if m not in METHODS:
-                raise InvalidParameterError(f"methods must be among {METHODS}, got {m!r}")
         if len(set(self.methods)) != len(self.methods):
             raise InvalidParameterError(f"methods must not repeat, got {self.methods!r}")
         n_test = self.n_maps - int(round(0.8 * self.n_maps)) - int(round(0.1 * self.n_maps))
@@ -205,7 +127,6 @@ class FedRLConfig:
                 f"eval_maps must be <= the {n_test} test maps of n_maps={self.n_maps}, "
                 f"got {self.eval_maps}"
             )
-        _ = t
 
     @property
     def episode_limit(self) -> int:

@@ -67,6 +67,7 @@ __all__ = [
     "MEETING_RULES",
     "check_meeting_rule",
     "agent_distance",
+    "is_int",
 ]
 
 #: Episode limit T_m of the paper per map size.
@@ -84,7 +85,7 @@ BETA_VIEW = 5
 _PAD = BETA_VIEW // 2
 
 
-def _is_int(v: Any) -> bool:
+def is_int(v: Any) -> bool:
     return isinstance(v, numbers.Integral) and not isinstance(v, bool)
 
 
@@ -93,9 +94,9 @@ def check_size(size: Any, t_max: Any = None) -> tuple[int, int]:
 
     Sizes other than 8 / 16 / 32 are allowed only with an explicit ``t_max``.
     """
-    if not _is_int(size):
+    if not is_int(size):
         raise InvalidParameterError(f"size must be an integer, got {size!r}")
-    if t_max is not None and (not _is_int(t_max) or t_max < 1):
+    if t_max is not None and (not is_int(t_max) or t_max < 1):
         raise InvalidParameterError(f"t_max must be an integer >= 1, got {t_max!r}")
     if size not in T_MAX:
         if t_max is None:
@@ -120,7 +121,7 @@ def check_density(density: Any) -> float:
 
 def check_hist_len(hist_len: Any) -> int:
     """History length H must be an integer >= 1."""
-    if not _is_int(hist_len) or hist_len < 1:
+    if not is_int(hist_len) or hist_len < 1:
         raise InvalidParameterError(f"hist_len must be an integer >= 1, got {hist_len!r}")
     return int(hist_len)
 
@@ -241,9 +242,9 @@ def generate_maps(
     """
     size, t_max = check_size(size, t_max)
     density = check_density(density)
-    if not _is_int(n_maps) or n_maps < 1:
+    if not is_int(n_maps) or n_maps < 1:
         raise InvalidParameterError(f"n_maps must be an integer >= 1, got {n_maps!r}")
-    if not _is_int(seed) or seed < 0:
+    if not is_int(seed) or seed < 0:
         raise InvalidParameterError(f"seed must be an integer >= 0, got {seed!r}")
     from scipy import ndimage
 
@@ -397,10 +398,7 @@ class VectorGridWorld:
         blocked = (~inside) | (self.maps.obstacles[m, newc[..., 0], newc[..., 1]] == 1)
         moved = np.where(blocked[..., None], self.pos, new)
         self.pos = np.where(active[:, None, None], moved, self.pos)
-        if self.meeting_rule == "manhattan":
-            md = np.abs(self.pos[:, 0] - self.pos[:, 1]).sum(axis=1)
-        else:  # the authors' code: abs(sum(b_xy - a_xy)) = |dx + dy|
-            md = np.abs((self.pos[:, 1] - self.pos[:, 0]).sum(axis=1))
+        md = agent_distance(self.pos[:, 0], self.pos[:, 1], self.meeting_rule)
         r = step_reward(n, blocked[:, 0], blocked[:, 1], md).astype(np.float64)
         r = np.where(active, r, 0.0)
         met = active & (md <= 1)
@@ -469,7 +467,7 @@ try:  # Gymnasium is a dependency; keep the import local to this block
             opts = options or {}
             if "map_index" in opts:
                 i = opts["map_index"]
-                if not _is_int(i) or not 0 <= i < len(self.maps):
+                if not is_int(i) or not 0 <= i < len(self.maps):
                     raise InvalidParameterError(
                         f"map_index must be an integer in [0, {len(self.maps)}), got {i!r}"
                     )

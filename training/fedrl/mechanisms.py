@@ -14,15 +14,11 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.training.fedrl.gridworld import N_ACTIONS
+from ldp_audit.training.fedrl.gridworld import N_ACTIONS, is_int
 
 
 def is_real(v: Any) -> bool:
     return isinstance(v, numbers.Real) and not isinstance(v, bool)
-
-
-def is_int(v: Any) -> bool:
-    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
 
 
 #: noise scales and clip bounds accepted: Q outputs are float32, and sigma / B must stay finite

@@ -41,6 +41,29 @@ def _fmt(v: Any, nd: int = 3) -> str:
     return f"{v:.{nd}g}" if abs(v) >= 1e4 else f"{v:.{nd}f}"
 
 
+def _table(caption: str, header: list[str], rows: list[list[Any]]) -> dict[str, Any]:
+    return {"caption": caption, "header": header, "rows": rows}
+
+
+def _section(
+    sid: str,
+    title: str,
+    paragraphs: list[str],
+    table: dict[str, Any] | None,
+    data: Any,
+    figures: dict[str, bytes] | None = None,
+) -> dict[str, Any]:
+    """One section of ``ldp-audit report RUN`` (:mod:`ldp_audit.report.plugin`'s form)."""
+    return {
+        "id": sid,
+        "title": title,
+        "paragraphs": paragraphs,
+        "tables": [table] if table else [],
+        "figures": figures or {},
+        "data": data,
+    }
+
+
 def _curve_png(runs: list[dict[str, Any]]) -> bytes | None:
     try:
         import io
@@ -112,31 +135,22 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict
         "The shared MLP is updated from released values only (post-processing), so its "
         "parameters reveal nothing beyond the released rows.",
     ]
+    table = [
+        [p["run"], p["ledger_agent"], p["channel"], p["charges"], _fmt(p["epsilon"]), p["in_words"]]
+        for p in priv
+    ]
     sections.append(
-        {
-            "id": "fedrl-privacy",
-            "title": "FedRL: privacy of what the agents exchange",
-            "paragraphs": paras,
-            "tables": [
-                {
-                    "caption": f"Accountant (best of RDP/PLD/PRV) at delta = {cfg['delta']:g}",
-                    "header": ["run", "ledger agent", "channel", "charges", "epsilon", "in words"],
-                    "rows": [
-                        [
-                            p["run"],
-                            p["ledger_agent"],
-                            p["channel"],
-                            p["charges"],
-                            _fmt(p["epsilon"]),
-                            p["in_words"],
-                        ]
-                        for p in priv
-                    ],
-                }
-            ],
-            "figures": {},
-            "data": {"privacy": priv, "mechanism": mech.to_config()},
-        }
+        _section(
+            "fedrl-privacy",
+            "FedRL: privacy of what the agents exchange",
+            paras,
+            _table(
+                f"Accountant (best of RDP/PLD/PRV) at delta = {cfg['delta']:g}",
+                ["run", "ledger agent", "channel", "charges", "epsilon", "in words"],
+                table,
+            ),
+            {"privacy": priv, "mechanism": mech.to_config()},
+        )
     )
     rows = []
     for name, t in metrics.get("table", {}).items():
@@ -154,15 +168,12 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict
                 "-" if pr is None else f"{pr:.3f}",
             ]
         )
-    figs = {}
     png = _curve_png(metrics.get("runs", []))
-    if png:
-        figs["fedrl_curves"] = png
     sections.append(
-        {
-            "id": "fedrl-table1",
-            "title": f"FedRL: Table 1 at {size}x{size} (this run) beside the paper",
-            "paragraphs": [
+        _section(
+            "fedrl-table1",
+            f"FedRL: Table 1 at {size}x{size} (this run) beside the paper",
+            [
                 f"Greedy episodes on {cfg.get('eval_maps')} test maps after "
                 f"{cfg.get('train_steps')} training iterations x {cfg.get('n_envs')} maps; "
                 "SuccRate with a 95 % t-interval over runs (nan with one run). The paper trained "
@@ -179,69 +190,54 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict
                 if cfg.get("meeting_rule", "manhattan") == "public-code"
                 else []
             ),
-            "tables": [
-                {
-                    "caption": "SuccRate (%) and AvgRwd, ours vs paper",
-                    "header": ["method", "runs", "SuccRate", "paper", "AvgRwd", "paper"],
-                    "rows": rows,
-                }
-            ],
-            "figures": figs,
-            "data": {"table": metrics.get("table", {})},
-        }
+            _table(
+                "SuccRate (%) and AvgRwd, ours vs paper",
+                ["method", "runs", "SuccRate", "paper", "AvgRwd", "paper"],
+                rows,
+            ),
+            {"table": metrics.get("table", {})},
+            {"fedrl_curves": png} if png else {},
+        )
     )
-    for name, title in (("audit.json", "audit"), ("attack_fedrl.json", "attack")):
-        f = run_dir / name
-        if not f.is_file():
-            continue
-        doc = rd.json(name)
-        if title == "attack":
-            doc = doc.get("extra", doc)
-            tab_rows = [
-                [
-                    a["target"],
-                    a["n_test"],
-                    _fmt(a["accuracy"]),
-                    f"[{_fmt(a['accuracy_ci'][0])}, {_fmt(a['accuracy_ci'][1])}]",
-                    _fmt(a["chance"]),
-                    _fmt(a["ceiling"]),
-                ]
-                for a in doc.get("results", [])
+    if (run_dir / "audit.json").is_file():
+        doc = rd.json("audit.json")
+        items = doc if isinstance(doc, list) else [doc]
+        paras = [str(i.get("summary", "")) for i in items if isinstance(i, dict)]
+        sections.append(
+            _section(
+                "fedrl-audit",
+                "FedRL: black-box audit of the output mechanism",
+                paras,
+                None,
+                {"audit": items},
+            )
+        )
+    if (run_dir / "attack_fedrl.json").is_file():
+        doc = rd.json("attack_fedrl.json")
+        doc = doc.get("extra", doc)
+        rows = [
+            [
+                a["target"],
+                a["n_test"],
+                _fmt(a["accuracy"]),
+                f"[{_fmt(a['accuracy_ci'][0])}, {_fmt(a['accuracy_ci'][1])}]",
+                _fmt(a["chance"]),
+                _fmt(a["ceiling"]),
             ]
-            sections.append(
-                {
-                    "id": "fedrl-attack",
-                    "title": "FedRL: attack on the transcript",
-                    "paragraphs": [doc.get("summary", "")],
-                    "tables": [
-                        {
-                            "caption": "accuracy with 95 % Clopper-Pearson interval, chance "
-                            "(majority class) and the ceiling the per-row (epsilon, delta) allows",
-                            "header": [
-                                "target",
-                                "test rows",
-                                "accuracy",
-                                "95 % CI",
-                                "chance",
-                                "ceiling",
-                            ],
-                            "rows": tab_rows,
-                        }
-                    ],
-                    "figures": {},
-                    "data": doc,
-                }
+            for a in doc.get("results", [])
+        ]
+        caption = (
+            "accuracy with 95 % Clopper-Pearson interval, chance (majority class) and the "
+            "ceiling the per-row (epsilon, delta) allows"
+        )
+        header = ["target", "test rows", "accuracy", "95 % CI", "chance", "ceiling"]
+        sections.append(
+            _section(
+                "fedrl-attack",
+                "FedRL: attack on the transcript",
+                [doc.get("summary", "")],
+                _table(caption, header, rows),
+                doc,
             )
-        else:
-            items = doc if isinstance(doc, list) else [doc]
-            sections.append(
-                {
-                    "id": "fedrl-audit",
-                    "title": "FedRL: black-box audit of the output mechanism",
-                    "paragraphs": [str(i.get("summary", "")) for i in items if isinstance(i, dict)],
-                    "tables": [],
-                    "figures": {},
-                    "data": {"audit": items},
-                }
-            )
+        )
     return sections

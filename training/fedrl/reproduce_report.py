@@ -15,7 +15,7 @@ from ldp_audit.report.markdown import wrap_markdown
 from ldp_audit.training.reproduction import num
 from ldp_audit.training.reproduction import write_report as shared_write_report
 
-__all__ = ["render_markdown", "readme_markdown", "pages", "write_report", "AUTHORS_MAPS_RANDOM"]
+__all__ = ["render_markdown", "pages", "write_report", "AUTHORS_MAPS_RANDOM"]
 
 
 def _pct(v: float) -> str:
@@ -226,8 +226,10 @@ def render_markdown(res: dict[str, Any]) -> str:
 AUTHORS_MAPS_RANDOM = {"public-code": 0.937, "manhattan": 0.727}
 
 
-def _cp_pct(k: int, n: int, lo_hi: list[float]) -> str:
-    return f"{100 * k / n:.1f} [{100 * lo_hi[0]:.1f}, {100 * lo_hi[1]:.1f}]"
+def _cp_pct(v: dict[str, Any], ci: str = "pooled_cp") -> str:
+    """Pooled successes / episodes of ``v`` in percent with its Clopper-Pearson ``v[ci]``."""
+    k, n, (lo, hi) = v["successes"], v["episodes"], v[ci]
+    return f"{100 * k / n:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]"
 
 
 def _render_rules(res: dict[str, Any]) -> list[str]:
@@ -258,8 +260,7 @@ def _render_rules(res: dict[str, Any]) -> list[str]:
         vals = [v for v in vals if v is not None]
         lines.append(
             f"| {size} | {m.get('meeting_rule', 'manhattan')} | "
-            f"{_cp_pct(man['successes'], man['episodes'], man['cp95'])} | "
-            f"{_cp_pct(pub['successes'], pub['episodes'], pub['cp95'])} | "
+            f"{_cp_pct(man, 'cp95')} | {_cp_pct(pub, 'cp95')} | "
             f"{min(vals):.1f}-{max(vals):.1f} |"
         )
     if "8" in have:
@@ -307,7 +308,7 @@ def _render_explore(res: dict[str, Any]) -> list[str]:
             "|---|" + "---|" * (len(epss) + 1),
         ]
         for lab, per in ex.items():
-            cells = [_cp_pct(v["successes"], v["episodes"], v["pooled_cp"]) for v in per.values()]
+            cells = [_cp_pct(v) for v in per.values()]
             gain = max(v["pooled"] for e, v in per.items() if e != "0") - per["0"]["pooled"]
             lines.append(f"| {lab} | " + " | ".join(cells) + f" | {100 * gain:+.1f} |")
         f1 = m["table"].get("FedRL-1")
@@ -347,14 +348,7 @@ def _render_curves(res: dict[str, Any]) -> list[str]:
             "|---|" + "---|" * len(labs),
         ]
         for i, it in enumerate(c["iterations"]):
-            cells = [
-                _cp_pct(
-                    c["methods"][lab][i]["successes"],
-                    c["methods"][lab][i]["episodes"],
-                    c["methods"][lab][i]["pooled_cp"],
-                )
-                for lab in labs
-            ]
+            cells = [_cp_pct(c["methods"][lab][i]) for lab in labs]
             lines.append(f"| {it} | " + " | ".join(cells) + " |")
         lines.append("")
         for lab, v in c.get("converged", {}).items():
@@ -362,16 +356,11 @@ def _render_curves(res: dict[str, Any]) -> list[str]:
     return lines
 
 
-def readme_markdown(res: dict[str, Any], notes: str | None = None) -> str:
-    """README.md: the generated part (:func:`render_markdown`), then the hand-written
-    ``notes`` (the folder's notes.md), if any."""
-    md = render_markdown(res)
-    return wrap_markdown(md + "\n" + notes if notes is not None else md)
-
-
 def pages(res: dict[str, Any], notes: str | None) -> dict[str, str]:
-    """The report's text pages (file name -> text): README.md."""
-    return {"README.md": readme_markdown(res, notes)}
+    """The report's text pages (file name -> text): README.md, the generated part
+    (:func:`render_markdown`), then the hand-written ``notes`` (the folder's notes.md), if any."""
+    md = render_markdown(res)
+    return {"README.md": wrap_markdown(md + "\n" + notes if notes is not None else md)}
 
 
 def write_report(res: dict[str, Any], out: str | Path) -> list[str]:

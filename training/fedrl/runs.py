@@ -14,11 +14,7 @@ import numpy as np
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.fedrl.config import METHODS, FedRLConfig
 from ldp_audit.training.fedrl.exchange import Log
-from ldp_audit.training.fedrl.gridworld import (
-    MapSet,
-    generate_maps,
-)
-from ldp_audit.training.fedrl.mechanisms import is_int
+from ldp_audit.training.fedrl.gridworld import MapSet, generate_maps, is_int
 from ldp_audit.training.fedrl.metrics import table_metrics
 from ldp_audit.training.fedrl.networks import import_torch
 from ldp_audit.training.fedrl.trainer import train_runs
@@ -64,28 +60,16 @@ def run_fedrl(
     Returns:
         ``{"results": [per method-run dict], "log": Log, "maps": MapSet, "accountant": acc}``.
     """
-    if not is_int(seed) or seed < 0:
-        raise InvalidParameterError(f"seed must be an integer >= 0, got {seed!r}")
-    if threads is not None and (not is_int(threads) or threads < 1):
-        raise InvalidParameterError(f"threads must be an integer >= 1 (or None), got {threads!r}")
+    _check_run(cfg, seed, threads, force)
     from ldp_audit.accountant import Accountant
     from ldp_audit.release import Transcript
-    from ldp_audit.training.device import resolve_device
 
-    resolve_device(cfg.device)  # "cuda" without CUDA: refused before any work
-    from ldp_audit.training.sizes import check_sizes
-
-    check_sizes("fedrl", cfg, force=force)  # absurd sizes: refused before any allocation
+    want = (cfg.size, cfg.n_maps, cfg.map_seed, cfg.density)
     if maps is None:
         maps = generate_maps(
             cfg.size, cfg.n_maps, density=cfg.density, seed=cfg.map_seed, t_max=cfg.t_max
         )
-    elif (maps.size, len(maps), maps.seed, maps.density) != (
-        cfg.size,
-        cfg.n_maps,
-        cfg.map_seed,
-        cfg.density,
-    ):
+    elif (maps.size, len(maps), maps.seed, maps.density) != want:
         raise InvalidParameterError("maps do not match the config (size, n_maps, seed, density)")
     acc = Accountant(None) if accountant is None else accountant
     log = Log(q=Transcript("report"), y=Transcript("report"), record=bool(record))
@@ -128,6 +112,29 @@ def run_fedrl(
         if bar is not None:
             bar.close()
     return {"results": results, "log": log, "maps": maps, "accountant": acc}
+
+
+def _check_run(cfg: FedRLConfig, seed: Any, threads: Any, force: bool) -> str:
+    """The run's arguments and sizes checked before any work or file; returns the resolved
+    device ("cuda" without CUDA is refused)."""
+    from ldp_audit.training.device import resolve_device
+    from ldp_audit.training.sizes import check_sizes
+
+    if not is_int(seed) or seed < 0:
+        raise InvalidParameterError(f"seed must be an integer >= 0, got {seed!r}")
+    if threads is not None and (not is_int(threads) or threads < 1):
+        raise InvalidParameterError(f"threads must be an integer >= 1 (or None), got {threads!r}")
+    device = resolve_device(cfg.device)
+    check_sizes("fedrl", cfg, force=force)  # absurd sizes: refused before any allocation
+    return device
+
+
+def _write_log(w: Any, log: Log) -> None:
+    """What was released (transcript.npz) and its secrets (secrets.npz), if anything was."""
+    tr, sec = log_arrays(log)
+    if tr:
+        w.write_npz("transcript.npz", tr)
+        w.write_npz("secrets.npz", sec)
 
 
 def log_arrays(log: Log) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
@@ -219,20 +226,11 @@ def train_fedrl(
 
     if not isinstance(cfg, FedRLConfig):
         raise InvalidParameterError(f"cfg must be a FedRLConfig, got {type(cfg).__name__}")
-    if not is_int(seed) or seed < 0:
-        raise InvalidParameterError(f"seed must be an integer >= 0, got {seed!r}")
-    if threads is not None and (not is_int(threads) or threads < 1):
-        raise InvalidParameterError(f"threads must be an integer >= 1 (or None), got {threads!r}")
     if mode == "resume":
         raise InvalidParameterError(
             "mode 'resume' is not supported by fedrl (a run is short): start a new run"
         )
-    from ldp_audit.training.device import resolve_device
-
-    device = resolve_device(cfg.device)  # "cuda" without CUDA: refused before any file
-    from ldp_audit.training.sizes import check_sizes
-
-    check_sizes("fedrl", cfg, force=force)  # absurd sizes (``force``: see run_fedrl)
+    device = _check_run(cfg, seed, threads, force)  # before any file
     w = RunWriter(
         out,
         algorithm="fedrl",
@@ -260,10 +258,7 @@ def train_fedrl(
         metrics = table_metrics(cfg, res["results"])
         metrics["device"] = device
         metrics["privacy"] = privacy_table(cfg, acc, range(cfg.runs))
-        tr, sec = log_arrays(res["log"])
-        if tr:
-            w.write_npz("transcript.npz", tr)
-            w.write_npz("secrets.npz", sec)
+        _write_log(w, res["log"])
         model = {}
         for r in res["results"]:
             for net, sd in r["state"].items():
@@ -275,12 +270,8 @@ def train_fedrl(
         return metrics
     except BaseException:
         try:
-            log = state.get("log")
-            if log is not None:
-                tr, sec = log_arrays(log)
-                if tr:
-                    w.write_npz("transcript.npz", tr)
-                    w.write_npz("secrets.npz", sec)
+            if state.get("log") is not None:
+                _write_log(w, state["log"])
             w.finish(status="interrupted")
         except Exception:  # noqa: BLE001 - the original exception matters more
             pass

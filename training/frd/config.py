@@ -4,16 +4,16 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any
-
-import numpy as np
 
 from ldp_audit.config import bounds
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.training.device import DEVICES, check_device
+from ldp_audit.training.device import DEVICES
+from ldp_audit.training.reproduction import check_fields
 
 ALGORITHM = "frd"
 
@@ -57,11 +57,6 @@ CARTPOLE_DEFAULTS: dict[str, float] = {
     "force_mag": 10.0,
 }
 _DEFAULT_GRAVITIES = (9.7, 9.8, 9.9)
-#: Table 1's letters in the messages
-_LABELS = {"sections": "sections (S)", "exchange_period": "exchange_period (E)",
-           "initial_episodes": "initial_episodes (I)"}  # fmt: skip
-
-
 # ------------------------------------------------------------------------------------------------
 # Validation helpers
 # ------------------------------------------------------------------------------------------------
@@ -73,16 +68,6 @@ def check_int_at_least(v: Any, name: str, minimum: int) -> int:
     if int(v) < minimum:
         raise InvalidParameterError(f"{name} must be >= {minimum}, got {v!r}")
     return int(v)
-
-
-def _real(v: Any, name: str, *, low: float | None = None, strict: bool = False) -> float:
-    if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(float(v)):
-        raise InvalidParameterError(f"{name} must be a finite real number, got {v!r}")
-    f = float(v)
-    if low is not None and (f < low or (strict and f <= low)):
-        op = ">" if strict else ">="
-        raise InvalidParameterError(f"{name} must be {op} {low:g}, got {v!r}")
-    return f
 
 
 def read_gravities(opt: str) -> Any:
@@ -200,96 +185,54 @@ class FrdConfig:
     device: str = field(default="cpu", metadata=bounds(choices=DEVICES))
 
     def __post_init__(self) -> None:
-        check_device(self.device)  # a str among DEVICES (resolved, CUDA checked, by the runs)
-        if self.mode not in _MODES:
-            raise InvalidParameterError(f"mode must be one of {_MODES}, got {self.mode!r}")
-        if not isinstance(self.stop_at_mission, (bool, np.bool_)):
+        if not isinstance(self.private_param, str) or self.private_param not in PRIVATE_PARAMS:
             raise InvalidParameterError(
-                f"stop_at_mission must be True or False, got {self.stop_at_mission!r}"
+                f"private_param must be one of {PRIVATE_PARAMS} (CartPole's physical constants; "
+                f"tau and the termination bounds would change the mission's unit or the proxy "
+                f"grid's declared ranges), got {self.private_param!r}"
             )
-        for f in fields(self):  # the int fields, each >= its declared minimum
-            if f.type == "int":
-                label = _LABELS.get(f.name, f.name)
-                check_int_at_least(getattr(self, f.name), label, f.metadata["ldp_audit"]["minimum"])
-        _real(self.threshold, "threshold", low=0.0)
+        # every field's type and bounds (those of its command-line option); private_values may
+        # be empty (the private parameter is gravity)
+        check_fields(self, private_values=bounds(empty=True))
         if self.threshold > self.episode_steps:
             raise InvalidParameterError(
                 f"threshold must be <= episode_steps ({self.episode_steps}: no standing time is "
                 f"longer, the mission could never be reached), got {self.threshold!r}"
             )
-        for name in ("proxy_dims", "gravities", "state_low", "state_high"):
-            if not isinstance(getattr(self, name), (tuple, list)):
-                raise InvalidParameterError(
-                    f"{name} must be a tuple of numbers, got {getattr(self, name)!r}"
-                )
         dims = tuple(self.proxy_dims)
-        if (
-            not dims
-            or len(set(dims)) != len(dims)
-            or any(isinstance(d, bool) or not isinstance(d, numbers.Integral) for d in dims)
-            or any(not 0 <= int(d) <= 3 for d in dims)
-        ):
+        if len(set(dims)) != len(dims):
             raise InvalidParameterError(
                 f"proxy_dims must be distinct state components in 0..3, got {self.proxy_dims!r}"
             )
-        object.__setattr__(self, "proxy_dims", tuple(sorted(int(d) for d in dims)))
+        object.__setattr__(self, "proxy_dims", tuple(sorted(dims)))
         if self.sections ** len(dims) >= 2**53:
             raise InvalidParameterError(
                 f"sections ** len(proxy_dims) must be < 2^53 (cell ids), got "
                 f"{self.sections}^{len(dims)}"
             )
         self._check_private_param()
-        lo = tuple(_real(x, "state_low") for x in self.state_low)
-        hi = tuple(_real(x, "state_high") for x in self.state_high)
+        lo, hi = tuple(map(float, self.state_low)), tuple(map(float, self.state_high))
         if len(lo) != 4 or len(hi) != 4 or any(b <= a for a, b in zip(lo, hi, strict=True)):
             raise InvalidParameterError(
                 f"state_low/state_high must be 4 finite ranges with low < high, got "
                 f"{self.state_low!r} / {self.state_high!r}"
             )
-        if not all(math.isfinite(v) for v in lo + hi):
-            raise InvalidParameterError(f"state ranges must be finite, got {lo!r} / {hi!r}")
         object.__setattr__(self, "state_low", lo)
         object.__setattr__(self, "state_high", hi)
-        _real(self.gamma, "gamma", low=0.0)
-        if self.gamma > 1:
-            raise InvalidParameterError(f"gamma must be in [0, 1], got {self.gamma!r}")
-        for name in ("actor_lr", "critic_lr", "distil_lr"):
-            _real(getattr(self, name), name, low=0.0, strict=True)
-        _real(self.fail_reward, "fail_reward")
-        share = _real(self.ldp_cell_share, "ldp_cell_share", low=0.0, strict=True)
-        if share >= 1:
-            raise InvalidParameterError(f"ldp_cell_share must be in (0, 1), got {share!r}")
-        if self.ldp_epsilon is not None:
-            eps = self.ldp_epsilon
-            if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or math.isnan(eps):
-                raise InvalidParameterError(f"ldp_epsilon must be a real number > 0, got {eps!r}")
-            if eps <= 0:
-                raise InvalidParameterError(f"ldp_epsilon must be > 0, got {eps!r}")
-            if math.isinf(eps):
-                object.__setattr__(self, "ldp_epsilon", None)  # inf = the non-private upload
-            else:
-                if self.mode != "frd":
-                    raise InvalidParameterError(
-                        f"ldp_epsilon is for mode 'frd' (the LDP proxy memory), got mode "
-                        f"{self.mode!r}"
-                    )
-                object.__setattr__(self, "ldp_epsilon", float(eps))
+        if self.ldp_epsilon is not None and math.isinf(self.ldp_epsilon):
+            object.__setattr__(self, "ldp_epsilon", None)  # inf = the non-private upload
+        elif self.ldp_epsilon is not None:
+            if self.mode != "frd":
+                raise InvalidParameterError(
+                    f"ldp_epsilon is for mode 'frd' (the LDP proxy memory), got mode {self.mode!r}"
+                )
+            object.__setattr__(self, "ldp_epsilon", float(self.ldp_epsilon))
 
     def _check_private_param(self) -> None:
         """``private_param`` / ``private_values`` / ``gravities``, normalised (see the class)."""
         from ldp_audit.training.gym_envs import check_candidates
 
         name = self.private_param
-        if not isinstance(name, str) or name not in PRIVATE_PARAMS:
-            raise InvalidParameterError(
-                f"private_param must be one of {PRIVATE_PARAMS} (CartPole's physical constants; "
-                f"tau and the termination bounds would change the mission's unit or the proxy "
-                f"grid's declared ranges), got {name!r}"
-            )
-        if not isinstance(self.private_values, (tuple, list)):
-            raise InvalidParameterError(
-                f"private_values must be a tuple of numbers, got {self.private_values!r}"
-            )
         if name == "gravity":
             if self.private_values:  # the candidates of gravity live in ``gravities``
                 if tuple(self.gravities) != _DEFAULT_GRAVITIES:
@@ -313,9 +256,10 @@ class FrdConfig:
                 f"{name!r} every agent has one gravity: give one value (default 9.8), got "
                 f"{self.gravities!r}"
             )
-        g0 = _real(grav[0], "gravities", low=0.0, strict=True)
+        if grav[0] <= 0:
+            raise InvalidParameterError(f"gravities must be > 0, got {self.gravities!r}")
         _probe_cartpole(name, vals)
-        object.__setattr__(self, "gravities", (g0,))
+        object.__setattr__(self, "gravities", (float(grav[0]),))
         object.__setattr__(self, "private_values", vals)
 
     # ------------------------------------------------------------------------------------------
@@ -386,19 +330,15 @@ class FrdConfig:
         return cls(**d)
 
 
-_PROBED: set[tuple[str, tuple[float, ...]]] = set()
-
-
+@functools.cache
 def _probe_cartpole(name: str, values: tuple[float, ...]) -> None:
     """Each candidate set on a Gymnasium CartPole-v1, reset and stepped
     (:func:`ldp_audit.training.gym_envs.check_private_param`): a value the environment rejects
-    (an exception, a non-finite observation or reward) is refused naming it. Once per set."""
-    if (name, values) in _PROBED:
-        return
+    (an exception, a non-finite observation or reward) is refused naming it. Once per set (a
+    refused set is probed again)."""
     from ldp_audit.training.gym_envs import check_private_param
 
     check_private_param("CartPole-v1", name, values)
-    _PROBED.add((name, values))
 
 
 def setting_config(setting: int, **overrides: Any) -> FrdConfig:

@@ -148,10 +148,6 @@ def train_many(
             f"accountants must have one entry per config ({len(cfgs)}), got {len(accountants)}"
         )
     batches = arch_batches(cfgs, seed=seed)
-    if accountants is None:
-        from ldp_audit.accountant import Accountant, Ledger
-
-        accountants = [Accountant(ledger=Ledger(":memory:")) for _ in cfgs]
     results: list[FrdResult | None] = [None] * len(cfgs)
     bar = _sink
     if progress and bar is None:
@@ -164,7 +160,7 @@ def train_many(
             out = train_batch(
                 [cfgs[i] for i in idx],
                 rng=r,
-                accountants=[accountants[i] for i in idx],
+                accountants=None if accountants is None else [accountants[i] for i in idx],
                 record=record,
                 on_release=(
                     None

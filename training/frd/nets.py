@@ -84,7 +84,7 @@ class _Adam:
     """Adam state of a flat (A, P) buffer with one step count per agent (rows not stepped keep
     their moments, so an idle agent's optimiser state is exactly as it left it). The online A2C
     step is :func:`ldp_audit.training.frd.kernels.a2c_update_rows` (same formula, in place on
-    these buffers); :meth:`step_rows` is the distillation's."""
+    these buffers); :func:`adam_step_rows` is the distillation's."""
 
     B1, B2, EPS = 0.9, 0.999, 1e-8
 
@@ -95,15 +95,12 @@ class _Adam:
         self.v = torch.zeros_like(flat)
         self.t = torch.zeros((flat.shape[0], 1), dtype=torch.float64)
 
-    def step_rows(self, flat: Any, grad: Any, rows: Any, cols: int, lr: float) -> None:
-        """Rows ``rows``, columns ``[0, cols)`` only (the actor, for distillation)."""
-        adam_step_rows(flat, self.m, self.v, self.t, grad, rows, cols, lr)
-
 
 def adam_step_rows(
     flat: Any, m: Any, v: Any, t: Any, grad: Any, rows: Any, cols: int, lr: float
 ) -> None:
-    """:meth:`_Adam.step_rows` on given tensors (one device): parameters ``flat`` (A, P),
+    """An Adam step of rows ``rows``, columns ``[0, cols)`` only (the actor, for distillation),
+    on given tensors (one device): parameters ``flat`` (A, P),
     moments ``m``, ``v`` (A, P) and step counts ``t`` (A, 1) float64, updated in place at rows
     ``rows`` (an index tensor), columns ``[0, cols)``. The distillation runs it on its agents'
     rows copied to the device; on the CPU it is the same arithmetic on the same shapes as on

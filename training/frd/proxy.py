@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.training.frd.config import _real, check_int_at_least
+from ldp_audit.training.frd.config import check_int_at_least
 
 # ------------------------------------------------------------------------------------------------
 # Proxy grid, LDP mechanism, server aggregation
@@ -84,9 +84,9 @@ class ProxyMemoryLDP:
             raise InvalidParameterError(f"epsilon must be > 0 and finite, got {eps!r}")
         check_int_at_least(self.n_cells, "n_cells", 2)
         check_int_at_least(self.samples, "samples", 1)
-        share = _real(self.cell_share, "cell_share", low=0.0, strict=True)
-        if share >= 1:
-            raise InvalidParameterError(f"cell_share must be in (0, 1), got {share!r}")
+        cs = self.cell_share
+        if isinstance(cs, bool) or not isinstance(cs, numbers.Real) or not 0 < cs < 1:
+            raise InvalidParameterError(f"cell_share must be a real number in (0, 1), got {cs!r}")
 
     @property
     def delta(self) -> float:

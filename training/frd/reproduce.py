@@ -156,7 +156,9 @@ class ReproduceSettings:
         )
 
 
-def _stats(m: np.ndarray) -> dict[str, Any]:
+def _stats(r: Any) -> dict[str, Any]:
+    """A results.json row's numbers of one cell's :class:`~ldp_audit.training.frd.FrdResult`."""
+    m = r.mission
     fin = m[np.isfinite(m)]
     return {
         "mission": [float(x) if math.isfinite(x) else "inf" for x in m],
@@ -165,10 +167,12 @@ def _stats(m: np.ndarray) -> dict[str, Any]:
         "std_reached": float(fin.std(ddof=1)) if fin.size > 1 else math.nan,
         "reached": int(fin.size),
         "groups": int(m.size),
+        "agent_episodes": r.agent_episodes,
+        "clipped_states": r.clipped_states,
     }
 
 
-def _boxplot(ax: Any, data: list[np.ndarray], labels: list[str], cap: float) -> None:
+def _boxplot(ax: Any, data: list[Any], labels: list[str], cap: float) -> None:
     vals = [np.where(np.isfinite(d), d, cap) for d in data]
     ax.boxplot(vals, tick_labels=labels, showmeans=True, meanprops={"marker": "*"})
     ax.axhline(cap, color="grey", ls=":", lw=0.8)
@@ -227,18 +231,10 @@ def reproduce(
     results, task_cpu = _sweep(cfgs, keys, S.seed, progress, where)
     sweep_seconds = time.perf_counter() - ts
     sweep_cpu_seconds = time.process_time() - cs
-    rows = []
-    for (kind, st, n), r in zip(keys, results, strict=True):
-        rows.append(
-            {
-                "kind": kind,
-                "setting": st,
-                "agents": n,
-                **_stats(r.mission),
-                "agent_episodes": r.agent_episodes,
-                "clipped_states": r.clipped_states,
-            }
-        )
+    rows = [
+        {"kind": kind, "setting": st, "agents": n, **_stats(r)}
+        for (kind, st, n), r in zip(keys, results, strict=True)
+    ]
     leak = _leak(S, out, progress, where, device) if S.leak else []
     doc = {
         # a CPU reproduction's settings are recorded as before the device option existed
@@ -275,16 +271,12 @@ def rerender(out: str | Path) -> dict[str, Any]:
     """Rewrite ``out``'s README.md, figures and the ``trends`` of results.json from the
     results.json there (no training): what ``reproduce`` writes from the same numbers, for a
     report whose run was made by an earlier version of the rendering code."""
-    out = Path(out)
-    path = out / "results.json"
-    if not path.is_file():
-        raise InvalidParameterError(
-            f"out must be a reproduce frd report folder, got {str(out)!r}: no results.json"
-        )
-    doc = json.loads(path.read_text())
+    from ldp_audit.training.reproduction import read_results
+
+    doc = read_results(out, "out")
     doc.pop("trends", None)
     doc["trends"] = trend_tests(doc["rows"])
-    _write(out, doc)
+    _write(Path(out), doc)
     return doc
 
 
@@ -435,15 +427,10 @@ def _aside_dead_attempt(rd: Path) -> None:
 
 
 def _leak(
-    S: ReproduceSettings,
-    out: str | Path | None,
-    progress: bool,
-    where: dict[str, Any] | None = None,
-    device: str = "cpu",
+    S: ReproduceSettings, out: str | Path | None, progress: bool, where: dict[str, Any], device: str
 ) -> list[dict[str, Any]]:
     from ldp_audit.backends import describe_spec, run_tasks
 
-    where = where or {"backend": "local", "address": None, "workers": None}
     here = _in_process(where)
     base = dict(
         n_agents=4,
@@ -484,20 +471,18 @@ def _leak(
     )
 
 
-def _mission(r: dict[str, Any]) -> np.ndarray:
-    return np.asarray([math.inf if x == "inf" else float(x) for x in r["mission"]], dtype=float)
-
-
 def _write(out: Path, doc: dict[str, Any]) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from ldp_audit.training.reproduction import restore
+
     out.mkdir(parents=True, exist_ok=True)
     S = doc["settings"]
     cap = float(S["max_episodes"])
-    by = {(r["kind"], r["setting"], r["agents"]): _mission(r) for r in doc["rows"]}
+    by = {(r["kind"], r["setting"], r["agents"]): restore(r["mission"]) for r in doc["rows"]}
     fig, axes = plt.subplots(1, len(S["settings"]), figsize=(2.6 * len(S["settings"]), 3.2),
                              sharey=True)  # fmt: skip
     axes = np.atleast_1d(axes)
@@ -529,18 +514,8 @@ def _write(out: Path, doc: dict[str, Any]) -> None:
     write_report(out, doc, pages)
 
 
-def _cover(n: int) -> float:
-    return median_ci(list(range(n)))[3]
-
-
 def _box(b: Sequence[Any]) -> str:
     return f"{b[0]} s{b[1]} n{b[2]}"
-
-
-def _need(n: float | None) -> str:
-    if n is None:
-        return "-"
-    return "inf" if math.isinf(n) else f"{int(n)}"
 
 
 def _trend_lines(doc: dict[str, Any]) -> list[str]:
@@ -579,12 +554,11 @@ def _trend_lines(doc: dict[str, Any]) -> list[str]:
         ma, la, ha, _ = median_ci(by[tuple(t["a"])]["mission"])
         mb, lb, hb, _ = median_ci(by[tuple(t["b"])]["mission"])
         exp = {"a": "a sooner", "b": "b sooner", "same": "same", "a narrower": "a narrower"}
-        need = t.get("groups_needed")
         lines.append(
             f"| {t['claim']} | {_box(t['a'])} | {_box(t['b'])} | {exp[t['expect']]} | "
             f"{num(ma)} [{num(la)}, {num(ha)}] | {num(mb)} [{num(lb)}, {num(hb)}] | "
             f"{t['test']} | {t['theta']:.2f} | {t['p']:.2g} | {t['p_holm']:.2g} | "
-            f"{t['verdict']} | {_need(need)} |"
+            f"{t['verdict']} | {num(t.get('groups_needed'), 0, fmt='f')} |"
         )
     counts = {v: sum(t["verdict"] == v for t in T["tests"]) for v in
               ("agrees", "contradicts", "unresolved")}  # fmt: skip
@@ -605,13 +579,10 @@ def pages(doc: dict[str, Any], notes: str | None = None) -> dict[str, str]:
 def readme_markdown(doc: dict[str, Any]) -> str:
     """The README.md that ``reproduce`` and :func:`rerender` write for results ``doc`` (a
     results.json read back), without touching any file."""
-    return wrap_markdown(_readme(doc))
-
-
-def _readme(doc: dict[str, Any]) -> str:
     from ldp_audit.training.reproduction_statement import statement_lines
 
     S = doc["settings"]
+    cover = median_ci(list(range(int(S["groups"]))))[3]  # of the median intervals below
     lines = [
         "# FRD (Cha et al. 2019): reproduction at this machine's scale",
         "",
@@ -640,7 +611,7 @@ def _readme(doc: dict[str, Any]) -> str:
         "",
         "median over groups (inf = not reached within the cap) with its distribution-free "
         "interval [x_(k), x_(n+1-k)] (order statistics; coverage 1 - 2 P(Bin(n, 1/2) < k), "
-        f"{_cover(int(S['groups'])):.3g} here); mean and std over the groups that reached it, "
+        f"{cover:.3g} here); mean and std over the groups that reached it, "
         "reached / groups.",
         "",
         "| kind | setting | agents | median [interval] | mean (reached) | std | reached |",
@@ -693,4 +664,4 @@ def _readme(doc: dict[str, Any]) -> str:
         "```",
         "",
     ]
-    return "\n".join(lines)
+    return wrap_markdown("\n".join(lines))

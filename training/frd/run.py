@@ -13,6 +13,7 @@ import numpy as np
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.frd.config import ALGORITHM, FrdConfig, check_int_at_least
 from ldp_audit.training.frd.engine import FrdResult, train_many
+from ldp_audit.training.reproduction import num
 
 # ------------------------------------------------------------------------------------------------
 # One config with a run directory
@@ -173,12 +174,7 @@ def summary_lines(res: Any) -> list[str]:
 
 
 def _fmt(x: Any) -> str:
-    if isinstance(x, str):
-        return x
-    if x is None:
-        return "-"
-    f = float(x)
-    return "inf" if math.isinf(f) else f"{f:.3g}"
+    return num(x, nan="nan")
 
 
 def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict[str, Any]]:
