@@ -16,6 +16,7 @@ error of the user's code wrapped with the input that caused it.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import numbers
@@ -24,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit.errors import InvalidParameterError, LdpAuditError, UserCodeError
+from ldp_audit.errors import InvalidParameterError, UserCodeError
 from ldp_audit.validation import check_real, check_rng
 
 __all__ = ["ScalarMechanism", "from_scalar"]
@@ -35,6 +36,7 @@ SEEDINGS = ("none", "random_state", "seed", "generator")
 _MAX_DOMAIN_PAIRS = 16
 
 
+@dataclasses.dataclass(repr=False, eq=False)
 class ScalarMechanism:
     """A scalar mechanism seen through the batched ``privatize(x, rng)`` interface.
 
@@ -49,27 +51,19 @@ class ScalarMechanism:
         name: a label for reports.
     """
 
-    def __init__(
-        self,
-        fn: Callable[..., Any],
-        *,
-        epsilon: float,
-        delta: float,
-        domain: tuple[float, float] | Sequence[float],
-        seeding: str,
-        name: str,
-        vectorized: bool,
-        integer_inputs: bool = False,
-    ) -> None:
-        self._fn = fn
-        self.epsilon = epsilon
-        self.delta = delta
-        self.domain = domain
-        self.seeding = seeding
-        self.name = name
-        self.vectorized = vectorized
-        self.reproducible = seeding != "none"
-        self.integer_inputs = integer_inputs
+    _fn: Callable[..., Any]
+    _: dataclasses.KW_ONLY
+    epsilon: float
+    delta: float
+    domain: tuple[float, float] | Sequence[float]
+    seeding: str
+    name: str
+    vectorized: bool
+    integer_inputs: bool = False
+
+    @property
+    def reproducible(self) -> bool:
+        return self.seeding != "none"
 
     def __repr__(self) -> str:
         return f"ScalarMechanism({self.name}, epsilon={self.epsilon:g}, delta={self.delta:g})"
@@ -255,16 +249,13 @@ def from_scalar(
             isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in domain
         )
     label = name if name is not None else getattr(fn, "__qualname__", type(fn).__name__)
-    try:
-        return ScalarMechanism(
-            fn,
-            epsilon=eps,
-            delta=dl,
-            domain=dom,
-            seeding=seeding,
-            name=str(label),
-            vectorized=vectorized,
-            integer_inputs=integer_inputs,
-        )
-    except LdpAuditError:  # pragma: no cover - constructor only stores
-        raise
+    return ScalarMechanism(
+        fn,
+        epsilon=eps,
+        delta=dl,
+        domain=dom,
+        seeding=seeding,
+        name=str(label),
+        vectorized=vectorized,
+        integer_inputs=integer_inputs,
+    )

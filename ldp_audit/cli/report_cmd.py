@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ldp_audit.cli.evidence import exit_code
 from ldp_audit.cli.types import (
     add_flags,
     check_creatable,
@@ -69,7 +70,6 @@ def register(subparsers: Any) -> None:
         "-o",
         "--out",
         dest="out_dir",
-        default=None,
         help="output folder, new or empty (default: RUN_DIR/report)",
     )
     add_flags(p, overwrite="replace an earlier report at the output folder")
@@ -81,14 +81,12 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--expect-head",
-        default=None,
         metavar="HEX",
         help="the run's ledger must pass through this chain head (an anchor published "
         "elsewhere); checked with the manifest before anything is read",
     )
     p.add_argument(
         "--expect-root",
-        default=None,
         metavar="HEX",
         help="the run as a whole (manifest, ledger head, sealed analysis files) must have this "
         "root, as printed by `budget RUN --verify` or an earlier report (an anchor published "
@@ -113,11 +111,10 @@ def register(subparsers: Any) -> None:
     )
     d.add_argument(
         "--out",
-        default=None,
         help="run directory, new or empty (default: a new runs/demo-<timestamp> folder)",
     )
     d.add_argument("--seed", type=_seed, default=0, help="the one seed everything derives from")
-    d.add_argument("--report-dir", default=None, help="where the report goes (default: OUT/report)")
+    d.add_argument("--report-dir", help="where the report goes (default: OUT/report)")
     add_flags(
         d,
         overwrite="replace an earlier demo run (and report) at these paths",
@@ -190,7 +187,6 @@ def _report(args: argparse.Namespace) -> int:
     if args.screenshot:
         _screenshot(paths)
     verdict = report.model["verdict"]
-    from ldp_audit.cli import EXIT_OK, EXIT_UNAUTHENTICATED, EXIT_VIOLATION
 
     # the evidence the verdict rests on, as checked before it was read (the stricter of that
     # and the model's own check)
@@ -204,10 +200,7 @@ def _report(args: argparse.Namespace) -> int:
         "unauthenticated": " [UNAUTHENTICATED EVIDENCE: no ledger key checked it]",
         "unverified": " [UNVERIFIED EVIDENCE: read with --allow-unverified]",
     }[evidence]
-    if verdict["status"] == "violation":
-        code = EXIT_VIOLATION
-    else:
-        code = EXIT_OK if evidence == "authenticated" else EXIT_UNAUTHENTICATED
+    code = exit_code(verdict["status"] == "violation", evidence == "authenticated")
     if args.json:
         print(
             _paths_json(
@@ -292,10 +285,6 @@ def _sealed_in_its_run(f: Path, key: Any) -> bool:
     return f.name in sealed and not any(str(f) in p for p in problems)
 
 
-def _stage_line(name: str) -> None:
-    print(f"{name} ...", file=sys.stderr, flush=True)
-
-
 def _demo(args: argparse.Namespace) -> int:
     from ldp_audit.demo import run_demo
 
@@ -321,7 +310,7 @@ def _demo(args: argparse.Namespace) -> int:
         progress=bars,
         overwrite=args.overwrite,
         # no bar (a log, a pipe, --no-progress): one quiet line per stage on stderr instead
-        on_stage=None if bars else _stage_line,
+        on_stage=None if bars else lambda name: print(f"{name} ...", file=sys.stderr, flush=True),
     )
     if args.screenshot:
         _screenshot(res.report)
