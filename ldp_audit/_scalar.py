@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError, UserCodeError
-from ldp_audit.validation import check_real, check_rng
+from ldp_audit.validation import check_bool, check_real, check_rng
 
 __all__ = ["ScalarMechanism", "from_scalar"]
 
@@ -221,8 +221,7 @@ def from_scalar(
         raise InvalidParameterError(f"delta must be in [0, 1), got {delta!r}")
     if seeding not in SEEDINGS:
         raise InvalidParameterError(f"seeding must be one of {SEEDINGS}, got {seeding!r}")
-    if not isinstance(vectorized, bool):
-        raise InvalidParameterError(f"vectorized must be True or False, got {vectorized!r}")
+    vectorized = check_bool(vectorized, "vectorized")
     dom: Any
     integer_inputs = False
     if isinstance(domain, tuple) and len(domain) == 2:

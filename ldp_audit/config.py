@@ -152,14 +152,12 @@ def _field_option(f: dataclasses.Field) -> str:
     return _bounds_of(f)["option"] or option_name(f.name)
 
 
+@dataclasses.dataclass(eq=False)
 class _CliDefault:
     """An option's command-line default (``bounds(cli_default=...)``) as argparse stores it:
     :func:`given_fields` tells it from a value the user gave."""
 
-    __slots__ = ("value",)
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
+    value: Any
 
     def __repr__(self) -> str:
         return _show(self.value)
@@ -503,20 +501,16 @@ def add_arguments(
         if b["cli_default"] is not dataclasses.MISSING:
             cd = b["cli_default"]
             default = _CliDefault(tuple(cd) if isinstance(cd, list) else cd)
-        help_parts = [_plain(docs.get(f.name, "")).rstrip(".") or f.name]
-        extra = [x for x in (_bounds_text(f),) if x]
         d = _default_text(f)
-        if d is not None:
-            extra.append(f"default: {d}")
-        if extra:
-            help_parts.append(f"({'; '.join(extra)})")
+        extra = "; ".join(x for x in (_bounds_text(f), None if d is None else f"default: {d}") if x)
+        text = _plain(docs.get(f.name, "")).rstrip(".") or f.name
         metavar = None if spec.get("action") else opt[2:].replace("-", "_").upper()
         target.add_argument(
             opt,
             dest=f"cfg__{f.name}",
             default=default,
             required=b["required"],
-            help=" ".join(help_parts).replace("%", "%%"),
+            help=(f"{text} ({extra})" if extra else text).replace("%", "%%"),
             **{"metavar": metavar, **spec},
         )
         added.append(f.name)

@@ -9,8 +9,8 @@ command line) *before any allocation or randomness*, naming the option that driv
 
 The limits:
 
-* memory: half of this machine's physical memory (``MemTotal`` in ``/proc/meminfo``, else
-  ``os.sysconf``), at most :data:`MEMORY_CAP` (64 GiB); ``LDP_AUDIT_MEMORY_LIMIT`` (bytes, or
+* memory: half of this machine's physical memory (``os.sysconf``: on Linux ``MemTotal`` in
+  ``/proc/meminfo``), at most :data:`MEMORY_CAP` (64 GiB); ``LDP_AUDIT_MEMORY_LIMIT`` (bytes, or
   with a ``K``/``M``/``G``/``T`` suffix: powers of 1024) sets another. The physical memory, not
   the momentarily available one, so a configuration is accepted or refused the same way however
   busy the machine is.
@@ -104,14 +104,8 @@ def _parse_bytes(text: str) -> int:
 
 
 def physical_memory() -> int | None:
-    """This machine's physical memory in bytes (``MemTotal``), or None when unknown."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("MemTotal:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
+    """This machine's physical memory in bytes (on Linux ``MemTotal`` of ``/proc/meminfo``, to
+    the byte), or None when unknown."""
     try:
         return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
     except (AttributeError, ValueError, OSError):

@@ -26,6 +26,7 @@ summary, since it is a bug report. ``--json`` output goes to stdout; errors alwa
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
@@ -95,11 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _silence_broken_pipe() -> None:
     """stdout closed early (``ldp-audit ... --json | head``): exit quietly, no traceback."""
-    try:
+    with contextlib.suppress(OSError, ValueError):
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):
-        pass
 
 
 def main(argv: list[str] | None = None, *, watchdog: bool | None = None) -> int:

@@ -33,6 +33,7 @@ from ldp_audit.cli.evidence import (
     verdict_code,
     with_evidence,
 )
+from ldp_audit.cli.system_cmd import register_attacks, run_dir_scorer
 from ldp_audit.cli.types import (
     add_backend_arguments,
     add_flags,
@@ -54,7 +55,6 @@ from ldp_audit.training.sizes import attack_estimates
 _MECHANISMS = ("laplace", "prs", "none")
 
 
-_epsilon = epsilon_or_inf
 #: counts whose arrays (reports, shadow gradients) are held in memory
 _HELD = "the attack holds arrays of this size in memory"
 _MAX_COUNT = 1_000_000
@@ -71,7 +71,7 @@ def _common(p: argparse.ArgumentParser, shadow: Any = 1000, shadow_help: str = "
     p.add_argument("--mechanism", choices=_MECHANISMS, default="laplace")
     p.add_argument(
         "--epsilon",
-        type=_epsilon,
+        type=epsilon_or_inf,
         help="epsilon of ONE report (T reports compose to T * epsilon; default 1); not with 'none'",
     )
     p.add_argument(
@@ -201,29 +201,24 @@ def register(subparsers: Any) -> None:
 
     # the registered systems (ldp_audit.systems): their own attack subcommands (attack_cli),
     # then `attack NAME --run-dir RUN` for every other attack a system declares
-    from ldp_audit.cli.system_cmd import register_attacks
-
     register_attacks(sub)
 
 
 def _mechanism(args: argparse.Namespace) -> Any:
     if args.mechanism == "none":
-        if args.epsilon is not None and not math.isinf(args.epsilon):
-            raise InvalidParameterError(
-                f"--epsilon must be omitted with --mechanism none, got {args.epsilon!r}"
-            )
-        if args.clip is not None:
-            raise InvalidParameterError(
-                f"--clip must be omitted with --mechanism none, got {args.clip!r}"
-            )
+        eps = None if args.epsilon is None or math.isinf(args.epsilon) else args.epsilon
+        for opt, v in (("--epsilon", eps), ("--clip", args.clip)):
+            if v is not None:
+                raise InvalidParameterError(
+                    f"{opt} must be omitted with --mechanism none, got {v!r}"
+                )
         return NoPrivacy()
     if args.epsilon is None:
         args.epsilon = 1.0
     if math.isinf(args.epsilon):
         return NoPrivacy()
-    if args.mechanism == "laplace":
-        return Laplace(epsilon=args.epsilon, clip=args.clip if args.clip else 0.01)
-    return ProjectedRandomSign(epsilon=args.epsilon, clip=args.clip if args.clip else 1.0)
+    cls, clip = (Laplace, 0.01) if args.mechanism == "laplace" else (ProjectedRandomSign, 1.0)
+    return cls(epsilon=args.epsilon, clip=args.clip or clip)
 
 
 def _check_composed(args: argparse.Namespace, mech: Any) -> None:
@@ -346,8 +341,6 @@ def _dynamics(args: argparse.Namespace) -> int:
             )
         # the run's system's "dynamics" attack (ldp_audit.systems); a run whose system has none
         # gets a message naming its system and the commands that fit it
-        from ldp_audit.cli.system_cmd import run_dir_scorer
-
         if args.env_module is not None:  # named by the user, never by the run directory
             from ldp_audit.training.gym_envs import import_env_module
 
@@ -444,8 +437,6 @@ def _membership(args: argparse.Namespace) -> int:
 
 def _membership_of_run(args: argparse.Namespace) -> int:
     """Score the canaries planted at training time in an existing run (read only)."""
-    from ldp_audit.cli.system_cmd import run_dir_scorer
-
     if not is_run_dir(args.run_dir):
         raise RunDirectoryError(f"--run-dir {args.run_dir!r} is not a run directory")
     # the run's system's "membership" attack (ldp_audit.systems), e.g. dprl's one-run audit

@@ -34,6 +34,7 @@ import sys
 from typing import Any
 
 from ldp_audit.cli.evidence import evidence_args, run_dir_only
+from ldp_audit.cli.system_cmd import audit_options, audit_run_dir
 from ldp_audit.cli.types import (
     DefaultsHelpFormatter,
     add_flags,
@@ -115,7 +116,7 @@ def register(subparsers: Any) -> None:
             "implementation verdict (floating-point bits: does this binary leak?). Finding "
             "no violation proves nothing beyond the test's power."
         ),
-        formatter_class=DefaultsHelpFormatter,
+        formatter_class=DefaultsHelpFormatter,  # also under a plain parser (the tests' own)
     )
     p.add_argument(
         "--mechanism",
@@ -254,25 +255,20 @@ def load_object(spec: str, what: str) -> Any:
         UserCodeError: the module raised while being imported (a SyntaxError, an exception at
             module level); the original is the ``__cause__``.
     """
-    if ":" not in spec:
-        raise InvalidParameterError(f"{what} must be MODULE:ATTR, got {spec!r}")
-    module_name, attr = spec.split(":", 1)
-    if not module_name or not attr:
+    module_name, sep, attr = spec.partition(":")
+    if not (sep and module_name and attr):
         raise InvalidParameterError(f"{what} must be MODULE:ATTR, got {spec!r}")
     cwd = os.getcwd()
     if cwd not in sys.path:
         sys.path.append(cwd)  # last: a user module is found, an installed library not shadowed
     try:
         obj: Any = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name is not None and module_name.startswith(exc.name):
+    except Exception as exc:  # noqa: BLE001 - user code (a SyntaxError names file and line)
+        missing = exc.name if isinstance(exc, ModuleNotFoundError) else None
+        if missing is not None and module_name.startswith(missing):  # the module itself
             raise InvalidParameterError(
                 f"{what}: cannot import module {module_name!r}: {exc}"
             ) from None
-        raise UserCodeError(
-            f"{what}: importing module {module_name!r} failed: {type(exc).__name__}: {exc}"
-        ) from exc
-    except Exception as exc:  # noqa: BLE001 - user code (a SyntaxError names file and line)
         raise UserCodeError(
             f"{what}: importing module {module_name!r} failed: {type(exc).__name__}: {exc}"
         ) from exc
@@ -292,11 +288,8 @@ def _user_mechanism(spec: str, params: dict[str, Any]) -> Any:
         try:
             obj = obj(**params)
         except TypeError as exc:
-            kind = (
-                "a factory accepting the --param arguments"
-                if params
-                else ("a zero-argument factory")
-            )
+            kind = "a factory accepting the --param arguments"
+            kind = kind if params else "a zero-argument factory"
             raise UserCodeError(
                 f"--mechanism {spec!r} must be a mechanism object or {kind}: {exc}"
             ) from exc
@@ -473,22 +466,13 @@ def run(args: argparse.Namespace) -> int:
         mechanism,
         pairs,
         samples=args.samples,
-        confidence=args.confidence,
         rng=args.seed,
         dim=args.dim,
-        float_bits=not args.no_float_bits,
-        profile=args.profile,
-        force=args.force,
-        pool=args.pool,
-        ratio_test=args.ratio_test,
         progress=show_progress(args),  # a bar only where a person watches (--no-progress)
-        sequential=args.sequential,
-        delta_event=args.delta_event,
         statistics=statistics or None,
+        **audit_options(args),
     )
-    exact = None
-    if args.exact:
-        exact = exact_epsilon(mechanism, pairs, dim=args.dim, rng=args.seed)
+    exact = exact_epsilon(mechanism, pairs, dim=args.dim, rng=args.seed) if args.exact else None
     if args.json:
         out = result.to_dict()
         if exact is not None:
@@ -541,6 +525,4 @@ def _run_dir(args: argparse.Namespace) -> int:
             "which mechanisms it released through (--run-dir takes the audit's own options, "
             "--overwrite and --json)"
         )
-    from ldp_audit.cli.system_cmd import audit_run_dir
-
     return audit_run_dir(args)

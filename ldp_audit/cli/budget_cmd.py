@@ -28,23 +28,17 @@ import argparse
 import json
 import math
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
-from ldp_audit.cli.evidence import exit_code
+from ldp_audit.cli.evidence import evidence_args, exit_code
 from ldp_audit.cli.types import add_flags, int_at_least
 from ldp_audit.errors import InvalidParameterError, LedgerError
-from ldp_audit.parse import parse_real, real_in
+from ldp_audit.parse import real_in
 from ldp_audit.rundir import to_jsonable, verify_run
 
 _METHODS = ("best", "basic", "advanced", "optimal", "rdp", "prv", "pld")
-
-
-def _delta(text: str) -> float:
-    v = parse_real(text, "--delta")
-    if not (0.0 <= v < 1.0):
-        raise argparse.ArgumentTypeError(f"--delta must be in [0, 1), got {text!r}")
-    return v
 
 
 def register(subparsers: Any) -> None:
@@ -62,7 +56,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--agent", help="only this agent (e.g. 0/17)")
     p.add_argument(
         "--delta",
-        type=_delta,
+        type=real_in("--delta", low=0.0, high=1.0, low_open=False),
         help="delta at which epsilon is reported (default: the run's delta from config.json, "
         "else the recorded budget's delta, else 0, i.e. pure DP; Gaussian events need > 0)",
     )
@@ -86,23 +80,15 @@ def register(subparsers: Any) -> None:
         json="print JSON (every agent) on stdout",
         verify="verify the whole hash chain and every agent's state against the rows",
     )
-    p.add_argument(
-        "--expect-head",
-        metavar="HEX",
-        help="with --verify: the ledger must extend this chain head (an anchor published "
-        "elsewhere, e.g. with a report)",
-    )
-    p.add_argument(
-        "--expect-root",
-        metavar="HEX",
-        help="with --verify on a run directory: the run as a whole (manifest, ledger head, "
-        "sealed analysis files) must have this root (printed by an earlier --verify or report)",
+    evidence_args(
+        p,
+        "with --verify: ",
+        "read a ledger or run that this process's ledger key does not authenticate, or (with "
+        "--verify) a run that does not verify: exit 4 instead of 2, and the output says so first",
+        "with --verify on a run directory: ",
     )
     add_flags(
         p,
-        allow_unverified="read a ledger or run that this process's ledger key does not "
-        "authenticate, or (with --verify) a run that does not verify: exit 4 instead of 2, and "
-        "the output says so first",
         recover="roll back a hot journal (LEDGER-journal left by a writer killed inside a "
         "commit) in place: opens the ledger once with write access, charges nothing; readers "
         "read the committed state without it, from a private copy",
@@ -294,8 +280,6 @@ def _key_refusal(ledger: Any, allow: bool) -> bool:
     """A process that holds a ledger key refuses a ledger that key does not authenticate
     (another or a made-up key id, a schema-2 ledger): ``LedgerError`` (exit 2) unless
     ``allow`` (then True: the caller exits 4). False: authenticated, or no key at all."""
-    import sys
-
     from ldp_audit.accountant.keys import load_key
 
     if ledger.authenticated:
@@ -324,8 +308,6 @@ def _auth_line(authenticated: bool, note: str, key_id: str | None) -> str:
 
 def _verify_run(args: argparse.Namespace) -> int:
     """``--verify`` on a run directory: its files, its manifest's anchor, the whole ledger."""
-    import sys
-
     res = verify_run(args.ledger, args.expect_head, expect_root=args.expect_root)
     if args.json:
         print(json.dumps(res.to_dict(), indent=2, default=str, allow_nan=False))

@@ -12,26 +12,31 @@ from typing import Any
 from ldp_audit.cli.types import add_flags
 
 
-def evidence_args(p: argparse.ArgumentParser) -> None:
-    """``--expect-head`` and ``--allow-unverified`` for an attack that reads ``--run-dir``."""
+def evidence_args(
+    p: argparse.ArgumentParser,
+    when: str = "with --run-dir: ",
+    allow: str = "with --run-dir: attack a run whose files do not match its manifest, or without "
+    "manifest or ledger (refused by default, exit 2); the output then says so first and in its "
+    "JSON",
+    root_when: str | None = None,
+) -> None:
+    """``--expect-head``, ``--expect-root`` and ``--allow-unverified`` for a command that reads
+    a run (``--run-dir`` of an attack or audit, ``report``, ``budget --verify``): ``when`` says
+    when they apply (``root_when`` for ``--expect-root``, default ``when``), ``allow`` what
+    ``--allow-unverified`` does."""
     p.add_argument(
         "--expect-head",
         metavar="HEX",
-        help="with --run-dir: the run's ledger must pass through this chain head (an anchor "
-        "published elsewhere)",
+        help=f"{when}the ledger must pass through this chain head (an anchor published elsewhere)",
     )
     p.add_argument(
         "--expect-root",
         metavar="HEX",
-        help="with --run-dir: the run as a whole (manifest, ledger head, sealed analysis "
-        "files) must have this root (printed by `budget RUN --verify` or `report`)",
+        help=f"{when if root_when is None else root_when}the run as a whole (manifest, ledger "
+        "head, sealed analysis files) must have this root (printed by `budget RUN --verify` or "
+        "`report`)",
     )
-    add_flags(
-        p,
-        allow_unverified="with --run-dir: attack a run whose files do not match its manifest, or "
-        "without manifest or ledger (refused by default, exit 2); the output then says so first "
-        "and in its JSON",
-    )
+    add_flags(p, allow_unverified=allow)
 
 
 def run_dir_only(args: argparse.Namespace, dests: tuple[str, ...], why: str) -> None:

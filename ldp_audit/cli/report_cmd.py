@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ldp_audit.cli.evidence import exit_code
+from ldp_audit.cli.evidence import evidence_args, exit_code
 from ldp_audit.cli.types import (
     add_flags,
     check_creatable,
@@ -42,8 +42,15 @@ from ldp_audit.rundir import (
 )
 from ldp_audit.rundir.seal import check_analyses, check_document_seal
 
+#: the evidence a verdict rests on, weakest last, and what its verdict line says about it
+_EVIDENCE_TAG = {
+    "authenticated": "",
+    "unauthenticated": " [UNAUTHENTICATED EVIDENCE: no ledger key checked it]",
+    "unverified": " [UNVERIFIED EVIDENCE: read with --allow-unverified]",
+}
+
+
 _seed = int_at_least("--seed", 0)
-_top = int_at_least("--top", 1)
 
 
 def register(subparsers: Any) -> None:
@@ -73,31 +80,21 @@ def register(subparsers: Any) -> None:
         help="output folder, new or empty (default: RUN_DIR/report)",
     )
     add_flags(p, overwrite="replace an earlier report at the output folder")
-    p.add_argument("--top", type=_top, default=10, help="rows in the top-agents table")
+    p.add_argument(
+        "--top", type=int_at_least("--top", 1), default=10, help="rows in the top-agents table"
+    )
     add_flags(
         p,
         json="print the written paths as JSON",
         screenshot="also save screenshot.png (needs chromium)",
     )
-    p.add_argument(
-        "--expect-head",
-        metavar="HEX",
-        help="the run's ledger must pass through this chain head (an anchor published "
-        "elsewhere); checked with the manifest before anything is read",
-    )
-    p.add_argument(
-        "--expect-root",
-        metavar="HEX",
-        help="the run as a whole (manifest, ledger head, sealed analysis files) must have this "
-        "root, as printed by `budget RUN --verify` or an earlier report (an anchor published "
-        "elsewhere); checked before anything is read",
-    )
-    add_flags(
+    evidence_args(  # checked with the manifest before anything is read
         p,
-        allow_unverified="report a run whose files do not match its manifest or its sealed "
-        "analyses, that has no manifest or no ledger, or that this process's key does not "
-        "authenticate (refused by default, exit 2); the verdict line then says UNVERIFIED and "
-        "the exit code is 4 (1 on a violation)",
+        "",
+        "report a run whose files do not match its manifest or its sealed analyses, that has no "
+        "manifest or no ledger, or that this process's key does not authenticate (refused by "
+        "default, exit 2); the verdict line then says UNVERIFIED and the exit code is 4 (1 on a "
+        "violation)",
     )
     p.set_defaults(func=_report)
 
@@ -188,18 +185,10 @@ def _report(args: argparse.Namespace) -> int:
         _screenshot(paths)
     verdict = report.model["verdict"]
 
-    # the evidence the verdict rests on, as checked before it was read (the stricter of that
-    # and the model's own check)
-    evidence = "unverified" if extras else checked.evidence
-    if verdict.get("evidence") == "unverified" or (
-        evidence == "authenticated" and verdict.get("evidence") == "unauthenticated"
-    ):
-        evidence = verdict["evidence"]
-    tag = {
-        "authenticated": "",
-        "unauthenticated": " [UNAUTHENTICATED EVIDENCE: no ledger key checked it]",
-        "unverified": " [UNVERIFIED EVIDENCE: read with --allow-unverified]",
-    }[evidence]
+    # the evidence the verdict rests on, as checked before it was read: the stricter of that
+    # and the model's own check
+    before = "unverified" if extras else checked.evidence
+    evidence = max(before, verdict.get("evidence", before), key=list(_EVIDENCE_TAG).index)
     code = exit_code(verdict["status"] == "violation", evidence == "authenticated")
     if args.json:
         print(
@@ -214,6 +203,7 @@ def _report(args: argparse.Namespace) -> int:
             )
         )
     else:
+        tag = _EVIDENCE_TAG[evidence]
         print(f"verdict: {verdict['status'].upper()}{tag}. {verdict['headline']}")
         print(
             f"report written: {paths['html']} (also {paths['markdown'].name}, {paths['json'].name})"

@@ -162,10 +162,8 @@ def _register_generic_train(tsub: Any, rsub: Any, s: Any) -> None:
     )
     if c.options:
         systems.call(c.options, f"system {s.name!r} reproduce options")(r)
-    r.add_argument(
-        "--out", default=None, required=c.out is None, help=_out_help(c, "report folder")
-    )
-    r.add_argument("--overwrite", action="store_true", help="replace an earlier report in --out")
+    r.add_argument("--out", required=c.out is None, help=_out_help(c, "report folder"))
+    add_flags(r, overwrite="replace an earlier report in --out")
     grid = c.config is not None
     cls = systems.resolve(c.config, f"system {s.name!r} reproduce config") if grid else None
     title = "the reproduction's config"
@@ -461,6 +459,21 @@ def _generic_attack(args: argparse.Namespace) -> int:
 # ----------------------------------------------------------------------------------------------
 
 
+def audit_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The audit's own options as :func:`ldp_audit.audit.audit` keywords: the same for
+    ``audit --mechanism`` and ``audit --run-dir``."""
+    return dict(
+        confidence=args.confidence,
+        float_bits=not args.no_float_bits,
+        pool=args.pool,
+        profile=args.profile,
+        ratio_test=args.ratio_test,
+        force=args.force,
+        sequential=args.sequential,
+        delta_event=args.delta_event,
+    )
+
+
 def audit_run_dir(args: argparse.Namespace) -> int:
     """``ldp-audit audit --run-dir RUN``: audit each mechanism the run released through.
 
@@ -491,17 +504,7 @@ def audit_run_dir(args: argparse.Namespace) -> int:
         raise InvalidParameterError(
             f"--run-dir {args.run_dir!r} is a {rd.algorithm!r} run with nothing to audit: {what}"
         )
-    # the audit's own options, as for --mechanism
-    own = dict(
-        confidence=args.confidence,
-        float_bits=not args.no_float_bits,
-        pool=args.pool,
-        profile=args.profile,
-        ratio_test=args.ratio_test,
-        force=args.force,
-        sequential=args.sequential,
-        delta_event=args.delta_event,
-    )
+    own = audit_options(args)  # as for --mechanism
     runs = []
     for t in todo:
         opts = dict(t.options)

@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 from ldp_audit.parse import INT_MAX, parse_int, real_in
+from ldp_audit.rundir import check_new_dir, check_parent_writable, check_report_dir, is_run_dir
 
 
 def int_at_least(
@@ -96,8 +97,6 @@ def check_creatable(path: str | Path, name: str) -> None:
     Raises:
         RunDirectoryError: the folder cannot be created there.
     """
-    from ldp_audit.rundir import check_parent_writable
-
     if not Path(path).exists():
         check_parent_writable(Path(path), name)  # the one probe, shared with ldp_audit.rundir
 
@@ -109,10 +108,9 @@ def check_file_creatable(path: str | Path, name: str) -> None:
     Raises:
         RunDirectoryError: no file can be created there.
     """
-    parent = Path(path).parent if str(Path(path).parent) else Path(".")
+    parent = Path(path).parent  # "." for a bare file name
     if not parent.exists():
-        check_creatable(parent, name)
-        return
+        return check_creatable(parent, name)
     try:
         fd, probe = tempfile.mkstemp(prefix=".ldp-audit-probe-", dir=parent)
     except OSError as exc:
@@ -154,8 +152,6 @@ def check_not_inside_run(path: str | Path, name: str, *, allow: str | Path | Non
     Raises:
         RunDirectoryError: an ancestor of ``path`` is a run directory.
     """
-    from ldp_audit.rundir import is_run_dir
-
     p = Path(path).expanduser().absolute()
     if allow is not None and p == Path(allow).expanduser().absolute():
         return
@@ -169,8 +165,6 @@ def check_not_inside_run(path: str | Path, name: str, *, allow: str | Path | Non
 
 def check_out_for_mode(out: str | None, mode: str) -> None:
     """Check a run's output folder before any work (raises RunDirectoryError)."""
-    from ldp_audit.rundir import check_new_dir, is_run_dir
-
     if out is None:
         if mode != "new":
             raise InvalidParameterError(f"--{mode} needs --out RUN_DIR")
@@ -208,8 +202,6 @@ def timestamped_dir(prefix: str) -> str:
 
 def check_report_out(out: str, *, overwrite: bool) -> None:
     """:func:`ldp_audit.rundir.check_report_dir` for a reproduction's ``--out``."""
-    from ldp_audit.rundir import check_report_dir
-
     check_not_inside_run(out, "--out")
     check_report_dir(out, overwrite=overwrite)
     check_creatable(out, "--out")
