@@ -164,11 +164,7 @@ class ScalarMechanism:
             raise InvalidParameterError(f"dim must be 1 for a scalar mechanism, got {dim!r}")
         if isinstance(self.domain, tuple) and len(self.domain) == 2 and self.domain[0] != "set":
             lo, hi = self.domain
-            mid = 0.5 * (lo + hi)
-            return [
-                (np.array([lo]), np.array([hi])),
-                (np.array([lo]), np.array([mid])),
-            ]
+            return [(np.array([lo]), np.array([x])) for x in (hi, 0.5 * (lo + hi))]
         vals = list(self.domain)
         pairs = [(np.array([a]), np.array([b])) for a, b in itertools.combinations(vals, 2)]
         return pairs[:_MAX_DOMAIN_PAIRS]

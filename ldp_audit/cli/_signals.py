@@ -91,13 +91,11 @@ class SignalWatchdog:
 
     @staticmethod
     def _kill_children() -> None:
-        try:
+        with contextlib.suppress(Exception):  # best effort: the process ends right after
             import multiprocessing
 
             for child in multiprocessing.active_children():
                 child.kill()
-        except Exception:  # noqa: BLE001 - best effort: the process ends right after
-            pass
 
     # -- the thread ------------------------------------------------------------------------------
 

@@ -183,26 +183,23 @@ def _run(args: argparse.Namespace) -> int:
     check_key_outside(path.parent, "the ledger's folder")  # a key beside the ledger
     with Ledger(path, create=False, readonly=True) as ledger:
         refused = _key_refusal(ledger, args.allow_unverified)
-        if not args.verify:
+        if args.verify:
+            out = {**ledger.verify(expect_head=args.expect_head), "ledger": str(path)}
+            note = getattr(ledger.store, "hot_journal_note", None)
+        else:
             out = _spent(args, ledger, path)
-        else:
-            res = {**ledger.verify(expect_head=args.expect_head), "ledger": str(path)}
-    if args.verify:
-        if args.json:
-            print(json.dumps(to_jsonable(res), indent=2, default=str, allow_nan=False))
-        else:
-            ext = " and extends the expected head" if args.expect_head else ""
-            print(
-                f"ledger {path} verifies{ext}: {res['rows']} charges, {res['agents']} agents, "
-                f"chain head {res['chain_head']}"
-            )
-            print(_auth_line(res["authenticated"], res["auth_note"], res["key_id"]))
-            if getattr(ledger.store, "hot_journal_note", None):
-                print(f"note: {ledger.store.hot_journal_note}")
-            print("(a ledger file alone: pass the run directory to check it against its manifest)")
-        return exit_code(False, res["authenticated"] and not refused)
     if args.json:
         print(json.dumps(to_jsonable(out), indent=2, default=str, allow_nan=False))
+    elif args.verify:
+        ext = " and extends the expected head" if args.expect_head else ""
+        print(
+            f"ledger {path} verifies{ext}: {out['rows']} charges, {out['agents']} agents, "
+            f"chain head {out['chain_head']}"
+        )
+        print(_auth_line(out["authenticated"], out["auth_note"], out["key_id"]))
+        if note:
+            print(f"note: {note}")
+        print("(a ledger file alone: pass the run directory to check it against its manifest)")
     else:
         _print_text(out, args.limit)
     return exit_code(False, out["authenticated"] and not refused)
@@ -242,8 +239,7 @@ def _spent(args: argparse.Namespace, ledger: Any, path: Path) -> dict[str, Any]:
         detail = acc.spent_detail(args.agent, delta=args.delta, method=args.method)
         b = budgets["central" if detail.scope == "central" else "local"]
         row = _row(detail.agent, detail.epsilon, detail.method, detail.scope, used, b)
-        row["charges"] = detail.charges
-        row["by_method"] = detail.by_method
+        row.update(charges=detail.charges, by_method=detail.by_method)
         if b is not None and detail.charges == 0 and b.method != "filter":
             row["remaining"] = b.epsilon  # never charged
         rows = [row]
