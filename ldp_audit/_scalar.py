@@ -113,7 +113,17 @@ class ScalarMechanism:
                     f"{self.name} raised {type(exc).__name__} on a batch of {len(values)} "
                     f"values (first {values[0]!r}): {exc}"
                 ) from exc
-            return self._as_output(out, values)
+            if out.dtype.kind not in "biuf":
+                raise UserCodeError(
+                    f"{self.name} must return real numbers, got dtype {out.dtype} "
+                    f"(first input {values[0]!r})"
+                )
+            if out.shape != values.shape:
+                raise UserCodeError(
+                    f"{self.name} (vectorized) must return one value per input, got shape "
+                    f"{out.shape} for {values.shape}"
+                )
+            return out.astype(np.float64)[:, None]
         vals = values.astype(np.int64).tolist() if self.integer_inputs else values.tolist()
         res: list[Any] = []
         append = res.append
@@ -143,19 +153,6 @@ class ScalarMechanism:
                 f"shape {arr.shape}"
             )
         return arr.astype(np.float64)[:, None]
-
-    def _as_output(self, out: np.ndarray, values: np.ndarray) -> np.ndarray:
-        if out.dtype == object or out.dtype.kind not in "biuf":
-            raise UserCodeError(
-                f"{self.name} must return real numbers, got dtype {out.dtype} "
-                f"(first input {values[0]!r})"
-            )
-        if out.shape != values.shape:
-            raise UserCodeError(
-                f"{self.name} (vectorized) must return one value per input, got shape "
-                f"{out.shape} for {values.shape}"
-            )
-        return out.astype(np.float64)[:, None]
 
     def candidate_pairs(self, dim: int = 1) -> list[tuple[np.ndarray, np.ndarray]]:
         """Neighbouring pairs from the declared domain: its two ends (and the middle) for an
