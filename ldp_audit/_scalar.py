@@ -16,6 +16,7 @@ error of the user's code wrapped with the input that caused it.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import numbers
@@ -24,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit.errors import InvalidParameterError, LdpAuditError, UserCodeError
-from ldp_audit.validation import check_real, check_rng
+from ldp_audit.errors import InvalidParameterError, UserCodeError
+from ldp_audit.validation import check_bool, check_real, check_rng
 
 __all__ = ["ScalarMechanism", "from_scalar"]
 
@@ -35,6 +36,7 @@ SEEDINGS = ("none", "random_state", "seed", "generator")
 _MAX_DOMAIN_PAIRS = 16
 
 
+@dataclasses.dataclass(repr=False, eq=False)
 class ScalarMechanism:
     """A scalar mechanism seen through the batched ``privatize(x, rng)`` interface.
 
@@ -49,27 +51,19 @@ class ScalarMechanism:
         name: a label for reports.
     """
 
-    def __init__(
-        self,
-        fn: Callable[..., Any],
-        *,
-        epsilon: float,
-        delta: float,
-        domain: tuple[float, float] | Sequence[float],
-        seeding: str,
-        name: str,
-        vectorized: bool,
-        integer_inputs: bool = False,
-    ) -> None:
-        self._fn = fn
-        self.epsilon = epsilon
-        self.delta = delta
-        self.domain = domain
-        self.seeding = seeding
-        self.name = name
-        self.vectorized = vectorized
-        self.reproducible = seeding != "none"
-        self.integer_inputs = integer_inputs
+    _fn: Callable[..., Any]
+    _: dataclasses.KW_ONLY
+    epsilon: float
+    delta: float
+    domain: tuple[float, float] | Sequence[float]
+    seeding: str
+    name: str
+    vectorized: bool
+    integer_inputs: bool = False
+
+    @property
+    def reproducible(self) -> bool:
+        return self.seeding != "none"
 
     def __repr__(self) -> str:
         return f"ScalarMechanism({self.name}, epsilon={self.epsilon:g}, delta={self.delta:g})"
@@ -119,7 +113,17 @@ class ScalarMechanism:
                     f"{self.name} raised {type(exc).__name__} on a batch of {len(values)} "
                     f"values (first {values[0]!r}): {exc}"
                 ) from exc
-            return self._as_output(out, values)
+            if out.dtype.kind not in "biuf":
+                raise UserCodeError(
+                    f"{self.name} must return real numbers, got dtype {out.dtype} "
+                    f"(first input {values[0]!r})"
+                )
+            if out.shape != values.shape:
+                raise UserCodeError(
+                    f"{self.name} (vectorized) must return one value per input, got shape "
+                    f"{out.shape} for {values.shape}"
+                )
+            return out.astype(np.float64)[:, None]
         vals = values.astype(np.int64).tolist() if self.integer_inputs else values.tolist()
         res: list[Any] = []
         append = res.append
@@ -150,19 +154,6 @@ class ScalarMechanism:
             )
         return arr.astype(np.float64)[:, None]
 
-    def _as_output(self, out: np.ndarray, values: np.ndarray) -> np.ndarray:
-        if out.dtype == object or out.dtype.kind not in "biuf":
-            raise UserCodeError(
-                f"{self.name} must return real numbers, got dtype {out.dtype} "
-                f"(first input {values[0]!r})"
-            )
-        if out.shape != values.shape:
-            raise UserCodeError(
-                f"{self.name} (vectorized) must return one value per input, got shape "
-                f"{out.shape} for {values.shape}"
-            )
-        return out.astype(np.float64)[:, None]
-
     def candidate_pairs(self, dim: int = 1) -> list[tuple[np.ndarray, np.ndarray]]:
         """Neighbouring pairs from the declared domain: its two ends (and the middle) for an
         interval, every pair of distinct values (at most 16) for a finite set."""
@@ -170,11 +161,7 @@ class ScalarMechanism:
             raise InvalidParameterError(f"dim must be 1 for a scalar mechanism, got {dim!r}")
         if isinstance(self.domain, tuple) and len(self.domain) == 2 and self.domain[0] != "set":
             lo, hi = self.domain
-            mid = 0.5 * (lo + hi)
-            return [
-                (np.array([lo]), np.array([hi])),
-                (np.array([lo]), np.array([mid])),
-            ]
+            return [(np.array([lo]), np.array([x])) for x in (hi, 0.5 * (lo + hi))]
         vals = list(self.domain)
         pairs = [(np.array([a]), np.array([b])) for a, b in itertools.combinations(vals, 2)]
         return pairs[:_MAX_DOMAIN_PAIRS]
@@ -227,8 +214,7 @@ def from_scalar(
         raise InvalidParameterError(f"delta must be in [0, 1), got {delta!r}")
     if seeding not in SEEDINGS:
         raise InvalidParameterError(f"seeding must be one of {SEEDINGS}, got {seeding!r}")
-    if not isinstance(vectorized, bool):
-        raise InvalidParameterError(f"vectorized must be True or False, got {vectorized!r}")
+    vectorized = check_bool(vectorized, "vectorized")
     dom: Any
     integer_inputs = False
     if isinstance(domain, tuple) and len(domain) == 2:
@@ -255,16 +241,13 @@ def from_scalar(
             isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in domain
         )
     label = name if name is not None else getattr(fn, "__qualname__", type(fn).__name__)
-    try:
-        return ScalarMechanism(
-            fn,
-            epsilon=eps,
-            delta=dl,
-            domain=dom,
-            seeding=seeding,
-            name=str(label),
-            vectorized=vectorized,
-            integer_inputs=integer_inputs,
-        )
-    except LdpAuditError:  # pragma: no cover - constructor only stores
-        raise
+    return ScalarMechanism(
+        fn,
+        epsilon=eps,
+        delta=dl,
+        domain=dom,
+        seeding=seeding,
+        name=str(label),
+        vectorized=vectorized,
+        integer_inputs=integer_inputs,
+    )

@@ -62,24 +62,9 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.parse import INT_MAX, parse_int, parse_real, real_in
 
 __all__ = ["bounds", "field_docs", "option_name", "add_arguments", "from_args", "given_fields"]
-
-_BOUND_KEYS = (
-    "minimum",
-    "maximum",
-    "open_min",
-    "open_max",
-    "inf",
-    "choices",
-    "parse",
-    "check",
-    "empty",
-    "required",
-    "option",
-    "cli_default",
-    "whole",
-)
 
 #: an option's name: two dashes, then lowercase letters, digits and single dashes
 _OPTION = re.compile(r"^--[a-z0-9]+(?:-[a-z0-9]+)*$")
@@ -129,6 +114,7 @@ def bounds(
     option's one string into the whole field's value (a nested tuple such as a box, a
     comma-separated list: its own spelling and messages; ``T | None`` fields still read
     ``none``), instead of one element per value."""
+    out = dict(locals())  # the arguments, as given
     for name, fn in (("parse", parse), ("check", check)):
         if fn is not None and not callable(fn):
             raise InvalidParameterError(f"bounds: {name} must be callable, got {fn!r}")
@@ -148,29 +134,17 @@ def bounds(
         )
     if minimum is not None and maximum is not None and minimum > maximum:
         raise InvalidParameterError(f"bounds: minimum {minimum!r} > maximum {maximum!r}")
-    out: dict[str, Any] = {
-        "minimum": minimum,
-        "maximum": maximum,
-        "open_min": bool(open_min),
-        "open_max": bool(open_max),
-        "inf": bool(inf),
-        "choices": tuple(choices) if choices is not None else None,
-        "parse": parse,
-        "check": check,
-        "empty": bool(empty),
-        "required": required,
-        "option": option,
-        "cli_default": cli_default,
-        "whole": whole,
-    }
+    out.update(open_min=bool(open_min), open_max=bool(open_max), inf=bool(inf))
+    out["choices"] = tuple(choices) if choices is not None else None
     return {"ldp_audit": out}
 
 
 def _bounds_of(f: dataclasses.Field) -> dict[str, Any]:
-    b = dict(f.metadata.get("ldp_audit", {})) if f.metadata else {}
-    out = {k: b.get(k) for k in _BOUND_KEYS}
-    out["cli_default"] = b.get("cli_default", dataclasses.MISSING)
-    return out
+    return {**_NO_BOUNDS, **(f.metadata.get("ldp_audit", {}) if f.metadata else {})}
+
+
+#: a field without bounds: every key, at its "not given" value
+_NO_BOUNDS = bounds()["ldp_audit"]
 
 
 def _field_option(f: dataclasses.Field) -> str:
@@ -178,14 +152,12 @@ def _field_option(f: dataclasses.Field) -> str:
     return _bounds_of(f)["option"] or option_name(f.name)
 
 
+@dataclasses.dataclass(eq=False)
 class _CliDefault:
     """An option's command-line default (``bounds(cli_default=...)``) as argparse stores it:
     :func:`given_fields` tells it from a value the user gave."""
 
-    __slots__ = ("value",)
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
+    value: Any
 
     def __repr__(self) -> str:
         return _show(self.value)
@@ -196,38 +168,22 @@ class _CliDefault:
 def _attributes_section(doc: str | None) -> dict[str, str]:
     """``name: text`` entries of a Google-style ``Attributes:`` section (continuation lines
     indented deeper; ``a, b, c: text`` documents three fields)."""
-    out: dict[str, str] = {}
-    if not doc:
-        return out
-    lines = inspect.cleandoc(doc).splitlines()
-    try:
-        start = next(i for i, ln in enumerate(lines) if ln.strip() == "Attributes:")
-    except StopIteration:
-        return out
-    names: list[str] = []
-    text: list[str] = []
-    indent = None
-
-    def flush() -> None:
-        for n in names:
-            out[n] = " ".join(" ".join(text).split())
-
-    for ln in lines[start + 1 :]:
-        if not ln.strip():
-            continue
+    lines = inspect.cleandoc(doc or "").splitlines()
+    start = next((i + 1 for i, ln in enumerate(lines) if ln.strip() == "Attributes:"), len(lines))
+    body = [ln for ln in lines[start:] if ln.strip()]
+    indent = len(body[0]) - len(body[0].lstrip()) if body else 0
+    entries: list[tuple[list[str], list[str]]] = []  # (names, text)
+    for ln in body:
         ind = len(ln) - len(ln.lstrip())
-        if indent is None:
-            indent = ind
         if ind < indent:
             break  # the section ended
         head, sep, rest = ln.strip().partition(":")
-        if ind == indent and sep and all(x.strip().isidentifier() for x in head.split(",")):
-            flush()
-            names, text = [x.strip() for x in head.split(",")], [rest.strip()]
-        else:
-            text.append(ln.strip())
-    flush()
-    return out
+        names = [x.strip() for x in head.split(",")]
+        if ind == indent and sep and all(n.isidentifier() for n in names):
+            entries.append((names, [rest]))
+        elif entries:  # a continuation line
+            entries[-1][1].append(ln)
+    return {n: " ".join(" ".join(text).split()) for names, text in entries for n in names}
 
 
 @functools.lru_cache(maxsize=256)
@@ -273,8 +229,6 @@ def field_docs(cls: type) -> dict[str, str]:
 
 def _plain(text: str) -> str:
     """reStructuredText roles and literals as plain text for ``--help``."""
-    import re
-
     text = re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", text)
     return text.replace("``", "")
 
@@ -289,8 +243,6 @@ def _scalar_parser(tp: Any, opt: str, b: Mapping[str, Any]) -> Any:
     messages are the CLI's own (:mod:`ldp_audit.cli.types`), so a generated option and a
     hand-written one refuse a value in the same words; a field's ``check`` runs first, on the
     value read (its refusal in the config's words)."""
-    from ldp_audit.parse import parse_int, parse_real
-
     conv = _bounded_parser(tp, opt, b)
     check = b.get("check")
     if conv is None or check is None:
@@ -298,10 +250,7 @@ def _scalar_parser(tp: Any, opt: str, b: Mapping[str, Any]) -> Any:
     if b.get("parse") is not None or tp not in (int, float):
         read = conv
     elif tp is int:
-
-        def read(text: str) -> Any:
-            return parse_int(text, opt)
-
+        read = functools.partial(parse_int, name=opt)
     else:
 
         def read(text: str) -> Any:
@@ -321,8 +270,6 @@ def _scalar_parser(tp: Any, opt: str, b: Mapping[str, Any]) -> Any:
 
 def _bounded_parser(tp: Any, opt: str, b: Mapping[str, Any]) -> Any:
     """:func:`_scalar_parser` without the field's ``check``."""
-    from ldp_audit.parse import INT_MAX, parse_int, parse_real, real_in
-
     if b.get("parse") is not None:
         return b["parse"](opt)
     lo, hi = b.get("minimum"), b.get("maximum")
@@ -331,10 +278,7 @@ def _bounded_parser(tp: Any, opt: str, b: Mapping[str, Any]) -> Any:
         int_lo = None if lo is None else math.floor(lo) + 1 if open_lo else math.ceil(lo)
         int_hi = INT_MAX if hi is None else math.ceil(hi) - 1 if open_hi else math.floor(hi)
 
-        def conv_int(text: str) -> int:
-            return parse_int(text, opt, minimum=int_lo, maximum=int_hi)
-
-        return conv_int
+        return functools.partial(parse_int, name=opt, minimum=int_lo, maximum=int_hi)
     if tp is float:
         in_range = real_in(
             opt,
@@ -391,6 +335,17 @@ def _unwrap_optional(tp: Any) -> tuple[Any, bool]:
     return tp, False
 
 
+def _or_none(conv: Callable[[str], Any], optional: bool) -> Callable[[str], Any]:
+    """``conv``, reading the word ``none`` as None when the field is ``T | None``."""
+    if not optional:
+        return conv
+
+    def conv_none(text: str) -> Any:
+        return None if text.strip().lower() == "none" else conv(text)
+
+    return conv_none
+
+
 def _option_spec(f: dataclasses.Field, tp: Any, opt: str) -> dict[str, Any] | None:
     """``add_argument`` keywords for one field, or None when it has no command-line form."""
     b = _bounds_of(f)
@@ -398,14 +353,7 @@ def _option_spec(f: dataclasses.Field, tp: Any, opt: str) -> dict[str, Any] | No
     if tp is bool:  # bool | None too: absent keeps the default (None)
         return {"action": argparse.BooleanOptionalAction}
     if b.get("whole"):  # parse reads the one string into the whole value
-        whole = _scalar_parser(None, opt, b)
-        if optional:
-
-            def conv_whole_none(text: str) -> Any:
-                return None if text.strip().lower() == "none" else whole(text)
-
-            return {"type": conv_whole_none}
-        return {"type": whole}
+        return {"type": _or_none(_scalar_parser(None, opt, b), optional)}
     origin = typing.get_origin(tp)
     nargs = None
     choices = b.get("choices")
@@ -437,14 +385,7 @@ def _option_spec(f: dataclasses.Field, tp: Any, opt: str) -> dict[str, Any] | No
             return v
 
         conv = conv_choice
-    if optional:
-        base = conv
-
-        def conv_none(text: str) -> Any:
-            return None if text.strip().lower() == "none" else base(text)
-
-        conv = conv_none
-    spec: dict[str, Any] = {"type": conv}
+    spec: dict[str, Any] = {"type": _or_none(conv, optional)}
     if choices is not None:  # shown as argparse shows its own choices: {a,b}
         spec["metavar"] = "{" + ",".join(str(c) for c in choices) + "}"
     if nargs:
@@ -560,20 +501,16 @@ def add_arguments(
         if b["cli_default"] is not dataclasses.MISSING:
             cd = b["cli_default"]
             default = _CliDefault(tuple(cd) if isinstance(cd, list) else cd)
-        help_parts = [_plain(docs.get(f.name, "")).rstrip(".") or f.name]
-        extra = [x for x in (_bounds_text(f),) if x]
         d = _default_text(f)
-        if d is not None:
-            extra.append(f"default: {d}")
-        if extra:
-            help_parts.append(f"({'; '.join(extra)})")
+        extra = "; ".join(x for x in (_bounds_text(f), None if d is None else f"default: {d}") if x)
+        text = _plain(docs.get(f.name, "")).rstrip(".") or f.name
         metavar = None if spec.get("action") else opt[2:].replace("-", "_").upper()
         target.add_argument(
             opt,
             dest=f"cfg__{f.name}",
             default=default,
             required=b["required"],
-            help=" ".join(help_parts).replace("%", "%%"),
+            help=(f"{text} ({extra})" if extra else text).replace("%", "%%"),
             **{"metavar": metavar, **spec},
         )
         added.append(f.name)

@@ -9,8 +9,8 @@ command line) *before any allocation or randomness*, naming the option that driv
 
 The limits:
 
-* memory: half of this machine's physical memory (``MemTotal`` in ``/proc/meminfo``, else
-  ``os.sysconf``), at most :data:`MEMORY_CAP` (64 GiB); ``LDP_AUDIT_MEMORY_LIMIT`` (bytes, or
+* memory: half of this machine's physical memory (``os.sysconf``: on Linux ``MemTotal`` in
+  ``/proc/meminfo``), at most :data:`MEMORY_CAP` (64 GiB); ``LDP_AUDIT_MEMORY_LIMIT`` (bytes, or
   with a ``K``/``M``/``G``/``T`` suffix: powers of 1024) sets another. The physical memory, not
   the momentarily available one, so a configuration is accepted or refused the same way however
   busy the machine is.
@@ -27,11 +27,12 @@ import contextlib
 import math
 import os
 import re
+import stat
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ldp_audit.errors import InvalidParameterError
+from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 
 GiB = 2**30
 #: the absolute memory cap (bytes), whatever the machine
@@ -85,14 +86,9 @@ def fmt_bytes(n: float) -> str:
 
 def fmt_seconds(s: float) -> str:
     """``3.2 hours``-style text for ``s`` seconds."""
-    s = float(s)
-    if s >= 86400 * 365:
-        return f"{s / (86400 * 365):.3g} years"
-    if s >= 86400:
-        return f"{s / 86400:.3g} days"
-    if s >= 3600:
-        return f"{s / 3600:.3g} hours"
-    return f"{s:.3g} s"
+    units = (("years", 86400 * 365), ("days", 86400), ("hours", 3600), ("s", 1))
+    unit, size = next((u, n) for u, n in units if float(s) >= n or n == 1)
+    return f"{float(s) / size:.3g} {unit}"
 
 
 def _parse_bytes(text: str) -> int:
@@ -108,14 +104,8 @@ def _parse_bytes(text: str) -> int:
 
 
 def physical_memory() -> int | None:
-    """This machine's physical memory in bytes (``MemTotal``), or None when unknown."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("MemTotal:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
+    """This machine's physical memory in bytes (on Linux ``MemTotal`` of ``/proc/meminfo``, to
+    the byte), or None when unknown."""
     try:
         return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
     except (AttributeError, ValueError, OSError):
@@ -237,16 +227,12 @@ def add_force_argument(parser: Any) -> None:
 # ----------------------------------------------------------------------------------------------
 
 
-def _kind(mode: int) -> str:
-    import stat
+_KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket"}
 
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    return "not a regular file"
+
+def _kind(mode: int) -> str:
+    device = stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+    return "a device" if device else _KINDS.get(stat.S_IFMT(mode), "not a regular file")
 
 
 def check_regular_file(path: str | os.PathLike[str], name: str) -> None:
@@ -256,10 +242,6 @@ def check_regular_file(path: str | os.PathLike[str], name: str) -> None:
     Raises:
         RunDirectoryError: ``path`` is a FIFO, socket, device or folder; the message names it.
     """
-    import stat
-
-    from ldp_audit.errors import RunDirectoryError
-
     try:
         mode = os.stat(path).st_mode
     except OSError:
@@ -278,31 +260,16 @@ def check_run_files(run_dir: str | os.PathLike[str], name: str = "--run-dir") ->
     Raises:
         RunDirectoryError: a non-regular entry was found.
     """
-    import stat
-
-    from ldp_audit.errors import RunDirectoryError
-
     root = os.fspath(run_dir)
-    if not os.path.isdir(root):
-        return
-    stack = [root]
-    while stack:
-        d = stack.pop()
-        try:
-            entries = list(os.scandir(d))
-        except OSError:
-            continue
-        for e in entries:
+    for folder, dirs, files in os.walk(root):  # a symlinked folder is listed, not entered
+        for path in (os.path.join(folder, e) for e in dirs + files):
             try:
-                mode = os.stat(e.path).st_mode  # a symlink counts as what it points to
+                mode = os.stat(path).st_mode  # a symlink counts as what it points to
             except OSError:
                 continue
-            if stat.S_ISDIR(mode):
-                if not e.is_symlink():
-                    stack.append(e.path)
-            elif not stat.S_ISREG(mode):
+            if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
                 raise RunDirectoryError(
-                    f"{name} {root!r} holds {e.path!r}, which is {_kind(mode)}, not a regular "
+                    f"{name} {root!r} holds {path!r}, which is {_kind(mode)}, not a regular "
                     "file; refused before opening any file of the run (a FIFO would block)"
                 )
 
@@ -322,9 +289,8 @@ def check_input_paths(args: Any) -> None:
         runs += [("RUN", e) for e in extra]
     if getattr(args, "resume", False) is True:
         runs.append(("--out (--resume)", getattr(args, "out", None)))
-    ledger = getattr(args, "ledger", None)
-    if isinstance(ledger, str) and ledger:
-        runs.append(("LEDGER", ledger))  # a ledger file, or a run directory holding one
+    # a ledger file, or a run directory holding one
+    runs.append(("LEDGER", getattr(args, "ledger", None)))
     for name, path in runs:
         if not isinstance(path, str) or not path:
             continue

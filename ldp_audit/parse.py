@@ -47,14 +47,17 @@ def parse_real(text: str, name: str, *, allow_inf: bool = False) -> float:
     return v
 
 
-def parse_int(text: str, name: str, *, minimum: int | None = None, maximum: int = INT_MAX) -> int:
+def parse_int(
+    text: str, name: str, *, minimum: int | None = None, maximum: int = INT_MAX, why: str = ""
+) -> int:
     """Read a command-line integer strictly (``1000``, ``1e6`` and ``1000.0`` when whole), or
     raise ``argparse.ArgumentTypeError`` naming ``name`` and the text; the value must lie in
-    [``minimum``, ``maximum``] (``maximum`` defaults to :data:`INT_MAX`)."""
+    [``minimum``, ``maximum``] (``maximum`` defaults to :data:`INT_MAX`; ``why``: the reason
+    for the upper bound, e.g. the memory it would take)."""
     bound = f" >= {minimum}" if minimum is not None else ""
     t = text.strip() if isinstance(text, str) else ""
     v: int | None = None
-    if re.fullmatch(r"[+-]?[0-9]+", t):
+    if re.fullmatch(r"[+-]?[0-9]+", t) and len(t) <= 4000:  # longer: int() raises ValueError
         v = int(t)
     elif _DECIMAL.fullmatch(t):
         try:
@@ -66,7 +69,8 @@ def parse_int(text: str, name: str, *, minimum: int | None = None, maximum: int 
     if v is None or (minimum is not None and v < minimum):
         raise argparse.ArgumentTypeError(f"{name} must be an integer{bound}, got {text!r}")
     if v > maximum:
-        raise argparse.ArgumentTypeError(f"{name} must be <= {maximum:,}, got {text!r}")
+        extra = f" ({why})" if why else ""
+        raise argparse.ArgumentTypeError(f"{name} must be <= {maximum:,}{extra}, got {text!r}")
     return v
 
 

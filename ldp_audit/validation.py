@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.parse import INT_MAX
 
 
 def check_real(value: Any, name: str) -> float:
@@ -55,16 +56,10 @@ def check_bool(value: Any, name: str) -> bool:
     )
 
 
-#: the largest integer any count accepts by default: a signed 64-bit integer (larger values are an
-#: OverflowError deep inside NumPy, after work has started)
-INT64_MAX = 2**63 - 1
-
-
-def check_int(
-    value: Any, name: str, *, minimum: int | None = None, maximum: int = INT64_MAX
-) -> int:
+def check_int(value: Any, name: str, *, minimum: int | None = None, maximum: int = INT_MAX) -> int:
     """Return ``value`` as an int if it is a ``numbers.Integral`` (not bool) in [``minimum``,
-    ``maximum``] (``maximum`` defaults to :data:`INT64_MAX`)."""
+    ``maximum``] (``maximum`` defaults to :data:`ldp_audit.parse.INT_MAX`, a signed 64-bit
+    integer: larger values are an OverflowError deep inside NumPy, after work has started)."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
         bound = f" >= {minimum}" if minimum is not None else ""
         raise InvalidParameterError(f"{name} must be an integer{bound}, got {value!r}")
@@ -124,11 +119,7 @@ def check_batch(x: Any, name: str = "x", *, dim: int | None = None) -> np.ndarra
     before any randomisation.
     """
     arr = np.asarray(x)
-    if arr.dtype == object or not (
-        np.issubdtype(arr.dtype, np.floating)
-        or np.issubdtype(arr.dtype, np.integer)
-        or arr.dtype == np.bool_
-    ):
+    if arr.dtype.kind not in "biuf":  # bool, integers, floats (not object, complex, text)
         raise InvalidParameterError(f"{name} must be a real numeric array, got dtype {arr.dtype}")
     if arr.ndim != 2:
         raise InvalidParameterError(

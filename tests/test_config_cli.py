@@ -460,3 +460,17 @@ def test_bad_command_line_metadata_is_refused(kw: dict, needle: str) -> None:
     with pytest.raises(InvalidParameterError) as e:
         bounds(**kw)
     assert needle in str(e.value)
+
+
+def test_an_integer_too_long_to_read_is_refused_by_name() -> None:
+    """A 5,000-digit count is a usage error naming the option (int() alone raises ValueError
+    past 4,300 digits, which argparse would print as an 'invalid partial value'); an upper
+    bound's reason is said."""
+    from ldp_audit.cli.types import int_at_least
+    from ldp_audit.parse import parse_int
+
+    with pytest.raises(argparse.ArgumentTypeError, match="--samples must be an integer >= 1000"):
+        int_at_least("--samples", 1000)("9" * 5000)
+    assert parse_int("7" * 30, "--n", maximum=10**40) == int("7" * 30)
+    with pytest.raises(argparse.ArgumentTypeError, match=r"--agents must be <= 8 \(in memory\)"):
+        int_at_least("--agents", 1, 8, "in memory")("9")

@@ -331,11 +331,12 @@ def test_docs_show_the_toy_system_verbatim() -> None:
 def test_generic_set_refuses_malformed_and_non_finite_values(text: str) -> None:
     import argparse
 
-    from ldp_audit.cli.system_cmd import _set_item
+    from ldp_audit.cli.types import key_value
 
+    convert = key_value("--set")
     with pytest.raises(argparse.ArgumentTypeError, match="--set"):
-        _set_item(text)
-    assert _set_item("agents=3") == ("agents", 3) and _set_item("mode=fedavg") == ("mode", "fedavg")
+        convert(text)
+    assert convert("agents=3") == ("agents", 3) and convert("mode=fedavg") == ("mode", "fedavg")
 
 
 def test_listing_the_systems_imports_no_trainer() -> None:

@@ -26,6 +26,7 @@ summary, since it is a bug report. ``--json`` output goes to stdout; errors alwa
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
@@ -59,10 +60,6 @@ class Terminated(KeyboardInterrupt):
     "interrupted", ledgers consistent)."""
 
 
-def _on_sigterm(signum: int, frame: object) -> None:
-    raise Terminated()
-
-
 # subcommand module -> registers one or more subcommands
 _MODULES = (
     "ldp_audit.cli.audit_cmd",  # audit
@@ -71,12 +68,6 @@ _MODULES = (
     "ldp_audit.cli.attack_cmd",  # attack
     "ldp_audit.cli.report_cmd",  # report, demo
 )
-
-
-def _version() -> str:
-    import ldp_audit
-
-    return getattr(ldp_audit, "__version__", "unknown")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -88,7 +79,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Audit, attack and account the privacy of locally private distributed RL.",
         epilog=epilog,
     )
-    parser.add_argument("--version", action="version", version=f"ldp-audit {_version()}")
+    import ldp_audit
+
+    version = getattr(ldp_audit, "__version__", "unknown")
+    parser.add_argument("--version", action="version", version=f"ldp-audit {version}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in _MODULES:
@@ -102,11 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _silence_broken_pipe() -> None:
     """stdout closed early (``ldp-audit ... --json | head``): exit quietly, no traceback."""
-    try:
+    with contextlib.suppress(OSError, ValueError):
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):
-        pass
 
 
 def main(argv: list[str] | None = None, *, watchdog: bool | None = None) -> int:
@@ -150,11 +142,9 @@ def _refuse_repeated(parser: argparse.ArgumentParser, argv: list[str]) -> None:
     (exit 2) naming it and both values: argparse would silently keep the last one (``--private-param
     length=0.25,0.5 --private-param length=1,2`` trained on 1 and 2). ``append`` options (``--param
     K=V``) are meant to repeat."""
-    leaf = parser
-    for tok in argv:  # follow the subcommand names given, e.g. train -> frd
-        subs = [a for a in leaf._actions if isinstance(a, argparse._SubParsersAction)]
-        if subs and tok in subs[0].choices:
-            leaf = subs[0].choices[tok]
+    from ldp_audit.cli.types import leaf_parser
+
+    leaf = leaf_parser(parser, argv)
     single = (argparse._StoreAction, argparse.BooleanOptionalAction)
     by_opt = {o: a for a in leaf._actions if isinstance(a, single) for o in a.option_strings}
     seen: dict[argparse.Action, list[str]] = {}
@@ -186,11 +176,12 @@ def _user_exit(exc: SystemExit) -> str:
 def _main(argv: list[str] | None, watchdog: bool | None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
-    _refuse_repeated(parser, sys.argv[1:] if argv is None else list(argv))
+    given = sys.argv[1:] if argv is None else list(argv)
+    _refuse_repeated(parser, given)
     if extra:  # the subcommand's usage and -h, with the closest option (cli.types)
         from ldp_audit.cli.types import unrecognized_error
 
-        unrecognized_error(parser, sys.argv[1:] if argv is None else list(argv), extra)
+        unrecognized_error(parser, given, extra)
     import signal
     import threading
 
@@ -198,21 +189,20 @@ def _main(argv: list[str] | None, watchdog: bool | None) -> int:
 
     old_term = old_int = None
     dog = SignalWatchdog() if (argv is None if watchdog is None else watchdog) else None
+
+    def _raise(signum: int, frame: object) -> None:
+        if dog is not None:
+            dog.notify(signum)
+        raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+
     if threading.current_thread() is threading.main_thread():
-        if dog is not None and dog.install():
-
-            def _raise(signum: int, frame: object) -> None:
-                dog.notify(signum)
-                raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
-
-            old_term = signal.signal(signal.SIGTERM, _raise)
-            # a command started with SIGINT ignored (a background job of a non-interactive
-            # shell, nohup) keeps ignoring it, as Python itself does
-            if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
-                old_int = signal.signal(signal.SIGINT, _raise)
-        else:
+        if dog is not None and not dog.install():
             dog = None
-            old_term = signal.signal(signal.SIGTERM, _on_sigterm)
+        old_term = signal.signal(signal.SIGTERM, _raise)
+        # with the watchdog, SIGINT too; a command started with SIGINT ignored (a background
+        # job of a non-interactive shell, nohup) keeps ignoring it, as Python itself does
+        if dog is not None and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+            old_int = signal.signal(signal.SIGINT, _raise)
     try:
         from ldp_audit.limits import check_input_paths
 

@@ -25,8 +25,10 @@ Library code never installs this: only ``ldp_audit.cli.main`` when called as the
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import sys
 import threading
 import time
 
@@ -74,34 +76,26 @@ class SignalWatchdog:
         """Give the wakeup fd back (the thread stays blocked on its pipe, harmlessly)."""
         if self._w is None:
             return
-        try:
+        with contextlib.suppress(OSError, ValueError):
             signal.set_wakeup_fd(self._old_fd if self._old_fd is not None else -1)
-        except (OSError, ValueError):
-            pass
 
     def exit_now(self, code: int) -> None:
         """The ordinary path has unwound (files consistent, run marked interrupted): end the
         process at once, without the interpreter's teardown (which can take seconds with torch
         loaded, or wait on a pool), flushing what was printed first."""
-        import sys
-
         for stream in (sys.stdout, sys.stderr):
-            try:
+            with contextlib.suppress(OSError, ValueError):
                 stream.flush()
-            except (OSError, ValueError):
-                pass
         self._kill_children()
         os._exit(code)
 
     @staticmethod
     def _kill_children() -> None:
-        try:
+        with contextlib.suppress(Exception):  # best effort: the process ends right after
             import multiprocessing
 
             for child in multiprocessing.active_children():
                 child.kill()
-        except Exception:  # noqa: BLE001 - best effort: the process ends right after
-            pass
 
     # -- the thread ------------------------------------------------------------------------------
 
@@ -121,11 +115,8 @@ class SignalWatchdog:
     def _arm(self, signum: int, source: str) -> None:
         trace = os.environ.get("LDP_AUDIT_SIGNAL_TRACE")
         if trace:  # for the tests: when the process got the signal (CLOCK_MONOTONIC)
-            try:
-                with open(trace, "a") as f:
-                    f.write(f"{source} {signum} {time.monotonic():.6f}\n")
-            except OSError:
-                pass
+            with contextlib.suppress(OSError), open(trace, "a") as f:
+                f.write(f"{source} {signum} {time.monotonic():.6f}\n")
         if signum not in _CODES:
             return
         with self._lock:
@@ -150,8 +141,6 @@ class SignalWatchdog:
             f"'interrupted').\n"
         )
         self._kill_children()
-        try:
+        with contextlib.suppress(OSError):
             os.write(2, msg.encode())
-        except OSError:
-            pass
         os._exit(_CODES[signum])

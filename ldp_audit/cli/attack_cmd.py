@@ -26,7 +26,14 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.attacks.sweep import REPORTS, THETAS, broadcast_theta, run_from_args
-from ldp_audit.cli.evidence import check_evidence, evidence_args, verdict_code, with_evidence
+from ldp_audit.cli.evidence import (
+    check_evidence,
+    evidence_args,
+    run_dir_only,
+    verdict_code,
+    with_evidence,
+)
+from ldp_audit.cli.system_cmd import register_attacks, run_dir_scorer
 from ldp_audit.cli.types import (
     add_backend_arguments,
     add_flags,
@@ -36,7 +43,6 @@ from ldp_audit.cli.types import (
     check_workers,
     confidence,
     int_at_least,
-    int_in_range,
 )
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 from ldp_audit.limits import add_force_argument, check_resources
@@ -49,7 +55,6 @@ from ldp_audit.training.sizes import attack_estimates
 _MECHANISMS = ("laplace", "prs", "none")
 
 
-_epsilon = epsilon_or_inf
 #: counts whose arrays (reports, shadow gradients) are held in memory
 _HELD = "the attack holds arrays of this size in memory"
 _MAX_COUNT = 1_000_000
@@ -59,21 +64,19 @@ _MAX_COMPOSED = 700.0
 
 
 def _count(name: str, minimum: int = 1, maximum: int = _MAX_COUNT) -> Any:
-    return int_in_range(name, minimum, maximum, _HELD)
+    return int_at_least(name, minimum, maximum, _HELD)
 
 
-def _common(p: argparse.ArgumentParser) -> None:
+def _common(p: argparse.ArgumentParser, shadow: Any = 1000, shadow_help: str = "") -> None:
     p.add_argument("--mechanism", choices=_MECHANISMS, default="laplace")
     p.add_argument(
         "--epsilon",
-        type=_epsilon,
-        default=None,
+        type=epsilon_or_inf,
         help="epsilon of ONE report (T reports compose to T * epsilon; default 1); not with 'none'",
     )
     p.add_argument(
         "--clip",
         type=real_in("--clip", low=0.0),
-        default=None,
         help="C (default 0.01 Laplace, 1 PRS); not with 'none'",
     )
     p.add_argument(
@@ -85,20 +88,23 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--agents", type=_count("--agents"), default=300, help="agents attacked")
     p.add_argument(
-        "--shadow", type=_count("--shadow"), default=1000, help="shadow episodes per candidate"
+        "--shadow",
+        type=_count("--shadow"),
+        default=shadow,
+        help=shadow_help or "shadow episodes per candidate",
     )
     add_flags(p, malicious="broadcast a crafted theta")
     p.add_argument(
         "--train-submissions",
-        type=int_in_range("--train-submissions", 0, 10_000_000, "held in memory"),
+        type=int_at_least("--train-submissions", 0, 10_000_000, "held in memory"),
         default=0,
         help="honest theta after this many non-private PGC-A3C submissions (0: initial theta)",
     )
     p.add_argument("--seed", type=int_at_least("--seed", 0), default=0)
     p.add_argument("--confidence", type=confidence(), default=0.95)
     add_flags(p, json="print the result as JSON on stdout")
-    p.add_argument("--out", default=None, help="also write the JSON result to this (new) file")
-    p.add_argument("--plot", default=None, help="write a PNG of the result to this (new) file")
+    p.add_argument("--out", help="also write the JSON result to this (new) file")
+    p.add_argument("--plot", help="write a PNG of the result to this (new) file")
     add_flags(
         p, overwrite="replace an existing --out/--plot file (or the run's attack_*.json artefact)"
     )
@@ -119,31 +125,28 @@ def register(subparsers: Any) -> None:
         description="Shadow-gradient dynamics inference; reports accuracy with a Clopper-Pearson "
         "interval, the ceiling e^(T eps)/(e^(T eps)+k-1) and the implied epsilon lower bound.",
     )
-    _common(d)
-    d.add_argument("--run-dir", default=None, help="attack this run directory's transcript")
+    # on a run directory, --shadow defaults to the run system's attack's own
+    _common(
+        d,
+        None,
+        "shadow episodes per candidate (default 1000; with --run-dir the default of the run's "
+        "system's attack)",
+    )
+    d.add_argument("--run-dir", help="attack this run directory's transcript")
     d.add_argument(
         "--max-groups",
         type=_count("--max-groups"),
         default=200,
         help="agents attacked in --run-dir",
     )
-    for action in d._actions:  # on a run directory, the run system's attack's own default
-        if action.dest == "shadow":
-            action.default = None
-            action.help = (
-                "shadow episodes per candidate (default 1000; with --run-dir the default of "
-                "the run's system's attack)"
-            )
     d.add_argument(
         "--env-module",
-        default=None,
         metavar="MODULE",
         help="with --run-dir of a run on your own Gymnasium env: import this module first (it "
         "registers the env; a run directory never makes the attacker import code by itself)",
     )
     d.add_argument(
         "--simulator",
-        default=None,
         metavar="MODULE:FUNCTION",
         help="with --run-dir of an own-loop or Flower run: the public simulator of the agents' "
         "update rule, simulator(thetas, values, rng, alpha) -> (gradients, scores), batched; "
@@ -179,13 +182,11 @@ def register(subparsers: Any) -> None:
     )
     m.add_argument(
         "--canary-run-dir",
-        default=None,
         help="where the canary training run is written (a new folder; default: a temporary "
         "one, deleted afterwards)",
     )
     m.add_argument(
         "--run-dir",
-        default=None,
         help="score an existing run trained with canaries (read only; results go to --out)",
     )
     evidence_args(m)
@@ -200,29 +201,24 @@ def register(subparsers: Any) -> None:
 
     # the registered systems (ldp_audit.systems): their own attack subcommands (attack_cli),
     # then `attack NAME --run-dir RUN` for every other attack a system declares
-    from ldp_audit.cli.system_cmd import register_attacks
-
     register_attacks(sub)
 
 
 def _mechanism(args: argparse.Namespace) -> Any:
     if args.mechanism == "none":
-        if args.epsilon is not None and not math.isinf(args.epsilon):
-            raise InvalidParameterError(
-                f"--epsilon must be omitted with --mechanism none, got {args.epsilon!r}"
-            )
-        if args.clip is not None:
-            raise InvalidParameterError(
-                f"--clip must be omitted with --mechanism none, got {args.clip!r}"
-            )
+        eps = None if args.epsilon is None or math.isinf(args.epsilon) else args.epsilon
+        for opt, v in (("--epsilon", eps), ("--clip", args.clip)):
+            if v is not None:
+                raise InvalidParameterError(
+                    f"{opt} must be omitted with --mechanism none, got {v!r}"
+                )
         return NoPrivacy()
     if args.epsilon is None:
         args.epsilon = 1.0
     if math.isinf(args.epsilon):
         return NoPrivacy()
-    if args.mechanism == "laplace":
-        return Laplace(epsilon=args.epsilon, clip=args.clip if args.clip else 0.01)
-    return ProjectedRandomSign(epsilon=args.epsilon, clip=args.clip if args.clip else 1.0)
+    cls, clip = (Laplace, 0.01) if args.mechanism == "laplace" else (ProjectedRandomSign, 1.0)
+    return cls(epsilon=args.epsilon, clip=args.clip or clip)
 
 
 def _check_composed(args: argparse.Namespace, mech: Any) -> None:
@@ -254,25 +250,10 @@ def _simulation(args: argparse.Namespace) -> tuple[Any, Any, dict[str, Any], Any
 _RUN_DIR_ONLY = ("env_module", "simulator", "allow_unverified", "expect_head", "expect_root")
 
 
-def _check_run_dir_options(args: argparse.Namespace) -> None:
-    """Refuse an option that means nothing without ``--run-dir`` instead of ignoring it."""
-    if getattr(args, "run_dir", None) is not None:
-        return
-    given = [
-        "--" + dest.replace("_", "-")
-        for dest in _RUN_DIR_ONLY
-        if getattr(args, dest, None) not in (None, False)
-    ]
-    if given:
-        raise InvalidParameterError(
-            f"{', '.join(given)} applies only with --run-dir (an attack on a run directory); "
-            f"this simulated attack reads no run"
-        )
-
-
 def _check_outputs(args: argparse.Namespace) -> None:
     """Every output path is checked before the attack runs."""
-    _check_run_dir_options(args)
+    why = "only with --run-dir (an attack on a run directory); this simulated attack reads no run"
+    run_dir_only(args, _RUN_DIR_ONLY, why)
 
     for path, flag in ((args.out, "--out"), (args.plot, "--plot")):
         if path:
@@ -360,8 +341,6 @@ def _dynamics(args: argparse.Namespace) -> int:
             )
         # the run's system's "dynamics" attack (ldp_audit.systems); a run whose system has none
         # gets a message naming its system and the commands that fit it
-        from ldp_audit.cli.system_cmd import run_dir_scorer
-
         if args.env_module is not None:  # named by the user, never by the run directory
             from ldp_audit.training.gym_envs import import_env_module
 
@@ -458,8 +437,6 @@ def _membership(args: argparse.Namespace) -> int:
 
 def _membership_of_run(args: argparse.Namespace) -> int:
     """Score the canaries planted at training time in an existing run (read only)."""
-    from ldp_audit.cli.system_cmd import run_dir_scorer
-
     if not is_run_dir(args.run_dir):
         raise RunDirectoryError(f"--run-dir {args.run_dir!r} is not a run directory")
     # the run's system's "membership" attack (ldp_audit.systems), e.g. dprl's one-run audit
@@ -506,7 +483,7 @@ def _sweep_arguments(s: argparse.ArgumentParser) -> None:
     )
     s.add_argument(
         "--train-submissions",
-        type=int_in_range("--train-submissions", 0, 10_000_000, "held in memory"),
+        type=int_at_least("--train-submissions", 0, 10_000_000, "held in memory"),
         default=3000,
     )
     s.add_argument(
@@ -518,7 +495,6 @@ def _sweep_arguments(s: argparse.ArgumentParser) -> None:
     s.add_argument("--seed", type=int_at_least("--seed", 0), default=0)
     s.add_argument(
         "--out",
-        default=None,
         help="output directory (default: a new runs/attack-sweep-<timestamp>; the committed "
         "reports/attacks is rewritten only when named here with --overwrite)",
     )

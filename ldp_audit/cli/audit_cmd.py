@@ -33,12 +33,14 @@ import re
 import sys
 from typing import Any
 
-from ldp_audit.cli.evidence import evidence_args
+from ldp_audit.cli.evidence import evidence_args, run_dir_only
+from ldp_audit.cli.system_cmd import audit_options, audit_run_dir
 from ldp_audit.cli.types import (
     DefaultsHelpFormatter,
     add_flags,
     confidence,
     int_at_least,
+    key_value,
     show_progress,
 )
 from ldp_audit.errors import InvalidParameterError, LdpAuditError, UserCodeError
@@ -47,14 +49,15 @@ from ldp_audit.parse import parse_real, real_in
 from ldp_audit.training.sizes import audit_probe_estimates
 
 BUILTIN = ("laplace", "discrete-laplace", "prs", "bitflip", "rr", "gaussian")
-#: which of the mechanism-specific options each built-in uses (others are refused).
-_USES: dict[str, set[str]] = {
-    "laplace": {"epsilon", "clip"},
-    "discrete-laplace": {"epsilon", "clip", "resolution"},
-    "prs": {"epsilon", "clip", "reduced_dim"},
-    "bitflip": {"epsilon"},
-    "rr": {"epsilon", "categories"},
-    "gaussian": {"epsilon", "clip", "sigma", "delta"},
+#: each built-in's class (ldp_audit.mechanisms) and the mechanism-specific options it uses
+#: (others are refused); an option is its class's keyword of the same name (--categories: k)
+_USES: dict[str, tuple[str, set[str]]] = {
+    "laplace": ("Laplace", {"epsilon", "clip"}),
+    "discrete-laplace": ("DiscreteLaplace", {"epsilon", "clip", "resolution"}),
+    "prs": ("ProjectedRandomSign", {"epsilon", "clip", "reduced_dim"}),
+    "bitflip": ("BitFlip", {"epsilon"}),
+    "rr": ("RandomizedResponse", {"epsilon", "categories"}),
+    "gaussian": ("Gaussian", {"epsilon", "clip", "sigma", "delta"}),
 }
 _MECHANISM_DESTS = "epsilon clip resolution reduced_dim categories sigma delta param domain seeding"
 #: the options a mechanism may use (each "not given" unless given), dest -> option
@@ -102,18 +105,6 @@ def _domain(text: str) -> Any:
         raise bad(str(exc)) from None
 
 
-def _param(text: str) -> tuple[str, Any]:
-    """``key=value``; the value is read as a JSON literal (1, 0.5, true, "x") else kept text."""
-    key, sep, raw = text.partition("=")
-    if not sep or not key.isidentifier():
-        raise argparse.ArgumentTypeError(f"--param must be KEY=VALUE, got {text!r}")
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError:
-        value = raw
-    return key, value
-
-
 def register(subparsers: Any) -> None:
     """Add the ``audit`` subcommand."""
     p = subparsers.add_parser(
@@ -125,11 +116,10 @@ def register(subparsers: Any) -> None:
             "implementation verdict (floating-point bits: does this binary leak?). Finding "
             "no violation proves nothing beyond the test's power."
         ),
-        formatter_class=DefaultsHelpFormatter,
+        formatter_class=DefaultsHelpFormatter,  # also under a plain parser (the tests' own)
     )
     p.add_argument(
         "--mechanism",
-        default=None,
         help=f"one of {', '.join(BUILTIN)}, or MODULE:ATTR (object, class or factory); "
         "required unless --run-dir",
     )
@@ -154,7 +144,6 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--dim",
         type=int_at_least("--dim", 1, _MAX_DIM),
-        default=None,
         help="input dimension d (mechanism.dim, or 1, when omitted)",
     )
     opt(
@@ -169,7 +158,7 @@ def register(subparsers: Any) -> None:
     )
     opt(
         "--param",
-        type=_param,
+        type=key_value("--param", finite=False),
         action="append",
         metavar="KEY=VALUE",
         help="MODULE:ATTR class or factory argument (repeatable; VALUE read as JSON)",
@@ -192,11 +181,10 @@ def register(subparsers: Any) -> None:
         help="--scalar: what the factory receives, derived from --seed (none when omitted: "
         "the function draws its own randomness and the audit is not reproducible)",
     )
-    p.add_argument("--pairs", default=None, help="MODULE:ATTR giving a list of (x, x2) pairs")
+    p.add_argument("--pairs", help="MODULE:ATTR giving a list of (x, x2) pairs")
     p.add_argument(
         "--statistic",
         action="append",
-        default=None,
         metavar="MODULE:FUNCTION",
         help="a statistic stat(outputs, x, x_prime) -> one score per output row, searched like "
         "the built-in ones (the Python API's statistics=; repeatable); the module is imported "
@@ -227,7 +215,6 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--profile",
         action=argparse.BooleanOptionalAction,
-        default=None,
         help="also audit the privacy profile epsilon(delta) (on when the claim has delta > 0)",
     )
     add_flags(
@@ -243,7 +230,6 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument(
         "--run-dir",
-        default=None,
         metavar="RUN",
         help="audit the mechanism(s) this run released through (from its config.json and "
         "its system's audit targets); writes RUN/audit.json. Takes the audit's own options "
@@ -269,25 +255,20 @@ def load_object(spec: str, what: str) -> Any:
         UserCodeError: the module raised while being imported (a SyntaxError, an exception at
             module level); the original is the ``__cause__``.
     """
-    if ":" not in spec:
-        raise InvalidParameterError(f"{what} must be MODULE:ATTR, got {spec!r}")
-    module_name, attr = spec.split(":", 1)
-    if not module_name or not attr:
+    module_name, sep, attr = spec.partition(":")
+    if not (sep and module_name and attr):
         raise InvalidParameterError(f"{what} must be MODULE:ATTR, got {spec!r}")
     cwd = os.getcwd()
     if cwd not in sys.path:
         sys.path.append(cwd)  # last: a user module is found, an installed library not shadowed
     try:
         obj: Any = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name is not None and module_name.startswith(exc.name):
+    except Exception as exc:  # noqa: BLE001 - user code (a SyntaxError names file and line)
+        missing = exc.name if isinstance(exc, ModuleNotFoundError) else None
+        if missing is not None and module_name.startswith(missing):  # the module itself
             raise InvalidParameterError(
                 f"{what}: cannot import module {module_name!r}: {exc}"
             ) from None
-        raise UserCodeError(
-            f"{what}: importing module {module_name!r} failed: {type(exc).__name__}: {exc}"
-        ) from exc
-    except Exception as exc:  # noqa: BLE001 - user code (a SyntaxError names file and line)
         raise UserCodeError(
             f"{what}: importing module {module_name!r} failed: {type(exc).__name__}: {exc}"
         ) from exc
@@ -307,11 +288,8 @@ def _user_mechanism(spec: str, params: dict[str, Any]) -> Any:
         try:
             obj = obj(**params)
         except TypeError as exc:
-            kind = (
-                "a factory accepting the --param arguments"
-                if params
-                else ("a zero-argument factory")
-            )
+            kind = "a factory accepting the --param arguments"
+            kind = kind if params else "a zero-argument factory"
             raise UserCodeError(
                 f"--mechanism {spec!r} must be a mechanism object or {kind}: {exc}"
             ) from exc
@@ -389,11 +367,12 @@ def build_mechanism(args: argparse.Namespace) -> Any:
                 "arguments to its class or factory with --param KEY=VALUE"
             )
         return _user_mechanism(name, dict(getattr(args, "param", [])))
-    unused = sorted(given - _USES[name])
+    cls, uses = _USES[name]
+    unused = sorted(given - uses)
     if unused:
         raise InvalidParameterError(
             f"{', '.join(_OPTION[k] for k in unused)} cannot be used with --mechanism {name} "
-            f"(it uses {', '.join(_OPTION[k] for k in sorted(_USES[name]))})"
+            f"(it uses {', '.join(_OPTION[k] for k in sorted(uses))})"
         )
     from ldp_audit import mechanisms as mech
 
@@ -412,20 +391,10 @@ def build_mechanism(args: argparse.Namespace) -> Any:
         return mech.Gaussian(clip=clip, noise_multiplier=sigma / clip, delta=delta)
     if not hasattr(args, "epsilon"):
         raise InvalidParameterError(f"--epsilon is required for --mechanism {name}")
-    eps = args.epsilon
-    if name == "laplace":
-        return mech.Laplace(epsilon=eps, clip=clip)
-    if name == "discrete-laplace":
-        return mech.DiscreteLaplace(
-            epsilon=eps, clip=clip, resolution=getattr(args, "resolution", None)
-        )
-    if name == "prs":
-        return mech.ProjectedRandomSign(
-            epsilon=eps, clip=clip, reduced_dim=getattr(args, "reduced_dim", None)
-        )
-    if name == "bitflip":
-        return mech.BitFlip(epsilon=eps)
-    return mech.RandomizedResponse(epsilon=eps, k=getattr(args, "categories", 2))
+    kw = {"k" if k == "categories" else k: getattr(args, k) for k in given}
+    if "clip" in uses:
+        kw["clip"] = clip
+    return getattr(mech, cls)(**kw)
 
 
 def _scalar_mechanism(args: argparse.Namespace, given: set[str]) -> Any:
@@ -467,10 +436,8 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidParameterError(
             "--mechanism is required (or --run-dir RUN to audit what a run released through)"
         )
-    for opt in ("overwrite", "expect_head", "expect_root", "allow_unverified"):
-        if getattr(args, opt, None) not in (None, False):
-            flag = "--" + opt.replace("_", "-")
-            raise InvalidParameterError(f"{flag} applies to --run-dir (a run's evidence)")
+    evidence = ("overwrite", "expect_head", "expect_root", "allow_unverified")
+    run_dir_only(args, evidence, "to --run-dir (a run's evidence)")
     mechanism = build_mechanism(args)
     if args.exact:  # its probe draws 20,000 outputs of each input at once: refused before work
         d = int(args.dim or getattr(mechanism, "dim", 1) or 1)
@@ -499,22 +466,13 @@ def run(args: argparse.Namespace) -> int:
         mechanism,
         pairs,
         samples=args.samples,
-        confidence=args.confidence,
         rng=args.seed,
         dim=args.dim,
-        float_bits=not args.no_float_bits,
-        profile=args.profile,
-        force=args.force,
-        pool=args.pool,
-        ratio_test=args.ratio_test,
         progress=show_progress(args),  # a bar only where a person watches (--no-progress)
-        sequential=args.sequential,
-        delta_event=args.delta_event,
         statistics=statistics or None,
+        **audit_options(args),
     )
-    exact = None
-    if args.exact:
-        exact = exact_epsilon(mechanism, pairs, dim=args.dim, rng=args.seed)
+    exact = exact_epsilon(mechanism, pairs, dim=args.dim, rng=args.seed) if args.exact else None
     if args.json:
         out = result.to_dict()
         if exact is not None:
@@ -567,6 +525,4 @@ def _run_dir(args: argparse.Namespace) -> int:
             "which mechanisms it released through (--run-dir takes the audit's own options, "
             "--overwrite and --json)"
         )
-    from ldp_audit.cli.system_cmd import audit_run_dir
-
     return audit_run_dir(args)

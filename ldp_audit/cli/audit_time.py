@@ -62,6 +62,5 @@ def say(seconds: float) -> str:
     """``"about 40 s"`` / ``"about 3.5 min"`` / ``"about 1.2 h"``."""
     if seconds < 90:
         return f"about {max(seconds, 1):.0f} s"
-    if seconds < 5400:
-        return f"about {seconds / 60:.1f} min"
-    return f"about {seconds / 3600:.1f} h"
+    unit, size = ("min", 60) if seconds < 5400 else ("h", 3600)
+    return f"about {seconds / size:.1f} {unit}"

@@ -28,23 +28,17 @@ import argparse
 import json
 import math
 import os
-import stat
+import sys
 from pathlib import Path
 from typing import Any
 
+from ldp_audit.cli.evidence import evidence_args, exit_code
 from ldp_audit.cli.types import add_flags, int_at_least
 from ldp_audit.errors import InvalidParameterError, LedgerError
-from ldp_audit.parse import parse_real, real_in
+from ldp_audit.parse import real_in
 from ldp_audit.rundir import to_jsonable, verify_run
 
 _METHODS = ("best", "basic", "advanced", "optimal", "rdp", "prv", "pld")
-
-
-def _delta(text: str) -> float:
-    v = parse_real(text, "--delta")
-    if not (0.0 <= v < 1.0):
-        raise argparse.ArgumentTypeError(f"--delta must be in [0, 1), got {text!r}")
-    return v
 
 
 def register(subparsers: Any) -> None:
@@ -59,11 +53,10 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "ledger", metavar="LEDGER", help="ledger.sqlite, or a run directory that holds one"
     )
-    p.add_argument("--agent", default=None, help="only this agent (e.g. 0/17)")
+    p.add_argument("--agent", help="only this agent (e.g. 0/17)")
     p.add_argument(
         "--delta",
-        type=_delta,
-        default=None,
+        type=real_in("--delta", low=0.0, high=1.0, low_open=False),
         help="delta at which epsilon is reported (default: the run's delta from config.json, "
         "else the recorded budget's delta, else 0, i.e. pure DP; Gaussian events need > 0)",
     )
@@ -73,7 +66,6 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--budget",
         type=real_in("--budget", low=0.0),
-        default=None,
         help="per-agent epsilon budget for 'remaining' (default: the budget recorded in the "
         "ledger by the accountant that wrote it, if any)",
     )
@@ -88,32 +80,21 @@ def register(subparsers: Any) -> None:
         json="print JSON (every agent) on stdout",
         verify="verify the whole hash chain and every agent's state against the rows",
     )
-    p.add_argument(
-        "--expect-head",
-        default=None,
-        metavar="HEX",
-        help="with --verify: the ledger must extend this chain head (an anchor published "
-        "elsewhere, e.g. with a report)",
-    )
-    p.add_argument(
-        "--expect-root",
-        default=None,
-        metavar="HEX",
-        help="with --verify on a run directory: the run as a whole (manifest, ledger head, "
-        "sealed analysis files) must have this root (printed by an earlier --verify or report)",
+    evidence_args(
+        p,
+        "with --verify: ",
+        "read a ledger or run that this process's ledger key does not authenticate, or (with "
+        "--verify) a run that does not verify: exit 4 instead of 2, and the output says so first",
+        "with --verify on a run directory: ",
     )
     add_flags(
         p,
-        allow_unverified="read a ledger or run that this process's ledger key does not "
-        "authenticate, or (with --verify) a run that does not verify: exit 4 instead of 2, and "
-        "the output says so first",
         recover="roll back a hot journal (LEDGER-journal left by a writer killed inside a "
         "commit) in place: opens the ledger once with write access, charges nothing; readers "
         "read the committed state without it, from a private copy",
     )
     p.add_argument(
         "--migrate-to",
-        default=None,
         metavar="NEW",
         help="convert a schema-version-1 or -2 ledger into a new keyed file NEW (LEDGER is kept)",
     )
@@ -123,20 +104,13 @@ def register(subparsers: Any) -> None:
 def _ledger_path(arg: str) -> Path:
     """The ledger file of ``arg`` (a file, or a run directory), refused before it is opened
     when it is missing or not a regular file (a FIFO would block)."""
-    path = Path(arg)
-    if path.is_dir():
-        path = path / "ledger.sqlite"
+    path = Path(arg) / "ledger.sqlite" if Path(arg).is_dir() else Path(arg)
     try:
-        mode = os.stat(path).st_mode
+        os.stat(path)  # a FIFO, socket or device was refused already (limits.check_input_paths)
     except FileNotFoundError:
         raise LedgerError(f"ledger file {str(path)!r} does not exist") from None
     except OSError as exc:
         raise LedgerError(f"cannot read ledger file {str(path)!r}: {exc}") from None
-    if not stat.S_ISREG(mode):
-        raise LedgerError(
-            f"LEDGER {str(path)!r} is not a regular file (a FIFO, socket or device); refused "
-            f"before opening it"
-        )
     return path
 
 
@@ -172,7 +146,7 @@ def _fmt(x: float | None) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ldp_audit.accountant import Accountant, Budget, Ledger
+    from ldp_audit.accountant import Ledger
     from ldp_audit.accountant.ledger_migrate import migrate_v1
 
     path = _ledger_path(args.ledger)
@@ -198,11 +172,8 @@ def _run(args: argparse.Namespace) -> int:
         print(f"ledger {path}: {what}; {rows} charges, chain head {head}")
         return 0
     if args.migrate_to is not None:
-        new = migrate_v1(path, args.migrate_to)
-        try:
+        with migrate_v1(path, args.migrate_to) as new:
             rows, head = len(new), new.chain_head()
-        finally:
-            new.close()
         print(f"migrated {path} to {args.migrate_to}: {rows} charges, chain head {head}")
         return 0
     if args.verify and Path(args.ledger).is_dir():
@@ -210,115 +181,101 @@ def _run(args: argparse.Namespace) -> int:
     from ldp_audit.accountant.keys import check_key_outside
 
     check_key_outside(path.parent, "the ledger's folder")  # a key beside the ledger
-    ledger = Ledger(path, create=False, readonly=True)
-    try:
+    with Ledger(path, create=False, readonly=True) as ledger:
         refused = _key_refusal(ledger, args.allow_unverified)
-    except BaseException:
-        ledger.close()
-        raise
-    if args.verify:
-        try:
-            res = ledger.verify(expect_head=args.expect_head)
-        finally:
-            ledger.close()
-        res["ledger"] = str(path)
-        if args.json:
-            print(json.dumps(to_jsonable(res), indent=2, default=str, allow_nan=False))
+        if args.verify:
+            out = {**ledger.verify(expect_head=args.expect_head), "ledger": str(path)}
+            note = getattr(ledger.store, "hot_journal_note", None)
         else:
-            ext = " and extends the expected head" if args.expect_head else ""
-            print(
-                f"ledger {path} verifies{ext}: {res['rows']} charges, {res['agents']} agents, "
-                f"chain head {res['chain_head']}"
-            )
-            print(_auth_line(res["authenticated"], res["auth_note"], res["key_id"]))
-            if getattr(ledger.store, "hot_journal_note", None):
-                print(f"note: {ledger.store.hot_journal_note}")
-            print("(a ledger file alone: pass the run directory to check it against its manifest)")
-        return _auth_code(res["authenticated"] and not refused)
-    try:
-        meta = ledger.meta()
-        if args.delta is None:
-            args.delta, delta_source = _run_delta(args.ledger, meta)
-        else:
-            delta_source = "--delta"
-        budgets: dict[str, Any] = {}
-        for scope, key in (("local", "budget"), ("central", "central_budget")):
-            budgets[scope] = None
-            if meta.get(key):
-                b = json.loads(meta[key])
-                budgets[scope] = Budget(epsilon=b["epsilon"], delta=b["delta"], method=b["method"])
-        if args.budget is not None:
-            budgets["local"] = Budget(epsilon=args.budget)
-        budget = budgets["local"]
-        acc = Accountant(ledger=ledger)  # no budget: opening must not write to the ledger
-        used: dict[str, float] = {}  # spend under each agent's own scope budget
-        for scope, b in budgets.items():
-            if b is not None and b.method != "filter":
-                used.update(acc.spent_all(delta=b.delta, method=b.method, scope=scope))
-        if args.agent is not None:
-            if not ledger.has_agent(args.agent):
-                known = ledger.agents()
-                hint = f"; agents are e.g. {known[:5]!r}" if known else "; the ledger is empty"
-                raise InvalidParameterError(
-                    f"--agent: no such agent {args.agent!r} in ledger {str(path)!r} "
-                    f"({len(known)} agents){hint}"
-                )
-            detail = acc.spent_detail(args.agent, delta=args.delta, method=args.method)
-            b = budgets["central" if detail.scope == "central" else "local"]
-            row = _row(detail.agent, detail.epsilon, detail.method, detail.scope, used, b)
-            row["charges"] = detail.charges
-            row["by_method"] = detail.by_method
-            if b is not None and detail.charges == 0 and b.method != "filter":
-                row["remaining"] = b.epsilon  # never charged
-            rows = [row]
-        else:
-            scopes = ledger.scopes()
-            bulk = acc.spent_all_detail(delta=args.delta, method=args.method)
-            rows = []
-            for a in sorted(bulk):
-                sc = scopes.get(a, {"local"})
-                scope = next(iter(sc)) if len(sc) == 1 else "mixed"
-                b = budgets["central" if scope == "central" else "local"]
-                rows.append(_row(a, bulk[a][0], bulk[a][1], scope, used, b))
-        summary = acc.summary(delta=args.delta, method=args.method)
-        out = {
-            "ledger": str(path),
-            "charges": len(ledger),
-            "chain_head": ledger.chain_head(),
-            "delta": args.delta,
-            "delta_source": delta_source,
-            "authenticated": ledger.authenticated,
-            "auth_note": ledger.auth_note,
-            "key_id": ledger.key_id,
-            "storage_note": getattr(ledger.store, "hot_journal_note", None),
-            "method": args.method,
-            "budget": None if budget is None else budget.to_dict(),
-            "central_budget": None if budgets["central"] is None else budgets["central"].to_dict(),
-            "summary": {k: summary[k] for k in ("local", "central")},
-            "agents": rows,
-        }
-    finally:
-        ledger.close()
+            out = _spent(args, ledger, path)
     if args.json:
         print(json.dumps(to_jsonable(out), indent=2, default=str, allow_nan=False))
+    elif args.verify:
+        ext = " and extends the expected head" if args.expect_head else ""
+        print(
+            f"ledger {path} verifies{ext}: {out['rows']} charges, {out['agents']} agents, "
+            f"chain head {out['chain_head']}"
+        )
+        print(_auth_line(out["authenticated"], out["auth_note"], out["key_id"]))
+        if note:
+            print(f"note: {note}")
+        print("(a ledger file alone: pass the run directory to check it against its manifest)")
     else:
         _print_text(out, args.limit)
-    return _auth_code(out["authenticated"] and not refused)
+    return exit_code(False, out["authenticated"] and not refused)
 
 
-def _auth_code(authenticated: bool) -> int:
-    """0 for authenticated evidence, 4 (``EXIT_UNAUTHENTICATED``) otherwise."""
-    from ldp_audit.cli import EXIT_OK, EXIT_UNAUTHENTICATED
+def _spent(args: argparse.Namespace, ledger: Any, path: Path) -> dict[str, Any]:
+    """The spend of every agent (or ``--agent``'s) and the budgets, as ``--json`` prints it."""
+    from ldp_audit.accountant import Accountant, Budget
 
-    return EXIT_OK if authenticated else EXIT_UNAUTHENTICATED
+    meta = ledger.meta()
+    if args.delta is None:
+        args.delta, delta_source = _run_delta(args.ledger, meta)
+    else:
+        delta_source = "--delta"
+    budgets: dict[str, Any] = {}
+    for scope, key in (("local", "budget"), ("central", "central_budget")):
+        budgets[scope] = None
+        if meta.get(key):
+            b = json.loads(meta[key])
+            budgets[scope] = Budget(epsilon=b["epsilon"], delta=b["delta"], method=b["method"])
+    if args.budget is not None:
+        budgets["local"] = Budget(epsilon=args.budget)
+    budget = budgets["local"]
+    acc = Accountant(ledger=ledger)  # no budget: opening must not write to the ledger
+    used: dict[str, float] = {}  # spend under each agent's own scope budget
+    for scope, b in budgets.items():
+        if b is not None and b.method != "filter":
+            used.update(acc.spent_all(delta=b.delta, method=b.method, scope=scope))
+    if args.agent is not None:
+        if not ledger.has_agent(args.agent):
+            known = ledger.agents()
+            hint = f"; agents are e.g. {known[:5]!r}" if known else "; the ledger is empty"
+            raise InvalidParameterError(
+                f"--agent: no such agent {args.agent!r} in ledger {str(path)!r} "
+                f"({len(known)} agents){hint}"
+            )
+        detail = acc.spent_detail(args.agent, delta=args.delta, method=args.method)
+        b = budgets["central" if detail.scope == "central" else "local"]
+        row = _row(detail.agent, detail.epsilon, detail.method, detail.scope, used, b)
+        row.update(charges=detail.charges, by_method=detail.by_method)
+        if b is not None and detail.charges == 0 and b.method != "filter":
+            row["remaining"] = b.epsilon  # never charged
+        rows = [row]
+    else:
+        scopes = ledger.scopes()
+        bulk = acc.spent_all_detail(delta=args.delta, method=args.method)
+        rows = []
+        for a in sorted(bulk):
+            sc = scopes.get(a, {"local"})
+            scope = next(iter(sc)) if len(sc) == 1 else "mixed"
+            b = budgets["central" if scope == "central" else "local"]
+            rows.append(_row(a, bulk[a][0], bulk[a][1], scope, used, b))
+    summary = acc.summary(delta=args.delta, method=args.method)
+    out = {
+        "ledger": str(path),
+        "charges": len(ledger),
+        "chain_head": ledger.chain_head(),
+        "delta": args.delta,
+        "delta_source": delta_source,
+        "authenticated": ledger.authenticated,
+        "auth_note": ledger.auth_note,
+        "key_id": ledger.key_id,
+        "storage_note": getattr(ledger.store, "hot_journal_note", None),
+        "method": args.method,
+        "budget": None if budget is None else budget.to_dict(),
+        "central_budget": None if budgets["central"] is None else budgets["central"].to_dict(),
+        "summary": {k: summary[k] for k in ("local", "central")},
+        "agents": rows,
+    }
+    return out
 
 
 def _key_refusal(ledger: Any, allow: bool) -> bool:
     """A process that holds a ledger key refuses a ledger that key does not authenticate
     (another or a made-up key id, a schema-2 ledger): ``LedgerError`` (exit 2) unless
     ``allow`` (then True: the caller exits 4). False: authenticated, or no key at all."""
-    import sys
-
     from ldp_audit.accountant.keys import load_key
 
     if ledger.authenticated:
@@ -347,8 +304,6 @@ def _auth_line(authenticated: bool, note: str, key_id: str | None) -> str:
 
 def _verify_run(args: argparse.Namespace) -> int:
     """``--verify`` on a run directory: its files, its manifest's anchor, the whole ledger."""
-    import sys
-
     res = verify_run(args.ledger, args.expect_head, expect_root=args.expect_root)
     if args.json:
         print(json.dumps(res.to_dict(), indent=2, default=str, allow_nan=False))
@@ -365,7 +320,7 @@ def _verify_run(args: argparse.Namespace) -> int:
             f"UNVERIFIED EVIDENCE (read with --allow-unverified): run root {res.root}",
             file=sys.stderr,
         )
-    return _auth_code(res.ok and res.authenticated)
+    return exit_code(False, res.ok and res.authenticated)
 
 
 def _row(
@@ -374,13 +329,7 @@ def _row(
     remaining = None
     if budget is not None and agent in used and math.isfinite(used[agent]):
         remaining = budget.epsilon - used[agent]  # infinite spend: not composable by the budget
-    return {
-        "agent": agent,
-        "scope": scope,
-        "epsilon": eps,
-        "method": method,
-        "remaining": remaining,
-    }
+    return dict(agent=agent, scope=scope, epsilon=eps, method=method, remaining=remaining)
 
 
 def _print_text(out: dict, limit: int) -> None:

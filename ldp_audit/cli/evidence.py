@@ -9,30 +9,45 @@ import argparse
 import sys
 from typing import Any
 
+from ldp_audit.cli.types import add_flags
 
-def evidence_args(p: argparse.ArgumentParser) -> None:
-    """``--expect-head`` and ``--allow-unverified`` for an attack that reads ``--run-dir``."""
+
+def evidence_args(
+    p: argparse.ArgumentParser,
+    when: str = "with --run-dir: ",
+    allow: str = "with --run-dir: attack a run whose files do not match its manifest, or without "
+    "manifest or ledger (refused by default, exit 2); the output then says so first and in its "
+    "JSON",
+    root_when: str | None = None,
+) -> None:
+    """``--expect-head``, ``--expect-root`` and ``--allow-unverified`` for a command that reads
+    a run (``--run-dir`` of an attack or audit, ``report``, ``budget --verify``): ``when`` says
+    when they apply (``root_when`` for ``--expect-root``, default ``when``), ``allow`` what
+    ``--allow-unverified`` does."""
     p.add_argument(
         "--expect-head",
-        default=None,
         metavar="HEX",
-        help="with --run-dir: the run's ledger must pass through this chain head (an anchor "
-        "published elsewhere)",
+        help=f"{when}the ledger must pass through this chain head (an anchor published elsewhere)",
     )
     p.add_argument(
         "--expect-root",
-        default=None,
         metavar="HEX",
-        help="with --run-dir: the run as a whole (manifest, ledger head, sealed analysis "
-        "files) must have this root (printed by `budget RUN --verify` or `report`)",
+        help=f"{when if root_when is None else root_when}the run as a whole (manifest, ledger "
+        "head, sealed analysis files) must have this root (printed by `budget RUN --verify` or "
+        "`report`)",
     )
-    p.add_argument(
-        "--allow-unverified",
-        action="store_true",
-        help="with --run-dir: attack a run whose files do not match its manifest, or without "
-        "manifest or ledger (refused by default, exit 2); the output then says so first and "
-        "in its JSON",
-    )
+    add_flags(p, allow_unverified=allow)
+
+
+def run_dir_only(args: argparse.Namespace, dests: tuple[str, ...], why: str) -> None:
+    """Refuse the options (``dests``) that mean something only with ``--run-dir`` when it is
+    not given, instead of ignoring them."""
+    given = [d for d in dests if getattr(args, d, None) not in (None, False)]
+    if given and args.run_dir is None:
+        from ldp_audit.errors import InvalidParameterError
+
+        opts = ", ".join(f"--{d}".replace("_", "-") for d in given)
+        raise InvalidParameterError(f"{opts} applies {why}")
 
 
 def check_evidence(args: argparse.Namespace) -> Any:
@@ -53,18 +68,19 @@ def check_evidence(args: argparse.Namespace) -> Any:
     return res
 
 
-def verdict_code(args: argparse.Namespace, violation: bool) -> int:
-    """The exit code of an attack's verdict: 1 on a violation; 4 (``EXIT_UNAUTHENTICATED``)
-    when ``--run-dir``'s evidence was read unauthenticated or with ``--allow-unverified``;
-    else 0."""
+def exit_code(violation: bool, authenticated: bool) -> int:
+    """1 on a violation; else 0 for authenticated evidence, 4 (``EXIT_UNAUTHENTICATED``) for
+    evidence read unauthenticated or with ``--allow-unverified``."""
     from ldp_audit.cli import EXIT_OK, EXIT_UNAUTHENTICATED, EXIT_VIOLATION
 
-    if violation:
-        return EXIT_VIOLATION
+    return EXIT_VIOLATION if violation else EXIT_OK if authenticated else EXIT_UNAUTHENTICATED
+
+
+def verdict_code(args: argparse.Namespace, violation: bool) -> int:
+    """The exit code of an attack's verdict (:func:`exit_code` of ``--run-dir``'s evidence;
+    authenticated when no run was read)."""
     res = getattr(args, "_evidence", None)
-    if res is not None and res.evidence != "authenticated":
-        return EXIT_UNAUTHENTICATED
-    return EXIT_OK
+    return exit_code(violation, res is None or res.evidence == "authenticated")
 
 
 def with_evidence(d: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:

@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ldp_audit.cli.evidence import evidence_args, exit_code
 from ldp_audit.cli.types import (
     add_flags,
     check_creatable,
@@ -41,8 +42,15 @@ from ldp_audit.rundir import (
 )
 from ldp_audit.rundir.seal import check_analyses, check_document_seal
 
+#: the evidence a verdict rests on, weakest last, and what its verdict line says about it
+_EVIDENCE_TAG = {
+    "authenticated": "",
+    "unauthenticated": " [UNAUTHENTICATED EVIDENCE: no ledger key checked it]",
+    "unverified": " [UNVERIFIED EVIDENCE: read with --allow-unverified]",
+}
+
+
 _seed = int_at_least("--seed", 0)
-_top = int_at_least("--top", 1)
 
 
 def register(subparsers: Any) -> None:
@@ -69,37 +77,24 @@ def register(subparsers: Any) -> None:
         "-o",
         "--out",
         dest="out_dir",
-        default=None,
         help="output folder, new or empty (default: RUN_DIR/report)",
     )
     add_flags(p, overwrite="replace an earlier report at the output folder")
-    p.add_argument("--top", type=_top, default=10, help="rows in the top-agents table")
+    p.add_argument(
+        "--top", type=int_at_least("--top", 1), default=10, help="rows in the top-agents table"
+    )
     add_flags(
         p,
         json="print the written paths as JSON",
         screenshot="also save screenshot.png (needs chromium)",
     )
-    p.add_argument(
-        "--expect-head",
-        default=None,
-        metavar="HEX",
-        help="the run's ledger must pass through this chain head (an anchor published "
-        "elsewhere); checked with the manifest before anything is read",
-    )
-    p.add_argument(
-        "--expect-root",
-        default=None,
-        metavar="HEX",
-        help="the run as a whole (manifest, ledger head, sealed analysis files) must have this "
-        "root, as printed by `budget RUN --verify` or an earlier report (an anchor published "
-        "elsewhere); checked before anything is read",
-    )
-    add_flags(
+    evidence_args(  # checked with the manifest before anything is read
         p,
-        allow_unverified="report a run whose files do not match its manifest or its sealed "
-        "analyses, that has no manifest or no ledger, or that this process's key does not "
-        "authenticate (refused by default, exit 2); the verdict line then says UNVERIFIED and "
-        "the exit code is 4 (1 on a violation)",
+        "",
+        "report a run whose files do not match its manifest or its sealed analyses, that has no "
+        "manifest or no ledger, or that this process's key does not authenticate (refused by "
+        "default, exit 2); the verdict line then says UNVERIFIED and the exit code is 4 (1 on a "
+        "violation)",
     )
     p.set_defaults(func=_report)
 
@@ -113,11 +108,10 @@ def register(subparsers: Any) -> None:
     )
     d.add_argument(
         "--out",
-        default=None,
         help="run directory, new or empty (default: a new runs/demo-<timestamp> folder)",
     )
     d.add_argument("--seed", type=_seed, default=0, help="the one seed everything derives from")
-    d.add_argument("--report-dir", default=None, help="where the report goes (default: OUT/report)")
+    d.add_argument("--report-dir", help="where the report goes (default: OUT/report)")
     add_flags(
         d,
         overwrite="replace an earlier demo run (and report) at these paths",
@@ -190,24 +184,12 @@ def _report(args: argparse.Namespace) -> int:
     if args.screenshot:
         _screenshot(paths)
     verdict = report.model["verdict"]
-    from ldp_audit.cli import EXIT_OK, EXIT_UNAUTHENTICATED, EXIT_VIOLATION
 
-    # the evidence the verdict rests on, as checked before it was read (the stricter of that
-    # and the model's own check)
-    evidence = "unverified" if extras else checked.evidence
-    if verdict.get("evidence") == "unverified" or (
-        evidence == "authenticated" and verdict.get("evidence") == "unauthenticated"
-    ):
-        evidence = verdict["evidence"]
-    tag = {
-        "authenticated": "",
-        "unauthenticated": " [UNAUTHENTICATED EVIDENCE: no ledger key checked it]",
-        "unverified": " [UNVERIFIED EVIDENCE: read with --allow-unverified]",
-    }[evidence]
-    if verdict["status"] == "violation":
-        code = EXIT_VIOLATION
-    else:
-        code = EXIT_OK if evidence == "authenticated" else EXIT_UNAUTHENTICATED
+    # the evidence the verdict rests on, as checked before it was read: the stricter of that
+    # and the model's own check
+    before = "unverified" if extras else checked.evidence
+    evidence = max(before, verdict.get("evidence", before), key=list(_EVIDENCE_TAG).index)
+    code = exit_code(verdict["status"] == "violation", evidence == "authenticated")
     if args.json:
         print(
             _paths_json(
@@ -221,6 +203,7 @@ def _report(args: argparse.Namespace) -> int:
             )
         )
     else:
+        tag = _EVIDENCE_TAG[evidence]
         print(f"verdict: {verdict['status'].upper()}{tag}. {verdict['headline']}")
         print(
             f"report written: {paths['html']} (also {paths['markdown'].name}, {paths['json'].name})"
@@ -292,10 +275,6 @@ def _sealed_in_its_run(f: Path, key: Any) -> bool:
     return f.name in sealed and not any(str(f) in p for p in problems)
 
 
-def _stage_line(name: str) -> None:
-    print(f"{name} ...", file=sys.stderr, flush=True)
-
-
 def _demo(args: argparse.Namespace) -> int:
     from ldp_audit.demo import run_demo
 
@@ -321,7 +300,7 @@ def _demo(args: argparse.Namespace) -> int:
         progress=bars,
         overwrite=args.overwrite,
         # no bar (a log, a pipe, --no-progress): one quiet line per stage on stderr instead
-        on_stage=None if bars else _stage_line,
+        on_stage=None if bars else lambda name: print(f"{name} ...", file=sys.stderr, flush=True),
     )
     if args.screenshot:
         _screenshot(res.report)

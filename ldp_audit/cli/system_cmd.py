@@ -31,7 +31,32 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ldp_audit import systems
+from ldp_audit.backends import backend_options
+from ldp_audit.cli.audit_time import estimate_seconds, say
+from ldp_audit.cli.evidence import check_evidence, evidence_args, verdict_code, with_evidence
+from ldp_audit.cli.types import (
+    DefaultsHelpFormatter,
+    add_backend_arguments,
+    add_flags,
+    add_run_mode_arguments,
+    check_not_inside_run,
+    check_out_for_mode,
+    check_report_out,
+    check_workers,
+    confidence,
+    int_at_least,
+    key_value,
+    resolve_device_option,
+    run_mode,
+    show_progress,
+    timestamped_dir,
+)
+from ldp_audit.config import add_arguments, from_args, given_fields, option_name
 from ldp_audit.errors import InvalidParameterError, LdpAuditError, RunDirectoryError
+from ldp_audit.limits import add_force_argument, check_resources, forcing
+from ldp_audit.rundir import RunDir, check_new_file, is_run_dir, to_jsonable, write_artifact
+from ldp_audit.rundir.seal import seal_document
 
 _WARNED: set[str] = set()
 
@@ -43,16 +68,12 @@ def _warn(key: str, text: str) -> None:
 
 
 def _warn_broken() -> None:
-    from ldp_audit import systems
-
     for name, why in systems.broken().items():
         _warn(f"broken:{name}", f"system plug-in {name!r} is unavailable: {why}")
 
 
 def register_systems(train_subparsers: Any, reproduce_subparsers: Any) -> None:
     """Every registered system's ``train`` (and ``reproduce``) subcommands."""
-    from ldp_audit import systems
-
     _warn_broken()
     for s in systems.systems():
         cli = getattr(s, "cli", None)
@@ -73,40 +94,10 @@ def register_systems(train_subparsers: Any, reproduce_subparsers: Any) -> None:
 # ----------------------------------------------------------------------------------------------
 
 
-def _set_item(text: str) -> tuple[str, Any]:
-    key, sep, raw = text.partition("=")
-    if not sep or not key.isidentifier():
-        raise argparse.ArgumentTypeError(f"--set must be KEY=VALUE, got {text!r}")
-    try:
-        value = json.loads(
-            raw,
-            parse_constant=lambda c: _no_constant(c, text),
-            parse_float=lambda f: _finite(f, text),
-        )
-    except json.JSONDecodeError:
-        value = raw  # a bare word is a string; the config checks its type
-    return key, value
-
-
-def _finite(f: str, text: str) -> float:
-    v = float(f)
-    if not math.isfinite(v):  # 1e309 would silently become inf
-        raise argparse.ArgumentTypeError(f"--set {text!r}: {f} is not a finite number")
-    return v
-
-
-def _no_constant(c: str, text: str) -> Any:
-    raise argparse.ArgumentTypeError(
-        f'--set {text!r}: {c} is not a value (write an infinite epsilon as "inf" if the '
-        "config accepts it)"
-    )
-
-
 def _fields_help(cls: type) -> str:
     if not dataclasses.is_dataclass(cls):
         return ""
-    names = [f.name for f in dataclasses.fields(cls) if f.init]
-    return "config fields: " + ", ".join(names)
+    return "config fields: " + ", ".join(f.name for f in dataclasses.fields(cls) if f.init)
 
 
 def _out_help(c: Any, what: str) -> str:
@@ -117,11 +108,22 @@ def _out_help(c: Any, what: str) -> str:
     )
 
 
-def _register_generic_train(tsub: Any, rsub: Any, s: Any) -> None:
-    from ldp_audit.cli.types import DefaultsHelpFormatter, add_run_mode_arguments, int_at_least
+def _add_common(p: Any, c: Any, json_help: str, cls: Any, title: str, workers: Any = None) -> None:
+    """The tail every generated train / reproduce command shares: ``--json``,
+    ``--no-progress``, the backends (``workers`` not None), ``--force`` (with ``sizes``) and
+    the options of the config ``cls``."""
+    add_flags(p, json=json_help, no_progress="no progress bar on stderr")
+    if workers is not None:  # where the grid runs
+        add_backend_arguments(p, workers=workers)
+    if c.sizes:
+        add_force_argument(p)
+    if cls is not None:
+        add_arguments(p, cls, skip=c.skip, group_title=f"{title} ({cls.__name__}; generated)")
 
+
+def _register_generic_train(tsub: Any, rsub: Any, s: Any) -> None:
     summary = getattr(s, "summary", "") or f"the {s.name} system"
-    c = getattr(s, "train_command", None) or systems_module().Command()
+    c = getattr(s, "train_command", None) or systems.Command()
     p = tsub.add_parser(
         s.name,
         help=c.help or summary,
@@ -132,45 +134,26 @@ def _register_generic_train(tsub: Any, rsub: Any, s: Any) -> None:
         formatter_class=DefaultsHelpFormatter,
     )
     if c.options:
-        systems_module().call(c.options, f"system {s.name!r} train options")(p)
+        systems.call(c.options, f"system {s.name!r} train options")(p)
     if c.set_option:
         p.add_argument(
             "--set",
-            type=_set_item,
+            type=key_value("--set"),
             action="append",
             default=[],
             metavar="KEY=VALUE",
             help=_fields_help(s.config_class) if _light_config(s) else "a config field",
         )
     p.add_argument("--seed", type=int_at_least("--seed", 0), default=0, help="master seed")
-    p.add_argument("--out", default=None, metavar="RUN_DIR", help=_out_help(c, "run directory"))
+    p.add_argument("--out", metavar="RUN_DIR", help=_out_help(c, "run directory"))
     add_run_mode_arguments(p)
-    p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
-    if c.sizes:
-        from ldp_audit.limits import add_force_argument
-
-        add_force_argument(p)
-    if _light_config(s) and dataclasses.is_dataclass(s.config_class):
-        from ldp_audit.config import add_arguments
-
-        title = f"the run's config ({s.config_class.__name__}; generated)"
-        add_arguments(p, s.config_class, skip=c.skip, group_title=title)
+    light = _light_config(s) and dataclasses.is_dataclass(s.config_class)
+    cls = s.config_class if light else None
+    _add_common(p, c, "print the result as JSON on stdout", cls, "the run's config")
     p.set_defaults(func=_generic_train, system_name=s.name)
-    if getattr(s, "reproduce", None):
-        _register_generic_reproduce(rsub, s, summary)
-
-
-def systems_module() -> Any:
-    from ldp_audit import systems
-
-    return systems
-
-
-def _register_generic_reproduce(rsub: Any, s: Any, summary: str) -> None:
-    from ldp_audit.cli.types import DefaultsHelpFormatter
-
-    c = getattr(s, "reproduce_command", None) or systems_module().Command()
+    if not getattr(s, "reproduce", None):
+        return
+    c = getattr(s, "reproduce_command", None) or systems.Command()
     r = rsub.add_parser(
         s.name,
         help=c.help or f"reproduce {summary}",
@@ -178,31 +161,14 @@ def _register_generic_reproduce(rsub: Any, s: Any, summary: str) -> None:
         formatter_class=DefaultsHelpFormatter,
     )
     if c.options:
-        systems_module().call(c.options, f"system {s.name!r} reproduce options")(r)
-    r.add_argument(
-        "--out", default=None, required=c.out is None, help=_out_help(c, "report folder")
-    )
-    r.add_argument("--overwrite", action="store_true", help="replace an earlier report in --out")
-    r.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
-    r.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
-    if c.config is not None or "backend" in c.forward:  # where the grid runs
-        from ldp_audit.cli.types import add_backend_arguments
-
-        add_backend_arguments(r, workers=c.config is not None)
-    if c.sizes:
-        from ldp_audit.limits import add_force_argument
-
-        add_force_argument(r)
-    if c.config is not None:
-        from ldp_audit.config import add_arguments
-
-        cls = systems_module().resolve(c.config, f"system {s.name!r} reproduce config")
-        add_arguments(
-            r,
-            cls,
-            skip=c.skip,
-            group_title=f"the reproduction's config ({cls.__name__}; generated)",
-        )
+        systems.call(c.options, f"system {s.name!r} reproduce options")(r)
+    r.add_argument("--out", required=c.out is None, help=_out_help(c, "report folder"))
+    add_flags(r, overwrite="replace an earlier report in --out")
+    grid = c.config is not None
+    cls = systems.resolve(c.config, f"system {s.name!r} reproduce config") if grid else None
+    title = "the reproduction's config"
+    backend = grid if grid or "backend" in c.forward else None
+    _add_common(r, c, "print the results as JSON on stdout", cls, title, backend)
     r.set_defaults(func=_generic_reproduce, system_name=s.name)
 
 
@@ -217,8 +183,6 @@ def _light_config(s: Any) -> bool:
 def _config_options(args: argparse.Namespace, s: Any) -> dict[str, Any]:
     """The config fields given: ``--set`` and the generated options (a field given both ways,
     or a key that is no field, refused)."""
-    from ldp_audit.config import given_fields, option_name
-
     kw: dict[str, Any] = {}
     for key, value in getattr(args, "set", None) or ():
         if key in kw:
@@ -231,13 +195,15 @@ def _config_options(args: argparse.Namespace, s: Any) -> dict[str, Any]:
             )
         kw[key] = value
     cls = s.config_class
-    if dataclasses.is_dataclass(cls):
-        known = {f.name for f in dataclasses.fields(cls) if f.init}
-        bad = sorted(set(kw) - known)
-        if bad:
-            raise InvalidParameterError(
-                f"--set {bad[0]}: {s.name} has no config field {bad[0]!r} ({_fields_help(cls)})"
-            )
+    bad = (
+        sorted(set(kw) - {f.name for f in dataclasses.fields(cls) if f.init})
+        if (dataclasses.is_dataclass(cls))
+        else []
+    )
+    if bad:
+        raise InvalidParameterError(
+            f"--set {bad[0]}: {s.name} has no config field {bad[0]!r} ({_fields_help(cls)})"
+        )
     return kw
 
 
@@ -247,34 +213,26 @@ def _before_work(
     """What every generated command checks before any work: the sizes (``--force``) and the
     device a config names (cuda without CUDA: exit 2; auto: said on stderr)."""
     if c.sizes:
-        from ldp_audit.limits import check_resources
-
-        est = systems_module().call(c.sizes, f"system {s.name!r} sizes")(cfg, **kw)
+        est = systems.call(c.sizes, f"system {s.name!r} sizes")(cfg, **kw)
         check_resources(est, force=args.force, cli=True)
     if isinstance(getattr(cfg, "device", None), str):
-        from ldp_audit.cli.types import resolve_device_option
-
         resolve_device_option(cfg.device, command)
 
 
-def _default_out(c: Any, cfg: Any) -> str | None:
-    from ldp_audit.cli.types import timestamped_dir
-
-    if c.out is None:
-        return None
-    fields = (
-        {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
-        if dataclasses.is_dataclass(cfg)
-        else {}
-    )
-    return timestamped_dir(c.out.format(**fields))
+def _out(args: argparse.Namespace, c: Any, cfg: Any) -> str | None:
+    """``--out``, else the default folder: ``c.out`` formatted with the config's fields."""
+    if args.out is not None or c.out is None:
+        return args.out
+    fields = dataclasses.fields(cfg) if dataclasses.is_dataclass(cfg) else ()
+    return timestamped_dir(c.out.format(**{f.name: getattr(cfg, f.name) for f in fields}))
 
 
 @contextlib.contextmanager
-def _one_line_warnings() -> Iterator[None]:
-    """A library warning while a command runs (e.g. PGC-A3C's coordinate-clipping claim) is
-    one ``WARNING:`` line on stderr, not Python's two-line form."""
-    with warnings.catch_warnings():
+def _running(args: argparse.Namespace) -> Iterator[None]:
+    """While a command runs: ``--force`` reaches the trainers (:func:`ldp_audit.limits.forcing`)
+    and a library warning (e.g. PGC-A3C's coordinate-clipping claim) is one ``WARNING:`` line
+    on stderr, not Python's two-line form."""
+    with forcing(bool(getattr(args, "force", False))), warnings.catch_warnings():
         warnings.showwarning = lambda message, *a, **k: print(
             f"WARNING: {message}", file=sys.stderr
         )
@@ -285,12 +243,11 @@ def _forwarded(args: argparse.Namespace, c: Any) -> dict[str, Any]:
     return {k: getattr(args, k) for k in c.forward}
 
 
-def _generic_train(args: argparse.Namespace) -> int:
-    from ldp_audit.cli.types import check_out_for_mode, run_mode, show_progress
-    from ldp_audit.limits import forcing
-    from ldp_audit.rundir import to_jsonable
+def _dumps(doc: Any) -> str:
+    return json.dumps(to_jsonable(doc), indent=1, allow_nan=False)
 
-    systems = systems_module()
+
+def _generic_train(args: argparse.Namespace) -> int:
     s = systems.get(args.system_name)
     c = s.train_command
     kw = _config_options(args, s)
@@ -305,10 +262,10 @@ def _generic_train(args: argparse.Namespace) -> int:
         c = s.train_command
     _before_work(args, s, c, cfg, f"train {s.name}", cli=True)
     mode = run_mode(args)
-    if args.out is None and mode == "new":
-        args.out = _default_out(c, cfg)
+    if mode == "new":
+        args.out = _out(args, c, cfg)
     check_out_for_mode(args.out, mode)
-    with forcing(bool(getattr(args, "force", False))), _one_line_warnings():
+    with _running(args):
         res = s.train(
             cfg,
             seed=args.seed,
@@ -322,26 +279,19 @@ def _generic_train(args: argparse.Namespace) -> int:
         doc = {"algorithm": s.name, "seed": res.seed, "seconds": res.seconds, "run_dir": run_dir,
                "privacy": res.privacy}  # fmt: skip
         doc.update(res.metrics if c.flat_json else {"metrics": res.metrics})
-        print(json.dumps(to_jsonable(doc), indent=1, allow_nan=False))
+        print(_dumps(doc))
         return 0
     if c.show:
         lines = systems.call(c.show, f"system {s.name!r} show")(res)
     else:
         lines = [f"  privacy: {json.dumps(to_jsonable(res.privacy), allow_nan=False)}"]
     print(f"train {s.name}: seed {res.seed}, {res.seconds:.1f} s")
-    for line in lines:
+    for line in lines + ([f"  run directory: {run_dir}"] if run_dir is not None else []):
         print(line)
-    if run_dir is not None:
-        print(f"  run directory: {run_dir}")
     return 0
 
 
 def _generic_reproduce(args: argparse.Namespace) -> int:
-    from ldp_audit.cli.types import check_report_out, show_progress
-    from ldp_audit.limits import forcing
-    from ldp_audit.rundir import to_jsonable
-
-    systems = systems_module()
     s = systems.get(args.system_name)
     c = s.reproduce_command
     fn = systems.call(s.reproduce, f"system {s.name!r} reproduce")
@@ -349,29 +299,21 @@ def _generic_reproduce(args: argparse.Namespace) -> int:
     kw = {"progress": show_progress(args), "command": command, **_forwarded(args, c)}
     if c.config is None:  # its own options only (forwarded), and --overwrite
         if getattr(args, "workers", None):
-            from ldp_audit.cli.types import check_workers
-
             check_workers(args.workers)  # far above the cores: refused before any work
-        out = args.out if args.out is not None else _default_out(c, None)
+        out = _out(args, c, None)
         check_report_out(out, overwrite=args.overwrite)
-        with forcing(bool(getattr(args, "force", False))), _one_line_warnings():
+        with _running(args):
             doc = fn(out=out, overwrite=args.overwrite, **kw)
     else:
-        from ldp_audit.backends import backend_options
-        from ldp_audit.config import from_args
-
         cls = systems.resolve(c.config, f"system {s.name!r} reproduce config")
         settings = from_args(cls, args)  # the options given; the others: its defaults
         where = backend_options(args)  # --backend/--address/--workers: usage errors first
         _before_work(args, s, c, settings, f"reproduce {s.name}", workers=args.workers or 1)
-        out = args.out if args.out is not None else _default_out(c, settings)
+        out = _out(args, c, settings)
         check_report_out(out, overwrite=args.overwrite)  # before the experiment
-        with forcing(bool(getattr(args, "force", False))), _one_line_warnings():
+        with _running(args):
             doc = fn(settings, out=out, **kw, **where)  # --force reaches the worker processes
-    if args.json:
-        print(json.dumps(to_jsonable(doc), indent=1, allow_nan=False))
-    else:
-        print(f"reproduce {s.name}: report written to {out}")
+    print(_dumps(doc) if args.json else f"reproduce {s.name}: report written to {out}")
     return 0
 
 
@@ -383,9 +325,6 @@ def _generic_reproduce(args: argparse.Namespace) -> int:
 def register_attacks(attack_subparsers: Any) -> None:
     """The registered systems' own attack subcommands (``attack_cli``), then ``attack NAME
     --run-dir RUN`` for every attack a system declares that has no subcommand yet."""
-    from ldp_audit import systems
-    from ldp_audit.cli.types import confidence, int_at_least
-
     _warn_broken()
     for s in systems.systems():
         hook = getattr(s, "attack_cli", None)
@@ -399,13 +338,12 @@ def register_attacks(attack_subparsers: Any) -> None:
                 f"system {s.name!r}: its attack commands are unavailable: "
                 f"{type(exc).__name__}: {exc}",
             )
-    taken = set(attack_subparsers.choices)
     owners: dict[str, list[Any]] = {}
     for s in systems.systems():
         for name in s.attacks:
             owners.setdefault(name, []).append(s)
     for name, who in owners.items():
-        if name in taken:
+        if name in attack_subparsers.choices:
             continue
         if not name.replace("-", "").replace("_", "").isalnum():
             _warn(f"attack:{name}", f"attack name {name!r} of {who} is not a CLI word; skipped")
@@ -426,26 +364,19 @@ def register_attacks(attack_subparsers: Any) -> None:
         a.add_argument("--confidence", type=confidence(), default=0.95)
         if c.options:
             systems.call(c.options, f"attack {name!r} options")(a)
-        a.add_argument("--out", default=None, help="write the result JSON here instead")
-        a.add_argument("--overwrite", action="store_true", help="replace an earlier result")
-        a.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+        a.add_argument("--out", help="write the result JSON here instead")
+        add_flags(
+            a, overwrite="replace an earlier result", json="print the result as JSON on stdout"
+        )
         if c.sizes:
-            from ldp_audit.limits import add_force_argument
-
             add_force_argument(a)
-        from ldp_audit.cli.evidence import evidence_args
-
         evidence_args(a)
         a.set_defaults(func=_generic_attack, attack_name=name)
-        taken.add(name)
 
 
 def run_dir_scorer(run_dir: str, attack: str, command: str) -> tuple[Any, Any]:
     """(RunDir, scorer) of ``attack`` for the run's system; a clear error naming the run's
     system and the commands that fit it when the system has no such attack."""
-    from ldp_audit import systems
-    from ldp_audit.rundir import RunDir
-
     rd = RunDir(run_dir)
     s = rd.system
     ref = s.attacks.get(attack)
@@ -474,18 +405,13 @@ def _artifact_name(system: Any, attack: str) -> str:
 
 
 def _generic_attack(args: argparse.Namespace) -> int:
-    from ldp_audit.cli.evidence import check_evidence, verdict_code, with_evidence
-    from ldp_audit.cli.types import check_not_inside_run, show_progress
-    from ldp_audit.limits import forcing
-    from ldp_audit.rundir import RunDir, check_new_file, is_run_dir, to_jsonable, write_artifact
-
     name = args.attack_name
     if not is_run_dir(args.run_dir):
         raise RunDirectoryError(f"--run-dir {args.run_dir!r} is not a run directory")
     system = RunDir(args.run_dir).system
     if name not in system.attacks:  # another system's run: named before anything else is read
         run_dir_scorer(args.run_dir, name, f"attack {name}")
-    c = _attack_commands(system).get(name) or systems_module().Command()
+    c = _attack_commands(system).get(name) or systems.Command()
     if args.out:
         check_not_inside_run(args.out, "--out")
         check_new_file(args.out, name="--out", overwrite=args.overwrite)
@@ -497,9 +423,7 @@ def _generic_attack(args: argparse.Namespace) -> int:
             )
     kw = _forwarded(args, c)
     if c.sizes:  # before any work (--force runs anyway)
-        from ldp_audit.limits import check_resources
-
-        sizes = systems_module().call(c.sizes, f"attack {name!r} sizes")
+        sizes = systems.call(c.sizes, f"attack {name!r} sizes")
         check_resources(sizes(RunDir(args.run_dir).train_config, **kw), force=args.force, cli=True)
     # the evidence (manifest, hashes, ledger against its anchor): refused unless
     # --allow-unverified, as for every reader of a run
@@ -515,8 +439,6 @@ def _generic_attack(args: argparse.Namespace) -> int:
     violation = bool(res.violation) or bool(beside.get("violation"))
     d = to_jsonable(with_evidence({**res.to_dict(), "violation": violation}, args))
     if args.out:
-        from ldp_audit.rundir.seal import seal_document
-
         d = seal_document(d, rd.path)  # about this run: sealed for it (report RUN FILE)
         Path(args.out).write_text(json.dumps(d, indent=1, allow_nan=False))
     else:
@@ -537,6 +459,21 @@ def _generic_attack(args: argparse.Namespace) -> int:
 # ----------------------------------------------------------------------------------------------
 
 
+def audit_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The audit's own options as :func:`ldp_audit.audit.audit` keywords: the same for
+    ``audit --mechanism`` and ``audit --run-dir``."""
+    return dict(
+        confidence=args.confidence,
+        float_bits=not args.no_float_bits,
+        pool=args.pool,
+        profile=args.profile,
+        ratio_test=args.ratio_test,
+        force=args.force,
+        sequential=args.sequential,
+        delta_event=args.delta_event,
+    )
+
+
 def audit_run_dir(args: argparse.Namespace) -> int:
     """``ldp-audit audit --run-dir RUN``: audit each mechanism the run released through.
 
@@ -544,9 +481,6 @@ def audit_run_dir(args: argparse.Namespace) -> int:
     one-shot auditor can audit (the message says why), or bad input.
     """
     from ldp_audit.audit import audit
-    from ldp_audit.cli.evidence import check_evidence, verdict_code, with_evidence
-    from ldp_audit.cli.types import show_progress
-    from ldp_audit.rundir import RunDir, to_jsonable, write_artifact
 
     args._evidence = check_evidence(args)  # the claim is read from config.json: verified first
     rd = RunDir(args.run_dir)
@@ -570,25 +504,13 @@ def audit_run_dir(args: argparse.Namespace) -> int:
         raise InvalidParameterError(
             f"--run-dir {args.run_dir!r} is a {rd.algorithm!r} run with nothing to audit: {what}"
         )
-    entries, violation = [], False
+    own = audit_options(args)  # as for --mechanism
     runs = []
     for t in todo:
         opts = dict(t.options)
-        pairs = opts.pop("pairs", None)
-        kw = dict(
-            confidence=args.confidence,
-            # the audit's own options, as for --mechanism (absent: the auditor's defaults)
-            float_bits=not getattr(args, "no_float_bits", False),
-            profile=getattr(args, "profile", None),
-            pool=getattr(args, "pool", False),
-            ratio_test=getattr(args, "ratio_test", "clopper-pearson"),
-            force=getattr(args, "force", False),
-            sequential=getattr(args, "sequential", False),
-            delta_event=getattr(args, "delta_event", False),
-            **opts,
-        )
-        runs.append((t, pairs, kw))
+        runs.append((t, opts.pop("pairs", None), {**own, **opts}))
     _say_estimate(args, runs)
+    entries, violation = [], False
     for t, pairs, kw in runs:
         res = audit(
             t.mechanism,
@@ -598,20 +520,17 @@ def audit_run_dir(args: argparse.Namespace) -> int:
             progress=show_progress(args),
             **kw,
         )
-        d = res.to_dict()
-        d["target"] = t.name
-        d["system"] = rd.algorithm
-        entries.append(d)
+        entries.append({**res.to_dict(), "target": t.name, "system": rd.algorithm})
         violation = violation or bool(res.violation)
         if not args.json:
             print(f"[{t.name}] {res.summary()}")
-    for line in skipped:
-        if not args.json:
+    if not args.json:
+        for line in skipped:
             print(f"[not audited] {line}")
     path = write_artifact(rd.path, "audit.json", to_jsonable(entries), overwrite=args.overwrite)
     if args.json:
         out = {"run_dir": str(rd.path), "audits": entries, "not_audited": skipped}
-        print(json.dumps(to_jsonable(with_evidence(out, args)), indent=1, allow_nan=False))
+        print(_dumps(with_evidence(out, args)))
     else:
         print(f"wrote {path}")
     return verdict_code(args, violation)
@@ -621,9 +540,6 @@ def _say_estimate(args: argparse.Namespace, runs: list[tuple[Any, Any, dict[str,
     """Where a person watches (the progress bar's rule), say on stderr before the audit starts
     how long it will take: two timed pilot audits per mechanism, scaled to --samples
     (ldp_audit.cli.audit_time)."""
-    from ldp_audit.cli.audit_time import estimate_seconds, say
-    from ldp_audit.cli.types import show_progress
-
     if not show_progress(args):
         return
     total = pilots = 0.0

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ldp_audit.cli.types import add_flags
 from ldp_audit.errors import InvalidParameterError
 
 
@@ -38,16 +39,11 @@ def _register_check(rsub: Any) -> None:
     )
     c.add_argument("rerun", help="the rerun's report folder (or its results.json)")
     c.add_argument("committed", help="the committed report folder, e.g. reports/fedrl")
-    c.add_argument(
-        "--all",
-        action="store_true",
-        help="list every cell (default: only the cells not inside the committed interval)",
-    )
-    c.add_argument("--json", action="store_true", help="print the check as JSON (default: text)")
-    c.add_argument(
-        "--any-scale",
-        action="store_true",
-        help="compare even when the rerun's horizon / training steps differ (no verdict then)",
+    add_flags(
+        c,
+        all="list every cell (default: only the cells not inside the committed interval)",
+        json="print the check as JSON (default: text)",
+        any_scale="compare even when the rerun's horizon / training steps differ (no verdict then)",
     )
     c.set_defaults(func=_reproduce_check)
 

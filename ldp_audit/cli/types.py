@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import functools
+import json
+import math
 import os
 import sys
 import tempfile
@@ -13,28 +16,46 @@ from typing import Any, NoReturn
 
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 from ldp_audit.parse import INT_MAX, parse_int, real_in
+from ldp_audit.rundir import check_new_dir, check_parent_writable, check_report_dir, is_run_dir
 
 
-def int_at_least(name: str, minimum: int, maximum: int = INT_MAX) -> Callable[[str], int]:
+def int_at_least(
+    name: str, minimum: int, maximum: int = INT_MAX, why: str = ""
+) -> Callable[[str], int]:
     """A converter accepting integers in [``minimum``, ``maximum``] (strict: see
-    :func:`parse_int`)."""
-
-    def convert(text: str) -> int:
-        return parse_int(text, name, minimum=minimum, maximum=maximum)
-
-    return convert
+    :func:`parse_int`; ``why``: the reason for the upper bound, e.g. the memory it would take)."""
+    return functools.partial(parse_int, name=name, minimum=minimum, maximum=maximum, why=why)
 
 
-def int_in_range(name: str, minimum: int, maximum: int, why: str = "") -> Callable[[str], int]:
-    """A converter accepting integers in [``minimum``, ``maximum``] (``why``: the reason for the
-    upper bound, e.g. the memory it would take)."""
+def key_value(option: str, *, finite: bool = True) -> Callable[[str], tuple[str, Any]]:
+    """A converter for ``KEY=VALUE`` (``KEY`` an identifier); ``VALUE`` is read as a JSON
+    literal (1, 0.5, true, "x"), else kept as text. With ``finite``, ``NaN``, ``Infinity`` and
+    a number too large for a double (``1e400``) are refused, never read as a non-finite value
+    (without it they reach the receiver, e.g. a user's class, which names them itself)."""
 
-    def convert(text: str) -> int:
-        v = parse_int(text, name, minimum=minimum)
-        if v > maximum:
-            extra = f" ({why})" if why else ""
-            raise argparse.ArgumentTypeError(f"{name} must be <= {maximum:,}{extra}, got {text!r}")
-        return v
+    def convert(text: str) -> tuple[str, Any]:
+        key, sep, raw = text.partition("=")
+        if not sep or not key.isidentifier():
+            raise argparse.ArgumentTypeError(f"{option} must be KEY=VALUE, got {text!r}")
+
+        def refuse(why: str) -> NoReturn:
+            raise argparse.ArgumentTypeError(f"{option} {text!r}: {why}")
+
+        def read_float(f: str) -> float:
+            if not math.isfinite(float(f)):  # 1e400 would silently become inf
+                refuse(f"{f} is not a finite number")
+            return float(f)
+
+        def constant(c: str) -> NoReturn:
+            refuse(
+                f'{c} is not a value (write an infinite epsilon as "inf" if the config accepts it)'
+            )
+
+        strict = {"parse_float": read_float, "parse_constant": constant} if finite else {}
+        try:
+            return key, json.loads(raw, **strict)
+        except ValueError:  # not JSON (or an integer too long to read): kept as text
+            return key, raw  # a bare word is a string; the config checks its type
 
     return convert
 
@@ -60,11 +81,10 @@ def nonempty_path(name: str) -> Callable[[str], str]:
 def refuse_blank_paths(parser: argparse.ArgumentParser) -> None:
     """Give every path option of ``parser`` and its sub-parsers (dests in :data:`PATH_DESTS`,
     no converter of their own) the :func:`nonempty_path` converter."""
+    for sub in _children(parser).values():
+        refuse_blank_paths(sub)
     for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for sub in action.choices.values():
-                refuse_blank_paths(sub)
-        elif action.dest in PATH_DESTS and action.type is None and action.nargs in (None, "?"):
+        if action.dest in PATH_DESTS and action.type is None and action.nargs in (None, "?"):
             label = action.option_strings[-1] if action.option_strings else action.metavar
             action.type = nonempty_path(str(label or action.dest))
 
@@ -77,12 +97,8 @@ def check_creatable(path: str | Path, name: str) -> None:
     Raises:
         RunDirectoryError: the folder cannot be created there.
     """
-    from ldp_audit.rundir import check_parent_writable
-
-    p = Path(path)
-    if p.exists():
-        return
-    check_parent_writable(p, name)  # the one probe, shared with ldp_audit.rundir
+    if not Path(path).exists():
+        check_parent_writable(Path(path), name)  # the one probe, shared with ldp_audit.rundir
 
 
 def check_file_creatable(path: str | Path, name: str) -> None:
@@ -92,10 +108,9 @@ def check_file_creatable(path: str | Path, name: str) -> None:
     Raises:
         RunDirectoryError: no file can be created there.
     """
-    parent = Path(path).parent if str(Path(path).parent) else Path(".")
+    parent = Path(path).parent  # "." for a bare file name
     if not parent.exists():
-        check_creatable(parent, name)
-        return
+        return check_creatable(parent, name)
     try:
         fd, probe = tempfile.mkstemp(prefix=".ldp-audit-probe-", dir=parent)
     except OSError as exc:
@@ -113,16 +128,10 @@ def check_file_creatable(path: str | Path, name: str) -> None:
 
 def add_run_mode_arguments(p: argparse.ArgumentParser) -> None:
     """``--overwrite`` / ``--resume`` (mutually exclusive) for a command writing a run."""
-    g = p.add_mutually_exclusive_group()
-    g.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace an earlier run at --out (never merged with it)",
-    )
-    g.add_argument(
-        "--resume",
-        action="store_true",
-        help="continue an interrupted run at --out: same config and seed (checked), same "
+    add_flags(
+        p.add_mutually_exclusive_group(),
+        overwrite="replace an earlier run at --out (never merged with it)",
+        resume="continue an interrupted run at --out: same config and seed (checked), same "
         "ledger (its charges keep counting)",
     )
 
@@ -143,8 +152,6 @@ def check_not_inside_run(path: str | Path, name: str, *, allow: str | Path | Non
     Raises:
         RunDirectoryError: an ancestor of ``path`` is a run directory.
     """
-    from ldp_audit.rundir import is_run_dir
-
     p = Path(path).expanduser().absolute()
     if allow is not None and p == Path(allow).expanduser().absolute():
         return
@@ -158,8 +165,6 @@ def check_not_inside_run(path: str | Path, name: str, *, allow: str | Path | Non
 
 def check_out_for_mode(out: str | None, mode: str) -> None:
     """Check a run's output folder before any work (raises RunDirectoryError)."""
-    from ldp_audit.rundir import check_new_dir, is_run_dir
-
     if out is None:
         if mode != "new":
             raise InvalidParameterError(f"--{mode} needs --out RUN_DIR")
@@ -197,8 +202,6 @@ def timestamped_dir(prefix: str) -> str:
 
 def check_report_out(out: str, *, overwrite: bool) -> None:
     """:func:`ldp_audit.rundir.check_report_dir` for a reproduction's ``--out``."""
-    from ldp_audit.rundir import check_report_dir
-
     check_not_inside_run(out, "--out")
     check_report_dir(out, overwrite=overwrite)
     check_creatable(out, "--out")
@@ -245,11 +248,8 @@ class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return super()._format_action(action)
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
-        help_text = action.help or ""
-        if "%(default)" in help_text or "default" in help_text.lower():
-            return action.help
-        if not self._informative(action):
-            return action.help
+        if "default" in (action.help or "").lower() or not self._informative(action):
+            return action.help  # it names its default already, or has none worth showing
         return super()._get_help_string(action)
 
     def _format_text(self, text: str) -> str:
@@ -288,11 +288,30 @@ class HelpParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} -h' for its options)\n")
 
 
-def _leaves(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+def _children(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """The parser's subcommands by name (empty for a leaf)."""
     subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    if not subs:
-        return [parser]
-    return [leaf for sub in subs[0].choices.values() for leaf in _leaves(sub)]
+    return dict(subs[0].choices) if subs else {}
+
+
+def _leaves(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    kids = _children(parser).values()
+    return [leaf for sub in kids for leaf in _leaves(sub)] if kids else [parser]
+
+
+def leaf_parser(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.ArgumentParser:
+    """The parser of the subcommand ``argv`` names (its subcommand words followed, e.g.
+    train -> frd)."""
+    for tok in argv:
+        parser = _children(parser).get(tok, parser)
+    return parser
+
+
+def _group_rank(leaf: argparse.ArgumentParser, group: Any) -> int:
+    """The positionals first, then a group holding a required option (--mechanism), then the
+    rest (a stable sort keeps each rank's order)."""
+    required = any(a.required for a in group._group_actions if a.option_strings)
+    return 0 if group is leaf._positionals else 1 if required else 2
 
 
 def group_common_options(parser: argparse.ArgumentParser, share: float = 0.5) -> list[str]:
@@ -323,15 +342,7 @@ def group_common_options(parser: argparse.ArgumentParser, share: float = 0.5) ->
         groups = leaf._action_groups
         groups.remove(group)
         groups.insert(groups.index(own), group)  # shared ones first, then the command's
-        required = [  # a group holding a required option (--mechanism) leads
-            g
-            for g in groups
-            if g is not leaf._positionals
-            and any(a.required for a in g._group_actions if a.option_strings)
-        ]
-        for g in reversed(required):
-            groups.remove(g)
-            groups.insert(groups.index(leaf._positionals) + 1, g)
+        groups.sort(key=functools.partial(_group_rank, leaf))
     return common
 
 
@@ -350,11 +361,7 @@ RENAMED_OPTIONS = {"--noise": "--noise-multiplier"}
 def unrecognized_error(parser: argparse.ArgumentParser, argv: list[str], extra: list[str]) -> None:
     """Options no parser knew: the error comes from the subcommand they were given to (its usage
     and its ``-h``, not the top level's), with the closest option of that subcommand."""
-    leaf = parser
-    for tok in argv:  # follow the subcommand names given, e.g. train -> pgc-a3c
-        subs = [a for a in leaf._actions if isinstance(a, argparse._SubParsersAction)]
-        if subs and tok in subs[0].choices:
-            leaf = subs[0].choices[tok]
+    leaf = leaf_parser(parser, argv)
     options = [s for a in leaf._actions for s in a.option_strings]
 
     def hint(tok: str) -> str | None:
@@ -387,7 +394,6 @@ def add_backend_arguments(p: argparse.ArgumentParser, *, workers: bool = False) 
     )
     p.add_argument(
         "--address",
-        default=None,
         metavar="ADDR",
         help="with --backend ray: an existing Ray cluster (e.g. auto, ray://HOST:10001); "
         "default: start Ray on this machine with --workers CPUs",
@@ -396,7 +402,6 @@ def add_backend_arguments(p: argparse.ArgumentParser, *, workers: bool = False) 
         p.add_argument(
             "--workers",
             type=int_at_least("--workers", 1),
-            default=None,
             help="--backend local: a process pool of this size (default: this process); "
             "--backend ray: CPUs of the Ray instance started here (default: all)",
         )
@@ -416,11 +421,7 @@ def show_progress(args: argparse.Namespace) -> bool:
     if getattr(args, "no_progress", False):
         return False
     mode = os.environ.get("LDP_AUDIT_PROGRESS", "auto").strip().lower()
-    if mode == "always":
-        return True
-    if mode == "never":
-        return False
-    return sys.stderr.isatty()
+    return {"always": True, "never": False}.get(mode, sys.stderr.isatty())
 
 
 def resolve_device_option(choice: str, command: str) -> str:
