@@ -97,11 +97,6 @@ def method_words(method: str | None) -> str:
     return f"{method} ({_METHOD_WORDS[method]})" if method in _METHOD_WORDS else method
 
 
-def _row(key: str, value: str, source: str) -> dict[str, str]:
-    label = dict(FIELDS)[key]
-    return {"key": key, "label": label, "value": value, "source": source}
-
-
 # ---------------------------------------------------------------------- the claim
 
 
@@ -160,23 +155,11 @@ def the_claim(run: Any, led: Any, *, ledger_unit: str = "ledger id") -> dict[str
         ),
         None,
     )
-    by_method: dict[str, float] = {}
-    if isinstance(priv.get("by_method"), dict):
-        for k, v in priv["by_method"].items():
-            n = num(v)
-            if n is not None:
-                by_method[str(k)] = n
+    given = priv["by_method"] if isinstance(priv.get("by_method"), dict) else {}
+    by_method = {str(k): n for k, v in given.items() if (n := num(v)) is not None}
     ledger_by = dict(led.central_by_method or {}) if led is not None else {}
-    out: dict[str, Any] = {
-        "epsilon": None,
-        "delta": None,
-        "unit": None,
-        "method": None,
-        "source": NOT_RECORDED,
-        "per_release": None,
-        "releases_per_unit": None,
-        "alternatives": [],
-    }
+    out: dict[str, Any] = dict.fromkeys(("epsilon", "delta", "unit", "method"))
+    out.update(source=NOT_RECORDED, per_release=None, releases_per_unit=None, alternatives=[])
     ledger_delta = float(led.delta) if led is not None else None
     if "epsilon_per_agent" in priv or "epsilon_total" in priv:  # a per-agent LDP claim
         key = "epsilon_per_agent" if "epsilon_per_agent" in priv else "epsilon_total"
@@ -251,12 +234,9 @@ def the_claim(run: Any, led: Any, *, ledger_unit: str = "ledger id") -> dict[str
             out["method"] = named
     eps = out["epsilon"]
     out["meaningful"] = eps is not None and math.isfinite(eps) and eps <= MEANINGFUL_EPSILON
-    if eps is None:
-        out["protection"] = NOT_RECORDED
-    elif out["meaningful"]:
-        out["protection"] = "meaningful"
-    else:
-        out["protection"] = "none"
+    out["protection"] = (
+        NOT_RECORDED if eps is None else "meaningful" if out["meaningful"] else "none"
+    )
     return out
 
 
@@ -582,21 +562,18 @@ def privacy_statement(
         if lb is None
         else f"epsilon >= {fmt_eps(lb)} at confidence {audit['confidence']} ({audit['kind']})"
     )
+    facts.update(
+        epsilon=(eps_words, claim["source"]),
+        alternatives=(alt_words, "metrics.json privacy.by_method; ledger"),
+        protection=(protection_words(claim), f"threshold {MEANINGFUL_EPSILON:g} per unit"),
+        audit_lower_bound=(lb_words, audit["source"]),
+        audit_size=(audit["size"], audit["source"]),
+        threat_model=(audit["threat_model"], audit["source"]),
+        audit_ceiling=(audit["ceiling_words"], audit["source"]),
+    )
     rows = [
-        _row("privacy_unit", *facts["privacy_unit"]),
-        _row("adjacency", *facts["adjacency"]),
-        _row("trust_model", *facts["trust_model"]),
-        _row("released", *facts["released"]),
-        _row("accountant", *facts["accountant"]),
-        _row("sampling", *facts["sampling"]),
-        _row("epsilon", eps_words, claim["source"]),
-        _row("alternatives", alt_words, "metrics.json privacy.by_method; ledger"),
-        _row("mu_gdp", *facts["mu_gdp"]),
-        _row("protection", protection_words(claim), f"threshold {MEANINGFUL_EPSILON:g} per unit"),
-        _row("audit_lower_bound", lb_words, audit["source"]),
-        _row("audit_size", audit["size"], audit["source"]),
-        _row("threat_model", audit["threat_model"], audit["source"]),
-        _row("audit_ceiling", audit["ceiling_words"], audit["source"]),
+        {"key": k, "label": label, "value": facts[k][0], "source": facts[k][1]}
+        for k, label in FIELDS
     ]
     return {
         "schema": STATEMENT_SCHEMA,
