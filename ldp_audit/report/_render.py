@@ -98,15 +98,9 @@ def _ledger_note(led: dict[str, Any]) -> str:
         who = "No local (per-agent) charges: this run's charges are central (below)"
     else:
         who = f"{count_noun(led['agents'], 'agent')} in the ledger (local scope)"
-    s = (
-        f"{who}. Spend is evaluated at delta = {cell_text(led['delta'])}. Methods that gave the "
-        "tightest bound: "
-        + (
-            ", ".join(f"{k} ({count_noun(v, 'agent')})" for k, v in led["methods"].items())
-            or "none"
-        )
-        + ". "
-    )
+    methods = ", ".join(f"{k} ({count_noun(v, 'agent')})" for k, v in led["methods"].items())
+    s = f"{who}. Spend is evaluated at delta = {cell_text(led['delta'])}. Methods that gave the "
+    s += f"tightest bound: {methods or 'none'}. "
     if led.get("infinite_agents"):
         s += (
             f"{count_noun(led['infinite_agents'], 'ledger id')} spent epsilon = inf under every "
@@ -119,17 +113,13 @@ def _ledger_note(led: dict[str, Any]) -> str:
             f"{count_noun(led['basic_not_applicable'], 'ledger id')}: they show inf under it and a "
             "finite value under the tightest method. "
         )
-    s += (
-        f"Budget: {cell_text(led['budget'])} per agent"
-        + (
-            f" (enforced under {led['budget_method']} composition)"
-            if led.get("budget_method")
-            else ""
-        )
-        + f"; {count_noun(led['over_budget'], 'agent')} over it."
-        if led["budget"] is not None
-        else "No per-agent budget was set."
-    )
+    if led["budget"] is None:
+        s += "No per-agent budget was set."
+    else:
+        how = led.get("budget_method")
+        s += f"Budget: {cell_text(led['budget'])} per agent"
+        s += f" (enforced under {how} composition)" if how else ""
+        s += f"; {count_noun(led['over_budget'], 'agent')} over it."
     if led["uncharged_agents"]:
         s += (
             f" WARNING: {count_noun(led['uncharged_agents'], 'agent')} submitted without a "
@@ -137,24 +127,6 @@ def _ledger_note(led: dict[str, Any]) -> str:
             f"(e.g. {', '.join(led['uncharged_examples'])})."
         )
     return s
-
-
-def _scopes_note() -> str:
-    return (
-        "Local charges (each agent's own reports, LDP) and central charges (a model-level "
-        "DP claim, e.g. DP-SGD) answer different questions and are shown side by side, never "
-        "summed."
-    )
-
-
-def _chain_note(led: dict[str, Any]) -> str | None:
-    head = led.get("chain_head")
-    if not head:
-        return None
-    return (
-        f"ledger chain head: {head} (a later copy of this ledger must extend this hash chain: "
-        "check it with `ldp-audit budget --verify`)."
-    )
 
 
 _NOT_RUN = {
@@ -221,13 +193,6 @@ def _slug(heading: str) -> str:
     return keep.strip().replace(" ", "-")
 
 
-def _has_local_agents(m: dict[str, Any]) -> bool:
-    """Whether the ledger charged any agent locally (a central-only run, DP-SGD, has no
-    per-agent spend to plot or rank: that figure and table are left out)."""
-    led = m.get("ledger") or {}
-    return bool(led.get("agents")) or not led.get("central")
-
-
 def _empty_section_note(sec: dict[str, Any]) -> str | None:
     """What to say for an algorithm section that supplied no text, table or figure."""
     if any(p.strip() for p in sec["paragraphs"]) or sec["tables"] or sec["figures"]:
@@ -286,18 +251,25 @@ def _body(m: dict[str, Any], t: dict[str, Any], d: _Doc) -> list[str]:
     esc = html.escape
     d.h2("status", "Run status and evidence")
     d.table(*t["status"])
-    chain = _chain_note(m["ledger"])
-    if chain:
-        d.p(chain, ' class="chain"')
+    if m["ledger"].get("chain_head"):
+        d.p(
+            f"ledger chain head: {m['ledger']['chain_head']} (a later copy of this ledger must "
+            "extend this hash chain: check it with `ldp-audit budget --verify`).",
+            ' class="chain"',
+        )
     d.h2("ledger", "Privacy ledger")
     note = _ledger_note(m["ledger"])
     d.add(f"<p>{esc(note)}</p>", note)
     d.table(*t["ledger"])
-    d.p(_scopes_note())
+    d.p(
+        "Local charges (each agent's own reports, LDP) and central charges (a model-level "
+        "DP claim, e.g. DP-SGD) answer different questions and are shown side by side, never "
+        "summed."
+    )
     d.table(*t["scopes"])
     if m.get("claim"):
         d.table(*t["claim"])
-    if _has_local_agents(m):
+    if m["ledger"].get("agents") or not m["ledger"].get("central"):  # per-agent spend to show
         d.fig("ledger")
         d.add(f"<h3>{esc(top_title(m['ledger']))}</h3>", f"### {top_title(m['ledger'])}")
         d.table(*t["top"])
