@@ -29,6 +29,7 @@ __all__ = [
 ]
 
 _BLUE, _ORANGE, _GREEN, _RED, _GREY = "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#7f7f7f"
+_CYCLE = (_BLUE, _ORANGE, _GREEN, "#9467bd")  # one colour per audit in the profile figures
 _MAX_POINTS = 4000  # points per scatter/line: enough for the eye, small PNGs for 90k agents
 
 
@@ -350,27 +351,18 @@ def profile_figure(model: dict[str, Any]) -> bytes | None:
         return None
     fig = Figure(figsize=(10, 3.9), layout="constrained")
     ax = fig.subplots()
-    colors = [_BLUE, _ORANGE, _GREEN, "#9467bd"]
     pos = [d for r in res for d in r["profile"]["delta"] if d > 0]
     lin = min(pos) / 10 if pos else 1e-6
     top = 0.0
     for i, r in enumerate(res):
         p = r["profile"]
-        c = colors[i % len(colors)]
-        d = np.array(p["delta"])
-        lo = np.array(p["epsilon_lower"])
-        cl = np.array(p["epsilon_claimed"])
-        ax.plot(d, lo, "o-", color=c, label=f"{_short_mech(r['mechanism'])}: audited lower bound")
+        c = _CYCLE[i % len(_CYCLE)]
+        d, lo, cl = (np.array(p[k]) for k in ("delta", "epsilon_lower", "epsilon_claimed"))
+        name = _short_mech(r["mechanism"])
+        ax.plot(d, lo, "o-", color=c, label=f"{name}: audited lower bound")
         fin = np.isfinite(cl)
         if fin.any():
-            ax.plot(
-                d[fin],
-                cl[fin],
-                "s--",
-                color=c,
-                alpha=0.7,
-                label=f"{_short_mech(r['mechanism'])}: claimed",
-            )
+            ax.plot(d[fin], cl[fin], "s--", color=c, alpha=0.7, label=f"{name}: claimed")
         bad = np.array(p["above_claim"], dtype=bool)
         if bad.any():
             ax.plot(d[bad], lo[bad], "x", color=_RED, ms=10, mew=2, label="above the claim")
@@ -405,47 +397,27 @@ def tradeoff_figure(model: dict[str, Any]) -> bytes | None:
         return None
     fig = Figure(figsize=(10, 4.6), layout="constrained")
     ax_lin, ax_log = fig.subplots(1, 2)
-    colors = [_BLUE, _ORANGE, _GREEN, "#9467bd"]
     pos: list[float] = []
     for i, r in enumerate(res):
         t = r["tradeoff"]
-        c = colors[i % len(colors)]
+        c = _CYCLE[i % len(_CYCLE)]
         ca, cb = np.array(t["claimed_alpha"]), np.array(t["claimed_beta"])
         a_u, b_u = np.array(t["type1_upper"]), np.array(t["type2_upper"])
         pos += [float(x) for x in a_u if x > 0] + [float(x) for x in ca if 0 < x < 1]
         order = np.argsort(a_u)
         bad = np.array(t["below_claim"], dtype=bool)
-        for ax, label in ((ax_lin, True), (ax_log, False)):
-            ax.plot(
-                ca,
-                cb,
-                "--",
-                color=c,
-                alpha=0.8,
-                label=f"{_short_mech(r['mechanism'])}: claimed ({t['claimed_from']})"
-                if label
-                else None,
-            )
-            ax.plot(
-                a_u,
-                b_u,
-                "o",
-                color=c,
-                ms=4,
-                label=f"{_short_mech(r['mechanism'])}: audited (upper points)" if label else None,
-            )
+        name = _short_mech(r["mechanism"])
+        labels = (f"{name}: claimed ({t['claimed_from']})", f"{name}: audited (upper points)")
+        for ax, (claimed, audited, below) in (
+            (ax_lin, (*labels, "below the claim")),
+            (ax_log, (None, None, None)),  # one legend, from the first panel
+        ):
+            ax.plot(ca, cb, "--", color=c, alpha=0.8, label=claimed)
+            ax.plot(a_u, b_u, "o", color=c, ms=4, label=audited)
             # the true curve lies below this staircase (all points jointly at the confidence)
             ax.step(a_u[order], b_u[order], where="post", color=c, lw=1, alpha=0.6)
             if bad.any():
-                ax.plot(
-                    a_u[bad],
-                    b_u[bad],
-                    "x",
-                    color=_RED,
-                    ms=10,
-                    mew=2,
-                    label="below the claim" if label else None,
-                )
+                ax.plot(a_u[bad], b_u[bad], "x", color=_RED, ms=10, mew=2, label=below)
     lo = max(min(pos) / 3, 1e-12) if pos else 1e-6
     grid = np.geomspace(lo, 1.0, 200)
     ax_lin.plot([0, 1], [1, 0], ":", color="grey", lw=1, label="no privacy loss (1 - alpha)")
@@ -476,29 +448,16 @@ def attack_figure(model: dict[str, Any]) -> bytes | None:
     fig = Figure(figsize=(10, 4.2), layout="constrained")
     ax = fig.subplots()
     ks = sorted({int(r["k"]) if isinstance(r["k"], (int, float)) else 3 for r in res})
-    xmax = max(
-        10.0,
-        1.5
-        * max(
-            (
-                (r["epsilon"] or eps_default)
-                for r in res
-                if math.isfinite(r["epsilon"] or eps_default)
-            ),
-            default=1.0,  # every attacked run non-private (epsilon inf): the ceiling is 1
-        ),
-    )
+    finite = [e for r in res if math.isfinite(e := r["epsilon"] or eps_default)]
+    # default: every attacked run non-private (epsilon inf), the ceiling is 1
+    xmax = max(10.0, 1.5 * max(finite, default=1.0))
     grid = np.linspace(0, xmax, 300)
     for k in ks:
         ax.plot(grid, ceiling(grid, k), color=_GREY, lw=1.5, label=f"ceiling e^eps/(e^eps+{k - 1})")
         ax.axhline(1.0 / k, color=_GREY, ls=":", lw=1, label=f"chance 1/{k}")
     for i, r in enumerate(res):
         e = r["epsilon"] if r["epsilon"] is not None else eps_default
-        c = (
-            (_RED if r["violation"] else _BLUE, _ORANGE, _GREEN)[min(i, 2)]
-            if i
-            else (_RED if r["violation"] else _BLUE)
-        )
+        c = (_RED if r["violation"] else _BLUE, _ORANGE, _GREEN)[min(i, 2)]
         if r["ci_low"] is not None and r["ci_high"] is not None:
             ax.errorbar(
                 [e],
