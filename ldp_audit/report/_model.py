@@ -25,16 +25,11 @@ __all__ = ["build_parts", "SCHEMA"]
 SCHEMA = "ldp-audit-report/1"
 
 
+_STATS = {"min": np.min, "median": np.median, "mean": np.mean, "max": np.max}
+
+
 def _stats(x: np.ndarray) -> dict[str, float | int | None]:
-    if x.size == 0:
-        return {"count": 0, "min": None, "median": None, "mean": None, "max": None}
-    return {
-        "count": int(x.size),
-        "min": float(x.min()),
-        "median": float(np.median(x)),
-        "mean": float(x.mean()),
-        "max": float(x.max()),
-    }
+    return {"count": int(x.size), **{k: float(f(x)) if x.size else None for k, f in _STATS.items()}}
 
 
 def _natural(agent: str) -> tuple[Any, ...]:

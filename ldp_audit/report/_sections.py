@@ -25,6 +25,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 __all__ = ["registered_sections", "system_report", "validate_section"]
 
 
@@ -53,13 +55,8 @@ def _cell(v: Any, where: str) -> str | int | float | None:
         return v
     if isinstance(v, float):
         return v if math.isfinite(v) else ("inf" if v > 0 else "-inf" if v < 0 else "NaN")
-    try:  # numpy scalars
-        import numpy as np
-
-        if isinstance(v, np.generic):
-            return _cell(v.item(), where)
-    except ImportError:  # pragma: no cover
-        pass
+    if isinstance(v, np.generic):  # numpy scalars
+        return _cell(v.item(), where)
     raise _Bad(f"{where} must be a string or a number, got {type(v).__name__}")
 
 
