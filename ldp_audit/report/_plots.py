@@ -19,6 +19,9 @@ from ldp_audit.report._load import RunData
 from ldp_audit.report._statement import count_noun as _plural
 
 __all__ = [
+    "figure_png",
+    "legend_below",
+    "thin",
     "ledger_figure",
     "audit_figure",
     "profile_figure",
@@ -33,7 +36,8 @@ _CYCLE = (_BLUE, _ORANGE, _GREEN, "#9467bd")  # one colour per audit in the prof
 _MAX_POINTS = 4000  # points per scatter/line: enough for the eye, small PNGs for 90k agents
 
 
-def _png(fig: Figure) -> bytes:
+def figure_png(fig: Figure) -> bytes:
+    """A ``matplotlib.figure.Figure`` as PNG bytes (off-screen Agg canvas, no pyplot state)."""
     FigureCanvasAgg(fig)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100)
@@ -49,7 +53,7 @@ def _short_mech(name: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def legend_under_axes(ax: Any, ncols: int = 2, fontsize: float = 8, also: Any = None) -> None:
+def legend_below(ax: Any, ncols: int = 2, fontsize: float = 8, also: Any = None) -> None:
     """The axes' legend under its x-axis label, never over the data or the axis labels
     (constrained layout makes room for it); ``also``: a twin axes whose entries join it."""
     handles, labels = ax.get_legend_handles_labels()
@@ -68,7 +72,7 @@ def legend_under_axes(ax: Any, ncols: int = 2, fontsize: float = 8, also: Any = 
         )
 
 
-def thin_indices(n: int) -> np.ndarray:
+def thin(n: int) -> np.ndarray:
     """Indices of at most ``_MAX_POINTS`` evenly spaced rows out of ``n`` (always the last)."""
     if n <= _MAX_POINTS:
         return np.arange(n)
@@ -133,10 +137,10 @@ def ledger_figure(
         claim = ((model or {}).get("privacy_statement") or {}).get("claim") or {}
         _scope_panel(ax1, led, claim)
         _spend_hist(ax2, led)
-        return _png(fig)
+        return figure_png(fig)
     spend, running = spend_over_releases(releases, led)
     n = np.arange(1, spend.size + 1)
-    idx = thin_indices(spend.size)
+    idx = thin(spend.size)
     if spend.size:
         ax1.scatter(
             n[idx],
@@ -174,13 +178,13 @@ def ledger_figure(
         ax1b.set_ylabel("agents charged so far", color=_GREY)
         ax1b.tick_params(axis="y", colors=_GREY)
         ax1b.set_ylim(bottom=0)
-    legend_under_axes(ax1, also=ax1b)  # one legend for both y-axes, below the panel
+    legend_below(ax1, also=ax1b)  # one legend for both y-axes, below the panel
     ax1.set_xlabel("submission n (arrival order)")
     ax1.set_ylabel("spent epsilon per agent")
     ax1.set_title("Spent epsilon over submissions", wrap=True)
     ax1.set_ylim(bottom=0)
     _spend_hist(ax2, led)
-    return _png(fig)
+    return figure_png(fig)
 
 
 def _spend_hist(ax2: Any, led: LedgerStats) -> None:
@@ -223,7 +227,7 @@ def _spend_hist(ax2: Any, led: LedgerStats) -> None:
         )
         if led.budget is not None:
             ax2.axvline(led.budget, color="k", ls=":", lw=1.2, label="budget")
-        legend_under_axes(ax2)
+        legend_below(ax2)
         top = ax2.get_ylim()[1]
         ax2.set_ylim(0, top * (1.0 + 0.1 * (len(notes) + 1)))  # room for the notes
     ax2.ticklabel_format(axis="x", style="sci", scilimits=(-3, 4))
@@ -262,7 +266,7 @@ def _scope_panel(ax: Any, led: LedgerStats, claim: dict[str, Any] | None = None)
             ms=12,
             label=f"the claim: {eps:.4g} ({claim.get('method') or 'method not recorded'})",
         )
-        legend_under_axes(ax, ncols=1)
+        legend_below(ax, ncols=1)
         ax.set_ylim(0, max(ax.get_ylim()[1], 1.15 * eps))
     ax.set_xticks([0, 1], [f"{n}\n{_plural(v.size, 'id')}" for n, v in groups])
     ax.set_xlim(-0.6, 1.6)
@@ -341,7 +345,7 @@ def audit_figure(model: dict[str, Any]) -> bytes | None:
         "Audit verdicts: true epsilon in the shaded interval (at the confidence)", wrap=True
     )
     fig.legend(fontsize=8, loc="outside lower center", ncols=2)
-    return _png(fig)
+    return figure_png(fig)
 
 
 def profile_figure(model: dict[str, Any]) -> bytes | None:
@@ -382,8 +386,8 @@ def profile_figure(model: dict[str, Any]) -> bytes | None:
     ax.set_title(
         "Privacy profile: audited epsilon lower bound vs the claimed epsilon(delta)", wrap=True
     )
-    legend_under_axes(ax, ncols=3)
-    return _png(fig)
+    legend_below(ax, ncols=3)
+    return figure_png(fig)
 
 
 def tradeoff_figure(model: dict[str, Any]) -> bytes | None:
@@ -436,7 +440,7 @@ def tradeoff_figure(model: dict[str, Any]) -> bytes | None:
         "f-DP trade-off: the true curve passes below every audited point", fontsize=11, wrap=True
     )
     fig.legend(fontsize=8, loc="outside lower center", ncols=2, frameon=False)
-    return _png(fig)
+    return figure_png(fig)
 
 
 def attack_figure(model: dict[str, Any]) -> bytes | None:
@@ -478,5 +482,5 @@ def attack_figure(model: dict[str, Any]) -> bytes | None:
     ax.set_xlabel("epsilon of one report")
     ax.set_ylabel("attack accuracy")
     ax.set_title("Attack accuracy vs chance and the ceiling the claim allows", wrap=True)
-    legend_under_axes(ax, ncols=3)
-    return _png(fig)
+    legend_below(ax, ncols=3)
+    return figure_png(fig)
