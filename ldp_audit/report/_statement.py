@@ -76,6 +76,12 @@ def num(v: Any) -> float | None:
     return None
 
 
+def _obj(d: dict[str, Any], key: str) -> dict[str, Any]:
+    """``d[key]`` when it is a dict, else an empty one (a run's JSON is read, never trusted)."""
+    v = d.get(key)
+    return v if isinstance(v, dict) else {}
+
+
 def fmt_eps(v: float | None, nd: int = 4) -> str:
     """An epsilon for prose: ``inf``, ``1.25e+05``, ``0.5182``; ``n/a`` for None."""
     if v is None:
@@ -102,7 +108,7 @@ def method_words(method: str | None) -> str:
 
 def versions_words(cfg: dict[str, Any]) -> str:
     """ "ldp_audit <version>" as config.json records it (or that it is not recorded)."""
-    v = cfg.get("versions") if isinstance(cfg.get("versions"), dict) else {}
+    v = _obj(cfg, "versions")
     own = v.get("ldp_audit")
     return f"ldp_audit {own}" if own else f"ldp_audit version {NOT_RECORDED}"
 
@@ -144,9 +150,9 @@ def the_claim(run: Any, led: Any, *, ledger_unit: str = "ledger id") -> dict[str
         "alternatives": [{"method", "epsilon", "source"}], "meaningful", "protection"}``.
     """
     cfg = run.config
-    inner = cfg.get("config") if isinstance(cfg.get("config"), dict) else {}
-    mech = cfg.get("mechanism") if isinstance(cfg.get("mechanism"), dict) else {}
-    priv = run.metrics.get("privacy") if isinstance(run.metrics.get("privacy"), dict) else {}
+    inner = _obj(cfg, "config")
+    mech = _obj(cfg, "mechanism")
+    priv = _obj(run.metrics, "privacy")
     named = next(
         (
             str(x)
@@ -155,8 +161,7 @@ def the_claim(run: Any, led: Any, *, ledger_unit: str = "ledger id") -> dict[str
         ),
         None,
     )
-    given = priv["by_method"] if isinstance(priv.get("by_method"), dict) else {}
-    by_method = {str(k): n for k, v in given.items() if (n := num(v)) is not None}
+    by_method = {str(k): n for k, v in _obj(priv, "by_method").items() if (n := num(v)) is not None}
     ledger_by = dict(led.central_by_method or {}) if led is not None else {}
     out: dict[str, Any] = dict.fromkeys(("epsilon", "delta", "unit", "method"))
     out.update(source=NOT_RECORDED, per_release=None, releases_per_unit=None, alternatives=[])
@@ -366,14 +371,12 @@ def _audit_fields(model: dict[str, Any]) -> dict[str, Any]:
 def _decision(extra: dict[str, Any]) -> dict[str, Any]:
     """The tests a one-run audit ran (``extra["tests"]``): which flagged, which decided (its
     p-value and level), and the tests it could not run (``tests_not_run``)."""
-    tests = extra.get("tests") if isinstance(extra.get("tests"), dict) else {}
+    tests = _obj(extra, "tests")
     dec = extra.get("decided_by") if isinstance(extra.get("decided_by"), str) else None
-    t = tests.get(dec) if dec else None
-    t = t if isinstance(t, dict) else {}
-    not_run = extra.get("tests_not_run")
+    t = _obj(tests, dec) if dec else {}
     return {
         "tests_run": sorted(k for k, v in tests.items() if isinstance(v, dict)),
-        "tests_not_run": dict(not_run) if isinstance(not_run, dict) else {},
+        "tests_not_run": dict(_obj(extra, "tests_not_run")),
         "flagged_by": [str(x) for x in extra.get("flagged_by") or []],
         "decided_by": dec,
         "decided_p": num(t.get("p_value")),
@@ -387,20 +390,19 @@ def one_run_audit(name: str, a: dict[str, Any]) -> dict[str, Any] | None:
     kind = str(a.get("attack") or "")
     if not kind.startswith("one-run"):
         return None
-    extra = a.get("extra") if isinstance(a.get("extra"), dict) else {}
+    extra = _obj(a, "extra")
     setting = str(extra.get("setting") or kind.removeprefix("one-run-") or "one-run")
     m = a.get("n") if isinstance(a.get("n"), int) else None
     conf = num(a.get("confidence"))
     conf_each = num(extra.get("confidence_each")) or conf
     delta = num(extra.get("delta"))
-    if delta is None and isinstance(a.get("mechanism"), dict):
-        delta = num(a["mechanism"].get("delta"))
+    delta = num(_obj(a, "mechanism").get("delta")) if delta is None else delta
     fractions = [
         float(f["fraction"])
         for f in extra.get("per_fraction") or []
         if isinstance(f, dict) and isinstance(f.get("fraction"), (int, float))
     ]
-    ceiling = None
+    ceiling = None  # not stated without the attacks package
     if m and conf_each is not None and delta is not None:
         try:
             from ldp_audit.attacks.one_run import FRACTIONS, steinke_ceiling
@@ -410,10 +412,10 @@ def one_run_audit(name: str, a: dict[str, Any]) -> dict[str, Any] | None:
                 steinke_ceiling(m, delta=delta, beta=(1.0 - conf_each) / len(fr), fractions=fr)
             )
         except Exception:  # the attacks package is optional: the ceiling is then not stated
-            ceiling = None
+            pass
     white = "white" in setting
-    f_dp = extra.get("f_dp") if isinstance(extra.get("f_dp"), dict) else {}
-    mt = extra.get("mechanism_test") if isinstance(extra.get("mechanism_test"), dict) else {}
+    f_dp = _obj(extra, "f_dp")
+    mt = _obj(extra, "mechanism_test")
     return {
         "name": name,
         "attack": kind,
@@ -425,16 +427,16 @@ def one_run_audit(name: str, a: dict[str, Any]) -> dict[str, Any] | None:
         "correct": a.get("correct"),
         "ceiling": ceiling,
         "method": str(extra.get("method") or "Steinke, Nasr & Jagielski 2023"),
-        "violation": bool(a.get("violation")) if isinstance(a.get("violation"), bool) else False,
+        "violation": a.get("violation") is True,
         "mu_claimed": num(f_dp.get("mu_claimed")),
         "f_dp_p": min(
             (p["p_value"] for p in f_dp.get("p_values") or [] if isinstance(p, dict)),
             default=None,
         ),
-        "mechanism_test_rejected": mt.get("rejected") if mt else None,
+        "mechanism_test_rejected": mt.get("rejected"),
         **_decision(extra),
-        "rate_claimed": num(mt.get("rate_claimed")) if mt else None,
-        "rate_lower_bound": num(mt.get("rate_lower_bound")) if mt else None,
+        "rate_claimed": num(mt.get("rate_claimed")),
+        "rate_lower_bound": num(mt.get("rate_lower_bound")),
         "threat_model": (
             "white-box one-run audit: the auditor plants canaries and sees every model update "
             "(the gradients' sum), as a trainer-side attacker would"
