@@ -355,24 +355,21 @@ def report_verdict(
         )
     attacks = [r for r in att["results"] if not r.get("one_run")]
     for r in attacks:
-        ci = _ci(r)
+        acc, ceil = f"accuracy {_fmt(r['accuracy'])}{_ci(r)}", f"ceiling {_fmt(r['ceiling'])}"
         if r["violation"]:
             violations.append(
-                f"ATTACK EXCEEDS CEILING: {r['name']} accuracy {_fmt(r['accuracy'])}{ci} > "
-                f"ceiling {_fmt(r['ceiling'])} the claim allows."
+                f"ATTACK EXCEEDS CEILING: {r['name']} {acc} > {ceil} the claim allows."
             )
         elif r["above_chance"]:
             verified.append(
-                f"Attack {r['name']}: accuracy {_fmt(r['accuracy'])}{ci} is ABOVE CHANCE "
-                f"{_fmt(r['chance'])}: the attacker learns something about the secret (as any "
-                f"epsilon > 0 allows), and stays within the ceiling {_fmt(r['ceiling'])} the "
-                "claim allows."
+                f"Attack {r['name']}: {acc} is ABOVE CHANCE {_fmt(r['chance'])}: the attacker "
+                "learns something about the secret (as any epsilon > 0 allows), and stays within "
+                f"the {ceil} the claim allows."
             )
         else:
             verified.append(
-                f"Attack {r['name']}: accuracy {_fmt(r['accuracy'])}{ci} is not "
-                f"distinguishable from chance {_fmt(r['chance'])} and within the ceiling "
-                f"{_fmt(r['ceiling'])} the claim allows."
+                f"Attack {r['name']}: {acc} is not distinguishable from chance "
+                f"{_fmt(r['chance'])} and within the {ceil} the claim allows."
             )
     if not attacks:
         not_verified.append(
