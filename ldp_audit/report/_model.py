@@ -91,12 +91,11 @@ def _status_section(run: RunData) -> dict[str, Any]:
     elif man["ok"]:
         evidence = "evidence intact: every file the run wrote has the SHA-256 it recorded"
     else:
-        parts = []
-        if man["changed"]:
-            parts.append("files changed since the run: " + ", ".join(man["changed"]))
-        if man["missing"]:
-            parts.append("files missing since the run: " + ", ".join(man["missing"]))
-        evidence = "; ".join(parts)
+        evidence = "; ".join(
+            f"files {k} since the run: {', '.join(man[k])}"
+            for k in ("changed", "missing")
+            if man[k]
+        )
     return {
         "ledger_check": _ledger_check(run),
         "run": run_status,
