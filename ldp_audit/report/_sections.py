@@ -247,8 +247,7 @@ def system_report(
     reg = registered_sections() if registry is None else registry
     entry = reg.get(algorithm)
     if entry is None:
-        note = {"entry": None, "loaded": False, "reason": "no sections registered"}
-        return SystemReport(note=note)
+        return SystemReport(note=_note(None, False, "no sections registered"))
     mod_name, _, func_name = entry.partition(":")
 
     def failed(what: str, loaded: bool) -> Any:
@@ -258,8 +257,7 @@ def system_report(
         module = importlib.import_module(mod_name)
     except ModuleNotFoundError as exc:
         if exc.name is not None and mod_name.startswith(exc.name):
-            note = {"entry": entry, "loaded": False, "reason": f"{mod_name} is not installed"}
-            return SystemReport(note=note)
+            return SystemReport(note=_note(entry, False, f"{mod_name} is not installed"))
         return failed(f"import failed: {exc}", False)
     except Exception as exc:  # a broken module: an error box, not a crash
         return failed(f"import failed: {type(exc).__name__}: {exc}", False)
@@ -287,5 +285,5 @@ def system_report(
     return SystemReport(sections=sections, figures=figures, note=_note(entry, True), **parts)
 
 
-def _note(entry: str, loaded: bool) -> dict[str, Any]:
-    return {"entry": entry, "loaded": loaded, "reason": None}
+def _note(entry: str | None, loaded: bool, reason: str | None = None) -> dict[str, Any]:
+    return {"entry": entry, "loaded": loaded, "reason": reason}

@@ -71,10 +71,6 @@ def chromium_command(binary: str, user_data_dir: str | Path, *extra: str) -> lis
     return [binary, *_FLAGS, f"--user-data-dir={user_data_dir}", *extra]
 
 
-def _run(args: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(args, capture_output=True, text=True, timeout=timeout, check=False)
-
-
 def _binary(binary: str | None) -> str:
     b = binary or find_chromium()
     if b is None:
@@ -122,7 +118,7 @@ def dump_dom(
             "--dump-dom",
             page.as_uri(),
         )
-        return _run(cmd, timeout).stdout
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout).stdout
 
 
 def screenshot(
@@ -151,7 +147,7 @@ def screenshot(
             f"--screenshot={out}",
             Path(html_path).resolve().as_uri(),
         )
-        res = _run(cmd, timeout)
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if not out.is_file():
         raise InvalidParameterError(
             f"chromium wrote no screenshot for {html_path} (exit {res.returncode}): "
