@@ -290,24 +290,15 @@ def _audit_fields(model: dict[str, Any]) -> dict[str, Any]:
         "source": NOT_RECORDED,
     }
     if aud.get("status") == "run" and aud.get("results"):
-        best = None
-        for r in aud["results"]:
-            for v in r["verdicts"]:
-                if best is None or v["epsilon_lower_bound"] > best[1]["epsilon_lower_bound"]:
-                    best = (r, v)
-        assert best is not None
-        r, v = best
+        pairs = [(r, v) for r in aud["results"] for v in r["verdicts"]]
+        r, v = max(pairs, key=lambda rv: rv[1]["epsilon_lower_bound"])  # the first largest
         n, n_sel = r.get("samples"), r.get("selection_samples")
-        size = (f"{n:,} samples per input" if isinstance(n, int) else f"samples {NOT_RECORDED}") + (
-            f" ({n_sel:,} to choose the event, {n - n_sel:,} to estimate it)"
-            if isinstance(n, int) and isinstance(n_sel, int) and 0 < n_sel < n
-            else ""
-        )
+        split = isinstance(n, int) and isinstance(n_sel, int) and 0 < n_sel < n
+        size = f"{n:,} samples per input" if isinstance(n, int) else f"samples {NOT_RECORDED}"
+        size += f" ({n_sel:,} to choose the event, {n - n_sel:,} to estimate it)" if split else ""
+        n_est = n - n_sel if split else r.get("estimation_samples")
         conf = r.get("confidence")
         ceiling, cw = None, NOT_RECORDED
-        n_est = r.get("estimation_samples")
-        if isinstance(n, int) and isinstance(n_sel, int) and 0 < n_sel < n:
-            n_est = n - n_sel
         said = re.search(r"no bound can exceed ([0-9.]+(?:e[-+]?\d+)?)", " ".join(r["warnings"]))
         tail = "a larger claim cannot be refuted by this audit"
         if r.get("max_refutable_epsilon") is not None:  # recorded by the audit itself
