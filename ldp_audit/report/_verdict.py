@@ -182,19 +182,13 @@ def report_verdict(
     stmt = model.get("privacy_statement") or {}
     the = stmt.get("claim") or {}
     one_run = aud.get("one_run") or []
-    claimed: list[str] = []
-    verified: list[str] = []
-    not_verified: list[str] = []
-    violations: list[str] = []
+    claimed, verified, not_verified, violations = [], [], [], []  # the verdict's four lists
     if the.get("epsilon") is not None:
-        alts = the.get("alternatives") or []
-        alt = (
-            " Alternatives, not the claim: "
-            + "; ".join(f"{_fmt(a['epsilon'])} by {a['method']} ({a['source']})" for a in alts)
-            + "."
-            if alts
-            else ""
-        )
+        alts = [
+            f"{_fmt(a['epsilon'])} by {a['method']} ({a['source']})"
+            for a in the.get("alternatives") or []
+        ]
+        alt = f" Alternatives, not the claim: {'; '.join(alts)}." if alts else ""
         claimed.append(
             f"The claim: epsilon = {_fmt(the['epsilon'])} at delta = {_fmt(the['delta'])} per "
             f"{the.get('unit') or 'unit'}, by {the.get('method') or 'an accountant not named'} "
