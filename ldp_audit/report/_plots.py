@@ -245,27 +245,15 @@ def _scope_panel(ax: Any, led: LedgerStats, claim: dict[str, Any] | None = None)
         fin = vals[np.isfinite(vals)]
         if fin.size:
             ax.boxplot([fin], positions=[i], widths=0.5, showfliers=True)
-        if vals.size > fin.size:
-            ax.annotate(
-                f"{_plural(vals.size - fin.size, 'id')} with epsilon = inf",
-                (i, 0),
-                ha="center",
-                fontsize=8,
-                color=_RED,
-            )
-        if not vals.size:
-            ax.annotate("no charges", (i, 0), ha="center", fontsize=8, color=_GREY)
+        n_inf = vals.size - fin.size
+        if n_inf or not vals.size:  # infinite spend is not drawn, and an empty scope says so
+            text = f"{_plural(n_inf, 'id')} with epsilon = inf" if n_inf else "no charges"
+            ax.annotate(text, (i, 0), ha="center", fontsize=8, color=_RED if n_inf else _GREY)
     eps = (claim or {}).get("epsilon")
     if eps is not None and math.isfinite(eps):
         pos = 1 if (led.central and not led.agents) else 0
-        ax.plot(
-            [pos],
-            [eps],
-            "*",
-            color=_RED,
-            ms=12,
-            label=f"the claim: {eps:.4g} ({claim.get('method') or 'method not recorded'})",
-        )
+        label = f"the claim: {eps:.4g} ({claim.get('method') or 'method not recorded'})"
+        ax.plot([pos], [eps], "*", color=_RED, ms=12, label=label)
         legend_below(ax, ncols=1)
         ax.set_ylim(0, max(ax.get_ylim()[1], 1.15 * eps))
     ax.set_xticks([0, 1], [f"{n}\n{_plural(v.size, 'id')}" for n, v in groups])
