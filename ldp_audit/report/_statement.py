@@ -135,6 +135,11 @@ def _match_method(eps: float, by_method: dict[str, float]) -> str | None:
     return None
 
 
+def _alt(method: str, epsilon: float, source: str) -> dict[str, Any]:
+    """An alternative to the claim: another method's epsilon and where it comes from."""
+    return {"method": method, "epsilon": epsilon, "source": source}
+
+
 def the_claim(run: Any, led: Any, *, ledger_unit: str = "ledger id") -> dict[str, Any]:
     """The run's one claimed epsilon (with its unit, delta, method and source) and the
     alternatives, each with its method.
@@ -164,7 +169,8 @@ def the_claim(run: Any, led: Any, *, ledger_unit: str = "ledger id") -> dict[str
     by_method = {str(k): n for k, v in _obj(priv, "by_method").items() if (n := num(v)) is not None}
     ledger_by = dict(led.central_by_method or {}) if led is not None else {}
     out: dict[str, Any] = dict.fromkeys(("epsilon", "delta", "unit", "method"))
-    out.update(source=NOT_RECORDED, per_release=None, releases_per_unit=None, alternatives=[])
+    alts: list[dict[str, Any]] = []
+    out.update(source=NOT_RECORDED, per_release=None, releases_per_unit=None, alternatives=alts)
     ledger_delta = float(led.delta) if led is not None else None
     if "epsilon_per_agent" in priv or "epsilon_total" in priv:  # a per-agent LDP claim
         key = "epsilon_per_agent" if "epsilon_per_agent" in priv else "epsilon_total"
@@ -181,14 +187,8 @@ def the_claim(run: Any, led: Any, *, ledger_unit: str = "ledger id") -> dict[str
         )
         best = float(led.best.max()) if led is not None and led.best.size else None
         if best is not None and out["epsilon"] is not None and best < out["epsilon"] * (1 - 1e-9):
-            meth = sorted(set(led.method))
-            out["alternatives"].append(
-                {
-                    "method": ", ".join(meth),
-                    "epsilon": best,
-                    "source": "ledger, tightest valid method (largest agent)",
-                }
-            )
+            meth = ", ".join(sorted(set(led.method)))
+            alts.append(_alt(meth, best, "ledger, tightest valid method (largest agent)"))
     elif num(priv.get("epsilon")) is not None:  # a central DP claim (DP-SGD)
         eps = num(priv.get("epsilon"))
         method = named or _match_method(eps, by_method) or _match_method(eps, ledger_by)
@@ -207,7 +207,7 @@ def the_claim(run: Any, led: Any, *, ledger_unit: str = "ledger id") -> dict[str
                 if m in seen:
                     continue
                 seen.add(m)
-                out["alternatives"].append({"method": m, "epsilon": v, "source": src})
+                alts.append(_alt(m, v, src))
     elif led is not None and (led.best.size or led.central):
         # no statement of its own: the ledger's largest spend is the claim
         if led.best.size:
@@ -222,13 +222,7 @@ def the_claim(run: Any, led: Any, *, ledger_unit: str = "ledger id") -> dict[str
             ]
             if not math.isfinite(eps) and fin:
                 v, m, a = max(fin)
-                out["alternatives"].append(
-                    {
-                        "method": m,
-                        "epsilon": v,
-                        "source": f"ledger: the largest finite spend (id {a}), not the claim",
-                    }
-                )
+                alts.append(_alt(m, v, f"ledger: the largest finite spend (id {a}), not the claim"))
         else:
             agent = max(sorted(led.central), key=lambda a: led.central[a])
             eps = float(led.central[agent])
