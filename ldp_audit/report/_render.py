@@ -214,7 +214,7 @@ def _empty_section_note(sec: dict[str, Any]) -> str | None:
 
 
 class _Doc:
-    """The report's body in one syntax: HTML, or Markdown (each element and a blank line)."""
+    """The report page in one syntax: HTML, or Markdown (each element and a blank line)."""
 
     def __init__(self, md: bool, figures: dict[str, Any]) -> None:
         self.md, self.figures = md, figures
