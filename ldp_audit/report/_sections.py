@@ -118,28 +118,21 @@ def validate_section(sec: Any, index: int) -> tuple[dict[str, Any], dict[str, by
         json.dumps(data, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise _Bad(f"section {sid!r}: 'data' must be JSON-able ({exc})") from None
-    model = {
-        "id": sid,
-        "title": title,
-        "paragraphs": list(paras),
-        "tables": tables,
-        "figures": sorted(figures),
-        "data": data,
-        "error": None,
-    }
-    return model, figures
+    return _section(sid, title, paras, tables, figures, data, None), figures
 
 
 def _error(algorithm: str, entry: str, what: str) -> dict[str, Any]:
-    return {
-        "id": "error",
-        "title": f"{algorithm} sections ({entry})",
-        "paragraphs": [],
-        "tables": [],
-        "figures": [],
-        "data": {},
-        "error": what,
-    }
+    return _section("error", f"{algorithm} sections ({entry})", [], [], [], {}, what)
+
+
+def _section(
+    sid: str, title: str, paras: list[str], tables: list[Any], figs: Any, data: Any, error: Any
+) -> dict[str, Any]:
+    """A section of the model (``figures``: its figures' names, sorted)."""
+    keys = ("id", "title", "paragraphs", "tables", "figures", "data", "error")
+    return dict(
+        zip(keys, (sid, title, list(paras), tables, sorted(figs), data, error), strict=True)
+    )
 
 
 def _wants_context(func: Any) -> bool:
