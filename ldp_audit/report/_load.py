@@ -161,12 +161,11 @@ def load_run(run_dir: str | Path, extra: list[str | Path] | tuple[str | Path, ..
     # a run that did not complete (Ctrl-C, a crash) may lack the files written at the end: it
     # still reports (ledger, status), saying what is missing
     partial = config.get("status") in ("interrupted", "failed", "running")
-    need = REQUIRED_FILES
-    missing = [f for f in need if not (path / f).is_file()]
+    missing = [f for f in REQUIRED_FILES if not (path / f).is_file()]
     if missing and (not partial or "ledger.sqlite" in missing):
         raise RunDirectoryError(
             f"{path}: incomplete run directory, missing {', '.join(missing)} "
-            f"(a {config['algorithm']} run has {', '.join(need)})"
+            f"(a {config['algorithm']} run has {', '.join(REQUIRED_FILES)})"
         )
     metrics = rd.metrics() if (path / "metrics.json").is_file() else {}
     with open(path / "ledger.sqlite", "rb") as fh:

@@ -242,11 +242,9 @@ class _Doc:
             return
         cap = cap or FIGURE_TITLES[name]
         if self.md:
-            self.out += [f"![{cap}]({got})", ""]
-            return
-        b64 = base64.b64encode(got).decode("ascii")
-        cap = html.escape(cap)
-        self.out.append(
+            return self.add("", f"![{cap}]({got})")
+        b64, cap = base64.b64encode(got).decode("ascii"), html.escape(cap)
+        self.add(
             f'<figure><img id="fig-{html.escape(name)}" alt="{cap}" '
             f'src="data:image/png;base64,{b64}"><figcaption>{cap}</figcaption></figure>'
         )
