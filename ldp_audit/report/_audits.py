@@ -54,6 +54,7 @@ def _verdict_rows(e: dict[str, Any], claim: float, lb: float, viol: bool) -> lis
     rows = []
     for kind, v in found:
         vlb, vclaim = num(v.get("epsilon_lower_bound")), num(v.get("claimed_epsilon"))
+        witness = _witness_model(v.get("witness"))
         rows.append(
             {
                 "kind": kind,
@@ -63,9 +64,10 @@ def _verdict_rows(e: dict[str, Any], claim: float, lb: float, viol: bool) -> lis
                 "violation": v["violation"]
                 if isinstance(v.get("violation"), bool)
                 else (vlb or 0.0) > claim,
-                "witness": _witness_model(v.get("witness")),
+                "witness": witness,
                 "consequence": str(v.get("consequence") or ""),
                 "events_estimated": v.get("events_estimated"),
+                "point_estimate": _point_estimate(witness),
             }
         )
     return rows
@@ -130,11 +132,8 @@ def audit_section(run: RunData) -> dict[str, Any]:
     for e in run.audits:
         claim = float(e["claimed_epsilon"])  # float("inf") parses the "inf" of to_dict()
         lb = float(e["epsilon_lower_bound"])
-        viol = e.get("violation")
-        viol = bool(viol) if isinstance(viol, bool) else lb > claim
+        viol = e["violation"] if isinstance(e.get("violation"), bool) else lb > claim
         verdicts = _verdict_rows(e, claim, lb, viol)
-        for v in verdicts:
-            v["point_estimate"] = _point_estimate(v["witness"])
         # the overall verdict follows the stricter of the two readings
         viol = viol or any(v["violation"] for v in verdicts)
         leak = e.get("leak") if isinstance(e.get("leak"), str) else None
