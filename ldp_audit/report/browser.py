@@ -59,11 +59,8 @@ window.addEventListener('load', function () {
 
 def find_chromium() -> str | None:
     """Path of a Chromium binary (``chromium`` or ``chromium-browser``), or None."""
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        path = shutil.which(name)
-        if path:
-            return path
-    return None
+    names = ("chromium", "chromium-browser", "google-chrome")
+    return next((path for name in names if (path := shutil.which(name))), None)
 
 
 def chromium_command(binary: str, user_data_dir: str | Path, *extra: str) -> list[str]:
