@@ -41,13 +41,12 @@ def _audit_statements(
     ex = r["exact_epsilon"]
     for v in r["verdicts"]:
         lb, claim = _fmt(v["epsilon_lower_bound"]), _fmt(v["claimed_epsilon"])
-        label = v["kind"] if v["kind"] != "single" else "audit"
         if v["violation"]:
             if v["kind"] == "single":
                 msg = f"AUDIT VIOLATION: {r['mechanism']} leaks at least {lb} > claimed {claim}."
             else:
                 msg = (
-                    f"AUDIT VIOLATION ({label}): {r['mechanism']} leaks at least {lb} > claimed "
+                    f"AUDIT VIOLATION ({v['kind']}): {r['mechanism']} leaks at least {lb} > claimed "
                     f"{claim}, read as {v['reading']}."
                 )
             if v["consequence"]:
