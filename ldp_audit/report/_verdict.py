@@ -46,8 +46,8 @@ def _audit_statements(
                 msg = f"AUDIT VIOLATION: {r['mechanism']} leaks at least {lb} > claimed {claim}."
             else:
                 msg = (
-                    f"AUDIT VIOLATION ({v['kind']}): {r['mechanism']} leaks at least {lb} > claimed "
-                    f"{claim}, read as {v['reading']}."
+                    f"AUDIT VIOLATION ({v['kind']}): {r['mechanism']} leaks at least {lb} > "
+                    f"claimed {claim}, read as {v['reading']}."
                 )
             if v["consequence"]:
                 msg += " " + v["consequence"]
