@@ -36,23 +36,7 @@ from ldp_audit.errors import InvalidParameterError
 from ldp_audit.rundir import write_artifact
 from ldp_audit.validation import check_int
 
-__all__ = ["DemoSettings", "DemoResult", "run_demo", "default_demo_dir", "RUN_FILES"]
-
-#: Files of a run directory the demo (re)writes; only these are removed before a new demo run,
-#: so a stale ledger can never add old charges to a new run.
-RUN_FILES = (
-    "config.json",
-    "ledger.sqlite",
-    "ledger.sqlite-wal",
-    "ledger.sqlite-shm",
-    "ledger.sqlite-journal",
-    "transcript.npz",
-    "secrets.npz",
-    "metrics.json",
-    "model.npz",
-    "audit.json",
-    "attack_dynamics.json",
-)
+__all__ = ["DemoSettings", "DemoResult", "run_demo", "default_demo_dir"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -237,11 +221,8 @@ def run_demo(
     # get independent streams under a spawn key of their own, disjoint from the trainer's
     audit_ss, attack_ss = np.random.SeedSequence(seed, spawn_key=(0xDE30,)).spawn(2)
     audit_rng = np.random.default_rng(audit_ss)
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
+    from tqdm.auto import tqdm
 
-        bar = tqdm(total=4, desc="demo", unit="stage", position=0, leave=True)
     from ldp_audit.report import build_report
 
     atk_seed = int(attack_ss.generate_state(1)[0])
@@ -252,22 +233,18 @@ def run_demo(
         ("report", "writing the report", partial(build_report, run_dir)),
     )
     seconds: dict[str, float] = {}
-    try:
+    bar_args = {"desc": "demo", "unit": "stage", "position": 0, "leave": True}
+    with tqdm(total=4, disable=not progress, **bar_args) as bar:
         for key, words, work in stages:
             t = time.perf_counter()
-            if bar is not None:
-                bar.set_description(f"demo: {words}")
+            bar.set_description(f"demo: {words}")
             if on_stage is not None:
                 on_stage(f"demo: {words}")
             report = work()
             if key == "report":
                 paths = report.write(rep_dir, overwrite=overwrite)
             seconds[key] = time.perf_counter() - t
-            if bar is not None:
-                bar.update(1)
-    finally:
-        if bar is not None:
-            bar.close()
+            bar.update(1)
     v = report.model["verdict"]
     return DemoResult(
         run_dir=run_dir,

@@ -195,18 +195,16 @@ def build_report(
         return Report(model=model, figures=dict(part.figures))
     from ldp_audit.report import _plots
 
-    figs: dict[str, bytes] = {
-        "ledger": _plots.ledger_figure(data, ledger, model, releases=part.releases)
-    }
-    for name, draw in (
-        ("audit", _plots.audit_figure),
-        ("profile", _plots.profile_figure),
-        ("tradeoff", _plots.tradeoff_figure),
-        ("attack", _plots.attack_figure),
-    ):
-        png = draw(model)
-        if png is not None:
-            figs[name] = png
+    figs = {"ledger": _plots.ledger_figure(data, ledger, model, releases=part.releases)}
+    draws = (
+        _plots.audit_figure,
+        _plots.profile_figure,
+        _plots.tradeoff_figure,
+        _plots.attack_figure,
+    )
+    for draw in draws:  # each figure the model has data for, named "audit", "profile", ...
+        if (png := draw(model)) is not None:
+            figs[draw.__name__.removesuffix("_figure")] = png
     figs.update(part.figures)
     return Report(model=model, figures=figs)
 

@@ -45,65 +45,50 @@ _READING = {
 
 def _verdict_rows(e: dict[str, Any], claim: float, lb: float, viol: bool) -> list[dict[str, Any]]:
     """The audit's two verdicts (AuditResult.to_dict()["verdicts"]); one row for older files."""
-    vs = e.get("verdicts")
-    rows = []
-    if isinstance(vs, dict) and vs:
-        for kind in ("distribution", "implementation"):
-            v = vs.get(kind)
-            if not isinstance(v, dict):
-                continue
-            vlb = num(v.get("epsilon_lower_bound"))
-            vclaim = num(v.get("claimed_epsilon"))
-            rows.append(
-                {
-                    "kind": kind,
-                    "reading": _READING[kind],
-                    "epsilon_lower_bound": vlb if vlb is not None else 0.0,
-                    "claimed_epsilon": vclaim if vclaim is not None else claim,
-                    "violation": bool(v.get("violation"))
-                    if isinstance(v.get("violation"), bool)
-                    else (vlb or 0.0) > claim,
-                    "witness": _witness_model(v.get("witness")),
-                    "consequence": str(v.get("consequence") or ""),
-                    "events_estimated": v.get("events_estimated"),
-                }
-            )
-    if not rows:
+    vs = e.get("verdicts") if isinstance(e.get("verdicts"), dict) else {}
+    found = [(k, vs[k]) for k in ("distribution", "implementation") if isinstance(vs.get(k), dict)]
+    if not found:  # an older file: its one reading
         fb = e.get("float_bits")
-        kind = "implementation" if fb is True else "distribution" if fb is False else None
+        kind = "implementation" if fb is True else "distribution" if fb is False else "single"
+        found = [(kind, {**e, "epsilon_lower_bound": lb, "violation": viol, "consequence": ""})]
+    rows = []
+    for kind, v in found:
+        vlb, vclaim = num(v.get("epsilon_lower_bound")), num(v.get("claimed_epsilon"))
+        witness = _witness_model(v.get("witness"))
         rows.append(
             {
-                "kind": kind or "single",
-                "reading": _READING.get(kind or "", "one reading (not recorded which)"),
-                "epsilon_lower_bound": lb,
-                "claimed_epsilon": claim,
-                "violation": viol,
-                "witness": _witness_model(e.get("witness")),
-                "consequence": "",
-                "events_estimated": e.get("events_estimated"),
+                "kind": kind,
+                "reading": _READING.get(kind, "one reading (not recorded which)"),
+                "epsilon_lower_bound": vlb if vlb is not None else 0.0,
+                "claimed_epsilon": vclaim if vclaim is not None else claim,
+                "violation": v["violation"]
+                if isinstance(v.get("violation"), bool)
+                else (vlb or 0.0) > claim,
+                "witness": witness,
+                "consequence": str(v.get("consequence") or ""),
+                "events_estimated": v.get("events_estimated"),
+                "point_estimate": _point_estimate(witness),
             }
         )
     return rows
 
 
+def _num_lists(d: Any, keys: tuple[str, ...]) -> dict[str, list[float]] | None:
+    """``d``'s non-empty lists of numbers under ``keys``, or None when one is missing or bad."""
+    vals = [d.get(k) for k in keys] if isinstance(d, dict) else [None]
+    if not all(isinstance(v, list) and v for v in vals):
+        return None
+    nums = {k: [num(x) for x in v] for k, v in zip(keys, vals, strict=True)}
+    return None if any(x is None for v in nums.values() for x in v) else nums
+
+
 def _profile_model(p: Any) -> dict[str, Any] | None:
-    if not isinstance(p, dict):
+    nums = _num_lists(p, ("delta", "epsilon_lower", "epsilon_claimed"))
+    if nums is None or len({len(v) for v in nums.values()}) != 1:
         return None
-    d, lo, cl = p.get("delta"), p.get("epsilon_lower"), p.get("epsilon_claimed")
-    if not (isinstance(d, list) and isinstance(lo, list) and isinstance(cl, list)):
-        return None
-    if not len(d) == len(lo) == len(cl) or not d:
-        return None
-    dd = [num(x) for x in d]
-    ll = [num(x) for x in lo]
-    cc = [num(x) for x in cl]
-    if any(x is None for x in dd + ll + cc):
-        return None
-    above = [a > b for a, b in zip(ll, cc, strict=True)]  # type: ignore[operator]
+    above = [a > b for a, b in zip(nums["epsilon_lower"], nums["epsilon_claimed"], strict=True)]
     return {
-        "delta": dd,
-        "epsilon_lower": ll,
-        "epsilon_claimed": cc,
+        **nums,
         "above_claim": above,
         "confidence": num(p.get("confidence")),
         "claimed_from": p.get("claimed_from"),
@@ -112,16 +97,8 @@ def _profile_model(p: Any) -> dict[str, Any] | None:
 
 def _tradeoff_model(t: Any) -> dict[str, Any] | None:
     """The audited f-DP trade-off curve of an audit (``AuditResult.tradeoff.to_dict()``)."""
-    if not isinstance(t, dict):
-        return None
-    keys = ("type1_upper", "type2_upper", "claimed_alpha", "claimed_beta")
-    vals = {k: t.get(k) for k in keys}
-    if not all(isinstance(v, list) and v for v in vals.values()):
-        return None
-    nums = {k: [num(x) for x in v] for k, v in vals.items()}
-    if any(x is None for v in nums.values() for x in v):
-        return None
-    if len(nums["type1_upper"]) != len(nums["type2_upper"]):
+    nums = _num_lists(t, ("type1_upper", "type2_upper", "claimed_alpha", "claimed_beta"))
+    if nums is None or len(nums["type1_upper"]) != len(nums["type2_upper"]):
         return None
     if len(nums["claimed_alpha"]) != len(nums["claimed_beta"]):
         return None
@@ -155,11 +132,8 @@ def audit_section(run: RunData) -> dict[str, Any]:
     for e in run.audits:
         claim = float(e["claimed_epsilon"])  # float("inf") parses the "inf" of to_dict()
         lb = float(e["epsilon_lower_bound"])
-        viol = e.get("violation")
-        viol = bool(viol) if isinstance(viol, bool) else lb > claim
+        viol = e["violation"] if isinstance(e.get("violation"), bool) else lb > claim
         verdicts = _verdict_rows(e, claim, lb, viol)
-        for v in verdicts:
-            v["point_estimate"] = _point_estimate(v["witness"])
         # the overall verdict follows the stricter of the two readings
         viol = viol or any(v["violation"] for v in verdicts)
         leak = e.get("leak") if isinstance(e.get("leak"), str) else None
@@ -244,13 +218,7 @@ def attack_section(run: RunData) -> dict[str, Any]:
                 else None,
                 "samples": _first(a, "n", "samples", "n_targets"),
                 "violation": viol,
-                "details": {
-                    k: v
-                    for k, v in a.items()
-                    if isinstance(v, (str, int, float, bool))
-                    and not isinstance(v, bool)
-                    or isinstance(v, bool)
-                },
+                "details": {k: v for k, v in a.items() if isinstance(v, (str, int, float))},
             }
         )
     return {"status": "run", "results": out}

@@ -193,10 +193,7 @@ def _recorded_budget(ledger: Any) -> dict[str, Any] | None:
     """The budget the accountant recorded in the ledger's metadata, if any."""
     import json
 
-    meta = getattr(ledger, "meta", None)
-    if not callable(meta):
-        return None
-    text = meta().get("budget")
+    text = ledger.meta().get("budget")
     if not text:
         return None
     try:

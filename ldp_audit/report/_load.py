@@ -27,14 +27,12 @@ __all__ = [
     "RunData",
     "load_run",
     "REQUIRED_FILES",
-    "COMMON_REQUIRED_FILES",
     "OPTIONAL_FILES",
 ]
 
-#: Files every run of any system has (the run-directory contract).
-COMMON_REQUIRED_FILES = ("config.json", "ledger.sqlite", "metrics.json")
-#: The files the core report cannot be built without (a system's sections may need more).
-REQUIRED_FILES = COMMON_REQUIRED_FILES
+#: Files every run of any system has (the run-directory contract) and the core report cannot be
+#: built without (a system's sections may need more).
+REQUIRED_FILES = ("config.json", "ledger.sqlite", "metrics.json")
 #: Files a report uses when present and reports as "not run" / "absent" otherwise.
 OPTIONAL_FILES = ("secrets.npz", "audit.json", "attack_*.json")
 
@@ -74,10 +72,6 @@ class RunData:
 
 def _err(path: Path, what: str) -> RunDirectoryError:
     return RunDirectoryError(f"{path}: {what}")
-
-
-def _read_json(f: Path) -> Any:
-    return read_json(f.parent, f.name)
 
 
 def _check_audits(path: Path, a: Any) -> list[dict[str, Any]]:
@@ -133,7 +127,7 @@ def _read_extra(
                 f"extra must be existing folders or JSON files, got {str(base)!r} (not found)"
             )
         for f in files:
-            obj = _read_json(f)
+            obj = read_json(f.parent, f.name)
             kind = _classify(obj)
             if kind is None:
                 if f.name in strict:
@@ -167,12 +161,11 @@ def load_run(run_dir: str | Path, extra: list[str | Path] | tuple[str | Path, ..
     # a run that did not complete (Ctrl-C, a crash) may lack the files written at the end: it
     # still reports (ledger, status), saying what is missing
     partial = config.get("status") in ("interrupted", "failed", "running")
-    need = COMMON_REQUIRED_FILES
-    missing = [f for f in need if not (path / f).is_file()]
+    missing = [f for f in REQUIRED_FILES if not (path / f).is_file()]
     if missing and (not partial or "ledger.sqlite" in missing):
         raise RunDirectoryError(
             f"{path}: incomplete run directory, missing {', '.join(missing)} "
-            f"(a {config['algorithm']} run has {', '.join(need)})"
+            f"(a {config['algorithm']} run has {', '.join(REQUIRED_FILES)})"
         )
     metrics = rd.metrics() if (path / "metrics.json").is_file() else {}
     with open(path / "ledger.sqlite", "rb") as fh:
@@ -229,7 +222,7 @@ def one_run_audit_documents(
     out: list[tuple[str, dict[str, Any]]] = []
     for f in cands:
         try:
-            d = _read_json(Path(f))
+            d = read_json(f.parent, f.name)
         except RunDirectoryError:
             continue
         if isinstance(d, dict) and str(d.get("attack", "")).startswith("one-run"):

@@ -25,16 +25,11 @@ __all__ = ["build_parts", "SCHEMA"]
 SCHEMA = "ldp-audit-report/1"
 
 
+_STATS = {"min": np.min, "median": np.median, "mean": np.mean, "max": np.max}
+
+
 def _stats(x: np.ndarray) -> dict[str, float | int | None]:
-    if x.size == 0:
-        return {"count": 0, "min": None, "median": None, "mean": None, "max": None}
-    return {
-        "count": int(x.size),
-        "min": float(x.min()),
-        "median": float(np.median(x)),
-        "mean": float(x.mean()),
-        "max": float(x.max()),
-    }
+    return {"count": int(x.size), **{k: float(f(x)) if x.size else None for k, f in _STATS.items()}}
 
 
 def _natural(agent: str) -> tuple[Any, ...]:
@@ -96,12 +91,11 @@ def _status_section(run: RunData) -> dict[str, Any]:
     elif man["ok"]:
         evidence = "evidence intact: every file the run wrote has the SHA-256 it recorded"
     else:
-        parts = []
-        if man["changed"]:
-            parts.append("files changed since the run: " + ", ".join(man["changed"]))
-        if man["missing"]:
-            parts.append("files missing since the run: " + ", ".join(man["missing"]))
-        evidence = "; ".join(parts)
+        evidence = "; ".join(
+            f"files {k} since the run: {', '.join(man[k])}"
+            for k in ("changed", "missing")
+            if man[k]
+        )
     return {
         "ledger_check": _ledger_check(run),
         "run": run_status,
@@ -189,26 +183,23 @@ def _ledger_section(
         remaining = led.remaining
     else:
         remaining = led.budget - led.best
-    rows = []
-    for i in order:
-        rows.append(
-            {
-                "agent": led.agents[i],
-                "submissions": int(tr_counts[led.agents[i]])
-                if known and led.agents[i] in tr_counts
-                else None,
-                "basic": float(led.basic[i]),
-                "best": float(led.best[i]),
-                "method": led.method[i],
-                "remaining": None if remaining is None else float(remaining[i]),
-            }
-        )
+    rows = [
+        {
+            "agent": a,
+            "submissions": tr_counts.get(a),
+            "basic": float(led.basic[i]),
+            "best": float(led.best[i]),
+            "method": led.method[i],
+            "remaining": None if remaining is None else float(remaining[i]),
+        }
+        for i, a in enumerate(led.agents)
+    ]
     mech = run.config.get("mechanism") or {}
     mech_eps = num(mech.get("epsilon"))
     central_vals = np.array(sorted((led.central or {}).values()), dtype=np.float64)
     inf_best = ~np.isfinite(led.best)
     return {
-        "top_groups": _top_groups(led, tr_counts, remaining, top),
+        "top_groups": _top_groups(rows, top),
         # the one count of infinite spend (tightest method) used everywhere on the page
         "infinite_agents": int(inf_best.sum()),
         "infinite_examples": [led.agents[i] for i in np.flatnonzero(inf_best)[:5].tolist()],
@@ -239,7 +230,7 @@ def _ledger_section(
         "budget_method": led.budget_method,
         "remaining": None if remaining is None else _stats(remaining),
         "over_budget": None if remaining is None else int((remaining < -1e-12).sum()),
-        "top_agents": rows,
+        "top_agents": [rows[i] for i in order],
         "central": None
         if not led.central
         else {
@@ -255,38 +246,19 @@ def _ledger_section(
     }
 
 
-def _top_groups(
-    led: LedgerStats, tr_counts: dict[str, int], remaining: Any, top: int
-) -> list[dict[str, Any]]:
+def _top_groups(rows: list[dict[str, Any]], top: int) -> list[dict[str, Any]]:
     """The largest spenders with identical rows collapsed: one row per distinct (submissions,
     basic, tightest, method, remaining), with how many agents share it and a few of their ids."""
-    groups: dict[tuple[Any, ...], list[int]] = {}
-    for i, a in enumerate(led.agents):
-        key = (
-            tr_counts.get(a),
-            float(led.basic[i]),
-            float(led.best[i]),
-            led.method[i],
-            None if remaining is None else float(remaining[i]),
-        )
-        groups.setdefault(key, []).append(i)
-    rows = []
-    for key, idx in groups.items():
-        names = sorted((led.agents[i] for i in idx), key=_natural)
-        rows.append(
-            {
-                "agents": len(idx),
-                "first": names[0],
-                "examples": names[:3],
-                "submissions": key[0],
-                "basic": key[1],
-                "best": key[2],
-                "method": key[3],
-                "remaining": key[4],
-            }
-        )
-    rows.sort(key=lambda r: (-r["basic"], -r["best"], _natural(r["first"])))
-    return rows[:top]
+    groups: dict[tuple[Any, ...], list[str]] = {}
+    for r in rows:
+        groups.setdefault(tuple(v for k, v in r.items() if k != "agent"), []).append(r["agent"])
+    out = []
+    for key, agents in groups.items():
+        names = sorted(agents, key=_natural)
+        same = dict(zip(("submissions", "basic", "best", "method", "remaining"), key, strict=True))
+        out.append({"agents": len(names), "first": names[0], "examples": names[:3], **same})
+    out.sort(key=lambda r: (-r["basic"], -r["best"], _natural(r["first"])))
+    return out[:top]
 
 
 def _generator() -> dict[str, str]:

@@ -19,6 +19,9 @@ from ldp_audit.report._load import RunData
 from ldp_audit.report._statement import count_noun as _plural
 
 __all__ = [
+    "figure_png",
+    "legend_below",
+    "thin",
     "ledger_figure",
     "audit_figure",
     "profile_figure",
@@ -29,10 +32,12 @@ __all__ = [
 ]
 
 _BLUE, _ORANGE, _GREEN, _RED, _GREY = "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#7f7f7f"
+_CYCLE = (_BLUE, _ORANGE, _GREEN, "#9467bd")  # one colour per audit in the profile figures
 _MAX_POINTS = 4000  # points per scatter/line: enough for the eye, small PNGs for 90k agents
 
 
-def _png(fig: Figure) -> bytes:
+def figure_png(fig: Figure) -> bytes:
+    """A ``matplotlib.figure.Figure`` as PNG bytes (off-screen Agg canvas, no pyplot state)."""
     FigureCanvasAgg(fig)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100)
@@ -48,7 +53,7 @@ def _short_mech(name: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def legend_under_axes(ax: Any, ncols: int = 2, fontsize: float = 8, also: Any = None) -> None:
+def legend_below(ax: Any, ncols: int = 2, fontsize: float = 8, also: Any = None) -> None:
     """The axes' legend under its x-axis label, never over the data or the axis labels
     (constrained layout makes room for it); ``also``: a twin axes whose entries join it."""
     handles, labels = ax.get_legend_handles_labels()
@@ -67,7 +72,7 @@ def legend_under_axes(ax: Any, ncols: int = 2, fontsize: float = 8, also: Any = 
         )
 
 
-def thin_indices(n: int) -> np.ndarray:
+def thin(n: int) -> np.ndarray:
     """Indices of at most ``_MAX_POINTS`` evenly spaced rows out of ``n`` (always the last)."""
     if n <= _MAX_POINTS:
         return np.arange(n)
@@ -132,10 +137,10 @@ def ledger_figure(
         claim = ((model or {}).get("privacy_statement") or {}).get("claim") or {}
         _scope_panel(ax1, led, claim)
         _spend_hist(ax2, led)
-        return _png(fig)
+        return figure_png(fig)
     spend, running = spend_over_releases(releases, led)
     n = np.arange(1, spend.size + 1)
-    idx = thin_indices(spend.size)
+    idx = thin(spend.size)
     if spend.size:
         ax1.scatter(
             n[idx],
@@ -173,13 +178,13 @@ def ledger_figure(
         ax1b.set_ylabel("agents charged so far", color=_GREY)
         ax1b.tick_params(axis="y", colors=_GREY)
         ax1b.set_ylim(bottom=0)
-    legend_under_axes(ax1, also=ax1b)  # one legend for both y-axes, below the panel
+    legend_below(ax1, also=ax1b)  # one legend for both y-axes, below the panel
     ax1.set_xlabel("submission n (arrival order)")
     ax1.set_ylabel("spent epsilon per agent")
     ax1.set_title("Spent epsilon over submissions", wrap=True)
     ax1.set_ylim(bottom=0)
     _spend_hist(ax2, led)
-    return _png(fig)
+    return figure_png(fig)
 
 
 def _spend_hist(ax2: Any, led: LedgerStats) -> None:
@@ -222,7 +227,7 @@ def _spend_hist(ax2: Any, led: LedgerStats) -> None:
         )
         if led.budget is not None:
             ax2.axvline(led.budget, color="k", ls=":", lw=1.2, label="budget")
-        legend_under_axes(ax2)
+        legend_below(ax2)
         top = ax2.get_ylim()[1]
         ax2.set_ylim(0, top * (1.0 + 0.1 * (len(notes) + 1)))  # room for the notes
     ax2.ticklabel_format(axis="x", style="sci", scilimits=(-3, 4))
@@ -240,28 +245,16 @@ def _scope_panel(ax: Any, led: LedgerStats, claim: dict[str, Any] | None = None)
         fin = vals[np.isfinite(vals)]
         if fin.size:
             ax.boxplot([fin], positions=[i], widths=0.5, showfliers=True)
-        if vals.size > fin.size:
-            ax.annotate(
-                f"{_plural(vals.size - fin.size, 'id')} with epsilon = inf",
-                (i, 0),
-                ha="center",
-                fontsize=8,
-                color=_RED,
-            )
-        if not vals.size:
-            ax.annotate("no charges", (i, 0), ha="center", fontsize=8, color=_GREY)
+        n_inf = vals.size - fin.size
+        if n_inf or not vals.size:  # infinite spend is not drawn, and an empty scope says so
+            text = f"{_plural(n_inf, 'id')} with epsilon = inf" if n_inf else "no charges"
+            ax.annotate(text, (i, 0), ha="center", fontsize=8, color=_RED if n_inf else _GREY)
     eps = (claim or {}).get("epsilon")
     if eps is not None and math.isfinite(eps):
         pos = 1 if (led.central and not led.agents) else 0
-        ax.plot(
-            [pos],
-            [eps],
-            "*",
-            color=_RED,
-            ms=12,
-            label=f"the claim: {eps:.4g} ({claim.get('method') or 'method not recorded'})",
-        )
-        legend_under_axes(ax, ncols=1)
+        label = f"the claim: {eps:.4g} ({claim.get('method') or 'method not recorded'})"
+        ax.plot([pos], [eps], "*", color=_RED, ms=12, label=label)
+        legend_below(ax, ncols=1)
         ax.set_ylim(0, max(ax.get_ylim()[1], 1.15 * eps))
     ax.set_xticks([0, 1], [f"{n}\n{_plural(v.size, 'id')}" for n, v in groups])
     ax.set_xlim(-0.6, 1.6)
@@ -340,7 +333,7 @@ def audit_figure(model: dict[str, Any]) -> bytes | None:
         "Audit verdicts: true epsilon in the shaded interval (at the confidence)", wrap=True
     )
     fig.legend(fontsize=8, loc="outside lower center", ncols=2)
-    return _png(fig)
+    return figure_png(fig)
 
 
 def profile_figure(model: dict[str, Any]) -> bytes | None:
@@ -350,27 +343,18 @@ def profile_figure(model: dict[str, Any]) -> bytes | None:
         return None
     fig = Figure(figsize=(10, 3.9), layout="constrained")
     ax = fig.subplots()
-    colors = [_BLUE, _ORANGE, _GREEN, "#9467bd"]
     pos = [d for r in res for d in r["profile"]["delta"] if d > 0]
     lin = min(pos) / 10 if pos else 1e-6
     top = 0.0
     for i, r in enumerate(res):
         p = r["profile"]
-        c = colors[i % len(colors)]
-        d = np.array(p["delta"])
-        lo = np.array(p["epsilon_lower"])
-        cl = np.array(p["epsilon_claimed"])
-        ax.plot(d, lo, "o-", color=c, label=f"{_short_mech(r['mechanism'])}: audited lower bound")
+        c = _CYCLE[i % len(_CYCLE)]
+        d, lo, cl = (np.array(p[k]) for k in ("delta", "epsilon_lower", "epsilon_claimed"))
+        name = _short_mech(r["mechanism"])
+        ax.plot(d, lo, "o-", color=c, label=f"{name}: audited lower bound")
         fin = np.isfinite(cl)
         if fin.any():
-            ax.plot(
-                d[fin],
-                cl[fin],
-                "s--",
-                color=c,
-                alpha=0.7,
-                label=f"{_short_mech(r['mechanism'])}: claimed",
-            )
+            ax.plot(d[fin], cl[fin], "s--", color=c, alpha=0.7, label=f"{name}: claimed")
         bad = np.array(p["above_claim"], dtype=bool)
         if bad.any():
             ax.plot(d[bad], lo[bad], "x", color=_RED, ms=10, mew=2, label="above the claim")
@@ -390,8 +374,8 @@ def profile_figure(model: dict[str, Any]) -> bytes | None:
     ax.set_title(
         "Privacy profile: audited epsilon lower bound vs the claimed epsilon(delta)", wrap=True
     )
-    legend_under_axes(ax, ncols=3)
-    return _png(fig)
+    legend_below(ax, ncols=3)
+    return figure_png(fig)
 
 
 def tradeoff_figure(model: dict[str, Any]) -> bytes | None:
@@ -405,47 +389,27 @@ def tradeoff_figure(model: dict[str, Any]) -> bytes | None:
         return None
     fig = Figure(figsize=(10, 4.6), layout="constrained")
     ax_lin, ax_log = fig.subplots(1, 2)
-    colors = [_BLUE, _ORANGE, _GREEN, "#9467bd"]
     pos: list[float] = []
     for i, r in enumerate(res):
         t = r["tradeoff"]
-        c = colors[i % len(colors)]
+        c = _CYCLE[i % len(_CYCLE)]
         ca, cb = np.array(t["claimed_alpha"]), np.array(t["claimed_beta"])
         a_u, b_u = np.array(t["type1_upper"]), np.array(t["type2_upper"])
         pos += [float(x) for x in a_u if x > 0] + [float(x) for x in ca if 0 < x < 1]
         order = np.argsort(a_u)
         bad = np.array(t["below_claim"], dtype=bool)
-        for ax, label in ((ax_lin, True), (ax_log, False)):
-            ax.plot(
-                ca,
-                cb,
-                "--",
-                color=c,
-                alpha=0.8,
-                label=f"{_short_mech(r['mechanism'])}: claimed ({t['claimed_from']})"
-                if label
-                else None,
-            )
-            ax.plot(
-                a_u,
-                b_u,
-                "o",
-                color=c,
-                ms=4,
-                label=f"{_short_mech(r['mechanism'])}: audited (upper points)" if label else None,
-            )
+        name = _short_mech(r["mechanism"])
+        labels = (f"{name}: claimed ({t['claimed_from']})", f"{name}: audited (upper points)")
+        for ax, (claimed, audited, below) in (
+            (ax_lin, (*labels, "below the claim")),
+            (ax_log, (None, None, None)),  # one legend, from the first panel
+        ):
+            ax.plot(ca, cb, "--", color=c, alpha=0.8, label=claimed)
+            ax.plot(a_u, b_u, "o", color=c, ms=4, label=audited)
             # the true curve lies below this staircase (all points jointly at the confidence)
             ax.step(a_u[order], b_u[order], where="post", color=c, lw=1, alpha=0.6)
             if bad.any():
-                ax.plot(
-                    a_u[bad],
-                    b_u[bad],
-                    "x",
-                    color=_RED,
-                    ms=10,
-                    mew=2,
-                    label="below the claim" if label else None,
-                )
+                ax.plot(a_u[bad], b_u[bad], "x", color=_RED, ms=10, mew=2, label=below)
     lo = max(min(pos) / 3, 1e-12) if pos else 1e-6
     grid = np.geomspace(lo, 1.0, 200)
     ax_lin.plot([0, 1], [1, 0], ":", color="grey", lw=1, label="no privacy loss (1 - alpha)")
@@ -464,7 +428,7 @@ def tradeoff_figure(model: dict[str, Any]) -> bytes | None:
         "f-DP trade-off: the true curve passes below every audited point", fontsize=11, wrap=True
     )
     fig.legend(fontsize=8, loc="outside lower center", ncols=2, frameon=False)
-    return _png(fig)
+    return figure_png(fig)
 
 
 def attack_figure(model: dict[str, Any]) -> bytes | None:
@@ -476,29 +440,16 @@ def attack_figure(model: dict[str, Any]) -> bytes | None:
     fig = Figure(figsize=(10, 4.2), layout="constrained")
     ax = fig.subplots()
     ks = sorted({int(r["k"]) if isinstance(r["k"], (int, float)) else 3 for r in res})
-    xmax = max(
-        10.0,
-        1.5
-        * max(
-            (
-                (r["epsilon"] or eps_default)
-                for r in res
-                if math.isfinite(r["epsilon"] or eps_default)
-            ),
-            default=1.0,  # every attacked run non-private (epsilon inf): the ceiling is 1
-        ),
-    )
+    finite = [e for r in res if math.isfinite(e := r["epsilon"] or eps_default)]
+    # default: every attacked run non-private (epsilon inf), the ceiling is 1
+    xmax = max(10.0, 1.5 * max(finite, default=1.0))
     grid = np.linspace(0, xmax, 300)
     for k in ks:
         ax.plot(grid, ceiling(grid, k), color=_GREY, lw=1.5, label=f"ceiling e^eps/(e^eps+{k - 1})")
         ax.axhline(1.0 / k, color=_GREY, ls=":", lw=1, label=f"chance 1/{k}")
     for i, r in enumerate(res):
         e = r["epsilon"] if r["epsilon"] is not None else eps_default
-        c = (
-            (_RED if r["violation"] else _BLUE, _ORANGE, _GREEN)[min(i, 2)]
-            if i
-            else (_RED if r["violation"] else _BLUE)
-        )
+        c = (_RED if r["violation"] else _BLUE, _ORANGE, _GREEN)[min(i, 2)]
         if r["ci_low"] is not None and r["ci_high"] is not None:
             ax.errorbar(
                 [e],
@@ -519,5 +470,5 @@ def attack_figure(model: dict[str, Any]) -> bytes | None:
     ax.set_xlabel("epsilon of one report")
     ax.set_ylabel("attack accuracy")
     ax.set_title("Attack accuracy vs chance and the ceiling the claim allows", wrap=True)
-    legend_under_axes(ax, ncols=3)
-    return _png(fig)
+    legend_below(ax, ncols=3)
+    return figure_png(fig)

@@ -98,15 +98,9 @@ def _ledger_note(led: dict[str, Any]) -> str:
         who = "No local (per-agent) charges: this run's charges are central (below)"
     else:
         who = f"{count_noun(led['agents'], 'agent')} in the ledger (local scope)"
-    s = (
-        f"{who}. Spend is evaluated at delta = {cell_text(led['delta'])}. Methods that gave the "
-        "tightest bound: "
-        + (
-            ", ".join(f"{k} ({count_noun(v, 'agent')})" for k, v in led["methods"].items())
-            or "none"
-        )
-        + ". "
-    )
+    methods = ", ".join(f"{k} ({count_noun(v, 'agent')})" for k, v in led["methods"].items())
+    s = f"{who}. Spend is evaluated at delta = {cell_text(led['delta'])}. Methods that gave the "
+    s += f"tightest bound: {methods or 'none'}. "
     if led.get("infinite_agents"):
         s += (
             f"{count_noun(led['infinite_agents'], 'ledger id')} spent epsilon = inf under every "
@@ -119,17 +113,13 @@ def _ledger_note(led: dict[str, Any]) -> str:
             f"{count_noun(led['basic_not_applicable'], 'ledger id')}: they show inf under it and a "
             "finite value under the tightest method. "
         )
-    s += (
-        f"Budget: {cell_text(led['budget'])} per agent"
-        + (
-            f" (enforced under {led['budget_method']} composition)"
-            if led.get("budget_method")
-            else ""
-        )
-        + f"; {count_noun(led['over_budget'], 'agent')} over it."
-        if led["budget"] is not None
-        else "No per-agent budget was set."
-    )
+    if led["budget"] is None:
+        s += "No per-agent budget was set."
+    else:
+        how = led.get("budget_method")
+        s += f"Budget: {cell_text(led['budget'])} per agent"
+        s += f" (enforced under {how} composition)" if how else ""
+        s += f"; {count_noun(led['over_budget'], 'agent')} over it."
     if led["uncharged_agents"]:
         s += (
             f" WARNING: {count_noun(led['uncharged_agents'], 'agent')} submitted without a "
@@ -137,24 +127,6 @@ def _ledger_note(led: dict[str, Any]) -> str:
             f"(e.g. {', '.join(led['uncharged_examples'])})."
         )
     return s
-
-
-def _scopes_note() -> str:
-    return (
-        "Local charges (each agent's own reports, LDP) and central charges (a model-level "
-        "DP claim, e.g. DP-SGD) answer different questions and are shown side by side, never "
-        "summed."
-    )
-
-
-def _chain_note(led: dict[str, Any]) -> str | None:
-    head = led.get("chain_head")
-    if not head:
-        return None
-    return (
-        f"ledger chain head: {head} (a later copy of this ledger must extend this hash chain: "
-        "check it with `ldp-audit budget --verify`)."
-    )
 
 
 _NOT_RUN = {
@@ -242,7 +214,7 @@ def _empty_section_note(sec: dict[str, Any]) -> str | None:
 
 
 class _Doc:
-    """The report's body in one syntax: HTML, or Markdown (each element and a blank line)."""
+    """The report page in one syntax: HTML, or Markdown (each element and a blank line)."""
 
     def __init__(self, md: bool, figures: dict[str, Any]) -> None:
         self.md, self.figures = md, figures
@@ -270,11 +242,9 @@ class _Doc:
             return
         cap = cap or FIGURE_TITLES[name]
         if self.md:
-            self.out += [f"![{cap}]({got})", ""]
-            return
-        b64 = base64.b64encode(got).decode("ascii")
-        cap = html.escape(cap)
-        self.out.append(
+            return self.add("", f"![{cap}]({got})")
+        b64, cap = base64.b64encode(got).decode("ascii"), html.escape(cap)
+        self.add(
             f'<figure><img id="fig-{html.escape(name)}" alt="{cap}" '
             f'src="data:image/png;base64,{b64}"><figcaption>{cap}</figcaption></figure>'
         )
@@ -286,14 +256,21 @@ def _body(m: dict[str, Any], t: dict[str, Any], d: _Doc) -> list[str]:
     esc = html.escape
     d.h2("status", "Run status and evidence")
     d.table(*t["status"])
-    chain = _chain_note(m["ledger"])
-    if chain:
-        d.p(chain, ' class="chain"')
+    if m["ledger"].get("chain_head"):
+        d.p(
+            f"ledger chain head: {m['ledger']['chain_head']} (a later copy of this ledger must "
+            "extend this hash chain: check it with `ldp-audit budget --verify`).",
+            ' class="chain"',
+        )
     d.h2("ledger", "Privacy ledger")
     note = _ledger_note(m["ledger"])
     d.add(f"<p>{esc(note)}</p>", note)
     d.table(*t["ledger"])
-    d.p(_scopes_note())
+    d.p(
+        "Local charges (each agent's own reports, LDP) and central charges (a model-level "
+        "DP claim, e.g. DP-SGD) answer different questions and are shown side by side, never "
+        "summed."
+    )
     d.table(*t["scopes"])
     if m.get("claim"):
         d.table(*t["claim"])
@@ -384,125 +361,100 @@ def _body(m: dict[str, Any], t: dict[str, Any], d: _Doc) -> list[str]:
 # ---------------------------------------------------------------------- renderers
 
 
-def render_html(model: dict[str, Any], figures: dict[str, bytes]) -> str:
-    """The self-contained HTML page (inline CSS, figures as base64 PNG data URIs)."""
-    m, t = model, report_tables(model)
+def _head(m: dict[str, Any], t: dict[str, Any], d: _Doc) -> None:
+    """The title, the summary, the privacy statement and the verdict, in ``d``'s syntax."""
+    esc = html.escape
     v, run = m["verdict"], m["run"]
-    cls = _VERDICT_CLASS.get(v["status"], "partially")
     mech = run["mechanism"] or {}
     mech_name = str(mech.get("name", "several mechanisms"))
-
-    def lst(items: list[str]) -> str:
-        if not items:
-            return '<ul><li class="na">nothing</li></ul>'
-        return "<ul>" + "".join(f"<li>{html.escape(i)}</li>" for i in items) + "</ul>"
-
-    title_eps = html.escape(_title_claim(m))
-    p = [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>Privacy report: {html.escape(run['algorithm'])} "
-        f"({html.escape(mech_name)})</title>",
-        f"<style>{_CSS}</style></head><body><main>",
-        f"<h1>Privacy report: {html.escape(run['algorithm'])}, "
-        f"{html.escape(mech_name)}{' mechanism' if mech else ''}{title_eps}</h1>",
-        f'<div class="sub">Run directory <code>{html.escape(m["run_dir"])}</code> &middot; seed '
-        f"{cell_html(run['seed'])} &middot; status {html.escape(run['status']['run'])} &middot; "
-        f"generated {html.escape(m['generated'])} by ldp-audit</div>",
-        '<section id="summary" class="summary"><h2>Summary</h2>',
+    title = f"Privacy report: {run['algorithm']}, {mech_name}"
+    title += f"{' mechanism' if mech else ''}{_title_claim(m)}"
+    d.add(
+        "<!DOCTYPE html>\n"
+        '<html lang="en"><head><meta charset="utf-8">\n'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        f"<title>Privacy report: {esc(run['algorithm'])} ({esc(mech_name)})</title>\n"
+        f"<style>{_CSS}</style></head><body><main>"
+    )
+    d.add(f"<h1>{esc(title)}</h1>", f"# {title}")
+    d.add(
+        f'<div class="sub">Run directory <code>{esc(m["run_dir"])}</code> &middot; seed '
+        f"{cell_html(run['seed'])} &middot; status {esc(run['status']['run'])} &middot; "
+        f"generated {esc(m['generated'])} by ldp-audit</div>",
+        f"Run directory `{m['run_dir']}`, seed {run['seed']}, status {run['status']['run']}, "
+        f"generated {m['generated']}.",
+    )
+    rows = summary_rows(m)
+    d.add('<section id="summary" class="summary"><h2>Summary</h2>', "## Summary")
+    d.add(
         "<table>"
-        + "".join(
-            f"<tr><th>{html.escape(k)}</th><td>{html.escape(val)}</td></tr>"
-            for k, val in summary_rows(m)
-        )
+        + "".join(f"<tr><th>{esc(k)}</th><td>{esc(x)}</td></tr>" for k, x in rows)
         + "</table>",
-        "@@TOC@@",
-        "</section>",
+        "\n".join(f"- {k}: {x}" for k, x in rows),
+    )
+    heads = [title for a, title in TOC if a not in ("summary", "verdict")]
+    heads += [sec["title"] for sec in m.get("sections") or []]
+    heads += ["Run configuration and environment", "Glossary"]
+    d.add("@@TOC@@", "Contents: " + " · ".join(f"[{h}](#{_slug(h)})" for h in heads))
+    d.add("</section>")
+    d.add(
         '<section id="privacy-statement" class="statement"><h2>Privacy statement</h2>',
+        "## Privacy statement",
+    )
+    d.add(
         "<p>What is protected, against whom, and how strongly, from what the run recorded "
         "(&quot;not recorded&quot; where nothing records it). One epsilon is the claim; other "
         "accountants' values are alternatives.</p>",
-        html_table(*t["statement"]),
-        "</section>",
-        f'<section id="verdict" class="verdict {cls}"><div class="head">Verdict: '
-        f"{html.escape(v['status'])}. {html.escape(v['headline'])}</div>",
-    ]
-    if v.get("evidence_words"):
-        p.append(f'<div class="head bad">{html.escape(v["evidence_words"])}</div>')
+        "What is protected, against whom, and how strongly, from what the run recorded "
+        '("not recorded" where nothing records it). One epsilon is the claim; other '
+        "accountants' values are alternatives.",
+    )
+    d.table(*t["statement"])
+    d.add("</section>")
+    ev = v.get("evidence_words")
+    d.add(
+        f'<section id="verdict" class="verdict {_VERDICT_CLASS.get(v["status"], "partially")}">'
+        f'<div class="head">Verdict: {esc(v["status"])}. {esc(v["headline"])}</div>'
+        + (f'\n<div class="head bad">{esc(ev)}</div>' if ev else ""),
+        f"**Verdict: {v['status']}.** {v['headline']}" + (f"\n**{ev}**\n" if ev else ""),
+    )
     for title, key in _VERDICT_HEADS:
-        if key == "violations" and not v.get(key):
+        items = v.get(key, [])
+        if key == "violations" and not items:
             continue
         hcls = ' class="violations"' if key == "violations" else ""
-        p += [f'<h3 id="verdict-{key}"{hcls}>{title}</h3>', lst(v.get(key, []))]
-    p.append("</section>")
-    p += _body(m, t, _Doc(False, figures))
-    body = "\n".join(x for x in p if x)
+        d.add(f'<h3 id="verdict-{key}"{hcls}>{title}</h3>', f"**{title}**")
+        d.add(
+            "<ul>" + "".join(f"<li>{esc(i)}</li>" for i in items) + "</ul>"
+            if items
+            else '<ul><li class="na">nothing</li></ul>',
+            "\n".join(f"- {i}" for i in items or ["nothing"]),
+        )
+    d.add("</section>")
+
+
+def render_html(model: dict[str, Any], figures: dict[str, bytes]) -> str:
+    """The self-contained HTML page (inline CSS, figures as base64 PNG data URIs)."""
+    d, t = _Doc(False, figures), report_tables(model)
+    _head(model, t, d)
+    body = "\n".join(x for x in _body(model, t, d) if x)
     terms = glossary_used(body)
     if terms:
         body += "\n" + glossary_html(terms)
-    extra = [(f"section-{sec['id']}", sec["title"]) for sec in m.get("sections") or []]
+    extra = [(f"section-{sec['id']}", sec["title"]) for sec in model.get("sections") or []]
     extra += [("config", "Run configuration")] + ([("glossary", "Glossary")] if terms else [])
-    nav = (
-        '<nav class="toc">Contents: '
-        + "".join(
-            f'<a href="#{html.escape(a)}">{html.escape(title)}</a> ' for a, title in [*TOC, *extra]
-        )
-        + "</nav>"
+    links = "".join(f'<a href="#{html.escape(a)}">{html.escape(x)}</a> ' for a, x in [*TOC, *extra])
+    body = link_terms(
+        body.replace("@@TOC@@", f'<nav class="toc">Contents: {links}</nav>', 1), terms
     )
-    body = link_terms(body.replace("@@TOC@@", nav, 1), terms)
     return body + "\n</main></body></html>"
 
 
 def render_markdown(model: dict[str, Any], figure_files: dict[str, str]) -> str:
     """The Markdown report; figures are linked as files (``figure_files``: name -> path)."""
-    m, t = model, report_tables(model)
-    v, run = m["verdict"], m["run"]
-    mech = run["mechanism"] or {}
-    out = [
-        f"# Privacy report: {run['algorithm']}, {mech.get('name', 'several mechanisms')}"
-        + (" mechanism" if mech else "")
-        + _title_claim(m),
-        "",
-        f"Run directory `{m['run_dir']}`, seed {run['seed']}, status {run['status']['run']}, "
-        f"generated {m['generated']}.",
-        "",
-        "## Summary",
-        "",
-        *[f"- {k}: {val}" for k, val in summary_rows(m)],
-        "",
-        "Contents: "
-        + " · ".join(
-            f"[{h}](#{_slug(h)})"
-            for h in (
-                *[title for a, title in TOC if a not in ("summary", "verdict")],
-                *[sec["title"] for sec in m.get("sections") or []],
-                "Run configuration and environment",
-                "Glossary",
-            )
-        ),
-        "",
-        "## Privacy statement",
-        "",
-        "What is protected, against whom, and how strongly, from what the run recorded "
-        '("not recorded" where nothing records it). One epsilon is the claim; other '
-        "accountants' values are alternatives.",
-        "",
-        md_table(*t["statement"]),
-        "",
-        f"**Verdict: {v['status']}.** {v['headline']}",
-        "",
-    ]
-    if v.get("evidence_words"):
-        out[-1:-1] = [f"**{v['evidence_words']}**", ""]
-    for title, key in _VERDICT_HEADS:
-        items = v.get(key, [])
-        if key == "violations" and not items:
-            continue
-        out += [f"**{title}**", ""] + [f"- {i}" for i in items or ["nothing"]]
-        out.append("")
-    out += _body(m, t, _Doc(True, figure_files))
-    text = "\n".join(out)
+    d, t = _Doc(True, figure_files), report_tables(model)
+    _head(model, t, d)
+    text = "\n".join(_body(model, t, d))
     return text + "\n" + "\n".join(glossary_markdown(glossary_used(text)))
 
 

@@ -25,6 +25,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 __all__ = ["registered_sections", "system_report", "validate_section"]
 
 
@@ -53,13 +55,8 @@ def _cell(v: Any, where: str) -> str | int | float | None:
         return v
     if isinstance(v, float):
         return v if math.isfinite(v) else ("inf" if v > 0 else "-inf" if v < 0 else "NaN")
-    try:  # numpy scalars
-        import numpy as np
-
-        if isinstance(v, np.generic):
-            return _cell(v.item(), where)
-    except ImportError:  # pragma: no cover
-        pass
+    if isinstance(v, np.generic):  # numpy scalars
+        return _cell(v.item(), where)
     raise _Bad(f"{where} must be a string or a number, got {type(v).__name__}")
 
 
@@ -121,28 +118,21 @@ def validate_section(sec: Any, index: int) -> tuple[dict[str, Any], dict[str, by
         json.dumps(data, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise _Bad(f"section {sid!r}: 'data' must be JSON-able ({exc})") from None
-    model = {
-        "id": sid,
-        "title": title,
-        "paragraphs": list(paras),
-        "tables": tables,
-        "figures": sorted(figures),
-        "data": data,
-        "error": None,
-    }
-    return model, figures
+    return _section(sid, title, paras, tables, figures, data, None), figures
 
 
 def _error(algorithm: str, entry: str, what: str) -> dict[str, Any]:
-    return {
-        "id": "error",
-        "title": f"{algorithm} sections ({entry})",
-        "paragraphs": [],
-        "tables": [],
-        "figures": [],
-        "data": {},
-        "error": what,
-    }
+    return _section("error", f"{algorithm} sections ({entry})", [], [], [], {}, what)
+
+
+def _section(
+    sid: str, title: str, paras: list[str], tables: list[Any], figs: Any, data: Any, error: Any
+) -> dict[str, Any]:
+    """A section of the model (``figures``: its figures' names, sorted)."""
+    keys = ("id", "title", "paragraphs", "tables", "figures", "data", "error")
+    return dict(
+        zip(keys, (sid, title, list(paras), tables, sorted(figs), data, error), strict=True)
+    )
 
 
 def _wants_context(func: Any) -> bool:
@@ -250,8 +240,7 @@ def system_report(
     reg = registered_sections() if registry is None else registry
     entry = reg.get(algorithm)
     if entry is None:
-        note = {"entry": None, "loaded": False, "reason": "no sections registered"}
-        return SystemReport(note=note)
+        return SystemReport(note=_note(None, False, "no sections registered"))
     mod_name, _, func_name = entry.partition(":")
 
     def failed(what: str, loaded: bool) -> Any:
@@ -261,8 +250,7 @@ def system_report(
         module = importlib.import_module(mod_name)
     except ModuleNotFoundError as exc:
         if exc.name is not None and mod_name.startswith(exc.name):
-            note = {"entry": entry, "loaded": False, "reason": f"{mod_name} is not installed"}
-            return SystemReport(note=note)
+            return SystemReport(note=_note(entry, False, f"{mod_name} is not installed"))
         return failed(f"import failed: {exc}", False)
     except Exception as exc:  # a broken module: an error box, not a crash
         return failed(f"import failed: {type(exc).__name__}: {exc}", False)
@@ -290,5 +278,5 @@ def system_report(
     return SystemReport(sections=sections, figures=figures, note=_note(entry, True), **parts)
 
 
-def _note(entry: str, loaded: bool) -> dict[str, Any]:
-    return {"entry": entry, "loaded": loaded, "reason": None}
+def _note(entry: str | None, loaded: bool, reason: str | None = None) -> dict[str, Any]:
+    return {"entry": entry, "loaded": loaded, "reason": reason}

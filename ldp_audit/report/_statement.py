@@ -76,6 +76,12 @@ def num(v: Any) -> float | None:
     return None
 
 
+def _obj(d: dict[str, Any], key: str) -> dict[str, Any]:
+    """``d[key]`` when it is a dict, else an empty one (a run's JSON is read, never trusted)."""
+    v = d.get(key)
+    return v if isinstance(v, dict) else {}
+
+
 def fmt_eps(v: float | None, nd: int = 4) -> str:
     """An epsilon for prose: ``inf``, ``1.25e+05``, ``0.5182``; ``n/a`` for None."""
     if v is None:
@@ -97,17 +103,12 @@ def method_words(method: str | None) -> str:
     return f"{method} ({_METHOD_WORDS[method]})" if method in _METHOD_WORDS else method
 
 
-def _row(key: str, value: str, source: str) -> dict[str, str]:
-    label = dict(FIELDS)[key]
-    return {"key": key, "label": label, "value": value, "source": source}
-
-
 # ---------------------------------------------------------------------- the claim
 
 
 def versions_words(cfg: dict[str, Any]) -> str:
     """ "ldp_audit <version>" as config.json records it (or that it is not recorded)."""
-    v = cfg.get("versions") if isinstance(cfg.get("versions"), dict) else {}
+    v = _obj(cfg, "versions")
     own = v.get("ldp_audit")
     return f"ldp_audit {own}" if own else f"ldp_audit version {NOT_RECORDED}"
 
@@ -134,6 +135,11 @@ def _match_method(eps: float, by_method: dict[str, float]) -> str | None:
     return None
 
 
+def _alt(method: str, epsilon: float, source: str) -> dict[str, Any]:
+    """An alternative to the claim: another method's epsilon and where it comes from."""
+    return {"method": method, "epsilon": epsilon, "source": source}
+
+
 def the_claim(run: Any, led: Any, *, ledger_unit: str = "ledger id") -> dict[str, Any]:
     """The run's one claimed epsilon (with its unit, delta, method and source) and the
     alternatives, each with its method.
@@ -149,9 +155,9 @@ def the_claim(run: Any, led: Any, *, ledger_unit: str = "ledger id") -> dict[str
         "alternatives": [{"method", "epsilon", "source"}], "meaningful", "protection"}``.
     """
     cfg = run.config
-    inner = cfg.get("config") if isinstance(cfg.get("config"), dict) else {}
-    mech = cfg.get("mechanism") if isinstance(cfg.get("mechanism"), dict) else {}
-    priv = run.metrics.get("privacy") if isinstance(run.metrics.get("privacy"), dict) else {}
+    inner = _obj(cfg, "config")
+    mech = _obj(cfg, "mechanism")
+    priv = _obj(run.metrics, "privacy")
     named = next(
         (
             str(x)
@@ -160,23 +166,11 @@ def the_claim(run: Any, led: Any, *, ledger_unit: str = "ledger id") -> dict[str
         ),
         None,
     )
-    by_method: dict[str, float] = {}
-    if isinstance(priv.get("by_method"), dict):
-        for k, v in priv["by_method"].items():
-            n = num(v)
-            if n is not None:
-                by_method[str(k)] = n
+    by_method = {str(k): n for k, v in _obj(priv, "by_method").items() if (n := num(v)) is not None}
     ledger_by = dict(led.central_by_method or {}) if led is not None else {}
-    out: dict[str, Any] = {
-        "epsilon": None,
-        "delta": None,
-        "unit": None,
-        "method": None,
-        "source": NOT_RECORDED,
-        "per_release": None,
-        "releases_per_unit": None,
-        "alternatives": [],
-    }
+    out: dict[str, Any] = dict.fromkeys(("epsilon", "delta", "unit", "method"))
+    alts: list[dict[str, Any]] = []
+    out.update(source=NOT_RECORDED, per_release=None, releases_per_unit=None, alternatives=alts)
     ledger_delta = float(led.delta) if led is not None else None
     if "epsilon_per_agent" in priv or "epsilon_total" in priv:  # a per-agent LDP claim
         key = "epsilon_per_agent" if "epsilon_per_agent" in priv else "epsilon_total"
@@ -193,14 +187,8 @@ def the_claim(run: Any, led: Any, *, ledger_unit: str = "ledger id") -> dict[str
         )
         best = float(led.best.max()) if led is not None and led.best.size else None
         if best is not None and out["epsilon"] is not None and best < out["epsilon"] * (1 - 1e-9):
-            meth = sorted(set(led.method))
-            out["alternatives"].append(
-                {
-                    "method": ", ".join(meth),
-                    "epsilon": best,
-                    "source": "ledger, tightest valid method (largest agent)",
-                }
-            )
+            meth = ", ".join(sorted(set(led.method)))
+            alts.append(_alt(meth, best, "ledger, tightest valid method (largest agent)"))
     elif num(priv.get("epsilon")) is not None:  # a central DP claim (DP-SGD)
         eps = num(priv.get("epsilon"))
         method = named or _match_method(eps, by_method) or _match_method(eps, ledger_by)
@@ -219,7 +207,7 @@ def the_claim(run: Any, led: Any, *, ledger_unit: str = "ledger id") -> dict[str
                 if m in seen:
                     continue
                 seen.add(m)
-                out["alternatives"].append({"method": m, "epsilon": v, "source": src})
+                alts.append(_alt(m, v, src))
     elif led is not None and (led.best.size or led.central):
         # no statement of its own: the ledger's largest spend is the claim
         if led.best.size:
@@ -234,13 +222,7 @@ def the_claim(run: Any, led: Any, *, ledger_unit: str = "ledger id") -> dict[str
             ]
             if not math.isfinite(eps) and fin:
                 v, m, a = max(fin)
-                out["alternatives"].append(
-                    {
-                        "method": m,
-                        "epsilon": v,
-                        "source": f"ledger: the largest finite spend (id {a}), not the claim",
-                    }
-                )
+                alts.append(_alt(m, v, f"ledger: the largest finite spend (id {a}), not the claim"))
         else:
             agent = max(sorted(led.central), key=lambda a: led.central[a])
             eps = float(led.central[agent])
@@ -251,12 +233,9 @@ def the_claim(run: Any, led: Any, *, ledger_unit: str = "ledger id") -> dict[str
             out["method"] = named
     eps = out["epsilon"]
     out["meaningful"] = eps is not None and math.isfinite(eps) and eps <= MEANINGFUL_EPSILON
-    if eps is None:
-        out["protection"] = NOT_RECORDED
-    elif out["meaningful"]:
-        out["protection"] = "meaningful"
-    else:
-        out["protection"] = "none"
+    out["protection"] = (
+        NOT_RECORDED if eps is None else "meaningful" if out["meaningful"] else "none"
+    )
     return out
 
 
@@ -305,24 +284,15 @@ def _audit_fields(model: dict[str, Any]) -> dict[str, Any]:
         "source": NOT_RECORDED,
     }
     if aud.get("status") == "run" and aud.get("results"):
-        best = None
-        for r in aud["results"]:
-            for v in r["verdicts"]:
-                if best is None or v["epsilon_lower_bound"] > best[1]["epsilon_lower_bound"]:
-                    best = (r, v)
-        assert best is not None
-        r, v = best
+        pairs = [(r, v) for r in aud["results"] for v in r["verdicts"]]
+        r, v = max(pairs, key=lambda rv: rv[1]["epsilon_lower_bound"])  # the first largest
         n, n_sel = r.get("samples"), r.get("selection_samples")
-        size = (f"{n:,} samples per input" if isinstance(n, int) else f"samples {NOT_RECORDED}") + (
-            f" ({n_sel:,} to choose the event, {n - n_sel:,} to estimate it)"
-            if isinstance(n, int) and isinstance(n_sel, int) and 0 < n_sel < n
-            else ""
-        )
+        split = isinstance(n, int) and isinstance(n_sel, int) and 0 < n_sel < n
+        size = f"{n:,} samples per input" if isinstance(n, int) else f"samples {NOT_RECORDED}"
+        size += f" ({n_sel:,} to choose the event, {n - n_sel:,} to estimate it)" if split else ""
+        n_est = n - n_sel if split else r.get("estimation_samples")
         conf = r.get("confidence")
         ceiling, cw = None, NOT_RECORDED
-        n_est = r.get("estimation_samples")
-        if isinstance(n, int) and isinstance(n_sel, int) and 0 < n_sel < n:
-            n_est = n - n_sel
         said = re.search(r"no bound can exceed ([0-9.]+(?:e[-+]?\d+)?)", " ".join(r["warnings"]))
         tail = "a larger claim cannot be refuted by this audit"
         if r.get("max_refutable_epsilon") is not None:  # recorded by the audit itself
@@ -386,14 +356,12 @@ def _audit_fields(model: dict[str, Any]) -> dict[str, Any]:
 def _decision(extra: dict[str, Any]) -> dict[str, Any]:
     """The tests a one-run audit ran (``extra["tests"]``): which flagged, which decided (its
     p-value and level), and the tests it could not run (``tests_not_run``)."""
-    tests = extra.get("tests") if isinstance(extra.get("tests"), dict) else {}
+    tests = _obj(extra, "tests")
     dec = extra.get("decided_by") if isinstance(extra.get("decided_by"), str) else None
-    t = tests.get(dec) if dec else None
-    t = t if isinstance(t, dict) else {}
-    not_run = extra.get("tests_not_run")
+    t = _obj(tests, dec) if dec else {}
     return {
         "tests_run": sorted(k for k, v in tests.items() if isinstance(v, dict)),
-        "tests_not_run": dict(not_run) if isinstance(not_run, dict) else {},
+        "tests_not_run": dict(_obj(extra, "tests_not_run")),
         "flagged_by": [str(x) for x in extra.get("flagged_by") or []],
         "decided_by": dec,
         "decided_p": num(t.get("p_value")),
@@ -407,20 +375,19 @@ def one_run_audit(name: str, a: dict[str, Any]) -> dict[str, Any] | None:
     kind = str(a.get("attack") or "")
     if not kind.startswith("one-run"):
         return None
-    extra = a.get("extra") if isinstance(a.get("extra"), dict) else {}
+    extra = _obj(a, "extra")
     setting = str(extra.get("setting") or kind.removeprefix("one-run-") or "one-run")
     m = a.get("n") if isinstance(a.get("n"), int) else None
     conf = num(a.get("confidence"))
     conf_each = num(extra.get("confidence_each")) or conf
     delta = num(extra.get("delta"))
-    if delta is None and isinstance(a.get("mechanism"), dict):
-        delta = num(a["mechanism"].get("delta"))
+    delta = num(_obj(a, "mechanism").get("delta")) if delta is None else delta
     fractions = [
         float(f["fraction"])
         for f in extra.get("per_fraction") or []
         if isinstance(f, dict) and isinstance(f.get("fraction"), (int, float))
     ]
-    ceiling = None
+    ceiling = None  # not stated without the attacks package
     if m and conf_each is not None and delta is not None:
         try:
             from ldp_audit.attacks.one_run_steinke import FRACTIONS, steinke_ceiling
@@ -430,10 +397,10 @@ def one_run_audit(name: str, a: dict[str, Any]) -> dict[str, Any] | None:
                 steinke_ceiling(m, delta=delta, beta=(1.0 - conf_each) / len(fr), fractions=fr)
             )
         except Exception:  # the attacks package is optional: the ceiling is then not stated
-            ceiling = None
+            pass
     white = "white" in setting
-    f_dp = extra.get("f_dp") if isinstance(extra.get("f_dp"), dict) else {}
-    mt = extra.get("mechanism_test") if isinstance(extra.get("mechanism_test"), dict) else {}
+    f_dp = _obj(extra, "f_dp")
+    mt = _obj(extra, "mechanism_test")
     return {
         "name": name,
         "attack": kind,
@@ -445,16 +412,16 @@ def one_run_audit(name: str, a: dict[str, Any]) -> dict[str, Any] | None:
         "correct": a.get("correct"),
         "ceiling": ceiling,
         "method": str(extra.get("method") or "Steinke, Nasr & Jagielski 2023"),
-        "violation": bool(a.get("violation")) if isinstance(a.get("violation"), bool) else False,
+        "violation": a.get("violation") is True,
         "mu_claimed": num(f_dp.get("mu_claimed")),
         "f_dp_p": min(
             (p["p_value"] for p in f_dp.get("p_values") or [] if isinstance(p, dict)),
             default=None,
         ),
-        "mechanism_test_rejected": mt.get("rejected") if mt else None,
+        "mechanism_test_rejected": mt.get("rejected"),
         **_decision(extra),
-        "rate_claimed": num(mt.get("rate_claimed")) if mt else None,
-        "rate_lower_bound": num(mt.get("rate_lower_bound")) if mt else None,
+        "rate_claimed": num(mt.get("rate_claimed")),
+        "rate_lower_bound": num(mt.get("rate_lower_bound")),
         "threat_model": (
             "white-box one-run audit: the auditor plants canaries and sees every model update "
             "(the gradients' sum), as a trainer-side attacker would"
@@ -582,21 +549,18 @@ def privacy_statement(
         if lb is None
         else f"epsilon >= {fmt_eps(lb)} at confidence {audit['confidence']} ({audit['kind']})"
     )
+    facts.update(
+        epsilon=(eps_words, claim["source"]),
+        alternatives=(alt_words, "metrics.json privacy.by_method; ledger"),
+        protection=(protection_words(claim), f"threshold {MEANINGFUL_EPSILON:g} per unit"),
+        audit_lower_bound=(lb_words, audit["source"]),
+        audit_size=(audit["size"], audit["source"]),
+        threat_model=(audit["threat_model"], audit["source"]),
+        audit_ceiling=(audit["ceiling_words"], audit["source"]),
+    )
     rows = [
-        _row("privacy_unit", *facts["privacy_unit"]),
-        _row("adjacency", *facts["adjacency"]),
-        _row("trust_model", *facts["trust_model"]),
-        _row("released", *facts["released"]),
-        _row("accountant", *facts["accountant"]),
-        _row("sampling", *facts["sampling"]),
-        _row("epsilon", eps_words, claim["source"]),
-        _row("alternatives", alt_words, "metrics.json privacy.by_method; ledger"),
-        _row("mu_gdp", *facts["mu_gdp"]),
-        _row("protection", protection_words(claim), f"threshold {MEANINGFUL_EPSILON:g} per unit"),
-        _row("audit_lower_bound", lb_words, audit["source"]),
-        _row("audit_size", audit["size"], audit["source"]),
-        _row("threat_model", audit["threat_model"], audit["source"]),
-        _row("audit_ceiling", audit["ceiling_words"], audit["source"]),
+        {"key": k, "label": label, "value": facts[k][0], "source": facts[k][1]}
+        for k, label in FIELDS
     ]
     return {
         "schema": STATEMENT_SCHEMA,

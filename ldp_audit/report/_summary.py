@@ -20,89 +20,47 @@ __all__ = [
     "glossary_used",
     "link_terms",
     "summary_rows",
+    "term_anchor",
     "TOC",
 ]
 
-#: term -> (anchor, definition). A term is linked where it first appears in the page's text.
-GLOSSARY: dict[str, tuple[str, str]] = {
-    "epsilon": (
-        "epsilon",
-        "The privacy parameter: an observer's odds on any secret grow at most e^epsilon-fold "
-        "from what is released. Smaller is more private; above about 10 it promises little.",
-    ),
-    "delta": (
-        "delta",
-        "The probability with which an (epsilon, delta) guarantee may fail; 0 for pure "
-        "epsilon-DP. It should be far below one over the number of people protected.",
-    ),
-    "local DP": (
-        "local-dp",
-        "Local differential privacy: each agent randomises its own report before it leaves "
-        "it, so nobody, not even the aggregator, sees raw data. Claims are per agent.",
-    ),
-    "central": (
-        "central",
-        "Central differential privacy (DP-SGD): a trusted trainer adds noise to the model "
-        "update; the guarantee protects each training example in what the model releases.",
-    ),
-    "mu-GDP": (
-        "mu-gdp",
-        "Gaussian differential privacy with parameter mu: distinguishing two neighbouring "
-        "inputs is no easier than telling N(0, 1) from N(mu, 1). Composes exactly for Gaussian "
-        "noise; every mu gives an epsilon at each delta.",
-    ),
-    "f-DP": (
-        "f-dp",
-        "Trade-off-function DP: the curve f of the smallest type II error any test can reach "
-        "at each type I error when telling two neighbouring inputs apart. epsilon-DP and mu-GDP "
-        "are special curves; an audit's points above the claimed curve refute it.",
-    ),
-    "FST": (
-        "fst",
-        "First success time (Ono & Takahashi 2020): the first submission after which the "
-        "learned policy balances CartPole; inf when it never does within the run.",
-    ),
-    "canaries": (
-        "canaries",
-        "Planted test records (gradients or inputs), each included in training with probability "
-        "1/2; an auditor who guesses which were included gets a lower bound on epsilon from "
-        "one training run.",
-    ),
-    "ceiling": (
-        "ceiling",
-        "The largest lower bound an audit or attack of this size can produce (all guesses "
-        "right); a claim above it cannot be refuted by that audit, however leaky the run.",
-    ),
-    "Clopper-Pearson": (
-        "clopper-pearson",
-        "The exact binomial confidence interval; audits use its one-sided bounds so that a "
-        "reported lower bound on epsilon holds with the stated confidence.",
-    ),
-    "RDP": (
-        "rdp",
-        "Renyi differential privacy, the moments accountant of Opacus: a conservative way to "
-        "compose Gaussian and subsampled-Gaussian releases.",
-    ),
-    "PRV": (
-        "prv",
-        "The privacy random variable accountant (Gopi et al. 2021): composes privacy loss "
-        "distributions numerically; tighter than RDP.",
-    ),
-    "PLD": (
-        "pld",
-        "Privacy loss distribution accounting (dp_accounting): exact composition of Laplace and "
-        "Gaussian releases up to discretisation.",
-    ),
-    "transcript": (
-        "transcript",
-        "Everything that crossed the trust boundary (the noisy reports and what was broadcast), "
-        "in order: what attacks and audits read, never the trainer's internals.",
-    ),
-    "ledger": (
-        "ledger",
-        "The durable, chained record of every charge, written before each release; the "
-        "accountant composes it into the epsilon each agent spent.",
-    ),
+#: term -> definition; a term is linked (to :func:`term_anchor`) where it first appears in the
+#: page's text.
+GLOSSARY: dict[str, str] = {
+    "epsilon": "The privacy parameter: an observer's odds on any secret grow at most "
+    "e^epsilon-fold from what is released. Smaller is more private; above about 10 it promises "
+    "little.",
+    "delta": "The probability with which an (epsilon, delta) guarantee may fail; 0 for pure "
+    "epsilon-DP. It should be far below one over the number of people protected.",
+    "local DP": "Local differential privacy: each agent randomises its own report before it leaves "
+    "it, so nobody, not even the aggregator, sees raw data. Claims are per agent.",
+    "central": "Central differential privacy (DP-SGD): a trusted trainer adds noise to the model "
+    "update; the guarantee protects each training example in what the model releases.",
+    "mu-GDP": "Gaussian differential privacy with parameter mu: distinguishing two neighbouring "
+    "inputs is no easier than telling N(0, 1) from N(mu, 1). Composes exactly for Gaussian "
+    "noise; every mu gives an epsilon at each delta.",
+    "f-DP": "Trade-off-function DP: the curve f of the smallest type II error any test can reach "
+    "at each type I error when telling two neighbouring inputs apart. epsilon-DP and mu-GDP "
+    "are special curves; an audit's points above the claimed curve refute it.",
+    "FST": "First success time (Ono & Takahashi 2020): the first submission after which the "
+    "learned policy balances CartPole; inf when it never does within the run.",
+    "canaries": "Planted test records (gradients or inputs), each included in training with "
+    "probability 1/2; an auditor who guesses which were included gets a lower bound on epsilon "
+    "from one training run.",
+    "ceiling": "The largest lower bound an audit or attack of this size can produce (all guesses "
+    "right); a claim above it cannot be refuted by that audit, however leaky the run.",
+    "Clopper-Pearson": "The exact binomial confidence interval; audits use its one-sided bounds so "
+    "that a reported lower bound on epsilon holds with the stated confidence.",
+    "RDP": "Renyi differential privacy, the moments accountant of Opacus: a conservative way to "
+    "compose Gaussian and subsampled-Gaussian releases.",
+    "PRV": "The privacy random variable accountant (Gopi et al. 2021): composes privacy loss "
+    "distributions numerically; tighter than RDP.",
+    "PLD": "Privacy loss distribution accounting (dp_accounting): exact composition of Laplace and "
+    "Gaussian releases up to discretisation.",
+    "transcript": "Everything that crossed the trust boundary (the noisy reports and what was "
+    "broadcast), in order: what attacks and audits read, never the trainer's internals.",
+    "ledger": "The durable, chained record of every charge, written before each release; the "
+    "accountant composes it into the epsilon each agent spent.",
 }
 
 #: (anchor, title) of the core's sections of the page, in order (the table of contents; the
@@ -170,6 +128,11 @@ def summary_rows(model: dict[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
+def term_anchor(term: str) -> str:
+    """The anchor of a glossary term ("local DP" -> "local-dp")."""
+    return term.lower().replace(" ", "-")
+
+
 def glossary_used(text: str) -> list[str]:
     """The glossary terms that occur in ``text`` (in glossary order)."""
     return [t for t in GLOSSARY if _pattern(t).search(_TAG.sub(" ", text))]
@@ -178,7 +141,7 @@ def glossary_used(text: str) -> list[str]:
 def glossary_html(terms: list[str]) -> str:
     """The glossary section of the page: each term used, with its anchor and definition."""
     items = "".join(
-        f'<dt id="g-{GLOSSARY[t][0]}">{html.escape(t)}</dt><dd>{html.escape(GLOSSARY[t][1])}</dd>'
+        f'<dt id="g-{term_anchor(t)}">{html.escape(t)}</dt><dd>{html.escape(GLOSSARY[t])}</dd>'
         for t in terms
     )
     return f'<section id="glossary"><h2>Glossary</h2><dl class="glossary">{items}</dl></section>'
@@ -188,7 +151,7 @@ def glossary_markdown(terms: list[str]) -> list[str]:
     """The glossary section of the Markdown report."""
     out = ["## Glossary", ""]
     for t in terms:
-        out += [f"- **{t}**: {GLOSSARY[t][1]}"]
+        out += [f"- **{t}**: {GLOSSARY[t]}"]
     return [*out, ""]
 
 
@@ -223,10 +186,9 @@ def link_terms(page: str, terms: list[str]) -> str:
             pat = _pattern(html.escape(term))
             hit = pat.search(part)
             if hit:
-                anchor = GLOSSARY[term][0]
                 parts[i] = part = (
                     part[: hit.start()]
-                    + f'<a class="term" href="#g-{anchor}">{hit.group(0)}</a>'
+                    + f'<a class="term" href="#g-{term_anchor(term)}">{hit.group(0)}</a>'
                     + part[hit.end() :]
                 )
                 del todo[term]

@@ -90,22 +90,16 @@ def report_tables(m: dict[str, Any]) -> dict[str, tuple[list[str], list[list[Any
         ["field", "value"],
         [
             ["algorithm", run["algorithm"]],
-            [
-                "mechanism",
-                ", ".join(f"{k}={cell_text(v)}" for k, v in mech.items())
-                or "several (see sections)",
-            ],
+            ["mechanism", _pairs(mech, "=", cell_text) or "several (see sections)"],
             ["seed", run["seed"]],
             ["created", run["created"]],
-            ["versions", ", ".join(f"{k} {v}" for k, v in run["versions"].items()) or "n/a"],
-            [
-                "report generated with",
-                ", ".join(f"{k} {v}" for k, v in m.get("generator", {}).items()) or "n/a",
-            ],
+            ["versions", _pairs(run["versions"]) or "n/a"],
+            ["report generated with", _pairs(m.get("generator", {})) or "n/a"],
             *([["extra analysis inputs", run["extra"]]] if run.get("extra") else []),
         ],
     )
     st = run["status"]
+    lc = st.get("ledger_check")
     t["status"] = (
         ["run status", "value"],
         [
@@ -113,16 +107,13 @@ def report_tables(m: dict[str, Any]) -> dict[str, tuple[list[str], list[list[Any
             ["manifest", st["manifest"] or "none"],
             ["evidence", st["evidence"]],
             *([["added after the run", st["added_later"]]] if st["added_later"] else []),
-            *(
-                [["manifest, ledger anchor and keys", st["ledger_check"]["words"]]]
-                if st.get("ledger_check")
-                else []
-            ),
+            *([["manifest, ledger anchor and keys", lc["words"]]] if lc else []),
         ],
     )
     t["config"] = (["parameter", "value"], [[k, cell_text(v)] for k, v in run["config"].items()])
+    stats = ("min", "median", "mean", "max")
     rows = [
-        [name, s["min"], s["median"], s["mean"], s["max"]]
+        [name, *(s[k] for k in stats)]
         for name, s in (
             ("basic sequential composition", led["basic"]),
             ("tightest valid method", led["best"]),
@@ -131,17 +122,12 @@ def report_tables(m: dict[str, Any]) -> dict[str, tuple[list[str], list[list[Any
         )
         if s is not None
     ]
-    t["ledger"] = (["per agent (local scope)", "min", "median", "mean", "max"], rows)
+    t["ledger"] = (["per agent (local scope)", *stats], rows)
+    scope = {"local": "local (per-agent LDP)", "central": "central (model-level DP)"}
     t["scopes"] = (
         ["scope", "ledger ids", "min eps", "median eps", "max eps"],
         [
-            [
-                "local (per-agent LDP)" if sc["scope"] == "local" else "central (model-level DP)",
-                sc["ids"],
-                sc["min"],
-                sc["median"],
-                sc["max"],
-            ]
+            [scope[sc["scope"]], sc["ids"], sc["min"], sc["median"], sc["max"]]
             for sc in led.get("scopes", [])
         ],
     )
@@ -156,103 +142,74 @@ def report_tables(m: dict[str, Any]) -> dict[str, tuple[list[str], list[list[Any
         ["field", "value", "source"],
         [[r["label"], r["value"], r["source"]] for r in stmt.get("rows", [])],
     )
-    t["one_run"] = (
-        [
-            "one-run audit",
-            "setting",
-            "canaries",
-            "claimed eps",
-            "empirical lower bound",
-            "confidence",
-            "ceiling (every guess right)",
-            "verdict",
-        ],
-        [
-            [
-                o["name"],
-                o["setting"],
-                o["canaries"],
-                o["claimed_epsilon"],
-                o["epsilon_lower_bound"],
-                o["confidence"],
-                o["ceiling"],
-                "VIOLATION" if o["violation"] else "no violation found",
-            ]
-            for o in aud.get("one_run") or []
-        ],
-    )
-    arows = []
-    for r in aud["results"]:
-        for v in r["verdicts"]:
-            if v["kind"] in ("distribution", "single"):
-                exact: Any = r["exact_epsilon"]
-            else:
-                exact = "not applicable (holds in exact arithmetic only)"
-            arows.append(
-                [
-                    r["mechanism"],
-                    v["reading"],
-                    v["claimed_epsilon"],
-                    exact if r["exact_epsilon"] is not None else None,
-                    v["epsilon_lower_bound"],
-                    r["confidence"],
-                    _samples_cell(r),
-                    _resolution_cell(r),
-                    "VIOLATION" if v["violation"] else "no violation found",
-                    _witness(v["witness"]),
-                ]
-            )
-    t["audits"] = (
-        [
-            "mechanism",
-            "reading",
-            "claimed eps",
-            "exact eps (white-box; exact arithmetic only)",
-            "empirical lower bound",
-            "confidence",
-            "samples per input",
-            "resolution (what this size could show)",
-            "verdict",
-            "witness",
-        ],
-        arows,
-    )
-    t["attacks"] = (
-        [
-            "attack",
-            "accuracy",
-            "CI",
-            "chance",
-            "ceiling",
-            "implied eps lower bound",
-            "AUC",
-            "advantage",
-            "TPR at low FPR",
-            "targets",
-            "verdict",
-        ],
-        [
-            [
-                r["name"],
-                r["accuracy"],
-                f"{cell_text(r['ci_low'])} to {cell_text(r['ci_high'])}"
-                if r["ci_low"] is not None
-                else None,
-                r["chance"],
-                r["ceiling"],
-                r["implied_epsilon_lower_bound"],
-                r["auc"],
-                r["advantage"],
-                cell_text(r["tpr_at_fpr"]) if r["tpr_at_fpr"] is not None else None,
-                r["samples"],
-                _attack_verdict(r),
-            ]
-            for r in att["results"]
-            if not r.get("one_run")
-        ],
-    )
+    t["one_run"] = _columns(_ONE_RUN_COLUMNS, aud.get("one_run") or [])
+    arows = [(r, v) for r in aud["results"] for v in r["verdicts"]]
+    t["audits"] = _columns(_AUDIT_COLUMNS, arows)
+    t["attacks"] = _columns(_ATTACK_COLUMNS, [r for r in att["results"] if not r.get("one_run")])
     return t
 
+
+def _columns(cols: dict[str, Any], items: list[Any]) -> tuple[list[str], list[list[Any]]]:
+    """A table from ``header -> key or function of the item`` and the items (one row each)."""
+    return list(cols), [[c(x) if callable(c) else x[c] for c in cols.values()] for x in items]
+
+
+def _pairs(d: dict[str, Any], sep: str = " ", fmt: Any = str) -> str:
+    return ", ".join(f"{k}{sep}{fmt(v)}" for k, v in d.items())
+
+
+def _verdict_word(x: dict[str, Any]) -> str:
+    return "VIOLATION" if x["violation"] else "no violation found"
+
+
+def _exact_cell(rv: tuple[dict[str, Any], dict[str, Any]]) -> Any:
+    r, v = rv
+    if r["exact_epsilon"] is None:
+        return None
+    if v["kind"] in ("distribution", "single"):
+        return r["exact_epsilon"]
+    return "not applicable (holds in exact arithmetic only)"
+
+
+_ONE_RUN_COLUMNS: dict[str, Any] = {
+    "one-run audit": "name",
+    "setting": "setting",
+    "canaries": "canaries",
+    "claimed eps": "claimed_epsilon",
+    "empirical lower bound": "epsilon_lower_bound",
+    "confidence": "confidence",
+    "ceiling (every guess right)": "ceiling",
+    "verdict": _verdict_word,
+}
+_AUDIT_COLUMNS: dict[str, Any] = {
+    "mechanism": lambda rv: rv[0]["mechanism"],
+    "reading": lambda rv: rv[1]["reading"],
+    "claimed eps": lambda rv: rv[1]["claimed_epsilon"],
+    "exact eps (white-box; exact arithmetic only)": _exact_cell,
+    "empirical lower bound": lambda rv: rv[1]["epsilon_lower_bound"],
+    "confidence": lambda rv: rv[0]["confidence"],
+    "samples per input": lambda rv: _samples_cell(rv[0]),
+    "resolution (what this size could show)": lambda rv: _resolution_cell(rv[0]),
+    "verdict": lambda rv: _verdict_word(rv[1]),
+    "witness": lambda rv: _witness(rv[1]["witness"]),
+}
+_ATTACK_COLUMNS: dict[str, Any] = {
+    "attack": "name",
+    "accuracy": "accuracy",
+    "CI": lambda r: (
+        f"{cell_text(r['ci_low'])} to {cell_text(r['ci_high'])}"
+        if r["ci_low"] is not None
+        else None
+    ),
+    "chance": "chance",
+    "ceiling": "ceiling",
+    "implied eps lower bound": "implied_epsilon_lower_bound",
+    "AUC": "auc",
+    "advantage": "advantage",
+    "TPR at low FPR": lambda r: cell_text(r["tpr_at_fpr"]) if r["tpr_at_fpr"] is not None else None,
+    "targets": "samples",
+    "verdict": _attack_verdict,
+}
 
 #: readable labels for keys of the trainer's privacy statement (metrics.json ``privacy``)
 _CLAIM_LABELS = {

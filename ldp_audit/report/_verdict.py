@@ -41,14 +41,13 @@ def _audit_statements(
     ex = r["exact_epsilon"]
     for v in r["verdicts"]:
         lb, claim = _fmt(v["epsilon_lower_bound"]), _fmt(v["claimed_epsilon"])
-        label = v["kind"] if v["kind"] != "single" else "audit"
         if v["violation"]:
             if v["kind"] == "single":
                 msg = f"AUDIT VIOLATION: {r['mechanism']} leaks at least {lb} > claimed {claim}."
             else:
                 msg = (
-                    f"AUDIT VIOLATION ({label}): {r['mechanism']} leaks at least {lb} > claimed "
-                    f"{claim}, read as {v['reading']}."
+                    f"AUDIT VIOLATION ({v['kind']}): {r['mechanism']} leaks at least {lb} > "
+                    f"claimed {claim}, read as {v['reading']}."
                 )
             if v["consequence"]:
                 msg += " " + v["consequence"]
@@ -182,19 +181,13 @@ def report_verdict(
     stmt = model.get("privacy_statement") or {}
     the = stmt.get("claim") or {}
     one_run = aud.get("one_run") or []
-    claimed: list[str] = []
-    verified: list[str] = []
-    not_verified: list[str] = []
-    violations: list[str] = []
+    claimed, verified, not_verified, violations = [], [], [], []  # the verdict's four lists
     if the.get("epsilon") is not None:
-        alts = the.get("alternatives") or []
-        alt = (
-            " Alternatives, not the claim: "
-            + "; ".join(f"{_fmt(a['epsilon'])} by {a['method']} ({a['source']})" for a in alts)
-            + "."
-            if alts
-            else ""
-        )
+        alts = [
+            f"{_fmt(a['epsilon'])} by {a['method']} ({a['source']})"
+            for a in the.get("alternatives") or []
+        ]
+        alt = f" Alternatives, not the claim: {'; '.join(alts)}." if alts else ""
         claimed.append(
             f"The claim: epsilon = {_fmt(the['epsilon'])} at delta = {_fmt(the['delta'])} per "
             f"{the.get('unit') or 'unit'}, by {the.get('method') or 'an accountant not named'} "
@@ -355,24 +348,21 @@ def report_verdict(
         )
     attacks = [r for r in att["results"] if not r.get("one_run")]
     for r in attacks:
-        ci = _ci(r)
+        acc, ceil = f"accuracy {_fmt(r['accuracy'])}{_ci(r)}", f"ceiling {_fmt(r['ceiling'])}"
         if r["violation"]:
             violations.append(
-                f"ATTACK EXCEEDS CEILING: {r['name']} accuracy {_fmt(r['accuracy'])}{ci} > "
-                f"ceiling {_fmt(r['ceiling'])} the claim allows."
+                f"ATTACK EXCEEDS CEILING: {r['name']} {acc} > {ceil} the claim allows."
             )
         elif r["above_chance"]:
             verified.append(
-                f"Attack {r['name']}: accuracy {_fmt(r['accuracy'])}{ci} is ABOVE CHANCE "
-                f"{_fmt(r['chance'])}: the attacker learns something about the secret (as any "
-                f"epsilon > 0 allows), and stays within the ceiling {_fmt(r['ceiling'])} the "
-                "claim allows."
+                f"Attack {r['name']}: {acc} is ABOVE CHANCE {_fmt(r['chance'])}: the attacker "
+                "learns something about the secret (as any epsilon > 0 allows), and stays within "
+                f"the {ceil} the claim allows."
             )
         else:
             verified.append(
-                f"Attack {r['name']}: accuracy {_fmt(r['accuracy'])}{ci} is not "
-                f"distinguishable from chance {_fmt(r['chance'])} and within the ceiling "
-                f"{_fmt(r['ceiling'])} the claim allows."
+                f"Attack {r['name']}: {acc} is not distinguishable from chance "
+                f"{_fmt(r['chance'])} and within the {ceil} the claim allows."
             )
     if not attacks:
         not_verified.append(

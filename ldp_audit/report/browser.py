@@ -59,20 +59,13 @@ window.addEventListener('load', function () {
 
 def find_chromium() -> str | None:
     """Path of a Chromium binary (``chromium`` or ``chromium-browser``), or None."""
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        path = shutil.which(name)
-        if path:
-            return path
-    return None
+    names = ("chromium", "chromium-browser", "google-chrome")
+    return next((path for name in names if (path := shutil.which(name))), None)
 
 
 def chromium_command(binary: str, user_data_dir: str | Path, *extra: str) -> list[str]:
     """The full Chromium command line with the project's flags and a fresh profile dir."""
     return [binary, *_FLAGS, f"--user-data-dir={user_data_dir}", *extra]
-
-
-def _run(args: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(args, capture_output=True, text=True, timeout=timeout, check=False)
 
 
 def _binary(binary: str | None) -> str:
@@ -122,7 +115,7 @@ def dump_dom(
             "--dump-dom",
             page.as_uri(),
         )
-        return _run(cmd, timeout).stdout
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout).stdout
 
 
 def screenshot(
@@ -151,7 +144,7 @@ def screenshot(
             f"--screenshot={out}",
             Path(html_path).resolve().as_uri(),
         )
-        res = _run(cmd, timeout)
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if not out.is_file():
         raise InvalidParameterError(
             f"chromium wrote no screenshot for {html_path} (exit {res.returncode}): "

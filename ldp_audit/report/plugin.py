@@ -43,6 +43,7 @@ from typing import Any
 
 from ldp_audit.report._ledger import LedgerStats
 from ldp_audit.report._load import RunData
+from ldp_audit.report._plots import figure_png, legend_below, thin
 from ldp_audit.report._statement import (
     NOT_RECORDED,
     events_words,
@@ -120,24 +121,3 @@ class SystemReport:
     unit: str | None = None
     claimed: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
-
-
-def figure_png(fig: Any) -> bytes:
-    """A ``matplotlib.figure.Figure`` as PNG bytes (off-screen, as the core's figures)."""
-    from ldp_audit.report._plots import _png
-
-    return _png(fig)
-
-
-def legend_below(ax: Any, ncols: int = 2, fontsize: float = 8) -> None:
-    """The axes' legend under its x-axis label (as in the core's figures)."""
-    from ldp_audit.report._plots import legend_under_axes
-
-    legend_under_axes(ax, ncols=ncols, fontsize=fontsize)
-
-
-def thin(n: int) -> Any:
-    """Indices of at most 4,000 evenly spaced points out of ``n`` (always the last)."""
-    from ldp_audit.report._plots import thin_indices
-
-    return thin_indices(n)
