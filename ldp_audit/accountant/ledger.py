@@ -74,7 +74,7 @@ from ldp_audit.accountant.ledger_store import (
     RowStore,
 )
 from ldp_audit.accountant.ledger_tally import TallyStore
-from ldp_audit.accountant.ledger_verify import identify, resolve_key
+from ldp_audit.accountant.ledger_verify import identify, resolve_key, verify_open
 from ldp_audit.accountant.ledger_write import ChainWriter, Transaction
 from ldp_audit.errors import InvalidParameterError
 
@@ -244,8 +244,8 @@ class Ledger(LedgerQueries):
             store.open_for_writing()
         if verify:
             store.check_storage(full=False)
-            with self._read_tx():
-                self._verify_open()
+            with store.read():
+                verify_open(store, self._ledger_id, self.path)
             if verify == "full":
                 self.verify()
 

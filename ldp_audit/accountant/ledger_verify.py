@@ -133,13 +133,6 @@ def resolve_key(schema: int, meta: dict[str, str], path: str) -> KeyChoice:
     return KeyChoice(None, key_id, note, refusal)
 
 
-def _head(store: RowStore, path: str) -> tuple[int, bytes]:
-    head = store.head()
-    if head is None:
-        raise integrity_error(path, "the chain head is missing")
-    return head.rows, head.hash
-
-
 def verify_rows(
     store: RowStore, ledger_id: str, path: str, first: int, last: int, head: bytes | None
 ) -> None:
@@ -173,7 +166,7 @@ def verify_rows(
 
 def verify_open(store: RowStore, ledger_id: str, path: str) -> None:
     """Tail of the chain against the head; per-agent totals against the row count."""
-    rows, head = _head(store, path)
+    rows, head = store.checked_head()[:2]
     top = store.last_row_id()
     if top != rows:
         raise integrity_error(
@@ -201,9 +194,9 @@ def verify_all(
         ``(rows, chain head, number of agents)``.
     """
     store.check_storage(full=True)
-    rows, head = _head(store, path)
-    got = store.head()
-    if got is None or got.meta_digest != _meta_digest(store.meta()):
+    got = store.checked_head()
+    rows, head = got.rows, got.hash
+    if got.meta_digest != _meta_digest(store.meta()):
         raise integrity_error(path, "the metadata (budget, ids) does not match its recorded digest")
     check_head_mac()
     n, prev, counts, per_agent, found = walk_chain(store.rows(1, None), ledger_id, path, want)

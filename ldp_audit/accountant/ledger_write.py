@@ -164,10 +164,7 @@ class ChainWriter:
             transaction commits.
         """
         store = self.store
-        if head is None:
-            head = store.head()
-            if head is None:
-                raise integrity_error(self.path, "the chain head is missing")
+        head = head or store.checked_head()
         t = time.time() if when is None else float(when)
         charges, agent_rows, state_rows, i, last = seal_rows(
             rows, states, key, self.ledger_id, head.rows, head.hash,
