@@ -149,13 +149,12 @@ def _sweep_stale_temps(path: Path) -> None:
 
     Only files named by this module whose creating process is gone are removed.
     """
-    pattern = _TMP_RE
     try:
         names = os.listdir(path.parent)
     except OSError:
         return
     for name in names:
-        m = pattern.match(name)
+        m = _TMP_RE.match(name)
         if m and not _pid_alive(int(m.group(1))):
             with contextlib.suppress(OSError):
                 os.unlink(path.parent / name)
@@ -375,16 +374,15 @@ class SqliteStore(RowStore):
 
     def _check_file(self, p: Path) -> None:
         try:
-            st_mode = os.stat(p).st_mode
+            st = os.stat(p)
         except OSError as exc:
             raise LedgerError(f"cannot read ledger file {self.path!r}: {exc}") from exc
-        if not stat.S_ISREG(st_mode):  # a FIFO or device would block or never end
+        if not stat.S_ISREG(st.st_mode):  # a FIFO or device would block or never end
             raise LedgerError(
                 f"ledger path {self.path!r} is not a regular file (a FIFO, socket or "
                 f"device); refusing to open it"
             )
         try:
-            size = p.stat().st_size
             with open(p, "rb") as fh:
                 head = fh.read(len(_SQLITE_MAGIC))
         except PermissionError as exc:
@@ -393,7 +391,7 @@ class SqliteStore(RowStore):
             ) from exc
         except OSError as exc:
             raise LedgerError(f"cannot read ledger file {self.path!r}: {exc}") from exc
-        if size == 0:
+        if st.st_size == 0:
             raise LedgerError(
                 f"ledger file {self.path!r} exists but is empty (0 bytes): a truncated "
                 f"ledger cannot be told from a new one, so it is refused; delete it to start "
@@ -554,11 +552,7 @@ class SqliteStore(RowStore):
                 )
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as exc:
-                if "locked" in str(exc).lower() or "busy" in str(exc).lower():
-                    raise LedgerError(
-                        f"ledger {self.path!r}: cannot take the write lock: {exc}"
-                    ) from exc
+            except sqlite3.Error as exc:  # busy: "cannot take the write lock, the ledger is busy"
                 raise self.wrap(exc, "take the write lock") from exc
             self._in_tx = True
             try:
