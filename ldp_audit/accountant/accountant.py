@@ -335,11 +335,7 @@ class Accountant:
     ) -> None:
         batch: dict[str, list[str]] = {}
         for agent, text, _ in rows:
-            texts = batch.get(agent)
-            if texts is None:
-                batch[agent] = [text]
-            else:
-                texts.append(text)
+            batch.setdefault(agent, []).append(text)
         memo: dict[Signature, tuple[bool, float]] = {}
         for agent, texts in batch.items():
             st = states.get(agent)

@@ -85,6 +85,11 @@ __all__ = ["Ledger", "TallyLedger"]
 WRITE_CACHE_AGENTS = 262_144
 
 
+def _check_verify(verify: Any) -> None:
+    if verify not in (True, False, "full"):
+        raise InvalidParameterError(f"verify must be True, False or 'full', got {verify!r}")
+
+
 class Ledger(LedgerQueries):
     """An append-only, hash-chained, keyed ledger of privacy charges.
 
@@ -128,8 +133,7 @@ class Ledger(LedgerQueries):
     ):
         text = check_ledger_path(path)
         check_timeout(timeout)
-        if verify not in (True, False, "full"):
-            raise InvalidParameterError(f"verify must be True, False or 'full', got {verify!r}")
+        _check_verify(verify)
         if text == ":memory:":  # a private ledger: an ephemeral key of this process
             key: LedgerKey | None = LedgerKey(secrets.token_bytes(32), ":memory: (ephemeral)")
         else:
@@ -152,8 +156,7 @@ class Ledger(LedgerQueries):
         """
         if not isinstance(store, LedgerStore):
             raise InvalidParameterError(f"store must be a LedgerStore, got {store!r}")
-        if verify not in (True, False, "full"):
-            raise InvalidParameterError(f"verify must be True, False or 'full', got {verify!r}")
+        _check_verify(verify)
         self = cls.__new__(cls)
         self._attach(store, verify, None)
         return self
@@ -363,23 +366,17 @@ class Ledger(LedgerQueries):
         if w is None:  # pragma: no cover - charge_rows sends count stores elsewhere
             raise self._not_evidence("rows")
         with self._lock:
-            if self._in_tx:
-                # A caller's transaction may still roll back: no cache, read everything.
+            in_tx = self._in_tx
+            if in_tx:  # a caller's transaction may still roll back: no cache, read everything
                 w.cache = None
-                with self._store.errors("write"):
-                    wh = w.check_head()
-                    states = self._load_states(agents)
-                    if check is not None:
-                        check(states)
-                    self._append_rows(rows, states, run_id=run_id, when=when, head=wh.head)
-                return len(rows)
-            with self.transaction():
+            with self._store.errors("write") if in_tx else self.transaction():
                 wh = w.check_head()
                 states, cache, complete = w.states(agents, wh, self._load_states)
                 if check is not None:
                     check(states)
                 new = self._append_rows(rows, states, run_id=run_id, when=when, head=wh.head)
-            w.fold(cache, states, new, complete, wh.token, WRITE_CACHE_AGENTS)  # committed
+            if not in_tx:  # committed
+                w.fold(cache, states, new, complete, wh.token, WRITE_CACHE_AGENTS)
         return len(rows)
 
     # ---- resume: replaying the charges already in the ledger ---------------------------------
