@@ -125,20 +125,8 @@ def states_from_records(
     out: dict[str, AgentState] = {}
     seen_rows = 0
     macs: dict[str, tuple[Any, Any]] = {}
-    for (
-        agent,
-        n,
-        last_id,
-        chk,
-        mac,
-        row_agent,
-        row_n,
-        row_hash,
-        scope,
-        event,
-        sn,
-        schk,
-    ) in records:
+    for record in records:
+        agent, n, last_id, chk, mac, row_agent, row_n, row_hash, scope, event, sn, schk = record
         st = out.get(agent)
         if st is None:
             if chk != _agent_chk(agent, n, last_id):
