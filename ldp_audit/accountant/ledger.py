@@ -120,6 +120,7 @@ class Ledger(LedgerQueries):
     auth_note = ""
     #: The id of the key the ledger was written under (schema 3), else None.
     key_id: str | None = None
+    #: The replay in progress (``begin_replay``), None once past it.
     _replay: Replay | None = None
 
     def __init__(
@@ -171,11 +172,7 @@ class Ledger(LedgerQueries):
         self._schema = SCHEMA_VERSION
         #: The key this ledger's MACs are checked and written with (None: unauthenticated).
         self._key: LedgerKey | None = None
-        self.authenticated = False
-        self.auth_note = ""
-        self.key_id = None
         self._write_refusal: str | None = None
-        self._replay = None  # the replay in progress (begin_replay), None once past it
         # The last full verified state, keyed by the chain head it was read at (read-only).
         self._all_states: tuple[tuple[int, bytes], dict[str, AgentState]] | None = None
         # The write path and the writer's cache (row stores only).
@@ -346,9 +343,17 @@ class Ledger(LedgerQueries):
         # The lock is taken before ``_in_tx`` is read: another thread's open transaction must
         # make this thread wait, never let it write into that transaction.
         with self._lock:
-            if self._replay is not None:
-                return self._charge_replaying(rows, run_id=run_id, check=check, when=when)
-            return self._charge_rows(rows, rows, run_id=run_id, check=check, when=when)
+            rep = self._replay
+            if rep is None:
+                return self._charge_rows(rows, rows, run_id=run_id, check=check, when=when)
+
+            def write(rest: Sequence[tuple[str, str, str]], chk: Any) -> None:
+                self._charge_rows(rest, rows, run_id=run_id, check=chk, when=when)
+
+            rep.charge(rows, check, write)
+            if not rep.active:
+                self._replay = None  # past the last earlier row
+            return len(rows)
 
     def _charge_rows(
         self,
@@ -415,26 +420,6 @@ class Ledger(LedgerQueries):
         store = self._rows_store("rows to replay")
         with store.errors("read"), self._lock:
             return [(r[1], r[2], r[3]) for r in store.rows(first, stop - 1)]
-
-    def _charge_replaying(
-        self,
-        rows: Sequence[tuple[str, str, str]],
-        *,
-        run_id: str | None,
-        check: Callable[[dict[str, AgentState]], None] | None,
-        when: float | None,
-    ) -> int:
-        rep = self._replay
-        if rep is None:  # pragma: no cover - the caller checked, under the lock
-            return self._charge_rows(rows, rows, run_id=run_id, check=check, when=when)
-
-        def write(rest: Sequence[tuple[str, str, str]], chk: Any) -> None:
-            self._charge_rows(rest, rows, run_id=run_id, check=chk, when=when)
-
-        rep.charge(rows, check, write)
-        if not rep.active:
-            self._replay = None  # past the last earlier row
-        return len(rows)
 
     def append(
         self,

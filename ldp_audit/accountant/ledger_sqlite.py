@@ -27,8 +27,10 @@ import math
 import numbers
 import os
 import re
+import shutil
 import sqlite3
 import stat
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Hashable, Iterator, Sequence
@@ -339,9 +341,6 @@ class SqliteStore(RowStore):
         may roll it back in place, and a reader never writes. The ledger and its journal are
         copied into a private folder, SQLite rolls the copy back to the committed state, and
         that is what is read (every check of the ledger then runs on it)."""
-        import shutil
-        import tempfile
-
         fix = (
             f"open it once with write access to roll the journal back in place: `ldp-audit "
             f"budget {self.path} --recover`"
@@ -473,10 +472,7 @@ class SqliteStore(RowStore):
     # ---- life cycle --------------------------------------------------------------------------
 
     def empty(self) -> bool:
-        (n,) = self._conn.execute(
-            f"SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = '{META_TABLE}'"
-        ).fetchone()
-        return n == 0
+        return META_TABLE not in self._tables()
 
     def initialise(self, meta: dict[str, str], head: HeadRecord) -> None:
         with self.write():
@@ -513,8 +509,6 @@ class SqliteStore(RowStore):
         except sqlite3.Error:  # pragma: no cover
             pass
         if self._copy_dir is not None:
-            import shutil
-
             shutil.rmtree(self._copy_dir, ignore_errors=True)
             self._copy_dir = None
 
