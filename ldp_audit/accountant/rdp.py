@@ -30,8 +30,8 @@ from ldp_audit.accountant.events import (
     DpEvent,
     GaussianEvent,
     LaplaceEvent,
-    PoissonSampledEvent,
     PureDpEvent,
+    unsampled,
 )
 from ldp_audit.errors import InvalidParameterError
 
@@ -69,21 +69,15 @@ def laplace_rdp(epsilon: float, orders: Sequence[float]) -> np.ndarray:
     return np.minimum(val, eps)
 
 
-def _base(event: DpEvent) -> tuple[DpEvent, float]:
-    if isinstance(event, PoissonSampledEvent):
-        return event.event, event.sample_rate
-    return event, 1.0
-
-
 def supports(event: DpEvent) -> bool:
     """Whether ``event`` (an atomic event from ``flatten``) has an RDP curve here."""
-    inner, _ = _base(event)
+    inner, _ = unsampled(event)
     return isinstance(inner, PureDpEvent | LaplaceEvent | GaussianEvent)
 
 
 def event_rdp(event: DpEvent, orders: Sequence[float] = DEFAULT_ORDERS) -> np.ndarray:
     """The RDP curve of one atomic event at ``orders``."""
-    inner, q = _base(event)
+    inner, q = unsampled(event)
     if isinstance(inner, GaussianEvent):
         from opacus.accountants.analysis import rdp as opacus_rdp
 
