@@ -25,6 +25,7 @@ the composition of one history is :mod:`~ldp_audit.accountant.methods`'; the dur
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import numbers
@@ -117,7 +118,7 @@ class Budget:
             )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"epsilon": self.epsilon, "delta": self.delta, "method": self.method}
+        return dataclasses.asdict(self)
 
 
 @dataclass(frozen=True)
@@ -147,17 +148,7 @@ class SpentDetail:
     skipped: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "agent": self.agent,
-            "epsilon": self.epsilon,
-            "delta": self.delta,
-            "method": self.method,
-            "by_method": dict(self.by_method),
-            "charges": self.charges,
-            "scope": self.scope,
-            "remaining": self.remaining,
-            "skipped": dict(self.skipped),
-        }
+        return dataclasses.asdict(self)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -99,12 +99,14 @@ _SQL_WRITE_HEAD = (
     f"c.id, c.hash FROM {_HEAD} h LEFT JOIN {_CHARGES} c "
     f"ON c.id = (SELECT MAX(id) FROM {_CHARGES}) WHERE h.k = 1"
 )
+#: The agents of a JSON list (one parameter, however many agents).
+_IN_AGENTS = "agent IN (SELECT value FROM json_each(?))"
 _SQL_AGENT_RECORDS = (
     f"SELECT a.agent, a.n, a.last_id, a.chk, {{mac}}, c.agent, c.agent_n, c.hash, "
     f"s.scope, s.event, s.n, s.chk FROM {_AGENTS} a "
     f"LEFT JOIN {_CHARGES} c ON c.id = a.last_id "
     f"LEFT JOIN {_STATE} s ON s.agent = a.agent "
-    f"WHERE a.agent IN (SELECT value FROM json_each(?))"
+    f"WHERE a.{_IN_AGENTS}"
 )
 
 
@@ -652,21 +654,12 @@ class SqliteStore(RowStore):
         return self._conn.execute(self._sql_agent_records, (json.dumps(list(agents)),))
 
     def count_records_of(self, agents: Sequence[str]) -> int:
-        (n,) = self._conn.execute(
-            f"SELECT COUNT(*) FROM {_STATE} WHERE agent IN (SELECT value FROM json_each(?))",
-            (json.dumps(list(agents)),),
-        ).fetchone()
-        return int(n)
+        sql = f"SELECT COUNT(*) FROM {_STATE} WHERE {_IN_AGENTS}"
+        return int(self._conn.execute(sql, (json.dumps(list(agents)),)).fetchone()[0])
 
     def record_owners(self, agents: Sequence[str]) -> list[str]:
-        return [
-            r[0]
-            for r in self._conn.execute(
-                f"SELECT DISTINCT agent FROM {_STATE} "
-                f"WHERE agent IN (SELECT value FROM json_each(?))",
-                (json.dumps(list(agents)),),
-            )
-        ]
+        sql = f"SELECT DISTINCT agent FROM {_STATE} WHERE {_IN_AGENTS}"
+        return [r[0] for r in self._conn.execute(sql, (json.dumps(list(agents)),))]
 
     def all_records(self, with_hashes: bool) -> tuple[list[tuple], list[tuple]]:
         c = self._conn
