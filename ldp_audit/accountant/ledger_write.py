@@ -230,17 +230,6 @@ def fold_committed(
     """Put into ``cache`` the state of the charged agents as :func:`seal_rows`' records (now
     committed) left it (``states``: their state before; its objects are updated in place)."""
     get = states.get
-    if len(agent_rows) == len(state_rows):  # one state row per agent, both sorted by agent
-        for (a, n, last, _, _), (_, s, e, cnt, _) in zip(agent_rows, state_rows, strict=True):
-            st = get(a)
-            if st is None:
-                cache[a] = AgentState(n, last, {(s, e): cnt})
-            else:
-                st.n = n
-                st.last_id = last
-                st.events[(s, e)] = cnt
-                cache[a] = st
-        return
     for a, n, last, _, _ in agent_rows:
         st = get(a)
         if st is None:
