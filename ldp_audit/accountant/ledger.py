@@ -75,7 +75,7 @@ from ldp_audit.accountant.ledger_store import (
 )
 from ldp_audit.accountant.ledger_tally import TallyStore
 from ldp_audit.accountant.ledger_verify import identify, resolve_key, verify_open
-from ldp_audit.accountant.ledger_write import ChainWriter, Transaction
+from ldp_audit.accountant.ledger_write import ChainWriter, transaction
 from ldp_audit.errors import InvalidParameterError
 
 __all__ = ["Ledger", "TallyLedger"]
@@ -282,7 +282,7 @@ class Ledger(LedgerQueries):
         synced). Yields the store's handle (an ``sqlite3.Connection`` for SQLite).
         """
         self._rows_store("SQL transactions (charge_rows is atomic by itself)")
-        return Transaction(self)
+        return transaction(self)
 
     # ---- writing rows ------------------------------------------------------------------------
 
