@@ -234,24 +234,6 @@ def check_timeout(timeout: Any) -> float:
     return t
 
 
-class _Errors:
-    """``with store.errors(what):`` turns ``sqlite3.Error`` into ``LedgerError`` (a class, not a
-    generator: it is on the read path of every ``len(ledger)``)."""
-
-    __slots__ = ("store", "what")
-
-    def __init__(self, store: SqliteStore, what: str) -> None:
-        self.store, self.what = store, what
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, tp: Any, exc: Any, tb: Any) -> bool:
-        if exc is not None and isinstance(exc, sqlite3.Error):
-            raise self.store.wrap(exc, self.what) from exc
-        return False
-
-
 class SqliteStore(RowStore):
     """A ledger's records in one SQLite file (or ``":memory:"``: private, gone with the process).
 
@@ -468,8 +450,13 @@ class SqliteStore(RowStore):
             )
         return LedgerError(f"ledger {self.path!r}: cannot {what}: {msg}")
 
-    def errors(self, what: str) -> _Errors:
-        return _Errors(self, what)
+    @contextmanager
+    def errors(self, what: str) -> Iterator[None]:
+        """Turns ``sqlite3.Error`` inside the block into the ``LedgerError`` it means."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise self.wrap(exc, what) from exc
 
     # ---- life cycle --------------------------------------------------------------------------
 
