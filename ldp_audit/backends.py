@@ -30,6 +30,7 @@ an :class:`~ldp_audit.errors.InvalidParameterError` naming the extra.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -94,10 +95,8 @@ def check_backend(backend: Any, address: Any = None, workers: Any = None) -> tup
 
 def _describe(describe: Callable[[Any], str] | None, item: Any) -> str:
     if describe is not None:
-        try:
+        with contextlib.suppress(Exception):  # a describe bug must not hide the task's own error
             return str(describe(item))
-        except Exception:  # a describe bug must not hide the task's own error
-            pass
     text = repr(item)
     return text if len(text) <= 200 else text[:197] + "..."
 
@@ -418,11 +417,9 @@ class ProgressSink:
 
     def flush(self, now: float | None = None) -> None:
         if self.pending:
-            try:
+            with contextlib.suppress(Exception):  # progress is cosmetic; the task goes on
                 self.queue.put(self.pending)
                 self.pending = 0
-            except Exception:  # noqa: BLE001 - progress is cosmetic; the task goes on
-                pass
         self.last = time.monotonic() if now is None else now
 
 
@@ -472,10 +469,8 @@ class WorkProgress:
             if self._manager is not None:
                 self._manager.shutdown()
             if self.queue is not None and hasattr(self.queue, "shutdown"):
-                try:
+                with contextlib.suppress(Exception):  # cleanup only
                     self.queue.shutdown()  # the Ray queue's actor
-                except Exception:  # noqa: BLE001 - cleanup only
-                    pass
 
 
 def _grid_chunk(train_grid: Callable[..., list[R]], chunk: tuple[Any, ...]) -> list[R]:

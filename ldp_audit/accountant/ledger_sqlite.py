@@ -202,14 +202,12 @@ def _create_atomically(path: Path, meta: dict[str, str], head: HeadRecord) -> No
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-    try:  # make the new directory entry durable
+    with contextlib.suppress(OSError):  # make the new directory entry durable (if it can be)
         dfd = os.open(path.parent, os.O_RDONLY)
         try:
             os.fsync(dfd)
         finally:
             os.close(dfd)
-    except OSError:  # pragma: no cover - platforms without directory fsync
-        pass
 
 
 def check_ledger_path(path: Any) -> str:
@@ -493,10 +491,8 @@ class SqliteStore(RowStore):
             )
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(sqlite3.Error):
             self._conn.close()
-        except sqlite3.Error:  # pragma: no cover
-            pass
         if self._copy_dir is not None:
             shutil.rmtree(self._copy_dir, ignore_errors=True)
             self._copy_dir = None

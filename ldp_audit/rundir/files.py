@@ -10,6 +10,7 @@ covers its canonical JSON (:func:`manifest_bytes`).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -72,16 +73,12 @@ def sha256_file(f: Path) -> str:
 
 
 def _fsync_dir(p: Path) -> None:
-    try:
+    with contextlib.suppress(OSError):  # a platform without directory fsync: best effort
         fd = os.open(p, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def _atomic_write(target: Path, write: Any, *, replace: bool = False) -> None:
