@@ -267,8 +267,8 @@ class Run:
         if self._closed:
             return self.path
         self._closed = True
+        arr = self.transcript.arrays()
         if self._n:
-            arr = self.transcript.arrays()
             d = arr["report"].shape[1]
             arr["thetas"] = np.stack(self._thetas) if self._thetas else np.zeros((0, d))
             self.writer.write_npz("transcript.npz", arr)
@@ -280,9 +280,7 @@ class Run:
             "metrics.json",
             {
                 "submissions": self._n,
-                "agents": len({int(a) for a in self.transcript.arrays().get("agent", [])})
-                if self._n
-                else 0,
+                "agents": len({int(a) for a in arr.get("agent", [])}),
                 "user": dict(metrics or {}),
             },
         )

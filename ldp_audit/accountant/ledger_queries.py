@@ -258,14 +258,11 @@ class LedgerQueries:
         store = self._rows_store("rows or chain to verify")
         want = parse_head(expect_head)
         with store.errors("verify"), self._store.read():
-            return self._verify_full(store, want)
-
-    def _verify_full(self, store: RowStore, want: bytes | None) -> dict[str, Any]:
-        rows, head, n_agents = verify_all(
-            store, self._ledger_id, self.path, want,
-            self._check_head_mac if self._key is not None else lambda: None,
-            self._load_all_states_uncached,
-        )  # fmt: skip
+            rows, head, n_agents = verify_all(
+                store, self._ledger_id, self.path, want,
+                self._check_head_mac if self._key is not None else lambda: None,
+                self._load_all_states_uncached,
+            )  # fmt: skip
         return {
             "ok": True,
             "rows": rows,
