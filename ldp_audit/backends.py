@@ -31,6 +31,7 @@ an :class:`~ldp_audit.errors.InvalidParameterError` naming the extra.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -325,11 +326,8 @@ def fresh_run_dir(path: str | Path) -> Path:
             f"run directory {str(p)!r} is not empty and is not an interrupted attempt "
             f"(config.json status {status!r})"
         )
-    k = 1
-    while p.with_name(f"{p.name}.attempt-{k}").exists():
-        k += 1
-    dest = p.with_name(f"{p.name}.attempt-{k}")
-    p.rename(dest)
+    k = next(k for k in itertools.count(1) if not p.with_name(f"{p.name}.attempt-{k}").exists())
+    p.rename(p.with_name(f"{p.name}.attempt-{k}"))
     return p
 
 
