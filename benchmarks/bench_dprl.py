@@ -216,12 +216,12 @@ def bench_accountant(updates: tuple[int, ...] = (2250, 24750), sigmas: tuple = S
     """CPU time and epsilon (delta 1e-5) per composition method for DQN's DP-SGD history.
 
     A DQN run of U updates is U Poisson-sampled Gaussians at q = 128/10,000. Each method is
-    timed alone (``_method_value``: RDP, PRV, PLD with its own planner; a refusal is recorded
+    timed alone (``method_value``: RDP, PRV, PLD with its own planner; a refusal is recorded
     with its reason), then ``best`` (which adds the coarse PLD where PLD's planner refuses).
     """
     from ldp_audit.accountant import GaussianEvent, PoissonSampledEvent
-    from ldp_audit.accountant.accountant import _evaluate_full, _method_value, _signature
     from ldp_audit.accountant.events import event_to_json
+    from ldp_audit.accountant.methods import evaluate_full, method_value, signature
 
     out = []
     for u in updates:
@@ -231,13 +231,13 @@ def bench_accountant(updates: tuple[int, ...] = (2250, 24750), sigmas: tuple = S
             for m in ("rdp", "prv", "pld"):
                 t = time.process_time()
                 try:
-                    v = _method_value({ev: u}, 1e-5, m)
+                    v = method_value({ev: u}, 1e-5, m)
                 except Exception as exc:  # noqa: BLE001 - a refusal is a result here
                     v = f"refused: {str(exc)[:80]}"
                 row[m] = {"epsilon": v, "cpu_s": time.process_time() - t}
-            _evaluate_full.cache_clear()
+            evaluate_full.cache_clear()
             t = time.process_time()
-            eps, method, _, _ = _evaluate_full(_signature([(event_to_json(ev), u)]), 1e-5, "best")
+            eps, method, _, _ = evaluate_full(signature([(event_to_json(ev), u)]), 1e-5, "best")
             row["best"] = {"epsilon": eps, "method": method, "cpu_s": time.process_time() - t}
             print(row, flush=True)
             out.append(row)

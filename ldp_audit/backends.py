@@ -30,14 +30,16 @@ an :class:`~ldp_audit.errors.InvalidParameterError` naming the extra.
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
-import numbers
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 from ldp_audit.errors import InvalidParameterError, LdpAuditError
+from ldp_audit.validation import check_int
 
 __all__ = [
     "BACKENDS",
@@ -89,42 +91,35 @@ def check_backend(backend: Any, address: Any = None, workers: Any = None) -> tup
             raise InvalidParameterError(
                 f"address applies to backend='ray' only, got backend={backend!r}"
             )
-    if workers is not None and (
-        isinstance(workers, bool) or not isinstance(workers, numbers.Integral) or workers < 1
-    ):
-        raise InvalidParameterError(f"workers must be an integer >= 1 or None, got {workers!r}")
-    return backend, address, None if workers is None else int(workers)
+    return backend, address, None if workers is None else check_int(workers, "workers", minimum=1)
 
 
 def _describe(describe: Callable[[Any], str] | None, item: Any) -> str:
     if describe is not None:
-        try:
+        with contextlib.suppress(Exception):  # a describe bug must not hide the task's own error
             return str(describe(item))
-        except Exception:  # a describe bug must not hide the task's own error
-            pass
     text = repr(item)
     return text if len(text) <= 200 else text[:197] + "..."
 
 
-def _fail(exc: BaseException, index: int, n: int, item: Any, describe: Any) -> TaskError:
+def _fail(exc: BaseException, index: int, items: Sequence[Any], describe: Any) -> TaskError:
     cls = TaskInputError if isinstance(exc, LdpAuditError) else TaskError
     err = cls(
-        f"task {index + 1} of {n} ({_describe(describe, item)}) failed: "
+        f"task {index + 1} of {len(items)} ({_describe(describe, items[index])}) failed: "
         f"{type(exc).__name__}: {exc}",
         index=index,
-        item=item,
+        item=items[index],
     )
     err.__cause__ = exc
     return err
 
 
 def _bar(progress: Any, total: int) -> Any:
-    if not progress:
-        return None
+    """A tqdm bar of finished tasks on stderr (disabled, a no-op, without ``progress``)."""
     from tqdm.auto import tqdm
 
     desc = progress if isinstance(progress, str) else "tasks"
-    return tqdm(total=total, desc=desc, unit="task")
+    return tqdm(total=total, desc=desc, unit="task", disable=not progress)
 
 
 def run_tasks(
@@ -165,40 +160,30 @@ def run_tasks(
     backend, address, workers = check_backend(backend, address, workers)
     if not callable(fn):
         raise InvalidParameterError(f"fn must be callable, got {type(fn).__name__}")
-    if (
-        isinstance(max_retries, bool)
-        or not isinstance(max_retries, numbers.Integral)
-        or max_retries < 0
-    ):
-        raise InvalidParameterError(f"max_retries must be an integer >= 0, got {max_retries!r}")
+    max_retries = check_int(max_retries, "max_retries", minimum=0)
     items = list(items)
-    if backend == "ray":
-        return _run_ray(fn, items, address, workers, progress, describe, int(max_retries), _poll)
-    if workers is not None and workers > 1 and len(items) > 1:
-        return _run_pool(fn, items, workers, progress, describe, _poll)
-    out: list[R] = []
-    bar = _bar(progress, len(items))
-    try:
+    with _bar(progress, len(items)) as bar:
+        if backend == "ray":
+            return _run_ray(fn, items, address, workers, bar, describe, max_retries, _poll)
+        if workers is not None and workers > 1 and len(items) > 1:
+            return _run_pool(fn, items, workers, bar, describe, _poll)
+        out: list[R] = []
         for i, item in enumerate(items):
             try:
                 out.append(fn(item))
             except (KeyboardInterrupt, TaskError):
                 raise
             except Exception as exc:
-                raise _fail(exc, i, len(items), item, describe) from exc
-            if bar is not None:
-                bar.update(1)
-    finally:
-        if bar is not None:
-            bar.close()
-    return out
+                raise _fail(exc, i, items, describe) from exc
+            bar.update(1)
+        return out
 
 
 def _run_pool(
     fn: Callable[[T], R],
     items: Sequence[T],
     workers: int,
-    progress: Any,
+    bar: Any,
     describe: Any,
     poll: Callable[[], None] | None = None,
 ) -> list[R]:
@@ -206,7 +191,6 @@ def _run_pool(
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
     results: list[Any] = [None] * len(items)
-    bar = _bar(progress, len(items))
     ctx = mp.get_context("spawn")  # no fork of a process holding threads or open ledgers
     ex = ProcessPoolExecutor(max_workers=min(workers, len(items)), mp_context=ctx)
     finished = False
@@ -222,13 +206,10 @@ def _run_pool(
                 try:
                     results[i] = fut.result()
                 except Exception as exc:
-                    raise _fail(exc, i, len(items), items[i], describe) from exc
-                if bar is not None:
-                    bar.update(1)
+                    raise _fail(exc, i, items, describe) from exc
+                bar.update(1)
         finished = True
     finally:
-        if bar is not None:
-            bar.close()
         if finished:
             ex.shutdown(wait=True)
         else:  # a task failed, or Ctrl-C/SIGTERM: stop the others now, do not wait for them
@@ -282,7 +263,7 @@ def _run_ray(
     items: Sequence[T],
     address: str | None,
     workers: int | None,
-    progress: Any,
+    bar: Any,
     describe: Any,
     max_retries: int,
     poll: Callable[[], None] | None = None,
@@ -293,7 +274,6 @@ def _run_ray(
     refs = [remote.remote(fn_ref, item) for item in items]
     index = {ref: i for i, ref in enumerate(refs)}
     results: list[Any] = [None] * len(items)
-    bar = _bar(progress, len(items))
     pending = list(refs)
     try:
         while pending:
@@ -304,24 +284,16 @@ def _run_ray(
                 i = index[ref]
                 try:
                     results[i] = ray.get(ref)
-                except ray.exceptions.RayTaskError as exc:
-                    cause = getattr(exc, "cause", None) or exc.as_instanceof_cause()
-                    for other in pending:
-                        ray.cancel(other)
-                    raise _fail(cause, i, len(items), items[i], describe) from exc
-                except ray.exceptions.RayError as exc:  # worker died more than max_retries
-                    for other in pending:
-                        ray.cancel(other)
-                    raise _fail(exc, i, len(items), items[i], describe) from exc
-                if bar is not None:
-                    bar.update(1)
-    except KeyboardInterrupt:  # Ctrl-C: the cluster stops the grid's other tasks too
+                except ray.exceptions.RayError as exc:  # it raised, or died more than max_retries
+                    cause = exc
+                    if isinstance(exc, ray.exceptions.RayTaskError):
+                        cause = getattr(exc, "cause", None) or exc.as_instanceof_cause()
+                    raise _fail(cause, i, items, describe) from exc
+                bar.update(1)
+    except BaseException:  # a failure or Ctrl-C: the cluster stops the grid's other tasks too
         for other in pending:
             ray.cancel(other)
         raise
-    finally:
-        if bar is not None:
-            bar.close()
     return results
 
 
@@ -354,12 +326,18 @@ def fresh_run_dir(path: str | Path) -> Path:
             f"run directory {str(p)!r} is not empty and is not an interrupted attempt "
             f"(config.json status {status!r})"
         )
-    k = 1
-    while p.with_name(f"{p.name}.attempt-{k}").exists():
-        k += 1
-    dest = p.with_name(f"{p.name}.attempt-{k}")
-    p.rename(dest)
+    k = next(k for k in itertools.count(1) if not p.with_name(f"{p.name}.attempt-{k}").exists())
+    p.rename(p.with_name(f"{p.name}.attempt-{k}"))
     return p
+
+
+def _check_grid(seeds: Sequence[Any], dirs: Sequence[Any], what: str) -> None:
+    """Integer seeds (``what[i]``), and no run directory named twice."""
+    for i, seed in enumerate(seeds):
+        check_int(seed, what.format(i=i))
+    named = [str(Path(d).resolve()) for d in dirs if d is not None]
+    if len(set(named)) != len(named):
+        raise InvalidParameterError("tasks must not share a run_dir (each task owns its own)")
 
 
 def _describe_run(task: tuple[Any, Any, Any]) -> str:
@@ -406,12 +384,7 @@ def train_runs(
             raise InvalidParameterError(
                 f"tasks[{i}] must be a (config, seed, run_dir) tuple, got {task!r}"
             )
-        seed = task[1]
-        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
-            raise InvalidParameterError(f"tasks[{i}] seed must be an integer, got {seed!r}")
-    dirs = [str(Path(t[2]).resolve()) for t in tasks if t[2] is not None]
-    if len(set(dirs)) != len(dirs):
-        raise InvalidParameterError("tasks must not share a run_dir (each task owns its own)")
+    _check_grid([t[1] for t in tasks], [t[2] for t in tasks], "tasks[{i}] seed")
     return run_tasks(
         functools.partial(_train_one, train),
         tasks,
@@ -442,11 +415,9 @@ class ProgressSink:
 
     def flush(self, now: float | None = None) -> None:
         if self.pending:
-            try:
+            with contextlib.suppress(Exception):  # progress is cosmetic; the task goes on
                 self.queue.put(self.pending)
                 self.pending = 0
-            except Exception:  # noqa: BLE001 - progress is cosmetic; the task goes on
-                pass
         self.last = time.monotonic() if now is None else now
 
 
@@ -496,10 +467,8 @@ class WorkProgress:
             if self._manager is not None:
                 self._manager.shutdown()
             if self.queue is not None and hasattr(self.queue, "shutdown"):
-                try:
+                with contextlib.suppress(Exception):  # cleanup only
                     self.queue.shutdown()  # the Ray queue's actor
-                except Exception:  # noqa: BLE001 - cleanup only
-                    pass
 
 
 def _grid_chunk(train_grid: Callable[..., list[R]], chunk: tuple[Any, ...]) -> list[R]:
@@ -560,15 +529,8 @@ def grid_runs(
         )
     if chunks is None:
         chunks = workers or 1
-    if isinstance(chunks, bool) or not isinstance(chunks, numbers.Integral) or chunks < 1:
-        raise InvalidParameterError(f"chunks must be an integer >= 1, got {chunks!r}")
-    chunks = min(int(chunks), max(len(configs), 1))
-    for i, seed in enumerate(seeds):
-        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
-            raise InvalidParameterError(f"seeds[{i}] must be an integer, got {seed!r}")
-    named = [str(Path(d).resolve()) for d in dirs if d is not None]
-    if len(set(named)) != len(named):
-        raise InvalidParameterError("run_dirs must not repeat (each config owns its own)")
+    chunks = min(check_int(chunks, "chunks", minimum=1), max(len(configs), 1))
+    _check_grid(seeds, dirs, "seeds[{i}]")
     backend, address, workers = check_backend(backend, address, workers)
     order = [list(range(k, len(configs), chunks)) for k in range(chunks)]
     meter = None

@@ -28,6 +28,7 @@ Example::
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -121,15 +122,7 @@ class SealedRelease:
             )
         self._values = _readonly(values, "values")
         n = self._values.shape[0] if self._values.ndim else 1
-        m = {}
-        for k, v in meta.items():
-            arr = _readonly(v, f"meta[{k!r}]")
-            if arr.shape[:1] != (n,):
-                raise InvalidParameterError(
-                    f"meta[{k!r}] must have one entry per released row ({n}), got shape {arr.shape}"
-                )
-            m[k] = arr
-        self._meta = m
+        self._meta = {k: _readonly(v, f"meta[{k!r}]") for k, v in _check_meta(meta, n).items()}
         self.epsilon = float(epsilon)
         self.delta = float(delta)
         self.event = event
@@ -182,10 +175,15 @@ def require_sealed(obj: Any, who: str = "the receiver") -> SealedRelease:
     return obj
 
 
-def _event_for(mechanism: ReleaseMechanism) -> DpEvent:
-    from ldp_audit.accountant import event_for
-
-    return event_for(mechanism)
+def _check_accountant(accountant: Any) -> Charging:
+    if accountant is None:
+        raise InvalidParameterError("accountant is required: every release is charged first")
+    if not callable(getattr(accountant, "charge_many", None)):
+        raise InvalidParameterError(
+            "accountant must charge durably (an ldp_audit.accountant.Accountant or a "
+            f"Reservation: charge_many(charges, scope=...)), got {type(accountant).__name__}"
+        )
+    return accountant
 
 
 def _check_ids(agent_ids: Sequence[str], n: int) -> tuple[str, ...]:
@@ -265,7 +263,7 @@ def _check_meta(meta: Any, n: int | None) -> dict[str, np.ndarray]:
         if type(k) is not str or not k:
             raise InvalidParameterError(f"meta keys must be non-empty str, got {k!r}")
         arr = np.asarray(v.detach().cpu().numpy() if hasattr(v, "detach") else v)
-        if arr.dtype == object or arr.dtype.kind not in "biuf":
+        if arr.dtype.kind not in "biuf":
             raise InvalidParameterError(
                 f"meta[{k!r}] must be a numeric array, got dtype {arr.dtype}"
             )
@@ -318,11 +316,7 @@ def _check_values(values: Any, name: str) -> np.ndarray:
         x = np.asarray(values)
     except (TypeError, ValueError) as exc:
         raise InvalidParameterError(f"{name} must be a real numeric array: {exc}") from None
-    if x.dtype == object or not (
-        np.issubdtype(x.dtype, np.floating)
-        or np.issubdtype(x.dtype, np.integer)
-        or x.dtype == np.bool_
-    ):
+    if x.dtype.kind not in "biuf":
         raise InvalidParameterError(f"{name} must be a real numeric array, got dtype {x.dtype}")
     if x.size == 0:
         raise InvalidParameterError(f"{name} must be non-empty, got shape {x.shape}")
@@ -339,13 +333,9 @@ def release_many(
 
     If the charge raises (e.g. ``BudgetExceeded``), no noise is drawn and nothing is released.
     """
-    if accountant is None:
-        raise InvalidParameterError("accountant is required: every release is charged first")
-    if not callable(getattr(accountant, "charge_many", None)):
-        raise InvalidParameterError(
-            "accountant must charge durably (an ldp_audit.accountant.Accountant or a "
-            f"Reservation: charge_many(charges, scope=...)), got {type(accountant).__name__}"
-        )
+    from ldp_audit.accountant import event_for
+
+    _check_accountant(accountant)
     reqs = list(requests)
     charges: list[tuple[str, Any]] = []
     prepared = []
@@ -369,7 +359,7 @@ def release_many(
         if r.preprocess is not None:  # deterministic (a clip): done before the charge so a
             x = _check_values(r.preprocess(x), "preprocess(values)")  # bad value costs nothing
         _check_meta(r.meta, n)  # a bad id array is refused before the charge too
-        ev = r.event if r.event is not None else _event_for(r.mechanism)
+        ev = r.event if r.event is not None else event_for(r.mechanism)
         charges.extend((a, ev) for a in ids)
         prepared.append((r, x, ids, ev))
     scope = _check_scope(scope)
@@ -464,8 +454,7 @@ def release_with(
         InvalidParameterError: bad input (nothing charged), or a value ``randomise`` returned
             that may not be released (charged, not released).
     """
-    if accountant is None:
-        raise InvalidParameterError("accountant is required: every release is charged first")
+    _check_accountant(accountant)
     if not callable(randomise):
         raise InvalidParameterError(f"randomise must be callable, got {type(randomise).__name__}")
     memo = getattr(accountant, "_release_event_memo", None)
@@ -534,12 +523,10 @@ class Reservation:
         self._balance: dict[tuple[str, str], int] = {}
         self._release_event_memo: dict[int, tuple[Any, str]] = {}
 
-    def _key(self, agent: str, event: Any) -> tuple[str, str]:
-        hit = self._release_event_memo.get(id(event))
-        if hit is None or hit[0] is not event:
-            _check_charges([(agent, event)], self._release_event_memo)
-            hit = self._release_event_memo[id(event)]
-        return agent, hit[1]
+    def _keys(self, charges: Any) -> list[tuple[str, str]]:
+        """``[(agent, event JSON), ...]`` of checked ``charges`` (the memo holds every event)."""
+        memo = self._release_event_memo
+        return [(a, memo[id(e)][1]) for a, e in _check_charges(charges, memo)]
 
     def _open(self) -> None:
         if self.closed:
@@ -560,10 +547,8 @@ class Reservation:
         self.accountant.charge_many(ch, scope=self.scope)  # durable, before any release
         self.charged += len(ch)
         if self.itemised:
-            bal = self._balance
-            for a, e in ch:
-                k = self._key(a, e)
-                bal[k] = bal.get(k, 0) + 1
+            for k in self._keys(ch):
+                self._balance[k] = self._balance.get(k, 0) + 1
         return len(ch)
 
     def charge_many(self, charges: Iterable[tuple[str, Any]], *, scope: str = "local") -> int:
@@ -584,10 +569,7 @@ class Reservation:
             raise InvalidParameterError(
                 f"scope {scope!r} differs from the reservation's {self.scope!r}"
             )
-        need: dict[tuple[str, str], int] = {}
-        for a, e in _check_charges(charges, self._release_event_memo):
-            k = self._key(a, e)
-            need[k] = need.get(k, 0) + 1
+        need = Counter(self._keys(charges))
         for k, n in need.items():
             if self._balance.get(k, 0) < n:
                 raise InvalidParameterError(
@@ -651,13 +633,7 @@ def reserve(
         InvalidParameterError: bad input (nothing charged).
         BudgetExceeded: the accountant's budget refuses the block (nothing charged).
     """
-    if accountant is None:
-        raise InvalidParameterError("accountant is required: every release is charged first")
-    if not callable(getattr(accountant, "charge_many", None)):
-        raise InvalidParameterError(
-            f"accountant must have charge_many (an ldp_audit.accountant.Accountant), got "
-            f"{type(accountant).__name__}"
-        )
+    _check_accountant(accountant)
     if not isinstance(itemised, bool):
         raise InvalidParameterError(f"itemised must be True or False, got {itemised!r}")
     block = Reservation(accountant, _check_scope(scope), itemised, _SEAL)

@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.validation import check_bool, check_int, check_positive
 
 __all__ = ["ALGORITHM", "OwnLoopConfig", "Run", "open_run", "OWN_LOOP"]
 
@@ -132,7 +133,6 @@ class Run:
         from ldp_audit.accountant.accountant import Accountant
         from ldp_audit.release import Transcript
         from ldp_audit.rundir import RunWriter, check_new_dir, to_jsonable
-        from ldp_audit.validation import check_bool, check_positive
 
         check_bool(overwrite, "overwrite")
         if mechanism is None:  # a baseline says so: its ledger records epsilon inf per report
@@ -142,15 +142,10 @@ class Run:
                 "charged as non-private: epsilon inf in the ledger; docs/own-loop.md)"
             )
         # every argument's type before any work (raw TypeError / ValueError never reach a user)
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-            raise InvalidParameterError(f"seed must be an int >= 0, got {seed!r}")
+        check_int(seed, "seed", minimum=0)
         if config is not None and not isinstance(config, Mapping):
             raise InvalidParameterError(
                 f"config must be a dict (or None), got {type(config).__name__}"
-            )
-        if private is not None and not isinstance(private, Mapping):
-            raise InvalidParameterError(
-                f"private must be a dict with name and values, got {type(private).__name__}"
             )
         if not hasattr(mechanism, "privatize") or not hasattr(mechanism, "to_config"):
             raise InvalidParameterError(
@@ -163,7 +158,7 @@ class Run:
             system=system,
             params=to_jsonable(dict(config or {})),
             mechanism=mechanism.to_config(),
-            private_parameter=None if private is None else dict(private),
+            private_parameter=private,
         )
         check_new_dir(path, name="run_dir", overwrite=overwrite)  # before any work
         self.mechanism = mechanism
@@ -226,8 +221,7 @@ class Run:
 
         if self._closed:
             raise InvalidParameterError("the run is closed; open a new one")
-        if isinstance(agent, bool) or not isinstance(agent, (int, np.integer)) or agent < 0:
-            raise InvalidParameterError(f"agent must be an integer >= 0, got {agent!r}")
+        check_int(agent, "agent", minimum=0)
         try:
             x = np.asarray(values, dtype=np.float64).reshape(1, -1)
         except (TypeError, ValueError) as exc:
@@ -273,8 +267,8 @@ class Run:
         if self._closed:
             return self.path
         self._closed = True
+        arr = self.transcript.arrays()
         if self._n:
-            arr = self.transcript.arrays()
             d = arr["report"].shape[1]
             arr["thetas"] = np.stack(self._thetas) if self._thetas else np.zeros((0, d))
             self.writer.write_npz("transcript.npz", arr)
@@ -286,9 +280,7 @@ class Run:
             "metrics.json",
             {
                 "submissions": self._n,
-                "agents": len({int(a) for a in self.transcript.arrays().get("agent", [])})
-                if self._n
-                else 0,
+                "agents": len({int(a) for a in arr.get("agent", [])}),
                 "user": dict(metrics or {}),
             },
         )

@@ -270,14 +270,14 @@ def test_one_root_covers_the_whole_run(run: Path, tmp_path: Path, capsys) -> Non
     # a transcript edit with a re-sealed manifest (made by the owner's key: the worst case)
     # passes the MACs and the ledger head, but not the root
     from ldp_audit.rundir.files import sha256_file
-    from ldp_audit.rundir.writer import _seal_manifest
+    from ldp_audit.rundir.seal import seal_manifest
 
     head = res.ledger["chain_head"]
     np.savez(run / "transcript.npz", agent=np.zeros(4, dtype=np.int64))
     man = json.loads((run / "manifest.json").read_text())
     man.pop("mac")
     man["files"]["transcript.npz"] = sha256_file(run / "transcript.npz")
-    (run / "manifest.json").write_text(json.dumps(_seal_manifest(man)))
+    (run / "manifest.json").write_text(json.dumps(seal_manifest(man, run)))
     # (the index chains to the old manifest: re-chain it as the owner's key would)
     from ldp_audit.rundir.seal import seal_analyses
 

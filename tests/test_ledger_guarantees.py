@@ -198,9 +198,9 @@ def test_long_dpsgd_histories_have_bounded_plans():
 
 def test_best_skips_an_absurdly_expensive_method_and_says_so(monkeypatch):
     monkeypatch.setattr(prv, "MAX_POINTS", 1000)  # make PRV "absurd" for a modest history
-    from ldp_audit.accountant import accountant as A
+    from ldp_audit.accountant import methods as A
 
-    A._evaluate_full.cache_clear()
+    A.evaluate_full.cache_clear()
     acc = Accountant()
     acc.charge_many([("m", PoissonSampledEvent(0.01, GaussianEvent(1.0)))] * 2000)
     d = acc.spent_detail("m", delta=1e-5)
@@ -209,7 +209,7 @@ def test_best_skips_an_absurdly_expensive_method_and_says_so(monkeypatch):
     assert d.to_dict()["skipped"] == d.skipped
     with pytest.raises(InvalidParameterError, match="'prv' cannot compose.*eps_error"):
         acc.spent("m", delta=1e-5, method="prv")
-    A._evaluate_full.cache_clear()
+    A.evaluate_full.cache_clear()
 
 
 def test_no_library_warning_leaks():

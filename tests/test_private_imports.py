@@ -215,7 +215,6 @@ def test_the_strict_parsers_are_core_not_cli() -> None:
 #: Issue 37's four (ledger <-> ledger_migrate, audit api <-> sequential, attack_cmd <->
 #: system_cmd, rundir reader <-> verify) are gone.
 _CIRCLES_LEFT = {
-    ("ldp_audit.accountant", "ldp_audit.accountant.accountant"),
     ("ldp_audit.training.frd.config", "ldp_audit.training.frd.proxy"),
 }
 

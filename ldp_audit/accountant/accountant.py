@@ -25,6 +25,7 @@ the composition of one history is :mod:`~ldp_audit.accountant.methods`'; the dur
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import numbers
@@ -34,7 +35,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ldp_audit.accountant import composition
+from ldp_audit.accountant.composition import filter_epsilon
 from ldp_audit.accountant.events import DpEvent, event_to_json
 from ldp_audit.accountant.ledger import Ledger
 from ldp_audit.accountant.ledger_format import SCOPES, AgentState
@@ -49,7 +50,6 @@ from ldp_audit.accountant.methods import (
     compose,
     evaluate,
     evaluate_full,
-    method_value,
     pure_epsilon,
     signature,
     supports,
@@ -70,20 +70,6 @@ _BUDGET_METHODS = (*ALL_METHODS, "filter")
 _ADAPTIVE_METHODS = ("basic", "filter")
 # Relative slack of the budget check so that T charges of total/T fit into total exactly.
 _BUDGET_RTOL = 1e-9
-
-# The names of :mod:`~ldp_audit.accountant.methods` that other modules, tests and benchmarks
-# import from here under their old private names.
-_signature = signature
-_method_value = method_value
-_evaluate = evaluate
-_evaluate_full = evaluate_full
-
-
-def _check_real(value: Any, name: str) -> float:
-    """A real number (numbers.Real; bool and str are refused, never coerced)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise InvalidParameterError(f"{name} must be a real number, got {value!r}")
-    return float(value)
 
 
 def _check_agent(agent: Any) -> str:
@@ -115,7 +101,10 @@ class Budget:
     method: str = "basic"
 
     def __post_init__(self) -> None:
-        _check_real(self.epsilon, "budget epsilon")
+        if isinstance(self.epsilon, bool) or not isinstance(self.epsilon, numbers.Real):
+            raise InvalidParameterError(
+                f"budget epsilon must be a real number, got {self.epsilon!r}"
+            )
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon, "budget epsilon"))
         object.__setattr__(self, "delta", check_delta(self.delta))
         check_method(self.method, _BUDGET_METHODS)
@@ -129,7 +118,7 @@ class Budget:
             )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"epsilon": self.epsilon, "delta": self.delta, "method": self.method}
+        return dataclasses.asdict(self)
 
 
 @dataclass(frozen=True)
@@ -159,17 +148,7 @@ class SpentDetail:
     skipped: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "agent": self.agent,
-            "epsilon": self.epsilon,
-            "delta": self.delta,
-            "method": self.method,
-            "by_method": dict(self.by_method),
-            "charges": self.charges,
-            "scope": self.scope,
-            "remaining": self.remaining,
-            "skipped": dict(self.skipped),
-        }
+        return dataclasses.asdict(self)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -347,11 +326,7 @@ class Accountant:
     ) -> None:
         batch: dict[str, list[str]] = {}
         for agent, text, _ in rows:
-            texts = batch.get(agent)
-            if texts is None:
-                batch[agent] = [text]
-            else:
-                texts.append(text)
+            batch.setdefault(agent, []).append(text)
         memo: dict[Signature, tuple[bool, float]] = {}
         for agent, texts in batch.items():
             st = states.get(agent)
@@ -399,18 +374,14 @@ class Accountant:
                     f"budget method 'filter' supports pure-DP and Laplace events, got {atom!r}"
                 )
             eps_list.extend([e] * n)
-        stat = composition.filter_epsilon(
-            eps_list, epsilon_budget=budget.epsilon, delta=budget.delta
-        )
+        stat = filter_epsilon(eps_list, epsilon_budget=budget.epsilon, delta=budget.delta)
         return stat <= budget.epsilon, stat
 
     # ---- reading -----------------------------------------------------------------------------
 
     def agents(self, scope: str | None = None) -> list[str]:
         """Every charged agent (sorted), optionally only those charged under ``scope``."""
-        if scope is not None:
-            _check_scope(scope)
-        return self.ledger.agents(scope)
+        return self.ledger.agents(None if scope is None else _check_scope(scope))
 
     def spent(self, agent: str, *, delta: float = 0.0, method: str = "best") -> float:
         """Epsilon ``agent`` has spent at ``delta`` under ``method`` (0.0 if never charged)."""
@@ -481,11 +452,8 @@ class Accountant:
         charge lands. An agent whose history ``method`` cannot compose (e.g. ``basic`` for a
         Gaussian) gets ``inf`` (``spent`` would raise).
         """
-        delta = check_delta(delta)
-        method = check_method(method)
-        if scope is not None:
-            _check_scope(scope)
-        key = (self.ledger.version(), delta, method, scope)
+        delta, method = check_delta(delta), check_method(method)
+        key = (self.ledger.version(), delta, method, None if scope is None else _check_scope(scope))
         hit = self._cache.get(key)
         if hit is not None:
             return dict(hit)
@@ -499,11 +467,9 @@ class Accountant:
         self, *, delta: float = 0.0, method: str = "best", scope: str | None = None
     ) -> dict[str, tuple[float, str]]:
         """``{agent: (epsilon, winning method)}`` for every agent, in bulk."""
-        delta = check_delta(delta)
-        method = check_method(method)
-        if scope is not None:
-            _check_scope(scope)
-        return self._bulk(delta, method, scope)
+        return self._bulk(
+            check_delta(delta), check_method(method), None if scope is None else _check_scope(scope)
+        )
 
     def _bulk(self, delta: float, method: str, scope: str | None) -> dict[str, tuple[float, str]]:
         memo: dict[Any, tuple[float, str]] = {}
@@ -552,10 +518,9 @@ class Accountant:
                 }
             else:
                 out[scope] = {"agents": 0, "max_epsilon": 0.0, "max_agent": None, "methods": {}}
-        out["budget"] = None if self.budget is None else self.budget.to_dict()
-        out["central_budget"] = (
-            None if self.central_budget is None else self.central_budget.to_dict()
-        )
+        for name in ("budget", "central_budget"):
+            b = getattr(self, name)
+            out[name] = None if b is None else b.to_dict()
         return out
 
     # ---- lifecycle ---------------------------------------------------------------------------

@@ -45,6 +45,7 @@ __all__ = [
     "event_to_json",
     "event_for",
     "flatten",
+    "unsampled",
 ]
 
 
@@ -236,6 +237,13 @@ def event_from_json(text: str) -> DpEvent:
     except (TypeError, ValueError) as exc:
         raise InvalidParameterError(f"event JSON must be valid JSON, got {text!r}") from exc
     return event_from_dict(d)
+
+
+def unsampled(event: DpEvent) -> tuple[DpEvent, float]:
+    """``(inner event, sample rate)`` of a Poisson-sampled event; ``(event, 1.0)`` otherwise."""
+    if isinstance(event, PoissonSampledEvent):
+        return event.event, event.sample_rate
+    return event, 1.0
 
 
 def flatten(events: Iterable[tuple[DpEvent, int]] | DpEvent) -> Counter[DpEvent]:

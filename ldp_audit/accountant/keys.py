@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import hmac
 import os
 import secrets
 import stat
@@ -85,10 +84,6 @@ class LedgerKey:
         outer = self._outer.copy()  # type: ignore[attr-defined]
         outer.update(inner.digest())
         return outer.digest()
-
-    def mac_reference(self, msg: bytes) -> bytes:
-        """The same MAC through the standard library's ``hmac`` (the tests compare them)."""
-        return hmac.digest(self.key, msg, "sha256")
 
     def __repr__(self) -> str:  # never print the key
         return f"LedgerKey(id={self.id}, source={self.source!r})"
@@ -227,11 +222,9 @@ def load_key(*, create: bool = False) -> LedgerKey | None:
         KeyFileError: the key is malformed, its file is readable by others, or it cannot be
             created.
     """
-    text = os.environ.get(ENV_KEY)
-    if text is not None and text.strip():
-        return LedgerKey(_parse(text, f"${ENV_KEY}"), f"${ENV_KEY}")
-    named = os.environ.get(ENV_KEY_FILE)
-    path = Path(named) if named is not None and named.strip() else default_key_path()
+    path = key_file_path()
+    if path is None:
+        return LedgerKey(_parse(os.environ[ENV_KEY], f"${ENV_KEY}"), f"${ENV_KEY}")
     if not path.exists():
         if not create:
             return None

@@ -74,8 +74,8 @@ from ldp_audit.accountant.ledger_store import (
     RowStore,
 )
 from ldp_audit.accountant.ledger_tally import TallyStore
-from ldp_audit.accountant.ledger_verify import identify, resolve_key
-from ldp_audit.accountant.ledger_write import ChainWriter, Transaction
+from ldp_audit.accountant.ledger_verify import identify, resolve_key, verify_open
+from ldp_audit.accountant.ledger_write import ChainWriter, transaction
 from ldp_audit.errors import InvalidParameterError
 
 __all__ = ["Ledger", "TallyLedger"]
@@ -83,6 +83,11 @@ __all__ = ["Ledger", "TallyLedger"]
 
 #: Most agents whose state a writer keeps between its own commits (``Ledger._wc``).
 WRITE_CACHE_AGENTS = 262_144
+
+
+def _check_verify(verify: Any) -> None:
+    if verify not in (True, False, "full"):
+        raise InvalidParameterError(f"verify must be True, False or 'full', got {verify!r}")
 
 
 class Ledger(LedgerQueries):
@@ -115,6 +120,7 @@ class Ledger(LedgerQueries):
     auth_note = ""
     #: The id of the key the ledger was written under (schema 3), else None.
     key_id: str | None = None
+    #: The replay in progress (``begin_replay``), None once past it.
     _replay: Replay | None = None
 
     def __init__(
@@ -128,8 +134,7 @@ class Ledger(LedgerQueries):
     ):
         text = check_ledger_path(path)
         check_timeout(timeout)
-        if verify not in (True, False, "full"):
-            raise InvalidParameterError(f"verify must be True, False or 'full', got {verify!r}")
+        _check_verify(verify)
         if text == ":memory:":  # a private ledger: an ephemeral key of this process
             key: LedgerKey | None = LedgerKey(secrets.token_bytes(32), ":memory: (ephemeral)")
         else:
@@ -152,8 +157,7 @@ class Ledger(LedgerQueries):
         """
         if not isinstance(store, LedgerStore):
             raise InvalidParameterError(f"store must be a LedgerStore, got {store!r}")
-        if verify not in (True, False, "full"):
-            raise InvalidParameterError(f"verify must be True, False or 'full', got {verify!r}")
+        _check_verify(verify)
         self = cls.__new__(cls)
         self._attach(store, verify, None)
         return self
@@ -168,11 +172,7 @@ class Ledger(LedgerQueries):
         self._schema = SCHEMA_VERSION
         #: The key this ledger's MACs are checked and written with (None: unauthenticated).
         self._key: LedgerKey | None = None
-        self.authenticated = False
-        self.auth_note = ""
-        self.key_id = None
         self._write_refusal: str | None = None
-        self._replay = None  # the replay in progress (begin_replay), None once past it
         # The last full verified state, keyed by the chain head it was read at (read-only).
         self._all_states: tuple[tuple[int, bytes], dict[str, AgentState]] | None = None
         # The write path and the writer's cache (row stores only).
@@ -244,8 +244,8 @@ class Ledger(LedgerQueries):
             store.open_for_writing()
         if verify:
             store.check_storage(full=False)
-            with self._read_tx():
-                self._verify_open()
+            with store.read():
+                verify_open(store, self._ledger_id, self.path)
             if verify == "full":
                 self.verify()
 
@@ -282,7 +282,7 @@ class Ledger(LedgerQueries):
         synced). Yields the store's handle (an ``sqlite3.Connection`` for SQLite).
         """
         self._rows_store("SQL transactions (charge_rows is atomic by itself)")
-        return Transaction(self)
+        return transaction(self)
 
     # ---- writing rows ------------------------------------------------------------------------
 
@@ -343,9 +343,17 @@ class Ledger(LedgerQueries):
         # The lock is taken before ``_in_tx`` is read: another thread's open transaction must
         # make this thread wait, never let it write into that transaction.
         with self._lock:
-            if self._replay is not None:
-                return self._charge_replaying(rows, run_id=run_id, check=check, when=when)
-            return self._charge_rows(rows, rows, run_id=run_id, check=check, when=when)
+            rep = self._replay
+            if rep is None:
+                return self._charge_rows(rows, rows, run_id=run_id, check=check, when=when)
+
+            def write(rest: Sequence[tuple[str, str, str]], chk: Any) -> None:
+                self._charge_rows(rest, rows, run_id=run_id, check=chk, when=when)
+
+            rep.charge(rows, check, write)
+            if not rep.active:
+                self._replay = None  # past the last earlier row
+            return len(rows)
 
     def _charge_rows(
         self,
@@ -363,23 +371,17 @@ class Ledger(LedgerQueries):
         if w is None:  # pragma: no cover - charge_rows sends count stores elsewhere
             raise self._not_evidence("rows")
         with self._lock:
-            if self._in_tx:
-                # A caller's transaction may still roll back: no cache, read everything.
+            in_tx = self._in_tx
+            if in_tx:  # a caller's transaction may still roll back: no cache, read everything
                 w.cache = None
-                with self._store.errors("write"):
-                    wh = w.check_head()
-                    states = self._load_states(agents)
-                    if check is not None:
-                        check(states)
-                    self._append_rows(rows, states, run_id=run_id, when=when, head=wh.head)
-                return len(rows)
-            with self.transaction():
+            with self._store.errors("write") if in_tx else self.transaction():
                 wh = w.check_head()
                 states, cache, complete = w.states(agents, wh, self._load_states)
                 if check is not None:
                     check(states)
                 new = self._append_rows(rows, states, run_id=run_id, when=when, head=wh.head)
-            w.fold(cache, states, new, complete, wh.token, WRITE_CACHE_AGENTS)  # committed
+            if not in_tx:  # committed
+                w.fold(cache, states, new, complete, wh.token, WRITE_CACHE_AGENTS)
         return len(rows)
 
     # ---- resume: replaying the charges already in the ledger ---------------------------------
@@ -418,26 +420,6 @@ class Ledger(LedgerQueries):
         store = self._rows_store("rows to replay")
         with store.errors("read"), self._lock:
             return [(r[1], r[2], r[3]) for r in store.rows(first, stop - 1)]
-
-    def _charge_replaying(
-        self,
-        rows: Sequence[tuple[str, str, str]],
-        *,
-        run_id: str | None,
-        check: Callable[[dict[str, AgentState]], None] | None,
-        when: float | None,
-    ) -> int:
-        rep = self._replay
-        if rep is None:  # pragma: no cover - the caller checked, under the lock
-            return self._charge_rows(rows, rows, run_id=run_id, check=check, when=when)
-
-        def write(rest: Sequence[tuple[str, str, str]], chk: Any) -> None:
-            self._charge_rows(rest, rows, run_id=run_id, check=chk, when=when)
-
-        rep.charge(rows, check, write)
-        if not rep.active:
-            self._replay = None  # past the last earlier row
-        return len(rows)
 
     def append(
         self,

@@ -125,20 +125,8 @@ def states_from_records(
     out: dict[str, AgentState] = {}
     seen_rows = 0
     macs: dict[str, tuple[Any, Any]] = {}
-    for (
-        agent,
-        n,
-        last_id,
-        chk,
-        mac,
-        row_agent,
-        row_n,
-        row_hash,
-        scope,
-        event,
-        sn,
-        schk,
-    ) in records:
+    for record in records:
+        agent, n, last_id, chk, mac, row_agent, row_n, row_hash, scope, event, sn, schk = record
         st = out.get(agent)
         if st is None:
             if chk != _agent_chk(agent, n, last_id):
@@ -350,23 +338,24 @@ def seal_rows(
 
 
 def walk_chain(
-    rows: Iterable[tuple], ledger_id: str, path: str, want: bytes | None
+    rows: Iterable[tuple], prev: bytes, path: str, want: bytes | None, first: int = 1
 ) -> tuple[int, bytes, dict[tuple[str, str, str], int], dict[str, list[int]], bool]:
-    """Re-hash every charge row from the genesis hash (``rows`` in id order, from row 1).
+    """Re-hash charge rows ``first, first + 1, ...`` (``rows`` in id order) from ``prev``, the
+    hash before row ``first`` (the genesis hash for row 1).
 
     Returns:
-        ``(number of rows, last hash, {(agent, scope, event): count}, {agent: [count, last
-        row id]}, whether some hash (or the genesis) equals ``want``)``.
+        ``(last row id, last hash, {(agent, scope, event): count}, {agent: [count, last
+        row id]}, whether some hash (or ``prev``) equals ``want``)``; the counts are of the
+        walked rows.
 
     Raises:
-        LedgerIntegrityError: a row is missing, does not match its hash, or carries a wrong
-            running count of its agent.
+        LedgerIntegrityError: a row is missing, does not match its hash, or (from row 1)
+            carries a wrong running count of its agent.
     """
-    prev = _genesis(ledger_id)
     found = want is not None and want == prev
     counts: dict[tuple[str, str, str], int] = {}
     per_agent: dict[str, list[int]] = {}
-    expect = 1
+    expect = first
     for i, agent, event, scope, t, run_id, agent_n, h in rows:
         if i != expect:
             raise integrity_error(path, f"row {expect} is missing (next row is {i})")
@@ -378,7 +367,7 @@ def walk_chain(
         pa = per_agent.setdefault(agent, [0, 0])
         pa[0] += 1
         pa[1] = i
-        if agent_n != pa[0]:
+        if first == 1 and agent_n != pa[0]:
             raise integrity_error(path, f"row {i}: agent {agent!r}'s running count is wrong")
         k3 = (agent, scope, event)
         counts[k3] = counts.get(k3, 0) + 1

@@ -22,6 +22,7 @@ import hashlib
 import json
 import zlib
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 from ldp_audit.errors import InvalidParameterError, LedgerError
 
@@ -152,25 +153,13 @@ def _meta_digest(meta: dict[str, str]) -> bytes:
     return hashlib.sha256(json.dumps(sorted(meta.items())).encode()).digest()
 
 
+@dataclass(slots=True)
 class AgentState:
     """One agent's verified running state: ``{(scope, event): count}``, total and last row."""
 
-    __slots__ = ("n", "last_id", "events")
-
-    def __init__(
-        self, n: int = 0, last_id: int = 0, events: dict[tuple[str, str], int] | None = None
-    ) -> None:
-        self.n = n
-        self.last_id = last_id
-        self.events: dict[tuple[str, str], int] = {} if events is None else events
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, AgentState):
-            return NotImplemented
-        return (self.n, self.last_id, self.events) == (other.n, other.last_id, other.events)
-
-    def __repr__(self) -> str:
-        return f"AgentState(n={self.n}, last_id={self.last_id}, events={self.events!r})"
+    n: int = 0
+    last_id: int = 0
+    events: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def copy(self) -> AgentState:
         """An independent copy (its events dict is not shared)."""

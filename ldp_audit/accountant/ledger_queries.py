@@ -8,8 +8,7 @@ agree, and with the key their MACs are checked (:mod:`~ldp_audit.accountant.ledg
 head is read with its MAC; ``verify()`` walks the whole chain
 (:mod:`~ldp_audit.accountant.ledger_verify`). A ``TallyLedger`` (a count store) answers
 ``len()`` and ``states()``; the row-level reads raise ``LedgerError`` saying it keeps no rows.
-The questions derived from ``states()`` alone (agents, histories, scopes) are
-:class:`~ldp_audit.accountant.ledger_reads.StateReads`'.
+The questions derived from ``states()`` alone (agents, histories, scopes) are answered from it.
 
 The attributes read here are set when :class:`~ldp_audit.accountant.ledger.Ledger` opens its
 store (``Ledger._attach``).
@@ -19,26 +18,23 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Sequence
-from contextlib import AbstractContextManager
 from typing import Any
 
 from ldp_audit.accountant.keys import LedgerKey
 from ldp_audit.accountant.ledger_chain import (
-    check_agent_mac,
     check_head_mac,
     states_from_all_records,
     states_from_records,
 )
 from ldp_audit.accountant.ledger_format import AgentState, LedgerIntegrityError, integrity_error
-from ldp_audit.accountant.ledger_reads import StateReads
 from ldp_audit.accountant.ledger_store import CountStore, LedgerStore, RowStore
-from ldp_audit.accountant.ledger_verify import parse_head, verify_all, verify_open
+from ldp_audit.accountant.ledger_verify import parse_head, verify_all
 from ldp_audit.errors import LedgerError
 
 __all__ = ["LedgerQueries"]
 
 
-class LedgerQueries(StateReads):
+class LedgerQueries:
     """The reads of a ledger, each checked (see the module docstring); ``Ledger`` is the one
     class built on it."""
 
@@ -78,30 +74,13 @@ class LedgerQueries(StateReads):
 
     def _check_head_mac(self) -> None:
         """The head (row count, last hash, metadata digest) must carry its MAC (cheap)."""
-        head = self._rows_store("hash chain").head()
-        if head is None:
-            raise self._bad("the chain head is missing")
-        self._check_head_mac_of(head.rows, head.hash, bytes(head.meta_digest), head.mac)
-
-    def _check_head_mac_of(self, rows: int, head: bytes, digest: bytes, mac: Any) -> None:
-        check_head_mac(self._key, self._ledger_id, self.path, rows, head, digest, mac)
-
-    def _check_agent_mac(self, agent: str, st: AgentState, last_hash: Any, mac: Any) -> None:
-        check_agent_mac(self._key, self._ledger_id, self.path, agent, st, last_hash, mac)
-
-    def _verify_open(self) -> None:
-        """Tail of the chain against the head; per-agent totals against the row count."""
-        verify_open(self._rows_store("hash chain"), self._ledger_id, self.path)
+        h = self._rows_store("hash chain").checked_head()
+        check_head_mac(
+            self._key, self._ledger_id, self.path, h.rows, h.hash, bytes(h.meta_digest), h.mac
+        )
 
     def _head(self) -> tuple[int, bytes]:
-        head = self._rows_store("hash chain").head()
-        if head is None:
-            raise self._bad("the chain head is missing")
-        return head.rows, head.hash
-
-    def _read_tx(self) -> AbstractContextManager[Any]:
-        """A consistent snapshot for several reads (a no-op inside a write transaction)."""
-        return self._store.read()
+        return self._rows_store("hash chain").checked_head()[:2]
 
     # ---- verified state ----------------------------------------------------------------------
 
@@ -182,12 +161,10 @@ class LedgerQueries(StateReads):
         "chain_head", "meta_digest", "key_id", "schema_version"}`` (one consistent read; the
         head's MAC is checked when the ledger is authenticated)."""
         store = self._rows_store("hash chain to anchor")
-        with self._read_tx():
+        with self._store.read():
             if self._key is not None:
                 self._check_head_mac()
-            head = store.head()
-            if head is None:
-                raise self._bad("the chain head is missing")
+            head = store.checked_head()
         return {
             "ledger_id": self._ledger_id,
             "rows": head.rows,
@@ -205,11 +182,11 @@ class LedgerQueries(StateReads):
                 live = store.live_states(None if agents is None else dict.fromkeys(agents))
                 return {a: st.copy() for a, st in live.items()}
         if agents is not None:
-            with self._read_tx():
+            with self._store.read():
                 return self._load_states(list(dict.fromkeys(agents)))
         # Every agent: read one snapshot, then verify it after the read transaction has ended,
         # so a long verification never holds a lock that a committing writer waits for.
-        with self._read_tx():
+        with self._store.read():
             rows, head = self._head()
             hit = self._all_states
             if hit is not None and hit[0] == (rows, head):
@@ -219,10 +196,44 @@ class LedgerQueries(StateReads):
         self._all_states = ((rows, head), out)
         return out
 
+    def agents(self, scope: str | None = None) -> list[str]:
+        """Every agent with at least one charge (sorted); only those of ``scope`` if given."""
+        states = self.states()
+        if scope is None:
+            return sorted(states)
+        return sorted(a for a, st in states.items() if any(s == scope for s, _ in st.events))
+
+    def has_agent(self, agent: str) -> bool:
+        """Whether ``agent`` has at least one charge."""
+        return agent in self.states([agent])
+
+    def history(self, agent: str, scope: str | None = None) -> list[tuple[str, int]]:
+        """``[(event_json, count), ...]`` of one agent (all its charges, grouped)."""
+        st = self.states([agent]).get(agent)
+        return [] if st is None else st.history(scope)
+
+    def histories(
+        self, agents: Iterable[str] | None = None, scope: str | None = None
+    ) -> dict[str, list[tuple[str, int]]]:
+        """Grouped histories of many agents at once (all agents when ``agents`` is None)."""
+        wanted = None if agents is None else list(dict.fromkeys(agents))
+        if wanted is not None and not wanted:
+            return {}
+        out: dict[str, list[tuple[str, int]]] = {}
+        for agent, st in self.states(wanted).items():
+            h = st.history(scope)
+            if h:
+                out[agent] = h
+        return out
+
+    def scopes(self) -> dict[str, set[str]]:
+        """``{agent: {scopes it was charged under}}``."""
+        return {a: {s for s, _ in st.events} for a, st in self.states().items()}
+
     def records(self, agent: str | None = None) -> list[dict[str, object]]:
         """Every charge as a dict (id, agent, event JSON, scope, time, run_id), in order."""
         store = self._rows_store("rows")
-        with self._read_tx():
+        with self._store.read():
             rows = [r[:6] for r in store.rows(1, None, agent)]
         keys = ("id", "agent", "event", "scope", "time", "run_id")
         return [dict(zip(keys, r, strict=True)) for r in rows]
@@ -246,15 +257,12 @@ class LedgerQueries(StateReads):
         """
         store = self._rows_store("rows or chain to verify")
         want = parse_head(expect_head)
-        with store.errors("verify"), self._read_tx():
-            return self._verify_full(store, want)
-
-    def _verify_full(self, store: RowStore, want: bytes | None) -> dict[str, Any]:
-        rows, head, n_agents = verify_all(
-            store, self._ledger_id, self.path, want,
-            self._check_head_mac if self._key is not None else lambda: None,
-            self._load_all_states_uncached,
-        )  # fmt: skip
+        with store.errors("verify"), self._store.read():
+            rows, head, n_agents = verify_all(
+                store, self._ledger_id, self.path, want,
+                self._check_head_mac if self._key is not None else lambda: None,
+                self._load_all_states_uncached,
+            )  # fmt: skip
         return {
             "ok": True,
             "rows": rows,

@@ -119,7 +119,7 @@ def before(
 ) -> dict[str, AgentState]:
     """``states`` with the ``replayed`` rows taken out (copies): what the first attempt's budget
     check saw."""
-    out = {a: AgentState(st.n, st.last_id, dict(st.events)) for a, st in states.items()}
+    out = {a: st.copy() for a, st in states.items()}
     for a, e, sc in replayed:
         st = out[a]
         st.n -= 1

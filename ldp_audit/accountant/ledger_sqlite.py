@@ -27,8 +27,10 @@ import math
 import numbers
 import os
 import re
+import shutil
 import sqlite3
 import stat
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Hashable, Iterator, Sequence
@@ -97,12 +99,14 @@ _SQL_WRITE_HEAD = (
     f"c.id, c.hash FROM {_HEAD} h LEFT JOIN {_CHARGES} c "
     f"ON c.id = (SELECT MAX(id) FROM {_CHARGES}) WHERE h.k = 1"
 )
+#: The agents of a JSON list (one parameter, however many agents).
+_IN_AGENTS = "agent IN (SELECT value FROM json_each(?))"
 _SQL_AGENT_RECORDS = (
     f"SELECT a.agent, a.n, a.last_id, a.chk, {{mac}}, c.agent, c.agent_n, c.hash, "
     f"s.scope, s.event, s.n, s.chk FROM {_AGENTS} a "
     f"LEFT JOIN {_CHARGES} c ON c.id = a.last_id "
     f"LEFT JOIN {_STATE} s ON s.agent = a.agent "
-    f"WHERE a.agent IN (SELECT value FROM json_each(?))"
+    f"WHERE a.{_IN_AGENTS}"
 )
 
 
@@ -149,13 +153,12 @@ def _sweep_stale_temps(path: Path) -> None:
 
     Only files named by this module whose creating process is gone are removed.
     """
-    pattern = _TMP_RE
     try:
         names = os.listdir(path.parent)
     except OSError:
         return
     for name in names:
-        m = pattern.match(name)
+        m = _TMP_RE.match(name)
         if m and not _pid_alive(int(m.group(1))):
             with contextlib.suppress(OSError):
                 os.unlink(path.parent / name)
@@ -199,14 +202,12 @@ def _create_atomically(path: Path, meta: dict[str, str], head: HeadRecord) -> No
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-    try:  # make the new directory entry durable
+    with contextlib.suppress(OSError):  # make the new directory entry durable (if it can be)
         dfd = os.open(path.parent, os.O_RDONLY)
         try:
             os.fsync(dfd)
         finally:
             os.close(dfd)
-    except OSError:  # pragma: no cover - platforms without directory fsync
-        pass
 
 
 def check_ledger_path(path: Any) -> str:
@@ -229,24 +230,6 @@ def check_timeout(timeout: Any) -> float:
     if not (math.isfinite(t) and t >= 0):
         raise InvalidParameterError(f"timeout must be finite and >= 0, got {timeout!r}")
     return t
-
-
-class _Errors:
-    """``with store.errors(what):`` turns ``sqlite3.Error`` into ``LedgerError`` (a class, not a
-    generator: it is on the read path of every ``len(ledger)``)."""
-
-    __slots__ = ("store", "what")
-
-    def __init__(self, store: SqliteStore, what: str) -> None:
-        self.store, self.what = store, what
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, tp: Any, exc: Any, tb: Any) -> bool:
-        if exc is not None and isinstance(exc, sqlite3.Error):
-            raise self.store.wrap(exc, self.what) from exc
-        return False
 
 
 class SqliteStore(RowStore):
@@ -340,9 +323,6 @@ class SqliteStore(RowStore):
         may roll it back in place, and a reader never writes. The ledger and its journal are
         copied into a private folder, SQLite rolls the copy back to the committed state, and
         that is what is read (every check of the ledger then runs on it)."""
-        import shutil
-        import tempfile
-
         fix = (
             f"open it once with write access to roll the journal back in place: `ldp-audit "
             f"budget {self.path} --recover`"
@@ -375,16 +355,15 @@ class SqliteStore(RowStore):
 
     def _check_file(self, p: Path) -> None:
         try:
-            st_mode = os.stat(p).st_mode
+            st = os.stat(p)
         except OSError as exc:
             raise LedgerError(f"cannot read ledger file {self.path!r}: {exc}") from exc
-        if not stat.S_ISREG(st_mode):  # a FIFO or device would block or never end
+        if not stat.S_ISREG(st.st_mode):  # a FIFO or device would block or never end
             raise LedgerError(
                 f"ledger path {self.path!r} is not a regular file (a FIFO, socket or "
                 f"device); refusing to open it"
             )
         try:
-            size = p.stat().st_size
             with open(p, "rb") as fh:
                 head = fh.read(len(_SQLITE_MAGIC))
         except PermissionError as exc:
@@ -393,7 +372,7 @@ class SqliteStore(RowStore):
             ) from exc
         except OSError as exc:
             raise LedgerError(f"cannot read ledger file {self.path!r}: {exc}") from exc
-        if size == 0:
+        if st.st_size == 0:
             raise LedgerError(
                 f"ledger file {self.path!r} exists but is empty (0 bytes): a truncated "
                 f"ledger cannot be told from a new one, so it is refused; delete it to start "
@@ -469,16 +448,18 @@ class SqliteStore(RowStore):
             )
         return LedgerError(f"ledger {self.path!r}: cannot {what}: {msg}")
 
-    def errors(self, what: str) -> _Errors:
-        return _Errors(self, what)
+    @contextmanager
+    def errors(self, what: str) -> Iterator[None]:
+        """Turns ``sqlite3.Error`` inside the block into the ``LedgerError`` it means."""
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise self.wrap(exc, what) from exc
 
     # ---- life cycle --------------------------------------------------------------------------
 
     def empty(self) -> bool:
-        (n,) = self._conn.execute(
-            f"SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = '{META_TABLE}'"
-        ).fetchone()
-        return n == 0
+        return META_TABLE not in self._tables()
 
     def initialise(self, meta: dict[str, str], head: HeadRecord) -> None:
         with self.write():
@@ -510,13 +491,9 @@ class SqliteStore(RowStore):
             )
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(sqlite3.Error):
             self._conn.close()
-        except sqlite3.Error:  # pragma: no cover
-            pass
         if self._copy_dir is not None:
-            import shutil
-
             shutil.rmtree(self._copy_dir, ignore_errors=True)
             self._copy_dir = None
 
@@ -554,11 +531,7 @@ class SqliteStore(RowStore):
                 )
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as exc:
-                if "locked" in str(exc).lower() or "busy" in str(exc).lower():
-                    raise LedgerError(
-                        f"ledger {self.path!r}: cannot take the write lock: {exc}"
-                    ) from exc
+            except sqlite3.Error as exc:  # busy: "cannot take the write lock, the ledger is busy"
                 raise self.wrap(exc, "take the write lock") from exc
             self._in_tx = True
             try:
@@ -664,21 +637,12 @@ class SqliteStore(RowStore):
         return self._conn.execute(self._sql_agent_records, (json.dumps(list(agents)),))
 
     def count_records_of(self, agents: Sequence[str]) -> int:
-        (n,) = self._conn.execute(
-            f"SELECT COUNT(*) FROM {_STATE} WHERE agent IN (SELECT value FROM json_each(?))",
-            (json.dumps(list(agents)),),
-        ).fetchone()
-        return int(n)
+        sql = f"SELECT COUNT(*) FROM {_STATE} WHERE {_IN_AGENTS}"
+        return int(self._conn.execute(sql, (json.dumps(list(agents)),)).fetchone()[0])
 
     def record_owners(self, agents: Sequence[str]) -> list[str]:
-        return [
-            r[0]
-            for r in self._conn.execute(
-                f"SELECT DISTINCT agent FROM {_STATE} "
-                f"WHERE agent IN (SELECT value FROM json_each(?))",
-                (json.dumps(list(agents)),),
-            )
-        ]
+        sql = f"SELECT DISTINCT agent FROM {_STATE} WHERE {_IN_AGENTS}"
+        return [r[0] for r in self._conn.execute(sql, (json.dumps(list(agents)),))]
 
     def all_records(self, with_hashes: bool) -> tuple[list[tuple], list[tuple]]:
         c = self._conn

@@ -44,7 +44,7 @@ from collections.abc import Hashable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, ClassVar, NamedTuple
 
-from ldp_audit.accountant.ledger_format import AgentState
+from ldp_audit.accountant.ledger_format import AgentState, integrity_error
 
 __all__ = ["HeadRecord", "WriteHead", "LedgerStore", "RowStore", "CountStore"]
 
@@ -150,6 +150,13 @@ class RowStore(LedgerStore):
     @abstractmethod
     def head(self) -> HeadRecord | None:
         """The head (None: missing)."""
+
+    def checked_head(self) -> HeadRecord:
+        """The head; ``LedgerIntegrityError`` when it is missing."""
+        head = self.head()
+        if head is None:
+            raise integrity_error(self.path, "the chain head is missing")
+        return head
 
     @abstractmethod
     def write_head(self) -> WriteHead | None:

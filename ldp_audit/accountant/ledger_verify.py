@@ -28,8 +28,6 @@ from ldp_audit.accountant.ledger_format import (
     LedgerSchemaError,
     _genesis,
     _meta_digest,
-    _row_bytes,
-    _row_hash,
     integrity_error,
 )
 from ldp_audit.accountant.ledger_store import RowStore
@@ -133,13 +131,6 @@ def resolve_key(schema: int, meta: dict[str, str], path: str) -> KeyChoice:
     return KeyChoice(None, key_id, note, refusal)
 
 
-def _head(store: RowStore, path: str) -> tuple[int, bytes]:
-    head = store.head()
-    if head is None:
-        raise integrity_error(path, "the chain head is missing")
-    return head.rows, head.hash
-
-
 def verify_rows(
     store: RowStore, ledger_id: str, path: str, first: int, last: int, head: bytes | None
 ) -> None:
@@ -155,25 +146,16 @@ def verify_rows(
         if got is None:
             raise integrity_error(path, f"row {first - 1} is missing")
         prev = got
-    expect = first
-    for i, agent, event, scope, t, run_id, agent_n, h in store.rows(first, last):
-        if i != expect:
-            raise integrity_error(path, f"row {expect} is missing (next row is {i})")
-        prev = _row_hash(prev, _row_bytes(i, agent, event, scope, t, run_id, agent_n))
-        if prev != h:
-            raise integrity_error(
-                path, f"row {i} does not match its hash (edited, reordered or corrupt)"
-            )
-        expect += 1
-    if expect != last + 1:
-        raise integrity_error(path, f"rows {expect}..{last} are missing")
+    top, prev, *_ = walk_chain(store.rows(first, last), prev, path, None, first)
+    if top != last:
+        raise integrity_error(path, f"rows {top + 1}..{last} are missing")
     if head is not None and prev != head:
         raise integrity_error(path, "the last row's hash is not the recorded chain head")
 
 
 def verify_open(store: RowStore, ledger_id: str, path: str) -> None:
     """Tail of the chain against the head; per-agent totals against the row count."""
-    rows, head = _head(store, path)
+    rows, head = store.checked_head()[:2]
     top = store.last_row_id()
     if top != rows:
         raise integrity_error(
@@ -201,12 +183,14 @@ def verify_all(
         ``(rows, chain head, number of agents)``.
     """
     store.check_storage(full=True)
-    rows, head = _head(store, path)
-    got = store.head()
-    if got is None or got.meta_digest != _meta_digest(store.meta()):
+    got = store.checked_head()
+    rows, head = got.rows, got.hash
+    if got.meta_digest != _meta_digest(store.meta()):
         raise integrity_error(path, "the metadata (budget, ids) does not match its recorded digest")
     check_head_mac()
-    n, prev, counts, per_agent, found = walk_chain(store.rows(1, None), ledger_id, path, want)
+    n, prev, counts, per_agent, found = walk_chain(
+        store.rows(1, None), _genesis(ledger_id), path, want
+    )
     if n != rows or prev != head:
         raise integrity_error(
             path,

@@ -16,13 +16,14 @@ inside its write transaction. A charge is (docs/accountant.md, "The write path")
    (:func:`~ldp_audit.accountant.ledger_chain.seal_rows`) and appended, then the head;
 5. after the commit, :meth:`ChainWriter.fold`: the cache takes the committed state.
 
-:class:`Transaction` is the ledger's write transaction around all of it.
+:func:`transaction` is the ledger's write transaction around all of it.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from ldp_audit.accountant.keys import LedgerKey
@@ -37,48 +38,28 @@ from ldp_audit.accountant.ledger_format import (
 from ldp_audit.accountant.ledger_store import HeadRecord, RowStore, WriteHead
 from ldp_audit.errors import LedgerError
 
-__all__ = ["ChainWriter", "Transaction", "cached_states", "fold_committed"]
+__all__ = ["ChainWriter", "transaction", "cached_states", "fold_committed"]
 
 
-class Transaction:
-    """What ``Ledger.transaction()`` returns: the ledger's lock, then the store's write
-    transaction; refuses a nested one and a read-only ledger (a class, not a generator: it is
-    entered on every charge)."""
-
-    __slots__ = ("led", "cm")
-
-    def __init__(self, led: Any) -> None:
-        self.led = led
-        self.cm: Any = None
-
-    def __enter__(self) -> Any:
-        led = self.led
-        led._lock.acquire()
-        try:
-            if led._in_tx:
-                raise LedgerError(f"ledger {led.path!r}: nested transactions are not supported")
-            if led.readonly:
-                raise LedgerReadOnlyError(
-                    led._write_refusal
-                    or f"ledger {led.path!r} is read-only (opened read-only, or the file or its "
-                    f"folder is not writable): nothing can be charged"
-                )
-            cm = led._store.write()
-            handle = cm.__enter__()
-        except BaseException:
-            led._lock.release()
-            raise
-        self.cm = cm
-        led._in_tx = True
-        return handle
-
-    def __exit__(self, tp: Any, exc: Any, tb: Any) -> Any:
-        led = self.led
-        led._in_tx = False
-        try:
-            return self.cm.__exit__(tp, exc, tb)
-        finally:
-            led._lock.release()
+@contextmanager
+def transaction(led: Any) -> Iterator[Any]:
+    """What ``Ledger.transaction()`` enters: the ledger's lock, then the store's write
+    transaction; refuses a nested one and a read-only ledger."""
+    with led._lock:
+        if led._in_tx:
+            raise LedgerError(f"ledger {led.path!r}: nested transactions are not supported")
+        if led.readonly:
+            raise LedgerReadOnlyError(
+                led._write_refusal
+                or f"ledger {led.path!r} is read-only (opened read-only, or the file or its "
+                f"folder is not writable): nothing can be charged"
+            )
+        with led._store.write() as handle:
+            led._in_tx = True
+            try:
+                yield handle
+            finally:
+                led._in_tx = False
 
 
 class ChainWriter:
@@ -164,10 +145,7 @@ class ChainWriter:
             transaction commits.
         """
         store = self.store
-        if head is None:
-            head = store.head()
-            if head is None:
-                raise integrity_error(self.path, "the chain head is missing")
+        head = head or store.checked_head()
         t = time.time() if when is None else float(when)
         charges, agent_rows, state_rows, i, last = seal_rows(
             rows, states, key, self.ledger_id, head.rows, head.hash,
@@ -233,17 +211,6 @@ def fold_committed(
     """Put into ``cache`` the state of the charged agents as :func:`seal_rows`' records (now
     committed) left it (``states``: their state before; its objects are updated in place)."""
     get = states.get
-    if len(agent_rows) == len(state_rows):  # one state row per agent, both sorted by agent
-        for (a, n, last, _, _), (_, s, e, cnt, _) in zip(agent_rows, state_rows, strict=True):
-            st = get(a)
-            if st is None:
-                cache[a] = AgentState(n, last, {(s, e): cnt})
-            else:
-                st.n = n
-                st.last_id = last
-                st.events[(s, e)] = cnt
-                cache[a] = st
-        return
     for a, n, last, _, _ in agent_rows:
         st = get(a)
         if st is None:

@@ -135,6 +135,10 @@ def _pure_pairs(atoms: Mapping[DpEvent, int]) -> tuple[np.ndarray, np.ndarray] |
     return np.array(keys, dtype=np.float64), np.array([eps[k] for k in keys], dtype=np.float64)
 
 
+#: The modules of the methods that compose general events.
+_ACCOUNTANTS = {"rdp": rdp, "prv": prv, "pld": pld}
+
+
 class _Skip(Exception):
     """A method that applies to the history but is not computed (too expensive): the reason."""
 
@@ -215,33 +219,25 @@ def _method_value_raw(atoms: Mapping[DpEvent, int], delta: float, method: str) -
             return composition.optimal_epsilon_heterogeneous(e, c, delta=delta)
         except InvalidParameterError as exc:
             raise _Skip(f"exact composition is too large for this history: {exc}") from None
-    if method == "rdp":
-        if not all(rdp.supports(a) for a in atoms):
-            return None
+    mod = _ACCOUNTANTS.get(method)
+    if mod is None:
+        raise InvalidParameterError(f"method must be one of {ALL_METHODS}, got {method!r}")
+    if not all(mod.supports(a) for a in atoms):
+        return None
+    try:
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # Opacus warnings never reach the user
-            return rdp.rdp_epsilon(atoms, delta=delta)[0]
-    if method == "prv":
-        if not all(prv.supports(a) for a in atoms):
-            return None
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                return prv.prv_epsilon(atoms, delta=delta)
-        except InvalidParameterError as exc:
-            raise _Skip(str(exc)) from None
-    if method == "pld":
-        if not all(pld.supports(a) for a in atoms):
-            return None
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                return pld.pld_epsilon(atoms, delta=delta)
-        except InvalidParameterError as exc:
-            raise _Skip(str(exc)) from None
-        except OverflowError as exc:  # the planner's support estimate overflows (sigma << 1)
-            raise _Skip(f"method 'pld' cannot plan its mesh for this history: {exc}") from None
-    raise InvalidParameterError(f"method must be one of {ALL_METHODS}, got {method!r}")
+            warnings.simplefilter("ignore")  # Opacus / dp_accounting warnings never reach the user
+            if method == "rdp":
+                return rdp.rdp_epsilon(atoms, delta=delta)[0]
+            return (prv.prv_epsilon if method == "prv" else pld.pld_epsilon)(atoms, delta=delta)
+    except InvalidParameterError as exc:  # prv / pld: the planned mesh is out of bounds
+        if method == "rdp":
+            raise
+        raise _Skip(str(exc)) from None
+    except OverflowError as exc:  # pld: the planner's support estimate overflows (sigma << 1)
+        if method != "pld":
+            raise
+        raise _Skip(f"method 'pld' cannot plan its mesh for this history: {exc}") from None
 
 
 def atoms_of(sig: Signature) -> Counter[DpEvent]:
@@ -353,5 +349,4 @@ def supports(event: DpEvent, method: str, *, delta: float = 1e-5) -> bool:
         return False
     if method in ("basic", "advanced", "optimal"):
         return all(pure_epsilon(a) is not None for a in atoms)
-    mod = {"rdp": rdp, "prv": prv, "pld": pld}[method]
-    return all(mod.supports(a) for a in atoms)
+    return all(_ACCOUNTANTS[method].supports(a) for a in atoms)

@@ -12,7 +12,7 @@ import math
 from ldp_audit.accountant.events import LaplaceEvent, PureDpEvent, SelfComposedEvent
 from ldp_audit.accountant.methods import check_delta, check_method, compose
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.validation import check_epsilon
+from ldp_audit.validation import check_epsilon, check_int
 
 __all__ = ["rounds_for_budget", "epsilon_per_round"]
 
@@ -30,12 +30,6 @@ def _round_event(epsilon: float, mechanism: str) -> PureDpEvent | LaplaceEvent:
 def _total(epsilon: float, rounds: int, delta: float, method: str, mechanism: str) -> float:
     ev = _round_event(epsilon, mechanism)
     return compose(SelfComposedEvent(ev, rounds), delta=delta, method=method)[0]
-
-
-def _check_rounds(rounds: object) -> int:
-    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
-        raise InvalidParameterError(f"rounds must be an integer >= 1, got {rounds!r}")
-    return rounds
 
 
 def rounds_for_budget(
@@ -94,7 +88,7 @@ def epsilon_per_round(
     bisection to relative precision ``rtol``, rounding down (the answer always fits).
     """
     total = check_epsilon(total_epsilon, "total_epsilon")
-    rounds = _check_rounds(rounds)
+    rounds = check_int(rounds, "rounds", minimum=1)
     delta = check_delta(delta)
     method = check_method(method)
     if method == "basic":

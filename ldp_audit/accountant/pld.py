@@ -25,8 +25,8 @@ from ldp_audit.accountant.events import (
     DpEvent,
     GaussianEvent,
     LaplaceEvent,
-    PoissonSampledEvent,
     PureDpEvent,
+    unsampled,
 )
 from ldp_audit.errors import InvalidParameterError
 
@@ -44,15 +44,9 @@ __all__ = [
 DEFAULT_DISCRETIZATION = 1e-4
 
 
-def _base(event: DpEvent) -> tuple[DpEvent, float]:
-    if isinstance(event, PoissonSampledEvent):
-        return event.event, event.sample_rate
-    return event, 1.0
-
-
 def supports(event: DpEvent) -> bool:
     """Whether ``event`` (an atomic event from ``flatten``) has a PLD here."""
-    inner, _ = _base(event)
+    inner, _ = unsampled(event)
     return isinstance(inner, PureDpEvent | LaplaceEvent | GaussianEvent)
 
 
@@ -64,7 +58,7 @@ def event_pld(
     from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
     vdi = value_discretization_interval
-    inner, q = _base(event)
+    inner, q = unsampled(event)
     if isinstance(inner, LaplaceEvent):
         return pld_lib.from_laplace_mechanism(
             1.0 / inner.epsilon, sensitivity=1.0, sampling_prob=q, value_discretization_interval=vdi
@@ -107,7 +101,7 @@ def support_estimate(atoms: Mapping[DpEvent, int]) -> float:
 
     mean = var = bounded = 0.0
     for event, count in atoms.items():
-        inner, q = _base(event)
+        inner, q = unsampled(event)
         n = int(count)
         if isinstance(inner, GaussianEvent):
             s = inner.noise_multiplier

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ldp_audit.accountant.events import DpEvent, GaussianEvent, PoissonSampledEvent
+from ldp_audit.accountant.events import DpEvent, GaussianEvent, unsampled
 from ldp_audit.errors import InvalidParameterError
 
 __all__ = ["MAX_POINTS", "supports", "opacus_history", "mesh_points", "plan", "prv_epsilon"]
@@ -22,19 +22,14 @@ __all__ = ["MAX_POINTS", "supports", "opacus_history", "mesh_points", "plan", "p
 
 def supports(event: DpEvent) -> bool:
     """Whether ``event`` (an atomic event from ``flatten``) is a (Poisson-sampled) Gaussian."""
-    if isinstance(event, PoissonSampledEvent):
-        event = event.event
-    return isinstance(event, GaussianEvent)
+    return isinstance(unsampled(event)[0], GaussianEvent)
 
 
 def opacus_history(atoms: Mapping[DpEvent, int]) -> list[tuple[float, float, int]]:
     """Opacus's history format: ``[(noise_multiplier, sample_rate, steps), ...]``."""
     out = []
     for event, count in sorted(atoms.items(), key=lambda kv: repr(kv[0])):
-        q = 1.0
-        inner = event
-        if isinstance(event, PoissonSampledEvent):
-            inner, q = event.event, event.sample_rate
+        inner, q = unsampled(event)
         if not isinstance(inner, GaussianEvent):
             raise InvalidParameterError(
                 f"method 'prv' supports Gaussian and Poisson-sampled Gaussian events, got {event!r}"

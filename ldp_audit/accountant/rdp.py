@@ -30,8 +30,8 @@ from ldp_audit.accountant.events import (
     DpEvent,
     GaussianEvent,
     LaplaceEvent,
-    PoissonSampledEvent,
     PureDpEvent,
+    unsampled,
 )
 from ldp_audit.errors import InvalidParameterError
 
@@ -69,21 +69,15 @@ def laplace_rdp(epsilon: float, orders: Sequence[float]) -> np.ndarray:
     return np.minimum(val, eps)
 
 
-def _base(event: DpEvent) -> tuple[DpEvent, float]:
-    if isinstance(event, PoissonSampledEvent):
-        return event.event, event.sample_rate
-    return event, 1.0
-
-
 def supports(event: DpEvent) -> bool:
     """Whether ``event`` (an atomic event from ``flatten``) has an RDP curve here."""
-    inner, _ = _base(event)
+    inner, _ = unsampled(event)
     return isinstance(inner, PureDpEvent | LaplaceEvent | GaussianEvent)
 
 
 def event_rdp(event: DpEvent, orders: Sequence[float] = DEFAULT_ORDERS) -> np.ndarray:
     """The RDP curve of one atomic event at ``orders``."""
-    inner, q = _base(event)
+    inner, q = unsampled(event)
     if isinstance(inner, GaussianEvent):
         from opacus.accountants.analysis import rdp as opacus_rdp
 
@@ -118,19 +112,8 @@ def rdp_epsilon(
     if not (0.0 < delta < 1.0):
         raise InvalidParameterError(f"delta must be in (0, 1) for method 'rdp', got {delta!r}")
     total = np.zeros(len(orders))
-    for event, count in atoms.items():
-        inner, q = _base(event)
-        if isinstance(inner, GaussianEvent):
-            total = total + np.asarray(
-                opacus_rdp.compute_rdp(
-                    q=q,
-                    noise_multiplier=inner.noise_multiplier,
-                    steps=int(count),
-                    orders=list(orders),
-                )
-            )
-        else:
-            total = total + event_rdp(event, orders) * int(count)
+    for event, count in atoms.items():  # compute_rdp(steps=k) is k times its steps=1 curve
+        total = total + event_rdp(event, orders) * int(count)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Opacus warns when the best order is at the edge
         eps, order = opacus_rdp.get_privacy_spent(orders=list(orders), rdp=total, delta=delta)

@@ -10,6 +10,7 @@ covers its canonical JSON (:func:`manifest_bytes`).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -21,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import RunDirectoryError
+from ldp_audit.limits import check_regular_file
 from ldp_audit.rundir.paths import check_path_arg
 
 __all__ = ["canonical_json", "json_number", "sha256_file", "to_jsonable", "write_json_file"]
@@ -62,8 +64,6 @@ def _dump(obj: Any) -> str:
 
 def sha256_file(f: Path) -> str:
     """SHA-256 (hex) of a run file (a FIFO or device is refused, never opened)."""
-    from ldp_audit.limits import check_regular_file
-
     check_regular_file(f, "run file")  # a FIFO would block the hash
     h = hashlib.sha256()
     with open(f, "rb") as fh:
@@ -73,16 +73,12 @@ def sha256_file(f: Path) -> str:
 
 
 def _fsync_dir(p: Path) -> None:
-    try:
+    with contextlib.suppress(OSError):  # a platform without directory fsync: best effort
         fd = os.open(p, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def _atomic_write(target: Path, write: Any, *, replace: bool = False) -> None:
@@ -137,13 +133,17 @@ def existing_run_dir(path: Any) -> Path:
     return p
 
 
+def _run_file(path: Any, name: str) -> Path:
+    """``RUN_DIR/name``, refused when it is a FIFO or device (a read would block)."""
+    f = existing_run_dir(path) / name
+    check_regular_file(f, name)
+    return f
+
+
 def read_json(path: Any, name: str) -> Any:
     """``RUN_DIR/name`` parsed as JSON (RunDirectoryError names the file and the problem;
     NaN/Infinity are accepted: metrics legitimately hold an infinite FST)."""
-    f = existing_run_dir(path) / name
-    from ldp_audit.limits import check_regular_file
-
-    check_regular_file(f, name)  # a FIFO would block the read
+    f = _run_file(path, name)
     try:
         text = f.read_text(encoding="utf-8")
     except OSError as exc:
@@ -186,10 +186,7 @@ def read_config(path: Any) -> dict[str, Any]:
 
 def read_npz(path: Any, name: str, required: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
     """``RUN_DIR/name`` (npz, pickles refused) as a dict of arrays; ``required`` keys checked."""
-    f = existing_run_dir(path) / name
-    from ldp_audit.limits import check_regular_file
-
-    check_regular_file(f, name)  # a FIFO would block the read
+    f = _run_file(path, name)
     try:
         with np.load(f, allow_pickle=False) as z:
             out = {k: z[k] for k in z.files}

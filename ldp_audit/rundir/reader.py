@@ -16,7 +16,7 @@ import numpy as np
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 from ldp_audit.rundir.files import existing_run_dir, read_config, read_json, read_manifest, read_npz
 
-__all__ = ["RunDir", "read_config", "read_json", "read_manifest", "read_npz"]
+__all__ = ["RunDir"]
 
 
 class RunDir:

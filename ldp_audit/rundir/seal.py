@@ -36,7 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from ldp_audit.errors import RunDirectoryError
-from ldp_audit.rundir.files import canonical_json, sha256_file, write_json_file
+from ldp_audit.limits import check_regular_file
+from ldp_audit.rundir.files import canonical_json, manifest_bytes, sha256_file, write_json_file
 from ldp_audit.rundir.paths import ANALYSES_INDEX, ARTIFACT_PATTERN
 
 __all__ = [
@@ -47,6 +48,7 @@ __all__ = [
     "run_root",
     "seal_analyses",
     "seal_document",
+    "seal_manifest",
 ]
 
 #: the run's index of sealed analysis files
@@ -87,8 +89,6 @@ def _read_index(run: Path) -> tuple[list[dict[str, Any]] | None, str | None]:
     f = run / INDEX
     if not f.exists():
         return None, None
-    from ldp_audit.limits import check_regular_file
-
     check_regular_file(f, INDEX)
     try:
         doc = json.loads(f.read_text())
@@ -102,6 +102,33 @@ def _read_index(run: Path) -> tuple[list[dict[str, Any]] | None, str | None]:
     ):
         return [], f"{f} is not an index of analysis files ({_FORMAT!r} with a list of entries)"
     return list(doc["entries"]), None
+
+
+def _writer_key(run: Path) -> Any:
+    """The ledger key a writer seals ``run``'s evidence with (created on first use, like a
+    ledger's); ``KeyFileError`` when it is unusable or lies inside the run."""
+    from ldp_audit.accountant.keys import check_key_outside, load_key
+
+    check_key_outside(run)
+    key = load_key(create=True)
+    assert key is not None  # load_key(create=True) returns a key or raises
+    return key
+
+
+def seal_manifest(man: dict[str, Any], run: Path) -> dict[str, Any]:
+    """``man`` with its HMAC under the ledger key (``"mac"``: key id and HMAC)."""
+    key = _writer_key(run)
+    return {**man, "mac": {"key_id": key.id, "hmac": key.mac(manifest_bytes(man)).hex()}}
+
+
+def other_key(what: str, key_id: Any, key: Any) -> str:
+    """The problem of evidence ``what`` sealed under ``key_id``, not this process's ``key``."""
+    return (
+        f"{what} was sealed under key id {key_id}, not this process's key {key.id} "
+        f"({key.source}): evidence not authenticated by the key this reader holds (a "
+        f"rewritten run can carry any key id); read it with the key that wrote it, or pass "
+        f"--allow-unverified"
+    )
 
 
 def seal_analyses(run_dir: Any, names: Sequence[str]) -> list[dict[str, Any]]:
@@ -118,14 +145,10 @@ def seal_analyses(run_dir: Any, names: Sequence[str]) -> list[dict[str, Any]]:
         RunDirectoryError: the index exists but is malformed (nothing is appended to it).
         KeyFileError: the ledger key is unusable, or lies inside the run.
     """
-    from ldp_audit.accountant.keys import check_key_outside, load_key
-
     run = Path(run_dir)
     if not (run / "manifest.json").is_file():
         return []
-    check_key_outside(run)
-    key = load_key(create=True)
-    assert key is not None  # load_key(create=True) returns a key or raises
+    key = _writer_key(run)
     with _locked(run):
         entries, problem = _read_index(run)
         if problem is not None:
@@ -219,12 +242,7 @@ def check_analyses(
         else:
             problems.append(f"{where} names no analysis file a reader may write")
     if other_keys:
-        problems.append(
-            f"{run / INDEX} was sealed under key id {', '.join(sorted(other_keys))}, not this "
-            f"process's key {key.id}: evidence not authenticated by the key this reader holds "
-            f"(a rewritten run can carry any key id); read it with the key that wrote it, or "
-            f"pass --allow-unverified"
-        )
+        problems.append(other_key(str(run / INDEX), ", ".join(sorted(other_keys)), key))
     if key is None and entries:
         notes.append(f"{run / INDEX}: its MACs cannot be checked (this process has no ledger key)")
     present = _analysis_files(run)
@@ -298,14 +316,10 @@ def seal_document(doc: dict[str, Any], run_dir: Any) -> dict[str, Any]:
     ``"seal"``: the SHA-256 of the run's ``manifest.json`` it was computed from and an HMAC of
     both under the ledger key, so that ``report RUN FILE`` can tell it is what the toolkit
     wrote about that run. A run without manifest is not sealed against (returned unchanged)."""
-    from ldp_audit.accountant.keys import check_key_outside, load_key
-
     run = Path(run_dir)
     if not (run / "manifest.json").is_file() or not isinstance(doc, dict):
         return doc
-    check_key_outside(run)
-    key = load_key(create=True)
-    assert key is not None  # load_key(create=True) returns a key or raises
+    key = _writer_key(run)
     man = _anchor(run)
     body = {k: v for k, v in doc.items() if k != "seal"}
     mac = key.mac(_doc_bytes(body, man, key.id)).hex()

@@ -172,7 +172,7 @@ def verify_run(
     from ldp_audit.accountant.ledger import Ledger
     from ldp_audit.errors import LedgerError
     from ldp_audit.limits import check_run_files
-    from ldp_audit.rundir.seal import check_analyses, run_root
+    from ldp_audit.rundir.seal import check_analyses, other_key, run_root
 
     p = existing_run_dir(path)
     check_run_files(p, "run directory")  # before any file is opened (a FIFO would block)
@@ -222,12 +222,7 @@ def verify_run(
                 f"no ledger key: its MAC cannot be checked"
             )
         elif key.id != mac.get("key_id"):
-            problems.append(
-                f"{p / 'manifest.json'} was sealed under key id {mac.get('key_id')}, not this "
-                f"process's key {key.id} ({key.source}): evidence not authenticated by the key "
-                f"this reader holds (a rewritten run can carry any key id); read it with the "
-                f"key that wrote it, or pass --allow-unverified"
-            )
+            problems.append(other_key(str(p / "manifest.json"), mac.get("key_id"), key))
         else:
             want = key.mac(manifest_bytes(man)).hex()
             if not hmac.compare_digest(want, str(mac.get("hmac", ""))):
@@ -288,9 +283,7 @@ def verify_run(
                         )
                 if anchor is not None:
                     _check_anchor(lp, anchor, led_res, led, problems)
-            except LedgerError as exc:
-                problems.append(f"{lp}: {exc}")
-            except InvalidParameterError as exc:
+            except (LedgerError, InvalidParameterError) as exc:
                 problems.append(f"{lp}: {exc}")
             finally:
                 led.close()

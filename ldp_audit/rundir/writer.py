@@ -19,7 +19,6 @@ import numpy as np
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 from ldp_audit.rundir.files import (
     canonical_json,
-    manifest_bytes,
     read_config,
     read_json,
     sha256_file,
@@ -69,18 +68,6 @@ def _ledger_anchor(path: Path) -> dict[str, Any] | None:
         return led.anchor()
     finally:
         led.close()
-
-
-def _seal_manifest(man: dict[str, Any]) -> dict[str, Any]:
-    """``man`` with its HMAC under the ledger key (created on first use, like a ledger's)."""
-    from ldp_audit.accountant.keys import load_key
-
-    key = load_key(create=True)
-    if key is None:  # pragma: no cover - load_key(create=True) returns a key or raises
-        raise RunDirectoryError("no ledger key to seal manifest.json with")
-    out = dict(man)
-    out["mac"] = {"key_id": key.id, "hmac": key.mac(manifest_bytes(man)).hex()}
-    return out
 
 
 class RunWriter:
@@ -284,7 +271,9 @@ class RunWriter:
         replay = getattr(getattr(self, "_ledger", None), "replay_status", lambda: None)()
         if replay is not None:  # --resume: earlier charges matched, not charged again
             man["resume"] = replay
-        write_json_file(self.path / "manifest.json", _seal_manifest(man))
+        from ldp_audit.rundir.seal import seal_manifest
+
+        write_json_file(self.path / "manifest.json", seal_manifest(man, self.path))
         self._finished = True
         return self.path / "manifest.json"
 
