@@ -428,3 +428,52 @@ def test_reproduce_pgc_estimate_counts_figure2_and_workers() -> None:
     assert fig2[cells] == pytest.approx(one[cells] * 14 / 10)  # 4 Figure 2 settings
     assert two["the Python processes"] == 3 * one["the Python processes"]  # + 2 workers
     assert sum(two.values()) >= 1.2 * 2**30
+
+
+def test_reproduce_fedrl_estimate_counts_what_each_task_holds() -> None:
+    """``reproduce fedrl`` trains each Table 1 (method, run) as a task of its own, without a
+    transcript (record=False), and records only the short attack runs: the check counted five
+    runs' replay memories and a transcript of every Table 1 step per worker, 92.5 GiB for the
+    Makefile's reproduce-fedrl (20 workers), which then needed --force."""
+    from ldp_audit.training.fedrl.reproduce import ReproConfig
+    from ldp_audit.training.sizes import fedrl_reproduce_estimates
+
+    def est(workers: int = 1, **kw: object) -> tuple[float, float, list[str]]:
+        rc = ReproConfig(**{"sizes": (8,), "runs": 5, "train_steps": (32000,), "hist_lens": (),
+                            "attack_steps": 250, **kw})  # fmt: skip
+        parts = fedrl_reproduce_estimates(rc, workers=workers)
+        mem = [e for e in parts if e.nbytes]
+        return sum(e.nbytes for e in mem), sum(e.seconds for e in parts), [e.option for e in mem]
+
+    make, _, labels = est(workers=20)  # the Makefile's reproduce-fedrl
+    assert 6 * 2**30 <= make <= 10 * 2**30  # 20 processes of about 0.42 GiB
+    assert labels[0] == "--workers 20"  # the processes, the largest part
+    one, seconds, _ = est()
+    assert make == pytest.approx(20 * one)
+    # Table 1 keeps no transcript: its steps cost time, not memory; the attack runs' steps do
+    long, long_seconds, _ = est(train_steps=(320000,))
+    assert long == one and long_seconds > 9 * seconds
+    assert est(attack_steps=25000)[0] > one + 10 * 2**20
+    assert est(runs=1)[0] == one  # one run per task, whatever --runs
+
+
+@pytest.mark.parametrize("target", ["reproduce-fedrl", "reproduce-fedrl-16"])
+def test_make_reproduce_fedrl_passes_the_size_check_without_force(
+    target, tmp_path, monkeypatch, capsys
+) -> None:
+    """The Makefile's FedRL reproductions, with their real settings, pass the memory check of a
+    24 GB machine (12 GiB: half of it) without --force; a 1-second time limit stops each one
+    right after the memory check, before any work."""
+    root = Path(__file__).resolve().parent.parent
+    recipe = root.joinpath("Makefile").read_text().split(f"\n{target}: $(STAMP)\n", 1)[1]
+    argv = recipe.split("\n\n", 1)[0].replace("\\\n", " ").split()
+    assert argv[0] == "$(BIN)/ldp-audit" and "--force" not in argv
+    subst = {"$(FEDRL_WORKERS)": "20", "$(FEDRL16_WORKERS)": "2"}
+    argv = [subst.get(a, a) for a in argv[1:]]
+    argv[argv.index("--out") + 1] = str(tmp_path / "out")
+    monkeypatch.setenv("LDP_AUDIT_MEMORY_LIMIT", "12G")
+    monkeypatch.setenv("LDP_AUDIT_TIME_LIMIT", "1")
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "time limit" in err and "memory limit" not in err, err
+    assert not (tmp_path / "out").exists()

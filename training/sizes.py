@@ -306,6 +306,8 @@ def combine(jobs: list[list[Estimate]], workers: int = 1) -> list[Estimate]:
     ``workers``, time of all of them summed."""
     big = max(jobs, key=lambda g: sum(e.nbytes for e in g))
     out = [replace(e, nbytes=e.nbytes * max(1, workers), seconds=0.0) for e in big if e.nbytes]
+    if workers > 1:  # the processes: the workers drive them
+        out = [replace(e, option=f"--workers {workers}") if "process" in e.what else e for e in out]
     out += [replace(e, nbytes=0.0) for g in jobs for e in g if e.seconds]
     return out
 
@@ -358,21 +360,31 @@ def frd_reproduce_estimates(s: Any, *, workers: int = 1) -> list[Estimate]:
 
 def fedrl_reproduce_estimates(rc: Any, *, workers: int = 1) -> list[Estimate]:
     """``reproduce fedrl`` (:class:`~ldp_audit.training.fedrl.reproduce.ReproConfig`): Table 1
-    per size, Figure 4 per history length, the attack runs."""
+    per size (a task per (method, run): one run's memory, no transcript kept), Figure 4 per
+    history length (no transcript), the attack runs (one recorded run each)."""
     from ldp_audit.training.fedrl import FedRLConfig
 
     kw = dict(n_maps=rc.n_maps, map_seed=rc.seed, n_envs=rc.n_envs, eval_maps=rc.eval_maps)
+    held = "the transcript"  # Table 1 and Figure 4 train with record=False
     jobs = []
     for i, size in enumerate(rc.sizes):
         cfg = FedRLConfig(size=size, hist_len=rc.hist_len, train_steps=rc.steps_for(i),
                           runs=rc.runs, **kw)  # fmt: skip
-        jobs.append(fedrl_estimates(cfg, cli=True))
+        one = fedrl_estimates(replace(cfg, runs=1), cli=True)  # the time: every (method, run)
+        full = fedrl_estimates(cfg, cli=True)
+        jobs.append([replace(e, nbytes=0.0 if e.what.startswith(held) else o.nbytes)
+                     for e, o in zip(full, one, strict=True)])  # fmt: skip
     for h in rc.hist_lens:
         cfg = FedRLConfig(size=max(rc.sizes), hist_len=h, train_steps=rc.fig4_train_steps(),
                           runs=rc.fig4_runs, **kw)  # fmt: skip
-        jobs.append(
-            _relabel(fedrl_estimates(cfg, cli=True), "--runs", f"--fig4-runs {rc.fig4_runs}")
-        )
+        parts = _relabel(fedrl_estimates(cfg, cli=True), "--runs", f"--fig4-runs {rc.fig4_runs}")
+        jobs.append([e for e in parts if not e.what.startswith(held)])
+    kw["eval_maps"] = min(rc.eval_maps, 200)
+    cfg = FedRLConfig(size=rc.sizes[0], hist_len=rc.hist_len, train_steps=rc.attack_steps,
+                      runs=1, methods=("fedrl",), **kw)  # fmt: skip
+    flag = f"--attack-steps {rc.attack_steps}"
+    attack = [replace(e, option=flag) for e in fedrl_estimates(cfg, cli=True)]
+    jobs += [attack] * (2 * len(rc.attack_sigmas))  # with and without clipping
     return combine(jobs, workers)
 
 
