@@ -60,8 +60,9 @@ reproduce-dprl: $(STAMP)
 
 # FedRL: every (method, run) of Table 1 is its own task (20 at 8x8), one worker each
 # (--threads 1 each); the committed report took 5 min 24 s wall, 58 CPU-min, on 16 cores with
-# 20 workers (2026-11-26). The size check estimates 8.4 GiB (20 processes of one Table 1 run
-# each; it counted five runs and a transcript Table 1 never keeps, 92.5 GiB, and needed --force).
+# 20 workers (2026-11-26). The size check estimates 11.3 GiB (20 processes of one Table 1 run
+# or attack run each, and the PLD of 4 clipped attack runs; it counted five runs and a
+# transcript Table 1 never keeps, 92.5 GiB, and needed --force): a 24 GB machine passes it.
 FEDRL_WORKERS ?= 20
 reproduce-fedrl: $(STAMP)
 	$(BIN)/ldp-audit reproduce fedrl --out reports/fedrl --overwrite --sizes 8 --runs 5 \

@@ -432,9 +432,12 @@ def test_reproduce_pgc_estimate_counts_figure2_and_workers() -> None:
 
 def test_reproduce_fedrl_estimate_counts_what_each_task_holds() -> None:
     """``reproduce fedrl`` trains each Table 1 (method, run) as a task of its own, without a
-    transcript (record=False), and records only the short attack runs: the check counted five
-    runs' replay memories and a transcript of every Table 1 step per worker, 92.5 GiB for the
-    Makefile's reproduce-fedrl (20 workers), which then needed --force."""
+    transcript (record=False), and records only the short attack runs, each clipped one then
+    composing its spent epsilon as a PLD at the planner's cap (720 MiB measured): the check
+    counted five runs' replay memories and a transcript of every Table 1 step per worker,
+    92.5 GiB for the Makefile's reproduce-fedrl (20 workers), which then needed --force, and
+    no PLD (422 MiB estimated, 1,237 MiB measured for one clipped attack run)."""
+    from ldp_audit.accountant.pld import MAX_POINTS
     from ldp_audit.training.fedrl.reproduce import ReproConfig
     from ldp_audit.training.sizes import fedrl_reproduce_estimates
 
@@ -446,10 +449,12 @@ def test_reproduce_fedrl_estimate_counts_what_each_task_holds() -> None:
         return sum(e.nbytes for e in mem), sum(e.seconds for e in parts), [e.option for e in mem]
 
     make, _, labels = est(workers=20)  # the Makefile's reproduce-fedrl
-    assert 6 * 2**30 <= make <= 10 * 2**30  # 20 processes of about 0.42 GiB
+    assert 9 * 2**30 <= make <= 12 * 2**30  # 20 processes of about 0.42 GiB, 4 clipped PLDs
     assert labels[0] == "--workers 20"  # the processes, the largest part
     one, seconds, _ = est()
-    assert make == pytest.approx(20 * one)
+    pld = 64 * MAX_POINTS
+    assert make == pytest.approx(20 * (one - pld) + 4 * pld)  # 4 clipped attack runs at most
+    assert est(attack_sigmas=())[0] < one - pld + 2**20  # no attack, no PLD
     # Table 1 keeps no transcript: its steps cost time, not memory; the attack runs' steps do
     long, long_seconds, _ = est(train_steps=(320000,))
     assert long == one and long_seconds > 9 * seconds

@@ -362,6 +362,7 @@ def fedrl_reproduce_estimates(rc: Any, *, workers: int = 1) -> list[Estimate]:
     """``reproduce fedrl`` (:class:`~ldp_audit.training.fedrl.reproduce.ReproConfig`): Table 1
     per size (a task per (method, run): one run's memory, no transcript kept), Figure 4 per
     history length (no transcript), the attack runs (one recorded run each)."""
+    from ldp_audit.accountant.pld import MAX_POINTS as PLD_CAP
     from ldp_audit.training.fedrl import FedRLConfig
 
     kw = dict(n_maps=rc.n_maps, map_seed=rc.seed, n_envs=rc.n_envs, eval_maps=rc.eval_maps)
@@ -385,7 +386,11 @@ def fedrl_reproduce_estimates(rc: Any, *, workers: int = 1) -> list[Estimate]:
     flag = f"--attack-steps {rc.attack_steps}"
     attack = [replace(e, option=flag) for e in fedrl_estimates(cfg, cli=True)]
     jobs += [attack] * (2 * len(rc.attack_sigmas))  # with and without clipping
-    return combine(jobs, workers)
+    # a clipped attack run's spent epsilon: a PLD at its planner's cap (MAX_POINTS), 8 doubles
+    # a point (667-723 MiB measured at 100-400 attack steps), one per clipped run at once
+    clipped = min(int(workers), len(rc.attack_sigmas))
+    pld = Estimate(flag, "the accountant's PLD of each clipped attack run", clipped * 64 * PLD_CAP)
+    return combine(jobs, workers) + [pld]
 
 
 def frd_attack_estimates(cfg: Any, n_shadow: int, **_: Any) -> list[Estimate]:
