@@ -378,7 +378,7 @@ def fedrl_reproduce_estimates(rc: Any, *, workers: int = 1) -> list[Estimate]:
     for i, size in enumerate(rc.sizes):  # one run per task, --runs of them per method
         cfg = FedRLConfig(size=size, hist_len=rc.hist_len, train_steps=rc.steps_for(i), runs=1,
                           **kw)  # fmt: skip
-        parts = fedrl_estimates(cfg, cli=True)
+        parts = _relabel(fedrl_estimates(cfg, cli=True), "--runs", f"--runs {rc.runs}")
         jobs.append([replace(e, seconds=e.seconds * rc.runs) for e in parts if held not in e.what])
     for h in rc.hist_lens:
         cfg = FedRLConfig(size=max(rc.sizes), hist_len=h, train_steps=rc.fig4_train_steps(),
