@@ -404,7 +404,12 @@ def test_estimates_within_twice_the_measured_peak() -> None:
         "attack sweep",
         "attack frd",
         "audit --exact, dim 1000",
+        "reproduce fedrl, attack",
+        "train gym, max-submissions 40000",
+        "attack dynamics, train-submissions 40k",
+        "train fedrl, clip-outputs 1",
     } <= cases
+    assert {f"reproduce {t}, workers 2" for t in ("dprl", "frd", "fedrl")} <= cases
     for r in rows:
         est = bench.estimate(r["config"])
         assert 0.5 <= est / r["peak_sum"] <= 2.0, (r["case"], est, r["peak_sum"])
@@ -460,6 +465,24 @@ def test_reproduce_fedrl_estimate_counts_what_each_task_holds() -> None:
     assert long == one and long_seconds > 9 * seconds
     assert est(attack_steps=25000)[0] > one + 10 * 2**20
     assert est(runs=1)[0] == one  # one run per task, whatever --runs
+
+
+def test_train_fedrl_estimate_counts_the_pld_of_a_clipped_run() -> None:
+    """A clipped FedRL run's privacy table composes its spent epsilon as a PLD at the planner's
+    cap (about 0.7 GiB), which the estimate did not count; an unclipped run's is infinite."""
+    from ldp_audit.accountant.pld import MAX_POINTS
+    from ldp_audit.training.fedrl import FedRLConfig
+    from ldp_audit.training.sizes import fedrl_estimates
+
+    def parts(**kw: object) -> dict[str, tuple[str, float]]:
+        return {e.what: (e.option, e.nbytes) for e in fedrl_estimates(FedRLConfig(**kw), cli=True)}
+
+    clipped, plain = parts(clip_outputs=1.0), parts()
+    pld = "the accountant's PLD of the spent epsilon"
+    assert clipped[pld] == ("--clip-outputs 1.0", 64 * MAX_POINTS) and plain[pld][1] == 0.0
+    assert (
+        sum(v for _, v in clipped.values()) - sum(v for _, v in plain.values()) == 64 * MAX_POINTS
+    )
 
 
 @pytest.mark.parametrize("target", ["reproduce-fedrl", "reproduce-fedrl-16"])
