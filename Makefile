@@ -62,7 +62,7 @@ reproduce-dprl: $(STAMP)
 # (--threads 1 each); the committed report took 5 min 24 s wall, 58 CPU-min, on 16 cores with
 # 20 workers (2026-11-26). The size check estimates 11.3 GiB (20 processes of one Table 1 run
 # or attack run each, and the PLD of 4 clipped attack runs; it counted five runs and a
-# transcript Table 1 never keeps, 92.5 GiB, and needed --force): a 24 GB machine passes it.
+# transcript Table 1 never keeps, 92.5 GiB, and needed --force): 23 GiB of memory pass it.
 FEDRL_WORKERS ?= 20
 reproduce-fedrl: $(STAMP)
 	$(BIN)/ldp-audit reproduce fedrl --out reports/fedrl --overwrite --sizes 8 --runs 5 \

@@ -490,7 +490,7 @@ def test_make_reproduce_fedrl_passes_the_size_check_without_force(
     target, tmp_path, monkeypatch, capsys
 ) -> None:
     """The Makefile's FedRL reproductions, with their real settings, pass the memory check of a
-    24 GB machine (12 GiB: half of it) without --force; a 1-second time limit stops each one
+    24 GiB machine (12 GiB: half of it) without --force; a 1-second time limit stops each one
     right after the memory check, before any work."""
     root = Path(__file__).resolve().parent.parent
     recipe = root.joinpath("Makefile").read_text().split(f"\n{target}: $(STAMP)\n", 1)[1]
