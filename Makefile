@@ -60,14 +60,15 @@ reproduce-dprl: $(STAMP)
 
 # FedRL: every (method, run) of Table 1 is its own task (20 at 8x8), one worker each
 # (--threads 1 each); the committed report took 5 min 24 s wall, 58 CPU-min, on 16 cores with
-# 20 workers (2026-11-26). --force: the size check counts a transcript that reproduce does not
-# record for Table 1 (68.6 GiB estimated, none kept).
+# 20 workers (2026-11-26). The size check estimates 11.3 GiB (20 processes of one Table 1 run
+# or attack run each, and the PLD of 4 clipped attack runs; it counted five runs and a
+# transcript Table 1 never keeps, 92.5 GiB, and needed --force): 23 GiB of memory pass it.
 FEDRL_WORKERS ?= 20
 reproduce-fedrl: $(STAMP)
 	$(BIN)/ldp-audit reproduce fedrl --out reports/fedrl --overwrite --sizes 8 --runs 5 \
 		--train-steps 32000 --hist-lens --attack-steps 250 --explore-eps 0.05 0.1 0.2 \
 		--curve-points 8 --curve-maps 200 --workers $(FEDRL_WORKERS) --threads 1 \
-		--no-progress --force
+		--no-progress
 
 # FedRL Table 1 at 16x16 (issue 29; Table 1 only: no attack sweep or audit): 15 tasks; the
 # committed reports/fedrl-16 took 65 min wall, 2,642 CPU-s (/usr/bin/time) with 2 workers at
@@ -77,7 +78,7 @@ reproduce-fedrl-16: $(STAMP)
 	$(BIN)/ldp-audit reproduce fedrl --out reports/fedrl-16 --overwrite --sizes 16 --runs 5 \
 		--train-steps 32000 --hist-lens --attack-sigmas --audit-samples 0 \
 		--explore-eps 0.05 0.1 0.2 --curve-points 8 --curve-maps 200 \
-		--workers $(FEDRL16_WORKERS) --threads 1 --no-progress --force
+		--workers $(FEDRL16_WORKERS) --threads 1 --no-progress
 
 # Rebuild the committed reproduction reports' README.md (and tables.md) from their committed
 # results.json and notes.md with today's writers: nothing is rerun, no figure redrawn

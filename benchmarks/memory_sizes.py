@@ -143,11 +143,28 @@ CASES: dict[str, tuple[list[str], dict]] = {
         f"train {t}": (["train", t, *a, "--no-progress"], {"trainer": t, **kw})
         for t, (a, kw) in _TORCH.items()
     },
+    "train fedrl, clip-outputs 1": (  # its privacy table: the PLD of a clipped run's epsilon
+        ["train", "fedrl", "--train-steps", "50", "--n-maps", "50", "--eval-maps", "5", "--runs",
+         "1", "--clip-outputs", "1", "--no-progress"],
+        {"trainer": "fedrl", "train_steps": 50, "n_maps": 50, "eval_maps": 5, "runs": 1,
+         "clip_outputs": 1.0}),
     **{
         f"reproduce {t}": (["reproduce", t, *a, "--no-progress"], {"reproduce": t, **kw})
         for t, (a, kw) in _REPRO.items()
     },
-    **{f"train gym, max-submissions {n}": _gym(n) for n in (200, 4000, 20_000)},
+    **{
+        f"reproduce {t}, workers 2": (["reproduce", t, *a, "--workers", "2", "--no-progress"],
+                                      {"reproduce": t, "workers": 2, **kw})
+        for t, (a, kw) in _REPRO.items()
+    },
+    "reproduce fedrl, attack": (  # one attacked (recorded) run per --attack-sigmas, and clipped
+        ["reproduce", "fedrl", *_REPRO["fedrl"][0][:11], "--attack-sigmas", "1", "--attack-steps",
+         "200", *_REPRO["fedrl"][0][14:], "--no-progress"],
+        {"reproduce": "fedrl", **_REPRO["fedrl"][1], "attack_sigmas": [1.0], "attack_steps": 200}),
+    **{f"train gym, max-submissions {n}": _gym(n) for n in (200, 4000, 20_000, 40_000)},
+    "attack dynamics, train-submissions 40k": (
+        ["attack", "dynamics", "--train-submissions", "40000"],
+        {"attack": 1, "reports": 1, "subs": 40_000}),
     "attack dynamics": (["attack", "dynamics"], {"attack": 1, "reports": 1}),
     "attack membership": (["attack", "membership"],
                           {"attack": 1, "agents": 400, "shadow": 400, "reports": 1}),
@@ -185,7 +202,8 @@ def estimate(kw: dict) -> float:
         parts = getattr(sizes, f"{trainer}_estimates")(cfg, cli=True)
     elif repro is not None:  # the settings classes of reproduce dprl|frd|fedrl
         cls = {"dprl": DprlSettings, "frd": FrdSettings, "fedrl": ReproConfig}[repro]
-        parts = getattr(sizes, f"{repro}_reproduce_estimates")(cls(**kw), workers=1)
+        workers = kw.pop("workers", 1)  # the command's --workers, as its check passes it
+        parts = getattr(sizes, f"{repro}_reproduce_estimates")(cls(**kw), workers=workers)
     elif "audit_dim" in kw:  # audit --exact's probe
         parts = sizes.audit_probe_estimates(kw["audit_dim"])
     elif "attack_frd" in kw:  # the shadow run, from the attacked run's config

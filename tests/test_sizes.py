@@ -404,7 +404,12 @@ def test_estimates_within_twice_the_measured_peak() -> None:
         "attack sweep",
         "attack frd",
         "audit --exact, dim 1000",
+        "reproduce fedrl, attack",
+        "train gym, max-submissions 40000",
+        "attack dynamics, train-submissions 40k",
+        "train fedrl, clip-outputs 1",
     } <= cases
+    assert {f"reproduce {t}, workers 2" for t in ("dprl", "frd", "fedrl")} <= cases
     for r in rows:
         est = bench.estimate(r["config"])
         assert 0.5 <= est / r["peak_sum"] <= 2.0, (r["case"], est, r["peak_sum"])
@@ -428,3 +433,75 @@ def test_reproduce_pgc_estimate_counts_figure2_and_workers() -> None:
     assert fig2[cells] == pytest.approx(one[cells] * 14 / 10)  # 4 Figure 2 settings
     assert two["the Python processes"] == 3 * one["the Python processes"]  # + 2 workers
     assert sum(two.values()) >= 1.2 * 2**30
+
+
+def test_reproduce_fedrl_estimate_counts_what_each_task_holds() -> None:
+    """``reproduce fedrl`` trains each Table 1 (method, run) as a task of its own, without a
+    transcript (record=False), and records only the short attack runs, each clipped one then
+    composing its spent epsilon as a PLD at the planner's cap (720 MiB measured): the check
+    counted five runs' replay memories and a transcript of every Table 1 step per worker,
+    92.5 GiB for the Makefile's reproduce-fedrl (20 workers), which then needed --force, and
+    no PLD (422 MiB estimated, 1,237 MiB measured for one clipped attack run)."""
+    from ldp_audit.accountant.pld import MAX_POINTS
+    from ldp_audit.training.fedrl.reproduce import ReproConfig
+    from ldp_audit.training.sizes import fedrl_reproduce_estimates
+
+    def est(workers: int = 1, **kw: object) -> tuple[float, float, list[str]]:
+        rc = ReproConfig(**{"sizes": (8,), "runs": 5, "train_steps": (32000,), "hist_lens": (),
+                            "attack_steps": 250, **kw})  # fmt: skip
+        parts = fedrl_reproduce_estimates(rc, workers=workers)
+        mem = [e for e in parts if e.nbytes]
+        return sum(e.nbytes for e in mem), sum(e.seconds for e in parts), [e.option for e in mem]
+
+    make, _, labels = est(workers=20)  # the Makefile's reproduce-fedrl
+    assert 9 * 2**30 <= make <= 12 * 2**30  # 20 processes of about 0.42 GiB, 4 clipped PLDs
+    assert labels[0] == "--workers 20"  # the processes, the largest part
+    one, seconds, _ = est()
+    pld = 64 * MAX_POINTS
+    assert make == pytest.approx(20 * (one - pld) + 4 * pld)  # 4 clipped attack runs at most
+    assert est(attack_sigmas=())[0] < one - pld + 2**20  # no attack, no PLD
+    # Table 1 keeps no transcript: its steps cost time, not memory; the attack runs' steps do
+    long, long_seconds, _ = est(train_steps=(320000,))
+    assert long == one and long_seconds > 9 * seconds
+    assert est(attack_steps=25000)[0] > one + 10 * 2**20
+    assert est(runs=1)[0] == one  # one run per task, whatever --runs
+
+
+def test_train_fedrl_estimate_counts_the_pld_of_a_clipped_run() -> None:
+    """A clipped FedRL run's privacy table composes its spent epsilon as a PLD at the planner's
+    cap (about 0.7 GiB), which the estimate did not count; an unclipped run's is infinite."""
+    from ldp_audit.accountant.pld import MAX_POINTS
+    from ldp_audit.training.fedrl import FedRLConfig
+    from ldp_audit.training.sizes import fedrl_estimates
+
+    def parts(**kw: object) -> dict[str, tuple[str, float]]:
+        return {e.what: (e.option, e.nbytes) for e in fedrl_estimates(FedRLConfig(**kw), cli=True)}
+
+    clipped, plain = parts(clip_outputs=1.0), parts()
+    pld = "the accountant's PLD of the spent epsilon"
+    assert clipped[pld] == ("--clip-outputs 1.0", 64 * MAX_POINTS) and plain[pld][1] == 0.0
+    assert (
+        sum(v for _, v in clipped.values()) - sum(v for _, v in plain.values()) == 64 * MAX_POINTS
+    )
+
+
+@pytest.mark.parametrize("target", ["reproduce-fedrl", "reproduce-fedrl-16"])
+def test_make_reproduce_fedrl_passes_the_size_check_without_force(
+    target, tmp_path, monkeypatch, capsys
+) -> None:
+    """The Makefile's FedRL reproductions, with their real settings, pass the memory check of a
+    24 GiB machine (12 GiB: half of it) without --force; a 1-second time limit stops each one
+    right after the memory check, before any work."""
+    root = Path(__file__).resolve().parent.parent
+    recipe = root.joinpath("Makefile").read_text().split(f"\n{target}: $(STAMP)\n", 1)[1]
+    argv = recipe.split("\n\n", 1)[0].replace("\\\n", " ").split()
+    assert argv[0] == "$(BIN)/ldp-audit" and "--force" not in argv
+    subst = {"$(FEDRL_WORKERS)": "20", "$(FEDRL16_WORKERS)": "2"}
+    argv = [subst.get(a, a) for a in argv[1:]]
+    argv[argv.index("--out") + 1] = str(tmp_path / "out")
+    monkeypatch.setenv("LDP_AUDIT_MEMORY_LIMIT", "12G")
+    monkeypatch.setenv("LDP_AUDIT_TIME_LIMIT", "1")
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "time limit" in err and "memory limit" not in err, err
+    assert not (tmp_path / "out").exists()

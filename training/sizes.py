@@ -33,6 +33,10 @@ _PROCESS = 300 * 2**20
 _LIGHT_PROCESS = 150 * 2**20
 #: the same with PyTorch (DP-RL, FRD, FedRL: 365-500 MiB measured for their smallest runs)
 _TORCH_PROCESS = 350 * 2**20
+#: bytes per point of the accountant's PLD of a long mixed history (8 doubles), composed at its
+#: planner's cap ``ldp_audit.accountant.pld.MAX_POINTS``: 667-723 MiB measured (FedRL, clipped)
+_PLD_POINT = 64
+_PLD_WHAT = "the accountant's PLD of the spent epsilon"
 
 
 def dprl_estimates(cfg: Any, *, cli: bool = False) -> list[Estimate]:
@@ -161,6 +165,7 @@ def frd_estimates(cfgs: Any, *, cli: bool = False) -> list[Estimate]:
 
 def fedrl_estimates(cfg: Any, *, cli: bool = False) -> list[Estimate]:
     """Parts of one FedRL training (:class:`~ldp_audit.training.fedrl.FedRLConfig`)."""
+    from ldp_audit.accountant.pld import MAX_POINTS
     from ldp_audit.training.fedrl.gridworld import ALPHA_VIEW, BETA_VIEW, N_ACTIONS
 
     n, h = int(cfg.size), int(cfg.hist_len)
@@ -197,7 +202,9 @@ def fedrl_estimates(cfg: Any, *, cli: bool = False) -> list[Estimate]:
         Estimate(_driver(cli, [o_runs, o_hist, o_envs, o_batch]), "the networks", nets + act),
         Estimate(trans_l, "the transcript of the released Q outputs", trans),
         Estimate(trans_l, "the training", 0.0, flops_seconds(flops, str(cfg.device))),
-    ]
+        Estimate(label(cli, "clip_outputs", "--clip-outputs", cfg.clip_outputs), _PLD_WHAT,
+                 0.0 if cfg.clip_outputs is None else _PLD_POINT * MAX_POINTS),  # its privacy table
+    ]  # fmt: skip
 
 
 def pgc_estimates(
@@ -306,6 +313,8 @@ def combine(jobs: list[list[Estimate]], workers: int = 1) -> list[Estimate]:
     ``workers``, time of all of them summed."""
     big = max(jobs, key=lambda g: sum(e.nbytes for e in g))
     out = [replace(e, nbytes=e.nbytes * max(1, workers), seconds=0.0) for e in big if e.nbytes]
+    if workers > 1:  # the processes: the workers drive them
+        out = [replace(e, option=f"--workers {workers}") if "process" in e.what else e for e in out]
     out += [replace(e, nbytes=0.0) for g in jobs for e in g if e.seconds]
     return out
 
@@ -358,22 +367,34 @@ def frd_reproduce_estimates(s: Any, *, workers: int = 1) -> list[Estimate]:
 
 def fedrl_reproduce_estimates(rc: Any, *, workers: int = 1) -> list[Estimate]:
     """``reproduce fedrl`` (:class:`~ldp_audit.training.fedrl.reproduce.ReproConfig`): Table 1
-    per size, Figure 4 per history length, the attack runs."""
+    per size (a task per (method, run): one run's memory, no transcript kept), Figure 4 per
+    history length (no transcript), the attack runs (one recorded run each)."""
+    from ldp_audit.accountant.pld import MAX_POINTS as PLD_CAP
     from ldp_audit.training.fedrl import FedRLConfig
 
     kw = dict(n_maps=rc.n_maps, map_seed=rc.seed, n_envs=rc.n_envs, eval_maps=rc.eval_maps)
+    held = "the transcript"  # Table 1 and Figure 4 train with record=False
     jobs = []
-    for i, size in enumerate(rc.sizes):
-        cfg = FedRLConfig(size=size, hist_len=rc.hist_len, train_steps=rc.steps_for(i),
-                          runs=rc.runs, **kw)  # fmt: skip
-        jobs.append(fedrl_estimates(cfg, cli=True))
+    for i, size in enumerate(rc.sizes):  # one run per task, --runs of them per method
+        cfg = FedRLConfig(size=size, hist_len=rc.hist_len, train_steps=rc.steps_for(i), runs=1,
+                          **kw)  # fmt: skip
+        parts = _relabel(fedrl_estimates(cfg, cli=True), "--runs", f"--runs {rc.runs}")
+        jobs.append([replace(e, seconds=e.seconds * rc.runs) for e in parts if held not in e.what])
     for h in rc.hist_lens:
         cfg = FedRLConfig(size=max(rc.sizes), hist_len=h, train_steps=rc.fig4_train_steps(),
                           runs=rc.fig4_runs, **kw)  # fmt: skip
-        jobs.append(
-            _relabel(fedrl_estimates(cfg, cli=True), "--runs", f"--fig4-runs {rc.fig4_runs}")
-        )
-    return combine(jobs, workers)
+        parts = _relabel(fedrl_estimates(cfg, cli=True), "--runs", f"--fig4-runs {rc.fig4_runs}")
+        jobs.append([e for e in parts if held not in e.what])
+    kw["eval_maps"] = min(rc.eval_maps, 200)
+    cfg = FedRLConfig(size=rc.sizes[0], hist_len=rc.hist_len, train_steps=rc.attack_steps,
+                      runs=1, methods=("fedrl",), **kw)  # fmt: skip
+    flag = f"--attack-steps {rc.attack_steps}"
+    attack = [replace(e, option=flag) for e in fedrl_estimates(cfg, cli=True)]
+    jobs += [attack] * (2 * len(rc.attack_sigmas))  # with and without clipping
+    # the PLD of a clipped attack run's spent epsilon (one per clipped run at once)
+    clipped = min(int(workers), len(rc.attack_sigmas))
+    pld = Estimate(flag, _PLD_WHAT, clipped * _PLD_POINT * PLD_CAP)
+    return combine(jobs, workers) + [pld]
 
 
 def frd_attack_estimates(cfg: Any, n_shadow: int, **_: Any) -> list[Estimate]:
