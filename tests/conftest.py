@@ -24,3 +24,21 @@ def _ledger_key(tmp_path_factory):
         mp.delenv("LDP_AUDIT_KEY", raising=False)
         mp.setenv("LDP_AUDIT_KEY_FILE", str(key_dir / "ledger.key"))
         yield key_dir / "ledger.key"
+
+
+@pytest.fixture(scope="session")
+def flower_runs(request, tmp_path_factory):
+    """The Flower runs of tests/flower_runs.py whose tests are selected, started when the first
+    test that needs one starts (two at a time, in background threads); name -> Future."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    pytest.importorskip("flwr", reason="Flower not installed: pip install 'ldp-audit[flower]'")
+    from tests.flower_runs import RUNS
+
+    selected = {item.name for item in request.session.items}
+    with ThreadPoolExecutor(2) as pool:
+        yield {
+            name: pool.submit(run, tmp_path_factory.mktemp(name))
+            for name, (tests, run) in RUNS.items()
+            if selected.intersection(tests)
+        }

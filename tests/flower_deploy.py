@@ -1,7 +1,7 @@
 """Flower's deployment engine for the tests: a SuperLink and SuperNodes started as real processes
 on 127.0.0.1 (free ports, insecure HTTP on loopback only), then ``flwr run`` of an app project
-(``from tests.flower_deploy import run_on_superlink``; used by test_flower_deployment.py and
-test_flower_any_deployment.py).
+(``from tests.flower_deploy import run_on_superlink``; used by tests/flower_runs.py for
+test_flower_deployment.py, and by test_flower_any_deployment.py).
 
 Bounded: every wait has a deadline; every process started here is stopped (its own process
 group: SIGTERM, then SIGKILL) in a ``finally``, whatever happens. A wait that times out, or a

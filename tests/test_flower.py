@@ -2,7 +2,9 @@
 
 Skipped with a message when Flower is not installed (``pip install 'ldp-audit[flower]'``).
 Each simulation is a ``flwr run`` on its own local simulation SuperLink (Ray underneath); the
-file took 147 s on the loaded 2-core machine (2026-11-27, load average about 11).
+file's two start together, with the other Flower files' runs (tests/flower_runs.py). On the
+loaded 2-core machine (2026-12-06, load average about 16) the file took about 130 s with its
+runs one after the other, 61 s with its two together.
 """
 
 from __future__ import annotations
@@ -19,18 +21,17 @@ pytest.importorskip("flwr", reason="Flower not installed: pip install 'ldp-audit
 
 from ldp_audit.training.flower import pgc_app as F  # noqa: E402
 from ldp_audit.training.pgc_a3c import PgcA3cConfig  # noqa: E402
+from tests.flower_runs import AGENTS as SECRETS  # noqa: E402
+from tests.flower_runs import PGC_MAIN  # noqa: E402
 
-AGENTS = [F.AgentSecrets(9.7, 11), F.AgentSecrets(9.9, 12), F.AgentSecrets(9.8, 13)]
+AGENTS = [F.AgentSecrets(*a) for a in SECRETS]
 
 
 @pytest.fixture(scope="module")
-def flower_run(tmp_path_factory):
-    base = tmp_path_factory.mktemp("flower")
-    cfg = PgcA3cConfig(mechanism="laplace", epsilon=6.0, rounds=3, buffer_size=2)
-    run = F.run_simulation(
-        cfg, base / "run", agents=AGENTS, ledger_dir=base / "ledgers", seed=4, log=base / "log"
-    )
-    return base, run, cfg
+def flower_run(flower_runs):
+    """tests/flower_runs.py's "pgc-main" run (PGC_MAIN: laplace, epsilon 6 over 3 rounds)."""
+    base, run = flower_runs["pgc-main"].result()
+    return base, run, PgcA3cConfig(**PGC_MAIN)
 
 
 def test_simulation_runs_with_flwr_run_not_the_deprecated_run_simulation(flower_run):
@@ -139,22 +140,20 @@ def test_attack_and_report_read_the_flower_run(flower_run, tmp_path, capsys):
     capsys.readouterr()
 
 
-def test_budget_refusal_releases_nothing(tmp_path):
-    """An agent whose own ledger would exceed its budget sends an error, never a report."""
+def test_budget_refusal_releases_nothing(flower_runs):
+    """An agent whose own ledger would exceed its budget sends an error, never a report
+    (tests/flower_runs.py's PGC_BUDGET: prs, epsilon 6 over 3 rounds, a budget of 4.5)."""
     from ldp_audit.accountant import Accountant, Ledger
     from ldp_audit.rundir import RunDir
 
-    cfg = PgcA3cConfig(mechanism="prs", epsilon=6.0, rounds=3, budget=4.5)
-    run = F.run_simulation(
-        cfg, tmp_path / "run", agents=AGENTS[:2], ledger_dir=tmp_path / "led", seed=1
-    )
+    base, run = flower_runs["pgc-budget"].result()
     tr = RunDir(run).transcript()
     assert tr["report"].shape[0] == 4  # rounds 0 and 1 of both agents; round 2 refused
     assert set(tr["round"].tolist()) == {0, 1}
     rejected = RunDir(run).metrics()["rejected"]
     assert len(rejected) == 2 and all("BudgetExceeded" in r["reason"] for r in rejected)
     for k in range(2):
-        own = Accountant(ledger=Ledger(str(tmp_path / "led" / f"agent-{k}.sqlite")))
+        own = Accountant(ledger=Ledger(str(base / "ledgers" / f"agent-{k}.sqlite")))
         assert own.spent(f"0/{k}") == pytest.approx(4.0)  # never past 4.5
 
 

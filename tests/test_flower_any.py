@@ -3,7 +3,8 @@
 The fast tests drive the client's release and the server's recorder in-process (the same
 functions ``LdpReleaseMod`` and ``LdpStrategy`` call, without Flower's engine); one test runs the
 example app with ``flwr run`` on a local simulation SuperLink (Ray underneath: about 7 s of CPU
-in this process tree, 60-80 s wall on the loaded 2-core machine, most of it starting Ray), and a
+in this process tree, 60-80 s wall on the loaded 2-core machine, most of it starting Ray; it
+starts in a subprocess with the file, so the in-process tests run meanwhile), and a
 ``slow`` one shows the attack recovering the private parameter when epsilon is huge. Skipped
 with a message when Flower is not installed.
 """
@@ -270,32 +271,32 @@ def test_example_app_project_is_the_shipped_one():
 # ----------------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def flwr_digits(tmp_path_factory):
-    """3 clients x 3 rounds at epsilon 2 with a budget of 4: the third round is refused by
-    every client's own ledger."""
+@pytest.fixture(scope="module", autouse=True)
+def _digits_process(request, tmp_path_factory):
+    """The example app's ``flwr run`` (3 clients x 3 rounds at epsilon 2 with a budget of 4: the
+    third round is refused by every client's own ledger), started in a subprocess when the
+    file's first test starts, if the end-to-end test is selected: the run spends most of its
+    wall time waiting for its SuperLink and Ray while the file's in-process tests run; the
+    end-to-end test waits for it (``flwr_digits``), and teardown waits for it whatever happens."""
+    if not any(it.name == "test_flwr_run_example_end_to_end" for it in request.session.items):
+        yield None
+        return
     base = tmp_path_factory.mktemp("flwr-digits")
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "ldp_audit.training.flower.digits",
-            "--out",
-            str(base / "run"),
-            "--clients",
-            "3",
-            "--rounds",
-            "3",
-            "--budget",
-            "4",
-            "--log",
-            str(base / "flower.log"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    return base, out
+    cmd = [sys.executable, "-m", "ldp_audit.training.flower.digits", "--out", str(base / "run")]
+    cmd += ["--clients", "3", "--rounds", "3", "--budget", "4", "--log", str(base / "flower.log")]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        yield base, proc
+    finally:
+        if proc.returncode is None:  # not read yet: wait (never leave its SuperLink behind)
+            proc.communicate(timeout=900)
+
+
+@pytest.fixture(scope="module")
+def flwr_digits(_digits_process):
+    base, proc = _digits_process
+    stdout, stderr = proc.communicate(timeout=900)
+    return base, subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
 
 
 def test_flwr_run_example_end_to_end(flwr_digits, tmp_path):

@@ -6,7 +6,8 @@ directory it leaves is read by the attack and the report.
 Bounded: every wait has a deadline (about 20-40 s in all on a quiet machine, 150 s at most); every
 process this test starts is stopped (its own process group: SIGTERM, then SIGKILL) in a
 ``finally`` (the set-up is :func:`tests.flower_deploy.run_on_superlink`, shared with
-test_flower_any_deployment.py). Skipped with a message when Flower is not installed.
+test_flower_any_deployment.py; the run is started ahead, with the other Flower runs, by
+tests/flower_runs.py). Skipped with a message when Flower is not installed.
 """
 
 from __future__ import annotations
@@ -17,28 +18,15 @@ import pytest
 
 pytest.importorskip("flwr", reason="Flower not installed: pip install 'ldp-audit[flower]'")
 
-from tests.flower_deploy import run_on_superlink  # noqa: E402
 
-
-def test_superlink_supernodes_on_loopback(tmp_path):
+def test_superlink_supernodes_on_loopback(flower_runs):
+    """The run is tests/flower_runs.py's "deployment" (laplace, epsilon 4 over 2 rounds, agents
+    of gravity 9.7 and 9.9), started ahead by the session fixture ``flower_runs``."""
     from ldp_audit.accountant import Accountant, Ledger
     from ldp_audit.rundir import RunDir
-    from ldp_audit.training.flower.pgc_app import write_app_project
-    from ldp_audit.training.pgc_a3c import PgcA3cConfig
 
-    run, ledgers = tmp_path / "run", tmp_path / "ledgers"
-    app = write_app_project(tmp_path / "app")
-    cfg = PgcA3cConfig(mechanism="laplace", epsilon=4.0, rounds=2)
-    run_config = (
-        f"pgc-config = {json.dumps(json.dumps(cfg.to_dict()))}\n"
-        f"run-dir = {json.dumps(str(run))}\nseed = 3\nnum-agents = 2\n"
-        f'scoring-gravities = "9.7,9.9"\ntimeout = 120.0\n'
-    )
-    nodes = [
-        f'partition-id={k} gravity={g} agent-seed={seed} ledger-dir="{ledgers}"'
-        for k, (g, seed) in enumerate(((9.7, 5), (9.9, 6)))
-    ]
-    run_on_superlink(tmp_path, app, run_config, nodes, run, env={"NUMBA_NUM_THREADS": "1"})
+    tmp_path, run = flower_runs["deployment"].result()
+    ledgers = tmp_path / "ledgers"
     assert json.loads((run / "manifest.json").read_text())["status"] == "complete"
     tr = RunDir(run).transcript()
     assert tr["report"].shape == (4, 112)

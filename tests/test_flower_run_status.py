@@ -7,43 +7,7 @@ import pytest
 
 pytest.importorskip("flwr", reason="Flower not installed: pip install 'ldp-audit[flower]'")
 
-from ldp_audit.training.flower.run import flwr_run  # noqa: E402
-
-PYPROJECT = """[build-system]
-requires = ["hatchling"]
-build-backend = "hatchling.build"
-
-[project]
-name = "status-app"
-version = "1.0.0"
-dependencies = []
-
-[tool.hatch.build.targets.wheel]
-packages = ["."]
-
-[tool.flwr.app]
-publisher = "test"
-
-[tool.flwr.app.components]
-serverapp = "status_app:server_app"
-clientapp = "status_app:client_app"
-
-[tool.flwr.app.config]
-fail = false
-"""
-
-APP = """from flwr.clientapp import ClientApp
-from flwr.serverapp import ServerApp
-
-server_app = ServerApp()
-client_app = ClientApp()
-
-
-@server_app.main()
-def main(grid, context):
-    if context.run_config["fail"]:
-        raise RuntimeError("the server app failed on purpose")
-"""
+from tests.flower_runs import status_run  # noqa: E402
 
 
 @pytest.mark.parametrize(
@@ -55,13 +19,13 @@ def main(grid, context):
         pytest.param(False, 0, marks=pytest.mark.slow),
     ],
 )
-def test_flwr_run_returns_nonzero_when_the_server_app_raised(tmp_path, fail, code) -> None:
-    app = tmp_path / "app"
-    app.mkdir()
-    (app / "pyproject.toml").write_text(PYPROJECT)
-    (app / "status_app.py").write_text(APP)
-    log = tmp_path / "log"
-    assert flwr_run(app, run_config={"fail": fail}, num_supernodes=1, log=log, timeout=300) == code
-    text = log.read_text()
+def test_flwr_run_returns_nonzero_when_the_server_app_raised(
+    flower_runs, tmp_path, fail, code
+) -> None:
+    """The app and its run: tests/flower_runs.py's ``status_run``; the default run's case is
+    started ahead by the session fixture ``flower_runs``."""
+    future = flower_runs.get("status-raised") if fail else None
+    got, text = future.result() if future else status_run(tmp_path, fail)
+    assert got == code
     assert ("finished:failed" in text) is fail
     assert ("finished:completed" in text) is not fail
