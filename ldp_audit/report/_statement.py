@@ -400,7 +400,6 @@ def one_run_audit(name: str, a: dict[str, Any]) -> dict[str, Any] | None:
             pass
     white = "white" in setting
     f_dp = _obj(extra, "f_dp")
-    mt = _obj(extra, "mechanism_test")
     return {
         "name": name,
         "attack": kind,
@@ -418,10 +417,7 @@ def one_run_audit(name: str, a: dict[str, Any]) -> dict[str, Any] | None:
             (p["p_value"] for p in f_dp.get("p_values") or [] if isinstance(p, dict)),
             default=None,
         ),
-        "mechanism_test_rejected": mt.get("rejected"),
         **_decision(extra),
-        "rate_claimed": num(mt.get("rate_claimed")),
-        "rate_lower_bound": num(mt.get("rate_lower_bound")),
         "threat_model": (
             "white-box one-run audit: the auditor plants canaries and sees every model update "
             "(the gradients' sum), as a trainer-side attacker would"
