@@ -22,7 +22,6 @@ shows such a run as a green "consistent".
 from __future__ import annotations
 
 import math
-import re
 from typing import Any
 
 import numpy as np
@@ -293,14 +292,10 @@ def _audit_fields(model: dict[str, Any]) -> dict[str, Any]:
         n_est = n - n_sel if split else r.get("estimation_samples")
         conf = r.get("confidence")
         ceiling, cw = None, NOT_RECORDED
-        said = re.search(r"no bound can exceed ([0-9.]+(?:e[-+]?\d+)?)", " ".join(r["warnings"]))
         tail = "a larger claim cannot be refuted by this audit"
         if r.get("max_refutable_epsilon") is not None:  # recorded by the audit itself
             ceiling = float(r["max_refutable_epsilon"])
             cw = f"{fmt_eps(ceiling, 3)} (recorded by the audit): {tail}"
-        elif said:  # older audits state it in their warning
-            ceiling = float(said.group(1))
-            cw = f"{fmt_eps(ceiling, 3)} (the audit's warning): {tail}"
         elif isinstance(n_est, int) and n_est > 0 and isinstance(conf, float):
             try:
                 from ldp_audit.audit import max_refutable_epsilon
