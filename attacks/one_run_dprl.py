@@ -16,6 +16,7 @@ __all__ = ["canary_scores", "dprl_evidence", "audit_run"]
 
 
 def _public(run_dir: Path) -> tuple[Any, dict, dict, dict]:
+    from ldp_audit.opacus.scoring import TRANSCRIPT_ARRAYS
     from ldp_audit.rundir import RunDir
     from ldp_audit.training.dprl.trainer import read_run
 
@@ -26,7 +27,7 @@ def _public(run_dir: Path) -> tuple[Any, dict, dict, dict]:
             f"run {str(run_dir)!r} has no canaries (trained with canaries={cfg.canaries}); "
             f"train with --canaries M to audit it in one run"
         )
-    tr = RunDir(run_dir).arrays("transcript.npz", "canary_projection", "batch_size")
+    tr = RunDir(run_dir).arrays("transcript.npz", *TRANSCRIPT_ARRAYS)
     return cfg, run["metrics"], run["model"], tr
 
 

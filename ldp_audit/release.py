@@ -135,11 +135,6 @@ class SealedRelease:
         return self._values
 
     @property
-    def noisy(self) -> np.ndarray:
-        """Alias of :attr:`values` (the PGC-A3C name)."""
-        return self._values
-
-    @property
     def meta(self) -> dict[str, np.ndarray]:
         """Read-only id arrays travelling with the rows (a copy of the dict, same arrays)."""
         return dict(self._meta)

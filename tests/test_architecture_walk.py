@@ -92,13 +92,13 @@ def test_every_pair_of_the_walk_exists() -> None:
 
 def test_the_check_catches_a_stale_pair() -> None:
     text = (
-        "`ldp_audit/release.py: release_many` `ldp_audit/release.py: SealedRelease.noisy` "
+        "`ldp_audit/release.py: release_many` `ldp_audit/release.py: SealedRelease.values` "
         "`ldp_audit/release.py: release_everything` `ldp_audit/release.py: SealedRelease.nope`"
     )
     got = pairs(text)
     assert got == [
         ("ldp_audit/release.py", "release_many"),
-        ("ldp_audit/release.py", "SealedRelease.noisy"),
+        ("ldp_audit/release.py", "SealedRelease.values"),
         ("ldp_audit/release.py", "release_everything"),
         ("ldp_audit/release.py", "SealedRelease.nope"),
     ]

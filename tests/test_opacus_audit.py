@@ -287,6 +287,18 @@ def test_audit_run_refuses_another_systems_run(tmp_path: Path) -> None:
         audit_run(run, setting="grey-box")
 
 
+def test_a_transcript_without_the_released_noise_is_refused_by_name(tmp_path: Path) -> None:
+    # a run written before the released noise was recorded (issue 36) is not audited with its
+    # noise tests silently left out: the missing array is named
+    run = tmp_path / "run"
+    audited_run(run, 0, epochs=1)
+    arrays = dict(np.load(run / "transcript.npz"))
+    del arrays["noise_sq"]
+    np.savez(run / "transcript.npz", **arrays)
+    with pytest.raises(RunDirectoryError, match=r"lacks the arrays \['noise_sq'\]"):
+        audit_run(run)
+
+
 def test_canary_design_is_orthonormal_and_spans_the_large_tensors() -> None:
     from ldp_audit.opacus import canary_blocks
 

@@ -148,11 +148,11 @@ def test_raw_gradient_cannot_reach_the_aggregator():
         rng=np.random.default_rng(0),
     )
     with pytest.raises(ValueError):
-        rep.noisy[0, 0] = 1.0  # read-only
+        rep.values[0, 0] = 1.0  # read-only
     # the report is not the raw gradient (Laplace noise of scale C/eps = 0.01 on 112 coords)
-    assert not np.allclose(rep.noisy, raw)
+    assert not np.allclose(rep.values, raw)
     agg.receive(rep)
-    np.testing.assert_allclose(agg.theta, -0.5 * rep.noisy)  # eq. 22 with |B| = 1
+    np.testing.assert_allclose(agg.theta, -0.5 * rep.values)  # eq. 22 with |B| = 1
 
 
 def test_budget_exhausted_means_nothing_released():

@@ -66,7 +66,6 @@ def dprl_facts(c: Any) -> dict[str, tuple[str, str]]:
     else:
         adj = NOT_RECORDED
     one = list(c.one_run)
-    rate = next((o for o in one if o.get("rate_lower_bound") is not None), None)
     if q is None:
         samp = (NOT_RECORDED, NOT_RECORDED)
     elif q >= 1.0:
@@ -82,13 +81,7 @@ def dprl_facts(c: Any) -> dict[str, tuple[str, str]]:
         ran = next((o for o in one if {"sampling", "ledger"} & set(o.get("tests_run") or ())), None)
         flagged = set((ran or {}).get("flagged_by") or ())
         why = ((ran or {}).get("tests_not_run") or {}).get("sampling")
-        if rate is not None:  # an audit file of before issue 36 (its mechanism test)
-            check = (
-                "the one-run mechanism test measured a rate lower bound "
-                f"{fmt_eps(rate['rate_lower_bound'])} <= q"
-                + (" and did not reject it" if rate.get("mechanism_test_rejected") is False else "")
-            )
-        elif ran is not None and "sampling" in ran["tests_run"]:
+        if ran is not None and "sampling" in ran["tests_run"]:
             check = "the one-run audit's sampling test (batch sizes against Poisson sampling " + (
                 "at q) REJECTED it" if "sampling" in flagged else "at q) did not reject it"
             )

@@ -32,7 +32,20 @@ __all__ = [
     "report_sections",
     "score_inputs",
     "tensor_names",
+    "TRANSCRIPT_ARRAYS",
 ]
+
+#: the transcript arrays every audit reads (a run's ``transcript.npz`` lacking one is refused)
+TRANSCRIPT_ARRAYS = (
+    "canary_projection",
+    "batch_size",
+    "charged",
+    "noise_multiplier",
+    "max_grad_norm",
+    "expected_batch_size",
+    "noise_sq",
+    "noise_sketch",
+)
 
 
 @dataclass
@@ -93,7 +106,7 @@ def read_evidence(run_dir: Any) -> Evidence:
         run_dir=run_dir,
         config=cfg,
         metrics=metrics,
-        transcript=RunDir(run_dir).arrays("transcript.npz", "canary_projection", "batch_size"),
+        transcript=RunDir(run_dir).arrays("transcript.npz", *TRANSCRIPT_ARRAYS),
         black_box=-(delta_theta[idx] * weight).sum(axis=1),
     )
 
@@ -129,7 +142,7 @@ def _ledger_test(run_dir: Path, cfg: dict, met: dict, tr: dict) -> dict[str, Any
             f"metrics.json says {met.get('updates')} updates / {met.get('charges')} charges, "
             f"the transcript {T}, the ledger {n_charged}"
         )
-    if "charged" in tr and not np.asarray(tr["charged"], dtype=bool).all():
+    if not np.asarray(tr["charged"], dtype=bool).all():
         bad = np.flatnonzero(~np.asarray(tr["charged"], dtype=bool))
         problems.append(
             f"{bad.size} updates not preceded by exactly one charge (first: update {bad[0]})"
@@ -140,7 +153,7 @@ def _ledger_test(run_dir: Path, cfg: dict, met: dict, tr: dict) -> dict[str, Any
     if any(k != declared for k in kinds):
         problems.append(f"charged events {kinds!r} differ from the declared {declared!r}")
     for key in ("noise_multiplier", "max_grad_norm", "expected_batch_size"):
-        if key in tr and claim.get(key) is not None:
+        if claim.get(key) is not None:
             v = np.asarray(tr[key], dtype=np.float64)
             if v.size and not np.all(v == float(claim[key])):
                 i = int(np.flatnonzero(v != float(claim[key]))[0])
@@ -193,21 +206,6 @@ def _noise_tests(
     level = proj_n["level"]
     dense = cfg.get("directions") == "given" or max(sizes) < m  # every tensor holds canaries
     canary_in = [True] * len(sizes) if dense else [n >= m for n in sizes]
-    if "noise_sq" not in tr or "noise_sketch" not in tr:  # a run written before issue 36
-        coverage = {
-            "tensors": [
-                {
-                    "tensor": nm,
-                    "entries": n,
-                    "tested": False,
-                    "canaries": c,
-                    "reason": "the run recorded no residual noise",
-                }
-                for nm, n, c in zip(names, sizes, canary_in, strict=True)
-            ],  # fmt: skip
-            "untested": names,
-        }
-        return proj_n, proj_i, coverage
     # each of a test's two parts (projections, residual) at half its level: the powers and
     # thresholds the residual parts state are those of the level they are held to
     half = 1.0 - (1.0 - conf) / 2.0

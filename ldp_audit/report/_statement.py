@@ -22,7 +22,6 @@ shows such a run as a green "consistent".
 from __future__ import annotations
 
 import math
-import re
 from typing import Any
 
 import numpy as np
@@ -293,14 +292,10 @@ def _audit_fields(model: dict[str, Any]) -> dict[str, Any]:
         n_est = n - n_sel if split else r.get("estimation_samples")
         conf = r.get("confidence")
         ceiling, cw = None, NOT_RECORDED
-        said = re.search(r"no bound can exceed ([0-9.]+(?:e[-+]?\d+)?)", " ".join(r["warnings"]))
         tail = "a larger claim cannot be refuted by this audit"
         if r.get("max_refutable_epsilon") is not None:  # recorded by the audit itself
             ceiling = float(r["max_refutable_epsilon"])
             cw = f"{fmt_eps(ceiling, 3)} (recorded by the audit): {tail}"
-        elif said:  # older audits state it in their warning
-            ceiling = float(said.group(1))
-            cw = f"{fmt_eps(ceiling, 3)} (the audit's warning): {tail}"
         elif isinstance(n_est, int) and n_est > 0 and isinstance(conf, float):
             try:
                 from ldp_audit.audit import max_refutable_epsilon
@@ -400,7 +395,6 @@ def one_run_audit(name: str, a: dict[str, Any]) -> dict[str, Any] | None:
             pass
     white = "white" in setting
     f_dp = _obj(extra, "f_dp")
-    mt = _obj(extra, "mechanism_test")
     return {
         "name": name,
         "attack": kind,
@@ -418,10 +412,7 @@ def one_run_audit(name: str, a: dict[str, Any]) -> dict[str, Any] | None:
             (p["p_value"] for p in f_dp.get("p_values") or [] if isinstance(p, dict)),
             default=None,
         ),
-        "mechanism_test_rejected": mt.get("rejected"),
         **_decision(extra),
-        "rate_claimed": num(mt.get("rate_claimed")),
-        "rate_lower_bound": num(mt.get("rate_lower_bound")),
         "threat_model": (
             "white-box one-run audit: the auditor plants canaries and sees every model update "
             "(the gradients' sum), as a trainer-side attacker would"

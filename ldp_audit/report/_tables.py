@@ -265,25 +265,21 @@ def _top_table(led: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
         "method",
         "remaining",
     ]
-    groups = led.get("top_groups")
-    if groups is None:  # a model from before groups: the old rows
-        groups = [{**r, "agents": 1, "first": r["agent"], "examples": [r["agent"]]} for r in
-                  led["top_agents"]]  # fmt: skip
     return head, [
         [_agents_cell(g), g["submissions"], g["basic"], g["best"], g["method"], g["remaining"]]
-        for g in groups
+        for g in led["top_groups"]
     ]
 
 
 def top_title(led: dict[str, Any]) -> str:
-    groups = led.get("top_groups") or []
+    groups = led["top_groups"]
     n = sum(g["agents"] for g in groups)
     if groups and n > len(groups):
         return (
             f"Largest spenders: {count_noun(n, 'agent')} in {count_noun(len(groups), 'row')} "
             "(agents with identical values share a row)"
         )
-    return f"Largest spenders: {count_noun(len(groups) or len(led['top_agents']), 'agent')}"
+    return f"Largest spenders: {count_noun(len(groups), 'agent')}"
 
 
 def html_table(head: list[str], rows: list[list[Any]]) -> str:

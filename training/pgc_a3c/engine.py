@@ -372,7 +372,7 @@ class Engine:
                 s = sub[sel]
                 row = (self.local[gs[sel]], self.row_agent[s], self.row_worker[s],
                        self.row_round[s], sub_index[sel], self.row_version[s],
-                       np.array(report.noisy), scores[sel], self.row_gravity[s],
+                       np.array(report.values), scores[sel], self.row_gravity[s],
                        grads[sel])  # fmt: skip
                 for batches, x in zip(self.tr[ci].values(), row, strict=True):
                     batches.append(x)

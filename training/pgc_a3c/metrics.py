@@ -349,21 +349,17 @@ def fst_to_json(v: Any) -> float | str:
 
 
 def fst_from_json(v: Any) -> float:
-    """An FST read from JSON: a number, ``"inf"`` (never reached) or, in files written before
-    the ``"inf"`` convention (reports/pgc-a3c*/results.json before 2026-11-24), ``None``
-    (null), which also meant never reached. Returns a float (``inf`` for never).
+    """An FST read from JSON: a number or ``"inf"`` (never reached). Returns a float.
 
     Raises:
         InvalidParameterError: anything else (a bool, another string, NaN, a number < 1).
     """
-    if v is None:
-        return math.inf
     if isinstance(v, str):
         if v.strip().lower() in ("inf", "+inf", "infinity"):
             return math.inf
-        raise InvalidParameterError(f"fst must be a number, 'inf' or null, got {v!r}")
+        raise InvalidParameterError(f"fst must be a number or 'inf', got {v!r}")
     if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
-        raise InvalidParameterError(f"fst must be a number, 'inf' or null, got {v!r}")
+        raise InvalidParameterError(f"fst must be a number or 'inf', got {v!r}")
     f = float(v)
     if math.isnan(f) or f < 1:
         raise InvalidParameterError(f"fst must be a submission number >= 1 or inf, got {v!r}")

@@ -353,8 +353,7 @@ def add_audits(results: dict[str, Any], cfg: ReadingsConfig) -> dict[str, Any]:
 
 
 def _fst(v: Any) -> str:
-    """An FST or interval end: "inf" for ``"inf"`` (and for null, written before the "inf"
-    convention)."""
+    """An FST or interval end: "inf" for ``"inf"``."""
     f = metrics.fst_from_json(v)
     return "inf" if math.isinf(f) else f"{f:,.0f}"
 

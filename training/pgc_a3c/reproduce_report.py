@@ -42,19 +42,15 @@ def _eps_of(entry: dict[str, Any]) -> float:
 
 
 def _inf_float(v: Any) -> float:
-    """A number of results.json as a float: ``"inf"`` is +inf (the toolkit's JSON convention),
-    and so is ``None`` (null) in results written before that convention (null was written for
-    an infinite FST or interval end)."""
-    if v is None:
-        return INF
-    if isinstance(v, str):
-        if v in ("inf", "-inf"):
-            return float(v)
+    """A number of results.json as a float: ``"inf"`` is +inf (the toolkit's JSON convention)."""
+    if v in ("inf", "-inf"):
+        return float(v)
+    if isinstance(v, str) or v is None:
         raise InvalidParameterError(f"expected a number or 'inf' in results, got {v!r}")
     return float(v)
 
 
-def _fmt(v: float | str | None, digits: int) -> str:
+def _fmt(v: float | str, digits: int) -> str:
     f = _inf_float(v)
     return f"{f:g}" if math.isinf(f) else f"{f:.{digits}f}"
 
@@ -388,7 +384,7 @@ def _reading_lines(cfg: dict[str, Any]) -> list[str]:
 
 
 def _num(v: Any) -> str:
-    if v is None or isinstance(v, str):  # "inf" (null: written before the "inf" convention)
+    if isinstance(v, str):  # "inf"
         return f"{_inf_float(v):g}"
     return f"{v:.4g}" if isinstance(v, float) else str(v)
 
