@@ -31,6 +31,7 @@ from ldp_audit.attacks.dynamics_shadow import (
 )
 from ldp_audit.attacks.scoring import (
     AttackResult,
+    one_openmp_thread,
 )
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 from ldp_audit.rundir import RunDir
@@ -176,17 +177,13 @@ def _shadow_log_likelihood(
             est = ShadowGradientAttack(mechanism, method="likelihood", random_state=n_rng)
             ll[sel] = est.fit(shadow, shadow_g).log_likelihood(tr["report"][rows[sel]])
         return ll, "likelihood"
-    from threadpoolctl import threadpool_limits
-
     s_rng, n_rng = rng.spawn(2)
     th_rows = np.repeat(thetas_used, cands.size * n_shadow)
     shadow_g = np.tile(np.repeat(cands, n_shadow), thetas_used.size)
     a_rows = np.repeat([alpha_at(sub[i]) for i in first], cands.size * n_shadow)
     shadow = simulate(tr["thetas"][th_rows], shadow_g, s_rng, alpha=a_rows, progress=progress)
     est = ShadowGradientAttack(mechanism, method="classifier", random_state=n_rng)
-    # one OpenMP thread: gradient boosting's threads spin-wait, and on a shared, loaded
-    # machine that cost minutes where one thread takes seconds (same fitted model)
-    with threadpool_limits(limits=1, user_api="openmp"):
+    with one_openmp_thread():
         ll[:] = est.fit(shadow, shadow_g).log_likelihood(tr["report"][rows])
     return ll, "classifier"
 

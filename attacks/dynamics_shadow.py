@@ -20,6 +20,7 @@ from scipy.special import logsumexp
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.utils.validation import check_is_fitted
 
+from ldp_audit.attacks.scoring import one_openmp_thread
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.validation import check_batch, check_int, check_rng
 
@@ -203,7 +204,8 @@ class ShadowGradientAttack(ClassifierMixin, BaseEstimator):
             if self.classifier is not None
             else _default_classifier(self.mechanism)
         )
-        self.classifier_ = clf.fit(Xp, yr)
+        with one_openmp_thread():
+            self.classifier_ = clf.fit(Xp, yr)
         return self
 
     # -- scoring reports -----------------------------------------------------------------------
@@ -217,7 +219,8 @@ class ShadowGradientAttack(ClassifierMixin, BaseEstimator):
         check_is_fitted(self, "classes_")
         R = check_batch(R, "R", dim=self.n_features_in_)
         if self.method_ == "classifier":
-            proba = self.classifier_.predict_proba(R)
+            with one_openmp_thread():
+                proba = self.classifier_.predict_proba(R)
             out = np.full((R.shape[0], self.classes_.size), 1e-300)
             out[:, self.classifier_.classes_] = proba  # columns -> class indices
             return np.log(np.clip(out, 1e-300, None))

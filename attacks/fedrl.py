@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit.attacks.scoring import accuracy_interval
+from ldp_audit.attacks.scoring import accuracy_interval, one_openmp_thread
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 from ldp_audit.validation import check_probability, check_real
 
@@ -134,7 +134,8 @@ def _classify(clf: Any, x: np.ndarray, y: np.ndarray, tr: np.ndarray, te: np.nda
     """``clf`` fitted on the training rows predicts the test rows (a constant label, itself)."""
     if y[tr].min() == y[tr].max():
         return np.full(te.size, y[tr][0])
-    return clf.fit(x[tr], y[tr]).predict(x[te])
+    with one_openmp_thread():
+        return clf.fit(x[tr], y[tr]).predict(x[te])
 
 
 def _score(
@@ -243,8 +244,9 @@ def attack_rewards(
     clf = HistGradientBoostingClassifier(max_iter=100, random_state=seed)
     pred = _classify(clf, y, lab, tr, te)
     res = _score("bump from Y", lab[te], pred, lab[tr], epsilon, delta, confidence)
-    reg = HistGradientBoostingRegressor(max_iter=100, random_state=seed).fit(y[tr], reward[tr])
-    res["mae"] = float(np.abs(reg.predict(y[te]) - reward[te]).mean())
+    with one_openmp_thread():
+        reg = HistGradientBoostingRegressor(max_iter=100, random_state=seed).fit(y[tr], reward[tr])
+        res["mae"] = float(np.abs(reg.predict(y[te]) - reward[te]).mean())
     res["mae_baseline"] = float(np.abs(reward[tr].mean() - reward[te]).mean())
     return res
 

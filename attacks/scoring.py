@@ -47,7 +47,17 @@ __all__ = [
     "epsilon_from_rates",
     "epsilon_lower_bound_from_rates",
     "membership_tpr_ceiling",
+    "one_openmp_thread",
 ]
+
+
+def one_openmp_thread() -> Any:
+    """A context in which OpenMP (scikit-learn's gradient boosting) runs one thread: its threads
+    spin-wait, and on a shared, loaded machine that costs minutes where one thread takes seconds
+    (the same fitted model)."""
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=1, user_api="openmp")
 
 
 def _check_k(k: Any) -> int:
