@@ -262,7 +262,8 @@ class System(Protocol):
         progress: bool | None = None,
         run_mode: str = "new",
     ) -> TrainResult:
-        """Train one run; with ``run_dir`` write the run directory (docs/interfaces.md)."""
+        """Train one run; with ``run_dir`` write the run directory (docs/interfaces.md), which
+        charges its own ledger.sqlite (``run_dir`` and ``ledger`` together are refused)."""
         ...
 
     def transcript_schema(self, cfg: Any) -> TranscriptSchema:
@@ -463,6 +464,11 @@ class SystemSpec:
         if run_mode not in ("new", "overwrite", "resume"):
             raise InvalidParameterError(
                 f"run_mode must be 'new', 'overwrite' or 'resume', got {run_mode!r}"
+            )
+        if run_dir is not None and ledger is not None:
+            raise InvalidParameterError(
+                f"{self.name}: pass run_dir or ledger, not both (a run directory charges its "
+                f"own ledger.sqlite), got run_dir={str(run_dir)!r} and a ledger"
             )
         fn = resolve(self.trainer, f"system {self.name!r} trainer")
         res = fn(cfg, seed=seed, run_dir=run_dir, ledger=ledger, progress=progress,

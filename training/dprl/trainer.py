@@ -365,11 +365,6 @@ def train_run(
     from ldp_audit.rundir import json_number
     from ldp_audit.systems import TrainResult
 
-    if run_dir is not None and ledger is not None:
-        raise InvalidParameterError(
-            "dprl: pass run_dir or ledger, not both (a run directory charges its own "
-            f"ledger.sqlite), got run_dir={str(run_dir)!r} and a ledger"
-        )
     res = train(cfg, seed=seed, run_dir=run_dir, progress=bool(progress), run_mode=run_mode,
                 ledger=ledger)  # fmt: skip
     conv = res.convergence_episode

@@ -297,11 +297,6 @@ def train_run(
 
     from ldp_audit.systems import TrainResult
 
-    if run_dir is not None and ledger is not None:
-        raise InvalidParameterError(
-            "fedrl: pass run_dir or ledger, not both (a run directory charges its own "
-            f"ledger.sqlite), got run_dir={str(run_dir)!r} and a ledger"
-        )
     t0 = time.perf_counter()
     if run_dir is not None:
         metrics = train_fedrl(cfg, run_dir, seed=seed, mode=run_mode, progress=bool(progress),

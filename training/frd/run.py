@@ -131,11 +131,6 @@ def train_run(
     System contract (:meth:`ldp_audit.systems.System.train`); ``native``: the FrdResult."""
     from ldp_audit.systems import TrainResult
 
-    if run_dir is not None and ledger is not None:
-        raise InvalidParameterError(
-            "frd: pass run_dir or ledger, not both (a run directory charges its own "
-            f"ledger.sqlite), got run_dir={str(run_dir)!r} and a ledger"
-        )
     if run_dir is None and ledger is not None:
         from ldp_audit.accountant import Accountant
 
