@@ -523,11 +523,6 @@ def fedrl_reproduce(rc: Any, *, out: str, command: str, **kw: Any) -> dict[str, 
     from ldp_audit.training.fedrl.reproduce import reproduce
     from ldp_audit.training.fedrl.reproduce_report import write_report
 
-    if len(rc.train_steps) not in (1, len(rc.sizes)):
-        raise InvalidParameterError(
-            f"--train-steps must give one value or one per size ({len(rc.sizes)}), got "
-            f"{list(rc.train_steps)}"
-        )
     partial = Path(out) / "results.partial.json"
 
     def checkpoint(res: dict[str, Any]) -> None:
