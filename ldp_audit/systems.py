@@ -262,7 +262,8 @@ class System(Protocol):
         progress: bool | None = None,
         run_mode: str = "new",
     ) -> TrainResult:
-        """Train one run; with ``run_dir`` write the run directory (docs/interfaces.md)."""
+        """Train one run; with ``run_dir`` write the run directory (docs/interfaces.md), which
+        charges its own ledger.sqlite (``run_dir`` and ``ledger`` together are refused)."""
         ...
 
     def transcript_schema(self, cfg: Any) -> TranscriptSchema:
@@ -318,12 +319,17 @@ class Command:
         help: the one line of ``ldp-audit train --help`` (default: the system's summary).
         description: the subcommand's own ``--help`` text.
         config: reproduce only: its settings class (or ``"module:Class"``); the reproduction
-            is called ``f(settings, *, out, progress, command, backend, address, workers)``.
+            is called ``f(settings, *, out, progress, command, backend, address, workers)``
+            (without one: ``f(*, out, overwrite, progress, command, backend, address,
+            **forwarded)``).
         options: ``"module:function"`` ``f(parser)`` adding options that are not config fields.
         from_args: ``"module:function"`` ``f(args, given) -> config``, ``given`` the config
             options given (default: the config built from them).
-        skip: config fields with no generated option (``options`` / ``from_args`` set them).
-        forward: option destinations handed on to the trainer / reproduction as keywords.
+        skip: config fields with no generated option (``options`` / ``from_args`` set them; a
+            field whose option ``options`` adds gets none without being named).
+        forward: option destinations handed on to the trainer / reproduction / attack as
+            keywords (None: every option ``options`` adds but ``--force``; none with
+            ``from_args``, which reads them).
         out: the default output folder: a new ``<out>-<timestamp>`` (``str.format`` with the
             config's fields, e.g. ``"runs/frd-{mode}"``); None: no default (train: no run
             directory; reproduce: ``--out`` is required).
@@ -343,7 +349,7 @@ class Command:
     options: str | None = None
     from_args: str | None = None
     skip: tuple[str, ...] = ()
-    forward: tuple[str, ...] = ()
+    forward: tuple[str, ...] | None = None
     out: str | None = None
     sizes: str | None = None
     show: str | None = None
@@ -463,6 +469,11 @@ class SystemSpec:
         if run_mode not in ("new", "overwrite", "resume"):
             raise InvalidParameterError(
                 f"run_mode must be 'new', 'overwrite' or 'resume', got {run_mode!r}"
+            )
+        if run_dir is not None and ledger is not None:
+            raise InvalidParameterError(
+                f"{self.name}: pass run_dir or ledger, not both (a run directory charges its "
+                f"own ledger.sqlite), got run_dir={str(run_dir)!r} and a ledger"
             )
         fn = resolve(self.trainer, f"system {self.name!r} trainer")
         res = fn(cfg, seed=seed, run_dir=run_dir, ledger=ledger, progress=progress,

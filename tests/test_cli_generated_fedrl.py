@@ -140,5 +140,7 @@ def test_the_config_still_checks_a_python_caller() -> None:
     for kw in ({"explore_eps": (0.0,)}, {"attack_sigmas": (-math.inf,)}, {"sizes": (12,)}):
         with pytest.raises(InvalidParameterError):
             ReproConfig(**kw)
+    with pytest.raises(InvalidParameterError, match=r"one per size \(2\), got \[1, 2, 3\]$"):
+        ReproConfig(sizes=(8, 16), train_steps=(1, 2, 3))
     with pytest.raises(TypeError):
         ReproConfig((8,))  # type: ignore[misc]  # keyword-only

@@ -70,6 +70,13 @@ def test_bad_config_names_parameter(kw: dict, needle: str) -> None:
         DprlConfig(**{**TINY_RF, **kw})
 
 
+@pytest.mark.parametrize("seed", [-1, True, 1.0, "0"])
+def test_bad_seed_refused_before_any_file(tmp_path, seed) -> None:
+    with pytest.raises(InvalidParameterError, match=r"^seed must be an integer >= 0, got "):
+        train(DprlConfig(**TINY_RF), seed=seed, run_dir=tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
 def test_budget_already_spent_refused_before_any_episode(tmp_path) -> None:
     ledger = Ledger(str(tmp_path / "l.sqlite"))
     acc = Accountant(ledger=ledger)

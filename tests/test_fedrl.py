@@ -173,6 +173,24 @@ def test_runs_batched_are_independent(maps):
         assert not np.array_equal(a["state"][net][w], b["state"][net][w])  # own init per run
 
 
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        ({"seed": -1}, r"^seed must be an integer >= 0, got -1$"),
+        ({"seed": True}, r"^seed must be an integer >= 0, got True$"),
+        ({"seed": 1, "threads": 0}, r"^threads must be an integer >= 1, got 0$"),
+        ({"seed": 1, "threads": 2.0}, r"^threads must be an integer >= 1, got 2.0$"),
+    ],
+)
+def test_bad_seed_or_threads_is_refused_before_any_file(tmp_path, kw, match):
+    out = tmp_path / "run"
+    with pytest.raises(InvalidParameterError, match=match):
+        train_fedrl(FedRLConfig(**TINY, runs=1), out, **kw)
+    with pytest.raises(InvalidParameterError, match=match):
+        run_fedrl(FedRLConfig(**TINY, runs=1), **kw)
+    assert not out.exists()
+
+
 def test_run_directory_and_report(tmp_path):
     cfg = FedRLConfig(**TINY, runs=1)
     out = tmp_path / "run"

@@ -59,6 +59,22 @@ def test_bad_config_is_refused_with_parameter_and_value(kw, needle):
     assert needle in str(e.value)
 
 
+@pytest.mark.parametrize(
+    ("call", "needle"),
+    [
+        (lambda: train(FrdConfig(**TINY), seed=-1), "seed must be an integer >= 0, got -1"),
+        (lambda: train(FrdConfig(**TINY), seed=True), "seed must be an integer >= 0, got True"),
+        (lambda: train_many([FrdConfig(**TINY)], seed=1.0), "seed must be an integer >= 0"),
+        (lambda: ProxyGrid(1, (0, 2), (0, 0), (1, 1)), "sections (S) must be an integer >= 2"),
+        (lambda: ProxyMemoryLDP(epsilon=1.0, n_cells=1), "n_cells must be an integer >= 2, got 1"),
+    ],
+)
+def test_bad_integers_are_refused_by_ldp_audit_validation(call, needle):
+    with pytest.raises(InvalidParameterError) as e:
+        call()
+    assert needle in str(e.value)
+
+
 def test_bad_config_is_refused_before_any_episode_or_charge():
     acc = Accountant(ledger=Ledger(":memory:"))
     with pytest.raises(InvalidParameterError):

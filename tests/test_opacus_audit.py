@@ -55,6 +55,16 @@ def test_correct_run_writes_a_run_the_cli_reads(tmp_path: Path) -> None:
     assert main(["report", str(run), "--out", str(rep)]) == 0
     md = (rep / "report.md").read_text()
     assert "One-run audit of the Opacus training" in md and "DP-SGD claim read from" in md
+    # the report states the audit's own ceiling: the (eps, delta) bound at the audit's level
+    # over the fractions it guessed at (what the report once recomputed itself)
+    from ldp_audit.attacks.one_run_steinke import steinke_ceiling
+    from ldp_audit.report import build_report
+
+    fr = tuple(f["fraction"] for f in d["extra"]["per_fraction"])
+    beta = (1.0 - d["extra"]["confidence_each"]) / len(fr)
+    want = steinke_ceiling(500, delta=d["extra"]["delta"], beta=beta, fractions=fr)
+    [row] = build_report(run, figures=False).model["audits"]["one_run"]
+    assert row["ceiling"] == ex["steinke_ceiling"] == want
 
 
 @pytest.mark.parametrize("name", FAST)

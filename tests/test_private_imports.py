@@ -213,10 +213,8 @@ def test_the_strict_parsers_are_core_not_cli() -> None:
 
 #: Two-file import circles left (a ratchet: a new one fails; a broken one must be removed).
 #: Issue 37's four (ledger <-> ledger_migrate, audit api <-> sequential, attack_cmd <->
-#: system_cmd, rundir reader <-> verify) are gone.
-_CIRCLES_LEFT = {
-    ("ldp_audit.training.frd.config", "ldp_audit.training.frd.proxy"),
-}
+#: system_cmd, rundir reader <-> verify) are gone, and frd.config <-> frd.proxy with them.
+_CIRCLES_LEFT: set[tuple[str, str]] = set()
 
 
 def test_two_file_import_circles_are_a_ratchet() -> None:
@@ -248,3 +246,23 @@ def test_two_file_import_circles_are_a_ratchet() -> None:
     circles = {tuple(sorted(e)) for e in edges if e[::-1] in edges}
     assert circles <= _CIRCLES_LEFT, f"new import circles: {sorted(circles - _CIRCLES_LEFT)}"
     assert circles == _CIRCLES_LEFT, f"broken, remove: {sorted(_CIRCLES_LEFT - circles)}"
+
+
+def test_the_core_modules_that_import_attacks_are_a_ratchet() -> None:
+    """Arrows inward (issue 37): outside its entry points (``ldp_audit/cli/``, the demo) the
+    core imports ``ldp_audit.attacks`` only in the Opacus one-run audit, for the reason
+    docs/architecture.md gives; a new importer fails, one that stops must be removed here."""
+    import ast
+
+    root = _SCRIPT.parent.parent
+    users = set()
+    for f in sorted((root / "ldp_audit").rglob("*.py")):
+        rel = f.relative_to(root).as_posix()
+        if rel.startswith("ldp_audit/cli/") or rel == "ldp_audit/demo.py":
+            continue
+        for n in ast.walk(ast.parse(f.read_text())):
+            mods = [a.name for a in n.names] if isinstance(n, ast.Import) else []
+            mods += [n.module] if isinstance(n, ast.ImportFrom) and n.module else []
+            if any(m == "ldp_audit.attacks" or m.startswith("ldp_audit.attacks.") for m in mods):
+                users.add(rel)
+    assert users == {"ldp_audit/opacus/scoring.py", "ldp_audit/opacus/family.py"}

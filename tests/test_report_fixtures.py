@@ -323,6 +323,9 @@ def make_system_run(kind: str, path: Path) -> Path:
             "clip": 10.0,
         }
         _json(path / "metrics.json", {"returns": [10.0, 12.0], "privacy": priv})
+        from ldp_audit.attacks.one_run_steinke import FRACTIONS, steinke_ceiling
+
+        conf_each = 0.95 / 1.0 + 0.05 * 2 / 3
         one_run = {
             "attack": "one-run-white-box",
             "mechanism": mech,
@@ -341,8 +344,10 @@ def make_system_run(kind: str, path: Path) -> Path:
             "extra": {
                 "setting": "white-box",
                 "delta": 1e-05,
-                "confidence_each": 0.95 / 1.0 + 0.05 * 2 / 3,
-                "per_fraction": [{"fraction": f} for f in (0.02, 0.05, 0.1, 0.2, 0.5, 1.0)],
+                "confidence_each": conf_each,
+                "per_fraction": [{"fraction": f} for f in FRACTIONS],
+                # what ldp_audit.opacus.scoring states: the bound with every guess right
+                "steinke_ceiling": steinke_ceiling(100, delta=1e-05, beta=(1 - conf_each) / 6),
                 "f_dp": {"mu_claimed": 3**0.5 / 12, "p_values": [{"p_value": 0.28}]},
             },
         }

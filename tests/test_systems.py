@@ -95,6 +95,42 @@ def test_contract_of_a_tiny_run(name: str, tmp_path: Path) -> None:
     _train_and_check(name, tmp_path)
 
 
+@pytest.mark.parametrize("name", SHIPPED)
+def test_train_refuses_a_run_dir_and_a_ledger_before_any_work(name: str, tmp_path: Path) -> None:
+    """The contract, not each trainer, refuses both: a run directory charges its own ledger."""
+    from ldp_audit.accountant import Ledger
+
+    s, run = systems.get(name), tmp_path / "run"
+    cfg = s.config_from_dict(_tiny(name)[0][1])
+    with pytest.raises(InvalidParameterError, match=f"^{name}: pass run_dir or ledger, not both"):
+        s.train(cfg, seed=0, run_dir=run, ledger=Ledger(":memory:"))
+    assert not run.exists()
+
+
+PGC_REPRODUCE_FORWARD = """trials max_submissions seed figure2_trials figure2_submissions no_figure2
+stop_at_target acting clip_kind aggregator aggregator_lr target engine readings audit_samples
+workers"""
+
+
+@pytest.mark.parametrize(
+    ("verb", "name", "forward"),
+    [
+        ("reproduce", "pgc-a3c", tuple(PGC_REPRODUCE_FORWARD.split())),
+        ("train", "pgc-a3c", ()),  # from_args reads its options
+        ("train", "frd", ()),
+        ("train", "fedrl", ("threads",)),  # declared: from_args reads the others
+        ("reproduce", "dprl", ("cache",)),
+        ("attack", "fedrl", ("audit_samples",)),
+        ("attack", "frd", ("n_shadow", "max_groups")),
+    ],
+)
+def test_the_options_a_command_forwards(verb: str, name: str, forward: tuple) -> None:
+    """Without a declared ``Command.forward``: every option its ``options`` adds but --force."""
+    from tests.cli_capture import subcommand_parser
+
+    assert subcommand_parser(verb, name).get_default("_forward") == forward
+
+
 def test_adapter_results_equal_the_trainers_own(tmp_path: Path) -> None:
     """The registry's train is a thin adapter: the same transcript as the trainer's own call."""
     from ldp_audit.training.pgc_a3c import PgcA3cConfig, train

@@ -99,26 +99,6 @@ PGC_A3C = SystemSpec(
         description="Run epsilon in {1,2,5,10,inf} x {laplace, prs}, K trials each, and write "
         "results.json, tables.md, figure2.png, figure3.png and README.md.",
         options="ldp_audit.training.pgc_a3c.command:reproduce_options",
-        forward=(
-            "trials",
-            "max_submissions",
-            "seed",
-            "figure2_trials",
-            "figure2_submissions",
-            "no_figure2",
-            "stop_at_target",
-            "acting",
-            "clip_kind",
-            "aggregator",
-            "aggregator_lr",
-            "target",
-            "engine",
-            "readings",
-            "audit_samples",
-            "workers",
-            "backend",
-            "address",
-        ),  # fmt: skip
         out="runs/reproduce-pgc-a3c",
     ),
     train_command=_train_command(
@@ -127,17 +107,7 @@ PGC_A3C = SystemSpec(
         "success ratio (eq. 27) and the privacy spent per agent.",
         options="ldp_audit.training.pgc_a3c.command:options",
         from_args="ldp_audit.training.pgc_a3c.command:config",
-        skip=(
-            "epsilon",
-            "trials",
-            "n_agents",
-            "max_submissions",
-            "rounds",
-            "gravities",
-            "agent_gravities",
-            "episode_steps",
-            "budget",
-        ),  # fmt: skip
+        skip=("n_agents", "gravities", "agent_gravities", "budget"),
         out="runs/pgc-a3c",
         sizes="ldp_audit.training.pgc_a3c.command:sizes",
         show="ldp_audit.training.pgc_a3c.command:show",
@@ -236,7 +206,6 @@ DPRL = SystemSpec(
         "epsilon each setting gets; writes results.json, figures and README.md.",
         config="ldp_audit.training.dprl.config:ReproduceSettings",
         options="ldp_audit.training.systems:cache_option",
-        forward=("cache",),
         out="runs/reproduce-dprl",
         sizes="ldp_audit.training.sizes:dprl_reproduce_estimates",
     ),
@@ -331,7 +300,6 @@ FEDRL = SystemSpec(
             "the ceiling the (epsilon, delta) guarantee allows. With clipped outputs also "
             "audits the output mechanism as a black box (audit.json). Exit 1 on a violation.",
             options="ldp_audit.training.systems:fedrl_attack_options",
-            forward=("audit_samples",),
         )
     },
     train_command=_train_command(
@@ -452,7 +420,6 @@ FRD = SystemSpec(
             description="Shadow-training attack recovering each agent's gravity from what it "
             "uploaded; writes RUN_DIR/attack_dynamics.json (or --out FILE).",
             options="ldp_audit.training.systems:frd_attack_options",
-            forward=("n_shadow", "max_groups"),
             sizes="ldp_audit.training.sizes:frd_attack_estimates",
         )
     },
@@ -464,7 +431,7 @@ FRD = SystemSpec(
         "agent's ledger (non-private: NonPrivateEvent; --epsilon: the LDP variant).",
         options="ldp_audit.training.systems:frd_options",
         from_args="ldp_audit.training.systems:frd_config",
-        skip=("private_param", "private_values"),
+        skip=("private_values",),
         out="runs/frd-{mode}",
         sizes="ldp_audit.training.sizes:frd_estimates",
         show="ldp_audit.training.frd.run:summary_lines",
@@ -523,11 +490,6 @@ def fedrl_reproduce(rc: Any, *, out: str, command: str, **kw: Any) -> dict[str, 
     from ldp_audit.training.fedrl.reproduce import reproduce
     from ldp_audit.training.fedrl.reproduce_report import write_report
 
-    if len(rc.train_steps) not in (1, len(rc.sizes)):
-        raise InvalidParameterError(
-            f"--train-steps must give one value or one per size ({len(rc.sizes)}), got "
-            f"{list(rc.train_steps)}"
-        )
     partial = Path(out) / "results.partial.json"
 
     def checkpoint(res: dict[str, Any]) -> None:

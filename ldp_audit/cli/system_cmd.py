@@ -133,8 +133,7 @@ def _register_generic_train(tsub: Any, rsub: Any, s: Any) -> None:
         "JSON, reaches any field).",
         formatter_class=DefaultsHelpFormatter,
     )
-    if c.options:
-        systems.call(c.options, f"system {s.name!r} train options")(p)
+    _add_options(p, c, f"system {s.name!r} train options")
     if c.set_option:
         p.add_argument(
             "--set",
@@ -160,15 +159,13 @@ def _register_generic_train(tsub: Any, rsub: Any, s: Any) -> None:
         description=c.description or None,
         formatter_class=DefaultsHelpFormatter,
     )
-    if c.options:
-        systems.call(c.options, f"system {s.name!r} reproduce options")(r)
+    _add_options(r, c, f"system {s.name!r} reproduce options")
     r.add_argument("--out", required=c.out is None, help=_out_help(c, "report folder"))
     add_flags(r, overwrite="replace an earlier report in --out")
     grid = c.config is not None
     cls = systems.resolve(c.config, f"system {s.name!r} reproduce config") if grid else None
     title = "the reproduction's config"
-    backend = grid if grid or "backend" in c.forward else None
-    _add_common(r, c, "print the results as JSON on stdout", cls, title, backend)
+    _add_common(r, c, "print the results as JSON on stdout", cls, title, workers=grid)
     r.set_defaults(func=_generic_reproduce, system_name=s.name)
 
 
@@ -239,8 +236,18 @@ def _running(args: argparse.Namespace) -> Iterator[None]:
         yield
 
 
-def _forwarded(args: argparse.Namespace, c: Any) -> dict[str, Any]:
-    return {k: getattr(args, k) for k in c.forward}
+def _add_options(p: Any, c: Any, what: str) -> None:
+    """``c.options(p)``; the command then forwards ``c.forward``, by default every option
+    ``c.options`` added but ``--force`` (none when ``c.from_args`` reads them)."""
+    n = len(p._actions)
+    if c.options:
+        systems.call(c.options, what)(p)
+    own = () if c.from_args else tuple(a.dest for a in p._actions[n:] if a.dest != "force")
+    p.set_defaults(_forward=own if c.forward is None else c.forward)
+
+
+def _forwarded(args: argparse.Namespace) -> dict[str, Any]:
+    return {k: getattr(args, k) for k in args._forward}
 
 
 def _dumps(doc: Any) -> str:
@@ -272,7 +279,7 @@ def _generic_train(args: argparse.Namespace) -> int:
             run_dir=args.out,
             progress=show_progress(args),
             run_mode=mode,
-            **_forwarded(args, c),
+            **_forwarded(args),
         )
     run_dir = str(res.run_dir) if res.run_dir is not None else None
     if args.json:
@@ -296,14 +303,16 @@ def _generic_reproduce(args: argparse.Namespace) -> int:
     c = s.reproduce_command
     fn = systems.call(s.reproduce, f"system {s.name!r} reproduce")
     command = "ldp-audit " + " ".join(sys.argv[1:] or ["reproduce", s.name])
-    kw = {"progress": show_progress(args), "command": command, **_forwarded(args, c)}
-    if c.config is None:  # its own options only (forwarded), and --overwrite
+    kw = {"progress": show_progress(args), "command": command, **_forwarded(args)}
+    if c.config is None:  # its own options (forwarded), the backends and --overwrite
         if getattr(args, "workers", None):
             check_workers(args.workers)  # far above the cores: refused before any work
         out = _out(args, c, None)
         check_report_out(out, overwrite=args.overwrite)
         with _running(args):
-            doc = fn(out=out, overwrite=args.overwrite, **kw)
+            doc = fn(
+                out=out, overwrite=args.overwrite, backend=args.backend, address=args.address, **kw
+            )
     else:
         cls = systems.resolve(c.config, f"system {s.name!r} reproduce config")
         settings = from_args(cls, args)  # the options given; the others: its defaults
@@ -362,8 +371,7 @@ def register_attacks(attack_subparsers: Any) -> None:
         a.add_argument("--run-dir", required=True, help="the run directory to attack")
         a.add_argument("--seed", type=int_at_least("--seed", 0), default=0, help="attack seed")
         a.add_argument("--confidence", type=confidence(), default=0.95)
-        if c.options:
-            systems.call(c.options, f"attack {name!r} options")(a)
+        _add_options(a, c, f"attack {name!r} options")
         a.add_argument("--out", help="write the result JSON here instead")
         add_flags(
             a, overwrite="replace an earlier result", json="print the result as JSON on stdout"
@@ -421,7 +429,7 @@ def _generic_attack(args: argparse.Namespace) -> int:
             raise RunDirectoryError(
                 f"{target} already exists; write elsewhere with --out FILE or pass --overwrite"
             )
-    kw = _forwarded(args, c)
+    kw = _forwarded(args)
     if c.sizes:  # before any work (--force runs anyway)
         sizes = systems.call(c.sizes, f"attack {name!r} sizes")
         check_resources(sizes(RunDir(args.run_dir).train_config, **kw), force=args.force, cli=True)

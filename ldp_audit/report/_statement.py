@@ -374,25 +374,7 @@ def one_run_audit(name: str, a: dict[str, Any]) -> dict[str, Any] | None:
     setting = str(extra.get("setting") or kind.removeprefix("one-run-") or "one-run")
     m = a.get("n") if isinstance(a.get("n"), int) else None
     conf = num(a.get("confidence"))
-    conf_each = num(extra.get("confidence_each")) or conf
-    delta = num(extra.get("delta"))
-    delta = num(_obj(a, "mechanism").get("delta")) if delta is None else delta
-    fractions = [
-        float(f["fraction"])
-        for f in extra.get("per_fraction") or []
-        if isinstance(f, dict) and isinstance(f.get("fraction"), (int, float))
-    ]
-    ceiling = None  # not stated without the attacks package
-    if m and conf_each is not None and delta is not None:
-        try:
-            from ldp_audit.attacks.one_run_steinke import FRACTIONS, steinke_ceiling
-
-            fr = tuple(fractions) or tuple(FRACTIONS)
-            ceiling = float(
-                steinke_ceiling(m, delta=delta, beta=(1.0 - conf_each) / len(fr), fractions=fr)
-            )
-        except Exception:  # the attacks package is optional: the ceiling is then not stated
-            pass
+    ceiling = num(extra.get("steinke_ceiling"))  # the audit's own (ldp_audit.opacus.scoring)
     white = "white" in setting
     f_dp = _obj(extra, "f_dp")
     return {

@@ -239,8 +239,7 @@ def train(
 
     if not isinstance(cfg, DprlConfig):
         raise InvalidParameterError(f"cfg must be a DprlConfig, got {type(cfg).__name__}")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise InvalidParameterError(f"seed must be an integer >= 0, got {seed!r}")
+    check_int(seed, "seed", minimum=0)
     from ldp_audit.training.sizes import check_sizes
 
     check_sizes("dprl", cfg, force=force)  # absurd sizes: refused before any allocation
@@ -365,11 +364,6 @@ def train_run(
     from ldp_audit.rundir import json_number
     from ldp_audit.systems import TrainResult
 
-    if run_dir is not None and ledger is not None:
-        raise InvalidParameterError(
-            "dprl: pass run_dir or ledger, not both (a run directory charges its own "
-            f"ledger.sqlite), got run_dir={str(run_dir)!r} and a ledger"
-        )
     res = train(cfg, seed=seed, run_dir=run_dir, progress=bool(progress), run_mode=run_mode,
                 ledger=ledger)  # fmt: skip
     conv = res.convergence_episode

@@ -121,6 +121,11 @@ class ReproConfig:
 
     def __post_init__(self) -> None:
         check_fields(self)
+        if len(self.train_steps) not in (1, len(self.sizes)):
+            raise InvalidParameterError(
+                f"train_steps (--train-steps) must give one value or one per size "
+                f"({len(self.sizes)}), got {list(self.train_steps)}"
+            )
 
     def steps_for(self, i: int) -> int:
         return self.train_steps[0] if len(self.train_steps) == 1 else self.train_steps[i]
@@ -375,10 +380,6 @@ def reproduce(
     if not isinstance(rc, ReproConfig):
         raise InvalidParameterError(f"rc must be a ReproConfig, got {type(rc).__name__}")
     where = backend_options(backend=backend, address=address, workers=workers)  # before work
-    if len(rc.train_steps) not in (1, len(rc.sizes)):
-        raise InvalidParameterError(
-            f"train_steps must give one value or one per size, got {rc.train_steps}"
-        )
     device = resolve_device(rc.device)  # "cuda" without CUDA: refused before any work
     t_all, c_all = time.perf_counter(), time.process_time()
     res: dict[str, Any] = {

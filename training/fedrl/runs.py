@@ -18,6 +18,7 @@ from ldp_audit.training.fedrl.gridworld import MapSet, generate_maps, is_int
 from ldp_audit.training.fedrl.metrics import table_metrics
 from ldp_audit.training.fedrl.networks import import_torch
 from ldp_audit.training.fedrl.trainer import train_runs
+from ldp_audit.validation import check_int
 
 
 def run_fedrl(
@@ -120,10 +121,9 @@ def _check_run(cfg: FedRLConfig, seed: Any, threads: Any, force: bool) -> str:
     from ldp_audit.training.device import resolve_device
     from ldp_audit.training.sizes import check_sizes
 
-    if not is_int(seed) or seed < 0:
-        raise InvalidParameterError(f"seed must be an integer >= 0, got {seed!r}")
-    if threads is not None and (not is_int(threads) or threads < 1):
-        raise InvalidParameterError(f"threads must be an integer >= 1 (or None), got {threads!r}")
+    check_int(seed, "seed", minimum=0)
+    if threads is not None:
+        check_int(threads, "threads", minimum=1)
     device = resolve_device(cfg.device)
     check_sizes("fedrl", cfg, force=force)  # absurd sizes: refused before any allocation
     return device
@@ -297,11 +297,6 @@ def train_run(
 
     from ldp_audit.systems import TrainResult
 
-    if run_dir is not None and ledger is not None:
-        raise InvalidParameterError(
-            "fedrl: pass run_dir or ledger, not both (a run directory charges its own "
-            f"ledger.sqlite), got run_dir={str(run_dir)!r} and a ledger"
-        )
     t0 = time.perf_counter()
     if run_dir is not None:
         metrics = train_fedrl(cfg, run_dir, seed=seed, mode=run_mode, progress=bool(progress),
