@@ -81,6 +81,33 @@ def _fsync_dir(p: Path) -> None:
             os.close(fd)
 
 
+def create_once(path: Path, tmp: Path, data: bytes, mode: int, *, rename: bool = False) -> None:
+    """Create ``path`` holding ``data`` without ever exposing a partial file: written to the new
+    file ``tmp`` (``mode``), synced and hard-linked into place; a ``path`` another process
+    created meanwhile is kept (theirs wins). ``rename``: where hard links fail, rename ``tmp``
+    into place if ``path`` is still missing. ``tmp`` is removed; the folder synced."""
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+        except OSError:
+            if not rename:
+                raise
+            if not path.exists():
+                os.rename(tmp, path)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+    _fsync_dir(path.parent)
+
+
 def _atomic_write(target: Path, write: Any, *, replace: bool = False) -> None:
     if target.exists() and not replace:
         raise RunDirectoryError(
