@@ -239,8 +239,7 @@ def train(
 
     if not isinstance(cfg, DprlConfig):
         raise InvalidParameterError(f"cfg must be a DprlConfig, got {type(cfg).__name__}")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise InvalidParameterError(f"seed must be an integer >= 0, got {seed!r}")
+    check_int(seed, "seed", minimum=0)
     from ldp_audit.training.sizes import check_sizes
 
     check_sizes("dprl", cfg, force=force)  # absurd sizes: refused before any allocation

@@ -31,6 +31,7 @@ import numpy as np
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.flower import run as app_run
 from ldp_audit.training.flower.run import app_pyproject
+from ldp_audit.validation import check_int
 
 __all__ = [
     "CANDIDATES",
@@ -274,8 +275,7 @@ def run(
 
     mech = from_config(mechanism or {"name": "laplace", "epsilon": 2.0, "clip": 2.0})
     for name, v in (("clients", clients), ("rounds", rounds)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise InvalidParameterError(f"{name} must be an int >= 1, got {v!r}")
+        check_int(v, name, minimum=1)
     rdir = check_new_dir(run_dir, name="run_dir", overwrite=overwrite).resolve()
     ldir = Path(ledger_dir if ledger_dir is not None else f"{rdir}-clients").resolve()
     if ldir.exists() and any(ldir.glob("client-*.sqlite")):

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import functools
 import math
-import numbers
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -60,14 +59,6 @@ _DEFAULT_GRAVITIES = (9.7, 9.8, 9.9)
 # ------------------------------------------------------------------------------------------------
 # Validation helpers
 # ------------------------------------------------------------------------------------------------
-
-
-def check_int_at_least(v: Any, name: str, minimum: int) -> int:
-    if isinstance(v, bool) or not isinstance(v, numbers.Integral):
-        raise InvalidParameterError(f"{name} must be an integer >= {minimum}, got {v!r}")
-    if int(v) < minimum:
-        raise InvalidParameterError(f"{name} must be >= {minimum}, got {v!r}")
-    return int(v)
 
 
 def read_gravities(opt: str) -> Any:

@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.training.frd.config import CARTPOLE_DEFAULTS, FrdConfig, check_int_at_least
+from ldp_audit.training.frd.config import CARTPOLE_DEFAULTS, FrdConfig
 from ldp_audit.training.frd.nets import Nets, _Adam, adam_step_rows
 from ldp_audit.training.frd.proxy import ProxyGrid, aggregate_memories
+from ldp_audit.validation import check_int
 
 if TYPE_CHECKING:
     from ldp_audit.release import Charging
@@ -202,7 +203,7 @@ def arch_batches(
     if isinstance(seed, np.random.Generator):
         rng = check_rng(seed)
     else:
-        rng = np.random.default_rng(check_int_at_least(seed, "seed", 0))
+        rng = np.random.default_rng(check_int(seed, "seed", minimum=0))
     archs = sorted({c.arch() for c in cfgs})
     rngs = rng.spawn(len(archs))
     return [

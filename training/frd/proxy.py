@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.training.frd.config import check_int_at_least
+from ldp_audit.validation import check_int
 
 # ------------------------------------------------------------------------------------------------
 # Proxy grid, LDP mechanism, server aggregation
@@ -26,7 +26,7 @@ class ProxyGrid:
 
     def __init__(self, sections: int, dims: Sequence[int], low: Sequence[float],
                  high: Sequence[float]) -> None:  # fmt: skip
-        self.S = check_int_at_least(sections, "sections (S)", 2)
+        self.S = check_int(sections, "sections (S)", minimum=2)
         self.dims = np.asarray(dims, dtype=np.int64)
         self.low = np.asarray(low, dtype=np.float64)
         self.high = np.asarray(high, dtype=np.float64)
@@ -82,8 +82,8 @@ class ProxyMemoryLDP:
             raise InvalidParameterError(f"epsilon must be a real number > 0, got {eps!r}")
         if eps <= 0 or math.isinf(eps):
             raise InvalidParameterError(f"epsilon must be > 0 and finite, got {eps!r}")
-        check_int_at_least(self.n_cells, "n_cells", 2)
-        check_int_at_least(self.samples, "samples", 1)
+        check_int(self.n_cells, "n_cells", minimum=2)
+        check_int(self.samples, "samples", minimum=1)
         cs = self.cell_share
         if isinstance(cs, bool) or not isinstance(cs, numbers.Real) or not 0 < cs < 1:
             raise InvalidParameterError(f"cell_share must be a real number in (0, 1), got {cs!r}")

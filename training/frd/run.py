@@ -11,9 +11,10 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.training.frd.config import ALGORITHM, FrdConfig, check_int_at_least
+from ldp_audit.training.frd.config import ALGORITHM, FrdConfig
 from ldp_audit.training.frd.engine import FrdResult, train_many
 from ldp_audit.training.reproduction import num
+from ldp_audit.validation import check_int
 
 # ------------------------------------------------------------------------------------------------
 # One config with a run directory
@@ -37,7 +38,7 @@ def train(
     """
     if not isinstance(cfg, FrdConfig):
         raise InvalidParameterError(f"cfg must be an FrdConfig, got {type(cfg).__name__}")
-    seed = check_int_at_least(seed, "seed", 0)
+    seed = check_int(seed, "seed", minimum=0)
     from ldp_audit.training.sizes import check_sizes
 
     check_sizes("frd", cfg, force=force)  # ``force``: see train_many; before any file
