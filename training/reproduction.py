@@ -41,7 +41,6 @@ __all__ = [
     "loadavg",
     "machine_fingerprint",
     "notes_of",
-    "num",
     "provenance",
     "read_results",
     "restore",
@@ -291,16 +290,3 @@ def to_float(v: Any) -> float | None:
     if isinstance(v, str) and v.strip().lower() in ("inf", "infinity"):
         return math.inf
     return None
-
-
-def num(v: Any, nd: int = 3, *, none: str = "-", nan: str = "-", fmt: str = "g") -> str:
-    """``v`` with ``nd`` digits (``fmt``: ``g`` or ``f``): ``inf`` for an infinity (or the
-    string "inf"), ``none`` for null, ``nan`` for NaN; another string as it is."""
-    if v is None:
-        return none
-    if isinstance(v, str):
-        return v
-    f = float(v)
-    if math.isinf(f):
-        return "inf" if f > 0 else "-inf"
-    return nan if math.isnan(f) else f"{f:.{nd}{fmt}}"

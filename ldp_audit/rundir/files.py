@@ -38,6 +38,19 @@ def json_number(v: float) -> float | str | None:
     return v
 
 
+def fmt_number(v: Any, nd: int = 3, *, none: str = "-", nan: str = "-", fmt: str = "g") -> str:
+    """``v`` with ``nd`` digits (``fmt``: ``g`` or ``f``): ``inf`` for an infinity (or the
+    string "inf"), ``none`` for null, ``nan`` for NaN; another string as it is."""
+    if v is None:
+        return none
+    if isinstance(v, str):
+        return v
+    f = float(v)
+    if math.isinf(f):
+        return "inf" if f > 0 else "-inf"
+    return nan if math.isnan(f) else f"{f:.{nd}{fmt}}"
+
+
 def to_jsonable(obj: Any) -> Any:
     """Recursively turn numpy scalars/arrays, Paths and floats into JSON-able values using the
     project convention (infinite = "inf"/"-inf", NaN = null)."""

@@ -33,10 +33,11 @@ import numpy as np
 from ldp_audit.config import bounds
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.report.markdown import wrap_markdown
+from ldp_audit.rundir.files import fmt_number as num
 from ldp_audit.training.device import DEVICES
 from ldp_audit.training.frd import FrdConfig, arch_batches, setting_config, train, train_batch
 from ldp_audit.training.frd.trends import holm, median_ci, rank_sum_test, trend_tests
-from ldp_audit.training.reproduction import check_fields, num, provenance, write_report
+from ldp_audit.training.reproduction import check_fields, provenance, write_report
 
 __all__ = [
     "ReproduceSettings",
