@@ -250,7 +250,7 @@ def cache_path(cache: str | os.PathLike[str] | None, kind: str, spec: Any) -> Pa
 def cached(path: Path | None, make: Callable[[], Any]) -> Any:
     """``make()``, or the result a previous (interrupted) reproduction left in ``path``; a new
     result is written there atomically."""
-    from ldp_audit.rundir import to_jsonable
+    from ldp_audit.rundir.files import write_json_file
 
     if path is not None and path.is_file():
         try:
@@ -260,9 +260,7 @@ def cached(path: Path | None, make: Callable[[], Any]) -> Any:
     r = make()
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(to_jsonable(r)))
-        tmp.replace(path)
+        write_json_file(path, r, replace=True)
     return r
 
 
