@@ -63,6 +63,7 @@ __all__ = [
     "tradeoff_points_from_counts",
     "bootstrap_median_ci",
     "bonferroni",
+    "percentile_interval",
 ]
 
 
@@ -641,7 +642,12 @@ def bootstrap_median_ci(
     if x.size == 0 or np.any(np.isnan(x)):
         raise InvalidParameterError(f"values must be a non-empty array without NaN, got {values!r}")
     idx = rng.integers(0, x.size, size=(check_int(n_boot, "n_boot", minimum=100), x.size))
-    meds = np.median(x[idx], axis=1)
-    a = (1.0 - conf) / 2.0
-    lo, hi = np.quantile(meds, [a, 1.0 - a], method="inverted_cdf")
-    return float(np.median(x)), float(lo), float(hi)
+    return (float(np.median(x)), *percentile_interval(np.median(x[idx], axis=1), conf))
+
+
+def percentile_interval(stat: Any, confidence: float) -> tuple[float, float]:
+    """The two-sided ``confidence`` percentile interval of bootstrap statistics ``stat``, taken
+    without interpolation (a statistic may be inf)."""
+    a = (1.0 - confidence) / 2.0
+    lo, hi = np.quantile(stat, [a, 1.0 - a], method="inverted_cdf")
+    return float(lo), float(hi)
