@@ -18,6 +18,7 @@ from ldp_audit.training.fedrl.gridworld import MapSet, generate_maps, is_int
 from ldp_audit.training.fedrl.metrics import table_metrics
 from ldp_audit.training.fedrl.networks import import_torch
 from ldp_audit.training.fedrl.trainer import train_runs
+from ldp_audit.validation import check_int
 
 
 def run_fedrl(
@@ -120,8 +121,7 @@ def _check_run(cfg: FedRLConfig, seed: Any, threads: Any, force: bool) -> str:
     from ldp_audit.training.device import resolve_device
     from ldp_audit.training.sizes import check_sizes
 
-    if not is_int(seed) or seed < 0:
-        raise InvalidParameterError(f"seed must be an integer >= 0, got {seed!r}")
+    check_int(seed, "seed", minimum=0)
     if threads is not None and (not is_int(threads) or threads < 1):
         raise InvalidParameterError(f"threads must be an integer >= 1 (or None), got {threads!r}")
     device = resolve_device(cfg.device)
