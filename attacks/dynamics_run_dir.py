@@ -27,6 +27,7 @@ from ldp_audit.attacks.dynamics_shadow import (
     known_law,
     mechanism_config,
     mechanism_epsilon,
+    simulate_chunks,
     simulate_shadow,
 )
 from ldp_audit.attacks.scoring import (
@@ -367,19 +368,7 @@ def _simulate_generic(
 ) -> np.ndarray:
     theta_rows = np.broadcast_to(theta, (values.size, np.shape(theta)[-1]))
     alpha = np.broadcast_to(np.asarray(alpha, dtype=np.float64), values.shape)
-    out = []
-    starts: Any = range(0, values.size, _GENERIC_CHUNK)
-    if progress:
-        from tqdm.auto import tqdm
-
-        starts = tqdm(starts, desc="shadow episodes", unit="chunk", leave=False)
-    for s in starts:
-        e = s + _GENERIC_CHUNK
-        grads, _ = sim(
-            np.ascontiguousarray(theta_rows[s:e]), values[s:e].copy(), rng, alpha[s:e].copy()
-        )
-        out.append(np.asarray(grads, dtype=np.float64))
-    return np.concatenate(out, axis=0)
+    return simulate_chunks(sim, theta_rows, values, rng, alpha, _GENERIC_CHUNK, progress)
 
 
 def attack_private_param_run(

@@ -94,15 +94,31 @@ def simulate_shadow(
         raise InvalidParameterError(
             f"theta must have shape (d,) or ({g.size}, d), got {np.shape(theta)}"
         )
+    return simulate_chunks(sim, th, g, rng, alpha, _CHUNK, progress)
+
+
+def simulate_chunks(
+    sim: Simulator,
+    theta_rows: np.ndarray,
+    values: np.ndarray,
+    rng: np.random.Generator,
+    alpha: Any,
+    chunk: int,
+    progress: bool,
+) -> np.ndarray:
+    """``sim``'s gradients, ``chunk`` episodes per call (one row of ``theta_rows`` and one
+    entry of ``values`` each; ``alpha`` a scalar or one per episode), stacked; ``progress``: a
+    tqdm bar of the chunks on stderr."""
     out = []
-    starts = range(0, g.size, _CHUNK)
+    starts: Any = range(0, values.size, chunk)
     if progress:
         from tqdm.auto import tqdm
 
         starts = tqdm(starts, desc="shadow episodes", unit="chunk", leave=False)
     for s in starts:
-        a = alpha if np.ndim(alpha) == 0 else np.asarray(alpha)[s : s + _CHUNK]
-        grads, _ = sim(np.ascontiguousarray(th[s : s + _CHUNK]), g[s : s + _CHUNK], rng, a)
+        a = alpha if np.ndim(alpha) == 0 else np.asarray(alpha)[s : s + chunk].copy()
+        th = np.ascontiguousarray(theta_rows[s : s + chunk])
+        grads, _ = sim(th, values[s : s + chunk].copy(), rng, a)
         out.append(np.asarray(grads, dtype=np.float64))
     return np.concatenate(out, axis=0)
 

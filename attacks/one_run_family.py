@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.validation import check_probability
+from ldp_audit.validation import check_int, check_probability
 
 __all__ = [
     "GDP_ASSUMPTION",
@@ -157,8 +157,7 @@ def sgm_epsilon(noise_multiplier: float, sample_rate: float, updates: int, delta
             raise InvalidParameterError(f"{name} must be a number > 0, got {v!r}")
     if not sample_rate <= 1.0:
         raise InvalidParameterError(f"sample_rate must be in (0, 1], got {sample_rate!r}")
-    if isinstance(updates, bool) or not isinstance(updates, (int, np.integer)) or updates < 1:
-        raise InvalidParameterError(f"updates must be an integer >= 1, got {updates!r}")
+    check_int(updates, "updates", minimum=1)
     delta = check_probability(delta, "delta")
     if not math.isfinite(noise_multiplier):
         return 0.0

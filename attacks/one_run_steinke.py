@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.validation import check_probability
+from ldp_audit.validation import check_int, check_probability
 
 __all__ = [
     "FRACTIONS",
@@ -37,10 +37,7 @@ FRACTIONS: tuple[float, ...] = (0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
 
 
 def check_counts(m: Any, r: Any, v: Any) -> tuple[int, int, int]:
-    for name, x in (("m", m), ("r", r), ("v", v)):
-        if isinstance(x, bool) or not isinstance(x, (int, np.integer)) or int(x) < 0:
-            raise InvalidParameterError(f"{name} must be an integer >= 0, got {x!r}")
-    m, r, v = int(m), int(r), int(v)
+    m, r, v = (check_int(x, name, minimum=0) for name, x in (("m", m), ("r", r), ("v", v)))
     if not v <= r <= m:
         raise InvalidParameterError(f"need 0 <= v <= r <= m, got v={v}, r={r}, m={m}")
     return m, r, v

@@ -60,12 +60,6 @@ def one_openmp_thread() -> Any:
     return threadpool_limits(limits=1, user_api="openmp")
 
 
-def _check_k(k: Any) -> int:
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or int(k) < 2:
-        raise InvalidParameterError(f"k must be an integer >= 2 (number of secrets), got {k!r}")
-    return int(k)
-
-
 def _check_counts(k: Any, n: Any, kname: str, nname: str) -> tuple[int, int]:
     """``(k, n)`` checked: integers with ``n >= 1`` and ``0 <= k <= n``."""
     n = check_int(n, nname, minimum=1)
@@ -108,7 +102,7 @@ def accuracy_ceiling(epsilon: float, k: int, reports: int = 1) -> float:
     Returns:
         ``e^{T eps} / (e^{T eps} + k - 1)`` in ``[1/k, 1]``.
     """
-    k = _check_k(k)
+    k = check_int(k, "k", minimum=2)
     eps = composed_epsilon(epsilon, reports)
     if math.isinf(eps):
         return 1.0
@@ -125,7 +119,7 @@ def epsilon_from_accuracy(accuracy: float, k: int) -> float:
         accuracy: accuracy in ``[0, 1]``.
         k: number of equally likely secrets.
     """
-    k = _check_k(k)
+    k = check_int(k, "k", minimum=2)
     acc = check_probability(accuracy, "accuracy", open_interval=False)
     if acc <= 1.0 / k:
         return 0.0
@@ -164,7 +158,7 @@ def epsilon_lower_bound_from_accuracy(
         k: number of equally likely secrets.
         confidence: one-sided confidence of the bound, in (0, 1).
     """
-    k = _check_k(k)
+    k = check_int(k, "k", minimum=2)
     confidence = check_probability(confidence, "confidence")
     correct, trials = _check_counts(correct, trials, "correct", "trials")
     lo = float(clopper_pearson_lower(correct, trials, 1.0 - confidence))

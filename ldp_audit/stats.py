@@ -40,7 +40,7 @@ import numpy as np
 from scipy import special
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.validation import check_probability, check_real
+from ldp_audit.validation import check_int, check_probability, check_real
 
 __all__ = [
     "clopper_pearson_lower",
@@ -63,6 +63,7 @@ __all__ = [
     "tradeoff_points_from_counts",
     "bootstrap_median_ci",
     "bonferroni",
+    "percentile_interval",
 ]
 
 
@@ -448,8 +449,7 @@ def epsilon_lower_bound_from_poisson_counts_delta(
     if t.size and (not np.all(np.isfinite(t)) or t[-1] < 0 or t[0] > 1):
         raise InvalidParameterError("arrivals must be times in [0, 1]")
     for v, name in ((k1, "k1"), (k2, "k2")):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
-            raise InvalidParameterError(f"{name} must be an integer count >= 0, got {v!r}")
+        check_int(v, f"{name} (a count)", minimum=0)
     big_n = t.size
     # piece j (j = 0 .. N): c in [b_j, b_{j+1}) with A_c = N - j; b_0 = 1, b_j = 1 / T_(j)
     with np.errstate(divide="ignore"):
@@ -611,9 +611,7 @@ def tradeoff_points_from_counts(
 def bonferroni(alpha: float, m: int) -> float:
     """Per-test error level ``alpha / m`` so that ``m`` tests fail jointly w.p. <= alpha."""
     a = _alpha(alpha)
-    if isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 1:
-        raise InvalidParameterError(f"m (number of tests) must be an integer >= 1, got {m!r}")
-    return a / int(m)
+    return a / check_int(m, "m (number of tests)", minimum=1)
 
 
 def bootstrap_median_ci(
@@ -643,10 +641,13 @@ def bootstrap_median_ci(
     x = np.asarray(values, dtype=np.float64).ravel()
     if x.size == 0 or np.any(np.isnan(x)):
         raise InvalidParameterError(f"values must be a non-empty array without NaN, got {values!r}")
-    if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 100:
-        raise InvalidParameterError(f"n_boot must be an integer >= 100, got {n_boot!r}")
-    idx = rng.integers(0, x.size, size=(int(n_boot), x.size))
-    meds = np.median(x[idx], axis=1)
-    a = (1.0 - conf) / 2.0
-    lo, hi = np.quantile(meds, [a, 1.0 - a], method="inverted_cdf")
-    return float(np.median(x)), float(lo), float(hi)
+    idx = rng.integers(0, x.size, size=(check_int(n_boot, "n_boot", minimum=100), x.size))
+    return (float(np.median(x)), *percentile_interval(np.median(x[idx], axis=1), conf))
+
+
+def percentile_interval(stat: Any, confidence: float) -> tuple[float, float]:
+    """The two-sided ``confidence`` percentile interval of bootstrap statistics ``stat``, taken
+    without interpolation (a statistic may be inf)."""
+    a = (1.0 - confidence) / 2.0
+    lo, hi = np.quantile(stat, [a, 1.0 - a], method="inverted_cdf")
+    return float(lo), float(hi)

@@ -213,7 +213,8 @@ def test_the_strict_parsers_are_core_not_cli() -> None:
 
 #: Two-file import circles left (a ratchet: a new one fails; a broken one must be removed).
 #: Issue 37's four (ledger <-> ledger_migrate, audit api <-> sequential, attack_cmd <->
-#: system_cmd, rundir reader <-> verify) are gone, and frd.config <-> frd.proxy with them.
+#: system_cmd, rundir reader <-> verify) are gone, and so is frd config <-> proxy (proxy checks
+#: its integers with ldp_audit.validation.check_int).
 _CIRCLES_LEFT: set[tuple[str, str]] = set()
 
 

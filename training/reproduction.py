@@ -41,7 +41,6 @@ __all__ = [
     "loadavg",
     "machine_fingerprint",
     "notes_of",
-    "num",
     "provenance",
     "read_results",
     "restore",
@@ -251,7 +250,7 @@ def cache_path(cache: str | os.PathLike[str] | None, kind: str, spec: Any) -> Pa
 def cached(path: Path | None, make: Callable[[], Any]) -> Any:
     """``make()``, or the result a previous (interrupted) reproduction left in ``path``; a new
     result is written there atomically."""
-    from ldp_audit.rundir import to_jsonable
+    from ldp_audit.rundir.files import write_json_file
 
     if path is not None and path.is_file():
         try:
@@ -261,9 +260,7 @@ def cached(path: Path | None, make: Callable[[], Any]) -> Any:
     r = make()
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(to_jsonable(r)))
-        tmp.replace(path)
+        write_json_file(path, r, replace=True)
     return r
 
 
@@ -291,16 +288,3 @@ def to_float(v: Any) -> float | None:
     if isinstance(v, str) and v.strip().lower() in ("inf", "infinity"):
         return math.inf
     return None
-
-
-def num(v: Any, nd: int = 3, *, none: str = "-", nan: str = "-", fmt: str = "g") -> str:
-    """``v`` with ``nd`` digits (``fmt``: ``g`` or ``f``): ``inf`` for an infinity (or the
-    string "inf"), ``none`` for null, ``nan`` for NaN; another string as it is."""
-    if v is None:
-        return none
-    if isinstance(v, str):
-        return v
-    f = float(v)
-    if math.isinf(f):
-        return "inf" if f > 0 else "-inf"
-    return nan if math.isnan(f) else f"{f:.{nd}{fmt}}"

@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.training.reproduction import num, read_results
+from ldp_audit.rundir.files import fmt_number
+from ldp_audit.training.reproduction import read_results
 from ldp_audit.training.reproduction import to_float as _f
 from ldp_audit.training.reproduction_statement import system_of
 
@@ -184,7 +185,7 @@ def check_folders(
 
 
 def _n(v: float | None) -> str:
-    return num(v, 4, none="n/a")
+    return fmt_number(v, 4, none="n/a")
 
 
 def format_check(result: dict[str, Any], *, all_cells: bool = False) -> str:

@@ -19,7 +19,6 @@ another key says "written under another key" instead of "tampered with".
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import secrets
@@ -28,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ldp_audit.errors import LedgerError
+from ldp_audit.rundir.files import create_once
 
 __all__ = [
     "LedgerKey",
@@ -157,19 +157,7 @@ def _create_file(path: Path) -> None:
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            os.write(fd, (secrets.token_hex(32) + "\n").encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        try:
-            os.link(tmp, path)  # fails if another process created it first: keep theirs
-        except FileExistsError:
-            pass
-        finally:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+        create_once(path, tmp, (secrets.token_hex(32) + "\n").encode(), 0o600)
     except OSError as exc:
         raise KeyFileError(f"cannot create the ledger key file {str(path)!r}: {exc}") from None
 

@@ -46,6 +46,7 @@ from ldp_audit.accountant.ledger_format import (
 )
 from ldp_audit.accountant.ledger_store import HeadRecord, RowStore, WriteHead
 from ldp_audit.errors import InvalidParameterError, LedgerError
+from ldp_audit.rundir.files import create_once
 
 __all__ = ["SqliteStore"]
 
@@ -184,30 +185,9 @@ def _create_atomically(path: Path, meta: dict[str, str], head: HeadRecord) -> No
             image = mem.serialize()
         finally:
             mem.close()
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        try:
-            os.write(fd, image)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        try:
-            os.link(tmp, path)
-        except FileExistsError:
-            pass
-        except OSError:  # no hard links here: fall back to exclusive creation by rename
-            if not path.exists():
-                os.rename(tmp, path)
+        create_once(path, tmp, image, 0o644, rename=True)  # no hard links: rename
     except (sqlite3.Error, OSError) as exc:
         raise LedgerError(f"cannot create ledger {str(path)!r}: {exc}") from exc
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-    with contextlib.suppress(OSError):  # make the new directory entry durable (if it can be)
-        dfd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
 
 
 def check_ledger_path(path: Any) -> str:

@@ -29,6 +29,7 @@ import json
 import math
 import os
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ from ldp_audit.cli.types import add_flags, int_at_least
 from ldp_audit.errors import InvalidParameterError, LedgerError
 from ldp_audit.parse import real_in
 from ldp_audit.rundir import to_jsonable, verify_run
+from ldp_audit.rundir.files import fmt_number
 
 _METHODS = ("best", "basic", "advanced", "optimal", "rdp", "prv", "pld")
 
@@ -137,12 +139,7 @@ def _run_delta(arg: str, meta: dict[str, str]) -> tuple[float, str]:
     return 0.0, "default: pure DP; pass --delta for Gaussian events"
 
 
-def _fmt(x: float | None) -> str:
-    if x is None:
-        return "-"
-    if math.isinf(x):
-        return "inf" if x > 0 else "-inf"
-    return f"{x:.6g}"
+_fmt = partial(fmt_number, nd=6, nan="nan")
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import abc
 import math
-import numbers
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -16,6 +15,7 @@ from ldp_audit.errors import InvalidParameterError
 from ldp_audit.validation import (
     check_batch,
     check_epsilon,
+    check_int,
     check_real,
 )
 
@@ -55,19 +55,6 @@ def check_no_overflow(noise_scale: float, offset: float, what: str) -> None:
             "precision (the noise scale times 64 must stay below 1.8e308); use a larger epsilon "
             "or a smaller clip"
         )
-
-
-def check_int(value: Any, name: str, *, minimum: int) -> int:
-    """Return ``value`` as an int >= ``minimum`` (bools and non-integral floats are refused)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        else:
-            raise InvalidParameterError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    v = int(value)
-    if v < minimum:
-        raise InvalidParameterError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return v
 
 
 def check_dim(dim: Any) -> int:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.mechanisms._base import Mechanism, check_int
+from ldp_audit.mechanisms._base import Mechanism
 from ldp_audit.mechanisms.adaptive import AdaptiveFrequencyOracle
 from ldp_audit.mechanisms.approximate import (
     ApproximateRandomizedResponse,
@@ -28,7 +28,7 @@ from ldp_audit.mechanisms.randomized_response import RandomizedResponse
 from ldp_audit.mechanisms.rappor import BasicRappor, OneTimeRappor
 from ldp_audit.mechanisms.subset_selection import SubsetSelection
 from ldp_audit.mechanisms.unary import OptimizedUnaryEncoding, SymmetricUnaryEncoding
-from ldp_audit.validation import check_epsilon
+from ldp_audit.validation import check_epsilon, check_int
 
 #: name -> class for every built-in mechanism (the ``"name"`` of ``to_config``).
 MECHANISMS: dict[str, type[Mechanism]] = {

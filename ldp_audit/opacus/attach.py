@@ -22,7 +22,6 @@ from ldp_audit.opacus.canaries import (
     _KINDS,
     _MARK,
     NOISE_SKETCH,
-    _int,
     _real,
     canary_blocks,
     check_out,
@@ -32,6 +31,7 @@ from ldp_audit.opacus.canaries import (
 )
 from ldp_audit.opacus.embed import AuditRecords, check_embedding, dense_rows
 from ldp_audit.opacus.recorder import UpdateRecorder
+from ldp_audit.validation import check_int
 
 __all__ = ["CanaryAudit", "read_claim"]
 
@@ -90,8 +90,8 @@ class CanaryAudit:
     ) -> None:
         if not isinstance(kind, str) or kind not in _KINDS:
             raise InvalidParameterError(f"kind must be one of {_KINDS}, got {kind!r}")
-        self.canaries = _int(canaries, "canaries", 2)
-        self.seed = _int(seed, "seed", 0)
+        self.canaries = check_int(canaries, "canaries", minimum=2)
+        self.seed = check_int(seed, "seed", minimum=0)
         self.delta = _real(delta, "delta", lo=0.0, lo_open=True, hi=1.0, hi_open=True)
         self.confidence = _real(confidence, "confidence", lo=0.0, lo_open=True, hi=1.0,
                                 hi_open=True)  # fmt: skip
@@ -102,12 +102,14 @@ class CanaryAudit:
         # an embedding trainer may plant canaries of norm exactly C (DprlConfig allows 1)
         self.canary_scale = _real(canary_scale, "canary_scale", lo=1.0, lo_open=not self.embedded)
         self.canary_seed = (
-            _int(canary_seed, "canary_seed", 0)
+            check_int(canary_seed, "canary_seed", minimum=0)
             if canary_seed is not None
             else int(np.random.default_rng([self.seed, 26]).integers(2**31))
         )
         self.kind = kind
-        self.prepay = _int((1 if self.embedded else 32) if prepay is None else prepay, "prepay", 1)
+        self.prepay = check_int(
+            (1 if self.embedded else 32) if prepay is None else prepay, "prepay", minimum=1
+        )
         if example is not None and not isinstance(example, dict):
             raise InvalidParameterError(f"example must be a dict or None, got {example!r}")
         self.example = example
@@ -687,7 +689,7 @@ def read_claim(
         )
     batch = optimizer.expected_batch_size
     if reduction == "mean":
-        batch = _int(batch, "optimizer.expected_batch_size", 1)
+        batch = check_int(batch, "optimizer.expected_batch_size", minimum=1)
     name = "sample_rate" if sample_rate is not None else "data_loader.sample_rate"
     if sample_rate is None:
         sample_rate = getattr(data_loader, "sample_rate", None)
@@ -704,7 +706,7 @@ def read_claim(
         except (AttributeError, TypeError):
             dataset_size = None
     if dataset_size is not None:
-        dataset_size = _int(dataset_size, "dataset_size", 1)
+        dataset_size = check_int(dataset_size, "dataset_size", minimum=1)
     elif not embedded:  # an embedding trainer names why in its audit (not_sampled)
         import warnings
 

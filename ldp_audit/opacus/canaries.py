@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.validation import check_int
 
 __all__ = [
     "ALGORITHM",
@@ -33,12 +34,6 @@ RECOMMENDED_CANARIES = 500
 """The canary count docs/opacus.md recommends (its snippet, tests and measurements use it)."""
 NOISE_SKETCH = 4096
 """Coordinates of the released noise kept per update for the all-lags dependence test."""
-
-
-def _int(v: Any, name: str, minimum: int) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < minimum:
-        raise InvalidParameterError(f"{name} must be an int >= {minimum}, got {v!r}")
-    return int(v)
 
 
 def _real(v: Any, name: str, *, lo: float, lo_open: bool, hi: float | None = None,
@@ -73,15 +68,15 @@ def canary_blocks(sizes: Any, m: int, seed: int) -> tuple[np.ndarray, np.ndarray
     Returns:
         ``(idx, weight)``: (m, B) int64 flat coordinates and (m, B) float32 weights.
     """
-    sizes = [int(_int(n, "tensor size", 1)) for n in np.atleast_1d(sizes).tolist()]
+    sizes = [check_int(n, "tensor size", minimum=1) for n in np.atleast_1d(sizes).tolist()]
     d = sum(sizes)
-    m = _int(m, "canaries", 2)
+    m = check_int(m, "canaries", minimum=2)
     if m > d:
         raise InvalidParameterError(
             f"canaries must be <= the number of trainable parameters ({d}: the canary "
             f"directions are orthonormal), got {m}"
         )
-    rng = np.random.default_rng(_int(seed, "canary_seed", 0))
+    rng = np.random.default_rng(check_int(seed, "canary_seed", minimum=0))
     offs = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
     parts = [(o, n) for o, n in zip(offs, sizes, strict=True) if n >= m] or [(0, d)]
     L = len(parts)
@@ -100,8 +95,8 @@ def noise_sketch(sizes: Any, budget: int, seed: int) -> tuple[np.ndarray, np.nda
     coordinates, every tensor holding ``min(size, share)`` of them (water-filling: a small
     tensor is kept whole, the large ones share the rest equally), chosen at random inside each
     tensor (``seed``: the run's public canary seed). Sorted by flat index."""
-    sizes = [int(_int(n, "tensor size", 1)) for n in np.atleast_1d(sizes).tolist()]
-    budget = _int(budget, "budget", 1)
+    sizes = [check_int(n, "tensor size", minimum=1) for n in np.atleast_1d(sizes).tolist()]
+    budget = check_int(budget, "budget", minimum=1)
     take = [0] * len(sizes)
     left, open_ = min(budget, sum(sizes)), list(range(len(sizes)))
     while open_ and left > 0:
@@ -112,7 +107,7 @@ def noise_sketch(sizes: Any, budget: int, seed: int) -> tuple[np.ndarray, np.nda
             take[i] += add
             left -= add
         open_ = [i for i in open_ if take[i] < sizes[i]]
-    rng = np.random.default_rng([_int(seed, "canary_seed", 0), 36])
+    rng = np.random.default_rng([check_int(seed, "canary_seed", minimum=0), 36])
     offs = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
     idx = [o + np.sort(rng.permutation(n)[:k]) for o, n, k in zip(offs, sizes, take, strict=True)]
     grp = [np.full(k, i, dtype=np.int64) for i, k in enumerate(take)]

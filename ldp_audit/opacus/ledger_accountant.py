@@ -44,6 +44,7 @@ from opacus.accountants import IAccountant, register_accountant
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.opacus.writer import declared_event
+from ldp_audit.validation import check_int
 
 __all__ = ["LedgerAccountant", "register_ledger_accountant"]
 
@@ -131,9 +132,7 @@ class LedgerAccountant(IAccountant):
         for row in value:
             s, q, n = row
             _event(s, q)
-            if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
-                raise InvalidParameterError(f"history steps must be integers >= 1, got {n!r}")
-            rows.append((float(s), float(q), int(n)))
+            rows.append((float(s), float(q), check_int(n, "history steps", minimum=1)))
         self._planned = rows
 
     def step(self, *, noise_multiplier: float, sample_rate: float) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ import numpy as np
 
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 from ldp_audit.opacus.canaries import ALGORITHM, canary_blocks, noise_sketch
+from ldp_audit.rundir.files import fmt_number
 
 __all__ = [
     "Evidence",
@@ -428,13 +430,7 @@ def white_and_black(ev: Evidence, confidence: float) -> Any:
     return white
 
 
-def _fmt(v: Any) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, str):
-        return v
-    v = float(v)
-    return "inf" if math.isinf(v) else f"{v:.4g}"
+_fmt = partial(fmt_number, nd=4, nan="nan")
 
 
 def report_sections(run_dir: Path, extra: list[Path] | None = None) -> dict[str, Any]:

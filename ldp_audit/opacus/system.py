@@ -15,9 +15,10 @@ import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.opacus.attach import CanaryAudit
-from ldp_audit.opacus.canaries import _KINDS, ALGORITHM, _int, _real
+from ldp_audit.opacus.canaries import _KINDS, ALGORITHM, _real
 from ldp_audit.rundir import RunDir
 from ldp_audit.systems import SystemSpec
+from ldp_audit.validation import check_int
 
 __all__ = [
     "EXAMPLE_DEFAULTS",
@@ -67,16 +68,16 @@ class OpacusRunConfig:
     example: dict | None = None
 
     def __post_init__(self) -> None:
-        _int(self.canaries, "canaries", 2)
+        check_int(self.canaries, "canaries", minimum=2)
         _real(self.delta, "delta", lo=0.0, lo_open=True, hi=1.0, hi_open=True)
         if self.kind not in _KINDS:
             raise InvalidParameterError(f"kind must be one of {_KINDS}, got {self.kind!r}")
         _real(self.confidence, "confidence", lo=0.0, lo_open=True, hi=1.0, hi_open=True)
         _real(self.canary_scale, "canary_scale", lo=1.0, lo_open=True)
         if self.canary_seed is not None:
-            _int(self.canary_seed, "canary_seed", 0)
+            check_int(self.canary_seed, "canary_seed", minimum=0)
         if self.noise_sketch is not None:
-            _int(self.noise_sketch, "noise_sketch", 1)
+            check_int(self.noise_sketch, "noise_sketch", minimum=1)
         if self.example is not None:
             if not isinstance(self.example, dict):
                 raise InvalidParameterError(f"example must be a dict, got {self.example!r}")

@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from ldp_audit.rundir.files import fmt_number
+
 __all__ = ["MEANINGFUL_EPSILON", "NOT_RECORDED", "STATEMENT_SCHEMA", "privacy_statement"]
 
 STATEMENT_SCHEMA = "ldp-audit-privacy-statement/1"
@@ -83,11 +85,7 @@ def _obj(d: dict[str, Any], key: str) -> dict[str, Any]:
 
 def fmt_eps(v: float | None, nd: int = 4) -> str:
     """An epsilon for prose: ``inf``, ``1.25e+05``, ``0.5182``; ``n/a`` for None."""
-    if v is None:
-        return "n/a"
-    if math.isinf(v):
-        return "inf"
-    return f"{v:.{nd}g}"
+    return fmt_number(v, nd, none="n/a", nan="nan")
 
 
 def count_noun(count: int, noun: str, plural: str | None = None) -> str:

@@ -38,6 +38,19 @@ def json_number(v: float) -> float | str | None:
     return v
 
 
+def fmt_number(v: Any, nd: int = 3, *, none: str = "-", nan: str = "-", fmt: str = "g") -> str:
+    """``v`` with ``nd`` digits (``fmt``: ``g`` or ``f``): ``inf`` for an infinity (or the
+    string "inf"), ``none`` for null, ``nan`` for NaN; another string as it is."""
+    if v is None:
+        return none
+    if isinstance(v, str):
+        return v
+    f = float(v)
+    if math.isinf(f):
+        return "inf" if f > 0 else "-inf"
+    return nan if math.isnan(f) else f"{f:.{nd}{fmt}}"
+
+
 def to_jsonable(obj: Any) -> Any:
     """Recursively turn numpy scalars/arrays, Paths and floats into JSON-able values using the
     project convention (infinite = "inf"/"-inf", NaN = null)."""
@@ -79,6 +92,33 @@ def _fsync_dir(p: Path) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+def create_once(path: Path, tmp: Path, data: bytes, mode: int, *, rename: bool = False) -> None:
+    """Create ``path`` holding ``data`` without ever exposing a partial file: written to the new
+    file ``tmp`` (``mode``), synced and hard-linked into place; a ``path`` another process
+    created meanwhile is kept (theirs wins). ``rename``: where hard links fail, rename ``tmp``
+    into place if ``path`` is still missing. ``tmp`` is removed; the folder synced."""
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+        except OSError:
+            if not rename:
+                raise
+            if not path.exists():
+                os.rename(tmp, path)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+    _fsync_dir(path.parent)
 
 
 def _atomic_write(target: Path, write: Any, *, replace: bool = False) -> None:

@@ -34,6 +34,7 @@ from ldp_audit.rundir.paths import (
     check_path_arg,
     is_run_dir,
 )
+from ldp_audit.validation import check_int
 
 __all__ = ["RunWriter", "versions", "write_artifact"]
 
@@ -116,8 +117,7 @@ class RunWriter:
             )
         if not isinstance(algorithm, str) or not algorithm:
             raise InvalidParameterError(f"algorithm must be a non-empty str, got {algorithm!r}")
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-            raise InvalidParameterError(f"seed must be an int >= 0, got {seed!r}")
+        check_int(seed, "seed", minimum=0)
         self.path = check_path_arg(path, "run_dir")
         from ldp_audit.accountant.keys import check_key_outside
 

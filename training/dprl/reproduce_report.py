@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ldp_audit.report.markdown import wrap_markdown
+from ldp_audit.rundir.files import fmt_number
 from ldp_audit.training.dprl.reproduce_runs import levels as grid_levels
-from ldp_audit.training.reproduction import num, restore
+from ldp_audit.training.reproduction import restore
 
 if TYPE_CHECKING:
     from ldp_audit.training.dprl.config import ReproduceSettings
@@ -139,7 +140,7 @@ def _figures_inner(out: Path, runs: list[dict[str, Any]], s: ReproduceSettings) 
 
 
 def _f(v: Any, nd: int = 3) -> str:
-    return num(v, nd, nan="n/a")
+    return fmt_number(v, nd, nan="n/a")
 
 
 def _reading(audits: list[dict[str, Any]]) -> str:

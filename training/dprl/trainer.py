@@ -47,12 +47,14 @@ episode runs.
 from __future__ import annotations
 
 import math
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ldp_audit.errors import BudgetExceeded, InvalidParameterError, RunDirectoryError
+from ldp_audit.rundir.files import fmt_number
 from ldp_audit.training.dprl.algos import DprlResult, make_network, train_dqn, train_reinforce
 from ldp_audit.training.dprl.config import DprlConfig
 from ldp_audit.training.dprl.privacy import TrainerHooks
@@ -179,8 +181,7 @@ def privacy_summary(cfg: DprlConfig, accountant: Any, result: DprlResult | None 
     return out
 
 
-def fmt_epsilon(v: float) -> str:
-    return "inf" if math.isinf(v) else f"{v:.4g}"
+fmt_epsilon = partial(fmt_number, nd=4, nan="nan")
 
 
 def _check_budget_before(cfg: DprlConfig, accountant: Any) -> None:

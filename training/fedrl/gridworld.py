@@ -50,6 +50,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.validation import check_int
 
 __all__ = [
     "T_MAX",
@@ -94,10 +95,9 @@ def check_size(size: Any, t_max: Any = None) -> tuple[int, int]:
 
     Sizes other than 8 / 16 / 32 are allowed only with an explicit ``t_max``.
     """
-    if not is_int(size):
-        raise InvalidParameterError(f"size must be an integer, got {size!r}")
-    if t_max is not None and (not is_int(t_max) or t_max < 1):
-        raise InvalidParameterError(f"t_max must be an integer >= 1, got {t_max!r}")
+    check_int(size, "size")
+    if t_max is not None:
+        check_int(t_max, "t_max", minimum=1)
     if size not in T_MAX:
         if t_max is None:
             raise InvalidParameterError(
@@ -121,9 +121,7 @@ def check_density(density: Any) -> float:
 
 def check_hist_len(hist_len: Any) -> int:
     """History length H must be an integer >= 1."""
-    if not is_int(hist_len) or hist_len < 1:
-        raise InvalidParameterError(f"hist_len must be an integer >= 1, got {hist_len!r}")
-    return int(hist_len)
+    return check_int(hist_len, "hist_len", minimum=1)
 
 
 def check_meeting_rule(rule: Any) -> str:
@@ -242,10 +240,8 @@ def generate_maps(
     """
     size, t_max = check_size(size, t_max)
     density = check_density(density)
-    if not is_int(n_maps) or n_maps < 1:
-        raise InvalidParameterError(f"n_maps must be an integer >= 1, got {n_maps!r}")
-    if not is_int(seed) or seed < 0:
-        raise InvalidParameterError(f"seed must be an integer >= 0, got {seed!r}")
+    check_int(n_maps, "n_maps", minimum=1)
+    check_int(seed, "seed", minimum=0)
     from scipy import ndimage
 
     rng = np.random.default_rng(seed)

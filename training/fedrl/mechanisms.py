@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.training.fedrl.gridworld import N_ACTIONS, is_int
+from ldp_audit.training.fedrl.gridworld import N_ACTIONS
+from ldp_audit.validation import check_int
 
 
 def is_real(v: Any) -> bool:
@@ -74,8 +75,7 @@ class OutputMechanism:
     def __post_init__(self) -> None:
         object.__setattr__(self, "sigma", check_sigma(self.sigma, "sigma"))
         object.__setattr__(self, "bound", check_bound(self.bound, "clip_outputs"))
-        if not is_int(self.dim) or self.dim < 1:
-            raise InvalidParameterError(f"dim must be an integer >= 1, got {self.dim!r}")
+        check_int(self.dim, "dim", minimum=1)
         if not is_real(self.delta) or not 0.0 < float(self.delta) < 1.0:
             raise InvalidParameterError(f"delta must be in (0, 1), got {self.delta!r}")
         object.__setattr__(self, "delta", float(self.delta))

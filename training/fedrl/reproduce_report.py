@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ldp_audit.report.markdown import wrap_markdown
-from ldp_audit.training.reproduction import num
+from ldp_audit.rundir.files import fmt_number
 from ldp_audit.training.reproduction import write_report as shared_write_report
 
 __all__ = ["render_markdown", "pages", "write_report", "AUTHORS_MAPS_RANDOM"]
@@ -34,7 +34,7 @@ def _ci(lo_hi: list[float], scale: float = 100.0, nd: int = 1) -> str:
 
 
 def _eps(v: Any) -> str:
-    return num(v, 4, nan="nan")
+    return fmt_number(v, 4, nan="nan")
 
 
 def render_markdown(res: dict[str, Any]) -> str:

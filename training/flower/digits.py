@@ -30,7 +30,9 @@ import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.flower import run as app_run
+from ldp_audit.training.flower.protocol import agent_rng
 from ldp_audit.training.flower.run import app_pyproject
+from ldp_audit.validation import check_int
 
 __all__ = [
     "CANDIDATES",
@@ -68,7 +70,7 @@ def _pool(which: str) -> tuple[np.ndarray, np.ndarray]:
 
 def favourite_digit(agent: int, seed: int) -> float:
     """A simulated client's favourite digit, drawn from (seed, agent) (experiments only)."""
-    rng = np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(int(agent), 1)))
+    rng = agent_rng(int(seed), int(agent), 1)
     return float(CANDIDATES[int(rng.integers(len(CANDIDATES)))])
 
 
@@ -129,9 +131,7 @@ def make_client_app() -> Any:
         agent = int(nc["partition-id"])
         fav = float(nc.get("favourite-digit", favourite_digit(agent, int(rc.get("seed", 0)))))
         rnd = int(msg.content["config"]["server-round"])
-        rng = np.random.default_rng(
-            np.random.SeedSequence(int(rc.get("seed", 0)), spawn_key=(agent, rnd))
-        )
+        rng = agent_rng(int(rc.get("seed", 0)), agent, rnd)
         x, y = sample_data(fav, int(rc.get("samples-per-client", 60)), rng)
         w, b = msg.content["arrays"].to_numpy_ndarrays()
         w, b = local_train(w, b, x, y, int(rc.get("local-steps", 5)), float(rc.get("lr", 0.5)))
@@ -274,8 +274,7 @@ def run(
 
     mech = from_config(mechanism or {"name": "laplace", "epsilon": 2.0, "clip": 2.0})
     for name, v in (("clients", clients), ("rounds", rounds)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise InvalidParameterError(f"{name} must be an int >= 1, got {v!r}")
+        check_int(v, name, minimum=1)
     rdir = check_new_dir(run_dir, name="run_dir", overwrite=overwrite).resolve()
     ldir = Path(ledger_dir if ledger_dir is not None else f"{rdir}-clients").resolve()
     if ldir.exists() and any(ldir.glob("client-*.sqlite")):

@@ -372,7 +372,7 @@ def _run_server(grid: Any, context: Any, settings: dict[str, Any]) -> Path:
     event = event_for(mech)
     t0 = time.perf_counter()
     agg = Eq22Aggregator(
-        init_theta(np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(0, 0)))),
+        init_theta(agent_rng(seed, 0, 0)),
         cfg.eta,
         cfg.effective_buffer_size,
     )

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.validation import check_int
 
 __all__ = ["flwr_run", "app_pyproject", "write_app_project", "run_app_project"]
 
@@ -151,9 +152,7 @@ def flwr_run(
     from ldp_audit.training.flower.protocol import require_flwr
 
     require_flwr()
-    n = num_supernodes
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise InvalidParameterError(f"num_supernodes must be an int >= 1, got {num_supernodes!r}")
+    n = check_int(num_supernodes, "num_supernodes", minimum=1)
     app = Path(app_dir).resolve()
     if not (app / "pyproject.toml").is_file():
         raise InvalidParameterError(f"app_dir {str(app_dir)!r} has no pyproject.toml")

@@ -30,6 +30,7 @@ from ldp_audit.training.flower.protocol import (
     sealed_report,
     unflatten,
 )
+from ldp_audit.validation import check_int
 
 __all__ = ["FlowerRecorder", "ldp_strategy_class", "ldp_server_main", "summary"]
 
@@ -136,9 +137,7 @@ class FlowerRecorder:
                 "reply's arrays are not the function of its sealed report the protocol allows"
             )
         agent = rel.get("agent")
-        if isinstance(agent, bool) or not isinstance(agent, int) or agent < 0:
-            raise InvalidParameterError(f"reply's agent id must be an int >= 0, got {agent!r}")
-        return agent, y
+        return check_int(agent, "reply's agent id", minimum=0), y
 
     def accept(self, server_round: int, agent: int, report: np.ndarray, theta_index: int) -> None:
         """Record one accepted report and the charge its client declared."""
@@ -335,8 +334,7 @@ def ldp_server_main(
     rounds = rc.get("num-server-rounds", 3)
     min_nodes = rc.get("min-nodes", 2)
     for key, v in (("num-server-rounds", rounds), ("min-nodes", min_nodes)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise InvalidParameterError(f"run config {key!r} must be an int >= 1, got {v!r}")
+        check_int(v, f"run config {key!r}", minimum=1)
     if strategy is None:
         strategy = FedAvg(
             fraction_evaluate=0.0, min_train_nodes=min_nodes, min_available_nodes=min_nodes

@@ -17,6 +17,7 @@ from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.frd.config import CARTPOLE_DEFAULTS, FrdConfig
 from ldp_audit.training.frd.nets import Nets, _Adam, adam_step_rows
 from ldp_audit.training.frd.proxy import ProxyGrid, aggregate_memories
+from ldp_audit.validation import check_int
 
 if TYPE_CHECKING:
     from ldp_audit.release import Charging
@@ -196,7 +197,7 @@ def arch_batches(
     (``config.arch()``, in sorted order), each with its own child generator of ``seed``
     (``rng.spawn``). Returns ``[(config indices, generator), ...]``; ``train_batch`` of each
     gives exactly what ``train_many`` gives those configs."""
-    from ldp_audit.validation import check_int, check_rng
+    from ldp_audit.validation import check_rng
 
     cfgs = _check_configs(configs)
     if isinstance(seed, np.random.Generator):

@@ -18,7 +18,7 @@ same numbers. The sweep's wall time is dominated by its slowest architecture.
 
 from __future__ import annotations
 
-import json
+import contextlib
 import math
 import os
 import platform
@@ -31,12 +31,13 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.config import bounds
-from ldp_audit.errors import InvalidParameterError
+from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 from ldp_audit.report.markdown import wrap_markdown
+from ldp_audit.rundir.files import fmt_number as num
 from ldp_audit.training.device import DEVICES
 from ldp_audit.training.frd import FrdConfig, arch_batches, setting_config, train, train_batch
 from ldp_audit.training.frd.trends import holm, median_ci, rank_sum_test, trend_tests
-from ldp_audit.training.reproduction import check_fields, num, provenance, write_report
+from ldp_audit.training.reproduction import check_fields, provenance, write_report
 
 __all__ = [
     "ReproduceSettings",
@@ -415,15 +416,9 @@ def _aside_dead_attempt(rd: Path) -> None:
     replaced as before (the report was opened with ``--overwrite``)."""
     from ldp_audit.backends import fresh_run_dir
 
-    cfg = rd / "config.json"
-    if not cfg.is_file() or (rd / "manifest.json").exists():
-        return
-    try:
-        status = json.loads(cfg.read_text()).get("status")
-    except (OSError, ValueError):
-        return
-    if status == "running":
-        fresh_run_dir(rd)
+    if (rd / "config.json").is_file() and not (rd / "manifest.json").exists():
+        with contextlib.suppress(RunDirectoryError):  # not an interrupted attempt: left as is
+            fresh_run_dir(rd)
 
 
 def _leak(

@@ -5,15 +5,16 @@ metrics, model) and the report's sections for FRD runs. Part of :mod:`ldp_audit.
 from __future__ import annotations
 
 import math
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.rundir.files import fmt_number
 from ldp_audit.training.frd.config import ALGORITHM, FrdConfig
 from ldp_audit.training.frd.engine import FrdResult, train_many
-from ldp_audit.training.reproduction import num
 from ldp_audit.validation import check_int
 
 # ------------------------------------------------------------------------------------------------
@@ -169,8 +170,7 @@ def summary_lines(res: Any) -> list[str]:
 # ------------------------------------------------------------------------------------------------
 
 
-def _fmt(x: Any) -> str:
-    return num(x, nan="nan")
+_fmt = partial(fmt_number, nan="nan")
 
 
 def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict[str, Any]]:

@@ -193,14 +193,6 @@ def relative_auc(fst: Any, reference_fst: Any, horizon: float) -> float:
     return own / ref if ref > 0 else float("nan")
 
 
-def _percentile_bootstrap(stat: np.ndarray, confidence: float) -> tuple[float, float]:
-    """Percentile interval without interpolation (statistics may be inf)."""
-    a = (1.0 - confidence) / 2.0
-    lo = np.quantile(stat, a, method="inverted_cdf")
-    hi = np.quantile(stat, 1.0 - a, method="inverted_cdf")
-    return float(lo), float(hi)
-
-
 def median_ci(
     values: Any,
     *,
@@ -270,7 +262,7 @@ def relative_auc_ci(
     rel = rel[~np.isnan(rel)]
     if rel.size == 0:
         return float("nan"), float("nan")
-    return _percentile_bootstrap(rel, c)
+    return stats.percentile_interval(rel, c)
 
 
 def summarize(
