@@ -57,16 +57,14 @@ def _parsed(monkeypatch: pytest.MonkeyPatch, verb: str, argv: list[str], tmp_pat
 def test_reproduce_options_give_the_committed_settings(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """The committed report's command, as its README shows it (renamed options spelled as
-    today's CLI takes them), parsed, is its recorded settings (field for field)."""
-    from ldp_audit.training.dprl.reproduce_report import rerunnable_command
-
+    """The committed report's command, as its README shows it, parsed, is its recorded settings
+    (field for field)."""
     doc = json.loads((REPORT / "results.json").read_text())
-    shown, note = rerunnable_command(doc["command"])
-    assert "--noise-multiplier" in shown and "recorded as `--noise`" in note
+    shown = doc["command"]
+    assert "--noise-multiplier" in shown
     from ldp_audit.report.markdown import unwrap_markdown
 
-    assert f"`{shown}`{note}" in unwrap_markdown((REPORT / "README.md").read_text())
+    assert f"`{shown}`" in unwrap_markdown((REPORT / "README.md").read_text())
     argv = shown.split()[3:]  # after "ldp-audit reproduce dprl"
     argv = argv[: argv.index("--cache")]  # no cache / out / workers: nothing must run here
     assert _parsed(monkeypatch, "reproduce", argv, tmp_path) == _settings_of(doc)

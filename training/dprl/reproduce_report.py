@@ -9,7 +9,6 @@ a committed report re-renders from its ``results.json``.
 from __future__ import annotations
 
 import math
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,24 +23,6 @@ if TYPE_CHECKING:
     from ldp_audit.training.dprl.config import ReproduceSettings
 
 __all__ = ["figures", "pages", "readme"]
-
-
-#: options renamed since a committed report was made: (old, new, date); the README shows the
-#: command as it reruns today and says what was recorded
-RENAMED_OPTIONS = (("--noise", "--noise-multiplier", "2026-12-06"),)
-
-
-def rerunnable_command(command: str) -> tuple[str, str]:
-    """``command`` with renamed options spelled as today's CLI takes them, and a note naming
-    what the results recorded ("" when nothing was renamed; results.json keeps the command as
-    it was run)."""
-    out, notes = command, []
-    for old, new, date in RENAMED_OPTIONS:
-        pat = rf"(?<=\s){re.escape(old)}(?=\s)"
-        if re.search(pat, out):
-            out = re.sub(pat, new, out)
-            notes.append(f"recorded as `{old}`, renamed `{new}` on {date}")
-    return out, (f" ({'; '.join(notes)})" if notes else "")
 
 
 def _moving(r: np.ndarray, w: int = 25) -> np.ndarray:
@@ -242,96 +223,6 @@ def _audit_lines(res: dict[str, Any], s: ReproduceSettings) -> list[str]:
     return L
 
 
-def _audit_lines_before_door(res: dict[str, Any], s: ReproduceSettings) -> list[str]:
-    """The audit section of a results.json written before the dprl audit went through the Opacus
-    door (its three tests: Steinke, f-DP, the claimed-mechanism test); delete it when reports/dprl
-    is regenerated."""
-    L = [
-        "## One-run audit of correct and broken trainers, 95% confidence",
-        "",
-        "Three tests per run, each at level 5%/3 (Bonferroni), so a correct trainer's verdict "
-        "is a false alarm with probability <= 5%: the (eps, delta) bound of Steinke, Nasr & "
-        "Jagielski (2023); the f-DP one-run test of the ledger's whole claimed curve (after "
-        "Mahloujifar, Melis & Chaudhuri 2024; an LP, `attacks/one_run.py`); the white-box "
-        "claimed-mechanism test (clip C, noise sigma C, charged rate q, on the canary "
-        "directions, data gradients bounded in the worst case). Black-box: the first two.",
-        "",
-        "| trainer | seed | updates | claimed eps | true eps | Steinke eps lb (white / black) "
-        "| f-DP min p (white / black) | GDP mu lb / claimed | mechanism p (mean / noise) "
-        "| canary contribution lb / claimed (C per update) | verdict white (by) / black |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for a in res["audits"]:
-        w, b = a["white-box"], a["black-box"]
-        mu = (
-            f"{_f(w['fdp_mu_lower_bound'])} / {_f(w['fdp_mu_claimed'])}"
-            if w.get("fdp_mu_claimed")
-            else "-"
-        )
-        L.append(
-            f"| {a['trainer']} | {a['seed']} | {a['updates']} | "
-            f"{_f(w['accountant_epsilon'], 4)} | {_f(a['true_epsilon'], 4)} | "
-            f"{w['epsilon_lower_bound']:.3f} / {b['epsilon_lower_bound']:.3f} | "
-            f"{_f(w['fdp_min_p'])} / {_f(b['fdp_min_p'])} | {mu} | "
-            f"{_f(w['mechanism_p_mean'])} / {_f(w['mechanism_p_noise'])} | "
-            f"{_f(w['mechanism_rate_lower_bound'])} / {_f(w['mechanism_rate_claimed'])} | "
-            f"{'VIOLATION' if w['violation'] else 'consistent'}"
-            f"{' (' + ', '.join(w['flagged_by']) + ')' if w['flagged_by'] else ''} / "
-            f"{'VIOLATION' if b['violation'] else 'consistent'}"
-            f"{' (' + ', '.join(b['flagged_by']) + ')' if b['flagged_by'] else ''} |"
-        )
-    L += [
-        "",
-        "REINFORCE audit runs (`AUDIT_REINFORCE`): 40 updates of 4 episodes, sigma = 6, "
-        f"C = 10, {min(s.audit_canaries, 898)} gradient canaries (raw norm 10 C, "
-        "orthonormal public directions, each included with probability 1/2). DQN audit "
-        "runs (`AUDIT_DQN`): hidden 64, q = 0.5 (Poisson sampling of a 2-transition "
-        f"buffer), 100 updates, sigma = 3, C = 1, {s.audit_canaries} canaries, each "
-        "included canary joining each update with probability q. 'True eps of what ran' is "
-        "the accountant's PRV epsilon for the noise and sampling actually used (per-layer "
-        "clipping: sigma / sqrt(4 tensors), the worst case; no clipping: unbounded). "
-        "f-DP level: 5%/3/4 (four guess fractions).",
-        "",
-        _reading_before_door(res["audits"]),
-        "",
-    ]
-    return L
-
-
-def _reading_before_door(audits: list[dict[str, Any]]) -> str:
-    """What the audit table says, from the numbers (no fixed claims)."""
-    flagged = [a["trainer"] for a in audits if not a["trainer"].startswith("correct")
-               and a["white-box"]["violation"]]  # fmt: skip
-    false = [
-        a for a in audits if a["trainer"].startswith("correct") and a["white-box"]["violation"]
-    ]
-    n_ok = sum(a["trainer"].startswith("correct") for a in audits)
-    missed = [a for a in audits if not a["trainer"].startswith("correct")
-              and not a["white-box"]["violation"]]  # fmt: skip
-    parts = [
-        "Reading: broken trainers flagged in one run at 95% confidence (white-box, any of the "
-        "three tests): "
-        + (", ".join(flagged) if flagged else "none")
-        + f"; false alarms on the {n_ok} correct runs: {len(false)} (each run's verdict has "
-        "false-alarm probability <= 5%)."
-    ]
-    for a in missed:
-        parts.append(f" Not flagged: {a['trainer']}.")
-    by = {a["trainer"]: a["white-box"] for a in audits}
-    sub = [n for n in by if n.startswith(("per-layer", "accountant charged"))]
-    for n in sub:
-        w = by[n]
-        parts.append(
-            f" {n}: Steinke (eps, delta) bound {w['epsilon_lower_bound']:.2f} vs claimed "
-            f"{_f(w['accountant_epsilon'])}; f-DP test smallest p-value {_f(w['fdp_min_p'])} "
-            f"(level {_f(w['fdp_level'])}); mechanism test p = {_f(w['mechanism_p_mean'])} "
-            f"(level {_f(w['mechanism_level'])}), a canary's mean contribution per update "
-            f">= {_f(w['mechanism_rate_lower_bound'])} C against <= "
-            f"{_f(w['mechanism_rate_claimed'])} C claimed."
-        )
-    return "".join(parts)
-
-
 def _preset_words(name: str) -> str:
     from ldp_audit.training.dprl.trainer import DQN_PRESETS
 
@@ -363,7 +254,7 @@ def readme(res: dict[str, Any], s: ReproduceSettings) -> str:
         *statement_lines(res),
         "Generated by `ldp_audit.training.dprl.reproduce` (hand-written notes go in notes.md).",
         "",
-        "Command: `{}`{}  ".format(*rerunnable_command(res["command"])),
+        f"Command: `{res['command']}`  ",
         f"Wall time of this command: {res['wall_seconds']:.0f} s on {res['machine']} (runs "
         "found in `--cache` are read, not rerun); CPU time of all the runs: "
         f"{res.get('cpu_seconds', float('nan')):.0f} s; every run is seeded "
@@ -433,8 +324,7 @@ def readme(res: dict[str, Any], s: ReproduceSettings) -> str:
         "",
     ]
     if res["audits"]:
-        new = "tests" in res["audits"][0]["white-box"]
-        L += (_audit_lines if new else _audit_lines_before_door)(res, s)
+        L += _audit_lines(res, s)
     L += [
         "## Where we differ from the slides, and why",
         "",
