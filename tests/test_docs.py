@@ -115,7 +115,7 @@ def built_site(
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,  # a hang guard: about 7-12 s quiet, over 120 s at a load of 15
         env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
     )
     return site, proc
