@@ -46,6 +46,27 @@ def check_real(value: Any, name: str) -> float:
     return float(v)
 
 
+def check_real_in(
+    v: Any, name: str, *, lo: float, lo_open: bool, hi: float | None = None, hi_open: bool = False
+) -> float:
+    """``v`` as a float if it is a finite real number in the interval from ``lo`` to ``hi``
+    (each end open or closed; no upper end when ``hi`` is None), else an error naming ``name``,
+    the interval and the value."""
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+        raise InvalidParameterError(f"{name} must be a real number, got {v!r}")
+    x = float(v)
+    bad = (
+        not math.isfinite(x)
+        or (x <= lo if lo_open else x < lo)
+        or (hi is not None and (x >= hi if hi_open else x > hi))
+    )
+    if bad:
+        lo_s = f"> {lo:g}" if lo_open else f">= {lo:g}"
+        hi_s = "" if hi is None else (f" and < {hi:g}" if hi_open else f" and <= {hi:g}")
+        raise InvalidParameterError(f"{name} must be finite, {lo_s}{hi_s}, got {v!r}")
+    return x
+
+
 def check_bool(value: Any, name: str) -> bool:
     """Return ``value`` if it is a ``bool`` (or ``numpy.bool_``); ``'no'``, 0 and None are refused
     (a string flag is truthy whatever it says)."""

@@ -24,7 +24,7 @@ from typing import ClassVar
 import numpy as np
 
 from ldp_audit.mechanisms import Laplace, ProjectedRandomSign
-from ldp_audit.mechanisms._base import clip_l2
+from ldp_audit.mechanisms.base import clip_l2
 
 __all__ = [
     "HalfScaleLaplace",

@@ -257,7 +257,7 @@ def test_ctrl_c_stops_the_fused_engine_with_a_consistent_run(tmp_path):
 def test_laplace_clip_row_is_the_mechanisms_clip_also_on_overflow():
     """Rows as ``ldp_audit.mechanisms._clip_l1`` clips them, in a batch without and with an
     overflowing row (which sends every row of the batch through the rescaling path)."""
-    from ldp_audit.mechanisms._base import clip_l1
+    from ldp_audit.mechanisms.base import clip_l1
     from ldp_audit.mechanisms.laplace import laplace_kernels
 
     lap = laplace_kernels()

@@ -20,9 +20,9 @@ from ldp_audit.report.plugin import (
     fmt_eps,
     library_version,
     method_words,
-    num,
     versions_words,
 )
+from ldp_audit.rundir.files import json_real
 
 __all__ = [
     "dprl_report",
@@ -45,9 +45,9 @@ def dprl_facts(c: Any) -> dict[str, tuple[str, str]]:
         return {}  # observation-noise runs keep the generic rows
     priv = run.metrics.get("privacy") or {}
     unit = mech.get("privacy_unit") or priv.get("unit")
-    q = num(mech.get("sample_rate") if "sample_rate" in mech else priv.get("sample_rate"))
-    sigma = num(mech.get("noise_multiplier") or priv.get("noise_multiplier"))
-    clip = num(mech.get("clip") or priv.get("clip"))
+    q = json_real(mech.get("sample_rate") if "sample_rate" in mech else priv.get("sample_rate"))
+    sigma = json_real(mech.get("noise_multiplier") or priv.get("noise_multiplier"))
+    clip = json_real(mech.get("clip") or priv.get("clip"))
     updates = priv.get("updates") if isinstance(priv.get("updates"), int) else None
     rows, ev = events_words(led, "central")
     kinds = {r["kind"] for r in rows}
@@ -140,7 +140,7 @@ def fedrl_facts(c: Any) -> dict[str, tuple[str, str]]:
     """The FedRL rows of report context ``c``."""
     run, led = c.run, c.ledger
     mech = run.config.get("mechanism") or {}
-    b, dim = num(mech.get("bound")), mech.get("dim")
+    b, dim = json_real(mech.get("bound")), mech.get("dim")
     sens = 2 * b * math.sqrt(dim) if b is not None and isinstance(dim, int) else None
     _, ev = events_words(led, "local")
     return {
@@ -175,8 +175,8 @@ def fedrl_facts(c: Any) -> dict[str, tuple[str, str]]:
             "ledger events (no PoissonSampledEvent)",
         ),
         "mu_gdp": (
-            f"per row mu = {fmt_eps(sens / num(mech.get('sigma')))} (sensitivity / sigma)"
-            if sens is not None and num(mech.get("sigma"))
+            f"per row mu = {fmt_eps(sens / json_real(mech.get('sigma')))} (sensitivity / sigma)"
+            if sens is not None and json_real(mech.get("sigma"))
             else NOT_RECORDED,
             "config.json mechanism",
         ),

@@ -15,7 +15,7 @@ hashing), :mod:`~ldp_audit.mechanisms.hadamard` (Hadamard response),
 longitudinal (memoised) :mod:`~ldp_audit.mechanisms.longitudinal` (memoised RAPPOR,
 dBitFlipPM, LOLOHA), sharing
 :mod:`~ldp_audit.mechanisms.frequency` (estimator, audit statistics); shared helpers in
-``_base``, the registry and the config round trip in :mod:`~ldp_audit.mechanisms.registry`.
+``base``, the registry and the config round trip in :mod:`~ldp_audit.mechanisms.registry`.
 Every public name is re-exported here, so ``from ldp_audit.mechanisms import Laplace`` is the way
 to import them.
 
@@ -28,9 +28,9 @@ tests and the auditor can check the claimed epsilon exactly.
 Where each equation of the paper (``papers/ono-takahashi-2020-locally-private-distributed-rl.md``)
 lives:
 
-* eq. 4 (bit flip)                       -> :class:`BitFlip`, ``_base._bitflip_log_probs``
+* eq. 4 (bit flip)                       -> :class:`BitFlip`, ``base.bitflip_log_probs``
 * eq. 5 (sparse random matrix M)         -> ``prs._sign_codes``
-* eq. 19 (L1 clip to C/2), eq. 20        -> ``_base._clip_l1``, :class:`Laplace`
+* eq. 19 (L1 clip to C/2), eq. 20        -> ``base.clip_l1``, :class:`Laplace`
 * eq. 21 / Algorithm 2 (Laplace noise)   -> :meth:`Laplace.privatize`
 * eq. 23 (element clip), eq. 24 (flip),
   Algorithm 3 (projected random sign)    -> :class:`ProjectedRandomSign`
@@ -50,12 +50,12 @@ same generator gives exactly the same output rows: the trainers rely on this for
 
 from __future__ import annotations
 
-from ldp_audit.mechanisms._base import Mechanism
 from ldp_audit.mechanisms.adaptive import AdaptiveFrequencyOracle, adaptive_uses_grr
 from ldp_audit.mechanisms.approximate import (
     ApproximateRandomizedResponse,
     ApproximateSymmetricUnaryEncoding,
 )
+from ldp_audit.mechanisms.base import Mechanism
 from ldp_audit.mechanisms.bit_flip import BitFlip
 from ldp_audit.mechanisms.frequency import FrequencyOracle, SupportStatistic
 from ldp_audit.mechanisms.gaussian import (

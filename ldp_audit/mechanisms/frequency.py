@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.mechanisms._base import Mechanism, check_dim
+from ldp_audit.mechanisms.base import Mechanism, check_dim
 from ldp_audit.validation import check_batch
 
 __all__ = ["FrequencyOracle", "SupportStatistic"]

@@ -11,7 +11,7 @@ import numpy as np
 from scipy import special
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.mechanisms._base import (
+from ldp_audit.mechanisms.base import (
     Mechanism,
     as_pair_batches,
     check_dim,

@@ -38,7 +38,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.mechanisms._base import Mechanism
+from ldp_audit.mechanisms.base import Mechanism
 from ldp_audit.mechanisms.frequency import (
     FrequencyOracle,
     check_domain,

@@ -10,7 +10,7 @@ from typing import Any, ClassVar, NamedTuple
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.mechanisms._base import (
+from ldp_audit.mechanisms.base import (
     Mechanism,
     as_pair_batches,
     check_dim,
@@ -255,7 +255,7 @@ def _l1_norm_row_py(x: np.ndarray, lo: int, n: int) -> float:
 def _laplace_clip_row_py(
     x: np.ndarray, s: float, bound: float, slow: bool, out: np.ndarray
 ) -> None:
-    """Eq. 19 (:meth:`Laplace.clip_rows`, ``_base._clip_l1``) of one row with L1 norm ``s``
+    """Eq. 19 (:meth:`Laplace.clip_rows`, ``base.clip_l1``) of one row with L1 norm ``s``
     (from :func:`_l1_norm_row_py`): ``x * min(1, bound / s)``; with ``slow`` (some row of the
     batch overflowed) the overflow-safe path: rescale by max |x_j| first. Same operations as
     NumPy's."""

@@ -42,7 +42,7 @@ import numpy as np
 from scipy import special
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.mechanisms._base import Mechanism
+from ldp_audit.mechanisms.base import Mechanism
 from ldp_audit.mechanisms.frequency import (
     MAX_DOMAIN,
     FrequencyOracle,

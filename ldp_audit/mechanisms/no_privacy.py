@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ldp_audit.mechanisms._base import (
+from ldp_audit.mechanisms.base import (
     Mechanism,
     as_pair_batches,
     check_dim,

@@ -31,7 +31,7 @@ import numpy as np
 from scipy import special
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.mechanisms._base import private_epsilon
+from ldp_audit.mechanisms.base import private_epsilon
 from ldp_audit.mechanisms.frequency import (
     MAX_DOMAIN,
     FrequencyOracle,

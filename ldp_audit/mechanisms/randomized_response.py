@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 import numpy as np
 from scipy import special
 
-from ldp_audit.mechanisms._base import private_epsilon
+from ldp_audit.mechanisms.base import private_epsilon
 from ldp_audit.mechanisms.frequency import FrequencyOracle, check_items, grr_reply
 from ldp_audit.validation import check_int, check_rng
 

@@ -47,7 +47,7 @@ __all__ = ["BasicRappor", "OneTimeRappor", "rappor_f_for_epsilon"]
 def rappor_f_for_epsilon(epsilon: float) -> float:
     """The PRR's f whose permanent epsilon is exactly ``epsilon`` (one-hot encoding, h = 1):
     ``f = 2 / (1 + e^{eps/2})``, the inverse of ``eps = 2 ln((1 - f/2) / (f/2))`` (no rounding)."""
-    from ldp_audit.mechanisms._base import private_epsilon
+    from ldp_audit.mechanisms.base import private_epsilon
 
     eps = private_epsilon(epsilon)
     return 2.0 / (1.0 + math.exp(eps / 2.0))

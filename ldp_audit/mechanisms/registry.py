@@ -6,12 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.mechanisms._base import Mechanism
 from ldp_audit.mechanisms.adaptive import AdaptiveFrequencyOracle
 from ldp_audit.mechanisms.approximate import (
     ApproximateRandomizedResponse,
     ApproximateSymmetricUnaryEncoding,
 )
+from ldp_audit.mechanisms.base import Mechanism
 from ldp_audit.mechanisms.bit_flip import BitFlip
 from ldp_audit.mechanisms.gaussian import Gaussian
 from ldp_audit.mechanisms.hadamard import HadamardResponse

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 import numpy as np
 from scipy import special
 
-from ldp_audit.mechanisms._base import private_epsilon
+from ldp_audit.mechanisms.base import private_epsilon
 from ldp_audit.mechanisms.frequency import (
     FrequencyOracle,
     check_items,

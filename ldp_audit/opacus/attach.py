@@ -19,10 +19,9 @@ import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.opacus.canaries import (
-    _KINDS,
-    _MARK,
+    AUDIT_MARK,
+    CANARY_KINDS,
     NOISE_SKETCH,
-    _real,
     canary_blocks,
     check_out,
     dataset_holds,
@@ -31,7 +30,7 @@ from ldp_audit.opacus.canaries import (
 )
 from ldp_audit.opacus.embed import AuditRecords, check_embedding, dense_rows
 from ldp_audit.opacus.recorder import UpdateRecorder
-from ldp_audit.validation import check_int
+from ldp_audit.validation import check_int, check_real_in
 
 __all__ = ["CanaryAudit", "read_claim"]
 
@@ -88,19 +87,21 @@ class CanaryAudit:
         rng: Any = None,
         generator: Any = None,
     ) -> None:
-        if not isinstance(kind, str) or kind not in _KINDS:
-            raise InvalidParameterError(f"kind must be one of {_KINDS}, got {kind!r}")
+        if not isinstance(kind, str) or kind not in CANARY_KINDS:
+            raise InvalidParameterError(f"kind must be one of {CANARY_KINDS}, got {kind!r}")
         self.canaries = check_int(canaries, "canaries", minimum=2)
         self.seed = check_int(seed, "seed", minimum=0)
-        self.delta = _real(delta, "delta", lo=0.0, lo_open=True, hi=1.0, hi_open=True)
-        self.confidence = _real(confidence, "confidence", lo=0.0, lo_open=True, hi=1.0,
-                                hi_open=True)  # fmt: skip
+        self.delta = check_real_in(delta, "delta", lo=0.0, lo_open=True, hi=1.0, hi_open=True)
+        self.confidence = check_real_in(confidence, "confidence", lo=0.0, lo_open=True, hi=1.0,
+                                        hi_open=True)  # fmt: skip
         self._embed = check_embedding(out, accountant=accountant, writer=writer, charge=charge,
                                       directions=directions, rng=rng, generator=generator,
                                       kind=kind, canaries=self.canaries)  # fmt: skip
         self.embedded = self._embed is not None
         # an embedding trainer may plant canaries of norm exactly C (DprlConfig allows 1)
-        self.canary_scale = _real(canary_scale, "canary_scale", lo=1.0, lo_open=not self.embedded)
+        self.canary_scale = check_real_in(
+            canary_scale, "canary_scale", lo=1.0, lo_open=not self.embedded
+        )
         self.canary_seed = (
             check_int(canary_seed, "canary_seed", minimum=0)
             if canary_seed is not None
@@ -195,7 +196,7 @@ class CanaryAudit:
                 f"optimizer must be an opacus.optimizers.DPOptimizer (what "
                 f"PrivacyEngine.make_private returns), got {type(optimizer).__name__}"
             )
-        if hasattr(optimizer, _MARK):
+        if hasattr(optimizer, AUDIT_MARK):
             raise InvalidParameterError(
                 "optimizer is already attached to a CanaryAudit; attach one audit per optimizer"
             )
@@ -352,7 +353,7 @@ class CanaryAudit:
         setattr(opt, hook, clip_and_accumulate)
         opt.add_noise = add_noise
         inner.step = step
-        setattr(opt, _MARK, self)
+        setattr(opt, AUDIT_MARK, self)
         self._opt = opt
 
     def _uninstall(self) -> None:
@@ -362,7 +363,7 @@ class CanaryAudit:
         for name in self._hooked:
             opt.__dict__.pop(name, None)
         opt.original_optimizer.__dict__.pop("step", None)
-        opt.__dict__.pop(_MARK, None)
+        opt.__dict__.pop(AUDIT_MARK, None)
 
     # ------------------------------------------------------------------ per step
     def _add_canaries(self, opt: Any) -> None:
@@ -661,8 +662,8 @@ def read_claim(
     # ghost clipping (no per-sample gradients): the joining canaries are clipped with
     # Opacus's factor min(1, C / (norm + 1e-6)) and added to the clipped sum before noise
     ghost = isinstance(optimizer, DPOptimizerFastGradientClipping)
-    sigma = _real(optimizer.noise_multiplier, "optimizer.noise_multiplier", lo=0.0,
-                  lo_open=True)  # fmt: skip
+    sigma = check_real_in(optimizer.noise_multiplier, "optimizer.noise_multiplier", lo=0.0,
+                          lo_open=True)  # fmt: skip
     if isinstance(optimizer, AdaClipDPOptimizer):
         raise InvalidParameterError(
             f"optimizer {type(optimizer).__name__} clips adaptively (its max_grad_norm "
@@ -681,7 +682,7 @@ def read_claim(
             f"gradient), got the per-layer list {getattr(optimizer, name)!r} "
             f"({type(optimizer).__name__}); make_private(..., clipping='flat')"
         )
-    clip = _real(clip, "optimizer.max_grad_norm", lo=0.0, lo_open=True)
+    clip = check_real_in(clip, "optimizer.max_grad_norm", lo=0.0, lo_open=True)
     reduction = getattr(optimizer, "loss_reduction", "mean")
     if reduction not in ("mean", "sum"):
         raise InvalidParameterError(
@@ -699,7 +700,7 @@ def read_claim(
                 f"(not an Opacus DPDataLoader, e.g. make_private(..., "
                 f"poisson_sampling=False)); pass sample_rate= the rate the accountant uses"
             )
-    q = _real(sample_rate, name, lo=0.0, lo_open=True, hi=1.0)
+    q = check_real_in(sample_rate, name, lo=0.0, lo_open=True, hi=1.0)
     if dataset_size is None and data_loader is not None:
         try:
             dataset_size = len(data_loader.dataset)

@@ -18,6 +18,8 @@ from ldp_audit.validation import check_int
 
 __all__ = [
     "ALGORITHM",
+    "AUDIT_MARK",
+    "CANARY_KINDS",
     "NOISE_SKETCH",
     "RECOMMENDED_CANARIES",
     "canary_blocks",
@@ -28,29 +30,14 @@ __all__ = [
 ]
 
 ALGORITHM = "opacus"
-_KINDS = ("gradient", "input")
-_MARK = "_ldp_audit_canary_audit"
+CANARY_KINDS = ("gradient", "input")
+"""The canary kinds a ``CanaryAudit`` plants."""
+AUDIT_MARK = "_ldp_audit_canary_audit"
+"""The optimizer attribute that marks an attached audit (attaching twice is refused)."""
 RECOMMENDED_CANARIES = 500
 """The canary count docs/opacus.md recommends (its snippet, tests and measurements use it)."""
 NOISE_SKETCH = 4096
 """Coordinates of the released noise kept per update for the all-lags dependence test."""
-
-
-def _real(v: Any, name: str, *, lo: float, lo_open: bool, hi: float | None = None,
-          hi_open: bool = False) -> float:  # fmt: skip
-    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
-        raise InvalidParameterError(f"{name} must be a real number, got {v!r}")
-    x = float(v)
-    bad = (
-        not math.isfinite(x)
-        or (x <= lo if lo_open else x < lo)
-        or (hi is not None and (x >= hi if hi_open else x > hi))
-    )
-    if bad:
-        lo_s = f"> {lo:g}" if lo_open else f">= {lo:g}"
-        hi_s = "" if hi is None else (f" and < {hi:g}" if hi_open else f" and <= {hi:g}")
-        raise InvalidParameterError(f"{name} must be finite, {lo_s}{hi_s}, got {v!r}")
-    return x
 
 
 def canary_blocks(sizes: Any, m: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -15,10 +15,10 @@ import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.opacus.attach import CanaryAudit
-from ldp_audit.opacus.canaries import _KINDS, ALGORITHM, _real
+from ldp_audit.opacus.canaries import ALGORITHM, CANARY_KINDS
 from ldp_audit.rundir import RunDir
 from ldp_audit.systems import SystemSpec
-from ldp_audit.validation import check_int
+from ldp_audit.validation import check_int, check_real_in
 
 __all__ = [
     "EXAMPLE_DEFAULTS",
@@ -69,11 +69,11 @@ class OpacusRunConfig:
 
     def __post_init__(self) -> None:
         check_int(self.canaries, "canaries", minimum=2)
-        _real(self.delta, "delta", lo=0.0, lo_open=True, hi=1.0, hi_open=True)
-        if self.kind not in _KINDS:
-            raise InvalidParameterError(f"kind must be one of {_KINDS}, got {self.kind!r}")
-        _real(self.confidence, "confidence", lo=0.0, lo_open=True, hi=1.0, hi_open=True)
-        _real(self.canary_scale, "canary_scale", lo=1.0, lo_open=True)
+        check_real_in(self.delta, "delta", lo=0.0, lo_open=True, hi=1.0, hi_open=True)
+        if self.kind not in CANARY_KINDS:
+            raise InvalidParameterError(f"kind must be one of {CANARY_KINDS}, got {self.kind!r}")
+        check_real_in(self.confidence, "confidence", lo=0.0, lo_open=True, hi=1.0, hi_open=True)
+        check_real_in(self.canary_scale, "canary_scale", lo=1.0, lo_open=True)
         if self.canary_seed is not None:
             check_int(self.canary_seed, "canary_seed", minimum=0)
         if self.noise_sketch is not None:

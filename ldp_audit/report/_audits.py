@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 from ldp_audit.report._load import RunData
-from ldp_audit.report._statement import num
+from ldp_audit.rundir.files import json_real
 
 _NUM_RE = re.compile(r"-?\d+\.\d{5,}(?:[eE][-+]?\d+)?")
 
@@ -53,7 +53,7 @@ def _verdict_rows(e: dict[str, Any], claim: float, lb: float, viol: bool) -> lis
         found = [(kind, {**e, "epsilon_lower_bound": lb, "violation": viol, "consequence": ""})]
     rows = []
     for kind, v in found:
-        vlb, vclaim = num(v.get("epsilon_lower_bound")), num(v.get("claimed_epsilon"))
+        vlb, vclaim = json_real(v.get("epsilon_lower_bound")), json_real(v.get("claimed_epsilon"))
         witness = _witness_model(v.get("witness"))
         rows.append(
             {
@@ -78,7 +78,7 @@ def _num_lists(d: Any, keys: tuple[str, ...]) -> dict[str, list[float]] | None:
     vals = [d.get(k) for k in keys] if isinstance(d, dict) else [None]
     if not all(isinstance(v, list) and v for v in vals):
         return None
-    nums = {k: [num(x) for x in v] for k, v in zip(keys, vals, strict=True)}
+    nums = {k: [json_real(x) for x in v] for k, v in zip(keys, vals, strict=True)}
     return None if any(x is None for v in nums.values() for x in v) else nums
 
 
@@ -90,7 +90,7 @@ def _profile_model(p: Any) -> dict[str, Any] | None:
     return {
         **nums,
         "above_claim": above,
-        "confidence": num(p.get("confidence")),
+        "confidence": json_real(p.get("confidence")),
         "claimed_from": p.get("claimed_from"),
     }
 
@@ -109,7 +109,7 @@ def _tradeoff_model(t: Any) -> dict[str, Any] | None:
         **nums,
         "below_claim": [bool(b) for b in below],
         "claimed_from": str(t.get("claimed_from", "")),
-        "confidence": num(t.get("confidence")),
+        "confidence": json_real(t.get("confidence")),
     }
 
 
@@ -142,15 +142,15 @@ def audit_section(run: RunData) -> dict[str, Any]:
             {
                 "mechanism": str(e.get("mechanism") or default_name),
                 "claimed_epsilon": claim,
-                "exact_epsilon": num(e.get("exact_epsilon")),
+                "exact_epsilon": json_real(e.get("exact_epsilon")),
                 "epsilon_lower_bound": lb,
-                "confidence": num(e.get("confidence")),
-                "delta": num(e.get("delta")),
+                "confidence": json_real(e.get("confidence")),
+                "delta": json_real(e.get("delta")),
                 "samples": e.get("samples"),
                 "selection_samples": e.get("selection_samples"),
-                "max_refutable_epsilon": num(e.get("max_refutable_epsilon")),
-                "resolution_probability": num(e.get("resolution_probability")),
-                "seconds": num(e.get("seconds")),
+                "max_refutable_epsilon": json_real(e.get("max_refutable_epsilon")),
+                "resolution_probability": json_real(e.get("resolution_probability")),
+                "seconds": json_real(e.get("seconds")),
                 "violation": viol,
                 "leak": leak,
                 "witness": _witness_model(e.get("witness")),
@@ -177,16 +177,16 @@ def attack_section(run: RunData) -> dict[str, Any]:
     out = []
     for name, a in run.attacks.items():
         ci = _first(a, "accuracy_ci", "ci", "confidence_interval")
-        lo = num(_first(a, "ci_low", "accuracy_low", "accuracy_lower"))
-        hi = num(_first(a, "ci_high", "accuracy_high", "accuracy_upper"))
+        lo = json_real(_first(a, "ci_low", "accuracy_low", "accuracy_lower"))
+        hi = json_real(_first(a, "ci_high", "accuracy_high", "accuracy_upper"))
         if isinstance(ci, (list, tuple)) and len(ci) == 2:
-            lo, hi = num(ci[0]), num(ci[1])
-        ceiling = num(_first(a, "ceiling", "accuracy_ceiling"))
+            lo, hi = json_real(ci[0]), json_real(ci[1])
+        ceiling = json_real(_first(a, "ceiling", "accuracy_ceiling"))
         viol = a.get("violation")
         if not isinstance(viol, bool):
             viol = lo is not None and ceiling is not None and lo > ceiling
         tpr = _first(a, "tpr_at_fpr", "tpr_at_low_fpr")
-        chance = num(_first(a, "chance", "baseline"))
+        chance = json_real(_first(a, "chance", "baseline"))
         above_chance = lo is not None and chance is not None and lo > chance
         out.append(
             {
@@ -195,24 +195,24 @@ def attack_section(run: RunData) -> dict[str, Any]:
                 "accuracy": float(a["accuracy"]),
                 "ci_low": lo,
                 "ci_high": hi,
-                "confidence": num(a.get("confidence")),
+                "confidence": json_real(a.get("confidence")),
                 "ceiling": ceiling,
                 "chance": chance,
                 "above_chance": above_chance,
                 "source": run.sources.get(f"attack_{name}"),
                 "k": _first(a, "k", "n_classes", "candidates"),
                 # the ceiling applies to the epsilon composed over the T reports attacked together
-                "epsilon": num(_first(a, "composed_epsilon", "epsilon", "claimed_epsilon")),
+                "epsilon": json_real(_first(a, "composed_epsilon", "epsilon", "claimed_epsilon")),
                 "reports_per_agent": _first(a, "reports_per_agent"),
-                "mae": num(a.get("mae")),
-                "mae_baseline": num(a.get("mae_baseline")),
-                "implied_epsilon_lower_bound": num(
+                "mae": json_real(a.get("mae")),
+                "mae_baseline": json_real(a.get("mae_baseline")),
+                "implied_epsilon_lower_bound": json_real(
                     _first(
                         a, "implied_epsilon_lower_bound", "epsilon_lower_bound", "implied_epsilon"
                     )
                 ),
-                "auc": num(a.get("auc")),
-                "advantage": num(a.get("advantage")),
+                "auc": json_real(a.get("auc")),
+                "advantage": json_real(a.get("advantage")),
                 "tpr_at_fpr": tpr
                 if isinstance(tpr, (dict, list, float, int)) and tpr != {}
                 else None,

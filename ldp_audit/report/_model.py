@@ -17,8 +17,8 @@ import numpy as np
 from ldp_audit.report._audits import attack_section, audit_section
 from ldp_audit.report._ledger import LedgerStats
 from ldp_audit.report._load import RunData
-from ldp_audit.report._statement import num
 from ldp_audit.report._verdict import claim_section, report_verdict
+from ldp_audit.rundir.files import json_real
 
 __all__ = ["build_parts", "SCHEMA"]
 
@@ -195,7 +195,7 @@ def _ledger_section(
         for i, a in enumerate(led.agents)
     ]
     mech = run.config.get("mechanism") or {}
-    mech_eps = num(mech.get("epsilon"))
+    mech_eps = json_real(mech.get("epsilon"))
     central_vals = np.array(sorted((led.central or {}).values()), dtype=np.float64)
     inf_best = ~np.isfinite(led.best)
     return {

@@ -24,9 +24,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
-
-from ldp_audit.rundir.files import fmt_number
+from ldp_audit.rundir.files import fmt_number, json_real
 
 __all__ = ["MEANINGFUL_EPSILON", "NOT_RECORDED", "STATEMENT_SCHEMA", "privacy_statement"]
 
@@ -64,17 +62,6 @@ _METHOD_WORDS = {
     "non_private": "non-private release (epsilon = inf)",
     "unsupported": "no method composes these events",
 }
-
-
-def num(v: Any) -> float | None:
-    """A float (numbers, numpy scalars, "inf"), or None for anything else."""
-    if isinstance(v, bool) or v is None:
-        return None
-    if isinstance(v, (int, float, np.integer, np.floating)):
-        return float(v)
-    if isinstance(v, str) and v.strip().lower() in ("inf", "infinity", "+inf"):
-        return math.inf
-    return None
 
 
 def _obj(d: dict[str, Any], key: str) -> dict[str, Any]:
@@ -163,7 +150,9 @@ def the_claim(run: Any, led: Any, *, ledger_unit: str = "ledger id") -> dict[str
         ),
         None,
     )
-    by_method = {str(k): n for k, v in _obj(priv, "by_method").items() if (n := num(v)) is not None}
+    by_method = {
+        str(k): n for k, v in _obj(priv, "by_method").items() if (n := json_real(v)) is not None
+    }
     ledger_by = dict(led.central_by_method or {}) if led is not None else {}
     out: dict[str, Any] = dict.fromkeys(("epsilon", "delta", "unit", "method"))
     alts: list[dict[str, Any]] = []
@@ -172,27 +161,27 @@ def the_claim(run: Any, led: Any, *, ledger_unit: str = "ledger id") -> dict[str
     if "epsilon_per_agent" in priv or "epsilon_total" in priv:  # a per-agent LDP claim
         key = "epsilon_per_agent" if "epsilon_per_agent" in priv else "epsilon_total"
         out.update(
-            epsilon=num(priv.get(key)),
+            epsilon=json_real(priv.get(key)),
             delta=0.0,
             unit="agent",
             method="basic",
             source=f"metrics.json privacy.{key} (the trainer's claim: "
             + str(priv.get("composition") or "sequential composition of its reports")
             + ")",
-            per_release=num(priv.get("epsilon_per_submission")),
+            per_release=json_real(priv.get("epsilon_per_submission")),
             releases_per_unit=priv.get("rounds") if isinstance(priv.get("rounds"), int) else None,
         )
         best = float(led.best.max()) if led is not None and led.best.size else None
         if best is not None and out["epsilon"] is not None and best < out["epsilon"] * (1 - 1e-9):
             meth = ", ".join(sorted(set(led.method)))
             alts.append(_alt(meth, best, "ledger, tightest valid method (largest agent)"))
-    elif num(priv.get("epsilon")) is not None:  # a central DP claim (DP-SGD)
-        eps = num(priv.get("epsilon"))
+    elif json_real(priv.get("epsilon")) is not None:  # a central DP claim (DP-SGD)
+        eps = json_real(priv.get("epsilon"))
         method = named or _match_method(eps, by_method) or _match_method(eps, ledger_by)
         unit = priv.get("unit") or mech.get("privacy_unit")
         out.update(
             epsilon=eps,
-            delta=num(priv.get("delta")),
+            delta=json_real(priv.get("delta")),
             unit=str(unit) if unit else None,
             method=method,
             source="metrics.json privacy.epsilon (the trainer's accountant"
@@ -357,8 +346,8 @@ def _decision(extra: dict[str, Any]) -> dict[str, Any]:
         "tests_not_run": dict(_obj(extra, "tests_not_run")),
         "flagged_by": [str(x) for x in extra.get("flagged_by") or []],
         "decided_by": dec,
-        "decided_p": num(t.get("p_value")),
-        "decided_level": num(t.get("level")),
+        "decided_p": json_real(t.get("p_value")),
+        "decided_level": json_real(t.get("level")),
     }
 
 
@@ -371,23 +360,23 @@ def one_run_audit(name: str, a: dict[str, Any]) -> dict[str, Any] | None:
     extra = _obj(a, "extra")
     setting = str(extra.get("setting") or kind.removeprefix("one-run-") or "one-run")
     m = a.get("n") if isinstance(a.get("n"), int) else None
-    conf = num(a.get("confidence"))
-    ceiling = num(extra.get("steinke_ceiling"))  # the audit's own (ldp_audit.opacus.scoring)
+    conf = json_real(a.get("confidence"))
+    ceiling = json_real(extra.get("steinke_ceiling"))  # the audit's own (ldp_audit.opacus.scoring)
     white = "white" in setting
     f_dp = _obj(extra, "f_dp")
     return {
         "name": name,
         "attack": kind,
         "setting": setting,
-        "epsilon_lower_bound": num(a.get("epsilon_lower_bound")) or 0.0,
-        "claimed_epsilon": num(a.get("composed_epsilon") or a.get("epsilon")),
+        "epsilon_lower_bound": json_real(a.get("epsilon_lower_bound")) or 0.0,
+        "claimed_epsilon": json_real(a.get("composed_epsilon") or a.get("epsilon")),
         "confidence": conf,
         "canaries": m,
         "correct": a.get("correct"),
         "ceiling": ceiling,
         "method": str(extra.get("method") or "Steinke, Nasr & Jagielski 2023"),
         "violation": a.get("violation") is True,
-        "mu_claimed": num(f_dp.get("mu_claimed")),
+        "mu_claimed": json_real(f_dp.get("mu_claimed")),
         "f_dp_p": min(
             (p["p_value"] for p in f_dp.get("p_values") or [] if isinstance(p, dict)),
             default=None,

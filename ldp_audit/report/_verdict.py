@@ -12,7 +12,8 @@ from typing import Any
 
 from ldp_audit.report._load import RunData
 from ldp_audit.report._statement import count_noun as _n
-from ldp_audit.report._statement import fmt_eps, num
+from ldp_audit.report._statement import fmt_eps
+from ldp_audit.rundir.files import json_real
 
 
 def claim_section(run: RunData) -> dict[str, Any] | None:
@@ -237,7 +238,7 @@ def report_verdict(
             f"ledger.{inf_note}"
         )
     claim = model.get("claim") or {}
-    eps_agent = num(claim.get("epsilon_per_agent"))
+    eps_agent = json_real(claim.get("epsilon_per_agent"))
     if eps_agent is not None:
         how = f" ({claim['composition']})" if isinstance(claim.get("composition"), str) else ""
         claimed.append(f"The trainer claims each agent's reports are {_fmt(eps_agent)}-LDP{how}.")

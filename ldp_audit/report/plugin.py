@@ -50,7 +50,6 @@ from ldp_audit.report._statement import (
     fmt_eps,
     library_version,
     method_words,
-    num,
     versions_words,
 )
 
@@ -64,7 +63,6 @@ __all__ = [
     "fmt_eps",
     "library_version",
     "method_words",
-    "num",
     "versions_words",
     "figure_png",
     "legend_below",

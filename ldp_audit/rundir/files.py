@@ -38,6 +38,19 @@ def json_number(v: float) -> float | str | None:
     return v
 
 
+def json_real(v: Any) -> float | None:
+    """One number read back from a run's JSON (the inverse of :func:`json_number`): a float for
+    numbers, numpy scalars and "inf", None for anything else (a run's JSON is read, never
+    trusted)."""
+    if isinstance(v, bool) or v is None:
+        return None
+    if isinstance(v, (int, float, np.integer, np.floating)):
+        return float(v)
+    if isinstance(v, str) and v.strip().lower() in ("inf", "infinity", "+inf"):
+        return math.inf
+    return None
+
+
 def fmt_number(v: Any, nd: int = 3, *, none: str = "-", nan: str = "-", fmt: str = "g") -> str:
     """``v`` with ``nd`` digits (``fmt``: ``g`` or ``f``): ``inf`` for an infinity (or the
     string "inf"), ``none`` for null, ``nan`` for NaN; another string as it is."""

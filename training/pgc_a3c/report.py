@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import RunDirectoryError
-from ldp_audit.report.plugin import num
 from ldp_audit.rundir import RunDir
+from ldp_audit.rundir.files import json_real
 from ldp_audit.training.pgc_a3c.metrics import TARGET_SCORE, WINDOW, moving_average
 from ldp_audit.training.reproduction_statement import SCORE_WORDS
 from ldp_audit.training.systems import PGC_SCHEMA
@@ -205,7 +205,7 @@ def fst_values(run: PgcRun) -> np.ndarray:
     fst = run.metrics.get("fst")
     z = zeta_matrix(run)
     if isinstance(fst, list) and len(fst) == z.shape[0]:
-        vals = [num(v) for v in fst]
+        vals = [json_real(v) for v in fst]
         return np.array([math.inf if v is None else v for v in vals])
     if isinstance(fst, (int, float)) and z.shape[0] == 1:
         return np.array([float(fst)])
@@ -242,7 +242,7 @@ def learning_model(run: PgcRun) -> dict[str, Any]:
         )
     finite = fst[np.isfinite(fst)]
     mech = run.config["mechanism"]
-    eps = num(mech.get("epsilon"))
+    eps = json_real(mech.get("epsilon"))
     paper = paper_row(str(mech["name"]), eps) if eps is not None else None
     return {
         "status": "run",
@@ -252,7 +252,7 @@ def learning_model(run: PgcRun) -> dict[str, Any]:
         "horizon": horizon,
         "success_ratio": float(finite.size / fst.size) if fst.size else None,
         "median_fst": float(np.median(fst)) if fst.size else None,
-        "relative_auc": num(run.metrics.get("relative_auc")),
+        "relative_auc": json_real(run.metrics.get("relative_auc")),
         "extra_metrics": {
             k: v
             for k, v in run.metrics.items()
