@@ -59,29 +59,6 @@ def _deployment(base: Path) -> Path:
     return run
 
 
-STATUS_PYPROJECT = """[build-system]
-requires = ["hatchling"]
-build-backend = "hatchling.build"
-
-[project]
-name = "status-app"
-version = "1.0.0"
-dependencies = []
-
-[tool.hatch.build.targets.wheel]
-packages = ["."]
-
-[tool.flwr.app]
-publisher = "test"
-
-[tool.flwr.app.components]
-serverapp = "status_app:server_app"
-clientapp = "status_app:client_app"
-
-[tool.flwr.app.config]
-fail = false
-"""
-
 STATUS_APP = """from flwr.clientapp import ClientApp
 from flwr.serverapp import ServerApp
 
@@ -99,12 +76,11 @@ def main(grid, context):
 def status_run(base: Path, fail: bool) -> tuple[int, str]:
     """test_flower_run_status.py: ``flwr_run`` of an app whose ServerApp raises (``fail``) or
     finishes; its return value and Flower's log."""
-    from ldp_audit.training.flower.run import flwr_run
+    from ldp_audit.training.flower.run import app_pyproject, flwr_run, write_app_project
 
-    app = base / "app"
-    app.mkdir()
-    (app / "pyproject.toml").write_text(STATUS_PYPROJECT)
-    (app / "status_app.py").write_text(STATUS_APP)
+    pyproject = app_pyproject("status-app", "a ServerApp that raises or finishes", "status_app",
+                              "fail = false\n")  # fmt: skip
+    app = write_app_project(base / "app", pyproject, "status_app", STATUS_APP)
     code = flwr_run(app, run_config={"fail": fail}, num_supernodes=1, log=base / "log", timeout=300)
     return code, (base / "log").read_text()
 
