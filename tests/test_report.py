@@ -274,9 +274,7 @@ def test_top_must_be_positive(run: Path) -> None:
 
 def test_spend_over_submissions_is_cumulative_per_agent(run: Path) -> None:
     pgc = load_pgc(run, *(lambda d: (d.config, d.metrics))(load_run(run)))
-    inverse, _, ids = pgc.agent_ids()
-    releases = [ids[i] for i in inverse.tolist()]
-    spend, running = spend_over_releases(releases, ledger_for(run, per_submission=2.0))
+    spend, running = spend_over_releases(pgc.releases(), ledger_for(run, per_submission=2.0))
     # agent (0, a) submits at rows a, a+3, a+6, ...: its k-th submission brings it to 2k
     assert spend[:6].tolist() == [2.0, 2.0, 2.0, 4.0, 4.0, 4.0]
     assert spend[57:60].tolist() == [40.0, 40.0, 40.0] and spend[60] == 2.0

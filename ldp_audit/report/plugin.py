@@ -46,6 +46,7 @@ from ldp_audit.report._load import RunData
 from ldp_audit.report._plots import figure_png, legend_below, thin
 from ldp_audit.report._statement import (
     NOT_RECORDED,
+    count_noun,
     events_words,
     fmt_eps,
     library_version,
@@ -59,6 +60,7 @@ __all__ = [
     "STATEMENT_KEYS",
     "SYSTEM_REPORT_KEYS",
     "NOT_RECORDED",
+    "count_noun",
     "events_words",
     "fmt_eps",
     "library_version",
@@ -68,6 +70,7 @@ __all__ = [
     "legend_below",
     "thin",
     "COLORS",
+    "section",
 ]
 
 #: The rows of the privacy statement a system describes (the others are the core's).
@@ -119,3 +122,23 @@ class SystemReport:
     unit: str | None = None
     claimed: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
+
+
+def section(
+    sid: str,
+    title: str,
+    paragraphs: list[str],
+    *tables: tuple[str, list[str], list[list[Any]]],
+    figures: dict[str, bytes] | None = None,
+    data: Any = None,
+) -> dict[str, Any]:
+    """One section dict of a system's report (the form ``ldp_audit.report._sections`` checks);
+    each of ``tables`` is ``(caption, header, rows)``."""
+    return {
+        "id": sid,
+        "title": title,
+        "paragraphs": list(paragraphs),
+        "tables": [{"caption": c, "header": h, "rows": r} for c, h, r in tables],
+        "figures": figures or {},
+        "data": {} if data is None else data,
+    }

@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from matplotlib.figure import Figure
 
+from ldp_audit.report.plugin import figure_png, section
 from ldp_audit.training.dprl.algos import SOLVED_RETURN, SOLVED_WINDOW, window_means
 from ldp_audit.training.dprl.trainer import fmt_epsilon, read_run
 
@@ -23,68 +25,50 @@ __all__ = ["report_sections"]
 
 def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict]:
     """Learning curve, the accountant's guarantee and the one-run audit(s), for the report."""
-    import io
-
     run = read_run(run_dir)
     cfg, met = run["config"], run["metrics"]
     priv = met.get("privacy", {})
     returns = np.asarray(met.get("returns", []), dtype=np.float64)
-    figs: dict[str, bytes] = {}
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        fig, ax = plt.subplots(figsize=(5.5, 3.2))
-        ax.plot(np.arange(1, returns.size + 1), returns, lw=0.6, alpha=0.5, label="return")
-        mu = window_means(returns)
-        if mu.size:
-            ax.plot(np.arange(SOLVED_WINDOW, returns.size + 1), mu, label="mean of last 25")
-        ax.axhline(SOLVED_RETURN, ls=":", color="k", label="solved (475)")
-        ax.set_xlabel("episode")
-        ax.set_ylabel("return")
-        ax.set_title(f"{cfg.algo} / {cfg.privacy} (sigma={cfg.noise_multiplier:g})")
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=100)
-        plt.close(fig)
-        figs["dprl_learning_curve"] = buf.getvalue()
-    except ImportError:  # pragma: no cover
-        pass
+    fig = Figure(figsize=(5.5, 3.2), layout="tight")
+    ax = fig.subplots()
+    ax.plot(np.arange(1, returns.size + 1), returns, lw=0.6, alpha=0.5, label="return")
+    mu = window_means(returns)
+    if mu.size:
+        ax.plot(np.arange(SOLVED_WINDOW, returns.size + 1), mu, label="mean of last 25")
+    ax.axhline(SOLVED_RETURN, ls=":", color="k", label="solved (475)")
+    ax.set_xlabel("episode")
+    ax.set_ylabel("return")
+    ax.set_title(f"{cfg.algo} / {cfg.privacy} (sigma={cfg.noise_multiplier:g})")
+    ax.legend(fontsize=7)
     conv = met.get("convergence_episode")
-    sections = [
-        {
-            "id": "dprl-learning",
-            "title": f"DP-RL training ({cfg.algo}, privacy {cfg.privacy})",
-            "paragraphs": [
-                f"{len(returns)} episodes, {met.get('updates', 0)} private updates, "
-                f"{met.get('env_steps', 0)} environment steps. Convergence (mean of 25 "
-                f"consecutive returns >= 475): "
-                + (f"episode {conv}." if conv not in (None, "inf") else "not reached."),
-                *([f"Stopped early: {met['stopped']}"] if met.get("stopped") else []),
-            ],
-            "tables": [],
-            "figures": figs,
-            "data": {"returns": returns.tolist(), "convergence_episode": conv},
-        }
+    paras = [
+        f"{len(returns)} episodes, {met.get('updates', 0)} private updates, "
+        f"{met.get('env_steps', 0)} environment steps. Convergence (mean of 25 "
+        f"consecutive returns >= 475): "
+        + (f"episode {conv}." if conv not in (None, "inf") else "not reached."),
+        *([f"Stopped early: {met['stopped']}"] if met.get("stopped") else []),
     ]
     rows = [["privacy", cfg.privacy], ["unit", str(priv.get("unit"))]]
     rows.append(["epsilon (accountant)", fmt_epsilon(_num(priv.get("epsilon", math.inf)))])
     rows.append(["delta", f"{cfg.delta:g}"])
     for k, v in (priv.get("by_method") or {}).items():
         rows.append([f"epsilon ({k})", fmt_epsilon(_num(v)) if not isinstance(v, str) else v])
-    sections.append(
-        {
-            "id": "dprl-privacy",
-            "title": "Privacy guarantee (accountant's upper bound)",
-            "paragraphs": [str(priv.get("words", ""))],
-            "tables": [{"caption": "accountant", "header": ["quantity", "value"], "rows": rows}],
-            "figures": {},
-            "data": priv,
-        }
-    )
+    sections = [
+        section(
+            "dprl-learning",
+            f"DP-RL training ({cfg.algo}, privacy {cfg.privacy})",
+            paras,
+            figures={"dprl_learning_curve": figure_png(fig)},
+            data={"returns": returns.tolist(), "convergence_episode": conv},
+        ),
+        section(
+            "dprl-privacy",
+            "Privacy guarantee (accountant's upper bound)",
+            [str(priv.get("words", ""))],
+            ("accountant", ["quantity", "value"], rows),
+            data=priv,
+        ),
+    ]
     from ldp_audit.opacus.scoring import audit_sections
 
     # the one-run audits: the same coverage and tests table as a user's Opacus loop

@@ -39,84 +39,71 @@ def _level_name(sigma: float, clip_only: bool) -> str:
 
 
 def figures(out: Path, runs: list[dict[str, Any]], s: ReproduceSettings) -> dict[str, str]:
+    """Figures 8 and 12 (return over episodes per noise level) and 9 and 13 (episodes to solve
+    against sigma) of the grid's ``runs``, written into ``out``; returns name -> file name."""
     import warnings
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN windows of short runs
-        return _figures_inner(out, runs, s)
-
-
-def _figures_inner(out: Path, runs: list[dict[str, Any]], s: ReproduceSettings) -> dict[str, str]:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     names = {}
-    for fam, (fr, fc) in (
-        ("dpsgd", ("figure8", "figure9")),
-        ("obs-noise", ("figure12", "figure13")),
-    ):
-        levels = grid_levels(s, fam)
+    for fam, fr, fc in (("dpsgd", "figure8", "figure9"), ("obs-noise", "figure12", "figure13")):
+        dp = fam == "dpsgd"
         fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
-        for ax, algo in zip(axes, ("reinforce", "dqn"), strict=True):
-            for sigma, clip_only in levels:
+        fig_c, axes_c = plt.subplots(1, 2, figsize=(10, 3.4))
+        for ax, ax_c, algo in zip(axes, axes_c, ("reinforce", "dqn"), strict=True):
+            xs, ys, lo, hi, miss = [], [], [], [], []
+            for sigma, clip_only in grid_levels(s, fam):
                 rs = [r for r in runs if r["algo"] == algo and r["family"] == fam
                       and r["sigma"] == sigma
                       and bool(r.get("clip_only")) == clip_only]  # fmt: skip
+                if not clip_only:  # Figure 9/13's x axis is sigma: clip-only is in Figure 8/12
+                    horizon = max(len(r["returns"]) for r in rs)
+                    c = np.array([min(r["convergence_episode"], horizon) for r in rs], dtype=float)
+                    xs.append(sigma)
+                    ys.append(c.mean())
+                    lo.append(c.min())
+                    hi.append(c.max())
+                    miss.append(sum(math.isinf(r["convergence_episode"]) for r in rs))
                 n = min(len(r["returns"]) for r in rs)
                 if n == 0:
                     continue
-                mv = np.stack([_moving(np.asarray(r["returns"][:n])) for r in rs])
-                x = np.arange(1, n + 1)
-                mean = np.nanmean(mv, axis=0) if np.isfinite(mv).any() else mv[0]
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN windows
+                    mv = np.stack([_moving(np.asarray(r["returns"][:n])) for r in rs])
+                    mean = np.nanmean(mv, axis=0) if np.isfinite(mv).any() else mv[0]
+                    band = np.nanmin(mv, axis=0), np.nanmax(mv, axis=0)
                 eps = rs[0]["epsilon"]
                 lab = (
                     "clip only (sigma=0)"
                     if clip_only
                     else f"sigma={sigma:g}" + ("" if sigma else " (non-private)")
                 )
-                if fam == "dpsgd" and sigma:
+                if dp and sigma:
                     lab += f", eps={eps:.3g}" if math.isfinite(eps) else ", eps=inf"
+                x = np.arange(1, n + 1)
                 ax.plot(x, mean, label=lab)
-                ax.fill_between(x, np.nanmin(mv, axis=0), np.nanmax(mv, axis=0), alpha=0.2)
+                ax.fill_between(x, *band, alpha=0.2)
             ax.axhline(475, ls=":", color="k")
-            ax.set_title(f"{algo.upper()} ({'DP-SGD' if fam == 'dpsgd' else 'observation noise'})")
+            ax.set_title(f"{algo.upper()} ({'DP-SGD' if dp else 'observation noise'})")
             ax.set_xlabel("episode")
             ax.set_ylabel("return (mean of 25; band: min-max over seeds)")
             ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(out / f"{fr}.png", dpi=100)
-        plt.close(fig)
-        names[fr] = f"{fr}.png"
-
-        fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
-        for ax, algo in zip(axes, ("reinforce", "dqn"), strict=True):
-            xs, ys, lo, hi, miss = [], [], [], [], []
-            for sigma, clip_only in levels:
-                if clip_only:
-                    continue  # the x axis is sigma: clip-only is in the table and Figure 8
-                rs = [r for r in runs if r["algo"] == algo and r["family"] == fam
-                      and r["sigma"] == sigma and not r.get("clip_only")]  # fmt: skip
-                horizon = max(len(r["returns"]) for r in rs)
-                c = np.array([min(r["convergence_episode"], horizon) for r in rs], dtype=float)
-                xs.append(sigma)
-                ys.append(c.mean())
-                lo.append(c.min())
-                hi.append(c.max())
-                miss.append(sum(math.isinf(r["convergence_episode"]) for r in rs))
-            ax.errorbar(xs, ys, yerr=[np.subtract(ys, lo), np.subtract(hi, ys)], marker="o",
-                        capsize=3)  # fmt: skip
+            ax_c.errorbar(xs, ys, yerr=[np.subtract(ys, lo), np.subtract(hi, ys)], marker="o",
+                          capsize=3)  # fmt: skip
             for x, y, k in zip(xs, ys, miss, strict=True):
                 if k:
-                    ax.annotate(f"{k}/{s.seeds} unsolved", (x, y), fontsize=7)
-            ax.set_title(f"{algo.upper()}: convergence ({'DP-SGD' if fam == 'dpsgd' else 'obs.'})")
-            ax.set_xlabel("noise multiplier sigma")
-            ax.set_ylabel("episodes to solve (unsolved = run length)")
-        fig.tight_layout()
-        fig.savefig(out / f"{fc}.png", dpi=100)
-        plt.close(fig)
-        names[fc] = f"{fc}.png"
+                    ax_c.annotate(f"{k}/{s.seeds} unsolved", (x, y), fontsize=7)
+            ax_c.set_title(f"{algo.upper()}: convergence ({'DP-SGD' if dp else 'obs.'})")
+            ax_c.set_xlabel("noise multiplier sigma")
+            ax_c.set_ylabel("episodes to solve (unsolved = run length)")
+        for name, f in ((fr, fig), (fc, fig_c)):
+            f.tight_layout()
+            f.savefig(out / f"{name}.png", dpi=100)
+            plt.close(f)
+            names[name] = f"{name}.png"
     return names
 
 
@@ -221,15 +208,6 @@ def _audit_lines(res: dict[str, Any], s: ReproduceSettings) -> list[str]:
         "",
     ]
     return L
-
-
-def _preset_words(name: str) -> str:
-    from ldp_audit.training.dprl.trainer import DQN_PRESETS
-
-    kw = {k: v for k, v in DQN_PRESETS[name].items() if k not in ("total_steps", "eval_episodes")}
-    if not kw:
-        return "the DprlConfig defaults"
-    return "the DprlConfig defaults with " + ", ".join(f"{k} = {v}" for k, v in kw.items())
 
 
 def pages(res: dict[str, Any], notes: str | None = None) -> dict[str, str]:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from matplotlib.figure import Figure
 
 from ldp_audit.errors import RunDirectoryError
+from ldp_audit.report.plugin import figure_png, section
+from ldp_audit.rundir.files import fmt_number
 from ldp_audit.training.fedrl.gridworld import N_ACTIONS
 from ldp_audit.training.fedrl.mechanisms import OutputMechanism, TargetMechanism
 
@@ -29,52 +31,13 @@ PAPER_TABLE1 = {
 
 
 def _fmt(v: Any, nd: int = 3) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, str):
-        return v
-    v = float(v)
-    if math.isinf(v):
-        return "inf"
-    if math.isnan(v):
-        return "nan"
-    return f"{v:.{nd}g}" if abs(v) >= 1e4 else f"{v:.{nd}f}"
+    big = isinstance(v, (int, float)) and abs(v) >= 1e4
+    return fmt_number(v, nd, nan="nan", fmt="g" if big else "f")
 
 
-def _table(caption: str, header: list[str], rows: list[list[Any]]) -> dict[str, Any]:
-    return {"caption": caption, "header": header, "rows": rows}
-
-
-def _section(
-    sid: str,
-    title: str,
-    paragraphs: list[str],
-    table: dict[str, Any] | None,
-    data: Any,
-    figures: dict[str, bytes] | None = None,
-) -> dict[str, Any]:
-    """One section of ``ldp-audit report RUN`` (:mod:`ldp_audit.report.plugin`'s form)."""
-    return {
-        "id": sid,
-        "title": title,
-        "paragraphs": paragraphs,
-        "tables": [table] if table else [],
-        "figures": figures or {},
-        "data": data,
-    }
-
-
-def _curve_png(runs: list[dict[str, Any]]) -> bytes | None:
-    try:
-        import io
-
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:  # pragma: no cover
-        return None
-    fig, ax = plt.subplots(figsize=(6, 3.5))
+def _curve_png(runs: list[dict[str, Any]]) -> bytes:
+    fig = Figure(figsize=(6, 3.5), layout="tight")
+    ax = fig.subplots()
     for r in runs:
         ys = np.asarray(r["curve_success"], dtype=float)
         xs = (np.arange(len(ys)) + 1) * r["curve_every"]
@@ -82,11 +45,7 @@ def _curve_png(runs: list[dict[str, Any]]) -> bytes | None:
     ax.set_xlabel("training iteration")
     ax.set_ylabel("training-episode success rate")
     ax.legend(fontsize=6)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
-    return buf.getvalue()
+    return figure_png(fig)
 
 
 def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict[str, Any]]:
@@ -139,19 +98,11 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict
         [p["run"], p["ledger_agent"], p["channel"], p["charges"], _fmt(p["epsilon"]), p["in_words"]]
         for p in priv
     ]
-    sections.append(
-        _section(
-            "fedrl-privacy",
-            "FedRL: privacy of what the agents exchange",
-            paras,
-            _table(
-                f"Accountant (best of RDP/PLD/PRV) at delta = {cfg['delta']:g}",
-                ["run", "ledger agent", "channel", "charges", "epsilon", "in words"],
-                table,
-            ),
-            {"privacy": priv, "mechanism": mech.to_config()},
-        )
-    )
+    caption = f"Accountant (best of RDP/PLD/PRV) at delta = {cfg['delta']:g}"
+    header = ["run", "ledger agent", "channel", "charges", "epsilon", "in words"]
+    title = "FedRL: privacy of what the agents exchange"
+    data = {"privacy": priv, "mechanism": mech.to_config()}
+    sections.append(section("fedrl-privacy", title, paras, (caption, header, table), data=data))
     rows = []
     for name, t in metrics.get("table", {}).items():
         ps = PAPER_TABLE1["SuccRate"].get(name, {}).get(size)
@@ -168,9 +119,8 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict
                 "-" if pr is None else f"{pr:.3f}",
             ]
         )
-    png = _curve_png(metrics.get("runs", []))
     sections.append(
-        _section(
+        section(
             "fedrl-table1",
             f"FedRL: Table 1 at {size}x{size} (this run) beside the paper",
             [
@@ -190,28 +140,21 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict
                 if cfg.get("meeting_rule", "manhattan") == "public-code"
                 else []
             ),
-            _table(
+            (
                 "SuccRate (%) and AvgRwd, ours vs paper",
                 ["method", "runs", "SuccRate", "paper", "AvgRwd", "paper"],
                 rows,
             ),
-            {"table": metrics.get("table", {})},
-            {"fedrl_curves": png} if png else {},
+            figures={"fedrl_curves": _curve_png(metrics.get("runs", []))},
+            data={"table": metrics.get("table", {})},
         )
     )
     if (run_dir / "audit.json").is_file():
         doc = rd.json("audit.json")
         items = doc if isinstance(doc, list) else [doc]
         paras = [str(i.get("summary", "")) for i in items if isinstance(i, dict)]
-        sections.append(
-            _section(
-                "fedrl-audit",
-                "FedRL: black-box audit of the output mechanism",
-                paras,
-                None,
-                {"audit": items},
-            )
-        )
+        title = "FedRL: black-box audit of the output mechanism"
+        sections.append(section("fedrl-audit", title, paras, data={"audit": items}))
     if (run_dir / "attack_fedrl.json").is_file():
         doc = rd.json("attack_fedrl.json")
         doc = doc.get("extra", doc)
@@ -231,13 +174,6 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict
             "ceiling the per-row (epsilon, delta) allows"
         )
         header = ["target", "test rows", "accuracy", "95 % CI", "chance", "ceiling"]
-        sections.append(
-            _section(
-                "fedrl-attack",
-                "FedRL: attack on the transcript",
-                [doc.get("summary", "")],
-                _table(caption, header, rows),
-                doc,
-            )
-        )
+        title, paras = "FedRL: attack on the transcript", [doc.get("summary", "")]
+        sections.append(section("fedrl-attack", title, paras, (caption, header, rows), data=doc))
     return sections

@@ -25,6 +25,8 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import RunDirectoryError
+from ldp_audit.report.plugin import count_noun as _n
+from ldp_audit.report.plugin import section
 from ldp_audit.rundir import RunDir
 from ldp_audit.rundir.files import json_real
 from ldp_audit.training.pgc_a3c.metrics import TARGET_SCORE, WINDOW, moving_average
@@ -100,20 +102,10 @@ class PgcRun:
         """d, the dimension of a report."""
         return int(self.transcript["report"].shape[1])
 
-    def agent_ids(self) -> tuple[np.ndarray, np.ndarray, list[str]]:
-        """Per-row agent index, per-agent submission counts and agent ids ("<trial>/<agent>").
-
-        Returns:
-            (inverse, counts, ids): ``inverse[i]`` is the agent of transcript row i,
-            ``counts[j]`` the number of submissions of agent j, ``ids[j]`` its ledger id.
-        """
-        tr = self.transcript
-        pairs = np.stack([tr["trial"].astype(np.int64), tr["agent"].astype(np.int64)], axis=1)
-        if pairs.shape[0] == 0:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64), []
-        uniq, inverse, counts = np.unique(pairs, axis=0, return_inverse=True, return_counts=True)
-        ids = [f"{t}/{a}" for t, a in uniq.tolist()]
-        return inverse.reshape(-1), counts, ids
+    def releases(self) -> list[str]:
+        """The ledger id ("<trial>/<agent>") of every transcript row, in arrival order."""
+        pairs = np.stack([self.transcript[k].astype(np.int64) for k in ("trial", "agent")], 1)
+        return [f"{t}/{a}" for t, a in pairs.tolist()]
 
 
 def load_pgc(
@@ -354,37 +346,23 @@ _TRIAL_COLUMNS = {
 def _learning_section(run: PgcRun, learn: dict[str, Any], trials: int, figures: bool) -> dict:
     paper = learn["paper"] or {}
     tables = [
-        {
-            "caption": "",
-            "header": [*_TRIAL_COLUMNS.values()],
-            "rows": [[r[k] for k in _TRIAL_COLUMNS] for r in learn["trials"]],
-        },
-        {
-            "caption": "Beside the paper (Ono & Takahashi 2020, Tables 1-3)",
-            "header": ["measure", "ours (this run)", "paper (20 trials, 90,000 submissions)"],
-            "rows": [
+        ("", [*_TRIAL_COLUMNS.values()], [[r[k] for k in _TRIAL_COLUMNS] for r in learn["trials"]]),
+        (
+            "Beside the paper (Ono & Takahashi 2020, Tables 1-3)",
+            ["measure", "ours (this run)", "paper (20 trials, 90,000 submissions)"],
+            [
                 ["median FST (Table 1)", learn["median_fst"], paper.get("median_fst")],
                 ["success ratio (Table 2)", learn["success_ratio"], paper.get("success_ratio")],
                 ["relative AUC (Table 3)", learn["relative_auc"], paper.get("relative_auc")],
             ],
-        },
+        ),
     ]
     if learn["extra_metrics"]:
-        tables.append(
-            {
-                "caption": "Other metrics (metrics.json)",
-                "header": ["metric", "value"],
-                "rows": [[k, _cell(v)] for k, v in learn["extra_metrics"].items()],
-            }
-        )
-    return {
-        "id": "learning",
-        "title": "Learning: mu_n, FST and success ratio",
-        "paragraphs": [_paper_note(learn, trials)],
-        "tables": tables,
-        "figures": {"learning": learning_figure(run, learn)} if figures else {},
-        "data": learn,
-    }
+        rows = [[k, _cell(v)] for k, v in learn["extra_metrics"].items()]
+        tables.append(("Other metrics (metrics.json)", ["metric", "value"], rows))
+    fig = {"learning": learning_figure(run, learn)} if figures else None
+    title, para = "Learning: mu_n, FST and success ratio", _paper_note(learn, trials)
+    return section("learning", title, [para], *tables, figures=fig, data=learn)
 
 
 def _cell(v: Any) -> Any:
@@ -403,11 +381,7 @@ def _cell(v: Any) -> Any:
 # ---------------------------------------------------------------------- workers, agents, reports
 
 
-def _n(count: int, noun: str, plural: str | None = None) -> str:
-    return f"{count:,} {noun if count == 1 else (plural or noun + 's')}"
-
-
-def agents_story(run: PgcRun, ledger_agents: list[str], ids: list[str], reports: int) -> dict:
+def agents_story(run: PgcRun, ledger_agents: list[str], ids: set[str], reports: int) -> dict:
     """Workers, agents and reports of the run told once, so every count on the page fits one
     story (workers run concurrently; each agent submits ``rounds`` reports)."""
     cfg = run.config.get("config") or {}
@@ -421,7 +395,7 @@ def agents_story(run: PgcRun, ledger_agents: list[str], ids: list[str], reports:
     workers = cfg.get("n_agents") if isinstance(cfg.get("n_agents"), int) else None
     rounds = cfg.get("rounds") if isinstance(cfg.get("rounds"), int) else None
     submitted = len(ids)
-    charged_only = set(ledger_agents) - set(ids)
+    charged_only = set(ledger_agents) - ids
     return {
         "workers": workers,
         "rounds": rounds,
@@ -485,29 +459,17 @@ def _transcript_section(run: PgcRun, story: dict[str, Any], sentence: str) -> di
         "dim": run.dim,
         "distinct_thetas": int(tr["thetas"].shape[0]),
     }
-    return {
-        "id": "transcript",
-        "title": "Transcript: workers, agents and reports",
-        "paragraphs": [sentence[0].upper() + sentence[1:]],
-        "tables": [
-            {
-                "caption": "",
-                "header": ["field", "value"],
-                "rows": [
-                    [
-                        "trials / submissions / d",
-                        f"{shape['trials']} / {shape['submissions']} / {shape['dim']}",
-                    ],
-                    ["distinct broadcast thetas", shape["distinct_thetas"]],
-                    ["workers (config n_agents)", story["workers"]],
-                    ["reports per agent (config rounds)", story["rounds"]],
-                    ["agents that submitted", story["agents_submitted"]],
-                    ["agents in the ledger", story["agents_in_ledger"]],
-                ],
-            }
-        ],
-        "data": {**shape, "story": story},
-    }
+    rows = [
+        ["trials / submissions / d", "{trials} / {submissions} / {dim}".format(**shape)],
+        ["distinct broadcast thetas", shape["distinct_thetas"]],
+        ["workers (config n_agents)", story["workers"]],
+        ["reports per agent (config rounds)", story["rounds"]],
+        ["agents that submitted", story["agents_submitted"]],
+        ["agents in the ledger", story["agents_in_ledger"]],
+    ]
+    title, para = "Transcript: workers, agents and reports", sentence[0].upper() + sentence[1:]
+    table = ("", ["field", "value"], rows)
+    return section("transcript", title, [para], table, data={**shape, "story": story})
 
 
 # ---------------------------------------------------------------------- privacy statement
@@ -601,9 +563,8 @@ def report_sections(
     pgc = load_pgc(run_dir, run.config, run.metrics)
     if isinstance(pgc, list):  # an interrupted run: the ledger and status are still reported
         return {"missing": pgc, "statement": statement}
-    inverse, counts, ids = pgc.agent_ids()
-    releases = [ids[i] for i in inverse.tolist()]
-    story = agents_story(pgc, list(context.ledger.agents), ids, int(counts.sum()))
+    releases = pgc.releases()
+    story = agents_story(pgc, list(context.ledger.agents), set(releases), len(releases))
     sentence = story_sentence(story)
     learn = learning_model(pgc)
     trials = int(np.unique(pgc.transcript["trial"]).size)
@@ -634,29 +595,18 @@ def gym_report(
     sections = []
     if isinstance(param, dict):
         values = param.get("values") if isinstance(param.get("values"), list) else []
-        sections.append(
-            {
-                "id": "private-parameter",
-                "title": "Private parameter (Gymnasium environment)",
-                "paragraphs": [
-                    f"Each agent's private data is the parameter `{name}` of "
-                    f"`{param.get('env_id')}`, one of {len(values)} candidate values; "
-                    "`ldp-audit attack dynamics --run-dir RUN` guesses it from an agent's "
-                    "reports."
-                ],
-                "tables": [
-                    {
-                        "caption": "",
-                        "header": ["field", "value"],
-                        "rows": [
-                            ["environment", str(param.get("env_id"))],
-                            ["parameter", str(name)],
-                            ["candidate values", ", ".join(f"{v:g}" for v in values)],
-                            ["environment module", str(param.get("env_module") or "none")],
-                        ],
-                    }
-                ],
-                "data": param,
-            }
+        rows = [
+            ["environment", str(param.get("env_id"))],
+            ["parameter", str(name)],
+            ["candidate values", ", ".join(f"{v:g}" for v in values)],
+            ["environment module", str(param.get("env_module") or "none")],
+        ]
+        para = (
+            f"Each agent's private data is the parameter `{name}` of `{param.get('env_id')}`, one "
+            f"of {len(values)} candidate values; `ldp-audit attack dynamics --run-dir RUN` guesses "
+            "it from an agent's reports."
         )
+        title = "Private parameter (Gymnasium environment)"
+        table = ("", ["field", "value"], rows)
+        sections.append(section("private-parameter", title, [para], table, data=param))
     return {"sections": sections, "statement": {**facts, "unit": "agent"}}
