@@ -86,6 +86,14 @@ def _bound(lb: Any, claim: Any, violation: bool) -> str:
     return f"bound {_e(lb, 3)} {'>' if violation else '<='} claim {_e(claim, 3)}"
 
 
+def _result(audit: str, verdict: str) -> list[str]:
+    """The statement's last two bullets: the audit or attack, and the verdict."""
+    return [f"- **Audit / attack:** {audit}", f"- **Verdict:** {verdict}"]
+
+
+_NO_AUDIT = _result("none.", "no audit in this report.")
+
+
 # ---------------------------------------------------------------------- machine and reruns
 
 
@@ -157,9 +165,11 @@ def _pgc(res: dict[str, Any]) -> list[str]:
         f"- **Mechanism and claim:** {mech} at epsilon = {_eps_list(eps)} per report, pure "
         "epsilon-LDP (delta = 0), plus the non-private epsilon = inf baseline; accountant: "
         "none (one pure-DP release per report, no composition claimed).",
-        "- **Audit / attack:** none in this report (it measures learning; the mechanisms' "
-        "claims are audited in `reports/pgc-a3c-readings`).",
-        "- **Verdict:** no audit in this report.",
+        *_result(
+            "none in this report (it measures learning; the mechanisms' claims are audited in "
+            "`reports/pgc-a3c-readings`).",
+            "no audit in this report.",
+        ),
     ]
 
 
@@ -191,7 +201,7 @@ def _readings(res: dict[str, Any]) -> list[str]:
         + ".",
     ]
     if not audits:
-        return lines + ["- **Audit / attack:** none.", "- **Verdict:** no audit in this report."]
+        return lines + _NO_AUDIT
     samples = next((a.get("samples") for a in audits if a.get("samples")), None)
     parts, verdicts = [], []
     for (clip, claim), rows in groups.items():
@@ -208,13 +218,11 @@ def _readings(res: dict[str, Any]) -> list[str]:
             else f"{what}: no violation found at every epsilon (closest: {bound})"
         )
     conf_s = f"{100 * conf:g}%" if conf else "confidence not recorded"
-    return lines + [
-        f"- **Audit / attack:** black-box audit of each reading's report mechanism "
-        f"({samples if samples else NOT_RECORDED} samples per input, {conf_s} each): "
-        + "; ".join(parts)
-        + ".",
-        f"- **Verdict:** audit at {conf_s}: " + "; ".join(verdicts) + ".",
-    ]
+    return lines + _result(
+        f"black-box audit of each reading's report mechanism ({samples or NOT_RECORDED} samples "
+        f"per input, {conf_s} each): " + "; ".join(parts) + ".",
+        f"audit at {conf_s}: " + "; ".join(verdicts) + ".",
+    )
 
 
 def _dprl(res: dict[str, Any]) -> list[str]:
@@ -244,7 +252,7 @@ def _dprl(res: dict[str, Any]) -> list[str]:
     ]
     audits = res.get("audits") or []
     if not audits:
-        return lines + ["- **Audit / attack:** none.", "- **Verdict:** no audit in this report."]
+        return lines + _NO_AUDIT
     correct = [a for a in audits if str(a.get("trainer", "")).startswith("correct")]
     planted = [a for a in audits if a not in correct]
 
@@ -268,22 +276,20 @@ def _dprl(res: dict[str, Any]) -> list[str]:
         if conf
         else "confidence not recorded"
     )
-    lines.append(
-        f"- **Audit / attack:** one-run canary audits (white-box and black-box, "
-        f"{s.get('audit_canaries', NOT_RECORDED)} canaries, {conf_s}) of small audit runs "
-        f"(not the table's runs): {len(correct)} runs of the correct trainers, "
-        f"{len(wrong)} flagged (closest: {closest}); {len(caught)} of {len(planted)} runs with "
-        "a planted bug flagged."
-    )
     verdict = (
         f"audit: no violation found for the correct trainers at "
         f"{'95%' if bonferroni else 'the confidence above'} ({closest})"
         if not wrong
         else f"audit: VIOLATION in {len(wrong)} run(s) of the correct trainers"
     )
-    return lines + [
-        f"- **Verdict:** {verdict}; the audit caught {len(caught)}/{len(planted)} planted bugs."
-    ]
+    return lines + _result(
+        f"one-run canary audits (white-box and black-box, "
+        f"{s.get('audit_canaries', NOT_RECORDED)} canaries, {conf_s}) of small audit runs "
+        f"(not the table's runs): {len(correct)} runs of the correct trainers, "
+        f"{len(wrong)} flagged (closest: {closest}); {len(caught)} of {len(planted)} runs with "
+        "a planted bug flagged.",
+        f"{verdict}; the audit caught {len(caught)}/{len(planted)} planted bugs.",
+    )
 
 
 def _frd(res: dict[str, Any]) -> list[str]:
@@ -300,27 +306,27 @@ def _frd(res: dict[str, Any]) -> list[str]:
     ]
     leak = res.get("leak") or []
     if not leak:
-        return lines + ["- **Audit / attack:** none.", "- **Verdict:** no attack in this report."]
+        return lines + _result("none.", "no attack in this report.")
     bad = [r for r in leak if r.get("violation")]
     eps_up = list(
         {_e(r.get("epsilon_per_upload")): r.get("epsilon_per_upload") for r in leak}.values()
     )
     best = max(leak, key=lambda r: (_f(r.get("accuracy")) or 0) - (_f(r.get("chance")) or 0))
     lo, hi = best["accuracy_ci"]
-    lines.append(
-        f"- **Audit / attack:** dynamics-inference attack on each agent's gravity, "
-        f"{len(leak)} runs (eps per upload {_eps_list(sorted(eps_up, key=_f))}), "
-        "95% Clopper-Pearson intervals against the ceiling the composed epsilon allows: "
-        f"{len(bad)} above its ceiling; highest accuracy over chance: {best['run']} "
-        f"{_e(best['accuracy'], 3)} [{_e(lo, 3)}, {_e(hi, 3)}] (chance {_e(best['chance'], 3)},"
-        f" ceiling {_e(best['ceiling'], 3)})."
-    )
     verdict = (
         "attack: no violation found at 95% (no accuracy interval above its ceiling)"
         if not bad
         else f"attack: VIOLATION in {len(bad)} run(s) (accuracy above the ceiling)"
     )
-    return lines + [f"- **Verdict:** {verdict}."]
+    return lines + _result(
+        f"dynamics-inference attack on each agent's gravity, "
+        f"{len(leak)} runs (eps per upload {_eps_list(sorted(eps_up, key=_f))}), "
+        "95% Clopper-Pearson intervals against the ceiling the composed epsilon allows: "
+        f"{len(bad)} above its ceiling; highest accuracy over chance: {best['run']} "
+        f"{_e(best['accuracy'], 3)} [{_e(lo, 3)}, {_e(hi, 3)}] (chance {_e(best['chance'], 3)},"
+        f" ceiling {_e(best['ceiling'], 3)}).",
+        f"{verdict}.",
+    )
 
 
 def _fedrl(res: dict[str, Any]) -> list[str]:
@@ -351,10 +357,7 @@ def _fedrl(res: dict[str, Any]) -> list[str]:
         + "."
     )
     if not attacks and not audit:
-        return lines + [
-            "- **Audit / attack:** none in this report (Table 1 only).",
-            "- **Verdict:** no audit in this report.",
-        ]
+        return lines + _result("none in this report (Table 1 only).", "no audit in this report.")
     parts, verdict = [], []
     if attacks:
         over = sum(bool(a.get("violation")) for a in attacks)
@@ -396,10 +399,7 @@ def _fedrl(res: dict[str, Any]) -> list[str]:
             )
             + f"; {len(caught)}/{len(broken)} planted bugs caught"
         )
-    return lines + [
-        "- **Audit / attack:** " + "; ".join(parts) + ".",
-        "- **Verdict:** " + "; ".join(verdict) + ".",
-    ]
+    return lines + _result("; ".join(parts) + ".", "; ".join(verdict) + ".")
 
 
 def report_folder(res: dict[str, Any]) -> str:
