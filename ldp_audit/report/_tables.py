@@ -10,6 +10,7 @@ import html
 import math
 from typing import Any
 
+from ldp_audit.report import markdown
 from ldp_audit.report._audits import short_numbers
 from ldp_audit.report._statement import count_noun
 
@@ -311,6 +312,4 @@ def md_table(head: list[str], rows: list[list[Any]]) -> str:
     def cell(c: Any) -> str:
         return cell_text(c).replace("|", "\\|").replace("\n", " ")
 
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    lines += ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows]
-    return "\n".join(lines)
+    return "\n".join(markdown.md_table(head, rows, cell))

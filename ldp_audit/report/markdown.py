@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import re
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
 
-__all__ = ["WIDTH", "unwrap_markdown", "wrap_markdown"]
+__all__ = ["WIDTH", "md_table", "unwrap_markdown", "wrap_markdown"]
 
 #: the column prose is wrapped at (the project's line length)
 WIDTH = 100
@@ -99,3 +100,10 @@ def unwrap_markdown(text: str) -> str:
         else:
             out.append(line)
     return "\n".join(out)
+
+
+def md_table(head: Sequence[str], rows: Iterable[Sequence[Any]], cell: Callable = str) -> list[str]:
+    """The lines of a Markdown table: ``head``, its rule and one line per row of ``rows``
+    (each value written by ``cell``)."""
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    return out + ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows]

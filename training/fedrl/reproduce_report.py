@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ldp_audit.report.markdown import wrap_markdown
+from ldp_audit.report.markdown import md_table, wrap_markdown
 from ldp_audit.rundir.files import fmt_number
 from ldp_audit.training.reproduction import write_report as shared_write_report
 
@@ -56,6 +56,18 @@ def render_markdown(res: dict[str, Any]) -> str:
     ran_in = re.search(r"--out[ =](/\S+)", command)
     if ran_in:
         command = command.replace(ran_in.group(0), f"--out {out}")
+    machine = [f"Machine: {res['machine']}. Wall time: {res['seconds_total']:.0f} s"]
+    if res.get("cpu_seconds_total") is not None:
+        machine.append(f"CPU time of the process: {res['cpu_seconds_total']:.0f} s")
+    if res.get("load_average_start") and res.get("load_average_end"):
+        machine.append(
+            f"load average (1/5/15 min) {res['load_average_start']} at the start, "
+            f"{res['load_average_end']} at the end"
+        )
+    machine.append(f"torch threads: {rc.get('threads', 'default')}")
+    if res.get("device", "cpu") != "cpu":  # the CPU (and reports before --device) say nothing
+        name = f" ({res['device_name']})" if res.get("device_name") else ""
+        machine.append(f"networks on {res['device']}{name} (random draws on the CPU)")
     lines = [
         f"# FedRL reproduction (Zhuo et al. 2019): {title}",
         "",
@@ -70,29 +82,7 @@ def render_markdown(res: dict[str, Any]) -> str:
             else ""
         ),
         "",
-        f"Machine: {res['machine']}. Wall time: "
-        f"{res['seconds_total']:.0f} s"
-        + (
-            f"; CPU time of the process: {res['cpu_seconds_total']:.0f} s"
-            if res.get("cpu_seconds_total") is not None
-            else ""
-        )
-        + (
-            f"; load average (1/5/15 min) {res['load_average_start']} at the start, "
-            f"{res['load_average_end']} at the end"
-            if res.get("load_average_start") and res.get("load_average_end")
-            else ""
-        )
-        + f"; torch threads: {rc.get('threads', 'default')}"
-        + (
-            # the CPU (and reports from before --device) say nothing: their README is unchanged
-            f"; networks on {res['device']}"
-            + (f" ({res['device_name']})" if res.get("device_name") else "")
-            + " (random draws on the CPU)"
-            if res.get("device", "cpu") != "cpu"
-            else ""
-        )
-        + ".",
+        "; ".join(machine) + ".",
         "",
         "## Table 1: SuccRate (%) and AvgRwd on the test maps",
         "",
@@ -129,23 +119,14 @@ def render_markdown(res: dict[str, Any]) -> str:
             + ".",
         ]
     lines += _render_rules(res)
-    sums = any(m.get("seconds_note") for m in res["table1"].values())
-    lines += [
-        "",
-        "Seconds per size (wall / CPU"
-        + (
-            ", each summed over the size's (method, run) tasks, which may run in parallel"
-            if sums
-            else ""
-        )
-        + "): "
-        + ", ".join(
-            f"{s}: {m['seconds']:.0f}"
-            + (f" / {m['cpu_seconds']:.0f}" if m.get("cpu_seconds") is not None else "")
-            for s, m in res["table1"].items()
-        )
-        + ".",
-    ]
+    summed = any(m.get("seconds_note") for m in res["table1"].values())
+    per = ", ".join(
+        f"{s}: {m['seconds']:.0f}"
+        + (f" / {m['cpu_seconds']:.0f}" if m.get("cpu_seconds") is not None else "")
+        for s, m in res["table1"].items()
+    )
+    how = ", each summed over the size's (method, run) tasks, which may run in parallel"
+    lines += ["", f"Seconds per size (wall / CPU{how if summed else ''}): {per}."]
     lines += _render_explore(res)
     lines += _render_curves(res)
     if res["fig4"]:
@@ -162,14 +143,12 @@ def render_markdown(res: dict[str, Any]) -> str:
             )
             + ".",
             "",
-            "| H | " + " | ".join(next(iter(res["fig4"].values()))["table"]) + " |",
-            "|---|" + "---|" * len(next(iter(res["fig4"].values()))["table"]),
         ]
-        for h, m in res["fig4"].items():
-            cells = [
-                f"{_pct(t['succ_rate'])} {_ci(t['succ_rate_ci'])}" for t in m["table"].values()
-            ]
-            lines.append(f"| {h} | " + " | ".join(cells) + " |")
+        rows = [
+            [h, *(f"{_pct(t['succ_rate'])} {_ci(t['succ_rate_ci'])}" for t in m["table"].values())]
+            for h, m in res["fig4"].items()
+        ]
+        lines += md_table(["H", *next(iter(res["fig4"].values()))["table"]], rows)
     if res["attacks"]:
         lines += [
             "",
@@ -278,6 +257,11 @@ def _render_rules(res: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _gain(per: dict[str, Any]) -> float:
+    """The best epsilon-greedy pooled SuccRate minus the greedy one ("0")."""
+    return max(v["pooled"] for e, v in per.items() if e != "0") - per["0"]["pooled"]
+
+
 def _render_explore(res: dict[str, Any]) -> list[str]:
     """Greedy vs epsilon-greedy evaluation of the same networks (the loop-breaking test)."""
     have = {s: m for s, m in res["table1"].items() if m.get("explore")}
@@ -298,19 +282,13 @@ def _render_explore(res: dict[str, Any]) -> list[str]:
     for size, m in have.items():
         ex = m["explore"]
         epss = list(next(iter(ex.values())))
-        lines += [
-            "",
-            f"{size}x{size}:",
-            "",
-            "| method | "
-            + " | ".join("greedy" if e == "0" else f"epsilon {e}" for e in epss)
-            + " | best epsilon minus greedy (points) |",
-            "|---|" + "---|" * (len(epss) + 1),
+        head = ["greedy" if e == "0" else f"epsilon {e}" for e in epss]
+        rows = [
+            [lab, *map(_cp_pct, per.values()), f"{100 * _gain(per):+.1f}"]
+            for lab, per in ex.items()
         ]
-        for lab, per in ex.items():
-            cells = [_cp_pct(v) for v in per.values()]
-            gain = max(v["pooled"] for e, v in per.items() if e != "0") - per["0"]["pooled"]
-            lines.append(f"| {lab} | " + " | ".join(cells) + f" | {100 * gain:+.1f} |")
+        lines += ["", f"{size}x{size}:", ""]
+        lines += md_table(["method", *head, "best epsilon minus greedy (points)"], rows)
         f1 = m["table"].get("FedRL-1")
         if f1:
             lo, hi = f1["succ_rate_pooled_cp"]
@@ -340,17 +318,12 @@ def _render_curves(res: dict[str, Any]) -> list[str]:
     for size, m in have.items():
         c = m["curves"]
         labs = list(c["methods"])
-        lines += [
-            "",
-            f"{size}x{size}, {c['maps']} test maps per checkpoint:",
-            "",
-            "| iteration | " + " | ".join(labs) + " |",
-            "|---|" + "---|" * len(labs),
+        rows = [
+            [it, *(_cp_pct(c["methods"][lab][i]) for lab in labs)]
+            for i, it in enumerate(c["iterations"])
         ]
-        for i, it in enumerate(c["iterations"]):
-            cells = [_cp_pct(c["methods"][lab][i]) for lab in labs]
-            lines.append(f"| {it} | " + " | ".join(cells) + " |")
-        lines.append("")
+        lines += ["", f"{size}x{size}, {c['maps']} test maps per checkpoint:", ""]
+        lines += [*md_table(["iteration", *labs], rows), ""]
         for lab, v in c.get("converged", {}).items():
             lines.append(f"- {lab}: {v['in_words']}.")
     return lines
