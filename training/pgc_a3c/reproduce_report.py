@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.report.markdown import wrap_markdown
+from ldp_audit.report.markdown import md_table, wrap_markdown
 from ldp_audit.training.pgc_a3c import metrics
 from ldp_audit.training.pgc_a3c.paper import PAPER
 from ldp_audit.training.pgc_a3c.reproduce import INF, MECHANISMS, ReproduceConfig
@@ -121,21 +121,12 @@ def tables_markdown(results: dict[str, Any]) -> str:
         ]
     for measure in ("median_fst", "success_ratio", "relative_auc"):
         lines += [f"## {_TITLES[measure]}", "", f"Intervals: {_CI_NOTE[measure]}.", ""]
-        head = "| Q | source | " + " | ".join(_eps_label(e) for e in eps_list) + " |"
-        lines += [head, "|" + "---|" * (2 + len(eps_list))]
+        rows = []
         for m in mechs:
             by_eps = {_eps_of(e): e for e in settings.values() if e["mechanism"] == m}
-            lines.append(
-                f"| {_NAME[m]} | paper | "
-                + " | ".join(_paper_cell(measure, m, e) for e in eps_list)
-                + " |"
-            )
-            lines.append(
-                f"| {_NAME[m]} | ours | "
-                + " | ".join(_cell(by_eps.get(e), measure) for e in eps_list)
-                + " |"
-            )
-        lines.append("")
+            rows.append([_NAME[m], "paper", *(_paper_cell(measure, m, e) for e in eps_list)])
+            rows.append([_NAME[m], "ours", *(_cell(by_eps.get(e), measure) for e in eps_list)])
+        lines += [*md_table(["Q", "source", *map(_eps_label, eps_list)], rows), ""]
     lines += [
         "epsilon = inf is the non-private baseline (`mechanism=none`: no noise, stabilising L1 "
         "clip C/2 with C = 10) with the row's buffer size "
