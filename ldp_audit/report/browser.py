@@ -98,24 +98,27 @@ def page_check(
     return json.loads(html.unescape(m.group(1)))
 
 
+def _chromium(
+    binary: str | None, size: str, *args: str, timeout: float
+) -> subprocess.CompletedProcess[str]:
+    """Run Chromium headless with a fresh profile, a ``size`` ("W,H") window and ``args``."""
+    with tempfile.TemporaryDirectory(prefix="ldp-audit-chromium-") as tmp:
+        cmd = chromium_command(
+            _binary(binary), Path(tmp) / "profile", f"--window-size={size}", *args
+        )
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
 def dump_dom(
     html_path: str | Path, *, width: int = 1100, binary: str | None = None, timeout: float = 60.0
 ) -> str:
     """Load ``html_path`` (with :data:`CHECK_SCRIPT` injected) headless and return the DOM."""
-    src = Path(html_path)
-    with tempfile.TemporaryDirectory(prefix="ldp-audit-chromium-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="ldp-audit-page-") as tmp:
         page = Path(tmp) / "page.html"
-        text = src.read_text(encoding="utf-8")
+        text = Path(html_path).read_text(encoding="utf-8")
         page.write_text(text.replace("</body>", CHECK_SCRIPT + "</body>", 1), encoding="utf-8")
-        cmd = chromium_command(
-            _binary(binary),
-            Path(tmp) / "profile",
-            f"--window-size={int(width)},800",
-            "--virtual-time-budget=5000",
-            "--dump-dom",
-            page.as_uri(),
-        )
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout).stdout
+        args = ("--virtual-time-budget=5000", "--dump-dom", page.as_uri())
+        return _chromium(binary, f"{int(width)},800", *args, timeout=timeout).stdout
 
 
 def screenshot(
@@ -136,15 +139,10 @@ def screenshot(
         height = max(600, int(check["height"]) - 40)  # less the check's own <pre>
     out = Path(png_path).resolve()
     out.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="ldp-audit-chromium-") as tmp:
-        cmd = chromium_command(
-            _binary(binary),
-            Path(tmp) / "profile",
-            f"--window-size={int(width)},{int(height)}",
-            f"--screenshot={out}",
-            Path(html_path).resolve().as_uri(),
-        )
-        res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    page = Path(html_path).resolve().as_uri()
+    res = _chromium(
+        binary, f"{int(width)},{int(height)}", f"--screenshot={out}", page, timeout=timeout
+    )
     if not out.is_file():
         raise InvalidParameterError(
             f"chromium wrote no screenshot for {html_path} (exit {res.returncode}): "
