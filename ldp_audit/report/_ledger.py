@@ -8,6 +8,7 @@ tightest valid method, so the numbers in a report are the numbers the accountant
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -153,12 +154,12 @@ def _event_kinds(ledger: Any) -> dict[str, list[dict[str, Any]]] | None:
     out: dict[str, list[dict[str, Any]]] = {}
     try:
         for scope in ("local", "central"):
-            charges: dict[str, int] = {}
-            agents: dict[str, int] = {}
+            charges: Counter[str] = Counter()
+            agents: Counter[str] = Counter()
             for h in ledger.histories(None, scope).values():
                 for text, n in h:
-                    charges[text] = charges.get(text, 0) + int(n)
-                    agents[text] = agents.get(text, 0) + 1
+                    charges[text] += int(n)
+                    agents[text] += 1
             rows = []
             for text in sorted(charges, key=lambda t: (-charges[t], t))[:_MAX_KINDS]:
                 try:

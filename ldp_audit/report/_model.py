@@ -177,11 +177,8 @@ def _ledger_section(
     order = heapq.nsmallest(
         top, range(len(led.agents)), key=lambda i: (-led.basic[i], _natural(led.agents[i]))
     )
-    if led.budget is None:
-        remaining = None
-    elif led.remaining is not None:
-        remaining = led.remaining
-    else:
+    remaining = None if led.budget is None else led.remaining
+    if remaining is None and led.budget is not None:
         remaining = led.budget - led.best
     rows = [
         {

@@ -43,16 +43,12 @@ def _audit_statements(
     for v in r["verdicts"]:
         lb, claim = _fmt(v["epsilon_lower_bound"]), _fmt(v["claimed_epsilon"])
         if v["violation"]:
-            if v["kind"] == "single":
-                msg = f"AUDIT VIOLATION: {r['mechanism']} leaks at least {lb} > claimed {claim}."
-            else:
-                msg = (
-                    f"AUDIT VIOLATION ({v['kind']}): {r['mechanism']} leaks at least {lb} > "
-                    f"claimed {claim}, read as {v['reading']}."
-                )
-            if v["consequence"]:
-                msg += " " + v["consequence"]
-            violations.append(msg)
+            one = v["kind"] == "single"
+            kind, read = ("", "") if one else (f" ({v['kind']})", f", read as {v['reading']}")
+            msg = f"AUDIT VIOLATION{kind}: {r['mechanism']} leaks at least {lb} > claimed {claim}"
+            violations.append(
+                f"{msg}{read}." + (f" {v['consequence']}" if v["consequence"] else "")
+            )
         else:
             extra = ""
             if ex is not None and v["kind"] in ("distribution", "single"):
