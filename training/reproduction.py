@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.rundir.files import json_real
 
 __all__ = [
     "cache_path",
@@ -281,10 +282,5 @@ def restore(obj: Any) -> Any:
 def to_float(v: Any) -> float | None:
     """A number of results.json as a float: ``"inf"`` (any case, or ``"infinity"``) is +inf,
     NaN, null, a bool or anything else None."""
-    if isinstance(v, bool) or v is None:
-        return None
-    if isinstance(v, (int, float)):
-        return None if math.isnan(v) else float(v)
-    if isinstance(v, str) and v.strip().lower() in ("inf", "infinity"):
-        return math.inf
-    return None
+    x = json_real(v)
+    return None if x is None or math.isnan(x) else x
