@@ -137,7 +137,7 @@ def report_tables(m: dict[str, Any]) -> dict[str, tuple[list[str], list[list[Any
         ["trainer's privacy statement (metrics.json)", "value"],
         [[_CLAIM_LABELS.get(k, k), cell_text(v)] for k, v in claim.items()],
     )
-    t["top"] = _top_table(led)
+    t["top"] = _columns(_TOP_COLUMNS, led["top_groups"])
     stmt = m.get("privacy_statement") or {}
     t["statement"] = (
         ["field", "value", "source"],
@@ -257,19 +257,14 @@ def _agents_cell(g: dict[str, Any]) -> str:
     )
 
 
-def _top_table(led: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
-    head = [
-        "agents",
-        "submissions each",
-        "spent (basic)",
-        "spent (tightest)",
-        "method",
-        "remaining",
-    ]
-    return head, [
-        [_agents_cell(g), g["submissions"], g["basic"], g["best"], g["method"], g["remaining"]]
-        for g in led["top_groups"]
-    ]
+_TOP_COLUMNS: dict[str, Any] = {
+    "agents": _agents_cell,
+    "submissions each": "submissions",
+    "spent (basic)": "basic",
+    "spent (tightest)": "best",
+    "method": "method",
+    "remaining": "remaining",
+}
 
 
 def top_title(led: dict[str, Any]) -> str:
