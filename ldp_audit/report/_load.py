@@ -70,6 +70,21 @@ class RunData:
         return str(self.config["algorithm"])
 
 
+def missing_files(path: Path, config: dict[str, Any], required: tuple[str, ...]) -> list[str]:
+    """The files of ``required`` that the run in ``path`` lacks: a run that did not complete
+    (status interrupted, failed or running: Ctrl-C, a crash) may lack those written at the end
+    and still reports (ledger, status), saying what is missing; any other run lacking one, or
+    its ledger, is refused (RunDirectoryError naming the files)."""
+    missing = [f for f in required if not (path / f).is_file()]
+    partial = config.get("status") in ("interrupted", "failed", "running")
+    if missing and (not partial or "ledger.sqlite" in missing):
+        raise RunDirectoryError(
+            f"{path}: incomplete run directory, missing {', '.join(missing)} "
+            f"(a {config['algorithm']} run has {', '.join(required)})"
+        )
+    return missing
+
+
 def _err(path: Path, what: str) -> RunDirectoryError:
     return RunDirectoryError(f"{path}: {what}")
 
@@ -158,15 +173,7 @@ def load_run(run_dir: str | Path, extra: list[str | Path] | tuple[str | Path, ..
     """
     rd = RunDir(run_dir)
     path, config = rd.path, rd.config
-    # a run that did not complete (Ctrl-C, a crash) may lack the files written at the end: it
-    # still reports (ledger, status), saying what is missing
-    partial = config.get("status") in ("interrupted", "failed", "running")
-    missing = [f for f in REQUIRED_FILES if not (path / f).is_file()]
-    if missing and (not partial or "ledger.sqlite" in missing):
-        raise RunDirectoryError(
-            f"{path}: incomplete run directory, missing {', '.join(missing)} "
-            f"(a {config['algorithm']} run has {', '.join(REQUIRED_FILES)})"
-        )
+    missing = missing_files(path, config, REQUIRED_FILES)
     metrics = rd.metrics() if (path / "metrics.json").is_file() else {}
     with open(path / "ledger.sqlite", "rb") as fh:
         head = fh.read(16)

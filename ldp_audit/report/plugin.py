@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ldp_audit.report._ledger import LedgerStats
-from ldp_audit.report._load import RunData
+from ldp_audit.report._load import RunData, missing_files
 from ldp_audit.report._plots import figure_png, legend_below, thin
 from ldp_audit.report._statement import (
     NOT_RECORDED,
@@ -70,6 +70,7 @@ __all__ = [
     "legend_below",
     "thin",
     "COLORS",
+    "missing_files",
     "section",
 ]
 

@@ -26,7 +26,7 @@ import numpy as np
 
 from ldp_audit.errors import RunDirectoryError
 from ldp_audit.report.plugin import count_noun as _n
-from ldp_audit.report.plugin import section
+from ldp_audit.report.plugin import missing_files, section
 from ldp_audit.rundir import RunDir
 from ldp_audit.rundir.files import json_real
 from ldp_audit.training.pgc_a3c.metrics import TARGET_SCORE, WINDOW, moving_average
@@ -49,8 +49,6 @@ __all__ = [
 
 #: Files a complete PGC-A3C run has; its report cannot be built without them.
 REQUIRED_FILES = ("config.json", "ledger.sqlite", "transcript.npz", "metrics.json", "model.npz")
-
-_PARTIAL = ("interrupted", "failed", "running")
 
 
 # ---------------------------------------------------------------------- loading
@@ -120,14 +118,9 @@ def load_pgc(
         RunDirectoryError: a complete run lacks a file, or a file is malformed (named).
     """
     path = Path(run_dir)
-    missing = [f for f in REQUIRED_FILES if not (path / f).is_file()]
+    missing = missing_files(path, config, REQUIRED_FILES)
     if missing:
-        if config.get("status") in _PARTIAL and "ledger.sqlite" not in missing:
-            return missing
-        raise RunDirectoryError(
-            f"{path}: incomplete run directory, missing {', '.join(missing)} "
-            f"(a {config['algorithm']} run has {', '.join(REQUIRED_FILES)})"
-        )
+        return missing
     mech = config.get("mechanism")
     if not isinstance(mech, dict) or not isinstance(mech.get("name"), str):
         what = "missing key(s) mechanism" if "mechanism" not in config else None
