@@ -17,7 +17,7 @@ from ldp_audit.errors import InvalidParameterError
 from ldp_audit.report.markdown import md_table, wrap_markdown
 from ldp_audit.training.pgc_a3c import metrics
 from ldp_audit.training.pgc_a3c.paper import PAPER
-from ldp_audit.training.pgc_a3c.reproduce import INF, MECHANISMS, ReproduceConfig
+from ldp_audit.training.pgc_a3c.reproduce import MECHANISMS, ReproduceConfig
 from ldp_audit.training.reproduction import write_report as shared_write_report
 
 __all__ = [
@@ -37,8 +37,7 @@ __all__ = [
 
 
 def _eps_of(entry: dict[str, Any]) -> float:
-    e = entry["epsilon"]
-    return INF if e == "inf" else float(e)
+    return _inf_float(entry["epsilon"])
 
 
 def _inf_float(v: Any) -> float:
@@ -55,19 +54,17 @@ def _fmt(v: float | str, digits: int) -> str:
     return f"{f:g}" if math.isinf(f) else f"{f:.{digits}f}"
 
 
+#: decimals of our number and of its interval's ends per measure
+_CELL_DIGITS = {"median_fst": (1, 0), "success_ratio": (2, 2), "relative_auc": (3, 3)}
+
+
 def _cell(entry: dict[str, Any] | None, measure: str) -> str:
     if entry is None:
         return "—"
-    if measure == "median_fst":
-        lo, hi = entry["median_fst_ci"]
-        return f"{_fmt(entry['median_fst'], 1)} [{_fmt(lo, 0)}, {_fmt(hi, 0)}]"
-    if measure == "success_ratio":
-        lo, hi = entry["success_ratio_ci"]
-        return f"{entry['success_ratio']:.2f} [{lo:.2f}, {hi:.2f}]"
-    if "relative_auc" not in entry or entry["relative_auc"] is None:
+    if entry.get(measure) is None:  # a relative AUC without its reference curve
         return "n/a"
-    lo, hi = entry["relative_auc_ci"]
-    return f"{entry['relative_auc']:.3f} [{_fmt(lo, 3)}, {_fmt(hi, 3)}]"
+    (nd, nd_ci), (lo, hi) = _CELL_DIGITS[measure], entry[f"{measure}_ci"]
+    return f"{_fmt(entry[measure], nd)} [{_fmt(lo, nd_ci)}, {_fmt(hi, nd_ci)}]"
 
 
 #: decimals of the paper's numbers per measure
