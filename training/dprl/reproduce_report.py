@@ -113,20 +113,17 @@ def _f(v: Any, nd: int = 3) -> str:
 
 def _reading(audits: list[dict[str, Any]]) -> str:
     """What the audit table says, from the numbers (no fixed claims)."""
-    flagged = [a["trainer"] for a in audits if not a["trainer"].startswith("correct")
-               and a["white-box"]["violation"]]  # fmt: skip
-    false = [
-        a for a in audits if a["trainer"].startswith("correct") and a["white-box"]["violation"]
-    ]
-    n_ok = sum(a["trainer"].startswith("correct") for a in audits)
-    missed = [a for a in audits if not a["trainer"].startswith("correct")
-              and not a["white-box"]["violation"]]  # fmt: skip
+    correct = [a for a in audits if a["trainer"].startswith("correct")]
+    broken = [a for a in audits if a not in correct]
+    flagged = [a["trainer"] for a in broken if a["white-box"]["violation"]]
+    false = [a for a in correct if a["white-box"]["violation"]]
+    missed = [a for a in broken if not a["white-box"]["violation"]]
     parts = [
         "Reading: broken trainers flagged in one run at 95% confidence (white-box, any of the "
         "tests): "
         + (", ".join(flagged) if flagged else "none")
-        + f"; false alarms on the {n_ok} correct runs: {len(false)} (each run's verdict has "
-        "false-alarm probability <= 5%)."
+        + f"; false alarms on the {len(correct)} correct runs: {len(false)} (each run's verdict "
+        "has false-alarm probability <= 5%)."
     ]
     for a in missed:
         parts.append(f" Not flagged: {a['trainer']}.")
