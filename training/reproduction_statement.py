@@ -25,7 +25,6 @@ from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.reproduction import to_float as _f
 
 __all__ = [
-    "SYSTEMS",
     "system_of",
     "statement_lines",
     "fingerprint_words",
@@ -33,8 +32,6 @@ __all__ = [
     "report_folder",
 ]
 
-#: the reproductions a results.json can be from
-SYSTEMS = ("pgc-a3c", "pgc-a3c-readings", "dprl", "frd", "fedrl")
 NOT_RECORDED = "not recorded"
 #: PGC-A3C's episode score crosses with each report, as in the paper (section 4, "Stopping
 #: Criteria": "We assume the scores are not private information")
