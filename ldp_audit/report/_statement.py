@@ -252,10 +252,6 @@ def protection_words(claim: dict[str, Any]) -> str:
 # ---------------------------------------------------------------------- the audit
 
 
-def _one_run_audits(model: dict[str, Any]) -> list[dict[str, Any]]:
-    return list((model.get("audits") or {}).get("one_run") or [])
-
-
 def _audit_fields(model: dict[str, Any]) -> dict[str, Any]:
     """Lower bound, confidence, size, threat model and ceiling of the strongest audit."""
     aud = model.get("audits") or {}
@@ -313,7 +309,7 @@ def _audit_fields(model: dict[str, Any]) -> dict[str, Any]:
             source=f"audit.json ({r['mechanism']})",
         )
         return out
-    one = _one_run_audits(model)
+    one = list(aud.get("one_run") or [])
     if one:
         best = max(one, key=lambda a: a["epsilon_lower_bound"] or 0.0)
         canaries = best.get("canaries")

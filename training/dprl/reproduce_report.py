@@ -34,10 +34,6 @@ def _moving(r: np.ndarray, w: int = 25) -> np.ndarray:
     return out
 
 
-def _level_name(sigma: float, clip_only: bool) -> str:
-    return "clip only" if clip_only else f"{sigma:g}"
-
-
 def figures(out: Path, runs: list[dict[str, Any]], s: ReproduceSettings) -> dict[str, str]:
     """Figures 8 and 12 (return over episodes per noise level) and 9 and 13 (episodes to solve
     against sigma) of the grid's ``runs``, written into ``out``; returns name -> file name."""
@@ -275,7 +271,8 @@ def readme(res: dict[str, Any], s: ReproduceSettings) -> str:
         else:
             ev_s = es_s = "-"
         L.append(
-            f"| {r['algo']} | {r['family']} | {_level_name(r['sigma'], r.get('clip_only', False))} "
+            f"| {r['algo']} | {r['family']} | "
+            f"{'clip only' if r.get('clip_only') else format(r['sigma'], 'g')} "
             f"| {ev_s} | {es_s} | {r['final_return_mean']:.1f} "
             f"[{_f(lo, 4)}, {_f(hi, 4)}] | {r['solved']}/{r['seeds']} | "
             f"{_f(r['convergence_median'], 4)} [{_f(clo, 4)}, {_f(chi, 4)}] | {eps_s} | "
