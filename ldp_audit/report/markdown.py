@@ -7,7 +7,8 @@ the screen. Tables, code blocks, headings, images and HTML are left as they are 
 cannot be wrapped); a list item's or block quote's continuation lines keep its indentation or
 ``>``; a hard line break (two trailing spaces) stays at the end of its paragraph's last line.
 :func:`unwrap_markdown` joins the continuation lines back, for a program that reads a page
-line by line.
+line by line. :func:`md_table` writes a table's lines (the core report's and the reproduction
+READMEs' tables alike).
 """
 
 from __future__ import annotations
