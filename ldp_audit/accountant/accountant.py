@@ -48,7 +48,6 @@ from ldp_audit.accountant.methods import (
     check_delta,
     check_method,
     compose,
-    evaluate,
     evaluate_full,
     pure_epsilon,
     signature,
@@ -352,7 +351,7 @@ class Accountant:
                 if budget.method == "filter":
                     verdict = self._filter_ok(sig, budget)
                 else:
-                    eps = evaluate(sig, budget.delta, budget.method)[0]
+                    eps = evaluate_full(sig, budget.delta, budget.method)[0]
                     verdict = (eps <= budget.epsilon * (1.0 + _BUDGET_RTOL), eps)
                 memo[sig] = verdict
             ok, eps = verdict
@@ -419,7 +418,7 @@ class Accountant:
         try:
             if b.method == "filter":
                 return b.epsilon - self._filter_ok(sig, b)[1] if sig else b.epsilon
-            return b.epsilon - evaluate(sig, b.delta, b.method)[0]
+            return b.epsilon - evaluate_full(sig, b.delta, b.method)[0]
         except InvalidParameterError:
             return None  # the budget's method cannot compose this history
 
@@ -490,7 +489,7 @@ class Accountant:
         (``spent`` raises instead; in bulk, one Gaussian agent must not hide every other number.)
         """
         try:
-            eps, winner, _ = evaluate(sig, delta, method)
+            eps, winner, *_ = evaluate_full(sig, delta, method)
         except InvalidParameterError:
             return math.inf, "unsupported"
         return eps, winner
