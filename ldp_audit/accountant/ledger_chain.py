@@ -3,7 +3,7 @@
 Pure functions over records (no I/O), used by :class:`~ldp_audit.accountant.ledger.Ledger`
 whatever its store: :func:`seal_rows` turns a batch of charges into the chained rows, agent
 records and event-count records to append (one pass: hash, checksum and MAC per row);
-:func:`states_from_records` and :func:`states_from_all_records` rebuild verified per-agent
+:func:`states_from_records` rebuilds verified per-agent
 state from stored records (checksums, totals, the chained row each agent record summarises,
 and its MAC); :func:`check_head_mac` and :func:`check_agent_mac` check the keyed parts.
 Every failure is a :class:`~ldp_audit.accountant.ledger_format.LedgerIntegrityError` naming
@@ -25,14 +25,12 @@ from ldp_audit.accountant.ledger_format import (
     APPLICATION,
     SCHEMA_VERSION,
     AgentState,
-    _agent_chk,
     _agent_msg,
     _genesis,
     _head_msg,
     _meta_digest,
     _row_bytes,
     _row_hash,
-    _state_chk,
     integrity_error,
 )
 from ldp_audit.accountant.ledger_store import HeadRecord
@@ -42,7 +40,6 @@ __all__ = [
     "check_agent_mac",
     "seal_rows",
     "states_from_records",
-    "states_from_all_records",
     "walk_chain",
     "genesis_records",
 ]
@@ -110,74 +107,36 @@ def check_agent_mac(
 
 
 def states_from_records(
-    records: Iterable[tuple], key: LedgerKey | None, ledger_id: str, path: str
-) -> tuple[dict[str, AgentState], int]:
-    """Verified state of the agents of ``records`` (``RowStore.agent_records``' joined rows).
-
-    Three independent records must agree for every agent: its event counts (each with a
-    checksum), its agent record (total and last row id, with a checksum) and its last chained
-    row (agent and running count); with a key, the agent's MAC too.
-
-    Returns:
-        ``(states, number of event-count records seen)``: the caller compares the number with
-        the store's own count of them (records without an agent record are caught so).
-    """
-    out: dict[str, AgentState] = {}
-    seen_rows = 0
-    macs: dict[str, tuple[Any, Any]] = {}
-    for record in records:
-        agent, n, last_id, chk, mac, row_agent, row_n, row_hash, scope, event, sn, schk = record
-        st = out.get(agent)
-        if st is None:
-            if chk != _agent_chk(agent, n, last_id):
-                raise integrity_error(
-                    path, f"the running state of agent {agent!r} fails its checksum"
-                )
-            if row_agent != agent or row_n != n:
-                raise integrity_error(
-                    path,
-                    f"agent {agent!r}: its running state ({n} charges, last row {last_id}) "
-                    f"disagrees with the chained row {last_id}",
-                )
-            st = out[agent] = AgentState(n, last_id)
-            macs[agent] = (row_hash, mac)
-        if sn is None:
-            raise integrity_error(path, f"agent {agent!r} has a running total but no event counts")
-        if sn <= 0 or schk != _state_chk(agent, scope, event, sn):
-            raise integrity_error(path, f"a state row of agent {agent!r} fails its checksum")
-        st.events[(scope, event)] = sn
-        seen_rows += 1
-    for agent, st in out.items():
-        if sum(st.events.values()) != st.n:
-            raise integrity_error(
-                path,
-                f"agent {agent!r}: its event counts sum to {sum(st.events.values())}, its "
-                f"running total is {st.n}",
-            )
-        if key is not None:
-            check_agent_mac(key, ledger_id, path, agent, st, *macs[agent])
-    return out, seen_rows
-
-
-def states_from_all_records(
     agent_rows: list[tuple],
     state_rows: list[tuple],
-    rows: int,
+    rows: int | None,
     key: LedgerKey | None,
     ledger_id: str,
     path: str,
 ) -> dict[str, AgentState]:
-    """Verify every agent's records (checksums, totals, MACs) against ``rows`` charges
-    (``RowStore.all_records``' two lists)."""
+    """Verified state of the agents of ``RowStore.state_records``' two lists.
+
+    Three independent records must agree for every agent: its event counts (each with a
+    checksum), its agent record (total and last row id, with a checksum) and its last chained
+    row (agent and running count); with a key, the agent's MAC too. Event counts without an
+    agent record are refused. ``rows``: the chain's row count when the lists hold every agent
+    (the totals must add up to it), None for some agents.
+    """
     crc = zlib.crc32
     out: dict[str, AgentState] = {}
     total = 0
-    for agent, n, last_id, chk, _, _ in agent_rows:
+    for agent, n, last_id, chk, _, row_agent, row_n, _ in agent_rows:
         if chk != crc(f"{len(agent)}:{agent}|{n}|{last_id}".encode()):  # _agent_chk
             raise integrity_error(path, f"the running state of agent {agent!r} fails its checksum")
+        if row_agent != agent or row_n != n:
+            raise integrity_error(
+                path,
+                f"agent {agent!r}: its running state ({n} charges, last row {last_id}) "
+                f"disagrees with the chained row {last_id}",
+            )
         out[agent] = AgentState(n, last_id)
         total += n
-    if total != rows:
+    if rows is not None and total != rows:
         raise integrity_error(
             path, f"the agents' running totals count {total} charges, the chain {rows}"
         )
@@ -194,18 +153,18 @@ def states_from_all_records(
             raise integrity_error(path, f"a state row of agent {agent!r} has count {n}")
         st.events[(scope, event)] = n
         seen += n
-    if seen != rows:
+    if rows is not None and seen != rows:
         raise integrity_error(
             path, f"the event counts sum to {seen} charges, the chain holds {rows}"
         )
     for agent, st in out.items():
         ev = st.events
-        if (next(iter(ev.values())) if len(ev) == 1 else sum(ev.values())) != st.n:
+        if not ev or (next(iter(ev.values())) if len(ev) == 1 else sum(ev.values())) != st.n:
             raise integrity_error(
                 path, f"agent {agent!r}: its event counts disagree with its total"
             )
     if key is not None:
-        for agent, _, _, _, mac, last_hash in agent_rows:
+        for agent, _, _, _, mac, _, _, last_hash in agent_rows:
             check_agent_mac(key, ledger_id, path, agent, out[agent], last_hash, mac)
     return out
 

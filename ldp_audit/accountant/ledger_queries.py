@@ -21,11 +21,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ldp_audit.accountant.keys import LedgerKey
-from ldp_audit.accountant.ledger_chain import (
-    check_head_mac,
-    states_from_all_records,
-    states_from_records,
-)
+from ldp_audit.accountant.ledger_chain import check_head_mac, states_from_records
 from ldp_audit.accountant.ledger_format import AgentState, LedgerIntegrityError, integrity_error
 from ldp_audit.accountant.ledger_store import CountStore, LedgerStore, RowStore
 from ldp_audit.accountant.ledger_verify import parse_head, verify_all
@@ -85,37 +81,21 @@ class LedgerQueries:
     # ---- verified state ----------------------------------------------------------------------
 
     def _load_states(self, agents: Sequence[str]) -> dict[str, AgentState]:
-        """Verified running state of ``agents`` (absent agents: never charged).
-
-        Three independent records must agree for every agent: its state rows (each with a
-        checksum), its agent row (total and last row id, with a checksum) and its last chained
-        row (agent and running count); with the key, its MAC. Must run inside a transaction or
-        ``_read_tx``.
-        """
+        """Verified running state of ``agents`` (absent agents: never charged), from three
+        independent records that must agree (``ledger_chain.states_from_records``). Must run
+        inside a transaction or ``_read_tx``."""
         if not agents:
             return {}
-        store = self._rows_store("rows")
-        out, seen = states_from_records(
-            store.agent_records(agents), self._key, self._ledger_id, self.path
-        )
-        # State rows of agents that have no running total (e.g. a lost agent row) are caught
-        # by counting them independently of the join.
-        if store.count_records_of(agents) != seen:
-            missing = [a for a in store.record_owners(agents) if a not in out]
-            raise self._bad(
-                f"agents {missing[:3]!r} have event counts but no running total"
-                if missing
-                else "the per-agent state changed while it was read"
-            )
-        return out
+        fetched = self._rows_store("rows").state_records(agents)
+        return states_from_records(*fetched, None, self._key, self._ledger_id, self.path)
 
     def _load_all_states_uncached(
         self, rows: int, fetched: tuple[list[tuple], list[tuple]] | None = None
     ) -> dict[str, AgentState]:
         """Verify every agent's state rows (checksums, totals, MACs) against ``rows`` charges."""
         if fetched is None:
-            fetched = self._rows_store("rows").all_records(self._key is not None)
-        return states_from_all_records(*fetched, rows, self._key, self._ledger_id, self.path)
+            fetched = self._rows_store("rows").state_records(None)
+        return states_from_records(*fetched, rows, self._key, self._ledger_id, self.path)
 
     # ---- reads -------------------------------------------------------------------------------
 
@@ -191,7 +171,7 @@ class LedgerQueries:
             hit = self._all_states
             if hit is not None and hit[0] == (rows, head):
                 return hit[1]
-            fetched = store.all_records(self._key is not None)
+            fetched = store.state_records(None)
         out = self._load_all_states_uncached(rows, fetched)
         self._all_states = ((rows, head), out)
         return out

@@ -101,13 +101,10 @@ _SQL_WRITE_HEAD = (
     f"ON c.id = (SELECT MAX(id) FROM {_CHARGES}) WHERE h.k = 1"
 )
 #: The agents of a JSON list (one parameter, however many agents).
-_IN_AGENTS = "agent IN (SELECT value FROM json_each(?))"
-_SQL_AGENT_RECORDS = (
-    f"SELECT a.agent, a.n, a.last_id, a.chk, {{mac}}, c.agent, c.agent_n, c.hash, "
-    f"s.scope, s.event, s.n, s.chk FROM {_AGENTS} a "
-    f"LEFT JOIN {_CHARGES} c ON c.id = a.last_id "
-    f"LEFT JOIN {_STATE} s ON s.agent = a.agent "
-    f"WHERE a.{_IN_AGENTS}"
+_IN_AGENTS = "a.agent IN (SELECT value FROM json_each(?))"
+_SQL_AGENT_STATE = (
+    f"SELECT a.agent, a.n, a.last_id, a.chk, {{mac}}, c.agent, c.agent_n, c.hash FROM {_AGENTS} a "
+    f"LEFT JOIN {_CHARGES} c ON c.id = a.last_id"
 )
 
 
@@ -395,7 +392,7 @@ class SqliteStore(RowStore):
             f"SELECT rows, hash, meta, {'mac' if macs else 'NULL'} FROM {_HEAD} WHERE k = 1"
         )
         self._sql_write_head = _SQL_WRITE_HEAD.format(mac="h.mac" if macs else "NULL")
-        self._sql_agent_records = _SQL_AGENT_RECORDS.format(mac="a.mac" if macs else "NULL")
+        self._sql_agents = _SQL_AGENT_STATE.format(mac="a.mac" if macs else "NULL")
 
     @property
     def durable(self) -> bool:
@@ -613,29 +610,15 @@ class SqliteStore(RowStore):
 
     # ---- per-agent records -------------------------------------------------------------------
 
-    def agent_records(self, agents: Sequence[str]) -> Iterator[tuple]:
-        return self._conn.execute(self._sql_agent_records, (json.dumps(list(agents)),))
-
-    def count_records_of(self, agents: Sequence[str]) -> int:
-        sql = f"SELECT COUNT(*) FROM {_STATE} WHERE {_IN_AGENTS}"
-        return int(self._conn.execute(sql, (json.dumps(list(agents)),)).fetchone()[0])
-
-    def record_owners(self, agents: Sequence[str]) -> list[str]:
-        sql = f"SELECT DISTINCT agent FROM {_STATE} WHERE {_IN_AGENTS}"
-        return [r[0] for r in self._conn.execute(sql, (json.dumps(list(agents)),))]
-
-    def all_records(self, with_hashes: bool) -> tuple[list[tuple], list[tuple]]:
+    def state_records(self, agents: Sequence[str] | None) -> tuple[list[tuple], list[tuple]]:
+        where, arg = (
+            ("", ()) if agents is None else (f" WHERE {_IN_AGENTS}", (json.dumps(list(agents)),))
+        )
         c = self._conn
-        if not (with_hashes and self._macs):
-            agents = c.execute(
-                f"SELECT agent, n, last_id, chk, NULL, NULL FROM {_AGENTS}"
-            ).fetchall()
-        else:  # with the MAC and the hash of the chained row it summarises
-            agents = c.execute(
-                f"SELECT a.agent, a.n, a.last_id, a.chk, a.mac, c.hash FROM {_AGENTS} a "
-                f"LEFT JOIN {_CHARGES} c ON c.id = a.last_id"
-            ).fetchall()
-        return agents, c.execute(f"SELECT agent, scope, event, n, chk FROM {_STATE}").fetchall()
+        return (
+            c.execute(self._sql_agents + where, arg).fetchall(),
+            c.execute(f"SELECT agent, scope, event, n, chk FROM {_STATE} a{where}", arg).fetchall(),
+        )
 
     def record_totals(self) -> list[tuple[str, int, int]]:
         out = []
