@@ -64,12 +64,9 @@ from ldp_audit.accountant.ledger_replay import Replay
 from ldp_audit.accountant.ledger_sqlite import (
     META_TABLE,
     SqliteStore,
-    check_ledger_path,
-    check_timeout,
 )
 from ldp_audit.accountant.ledger_store import (
     CountStore,
-    HeadRecord,
     LedgerStore,
     RowStore,
 )
@@ -132,20 +129,17 @@ class Ledger(LedgerQueries):
         create: bool = True,
         readonly: bool = False,
     ):
-        text = check_ledger_path(path)
-        check_timeout(timeout)
         _check_verify(verify)
-        if text == ":memory:":  # a private ledger: an ephemeral key of this process
-            key: LedgerKey | None = LedgerKey(secrets.token_bytes(32), ":memory: (ephemeral)")
-        else:
-            key = None
         store = SqliteStore(
-            text,
+            path,
             timeout=timeout,
             create=create,
             readonly=readonly,
             initial=lambda: genesis_records(load_key(create=True)),
         )
+        # ":memory:": a private ledger under an ephemeral key of this process
+        memory = store.path == ":memory:"
+        key = LedgerKey(secrets.token_bytes(32), ":memory: (ephemeral)") if memory else None
         self._attach(store, verify, key)
 
     @classmethod
@@ -249,18 +243,6 @@ class Ledger(LedgerQueries):
             if verify == "full":
                 self.verify()
 
-    def _check_sealed(self) -> None:
-        """Inside a write: the metadata must match its digest and the head its MAC, so that
-        resealing never launders an edit made outside ldp-audit."""
-        store = self._rows_store("metadata seal")
-        self._check_digest(store, store.meta())
-        self._check_head_mac()
-
-    def _check_digest(self, store: RowStore, meta: dict[str, str]) -> None:
-        head = store.head()
-        if head is None or head.meta_digest != _meta_digest(meta):
-            raise self._bad("the metadata (budget, ids) does not match its recorded digest")
-
     def _seal_meta(self) -> None:
         """Inside a write: record the metadata's digest in the head and the head's MAC."""
         store = self._rows_store("metadata seal")
@@ -283,36 +265,6 @@ class Ledger(LedgerQueries):
         """
         self._rows_store("SQL transactions (charge_rows is atomic by itself)")
         return transaction(self)
-
-    # ---- writing rows ------------------------------------------------------------------------
-
-    def _append_rows(
-        self,
-        rows: Sequence[tuple[str, str, str]],
-        states: dict[str, AgentState],
-        *,
-        run_id: str | None,
-        when: float | None,
-        times: Sequence[float] | None = None,
-        head: HeadRecord | None = None,
-    ) -> tuple[list[tuple], list[tuple]]:
-        """Append ``(agent, event, scope)`` rows, chain them and update the per-agent records.
-
-        ``states`` must hold the verified state of every agent of ``rows`` (from
-        ``_load_states`` in the same transaction). ``times`` (one per row) overrides ``when``;
-        ``head`` is the head read in this transaction (read here when None).
-
-        Returns:
-            The agent records ``(agent, n, last_id, chk, mac)`` and event-count records
-            ``(agent, scope, event, n, chk)`` written: the charged agents' state once the
-            transaction commits.
-        """
-        key = self._key
-        if key is None or self._schema < 3 or self._writer is None:  # refused before any write
-            raise LedgerReadOnlyError(self._write_refusal or f"ledger {self.path!r}: no key")
-        return self._writer.append(
-            rows, states, key, run_id=run_id, when=when, times=times, head=head
-        )
 
     # ---- charging ----------------------------------------------------------------------------
 
@@ -379,7 +331,7 @@ class Ledger(LedgerQueries):
                 states, cache, complete = w.states(agents, wh, self._load_states)
                 if check is not None:
                     check(states)
-                new = self._append_rows(rows, states, run_id=run_id, when=when, head=wh.head)
+                new = w.append(rows, states, run_id=run_id, when=when, head=wh.head)
             if not in_tx:  # committed
                 w.fold(cache, states, new, complete, wh.token, WRITE_CACHE_AGENTS)
         return len(rows)

@@ -59,23 +59,15 @@ def genesis_records(key: LedgerKey) -> tuple[dict[str, str], HeadRecord]:
     return meta, HeadRecord(0, genesis, digest, key.mac(_head_msg(ledger_id, 0, genesis, digest)))
 
 
-def check_head_mac(
-    key: LedgerKey | None,
-    ledger_id: str,
-    path: str,
-    rows: int,
-    head: bytes,
-    digest: bytes,
-    mac: Any,
-) -> None:
+def check_head_mac(key: LedgerKey | None, ledger_id: str, path: str, head: HeadRecord) -> None:
     """The head (row count, last hash, metadata digest) must carry its MAC (no key: no check)."""
     if key is None:
         return
-    want = key.mac(_head_msg(ledger_id, rows, head, digest))
-    if not isinstance(mac, bytes) or not hmac.compare_digest(want, mac):
+    want = key.mac(_head_msg(ledger_id, head.rows, head.hash, bytes(head.meta_digest)))
+    if not isinstance(head.mac, bytes) or not hmac.compare_digest(want, head.mac):
         raise integrity_error(
             path,
-            f"the chain head ({rows} rows) or the metadata (budget, ids) does not carry "
+            f"the chain head ({head.rows} rows) or the metadata (budget, ids) does not carry "
             f"the MAC of key id {key.id} (rewritten, truncated or edited)",
         )
 

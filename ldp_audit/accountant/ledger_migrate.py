@@ -69,7 +69,7 @@ def migrate_v1(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> Ledg
                 j += 1
             part = rows[k:j]
             states = led._load_states(list(dict.fromkeys(a for a, *_ in part)))
-            led._append_rows(
+            led._writer.append(  # type: ignore[union-attr]
                 [(a, e, s) for a, e, s, _, _ in part],
                 states,
                 run_id=part[0][4],

@@ -22,7 +22,12 @@ from typing import Any
 
 from ldp_audit.accountant.keys import LedgerKey
 from ldp_audit.accountant.ledger_chain import check_head_mac, states_from_records
-from ldp_audit.accountant.ledger_format import AgentState, LedgerIntegrityError, integrity_error
+from ldp_audit.accountant.ledger_format import (
+    AgentState,
+    LedgerIntegrityError,
+    _meta_digest,
+    integrity_error,
+)
 from ldp_audit.accountant.ledger_store import CountStore, LedgerStore, RowStore
 from ldp_audit.accountant.ledger_verify import parse_head, verify_all
 from ldp_audit.errors import LedgerError
@@ -70,10 +75,21 @@ class LedgerQueries:
 
     def _check_head_mac(self) -> None:
         """The head (row count, last hash, metadata digest) must carry its MAC (cheap)."""
-        h = self._rows_store("hash chain").checked_head()
         check_head_mac(
-            self._key, self._ledger_id, self.path, h.rows, h.hash, bytes(h.meta_digest), h.mac
+            self._key, self._ledger_id, self.path, self._rows_store("hash chain").checked_head()
         )
+
+    def _check_digest(self, store: RowStore, meta: dict[str, str]) -> None:
+        head = store.head()
+        if head is None or head.meta_digest != _meta_digest(meta):
+            raise self._bad("the metadata (budget, ids) does not match its recorded digest")
+
+    def _check_sealed(self) -> None:
+        """The metadata must match its digest and the head its MAC (so that resealing inside a
+        write never launders an edit made outside ldp-audit)."""
+        store = self._rows_store("metadata seal")
+        self._check_digest(store, store.meta())
+        self._check_head_mac()
 
     def _head(self) -> tuple[int, bytes]:
         return self._rows_store("hash chain").checked_head()[:2]
@@ -239,8 +255,7 @@ class LedgerQueries:
         want = parse_head(expect_head)
         with store.errors("verify"), self._store.read():
             rows, head, n_agents = verify_all(
-                store, self._ledger_id, self.path, want,
-                self._check_head_mac if self._key is not None else lambda: None,
+                store, self._ledger_id, self.path, want, self._check_sealed,
                 self._load_all_states_uncached,
             )  # fmt: skip
         return {

@@ -92,10 +92,7 @@ class ChainWriter:
                 f"the chain head ({rows} rows) does not match the last row ({top}); rows were "
                 f"added or removed outside ldp-audit",
             )
-        check_head_mac(
-            self.key, self.ledger_id, self.path, rows, head, bytes(wh.head.meta_digest),
-            wh.head.mac,
-        )  # fmt: skip
+        check_head_mac(self.key, self.ledger_id, self.path, wh.head)
         return wh
 
     def states(
@@ -128,7 +125,6 @@ class ChainWriter:
         self,
         rows: Sequence[tuple[str, str, str]],
         states: dict[str, AgentState],
-        key: LedgerKey,
         *,
         run_id: str | None,
         when: float | None,
@@ -137,14 +133,17 @@ class ChainWriter:
     ) -> tuple[list[tuple], list[tuple]]:
         """Seal ``(agent, event, scope)`` rows after ``head`` (read when None) and append them.
 
-        ``states`` holds the verified state of every agent of ``rows``. ``times`` (one per row)
-        overrides ``when``.
+        ``states`` holds the verified state of every agent of ``rows`` (read in the same
+        transaction). ``times`` (one per row) overrides ``when``. Refused without the key (the
+        ledger's transaction already refuses a ledger it cannot charge).
 
         Returns:
             The agent and event-count records written: the charged agents' state once the
             transaction commits.
         """
-        store = self.store
+        key, store = self.key, self.store
+        if key is None:  # pragma: no cover - transaction() refuses unkeyed ledgers first
+            raise LedgerReadOnlyError(f"ledger {self.path!r}: no key, nothing can be charged")
         head = head or store.checked_head()
         t = time.time() if when is None else float(when)
         charges, agent_rows, state_rows, i, last = seal_rows(
