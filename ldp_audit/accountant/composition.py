@@ -141,14 +141,7 @@ def optimal_epsilon(epsilon: float, k: int, *, delta: float) -> float:
     The smallest eps' such that every k-fold adaptive composition of epsilon-DP mechanisms is
     (eps', delta)-DP. At delta = 0 it is k * epsilon. Epsilons fixed in advance.
     """
-    e, c = _pairs([epsilon], [k])
-    d = _check_delta(delta, positive=False)
-    k = int(c[0])
-    eps = float(e[0])
-    if d == 0.0:
-        return k * eps
-    losses, log_p = _rr_loss(eps, k)
-    return min(epsilon_from_loss_distribution(losses, log_p, d), k * eps)
+    return optimal_epsilon_heterogeneous([epsilon], [k], delta=delta)
 
 
 def optimal_epsilon_heterogeneous(
@@ -167,10 +160,8 @@ def optimal_epsilon_heterogeneous(
     d = _check_delta(delta, positive=False)
     if d == 0.0:
         return float(np.dot(e, c))
-    if e.size == 1:
-        return optimal_epsilon(float(e[0]), int(c[0]), delta=d)
     size = float(np.prod(c + 1))
-    if size > MAX_SUPPORT:
+    if e.size > 1 and size > MAX_SUPPORT:  # one epsilon: the k-fold loss alone, any k
         raise InvalidParameterError(
             f"optimal composition of {e.size} distinct epsilons needs a support of {size:.3g} "
             f"points; the exact convolution is limited to {MAX_SUPPORT}"

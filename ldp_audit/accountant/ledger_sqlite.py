@@ -23,8 +23,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-import math
-import numbers
 import os
 import re
 import shutil
@@ -47,6 +45,7 @@ from ldp_audit.accountant.ledger_format import (
 from ldp_audit.accountant.ledger_store import HeadRecord, RowStore, WriteHead
 from ldp_audit.errors import InvalidParameterError, LedgerError
 from ldp_audit.rundir.files import create_once
+from ldp_audit.validation import check_real_in
 
 __all__ = ["SqliteStore"]
 
@@ -57,6 +56,8 @@ _STATE = "ldp_audit_state"
 _AGENTS = "ldp_audit_agents"
 _HEAD = "ldp_audit_head"
 _JOURNAL = "TRUNCATE"
+#: The largest row id SQLite can hold (the open upper end of a range of rows).
+_MAX_ID = 2**63 - 1
 _TMP_RE = re.compile(r"^\..+\.ldp-creating\.(\d+)\.\d+\.tmp(-journal|-wal|-shm)?$")
 
 _SCHEMA = f"""
@@ -200,15 +201,6 @@ def check_ledger_path(path: Any) -> str:
     return str(text)
 
 
-def check_timeout(timeout: Any) -> float:
-    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real):
-        raise InvalidParameterError(f"timeout must be a real number >= 0, got {timeout!r}")
-    t = float(timeout)
-    if not (math.isfinite(t) and t >= 0):
-        raise InvalidParameterError(f"timeout must be finite and >= 0, got {timeout!r}")
-    return t
-
-
 class SqliteStore(RowStore):
     """A ledger's records in one SQLite file (or ``":memory:"``: private, gone with the process).
 
@@ -237,7 +229,7 @@ class SqliteStore(RowStore):
         initial: Callable[[], tuple[dict[str, str], HeadRecord]] | None = None,
     ) -> None:
         self.path = check_ledger_path(path)
-        self._timeout = check_timeout(timeout)
+        self._timeout = check_real_in(timeout, "timeout", lo=0.0, lo_open=False)
         self._memory = self.path == ":memory:"
         self.readonly = bool(readonly) and not self._memory
         self._in_tx = False
@@ -587,18 +579,13 @@ class SqliteStore(RowStore):
     def rows(
         self, first: int = 1, last: int | None = None, agent: str | None = None
     ) -> Iterator[tuple]:
-        cols = "id, agent, event, scope, time, run_id, agent_n, hash"
-        where, params = ["id >= ?"], [first]
-        if last is not None:
-            where.append("id <= ?")
-            params.append(last)
-        if agent is not None:
-            where.append("agent = ?")
-            params.append(agent)  # type: ignore[arg-type]
+        sql = (
+            f"SELECT id, agent, event, scope, time, run_id, agent_n, hash FROM {_CHARGES} "
+            f"WHERE id BETWEEN ? AND ?{'' if agent is None else ' AND agent = ?'} ORDER BY id"
+        )
+        bounds = (first, _MAX_ID if last is None else last)
         with self._lock:
-            return self._conn.execute(
-                f"SELECT {cols} FROM {_CHARGES} WHERE {' AND '.join(where)} ORDER BY id", params
-            )
+            return self._conn.execute(sql, bounds if agent is None else (*bounds, agent))
 
     def put_charges(
         self, charges: Sequence[tuple], agents: Sequence[tuple], states: Sequence[tuple]
