@@ -229,60 +229,41 @@ def seal_rows(
             add_state((agent, scope, event, cnt, crc(f"{la}{p[1]}{cnt}".encode())))
     else:
         tails: dict[tuple[str, str], str] = {}
-        agent_n: dict[str, int] = {}  # running total of each touched agent
-        agent_last: dict[str, int] = {}
-        agent_hash: dict[str, bytes] = {}
+        # each touched agent: [running total, last row, its hash, its event counts]
+        touched: dict[str, list[Any]] = {}
         counts: dict[tuple[str, str, str], int] = {}  # (agent, scope, event) -> new count
-        get_n, get_count = agent_n.get, counts.get
+        get_touched = touched.get
         for k, (agent, event, scope) in enumerate(rows):
             i += 1
-            n = get_n(agent)
-            key3 = (agent, scope, event)
-            if n is None:  # the agent's first row in this batch
+            k2 = (scope, event)
+            a = get_touched(agent)
+            if a is None:  # the agent's first row in this batch
                 st = get_state(agent)
-                n = 1 if st is None else st.n + 1
-            else:
-                n += 1
-            cnt = get_count(key3)
-            if cnt is None:
-                st = get_state(agent)
-                cnt = 0 if st is None else st.events.get((scope, event), 0)
-            counts[key3] = cnt + 1
-            agent_n[agent] = n
-            agent_last[agent] = i
+                a = touched[agent] = (
+                    [0, 0, b"", {}] if st is None else [st.n, 0, b"", dict(st.events)]
+                )
+            n = a[0] = a[0] + 1
+            ev = a[3]
+            counts[(agent, scope, event)] = ev[k2] = ev.get(k2, 0) + 1
             if times is None:
-                tail = tails.get((scope, event))
+                tail = tails.get(k2)
                 if tail is None:
-                    tail = tails[(scope, event)] = f"|{len(event)}:{event}|{scope}|{t!r}|{r}|"
+                    tail = tails[k2] = f"|{len(event)}:{event}|{scope}|{t!r}|{r}|"
                 prev = sha256(prev + f"{i}|{len(agent)}:{agent}{tail}{n}".encode()).digest()
                 append((i, agent, event, scope, t, run_id, n, prev))
             else:
                 tk = float(times[k])
                 prev = _row_hash(prev, _row_bytes(i, agent, event, scope, tk, run_id, n))
                 append((i, agent, event, scope, tk, run_id, n, prev))
-            agent_hash[agent] = prev
+            a[1], a[2] = i, prev
         state_rows = [
             (a, s, e, n, crc(f"{len(a)}:{a}|{s}|{len(e)}:{e}|{n}".encode()))  # _state_chk
             for (a, s, e), n in counts.items()
         ]
-        new_events: dict[str, dict[tuple[str, str], int]] = {}
-        for (a, s, e), n in counts.items():
-            ev = new_events.get(a)
-            if ev is None:
-                st = get_state(a)
-                ev = new_events[a] = {} if st is None else dict(st.events)
-            ev[(s, e)] = n
-        agent_rows = [
-            (
-                a,
-                n,
-                last,
-                crc(f"{len(a)}:{a}|{n}|{last}".encode()),  # _agent_chk
-                mac_of(_agent_msg(lid, a, n, last, agent_hash[a], new_events[a])),
-            )
-            for a, n in agent_n.items()
-            for last in (agent_last[a],)
-        ]
+        agent_rows = []
+        for a, (n, j, h, ev) in touched.items():
+            mac = mac_of(_agent_msg(lid, a, n, j, h, ev))
+            agent_rows.append((a, n, j, crc(f"{len(a)}:{a}|{n}|{j}".encode()), mac))  # _agent_chk
     agent_rows.sort()
     state_rows.sort()
     return new_rows, agent_rows, state_rows, i, prev
