@@ -35,7 +35,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ldp_audit.accountant.composition import filter_epsilon
+from ldp_audit.accountant.composition import check_delta, filter_epsilon
 from ldp_audit.accountant.events import DpEvent, event_to_json
 from ldp_audit.accountant.ledger import Ledger
 from ldp_audit.accountant.ledger_format import SCOPES, AgentState, check_scope
@@ -45,7 +45,6 @@ from ldp_audit.accountant.methods import (
     NEEDS_DELTA,
     Signature,
     atoms_of,
-    check_delta,
     check_method,
     compose,
     evaluate_full,
@@ -318,13 +317,7 @@ class Accountant:
         memo: dict[Signature, tuple[bool, float]] = {}
         for agent, texts in batch.items():
             st = states.get(agent)
-            hist: Sequence[tuple[str, int]] = ()
-            if st is not None:
-                if len(st.events) == 1:  # the common case: one distinct event so far
-                    (((s, e), n),) = st.events.items()
-                    hist = ((e, n),) if s == scope else ()
-                else:
-                    hist = st.history(scope)
+            hist = () if st is None else st.history(scope)
             if len(texts) == 1:
                 t = texts[0]
                 if not hist:

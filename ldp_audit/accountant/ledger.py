@@ -117,7 +117,7 @@ class Ledger(LedgerQueries):
     auth_note = ""
     #: The id of the key the ledger was written under (schema 3), else None.
     key_id: str | None = None
-    #: The replay in progress (``begin_replay``), None once past it.
+    #: The replay of the last ``begin_replay`` (None: never called).
     _replay: Replay | None = None
 
     def __init__(
@@ -296,15 +296,13 @@ class Ledger(LedgerQueries):
         # make this thread wait, never let it write into that transaction.
         with self._lock:
             rep = self._replay
-            if rep is None:
+            if rep is None or not rep.active:  # no replay, or past the last earlier row
                 return self._charge_rows(rows, rows, run_id=run_id, check=check, when=when)
 
             def write(rest: Sequence[tuple[str, str, str]], chk: Any) -> None:
                 self._charge_rows(rest, rows, run_id=run_id, check=chk, when=when)
 
             rep.charge(rows, check, write)
-            if not rep.active:
-                self._replay = None  # past the last earlier row
             return len(rows)
 
     def _charge_rows(
@@ -355,9 +353,7 @@ class Ledger(LedgerQueries):
             n = len(self)
             if n and not self._store.keeps_rows:
                 raise self._not_evidence("rows to replay")
-            rep = Replay(n, self._replay_read, self.path, self._bad)
-            self._replay_state = rep
-            self._replay = rep if n else None
+            self._replay = Replay(n, self._replay_read, self.path, self._bad)
         return n
 
     def replay_status(self) -> dict[str, int] | None:
@@ -365,8 +361,7 @@ class Ledger(LedgerQueries):
 
         ``pending`` > 0 after a resumed run finished: earlier charges the rerun never made
         (kept: charged and never released, the safe direction)."""
-        rep = getattr(self, "_replay_state", None)
-        return None if rep is None else rep.status()
+        return None if self._replay is None else self._replay.status()
 
     def _replay_read(self, first: int, stop: int) -> list[tuple[str, str, str]]:
         store = self._rows_store("rows to replay")
@@ -404,21 +399,16 @@ class Ledger(LedgerQueries):
     def _put_meta(self, key: str, value: str, *, once: bool) -> str:
         if not isinstance(key, str) or key in RESERVED_META:
             raise InvalidParameterError(f"key must not be a reserved metadata key, got {key!r}")
-        store = self._store
-        if isinstance(store, CountStore):
-            with self._lock, store.write():
-                got = store.meta().get(key) if once else None
-                if got is None:
-                    store.put_meta(key, value)
-                return value if got is None else got
-        with self.transaction():
-            self._check_sealed()
+        store, sealed = self._store, self._rows is not None  # a row store's metadata is sealed
+        with self._lock, self.transaction() if sealed else store.write():
+            if sealed:
+                self._check_sealed()
             got = store.meta().get(key) if once else None
-            if got is not None:
-                return str(got)
-            store.put_meta(key, value)
-            self._seal_meta()
-            return value
+            if got is None:
+                store.put_meta(key, value)
+                if sealed:
+                    self._seal_meta()
+            return value if got is None else str(got)
 
     # ---- lifecycle ---------------------------------------------------------------------------
 
@@ -458,6 +448,5 @@ class TallyLedger(Ledger):
         self._attach(TallyStore(), False, None)
 
     def __repr__(self) -> str:
-        store = self._store
-        n = len(store.live_states()) if isinstance(store, CountStore) else 0
-        return f"TallyLedger(agents={n}, charges={len(self)})"
+        agents = len(self._store.live_states())  # type: ignore[attr-defined]
+        return f"TallyLedger(agents={agents}, charges={len(self)})"

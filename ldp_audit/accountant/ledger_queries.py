@@ -212,15 +212,7 @@ class LedgerQueries:
         self, agents: Iterable[str] | None = None, scope: str | None = None
     ) -> dict[str, list[tuple[str, int]]]:
         """Grouped histories of many agents at once (all agents when ``agents`` is None)."""
-        wanted = None if agents is None else list(dict.fromkeys(agents))
-        if wanted is not None and not wanted:
-            return {}
-        out: dict[str, list[tuple[str, int]]] = {}
-        for agent, st in self.states(wanted).items():
-            h = st.history(scope)
-            if h:
-                out[agent] = h
-        return out
+        return {a: h for a, st in self.states(agents).items() if (h := st.history(scope))}
 
     def scopes(self) -> dict[str, set[str]]:
         """``{agent: {scopes it was charged under}}``."""

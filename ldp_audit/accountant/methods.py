@@ -37,7 +37,6 @@ method's value and the methods ``best`` skipped with the reason.
 from __future__ import annotations
 
 import math
-import numbers
 import warnings
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -47,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.accountant import composition, pld, prv, rdp
+from ldp_audit.accountant.composition import check_delta
 from ldp_audit.accountant.events import (
     DpEvent,
     GaussianEvent,
@@ -68,7 +68,6 @@ __all__ = [
     "PLD_COARSE_RELATIVE",
     "PLD_COARSE_TRIES",
     "Signature",
-    "check_delta",
     "check_method",
     "signature",
     "pure_epsilon",
@@ -85,16 +84,6 @@ METHODS = ("basic", "advanced", "optimal", "rdp", "prv", "pld")
 ALL_METHODS = (*METHODS, "best")
 #: The methods that need delta > 0.
 NEEDS_DELTA = {"advanced", "rdp", "prv", "pld"}
-
-
-def check_delta(delta: Any) -> float:
-    """A delta in [0, 1) (numbers.Real; bool and str are refused, never coerced)."""
-    if isinstance(delta, bool) or not isinstance(delta, numbers.Real):
-        raise InvalidParameterError(f"delta must be a real number in [0, 1), got {delta!r}")
-    d = float(delta)
-    if math.isnan(d) or not (0.0 <= d < 1.0):
-        raise InvalidParameterError(f"delta must be in [0, 1), got {delta!r}")
-    return d
 
 
 def check_method(method: Any, allowed: Sequence[str] = ALL_METHODS) -> str:
@@ -251,9 +240,7 @@ def evaluate_full(sig: Signature, delta: float, method: str) -> tuple[float, str
     if not sig:
         return 0.0, "basic" if method == "best" else method, (), ()
     atoms = atoms_of(sig)
-    if any(isinstance(a, NonPrivateEvent) for a in atoms) or any(
-        isinstance(a, PoissonSampledEvent) and isinstance(a.event, NonPrivateEvent) for a in atoms
-    ):
+    if any(isinstance(unsampled(a)[0], NonPrivateEvent) for a in atoms):  # sampled or not
         return math.inf, "non_private", (), ()
     if method != "best":
         try:
@@ -333,6 +320,6 @@ def supports(event: DpEvent, method: str, *, delta: float = 1e-5) -> bool:
     method = check_method(method)
     delta = check_delta(delta)
     atoms = flatten(event)
-    if any(isinstance(a, NonPrivateEvent) for a in atoms):
-        return True  # every method reports infinity
+    if any(isinstance(unsampled(a)[0], NonPrivateEvent) for a in atoms):
+        return True  # every method reports infinity (as evaluate_full does)
     return any(_applies(atoms, delta, m) for m in (METHODS if method == "best" else (method,)))

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import math
 
+from ldp_audit.accountant.composition import check_delta
 from ldp_audit.accountant.events import LaplaceEvent, PureDpEvent, SelfComposedEvent
-from ldp_audit.accountant.methods import check_delta, check_method, compose
+from ldp_audit.accountant.methods import check_method, compose
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.validation import check_epsilon, check_int
 
