@@ -158,9 +158,8 @@ class LedgerQueries:
         head's MAC is checked when the ledger is authenticated)."""
         store = self._rows_store("hash chain to anchor")
         with self._store.read():
-            if self._key is not None:
-                self._check_head_mac()
             head = store.checked_head()
+            check_head_mac(self._key, self._ledger_id, self.path, head)
         return {
             "ledger_id": self._ledger_id,
             "rows": head.rows,

@@ -257,38 +257,37 @@ def evaluate_full(sig: Signature, delta: float, method: str) -> tuple[float, str
                 f"delta={delta!r}){need}; use method='best' or one of {METHODS}"
             )
         return float(v), method, ((method, float(v)),), ()
-    values = []
-    skipped = []
+    values: dict[str, float] = {}
+    skipped: dict[str, str] = {}
     # For plain PureDpEvent histories the optimal composition is exact (Kairouz-Oh-Viswanath):
     # no valid bound can be smaller, so the slower rdp/pld bounds are not computed for "best".
     exact = all(type(a) is PureDpEvent for a in atoms)
     for m in METHODS:
-        if exact and m in ("rdp", "prv", "pld") and any(w == "optimal" for w, _ in values):
+        if exact and m in ("rdp", "prv", "pld") and "optimal" in values:
             continue
         try:
             v = method_value(atoms, delta, m)
         except _Skip as exc:
-            skipped.append((m, str(exc)))
+            skipped[m] = str(exc)
             continue
         if v is not None:
-            values.append((m, float(v)))
-    skipped_pld = next((r for m, r in skipped if m == "pld"), None)
-    if skipped_pld is not None and values:
+            values[m] = float(v)
+    if "pld" in skipped and values:
         # PLD's planner refused: a coarse PLD costs well under a second where the others are
         # loosest (see _pld_coarse), so best computes it rather than report RDP's looseness.
-        v = _pld_coarse(atoms, delta, min(x for _, x in values))
+        v = _pld_coarse(atoms, delta, min(values.values()))
         if v is not None:
-            values.append(("pld", v))
-            skipped = [(m, r) for m, r in skipped if m != "pld"]
+            values["pld"] = v
+            del skipped["pld"]
     if not values:
         if delta == 0.0 and not skipped:
             # Gaussian-type events have no pure-DP guarantee: epsilon(delta=0) is infinite.
             return math.inf, "none", (), ()
         kinds = sorted({type(a).__name__ for a in atoms})
-        why = "".join(f"; {m}: {r}" for m, r in skipped)
+        why = "".join(f"; {m}: {r}" for m, r in skipped.items())
         raise InvalidParameterError(f"no composition method supports events {kinds}{why}")
-    winner = min(values, key=lambda mv: mv[1])
-    return winner[1], winner[0], tuple(values), tuple(skipped)
+    winner = min(values, key=values.__getitem__)
+    return values[winner], winner, tuple(values.items()), tuple(skipped.items())
 
 
 def compose(
