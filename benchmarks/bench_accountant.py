@@ -56,7 +56,7 @@ from ldp_audit.accountant import (
     pld,
     prv,
 )
-from ldp_audit.accountant.methods import evaluate, evaluate_full
+from ldp_audit.accountant.methods import evaluate_full
 from ldp_audit.errors import InvalidParameterError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -500,7 +500,7 @@ def main() -> None:
             sig = ((event_to_json(ev), n),)  # what spent() composes: (event, count) pairs
             atoms = {ev: n}
             for method in ("rdp", "prv", "pld", "best"):
-                evaluate.cache_clear()
+                evaluate_full.cache_clear()
                 try:
                     dt, (eps, winner, _, skipped) = _timed(evaluate_full, sig, 1e-5, method)
                     out = {"s": dt, "epsilon": eps, "winner": winner}

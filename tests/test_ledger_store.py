@@ -150,36 +150,14 @@ class DictStore(RowStore):
             self._data["counts"][rec[:3]] = tuple(rec)
         self._changed()
 
-    def agent_records(self, agents: Sequence[str]):  # noqa: ANN201
+    def state_records(self, agents: Sequence[str] | None) -> tuple[list[tuple], list[tuple]]:
+        rows, recs = self._data["rows"], self._data["agents"]
+        wanted = set(recs) if agents is None else set(agents)
         out = []
-        for a in agents:
-            rec = self._data["agents"].get(a)
-            if rec is None:
-                continue
-            row = self._data["rows"].get(rec[2])
-            chained = (None, None, None) if row is None else (row[1], row[6], row[7])
-            counts = [c for k, c in self._data["counts"].items() if k[0] == a]
-            for c in counts or [(a, None, None, None, None)]:
-                out.append((*rec, *chained, c[1], c[2], c[3], c[4]))
-        return out
-
-    def count_records_of(self, agents: Sequence[str]) -> int:
-        wanted = set(agents)
-        return sum(1 for k in self._data["counts"] if k[0] in wanted)
-
-    def record_owners(self, agents: Sequence[str]) -> list[str]:
-        wanted = set(agents)
-        return sorted({k[0] for k in self._data["counts"] if k[0] in wanted})
-
-    def all_records(self, with_hashes: bool) -> tuple[list[tuple], list[tuple]]:
-        rows = self._data["rows"]
-        agents = [
-            (*rec[:4], rec[4], rows[rec[2]][7] if rec[2] in rows else None)
-            if with_hashes
-            else (*rec[:4], None, None)
-            for rec in self._data["agents"].values()
-        ]
-        return agents, list(self._data["counts"].values())
+        for a in wanted & set(recs):
+            row = rows.get(recs[a][2])
+            out.append((*recs[a], *((None,) * 3 if row is None else (row[1], row[6], row[7]))))
+        return out, [c for k, c in self._data["counts"].items() if k[0] in wanted]
 
     def record_totals(self) -> list[tuple[str, int, int]]:
         return [

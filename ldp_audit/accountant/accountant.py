@@ -35,20 +35,18 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ldp_audit.accountant.composition import filter_epsilon
+from ldp_audit.accountant.composition import check_delta, filter_epsilon
 from ldp_audit.accountant.events import DpEvent, event_to_json
 from ldp_audit.accountant.ledger import Ledger
-from ldp_audit.accountant.ledger_format import SCOPES, AgentState
+from ldp_audit.accountant.ledger_format import SCOPES, AgentState, check_scope
 from ldp_audit.accountant.methods import (
     ALL_METHODS,
     METHODS,
     NEEDS_DELTA,
     Signature,
     atoms_of,
-    check_delta,
     check_method,
     compose,
-    evaluate,
     evaluate_full,
     pure_epsilon,
     signature,
@@ -78,12 +76,6 @@ def _check_agent(agent: Any) -> str:
     return agent
 
 
-def _check_scope(scope: Any) -> str:
-    if scope not in SCOPES:
-        raise InvalidParameterError(f"scope must be one of {SCOPES}, got {scope!r}")
-    return str(scope)
-
-
 @dataclass(frozen=True)
 class Budget:
     """A per-agent privacy budget: every agent may spend at most ``epsilon`` at ``delta``.
@@ -101,10 +93,6 @@ class Budget:
     method: str = "basic"
 
     def __post_init__(self) -> None:
-        if isinstance(self.epsilon, bool) or not isinstance(self.epsilon, numbers.Real):
-            raise InvalidParameterError(
-                f"budget epsilon must be a real number, got {self.epsilon!r}"
-            )
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon, "budget epsilon"))
         object.__setattr__(self, "delta", check_delta(self.delta))
         check_method(self.method, _BUDGET_METHODS)
@@ -191,12 +179,15 @@ class Accountant:
         adaptive: bool = False,
         central_budget: Budget | float | None = None,
     ) -> None:
+        budgets: dict[str, Budget | None] = {}
         for name, b in (("budget", budget), ("central_budget", central_budget)):
             if b is not None and not isinstance(b, Budget):
                 if isinstance(b, bool) or not isinstance(b, numbers.Real):
                     raise InvalidParameterError(
                         f"{name} must be None, a real number (epsilon) or a Budget, got {b!r}"
                     )
+                b = Budget(epsilon=b)
+            budgets[name] = b
         if not isinstance(adaptive, bool):
             raise InvalidParameterError(f"adaptive must be True or False, got {adaptive!r}")
         if run_id is not None and not isinstance(run_id, str):
@@ -206,23 +197,19 @@ class Accountant:
         elif not isinstance(ledger, Ledger):
             ledger = Ledger(ledger)
         self.ledger = ledger
-        budgets = {}
         meta = self.ledger.meta()
-        for name, b in (("budget", budget), ("central_budget", central_budget)):
-            if b is not None and not isinstance(b, Budget):
-                b = Budget(epsilon=b)
-            b = self._durable_budget(name, b, meta.get(name), bool(adaptive))
+        for name, b in budgets.items():
+            b = budgets[name] = self._durable_budget(name, b, meta.get(name), adaptive)
             if adaptive and b is not None and b.method not in _ADAPTIVE_METHODS:
                 raise InvalidParameterError(
                     f"{name} method must be one of {_ADAPTIVE_METHODS} when epsilons are chosen "
                     f"adaptively (adaptive=True), got {b.method!r}"
                 )
-            budgets[name] = b
         self.budget: Budget | None = budgets["budget"]
         self.central_budget: Budget | None = budgets["central_budget"]
-        self.adaptive = bool(adaptive)
+        self.adaptive = adaptive
         self.run_id = run_id
-        self._cache: dict[tuple, dict[str, float]] = {}
+        self._cache: dict[tuple, dict[str, tuple[float, str]]] = {}
 
     def _durable_budget(
         self, name: str, b: Budget | None, stored: str | None, adaptive: bool
@@ -286,7 +273,7 @@ class Accountant:
         Raises:
             BudgetExceeded: some agent would exceed the budget; nothing of the batch is recorded.
         """
-        scope = _check_scope(scope)
+        scope = check_scope(scope)
         rows: list[tuple[str, str, str]] = []
         # JSON per event object, by identity (a trainer charges the same event object at every
         # step); the memo holds the event, so its id cannot be reused while it is cached.
@@ -330,13 +317,7 @@ class Accountant:
         memo: dict[Signature, tuple[bool, float]] = {}
         for agent, texts in batch.items():
             st = states.get(agent)
-            hist: Sequence[tuple[str, int]] = ()
-            if st is not None:
-                if len(st.events) == 1:  # the common case: one distinct event so far
-                    (((s, e), n),) = st.events.items()
-                    hist = ((e, n),) if s == scope else ()
-                else:
-                    hist = st.history(scope)
+            hist = () if st is None else st.history(scope)
             if len(texts) == 1:
                 t = texts[0]
                 if not hist:
@@ -352,7 +333,7 @@ class Accountant:
                 if budget.method == "filter":
                     verdict = self._filter_ok(sig, budget)
                 else:
-                    eps = evaluate(sig, budget.delta, budget.method)[0]
+                    eps = evaluate_full(sig, budget.delta, budget.method)[0]
                     verdict = (eps <= budget.epsilon * (1.0 + _BUDGET_RTOL), eps)
                 memo[sig] = verdict
             ok, eps = verdict
@@ -381,7 +362,7 @@ class Accountant:
 
     def agents(self, scope: str | None = None) -> list[str]:
         """Every charged agent (sorted), optionally only those charged under ``scope``."""
-        return self.ledger.agents(None if scope is None else _check_scope(scope))
+        return self.ledger.agents(None if scope is None else check_scope(scope))
 
     def spent(self, agent: str, *, delta: float = 0.0, method: str = "best") -> float:
         """Epsilon ``agent`` has spent at ``delta`` under ``method`` (0.0 if never charged)."""
@@ -419,7 +400,7 @@ class Accountant:
         try:
             if b.method == "filter":
                 return b.epsilon - self._filter_ok(sig, b)[1] if sig else b.epsilon
-            return b.epsilon - evaluate(sig, b.delta, b.method)[0]
+            return b.epsilon - evaluate_full(sig, b.delta, b.method)[0]
         except InvalidParameterError:
             return None  # the budget's method cannot compose this history
 
@@ -430,7 +411,7 @@ class Accountant:
             InvalidParameterError: no budget for ``scope``, or its method cannot compose the
                 agent's history.
         """
-        scope = _check_scope(scope)
+        scope = check_scope(scope)
         if self._budget_for(scope) is None:
             raise InvalidParameterError(
                 f"remaining() needs a {scope} budget; this accountant has none"
@@ -445,55 +426,45 @@ class Accountant:
     def spent_all(
         self, *, delta: float = 0.0, method: str = "best", scope: str | None = None
     ) -> dict[str, float]:
-        """``{agent: epsilon}`` for every agent, computed in bulk.
+        """``{agent: epsilon}`` for every agent, computed in bulk (:meth:`spent_all_detail`).
 
-        Agents with identical histories share one computation, and the result is cached on the
-        ledger's row count (rows are only appended), so repeated calls are free until a new
-        charge lands. An agent whose history ``method`` cannot compose (e.g. ``basic`` for a
-        Gaussian) gets ``inf`` (``spent`` would raise).
+        An agent whose history ``method`` cannot compose (e.g. ``basic`` for a Gaussian) gets
+        ``inf`` (``spent`` would raise).
         """
-        delta, method = check_delta(delta), check_method(method)
-        key = (self.ledger.version(), delta, method, None if scope is None else _check_scope(scope))
-        hit = self._cache.get(key)
-        if hit is not None:
-            return dict(hit)
-        out = {agent: res[0] for agent, res in self._bulk(delta, method, scope).items()}
-        if len(self._cache) > 16:
-            self._cache.clear()
-        self._cache[key] = out
-        return dict(out)
+        detail = self.spent_all_detail(delta=delta, method=method, scope=scope)
+        return {agent: eps for agent, (eps, _) in detail.items()}
 
     def spent_all_detail(
         self, *, delta: float = 0.0, method: str = "best", scope: str | None = None
     ) -> dict[str, tuple[float, str]]:
-        """``{agent: (epsilon, winning method)}`` for every agent, in bulk."""
-        return self._bulk(
-            check_delta(delta), check_method(method), None if scope is None else _check_scope(scope)
-        )
+        """``{agent: (epsilon, winning method)}`` for every agent, in bulk.
 
-    def _bulk(self, delta: float, method: str, scope: str | None) -> dict[str, tuple[float, str]]:
-        memo: dict[Any, tuple[float, str]] = {}
-        out: dict[str, tuple[float, str]] = {}
-        for agent, hist in self.ledger.histories(None, scope).items():
-            key = hist[0] if len(hist) == 1 else signature(hist)  # one distinct event: fast path
-            res = memo.get(key)
-            if res is None:
-                sig = ((hist[0][0], int(hist[0][1])),) if len(hist) == 1 else key
-                res = memo[key] = self._bulk_one(sig, delta, method)
-            out[agent] = res
-        return out
-
-    @staticmethod
-    def _bulk_one(sig: Signature, delta: float, method: str) -> tuple[float, str]:
-        """One agent of a bulk query: a method that cannot compose the history gives infinity.
-
-        (``spent`` raises instead; in bulk, one Gaussian agent must not hide every other number.)
+        Agents with identical histories share one computation, and the result is cached on the
+        ledger's row count (rows are only appended), so repeated calls are free until a new
+        charge lands. A method that cannot compose an agent's history gives ``(inf,
+        "unsupported")``: in bulk, one Gaussian agent must not hide every other number.
         """
-        try:
-            eps, winner, _ = evaluate(sig, delta, method)
-        except InvalidParameterError:
-            return math.inf, "unsupported"
-        return eps, winner
+        delta, method = check_delta(delta), check_method(method)
+        key = (self.ledger.version(), delta, method, None if scope is None else check_scope(scope))
+        out = self._cache.get(key)
+        if out is None:
+            memo: dict[Any, tuple[float, str]] = {}
+            out = {}
+            for agent, hist in self.ledger.histories(None, scope).items():
+                k = hist[0] if len(hist) == 1 else signature(hist)  # one distinct event: fast path
+                res = memo.get(k)
+                if res is None:
+                    sig = ((hist[0][0], int(hist[0][1])),) if len(hist) == 1 else k
+                    try:
+                        res = evaluate_full(sig, delta, method)[:2]
+                    except InvalidParameterError:
+                        res = (math.inf, "unsupported")
+                    memo[k] = res
+                out[agent] = res
+            if len(self._cache) > 16:
+                self._cache.clear()
+            self._cache[key] = out
+        return dict(out)
 
     def summary(self, *, delta: float = 0.0, method: str = "best") -> dict[str, Any]:
         """Local (per-agent LDP) and central (DP-SGD) claims side by side, never summed.

@@ -19,7 +19,9 @@
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from scipy.special import gammaln
@@ -35,6 +37,7 @@ __all__ = [
     "amplified_epsilon",
     "filter_epsilon",
     "filter_allows",
+    "check_delta",
 ]
 
 # The largest support of a heterogeneous privacy-loss distribution we convolve exactly.
@@ -57,10 +60,14 @@ def _pairs(
     return e, c
 
 
-def _check_delta(delta: float, *, positive: bool) -> float:
+def check_delta(delta: Any, *, positive: bool = False) -> float:
+    """A delta in [0, 1) (in (0, 1) when ``positive``): a ``numbers.Real``; bool and str are
+    refused, never coerced."""
+    need = "(0, 1)" if positive else "[0, 1)"
+    if isinstance(delta, bool) or not isinstance(delta, numbers.Real):
+        raise InvalidParameterError(f"delta must be a real number in {need}, got {delta!r}")
     d = float(delta)
-    if math.isnan(d) or d < 0 or d >= 1 or (positive and d == 0):
-        need = "(0, 1)" if positive else "[0, 1)"
+    if math.isnan(d) or not (0.0 <= d < 1.0) or (positive and d == 0.0):
         raise InvalidParameterError(f"delta must be in {need}, got {delta!r}")
     return d
 
@@ -84,7 +91,7 @@ def advanced_epsilon(
     advance (use ``filter_epsilon`` when they are chosen adaptively).
     """
     e, c = _pairs(epsilons, counts)
-    d = _check_delta(delta, positive=True)
+    d = check_delta(delta, positive=True)
     return float(
         math.sqrt(2.0 * math.log(1.0 / d) * float(np.dot(c, e * e)))
         + float(np.dot(c, e * np.expm1(e)))
@@ -99,7 +106,7 @@ def epsilon_from_loss_distribution(losses: np.ndarray, log_p: np.ndarray, delta:
     (Kairouz-Oh-Viswanath 2015, eq. (6)); delta(eps) is ``A - e^{eps} B`` between two adjacent loss
     values, so we solve it exactly. Mass with L = +inf is not allowed (pure DP has none).
     """
-    d = _check_delta(delta, positive=False)
+    d = check_delta(delta, positive=False)
     order = np.argsort(-losses, kind="stable")
     L = np.asarray(losses, dtype=np.float64)[order]
     lp = np.asarray(log_p, dtype=np.float64)[order]
@@ -141,14 +148,7 @@ def optimal_epsilon(epsilon: float, k: int, *, delta: float) -> float:
     The smallest eps' such that every k-fold adaptive composition of epsilon-DP mechanisms is
     (eps', delta)-DP. At delta = 0 it is k * epsilon. Epsilons fixed in advance.
     """
-    e, c = _pairs([epsilon], [k])
-    d = _check_delta(delta, positive=False)
-    k = int(c[0])
-    eps = float(e[0])
-    if d == 0.0:
-        return k * eps
-    losses, log_p = _rr_loss(eps, k)
-    return min(epsilon_from_loss_distribution(losses, log_p, d), k * eps)
+    return optimal_epsilon_heterogeneous([epsilon], [k], delta=delta)
 
 
 def optimal_epsilon_heterogeneous(
@@ -164,13 +164,11 @@ def optimal_epsilon_heterogeneous(
         InvalidParameterError: the support would exceed ``MAX_SUPPORT``.
     """
     e, c = _pairs(epsilons, counts)
-    d = _check_delta(delta, positive=False)
+    d = check_delta(delta, positive=False)
     if d == 0.0:
         return float(np.dot(e, c))
-    if e.size == 1:
-        return optimal_epsilon(float(e[0]), int(c[0]), delta=d)
     size = float(np.prod(c + 1))
-    if size > MAX_SUPPORT:
+    if e.size > 1 and size > MAX_SUPPORT:  # one epsilon: the k-fold loss alone, any k
         raise InvalidParameterError(
             f"optimal composition of {e.size} distinct epsilons needs a support of {size:.3g} "
             f"points; the exact convolution is limited to {MAX_SUPPORT}"
@@ -201,7 +199,7 @@ def filter_epsilon(epsilons: Sequence[float], *, epsilon_budget: float, delta: f
     (eps_g, delta_g)-DP even when every eps_i is chosen adaptively.
     """
     e = np.asarray(epsilons, dtype=np.float64).reshape(-1)
-    d = _check_delta(delta, positive=True)
+    d = check_delta(delta, positive=True)
     if d >= 1.0 / math.e:
         raise InvalidParameterError(f"delta must be in (0, 1/e) for the filter, got {delta!r}")
     g = float(epsilon_budget)

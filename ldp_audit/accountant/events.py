@@ -17,7 +17,7 @@ Combinators:
 
 from __future__ import annotations
 
-import abc
+import dataclasses
 import json
 import math
 import numbers
@@ -26,7 +26,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, ClassVar
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.validation import check_epsilon, check_positive, check_probability
@@ -49,12 +49,22 @@ __all__ = [
 ]
 
 
-class DpEvent(abc.ABC):
+class DpEvent:
     """Base class of all privacy events (frozen dataclasses)."""
 
-    @abc.abstractmethod
+    #: The event's ``"type"`` in JSON (each event class's own).
+    TYPE: ClassVar[str]
+
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able description of the event (round-trips through the ledger)."""
+        """JSON-able description of the event (round-trips through the ledger): its ``type``
+        and its fields, inner events as their dicts."""
+        out: dict[str, Any] = {"type": self.TYPE}
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            v = getattr(self, f.name)
+            if isinstance(v, DpEvent | tuple):
+                v = v.to_dict() if isinstance(v, DpEvent) else [e.to_dict() for e in v]
+            out[f.name] = v
+        return out
 
 
 @dataclass(frozen=True)
@@ -65,13 +75,12 @@ class PureDpEvent(DpEvent):
     randomized response dominates every epsilon-DP mechanism).
     """
 
+    TYPE = "pure"
+
     epsilon: float
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon, "epsilon"))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"type": "pure", "epsilon": self.epsilon}
 
 
 @dataclass(frozen=True)
@@ -82,18 +91,19 @@ class LaplaceEvent(DpEvent):
     coordinate. It is epsilon-DP, and its exact privacy-loss distribution composes more tightly.
     """
 
+    TYPE = "laplace"
+
     epsilon: float
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon, "epsilon"))
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"type": "laplace", "epsilon": self.epsilon}
-
 
 @dataclass(frozen=True)
 class GaussianEvent(DpEvent):
     """A Gaussian release: noise standard deviation / L2-sensitivity = ``noise_multiplier``."""
+
+    TYPE = "gaussian"
 
     noise_multiplier: float
 
@@ -102,21 +112,19 @@ class GaussianEvent(DpEvent):
             self, "noise_multiplier", check_positive(self.noise_multiplier, "noise_multiplier")
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"type": "gaussian", "noise_multiplier": self.noise_multiplier}
-
 
 @dataclass(frozen=True)
 class NonPrivateEvent(DpEvent):
     """A release with no privacy guarantee: every composition method reports infinity."""
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"type": "non_private"}
+    TYPE = "non_private"
 
 
 @dataclass(frozen=True)
 class PoissonSampledEvent(DpEvent):
     """``event`` applied to a Poisson subsample with inclusion probability ``sample_rate``."""
+
+    TYPE = "poisson_sampled"
 
     sample_rate: float
     event: DpEvent
@@ -128,17 +136,12 @@ class PoissonSampledEvent(DpEvent):
         object.__setattr__(self, "sample_rate", q)
         _check_event(self.event, "event")
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "type": "poisson_sampled",
-            "sample_rate": self.sample_rate,
-            "event": self.event.to_dict(),
-        }
-
 
 @dataclass(frozen=True)
 class SelfComposedEvent(DpEvent):
     """``count`` independent repetitions of ``event``."""
+
+    TYPE = "self_composed"
 
     event: DpEvent
     count: int
@@ -147,13 +150,12 @@ class SelfComposedEvent(DpEvent):
         _check_event(self.event, "event")
         object.__setattr__(self, "count", _check_count(self.count))
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"type": "self_composed", "event": self.event.to_dict(), "count": self.count}
-
 
 @dataclass(frozen=True)
 class ComposedEvent(DpEvent):
     """The ``events`` applied one after another (a tuple; order does not change the guarantee)."""
+
+    TYPE = "composed"
 
     events: tuple[DpEvent, ...]
 
@@ -166,9 +168,6 @@ class ComposedEvent(DpEvent):
         for i, e in enumerate(events):
             _check_event(e, f"events[{i}]")
         object.__setattr__(self, "events", events)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"type": "composed", "events": [e.to_dict() for e in self.events]}
 
 
 def _check_count(count: Any) -> int:
@@ -203,24 +202,18 @@ def event_from_dict(d: Mapping[str, Any]) -> DpEvent:
     if not isinstance(d, Mapping) or "type" not in d:
         raise InvalidParameterError(f"event must be a mapping with a 'type' key, got {d!r}")
     kind = d["type"]
+    cls = next((c for c in DpEvent.__subclasses__() if getattr(c, "TYPE", None) == kind), None)
+    if cls is None:
+        raise InvalidParameterError(f"event type must be a known event type, got {kind!r}")
     try:
-        if kind == "pure":
-            return PureDpEvent(d["epsilon"])
-        if kind == "laplace":
-            return LaplaceEvent(d["epsilon"])
-        if kind == "gaussian":
-            return GaussianEvent(d["noise_multiplier"])
-        if kind == "non_private":
-            return NonPrivateEvent()
-        if kind == "poisson_sampled":
-            return PoissonSampledEvent(d["sample_rate"], event_from_dict(d["event"]))
-        if kind == "self_composed":
-            return SelfComposedEvent(event_from_dict(d["event"]), d["count"])
-        if kind == "composed":
-            return ComposedEvent(tuple(event_from_dict(e) for e in d["events"]))
+        args = {f.name: d[f.name] for f in dataclasses.fields(cls)}
     except KeyError as exc:
         raise InvalidParameterError(f"event of type {kind!r} lacks field {exc.args[0]!r}") from None
-    raise InvalidParameterError(f"event type must be a known event type, got {kind!r}")
+    if "event" in args:
+        args["event"] = event_from_dict(args["event"])
+    if "events" in args:
+        args["events"] = tuple(event_from_dict(e) for e in args["events"])
+    return cls(**args)
 
 
 def event_to_json(event: DpEvent) -> str:

@@ -133,19 +133,14 @@ def _read_file(path: Path) -> bytes:
             f"group or others may read or change it, so it authenticates nothing; run "
             f"`chmod 600 {path}` (and make a new key if others may have read it)"
         )
-    if st.st_size > MAX_KEY_FILE_BYTES:
-        raise KeyFileError(
-            f"the ledger key file {str(path)!r} is {st.st_size} bytes, over the limit of "
-            f"{MAX_KEY_FILE_BYTES}: a key file holds 64 hex digits and a newline; refusing it "
-            f"rather than reading part of it"
-        )
     try:
         with open(path, encoding="ascii") as fh:
-            text = fh.read(MAX_KEY_FILE_BYTES + 1)
-        if len(text) > MAX_KEY_FILE_BYTES:  # grew since the stat
+            text = fh.read(MAX_KEY_FILE_BYTES + 1)  # never more: a larger file is refused
+        if len(text) > MAX_KEY_FILE_BYTES:
             raise KeyFileError(
                 f"the ledger key file {str(path)!r} is over the limit of {MAX_KEY_FILE_BYTES} "
-                f"bytes; refusing it rather than reading part of it"
+                f"bytes: a key file holds 64 hex digits and a newline; refusing it rather than "
+                f"reading part of it"
             )
     except (OSError, UnicodeDecodeError) as exc:
         raise KeyFileError(f"cannot read the ledger key file {str(path)!r}: {exc}") from None

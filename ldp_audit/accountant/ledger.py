@@ -64,12 +64,9 @@ from ldp_audit.accountant.ledger_replay import Replay
 from ldp_audit.accountant.ledger_sqlite import (
     META_TABLE,
     SqliteStore,
-    check_ledger_path,
-    check_timeout,
 )
 from ldp_audit.accountant.ledger_store import (
     CountStore,
-    HeadRecord,
     LedgerStore,
     RowStore,
 )
@@ -120,7 +117,7 @@ class Ledger(LedgerQueries):
     auth_note = ""
     #: The id of the key the ledger was written under (schema 3), else None.
     key_id: str | None = None
-    #: The replay in progress (``begin_replay``), None once past it.
+    #: The replay of the last ``begin_replay`` (None: never called).
     _replay: Replay | None = None
 
     def __init__(
@@ -132,20 +129,17 @@ class Ledger(LedgerQueries):
         create: bool = True,
         readonly: bool = False,
     ):
-        text = check_ledger_path(path)
-        check_timeout(timeout)
         _check_verify(verify)
-        if text == ":memory:":  # a private ledger: an ephemeral key of this process
-            key: LedgerKey | None = LedgerKey(secrets.token_bytes(32), ":memory: (ephemeral)")
-        else:
-            key = None
         store = SqliteStore(
-            text,
+            path,
             timeout=timeout,
             create=create,
             readonly=readonly,
             initial=lambda: genesis_records(load_key(create=True)),
         )
+        # ":memory:": a private ledger under an ephemeral key of this process
+        memory = store.path == ":memory:"
+        key = LedgerKey(secrets.token_bytes(32), ":memory: (ephemeral)") if memory else None
         self._attach(store, verify, key)
 
     @classmethod
@@ -249,18 +243,6 @@ class Ledger(LedgerQueries):
             if verify == "full":
                 self.verify()
 
-    def _check_sealed(self) -> None:
-        """Inside a write: the metadata must match its digest and the head its MAC, so that
-        resealing never launders an edit made outside ldp-audit."""
-        store = self._rows_store("metadata seal")
-        self._check_digest(store, store.meta())
-        self._check_head_mac()
-
-    def _check_digest(self, store: RowStore, meta: dict[str, str]) -> None:
-        head = store.head()
-        if head is None or head.meta_digest != _meta_digest(meta):
-            raise self._bad("the metadata (budget, ids) does not match its recorded digest")
-
     def _seal_meta(self) -> None:
         """Inside a write: record the metadata's digest in the head and the head's MAC."""
         store = self._rows_store("metadata seal")
@@ -283,36 +265,6 @@ class Ledger(LedgerQueries):
         """
         self._rows_store("SQL transactions (charge_rows is atomic by itself)")
         return transaction(self)
-
-    # ---- writing rows ------------------------------------------------------------------------
-
-    def _append_rows(
-        self,
-        rows: Sequence[tuple[str, str, str]],
-        states: dict[str, AgentState],
-        *,
-        run_id: str | None,
-        when: float | None,
-        times: Sequence[float] | None = None,
-        head: HeadRecord | None = None,
-    ) -> tuple[list[tuple], list[tuple]]:
-        """Append ``(agent, event, scope)`` rows, chain them and update the per-agent records.
-
-        ``states`` must hold the verified state of every agent of ``rows`` (from
-        ``_load_states`` in the same transaction). ``times`` (one per row) overrides ``when``;
-        ``head`` is the head read in this transaction (read here when None).
-
-        Returns:
-            The agent records ``(agent, n, last_id, chk, mac)`` and event-count records
-            ``(agent, scope, event, n, chk)`` written: the charged agents' state once the
-            transaction commits.
-        """
-        key = self._key
-        if key is None or self._schema < 3 or self._writer is None:  # refused before any write
-            raise LedgerReadOnlyError(self._write_refusal or f"ledger {self.path!r}: no key")
-        return self._writer.append(
-            rows, states, key, run_id=run_id, when=when, times=times, head=head
-        )
 
     # ---- charging ----------------------------------------------------------------------------
 
@@ -344,15 +296,13 @@ class Ledger(LedgerQueries):
         # make this thread wait, never let it write into that transaction.
         with self._lock:
             rep = self._replay
-            if rep is None:
+            if rep is None or not rep.active:  # no replay, or past the last earlier row
                 return self._charge_rows(rows, rows, run_id=run_id, check=check, when=when)
 
             def write(rest: Sequence[tuple[str, str, str]], chk: Any) -> None:
                 self._charge_rows(rest, rows, run_id=run_id, check=chk, when=when)
 
             rep.charge(rows, check, write)
-            if not rep.active:
-                self._replay = None  # past the last earlier row
             return len(rows)
 
     def _charge_rows(
@@ -379,7 +329,7 @@ class Ledger(LedgerQueries):
                 states, cache, complete = w.states(agents, wh, self._load_states)
                 if check is not None:
                     check(states)
-                new = self._append_rows(rows, states, run_id=run_id, when=when, head=wh.head)
+                new = w.append(rows, states, run_id=run_id, when=when, head=wh.head)
             if not in_tx:  # committed
                 w.fold(cache, states, new, complete, wh.token, WRITE_CACHE_AGENTS)
         return len(rows)
@@ -403,9 +353,7 @@ class Ledger(LedgerQueries):
             n = len(self)
             if n and not self._store.keeps_rows:
                 raise self._not_evidence("rows to replay")
-            rep = Replay(n, self._replay_read, self.path, self._bad)
-            self._replay_state = rep
-            self._replay = rep if n else None
+            self._replay = Replay(n, self._replay_read, self.path, self._bad)
         return n
 
     def replay_status(self) -> dict[str, int] | None:
@@ -413,8 +361,7 @@ class Ledger(LedgerQueries):
 
         ``pending`` > 0 after a resumed run finished: earlier charges the rerun never made
         (kept: charged and never released, the safe direction)."""
-        rep = getattr(self, "_replay_state", None)
-        return None if rep is None else rep.status()
+        return None if self._replay is None else self._replay.status()
 
     def _replay_read(self, first: int, stop: int) -> list[tuple[str, str, str]]:
         store = self._rows_store("rows to replay")
@@ -452,21 +399,16 @@ class Ledger(LedgerQueries):
     def _put_meta(self, key: str, value: str, *, once: bool) -> str:
         if not isinstance(key, str) or key in RESERVED_META:
             raise InvalidParameterError(f"key must not be a reserved metadata key, got {key!r}")
-        store = self._store
-        if isinstance(store, CountStore):
-            with self._lock, store.write():
-                got = store.meta().get(key) if once else None
-                if got is None:
-                    store.put_meta(key, value)
-                return value if got is None else got
-        with self.transaction():
-            self._check_sealed()
+        store, sealed = self._store, self._rows is not None  # a row store's metadata is sealed
+        with self._lock, self.transaction() if sealed else store.write():
+            if sealed:
+                self._check_sealed()
             got = store.meta().get(key) if once else None
-            if got is not None:
-                return str(got)
-            store.put_meta(key, value)
-            self._seal_meta()
-            return value
+            if got is None:
+                store.put_meta(key, value)
+                if sealed:
+                    self._seal_meta()
+            return value if got is None else str(got)
 
     # ---- lifecycle ---------------------------------------------------------------------------
 
@@ -506,6 +448,5 @@ class TallyLedger(Ledger):
         self._attach(TallyStore(), False, None)
 
     def __repr__(self) -> str:
-        store = self._store
-        n = len(store.live_states()) if isinstance(store, CountStore) else 0
-        return f"TallyLedger(agents={n}, charges={len(self)})"
+        agents = len(self._store.live_states())  # type: ignore[attr-defined]
+        return f"TallyLedger(agents={agents}, charges={len(self)})"

@@ -3,7 +3,7 @@
 Pure functions over records (no I/O), used by :class:`~ldp_audit.accountant.ledger.Ledger`
 whatever its store: :func:`seal_rows` turns a batch of charges into the chained rows, agent
 records and event-count records to append (one pass: hash, checksum and MAC per row);
-:func:`states_from_records` and :func:`states_from_all_records` rebuild verified per-agent
+:func:`states_from_records` rebuilds verified per-agent
 state from stored records (checksums, totals, the chained row each agent record summarises,
 and its MAC); :func:`check_head_mac` and :func:`check_agent_mac` check the keyed parts.
 Every failure is a :class:`~ldp_audit.accountant.ledger_format.LedgerIntegrityError` naming
@@ -25,14 +25,12 @@ from ldp_audit.accountant.ledger_format import (
     APPLICATION,
     SCHEMA_VERSION,
     AgentState,
-    _agent_chk,
     _agent_msg,
     _genesis,
     _head_msg,
     _meta_digest,
     _row_bytes,
     _row_hash,
-    _state_chk,
     integrity_error,
 )
 from ldp_audit.accountant.ledger_store import HeadRecord
@@ -42,7 +40,6 @@ __all__ = [
     "check_agent_mac",
     "seal_rows",
     "states_from_records",
-    "states_from_all_records",
     "walk_chain",
     "genesis_records",
 ]
@@ -62,23 +59,15 @@ def genesis_records(key: LedgerKey) -> tuple[dict[str, str], HeadRecord]:
     return meta, HeadRecord(0, genesis, digest, key.mac(_head_msg(ledger_id, 0, genesis, digest)))
 
 
-def check_head_mac(
-    key: LedgerKey | None,
-    ledger_id: str,
-    path: str,
-    rows: int,
-    head: bytes,
-    digest: bytes,
-    mac: Any,
-) -> None:
+def check_head_mac(key: LedgerKey | None, ledger_id: str, path: str, head: HeadRecord) -> None:
     """The head (row count, last hash, metadata digest) must carry its MAC (no key: no check)."""
     if key is None:
         return
-    want = key.mac(_head_msg(ledger_id, rows, head, digest))
-    if not isinstance(mac, bytes) or not hmac.compare_digest(want, mac):
+    want = key.mac(_head_msg(ledger_id, head.rows, head.hash, bytes(head.meta_digest)))
+    if not isinstance(head.mac, bytes) or not hmac.compare_digest(want, head.mac):
         raise integrity_error(
             path,
-            f"the chain head ({rows} rows) or the metadata (budget, ids) does not carry "
+            f"the chain head ({head.rows} rows) or the metadata (budget, ids) does not carry "
             f"the MAC of key id {key.id} (rewritten, truncated or edited)",
         )
 
@@ -110,74 +99,36 @@ def check_agent_mac(
 
 
 def states_from_records(
-    records: Iterable[tuple], key: LedgerKey | None, ledger_id: str, path: str
-) -> tuple[dict[str, AgentState], int]:
-    """Verified state of the agents of ``records`` (``RowStore.agent_records``' joined rows).
-
-    Three independent records must agree for every agent: its event counts (each with a
-    checksum), its agent record (total and last row id, with a checksum) and its last chained
-    row (agent and running count); with a key, the agent's MAC too.
-
-    Returns:
-        ``(states, number of event-count records seen)``: the caller compares the number with
-        the store's own count of them (records without an agent record are caught so).
-    """
-    out: dict[str, AgentState] = {}
-    seen_rows = 0
-    macs: dict[str, tuple[Any, Any]] = {}
-    for record in records:
-        agent, n, last_id, chk, mac, row_agent, row_n, row_hash, scope, event, sn, schk = record
-        st = out.get(agent)
-        if st is None:
-            if chk != _agent_chk(agent, n, last_id):
-                raise integrity_error(
-                    path, f"the running state of agent {agent!r} fails its checksum"
-                )
-            if row_agent != agent or row_n != n:
-                raise integrity_error(
-                    path,
-                    f"agent {agent!r}: its running state ({n} charges, last row {last_id}) "
-                    f"disagrees with the chained row {last_id}",
-                )
-            st = out[agent] = AgentState(n, last_id)
-            macs[agent] = (row_hash, mac)
-        if sn is None:
-            raise integrity_error(path, f"agent {agent!r} has a running total but no event counts")
-        if sn <= 0 or schk != _state_chk(agent, scope, event, sn):
-            raise integrity_error(path, f"a state row of agent {agent!r} fails its checksum")
-        st.events[(scope, event)] = sn
-        seen_rows += 1
-    for agent, st in out.items():
-        if sum(st.events.values()) != st.n:
-            raise integrity_error(
-                path,
-                f"agent {agent!r}: its event counts sum to {sum(st.events.values())}, its "
-                f"running total is {st.n}",
-            )
-        if key is not None:
-            check_agent_mac(key, ledger_id, path, agent, st, *macs[agent])
-    return out, seen_rows
-
-
-def states_from_all_records(
     agent_rows: list[tuple],
     state_rows: list[tuple],
-    rows: int,
+    rows: int | None,
     key: LedgerKey | None,
     ledger_id: str,
     path: str,
 ) -> dict[str, AgentState]:
-    """Verify every agent's records (checksums, totals, MACs) against ``rows`` charges
-    (``RowStore.all_records``' two lists)."""
+    """Verified state of the agents of ``RowStore.state_records``' two lists.
+
+    Three independent records must agree for every agent: its event counts (each with a
+    checksum), its agent record (total and last row id, with a checksum) and its last chained
+    row (agent and running count); with a key, the agent's MAC too. Event counts without an
+    agent record are refused. ``rows``: the chain's row count when the lists hold every agent
+    (the totals must add up to it), None for some agents.
+    """
     crc = zlib.crc32
     out: dict[str, AgentState] = {}
     total = 0
-    for agent, n, last_id, chk, _, _ in agent_rows:
+    for agent, n, last_id, chk, _, row_agent, row_n, _ in agent_rows:
         if chk != crc(f"{len(agent)}:{agent}|{n}|{last_id}".encode()):  # _agent_chk
             raise integrity_error(path, f"the running state of agent {agent!r} fails its checksum")
+        if row_agent != agent or row_n != n:
+            raise integrity_error(
+                path,
+                f"agent {agent!r}: its running state ({n} charges, last row {last_id}) "
+                f"disagrees with the chained row {last_id}",
+            )
         out[agent] = AgentState(n, last_id)
         total += n
-    if total != rows:
+    if rows is not None and total != rows:
         raise integrity_error(
             path, f"the agents' running totals count {total} charges, the chain {rows}"
         )
@@ -194,18 +145,18 @@ def states_from_all_records(
             raise integrity_error(path, f"a state row of agent {agent!r} has count {n}")
         st.events[(scope, event)] = n
         seen += n
-    if seen != rows:
+    if rows is not None and seen != rows:
         raise integrity_error(
             path, f"the event counts sum to {seen} charges, the chain holds {rows}"
         )
     for agent, st in out.items():
         ev = st.events
-        if (next(iter(ev.values())) if len(ev) == 1 else sum(ev.values())) != st.n:
+        if not ev or (next(iter(ev.values())) if len(ev) == 1 else sum(ev.values())) != st.n:
             raise integrity_error(
                 path, f"agent {agent!r}: its event counts disagree with its total"
             )
     if key is not None:
-        for agent, _, _, _, mac, last_hash in agent_rows:
+        for agent, _, _, _, mac, _, _, last_hash in agent_rows:
             check_agent_mac(key, ledger_id, path, agent, out[agent], last_hash, mac)
     return out
 
@@ -278,60 +229,41 @@ def seal_rows(
             add_state((agent, scope, event, cnt, crc(f"{la}{p[1]}{cnt}".encode())))
     else:
         tails: dict[tuple[str, str], str] = {}
-        agent_n: dict[str, int] = {}  # running total of each touched agent
-        agent_last: dict[str, int] = {}
-        agent_hash: dict[str, bytes] = {}
+        # each touched agent: [running total, last row, its hash, its event counts]
+        touched: dict[str, list[Any]] = {}
         counts: dict[tuple[str, str, str], int] = {}  # (agent, scope, event) -> new count
-        get_n, get_count = agent_n.get, counts.get
+        get_touched = touched.get
         for k, (agent, event, scope) in enumerate(rows):
             i += 1
-            n = get_n(agent)
-            key3 = (agent, scope, event)
-            if n is None:  # the agent's first row in this batch
+            k2 = (scope, event)
+            a = get_touched(agent)
+            if a is None:  # the agent's first row in this batch
                 st = get_state(agent)
-                n = 1 if st is None else st.n + 1
-            else:
-                n += 1
-            cnt = get_count(key3)
-            if cnt is None:
-                st = get_state(agent)
-                cnt = 0 if st is None else st.events.get((scope, event), 0)
-            counts[key3] = cnt + 1
-            agent_n[agent] = n
-            agent_last[agent] = i
+                a = touched[agent] = (
+                    [0, 0, b"", {}] if st is None else [st.n, 0, b"", dict(st.events)]
+                )
+            n = a[0] = a[0] + 1
+            ev = a[3]
+            counts[(agent, scope, event)] = ev[k2] = ev.get(k2, 0) + 1
             if times is None:
-                tail = tails.get((scope, event))
+                tail = tails.get(k2)
                 if tail is None:
-                    tail = tails[(scope, event)] = f"|{len(event)}:{event}|{scope}|{t!r}|{r}|"
+                    tail = tails[k2] = f"|{len(event)}:{event}|{scope}|{t!r}|{r}|"
                 prev = sha256(prev + f"{i}|{len(agent)}:{agent}{tail}{n}".encode()).digest()
                 append((i, agent, event, scope, t, run_id, n, prev))
             else:
                 tk = float(times[k])
                 prev = _row_hash(prev, _row_bytes(i, agent, event, scope, tk, run_id, n))
                 append((i, agent, event, scope, tk, run_id, n, prev))
-            agent_hash[agent] = prev
+            a[1], a[2] = i, prev
         state_rows = [
             (a, s, e, n, crc(f"{len(a)}:{a}|{s}|{len(e)}:{e}|{n}".encode()))  # _state_chk
             for (a, s, e), n in counts.items()
         ]
-        new_events: dict[str, dict[tuple[str, str], int]] = {}
-        for (a, s, e), n in counts.items():
-            ev = new_events.get(a)
-            if ev is None:
-                st = get_state(a)
-                ev = new_events[a] = {} if st is None else dict(st.events)
-            ev[(s, e)] = n
-        agent_rows = [
-            (
-                a,
-                n,
-                last,
-                crc(f"{len(a)}:{a}|{n}|{last}".encode()),  # _agent_chk
-                mac_of(_agent_msg(lid, a, n, last, agent_hash[a], new_events[a])),
-            )
-            for a, n in agent_n.items()
-            for last in (agent_last[a],)
-        ]
+        agent_rows = []
+        for a, (n, j, h, ev) in touched.items():
+            mac = mac_of(_agent_msg(lid, a, n, j, h, ev))
+            agent_rows.append((a, n, j, crc(f"{len(a)}:{a}|{n}|{j}".encode()), mac))  # _agent_chk
     agent_rows.sort()
     state_rows.sort()
     return new_rows, agent_rows, state_rows, i, prev

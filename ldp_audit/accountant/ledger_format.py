@@ -23,6 +23,7 @@ import json
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ldp_audit.errors import InvalidParameterError, LedgerError
 
@@ -37,6 +38,7 @@ __all__ = [
     "LedgerReadOnlyError",
     "LedgerSchemaError",
     "integrity_error",
+    "check_scope",
     "check_rows",
 ]
 
@@ -72,6 +74,13 @@ def integrity_error(path: str, what: str) -> LedgerIntegrityError:
     )
 
 
+def check_scope(scope: Any) -> str:
+    """``scope`` when it is one of :data:`SCOPES`."""
+    if scope not in SCOPES:
+        raise InvalidParameterError(f"scope must be one of {SCOPES}, got {scope!r}")
+    return str(scope)
+
+
 def check_rows(
     rows: Iterable[tuple[str, str]] | Iterable[tuple[str, str, str]], run_id: str | None
 ) -> list[tuple[str, str, str]]:
@@ -80,14 +89,11 @@ def check_rows(
     norm = []
     for row in rows:
         agent, event = row[0], row[1]
-        scope = row[2] if len(row) > 2 else "local"
         if not isinstance(agent, str) or not isinstance(event, str) or not agent:
             raise InvalidParameterError(
                 f"rows must be (agent: str, event_json: str[, scope]), got {row!r}"
             )
-        if scope not in SCOPES:
-            raise InvalidParameterError(f"scope must be one of {SCOPES}, got {scope!r}")
-        norm.append((agent, event, scope))
+        norm.append((agent, event, check_scope(row[2] if len(row) > 2 else "local")))
     if run_id is not None and not isinstance(run_id, str):
         raise InvalidParameterError(f"run_id must be a string or None, got {run_id!r}")
     return norm

@@ -8,6 +8,7 @@ time and run id). This module imports the ledger; the ledger never imports it.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import sqlite3
@@ -62,21 +63,15 @@ def migrate_v1(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> Ledg
     store = led.store
     with led.transaction():
         # consecutive rows of one run id go in together, each with its own time
-        k = 0
-        while k < len(rows):
-            j = k
-            while j < len(rows) and rows[j][4] == rows[k][4]:
-                j += 1
-            part = rows[k:j]
-            states = led._load_states(list(dict.fromkeys(a for a, *_ in part)))
-            led._append_rows(
+        for run_id, group in itertools.groupby(rows, key=lambda r: r[4]):
+            part = list(group)
+            led._writer.append(  # type: ignore[union-attr]
                 [(a, e, s) for a, e, s, _, _ in part],
-                states,
-                run_id=part[0][4],
+                led._load_states(list(dict.fromkeys(a for a, *_ in part))),
+                run_id=run_id,
                 when=None,
                 times=[t for _, _, _, t, _ in part],
             )
-            k = j
         for k2, v in meta.items():
             if k2 not in ("application", "schema_version", "created", "ledger_id", "key_id"):
                 store.put_meta(k2, v)

@@ -21,12 +21,13 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ldp_audit.accountant.keys import LedgerKey
-from ldp_audit.accountant.ledger_chain import (
-    check_head_mac,
-    states_from_all_records,
-    states_from_records,
+from ldp_audit.accountant.ledger_chain import check_head_mac, states_from_records
+from ldp_audit.accountant.ledger_format import (
+    AgentState,
+    LedgerIntegrityError,
+    _meta_digest,
+    integrity_error,
 )
-from ldp_audit.accountant.ledger_format import AgentState, LedgerIntegrityError, integrity_error
 from ldp_audit.accountant.ledger_store import CountStore, LedgerStore, RowStore
 from ldp_audit.accountant.ledger_verify import parse_head, verify_all
 from ldp_audit.errors import LedgerError
@@ -74,10 +75,21 @@ class LedgerQueries:
 
     def _check_head_mac(self) -> None:
         """The head (row count, last hash, metadata digest) must carry its MAC (cheap)."""
-        h = self._rows_store("hash chain").checked_head()
         check_head_mac(
-            self._key, self._ledger_id, self.path, h.rows, h.hash, bytes(h.meta_digest), h.mac
+            self._key, self._ledger_id, self.path, self._rows_store("hash chain").checked_head()
         )
+
+    def _check_digest(self, store: RowStore, meta: dict[str, str]) -> None:
+        head = store.head()
+        if head is None or head.meta_digest != _meta_digest(meta):
+            raise self._bad("the metadata (budget, ids) does not match its recorded digest")
+
+    def _check_sealed(self) -> None:
+        """The metadata must match its digest and the head its MAC (so that resealing inside a
+        write never launders an edit made outside ldp-audit)."""
+        store = self._rows_store("metadata seal")
+        self._check_digest(store, store.meta())
+        self._check_head_mac()
 
     def _head(self) -> tuple[int, bytes]:
         return self._rows_store("hash chain").checked_head()[:2]
@@ -85,37 +97,21 @@ class LedgerQueries:
     # ---- verified state ----------------------------------------------------------------------
 
     def _load_states(self, agents: Sequence[str]) -> dict[str, AgentState]:
-        """Verified running state of ``agents`` (absent agents: never charged).
-
-        Three independent records must agree for every agent: its state rows (each with a
-        checksum), its agent row (total and last row id, with a checksum) and its last chained
-        row (agent and running count); with the key, its MAC. Must run inside a transaction or
-        ``_read_tx``.
-        """
+        """Verified running state of ``agents`` (absent agents: never charged), from three
+        independent records that must agree (``ledger_chain.states_from_records``). Must run
+        inside a transaction or ``_read_tx``."""
         if not agents:
             return {}
-        store = self._rows_store("rows")
-        out, seen = states_from_records(
-            store.agent_records(agents), self._key, self._ledger_id, self.path
-        )
-        # State rows of agents that have no running total (e.g. a lost agent row) are caught
-        # by counting them independently of the join.
-        if store.count_records_of(agents) != seen:
-            missing = [a for a in store.record_owners(agents) if a not in out]
-            raise self._bad(
-                f"agents {missing[:3]!r} have event counts but no running total"
-                if missing
-                else "the per-agent state changed while it was read"
-            )
-        return out
+        fetched = self._rows_store("rows").state_records(agents)
+        return states_from_records(*fetched, None, self._key, self._ledger_id, self.path)
 
     def _load_all_states_uncached(
         self, rows: int, fetched: tuple[list[tuple], list[tuple]] | None = None
     ) -> dict[str, AgentState]:
         """Verify every agent's state rows (checksums, totals, MACs) against ``rows`` charges."""
         if fetched is None:
-            fetched = self._rows_store("rows").all_records(self._key is not None)
-        return states_from_all_records(*fetched, rows, self._key, self._ledger_id, self.path)
+            fetched = self._rows_store("rows").state_records(None)
+        return states_from_records(*fetched, rows, self._key, self._ledger_id, self.path)
 
     # ---- reads -------------------------------------------------------------------------------
 
@@ -162,9 +158,8 @@ class LedgerQueries:
         head's MAC is checked when the ledger is authenticated)."""
         store = self._rows_store("hash chain to anchor")
         with self._store.read():
-            if self._key is not None:
-                self._check_head_mac()
             head = store.checked_head()
+            check_head_mac(self._key, self._ledger_id, self.path, head)
         return {
             "ledger_id": self._ledger_id,
             "rows": head.rows,
@@ -191,7 +186,7 @@ class LedgerQueries:
             hit = self._all_states
             if hit is not None and hit[0] == (rows, head):
                 return hit[1]
-            fetched = store.all_records(self._key is not None)
+            fetched = store.state_records(None)
         out = self._load_all_states_uncached(rows, fetched)
         self._all_states = ((rows, head), out)
         return out
@@ -216,15 +211,7 @@ class LedgerQueries:
         self, agents: Iterable[str] | None = None, scope: str | None = None
     ) -> dict[str, list[tuple[str, int]]]:
         """Grouped histories of many agents at once (all agents when ``agents`` is None)."""
-        wanted = None if agents is None else list(dict.fromkeys(agents))
-        if wanted is not None and not wanted:
-            return {}
-        out: dict[str, list[tuple[str, int]]] = {}
-        for agent, st in self.states(wanted).items():
-            h = st.history(scope)
-            if h:
-                out[agent] = h
-        return out
+        return {a: h for a, st in self.states(agents).items() if (h := st.history(scope))}
 
     def scopes(self) -> dict[str, set[str]]:
         """``{agent: {scopes it was charged under}}``."""
@@ -259,8 +246,7 @@ class LedgerQueries:
         want = parse_head(expect_head)
         with store.errors("verify"), self._store.read():
             rows, head, n_agents = verify_all(
-                store, self._ledger_id, self.path, want,
-                self._check_head_mac if self._key is not None else lambda: None,
+                store, self._ledger_id, self.path, want, self._check_sealed,
                 self._load_all_states_uncached,
             )  # fmt: skip
         return {

@@ -23,8 +23,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-import math
-import numbers
 import os
 import re
 import shutil
@@ -47,6 +45,7 @@ from ldp_audit.accountant.ledger_format import (
 from ldp_audit.accountant.ledger_store import HeadRecord, RowStore, WriteHead
 from ldp_audit.errors import InvalidParameterError, LedgerError
 from ldp_audit.rundir.files import create_once
+from ldp_audit.validation import check_real_in
 
 __all__ = ["SqliteStore"]
 
@@ -57,6 +56,8 @@ _STATE = "ldp_audit_state"
 _AGENTS = "ldp_audit_agents"
 _HEAD = "ldp_audit_head"
 _JOURNAL = "TRUNCATE"
+#: The largest row id SQLite can hold (the open upper end of a range of rows).
+_MAX_ID = 2**63 - 1
 _TMP_RE = re.compile(r"^\..+\.ldp-creating\.(\d+)\.\d+\.tmp(-journal|-wal|-shm)?$")
 
 _SCHEMA = f"""
@@ -101,13 +102,10 @@ _SQL_WRITE_HEAD = (
     f"ON c.id = (SELECT MAX(id) FROM {_CHARGES}) WHERE h.k = 1"
 )
 #: The agents of a JSON list (one parameter, however many agents).
-_IN_AGENTS = "agent IN (SELECT value FROM json_each(?))"
-_SQL_AGENT_RECORDS = (
-    f"SELECT a.agent, a.n, a.last_id, a.chk, {{mac}}, c.agent, c.agent_n, c.hash, "
-    f"s.scope, s.event, s.n, s.chk FROM {_AGENTS} a "
-    f"LEFT JOIN {_CHARGES} c ON c.id = a.last_id "
-    f"LEFT JOIN {_STATE} s ON s.agent = a.agent "
-    f"WHERE a.{_IN_AGENTS}"
+_IN_AGENTS = "a.agent IN (SELECT value FROM json_each(?))"
+_SQL_AGENT_STATE = (
+    f"SELECT a.agent, a.n, a.last_id, a.chk, {{mac}}, c.agent, c.agent_n, c.hash FROM {_AGENTS} a "
+    f"LEFT JOIN {_CHARGES} c ON c.id = a.last_id"
 )
 
 
@@ -203,15 +201,6 @@ def check_ledger_path(path: Any) -> str:
     return str(text)
 
 
-def check_timeout(timeout: Any) -> float:
-    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real):
-        raise InvalidParameterError(f"timeout must be a real number >= 0, got {timeout!r}")
-    t = float(timeout)
-    if not (math.isfinite(t) and t >= 0):
-        raise InvalidParameterError(f"timeout must be finite and >= 0, got {timeout!r}")
-    return t
-
-
 class SqliteStore(RowStore):
     """A ledger's records in one SQLite file (or ``":memory:"``: private, gone with the process).
 
@@ -240,7 +229,7 @@ class SqliteStore(RowStore):
         initial: Callable[[], tuple[dict[str, str], HeadRecord]] | None = None,
     ) -> None:
         self.path = check_ledger_path(path)
-        self._timeout = check_timeout(timeout)
+        self._timeout = check_real_in(timeout, "timeout", lo=0.0, lo_open=False)
         self._memory = self.path == ":memory:"
         self.readonly = bool(readonly) and not self._memory
         self._in_tx = False
@@ -395,7 +384,7 @@ class SqliteStore(RowStore):
             f"SELECT rows, hash, meta, {'mac' if macs else 'NULL'} FROM {_HEAD} WHERE k = 1"
         )
         self._sql_write_head = _SQL_WRITE_HEAD.format(mac="h.mac" if macs else "NULL")
-        self._sql_agent_records = _SQL_AGENT_RECORDS.format(mac="a.mac" if macs else "NULL")
+        self._sql_agents = _SQL_AGENT_STATE.format(mac="a.mac" if macs else "NULL")
 
     @property
     def durable(self) -> bool:
@@ -590,18 +579,13 @@ class SqliteStore(RowStore):
     def rows(
         self, first: int = 1, last: int | None = None, agent: str | None = None
     ) -> Iterator[tuple]:
-        cols = "id, agent, event, scope, time, run_id, agent_n, hash"
-        where, params = ["id >= ?"], [first]
-        if last is not None:
-            where.append("id <= ?")
-            params.append(last)
-        if agent is not None:
-            where.append("agent = ?")
-            params.append(agent)  # type: ignore[arg-type]
+        sql = (
+            f"SELECT id, agent, event, scope, time, run_id, agent_n, hash FROM {_CHARGES} "
+            f"WHERE id BETWEEN ? AND ?{'' if agent is None else ' AND agent = ?'} ORDER BY id"
+        )
+        bounds = (first, _MAX_ID if last is None else last)
         with self._lock:
-            return self._conn.execute(
-                f"SELECT {cols} FROM {_CHARGES} WHERE {' AND '.join(where)} ORDER BY id", params
-            )
+            return self._conn.execute(sql, bounds if agent is None else (*bounds, agent))
 
     def put_charges(
         self, charges: Sequence[tuple], agents: Sequence[tuple], states: Sequence[tuple]
@@ -613,29 +597,15 @@ class SqliteStore(RowStore):
 
     # ---- per-agent records -------------------------------------------------------------------
 
-    def agent_records(self, agents: Sequence[str]) -> Iterator[tuple]:
-        return self._conn.execute(self._sql_agent_records, (json.dumps(list(agents)),))
-
-    def count_records_of(self, agents: Sequence[str]) -> int:
-        sql = f"SELECT COUNT(*) FROM {_STATE} WHERE {_IN_AGENTS}"
-        return int(self._conn.execute(sql, (json.dumps(list(agents)),)).fetchone()[0])
-
-    def record_owners(self, agents: Sequence[str]) -> list[str]:
-        sql = f"SELECT DISTINCT agent FROM {_STATE} WHERE {_IN_AGENTS}"
-        return [r[0] for r in self._conn.execute(sql, (json.dumps(list(agents)),))]
-
-    def all_records(self, with_hashes: bool) -> tuple[list[tuple], list[tuple]]:
+    def state_records(self, agents: Sequence[str] | None) -> tuple[list[tuple], list[tuple]]:
+        where, arg = (
+            ("", ()) if agents is None else (f" WHERE {_IN_AGENTS}", (json.dumps(list(agents)),))
+        )
         c = self._conn
-        if not (with_hashes and self._macs):
-            agents = c.execute(
-                f"SELECT agent, n, last_id, chk, NULL, NULL FROM {_AGENTS}"
-            ).fetchall()
-        else:  # with the MAC and the hash of the chained row it summarises
-            agents = c.execute(
-                f"SELECT a.agent, a.n, a.last_id, a.chk, a.mac, c.hash FROM {_AGENTS} a "
-                f"LEFT JOIN {_CHARGES} c ON c.id = a.last_id"
-            ).fetchall()
-        return agents, c.execute(f"SELECT agent, scope, event, n, chk FROM {_STATE}").fetchall()
+        return (
+            c.execute(self._sql_agents + where, arg).fetchall(),
+            c.execute(f"SELECT agent, scope, event, n, chk FROM {_STATE} a{where}", arg).fetchall(),
+        )
 
     def record_totals(self) -> list[tuple[str, int, int]]:
         out = []

@@ -202,25 +202,10 @@ class RowStore(LedgerStore):
     # ---- per-agent records -----------------------------------------------------------------
 
     @abstractmethod
-    def agent_records(self, agents: Sequence[str]) -> Iterable[tuple]:
-        """For each of ``agents`` that has an agent record, one tuple per event-count record of
-        it (the last four None when it has none): ``(agent, n, last_id, chk, mac,
-        row_agent, row_agent_n, row_hash, scope, event, count, count_chk)``, ``row_*`` from the
-        charge row ``last_id`` (None when missing)."""
-
-    @abstractmethod
-    def count_records_of(self, agents: Sequence[str]) -> int:
-        """The number of event-count records of ``agents`` (counted apart from
-        :meth:`agent_records`, so that records without an agent record are noticed)."""
-
-    @abstractmethod
-    def record_owners(self, agents: Sequence[str]) -> list[str]:
-        """Those of ``agents`` that have at least one event-count record."""
-
-    @abstractmethod
-    def all_records(self, with_hashes: bool) -> tuple[list[tuple], list[tuple]]:
-        """Every agent record as ``(agent, n, last_id, chk, mac, hash of row last_id)`` (the
-        last two None unless ``with_hashes``) and every event-count record."""
+    def state_records(self, agents: Sequence[str] | None) -> tuple[list[tuple], list[tuple]]:
+        """The agent records of ``agents`` (every agent when None), each as ``(agent, n,
+        last_id, chk, mac, row_agent, row_agent_n, row_hash)`` with ``row_*`` from the charge
+        row ``last_id`` (None when missing), and every event-count record of those agents."""
 
     @abstractmethod
     def record_totals(self) -> list[tuple[str, int, int]]:

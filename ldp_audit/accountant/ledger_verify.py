@@ -8,7 +8,6 @@ Functions over a :class:`~ldp_audit.accountant.ledger_store.RowStore`, used by
   unauthenticated and never charged);
 * :func:`verify_open`: on open, the chain's tail re-hashed against the head, and the per-agent
   records' totals against the row count (cheap);
-* :func:`verify_rows`: re-hash a range of rows;
 * :func:`verify_all`: the whole chain walked and every agent's state rebuilt from the rows
   (``Ledger.verify()``, ``ldp-audit budget --verify``).
 """
@@ -27,7 +26,6 @@ from ldp_audit.accountant.ledger_format import (
     LedgerIntegrityError,
     LedgerSchemaError,
     _genesis,
-    _meta_digest,
     integrity_error,
 )
 from ldp_audit.accountant.ledger_store import RowStore
@@ -38,7 +36,6 @@ __all__ = [
     "identify",
     "resolve_key",
     "verify_open",
-    "verify_rows",
     "verify_all",
     "parse_head",
 ]
@@ -131,37 +128,29 @@ def resolve_key(schema: int, meta: dict[str, str], path: str) -> KeyChoice:
     return KeyChoice(None, key_id, note, refusal)
 
 
-def verify_rows(
-    store: RowStore, ledger_id: str, path: str, first: int, last: int, head: bytes | None
-) -> None:
-    """Re-hash rows ``first..last`` from row ``first - 1``'s hash; last must equal ``head``."""
-    if last < first:
-        if head is not None and last == 0 and head != _genesis(ledger_id):
-            raise integrity_error(path, "the chain head of an empty ledger is not its genesis hash")
-        return
-    if first == 1:
-        prev = _genesis(ledger_id)
-    else:
-        got = store.row_hash(first - 1)
-        if got is None:
-            raise integrity_error(path, f"row {first - 1} is missing")
-        prev = got
-    top, prev, *_ = walk_chain(store.rows(first, last), prev, path, None, first)
-    if top != last:
-        raise integrity_error(path, f"rows {top + 1}..{last} are missing")
-    if head is not None and prev != head:
-        raise integrity_error(path, "the last row's hash is not the recorded chain head")
-
-
 def verify_open(store: RowStore, ledger_id: str, path: str) -> None:
-    """Tail of the chain against the head; per-agent totals against the row count."""
+    """The chain's tail (its last ``TAIL_ROWS`` rows) re-hashed against the head; the per-agent
+    totals against the row count."""
     rows, head = store.checked_head()[:2]
     top = store.last_row_id()
     if top != rows:
         raise integrity_error(
             path, f"the chain head records {rows} rows but the last row id is {top}"
         )
-    verify_rows(store, ledger_id, path, max(1, rows - TAIL_ROWS + 1), rows, head)
+    first = max(1, rows - TAIL_ROWS + 1)
+    prev = _genesis(ledger_id) if first == 1 else store.row_hash(first - 1)
+    if prev is None:
+        raise integrity_error(path, f"row {first - 1} is missing")
+    last, prev, *_ = walk_chain(store.rows(first, rows), prev, path, None, first)
+    if last != rows:
+        raise integrity_error(path, f"rows {last + 1}..{rows} are missing")
+    if prev != head:
+        raise integrity_error(
+            path,
+            "the chain head of an empty ledger is not its genesis hash"
+            if rows == 0
+            else "the last row's hash is not the recorded chain head",
+        )
     for name, _, total in store.record_totals():
         if total != rows:
             raise integrity_error(
@@ -174,7 +163,7 @@ def verify_all(
     ledger_id: str,
     path: str,
     want: bytes | None,
-    check_head_mac: Callable[[], None],
+    check_sealed: Callable[[], None],
     all_states: Callable[[int], dict[str, AgentState]],
 ) -> tuple[int, bytes, int]:
     """Walk the whole chain and rebuild every agent's state from the rows (inside a read).
@@ -185,9 +174,7 @@ def verify_all(
     store.check_storage(full=True)
     got = store.checked_head()
     rows, head = got.rows, got.hash
-    if got.meta_digest != _meta_digest(store.meta()):
-        raise integrity_error(path, "the metadata (budget, ids) does not match its recorded digest")
-    check_head_mac()
+    check_sealed()  # the metadata's digest and the head's MAC
     n, prev, counts, per_agent, found = walk_chain(
         store.rows(1, None), _genesis(ledger_id), path, want
     )

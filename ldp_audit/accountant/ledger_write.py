@@ -38,7 +38,7 @@ from ldp_audit.accountant.ledger_format import (
 from ldp_audit.accountant.ledger_store import HeadRecord, RowStore, WriteHead
 from ldp_audit.errors import LedgerError
 
-__all__ = ["ChainWriter", "transaction", "cached_states", "fold_committed"]
+__all__ = ["ChainWriter", "transaction"]
 
 
 @contextmanager
@@ -92,10 +92,7 @@ class ChainWriter:
                 f"the chain head ({rows} rows) does not match the last row ({top}); rows were "
                 f"added or removed outside ldp-audit",
             )
-        check_head_mac(
-            self.key, self.ledger_id, self.path, rows, head, bytes(wh.head.meta_digest),
-            wh.head.mac,
-        )  # fmt: skip
+        check_head_mac(self.key, self.ledger_id, self.path, wh.head)
         return wh
 
     def states(
@@ -111,7 +108,19 @@ class ChainWriter:
         """
         cache = self.cache
         if cache is not None and wh.token is not None and self.token == wh.token:
-            return cached_states(cache, self.complete, agents, load), cache, self.complete
+            # from the cache; those it lacks through ``load`` (unless it is complete: then an
+            # absent agent was never charged)
+            states: dict[str, AgentState] = {}
+            missing = []
+            for a in agents:
+                st = cache.get(a)
+                if st is not None:
+                    states[a] = st
+                elif not self.complete:
+                    missing.append(a)
+            if missing:
+                states.update(load(missing))
+            return states, cache, self.complete
         self.cache = None
         if wh.head.rows == 0:  # an empty ledger: no agent may hold state, then every agent is new
             (_, n_agents, _), (_, n_state, _) = self.store.record_totals()
@@ -128,7 +137,6 @@ class ChainWriter:
         self,
         rows: Sequence[tuple[str, str, str]],
         states: dict[str, AgentState],
-        key: LedgerKey,
         *,
         run_id: str | None,
         when: float | None,
@@ -137,14 +145,17 @@ class ChainWriter:
     ) -> tuple[list[tuple], list[tuple]]:
         """Seal ``(agent, event, scope)`` rows after ``head`` (read when None) and append them.
 
-        ``states`` holds the verified state of every agent of ``rows``. ``times`` (one per row)
-        overrides ``when``.
+        ``states`` holds the verified state of every agent of ``rows`` (read in the same
+        transaction). ``times`` (one per row) overrides ``when``. Refused without the key (the
+        ledger's transaction already refuses a ledger it cannot charge).
 
         Returns:
             The agent and event-count records written: the charged agents' state once the
             transaction commits.
         """
-        store = self.store
+        key, store = self.key, self.store
+        if key is None:  # pragma: no cover - transaction() refuses unkeyed ledgers first
+            raise LedgerReadOnlyError(f"ledger {self.path!r}: no key, nothing can be charged")
         head = head or store.checked_head()
         t = time.time() if when is None else float(when)
         charges, agent_rows, state_rows, i, last = seal_rows(
@@ -171,53 +182,23 @@ class ChainWriter:
         if token is None:  # the store cannot tell whether anything else changed it
             self.cache = None
             return
-        fold_committed(cache, states, *written)
+        # the charged agents' state as seal_rows' records (now committed) left it; ``states``
+        # (their state before) are updated in place
+        agent_rows, state_rows = written
+        get = states.get
+        for a, n, last, _, _ in agent_rows:
+            st = get(a)
+            if st is None:
+                cache[a] = AgentState(n, last)
+            else:
+                st.n = n
+                st.last_id = last
+                cache[a] = st
+        for a, s, e, n, _ in state_rows:
+            cache[a].events[(s, e)] = n
         if len(cache) > limit:
             self.cache = None
             return
         self.cache = cache
         self.complete = complete
         self.token = self.store.committed_token(token)
-
-
-def cached_states(
-    cache: dict[str, AgentState],
-    complete: bool,
-    agents: Sequence[str],
-    load: Callable[[list[str]], dict[str, AgentState]],
-) -> dict[str, AgentState]:
-    """States of ``agents`` from a writer's cache; those it lacks through ``load`` (unless the
-    cache is ``complete``: then an absent agent was never charged)."""
-    states: dict[str, AgentState] = {}
-    missing = []
-    get = cache.get
-    for a in agents:
-        st = get(a)
-        if st is not None:
-            states[a] = st
-        elif not complete:
-            missing.append(a)
-    if missing:
-        states.update(load(missing))
-    return states
-
-
-def fold_committed(
-    cache: dict[str, AgentState],
-    states: dict[str, AgentState],
-    agent_rows: list[tuple],
-    state_rows: list[tuple],
-) -> None:
-    """Put into ``cache`` the state of the charged agents as :func:`seal_rows`' records (now
-    committed) left it (``states``: their state before; its objects are updated in place)."""
-    get = states.get
-    for a, n, last, _, _ in agent_rows:
-        st = get(a)
-        if st is None:
-            cache[a] = AgentState(n, last)
-        else:
-            st.n = n
-            st.last_id = last
-            cache[a] = st
-    for a, s, e, n, _ in state_rows:
-        cache[a].events[(s, e)] = n

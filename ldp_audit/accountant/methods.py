@@ -37,7 +37,6 @@ method's value and the methods ``best`` skipped with the reason.
 from __future__ import annotations
 
 import math
-import numbers
 import warnings
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -47,8 +46,10 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.accountant import composition, pld, prv, rdp
+from ldp_audit.accountant.composition import check_delta
 from ldp_audit.accountant.events import (
     DpEvent,
+    GaussianEvent,
     LaplaceEvent,
     NonPrivateEvent,
     PoissonSampledEvent,
@@ -56,6 +57,7 @@ from ldp_audit.accountant.events import (
     event_from_json,
     event_to_json,
     flatten,
+    unsampled,
 )
 from ldp_audit.errors import InvalidParameterError
 
@@ -66,13 +68,11 @@ __all__ = [
     "PLD_COARSE_RELATIVE",
     "PLD_COARSE_TRIES",
     "Signature",
-    "check_delta",
     "check_method",
     "signature",
     "pure_epsilon",
     "atoms_of",
     "method_value",
-    "evaluate",
     "evaluate_full",
     "compose",
     "supports",
@@ -84,16 +84,6 @@ METHODS = ("basic", "advanced", "optimal", "rdp", "prv", "pld")
 ALL_METHODS = (*METHODS, "best")
 #: The methods that need delta > 0.
 NEEDS_DELTA = {"advanced", "rdp", "prv", "pld"}
-
-
-def check_delta(delta: Any) -> float:
-    """A delta in [0, 1) (numbers.Real; bool and str are refused, never coerced)."""
-    if isinstance(delta, bool) or not isinstance(delta, numbers.Real):
-        raise InvalidParameterError(f"delta must be a real number in [0, 1), got {delta!r}")
-    d = float(delta)
-    if math.isnan(d) or not (0.0 <= d < 1.0):
-        raise InvalidParameterError(f"delta must be in [0, 1), got {delta!r}")
-    return d
 
 
 def check_method(method: Any, allowed: Sequence[str] = ALL_METHODS) -> str:
@@ -124,19 +114,44 @@ def pure_epsilon(atom: DpEvent) -> float | None:
     return None
 
 
-def _pure_pairs(atoms: Mapping[DpEvent, int]) -> tuple[np.ndarray, np.ndarray] | None:
+def _pure_pairs(atoms: Mapping[DpEvent, int]) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct pure epsilons and their counts (every atom of the pure family)."""
     eps: Counter[float] = Counter()
     for atom, n in atoms.items():
-        e = pure_epsilon(atom)
-        if e is None:
-            return None
-        eps[e] += n
+        eps[pure_epsilon(atom)] += n  # type: ignore[index]
     keys = sorted(eps)
     return np.array(keys, dtype=np.float64), np.array([eps[k] for k in keys], dtype=np.float64)
 
 
-#: The modules of the methods that compose general events.
-_ACCOUNTANTS = {"rdp": rdp, "prv": prv, "pld": pld}
+#: The atomic events (alone or Poisson-sampled) each general method composes; the others
+#: (basic, advanced, optimal) compose the pure family (:func:`pure_epsilon`).
+_EVENTS = {
+    "rdp": (PureDpEvent, LaplaceEvent, GaussianEvent),
+    "prv": (GaussianEvent,),
+    "pld": (PureDpEvent, LaplaceEvent, GaussianEvent),
+}
+
+
+def _applies(atoms: Iterable[DpEvent], delta: float, method: str) -> bool:
+    """Whether ``method`` composes histories of ``atoms`` at ``delta``."""
+    if method in NEEDS_DELTA and delta == 0.0:
+        return False
+    if method in _EVENTS:
+        return all(isinstance(unsampled(a)[0], _EVENTS[method]) for a in atoms)
+    return all(pure_epsilon(a) is not None for a in atoms)
+
+
+#: Each method's epsilon of a history it applies to (``_applies``), at a delta.
+_COMPUTE = {
+    "basic": lambda atoms, delta: composition.basic_epsilon(*_pure_pairs(atoms)),
+    "advanced": lambda atoms, delta: composition.advanced_epsilon(*_pure_pairs(atoms), delta=delta),
+    "optimal": lambda atoms, delta: composition.optimal_epsilon_heterogeneous(
+        *_pure_pairs(atoms), delta=delta
+    ),
+    "rdp": lambda atoms, delta: rdp.rdp_epsilon(atoms, delta=delta)[0],
+    "prv": lambda atoms, delta: prv.prv_epsilon(atoms, delta=delta),
+    "pld": lambda atoms, delta: pld.pld_epsilon(atoms, delta=delta),
+}
 
 
 class _Skip(Exception):
@@ -164,23 +179,16 @@ def _pld_coarse(atoms: Mapping[DpEvent, int], delta: float, reference: float) ->
     the order of ``reference``. None when the history is not PLD's, or ``reference`` is not a
     finite positive number.
     """
-    if not (math.isfinite(reference) and reference > 0.0) or not (0.0 < delta < 1.0):
-        return None
-    if not all(pld.supports(a) for a in atoms):
+    if not (math.isfinite(reference) and reference > 0.0) or not _applies(atoms, delta, "pld"):
         return None
     # dp_accounting overflows when the mesh is far coarser than the losses (reference much
     # looser than the PLD): then 10x finer, at most PLD_COARSE_TRIES times (each try is cheap)
     for k in range(PLD_COARSE_TRIES):
         vdi = max(pld.DEFAULT_DISCRETIZATION, PLD_COARSE_RELATIVE * reference / 10.0**k)
-        total = None
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore")
             try:
-                for event, count in sorted(atoms.items(), key=lambda kv: repr(kv[0])):
-                    one = pld.event_pld(event, value_discretization_interval=vdi)
-                    if int(count) > 1:
-                        one = one.self_compose(int(count))
-                    total = one if total is None else total.compose(one)
+                total = pld.composed(atoms, vdi)
                 if total is None:
                     return None
                 v = float(total.get_epsilon_for_delta(delta))
@@ -199,45 +207,25 @@ def method_value(atoms: Mapping[DpEvent, int], delta: float, method: str) -> flo
     Raises:
         _Skip: the method applies but its estimated cost is out of bounds (the reason).
     """
-    v = _method_value_raw(atoms, delta, method)
-    return None if v is None else max(0.0, float(v))
-
-
-def _method_value_raw(atoms: Mapping[DpEvent, int], delta: float, method: str) -> float | None:
-    if method in NEEDS_DELTA and delta == 0.0:
-        return None
-    if method in ("basic", "advanced", "optimal"):
-        pairs = _pure_pairs(atoms)
-        if pairs is None:
-            return None
-        e, c = pairs
-        if method == "basic":
-            return composition.basic_epsilon(e, c)
-        if method == "advanced":
-            return composition.advanced_epsilon(e, c, delta=delta)
-        try:
-            return composition.optimal_epsilon_heterogeneous(e, c, delta=delta)
-        except InvalidParameterError as exc:
-            raise _Skip(f"exact composition is too large for this history: {exc}") from None
-    mod = _ACCOUNTANTS.get(method)
-    if mod is None:
+    if method not in METHODS:
         raise InvalidParameterError(f"method must be one of {ALL_METHODS}, got {method!r}")
-    if not all(mod.supports(a) for a in atoms):
+    if not _applies(atoms, delta, method):
         return None
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # Opacus / dp_accounting warnings never reach the user
-            if method == "rdp":
-                return rdp.rdp_epsilon(atoms, delta=delta)[0]
-            return (prv.prv_epsilon if method == "prv" else pld.pld_epsilon)(atoms, delta=delta)
-    except InvalidParameterError as exc:  # prv / pld: the planned mesh is out of bounds
-        if method == "rdp":
+            v = _COMPUTE[method](atoms, delta)
+    except InvalidParameterError as exc:  # the planned mesh (prv, pld) or support (optimal)
+        if method in ("basic", "advanced", "rdp"):
             raise
+        if method == "optimal":
+            raise _Skip(f"exact composition is too large for this history: {exc}") from None
         raise _Skip(str(exc)) from None
     except OverflowError as exc:  # pld: the planner's support estimate overflows (sigma << 1)
         if method != "pld":
             raise
         raise _Skip(f"method 'pld' cannot plan its mesh for this history: {exc}") from None
+    return max(0.0, float(v))
 
 
 def atoms_of(sig: Signature) -> Counter[DpEvent]:
@@ -245,23 +233,14 @@ def atoms_of(sig: Signature) -> Counter[DpEvent]:
     return flatten([(event_from_json(ev), n) for ev, n in sig])
 
 
-def evaluate(sig: Signature, delta: float, method: str) -> tuple[float, str, tuple]:
-    """(epsilon, winning method, ((method, epsilon), ...)) for one history signature."""
-    return evaluate_full(sig, delta, method)[:3]
-
-
-evaluate.cache_clear = lambda: evaluate_full.cache_clear()  # type: ignore[attr-defined]
-
-
 @lru_cache(maxsize=65536)
 def evaluate_full(sig: Signature, delta: float, method: str) -> tuple[float, str, tuple, tuple]:
-    """``evaluate`` plus ``((skipped method, reason), ...)``."""
+    """``(epsilon, winning method, ((method, epsilon), ...), ((skipped method, reason), ...))``
+    for one history signature."""
     if not sig:
         return 0.0, "basic" if method == "best" else method, (), ()
     atoms = atoms_of(sig)
-    if any(isinstance(a, NonPrivateEvent) for a in atoms) or any(
-        isinstance(a, PoissonSampledEvent) and isinstance(a.event, NonPrivateEvent) for a in atoms
-    ):
+    if any(isinstance(unsampled(a)[0], NonPrivateEvent) for a in atoms):  # sampled or not
         return math.inf, "non_private", (), ()
     if method != "best":
         try:
@@ -278,38 +257,37 @@ def evaluate_full(sig: Signature, delta: float, method: str) -> tuple[float, str
                 f"delta={delta!r}){need}; use method='best' or one of {METHODS}"
             )
         return float(v), method, ((method, float(v)),), ()
-    values = []
-    skipped = []
+    values: dict[str, float] = {}
+    skipped: dict[str, str] = {}
     # For plain PureDpEvent histories the optimal composition is exact (Kairouz-Oh-Viswanath):
     # no valid bound can be smaller, so the slower rdp/pld bounds are not computed for "best".
     exact = all(type(a) is PureDpEvent for a in atoms)
     for m in METHODS:
-        if exact and m in ("rdp", "prv", "pld") and any(w == "optimal" for w, _ in values):
+        if exact and m in ("rdp", "prv", "pld") and "optimal" in values:
             continue
         try:
             v = method_value(atoms, delta, m)
         except _Skip as exc:
-            skipped.append((m, str(exc)))
+            skipped[m] = str(exc)
             continue
         if v is not None:
-            values.append((m, float(v)))
-    skipped_pld = next((r for m, r in skipped if m == "pld"), None)
-    if skipped_pld is not None and values:
+            values[m] = float(v)
+    if "pld" in skipped and values:
         # PLD's planner refused: a coarse PLD costs well under a second where the others are
         # loosest (see _pld_coarse), so best computes it rather than report RDP's looseness.
-        v = _pld_coarse(atoms, delta, min(x for _, x in values))
+        v = _pld_coarse(atoms, delta, min(values.values()))
         if v is not None:
-            values.append(("pld", v))
-            skipped = [(m, r) for m, r in skipped if m != "pld"]
+            values["pld"] = v
+            del skipped["pld"]
     if not values:
         if delta == 0.0 and not skipped:
             # Gaussian-type events have no pure-DP guarantee: epsilon(delta=0) is infinite.
             return math.inf, "none", (), ()
         kinds = sorted({type(a).__name__ for a in atoms})
-        why = "".join(f"; {m}: {r}" for m, r in skipped)
+        why = "".join(f"; {m}: {r}" for m, r in skipped.items())
         raise InvalidParameterError(f"no composition method supports events {kinds}{why}")
-    winner = min(values, key=lambda mv: mv[1])
-    return winner[1], winner[0], tuple(values), tuple(skipped)
+    winner = min(values, key=values.__getitem__)
+    return values[winner], winner, tuple(values.items()), tuple(skipped.items())
 
 
 def compose(
@@ -332,7 +310,7 @@ def compose(
     else:
         pairs = [(e, 1) if isinstance(e, DpEvent) else (e[0], int(e[1])) for e in events]
     sig = signature((event_to_json(e), n) for e, n in pairs)
-    eps, winner, _ = evaluate(sig, delta, method)
+    eps, winner, *_ = evaluate_full(sig, delta, method)
     return eps, winner
 
 
@@ -341,12 +319,6 @@ def supports(event: DpEvent, method: str, *, delta: float = 1e-5) -> bool:
     method = check_method(method)
     delta = check_delta(delta)
     atoms = flatten(event)
-    if any(isinstance(a, NonPrivateEvent) for a in atoms):
-        return True  # every method reports infinity
-    if method == "best":
-        return any(supports(event, m, delta=delta) for m in METHODS)
-    if method in NEEDS_DELTA and delta == 0.0:
-        return False
-    if method in ("basic", "advanced", "optimal"):
-        return all(pure_epsilon(a) is not None for a in atoms)
-    return all(_ACCOUNTANTS[method].supports(a) for a in atoms)
+    if any(isinstance(unsampled(a)[0], NonPrivateEvent) for a in atoms):
+        return True  # every method reports infinity (as evaluate_full does)
+    return any(_applies(atoms, delta, m) for m in (METHODS if method == "best" else (method,)))

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import math
 
+from ldp_audit.accountant.composition import check_delta
 from ldp_audit.accountant.events import LaplaceEvent, PureDpEvent, SelfComposedEvent
-from ldp_audit.accountant.methods import check_delta, check_method, compose
+from ldp_audit.accountant.methods import check_method, compose
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.validation import check_epsilon, check_int
 
@@ -19,16 +20,14 @@ __all__ = ["rounds_for_budget", "epsilon_per_round"]
 _MAX_ROUNDS = 10**9
 
 
-def _round_event(epsilon: float, mechanism: str) -> PureDpEvent | LaplaceEvent:
-    if mechanism == "pure":
-        return PureDpEvent(epsilon)
-    if mechanism == "laplace":
-        return LaplaceEvent(epsilon)
-    raise InvalidParameterError(f"mechanism must be 'pure' or 'laplace', got {mechanism!r}")
+#: The event of one round of each ``mechanism``.
+_ROUND_EVENTS = {"pure": PureDpEvent, "laplace": LaplaceEvent}
 
 
 def _total(epsilon: float, rounds: int, delta: float, method: str, mechanism: str) -> float:
-    ev = _round_event(epsilon, mechanism)
+    if mechanism not in _ROUND_EVENTS:
+        raise InvalidParameterError(f"mechanism must be 'pure' or 'laplace', got {mechanism!r}")
+    ev = _ROUND_EVENTS[mechanism](epsilon)
     return compose(SelfComposedEvent(ev, rounds), delta=delta, method=method)[0]
 
 

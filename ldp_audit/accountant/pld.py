@@ -33,7 +33,7 @@ from ldp_audit.errors import InvalidParameterError
 __all__ = [
     "DEFAULT_DISCRETIZATION",
     "MAX_POINTS",
-    "supports",
+    "composed",
     "event_pld",
     "support_estimate",
     "plan",
@@ -42,12 +42,6 @@ __all__ = [
 
 #: dp_accounting's default value discretisation interval; the issue's golden values use it.
 DEFAULT_DISCRETIZATION = 1e-4
-
-
-def supports(event: DpEvent) -> bool:
-    """Whether ``event`` (an atomic event from ``flatten``) has a PLD here."""
-    inner, _ = unsampled(event)
-    return isinstance(inner, PureDpEvent | LaplaceEvent | GaussianEvent)
 
 
 def event_pld(
@@ -160,14 +154,18 @@ def pld_epsilon(
             f"method 'pld' would need a discretisation interval of {vdi:.3g} (> "
             f"{MAX_DISCRETIZATION}) to keep its support under {MAX_POINTS} points; use 'rdp'"
         )
-    value_discretization_interval = vdi
+    total = composed(atoms, vdi)
+    return 0.0 if total is None else float(total.get_epsilon_for_delta(delta))
+
+
+def composed(atoms: Mapping[DpEvent, int], vdi: float) -> Any:
+    """The PLD of ``{atomic event: count}`` at discretisation interval ``vdi`` (None: no
+    events): each distinct event's PLD self-composed by its count (one FFT power, not
+    repetition), in a fixed order (by repr) so the same history always gives the same number."""
     total = None
-    # A fixed order (by JSON) so the same history always gives the same number.
     for event, count in sorted(atoms.items(), key=lambda kv: repr(kv[0])):
-        pld = event_pld(event, value_discretization_interval=value_discretization_interval)
+        one = event_pld(event, value_discretization_interval=vdi)
         if int(count) > 1:
-            pld = pld.self_compose(int(count))
-        total = pld if total is None else total.compose(pld)
-    if total is None:
-        return 0.0
-    return float(total.get_epsilon_for_delta(delta))
+            one = one.self_compose(int(count))
+        total = one if total is None else total.compose(one)
+    return total

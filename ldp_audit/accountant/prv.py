@@ -17,12 +17,7 @@ import numpy as np
 from ldp_audit.accountant.events import DpEvent, GaussianEvent, unsampled
 from ldp_audit.errors import InvalidParameterError
 
-__all__ = ["MAX_POINTS", "supports", "opacus_history", "mesh_points", "plan", "prv_epsilon"]
-
-
-def supports(event: DpEvent) -> bool:
-    """Whether ``event`` (an atomic event from ``flatten``) is a (Poisson-sampled) Gaussian."""
-    return isinstance(unsampled(event)[0], GaussianEvent)
+__all__ = ["MAX_POINTS", "opacus_history", "mesh_points", "plan", "prv_epsilon"]
 
 
 def opacus_history(atoms: Mapping[DpEvent, int]) -> list[tuple[float, float, int]]:

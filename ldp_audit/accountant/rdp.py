@@ -40,7 +40,6 @@ __all__ = [
     "pure_dp_rdp",
     "laplace_rdp",
     "event_rdp",
-    "supports",
     "rdp_epsilon",
 ]
 
@@ -67,12 +66,6 @@ def laplace_rdp(epsilon: float, orders: Sequence[float]) -> np.ndarray:
         np.log((a - 1.0) / (2.0 * a - 1.0)) - a * eps,
     ) / (a - 1.0)
     return np.minimum(val, eps)
-
-
-def supports(event: DpEvent) -> bool:
-    """Whether ``event`` (an atomic event from ``flatten``) has an RDP curve here."""
-    inner, _ = unsampled(event)
-    return isinstance(inner, PureDpEvent | LaplaceEvent | GaussianEvent)
 
 
 def event_rdp(event: DpEvent, orders: Sequence[float] = DEFAULT_ORDERS) -> np.ndarray:
