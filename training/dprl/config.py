@@ -303,8 +303,15 @@ class DprlConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> DprlConfig:
+        """The config of :meth:`to_dict` (a run's config.json); a key that is not a field (a
+        misspelt one) is refused, naming it: every config.json written has exactly the fields."""
         names = {f.name for f in fields(cls)}
-        kw = {k: v for k, v in d.items() if k in names}
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise InvalidParameterError(
+                f"unknown DprlConfig keys {unknown}; known: {sorted(names)}"
+            )
+        kw = dict(d)
         if kw.get("state_box") is not None:
             kw["state_box"] = tuple(tuple(b) for b in kw["state_box"])
         return cls(**kw)
