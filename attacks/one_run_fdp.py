@@ -13,7 +13,12 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit.attacks.one_run_steinke import check_counts, check_scores, guess_counts
+from ldp_audit.attacks.one_run_steinke import (
+    check_counts,
+    check_scores,
+    guess_counts,
+    largest_rejected,
+)
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 from ldp_audit.validation import check_probability
 
@@ -145,18 +150,7 @@ def gdp_mu_lower_bound(m: int, k: int, v: int, *, beta: float, steps: int = 14) 
 
     if v <= k / 2 or p(0.05) > beta:
         return 0.0
-    lo, hi = 0.05, 1.0
-    while p(hi) <= beta:
-        lo, hi = hi, hi * 2
-        if hi > 64:
-            return lo
-    for _ in range(steps):
-        mid = 0.5 * (lo + hi)
-        if p(mid) <= beta:
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    return largest_rejected(lambda mu: p(mu) <= beta, lo=0.05, hi=1.0, cap=64, steps=steps)
 
 
 def _gdp_lines(mu: float, n: int = FDP_LINES) -> tuple[np.ndarray, np.ndarray]:

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ldp_audit.attacks.one_run_noise import scan_p_value
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.validation import check_probability
 
@@ -61,7 +62,7 @@ def independence_test(projections: Any, *, sigma: float, confidence: float = 0.9
     s = (np.diff(y, axis=0) ** 2).sum(axis=1) / sigma**2
     p_sum = float(chi2.cdf(s.sum(), (T - 1) * m))
     f_min = float(chi2.cdf(s.min(), m))
-    p_min = 1.0 if f_min >= 1.0 else float(-np.expm1((T - 1) * np.log1p(-f_min)))
+    p_min = scan_p_value(f_min, T - 1)
     p = min(1.0, 2.0 * min(p_sum, p_min))
     return {"rejected": bool(p <= level), "p_value": p, "p_sum": p_sum, "p_min": p_min,
             "ratio": float(s.mean() / m), "level": level, "pairs": T - 1}  # fmt: skip
@@ -90,7 +91,7 @@ def noise_test(projections: Any, *, sigma: float, confidence: float = 0.95) -> d
     per = (y * y).sum(axis=1) / sigma**2
     f = chi2.cdf(per, y.shape[1])
     worst = int(np.argmin(f))
-    p_upd = 1.0 if f[worst] >= 1.0 else float(-np.expm1(len(f) * np.log1p(-f[worst])))
+    p_upd = scan_p_value(f[worst], len(f))
     p = min(1.0, 2.0 * min(p_pool, p_upd))
     return {"rejected": bool(p <= level), "p_value": p, "p_pooled": p_pool, "p_update": p_upd,
             "worst_update": worst, "level": level,
