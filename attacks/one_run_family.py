@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.validation import check_int, check_probability
+from ldp_audit.validation import check_int, check_probability, check_real_in
 
 __all__ = [
     "GDP_ASSUMPTION",
@@ -72,10 +72,8 @@ def gdp_epsilon(mu: float, delta: float) -> float:
 
     from ldp_audit.attacks.one_run_fdp import gdp_delta
 
-    if isinstance(mu, bool) or not isinstance(mu, (int, float, np.floating)) or not mu >= 0:
-        raise InvalidParameterError(f"mu must be a number >= 0, got {mu!r}")
+    mu = check_real_in(mu, "mu", lo=0.0, lo_open=False)
     delta = check_probability(delta, "delta")
-    mu = float(mu)
     if mu == 0.0 or float(gdp_delta(mu, 0.0)) <= delta:
         return 0.0
     hi = mu * mu / 2 + mu * 10.0 + 10.0
@@ -245,9 +243,7 @@ def sgm_family_bound(
         )
     if j[:, ~inc].any():
         raise InvalidParameterError("joins: an excluded canary joined an update")
-    q = sample_rate
-    if isinstance(q, bool) or not isinstance(q, (int, float, np.floating)) or not 0 < q <= 1:
-        raise InvalidParameterError(f"sample_rate must be a number in (0, 1], got {q!r}")
+    q = check_real_in(sample_rate, "sample_rate", lo=0.0, lo_open=True, hi=1.0)
     delta = check_probability(delta, "delta")
     beta = 1.0 - check_probability(confidence, "confidence")
     T = int(y.shape[0])

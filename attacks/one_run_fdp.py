@@ -20,7 +20,7 @@ from ldp_audit.attacks.one_run_steinke import (
     largest_rejected,
 )
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
-from ldp_audit.validation import check_probability
+from ldp_audit.validation import check_probability, check_real_in
 
 __all__ = [
     "FDP_FRACTIONS",
@@ -47,8 +47,7 @@ def gdp_delta(mu: float, epsilon: Any) -> np.ndarray:
     """
     from scipy.special import log_ndtr
 
-    if isinstance(mu, bool) or not isinstance(mu, (int, float, np.floating)) or not mu > 0:
-        raise InvalidParameterError(f"mu must be a number > 0, got {mu!r}")
+    mu = check_real_in(mu, "mu", lo=0.0, lo_open=True)
     e = np.asarray(epsilon, dtype=np.float64)
     a = log_ndtr(-e / mu + mu / 2)
     b = e + log_ndtr(-e / mu - mu / 2)

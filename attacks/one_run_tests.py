@@ -17,7 +17,7 @@ import numpy as np
 
 from ldp_audit.attacks.one_run_noise import scan_p_value
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.validation import check_probability
+from ldp_audit.validation import check_probability, check_real_in
 
 __all__ = [
     "independence_test",
@@ -51,9 +51,7 @@ def independence_test(projections: Any, *, sigma: float, confidence: float = 0.9
     y = np.asarray(projections, dtype=np.float64)
     if y.ndim != 2 or not np.isfinite(y).all():
         raise InvalidParameterError(f"projections must be a finite (T, m) array, got {y.shape}")
-    sigma = float(sigma)
-    if not sigma > 0:
-        raise InvalidParameterError(f"sigma must be > 0, got {sigma!r}")
+    sigma = check_real_in(sigma, "sigma", lo=0.0, lo_open=True)
     level = 1.0 - check_probability(confidence, "confidence")
     T, m = y.shape
     if T < 2 or m < 1:
@@ -80,9 +78,9 @@ def noise_test(projections: Any, *, sigma: float, confidence: float = 0.95) -> d
     from scipy.stats import chi2
 
     y = np.asarray(projections, dtype=np.float64)
-    sigma = float(sigma)
-    if y.ndim != 2 or y.size == 0 or not np.isfinite(y).all() or not sigma > 0:
-        raise InvalidParameterError(f"need a finite (T, m) array and sigma > 0, got {y.shape}")
+    sigma = check_real_in(sigma, "sigma", lo=0.0, lo_open=True)
+    if y.ndim != 2 or y.size == 0 or not np.isfinite(y).all():
+        raise InvalidParameterError(f"projections must be a finite (T, m) array, got {y.shape}")
     level = 1.0 - check_probability(confidence, "confidence")
     ss = float((y * y).sum()) / sigma**2
     p_pool = float(chi2.cdf(ss, y.size))

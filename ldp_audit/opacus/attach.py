@@ -34,6 +34,10 @@ from ldp_audit.validation import check_int, check_real_in
 
 __all__ = ["CanaryAudit", "read_claim"]
 
+#: the per-update fields the hooks record (``_rows``), in the transcript's order and dtypes
+_ROWS = (("batch_size", np.int64), ("charged", bool), ("noise_multiplier", np.float64),
+         ("max_grad_norm", np.float64), ("expected_batch_size", np.float64))  # fmt: skip
+
 
 class CanaryAudit:
     """One-run audit of a user's Opacus training (see the module docstring).
@@ -236,16 +240,15 @@ class CanaryAudit:
         else:  # the caller's dense frame: no blocks (the projections are u^T g)
             idx, weight = np.zeros((self.canaries, 1), np.int64), np.zeros((self.canaries, 1))
         rng = np.random.default_rng([self.seed, 1])
-        if emb is not None and emb.rng is not None:
-            drawn = emb.rng.random(self.canaries) < 0.5  # secret, from the caller's generator
-        else:
-            drawn = rng.random(self.canaries) < 0.5  # secret (insert drew the same bits)
+        # the secret bits from the caller's generator, else from the seed (as insert drew them)
+        drawn = (rng if emb is None or emb.rng is None else emb.rng).random(self.canaries) < 0.5
         if self.kind == "gradient":
             self._included = drawn
-        if emb is not None and emb.generator is not None:
-            self._gen = emb.generator  # joins (secret), in the caller's order of draws
-        else:
-            self._gen = torch.Generator().manual_seed(int(rng.integers(2**62)))  # joins (secret)
+        self._gen = (  # joins (secret), in the caller's order of draws when it gives a generator
+            torch.Generator().manual_seed(int(rng.integers(2**62)))
+            if emb is None or emb.generator is None
+            else emb.generator
+        )
         self._claim = claim
         self._ghost = claim["ghost_clipping"]
         self._u = u
@@ -270,9 +273,8 @@ class CanaryAudit:
             self._vals.append((torch.as_tensor(loc), w) if inside.any() else None)
         # a dense frame: per tensor, the included canaries' rows (n_included, *shape)
         self._dense = None if u is None else dense_rows(u, self._included, self._scale, params)
-        inc_idx = np.flatnonzero(self._included)
-        self._inc_idx = inc_idx
-        self._inc_idx_t = torch.as_tensor(inc_idx, dtype=torch.int64)
+        self._inc_idx = np.flatnonzero(self._included)
+        self._inc_idx_t = torch.as_tensor(self._inc_idx, dtype=torch.int64)
         mean = claim["loss_reduction"] == "mean"
         self._unit = (claim["expected_batch_size"] if mean else 1.0) / clip
         self._initial = self._flat(params, grad=False)
@@ -373,12 +375,10 @@ class CanaryAudit:
         n_data, self._data_rows = self._data_rows, 0  # every physical batch of this step
         n_in = self._inc_idx.size
         q = self._claim["sample_rate"]
-        sel = None
-        if q < 1 and n_in:
-            sel = torch.rand(n_in, generator=self._gen) < q
-            joined = self._inc_idx_t[sel] if self.kind == "gradient" else self._inc_idx_t[:0]
-        else:
-            joined = self._inc_idx_t if self.kind == "gradient" else self._inc_idx_t[:0]
+        sel = torch.rand(n_in, generator=self._gen) < q if q < 1 and n_in else None
+        joined = self._inc_idx_t if sel is None else self._inc_idx_t[sel]
+        if self.kind != "gradient":  # input canaries join as records of the loader
+            joined = self._inc_idx_t[:0]
         self._pending = (n_data, joined)
         k = int(joined.numel())
         if k == 0:
@@ -505,7 +505,7 @@ class CanaryAudit:
         (the caller's transcript has its own)."""
         rec = self._rec.arrays()
         T = rec["canary_projection"].shape[0]
-        rows = list(zip(*self._rows, strict=True)) if T else [()] * 5
+        rows = list(zip(*self._rows, strict=True)) if T else [()] * len(_ROWS)
         joins = np.zeros((T, self.canaries), dtype=bool)
         for t, j in enumerate(self._joins):
             joins[t, j.numpy()] = True
@@ -513,11 +513,7 @@ class CanaryAudit:
             "canary_projection": rec["canary_projection"]
             if self.embedded
             else rec["canary_projection"] * self._unit * np.asarray(self._accs, float)[:, None],
-            "batch_size": np.array(rows[0], dtype=np.int64),
-            "charged": np.array(rows[1], dtype=bool),
-            "noise_multiplier": np.array(rows[2], dtype=np.float64),
-            "max_grad_norm": np.array(rows[3], dtype=np.float64),
-            "expected_batch_size": np.array(rows[4], dtype=np.float64),
+            **{k: np.array(col, dtype=dt) for (k, dt), col in zip(_ROWS, rows, strict=True)},
             "noise_sq": rec["noise_sq"],
             "noise_sketch": rec["noise_sketch"],
             "canary_joins": joins,
