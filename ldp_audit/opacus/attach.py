@@ -28,7 +28,7 @@ from ldp_audit.opacus.canaries import (
     drop_empty_journal,
     noise_sketch,
 )
-from ldp_audit.opacus.embed import AuditRecords, check_embedding, dense_rows
+from ldp_audit.opacus.embed import AuditRecords, check_embedding, dense_rows, flat_params
 from ldp_audit.opacus.recorder import UpdateRecorder
 from ldp_audit.validation import check_int, check_real_in
 
@@ -251,10 +251,8 @@ class CanaryAudit:
         )
         self._claim = claim
         self._ghost = claim["ghost_clipping"]
-        self._u = u
         self._params = params
         self._shapes = [tuple(p.shape) for p in params]
-        self._sizes = [p.numel() for p in params]
         self._idx = torch.as_tensor(idx)
         self._bufs: list[Any] = [None] * len(params)
         self._weight = torch.as_tensor(weight)
@@ -272,12 +270,16 @@ class CanaryAudit:
             w = torch.as_tensor(weight[:, inside]) * self._scale
             self._vals.append((torch.as_tensor(loc), w) if inside.any() else None)
         # a dense frame: per tensor, the included canaries' rows (n_included, *shape)
-        self._dense = None if u is None else dense_rows(u, self._included, self._scale, params)
+        self._dense = (
+            None
+            if u is None
+            else dense_rows(torch.as_tensor(u[:, self._included].T * self._scale), params)
+        )
         self._inc_idx = np.flatnonzero(self._included)
         self._inc_idx_t = torch.as_tensor(self._inc_idx, dtype=torch.int64)
         mean = claim["loss_reduction"] == "mean"
         self._unit = (claim["expected_batch_size"] if mean else 1.0) / clip
-        self._initial = self._flat(params, grad=False)
+        self._initial = flat_params(params)
         # what each released update shows of the canaries and of the noise (ldp_audit.opacus.
         # recorder); the hooks' own records are Python scalars, converted once by records()
         self._rec = UpdateRecorder(
@@ -301,14 +303,6 @@ class CanaryAudit:
         self._t0 = time.perf_counter()
         self._install(optimizer)
         return optimizer
-
-    @staticmethod
-    def _flat(params: list[Any], *, grad: bool) -> np.ndarray:
-        import torch
-
-        with torch.no_grad():
-            t = torch.cat([(p.grad if grad else p).reshape(-1) for p in params])
-        return t.detach().cpu().numpy().astype(np.float64)
 
     def _rows_now(self) -> int:
         """The per-sample rows of this physical batch (``len(opt.grad_samples[0])``, without
@@ -427,14 +421,9 @@ class CanaryAudit:
                 return list(self._dense)
             sel = sel.to(self._dense[0].device)  # drawn on the CPU generator
             return [r[sel] for r in self._dense]
-        k = int(joined.numel())
-        dense = torch.zeros((k, self._claim["n_params"]), dtype=torch.float32)
+        dense = torch.zeros((int(joined.numel()), self._claim["n_params"]), dtype=torch.float32)
         dense.scatter_(1, self._idx[joined], self._weight[joined] * self._scale)
-        offs = np.concatenate([[0], np.cumsum(self._sizes)])
-        return [
-            dense[:, offs[i] : offs[i + 1]].reshape(k, *self._shapes[i]).to(p.dtype).to(p.device)
-            for i, p in enumerate(self._params)
-        ]
+        return dense_rows(dense, self._params)
 
     def _add_rows(self, joined: Any, sel: Any) -> None:
         """Dense frame, ghost clipping or blocks across tensors: the joining canaries' rows, as
@@ -523,6 +512,14 @@ class CanaryAudit:
             out["update_norm"] = rec["update_norm"]
         return out
 
+    def _secrets(self, joins: np.ndarray) -> dict[str, np.ndarray]:
+        """secrets.npz: the inclusion bits and, for gradient canaries, the joins and counts."""
+        sec = {"canary_included": self._included.copy()}
+        if self.kind == "gradient":
+            sec["canary_joins"] = joins
+            sec["canary_participations"] = joins.sum(axis=0).astype(np.int64)
+        return sec
+
     def _embedded_records(self) -> AuditRecords:
         """An embedded audit's records (:class:`~ldp_audit.opacus.embed.AuditRecords`)."""
         rec = self.records()
@@ -533,15 +530,11 @@ class CanaryAudit:
             charges = sum(1 for r in acc.ledger.records("model") if r.get("scope") == "central")
         return AuditRecords(
             transcript=rec,
-            secrets={
-                "canary_included": self._included.copy(),
-                "canary_participations": joins.sum(axis=0).astype(np.int64),
-                "canary_joins": joins,
-            },
+            secrets=self._secrets(joins),
             joins=joins,
             design={
                 **{k: v for k, v in self.config().items() if k != "example"},
-                "directions": "blocks" if self._u is None else "given",
+                "directions": "blocks" if self._dense is None else "given",
             },
             ledger_charges=int(charges),
         )

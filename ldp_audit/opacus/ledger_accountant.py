@@ -34,7 +34,6 @@ is composed in memory and the ledger is not opened.
 
 from __future__ import annotations
 
-import numbers
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -44,24 +43,16 @@ from opacus.accountants import IAccountant, register_accountant
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.opacus.writer import declared_event
-from ldp_audit.validation import check_int
+from ldp_audit.validation import check_int, check_real_in
 
 __all__ = ["LedgerAccountant", "register_ledger_accountant"]
 
 _METHODS = ("rdp", "prv", "pld", "best")
 
 
-def _positive(v: Any, name: str) -> float:
-    if isinstance(v, bool) or not isinstance(v, numbers.Real) or not float(v) > 0:
-        raise InvalidParameterError(f"{name} must be a number > 0, got {v!r}")
-    return float(v)
-
-
 def _event(noise_multiplier: Any, sample_rate: Any) -> Any:
-    s = _positive(noise_multiplier, "noise_multiplier")
-    q = _positive(sample_rate, "sample_rate")
-    if q > 1.0:
-        raise InvalidParameterError(f"sample_rate must be in (0, 1], got {sample_rate!r}")
+    s = check_real_in(noise_multiplier, "noise_multiplier", lo=0.0, lo_open=True)
+    q = check_real_in(sample_rate, "sample_rate", lo=0.0, lo_open=True, hi=1.0)
     return declared_event({"noise_multiplier": s, "sample_rate": q})
 
 

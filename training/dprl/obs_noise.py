@@ -223,10 +223,8 @@ class ObservationNoiseMechanism:
         d = self._iqr.size
         if dim is not None and dim != d:
             raise InvalidParameterError(f"dim must be {d} (the state dimension), got {dim!r}")
-        if self._box is None:
-            lo, hi = -100.0 * self._iqr, 100.0 * self._iqr  # any states: no box bounds them
-        else:
-            lo, hi = self._box[:, 0].copy(), self._box[:, 1].copy()
+        # raw states: any states (no box bounds them); else the box's bounds (copied below)
+        lo, hi = (-100.0 * self._iqr, 100.0 * self._iqr) if self._box is None else self._box.T
         pairs = [(lo.copy(), hi.copy()), (hi.copy(), lo.copy())]
         mid = 0.5 * (lo + hi)
         for i in range(d):

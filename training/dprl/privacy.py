@@ -29,7 +29,6 @@ __all__ = [
     "TrainerHooks",
     "canary_directions",
     "cpu_noise_optimizer",
-    "flat_params",
     "gaussian_noise",
     "plant_canaries",
 ]
@@ -51,12 +50,6 @@ class TrainerHooks:
     optimizer_class: Any = None
     charged_sample_rate: Callable[[float], float] | None = None
     inspect_ghost: Callable[..., None] | None = None
-
-
-def flat_params(model: Any) -> np.ndarray:
-    return np.concatenate(
-        [p.detach().cpu().numpy().reshape(-1).astype(np.float64) for p in model.parameters()]
-    )
 
 
 def canary_directions(n_params: int, m: int, seed: int) -> np.ndarray:
