@@ -56,10 +56,10 @@ class AuditRecords:
         transcript: ``canary_projection`` (T, m) float64: each released noisy mean gradient
             projected on the canary directions, ``<g_t, u_i>`` (gradient units: what a dprl
             run's ``transcript.npz`` holds).
-        secrets: ``canary_included`` (m,) bool and ``canary_participations`` (m,) int64 (the
-            number of updates each canary joined): ``secrets.npz``, read only to score guesses.
-        joins: (T, m) bool, which canaries joined each update (secret; not written by
-            ``train dprl``).
+        secrets: ``canary_included`` (m,) bool, ``canary_joins`` (T, m) bool and
+            ``canary_participations`` (m,) int64 (the number of updates each canary joined):
+            ``secrets.npz``, read only to score guesses.
+        joins: (T, m) bool, which canaries joined each update (secret; ``canary_joins``).
         design: the public design (``canaries``, ``canary_scale``, ``canary_seed``,
             ``directions``: ``"given"`` or ``"blocks"``) and the claim read from the optimizer.
         ledger_charges: the charges to ``"model"`` in the accountant's ledger at ``finish()``
