@@ -30,6 +30,7 @@ __all__ = [
     "fdp_audit_scores",
     "gdp_mu_lower_bound",
     "claimed_lines",
+    "model_history",
 ]
 
 #: Guess fractions of the f-DP test (fixed in advance; the LP grows with the guesses, so at most
@@ -200,18 +201,26 @@ def fdp_audit_scores(
     }
 
 
-def _charged(run_dir: Path) -> tuple[float, float, int]:
-    """(sigma, q, T) of the DP-SGD updates charged to the run's ledger (agent ``model``)."""
-    from ldp_audit.accountant import GaussianEvent, Ledger, PoissonSampledEvent, event_from_json
+def model_history(run_dir: Path) -> list[tuple[str, int]]:
+    """``(event JSON, count)`` of what the run's ledger charged to agent ``model`` (read only)."""
+    from ldp_audit.accountant import Ledger
 
-    p = run_dir / "ledger.sqlite"
+    p = Path(run_dir) / "ledger.sqlite"
     if not p.is_file():
         raise RunDirectoryError(f"{p} is missing: the claimed guarantee is read from the ledger")
     led = Ledger(p, readonly=True, create=False)
     try:
-        hist = led.history("model")
+        return led.history("model")
     finally:
         led.close()
+
+
+def _charged(run_dir: Path) -> tuple[float, float, int]:
+    """(sigma, q, T) of the DP-SGD updates charged to the run's ledger (agent ``model``)."""
+    from ldp_audit.accountant import GaussianEvent, PoissonSampledEvent, event_from_json
+
+    p = run_dir / "ledger.sqlite"
+    hist = model_history(run_dir)
     if len(hist) != 1:
         raise RunDirectoryError(
             f"{p}: the one-run tests need one kind of charged update, got {len(hist)} kinds"

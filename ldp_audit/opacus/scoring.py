@@ -115,14 +115,11 @@ def read_evidence(run_dir: Any) -> Evidence:
 
 def _ledger_test(run_dir: Path, cfg: dict, met: dict, tr: dict) -> dict[str, Any]:
     """The ledger against the transcript and the metrics (deterministic: p is 0 or 1)."""
-    from ldp_audit.accountant import Ledger, event_from_json
+    from ldp_audit.accountant import event_from_json
+    from ldp_audit.attacks.one_run_fdp import model_history
 
     claim = cfg["claim"]
-    led = Ledger(run_dir / "ledger.sqlite", readonly=True, create=False)
-    try:
-        hist = led.history("model")
-    finally:
-        led.close()
+    hist = model_history(run_dir)
     n_charged = int(sum(n for _, n in hist))
     kinds = [event_from_json(e) for e, _ in hist]
     T = int(tr["canary_projection"].shape[0])
