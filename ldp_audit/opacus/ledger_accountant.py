@@ -70,7 +70,7 @@ class LedgerAccountant(IAccountant):
             step that would exceed it raises ``BudgetExceeded`` before its update is applied.
     """
 
-    _ledger: ClassVar[str | None] = None
+    _ledger: ClassVar[str | os.PathLike[str] | None] = None
     _mechanism: ClassVar[str] = "ldp_audit_ledger"
     _method: ClassVar[str] = "prv"
     _agent: ClassVar[str] = "model"
@@ -235,16 +235,14 @@ def register_ledger_accountant(
         InvalidParameterError: a bad argument, or ``mechanism`` already registered (with
             Opacus's own accountants or an earlier call) and ``force`` is False.
     """
-    if not isinstance(ledger, (str, os.PathLike)):
-        raise InvalidParameterError(f"ledger must be a path, got {ledger!r}")
     if not isinstance(mechanism, str) or not mechanism:
         raise InvalidParameterError(f"mechanism must be a non-empty string, got {mechanism!r}")
     if not isinstance(force, bool):
         raise InvalidParameterError(f"force must be True or False, got {force!r}")
-    attrs = {"_ledger": os.fspath(ledger), "_mechanism": mechanism, "_method": method,
+    attrs = {"_ledger": ledger, "_mechanism": mechanism, "_method": method,
              "_agent": agent, "_budget": budget}  # fmt: skip
     cls = type("LedgerAccountant", (LedgerAccountant,), attrs)
-    cls()  # checks method, agent and the path now, before Opacus holds the class
+    cls()  # checks the path, method and agent now, before Opacus holds the class
     try:
         register_accountant(mechanism, cls, force=force)
     except ValueError:
