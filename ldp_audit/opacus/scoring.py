@@ -362,7 +362,7 @@ def audit_evidence(ev: Evidence, *, setting: str = "white-box", confidence: floa
     flagged = [k for k, t in tests.items() if t and t.get("rejected")]
     from ldp_audit.opacus.family import family_bound
 
-    family = family_bound(run_dir, white=white and T > 0, kind=kind, projections=y,
+    family = family_bound(run_dir, projections=y if white and T and kind == "gradient" else None,
                           scores=scores, included=included, sample_rate=q, delta=delta,
                           confidence=confidence, claimed_epsilon=eps_ub)  # fmt: skip
     mm = membership_metrics(scores, included) if both else {"auc": None, "advantage": 0.0,
