@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.validation import check_int, check_probability
+from ldp_audit.validation import check_int, check_probability, check_real, check_real_in
 
 __all__ = [
     "GDP_ASSUMPTION",
@@ -72,10 +72,8 @@ def gdp_epsilon(mu: float, delta: float) -> float:
 
     from ldp_audit.attacks.one_run_fdp import gdp_delta
 
-    if isinstance(mu, bool) or not isinstance(mu, (int, float, np.floating)) or not mu >= 0:
-        raise InvalidParameterError(f"mu must be a number >= 0, got {mu!r}")
+    mu = check_real_in(mu, "mu", lo=0.0, lo_open=False)
     delta = check_probability(delta, "delta")
-    mu = float(mu)
     if mu == 0.0 or float(gdp_delta(mu, 0.0)) <= delta:
         return 0.0
     hi = mu * mu / 2 + mu * 10.0 + 10.0
@@ -152,20 +150,16 @@ def sgm_epsilon(noise_multiplier: float, sample_rate: float, updates: int, delta
     """
     from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
-    for name, v in (("noise_multiplier", noise_multiplier), ("sample_rate", sample_rate)):
-        if isinstance(v, bool) or not isinstance(v, (int, float, np.floating)) or not v > 0:
-            raise InvalidParameterError(f"{name} must be a number > 0, got {v!r}")
-    if not sample_rate <= 1.0:
-        raise InvalidParameterError(f"sample_rate must be in (0, 1], got {sample_rate!r}")
+    if not check_real(noise_multiplier, "noise_multiplier") > 0:  # inf: epsilon 0
+        raise InvalidParameterError(f"noise_multiplier must be > 0, got {noise_multiplier!r}")
+    check_real_in(sample_rate, "sample_rate", lo=0.0, lo_open=True, hi=1.0)
     check_int(updates, "updates", minimum=1)
     delta = check_probability(delta, "delta")
     if not math.isfinite(noise_multiplier):
         return 0.0
-    from ldp_audit.accountant import GaussianEvent, PoissonSampledEvent
     from ldp_audit.accountant.pld import plan
 
-    g = GaussianEvent(float(noise_multiplier))
-    ev = g if sample_rate >= 1.0 else PoissonSampledEvent(float(sample_rate), g)
+    ev = _event(noise_multiplier, sample_rate)
     vdi, _ = plan({ev: int(updates)}, value_discretization_interval=1e-3)
     pld = pld_lib.from_gaussian_mechanism(
         float(noise_multiplier),
@@ -180,12 +174,18 @@ def sgm_epsilon(noise_multiplier: float, sample_rate: float, updates: int, delta
     return max(float(pld.get_epsilon_for_delta(delta)), 0.0)
 
 
+def _event(noise_multiplier: float, sample_rate: float) -> Any:
+    from ldp_audit.opacus.writer import declared_event
+
+    return declared_event({"noise_multiplier": float(noise_multiplier),
+                           "sample_rate": float(sample_rate)})  # fmt: skip
+
+
 def _rdp_epsilon(noise_multiplier: float, sample_rate: float, updates: int, delta: float) -> float:
     """The RDP upper bound of the same epsilon (the ledger's ``rdp`` method)."""
-    from ldp_audit.accountant import GaussianEvent, PoissonSampledEvent, compose
+    from ldp_audit.accountant import compose
 
-    g = GaussianEvent(float(noise_multiplier))
-    ev = g if sample_rate >= 1.0 else PoissonSampledEvent(float(sample_rate), g)
+    ev = _event(noise_multiplier, sample_rate)
     return float(compose([(ev, int(updates))], delta=delta, method="rdp")[0])
 
 
@@ -245,9 +245,7 @@ def sgm_family_bound(
         )
     if j[:, ~inc].any():
         raise InvalidParameterError("joins: an excluded canary joined an update")
-    q = sample_rate
-    if isinstance(q, bool) or not isinstance(q, (int, float, np.floating)) or not 0 < q <= 1:
-        raise InvalidParameterError(f"sample_rate must be a number in (0, 1], got {q!r}")
+    q = check_real_in(sample_rate, "sample_rate", lo=0.0, lo_open=True, hi=1.0)
     delta = check_probability(delta, "delta")
     beta = 1.0 - check_probability(confidence, "confidence")
     T = int(y.shape[0])

@@ -13,9 +13,14 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit.attacks.one_run_steinke import check_counts, check_scores, guess_counts
+from ldp_audit.attacks.one_run_steinke import (
+    check_counts,
+    check_scores,
+    guess_counts,
+    largest_rejected,
+)
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
-from ldp_audit.validation import check_probability
+from ldp_audit.validation import check_probability, check_real_in
 
 __all__ = [
     "FDP_FRACTIONS",
@@ -25,6 +30,7 @@ __all__ = [
     "fdp_audit_scores",
     "gdp_mu_lower_bound",
     "claimed_lines",
+    "model_history",
 ]
 
 #: Guess fractions of the f-DP test (fixed in advance; the LP grows with the guesses, so at most
@@ -42,8 +48,7 @@ def gdp_delta(mu: float, epsilon: Any) -> np.ndarray:
     """
     from scipy.special import log_ndtr
 
-    if isinstance(mu, bool) or not isinstance(mu, (int, float, np.floating)) or not mu > 0:
-        raise InvalidParameterError(f"mu must be a number > 0, got {mu!r}")
+    mu = check_real_in(mu, "mu", lo=0.0, lo_open=True)
     e = np.asarray(epsilon, dtype=np.float64)
     a = log_ndtr(-e / mu + mu / 2)
     b = e + log_ndtr(-e / mu - mu / 2)
@@ -145,18 +150,7 @@ def gdp_mu_lower_bound(m: int, k: int, v: int, *, beta: float, steps: int = 14) 
 
     if v <= k / 2 or p(0.05) > beta:
         return 0.0
-    lo, hi = 0.05, 1.0
-    while p(hi) <= beta:
-        lo, hi = hi, hi * 2
-        if hi > 64:
-            return lo
-    for _ in range(steps):
-        mid = 0.5 * (lo + hi)
-        if p(mid) <= beta:
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    return largest_rejected(lambda mu: p(mu) <= beta, lo=0.05, hi=1.0, cap=64, steps=steps)
 
 
 def _gdp_lines(mu: float, n: int = FDP_LINES) -> tuple[np.ndarray, np.ndarray]:
@@ -207,18 +201,26 @@ def fdp_audit_scores(
     }
 
 
-def _charged(run_dir: Path) -> tuple[float, float, int]:
-    """(sigma, q, T) of the DP-SGD updates charged to the run's ledger (agent ``model``)."""
-    from ldp_audit.accountant import GaussianEvent, Ledger, PoissonSampledEvent, event_from_json
+def model_history(run_dir: Path) -> list[tuple[str, int]]:
+    """``(event JSON, count)`` of what the run's ledger charged to agent ``model`` (read only)."""
+    from ldp_audit.accountant import Ledger
 
-    p = run_dir / "ledger.sqlite"
+    p = Path(run_dir) / "ledger.sqlite"
     if not p.is_file():
         raise RunDirectoryError(f"{p} is missing: the claimed guarantee is read from the ledger")
     led = Ledger(p, readonly=True, create=False)
     try:
-        hist = led.history("model")
+        return led.history("model")
     finally:
         led.close()
+
+
+def _charged(run_dir: Path) -> tuple[float, float, int]:
+    """(sigma, q, T) of the DP-SGD updates charged to the run's ledger (agent ``model``)."""
+    from ldp_audit.accountant import GaussianEvent, PoissonSampledEvent, event_from_json
+
+    p = run_dir / "ledger.sqlite"
+    hist = model_history(run_dir)
     if len(hist) != 1:
         raise RunDirectoryError(
             f"{p}: the one-run tests need one kind of charged update, got {len(hist)} kinds"

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.validation import check_probability
+from ldp_audit.validation import check_probability, check_real_in
 
 __all__ = ["tensor_noise_test", "pair_dependence_test", "scan_p_value"]
 
@@ -88,9 +88,7 @@ def tensor_noise_test(
         raise InvalidParameterError(
             f"noise_sq must be (T, L) with L = {d.size} tensor sizes >= 1, got {s.shape}"
         )
-    sigma = float(sigma)
-    if not sigma > 0:
-        raise InvalidParameterError(f"sigma must be > 0, got {sigma!r}")
+    sigma = check_real_in(sigma, "sigma", lo=0.0, lo_open=True)
     level = 1.0 - check_probability(confidence, "confidence")
     T, L = s.shape
     names = list(names) if names is not None else [f"tensor {i}" for i in range(L)]

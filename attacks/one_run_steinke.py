@@ -27,6 +27,7 @@ __all__ = [
     "guess_counts",
     "p_value",
     "epsilon_lower_bound",
+    "largest_rejected",
     "audit_scores",
     "steinke_ceiling",
     "canaries_to_refute",
@@ -67,6 +68,20 @@ def p_value(m: int, r: int, v: int, epsilon: float, delta: float) -> float:
     return min(beta + alpha * delta * 2 * m, 1.0)
 
 
+def largest_rejected(rejected: Any, *, lo: float, hi: float, cap: float, steps: int) -> float:
+    """The largest parameter ``x`` with ``rejected(x)`` (``rejected`` true at ``lo``, false
+    from some point on): ``hi`` doubled while rejected (``lo`` returned once it passes
+    ``cap``), then ``steps`` bisections; the low end is returned (conservative)."""
+    while rejected(hi):
+        lo, hi = hi, hi * 2
+        if hi > cap:
+            return lo
+    for _ in range(steps):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if rejected(mid) else (lo, mid)
+    return lo
+
+
 def epsilon_lower_bound(m: int, r: int, v: int, *, delta: float, beta: float) -> float:
     """Largest epsilon rejected at level ``beta``: the true epsilon exceeds it w.p. >= 1 - beta.
 
@@ -77,18 +92,8 @@ def epsilon_lower_bound(m: int, r: int, v: int, *, delta: float, beta: float) ->
     beta = check_probability(beta, "beta")
     if r == 0 or p_value(m, r, v, 0.0, delta) >= beta:
         return 0.0
-    lo, hi = 0.0, 1.0
-    while p_value(m, r, v, hi, delta) < beta:
-        lo, hi = hi, hi * 2
-        if hi > 1e3:
-            return lo
-    for _ in range(40):
-        mid = 0.5 * (lo + hi)
-        if p_value(m, r, v, mid, delta) < beta:
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    return largest_rejected(lambda e: p_value(m, r, v, e, delta) < beta, lo=0.0, hi=1.0,
+                            cap=1e3, steps=40)  # fmt: skip
 
 
 def check_scores(scores: Any, included: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -177,18 +182,8 @@ def _eps_all_correct(m: int, r: int, delta: float, beta: float) -> float:
     """:func:`epsilon_lower_bound` for ``v = r`` with :func:`_p_all_correct` (same bisection)."""
     if r == 0 or _p_all_correct(m, r, 0.0, delta) >= beta:
         return 0.0
-    lo, hi = 0.0, 1.0
-    while _p_all_correct(m, r, hi, delta) < beta:
-        lo, hi = hi, hi * 2
-        if hi > 1e3:
-            return lo
-    for _ in range(40):
-        mid = 0.5 * (lo + hi)
-        if _p_all_correct(m, r, mid, delta) < beta:
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    return largest_rejected(lambda e: _p_all_correct(m, r, e, delta) < beta, lo=0.0, hi=1.0,
+                            cap=1e3, steps=40)  # fmt: skip
 
 
 def steinke_ceiling(

@@ -15,8 +15,9 @@ from typing import Any
 
 import numpy as np
 
+from ldp_audit.attacks.one_run_noise import scan_p_value
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.validation import check_probability
+from ldp_audit.validation import check_probability, check_real_in
 
 __all__ = [
     "independence_test",
@@ -50,9 +51,7 @@ def independence_test(projections: Any, *, sigma: float, confidence: float = 0.9
     y = np.asarray(projections, dtype=np.float64)
     if y.ndim != 2 or not np.isfinite(y).all():
         raise InvalidParameterError(f"projections must be a finite (T, m) array, got {y.shape}")
-    sigma = float(sigma)
-    if not sigma > 0:
-        raise InvalidParameterError(f"sigma must be > 0, got {sigma!r}")
+    sigma = check_real_in(sigma, "sigma", lo=0.0, lo_open=True)
     level = 1.0 - check_probability(confidence, "confidence")
     T, m = y.shape
     if T < 2 or m < 1:
@@ -61,7 +60,7 @@ def independence_test(projections: Any, *, sigma: float, confidence: float = 0.9
     s = (np.diff(y, axis=0) ** 2).sum(axis=1) / sigma**2
     p_sum = float(chi2.cdf(s.sum(), (T - 1) * m))
     f_min = float(chi2.cdf(s.min(), m))
-    p_min = 1.0 if f_min >= 1.0 else float(-np.expm1((T - 1) * np.log1p(-f_min)))
+    p_min = scan_p_value(f_min, T - 1)
     p = min(1.0, 2.0 * min(p_sum, p_min))
     return {"rejected": bool(p <= level), "p_value": p, "p_sum": p_sum, "p_min": p_min,
             "ratio": float(s.mean() / m), "level": level, "pairs": T - 1}  # fmt: skip
@@ -79,9 +78,9 @@ def noise_test(projections: Any, *, sigma: float, confidence: float = 0.95) -> d
     from scipy.stats import chi2
 
     y = np.asarray(projections, dtype=np.float64)
-    sigma = float(sigma)
-    if y.ndim != 2 or y.size == 0 or not np.isfinite(y).all() or not sigma > 0:
-        raise InvalidParameterError(f"need a finite (T, m) array and sigma > 0, got {y.shape}")
+    sigma = check_real_in(sigma, "sigma", lo=0.0, lo_open=True)
+    if y.ndim != 2 or y.size == 0 or not np.isfinite(y).all():
+        raise InvalidParameterError(f"projections must be a finite (T, m) array, got {y.shape}")
     level = 1.0 - check_probability(confidence, "confidence")
     ss = float((y * y).sum()) / sigma**2
     p_pool = float(chi2.cdf(ss, y.size))
@@ -90,7 +89,7 @@ def noise_test(projections: Any, *, sigma: float, confidence: float = 0.95) -> d
     per = (y * y).sum(axis=1) / sigma**2
     f = chi2.cdf(per, y.shape[1])
     worst = int(np.argmin(f))
-    p_upd = 1.0 if f[worst] >= 1.0 else float(-np.expm1(len(f) * np.log1p(-f[worst])))
+    p_upd = scan_p_value(f[worst], len(f))
     p = min(1.0, 2.0 * min(p_pool, p_upd))
     return {"rejected": bool(p <= level), "p_value": p, "p_pooled": p_pool, "p_update": p_upd,
             "worst_update": worst, "level": level,

@@ -105,6 +105,17 @@ def test_run_dir_of_another_algorithm_refused(tmp_path) -> None:
         read_run(tmp_path / "r")
 
 
+def test_config_from_dict_round_trips_and_refuses_unknown_keys(tmp_path) -> None:
+    cfg = DprlConfig(**{**TINY_RF, "privacy": "obs-noise"}, state_box=((-1.0, 1.0),) * 4)
+    assert DprlConfig.from_dict(cfg.to_dict()) == cfg
+    train(DprlConfig(**TINY_RF), seed=0, run_dir=tmp_path / "r")  # a run's config.json reads
+    assert read_run(tmp_path / "r")["config"] == DprlConfig(**TINY_RF)
+    with pytest.raises(
+        InvalidParameterError, match=r"unknown DprlConfig keys \['noise_multiplyer'\]"
+    ):
+        DprlConfig.from_dict({**cfg.to_dict(), "noise_multiplyer": 2.0})
+
+
 # ------------------------------------------------------------------------------------------------
 # the DP-SGD step: per-sample clipping on every update, charge before noise
 # ------------------------------------------------------------------------------------------------

@@ -132,6 +132,33 @@ def test_bad_constructor_arguments(kw: dict, words: str, tmp_path: Path) -> None
     _nothing_written(tmp_path / "out")
 
 
+@pytest.mark.parametrize(
+    ("kw", "words"),
+    [
+        ({"noise_sketch": True}, "noise_sketch must be an integer >= 1, got True"),
+        ({"noise_sketch": "5"}, "noise_sketch must be an integer >= 1, got '5'"),
+        ({"noise_sketch": 0}, "noise_sketch must be an integer >= 1, got 0"),
+        ({"claim": "x"}, "claim must be a dict or None, got 'x'"),
+        ({"canary_design": 3}, "canary_design must be a str or None, got 3"),
+    ],
+)
+def test_run_config_checks_types(kw: dict, words: str) -> None:
+    from ldp_audit.opacus.system import OpacusRunConfig
+
+    with pytest.raises(InvalidParameterError, match=words):
+        OpacusRunConfig(**kw)
+
+
+def test_train_opacus_refuses_a_noise_sketch_it_cannot_keep(tmp_path: Path) -> None:
+    from ldp_audit.opacus.canaries import NOISE_SKETCH
+    from ldp_audit.opacus.system import OpacusRunConfig, train_digits
+
+    assert OpacusRunConfig().noise_sketch is None  # None: the audit's NOISE_SKETCH
+    with pytest.raises(InvalidParameterError, match=f"NOISE_SKETCH = {NOISE_SKETCH}.*got 100"):
+        train_digits(OpacusRunConfig(noise_sketch=100), seed=0, run_dir=tmp_path / "r")
+    assert not (tmp_path / "r").exists()
+
+
 def test_existing_out_refused(tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()

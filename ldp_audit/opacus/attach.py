@@ -28,11 +28,15 @@ from ldp_audit.opacus.canaries import (
     drop_empty_journal,
     noise_sketch,
 )
-from ldp_audit.opacus.embed import AuditRecords, check_embedding, dense_rows
+from ldp_audit.opacus.embed import AuditRecords, check_embedding, dense_rows, flat_params
 from ldp_audit.opacus.recorder import UpdateRecorder
 from ldp_audit.validation import check_int, check_real_in
 
 __all__ = ["CanaryAudit", "read_claim"]
+
+#: the per-update fields the hooks record (``_rows``), in the transcript's order and dtypes
+_ROWS = (("batch_size", np.int64), ("charged", bool), ("noise_multiplier", np.float64),
+         ("max_grad_norm", np.float64), ("expected_batch_size", np.float64))  # fmt: skip
 
 
 class CanaryAudit:
@@ -236,22 +240,19 @@ class CanaryAudit:
         else:  # the caller's dense frame: no blocks (the projections are u^T g)
             idx, weight = np.zeros((self.canaries, 1), np.int64), np.zeros((self.canaries, 1))
         rng = np.random.default_rng([self.seed, 1])
-        if emb is not None and emb.rng is not None:
-            drawn = emb.rng.random(self.canaries) < 0.5  # secret, from the caller's generator
-        else:
-            drawn = rng.random(self.canaries) < 0.5  # secret (insert drew the same bits)
+        # the secret bits from the caller's generator, else from the seed (as insert drew them)
+        drawn = (rng if emb is None or emb.rng is None else emb.rng).random(self.canaries) < 0.5
         if self.kind == "gradient":
             self._included = drawn
-        if emb is not None and emb.generator is not None:
-            self._gen = emb.generator  # joins (secret), in the caller's order of draws
-        else:
-            self._gen = torch.Generator().manual_seed(int(rng.integers(2**62)))  # joins (secret)
+        self._gen = (  # joins (secret), in the caller's order of draws when it gives a generator
+            torch.Generator().manual_seed(int(rng.integers(2**62)))
+            if emb is None or emb.generator is None
+            else emb.generator
+        )
         self._claim = claim
         self._ghost = claim["ghost_clipping"]
-        self._u = u
         self._params = params
         self._shapes = [tuple(p.shape) for p in params]
-        self._sizes = [p.numel() for p in params]
         self._idx = torch.as_tensor(idx)
         self._bufs: list[Any] = [None] * len(params)
         self._weight = torch.as_tensor(weight)
@@ -269,13 +270,16 @@ class CanaryAudit:
             w = torch.as_tensor(weight[:, inside]) * self._scale
             self._vals.append((torch.as_tensor(loc), w) if inside.any() else None)
         # a dense frame: per tensor, the included canaries' rows (n_included, *shape)
-        self._dense = None if u is None else dense_rows(u, self._included, self._scale, params)
-        inc_idx = np.flatnonzero(self._included)
-        self._inc_idx = inc_idx
-        self._inc_idx_t = torch.as_tensor(inc_idx, dtype=torch.int64)
+        self._dense = (
+            None
+            if u is None
+            else dense_rows(torch.as_tensor(u[:, self._included].T * self._scale), params)
+        )
+        self._inc_idx = np.flatnonzero(self._included)
+        self._inc_idx_t = torch.as_tensor(self._inc_idx, dtype=torch.int64)
         mean = claim["loss_reduction"] == "mean"
         self._unit = (claim["expected_batch_size"] if mean else 1.0) / clip
-        self._initial = self._flat(params, grad=False)
+        self._initial = flat_params(params)
         # what each released update shows of the canaries and of the noise (ldp_audit.opacus.
         # recorder); the hooks' own records are Python scalars, converted once by records()
         self._rec = UpdateRecorder(
@@ -299,14 +303,6 @@ class CanaryAudit:
         self._t0 = time.perf_counter()
         self._install(optimizer)
         return optimizer
-
-    @staticmethod
-    def _flat(params: list[Any], *, grad: bool) -> np.ndarray:
-        import torch
-
-        with torch.no_grad():
-            t = torch.cat([(p.grad if grad else p).reshape(-1) for p in params])
-        return t.detach().cpu().numpy().astype(np.float64)
 
     def _rows_now(self) -> int:
         """The per-sample rows of this physical batch (``len(opt.grad_samples[0])``, without
@@ -373,12 +369,10 @@ class CanaryAudit:
         n_data, self._data_rows = self._data_rows, 0  # every physical batch of this step
         n_in = self._inc_idx.size
         q = self._claim["sample_rate"]
-        sel = None
-        if q < 1 and n_in:
-            sel = torch.rand(n_in, generator=self._gen) < q
-            joined = self._inc_idx_t[sel] if self.kind == "gradient" else self._inc_idx_t[:0]
-        else:
-            joined = self._inc_idx_t if self.kind == "gradient" else self._inc_idx_t[:0]
+        sel = torch.rand(n_in, generator=self._gen) < q if q < 1 and n_in else None
+        joined = self._inc_idx_t if sel is None else self._inc_idx_t[sel]
+        if self.kind != "gradient":  # input canaries join as records of the loader
+            joined = self._inc_idx_t[:0]
         self._pending = (n_data, joined)
         k = int(joined.numel())
         if k == 0:
@@ -427,14 +421,9 @@ class CanaryAudit:
                 return list(self._dense)
             sel = sel.to(self._dense[0].device)  # drawn on the CPU generator
             return [r[sel] for r in self._dense]
-        k = int(joined.numel())
-        dense = torch.zeros((k, self._claim["n_params"]), dtype=torch.float32)
+        dense = torch.zeros((int(joined.numel()), self._claim["n_params"]), dtype=torch.float32)
         dense.scatter_(1, self._idx[joined], self._weight[joined] * self._scale)
-        offs = np.concatenate([[0], np.cumsum(self._sizes)])
-        return [
-            dense[:, offs[i] : offs[i + 1]].reshape(k, *self._shapes[i]).to(p.dtype).to(p.device)
-            for i, p in enumerate(self._params)
-        ]
+        return dense_rows(dense, self._params)
 
     def _add_rows(self, joined: Any, sel: Any) -> None:
         """Dense frame, ghost clipping or blocks across tensors: the joining canaries' rows, as
@@ -505,7 +494,7 @@ class CanaryAudit:
         (the caller's transcript has its own)."""
         rec = self._rec.arrays()
         T = rec["canary_projection"].shape[0]
-        rows = list(zip(*self._rows, strict=True)) if T else [()] * 5
+        rows = list(zip(*self._rows, strict=True)) if T else [()] * len(_ROWS)
         joins = np.zeros((T, self.canaries), dtype=bool)
         for t, j in enumerate(self._joins):
             joins[t, j.numpy()] = True
@@ -513,11 +502,7 @@ class CanaryAudit:
             "canary_projection": rec["canary_projection"]
             if self.embedded
             else rec["canary_projection"] * self._unit * np.asarray(self._accs, float)[:, None],
-            "batch_size": np.array(rows[0], dtype=np.int64),
-            "charged": np.array(rows[1], dtype=bool),
-            "noise_multiplier": np.array(rows[2], dtype=np.float64),
-            "max_grad_norm": np.array(rows[3], dtype=np.float64),
-            "expected_batch_size": np.array(rows[4], dtype=np.float64),
+            **{k: np.array(col, dtype=dt) for (k, dt), col in zip(_ROWS, rows, strict=True)},
             "noise_sq": rec["noise_sq"],
             "noise_sketch": rec["noise_sketch"],
             "canary_joins": joins,
@@ -526,6 +511,14 @@ class CanaryAudit:
             out["update_index"] = np.arange(T, dtype=np.int64)
             out["update_norm"] = rec["update_norm"]
         return out
+
+    def _secrets(self, joins: np.ndarray) -> dict[str, np.ndarray]:
+        """secrets.npz: the inclusion bits and, for gradient canaries, the joins and counts."""
+        sec = {"canary_included": self._included.copy()}
+        if self.kind == "gradient":
+            sec["canary_joins"] = joins
+            sec["canary_participations"] = joins.sum(axis=0).astype(np.int64)
+        return sec
 
     def _embedded_records(self) -> AuditRecords:
         """An embedded audit's records (:class:`~ldp_audit.opacus.embed.AuditRecords`)."""
@@ -537,15 +530,11 @@ class CanaryAudit:
             charges = sum(1 for r in acc.ledger.records("model") if r.get("scope") == "central")
         return AuditRecords(
             transcript=rec,
-            secrets={
-                "canary_included": self._included.copy(),
-                "canary_participations": joins.sum(axis=0).astype(np.int64),
-                "canary_joins": joins,
-            },
+            secrets=self._secrets(joins),
             joins=joins,
             design={
                 **{k: v for k, v in self.config().items() if k != "example"},
-                "directions": "blocks" if self._u is None else "given",
+                "directions": "blocks" if self._dense is None else "given",
             },
             ledger_charges=int(charges),
         )

@@ -32,7 +32,7 @@ import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
 
-__all__ = ["AuditRecords", "check_embedding", "dense_rows"]
+__all__ = ["AuditRecords", "check_embedding", "dense_rows", "flat_params"]
 
 
 @dataclass
@@ -56,10 +56,10 @@ class AuditRecords:
         transcript: ``canary_projection`` (T, m) float64: each released noisy mean gradient
             projected on the canary directions, ``<g_t, u_i>`` (gradient units: what a dprl
             run's ``transcript.npz`` holds).
-        secrets: ``canary_included`` (m,) bool and ``canary_participations`` (m,) int64 (the
-            number of updates each canary joined): ``secrets.npz``, read only to score guesses.
-        joins: (T, m) bool, which canaries joined each update (secret; not written by
-            ``train dprl``).
+        secrets: ``canary_included`` (m,) bool, ``canary_joins`` (T, m) bool and
+            ``canary_participations`` (m,) int64 (the number of updates each canary joined):
+            ``secrets.npz``, read only to score guesses.
+        joins: (T, m) bool, which canaries joined each update (secret; ``canary_joins``).
         design: the public design (``canaries``, ``canary_scale``, ``canary_seed``,
             ``directions``: ``"given"`` or ``"blocks"``) and the claim read from the optimizer.
         ledger_charges: the charges to ``"model"`` in the accountant's ledger at ``finish()``
@@ -163,12 +163,15 @@ def check_embedding(
     return Embedding(accountant, writer, charge, u, rng, generator)
 
 
-def dense_rows(u: np.ndarray, included: np.ndarray, scale: float, params: list[Any]) -> list[Any]:
-    """Per parameter tensor, the included canaries' gradients ``scale * u_i`` restricted to it:
-    ``(n_included, *p.shape)`` in ``p``'s dtype and device (the product in float64, then cast)."""
-    import torch
+def flat_params(params: Any) -> np.ndarray:
+    """The tensors ``params`` (a model's ``parameters()``) as one flat float64 array (a copy)."""
+    return np.concatenate([p.detach().cpu().numpy().reshape(-1).astype(np.float64) for p in params])
 
-    g = torch.as_tensor(u[:, included].T * scale)
+
+def dense_rows(g: Any, params: list[Any]) -> list[Any]:
+    """Per parameter tensor, the rows of ``g`` (a (k, n_params) tensor of canary gradients, e.g.
+    the included canaries' ``scale * u_i`` in float64) restricted to it: ``(k, *p.shape)`` in
+    ``p``'s dtype and device (cast after the product)."""
     rows, off = [], 0
     for p in params:
         n = p.numel()

@@ -23,9 +23,7 @@ __all__ = ["family_bound"]
 def family_bound(
     run_dir: Path,
     *,
-    white: bool,
-    kind: str,
-    projections: np.ndarray,
+    projections: np.ndarray | None,
     scores: np.ndarray,
     included: np.ndarray,
     sample_rate: float,
@@ -33,14 +31,16 @@ def family_bound(
     confidence: float,
     claimed_epsilon: float,
 ) -> dict[str, Any] | None:
-    """The family bound of a run (None when the run has one class of canaries only)."""
+    """The family bound of a run (None when the run has one class of canaries only):
+    ``projections`` are the white-box released updates on gradient canaries' directions (None:
+    black-box or input canaries, or no update; the mu-GDP bound of ``scores``)."""
     from ldp_audit.attacks.one_run_family import gdp_family_bound, sgm_family_bound
     from ldp_audit.rundir import RunDir
 
     inc = np.asarray(included, dtype=bool)
     if not (inc.any() and (~inc).any()):
         return None
-    if white and kind == "gradient" and len(projections):
+    if projections is not None:
         joins = RunDir(run_dir).secrets("canary_joins", for_scoring=True)["canary_joins"]
         out = sgm_family_bound(projections, np.asarray(joins, dtype=bool), inc,
                                sample_rate=sample_rate, delta=delta,

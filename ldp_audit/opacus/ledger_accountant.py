@@ -34,7 +34,6 @@ is composed in memory and the ledger is not opened.
 
 from __future__ import annotations
 
-import numbers
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -44,24 +43,16 @@ from opacus.accountants import IAccountant, register_accountant
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.opacus.writer import declared_event
-from ldp_audit.validation import check_int
+from ldp_audit.validation import check_int, check_real_in
 
 __all__ = ["LedgerAccountant", "register_ledger_accountant"]
 
 _METHODS = ("rdp", "prv", "pld", "best")
 
 
-def _positive(v: Any, name: str) -> float:
-    if isinstance(v, bool) or not isinstance(v, numbers.Real) or not float(v) > 0:
-        raise InvalidParameterError(f"{name} must be a number > 0, got {v!r}")
-    return float(v)
-
-
 def _event(noise_multiplier: Any, sample_rate: Any) -> Any:
-    s = _positive(noise_multiplier, "noise_multiplier")
-    q = _positive(sample_rate, "sample_rate")
-    if q > 1.0:
-        raise InvalidParameterError(f"sample_rate must be in (0, 1], got {sample_rate!r}")
+    s = check_real_in(noise_multiplier, "noise_multiplier", lo=0.0, lo_open=True)
+    q = check_real_in(sample_rate, "sample_rate", lo=0.0, lo_open=True, hi=1.0)
     return declared_event({"noise_multiplier": s, "sample_rate": q})
 
 
@@ -79,7 +70,7 @@ class LedgerAccountant(IAccountant):
             step that would exceed it raises ``BudgetExceeded`` before its update is applied.
     """
 
-    _ledger: ClassVar[str | None] = None
+    _ledger: ClassVar[str | os.PathLike[str] | None] = None
     _mechanism: ClassVar[str] = "ldp_audit_ledger"
     _method: ClassVar[str] = "prv"
     _agent: ClassVar[str] = "model"
@@ -244,16 +235,14 @@ def register_ledger_accountant(
         InvalidParameterError: a bad argument, or ``mechanism`` already registered (with
             Opacus's own accountants or an earlier call) and ``force`` is False.
     """
-    if not isinstance(ledger, (str, os.PathLike)):
-        raise InvalidParameterError(f"ledger must be a path, got {ledger!r}")
     if not isinstance(mechanism, str) or not mechanism:
         raise InvalidParameterError(f"mechanism must be a non-empty string, got {mechanism!r}")
     if not isinstance(force, bool):
         raise InvalidParameterError(f"force must be True or False, got {force!r}")
-    attrs = {"_ledger": os.fspath(ledger), "_mechanism": mechanism, "_method": method,
+    attrs = {"_ledger": ledger, "_mechanism": mechanism, "_method": method,
              "_agent": agent, "_budget": budget}  # fmt: skip
     cls = type("LedgerAccountant", (LedgerAccountant,), attrs)
-    cls()  # checks method, agent and the path now, before Opacus holds the class
+    cls()  # checks the path, method and agent now, before Opacus holds the class
     try:
         register_accountant(mechanism, cls, force=force)
     except ValueError:

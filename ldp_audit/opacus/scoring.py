@@ -115,14 +115,11 @@ def read_evidence(run_dir: Any) -> Evidence:
 
 def _ledger_test(run_dir: Path, cfg: dict, met: dict, tr: dict) -> dict[str, Any]:
     """The ledger against the transcript and the metrics (deterministic: p is 0 or 1)."""
-    from ldp_audit.accountant import Ledger, event_from_json
+    from ldp_audit.accountant import event_from_json
+    from ldp_audit.attacks.one_run_fdp import model_history
 
     claim = cfg["claim"]
-    led = Ledger(run_dir / "ledger.sqlite", readonly=True, create=False)
-    try:
-        hist = led.history("model")
-    finally:
-        led.close()
+    hist = model_history(run_dir)
     n_charged = int(sum(n for _, n in hist))
     kinds = [event_from_json(e) for e, _ in hist]
     T = int(tr["canary_projection"].shape[0])
@@ -365,7 +362,7 @@ def audit_evidence(ev: Evidence, *, setting: str = "white-box", confidence: floa
     flagged = [k for k, t in tests.items() if t and t.get("rejected")]
     from ldp_audit.opacus.family import family_bound
 
-    family = family_bound(run_dir, white=white and T > 0, kind=kind, projections=y,
+    family = family_bound(run_dir, projections=y if white and T and kind == "gradient" else None,
                           scores=scores, included=included, sample_rate=q, delta=delta,
                           confidence=confidence, claimed_epsilon=eps_ub)  # fmt: skip
     mm = membership_metrics(scores, included) if both else {"auc": None, "advantage": 0.0,
@@ -455,7 +452,6 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> dict[str,
             "title": "DP-SGD claim read from the Opacus optimizer",
             "paragraphs": [str(priv.get("words", ""))] + ([why["line"]] if why else []),
             "tables": [{"caption": "claim", "header": ["quantity", "value"], "rows": rows}],
-            "figures": {},
             "data": {"claim": claim, "privacy": priv},
         }
     ]
@@ -483,43 +479,29 @@ def audit_sections(run_dir: Path, extra: list[Path] | None, claim: dict[str, Any
         bb = top.get("extra", {}).get("black_box")
         for d in [top] + ([bb] if isinstance(bb, dict) else []):
             ex = d.get("extra", {})
+            setting = ex.get("setting", d.get("attack"))
             for name, t in (ex.get("tests") or {}).items():
-                if not t:
-                    continue
-                arows.append(
-                    [
-                        ex.get("setting", d.get("attack")),
-                        name,
-                        _fmt(t.get("epsilon_lower_bound", t.get("p_value"))),
-                        _fmt(t.get("level")),
-                        "REJECTED" if t.get("rejected") else "consistent",
-                    ]
-                )
+                if t:
+                    value = _fmt(t.get("epsilon_lower_bound", t.get("p_value")))
+                    result = "REJECTED" if t.get("rejected") else "consistent"
+                    arows.append([setting, name, value, _fmt(t.get("level")), result])
             fb = ex.get("family_bound")
             if isinstance(fb, dict):
-                arows.append(
-                    [
-                        ex.get("setting", d.get("attack")),
-                        f"family bound ({fb['family']}; its assumption in the text above)",
-                        _fmt(fb.get("epsilon_lower_bound")),
-                        _fmt(fb.get("level")),
-                        ("REFUTED under the assumption" if fb.get("refuted") else "consistent")
-                        + f" ({_fmt(fb.get('ratio_to_claim'))} x the claim)",
-                    ]
-                )
+                name = f"family bound ({fb['family']}; its assumption in the text above)"
+                result = "REFUTED under the assumption" if fb.get("refuted") else "consistent"
+                result += f" ({_fmt(fb.get('ratio_to_claim'))} x the claim)"
+                arows.append([setting, name, _fmt(fb.get("epsilon_lower_bound")),
+                              _fmt(fb.get("level")), result])  # fmt: skip
                 assumptions[fb["family"]] = fb["assumption"]
-            arows.append(
-                [
-                    ex.get("setting", d.get("attack")),
-                    "verdict",
-                    f"eps lb {_fmt(d.get('epsilon_lower_bound'))} vs accountant "
-                    f"{_fmt(d.get('composed_epsilon'))} (ceiling {_fmt(ex.get('steinke_ceiling'))}"
-                    f", canaries to refute {_fmt(ex.get('canaries_to_refute'))})",
-                    _fmt(d.get("confidence")),
-                    ("VIOLATION" if d.get("violation") else "consistent")
-                    + (f" (decided by {ex['decided_by']})" if ex.get("decided_by") else ""),
-                ]
+            value = (
+                f"eps lb {_fmt(d.get('epsilon_lower_bound'))} vs accountant "
+                f"{_fmt(d.get('composed_epsilon'))} (ceiling {_fmt(ex.get('steinke_ceiling'))}"
+                f", canaries to refute {_fmt(ex.get('canaries_to_refute'))})"
             )
+            result = ("VIOLATION" if d.get("violation") else "consistent") + (
+                f" (decided by {ex['decided_by']})" if ex.get("decided_by") else ""
+            )
+            arows.append([setting, "verdict", value, _fmt(d.get("confidence")), result])
     sampling = None
     cov_rows = []
     for top in audits:
@@ -536,27 +518,22 @@ def audit_sections(run_dir: Path, extra: list[Path] | None, claim: dict[str, Any
                 if isinstance(t, dict)
                 else f"Poisson subsampling is charged; not tested: {why or 'no sampling test'}"
             )  # fmt: skip
-        cov = ex.get("coverage") or {}
         if cov_rows or ex.get("setting") != "white-box":
             continue
-        for row in cov.get("tensors") or []:
+        for row in (ex.get("coverage") or {}).get("tensors") or []:
+            tested = row.get("updates_tested", 0) if row.get("tested") else None
             cov_rows.append(
-                [
-                    row["tensor"],
-                    row["entries"],
-                    "yes" if row.get("canaries") else "no",
-                    f"{row.get('updates_tested', 0)}" if row.get("tested") else
-                    f"NOT TESTED: {row.get('reason', '')}",
-                    _fmt(row.get("p_value")),
-                    _fmt(row.get("std_ratio")),
-                    _fmt(row.get("detectable_std_ratio")),
-                ]
+                [row["tensor"], row["entries"], "yes" if row.get("canaries") else "no",
+                 f"NOT TESTED: {row.get('reason', '')}" if tested is None else f"{tested}"]
+                + [_fmt(row.get(k)) for k in ("p_value", "std_ratio", "detectable_std_ratio")]
             )  # fmt: skip
     if cov_rows:
         dep = ", ".join(
             f"{d['name']} ({d['coordinates']} coordinates): {_fmt(d['detectable_correlation'])}"
             for d in (audits[0].get("extra", {}).get("coverage") or {}).get("dependence") or []
         )
+        header = ["tensor", "entries", "canaries", "updates tested", "p (noise, per tensor)",
+                  "std ratio", "detectable"]  # fmt: skip
         sections.append(
             {
                 "id": f"{prefix}-coverage",
@@ -576,23 +553,19 @@ def audit_sections(run_dir: Path, extra: list[Path] | None, claim: dict[str, Any
                 "tables": [
                     {
                         "caption": "per-tensor coverage of the noise tests",
-                        "header": [
-                            "tensor",
-                            "entries",
-                            "canaries",
-                            "updates tested",
-                            "p (noise, per tensor)",
-                            "std ratio",
-                            "detectable",
-                        ],
+                        "header": header,
                         "rows": cov_rows,
-                    }  # fmt: skip
+                    }
                 ],
-                "figures": {},
-                "data": {},
             }
         )
     if arows:
+        family = (
+            "The family bound is a lower confidence bound on epsilon that holds only under the "
+            "stated assumption (it is not part of the assumption-free verdict): "
+            + "; ".join(v for _, v in sorted(assumptions.items()))
+            + "."
+        )
         sections.append(
             {
                 "id": f"{prefix}-audit",
@@ -603,17 +576,7 @@ def audit_sections(run_dir: Path, extra: list[Path] | None, claim: dict[str, Any
                     "flagged with probability at most 1 - confidence. For the (eps, delta) bound "
                     "the value is the lower bound on epsilon; for the others the p-value.",
                 ]
-                + (
-                    [
-                        "The family bound is a lower confidence bound on epsilon that holds "
-                        "only under the stated assumption (it is not part of the "
-                        "assumption-free verdict): "
-                        + "; ".join(v for _, v in sorted(assumptions.items()))
-                        + "."
-                    ]
-                    if assumptions
-                    else []
-                ),
+                + ([family] if assumptions else []),
                 "tables": [
                     {
                         "caption": "one-run audit",
@@ -621,7 +584,6 @@ def audit_sections(run_dir: Path, extra: list[Path] | None, claim: dict[str, Any
                         "rows": arows,
                     }
                 ],
-                "figures": {},
                 "data": {"audits": audits},
             }
         )

@@ -15,7 +15,7 @@ import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.opacus.attach import CanaryAudit
-from ldp_audit.opacus.canaries import ALGORITHM, CANARY_KINDS
+from ldp_audit.opacus.canaries import ALGORITHM, CANARY_KINDS, NOISE_SKETCH
 from ldp_audit.rundir import RunDir
 from ldp_audit.systems import SystemSpec
 from ldp_audit.validation import check_int, check_real_in
@@ -50,8 +50,10 @@ class OpacusRunConfig:
         claim: what :meth:`CanaryAudit.attach` read (None before training).
         canary_design: the direction design's name (informative).
         noise_sketch: the coordinates of the released noise kept per update for the all-lags
-            dependence test (:data:`ldp_audit.opacus.canaries.NOISE_SKETCH`; None in a run
-            written before it was recorded).
+            dependence test, an int >= 1 (a run records
+            :data:`ldp_audit.opacus.canaries.NOISE_SKETCH`); None: not recorded (a run written
+            before it was, read with its transcript's width), and in a config to train, the
+            audit's NOISE_SKETCH, the only width ``train opacus`` keeps (another is refused).
         example: the example trainer's settings (:data:`EXAMPLE_DEFAULTS`); None for a run of
             a user's own loop.
     """
@@ -78,6 +80,11 @@ class OpacusRunConfig:
             check_int(self.canary_seed, "canary_seed", minimum=0)
         if self.noise_sketch is not None:
             check_int(self.noise_sketch, "noise_sketch", minimum=1)
+        for name, typ in (("claim", dict), ("canary_design", str)):
+            if not isinstance(getattr(self, name), (typ, type(None))):
+                raise InvalidParameterError(
+                    f"{name} must be a {typ.__name__} or None, got {getattr(self, name)!r}"
+                )
         if self.example is not None:
             if not isinstance(self.example, dict):
                 raise InvalidParameterError(f"example must be a dict, got {self.example!r}")
@@ -130,6 +137,11 @@ def train_digits(
         raise InvalidParameterError(f"opacus runs are new runs only, got run_mode={run_mode!r}")
     if not isinstance(cfg, OpacusRunConfig):
         raise InvalidParameterError(f"cfg must be an OpacusRunConfig, got {type(cfg).__name__}")
+    if cfg.noise_sketch not in (None, NOISE_SKETCH):
+        raise InvalidParameterError(
+            f"noise_sketch: the audit keeps NOISE_SKETCH = {NOISE_SKETCH} coordinates (or None), "
+            f"got {cfg.noise_sketch!r}"
+        )
     ex = {**EXAMPLE_DEFAULTS, **(cfg.example or {})}
     t0 = time.perf_counter()
     tmp = None

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.opacus.canaries import ALGORITHM
+from ldp_audit.opacus.embed import flat_params
 
 __all__ = ["declared_event", "open_run", "privacy", "write_run"]
 
@@ -88,11 +89,7 @@ def write_run(audit: Any, scores: np.ndarray | None) -> None:
         "transcript.npz",
         {**rec, "ledger_charges": np.array([audit._charges], dtype=np.int64), **extra_tr},
     )
-    sec = {"canary_included": audit._included.copy()}
-    if audit.kind == "gradient":
-        sec["canary_joins"] = joins
-        sec["canary_participations"] = joins.sum(axis=0).astype(np.int64)
-    w.write_npz("secrets.npz", sec)
+    w.write_npz("secrets.npz", audit._secrets(joins))
     w.write_json(
         "metrics.json",
         {
@@ -108,6 +105,6 @@ def write_run(audit: Any, scores: np.ndarray | None) -> None:
     )
     w.write_npz(
         "model.npz",
-        {"params": audit._flat(audit._params, grad=False), "initial": audit._initial},
+        {"params": flat_params(audit._params), "initial": audit._initial},
     )
     w.finish()

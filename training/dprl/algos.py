@@ -18,12 +18,12 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import BudgetExceeded
+from ldp_audit.opacus.embed import flat_params
 from ldp_audit.training.dprl.config import DprlConfig
 from ldp_audit.training.dprl.privacy import (
     DpSgdUpdate,
     ObservationRelease,
     TrainerHooks,
-    flat_params,
     plant_canaries,
 )
 
@@ -198,7 +198,7 @@ def train_reinforce(cfg: DprlConfig, *, seed: int, accountant: Any, hooks: Train
     t0, gen, (obs_rng, canary_rng), env_seed, dev, envs = _start(cfg, seed, 2)
     B = cfg.envs
     policy = make_network(cfg, gen).to(dev)  # initialised on the CPU generator, then moved
-    initial = flat_params(policy)
+    initial = flat_params(policy.parameters())
     private = cfg.privacy == "dpsgd"
     model = GradSampleModule(policy, batch_first=True, loss_reduction="sum") if private else policy
     optimizer, canaries, dp, obs_release = _private_parts(
@@ -326,7 +326,7 @@ def train_dqn(cfg: DprlConfig, *, seed: int, accountant: Any, hooks: TrainerHook
     q_net = make_network(cfg, gen).to(dev)  # initialised on the CPU generator, then moved
     target = make_network(cfg, gen).to(dev)
     target.load_state_dict(q_net.state_dict())
-    initial = flat_params(q_net)
+    initial = flat_params(q_net.parameters())
     private = cfg.privacy == "dpsgd"
     ghost = private and cfg.ghost and hooks.optimizer_class is None
     if ghost:
@@ -478,7 +478,7 @@ def collect_result(
         seconds=time.perf_counter() - t0,
         privacy={},
         stopped=stopped,
-        params=flat_params(net),
+        params=flat_params(net.parameters()),
         initial=initial,
         transcript=transcript,
         secrets=secrets,

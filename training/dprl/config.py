@@ -264,13 +264,13 @@ class DprlConfig:
 
     def update_event(self, sample_rate: float | None = None) -> Any:
         """The ledger event of ONE DP-SGD update."""
-        from ldp_audit.accountant import GaussianEvent, NonPrivateEvent, PoissonSampledEvent
+        from ldp_audit.accountant import NonPrivateEvent
+        from ldp_audit.opacus.writer import declared_event
 
         if self.noise_multiplier == 0:
             return NonPrivateEvent()
-        g = GaussianEvent(float(self.noise_multiplier))
         q = self.sample_rate if sample_rate is None else sample_rate
-        return g if q >= 1.0 else PoissonSampledEvent(q, g)
+        return declared_event({"noise_multiplier": float(self.noise_multiplier), "sample_rate": q})
 
     def obs_mechanism(self) -> Any:
         from ldp_audit.training.dprl.obs_noise import ObservationNoiseMechanism
@@ -303,8 +303,15 @@ class DprlConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> DprlConfig:
+        """The config of :meth:`to_dict` (a run's config.json); a key that is not a field (a
+        misspelt one) is refused, naming it: every config.json written has exactly the fields."""
         names = {f.name for f in fields(cls)}
-        kw = {k: v for k, v in d.items() if k in names}
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise InvalidParameterError(
+                f"unknown DprlConfig keys {unknown}; known: {sorted(names)}"
+            )
+        kw = dict(d)
         if kw.get("state_box") is not None:
             kw["state_box"] = tuple(tuple(b) for b in kw["state_box"])
         return cls(**kw)

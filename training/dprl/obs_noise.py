@@ -28,14 +28,13 @@ What this guarantees, said plainly:
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.validation import check_rng
+from ldp_audit.validation import check_real_in, check_rng
 
 __all__ = [
     "CARTPOLE_IQR",
@@ -91,14 +90,6 @@ def measure_iqr(*, seed: int = 0, steps: int = 20_000) -> np.ndarray:
     return q75 - q25
 
 
-def _check_sigma(sigma: Any) -> float:
-    if isinstance(sigma, bool) or not isinstance(sigma, numbers.Real) or not sigma >= 0:
-        raise InvalidParameterError(f"noise_multiplier must be a real number >= 0, got {sigma!r}")
-    if not math.isfinite(float(sigma)):
-        raise InvalidParameterError(f"noise_multiplier must be finite, got {sigma!r}")
-    return float(sigma)
-
-
 def check_box(box: Any, iqr: np.ndarray, name: str = "state_box") -> np.ndarray | None:
     """Validate a declared state box ((lo, hi) per component): (d, 2) array, or None.
 
@@ -150,13 +141,12 @@ class ObservationNoiseMechanism:
     name = "observation-noise"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "noise_multiplier", _check_sigma(self.noise_multiplier))
+        sigma = check_real_in(self.noise_multiplier, "noise_multiplier", lo=0.0, lo_open=False)
+        object.__setattr__(self, "noise_multiplier", sigma)
         iqr = np.asarray(self.iqr, dtype=np.float64)
         if iqr.ndim != 1 or iqr.size == 0 or not (np.isfinite(iqr).all() and (iqr > 0).all()):
             raise InvalidParameterError(f"iqr must be finite positive numbers, got {self.iqr!r}")
-        d = self.target_delta
-        if isinstance(d, bool) or not isinstance(d, numbers.Real) or not 0 < d < 1:
-            raise InvalidParameterError(f"delta must be in (0, 1), got {d!r}")
+        check_real_in(self.target_delta, "delta", lo=0.0, lo_open=True, hi=1.0, hi_open=True)
         object.__setattr__(self, "_iqr", iqr)
         b = check_box(self.box, iqr)
         object.__setattr__(self, "_box", b)
@@ -233,10 +223,8 @@ class ObservationNoiseMechanism:
         d = self._iqr.size
         if dim is not None and dim != d:
             raise InvalidParameterError(f"dim must be {d} (the state dimension), got {dim!r}")
-        if self._box is None:
-            lo, hi = -100.0 * self._iqr, 100.0 * self._iqr  # any states: no box bounds them
-        else:
-            lo, hi = self._box[:, 0].copy(), self._box[:, 1].copy()
+        # raw states: any states (no box bounds them); else the box's bounds (copied below)
+        lo, hi = (-100.0 * self._iqr, 100.0 * self._iqr) if self._box is None else self._box.T
         pairs = [(lo.copy(), hi.copy()), (hi.copy(), lo.copy())]
         mid = 0.5 * (lo + hi)
         for i in range(d):

@@ -29,7 +29,6 @@ __all__ = [
     "TrainerHooks",
     "canary_directions",
     "cpu_noise_optimizer",
-    "flat_params",
     "gaussian_noise",
     "plant_canaries",
 ]
@@ -51,12 +50,6 @@ class TrainerHooks:
     optimizer_class: Any = None
     charged_sample_rate: Callable[[float], float] | None = None
     inspect_ghost: Callable[..., None] | None = None
-
-
-def flat_params(model: Any) -> np.ndarray:
-    return np.concatenate(
-        [p.detach().cpu().numpy().reshape(-1).astype(np.float64) for p in model.parameters()]
-    )
 
 
 def canary_directions(n_params: int, m: int, seed: int) -> np.ndarray:
@@ -162,8 +155,7 @@ class DpSgdUpdate:
 
         self.cfg = cfg
         self.params = [p for p in model.parameters() if p.requires_grad]
-        self.ghost = bool(getattr(model, "_ghost", False))
-        if self.ghost:
+        if getattr(model, "_ghost", False):
             from opacus.optimizers import DPOptimizerFastGradientClipping as DPOptimizer
         cls = hooks.optimizer_class or DPOptimizer
         if self.params[0].device.type != "cpu":
@@ -181,9 +173,7 @@ class DpSgdUpdate:
         q_charged = hooks.charged_sample_rate(self.q) if hooks.charged_sample_rate else self.q
         self.event = cfg.update_event(q_charged)
         self.accountant = accountant
-        self.gen = gen
-        self.canaries = canaries  # an embedded CanaryAudit (plant_canaries) or None
-        if canaries is not None:
+        if canaries is not None:  # an embedded CanaryAudit (plant_canaries)
             canaries.attach(self.opt, sample_rate=self.q)
         self.transcript = Transcript(values_key="update") if cfg.keep_updates else None
         self.norms: list[float] = []

@@ -132,9 +132,7 @@ def reproduce(
                     "eval_ci95": _boot(ev, rng) if ev.size else None,
                     "eval_solved": int((ev >= 475.0).sum()),
                     "eval_per_seed": [float(x) for x in ev],
-                    "epsilon_by_method": {
-                        k: v for k, v in (rs[0].get("privacy") or {}).get("by_method", {}).items()
-                    },
+                    "epsilon_by_method": dict((rs[0].get("privacy") or {}).get("by_method", {})),
                     "epsilon_method": (rs[0].get("privacy") or {}).get("method"),
                     "cpu_seconds": float(np.sum([r.get("cpu_seconds", 0.0) for r in rs])),
                     "final_return_mean": float(last.mean()),

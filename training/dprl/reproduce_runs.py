@@ -201,7 +201,8 @@ def boxed_epsilon(sigma: float, delta: float, observations: int) -> float:
 
 def true_epsilon(name: str, cfg: Any, T: int) -> float:
     """What the accountant should have said for the trainer that actually ran (T updates)."""
-    from ldp_audit.accountant import GaussianEvent, PoissonSampledEvent, compose
+    from ldp_audit.accountant import compose
+    from ldp_audit.opacus.writer import declared_event
 
     sigma = cfg.noise_multiplier
     if name.startswith("no clipping"):
@@ -210,9 +211,7 @@ def true_epsilon(name: str, cfg: Any, T: int) -> float:
         sigma = sigma / cfg.clip  # noise std sigma for sensitivity C
     elif name.startswith("per-layer"):
         sigma = sigma / math.sqrt(len(cfg.layer_sizes) - 1) / math.sqrt(2)  # 2 tensors per layer
-    ev = GaussianEvent(sigma)
-    if cfg.sample_rate < 1:
-        ev = PoissonSampledEvent(cfg.sample_rate, ev)
+    ev = declared_event({"noise_multiplier": sigma, "sample_rate": cfg.sample_rate})
     return float(compose([(ev, T)], delta=cfg.delta, method="prv")[0])
 
 

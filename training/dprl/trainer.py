@@ -295,25 +295,27 @@ def train(
     return res
 
 
-def write_run(writer: Any, res: DprlResult, *, status: str = "complete") -> Path:
-    """transcript.npz, secrets.npz, metrics.json, model.npz, then the manifest."""
+def _learning(res: DprlResult) -> dict[str, Any]:
+    """The run's returns, convergence, updates and environment steps (its metrics' head)."""
     from ldp_audit.rundir import json_number
 
+    conv = res.convergence_episode
+    return {"returns": res.returns, "episodes": len(res.returns),
+            "convergence_episode": json_number(conv), "solved": bool(math.isfinite(conv)),
+            "updates": res.updates, "env_steps": res.env_steps}  # fmt: skip
+
+
+def write_run(writer: Any, res: DprlResult, *, status: str = "complete") -> Path:
+    """transcript.npz, secrets.npz, metrics.json, model.npz, then the manifest."""
     cfg = res.config
     if res.transcript:
         writer.write_npz("transcript.npz", res.transcript)
     if res.secrets:
         writer.write_npz("secrets.npz", res.secrets)
-    conv = res.convergence_episode
     writer.write_json(
         "metrics.json",
         {
-            "returns": res.returns,
-            "episodes": len(res.returns),
-            "convergence_episode": json_number(conv),
-            "solved": bool(math.isfinite(conv)),
-            "updates": res.updates,
-            "env_steps": res.env_steps,
+            **_learning(res),
             "seconds": res.seconds,
             "stopped": res.stopped,
             "privacy": res.privacy,
@@ -362,23 +364,13 @@ def train_run(
     """:func:`train` under the System contract (:meth:`ldp_audit.systems.System.train`): the
     run's metrics and privacy as a :class:`~ldp_audit.systems.TrainResult` (``native``: the
     :class:`DprlResult`)."""
-    from ldp_audit.rundir import json_number
     from ldp_audit.systems import TrainResult
 
     res = train(cfg, seed=seed, run_dir=run_dir, progress=bool(progress), run_mode=run_mode,
                 ledger=ledger)  # fmt: skip
-    conv = res.convergence_episode
     last = res.returns[-25:]
-    metrics = {
-        "returns": list(res.returns),
-        "episodes": len(res.returns),
-        "last25_mean_return": float(sum(last) / max(1, len(last))),
-        "convergence_episode": json_number(conv),
-        "solved": bool(math.isfinite(conv)),
-        "updates": int(res.updates),
-        "env_steps": int(res.env_steps),
-        "stopped": res.stopped,
-    }
+    metrics = {**_learning(res), "last25_mean_return": float(sum(last) / max(1, len(last))),
+               "stopped": res.stopped}  # fmt: skip
     return TrainResult(system=ALGORITHM, config=cfg, seed=int(seed), seconds=float(res.seconds),
                        privacy=res.privacy, metrics=metrics,
                        run_dir=None if run_dir is None else Path(run_dir), native=res)  # fmt: skip
