@@ -61,7 +61,6 @@ def attack_run_dir(
     mechanism: Any = None,
     n_shadow: int = 200,
     max_groups: int | None = 200,
-    group_by: str = "agent",
     method: str = "auto",
     candidates: Sequence[float] | None = None,
     simulator: Simulator | None = None,
@@ -80,7 +79,6 @@ def attack_run_dir(
         mechanism: override the mechanism read from ``config.json``.
         n_shadow: shadow episodes per candidate per distinct theta.
         max_groups: attack at most this many groups (first ones in arrival order); None for all.
-        group_by: ``"agent"`` ((trial, agent) pairs) or ``"report"`` (each report alone).
         alpha: exploration probability of the shadows, or ``"schedule"``: the protocol's public
             ``max(0, alpha_start - n / alpha_decay)`` at the report's submission index ``n``
             (read from ``config.json``; PGC-A3C defaults 0.5 and 1800).
@@ -89,7 +87,7 @@ def attack_run_dir(
         method, simulator, seed, progress: as in :func:`run`.
 
     Returns:
-        Predictions, without any ground truth: ``{"rows": [...], "groups": (G, 2 or 1),
+        Predictions, without any ground truth: ``{"rows": [...], "groups": (G, 2),
         "group_of_row": (R,), "guess": (G,), "posterior": (G, k), "candidates": [...],
         "mechanism": config, "epsilon": eps, "reports_per_group": (G,), "seconds": the
         attack's own time (carried into the scored result)}``.
@@ -106,7 +104,7 @@ def attack_run_dir(
         mechanism = _run_mechanism(cfg)
     if isinstance(alpha, str) and alpha != "schedule":
         raise InvalidParameterError(f"alpha must be a probability or 'schedule', got {alpha!r}")
-    uniq, group_of_row, rows = _groups(tr, group_by, max_groups, arrival=False)
+    uniq, group_of_row, rows = _groups(tr, max_groups, arrival=False)
     alpha_at = partial(_alpha_at, alpha, train_cfg, 0.5)
     sim = partial(simulate_shadow, simulator=simulator)
     ll, _ = _shadow_log_likelihood(
@@ -119,17 +117,12 @@ def attack_run_dir(
 
 
 def _groups(
-    tr: dict[str, np.ndarray], group_by: str, max_groups: int | None, *, arrival: bool
+    tr: dict[str, np.ndarray], max_groups: int | None, *, arrival: bool
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The attacked groups of the transcript: their keys ((trial, agent) or the report's row),
-    each row's group, and the rows of the first ``max_groups`` groups (in key order, or with
+    """The attacked groups of the transcript (agents): their (trial, agent) keys, each row's
+    group, and the rows of the first ``max_groups`` groups (in key order, or with
     ``arrival`` in the order of their first report)."""
-    if group_by == "agent":
-        keys = np.stack([tr["trial"], tr["agent"]], axis=1)
-    elif group_by == "report":
-        keys = np.arange(tr["report"].shape[0])[:, None]
-    else:
-        raise InvalidParameterError(f"group_by must be 'agent' or 'report', got {group_by!r}")
+    keys = np.stack([tr["trial"], tr["agent"]], axis=1)
     uniq, group_of_row = np.unique(keys, axis=0, return_inverse=True)
     group_of_row = group_of_row.reshape(-1)
     order = np.arange(uniq.shape[0])
@@ -448,7 +441,7 @@ def attack_private_param_run(
         simulator = simulator_for(config_from_run(cfg, env_module))
     mechanism = _run_mechanism(cfg, generic=True)
     tr = run.transcript(_READS)  # what crossed the trust boundary (never secrets.npz)
-    uniq, group_of_row, rows = _groups(tr, "agent", max_groups, arrival=True)
+    uniq, group_of_row, rows = _groups(tr, max_groups, arrival=True)
     check_episodes(
         int(np.unique(tr["theta_index"][rows]).size) * cands.size * n_shadow, "the shadows"
     )

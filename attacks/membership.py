@@ -285,7 +285,7 @@ class TranscriptScorer:
         cands = tuple(sorted({*self.background, float(self.canary_gravity)}))
         same = ("mechanism", "n_shadow", "method", "simulator", "alpha", "seed")
         kw = {k: getattr(self, k) for k in same}
-        pred = attack_run_dir(run_dir, max_groups=None, group_by="agent", candidates=cands, **kw)
+        pred = attack_run_dir(run_dir, max_groups=None, candidates=cands, **kw)
         post = np.clip(pred["posterior"], 1e-300, 1.0)
         ci = cands.index(float(self.canary_gravity))
         # log posterior odds canary vs. the ordinary mixture (uniform prior cancels up to a const)

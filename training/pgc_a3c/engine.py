@@ -60,10 +60,10 @@ def _runs(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return pos[:-1], pos[1:] - pos[:-1]
 
 
-def padded(rows: Sequence[Any], min_width: int = 1) -> tuple[np.ndarray, np.ndarray]:
+def padded(rows: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
     """The float rows (of any lengths) as one zero-padded table, and their lengths."""
     lengths = np.array([len(r) for r in rows], dtype=np.int64)
-    table = np.zeros((len(rows), max(min_width, int(lengths.max(initial=0)))))
+    table = np.zeros((len(rows), max(1, int(lengths.max(initial=0)))))
     for i, r in enumerate(rows):
         table[i, : lengths[i]] = r
     return table, lengths
