@@ -186,8 +186,9 @@ class Engine:
         # ---- randomness in blocks ----
         self.act_block = np.zeros((ACT_BLOCK, E))
         self.block_pos = ACT_BLOCK
-        self.reset_block = np.zeros((G, RESET_BLOCK, 5))
-        self.reset_ptr = np.full(G, RESET_BLOCK, dtype=np.int64)
+        r_len = max(RESET_BLOCK, 2 * int(self.n_agents.max()))  # holds any step's restarts
+        self.reset_block = np.zeros((G, r_len, 5))
+        self.reset_ptr = np.full(G, r_len, dtype=np.int64)
 
         # ---- transcript (per config) ----
         self.tr: list[dict[str, list[np.ndarray]]] = [
@@ -220,10 +221,11 @@ class Engine:
         """5 uniforms per restart, rows grouped by trial in order; consumed per trial."""
         first, counts = _runs(g)
         tg = g[first]
-        need = self.reset_ptr[tg] + counts > RESET_BLOCK
+        r_len = self.reset_block.shape[1]
+        need = self.reset_ptr[tg] + counts > r_len
         for gi in tg[need].tolist():
             left = self.reset_block[gi, self.reset_ptr[gi] :]
-            fresh = self.streams[gi].reset.random((RESET_BLOCK - left.shape[0], 5))
+            fresh = self.streams[gi].reset.random((r_len - left.shape[0], 5))
             self.reset_block[gi] = np.concatenate([left, fresh])
             self.reset_ptr[gi] = 0
         rank = np.arange(g.size) - np.repeat(first, counts)
