@@ -176,9 +176,7 @@ class FixedThetaTrainer:
     def __call__(self, gravities: np.ndarray, run_dir: Path, rng: np.random.Generator) -> None:
         rng = check_rng(rng)
         g = np.asarray(gravities, dtype=np.float64).reshape(-1)
-        T = int(self.reports_per_agent)
-        if T < 1:
-            raise InvalidParameterError(f"reports_per_agent must be >= 1, got {T}")
+        T = check_count(self.reports_per_agent, "reports_per_agent")
         theta = np.asarray(self.theta, dtype=np.float64).reshape(-1)
         agent = np.repeat(np.arange(g.size), T)
         grads = simulate_shadow(theta, g[agent], rng, simulator=self.simulator, alpha=self.alpha)

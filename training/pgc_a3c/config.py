@@ -315,10 +315,7 @@ class PgcA3cConfig(SharedFields):
                 raise InvalidParameterError(
                     f"reduced_dim applies to mechanism='prs' only, got mechanism={self.mechanism!r}"
                 )
-            if not 1 <= check_int(self.reduced_dim, "reduced_dim", minimum=1) <= DIM:
-                raise InvalidParameterError(
-                    f"reduced_dim must be in [1, {DIM}], got {self.reduced_dim!r}"
-                )
+            check_int(self.reduced_dim, "reduced_dim", minimum=1, maximum=DIM)
         check_bool(self.stop_at_target, "stop_at_target")
         ts = check_real(self.target_score, "target_score")
         if not math.isfinite(ts):
