@@ -74,10 +74,7 @@ class TrialStream:
 
     def __init__(self, seed: int, trial: int) -> None:
         ss = np.random.SeedSequence(seed, spawn_key=(0, trial))
-        init_ss, act_ss, reset_ss = ss.spawn(3)
-        self.init = np.random.default_rng(init_ss)
-        self.act = np.random.default_rng(act_ss)
-        self.reset = np.random.default_rng(reset_ss)
+        self.init, self.act, self.reset = (np.random.default_rng(s) for s in ss.spawn(3))
 
 
 def mechanism_rng(seed: int) -> np.random.Generator:
