@@ -371,28 +371,30 @@ class TrainResult:
     """What :func:`train` returns.
 
     Attributes:
-        config: the run's config.
+        config: the run's config (a ``GymPgcConfig`` for the Gymnasium trainer, which returns
+            this class too).
         seed: the seed it ran from.
         zeta: (trials, max_submissions) episode score of submission n (0-based column n is the
             paper's zeta_{n+1}); NaN where the trial stopped before that submission.
         theta: (trials, 112) final global parameters.
         submissions: (trials,) submissions made.
-        stopped_at_target: (trials,) True where ``stop_at_target`` ended the trial early.
         privacy: per-agent privacy summary (epsilon per submission, rounds, total, agents, ...).
         env_steps: total environment steps taken (all trials).
         seconds: wall-clock seconds of the run.
+        stopped_at_target: (trials,) True where ``stop_at_target`` ended the trial early (None
+            for the Gymnasium trainer, which has no ``stop_at_target``).
         transcript: what crossed the trust boundary (None unless recorded), see run_dir.py.
         secrets: the matching ground truth (gravity, clean gradient), None unless recorded.
     """
 
-    config: PgcA3cConfig
+    config: Any
     seed: int
     zeta: np.ndarray
     theta: np.ndarray
     submissions: np.ndarray
-    stopped_at_target: np.ndarray
     privacy: dict[str, Any]
     env_steps: int
     seconds: float
+    stopped_at_target: np.ndarray | None = None
     transcript: dict[str, np.ndarray] | None = None
     secrets: dict[str, np.ndarray] | None = field(default=None, repr=False)

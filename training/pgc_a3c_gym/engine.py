@@ -2,41 +2,26 @@
 report released through the one release path, the aggregator's step.
 
 Part of :mod:`ldp_audit.training.pgc_a3c_gym`: :func:`~ldp_audit.training.pgc_a3c_gym.trainer.train`
-drives it; :class:`GymTrainResult` is what it returns.
+drives it; it returns the CartPole engine's
+:class:`~ldp_audit.training.pgc_a3c.config.TrainResult` (``stopped_at_target`` None).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.gym_envs import make_param_vector_env
+from ldp_audit.training.pgc_a3c.config import TrainResult
 from ldp_audit.training.pgc_a3c.privacy import privatize_reports
 from ldp_audit.training.pgc_a3c.run_dir import TRANSCRIPT_KEYS, stack_records
 from ldp_audit.training.pgc_a3c_gym.config import GymPgcConfig
 from ldp_audit.training.pgc_a3c_gym.model import SEED_BOUND, loss_gradients
 
 BLOCK = 256  # acting uniforms drawn per trial in blocks of this many lock-steps
-
-
-@dataclass
-class GymTrainResult:
-    """What :func:`train` returns (the fields of :class:`pgc_a3c.TrainResult` that apply)."""
-
-    config: GymPgcConfig
-    seed: int
-    zeta: np.ndarray
-    theta: np.ndarray
-    submissions: np.ndarray
-    privacy: dict[str, Any]
-    env_steps: int
-    seconds: float
-    transcript: dict[str, np.ndarray] | None
-    secrets: dict[str, np.ndarray] | None
 
 
 def privacy_summary(c: GymPgcConfig, agents: np.ndarray) -> dict[str, Any]:
@@ -239,11 +224,11 @@ class Engine:
         if bar is not None:
             bar.update(rows.size)
 
-    def result(self, seconds: float) -> GymTrainResult:
+    def result(self, seconds: float) -> TrainResult:
         tr = sec = None
         if self.record:
             tr, sec = stack_records(self.rec, self.snaps, self.net.dim)
-        return GymTrainResult(
+        return TrainResult(
             config=self.cfg,
             seed=self.seed,
             zeta=self.zeta,
