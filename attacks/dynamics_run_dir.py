@@ -61,7 +61,6 @@ def attack_run_dir(
     mechanism: Any = None,
     n_shadow: int = 200,
     max_groups: int | None = 200,
-    group_by: str = "agent",
     method: str = "auto",
     candidates: Sequence[float] | None = None,
     simulator: Simulator | None = None,
@@ -80,7 +79,6 @@ def attack_run_dir(
         mechanism: override the mechanism read from ``config.json``.
         n_shadow: shadow episodes per candidate per distinct theta.
         max_groups: attack at most this many groups (first ones in arrival order); None for all.
-        group_by: ``"agent"`` ((trial, agent) pairs) or ``"report"`` (each report alone).
         alpha: exploration probability of the shadows, or ``"schedule"``: the protocol's public
             ``max(0, alpha_start - n / alpha_decay)`` at the report's submission index ``n``
             (read from ``config.json``; PGC-A3C defaults 0.5 and 1800).
@@ -89,7 +87,7 @@ def attack_run_dir(
         method, simulator, seed, progress: as in :func:`run`.
 
     Returns:
-        Predictions, without any ground truth: ``{"rows": [...], "groups": (G, 2 or 1),
+        Predictions, without any ground truth: ``{"rows": [...], "groups": (G, 2),
         "group_of_row": (R,), "guess": (G,), "posterior": (G, k), "candidates": [...],
         "mechanism": config, "epsilon": eps, "reports_per_group": (G,), "seconds": the
         attack's own time (carried into the scored result)}``.
@@ -103,21 +101,10 @@ def attack_run_dir(
         candidates = train_cfg.get("gravities") or GRAVITIES
     cands = check_candidates(candidates)
     if mechanism is None:
-        mechanism = _mechanism_from_run_config(cfg)
+        mechanism = _run_mechanism(cfg)
     if isinstance(alpha, str) and alpha != "schedule":
         raise InvalidParameterError(f"alpha must be a probability or 'schedule', got {alpha!r}")
-    if group_by == "agent":
-        keys = np.stack([tr["trial"], tr["agent"]], axis=1)
-    elif group_by == "report":
-        keys = np.arange(tr["report"].shape[0])[:, None]
-    else:
-        raise InvalidParameterError(f"group_by must be 'agent' or 'report', got {group_by!r}")
-    uniq, group_of_row = np.unique(keys, axis=0, return_inverse=True)
-    group_of_row = group_of_row.reshape(-1)
-    keep_groups = np.arange(uniq.shape[0])
-    if max_groups is not None:
-        keep_groups = keep_groups[: check_count(max_groups, "max_groups")]
-    rows = np.flatnonzero(np.isin(group_of_row, keep_groups))
+    uniq, group_of_row, rows = _groups(tr, max_groups, arrival=False)
     alpha_at = partial(_alpha_at, alpha, train_cfg, 0.5)
     sim = partial(simulate_shadow, simulator=simulator)
     ll, _ = _shadow_log_likelihood(
@@ -127,6 +114,25 @@ def attack_run_dir(
         **_posterior_by_group(ll, rows, group_of_row, uniq, cands, mechanism),
         "seconds": time.perf_counter() - t0,
     }
+
+
+def _groups(
+    tr: dict[str, np.ndarray], max_groups: int | None, *, arrival: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The attacked groups of the transcript (agents): their (trial, agent) keys, each row's
+    group, and the rows of the first ``max_groups`` groups (in key order, or with
+    ``arrival`` in the order of their first report)."""
+    keys = np.stack([tr["trial"], tr["agent"]], axis=1)
+    uniq, group_of_row = np.unique(keys, axis=0, return_inverse=True)
+    group_of_row = group_of_row.reshape(-1)
+    order = np.arange(uniq.shape[0])
+    if arrival:  # groups in arrival order (first report), not in id order
+        first_row = np.full(uniq.shape[0], group_of_row.size)
+        np.minimum.at(first_row, group_of_row, np.arange(group_of_row.size))
+        order = np.argsort(first_row, kind="stable")
+    if max_groups is not None:
+        order = order[: check_count(max_groups, "max_groups")]
+    return uniq, group_of_row, np.flatnonzero(np.isin(group_of_row, order))
 
 
 def _alpha_at(alpha: float | str, train_cfg: dict, start: float, submission: float) -> float:
@@ -235,20 +241,15 @@ class _ClippedRelease:
         return {"name": "none", "clip": self.clip}
 
 
-def _mechanism_from_run_config(cfg: dict[str, Any]) -> Any:
-    """The per-report mechanism of a run (``config.json``), as the attacker knows it."""
-    from ldp_audit.mechanisms import from_config
-
-    train_cfg = cfg.get("config") if isinstance(cfg.get("config"), dict) else {}
-    if train_cfg.get("mechanism") == "none":
-        from ldp_audit.training.pgc_a3c import PgcA3cConfig  # public config: the baseline's clip C
-
-        return _ClippedRelease(PgcA3cConfig.from_dict(train_cfg).effective_clip)
-    return from_config(cfg["mechanism"])
-
-
-def _group_truth(prediction: dict[str, Any], values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The secret value of every attacked transcript row, and of every group (its rows')."""
+def _secret_truth(
+    run_dir: str | Path, prediction: dict[str, Any], key: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """The secret ``key`` of ``secrets.npz`` (scoring only: the one place these attacks open
+    it) of every attacked transcript row, and of every group (its rows')."""
+    run = RunDir(run_dir)
+    values = np.asarray(run.secrets(key, for_scoring=True)[key], dtype=np.float64)
+    if values.shape[0] <= int(prediction["rows"].max(initial=-1)):
+        raise RunDirectoryError(f"{run.path}/secrets.npz: {key} has fewer rows than the transcript")
     truth_rows = values[prediction["rows"]]
     truth = np.full(prediction["guess"].shape[0], np.nan)
     truth[prediction["group_of_row"]] = truth_rows
@@ -263,16 +264,12 @@ def score_run_dir(
     The ceiling uses the largest number of reports in any attacked group.
     """
     t0 = time.perf_counter()
-    # --- scoring only: the one place the attack module opens secrets.npz ---
-    secrets = RunDir(run_dir).secrets("gravity", for_scoring=True)
-    gravity = np.asarray(secrets["gravity"], dtype=np.float64)
     inv = prediction["group_of_row"]
-    truth_rows, truth = _group_truth(prediction, gravity)
+    truth_rows, truth = _secret_truth(run_dir, prediction, "gravity")
     G = truth.size
-    consistent = np.zeros(G, dtype=bool)
     first = np.full(G, np.nan)
     first[inv[::-1]] = truth_rows[::-1]
-    consistent[:] = True
+    consistent = np.ones(G, dtype=bool)
     np.logical_and.at(consistent, inv, np.isclose(truth_rows, first[inv]))
     correct = int(np.sum(np.isclose(prediction["guess"], truth)))
     return prediction_result(
@@ -343,16 +340,19 @@ def _private_parameter(cfg: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     return pp
 
 
-def _generic_mechanism(cfg: dict[str, Any]) -> Any:
-    """The per-report mechanism of a run that declares a private parameter (as the attacker
-    knows it): the non-private baseline of the Gymnasium trainer is an L1 clip to C/2."""
+def _run_mechanism(cfg: dict[str, Any], generic: bool = False) -> Any:
+    """The per-report mechanism of a run (``config.json``), as the attacker knows it: the
+    non-private baseline of PGC-A3C (any run whose config says ``mechanism: none``; with
+    ``generic`` only a ``pgc-a3c-gym`` run's) is an L1 clip to C/2 (C = ``clip``, else 10)."""
     from ldp_audit.mechanisms import from_config
 
     mech = cfg.get("mechanism")
     if not isinstance(mech, dict):
         raise RunDirectoryError("config.json has no single per-report mechanism to attack")
     train_cfg = cfg.get("config") if isinstance(cfg.get("config"), dict) else {}
-    if cfg.get("algorithm") == "pgc-a3c-gym" and train_cfg.get("mechanism") == "none":
+    if train_cfg.get("mechanism") == "none" and (
+        not generic or cfg.get("algorithm") == "pgc-a3c-gym"
+    ):
         clip = train_cfg.get("clip")
         return _ClippedRelease(10.0 if clip is None else float(clip))
     return from_config(mech)
@@ -439,17 +439,9 @@ def attack_private_param_run(
         from ldp_audit.training.pgc_a3c_gym.model import simulator_for
 
         simulator = simulator_for(config_from_run(cfg, env_module))
-    mechanism = _generic_mechanism(cfg)
+    mechanism = _run_mechanism(cfg, generic=True)
     tr = run.transcript(_READS)  # what crossed the trust boundary (never secrets.npz)
-    keys = np.stack([tr["trial"], tr["agent"]], axis=1)
-    uniq, group_of_row = np.unique(keys, axis=0, return_inverse=True)
-    group_of_row = group_of_row.reshape(-1)
-    # groups in arrival order (first report), not in id order
-    first_row = np.full(uniq.shape[0], group_of_row.size)
-    np.minimum.at(first_row, group_of_row, np.arange(group_of_row.size))
-    order = np.argsort(first_row, kind="stable")
-    keep_groups = order if max_groups is None else order[: check_count(max_groups, "max_groups")]
-    rows = np.flatnonzero(np.isin(group_of_row, keep_groups))
+    uniq, group_of_row, rows = _groups(tr, max_groups, arrival=True)
     check_episodes(
         int(np.unique(tr["theta_index"][rows]).size) * cands.size * n_shadow, "the shadows"
     )
@@ -475,18 +467,12 @@ def score_private_param_run(
     reader of it). The ceiling is e^(T eps) / (e^(T eps) + k - 1) with T the largest number of
     reports of any attacked agent and eps the per-report epsilon (sequential composition)."""
     t0 = time.perf_counter()
-    # --- scoring only: the one place this attack opens secrets.npz ---
-    run = RunDir(run_dir)
-    value = np.asarray(run.secrets("value", for_scoring=True)["value"], dtype=np.float64)
-    if value.shape[0] <= int(prediction["rows"].max(initial=-1)):
-        raise RunDirectoryError(f"{run.path}/secrets.npz: value has fewer rows than the transcript")
-    _, truth = _group_truth(prediction, value)
-    G = truth.size
+    _, truth = _secret_truth(run_dir, prediction, "value")
     correct = int(np.sum(np.isclose(prediction["guess"], truth, rtol=0.0, atol=0.0)))
     return prediction_result(
         "dynamics-private-parameter",
         prediction,
-        n=G,
+        n=truth.size,
         correct=correct,
         confidence=confidence,
         t0=t0,

@@ -176,9 +176,7 @@ class FixedThetaTrainer:
     def __call__(self, gravities: np.ndarray, run_dir: Path, rng: np.random.Generator) -> None:
         rng = check_rng(rng)
         g = np.asarray(gravities, dtype=np.float64).reshape(-1)
-        T = int(self.reports_per_agent)
-        if T < 1:
-            raise InvalidParameterError(f"reports_per_agent must be >= 1, got {T}")
+        T = check_count(self.reports_per_agent, "reports_per_agent")
         theta = np.asarray(self.theta, dtype=np.float64).reshape(-1)
         agent = np.repeat(np.arange(g.size), T)
         grads = simulate_shadow(theta, g[agent], rng, simulator=self.simulator, alpha=self.alpha)
@@ -285,7 +283,7 @@ class TranscriptScorer:
         cands = tuple(sorted({*self.background, float(self.canary_gravity)}))
         same = ("mechanism", "n_shadow", "method", "simulator", "alpha", "seed")
         kw = {k: getattr(self, k) for k in same}
-        pred = attack_run_dir(run_dir, max_groups=None, group_by="agent", candidates=cands, **kw)
+        pred = attack_run_dir(run_dir, max_groups=None, candidates=cands, **kw)
         post = np.clip(pred["posterior"], 1e-300, 1.0)
         ci = cands.index(float(self.canary_gravity))
         # log posterior odds canary vs. the ordinary mixture (uniform prior cancels up to a const)

@@ -138,21 +138,12 @@ def sweep(
         "results": [],
     }
     in_process = backend == "local" and (workers is None or workers == 1)
+    grid = {"epsilons": tuple(epsilons), "mechanisms": tuple(mechanisms), "reports": tuple(reports)}
+    sizes = {"n_agents": n_agents, "n_shadow": n_shadow, "n_probe": n_probe}
+    same = {**grid, **sizes, "confidence": confidence, "train_submissions": train_submissions}
+    same.update(progress=bool(progress and in_process), seed=seed)
     tasks = [
-        {
-            "kind": kind,
-            "rng": th_rng,
-            "epsilons": tuple(epsilons),
-            "mechanisms": tuple(mechanisms),
-            "reports": tuple(reports),
-            "n_agents": n_agents,
-            "n_shadow": n_shadow,
-            "confidence": confidence,
-            "train_submissions": train_submissions,
-            "n_probe": n_probe,
-            "progress": bool(progress and in_process),
-            "seed": seed,
-        }
+        {"kind": kind, "rng": th_rng, **same}
         for kind, th_rng in zip(thetas, root.spawn(len(thetas)), strict=True)
     ]
     done = run_tasks(

@@ -359,3 +359,13 @@ def test_fused_blocks_cache_is_dropped_when_a_mechanism_kernel_changes(tmp_path,
     assert _Cache.flushes == 1 and stamp.read_text() != "an older kernel"
     K._flush_if_mechanisms_changed()  # the same kernels: the cache is kept
     assert _Cache.flushes == 1
+
+
+def test_more_agents_than_a_reset_block_train_on_both_engines():
+    """300 agents restart at once at the start: the reset block holds any step's restarts (it
+    once held 256 and both engines raised IndexError), and the engines still agree bit for bit."""
+    cfg = PgcA3cConfig(n_agents=300, trials=1, max_submissions=350)
+    a, b = (train(cfg, seed=3, engine=e) for e in ("lockstep", "fused"))
+    assert a.submissions.tolist() == [350]
+    np.testing.assert_array_equal(a.zeta, b.zeta)
+    np.testing.assert_array_equal(a.theta, b.theta)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -59,17 +60,17 @@ def test_reproduce_cli_writes_report(tmp_path, monkeypatch, capsys):
 
     seen = {}
 
-    def fake(settings, seeds, horizon, progress, cfg, grid_fn):
-        assert len(set(seeds.values())) == len(settings)
-        seen.update(workers=cfg.workers, acting=cfg.acting)
-        out = {}
-        for s in settings:
-            z = np.zeros((s.trials, horizon[s.key]))
+    def fake(configs, seeds, **kw):
+        assert len(set(seeds)) == len(configs)
+        seen.update(workers=kw["workers"], acting={c.acting for c in configs}.pop())
+        out = []
+        for c in configs:
+            z = np.zeros((c.trials, c.max_submissions))
             z[:, 20:] = 200.0  # every trial: FST 21
-            out[s.key] = z
+            out.append(SimpleNamespace(zeta=z))
         return out
 
-    monkeypatch.setattr(reproduce, "_engine_grid", fake)
+    monkeypatch.setattr(reproduce, "engine_grid", fake)
     out = tmp_path / "rep"
     rc = _run(
         [

@@ -98,10 +98,6 @@ class PrivateGravityCartPole:
         """(N,) gravity per row (a copy)."""
         return np.array(self._env.gravity, dtype=np.float64, copy=True)
 
-    @gravity.setter
-    def gravity(self, value: Any) -> None:
-        self._env.gravity = _check_gravity(value, self.num_envs)
-
     @property
     def state(self) -> np.ndarray:
         """(N, 4) float64 physical state (x, x_dot, angle, angle_dot), a copy."""

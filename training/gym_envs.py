@@ -32,8 +32,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import gymnasium as gym
 import numba as nb
 import numpy as np
+from gymnasium.envs.classic_control.acrobot import AcrobotEnv
+from gymnasium.envs.classic_control.cartpole import CartPoleEnv
+from gymnasium.envs.classic_control.mountain_car import MountainCarEnv
+from gymnasium.vector import AutoresetMode, SyncVectorEnv, VectorEnv
+from gymnasium.vector.utils import batch_space
 
 from ldp_audit.errors import InvalidParameterError
 
@@ -133,23 +139,13 @@ def import_env_module(env_module: str | None) -> None:
         ) from None
 
 
-def _gym() -> Any:
-    import gymnasium
-
-    return gymnasium
-
-
 def _make(env_id: str, max_episode_steps: int | None = None) -> Any:
-    gym = _gym()
     kw = {} if max_episode_steps is None else {"max_episode_steps": int(max_episode_steps)}
     return gym.make(env_id, **kw)
 
 
 def _native_kind(env_id: str, env: Any) -> str | None:
     """'acrobot' / 'mountaincar' where the env is Gymnasium's own class, made without kwargs."""
-    from gymnasium.envs.classic_control.acrobot import AcrobotEnv
-    from gymnasium.envs.classic_control.mountain_car import MountainCarEnv
-
     spec = getattr(env, "spec", None)
     if spec is not None and spec.kwargs:
         return None
@@ -210,8 +206,6 @@ def _check_physical(unwrapped: Any, name: str, vals: tuple[float, ...]) -> None:
 
 def _set_param(unwrapped: Any, name: str, value: float) -> None:
     setattr(unwrapped, name, value)
-    from gymnasium.envs.classic_control.cartpole import CartPoleEnv
-
     if isinstance(unwrapped, CartPoleEnv):
         for key, fn in _CARTPOLE_DERIVED.items():
             setattr(unwrapped, key, fn(unwrapped))
@@ -242,7 +236,6 @@ def check_private_param(
     Returns:
         ``(EnvInfo, values as floats)``.
     """
-    gym = _gym()
     import_env_module(env_module)
     if not isinstance(env_id, str) or not env_id:
         raise InvalidParameterError(f"env must be a Gymnasium environment id, got {env_id!r}")
@@ -388,13 +381,7 @@ def _probe_steps(
 # ==============================================================================================
 
 
-def _vector_base() -> Any:
-    from gymnasium.vector import VectorEnv
-
-    return VectorEnv
-
-
-class ParamVectorEnv(_vector_base()):  # type: ignore[misc]
+class ParamVectorEnv(VectorEnv):  # type: ignore[misc]
     """A Gymnasium vector env whose rows differ by one private parameter (no auto-reset).
 
     ``reset(seed=[...], options={"reset_mask": mask})`` resets the masked rows, each with its
@@ -416,9 +403,6 @@ _SPACES = ("single_observation_space", "single_action_space", "observation_space
 
 
 def _setup_spaces(env: Any, single: Any, n: int) -> None:
-    from gymnasium.vector import AutoresetMode
-    from gymnasium.vector.utils import batch_space
-
     env.num_envs = n
     for k in ("observation_space", "action_space"):
         setattr(env, f"single_{k}", getattr(single, k))
@@ -470,8 +454,6 @@ class AcrobotParamVectorEnv(_NativeParamVectorEnv):
     to float32, from ``default_rng(seed)``), reward -1 per step and 0 on the terminating step."""
 
     def __init__(self, n: int, param: str) -> None:
-        from gymnasium.envs.classic_control.acrobot import AcrobotEnv
-
         single = AcrobotEnv()
         super().__init__(single, n, param, ACROBOT_PARAMS, 4)
         self.torque = np.asarray(single.AVAIL_TORQUE, dtype=np.float64)
@@ -570,8 +552,6 @@ class MountainCarParamVectorEnv(_NativeParamVectorEnv):
     uniform in [-0.6, -0.4] from ``default_rng(seed)``, velocity 0; reward -1 per step)."""
 
     def __init__(self, n: int, param: str) -> None:
-        from gymnasium.envs.classic_control.mountain_car import MountainCarEnv
-
         super().__init__(MountainCarEnv(), n, param, MOUNTAINCAR_PARAMS, 2)
 
     def _initial(self, rng: np.random.Generator) -> tuple[float, float]:
@@ -603,8 +583,6 @@ class SyncParamVectorEnv(ParamVectorEnv):
     def __init__(
         self, env_id: str, n: int, param: str, max_episode_steps: int | None = None
     ) -> None:
-        from gymnasium.vector import AutoresetMode, SyncVectorEnv
-
         self.inner = SyncVectorEnv(
             [lambda: _make(env_id, max_episode_steps)] * n,
             autoreset_mode=AutoresetMode.DISABLED,

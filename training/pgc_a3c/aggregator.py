@@ -57,11 +57,8 @@ class Aggregator:
             require_sealed(report, "the aggregator")
         if not reports:
             return
-        if len(reports) == 1:
-            tr, y = reports[0].trial, reports[0].values
-        else:
-            tr = np.concatenate([r.trial for r in reports])
-            y = np.concatenate([r.values for r in reports])
+        tr = np.concatenate([r.trial for r in reports])
+        y = np.concatenate([r.values for r in reports])
         if tr.size == 0:
             return
         # eq. 22: theta <- theta - eta * (1/|B|) sum_{g~ in B} g~, one compiled pass in row order

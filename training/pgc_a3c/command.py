@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+from functools import partial
 from typing import Any
 
 from ldp_audit.errors import InvalidParameterError
@@ -37,14 +38,7 @@ MAX_THETA_MOVE = 1e100
 
 def _cap(name: str, top: int, why: str = "", low: int = 1) -> Any:
     """An integer option in [``low``, ``top``] (``why``: the reason for the cap)."""
-
-    def read(text: str) -> int:
-        v = parse_int(text, name, minimum=low)
-        if v > top:
-            raise argparse.ArgumentTypeError(f"{name} must be <= {top:,} ({why}), got {text!r}")
-        return v
-
-    return read
+    return partial(parse_int, name=name, minimum=low, maximum=top, why=why)
 
 
 _MAX_SUBMISSIONS = _cap("--max-submissions", 10_000_000, "per-trial arrays are held in memory")

@@ -65,24 +65,23 @@ def _check_gamma(value: Any) -> float:
 
 
 _WEIGHT = "the policy loss has weight 1"
-#: the checks of the learning constants (see the fields of ``PgcA3cConfig``)
-_check_eta = partial(
-    _check_range,
-    name="eta",
-    maximum=_MAX_ETA,
-    zero=False,
-    why="2000 x the paper's 0.5; a larger step saturates",
-)
-_check_lam = partial(_check_range, name="lam", maximum=_MAX_LOSS_WEIGHT, why=_WEIGHT, zero=False)
-_check_beta = partial(_check_range, name="beta", maximum=_MAX_LOSS_WEIGHT, why=_WEIGHT, zero=True)
-_check_alpha_start = partial(_check_range, name="alpha_start", maximum=1.0, zero=True)
-_check_alpha_decay = partial(
-    _check_range,
-    name="alpha_decay",
-    maximum=_MAX_ALPHA_DECAY,
-    zero=False,
-    why="beyond it alpha is constant over any run",
-)
+#: the learning constants' ranges, name -> (maximum, 0 allowed, why the cap), in the order the
+#: configs check them (gamma: its own check): see the fields of ``PgcA3cConfig``
+_RANGES = {
+    "eta": (_MAX_ETA, False, "2000 x the paper's 0.5; a larger step saturates"),
+    "lam": (_MAX_LOSS_WEIGHT, False, _WEIGHT),
+    "alpha_decay": (_MAX_ALPHA_DECAY, False, "beyond it alpha is constant over any run"),
+    "gamma": None,
+    "beta": (_MAX_LOSS_WEIGHT, True, _WEIGHT),
+    "alpha_start": (1.0, True, ""),
+}
+#: the checks of the learning constants
+_CHECKS = {
+    n: _check_gamma
+    if r is None
+    else partial(_check_range, name=n, maximum=r[0], zero=r[1], why=r[2])
+    for n, r in _RANGES.items()
+}
 
 
 def _real_tuple(value: Any, name: str) -> tuple[float, ...]:
@@ -119,30 +118,30 @@ class SharedFields:
         paper's default); eta in (0, 1e3], gamma in (0, 1], lam in (0, 1e3], beta in [0, 1e3],
         alpha_start in [0, 1], alpha_decay in (0, 1e12] (the bounds of ``PgcA3cConfig``'s field
         docs); ``budget`` > 0 where given."""
-        if self.mechanism not in _MECHANISMS:
-            raise InvalidParameterError(
-                f"mechanism must be one of {_MECHANISMS}, got {self.mechanism!r}"
-            )
+        self._check_choices(mechanism=_MECHANISMS)
         if self.mechanism == "none":
             object.__setattr__(self, "epsilon", math.inf)
         else:
             object.__setattr__(self, "epsilon", check_epsilon(self.epsilon, "epsilon"))
-        if self.acting not in ACTING:
-            raise InvalidParameterError(f"acting must be one of {ACTING}, got {self.acting!r}")
+        self._check_choices(acting=ACTING)
         for name in ("trials", "n_agents", "max_submissions", "rounds", *ints):
             check_int(getattr(self, name), name, minimum=1)
         if self.clip is not None:
             object.__setattr__(self, "clip", check_positive(self.clip, "clip"))
         if self.buffer_size is not None:
             check_int(self.buffer_size, "buffer_size", minimum=1)
-        _check_eta(self.eta)
-        _check_lam(self.lam)
-        _check_alpha_decay(self.alpha_decay)
-        _check_gamma(self.gamma)
-        _check_beta(self.beta)
-        _check_alpha_start(self.alpha_start)
+        for name, check in _CHECKS.items():
+            check(getattr(self, name))
         if self.budget is not None:
             object.__setattr__(self, "budget", check_positive(self.budget, "budget"))
+
+    def _check_choices(self, **allowed: tuple[str, ...]) -> None:
+        """Each named field one of its allowed values (the first that is not, named)."""
+        for name, values in allowed.items():
+            if getattr(self, name) not in values:
+                raise InvalidParameterError(
+                    f"{name} must be one of {values}, got {getattr(self, name)!r}"
+                )
 
     # ------------------------------------------------------------------------------ derived
     @property
@@ -218,7 +217,8 @@ class PgcA3cConfig(SharedFields):
     """PRS d_hat, in [1, d] (d = 112; PRS only); None = max{1, min{d, floor(eps/2.5)}} at the
     per-submission epsilon."""
     eta: float = field(
-        default=0.5, metadata=bounds(minimum=0, open_min=True, maximum=_MAX_ETA, check=_check_eta)
+        default=0.5,
+        metadata=bounds(minimum=0, open_min=True, maximum=_MAX_ETA, check=_CHECKS["eta"]),
     )
     """Learning rate of eq. 22 (the aggregator's SGD step on mean(B)), in (0, 1000]: 2000 x the
     paper's 0.5. A step moves theta by eta x a report of L1 norm up to C/2 (5 for the
@@ -226,19 +226,19 @@ class PgcA3cConfig(SharedFields):
     the ~745 where the float64 softmax is exactly 0 or 1 and its gradient vanishes (unclipped
     SGD diverges already at 0.5, README)."""
     gamma: float = field(
-        default=0.99, metadata=bounds(minimum=0, open_min=True, maximum=1, check=_check_gamma)
+        default=0.99, metadata=bounds(minimum=0, open_min=True, maximum=1, check=_CHECKS["gamma"])
     )
     """Discount factor of eqs. 12 and 18, in (0, 1]: a discount (above 1 the 200-step return
     grows geometrically; 0 drops the bootstrap of eq. 12)."""
     lam: float = field(
         default=0.5,
-        metadata=bounds(minimum=0, open_min=True, maximum=_MAX_LOSS_WEIGHT, check=_check_lam),
+        metadata=bounds(minimum=0, open_min=True, maximum=_MAX_LOSS_WEIGHT, check=_CHECKS["lam"]),
     )
     """Value-loss weight lambda of eq. 15, in (0, 1000]: a weight relative to the policy loss
     (weight 1; the paper's 0.5); at 1000 the objective is a value regression with the policy
     term a 0.1 % correction, so a larger weight only scales the gradient towards overflow."""
     beta: float = field(
-        default=0.01, metadata=bounds(minimum=0, maximum=_MAX_LOSS_WEIGHT, check=_check_beta)
+        default=0.01, metadata=bounds(minimum=0, maximum=_MAX_LOSS_WEIGHT, check=_CHECKS["beta"])
     )
     """Entropy weight beta of eq. 16, in [0, 1000] (0: no entropy bonus): a weight relative to
     the policy loss (weight 1; the paper's 0.01), bounded for the reason of ``lam``."""
@@ -255,14 +255,14 @@ class PgcA3cConfig(SharedFields):
     episode_steps: int = field(default=200, metadata=bounds(minimum=1))
     """Episodes are cut after this many steps (score max 200)."""
     alpha_start: float = field(
-        default=0.5, metadata=bounds(minimum=0, maximum=1, check=_check_alpha_start)
+        default=0.5, metadata=bounds(minimum=0, maximum=1, check=_CHECKS["alpha_start"])
     )
     """Exploration at the first submission, alpha = max{0, alpha_start - n / alpha_decay}
     (section 4): the probability of a uniformly random action, so in [0, 1]."""
     alpha_decay: float = field(
         default=1800.0,
         metadata=bounds(
-            minimum=0, open_min=True, maximum=_MAX_ALPHA_DECAY, check=_check_alpha_decay
+            minimum=0, open_min=True, maximum=_MAX_ALPHA_DECAY, check=_CHECKS["alpha_decay"]
         ),
     )
     """Submissions over which alpha falls by 1 (see ``alpha_start``), in (0, 1e12]: a run has
@@ -300,15 +300,7 @@ class PgcA3cConfig(SharedFields):
 
     def __post_init__(self) -> None:
         self._check_shared("episode_steps", "window")
-        for name, allowed in (
-            ("clip_kind", _CLIP_KINDS),
-            ("aggregator", AGGREGATORS),
-            ("target", TARGETS),
-        ):
-            if getattr(self, name) not in allowed:
-                raise InvalidParameterError(
-                    f"{name} must be one of {allowed}, got {getattr(self, name)!r}"
-                )
+        self._check_choices(clip_kind=_CLIP_KINDS, aggregator=AGGREGATORS, target=TARGETS)
         if self.clip_kind == "coordinate" and self.mechanism == "prs":
             raise InvalidParameterError(
                 "clip_kind='coordinate' applies to mechanism 'laplace' or 'none' (PRS clips its "
@@ -323,10 +315,7 @@ class PgcA3cConfig(SharedFields):
                 raise InvalidParameterError(
                     f"reduced_dim applies to mechanism='prs' only, got mechanism={self.mechanism!r}"
                 )
-            if not 1 <= check_int(self.reduced_dim, "reduced_dim", minimum=1) <= DIM:
-                raise InvalidParameterError(
-                    f"reduced_dim must be in [1, {DIM}], got {self.reduced_dim!r}"
-                )
+            check_int(self.reduced_dim, "reduced_dim", minimum=1, maximum=DIM)
         check_bool(self.stop_at_target, "stop_at_target")
         ts = check_real(self.target_score, "target_score")
         if not math.isfinite(ts):
@@ -382,28 +371,30 @@ class TrainResult:
     """What :func:`train` returns.
 
     Attributes:
-        config: the run's config.
+        config: the run's config (a ``GymPgcConfig`` for the Gymnasium trainer, which returns
+            this class too).
         seed: the seed it ran from.
         zeta: (trials, max_submissions) episode score of submission n (0-based column n is the
             paper's zeta_{n+1}); NaN where the trial stopped before that submission.
         theta: (trials, 112) final global parameters.
         submissions: (trials,) submissions made.
-        stopped_at_target: (trials,) True where ``stop_at_target`` ended the trial early.
         privacy: per-agent privacy summary (epsilon per submission, rounds, total, agents, ...).
         env_steps: total environment steps taken (all trials).
         seconds: wall-clock seconds of the run.
+        stopped_at_target: (trials,) True where ``stop_at_target`` ended the trial early (None
+            for the Gymnasium trainer, which has no ``stop_at_target``).
         transcript: what crossed the trust boundary (None unless recorded), see run_dir.py.
         secrets: the matching ground truth (gravity, clean gradient), None unless recorded.
     """
 
-    config: PgcA3cConfig
+    config: Any
     seed: int
     zeta: np.ndarray
     theta: np.ndarray
     submissions: np.ndarray
-    stopped_at_target: np.ndarray
     privacy: dict[str, Any]
     env_steps: int
     seconds: float
+    stopped_at_target: np.ndarray | None = None
     transcript: dict[str, np.ndarray] | None = None
     secrets: dict[str, np.ndarray] | None = field(default=None, repr=False)

@@ -60,10 +60,10 @@ def _runs(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return pos[:-1], pos[1:] - pos[:-1]
 
 
-def padded(rows: Sequence[Any], min_width: int = 1) -> tuple[np.ndarray, np.ndarray]:
+def padded(rows: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
     """The float rows (of any lengths) as one zero-padded table, and their lengths."""
     lengths = np.array([len(r) for r in rows], dtype=np.int64)
-    table = np.zeros((len(rows), max(min_width, int(lengths.max(initial=0)))))
+    table = np.zeros((len(rows), max(1, int(lengths.max(initial=0)))))
     for i, r in enumerate(rows):
         table[i, : lengths[i]] = r
     return table, lengths
@@ -74,10 +74,7 @@ class TrialStream:
 
     def __init__(self, seed: int, trial: int) -> None:
         ss = np.random.SeedSequence(seed, spawn_key=(0, trial))
-        init_ss, act_ss, reset_ss = ss.spawn(3)
-        self.init = np.random.default_rng(init_ss)
-        self.act = np.random.default_rng(act_ss)
-        self.reset = np.random.default_rng(reset_ss)
+        self.init, self.act, self.reset = (np.random.default_rng(s) for s in ss.spawn(3))
 
 
 def mechanism_rng(seed: int) -> np.random.Generator:
@@ -186,8 +183,9 @@ class Engine:
         # ---- randomness in blocks ----
         self.act_block = np.zeros((ACT_BLOCK, E))
         self.block_pos = ACT_BLOCK
-        self.reset_block = np.zeros((G, RESET_BLOCK, 5))
-        self.reset_ptr = np.full(G, RESET_BLOCK, dtype=np.int64)
+        r_len = max(RESET_BLOCK, 2 * int(self.n_agents.max()))  # holds any step's restarts
+        self.reset_block = np.zeros((G, r_len, 5))
+        self.reset_ptr = np.full(G, r_len, dtype=np.int64)
 
         # ---- transcript (per config) ----
         self.tr: list[dict[str, list[np.ndarray]]] = [
@@ -220,10 +218,11 @@ class Engine:
         """5 uniforms per restart, rows grouped by trial in order; consumed per trial."""
         first, counts = _runs(g)
         tg = g[first]
-        need = self.reset_ptr[tg] + counts > RESET_BLOCK
+        r_len = self.reset_block.shape[1]
+        need = self.reset_ptr[tg] + counts > r_len
         for gi in tg[need].tolist():
             left = self.reset_block[gi, self.reset_ptr[gi] :]
-            fresh = self.streams[gi].reset.random((RESET_BLOCK - left.shape[0], 5))
+            fresh = self.streams[gi].reset.random((r_len - left.shape[0], 5))
             self.reset_block[gi] = np.concatenate([left, fresh])
             self.reset_ptr[gi] = 0
         rank = np.arange(g.size) - np.repeat(first, counts)

@@ -18,7 +18,7 @@ import numpy as np
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.release import Charging
 from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
-from ldp_audit.training.pgc_a3c.engine import ACT_BLOCK, RESET_BLOCK, Engine, _runs, padded
+from ldp_audit.training.pgc_a3c.engine import ACT_BLOCK, Engine, _runs, padded
 from ldp_audit.training.pgc_a3c.model import DIM, HIDDEN
 
 #: The fused engine charges, per top-up, the next ``_FUSED_RESERVE`` x (rows of the trial)
@@ -71,14 +71,6 @@ class FusedEngine(Engine):
         for i in range(self.row_theta.shape[0]):
             transpose_row(self.row_theta[i], self.row_tt[i], self.row_wd[i])
         self.agtable, self.aglen = padded(self.agent_gtable)
-        # reset uniforms: the base engine's leftover, in a block that holds any step's restarts
-        r_len = max(RESET_BLOCK, 2 * int(self.n_agents.max()))
-        self.f_reset = np.zeros((G, r_len, 5))
-        self.f_reset_ptr = np.full(G, r_len, dtype=np.int64)
-        for gi in range(G):
-            left = self.reset_block[gi, self.reset_ptr[gi] :]
-            self.f_reset[gi, r_len - left.shape[0] :] = left
-            self.f_reset_ptr[gi] = r_len - left.shape[0]
         self.paid = np.zeros(G, dtype=np.int64)
         self.agent_cap = self.max_sub // self.rounds + self.n_agents
         # per config: mechanism kind and its pre-drawn randomness
@@ -214,15 +206,15 @@ class FusedEngine(Engine):
             self.noise_ptr[ci] = 0
 
     def _refill_resets(self) -> None:
-        r_len = self.f_reset.shape[1]
-        short = np.flatnonzero(self.active & (self.f_reset_ptr + 2 * self.rows_g > r_len))
+        r_len = self.reset_block.shape[1]
+        short = np.flatnonzero(self.active & (self.reset_ptr + 2 * self.rows_g > r_len))
         for gi in short.tolist():
-            p = int(self.f_reset_ptr[gi])
+            p = int(self.reset_ptr[gi])
             k = r_len - p
-            blk = self.f_reset[gi]
+            blk = self.reset_block[gi]
             blk[:k] = blk[p:]  # overlapping rows: NumPy copies through a buffer
             self.streams[gi].reset.random(out=blk[k:])  # the same values as random((p, 5))
-            self.f_reset_ptr[gi] = 0
+            self.reset_ptr[gi] = 0
         self._lap("reset_draws")
 
     def _refill_act_block(self) -> None:
@@ -327,7 +319,7 @@ class FusedEngine(Engine):
                 self.zeta_flat, self.alpha0, self.alpha_decay, self.max_sub, self.stop_target,
                 self.window, self.target, self.gamma, self.lam, self.beta, self.literal,
                 self.rounds, self.rows_g, self.gtable, self.glen, self.agtable, self.aglen,
-                self.f_reset, self.f_reset_ptr, self.paid, self.agent_cap, self.cfg_of,
+                self.reset_block, self.reset_ptr, self.paid, self.agent_cap, self.cfg_of,
                 self.mech_kind, self.coord_clip, self.clip_bound, self.noise, self.noise_ptr,
                 self.noise_len, self.prs_dh, self.prs_p0, self.prs_slope, self.rows_c,
                 self.record_c, self.recorded_version, self.recorded_index, self.n_thetas,
@@ -343,13 +335,12 @@ class FusedEngine(Engine):
             lap("transcript")
             if progress is not None:
                 progress.update(int(self.n_sub.sum()) - n0)
-            if status in (FUSED_NONFINITE, FUSED_PRS_OVERFLOW):
+            what = {
+                FUSED_NONFINITE: "a NaN or inf gradient",
+                FUSED_PRS_OVERFLOW: "a PRS projection that overflows",
+            }.get(status)
+            if what is not None:
                 gi = int(self.bad[0])
-                what = (
-                    "a NaN or inf gradient"
-                    if status == FUSED_NONFINITE
-                    else ("a PRS projection that overflows")
-                )
                 raise InvalidParameterError(
                     f"x must be finite: trial {int(self.local[gi])} of config "
                     f"{int(self.cfg_of[gi])} produced {what}; nothing of that step was "

@@ -63,9 +63,11 @@ def train_grid(
         transcript: record the transcript (default: only for configs with a run directory).
             At paper scale a transcript holds 90,000 x trials reports; record it for attack runs.
         workers: processes to spread the configs over (one lock-step batch each; configs are
-            dealt round-robin). The results are exactly those of ``workers=1``: a config's run
-            never depends on the configs beside it. ``env_steps`` of every result is then the
-            total over all workers. Not with ``ledgers`` (ledger objects stay in this process).
+            dealt round-robin; the spawned processes of ``ldp_audit.backends.run_tasks``, so a
+            script calling this needs the ``if __name__ == "__main__":`` guard). The results
+            are exactly those of ``workers=1``: a config's run never depends on the configs
+            beside it. ``env_steps`` of every result is then the total over all workers. Not
+            with ``ledgers`` (ledger objects stay in this process).
         run_mode: for ``run_dirs``: "new" (default; each path must not exist or be empty: a run
             directory is evidence and is never overwritten or appended to), "overwrite"
             (replace an earlier run), "resume" (same config and seed as the run there: rerun it
@@ -145,7 +147,7 @@ def train_grid(
     t0 = time.perf_counter()
     engine_cls = FusedEngine if engine == "fused" else Engine
     engine = engine_cls(configs, seeds, accountants, record)
-    bar = _progress_bar(configs) if progress else None
+    bar = _meter(configs, "here") if progress else None
     # Ctrl-C / SIGTERM stop the engine at the next lock-step boundary (a second signal acts at
     # once), so an interrupted run still writes the transcript of every report it released: the
     # ledger and the transcript agree (charged-but-not-released rows of the step in flight are
@@ -153,7 +155,7 @@ def train_grid(
     caught: list[tuple[int, Any]] = []
     restore = _install_stop_handlers(engine, caught)
     try:
-        engine.run(bar if _sink is None else _sink)
+        engine.run(bar.sink if _sink is None and bar is not None else _sink)
     except BaseException:
         # Ctrl-C or a failure (BudgetExceeded included): the ledger already holds every charge
         # made (charged-but-not-released rows are the safe direction); mark each run folder so
@@ -179,12 +181,13 @@ def train_grid(
     return results
 
 
-def _progress_bar(configs: list[PgcA3cConfig]) -> Any:
-    """A tqdm bar on stderr over the configs' submissions."""
-    from tqdm.auto import tqdm
+def _meter(configs: list[PgcA3cConfig], where: str) -> Any:
+    """A tqdm bar on stderr over the configs' submissions, fed ``where`` the engines run
+    (:class:`ldp_audit.backends.WorkProgress`)."""
+    from ldp_audit.backends import WorkProgress
 
     total = int(sum(c.trials * c.max_submissions for c in configs))
-    return tqdm(total=total, desc="pgc-a3c submissions", unit="sub")
+    return WorkProgress(total, "pgc-a3c submissions", where)
 
 
 def _install_stop_handlers(engine: Any, caught: list[tuple[int, Any]]) -> Any:
@@ -216,23 +219,15 @@ def _install_stop_handlers(engine: Any, caught: list[tuple[int, Any]]) -> Any:
     return restore
 
 
-def _grid_worker(queue: Any, idx: list[int], kwargs: dict[str, Any]) -> None:
-    """One process of :func:`_train_grid_parallel`: runs its configs, reports progress and
-    results (or the exception) through ``queue``."""
-    from ldp_audit.backends import ProgressSink
-
-    try:
-        sink = ProgressSink(queue)  # puts the submission counts (ints) on the queue
-        with warnings.catch_warnings():  # the parent warned already
-            warnings.simplefilter("ignore", PrivacyClaimWarning)
-            # force: the parent checked the whole grid's size (and honoured force)
-            res = train_grid(**kwargs, progress=False, _sink=sink, force=True)
-        sink.flush()
-        queue.put(("done", idx, res))
-    except BaseException as exc:  # noqa: BLE001 - forwarded to the parent, which re-raises
-        import traceback
-
-        queue.put(("error", idx, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
+def _grid_part(same: dict[str, Any], part: dict[str, Any]) -> list[TrainResult]:
+    """One task of :func:`_train_grid_parallel`: :func:`train_grid` on its configs."""
+    with warnings.catch_warnings():  # the parent warned already
+        warnings.simplefilter("ignore", PrivacyClaimWarning)
+        # force: the parent checked the whole grid's size (and honoured force)
+        res = train_grid(**part, **same, progress=False, force=True)
+    if part["_sink"] is not None:
+        part["_sink"].flush()
+    return res
 
 
 def _train_grid_parallel(
@@ -243,59 +238,35 @@ def _train_grid_parallel(
     workers: int,
     same: dict[str, Any],
 ) -> list[TrainResult]:
-    """:func:`train_grid` over ``workers`` forked processes (configs dealt round-robin), with
-    the keywords ``same`` (transcript, run_mode, engine) for every part."""
-    import multiprocessing as mp
-    import queue as queue_mod
+    """:func:`train_grid` as ``workers`` tasks of the local process pool of
+    :func:`ldp_audit.backends.run_tasks` (configs dealt round-robin), with the keywords
+    ``same`` (transcript, run_mode, engine) for every part."""
+    from functools import partial
 
-    # fork where the platform has it (workers start at once and work from <stdin> or a
-    # notebook); the parent starts no thread before forking (the progress bar comes after)
-    ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
-    q = ctx.Queue()
+    from ldp_audit.backends import run_tasks
+
     n = len(configs)
     parts = [list(range(w, n, workers)) for w in range(min(workers, n))]
-    procs = []
-    for idx in parts:
-        part = {"configs": [configs[i] for i in idx], "seed": [seeds[i] for i in idx]}
-        part["run_dirs"] = [dirs[i] for i in idx]
-        p = ctx.Process(target=_grid_worker, args=(q, idx, {**part, **same}), daemon=True)
-        p.start()
-        procs.append(p)
-    bar = _progress_bar(configs) if progress else None
+    meter = _meter(configs, "pool") if progress else None
+    tasks = [
+        {"configs": [configs[i] for i in idx], "seed": [seeds[i] for i in idx],
+         "run_dirs": [dirs[i] for i in idx], "_sink": None if meter is None else meter.sink}
+        for idx in parts
+    ]  # fmt: skip
     t0 = time.perf_counter()
-    out: list[Any] = [None] * n
-    left = len(procs)
     try:
-        while left:
-            try:
-                msg = q.get(timeout=1.0)
-            except queue_mod.Empty:
-                dead = [p for p in procs if p.exitcode not in (None, 0)]
-                if dead:
-                    raise RuntimeError(
-                        f"a train_grid worker died (exit code {dead[0].exitcode})"
-                    ) from None
-                continue
-            if isinstance(msg, int):  # progress
-                if bar is not None:
-                    bar.update(msg)
-            elif msg[0] == "error":
-                raise RuntimeError(f"train_grid worker failed: {msg[2]}")
-            else:
-                _, idx, res = msg
-                for i, r in zip(idx, res, strict=True):
-                    out[i] = r
-                left -= 1
+        res = run_tasks(partial(_grid_part, same), tasks, workers=workers,
+                        _poll=None if meter is None else meter.poll)  # fmt: skip
     finally:
-        if bar is not None:
-            bar.close()
-        for p in procs:
-            if p.is_alive():
-                p.terminate()
-            p.join()
+        if meter is not None:
+            meter.close()
+    out: list[Any] = [None] * n
+    for idx, part in zip(parts, res, strict=True):
+        for i, r in zip(idx, part, strict=True):
+            out[i] = r
     secs = time.perf_counter() - t0
-    # env_steps of a worker's results count that worker's batch; report the grid's total
-    total_steps = sum(int(out[idx[0]].env_steps) for idx in parts)
+    # env_steps of a part's results count that part's batch; report the grid's total
+    total_steps = sum(int(part[0].env_steps) for part in res)
     return [dataclasses_replace(r, env_steps=total_steps, seconds=secs) for r in out]
 
 

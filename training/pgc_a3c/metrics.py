@@ -32,6 +32,7 @@ import numpy as np
 from ldp_audit import stats
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.rundir import json_number
+from ldp_audit.rundir.files import json_real
 from ldp_audit.validation import check_int, check_positive, check_probability, check_rng
 
 __all__ = [
@@ -334,10 +335,7 @@ def summarize(
 
 def fst_to_json(v: Any) -> float | str:
     """An FST (eq. 26) for JSON: a finite submission number, or ``"inf"`` (never reached)."""
-    f = float(v)
-    if math.isnan(f) or f < 1:
-        raise InvalidParameterError(f"fst must be a submission number >= 1 or inf, got {v!r}")
-    return f if math.isfinite(f) else "inf"
+    return json_number(fst_from_json(float(v)))
 
 
 def fst_from_json(v: Any) -> float:
@@ -346,13 +344,7 @@ def fst_from_json(v: Any) -> float:
     Raises:
         InvalidParameterError: anything else (a bool, another string, NaN, a number < 1).
     """
-    if isinstance(v, str):
-        if v.strip().lower() in ("inf", "+inf", "infinity"):
-            return math.inf
-        raise InvalidParameterError(f"fst must be a number or 'inf', got {v!r}")
-    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
-        raise InvalidParameterError(f"fst must be a number or 'inf', got {v!r}")
-    f = float(v)
-    if math.isnan(f) or f < 1:
-        raise InvalidParameterError(f"fst must be a submission number >= 1 or inf, got {v!r}")
+    f = json_real(v)
+    if f is None or not f >= 1:  # NaN is not >= 1
+        raise InvalidParameterError(f"fst must be a submission number >= 1 or 'inf', got {v!r}")
     return f

@@ -158,8 +158,7 @@ class ClaimedAs:
 
 
 def _key(reading: str, acting: str, eps: float) -> str:
-    e = "inf" if math.isinf(eps) else f"{eps:g}"
-    return f"{reading}-{acting}-laplace-eps{e}"
+    return f"{reading}-{acting}-laplace-eps{_eps_label(eps)}"
 
 
 def _configs(cfg: ReadingsConfig) -> list[tuple[str, dict[str, Any], Any, int]]:
@@ -401,18 +400,11 @@ def readings_markdown(results: dict[str, Any], notes: str | None = None) -> str:
         "## Learning: successes out of K, median FST [95% CI]",
         "",
     ]
-    header = "| reading | acting | " + " | ".join(f"eps={_eps_label(e)}" for e in EPSILONS) + " |"
-    lines += [header, "|---|---|" + "---|" * len(EPSILONS)]
-    lines.append(
-        "| **paper** | | "
-        + " | ".join(
-            f"{round(20 * PAPER['success_ratio']['laplace'][e])}/20, {_paper('median_fst', e)}"
-            for e in EPSILONS
-        )
-        + " |"
-    )
-    lines += _reading_rows(
+    lines += _readings_table(
         results,
+        lambda e: (
+            f"{round(20 * PAPER['success_ratio']['laplace'][e])}/20, {_paper('median_fst', e)}"
+        ),
         lambda s: (
             f"{s['successes']}/{s['trials']}, {_fst(s['median_fst'])} "
             f"[{_fst(s['median_fst_ci'][0])}, {_fst(s['median_fst_ci'][1])}]"
@@ -423,12 +415,10 @@ def readings_markdown(results: dict[str, Any], notes: str | None = None) -> str:
         "Success ratio [95% Wilson CI] and relative AUC (against the same reading's and "
         "acting's eps = inf row) are in `results.json`; the success ratios:",
         "",
-        header,
-        "|---|---|" + "---|" * len(EPSILONS),
-        "| **paper** | | " + " | ".join(_paper("success_ratio", e) for e in EPSILONS) + " |",
     ]
-    lines += _reading_rows(
+    lines += _readings_table(
         results,
+        lambda e: _paper("success_ratio", e),
         lambda s: (
             f"{s['success_ratio']:.2f} [{s['success_ratio_ci'][0]:.2f}, "
             f"{s['success_ratio_ci'][1]:.2f}]"
@@ -479,10 +469,15 @@ def readings_markdown(results: dict[str, Any], notes: str | None = None) -> str:
     return wrap_markdown("\n".join(lines))
 
 
-def _reading_rows(results: dict[str, Any], cell: Any) -> list[str]:
-    """One table row per reading and acting: ``cell(setting)`` per epsilon ("" where not run)."""
+def _readings_table(results: dict[str, Any], paper: Any, cell: Any) -> list[str]:
+    """A table of the readings by epsilon: the paper's row (``paper(epsilon)`` per epsilon),
+    then one row per reading and acting (``cell(setting)``, "" where not run)."""
     st = results["settings"]
     return [
+        "| reading | acting | " + " | ".join(f"eps={_eps_label(e)}" for e in EPSILONS) + " |",
+        "|---|---|" + "---|" * len(EPSILONS),
+        "| **paper** | | " + " | ".join(paper(e) for e in EPSILONS) + " |",
+    ] + [
         f"| {name} | {acting} | "
         + " | ".join(
             "" if (s := st.get(_key(name, acting, e))) is None else cell(s) for e in EPSILONS

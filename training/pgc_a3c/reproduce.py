@@ -294,33 +294,6 @@ def engine_grid(
     )
 
 
-def _engine_grid(
-    settings: list[Setting],
-    seeds: dict[str, int],
-    horizon: dict[str, int],
-    progress: bool | None,
-    cfg: ReproduceConfig,
-    grid_fn: Callable[..., list[Any]] | None = None,
-) -> dict[str, np.ndarray]:
-    """Every setting through :func:`engine_grid` on ``cfg``'s backend; zeta (trials,
-    max_submissions) per setting."""
-    res = engine_grid(
-        [
-            _engine_config(s, horizon[s.key], cfg.acting, reading_options(cfg, s.engine_mechanism))
-            for s in settings
-        ],
-        [seeds[s.key] for s in settings],
-        backend=cfg.backend,
-        address=cfg.address,
-        workers=cfg.workers,
-        chunks=cfg.chunks,
-        progress=progress,
-        grid_fn=grid_fn,
-        engine=cfg.engine,
-    )
-    return {s.key: np.asarray(r.zeta, dtype=np.float64) for s, r in zip(settings, res, strict=True)}
-
-
 def _curve(zeta: np.ndarray, points: int = 900) -> dict[str, list[float | None]]:
     """Across-trial mean of mu_n (eq. 25), thinned to about ``points`` block means."""
     mu = metrics.moving_average(zeta)  # (trials, N), NaN where undefined
@@ -373,8 +346,27 @@ def run_reproduction(
     horizon = {s.key: cfg.max_submissions for s in grid}
     horizon.update({s.key: cfg.figure2_submissions or cfg.max_submissions for s in extra})
     t_all = time.perf_counter()
-    if train_fn is None:  # all settings and trials in lock-step batches (pgc_a3c.train_grid)
-        zetas = _engine_grid(grid + extra, seeds, horizon, progress, cfg, grid_fn)
+    if train_fn is None:  # all settings and trials in lock-step batches on cfg's backend
+        res = engine_grid(
+            [
+                _engine_config(
+                    s, horizon[s.key], cfg.acting, reading_options(cfg, s.engine_mechanism)
+                )
+                for s in grid + extra
+            ],
+            [seeds[s.key] for s in grid + extra],
+            backend=cfg.backend,
+            address=cfg.address,
+            workers=cfg.workers,
+            chunks=cfg.chunks,
+            progress=progress,
+            grid_fn=grid_fn,
+            engine=cfg.engine,
+        )
+        zetas = {
+            s.key: np.asarray(r.zeta, dtype=np.float64)
+            for s, r in zip(grid + extra, res, strict=True)
+        }
         secs_of = {s.key: None for s in grid + extra}
     else:  # a stand-in engine (tests): one setting at a time, timed
         secs_of = {}

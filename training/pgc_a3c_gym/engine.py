@@ -2,40 +2,26 @@
 report released through the one release path, the aggregator's step.
 
 Part of :mod:`ldp_audit.training.pgc_a3c_gym`: :func:`~ldp_audit.training.pgc_a3c_gym.trainer.train`
-drives it; :class:`GymTrainResult` is what it returns.
+drives it; it returns the CartPole engine's
+:class:`~ldp_audit.training.pgc_a3c.config.TrainResult` (``stopped_at_target`` None).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.gym_envs import make_param_vector_env
+from ldp_audit.training.pgc_a3c.config import TrainResult
+from ldp_audit.training.pgc_a3c.privacy import privatize_reports
 from ldp_audit.training.pgc_a3c.run_dir import TRANSCRIPT_KEYS, stack_records
 from ldp_audit.training.pgc_a3c_gym.config import GymPgcConfig
 from ldp_audit.training.pgc_a3c_gym.model import SEED_BOUND, loss_gradients
 
 BLOCK = 256  # acting uniforms drawn per trial in blocks of this many lock-steps
-
-
-@dataclass
-class GymTrainResult:
-    """What :func:`train` returns (the fields of :class:`pgc_a3c.TrainResult` that apply)."""
-
-    config: GymPgcConfig
-    seed: int
-    zeta: np.ndarray
-    theta: np.ndarray
-    submissions: np.ndarray
-    privacy: dict[str, Any]
-    env_steps: int
-    seconds: float
-    transcript: dict[str, np.ndarray] | None
-    secrets: dict[str, np.ndarray] | None
 
 
 def privacy_summary(c: GymPgcConfig, agents: np.ndarray) -> dict[str, Any]:
@@ -150,14 +136,11 @@ class Engine:
 
     # -------------------------------------------------------------------------------- the loop
     def run(self, bar: Any = None) -> None:
-        from ldp_audit.training.pgc_a3c import privatize_reports
-
         cfg, R = self.cfg, self.R
         cur = np.zeros((R, self.net.obs_dim))
         cur[:] = self._start(np.arange(R), np.ones(R, dtype=bool))
         live = np.ones(cfg.trials, dtype=bool)
         sample = cfg.acting == "sample"
-        clip = cfg.effective_clip if cfg.mechanism == "none" else None
         rows_all = np.arange(R)
         while live.any():
             alpha_tr = np.maximum(0.0, cfg.alpha_start - self.n_sub / cfg.alpha_decay)
@@ -186,14 +169,14 @@ class Engine:
                 ):
                     take.append(rr)
             if take:
-                self._submit(np.asarray(take, dtype=np.int64), term, privatize_reports, clip, bar)
+                self._submit(np.asarray(take, dtype=np.int64), term, bar)
             live &= self.n_sub < cfg.max_submissions
             if not live.any():
                 break
             new_agent = self.round[ended] + 1 >= cfg.rounds
             cur[ended] = self._start(ended, new_agent)
 
-    def _submit(self, rows: np.ndarray, term: np.ndarray, privatize: Any, clip: Any, bar: Any):
+    def _submit(self, rows: np.ndarray, term: np.ndarray, bar: Any) -> None:
         cfg = self.cfg
         lengths = self.t[rows]
         big_l = int(lengths.max())
@@ -215,7 +198,7 @@ class Engine:
             )
         trial = self.row_trial[rows]
         ids = [f"{t}/{a}" for t, a in zip(trial.tolist(), self.agent[rows].tolist(), strict=True)]
-        rel = privatize(
+        rel = privatize_reports(
             grads,
             mechanism=self.mechanism,
             accountant=self.acc,
@@ -223,7 +206,7 @@ class Engine:
             trial=trial,
             agent=self.agent[rows],
             rng=self.mech_rng,
-            clip=clip,
+            clip=cfg.effective_clip if cfg.mechanism == "none" else None,
         )
         sub = np.empty(rows.size, dtype=np.int64)
         for i, tr in enumerate(trial.tolist()):
@@ -241,11 +224,11 @@ class Engine:
         if bar is not None:
             bar.update(rows.size)
 
-    def result(self, seconds: float) -> GymTrainResult:
+    def result(self, seconds: float) -> TrainResult:
         tr = sec = None
         if self.record:
             tr, sec = stack_records(self.rec, self.snaps, self.net.dim)
-        return GymTrainResult(
+        return TrainResult(
             config=self.cfg,
             seed=self.seed,
             zeta=self.zeta,

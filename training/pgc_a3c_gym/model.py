@@ -8,6 +8,7 @@ Part of :mod:`ldp_audit.training.pgc_a3c_gym` (overview in
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -240,8 +241,4 @@ def episode_gradients(
 def simulator_for(cfg: GymPgcConfig) -> Any:
     """``simulator(theta (B, d), values (B,), rng, alpha) -> (grads, scores)`` for ``cfg``'s
     public MDP (the interface of :func:`ldp_audit.attacks.dynamics.simulate_shadow`)."""
-
-    def sim(theta: np.ndarray, values: np.ndarray, rng: np.random.Generator, alpha: Any = 0.0):
-        return episode_gradients(cfg, theta, values, rng, alpha)
-
-    return sim
+    return partial(episode_gradients, cfg)

@@ -50,8 +50,9 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.training.pgc_a3c.config import TrainResult
 from ldp_audit.training.pgc_a3c_gym.config import ALGORITHM, GymPgcConfig
-from ldp_audit.training.pgc_a3c_gym.engine import Engine, GymTrainResult
+from ldp_audit.training.pgc_a3c_gym.engine import Engine
 from ldp_audit.validation import check_bool, check_int
 
 __all__ = ["train"]
@@ -66,7 +67,7 @@ def train(
     progress: bool = False,
     transcript: bool | None = None,
     overwrite: bool = False,
-) -> GymTrainResult:
+) -> TrainResult:
     """Run ``cfg.trials`` seeded PGC-A3C trials on ``cfg.env_id`` with private parameters.
 
     Args:
@@ -128,7 +129,7 @@ def train(
     return res
 
 
-def _mean_last_scores(res: GymTrainResult) -> list[float]:
+def _mean_last_scores(res: TrainResult) -> list[float]:
     """Each trial's mean score of its last (up to) 10 submissions (NaN for none)."""
     return [
         float(np.mean(z[max(0, int(n) - 10) : int(n)])) if n else math.nan
@@ -136,7 +137,7 @@ def _mean_last_scores(res: GymTrainResult) -> list[float]:
     ]
 
 
-def _write_outputs(writer: Any, res: GymTrainResult, *, status: str) -> None:
+def _write_outputs(writer: Any, res: TrainResult, *, status: str) -> None:
     """transcript.npz and secrets.npz (when recorded); for a complete run metrics.json and
     model.npz too; then the manifest with ``status``."""
     from ldp_audit.rundir import json_number
@@ -171,7 +172,7 @@ def _system_train(
     cfg: GymPgcConfig, *, seed: int, run_dir: Any, ledger: Any, progress: Any, run_mode: str
 ) -> Any:
     """:func:`train` with the registry's signature (``run_mode``: "new" or "overwrite")."""
-    from ldp_audit.systems import TrainResult
+    from ldp_audit.systems import TrainResult as SystemResult
 
     if run_mode not in ("new", "overwrite"):
         raise InvalidParameterError(
@@ -185,7 +186,7 @@ def _system_train(
         progress=bool(progress),
         overwrite=run_mode == "overwrite",
     )
-    return TrainResult(
+    return SystemResult(
         system=ALGORITHM,
         config=cfg,
         seed=int(seed),
