@@ -38,7 +38,6 @@ from ldp_audit.cli.types import (
     add_backend_arguments,
     add_flags,
     check_creatable,
-    check_file_creatable,
     check_not_inside_run,
     check_workers,
     confidence,
@@ -221,9 +220,12 @@ def _mechanism(args: argparse.Namespace) -> Any:
     return cls(epsilon=args.epsilon, clip=args.clip or clip)
 
 
-def _check_composed(args: argparse.Namespace, mech: Any) -> None:
-    """Refuse a finite composed claim T * epsilon so large that e^(T eps) overflows: such a
+def _simulation(args: argparse.Namespace) -> tuple[Any, Any, dict[str, Any], Any]:
+    """A simulated attack's mechanism (validated before any work), broadcast theta, its
+    description and the attack's generator (the seed's second child; the theta's is the first).
+    A finite composed claim T * epsilon so large that e^(T eps) overflows is refused: such a
     claim guarantees nothing (the non-private baseline is --mechanism none)."""
+    mech = _mechanism(args)
     eps = float(mech.epsilon)
     if math.isfinite(eps) and eps * args.reports > _MAX_COMPOSED:
         raise InvalidParameterError(
@@ -231,13 +233,6 @@ def _check_composed(args: argparse.Namespace, mech: Any) -> None:
             f"and such a claim guarantees nothing; use --mechanism none for the non-private "
             f"baseline), got {eps:g} x {args.reports} = {eps * args.reports:g}"
         )
-
-
-def _simulation(args: argparse.Namespace) -> tuple[Any, Any, dict[str, Any], Any]:
-    """A simulated attack's mechanism (validated before any work), broadcast theta, its
-    description and the attack's generator (the seed's second child; the theta's is the first)."""
-    mech = _mechanism(args)
-    _check_composed(args, mech)
     theta_rng, rng = np.random.default_rng(args.seed).spawn(2)
     if args.malicious and sys.stderr.isatty():
         print("crafting a gravity-revealing theta ...", file=sys.stderr)
@@ -258,14 +253,14 @@ def _check_outputs(args: argparse.Namespace) -> None:
     for path, flag in ((args.out, "--out"), (args.plot, "--plot")):
         if path:
             check_not_inside_run(path, flag)
-            check_new_file(path, name=flag, overwrite=args.overwrite)
-            check_file_creatable(path, flag)
+            check_new_file(path, name=flag, overwrite=args.overwrite)  # its folder probed
     if args.out and args.plot and Path(args.out).resolve() == Path(args.plot).resolve():
         raise InvalidParameterError(f"--out and --plot must differ, both are {args.out!r}")
-    if getattr(args, "run_dir", None) is None and hasattr(args, "force"):
-        subs, t = int(getattr(args, "train_submissions", 0) or 0), int(args.reports)
-        est = attack_estimates(int(args.agents), int(args.shadow or 1000), t, subs)
-        check_resources(est, force=args.force, cli=True)  # a simulated attack, before any work
+    if args.run_dir is None:  # a simulated attack, before any work
+        est = attack_estimates(
+            args.agents, args.shadow or 1000, args.reports, args.train_submissions
+        )
+        check_resources(est, force=args.force, cli=True)
 
 
 def _emit(args: argparse.Namespace, result: Any, info: dict[str, Any] | None = None) -> int:
@@ -274,26 +269,17 @@ def _emit(args: argparse.Namespace, result: Any, info: dict[str, Any] | None = N
         d["extra"]["theta_info"] = {
             k: v for k, v in info.items() if k in ("theta", "source", "chosen")
         }
-    if args.out:
-        doc = to_jsonable(d)
-        if getattr(args, "run_dir", None):  # about a run: sealed for it (report RUN FILE)
-            doc = seal_document(doc, args.run_dir)
-        Path(args.out).write_text(json.dumps(doc, indent=1, allow_nan=False))
+    doc = to_jsonable(d)
+    if args.out:  # about a run: sealed for it (report RUN FILE)
+        sealed = seal_document(doc, args.run_dir) if getattr(args, "run_dir", None) else doc
+        Path(args.out).write_text(json.dumps(sealed, indent=1, allow_nan=False))
     if args.plot:
         _plot(result, args.plot)
-    if args.json:
-        print(json.dumps(to_jsonable(d), indent=1, allow_nan=False))
-    else:
-        print(_evidence_tag(args) + result.summary())
+    # the verdict line starts with what --run-dir's evidence was when not authenticated
+    evidence = getattr(getattr(args, "_evidence", None), "evidence", "authenticated")
+    tag = "" if evidence == "authenticated" else f"[{evidence.upper()} EVIDENCE] "
+    print(json.dumps(doc, indent=1, allow_nan=False) if args.json else tag + result.summary())
     return verdict_code(args, bool(result.violation))
-
-
-def _evidence_tag(args: argparse.Namespace) -> str:
-    """What an attack's verdict line starts with when ``--run-dir`` was not authenticated."""
-    res = getattr(args, "_evidence", None)
-    if res is None or res.evidence == "authenticated":
-        return ""
-    return f"[{res.evidence.upper()} EVIDENCE] "
 
 
 def _plot(result: Any, path: str) -> None:
@@ -339,14 +325,11 @@ def _dynamics(args: argparse.Namespace) -> int:
                 f"{target} already exists; write this result elsewhere with --out FILE, or "
                 f"pass --overwrite to replace it"
             )
-        # the run's system's "dynamics" attack (ldp_audit.systems); a run whose system has none
-        # gets a message naming its system and the commands that fit it
         if args.env_module is not None:  # named by the user, never by the run directory
             from ldp_audit.training.gym_envs import import_env_module
 
             import_env_module(args.env_module)
-        _, scorer = run_dir_scorer(args.run_dir, "dynamics", "attack dynamics --run-dir")
-        args._evidence = check_evidence(args)  # before anything but config.json is read
+        scorer = _run_scorer(args, "dynamics")
         opts = {} if args.shadow is None else {"n_shadow": args.shadow}
         if args.env_module is not None:  # a user env's registering module (issue 27)
             if "env_module" not in inspect.signature(scorer).parameters:
@@ -400,8 +383,14 @@ def _membership(args: argparse.Namespace) -> int:
     from ldp_audit.attacks import membership as M
 
     _check_outputs(args)
-    if args.run_dir is not None:
-        return _membership_of_run(args)
+    if args.run_dir is not None:  # the canaries planted at training time in a run (read only)
+        if not is_run_dir(args.run_dir):
+            raise RunDirectoryError(f"--run-dir {args.run_dir!r} is not a run directory")
+        # e.g. dprl's one-run audit
+        res = _run_scorer(args, "membership")(
+            args.run_dir, seed=args.seed, confidence=args.confidence
+        )
+        return _emit(args, res)
     if args.canaries > args.agents:
         raise InvalidParameterError(
             f"--canaries must be <= --agents ({args.agents}), got {args.canaries}"
@@ -435,15 +424,13 @@ def _membership(args: argparse.Namespace) -> int:
     return _emit(args, res, info)
 
 
-def _membership_of_run(args: argparse.Namespace) -> int:
-    """Score the canaries planted at training time in an existing run (read only)."""
-    if not is_run_dir(args.run_dir):
-        raise RunDirectoryError(f"--run-dir {args.run_dir!r} is not a run directory")
-    # the run's system's "membership" attack (ldp_audit.systems), e.g. dprl's one-run audit
-    _, scorer = run_dir_scorer(args.run_dir, "membership", "attack membership --run-dir")
-    args._evidence = check_evidence(args)  # before anything but config.json is read
-    res = scorer(args.run_dir, seed=args.seed, confidence=args.confidence)
-    return _emit(args, res)
+def _run_scorer(args: argparse.Namespace, attack: str) -> Any:
+    """The run's system's ``attack`` (ldp_audit.systems; a run whose system has none gets a
+    message naming its system and the commands that fit it), with the evidence checked before
+    anything but config.json is read."""
+    _, scorer = run_dir_scorer(args.run_dir, attack, f"attack {attack} --run-dir")
+    args._evidence = check_evidence(args)
+    return scorer
 
 
 def _sweep_thetas(text: str) -> str:

@@ -25,7 +25,6 @@ from typing import Any
 from ldp_audit.cli.evidence import evidence_args, exit_code
 from ldp_audit.cli.types import (
     add_flags,
-    check_creatable,
     check_not_inside_run,
     int_at_least,
     show_progress,
@@ -178,7 +177,6 @@ def _report(args: argparse.Namespace) -> int:
     check_not_inside_run(out, name, allow=Path(args.run_dir) / "report")  # the named one
     # the output folder is checked before the report is built (and never holds an input)
     check_report_out(out, overwrite=args.overwrite, inputs=[args.run_dir, *args.extra], name=name)
-    check_creatable(out, name)
     report = build_report(args.run_dir, top=args.top, extra=args.extra)
     paths = report.write(out, overwrite=args.overwrite)
     if args.screenshot:
@@ -284,14 +282,12 @@ def _demo(args: argparse.Namespace) -> int:
     if args.out is not None:
         check_not_inside_run(args.out, "--out")
         check_new_dir(args.out, name="--out", overwrite=args.overwrite, can_resume=False)
-        check_creatable(args.out, "--out")
     if args.report_dir is not None:
         inputs = [args.out] if args.out is not None else []
         check_not_inside_run(args.report_dir, "--report-dir")
         check_report_out(
             args.report_dir, overwrite=args.overwrite, inputs=inputs, name="--report-dir"
         )
-        check_creatable(args.report_dir, "--report-dir")
     bars = show_progress(args)
     res = run_demo(
         args.out,

@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import functools
 import json
 import math
 import sys
@@ -72,21 +73,23 @@ def _warn_broken() -> None:
         _warn(f"broken:{name}", f"system plug-in {name!r} is unavailable: {why}")
 
 
+def _plug_in(s: Any, hook: str, what: str, ref: Any, *args: Any) -> None:
+    """A system's CLI hook ``ref`` (``"module:function"`` or a function) called with ``args``;
+    when it raises, one warning ("its ``what`` are unavailable"), never a crash."""
+    try:
+        systems.call(ref, f"system {s.name!r} {hook}")(*args)
+    except Exception as exc:  # noqa: BLE001 - a plug-in's hook
+        why = f"{type(exc).__name__}: {exc}"
+        _warn(f"{hook}:{s.name}", f"system {s.name!r}: its {what} are unavailable: {why}")
+
+
 def register_systems(train_subparsers: Any, reproduce_subparsers: Any) -> None:
-    """Every registered system's ``train`` (and ``reproduce``) subcommands."""
+    """Every registered system's ``train`` (and ``reproduce``) subcommands: its own ``cli``
+    hook, or the generated ones."""
     _warn_broken()
     for s in systems.systems():
-        cli = getattr(s, "cli", None)
-        try:
-            if cli is not None:
-                systems.call(cli, f"system {s.name!r} cli")(train_subparsers, reproduce_subparsers)
-            else:
-                _register_generic_train(train_subparsers, reproduce_subparsers, s)
-        except Exception as exc:  # noqa: BLE001 - a plug-in's hook: one warning, never a crash
-            _warn(
-                f"cli:{s.name}",
-                f"system {s.name!r}: its commands are unavailable: {type(exc).__name__}: {exc}",
-            )
+        hook = getattr(s, "cli", None) or functools.partial(_register_generic_train, s=s)
+        _plug_in(s, "cli", "commands", hook, train_subparsers, reproduce_subparsers)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -337,16 +340,8 @@ def register_attacks(attack_subparsers: Any) -> None:
     _warn_broken()
     for s in systems.systems():
         hook = getattr(s, "attack_cli", None)
-        if hook is None:
-            continue
-        try:
-            systems.call(hook, f"system {s.name!r} attack_cli")(attack_subparsers)
-        except Exception as exc:  # noqa: BLE001 - a plug-in's hook: one warning, never a crash
-            _warn(
-                f"attack_cli:{s.name}",
-                f"system {s.name!r}: its attack commands are unavailable: "
-                f"{type(exc).__name__}: {exc}",
-            )
+        if hook is not None:
+            _plug_in(s, "attack_cli", "attack commands", hook, attack_subparsers)
     owners: dict[str, list[Any]] = {}
     for s in systems.systems():
         for name in s.attacks:
