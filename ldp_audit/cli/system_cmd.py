@@ -311,20 +311,19 @@ def _generic_reproduce(args: argparse.Namespace) -> int:
         if getattr(args, "workers", None):
             check_workers(args.workers)  # far above the cores: refused before any work
         out = _out(args, c, None)
-        check_report_out(out, overwrite=args.overwrite)
-        with _running(args):
-            doc = fn(
-                out=out, overwrite=args.overwrite, backend=args.backend, address=args.address, **kw
-            )
+        run = functools.partial(
+            fn, overwrite=args.overwrite, backend=args.backend, address=args.address, **kw
+        )
     else:
         cls = systems.resolve(c.config, f"system {s.name!r} reproduce config")
         settings = from_args(cls, args)  # the options given; the others: its defaults
         where = backend_options(args)  # --backend/--address/--workers: usage errors first
         _before_work(args, s, c, settings, f"reproduce {s.name}", workers=args.workers or 1)
         out = _out(args, c, settings)
-        check_report_out(out, overwrite=args.overwrite)  # before the experiment
-        with _running(args):
-            doc = fn(settings, out=out, **kw, **where)  # --force reaches the worker processes
+        run = functools.partial(fn, settings, **kw, **where)
+    check_report_out(out, overwrite=args.overwrite)  # before the experiment
+    with _running(args):
+        doc = run(out=out)  # --force reaches the worker processes
     print(_dumps(doc) if args.json else f"reproduce {s.name}: report written to {out}")
     return 0
 
