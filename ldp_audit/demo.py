@@ -233,8 +233,7 @@ def run_demo(
         ("report", "writing the report", partial(build_report, run_dir)),
     )
     seconds: dict[str, float] = {}
-    bar_args = {"desc": "demo", "unit": "stage", "position": 0, "leave": True}
-    with tqdm(total=4, disable=not progress, **bar_args) as bar:
+    with tqdm(total=4, desc="demo", unit="stage", position=0, disable=not progress) as bar:
         for key, words, work in stages:
             t = time.perf_counter()
             bar.set_description(f"demo: {words}")

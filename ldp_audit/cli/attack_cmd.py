@@ -51,11 +51,6 @@ from ldp_audit.rundir import check_new_dir, check_new_file, is_run_dir, to_jsona
 from ldp_audit.rundir.seal import seal_document
 from ldp_audit.training.sizes import attack_estimates
 
-_MECHANISMS = ("laplace", "prs", "none")
-
-
-#: counts whose arrays (reports, shadow gradients) are held in memory
-_HELD = "the attack holds arrays of this size in memory"
 _MAX_COUNT = 1_000_000
 _MIN_CANARIES = 20
 #: e^(T eps) overflows a double above ~709: a composed claim that large guarantees nothing
@@ -63,11 +58,12 @@ _MAX_COMPOSED = 700.0
 
 
 def _count(name: str, minimum: int = 1, maximum: int = _MAX_COUNT) -> Any:
-    return int_at_least(name, minimum, maximum, _HELD)
+    """A count whose arrays (reports, shadow gradients) are held in memory."""
+    return int_at_least(name, minimum, maximum, "the attack holds arrays of this size in memory")
 
 
 def _common(p: argparse.ArgumentParser, shadow: Any = 1000, shadow_help: str = "") -> None:
-    p.add_argument("--mechanism", choices=_MECHANISMS, default="laplace")
+    p.add_argument("--mechanism", choices=("laplace", "prs", "none"), default="laplace")
     p.add_argument(
         "--epsilon",
         type=epsilon_or_inf,
