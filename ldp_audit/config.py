@@ -254,9 +254,8 @@ def _scalar_parser(tp: Any, opt: str, b: Mapping[str, Any]) -> Any:
     else:
 
         def read(text: str) -> Any:
-            if _minus_inf(text, b):
-                return -math.inf
-            return parse_real(text, opt, allow_inf=True)
+            v = _infinite(text, b)
+            return parse_real(text, opt, allow_inf=True) if v is None else v
 
     def conv_checked(text: str) -> Any:
         try:
@@ -289,10 +288,9 @@ def _bounded_parser(tp: Any, opt: str, b: Mapping[str, Any]) -> Any:
         )
 
         def conv_float(text: str) -> float:
-            if b.get("inf") and text.strip().lower() in ("inf", "+inf", "infinity", "+infinity"):
-                return parse_real(text, opt, allow_inf=True)
-            if _minus_inf(text, b):
-                return -math.inf
+            v = _infinite(text, b)
+            if v is not None:
+                return v
             try:
                 return in_range(text)
             except argparse.ArgumentTypeError as exc:
@@ -316,14 +314,13 @@ def _bounded_parser(tp: Any, opt: str, b: Mapping[str, Any]) -> Any:
     return None
 
 
-def _minus_inf(text: str, b: Mapping[str, Any]) -> bool:
-    """``text`` is -inf and the field takes it: ``inf`` and no ``minimum`` (an unbounded lower
-    end, e.g. a box's low corner)."""
-    return (
-        bool(b.get("inf"))
-        and b.get("minimum") is None
-        and text.strip().lower() in ("-inf", "-infinity")
-    )
+def _infinite(text: str, b: Mapping[str, Any]) -> float | None:
+    """``inf`` / ``-inf`` when ``text`` is one and the field takes it (``inf``; ``-inf`` only
+    with no ``minimum``: an unbounded lower end, e.g. a box's low corner), else None."""
+    t = text.strip().lower() if b.get("inf") else ""
+    if t in ("inf", "+inf", "infinity", "+infinity"):
+        return math.inf
+    return -math.inf if t in ("-inf", "-infinity") and b.get("minimum") is None else None
 
 
 def _unwrap_optional(tp: Any) -> tuple[Any, bool]:

@@ -195,11 +195,10 @@ def _config_options(args: argparse.Namespace, s: Any) -> dict[str, Any]:
             )
         kw[key] = value
     cls = s.config_class
-    bad = (
-        sorted(set(kw) - {f.name for f in dataclasses.fields(cls) if f.init})
-        if (dataclasses.is_dataclass(cls))
-        else []
+    fields = (
+        [f.name for f in dataclasses.fields(cls) if f.init] if dataclasses.is_dataclass(cls) else kw
     )
+    bad = sorted(set(kw) - set(fields))
     if bad:
         raise InvalidParameterError(
             f"--set {bad[0]}: {s.name} has no config field {bad[0]!r} ({_fields_help(cls)})"
