@@ -130,11 +130,9 @@ def _audit(run_dir: Path, settings: DemoSettings, rng: np.random.Generator, prog
         profile=True,
         progress=progress,
     )
-    entry = dict(result.to_dict())
-    entry["mechanism_description"] = entry.get("mechanism")
-    entry["mechanism"] = name
-    entry["exact_epsilon"] = exact
-    write_artifact(run_dir, "audit.json", [entry])
+    d = result.to_dict()  # the mechanism's name in place of its description, which is kept
+    entry = {**d, "mechanism_description": d.get("mechanism"), "mechanism": name}
+    write_artifact(run_dir, "audit.json", [{**entry, "exact_epsilon": exact}])
 
 
 def _attack(run_dir: Path, settings: DemoSettings, seed: int, progress: bool) -> None:

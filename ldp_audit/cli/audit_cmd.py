@@ -339,17 +339,23 @@ def _given(args: argparse.Namespace) -> set[str]:
     return {k for k in _OPTION if hasattr(args, k)}
 
 
+def _options(keys: Any, sep: str = ", ") -> str:
+    return sep.join(_OPTION[k] for k in keys)
+
+
+def _refuse(given: set[str], allowed: Any, why: str) -> None:
+    """The mechanism options given that are not ``allowed``, refused (named, sorted)."""
+    if given - set(allowed):
+        raise InvalidParameterError(f"{_options(sorted(given - set(allowed)))} {why}")
+
+
 def build_mechanism(args: argparse.Namespace) -> Any:
     """The mechanism named by ``--mechanism`` and its options (unused options are refused)."""
     name = args.mechanism
     given = _given(args)
     if args.scalar:
         return _scalar_mechanism(args, given)
-    scalar_only = sorted(given & {"domain", "seeding"})
-    if scalar_only:
-        raise InvalidParameterError(
-            f"{', '.join(_OPTION[k] for k in scalar_only)} can only be used with --scalar"
-        )
+    _refuse(given, given - {"domain", "seeding"}, "can only be used with --scalar")
     if name not in BUILTIN:
         if ":" not in name:
             close = difflib.get_close_matches(name, BUILTIN, n=1)
@@ -359,21 +365,17 @@ def build_mechanism(args: argparse.Namespace) -> Any:
                 "MODULE:ATTR for your own mechanism (a non-private baseline has no claim to "
                 "audit)"
             )
-        extra = sorted(given - {"param"})
-        if extra:
-            raise InvalidParameterError(
-                f"{', '.join(_OPTION[k] for k in extra)} cannot be used with a MODULE:ATTR "
-                "mechanism: its own epsilon (and delta) attributes are the claim; pass "
-                "arguments to its class or factory with --param KEY=VALUE"
-            )
+        _refuse(
+            given,
+            {"param"},
+            "cannot be used with a MODULE:ATTR mechanism: its own epsilon (and delta) attributes "
+            "are the claim; pass arguments to its class or factory with --param KEY=VALUE",
+        )
         return _user_mechanism(name, dict(getattr(args, "param", [])))
     cls, uses = _USES[name]
-    unused = sorted(given - uses)
-    if unused:
-        raise InvalidParameterError(
-            f"{', '.join(_OPTION[k] for k in unused)} cannot be used with --mechanism {name} "
-            f"(it uses {', '.join(_OPTION[k] for k in sorted(uses))})"
-        )
+    _refuse(
+        given, uses, f"cannot be used with --mechanism {name} (it uses {_options(sorted(uses))})"
+    )
     from ldp_audit import mechanisms as mech
 
     clip = getattr(args, "clip", 1.0)
@@ -403,16 +405,12 @@ def _scalar_mechanism(args: argparse.Namespace, given: set[str]) -> Any:
         raise InvalidParameterError(
             f"--scalar needs --mechanism MODULE:ATTR (a scalar function), got {spec!r}"
         )
-    extra = sorted(given - {"epsilon", "delta", "domain", "seeding"})
-    if extra:
-        raise InvalidParameterError(
-            f"{', '.join(_OPTION[k] for k in extra)} cannot be used with --scalar (it uses "
-            "--epsilon, --delta, --domain, --seeding)"
-        )
+    uses = ("epsilon", "delta", "domain", "seeding")
+    _refuse(given, uses, f"cannot be used with --scalar (it uses {_options(uses)})")
     missing = [o for o in ("epsilon", "domain") if o not in given]
     if missing:
         raise InvalidParameterError(
-            f"--scalar needs {' and '.join(_OPTION[k] for k in missing)} (the library's own "
+            f"--scalar needs {_options(missing, ' and ')} (the library's own "
             "claim and the inputs it covers)"
         )
     from ldp_audit.audit import from_scalar

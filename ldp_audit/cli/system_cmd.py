@@ -491,36 +491,25 @@ def audit_run_dir(args: argparse.Namespace) -> int:
             f"{target_file} already exists; pass --overwrite to replace it (a run's named "
             "artefact is never silently replaced)"
         )
-    targets = rd.system.audit_targets(rd.train_config)  # may refuse, with the reason
-    todo, skipped = [], []
-    for t in targets:
+    own = audit_options(args)  # as for --mechanism
+    runs, skipped = [], []
+    for t in rd.system.audit_targets(rd.train_config):  # may refuse, with the reason
         eps = getattr(t.mechanism, "epsilon", None)
         if not isinstance(eps, (int, float)) or not math.isfinite(float(eps)):
             why = getattr(t.mechanism, "why_infinite", lambda: None)() or "no finite claim"
             skipped.append(f"{t.name}: epsilon is inf ({why}): nothing to refute")
-        else:
-            todo.append(t)
-    if not todo:
+            continue
+        opts = dict(t.options)
+        runs.append((t, opts.pop("pairs", None), {**own, **opts}))
+    if not runs:
         what = "; ".join(skipped) if skipped else "it released through no mechanism"
         raise InvalidParameterError(
             f"--run-dir {args.run_dir!r} is a {rd.algorithm!r} run with nothing to audit: {what}"
         )
-    own = audit_options(args)  # as for --mechanism
-    runs = []
-    for t in todo:
-        opts = dict(t.options)
-        runs.append((t, opts.pop("pairs", None), {**own, **opts}))
     _say_estimate(args, runs)
-    entries, violation = [], False
+    entries, violation, bar = [], False, show_progress(args)
     for t, pairs, kw in runs:
-        res = audit(
-            t.mechanism,
-            pairs,
-            samples=args.samples,
-            rng=args.seed,
-            progress=show_progress(args),
-            **kw,
-        )
+        res = audit(t.mechanism, pairs, samples=args.samples, rng=args.seed, progress=bar, **kw)
         entries.append({**res.to_dict(), "target": t.name, "system": rd.algorithm})
         violation = violation or bool(res.violation)
         if not args.json:
