@@ -15,7 +15,7 @@ its confidence interval; 2: usage error.
 from __future__ import annotations
 
 import argparse
-import inspect
+import functools
 import json
 import math
 import sys
@@ -26,14 +26,8 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.attacks.sweep import REPORTS, THETAS, broadcast_theta, run_from_args
-from ldp_audit.cli.evidence import (
-    check_evidence,
-    evidence_args,
-    run_dir_only,
-    verdict_code,
-    with_evidence,
-)
-from ldp_audit.cli.system_cmd import register_attacks, run_dir_scorer
+from ldp_audit.cli.evidence import evidence_args, run_dir_only
+from ldp_audit.cli.system_cmd import attack_run_dir, register_attacks
 from ldp_audit.cli.types import (
     add_backend_arguments,
     add_flags,
@@ -47,8 +41,7 @@ from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 from ldp_audit.limits import add_force_argument, check_resources
 from ldp_audit.mechanisms import Laplace, NoPrivacy, ProjectedRandomSign
 from ldp_audit.parse import epsilon_or_inf, parse_real, real_in
-from ldp_audit.rundir import check_new_dir, check_new_file, is_run_dir, to_jsonable, write_artifact
-from ldp_audit.rundir.seal import seal_document
+from ldp_audit.rundir import check_new_dir, check_new_file, is_run_dir, to_jsonable
 from ldp_audit.training.sizes import attack_estimates
 
 _MAX_COUNT = 1_000_000
@@ -259,23 +252,17 @@ def _check_outputs(args: argparse.Namespace) -> None:
         check_resources(est, force=args.force, cli=True)
 
 
-def _emit(args: argparse.Namespace, result: Any, info: dict[str, Any] | None = None) -> int:
-    d = with_evidence(result.to_dict(), args)
-    if info:
-        d["extra"]["theta_info"] = {
-            k: v for k, v in info.items() if k in ("theta", "source", "chosen")
-        }
-    doc = to_jsonable(d)
-    if args.out:  # about a run: sealed for it (report RUN FILE)
-        sealed = seal_document(doc, args.run_dir) if getattr(args, "run_dir", None) else doc
-        Path(args.out).write_text(json.dumps(sealed, indent=1, allow_nan=False))
+def _emit(args: argparse.Namespace, result: Any, info: dict[str, Any]) -> int:
+    """A simulated attack's result (no run read): printed, and written to --out / --plot."""
+    d = result.to_dict()
+    d["extra"]["theta_info"] = {k: v for k, v in info.items() if k in ("theta", "source", "chosen")}
+    doc = json.dumps(to_jsonable(d), indent=1, allow_nan=False)
+    if args.out:
+        Path(args.out).write_text(doc)
     if args.plot:
         _plot(result, args.plot)
-    # the verdict line starts with what --run-dir's evidence was when not authenticated
-    evidence = getattr(getattr(args, "_evidence", None), "evidence", "authenticated")
-    tag = "" if evidence == "authenticated" else f"[{evidence.upper()} EVIDENCE] "
-    print(json.dumps(doc, indent=1, allow_nan=False) if args.json else tag + result.summary())
-    return verdict_code(args, bool(result.violation))
+    print(doc if args.json else result.summary())
+    return 1 if result.violation else 0
 
 
 def _plot(result: Any, path: str) -> None:
@@ -311,57 +298,26 @@ def _dynamics(args: argparse.Namespace) -> int:
 
     _check_outputs(args)
     if args.run_dir:
-        if not is_run_dir(args.run_dir):
-            raise RunDirectoryError(
-                f"--run-dir {args.run_dir!r} is not a run directory (no config.json)"
-            )
-        target = Path(args.run_dir) / "attack_dynamics.json"
-        if target.exists() and not args.overwrite and not args.out:
-            raise RunDirectoryError(
-                f"{target} already exists; write this result elsewhere with --out FILE, or "
-                f"pass --overwrite to replace it"
-            )
+        sim = args.simulator
         if args.env_module is not None:  # named by the user, never by the run directory
             from ldp_audit.training.gym_envs import import_env_module
 
             import_env_module(args.env_module)
-        scorer = _run_scorer(args, "dynamics")
-        opts = {} if args.shadow is None else {"n_shadow": args.shadow}
-        if args.env_module is not None:  # a user env's registering module (issue 27)
-            if "env_module" not in inspect.signature(scorer).parameters:
-                raise InvalidParameterError(
-                    f"--env-module applies to runs on a Gymnasium env (pgc-a3c-gym), got a run "
-                    f"whose attack takes no env module ({args.run_dir!r})"
-                )
-            opts["env_module"] = args.env_module
-        if args.simulator is not None:  # an own loop's or a Flower app's simulator (issue 27)
+        if sim is not None:  # an own loop's or a Flower app's simulator (issue 27)
             from ldp_audit.systems import resolve
 
-            if "simulator" not in inspect.signature(scorer).parameters:
-                raise InvalidParameterError(
-                    f"--simulator applies to runs whose attack takes a simulator (own-loop, "
-                    f"Flower, Gymnasium runs), got {args.run_dir!r}"
-                )
             sim = resolve(args.simulator, "--simulator")
             if not callable(sim):
                 raise InvalidParameterError(
                     f"--simulator {args.simulator!r} is not callable ({type(sim).__name__})"
                 )
-            opts["simulator"] = sim
-        res = scorer(
-            args.run_dir,
-            seed=args.seed,
-            confidence=args.confidence,
-            progress=sys.stderr.isatty(),
-            max_groups=args.max_groups,
-            **opts,
-        )
+        kw = dict(n_shadow=args.shadow, max_groups=args.max_groups, env_module=args.env_module,
+                  simulator=sim)  # fmt: skip
+        kw = {k: v for k, v in kw.items() if v is not None}  # the attack's own defaults
         # docs/interfaces.md: RUN_DIR/attack_dynamics.json is the run's one named artefact for
         # this attack; with --out the result goes there and the run is left untouched
-        if not args.out:
-            doc = with_evidence(res.to_dict(), args)
-            write_artifact(args.run_dir, "attack_dynamics.json", doc, overwrite=True)
-        return _emit(args, res)
+        plot = functools.partial(_plot, path=args.plot) if args.plot else None
+        return attack_run_dir(args, "dynamics", kw, plot=plot)
     if args.shadow is None:
         args.shadow = 1000
     mech, theta, info, attack_rng = _simulation(args)
@@ -380,13 +336,8 @@ def _membership(args: argparse.Namespace) -> int:
 
     _check_outputs(args)
     if args.run_dir is not None:  # the canaries planted at training time in a run (read only)
-        if not is_run_dir(args.run_dir):
-            raise RunDirectoryError(f"--run-dir {args.run_dir!r} is not a run directory")
-        # e.g. dprl's one-run audit
-        res = _run_scorer(args, "membership")(
-            args.run_dir, seed=args.seed, confidence=args.confidence
-        )
-        return _emit(args, res)
+        plot = functools.partial(_plot, path=args.plot) if args.plot else None
+        return attack_run_dir(args, "membership", {}, artefact=False, plot=plot)  # e.g. dprl's
     if args.canaries > args.agents:
         raise InvalidParameterError(
             f"--canaries must be <= --agents ({args.agents}), got {args.canaries}"
@@ -418,15 +369,6 @@ def _membership(args: argparse.Namespace) -> int:
             confidence=args.confidence,
         )
     return _emit(args, res, info)
-
-
-def _run_scorer(args: argparse.Namespace, attack: str) -> Any:
-    """The run's system's ``attack`` (ldp_audit.systems; a run whose system has none gets a
-    message naming its system and the commands that fit it), with the evidence checked before
-    anything but config.json is read."""
-    _, scorer = run_dir_scorer(args.run_dir, attack, f"attack {attack} --run-dir")
-    args._evidence = check_evidence(args)
-    return scorer
 
 
 def _sweep_thetas(text: str) -> str:

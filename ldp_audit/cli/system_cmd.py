@@ -24,6 +24,7 @@ import argparse
 import contextlib
 import dataclasses
 import functools
+import inspect
 import json
 import math
 import sys
@@ -406,30 +407,58 @@ def _artifact_name(system: Any, attack: str) -> str:
 
 
 def _generic_attack(args: argparse.Namespace) -> int:
-    name = args.attack_name
-    if not is_run_dir(args.run_dir):
-        raise RunDirectoryError(f"--run-dir {args.run_dir!r} is not a run directory")
-    system = RunDir(args.run_dir).system
+    c = _attack_commands(_run_system(args.run_dir)).get(args.attack_name) or systems.Command()
+    return attack_run_dir(args, args.attack_name, _forwarded(args), sizes=c.sizes)
+
+
+def _run_system(run_dir: str) -> Any:
+    if not is_run_dir(run_dir):
+        raise RunDirectoryError(f"--run-dir {run_dir!r} is not a run directory (no config.json)")
+    return RunDir(run_dir).system
+
+
+def attack_run_dir(
+    args: argparse.Namespace,
+    name: str,
+    kw: dict[str, Any],
+    *,
+    sizes: str | None = None,
+    artefact: bool = True,
+    plot: Any = None,
+) -> int:
+    """``attack NAME --run-dir RUN``: the run's system's ``name`` attack with keywords ``kw``
+    (each a parameter of that attack: refused otherwise), its result written to ``--out`` (sealed
+    for the run) or, with ``artefact``, to the run's named artefact; ``sizes`` checked (with
+    ``--force``) and the evidence verified before any work."""
+    system = _run_system(args.run_dir)
     if name not in system.attacks:  # another system's run: named before anything else is read
         run_dir_scorer(args.run_dir, name, f"attack {name}")
-    c = _attack_commands(system).get(name) or systems.Command()
     if args.out:
         check_not_inside_run(args.out, "--out")
         check_new_file(args.out, name="--out", overwrite=args.overwrite)
-    elif name in system.attacks:
+    elif artefact:
         target = Path(args.run_dir) / _artifact_name(system, name)
         if target.exists() and not args.overwrite:
             raise RunDirectoryError(
-                f"{target} already exists; write elsewhere with --out FILE or pass --overwrite"
+                f"{target} already exists; write this result elsewhere with --out FILE, or pass "
+                "--overwrite to replace it"
             )
-    kw = _forwarded(args)
-    if c.sizes:  # before any work (--force runs anyway)
-        sizes = systems.call(c.sizes, f"attack {name!r} sizes")
-        check_resources(sizes(RunDir(args.run_dir).train_config, **kw), force=args.force, cli=True)
+    if sizes:  # before any work (--force runs anyway)
+        est = systems.call(sizes, f"attack {name!r} sizes")(RunDir(args.run_dir).train_config, **kw)
+        check_resources(est, force=args.force, cli=True)
     # the evidence (manifest, hashes, ledger against its anchor): refused unless
     # --allow-unverified, as for every reader of a run
     args._evidence = check_evidence(args)
     rd, scorer = run_dir_scorer(args.run_dir, name, f"attack {name}")
+    takes = inspect.signature(scorer).parameters
+    for key, value in kw.items():
+        if key not in takes and value is not None:
+            opt = {"n_shadow": "--shadow"}.get(key, option_name(key))
+            raise InvalidParameterError(
+                f"{opt} does not apply to --run-dir {args.run_dir!r}: a {system.name!r} run, "
+                f"whose {name} attack takes no {key}"
+            )
+    kw = {k: v for k, v in kw.items() if k in takes}
     with forcing(bool(getattr(args, "force", False))):
         res = scorer(rd.path, seed=args.seed, confidence=args.confidence,
                      progress=show_progress(args), **kw)  # fmt: skip
@@ -442,14 +471,17 @@ def _generic_attack(args: argparse.Namespace) -> int:
     if args.out:
         d = seal_document(d, rd.path)  # about this run: sealed for it (report RUN FILE)
         Path(args.out).write_text(json.dumps(d, indent=1, allow_nan=False))
-    else:
+    elif artefact:
         write_artifact(rd.path, _artifact_name(system, name), d, overwrite=args.overwrite)
         for file, doc in side.items():
             write_artifact(rd.path, file, to_jsonable(doc), overwrite=args.overwrite)
+    if plot is not None:
+        plot(res)
     if args.json:
         print(json.dumps(d, indent=1, allow_nan=False))
-    else:
-        print(res.summary())
+    else:  # the verdict line starts with what the evidence was when not authenticated
+        ev = args._evidence.evidence
+        print(("" if ev == "authenticated" else f"[{ev.upper()} EVIDENCE] ") + res.summary())
         if beside:
             print("audit: " + beside.get("summary", beside.get("skipped", "")))
     return verdict_code(args, violation)
