@@ -54,7 +54,7 @@ from ldp_audit.cli.types import (
     show_progress,
     timestamped_dir,
 )
-from ldp_audit.config import add_arguments, from_args, given_fields, option_name
+from ldp_audit.config import add_arguments, from_args, given_config, option_name
 from ldp_audit.errors import InvalidParameterError, LdpAuditError, RunDirectoryError
 from ldp_audit.limits import add_force_argument, check_resources, forcing
 from ldp_audit.rundir import RunDir, check_new_file, is_run_dir, to_jsonable, write_artifact
@@ -181,32 +181,6 @@ def _light_config(s: Any) -> bool:
         return False
 
 
-def _config_options(args: argparse.Namespace, s: Any) -> dict[str, Any]:
-    """The config fields given: ``--set`` and the generated options (a field given both ways,
-    or a key that is no field, refused)."""
-    kw: dict[str, Any] = {}
-    for key, value in getattr(args, "set", None) or ():
-        if key in kw:
-            raise InvalidParameterError(f"--set {key} is given twice")
-        kw[key] = value
-    for key, value in given_fields(args).items():
-        if key in kw:
-            raise InvalidParameterError(
-                f"{option_name(key)} and --set {key}=... are both given: give it once"
-            )
-        kw[key] = value
-    cls = s.config_class
-    fields = (
-        [f.name for f in dataclasses.fields(cls) if f.init] if dataclasses.is_dataclass(cls) else kw
-    )
-    bad = sorted(set(kw) - set(fields))
-    if bad:
-        raise InvalidParameterError(
-            f"--set {bad[0]}: {s.name} has no config field {bad[0]!r} ({_fields_help(cls)})"
-        )
-    return kw
-
-
 def _before_work(
     args: argparse.Namespace, s: Any, c: Any, cfg: Any, command: str, **kw: Any
 ) -> None:
@@ -260,7 +234,7 @@ def _dumps(doc: Any) -> str:
 def _generic_train(args: argparse.Namespace) -> int:
     s = systems.get(args.system_name)
     c = s.train_command
-    kw = _config_options(args, s)
+    kw = given_config(s.config_class, args, getattr(args, "set", None) or ())
     if c.from_args:
         cfg = systems.call(c.from_args, f"system {s.name!r} from_args")(args, kw)
     else:  # validated by the config itself, before any work
