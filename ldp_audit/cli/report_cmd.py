@@ -33,12 +33,12 @@ from ldp_audit.errors import InvalidParameterError, LdpAuditError, RunDirectoryE
 from ldp_audit.report import check_report_out
 from ldp_audit.rundir import (
     RunDir,
-    check_new_dir,
     is_run_dir,
     require_verified,
     to_jsonable,
     unverified_banner,
 )
+from ldp_audit.rundir.paths import timestamped_dir
 from ldp_audit.rundir.seal import check_analyses, check_document_seal
 
 #: the evidence a verdict rests on, weakest last, and what its verdict line says about it
@@ -274,23 +274,19 @@ def _sealed_in_its_run(f: Path, key: Any) -> bool:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from ldp_audit.demo import run_demo
+    from ldp_audit.demo import check_paths, run_demo
 
     if args.screenshot:
         _need_chromium()
     # every output path is checked, under its option's name, before any work starts
-    if args.out is not None:
-        check_not_inside_run(args.out, "--out")
-        check_new_dir(args.out, name="--out", overwrite=args.overwrite, can_resume=False)
-    if args.report_dir is not None:
-        inputs = [args.out] if args.out is not None else []
-        check_not_inside_run(args.report_dir, "--report-dir")
-        check_report_out(
-            args.report_dir, overwrite=args.overwrite, inputs=inputs, name="--report-dir"
-        )
+    out = timestamped_dir("runs/demo") if args.out is None else args.out
+    for path, name in ((args.out, "--out"), (args.report_dir, "--report-dir")):
+        if path is not None:
+            check_not_inside_run(path, name)
+    check_paths(out, args.report_dir, overwrite=args.overwrite, names=("--out", "--report-dir"))
     bars = show_progress(args)
     res = run_demo(
-        args.out,
+        out,
         seed=args.seed,
         report_dir=args.report_dir,
         progress=bars,

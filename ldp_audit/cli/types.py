@@ -166,18 +166,6 @@ def check_workers(workers: int) -> int:
     return workers
 
 
-def timestamped_dir(prefix: str) -> str:
-    """A new folder name ``PREFIX-YYYYmmdd-HHMMSS[-k]`` that does not exist yet."""
-    import datetime as _dt
-
-    base = f"{prefix}-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
-    p, k = base, 1
-    while Path(p).exists():
-        k += 1
-        p = f"{base}-{k}"
-    return p
-
-
 def check_report_out(out: str, *, overwrite: bool) -> None:
     """:func:`ldp_audit.rundir.check_report_dir` for a reproduction's ``--out``."""
     check_not_inside_run(out, "--out")
