@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ldp_audit.cli.evidence import evidence_args, exit_code
+from ldp_audit.cli.evidence import check_evidence, evidence_args, exit_code
 from ldp_audit.cli.types import (
     add_flags,
     check_not_inside_run,
@@ -34,9 +34,7 @@ from ldp_audit.report import check_report_out
 from ldp_audit.rundir import (
     RunDir,
     is_run_dir,
-    require_verified,
     to_jsonable,
-    unverified_banner,
 )
 from ldp_audit.rundir.paths import timestamped_dir
 from ldp_audit.rundir.seal import check_analyses, check_document_seal
@@ -153,18 +151,7 @@ def _report(args: argparse.Namespace) -> int:
             + (" (a file)" if Path(args.run_dir).exists() else " (not found)")
         )
     # evidence first: a run that does not match its manifest is refused (exit 2) by default
-    checked = require_verified(
-        args.run_dir,
-        expect_head=args.expect_head,
-        allow_unverified=args.allow_unverified,
-        expect_root=args.expect_root,
-    )
-    extras = _check_extras(args)  # analyses read from outside the run: sealed for it?
-    banner = unverified_banner(checked)  # unverified or unauthenticated: said first
-    if banner is None and extras:
-        banner = f"UNVERIFIED EVIDENCE (read with --allow-unverified): {extras[0]}"
-    if banner is not None:
-        print(banner, file=sys.stderr if args.json else sys.stdout, flush=True)
+    checked = check_evidence(args, "RUN_DIR", _check_extras)  # EXTRA analyses: sealed for it?
     out = Path(args.run_dir) / "report" if args.out_dir is None else Path(args.out_dir)
     # errors name what the user gave: --out, or the default folder they never typed
     name = "--out" if args.out_dir is not None else "the default report folder"
@@ -185,7 +172,7 @@ def _report(args: argparse.Namespace) -> int:
 
     # the evidence the verdict rests on, as checked before it was read: the stricter of that
     # and the model's own check
-    before = "unverified" if extras else checked.evidence
+    before = "unverified" if args.unsealed else checked.evidence
     evidence = max(before, verdict.get("evidence", before), key=list(_EVIDENCE_TAG).index)
     code = exit_code(verdict["status"] == "violation", evidence == "authenticated")
     if args.json:
