@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import difflib
 import functools
-import importlib
 import json
 import math
 import os
@@ -33,6 +32,7 @@ import re
 import sys
 from typing import Any
 
+from ldp_audit import systems
 from ldp_audit.cli.evidence import evidence_args, run_dir_only
 from ldp_audit.cli.system_cmd import audit_options, audit_run_dir
 from ldp_audit.cli.types import (
@@ -248,38 +248,19 @@ def register(subparsers: Any) -> None:
 
 
 def load_object(spec: str, what: str) -> Any:
-    """Import ``MODULE:ATTR`` (ATTR may be dotted) with the current directory on sys.path.
+    """Import ``MODULE:ATTR`` (ATTR may be dotted) with :func:`ldp_audit.systems.resolve`, the
+    current directory on sys.path.
 
     Raises:
-        InvalidParameterError: malformed spec, missing module or attribute.
-        UserCodeError: the module raised while being imported (a SyntaxError, an exception at
-            module level); the original is the ``__cause__``.
+        InvalidParameterError: malformed spec; UserCodeError (one): a module that is missing or
+            raised while being imported (the original is the ``__cause__``), a missing attribute.
     """
     module_name, sep, attr = spec.partition(":")
     if not (sep and module_name and attr):
         raise InvalidParameterError(f"{what} must be MODULE:ATTR, got {spec!r}")
-    cwd = os.getcwd()
-    if cwd not in sys.path:
-        sys.path.append(cwd)  # last: a user module is found, an installed library not shadowed
-    try:
-        obj: Any = importlib.import_module(module_name)
-    except Exception as exc:  # noqa: BLE001 - user code (a SyntaxError names file and line)
-        missing = exc.name if isinstance(exc, ModuleNotFoundError) else None
-        if missing is not None and module_name.startswith(missing):  # the module itself
-            raise InvalidParameterError(
-                f"{what}: cannot import module {module_name!r}: {exc}"
-            ) from None
-        raise UserCodeError(
-            f"{what}: importing module {module_name!r} failed: {type(exc).__name__}: {exc}"
-        ) from exc
-    for part in attr.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            raise InvalidParameterError(
-                f"{what}: module {module_name!r} has no attribute {attr!r}"
-            ) from None
-    return obj
+    if os.getcwd() not in sys.path:  # last: a user module found, an installed one not shadowed
+        sys.path.append(os.getcwd())
+    return systems.resolve(spec, what)
 
 
 def _user_mechanism(spec: str, params: dict[str, Any]) -> Any:
