@@ -64,7 +64,15 @@ from typing import Any
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.parse import INT_MAX, parse_int, parse_real, real_in
 
-__all__ = ["bounds", "field_docs", "option_name", "add_arguments", "from_args", "given_fields"]
+__all__ = [
+    "bounds",
+    "field_docs",
+    "option_name",
+    "add_arguments",
+    "from_args",
+    "given_config",
+    "given_fields",
+]
 
 #: an option's name: two dashes, then lowercase letters, digits and single dashes
 _OPTION = re.compile(r"^--[a-z0-9]+(?:-[a-z0-9]+)*$")
@@ -254,9 +262,8 @@ def _scalar_parser(tp: Any, opt: str, b: Mapping[str, Any]) -> Any:
     else:
 
         def read(text: str) -> Any:
-            if _minus_inf(text, b):
-                return -math.inf
-            return parse_real(text, opt, allow_inf=True)
+            v = _infinite(text, b)
+            return parse_real(text, opt, allow_inf=True) if v is None else v
 
     def conv_checked(text: str) -> Any:
         try:
@@ -289,10 +296,9 @@ def _bounded_parser(tp: Any, opt: str, b: Mapping[str, Any]) -> Any:
         )
 
         def conv_float(text: str) -> float:
-            if b.get("inf") and text.strip().lower() in ("inf", "+inf", "infinity", "+infinity"):
-                return parse_real(text, opt, allow_inf=True)
-            if _minus_inf(text, b):
-                return -math.inf
+            v = _infinite(text, b)
+            if v is not None:
+                return v
             try:
                 return in_range(text)
             except argparse.ArgumentTypeError as exc:
@@ -316,14 +322,13 @@ def _bounded_parser(tp: Any, opt: str, b: Mapping[str, Any]) -> Any:
     return None
 
 
-def _minus_inf(text: str, b: Mapping[str, Any]) -> bool:
-    """``text`` is -inf and the field takes it: ``inf`` and no ``minimum`` (an unbounded lower
-    end, e.g. a box's low corner)."""
-    return (
-        bool(b.get("inf"))
-        and b.get("minimum") is None
-        and text.strip().lower() in ("-inf", "-infinity")
-    )
+def _infinite(text: str, b: Mapping[str, Any]) -> float | None:
+    """``inf`` / ``-inf`` when ``text`` is one and the field takes it (``inf``; ``-inf`` only
+    with no ``minimum``: an unbounded lower end, e.g. a box's low corner), else None."""
+    t = text.strip().lower() if b.get("inf") else ""
+    if t in ("inf", "+inf", "infinity", "+infinity"):
+        return math.inf
+    return -math.inf if t in ("-inf", "-infinity") and b.get("minimum") is None else None
 
 
 def _unwrap_optional(tp: Any) -> tuple[Any, bool]:
@@ -534,19 +539,34 @@ def given_fields(args: argparse.Namespace, *, cli_defaults: bool = True) -> dict
     return out
 
 
+def given_config(cls: Any, args: argparse.Namespace, sets: Iterable[Any] = ()) -> dict[str, Any]:
+    """The config fields of ``cls`` a command line gives: its options (:func:`given_fields`, the
+    command line's defaults included) and ``sets`` (``--set KEY=VALUE`` pairs, which replace a
+    command-line default). A key set twice, a field given both ways, and (``cls`` a dataclass)
+    a key that is no init field are refused."""
+    extra: dict[str, Any] = {}
+    for key, value in sets:
+        if key in extra:
+            raise InvalidParameterError(f"--set {key} is given twice")
+        extra[key] = value
+    is_dc = dataclasses.is_dataclass(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init} if is_dc else {}
+    both = sorted(set(given_fields(args, cli_defaults=False)) & set(extra))
+    if both:
+        opt = _field_option(fields[both[0]]) if both[0] in fields else option_name(both[0])
+        raise InvalidParameterError(f"{opt} and --set {both[0]}=... are both given: give it once")
+    bad = sorted(set(extra) - set(fields)) if is_dc else []
+    if bad:
+        raise InvalidParameterError(
+            f"--set {bad[0]}: {cls.__name__} has no config field {bad[0]!r} (config fields: "
+            f"{', '.join(fields)})"
+        )
+    return {**given_fields(args), **extra}
+
+
 def from_args(cls: type, args: argparse.Namespace, **extra: Any) -> Any:
     """Build ``cls`` from the options a user gave (plus ``extra`` fields, e.g. from ``--set``);
     every other field keeps its default (the command line's, where the field has a
-    ``cli_default``; ``extra`` replaces that one). A field given twice is refused. The config's
-    own validation runs as usual, before any work."""
-    kw = given_fields(args)
-    given = given_fields(args, cli_defaults=False)
-    both = sorted(set(given) & set(extra))
-    if both:
-        fields = (
-            {f.name: f for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else {}
-        )
-        opt = _field_option(fields[both[0]]) if both[0] in fields else option_name(both[0])
-        raise InvalidParameterError(f"{opt} and --set {both[0]}=... both given: give it once")
-    kw.update(extra)
-    return cls(**kw)
+    ``cli_default``; ``extra`` replaces that one). A field given twice is refused
+    (:func:`given_config`). The config's own validation runs as usual, before any work."""
+    return cls(**given_config(cls, args, extra.items()))

@@ -34,9 +34,10 @@ import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.rundir import write_artifact
+from ldp_audit.rundir.paths import timestamped_dir
 from ldp_audit.validation import check_int
 
-__all__ = ["DemoSettings", "DemoResult", "run_demo", "default_demo_dir"]
+__all__ = ["DemoSettings", "DemoResult", "run_demo", "check_paths"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -130,11 +131,9 @@ def _audit(run_dir: Path, settings: DemoSettings, rng: np.random.Generator, prog
         profile=True,
         progress=progress,
     )
-    entry = dict(result.to_dict())
-    entry["mechanism_description"] = entry.get("mechanism")
-    entry["mechanism"] = name
-    entry["exact_epsilon"] = exact
-    write_artifact(run_dir, "audit.json", [entry])
+    d = result.to_dict()  # the mechanism's name in place of its description, which is kept
+    entry = {**d, "mechanism_description": d.get("mechanism"), "mechanism": name}
+    write_artifact(run_dir, "audit.json", [{**entry, "exact_epsilon": exact}])
 
 
 def _attack(run_dir: Path, settings: DemoSettings, seed: int, progress: bool) -> None:
@@ -152,17 +151,23 @@ def _attack(run_dir: Path, settings: DemoSettings, seed: int, progress: bool) ->
     write_artifact(run_dir, "attack_dynamics.json", result.to_dict())
 
 
-def default_demo_dir(root: str | Path = "runs") -> Path:
-    """A fresh ``runs/demo-YYYYmmdd-HHMMSS[-k]`` folder name (never an existing one)."""
-    import datetime as _dt
+def check_paths(
+    out_dir: str | Path,
+    report_dir: str | Path | None,
+    *,
+    overwrite: bool,
+    names: tuple[str, str] = ("out_dir", "report_dir"),
+) -> Path:
+    """The demo's output paths checked before any work (messages call them ``names``): the run
+    directory new or empty (an earlier run with ``overwrite``), the report folder new, empty or
+    an earlier report, and never the run. Returns the report folder (default ``out_dir/report``)."""
+    from ldp_audit.report import check_report_out
+    from ldp_audit.rundir import check_new_dir
 
-    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    base = Path(root) / f"demo-{stamp}"
-    p, k = base, 1
-    while p.exists():
-        k += 1
-        p = base.with_name(f"{base.name}-{k}")
-    return p
+    run_dir = check_new_dir(out_dir, name=names[0], overwrite=overwrite, can_resume=False)
+    if report_dir is None:
+        return run_dir / "report"
+    return check_report_out(report_dir, overwrite=overwrite, inputs=[run_dir], name=names[1])
 
 
 def run_demo(
@@ -194,8 +199,6 @@ def run_demo(
     Returns:
         The run directory, the report's paths and per-stage wall-clock seconds.
     """
-    from ldp_audit.rundir import check_new_dir
-
     seed = check_int(seed, "seed", minimum=0)
     s = settings or DemoSettings()
     if not isinstance(s, DemoSettings):
@@ -204,18 +207,8 @@ def run_demo(
         raise InvalidParameterError(f"overwrite must be a bool, got {overwrite!r}")
     if on_stage is not None and not callable(on_stage):
         raise InvalidParameterError(f"on_stage must be callable or None, got {on_stage!r}")
-    if out_dir is None:
-        out_dir = default_demo_dir()
-    run_dir = Path(out_dir)
-    if run_dir.exists() and not run_dir.is_dir():
-        raise InvalidParameterError(f"out_dir must be a directory, got file {str(run_dir)!r}")
-    # every output path is checked before any work starts
-    check_new_dir(run_dir, name="out_dir", overwrite=overwrite)
-    rep_dir = Path(report_dir) if report_dir is not None else run_dir / "report"
-    if report_dir is not None:
-        from ldp_audit.report import check_report_out
-
-        check_report_out(rep_dir, overwrite=overwrite, inputs=[run_dir], name="report_dir")
+    run_dir = Path(timestamped_dir("runs/demo") if out_dir is None else out_dir)
+    rep_dir = check_paths(run_dir, report_dir, overwrite=overwrite)  # before any work
 
     # training runs from `seed` itself (its config.json records it); the audit and the attack
     # get independent streams under a spawn key of their own, disjoint from the trainer's
@@ -233,8 +226,7 @@ def run_demo(
         ("report", "writing the report", partial(build_report, run_dir)),
     )
     seconds: dict[str, float] = {}
-    bar_args = {"desc": "demo", "unit": "stage", "position": 0, "leave": True}
-    with tqdm(total=4, disable=not progress, **bar_args) as bar:
+    with tqdm(total=4, desc="demo", unit="stage", position=0, disable=not progress) as bar:
         for key, words, work in stages:
             t = time.perf_counter()
             bar.set_description(f"demo: {words}")

@@ -198,11 +198,9 @@ def forcing(force: bool = True) -> Iterator[None]:
     """While active (and ``force``), every :func:`check_resources` passes, in this process and
     in the worker processes it starts (the environment variable :data:`FORCE_ENV`): how
     ``--force`` reaches the trainers inside a reproduction or an attack."""
-    if not force:
-        yield
-        return
     old = os.environ.get(FORCE_ENV)
-    os.environ[FORCE_ENV] = "1"
+    if force:
+        os.environ[FORCE_ENV] = "1"
     try:
         yield
     finally:

@@ -81,12 +81,11 @@ def check_int(value: Any, name: str, *, minimum: int | None = None, maximum: int
     """Return ``value`` as an int if it is a ``numbers.Integral`` (not bool) in [``minimum``,
     ``maximum``] (``maximum`` defaults to :data:`ldp_audit.parse.INT_MAX`, a signed 64-bit
     integer: larger values are an OverflowError deep inside NumPy, after work has started)."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+    integral = isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+    if not integral or (minimum is not None and int(value) < minimum):
         bound = f" >= {minimum}" if minimum is not None else ""
         raise InvalidParameterError(f"{name} must be an integer{bound}, got {value!r}")
     v = int(value)
-    if minimum is not None and v < minimum:
-        raise InvalidParameterError(f"{name} must be an integer >= {minimum}, got {value!r}")
     if v > maximum:
         raise InvalidParameterError(f"{name} must be <= {maximum:,}, got {value!r}")
     return v

@@ -102,7 +102,7 @@ def test_user_module_mechanism_and_pairs(tmp_path, monkeypatch, capsys):
     "argv, message",
     [
         (["--mechanism", "laplace"], "--epsilon is required"),
-        (["--mechanism", "no_such_module_xyz:M"], "cannot import"),
+        (["--mechanism", "no_such_module_xyz:M"], "importing 'no_such_module_xyz' failed"),
         (["--mechanism", "json:NoSuchAttr"], "no attribute"),
         (["--mechanism", "nocolon"], "MODULE:ATTR"),
         (["--mechanism", "json:dumps", "--samples", "5000"], "zero-argument factory"),

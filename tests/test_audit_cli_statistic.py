@@ -122,8 +122,8 @@ def test_same_semantics_as_the_python_api(olh_dir, capsys):
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
-        ("no_such_stat_mod:f", "--statistic: cannot import module 'no_such_stat_mod'"),
-        ("olh_stat_cli:missing", "--statistic: module 'olh_stat_cli' has no attribute 'missing'"),
+        ("no_such_stat_mod:f", "'no_such_stat_mod:f': importing 'no_such_stat_mod' failed"),
+        ("olh_stat_cli:missing", "'olh_stat_cli' has no attribute 'missing'"),
         ("olh_stat_cli:NOT_CALLABLE", "must name a function stat(outputs, x, x_prime), got int"),
         ("olh_stat_cli:boom", "statistic 'boom' raised ZeroDivisionError"),
         ("olh_stat_cli:wrong_shape", "statistic 'wrong_shape' must return one score per output"),

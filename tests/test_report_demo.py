@@ -73,7 +73,7 @@ def test_demo_validates_its_arguments(tmp_path: Path) -> None:
         run_demo(tmp_path / "d", seed=-1)
     f = tmp_path / "file"
     f.write_text("x")
-    with pytest.raises(InvalidParameterError, match="out_dir must be a directory"):
+    with pytest.raises(RunDirectoryError, match="out_dir .*file.* exists and is not a directory"):
         run_demo(f)
     with pytest.raises(InvalidParameterError, match="settings must be a DemoSettings"):
         run_demo(tmp_path / "d", settings={"epsilon": 5})  # type: ignore[arg-type]

@@ -31,6 +31,7 @@ import importlib
 import os
 import sys
 import traceback
+from typing import Any
 
 from ldp_audit.errors import LdpAuditError
 
@@ -187,7 +188,7 @@ def _main(argv: list[str] | None, watchdog: bool | None) -> int:
 
     from ldp_audit.cli._signals import SignalWatchdog
 
-    old_term = old_int = None
+    old: dict[int, Any] = {}  # signal -> the handler it had
     dog = SignalWatchdog() if (argv is None if watchdog is None else watchdog) else None
 
     def _raise(signum: int, frame: object) -> None:
@@ -198,11 +199,11 @@ def _main(argv: list[str] | None, watchdog: bool | None) -> int:
     if threading.current_thread() is threading.main_thread():
         if dog is not None and not dog.install():
             dog = None
-        old_term = signal.signal(signal.SIGTERM, _raise)
+        old[signal.SIGTERM] = signal.signal(signal.SIGTERM, _raise)
         # with the watchdog, SIGINT too; a command started with SIGINT ignored (a background
         # job of a non-interactive shell, nohup) keeps ignoring it, as Python itself does
         if dog is not None and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
-            old_int = signal.signal(signal.SIGINT, _raise)
+            old[signal.SIGINT] = signal.signal(signal.SIGINT, _raise)
     try:
         from ldp_audit.limits import check_input_paths
 
@@ -218,11 +219,9 @@ def _main(argv: list[str] | None, watchdog: bool | None) -> int:
         if dog is not None and argv is None:
             dog.exit_now(code)
         return code
-    except LdpAuditError as exc:
-        print(f"ldp-audit: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except SystemExit as exc:  # never ours once the command runs: user code called sys.exit
-        print(f"ldp-audit: error: {_user_exit(exc)}", file=sys.stderr)
+    except (LdpAuditError, SystemExit) as exc:  # a SystemExit is never ours once the command
+        why = _user_exit(exc) if isinstance(exc, SystemExit) else exc  # runs: user code's
+        print(f"ldp-audit: error: {why}", file=sys.stderr)
         return EXIT_USAGE
     except Exception as exc:  # a bug: one line, then the traceback as a bug report
         print(
@@ -236,10 +235,9 @@ def _main(argv: list[str] | None, watchdog: bool | None) -> int:
         # as the console script the watchdog stays armed until the process ends: a pool's
         # shutdown or a non-daemon thread can still hold the exit after main returns
         if argv is not None or dog is None:
-            if old_term is not None:
-                signal.signal(signal.SIGTERM, old_term)
-            if old_int is not None:
-                signal.signal(signal.SIGINT, old_int)
+            for signum, handler in old.items():
+                if handler is not None:  # one not installed from Python: none to restore
+                    signal.signal(signum, handler)
             if dog is not None:
                 dog.uninstall()
 

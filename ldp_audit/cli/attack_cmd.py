@@ -15,7 +15,7 @@ its confidence interval; 2: usage error.
 from __future__ import annotations
 
 import argparse
-import inspect
+import functools
 import json
 import math
 import sys
@@ -26,19 +26,12 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.attacks.sweep import REPORTS, THETAS, broadcast_theta, run_from_args
-from ldp_audit.cli.evidence import (
-    check_evidence,
-    evidence_args,
-    run_dir_only,
-    verdict_code,
-    with_evidence,
-)
-from ldp_audit.cli.system_cmd import register_attacks, run_dir_scorer
+from ldp_audit.cli.evidence import evidence_args, run_dir_only
+from ldp_audit.cli.system_cmd import attack_run_dir, register_attacks
 from ldp_audit.cli.types import (
     add_backend_arguments,
     add_flags,
     check_creatable,
-    check_file_creatable,
     check_not_inside_run,
     check_workers,
     confidence,
@@ -48,15 +41,9 @@ from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 from ldp_audit.limits import add_force_argument, check_resources
 from ldp_audit.mechanisms import Laplace, NoPrivacy, ProjectedRandomSign
 from ldp_audit.parse import epsilon_or_inf, parse_real, real_in
-from ldp_audit.rundir import check_new_dir, check_new_file, is_run_dir, to_jsonable, write_artifact
-from ldp_audit.rundir.seal import seal_document
+from ldp_audit.rundir import check_new_dir, check_new_file, is_run_dir, to_jsonable
 from ldp_audit.training.sizes import attack_estimates
 
-_MECHANISMS = ("laplace", "prs", "none")
-
-
-#: counts whose arrays (reports, shadow gradients) are held in memory
-_HELD = "the attack holds arrays of this size in memory"
 _MAX_COUNT = 1_000_000
 _MIN_CANARIES = 20
 #: e^(T eps) overflows a double above ~709: a composed claim that large guarantees nothing
@@ -64,11 +51,12 @@ _MAX_COMPOSED = 700.0
 
 
 def _count(name: str, minimum: int = 1, maximum: int = _MAX_COUNT) -> Any:
-    return int_at_least(name, minimum, maximum, _HELD)
+    """A count whose arrays (reports, shadow gradients) are held in memory."""
+    return int_at_least(name, minimum, maximum, "the attack holds arrays of this size in memory")
 
 
 def _common(p: argparse.ArgumentParser, shadow: Any = 1000, shadow_help: str = "") -> None:
-    p.add_argument("--mechanism", choices=_MECHANISMS, default="laplace")
+    p.add_argument("--mechanism", choices=("laplace", "prs", "none"), default="laplace")
     p.add_argument(
         "--epsilon",
         type=epsilon_or_inf,
@@ -221,9 +209,12 @@ def _mechanism(args: argparse.Namespace) -> Any:
     return cls(epsilon=args.epsilon, clip=args.clip or clip)
 
 
-def _check_composed(args: argparse.Namespace, mech: Any) -> None:
-    """Refuse a finite composed claim T * epsilon so large that e^(T eps) overflows: such a
+def _simulation(args: argparse.Namespace) -> tuple[Any, Any, dict[str, Any], Any]:
+    """A simulated attack's mechanism (validated before any work), broadcast theta, its
+    description and the attack's generator (the seed's second child; the theta's is the first).
+    A finite composed claim T * epsilon so large that e^(T eps) overflows is refused: such a
     claim guarantees nothing (the non-private baseline is --mechanism none)."""
+    mech = _mechanism(args)
     eps = float(mech.epsilon)
     if math.isfinite(eps) and eps * args.reports > _MAX_COMPOSED:
         raise InvalidParameterError(
@@ -231,13 +222,6 @@ def _check_composed(args: argparse.Namespace, mech: Any) -> None:
             f"and such a claim guarantees nothing; use --mechanism none for the non-private "
             f"baseline), got {eps:g} x {args.reports} = {eps * args.reports:g}"
         )
-
-
-def _simulation(args: argparse.Namespace) -> tuple[Any, Any, dict[str, Any], Any]:
-    """A simulated attack's mechanism (validated before any work), broadcast theta, its
-    description and the attack's generator (the seed's second child; the theta's is the first)."""
-    mech = _mechanism(args)
-    _check_composed(args, mech)
     theta_rng, rng = np.random.default_rng(args.seed).spawn(2)
     if args.malicious and sys.stderr.isatty():
         print("crafting a gravity-revealing theta ...", file=sys.stderr)
@@ -258,42 +242,27 @@ def _check_outputs(args: argparse.Namespace) -> None:
     for path, flag in ((args.out, "--out"), (args.plot, "--plot")):
         if path:
             check_not_inside_run(path, flag)
-            check_new_file(path, name=flag, overwrite=args.overwrite)
-            check_file_creatable(path, flag)
+            check_new_file(path, name=flag, overwrite=args.overwrite)  # its folder probed
     if args.out and args.plot and Path(args.out).resolve() == Path(args.plot).resolve():
         raise InvalidParameterError(f"--out and --plot must differ, both are {args.out!r}")
-    if getattr(args, "run_dir", None) is None and hasattr(args, "force"):
-        subs, t = int(getattr(args, "train_submissions", 0) or 0), int(args.reports)
-        est = attack_estimates(int(args.agents), int(args.shadow or 1000), t, subs)
-        check_resources(est, force=args.force, cli=True)  # a simulated attack, before any work
+    if args.run_dir is None:  # a simulated attack, before any work
+        est = attack_estimates(
+            args.agents, args.shadow or 1000, args.reports, args.train_submissions
+        )
+        check_resources(est, force=args.force, cli=True)
 
 
-def _emit(args: argparse.Namespace, result: Any, info: dict[str, Any] | None = None) -> int:
-    d = with_evidence(result.to_dict(), args)
-    if info:
-        d["extra"]["theta_info"] = {
-            k: v for k, v in info.items() if k in ("theta", "source", "chosen")
-        }
+def _emit(args: argparse.Namespace, result: Any, info: dict[str, Any]) -> int:
+    """A simulated attack's result (no run read): printed, and written to --out / --plot."""
+    d = result.to_dict()
+    d["extra"]["theta_info"] = {k: v for k, v in info.items() if k in ("theta", "source", "chosen")}
+    doc = json.dumps(to_jsonable(d), indent=1, allow_nan=False)
     if args.out:
-        doc = to_jsonable(d)
-        if getattr(args, "run_dir", None):  # about a run: sealed for it (report RUN FILE)
-            doc = seal_document(doc, args.run_dir)
-        Path(args.out).write_text(json.dumps(doc, indent=1, allow_nan=False))
+        Path(args.out).write_text(doc)
     if args.plot:
         _plot(result, args.plot)
-    if args.json:
-        print(json.dumps(to_jsonable(d), indent=1, allow_nan=False))
-    else:
-        print(_evidence_tag(args) + result.summary())
-    return verdict_code(args, bool(result.violation))
-
-
-def _evidence_tag(args: argparse.Namespace) -> str:
-    """What an attack's verdict line starts with when ``--run-dir`` was not authenticated."""
-    res = getattr(args, "_evidence", None)
-    if res is None or res.evidence == "authenticated":
-        return ""
-    return f"[{res.evidence.upper()} EVIDENCE] "
+    print(doc if args.json else result.summary())
+    return 1 if result.violation else 0
 
 
 def _plot(result: Any, path: str) -> None:
@@ -329,60 +298,26 @@ def _dynamics(args: argparse.Namespace) -> int:
 
     _check_outputs(args)
     if args.run_dir:
-        if not is_run_dir(args.run_dir):
-            raise RunDirectoryError(
-                f"--run-dir {args.run_dir!r} is not a run directory (no config.json)"
-            )
-        target = Path(args.run_dir) / "attack_dynamics.json"
-        if target.exists() and not args.overwrite and not args.out:
-            raise RunDirectoryError(
-                f"{target} already exists; write this result elsewhere with --out FILE, or "
-                f"pass --overwrite to replace it"
-            )
-        # the run's system's "dynamics" attack (ldp_audit.systems); a run whose system has none
-        # gets a message naming its system and the commands that fit it
+        sim = args.simulator
         if args.env_module is not None:  # named by the user, never by the run directory
             from ldp_audit.training.gym_envs import import_env_module
 
             import_env_module(args.env_module)
-        _, scorer = run_dir_scorer(args.run_dir, "dynamics", "attack dynamics --run-dir")
-        args._evidence = check_evidence(args)  # before anything but config.json is read
-        opts = {} if args.shadow is None else {"n_shadow": args.shadow}
-        if args.env_module is not None:  # a user env's registering module (issue 27)
-            if "env_module" not in inspect.signature(scorer).parameters:
-                raise InvalidParameterError(
-                    f"--env-module applies to runs on a Gymnasium env (pgc-a3c-gym), got a run "
-                    f"whose attack takes no env module ({args.run_dir!r})"
-                )
-            opts["env_module"] = args.env_module
-        if args.simulator is not None:  # an own loop's or a Flower app's simulator (issue 27)
+        if sim is not None:  # an own loop's or a Flower app's simulator (issue 27)
             from ldp_audit.systems import resolve
 
-            if "simulator" not in inspect.signature(scorer).parameters:
-                raise InvalidParameterError(
-                    f"--simulator applies to runs whose attack takes a simulator (own-loop, "
-                    f"Flower, Gymnasium runs), got {args.run_dir!r}"
-                )
             sim = resolve(args.simulator, "--simulator")
             if not callable(sim):
                 raise InvalidParameterError(
                     f"--simulator {args.simulator!r} is not callable ({type(sim).__name__})"
                 )
-            opts["simulator"] = sim
-        res = scorer(
-            args.run_dir,
-            seed=args.seed,
-            confidence=args.confidence,
-            progress=sys.stderr.isatty(),
-            max_groups=args.max_groups,
-            **opts,
-        )
+        kw = dict(n_shadow=args.shadow, max_groups=args.max_groups, env_module=args.env_module,
+                  simulator=sim)  # fmt: skip
+        kw = {k: v for k, v in kw.items() if v is not None}  # the attack's own defaults
         # docs/interfaces.md: RUN_DIR/attack_dynamics.json is the run's one named artefact for
         # this attack; with --out the result goes there and the run is left untouched
-        if not args.out:
-            doc = with_evidence(res.to_dict(), args)
-            write_artifact(args.run_dir, "attack_dynamics.json", doc, overwrite=True)
-        return _emit(args, res)
+        plot = functools.partial(_plot, path=args.plot) if args.plot else None
+        return attack_run_dir(args, "dynamics", kw, plot=plot)
     if args.shadow is None:
         args.shadow = 1000
     mech, theta, info, attack_rng = _simulation(args)
@@ -400,8 +335,9 @@ def _membership(args: argparse.Namespace) -> int:
     from ldp_audit.attacks import membership as M
 
     _check_outputs(args)
-    if args.run_dir is not None:
-        return _membership_of_run(args)
+    if args.run_dir is not None:  # the canaries planted at training time in a run (read only)
+        plot = functools.partial(_plot, path=args.plot) if args.plot else None
+        return attack_run_dir(args, "membership", {}, artefact=False, plot=plot)  # e.g. dprl's
     if args.canaries > args.agents:
         raise InvalidParameterError(
             f"--canaries must be <= --agents ({args.agents}), got {args.canaries}"
@@ -433,17 +369,6 @@ def _membership(args: argparse.Namespace) -> int:
             confidence=args.confidence,
         )
     return _emit(args, res, info)
-
-
-def _membership_of_run(args: argparse.Namespace) -> int:
-    """Score the canaries planted at training time in an existing run (read only)."""
-    if not is_run_dir(args.run_dir):
-        raise RunDirectoryError(f"--run-dir {args.run_dir!r} is not a run directory")
-    # the run's system's "membership" attack (ldp_audit.systems), e.g. dprl's one-run audit
-    _, scorer = run_dir_scorer(args.run_dir, "membership", "attack membership --run-dir")
-    args._evidence = check_evidence(args)  # before anything but config.json is read
-    res = scorer(args.run_dir, seed=args.seed, confidence=args.confidence)
-    return _emit(args, res)
 
 
 def _sweep_thetas(text: str) -> str:

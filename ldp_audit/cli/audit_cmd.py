@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import difflib
 import functools
-import importlib
 import json
 import math
 import os
@@ -33,6 +32,7 @@ import re
 import sys
 from typing import Any
 
+from ldp_audit import systems
 from ldp_audit.cli.evidence import evidence_args, run_dir_only
 from ldp_audit.cli.system_cmd import audit_options, audit_run_dir
 from ldp_audit.cli.types import (
@@ -248,38 +248,19 @@ def register(subparsers: Any) -> None:
 
 
 def load_object(spec: str, what: str) -> Any:
-    """Import ``MODULE:ATTR`` (ATTR may be dotted) with the current directory on sys.path.
+    """Import ``MODULE:ATTR`` (ATTR may be dotted) with :func:`ldp_audit.systems.resolve`, the
+    current directory on sys.path.
 
     Raises:
-        InvalidParameterError: malformed spec, missing module or attribute.
-        UserCodeError: the module raised while being imported (a SyntaxError, an exception at
-            module level); the original is the ``__cause__``.
+        InvalidParameterError: malformed spec; UserCodeError (one): a module that is missing or
+            raised while being imported (the original is the ``__cause__``), a missing attribute.
     """
     module_name, sep, attr = spec.partition(":")
     if not (sep and module_name and attr):
         raise InvalidParameterError(f"{what} must be MODULE:ATTR, got {spec!r}")
-    cwd = os.getcwd()
-    if cwd not in sys.path:
-        sys.path.append(cwd)  # last: a user module is found, an installed library not shadowed
-    try:
-        obj: Any = importlib.import_module(module_name)
-    except Exception as exc:  # noqa: BLE001 - user code (a SyntaxError names file and line)
-        missing = exc.name if isinstance(exc, ModuleNotFoundError) else None
-        if missing is not None and module_name.startswith(missing):  # the module itself
-            raise InvalidParameterError(
-                f"{what}: cannot import module {module_name!r}: {exc}"
-            ) from None
-        raise UserCodeError(
-            f"{what}: importing module {module_name!r} failed: {type(exc).__name__}: {exc}"
-        ) from exc
-    for part in attr.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            raise InvalidParameterError(
-                f"{what}: module {module_name!r} has no attribute {attr!r}"
-            ) from None
-    return obj
+    if os.getcwd() not in sys.path:  # last: a user module found, an installed one not shadowed
+        sys.path.append(os.getcwd())
+    return systems.resolve(spec, what)
 
 
 def _user_mechanism(spec: str, params: dict[str, Any]) -> Any:
@@ -339,17 +320,23 @@ def _given(args: argparse.Namespace) -> set[str]:
     return {k for k in _OPTION if hasattr(args, k)}
 
 
+def _options(keys: Any, sep: str = ", ") -> str:
+    return sep.join(_OPTION[k] for k in keys)
+
+
+def _refuse(given: set[str], allowed: Any, why: str) -> None:
+    """The mechanism options given that are not ``allowed``, refused (named, sorted)."""
+    if given - set(allowed):
+        raise InvalidParameterError(f"{_options(sorted(given - set(allowed)))} {why}")
+
+
 def build_mechanism(args: argparse.Namespace) -> Any:
     """The mechanism named by ``--mechanism`` and its options (unused options are refused)."""
     name = args.mechanism
     given = _given(args)
     if args.scalar:
         return _scalar_mechanism(args, given)
-    scalar_only = sorted(given & {"domain", "seeding"})
-    if scalar_only:
-        raise InvalidParameterError(
-            f"{', '.join(_OPTION[k] for k in scalar_only)} can only be used with --scalar"
-        )
+    _refuse(given, given - {"domain", "seeding"}, "can only be used with --scalar")
     if name not in BUILTIN:
         if ":" not in name:
             close = difflib.get_close_matches(name, BUILTIN, n=1)
@@ -359,21 +346,17 @@ def build_mechanism(args: argparse.Namespace) -> Any:
                 "MODULE:ATTR for your own mechanism (a non-private baseline has no claim to "
                 "audit)"
             )
-        extra = sorted(given - {"param"})
-        if extra:
-            raise InvalidParameterError(
-                f"{', '.join(_OPTION[k] for k in extra)} cannot be used with a MODULE:ATTR "
-                "mechanism: its own epsilon (and delta) attributes are the claim; pass "
-                "arguments to its class or factory with --param KEY=VALUE"
-            )
+        _refuse(
+            given,
+            {"param"},
+            "cannot be used with a MODULE:ATTR mechanism: its own epsilon (and delta) attributes "
+            "are the claim; pass arguments to its class or factory with --param KEY=VALUE",
+        )
         return _user_mechanism(name, dict(getattr(args, "param", [])))
     cls, uses = _USES[name]
-    unused = sorted(given - uses)
-    if unused:
-        raise InvalidParameterError(
-            f"{', '.join(_OPTION[k] for k in unused)} cannot be used with --mechanism {name} "
-            f"(it uses {', '.join(_OPTION[k] for k in sorted(uses))})"
-        )
+    _refuse(
+        given, uses, f"cannot be used with --mechanism {name} (it uses {_options(sorted(uses))})"
+    )
     from ldp_audit import mechanisms as mech
 
     clip = getattr(args, "clip", 1.0)
@@ -403,16 +386,12 @@ def _scalar_mechanism(args: argparse.Namespace, given: set[str]) -> Any:
         raise InvalidParameterError(
             f"--scalar needs --mechanism MODULE:ATTR (a scalar function), got {spec!r}"
         )
-    extra = sorted(given - {"epsilon", "delta", "domain", "seeding"})
-    if extra:
-        raise InvalidParameterError(
-            f"{', '.join(_OPTION[k] for k in extra)} cannot be used with --scalar (it uses "
-            "--epsilon, --delta, --domain, --seeding)"
-        )
+    uses = ("epsilon", "delta", "domain", "seeding")
+    _refuse(given, uses, f"cannot be used with --scalar (it uses {_options(uses)})")
     missing = [o for o in ("epsilon", "domain") if o not in given]
     if missing:
         raise InvalidParameterError(
-            f"--scalar needs {' and '.join(_OPTION[k] for k in missing)} (the library's own "
+            f"--scalar needs {_options(missing, ' and ')} (the library's own "
             "claim and the inputs it covers)"
         )
     from ldp_audit.audit import from_scalar

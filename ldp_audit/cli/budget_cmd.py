@@ -211,15 +211,13 @@ def _spent(args: argparse.Namespace, ledger: Any, path: Path) -> dict[str, Any]:
         args.delta, delta_source = _run_delta(args.ledger, meta)
     else:
         delta_source = "--delta"
-    budgets: dict[str, Any] = {}
+    budgets: dict[str, Any] = {"local": None, "central": None}
     for scope, key in (("local", "budget"), ("central", "central_budget")):
-        budgets[scope] = None
         if meta.get(key):
             b = json.loads(meta[key])
             budgets[scope] = Budget(epsilon=b["epsilon"], delta=b["delta"], method=b["method"])
     if args.budget is not None:
         budgets["local"] = Budget(epsilon=args.budget)
-    budget = budgets["local"]
     acc = Accountant(ledger=ledger)  # no budget: opening must not write to the ledger
     used: dict[str, float] = {}  # spend under each agent's own scope budget
     for scope, b in budgets.items():
@@ -250,23 +248,20 @@ def _spent(args: argparse.Namespace, ledger: Any, path: Path) -> dict[str, Any]:
             b = budgets["central" if scope == "central" else "local"]
             rows.append(_row(a, bulk[a][0], bulk[a][1], scope, used, b))
     summary = acc.summary(delta=args.delta, method=args.method)
-    out = {
+    return {
         "ledger": str(path),
         "charges": len(ledger),
         "chain_head": ledger.chain_head(),
         "delta": args.delta,
         "delta_source": delta_source,
-        "authenticated": ledger.authenticated,
-        "auth_note": ledger.auth_note,
-        "key_id": ledger.key_id,
+        **{k: getattr(ledger, k) for k in ("authenticated", "auth_note", "key_id")},
         "storage_note": getattr(ledger.store, "hot_journal_note", None),
         "method": args.method,
-        "budget": None if budget is None else budget.to_dict(),
+        "budget": None if budgets["local"] is None else budgets["local"].to_dict(),
         "central_budget": None if budgets["central"] is None else budgets["central"].to_dict(),
         "summary": {k: summary[k] for k in ("local", "central")},
         "agents": rows,
     }
-    return out
 
 
 def _key_refusal(ledger: Any, allow: bool) -> bool:

@@ -50,19 +50,24 @@ def run_dir_only(args: argparse.Namespace, dests: tuple[str, ...], why: str) -> 
         raise InvalidParameterError(f"{opts} applies {why}")
 
 
-def check_evidence(args: argparse.Namespace) -> Any:
-    """Verify ``--run-dir`` against its manifest before it is read (rundir.require_verified);
-    unverified and allowed: the banner goes first (stderr with --json)."""
+def check_evidence(args: argparse.Namespace, name: str = "--run-dir", more: Any = None) -> Any:
+    """Verify ``--run-dir`` (``name``) against its manifest before it is read
+    (rundir.require_verified), then ``more(args)``: the problems of further evidence (report's
+    EXTRA analyses), kept as ``args.unsealed``; unverified and allowed, the banner goes first
+    (stderr with --json)."""
     from ldp_audit.rundir import require_verified, unverified_banner
 
     res = require_verified(
         args.run_dir,
         expect_head=args.expect_head,
         allow_unverified=args.allow_unverified,
-        name="--run-dir",
+        name=name,
         expect_root=getattr(args, "expect_root", None),
     )
+    args.unsealed = more(args) if more is not None else []
     banner = unverified_banner(res)  # unverified or unauthenticated: said first
+    if banner is None and args.unsealed:
+        banner = f"UNVERIFIED EVIDENCE (read with --allow-unverified): {args.unsealed[0]}"
     if banner is not None:
         print(banner, file=sys.stderr if args.json else sys.stdout, flush=True)
     return res

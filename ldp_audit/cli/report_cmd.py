@@ -22,10 +22,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ldp_audit.cli.evidence import evidence_args, exit_code
+from ldp_audit.cli.evidence import check_evidence, evidence_args, exit_code
 from ldp_audit.cli.types import (
     add_flags,
-    check_creatable,
     check_not_inside_run,
     int_at_least,
     show_progress,
@@ -34,12 +33,10 @@ from ldp_audit.errors import InvalidParameterError, LdpAuditError, RunDirectoryE
 from ldp_audit.report import check_report_out
 from ldp_audit.rundir import (
     RunDir,
-    check_new_dir,
     is_run_dir,
-    require_verified,
     to_jsonable,
-    unverified_banner,
 )
+from ldp_audit.rundir.paths import timestamped_dir
 from ldp_audit.rundir.seal import check_analyses, check_document_seal
 
 #: the evidence a verdict rests on, weakest last, and what its verdict line says about it
@@ -154,18 +151,7 @@ def _report(args: argparse.Namespace) -> int:
             + (" (a file)" if Path(args.run_dir).exists() else " (not found)")
         )
     # evidence first: a run that does not match its manifest is refused (exit 2) by default
-    checked = require_verified(
-        args.run_dir,
-        expect_head=args.expect_head,
-        allow_unverified=args.allow_unverified,
-        expect_root=args.expect_root,
-    )
-    extras = _check_extras(args)  # analyses read from outside the run: sealed for it?
-    banner = unverified_banner(checked)  # unverified or unauthenticated: said first
-    if banner is None and extras:
-        banner = f"UNVERIFIED EVIDENCE (read with --allow-unverified): {extras[0]}"
-    if banner is not None:
-        print(banner, file=sys.stderr if args.json else sys.stdout, flush=True)
+    checked = check_evidence(args, "RUN_DIR", _check_extras)  # EXTRA analyses: sealed for it?
     out = Path(args.run_dir) / "report" if args.out_dir is None else Path(args.out_dir)
     # errors name what the user gave: --out, or the default folder they never typed
     name = "--out" if args.out_dir is not None else "the default report folder"
@@ -178,7 +164,6 @@ def _report(args: argparse.Namespace) -> int:
     check_not_inside_run(out, name, allow=Path(args.run_dir) / "report")  # the named one
     # the output folder is checked before the report is built (and never holds an input)
     check_report_out(out, overwrite=args.overwrite, inputs=[args.run_dir, *args.extra], name=name)
-    check_creatable(out, name)
     report = build_report(args.run_dir, top=args.top, extra=args.extra)
     paths = report.write(out, overwrite=args.overwrite)
     if args.screenshot:
@@ -187,7 +172,7 @@ def _report(args: argparse.Namespace) -> int:
 
     # the evidence the verdict rests on, as checked before it was read: the stricter of that
     # and the model's own check
-    before = "unverified" if extras else checked.evidence
+    before = "unverified" if args.unsealed else checked.evidence
     evidence = max(before, verdict.get("evidence", before), key=list(_EVIDENCE_TAG).index)
     code = exit_code(verdict["status"] == "violation", evidence == "authenticated")
     if args.json:
@@ -276,25 +261,19 @@ def _sealed_in_its_run(f: Path, key: Any) -> bool:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from ldp_audit.demo import run_demo
+    from ldp_audit.demo import check_paths, run_demo
 
     if args.screenshot:
         _need_chromium()
     # every output path is checked, under its option's name, before any work starts
-    if args.out is not None:
-        check_not_inside_run(args.out, "--out")
-        check_new_dir(args.out, name="--out", overwrite=args.overwrite, can_resume=False)
-        check_creatable(args.out, "--out")
-    if args.report_dir is not None:
-        inputs = [args.out] if args.out is not None else []
-        check_not_inside_run(args.report_dir, "--report-dir")
-        check_report_out(
-            args.report_dir, overwrite=args.overwrite, inputs=inputs, name="--report-dir"
-        )
-        check_creatable(args.report_dir, "--report-dir")
+    out = timestamped_dir("runs/demo") if args.out is None else args.out
+    for path, name in ((args.out, "--out"), (args.report_dir, "--report-dir")):
+        if path is not None:
+            check_not_inside_run(path, name)
+    check_paths(out, args.report_dir, overwrite=args.overwrite, names=("--out", "--report-dir"))
     bars = show_progress(args)
     res = run_demo(
-        args.out,
+        out,
         seed=args.seed,
         report_dir=args.report_dir,
         progress=bars,

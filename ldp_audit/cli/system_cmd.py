@@ -23,6 +23,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import functools
+import inspect
 import json
 import math
 import sys
@@ -50,12 +52,12 @@ from ldp_audit.cli.types import (
     resolve_device_option,
     run_mode,
     show_progress,
-    timestamped_dir,
 )
-from ldp_audit.config import add_arguments, from_args, given_fields, option_name
+from ldp_audit.config import add_arguments, from_args, given_config, option_name
 from ldp_audit.errors import InvalidParameterError, LdpAuditError, RunDirectoryError
 from ldp_audit.limits import add_force_argument, check_resources, forcing
 from ldp_audit.rundir import RunDir, check_new_file, is_run_dir, to_jsonable, write_artifact
+from ldp_audit.rundir.paths import timestamped_dir
 from ldp_audit.rundir.seal import seal_document
 
 _WARNED: set[str] = set()
@@ -72,21 +74,23 @@ def _warn_broken() -> None:
         _warn(f"broken:{name}", f"system plug-in {name!r} is unavailable: {why}")
 
 
+def _plug_in(s: Any, hook: str, what: str, ref: Any, *args: Any) -> None:
+    """A system's CLI hook ``ref`` (``"module:function"`` or a function) called with ``args``;
+    when it raises, one warning ("its ``what`` are unavailable"), never a crash."""
+    try:
+        systems.call(ref, f"system {s.name!r} {hook}")(*args)
+    except Exception as exc:  # noqa: BLE001 - a plug-in's hook
+        why = f"{type(exc).__name__}: {exc}"
+        _warn(f"{hook}:{s.name}", f"system {s.name!r}: its {what} are unavailable: {why}")
+
+
 def register_systems(train_subparsers: Any, reproduce_subparsers: Any) -> None:
-    """Every registered system's ``train`` (and ``reproduce``) subcommands."""
+    """Every registered system's ``train`` (and ``reproduce``) subcommands: its own ``cli``
+    hook, or the generated ones."""
     _warn_broken()
     for s in systems.systems():
-        cli = getattr(s, "cli", None)
-        try:
-            if cli is not None:
-                systems.call(cli, f"system {s.name!r} cli")(train_subparsers, reproduce_subparsers)
-            else:
-                _register_generic_train(train_subparsers, reproduce_subparsers, s)
-        except Exception as exc:  # noqa: BLE001 - a plug-in's hook: one warning, never a crash
-            _warn(
-                f"cli:{s.name}",
-                f"system {s.name!r}: its commands are unavailable: {type(exc).__name__}: {exc}",
-            )
+        hook = getattr(s, "cli", None) or functools.partial(_register_generic_train, s=s)
+        _plug_in(s, "cli", "commands", hook, train_subparsers, reproduce_subparsers)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -177,33 +181,6 @@ def _light_config(s: Any) -> bool:
         return False
 
 
-def _config_options(args: argparse.Namespace, s: Any) -> dict[str, Any]:
-    """The config fields given: ``--set`` and the generated options (a field given both ways,
-    or a key that is no field, refused)."""
-    kw: dict[str, Any] = {}
-    for key, value in getattr(args, "set", None) or ():
-        if key in kw:
-            raise InvalidParameterError(f"--set {key} is given twice")
-        kw[key] = value
-    for key, value in given_fields(args).items():
-        if key in kw:
-            raise InvalidParameterError(
-                f"{option_name(key)} and --set {key}=... are both given: give it once"
-            )
-        kw[key] = value
-    cls = s.config_class
-    bad = (
-        sorted(set(kw) - {f.name for f in dataclasses.fields(cls) if f.init})
-        if (dataclasses.is_dataclass(cls))
-        else []
-    )
-    if bad:
-        raise InvalidParameterError(
-            f"--set {bad[0]}: {s.name} has no config field {bad[0]!r} ({_fields_help(cls)})"
-        )
-    return kw
-
-
 def _before_work(
     args: argparse.Namespace, s: Any, c: Any, cfg: Any, command: str, **kw: Any
 ) -> None:
@@ -257,7 +234,7 @@ def _dumps(doc: Any) -> str:
 def _generic_train(args: argparse.Namespace) -> int:
     s = systems.get(args.system_name)
     c = s.train_command
-    kw = _config_options(args, s)
+    kw = given_config(s.config_class, args, getattr(args, "set", None) or ())
     if c.from_args:
         cfg = systems.call(c.from_args, f"system {s.name!r} from_args")(args, kw)
     else:  # validated by the config itself, before any work
@@ -308,20 +285,19 @@ def _generic_reproduce(args: argparse.Namespace) -> int:
         if getattr(args, "workers", None):
             check_workers(args.workers)  # far above the cores: refused before any work
         out = _out(args, c, None)
-        check_report_out(out, overwrite=args.overwrite)
-        with _running(args):
-            doc = fn(
-                out=out, overwrite=args.overwrite, backend=args.backend, address=args.address, **kw
-            )
+        run = functools.partial(
+            fn, overwrite=args.overwrite, backend=args.backend, address=args.address, **kw
+        )
     else:
         cls = systems.resolve(c.config, f"system {s.name!r} reproduce config")
         settings = from_args(cls, args)  # the options given; the others: its defaults
         where = backend_options(args)  # --backend/--address/--workers: usage errors first
         _before_work(args, s, c, settings, f"reproduce {s.name}", workers=args.workers or 1)
         out = _out(args, c, settings)
-        check_report_out(out, overwrite=args.overwrite)  # before the experiment
-        with _running(args):
-            doc = fn(settings, out=out, **kw, **where)  # --force reaches the worker processes
+        run = functools.partial(fn, settings, **kw, **where)
+    check_report_out(out, overwrite=args.overwrite)  # before the experiment
+    with _running(args):
+        doc = run(out=out)  # --force reaches the worker processes
     print(_dumps(doc) if args.json else f"reproduce {s.name}: report written to {out}")
     return 0
 
@@ -337,16 +313,8 @@ def register_attacks(attack_subparsers: Any) -> None:
     _warn_broken()
     for s in systems.systems():
         hook = getattr(s, "attack_cli", None)
-        if hook is None:
-            continue
-        try:
-            systems.call(hook, f"system {s.name!r} attack_cli")(attack_subparsers)
-        except Exception as exc:  # noqa: BLE001 - a plug-in's hook: one warning, never a crash
-            _warn(
-                f"attack_cli:{s.name}",
-                f"system {s.name!r}: its attack commands are unavailable: "
-                f"{type(exc).__name__}: {exc}",
-            )
+        if hook is not None:
+            _plug_in(s, "attack_cli", "attack commands", hook, attack_subparsers)
     owners: dict[str, list[Any]] = {}
     for s in systems.systems():
         for name in s.attacks:
@@ -413,30 +381,58 @@ def _artifact_name(system: Any, attack: str) -> str:
 
 
 def _generic_attack(args: argparse.Namespace) -> int:
-    name = args.attack_name
-    if not is_run_dir(args.run_dir):
-        raise RunDirectoryError(f"--run-dir {args.run_dir!r} is not a run directory")
-    system = RunDir(args.run_dir).system
+    c = _attack_commands(_run_system(args.run_dir)).get(args.attack_name) or systems.Command()
+    return attack_run_dir(args, args.attack_name, _forwarded(args), sizes=c.sizes)
+
+
+def _run_system(run_dir: str) -> Any:
+    if not is_run_dir(run_dir):
+        raise RunDirectoryError(f"--run-dir {run_dir!r} is not a run directory (no config.json)")
+    return RunDir(run_dir).system
+
+
+def attack_run_dir(
+    args: argparse.Namespace,
+    name: str,
+    kw: dict[str, Any],
+    *,
+    sizes: str | None = None,
+    artefact: bool = True,
+    plot: Any = None,
+) -> int:
+    """``attack NAME --run-dir RUN``: the run's system's ``name`` attack with keywords ``kw``
+    (each a parameter of that attack: refused otherwise), its result written to ``--out`` (sealed
+    for the run) or, with ``artefact``, to the run's named artefact; ``sizes`` checked (with
+    ``--force``) and the evidence verified before any work."""
+    system = _run_system(args.run_dir)
     if name not in system.attacks:  # another system's run: named before anything else is read
         run_dir_scorer(args.run_dir, name, f"attack {name}")
-    c = _attack_commands(system).get(name) or systems.Command()
     if args.out:
         check_not_inside_run(args.out, "--out")
         check_new_file(args.out, name="--out", overwrite=args.overwrite)
-    elif name in system.attacks:
+    elif artefact:
         target = Path(args.run_dir) / _artifact_name(system, name)
         if target.exists() and not args.overwrite:
             raise RunDirectoryError(
-                f"{target} already exists; write elsewhere with --out FILE or pass --overwrite"
+                f"{target} already exists; write this result elsewhere with --out FILE, or pass "
+                "--overwrite to replace it"
             )
-    kw = _forwarded(args)
-    if c.sizes:  # before any work (--force runs anyway)
-        sizes = systems.call(c.sizes, f"attack {name!r} sizes")
-        check_resources(sizes(RunDir(args.run_dir).train_config, **kw), force=args.force, cli=True)
+    if sizes:  # before any work (--force runs anyway)
+        est = systems.call(sizes, f"attack {name!r} sizes")(RunDir(args.run_dir).train_config, **kw)
+        check_resources(est, force=args.force, cli=True)
     # the evidence (manifest, hashes, ledger against its anchor): refused unless
     # --allow-unverified, as for every reader of a run
     args._evidence = check_evidence(args)
     rd, scorer = run_dir_scorer(args.run_dir, name, f"attack {name}")
+    takes = inspect.signature(scorer).parameters
+    for key, value in kw.items():
+        if key not in takes and value is not None:
+            opt = {"n_shadow": "--shadow"}.get(key, option_name(key))
+            raise InvalidParameterError(
+                f"{opt} does not apply to --run-dir {args.run_dir!r}: a {system.name!r} run, "
+                f"whose {name} attack takes no {key}"
+            )
+    kw = {k: v for k, v in kw.items() if k in takes}
     with forcing(bool(getattr(args, "force", False))):
         res = scorer(rd.path, seed=args.seed, confidence=args.confidence,
                      progress=show_progress(args), **kw)  # fmt: skip
@@ -449,14 +445,17 @@ def _generic_attack(args: argparse.Namespace) -> int:
     if args.out:
         d = seal_document(d, rd.path)  # about this run: sealed for it (report RUN FILE)
         Path(args.out).write_text(json.dumps(d, indent=1, allow_nan=False))
-    else:
+    elif artefact:
         write_artifact(rd.path, _artifact_name(system, name), d, overwrite=args.overwrite)
         for file, doc in side.items():
             write_artifact(rd.path, file, to_jsonable(doc), overwrite=args.overwrite)
+    if plot is not None:
+        plot(res)
     if args.json:
         print(json.dumps(d, indent=1, allow_nan=False))
-    else:
-        print(res.summary())
+    else:  # the verdict line starts with what the evidence was when not authenticated
+        ev = args._evidence.evidence
+        print(("" if ev == "authenticated" else f"[{ev.upper()} EVIDENCE] ") + res.summary())
         if beside:
             print("audit: " + beside.get("summary", beside.get("skipped", "")))
     return verdict_code(args, violation)
@@ -498,36 +497,25 @@ def audit_run_dir(args: argparse.Namespace) -> int:
             f"{target_file} already exists; pass --overwrite to replace it (a run's named "
             "artefact is never silently replaced)"
         )
-    targets = rd.system.audit_targets(rd.train_config)  # may refuse, with the reason
-    todo, skipped = [], []
-    for t in targets:
+    own = audit_options(args)  # as for --mechanism
+    runs, skipped = [], []
+    for t in rd.system.audit_targets(rd.train_config):  # may refuse, with the reason
         eps = getattr(t.mechanism, "epsilon", None)
         if not isinstance(eps, (int, float)) or not math.isfinite(float(eps)):
             why = getattr(t.mechanism, "why_infinite", lambda: None)() or "no finite claim"
             skipped.append(f"{t.name}: epsilon is inf ({why}): nothing to refute")
-        else:
-            todo.append(t)
-    if not todo:
+            continue
+        opts = dict(t.options)
+        runs.append((t, opts.pop("pairs", None), {**own, **opts}))
+    if not runs:
         what = "; ".join(skipped) if skipped else "it released through no mechanism"
         raise InvalidParameterError(
             f"--run-dir {args.run_dir!r} is a {rd.algorithm!r} run with nothing to audit: {what}"
         )
-    own = audit_options(args)  # as for --mechanism
-    runs = []
-    for t in todo:
-        opts = dict(t.options)
-        runs.append((t, opts.pop("pairs", None), {**own, **opts}))
     _say_estimate(args, runs)
-    entries, violation = [], False
+    entries, violation, bar = [], False, show_progress(args)
     for t, pairs, kw in runs:
-        res = audit(
-            t.mechanism,
-            pairs,
-            samples=args.samples,
-            rng=args.seed,
-            progress=show_progress(args),
-            **kw,
-        )
+        res = audit(t.mechanism, pairs, samples=args.samples, rng=args.seed, progress=bar, **kw)
         entries.append({**res.to_dict(), "target": t.name, "system": rd.algorithm})
         violation = violation or bool(res.violation)
         if not args.json:

@@ -9,7 +9,6 @@ import json
 import math
 import os
 import sys
-import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, NoReturn
@@ -101,26 +100,6 @@ def check_creatable(path: str | Path, name: str) -> None:
         check_parent_writable(Path(path), name)  # the one probe, shared with ldp_audit.rundir
 
 
-def check_file_creatable(path: str | Path, name: str) -> None:
-    """Refuse an output file whose folder does not accept new files, before any work (a probe
-    file is created and removed there).
-
-    Raises:
-        RunDirectoryError: no file can be created there.
-    """
-    parent = Path(path).parent  # "." for a bare file name
-    if not parent.exists():
-        return check_creatable(parent, name)
-    try:
-        fd, probe = tempfile.mkstemp(prefix=".ldp-audit-probe-", dir=parent)
-    except OSError as exc:
-        raise RunDirectoryError(
-            f"{name}: cannot create {str(path)!r} in {str(parent)!r} ({exc.strerror or exc})"
-        ) from None
-    os.close(fd)
-    os.unlink(probe)
-
-
 # ----------------------------------------------------------------------------------------------
 # Output folders: the run-directory contract (ldp_audit.rundir) as command-line options
 # ----------------------------------------------------------------------------------------------
@@ -174,8 +153,7 @@ def check_out_for_mode(out: str | None, mode: str) -> None:
             raise RunDirectoryError(f"--resume: {out!r} is not a run directory (no config.json)")
         return
     check_not_inside_run(out, "--out")
-    check_new_dir(out, name="--out", overwrite=(mode == "overwrite"))
-    check_creatable(out, "--out")
+    check_new_dir(out, name="--out", overwrite=(mode == "overwrite"))  # its parent probed
 
 
 def check_workers(workers: int) -> int:
@@ -188,23 +166,10 @@ def check_workers(workers: int) -> int:
     return workers
 
 
-def timestamped_dir(prefix: str) -> str:
-    """A new folder name ``PREFIX-YYYYmmdd-HHMMSS[-k]`` that does not exist yet."""
-    import datetime as _dt
-
-    base = f"{prefix}-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
-    p, k = base, 1
-    while Path(p).exists():
-        k += 1
-        p = f"{base}-{k}"
-    return p
-
-
 def check_report_out(out: str, *, overwrite: bool) -> None:
     """:func:`ldp_audit.rundir.check_report_dir` for a reproduction's ``--out``."""
     check_not_inside_run(out, "--out")
-    check_report_dir(out, overwrite=overwrite)
-    check_creatable(out, "--out")
+    check_report_dir(out, overwrite=overwrite)  # a new folder's parent probed
 
 
 def confidence(name: str = "--confidence") -> Callable[[str], float]:

@@ -25,6 +25,7 @@ __all__ = [
     "check_new_file",
     "check_report_dir",
     "is_run_dir",
+    "timestamped_dir",
 ]
 
 #: Files a trainer writes (in this order; the ledger is written during training).
@@ -169,4 +170,16 @@ def check_new_file(path: Any, *, name: str = "--out", overwrite: bool = False) -
             f"{name}: the folder {str(p.parent)!r} does not exist (for {str(p)!r})"
         )
     check_parent_writable(p, name)
+    return p
+
+
+def timestamped_dir(prefix: str) -> str:
+    """A new folder name ``PREFIX-YYYYmmdd-HHMMSS[-k]`` that does not exist yet."""
+    import datetime as _dt
+
+    base = f"{prefix}-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    p, k = base, 1
+    while Path(p).exists():
+        k += 1
+        p = f"{base}-{k}"
     return p
