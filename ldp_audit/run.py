@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.systems import ArraySpec, SystemSpec, TrainResult, TranscriptSchema
 from ldp_audit.validation import check_bool, check_int, check_positive
 
 __all__ = ["ALGORITHM", "OwnLoopConfig", "Run", "open_run", "OWN_LOOP"]
@@ -314,8 +315,6 @@ def _demo_train(
     exercised end to end (tests/test_systems.py's contract)."""
     import gymnasium as gym
 
-    from ldp_audit.systems import TrainResult
-
     if ledger is not None or run_dir is None or run_mode not in ("new", "overwrite"):
         raise InvalidParameterError(
             "an own-loop run is trained by its own code (ldp_audit.run.open_run, "
@@ -379,48 +378,40 @@ def _targets(cfg: OwnLoopConfig) -> list[tuple[str, Any, dict[str, Any]]]:
     return [("report", cfg.make_mechanism(), {})]
 
 
-def _own_loop() -> Any:
-    from ldp_audit.systems import ArraySpec, SystemSpec, TranscriptSchema
+_OWN_SCHEMA = TranscriptSchema(
+    (
+        ArraySpec("trial", "iu", 1, doc="always 0"),
+        ArraySpec("agent", "iu", 1, doc="the agent's id (its ledger entry)"),
+        ArraySpec("submission", "iu", 1, doc="release number"),
+        ArraySpec("theta_index", "iu", 1, indexes="thetas", doc="thetas row of the report"),
+        ArraySpec("report", "f", 2, doc="the randomised report (N, d)"),
+        ArraySpec("score", "f", 1, doc="the episode's return (NaN if not given)"),
+        ArraySpec("thetas", "f", 2, rows=None, doc="the parameters reports were computed at"),
+    )
+)
 
-    schema = TranscriptSchema(
-        (
-            ArraySpec("trial", "iu", 1, doc="always 0"),
-            ArraySpec("agent", "iu", 1, doc="the agent's id (its ledger entry)"),
-            ArraySpec("submission", "iu", 1, doc="release number"),
-            ArraySpec("theta_index", "iu", 1, indexes="thetas", doc="thetas row of the report"),
-            ArraySpec("report", "f", 2, doc="the randomised report (N, d)"),
-            ArraySpec("score", "f", 1, doc="the episode's return (NaN if not given)"),
-            ArraySpec("thetas", "f", 2, rows=None, doc="the parameters reports were computed at"),
-        )
-    )
-    return SystemSpec(
-        name=ALGORITHM,
-        summary="a user's own training loop (ldp_audit.run.open_run; docs/own-loop.md)",
-        config="ldp_audit.run:OwnLoopConfig",
-        trainer="ldp_audit.run:_demo_train",
-        schema=schema,
-        targets="ldp_audit.run:_targets",
-        charges=None,
-        attacks={"dynamics": "ldp_audit.attacks.dynamics:private_param_dynamics"},
-        report_sections=None,
-        reproduce=None,
-        cli="ldp_audit.run:_no_cli",
-        tiny_config={
-            "system": "demo",
-            "params": {"agents": 6, "steps": 30},
-            "mechanism": {"name": "laplace", "epsilon": 1.0, "clip": 1.0},
-            "private_parameter": {
-                "env_id": "MountainCar-v0",
-                "name": "force",
-                "values": [0.0008, 0.0012],
-            },
+#: The registered ``own-loop`` system.
+OWN_LOOP = SystemSpec(
+    name=ALGORITHM,
+    summary="a user's own training loop (ldp_audit.run.open_run; docs/own-loop.md)",
+    config="ldp_audit.run:OwnLoopConfig",
+    trainer="ldp_audit.run:_demo_train",
+    schema=_OWN_SCHEMA,
+    targets="ldp_audit.run:_targets",
+    attacks={"dynamics": "ldp_audit.attacks.dynamics:private_param_dynamics"},
+    cli="ldp_audit.run:_no_cli",
+    tiny_config={
+        "system": "demo",
+        "params": {"agents": 6, "steps": 30},
+        "mechanism": {"name": "laplace", "epsilon": 1.0, "clip": 1.0},
+        "private_parameter": {
+            "env_id": "MountainCar-v0",
+            "name": "force",
+            "values": [0.0008, 0.0012],
         },
-    )
+    },
+)
 
 
 def _no_cli(train_subparsers: Any, reproduce_subparsers: Any) -> None:
     """No ``train own-loop`` subcommand: the user's code is the trainer."""
-
-
-#: The registered ``own-loop`` system.
-OWN_LOOP = _own_loop()

@@ -50,6 +50,7 @@ import numpy as np
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.flower import run as app_run
 from ldp_audit.training.flower.protocol import agent_rng, require_flwr, sealed_report
+from ldp_audit.validation import check_int
 
 __all__ = [
     "AgentSecrets",
@@ -84,10 +85,8 @@ class AgentSecrets:
         g = self.gravity
         if isinstance(g, bool) or not isinstance(g, (int, float)) or not math.isfinite(g) or g <= 0:
             raise InvalidParameterError(f"gravity must be a finite number > 0, got {g!r}")
-        if self.seed is not None and (
-            isinstance(self.seed, bool) or not isinstance(self.seed, int)
-        ):
-            raise InvalidParameterError(f"seed must be an int or None, got {self.seed!r}")
+        if self.seed is not None:
+            check_int(self.seed, "seed")
 
 
 def _pgc_config(cfg: Any, n_agents: int) -> Any:
@@ -325,6 +324,9 @@ def _check_reply(reply: Any, cfg: Any, d: int) -> tuple[np.ndarray, float, int]:
     return y, float(res["score"]), int(res["submission"])
 
 
+_IDS = ("trial", "agent", "worker", "round", "submission", "theta_index")
+
+
 def _run_server(grid: Any, context: Any, settings: dict[str, Any]) -> Path:
     """The ServerApp's main: broadcast, receive, aggregate, record."""
     from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, RecordDict
@@ -334,9 +336,8 @@ def _run_server(grid: Any, context: Any, settings: dict[str, Any]) -> Path:
     from ldp_audit.rundir import RunWriter, json_number
     from ldp_audit.training.pgc_a3c import init_theta
     from ldp_audit.training.pgc_a3c.metrics import first_success_time
-    from ldp_audit.training.pgc_a3c.run_dir import TRANSCRIPT_KEYS
 
-    rc = {**{k: v for k, v in dict(context.run_config).items()}, **settings}
+    rc = {**dict(context.run_config), **settings}
     for key in ("pgc-config", "run-dir"):
         if key not in rc:
             raise InvalidParameterError(f"run config must give {key!r}")
@@ -377,7 +378,9 @@ def _run_server(grid: Any, context: Any, settings: dict[str, Any]) -> Path:
         cfg.effective_buffer_size,
     )
     d = agg.theta.size
-    cols: dict[str, list[Any]] = {k: [] for k in TRANSCRIPT_KEYS if k != "thetas"}
+    ids: list[tuple[int, ...]] = []  # one row per accepted report, the _IDS columns
+    reports: list[np.ndarray] = []
+    scores: list[float] = []
     thetas: list[np.ndarray] = []
     agent_of_node: dict[int, int] = {}
     rejected: list[dict[str, Any]] = []
@@ -400,7 +403,7 @@ def _run_server(grid: Any, context: Any, settings: dict[str, Any]) -> Path:
                 msgs.append(Message(content, node, MessageType.TRAIN, group_id=str(r)))
             replies = list(grid.send_and_receive(msgs, timeout=timeout))
             by_node = {rep.metadata.src_node_id: rep for rep in replies}
-            ok: list[tuple[int, str]] = []
+            ok: list[tuple[str, Any]] = []
             for k, node in enumerate(nodes):
                 n = r * k_agents + k
                 rep = by_node.get(node)
@@ -416,37 +419,27 @@ def _run_server(grid: Any, context: Any, settings: dict[str, Any]) -> Path:
                 except InvalidParameterError as exc:
                     rejected.append({"round": r, "node": int(node), "reason": str(exc)})
                     continue
-                ok.append((agent, f"0/{agent}"))
-                for key, val in (
-                    ("trial", 0),
-                    ("agent", agent),
-                    ("worker", k),
-                    ("round", r),
-                    ("submission", n),
-                    ("theta_index", v),
-                    ("score", score),
-                ):
-                    cols[key].append(val)
-                cols["report"].append(y)
+                ok.append((f"0/{agent}", event))
+                ids.append((0, agent, k, r, n, v))
+                reports.append(y)
+                scores.append(score)
                 agg.receive(y)  # eq. 22, in node order
             if ok:  # the server's record of the charges its clients declared
-                acc.charge_many([(aid, event) for _, aid in ok])
+                acc.charge_many(ok)
         # a run in which no report was accepted released nothing usable: say so in its status
-        status = "complete" if cols["trial"] or not rejected else "failed"
+        status = "complete" if ids or not rejected else "failed"
     finally:
-        n_rows = len(cols["trial"])
-        transcript = {
-            k: np.asarray(cols[k], dtype=np.int64)
-            for k in ("trial", "agent", "worker", "round", "submission", "theta_index")
-        }
-        transcript["report"] = np.asarray(cols["report"], dtype=np.float64).reshape(n_rows, d)
-        transcript["score"] = np.asarray(cols["score"], dtype=np.float64)
+        n_rows = len(ids)
+        id_cols = np.asarray(ids, dtype=np.int64).reshape(n_rows, len(_IDS)).T
+        transcript = dict(zip(_IDS, id_cols, strict=True))
+        transcript["report"] = np.asarray(reports, dtype=np.float64).reshape(n_rows, d)
+        transcript["score"] = np.asarray(scores, dtype=np.float64)
         transcript["thetas"] = np.asarray(thetas, dtype=np.float64).reshape(-1, d)
         w.write_npz("transcript.npz", transcript)
         if gravities is not None:
             g = np.asarray(gravities, dtype=np.float64)
             w.write_npz("secrets.npz", {"gravity": g[transcript["agent"]]})
-        zeta = np.asarray(cols["score"], dtype=np.float64)
+        zeta = transcript["score"]
         fst = (
             first_success_time(zeta[None, :], cfg.target_score, cfg.window) if n_rows else math.inf
         )
