@@ -229,16 +229,6 @@ def _stop_pool(ex: Any) -> None:
         p.join(timeout=5)
 
 
-def _import_ray() -> Any:
-    try:
-        import ray
-    except ImportError:
-        raise InvalidParameterError(
-            "backend='ray' needs Ray: pip install 'ldp-audit[ray]' (or pip install ray)"
-        ) from None
-    return ray
-
-
 def _call(fn: Callable[[T], R], item: T) -> R:
     """A Ray task: ``fn(item)`` (module-level, so Ray accepts it whatever ``fn`` is)."""
     return fn(item)
@@ -247,7 +237,12 @@ def _call(fn: Callable[[T], R], item: T) -> R:
 def init_ray(address: str | None, workers: int | None) -> Any:
     """``ray.init`` once: on ``address`` (a cluster) or here with ``workers`` CPUs; returns the
     ``ray`` module (:class:`~ldp_audit.errors.InvalidParameterError` if Ray is not installed)."""
-    ray = _import_ray()
+    try:
+        import ray
+    except ImportError:
+        raise InvalidParameterError(
+            "backend='ray' needs Ray: pip install 'ldp-audit[ray]' (or pip install ray)"
+        ) from None
     if not ray.is_initialized():
         kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
         if address is not None:
@@ -342,10 +337,8 @@ def _check_grid(seeds: Sequence[Any], dirs: Sequence[Any], what: str) -> None:
 
 def _describe_run(task: tuple[Any, Any, Any]) -> str:
     cfg, seed, run_dir = task
-    fields = []
-    for name in ("mechanism", "epsilon", "rounds", "trials"):
-        if hasattr(cfg, name):
-            fields.append(f"{name}={getattr(cfg, name)!r}")
+    names = ("mechanism", "epsilon", "rounds", "trials")
+    fields = [f"{n}={getattr(cfg, n)!r}" for n in names if hasattr(cfg, n)]
     where = f", run_dir={str(run_dir)!r}" if run_dir is not None else ""
     return f"{type(cfg).__name__}({', '.join(fields)}), seed={seed!r}{where}"
 

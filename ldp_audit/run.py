@@ -117,7 +117,8 @@ class OwnLoopConfig:
 
 
 class Run:
-    """An open own-loop run directory (use :func:`open_run`)."""
+    """An open own-loop run directory (use :func:`open_run`); ``extra``: more keys for its
+    ``config.json`` (a recorder's engine and protocol)."""
 
     def __init__(
         self,
@@ -130,6 +131,7 @@ class Run:
         private: Mapping[str, Any] | None = None,
         budget: float | None = None,
         overwrite: bool = False,
+        extra: Mapping[str, Any] = {},  # noqa: B006 - read, never mutated
     ) -> None:
         from ldp_audit.accountant.accountant import Accountant
         from ldp_audit.release import Transcript
@@ -171,7 +173,7 @@ class Run:
             seed=seed,
             mechanism=mechanism.to_config(),
             mode="overwrite" if overwrite else "new",
-            extra={"private_parameter": self.cfg.private_parameter, "system": system},
+            extra={"private_parameter": self.cfg.private_parameter, "system": system, **extra},
         )
         self.path = Path(self.writer.path)
         try:

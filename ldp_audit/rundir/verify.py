@@ -8,6 +8,7 @@ refusing unverified evidence unless told otherwise (:func:`unverified_banner` th
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hmac
 import re
@@ -196,9 +197,6 @@ def verify_run(
         )
     elif man_check["status"] != "unreadable":
         man = read_manifest(p)
-    if man is not None and not isinstance(man, dict):
-        problems.append(f"{p / 'manifest.json'} is not a JSON object")
-        man = None
     for name in man_check.get("changed", []):
         problems.append(f"{p / name} does not match the SHA-256 in manifest.json (changed)")
     for name in man_check.get("missing", []):
@@ -292,11 +290,8 @@ def verify_run(
     listed = set(man.get("files", {})) if isinstance(man, dict) else set()
     sealed, auth_analyses = check_analyses(p, key, listed, problems, notes)
     man_sha = None
-    if (p / "manifest.json").is_file():
-        try:
-            man_sha = sha256_file(p / "manifest.json")
-        except (OSError, RunDirectoryError):
-            man_sha = None
+    with contextlib.suppress(OSError, RunDirectoryError):
+        man_sha = sha256_file(p / "manifest.json") if (p / "manifest.json").is_file() else None
     head = (led_res or {}).get("chain_head")
     root = run_root(man_sha, head if isinstance(head, str) else None, sealed)
     if expect_root is not None and root != expect_root:
@@ -391,12 +386,11 @@ def _check_anchor(
     same = anchor.get("chain_head") == got.get("chain_head")
     if same and anchor.get("rows") == got.get("rows"):
         return
-    extends = False
     head = anchor.get("chain_head")
-    if isinstance(head, str) and re.fullmatch(r"[0-9a-f]{64}", head):
+    extends = isinstance(head, str) and re.fullmatch(r"[0-9a-f]{64}", head) is not None
+    if extends:
         try:
             led.verify(expect_head=head)
-            extends = True
         except Exception:  # noqa: BLE001 - any failure means: does not pass through the head
             extends = False
     if extends:

@@ -67,40 +67,27 @@ class FlowerRecorder:
         engine: str = "",
         budget: float | None = None,
     ) -> None:
-        from ldp_audit.accountant import Accountant
         from ldp_audit.accountant.events import event_for
-        from ldp_audit.run import ALGORITHM, OwnLoopConfig
-        from ldp_audit.rundir import RunWriter, check_new_dir, to_jsonable
+        from ldp_audit.run import Run
 
         if truth is not None and not callable(truth):
             raise InvalidParameterError(f"truth must be callable or None, got {truth!r}")
-        self.cfg = OwnLoopConfig(
-            system=system,
-            params=to_jsonable(dict(config or {})),
-            mechanism=mechanism.to_config(),
-            private_parameter=None if private is None else dict(private),
-        )
-        check_new_dir(run_dir, name="run-dir", overwrite=bool(overwrite))
-        self.mechanism = mechanism
-        self.event = event_for(mechanism)
-        self.truth = truth
-        self.writer = RunWriter(
+        run = Run(  # the own-loop run's config, writer and the server's record ledger
             run_dir,
-            algorithm=ALGORITHM,
-            config=self.cfg.to_dict(),
+            system=system,
+            config=config,
             seed=int(seed),
-            mechanism=mechanism.to_config(),
-            mode="overwrite" if overwrite else "new",
+            mechanism=mechanism,
+            private=private,
+            overwrite=bool(overwrite),
             extra={
-                "private_parameter": self.cfg.private_parameter,
-                "system": system,
                 "engine": engine or f"flower {require_flwr().__version__}",
                 "protocol": "Flower rounds; LdpReleaseMod on every client",
                 "budget": None if budget is None else budget_from(budget, "budget"),
             },
         )
-        self.path = Path(self.writer.path)
-        self.accountant = Accountant(ledger=self.writer.open_ledger())
+        self.path, self.writer, self.accountant = run.path, run.writer, run.accountant
+        self.mechanism, self.event, self.truth = mechanism, event_for(mechanism), truth
         self.thetas: list[np.ndarray] = []
         self.rows: dict[str, list[Any]] = {
             k: [] for k in ("agent", "round", "submission", "theta_index", "report", "value")
