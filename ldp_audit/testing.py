@@ -110,10 +110,6 @@ def _default_pairs(dim: int) -> list[tuple[np.ndarray, np.ndarray]]:
     return [(e0, -e0), (ones, -ones), (1e6 * e0, -1e6 * e0), (np.zeros(dim), e0)]
 
 
-def _state(rng: np.random.Generator) -> Any:
-    return rng.bit_generator.state
-
-
 def _rows(v: np.ndarray, n: int) -> np.ndarray:
     return np.tile(np.asarray(v, dtype=np.float64), (n, 1))
 
@@ -271,11 +267,11 @@ def _expect_raise(
     name: str, fn: Callable[[np.random.Generator], Any], seed: int, *, check_state: bool
 ) -> CheckResult:
     rng = np.random.default_rng(seed)
-    before = _state(rng)
+    before = rng.bit_generator.state
     try:
         fn(rng)
     except (ValueError, TypeError) as exc:
-        if check_state and _state(rng) != before:
+        if check_state and rng.bit_generator.state != before:
             return CheckResult(name, False, "raised, but only after drawing randomness")
         return CheckResult(name, True, f"raised {type(exc).__name__}: {exc}")
     except Exception as exc:  # noqa: BLE001 - a user mechanism may raise anything
@@ -381,54 +377,31 @@ def check_mechanism(
     ok = isinstance(y, np.ndarray) and y.ndim == 2 and y.shape[0] == x.shape[0]
     if ok and np.issubdtype(y.dtype, np.number):
         ok = bool(np.isfinite(y).all())
-    results.append(
-        CheckResult(
-            "output",
-            ok,
-            f"{type(y).__name__} of shape {getattr(y, 'shape', None)} for input {x.shape}"
-            + ("" if ok else " (expected a finite 2-D ndarray with one row per input row)"),
-        )
-    )
+    expect = " (expected a finite 2-D ndarray with one row per input row)"
+    shape = f"{type(y).__name__} of shape {getattr(y, 'shape', None)} for input {x.shape}"
+    results.append(CheckResult("output", ok, shape + ("" if ok else expect)))
     y_same = mechanism.privatize(x, np.random.default_rng(seed))
     same = np.array_equal(np.asarray(y), np.asarray(y_same))
-    results.append(
-        CheckResult(
-            "determinism", same, "same seed, same output" if same else "same seed, different output"
-        )
-    )
+    how = "same output" if same else "different output"
+    results.append(CheckResult("determinism", same, f"same seed, {how}"))
     if private:
         y_other = mechanism.privatize(x, np.random.default_rng(seed + 1))
         differ = not np.array_equal(np.asarray(y), np.asarray(y_other))
-        results.append(
-            CheckResult(
-                "randomness",
-                differ,
-                "another seed gives another output"
-                if differ
-                else "another seed gives the same output (randomness not from rng?)",
-            )
-        )
+        how = "another output" if differ else "the same output (randomness not from rng?)"
+        results.append(CheckResult("randomness", differ, f"another seed gives {how}"))
     else:
         results.append(CheckResult("randomness", None, "epsilon = inf: non-private baseline"))
 
-    # -- bad input
+    # -- bad input: (name, the call, whether it must raise before drawing randomness)
+    bad_calls = []
     for name, bad in (("rejects_nan", np.nan), ("rejects_inf", np.inf)):
         xb = x.copy()
         xb[x.shape[0] // 2, dim - 1] = bad
-        results.append(
-            _expect_raise(name, lambda r, xb=xb: mechanism.privatize(xb, r), seed, check_state=True)
-        )
-    results.append(
-        _expect_raise("rejects_1d", lambda r: mechanism.privatize(x[0], r), seed, check_state=False)
-    )
-    results.append(
-        _expect_raise(
-            "rejects_non_generator",
-            lambda r: mechanism.privatize(x, seed),
-            seed,
-            check_state=False,
-        )
-    )
+        bad_calls.append((name, lambda r, xb=xb: mechanism.privatize(xb, r), True))
+    bad_calls.append(("rejects_1d", lambda r: mechanism.privatize(x[0], r), False))
+    bad_calls.append(("rejects_non_generator", lambda r: mechanism.privatize(x, seed), False))
+    for name, call, before in bad_calls:
+        results.append(_expect_raise(name, call, seed, check_state=before))
 
     # -- privacy
     if private:

@@ -121,28 +121,25 @@ PGC_A3C = SystemSpec(
 # ----------------------------------------------------------------------------------------------
 
 
+#: DP-SGD: one row per update; observation noise: one row per released observation
+_DPRL_SCHEMAS = {
+    "dpsgd": (
+        ArraySpec("update_index", _I, 1, doc="update number"),
+        ArraySpec("update_norm", _F, 1, doc="L2 norm of the released noisy update"),
+        ArraySpec("update", _F, 2, optional=True, doc="the released noisy update"),
+        ArraySpec("canary_projection", _F, 2, optional=True, doc="update x canary directions"),
+    ),
+    "obs-noise": (
+        ArraySpec("observation", _F, 2, doc="the released noisy observation"),
+        ArraySpec("episode", _I, 1, doc="episode (the privacy unit)"),
+        ArraySpec("step", _I, 1, doc="step within the episode"),
+    ),
+}
+
+
 def dprl_schema(cfg: Any) -> TranscriptSchema:
-    """DP-SGD: one row per update; observation noise: one row per released observation."""
-    if cfg.privacy == "dpsgd":
-        return TranscriptSchema(
-            (
-                ArraySpec("update_index", _I, 1, doc="update number"),
-                ArraySpec("update_norm", _F, 1, doc="L2 norm of the released noisy update"),
-                ArraySpec("update", _F, 2, optional=True, doc="the released noisy update"),
-                ArraySpec(
-                    "canary_projection", _F, 2, optional=True, doc="update x canary directions"
-                ),
-            )
-        )
-    if cfg.privacy == "obs-noise":
-        return TranscriptSchema(
-            (
-                ArraySpec("observation", _F, 2, doc="the released noisy observation"),
-                ArraySpec("episode", _I, 1, doc="episode (the privacy unit)"),
-                ArraySpec("step", _I, 1, doc="step within the episode"),
-            )
-        )
-    return TranscriptSchema(())
+    """The arrays of :data:`_DPRL_SCHEMAS` for the run's privacy (none without privacy)."""
+    return TranscriptSchema(_DPRL_SCHEMAS.get(cfg.privacy, ()))
 
 
 def dprl_targets(cfg: Any) -> list[tuple[str, Any]]:
@@ -361,9 +358,7 @@ class ProxyPairMechanism:
     def epsilon(self) -> float:
         return float(self.upload.pair_epsilon)
 
-    @property
-    def delta(self) -> float:
-        return 0.0
+    delta = 0.0  # a class attribute, not a field
 
     def privatize(self, x: Any, rng: np.random.Generator) -> np.ndarray:
         return self.upload.privatize(x, rng)
