@@ -465,8 +465,7 @@ class WorkProgress:
 
 
 def _grid_chunk(train_grid: Callable[..., list[R]], chunk: tuple[Any, ...]) -> list[R]:
-    cfgs, seeds, dirs, *rest = chunk
-    sink = rest[0] if rest else None
+    cfgs, seeds, dirs, sink = chunk
     kwargs: dict[str, Any] = {"seed": list(seeds), "progress": False}
     if sink is not None:
         kwargs["_sink"] = sink
@@ -573,13 +572,10 @@ def backend_options(args: Any = None, **given: Any) -> dict[str, Any]:
     >>> backend_options(backend="ray", address="auto")
     {'backend': 'ray', 'address': 'auto', 'workers': None}
     """
-    src = dict(given)
-    if args is not None:
-        for name in ("backend", "address", "workers"):
-            src.setdefault(name, getattr(args, name, None))
-    backend = src.get("backend") or "local"
-    backend, address, workers = check_backend(backend, src.get("address"), src.get("workers"))
-    return {"backend": backend, "address": address, "workers": workers}
+    names = ("backend", "address", "workers")
+    src = {**{n: getattr(args, n, None) for n in names}, **given}
+    checked = check_backend(src["backend"] or "local", src["address"], src["workers"])
+    return dict(zip(names, checked, strict=True))
 
 
 def describe_spec(spec: Any) -> str:

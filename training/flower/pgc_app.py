@@ -359,25 +359,20 @@ def _run_server(grid: Any, context: Any, settings: dict[str, Any]) -> Path:
     if gt not in (None, ""):  # "" is the app project's default: no ground truth
         gravities = [float(x) for x in (gt.split(",") if isinstance(gt, str) else gt)]
     mech = cfg.make_mechanism()
-    mode = "overwrite" if bool(rc.get("overwrite", False)) else "new"
     w = RunWriter(
         rc["run-dir"],
         algorithm="pgc-a3c",
         config=cfg.to_dict(),
         seed=seed,
         mechanism=mech.to_config(),
-        mode=mode,
+        mode="overwrite" if rc.get("overwrite", False) else "new",
         extra={"engine": f"flower {require_flwr().__version__}", "protocol": "synchronous rounds"},
     )
     acc = Accountant(ledger=w.open_ledger())
     event = event_for(mech)
     t0 = time.perf_counter()
-    agg = Eq22Aggregator(
-        init_theta(agent_rng(seed, 0, 0)),
-        cfg.eta,
-        cfg.effective_buffer_size,
-    )
-    d = agg.theta.size
+    agg = Eq22Aggregator(init_theta(agent_rng(seed, 0, 0)), cfg.eta, cfg.effective_buffer_size)
+    d, cfg_json = agg.theta.size, json.dumps(cfg.to_dict())
     ids: list[tuple[int, ...]] = []  # one row per accepted report, the _IDS columns
     reports: list[np.ndarray] = []
     scores: list[float] = []
@@ -387,19 +382,12 @@ def _run_server(grid: Any, context: Any, settings: dict[str, Any]) -> Path:
     status = "failed"
     try:
         for r in range(cfg.rounds):
-            thetas.append(agg.theta.copy())
-            v = len(thetas) - 1
+            thetas.append(agg.theta.copy())  # row r of thetas: the reports of round r
             msgs = []
             for k, node in enumerate(nodes):
                 n = r * k_agents + k
-                content = RecordDict(
-                    {
-                        "theta": ArrayRecord([agg.theta.copy()]),
-                        "config": ConfigRecord(
-                            {"pgc-config": json.dumps(cfg.to_dict()), "submission": n, "round": r}
-                        ),
-                    }
-                )
+                rec = ConfigRecord({"pgc-config": cfg_json, "submission": n, "round": r})
+                content = RecordDict({"theta": ArrayRecord([agg.theta.copy()]), "config": rec})
                 msgs.append(Message(content, node, MessageType.TRAIN, group_id=str(r)))
             replies = list(grid.send_and_receive(msgs, timeout=timeout))
             by_node = {rep.metadata.src_node_id: rep for rep in replies}
@@ -420,7 +408,7 @@ def _run_server(grid: Any, context: Any, settings: dict[str, Any]) -> Path:
                     rejected.append({"round": r, "node": int(node), "reason": str(exc)})
                     continue
                 ok.append((f"0/{agent}", event))
-                ids.append((0, agent, k, r, n, v))
+                ids.append((0, agent, k, r, n, r))
                 reports.append(y)
                 scores.append(score)
                 agg.receive(y)  # eq. 22, in node order
@@ -674,10 +662,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"--gravities must be a comma list of numbers, got {a.gravities!r}"
             ) from None
         cfg = PgcA3cConfig(
-            mechanism=a.mechanism,
-            epsilon=a.epsilon,
-            rounds=a.rounds,
-            buffer_size=a.buffer_size,
+            mechanism=a.mechanism, epsilon=a.epsilon, rounds=a.rounds, buffer_size=a.buffer_size
         )
         agents = [AgentSecrets(g, a.seed + 1 + k) for k, g in enumerate(grav)]
         run = run_simulation(
