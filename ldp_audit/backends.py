@@ -114,14 +114,6 @@ def _fail(exc: BaseException, index: int, items: Sequence[Any], describe: Any) -
     return err
 
 
-def _bar(progress: Any, total: int) -> Any:
-    """A tqdm bar of finished tasks on stderr (disabled, a no-op, without ``progress``)."""
-    from tqdm.auto import tqdm
-
-    desc = progress if isinstance(progress, str) else "tasks"
-    return tqdm(total=total, desc=desc, unit="task", disable=not progress)
-
-
 def run_tasks(
     fn: Callable[[T], R],
     items: Iterable[T],
@@ -161,8 +153,11 @@ def run_tasks(
     if not callable(fn):
         raise InvalidParameterError(f"fn must be callable, got {type(fn).__name__}")
     max_retries = check_int(max_retries, "max_retries", minimum=0)
+    from tqdm.auto import tqdm
+
     items = list(items)
-    with _bar(progress, len(items)) as bar:
+    desc = progress if isinstance(progress, str) else "tasks"  # a bar of finished tasks
+    with tqdm(total=len(items), desc=desc, unit="task", disable=not progress) as bar:
         if backend == "ray":
             return _run_ray(fn, items, address, workers, bar, describe, max_retries, _poll)
         if workers is not None and workers > 1 and len(items) > 1:

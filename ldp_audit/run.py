@@ -190,7 +190,6 @@ class Run:
         self._thetas: list[np.ndarray] = []
         self._secrets: list[float] = []
         self._clean: list[np.ndarray] = []
-        self._n = 0
         self._closed = False
 
     def _theta_index(self, theta: Any) -> int:
@@ -255,14 +254,13 @@ class Run:
         )
         self.transcript.append(
             rel,
-            submission=np.array([self._n]),
+            submission=np.array([len(self.transcript)]),
             theta_index=np.array([self._theta_index(theta)]),
             score=np.array([float(score)]),
         )
         self._secrets.append(math.nan if secret is None else float(secret))
         self._clean.append(x[0].copy())
         self._dim = x.shape[1]
-        self._n += 1
         return rel
 
     def close(self, status: str = "complete", metrics: Mapping[str, Any] | None = None) -> Path:
@@ -271,9 +269,8 @@ class Run:
             return self.path
         self._closed = True
         arr = self.transcript.arrays()
-        if self._n:
-            d = arr["report"].shape[1]
-            arr["thetas"] = np.stack(self._thetas) if self._thetas else np.zeros((0, d))
+        if len(self.transcript):  # every release recorded its theta
+            arr["thetas"] = np.stack(self._thetas)
             self.writer.write_npz("transcript.npz", arr)
             self.writer.write_npz(
                 "secrets.npz",
@@ -282,7 +279,7 @@ class Run:
         self.writer.write_json(
             "metrics.json",
             {
-                "submissions": self._n,
+                "submissions": len(self.transcript),
                 "agents": len({int(a) for a in arr.get("agent", [])}),
                 "user": dict(metrics or {}),
             },

@@ -103,13 +103,6 @@ class MechanismCheckError(LdpAuditError, AssertionError):
 # ----------------------------------------------------------------------------------------------
 
 
-def _default_pairs(dim: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    e0 = np.zeros(dim)
-    e0[0] = 1.0
-    ones = np.ones(dim)
-    return [(e0, -e0), (ones, -ones), (1e6 * e0, -1e6 * e0), (np.zeros(dim), e0)]
-
-
 def _rows(v: np.ndarray, n: int) -> np.ndarray:
     return np.tile(np.asarray(v, dtype=np.float64), (n, 1))
 
@@ -354,7 +347,9 @@ def check_mechanism(
     # -- input pairs
     if pairs is None:
         cand = getattr(mechanism, "candidate_pairs", None)
-        pairs = cand(dim) if callable(cand) else _default_pairs(dim)
+        e0, ones = np.eye(dim)[0], np.ones(dim)  # unit, sign and huge inputs by default
+        default = [(e0, -e0), (ones, -ones), (1e6 * e0, -1e6 * e0), (np.zeros(dim), e0)]
+        pairs = cand(dim) if callable(cand) else default
     pairs = [(np.asarray(p, dtype=np.float64), np.asarray(q, dtype=np.float64)) for p, q in pairs]
     if not pairs or any(p.shape != (dim,) or q.shape != (dim,) for p, q in pairs):
         raise InvalidParameterError(f"pairs must be a non-empty list of (x, x2) of shape ({dim},)")

@@ -84,10 +84,6 @@ def to_jsonable(obj: Any) -> Any:
     return obj
 
 
-def _dump(obj: Any) -> str:
-    return json.dumps(to_jsonable(obj), indent=1, allow_nan=False)
-
-
 def sha256_file(f: Path) -> str:
     """SHA-256 (hex) of a run file (a FIFO or device is refused, never opened)."""
     check_regular_file(f, "run file")  # a FIFO would block the hash
@@ -153,7 +149,7 @@ def _atomic_write(target: Path, write: Any, *, replace: bool = False) -> None:
 
 def write_json_file(target: Path, obj: Any, *, replace: bool = False) -> None:
     """Write ``obj`` as JSON to ``target`` atomically (once, unless ``replace``)."""
-    text = _dump(obj)
+    text = json.dumps(to_jsonable(obj), indent=1, allow_nan=False)
     _atomic_write(target, lambda t: t.write_text(text), replace=replace)
 
 

@@ -109,10 +109,6 @@ def _pgc_config(cfg: Any, n_agents: int) -> Any:
     return replace(cfg, trials=1, n_agents=n_agents, max_submissions=n_agents * cfg.rounds)
 
 
-def _alpha(cfg: Any, n: int) -> float:
-    return max(0.0, float(cfg.alpha_start) - n / float(cfg.alpha_decay))
-
-
 # ==============================================================================================
 # Client side: the agent and its release mod
 # ==============================================================================================
@@ -128,7 +124,12 @@ def _agent_state(context: Any, secrets: Mapping[int, AgentSecrets] | None, ledge
     # a simulation under `flwr run` (no node config of its own): a node that gives its gravity
     # never reads a file the run config names
     if "gravity" not in nc and secrets is None and rc.get("agents-file"):
-        secrets = _read_agents_file(str(rc["agents-file"]))
+        # the simulated agents' secrets (run_simulation writes this file for the ClientApps;
+        # a real SuperNode gives its own in its node config; the ServerApp never reads it)
+        data = json.loads(Path(str(rc["agents-file"])).read_text())
+        secrets = {
+            int(k): AgentSecrets(float(v["gravity"]), v.get("seed")) for k, v in data.items()
+        }
     if ledger_dir is None and rc.get("ledger-dir"):
         ledger_dir = str(rc["ledger-dir"])
     if "gravity" in nc:
@@ -144,14 +145,6 @@ def _agent_state(context: Any, secrets: Mapping[int, AgentSecrets] | None, ledge
     if ldir is None:
         raise InvalidParameterError(f"agent {agent} has no ledger dir (node config 'ledger-dir')")
     return agent, sec, Path(str(ldir))
-
-
-def _read_agents_file(path: str) -> dict[int, AgentSecrets]:
-    """The simulated agents' secrets (``run_simulation`` writes this file for the ClientApps
-    of a simulation; a real SuperNode gives its own in its node config). The ServerApp never
-    reads it."""
-    data = json.loads(Path(path).read_text())
-    return {int(k): AgentSecrets(float(v["gravity"]), v.get("seed")) for k, v in data.items()}
 
 
 class LdpReleaseMod:
@@ -240,7 +233,7 @@ def _train(msg: Any, context: Any, secrets: Any, ledger_dir: Any) -> Any:
         theta,
         sec.gravity,
         agent_rng(sec.seed, agent, submission, 0),  # stream 0: the episode
-        _alpha(cfg, submission),
+        max(0.0, float(cfg.alpha_start) - submission / float(cfg.alpha_decay)),  # alpha_n
         cfg.episode_steps,
         gamma=cfg.gamma,
         lam=cfg.lam,
