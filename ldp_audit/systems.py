@@ -27,7 +27,7 @@ from __future__ import annotations
 import importlib
 import re
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol, runtime_checkable
@@ -591,15 +591,6 @@ def unregister(name: str) -> None:
             table.pop(name, None)
 
 
-def _entry_points() -> Iterable[Any]:
-    from importlib.metadata import entry_points
-
-    try:
-        return list(entry_points(group=ENTRY_POINT_GROUP))
-    except Exception:  # noqa: BLE001 - a broken distribution's metadata must not stop the CLI
-        return []
-
-
 def _load_locked() -> None:
     global _LOADED
     if _LOADED:
@@ -614,7 +605,13 @@ def _load_locked() -> None:
             continue
         _REGISTRY[obj.name] = obj
         _ORIGIN[obj.name] = ref
-    for ep in _entry_points():
+    from importlib.metadata import entry_points
+
+    try:
+        eps = list(entry_points(group=ENTRY_POINT_GROUP))
+    except Exception:  # noqa: BLE001 - a broken distribution's metadata must not stop the CLI
+        eps = []
+    for ep in eps:
         origin = f"entry point {ep.name!r} = {ep.value!r} (group {ENTRY_POINT_GROUP!r})"
         try:
             obj = _check_system(ep.load(), origin)

@@ -336,12 +336,9 @@ def _run_server(grid: Any, context: Any, settings: dict[str, Any]) -> Path:
             raise InvalidParameterError(f"run config must give {key!r}")
     seed = int(rc.get("seed", 0))
     timeout = float(rc.get("timeout", 600.0))
-    nodes = sorted(grid.get_node_ids())
-    wait_until = time.monotonic() + timeout
-    want = int(rc.get("num-agents", 0)) or None
-    while want is not None and len(nodes) < want and time.monotonic() < wait_until:
-        time.sleep(0.5)
-        nodes = sorted(grid.get_node_ids())
+    want, wait_until = int(rc.get("num-agents", 0)), time.monotonic() + timeout
+    while len(nodes := sorted(grid.get_node_ids())) < want and time.monotonic() < wait_until:
+        time.sleep(0.5)  # for the SuperNodes the run config names (num-agents)
     if not nodes:
         raise InvalidParameterError("no SuperNode connected")
     k_agents = len(nodes)

@@ -128,9 +128,7 @@ class FlowerRecorder:
 
     def accept(self, server_round: int, agent: int, report: np.ndarray, theta_index: int) -> None:
         """Record one accepted report and the charge its client declared."""
-        value = math.nan
-        if self.truth is not None:
-            value = float(self.truth(agent))
+        value = math.nan if self.truth is None else float(self.truth(agent))
         self.accountant.charge_many([(str(agent), self.event)])
         row = (agent, server_round, len(self.rows["agent"]), theta_index, report, value)
         for col, v in zip(self.rows.values(), row, strict=True):  # the columns, in order
