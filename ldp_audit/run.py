@@ -135,7 +135,7 @@ class Run:
     ) -> None:
         from ldp_audit.accountant.accountant import Accountant
         from ldp_audit.release import Transcript
-        from ldp_audit.rundir import RunWriter, check_new_dir, to_jsonable
+        from ldp_audit.rundir import RunWriter, to_jsonable
 
         check_bool(overwrite, "overwrite")
         if mechanism is None:  # a baseline says so: its ledger records epsilon inf per report
@@ -144,8 +144,8 @@ class Run:
                 "mechanism=ldp_audit.mechanisms.NoPrivacy() (reports released as they are, "
                 "charged as non-private: epsilon inf in the ledger; docs/own-loop.md)"
             )
-        # every argument's type before any work (raw TypeError / ValueError never reach a user)
-        check_int(seed, "seed", minimum=0)
+        # every argument's type before any work (raw TypeError / ValueError never reach a user;
+        # the seed and the path: RunWriter, before it makes the folder)
         if config is not None and not isinstance(config, Mapping):
             raise InvalidParameterError(
                 f"config must be a dict (or None), got {type(config).__name__}"
@@ -163,7 +163,6 @@ class Run:
             mechanism=mechanism.to_config(),
             private_parameter=private,
         )
-        check_new_dir(path, name="run_dir", overwrite=overwrite)  # before any work
         self.mechanism = mechanism
         existed = Path(path).exists()
         self.writer = RunWriter(
@@ -184,7 +183,6 @@ class Run:
 
                 shutil.rmtree(self.path, ignore_errors=True)
             raise
-        self._dim: int | None = None
         self.rng = np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(1,)))
         self.transcript = Transcript()
         self._thetas: list[np.ndarray] = []
@@ -231,12 +229,12 @@ class Run:
                 f"values must be an array of numbers (one report), got {type(values).__name__}: "
                 f"{exc}"
             ) from None
-        if self._dim is not None and x.shape[1] != self._dim:
+        if self._clean and x.shape[1] != self._clean[0].size:
             # refused before the charge: a transcript holds one report shape
             raise InvalidParameterError(
                 f"values has {x.shape[1]} coordinates, but this run's reports have "
-                f"{self._dim} (its first release); every release of a run has one shape, and "
-                f"nothing was charged"
+                f"{self._clean[0].size} (its first release); every release of a run has one "
+                f"shape, and nothing was charged"
             )
         if secret is not None and self.cfg.private_parameter is not None:
             if float(secret) not in self.cfg.private_parameter["values"]:
@@ -260,7 +258,6 @@ class Run:
         )
         self._secrets.append(math.nan if secret is None else float(secret))
         self._clean.append(x[0].copy())
-        self._dim = x.shape[1]
         return rel
 
     def close(self, status: str = "complete", metrics: Mapping[str, Any] | None = None) -> Path:

@@ -27,6 +27,7 @@ from ldp_audit.rundir.files import (
     write_npz_file,
 )
 from ldp_audit.rundir.paths import (
+    ANALYSES_INDEX,
     ARTIFACT_PATTERN,
     LEDGER_SIDE,
     RUN_FILES,
@@ -188,12 +189,9 @@ class RunWriter:
             )
         # outputs of the interrupted attempt are superseded (the ledger is kept), and so are
         # the analyses of them sealed against its manifest
-        for name in RUN_FILES:
+        for name in (*RUN_FILES, ANALYSES_INDEX):
             if name not in ("config.json", "ledger.sqlite"):
                 (p / name).unlink(missing_ok=True)
-        from ldp_audit.rundir.seal import INDEX
-
-        (p / INDEX).unlink(missing_ok=True)
         for f in p.iterdir():
             if f.is_file() and ARTIFACT_PATTERN.match(f.name):
                 f.unlink()
