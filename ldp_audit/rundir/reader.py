@@ -53,10 +53,6 @@ class RunDir:
         return str(self.config.get("algorithm"))
 
     @property
-    def seed(self) -> int:
-        return int(self.config["seed"])
-
-    @property
     def system(self) -> Any:
         """The registered system that wrote this run.
 
