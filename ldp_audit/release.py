@@ -235,14 +235,6 @@ def _check_charges(charges: Any, memo: dict[int, tuple[Any, str]]) -> list[tuple
     return out
 
 
-def _check_guarantee(epsilon: Any, delta: Any) -> tuple[float, float]:
-    """The per-release guarantee for the record: epsilon >= 0 (inf allowed), delta in [0, 1]."""
-    eps = check_real(epsilon, "epsilon")
-    if not eps >= 0.0:  # also NaN
-        raise InvalidParameterError(f"epsilon must be >= 0 (inf allowed), got {epsilon!r}")
-    return eps, check_probability(delta, "delta", open_interval=False)
-
-
 def _check_meta(meta: Any, n: int | None) -> dict[str, np.ndarray]:
     """Meta arrays: str keys, numeric arrays of equal length (``n`` rows when known)."""
     if meta is None:
@@ -442,7 +434,10 @@ def release_with(
     charges = _check_charges(charges, memo if len(memo) < 1024 else {})
     if not charges:
         raise InvalidParameterError("charges must name at least one (agent, event)")
-    eps, dl = _check_guarantee(epsilon, delta)
+    eps = check_real(epsilon, "epsilon")  # the per-release guarantee, for the record
+    if not eps >= 0.0:  # also NaN
+        raise InvalidParameterError(f"epsilon must be >= 0 (inf allowed), got {epsilon!r}")
+    dl = check_probability(delta, "delta", open_interval=False)
     scope = _check_scope(scope)
     meta_arrays = _check_meta(meta, None)
     accountant.charge_many(charges, scope=scope)  # durable, before any noise

@@ -101,14 +101,6 @@ def run_app_project(
 # ==============================================================================================
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _toml_value(v: Any) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
@@ -145,6 +137,7 @@ def flwr_run(
         ``finished:failed``, Flower's exit code 700, while ``flwr run --stream`` exits 0), else 0.
     """
     import os
+    import socket
     import subprocess
     import sys
     import tempfile
@@ -164,7 +157,9 @@ def flwr_run(
             return flwr_run(app, run_config=run_config, num_supernodes=n, timeout=timeout, log=f)
     out = log if log is not None else subprocess.DEVNULL
     with tempfile.TemporaryDirectory(prefix="ldp-flwr-") as home:
-        port = _free_port()
+        with socket.socket() as s:  # a free port for the SuperLink
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
         Path(home, "config.toml").write_text(
             f'[superlink]\ndefault = "sim"\n\n[superlink.sim]\naddress = "127.0.0.1:{port}"\n'
             "insecure = true\n"

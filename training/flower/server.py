@@ -267,18 +267,6 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _abs_path(rc: Mapping[str, Any], key: str) -> str:
-    v = rc.get(key)
-    if not isinstance(v, str) or not v:
-        raise InvalidParameterError(f"the run config must give {key!r} (a folder), got {v!r}")
-    if not Path(v).is_absolute():
-        raise InvalidParameterError(
-            f"the run config's {key!r} must be an absolute path (Flower runs the ServerApp in a "
-            f"process whose working folder is not yours), got {v!r}"
-        )
-    return v
-
-
 def ldp_server_main(
     grid: Any,
     context: Any,
@@ -314,7 +302,16 @@ def ldp_server_main(
     from flwr.serverapp.strategy import FedAvg
 
     rc = dict(context.run_config)
-    run_dir = _abs_path(rc, "run-dir")
+    run_dir = rc.get("run-dir")
+    if not isinstance(run_dir, str) or not run_dir:
+        raise InvalidParameterError(
+            f"the run config must give 'run-dir' (a folder), got {run_dir!r}"
+        )
+    if not Path(run_dir).is_absolute():
+        raise InvalidParameterError(
+            f"the run config's 'run-dir' must be an absolute path (Flower runs the ServerApp in a "
+            f"process whose working folder is not yours), got {run_dir!r}"
+        )
     mech = mechanism_from(rc.get("ldp-mechanism"), "run config")
     rounds = rc.get("num-server-rounds", 3)
     min_nodes = rc.get("min-nodes", 2)
