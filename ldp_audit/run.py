@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.release import Transcript, release
 from ldp_audit.systems import ArraySpec, SystemSpec, TrainResult, TranscriptSchema
 from ldp_audit.validation import check_bool, check_int, check_positive
 
@@ -134,7 +135,6 @@ class Run:
         extra: Mapping[str, Any] = {},  # noqa: B006 - read, never mutated
     ) -> None:
         from ldp_audit.accountant.accountant import Accountant
-        from ldp_audit.release import Transcript
         from ldp_audit.rundir import RunWriter, to_jsonable
 
         check_bool(overwrite, "overwrite")
@@ -217,7 +217,6 @@ class Run:
         Returns:
             The :class:`~ldp_audit.release.SealedRelease` (``.values[0]`` is the noisy report).
         """
-        from ldp_audit.release import release
 
         if self._closed:
             raise InvalidParameterError("the run is closed; open a new one")

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.parse import parse_int, parse_private_param
 from ldp_audit.systems import ArraySpec, Command, SystemSpec, TranscriptSchema
 
 __all__ = ["PGC_A3C", "PGC_SCHEMA", "DPRL", "FEDRL", "FRD", "ProxyPairMechanism"]
@@ -456,7 +457,6 @@ def cache_option(p: Any) -> None:
 
 def _int_option(p: Any, flag: str, minimum: int, default: int | None, **kw: Any) -> None:
     """An integer option ``flag`` >= ``minimum`` (read by :func:`ldp_audit.parse.parse_int`)."""
-    from ldp_audit.parse import parse_int
 
     p.add_argument(flag, type=lambda t: parse_int(t, flag, minimum=minimum), default=default, **kw)
 
@@ -500,7 +500,6 @@ def fedrl_reproduce(rc: Any, *, out: str, command: str, **kw: Any) -> dict[str, 
 def frd_options(p: Any) -> None:
     """``train frd --setting`` (a preset of six fields) and ``--private-param NAME=V1,V2``
     (one option, two fields)."""
-    from ldp_audit.parse import parse_private_param
 
     p.add_argument("--setting", type=int, choices=range(1, 8), default=1, metavar="{1..7}",
                    help="Table 1 setting (S, E, I, network size, cut components); --sections, "

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
+from ldp_audit.limits import check_run_files
 from ldp_audit.rundir.files import (
     existing_run_dir,
     manifest_bytes,
@@ -172,7 +173,6 @@ def verify_run(
     from ldp_audit.accountant.keys import check_key_outside, load_key
     from ldp_audit.accountant.ledger import Ledger
     from ldp_audit.errors import LedgerError
-    from ldp_audit.limits import check_run_files
     from ldp_audit.rundir.seal import check_analyses, other_key, run_root
 
     p = existing_run_dir(path)
@@ -336,7 +336,6 @@ def require_verified(
             to read it anyway).
     """
     p = check_path_arg(path, name)
-    from ldp_audit.limits import check_run_files
 
     check_run_files(p, name)  # a FIFO anywhere in it (config.json too): named, never opened
     if not is_run_dir(p):

@@ -47,7 +47,9 @@ from typing import Any
 
 import numpy as np
 
+from ldp_audit.accountant import Accountant, Budget, Ledger
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.rundir import RunDir, RunWriter, check_new_dir, json_number
 from ldp_audit.training.flower import run as app_run
 from ldp_audit.training.flower.protocol import agent_rng, require_flwr, sealed_report
 from ldp_audit.validation import check_int
@@ -194,7 +196,6 @@ class LdpReleaseMod:
         return out
 
     def _release(self, raw: dict[str, Any], context: Any) -> Any:
-        from ldp_audit.accountant import Accountant, Budget, Ledger
         from ldp_audit.training.pgc_a3c import privatize_reports
 
         cfg = raw["config"]
@@ -324,9 +325,7 @@ def _run_server(grid: Any, context: Any, settings: dict[str, Any]) -> Path:
     """The ServerApp's main: broadcast, receive, aggregate, record."""
     from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, RecordDict
 
-    from ldp_audit.accountant import Accountant
     from ldp_audit.accountant.events import event_for
-    from ldp_audit.rundir import RunWriter, json_number
     from ldp_audit.training.pgc_a3c import init_theta
     from ldp_audit.training.pgc_a3c.metrics import first_success_time
 
@@ -544,8 +543,6 @@ def run_simulation(
     require_flwr()
     import tempfile
 
-    from ldp_audit.rundir import check_new_dir
-
     agents = list(agents)
     if not agents or not all(isinstance(a, AgentSecrets) for a in agents):
         raise InvalidParameterError("agents must be a non-empty list of AgentSecrets")
@@ -589,7 +586,6 @@ def run_simulation(
 def summary(run_dir: str | Path, ledger_dir: str | Path | None = None) -> str:
     """Where a Flower run is and what it spent, in a few lines (from its manifest and metrics):
     what the simulation's own output (Flower's log) does not say."""
-    from ldp_audit.rundir import RunDir
 
     run = RunDir(run_dir)
     run_dir, man, m = run.path, run.manifest() or {}, run.metrics()

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.rundir import RunDir, check_new_dir, read_manifest
 from ldp_audit.validation import check_int
 
 __all__ = ["flwr_run", "app_pyproject", "write_app_project", "run_app_project"]
@@ -53,7 +54,6 @@ def app_pyproject(name: str, description: str, module: str, config: str) -> str:
 
 def write_app_project(path: str | Path, pyproject: str, module: str, text: str) -> Path:
     """Write a Flower app project (``pyproject.toml`` + ``<module>.py``) into a new folder."""
-    from ldp_audit.rundir import check_new_dir
 
     p = check_new_dir(path, name="app project folder")
     p.mkdir(parents=True, exist_ok=True)
@@ -74,8 +74,6 @@ def run_app_project(
             not ``complete`` (the message quotes the first refused reply).
     """
     import tempfile
-
-    from ldp_audit.rundir import RunDir, read_manifest
 
     with tempfile.TemporaryDirectory(prefix="ldp-flwr-app-") as tmp:
         app = write(Path(tmp) / "app")

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.rundir import RunDir, json_number
 from ldp_audit.training.flower.protocol import (
     budget_from,
     flatten,
@@ -166,7 +167,6 @@ class FlowerRecorder:
                         "secrets.npz", {"value": np.asarray(self.rows["value"], dtype=np.float64)}
                     )
             spent = self.accountant.spent_all(delta=float(getattr(self.mechanism, "delta", 0.0)))
-            from ldp_audit.rundir import json_number
 
             self.writer.write_json(
                 "metrics.json",
@@ -352,7 +352,6 @@ def ldp_server_main(
 
 def summary(run_dir: str | Path, ledger_dir: str | Path | None = None) -> str:
     """Where a Flower run is and what it spent, in a few lines (from its manifest and metrics)."""
-    from ldp_audit.rundir import RunDir
 
     rd = RunDir(run_dir)
     run_dir, man, m, cfg = rd.path, rd.manifest() or {}, rd.metrics(), rd.config
