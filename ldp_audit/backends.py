@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ldp_audit.errors import InvalidParameterError, LdpAuditError
+from ldp_audit.errors import InvalidParameterError, LdpAuditError, RunDirectoryError
 from ldp_audit.validation import check_int
 
 __all__ = [
@@ -294,7 +294,6 @@ def fresh_run_dir(path: str | Path) -> Path:
     (manifest present) is a :class:`~ldp_audit.errors.RunDirectoryError`, as is any other
     non-empty folder; a missing or empty folder is returned as is.
     """
-    from ldp_audit.errors import RunDirectoryError
 
     p = Path(path)
     if not p.exists() or (p.is_dir() and not any(p.iterdir())):

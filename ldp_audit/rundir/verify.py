@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ldp_audit.errors import InvalidParameterError, RunDirectoryError
+from ldp_audit.errors import InvalidParameterError, LedgerError, RunDirectoryError
 from ldp_audit.limits import check_run_files
 from ldp_audit.rundir.files import (
     existing_run_dir,
@@ -172,7 +172,6 @@ def verify_run(
     """
     from ldp_audit.accountant.keys import check_key_outside, load_key
     from ldp_audit.accountant.ledger import Ledger
-    from ldp_audit.errors import LedgerError
     from ldp_audit.rundir.seal import check_analyses, other_key, run_root
 
     p = existing_run_dir(path)

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit.errors import InvalidParameterError
+from ldp_audit.errors import InvalidParameterError, LdpAuditError
 from ldp_audit.training.flower import run as app_run
 from ldp_audit.training.flower.protocol import agent_rng
 from ldp_audit.training.flower.run import app_pyproject
@@ -300,8 +300,6 @@ def main(argv: list[str] | None = None) -> int:
     ``flwr run`` on a local simulation SuperLink; prints where the run is and what it spent."""
     import argparse
     import sys
-
-    from ldp_audit.errors import LdpAuditError
 
     p = argparse.ArgumentParser(prog="python -m ldp_audit.training.flower.digits")
     p.add_argument("--out", help="the server's run directory (new or empty)")

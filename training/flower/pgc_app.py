@@ -41,14 +41,14 @@ import math
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ldp_audit.accountant import Accountant, Budget, Ledger
-from ldp_audit.errors import InvalidParameterError
+from ldp_audit.errors import InvalidParameterError, LdpAuditError
 from ldp_audit.rundir import RunDir, RunWriter, check_new_dir, json_number
 from ldp_audit.training.flower import run as app_run
 from ldp_audit.training.flower.protocol import agent_rng, require_flwr, sealed_report
@@ -106,7 +106,6 @@ def _pgc_config(cfg: Any, n_agents: int) -> Any:
         )
     if cfg.stop_at_target:
         raise InvalidParameterError("config.stop_at_target is not supported by the Flower app")
-    from dataclasses import replace
 
     return replace(cfg, trials=1, n_agents=n_agents, max_submissions=n_agents * cfg.rounds)
 
@@ -618,7 +617,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     import argparse
     import sys
 
-    from ldp_audit.errors import LdpAuditError
     from ldp_audit.training.pgc_a3c import PgcA3cConfig
 
     p = argparse.ArgumentParser(
