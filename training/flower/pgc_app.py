@@ -52,6 +52,13 @@ from ldp_audit.errors import InvalidParameterError, LdpAuditError
 from ldp_audit.rundir import RunDir, RunWriter, check_new_dir, json_number
 from ldp_audit.training.flower import run as app_run
 from ldp_audit.training.flower.protocol import agent_rng, require_flwr, sealed_report
+from ldp_audit.training.pgc_a3c import (
+    PgcA3cConfig,
+    episode_gradients,
+    init_theta,
+    privatize_reports,
+)
+from ldp_audit.training.pgc_a3c.metrics import first_success_time
 from ldp_audit.validation import check_int
 
 __all__ = [
@@ -93,7 +100,6 @@ class AgentSecrets:
 
 def _pgc_config(cfg: Any, n_agents: int) -> Any:
     """The PgcA3cConfig of a Flower run: 1 trial, n_agents workers, T = cfg.rounds rounds."""
-    from ldp_audit.training.pgc_a3c import PgcA3cConfig
 
     if isinstance(cfg, Mapping):
         cfg = PgcA3cConfig.from_dict(dict(cfg))
@@ -195,7 +201,6 @@ class LdpReleaseMod:
         return out
 
     def _release(self, raw: dict[str, Any], context: Any) -> Any:
-        from ldp_audit.training.pgc_a3c import privatize_reports
 
         cfg = raw["config"]
         agent, sec, ldir = _agent_state(context, self.secrets, self.ledger_dir)
@@ -222,8 +227,6 @@ def _train(msg: Any, context: Any, secrets: Any, ledger_dir: Any) -> Any:
     """The agent's train function: one episode at the broadcast theta; the raw gradient goes to
     this process's release mod (module-level, so that pickling the app never copies it)."""
     from flwr.app import Message, MetricRecord, RecordDict
-
-    from ldp_audit.training.pgc_a3c import episode_gradients
 
     agent, sec, _ = _agent_state(context, secrets, ledger_dir)
     cfg = _pgc_config(json.loads(str(msg.content["config"]["pgc-config"])), 1)
@@ -325,8 +328,6 @@ def _run_server(grid: Any, context: Any, settings: dict[str, Any]) -> Path:
     from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, RecordDict
 
     from ldp_audit.accountant.events import event_for
-    from ldp_audit.training.pgc_a3c import init_theta
-    from ldp_audit.training.pgc_a3c.metrics import first_success_time
 
     rc = {**dict(context.run_config), **settings}
     for key in ("pgc-config", "run-dir"):
@@ -616,8 +617,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     directory. Exit 0 ok, 2 usage or input error (no traceback)."""
     import argparse
     import sys
-
-    from ldp_audit.training.pgc_a3c import PgcA3cConfig
 
     p = argparse.ArgumentParser(
         prog="python -m ldp_audit.training.flower.pgc_app",
