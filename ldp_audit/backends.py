@@ -305,11 +305,9 @@ def fresh_run_dir(path: str | Path) -> Path:
             f"run directory {str(p)!r} already holds a finished run (manifest.json); "
             "a retried task never replaces it"
         )
-    cfg = p / "config.json"
-    try:
-        status = json.loads(cfg.read_text()).get("status")
-    except (OSError, ValueError):
-        status = None
+    status = None  # unreadable, or not a JSON object: not an attempt of ours
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        status = json.loads((p / "config.json").read_text()).get("status")
     if status != "running":
         raise RunDirectoryError(
             f"run directory {str(p)!r} is not empty and is not an interrupted attempt "

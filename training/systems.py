@@ -479,9 +479,7 @@ def fedrl_config(args: Any, kw: dict[str, Any]) -> Any:
 def fedrl_reproduce(rc: Any, *, out: str, command: str, **kw: Any) -> dict[str, Any]:
     """FedRL's reproduction with its report written to ``out`` (and, while it runs, the
     finished stages in ``out/results.partial.json``)."""
-    import json
-
-    from ldp_audit.rundir import to_jsonable
+    from ldp_audit.rundir.files import write_json_file
     from ldp_audit.training.fedrl.reproduce import reproduce
     from ldp_audit.training.fedrl.reproduce_report import write_report
 
@@ -489,7 +487,7 @@ def fedrl_reproduce(rc: Any, *, out: str, command: str, **kw: Any) -> dict[str, 
 
     def checkpoint(res: dict[str, Any]) -> None:
         partial.parent.mkdir(parents=True, exist_ok=True)
-        partial.write_text(json.dumps(to_jsonable(res)))
+        write_json_file(partial, res, replace=True)  # atomic: a kill never truncates it
 
     results = reproduce(rc, command=command, checkpoint=checkpoint, **kw)
     write_report(results, out)
