@@ -31,8 +31,10 @@ an :class:`~ldp_audit.errors.InvalidParameterError` naming the extra.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import json
+import multiprocessing as mp
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -182,7 +184,6 @@ def _run_pool(
     describe: Any,
     poll: Callable[[], None] | None = None,
 ) -> list[R]:
-    import multiprocessing as mp
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
     results: list[Any] = [None] * len(items)
@@ -361,8 +362,6 @@ def train_runs(
     task order, the same on every backend for the same seeds. A failure names the config and
     the seed (:class:`TaskError`).
     """
-    import functools
-
     tasks = list(tasks)
     for i, task in enumerate(tasks):
         if not isinstance(task, tuple) or len(task) != 3:
@@ -428,8 +427,6 @@ class WorkProgress:
 
             self.queue = Queue()
         else:
-            import multiprocessing as mp
-
             self._manager = mp.get_context("spawn").Manager()
             self.queue = self._manager.Queue()
         self.sink = ProgressSink(self.queue)
@@ -502,8 +499,6 @@ def grid_runs(
     wherever it runs (``train_grid(..., _sink=...)`` receives ``update(k)`` calls); without
     ``work``, a bar of finished tasks.
     """
-    import functools
-
     configs, seeds = list(configs), list(seeds)
     dirs = [None] * len(configs) if run_dirs is None else list(run_dirs)
     if len(seeds) != len(configs) or len(dirs) != len(configs):
