@@ -132,31 +132,24 @@ def _statistics(
     """
     (y1, args1), (y2, args2) = _draw(mech, x, n, rng), _draw(mech, x2, n, rng)
     y1, y2 = _as_2d_float(y1), _as_2d_float(y2)
-    cols1, cols2, names = [], [], []
-    for j in range(min(4, y1.shape[1])):
-        cols1.append(y1[:, j])
-        cols2.append(y2[:, j])
-        names.append(f"y[{j}]")
+    stats = [(f"y[{j}]", y1[:, j], y2[:, j]) for j in range(min(4, y1.shape[1]))]
     diff = np.asarray(x, dtype=np.float64) - np.asarray(x2, dtype=np.float64)
     if y1.shape[1] == diff.size and y1.shape[1] > 1 and np.any(diff):
         half_diff = np.asarray(x, dtype=np.float64) / 2 - np.asarray(x2, dtype=np.float64) / 2
         w = half_diff / np.abs(half_diff).max()  # overflow-safe direction of x - x2
         w /= np.linalg.norm(w)
-        cols1.append(y1 @ w)
-        cols2.append(y2 @ w)
-        names.append("y.(x-x2)")
+        stats.append(("y.(x-x2)", y1 @ w, y2 @ w))
     loss_fn = getattr(mech, "privacy_loss", None)
     if callable(loss_fn):
         try:
             l1 = np.asarray(loss_fn(x[None], x2[None], *args1), dtype=np.float64)
             l2 = np.asarray(loss_fn(x[None], x2[None], *args2), dtype=np.float64)
             if l1.shape == (n,) and l2.shape == (n,):
-                cols1.append(l1)
-                cols2.append(l2)
-                names.append("privacy_loss")
+                stats.append(("privacy_loss", l1, l2))
         except (TypeError, ValueError, NotImplementedError):
             pass
-    return np.column_stack(cols1), np.column_stack(cols2), names
+    names, cols1, cols2 = zip(*stats, strict=True)  # (name, under x, under x2) per statistic
+    return np.column_stack(cols1), np.column_stack(cols2), list(names)
 
 
 def _events(
