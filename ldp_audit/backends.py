@@ -31,14 +31,16 @@ an :class:`~ldp_audit.errors.InvalidParameterError` naming the extra.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import json
+import multiprocessing as mp
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ldp_audit.errors import InvalidParameterError, LdpAuditError
+from ldp_audit.errors import InvalidParameterError, LdpAuditError, RunDirectoryError
 from ldp_audit.validation import check_int
 
 __all__ = [
@@ -114,14 +116,6 @@ def _fail(exc: BaseException, index: int, items: Sequence[Any], describe: Any) -
     return err
 
 
-def _bar(progress: Any, total: int) -> Any:
-    """A tqdm bar of finished tasks on stderr (disabled, a no-op, without ``progress``)."""
-    from tqdm.auto import tqdm
-
-    desc = progress if isinstance(progress, str) else "tasks"
-    return tqdm(total=total, desc=desc, unit="task", disable=not progress)
-
-
 def run_tasks(
     fn: Callable[[T], R],
     items: Iterable[T],
@@ -161,8 +155,11 @@ def run_tasks(
     if not callable(fn):
         raise InvalidParameterError(f"fn must be callable, got {type(fn).__name__}")
     max_retries = check_int(max_retries, "max_retries", minimum=0)
+    from tqdm.auto import tqdm
+
     items = list(items)
-    with _bar(progress, len(items)) as bar:
+    desc = progress if isinstance(progress, str) else "tasks"  # a bar of finished tasks
+    with tqdm(total=len(items), desc=desc, unit="task", disable=not progress) as bar:
         if backend == "ray":
             return _run_ray(fn, items, address, workers, bar, describe, max_retries, _poll)
         if workers is not None and workers > 1 and len(items) > 1:
@@ -187,7 +184,6 @@ def _run_pool(
     describe: Any,
     poll: Callable[[], None] | None = None,
 ) -> list[R]:
-    import multiprocessing as mp
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
     results: list[Any] = [None] * len(items)
@@ -229,16 +225,6 @@ def _stop_pool(ex: Any) -> None:
         p.join(timeout=5)
 
 
-def _import_ray() -> Any:
-    try:
-        import ray
-    except ImportError:
-        raise InvalidParameterError(
-            "backend='ray' needs Ray: pip install 'ldp-audit[ray]' (or pip install ray)"
-        ) from None
-    return ray
-
-
 def _call(fn: Callable[[T], R], item: T) -> R:
     """A Ray task: ``fn(item)`` (module-level, so Ray accepts it whatever ``fn`` is)."""
     return fn(item)
@@ -247,7 +233,12 @@ def _call(fn: Callable[[T], R], item: T) -> R:
 def init_ray(address: str | None, workers: int | None) -> Any:
     """``ray.init`` once: on ``address`` (a cluster) or here with ``workers`` CPUs; returns the
     ``ray`` module (:class:`~ldp_audit.errors.InvalidParameterError` if Ray is not installed)."""
-    ray = _import_ray()
+    try:
+        import ray
+    except ImportError:
+        raise InvalidParameterError(
+            "backend='ray' needs Ray: pip install 'ldp-audit[ray]' (or pip install ray)"
+        ) from None
     if not ray.is_initialized():
         kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
         if address is not None:
@@ -304,7 +295,6 @@ def fresh_run_dir(path: str | Path) -> Path:
     (manifest present) is a :class:`~ldp_audit.errors.RunDirectoryError`, as is any other
     non-empty folder; a missing or empty folder is returned as is.
     """
-    from ldp_audit.errors import RunDirectoryError
 
     p = Path(path)
     if not p.exists() or (p.is_dir() and not any(p.iterdir())):
@@ -316,11 +306,9 @@ def fresh_run_dir(path: str | Path) -> Path:
             f"run directory {str(p)!r} already holds a finished run (manifest.json); "
             "a retried task never replaces it"
         )
-    cfg = p / "config.json"
-    try:
-        status = json.loads(cfg.read_text()).get("status")
-    except (OSError, ValueError):
-        status = None
+    status = None  # unreadable, or not a JSON object: not an attempt of ours
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        status = json.loads((p / "config.json").read_text()).get("status")
     if status != "running":
         raise RunDirectoryError(
             f"run directory {str(p)!r} is not empty and is not an interrupted attempt "
@@ -342,10 +330,8 @@ def _check_grid(seeds: Sequence[Any], dirs: Sequence[Any], what: str) -> None:
 
 def _describe_run(task: tuple[Any, Any, Any]) -> str:
     cfg, seed, run_dir = task
-    fields = []
-    for name in ("mechanism", "epsilon", "rounds", "trials"):
-        if hasattr(cfg, name):
-            fields.append(f"{name}={getattr(cfg, name)!r}")
+    names = ("mechanism", "epsilon", "rounds", "trials")
+    fields = [f"{n}={getattr(cfg, n)!r}" for n in names if hasattr(cfg, n)]
     where = f", run_dir={str(run_dir)!r}" if run_dir is not None else ""
     return f"{type(cfg).__name__}({', '.join(fields)}), seed={seed!r}{where}"
 
@@ -376,8 +362,6 @@ def train_runs(
     task order, the same on every backend for the same seeds. A failure names the config and
     the seed (:class:`TaskError`).
     """
-    import functools
-
     tasks = list(tasks)
     for i, task in enumerate(tasks):
         if not isinstance(task, tuple) or len(task) != 3:
@@ -443,8 +427,6 @@ class WorkProgress:
 
             self.queue = Queue()
         else:
-            import multiprocessing as mp
-
             self._manager = mp.get_context("spawn").Manager()
             self.queue = self._manager.Queue()
         self.sink = ProgressSink(self.queue)
@@ -472,8 +454,7 @@ class WorkProgress:
 
 
 def _grid_chunk(train_grid: Callable[..., list[R]], chunk: tuple[Any, ...]) -> list[R]:
-    cfgs, seeds, dirs, *rest = chunk
-    sink = rest[0] if rest else None
+    cfgs, seeds, dirs, sink = chunk
     kwargs: dict[str, Any] = {"seed": list(seeds), "progress": False}
     if sink is not None:
         kwargs["_sink"] = sink
@@ -518,8 +499,6 @@ def grid_runs(
     wherever it runs (``train_grid(..., _sink=...)`` receives ``update(k)`` calls); without
     ``work``, a bar of finished tasks.
     """
-    import functools
-
     configs, seeds = list(configs), list(seeds)
     dirs = [None] * len(configs) if run_dirs is None else list(run_dirs)
     if len(seeds) != len(configs) or len(dirs) != len(configs):
@@ -580,13 +559,10 @@ def backend_options(args: Any = None, **given: Any) -> dict[str, Any]:
     >>> backend_options(backend="ray", address="auto")
     {'backend': 'ray', 'address': 'auto', 'workers': None}
     """
-    src = dict(given)
-    if args is not None:
-        for name in ("backend", "address", "workers"):
-            src.setdefault(name, getattr(args, name, None))
-    backend = src.get("backend") or "local"
-    backend, address, workers = check_backend(backend, src.get("address"), src.get("workers"))
-    return {"backend": backend, "address": address, "workers": workers}
+    names = ("backend", "address", "workers")
+    src = {**{n: getattr(args, n, None) for n in names}, **given}
+    checked = check_backend(src["backend"] or "local", src["address"], src["workers"])
+    return dict(zip(names, checked, strict=True))
 
 
 def describe_spec(spec: Any) -> str:

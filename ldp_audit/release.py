@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.validation import check_real
+from ldp_audit.validation import check_bool, check_probability, check_real, check_rng
 
 if TYPE_CHECKING:
     from ldp_audit.accountant.events import DpEvent
@@ -235,17 +235,6 @@ def _check_charges(charges: Any, memo: dict[int, tuple[Any, str]]) -> list[tuple
     return out
 
 
-def _check_guarantee(epsilon: Any, delta: Any) -> tuple[float, float]:
-    """The per-release guarantee for the record: epsilon >= 0 (inf allowed), delta in [0, 1]."""
-    eps = check_real(epsilon, "epsilon")
-    if not eps >= 0.0:  # also NaN
-        raise InvalidParameterError(f"epsilon must be >= 0 (inf allowed), got {epsilon!r}")
-    dl = check_real(delta, "delta")
-    if not 0.0 <= dl <= 1.0:
-        raise InvalidParameterError(f"delta must be in [0, 1], got {delta!r}")
-    return eps, dl
-
-
 def _check_meta(meta: Any, n: int | None) -> dict[str, np.ndarray]:
     """Meta arrays: str keys, numeric arrays of equal length (``n`` rows when known)."""
     if meta is None:
@@ -344,10 +333,7 @@ def release_many(
                 "mechanism must have an epsilon and privatize(x, rng), got "
                 f"{type(r.mechanism).__name__}"
             )
-        if not isinstance(r.rng, np.random.Generator):
-            raise InvalidParameterError(
-                f"rng must be a numpy.random.Generator, got {type(r.rng).__name__}"
-            )
+        check_rng(r.rng)
         x = _check_values(r.values, "values")
         n = x.shape[0] if x.ndim else 1
         ids = _check_ids(r.agent_ids, n)
@@ -402,15 +388,7 @@ def release(
         meta: (n,) arrays carried with the rows.
         scope: "local" (per-agent LDP claim) or "central" (DP-SGD).
     """
-    req = ReleaseRequest(
-        values=values,
-        mechanism=mechanism,
-        agent_ids=agent_ids,
-        rng=rng,
-        event=event,
-        preprocess=preprocess,
-        meta=dict(meta or {}),
-    )
+    req = ReleaseRequest(values, mechanism, agent_ids, rng, event, preprocess, dict(meta or {}))
     return release_many([req], accountant=accountant, scope=scope)[0]
 
 
@@ -452,13 +430,14 @@ def release_with(
     _check_accountant(accountant)
     if not callable(randomise):
         raise InvalidParameterError(f"randomise must be callable, got {type(randomise).__name__}")
-    memo = getattr(accountant, "_release_event_memo", None)
-    if memo is None:
-        memo = {}
+    memo = getattr(accountant, "_release_event_memo", {})
     charges = _check_charges(charges, memo if len(memo) < 1024 else {})
     if not charges:
         raise InvalidParameterError("charges must name at least one (agent, event)")
-    eps, dl = _check_guarantee(epsilon, delta)
+    eps = check_real(epsilon, "epsilon")  # the per-release guarantee, for the record
+    if not eps >= 0.0:  # also NaN
+        raise InvalidParameterError(f"epsilon must be >= 0 (inf allowed), got {epsilon!r}")
+    dl = check_probability(delta, "delta", open_interval=False)
     scope = _check_scope(scope)
     meta_arrays = _check_meta(meta, None)
     accountant.charge_many(charges, scope=scope)  # durable, before any noise
@@ -578,9 +557,7 @@ class Reservation:
 
     def unused(self) -> int | None:
         """Reserved charges not (yet) drawn: charged, never released (None if not itemised)."""
-        if not self.itemised:
-            return None
-        return self.charged - self.drawn
+        return self.charged - self.drawn if self.itemised else None
 
     def close(self) -> int | None:
         """End the block: later adds and draws are refused. Returns :meth:`unused`."""
@@ -629,9 +606,7 @@ def reserve(
         BudgetExceeded: the accountant's budget refuses the block (nothing charged).
     """
     _check_accountant(accountant)
-    if not isinstance(itemised, bool):
-        raise InvalidParameterError(f"itemised must be True or False, got {itemised!r}")
-    block = Reservation(accountant, _check_scope(scope), itemised, _SEAL)
+    block = Reservation(accountant, _check_scope(scope), check_bool(itemised, "itemised"), _SEAL)
     block.add(charges)
     return block
 

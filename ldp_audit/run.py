@@ -42,6 +42,8 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.release import Transcript, release
+from ldp_audit.systems import ArraySpec, SystemSpec, TrainResult, TranscriptSchema
 from ldp_audit.validation import check_bool, check_int, check_positive
 
 __all__ = ["ALGORITHM", "OwnLoopConfig", "Run", "open_run", "OWN_LOOP"]
@@ -116,7 +118,8 @@ class OwnLoopConfig:
 
 
 class Run:
-    """An open own-loop run directory (use :func:`open_run`)."""
+    """An open own-loop run directory (use :func:`open_run`); ``extra``: more keys for its
+    ``config.json`` (a recorder's engine and protocol)."""
 
     def __init__(
         self,
@@ -129,10 +132,10 @@ class Run:
         private: Mapping[str, Any] | None = None,
         budget: float | None = None,
         overwrite: bool = False,
+        extra: Mapping[str, Any] = {},  # noqa: B006 - read, never mutated
     ) -> None:
         from ldp_audit.accountant.accountant import Accountant
-        from ldp_audit.release import Transcript
-        from ldp_audit.rundir import RunWriter, check_new_dir, to_jsonable
+        from ldp_audit.rundir import RunWriter, to_jsonable
 
         check_bool(overwrite, "overwrite")
         if mechanism is None:  # a baseline says so: its ledger records epsilon inf per report
@@ -141,8 +144,8 @@ class Run:
                 "mechanism=ldp_audit.mechanisms.NoPrivacy() (reports released as they are, "
                 "charged as non-private: epsilon inf in the ledger; docs/own-loop.md)"
             )
-        # every argument's type before any work (raw TypeError / ValueError never reach a user)
-        check_int(seed, "seed", minimum=0)
+        # every argument's type before any work (raw TypeError / ValueError never reach a user;
+        # the seed and the path: RunWriter, before it makes the folder)
         if config is not None and not isinstance(config, Mapping):
             raise InvalidParameterError(
                 f"config must be a dict (or None), got {type(config).__name__}"
@@ -160,7 +163,6 @@ class Run:
             mechanism=mechanism.to_config(),
             private_parameter=private,
         )
-        check_new_dir(path, name="run_dir", overwrite=overwrite)  # before any work
         self.mechanism = mechanism
         existed = Path(path).exists()
         self.writer = RunWriter(
@@ -170,7 +172,7 @@ class Run:
             seed=seed,
             mechanism=mechanism.to_config(),
             mode="overwrite" if overwrite else "new",
-            extra={"private_parameter": self.cfg.private_parameter, "system": system},
+            extra={"private_parameter": self.cfg.private_parameter, "system": system, **extra},
         )
         self.path = Path(self.writer.path)
         try:
@@ -181,13 +183,11 @@ class Run:
 
                 shutil.rmtree(self.path, ignore_errors=True)
             raise
-        self._dim: int | None = None
         self.rng = np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(1,)))
         self.transcript = Transcript()
         self._thetas: list[np.ndarray] = []
         self._secrets: list[float] = []
         self._clean: list[np.ndarray] = []
-        self._n = 0
         self._closed = False
 
     def _theta_index(self, theta: Any) -> int:
@@ -217,7 +217,6 @@ class Run:
         Returns:
             The :class:`~ldp_audit.release.SealedRelease` (``.values[0]`` is the noisy report).
         """
-        from ldp_audit.release import release
 
         if self._closed:
             raise InvalidParameterError("the run is closed; open a new one")
@@ -229,12 +228,12 @@ class Run:
                 f"values must be an array of numbers (one report), got {type(values).__name__}: "
                 f"{exc}"
             ) from None
-        if self._dim is not None and x.shape[1] != self._dim:
+        if self._clean and x.shape[1] != self._clean[0].size:
             # refused before the charge: a transcript holds one report shape
             raise InvalidParameterError(
                 f"values has {x.shape[1]} coordinates, but this run's reports have "
-                f"{self._dim} (its first release); every release of a run has one shape, and "
-                f"nothing was charged"
+                f"{self._clean[0].size} (its first release); every release of a run has one "
+                f"shape, and nothing was charged"
             )
         if secret is not None and self.cfg.private_parameter is not None:
             if float(secret) not in self.cfg.private_parameter["values"]:
@@ -252,14 +251,12 @@ class Run:
         )
         self.transcript.append(
             rel,
-            submission=np.array([self._n]),
+            submission=np.array([len(self.transcript)]),
             theta_index=np.array([self._theta_index(theta)]),
             score=np.array([float(score)]),
         )
         self._secrets.append(math.nan if secret is None else float(secret))
         self._clean.append(x[0].copy())
-        self._dim = x.shape[1]
-        self._n += 1
         return rel
 
     def close(self, status: str = "complete", metrics: Mapping[str, Any] | None = None) -> Path:
@@ -268,9 +265,8 @@ class Run:
             return self.path
         self._closed = True
         arr = self.transcript.arrays()
-        if self._n:
-            d = arr["report"].shape[1]
-            arr["thetas"] = np.stack(self._thetas) if self._thetas else np.zeros((0, d))
+        if len(self.transcript):  # every release recorded its theta
+            arr["thetas"] = np.stack(self._thetas)
             self.writer.write_npz("transcript.npz", arr)
             self.writer.write_npz(
                 "secrets.npz",
@@ -279,7 +275,7 @@ class Run:
         self.writer.write_json(
             "metrics.json",
             {
-                "submissions": self._n,
+                "submissions": len(self.transcript),
                 "agents": len({int(a) for a in arr.get("agent", [])}),
                 "user": dict(metrics or {}),
             },
@@ -313,8 +309,6 @@ def _demo_train(
     environment and parameter; ``params``: ``agents``, ``steps``, ``lr``) so the system can be
     exercised end to end (tests/test_systems.py's contract)."""
     import gymnasium as gym
-
-    from ldp_audit.systems import TrainResult
 
     if ledger is not None or run_dir is None or run_mode not in ("new", "overwrite"):
         raise InvalidParameterError(
@@ -379,48 +373,40 @@ def _targets(cfg: OwnLoopConfig) -> list[tuple[str, Any, dict[str, Any]]]:
     return [("report", cfg.make_mechanism(), {})]
 
 
-def _own_loop() -> Any:
-    from ldp_audit.systems import ArraySpec, SystemSpec, TranscriptSchema
+_OWN_SCHEMA = TranscriptSchema(
+    (
+        ArraySpec("trial", "iu", 1, doc="always 0"),
+        ArraySpec("agent", "iu", 1, doc="the agent's id (its ledger entry)"),
+        ArraySpec("submission", "iu", 1, doc="release number"),
+        ArraySpec("theta_index", "iu", 1, indexes="thetas", doc="thetas row of the report"),
+        ArraySpec("report", "f", 2, doc="the randomised report (N, d)"),
+        ArraySpec("score", "f", 1, doc="the episode's return (NaN if not given)"),
+        ArraySpec("thetas", "f", 2, rows=None, doc="the parameters reports were computed at"),
+    )
+)
 
-    schema = TranscriptSchema(
-        (
-            ArraySpec("trial", "iu", 1, doc="always 0"),
-            ArraySpec("agent", "iu", 1, doc="the agent's id (its ledger entry)"),
-            ArraySpec("submission", "iu", 1, doc="release number"),
-            ArraySpec("theta_index", "iu", 1, indexes="thetas", doc="thetas row of the report"),
-            ArraySpec("report", "f", 2, doc="the randomised report (N, d)"),
-            ArraySpec("score", "f", 1, doc="the episode's return (NaN if not given)"),
-            ArraySpec("thetas", "f", 2, rows=None, doc="the parameters reports were computed at"),
-        )
-    )
-    return SystemSpec(
-        name=ALGORITHM,
-        summary="a user's own training loop (ldp_audit.run.open_run; docs/own-loop.md)",
-        config="ldp_audit.run:OwnLoopConfig",
-        trainer="ldp_audit.run:_demo_train",
-        schema=schema,
-        targets="ldp_audit.run:_targets",
-        charges=None,
-        attacks={"dynamics": "ldp_audit.attacks.dynamics:private_param_dynamics"},
-        report_sections=None,
-        reproduce=None,
-        cli="ldp_audit.run:_no_cli",
-        tiny_config={
-            "system": "demo",
-            "params": {"agents": 6, "steps": 30},
-            "mechanism": {"name": "laplace", "epsilon": 1.0, "clip": 1.0},
-            "private_parameter": {
-                "env_id": "MountainCar-v0",
-                "name": "force",
-                "values": [0.0008, 0.0012],
-            },
+#: The registered ``own-loop`` system.
+OWN_LOOP = SystemSpec(
+    name=ALGORITHM,
+    summary="a user's own training loop (ldp_audit.run.open_run; docs/own-loop.md)",
+    config="ldp_audit.run:OwnLoopConfig",
+    trainer="ldp_audit.run:_demo_train",
+    schema=_OWN_SCHEMA,
+    targets="ldp_audit.run:_targets",
+    attacks={"dynamics": "ldp_audit.attacks.dynamics:private_param_dynamics"},
+    cli="ldp_audit.run:_no_cli",
+    tiny_config={
+        "system": "demo",
+        "params": {"agents": 6, "steps": 30},
+        "mechanism": {"name": "laplace", "epsilon": 1.0, "clip": 1.0},
+        "private_parameter": {
+            "env_id": "MountainCar-v0",
+            "name": "force",
+            "values": [0.0008, 0.0012],
         },
-    )
+    },
+)
 
 
 def _no_cli(train_subparsers: Any, reproduce_subparsers: Any) -> None:
     """No ``train own-loop`` subcommand: the user's code is the trainer."""
-
-
-#: The registered ``own-loop`` system.
-OWN_LOOP = _own_loop()

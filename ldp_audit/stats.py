@@ -40,7 +40,7 @@ import numpy as np
 from scipy import special
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.validation import check_int, check_probability, check_real
+from ldp_audit.validation import check_int, check_probability, check_real, check_rng
 
 __all__ = [
     "clopper_pearson_lower",
@@ -634,7 +634,6 @@ def bootstrap_median_ci(
     Returns:
         ``(median, low, high)``.
     """
-    from ldp_audit.validation import check_rng
 
     conf = check_probability(confidence, "confidence")
     check_rng(rng)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import importlib
 import re
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol, runtime_checkable
@@ -538,23 +538,8 @@ def _check_system(obj: Any, origin: str) -> System:
             raise UserCodeError(
                 f"system plug-in {origin}: its factory raised {type(exc).__name__}: {exc}"
             ) from exc
-    missing = [
-        a
-        for a in (
-            "name",
-            "config_class",
-            "config_from_dict",
-            "train",
-            "transcript_schema",
-            "audit_targets",
-            "ledger_charges",
-            "attacks",
-            "report_sections",
-            "reproduce",
-            "tiny_config",
-        )
-        if not hasattr(type(obj), a) and not hasattr(obj, a)
-    ]
+    members = [*System.__annotations__, *(k for k in vars(System) if not k.startswith("_"))]
+    missing = [a for a in members if not hasattr(type(obj), a) and not hasattr(obj, a)]
     if missing:
         raise UserCodeError(
             f"system plug-in {origin} is not a ldp_audit.systems.System: it lacks "
@@ -606,15 +591,6 @@ def unregister(name: str) -> None:
             table.pop(name, None)
 
 
-def _entry_points() -> Iterable[Any]:
-    from importlib.metadata import entry_points
-
-    try:
-        return list(entry_points(group=ENTRY_POINT_GROUP))
-    except Exception:  # noqa: BLE001 - a broken distribution's metadata must not stop the CLI
-        return []
-
-
 def _load_locked() -> None:
     global _LOADED
     if _LOADED:
@@ -629,7 +605,13 @@ def _load_locked() -> None:
             continue
         _REGISTRY[obj.name] = obj
         _ORIGIN[obj.name] = ref
-    for ep in _entry_points():
+    from importlib.metadata import entry_points
+
+    try:
+        eps = list(entry_points(group=ENTRY_POINT_GROUP))
+    except Exception:  # noqa: BLE001 - a broken distribution's metadata must not stop the CLI
+        eps = []
+    for ep in eps:
         origin = f"entry point {ep.name!r} = {ep.value!r} (group {ENTRY_POINT_GROUP!r})"
         try:
             obj = _check_system(ep.load(), origin)
@@ -667,25 +649,26 @@ def reload() -> None:
         _load_locked()
 
 
-def names() -> list[str]:
-    """Registered system names, the shipped ones first (in their CLI order)."""
+def _loaded(read: Callable[[], Any]) -> Any:
+    """``read()`` of the registry's tables, loaded first, under the lock."""
     with _LOCK:
         _load_locked()
-        return list(_REGISTRY)
+        return read()
+
+
+def names() -> list[str]:
+    """Registered system names, the shipped ones first (in their CLI order)."""
+    return _loaded(lambda: list(_REGISTRY))
 
 
 def systems() -> list[System]:
     """Registered systems, in :func:`names` order."""
-    with _LOCK:
-        _load_locked()
-        return list(_REGISTRY.values())
+    return _loaded(lambda: list(_REGISTRY.values()))
 
 
 def broken() -> dict[str, str]:
     """Plug-ins that failed to load: entry point name -> why (in words)."""
-    with _LOCK:
-        _load_locked()
-        return dict(_BROKEN)
+    return _loaded(lambda: dict(_BROKEN))
 
 
 def get(name: str) -> System:

@@ -103,17 +103,6 @@ class MechanismCheckError(LdpAuditError, AssertionError):
 # ----------------------------------------------------------------------------------------------
 
 
-def _default_pairs(dim: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    e0 = np.zeros(dim)
-    e0[0] = 1.0
-    ones = np.ones(dim)
-    return [(e0, -e0), (ones, -ones), (1e6 * e0, -1e6 * e0), (np.zeros(dim), e0)]
-
-
-def _state(rng: np.random.Generator) -> Any:
-    return rng.bit_generator.state
-
-
 def _rows(v: np.ndarray, n: int) -> np.ndarray:
     return np.tile(np.asarray(v, dtype=np.float64), (n, 1))
 
@@ -143,31 +132,24 @@ def _statistics(
     """
     (y1, args1), (y2, args2) = _draw(mech, x, n, rng), _draw(mech, x2, n, rng)
     y1, y2 = _as_2d_float(y1), _as_2d_float(y2)
-    cols1, cols2, names = [], [], []
-    for j in range(min(4, y1.shape[1])):
-        cols1.append(y1[:, j])
-        cols2.append(y2[:, j])
-        names.append(f"y[{j}]")
+    stats = [(f"y[{j}]", y1[:, j], y2[:, j]) for j in range(min(4, y1.shape[1]))]
     diff = np.asarray(x, dtype=np.float64) - np.asarray(x2, dtype=np.float64)
     if y1.shape[1] == diff.size and y1.shape[1] > 1 and np.any(diff):
         half_diff = np.asarray(x, dtype=np.float64) / 2 - np.asarray(x2, dtype=np.float64) / 2
         w = half_diff / np.abs(half_diff).max()  # overflow-safe direction of x - x2
         w /= np.linalg.norm(w)
-        cols1.append(y1 @ w)
-        cols2.append(y2 @ w)
-        names.append("y.(x-x2)")
+        stats.append(("y.(x-x2)", y1 @ w, y2 @ w))
     loss_fn = getattr(mech, "privacy_loss", None)
     if callable(loss_fn):
         try:
             l1 = np.asarray(loss_fn(x[None], x2[None], *args1), dtype=np.float64)
             l2 = np.asarray(loss_fn(x[None], x2[None], *args2), dtype=np.float64)
             if l1.shape == (n,) and l2.shape == (n,):
-                cols1.append(l1)
-                cols2.append(l2)
-                names.append("privacy_loss")
+                stats.append(("privacy_loss", l1, l2))
         except (TypeError, ValueError, NotImplementedError):
             pass
-    return np.column_stack(cols1), np.column_stack(cols2), names
+    names, cols1, cols2 = zip(*stats, strict=True)  # (name, under x, under x2) per statistic
+    return np.column_stack(cols1), np.column_stack(cols2), list(names)
 
 
 def _events(
@@ -271,11 +253,11 @@ def _expect_raise(
     name: str, fn: Callable[[np.random.Generator], Any], seed: int, *, check_state: bool
 ) -> CheckResult:
     rng = np.random.default_rng(seed)
-    before = _state(rng)
+    before = rng.bit_generator.state
     try:
         fn(rng)
     except (ValueError, TypeError) as exc:
-        if check_state and _state(rng) != before:
+        if check_state and rng.bit_generator.state != before:
             return CheckResult(name, False, "raised, but only after drawing randomness")
         return CheckResult(name, True, f"raised {type(exc).__name__}: {exc}")
     except Exception as exc:  # noqa: BLE001 - a user mechanism may raise anything
@@ -358,7 +340,9 @@ def check_mechanism(
     # -- input pairs
     if pairs is None:
         cand = getattr(mechanism, "candidate_pairs", None)
-        pairs = cand(dim) if callable(cand) else _default_pairs(dim)
+        e0, ones = np.eye(dim)[0], np.ones(dim)  # unit, sign and huge inputs by default
+        default = [(e0, -e0), (ones, -ones), (1e6 * e0, -1e6 * e0), (np.zeros(dim), e0)]
+        pairs = cand(dim) if callable(cand) else default
     pairs = [(np.asarray(p, dtype=np.float64), np.asarray(q, dtype=np.float64)) for p, q in pairs]
     if not pairs or any(p.shape != (dim,) or q.shape != (dim,) for p, q in pairs):
         raise InvalidParameterError(f"pairs must be a non-empty list of (x, x2) of shape ({dim},)")
@@ -381,54 +365,31 @@ def check_mechanism(
     ok = isinstance(y, np.ndarray) and y.ndim == 2 and y.shape[0] == x.shape[0]
     if ok and np.issubdtype(y.dtype, np.number):
         ok = bool(np.isfinite(y).all())
-    results.append(
-        CheckResult(
-            "output",
-            ok,
-            f"{type(y).__name__} of shape {getattr(y, 'shape', None)} for input {x.shape}"
-            + ("" if ok else " (expected a finite 2-D ndarray with one row per input row)"),
-        )
-    )
+    expect = " (expected a finite 2-D ndarray with one row per input row)"
+    shape = f"{type(y).__name__} of shape {getattr(y, 'shape', None)} for input {x.shape}"
+    results.append(CheckResult("output", ok, shape + ("" if ok else expect)))
     y_same = mechanism.privatize(x, np.random.default_rng(seed))
     same = np.array_equal(np.asarray(y), np.asarray(y_same))
-    results.append(
-        CheckResult(
-            "determinism", same, "same seed, same output" if same else "same seed, different output"
-        )
-    )
+    how = "same output" if same else "different output"
+    results.append(CheckResult("determinism", same, f"same seed, {how}"))
     if private:
         y_other = mechanism.privatize(x, np.random.default_rng(seed + 1))
         differ = not np.array_equal(np.asarray(y), np.asarray(y_other))
-        results.append(
-            CheckResult(
-                "randomness",
-                differ,
-                "another seed gives another output"
-                if differ
-                else "another seed gives the same output (randomness not from rng?)",
-            )
-        )
+        how = "another output" if differ else "the same output (randomness not from rng?)"
+        results.append(CheckResult("randomness", differ, f"another seed gives {how}"))
     else:
         results.append(CheckResult("randomness", None, "epsilon = inf: non-private baseline"))
 
-    # -- bad input
+    # -- bad input: (name, the call, whether it must raise before drawing randomness)
+    bad_calls = []
     for name, bad in (("rejects_nan", np.nan), ("rejects_inf", np.inf)):
         xb = x.copy()
         xb[x.shape[0] // 2, dim - 1] = bad
-        results.append(
-            _expect_raise(name, lambda r, xb=xb: mechanism.privatize(xb, r), seed, check_state=True)
-        )
-    results.append(
-        _expect_raise("rejects_1d", lambda r: mechanism.privatize(x[0], r), seed, check_state=False)
-    )
-    results.append(
-        _expect_raise(
-            "rejects_non_generator",
-            lambda r: mechanism.privatize(x, seed),
-            seed,
-            check_state=False,
-        )
-    )
+        bad_calls.append((name, lambda r, xb=xb: mechanism.privatize(xb, r), True))
+    bad_calls.append(("rejects_1d", lambda r: mechanism.privatize(x[0], r), False))
+    bad_calls.append(("rejects_non_generator", lambda r: mechanism.privatize(x, seed), False))
+    for name, call, before in bad_calls:
+        results.append(_expect_raise(name, call, seed, check_state=before))
 
     # -- privacy
     if private:

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.parse import parse_int, parse_private_param
 from ldp_audit.systems import ArraySpec, Command, SystemSpec, TranscriptSchema
 
 __all__ = ["PGC_A3C", "PGC_SCHEMA", "DPRL", "FEDRL", "FRD", "ProxyPairMechanism"]
@@ -121,28 +122,25 @@ PGC_A3C = SystemSpec(
 # ----------------------------------------------------------------------------------------------
 
 
+#: DP-SGD: one row per update; observation noise: one row per released observation
+_DPRL_SCHEMAS = {
+    "dpsgd": (
+        ArraySpec("update_index", _I, 1, doc="update number"),
+        ArraySpec("update_norm", _F, 1, doc="L2 norm of the released noisy update"),
+        ArraySpec("update", _F, 2, optional=True, doc="the released noisy update"),
+        ArraySpec("canary_projection", _F, 2, optional=True, doc="update x canary directions"),
+    ),
+    "obs-noise": (
+        ArraySpec("observation", _F, 2, doc="the released noisy observation"),
+        ArraySpec("episode", _I, 1, doc="episode (the privacy unit)"),
+        ArraySpec("step", _I, 1, doc="step within the episode"),
+    ),
+}
+
+
 def dprl_schema(cfg: Any) -> TranscriptSchema:
-    """DP-SGD: one row per update; observation noise: one row per released observation."""
-    if cfg.privacy == "dpsgd":
-        return TranscriptSchema(
-            (
-                ArraySpec("update_index", _I, 1, doc="update number"),
-                ArraySpec("update_norm", _F, 1, doc="L2 norm of the released noisy update"),
-                ArraySpec("update", _F, 2, optional=True, doc="the released noisy update"),
-                ArraySpec(
-                    "canary_projection", _F, 2, optional=True, doc="update x canary directions"
-                ),
-            )
-        )
-    if cfg.privacy == "obs-noise":
-        return TranscriptSchema(
-            (
-                ArraySpec("observation", _F, 2, doc="the released noisy observation"),
-                ArraySpec("episode", _I, 1, doc="episode (the privacy unit)"),
-                ArraySpec("step", _I, 1, doc="step within the episode"),
-            )
-        )
-    return TranscriptSchema(())
+    """The arrays of :data:`_DPRL_SCHEMAS` for the run's privacy (none without privacy)."""
+    return TranscriptSchema(_DPRL_SCHEMAS.get(cfg.privacy, ()))
 
 
 def dprl_targets(cfg: Any) -> list[tuple[str, Any]]:
@@ -361,9 +359,7 @@ class ProxyPairMechanism:
     def epsilon(self) -> float:
         return float(self.upload.pair_epsilon)
 
-    @property
-    def delta(self) -> float:
-        return 0.0
+    delta = 0.0  # a class attribute, not a field
 
     def privatize(self, x: Any, rng: np.random.Generator) -> np.ndarray:
         return self.upload.privatize(x, rng)
@@ -461,7 +457,6 @@ def cache_option(p: Any) -> None:
 
 def _int_option(p: Any, flag: str, minimum: int, default: int | None, **kw: Any) -> None:
     """An integer option ``flag`` >= ``minimum`` (read by :func:`ldp_audit.parse.parse_int`)."""
-    from ldp_audit.parse import parse_int
 
     p.add_argument(flag, type=lambda t: parse_int(t, flag, minimum=minimum), default=default, **kw)
 
@@ -484,9 +479,7 @@ def fedrl_config(args: Any, kw: dict[str, Any]) -> Any:
 def fedrl_reproduce(rc: Any, *, out: str, command: str, **kw: Any) -> dict[str, Any]:
     """FedRL's reproduction with its report written to ``out`` (and, while it runs, the
     finished stages in ``out/results.partial.json``)."""
-    import json
-
-    from ldp_audit.rundir import to_jsonable
+    from ldp_audit.rundir.files import write_json_file
     from ldp_audit.training.fedrl.reproduce import reproduce
     from ldp_audit.training.fedrl.reproduce_report import write_report
 
@@ -494,7 +487,7 @@ def fedrl_reproduce(rc: Any, *, out: str, command: str, **kw: Any) -> dict[str, 
 
     def checkpoint(res: dict[str, Any]) -> None:
         partial.parent.mkdir(parents=True, exist_ok=True)
-        partial.write_text(json.dumps(to_jsonable(res)))
+        write_json_file(partial, res, replace=True)  # atomic: a kill never truncates it
 
     results = reproduce(rc, command=command, checkpoint=checkpoint, **kw)
     write_report(results, out)
@@ -505,7 +498,6 @@ def fedrl_reproduce(rc: Any, *, out: str, command: str, **kw: Any) -> dict[str, 
 def frd_options(p: Any) -> None:
     """``train frd --setting`` (a preset of six fields) and ``--private-param NAME=V1,V2``
     (one option, two fields)."""
-    from ldp_audit.parse import parse_private_param
 
     p.add_argument("--setting", type=int, choices=range(1, 8), default=1, metavar="{1..7}",
                    help="Table 1 setting (S, E, I, network size, cut components); --sections, "

@@ -42,9 +42,7 @@ def json_real(v: Any) -> float | None:
     """One number read back from a run's JSON (the inverse of :func:`json_number`): a float for
     numbers, numpy scalars and "inf", None for anything else (a run's JSON is read, never
     trusted)."""
-    if isinstance(v, bool) or v is None:
-        return None
-    if isinstance(v, (int, float, np.integer, np.floating)):
+    if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool):
         return float(v)
     if isinstance(v, str) and v.strip().lower() in ("inf", "infinity", "+inf"):
         return math.inf
@@ -82,10 +80,6 @@ def to_jsonable(obj: Any) -> Any:
     if isinstance(obj, Path):
         return str(obj)
     return obj
-
-
-def _dump(obj: Any) -> str:
-    return json.dumps(to_jsonable(obj), indent=1, allow_nan=False)
 
 
 def sha256_file(f: Path) -> str:
@@ -153,7 +147,7 @@ def _atomic_write(target: Path, write: Any, *, replace: bool = False) -> None:
 
 def write_json_file(target: Path, obj: Any, *, replace: bool = False) -> None:
     """Write ``obj`` as JSON to ``target`` atomically (once, unless ``replace``)."""
-    text = _dump(obj)
+    text = json.dumps(to_jsonable(obj), indent=1, allow_nan=False)
     _atomic_write(target, lambda t: t.write_text(text), replace=replace)
 
 
@@ -256,6 +250,4 @@ def read_npz(path: Any, name: str, required: tuple[str, ...] = ()) -> dict[str, 
 def read_manifest(path: Any) -> dict[str, Any] | None:
     """manifest.json, or None for a run written before manifests (or still running)."""
     p = existing_run_dir(path)
-    if not (p / "manifest.json").exists():
-        return None
-    return read_json(p, "manifest.json")
+    return read_json(p, "manifest.json") if (p / "manifest.json").exists() else None

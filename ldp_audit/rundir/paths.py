@@ -64,11 +64,8 @@ def check_parent_writable(p: Path, name: str) -> None:
     removing) a temporary folder there, since a permission check alone passes ``/proc`` as root."""
     import tempfile
 
-    parent = p.parent if str(p.parent) else Path(".")
-    anc = parent
-    while not anc.exists():
-        if anc.parent == anc:
-            break
+    anc = p.parent if str(p.parent) else Path(".")
+    while not anc.exists() and anc.parent != anc:
         anc = anc.parent
     if not anc.is_dir():
         raise RunDirectoryError(f"{name}: {str(anc)!r} is not a directory (for {str(p)!r})")

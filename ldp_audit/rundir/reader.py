@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit.errors import InvalidParameterError, RunDirectoryError
+from ldp_audit.errors import InvalidParameterError, LdpAuditError, RunDirectoryError
 from ldp_audit.rundir.files import existing_run_dir, read_config, read_json, read_manifest, read_npz
 
 __all__ = ["RunDir"]
@@ -53,10 +53,6 @@ class RunDir:
         return str(self.config.get("algorithm"))
 
     @property
-    def seed(self) -> int:
-        return int(self.config["seed"])
-
-    @property
     def system(self) -> Any:
         """The registered system that wrote this run.
 
@@ -66,7 +62,6 @@ class RunDir:
         """
         if self._system is None:
             from ldp_audit import systems
-            from ldp_audit.errors import LdpAuditError
 
             try:
                 self._system = systems.get(self.algorithm)

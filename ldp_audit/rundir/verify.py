@@ -8,13 +8,15 @@ refusing unverified evidence unless told otherwise (:func:`unverified_banner` th
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hmac
 import re
 from pathlib import Path
 from typing import Any
 
-from ldp_audit.errors import InvalidParameterError, RunDirectoryError
+from ldp_audit.errors import InvalidParameterError, LedgerError, RunDirectoryError
+from ldp_audit.limits import check_run_files
 from ldp_audit.rundir.files import (
     existing_run_dir,
     manifest_bytes,
@@ -170,8 +172,6 @@ def verify_run(
     """
     from ldp_audit.accountant.keys import check_key_outside, load_key
     from ldp_audit.accountant.ledger import Ledger
-    from ldp_audit.errors import LedgerError
-    from ldp_audit.limits import check_run_files
     from ldp_audit.rundir.seal import check_analyses, other_key, run_root
 
     p = existing_run_dir(path)
@@ -196,9 +196,6 @@ def verify_run(
         )
     elif man_check["status"] != "unreadable":
         man = read_manifest(p)
-    if man is not None and not isinstance(man, dict):
-        problems.append(f"{p / 'manifest.json'} is not a JSON object")
-        man = None
     for name in man_check.get("changed", []):
         problems.append(f"{p / name} does not match the SHA-256 in manifest.json (changed)")
     for name in man_check.get("missing", []):
@@ -292,11 +289,8 @@ def verify_run(
     listed = set(man.get("files", {})) if isinstance(man, dict) else set()
     sealed, auth_analyses = check_analyses(p, key, listed, problems, notes)
     man_sha = None
-    if (p / "manifest.json").is_file():
-        try:
-            man_sha = sha256_file(p / "manifest.json")
-        except (OSError, RunDirectoryError):
-            man_sha = None
+    with contextlib.suppress(OSError, RunDirectoryError):
+        man_sha = sha256_file(p / "manifest.json") if (p / "manifest.json").is_file() else None
     head = (led_res or {}).get("chain_head")
     root = run_root(man_sha, head if isinstance(head, str) else None, sealed)
     if expect_root is not None and root != expect_root:
@@ -341,7 +335,6 @@ def require_verified(
             to read it anyway).
     """
     p = check_path_arg(path, name)
-    from ldp_audit.limits import check_run_files
 
     check_run_files(p, name)  # a FIFO anywhere in it (config.json too): named, never opened
     if not is_run_dir(p):
@@ -391,12 +384,11 @@ def _check_anchor(
     same = anchor.get("chain_head") == got.get("chain_head")
     if same and anchor.get("rows") == got.get("rows"):
         return
-    extends = False
     head = anchor.get("chain_head")
-    if isinstance(head, str) and re.fullmatch(r"[0-9a-f]{64}", head):
+    extends = isinstance(head, str) and re.fullmatch(r"[0-9a-f]{64}", head) is not None
+    if extends:
         try:
             led.verify(expect_head=head)
-            extends = True
         except Exception:  # noqa: BLE001 - any failure means: does not pass through the head
             extends = False
     if extends:

@@ -27,6 +27,7 @@ from ldp_audit.rundir.files import (
     write_npz_file,
 )
 from ldp_audit.rundir.paths import (
+    ANALYSES_INDEX,
     ARTIFACT_PATTERN,
     LEDGER_SIDE,
     RUN_FILES,
@@ -34,6 +35,7 @@ from ldp_audit.rundir.paths import (
     check_path_arg,
     is_run_dir,
 )
+from ldp_audit.rundir.seal import seal_analyses, seal_manifest
 from ldp_audit.validation import check_int
 
 __all__ = ["RunWriter", "versions", "write_artifact"]
@@ -188,12 +190,9 @@ class RunWriter:
             )
         # outputs of the interrupted attempt are superseded (the ledger is kept), and so are
         # the analyses of them sealed against its manifest
-        for name in RUN_FILES:
+        for name in (*RUN_FILES, ANALYSES_INDEX):
             if name not in ("config.json", "ledger.sqlite"):
                 (p / name).unlink(missing_ok=True)
-        from ldp_audit.rundir.seal import INDEX
-
-        (p / INDEX).unlink(missing_ok=True)
         for f in p.iterdir():
             if f.is_file() and ARTIFACT_PATTERN.match(f.name):
                 f.unlink()
@@ -271,7 +270,6 @@ class RunWriter:
         replay = getattr(getattr(self, "_ledger", None), "replay_status", lambda: None)()
         if replay is not None:  # --resume: earlier charges matched, not charged again
             man["resume"] = replay
-        from ldp_audit.rundir.seal import seal_manifest
 
         write_json_file(self.path / "manifest.json", seal_manifest(man, self.path))
         self._finished = True
@@ -303,7 +301,6 @@ def write_artifact(run_dir: Any, name: str, obj: Any, *, overwrite: bool = False
             f"--overwrite to replace it"
         )
     write_json_file(target, obj, replace=overwrite)
-    from ldp_audit.rundir.seal import seal_analyses
 
     seal_analyses(p, [name])  # under the ledger key, chained to the run's manifest
     return target

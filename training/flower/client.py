@@ -274,14 +274,14 @@ class LdpReleaseMod:
     def __call__(self, msg: Any, context: Any, call_next: Any) -> Any:
         from flwr.app import Error, Message, MessageType
 
+        def error(code: int, reason: str) -> Any:
+            return Message(Error(code=code, reason=reason), reply_to=msg)
+
         if msg.metadata.message_type != MessageType.TRAIN:
-            return Message(
-                Error(
-                    code=3,
-                    reason="LdpReleaseMod releases train replies only (an evaluate or query "
-                    "reply would carry un-noised values); evaluate on the server instead",
-                ),
-                reply_to=msg,
+            return error(
+                3,
+                "LdpReleaseMod releases train replies only (an evaluate or query "
+                "reply would carry un-noised values); evaluate on the server instead",
             )
         try:
             settings = ClientSettings.from_configs(context.run_config, context.node_config)
@@ -293,19 +293,15 @@ class LdpReleaseMod:
             try:
                 out = call_next(msg, context)
             except Exception as exc:  # its message may quote private data: name the type only
-                reason = f"the train function raised {type(exc).__name__}"
-                return Message(Error(code=4, reason=reason), reply_to=msg)
+                return error(4, f"the train function raised {type(exc).__name__}")
             if out.has_error():
-                return Message(Error(code=4, reason="the train function failed"), reply_to=msg)
+                return error(4, "the train function failed")
             local = _arrays(out.content, settings.arrays_key, "the train reply")
             arrays, report, rel = release_reply(broadcast, local, settings, server_round)
-            public = {}
-            for rec in out.content.metric_records.values():
-                for k in settings.public_metrics:
-                    if k in rec:
-                        public[k] = rec[k]
+            records = out.content.metric_records.values()
+            public = {k: r[k] for r in records for k in settings.public_metrics if k in r}
         except Exception as exc:  # nothing released; the server sees only the reason
-            return Message(Error(code=2, reason=f"{type(exc).__name__}: {exc}"), reply_to=msg)
+            return error(2, f"{type(exc).__name__}: {exc}")
         return Message(
             sealed_content(settings, arrays, report, rel, public, server_round), reply_to=msg
         )

@@ -28,10 +28,11 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit.errors import InvalidParameterError
+from ldp_audit.errors import InvalidParameterError, LdpAuditError
 from ldp_audit.training.flower import run as app_run
 from ldp_audit.training.flower.protocol import agent_rng
 from ldp_audit.training.flower.run import app_pyproject
+from ldp_audit.training.flower.server import ldp_server_main, summary
 from ldp_audit.validation import check_int
 
 __all__ = [
@@ -150,8 +151,6 @@ def make_server_app() -> Any:
     """The ServerApp: ``FedAvg`` over sealed releases, recorded (``ldp_server_main``)."""
     from flwr.app import MetricRecord
     from flwr.serverapp import ServerApp
-
-    from ldp_audit.training.flower.server import ldp_server_main
 
     app = ServerApp()
 
@@ -301,9 +300,6 @@ def main(argv: list[str] | None = None) -> int:
     ``flwr run`` on a local simulation SuperLink; prints where the run is and what it spent."""
     import argparse
     import sys
-
-    from ldp_audit.errors import LdpAuditError
-    from ldp_audit.training.flower.server import summary
 
     p = argparse.ArgumentParser(prog="python -m ldp_audit.training.flower.digits")
     p.add_argument("--out", help="the server's run directory (new or empty)")

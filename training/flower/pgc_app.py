@@ -41,15 +41,25 @@ import math
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ldp_audit.errors import InvalidParameterError
+from ldp_audit.accountant import Accountant, Budget, Ledger
+from ldp_audit.errors import InvalidParameterError, LdpAuditError
+from ldp_audit.rundir import RunDir, RunWriter, check_new_dir, json_number
 from ldp_audit.training.flower import run as app_run
 from ldp_audit.training.flower.protocol import agent_rng, require_flwr, sealed_report
+from ldp_audit.training.pgc_a3c import (
+    PgcA3cConfig,
+    episode_gradients,
+    init_theta,
+    privatize_reports,
+)
+from ldp_audit.training.pgc_a3c.metrics import first_success_time
+from ldp_audit.validation import check_int
 
 __all__ = [
     "AgentSecrets",
@@ -84,15 +94,12 @@ class AgentSecrets:
         g = self.gravity
         if isinstance(g, bool) or not isinstance(g, (int, float)) or not math.isfinite(g) or g <= 0:
             raise InvalidParameterError(f"gravity must be a finite number > 0, got {g!r}")
-        if self.seed is not None and (
-            isinstance(self.seed, bool) or not isinstance(self.seed, int)
-        ):
-            raise InvalidParameterError(f"seed must be an int or None, got {self.seed!r}")
+        if self.seed is not None:
+            check_int(self.seed, "seed")
 
 
 def _pgc_config(cfg: Any, n_agents: int) -> Any:
     """The PgcA3cConfig of a Flower run: 1 trial, n_agents workers, T = cfg.rounds rounds."""
-    from ldp_audit.training.pgc_a3c import PgcA3cConfig
 
     if isinstance(cfg, Mapping):
         cfg = PgcA3cConfig.from_dict(dict(cfg))
@@ -105,13 +112,8 @@ def _pgc_config(cfg: Any, n_agents: int) -> Any:
         )
     if cfg.stop_at_target:
         raise InvalidParameterError("config.stop_at_target is not supported by the Flower app")
-    from dataclasses import replace
 
     return replace(cfg, trials=1, n_agents=n_agents, max_submissions=n_agents * cfg.rounds)
-
-
-def _alpha(cfg: Any, n: int) -> float:
-    return max(0.0, float(cfg.alpha_start) - n / float(cfg.alpha_decay))
 
 
 # ==============================================================================================
@@ -129,7 +131,12 @@ def _agent_state(context: Any, secrets: Mapping[int, AgentSecrets] | None, ledge
     # a simulation under `flwr run` (no node config of its own): a node that gives its gravity
     # never reads a file the run config names
     if "gravity" not in nc and secrets is None and rc.get("agents-file"):
-        secrets = _read_agents_file(str(rc["agents-file"]))
+        # the simulated agents' secrets (run_simulation writes this file for the ClientApps;
+        # a real SuperNode gives its own in its node config; the ServerApp never reads it)
+        data = json.loads(Path(str(rc["agents-file"])).read_text())
+        secrets = {
+            int(k): AgentSecrets(float(v["gravity"]), v.get("seed")) for k, v in data.items()
+        }
     if ledger_dir is None and rc.get("ledger-dir"):
         ledger_dir = str(rc["ledger-dir"])
     if "gravity" in nc:
@@ -145,14 +152,6 @@ def _agent_state(context: Any, secrets: Mapping[int, AgentSecrets] | None, ledge
     if ldir is None:
         raise InvalidParameterError(f"agent {agent} has no ledger dir (node config 'ledger-dir')")
     return agent, sec, Path(str(ldir))
-
-
-def _read_agents_file(path: str) -> dict[int, AgentSecrets]:
-    """The simulated agents' secrets (``run_simulation`` writes this file for the ClientApps
-    of a simulation; a real SuperNode gives its own in its node config). The ServerApp never
-    reads it."""
-    data = json.loads(Path(path).read_text())
-    return {int(k): AgentSecrets(float(v["gravity"]), v.get("seed")) for k, v in data.items()}
 
 
 class LdpReleaseMod:
@@ -202,8 +201,6 @@ class LdpReleaseMod:
         return out
 
     def _release(self, raw: dict[str, Any], context: Any) -> Any:
-        from ldp_audit.accountant import Accountant, Budget, Ledger
-        from ldp_audit.training.pgc_a3c import privatize_reports
 
         cfg = raw["config"]
         agent, sec, ldir = _agent_state(context, self.secrets, self.ledger_dir)
@@ -231,8 +228,6 @@ def _train(msg: Any, context: Any, secrets: Any, ledger_dir: Any) -> Any:
     this process's release mod (module-level, so that pickling the app never copies it)."""
     from flwr.app import Message, MetricRecord, RecordDict
 
-    from ldp_audit.training.pgc_a3c import episode_gradients
-
     agent, sec, _ = _agent_state(context, secrets, ledger_dir)
     cfg = _pgc_config(json.loads(str(msg.content["config"]["pgc-config"])), 1)
     submission = int(msg.content["config"]["submission"])
@@ -241,7 +236,7 @@ def _train(msg: Any, context: Any, secrets: Any, ledger_dir: Any) -> Any:
         theta,
         sec.gravity,
         agent_rng(sec.seed, agent, submission, 0),  # stream 0: the episode
-        _alpha(cfg, submission),
+        max(0.0, float(cfg.alpha_start) - submission / float(cfg.alpha_decay)),  # alpha_n
         cfg.episode_steps,
         gamma=cfg.gamma,
         lam=cfg.lam,
@@ -325,29 +320,24 @@ def _check_reply(reply: Any, cfg: Any, d: int) -> tuple[np.ndarray, float, int]:
     return y, float(res["score"]), int(res["submission"])
 
 
+_IDS = ("trial", "agent", "worker", "round", "submission", "theta_index")
+
+
 def _run_server(grid: Any, context: Any, settings: dict[str, Any]) -> Path:
     """The ServerApp's main: broadcast, receive, aggregate, record."""
     from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, RecordDict
 
-    from ldp_audit.accountant import Accountant
     from ldp_audit.accountant.events import event_for
-    from ldp_audit.rundir import RunWriter, json_number
-    from ldp_audit.training.pgc_a3c import init_theta
-    from ldp_audit.training.pgc_a3c.metrics import first_success_time
-    from ldp_audit.training.pgc_a3c.run_dir import TRANSCRIPT_KEYS
 
-    rc = {**{k: v for k, v in dict(context.run_config).items()}, **settings}
+    rc = {**dict(context.run_config), **settings}
     for key in ("pgc-config", "run-dir"):
         if key not in rc:
             raise InvalidParameterError(f"run config must give {key!r}")
     seed = int(rc.get("seed", 0))
     timeout = float(rc.get("timeout", 600.0))
-    nodes = sorted(grid.get_node_ids())
-    wait_until = time.monotonic() + timeout
-    want = int(rc.get("num-agents", 0)) or None
-    while want is not None and len(nodes) < want and time.monotonic() < wait_until:
-        time.sleep(0.5)
-        nodes = sorted(grid.get_node_ids())
+    want, wait_until = int(rc.get("num-agents", 0)), time.monotonic() + timeout
+    while len(nodes := sorted(grid.get_node_ids())) < want and time.monotonic() < wait_until:
+        time.sleep(0.5)  # for the SuperNodes the run config names (num-agents)
     if not nodes:
         raise InvalidParameterError("no SuperNode connected")
     k_agents = len(nodes)
@@ -358,49 +348,39 @@ def _run_server(grid: Any, context: Any, settings: dict[str, Any]) -> Path:
     if gt not in (None, ""):  # "" is the app project's default: no ground truth
         gravities = [float(x) for x in (gt.split(",") if isinstance(gt, str) else gt)]
     mech = cfg.make_mechanism()
-    mode = "overwrite" if bool(rc.get("overwrite", False)) else "new"
     w = RunWriter(
         rc["run-dir"],
         algorithm="pgc-a3c",
         config=cfg.to_dict(),
         seed=seed,
         mechanism=mech.to_config(),
-        mode=mode,
+        mode="overwrite" if rc.get("overwrite", False) else "new",
         extra={"engine": f"flower {require_flwr().__version__}", "protocol": "synchronous rounds"},
     )
     acc = Accountant(ledger=w.open_ledger())
     event = event_for(mech)
     t0 = time.perf_counter()
-    agg = Eq22Aggregator(
-        init_theta(agent_rng(seed, 0, 0)),
-        cfg.eta,
-        cfg.effective_buffer_size,
-    )
-    d = agg.theta.size
-    cols: dict[str, list[Any]] = {k: [] for k in TRANSCRIPT_KEYS if k != "thetas"}
+    agg = Eq22Aggregator(init_theta(agent_rng(seed, 0, 0)), cfg.eta, cfg.effective_buffer_size)
+    d, cfg_json = agg.theta.size, json.dumps(cfg.to_dict())
+    ids: list[tuple[int, ...]] = []  # one row per accepted report, the _IDS columns
+    reports: list[np.ndarray] = []
+    scores: list[float] = []
     thetas: list[np.ndarray] = []
     agent_of_node: dict[int, int] = {}
     rejected: list[dict[str, Any]] = []
     status = "failed"
     try:
         for r in range(cfg.rounds):
-            thetas.append(agg.theta.copy())
-            v = len(thetas) - 1
+            thetas.append(agg.theta.copy())  # row r of thetas: the reports of round r
             msgs = []
             for k, node in enumerate(nodes):
                 n = r * k_agents + k
-                content = RecordDict(
-                    {
-                        "theta": ArrayRecord([agg.theta.copy()]),
-                        "config": ConfigRecord(
-                            {"pgc-config": json.dumps(cfg.to_dict()), "submission": n, "round": r}
-                        ),
-                    }
-                )
+                rec = ConfigRecord({"pgc-config": cfg_json, "submission": n, "round": r})
+                content = RecordDict({"theta": ArrayRecord([agg.theta.copy()]), "config": rec})
                 msgs.append(Message(content, node, MessageType.TRAIN, group_id=str(r)))
             replies = list(grid.send_and_receive(msgs, timeout=timeout))
             by_node = {rep.metadata.src_node_id: rep for rep in replies}
-            ok: list[tuple[int, str]] = []
+            ok: list[tuple[str, Any]] = []
             for k, node in enumerate(nodes):
                 n = r * k_agents + k
                 rep = by_node.get(node)
@@ -416,37 +396,27 @@ def _run_server(grid: Any, context: Any, settings: dict[str, Any]) -> Path:
                 except InvalidParameterError as exc:
                     rejected.append({"round": r, "node": int(node), "reason": str(exc)})
                     continue
-                ok.append((agent, f"0/{agent}"))
-                for key, val in (
-                    ("trial", 0),
-                    ("agent", agent),
-                    ("worker", k),
-                    ("round", r),
-                    ("submission", n),
-                    ("theta_index", v),
-                    ("score", score),
-                ):
-                    cols[key].append(val)
-                cols["report"].append(y)
+                ok.append((f"0/{agent}", event))
+                ids.append((0, agent, k, r, n, r))
+                reports.append(y)
+                scores.append(score)
                 agg.receive(y)  # eq. 22, in node order
             if ok:  # the server's record of the charges its clients declared
-                acc.charge_many([(aid, event) for _, aid in ok])
+                acc.charge_many(ok)
         # a run in which no report was accepted released nothing usable: say so in its status
-        status = "complete" if cols["trial"] or not rejected else "failed"
+        status = "complete" if ids or not rejected else "failed"
     finally:
-        n_rows = len(cols["trial"])
-        transcript = {
-            k: np.asarray(cols[k], dtype=np.int64)
-            for k in ("trial", "agent", "worker", "round", "submission", "theta_index")
-        }
-        transcript["report"] = np.asarray(cols["report"], dtype=np.float64).reshape(n_rows, d)
-        transcript["score"] = np.asarray(cols["score"], dtype=np.float64)
+        n_rows = len(ids)
+        id_cols = np.asarray(ids, dtype=np.int64).reshape(n_rows, len(_IDS)).T
+        transcript = dict(zip(_IDS, id_cols, strict=True))
+        transcript["report"] = np.asarray(reports, dtype=np.float64).reshape(n_rows, d)
+        transcript["score"] = np.asarray(scores, dtype=np.float64)
         transcript["thetas"] = np.asarray(thetas, dtype=np.float64).reshape(-1, d)
         w.write_npz("transcript.npz", transcript)
         if gravities is not None:
             g = np.asarray(gravities, dtype=np.float64)
             w.write_npz("secrets.npz", {"gravity": g[transcript["agent"]]})
-        zeta = np.asarray(cols["score"], dtype=np.float64)
+        zeta = transcript["score"]
         fst = (
             first_success_time(zeta[None, :], cfg.target_score, cfg.window) if n_rows else math.inf
         )
@@ -573,8 +543,6 @@ def run_simulation(
     require_flwr()
     import tempfile
 
-    from ldp_audit.rundir import check_new_dir
-
     agents = list(agents)
     if not agents or not all(isinstance(a, AgentSecrets) for a in agents):
         raise InvalidParameterError("agents must be a non-empty list of AgentSecrets")
@@ -618,7 +586,6 @@ def run_simulation(
 def summary(run_dir: str | Path, ledger_dir: str | Path | None = None) -> str:
     """Where a Flower run is and what it spent, in a few lines (from its manifest and metrics):
     what the simulation's own output (Flower's log) does not say."""
-    from ldp_audit.rundir import RunDir
 
     run = RunDir(run_dir)
     run_dir, man, m = run.path, run.manifest() or {}, run.metrics()
@@ -651,9 +618,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     import argparse
     import sys
 
-    from ldp_audit.errors import LdpAuditError
-    from ldp_audit.training.pgc_a3c import PgcA3cConfig
-
     p = argparse.ArgumentParser(
         prog="python -m ldp_audit.training.flower.pgc_app",
         description="PGC-A3C in Flower's simulation engine: one SuperNode per agent, the "
@@ -681,10 +645,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"--gravities must be a comma list of numbers, got {a.gravities!r}"
             ) from None
         cfg = PgcA3cConfig(
-            mechanism=a.mechanism,
-            epsilon=a.epsilon,
-            rounds=a.rounds,
-            buffer_size=a.buffer_size,
+            mechanism=a.mechanism, epsilon=a.epsilon, rounds=a.rounds, buffer_size=a.buffer_size
         )
         agents = [AgentSecrets(g, a.seed + 1 + k) for k, g in enumerate(grav)]
         run = run_simulation(

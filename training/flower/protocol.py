@@ -1,11 +1,15 @@
-"""What the Flower client mod and the server agree on: config keys, settings, the flat vector.
+"""What the Flower client mod and the server agree on: settings, the release record, the flat
+vector.
 
 Shared by the client side (:mod:`~ldp_audit.training.flower.client`: the mod that releases
 every train reply) and the server side (:mod:`~ldp_audit.training.flower.server`: the
-strategy that checks and records the releases); docs/flower.md. Here: the run-config keys
-each side reads, the parsing of the ``ldp-mechanism`` and ``ldp-budget`` settings (the same
-rules on both sides), and the model's arrays as one flat float64 vector (what is released)
-and back.
+strategy that checks and records the releases); docs/flower.md lists the run-config keys each
+side reads (the client's: ``ldp-mechanism``, ``ldp-budget``, ``ldp-release`` (a node config
+may pin these three), ``ldp-ledger-dir``, ``ldp-public-metrics``, ``ldp-arrays-key``; the
+server's: ``run-dir``, ``overwrite``, ``num-server-rounds``, ``min-nodes``, ``timeout``).
+Here: the parsing of the ``ldp-mechanism`` and ``ldp-budget`` settings (the same rules on
+both sides), the check of a reply's release record, and the model's arrays as one flat
+float64 vector (what is released) and back.
 """
 
 from __future__ import annotations
@@ -20,8 +24,6 @@ import numpy as np
 from ldp_audit.errors import InvalidParameterError
 
 __all__ = [
-    "RUN_CONFIG_KEYS",
-    "SERVER_CONFIG_KEYS",
     "RELEASES",
     "require_flwr",
     "agent_rng",
@@ -33,17 +35,6 @@ __all__ = [
     "budget_from",
 ]
 
-#: Run-config keys read by the client mod (a node config may pin the first three).
-RUN_CONFIG_KEYS = (
-    "ldp-mechanism",
-    "ldp-budget",
-    "ldp-release",
-    "ldp-ledger-dir",
-    "ldp-public-metrics",
-    "ldp-arrays-key",
-)
-#: Run-config keys read by :func:`~ldp_audit.training.flower.server.ldp_server_main`.
-SERVER_CONFIG_KEYS = ("run-dir", "overwrite", "num-server-rounds", "min-nodes", "timeout")
 #: What a client may release (``ldp-release``): its update or its parameters.
 RELEASES = ("update", "parameters")
 

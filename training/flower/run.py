@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.rundir import RunDir, check_new_dir, read_manifest
 from ldp_audit.validation import check_int
 
 __all__ = ["flwr_run", "app_pyproject", "write_app_project", "run_app_project"]
@@ -53,7 +54,6 @@ def app_pyproject(name: str, description: str, module: str, config: str) -> str:
 
 def write_app_project(path: str | Path, pyproject: str, module: str, text: str) -> Path:
     """Write a Flower app project (``pyproject.toml`` + ``<module>.py``) into a new folder."""
-    from ldp_audit.rundir import check_new_dir
 
     p = check_new_dir(path, name="app project folder")
     p.mkdir(parents=True, exist_ok=True)
@@ -74,8 +74,6 @@ def run_app_project(
             not ``complete`` (the message quotes the first refused reply).
     """
     import tempfile
-
-    from ldp_audit.rundir import RunDir, read_manifest
 
     with tempfile.TemporaryDirectory(prefix="ldp-flwr-app-") as tmp:
         app = write(Path(tmp) / "app")
@@ -99,14 +97,6 @@ def run_app_project(
 # ==============================================================================================
 # Running an app: `flwr run` against a local simulation SuperLink that we start and stop
 # ==============================================================================================
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _toml_value(v: Any) -> str:
@@ -145,6 +135,7 @@ def flwr_run(
         ``finished:failed``, Flower's exit code 700, while ``flwr run --stream`` exits 0), else 0.
     """
     import os
+    import socket
     import subprocess
     import sys
     import tempfile
@@ -164,7 +155,9 @@ def flwr_run(
             return flwr_run(app, run_config=run_config, num_supernodes=n, timeout=timeout, log=f)
     out = log if log is not None else subprocess.DEVNULL
     with tempfile.TemporaryDirectory(prefix="ldp-flwr-") as home:
-        port = _free_port()
+        with socket.socket() as s:  # a free port for the SuperLink
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
         Path(home, "config.toml").write_text(
             f'[superlink]\ndefault = "sim"\n\n[superlink.sim]\naddress = "127.0.0.1:{port}"\n'
             "insecure = true\n"

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.rundir import RunDir, json_number
 from ldp_audit.training.flower.protocol import (
     budget_from,
     flatten,
@@ -67,40 +68,27 @@ class FlowerRecorder:
         engine: str = "",
         budget: float | None = None,
     ) -> None:
-        from ldp_audit.accountant import Accountant
         from ldp_audit.accountant.events import event_for
-        from ldp_audit.run import ALGORITHM, OwnLoopConfig
-        from ldp_audit.rundir import RunWriter, check_new_dir, to_jsonable
+        from ldp_audit.run import Run
 
         if truth is not None and not callable(truth):
             raise InvalidParameterError(f"truth must be callable or None, got {truth!r}")
-        self.cfg = OwnLoopConfig(
-            system=system,
-            params=to_jsonable(dict(config or {})),
-            mechanism=mechanism.to_config(),
-            private_parameter=None if private is None else dict(private),
-        )
-        check_new_dir(run_dir, name="run-dir", overwrite=bool(overwrite))
-        self.mechanism = mechanism
-        self.event = event_for(mechanism)
-        self.truth = truth
-        self.writer = RunWriter(
+        run = Run(  # the own-loop run's config, writer and the server's record ledger
             run_dir,
-            algorithm=ALGORITHM,
-            config=self.cfg.to_dict(),
+            system=system,
+            config=config,
             seed=int(seed),
-            mechanism=mechanism.to_config(),
-            mode="overwrite" if overwrite else "new",
+            mechanism=mechanism,
+            private=private,
+            overwrite=bool(overwrite),
             extra={
-                "private_parameter": self.cfg.private_parameter,
-                "system": system,
                 "engine": engine or f"flower {require_flwr().__version__}",
                 "protocol": "Flower rounds; LdpReleaseMod on every client",
                 "budget": None if budget is None else budget_from(budget, "budget"),
             },
         )
-        self.path = Path(self.writer.path)
-        self.accountant = Accountant(ledger=self.writer.open_ledger())
+        self.path, self.writer, self.accountant = run.path, run.writer, run.accountant
+        self.mechanism, self.event, self.truth = mechanism, event_for(mechanism), truth
         self.thetas: list[np.ndarray] = []
         self.rows: dict[str, list[Any]] = {
             k: [] for k in ("agent", "round", "submission", "theta_index", "report", "value")
@@ -141,9 +129,7 @@ class FlowerRecorder:
 
     def accept(self, server_round: int, agent: int, report: np.ndarray, theta_index: int) -> None:
         """Record one accepted report and the charge its client declared."""
-        value = math.nan
-        if self.truth is not None:
-            value = float(self.truth(agent))
+        value = math.nan if self.truth is None else float(self.truth(agent))
         self.accountant.charge_many([(str(agent), self.event)])
         row = (agent, server_round, len(self.rows["agent"]), theta_index, report, value)
         for col, v in zip(self.rows.values(), row, strict=True):  # the columns, in order
@@ -181,7 +167,6 @@ class FlowerRecorder:
                         "secrets.npz", {"value": np.asarray(self.rows["value"], dtype=np.float64)}
                     )
             spent = self.accountant.spent_all(delta=float(getattr(self.mechanism, "delta", 0.0)))
-            from ldp_audit.rundir import json_number
 
             self.writer.write_json(
                 "metrics.json",
@@ -282,18 +267,6 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _abs_path(rc: Mapping[str, Any], key: str) -> str:
-    v = rc.get(key)
-    if not isinstance(v, str) or not v:
-        raise InvalidParameterError(f"the run config must give {key!r} (a folder), got {v!r}")
-    if not Path(v).is_absolute():
-        raise InvalidParameterError(
-            f"the run config's {key!r} must be an absolute path (Flower runs the ServerApp in a "
-            f"process whose working folder is not yours), got {v!r}"
-        )
-    return v
-
-
 def ldp_server_main(
     grid: Any,
     context: Any,
@@ -329,7 +302,16 @@ def ldp_server_main(
     from flwr.serverapp.strategy import FedAvg
 
     rc = dict(context.run_config)
-    run_dir = _abs_path(rc, "run-dir")
+    run_dir = rc.get("run-dir")
+    if not isinstance(run_dir, str) or not run_dir:
+        raise InvalidParameterError(
+            f"the run config must give 'run-dir' (a folder), got {run_dir!r}"
+        )
+    if not Path(run_dir).is_absolute():
+        raise InvalidParameterError(
+            f"the run config's 'run-dir' must be an absolute path (Flower runs the ServerApp in a "
+            f"process whose working folder is not yours), got {run_dir!r}"
+        )
     mech = mechanism_from(rc.get("ldp-mechanism"), "run config")
     rounds = rc.get("num-server-rounds", 3)
     min_nodes = rc.get("min-nodes", 2)
@@ -370,7 +352,6 @@ def ldp_server_main(
 
 def summary(run_dir: str | Path, ledger_dir: str | Path | None = None) -> str:
     """Where a Flower run is and what it spent, in a few lines (from its manifest and metrics)."""
-    from ldp_audit.rundir import RunDir
 
     rd = RunDir(run_dir)
     run_dir, man, m, cfg = rd.path, rd.manifest() or {}, rd.metrics(), rd.config
