@@ -306,8 +306,8 @@ class _Engine:
         self.varied = any(c.private_param != "gravity" for c in cfgs)
         self.nets = Nets(c0.hidden, c0.layers, A, rng)
         self.acfg = np.array([self.group_cfg[g] for g in self.agent_group], dtype=np.int64)
-        per = lambda name: np.array(  # noqa: E731
-            [getattr(cfgs[c], name) for c in self.acfg], dtype=np.float64
+        per = lambda name, dtype=np.float64: np.array(  # noqa: E731
+            [getattr(cfgs[c], name) for c in self.acfg], dtype=dtype
         )
         self.gamma, self.fail = per("gamma"), per("fail_reward")
         self.lr_actor, self.lr_critic = per("actor_lr"), per("critic_lr")
@@ -318,9 +318,7 @@ class _Engine:
         self.np_t = self.opt.t.numpy().reshape(-1)
         # per-agent proxy grid (vectorised cell ids for every config at once): a component that
         # is not cut has multiplier 0
-        self.g_low = np.array([cfgs[c].state_low for c in self.acfg], dtype=np.float64)
-        self.g_high = np.array([cfgs[c].state_high for c in self.acfg], dtype=np.float64)
-        self.g_S = np.array([cfgs[c].sections for c in self.acfg], dtype=np.float64)
+        self.g_low, self.g_high, self.g_S = per("state_low"), per("state_high"), per("sections")
         self.g_width = (self.g_high - self.g_low) / self.g_S[:, None]
         self.g_mult = np.zeros((A, 4), dtype=np.int64)
         self.g_cut = np.zeros((A, 4), dtype=bool)
@@ -328,7 +326,7 @@ class _Engine:
             for j, dim in enumerate(cfgs[c].proxy_dims):
                 self.g_mult[a, dim] = int(cfgs[c].sections) ** j
                 self.g_cut[a, dim] = True
-        self.init_eps = np.array([cfgs[c].initial_episodes for c in self.acfg], dtype=np.int64)
+        self.init_eps = per("initial_episodes", np.int64)
         self.env = PrivateGravityCartPole(
             self.gravity, episode_steps=max(c.episode_steps for c in cfgs)
         )
@@ -336,13 +334,13 @@ class _Engine:
             from ldp_audit.training.frd.physics import set_row_constants
 
             set_row_constants(self.env, phys)
-        self.steps_limit = np.array([cfgs[c].episode_steps for c in self.acfg])
+        self.steps_limit = per("episode_steps", np.int64)
         maxe = max(c.max_episodes for c in cfgs)
         self.scores = np.full((A, maxe), np.nan)
         self.ep = np.zeros(A, dtype=np.int64)
         self.ep_len = np.zeros(A, dtype=np.int64)
         self.status = np.full(A, self.RUN, dtype=np.int64)
-        self.max_ep = np.array([cfgs[c].max_episodes for c in self.acfg])
+        self.max_ep = per("max_episodes", np.int64)
         self.best = np.full(len(gi), np.inf)  # mission per group (candidate while running)
         self.uploads = np.zeros(A, dtype=np.int64)
         self.rounds = np.zeros(len(gi), dtype=np.int64)
@@ -355,7 +353,7 @@ class _Engine:
         self.mem_cnt = [np.zeros(0) for _ in range(A)]
         self.buf: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self.buf_rows = 0
-        self.is_frd = np.array([cfgs[c].mode == "frd" for c in self.acfg])
+        self.is_frd = per("mode", str) == "frd"
         self.members = [np.flatnonzero(self.agent_group == G) for G in range(len(gi))]
 
     # -------------------------------------------------------------------------------------------

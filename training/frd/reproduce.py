@@ -36,20 +36,10 @@ from ldp_audit.report.markdown import wrap_markdown
 from ldp_audit.rundir.files import fmt_number as num
 from ldp_audit.training.device import DEVICES
 from ldp_audit.training.frd import FrdConfig, arch_batches, setting_config, train, train_batch
-from ldp_audit.training.frd.trends import holm, median_ci, rank_sum_test, trend_tests
+from ldp_audit.training.frd.trends import median_ci, trend_tests
 from ldp_audit.training.reproduction import check_fields, provenance, write_report
 
-__all__ = [
-    "ReproduceSettings",
-    "reproduce",
-    "rerender",
-    "readme_markdown",
-    "pages",
-    "trend_tests",
-    "rank_sum_test",
-    "holm",
-    "median_ci",
-]
+__all__ = ["ReproduceSettings", "reproduce", "rerender", "readme_markdown", "pages"]
 
 #: What the paper says (text of sections 5-6; the figures carry no numbers in the text).
 PAPER_CLAIMS = {
@@ -313,18 +303,12 @@ def _sweep(
     meter: Any = None
     if progress:
         total = sum(c.groups * c.n_agents * c.max_episodes for c in cfgs)
-        if _in_process(where):
-            from tqdm.auto import tqdm
+        if where["backend"] == "ray":
+            from ldp_audit.backends import init_ray
 
-            meter = tqdm(total=total, desc="agent-episodes", unit="ep")
-        else:
-            if where["backend"] == "ray":
-                from ldp_audit.backends import init_ray
-
-                init_ray(where["address"], where["workers"])  # the progress queue's actor
-            meter = WorkProgress(
-                total, "agent-episodes", "ray" if where["backend"] == "ray" else "pool", unit="ep"
-            )
+            init_ray(where["address"], where["workers"])  # the progress queue's actor
+        kind = "here" if _in_process(where) else where["backend"].replace("local", "pool")
+        meter = WorkProgress(total, "agent-episodes", kind, unit="ep")
     items = [
         {
             "task": "sweep",
@@ -340,14 +324,10 @@ def _sweep(
     ]
     if meter is not None:  # the bar here, or a queue fed from the pool's / Ray's workers
         for item in items:
-            item["sink"] = getattr(meter, "sink", meter)
+            item["sink"] = meter.sink
     try:
         outs = run_tasks(
-            _sweep_task,
-            items,
-            describe=describe_spec,
-            _poll=getattr(meter, "poll", None),
-            **where,
+            _sweep_task, items, describe=describe_spec, _poll=getattr(meter, "poll", None), **where
         )
     finally:
         if meter is not None:
