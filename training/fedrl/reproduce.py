@@ -294,18 +294,14 @@ def _stage(item: dict[str, Any]) -> dict[str, Any]:
 
 def _table1_config(rc: ReproConfig, index: int) -> FedRLConfig:
     """The FedRLConfig of Table 1 at ``rc.sizes[index]``."""
+    passed = {name: getattr(rc, name) for name in _FEDRL_META}  # the FedRLConfig fields
     return FedRLConfig(
         size=rc.sizes[index],
-        n_maps=rc.n_maps,
         map_seed=rc.seed,
-        hist_len=rc.hist_len,
         sigma=1.0,
         train_steps=rc.steps_for(index),
-        n_envs=rc.n_envs,
-        eval_maps=rc.eval_maps,
         runs=rc.runs,
-        meeting_rule=rc.meeting_rule,
-        device=rc.device,
+        **passed,
     )
 
 

@@ -497,39 +497,16 @@ class _Engine:
         trial = int(self.group_num[G])
         slots = self.agent_slot[agents]
         ids = [f"{trial}/{int(s)}" for s in slots]
-        ev = rec.event
         rnd = int(self.rounds[G])
-        if c.mode == "fedavg":
-            torch = self.torch
-            flat = self.nets.flat[torch.from_numpy(agents)].numpy().astype(np.float64)
-            meta = {"trial": np.full(len(agents), trial), "agent": slots.copy()}
-            rel = release_with(
-                lambda: flat.copy(),
-                accountant=rec.accountant,
-                charges=[(i, ev) for i in ids],
-                epsilon=math.inf,
-                meta=meta,
-            )
-            require_sealed(rel, "the FedAvg server")
-            mean = rel.values.mean(axis=0)
-            if rec.record:
-                # theta_index: the broadcast this round started from (-1: the agent's own init)
-                rec.transcript.append(
-                    rel,
-                    submission=np.full(len(agents), rnd),
-                    theta_index=np.full(len(agents), int(self.last_theta[G])),
-                )
-                rec.thetas.append(mean.copy())
-                rec.theta_meta.append((trial, rnd))
-                self.last_theta[G] = len(rec.thetas) - 1
-                rec.secret_gravity.append(self.secret[agents])
-            self.nets.flat[torch.from_numpy(agents)] = torch.from_numpy(mean.astype(np.float32))[
-                None, :
-            ].expand(len(agents), -1)
-        else:
+        torch = self.torch
+        if c.mode == "fedavg":  # the upload: each agent's parameters
+            raw = self.nets.flat[torch.from_numpy(agents)].numpy().astype(np.float64)
+            row_agent, secrets = slots.copy(), self.secret[agents]
+            # theta_index: the broadcast this round started from (-1: the agent's own init)
+            theta_index = np.full(len(agents), int(self.last_theta[G]))
+        else:  # the upload: each agent's proxy memory of its last window, a row per cell
             self._flush()
-            grid = self.grids[ci]
-            rows, agent_col = [], []
+            rows, agent_col, secret_col = [], [], []
             for a, s in zip(agents, slots, strict=True):
                 keys, sums, cnt = self.mem_keys[a], self.mem_sum[a], self.mem_cnt[a]
                 if keys.size == 0:
@@ -544,29 +521,36 @@ class _Engine:
                     vals = sums / cnt
                 rows.append(np.stack([keys.astype(np.float64), vals], axis=1))
                 agent_col.append(np.full(keys.size, int(s)))
-            raw = np.concatenate(rows)
-            agent_col_a = np.concatenate(agent_col)
-            mech = rec.mechanism
-            noise_rng = self.rng
-            meta = {"trial": np.full(raw.shape[0], trial), "agent": agent_col_a}
-            rel = release_with(
-                (lambda: mech.privatize(raw, noise_rng)) if c.private else (lambda: raw.copy()),
-                accountant=rec.accountant,
-                charges=[(i, ev) for i in ids],
-                epsilon=float(mech.epsilon),
-                meta=meta,
+                secret_col.append(np.full(keys.size, self.secret[a]))
+            raw, row_agent = np.concatenate(rows), np.concatenate(agent_col)
+            secrets, theta_index = np.concatenate(secret_col), np.zeros(raw.shape[0], np.int64)
+        mech, noise_rng = rec.mechanism, self.rng
+        rel = release_with(
+            (lambda: mech.privatize(raw, noise_rng)) if c.private else (lambda: raw.copy()),
+            accountant=rec.accountant,
+            charges=[(i, rec.event) for i in ids],
+            epsilon=float(mech.epsilon),
+            meta={"trial": np.full(raw.shape[0], trial), "agent": row_agent},
+        )
+        if rec.record:
+            rec.transcript.append(
+                rel, submission=np.full(raw.shape[0], rnd), theta_index=theta_index
             )
+            rec.secret_gravity.append(secrets)
+        if c.mode == "fedavg":
+            require_sealed(rel, "the FedAvg server")
+            mean = rel.values.mean(axis=0)
+            if rec.record:
+                rec.thetas.append(mean.copy())
+                rec.theta_meta.append((trial, rnd))
+                self.last_theta[G] = len(rec.thetas) - 1
+            self.nets.flat[torch.from_numpy(agents)] = torch.from_numpy(mean.astype(np.float32))[
+                None, :
+            ].expand(len(agents), -1)
+        else:
             cells, pol = aggregate_memories(rel, mechanism=mech if c.private else None)
             self.memory_sizes[G].append(int(cells.size))
-            if rec.record:
-                rec.transcript.append(
-                    rel,
-                    submission=np.full(raw.shape[0], rnd),
-                    theta_index=np.zeros(raw.shape[0], dtype=np.int64),
-                )
-                grav_row = dict(zip(slots.tolist(), self.secret[agents].tolist(), strict=True))
-                rec.secret_gravity.append(np.array([grav_row[int(s)] for s in agent_col_a]))
-            self._distil(agents, grid.midpoints(cells), pol, c)
+            self._distil(agents, self.grids[ci].midpoints(cells), pol, c)
             for a in agents:
                 self.mem_keys[a] = np.zeros(0, np.int64)
                 self.mem_sum[a] = np.zeros(0)
