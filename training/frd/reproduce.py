@@ -201,23 +201,17 @@ def reproduce(
     device = resolve_device(settings.device)
     t0, c0 = time.perf_counter(), time.process_time()
     S = settings
-    cfgs: list[FrdConfig] = []
-    keys: list[tuple[str, Any, int]] = []
     common: dict[str, Any] = dict(
         groups=S.groups, max_episodes=S.max_episodes, threshold=S.threshold, device=device
     )
     fig3 = list(S.settings) + ([S.fedavg_setting] if S.fedavg_setting not in S.settings else [])
-    for st in fig3:
-        for n in S.agents:
-            cfgs.append(setting_config(st, n_agents=int(n), **common))
-            keys.append(("frd", st, int(n)))
-    for n in S.agents:
-        cfgs.append(setting_config(S.fedavg_setting, mode="fedavg", n_agents=int(n), **common))
-        keys.append(("fedavg", S.fedavg_setting, int(n)))
-    nmax = int(max(S.agents))
-    for eps in S.ldp_epsilons:
-        cfgs.append(setting_config(S.fedavg_setting, n_agents=nmax, ldp_epsilon=eps, **common))
-        keys.append((f"frd-ldp-{eps:g}", S.fedavg_setting, nmax))
+    fs, nmax = S.fedavg_setting, int(max(S.agents))
+    # (kind, setting, agents) of every cell and its config's overrides of the setting
+    cells = [(("frd", st, int(n)), {}) for st in fig3 for n in S.agents]
+    cells += [(("fedavg", fs, int(n)), {"mode": "fedavg"}) for n in S.agents]
+    cells += [((f"frd-ldp-{e:g}", fs, nmax), {"ldp_epsilon": e}) for e in S.ldp_epsilons]
+    keys = [key for key, _ in cells]
+    cfgs = [setting_config(st, n_agents=n, **kw, **common) for (_, st, n), kw in cells]
     ts, cs = time.perf_counter(), time.process_time()
     results, task_cpu = _sweep(cfgs, keys, S.seed, progress, where)
     sweep_seconds = time.perf_counter() - ts
