@@ -282,12 +282,10 @@ class _Engine:
         # groups: (config index, group index); agents: (group, slot)
         gi = [(ci, g) for ci, c in enumerate(cfgs) for g in range(c.groups)]
         ai = [(G, a) for G, (ci, _) in enumerate(gi) for a in range(cfgs[ci].n_agents)]
-        self.group_cfg = np.array([c for c, _ in gi], dtype=np.int64)
-        self.group_num = np.array([g for _, g in gi], dtype=np.int64)
-        self.agent_group = np.array([g for g, _ in ai], dtype=np.int64)
-        self.agent_slot = np.array([a for _, a in ai], dtype=np.int64)
-        A = len(ai)
-        self.A = A
+        self.group_cfg, self.group_num = np.array(gi, dtype=np.int64).T
+        self.agent_group, self.agent_slot = np.array(ai, dtype=np.int64).T
+        self.A = A = len(ai)
+        self.acfg = self.group_cfg[self.agent_group]  # each agent's config index
         c0 = cfgs[0]
         self.grids = [ProxyGrid(c.sections, c.proxy_dims, c.state_low, c.state_high) for c in cfgs]
         # each agent's private value, uniform over its config's declared candidates (gravity by
@@ -295,7 +293,7 @@ class _Engine:
         secret = np.empty(A)
         phys = {k: np.full(A, v) for k, v in CARTPOLE_DEFAULTS.items()}
         for ci, c in enumerate(cfgs):
-            rows = np.flatnonzero(self.group_cfg[self.agent_group] == ci)
+            rows = np.flatnonzero(self.acfg == ci)
             cand = c.candidates
             secret[rows] = np.asarray(cand)[rng.integers(0, len(cand), rows.size)]
             for k, v in c.physics().items():
@@ -305,7 +303,6 @@ class _Engine:
         self.gravity = phys["gravity"]
         self.varied = any(c.private_param != "gravity" for c in cfgs)
         self.nets = Nets(c0.hidden, c0.layers, A, rng)
-        self.acfg = np.array([self.group_cfg[g] for g in self.agent_group], dtype=np.int64)
         per = lambda name, dtype=np.float64: np.array(  # noqa: E731
             [getattr(cfgs[c], name) for c in self.acfg], dtype=dtype
         )
@@ -598,14 +595,13 @@ class _Engine:
             rec = self.recs[ci]
             tr = sec = None
             if rec.record:
-                arrs = rec.transcript.arrays() if len(rec.transcript) else {}
+                tr = rec.transcript.arrays() if len(rec.transcript) else {}
                 if c.mode == "fedavg":
-                    arrs["thetas"] = (
+                    tr["thetas"] = (
                         np.stack(rec.thetas) if rec.thetas else np.zeros((0, 0), np.float64)
                     )
                     tm = np.array(rec.theta_meta, dtype=np.int64).reshape(-1, 2)
-                    arrs["theta_trial"], arrs["theta_round"] = tm[:, 0], tm[:, 1]
-                tr = arrs
+                    tr["theta_trial"], tr["theta_round"] = tm[:, 0], tm[:, 1]
                 p = c.private_param
                 sec = {
                     p: (np.concatenate(rec.secret_gravity) if rec.secret_gravity else np.zeros(0)),
