@@ -63,7 +63,6 @@ __all__ = [
     "validate_starts",
     "check_size",
     "check_density",
-    "check_hist_len",
     "GridWorldEnv",
     "VectorGridWorld",
     "step_reward",
@@ -119,11 +118,6 @@ def check_density(density: Any) -> float:
     if not (0.0 <= d < 1.0):
         raise InvalidParameterError(f"density must be in [0, 1), got {density!r}")
     return d
-
-
-def check_hist_len(hist_len: Any) -> int:
-    """History length H must be an integer >= 1."""
-    return check_int(hist_len, "hist_len", minimum=1)
 
 
 def check_meeting_rule(rule: Any) -> str:
@@ -320,7 +314,7 @@ class VectorGridWorld:
         self, maps: MapSet, indices: Any, *, hist_len: int = 1, meeting_rule: str = "manhattan"
     ) -> None:
         self.maps = maps
-        self.hist_len = check_hist_len(hist_len)
+        self.hist_len = check_int(hist_len, "hist_len", minimum=1)
         self.meeting_rule = check_meeting_rule(meeting_rule)
         idx = np.asarray(indices, dtype=np.int64).reshape(-1)
         if idx.size == 0 or idx.min() < 0 or idx.max() >= len(maps):

@@ -4,6 +4,7 @@ metrics, model) and the report's sections for FRD runs. Part of :mod:`ldp_audit.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from functools import partial
 from pathlib import Path
@@ -89,7 +90,7 @@ def train(
 
 def _write_partial(w: Any, recs: list[Any]) -> None:
     """On an interruption: what was released so far (every row of it was charged first)."""
-    try:
+    with contextlib.suppress(Exception):  # best effort; the caller re-raises the interruption
         if recs and len(recs[0].transcript):
             rec = recs[0]
             arrs = rec.transcript.arrays()
@@ -97,8 +98,6 @@ def _write_partial(w: Any, recs: list[Any]) -> None:
                 arrs["thetas"] = np.stack(rec.thetas)
             w.write_npz("transcript.npz", arrs)
             w.write_npz("secrets.npz", {rec.cfg.private_param: np.concatenate(rec.secret_gravity)})
-    except Exception:  # noqa: BLE001 - best effort; the interruption is re-raised by the caller
-        pass
 
 
 def _write_outputs(w: Any, res: FrdResult, device: str | None = None) -> None:
