@@ -76,11 +76,7 @@ def dprl_estimates(cfg: Any, *, cli: bool = False) -> list[Estimate]:
     # step), canary projections; the per-episode returns
     episodes = int(cfg.episodes) if reinforce else int(cfg.total_steps) // _MIN_EPISODE + 1
     steps = int(cfg.episodes) * _CARTPOLE_STEPS if reinforce else int(cfg.total_steps)
-    size_opt = (
-        label(cli, "episodes", "--episodes", cfg.episodes)
-        if reinforce
-        else label(cli, "total_steps", "--total-steps", cfg.total_steps)
-    )
+    size_opt = _driver(cli, _opts(cfg, **{"episodes" if reinforce else "total_steps": 1}))
     trans = episodes * 32 + n_upd * 64
     if private and cfg.keep_updates:
         trans += n_upd * p * _F64
