@@ -465,16 +465,14 @@ def _write(out: Path, doc: dict[str, Any]) -> None:
     fig.savefig(out / "figure3.png", dpi=100)
     plt.close(fig)
     fig, ax = plt.subplots(figsize=(6, 3.4))
-    data, labels = [], []
-    for n in S["agents"]:
-        data += [by[("frd", S["fedavg_setting"], n)],
-                 by[("fedavg", S["fedavg_setting"], n)]]  # fmt: skip
-        labels += [f"FRD\n{n}", f"FedAvg\n{n}"]
-    nmax = max(S["agents"])
-    for eps in S["ldp_epsilons"]:
-        data.append(by[(f"frd-ldp-{eps:g}", S["fedavg_setting"], nmax)])
-        labels.append(f"LDP {eps:g}\n{nmax}")
-    _boxplot(ax, data, labels, cap)
+    fs, nmax = S["fedavg_setting"], max(S["agents"])  # (cell, label) of each box
+    boxes = [
+        ((k, fs, n), f"{name}\n{n}")
+        for n in S["agents"]
+        for k, name in (("frd", "FRD"), ("fedavg", "FedAvg"))
+    ]
+    boxes += [((f"frd-ldp-{e:g}", fs, nmax), f"LDP {e:g}\n{nmax}") for e in S["ldp_epsilons"]]
+    _boxplot(ax, [by[key] for key, _ in boxes], [lab for _, lab in boxes], cap)
     ax.set_ylabel("episodes to mission")
     ax.set_title(f"FRD vs FedAvg (setting {S['fedavg_setting']}), x: method / agents")
     fig.tight_layout()
