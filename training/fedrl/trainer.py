@@ -196,12 +196,12 @@ def train_runs(
             s = slice(k * n, (k + 1) * n)
             reps[k].add(sa[s], sb[s], act[s], r[s], sa2[s], sb2[s], term[s], bumps[s])
         ep_ret += r
-        for slot in np.flatnonzero(done):
+        slots = np.flatnonzero(done)
+        for slot in slots:
             win_s[slot // n].append(float(met[slot]))
             win_r[slot // n].append(float(ep_ret[slot]))
         ep_ret[done] = 0.0
-        if done.any():
-            slots = np.flatnonzero(done)
+        if slots.size:
             env.reset_slots(slots, rng_env.choice(train_idx, slots.size))
             sa2, sb2 = env.observe()
         sa, sb = sa2, sb2
