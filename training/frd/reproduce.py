@@ -343,21 +343,15 @@ def _leak_task(item: dict[str, Any]) -> dict[str, Any]:
     from ldp_audit.rundir import write_artifact
 
     cfg: FrdConfig = item["cfg"]
-    tmp = None
-    if item["run_dir"] is None:
-        tmp = tempfile.TemporaryDirectory()
-        rd = Path(tmp.name) / item["run"]
-    else:
-        rd = Path(item["run_dir"])
-        _aside_dead_attempt(rd)
-    try:
+    keep = item["run_dir"] is not None  # else a temporary directory, removed afterwards
+    with contextlib.nullcontext() if keep else tempfile.TemporaryDirectory() as tmp:
+        rd = Path(item["run_dir"]) if keep else Path(tmp) / item["run"]
+        if keep:
+            _aside_dead_attempt(rd)
         train(cfg, seed=item["seed"], run_dir=rd, run_mode="overwrite")
         res = F.run(rd, n_shadow=item["shadow"], seed=item["seed"] + 1, progress=item["progress"])
         write_artifact(rd, "attack_dynamics.json", res.to_dict(), overwrite=True)
         d = res.to_dict()
-    finally:
-        if tmp is not None:
-            tmp.cleanup()
     eps = cfg.ldp_epsilon
     return {
         "run": item["run"],
