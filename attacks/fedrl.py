@@ -35,7 +35,7 @@ import numpy as np
 
 from ldp_audit.attacks.scoring import accuracy_interval, one_openmp_thread
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
-from ldp_audit.validation import check_probability, check_real
+from ldp_audit.validation import check_probability, check_real, check_real_in
 
 __all__ = [
     "binary_accuracy_ceiling",
@@ -61,8 +61,7 @@ def binary_accuracy_ceiling(epsilon: float, delta: float, prior: float) -> float
     """
     epsilon = check_real(epsilon, "epsilon")
     prior = check_probability(prior, "prior", open_interval=False)
-    if not 0.0 <= float(delta) < 1.0:
-        raise InvalidParameterError(f"delta must be in [0, 1), got {delta!r}")
+    check_real_in(delta, "delta", lo=0.0, lo_open=False, hi=1.0, hi_open=True)
     if math.isinf(epsilon) or epsilon > 700:
         return 1.0
     # the LP's optimum is at a vertex: (1, delta), (delta, 1) or the two lines' intersection

@@ -401,10 +401,9 @@ class VectorGridWorld:
         slots = np.flatnonzero(active)
         if slots.size:
             wa, wb = self._windows(slots)
-            self.hist_a[slots] = np.roll(self.hist_a[slots], -1, axis=1)
-            self.hist_b[slots] = np.roll(self.hist_b[slots], -1, axis=1)
-            self.hist_a[slots, -1] = wa
-            self.hist_b[slots, -1] = wb
+            for hist, w in ((self.hist_a, wa), (self.hist_b, wb)):
+                hist[slots] = np.roll(hist[slots], -1, axis=1)
+                hist[slots, -1] = w
         return r, done_now, met, active
 
 
