@@ -35,7 +35,7 @@ import numpy as np
 
 from ldp_audit.attacks.scoring import accuracy_interval, one_openmp_thread
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
-from ldp_audit.validation import check_probability, check_real
+from ldp_audit.validation import check_probability, check_real, check_real_in
 
 __all__ = [
     "binary_accuracy_ceiling",
@@ -61,8 +61,7 @@ def binary_accuracy_ceiling(epsilon: float, delta: float, prior: float) -> float
     """
     epsilon = check_real(epsilon, "epsilon")
     prior = check_probability(prior, "prior", open_interval=False)
-    if not 0.0 <= float(delta) < 1.0:
-        raise InvalidParameterError(f"delta must be in [0, 1), got {delta!r}")
+    check_real_in(delta, "delta", lo=0.0, lo_open=False, hi=1.0, hi_open=True)
     if math.isinf(epsilon) or epsilon > 700:
         return 1.0
     # the LP's optimum is at a vertex: (1, delta), (delta, 1) or the two lines' intersection
@@ -276,15 +275,8 @@ def attack_run(
     cfg = FedRLConfig.from_dict(cfg_doc["config"])
     tr = rd.arrays("transcript.npz", "q_report", "q_sender", "q_kind")
     sec = rd.secrets("q_obs", for_scoring=True)
-    out = attack_arrays(
-        cfg,
-        tr,
-        sec,
-        seed=seed,
-        test_fraction=test_fraction,
-        confidence=confidence,
-        max_rows=max_rows,
-    )
+    opts = dict(seed=seed, test_fraction=test_fraction, confidence=confidence, max_rows=max_rows)
+    out = attack_arrays(cfg, tr, sec, **opts)
     out["seconds"] = time.perf_counter() - t0
     return out
 
@@ -305,15 +297,14 @@ def attack_arrays(
     rows = (tr["q_sender"] == _BETA) & np.isin(tr["q_kind"], _TRAIN_KINDS)
     if rows.sum() < 20:
         raise RunDirectoryError("the transcript has too few released rows of beta to attack")
+    opts = dict(seed=seed, test_fraction=test_fraction, confidence=confidence)
     results = attack_observation(
         tr["q_report"][rows],
         sec["q_obs"][rows],
         epsilon=mech.epsilon,
         delta=mech.delta if mech.private else 0.0,
-        seed=seed,
-        test_fraction=test_fraction,
-        confidence=confidence,
         max_rows=max_rows,
+        **opts,
     )
     pooled_k = sum(r["correct"] for r in results)
     pooled_n = sum(r["n_test"] for r in results)
@@ -338,9 +329,7 @@ def attack_arrays(
             sec["y_bump"],
             epsilon=ymech.epsilon,
             delta=ymech.delta if ymech.private else 0.0,
-            seed=seed,
-            test_fraction=test_fraction,
-            confidence=confidence,
+            **opts,
         )
         out["rewards"] = yres
         res_rows.append(dict(yres, target="alpha's bump from Y"))

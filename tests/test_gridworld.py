@@ -11,7 +11,6 @@ from ldp_audit.training.fedrl.gridworld import (
     T_MAX,
     GridWorldEnv,
     VectorGridWorld,
-    check_hist_len,
     generate_maps,
     step_reward,
     validate_starts,
@@ -170,6 +169,7 @@ def test_bad_starts_and_history():
     with pytest.raises(InvalidParameterError, match=r"alpha start \[0, 2\] is on an obstacle"):
         validate_starts(obs, [0, 2], [0, 4])
     assert validate_starts(obs, [0, 0], [4, 1]) == 5
+    maps = generate_maps(8, 10, seed=0)
     for bad in (0, -1, 1.5, True):
         with pytest.raises(InvalidParameterError, match="hist_len must be an integer >= 1"):
-            check_hist_len(bad)
+            VectorGridWorld(maps, [0], hist_len=bad)

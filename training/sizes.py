@@ -76,11 +76,7 @@ def dprl_estimates(cfg: Any, *, cli: bool = False) -> list[Estimate]:
     # step), canary projections; the per-episode returns
     episodes = int(cfg.episodes) if reinforce else int(cfg.total_steps) // _MIN_EPISODE + 1
     steps = int(cfg.episodes) * _CARTPOLE_STEPS if reinforce else int(cfg.total_steps)
-    size_opt = (
-        label(cli, "episodes", "--episodes", cfg.episodes)
-        if reinforce
-        else label(cli, "total_steps", "--total-steps", cfg.total_steps)
-    )
+    size_opt = _driver(cli, _opts(cfg, **{"episodes" if reinforce else "total_steps": 1}))
     trans = episodes * 32 + n_upd * 64
     if private and cfg.keep_updates:
         trans += n_upd * p * _F64
@@ -111,6 +107,18 @@ def _driver(cli: bool, opts: list[tuple[float, str, str, Any]]) -> str:
     value)`` tuples): the one that drives an estimate."""
     _, param, flag, value = max(opts, key=lambda o: o[0])
     return label(cli, param, flag, value)
+
+
+def _opts(cfg: Any, **defaults: float) -> list[tuple[float, str, str, Any]]:
+    """:func:`_driver`'s tuples of ``cfg``'s fields against their ``defaults`` (flag: the
+    field's option, ``n_agents`` spelled ``--agents``)."""
+    return [
+        (int(getattr(cfg, k)) / d, k, _FLAGS.get(k, "--" + k.replace("_", "-")), getattr(cfg, k))
+        for k, d in defaults.items()
+    ]
+
+
+_FLAGS = {"n_agents": "--agents"}
 
 
 def frd_estimates(cfgs: Any, *, cli: bool = False) -> list[Estimate]:
@@ -145,14 +153,7 @@ def frd_estimates(cfgs: Any, *, cli: bool = False) -> list[Estimate]:
             top = (a * p, c)
     c = top[1]
     # the option furthest above its default drives the estimate
-    opts = [
-        (int(c.groups) / 1, "groups", "--groups", c.groups),
-        (int(c.n_agents) / 4, "n_agents", "--agents", c.n_agents),
-        (int(c.hidden) / 24, "hidden", "--hidden", c.hidden),
-        (int(c.layers) / 2, "layers", "--layers", c.layers),
-        (int(c.max_episodes) / 300, "max_episodes", "--max-episodes", c.max_episodes),
-    ]
-    drive = _driver(cli, opts)
+    drive = _driver(cli, _opts(c, groups=1, n_agents=4, hidden=24, layers=2, max_episodes=300))
     return [
         Estimate(drive, "the Python process", _TORCH_PROCESS),
         Estimate(drive, "the agents' networks", net),
@@ -187,13 +188,11 @@ def fedrl_estimates(cfg: Any, *, cli: bool = False) -> list[Estimate]:
     rows = runs * (steps * (2 * ne + 3 * bs) + int(cfg.eval_maps) * t_max * 4)
     trans = rows * (N_ACTIONS * _F64 + 25 + _ROW_META) + runs * steps * 64
     flops = runs * len(cfg.methods) * steps * (ne + 3 * bs) * 2 * p
-    o_runs = (runs / 1, "runs", "--runs", runs)
-    o_hist = (h / 4, "hist_len", "--hist-len", h)
-    o_envs = (ne / 16, "n_envs", "--n-envs", ne)
-    o_batch = (bs / 32, "batch_size", "--batch-size", bs)
-    o_steps = (steps / 2000, "train_steps", "--train-steps", steps)
+    o_runs, o_hist, o_envs, o_batch, o_steps = _opts(
+        cfg, runs=1, hist_len=4, n_envs=16, batch_size=32, train_steps=2000
+    )
     o_eval = (int(cfg.eval_maps) * t_max / (800 * 38), "eval_maps", "--eval-maps", cfg.eval_maps)
-    maps_l = _driver(cli, [(n / 8, "size", "--size", n), (nm / 8000, "n_maps", "--n-maps", nm)])
+    maps_l = _driver(cli, _opts(cfg, size=8, n_maps=8000))
     trans_l = _driver(cli, [o_steps, o_runs, o_envs, o_batch, o_eval])
     return [
         Estimate(maps_l, "the Python process", _TORCH_PROCESS),
@@ -230,14 +229,7 @@ def pgc_estimates(
         if r:  # every report (DIM values) with its trial, agent, submission ids
             trans += cells * (DIM * _F64 + _ROW_META)
         flops += cells * _MIN_EPISODE * DIM * 10
-    drive = _driver(
-        cli,
-        [
-            (int(top.trials) / 20, "trials", "--trials", top.trials),
-            (int(top.max_submissions) / 90_000, "max_submissions", "--max-submissions",
-             top.max_submissions),
-        ],
-    )  # fmt: skip
+    drive = _driver(cli, _opts(top, trials=20, max_submissions=90_000))
     return [
         Estimate(label(cli, "workers", "--workers", processes - 1) if processes > 1 else drive,
                  "the Python processes", processes * _PROCESS),
@@ -289,16 +281,8 @@ def gym_pgc_estimates(cfg: Any, *, record: bool = True, cli: bool = False) -> li
     # submission measured at d = 112, 4000 -> 20000 submissions; d x 8 B + 48 counted 0.9 KB)
     trans = cells * 10 * d * _F64 if record else 0.0
     flops = cells * _MIN_EPISODE * d * 10
-    drive = _driver(
-        cli,
-        [
-            (trials / 1, "trials", "--trials", trials),
-            (subs / 2000, "max_submissions", "--max-submissions", subs),
-            (agents / 9, "n_agents", "--agents", agents),
-            (int(cfg.hidden) / 16, "hidden", "--hidden", cfg.hidden),
-            (steps / 500, "episode_steps", "--episode-steps", steps),
-        ],
-    )
+    opts = _opts(cfg, trials=1, max_submissions=2000, n_agents=9, hidden=16)
+    drive = _driver(cli, [*opts, (steps / 500, "episode_steps", "--episode-steps", steps)])
     return [
         Estimate(drive, "the Python process", _PROCESS),  # 0.5 MiB without it, 197 measured
         Estimate(drive, "the per-submission results", res),

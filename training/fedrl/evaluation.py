@@ -68,14 +68,8 @@ def _evaluate(
     if ex is not None:
         # each step releases one row per map (finished maps included: charged, the safe side)
         ev = mech.exchange_event(nt)
-        ex.acc.add(
-            [
-                (ex.ids(t, a, suffix), ev)
-                for _ in range(cfg.episode_limit)
-                for t in ex.trials
-                for a in ("alpha", "beta")
-            ]
-        )
+        step = [(ex.ids(t, a, suffix), ev) for t in ex.trials for a in ("alpha", "beta")]
+        ex.acc.add(step * cfg.episode_limit)
         ex.step = -1
 
     dev = next(iter(nets.values())).device

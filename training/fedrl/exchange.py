@@ -83,15 +83,10 @@ class Exchange:
         ev_b = self.mech.exchange_event(c.batch_size)
         ev_y = self.ymech.exchange_event(c.batch_size)
         for t in self.trials:
-            for _ in range(iterations):
-                charges += [(self.ids(t, "alpha"), ev_act), (self.ids(t, "beta"), ev_act)]
-            for _ in range(updates):
-                charges += [
-                    (self.ids(t, "beta"), ev_b),  # C_beta(s)
-                    (self.ids(t, "beta"), ev_b),  # C'_beta(s') from beta's target network
-                    (self.ids(t, "alpha"), ev_b),  # C_alpha(s)
-                    (self.ids(t, "alpha", ":Y"), ev_y),  # Y
-                ]
+            a, b, y = self.ids(t, "alpha"), self.ids(t, "beta"), self.ids(t, "alpha", ":Y")
+            charges += [(a, ev_act), (b, ev_act)] * iterations
+            # an update: C_beta(s), C'_beta(s') (beta's target network), C_alpha(s), Y
+            charges += [(b, ev_b), (b, ev_b), (a, ev_b), (y, ev_y)] * updates
         self.acc.add(charges)  # durable, one transaction
 
     def send(

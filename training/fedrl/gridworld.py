@@ -47,7 +47,9 @@ import numbers
 from dataclasses import dataclass
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
+from gymnasium import spaces
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.validation import check_int
@@ -61,7 +63,6 @@ __all__ = [
     "validate_starts",
     "check_size",
     "check_density",
-    "check_hist_len",
     "GridWorldEnv",
     "VectorGridWorld",
     "step_reward",
@@ -117,11 +118,6 @@ def check_density(density: Any) -> float:
     if not (0.0 <= d < 1.0):
         raise InvalidParameterError(f"density must be in [0, 1), got {density!r}")
     return d
-
-
-def check_hist_len(hist_len: Any) -> int:
-    """History length H must be an integer >= 1."""
-    return check_int(hist_len, "hist_len", minimum=1)
 
 
 def check_meeting_rule(rule: Any) -> str:
@@ -318,7 +314,7 @@ class VectorGridWorld:
         self, maps: MapSet, indices: Any, *, hist_len: int = 1, meeting_rule: str = "manhattan"
     ) -> None:
         self.maps = maps
-        self.hist_len = check_hist_len(hist_len)
+        self.hist_len = check_int(hist_len, "hist_len", minimum=1)
         self.meeting_rule = check_meeting_rule(meeting_rule)
         idx = np.asarray(indices, dtype=np.int64).reshape(-1)
         if idx.size == 0 or idx.min() < 0 or idx.max() >= len(maps):
@@ -342,14 +338,13 @@ class VectorGridWorld:
 
     def _windows(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         m = self.map_index[slots][:, None, None]
-        pa = self.pos[slots, 0] + _PAD
-        pb = self.pos[slots, 1] + _PAD
-        wa = self._free[
-            m, pa[:, 0, None, None] + self._off_a[0], pa[:, 1, None, None] + self._off_a[1]
-        ]
-        wb = self._free[
-            m, pb[:, 0, None, None] + self._off_b[0], pb[:, 1, None, None] + self._off_b[1]
-        ]
+        wa, wb = (
+            self._free[m, p[:, 0, None, None] + off[0], p[:, 1, None, None] + off[1]]
+            for p, off in (
+                (self.pos[slots, 0] + _PAD, self._off_a),
+                (self.pos[slots, 1] + _PAD, self._off_b),
+            )
+        )
         return wa, wb
 
     def reset_slots(self, slots: Any, indices: Any) -> None:
@@ -406,10 +401,9 @@ class VectorGridWorld:
         slots = np.flatnonzero(active)
         if slots.size:
             wa, wb = self._windows(slots)
-            self.hist_a[slots] = np.roll(self.hist_a[slots], -1, axis=1)
-            self.hist_b[slots] = np.roll(self.hist_b[slots], -1, axis=1)
-            self.hist_a[slots, -1] = wa
-            self.hist_b[slots, -1] = wb
+            for hist, w in ((self.hist_a, wa), (self.hist_b, wb)):
+                hist[slots] = np.roll(hist[slots], -1, axis=1)
+                hist[slots, -1] = w
         return r, done_now, met, active
 
 
@@ -417,79 +411,66 @@ class VectorGridWorld:
 # Gymnasium environment (one map)
 # ----------------------------------------------------------------------------------------------
 
-try:  # Gymnasium is a dependency; keep the import local to this block
-    import gymnasium as gym
-    from gymnasium import spaces
 
-    class GridWorldEnv(gym.Env):
-        """One FedRL GridWorld episode per reset, as a Gymnasium environment.
+class GridWorldEnv(gym.Env):
+    """One FedRL GridWorld episode per reset, as a Gymnasium environment.
 
-        Args:
-            maps: the :class:`MapSet`; ``reset(options={"map_index": i})`` picks map ``i``
-                (default: a map of the "train" split drawn with the reset's RNG).
-            hist_len: history length H.
-            meeting_rule: ``"manhattan"`` (default, the paper's text) or ``"public-code"``
-                (the authors' ``|dx + dy|``); see :data:`MEETING_RULES`.
+    Args:
+        maps: the :class:`MapSet`; ``reset(options={"map_index": i})`` picks map ``i``
+            (default: a map of the "train" split drawn with the reset's RNG).
+        hist_len: history length H.
+        meeting_rule: ``"manhattan"`` (default, the paper's text) or ``"public-code"``
+            (the authors' ``|dx + dy|``); see :data:`MEETING_RULES`.
 
-        Observation: ``{"alpha": (H, 3, 3), "beta": (H, 5, 5)}`` float32; action: Discrete(16).
-        ``info`` carries ``met``, ``map_index`` and ``shortest`` (the BFS path length).
-        """
+    Observation: ``{"alpha": (H, 3, 3), "beta": (H, 5, 5)}`` float32; action: Discrete(16).
+    ``info`` carries ``met``, ``map_index`` and ``shortest`` (the BFS path length).
+    """
 
-        metadata = {"render_modes": []}
+    metadata = {"render_modes": []}
 
-        def __init__(
-            self, maps: MapSet, hist_len: int = 1, meeting_rule: str = "manhattan"
-        ) -> None:
-            super().__init__()
-            self.maps = maps
-            self._vec = VectorGridWorld(maps, [0], hist_len=hist_len, meeting_rule=meeting_rule)
-            h = self._vec.hist_len
-            self.observation_space = spaces.Dict(
-                {
-                    "alpha": spaces.Box(0.0, 1.0, (h, ALPHA_VIEW, ALPHA_VIEW), np.float32),
-                    "beta": spaces.Box(0.0, 1.0, (h, BETA_VIEW, BETA_VIEW), np.float32),
-                }
-            )
-            self.action_space = spaces.Discrete(N_ACTIONS)
-            self._map = 0
+    def __init__(self, maps: MapSet, hist_len: int = 1, meeting_rule: str = "manhattan") -> None:
+        super().__init__()
+        self.maps = maps
+        self._vec = VectorGridWorld(maps, [0], hist_len=hist_len, meeting_rule=meeting_rule)
+        h = self._vec.hist_len
+        self.observation_space = spaces.Dict(
+            {
+                "alpha": spaces.Box(0.0, 1.0, (h, ALPHA_VIEW, ALPHA_VIEW), np.float32),
+                "beta": spaces.Box(0.0, 1.0, (h, BETA_VIEW, BETA_VIEW), np.float32),
+            }
+        )
+        self.action_space = spaces.Discrete(N_ACTIONS)
+        self._map = 0
 
-        def _obs(self) -> dict[str, np.ndarray]:
-            return {"alpha": self._vec.hist_a[0].copy(), "beta": self._vec.hist_b[0].copy()}
+    def _obs(self) -> dict[str, np.ndarray]:
+        return {"alpha": self._vec.hist_a[0].copy(), "beta": self._vec.hist_b[0].copy()}
 
-        def reset(
-            self, *, seed: int | None = None, options: dict[str, Any] | None = None
-        ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-            super().reset(seed=seed)
-            opts = options or {}
-            if "map_index" in opts:
-                i = opts["map_index"]
-                if not is_int(i) or not 0 <= i < len(self.maps):
-                    raise InvalidParameterError(
-                        f"map_index must be an integer in [0, {len(self.maps)}), got {i!r}"
-                    )
-            else:
-                tr = self.maps.split["train"]
-                i = int(tr[self.np_random.integers(len(tr))])
-            self._map = int(i)
-            self._vec.reset_slots(np.array([0]), np.array([self._map]))
-            return self._obs(), {"map_index": self._map, "shortest": int(self.maps.shortest[i])}
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        super().reset(seed=seed)
+        opts = options or {}
+        if "map_index" in opts:
+            i = check_int(opts["map_index"], "map_index", minimum=0, maximum=len(self.maps) - 1)
+        else:
+            tr = self.maps.split["train"]
+            i = int(tr[self.np_random.integers(len(tr))])
+        self._map = int(i)
+        self._vec.reset_slots(np.array([0]), np.array([self._map]))
+        return self._obs(), {"map_index": self._map, "shortest": int(self.maps.shortest[i])}
 
-        def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict]:
-            if self._vec.done[0]:
-                raise InvalidParameterError("step() called after the episode ended; reset()")
-            r, done, met, _ = self._vec.step(np.array([int(action)]))
-            terminated = bool(met[0])
-            truncated = bool(done[0]) and not terminated
-            return self._obs(), float(r[0]), terminated, truncated, {"met": terminated}
+    def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict]:
+        if self._vec.done[0]:
+            raise InvalidParameterError("step() called after the episode ended; reset()")
+        r, done, met, _ = self._vec.step(np.array([int(action)]))
+        terminated = bool(met[0])
+        truncated = bool(done[0]) and not terminated
+        return self._obs(), float(r[0]), terminated, truncated, {"met": terminated}
 
-    def _register() -> None:
-        if "ldp_audit/FedRLGridWorld-v0" not in gym.registry:
-            gym.register(
-                id="ldp_audit/FedRLGridWorld-v0",
-                entry_point="ldp_audit.training.fedrl.gridworld:GridWorldEnv",
-                disable_env_checker=True,
-            )
 
-    _register()
-except ImportError:  # pragma: no cover
-    GridWorldEnv = None  # type: ignore[assignment,misc]
+if "ldp_audit/FedRLGridWorld-v0" not in gym.registry:
+    gym.register(
+        id="ldp_audit/FedRLGridWorld-v0",
+        entry_point="ldp_audit.training.fedrl.gridworld:GridWorldEnv",
+        disable_env_checker=True,
+    )

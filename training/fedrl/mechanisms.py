@@ -15,7 +15,7 @@ import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.fedrl.gridworld import N_ACTIONS
-from ldp_audit.validation import check_int
+from ldp_audit.validation import check_int, check_probability, check_rng
 
 
 def is_real(v: Any) -> bool:
@@ -76,9 +76,7 @@ class OutputMechanism:
         object.__setattr__(self, "sigma", check_sigma(self.sigma, "sigma"))
         object.__setattr__(self, "bound", check_bound(self.bound, "clip_outputs"))
         check_int(self.dim, "dim", minimum=1)
-        if not is_real(self.delta) or not 0.0 < float(self.delta) < 1.0:
-            raise InvalidParameterError(f"delta must be in (0, 1), got {self.delta!r}")
-        object.__setattr__(self, "delta", float(self.delta))
+        object.__setattr__(self, "delta", check_probability(self.delta, "delta"))
 
     @property
     def private(self) -> bool:
@@ -125,28 +123,20 @@ class OutputMechanism:
 
     def exchange_event(self, rows: int) -> Any:
         """The ledger event of an exchange of ``rows`` rows (one object per ``rows``)."""
+        from ldp_audit.accountant import SelfComposedEvent
+
         cache = self.__dict__.setdefault("_exchange_events", {})
         if rows not in cache:
-            cache[rows] = self._exchange_event(rows)
+            one = self.event()
+            cache[rows] = SelfComposedEvent(one, int(rows)) if self.private and rows != 1 else one
         return cache[rows]
-
-    def _exchange_event(self, rows: int) -> Any:
-        from ldp_audit.accountant import NonPrivateEvent, SelfComposedEvent
-
-        ev = self.event()
-        if isinstance(ev, NonPrivateEvent) or rows == 1:
-            return ev
-        return SelfComposedEvent(ev, int(rows))
 
     def clip(self, x: np.ndarray) -> np.ndarray:
         return x if self.bound is None else np.clip(x, -self.bound, self.bound)
 
     def privatize(self, x: Any, rng: np.random.Generator) -> np.ndarray:
         """``clip(x) + N(0, sigma^2)`` for (n, dim) rows."""
-        if not isinstance(rng, np.random.Generator):
-            raise InvalidParameterError(
-                f"rng must be a numpy.random.Generator, got {type(rng).__name__}"
-            )
+        check_rng(rng)
         xb = np.asarray(x, dtype=np.float64)
         if xb.ndim == 1:
             xb = xb[None, :]

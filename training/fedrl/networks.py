@@ -5,6 +5,7 @@ batched matmuls (the convolution as one gather + matmul).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -54,31 +55,31 @@ def _mlp() -> Any:
     )
 
 
-_FULLQ: list[Any] = []
+@functools.cache  # one class per process (torch.func.stack_module_state needs the same class)
+def _full_q_class() -> Any:
+    torch = import_torch()
+    nn = torch.nn
+
+    class FullQ(nn.Module):
+        def __init__(self, hist: int) -> None:
+            super().__init__()
+            self.ca = nn.Sequential(nn.Conv2d(hist, 32, 3, padding=1), nn.ReLU(), nn.Flatten())
+            self.cb = nn.Sequential(nn.Conv2d(hist, 32, 3, padding=1), nn.ReLU(), nn.Flatten())
+            self.head = nn.Sequential(
+                nn.Linear(32 * (ALPHA_VIEW**2 + BETA_VIEW**2), 256),
+                nn.ReLU(),
+                nn.Linear(256, N_ACTIONS),
+            )
+
+        def forward(self, sa: Any, sb: Any) -> Any:
+            return self.head(torch.cat([self.ca(sa), self.cb(sb)], dim=1))
+
+    return FullQ
 
 
 def _full_q(hist: int) -> Any:
     """DQN-full's network: one conv branch per observation, concatenated, 256 hidden, 16 out."""
-    torch = import_torch()
-    nn = torch.nn
-    if not _FULLQ:  # one class per process (torch.func.stack_module_state needs the same class)
-
-        class FullQ(nn.Module):
-            def __init__(self, hist: int) -> None:
-                super().__init__()
-                self.ca = nn.Sequential(nn.Conv2d(hist, 32, 3, padding=1), nn.ReLU(), nn.Flatten())
-                self.cb = nn.Sequential(nn.Conv2d(hist, 32, 3, padding=1), nn.ReLU(), nn.Flatten())
-                self.head = nn.Sequential(
-                    nn.Linear(32 * (ALPHA_VIEW**2 + BETA_VIEW**2), 256),
-                    nn.ReLU(),
-                    nn.Linear(256, N_ACTIONS),
-                )
-
-            def forward(self, sa: Any, sb: Any) -> Any:
-                return self.head(torch.cat([self.ca(sa), self.cb(sb)], dim=1))
-
-        _FULLQ.append(FullQ)
-    return _FULLQ[0](hist)
+    return _full_q_class()(hist)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -86,25 +87,19 @@ def _full_q(hist: int) -> Any:
 # ----------------------------------------------------------------------------------------------
 
 
-_IM2COL: dict[tuple[int, int], Any] = {}
-
-
-def _im2col_index(c: int, v: int, device: Any = None) -> Any:
+@functools.cache
+def _im2col_index(c: int, v: int, device: str = "cpu") -> Any:
     """Gather index (v*v*c*9,) into a zero-padded (c, v+2, v+2) window, flattened: row p of
     the result holds the 3x3 neighbourhood of position p of every channel, in the (c, kh, kw)
-    order of a ``Conv2d`` weight (on ``device``; None: the CPU)."""
-    key = (c, v) if device is None or str(device) == "cpu" else (c, v, str(device))
-    if key not in _IM2COL:
-        if len(key) == 3:
-            _IM2COL[key] = _im2col_index(c, v).to(device)
-            return _IM2COL[key]
-        p = v + 2
-        ci, pi, pj, di, dj = np.meshgrid(
-            np.arange(c), np.arange(v), np.arange(v), np.arange(3), np.arange(3), indexing="ij"
-        )
-        flat = ci * p * p + (pi + di) * p + (pj + dj)  # (c, v, v, 3, 3)
-        _IM2COL[key] = import_torch().as_tensor(flat.transpose(1, 2, 0, 3, 4).reshape(-1))
-    return _IM2COL[key]
+    order of a ``Conv2d`` weight (on ``device``, made once per process and device)."""
+    if device != "cpu":
+        return _im2col_index(c, v).to(device)
+    p = v + 2
+    ci, pi, pj, di, dj = np.meshgrid(
+        np.arange(c), np.arange(v), np.arange(v), np.arange(3), np.arange(3), indexing="ij"
+    )
+    flat = ci * p * p + (pi + di) * p + (pj + dj)  # (c, v, v, 3, 3)
+    return import_torch().as_tensor(flat.transpose(1, 2, 0, 3, 4).reshape(-1))
 
 
 def _conv3x3_relu(x: Any, w: Any, b: Any) -> Any:
@@ -119,7 +114,7 @@ def _conv3x3_relu(x: Any, w: Any, b: Any) -> Any:
     torch = import_torch()
     k, bsz, c, v = x.shape[0], x.shape[1], x.shape[2], x.shape[3]
     xp = torch.nn.functional.pad(x.reshape(k * bsz, c, v, v), (1, 1, 1, 1))
-    cols = xp.reshape(k * bsz, -1).index_select(1, _im2col_index(c, v, x.device))
+    cols = xp.reshape(k * bsz, -1).index_select(1, _im2col_index(c, v, str(x.device)))
     out = torch.baddbmm(b[:, None, :], cols.reshape(k, bsz * v * v, c * 9), w)
     return torch.relu(out).reshape(k, bsz, v * v * w.shape[2])
 

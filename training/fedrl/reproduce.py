@@ -294,18 +294,14 @@ def _stage(item: dict[str, Any]) -> dict[str, Any]:
 
 def _table1_config(rc: ReproConfig, index: int) -> FedRLConfig:
     """The FedRLConfig of Table 1 at ``rc.sizes[index]``."""
+    passed = {name: getattr(rc, name) for name in _FEDRL_META}  # the FedRLConfig fields
     return FedRLConfig(
         size=rc.sizes[index],
-        n_maps=rc.n_maps,
         map_seed=rc.seed,
-        hist_len=rc.hist_len,
         sigma=1.0,
         train_steps=rc.steps_for(index),
-        n_envs=rc.n_envs,
-        eval_maps=rc.eval_maps,
         runs=rc.runs,
-        meeting_rule=rc.meeting_rule,
-        device=rc.device,
+        **passed,
     )
 
 
@@ -423,23 +419,20 @@ def reproduce(
             reuse.append(h)  # Figure 4's point at H = hist_len is Table 1's first size
         else:
             items.append({"kind": "fig4", "rc": rc, "size": rc.sizes[0], "hist_len": h})
-    for clip in (None, rc.attack_clip) if rc.attack_sigmas else ():
-        for sigma in rc.attack_sigmas:
-            items.append({"kind": "attack", "rc": rc, "size": rc.sizes[0], "clip": clip,
-                          "sigma": sigma})  # fmt: skip
+    items += [
+        {"kind": "attack", "rc": rc, "size": rc.sizes[0], "clip": clip, "sigma": sigma}
+        for clip in (None, rc.attack_clip)
+        for sigma in rc.attack_sigmas
+    ]
 
     def place(item: dict[str, Any], out: dict[str, Any]) -> None:
         if item["kind"] == "table1-run":
-            got = pending.setdefault(item["index"], [])
+            i, got = item["index"], pending.setdefault(item["index"], [])
             got.append(out)
             if len(got) == per_size:  # the size's last run: its Table 1
-                place({"kind": "table1", "size": item["size"], "index": item["index"]},
-                      _table1_size(rc, item["index"], pending.pop(item["index"])))  # fmt: skip
-        elif item["kind"] == "table1":
-            res["table1"][str(item["size"])] = out
-            for h in reuse:
-                if item["index"] == 0:
-                    res["fig4"][str(h)] = dict(out, reused="table1")
+                table = res["table1"][str(item["size"])] = _table1_size(rc, i, pending.pop(i))
+                for h in reuse if i == 0 else ():
+                    res["fig4"][str(h)] = dict(table, reused="table1")
         elif item["kind"] == "fig4":
             res["fig4"][str(item["hist_len"])] = out
         else:

@@ -4,6 +4,7 @@ and the run directory (:func:`train_fedrl`).
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -173,12 +174,9 @@ def privacy_table(cfg: FedRLConfig, accountant: Any, runs: Sequence[int]) -> lis
                 continue
             eps, method = spent[aid]
             detail = accountant.spent_detail(aid, delta=cfg.delta, method="best")
-            if math.isinf(eps):
-                words = (
-                    m.why_infinite()
-                    if m is not None and m.why_infinite()
-                    else "infinite, because the outputs are released without noise"
-                )
+            if math.isinf(eps):  # the FedRL-2 channel (no mechanism) is released without noise
+                why = None if m is None else m.why_infinite()
+                words = why or "infinite, because the outputs are released without noise"
             else:
                 words = f"({eps:.4g}, {cfg.delta:g})-DP over the whole run ({method})"
             rows.append(
@@ -269,12 +267,10 @@ def train_fedrl(
         w.finish()
         return metrics
     except BaseException:
-        try:
+        with contextlib.suppress(Exception):  # the original exception matters more
             if state.get("log") is not None:
                 _write_log(w, state["log"])
             w.finish(status="interrupted")
-        except Exception:  # noqa: BLE001 - the original exception matters more
-            pass
         raise
     finally:
         acc.close()

@@ -99,9 +99,7 @@ def train_runs(
     gens = [torch.Generator().manual_seed(int(sp[5].generate_state(1)[0])) for sp in spawned]
     master = np.random.SeedSequence([int(sp[0].generate_state(1)[0]) for sp in spawned])
     s_env, s_act, s_rep, s_alpha, s_beta = master.spawn(5)
-    rng_env = np.random.default_rng(s_env)
-    rng_act = np.random.default_rng(s_act)
-    rng_rep = np.random.default_rng(s_rep)
+    rng_env, rng_act, rng_rep = (np.random.default_rng(x) for x in (s_env, s_act, s_rep))
     h, n = cfg.hist_len, cfg.n_envs
     fed = method == "fedrl"
     from ldp_audit.training.device import resolve_device
@@ -120,28 +118,19 @@ def train_runs(
     opt = torch.optim.Adam(
         [p for m in nets.values() for p in m.params.values()], lr=cfg.lr, fused=True
     )
-    ex = (
-        Exchange(
-            cfg,
-            trials,
-            accountant,
-            {"alpha": np.random.default_rng(s_alpha), "beta": np.random.default_rng(s_beta)},
-            log,
-        )
-        if fed
-        else None
-    )
+
+    def exchange(seq_alpha: Any, seq_beta: Any, log: Log) -> Exchange:
+        rngs = {"alpha": np.random.default_rng(seq_alpha), "beta": np.random.default_rng(seq_beta)}
+        return Exchange(cfg, trials, accountant, rngs, log)
+
+    ex = exchange(s_alpha, s_beta, log) if fed else None
 
     def tensor(x: np.ndarray) -> Any:  # (K n, ...) -> the networks' (K, n, ...) input
         return torch.as_tensor(x.reshape(kk, -1, *x.shape[1:]), device=dev)
 
     extras = dict(extras or {})
     n_pts = int(extras.get("curve_points", 0))
-    checkpoints = (
-        sorted({max(1, round(cfg.train_steps * (i + 1) / n_pts)) for i in range(n_pts)})
-        if n_pts
-        else []
-    )
+    checkpoints = sorted({max(1, round(cfg.train_steps * (i + 1) / n_pts)) for i in range(n_pts)})
     curve_test = maps.split["test"][: int(extras.get("curve_maps", cfg.eval_maps))]
     explore = tuple(float(e) for e in extras.get("explore", ()))
     xex, rng_explore = None, None
@@ -150,32 +139,28 @@ def train_runs(
         xs_alpha, xs_beta, xs_explore = xss.spawn(3)
         rng_explore = np.random.default_rng(xs_explore)
         if fed:
-            xex = Exchange(
-                cfg,
-                trials,
-                accountant,
-                {"alpha": np.random.default_rng(xs_alpha), "beta": np.random.default_rng(xs_beta)},
-                Log(record=False),
-            )
+            xex = exchange(xs_alpha, xs_beta, Log(record=False))
     curve_evals: list[dict[str, list[dict[str, Any]]]] = []
 
-    def extra_eval(test: np.ndarray, eps: float) -> dict[str, list[dict[str, Any]]]:
-        if fed:
-            modes = (
-                (("FedRL-1", xex.mech, "@curve1"), ("FedRL-2", xex.clean, "@curve2"))
-                if eps == 0
-                else (("FedRL-2", xex.clean, "@explore"),)
-            )
-            return {
-                lab: _evaluate(
-                    cfg, maps, test, nets, method, xex, kk, -1, mech, sfx, eps, rng_explore
-                )
-                for lab, mech, sfx in modes
-            }
-        lab = "DQN-alpha" if method == "dqn-alpha" else "DQN-full"
+    # (label, exchange, transcript kind, mechanism, ledger suffix) of each evaluation
+    solo = (("DQN-alpha" if method == "dqn-alpha" else "DQN-full", None, 0, None, ""),)
+
+    def evaluate(test: np.ndarray, modes: Any, eps: float = 0.0) -> dict[str, Any]:
         return {
-            lab: _evaluate(cfg, maps, test, nets, method, None, kk, 0, None, "", eps, rng_explore)
+            lab: _evaluate(cfg, maps, test, nets, method, e, kk, kind, mech, sfx, eps, rng_explore)
+            for lab, e, kind, mech, sfx in modes
         }
+
+    def extra_eval(test: np.ndarray, eps: float) -> dict[str, list[dict[str, Any]]]:
+        if not fed:
+            return evaluate(test, solo, eps)
+        if eps == 0:
+            curves = (
+                ("FedRL-1", xex, -1, xex.mech, "@curve1"),
+                ("FedRL-2", xex, -1, xex.clean, "@curve2"),
+            )
+            return evaluate(test, curves)
+        return evaluate(test, (("FedRL-2", xex, -1, xex.clean, "@explore"),), eps)
 
     train_idx = maps.split["train"]
     env = VectorGridWorld(
@@ -185,10 +170,7 @@ def train_runs(
     reps = [_Replay(cfg.replay_size, h) for _ in range(kk)]
     ep_ret = np.zeros(kk * n)
     every = max(1, cfg.train_steps // 20)
-    curve_s = [[] for _ in range(kk)]
-    curve_r = [[] for _ in range(kk)]
-    win_s = [[] for _ in range(kk)]
-    win_r = [[] for _ in range(kk)]
+    curve_s, curve_r, win_s, win_r = ([[] for _ in range(kk)] for _ in range(4))
     updates = syncs = 0
     losses: list[float] = []
     t0 = time.perf_counter()
@@ -214,12 +196,12 @@ def train_runs(
             s = slice(k * n, (k + 1) * n)
             reps[k].add(sa[s], sb[s], act[s], r[s], sa2[s], sb2[s], term[s], bumps[s])
         ep_ret += r
-        for slot in np.flatnonzero(done):
+        slots = np.flatnonzero(done)
+        for slot in slots:
             win_s[slot // n].append(float(met[slot]))
             win_r[slot // n].append(float(ep_ret[slot]))
         ep_ret[done] = 0.0
-        if done.any():
-            slots = np.flatnonzero(done)
+        if slots.size:
             env.reset_slots(slots, rng_env.choice(train_idx, slots.size))
             sa2, sb2 = env.observe()
         sa, sb = sa2, sb2
@@ -242,17 +224,15 @@ def train_runs(
             progress.update(kk)
     train_seconds = time.perf_counter() - t0
     test = maps.split["test"][: cfg.eval_maps]
-    if fed:
-        evals = {
-            label: _evaluate(cfg, maps, test, nets, method, ex, kk, kind, mech, suffix)
-            for label, kind, mech, suffix in (
-                ("FedRL-1", KIND_FEDRL1, ex.mech, "@fedrl1"),
-                ("FedRL-2", KIND_FEDRL2, ex.clean, "@fedrl2"),
-            )
-        }
-    else:
-        label = "DQN-alpha" if method == "dqn-alpha" else "DQN-full"
-        evals = {label: _evaluate(cfg, maps, test, nets, method, None, kk, 0, None, "")}
+    tests = (
+        (
+            ("FedRL-1", ex, KIND_FEDRL1, ex.mech, "@fedrl1"),
+            ("FedRL-2", ex, KIND_FEDRL2, ex.clean, "@fedrl2"),
+        )
+        if fed
+        else solo
+    )
+    evals = evaluate(test, tests)
     explore_evals = {eps: extra_eval(test, eps) for eps in explore}
     out = []
     for k, trial in enumerate(trials):
@@ -306,21 +286,18 @@ def _update(
 
     dev = next(iter(nets.values())).device
     sa_np, sb_np, sa2_np, sb2_np = g("sa"), g("sb"), g("sa2"), g("sb2")
-    sa, sb = torch.as_tensor(sa_np, device=dev), torch.as_tensor(sb_np, device=dev)
-    sa2, sb2 = torch.as_tensor(sa2_np, device=dev), torch.as_tensor(sb2_np, device=dev)
-    a = torch.as_tensor(g("a"), device=dev)
+    sa, sb, sa2, sb2, a = (
+        torch.as_tensor(x, device=dev) for x in (sa_np, sb_np, sa2_np, sb2_np, g("a"))
+    )
     r = g("r").astype(np.float64)
     notdone = 1.0 - g("d").astype(np.float64)
-    if method == "dqn-alpha":
+    if method != "fedrl":  # DQN-alpha: alpha's view only; DQN-full: both views, one network
+        net = nets["qa"] if method == "dqn-alpha" else nets["qf"]
+        ins, ins2 = ((sa,), (sa2,)) if method == "dqn-alpha" else ((sa, sb), (sa2, sb2))
         with torch.inference_mode():
-            nxt = nets["qa"].tgt(sa2).max(dim=-1).values.double().cpu().numpy()
+            nxt = net.tgt(*ins2).max(dim=-1).values.double().cpu().numpy()
         y = torch.as_tensor(r + cfg.gamma * notdone * nxt, dtype=torch.float32, device=dev)
-        q = nets["qa"](sa)
-    elif method == "dqn-full":
-        with torch.inference_mode():
-            nxt = nets["qf"].tgt(sa2, sb2).max(dim=-1).values.double().cpu().numpy()
-        y = torch.as_tensor(r + cfg.gamma * notdone * nxt, dtype=torch.float32, device=dev)
-        q = nets["qf"](sa, sb)
+        q = net(*ins)
     else:
         # beta -> alpha: C_beta(s_j) and C'_beta(s'_j) (beta's target network)
         cb = ex.send("beta", nets["qb"](sb), sb_np, KIND_BATCH)

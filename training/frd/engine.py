@@ -282,12 +282,10 @@ class _Engine:
         # groups: (config index, group index); agents: (group, slot)
         gi = [(ci, g) for ci, c in enumerate(cfgs) for g in range(c.groups)]
         ai = [(G, a) for G, (ci, _) in enumerate(gi) for a in range(cfgs[ci].n_agents)]
-        self.group_cfg = np.array([c for c, _ in gi], dtype=np.int64)
-        self.group_num = np.array([g for _, g in gi], dtype=np.int64)
-        self.agent_group = np.array([g for g, _ in ai], dtype=np.int64)
-        self.agent_slot = np.array([a for _, a in ai], dtype=np.int64)
-        A = len(ai)
-        self.A = A
+        self.group_cfg, self.group_num = np.array(gi, dtype=np.int64).T
+        self.agent_group, self.agent_slot = np.array(ai, dtype=np.int64).T
+        self.A = A = len(ai)
+        self.acfg = self.group_cfg[self.agent_group]  # each agent's config index
         c0 = cfgs[0]
         self.grids = [ProxyGrid(c.sections, c.proxy_dims, c.state_low, c.state_high) for c in cfgs]
         # each agent's private value, uniform over its config's declared candidates (gravity by
@@ -295,7 +293,7 @@ class _Engine:
         secret = np.empty(A)
         phys = {k: np.full(A, v) for k, v in CARTPOLE_DEFAULTS.items()}
         for ci, c in enumerate(cfgs):
-            rows = np.flatnonzero(self.group_cfg[self.agent_group] == ci)
+            rows = np.flatnonzero(self.acfg == ci)
             cand = c.candidates
             secret[rows] = np.asarray(cand)[rng.integers(0, len(cand), rows.size)]
             for k, v in c.physics().items():
@@ -305,9 +303,8 @@ class _Engine:
         self.gravity = phys["gravity"]
         self.varied = any(c.private_param != "gravity" for c in cfgs)
         self.nets = Nets(c0.hidden, c0.layers, A, rng)
-        self.acfg = np.array([self.group_cfg[g] for g in self.agent_group], dtype=np.int64)
-        per = lambda name: np.array(  # noqa: E731
-            [getattr(cfgs[c], name) for c in self.acfg], dtype=np.float64
+        per = lambda name, dtype=np.float64: np.array(  # noqa: E731
+            [getattr(cfgs[c], name) for c in self.acfg], dtype=dtype
         )
         self.gamma, self.fail = per("gamma"), per("fail_reward")
         self.lr_actor, self.lr_critic = per("actor_lr"), per("critic_lr")
@@ -318,9 +315,7 @@ class _Engine:
         self.np_t = self.opt.t.numpy().reshape(-1)
         # per-agent proxy grid (vectorised cell ids for every config at once): a component that
         # is not cut has multiplier 0
-        self.g_low = np.array([cfgs[c].state_low for c in self.acfg], dtype=np.float64)
-        self.g_high = np.array([cfgs[c].state_high for c in self.acfg], dtype=np.float64)
-        self.g_S = np.array([cfgs[c].sections for c in self.acfg], dtype=np.float64)
+        self.g_low, self.g_high, self.g_S = per("state_low"), per("state_high"), per("sections")
         self.g_width = (self.g_high - self.g_low) / self.g_S[:, None]
         self.g_mult = np.zeros((A, 4), dtype=np.int64)
         self.g_cut = np.zeros((A, 4), dtype=bool)
@@ -328,7 +323,7 @@ class _Engine:
             for j, dim in enumerate(cfgs[c].proxy_dims):
                 self.g_mult[a, dim] = int(cfgs[c].sections) ** j
                 self.g_cut[a, dim] = True
-        self.init_eps = np.array([cfgs[c].initial_episodes for c in self.acfg], dtype=np.int64)
+        self.init_eps = per("initial_episodes", np.int64)
         self.env = PrivateGravityCartPole(
             self.gravity, episode_steps=max(c.episode_steps for c in cfgs)
         )
@@ -336,13 +331,13 @@ class _Engine:
             from ldp_audit.training.frd.physics import set_row_constants
 
             set_row_constants(self.env, phys)
-        self.steps_limit = np.array([cfgs[c].episode_steps for c in self.acfg])
+        self.steps_limit = per("episode_steps", np.int64)
         maxe = max(c.max_episodes for c in cfgs)
         self.scores = np.full((A, maxe), np.nan)
         self.ep = np.zeros(A, dtype=np.int64)
         self.ep_len = np.zeros(A, dtype=np.int64)
         self.status = np.full(A, self.RUN, dtype=np.int64)
-        self.max_ep = np.array([cfgs[c].max_episodes for c in self.acfg])
+        self.max_ep = per("max_episodes", np.int64)
         self.best = np.full(len(gi), np.inf)  # mission per group (candidate while running)
         self.uploads = np.zeros(A, dtype=np.int64)
         self.rounds = np.zeros(len(gi), dtype=np.int64)
@@ -355,7 +350,7 @@ class _Engine:
         self.mem_cnt = [np.zeros(0) for _ in range(A)]
         self.buf: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self.buf_rows = 0
-        self.is_frd = np.array([cfgs[c].mode == "frd" for c in self.acfg])
+        self.is_frd = per("mode", str) == "frd"
         self.members = [np.flatnonzero(self.agent_group == G) for G in range(len(gi))]
 
     # -------------------------------------------------------------------------------------------
@@ -499,39 +494,16 @@ class _Engine:
         trial = int(self.group_num[G])
         slots = self.agent_slot[agents]
         ids = [f"{trial}/{int(s)}" for s in slots]
-        ev = rec.event
         rnd = int(self.rounds[G])
-        if c.mode == "fedavg":
-            torch = self.torch
-            flat = self.nets.flat[torch.from_numpy(agents)].numpy().astype(np.float64)
-            meta = {"trial": np.full(len(agents), trial), "agent": slots.copy()}
-            rel = release_with(
-                lambda: flat.copy(),
-                accountant=rec.accountant,
-                charges=[(i, ev) for i in ids],
-                epsilon=math.inf,
-                meta=meta,
-            )
-            require_sealed(rel, "the FedAvg server")
-            mean = rel.values.mean(axis=0)
-            if rec.record:
-                # theta_index: the broadcast this round started from (-1: the agent's own init)
-                rec.transcript.append(
-                    rel,
-                    submission=np.full(len(agents), rnd),
-                    theta_index=np.full(len(agents), int(self.last_theta[G])),
-                )
-                rec.thetas.append(mean.copy())
-                rec.theta_meta.append((trial, rnd))
-                self.last_theta[G] = len(rec.thetas) - 1
-                rec.secret_gravity.append(self.secret[agents])
-            self.nets.flat[torch.from_numpy(agents)] = torch.from_numpy(mean.astype(np.float32))[
-                None, :
-            ].expand(len(agents), -1)
-        else:
+        torch = self.torch
+        if c.mode == "fedavg":  # the upload: each agent's parameters
+            raw = self.nets.flat[torch.from_numpy(agents)].numpy().astype(np.float64)
+            row_agent, secrets = slots.copy(), self.secret[agents]
+            # theta_index: the broadcast this round started from (-1: the agent's own init)
+            theta_index = np.full(len(agents), int(self.last_theta[G]))
+        else:  # the upload: each agent's proxy memory of its last window, a row per cell
             self._flush()
-            grid = self.grids[ci]
-            rows, agent_col = [], []
+            rows, agent_col, secret_col = [], [], []
             for a, s in zip(agents, slots, strict=True):
                 keys, sums, cnt = self.mem_keys[a], self.mem_sum[a], self.mem_cnt[a]
                 if keys.size == 0:
@@ -546,29 +518,36 @@ class _Engine:
                     vals = sums / cnt
                 rows.append(np.stack([keys.astype(np.float64), vals], axis=1))
                 agent_col.append(np.full(keys.size, int(s)))
-            raw = np.concatenate(rows)
-            agent_col_a = np.concatenate(agent_col)
-            mech = rec.mechanism
-            noise_rng = self.rng
-            meta = {"trial": np.full(raw.shape[0], trial), "agent": agent_col_a}
-            rel = release_with(
-                (lambda: mech.privatize(raw, noise_rng)) if c.private else (lambda: raw.copy()),
-                accountant=rec.accountant,
-                charges=[(i, ev) for i in ids],
-                epsilon=float(mech.epsilon),
-                meta=meta,
+                secret_col.append(np.full(keys.size, self.secret[a]))
+            raw, row_agent = np.concatenate(rows), np.concatenate(agent_col)
+            secrets, theta_index = np.concatenate(secret_col), np.zeros(raw.shape[0], np.int64)
+        mech, noise_rng = rec.mechanism, self.rng
+        rel = release_with(
+            (lambda: mech.privatize(raw, noise_rng)) if c.private else (lambda: raw.copy()),
+            accountant=rec.accountant,
+            charges=[(i, rec.event) for i in ids],
+            epsilon=float(mech.epsilon),
+            meta={"trial": np.full(raw.shape[0], trial), "agent": row_agent},
+        )
+        if rec.record:
+            rec.transcript.append(
+                rel, submission=np.full(raw.shape[0], rnd), theta_index=theta_index
             )
+            rec.secret_gravity.append(secrets)
+        if c.mode == "fedavg":
+            require_sealed(rel, "the FedAvg server")
+            mean = rel.values.mean(axis=0)
+            if rec.record:
+                rec.thetas.append(mean.copy())
+                rec.theta_meta.append((trial, rnd))
+                self.last_theta[G] = len(rec.thetas) - 1
+            self.nets.flat[torch.from_numpy(agents)] = torch.from_numpy(mean.astype(np.float32))[
+                None, :
+            ].expand(len(agents), -1)
+        else:
             cells, pol = aggregate_memories(rel, mechanism=mech if c.private else None)
             self.memory_sizes[G].append(int(cells.size))
-            if rec.record:
-                rec.transcript.append(
-                    rel,
-                    submission=np.full(raw.shape[0], rnd),
-                    theta_index=np.zeros(raw.shape[0], dtype=np.int64),
-                )
-                grav_row = dict(zip(slots.tolist(), self.secret[agents].tolist(), strict=True))
-                rec.secret_gravity.append(np.array([grav_row[int(s)] for s in agent_col_a]))
-            self._distil(agents, grid.midpoints(cells), pol, c)
+            self._distil(agents, self.grids[ci].midpoints(cells), pol, c)
             for a in agents:
                 self.mem_keys[a] = np.zeros(0, np.int64)
                 self.mem_sum[a] = np.zeros(0)
@@ -616,14 +595,13 @@ class _Engine:
             rec = self.recs[ci]
             tr = sec = None
             if rec.record:
-                arrs = rec.transcript.arrays() if len(rec.transcript) else {}
+                tr = rec.transcript.arrays() if len(rec.transcript) else {}
                 if c.mode == "fedavg":
-                    arrs["thetas"] = (
+                    tr["thetas"] = (
                         np.stack(rec.thetas) if rec.thetas else np.zeros((0, 0), np.float64)
                     )
                     tm = np.array(rec.theta_meta, dtype=np.int64).reshape(-1, 2)
-                    arrs["theta_trial"], arrs["theta_round"] = tm[:, 0], tm[:, 1]
-                tr = arrs
+                    tr["theta_trial"], tr["theta_round"] = tm[:, 0], tm[:, 1]
                 p = c.private_param
                 sec = {
                     p: (np.concatenate(rec.secret_gravity) if rec.secret_gravity else np.zeros(0)),

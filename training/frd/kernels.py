@@ -24,6 +24,8 @@ import math
 import numba as nb
 import numpy as np
 
+from ldp_audit.training.frd.nets import param_layout
+
 __all__ = ["act_rows", "a2c_update_rows", "actor_size", "cells_rows", "param_size"]
 
 _B1, _B2, _EPS = np.float32(0.9), np.float32(0.999), np.float32(1e-8)
@@ -31,17 +33,14 @@ _C1, _C2 = np.float32(1.0 - 0.9), np.float32(1.0 - 0.999)
 
 
 def actor_size(hidden: int, layers: int) -> int:
-    """Parameters of the actor (4 inputs, 2 logits)."""
-    sizes = [4] + [hidden] * layers + [2]
-    return sum(a * b + b for a, b in zip(sizes[:-1], sizes[1:], strict=True))
+    """Parameters of the actor (4 inputs, 2 logits): where the critic starts in the layout."""
+    return param_layout(hidden, layers)["critic"][0][0]
 
 
 def param_size(hidden: int, layers: int) -> int:
     """Parameters of actor + critic (4 inputs, 1 value)."""
-    sizes = [4] + [hidden] * layers + [1]
-    return actor_size(hidden, layers) + sum(
-        a * b + b for a, b in zip(sizes[:-1], sizes[1:], strict=True)
-    )
+    off, fan_in, fan_out = param_layout(hidden, layers)["critic"][-1]
+    return off + fan_in * fan_out + fan_out
 
 
 @nb.njit(cache=True, nogil=True)

@@ -16,31 +16,25 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.training.frd.config import PRIVATE_PARAMS
 
-__all__ = ["ROW_CONSTANTS", "set_row_constants"]
-
-#: The constants set per row (gravity included: the wrapper's reset writes it per row).
-ROW_CONSTANTS = ("gravity", "masscart", "masspole", "length", "force_mag")
+__all__ = ["set_row_constants"]
 
 
-def _vector_env(env: Any) -> Any:
+def set_row_constants(env: Any, values: Mapping[str, Any]) -> None:
+    """Give each row of ``env`` (a ``PrivateGravityCartPole`` of N rows) its own constants:
+    ``values[name]`` is an (N,) array of finite values > 0 for every name of
+    :data:`~ldp_audit.training.frd.config.PRIVATE_PARAMS` (the constants of the equations of
+    motion; gravity included: the wrapper's reset writes it per row)."""
     inner = getattr(env, "_env", None)
     if inner is None or not hasattr(inner, "polemass_length"):
         raise InvalidParameterError(
             f"env must be a PrivateGravityCartPole (Gymnasium's CartPoleVectorEnv inside), got "
             f"{type(env).__name__}"
         )
-    return inner
-
-
-def set_row_constants(env: Any, values: Mapping[str, Any]) -> None:
-    """Give each row of ``env`` (a ``PrivateGravityCartPole`` of N rows) its own constants:
-    ``values[name]`` is an (N,) array of finite values > 0 for every name of
-    :data:`ROW_CONSTANTS`."""
-    inner = _vector_env(env)
     n = int(env.num_envs)
     arr: dict[str, np.ndarray] = {}
-    for name in ROW_CONSTANTS:
+    for name in PRIVATE_PARAMS:
         if name not in values:
             raise InvalidParameterError(f"values must give {name!r} per row, got {sorted(values)}")
         a = np.asarray(values[name], dtype=np.float64)

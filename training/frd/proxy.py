@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -14,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.validation import check_int
+from ldp_audit.validation import check_epsilon, check_int, check_probability
 
 # ------------------------------------------------------------------------------------------------
 # Proxy grid, LDP mechanism, server aggregation
@@ -77,16 +76,10 @@ class ProxyMemoryLDP:
     cell_share: float = 0.5
 
     def __post_init__(self) -> None:
-        eps = self.epsilon
-        if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or math.isnan(eps):
-            raise InvalidParameterError(f"epsilon must be a real number > 0, got {eps!r}")
-        if eps <= 0 or math.isinf(eps):
-            raise InvalidParameterError(f"epsilon must be > 0 and finite, got {eps!r}")
+        check_epsilon(self.epsilon)
         check_int(self.n_cells, "n_cells", minimum=2)
         check_int(self.samples, "samples", minimum=1)
-        cs = self.cell_share
-        if isinstance(cs, bool) or not isinstance(cs, numbers.Real) or not 0 < cs < 1:
-            raise InvalidParameterError(f"cell_share must be a real number in (0, 1), got {cs!r}")
+        check_probability(self.cell_share, "cell_share")
 
     @property
     def delta(self) -> float:

@@ -36,20 +36,10 @@ from ldp_audit.report.markdown import wrap_markdown
 from ldp_audit.rundir.files import fmt_number as num
 from ldp_audit.training.device import DEVICES
 from ldp_audit.training.frd import FrdConfig, arch_batches, setting_config, train, train_batch
-from ldp_audit.training.frd.trends import holm, median_ci, rank_sum_test, trend_tests
+from ldp_audit.training.frd.trends import median_ci, trend_tests
 from ldp_audit.training.reproduction import check_fields, provenance, write_report
 
-__all__ = [
-    "ReproduceSettings",
-    "reproduce",
-    "rerender",
-    "readme_markdown",
-    "pages",
-    "trend_tests",
-    "rank_sum_test",
-    "holm",
-    "median_ci",
-]
+__all__ = ["ReproduceSettings", "reproduce", "rerender", "readme_markdown", "pages"]
 
 #: What the paper says (text of sections 5-6; the figures carry no numbers in the text).
 PAPER_CLAIMS = {
@@ -211,23 +201,17 @@ def reproduce(
     device = resolve_device(settings.device)
     t0, c0 = time.perf_counter(), time.process_time()
     S = settings
-    cfgs: list[FrdConfig] = []
-    keys: list[tuple[str, Any, int]] = []
     common: dict[str, Any] = dict(
         groups=S.groups, max_episodes=S.max_episodes, threshold=S.threshold, device=device
     )
     fig3 = list(S.settings) + ([S.fedavg_setting] if S.fedavg_setting not in S.settings else [])
-    for st in fig3:
-        for n in S.agents:
-            cfgs.append(setting_config(st, n_agents=int(n), **common))
-            keys.append(("frd", st, int(n)))
-    for n in S.agents:
-        cfgs.append(setting_config(S.fedavg_setting, mode="fedavg", n_agents=int(n), **common))
-        keys.append(("fedavg", S.fedavg_setting, int(n)))
-    nmax = int(max(S.agents))
-    for eps in S.ldp_epsilons:
-        cfgs.append(setting_config(S.fedavg_setting, n_agents=nmax, ldp_epsilon=eps, **common))
-        keys.append((f"frd-ldp-{eps:g}", S.fedavg_setting, nmax))
+    fs, nmax = S.fedavg_setting, int(max(S.agents))
+    # (kind, setting, agents) of every cell and its config's overrides of the setting
+    cells = [(("frd", st, int(n)), {}) for st in fig3 for n in S.agents]
+    cells += [(("fedavg", fs, int(n)), {"mode": "fedavg"}) for n in S.agents]
+    cells += [((f"frd-ldp-{e:g}", fs, nmax), {"ldp_epsilon": e}) for e in S.ldp_epsilons]
+    keys = [key for key, _ in cells]
+    cfgs = [setting_config(st, n_agents=n, **kw, **common) for (_, st, n), kw in cells]
     ts, cs = time.perf_counter(), time.process_time()
     results, task_cpu = _sweep(cfgs, keys, S.seed, progress, where)
     sweep_seconds = time.perf_counter() - ts
@@ -313,18 +297,12 @@ def _sweep(
     meter: Any = None
     if progress:
         total = sum(c.groups * c.n_agents * c.max_episodes for c in cfgs)
-        if _in_process(where):
-            from tqdm.auto import tqdm
+        if where["backend"] == "ray":
+            from ldp_audit.backends import init_ray
 
-            meter = tqdm(total=total, desc="agent-episodes", unit="ep")
-        else:
-            if where["backend"] == "ray":
-                from ldp_audit.backends import init_ray
-
-                init_ray(where["address"], where["workers"])  # the progress queue's actor
-            meter = WorkProgress(
-                total, "agent-episodes", "ray" if where["backend"] == "ray" else "pool", unit="ep"
-            )
+            init_ray(where["address"], where["workers"])  # the progress queue's actor
+        kind = "here" if _in_process(where) else where["backend"].replace("local", "pool")
+        meter = WorkProgress(total, "agent-episodes", kind, unit="ep")
     items = [
         {
             "task": "sweep",
@@ -340,14 +318,10 @@ def _sweep(
     ]
     if meter is not None:  # the bar here, or a queue fed from the pool's / Ray's workers
         for item in items:
-            item["sink"] = getattr(meter, "sink", meter)
+            item["sink"] = meter.sink
     try:
         outs = run_tasks(
-            _sweep_task,
-            items,
-            describe=describe_spec,
-            _poll=getattr(meter, "poll", None),
-            **where,
+            _sweep_task, items, describe=describe_spec, _poll=getattr(meter, "poll", None), **where
         )
     finally:
         if meter is not None:
@@ -369,21 +343,15 @@ def _leak_task(item: dict[str, Any]) -> dict[str, Any]:
     from ldp_audit.rundir import write_artifact
 
     cfg: FrdConfig = item["cfg"]
-    tmp = None
-    if item["run_dir"] is None:
-        tmp = tempfile.TemporaryDirectory()
-        rd = Path(tmp.name) / item["run"]
-    else:
-        rd = Path(item["run_dir"])
-        _aside_dead_attempt(rd)
-    try:
+    keep = item["run_dir"] is not None  # else a temporary directory, removed afterwards
+    with contextlib.nullcontext() if keep else tempfile.TemporaryDirectory() as tmp:
+        rd = Path(item["run_dir"]) if keep else Path(tmp) / item["run"]
+        if keep:
+            _aside_dead_attempt(rd)
         train(cfg, seed=item["seed"], run_dir=rd, run_mode="overwrite")
         res = F.run(rd, n_shadow=item["shadow"], seed=item["seed"] + 1, progress=item["progress"])
         write_artifact(rd, "attack_dynamics.json", res.to_dict(), overwrite=True)
         d = res.to_dict()
-    finally:
-        if tmp is not None:
-            tmp.cleanup()
     eps = cfg.ldp_epsilon
     return {
         "run": item["run"],
@@ -491,16 +459,14 @@ def _write(out: Path, doc: dict[str, Any]) -> None:
     fig.savefig(out / "figure3.png", dpi=100)
     plt.close(fig)
     fig, ax = plt.subplots(figsize=(6, 3.4))
-    data, labels = [], []
-    for n in S["agents"]:
-        data += [by[("frd", S["fedavg_setting"], n)],
-                 by[("fedavg", S["fedavg_setting"], n)]]  # fmt: skip
-        labels += [f"FRD\n{n}", f"FedAvg\n{n}"]
-    nmax = max(S["agents"])
-    for eps in S["ldp_epsilons"]:
-        data.append(by[(f"frd-ldp-{eps:g}", S["fedavg_setting"], nmax)])
-        labels.append(f"LDP {eps:g}\n{nmax}")
-    _boxplot(ax, data, labels, cap)
+    fs, nmax = S["fedavg_setting"], max(S["agents"])  # (cell, label) of each box
+    boxes = [
+        ((k, fs, n), f"{name}\n{n}")
+        for n in S["agents"]
+        for k, name in (("frd", "FRD"), ("fedavg", "FedAvg"))
+    ]
+    boxes += [((f"frd-ldp-{e:g}", fs, nmax), f"LDP {e:g}\n{nmax}") for e in S["ldp_epsilons"]]
+    _boxplot(ax, [by[key] for key, _ in boxes], [lab for _, lab in boxes], cap)
     ax.set_ylabel("episodes to mission")
     ax.set_title(f"FRD vs FedAvg (setting {S['fedavg_setting']}), x: method / agents")
     fig.tight_layout()

@@ -4,6 +4,7 @@ metrics, model) and the report's sections for FRD runs. Part of :mod:`ldp_audit.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from functools import partial
 from pathlib import Path
@@ -89,7 +90,7 @@ def train(
 
 def _write_partial(w: Any, recs: list[Any]) -> None:
     """On an interruption: what was released so far (every row of it was charged first)."""
-    try:
+    with contextlib.suppress(Exception):  # best effort; the caller re-raises the interruption
         if recs and len(recs[0].transcript):
             rec = recs[0]
             arrs = rec.transcript.arrays()
@@ -97,20 +98,11 @@ def _write_partial(w: Any, recs: list[Any]) -> None:
                 arrs["thetas"] = np.stack(rec.thetas)
             w.write_npz("transcript.npz", arrs)
             w.write_npz("secrets.npz", {rec.cfg.private_param: np.concatenate(rec.secret_gravity)})
-    except Exception:  # noqa: BLE001 - best effort; the interruption is re-raised by the caller
-        pass
 
 
 def _write_outputs(w: Any, res: FrdResult, device: str | None = None) -> None:
-    tr = dict(res.transcript or {})
-    if not tr:
-        tr = {
-            "trial": np.zeros(0, np.int64),
-            "agent": np.zeros(0, np.int64),
-            "submission": np.zeros(0, np.int64),
-            "theta_index": np.zeros(0, np.int64),
-            "report": np.zeros((0, 2)),
-        }
+    empty = {k: np.zeros(0, np.int64) for k in ("trial", "agent", "submission", "theta_index")}
+    tr = dict(res.transcript or {}) or {**empty, "report": np.zeros((0, 2))}
     w.write_npz("transcript.npz", tr)
     w.write_npz("secrets.npz", dict(res.secrets or {res.config.private_param: np.zeros(0)}))
     met = res.metrics()
@@ -196,16 +188,9 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict
         met = run.metrics() if (rd / "metrics.json").exists() else {}
         ldp = f", LDP eps={_fmt(cfg.ldp_epsilon)}" if cfg.private else ""
         label = f"{rd.name} ({cfg.mode}{ldp})"
-        mission_rows.append(
-            [
-                label,
-                cfg.n_agents,
-                cfg.groups,
-                _fmt(met.get("mission_median")),
-                f"{met.get('missions_reached', '-')}/{met.get('groups', '-')}",
-                _fmt(cfg.threshold),
-            ]
-        )
+        median, reached = _fmt(met.get("mission_median")), met.get("missions_reached", "-")
+        reached = f"{reached}/{met.get('groups', '-')}"
+        mission_rows.append([label, cfg.n_agents, cfg.groups, median, reached, _fmt(cfg.threshold)])
         spent = _spent(rd)
         privacy_rows.append([label, "non-private (inf)" if not cfg.private else _fmt(spent),
                              met.get("uploads_per_agent_max", "-")])  # fmt: skip
@@ -213,17 +198,8 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict
         att = run.json(names[0]) if names else None
         if att is not None:
             lo, hi = att.get("accuracy_ci", ["-", "-"])
-            leak_rows.append(
-                [
-                    label,
-                    att.get("n"),
-                    _fmt(att.get("accuracy")),
-                    f"[{_fmt(lo)}, {_fmt(hi)}]",
-                    _fmt(att.get("chance")),
-                    _fmt(att.get("ceiling")),
-                    _fmt(att.get("composed_epsilon")),
-                ]
-            )
+            nums = [_fmt(att.get(k)) for k in ("accuracy", "chance", "ceiling", "composed_epsilon")]
+            leak_rows.append([label, att.get("n"), nums[0], f"[{_fmt(lo)}, {_fmt(hi)}]", *nums[1:]])
         data[rd.name] = {"config": cfg.to_dict(), "metrics": {k: met.get(k) for k in
                          ("mission", "mission_median", "missions_reached", "clipped_states")},
                          "attack": att, "epsilon_spent_max": spent}  # fmt: skip
@@ -265,7 +241,7 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict
                         "chance",
                         "ceiling",
                         "composed eps",
-                    ],  # fmt: skip
+                    ],
                     "rows": leak_rows,
                 },
             ],

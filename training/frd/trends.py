@@ -139,11 +139,7 @@ def holm(pvalues: Sequence[float]) -> list[float]:
     p = np.asarray(pvalues, dtype=float)
     order = np.argsort(p, kind="stable")
     adj = np.empty_like(p)
-    running = 0.0
-    k = p.size
-    for i, idx in enumerate(order):
-        running = max(running, min(1.0, (k - i) * p[idx]))
-        adj[idx] = running
+    adj[order] = np.maximum.accumulate(np.minimum(1.0, (p.size - np.arange(p.size)) * p[order]))
     return [float(v) for v in adj]
 
 
