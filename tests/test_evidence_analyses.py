@@ -27,18 +27,12 @@ from ldp_audit.rundir import (
 )
 from ldp_audit.rundir.files import manifest_bytes
 from ldp_audit.rundir.seal import INDEX
+from tests.test_report_fixtures import audit_entry
 
 EPS = 5.0
 
 #: an audit that finds the claim (5 per release) violated: lower bound 7.61
-VIOLATION = {
-    "mechanism": "laplace",
-    "claimed_epsilon": EPS,
-    "epsilon_lower_bound": 7.61,
-    "violation": True,
-    "n_samples": 1000,
-    "confidence": 0.95,
-}
+VIOLATION = audit_entry(claimed_epsilon=EPS, epsilon_lower_bound=7.61, samples=1000)
 
 
 def _make_run(path: Path) -> Path:
@@ -367,7 +361,7 @@ def test_another_runs_sealed_artefact_is_a_sealed_extra(run: Path, tmp_path: Pat
     """`report RUN OTHER_RUN` (docs/frd.md reports two runs at once): the other run's own
     artefacts are sealed in its analyses.json, and read as such; edited, they are refused."""
     other = _make_run(tmp_path / "other")
-    write_artifact(other, "audit.json", [dict(VIOLATION, violation=False, epsilon_lower_bound=1.0)])
+    write_artifact(other, "audit.json", [audit_entry(claimed_epsilon=EPS, epsilon_lower_bound=1.0)])
     (run / "audit.json").unlink()
     index = json.loads((run / INDEX).read_text())
     (run / INDEX).write_text(json.dumps({**index, "entries": []}))

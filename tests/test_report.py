@@ -21,7 +21,7 @@ from ldp_audit.report import (
 from ldp_audit.report._plots import ceiling, spend_over_releases
 from ldp_audit.training.pgc_a3c.paper import paper_row
 from ldp_audit.training.pgc_a3c.report import REQUIRED_FILES, load_pgc
-from tests.test_report_fixtures import GOOD_ATTACK, GOOD_AUDIT, ledger_for, make_run
+from tests.test_report_fixtures import GOOD_ATTACK, GOOD_AUDIT, audit_entry, ledger_for, make_run
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -189,15 +189,15 @@ def test_optional_parts_are_reported_as_not_run(tmp_path: Path) -> None:
 
 
 def test_audit_violation_is_the_headline(tmp_path: Path) -> None:
-    bad = dict(GOOD_AUDIT, epsilon_lower_bound=7.5)
-    bad.pop("violation")  # derived from lower bound > claim when the entry does not say
+    bad = audit_entry(epsilon_lower_bound=7.5)
     run = make_run(tmp_path / "r", audit=[bad], attacks={"dynamics": GOOD_ATTACK})
     rep = build_report(run, ledger=ledger_for(run), figures=False)
     assert rep.model["verdict"]["status"] == "violation"
     assert rep.model["audits"]["results"][0]["violation"] is True
     assert "AUDIT VIOLATION" in " ".join(rep.model["verdict"]["violations"])
     assert rep.model["verdict"]["headline"] == (
-        "1 privacy violation found. Audit violation: laplace leaks at least 7.5 > claimed 5."
+        "1 privacy violation found. Audit violation (distribution): laplace leaks at least 7.5 "
+        "> claimed 5, read as distribution (exact arithmetic)."
     )
     assert '<span class="bad">VIOLATION</span>' in rep.to_html()
 
@@ -370,7 +370,7 @@ def test_cli_report_writes_files_and_exit_codes(tmp_path: Path, capsys) -> None:
     assert out["verified"] is False and "manifest.json" in out["verification"]["problems"][0]
     assert Path(out["html"]).is_file() and Path(out["json"]).is_file()
     assert out["verdict"] == "partially verified"
-    bad = dict(GOOD_AUDIT, epsilon_lower_bound=9.0, violation=True)
+    bad = audit_entry(epsilon_lower_bound=9.0, violation=True)
     (run / "audit.json").write_text(json.dumps([bad]))
     argv = ["report", str(run), "-o", str(tmp_path / "o2"), "--allow-unverified"]
     assert _cli(argv) == 1  # violation -> exit 1

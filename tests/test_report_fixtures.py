@@ -108,17 +108,27 @@ def ledger_for(
     )
 
 
-GOOD_AUDIT = {
-    "mechanism": "laplace",
-    "claimed_epsilon": 5.0,
-    "exact_epsilon": 5.0,
-    "epsilon_lower_bound": 4.1,
-    "confidence": 0.95,
-    "samples": 200000,
-    "witness": {"pair": [[0.005, 0.0], [-0.005, 0.0]], "event": "y[0] > 0.004"},
-    "seconds": 1.5,
-    "violation": False,
-}
+def audit_entry(**kw: Any) -> dict[str, Any]:
+    """An audit.json entry in the format AuditResult.to_dict() writes, with one distribution
+    verdict carrying the entry's bound, claim and witness (``kw`` overrides the good audit's)."""
+    e = {
+        "mechanism": "laplace",
+        "claimed_epsilon": 5.0,
+        "exact_epsilon": 5.0,
+        "epsilon_lower_bound": 4.1,
+        "confidence": 0.95,
+        "samples": 200000,
+        "witness": {"pair": [[0.005, 0.0], [-0.005, 0.0]], "event": "y[0] > 0.004"},
+        "seconds": 1.5,
+        **kw,
+    }
+    e.setdefault("violation", e["epsilon_lower_bound"] > e["claimed_epsilon"])
+    keys = ("epsilon_lower_bound", "claimed_epsilon", "violation", "witness")
+    verdict = {"kind": "distribution", **{k: e[k] for k in keys}, "consequence": ""}
+    return {**e, "verdicts": {"distribution": verdict}}
+
+
+GOOD_AUDIT = audit_entry()
 
 GOOD_ATTACK = {
     "attack": "dynamics",
@@ -282,14 +292,13 @@ def make_system_run(kind: str, path: Path) -> Path:
         zeta = np.linspace(10, 30, n).tolist()
         _json(path / "metrics.json", {"zeta": [zeta], "privacy": priv})
         acc.charge_many([(f"0/{a}", LaplaceEvent(per)) for a in agent.tolist()])
-        audit = {
-            **GOOD_AUDIT,
-            "claimed_epsilon": per,
-            "exact_epsilon": per,
-            "epsilon_lower_bound": 0.8 * per,
-            "samples": 20000,
-            "selection_samples": 2000,
-        }
+        audit = audit_entry(
+            claimed_epsilon=per,
+            exact_epsilon=per,
+            epsilon_lower_bound=0.8 * per,
+            samples=20000,
+            selection_samples=2000,
+        )
         _json(path / "audit.json", [audit])
         _json(path / "attack_dynamics.json", {**GOOD_ATTACK, "epsilon": per * rounds})
     elif kind == "dprl":
@@ -371,16 +380,15 @@ def make_system_run(kind: str, path: Path) -> Path:
         acc.charge_many([("0/alpha", GaussianEvent(0.0625))] * 4)
         acc.charge_many([("0/beta", GaussianEvent(0.0625))] * 4)
         acc.charge_many([(a, NonPrivateEvent()) for a in ("0/alpha:Y", "0/alpha@fedrl2")] * 2)
-        audit = {
-            **GOOD_AUDIT,
-            "mechanism": "name=fedrl_output_gaussian, sigma=1.0, bound=2.0, dim=16, delta=1e-05",
-            "claimed_epsilon": 195.35,
-            "exact_epsilon": None,
-            "epsilon_lower_bound": 7.07,
-            "delta": 1e-05,
-            "samples": 5000,
-            "selection_samples": 500,
-        }
+        audit = audit_entry(
+            mechanism="name=fedrl_output_gaussian, sigma=1.0, bound=2.0, dim=16, delta=1e-05",
+            claimed_epsilon=195.35,
+            exact_epsilon=None,
+            epsilon_lower_bound=7.07,
+            delta=1e-05,
+            samples=5000,
+            selection_samples=500,
+        )
         _json(path / "audit.json", [audit])
         _json(
             path / "attack_fedrl.json",

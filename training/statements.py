@@ -44,10 +44,9 @@ def dprl_facts(c: Any) -> dict[str, tuple[str, str]]:
     if str(mech.get("name", "")).lower().replace("_", "-") != "dp-sgd":
         return {}  # observation-noise runs keep the generic rows
     priv = run.metrics.get("privacy") or {}
-    unit = mech.get("privacy_unit") or priv.get("unit")
-    q = json_real(mech.get("sample_rate") if "sample_rate" in mech else priv.get("sample_rate"))
-    sigma = json_real(mech.get("noise_multiplier") or priv.get("noise_multiplier"))
-    clip = json_real(mech.get("clip") or priv.get("clip"))
+    # the mechanism DprlConfig.mechanism_config() writes for a DP-SGD run
+    unit = mech.get("privacy_unit")
+    q, sigma, clip = (json_real(mech.get(k)) for k in ("sample_rate", "noise_multiplier", "clip"))
     updates = priv.get("updates") if isinstance(priv.get("updates"), int) else None
     rows, ev = events_words(led, "central")
     kinds = {r["kind"] for r in rows}

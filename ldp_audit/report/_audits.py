@@ -43,27 +43,20 @@ _READING = {
 }
 
 
-def _verdict_rows(e: dict[str, Any], claim: float, lb: float, viol: bool) -> list[dict[str, Any]]:
-    """The audit's two verdicts (AuditResult.to_dict()["verdicts"]); one row for older files."""
-    vs = e.get("verdicts") if isinstance(e.get("verdicts"), dict) else {}
-    found = [(k, vs[k]) for k in ("distribution", "implementation") if isinstance(vs.get(k), dict)]
-    if not found:  # an older file: its one reading
-        fb = e.get("float_bits")
-        kind = "implementation" if fb is True else "distribution" if fb is False else "single"
-        found = [(kind, {**e, "epsilon_lower_bound": lb, "violation": viol, "consequence": ""})]
+def _verdict_rows(e: dict[str, Any]) -> list[dict[str, Any]]:
+    """The audit's verdicts (AuditResult.to_dict()["verdicts"]), distribution first."""
+    vs = e.get("verdicts") or {}
     rows = []
-    for kind, v in found:
-        vlb, vclaim = json_real(v.get("epsilon_lower_bound")), json_real(v.get("claimed_epsilon"))
+    for kind in [k for k in _READING if k in vs]:  # checked by load_run
+        v = vs[kind]
         witness = _witness_model(v.get("witness"))
         rows.append(
             {
                 "kind": kind,
-                "reading": _READING.get(kind, "one reading (not recorded which)"),
-                "epsilon_lower_bound": vlb if vlb is not None else 0.0,
-                "claimed_epsilon": vclaim if vclaim is not None else claim,
-                "violation": v["violation"]
-                if isinstance(v.get("violation"), bool)
-                else (vlb or 0.0) > claim,
+                "reading": _READING[kind],
+                "epsilon_lower_bound": float(v["epsilon_lower_bound"]),
+                "claimed_epsilon": float(v["claimed_epsilon"]),
+                "violation": v.get("violation") is True,
                 "witness": witness,
                 "consequence": str(v.get("consequence") or ""),
                 "events_estimated": v.get("events_estimated"),
@@ -133,7 +126,7 @@ def audit_section(run: RunData) -> dict[str, Any]:
         claim = float(e["claimed_epsilon"])  # float("inf") parses the "inf" of to_dict()
         lb = float(e["epsilon_lower_bound"])
         viol = e["violation"] if isinstance(e.get("violation"), bool) else lb > claim
-        verdicts = _verdict_rows(e, claim, lb, viol)
+        verdicts = _verdict_rows(e)
         # the overall verdict follows the stricter of the two readings
         viol = viol or any(v["violation"] for v in verdicts)
         leak = e.get("leak") if isinstance(e.get("leak"), str) else None
@@ -164,59 +157,40 @@ def audit_section(run: RunData) -> dict[str, Any]:
     return {"status": "run", "results": out}
 
 
-def _first(d: dict[str, Any], *keys: str) -> Any:
-    for k in keys:
-        if k in d and d[k] is not None:
-            return d[k]
-    return None
-
-
 def attack_section(run: RunData) -> dict[str, Any]:
+    """Each attack (AttackResult.to_dict()) beside its ceiling."""
     if not run.attacks:
         return {"status": "not run", "results": []}
     out = []
     for name, a in run.attacks.items():
-        ci = _first(a, "accuracy_ci", "ci", "confidence_interval")
-        lo = json_real(_first(a, "ci_low", "accuracy_low", "accuracy_lower"))
-        hi = json_real(_first(a, "ci_high", "accuracy_high", "accuracy_upper"))
-        if isinstance(ci, (list, tuple)) and len(ci) == 2:
-            lo, hi = json_real(ci[0]), json_real(ci[1])
-        ceiling = json_real(_first(a, "ceiling", "accuracy_ceiling"))
+        ci = a.get("accuracy_ci")
+        lo, hi = map(json_real, ci if isinstance(ci, list) and len(ci) == 2 else (None, None))
+        ceiling, chance = json_real(a.get("ceiling")), json_real(a.get("chance"))
         viol = a.get("violation")
         if not isinstance(viol, bool):
             viol = lo is not None and ceiling is not None and lo > ceiling
-        tpr = _first(a, "tpr_at_fpr", "tpr_at_low_fpr")
-        chance = json_real(_first(a, "chance", "baseline"))
-        above_chance = lo is not None and chance is not None and lo > chance
+        tpr = a.get("tpr_at_fpr")
         out.append(
             {
                 "name": name,
-                "attack": str(a.get("attack") or a.get("name") or name),
+                "attack": str(a.get("attack") or name),
                 "accuracy": float(a["accuracy"]),
                 "ci_low": lo,
                 "ci_high": hi,
                 "confidence": json_real(a.get("confidence")),
                 "ceiling": ceiling,
                 "chance": chance,
-                "above_chance": above_chance,
+                "above_chance": lo is not None and chance is not None and lo > chance,
                 "source": run.sources.get(f"attack_{name}"),
-                "k": _first(a, "k", "n_classes", "candidates"),
+                "k": a.get("k"),
                 # the ceiling applies to the epsilon composed over the T reports attacked together
-                "epsilon": json_real(_first(a, "composed_epsilon", "epsilon", "claimed_epsilon")),
-                "reports_per_agent": _first(a, "reports_per_agent"),
-                "mae": json_real(a.get("mae")),
-                "mae_baseline": json_real(a.get("mae_baseline")),
-                "implied_epsilon_lower_bound": json_real(
-                    _first(
-                        a, "implied_epsilon_lower_bound", "epsilon_lower_bound", "implied_epsilon"
-                    )
-                ),
-                "auc": json_real(a.get("auc")),
-                "advantage": json_real(a.get("advantage")),
-                "tpr_at_fpr": tpr
-                if isinstance(tpr, (dict, list, float, int)) and tpr != {}
-                else None,
-                "samples": _first(a, "n", "samples", "n_targets"),
+                "epsilon": json_real(a.get("composed_epsilon", a.get("epsilon"))),
+                "reports_per_agent": a.get("reports_per_agent"),
+                **{k: json_real(a.get(k)) for k in ("mae", "mae_baseline")},
+                "implied_epsilon_lower_bound": json_real(a.get("epsilon_lower_bound")),
+                **{k: json_real(a.get(k)) for k in ("auc", "advantage")},
+                "tpr_at_fpr": tpr if isinstance(tpr, dict) and tpr else None,
+                "samples": a.get("n"),
                 "violation": viol,
                 "details": {k: v for k, v in a.items() if isinstance(v, (str, int, float))},
             }

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ldp_audit.audit.results import VERDICT_KINDS
 from ldp_audit.errors import RunDirectoryError
 from ldp_audit.rundir.files import read_json
 from ldp_audit.rundir.reader import RunDir
@@ -93,12 +94,22 @@ def _check_audits(path: Path, a: Any) -> list[dict[str, Any]]:
     if not isinstance(a, list) or not all(isinstance(e, dict) for e in a):
         raise _err(path, "must hold a JSON list of AuditResult.to_dict() objects")
     for i, e in enumerate(a):
-        for k in ("epsilon_lower_bound", "claimed_epsilon"):
-            v = e.get(k)
-            if v == "inf":  # AuditResult.to_dict() writes infinities as strings
-                continue
-            if not isinstance(v, (int, float)) or isinstance(v, bool) or math.isnan(v):
-                raise _err(path, f"entry {i}: '{k}' must be a number or \"inf\", got {v!r}")
+        vs = e.get("verdicts")
+        if not (isinstance(vs, dict) and vs and set(vs) <= set(VERDICT_KINDS)) or not all(
+            isinstance(v, dict) for v in vs.values()
+        ):
+            vs = None  # refused below, after the entry's own numbers
+        for where, d in [("", e), *((f"verdict {k}: ", v) for k, v in (vs or {}).items())]:
+            for k in ("epsilon_lower_bound", "claimed_epsilon"):
+                v = d.get(k)
+                if v == "inf":  # AuditResult.to_dict() writes infinities as strings
+                    continue
+                if not isinstance(v, (int, float)) or isinstance(v, bool) or math.isnan(v):
+                    raise _err(
+                        path, f"entry {i}: {where}'{k}' must be a number or \"inf\", got {v!r}"
+                    )
+        if vs is None:
+            raise _err(path, f"entry {i}: 'verdicts' must map {VERDICT_KINDS} to verdict objects")
     return a
 
 

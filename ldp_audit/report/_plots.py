@@ -313,7 +313,7 @@ def audit_figure(model: dict[str, Any]) -> bytes | None:
             lw=2,
             label=lab("claimed epsilon"),
         )
-        if r["exact_epsilon"] is not None and v["kind"] in ("distribution", "single"):
+        if r["exact_epsilon"] is not None and v["kind"] == "distribution":
             ax.plot(
                 [r["exact_epsilon"]],
                 [i],

@@ -167,7 +167,7 @@ def _exact_cell(rv: tuple[dict[str, Any], dict[str, Any]]) -> Any:
     r, v = rv
     if r["exact_epsilon"] is None:
         return None
-    if v["kind"] in ("distribution", "single"):
+    if v["kind"] == "distribution":
         return r["exact_epsilon"]
     return "not applicable (holds in exact arithmetic only)"
 

@@ -43,15 +43,14 @@ def _audit_statements(
     for v in r["verdicts"]:
         lb, claim = _fmt(v["epsilon_lower_bound"]), _fmt(v["claimed_epsilon"])
         if v["violation"]:
-            one = v["kind"] == "single"
-            kind, read = ("", "") if one else (f" ({v['kind']})", f", read as {v['reading']}")
-            msg = f"AUDIT VIOLATION{kind}: {r['mechanism']} leaks at least {lb} > claimed {claim}"
+            msg = f"AUDIT VIOLATION ({v['kind']}): {r['mechanism']} leaks at least {lb} > claimed"
             violations.append(
-                f"{msg}{read}." + (f" {v['consequence']}" if v["consequence"] else "")
+                f"{msg} {claim}, read as {v['reading']}."
+                + (f" {v['consequence']}" if v["consequence"] else "")
             )
         else:
             extra = ""
-            if ex is not None and v["kind"] in ("distribution", "single"):
+            if ex is not None and v["kind"] == "distribution":
                 extra = f"; white-box exact epsilon {_fmt(ex)} (holds in exact arithmetic only)"
             void = ""
             c = v["claimed_epsilon"]

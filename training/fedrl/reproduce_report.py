@@ -33,6 +33,12 @@ def _ci(lo_hi: list[float], scale: float = 100.0, nd: int = 1) -> str:
     return f"[{lo:.{nd}f}, {hi:.{nd}f}]"
 
 
+def _acc(d: dict[str, Any]) -> str:
+    """An attack's accuracy, its interval and chance: "0.512 [0.401, 0.620] (0.500)"."""
+    lo, hi = d["accuracy_ci"]
+    return f"{d['accuracy']:.3f} [{lo:.3f}, {hi:.3f}] ({d['chance']:.3f})"
+
+
 def _eps(v: Any) -> str:
     return fmt_number(v, 4, nan="nan")
 
@@ -165,22 +171,13 @@ def render_markdown(res: dict[str, Any]) -> str:
             "|---|---|---|---|---|---|---|---|---|",
         ]
         for a in res["attacks"]:
-            b = a["best_cell"]
-            rw = a.get("rewards", {})
+            b, rw = a["best_cell"], a.get("rewards", {})
+            bump = f"{_acc(rw)} | {rw['mae']:.2f} ({rw['mae_baseline']:.2f})" if rw else "- | -"
             lines.append(
                 f"| {a['sigma']:g} | {a['clip_outputs'] if a['clip_outputs'] else 'none'} | "
                 f"{_eps(a['epsilon_per_row'])} | {_eps(a['epsilon_beta_run'])} | "
                 f"{a['cells_mean_accuracy']:.3f} ({a['cells_mean_chance']:.3f}) | "
-                f"{b['accuracy']:.3f} [{b['accuracy_ci'][0]:.3f}, {b['accuracy_ci'][1]:.3f}] "
-                f"({b['chance']:.3f}) | "
-                f"{b['ceiling']:.3f} | "
-                + (
-                    f"{rw['accuracy']:.3f} [{rw['accuracy_ci'][0]:.3f}, "
-                    f"{rw['accuracy_ci'][1]:.3f}] ({rw['chance']:.3f}) | "
-                    f"{rw['mae']:.2f} ({rw['mae_baseline']:.2f}) |"
-                    if rw
-                    else "- | - |"
-                )
+                f"{_acc(b)} | {b['ceiling']:.3f} | {bump} |"
             )
     if res.get("audit"):
         lines += [

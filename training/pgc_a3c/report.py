@@ -161,39 +161,29 @@ def load_pgc(
 
 
 def zeta_matrix(run: PgcRun) -> np.ndarray:
-    """metrics.json's ``zeta`` as a (trials, N) float array, NaN-padded."""
-    return _nan_matrix(run.metrics["zeta"])
-
-
-def _nan_matrix(rows: list[list[Any]], width: int | None = None) -> np.ndarray:
-    """Lists of numbers (None: NaN) as a NaN-padded float matrix (``width``: cut to it)."""
-    width = max((len(r) for r in rows), default=0) if width is None else width
-    out = np.full((len(rows), width), np.nan)
+    """metrics.json's ``zeta`` as a (trials, N) float array, NaN-padded (None: NaN)."""
+    rows = run.metrics["zeta"]
+    out = np.full((len(rows), max((len(r) for r in rows), default=0)), np.nan)
     for i, r in enumerate(rows):
-        vals = [np.nan if v is None else float(v) for v in r][:width]
-        out[i, : len(vals)] = vals
+        out[i, : len(r)] = [np.nan if v is None else float(v) for v in r]
     return out
 
 
 def mu_matrix(run: PgcRun) -> np.ndarray:
-    """mu_n per trial: metrics.json's ``mu`` if the trainer wrote it, else eq. (25) on zeta."""
-    mu = run.metrics.get("mu")
+    """mu_n per trial: eq. (25) on zeta (metrics.moving_average; a run with no submission yet
+    has no mu_n)."""
     z = zeta_matrix(run)
-    if isinstance(mu, list) and len(mu) == z.shape[0] and all(isinstance(m, list) for m in mu):
-        return _nan_matrix(mu, z.shape[1])
-    # eq. (25) (metrics.moving_average; a run with no submission yet has no mu_n)
     return moving_average(z, int(run.metrics.get("window", WINDOW))) if z.shape[1] else z
 
 
 def fst_values(run: PgcRun) -> np.ndarray:
-    """FST per trial (eq. 26): metrics.json's ``fst`` if present, else from mu_n."""
+    """FST per trial (eq. 26): metrics.json's ``fst`` (the trainer's list, "inf" for never),
+    else from mu_n."""
     fst = run.metrics.get("fst")
     z = zeta_matrix(run)
     if isinstance(fst, list) and len(fst) == z.shape[0]:
         vals = [json_real(v) for v in fst]
         return np.array([math.inf if v is None else v for v in vals])
-    if isinstance(fst, (int, float)) and z.shape[0] == 1:
-        return np.array([float(fst)])
     thr = float(run.metrics.get("target_score", TARGET_SCORE))
     mu = mu_matrix(run)
     if mu.shape[-1] == 0:

@@ -54,7 +54,7 @@ def _fmt(v: float | str, digits: int) -> str:
     return f"{f:g}" if math.isinf(f) else f"{f:.{digits}f}"
 
 
-#: decimals of our number and of its interval's ends per measure
+#: decimals of a number (ours and the paper's) and of our interval's ends per measure
 _CELL_DIGITS = {"median_fst": (1, 0), "success_ratio": (2, 2), "relative_auc": (3, 3)}
 
 
@@ -67,15 +67,13 @@ def _cell(entry: dict[str, Any] | None, measure: str) -> str:
     return f"{_fmt(entry[measure], nd)} [{_fmt(lo, nd_ci)}, {_fmt(hi, nd_ci)}]"
 
 
-#: decimals of the paper's numbers per measure
-_DIGITS = {"median_fst": 1, "success_ratio": 2, "relative_auc": 3}
 #: the tables' and figures' name of each mechanism
 _NAME = {"laplace": "Laplace", "prs": "PRS"}
 
 
 def _paper_cell(measure: str, mech: str, eps: float) -> str:
     v = PAPER[measure][mech].get(eps)
-    return "" if v is None else f"{v:.{_DIGITS[measure]}f}"
+    return "" if v is None else f"{v:.{_CELL_DIGITS[measure][0]}f}"
 
 
 _TITLES = {
@@ -143,7 +141,7 @@ def comparison(results: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
     for key, entry in results["settings"].items():
         m, e = entry["mechanism"], _eps_of(entry)
-        for measure in _DIGITS:
+        for measure in _CELL_DIGITS:
             ci_key = f"{measure}_ci"
             paper = PAPER[measure][m].get(e)
             if paper is None or ci_key not in entry:
