@@ -265,7 +265,7 @@ TINY_MEMBERSHIP = ["attack", "membership", "--agents", "25", "--shadow", "2", "-
         (TINY, ("--epsilon",)),
         ([*TINY, "--epsilon", "1", "--resume"], ("--resume", "--out")),
         ([*TINY, "--epsilon", "1", "--overwrite"], ("--overwrite", "--out")),
-        ([*TINY[:3], "prs", "--epsilon", "1", "--clip-kind", "coordinate"], ("--clip-kind",)),
+        ([*TINY[:3], "prs", "--epsilon", "1", "--clip-kind", "coordinate"], ("clip_kind",)),
         ([*TINY, "--epsilon", "1e-300"], ("--epsilon", "--aggregator-lr")),
         ([*TINY, "--epsilon", "1", "--aggregator-lr", "1e300"], ("--aggregator-lr",)),
         ([*TINY[:3], "none", "--aggregator-lr", "1e140"], ("--aggregator-lr",)),

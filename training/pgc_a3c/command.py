@@ -166,10 +166,6 @@ def config(args: argparse.Namespace, given: dict[str, Any]) -> Any:
             **sizes,
             **kw,
         )  # fmt: skip  (validated before any episode)
-    if args.clip_kind == "coordinate" and mech == "prs":
-        raise InvalidParameterError(
-            "--clip-kind coordinate applies to --mechanism laplace or none, got prs"
-        )
     readings = {k: getattr(args, k) for k in READINGS}
     cfg = PgcA3cConfig(trials=args.trials, max_submissions=args.max_submissions,
                        rounds=args.rounds, **readings, **kw)  # fmt: skip

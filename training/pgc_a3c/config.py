@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import math
 import sys
-from dataclasses import asdict, dataclass, field
-from functools import partial
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -21,7 +20,8 @@ from ldp_audit.config import bounds
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.cartpole import PAPER_GRAVITIES
 from ldp_audit.training.pgc_a3c.model import DIM
-from ldp_audit.validation import check_bool, check_epsilon, check_int, check_positive, check_real
+from ldp_audit.training.reproduction import check_fields
+from ldp_audit.validation import check_int
 
 __all__ = ["ADAPTIVE_DEFAULT_LR", "PgcA3cConfig", "TrainResult"]
 
@@ -37,111 +37,38 @@ _PAPER_CLIP: dict[str, float] = {"laplace": 0.01, "prs": 1.0, "none": 10.0}
 _PAPER_BUFFER = {"laplace": 1, "prs": 100, "none": 1}
 
 
-#: Upper bounds of the learning constants (checked by the configs and read by the command line;
-#: each is justified in the field's docstring). Far beyond any setting that learns: they refuse
-#: values whose arithmetic saturates or overflows, not unusual experiments.
-_MAX_ETA = 1000
-_MAX_LOSS_WEIGHT = 1000
-_MAX_ALPHA_DECAY = 10**12
-
-
-def _check_range(value: Any, name: str, maximum: float, why: str = "", *, zero: bool) -> float:
-    """``value`` in (0, maximum] (``zero``: in [0, maximum]); ``why``: the reason for the cap."""
-    v = check_real(value, name) if zero else check_positive(value, name)
-    if zero and not (math.isfinite(v) and v >= 0):
-        raise InvalidParameterError(f"{name} must be finite and >= 0, got {v!r}")
-    if v > maximum:
-        why = f" ({why})" if why else ""
-        raise InvalidParameterError(f"{name} must be <= {maximum:g}{why}, got {v!r}")
-    return v
-
-
-def _check_gamma(value: Any) -> float:
-    """gamma in (0, 1]."""
-    gamma = check_real(value, "gamma")
-    if not 0.0 < gamma <= 1.0:
-        raise InvalidParameterError(f"gamma must be in (0, 1], got {value!r}")
-    return gamma
-
-
-_WEIGHT = "the policy loss has weight 1"
-#: the learning constants' ranges, name -> (maximum, 0 allowed, why the cap), in the order the
-#: configs check them (gamma: its own check): see the fields of ``PgcA3cConfig``
-_RANGES = {
-    "eta": (_MAX_ETA, False, "2000 x the paper's 0.5; a larger step saturates"),
-    "lam": (_MAX_LOSS_WEIGHT, False, _WEIGHT),
-    "alpha_decay": (_MAX_ALPHA_DECAY, False, "beyond it alpha is constant over any run"),
-    "gamma": None,
-    "beta": (_MAX_LOSS_WEIGHT, True, _WEIGHT),
-    "alpha_start": (1.0, True, ""),
-}
-#: the checks of the learning constants
-_CHECKS = {
-    n: _check_gamma
-    if r is None
-    else partial(_check_range, name=n, maximum=r[0], zero=r[1], why=r[2])
-    for n, r in _RANGES.items()
-}
-
-
-def _real_tuple(value: Any, name: str) -> tuple[float, ...]:
-    """A sequence of real numbers as a tuple of floats (a bare number, string or bool refused)."""
-    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple, np.ndarray)):
-        raise InvalidParameterError(
-            f"{name} must be a sequence of numbers, got {value!r} ({type(value).__name__})"
-        )
-    return tuple(check_real(x, f"{name}[{k}]") for k, x in enumerate(value))
-
-
 class SharedFields:
     """What PGC-A3C's configs share (:class:`PgcA3cConfig` and the Gymnasium trainer's
     :class:`ldp_audit.training.pgc_a3c_gym.config.GymPgcConfig`): the checks of the fields
-    both have (same constraints, same messages), the paper's per-mechanism defaults, the per-report
-    mechanism
-    and the JSON form of epsilon. The configs call the checks from ``__post_init__``."""
+    both have (same bounds, same messages), the paper's per-mechanism defaults, the per-report
+    mechanism and the JSON form of epsilon. The configs call the checks from ``__post_init__``."""
 
-    # the fields the checks read (declared by each config dataclass; annotations only here)
+    # the fields the derived values read (declared by each config dataclass; annotations only here)
     mechanism: str
     epsilon: float
     rounds: int
     clip: float | None
     buffer_size: int | None
-    acting: str
-    gamma: float
-    alpha_start: float
 
     # ------------------------------------------------------------------------------ checks
-    def _check_shared(self, *ints: str) -> None:
-        """The fields both configs have: ``mechanism`` and ``acting`` among the options,
-        ``epsilon`` > 0 (inf for "none"); trials, n_agents, max_submissions, rounds and
-        ``ints`` integers >= 1; ``clip`` > 0 and ``buffer_size`` >= 1 where given (None: the
-        paper's default); eta in (0, 1e3], gamma in (0, 1], lam in (0, 1e3], beta in [0, 1e3],
-        alpha_start in [0, 1], alpha_decay in (0, 1e12] (the bounds of ``PgcA3cConfig``'s field
-        docs); ``budget`` > 0 where given."""
-        self._check_choices(mechanism=_MECHANISMS)
-        if self.mechanism == "none":
+    def _check_shared(self) -> None:
+        """Every field's type and bounds (:func:`check_fields`; a field the Gymnasium config
+        declares without bounds has ``PgcA3cConfig``'s): ``epsilon`` > 0, inf only for
+        "none" (forced there); integers at most ``INT_MAX``; epsilon, clip, budget and
+        aggregator_lr stored as floats."""
+        none = self.mechanism == "none"
+        if none:
             object.__setattr__(self, "epsilon", math.inf)
-        else:
-            object.__setattr__(self, "epsilon", check_epsilon(self.epsilon, "epsilon"))
-        self._check_choices(acting=ACTING)
-        for name in ("trials", "n_agents", "max_submissions", "rounds", *ints):
-            check_int(getattr(self, name), name, minimum=1)
-        if self.clip is not None:
-            object.__setattr__(self, "clip", check_positive(self.clip, "clip"))
-        if self.buffer_size is not None:
-            check_int(self.buffer_size, "buffer_size", minimum=1)
-        for name, check in _CHECKS.items():
-            check(getattr(self, name))
-        if self.budget is not None:
-            object.__setattr__(self, "budget", check_positive(self.budget, "budget"))
-
-    def _check_choices(self, **allowed: tuple[str, ...]) -> None:
-        """Each named field one of its allowed values (the first that is not, named)."""
-        for name, values in allowed.items():
-            if getattr(self, name) not in values:
-                raise InvalidParameterError(
-                    f"{name} must be one of {values}, got {getattr(self, name)!r}"
-                )
+        own = {f.name: f.metadata for f in fields(PgcA3cConfig)}
+        given = {f.name: own[f.name] for f in fields(self) if f.name in own and not f.metadata}
+        finite = {} if none else {"epsilon": bounds(minimum=0, open_min=True)}  # inf: "none" only
+        check_fields(self, **(given | finite))
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if f.name in ("epsilon", "clip", "budget", "aggregator_lr") and v is not None:
+                object.__setattr__(self, f.name, float(v))
+            elif isinstance(v, int) and not isinstance(v, bool):
+                check_int(v, f.name)  # <= INT_MAX: numpy's int64
 
     # ------------------------------------------------------------------------------ derived
     @property
@@ -218,52 +145,44 @@ class PgcA3cConfig(SharedFields):
     per-submission epsilon."""
     eta: float = field(
         default=0.5,
-        metadata=bounds(minimum=0, open_min=True, maximum=_MAX_ETA, check=_CHECKS["eta"]),
+        metadata=bounds(minimum=0, open_min=True, maximum=1000),
     )
     """Learning rate of eq. 22 (the aggregator's SGD step on mean(B)), in (0, 1000]: 2000 x the
     paper's 0.5. A step moves theta by eta x a report of L1 norm up to C/2 (5 for the
     non-private baseline), so beyond 1000 a single step can shift a logit by thousands, past
     the ~745 where the float64 softmax is exactly 0 or 1 and its gradient vanishes (unclipped
     SGD diverges already at 0.5, README)."""
-    gamma: float = field(
-        default=0.99, metadata=bounds(minimum=0, open_min=True, maximum=1, check=_CHECKS["gamma"])
-    )
+    gamma: float = field(default=0.99, metadata=bounds(minimum=0, open_min=True, maximum=1))
     """Discount factor of eqs. 12 and 18, in (0, 1]: a discount (above 1 the 200-step return
     grows geometrically; 0 drops the bootstrap of eq. 12)."""
     lam: float = field(
         default=0.5,
-        metadata=bounds(minimum=0, open_min=True, maximum=_MAX_LOSS_WEIGHT, check=_CHECKS["lam"]),
+        metadata=bounds(minimum=0, open_min=True, maximum=1000),
     )
     """Value-loss weight lambda of eq. 15, in (0, 1000]: a weight relative to the policy loss
     (weight 1; the paper's 0.5); at 1000 the objective is a value regression with the policy
     term a 0.1 % correction, so a larger weight only scales the gradient towards overflow."""
-    beta: float = field(
-        default=0.01, metadata=bounds(minimum=0, maximum=_MAX_LOSS_WEIGHT, check=_CHECKS["beta"])
-    )
+    beta: float = field(default=0.01, metadata=bounds(minimum=0, maximum=1000))
     """Entropy weight beta of eq. 16, in [0, 1000] (0: no entropy bonus): a weight relative to
     the policy loss (weight 1; the paper's 0.01), bounded for the reason of ``lam``."""
     gravities: tuple[float, ...] = field(
-        default=PAPER_GRAVITIES, metadata=bounds(minimum=0, open_min=True)
+        default=PAPER_GRAVITIES, metadata=bounds(minimum=sys.float_info.min)
     )
     """The private gravity psi of an agent is drawn uniformly from these."""
     agent_gravities: tuple[float, ...] | None = field(
-        default=None, metadata=bounds(minimum=0, open_min=True)
+        default=None, metadata=bounds(minimum=sys.float_info.min)
     )
     """Optional fixed gravity of agent a (agents numbered in arrival order within each trial),
     e.g. to plant canaries for membership inference; agents beyond its length draw from
     ``gravities``. The reset stream is consumed the same way either way."""
     episode_steps: int = field(default=200, metadata=bounds(minimum=1))
     """Episodes are cut after this many steps (score max 200)."""
-    alpha_start: float = field(
-        default=0.5, metadata=bounds(minimum=0, maximum=1, check=_CHECKS["alpha_start"])
-    )
+    alpha_start: float = field(default=0.5, metadata=bounds(minimum=0, maximum=1))
     """Exploration at the first submission, alpha = max{0, alpha_start - n / alpha_decay}
     (section 4): the probability of a uniformly random action, so in [0, 1]."""
     alpha_decay: float = field(
         default=1800.0,
-        metadata=bounds(
-            minimum=0, open_min=True, maximum=_MAX_ALPHA_DECAY, check=_CHECKS["alpha_decay"]
-        ),
+        metadata=bounds(minimum=0, open_min=True, maximum=10**12),
     )
     """Submissions over which alpha falls by 1 (see ``alpha_start``), in (0, 1e12]: a run has
     at most 10^7 submissions (the command line's cap), so at 1e12 alpha moves by less than
@@ -299,38 +218,22 @@ class PgcA3cConfig(SharedFields):
     also after a failure; an ablation that shows why the engine deviates)."""
 
     def __post_init__(self) -> None:
-        self._check_shared("episode_steps", "window")
-        self._check_choices(clip_kind=_CLIP_KINDS, aggregator=AGGREGATORS, target=TARGETS)
+        for key in ("gravities", "agent_gravities"):  # a list from JSON, an array: a tuple
+            if isinstance(getattr(self, key), (list, np.ndarray)):
+                object.__setattr__(self, key, tuple(getattr(self, key)))
+        self._check_shared()
         if self.clip_kind == "coordinate" and self.mechanism == "prs":
             raise InvalidParameterError(
                 "clip_kind='coordinate' applies to mechanism 'laplace' or 'none' (PRS clips its "
                 f"projected coordinates itself, eq. 23), got mechanism={self.mechanism!r}"
             )
-        if self.aggregator_lr is not None:
-            object.__setattr__(
-                self, "aggregator_lr", check_positive(self.aggregator_lr, "aggregator_lr")
+        if self.reduced_dim is not None and self.mechanism != "prs":
+            raise InvalidParameterError(
+                f"reduced_dim applies to mechanism='prs' only, got mechanism={self.mechanism!r}"
             )
-        if self.reduced_dim is not None:
-            if self.mechanism != "prs":
-                raise InvalidParameterError(
-                    f"reduced_dim applies to mechanism='prs' only, got mechanism={self.mechanism!r}"
-                )
-            check_int(self.reduced_dim, "reduced_dim", minimum=1, maximum=DIM)
-        check_bool(self.stop_at_target, "stop_at_target")
-        ts = check_real(self.target_score, "target_score")
-        if not math.isfinite(ts):
-            raise InvalidParameterError(f"target_score must be finite, got {self.target_score!r}")
-        for key in ("gravities", "agent_gravities"):  # a subnormal gravity means nothing either
-            given = getattr(self, key)
-            g = None if given is None and key == "agent_gravities" else _real_tuple(given, key)
-            if g is not None and not (
-                g and all(math.isfinite(x) and x >= sys.float_info.min for x in g)
-            ):
-                raise InvalidParameterError(
-                    f"{key} must be a non-empty tuple of finite values > 0 (normal doubles, >= "
-                    f"{sys.float_info.min:g}), got {given!r}"
-                )
-            object.__setattr__(self, key, g)
+        for key in ("gravities", "agent_gravities"):
+            if getattr(self, key) is not None:
+                object.__setattr__(self, key, tuple(map(float, getattr(self, key))))
 
     # ------------------------------------------------------------------------------ derived
     @property

@@ -7,18 +7,17 @@ Part of :mod:`ldp_audit.training.pgc_a3c_gym` (overview in
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
+from ldp_audit.config import bounds
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.gym_envs import EnvInfo, check_private_param, import_env_module
 
 # the config checks and paper defaults shared with the CartPole engine
 from ldp_audit.training.pgc_a3c.config import SharedFields, from_json_dict
 from ldp_audit.training.pgc_a3c_gym.model import Network
-from ldp_audit.validation import check_int
 
 __all__ = ["ALGORITHM", "GymPgcConfig", "config_from_run"]
 
@@ -39,8 +38,9 @@ class GymPgcConfig(SharedFields):
     """Gymnasium id (a discrete action space, a Box observation)."""
     private_param: str
     """The attribute of ``env.unwrapped`` that is each agent's secret."""
-    values: tuple[float, ...]
-    """Its candidate values; each agent draws one uniformly (at least two, distinct)."""
+    values: Sequence[float]
+    """Its candidate values; each agent draws one uniformly (at least two, distinct; checked
+    and kept as a tuple of floats by :func:`~ldp_audit.training.gym_envs.check_private_param`)."""
     env_module: str | None = None
     """A module to import first, which registers the environment (a user env)."""
     mechanism: str = "laplace"
@@ -58,7 +58,7 @@ class GymPgcConfig(SharedFields):
     gamma: float = 0.99
     lam: float = 0.5
     beta: float = 0.01
-    hidden: int = 16
+    hidden: int = field(default=16, metadata=bounds(minimum=1))
     episode_steps: int | None = None
     """Episode cap (None: the env spec's ``max_episode_steps``, else 1000)."""
     alpha_start: float = 0.5
@@ -67,11 +67,7 @@ class GymPgcConfig(SharedFields):
     budget: float | None = None
 
     def __post_init__(self) -> None:
-        self._check_shared("hidden")
-        if self.episode_steps is not None:
-            check_int(self.episode_steps, "episode_steps", minimum=1)
-        if isinstance(self.values, np.ndarray):
-            object.__setattr__(self, "values", tuple(self.values.tolist()))
+        self._check_shared()
         # the env, the parameter and every value, before any episode (names the bad one)
         info, vals = check_private_param(
             self.env_id,
@@ -130,7 +126,6 @@ class GymPgcConfig(SharedFields):
                 f"dynamics --run-dir RUN --env-module {mod}`): a config read from a run "
                 "directory never imports code by itself"
             )
-        d["values"] = tuple(d["values"])
         return cls(**d)
 
 
