@@ -209,9 +209,7 @@ class ShadowGradientAttack(ClassifierMixin, BaseEstimator):
             return self
         rs = self.random_state
         rng = rs if isinstance(rs, np.random.Generator) else np.random.default_rng(rs)
-        n_noise = int(self.n_noise)
-        if n_noise < 1:
-            raise InvalidParameterError(f"n_noise must be >= 1, got {self.n_noise!r}")
+        n_noise = check_int(self.n_noise, "n_noise", minimum=1)
         Xr = np.repeat(X, n_noise, axis=0)
         yr = np.repeat(np.searchsorted(classes, y), n_noise)  # class indices (sklearn labels)
         Xp = privatize(self.mechanism, Xr, rng)

@@ -28,7 +28,7 @@ from ldp_audit.release import (
     release_many,
 )
 from ldp_audit.training.pgc_a3c.model import DIM
-from ldp_audit.validation import check_batch, check_epsilon, check_int, check_positive, check_rng
+from ldp_audit.validation import check_batch, check_int, check_positive, check_rng
 
 if TYPE_CHECKING:
     from ldp_audit.accountant import Accountant, DpEvent, Ledger
@@ -72,11 +72,8 @@ class CoordinateLaplace(_MechanismBase):
     name: ClassVar[str] = "coordinate_laplace"
 
     def __post_init__(self) -> None:
-        object.__setattr__(
-            self, "coordinate_epsilon", check_epsilon(self.coordinate_epsilon, "coordinate_epsilon")
-        )
-        if math.isinf(self.coordinate_epsilon):
-            raise InvalidParameterError("coordinate_epsilon must be finite, got inf")
+        eps = check_positive(self.coordinate_epsilon, "coordinate_epsilon")  # finite
+        object.__setattr__(self, "coordinate_epsilon", eps)
         object.__setattr__(self, "clip", check_positive(self.clip, "clip"))
         object.__setattr__(self, "dim", check_int(self.dim, "dim", minimum=1))
         if not math.isfinite(self.scale * 64.0 + self.clip):
