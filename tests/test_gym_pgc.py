@@ -215,7 +215,7 @@ def test_cli_train_attack_report_on_mountaincar(tmp_path, capsys) -> None:
         (["--private-param", "gravity=9,10"], "need --env"),
         (
             ["--env", "Acrobot-v1", "--private-param", "dt=0.2,0.1", "--stop-at-target"],
-            "--stop-at-target is an option of the CartPole engine",
+            "--stop-at-target: options of the CartPole engine",
         ),  # fmt: skip
     ],
 )

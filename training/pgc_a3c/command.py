@@ -27,9 +27,6 @@ READINGS = ("stop_at_target", "acting", "clip_kind", "aggregator", "aggregator_l
 LEARNING = ("eta", "gamma", "lam", "beta", "alpha_start", "alpha_decay")
 #: the CartPole engine's release and metrics settings (refused with another --env)
 ENGINE = ("clip", "buffer_size", "reduced_dim", "window", "target_score")
-#: options of the CartPole engine only (refused with another --env), with their defaults
-_CARTPOLE_ONLY = (("stop_at_target", False), ("clip_kind", "l1"), ("aggregator", "sgd"),
-                  ("aggregator_lr", None), ("target", "engine"))  # fmt: skip
 _GYM = ("private_param", "env_module", "agents", "hidden", "episode_steps")
 #: largest total movement of theta a run may allow (measured: 1e142 for --mechanism none gave
 #: NaN gradients after 20 submissions; 1e100 trained for 20 and 300 submissions)
@@ -119,7 +116,10 @@ def config(args: argparse.Namespace, given: dict[str, Any]) -> Any:
     pp, env = args.private_param, args.env
     cartpole = env is None or (env == "CartPole-v1" and pp is not None and pp[0] == "gravity"
                                and args.env_module is None)  # fmt: skip
-    engine_only = [f"--{k.replace('_', '-')}" for k in ENGINE if k in given]
+    # options of the CartPole engine only (refused with another --env): given, or not default
+    defaults = {f.name: f.default for f in dataclasses.fields(PgcA3cConfig)}
+    engine_only = [k for k in ENGINE if k in given]
+    engine_only += [k for k in READINGS if k != "acting" and getattr(args, k) != defaults[k]]
     if env is None:
         extra = [f"--{k.replace('_', '-')}" for k in _GYM if getattr(args, k) is not None]
         if extra:
@@ -131,8 +131,8 @@ def config(args: argparse.Namespace, given: dict[str, Any]) -> Any:
         raise InvalidParameterError("--env needs --private-param NAME=V1,V2,...")
     elif engine_only and not cartpole:
         raise InvalidParameterError(
-            f"{', '.join(engine_only)}: options of the CartPole engine; with --env {env} "
-            "they do not apply (docs/gymnasium.md)"
+            f"{', '.join('--' + k.replace('_', '-') for k in engine_only)}: options of the "
+            f"CartPole engine; with --env {env} they do not apply (docs/gymnasium.md)"
         )
     sizes = {k: getattr(args, k) for k in ("agents", "hidden", "episode_steps") if getattr(args, k)}
     if env is not None and cartpole:  # the paper's own task: the CartPole engine
@@ -144,12 +144,6 @@ def config(args: argparse.Namespace, given: dict[str, Any]) -> Any:
             )
         kw["gravities"] = pp[1]
     elif env is not None:
-        for attr, default in _CARTPOLE_ONLY:
-            if getattr(args, attr) != default:
-                raise InvalidParameterError(
-                    f"--{attr.replace('_', '-')} is an option of the CartPole engine; with --env "
-                    f"{env} it does not apply (docs/gymnasium.md)"
-                )
         from ldp_audit.training.pgc_a3c_gym.trainer import GymPgcConfig
 
         if "agents" in sizes:
