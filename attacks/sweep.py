@@ -47,15 +47,10 @@ THETAS: tuple[str, ...] = ("init", "trained", "crafted")
 
 def make_mechanism(name: str, epsilon: float) -> Any:
     """Paper mechanisms at one per-report epsilon (C = 0.01 Laplace, C = 1 PRS); inf -> none."""
-    from ldp_audit.mechanisms import Laplace, NoPrivacy, ProjectedRandomSign
+    from ldp_audit.training.pgc_a3c import PgcA3cConfig
 
-    if math.isinf(epsilon) or name == "none":
-        return NoPrivacy()
-    if name == "laplace":
-        return Laplace(epsilon=epsilon, clip=0.01)
-    if name == "prs":
-        return ProjectedRandomSign(epsilon=epsilon, clip=1.0)
-    raise ValueError(f"mechanism must be 'laplace', 'prs' or 'none', got {name!r}")
+    none = math.isinf(epsilon) or name == "none"
+    return PgcA3cConfig(mechanism="none" if none else name, epsilon=epsilon).make_mechanism()
 
 
 def broadcast_theta(
