@@ -313,12 +313,12 @@ def _readings(*, out: str, overwrite: bool, progress: bool, workers: int, **o: A
         run_readings,
         write_readings_report,
     )
+    from ldp_audit.training.pgc_a3c.reproduce import ReproduceConfig
 
-    defaults = {"clip_kind": "l1", "aggregator": "sgd", "aggregator_lr": None,
-                "target": "engine", "acting": "argmax", "figure2_trials": None,
-                "figure2_submissions": None, "no_figure2": False,
-                "stop_at_target": True}  # fmt: skip
-    refused = [k for k, v in defaults.items() if o[k] != v]
+    # the grid's options (ReproduceConfig's fields; --no-figure2) away from their defaults
+    defaults = {f.name: f.default for f in dataclasses.fields(ReproduceConfig)}
+    grid = (*READINGS, "figure2_trials", "figure2_submissions")
+    refused = [k for k in grid if o[k] != defaults[k]] + (["no_figure2"] if o["no_figure2"] else [])
     if refused:
         opts = ", ".join("--" + n.replace("_", "-") for n in refused)
         raise InvalidParameterError(
