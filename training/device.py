@@ -17,17 +17,10 @@ from typing import Any
 
 from ldp_audit.errors import InvalidParameterError
 
-__all__ = ["DEVICES", "check_device", "resolve_device"]
+__all__ = ["DEVICES", "resolve_device"]
 
 #: accepted values of a trainer's ``device``
 DEVICES = ("cpu", "cuda", "auto")
-
-
-def check_device(value: Any, name: str = "device") -> str:
-    """``value`` if it is one of :data:`DEVICES` (a str), else InvalidParameterError."""
-    if not isinstance(value, str) or value not in DEVICES:
-        raise InvalidParameterError(f"{name} must be one of {', '.join(DEVICES)}; got {value!r}")
-    return value
 
 
 def resolve_device(value: Any, name: str = "device") -> str:
@@ -37,7 +30,8 @@ def resolve_device(value: Any, name: str = "device") -> str:
         InvalidParameterError: ``value`` is not in :data:`DEVICES`, or it is ``"cuda"`` and torch
             has no usable CUDA device (the message says which torch build was found).
     """
-    check_device(value, name)
+    if not isinstance(value, str) or value not in DEVICES:
+        raise InvalidParameterError(f"{name} must be one of {', '.join(DEVICES)}; got {value!r}")
     if value == "cpu":
         return "cpu"
     import torch
