@@ -61,7 +61,7 @@ from ldp_audit.attacks.scoring import (
 )
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 from ldp_audit.stats import clopper_pearson_lower
-from ldp_audit.validation import check_positive, check_probability, check_rng
+from ldp_audit.validation import check_int, check_positive, check_probability, check_rng
 
 __all__ = [
     "FixedThetaTrainer",
@@ -350,9 +350,7 @@ def run(
     """
     t0 = time.perf_counter()
     n_agents = check_count(n_agents, "n_agents", minimum=2)
-    n_canaries = check_count(n_canaries, "n_canaries", minimum=2)
-    if n_canaries > n_agents:
-        raise InvalidParameterError(f"n_canaries must be <= n_agents={n_agents}, got {n_canaries}")
+    n_canaries = check_int(n_canaries, "n_canaries", minimum=2, maximum=n_agents)  # <= n_agents
     bg = np.asarray(background, dtype=np.float64).reshape(-1)
     if bg.size == 0 or not np.all(np.isfinite(bg)):
         raise InvalidParameterError(f"background gravities must be finite, got {list(bg)}")
