@@ -56,7 +56,7 @@ def exact_epsilon(
     pair_list = (
         default_pairs(mechanism, dim)
         if pairs is None
-        else [as_pair(p, i) for i, p in enumerate(pairs)]
+        else [as_pair(p, f"pairs[{i}]") for i, p in enumerate(pairs)]
     )
     samples = check_int(samples, "samples", minimum=1)
     if isinstance(rng, np.random.Generator):
