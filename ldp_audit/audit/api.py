@@ -178,7 +178,7 @@ def audit(
         kw.update(samples=o.samples, confidence=o.confidence, rng=o.rng, sequential=False)
         kw.update(selection_fraction=o.selection_fraction, statistics=[f for f, _ in o.user_fns])
         return audit_sequential(mechanism, pairs, stage=audit, start=start, **kw)
-    pair_list = as_pair_list(mechanism, pairs, o)
+    pair_list = as_pair_list(mechanism, pairs, o.dim, o.event)
     plan = Plan.of(mechanism, o)
 
     from tqdm.auto import tqdm
@@ -336,7 +336,7 @@ def _conclude(
         delta_in_verdict=delta_joint,
         resolution_probability=math.exp(-plan.top_bound),
         max_refutable_epsilon=plan.top_bound,
-        statistics=tuple(o.names),
+        statistics=tuple(nm for _, nm in o.stat_fns),
         inconclusive_epsilon=one_count_epsilon(plan.n_est, o.confidence, plan.pool),
         tightness_ceiling=ceiling,
     )

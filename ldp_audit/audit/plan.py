@@ -14,7 +14,14 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit.audit.mechanism import MAX_DIM, as_pair, check_mechanism, default_pairs, user_attr
+from ldp_audit.audit.mechanism import (
+    MAX_DIM,
+    as_generator,
+    as_pair,
+    check_mechanism,
+    default_pairs,
+    user_attr,
+)
 from ldp_audit.audit.resolution import estimation_samples, max_refutable_epsilon
 from ldp_audit.audit.results import short_values
 from ldp_audit.audit.selection import PROFILE_DELTAS, SHARES
@@ -56,10 +63,6 @@ class Options:
     rng: np.random.Generator
     #: the pre-registered event (x, x2, its indicator) or None (the event search)
     event: tuple[np.ndarray, np.ndarray, ScoreStatistic] | None = None
-
-    @property
-    def names(self) -> list[str]:
-        return [nm for _, nm in self.stat_fns]
 
 
 def check_arguments(
@@ -124,12 +127,7 @@ def check_arguments(
             f"statistics: two statistics are named {dup[0]!r}; give each a distinct name "
             "(a name attribute) so the witness says which one it was"
         )
-    if rng is None or (isinstance(rng, (int, np.integer)) and not isinstance(rng, bool)):
-        rng = np.random.default_rng(rng)
-    elif not isinstance(rng, np.random.Generator):
-        raise InvalidParameterError(
-            f"rng must be a numpy.random.Generator, an int seed or None, got {type(rng).__name__}"
-        )
+    rng = as_generator(rng)
     ev = check_event(event, v)  # with it: the distribution verdict only
     if ev is not None:
         v.update(float_bits=False, want_profile=False, tradeoff=False, stat_fns=[])
@@ -158,12 +156,8 @@ def check_event(event: Any, v: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, 
                 "pre-registered event (it belongs to the event search)"
             )
     if callable(s):
-        name = getattr(s, "name", None) or getattr(s, "__name__", "event")
-        return (
-            x,
-            x2,
-            EventIndicator(s, f"{'event' if name == '<lambda>' else name}(y, x, x2)", x, x2),
-        )
+        name = str(getattr(s, "name", None) or getattr(s, "__name__", "event"))
+        return x, x2, EventIndicator(s, f"{name.replace('<lambda>', 'event')}(y, x, x2)", x, x2)
     try:
         rows = np.asarray(s, dtype=np.float64)
         rows = rows.reshape(-1, 1) if rows.ndim == 1 else rows
@@ -193,18 +187,21 @@ def check_event(event: Any, v: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, 
 
 
 def as_pair_list(
-    mechanism: Any, pairs: Sequence[tuple[Any, Any]] | None, o: Options
+    mechanism: Any,
+    pairs: Sequence[tuple[Any, Any]] | None,
+    dim: int | None,
+    event: tuple[np.ndarray, np.ndarray, Any] | None = None,
 ) -> list[tuple[np.ndarray, np.ndarray]]:
-    """The input pairs to audit: the pre-registered event's, the given ones, checked, or the
-    mechanism's declared ones."""
-    if o.event is not None:
+    """The input pairs to audit: the pre-registered ``event``'s, the given ones, checked, or
+    the mechanism's declared ones."""
+    if event is not None:
         if pairs is not None:
             raise InvalidParameterError(
                 "event: pairs= cannot be used with a pre-registered event (it names its pair)"
             )
-        return [o.event[:2]]
+        return [event[:2]]
     if pairs is None:
-        return default_pairs(mechanism, o.dim)
+        return default_pairs(mechanism, dim)
     try:
         n_pairs = len(pairs)
     except TypeError:

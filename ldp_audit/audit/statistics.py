@@ -396,12 +396,9 @@ def statistic_list(raw: Any, where: str) -> list[tuple[Callable[..., Any], str]]
     else their ``__name__`` (a lambda gets its position), else ``where[i]``."""
     if raw is None:
         return []
-    if isinstance(raw, (str, bytes)) or callable(raw):
-        raise InvalidParameterError(
-            f"{where} must be a list of callables stat(outputs, x, x_prime), got "
-            f"{type(raw).__name__}"
-        )
     try:
+        if isinstance(raw, (str, bytes)) or callable(raw):
+            raise TypeError
         items = list(raw)
     except TypeError:
         raise InvalidParameterError(
