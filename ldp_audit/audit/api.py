@@ -277,14 +277,7 @@ def _conclude(
     delta_lb, delta_conf, delta_joint = None, None, False
     if delta > 0 and kept.verdict:
         delta_lb, delta_joint = _delta_lower_bound(
-            kept.verdict,
-            counts.results,
-            counts.sizes,
-            counts.joints,
-            claimed,
-            alpha,
-            plan.poisson,
-            plan.n_est,
+            kept.verdict, counts, claimed, alpha, plan.poisson, plan.n_est
         )
         delta_conf = o.confidence
     warn = list(plan.warnings)
