@@ -245,16 +245,13 @@ def kept_events(sel: Selection, max_events: int, want_tradeoff: bool) -> Kept:
     distinct profile events, and the f-DP curve's threshold events."""
     chosen = _choose(sel.dist_cands, max_events)
     best_dist = max((c.predicted for c in chosen), default=-math.inf)
-    probe = sel.probe
-    if probe is not None and probe[0].key() not in {c.key() for c in chosen}:
-        # the selection counts contradict the claim on an event the main rule did not
-        # choose (its denominator is too rare for the selection sample): estimate it too
-        chosen.append(probe[0])
-    d_best = sel.d_best
-    if d_best is not None and d_best.key() not in {c.key() for c in chosen}:
-        # delta_event: the event judged by the delta it is expected to show at the claimed
-        # epsilon (a bulk event; the rule above favours the largest ratio)
-        chosen.append(d_best)
+    # the probe: the selection counts contradict the claim on an event the main rule did not
+    # choose (its denominator is too rare for the selection sample); delta_event: the event
+    # judged by the delta it is expected to show at the claimed epsilon (a bulk event; the
+    # rule above favours the largest ratio). Each is estimated too, unless already chosen.
+    for extra in (sel.probe[0] if sel.probe else None, sel.d_best):
+        if extra is not None and extra.key() not in {c.key() for c in chosen}:
+            chosen.append(extra)
     float_chosen = [c for c in _choose(sel.float_cands, 1) if c.predicted > max(best_dist, 0.0)]
     prof_events: list[Candidate] = []
     seen_keys: set[tuple[int, int, str, float, bool]] = set()
