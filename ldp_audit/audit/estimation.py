@@ -126,7 +126,6 @@ def verdict_bounds(
     """Per verdict event, its epsilon lower bound at level ``alpha / m`` (m = the number of
     verdict events) and its witness, in the order of ``events``."""
     m = len(events)
-    bounds: list[float] = []
     per_event: list[tuple[float, Witness]] = []
     for ev in events:
         k_num, n_w, k_den, n_w2 = event_counts(ev, counts, n_est, poisson)
@@ -137,35 +136,27 @@ def verdict_bounds(
             other = ev.partner.stat.describe(ev.partner.op, ev.partner.t)
             event_text += f" with x the numerator, pooled with {other} with x2 the numerator"
             event_text += " (each without the other's outputs)" if poisson else ""
+        a = alpha / m
         if poisson and delta > 0:
             bnd = epsilon_lower_bound_from_poisson_counts_delta(
                 k_num,
                 k_den,
-                alpha / m,
+                a,
                 delta_count=(2.0 if pooled else 1.0) * n_est * delta,
                 arrivals=counts.arrivals[ev.pair][int(pooled)],
             )
         elif poisson:
-            bnd = float(
-                epsilon_lower_bound_from_poisson_counts(
-                    k_num, k_den, alpha / m, mean1=n_est, mean2=n_est
-                )
-            )
+            bnd = epsilon_lower_bound_from_poisson_counts(k_num, k_den, a, mean1=n_est, mean2=n_est)
         elif pooled:
-            bnd = float(
-                epsilon_lower_bound_from_pooled_counts(
-                    k_num, k_den, n_w, alpha / m, delta=delta, numerator_share=ev.share
-                )
+            bnd = epsilon_lower_bound_from_pooled_counts(
+                k_num, k_den, n_w, a, delta=delta, numerator_share=ev.share
             )
         else:
-            bnd = float(
-                epsilon_lower_bound_from_counts(
-                    k_num, n_w, k_den, n_w2, alpha / m, delta=delta, numerator_share=ev.share
-                )
+            bnd = epsilon_lower_bound_from_counts(
+                k_num, n_w, k_den, n_w2, a, delta=delta, numerator_share=ev.share
             )
-        bounds.append(bnd)
-        x, x2 = pair_list[ev.pair]
-        xn, xd = ev.oriented(x, x2)
+        bnd = float(bnd)
+        xn, xd = ev.oriented(*pair_list[ev.pair])
         per_event.append(
             (
                 bnd,
@@ -184,7 +175,7 @@ def verdict_bounds(
                 ),
             )
         )
-    return bounds, per_event
+    return [b for b, _ in per_event], per_event
 
 
 def profile_lowers(
