@@ -191,10 +191,8 @@ def profile_lowers(
     for ev in events:
         k_num, nn, k_den, nd = event_counts(ev, counts, 0, False)  # (single events)
         for i, dl in enumerate(deltas):
-            v = float(
-                epsilon_lower_bound_from_counts(
-                    k_num, nn, k_den, nd, alpha / m_p, delta=dl, numerator_share=ev.share
-                )
+            v = epsilon_lower_bound_from_counts(
+                k_num, nn, k_den, nd, alpha / m_p, delta=dl, numerator_share=ev.share
             )
-            lowers[i] = max(lowers[i], v)
+            lowers[i] = max(lowers[i], float(v))
     return lowers

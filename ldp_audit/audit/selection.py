@@ -363,29 +363,20 @@ def _pool(
     c_num = float(np.count_nonzero(fwd.indicator(f1)) + np.count_nonzero(rev.indicator(r2)))
     c_den = float(np.count_nonzero(fwd.indicator(f2)) + np.count_nonzero(rev.indicator(r1)))
     n2 = float(len(f1) + len(r1))
-    p_num = float(clopper_pearson_lower(np.array([c_num]), n2, _SHRINK)[0])
-    p_den = float(clopper_pearson_upper(np.array([c_den]), n2, _SHRINK)[0])
+    p_num = float(clopper_pearson_lower(c_num, n2, _SHRINK))
+    p_den = float(clopper_pearson_upper(c_den, n2, _SHRINK))
     nt = 2.0 * n_est
     best: Candidate | None = None
     for share in SHARES:
         if poisson:  # (delta = 0 only) one joint test of the pooled Poisson counts
             if share != SHARES[0]:
                 continue
-            pred = float(
-                poisson_log_ratio_lower(
-                    np.array([p_num * nt]), np.array([p_den * nt]), alpha_event
-                )[0]
-            )
+            pred = float(poisson_log_ratio_lower(p_num * nt, p_den * nt, alpha_event))
             if not math.isfinite(pred):
                 continue
         else:
-            lo = (
-                float(clopper_pearson_lower(np.array([p_num * nt]), nt, alpha_event * share)[0])
-                - delta
-            )
-            hi = float(
-                clopper_pearson_upper(np.array([p_den * nt]), nt, alpha_event * (1.0 - share))[0]
-            )
+            lo = float(clopper_pearson_lower(p_num * nt, nt, alpha_event * share)) - delta
+            hi = float(clopper_pearson_upper(p_den * nt, nt, alpha_event * (1.0 - share)))
             if lo <= 0 or hi <= 0:
                 continue
             pred = math.log(lo) - math.log(hi)
