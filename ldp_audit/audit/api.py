@@ -35,10 +35,9 @@ from ldp_audit.audit.results import (
     PrivacyProfile,
     Verdict,
     Witness,
-    consequences,
     with_inconclusive_texts,
 )
-from ldp_audit.audit.search import Kept, Selection, kept_events, select_events
+from ldp_audit.audit.search import Kept, Selection, fixed_event, kept_events, select_events
 from ldp_audit.audit.sequential import audit_sequential
 from ldp_audit.audit.tradeoff import claimed_gaussian_curve, tradeoff_curve
 
@@ -65,6 +64,7 @@ def audit(
     statistics: Sequence[Callable[..., Any]] | None = None,
     sequential: bool = False,
     delta_event: bool = False,
+    event: tuple[Any, Any, Any] | None = None,
 ) -> AuditResult:
     """Audit a mechanism's epsilon claim: two sound verdicts, witnesses and a privacy profile.
 
@@ -149,6 +149,17 @@ def audit(
             verdict's Bonferroni family (so it changes the other bounds slightly), aimed at
             refuting the claim rather than at the tightest epsilon. Off by default (the default
             mode's numbers stay as they were); ignored for pure claims.
+        event: a pre-registered event ``(x, x2, S)``, stated before any data is seen: the
+            inputs x (the numerator) and x2, and the output set S, a list of output rows
+            (numbers for one-column outputs; an output is in S when its row, as float64, equals
+            one of them) or a callable ``S(outputs, x, x_prime)`` -> n booleans (outputs as
+            ``privatize`` returned them; a randomised event must draw from its own Generator,
+            independent of the outputs). No search: all ``samples`` outputs per input count
+            this one event and the whole ``1 - confidence`` is spent on it (half on each
+            Clopper-Pearson bound; with ``ratio_test="poisson"`` the joint test), which is
+            sound for any fixed event (the choice only affects tightness). The result has the
+            distribution verdict only; ``pairs``, ``statistics``, ``sequential``, ``pool`` and
+            ``delta_event`` are refused with it.
 
     Returns:
         The :class:`AuditResult`.
@@ -167,7 +178,7 @@ def audit(
         kw.update(samples=o.samples, confidence=o.confidence, rng=o.rng, sequential=False)
         kw.update(selection_fraction=o.selection_fraction, statistics=[f for f, _ in o.user_fns])
         return audit_sequential(mechanism, pairs, stage=audit, start=start, **kw)
-    pair_list = as_pair_list(mechanism, pairs, o.dim)
+    pair_list = as_pair_list(mechanism, pairs, o.dim, o.event)
     plan = Plan.of(mechanism, o)
 
     from tqdm.auto import tqdm
@@ -181,8 +192,11 @@ def audit(
         bar.refresh()
 
     try:
-        sel = select_events(mechanism, pair_list, o, plan, bar.update, total)
-        kept = kept_events(sel, o.max_events, o.tradeoff)
+        if o.event is None:
+            sel = select_events(mechanism, pair_list, o, plan, bar.update, total)
+            kept = kept_events(sel, o.max_events, o.tradeoff)
+        else:
+            sel, kept = fixed_event(mechanism, o)
         counts = estimate_audit(
             mechanism,
             pair_list,
@@ -203,41 +217,12 @@ def audit(
     return _conclude(mechanism, o, plan, pair_list, sel, kept, counts, start)
 
 
-def _best_of(items: list[tuple[float, Witness]]) -> tuple[float, Witness | None]:
-    """The largest bound (floored at 0) and its witness; ``(0.0, None)`` for no events."""
-    if not items:
-        return 0.0, None
-    b, w = max(items, key=lambda t: t[0])
-    return max(0.0, b), w
-
-
-def _verdicts(
-    per_event: list[tuple[float, Witness]], n_dist: int, claimed: float, float_bits: bool
-) -> tuple[Verdict, Verdict | None]:
-    """The distribution verdict (the first ``n_dist`` events) and, with ``float_bits``, the
-    implementation verdict (all of them)."""
-    d_bound, d_wit = _best_of(per_event[:n_dist])
-    d_viol = d_bound > claimed
-    impl_info = None
-    if float_bits:
-        i_bound, i_wit = _best_of(per_event)
-        impl_info = (i_bound, i_bound > claimed, i_wit.family if i_wit else "")
-    d_text, i_text = consequences((d_bound, d_viol), impl_info)
-    distribution = Verdict(
-        "distribution", d_bound, claimed, d_viol, d_wit, d_text, events_estimated=n_dist
-    )
-    implementation = None
-    if float_bits and impl_info is not None and i_text is not None:
-        implementation = Verdict(
-            "implementation",
-            i_bound,
-            claimed,
-            impl_info[1],
-            i_wit,
-            i_text,
-            events_estimated=len(per_event),
-        )
-    return distribution, implementation
+def _verdict(kind: str, items: list[tuple[float, Witness]], claimed: float) -> Verdict:
+    """The verdict of ``kind`` over ``items`` (bound, witness): the largest bound (floored at 0)
+    and its witness; its consequence is written by :func:`with_inconclusive_texts`."""
+    b, w = max(items, key=lambda t: t[0], default=(0.0, None))
+    b = max(0.0, b)
+    return Verdict(kind, b, claimed, b > claimed, w, "", events_estimated=len(items))
 
 
 def _conclude(
@@ -261,7 +246,8 @@ def _conclude(
         n_est=plan.n_est,
         poisson=plan.poisson,
     )
-    distribution, implementation = _verdicts(per_event, kept.n_dist, claimed, o.float_bits)
+    distribution = _verdict("distribution", per_event[: kept.n_dist], claimed)
+    implementation = _verdict("implementation", per_event, claimed) if o.float_bits else None
     top = implementation if implementation is not None else distribution
     prof = None
     if plan.profile_deltas:
@@ -291,18 +277,11 @@ def _conclude(
     delta_lb, delta_conf, delta_joint = None, None, False
     if delta > 0 and kept.verdict:
         delta_lb, delta_joint = _delta_lower_bound(
-            kept.verdict,
-            counts.results,
-            counts.sizes,
-            counts.joints,
-            claimed,
-            alpha,
-            plan.poisson,
-            plan.n_est,
+            kept.verdict, counts, claimed, alpha, plan.poisson, plan.n_est
         )
         delta_conf = o.confidence
     warn = list(plan.warnings)
-    if top.epsilon_lower_bound == 0.0:
+    if top.epsilon_lower_bound == 0.0 and o.event is None:
         warn.append(
             "no statistic separated the pair(s) at all: the lower bound is exactly 0. Either "
             "the outputs do not depend on the input, or the dependence lies in a structure "
@@ -350,7 +329,7 @@ def _conclude(
         delta_in_verdict=delta_joint,
         resolution_probability=math.exp(-plan.top_bound),
         max_refutable_epsilon=plan.top_bound,
-        statistics=tuple(o.names),
+        statistics=tuple(nm for _, nm in o.stat_fns),
         inconclusive_epsilon=one_count_epsilon(plan.n_est, o.confidence, plan.pool),
         tightness_ceiling=ceiling,
     )

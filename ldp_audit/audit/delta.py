@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from ldp_audit.audit.sampling import Joint
+from ldp_audit.audit.estimation import Counts, event_counts
 from ldp_audit.audit.selection import Candidate
 from ldp_audit.stats import (
     clopper_pearson_lower,
@@ -17,9 +17,7 @@ from ldp_audit.stats import (
 
 def _delta_lower_bound(
     events: Sequence[Candidate],
-    results: dict[int, tuple[int, int]],
-    sizes: dict[int, tuple[int, int]],
-    joints: dict[int, Joint],
+    counts: Counts,
     claimed: float,
     alpha: float,
     poisson: bool,
@@ -41,18 +39,14 @@ def _delta_lower_bound(
     c = math.exp(min(claimed, 700.0))
     best = 0.0
     for ev in events:
-        a, b = results[id(ev)]
-        k_num, k_den = ev.oriented(a, b)
-        n_num, n_den = ev.oriented(*sizes[ev.pair])
+        if ev.partner is not None and poisson:
+            continue
+        k_num, n_num, k_den, n_den = event_counts(ev, counts, n_est, poisson)
         share = 0.5 if poisson else ev.share
         a_lo, a_hi = alpha * share / m, alpha * (1.0 - share) / m
         if ev.partner is not None:
-            if poisson:
-                continue
-            a2, b2 = results[id(ev.partner)]
-            k_num, k_den, nt = a + b2, b + a2, 2 * n_est
-            lo = float(pooled_rate_lower(k_num, nt, a_lo))
-            hi = float(pooled_rate_upper(k_den, nt, a_hi))
+            lo = float(pooled_rate_lower(k_num, n_num, a_lo))
+            hi = float(pooled_rate_upper(k_den, n_den, a_hi))
         else:
             if n_num <= 0 or n_den <= 0:
                 continue

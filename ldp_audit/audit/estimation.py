@@ -93,6 +93,26 @@ def estimate_audit(
     return out
 
 
+def event_counts(
+    ev: Candidate, counts: Counts, n_est: int, poisson: bool
+) -> tuple[int, int, int, int]:
+    """``(k_num, n_num, k_den, n_den)`` of a verdict event: its two counts and sample sizes,
+    oriented (numerator first). A pooled event S (x the numerator) with S' (x2 the numerator):
+    counted on the same outputs, ``2 n_est`` trials each; with ``poisson``, S \\ S' and
+    S' \\ S (disjoint, so both pooled counts are independent Poisson counts with means
+    ``n_est`` times their rates) on the summed realised sizes."""
+    a, b = counts.results[id(ev)]
+    n_w, n_w2 = ev.oriented(*counts.sizes[ev.pair])
+    if ev.partner is None:
+        k_num, k_den = ev.oriented(a, b)
+        return k_num, n_w, k_den, n_w2
+    a2, b2 = counts.results[id(ev.partner)]
+    if poisson:
+        i1, i2 = counts.results[id(counts.joints[id(ev)])]
+        return (a - i1) + (b2 - i2), n_w + n_w2, (b - i2) + (a2 - i1), n_w + n_w2
+    return a + b2, 2 * n_est, b + a2, 2 * n_est
+
+
 def verdict_bounds(
     events: Sequence[Candidate],
     counts: Counts,
@@ -105,60 +125,38 @@ def verdict_bounds(
 ) -> tuple[list[float], list[tuple[float, Witness]]]:
     """Per verdict event, its epsilon lower bound at level ``alpha / m`` (m = the number of
     verdict events) and its witness, in the order of ``events``."""
-    results, sizes, joints, arrivals = counts.results, counts.sizes, counts.joints, counts.arrivals
     m = len(events)
-    bounds: list[float] = []
     per_event: list[tuple[float, Witness]] = []
     for ev in events:
-        a, b = results[id(ev)]
-        k_num, k_den = ev.oriented(a, b)
-        n_w, n_w2 = ev.oriented(*sizes[ev.pair])
+        k_num, n_w, k_den, n_w2 = event_counts(ev, counts, n_est, poisson)
         event_text = ev.stat.describe(ev.op, ev.t)
         test = ("poisson" if delta == 0 else "poisson-augmented") if poisson else "clopper-pearson"
         pooled = ev.partner is not None
         if ev.partner is not None:
-            a2, b2 = results[id(ev.partner)]
             other = ev.partner.stat.describe(ev.partner.op, ev.partner.t)
             event_text += f" with x the numerator, pooled with {other} with x2 the numerator"
-            if poisson:
-                # S \ S' (x numerator) and S' \ S (x2 numerator) are disjoint, so both pooled
-                # counts are independent Poisson counts with means n_est * rate
-                i1, i2 = results[id(joints[id(ev)])]
-                k_num, k_den = (a - i1) + (b2 - i2), (b - i2) + (a2 - i1)
-                n_w = n_w2 = n_w + n_w2
-                event_text += " (each without the other's outputs)"
-            else:  # S (x numerator) counted with S' (x2 numerator) on the same outputs
-                k_num, k_den, n_w = a + b2, b + a2, 2 * n_est
-                n_w2 = n_w
+            event_text += " (each without the other's outputs)" if poisson else ""
+        a = alpha / m
         if poisson and delta > 0:
             bnd = epsilon_lower_bound_from_poisson_counts_delta(
                 k_num,
                 k_den,
-                alpha / m,
+                a,
                 delta_count=(2.0 if pooled else 1.0) * n_est * delta,
-                arrivals=arrivals[ev.pair][int(pooled)],
+                arrivals=counts.arrivals[ev.pair][int(pooled)],
             )
         elif poisson:
-            bnd = float(
-                epsilon_lower_bound_from_poisson_counts(
-                    k_num, k_den, alpha / m, mean1=n_est, mean2=n_est
-                )
-            )
+            bnd = epsilon_lower_bound_from_poisson_counts(k_num, k_den, a, mean1=n_est, mean2=n_est)
         elif pooled:
-            bnd = float(
-                epsilon_lower_bound_from_pooled_counts(
-                    k_num, k_den, n_w, alpha / m, delta=delta, numerator_share=ev.share
-                )
+            bnd = epsilon_lower_bound_from_pooled_counts(
+                k_num, k_den, n_w, a, delta=delta, numerator_share=ev.share
             )
         else:
-            bnd = float(
-                epsilon_lower_bound_from_counts(
-                    k_num, n_w, k_den, n_w2, alpha / m, delta=delta, numerator_share=ev.share
-                )
+            bnd = epsilon_lower_bound_from_counts(
+                k_num, n_w, k_den, n_w2, a, delta=delta, numerator_share=ev.share
             )
-        bounds.append(bnd)
-        x, x2 = pair_list[ev.pair]
-        xn, xd = ev.oriented(x, x2)
+        bnd = float(bnd)
+        xn, xd = ev.oriented(*pair_list[ev.pair])
         per_event.append(
             (
                 bnd,
@@ -177,7 +175,7 @@ def verdict_bounds(
                 ),
             )
         )
-    return bounds, per_event
+    return [b for b, _ in per_event], per_event
 
 
 def profile_lowers(
@@ -191,13 +189,10 @@ def profile_lowers(
     m_p = max(1, len(events))
     lowers = np.zeros(len(deltas))
     for ev in events:
-        k_num, k_den = ev.oriented(*counts.results[id(ev)])
-        nn, nd = ev.oriented(*counts.sizes[ev.pair])
+        k_num, nn, k_den, nd = event_counts(ev, counts, 0, False)  # (single events)
         for i, dl in enumerate(deltas):
-            v = float(
-                epsilon_lower_bound_from_counts(
-                    k_num, nn, k_den, nd, alpha / m_p, delta=dl, numerator_share=ev.share
-                )
+            v = epsilon_lower_bound_from_counts(
+                k_num, nn, k_den, nd, alpha / m_p, delta=dl, numerator_share=ev.share
             )
-            lowers[i] = max(lowers[i], v)
+            lowers[i] = max(lowers[i], float(v))
     return lowers

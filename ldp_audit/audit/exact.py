@@ -7,7 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit.audit.mechanism import as_pair, default_pairs
+from ldp_audit.audit.mechanism import as_generator
+from ldp_audit.audit.plan import as_pair_list
 from ldp_audit.audit.sampling import privatize_rows
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.validation import check_int
@@ -53,20 +54,9 @@ def exact_epsilon(
             "exact_epsilon needs a mechanism with privacy_loss(x, x2, y) (white-box); got "
             f"{type(mechanism).__name__}. Use audit() for a black-box lower bound."
         )
-    pair_list = (
-        default_pairs(mechanism, dim)
-        if pairs is None
-        else [as_pair(p, i) for i, p in enumerate(pairs)]
-    )
+    pair_list = as_pair_list(mechanism, pairs, dim)
     samples = check_int(samples, "samples", minimum=1)
-    if isinstance(rng, np.random.Generator):
-        gen = rng
-    elif rng is None or (isinstance(rng, (int, np.integer)) and not isinstance(rng, bool)):
-        gen = np.random.default_rng(rng)
-    else:
-        raise InvalidParameterError(
-            f"rng must be a numpy.random.Generator, an int seed or None, got {type(rng).__name__}"
-        )
+    gen = as_generator(rng)
     delta = float(getattr(mechanism, "delta", 0.0) or 0.0)
     if (
         delta > 0

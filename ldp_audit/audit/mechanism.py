@@ -24,12 +24,12 @@ __all__ = ["MAX_DIM", "default_pairs"]
 MAX_DIM = 1_000_000
 
 
-def as_pair(pair: Any, i: int) -> tuple[np.ndarray, np.ndarray]:
+def as_pair(pair: Any, where: str) -> tuple[np.ndarray, np.ndarray]:
     try:
         x, x2 = pair
     except (TypeError, ValueError):
         raise InvalidParameterError(
-            f"pairs[{i}] must be a pair (x, x2) of 1-D input arrays, got {pair!r}"
+            f"{where} must be a pair (x, x2) of 1-D input arrays, got {pair!r}"
         ) from None
     out = []
     for v, name in ((x, "x"), (x2, "x2")):
@@ -39,21 +39,21 @@ def as_pair(pair: Any, i: int) -> tuple[np.ndarray, np.ndarray]:
                 a = a.reshape(1)
             if a.ndim != 1 or a.size == 0:
                 raise InvalidParameterError(
-                    f"pairs[{i}] {name} must be a non-empty 1-D array, got shape {np.shape(v)}"
+                    f"{where} {name} must be a non-empty 1-D array, got shape {np.shape(v)}"
                 )
             a = np.asarray(a, dtype=np.float64)
         except (TypeError, ValueError) as exc:
             if isinstance(exc, InvalidParameterError):
                 raise
             raise InvalidParameterError(
-                f"pairs[{i}] {name} must be a 1-D array of real numbers, got {v!r}"
+                f"{where} {name} must be a 1-D array of real numbers, got {v!r}"
             ) from None
         if not np.all(np.isfinite(a)):
-            raise InvalidParameterError(f"pairs[{i}] {name} must be finite, got {a.tolist()!r}")
+            raise InvalidParameterError(f"{where} {name} must be finite, got {a.tolist()!r}")
         out.append(a)
     if out[0].shape != out[1].shape:
         raise InvalidParameterError(
-            f"pairs[{i}] x and x2 must have the same length, got {out[0].size} and {out[1].size}"
+            f"{where} x and x2 must have the same length, got {out[0].size} and {out[1].size}"
         )
     return out[0], out[1]
 
@@ -86,7 +86,7 @@ def default_pairs(mechanism: Any, dim: int | None = None) -> list[tuple[np.ndarr
     out: list[tuple[np.ndarray, np.ndarray]] = []
     seen: set[bytes] = set()
     for i, p in enumerate(raw):
-        x, x2 = as_pair(p, i)
+        x, x2 = as_pair(p, f"pairs[{i}]")
         key = np.concatenate([x + 0.0, x2 + 0.0]).tobytes()
         if key not in seen:
             seen.add(key)
@@ -94,6 +94,17 @@ def default_pairs(mechanism: Any, dim: int | None = None) -> list[tuple[np.ndarr
     if not out:
         raise InvalidParameterError("mechanism.candidate_pairs returned no pairs")
     return out
+
+
+def as_generator(rng: Any) -> np.random.Generator:
+    """``rng`` as a Generator: a Generator itself, an int seed or None (fresh entropy)."""
+    if rng is None or (isinstance(rng, (int, np.integer)) and not isinstance(rng, bool)):
+        return np.random.default_rng(rng)
+    if not isinstance(rng, np.random.Generator):
+        raise InvalidParameterError(
+            f"rng must be a numpy.random.Generator, an int seed or None, got {type(rng).__name__}"
+        )
+    return rng
 
 
 def mechanism_label(mechanism: Any) -> str:

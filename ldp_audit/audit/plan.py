@@ -14,10 +14,18 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit.audit.mechanism import MAX_DIM, as_pair, check_mechanism, default_pairs, user_attr
+from ldp_audit.audit.mechanism import (
+    MAX_DIM,
+    as_generator,
+    as_pair,
+    check_mechanism,
+    default_pairs,
+    user_attr,
+)
 from ldp_audit.audit.resolution import estimation_samples, max_refutable_epsilon
+from ldp_audit.audit.results import short_values
 from ldp_audit.audit.selection import PROFILE_DELTAS, SHARES
-from ldp_audit.audit.statistics import statistic_list
+from ldp_audit.audit.statistics import EventIndicator, ScoreStatistic, statistic_list
 from ldp_audit.errors import InvalidParameterError, UserCodeError
 from ldp_audit.stats import POOLED_MAX_ALPHA
 from ldp_audit.validation import check_bool, check_int, check_probability
@@ -53,10 +61,8 @@ class Options:
     user_fns: list[tuple[Callable[..., Any], str]]
     stat_fns: list[tuple[Callable[..., Any], str]]
     rng: np.random.Generator
-
-    @property
-    def names(self) -> list[str]:
-        return [nm for _, nm in self.stat_fns]
+    #: the pre-registered event (x, x2, its indicator) or None (the event search)
+    event: tuple[np.ndarray, np.ndarray, ScoreStatistic] | None = None
 
 
 def check_arguments(
@@ -78,6 +84,7 @@ def check_arguments(
     statistics: Any,
     sequential: Any,
     delta_event: Any,
+    event: Any = None,
 ) -> Options:
     """Every argument of :func:`audit` checked, in a fixed order (the first bad one is named),
     before any sample is drawn; an int seed or None becomes a ``Generator``."""
@@ -120,19 +127,79 @@ def check_arguments(
             f"statistics: two statistics are named {dup[0]!r}; give each a distinct name "
             "(a name attribute) so the witness says which one it was"
         )
-    if rng is None or (isinstance(rng, (int, np.integer)) and not isinstance(rng, bool)):
-        rng = np.random.default_rng(rng)
-    elif not isinstance(rng, np.random.Generator):
+    rng = as_generator(rng)
+    ev = check_event(event, v)  # with it: the distribution verdict only
+    if ev is not None:
+        v.update(float_bits=False, want_profile=False, tradeoff=False, stat_fns=[])
+    return Options(**v, rng=rng, event=ev)
+
+
+def check_event(event: Any, v: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, Any] | None:
+    """``event=(x, x2, S)`` checked (``v``: the other checked arguments, none of which may ask
+    for the event search's own features)."""
+    if event is None:
+        return None
+    try:
+        x, x2, s = event
+    except (TypeError, ValueError):
         raise InvalidParameterError(
-            f"rng must be a numpy.random.Generator, an int seed or None, got {type(rng).__name__}"
+            "event must be (x, x2, S): two inputs and the output set S (a list of output rows) "
+            f"or a callable S(outputs, x, x_prime) -> n booleans, got {event!r:.80}"
+        ) from None
+    x, x2 = as_pair((x, x2), "event")
+    if np.array_equal(x, x2):
+        raise InvalidParameterError("event: x == x2, so the audit could show nothing")
+    for name in ("user_fns", "sequential", "pool", "delta_event"):
+        if v[name]:
+            raise InvalidParameterError(
+                f"event: {name.replace('user_fns', 'statistics')}= cannot be used with a "
+                "pre-registered event (it belongs to the event search)"
+            )
+    if callable(s):
+        name = str(getattr(s, "name", None) or getattr(s, "__name__", "event"))
+        return x, x2, EventIndicator(s, f"{name.replace('<lambda>', 'event')}(y, x, x2)", x, x2)
+    try:
+        rows = np.asarray(s, dtype=np.float64)
+        rows = rows.reshape(-1, 1) if rows.ndim == 1 else rows
+    except (TypeError, ValueError):
+        rows = np.empty((0, 0))
+    if rows.ndim != 2 or rows.size == 0 or not np.all(np.isfinite(rows)):
+        raise InvalidParameterError(
+            "event: S must be a callable S(outputs, x, x_prime) -> n booleans or a non-empty "
+            f"list of finite output rows (numbers or equal-length lists), got {s!r:.80}"
         )
-    return Options(**v, rng=rng)
+
+    def in_rows(y: Any, *_: Any) -> np.ndarray:
+        y = np.asarray(y, dtype=np.float64).reshape(len(y), -1)
+        if y.shape[1] != rows.shape[1]:
+            raise InvalidParameterError(
+                f"event: the output set's rows have {rows.shape[1]} value(s), the mechanism's "
+                f"outputs {y.shape[1]}"
+            )
+        hit = np.zeros(len(y), dtype=bool)
+        for r in rows:
+            hit |= (y == r).all(axis=1)
+        return hit
+
+    shown = ", ".join(short_values(r) for r in rows[:4].tolist())
+    more = f", ... ({len(rows)} rows)" if len(rows) > 4 else ""
+    return x, x2, EventIndicator(in_rows, f"y in {{{shown}{more}}}", x, x2)
 
 
 def as_pair_list(
-    mechanism: Any, pairs: Sequence[tuple[Any, Any]] | None, dim: int | None
+    mechanism: Any,
+    pairs: Sequence[tuple[Any, Any]] | None,
+    dim: int | None,
+    event: tuple[np.ndarray, np.ndarray, Any] | None = None,
 ) -> list[tuple[np.ndarray, np.ndarray]]:
-    """The input pairs to audit: the given ones, checked, or the mechanism's declared ones."""
+    """The input pairs to audit: the pre-registered ``event``'s, the given ones, checked, or
+    the mechanism's declared ones."""
+    if event is not None:
+        if pairs is not None:
+            raise InvalidParameterError(
+                "event: pairs= cannot be used with a pre-registered event (it names its pair)"
+            )
+        return [event[:2]]
     if pairs is None:
         return default_pairs(mechanism, dim)
     try:
@@ -143,7 +210,7 @@ def as_pair_list(
         ) from None
     if n_pairs == 0:
         raise InvalidParameterError("pairs must contain at least one (x, x2) pair, got []")
-    pair_list = [as_pair(p, i) for i, p in enumerate(pairs)]
+    pair_list = [as_pair(p, f"pairs[{i}]") for i, p in enumerate(pairs)]
     if all(np.array_equal(a, b) for a, b in pair_list):
         raise InvalidParameterError(
             "pairs: every pair has x == x2, so the audit could show nothing; give "
@@ -181,7 +248,8 @@ class Plan:
 
     @classmethod
     def of(cls, mechanism: Any, o: Options) -> Plan:
-        n_est = estimation_samples(o.samples, o.selection_fraction)
+        # a pre-registered event needs no selection: every sample estimates it
+        n_est = o.samples if o.event else estimation_samples(o.samples, o.selection_fraction)
         n_sel = o.samples - n_est
         if n_est < 200:
             raise InvalidParameterError(

@@ -23,8 +23,14 @@ __all__ = [
 ]
 
 
+class _Json:
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able dict (infinities as ``"inf"``, nested results as their ``to_dict()``)."""
+        return _as_json(self)
+
+
 @dataclass(frozen=True)
-class Witness:
+class Witness(_Json):
     """The input pair and the event behind a lower bound.
 
     Attributes:
@@ -63,17 +69,13 @@ class Witness:
     pooled: bool = False
     test: str = "clopper-pearson"
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-able dict."""
-        return _as_json(self)
-
 
 #: the two readings of one audit (see :class:`Verdict`).
 VERDICT_KINDS = ("distribution", "implementation")
 
 
 @dataclass(frozen=True)
-class Verdict:
+class Verdict(_Json):
     """One reading of an audit: its own bound, witness, verdict and plain-language consequence.
 
     * ``"distribution"``: events on outputs rounded to a 2^-32-relative grid (the
@@ -100,10 +102,6 @@ class Verdict:
     witness: Witness | None
     consequence: str
     events_estimated: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-able dict (``"inf"`` for infinities)."""
-        return _as_json(self)
 
 
 @dataclass(frozen=True)
@@ -221,7 +219,7 @@ class TradeoffCurve:
 
 
 @dataclass(frozen=True)
-class SequentialInfo:
+class SequentialInfo(_Json):
     """The stages of a sequential audit (``audit(..., sequential=True)``).
 
     Attributes:
@@ -249,10 +247,6 @@ class SequentialInfo:
             f"{self.samples_used} of {self.budget} samples per input used, result of stage "
             f"{self.best_stage}"
         )
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-able dict."""
-        return _as_json(self)
 
 
 @dataclass(frozen=True)

@@ -121,20 +121,13 @@ def stream_counts(
     counts = [0] * len(events)
     for m in _chunks(n, width):
         y, raw = privatize_rows(mechanism, x, m, rng, raw=True)
-        cache: dict[int, np.ndarray] = {}
-
-        def hits(
-            ev: Candidate, y: np.ndarray = y, raw: Any = raw, cache: dict[int, np.ndarray] = cache
-        ):
-            key = id(ev.stat)
-            if key not in cache:
-                cache[key] = ev.stat.values(raw if ev.stat.needs_raw else y)
-            return ev.indicator(cache[key])
-
+        vals: dict[int, np.ndarray] = {}  # per statistic, computed once per chunk
         for i, ev in enumerate(events):
-            if isinstance(ev, Joint):
-                counts[i] += int(np.count_nonzero(hits(ev.a) & hits(ev.b)))
-            else:
-                counts[i] += int(np.count_nonzero(hits(ev)))
+            hit = np.ones(m, dtype=bool)
+            for c in (ev.a, ev.b) if isinstance(ev, Joint) else (ev,):
+                if id(c.stat) not in vals:
+                    vals[id(c.stat)] = c.stat.values(raw if c.stat.needs_raw else y)
+                hit &= c.indicator(vals[id(c.stat)])
+            counts[i] += int(np.count_nonzero(hit))
         tick(m)
     return counts

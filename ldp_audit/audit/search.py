@@ -24,7 +24,6 @@ from ldp_audit.audit.sampling import FIT_ELEMENTS, _sample, privatize_rows, stre
 from ldp_audit.audit.selection import (
     Candidate,
     _choose,
-    _delta_event,
     _pool,
     best_events,
     probe_event,
@@ -185,7 +184,8 @@ def _screen_pair(
             if pr is not None and _better(pr[0], sel.probe and sel.probe[0]) is pr[0]:
                 sel.probe = pr
         if plan.delta_event and not is_float:
-            sel.d_best = _better(_delta_event(st, tc, p, n_est, alpha_sel, o.claimed), sel.d_best)
+            d = best_events(st, tc, p, n_est, alpha_sel, (delta,), claimed=o.claimed)[0]
+            sel.d_best = _better(d, sel.d_best)
         if plan.pool and not is_float and h_b >= 100:
             # each half of a pooled pair is chosen on the first half of B, judged at
             # the pooled sample size; the pair is then judged on the second half
@@ -225,22 +225,33 @@ class Kept:
     tradeoff: list[Candidate]
 
 
+def fixed_event(mechanism: Any, o: Options) -> tuple[Selection, Kept]:
+    """The pre-registered event ``o.event`` as the one kept event (x the numerator, the error
+    split equally), with its pair's estimation streams and output width: no selection."""
+    x, x2, stat = o.event  # type: ignore[misc]
+    sel = Selection(streams=o.rng.spawn(1), prof_best=[])
+    probe, re1, re2 = sel.streams[0].spawn(3)
+    sel.est_rngs.append((re1, re2))
+    y8, raw8 = privatize_rows(mechanism, x, 8, probe, raw=True)
+    stat.values(raw8 if stat.needs_raw else y8)  # checked on 8 outputs before the work
+    sel.widths.append(max(x.shape[0], y8.shape[1]))
+    cand = Candidate(0, stat, "gt", 0.5, True, 0.0, (0, 0))
+    return sel, Kept([cand], 1, [], [])
+
+
 def kept_events(sel: Selection, max_events: int, want_tradeoff: bool) -> Kept:
     """The ``max_events`` best distribution events, the probe and the delta event when the main
     rule did not choose them, the float-bit event when it promises more than all of them, the
     distinct profile events, and the f-DP curve's threshold events."""
     chosen = _choose(sel.dist_cands, max_events)
     best_dist = max((c.predicted for c in chosen), default=-math.inf)
-    probe = sel.probe
-    if probe is not None and probe[0].key() not in {c.key() for c in chosen}:
-        # the selection counts contradict the claim on an event the main rule did not
-        # choose (its denominator is too rare for the selection sample): estimate it too
-        chosen.append(probe[0])
-    d_best = sel.d_best
-    if d_best is not None and d_best.key() not in {c.key() for c in chosen}:
-        # delta_event: the event judged by the delta it is expected to show at the claimed
-        # epsilon (a bulk event; the rule above favours the largest ratio)
-        chosen.append(d_best)
+    # the probe: the selection counts contradict the claim on an event the main rule did not
+    # choose (its denominator is too rare for the selection sample); delta_event: the event
+    # judged by the delta it is expected to show at the claimed epsilon (a bulk event; the
+    # rule above favours the largest ratio). Each is estimated too, unless already chosen.
+    for extra in (sel.probe[0] if sel.probe else None, sel.d_best):
+        if extra is not None and extra.key() not in {c.key() for c in chosen}:
+            chosen.append(extra)
     float_chosen = [c for c in _choose(sel.float_cands, 1) if c.predicted > max(best_dist, 0.0)]
     prof_events: list[Candidate] = []
     seen_keys: set[tuple[int, int, str, float, bool]] = set()

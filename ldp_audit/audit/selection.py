@@ -6,14 +6,15 @@ thresholds; :func:`best_events` keeps, per delta, the event, direction and error
 bound on ``n_est`` fresh samples is expected to be largest (selection counts shrunk to one-sided
 Clopper-Pearson bounds, :func:`ldp_audit.stats.clopper_pearson_lower` /
 :func:`~ldp_audit.stats.clopper_pearson_upper`); :func:`probe_event` screens for rare leaks the
-main rule cannot see (:func:`ldp_audit.stats.binomial_tail_pvalue`), :func:`_delta_event`
-aims at the delta bound, :func:`_pool` pairs a forward and a reverse event, and :func:`_choose`
-keeps the best distinct candidates. Selection data only: soundness never depends on it, every
-kept event is estimated on fresh samples.
+main rule cannot see (:func:`ldp_audit.stats.binomial_tail_pvalue`), :func:`best_events` with
+``claimed`` aims at the delta bound, :func:`_pool` pairs a forward and a reverse event, and
+:func:`_choose` keeps the best distinct candidates. Selection data only: soundness never
+depends on it, every kept event is estimated on fresh samples.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -124,20 +125,15 @@ def threshold_counts(s1: np.ndarray, s2: np.ndarray) -> _ThresholdCounts | None:
 #: threshold), not from the few raw counts there (0 for the events that decide high epsilon).
 #: 0 turns it off. Soundness does not depend on it: events are still estimated on fresh samples.
 _TAIL_FIT = 200
-#: the ``_TAIL_LEVEL`` quantile of chi^2 with 2m degrees of freedom, per m (computed lazily).
+#: the level of the chi^2 quantile that bounds a fitted tail's scale (:func:`_tail_chi2`).
 _TAIL_LEVEL = 1e-3
 
 
-class _Chi2Quantiles(dict):
-    def __missing__(self, m: int) -> float:
-        from scipy.special import gammaincinv
+@functools.cache
+def _tail_chi2(m: int) -> float:
+    from scipy.special import gammaincinv
 
-        v = 2.0 * float(gammaincinv(float(m), _TAIL_LEVEL))
-        self[m] = v
-        return v
-
-
-_TAIL_CHI2: dict[int, float] = _Chi2Quantiles()
+    return 2.0 * float(gammaincinv(float(m), _TAIL_LEVEL))
 
 
 def _tail_rates(srt: np.ndarray, ts: np.ndarray, upper: bool, m: int) -> np.ndarray | None:
@@ -158,7 +154,7 @@ def _tail_rates(srt: np.ndarray, ts: np.ndarray, upper: bool, m: int) -> np.ndar
     # an upper confidence bound on the scale (2 m beta_hat / beta ~ chi^2_{2m} for an
     # exponential tail): a heavier fitted tail, so far-tail events are not chosen on an
     # underestimated denominator (a ratio e^0.1 is otherwise faked by the scale's noise)
-    beta *= 2.0 * m / _TAIL_CHI2[m]
+    beta *= 2.0 * m / _tail_chi2(m)
     dist = (ts - u) if upper else (u - ts)
     # anchored at the shrunk rate of the m tail values (as the raw counts are), so that the
     # model does not look better than the counts where the two meet
@@ -245,6 +241,7 @@ def best_events(
     deltas: Sequence[float],
     direction: bool | None = None,
     poisson: bool = False,
+    claimed: float | None = None,
 ) -> list[Candidate | None]:
     """For each delta: the best threshold event ``{s > t}`` / ``{s <= t}``, direction and
     error split for one statistic (its selection counts ``tc``, :func:`threshold_counts`),
@@ -253,10 +250,14 @@ def best_events(
     selection ratio is inflated by the maximum over thresholds, are not over-trusted).
     ``direction``: only events with x (True) or x2 (False) the numerator. ``poisson``: pure-DP
     events (delta = 0) are judged by the Poisson conditional test
-    (:func:`ldp_audit.stats.epsilon_lower_bound_from_poisson_counts`; no error split)."""
+    (:func:`ldp_audit.stats.epsilon_lower_bound_from_poisson_counts`; no error split).
+    ``claimed``: instead, the event with the largest expected lower bound on delta at the
+    claimed epsilon, ``CP_lower(p1) - e^eps CP_upper(p2)``, when it is positive (the
+    ``delta_event`` option; ``predicted`` is then that delta, comparable only among these)."""
     if tc is None:
         return [None] * len(deltas)
     n = len(tc.s1)
+    c = math.exp(min(claimed, 700.0)) if claimed is not None else 0.0
     best: list[Candidate | None] = [None] * len(deltas)
     for combo in tc.combos:
         op, x_num, c_num, c_den = combo[:4]
@@ -273,13 +274,17 @@ def best_events(
             hi = clopper_pearson_upper(p_den * n_est, float(n_est), alpha_event * (1.0 - share))
             hi0 = clopper_pearson_upper(p_den0 * n_est, float(n_est), alpha_event * (1.0 - share))
             for j, delta in enumerate(deltas):
-                if poisson and delta == 0.0:
+                if claimed is not None:
+                    pred = lo - c * hi
+                elif poisson and delta == 0.0:
                     if share != SHARES[0]:
                         continue  # one joint test: no split to choose
                     pred = poisson_log_ratio_lower(p_num * n_est, p_den0 * n_est, alpha_event)
                 else:
                     pred = _log_pred(lo, hi0 if delta == 0.0 else hi, delta)
                 i = int(np.argmax(pred))
+                if claimed is not None and not pred[i] > 0:
+                    continue
                 if best[j] is None or pred[i] > best[j].predicted:  # type: ignore[union-attr]
                     best[j] = _at(
                         pair, stat, tc, combo, i, pred[i], share=share, delta=float(delta)
@@ -339,40 +344,6 @@ def probe_event(
     return best
 
 
-def _delta_event(
-    stat: ScoreStatistic,
-    tc: _ThresholdCounts | None,
-    pair: int,
-    n_est: int,
-    alpha_event: float,
-    claimed: float,
-) -> Candidate | None:
-    """The threshold event (direction, error split) with the largest expected lower bound on
-    delta at the claimed epsilon, ``CP_lower(p1) - e^eps CP_upper(p2)`` predicted on ``n_est``
-    fresh samples from shrunk selection rates (as :func:`best_events`), or None when no event
-    is expected to show a positive delta. Selection data only (soundness does not depend on
-    it). ``predicted`` holds the expected delta bound, comparable only among these events."""
-    if tc is None:
-        return None
-    n = len(tc.s1)
-    c = math.exp(min(claimed, 700.0))
-    best: Candidate | None = None
-    for combo in tc.combos:
-        op, x_num, c_num, c_den = combo[:4]
-        p_num = clopper_pearson_lower(c_num.astype(np.float64), float(n), _SHRINK)
-        p_den = clopper_pearson_upper(c_den.astype(np.float64), float(n), _SHRINK)
-        if _NORMAL_TAIL:
-            p_den = _tail(_normal_tail_rates, tc, x_num, op, p_den)
-        for share in SHARES:
-            lo = clopper_pearson_lower(p_num * n_est, float(n_est), alpha_event * share)
-            hi = clopper_pearson_upper(p_den * n_est, float(n_est), alpha_event * (1.0 - share))
-            pred = lo - c * hi
-            i = int(np.argmax(pred))
-            if pred[i] > 0 and (best is None or pred[i] > best.predicted):
-                best = _at(pair, stat, tc, combo, i, pred[i], share=share)
-    return best
-
-
 def _pool(
     fwd_half: tuple[Candidate, np.ndarray, np.ndarray],
     rev_half: tuple[Candidate, np.ndarray, np.ndarray],
@@ -392,29 +363,20 @@ def _pool(
     c_num = float(np.count_nonzero(fwd.indicator(f1)) + np.count_nonzero(rev.indicator(r2)))
     c_den = float(np.count_nonzero(fwd.indicator(f2)) + np.count_nonzero(rev.indicator(r1)))
     n2 = float(len(f1) + len(r1))
-    p_num = float(clopper_pearson_lower(np.array([c_num]), n2, _SHRINK)[0])
-    p_den = float(clopper_pearson_upper(np.array([c_den]), n2, _SHRINK)[0])
+    p_num = float(clopper_pearson_lower(c_num, n2, _SHRINK))
+    p_den = float(clopper_pearson_upper(c_den, n2, _SHRINK))
     nt = 2.0 * n_est
     best: Candidate | None = None
     for share in SHARES:
         if poisson:  # (delta = 0 only) one joint test of the pooled Poisson counts
             if share != SHARES[0]:
                 continue
-            pred = float(
-                poisson_log_ratio_lower(
-                    np.array([p_num * nt]), np.array([p_den * nt]), alpha_event
-                )[0]
-            )
+            pred = float(poisson_log_ratio_lower(p_num * nt, p_den * nt, alpha_event))
             if not math.isfinite(pred):
                 continue
         else:
-            lo = (
-                float(clopper_pearson_lower(np.array([p_num * nt]), nt, alpha_event * share)[0])
-                - delta
-            )
-            hi = float(
-                clopper_pearson_upper(np.array([p_den * nt]), nt, alpha_event * (1.0 - share))[0]
-            )
+            lo = float(clopper_pearson_lower(p_num * nt, nt, alpha_event * share)) - delta
+            hi = float(clopper_pearson_upper(p_den * nt, nt, alpha_event * (1.0 - share)))
             if lo <= 0 or hi <= 0:
                 continue
             pred = math.log(lo) - math.log(hi)

@@ -372,17 +372,33 @@ class UserStatistic(ScoreStatistic):
         return f"statistic {self.name!r}"
 
 
+class EventIndicator(UserStatistic):
+    """A pre-registered event's indicator ``fn(outputs, x, x_prime)`` -> n booleans (or 0/1),
+    checked on every call; ``name`` describes it."""
+
+    family = "event"
+
+    def _values(self, y: np.ndarray) -> np.ndarray:
+        v = super()._values(y)
+        if not np.all((v == 0.0) | (v == 1.0)):
+            raise InvalidParameterError(
+                f"event {self.name} must return n booleans (or 0/1), one per output row, got "
+                f"values such as {float(v[(v != 0.0) & (v != 1.0)][0])!r}"
+            )
+        return v
+
+    def describe(self, op: str, t: float) -> str:
+        return f"the pre-registered event {self.name}"
+
+
 def statistic_list(raw: Any, where: str) -> list[tuple[Callable[..., Any], str]]:
     """Validate a list of user statistics (callables) and name them: their ``name`` attribute,
     else their ``__name__`` (a lambda gets its position), else ``where[i]``."""
     if raw is None:
         return []
-    if isinstance(raw, (str, bytes)) or callable(raw):
-        raise InvalidParameterError(
-            f"{where} must be a list of callables stat(outputs, x, x_prime), got "
-            f"{type(raw).__name__}"
-        )
     try:
+        if isinstance(raw, (str, bytes)) or callable(raw):
+            raise TypeError
         items = list(raw)
     except TypeError:
         raise InvalidParameterError(

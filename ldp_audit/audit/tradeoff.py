@@ -82,15 +82,8 @@ def _claimed_tradeoff(
         return user, "tradeoff"
     sigma = user_attr(mechanism, "sigma")
     sens = user_attr(mechanism, "sensitivity")
-    if (
-        delta > 0
-        and isinstance(sigma, (int, float))
-        and isinstance(sens, (int, float))
-        and not isinstance(sigma, bool)
-        and not isinstance(sens, bool)
-        and sigma > 0
-        and sens > 0
-    ):
+    real = [isinstance(v, (int, float)) and not isinstance(v, bool) for v in (sigma, sens)]
+    if delta > 0 and all(real) and sigma > 0 and sens > 0:
         mu = float(sens) / float(sigma)
         return (lambda a: np.asarray(gaussian_tradeoff(a, mu))), f"gaussian mu={mu:.6g}"
     return (lambda a: np.asarray(eps_delta_tradeoff(a, claimed, delta))), "epsilon-delta"

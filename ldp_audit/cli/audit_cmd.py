@@ -4,7 +4,7 @@
         [--epsilon E] [--clip C] [--sigma S] [--delta D] [--resolution G] [--dim D]
         [--reduced-dim K] [--categories K] [--param KEY=VALUE ...] [--pairs MODULE:ATTR]
         [--scalar --domain LOW:HIGH|V1,V2,... [--seeding none|random_state|seed|generator]]
-        [--statistic MODULE:FUNCTION ...] [--samples N] [--confidence P] [--seed S]
+        [--statistic MODULE:FUNCTION ...] [--event X;X2;S] [--samples N] [--confidence P] [--seed S]
         [--no-float-bits] [--profile|--no-profile] [--sequential] [--force] [--exact] [--json]
 
 ``MODULE:ATTR`` loads a user's mechanism (an object, a class or a factory; ``--param key=value``
@@ -191,6 +191,15 @@ def register(subparsers: Any) -> None:
         "only because it is named here",
     )
     p.add_argument(
+        "--event",
+        type=_event,
+        metavar="X;X2;S",
+        help="a pre-registered event, no search: inputs X (the numerator) and X2 (comma-"
+        "separated numbers) and the output set S, rows separated by | (e.g. '0;7;0') or "
+        "MODULE:FUNCTION naming event(outputs, x, x_prime) -> n booleans; all --samples count "
+        "it, the whole 1 - confidence is spent on it (the Python API's event=)",
+    )
+    p.add_argument(
         "--samples",
         type=int_at_least("--samples", 1000),
         default=1_000_000,
@@ -304,16 +313,33 @@ def _user_pairs(spec: str) -> list[Any]:
         ) from None
 
 
-def _user_statistic(spec: str) -> Any:
-    """``--statistic MODULE:FUNCTION``: the named callable (checked on the outputs by the audit
-    itself, as ``statistics=``: shape, real, finite; raising is a ``UserCodeError``)."""
-    fn = load_object(spec, "--statistic")
+def _user_statistic(spec: str, what: str = "--statistic", sig: str = "stat") -> Any:
+    """``--statistic MODULE:FUNCTION`` (or ``--event``'s): the named callable (checked on the
+    outputs by the audit itself: shape, real, finite; raising is a ``UserCodeError``)."""
+    fn = load_object(spec, what)
     if not callable(fn):
         raise InvalidParameterError(
-            f"--statistic {spec!r} must name a function stat(outputs, x, x_prime), got "
+            f"{what} {spec!r} must name a function {sig}(outputs, x, x_prime), got "
             f"{type(fn).__name__}"
         )
     return fn
+
+
+def _event(text: str) -> tuple[list[float], list[float], Any]:
+    """``--event X;X2;S``: the inputs (comma-separated numbers) and S, ``MODULE:FUNCTION`` or
+    output rows separated by ``|`` (each comma-separated numbers)."""
+    parts = text.split(";")
+    if len(parts) != 3:
+        raise argparse.ArgumentTypeError(
+            f"--event must be X;X2;S (e.g. '0;7;0' or '0;7;mymodule:event'), got {text!r}"
+        )
+
+    def reals(t: str) -> list[float]:
+        return [parse_real(v, "--event") for v in t.split(",")]
+
+    s = parts[2].strip()
+    rows = s if re.fullmatch(r"[\w.]+:[\w.]+", s) else [reals(r) for r in s.split("|")]
+    return reals(parts[0]), reals(parts[1]), rows
 
 
 def _given(args: argparse.Namespace) -> set[str]:
@@ -423,6 +449,9 @@ def run(args: argparse.Namespace) -> int:
         check_resources(audit_probe_estimates(d), force=args.force, cli=True)
     pairs = _user_pairs(args.pairs) if args.pairs else None
     statistics = [_user_statistic(spec) for spec in args.statistic or ()]
+    event = args.event
+    if event is not None and isinstance(event[2], str):
+        event = (*event[:2], _user_statistic(event[2], "--event", "event"))
     from ldp_audit.audit import audit, default_pairs, exact_epsilon
 
     claim = getattr(mechanism, "epsilon", None)
@@ -449,6 +478,7 @@ def run(args: argparse.Namespace) -> int:
         dim=args.dim,
         progress=show_progress(args),  # a bar only where a person watches (--no-progress)
         statistics=statistics or None,
+        event=event,
         **audit_options(args),
     )
     exact = exact_epsilon(mechanism, pairs, dim=args.dim, rng=args.seed) if args.exact else None
@@ -495,7 +525,7 @@ def _run_dir(args: argparse.Namespace) -> int:
     refused: the run's config says what was released."""
     extra = [_OPTION[k] for k in _given(args)] + [
         f"--{dest}"
-        for dest in ("mechanism", "pairs", "dim", "scalar", "exact", "statistic")
+        for dest in ("mechanism", "pairs", "dim", "scalar", "exact", "statistic", "event")
         if getattr(args, dest) not in (None, False, [])
     ]
     if extra:

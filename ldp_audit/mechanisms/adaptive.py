@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from ldp_audit.mechanisms.base import check_epsilon_k
 from ldp_audit.mechanisms.frequency import MAX_DOMAIN, FrequencyOracle
 from ldp_audit.mechanisms.randomized_response import RandomizedResponse
 from ldp_audit.mechanisms.unary import MAX_UNARY_K, OptimizedUnaryEncoding
@@ -47,8 +48,7 @@ class AdaptiveFrequencyOracle(FrequencyOracle):
     name: ClassVar[str] = "adaptive_frequency_oracle"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
-        object.__setattr__(self, "k", check_int(self.k, "k", minimum=2, maximum=MAX_DOMAIN))
+        check_epsilon_k(self, MAX_DOMAIN, check_epsilon)
         if not adaptive_uses_grr(self.epsilon, self.k):
             check_int(self.k, "k", minimum=2, maximum=MAX_UNARY_K)
 

@@ -12,6 +12,7 @@ import numpy as np
 from scipy import special
 
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.parse import INT_MAX
 from ldp_audit.validation import (
     check_batch,
     check_epsilon,
@@ -55,6 +56,13 @@ def check_no_overflow(noise_scale: float, offset: float, what: str) -> None:
             "precision (the noise scale times 64 must stay below 1.8e308); use a larger epsilon "
             "or a smaller clip"
         )
+
+
+def check_epsilon_k(obj: Any, max_k: int = INT_MAX, epsilon_check: Any = private_epsilon) -> None:
+    """Validate a frozen oracle's ``epsilon`` (``epsilon_check``) and domain size ``k`` (an
+    integer in [2, max_k]) in place."""
+    object.__setattr__(obj, "epsilon", epsilon_check(obj.epsilon))
+    object.__setattr__(obj, "k", check_int(obj.k, "k", minimum=2, maximum=max_k))
 
 
 def check_dim(dim: Any) -> int:

@@ -173,8 +173,7 @@ class Gaussian(Mechanism):
         """Opposite points of the L2 ball (distance 2C), huge and dense inputs."""
         d = check_dim(dim)
         c = self.clip
-        e0 = np.zeros(d)
-        e0[0] = 1.0
+        e0 = np.eye(1, d)[0]  # the first unit vector
         ones = np.ones(d) / math.sqrt(d)
         return [
             (c * e0, -c * e0),

@@ -21,13 +21,13 @@ import numpy as np
 from scipy import special
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.mechanisms.base import private_epsilon
+from ldp_audit.mechanisms.base import check_epsilon_k
 from ldp_audit.mechanisms.frequency import (
     FrequencyOracle,
     check_items,
     check_report_int,
 )
-from ldp_audit.validation import check_int, check_rng
+from ldp_audit.validation import check_rng
 
 __all__ = ["HadamardResponse", "hadamard_sign"]
 
@@ -64,8 +64,7 @@ class HadamardResponse(FrequencyOracle):
     name: ClassVar[str] = "hadamard_response"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "epsilon", private_epsilon(self.epsilon))
-        object.__setattr__(self, "k", check_int(self.k, "k", minimum=2, maximum=MAX_HADAMARD_K))
+        check_epsilon_k(self, MAX_HADAMARD_K)
 
     @property
     def output_size(self) -> int:

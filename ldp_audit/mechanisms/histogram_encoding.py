@@ -38,7 +38,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.mechanisms.base import Mechanism
+from ldp_audit.mechanisms.base import Mechanism, check_epsilon_k
 from ldp_audit.mechanisms.frequency import (
     FrequencyOracle,
     check_domain,
@@ -47,7 +47,7 @@ from ldp_audit.mechanisms.frequency import (
     pair_items,
 )
 from ldp_audit.mechanisms.unary import MAX_UNARY_K
-from ldp_audit.validation import check_batch, check_epsilon, check_int, check_probability, check_rng
+from ldp_audit.validation import check_batch, check_epsilon, check_probability, check_rng
 
 __all__ = [
     "SummationHistogramEncoding",
@@ -86,8 +86,7 @@ class _HistogramEncoding(Mechanism):
     k: int
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
-        object.__setattr__(self, "k", check_int(self.k, "k", minimum=2, maximum=MAX_UNARY_K))
+        check_epsilon_k(self, MAX_UNARY_K, check_epsilon)
         if not math.isfinite(self.noise_scale * 64.0):
             raise InvalidParameterError(
                 f"epsilon = {self.epsilon!r} is too small: the noise scale 2/epsilon would "

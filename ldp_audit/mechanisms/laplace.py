@@ -83,8 +83,7 @@ class Laplace(Mechanism):
         huge out-of-range inputs."""
         d = check_dim(dim)
         c = self.clip
-        e0 = np.zeros(d)
-        e0[0] = 1.0
+        e0 = np.eye(1, d)[0]  # the first unit vector
         ones = np.ones(d)
         pairs = [
             (0.5 * c * e0, -0.5 * c * e0),  # extreme points, L1 distance C: tight
@@ -94,9 +93,7 @@ class Laplace(Mechanism):
             (np.zeros(d), 0.5 * c * e0),
         ]
         if d > 1:
-            e1 = np.zeros(d)
-            e1[1] = 1.0
-            pairs.append((0.5 * c * e0, 0.5 * c * e1))
+            pairs.append((0.5 * c * e0, 0.5 * c * np.eye(1, d, 1)[0]))
         return pairs
 
     def event(self) -> Any:

@@ -42,7 +42,7 @@ import numpy as np
 from scipy import special
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.mechanisms.base import Mechanism
+from ldp_audit.mechanisms.base import Mechanism, check_epsilon_k
 from ldp_audit.mechanisms.frequency import (
     MAX_DOMAIN,
     FrequencyOracle,
@@ -219,8 +219,7 @@ class DBitFlipPM(_Longitudinal):
     name: ClassVar[str] = "dbitflip_pm"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
-        object.__setattr__(self, "k", check_int(self.k, "k", minimum=2, maximum=MAX_DBITFLIP_K))
+        check_epsilon_k(self, MAX_DBITFLIP_K, check_epsilon)
         if self.buckets is not None:
             top = min(self.k, MAX_UNARY_K)
             object.__setattr__(

@@ -52,8 +52,7 @@ class NoPrivacy(Mechanism):
 
     def candidate_pairs(self, dim: int) -> list[tuple[np.ndarray, np.ndarray]]:
         d = check_dim(dim)
-        e0 = np.zeros(d)
-        e0[0] = 1.0
+        e0 = np.eye(1, d)[0]  # the first unit vector
         return [(np.zeros(d), e0)]
 
     def event(self) -> Any:

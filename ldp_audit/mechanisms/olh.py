@@ -31,7 +31,7 @@ import numpy as np
 from scipy import special
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.mechanisms.base import private_epsilon
+from ldp_audit.mechanisms.base import check_epsilon_k
 from ldp_audit.mechanisms.frequency import (
     MAX_DOMAIN,
     FrequencyOracle,
@@ -87,8 +87,7 @@ class OptimalLocalHashing(FrequencyOracle):
     name: ClassVar[str] = "optimal_local_hashing"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "epsilon", private_epsilon(self.epsilon))
-        object.__setattr__(self, "k", check_int(self.k, "k", minimum=2, maximum=MAX_DOMAIN))
+        check_epsilon_k(self, MAX_DOMAIN)
         if self.g is not None:
             object.__setattr__(self, "g", check_int(self.g, "g", minimum=2, maximum=1 << 62))
 

@@ -351,8 +351,7 @@ class ProjectedRandomSign(Mechanism):
         +-C), sign vectors, dense vectors, inputs at the clip bound."""
         d = check_dim(dim)
         c = self.clip
-        e0 = np.zeros(d)
-        e0[0] = 1.0
+        e0 = np.eye(1, d)[0]  # the first unit vector
         ones = np.ones(d)
         return [
             (1e6 * c * e0, -1e6 * c * e0),

@@ -9,9 +9,9 @@ from typing import Any, ClassVar
 import numpy as np
 from scipy import special
 
-from ldp_audit.mechanisms.base import private_epsilon
+from ldp_audit.mechanisms.base import check_epsilon_k
 from ldp_audit.mechanisms.frequency import FrequencyOracle, check_items, grr_reply
-from ldp_audit.validation import check_int, check_rng
+from ldp_audit.validation import check_rng
 
 
 @dataclass(frozen=True)
@@ -37,8 +37,7 @@ class RandomizedResponse(FrequencyOracle):
     name: ClassVar[str] = "randomized_response"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "epsilon", private_epsilon(self.epsilon))
-        object.__setattr__(self, "k", check_int(self.k, "k", minimum=2))
+        check_epsilon_k(self)
 
     @property
     def keep_probability(self) -> float:

@@ -29,6 +29,7 @@ import numpy as np
 from scipy import special
 
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.mechanisms.base import check_epsilon_k
 from ldp_audit.mechanisms.frequency import FrequencyOracle, check_bits, check_items
 from ldp_audit.mechanisms.unary import MAX_UNARY_K
 from ldp_audit.validation import check_epsilon, check_int, check_rng
@@ -62,8 +63,7 @@ class SubsetSelection(FrequencyOracle):
     name: ClassVar[str] = "subset_selection"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
-        object.__setattr__(self, "k", check_int(self.k, "k", minimum=2, maximum=MAX_UNARY_K))
+        check_epsilon_k(self, MAX_UNARY_K, check_epsilon)
         if self.subset_size is not None:
             object.__setattr__(
                 self,

@@ -21,12 +21,12 @@ from typing import Any, ClassVar
 import numpy as np
 from scipy import special
 
-from ldp_audit.mechanisms.base import private_epsilon
+from ldp_audit.mechanisms.base import check_epsilon_k
 from ldp_audit.mechanisms.frequency import (
     FrequencyOracle,
     check_items,
 )
-from ldp_audit.validation import check_int, check_rng
+from ldp_audit.validation import check_rng
 
 __all__ = ["SymmetricUnaryEncoding", "OptimizedUnaryEncoding"]
 
@@ -41,8 +41,7 @@ class _UnaryEncoding(FrequencyOracle):
     k: int
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "epsilon", private_epsilon(self.epsilon))
-        object.__setattr__(self, "k", check_int(self.k, "k", minimum=2, maximum=MAX_UNARY_K))
+        check_epsilon_k(self, MAX_UNARY_K)
 
     @property
     @abc.abstractmethod

@@ -1,0 +1,198 @@
+"""The pre-registered event: ``audit(..., event=(x, x2, S))`` and ``ldp-audit audit --event``.
+
+No search: every sample counts the one stated event and the whole ``1 - confidence`` is spent on
+it, which is sound for any event fixed before the data (its indicator rows are independent
+Bernoulli draws given the input).
+
+False-failure probabilities: the validity test asserts that the one-sided 1e-3 Clopper-Pearson
+lower bound on the flag rate over 120 fixed seeds is at most the stated level ``1 - confidence``:
+for a sound audit (rate <= the level) it fails with probability <= 1e-3. The broken mechanism
+(true epsilon 2, claiming 1, its optimal event) has an expected bound of about 1.95 at 50,000
+samples per input; the chance its bound is below 1 is far below 1e-9.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from ldp_audit import mechanisms as m
+from ldp_audit.audit import audit
+from ldp_audit.cli import main
+from ldp_audit.errors import InvalidParameterError
+from ldp_audit.stats import clopper_pearson_lower, clopper_pearson_upper
+
+
+class Overspending:
+    """k-RR at epsilon 2 claiming 1 (k = 4)."""
+
+    epsilon = 1.0
+
+    def __init__(self) -> None:
+        self.inner = m.RandomizedResponse(epsilon=2.0, k=4)
+
+    def privatize(self, x, rng):
+        return self.inner.privatize(x, rng)
+
+
+def _hit0(y, x, x2):
+    return np.asarray(y)[:, 0] == 0
+
+
+def test_correct_mechanism_at_its_claim_is_flagged_within_the_stated_level():
+    """k-RR (eps 1, k 4) with its ratio-exactly-e^eps event {y = 0}: on the boundary, the
+    worst case for validity. Both forms of S and both ratio tests, 120 seeds."""
+    mech, level, n = m.RandomizedResponse(epsilon=1.0, k=4), 0.2, 120
+    forms = [([0.0], "clopper-pearson"), (_hit0, "clopper-pearson"), ([0.0], "poisson")]
+    flagged = 0
+    for seed in range(n):
+        s, test = forms[seed % 3]
+        r = audit(mech, samples=20_000, confidence=1 - level, rng=seed, event=([0], [1], s),
+                  ratio_test=test)  # fmt: skip
+        flagged += r.violation
+    assert float(clopper_pearson_lower(flagged, n, 1e-3)) <= level, flagged
+
+
+@pytest.mark.parametrize("s", [[0.0], [[0.0]], _hit0], ids=["numbers", "rows", "callable"])
+def test_broken_mechanism_is_flagged_and_every_sample_counts_the_event(s):
+    r = audit(Overspending(), samples=50_000, confidence=0.95, rng=1, event=([0], [1], s))
+    assert r.violation and 1.0 < r.epsilon_lower_bound <= 2.0
+    w = r.witness
+    assert (w.n1, w.n2, r.selection_samples, r.events_estimated) == (50_000, 50_000, 0, 1)
+    assert w.family == "event" and "pre-registered event" in w.event and w.x == (0.0,)
+    assert r.implementation is None and r.profile is None and r.tradeoff is None
+    # the whole alpha on the one event, half on each Clopper-Pearson bound
+    lo = float(clopper_pearson_lower(w.k1, w.n1, 0.025))
+    hi = float(clopper_pearson_upper(w.k2, w.n2, 0.025))
+    assert r.epsilon_lower_bound == pytest.approx(np.log(lo / hi), rel=1e-12)
+
+
+def test_a_weak_event_gives_a_weak_but_valid_bound():
+    """{y in {0, 1}} for the pair (0, 1) has ratio 1: the bound is about 0, never above it."""
+    r = audit(Overspending(), samples=50_000, rng=2, event=([0], [1], [0, 1]))
+    assert r.epsilon_lower_bound < 0.05 and not r.violation
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({"event": (0, 1)}, "event must be (x, x2, S)"),
+        ({"event": ([0], [0], [0])}, "event: x == x2"),
+        ({"event": ([0], [0, 1], [0])}, "event x and x2 must have the same length"),
+        ({"event": (["a"], [1], [0])}, "event x must be a 1-D array of real numbers"),
+        ({"event": ([0], [1], [])}, "event: S must be a callable"),
+        ({"event": ([0], [1], [np.nan])}, "event: S must be a callable"),
+        ({"event": ([0], [1], "y")}, "event: S must be a callable"),
+        ({"event": ([0], [1], [0]), "pairs": [([0], [1])]}, "event: pairs= cannot be used"),
+        ({"event": ([0], [1], [0]), "statistics": [_hit0]}, "event: statistics= cannot"),
+        ({"event": ([0], [1], [0]), "sequential": True}, "event: sequential= cannot"),
+        ({"event": ([0], [1], [0]), "pool": True}, "event: pool= cannot"),
+    ],
+)  # fmt: skip
+def test_bad_events_are_refused_before_any_randomness(kw, message):
+    rng = np.random.default_rng(0)
+    state = rng.bit_generator.state
+    with pytest.raises(InvalidParameterError) as err:
+        audit(m.RandomizedResponse(epsilon=1.0, k=4), samples=10_000, rng=rng, **kw)
+    assert message in str(err.value)
+    assert rng.bit_generator.state == state
+
+
+@pytest.mark.parametrize(
+    ("s", "message"),
+    [
+        ([[0.0, 1.0]], "the output set's rows have 2 value(s), the mechanism's outputs 1"),
+        (lambda y, x, x2: np.full(len(y), 2.0), "event event(y, x, x2) must return n booleans"),
+    ],
+)
+def test_events_that_do_not_fit_the_outputs_are_refused_on_the_first_8(s, message):
+    with pytest.raises(InvalidParameterError) as err:
+        audit(m.RandomizedResponse(epsilon=1.0, k=4), samples=10_000, rng=0, event=([0], [1], s))
+    assert message in str(err.value)
+
+
+EVENT_MODULE = textwrap.dedent(
+    """
+    import numpy as np
+
+    from ldp_audit.mechanisms import RandomizedResponse
+
+
+    class Overspending:
+        epsilon = 1.0
+
+        def __init__(self):
+            self.inner = RandomizedResponse(epsilon=2.0, k=4)
+
+        def privatize(self, x, rng):
+            return self.inner.privatize(x, rng)
+
+        def candidate_pairs(self, dim):
+            return [(np.array([0.0]), np.array([1.0]))]
+
+
+    def hit0(outputs, x, x_prime):
+        return outputs[:, 0] == 0
+
+
+    NOT_CALLABLE = 3
+    """
+)
+
+
+@pytest.fixture()
+def event_dir(tmp_path, monkeypatch):
+    (tmp_path / "event_cli_mod.py").write_text(EVENT_MODULE)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    monkeypatch.delitem(sys.modules, "event_cli_mod", raising=False)
+    return tmp_path
+
+
+BASE = ["audit", "--mechanism", "event_cli_mod:Overspending", "--samples", "50000"]
+
+
+@pytest.mark.parametrize("s", ["0", " 0 | 3 ", "event_cli_mod:hit0"])
+def test_cli_event_refutes_the_broken_mechanism_as_the_api_does(s, event_dir, capsys):
+    code = main([*BASE, "--json", "--event", f"0;1;{s}"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 1 and out["violation"] is True and out["witness"]["family"] == "event"
+    s_api = {"0": [0], " 0 | 3 ": [0, 3]}.get(s, _hit0)
+    mech = __import__("event_cli_mod").Overspending()  # importable once the CLI loaded it
+    r = audit(mech, samples=50_000, rng=0, event=([0], [1], s_api))
+    assert out["epsilon_lower_bound"] == r.epsilon_lower_bound
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("0;1", "argument --event: --event must be X;X2;S"),
+        ("0;x;0", "argument --event: --event must be a finite number, got 'x'"),
+        ("0;1;nan", "argument --event: --event must be a finite number, got 'nan'"),
+        ("0;1;event_cli_mod:NOT_CALLABLE", "--event 'event_cli_mod:NOT_CALLABLE' must name a "
+         "function event(outputs, x, x_prime), got int"),
+        ("0;1;no_such_event_mod:f", "--event: cannot import module 'no_such_event_mod'"),
+        ("0;1;event_cli_mod:missing", "--event: module 'event_cli_mod' has no attribute"),
+        ("0;0;0", "event: x == x2"),
+        ("0;1;0,1", "event: the output set's rows have 2 value(s)"),
+    ],
+)  # fmt: skip
+def test_cli_bad_events_exit_2_naming_the_option(spec, message, event_dir, capsys):
+    try:  # argparse's own errors (the syntax) leave through SystemExit(2), as in the shell
+        code = main([*BASE, "--event", spec])
+    except SystemExit as exc:
+        code = exc.code
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert message in err and "Traceback" not in err
+
+
+def test_cli_event_with_search_options_exits_2(event_dir, capsys):
+    assert main([*BASE, "--event", "0;1;0", "--pool"]) == 2
+    assert "event: pool= cannot be used" in capsys.readouterr().err
+    assert main(["audit", "--run-dir", str(event_dir), "--event", "0;1;0"]) == 2
+    assert "--event cannot be used with --run-dir" in capsys.readouterr().err
