@@ -52,7 +52,7 @@ import numpy as np
 from gymnasium import spaces
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.validation import check_int
+from ldp_audit.validation import check_int, check_real_in
 
 __all__ = [
     "T_MAX",
@@ -62,7 +62,6 @@ __all__ = [
     "generate_maps",
     "validate_starts",
     "check_size",
-    "check_density",
     "GridWorldEnv",
     "VectorGridWorld",
     "step_reward",
@@ -108,16 +107,6 @@ def check_size(size: Any, t_max: Any = None) -> tuple[int, int]:
         if size < 3:
             raise InvalidParameterError(f"size must be >= 3, got {size!r}")
     return int(size), int(t_max if t_max is not None else T_MAX[size])
-
-
-def check_density(density: Any) -> float:
-    """Obstacle density must be a real number in [0, 1)."""
-    if isinstance(density, bool) or not isinstance(density, numbers.Real):
-        raise InvalidParameterError(f"density must be a real number in [0, 1), got {density!r}")
-    d = float(density)
-    if not (0.0 <= d < 1.0):
-        raise InvalidParameterError(f"density must be in [0, 1), got {density!r}")
-    return d
 
 
 def check_meeting_rule(rule: Any) -> str:
@@ -235,7 +224,7 @@ def generate_maps(
     maps) is a seeded permutation.
     """
     size, t_max = check_size(size, t_max)
-    density = check_density(density)
+    density = check_real_in(density, "density", lo=0, lo_open=False, hi=1, hi_open=True)
     check_int(n_maps, "n_maps", minimum=1)
     check_int(seed, "seed", minimum=0)
     from scipy import ndimage
