@@ -191,14 +191,8 @@ class FrdConfig:
     device: str = field(default="cpu", metadata=bounds(choices=DEVICES))
 
     def __post_init__(self) -> None:
-        if not isinstance(self.private_param, str) or self.private_param not in PRIVATE_PARAMS:
-            raise InvalidParameterError(
-                f"private_param must be one of {PRIVATE_PARAMS} (CartPole's physical constants; "
-                f"tau and the termination bounds would change the mission's unit or the proxy "
-                f"grid's declared ranges), got {self.private_param!r}"
-            )
-        # every field's type and bounds (those of its command-line option); private_values may
-        # be empty (the private parameter is gravity)
+        # every field's type and bounds (those of its command-line option; private_param one of
+        # PRIVATE_PARAMS); private_values may be empty (the private parameter is gravity)
         check_fields(self, private_values=bounds(empty=True))
         if self.threshold > self.episode_steps:
             raise InvalidParameterError(
