@@ -43,7 +43,6 @@ Example:
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,7 +67,6 @@ __all__ = [
     "MEETING_RULES",
     "check_meeting_rule",
     "agent_distance",
-    "is_int",
 ]
 
 #: Episode limit T_m of the paper per map size.
@@ -84,10 +82,6 @@ MEETING_RULES = ("manhattan", "public-code")
 ALPHA_VIEW = 3
 BETA_VIEW = 5
 _PAD = BETA_VIEW // 2
-
-
-def is_int(v: Any) -> bool:
-    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
 
 
 def check_size(size: Any, t_max: Any = None) -> tuple[int, int]:

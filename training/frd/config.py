@@ -13,6 +13,7 @@ from ldp_audit.config import bounds
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.device import DEVICES
 from ldp_audit.training.reproduction import check_fields
+from ldp_audit.validation import check_real_in
 
 ALGORITHM = "frd"
 
@@ -256,10 +257,9 @@ class FrdConfig:
                 f"{name!r} every agent has one gravity: give one value (default 9.8), got "
                 f"{self.gravities!r}"
             )
-        if grav[0] <= 0:
-            raise InvalidParameterError(f"gravities must be > 0, got {self.gravities!r}")
+        g = check_real_in(grav[0], "gravities", lo=0, lo_open=True)
         _probe_cartpole(name, vals)
-        object.__setattr__(self, "gravities", (float(grav[0]),))
+        object.__setattr__(self, "gravities", (g,))
         object.__setattr__(self, "private_values", vals)
 
     # ------------------------------------------------------------------------------------------
