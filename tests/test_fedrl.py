@@ -64,6 +64,9 @@ def test_clipped_output_mechanism_epsilon_and_event():
     x = np.full((3, 16), 100.0)
     y = m.privatize(x, np.random.default_rng(0))
     assert y.shape == (3, 16) and abs(y.mean() - 2.0) < 1.0  # clipped to B = 2 before noise
+    for bad, words in [(np.ones(15), "16 columns"), (np.full(16, np.nan), "x must be finite")]:
+        with pytest.raises(InvalidParameterError, match=words):  # refused before any noise
+            m.privatize(bad, np.random.default_rng(0))
 
 
 @pytest.mark.parametrize(

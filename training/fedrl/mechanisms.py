@@ -12,9 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.fedrl.gridworld import N_ACTIONS
-from ldp_audit.validation import check_int, check_probability, check_real_in, check_rng
+from ldp_audit.validation import check_batch, check_int, check_probability, check_real_in, check_rng
 
 #: noise scales and clip bounds accepted: Q outputs are float32, and sigma / B must stay finite
 MAX_SCALE, MIN_BOUND = 1e6, 1e-6
@@ -113,14 +112,8 @@ class OutputMechanism:
     def privatize(self, x: Any, rng: np.random.Generator) -> np.ndarray:
         """``clip(x) + N(0, sigma^2)`` for (n, dim) rows."""
         check_rng(rng)
-        xb = np.asarray(x, dtype=np.float64)
-        if xb.ndim == 1:
-            xb = xb[None, :]
-        if xb.ndim != 2 or xb.shape[1] != self.dim:
-            raise InvalidParameterError(f"x must have shape (n, {self.dim}), got {xb.shape}")
-        if not np.isfinite(xb).all():
-            raise InvalidParameterError("x must be finite")
-        out = self.clip(xb)
+        xb = np.asarray(x)
+        out = self.clip(check_batch(xb[None, :] if xb.ndim == 1 else xb, "x", dim=self.dim))
         if self.sigma > 0:
             out = out + self.sigma * rng.standard_normal(out.shape)
         return out
