@@ -89,17 +89,13 @@ def check_size(size: Any, t_max: Any = None) -> tuple[int, int]:
 
     Sizes other than 8 / 16 / 32 are allowed only with an explicit ``t_max``.
     """
-    check_int(size, "size")
+    check_int(size, "size", minimum=3)
     if t_max is not None:
         check_int(t_max, "t_max", minimum=1)
-    if size not in T_MAX:
-        if t_max is None:
-            raise InvalidParameterError(
-                f"size must be one of 8, 16, 32 (the paper's sizes) unless t_max is given, "
-                f"got {size!r}"
-            )
-        if size < 3:
-            raise InvalidParameterError(f"size must be >= 3, got {size!r}")
+    elif size not in T_MAX:
+        raise InvalidParameterError(
+            f"size must be one of 8, 16, 32 (the paper's sizes) unless t_max is given, got {size!r}"
+        )
     return int(size), int(t_max if t_max is not None else T_MAX[size])
 
 
