@@ -291,7 +291,7 @@ TINY_MEMBERSHIP = ["attack", "membership", "--agents", "25", "--shadow", "2", "-
          ("clip",)),
         (["train", "dprl", "--algo", "reinforce", "--privacy", "dpsgd", "--budget-epsilon",
           "0.001"], ("budget_epsilon",)),
-        (["train", "fedrl", "--clip-outputs", "1e-300"], ("clip_outputs",)),
+        (["train", "fedrl", "--clip-outputs", "1e-300"], ("--clip-outputs",)),
         (["train", "fedrl", "--sigma", "1e40"], ("sigma",)),
         (["train", "frd", "--threshold", "600"], ("threshold",)),
         (["train", "frd", "--gravities", "9.8,9.8"], ("gravities",)),

@@ -1,7 +1,8 @@
 """``ldp-audit train frd``: --agents (field n_agents), --epsilon (ldp_epsilon) and --gravities
 (comma-separated) are generated from ``FrdConfig`` (issue 25: ``bounds(option=...)`` and
-``bounds(parse=read_gravities, whole=True)``), with the names, defaults, spelling and configs of
-the hand-written options they replaced; bad values exit 2 naming the option before any work."""
+``bounds(parse=read_list(at_least=2), whole=True)``), with the names, defaults, spelling and
+configs of the hand-written options they replaced; bad values exit 2 naming the option before
+any work."""
 
 from __future__ import annotations
 
@@ -70,8 +71,9 @@ def test_the_options_build_the_same_configs(
     [
         (["--agents", "0"], "argument --agents: --agents must be an integer >= 1, got '0'"),
         (["--agents", "1.5"], "--agents must be an integer"),
-        (["--gravities", "9"], "--gravities must be >= 2 comma-separated numbers > 0, got '9'"),
-        (["--gravities", "9,nan"], "--gravities must be >= 2 comma-separated numbers > 0"),
+        (["--gravities", "9"], "--gravities must be at least 2 comma-separated finite numbers > 0, "
+         "got '9'"),
+        (["--gravities", "9,nan"], "--gravities must be at least 2 comma-separated finite numbers"),
         (["--gravities", "9,-1"], "got '9,-1'"),
         (["--gravities", "9 10"], "got '9 10'"),
         (["--epsilon", "0"],
@@ -202,9 +204,10 @@ def test_reproduce_documented_commands_give_the_same_settings(
         (["--threshold", "-1"], "got '-1'"),
         (["--fedavg-setting", "8"], "argument --fedavg-setting: --fedavg-setting must be <= 7, "
          "got '8'"),
-        (["--ldp-epsilons", "1,inf"], "argument --ldp-epsilons: --ldp-epsilons must be finite, "
-         "got '1,inf'"),
-        (["--leak-epsilons", "0"], "argument --leak-epsilons: epsilon must be > 0"),
+        (["--ldp-epsilons", "1,inf"], "argument --ldp-epsilons: --ldp-epsilons must be comma-"
+         "separated finite numbers > 0, got '1,inf'"),
+        (["--leak-epsilons", "0"], "argument --leak-epsilons: --leak-epsilons must be comma-"
+         "separated finite numbers > 0, got '0'"),
         (["--leak-shadow", "0"], "--leak-shadow must be an integer >= 1, got '0'"),
         (["--seed", "-1"], "argument --seed: --seed must be an integer >= 0, got '-1'"),
         (["--device", "tpu"], "argument --device: --device must be one of 'cpu', 'cuda', 'auto', "

@@ -64,6 +64,9 @@ def test_clipped_output_mechanism_epsilon_and_event():
     x = np.full((3, 16), 100.0)
     y = m.privatize(x, np.random.default_rng(0))
     assert y.shape == (3, 16) and abs(y.mean() - 2.0) < 1.0  # clipped to B = 2 before noise
+    for bad, words in [(np.ones(15), "16 columns"), (np.full(16, np.nan), "x must be finite")]:
+        with pytest.raises(InvalidParameterError, match=words):  # refused before any noise
+            m.privatize(bad, np.random.default_rng(0))
 
 
 @pytest.mark.parametrize(
@@ -382,12 +385,12 @@ def test_cli_train_attack_report(tmp_path, capsys):
 @pytest.mark.parametrize(
     ("extra", "msg"),
     [
-        (["--sigma", "-1"], "sigma must be a finite real number >= 0, got -1.0"),
-        (["--sigma", "nan"], "--sigma must be a number or 'inf', got 'nan'"),
-        (["--sigma", "inf"], "argument --sigma: sigma must be a finite real number >= 0"),
-        (["--clip-outputs", "0"], "clip_outputs must be a finite real number > 0"),
+        (["--sigma", "-1"], "--sigma must be a finite number in [0, 1e+06], got '-1'"),
+        (["--sigma", "nan"], "--sigma must be a finite number in [0, 1e+06], got 'nan'"),
+        (["--sigma", "inf"], "argument --sigma: --sigma must be a finite number in [0, 1e+06]"),
+        (["--clip-outputs", "0"], "--clip-outputs must be a finite number in [1e-06, 1e+06]"),
         (["--size", "12"], "size must be one of 8, 16, 32"),
-        (["--density", "1.5"], "density must be in [0, 1), got 1.5"),
+        (["--density", "1.5"], "--density must be a finite number in [0, 1), got '1.5'"),
         (["--resume"], "--resume"),
     ],
 )

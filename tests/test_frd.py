@@ -161,6 +161,8 @@ def test_ldp_mechanism_parts_compose_to_the_upload_epsilon():
         ProxyMemoryLDP(epsilon=0, n_cells=100)
     with pytest.raises(InvalidParameterError, match="epsilon must be a real number, got True"):
         ProxyMemoryLDP(epsilon=True, n_cells=100)
+    with pytest.raises(InvalidParameterError, match=r"x must have 2 columns, got shape \(4, 3\)"):
+        m.privatize(np.zeros((4, 3)), np.random.default_rng(0))  # refused before any draw
 
 
 def test_ldp_bits_follow_eq4_and_debias_is_unbiased():

@@ -25,7 +25,10 @@ SMALL = [
         (["--initial-episodes", "-1"], "--initial-episodes must be an integer >= 0, got '-1'"),
         (["--epsilon", "0"], "--epsilon must be 'inf' or a finite number in (0, inf), got '0'"),
         (["--epsilon", "-2"], "--epsilon must be 'inf' or a finite number in (0, inf), got '-2'"),
-        (["--gravities", "9.8"], "--gravities must be >= 2 comma-separated numbers > 0"),
+        (
+            ["--gravities", "9.8"],
+            "--gravities must be at least 2 comma-separated finite numbers > 0",
+        ),
     ],
 )
 def test_bad_train_inputs_exit_2_naming_parameter(argv, needle, tmp_path, capsys):
@@ -121,8 +124,14 @@ def test_reproduce_small_writes_report_and_refuses_to_overwrite(tmp_path, capsys
 @pytest.mark.parametrize(
     "argv, needle",
     [
-        (["--leak-epsilons", "inf"], "--leak-epsilons must be finite, got 'inf'"),
-        (["--leak-epsilons", "0"], "epsilon must be > 0 (or inf), got '0'"),
+        (
+            ["--leak-epsilons", "inf"],
+            "--leak-epsilons must be comma-separated finite numbers > 0, got 'inf'",
+        ),
+        (
+            ["--leak-epsilons", "0"],
+            "--leak-epsilons must be comma-separated finite numbers > 0, got '0'",
+        ),
         (["--leak-groups", "0"], "--leak-groups must be an integer >= 1, got '0'"),
         (["--leak-shadow", "-1"], "--leak-shadow must be an integer >= 1, got '-1'"),
     ],

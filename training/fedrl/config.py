@@ -5,20 +5,17 @@ methods it trains (:data:`METHODS`, the rows of Table 1 :data:`TABLE_ROWS`).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from functools import partial
 from typing import Any
 
 from ldp_audit.config import bounds
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.device import DEVICES
-from ldp_audit.training.fedrl.gridworld import MEETING_RULES, N_ACTIONS, check_density, check_size
+from ldp_audit.training.fedrl.gridworld import MEETING_RULES, N_ACTIONS, check_size
 from ldp_audit.training.fedrl.mechanisms import (
     MAX_SCALE,
     MIN_BOUND,
     OutputMechanism,
     TargetMechanism,
-    check_bound,
-    check_sigma,
 )
 from ldp_audit.training.reproduction import check_fields
 
@@ -28,12 +25,8 @@ METHODS = ("dqn-alpha", "dqn-full", "fedrl")
 TABLE_ROWS = ("DQN-alpha", "FedRL-1", "FedRL-2", "DQN-full")
 
 
-def _scale(name: str) -> dict[str, Any]:
-    return bounds(minimum=0, maximum=MAX_SCALE, check=partial(check_sigma, name=name))
-
-
-def _clip(name: str) -> dict[str, Any]:
-    return bounds(minimum=MIN_BOUND, maximum=MAX_SCALE, check=partial(check_bound, name=name))
+#: the bounds of a noise scale and of a clip bound (:data:`MAX_SCALE`, :data:`MIN_BOUND`)
+_SCALE, _CLIP = bounds(minimum=0, maximum=MAX_SCALE), bounds(minimum=MIN_BOUND, maximum=MAX_SCALE)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,16 +76,14 @@ class FedRLConfig:
 
     size: int = field(default=8, metadata=bounds(minimum=3))
     t_max: int | None = field(default=None, metadata=bounds(minimum=1))
-    density: float = field(
-        default=0.2, metadata=bounds(minimum=0, maximum=1, open_max=True, check=check_density)
-    )
+    density: float = field(default=0.2, metadata=bounds(minimum=0, maximum=1, open_max=True))
     n_maps: int = field(default=8000, metadata=bounds(minimum=10))
     map_seed: int = field(default=0, metadata=bounds(minimum=0))
     hist_len: int = field(default=4, metadata=bounds(minimum=1))
-    sigma: float = field(default=1.0, metadata=_scale("sigma"))
-    clip_outputs: float | None = field(default=None, metadata=_clip("clip_outputs"))
-    target_sigma: float = field(default=0.0, metadata=_scale("target_sigma"))
-    clip_targets: float | None = field(default=None, metadata=_clip("clip_targets"))
+    sigma: float = field(default=1.0, metadata=_SCALE)
+    clip_outputs: float | None = field(default=None, metadata=_CLIP)
+    target_sigma: float = field(default=0.0, metadata=_SCALE)
+    clip_targets: float | None = field(default=None, metadata=_CLIP)
     delta: float = field(
         default=1e-5,
         metadata=bounds(minimum=0, maximum=1, open_min=True, open_max=True),

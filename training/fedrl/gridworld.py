@@ -43,7 +43,6 @@ Example:
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,7 +51,7 @@ import numpy as np
 from gymnasium import spaces
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.validation import check_int
+from ldp_audit.validation import check_int, check_real_in
 
 __all__ = [
     "T_MAX",
@@ -62,14 +61,12 @@ __all__ = [
     "generate_maps",
     "validate_starts",
     "check_size",
-    "check_density",
     "GridWorldEnv",
     "VectorGridWorld",
     "step_reward",
     "MEETING_RULES",
     "check_meeting_rule",
     "agent_distance",
-    "is_int",
 ]
 
 #: Episode limit T_m of the paper per map size.
@@ -87,37 +84,19 @@ BETA_VIEW = 5
 _PAD = BETA_VIEW // 2
 
 
-def is_int(v: Any) -> bool:
-    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
-
-
 def check_size(size: Any, t_max: Any = None) -> tuple[int, int]:
     """Validate a map size and episode limit; returns ``(size, t_max)``.
 
     Sizes other than 8 / 16 / 32 are allowed only with an explicit ``t_max``.
     """
-    check_int(size, "size")
+    check_int(size, "size", minimum=3)
     if t_max is not None:
         check_int(t_max, "t_max", minimum=1)
-    if size not in T_MAX:
-        if t_max is None:
-            raise InvalidParameterError(
-                f"size must be one of 8, 16, 32 (the paper's sizes) unless t_max is given, "
-                f"got {size!r}"
-            )
-        if size < 3:
-            raise InvalidParameterError(f"size must be >= 3, got {size!r}")
+    elif size not in T_MAX:
+        raise InvalidParameterError(
+            f"size must be one of 8, 16, 32 (the paper's sizes) unless t_max is given, got {size!r}"
+        )
     return int(size), int(t_max if t_max is not None else T_MAX[size])
-
-
-def check_density(density: Any) -> float:
-    """Obstacle density must be a real number in [0, 1)."""
-    if isinstance(density, bool) or not isinstance(density, numbers.Real):
-        raise InvalidParameterError(f"density must be a real number in [0, 1), got {density!r}")
-    d = float(density)
-    if not (0.0 <= d < 1.0):
-        raise InvalidParameterError(f"density must be in [0, 1), got {density!r}")
-    return d
 
 
 def check_meeting_rule(rule: Any) -> str:
@@ -235,7 +214,7 @@ def generate_maps(
     maps) is a seeded permutation.
     """
     size, t_max = check_size(size, t_max)
-    density = check_density(density)
+    density = check_real_in(density, "density", lo=0, lo_open=False, hi=1, hi_open=True)
     check_int(n_maps, "n_maps", minimum=1)
     check_int(seed, "seed", minimum=0)
     from scipy import ndimage

@@ -1,50 +1,22 @@
 """The released rows of FedRL, as mechanisms: :class:`OutputMechanism` (one agent's Q-output
 row: clip, then Gaussian noise) and :func:`TargetMechanism` (alpha's target Y), with the
-checks of their noise scales and clip bounds (shared with the config).
+range of their noise scales and clip bounds (shared with the config).
 """
 
 from __future__ import annotations
 
 import math
-import numbers
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
 import numpy as np
 
-from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.fedrl.gridworld import N_ACTIONS
-from ldp_audit.validation import check_int, check_probability, check_rng
-
-
-def is_real(v: Any) -> bool:
-    return isinstance(v, numbers.Real) and not isinstance(v, bool)
-
+from ldp_audit.validation import check_batch, check_int, check_probability, check_real_in, check_rng
 
 #: noise scales and clip bounds accepted: Q outputs are float32, and sigma / B must stay finite
 MAX_SCALE, MIN_BOUND = 1e6, 1e-6
-
-
-def check_sigma(v: Any, name: str) -> float:
-    if not is_real(v) or math.isnan(float(v)) or float(v) < 0 or math.isinf(float(v)):
-        raise InvalidParameterError(f"{name} must be a finite real number >= 0, got {v!r}")
-    if float(v) > MAX_SCALE:
-        raise InvalidParameterError(f"{name} must be <= {MAX_SCALE:g} (float32), got {v!r}")
-    return float(v)
-
-
-def check_bound(v: Any, name: str) -> float | None:
-    if v is None:
-        return None
-    if not is_real(v) or math.isnan(float(v)) or not (0 < float(v) < math.inf):
-        raise InvalidParameterError(f"{name} must be a finite real number > 0 (or None), got {v!r}")
-    if not MIN_BOUND <= float(v) <= MAX_SCALE:
-        raise InvalidParameterError(
-            f"{name} must be in [{MIN_BOUND:g}, {MAX_SCALE:g}] (float32 Q outputs; sigma / B "
-            f"must stay finite), got {v!r}"
-        )
-    return float(v)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -73,8 +45,11 @@ class OutputMechanism:
     name: str = field(default="fedrl_output_gaussian", init=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "sigma", check_sigma(self.sigma, "sigma"))
-        object.__setattr__(self, "bound", check_bound(self.bound, "clip_outputs"))
+        sigma = check_real_in(self.sigma, "sigma", lo=0, lo_open=False, hi=MAX_SCALE)
+        object.__setattr__(self, "sigma", sigma)
+        if self.bound is not None:
+            b = check_real_in(self.bound, "clip_outputs", lo=MIN_BOUND, lo_open=False, hi=MAX_SCALE)
+            object.__setattr__(self, "bound", b)
         check_int(self.dim, "dim", minimum=1)
         object.__setattr__(self, "delta", check_probability(self.delta, "delta"))
 
@@ -137,14 +112,8 @@ class OutputMechanism:
     def privatize(self, x: Any, rng: np.random.Generator) -> np.ndarray:
         """``clip(x) + N(0, sigma^2)`` for (n, dim) rows."""
         check_rng(rng)
-        xb = np.asarray(x, dtype=np.float64)
-        if xb.ndim == 1:
-            xb = xb[None, :]
-        if xb.ndim != 2 or xb.shape[1] != self.dim:
-            raise InvalidParameterError(f"x must have shape (n, {self.dim}), got {xb.shape}")
-        if not np.isfinite(xb).all():
-            raise InvalidParameterError("x must be finite")
-        out = self.clip(xb)
+        xb = np.asarray(x)
+        out = self.clip(check_batch(xb[None, :] if xb.ndim == 1 else xb, "x", dim=self.dim))
         if self.sigma > 0:
             out = out + self.sigma * rng.standard_normal(out.shape)
         return out

@@ -22,7 +22,7 @@ import numpy as np
 from ldp_audit.config import bounds
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.fedrl.config import FedRLConfig
-from ldp_audit.training.fedrl.mechanisms import MAX_SCALE, MIN_BOUND, check_bound, check_sigma
+from ldp_audit.training.fedrl.mechanisms import MAX_SCALE, MIN_BOUND
 from ldp_audit.training.reproduction import check_fields, loadavg, provenance
 
 __all__ = [
@@ -74,21 +74,12 @@ class ReproConfig:
     """runs per history length."""
     attack_sigmas: tuple[float, ...] = field(
         default=(0.0, 0.1, 1.0, 5.0),
-        metadata=bounds(
-            minimum=0,
-            maximum=MAX_SCALE,
-            check=functools.partial(check_sigma, name="attack_sigmas"),
-            empty=True,
-        ),
+        metadata=bounds(minimum=0, maximum=MAX_SCALE, empty=True),
     )
     """sigmas of the attack sweep (none: skip)."""
     attack_clip: float = field(
         default=1.0,
-        metadata=bounds(
-            minimum=MIN_BOUND,
-            maximum=MAX_SCALE,
-            check=functools.partial(check_bound, name="attack_clip"),
-        ),
+        metadata=bounds(minimum=MIN_BOUND, maximum=MAX_SCALE),
     )
     """B of the clipped half of the attack sweep."""
     attack_steps: int = field(default=400, metadata=bounds(minimum=1))

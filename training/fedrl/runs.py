@@ -15,7 +15,7 @@ import numpy as np
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.fedrl.config import METHODS, FedRLConfig
 from ldp_audit.training.fedrl.exchange import Log
-from ldp_audit.training.fedrl.gridworld import MapSet, generate_maps, is_int
+from ldp_audit.training.fedrl.gridworld import MapSet, generate_maps
 from ldp_audit.training.fedrl.metrics import table_metrics
 from ldp_audit.training.fedrl.networks import import_torch
 from ldp_audit.training.fedrl.trainer import train_runs
@@ -79,16 +79,9 @@ def run_fedrl(
         _state["log"] = log
     seqs = np.random.SeedSequence(int(seed)).spawn(cfg.runs * len(METHODS))
     if only is not None:
-        if (
-            not isinstance(only, tuple)
-            or len(only) != 2
-            or only[0] not in cfg.methods
-            or not is_int(only[1])
-            or not 0 <= only[1] < cfg.runs
-        ):
-            raise InvalidParameterError(
-                f"only must be (method in {cfg.methods}, run in [0, {cfg.runs})), got {only!r}"
-            )
+        if not isinstance(only, tuple) or len(only) != 2 or only[0] not in cfg.methods:
+            raise InvalidParameterError(f"only must be (method in {cfg.methods}, run), got {only}")
+        check_int(only[1], "only[1] (the run)", minimum=0, maximum=cfg.runs - 1)
     groups = (
         [(m, list(range(cfg.runs))) for m in cfg.methods]
         if only is None

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.validation import check_epsilon, check_int, check_probability
+from ldp_audit.validation import check_batch, check_epsilon, check_int, check_probability
 
 # ------------------------------------------------------------------------------------------------
 # Proxy grid, LDP mechanism, server aggregation
@@ -107,9 +107,7 @@ class ProxyMemoryLDP:
 
     def privatize(self, x: Any, rng: np.random.Generator) -> np.ndarray:
         """Randomise (n, 2) rows ``[cell, 2 pi - 1]``; returns (n, 2) ``[cell', +-1]``."""
-        x = np.asarray(x, dtype=np.float64)
-        if x.ndim != 2 or x.shape[1] != 2:
-            raise InvalidParameterError(f"x must have shape (n, 2), got {x.shape}")
+        x = check_batch(x, "x", dim=2)
         rr, bf = self.parts()
         cells = rr.privatize(x[:, :1], rng)
         bits = bf.privatize(x[:, 1:], rng)

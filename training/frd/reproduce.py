@@ -36,6 +36,7 @@ from ldp_audit.report.markdown import wrap_markdown
 from ldp_audit.rundir.files import fmt_number as num
 from ldp_audit.training.device import DEVICES
 from ldp_audit.training.frd import FrdConfig, arch_batches, setting_config, train, train_batch
+from ldp_audit.training.frd.config import read_list
 from ldp_audit.training.frd.trends import median_ci, trend_tests
 from ldp_audit.training.reproduction import check_fields, provenance, write_report
 
@@ -53,39 +54,6 @@ PAPER_CLAIMS = {
     "fig4": "FRD and federated learning have about the same mean episodes to mission; FRD has "
     "the smaller variation",
 }
-
-
-def read_list(maximum: int | None = None) -> Any:
-    """``bounds(parse=..., whole=True)`` reader of a comma-separated list: of integers in
-    [1, ``maximum``] (``--settings 1,3``, ``--agents 1,2,4``), or without ``maximum`` of finite
-    epsilons > 0 (``--ldp-epsilons 1,10``); the option's message names it and the text."""
-
-    def factory(opt: str) -> Any:
-        import argparse
-
-        from ldp_audit.parse import epsilon_or_inf, parse_int
-
-        def convert(text: str) -> tuple[Any, ...]:
-            parts = [t for t in text.split(",") if t.strip()]
-            if maximum is None:
-                vals = tuple(epsilon_or_inf(t) for t in parts)
-                if any(math.isinf(v) for v in vals):
-                    raise argparse.ArgumentTypeError(f"{opt} must be finite, got {text!r}")
-                return vals
-            try:
-                ints = tuple(parse_int(t, opt, minimum=1) for t in parts)
-            except argparse.ArgumentTypeError:
-                ints = ()
-            if not ints or any(not 1 <= v <= maximum for v in ints):
-                raise argparse.ArgumentTypeError(
-                    f"{opt} must be a comma-separated list of integers in [1, {maximum}], "
-                    f"got {text!r}"
-                )
-            return ints
-
-        return convert
-
-    return factory
 
 
 @dataclass(frozen=True, kw_only=True)
