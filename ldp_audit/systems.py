@@ -24,6 +24,7 @@ strings that are imported when first used, so listing the systems stays cheap.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import re
 import threading
@@ -437,6 +438,12 @@ class SystemSpec:
         if not isinstance(d, Mapping):
             raise RunDirectoryError(
                 f"a {self.name} config must be a JSON object, got {type(d).__name__}"
+            )
+        names = [f.name for f in dataclasses.fields(cls)] if dataclasses.is_dataclass(cls) else d
+        unknown = sorted(set(d) - set(names))
+        if unknown:  # a config.json edited by hand (--allow-unverified): named, not a TypeError
+            raise InvalidParameterError(
+                f"a {self.name} config has no field {unknown[0]!r} (fields: {', '.join(names)})"
             )
         if hasattr(cls, "from_dict"):
             return cls.from_dict(dict(d))

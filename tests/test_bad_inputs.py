@@ -400,6 +400,22 @@ def test_resume_on_a_different_config_or_a_non_run_is_refused(
     assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == snapshot
 
 
+def test_a_config_json_with_a_field_of_no_config_is_named_not_a_crash(
+    run: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """An edited config.json read with --allow-unverified: the unknown key is named (exit 2),
+    not a TypeError from the config's constructor (exit 3)."""
+    doc = json.loads((run / "config.json").read_text())
+    doc["config"]["nope"] = 1
+    (run / "config.json").write_text(json.dumps(doc))
+    out = str(tmp_path / "a.json")
+    audit = ["audit", "--run-dir", str(run), "--samples", "2000", "--no-progress"]
+    attack = ["attack", "dynamics", "--run-dir", str(run), "--shadow", "2", "--out", out]
+    for argv in (audit, attack):
+        assert_input_error([*argv, "--allow-unverified"], capsys, "'nope'")
+    assert not Path(out).exists()
+
+
 def test_budget_option_combinations(
     run: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
