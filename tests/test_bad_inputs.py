@@ -295,6 +295,7 @@ TINY_MEMBERSHIP = ["attack", "membership", "--agents", "25", "--shadow", "2", "-
         (["train", "fedrl", "--sigma", "1e40"], ("sigma",)),
         (["train", "frd", "--threshold", "600"], ("threshold",)),
         (["train", "frd", "--gravities", "9.8,9.8"], ("gravities",)),
+        (["reproduce", "fedrl", "--backend", "ray", "--address", "x"], ("address", "'x'")),
     ],
     ids=lambda x: " ".join(x)[:70] if isinstance(x, list) else None,
 )  # fmt: skip
