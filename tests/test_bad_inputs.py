@@ -234,6 +234,7 @@ def test_only_nan_and_negative_infinity_are_handed_on_and_then_refused(
         (["audit", "--mechanism", "x", "--domain", "nan:1"], "--domain", False),
         (["audit", "--mechanism", "x", "--domain", "3,3"], "--domain", False),
         (["audit", "--mechanism", "x", "--domain", "1,,2"], "--domain", False),
+        (["train", "frd", "--gravities", "9.7,,9.8"], "--gravities", False),
     ],
     ids=lambda x: str(x)[:60],
 )

@@ -71,7 +71,7 @@ def read_gravities(opt: str) -> Any:
 
     def read(text: str) -> tuple[float, ...]:
         try:
-            vals = tuple(parse_real(t, opt) for t in text.split(",") if t.strip())
+            vals = tuple(parse_real(t, opt) for t in text.split(","))
         except argparse.ArgumentTypeError:
             vals = ()
         if len(vals) < 2 or any(not (math.isfinite(v) and v > 0) for v in vals):
