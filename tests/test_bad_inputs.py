@@ -508,6 +508,7 @@ def test_api_constructors_refuse_by_name(cls: Any, base: dict, field: str, value
         ({"dim": 0}, "dim"),
         ({"dim": 1.5}, "dim"),
         ({"rng": "seed"}, "rng"),
+        ({"rng": -1}, "rng"),
         ({"selection_fraction": 1.5}, "selection_fraction"),
     ],
     ids=lambda x: str(x)[:40],

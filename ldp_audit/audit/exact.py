@@ -10,7 +10,7 @@ import numpy as np
 from ldp_audit.audit.mechanism import as_pair, default_pairs
 from ldp_audit.audit.sampling import privatize_rows
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.validation import check_int
+from ldp_audit.validation import as_rng, check_int
 
 __all__ = ["exact_epsilon"]
 
@@ -59,14 +59,7 @@ def exact_epsilon(
         else [as_pair(p, i) for i, p in enumerate(pairs)]
     )
     samples = check_int(samples, "samples", minimum=1)
-    if isinstance(rng, np.random.Generator):
-        gen = rng
-    elif rng is None or (isinstance(rng, (int, np.integer)) and not isinstance(rng, bool)):
-        gen = np.random.default_rng(rng)
-    else:
-        raise InvalidParameterError(
-            f"rng must be a numpy.random.Generator, an int seed or None, got {type(rng).__name__}"
-        )
+    gen = as_rng(rng)
     delta = float(getattr(mechanism, "delta", 0.0) or 0.0)
     if (
         delta > 0

@@ -20,7 +20,7 @@ from ldp_audit.audit.selection import PROFILE_DELTAS, SHARES
 from ldp_audit.audit.statistics import statistic_list
 from ldp_audit.errors import InvalidParameterError, UserCodeError
 from ldp_audit.stats import POOLED_MAX_ALPHA
-from ldp_audit.validation import check_bool, check_int, check_probability
+from ldp_audit.validation import as_rng, check_bool, check_int, check_probability
 
 __all__ = ["RATIO_TESTS"]
 
@@ -120,12 +120,7 @@ def check_arguments(
             f"statistics: two statistics are named {dup[0]!r}; give each a distinct name "
             "(a name attribute) so the witness says which one it was"
         )
-    if rng is None or (isinstance(rng, (int, np.integer)) and not isinstance(rng, bool)):
-        rng = np.random.default_rng(rng)
-    elif not isinstance(rng, np.random.Generator):
-        raise InvalidParameterError(
-            f"rng must be a numpy.random.Generator, an int seed or None, got {type(rng).__name__}"
-        )
+    rng = as_rng(rng)
     return Options(**v, rng=rng)
 
 
