@@ -567,6 +567,24 @@ def test_a_refused_release_charges_nothing_and_draws_nothing() -> None:
     assert acc.agents() == [] and rng.bit_generator.state == state
 
 
+@pytest.mark.parametrize(
+    ("kw", "needle"),
+    [({"meta": [("agent", np.arange(2))]}, "meta"), ({"preprocess": "clip"}, "preprocess")],
+)
+def test_release_keywords_are_type_checked_not_coerced(kw: dict, needle: str) -> None:
+    """A list of pairs is no meta mapping (it was coerced by dict()); a str no preprocess."""
+    from ldp_audit.accountant import Accountant
+    from ldp_audit.mechanisms import Laplace
+    from ldp_audit.release import release
+
+    acc, rng = Accountant(ledger=":memory:"), np.random.default_rng(0)
+    state = rng.bit_generator.state
+    with pytest.raises(InvalidParameterError, match=needle):
+        release(np.zeros((2, 3)), mechanism=Laplace(epsilon=1.0, clip=1.0), accountant=acc,
+                agent_ids=["a", "b"], rng=rng, **kw)  # fmt: skip
+    assert acc.agents() == [] and rng.bit_generator.state == state
+
+
 def _pgc(**kw: Any) -> Any:
     from ldp_audit.training.pgc_a3c import PgcA3cConfig
 
