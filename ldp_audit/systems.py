@@ -445,10 +445,8 @@ class SystemSpec:
             raise InvalidParameterError(
                 f"a {self.name} config has no field {unknown[0]!r} (fields: {', '.join(names)})"
             )
-        if hasattr(cls, "from_dict"):
-            return cls.from_dict(dict(d))
-        try:
-            return cls(**d)
+        try:  # a field of the wrong type (tuple(True) in a from_dict): named, not a crash
+            return cls.from_dict(dict(d)) if hasattr(cls, "from_dict") else cls(**d)
         except TypeError as exc:
             raise InvalidParameterError(f"invalid {self.name} config: {exc}") from None
 

@@ -419,6 +419,19 @@ def test_a_config_json_with_a_field_of_no_config_is_named_not_a_crash(
     assert not Path(out).exists()
 
 
+@pytest.mark.parametrize(
+    ("name", "d", "needle"),
+    [("frd", {"gravities": True}, "invalid frd config"), ("fedrl", {"methods": 1}, "fedrl"),
+     ("dprl", {"state_box": True}, "dprl"), ("frd", {"nope": 1}, "'nope'")],
+)  # fmt: skip
+def test_a_systems_config_from_dict_refuses_by_name(name: str, d: dict, needle: str) -> None:
+    """What a run's config.json is read through: a wrong type is no TypeError (exit 3)."""
+    from ldp_audit import systems
+
+    with pytest.raises(InvalidParameterError, match=needle):
+        systems.get(name).config_from_dict(d)
+
+
 def test_budget_option_combinations(
     run: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
