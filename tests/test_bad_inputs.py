@@ -419,6 +419,19 @@ def test_a_config_json_with_a_field_of_no_config_is_named_not_a_crash(
     assert not Path(out).exists()
 
 
+@pytest.mark.parametrize("text", ["[" * 100_000 + "]" * 100_000, '{"x": ' + "9" * 5000 + "}"])
+def test_json_the_parser_cannot_hold_is_named_not_a_crash(
+    text: str, run: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A 100,000-deep array (RecursionError) or a 5,000-digit number (ValueError) in a file
+    handed to a reader: exit 2 naming the file, not exit 3."""
+    f = tmp_path / "x.json"
+    f.write_text(text)
+    assert_input_error(["reproduce", "check", str(f), str(f)], capsys, str(f))
+    assert_input_error(["report", str(run), str(f), "-o", str(tmp_path / "rep")], capsys, str(f))
+    assert not (tmp_path / "rep").exists()
+
+
 @pytest.mark.parametrize(
     ("name", "d", "needle"),
     [("frd", {"gravities": True}, "invalid frd config"), ("fedrl", {"methods": 1}, "fedrl"),
