@@ -298,6 +298,7 @@ TINY_MEMBERSHIP = ["attack", "membership", "--agents", "25", "--shadow", "2", "-
         (["train", "frd", "--gravities", "9.8,9.8"], ("gravities",)),
         (["audit", "--mechanism", "laplace", "--epsilon", "1", "--pairs", ""], ("--pairs",)),
         (["reproduce", "fedrl", "--backend", "ray", "--address", "x"], ("address", "'x'")),
+        (["reproduce", "dprl", "--cache", "/dev/null"], ("cache", "/dev/null")),
     ],
     ids=lambda x: " ".join(x)[:70] if isinstance(x, list) else None,
 )  # fmt: skip
