@@ -35,6 +35,7 @@ import functools
 import itertools
 import json
 import multiprocessing as mp
+import re
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -87,11 +88,17 @@ def check_backend(backend: Any, address: Any = None, workers: Any = None) -> tup
     if not isinstance(backend, str) or backend not in BACKENDS:
         raise InvalidParameterError(f"backend must be one of {BACKENDS}, got {backend!r}")
     if address is not None:
-        if not isinstance(address, str) or not address:
-            raise InvalidParameterError(f"address must be a non-empty string, got {address!r}")
         if backend != "ray":
             raise InvalidParameterError(
                 f"address applies to backend='ray' only, got backend={backend!r}"
+            )
+        # what ray.init reads; a malformed one is a ValueError inside Ray after --out is made
+        if not isinstance(address, str) or not re.fullmatch(
+            r"auto|local|\w+://\S+|\S+:\d+", address
+        ):
+            raise InvalidParameterError(
+                f"address must be 'auto', 'local', HOST:PORT or a URL (ray://HOST:PORT), "
+                f"got {address!r}"
             )
     return backend, address, None if workers is None else check_int(workers, "workers", minimum=1)
 

@@ -539,16 +539,22 @@ def given_fields(args: argparse.Namespace, *, cli_defaults: bool = True) -> dict
     return out
 
 
+def unique_keys(pairs: Iterable[Any], option: str) -> dict[str, Any]:
+    """``KEY=VALUE`` pairs as a dict; a key given twice is refused (never the last one wins)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise InvalidParameterError(f"{option} {key} is given twice")
+        out[key] = value
+    return out
+
+
 def given_config(cls: Any, args: argparse.Namespace, sets: Iterable[Any] = ()) -> dict[str, Any]:
     """The config fields of ``cls`` a command line gives: its options (:func:`given_fields`, the
     command line's defaults included) and ``sets`` (``--set KEY=VALUE`` pairs, which replace a
     command-line default). A key set twice, a field given both ways, and (``cls`` a dataclass)
     a key that is no init field are refused."""
-    extra: dict[str, Any] = {}
-    for key, value in sets:
-        if key in extra:
-            raise InvalidParameterError(f"--set {key} is given twice")
-        extra[key] = value
+    extra = unique_keys(sets, "--set")
     is_dc = dataclasses.is_dataclass(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init} if is_dc else {}
     both = sorted(set(given_fields(args, cli_defaults=False)) & set(extra))

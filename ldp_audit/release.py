@@ -337,6 +337,10 @@ def release_many(
         x = _check_values(r.values, "values")
         n = x.shape[0] if x.ndim else 1
         ids = _check_ids(r.agent_ids, n)
+        if r.preprocess is not None and not callable(r.preprocess):
+            raise InvalidParameterError(
+                f"preprocess must be callable or None, got {r.preprocess!r}"
+            )
         if r.preprocess is not None:  # deterministic (a clip): done before the charge so a
             x = _check_values(r.preprocess(x), "preprocess(values)")  # bad value costs nothing
         _check_meta(r.meta, n)  # a bad id array is refused before the charge too
@@ -388,7 +392,9 @@ def release(
         meta: (n,) arrays carried with the rows.
         scope: "local" (per-agent LDP claim) or "central" (DP-SGD).
     """
-    req = ReleaseRequest(values, mechanism, agent_ids, rng, event, preprocess, dict(meta or {}))
+    req = ReleaseRequest(
+        values, mechanism, agent_ids, rng, event, preprocess, {} if meta is None else meta
+    )
     return release_many([req], accountant=accountant, scope=scope)[0]
 
 

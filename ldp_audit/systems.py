@@ -24,6 +24,7 @@ strings that are imported when first used, so listing the systems stays cheap.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import re
 import threading
@@ -438,10 +439,14 @@ class SystemSpec:
             raise RunDirectoryError(
                 f"a {self.name} config must be a JSON object, got {type(d).__name__}"
             )
-        if hasattr(cls, "from_dict"):
-            return cls.from_dict(dict(d))
-        try:
-            return cls(**d)
+        names = [f.name for f in dataclasses.fields(cls)] if dataclasses.is_dataclass(cls) else d
+        unknown = sorted(set(d) - set(names))
+        if unknown:  # a config.json edited by hand (--allow-unverified): named, not a TypeError
+            raise InvalidParameterError(
+                f"a {self.name} config has no field {unknown[0]!r} (fields: {', '.join(names)})"
+            )
+        try:  # a field of the wrong type (tuple(True) in a from_dict): named, not a crash
+            return cls.from_dict(dict(d)) if hasattr(cls, "from_dict") else cls(**d)
         except TypeError as exc:
             raise InvalidParameterError(f"invalid {self.name} config: {exc}") from None
 

@@ -166,3 +166,13 @@ def check_rng(rng: Any, name: str = "rng") -> np.random.Generator:
             f"got {type(rng).__name__}"
         )
     return rng
+
+
+def as_rng(rng: Any, name: str = "rng") -> np.random.Generator:
+    """``rng`` if it is a ``numpy.random.Generator``, else a new one from an int seed (>= 0) or
+    None (fresh entropy); anything else (a negative seed, ``True``, ``'3'``) refused by name."""
+    if rng is None or isinstance(rng, np.random.Generator):
+        return np.random.default_rng(rng)  # a Generator comes back unaltered
+    return np.random.default_rng(
+        check_int(rng, f"{name} (a Generator, an int seed or None)", minimum=0)
+    )

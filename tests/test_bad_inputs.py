@@ -234,6 +234,10 @@ def test_only_nan_and_negative_infinity_are_handed_on_and_then_refused(
         (["audit", "--mechanism", "x", "--domain", "nan:1"], "--domain", False),
         (["audit", "--mechanism", "x", "--domain", "3,3"], "--domain", False),
         (["audit", "--mechanism", "x", "--domain", "1,,2"], "--domain", False),
+        (["train", "frd", "--gravities", "9.7,,9.8"], "--gravities", False),
+        (["reproduce", "frd", "--agents", "2,"], "--agents", False),
+        (["reproduce", "frd", "--ldp-epsilons", "1,,10"], "--ldp-epsilons", False),
+        (["reproduce", "frd", "--ldp-epsilons", " "], "", True),
     ],
     ids=lambda x: str(x)[:60],
 )
@@ -295,6 +299,9 @@ TINY_MEMBERSHIP = ["attack", "membership", "--agents", "25", "--shadow", "2", "-
         (["train", "fedrl", "--sigma", "1e40"], ("sigma",)),
         (["train", "frd", "--threshold", "600"], ("threshold",)),
         (["train", "frd", "--gravities", "9.8,9.8"], ("gravities",)),
+        (["audit", "--mechanism", "laplace", "--epsilon", "1", "--pairs", ""], ("--pairs",)),
+        (["reproduce", "fedrl", "--backend", "ray", "--address", "x"], ("address", "'x'")),
+        (["reproduce", "dprl", "--cache", "/dev/null"], ("cache", "/dev/null")),
     ],
     ids=lambda x: " ".join(x)[:70] if isinstance(x, list) else None,
 )  # fmt: skip
@@ -400,6 +407,48 @@ def test_resume_on_a_different_config_or_a_non_run_is_refused(
     assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == snapshot
 
 
+def test_a_config_json_with_a_field_of_no_config_is_named_not_a_crash(
+    run: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """An edited config.json read with --allow-unverified: the unknown key is named (exit 2),
+    not a TypeError from the config's constructor (exit 3)."""
+    doc = json.loads((run / "config.json").read_text())
+    doc["config"]["nope"] = 1
+    (run / "config.json").write_text(json.dumps(doc))
+    out = str(tmp_path / "a.json")
+    audit = ["audit", "--run-dir", str(run), "--samples", "2000", "--no-progress"]
+    attack = ["attack", "dynamics", "--run-dir", str(run), "--shadow", "2", "--out", out]
+    for argv in (audit, attack):
+        assert_input_error([*argv, "--allow-unverified"], capsys, "'nope'")
+    assert not Path(out).exists()
+
+
+@pytest.mark.parametrize("text", ["[" * 100_000 + "]" * 100_000, '{"x": ' + "9" * 5000 + "}"])
+def test_json_the_parser_cannot_hold_is_named_not_a_crash(
+    text: str, run: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A 100,000-deep array (RecursionError) or a 5,000-digit number (ValueError) in a file
+    handed to a reader: exit 2 naming the file, not exit 3."""
+    f = tmp_path / "x.json"
+    f.write_text(text)
+    assert_input_error(["reproduce", "check", str(f), str(f)], capsys, str(f))
+    assert_input_error(["report", str(run), str(f), "-o", str(tmp_path / "rep")], capsys, str(f))
+    assert not (tmp_path / "rep").exists()
+
+
+@pytest.mark.parametrize(
+    ("name", "d", "needle"),
+    [("frd", {"gravities": True}, "invalid frd config"), ("fedrl", {"methods": 1}, "fedrl"),
+     ("dprl", {"state_box": True}, "dprl"), ("frd", {"nope": 1}, "'nope'")],
+)  # fmt: skip
+def test_a_systems_config_from_dict_refuses_by_name(name: str, d: dict, needle: str) -> None:
+    """What a run's config.json is read through: a wrong type is no TypeError (exit 3)."""
+    from ldp_audit import systems
+
+    with pytest.raises(InvalidParameterError, match=needle):
+        systems.get(name).config_from_dict(d)
+
+
 def test_budget_option_combinations(
     run: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -489,6 +538,7 @@ def test_api_constructors_refuse_by_name(cls: Any, base: dict, field: str, value
         ({"dim": 0}, "dim"),
         ({"dim": 1.5}, "dim"),
         ({"rng": "seed"}, "rng"),
+        ({"rng": -1}, "rng"),
         ({"selection_fraction": 1.5}, "selection_fraction"),
     ],
     ids=lambda x: str(x)[:40],
@@ -517,6 +567,8 @@ def test_audit_arguments_are_type_checked(kwargs: dict, needle: str) -> None:
         (lambda A: A.PoissonSampledEvent(1.5, A.GaussianEvent(1.0)), "sample_rate"),
         (lambda A: A.Accountant(ledger=":memory:").charge(1, A.LaplaceEvent(1.0)), "agent"),
         (lambda A: A.Accountant(ledger=":memory:").charge("a", 1.0), "event"),
+        # SQLite read a NUL id's spend back as 0: a reopened ledger charged it anew
+        (lambda A: A.Accountant(ledger=":memory:").charge("a\x00b", A.LaplaceEvent(1.0)), "NUL"),
         (lambda A: A.Accountant(ledger=":memory:").spent("a", delta=2.0), "delta"),
     ],
     ids=lambda x: "" if callable(x) else str(x),
@@ -544,6 +596,24 @@ def test_a_refused_release_charges_nothing_and_draws_nothing() -> None:
     ):
         with pytest.raises(LdpAuditError):
             release(values, mechanism=mech, accountant=acc, agent_ids=ids, rng=rng)
+    assert acc.agents() == [] and rng.bit_generator.state == state
+
+
+@pytest.mark.parametrize(
+    ("kw", "needle"),
+    [({"meta": [("agent", np.arange(2))]}, "meta"), ({"preprocess": "clip"}, "preprocess")],
+)
+def test_release_keywords_are_type_checked_not_coerced(kw: dict, needle: str) -> None:
+    """A list of pairs is no meta mapping (it was coerced by dict()); a str no preprocess."""
+    from ldp_audit.accountant import Accountant
+    from ldp_audit.mechanisms import Laplace
+    from ldp_audit.release import release
+
+    acc, rng = Accountant(ledger=":memory:"), np.random.default_rng(0)
+    state = rng.bit_generator.state
+    with pytest.raises(InvalidParameterError, match=needle):
+        release(np.zeros((2, 3)), mechanism=Laplace(epsilon=1.0, clip=1.0), accountant=acc,
+                agent_ids=["a", "b"], rng=rng, **kw)  # fmt: skip
     assert acc.agents() == [] and rng.bit_generator.state == state
 
 
@@ -628,6 +698,8 @@ def test_pgc_config_checks_types_by_name(kw: dict, needle: str) -> None:
         (["--mechanism", "bad_inputs_user:Mech", "--param", "out=\"nan\""], ("NaN",)),
         (["--mechanism", "bad_inputs_user:Mech", "--param", "out=\"str\""], ("real numbers",)),
         (["--mechanism", "bad_inputs_user:Mech", "--param", "nope=1"], ("nope",)),
+        (["--mechanism", "bad_inputs_user:Mech", "--param", "epsilon=1", "--param", "epsilon=2"],
+         ("--param epsilon", "twice")),
         (["--mechanism", "bad_inputs_user:NUMBER"], ("epsilon attribute",)),
         (["--mechanism", "bad_inputs_user:"], ("MODULE:ATTR",)),
         (["--mechanism", ":Mech"], ("MODULE:ATTR",)),

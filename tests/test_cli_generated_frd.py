@@ -175,7 +175,7 @@ def test_reproduce_each_option_reaches_its_field(
           "--leak-epsilons", "1"],  # docs/scale-out.md
          {"groups": 2, "max_episodes": 100, "leak_groups": 4, "leak_shadow": 8,
           "leak_epsilons": (1.0,)}),
-        (["--agents", "2,", "--ldp-epsilons", "1,,10"], {"agents": (2,), "ldp_epsilons": (1, 10)}),
+        (["--agents", "2", "--ldp-epsilons", "1,10"], {"agents": (2,), "ldp_epsilons": (1, 10)}),
     ],
 )  # fmt: skip
 def test_reproduce_documented_commands_give_the_same_settings(

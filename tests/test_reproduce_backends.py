@@ -110,7 +110,8 @@ def test_cli_address_without_ray_is_a_usage_error_before_work(tmp_path, capsys):
     [
         ({"backend": "spark"}, "backend must be one of"),
         ({"address": "auto"}, "address applies to backend='ray' only"),
-        ({"backend": "ray", "address": ""}, "address must be a non-empty string"),
+        ({"backend": "ray", "address": ""}, "address must be 'auto', 'local', HOST:PORT"),
+        ({"backend": "ray", "address": "head"}, "address must be 'auto', 'local', HOST:PORT"),
         ({"chunks": 0}, "chunks must be None or an integer >= 1"),
         ({"chunks": True}, "chunks must be None or an integer >= 1"),
     ],

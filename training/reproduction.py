@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.rundir.files import json_real
+from ldp_audit.rundir.files import json_real, read_json
 
 __all__ = [
     "cache_path",
@@ -207,7 +207,7 @@ def read_results(folder: str | os.PathLike[str], what: str = "folder") -> dict[s
             f"{what} must be a report folder or its results.json, got {str(folder)!r}: no "
             "results.json"
         )
-    return json.loads(p.read_text())
+    return read_json(p.parent, p.name)  # RunDirectoryError names an unreadable file
 
 
 def notes_of(folder: str | os.PathLike[str]) -> str | None:

@@ -71,8 +71,9 @@ _BUDGET_RTOL = 1e-9
 
 
 def _check_agent(agent: Any) -> str:
-    if not isinstance(agent, str) or not agent:
-        raise InvalidParameterError(f"agent must be a non-empty string, got {agent!r}")
+    # NUL: SQLite reads such an id's spend back as 0, so a reopened ledger would charge it anew
+    if not isinstance(agent, str) or not agent or "\x00" in agent:
+        raise InvalidParameterError(f"agent must be a non-empty string without NUL, got {agent!r}")
     return agent
 
 
@@ -290,7 +291,7 @@ class Accountant:
             hit = json_of.get(id(event))
             if hit is None or hit[0] is not event:
                 hit = json_of[id(event)] = (event, event_to_json(event))  # validates the event
-            if type(agent) is not str or not agent:
+            if type(agent) is not str or not agent or "\x00" in agent:
                 _check_agent(agent)
             rows.append((agent, hit[1], scope))
         if not rows:

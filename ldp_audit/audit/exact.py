@@ -7,11 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit.audit.mechanism import as_generator
 from ldp_audit.audit.plan import as_pair_list
 from ldp_audit.audit.sampling import privatize_rows
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.validation import check_int
+from ldp_audit.validation import as_rng, check_int
 
 __all__ = ["exact_epsilon"]
 
@@ -56,7 +55,7 @@ def exact_epsilon(
         )
     pair_list = as_pair_list(mechanism, pairs, dim)
     samples = check_int(samples, "samples", minimum=1)
-    gen = as_generator(rng)
+    gen = as_rng(rng)
     delta = float(getattr(mechanism, "delta", 0.0) or 0.0)
     if (
         delta > 0

@@ -96,17 +96,6 @@ def default_pairs(mechanism: Any, dim: int | None = None) -> list[tuple[np.ndarr
     return out
 
 
-def as_generator(rng: Any) -> np.random.Generator:
-    """``rng`` as a Generator: a Generator itself, an int seed or None (fresh entropy)."""
-    if rng is None or (isinstance(rng, (int, np.integer)) and not isinstance(rng, bool)):
-        return np.random.default_rng(rng)
-    if not isinstance(rng, np.random.Generator):
-        raise InvalidParameterError(
-            f"rng must be a numpy.random.Generator, an int seed or None, got {type(rng).__name__}"
-        )
-    return rng
-
-
 def mechanism_label(mechanism: Any) -> str:
     to_config = getattr(mechanism, "to_config", None)
     if callable(to_config):

@@ -16,7 +16,6 @@ import numpy as np
 
 from ldp_audit.audit.mechanism import (
     MAX_DIM,
-    as_generator,
     as_pair,
     check_mechanism,
     default_pairs,
@@ -28,7 +27,7 @@ from ldp_audit.audit.selection import PROFILE_DELTAS, SHARES
 from ldp_audit.audit.statistics import EventIndicator, ScoreStatistic, statistic_list
 from ldp_audit.errors import InvalidParameterError, UserCodeError
 from ldp_audit.stats import POOLED_MAX_ALPHA
-from ldp_audit.validation import check_bool, check_int, check_probability
+from ldp_audit.validation import as_rng, check_bool, check_int, check_probability
 
 __all__ = ["RATIO_TESTS"]
 
@@ -127,7 +126,7 @@ def check_arguments(
             f"statistics: two statistics are named {dup[0]!r}; give each a distinct name "
             "(a name attribute) so the witness says which one it was"
         )
-    rng = as_generator(rng)
+    rng = as_rng(rng)
     ev = check_event(event, v)  # with it: the distribution verdict only
     if ev is not None:
         v.update(float_bits=False, want_profile=False, tradeoff=False, stat_fns=[])

@@ -43,6 +43,7 @@ from ldp_audit.cli.types import (
     key_value,
     show_progress,
 )
+from ldp_audit.config import unique_keys
 from ldp_audit.errors import InvalidParameterError, LdpAuditError, UserCodeError
 from ldp_audit.limits import check_resources
 from ldp_audit.parse import parse_real, real_in
@@ -378,7 +379,7 @@ def build_mechanism(args: argparse.Namespace) -> Any:
             "cannot be used with a MODULE:ATTR mechanism: its own epsilon (and delta) attributes "
             "are the claim; pass arguments to its class or factory with --param KEY=VALUE",
         )
-        return _user_mechanism(name, dict(getattr(args, "param", [])))
+        return _user_mechanism(name, unique_keys(getattr(args, "param", ()), "--param"))
     cls, uses = _USES[name]
     _refuse(
         given, uses, f"cannot be used with --mechanism {name} (it uses {_options(sorted(uses))})"
@@ -447,7 +448,7 @@ def run(args: argparse.Namespace) -> int:
     if args.exact:  # its probe draws 20,000 outputs of each input at once: refused before work
         d = int(args.dim or getattr(mechanism, "dim", 1) or 1)
         check_resources(audit_probe_estimates(d), force=args.force, cli=True)
-    pairs = _user_pairs(args.pairs) if args.pairs else None
+    pairs = _user_pairs(args.pairs) if args.pairs is not None else None
     statistics = [_user_statistic(spec) for spec in args.statistic or ()]
     event = args.event
     if event is not None and isinstance(event[2], str):

@@ -222,7 +222,7 @@ def _check_extras(args: argparse.Namespace) -> list[str]:
     for f in files:
         try:
             doc = json.loads(f.read_text())
-        except (OSError, ValueError, UnicodeDecodeError):
+        except (OSError, ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
             continue  # the report's loader names an unreadable file
         if not isinstance(doc, (dict, list)) or (
             isinstance(doc, dict) and not ({"accuracy", "epsilon_lower_bound"} & set(doc))

@@ -203,6 +203,8 @@ def read_json(path: Any, name: str) -> Any:
         raise RunDirectoryError(
             f"{f}: is not valid JSON ({exc.msg} at line {exc.lineno})"
         ) from None
+    except (ValueError, RecursionError) as exc:  # a 5,000-digit number, a 100,000-deep array
+        raise RunDirectoryError(f"{f}: cannot be read as JSON ({type(exc).__name__})") from None
 
 
 def read_config(path: Any) -> dict[str, Any]:

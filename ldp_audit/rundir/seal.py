@@ -92,7 +92,7 @@ def _read_index(run: Path) -> tuple[list[dict[str, Any]] | None, str | None]:
     check_regular_file(f, INDEX)
     try:
         doc = json.loads(f.read_text())
-    except (OSError, ValueError, UnicodeDecodeError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         return [], f"{f} cannot be read: {exc}"
     if (
         not isinstance(doc, dict)

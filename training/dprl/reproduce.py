@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.dprl.config import ReproduceSettings
 from ldp_audit.training.dprl.reproduce_report import figures, pages
 from ldp_audit.training.dprl.reproduce_runs import audit_table, boxed_epsilon, grid, levels, run_one
@@ -80,6 +81,8 @@ def reproduce(
     from ldp_audit.backends import backend_options, describe_spec, run_tasks
 
     where = backend_options(backend=backend, address=address, workers=workers)  # before work
+    if cache is not None and Path(cache).exists() and not Path(cache).is_dir():
+        raise InvalidParameterError(f"cache must be a folder, got the file {str(cache)!r}")
 
     t0 = time.perf_counter()
     out = Path(out)

@@ -87,7 +87,7 @@ def read_list(maximum: int | None = None, at_least: int = 0) -> Any:
 
         def convert(text: str) -> tuple[Any, ...]:
             try:
-                vals = tuple(read(t, opt) for t in text.split(",") if t.strip())
+                vals = tuple(read(t, opt) for t in text.split(",")) if text.strip() else ()
             except argparse.ArgumentTypeError:
                 vals = None
             if vals is None or len(vals) < least or not all(lo <= v <= hi for v in vals):
