@@ -30,12 +30,18 @@ __all__ = ["estimation_samples", "max_refutable_epsilon", "one_count_epsilon", "
 _MAX_SELECTION = 2_000_000
 
 
-def _den_alpha(confidence: float, event_test: str | None) -> float:
-    """The largest error level an audit spends on one event's denominator bound: the search's
-    share 0.9 of ``1 - confidence`` (its split is chosen among ``SHARES``), a pre-registered
-    event's even split (``search.fixed_event``), or all of it in the event's joint Poisson test."""
-    share = {None: 1.0 - min(SHARES), "poisson": 1.0}.get(event_test, 0.5)
-    return share * (1.0 - confidence)
+def _count_ceiling(k: int, n_est: int, confidence: float, pool: bool, test: str | None) -> float:
+    """The bound at counts (N, k) (every numerator output in the event, ``k`` denominator ones)
+    at the largest error level an audit spends on one event's denominator: the search's share
+    0.9 of ``1 - confidence`` (its split is chosen among ``SHARES``), a pre-registered event's
+    even split (``search.fixed_event``), or all of it in the event's joint Poisson test."""
+    a = {None: 1.0 - min(SHARES), "poisson": 1.0}.get(test, 0.5) * (1.0 - confidence)
+    trials = max(int(n_est), k + 1) * (2 if pool and a < POOLED_MAX_ALPHA else 1)
+    if test == "poisson":
+        return float(poisson_log_ratio_lower(trials, k, a))
+    if k == 0:  # p1_lower <= 1; the Clopper-Pearson upper bound of 0 hits in closed form
+        return -math.log(-math.expm1(math.log(a) / trials))
+    return -math.log(float(clopper_pearson_upper(np.array([float(k)]), float(trials), a)[0]))
 
 
 def max_refutable_epsilon(
@@ -53,11 +59,7 @@ def max_refutable_epsilon(
     ``a = (1 - confidence) / 2`` on the denominator, ``"poisson"`` the whole ``1 - confidence``
     in the joint test (the ceiling is its bound at counts (N, 0)).
     """
-    a = _den_alpha(confidence, event_test)
-    trials = max(int(n_est), 1) * (2 if pool and a < POOLED_MAX_ALPHA else 1)
-    if event_test == "poisson":  # the joint test at counts (N, 0)
-        return float(poisson_log_ratio_lower(trials, 0, a))
-    return -math.log(-math.expm1(math.log(a) / trials))
+    return _count_ceiling(0, n_est, confidence, pool, event_test)
 
 
 def estimation_samples(samples: int, selection_fraction: float = 0.1) -> int:
@@ -78,11 +80,7 @@ def one_count_epsilon(
     tell "never" from "rarely" and no more, so a result that finds no violation there is
     inconclusive (:attr:`AuditResult.inconclusive`). ``event_test``: as there.
     """
-    a = _den_alpha(confidence, event_test)
-    trials = max(int(n_est), 2) * (2 if pool and a < POOLED_MAX_ALPHA else 1)
-    if event_test == "poisson":  # the joint test at counts (N, 1)
-        return float(poisson_log_ratio_lower(trials, 1, a))
-    return -math.log(float(clopper_pearson_upper(np.array([1.0]), float(trials), a)[0]))
+    return _count_ceiling(1, n_est, confidence, pool, event_test)
 
 
 def tightness_ceiling(
@@ -124,11 +122,11 @@ def tightness_ceiling(
     else:
         p1 = 1.0 - np.asarray(curve(p2), dtype=np.float64)
     p1 = np.clip(p1, 0.0, 1.0)
-    best = 0.0
     if poisson and delta == 0.0:
         with np.errstate(all="ignore"):
             pred = poisson_log_ratio_lower(p1 * trials, p2 * trials, alpha_event)
-        return max(best, float(np.max(np.where(np.isfinite(pred), pred, 0.0))))
+        return max(0.0, float(np.max(np.where(np.isfinite(pred), pred, 0.0))))
+    best = 0.0
     for share in (0.5,) if event else SHARES:
         lo = clopper_pearson_lower(p1 * trials, trials, alpha_event * share) - delta
         hi = clopper_pearson_upper(p2 * trials, trials, alpha_event * (1.0 - share))
