@@ -21,10 +21,10 @@ import numpy as np
 import pytest
 
 from ldp_audit import mechanisms as m
-from ldp_audit.audit import audit
+from ldp_audit.audit import audit, max_refutable_epsilon, one_count_epsilon, tightness_ceiling
 from ldp_audit.cli import main
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.stats import clopper_pearson_lower, clopper_pearson_upper
+from ldp_audit.stats import clopper_pearson_lower, clopper_pearson_upper, poisson_log_ratio_lower
 
 
 class Overspending:
@@ -175,8 +175,10 @@ def test_cli_event_refutes_the_broken_mechanism_as_the_api_does(s, event_dir, ca
         ("0;1;nan", "argument --event: --event must be a finite number, got 'nan'"),
         ("0;1;event_cli_mod:NOT_CALLABLE", "--event 'event_cli_mod:NOT_CALLABLE' must name a "
          "function event(outputs, x, x_prime), got int"),
-        ("0;1;no_such_event_mod:f", "--event: cannot import module 'no_such_event_mod'"),
-        ("0;1;event_cli_mod:missing", "--event: module 'event_cli_mod' has no attribute"),
+        ("0;1;no_such_event_mod:f", "--event 'no_such_event_mod:f': importing "
+         "'no_such_event_mod' failed"),
+        ("0;1;event_cli_mod:missing", "--event 'event_cli_mod:missing': 'event_cli_mod' has no "
+         "attribute 'missing'"),
         ("0;0;0", "event: x == x2"),
         ("0;1;0,1", "event: the output set's rows have 2 value(s)"),
     ],
@@ -196,3 +198,55 @@ def test_cli_event_with_search_options_exits_2(event_dir, capsys):
     assert "event: pool= cannot be used" in capsys.readouterr().err
     assert main(["audit", "--run-dir", str(event_dir), "--event", "0;1;0"]) == 2
     assert "--event cannot be used with --run-dir" in capsys.readouterr().err
+
+
+def test_resolution_figures_are_the_events_own():
+    """All samples on one event, half of 1 - confidence on each Clopper-Pearson bound: the event
+    cannot refute a claim at or above its own ceilings (about 0.17 below the search's at
+    confidence 0.95), so k-RR exactly at epsilon 6 with the claim inside that margin is
+    inconclusive, while epsilon 2 stays a plain verdict. Deterministic given the figures (the
+    verdicts below are not violations: a bound above 6 needs a zero count, fixed seed)."""
+    n, kw = 2000, {"samples": 2000, "rng": 0, "event": ([0], [1], [0])}
+    r = audit(m.RandomizedResponse(epsilon=6.0, k=2), **kw)
+    cp_zero, cp_one = clopper_pearson_upper(np.array([0.0, 1.0]), n, 0.025)  # the event's test
+    assert r.max_refutable_epsilon == pytest.approx(-np.log(cp_zero), rel=1e-9)
+    assert r.inconclusive_epsilon == pytest.approx(-np.log(cp_one), rel=1e-9)
+    assert r.inconclusive_epsilon == one_count_epsilon(n, event_test="clopper-pearson")
+    assert r.inconclusive_epsilon <= 6.0 < one_count_epsilon(n)  # inside the old margin
+    assert max_refutable_epsilon(n) - r.max_refutable_epsilon == pytest.approx(0.173, abs=1e-3)
+    assert r.tightness_ceiling == tightness_ceiling(6.0, 0.0, n, 0.05, event=True)
+    assert r.tightness_ceiling < tightness_ceiling(6.0, 0.0, n, 0.05)  # no 0.9 split to choose
+    assert not r.violation and r.inconclusive
+    assert r.distribution.consequence.startswith("INCONCLUSIVE")
+    assert [w for w in r.warnings if w.startswith("inconclusive: ")]
+    # the joint Poisson test spends all of 1 - confidence: its bounds at counts (n, 0), (n, 1)
+    p = audit(m.RandomizedResponse(epsilon=6.0, k=2), **kw, ratio_test="poisson")
+    assert p.max_refutable_epsilon == poisson_log_ratio_lower(n, 0, 0.05)
+    assert p.inconclusive_epsilon == poisson_log_ratio_lower(n, 1, 0.05)
+    assert p.inconclusive_epsilon > 6.0 and not p.inconclusive  # the joint test resolves 6
+    low = audit(m.RandomizedResponse(epsilon=2.0, k=2), **kw)
+    assert not low.violation and not low.inconclusive and not low.warnings
+    assert low.distribution.consequence.startswith("No violation found")
+
+
+RR6 = ["audit", "--mechanism", "rr", "--categories", "2", "--samples", "2000", "--seed", "0"]
+
+
+def test_cli_event_uses_the_events_ceilings(capsys):
+    """Exit 0 with the INCONCLUSIVE text inside the old margin (as the search's inconclusive
+    verdicts); the refusal of a too-large claim at the event's own ceiling: 6.33 is above the
+    Clopper-Pearson event's 6.297 (refused, exit 2) and below the joint Poisson test's 6.503
+    (run: inconclusive, exit 0); the old figure (the search's, 1800 estimation samples) was
+    6.364 for both."""
+    assert main([*RR6, "--epsilon", "6", "--event", "0;1;0", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["inconclusive"] is True and out["violation"] is False
+    assert main([*RR6, "--epsilon", "2", "--event", "0;1;0", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["inconclusive"] is False and out["warnings"] == []
+    assert main([*RR6, "--epsilon", "6.33", "--event", "0;1;0"]) == 2
+    err = capsys.readouterr().err
+    assert "--samples 2000 (2000 estimation samples per input)" in err
+    assert "no bound can exceed 6.3," in err and "Traceback" not in err
+    assert main([*RR6, "--epsilon", "6.33", "--event", "0;1;0", "--ratio-test", "poisson"]) == 0
+    assert "INCONCLUSIVE" in capsys.readouterr().out

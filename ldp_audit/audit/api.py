@@ -158,8 +158,9 @@ def audit(
             this one event and the whole ``1 - confidence`` is spent on it (half on each
             Clopper-Pearson bound; with ``ratio_test="poisson"`` the joint test), which is
             sound for any fixed event (the choice only affects tightness). The result has the
-            distribution verdict only; ``pairs``, ``statistics``, ``sequential``, ``pool`` and
-            ``delta_event`` are refused with it.
+            distribution verdict only, and resolution figures for this one event and test
+            (``max_refutable_epsilon(samples, confidence, event_test=ratio_test)``); ``pairs``,
+            ``statistics``, ``sequential``, ``pool`` and ``delta_event`` are refused with it.
 
     Returns:
         The :class:`AuditResult`.
@@ -303,6 +304,7 @@ def _conclude(
         pool=plan.pool,
         poisson=plan.pois_v,
         curve=claimed_gaussian_curve(mechanism, claimed, delta),
+        event=o.event is not None,
     )
     result = AuditResult(
         epsilon_lower_bound=top.epsilon_lower_bound,
@@ -330,7 +332,9 @@ def _conclude(
         resolution_probability=math.exp(-plan.top_bound),
         max_refutable_epsilon=plan.top_bound,
         statistics=tuple(nm for _, nm in o.stat_fns),
-        inconclusive_epsilon=one_count_epsilon(plan.n_est, o.confidence, plan.pool),
+        inconclusive_epsilon=one_count_epsilon(
+            plan.n_est, o.confidence, plan.pool, o.ratio_test if o.event else None
+        ),
         tightness_ceiling=ceiling,
     )
     return with_inconclusive_texts(result)

@@ -265,7 +265,9 @@ class Plan:
         if o.want_profile:
             profile_deltas = tuple(sorted({*PROFILE_DELTAS, o.delta}))
         warn: list[str] = []
-        top_bound = max_refutable_epsilon(n_est, o.confidence, pool)
+        top_bound = max_refutable_epsilon(
+            n_est, o.confidence, pool, o.ratio_test if o.event else None
+        )
         if o.claimed >= top_bound:
             warn.append(
                 f"a claim of epsilon {o.claimed:.6g} cannot be refuted with {n_est} estimation "

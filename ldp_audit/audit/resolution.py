@@ -30,7 +30,23 @@ __all__ = ["estimation_samples", "max_refutable_epsilon", "one_count_epsilon", "
 _MAX_SELECTION = 2_000_000
 
 
-def max_refutable_epsilon(n_est: int, confidence: float = 0.95, pool: bool = False) -> float:
+def _count_ceiling(k: int, n_est: int, confidence: float, pool: bool, test: str | None) -> float:
+    """The bound at counts (N, k) (every numerator output in the event, ``k`` denominator ones)
+    at the largest error level an audit spends on one event's denominator: the search's share
+    0.9 of ``1 - confidence`` (its split is chosen among ``SHARES``), a pre-registered event's
+    even split (``search.fixed_event``), or all of it in the event's joint Poisson test."""
+    a = {None: 1.0 - min(SHARES), "poisson": 1.0}.get(test, 0.5) * (1.0 - confidence)
+    trials = max(int(n_est), k + 1) * (2 if pool and a < POOLED_MAX_ALPHA else 1)
+    if test == "poisson":
+        return float(poisson_log_ratio_lower(trials, k, a))
+    if k == 0:  # p1_lower <= 1; the Clopper-Pearson upper bound of 0 hits in closed form
+        return -math.log(-math.expm1(math.log(a) / trials))
+    return -math.log(float(clopper_pearson_upper(np.array([float(k)]), float(trials), a)[0]))
+
+
+def max_refutable_epsilon(
+    n_est: int, confidence: float = 0.95, pool: bool = False, event_test: str | None = None
+) -> float:
     """The largest bound :func:`audit` can give with ``n_est`` estimation samples per input.
 
     A bound is ``ln(p1_lower - delta) - ln(p2_upper)`` with ``p1_lower <= 1`` and, at best (a
@@ -38,11 +54,12 @@ def max_refutable_epsilon(n_est: int, confidence: float = 0.95, pool: bool = Fal
     error on the denominator), ``p2_upper = 1 - a^(1 / N)``; so no bound exceeds
     ``-ln(1 - a^(1 / N))`` (about ``ln(N / ln(1 / a))``): a larger claim cannot be refuted at
     this sample size. ``N = 2 n_est`` when ``pool`` (as in :func:`audit`) and pooling applies
-    (``a < 1/4``), else ``n_est``.
+    (``a < 1/4``), else ``n_est``. ``event_test``: the ``ratio_test`` of a pre-registered event
+    (``audit(event=)``, ``n_est = samples``; None: the search): ``"clopper-pearson"`` spends
+    ``a = (1 - confidence) / 2`` on the denominator, ``"poisson"`` the whole ``1 - confidence``
+    in the joint test (the ceiling is its bound at counts (N, 0)).
     """
-    a = (1.0 - min(SHARES)) * (1.0 - confidence)
-    trials = max(int(n_est), 1) * (2 if pool and a < POOLED_MAX_ALPHA else 1)
-    return -math.log(-math.expm1(math.log(a) / trials))
+    return _count_ceiling(0, n_est, confidence, pool, event_test)
 
 
 def estimation_samples(samples: int, selection_fraction: float = 0.1) -> int:
@@ -51,7 +68,9 @@ def estimation_samples(samples: int, selection_fraction: float = 0.1) -> int:
     return samples - n_sel
 
 
-def one_count_epsilon(n_est: int, confidence: float = 0.95, pool: bool = False) -> float:
+def one_count_epsilon(
+    n_est: int, confidence: float = 0.95, pool: bool = False, event_test: str | None = None
+) -> float:
     """The largest bound :func:`audit` can give from an event seen once under the second input.
 
     Like :func:`max_refutable_epsilon` with one denominator count instead of none:
@@ -59,11 +78,9 @@ def one_count_epsilon(n_est: int, confidence: float = 0.95, pool: bool = False) 
     at the largest error share ``a = 0.9 (1 - confidence)``. A claim at or above it can be
     refuted at this sample size only by an event *never* seen under M(x2): the audit can then
     tell "never" from "rarely" and no more, so a result that finds no violation there is
-    inconclusive (:attr:`AuditResult.inconclusive`).
+    inconclusive (:attr:`AuditResult.inconclusive`). ``event_test``: as there.
     """
-    a = (1.0 - min(SHARES)) * (1.0 - confidence)
-    trials = max(int(n_est), 2) * (2 if pool and a < POOLED_MAX_ALPHA else 1)
-    return -math.log(float(clopper_pearson_upper(np.array([1.0]), float(trials), a)[0]))
+    return _count_ceiling(1, n_est, confidence, pool, event_test)
 
 
 def tightness_ceiling(
@@ -75,6 +92,7 @@ def tightness_ceiling(
     pool: bool = False,
     poisson: bool = False,
     curve: Callable[[np.ndarray], np.ndarray] | None = None,
+    event: bool = False,
 ) -> float:
     """The largest bound an audit with ``n_est`` estimation samples per input and one event's
     error level ``alpha_event`` could report, at expected counts, for a mechanism that sits
@@ -93,7 +111,8 @@ def tightness_ceiling(
 
     ``curve``: the claimed f-DP trade-off function ``beta = f(alpha)`` when the claim is a
     curve (a Gaussian's ``G_mu``): then ``p1 = 1 - f(p2)``, the boundary of that mechanism
-    exactly at its claim, instead of the (epsilon, delta) region's.
+    exactly at its claim, instead of the (epsilon, delta) region's. ``event``: a pre-registered
+    event's even split only (``audit(event=)``), not the search's choice among ``SHARES``.
     """
     trials = float(max(int(n_est), 1) * (2 if pool else 1))
     c = math.exp(min(float(claimed), 700.0))
@@ -103,12 +122,12 @@ def tightness_ceiling(
     else:
         p1 = 1.0 - np.asarray(curve(p2), dtype=np.float64)
     p1 = np.clip(p1, 0.0, 1.0)
-    best = 0.0
     if poisson and delta == 0.0:
         with np.errstate(all="ignore"):
             pred = poisson_log_ratio_lower(p1 * trials, p2 * trials, alpha_event)
-        return max(best, float(np.max(np.where(np.isfinite(pred), pred, 0.0))))
-    for share in SHARES:
+        return max(0.0, float(np.max(np.where(np.isfinite(pred), pred, 0.0))))
+    best = 0.0
+    for share in (0.5,) if event else SHARES:
         lo = clopper_pearson_lower(p1 * trials, trials, alpha_event * share) - delta
         hi = clopper_pearson_upper(p2 * trials, trials, alpha_event * (1.0 - share))
         with np.errstate(all="ignore"):

@@ -509,8 +509,9 @@ def _refuse_untestable_claim(args: argparse.Namespace, claim: float) -> None:
         )
         where = f"any stage of the --sequential budget {args.samples}"
     else:
-        n_est = estimation_samples(args.samples)
-        ceiling = max_refutable_epsilon(n_est, args.confidence, args.pool)
+        test = args.ratio_test if args.event else None  # an event: every sample estimates
+        n_est = args.samples if test else estimation_samples(args.samples)
+        ceiling = max_refutable_epsilon(n_est, args.confidence, args.pool, test)
         where = f"--samples {args.samples} ({n_est} estimation samples per input)"
     if claim >= ceiling:
         which = "--epsilon" if hasattr(args, "epsilon") else "the mechanism's epsilon"
