@@ -70,6 +70,7 @@ __all__ = [
     "option_name",
     "add_arguments",
     "from_args",
+    "config_from_dict",
     "given_config",
     "given_fields",
 ]
@@ -576,3 +577,42 @@ def from_args(cls: type, args: argparse.Namespace, **extra: Any) -> Any:
     ``cli_default``; ``extra`` replaces that one). A field given twice is refused
     (:func:`given_config`). The config's own validation runs as usual, before any work."""
     return cls(**given_config(cls, args, extra.items()))
+
+
+def _tuples(v: Any, tp: Any) -> Any:
+    """JSON's list ``v`` as the tuple a field of type ``tp`` (``tuple[...]``, nested, or ``|
+    None``) holds; any other value as it is (the config's own checks judge it)."""
+    tp = _unwrap_optional(tp)[0]
+    if not isinstance(v, list) or typing.get_origin(tp) is not tuple:
+        return v
+    return tuple(_tuples(x, typing.get_args(tp)[0]) for x in v)
+
+
+def config_from_dict(cls: Any, d: Any, **inf: Any) -> Any:
+    """The dataclass config ``cls`` of a JSON dict ``d`` (its ``to_dict()``, a run's
+    ``config.json`` ``"config"``): JSON lists become the tuples the fields hold and the string
+    ``"inf"`` of a field named in ``inf`` its value there (``epsilon=math.inf``); nothing else is
+    converted. A non-mapping, a key that is no field, a missing required field, and a value the
+    config's own checks refuse (or a raw ``TypeError``) are refused naming the class, the key
+    and the value (InvalidParameterError)."""
+    name = cls.__name__
+    if not isinstance(d, Mapping):
+        raise InvalidParameterError(f"a {name} must be read from a dict, got {d!r}")
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    bad = [k for k in d if k not in fields]
+    if bad:
+        raise InvalidParameterError(
+            f"{name} has no field {bad[0]!r} (given {d[bad[0]]!r}); fields: {', '.join(fields)}"
+        )
+    for k, f in fields.items():
+        if k not in d and f.default is f.default_factory is dataclasses.MISSING:
+            raise InvalidParameterError(f"{name} needs the field {k!r}, which is missing")
+    hints = typing.get_type_hints(cls)
+    kw = {k: _tuples(v, hints[k]) for k, v in d.items()}
+    kw |= {k: inf[k] for k in inf if isinstance(d.get(k), str) and d[k] == "inf"}
+    try:
+        return cls(**kw)
+    except InvalidParameterError as exc:
+        raise type(exc)(f"{name}: {exc}") from exc
+    except TypeError as exc:
+        raise InvalidParameterError(f"{name}: {exc} (given {d!r})") from None

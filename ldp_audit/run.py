@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from ldp_audit.config import config_from_dict
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.release import Transcript, release
 from ldp_audit.systems import ArraySpec, SystemSpec, TrainResult, TranscriptSchema
@@ -57,7 +58,7 @@ def _check_private(private: Any) -> dict[str, Any] | None:
         return None
     if not isinstance(private, Mapping):
         raise InvalidParameterError(
-            f"private must be a dict with name and values, got {type(private).__name__}"
+            f"private must be a dict (private_parameter) with name and values, got {private!r}"
         )
     name = private.get("name")
     if not isinstance(name, str) or not name:
@@ -95,8 +96,9 @@ class OwnLoopConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.system, str) or not self.system.strip():
             raise InvalidParameterError(f"system must be a non-empty str, got {self.system!r}")
-        if not isinstance(self.params, Mapping):
-            raise InvalidParameterError(f"config must be a dict, got {type(self.params).__name__}")
+        for name in ("params", "mechanism"):
+            if not isinstance(getattr(self, name), Mapping):
+                raise InvalidParameterError(f"{name} must be a dict, got {getattr(self, name)!r}")
         object.__setattr__(self, "private_parameter", _check_private(self.private_parameter))
 
     def to_dict(self) -> dict[str, Any]:
@@ -109,7 +111,7 @@ class OwnLoopConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> OwnLoopConfig:
-        return cls(**d)
+        return config_from_dict(cls, d)
 
     def make_mechanism(self) -> Any:
         from ldp_audit.mechanisms import from_config

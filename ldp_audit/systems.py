@@ -24,7 +24,6 @@ strings that are imported when first used, so listing the systems stays cheap.
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import re
 import threading
@@ -35,6 +34,7 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
+from ldp_audit.config import config_from_dict
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError, UserCodeError
 
 __all__ = [
@@ -434,20 +434,10 @@ class SystemSpec:
         return cls
 
     def config_from_dict(self, d: Mapping[str, Any]) -> Any:
-        cls = self.config_class
-        if not isinstance(d, Mapping):
-            raise RunDirectoryError(
-                f"a {self.name} config must be a JSON object, got {type(d).__name__}"
-            )
-        names = [f.name for f in dataclasses.fields(cls)] if dataclasses.is_dataclass(cls) else d
-        unknown = sorted(set(d) - set(names))
-        if unknown:  # a config.json edited by hand (--allow-unverified): named, not a TypeError
-            raise InvalidParameterError(
-                f"a {self.name} config has no field {unknown[0]!r} (fields: {', '.join(names)})"
-            )
-        try:  # a field of the wrong type (tuple(True) in a from_dict): named, not a crash
-            return cls.from_dict(dict(d)) if hasattr(cls, "from_dict") else cls(**d)
-        except TypeError as exc:
+        cls = self.config_class  # a config.json edited by hand (--allow-unverified): named
+        try:
+            return cls.from_dict(d) if hasattr(cls, "from_dict") else config_from_dict(cls, d)
+        except TypeError as exc:  # a user's from_dict
             raise InvalidParameterError(f"invalid {self.name} config: {exc}") from None
 
     def _cfg(self, cfg: Any) -> Any:

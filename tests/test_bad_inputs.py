@@ -438,8 +438,10 @@ def test_json_the_parser_cannot_hold_is_named_not_a_crash(
 
 @pytest.mark.parametrize(
     ("name", "d", "needle"),
-    [("frd", {"gravities": True}, "invalid frd config"), ("fedrl", {"methods": 1}, "fedrl"),
-     ("dprl", {"state_box": True}, "dprl"), ("frd", {"nope": 1}, "'nope'")],
+    [("frd", {"gravities": True}, "FrdConfig: gravities .*True"),
+     ("fedrl", {"methods": 1}, "FedRLConfig: methods .*1"),
+     ("dprl", {"state_box": True}, "DprlConfig: state_box .*True"),
+     ("frd", {"nope": 1}, "FrdConfig has no field 'nope'")],
 )  # fmt: skip
 def test_a_systems_config_from_dict_refuses_by_name(name: str, d: dict, needle: str) -> None:
     """What a run's config.json is read through: a wrong type is no TypeError (exit 3)."""

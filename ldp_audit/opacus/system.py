@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ldp_audit.config import config_from_dict
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.opacus.attach import CanaryAudit
 from ldp_audit.opacus.canaries import ALGORITHM, CANARY_KINDS, NOISE_SKETCH
@@ -96,11 +97,7 @@ class OpacusRunConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> OpacusRunConfig:
-        known = {f.name for f in fields(cls)}
-        bad = sorted(set(d) - known)
-        if bad:
-            raise InvalidParameterError(f"unknown opacus config keys {bad}; known: {sorted(known)}")
-        return cls(**d)
+        return config_from_dict(cls, d)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -7,12 +7,12 @@ trains a config; this module has no torch import.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
-from ldp_audit.config import bounds
+from ldp_audit.config import bounds, config_from_dict
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.device import DEVICES
 from ldp_audit.training.reproduction import check_fields
@@ -304,17 +304,8 @@ class DprlConfig:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> DprlConfig:
         """The config of :meth:`to_dict` (a run's config.json); a key that is not a field (a
-        misspelt one) is refused, naming it: every config.json written has exactly the fields."""
-        names = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - names)
-        if unknown:
-            raise InvalidParameterError(
-                f"unknown DprlConfig keys {unknown}; known: {sorted(names)}"
-            )
-        kw = dict(d)
-        if kw.get("state_box") is not None:
-            kw["state_box"] = tuple(tuple(b) for b in kw["state_box"])
-        return cls(**kw)
+        misspelt one) is refused, naming it (:func:`ldp_audit.config.config_from_dict`)."""
+        return config_from_dict(cls, d)
 
 
 #: the presets of ``--dqn-preset`` (the keys of

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ldp_audit.config import bounds
+from ldp_audit.config import bounds, config_from_dict
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.device import DEVICES
 from ldp_audit.training.fedrl.gridworld import MEETING_RULES, N_ACTIONS, check_size
@@ -136,10 +136,5 @@ class FedRLConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> FedRLConfig:
-        d = dict(d)
-        if "methods" in d:
-            d["methods"] = tuple(d["methods"])
-        try:
-            return cls(**d)
-        except TypeError as exc:
-            raise InvalidParameterError(f"invalid FedRL config: {exc}") from None
+        """Inverse of :meth:`to_dict` (:func:`ldp_audit.config.config_from_dict`)."""
+        return config_from_dict(cls, d)

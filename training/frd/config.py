@@ -9,7 +9,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ldp_audit.config import bounds
+from ldp_audit.config import bounds, config_from_dict
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.device import DEVICES
 from ldp_audit.training.reproduction import check_fields
@@ -321,13 +321,9 @@ class FrdConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> FrdConfig:
-        d = dict(d)
-        for k in ("proxy_dims", "gravities", "state_low", "state_high", "private_values"):
-            if k in d:
-                d[k] = tuple(d[k])
-        if d.get("ldp_epsilon") == "inf":
-            d["ldp_epsilon"] = None
-        return cls(**d)
+        """Inverse of :meth:`to_dict` (:func:`ldp_audit.config.config_from_dict`; an
+        ``ldp_epsilon`` of "inf" reads as None)."""
+        return config_from_dict(cls, d, ldp_epsilon=None)
 
 
 @functools.cache

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit.config import bounds
+from ldp_audit.config import bounds, config_from_dict
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.cartpole import PAPER_GRAVITIES
 from ldp_audit.training.pgc_a3c.model import DIM
@@ -108,14 +108,6 @@ class SharedFields:
         if math.isinf(d["epsilon"]):
             d["epsilon"] = "inf"
         return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
-
-
-def from_json_dict(d: dict[str, Any]) -> dict[str, Any]:
-    """A copy of a config's JSON dict with epsilon "inf" read back as math.inf."""
-    d = dict(d)
-    if d.get("epsilon") == "inf":
-        d["epsilon"] = math.inf
-    return d
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -265,8 +257,8 @@ class PgcA3cConfig(SharedFields):
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> PgcA3cConfig:
-        """Inverse of :meth:`to_dict` (the gravity lists become tuples when checked)."""
-        return cls(**from_json_dict(d))
+        """Inverse of :meth:`to_dict` (:func:`ldp_audit.config.config_from_dict`)."""
+        return config_from_dict(cls, d, epsilon=math.inf)
 
 
 @dataclass

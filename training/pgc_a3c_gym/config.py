@@ -7,16 +7,17 @@ Part of :mod:`ldp_audit.training.pgc_a3c_gym` (overview in
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ldp_audit.config import bounds
+from ldp_audit.config import bounds, config_from_dict
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.gym_envs import EnvInfo, check_private_param, import_env_module
 
 # the config checks and paper defaults shared with the CartPole engine
-from ldp_audit.training.pgc_a3c.config import SharedFields, from_json_dict
+from ldp_audit.training.pgc_a3c.config import SharedFields
 from ldp_audit.training.pgc_a3c_gym.model import Network
 
 __all__ = ["ALGORITHM", "GymPgcConfig", "config_from_run"]
@@ -117,16 +118,15 @@ class GymPgcConfig(SharedFields):
         its ``env_module`` must already be imported (see :func:`config_from_run`)."""
         import sys
 
-        d = from_json_dict(d)
-        mod = d.get("env_module")
-        if mod is not None and mod not in sys.modules:
+        mod = d.get("env_module") if isinstance(d, Mapping) else None
+        if isinstance(mod, str) and mod not in sys.modules:
             raise InvalidParameterError(
-                f"this config's environment is registered by the module {mod!r}, which is not "
-                f"imported; import it first (CLI: --env-module {mod}, e.g. `ldp-audit attack "
-                f"dynamics --run-dir RUN --env-module {mod}`): a config read from a run "
-                "directory never imports code by itself"
+                f"{cls.__name__}: this config's environment is registered by the module "
+                f"{mod!r}, which is not imported; import it first (CLI: --env-module {mod}, e.g. "
+                f"`ldp-audit attack dynamics --run-dir RUN --env-module {mod}`): a config read "
+                "from a run directory never imports code by itself"
             )
-        return cls(**d)
+        return config_from_dict(cls, d, epsilon=math.inf)
 
 
 def config_from_run(doc: dict[str, Any], env_module: str | None = None) -> GymPgcConfig:
