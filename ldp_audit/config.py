@@ -71,6 +71,7 @@ __all__ = [
     "add_arguments",
     "from_args",
     "config_from_dict",
+    "config_to_dict",
     "given_config",
     "given_fields",
 ]
@@ -586,6 +587,16 @@ def _tuples(v: Any, tp: Any) -> Any:
     if not isinstance(v, list) or typing.get_origin(tp) is not tuple:
         return v
     return tuple(_tuples(x, typing.get_args(tp)[0]) for x in v)
+
+
+def _lists(v: Any) -> Any:
+    return [_lists(x) for x in v] if isinstance(v, tuple) else v
+
+
+def config_to_dict(cfg: Any) -> dict[str, Any]:
+    """``dataclasses.asdict(cfg)`` with its tuples (nested ones too) as lists: the JSON form
+    :func:`config_from_dict` reads back."""
+    return {k: _lists(v) for k, v in dataclasses.asdict(cfg).items()}
 
 
 def config_from_dict(cls: Any, d: Any, **inf: Any) -> Any:

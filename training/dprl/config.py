@@ -7,12 +7,12 @@ trains a config; this module has no torch import.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from ldp_audit.config import bounds, config_from_dict
+from ldp_audit.config import bounds, config_from_dict, config_to_dict
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.device import DEVICES
 from ldp_audit.training.reproduction import check_fields
@@ -296,10 +296,7 @@ class DprlConfig:
         return {"name": "none"}
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        if d["state_box"] is not None:
-            d["state_box"] = [list(b) for b in d["state_box"]]
-        return d
+        return config_to_dict(self)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> DprlConfig:

@@ -4,10 +4,10 @@ methods it trains (:data:`METHODS`, the rows of Table 1 :data:`TABLE_ROWS`).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
-from ldp_audit.config import bounds, config_from_dict
+from ldp_audit.config import bounds, config_from_dict, config_to_dict
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.device import DEVICES
 from ldp_audit.training.fedrl.gridworld import MEETING_RULES, N_ACTIONS, check_size
@@ -130,9 +130,7 @@ class FedRLConfig:
         return TargetMechanism(self.target_sigma, self.clip_targets, self.delta)
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["methods"] = list(self.methods)
-        return d
+        return config_to_dict(self)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> FedRLConfig:

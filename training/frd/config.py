@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
-from ldp_audit.config import bounds, config_from_dict
+from ldp_audit.config import bounds, config_from_dict, config_to_dict
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.device import DEVICES
 from ldp_audit.training.reproduction import check_fields
@@ -310,9 +310,7 @@ class FrdConfig:
     def to_dict(self) -> dict[str, Any]:
         """JSON-able fields; a gravity run leaves out ``private_param`` / ``private_values``
         and a CPU run ``device`` (its config.json is what it was before they existed)."""
-        d = asdict(self)
-        for k in ("proxy_dims", "gravities", "state_low", "state_high", "private_values"):
-            d[k] = list(d[k])
+        d = config_to_dict(self)
         if self.private_param == "gravity":
             del d["private_param"], d["private_values"]
         if self.device == "cpu":

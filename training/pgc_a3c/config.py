@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import math
 import sys
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
 
-from ldp_audit.config import bounds, config_from_dict
+from ldp_audit.config import bounds, config_from_dict, config_to_dict
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.cartpole import PAPER_GRAVITIES
 from ldp_audit.training.pgc_a3c.model import DIM
@@ -104,10 +104,8 @@ class SharedFields:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able dict (inf epsilon as the string "inf", tuples as lists)."""
-        d = asdict(self)  # type: ignore[call-overload]
-        if math.isinf(d["epsilon"]):
-            d["epsilon"] = "inf"
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
+        d = config_to_dict(self)
+        return d | {"epsilon": "inf"} if math.isinf(d["epsilon"]) else d
 
 
 @dataclass(frozen=True, kw_only=True)
