@@ -173,6 +173,8 @@ def as_rng(rng: Any, name: str = "rng") -> np.random.Generator:
     None (fresh entropy); anything else (a negative seed, ``True``, ``'3'``) refused by name."""
     if rng is None or isinstance(rng, np.random.Generator):
         return np.random.default_rng(rng)  # a Generator comes back unaltered
-    return np.random.default_rng(
-        check_int(rng, f"{name} (a Generator, an int seed or None)", minimum=0)
-    )
+    if isinstance(rng, bool) or not isinstance(rng, (int, np.integer)) or rng < 0:
+        raise InvalidParameterError(
+            f"{name} must be a numpy.random.Generator, an int seed >= 0 or None, got {rng!r}"
+        )
+    return np.random.default_rng(rng)
