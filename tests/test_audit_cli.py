@@ -107,6 +107,8 @@ def test_user_module_mechanism_and_pairs(tmp_path, monkeypatch, capsys):
         (["--mechanism", "nocolon"], "MODULE:ATTR"),
         (["--mechanism", "json:dumps", "--samples", "5000"], "zero-argument factory"),
         (["--mechanism", "json:decoder", "--samples", "5000"], "mechanism must have"),
+        # a MODULE:ATTR that is no mechanism: the message names the option and the text given
+        (["--mechanism", "math:pi"], "--mechanism 'math:pi': mechanism must have an epsilon"),
     ],
 )
 def test_usage_errors_exit_2(argv, message, capsys):

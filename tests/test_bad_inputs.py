@@ -582,6 +582,71 @@ def test_accountant_api_refuses_by_name(call: Any, needle: str) -> None:
         call(A)
 
 
+_EV = '{"epsilon": 1.0, "type": "laplace"}'
+
+
+@pytest.mark.parametrize(
+    ("call", "needle"),
+    [
+        (lambda a, A: a.charge_many(None), "charges must be an iterable .* got None"),
+        (lambda a, A: a.charge("\ud800", A.LaplaceEvent(1.0)), r"agent id .* '\\ud800'"),
+        (
+            lambda a, A: a.charge_many(
+                [("a", A.LaplaceEvent(1.0)), ("b\udfff", A.LaplaceEvent(1.0))]
+            ),
+            r"agent id .* 'b\\udfff'",
+        ),
+        (lambda a, A: a.spent("\ud800"), "agent id"),
+        (lambda a, A: A.Accountant(ledger=a.ledger, run_id="r\ud800"), "run_id"),
+        (lambda a, A: a.ledger.append([("a\x00b", _EV)]), r"agent id .* 'a\\x00b'"),
+        (lambda a, A: a.ledger.append([("a", "\ud800")]), "event_json"),
+        (lambda a, A: a.ledger.append([("a", _EV)], run_id="\ud800"), "run_id"),
+        (lambda a, A: a.ledger.set_meta("k\ud800", "v"), "metadata key"),
+        (lambda a, A: a.ledger.set_meta("k", "\ud800"), "metadata value"),
+        (lambda a, A: a.ledger.history("x\x00y"), "agent id"),
+    ],
+    ids=lambda x: "" if callable(x) else str(x),
+)
+def test_ledger_text_sqlite_cannot_hold_is_refused_by_name(
+    tmp_path: Path, call: Any, needle: str
+) -> None:
+    """A lone surrogate raised a raw UnicodeEncodeError from SQLite or the chain's hash; a NUL
+    id reads back as the id before its NUL (SQLite's json_each): refused, nothing written."""
+    from ldp_audit import accountant as A
+
+    acc = A.Accountant(ledger=str(tmp_path / "l.sqlite"))
+    with pytest.raises(InvalidParameterError, match=needle):
+        call(acc, A)
+    assert len(acc.ledger) == 0 and acc.ledger.verify()["ok"]
+
+
+def test_an_old_ledgers_nul_agent_is_accounted_not_read_as_zero(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ledger written before NUL ids were refused (an older version; here: the row check
+    switched off) holds its rows in full: every full read counts them, and a per-agent read,
+    which would have read 0 spend, refuses the id, so no budget is bypassed."""
+    from ldp_audit import accountant as A
+    from ldp_audit.accountant import ledger as ledger_mod
+
+    path = str(tmp_path / "old.sqlite")
+    with monkeypatch.context() as m:
+        m.setattr(ledger_mod, "check_rows", lambda rows, run_id: list(rows))
+        with A.Ledger(path) as old:
+            old.append([("x\x00y", _EV, "local"), ("x\x00y", _EV, "local"), ("x", _EV, "local")])
+    acc = A.Accountant(ledger=A.Ledger(path, verify="full"), budget=1.5)
+    assert acc.spent_all() == {"x\x00y": 2.0, "x": 1.0}
+    assert acc.ledger.verify()["ok"] and acc.agents() == ["x", "x\x00y"]
+    for call in (
+        lambda: acc.charge("x\x00y", A.LaplaceEvent(0.1)),
+        lambda: acc.spent("x\x00y"),
+        lambda: acc.ledger.has_agent("x\x00y"),
+    ):
+        with pytest.raises(InvalidParameterError, match="NUL"):
+            call()
+    assert acc.spent("x") == 1.0 and len(acc.ledger) == 3
+
+
 def test_a_refused_release_charges_nothing_and_draws_nothing() -> None:
     from ldp_audit.accountant import Accountant
     from ldp_audit.mechanisms import Laplace

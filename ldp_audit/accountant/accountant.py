@@ -38,7 +38,7 @@ from typing import Any
 from ldp_audit.accountant.composition import check_delta, filter_epsilon
 from ldp_audit.accountant.events import DpEvent, event_to_json
 from ldp_audit.accountant.ledger import Ledger
-from ldp_audit.accountant.ledger_format import SCOPES, AgentState, check_scope
+from ldp_audit.accountant.ledger_format import SCOPES, AgentState, check_scope, check_text
 from ldp_audit.accountant.methods import (
     ALL_METHODS,
     METHODS,
@@ -68,13 +68,6 @@ _BUDGET_METHODS = (*ALL_METHODS, "filter")
 _ADAPTIVE_METHODS = ("basic", "filter")
 # Relative slack of the budget check so that T charges of total/T fit into total exactly.
 _BUDGET_RTOL = 1e-9
-
-
-def _check_agent(agent: Any) -> str:
-    # NUL: SQLite reads such an id's spend back as 0, so a reopened ledger would charge it anew
-    if not isinstance(agent, str) or not agent or "\x00" in agent:
-        raise InvalidParameterError(f"agent must be a non-empty string without NUL, got {agent!r}")
-    return agent
 
 
 @dataclass(frozen=True)
@@ -191,8 +184,8 @@ class Accountant:
             budgets[name] = b
         if not isinstance(adaptive, bool):
             raise InvalidParameterError(f"adaptive must be True or False, got {adaptive!r}")
-        if run_id is not None and not isinstance(run_id, str):
-            raise InvalidParameterError(f"run_id must be a string or None, got {run_id!r}")
+        if run_id is not None:
+            check_text(run_id, "run_id")
         if ledger is None:
             ledger = Ledger(":memory:")
         elif not isinstance(ledger, Ledger):
@@ -275,6 +268,10 @@ class Accountant:
             BudgetExceeded: some agent would exceed the budget; nothing of the batch is recorded.
         """
         scope = check_scope(scope)
+        if not isinstance(charges, Iterable):
+            raise InvalidParameterError(
+                f"charges must be an iterable of (agent, event) pairs, got {charges!r}"
+            )
         rows: list[tuple[str, str, str]] = []
         # JSON per event object, by identity (a trainer charges the same event object at every
         # step); the memo holds the event, so its id cannot be reused while it is cached.
@@ -291,8 +288,8 @@ class Accountant:
             hit = json_of.get(id(event))
             if hit is None or hit[0] is not event:
                 hit = json_of[id(event)] = (event, event_to_json(event))  # validates the event
-            if type(agent) is not str or not agent or "\x00" in agent:
-                _check_agent(agent)
+            if type(agent) is not str or not agent or "\x00" in agent or not agent.isascii():
+                check_text(agent, "agent id", agent=True)
             rows.append((agent, hit[1], scope))
         if not rows:
             return 0
@@ -371,7 +368,7 @@ class Accountant:
 
     def spent_detail(self, agent: str, *, delta: float = 0.0, method: str = "best") -> SpentDetail:
         """Like ``spent`` with the winning method, every method's value and the remaining budget."""
-        agent = _check_agent(agent)
+        agent = check_text(agent, "agent id", agent=True)
         delta = check_delta(delta)
         method = check_method(method)
         st = self.ledger.states([agent]).get(agent) or AgentState()
@@ -417,7 +414,7 @@ class Accountant:
             raise InvalidParameterError(
                 f"remaining() needs a {scope} budget; this accountant has none"
             )
-        out = self._remaining(_check_agent(agent), scope)
+        out = self._remaining(check_text(agent, "agent id", agent=True), scope)
         if out is None:
             raise InvalidParameterError(
                 f"the {scope} budget's method cannot compose the history of agent {agent!r}"
@@ -480,16 +477,13 @@ class Accountant:
         for scope in SCOPES:
             detail = self.spent_all_detail(delta=delta, method=method, scope=scope)
             winners: Counter[str] = Counter(w for _, w in detail.values())
-            if detail:
-                top = max(detail, key=lambda a: detail[a][0])
-                out[scope] = {
-                    "agents": len(detail),
-                    "max_epsilon": detail[top][0],
-                    "max_agent": top,
-                    "methods": dict(winners),
-                }
-            else:
-                out[scope] = {"agents": 0, "max_epsilon": 0.0, "max_agent": None, "methods": {}}
+            top = max(detail, key=lambda a: detail[a][0], default=None)
+            out[scope] = {
+                "agents": len(detail),
+                "max_epsilon": detail[top][0] if detail else 0.0,
+                "max_agent": top,
+                "methods": dict(winners),
+            }
         for name in ("budget", "central_budget"):
             b = getattr(self, name)
             out[name] = None if b is None else b.to_dict()

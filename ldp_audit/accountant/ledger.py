@@ -58,6 +58,7 @@ from ldp_audit.accountant.ledger_format import (
     _head_msg,
     _meta_digest,
     check_rows,
+    check_text,
 )
 from ldp_audit.accountant.ledger_queries import LedgerQueries
 from ldp_audit.accountant.ledger_replay import Replay
@@ -399,6 +400,8 @@ class Ledger(LedgerQueries):
     def _put_meta(self, key: str, value: str, *, once: bool) -> str:
         if not isinstance(key, str) or key in RESERVED_META:
             raise InvalidParameterError(f"key must not be a reserved metadata key, got {key!r}")
+        check_text(key, "metadata key")
+        check_text(value, "metadata value")
         store, sealed = self._store, self._rows is not None  # a row store's metadata is sealed
         with self._lock, self.transaction() if sealed else store.write():
             if sealed:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -39,6 +40,7 @@ __all__ = [
     "LedgerSchemaError",
     "integrity_error",
     "check_scope",
+    "check_text",
     "check_rows",
 ]
 
@@ -81,21 +83,34 @@ def check_scope(scope: Any) -> str:
     return str(scope)
 
 
+#: What SQLite and the chain's hash cannot hold: surrogates (not UTF-8); in an agent id, NUL too
+#: (the per-agent lookup, SQLite's ``json_each``, ends "x\\u0000y" at NUL: docs/accountant.md).
+_NOT_UTF8 = re.compile("[\ud800-\udfff]")
+_BAD_ID = re.compile("[\x00\ud800-\udfff]")
+
+
+def check_text(value: Any, name: str, *, agent: bool = False) -> str:
+    """``value`` if the ledger can store it: a str without surrogates; an agent id (``agent``)
+    also non-empty and without NUL."""
+    bad = _BAD_ID if agent else _NOT_UTF8
+    if not isinstance(value, str) or bad.search(value) or (agent and not value):
+        what = "a non-empty string without NUL or" if agent else "a string without"
+        raise InvalidParameterError(f"{name} must be {what} lone surrogates, got {value!r}")
+    return value
+
+
 def check_rows(
     rows: Iterable[tuple[str, str]] | Iterable[tuple[str, str, str]], run_id: str | None
 ) -> list[tuple[str, str, str]]:
     """Raw ``(agent, event_json[, scope])`` rows as ``(agent, event, scope)`` (scope "local" when
-    left out), refused with a message naming the row unless well typed."""
+    left out), refused with a message naming the field unless well typed (``check_text``)."""
     norm = []
     for row in rows:
-        agent, event = row[0], row[1]
-        if not isinstance(agent, str) or not isinstance(event, str) or not agent:
-            raise InvalidParameterError(
-                f"rows must be (agent: str, event_json: str[, scope]), got {row!r}"
-            )
+        agent = check_text(row[0], "agent id in rows", agent=True)
+        event = check_text(row[1], "event_json in rows")
         norm.append((agent, event, check_scope(row[2] if len(row) > 2 else "local")))
-    if run_id is not None and not isinstance(run_id, str):
-        raise InvalidParameterError(f"run_id must be a string or None, got {run_id!r}")
+    if run_id is not None:
+        check_text(run_id, "run_id")
     return norm
 
 

@@ -26,6 +26,7 @@ from ldp_audit.accountant.ledger_format import (
     AgentState,
     LedgerIntegrityError,
     _meta_digest,
+    check_text,
     integrity_error,
 )
 from ldp_audit.accountant.ledger_store import CountStore, LedgerStore, RowStore
@@ -171,6 +172,8 @@ class LedgerQueries:
 
     def states(self, agents: Iterable[str] | None = None) -> dict[str, AgentState]:
         """Verified running state of ``agents`` (every agent when None); the caller's copies."""
+        if agents is not None:  # a NUL id would read as the id before its NUL (json_each)
+            agents = [check_text(a, "agent id", agent=True) for a in agents]
         store = self._store
         if isinstance(store, CountStore):
             with store.read():

@@ -294,6 +294,12 @@ def _user_mechanism(spec: str, params: dict[str, Any]) -> Any:
         raise InvalidParameterError(
             f"--param needs a class or factory, but --mechanism {spec!r} is an object"
         )
+    from ldp_audit.audit.mechanism import check_mechanism
+
+    try:
+        check_mechanism(obj)
+    except InvalidParameterError as exc:  # e.g. math:pi, a float: name the option and its text
+        raise type(exc)(f"--mechanism {spec!r}: {exc}") from None
     return obj
 
 
