@@ -394,6 +394,33 @@ def test_corrupted_run_directories_never_crash_a_reader(
     assert sorted(p.name for p in run.iterdir()) == before, "a reader wrote into the run"
 
 
+@pytest.mark.parametrize(
+    ("attack", "option"),
+    [
+        ("dynamics", ["--agents", "3"]),
+        ("dynamics", ["--reports-per-agent", "5"]),
+        ("dynamics", ["--mechanism", "prs"]),
+        ("dynamics", ["--malicious"]),
+        ("dynamics", ["--continuous"]),
+        ("membership", ["--canaries", "30"]),
+        ("membership", ["--shadow", "10"]),
+        ("membership", ["--epsilon", "2"]),
+    ],
+)
+def test_an_attack_on_a_run_refuses_the_options_only_a_simulation_reads(
+    attack: str, option: list[str], run: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Such an option was silently ignored with --run-dir (the run's own mechanism, agents and
+    reports are read): now exit 2 naming it, before anything is read or written."""
+    before = sorted(p.name for p in run.iterdir())
+    out = tmp_path / "a.json"
+    code, _, err = run_cli(["attack", attack, "--run-dir", str(run), *option, "--out", str(out)],
+                           capsys)  # fmt: skip
+    assert code == 2, err
+    assert option[0] in err and "only to a simulated attack" in err, err
+    assert not out.exists() and sorted(p.name for p in run.iterdir()) == before
+
+
 def test_resume_on_a_different_config_or_a_non_run_is_refused(
     run: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

@@ -145,6 +145,7 @@ def register(subparsers: Any) -> None:
     add_flags(d, continuous="gravity uniform on [9.5, 10.1]; report the MAE of the posterior mean")
     evidence_args(d)
     d.set_defaults(func=_dynamics)
+    _simulated(d, "continuous")
 
     m = sub.add_parser(
         "membership",
@@ -179,6 +180,7 @@ def register(subparsers: Any) -> None:
     )
     evidence_args(m)
     m.set_defaults(func=_membership, agents=400, shadow=400)
+    _simulated(m, "shadow", "canaries", "canary_gravity", "canary_run_dir")
 
     s = sub.add_parser(
         "sweep",
@@ -230,6 +232,18 @@ def _simulation(args: argparse.Namespace) -> tuple[Any, Any, dict[str, Any], Any
     return (mech, *broadcast_theta(kind, theta_rng, **kw), rng)
 
 
+def _simulated(p: argparse.ArgumentParser, *more: str) -> None:
+    """Remember the defaults of the options only a simulated attack reads (the common ones and
+    ``more``), so that an attack on a run directory refuses them when changed, not ignores them."""
+    dests = ("mechanism", "epsilon", "clip", "reports", "agents", "malicious", "train_submissions")
+    flag = {"reports": "--reports-per-agent"}
+    p.set_defaults(
+        simulated={
+            d: (flag.get(d, "--" + d.replace("_", "-")), p.get_default(d)) for d in dests + more
+        }
+    )
+
+
 #: options that mean something only with --run-dir (a simulated attack reads no run)
 _RUN_DIR_ONLY = ("env_module", "simulator", "allow_unverified", "expect_head", "expect_root")
 
@@ -238,6 +252,12 @@ def _check_outputs(args: argparse.Namespace) -> None:
     """Every output path is checked before the attack runs."""
     why = "only with --run-dir (an attack on a run directory); this simulated attack reads no run"
     run_dir_only(args, _RUN_DIR_ONLY, why)
+    changed = [f for d, (f, v) in args.simulated.items() if getattr(args, d) != v]
+    if args.run_dir is not None and changed:
+        raise InvalidParameterError(
+            f"{', '.join(changed)} applies only to a simulated attack (without --run-dir): an "
+            "attack on a run directory reads the run's own mechanism, agents and reports"
+        )
 
     for path, flag in ((args.out, "--out"), (args.plot, "--plot")):
         if path:
