@@ -11,7 +11,7 @@ from functools import partial
 from typing import Any
 
 from ldp_audit.report._load import RunData
-from ldp_audit.report._statement import count_noun as _n
+from ldp_audit.report._statement import count_noun as noun
 from ldp_audit.report._statement import fmt_eps
 from ldp_audit.rundir.files import json_real
 
@@ -99,7 +99,9 @@ _TEST_WORDS = {
 
 def _one_run_statements(o: dict[str, Any], violations: list[str], verified: list[str]) -> None:
     lb, claim = _fmt(o["epsilon_lower_bound"]), _fmt(o["claimed_epsilon"])
-    size = _n(o["canaries"], "canary", "canaries") if isinstance(o["canaries"], int) else "canaries"
+    size = (
+        noun(o["canaries"], "canary", "canaries") if isinstance(o["canaries"], int) else "canaries"
+    )
     conf = o.get("confidence")
     lvl = f" at confidence {conf:g}" if isinstance(conf, float) else ""
     dec = o.get("decided_by")
@@ -217,19 +219,19 @@ def report_verdict(
         inf_note = ""
         if led.get("infinite_agents"):
             inf_note = (
-                f" {_n(led['infinite_agents'], 'ledger id')} spent epsilon = inf under every "
+                f" {noun(led['infinite_agents'], 'ledger id')} spent epsilon = inf under every "
                 "method (non-private releases)."
             )
         if led.get("basic_not_applicable"):
             inf_note += (
                 f" Basic composition does not apply to the Gaussian or approximate-DP events of "
-                f"{_n(led['basic_not_applicable'], 'ledger id')} (inf under it, finite under "
+                f"{noun(led['basic_not_applicable'], 'ledger id')} (inf under it, finite under "
                 "the tightest method)."
             )
         claimed.append(
             f"Per agent, composed over its submissions: at most {_fmt(led['basic']['max'])} under "
             f"basic sequential composition and {_fmt(led['best']['max'])} under the tightest valid "
-            f"method ({', '.join(led['methods'])}), over {_n(led['agents'], 'agent')} in the "
+            f"method ({', '.join(led['methods'])}), over {noun(led['agents'], 'agent')} in the "
             f"ledger.{inf_note}"
         )
     claim = model.get("claim") or {}
@@ -250,7 +252,7 @@ def report_verdict(
             )
     if led["budget"] is not None:
         over = led["over_budget"]
-        msg = f"Budget {_fmt(led['budget'])} per agent: {_n(over, 'agent')} over budget."
+        msg = f"Budget {_fmt(led['budget'])} per agent: {noun(over, 'agent')} over budget."
         (not_verified if over else claimed).append(msg)
     else:
         claimed.append("No per-agent budget was set for this run.")
@@ -263,7 +265,7 @@ def report_verdict(
             role = " (the ledger's tightest method: an alternative, not the claim)"
         claimed.append(
             f"Central (model-level) charges are reported separately, never summed with the local "
-            f"ones: {_n(led['central']['agents'], 'ledger id')}, largest central epsilon "
+            f"ones: {noun(led['central']['agents'], 'ledger id')}, largest central epsilon "
             f"{_fmt(central_max)}{role}."
         )
     st = run["status"]
@@ -303,14 +305,14 @@ def report_verdict(
         not_verified.append("The run made no submissions: nothing was released or learned.")
     if led["uncharged_agents"]:
         not_verified.append(
-            f"{_n(led['uncharged_agents'], 'agent')} submitted reports that the ledger never "
+            f"{noun(led['uncharged_agents'], 'agent')} submitted reports that the ledger never "
             f"charged (e.g. {', '.join(led['uncharged_examples'])}): their spend is NOT accounted."
         )
     elif led.get("releases") is not None:
         verified.append("Every agent that submitted a report was charged in the ledger.")
     if led.get("undercharged_agents"):
         not_verified.append(
-            f"{_n(led['undercharged_agents'], 'agent')} released more reports than the ledger "
+            f"{noun(led['undercharged_agents'], 'agent')} released more reports than the ledger "
             f"charged (e.g. {', '.join(led['undercharged_examples'])}): part of their spend is "
             f"NOT accounted."
         )
@@ -319,7 +321,7 @@ def report_verdict(
         verified.append(
             "Per agent, the ledger holds at least one charge for every release in the transcript"
             + (
-                f" ({_n(more, 'agent')} charged more than released: prepaid or interrupted, the "
+                f" ({noun(more, 'agent')} charged more than released: prepaid or interrupted, the "
                 f"safe side)."
                 if more
                 else " (the same count for every agent)."
@@ -390,7 +392,7 @@ def report_verdict(
         first = violations[0]
         status = "violation"
         label, rest = first.split(":", 1)
-        headline = f"{_n(len(violations), 'privacy violation')} found. {label.capitalize()}: "
+        headline = f"{noun(len(violations), 'privacy violation')} found. {label.capitalize()}: "
         headline += rest.strip().split(". ")[0].rstrip(".") + "."
     elif not meaningful:
         status = "no meaningful guarantee"

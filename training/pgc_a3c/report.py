@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import RunDirectoryError
-from ldp_audit.report.plugin import count_noun as _n
+from ldp_audit.report.plugin import count_noun as noun
 from ldp_audit.report.plugin import missing_files, section
 from ldp_audit.rundir import RunDir
 from ldp_audit.rundir.files import json_real
@@ -299,7 +299,7 @@ def learning_figure(run: PgcRun, learn: dict[str, Any]) -> bytes:
     ax2.set_ylim(-0.02, 1.02)
     ax2.set_xlabel("submissions n")
     ax2.set_ylabel("success ratio")
-    ax2.set_title(f"Success ratio (eq. 27), {_n(int(fst.size), 'trial')}", fontsize=10, wrap=True)
+    ax2.set_title(f"Success ratio (eq. 27), {noun(int(fst.size), 'trial')}", fontsize=10, wrap=True)
     legend_below(ax2, ncols=1)
     return figure_png(fig)
 
@@ -398,36 +398,36 @@ def story_sentence(st: dict[str, Any]) -> str:
     """Workers, agents and reports of a PGC-A3C run in one sentence."""
     rounds = st["rounds"]
     per = (
-        f"each agent submits {_n(rounds, 'report')} (section 3.2.1), "
+        f"each agent submits {noun(rounds, 'report')} (section 3.2.1), "
         if rounds
         else "each agent submits its reports, "
     )
     flower = st["engine"].startswith("flower")
     lead = (
-        f"{_n(st['workers'], 'Flower client')} (SuperNodes) took part; "
+        f"{noun(st['workers'], 'Flower client')} (SuperNodes) took part; "
         if flower and st["workers"]
-        else f"{_n(st['workers'], 'worker')} ran concurrently (config n_agents); "
+        else f"{noun(st['workers'], 'worker')} ran concurrently (config n_agents); "
         if st["workers"]
         else ""
     )
     if rounds == 1:
         per = "every episode is played by a new agent that submits 1 report (section 3.2.1), "
     s = (
-        f"{lead}{per}so the {_n(st['reports'], 'report')} came from "
-        f"{_n(st['agents_submitted'], 'agent')}, the privacy units; the ledger charged "
-        f"{_n(st['agents_in_ledger'], 'agent')}."
+        f"{lead}{per}so the {noun(st['reports'], 'report')} came from "
+        f"{noun(st['agents_submitted'], 'agent')}, the privacy units; the ledger charged "
+        f"{noun(st['agents_in_ledger'], 'agent')}."
     )
     if st["agents_started_not_submitted"]:
         k = st["agents_started_not_submitted"]
         s += (
-            f" {_n(st['agents_started'], 'agent')} were started: the "
-            f"{_n(k, 'agent')} whose episodes were still running when the run stopped "
+            f" {noun(st['agents_started'], 'agent')} were started: the "
+            f"{noun(k, 'agent')} whose episodes were still running when the run stopped "
             "released nothing."
         )
     if st["agents_charged_not_submitted"]:
         k = st["agents_charged_not_submitted"]
         s += (
-            f" {_n(k, 'agent')} {'was' if k == 1 else 'were'} charged ahead and never "
+            f" {noun(k, 'agent')} {'was' if k == 1 else 'were'} charged ahead and never "
             "released (the fused engine charges an agent before its first episode: the safe "
             "direction)."
         )
