@@ -11,11 +11,19 @@ is subtracted). So the tests below are exact, need no canary and no bound on the
   (``|r_l|^2 / sigma^2 ~ chi^2(T d_l)``), per update over all coordinates (a scan over the
   updates) and per (update, tensor) cell (a scan over the cells); lower tails, Bonferroni over
   the three families;
+* :func:`noise_shape_test`: noise of the claimed size but not Gaussian (bounded, e.g. uniform
+  or random-sign noise of the claimed std, which the size tests cannot see and which lets a
+  record's contribution show outside the noise's support): a Kolmogorov-Smirnov test of the
+  sketch coordinates divided by ``sigma`` against ``N(0, 1)``, pooled and per tensor;
 * :func:`pair_dependence_test`: noise correlated across any two updates (any lag: reused,
   partly reused, a generator reseeded each epoch): the normalised inner product of two
   independent isotropic Gaussian vectors of ``k`` coordinates has ``(1 + rho) / 2 ~
   Beta((k - 1) / 2, (k - 1) / 2)`` exactly; two-sided, the largest over all pairs with a
-  Bonferroni correction, on a public sketch of coordinates and on each tensor's part of it.
+  Bonferroni correction, on a public sketch of coordinates and on each tensor's part of it;
+* :func:`coordinate_dependence_test`: noise shared or correlated across coordinates or tensors
+  within the updates (one draw added to two tensors, a vector tiled or broadcast): the same
+  exact law for two coordinates' vectors over the updates, the largest over all pairs of sketch
+  coordinates with a Bonferroni correction.
 
 A tensor the optimizer released without a clipped sum to subtract (no ``summed_grad``, no
 gradient) cannot be tested this way: it is named in the result (``untested``), never skipped
@@ -32,7 +40,13 @@ import numpy as np
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.validation import check_probability, check_real_in
 
-__all__ = ["tensor_noise_test", "pair_dependence_test", "scan_p_value"]
+__all__ = [
+    "tensor_noise_test",
+    "noise_shape_test",
+    "pair_dependence_test",
+    "coordinate_dependence_test",
+    "scan_p_value",
+]
 
 
 def scan_p_value(p_min: float, n: int) -> float:
@@ -146,6 +160,68 @@ def tensor_noise_test(
         "update_detectable_std_ratio": _power_ratio(float(dof_t[rows].min()), level / 3 / T),
         "tensors": _rows(names, d, ok, np.minimum(1.0, lt * p_l), ratio, power),
     }
+
+
+def noise_shape_test(
+    sketch: Any,
+    groups: Any,
+    *,
+    sigma: float,
+    confidence: float = 0.95,
+    names: list[str] | None = None,
+) -> dict[str, Any]:
+    """Released noise whose distribution is not the claimed ``N(0, sigma^2)``.
+
+    Under the claim every sketch coordinate (the residual in units of ``C``) divided by
+    ``sigma`` is an independent ``N(0, 1)`` draw, so a two-sided Kolmogorov-Smirnov test against
+    ``N(0, 1)`` (SciPy's ``kstest``, exact for up to 10,000 values, asymptotic beyond) is exact.
+    It sees what the size tests cannot: noise of the claimed std with another shape (uniform,
+    random signs, a discretised or truncated Gaussian), whose bounded support lets a record's
+    contribution show. Families: the whole sketch and each tensor holding sketch coordinates
+    (when there are several); Bonferroni over them.
+
+    Args:
+        sketch: (T, K) the residual noise of each update on ``K`` public coordinates, in units
+            of ``C`` (NaN where that tensor could not be tested at that update).
+        groups: (K,) the tensor index of each coordinate.
+        sigma: the claimed noise multiplier.
+        confidence: the level is ``1 - confidence``.
+        names: the tensors' names.
+
+    Returns:
+        ``{"rejected", "p_value", "level", "families": [{name, values, ks_distance, p_value,
+        detectable_distance}]}``; ``detectable_distance`` is the family's exact critical
+        Kolmogorov distance (a CDF gap above it is flagged). p_value is None when no value
+        could be tested.
+    """
+    from scipy.stats import kstest, kstwo
+
+    z = np.asarray(sketch, dtype=np.float64)
+    g = np.asarray(groups, dtype=np.int64).reshape(-1)
+    if z.ndim != 2 or z.shape[1] != g.size:
+        raise InvalidParameterError(f"sketch must be (T, K) with K = {g.size}, got {z.shape}")
+    sigma = check_real_in(sigma, "sigma", lo=0.0, lo_open=True)
+    level = 1.0 - check_probability(confidence, "confidence")
+    ids = np.unique(g)
+    fams = [("all tensors", np.ones(g.size, dtype=bool))]
+    if ids.size > 1:
+        fams += [(names[i] if names else f"tensor {int(i)}", g == i) for i in ids]
+    F = len(fams)
+    out, best = [], None
+    for name, sel in fams:
+        v = z[:, sel].ravel()
+        v = v[np.isfinite(v)] / sigma
+        fam: dict[str, Any] = {"name": name, "values": int(v.size)}
+        if v.size == 0:
+            out.append({**fam, "ks_distance": None, "p_value": None, "detectable_distance": None})
+            continue
+        r = kstest(v, "norm")
+        p = min(1.0, F * float(r.pvalue))
+        out.append({**fam, "ks_distance": float(r.statistic), "p_value": p,
+                    "detectable_distance": float(kstwo.isf(level / F, v.size))})  # fmt: skip
+        best = p if best is None else min(best, p)
+    return {"level": level, "rejected": bool(best is not None and best <= level),
+            "p_value": best, "families": out}  # fmt: skip
 
 
 def _rows(names: list[str], d: np.ndarray, ok: np.ndarray, p: Any, ratio: Any,
@@ -265,3 +341,56 @@ def pair_dependence_test(
         best = min(best, p)
     p = min(1.0, F * best)
     return {**base, "rejected": bool(p <= level), "p_value": p, "families": out}
+
+
+def coordinate_dependence_test(
+    sketch: Any,
+    groups: Any,
+    *,
+    confidence: float = 0.95,
+    names: list[str] | None = None,
+    block: int = 512,
+) -> dict[str, Any]:
+    """Noise shared or correlated between two coordinates (of one tensor or of two).
+
+    Under the claim the ``T`` values of one sketch coordinate over the updates form an
+    isotropic Gaussian vector independent of every other coordinate's, so the normalised inner
+    product of two coordinates' vectors has the exact law of :func:`pair_dependence_test` with
+    ``k = T``. Two-sided, the largest over all ``K (K - 1) / 2`` pairs of coordinates, Bonferroni
+    over the pairs (computed in blocks of ``block`` coordinates; no pair matrix is kept). Updates
+    where a coordinate could not be tested (NaN) are left out; coordinates with no noise at all
+    are the size test's to flag.
+
+    Returns:
+        ``{"rejected", "p_value", "level", "pairs", "updates", "max_abs_rho", "coordinates",
+        "tensors", "threshold", "detectable_correlation"}``; p_value is None with fewer than
+        two updates or coordinates.
+    """
+    z = np.asarray(sketch, dtype=np.float64)
+    g = np.asarray(groups, dtype=np.int64).reshape(-1)
+    if z.ndim != 2 or z.shape[1] != g.size:
+        raise InvalidParameterError(f"sketch must be (T, K) with K = {g.size}, got {z.shape}")
+    level = 1.0 - check_probability(confidence, "confidence")
+    x = z[np.isfinite(z).all(axis=1)]
+    nrm = np.linalg.norm(x, axis=0)
+    cols = np.flatnonzero(nrm > 0)
+    T, K = x.shape[0], cols.size
+    P = K * (K - 1) // 2
+    base: dict[str, Any] = {"level": level, "pairs": P, "updates": T}
+    if T < 2 or K < 2:
+        return {**base, "rejected": False, "p_value": None, "max_abs_rho": None}
+    u = x[:, cols] / nrm[cols]
+    best, arg = -1.0, (0, 1)
+    for a in range(0, K, block):
+        r = np.abs(u[:, a : a + block].T @ u)
+        r[np.tril_indices(r.shape[0], a, K)] = -1.0  # each pair once, no coordinate with itself
+        j = int(np.argmax(r))
+        if r.flat[j] > best:
+            best, arg = float(r.flat[j]), (a + j // K, j % K)
+    p = min(1.0, P * float(_rho_sf(np.array([best]), T)[0]))
+    thr = _rho_threshold(T, level / P)
+    i, j = (int(cols[k]) for k in arg)
+    tensor = [names[g[k]] if names else f"tensor {int(g[k])}" for k in (i, j)]
+    return {**base, "rejected": bool(p <= level), "p_value": p, "max_abs_rho": best,
+            "coordinates": [i, j], "tensors": tensor, "threshold": thr,
+            "detectable_correlation": _detectable(T, thr)}  # fmt: skip

@@ -28,7 +28,14 @@ written for issue 36 (coverage of every tensor, every update, every lag):
   std exactly the claimed one);
 * :class:`FirstTensorQuieter`: the first parameter tensor noised at 0.8 sigma, the others right;
 * :class:`GeneratorReseededEachEpoch`: the noise generator reseeded with one fixed seed every
-  16 updates (an epoch of this loop): the same noise every epoch.
+  16 updates (an epoch of this loop): the same noise every epoch;
+
+written for the noise's shape and the coordinates' dependence (stop 45):
+
+* :class:`UniformNoise`: uniform noise of exactly the claimed std (bounded support);
+* :class:`RandomSignNoise`: ``+-sigma C`` with random signs (the claimed std, two values);
+* :class:`OneDrawTwoTensors`: the third tensor's noise is the first tensor's draw (same shape
+  here), every std right, every update fresh.
 """
 
 from __future__ import annotations
@@ -223,6 +230,42 @@ class GeneratorReseededEachEpoch(DPOptimizer):
         super().add_noise()
 
 
+class UniformNoise(DPOptimizer):
+    """Uniform noise on ``[-sqrt(3) sigma C, sqrt(3) sigma C]``: the claimed std, bounded."""
+
+    def add_noise(self) -> None:
+        w = 3.0**0.5 * self.noise_multiplier * self.max_grad_norm
+        for p in self.params:
+            u = torch.rand(p.summed_grad.shape, generator=self.generator, dtype=p.dtype)
+            p.grad = (p.summed_grad + w * (2.0 * u - 1.0)).view_as(p)
+
+
+class RandomSignNoise(DPOptimizer):
+    """Noise ``+-sigma C`` with fair random signs: the claimed std, two values."""
+
+    def add_noise(self) -> None:
+        std = self.noise_multiplier * self.max_grad_norm
+        for p in self.params:
+            b = torch.randint(0, 2, p.summed_grad.shape, generator=self.generator)
+            p.grad = (p.summed_grad + std * (2.0 * b.to(p.dtype) - 1.0)).view_as(p)
+
+
+class OneDrawTwoTensors(DPOptimizer):
+    """The first tensor's noise draw added to the third tensor too (both 64x32 / 32x64: 2,048
+    entries); every tensor's std is the claimed one and every update's noise is fresh."""
+
+    def add_noise(self) -> None:
+        std = self.noise_multiplier * self.max_grad_norm
+        first = None
+        for i, p in enumerate(self.params):
+            z = _noise(self, p, std)
+            if i == 0:
+                first = z
+            elif i == 2 and first is not None and first.numel() == z.numel():
+                z = first.reshape(z.shape)
+            p.grad = (p.summed_grad + z).view_as(p)
+
+
 BROKEN = {
     "noise reused across consecutive updates": (ReusedNoise, "independence"),
     "half the updates uncharged": (UnchargedFastPath, "ledger"),
@@ -239,4 +282,7 @@ BROKEN = {
     "noise correlated 0.3 at lag 5": (NoisePartlyRepeated, "independence"),
     "first tensor noised at 0.8 sigma": (FirstTensorQuieter, "noise"),
     "noise generator reseeded each epoch": (GeneratorReseededEachEpoch, "independence"),
+    "uniform noise of the claimed std": (UniformNoise, "noise"),
+    "random-sign noise of the claimed std": (RandomSignNoise, "noise"),
+    "one noise draw in two tensors": (OneDrawTwoTensors, "independence"),
 }

@@ -20,7 +20,13 @@ import pytest
 import torch
 from scipy.stats import binom
 
-from ldp_audit.attacks.one_run_noise import pair_dependence_test, scan_p_value, tensor_noise_test
+from ldp_audit.attacks.one_run_noise import (
+    coordinate_dependence_test,
+    noise_shape_test,
+    pair_dependence_test,
+    scan_p_value,
+    tensor_noise_test,
+)
 from ldp_audit.cli import main
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 from ldp_audit.opacus import RECOMMENDED_CANARIES, CanaryAudit, noise_sketch
@@ -225,7 +231,8 @@ def test_correct_run_covers_every_tensor_and_reads_consistent(tmp_path: Path) ->
 
 NEW = ["biases released without noise", "one update released without noise",
        "noise repeated at lag 17", "first tensor noised at 0.8 sigma",
-       "noise generator reseeded each epoch"]  # fmt: skip
+       "noise generator reseeded each epoch", "uniform noise of the claimed std",
+       "random-sign noise of the claimed std", "one noise draw in two tensors"]  # fmt: skip
 
 
 @pytest.mark.parametrize("name", NEW)
@@ -397,3 +404,60 @@ def test_residual_is_the_noise_under_ghost_clipping_and_accumulation(
     for r in cov["tensors"]:
         n = r["entries"] * r["updates_tested"]
         assert r["updates_tested"] == 32 and abs(r["std_ratio"] - 1) < 6 / (2 * n) ** 0.5
+
+
+def test_noise_shape_test_holds_its_level_on_exact_noise() -> None:
+    """300 games of exact N(0, sigma^2) noise at level 0.1: rejections <= 45 (the one-sided
+    Clopper-Pearson 0.999 bound of Binomial(300, 0.1) is below 45/300; false failure < 1e-3)."""
+    rng = np.random.default_rng(7)
+    g = np.repeat([0, 1, 2], [40, 5, 1])
+    rej = sum(noise_shape_test(rng.normal(0, 2.0, (30, 46)), g, sigma=2.0,
+                               confidence=0.9)["rejected"] for _ in range(300))  # fmt: skip
+    assert rej <= 45
+
+
+def test_noise_shape_test_flags_bounded_noise_of_the_claimed_std() -> None:
+    rng = np.random.default_rng(3)
+    g = np.repeat([0, 1], [500, 20])
+    exact = noise_shape_test(rng.normal(0, 1.0, (80, 520)), g, sigma=1.0)
+    assert not exact["rejected"] and exact["families"][0]["values"] == 80 * 520
+    uni = rng.uniform(-(3**0.5), 3**0.5, (80, 520))  # std 1 exactly, bounded
+    sign = rng.choice([-1.0, 1.0], (80, 520))
+    for z in (uni, sign):
+        r = noise_shape_test(z, g, sigma=1.0)
+        assert r["rejected"] and r["p_value"] < 1e-6
+        # the critical distance is what the test needs: the pooled family's distance exceeds it
+        fam = r["families"][0]
+        assert fam["ks_distance"] > fam["detectable_distance"]
+    # only the second tensor bounded (20 coordinates x 80 updates): seen in its own family
+    z = rng.normal(0, 1.0, (80, 520))
+    z[:, 500:] = rng.choice([-1.0, 1.0], (80, 20))
+    r = noise_shape_test(z, g, sigma=1.0, names=["w", "b"])
+    assert r["rejected"] and r["families"][2]["name"] == "b" and r["families"][2]["p_value"] < 1e-6
+    # NaN cells (an untested tensor) are left out, a bad sigma named
+    z[:10, :] = np.nan
+    assert noise_shape_test(z, g, sigma=1.0)["families"][0]["values"] == 70 * 520
+    with pytest.raises(InvalidParameterError, match="sigma"):
+        noise_shape_test(z, g, sigma=True)
+
+
+def test_coordinate_dependence_test_holds_its_level_and_finds_a_shared_draw() -> None:
+    """Fresh noise: 200 games at level 0.1, rejections <= 32 (Clopper-Pearson as above, false
+    failure < 1e-3); one draw added to two coordinates of different tensors is flagged and
+    named, in any block size."""
+    rng = np.random.default_rng(11)
+    g = np.repeat([0, 1, 2], [50, 10, 3])
+    rej = sum(coordinate_dependence_test(rng.normal(0, 1, (12, 63)), g, confidence=0.9,
+                                         block=16)["rejected"] for _ in range(200))  # fmt: skip
+    assert rej <= 32
+    z = rng.normal(0, 1, (40, 63))
+    z[:, 61] = z[:, 7]
+    for block in (5, 512):
+        r = coordinate_dependence_test(z, g, names=["w", "b", "out"], block=block)
+        assert r["rejected"] and r["coordinates"] == [7, 61] and r["tensors"] == ["w", "out"]
+        assert r["pairs"] == 63 * 62 // 2 and r["max_abs_rho"] == pytest.approx(1.0)
+    # a correlation of 0.9 between two coordinates is above the stated 95 %-power correlation
+    w = rng.normal(0, 1, (80, 63))
+    w[:, 3] = 0.9 * w[:, 2] + np.sqrt(1 - 0.81) * w[:, 3]
+    r = coordinate_dependence_test(w, g)
+    assert r["detectable_correlation"] < 0.9 and r["rejected"]

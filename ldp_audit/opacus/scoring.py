@@ -193,7 +193,12 @@ def _noise_tests(
     residual of every tensor; :mod:`ldp_audit.attacks.one_run_noise`); Bonferroni over the two
     parts of each. Also the coverage: per tensor, whether its noise was tested and with what
     power, and which tensors hold canary coordinates."""
-    from ldp_audit.attacks.one_run_noise import pair_dependence_test, tensor_noise_test
+    from ldp_audit.attacks.one_run_noise import (
+        coordinate_dependence_test,
+        noise_shape_test,
+        pair_dependence_test,
+        tensor_noise_test,
+    )
     from ldp_audit.attacks.one_run_tests import independence_test, noise_test
 
     claim = cfg["claim"]
@@ -205,13 +210,25 @@ def _noise_tests(
     level = proj_n["level"]
     dense = cfg.get("directions") == "given" or max(sizes) < m  # every tensor holds canaries
     canary_in = [True] * len(sizes) if dense else [n >= m for n in sizes]
-    # each of a test's two parts (projections, residual) at half its level: the powers and
-    # thresholds the residual parts state are those of the level they are held to
-    half = 1.0 - (1.0 - conf) / 2.0
-    tn = tensor_noise_test(tr["noise_sq"], sizes, sigma=sigma, confidence=half, names=names)
+    # each of a test's two parts (projections, residual) at half its level, the noise test's
+    # residual half split between its size and its shape: the powers and thresholds the
+    # residual parts state are those of the level they are held to
+    half, quarter = 1.0 - (1.0 - conf) / 2.0, 1.0 - (1.0 - conf) / 4.0
     _, groups = noise_sketch(sizes, int(cfg.get("noise_sketch") or tr["noise_sketch"].shape[1]),
                              int(cfg["canary_seed"]))  # fmt: skip
-    dep = pair_dependence_test(tr["noise_sketch"], groups, confidence=half, names=names)
+    tn = tensor_noise_test(tr["noise_sq"], sizes, sigma=sigma, confidence=quarter, names=names)
+    shape = noise_shape_test(tr["noise_sketch"], groups, sigma=sigma, confidence=quarter,
+                             names=names)  # fmt: skip
+    p_res = bonferroni([tn["p_value"], shape["p_value"]])
+    tn = {**tn, "p_size": tn["p_value"], "p_value": p_res, "level": 1.0 - half,
+          "rejected": bool(p_res is not None and p_res <= 1.0 - half), "shape": shape}  # fmt: skip
+    dep = pair_dependence_test(tr["noise_sketch"], groups, confidence=quarter, names=names)
+    coord = coordinate_dependence_test(tr["noise_sketch"], groups, confidence=quarter,
+                                       names=names)  # fmt: skip
+    p_dep = bonferroni([dep["p_value"], coord["p_value"]])
+    dep = {**dep, "p_updates": dep["p_value"], "p_value": p_dep, "level": 1.0 - half,
+           "rejected": bool(p_dep is not None and p_dep <= 1.0 - half),
+           "coordinates": coord}  # fmt: skip
 
     def both(proj: dict, res: dict, key: str) -> dict:
         p = bonferroni([proj["p_value"], res.get("p_value")])
@@ -222,6 +239,10 @@ def _noise_tests(
         row["canaries"] = c
     coverage = {"tensors": tn["tensors"], "untested": tn["untested"],
                 "update_detectable_std_ratio": tn.get("update_detectable_std_ratio"),
+                "shape": [{k: f[k] for k in ("name", "values", "detectable_distance")}
+                          for f in shape["families"]],
+                "coordinates": {k: coord.get(k) for k in ("pairs", "updates",
+                                                          "detectable_correlation")},
                 "dependence": [{k: f[k] for k in ("name", "coordinates", "threshold",
                                                   "detectable_correlation")}
                                for f in dep["families"]]}  # fmt: skip
@@ -528,10 +549,22 @@ def audit_sections(run_dir: Path, extra: list[Path] | None, claim: dict[str, Any
                 + [_fmt(row.get(k)) for k in ("p_value", "std_ratio", "detectable_std_ratio")]
             )  # fmt: skip
     if cov_rows:
+        cov = audits[0].get("extra", {}).get("coverage") or {}
         dep = ", ".join(
             f"{d['name']} ({d['coordinates']} coordinates): {_fmt(d['detectable_correlation'])}"
-            for d in (audits[0].get("extra", {}).get("coverage") or {}).get("dependence") or []
+            for d in cov.get("dependence") or []
         )
+        pooled = next(iter(cov.get("shape") or []), None)
+        co = cov.get("coordinates") or {}
+        shp = (
+            (f"Shape: flagged when the released noise's empirical distribution function "
+             f"strays more than {_fmt(pooled['detectable_distance'])} from the claimed one "
+             f"(all tensors, {pooled['values']} values). "
+             if pooled and pooled.get("detectable_distance") else "")
+            + (f"Smallest correlation between two coordinates' noise detected with 95 % power: "
+               f"{_fmt(co['detectable_correlation'])} ({co['pairs']} pairs, {co['updates']} "
+               f"updates)." if co.get("detectable_correlation") is not None else "")
+        )  # fmt: skip
         header = ["tensor", "entries", "canaries", "updates tested", "p (noise, per tensor)",
                   "std ratio", "detectable"]  # fmt: skip
         sections.append(
@@ -542,13 +575,15 @@ def audit_sections(run_dir: Path, extra: list[Path] | None, claim: dict[str, Any
                     "The released noise of every update is tested tensor by tensor (the released "
                     "sum minus the optimizer's clipped sum, exactly N(0, sigma^2 C^2) per "
                     "coordinate under the claim): per tensor over the updates, per update over "
-                    "all coordinates, per (update, tensor) cell, and for dependence between any "
-                    "two updates. std ratio: the released noise's std over the claimed one "
+                    "all coordinates, per (update, tensor) cell, for its shape (Kolmogorov-"
+                    "Smirnov against N(0, sigma^2 C^2), pooled and per tensor), and for "
+                    "dependence between any two updates and between any two coordinates of a "
+                    "public sketch. std ratio: the released noise's std over the claimed one "
                     "(1 under the claim); detectable: the largest ratio flagged with 95 % power "
                     "(no noise, 0, is always flagged). A tensor that could not be tested is "
                     "named NOT TESTED.",
                     "Smallest correlation between two updates' noise detected with 95 % power "
-                    f"(any lag): {dep or 'none tested'}.",
+                    f"(any lag): {dep or 'none tested'}. {shp}",
                 ],
                 "tables": [
                     {
