@@ -62,7 +62,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.parse import INT_MAX, parse_int, parse_real, real_in
+from ldp_audit.parse import INT_MAX, parse_int, real_in
 
 __all__ = [
     "bounds",
@@ -257,15 +257,9 @@ def _scalar_parser(tp: Any, opt: str, b: Mapping[str, Any]) -> Any:
     check = b.get("check")
     if conv is None or check is None:
         return conv
-    if b.get("parse") is not None or tp not in (int, float):
-        read = conv
-    elif tp is int:
-        read = functools.partial(parse_int, name=opt)
-    else:
-
-        def read(text: str) -> Any:
-            v = _infinite(text, b)
-            return parse_real(text, opt, allow_inf=True) if v is None else v
+    read = conv  # a number: read without the bounds (the check says what is out of range)
+    if b.get("parse") is None and tp in (int, float):
+        read = _bounded_parser(tp, opt, {**b, "minimum": None, "maximum": None, "inf": True})
 
     def conv_checked(text: str) -> Any:
         try:
