@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError, UserCodeError
-from ldp_audit.validation import check_bool, check_real, check_rng
+from ldp_audit.validation import check_bool, check_real, check_real_in, check_rng
 
 __all__ = ["ScalarMechanism", "from_scalar"]
 
@@ -206,12 +206,8 @@ def from_scalar(
     """
     if not callable(fn):
         raise InvalidParameterError(f"fn must be callable, got {type(fn).__name__}")
-    eps = check_real(epsilon, "epsilon")
-    if not (math.isfinite(eps) and eps >= 0):
-        raise InvalidParameterError(f"epsilon must be finite and >= 0, got {epsilon!r}")
-    dl = check_real(delta, "delta")
-    if not 0.0 <= dl < 1.0:
-        raise InvalidParameterError(f"delta must be in [0, 1), got {delta!r}")
+    eps = check_real_in(epsilon, "epsilon", lo=0.0, lo_open=False)
+    dl = check_real_in(delta, "delta", lo=0.0, lo_open=False, hi=1.0, hi_open=True)
     if seeding not in SEEDINGS:
         raise InvalidParameterError(f"seeding must be one of {SEEDINGS}, got {seeding!r}")
     vectorized = check_bool(vectorized, "vectorized")

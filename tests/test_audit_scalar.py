@@ -78,7 +78,7 @@ def test_scalar_errors_wrapped():
     [
         ({"epsilon": "1"}, "epsilon must be a real number"),
         ({"epsilon": math.inf}, "finite"),
-        ({"delta": 1.0}, "delta must be in"),
+        ({"delta": 1.0}, "delta must be finite, >= 0 and < 1, got 1.0"),
         ({"domain": (1.0, 0.0)}, "low < high"),
         ({"domain": [1.0]}, "two distinct"),
         ({"seeding": "time"}, "seeding must be one of"),
