@@ -82,28 +82,23 @@ def _domain(text: str) -> Any:
             f"--domain must be LOW:HIGH or V1,V2,... ({why}), got {text!r}"
         )
 
-    try:
-        if ":" in text:
-            lo_t, hi_t = text.split(":", 1)
-            lo, hi = parse_real(lo_t, "LOW"), parse_real(hi_t, "HIGH")
-            if not lo < hi:
-                raise bad("LOW must be < HIGH")
-            return (lo, hi)
-        parts = [p.strip() for p in text.split(",")]
-        if any(not p for p in parts):
-            raise bad("an empty value")
-        values: list[Any]
-        if all(re.fullmatch(r"[+-]?[0-9]+", p) for p in parts):
-            values = [int(p) for p in parts]
-        else:
-            values = [parse_real(p, "a value") for p in parts]
-        if len(set(values)) < 2:
-            raise bad("at least two distinct values")
-        return values
-    except argparse.ArgumentTypeError as exc:
-        if str(exc).startswith("--domain"):
-            raise
-        raise bad(str(exc)) from None
+    if ":" in text:
+        lo_t, hi_t = text.split(":", 1)
+        lo, hi = parse_real(lo_t, "--domain LOW"), parse_real(hi_t, "--domain HIGH")
+        if not lo < hi:
+            raise bad("LOW must be < HIGH")
+        return (lo, hi)
+    parts = [p.strip() for p in text.split(",")]
+    if any(not p for p in parts):
+        raise bad("an empty value")
+    values: list[Any]
+    if all(re.fullmatch(r"[+-]?[0-9]+", p) for p in parts):
+        values = [int(p) for p in parts]
+    else:
+        values = [parse_real(p, "--domain value") for p in parts]
+    if len(set(values)) < 2:
+        raise bad("at least two distinct values")
+    return values
 
 
 def register(subparsers: Any) -> None:
