@@ -292,15 +292,19 @@ def _bounded_parser(tp: Any, opt: str, b: Mapping[str, Any]) -> Any:
         )
 
         def conv_float(text: str) -> float:
-            v = _infinite(text, b)
-            if v is not None:
-                return v
+            # inf when the field takes it; -inf too with no minimum (an unbounded lower end,
+            # e.g. a box's low corner)
+            t = text.strip().lower() if b.get("inf") else ""
+            if t in ("inf", "+inf", "infinity", "+infinity"):
+                return math.inf
+            if t in ("-inf", "-infinity") and lo is None:
+                return -math.inf
             try:
                 return in_range(text)
             except argparse.ArgumentTypeError as exc:
                 if not b.get("inf"):
                     raise
-                words = "'inf', '-inf'" if b.get("minimum") is None else "'inf'"
+                words = "'inf', '-inf'" if lo is None else "'inf'"
                 msg = str(exc).replace(
                     "must be a finite number", f"must be {words} or a finite number"
                 )
@@ -316,15 +320,6 @@ def _bounded_parser(tp: Any, opt: str, b: Mapping[str, Any]) -> Any:
 
         return conv_str
     return None
-
-
-def _infinite(text: str, b: Mapping[str, Any]) -> float | None:
-    """``inf`` / ``-inf`` when ``text`` is one and the field takes it (``inf``; ``-inf`` only
-    with no ``minimum``: an unbounded lower end, e.g. a box's low corner), else None."""
-    t = text.strip().lower() if b.get("inf") else ""
-    if t in ("inf", "+inf", "infinity", "+infinity"):
-        return math.inf
-    return -math.inf if t in ("-inf", "-infinity") and b.get("minimum") is None else None
 
 
 def _unwrap_optional(tp: Any) -> tuple[Any, bool]:
