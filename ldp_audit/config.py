@@ -369,24 +369,19 @@ def _option_spec(f: dataclasses.Field, tp: Any, opt: str) -> dict[str, Any] | No
     conv = _scalar_parser(tp, opt, b)
     if conv is None:
         return None
-    if choices is not None:
-        allowed = tuple(choices)
-        inner = conv
+    spec: dict[str, Any] = {"nargs": nargs} if nargs else {}
+    if choices is not None:  # shown as argparse shows its own choices: {a,b}
+        allowed, inner = tuple(choices), conv
+        spec["metavar"] = "{" + ",".join(str(c) for c in allowed) + "}"
 
-        def conv_choice(text: str) -> Any:
+        def conv(text: str) -> Any:
             v = inner(text)
             if v not in allowed:
                 shown = ", ".join(repr(c) for c in allowed)
                 raise argparse.ArgumentTypeError(f"{opt} must be one of {shown}, got {text!r}")
             return v
 
-        conv = conv_choice
-    spec: dict[str, Any] = {"type": _or_none(conv, optional)}
-    if choices is not None:  # shown as argparse shows its own choices: {a,b}
-        spec["metavar"] = "{" + ",".join(str(c) for c in choices) + "}"
-    if nargs:
-        spec["nargs"] = nargs
-    return spec
+    return {**spec, "type": _or_none(conv, optional)}
 
 
 def _num(x: Any) -> str:
