@@ -98,12 +98,6 @@ def register_systems(train_subparsers: Any, reproduce_subparsers: Any) -> None:
 # ----------------------------------------------------------------------------------------------
 
 
-def _fields_help(cls: type) -> str:
-    if not dataclasses.is_dataclass(cls):
-        return ""
-    return "config fields: " + ", ".join(f.name for f in dataclasses.fields(cls) if f.init)
-
-
 def _out_help(c: Any, what: str) -> str:
     if c.out is None:
         return f"write a {what} here"
@@ -138,20 +132,21 @@ def _register_generic_train(tsub: Any, rsub: Any, s: Any) -> None:
         formatter_class=DefaultsHelpFormatter,
     )
     _add_options(p, c, f"system {s.name!r} train options")
+    light = _light_config(s) and dataclasses.is_dataclass(s.config_class)
+    cls = s.config_class if light else None
     if c.set_option:
+        fields = ", ".join(f.name for f in dataclasses.fields(cls) if f.init) if cls else ""
         p.add_argument(
             "--set",
             type=key_value("--set"),
             action="append",
             default=[],
             metavar="KEY=VALUE",
-            help=_fields_help(s.config_class) if _light_config(s) else "a config field",
+            help=f"config fields: {fields}" if cls else "a config field",
         )
     p.add_argument("--seed", type=int_at_least("--seed", 0), default=0, help="master seed")
     p.add_argument("--out", metavar="RUN_DIR", help=_out_help(c, "run directory"))
     add_run_mode_arguments(p)
-    light = _light_config(s) and dataclasses.is_dataclass(s.config_class)
-    cls = s.config_class if light else None
     _add_common(p, c, "print the result as JSON on stdout", cls, "the run's config")
     p.set_defaults(func=_generic_train, system_name=s.name)
     if not getattr(s, "reproduce", None):
