@@ -288,7 +288,7 @@ def resolve(ref: Any, what: str) -> Any:
         return ref
     mod_name, sep, attr = ref.partition(":")
     if not sep or not mod_name or not attr:
-        raise InvalidParameterError(f"{what} must be 'module:attr', got {ref!r}")
+        raise InvalidParameterError(f"{what} must be MODULE:ATTR, got {ref!r}")
     try:
         obj: Any = importlib.import_module(mod_name)
     except Exception as exc:  # noqa: BLE001 - a plug-in's module: named, never a crash

@@ -260,9 +260,6 @@ def load_object(spec: str, what: str) -> Any:
         InvalidParameterError: malformed spec; UserCodeError (one): a module that is missing or
             raised while being imported (the original is the ``__cause__``), a missing attribute.
     """
-    module_name, sep, attr = spec.partition(":")
-    if not (sep and module_name and attr):
-        raise InvalidParameterError(f"{what} must be MODULE:ATTR, got {spec!r}")
     if os.getcwd() not in sys.path:  # last: a user module found, an installed one not shadowed
         sys.path.append(os.getcwd())
     return systems.resolve(spec, what)
