@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError, UserCodeError
-from ldp_audit.validation import check_bool, check_real, check_rng
+from ldp_audit.validation import check_bool, check_real, check_real_in, check_rng
 
 __all__ = ["ScalarMechanism", "from_scalar"]
 
@@ -105,44 +105,32 @@ class ScalarMechanism:
             )
         fn = self._callable(rng)
         values = xb[:, 0]
-        if self.vectorized:
-            try:
-                out = np.asarray(fn(values))
-            except Exception as exc:  # noqa: BLE001 - user code
-                raise UserCodeError(
-                    f"{self.name} raised {type(exc).__name__} on a batch of {len(values)} "
-                    f"values (first {values[0]!r}): {exc}"
-                ) from exc
-            if out.dtype.kind not in "biuf":
-                raise UserCodeError(
-                    f"{self.name} must return real numbers, got dtype {out.dtype} "
-                    f"(first input {values[0]!r})"
-                )
-            if out.shape != values.shape:
-                raise UserCodeError(
-                    f"{self.name} (vectorized) must return one value per input, got shape "
-                    f"{out.shape} for {values.shape}"
-                )
-            return out.astype(np.float64)[:, None]
-        vals = values.astype(np.int64).tolist() if self.integer_inputs else values.tolist()
-        res: list[Any] = []
-        append = res.append
-        # one Python call per value, no per-value checks (the cost is the library's; measured
-        # in benchmarks/bench_audit.py); the outputs are checked once, as an array
+        res: Any = []
+        vals: list[Any] = []
+        # one Python call per value (one per batch when vectorized), no per-value checks (the
+        # cost is the library's; measured in benchmarks/bench_audit.py); the outputs are checked
+        # once, as an array
         try:
-            for v in vals:
-                append(fn(v))
+            if self.vectorized:
+                res = fn(values)
+            else:
+                vals = values.astype(np.int64).tolist() if self.integer_inputs else values.tolist()
+                append = res.append
+                for v in vals:
+                    append(fn(v))
         except Exception as exc:  # noqa: BLE001 - user code
-            bad = vals[len(res)]
-            raise UserCodeError(
-                f"{self.name} raised {type(exc).__name__} on input {bad!r}: {exc}"
-            ) from exc
+            on = f"a batch of {len(values)} values (first {values[0]!r})"
+            if not self.vectorized:
+                on = f"input {vals[len(res)]!r}"
+            raise UserCodeError(f"{self.name} raised {type(exc).__name__} on {on}: {exc}") from exc
         try:
             arr = np.asarray(res)
         except Exception as exc:  # noqa: BLE001 - ragged or exotic outputs
             raise UserCodeError(f"{self.name} returned values that are not numbers: {exc}") from exc
-        if arr.dtype.kind not in "iuf" or arr.shape != (len(vals),):
-            for v, r in zip(vals, res, strict=True):
+        kinds = "biuf" if self.vectorized else "iuf"  # a vectorized bit-flip may return bools
+        if arr.dtype.kind not in kinds or arr.shape != values.shape:
+            pairs = () if self.vectorized else zip(vals, res, strict=True)
+            for v, r in pairs:
                 if isinstance(r, bool) or not isinstance(r, numbers.Real):
                     raise UserCodeError(
                         f"{self.name} must return a real number, got {r!r} "
@@ -150,7 +138,7 @@ class ScalarMechanism:
                     )
             raise UserCodeError(
                 f"{self.name} must return one real number per input, got dtype {arr.dtype}, "
-                f"shape {arr.shape}"
+                f"shape {arr.shape} for {values.shape[0]} inputs"
             )
         return arr.astype(np.float64)[:, None]
 
@@ -206,12 +194,8 @@ def from_scalar(
     """
     if not callable(fn):
         raise InvalidParameterError(f"fn must be callable, got {type(fn).__name__}")
-    eps = check_real(epsilon, "epsilon")
-    if not (math.isfinite(eps) and eps >= 0):
-        raise InvalidParameterError(f"epsilon must be finite and >= 0, got {epsilon!r}")
-    dl = check_real(delta, "delta")
-    if not 0.0 <= dl < 1.0:
-        raise InvalidParameterError(f"delta must be in [0, 1), got {delta!r}")
+    eps = check_real_in(epsilon, "epsilon", lo=0.0, lo_open=False)
+    dl = check_real_in(delta, "delta", lo=0.0, lo_open=False, hi=1.0, hi_open=True)
     if seeding not in SEEDINGS:
         raise InvalidParameterError(f"seeding must be one of {SEEDINGS}, got {seeding!r}")
     vectorized = check_bool(vectorized, "vectorized")

@@ -518,7 +518,6 @@ def grid_runs(
     chunks = min(check_int(chunks, "chunks", minimum=1), max(len(configs), 1))
     _check_grid(seeds, dirs, "seeds[{i}]")
     backend, address, workers = check_backend(backend, address, workers)
-    order = [list(range(k, len(configs), chunks)) for k in range(chunks)]
     meter = None
     if progress and work is not None:
         pooled = backend == "local" and workers is not None and workers > 1 and chunks > 1
@@ -527,14 +526,10 @@ def grid_runs(
             init_ray(address, workers)  # the progress queue is a Ray actor
         total = int(sum(int(work(c)) for c in configs))
         meter = WorkProgress(total, progress if isinstance(progress, str) else "grid", where)
+    sink = None if meter is None else meter.sink  # configs k, k + chunks, ... in task k:
     tasks = [
-        (
-            tuple(configs[i] for i in idx),
-            tuple(int(seeds[i]) for i in idx),
-            tuple(dirs[i] for i in idx),
-            None if meter is None else meter.sink,
-        )
-        for idx in order
+        (tuple(configs[k::chunks]), tuple(map(int, seeds[k::chunks])), tuple(dirs[k::chunks]), sink)
+        for k in range(chunks)
     ]
     try:
         parts = run_tasks(
@@ -552,9 +547,8 @@ def grid_runs(
         if meter is not None:
             meter.close()
     out: list[Any] = [None] * len(configs)
-    for idx, res in zip(order, parts, strict=True):
-        for i, r in zip(idx, res, strict=True):
-            out[i] = r
+    for k, res in enumerate(parts):
+        out[k::chunks] = res  # its configs' results, in config order
     return out
 
 

@@ -62,7 +62,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.parse import INT_MAX, parse_int, parse_real, real_in
+from ldp_audit.parse import INT_MAX, parse_int, real_in
 
 __all__ = [
     "bounds",
@@ -257,15 +257,9 @@ def _scalar_parser(tp: Any, opt: str, b: Mapping[str, Any]) -> Any:
     check = b.get("check")
     if conv is None or check is None:
         return conv
-    if b.get("parse") is not None or tp not in (int, float):
-        read = conv
-    elif tp is int:
-        read = functools.partial(parse_int, name=opt)
-    else:
-
-        def read(text: str) -> Any:
-            v = _infinite(text, b)
-            return parse_real(text, opt, allow_inf=True) if v is None else v
+    read = conv  # a number: read without the bounds (the check says what is out of range)
+    if b.get("parse") is None and tp in (int, float):
+        read = _bounded_parser(tp, opt, {**b, "minimum": None, "maximum": None, "inf": True})
 
     def conv_checked(text: str) -> Any:
         try:
@@ -298,15 +292,19 @@ def _bounded_parser(tp: Any, opt: str, b: Mapping[str, Any]) -> Any:
         )
 
         def conv_float(text: str) -> float:
-            v = _infinite(text, b)
-            if v is not None:
-                return v
+            # inf when the field takes it; -inf too with no minimum (an unbounded lower end,
+            # e.g. a box's low corner)
+            t = text.strip().lower() if b.get("inf") else ""
+            if t in ("inf", "+inf", "infinity", "+infinity"):
+                return math.inf
+            if t in ("-inf", "-infinity") and lo is None:
+                return -math.inf
             try:
                 return in_range(text)
             except argparse.ArgumentTypeError as exc:
                 if not b.get("inf"):
                     raise
-                words = "'inf', '-inf'" if b.get("minimum") is None else "'inf'"
+                words = "'inf', '-inf'" if lo is None else "'inf'"
                 msg = str(exc).replace(
                     "must be a finite number", f"must be {words} or a finite number"
                 )
@@ -322,15 +320,6 @@ def _bounded_parser(tp: Any, opt: str, b: Mapping[str, Any]) -> Any:
 
         return conv_str
     return None
-
-
-def _infinite(text: str, b: Mapping[str, Any]) -> float | None:
-    """``inf`` / ``-inf`` when ``text`` is one and the field takes it (``inf``; ``-inf`` only
-    with no ``minimum``: an unbounded lower end, e.g. a box's low corner), else None."""
-    t = text.strip().lower() if b.get("inf") else ""
-    if t in ("inf", "+inf", "infinity", "+infinity"):
-        return math.inf
-    return -math.inf if t in ("-inf", "-infinity") and b.get("minimum") is None else None
 
 
 def _unwrap_optional(tp: Any) -> tuple[Any, bool]:
@@ -380,24 +369,19 @@ def _option_spec(f: dataclasses.Field, tp: Any, opt: str) -> dict[str, Any] | No
     conv = _scalar_parser(tp, opt, b)
     if conv is None:
         return None
-    if choices is not None:
-        allowed = tuple(choices)
-        inner = conv
+    spec: dict[str, Any] = {"nargs": nargs} if nargs else {}
+    if choices is not None:  # shown as argparse shows its own choices: {a,b}
+        allowed, inner = tuple(choices), conv
+        spec["metavar"] = "{" + ",".join(str(c) for c in allowed) + "}"
 
-        def conv_choice(text: str) -> Any:
+        def conv(text: str) -> Any:
             v = inner(text)
             if v not in allowed:
                 shown = ", ".join(repr(c) for c in allowed)
                 raise argparse.ArgumentTypeError(f"{opt} must be one of {shown}, got {text!r}")
             return v
 
-        conv = conv_choice
-    spec: dict[str, Any] = {"type": _or_none(conv, optional)}
-    if choices is not None:  # shown as argparse shows its own choices: {a,b}
-        spec["metavar"] = "{" + ",".join(str(c) for c in choices) + "}"
-    if nargs:
-        spec["nargs"] = nargs
-    return spec
+    return {**spec, "type": _or_none(conv, optional)}
 
 
 def _num(x: Any) -> str:

@@ -35,7 +35,7 @@ import numpy as np
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.rundir import write_artifact
 from ldp_audit.rundir.paths import timestamped_dir
-from ldp_audit.validation import check_int
+from ldp_audit.validation import check_bool, check_int
 
 __all__ = ["DemoSettings", "DemoResult", "run_demo", "check_paths"]
 
@@ -203,8 +203,7 @@ def run_demo(
     s = settings or DemoSettings()
     if not isinstance(s, DemoSettings):
         raise InvalidParameterError(f"settings must be a DemoSettings, got {type(s).__name__}")
-    if not isinstance(overwrite, bool):
-        raise InvalidParameterError(f"overwrite must be a bool, got {overwrite!r}")
+    check_bool(overwrite, "overwrite")
     if on_stage is not None and not callable(on_stage):
         raise InvalidParameterError(f"on_stage must be callable or None, got {on_stage!r}")
     run_dir = Path(timestamped_dir("runs/demo") if out_dir is None else out_dir)

@@ -41,11 +41,11 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit.config import config_from_dict
+from ldp_audit.config import config_from_dict, config_to_dict
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.release import Transcript, release
 from ldp_audit.systems import ArraySpec, SystemSpec, TrainResult, TranscriptSchema
-from ldp_audit.validation import check_bool, check_int, check_positive
+from ldp_audit.validation import check_bool, check_int, check_positive, check_real
 
 __all__ = ["ALGORITHM", "OwnLoopConfig", "Run", "open_run", "OWN_LOOP"]
 
@@ -66,16 +66,11 @@ def _check_private(private: Any) -> dict[str, Any] | None:
     vals = private.get("values")
     if isinstance(vals, (str, bytes)) or not isinstance(vals, (list, tuple)):
         raise InvalidParameterError(f"private['values'] must be a list of numbers, got {vals!r}")
-    out = []
-    for v in vals:
-        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
-            raise InvalidParameterError(f"private parameter {name!r}: value {v!r} is not a number")
-        if not math.isfinite(float(v)):
-            raise InvalidParameterError(f"private parameter {name!r}: value {v!r} is not finite")
-        out.append(float(v))
-    if len(out) < 2 or len(set(out)) != len(out):
+    out = [check_real(v, f"private parameter {name!r}: value") for v in vals]
+    if not all(map(math.isfinite, out)) or len(out) < 2 or len(set(out)) != len(out):
         raise InvalidParameterError(
-            f"private parameter {name!r} needs at least two distinct candidate values, got {out}"
+            f"private parameter {name!r} needs at least two distinct finite candidate values, "
+            f"got {out}"
         )
     env_id = private.get("env_id")
     if env_id is not None and not isinstance(env_id, str):
@@ -102,12 +97,7 @@ class OwnLoopConfig:
         object.__setattr__(self, "private_parameter", _check_private(self.private_parameter))
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "system": self.system,
-            "params": dict(self.params),
-            "mechanism": dict(self.mechanism),
-            "private_parameter": self.private_parameter,
-        }
+        return config_to_dict(self)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> OwnLoopConfig:

@@ -140,16 +140,6 @@ class TranscriptSchema:
                     f"{where}: {spec.name} must be {spec.describe()}, got {a.ndim}-D "
                     f"{a.dtype}{tail}"
                 )
-            if spec.rows is None:
-                continue
-            seen = counts.setdefault(spec.rows, (spec.name, a.shape[0]))
-            if seen[1] != a.shape[0]:
-                raise RunDirectoryError(
-                    f"{where}: {spec.name} has {a.shape[0]} rows but {seen[0]} has {seen[1]} "
-                    f"(one row per release in both){tail}"
-                )
-        for spec in self.arrays:
-            a = np.asarray(arrays.get(spec.name, ()))
             if spec.indexes in arrays and a.size:
                 n = np.asarray(arrays[spec.indexes]).shape[0]
                 if a.min() < 0 or a.max() >= n:
@@ -157,6 +147,12 @@ class TranscriptSchema:
                         f"{where}: {spec.name} must index rows of {spec.indexes} (0..{n - 1}), "
                         f"got range {a.min()}..{a.max()}{tail}"
                     )
+            seen = counts.setdefault(spec.rows, (spec.name, a.shape[0]))
+            if spec.rows is not None and seen[1] != a.shape[0]:
+                raise RunDirectoryError(
+                    f"{where}: {spec.name} has {a.shape[0]} rows but {seen[0]} has {seen[1]} "
+                    f"(one row per release in both){tail}"
+                )
 
 
 class AuditTarget(NamedTuple):
@@ -292,7 +288,7 @@ def resolve(ref: Any, what: str) -> Any:
         return ref
     mod_name, sep, attr = ref.partition(":")
     if not sep or not mod_name or not attr:
-        raise InvalidParameterError(f"{what} must be 'module:attr', got {ref!r}")
+        raise InvalidParameterError(f"{what} must be MODULE:ATTR, got {ref!r}")
     try:
         obj: Any = importlib.import_module(mod_name)
     except Exception as exc:  # noqa: BLE001 - a plug-in's module: named, never a crash

@@ -52,9 +52,7 @@ def check_real_in(
     """``v`` as a float if it is a finite real number in the interval from ``lo`` to ``hi``
     (each end open or closed; no upper end when ``hi`` is None), else an error naming ``name``,
     the interval and the value."""
-    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
-        raise InvalidParameterError(f"{name} must be a real number, got {v!r}")
-    x = float(v)
+    x = check_real(v, name)
     bad = (
         not math.isfinite(x)
         or (x <= lo if lo_open else x < lo)
@@ -116,10 +114,7 @@ def check_epsilon(value: Any, name: str = "epsilon", *, allow_inf: bool = False)
 
 def check_positive(value: Any, name: str) -> float:
     """Return ``value`` as a float if it is finite and > 0, else raise."""
-    v = check_real(value, name)
-    if not math.isfinite(v) or v <= 0:
-        raise InvalidParameterError(f"{name} must be finite and > 0, got {value!r}")
-    return v
+    return check_real_in(value, name, lo=0.0, lo_open=True)
 
 
 def check_probability(value: Any, name: str, *, open_interval: bool = True) -> float:

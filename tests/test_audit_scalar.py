@@ -78,7 +78,7 @@ def test_scalar_errors_wrapped():
     [
         ({"epsilon": "1"}, "epsilon must be a real number"),
         ({"epsilon": math.inf}, "finite"),
-        ({"delta": 1.0}, "delta must be in"),
+        ({"delta": 1.0}, "delta must be finite, >= 0 and < 1, got 1.0"),
         ({"domain": (1.0, 0.0)}, "low < high"),
         ({"domain": [1.0]}, "two distinct"),
         ({"seeding": "time"}, "seeding must be one of"),
@@ -201,3 +201,15 @@ def test_diffprivlib_float_safe_and_leaky(name, make, domain, delta, float_leak)
     assert not r.distribution.violation, r.summary()
     assert r.implementation.violation is float_leak, r.summary()
     assert r.leak == ("float-representation" if float_leak else "none")
+
+
+def test_vectorized_errors_wrapped():
+    x, rng = np.zeros((3, 1)), np.random.default_rng(0)
+    m = from_scalar(lambda v: 1 / 0, epsilon=1.0, domain=(0.0, 1.0), name="lib", vectorized=True)
+    with pytest.raises(UserCodeError, match=r"lib raised ZeroDivisionError on a batch of 3"):
+        m.privatize(x, rng)
+    m = from_scalar(lambda v: v[:2], epsilon=1.0, domain=(0.0, 1.0), name="lib", vectorized=True)
+    with pytest.raises(UserCodeError, match=r"one real number per input, got dtype float64, shape"):
+        m.privatize(x, rng)
+    bits = from_scalar(lambda v: v > 0, epsilon=1.0, domain=(0.0, 1.0), vectorized=True)
+    assert bits.privatize(x, rng).dtype == np.float64  # a vectorized bit mechanism's bools

@@ -188,8 +188,11 @@ def test_a_fields_check_refuses_in_the_configs_words_before_the_bounds() -> None
         (["--scale", "1e40"], "argument --scale: scale must be in [0, 1e6] (float32 outputs)"),
         (["--scale", "-1"], "got -1.0"),
         (["--scale", "inf"], "got inf"),  # read, then refused by the check (not by the reader)
-        (["--scale", "nan"], "--scale must be a number or 'inf', got 'nan'"),  # strict reader
-        (["--scale", "1_0"], "--scale must be a number"),
+        (["--scale", "nan"], "--scale must be 'inf', '-inf' or a finite number"),  # strict reader
+        (
+            ["--scale", "1_0"],
+            "--scale must be 'inf', '-inf' or a finite number in (-inf, inf), got '1_0'",
+        ),
         (["--bound", "1e-300"], "--bound must be a finite number in [1e-06, inf), got"),
     ]:
         with pytest.raises(argparse.ArgumentError, match=None) as e:

@@ -90,7 +90,7 @@ def test_release_charges_first_and_refuses_bad_input(tmp_path) -> None:
     priv = {"name": "force", "values": [1.0, 2.0]}
     with pytest.raises(InvalidParameterError, match="at least two distinct"):
         open_run(tmp_path / "a", system="s", mechanism=mech, private={"name": "f", "values": [1]})
-    with pytest.raises(InvalidParameterError, match="value True is not a number"):
+    with pytest.raises(InvalidParameterError, match="value must be a real number, got True"):
         bad = {"name": "f", "values": [1, True]}
         open_run(tmp_path / "a", system="s", mechanism=mech, private=bad)
     assert not (tmp_path / "a").exists()

@@ -35,7 +35,7 @@ def test_check_epsilon_inf_only_when_allowed() -> None:
 
 @pytest.mark.parametrize("bad", [0.0, -2.0, math.nan, math.inf])
 def test_check_positive_names_parameter_and_value(bad: float) -> None:
-    with pytest.raises(InvalidParameterError, match=r"clip must be finite and > 0, got"):
+    with pytest.raises(InvalidParameterError, match=r"clip must be finite, > 0, got"):
         check_positive(bad, "clip")
 
 

@@ -414,20 +414,3 @@ def audit_probe_estimates(d: int) -> list[Estimate]:
     flag = f"--exact with --dim {d}"
     return [Estimate(flag, "the Python process", _LIGHT_PROCESS),
             Estimate(flag, "the exact epsilon's probe draws", 20_000 * d * _F64 * 4)]  # fmt: skip
-
-
-_ESTIMATORS = {
-    "dprl": dprl_estimates,
-    "frd": frd_estimates,
-    "fedrl": fedrl_estimates,
-    "pgc-a3c": pgc_estimates,
-}
-
-
-def check_sizes(kind: str, cfg: Any, *, force: bool, cli: bool = False) -> dict[str, float]:
-    """:func:`~ldp_audit.limits.check_resources` on the estimates of trainer ``kind`` ("dprl",
-    "frd" (a config or a list of them), "fedrl", "pgc-a3c" (a config or a list)): raises
-    InvalidParameterError before any work when they exceed the limits, unless ``force``."""
-    from ldp_audit.limits import check_resources
-
-    return check_resources(_ESTIMATORS[kind](cfg, cli=cli), force=force, cli=cli)

@@ -516,10 +516,8 @@ def frd_config(args: Any, kw: dict[str, Any]) -> Any:
     non-private upload; the secret from ``--gravities`` or ``--private-param`` (not both)."""
     from ldp_audit.training.frd import PAPER_SETTINGS, FrdConfig
 
-    eps = kw.pop("ldp_epsilon", None)
-    if eps is not None and math.isinf(eps):
-        eps = None
-    if eps is not None and kw.get("mode", "frd") != "frd":
+    eps = kw.get("ldp_epsilon")  # inf: the non-private upload (FrdConfig reads it so)
+    if eps is not None and not math.isinf(eps) and kw.get("mode", "frd") != "frd":
         raise InvalidParameterError(
             f"--epsilon (the LDP proxy memory) needs --mode frd, got --mode {kw['mode']}"
         )
@@ -533,7 +531,7 @@ def frd_config(args: Any, kw: dict[str, Any]) -> Any:
         kw["gravities"] = gravities if pp is None else pp[1]
     elif pp is not None:
         kw.update(private_param=pp[0], private_values=pp[1])
-    return FrdConfig(**{**PAPER_SETTINGS[args.setting], **kw}, ldp_epsilon=eps)
+    return FrdConfig(**{**PAPER_SETTINGS[args.setting], **kw})
 
 
 def fedrl_attack_options(p: Any) -> None:

@@ -324,13 +324,9 @@ def _dynamics(args: argparse.Namespace) -> int:
 
             import_env_module(args.env_module)
         if sim is not None:  # an own loop's or a Flower app's simulator (issue 27)
-            from ldp_audit.systems import resolve
+            from ldp_audit.systems import call
 
-            sim = resolve(args.simulator, "--simulator")
-            if not callable(sim):
-                raise InvalidParameterError(
-                    f"--simulator {args.simulator!r} is not callable ({type(sim).__name__})"
-                )
+            sim = call(args.simulator, "--simulator")
         kw = dict(n_shadow=args.shadow, max_groups=args.max_groups, env_module=args.env_module,
                   simulator=sim)  # fmt: skip
         kw = {k: v for k, v in kw.items() if v is not None}  # the attack's own defaults

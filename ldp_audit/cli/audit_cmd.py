@@ -82,28 +82,23 @@ def _domain(text: str) -> Any:
             f"--domain must be LOW:HIGH or V1,V2,... ({why}), got {text!r}"
         )
 
-    try:
-        if ":" in text:
-            lo_t, hi_t = text.split(":", 1)
-            lo, hi = parse_real(lo_t, "LOW"), parse_real(hi_t, "HIGH")
-            if not lo < hi:
-                raise bad("LOW must be < HIGH")
-            return (lo, hi)
-        parts = [p.strip() for p in text.split(",")]
-        if any(not p for p in parts):
-            raise bad("an empty value")
-        values: list[Any]
-        if all(re.fullmatch(r"[+-]?[0-9]+", p) for p in parts):
-            values = [int(p) for p in parts]
-        else:
-            values = [parse_real(p, "a value") for p in parts]
-        if len(set(values)) < 2:
-            raise bad("at least two distinct values")
-        return values
-    except argparse.ArgumentTypeError as exc:
-        if str(exc).startswith("--domain"):
-            raise
-        raise bad(str(exc)) from None
+    if ":" in text:
+        lo_t, hi_t = text.split(":", 1)
+        lo, hi = parse_real(lo_t, "--domain LOW"), parse_real(hi_t, "--domain HIGH")
+        if not lo < hi:
+            raise bad("LOW must be < HIGH")
+        return (lo, hi)
+    parts = [p.strip() for p in text.split(",")]
+    if any(not p for p in parts):
+        raise bad("an empty value")
+    values: list[Any]
+    if all(re.fullmatch(r"[+-]?[0-9]+", p) for p in parts):
+        values = [int(p) for p in parts]
+    else:
+        values = [parse_real(p, "--domain value") for p in parts]
+    if len(set(values)) < 2:
+        raise bad("at least two distinct values")
+    return values
 
 
 def register(subparsers: Any) -> None:
@@ -265,9 +260,6 @@ def load_object(spec: str, what: str) -> Any:
         InvalidParameterError: malformed spec; UserCodeError (one): a module that is missing or
             raised while being imported (the original is the ``__cause__``), a missing attribute.
     """
-    module_name, sep, attr = spec.partition(":")
-    if not (sep and module_name and attr):
-        raise InvalidParameterError(f"{what} must be MODULE:ATTR, got {spec!r}")
     if os.getcwd() not in sys.path:  # last: a user module found, an installed one not shadowed
         sys.path.append(os.getcwd())
     return systems.resolve(spec, what)

@@ -98,12 +98,6 @@ def register_systems(train_subparsers: Any, reproduce_subparsers: Any) -> None:
 # ----------------------------------------------------------------------------------------------
 
 
-def _fields_help(cls: type) -> str:
-    if not dataclasses.is_dataclass(cls):
-        return ""
-    return "config fields: " + ", ".join(f.name for f in dataclasses.fields(cls) if f.init)
-
-
 def _out_help(c: Any, what: str) -> str:
     if c.out is None:
         return f"write a {what} here"
@@ -138,20 +132,21 @@ def _register_generic_train(tsub: Any, rsub: Any, s: Any) -> None:
         formatter_class=DefaultsHelpFormatter,
     )
     _add_options(p, c, f"system {s.name!r} train options")
+    light = _light_config(s) and dataclasses.is_dataclass(s.config_class)
+    cls = s.config_class if light else None
     if c.set_option:
+        fields = ", ".join(f.name for f in dataclasses.fields(cls) if f.init) if cls else ""
         p.add_argument(
             "--set",
             type=key_value("--set"),
             action="append",
             default=[],
             metavar="KEY=VALUE",
-            help=_fields_help(s.config_class) if _light_config(s) else "a config field",
+            help=f"config fields: {fields}" if cls else "a config field",
         )
     p.add_argument("--seed", type=int_at_least("--seed", 0), default=0, help="master seed")
     p.add_argument("--out", metavar="RUN_DIR", help=_out_help(c, "run directory"))
     add_run_mode_arguments(p)
-    light = _light_config(s) and dataclasses.is_dataclass(s.config_class)
-    cls = s.config_class if light else None
     _add_common(p, c, "print the result as JSON on stdout", cls, "the run's config")
     p.set_defaults(func=_generic_train, system_name=s.name)
     if not getattr(s, "reproduce", None):
@@ -350,25 +345,6 @@ def register_attacks(attack_subparsers: Any) -> None:
         a.set_defaults(func=_generic_attack, attack_name=name)
 
 
-def run_dir_scorer(run_dir: str, attack: str, command: str) -> tuple[Any, Any]:
-    """(RunDir, scorer) of ``attack`` for the run's system; a clear error naming the run's
-    system and the commands that fit it when the system has no such attack."""
-    rd = RunDir(run_dir)
-    s = rd.system
-    ref = s.attacks.get(attack)
-    if ref is None:
-        have = [x.name for x in systems.systems() if attack in x.attacks]
-        raise RunDirectoryError(
-            f"--run-dir {run_dir!r} is a {s.name!r} run; `{command}` attacks "
-            f"{', '.join(have) or 'no system'} runs (--run-dir must be a "
-            f"{' or '.join(have) or 'no'} run). The commands that fit this run: "
-            + "; ".join(rd.commands())
-        )
-    scorer = systems.call(ref, f"system {s.name!r} attack {attack!r}")
-    rd.transcript()  # checked against the system's schema before any work (errors name it)
-    return rd, scorer
-
-
 def _attack_commands(system: Any) -> Any:
     return getattr(system, "attack_commands", None) or {}
 
@@ -381,14 +357,7 @@ def _artifact_name(system: Any, attack: str) -> str:
 
 
 def _generic_attack(args: argparse.Namespace) -> int:
-    c = _attack_commands(_run_system(args.run_dir)).get(args.attack_name) or systems.Command()
-    return attack_run_dir(args, args.attack_name, _forwarded(args), sizes=c.sizes)
-
-
-def _run_system(run_dir: str) -> Any:
-    if not is_run_dir(run_dir):
-        raise RunDirectoryError(f"--run-dir {run_dir!r} is not a run directory (no config.json)")
-    return RunDir(run_dir).system
+    return attack_run_dir(args, args.attack_name, _forwarded(args))
 
 
 def attack_run_dir(
@@ -396,17 +365,28 @@ def attack_run_dir(
     name: str,
     kw: dict[str, Any],
     *,
-    sizes: str | None = None,
     artefact: bool = True,
     plot: Any = None,
 ) -> int:
     """``attack NAME --run-dir RUN``: the run's system's ``name`` attack with keywords ``kw``
     (each a parameter of that attack: refused otherwise), its result written to ``--out`` (sealed
-    for the run) or, with ``artefact``, to the run's named artefact; ``sizes`` checked (with
-    ``--force``) and the evidence verified before any work."""
-    system = _run_system(args.run_dir)
+    for the run) or, with ``artefact``, to the run's named artefact; the sizes of the system's
+    ``attack_commands[name]`` checked (with ``--force``) and the evidence verified before any
+    work."""
+    if not is_run_dir(args.run_dir):
+        raise RunDirectoryError(
+            f"--run-dir {args.run_dir!r} is not a run directory (no config.json)"
+        )
+    rd = RunDir(args.run_dir)
+    system = rd.system
     if name not in system.attacks:  # another system's run: named before anything else is read
-        run_dir_scorer(args.run_dir, name, f"attack {name}")
+        have = [x.name for x in systems.systems() if name in x.attacks]
+        raise RunDirectoryError(
+            f"--run-dir {args.run_dir!r} is a {system.name!r} run; `attack {name}` attacks "
+            f"{', '.join(have) or 'no system'} runs (--run-dir must be a "
+            f"{' or '.join(have) or 'no'} run). The commands that fit this run: "
+            + "; ".join(rd.commands())
+        )
     if args.out:
         check_not_inside_run(args.out, "--out")
         check_new_file(args.out, name="--out", overwrite=args.overwrite)
@@ -417,13 +397,16 @@ def attack_run_dir(
                 f"{target} already exists; write this result elsewhere with --out FILE, or pass "
                 "--overwrite to replace it"
             )
+    sizes = getattr(_attack_commands(system).get(name), "sizes", None)
     if sizes:  # before any work (--force runs anyway)
-        est = systems.call(sizes, f"attack {name!r} sizes")(RunDir(args.run_dir).train_config, **kw)
+        est = systems.call(sizes, f"attack {name!r} sizes")(rd.train_config, **kw)
         check_resources(est, force=args.force, cli=True)
     # the evidence (manifest, hashes, ledger against its anchor): refused unless
     # --allow-unverified, as for every reader of a run
     args._evidence = check_evidence(args)
-    rd, scorer = run_dir_scorer(args.run_dir, name, f"attack {name}")
+    rd = RunDir(args.run_dir)  # read again, verified
+    scorer = systems.call(system.attacks[name], f"system {system.name!r} attack {name!r}")
+    rd.transcript()  # checked against the system's schema before any work (errors name it)
     takes = inspect.signature(scorer).parameters
     for key, value in kw.items():
         if key not in takes and value is not None:
@@ -469,16 +452,8 @@ def attack_run_dir(
 def audit_options(args: argparse.Namespace) -> dict[str, Any]:
     """The audit's own options as :func:`ldp_audit.audit.audit` keywords: the same for
     ``audit --mechanism`` and ``audit --run-dir``."""
-    return dict(
-        confidence=args.confidence,
-        float_bits=not args.no_float_bits,
-        pool=args.pool,
-        profile=args.profile,
-        ratio_test=args.ratio_test,
-        force=args.force,
-        sequential=args.sequential,
-        delta_event=args.delta_event,
-    )
+    own = ("confidence", "pool", "profile", "ratio_test", "force", "sequential", "delta_event")
+    return {"float_bits": not args.no_float_bits, **{k: getattr(args, k) for k in own}}
 
 
 def audit_run_dir(args: argparse.Namespace) -> int:

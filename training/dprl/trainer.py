@@ -241,9 +241,10 @@ def train(
     if not isinstance(cfg, DprlConfig):
         raise InvalidParameterError(f"cfg must be a DprlConfig, got {type(cfg).__name__}")
     check_int(seed, "seed", minimum=0)
-    from ldp_audit.training.sizes import check_sizes
+    from ldp_audit.limits import check_resources
+    from ldp_audit.training.sizes import dprl_estimates
 
-    check_sizes("dprl", cfg, force=force)  # absurd sizes: refused before any allocation
+    check_resources(dprl_estimates(cfg), force=force)  # absurd sizes: refused before any allocation
     hooks = hooks or TrainerHooks()
     from ldp_audit.training.device import resolve_device
 

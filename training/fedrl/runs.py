@@ -112,14 +112,15 @@ def run_fedrl(
 def _check_run(cfg: FedRLConfig, seed: Any, threads: Any, force: bool) -> str:
     """The run's arguments and sizes checked before any work or file; returns the resolved
     device ("cuda" without CUDA is refused)."""
+    from ldp_audit.limits import check_resources
     from ldp_audit.training.device import resolve_device
-    from ldp_audit.training.sizes import check_sizes
+    from ldp_audit.training.sizes import fedrl_estimates
 
     check_int(seed, "seed", minimum=0)
     if threads is not None:
         check_int(threads, "threads", minimum=1)
     device = resolve_device(cfg.device)
-    check_sizes("fedrl", cfg, force=force)  # absurd sizes: refused before any allocation
+    check_resources(fedrl_estimates(cfg), force=force)  # absurd sizes: refused before any work
     return device
 
 

@@ -140,9 +140,10 @@ def train_many(
         One :class:`FrdResult` per config, in order.
     """
     cfgs = _check_configs(configs)
-    from ldp_audit.training.sizes import check_sizes
+    from ldp_audit.limits import check_resources
+    from ldp_audit.training.sizes import frd_estimates
 
-    check_sizes("frd", cfgs, force=force)  # absurd sizes: refused before any allocation
+    check_resources(frd_estimates(cfgs), force=force)  # absurd sizes: refused before any allocation
     batch_device(cfgs)  # "cuda" without CUDA (or mixed devices): refused before any work
     if accountants is not None and len(accountants) != len(cfgs):
         raise InvalidParameterError(
@@ -229,11 +230,12 @@ def train_batch(
     object with ``update(k)`` counting agent-episodes (a tqdm bar or a progress queue).
     ``force``: run even when the batch's estimated memory or time exceeds this machine's limits
     (:mod:`ldp_audit.limits`; otherwise InvalidParameterError before any allocation)."""
-    from ldp_audit.training.sizes import check_sizes
+    from ldp_audit.limits import check_resources
+    from ldp_audit.training.sizes import frd_estimates
     from ldp_audit.validation import check_rng
 
     cfgs = _check_configs(configs)
-    check_sizes("frd", cfgs, force=force)  # absurd sizes: refused before any allocation
+    check_resources(frd_estimates(cfgs), force=force)  # absurd sizes: refused before any allocation
     batch_device(cfgs)  # "cuda" without CUDA (or mixed devices): refused before any work
     rng = check_rng(rng)
     if len({c.arch() for c in cfgs}) != 1:

@@ -41,9 +41,10 @@ def train(
     if not isinstance(cfg, FrdConfig):
         raise InvalidParameterError(f"cfg must be an FrdConfig, got {type(cfg).__name__}")
     seed = check_int(seed, "seed", minimum=0)
-    from ldp_audit.training.sizes import check_sizes
+    from ldp_audit.limits import check_resources
+    from ldp_audit.training.sizes import frd_estimates
 
-    check_sizes("frd", cfg, force=force)  # ``force``: see train_many; before any file
+    check_resources(frd_estimates(cfg), force=force)  # ``force``: see train_many; before any file
     from ldp_audit.training.frd.engine import batch_device
 
     device = batch_device([cfg])  # "cuda" without CUDA: refused before any file
