@@ -59,7 +59,7 @@ from ldp_audit.training.pgc_a3c import (
     privatize_reports,
 )
 from ldp_audit.training.pgc_a3c.metrics import first_success_time
-from ldp_audit.validation import check_int
+from ldp_audit.validation import check_int, check_positive
 
 __all__ = [
     "AgentSecrets",
@@ -91,9 +91,7 @@ class AgentSecrets:
     seed: int | None = None
 
     def __post_init__(self) -> None:
-        g = self.gravity
-        if isinstance(g, bool) or not isinstance(g, (int, float)) or not math.isfinite(g) or g <= 0:
-            raise InvalidParameterError(f"gravity must be a finite number > 0, got {g!r}")
+        check_positive(self.gravity, "gravity")
         if self.seed is not None:
             check_int(self.seed, "seed")
 

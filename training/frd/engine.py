@@ -139,15 +139,7 @@ def train_many(
     Returns:
         One :class:`FrdResult` per config, in order.
     """
-    cfgs = _check_configs(configs)
-    from ldp_audit.training.sizes import check_sizes
-
-    check_sizes("frd", cfgs, force=force)  # absurd sizes: refused before any allocation
-    batch_device(cfgs)  # "cuda" without CUDA (or mixed devices): refused before any work
-    if accountants is not None and len(accountants) != len(cfgs):
-        raise InvalidParameterError(
-            f"accountants must have one entry per config ({len(cfgs)}), got {len(accountants)}"
-        )
+    cfgs = _check_batch(configs, accountants, force)
     batches = arch_batches(cfgs, seed=seed)
     results: list[FrdResult | None] = [None] * len(cfgs)
     bar = _sink
@@ -190,6 +182,22 @@ def _check_configs(configs: Sequence[FrdConfig]) -> list[FrdConfig]:
     return cfgs
 
 
+def _check_batch(configs: Sequence[FrdConfig], accountants: Any, force: bool) -> list[FrdConfig]:
+    """The configs of :func:`train_many` / :func:`train_batch` checked before any allocation:
+    types, absurd sizes (``force``), the device ("cuda" without CUDA, mixed devices) and one
+    accountant per config (when given)."""
+    from ldp_audit.training.sizes import check_sizes
+
+    cfgs = _check_configs(configs)
+    check_sizes("frd", cfgs, force=force)
+    batch_device(cfgs)
+    if accountants is not None and len(accountants) != len(cfgs):
+        raise InvalidParameterError(
+            f"accountants must have one entry per config ({len(cfgs)}), got {len(accountants)}"
+        )
+    return cfgs
+
+
 def arch_batches(
     configs: Sequence[FrdConfig], *, seed: int | np.random.Generator
 ) -> list[tuple[list[int], np.random.Generator]]:
@@ -229,12 +237,9 @@ def train_batch(
     object with ``update(k)`` counting agent-episodes (a tqdm bar or a progress queue).
     ``force``: run even when the batch's estimated memory or time exceeds this machine's limits
     (:mod:`ldp_audit.limits`; otherwise InvalidParameterError before any allocation)."""
-    from ldp_audit.training.sizes import check_sizes
     from ldp_audit.validation import check_rng
 
-    cfgs = _check_configs(configs)
-    check_sizes("frd", cfgs, force=force)  # absurd sizes: refused before any allocation
-    batch_device(cfgs)  # "cuda" without CUDA (or mixed devices): refused before any work
+    cfgs = _check_batch(configs, accountants, force)
     rng = check_rng(rng)
     if len({c.arch() for c in cfgs}) != 1:
         raise InvalidParameterError(
@@ -245,25 +250,10 @@ def train_batch(
         from ldp_audit.accountant import Accountant, Ledger
 
         accountants = [Accountant(ledger=Ledger(":memory:")) for _ in cfgs]
-    if len(accountants) != len(cfgs):
-        raise InvalidParameterError(
-            f"accountants must have one entry per config ({len(cfgs)}), got {len(accountants)}"
-        )
-    return _Engine(
-        cfgs,
-        _track(
-            _recorders, [_Recorder(c, a, record) for c, a in zip(cfgs, accountants, strict=True)]
-        ),
-        rng,
-        _sink,
-        on_release,
-    ).run()
-
-
-def _track(holder: list[Any] | None, recs: list[Any]) -> list[Any]:
-    if holder is not None:
-        holder.extend(recs)
-    return recs
+    recs = [_Recorder(c, a, record) for c, a in zip(cfgs, accountants, strict=True)]
+    if _recorders is not None:  # the caller writes what was released if training is interrupted
+        _recorders.extend(recs)
+    return _Engine(cfgs, recs, rng, _sink, on_release).run()
 
 
 class _Engine:
