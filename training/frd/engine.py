@@ -308,11 +308,10 @@ class _Engine:
         self.g_low, self.g_high, self.g_S = per("state_low"), per("state_high"), per("sections")
         self.g_width = (self.g_high - self.g_low) / self.g_S[:, None]
         self.g_mult = np.zeros((A, 4), dtype=np.int64)
-        self.g_cut = np.zeros((A, 4), dtype=bool)
         for a, c in enumerate(self.acfg):
             for j, dim in enumerate(cfgs[c].proxy_dims):
                 self.g_mult[a, dim] = int(cfgs[c].sections) ** j
-                self.g_cut[a, dim] = True
+        self.g_cut = self.g_mult > 0  # a cut component's multiplier is S^j >= 1
         self.init_eps = per("initial_episodes", np.int64)
         self.env = PrivateGravityCartPole(
             self.gravity, episode_steps=max(c.episode_steps for c in cfgs)
