@@ -45,6 +45,7 @@ from scipy.special import logsumexp
 
 from ldp_audit.attacks.scoring import AttackResult
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
+from ldp_audit.rundir import RunDir
 from ldp_audit.validation import check_int
 
 __all__ = ["upload_features", "attack_run_dir", "score_run_dir", "run"]
@@ -204,7 +205,6 @@ def attack_run_dir(
     """
     t0 = time.perf_counter()
     from ldp_audit.attacks.dynamics import ShadowGradientAttack
-    from ldp_audit.rundir import RunDir
     from ldp_audit.training.frd import ALGORITHM, FrdConfig, train_many
 
     run_dir = Path(run_dir)
@@ -282,7 +282,6 @@ def score_run_dir(
     The ceiling uses the largest number of uploads ``T`` of any attacked agent.
     """
     from ldp_audit.attacks.dynamics_run_dir import prediction_result
-    from ldp_audit.rundir import RunDir
 
     t0 = time.perf_counter()
     key = f"agent_{prediction.get('private_param', 'gravity')}"

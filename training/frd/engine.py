@@ -9,18 +9,16 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.release import Charging, Transcript, release_with, require_sealed
 from ldp_audit.training.frd.config import CARTPOLE_DEFAULTS, FrdConfig
 from ldp_audit.training.frd.nets import Nets, _Adam, adam_step_rows
 from ldp_audit.training.frd.proxy import ProxyGrid, aggregate_memories
-from ldp_audit.validation import check_int
-
-if TYPE_CHECKING:
-    from ldp_audit.release import Charging
+from ldp_audit.validation import check_int, check_rng
 
 # ------------------------------------------------------------------------------------------------
 # Results
@@ -94,8 +92,6 @@ class _Recorder:
     """Per config: accountant, transcript, secrets rows, global thetas (FedAvg)."""
 
     def __init__(self, cfg: FrdConfig, accountant: Charging, record: bool) -> None:
-        from ldp_audit.release import Transcript
-
         self.cfg = cfg
         self.accountant = accountant
         self.record = record
@@ -205,8 +201,6 @@ def arch_batches(
     (``config.arch()``, in sorted order), each with its own child generator of ``seed``
     (``rng.spawn``). Returns ``[(config indices, generator), ...]``; ``train_batch`` of each
     gives exactly what ``train_many`` gives those configs."""
-    from ldp_audit.validation import check_rng
-
     cfgs = _check_configs(configs)
     if isinstance(seed, np.random.Generator):
         rng = check_rng(seed)
@@ -237,8 +231,6 @@ def train_batch(
     object with ``update(k)`` counting agent-episodes (a tqdm bar or a progress queue).
     ``force``: run even when the batch's estimated memory or time exceeds this machine's limits
     (:mod:`ldp_audit.limits`; otherwise InvalidParameterError before any allocation)."""
-    from ldp_audit.validation import check_rng
-
     cfgs = _check_batch(configs, accountants, force)
     rng = check_rng(rng)
     if len({c.arch() for c in cfgs}) != 1:
@@ -476,8 +468,6 @@ class _Engine:
 
     # -------------------------------------------------------------------------------------------
     def _exchange(self, G: int, agents: np.ndarray) -> None:
-        from ldp_audit.release import release_with, require_sealed
-
         ci = int(self.group_cfg[G])
         c, rec = self.cfgs[ci], self.recs[ci]
         trial = int(self.group_num[G])
