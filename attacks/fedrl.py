@@ -250,20 +250,13 @@ def attack_rewards(
     return res
 
 
-def attack_run(
-    run_dir: str | Path,
-    *,
-    seed: int = 0,
-    test_fraction: float = 0.3,
-    confidence: float = 0.95,
-    max_rows: int = 10_000,
-) -> dict[str, Any]:
-    """Run both attacks on a FedRL run directory's transcript; returns a JSON-able dict."""
+def attack_run(run_dir: str | Path, **opts: Any) -> dict[str, Any]:
+    """Run both attacks on a FedRL run directory's transcript; returns a JSON-able dict.
+    ``opts``: those of :func:`attack_arrays` (``seed``, ``test_fraction``, ``confidence``,
+    ``max_rows``)."""
     from ldp_audit.rundir import RunDir
 
     t0 = time.perf_counter()
-    check_probability(test_fraction, "test_fraction")
-    check_probability(confidence, "confidence")
     rd = RunDir(run_dir)
     cfg_doc = rd.config
     if cfg_doc.get("algorithm") != "fedrl":
@@ -275,7 +268,6 @@ def attack_run(
     cfg = FedRLConfig.from_dict(cfg_doc["config"])
     tr = rd.arrays("transcript.npz", "q_report", "q_sender", "q_kind")
     sec = rd.secrets("q_obs", for_scoring=True)
-    opts = dict(seed=seed, test_fraction=test_fraction, confidence=confidence, max_rows=max_rows)
     out = attack_arrays(cfg, tr, sec, **opts)
     out["seconds"] = time.perf_counter() - t0
     return out
@@ -293,6 +285,8 @@ def attack_arrays(
 ) -> dict[str, Any]:
     """Both attacks on transcript / secrets arrays (the keys of transcript.npz / secrets.npz)."""
     t0 = time.perf_counter()
+    check_probability(test_fraction, "test_fraction")
+    check_probability(confidence, "confidence")
     mech, ymech = cfg.output_mechanism(), cfg.target_mechanism()
     rows = (tr["q_sender"] == _BETA) & np.isin(tr["q_kind"], _TRAIN_KINDS)
     if rows.sum() < 20:

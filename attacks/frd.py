@@ -45,6 +45,7 @@ from scipy.special import logsumexp
 
 from ldp_audit.attacks.scoring import AttackResult
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
+from ldp_audit.rundir import RunDir
 from ldp_audit.validation import check_int
 
 __all__ = ["upload_features", "attack_run_dir", "score_run_dir", "run"]
@@ -185,8 +186,6 @@ def attack_run_dir(
     max_groups: int | None = None,
     seed: int | None = 0,
     progress: bool = False,
-    bins: int = 10,
-    probes: int = 64,
 ) -> dict[str, Any]:
     """Attack an FRD/FedAvg run directory; reads ``config.json`` and ``transcript.npz`` only.
 
@@ -197,7 +196,6 @@ def attack_run_dir(
         max_groups: attack at most this many agents (first ones); None for all.
         seed: the attacker's seed (shadow training and classifier).
         progress: tqdm bar on stderr.
-        bins, probes: feature sizes (:func:`upload_features`).
 
     Returns:
         Predictions without ground truth: ``{"groups": (G, 2) [trial, agent], "guess": (G,),
@@ -207,7 +205,6 @@ def attack_run_dir(
     """
     t0 = time.perf_counter()
     from ldp_audit.attacks.dynamics import ShadowGradientAttack
-    from ldp_audit.rundir import RunDir
     from ldp_audit.training.frd import ALGORITHM, FrdConfig, train_many
 
     run_dir = Path(run_dir)
@@ -228,7 +225,7 @@ def attack_run_dir(
             f"{run_dir}/transcript.npz holds no upload (the run stopped before its first "
             f"exchange): nothing to attack"
         )
-    keys, X = upload_features(tr, cfg, bins=bins, probes=probes)
+    keys, X = upload_features(tr, cfg)
     k = len(cfg.candidates)
     shadow_groups = max(2, math.ceil(n_shadow * k / cfg.n_agents))
     # the shadow agents train where this machine can: a run trained with --device cuda is
@@ -240,7 +237,7 @@ def attack_run_dir(
     sres = train_many([scfg], seed=s_seed, record=True, progress=progress)[0]
     if not sres.transcript or sres.transcript.get("report", np.zeros(0)).shape[0] == 0:
         raise RunDirectoryError("the shadow run made no upload; raise max_episodes of the run")
-    skeys, SX = upload_features(sres.transcript, scfg, bins=bins, probes=probes)
+    skeys, SX = upload_features(sres.transcript, scfg)
     sy = sres.secret[skeys[:, 0], skeys[:, 1]]  # the attacker's own shadow agents
     if np.unique(sy).size < 2:
         raise RunDirectoryError(f"shadow agents drew a single {cfg.private_param}; raise n_shadow")
@@ -285,7 +282,6 @@ def score_run_dir(
     The ceiling uses the largest number of uploads ``T`` of any attacked agent.
     """
     from ldp_audit.attacks.dynamics_run_dir import prediction_result
-    from ldp_audit.rundir import RunDir
 
     t0 = time.perf_counter()
     key = f"agent_{prediction.get('private_param', 'gravity')}"

@@ -178,9 +178,9 @@ def test_reply_without_release_mod_is_refused():
 
 def test_bad_inputs_refused_before_work(tmp_path):
     cfg = PgcA3cConfig(mechanism="laplace", epsilon=1.0, rounds=2)
-    with pytest.raises(InvalidParameterError, match="gravity must be a finite number > 0"):
+    with pytest.raises(InvalidParameterError, match="gravity must be finite and > 0"):
         F.AgentSecrets(-1.0)
-    with pytest.raises(InvalidParameterError, match="gravity must be a finite number > 0"):
+    with pytest.raises(InvalidParameterError, match="gravity must be a real number"):
         F.AgentSecrets(True)
     with pytest.raises(InvalidParameterError, match="agents must be a non-empty list"):
         F.run_simulation(cfg, tmp_path / "r", agents=[], ledger_dir=tmp_path / "l")
@@ -202,5 +202,5 @@ def test_module_cli_usage_errors(tmp_path, capsys):
     assert F.main(["--out", str(tmp_path / "r"), "--gravities", "9.7,x"]) == 2
     assert "--gravities must be a comma list" in capsys.readouterr().err
     assert F.main(["--out", str(tmp_path / "r"), "--gravities", "9.7,-2"]) == 2
-    assert "gravity must be a finite number > 0" in capsys.readouterr().err
+    assert "gravity must be finite and > 0" in capsys.readouterr().err
     assert not (tmp_path / "r").exists()

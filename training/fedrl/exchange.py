@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from ldp_audit.release import release_with, reserve
 from ldp_audit.training.fedrl.config import FedRLConfig
 from ldp_audit.training.fedrl.gridworld import BETA_VIEW, N_ACTIONS
 from ldp_audit.training.fedrl.mechanisms import OutputMechanism
@@ -67,8 +68,6 @@ class Exchange:
         self.mech = cfg.output_mechanism()
         self.ymech = cfg.target_mechanism()
         self.clean = OutputMechanism(0.0, None, N_ACTIONS, cfg.delta)
-        from ldp_audit.release import reserve
-
         self.acc = reserve(accountant)  # topped up block by block (prepay_training)
         self.step = 0
 
@@ -102,8 +101,6 @@ class Exchange:
     ) -> Any:
         """Release ``sender``'s Q outputs ``q`` (torch, (K, n, 16)); returns a tensor whose value
         is the released one and whose gradient flows through the (clipped) output."""
-        from ldp_audit.release import release_with
-
         torch = import_torch()
         mech = self.mech if mech is None else mech
         qc = q if mech.bound is None else torch.clamp(q, -mech.bound, mech.bound)
@@ -137,8 +134,6 @@ class Exchange:
 
     def send_y(self, y: np.ndarray, reward: np.ndarray, bump: np.ndarray) -> np.ndarray:
         """Release alpha's targets ``y`` (K, n); returns the released (K, n) values."""
-        from ldp_audit.release import release_with
-
         k, n = y.shape
         rel = release_with(
             lambda: self.ymech.privatize(y.reshape(-1, 1), self.rngs["alpha"]),

@@ -341,7 +341,7 @@ class VectorGridWorld:
     def reset(self) -> tuple[np.ndarray, np.ndarray]:
         """Start every slot on its map; returns copies of the observations."""
         self.reset_slots(np.arange(self.n), self.map_index)
-        return self.hist_a.copy(), self.hist_b.copy()
+        return self.observe()
 
     def observe(self) -> tuple[np.ndarray, np.ndarray]:
         """Current observation histories (copies)."""

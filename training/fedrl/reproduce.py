@@ -21,8 +21,10 @@ import numpy as np
 
 from ldp_audit.config import bounds
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.training.fedrl.config import FedRLConfig
-from ldp_audit.training.fedrl.mechanisms import MAX_SCALE, MIN_BOUND
+from ldp_audit.training.fedrl.config import METHODS, FedRLConfig
+from ldp_audit.training.fedrl.gridworld import VectorGridWorld, generate_maps
+from ldp_audit.training.fedrl.mechanisms import MAX_SCALE, MIN_BOUND, OutputMechanism
+from ldp_audit.training.fedrl.metrics import cp_interval, table_metrics
 from ldp_audit.training.reproduction import check_fields, loadavg, provenance
 
 __all__ = [
@@ -131,7 +133,6 @@ def audit_output_mechanism(samples: int, seed: int) -> list[dict[str, Any]]:
     The broken one claims sigma = 8 but adds sigma = 2: the auditor must flag it.
     """
     from ldp_audit.audit import audit
-    from ldp_audit.training.fedrl import OutputMechanism
 
     class _Broken(OutputMechanism):
         def privatize(self, x: Any, rng: np.random.Generator) -> np.ndarray:
@@ -181,9 +182,6 @@ def random_policy_success(
     "cp95": [lo, hi]}`` (Clopper-Pearson over all seeds' episodes pooled). ``maps``: the
     already generated maps of (size, n_maps, map_seed), if at hand.
     """
-    from ldp_audit.training.fedrl.gridworld import VectorGridWorld, generate_maps
-    from ldp_audit.training.fedrl.metrics import cp_interval
-
     if maps is None:
         maps = generate_maps(size, n_maps, seed=map_seed)
     test = maps.split["test"][:eval_maps]
@@ -212,8 +210,6 @@ def random_policy_success(
 @functools.lru_cache(maxsize=2)
 def _maps(size: int, n_maps: int, seed: int) -> Any:
     """The seeded maps of a size, generated once per process (stages share them read-only)."""
-    from ldp_audit.training.fedrl.gridworld import generate_maps
-
     return generate_maps(size, n_maps, seed=seed)
 
 
@@ -223,7 +219,6 @@ def _stage(item: dict[str, Any]) -> dict[str, Any]:
     so a stage gives the same numbers in this process, a local pool or on Ray."""
     from ldp_audit.attacks.fedrl import attack_arrays
     from ldp_audit.training.fedrl import run_fedrl
-    from ldp_audit.training.fedrl.metrics import table_metrics
     from ldp_audit.training.fedrl.runs import log_arrays
 
     rc: ReproConfig = item["rc"]
@@ -308,8 +303,6 @@ def _extras(rc: ReproConfig) -> dict[str, Any]:
 def _table1_size(rc: ReproConfig, index: int, runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Table 1 at one size from its (method, run) tasks, in the order the batched trainer
     lists them (methods, then runs), with the random policy under both meeting rules."""
-    from ldp_audit.training.fedrl import METHODS
-    from ldp_audit.training.fedrl.metrics import table_metrics
 
     cfg = _table1_config(rc, index)
     order = {(m, r): i for i, (m, r) in enumerate((m, r) for m in METHODS for r in range(rc.runs))}
@@ -392,7 +385,6 @@ def reproduce(
     if rc.audit_samples:  # first: fast, and it needs no training
         res["audit"] = audit_output_mechanism(rc.audit_samples, rc.seed)
         save()
-    from ldp_audit.training.fedrl import METHODS
 
     # Table 1: every (size, method, run) is its own task (a run trained alone; see run_fedrl's
     # ``only``), so a pool of N workers trains N runs at once; the numbers do not depend on it

@@ -67,6 +67,7 @@ from ldp_audit.training.flower.protocol import (
     mechanism_from,
     unflatten,
 )
+from ldp_audit.validation import check_int
 
 __all__ = ["ClientSettings", "release_reply", "sealed_content", "LdpReleaseMod"]
 
@@ -125,16 +126,12 @@ class ClientSettings:
         rel = merged.get("ldp-release", "update")
         if rel not in RELEASES:
             raise InvalidParameterError(f"'ldp-release' must be one of {RELEASES}, got {rel!r}")
-        agent_raw = nc.get("agent-id", nc.get("partition-id"))
-        if isinstance(agent_raw, bool) or not isinstance(agent_raw, int) or agent_raw < 0:
-            raise InvalidParameterError(
-                f"node config must give 'partition-id' (or 'agent-id'), an int >= 0, "
-                f"got {agent_raw!r}"
-            )
+        agent = nc.get("agent-id", nc.get("partition-id"))
+        agent = check_int(agent, "node config 'partition-id' (or 'agent-id')", minimum=0)
         ldir = nc.get("ledger-dir", rc.get("ldp-ledger-dir"))
         if not isinstance(ldir, str) or not ldir:
             raise InvalidParameterError(
-                f"client {agent_raw} has no ledger folder (node config 'ledger-dir' or run "
+                f"client {agent} has no ledger folder (node config 'ledger-dir' or run "
                 f"config 'ldp-ledger-dir'), got {ldir!r}"
             )
         if not Path(ldir).is_absolute():
@@ -149,14 +146,14 @@ class ClientSettings:
         if not isinstance(key, str) or not key:
             raise InvalidParameterError(f"'ldp-arrays-key' must be a non-empty str, got {key!r}")
         seed = nc.get("agent-seed")
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-            raise InvalidParameterError(f"node config 'agent-seed' must be an int, got {seed!r}")
+        if seed is not None:
+            check_int(seed, "node config 'agent-seed'")
         return cls(
             mechanism=mech,
             budget=budget,
             release=rel,
-            agent=int(agent_raw),
-            ledger=Path(ldir) / f"client-{int(agent_raw)}.sqlite",
+            agent=agent,
+            ledger=Path(ldir) / f"client-{agent}.sqlite",
             public_metrics=tuple(s.strip() for s in pub.split(",") if s.strip()),
             arrays_key=key,
             seed=seed,

@@ -23,6 +23,7 @@ true``: the recorder writes ``secrets.npz`` for scoring).
 from __future__ import annotations
 
 import functools
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -299,7 +300,6 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m ldp_audit.training.flower.digits --out RUN``: the example app, run with
     ``flwr run`` on a local simulation SuperLink; prints where the run is and what it spent."""
     import argparse
-    import sys
 
     p = argparse.ArgumentParser(prog="python -m ldp_audit.training.flower.digits")
     p.add_argument("--out", help="the server's run directory (new or empty)")
@@ -336,8 +336,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    import sys
-
     from ldp_audit.training.flower.digits import main as _main
 
     sys.exit(_main())

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -59,7 +60,7 @@ from ldp_audit.training.pgc_a3c import (
     privatize_reports,
 )
 from ldp_audit.training.pgc_a3c.metrics import first_success_time
-from ldp_audit.validation import check_int
+from ldp_audit.validation import check_int, check_positive
 
 __all__ = [
     "AgentSecrets",
@@ -91,9 +92,7 @@ class AgentSecrets:
     seed: int | None = None
 
     def __post_init__(self) -> None:
-        g = self.gravity
-        if isinstance(g, bool) or not isinstance(g, (int, float)) or not math.isfinite(g) or g <= 0:
-            raise InvalidParameterError(f"gravity must be a finite number > 0, got {g!r}")
+        check_positive(self.gravity, "gravity")
         if self.seed is not None:
             check_int(self.seed, "seed")
 
@@ -573,8 +572,6 @@ def run_simulation(
             write_app_project, run_dir, run_config=settings, clients=len(agents), log=log
         )
     if rejected:
-        import sys
-
         print(
             f"flower.pgc_app: {len(rejected)} replies refused (see metrics.json 'rejected'); "
             f"the first: {rejected[0]['reason'][:300]}",
@@ -616,7 +613,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``python -m ldp_audit.training.flower.pgc_app``: a Flower simulation of PGC-A3C into a run
     directory. Exit 0 ok, 2 usage or input error (no traceback)."""
     import argparse
-    import sys
 
     p = argparse.ArgumentParser(
         prog="python -m ldp_audit.training.flower.pgc_app",
@@ -666,8 +662,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    import sys
-
     # run the module under its import name, so that the apps Ray pickles refer to
     # ldp_audit.training.flower.pgc_app, not to __main__ (whose globals hold a lock)
     from ldp_audit.training.flower.pgc_app import main as _main

@@ -9,7 +9,14 @@ project with a ``pyproject.toml`` runs the same way (docs/flower.md).
 from __future__ import annotations
 
 import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
 import time
+import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -73,7 +80,6 @@ def run_app_project(
         InvalidParameterError: the run wrote no finished run directory, or one whose status is
             not ``complete`` (the message quotes the first refused reply).
     """
-    import tempfile
 
     with tempfile.TemporaryDirectory(prefix="ldp-flwr-app-") as tmp:
         app = write(Path(tmp) / "app")
@@ -134,11 +140,6 @@ def flwr_run(
         ``finished:completed`` on the SuperLink (``flwr ls``: a ServerApp that raised ends
         ``finished:failed``, Flower's exit code 700, while ``flwr run --stream`` exits 0), else 0.
     """
-    import os
-    import socket
-    import subprocess
-    import sys
-    import tempfile
 
     from ldp_audit.training.flower.protocol import require_flwr
 
@@ -214,8 +215,6 @@ def _run_failed(bindir: str, env: dict[str, str], out: Any) -> int:
     """1 when the run on our SuperLink did not end ``finished:completed`` (a ServerApp that
     raised ends ``finished:failed``, Flower's exit code 700, yet ``flwr run --stream`` exits 0),
     else 0; the status read goes to the log."""
-    import os
-    import subprocess
 
     cmd = [os.path.join(bindir, "flwr"), "ls", "sim", "--format", "json"]
     res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120, check=False)
@@ -230,7 +229,6 @@ def _run_failed(bindir: str, env: dict[str, str], out: Any) -> int:
 
 
 def _wait_http(port: int, proc: Any, deadline: float) -> None:
-    import urllib.request
 
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -248,9 +246,6 @@ def _wait_http(port: int, proc: Any, deadline: float) -> None:
 def _stop(proc: Any) -> None:
     """Stop the SuperLink we started (its process group: the ServerApp and simulation
     processes it spawned), by its id."""
-    import os
-    import signal
-    import subprocess
 
     if proc.poll() is not None:
         return

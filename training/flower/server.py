@@ -65,7 +65,6 @@ class FlowerRecorder:
         truth: Callable[[int], float] | None = None,
         seed: int = 0,
         overwrite: bool = False,
-        engine: str = "",
         budget: float | None = None,
     ) -> None:
         from ldp_audit.accountant.events import event_for
@@ -82,7 +81,7 @@ class FlowerRecorder:
             private=private,
             overwrite=bool(overwrite),
             extra={
-                "engine": engine or f"flower {require_flwr().__version__}",
+                "engine": f"flower {require_flwr().__version__}",
                 "protocol": "Flower rounds; LdpReleaseMod on every client",
                 "budget": None if budget is None else budget_from(budget, "budget"),
             },

@@ -9,18 +9,16 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.release import Charging, Transcript, release_with, require_sealed
 from ldp_audit.training.frd.config import CARTPOLE_DEFAULTS, FrdConfig
 from ldp_audit.training.frd.nets import Nets, _Adam, adam_step_rows
 from ldp_audit.training.frd.proxy import ProxyGrid, aggregate_memories
-from ldp_audit.validation import check_int
-
-if TYPE_CHECKING:
-    from ldp_audit.release import Charging
+from ldp_audit.validation import check_int, check_rng
 
 # ------------------------------------------------------------------------------------------------
 # Results
@@ -94,8 +92,6 @@ class _Recorder:
     """Per config: accountant, transcript, secrets rows, global thetas (FedAvg)."""
 
     def __init__(self, cfg: FrdConfig, accountant: Charging, record: bool) -> None:
-        from ldp_audit.release import Transcript
-
         self.cfg = cfg
         self.accountant = accountant
         self.record = record
@@ -139,16 +135,7 @@ def train_many(
     Returns:
         One :class:`FrdResult` per config, in order.
     """
-    cfgs = _check_configs(configs)
-    from ldp_audit.limits import check_resources
-    from ldp_audit.training.sizes import frd_estimates
-
-    check_resources(frd_estimates(cfgs), force=force)  # absurd sizes: refused before any allocation
-    batch_device(cfgs)  # "cuda" without CUDA (or mixed devices): refused before any work
-    if accountants is not None and len(accountants) != len(cfgs):
-        raise InvalidParameterError(
-            f"accountants must have one entry per config ({len(cfgs)}), got {len(accountants)}"
-        )
+    cfgs = _check_batch(configs, accountants, force)
     batches = arch_batches(cfgs, seed=seed)
     results: list[FrdResult | None] = [None] * len(cfgs)
     bar = _sink
@@ -191,6 +178,23 @@ def _check_configs(configs: Sequence[FrdConfig]) -> list[FrdConfig]:
     return cfgs
 
 
+def _check_batch(configs: Sequence[FrdConfig], accountants: Any, force: bool) -> list[FrdConfig]:
+    """The configs of :func:`train_many` / :func:`train_batch` checked before any allocation:
+    types, absurd sizes (``force``), the device ("cuda" without CUDA, mixed devices) and one
+    accountant per config (when given)."""
+    from ldp_audit.limits import check_resources
+    from ldp_audit.training.sizes import frd_estimates
+
+    cfgs = _check_configs(configs)
+    check_resources(frd_estimates(cfgs), force=force)
+    batch_device(cfgs)
+    if accountants is not None and len(accountants) != len(cfgs):
+        raise InvalidParameterError(
+            f"accountants must have one entry per config ({len(cfgs)}), got {len(accountants)}"
+        )
+    return cfgs
+
+
 def arch_batches(
     configs: Sequence[FrdConfig], *, seed: int | np.random.Generator
 ) -> list[tuple[list[int], np.random.Generator]]:
@@ -198,8 +202,6 @@ def arch_batches(
     (``config.arch()``, in sorted order), each with its own child generator of ``seed``
     (``rng.spawn``). Returns ``[(config indices, generator), ...]``; ``train_batch`` of each
     gives exactly what ``train_many`` gives those configs."""
-    from ldp_audit.validation import check_rng
-
     cfgs = _check_configs(configs)
     if isinstance(seed, np.random.Generator):
         rng = check_rng(seed)
@@ -230,13 +232,7 @@ def train_batch(
     object with ``update(k)`` counting agent-episodes (a tqdm bar or a progress queue).
     ``force``: run even when the batch's estimated memory or time exceeds this machine's limits
     (:mod:`ldp_audit.limits`; otherwise InvalidParameterError before any allocation)."""
-    from ldp_audit.limits import check_resources
-    from ldp_audit.training.sizes import frd_estimates
-    from ldp_audit.validation import check_rng
-
-    cfgs = _check_configs(configs)
-    check_resources(frd_estimates(cfgs), force=force)  # absurd sizes: refused before any allocation
-    batch_device(cfgs)  # "cuda" without CUDA (or mixed devices): refused before any work
+    cfgs = _check_batch(configs, accountants, force)
     rng = check_rng(rng)
     if len({c.arch() for c in cfgs}) != 1:
         raise InvalidParameterError(
@@ -247,25 +243,10 @@ def train_batch(
         from ldp_audit.accountant import Accountant, Ledger
 
         accountants = [Accountant(ledger=Ledger(":memory:")) for _ in cfgs]
-    if len(accountants) != len(cfgs):
-        raise InvalidParameterError(
-            f"accountants must have one entry per config ({len(cfgs)}), got {len(accountants)}"
-        )
-    return _Engine(
-        cfgs,
-        _track(
-            _recorders, [_Recorder(c, a, record) for c, a in zip(cfgs, accountants, strict=True)]
-        ),
-        rng,
-        _sink,
-        on_release,
-    ).run()
-
-
-def _track(holder: list[Any] | None, recs: list[Any]) -> list[Any]:
-    if holder is not None:
-        holder.extend(recs)
-    return recs
+    recs = [_Recorder(c, a, record) for c, a in zip(cfgs, accountants, strict=True)]
+    if _recorders is not None:  # the caller writes what was released if training is interrupted
+        _recorders.extend(recs)
+    return _Engine(cfgs, recs, rng, _sink, on_release).run()
 
 
 class _Engine:
@@ -320,11 +301,10 @@ class _Engine:
         self.g_low, self.g_high, self.g_S = per("state_low"), per("state_high"), per("sections")
         self.g_width = (self.g_high - self.g_low) / self.g_S[:, None]
         self.g_mult = np.zeros((A, 4), dtype=np.int64)
-        self.g_cut = np.zeros((A, 4), dtype=bool)
         for a, c in enumerate(self.acfg):
             for j, dim in enumerate(cfgs[c].proxy_dims):
                 self.g_mult[a, dim] = int(cfgs[c].sections) ** j
-                self.g_cut[a, dim] = True
+        self.g_cut = self.g_mult > 0  # a cut component's multiplier is S^j >= 1
         self.init_eps = per("initial_episodes", np.int64)
         self.env = PrivateGravityCartPole(
             self.gravity, episode_steps=max(c.episode_steps for c in cfgs)
@@ -489,8 +469,6 @@ class _Engine:
 
     # -------------------------------------------------------------------------------------------
     def _exchange(self, G: int, agents: np.ndarray) -> None:
-        from ldp_audit.release import release_with, require_sealed
-
         ci = int(self.group_cfg[G])
         c, rec = self.cfgs[ci], self.recs[ci]
         trial = int(self.group_num[G])

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from ldp_audit.backends import ProgressSink, WorkProgress, backend_options, describe_spec, run_tasks
 from ldp_audit.config import bounds
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 from ldp_audit.report.markdown import wrap_markdown
@@ -155,8 +156,6 @@ def reproduce(
     each depends only on its configs and its generator or seed, so the results are bit for bit
     the same on every backend (timings aside). A failing task names its cells and seed.
     """
-    from ldp_audit.backends import backend_options
-
     where = backend_options(backend=backend, address=address, workers=workers)  # before work
     if not isinstance(settings, ReproduceSettings):
         raise InvalidParameterError(
@@ -240,8 +239,6 @@ def _in_process(where: dict[str, Any]) -> bool:
 def _sweep_task(item: dict[str, Any]) -> tuple[list[Any], float]:
     """One architecture's batch (a :func:`ldp_audit.backends.run_tasks` task): its configs with
     their own generator and in-memory ledgers; returns the results and the task's CPU seconds."""
-    from ldp_audit.backends import ProgressSink
-
     c0 = time.process_time()
     sink = item.get("sink")
     res = train_batch(list(item["configs"]), rng=item["rng"], _sink=sink)
@@ -259,8 +256,6 @@ def _sweep(
 ) -> tuple[list[Any], float]:
     """The Figure 3-4 grid: one task per architecture batch (``arch_batches``), results in
     config order: bit for bit one ``train_many(cfgs, seed=seed)`` call."""
-    from ldp_audit.backends import WorkProgress, describe_spec, run_tasks
-
     batches = arch_batches(cfgs, seed=seed)
     meter: Any = None
     if progress:
@@ -360,8 +355,6 @@ def _aside_dead_attempt(rd: Path) -> None:
 def _leak(
     S: ReproduceSettings, out: str | Path | None, progress: bool, where: dict[str, Any], device: str
 ) -> list[dict[str, Any]]:
-    from ldp_audit.backends import describe_spec, run_tasks
-
     here = _in_process(where)
     base = dict(
         n_agents=4,

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.rundir import RunDir, RunWriter
 from ldp_audit.rundir.files import fmt_number
 from ldp_audit.training.frd.config import ALGORITHM, FrdConfig
 from ldp_audit.training.frd.engine import FrdResult, train_many
@@ -51,7 +52,6 @@ def train(
     if run_dir is None:
         return train_many([cfg], seed=seed, progress=progress, force=force)[0]
     from ldp_audit.accountant import Accountant
-    from ldp_audit.rundir import RunWriter
 
     extra: dict[str, Any] = {}
     if cfg.private_param != "gravity":  # the generic record of the secret
@@ -173,8 +173,6 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict
     Every FRD run given (``run_dir`` and ``extra``) contributes a row; ``attack_dynamics.json``
     (or ``attack_frd.json``) of a run, if present, supplies its attack result.
     """
-    from ldp_audit.rundir import RunDir
-
     runs = [Path(run_dir)] + [Path(p) for p in (extra or [])]
     mission_rows, leak_rows, privacy_rows, data = [], [], [], {}
     for rd in runs:
