@@ -28,12 +28,12 @@ from ldp_audit.training.pgc_a3c._kernels import (
     _H,
     agg_one,
     choose_action,
+    ended_episodes,
     episode_grad_t,
     log_sigmoid_pair,
     observe,
     record_scores,
     transpose_row,
-    value_targets,
 )
 
 # Gymnasium's CartPole constants (gymnasium.envs.classic_control.cartpole, 1.x), spelled as
@@ -104,10 +104,10 @@ _SHARED = (
     observe,
     choose_action,
     log_sigmoid_pair,
-    value_targets,
     transpose_row,
     episode_grad_t,
     agg_one,
+    ended_episodes,
     record_scores,
 )
 #: ||x[lo:lo+n]||_1 in NumPy's pairwise order (the Laplace mechanism's eq.-19 norm)
@@ -242,11 +242,13 @@ def fused_block(
     dif = np.empty(t_pad)
     vhat = np.empty(t_pad)
     done = np.empty(n_rows, np.int64)
-    done_term = np.empty(n_rows, np.bool_)
-    done_trunc = np.empty(n_rows, np.bool_)
+    row_term = np.empty(n_rows, np.bool_)
+    row_trunc = np.empty(n_rows, np.bool_)
     k_row = np.empty(n_rows, np.int64)
     k_g = np.empty(n_rows, np.int64)
     k_sub = np.empty(n_rows, np.int64)
+    k_len = np.empty(n_rows, np.int64)
+    k_boot = np.empty(n_rows, np.bool_)
     k_score = np.empty(n_rows)
     grads = np.empty((n_rows, d))
     noisy = np.empty((n_rows, d))
@@ -307,37 +309,27 @@ def fused_block(
             rews_buf[si, ti] = 1.0
             if term or trunc:
                 done[nd] = i
-                done_term[nd] = term
-                done_trunc[nd] = trunc
+                row_term[i] = term
+                row_trunc[i] = trunc
                 nd += 1
         env_steps[0] += live
         if nd == 0:
             continue
         # ---------------- ended episodes: cap, gradients ----------------
-        m = 0
-        prev = -1
-        k = 0
-        for q in range(nd):
-            i = done[q]
-            g = row_trial[i]
-            if g != prev:
-                prev = g
-                k = 0
-            else:
-                k += 1
-            if k < max_sub[g] - n_sub[g]:
-                si = slot[i]
-                big_t = steps[i]
-                observe(state, i, obs_buf, si, big_t)  # s_T, recorded
-                boot = done_trunc[q] and not done_term[q]
-                k_score[m] = episode_grad_t(
-                    row_tt[i], row_wd[i], si, obs_buf, acts_buf, rews_buf, big_t, boot,
-                    gamma[g], lam[g], beta[g], literal[g], grads[m], hid, val, dif, vhat, gacc,
-                )  # fmt: skip
-                k_row[m] = i
-                k_g[m] = g
-                k_sub[m] = n_sub[g] + k
-                m += 1
+        m = ended_episodes(
+            done[:nd], row_trial, max_sub, n_sub, steps, row_term, row_trunc, k_row, k_g, k_sub,
+            k_len, k_boot,
+        )  # fmt: skip
+        for q in range(m):
+            i = k_row[q]
+            g = k_g[q]
+            si = slot[i]
+            observe(state, i, obs_buf, si, k_len[q])  # s_T, recorded
+            k_score[q] = episode_grad_t(
+                row_tt[i], row_wd[i], si, obs_buf, acts_buf, rews_buf, k_len[q], k_boot[q],
+                gamma[g], lam[g], beta[g], literal[g], grads[q], hid, val, dif, vhat, gacc,
+            )  # fmt: skip
+            k_sub[q] += n_sub[g]  # the rank among the trial's arrivals -> the submission index
         # ---------------- agent side: randomise (agents were charged when they started) -----
         for q in range(m):
             for kk in range(d):

@@ -314,7 +314,7 @@ class Engine:
         lengths, boot = np.empty(n, np.int64), np.empty(n, np.bool_)
         # the cap: a trial's later arrivals beyond max_submissions are discarded
         m = ended_episodes(
-            rows, self.row_trial, self.max_sub, self.n_sub, t, term, trunc,
+            rows, self.row_trial, self.max_sub, self.n_sub, t + 1, term, trunc,
             sub, gs, rk, lengths, boot,
         )  # fmt: skip
         sub, gs, rk, lengths, boot = sub[:m], gs[:m], rk[:m], lengths[:m], boot[:m]
