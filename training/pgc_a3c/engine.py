@@ -51,7 +51,7 @@ RESET_BLOCK = 256
 _TR_KEYS = (*(k for k in TRANSCRIPT_KEYS if k != "thetas"), "gravity", "gradient")
 
 
-def _runs(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def equal_runs(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Start index and length of each run of equal values in a sorted 1-D array."""
     edges = np.empty(x.size + 1, dtype=bool)
     edges[0] = edges[-1] = True
@@ -204,7 +204,7 @@ class Engine:
         trials until it drops them; their streams are never read again), into the same buffer
         while the row count is unchanged."""
         rt = self.row_trial
-        first, counts = _runs(rt)
+        first, counts = equal_runs(rt)
         blk = self.act_block
         if blk.shape != (ACT_BLOCK, rt.size):
             blk = np.empty((ACT_BLOCK, rt.size))
@@ -216,7 +216,7 @@ class Engine:
 
     def _take_resets(self, g: np.ndarray) -> np.ndarray:
         """5 uniforms per restart, rows grouped by trial in order; consumed per trial."""
-        first, counts = _runs(g)
+        first, counts = equal_runs(g)
         tg = g[first]
         r_len = self.reset_block.shape[1]
         need = self.reset_ptr[tg] + counts > r_len
@@ -237,7 +237,7 @@ class Engine:
         u = self._take_resets(g)
         na_rows, na_g = rows[new_agent], g[new_agent]
         if na_rows.size:
-            first, counts = _runs(na_g)
+            first, counts = equal_runs(na_g)
             rank = np.arange(na_g.size) - np.repeat(first, counts)
             self.row_agent[na_rows] = self.next_agent[na_g] + rank
             self.next_agent[na_g[first]] += counts
@@ -341,7 +341,7 @@ class Engine:
         sub_index = self.n_sub[gs] + rk
         cfg = self.cfg_of[gs]  # sorted: configs own contiguous blocks of trials
         groups, cis, sels = [], [], []
-        c_first, c_count = _runs(cfg)
+        c_first, c_count = equal_runs(cfg)
         for f, k in zip(c_first.tolist(), c_count.tolist(), strict=True):
             ci = int(cfg[f])
             sel = slice(f, f + k)

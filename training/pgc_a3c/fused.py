@@ -18,7 +18,7 @@ import numpy as np
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.release import Charging
 from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
-from ldp_audit.training.pgc_a3c.engine import ACT_BLOCK, Engine, _runs, padded
+from ldp_audit.training.pgc_a3c.engine import ACT_BLOCK, Engine, equal_runs, padded
 from ldp_audit.training.pgc_a3c.model import DIM, HIDDEN
 
 #: The fused engine charges, per top-up, the next ``_FUSED_RESERVE`` x (rows of the trial)
@@ -228,7 +228,7 @@ class FusedEngine(Engine):
             oi = self.out_int[:, :n]
             g = oi[0]
             cfg = self.cfg_of[g]
-            first, counts = _runs(cfg)
+            first, counts = equal_runs(cfg)
             # the kernel's outputs in the order of the records (run_dir.stack_records)
             cols = (self.local[g], *oi[1:], self.out_report, self.out_score, self.out_grav,
                     self.out_grad)  # fmt: skip
