@@ -131,8 +131,7 @@ def fused_block(
     row_round: np.ndarray,
     row_version: np.ndarray,
     slot: np.ndarray,
-    row_theta: np.ndarray,  # (E, 112)
-    row_tt: np.ndarray,  # (E, 112) the same, transposed (transpose_row)
+    row_tt: np.ndarray,  # (E, 112) each row's theta transposed (transpose_row)
     row_wd: np.ndarray,  # (E, 16) theta_p1 - theta_p0 of each row
     obs_buf: np.ndarray,
     acts_buf: np.ndarray,
@@ -431,8 +430,6 @@ def fused_block(
                     gravity[i] = agtable[g, ag]
             else:
                 row_round[i] += 1
-            for kk in range(d):
-                row_theta[i, kk] = theta[g, kk]
             transpose_row(theta[g], row_tt[i], row_wd[i])
             for c4 in range(4):
                 state[c4, i] = _INIT_LOW + _INIT_SPAN * reset_block[g, rp, 1 + c4]

@@ -66,6 +66,7 @@ class FusedEngine(Engine):
         self.obs = np.zeros(self.obs.shape, dtype=np.float32)
         from ldp_audit.training.pgc_a3c._fused_kernel import transpose_row
 
+        # each row's theta as the kernel reads it (it keeps these current, not row_theta)
         self.row_tt = np.empty_like(self.row_theta)
         self.row_wd = np.empty((self.row_theta.shape[0], HIDDEN))
         for i in range(self.row_theta.shape[0]):
@@ -310,8 +311,8 @@ class FusedEngine(Engine):
             status = fused_block(
                 ACT_BLOCK,
                 self.f_state, self.f_steps, self.row_gravity, self.row_trial, self.row_worker,
-                self.row_agent, self.row_round, self.row_version, self.slot, self.row_theta,
-                self.row_tt, self.row_wd, self.obs, self.acts, self.rews, self.S,
+                self.row_agent, self.row_round, self.row_version, self.slot, self.row_tt,
+                self.row_wd, self.obs, self.acts, self.rews, self.S,
                 self.act_block, self.f_block_pos, self.alpha_g, self.sample_g,
                 agg.theta, agg.buffer, agg.count, agg.version, agg.eta, agg.buffer_size,
                 agg.kind, agg.m1, agg.m2, agg.steps,
