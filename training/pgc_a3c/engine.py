@@ -218,17 +218,22 @@ class Engine:
         """5 uniforms per restart, rows grouped by trial in order; consumed per trial."""
         first, counts = equal_runs(g)
         tg = g[first]
-        r_len = self.reset_block.shape[1]
-        need = self.reset_ptr[tg] + counts > r_len
-        for gi in tg[need].tolist():
-            left = self.reset_block[gi, self.reset_ptr[gi] :]
-            fresh = self.streams[gi].reset.random((r_len - left.shape[0], 5))
-            self.reset_block[gi] = np.concatenate([left, fresh])
-            self.reset_ptr[gi] = 0
+        self._refill_resets_of(tg[self.reset_ptr[tg] + counts > self.reset_block.shape[1]])
         rank = np.arange(g.size) - np.repeat(first, counts)
         out = self.reset_block[g, self.reset_ptr[g] + rank]
         self.reset_ptr[tg] += counts
         return out
+
+    def _refill_resets_of(self, trials: np.ndarray) -> None:
+        """Move each of ``trials``' unused reset uniforms to the front of its block and draw
+        the rest from its stream (the values ``random((used, 5))`` gives)."""
+        r_len = self.reset_block.shape[1]
+        for gi in trials.tolist():
+            p = int(self.reset_ptr[gi])
+            blk = self.reset_block[gi]
+            blk[: r_len - p] = blk[p:]  # overlapping rows: NumPy copies through a buffer
+            self.streams[gi].reset.random(out=blk[r_len - p :])
+            self.reset_ptr[gi] = 0
 
     # ------------------------------------------------------------------------------ restarts
     def _start_rows(self, rows: np.ndarray, new_agent: np.ndarray) -> None:

@@ -208,14 +208,9 @@ class FusedEngine(Engine):
 
     def _refill_resets(self) -> None:
         r_len = self.reset_block.shape[1]
-        short = np.flatnonzero(self.active & (self.reset_ptr + 2 * self.rows_g > r_len))
-        for gi in short.tolist():
-            p = int(self.reset_ptr[gi])
-            k = r_len - p
-            blk = self.reset_block[gi]
-            blk[:k] = blk[p:]  # overlapping rows: NumPy copies through a buffer
-            self.streams[gi].reset.random(out=blk[k:])  # the same values as random((p, 5))
-            self.reset_ptr[gi] = 0
+        self._refill_resets_of(
+            np.flatnonzero(self.active & (self.reset_ptr + 2 * self.rows_g > r_len))
+        )
         self._lap("reset_draws")
 
     def _refill_act_block(self) -> None:
