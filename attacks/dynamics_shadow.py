@@ -35,8 +35,6 @@ _CHUNK = 4096  # episodes per simulator call (bounded memory, still one vectoris
 
 def mechanism_epsilon(mechanism: Any) -> float:
     """The mechanism's per-report epsilon (``inf`` for ``None`` / the non-private baseline)."""
-    if mechanism is None:
-        return math.inf
     return float(getattr(mechanism, "epsilon", math.inf))
 
 
@@ -126,12 +124,7 @@ def simulate_chunks(
 def known_law(mechanism: Any) -> str | None:
     """Name of the noise law the likelihood method can evaluate exactly (``"laplace"``, ``"rr"``),
     else None (PRS, the non-private baseline, a mechanism of another class)."""
-    name = type(mechanism).__name__
-    if name == "Laplace":
-        return "laplace"
-    if name == "RandomizedResponse":
-        return "rr"
-    return None
+    return {"Laplace": "laplace", "RandomizedResponse": "rr"}.get(type(mechanism).__name__)
 
 
 class ShadowGradientAttack(ClassifierMixin, BaseEstimator):
