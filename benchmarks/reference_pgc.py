@@ -178,9 +178,9 @@ def loss_gradients_numpy(
     padded.
     """
     from ldp_audit.training.pgc_a3c.gradients import bucket_length, softmax_gradients
-    from ldp_audit.training.pgc_a3c.model import HIDDEN, N_ACTIONS, OBS_DIM, check_theta
+    from ldp_audit.training.pgc_a3c.model import DIM, HIDDEN, N_ACTIONS, OBS_DIM, check_params
 
-    theta = check_theta(theta)
+    theta = check_params(theta, DIM)
     m, big_l = np.shape(actions)
     lengths = np.asarray(lengths, dtype=np.int64)
     boot = np.asarray(bootstrap, dtype=bool)

@@ -26,7 +26,7 @@ from ldp_audit.training.pgc_a3c.config import TARGETS
 from ldp_audit.training.pgc_a3c.model import (
     DIM,
     OBS_DIM,
-    check_theta,
+    check_params,
     unpack_views,
 )
 
@@ -157,7 +157,7 @@ def loss_gradients(
     """
     if target not in TARGETS:
         raise InvalidParameterError(f"target must be one of {TARGETS}, got {target!r}")
-    theta = check_theta(theta)
+    theta = check_params(theta, DIM)
     # the shapes and values of the episode batch
     m = theta.shape[0]
     a = np.asarray(actions)
