@@ -196,12 +196,7 @@ def fused_block(
     recorded_index: np.ndarray,  # (G,)
     n_thetas: np.ndarray,  # (C,) theta snapshots recorded so far per config
     # ---- outputs ----
-    out_g: np.ndarray,
-    out_agent: np.ndarray,
-    out_worker: np.ndarray,
-    out_round: np.ndarray,
-    out_sub: np.ndarray,
-    out_tidx: np.ndarray,
+    out_int: np.ndarray,  # (6, cap): trial, agent, worker, round, submission, theta index
     out_report: np.ndarray,
     out_score: np.ndarray,
     out_grav: np.ndarray,
@@ -273,7 +268,7 @@ def fused_block(
         for c in range(n_cfg):
             if mech_kind[c] != 1 and noise_ptr[c] + rows_c[c] > noise_len[c]:
                 return FUSED_NEED_NOISE
-        if out_n[0] + n_rows > out_g.shape[0] or snap_n[0] + n_trials > snap_theta.shape[0]:
+        if out_n[0] + n_rows > out_int.shape[1] or snap_n[0] + n_trials > snap_theta.shape[0]:
             return FUSED_NEED_OUTPUT
         # ---------------- acting and physics ----------------
         pos = block_pos[0]
@@ -387,12 +382,12 @@ def fused_block(
             c = cfg_of[g]
             if record[c]:
                 o = out_n[0]
-                out_g[o] = g
-                out_agent[o] = row_agent[i]
-                out_worker[o] = row_worker[i]
-                out_round[o] = row_round[i]
-                out_sub[o] = k_sub[q]
-                out_tidx[o] = row_version[i]
+                out_int[0, o] = g
+                out_int[1, o] = row_agent[i]
+                out_int[2, o] = row_worker[i]
+                out_int[3, o] = row_round[i]
+                out_int[4, o] = k_sub[q]
+                out_int[5, o] = row_version[i]
                 out_score[o] = k_score[q]
                 out_grav[o] = gravity[i]
                 for kk in range(d):

@@ -301,7 +301,6 @@ class FusedEngine(Engine):
             self._draw_ahead()  # 2. then draw the randomness that will be applied
             self._refill_resets()
             n0 = int(self.n_sub.sum())
-            oi = self.out_int
             lap("other")
             status = fused_block(
                 ACT_BLOCK,
@@ -319,9 +318,8 @@ class FusedEngine(Engine):
                 self.mech_kind, self.coord_clip, self.clip_bound, self.noise, self.noise_ptr,
                 self.noise_len, self.prs_dh, self.prs_p0, self.prs_slope, self.rows_c,
                 self.record_c, self.recorded_version, self.recorded_index, self.n_thetas,
-                oi[0], oi[1], oi[2], oi[3], oi[4], oi[5], self.out_report, self.out_score,
-                self.out_grav, self.out_grad, self.out_n,
-                self.snap_theta, self.snap_cfg, self.snap_n, self.f_env_steps, self.bad,
+                self.out_int, self.out_report, self.out_score, self.out_grav, self.out_grad,
+                self.out_n, self.snap_theta, self.snap_cfg, self.snap_n, self.f_env_steps, self.bad,
             )  # fmt: skip
             lap("kernel")
             if self.profile:
