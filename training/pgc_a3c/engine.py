@@ -36,7 +36,6 @@ from ldp_audit.training.pgc_a3c._kernels import (
 )
 from ldp_audit.training.pgc_a3c.aggregator import Aggregator
 from ldp_audit.training.pgc_a3c.config import PgcA3cConfig, TrainResult
-from ldp_audit.training.pgc_a3c.gradients import bucket_length
 from ldp_audit.training.pgc_a3c.model import DIM, OBS_DIM, init_theta
 from ldp_audit.training.pgc_a3c.privacy import privacy_summary, report_request
 from ldp_audit.training.pgc_a3c.run_dir import TRANSCRIPT_KEYS, stack_records
@@ -170,10 +169,9 @@ class Engine:
         self.row_gravity = np.zeros(E)
         self.row_theta = np.zeros((E, DIM))
         self.row_version = np.full(E, -1, dtype=np.int64)
-        s_pad = int(bucket_length(np.array([self.S]))[0])  # room for the largest bucket
-        self.obs = np.zeros((E, s_pad + 1, OBS_DIM))
-        self.acts = np.zeros((E, s_pad), dtype=np.int8)
-        self.rews = np.zeros((E, s_pad), dtype=np.float32)
+        self.obs = np.zeros((E, self.S + 1, OBS_DIM))  # s_0..s_T of each row's episode
+        self.acts = np.zeros((E, self.S), dtype=np.int8)
+        self.rews = np.zeros((E, self.S), dtype=np.float32)
         # row -> buffer row of obs/acts/rews: dropping finished trials' rows (_compact) only
         # renumbers the rows, it never moves the episode buffers
         self.slot = np.arange(E, dtype=np.int64)

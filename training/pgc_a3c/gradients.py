@@ -30,13 +30,7 @@ from ldp_audit.training.pgc_a3c.model import (
     unpack_views,
 )
 
-__all__ = ["bucket_length", "loss_gradients"]
-
-
-def bucket_length(lengths: np.ndarray) -> np.ndarray:
-    """Padded length 2^ceil(log2 T) (at least 16) of the bucket an episode of length T goes to."""
-    b = np.maximum(4, np.ceil(np.log2(np.maximum(np.asarray(lengths), 1))).astype(np.int64))
-    return np.left_shift(1, b)
+__all__ = ["loss_gradients"]
 
 
 def softmax_gradients(
