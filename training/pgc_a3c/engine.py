@@ -144,11 +144,9 @@ class Engine:
         )
         # gravity table per trial, padded: psi = table[g, floor(u * len_g)]
         self.gtable, self.glen = padded([self.configs[c].gravities for c in cfg_of])
-        # fixed per-agent gravities (canaries), per trial; empty when not set
-        self.agent_gtable = [
-            np.asarray(self.configs[c].agent_gravities or (), dtype=np.float64) for c in cfg_of
-        ]
-        self.any_agent_g = any(t.size for t in self.agent_gtable)
+        # fixed per-agent gravities (canaries), per trial, padded: agent a < aglen[g] has
+        # agtable[g, a] (aglen 0 when not set)
+        self.agtable, self.aglen = padded([self.configs[c].agent_gravities or () for c in cfg_of])
 
         self.n_sub = np.zeros(G, dtype=np.int64)
         self.next_agent = np.zeros(G, dtype=np.int64)
@@ -248,11 +246,9 @@ class Engine:
             n_g = self.glen[na_g]  # psi uniform over the config's gravities
             idx = np.minimum((u[new_agent, 0] * n_g).astype(np.int64), n_g - 1)
             self.row_gravity[na_rows] = self.gtable[na_g, idx]
-            if self.any_agent_g:
-                for r, gi in zip(na_rows.tolist(), na_g.tolist(), strict=True):
-                    table, a = self.agent_gtable[gi], self.row_agent[r]
-                    if a < table.size:
-                        self.row_gravity[r] = table[a]
+            a = self.row_agent[na_rows]
+            fixed = a < self.aglen[na_g]
+            self.row_gravity[na_rows[fixed]] = self.agtable[na_g[fixed], a[fixed]]
         self.row_round[rows[~new_agent]] += 1
         th = self.agg.theta[g]
         self.row_theta[rows] = th

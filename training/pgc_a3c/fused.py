@@ -18,7 +18,7 @@ import numpy as np
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.release import Charging
 from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
-from ldp_audit.training.pgc_a3c.engine import ACT_BLOCK, Engine, equal_runs, padded
+from ldp_audit.training.pgc_a3c.engine import ACT_BLOCK, Engine, equal_runs
 from ldp_audit.training.pgc_a3c.model import DIM, HIDDEN
 
 #: The fused engine charges, per top-up, the next ``_FUSED_RESERVE`` x (rows of the trial)
@@ -71,7 +71,6 @@ class FusedEngine(Engine):
         self.row_wd = np.empty((self.row_theta.shape[0], HIDDEN))
         for i in range(self.row_theta.shape[0]):
             transpose_row(self.row_theta[i], self.row_tt[i], self.row_wd[i])
-        self.agtable, self.aglen = padded(self.agent_gtable)
         self.paid = np.zeros(G, dtype=np.int64)
         self.agent_cap = self.max_sub // self.rounds + self.n_agents
         # per config: mechanism kind and its pre-drawn randomness
