@@ -168,19 +168,15 @@ def episode_gradients_kernel(
     - Eq. 16: L_p = -sum_t log pi(a_t|s_t) A_t - beta sum_t H(pi(.|s_t)) (eq. 13 for H).
     - Eq. 17 x lambda (eq. 15): L_v = lambda sum_t (V_hat_t - V(s_t))^2.
     """
-    m_total = rows.shape[0]
-    t_max = 0
-    for m in range(m_total):
-        if lengths[m] > t_max:
-            t_max = lengths[m]
-    hid = np.empty((t_max + 1, _H))
-    val = np.empty(t_max + 1)
-    dif = np.empty(t_max + 1)
-    vhat = np.empty(t_max + 1)
+    t_pad = obs_buf.shape[1]  # >= every episode's T + 1
+    hid = np.empty((t_pad, _H))
+    val = np.empty(t_pad)
+    dif = np.empty(t_pad)
+    vhat = np.empty(t_pad)
     tt = np.empty(112)
     wd = np.empty(_H)
     gacc = np.empty(112)
-    for m in range(m_total):
+    for m in range(rows.shape[0]):
         transpose_row(theta[m], tt, wd)
         scores[m] = episode_grad_t(
             tt, wd, rows[m], obs_buf, acts_buf, rews_buf, lengths[m], bootstrap[m], gamma[m],
