@@ -111,18 +111,14 @@ class Engine:
         self.mech_rngs = [mechanism_rng(s) for s in self.seeds]
 
         # ---- per trial (global index g) ----
-        cfg_of, local, streams, thetas = [], [], [], []
-        for ci, (c, seed) in enumerate(zip(self.configs, self.seeds, strict=True)):
-            for k in range(c.trials):
-                cfg_of.append(ci)
-                local.append(k)
-                st = TrialStream(seed, k)
-                streams.append(st)
-                thetas.append(init_theta(st.init))
-        self.cfg_of = np.array(cfg_of, dtype=np.int64)
-        self.local = np.array(local, dtype=np.int64)
-        self.streams = streams
-        G = self.G = len(cfg_of)
+        trials = [c.trials for c in self.configs]
+        cfg_of = self.cfg_of = np.repeat(np.arange(len(trials), dtype=np.int64), trials)
+        self.local = np.concatenate([np.arange(k, dtype=np.int64) for k in trials])
+        self.streams = [
+            TrialStream(s, k) for s, n in zip(self.seeds, trials, strict=True) for k in range(n)
+        ]
+        thetas = [init_theta(st.init) for st in self.streams]
+        G = self.G = cfg_of.size
 
         def per(attr: str, dtype: Any = np.float64) -> np.ndarray:
             return np.array([getattr(self.configs[c], attr) for c in cfg_of], dtype=dtype)
