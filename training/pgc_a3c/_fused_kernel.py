@@ -198,8 +198,7 @@ def fused_block(
     # ---- outputs ----
     out_int: np.ndarray,  # (6, cap): trial, agent, worker, round, submission, theta index
     out_report: np.ndarray,
-    out_score: np.ndarray,
-    out_grav: np.ndarray,
+    out_real: np.ndarray,  # (2, cap): score, gravity
     out_grad: np.ndarray,
     out_n: np.ndarray,  # (1,)
     snap_theta: np.ndarray,
@@ -388,8 +387,8 @@ def fused_block(
                 out_int[3, o] = row_round[i]
                 out_int[4, o] = k_sub[q]
                 out_int[5, o] = row_version[i]
-                out_score[o] = k_score[q]
-                out_grav[o] = gravity[i]
+                out_real[0, o] = k_score[q]
+                out_real[1, o] = gravity[i]
                 for kk in range(d):
                     out_report[o, kk] = noisy[q, kk]
                     out_grad[o, kk] = grads[q, kk]

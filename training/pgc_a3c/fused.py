@@ -121,8 +121,7 @@ class FusedEngine(Engine):
         self.out_int = np.zeros((6, cap), dtype=np.int64)
         self.out_report = np.zeros((cap if rec else 1, DIM))
         self.out_grad = np.zeros_like(self.out_report)
-        self.out_score = np.zeros(cap)
-        self.out_grav = np.zeros(cap)
+        self.out_real = np.zeros((2, cap))  # score, gravity
         self.out_n = np.zeros(1, dtype=np.int64)
         self.snap_theta = np.zeros((16 * G if rec else G, DIM))
         self.snap_cfg = np.zeros(self.snap_theta.shape[0], dtype=np.int64)
@@ -225,8 +224,7 @@ class FusedEngine(Engine):
             cfg = self.cfg_of[g]
             first, counts = equal_runs(cfg)
             # the kernel's outputs in the order of the records (run_dir.stack_records)
-            cols = (self.local[g], *oi[1:], self.out_report, self.out_score, self.out_grav,
-                    self.out_grad)  # fmt: skip
+            cols = (self.local[g], *oi[1:], self.out_report, *self.out_real, self.out_grad)
             for f, k in zip(first.tolist(), counts.tolist(), strict=True):
                 for batches, x in zip(self.tr[int(cfg[f])].values(), cols, strict=True):
                     batches.append(x[f : f + k].copy())
@@ -317,7 +315,7 @@ class FusedEngine(Engine):
                 self.mech_kind, self.coord_clip, self.clip_bound, self.noise, self.noise_ptr,
                 self.noise_len, self.prs_dh, self.prs_p0, self.prs_slope, self.rows_c,
                 self.record_c, self.recorded_version, self.recorded_index, self.n_thetas,
-                self.out_int, self.out_report, self.out_score, self.out_grav, self.out_grad,
+                self.out_int, self.out_report, self.out_real, self.out_grad,
                 self.out_n, self.snap_theta, self.snap_cfg, self.snap_n, self.f_env_steps, self.bad,
             )  # fmt: skip
             lap("kernel")
