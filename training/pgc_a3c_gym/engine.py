@@ -143,8 +143,7 @@ class Engine:
     # -------------------------------------------------------------------------------- the loop
     def run(self, bar: Any = None) -> None:
         cfg, R = self.cfg, self.R
-        cur = np.zeros((R, self.net.obs_dim))
-        cur[:] = self._start(np.arange(R), np.ones(R, dtype=bool))
+        cur = self._start(np.arange(R), np.ones(R, dtype=bool))  # (R, obs_dim) float64
         live = np.ones(cfg.trials, dtype=bool)
         sample = cfg.acting == "sample"
         rows_all = np.arange(R)
