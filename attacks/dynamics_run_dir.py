@@ -24,6 +24,7 @@ from ldp_audit.attacks.dynamics_shadow import (
     check_candidates,
     check_count,
     check_episodes,
+    check_method,
     known_law,
     mechanism_config,
     mechanism_epsilon,
@@ -102,6 +103,7 @@ def attack_run_dir(
     cands = check_candidates(candidates)
     if mechanism is None:
         mechanism = _run_mechanism(cfg)
+    check_method(method)
     if isinstance(alpha, str) and alpha != "schedule":
         raise InvalidParameterError(f"alpha must be a probability or 'schedule', got {alpha!r}")
     uniq, group_of_row, rows = _groups(tr, max_groups, arrival=False)
@@ -416,10 +418,7 @@ def attack_private_param_run(
     cfg = run.config
     pp = _private_parameter(cfg, run.path)
     n_shadow = check_count(n_shadow, "n_shadow")
-    if method not in ("auto", "likelihood", "classifier"):
-        raise InvalidParameterError(
-            f"method must be 'auto', 'likelihood' or 'classifier', got {method!r}"
-        )
+    check_method(method)
     if isinstance(alpha, str) and alpha != "schedule":
         raise InvalidParameterError(f"alpha must be a probability or 'schedule', got {alpha!r}")
     if not isinstance(alpha, str):

@@ -5,7 +5,7 @@ Part of :mod:`ldp_audit.attacks.dynamics` (its docstring has the threat model an
 import the attack's names from there. The helpers the other attacks modules share (the
 mechanism's :func:`privatize`, :func:`mechanism_config`, :func:`known_law`, and the parameter
 checks :func:`check_count`, :func:`check_episodes`, :func:`check_candidates`,
-:func:`check_theta`) are public here and imported from this module.
+:func:`check_theta`, :func:`check_method`) are public here and imported from this module.
 """
 
 from __future__ import annotations
@@ -35,8 +35,6 @@ _CHUNK = 4096  # episodes per simulator call (bounded memory, still one vectoris
 
 def mechanism_epsilon(mechanism: Any) -> float:
     """The mechanism's per-report epsilon (``inf`` for ``None`` / the non-private baseline)."""
-    if mechanism is None:
-        return math.inf
     return float(getattr(mechanism, "epsilon", math.inf))
 
 
@@ -126,12 +124,7 @@ def simulate_chunks(
 def known_law(mechanism: Any) -> str | None:
     """Name of the noise law the likelihood method can evaluate exactly (``"laplace"``, ``"rr"``),
     else None (PRS, the non-private baseline, a mechanism of another class)."""
-    name = type(mechanism).__name__
-    if name == "Laplace":
-        return "laplace"
-    if name == "RandomizedResponse":
-        return "rr"
-    return None
+    return {"Laplace": "laplace", "RandomizedResponse": "rr"}.get(type(mechanism).__name__)
 
 
 class ShadowGradientAttack(ClassifierMixin, BaseEstimator):
@@ -185,10 +178,7 @@ class ShadowGradientAttack(ClassifierMixin, BaseEstimator):
         classes = np.unique(y)
         if classes.size < 2:
             raise InvalidParameterError(f"y must hold >= 2 gravities, got {classes.tolist()}")
-        if self.method not in ("auto", "likelihood", "classifier"):
-            raise InvalidParameterError(
-                f"method must be 'auto', 'likelihood' or 'classifier', got {self.method!r}"
-            )
+        check_method(self.method)
         law = known_law(self.mechanism)
         method = self.method
         if method == "auto":
@@ -330,6 +320,15 @@ def _default_classifier(mechanism: Any) -> Any:
 # ------------------------------------------------------------------------------------------------
 # Checks shared by the experiments and the run-directory attacks
 # ------------------------------------------------------------------------------------------------
+
+
+def check_method(method: Any) -> str:
+    """``method`` of :class:`ShadowGradientAttack` (and of the run-directory attacks)."""
+    if method not in ("auto", "likelihood", "classifier"):
+        raise InvalidParameterError(
+            f"method must be 'auto', 'likelihood' or 'classifier', got {method!r}"
+        )
+    return method
 
 
 def check_candidates(candidates: Sequence[float]) -> np.ndarray:

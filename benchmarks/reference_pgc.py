@@ -156,6 +156,12 @@ def reference_train(cfg: PgcA3cConfig, *, seed: int = 0, max_seconds: float = ma
     }
 
 
+def bucket_length(lengths: np.ndarray) -> np.ndarray:
+    """Padded length 2^ceil(log2 T) (at least 16) of the bucket an episode of length T goes to."""
+    b = np.maximum(4, np.ceil(np.log2(np.maximum(np.asarray(lengths), 1))).astype(np.int64))
+    return np.left_shift(1, b)
+
+
 def loss_gradients_numpy(
     theta: np.ndarray,
     obs: np.ndarray,
@@ -177,10 +183,10 @@ def loss_gradients_numpy(
     length, so a row's result never depends on the other rows or on how far the inputs were
     padded.
     """
-    from ldp_audit.training.pgc_a3c.gradients import bucket_length, softmax_gradients
-    from ldp_audit.training.pgc_a3c.model import HIDDEN, N_ACTIONS, OBS_DIM, check_theta
+    from ldp_audit.training.pgc_a3c.gradients import softmax_gradients
+    from ldp_audit.training.pgc_a3c.model import DIM, HIDDEN, N_ACTIONS, OBS_DIM, check_params
 
-    theta = check_theta(theta)
+    theta = check_params(theta, DIM)
     m, big_l = np.shape(actions)
     lengths = np.asarray(lengths, dtype=np.int64)
     boot = np.asarray(bootstrap, dtype=bool)

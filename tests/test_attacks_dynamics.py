@@ -209,6 +209,8 @@ def test_run_dir_attack_reads_no_secrets(tmp_path) -> None:
     )(gravities, tmp_path, rng)
     secrets = (tmp_path / "secrets.npz").read_bytes()
     (tmp_path / "secrets.npz").unlink()
+    with pytest.raises(InvalidParameterError, match="method must be .*got 'bogus'"):
+        D.attack_run_dir(tmp_path, method="bogus", simulator=index_simulator)  # not a classifier
     pred = D.attack_run_dir(tmp_path, n_shadow=5, max_groups=None, simulator=index_simulator)
     assert "gravity" not in pred and pred["guess"].shape == (500,)
     with pytest.raises(RunDirectoryError, match="secrets"):

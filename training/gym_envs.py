@@ -402,14 +402,6 @@ class ParamVectorEnv(VectorEnv):  # type: ignore[misc]
 _SPACES = ("single_observation_space", "single_action_space", "observation_space", "action_space")
 
 
-def _setup_spaces(env: Any, single: Any, n: int) -> None:
-    env.num_envs = n
-    for k in ("observation_space", "action_space"):
-        setattr(env, f"single_{k}", getattr(single, k))
-        setattr(env, k, batch_space(getattr(single, k), n))
-    env.metadata = {"autoreset_mode": AutoresetMode.DISABLED}
-
-
 def _mask_rows(options: Any, n: int) -> np.ndarray:
     if options is not None and "reset_mask" in options:
         m = np.asarray(options["reset_mask"], dtype=bool)
@@ -433,7 +425,11 @@ class _NativeParamVectorEnv(ParamVectorEnv):
     arrays; a subclass gives ``_initial(rng)`` (a row's reset state) and ``_obs()``."""
 
     def __init__(self, single: Any, n: int, param: str, names: Sequence[str], dim: int) -> None:
-        _setup_spaces(self, single, n)
+        self.num_envs = n
+        for k in ("observation_space", "action_space"):
+            setattr(self, f"single_{k}", getattr(single, k))
+            setattr(self, k, batch_space(getattr(single, k), n))
+        self.metadata = {"autoreset_mode": AutoresetMode.DISABLED}
         self.param = param
         self.consts = {k: np.full(n, float(getattr(single, k))) for k in names}
         self.state = np.zeros((n, dim))

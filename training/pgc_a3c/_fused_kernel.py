@@ -28,12 +28,12 @@ from ldp_audit.training.pgc_a3c._kernels import (
     _H,
     agg_one,
     choose_action,
+    ended_episodes,
     episode_grad_t,
     log_sigmoid_pair,
     observe,
     record_scores,
     transpose_row,
-    value_targets,
 )
 
 # Gymnasium's CartPole constants (gymnasium.envs.classic_control.cartpole, 1.x), spelled as
@@ -104,10 +104,10 @@ _SHARED = (
     observe,
     choose_action,
     log_sigmoid_pair,
-    value_targets,
     transpose_row,
     episode_grad_t,
     agg_one,
+    ended_episodes,
     record_scores,
 )
 #: ||x[lo:lo+n]||_1 in NumPy's pairwise order (the Laplace mechanism's eq.-19 norm)
@@ -131,8 +131,7 @@ def fused_block(
     row_round: np.ndarray,
     row_version: np.ndarray,
     slot: np.ndarray,
-    row_theta: np.ndarray,  # (E, 112)
-    row_tt: np.ndarray,  # (E, 112) the same, transposed (transpose_row)
+    row_tt: np.ndarray,  # (E, 112) each row's theta transposed (transpose_row)
     row_wd: np.ndarray,  # (E, 16) theta_p1 - theta_p0 of each row
     obs_buf: np.ndarray,
     acts_buf: np.ndarray,
@@ -197,15 +196,9 @@ def fused_block(
     recorded_index: np.ndarray,  # (G,)
     n_thetas: np.ndarray,  # (C,) theta snapshots recorded so far per config
     # ---- outputs ----
-    out_g: np.ndarray,
-    out_agent: np.ndarray,
-    out_worker: np.ndarray,
-    out_round: np.ndarray,
-    out_sub: np.ndarray,
-    out_tidx: np.ndarray,
+    out_int: np.ndarray,  # (6, cap): trial, agent, worker, round, submission, theta index
     out_report: np.ndarray,
-    out_score: np.ndarray,
-    out_grav: np.ndarray,
+    out_real: np.ndarray,  # (2, cap): score, gravity
     out_grad: np.ndarray,
     out_n: np.ndarray,  # (1,)
     snap_theta: np.ndarray,
@@ -242,11 +235,13 @@ def fused_block(
     dif = np.empty(t_pad)
     vhat = np.empty(t_pad)
     done = np.empty(n_rows, np.int64)
-    done_term = np.empty(n_rows, np.bool_)
-    done_trunc = np.empty(n_rows, np.bool_)
+    row_term = np.empty(n_rows, np.bool_)
+    row_trunc = np.empty(n_rows, np.bool_)
     k_row = np.empty(n_rows, np.int64)
     k_g = np.empty(n_rows, np.int64)
     k_sub = np.empty(n_rows, np.int64)
+    k_len = np.empty(n_rows, np.int64)
+    k_boot = np.empty(n_rows, np.bool_)
     k_score = np.empty(n_rows)
     grads = np.empty((n_rows, d))
     noisy = np.empty((n_rows, d))
@@ -272,7 +267,7 @@ def fused_block(
         for c in range(n_cfg):
             if mech_kind[c] != 1 and noise_ptr[c] + rows_c[c] > noise_len[c]:
                 return FUSED_NEED_NOISE
-        if out_n[0] + n_rows > out_g.shape[0] or snap_n[0] + n_trials > snap_theta.shape[0]:
+        if out_n[0] + n_rows > out_int.shape[1] or snap_n[0] + n_trials > snap_theta.shape[0]:
             return FUSED_NEED_OUTPUT
         # ---------------- acting and physics ----------------
         pos = block_pos[0]
@@ -307,37 +302,27 @@ def fused_block(
             rews_buf[si, ti] = 1.0
             if term or trunc:
                 done[nd] = i
-                done_term[nd] = term
-                done_trunc[nd] = trunc
+                row_term[i] = term
+                row_trunc[i] = trunc
                 nd += 1
         env_steps[0] += live
         if nd == 0:
             continue
         # ---------------- ended episodes: cap, gradients ----------------
-        m = 0
-        prev = -1
-        k = 0
-        for q in range(nd):
-            i = done[q]
-            g = row_trial[i]
-            if g != prev:
-                prev = g
-                k = 0
-            else:
-                k += 1
-            if k < max_sub[g] - n_sub[g]:
-                si = slot[i]
-                big_t = steps[i]
-                observe(state, i, obs_buf, si, big_t)  # s_T, recorded
-                boot = done_trunc[q] and not done_term[q]
-                k_score[m] = episode_grad_t(
-                    row_tt[i], row_wd[i], si, obs_buf, acts_buf, rews_buf, big_t, boot,
-                    gamma[g], lam[g], beta[g], literal[g], grads[m], hid, val, dif, vhat, gacc,
-                )  # fmt: skip
-                k_row[m] = i
-                k_g[m] = g
-                k_sub[m] = n_sub[g] + k
-                m += 1
+        m = ended_episodes(
+            done[:nd], row_trial, max_sub, n_sub, steps, row_term, row_trunc, k_row, k_g, k_sub,
+            k_len, k_boot,
+        )  # fmt: skip
+        for q in range(m):
+            i = k_row[q]
+            g = k_g[q]
+            si = slot[i]
+            observe(state, i, obs_buf, si, k_len[q])  # s_T, recorded
+            k_score[q] = episode_grad_t(
+                row_tt[i], row_wd[i], si, obs_buf, acts_buf, rews_buf, k_len[q], k_boot[q],
+                gamma[g], lam[g], beta[g], literal[g], grads[q], hid, val, dif, vhat, gacc,
+            )  # fmt: skip
+            k_sub[q] += n_sub[g]  # the rank among the trial's arrivals -> the submission index
         # ---------------- agent side: randomise (agents were charged when they started) -----
         for q in range(m):
             for kk in range(d):
@@ -396,14 +381,14 @@ def fused_block(
             c = cfg_of[g]
             if record[c]:
                 o = out_n[0]
-                out_g[o] = g
-                out_agent[o] = row_agent[i]
-                out_worker[o] = row_worker[i]
-                out_round[o] = row_round[i]
-                out_sub[o] = k_sub[q]
-                out_tidx[o] = row_version[i]
-                out_score[o] = k_score[q]
-                out_grav[o] = gravity[i]
+                out_int[0, o] = g
+                out_int[1, o] = row_agent[i]
+                out_int[2, o] = row_worker[i]
+                out_int[3, o] = row_round[i]
+                out_int[4, o] = k_sub[q]
+                out_int[5, o] = row_version[i]
+                out_real[0, o] = k_score[q]
+                out_real[1, o] = gravity[i]
                 for kk in range(d):
                     out_report[o, kk] = noisy[q, kk]
                     out_grad[o, kk] = grads[q, kk]
@@ -439,8 +424,6 @@ def fused_block(
                     gravity[i] = agtable[g, ag]
             else:
                 row_round[i] += 1
-            for kk in range(d):
-                row_theta[i, kk] = theta[g, kk]
             transpose_row(theta[g], row_tt[i], row_wd[i])
             for c4 in range(4):
                 state[c4, i] = _INIT_LOW + _INIT_SPAN * reset_block[g, rp, 1 + c4]

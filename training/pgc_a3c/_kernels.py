@@ -168,57 +168,20 @@ def episode_gradients_kernel(
     - Eq. 16: L_p = -sum_t log pi(a_t|s_t) A_t - beta sum_t H(pi(.|s_t)) (eq. 13 for H).
     - Eq. 17 x lambda (eq. 15): L_v = lambda sum_t (V_hat_t - V(s_t))^2.
     """
-    m_total = rows.shape[0]
-    t_max = 0
-    for m in range(m_total):
-        if lengths[m] > t_max:
-            t_max = lengths[m]
-    hid = np.empty((t_max + 1, _H))
-    val = np.empty(t_max + 1)
-    dif = np.empty(t_max + 1)
-    vhat = np.empty(t_max + 1)
+    t_pad = obs_buf.shape[1]  # >= every episode's T + 1
+    hid = np.empty((t_pad, _H))
+    val = np.empty(t_pad)
+    dif = np.empty(t_pad)
+    vhat = np.empty(t_pad)
     tt = np.empty(112)
     wd = np.empty(_H)
     gacc = np.empty(112)
-    for m in range(m_total):
+    for m in range(rows.shape[0]):
         transpose_row(theta[m], tt, wd)
         scores[m] = episode_grad_t(
             tt, wd, rows[m], obs_buf, acts_buf, rews_buf, lengths[m], bootstrap[m], gamma[m],
             lam[m], beta[m], literal[m], out[m], hid, val, dif, vhat, gacc,
         )  # fmt: skip
-
-
-@nb.njit(cache=True, nogil=True, inline="always")
-def value_targets(
-    rews_buf: np.ndarray,
-    r: int,
-    big_t: int,
-    val: np.ndarray,
-    vhat: np.ndarray,
-    g: float,
-    lit: bool,
-    boot: bool,
-) -> float:
-    """Fill ``vhat[:big_t]`` with eq. 18's targets for row ``r``; return the episode's return.
-
-    The engine's reading bootstraps V(s_T) discounted as in eq. 12 (and 0 after a failure,
-    ``boot`` False); ``lit`` is eq. 18 as printed (+ V(s_T), undiscounted, also after a failure).
-    Shared by both gradient kernels, so their targets are the same operations in the same order.
-    """
-    if lit:
-        nxt = 0.0
-        for t in range(big_t - 1, -1, -1):
-            nxt = rews_buf[r, t] + g * nxt
-            vhat[t] = nxt + val[big_t]
-    else:
-        nxt = val[big_t] if boot else 0.0
-        for t in range(big_t - 1, -1, -1):
-            nxt = rews_buf[r, t] + g * nxt
-            vhat[t] = nxt
-    total = 0.0
-    for t in range(big_t):
-        total += rews_buf[r, t]
-    return total
 
 
 @nb.njit(cache=True, nogil=True)
@@ -289,8 +252,16 @@ def episode_grad_t(
             z1 += tt[_P1 + j] * h
         val[t] = v
         dif[t] = z1 - z0
-    # eq. 18 (bootstrap discounted as in eq. 12)
-    total = value_targets(rews_buf, r, big_t, val, vhat, g, lit, boot)
+    # eq. 18, V_hat_t = r_t + gamma V_hat_{t+1}: the bootstrap V(s_T) discounted as in eq. 12
+    # (0 after a failure, ``boot`` False); ``lit``: eq. 18 as printed (+ V(s_T), undiscounted,
+    # also after a failure)
+    nxt = val[big_t] if boot and not lit else 0.0
+    for t in range(big_t - 1, -1, -1):
+        nxt = rews_buf[r, t] + g * nxt
+        vhat[t] = nxt + val[big_t] if lit else nxt
+    total = 0.0
+    for t in range(big_t):
+        total += rews_buf[r, t]
     for k in range(112):
         gacc[k] = 0.0
     two_lam = 2.0 * lam
@@ -427,8 +398,8 @@ def ended_episodes(
     """Which of the ended episodes in ``rows`` (sorted, so a trial's rows are contiguous and in
     worker order) are submitted: a trial takes at most ``max_sub - n_sub`` more, the later
     workers' episodes are discarded. Writes row, trial, rank within the trial's arrivals,
-    length T = t + 1 and whether to bootstrap (cut, not terminal) of each kept episode; returns
-    how many were kept."""
+    length T = ``t`` (the row's steps, this one included) and whether to bootstrap (cut, not
+    terminal) of each kept episode; returns how many were kept. Shared by both engines."""
     m = 0
     prev = -1
     k = 0
@@ -444,7 +415,7 @@ def ended_episodes(
             sub[m] = r
             gs[m] = g
             rank[m] = k
-            lengths[m] = t[r] + 1
+            lengths[m] = t[r]
             boot[m] = trunc[r] and not term[r]
             m += 1
     return m

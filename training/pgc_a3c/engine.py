@@ -36,7 +36,6 @@ from ldp_audit.training.pgc_a3c._kernels import (
 )
 from ldp_audit.training.pgc_a3c.aggregator import Aggregator
 from ldp_audit.training.pgc_a3c.config import PgcA3cConfig, TrainResult
-from ldp_audit.training.pgc_a3c.gradients import bucket_length
 from ldp_audit.training.pgc_a3c.model import DIM, OBS_DIM, init_theta
 from ldp_audit.training.pgc_a3c.privacy import privacy_summary, report_request
 from ldp_audit.training.pgc_a3c.run_dir import TRANSCRIPT_KEYS, stack_records
@@ -51,7 +50,7 @@ RESET_BLOCK = 256
 _TR_KEYS = (*(k for k in TRANSCRIPT_KEYS if k != "thetas"), "gravity", "gradient")
 
 
-def _runs(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def equal_runs(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Start index and length of each run of equal values in a sorted 1-D array."""
     edges = np.empty(x.size + 1, dtype=bool)
     edges[0] = edges[-1] = True
@@ -112,18 +111,14 @@ class Engine:
         self.mech_rngs = [mechanism_rng(s) for s in self.seeds]
 
         # ---- per trial (global index g) ----
-        cfg_of, local, streams, thetas = [], [], [], []
-        for ci, (c, seed) in enumerate(zip(self.configs, self.seeds, strict=True)):
-            for k in range(c.trials):
-                cfg_of.append(ci)
-                local.append(k)
-                st = TrialStream(seed, k)
-                streams.append(st)
-                thetas.append(init_theta(st.init))
-        self.cfg_of = np.array(cfg_of, dtype=np.int64)
-        self.local = np.array(local, dtype=np.int64)
-        self.streams = streams
-        G = self.G = len(cfg_of)
+        trials = [c.trials for c in self.configs]
+        cfg_of = self.cfg_of = np.repeat(np.arange(len(trials), dtype=np.int64), trials)
+        self.local = np.concatenate([np.arange(k, dtype=np.int64) for k in trials])
+        self.streams = [
+            TrialStream(s, k) for s, n in zip(self.seeds, trials, strict=True) for k in range(n)
+        ]
+        thetas = [init_theta(st.init) for st in self.streams]
+        G = self.G = cfg_of.size
 
         def per(attr: str, dtype: Any = np.float64) -> np.ndarray:
             return np.array([getattr(self.configs[c], attr) for c in cfg_of], dtype=dtype)
@@ -145,11 +140,9 @@ class Engine:
         )
         # gravity table per trial, padded: psi = table[g, floor(u * len_g)]
         self.gtable, self.glen = padded([self.configs[c].gravities for c in cfg_of])
-        # fixed per-agent gravities (canaries), per trial; empty when not set
-        self.agent_gtable = [
-            np.asarray(self.configs[c].agent_gravities or (), dtype=np.float64) for c in cfg_of
-        ]
-        self.any_agent_g = any(t.size for t in self.agent_gtable)
+        # fixed per-agent gravities (canaries), per trial, padded: agent a < aglen[g] has
+        # agtable[g, a] (aglen 0 when not set)
+        self.agtable, self.aglen = padded([self.configs[c].agent_gravities or () for c in cfg_of])
 
         self.n_sub = np.zeros(G, dtype=np.int64)
         self.next_agent = np.zeros(G, dtype=np.int64)
@@ -170,10 +163,9 @@ class Engine:
         self.row_gravity = np.zeros(E)
         self.row_theta = np.zeros((E, DIM))
         self.row_version = np.full(E, -1, dtype=np.int64)
-        s_pad = int(bucket_length(np.array([self.S]))[0])  # room for the largest bucket
-        self.obs = np.zeros((E, s_pad + 1, OBS_DIM))
-        self.acts = np.zeros((E, s_pad), dtype=np.int8)
-        self.rews = np.zeros((E, s_pad), dtype=np.float32)
+        self.obs = np.zeros((E, self.S + 1, OBS_DIM))  # s_0..s_T of each row's episode
+        self.acts = np.zeros((E, self.S), dtype=np.int8)
+        self.rews = np.zeros((E, self.S), dtype=np.float32)
         # row -> buffer row of obs/acts/rews: dropping finished trials' rows (_compact) only
         # renumbers the rows, it never moves the episode buffers
         self.slot = np.arange(E, dtype=np.int64)
@@ -204,7 +196,7 @@ class Engine:
         trials until it drops them; their streams are never read again), into the same buffer
         while the row count is unchanged."""
         rt = self.row_trial
-        first, counts = _runs(rt)
+        first, counts = equal_runs(rt)
         blk = self.act_block
         if blk.shape != (ACT_BLOCK, rt.size):
             blk = np.empty((ACT_BLOCK, rt.size))
@@ -216,19 +208,24 @@ class Engine:
 
     def _take_resets(self, g: np.ndarray) -> np.ndarray:
         """5 uniforms per restart, rows grouped by trial in order; consumed per trial."""
-        first, counts = _runs(g)
+        first, counts = equal_runs(g)
         tg = g[first]
-        r_len = self.reset_block.shape[1]
-        need = self.reset_ptr[tg] + counts > r_len
-        for gi in tg[need].tolist():
-            left = self.reset_block[gi, self.reset_ptr[gi] :]
-            fresh = self.streams[gi].reset.random((r_len - left.shape[0], 5))
-            self.reset_block[gi] = np.concatenate([left, fresh])
-            self.reset_ptr[gi] = 0
+        self._refill_resets_of(tg[self.reset_ptr[tg] + counts > self.reset_block.shape[1]])
         rank = np.arange(g.size) - np.repeat(first, counts)
         out = self.reset_block[g, self.reset_ptr[g] + rank]
         self.reset_ptr[tg] += counts
         return out
+
+    def _refill_resets_of(self, trials: np.ndarray) -> None:
+        """Move each of ``trials``' unused reset uniforms to the front of its block and draw
+        the rest from its stream (the values ``random((used, 5))`` gives)."""
+        r_len = self.reset_block.shape[1]
+        for gi in trials.tolist():
+            p = int(self.reset_ptr[gi])
+            blk = self.reset_block[gi]
+            blk[: r_len - p] = blk[p:]  # overlapping rows: NumPy copies through a buffer
+            self.streams[gi].reset.random(out=blk[r_len - p :])
+            self.reset_ptr[gi] = 0
 
     # ------------------------------------------------------------------------------ restarts
     def _start_rows(self, rows: np.ndarray, new_agent: np.ndarray) -> None:
@@ -237,7 +234,7 @@ class Engine:
         u = self._take_resets(g)
         na_rows, na_g = rows[new_agent], g[new_agent]
         if na_rows.size:
-            first, counts = _runs(na_g)
+            first, counts = equal_runs(na_g)
             rank = np.arange(na_g.size) - np.repeat(first, counts)
             self.row_agent[na_rows] = self.next_agent[na_g] + rank
             self.next_agent[na_g[first]] += counts
@@ -245,11 +242,9 @@ class Engine:
             n_g = self.glen[na_g]  # psi uniform over the config's gravities
             idx = np.minimum((u[new_agent, 0] * n_g).astype(np.int64), n_g - 1)
             self.row_gravity[na_rows] = self.gtable[na_g, idx]
-            if self.any_agent_g:
-                for r, gi in zip(na_rows.tolist(), na_g.tolist(), strict=True):
-                    table, a = self.agent_gtable[gi], self.row_agent[r]
-                    if a < table.size:
-                        self.row_gravity[r] = table[a]
+            a = self.row_agent[na_rows]
+            fixed = a < self.aglen[na_g]
+            self.row_gravity[na_rows[fixed]] = self.agtable[na_g[fixed], a[fixed]]
         self.row_round[rows[~new_agent]] += 1
         th = self.agg.theta[g]
         self.row_theta[rows] = th
@@ -314,7 +309,7 @@ class Engine:
         lengths, boot = np.empty(n, np.int64), np.empty(n, np.bool_)
         # the cap: a trial's later arrivals beyond max_submissions are discarded
         m = ended_episodes(
-            rows, self.row_trial, self.max_sub, self.n_sub, t, term, trunc,
+            rows, self.row_trial, self.max_sub, self.n_sub, t + 1, term, trunc,
             sub, gs, rk, lengths, boot,
         )  # fmt: skip
         sub, gs, rk, lengths, boot = sub[:m], gs[:m], rk[:m], lengths[:m], boot[:m]
@@ -341,7 +336,7 @@ class Engine:
         sub_index = self.n_sub[gs] + rk
         cfg = self.cfg_of[gs]  # sorted: configs own contiguous blocks of trials
         groups, cis, sels = [], [], []
-        c_first, c_count = _runs(cfg)
+        c_first, c_count = equal_runs(cfg)
         for f, k in zip(c_first.tolist(), c_count.tolist(), strict=True):
             ci = int(cfg[f])
             sel = slice(f, f + k)

@@ -18,7 +18,7 @@ import numpy as np
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.release import Charging
 from ldp_audit.training.pgc_a3c.config import PgcA3cConfig
-from ldp_audit.training.pgc_a3c.engine import ACT_BLOCK, Engine, _runs, padded
+from ldp_audit.training.pgc_a3c.engine import ACT_BLOCK, Engine, equal_runs
 from ldp_audit.training.pgc_a3c.model import DIM, HIDDEN
 
 #: The fused engine charges, per top-up, the next ``_FUSED_RESERVE`` x (rows of the trial)
@@ -66,11 +66,11 @@ class FusedEngine(Engine):
         self.obs = np.zeros(self.obs.shape, dtype=np.float32)
         from ldp_audit.training.pgc_a3c._fused_kernel import transpose_row
 
+        # each row's theta as the kernel reads it (it keeps these current, not row_theta)
         self.row_tt = np.empty_like(self.row_theta)
         self.row_wd = np.empty((self.row_theta.shape[0], HIDDEN))
         for i in range(self.row_theta.shape[0]):
             transpose_row(self.row_theta[i], self.row_tt[i], self.row_wd[i])
-        self.agtable, self.aglen = padded(self.agent_gtable)
         self.paid = np.zeros(G, dtype=np.int64)
         self.agent_cap = self.max_sub // self.rounds + self.n_agents
         # per config: mechanism kind and its pre-drawn randomness
@@ -121,8 +121,7 @@ class FusedEngine(Engine):
         self.out_int = np.zeros((6, cap), dtype=np.int64)
         self.out_report = np.zeros((cap if rec else 1, DIM))
         self.out_grad = np.zeros_like(self.out_report)
-        self.out_score = np.zeros(cap)
-        self.out_grav = np.zeros(cap)
+        self.out_real = np.zeros((2, cap))  # score, gravity
         self.out_n = np.zeros(1, dtype=np.int64)
         self.snap_theta = np.zeros((16 * G if rec else G, DIM))
         self.snap_cfg = np.zeros(self.snap_theta.shape[0], dtype=np.int64)
@@ -207,14 +206,9 @@ class FusedEngine(Engine):
 
     def _refill_resets(self) -> None:
         r_len = self.reset_block.shape[1]
-        short = np.flatnonzero(self.active & (self.reset_ptr + 2 * self.rows_g > r_len))
-        for gi in short.tolist():
-            p = int(self.reset_ptr[gi])
-            k = r_len - p
-            blk = self.reset_block[gi]
-            blk[:k] = blk[p:]  # overlapping rows: NumPy copies through a buffer
-            self.streams[gi].reset.random(out=blk[k:])  # the same values as random((p, 5))
-            self.reset_ptr[gi] = 0
+        self._refill_resets_of(
+            np.flatnonzero(self.active & (self.reset_ptr + 2 * self.rows_g > r_len))
+        )
         self._lap("reset_draws")
 
     def _refill_act_block(self) -> None:
@@ -228,10 +222,9 @@ class FusedEngine(Engine):
             oi = self.out_int[:, :n]
             g = oi[0]
             cfg = self.cfg_of[g]
-            first, counts = _runs(cfg)
+            first, counts = equal_runs(cfg)
             # the kernel's outputs in the order of the records (run_dir.stack_records)
-            cols = (self.local[g], *oi[1:], self.out_report, self.out_score, self.out_grav,
-                    self.out_grad)  # fmt: skip
+            cols = (self.local[g], *oi[1:], self.out_report, *self.out_real, self.out_grad)
             for f, k in zip(first.tolist(), counts.tolist(), strict=True):
                 for batches, x in zip(self.tr[int(cfg[f])].values(), cols, strict=True):
                     batches.append(x[f : f + k].copy())
@@ -305,13 +298,12 @@ class FusedEngine(Engine):
             self._draw_ahead()  # 2. then draw the randomness that will be applied
             self._refill_resets()
             n0 = int(self.n_sub.sum())
-            oi = self.out_int
             lap("other")
             status = fused_block(
                 ACT_BLOCK,
                 self.f_state, self.f_steps, self.row_gravity, self.row_trial, self.row_worker,
-                self.row_agent, self.row_round, self.row_version, self.slot, self.row_theta,
-                self.row_tt, self.row_wd, self.obs, self.acts, self.rews, self.S,
+                self.row_agent, self.row_round, self.row_version, self.slot, self.row_tt,
+                self.row_wd, self.obs, self.acts, self.rews, self.S,
                 self.act_block, self.f_block_pos, self.alpha_g, self.sample_g,
                 agg.theta, agg.buffer, agg.count, agg.version, agg.eta, agg.buffer_size,
                 agg.kind, agg.m1, agg.m2, agg.steps,
@@ -323,9 +315,8 @@ class FusedEngine(Engine):
                 self.mech_kind, self.coord_clip, self.clip_bound, self.noise, self.noise_ptr,
                 self.noise_len, self.prs_dh, self.prs_p0, self.prs_slope, self.rows_c,
                 self.record_c, self.recorded_version, self.recorded_index, self.n_thetas,
-                oi[0], oi[1], oi[2], oi[3], oi[4], oi[5], self.out_report, self.out_score,
-                self.out_grav, self.out_grad, self.out_n,
-                self.snap_theta, self.snap_cfg, self.snap_n, self.f_env_steps, self.bad,
+                self.out_int, self.out_report, self.out_real, self.out_grad,
+                self.out_n, self.snap_theta, self.snap_cfg, self.snap_n, self.f_env_steps, self.bad,
             )  # fmt: skip
             lap("kernel")
             if self.profile:

@@ -26,17 +26,11 @@ from ldp_audit.training.pgc_a3c.config import TARGETS
 from ldp_audit.training.pgc_a3c.model import (
     DIM,
     OBS_DIM,
-    check_theta,
+    check_params,
     unpack_views,
 )
 
-__all__ = ["bucket_length", "loss_gradients"]
-
-
-def bucket_length(lengths: np.ndarray) -> np.ndarray:
-    """Padded length 2^ceil(log2 T) (at least 16) of the bucket an episode of length T goes to."""
-    b = np.maximum(4, np.ceil(np.log2(np.maximum(np.asarray(lengths), 1))).astype(np.int64))
-    return np.left_shift(1, b)
+__all__ = ["loss_gradients"]
 
 
 def softmax_gradients(
@@ -157,7 +151,7 @@ def loss_gradients(
     """
     if target not in TARGETS:
         raise InvalidParameterError(f"target must be one of {TARGETS}, got {target!r}")
-    theta = check_theta(theta)
+    theta = check_params(theta, DIM)
     # the shapes and values of the episode batch
     m = theta.shape[0]
     a = np.asarray(actions)

@@ -15,7 +15,7 @@ import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.pgc_a3c._kernels import act_and_record
-from ldp_audit.validation import check_rng
+from ldp_audit.validation import check_batch, check_rng
 
 __all__ = ["DIM", "HIDDEN", "OBS_DIM", "N_ACTIONS", "init_theta", "unpack_theta", "greedy_actions"]
 
@@ -65,25 +65,15 @@ def unpack_theta(theta: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
 
 def check_params(theta: Any, dim: int, name: str = "theta") -> np.ndarray:
     """A (B, dim) C-contiguous float64 batch of finite parameters (a (dim,) vector is one row)."""
-    t = np.asarray(theta, dtype=np.float64)
-    if t.ndim == 1:
-        t = t[None, :]
-    if t.ndim != 2 or t.shape[1] != dim or not np.all(np.isfinite(t)):
-        raise InvalidParameterError(
-            f"{name} must be a finite array of shape (B, {dim}), got shape {np.shape(theta)}"
-        )
-    return np.ascontiguousarray(t)
-
-
-def check_theta(theta: Any, name: str = "theta") -> np.ndarray:
-    return check_params(theta, DIM, name)
+    t = np.asarray(theta)
+    return check_batch(t[None, :] if t.ndim == 1 else t, name, dim=dim)
 
 
 def greedy_actions(theta: np.ndarray, obs: np.ndarray) -> np.ndarray:
     """argmax_a pi(a|s; theta) for rows of theta (B,112) and observations (B,4); ties -> 0.
 
     The observations are rounded to float32 first, as the engine does with the state."""
-    t = check_theta(theta)
+    t = check_params(theta, DIM)
     o = np.asarray(obs, dtype=np.float64)
     if o.shape != (t.shape[0], OBS_DIM):
         raise InvalidParameterError(

@@ -19,7 +19,7 @@ from ldp_audit.training.cartpole import PrivateGravityCartPole, initial_states
 from ldp_audit.training.pgc_a3c._kernels import act_and_record
 from ldp_audit.training.pgc_a3c.config import ACTING
 from ldp_audit.training.pgc_a3c.gradients import loss_gradients
-from ldp_audit.training.pgc_a3c.model import OBS_DIM, check_theta
+from ldp_audit.training.pgc_a3c.model import DIM, OBS_DIM, check_params
 from ldp_audit.validation import check_int, check_rng
 
 __all__ = ["rollout", "episode_gradients"]
@@ -50,7 +50,7 @@ def rollout(
         dict with obs (B, steps+1, 4), actions (B, steps), rewards (B, steps), lengths (B,),
         bootstrap (B,) (True where cut at ``steps``), score (B,).
     """
-    theta = check_theta(theta)
+    theta = check_params(theta, DIM)
     b = theta.shape[0]
     if acting not in ACTING:
         raise InvalidParameterError(f"acting must be one of {ACTING}, got {acting!r}")
@@ -137,7 +137,7 @@ def episode_gradients(
         (grads (B, 112), scores (B,)).
     """
     rng = check_rng(rng)
-    t = check_theta(theta)
+    t = check_params(theta, DIM)
     g = np.broadcast_to(np.asarray(gravity, dtype=np.float64).reshape(-1), (t.shape[0],))
     steps = check_int(steps, "steps", minimum=1)
     init = initial_states(rng.random((t.shape[0], OBS_DIM)))

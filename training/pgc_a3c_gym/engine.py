@@ -16,6 +16,7 @@ import numpy as np
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.gym_envs import make_param_vector_env
 from ldp_audit.training.pgc_a3c.config import TrainResult
+from ldp_audit.training.pgc_a3c.engine import equal_runs
 from ldp_audit.training.pgc_a3c.privacy import privatize_reports
 from ldp_audit.training.pgc_a3c.run_dir import TRANSCRIPT_KEYS, stack_records
 from ldp_audit.training.pgc_a3c_gym.config import GymPgcConfig
@@ -124,6 +125,11 @@ class Engine:
         self.t[rows] = 0
         return np.asarray(o, dtype=np.float64).reshape(self.R, -1)[rows]
 
+    def _rank(self, rows: np.ndarray) -> np.ndarray:
+        """Each of ``rows``' (sorted) rank among the rows of its trial."""
+        first, counts = equal_runs(self.row_trial[rows])
+        return np.arange(rows.size) - np.repeat(first, counts)
+
     def _uniforms(self) -> np.ndarray:
         if self.upos == BLOCK:
             n = self.cfg.n_agents
@@ -137,8 +143,7 @@ class Engine:
     # -------------------------------------------------------------------------------- the loop
     def run(self, bar: Any = None) -> None:
         cfg, R = self.cfg, self.R
-        cur = np.zeros((R, self.net.obs_dim))
-        cur[:] = self._start(np.arange(R), np.ones(R, dtype=bool))
+        cur = self._start(np.arange(R), np.ones(R, dtype=bool))  # (R, obs_dim) float64
         live = np.ones(cfg.trials, dtype=bool)
         sample = cfg.acting == "sample"
         rows_all = np.arange(R)
@@ -161,15 +166,11 @@ class Engine:
             ended = np.flatnonzero(done)
             self.obs[ended, t[ended]] = nxt[ended]
             # the reports of this step, in row order, capped at max_submissions per trial
-            take = []
-            for rr in ended.tolist():
-                tr = int(self.row_trial[rr])
-                if live[tr] and self.n_sub[tr] + sum(1 for x in take if self.row_trial[x] == tr) < (
-                    cfg.max_submissions
-                ):
-                    take.append(rr)
-            if take:
-                self._submit(np.asarray(take, dtype=np.int64), term, bar)
+            take = ended[
+                self._rank(ended) < cfg.max_submissions - self.n_sub[self.row_trial[ended]]
+            ]
+            if take.size:
+                self._submit(take, term, bar)
             live &= self.n_sub < cfg.max_submissions
             if not live.any():
                 break
@@ -208,10 +209,8 @@ class Engine:
             rng=self.mech_rng,
             clip=cfg.effective_clip if cfg.mechanism == "none" else None,
         )
-        sub = np.empty(rows.size, dtype=np.int64)
-        for i, tr in enumerate(trial.tolist()):
-            sub[i] = self.n_sub[tr]
-            self.n_sub[tr] += 1
+        sub = self.n_sub[trial] + self._rank(rows)
+        np.add.at(self.n_sub, trial, 1)
         score = self.rew[rows, :big_l].sum(axis=1)
         self.zeta[trial, sub] = score
         self.agg.receive(rel)  # eq. 22 on sealed reports only, in row order

@@ -182,7 +182,9 @@ def rollout(
                     break
             need = done if again is None else done | again
             if need.any():
-                nxt[need], _ = _reset_rows(env, need, rng)
+                seeds = rng.integers(0, SEED_BOUND, size=int(need.sum())).tolist()
+                o, _ = env.reset(seed=seeds, options={"reset_mask": need})
+                nxt[need] = np.asarray(o, dtype=np.float64).reshape(b, -1)[need]
             cur = nxt
     finally:
         env.close()
@@ -194,14 +196,6 @@ def rollout(
         "bootstrap": boot,
         "score": rews.sum(axis=1),
     }
-
-
-def _reset_rows(env: Any, mask: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, Any]:
-    rows = np.flatnonzero(mask)
-    o, info = env.reset(
-        seed=rng.integers(0, SEED_BOUND, size=rows.size).tolist(), options={"reset_mask": mask}
-    )
-    return np.asarray(o, dtype=np.float64).reshape(env.num_envs, -1)[rows], info
 
 
 def episode_gradients(
