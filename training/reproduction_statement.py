@@ -22,6 +22,7 @@ import re
 from typing import Any
 
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.rundir.files import fmt_number
 from ldp_audit.training.reproduction import to_float as _f
 
 __all__ = [
@@ -64,10 +65,7 @@ def system_of(res: Any) -> str:
 
 
 def _e(v: Any, nd: int = 4) -> str:
-    x = _f(v)
-    if x is None:
-        return NOT_RECORDED
-    return "inf" if math.isinf(x) else f"{x:.{nd}g}"
+    return fmt_number(_f(v), nd, none=NOT_RECORDED)
 
 
 def _eps_list(values: list[Any]) -> str:

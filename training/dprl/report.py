@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -49,10 +48,10 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict
         *([f"Stopped early: {met['stopped']}"] if met.get("stopped") else []),
     ]
     rows = [["privacy", cfg.privacy], ["unit", str(priv.get("unit"))]]
-    rows.append(["epsilon (accountant)", fmt_epsilon(_num(priv.get("epsilon", math.inf)))])
+    rows.append(["epsilon (accountant)", fmt_epsilon(priv.get("epsilon", math.inf), none="nan")])
     rows.append(["delta", f"{cfg.delta:g}"])
     for k, v in (priv.get("by_method") or {}).items():
-        rows.append([f"epsilon ({k})", fmt_epsilon(_num(v)) if not isinstance(v, str) else v])
+        rows.append([f"epsilon ({k})", fmt_epsilon(v, none="nan")])
     sections = [
         section(
             "dprl-learning",
@@ -76,9 +75,3 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict
                              met.get("updates"), prefix="dprl")  # fmt: skip
     sections += more
     return sections
-
-
-def _num(v: Any) -> float:
-    if isinstance(v, str):
-        return math.inf if v == "inf" else float("nan")
-    return float(v) if v is not None else float("nan")

@@ -16,6 +16,7 @@ import numpy as np
 
 from ldp_audit.report.markdown import wrap_markdown
 from ldp_audit.rundir.files import fmt_number
+from ldp_audit.training.dprl.algos import SOLVED_WINDOW, window_means
 from ldp_audit.training.dprl.reproduce_runs import levels as grid_levels
 from ldp_audit.training.reproduction import restore
 
@@ -25,12 +26,10 @@ if TYPE_CHECKING:
 __all__ = ["figures", "pages", "readme"]
 
 
-def _moving(r: np.ndarray, w: int = 25) -> np.ndarray:
-    if r.size < w:
-        return np.full(r.size, np.nan)
-    c = np.concatenate([[0.0], np.cumsum(r)])
+def _moving(r: np.ndarray) -> np.ndarray:
+    """The mean of the last 25 returns at each episode (NaN before the 25th)."""
     out = np.full(r.size, np.nan)
-    out[w - 1 :] = (c[w:] - c[:-w]) / w
+    out[SOLVED_WINDOW - 1 :] = window_means(r)
     return out
 
 

@@ -105,19 +105,12 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict
     sections.append(section("fedrl-privacy", title, paras, (caption, header, table), data=data))
     rows = []
     for name, t in metrics.get("table", {}).items():
-        ps = PAPER_TABLE1["SuccRate"].get(name, {}).get(size)
-        pr = PAPER_TABLE1["AvgRwd"].get(name, {}).get(size)
+        ps, pr = (PAPER_TABLE1[k].get(name, {}).get(size) for k in ("SuccRate", "AvgRwd"))
         lo, hi = t["succ_rate_ci"]
+        ci = "(1 run)" if lo is None else f"[{100 * lo:.1f}, {100 * hi:.1f}]"
+        ps, pr = ("-" if p is None else f"{p:.{nd}f}" for p, nd in ((ps, 2), (pr, 3)))
         rows.append(
-            [
-                name,
-                t["runs"],
-                f"{100 * t['succ_rate']:.1f} "
-                + ("(1 run)" if lo is None else f"[{100 * lo:.1f}, {100 * hi:.1f}]"),
-                "-" if ps is None else f"{ps:.2f}",
-                f"{t['avg_reward']:.1f}",
-                "-" if pr is None else f"{pr:.3f}",
-            ]
+            [name, t["runs"], f"{100 * t['succ_rate']:.1f} {ci}", ps, f"{t['avg_reward']:.1f}", pr]
         )
     sections.append(
         section(
@@ -160,9 +153,8 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict
                 a["target"],
                 a["n_test"],
                 _fmt(a["accuracy"]),
-                f"[{_fmt(a['accuracy_ci'][0])}, {_fmt(a['accuracy_ci'][1])}]",
-                _fmt(a["chance"]),
-                _fmt(a["ceiling"]),
+                "[{}, {}]".format(*map(_fmt, a["accuracy_ci"])),
+                *map(_fmt, (a["chance"], a["ceiling"])),
             ]
             for a in doc.get("results", [])
         ]
