@@ -143,12 +143,7 @@ def the_claim(run: Any, led: Any, *, ledger_unit: str = "ledger id") -> dict[str
     mech = _obj(cfg, "mechanism")
     priv = _obj(run.metrics, "privacy")
     named = next(
-        (
-            str(x)
-            for x in (cfg.get("accountant"), inner.get("accountant"), mech.get("accountant"))
-            if isinstance(x, str) and x
-        ),
-        None,
+        (x for d in (cfg, inner, mech) if isinstance(x := d.get("accountant"), str) and x), None
     )
     by_method = {
         str(k): n for k, v in _obj(priv, "by_method").items() if (n := json_real(v)) is not None
@@ -255,16 +250,10 @@ def protection_words(claim: dict[str, Any]) -> str:
 def _audit_fields(model: dict[str, Any]) -> dict[str, Any]:
     """Lower bound, confidence, size, threat model and ceiling of the strongest audit."""
     aud = model.get("audits") or {}
-    out = {
-        "lower_bound": None,
-        "confidence": None,
-        "kind": None,
-        "size": NOT_RECORDED,
-        "threat_model": "no audit was run",
-        "ceiling": None,
-        "ceiling_words": "no audit was run",
-        "source": NOT_RECORDED,
-    }
+    none = "no audit was run"
+    out = dict.fromkeys(("lower_bound", "confidence", "kind"))
+    out.update(size=NOT_RECORDED, threat_model=none, ceiling=None, ceiling_words=none)
+    out["source"] = NOT_RECORDED
     if aud.get("status") == "run" and aud.get("results"):
         pairs = [(r, v) for r in aud["results"] for v in r["verdicts"]]
         r, v = max(pairs, key=lambda rv: rv[1]["epsilon_lower_bound"])  # the first largest
