@@ -245,13 +245,9 @@ def reproduce_command(cfg: dict[str, Any]) -> str:
         parts.append("--stop-at-target" if cfg["stop_at_target"] else "--no-stop-at-target")
     if differs("figure2"):
         parts.append("--no-figure2")
-    else:
-        for name in ("figure2_trials", "figure2_submissions"):
-            if differs(name):
-                parts.append(f"--{name.replace('_', '-')} {cfg[name]}")
-    for name in ("acting", "clip_kind", "aggregator", "aggregator_lr", "target"):
-        if differs(name):
-            parts.append(f"--{name.replace('_', '-')} {cfg[name]}")
+    names = () if differs("figure2") else ("figure2_trials", "figure2_submissions")
+    names += ("acting", "clip_kind", "aggregator", "aggregator_lr", "target")
+    parts += [f"--{name.replace('_', '-')} {cfg[name]}" for name in names if differs(name)]
     parts.append(f"--seed {cfg['seed']}")
     return " ".join(parts)
 
