@@ -344,10 +344,6 @@ def one_run_audit(name: str, a: dict[str, Any]) -> dict[str, Any] | None:
         return None
     extra = _obj(a, "extra")
     setting = str(extra.get("setting") or kind.removeprefix("one-run-") or "one-run")
-    m = a.get("n") if isinstance(a.get("n"), int) else None
-    conf = json_real(a.get("confidence"))
-    ceiling = json_real(extra.get("steinke_ceiling"))  # the audit's own (ldp_audit.opacus.scoring)
-    white = "white" in setting
     f_dp = _obj(extra, "f_dp")
     return {
         "name": name,
@@ -355,10 +351,10 @@ def one_run_audit(name: str, a: dict[str, Any]) -> dict[str, Any] | None:
         "setting": setting,
         "epsilon_lower_bound": json_real(a.get("epsilon_lower_bound")) or 0.0,
         "claimed_epsilon": json_real(a.get("composed_epsilon") or a.get("epsilon")),
-        "confidence": conf,
-        "canaries": m,
+        "confidence": json_real(a.get("confidence")),
+        "canaries": a.get("n") if isinstance(a.get("n"), int) else None,
         "correct": a.get("correct"),
-        "ceiling": ceiling,
+        "ceiling": json_real(extra.get("steinke_ceiling")),  # the audit's own (opacus.scoring)
         "method": str(extra.get("method") or "Steinke, Nasr & Jagielski 2023"),
         "violation": a.get("violation") is True,
         "mu_claimed": json_real(f_dp.get("mu_claimed")),
@@ -370,7 +366,7 @@ def one_run_audit(name: str, a: dict[str, Any]) -> dict[str, Any] | None:
         "threat_model": (
             "white-box one-run audit: the auditor plants canaries and sees every model update "
             "(the gradients' sum), as a trainer-side attacker would"
-            if white
+            if "white" in setting
             else "black-box one-run audit: the auditor plants canaries and sees only the final "
             "model"
         ),

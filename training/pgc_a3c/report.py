@@ -547,13 +547,11 @@ def report_sections(
     releases = pgc.releases()
     story = agents_story(pgc, list(context.ledger.agents), set(releases), len(releases))
     sentence = story_sentence(story)
-    learn = learning_model(pgc)
     trials = int(np.unique(pgc.transcript["trial"]).size)
-    figures = bool(context.figures)
     return {
         "sections": [
             _transcript_section(pgc, story, sentence),
-            _learning_section(pgc, learn, trials, figures),
+            _learning_section(pgc, learning_model(pgc), trials, bool(context.figures)),
         ],
         "releases": releases,
         "statement": statement,
