@@ -15,6 +15,7 @@ import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.report.markdown import md_table, wrap_markdown
+from ldp_audit.rundir.files import fmt_number
 from ldp_audit.training.pgc_a3c import metrics
 from ldp_audit.training.pgc_a3c.paper import PAPER
 from ldp_audit.training.pgc_a3c.reproduce import MECHANISMS, ReproduceConfig
@@ -50,8 +51,7 @@ def _inf_float(v: Any) -> float:
 
 
 def _fmt(v: float | str, digits: int) -> str:
-    f = _inf_float(v)
-    return f"{f:g}" if math.isinf(f) else f"{f:.{digits}f}"
+    return fmt_number(_inf_float(v), digits, nan="nan", fmt="f")
 
 
 #: decimals of a number (ours and the paper's) and of our interval's ends per measure
