@@ -201,8 +201,7 @@ def _readings(res: dict[str, Any]) -> list[str]:
     parts, verdicts = [], []
     for (clip, claim), rows in groups.items():
         bad = [a for a in rows if a.get("violation")]
-        shown = bad or rows
-        worst = max(shown, key=lambda a: _ratio(a, "claimed_epsilon"))
+        worst = max(bad or rows, key=lambda a: _ratio(a, "claimed_epsilon"))
         readings = ", ".join(rows[0].get("readings") or [])
         what = f"{clip} clip ({readings}) against the {claim} claim"
         bound = _bound(worst["epsilon_lower_bound"], worst["claimed_epsilon"], bool(bad))
