@@ -52,22 +52,13 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict
     rows.append(["delta", f"{cfg.delta:g}"])
     for k, v in (priv.get("by_method") or {}).items():
         rows.append([f"epsilon ({k})", fmt_epsilon(v, none="nan")])
-    sections = [
-        section(
-            "dprl-learning",
-            f"DP-RL training ({cfg.algo}, privacy {cfg.privacy})",
-            paras,
-            figures={"dprl_learning_curve": figure_png(fig)},
-            data={"returns": returns.tolist(), "convergence_episode": conv},
-        ),
-        section(
-            "dprl-privacy",
-            "Privacy guarantee (accountant's upper bound)",
-            [str(priv.get("words", ""))],
-            ("accountant", ["quantity", "value"], rows),
-            data=priv,
-        ),
-    ]
+    title = f"DP-RL training ({cfg.algo}, privacy {cfg.privacy})"
+    figs = {"dprl_learning_curve": figure_png(fig)}
+    data = {"returns": returns.tolist(), "convergence_episode": conv}
+    sections = [section("dprl-learning", title, paras, figures=figs, data=data)]
+    title = "Privacy guarantee (accountant's upper bound)"
+    table = ("accountant", ["quantity", "value"], rows)
+    sections.append(section("dprl-privacy", title, [str(priv.get("words", ""))], table, data=priv))
     from ldp_audit.opacus.scoring import audit_sections
 
     # the one-run audits: the same coverage and tests table as a user's Opacus loop

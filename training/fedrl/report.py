@@ -112,36 +112,26 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict
         rows.append(
             [name, t["runs"], f"{100 * t['succ_rate']:.1f} {ci}", ps, f"{t['avg_reward']:.1f}", pr]
         )
-    sections.append(
-        section(
-            "fedrl-table1",
-            f"FedRL: Table 1 at {size}x{size} (this run) beside the paper",
-            [
-                f"Greedy episodes on {cfg.get('eval_maps')} test maps after "
-                f"{cfg.get('train_steps')} training iterations x {cfg.get('n_envs')} maps; "
-                "SuccRate with a 95 % t-interval over runs (nan with one run). The paper trained "
-                "far longer; see reports/fedrl/README.md for the reproduction."
-            ]
-            + (
-                [
-                    "Meeting rule: public-code, the authors' code's distance |dx + dy| (not the "
-                    "paper's Manhattan |dx| + |dy|) for meeting, the +50, the shaping term and "
-                    "the success check: agents on the same anti-diagonal band count as met, so "
-                    "these rates are not comparable with Manhattan ones (a random joint policy "
-                    "succeeds far more often under this rule)."
-                ]
-                if cfg.get("meeting_rule", "manhattan") == "public-code"
-                else []
-            ),
-            (
-                "SuccRate (%) and AvgRwd, ours vs paper",
-                ["method", "runs", "SuccRate", "paper", "AvgRwd", "paper"],
-                rows,
-            ),
-            figures={"fedrl_curves": _curve_png(metrics.get("runs", []))},
-            data={"table": metrics.get("table", {})},
+    paras = [
+        f"Greedy episodes on {cfg.get('eval_maps')} test maps after "
+        f"{cfg.get('train_steps')} training iterations x {cfg.get('n_envs')} maps; "
+        "SuccRate with a 95 % t-interval over runs (nan with one run). The paper trained "
+        "far longer; see reports/fedrl/README.md for the reproduction."
+    ]
+    if cfg.get("meeting_rule", "manhattan") == "public-code":
+        paras.append(
+            "Meeting rule: public-code, the authors' code's distance |dx + dy| (not the "
+            "paper's Manhattan |dx| + |dy|) for meeting, the +50, the shaping term and "
+            "the success check: agents on the same anti-diagonal band count as met, so "
+            "these rates are not comparable with Manhattan ones (a random joint policy "
+            "succeeds far more often under this rule)."
         )
-    )
+    header = ["method", "runs", "SuccRate", "paper", "AvgRwd", "paper"]
+    table = ("SuccRate (%) and AvgRwd, ours vs paper", header, rows)
+    title = f"FedRL: Table 1 at {size}x{size} (this run) beside the paper"
+    figs = {"fedrl_curves": _curve_png(metrics.get("runs", []))}
+    data = {"table": metrics.get("table", {})}
+    sections.append(section("fedrl-table1", title, paras, table, figures=figs, data=data))
     if (run_dir / "audit.json").is_file():
         # its verdicts are the core's audit section; this section carries the entries only
         title, items = "FedRL: black-box audit of the output mechanism", rd.json("audit.json")
