@@ -404,15 +404,11 @@ def _event_args(ev: Any) -> str:
 def _generic_facts(run: Any, led: Any, claim: dict[str, Any]) -> dict[str, tuple[str, str]]:
     has_local = led is not None and bool(led.agents)
     has_central = led is not None and bool(led.central)
-    model = (
-        "local and central (separate ledger scopes, never summed)"
-        if has_local and has_central
-        else "local (per-agent charges)"
-        if has_local
-        else "central (model-level charges)"
-        if has_central
-        else NOT_RECORDED
-    )
+    model = {
+        (True, True): "local and central (separate ledger scopes, never summed)",
+        (True, False): "local (per-agent charges)",
+        (False, True): "central (model-level charges)",
+    }.get((has_local, has_central), NOT_RECORDED)
     rows_l, ev_l = events_words(led, "local")
     rows_c, ev_c = events_words(led, "central")
     kinds = {r["kind"] for r in rows_l + rows_c}
