@@ -150,13 +150,12 @@ def comparison(results: dict[str, Any]) -> list[dict[str, Any]]:
                 continue  # no reference curve to compare against
             lo, hi = (_inf_float(v) for v in entry[ci_key])
             where = "inside" if lo <= paper <= hi else ("below" if paper < lo else "above")
-            ours = entry[measure]
             out.append(
                 {
                     "setting": key,
                     "measure": measure,
                     "paper": paper,
-                    "ours": ours,
+                    "ours": entry[measure],
                     "ci": [entry[ci_key][0], entry[ci_key][1]],
                     "paper_vs_ci": where,
                 }
