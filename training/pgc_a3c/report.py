@@ -353,9 +353,7 @@ def _cell(v: Any) -> Any:
         return v
     if isinstance(v, list) and all(x is None or isinstance(x, (str, int, float)) for x in v):
         words = ["yes" if x is True else "no" if x is False else str(x) for x in v]
-        if len(words) == 1:
-            return words[0]
-        return ", ".join(words) + " (per trial)"
+        return words[0] if len(words) == 1 else ", ".join(words) + " (per trial)"
     return json.dumps(v, default=str)
 
 
