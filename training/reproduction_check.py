@@ -84,6 +84,11 @@ def cells(res: dict[str, Any]) -> dict[str, Cell]:
     return out
 
 
+def _side(name: str, c: Cell | None) -> dict[str, Any]:
+    """One side's estimate and interval of a checked cell (None where the cell is absent)."""
+    return {name: c[0], f"{name}_ci": [c[1], c[2]]} if c else dict.fromkeys((name, f"{name}_ci"))
+
+
 def _status(new: Cell | None, old: Cell | None) -> str:
     if new is None or old is None:
         return "missing"
@@ -142,19 +147,11 @@ def check_against(
             "anyway)"
         )
     new, old = cells(rerun), cells(committed)
-    rows = []
-    for key in list(old) + [k for k in new if k not in old]:
-        n, o = new.get(key), old.get(key)
-        rows.append(
-            {
-                "cell": key,
-                "rerun": n[0] if n else None,
-                "rerun_ci": [n[1], n[2]] if n else None,
-                "committed": o[0] if o else None,
-                "committed_ci": [o[1], o[2]] if o else None,
-                "status": _status(n, o),
-            }
-        )
+    rows = [
+        {"cell": key, **_side("rerun", n), **_side("committed", o), "status": _status(n, o)}
+        for key in list(old) + [k for k in new if k not in old]
+        for n, o in [(new.get(key), old.get(key))]
+    ]
     counts = {
         s: sum(r["status"] == s for r in rows)
         for s in ("inside", "outside", "differs", "undefined", "missing")

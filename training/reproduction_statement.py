@@ -22,6 +22,7 @@ import re
 from typing import Any
 
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.rundir.files import fmt_number
 from ldp_audit.training.reproduction import to_float as _f
 
 __all__ = [
@@ -64,10 +65,7 @@ def system_of(res: Any) -> str:
 
 
 def _e(v: Any, nd: int = 4) -> str:
-    x = _f(v)
-    if x is None:
-        return NOT_RECORDED
-    return "inf" if math.isinf(x) else f"{x:.{nd}g}"
+    return fmt_number(_f(v), nd, none=NOT_RECORDED)
 
 
 def _eps_list(values: list[Any]) -> str:
@@ -203,8 +201,7 @@ def _readings(res: dict[str, Any]) -> list[str]:
     parts, verdicts = [], []
     for (clip, claim), rows in groups.items():
         bad = [a for a in rows if a.get("violation")]
-        shown = bad or rows
-        worst = max(shown, key=lambda a: _ratio(a, "claimed_epsilon"))
+        worst = max(bad or rows, key=lambda a: _ratio(a, "claimed_epsilon"))
         readings = ", ".join(rows[0].get("readings") or [])
         what = f"{clip} clip ({readings}) against the {claim} claim"
         bound = _bound(worst["epsilon_lower_bound"], worst["claimed_epsilon"], bool(bad))

@@ -45,13 +45,11 @@ def dprl_facts(c: Any) -> dict[str, tuple[str, str]]:
         return {}  # observation-noise runs keep the generic rows
     priv = run.metrics.get("privacy") or {}
     # the mechanism DprlConfig.mechanism_config() writes for a DP-SGD run
-    unit = mech.get("privacy_unit")
     q, sigma, clip = (json_real(mech.get(k)) for k in ("sample_rate", "noise_multiplier", "clip"))
     updates = priv.get("updates") if isinstance(priv.get("updates"), int) else None
     rows, ev = events_words(led, "central")
-    kinds = {r["kind"] for r in rows}
-    unit_s = str(unit) if unit else NOT_RECORDED
-    if "PoissonSampledEvent" in kinds or (q is not None and q < 1):
+    unit_s = str(mech["privacy_unit"]) if mech.get("privacy_unit") else NOT_RECORDED
+    if any(r["kind"] == "PoissonSampledEvent" for r in rows) or (q is not None and q < 1):
         adj = (
             f"add/remove one {unit_s} (the Poisson-subsampled Gaussian's neighbouring relation, "
             f"sensitivity C = {fmt_eps(clip)})"

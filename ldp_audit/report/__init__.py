@@ -36,6 +36,7 @@ from ldp_audit.report._load import (
 )
 from ldp_audit.report._model import SCHEMA, build_parts
 from ldp_audit.report._render import render_html, render_json, render_markdown
+from ldp_audit.rundir.files import json_real
 from ldp_audit.validation import check_int
 
 __all__ = [
@@ -145,11 +146,9 @@ def check_report_out(
 
 def _budget(run: RunData) -> float | None:
     for src in (run.config, run.config["config"]):
-        if not isinstance(src, dict):
-            continue
-        b = src.get("budget")
-        if isinstance(b, (int, float)) and not isinstance(b, bool) and math.isfinite(b) and b > 0:
-            return float(b)
+        b = json_real(src.get("budget")) if isinstance(src, dict) else None
+        if b is not None and math.isfinite(b) and b > 0:
+            return b
     return None
 
 

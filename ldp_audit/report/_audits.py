@@ -117,6 +117,9 @@ def _point_estimate(w: dict[str, Any] | None) -> float | None:
     return math.log(w["k1"] / w["n1"]) - math.log(w["k2"] / w["n2"])
 
 
+_AUDIT_REALS = ("max_refutable_epsilon", "resolution_probability", "seconds")
+
+
 def audit_section(run: RunData) -> dict[str, Any]:
     if run.audits is None:
         return {"status": "not run", "results": []}
@@ -137,13 +140,9 @@ def audit_section(run: RunData) -> dict[str, Any]:
                 "claimed_epsilon": claim,
                 "exact_epsilon": json_real(e.get("exact_epsilon")),
                 "epsilon_lower_bound": lb,
-                "confidence": json_real(e.get("confidence")),
-                "delta": json_real(e.get("delta")),
-                "samples": e.get("samples"),
-                "selection_samples": e.get("selection_samples"),
-                "max_refutable_epsilon": json_real(e.get("max_refutable_epsilon")),
-                "resolution_probability": json_real(e.get("resolution_probability")),
-                "seconds": json_real(e.get("seconds")),
+                **{k: json_real(e.get(k)) for k in ("confidence", "delta")},
+                **{k: e.get(k) for k in ("samples", "selection_samples")},
+                **{k: json_real(e.get(k)) for k in _AUDIT_REALS},
                 "violation": viol,
                 "leak": leak,
                 "witness": _witness_model(e.get("witness")),

@@ -77,6 +77,7 @@ def read_ledger(
     import sqlite3
 
     from ldp_audit.accountant import Accountant, Ledger
+    from ldp_audit.accountant.methods import ALL_METHODS
 
     try:
         ledger = Ledger(str(path), create=False)  # a report never creates or alters a ledger
@@ -96,9 +97,7 @@ def read_ledger(
         recorded = _recorded_budget(ledger)
         if budget is None and recorded is not None:
             budget = recorded["epsilon"]
-        if recorded is not None and recorded.get("method") in (
-            "basic", "best", "advanced", "optimal", "rdp", "prv", "pld",
-        ):  # fmt: skip
+        if recorded is not None and recorded.get("method") in ALL_METHODS:
             budget_method = str(recorded["method"])
             b_spent = acc.spent_all(
                 delta=float(recorded.get("delta", 0.0)), method=budget_method, scope="local"

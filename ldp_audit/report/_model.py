@@ -70,14 +70,8 @@ def _status_section(run: RunData) -> dict[str, Any]:
     try:
         man = verify_manifest(run.path)
     except Exception as exc:  # a malformed manifest is reported, never fatal
-        man = {
-            "status": "unreadable",
-            "ok": False,
-            "changed": [],
-            "missing": [],
-            "unlisted": [],
-            "error": f"{type(exc).__name__}: {exc}",
-        }
+        man = {"status": "unreadable", "ok": False, "error": f"{type(exc).__name__}: {exc}"}
+        man.update(changed=[], missing=[], unlisted=[])
     run_status = status if isinstance(status, str) else man.get("status")
     if not isinstance(run_status, str) or run_status in ("no manifest", "unreadable"):
         run_status = "not recorded"

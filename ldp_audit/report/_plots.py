@@ -285,14 +285,6 @@ def audit_figure(model: dict[str, Any]) -> bytes | None:
     ]
     xmax = 1.25 * max(finite + [1.0])
     labels = []
-    seen: set[str] = set()
-
-    def lab(text: str) -> str | None:
-        if text in seen:
-            return None
-        seen.add(text)
-        return text
-
     for i, (r, v) in enumerate(rows):
         c = _RED if v["violation"] else _BLUE
         lb = v["epsilon_lower_bound"]
@@ -301,17 +293,16 @@ def audit_figure(model: dict[str, Any]) -> bytes | None:
         ax.plot([lb, xmax], [i, i], color=c, lw=6, alpha=0.35, solid_capstyle="butt")
         ax.plot([lb], [i], marker="|", ms=16, mew=2.5, color=c)
         ax.annotate("", (xmax, i), (xmax * 0.97, i), arrowprops={"arrowstyle": "->", "color": c})
-        band = lab(f"{lvl}one-sided interval [bound, inf)")
-        ax.plot([], [], color=c, lw=6, alpha=0.35, label=band)
+        ax.plot([], [], color=c, lw=6, alpha=0.35, label=f"{lvl}one-sided interval [bound, inf)")
         pe = v.get("point_estimate")
         if pe is not None and math.isfinite(pe):
-            ax.plot([pe], [i], "o", color=c, ms=5, label=lab("point estimate of the witness event"))
+            ax.plot([pe], [i], "o", color=c, ms=5, label="point estimate of the witness event")
         ax.plot(
             [r["claimed_epsilon"]] * 2,
             [i - 0.32, i + 0.32],
             color="k",
             lw=2,
-            label=lab("claimed epsilon"),
+            label="claimed epsilon",
         )
         if r["exact_epsilon"] is not None and v["kind"] == "distribution":
             ax.plot(
@@ -320,7 +311,7 @@ def audit_figure(model: dict[str, Any]) -> bytes | None:
                 "D",
                 color=_ORANGE,
                 ms=6,
-                label=lab("exact epsilon (white-box, exact arithmetic only)"),
+                label="exact epsilon (white-box, exact arithmetic only)",
             )
         verdict = "VIOLATION" if v["violation"] else "no violation found"
         labels.append(f"{_short_mech(r['mechanism'])}\n{v['kind']}: {verdict}")
@@ -332,7 +323,10 @@ def audit_figure(model: dict[str, Any]) -> bytes | None:
     ax.set_title(
         "Audit verdicts: true epsilon in the shaded interval (at the confidence)", wrap=True
     )
-    fig.legend(fontsize=8, loc="outside lower center", ncols=2)
+    first: dict[str, Any] = {}  # each legend entry once: its first artist
+    for handle, name in zip(*ax.get_legend_handles_labels(), strict=True):
+        first.setdefault(name, handle)
+    fig.legend(first.values(), first.keys(), fontsize=8, loc="outside lower center", ncols=2)
     return figure_png(fig)
 
 

@@ -401,14 +401,12 @@ def _head(m: dict[str, Any], t: dict[str, Any], d: _Doc) -> None:
         '<section id="privacy-statement" class="statement"><h2>Privacy statement</h2>',
         "## Privacy statement",
     )
-    d.add(
-        "<p>What is protected, against whom, and how strongly, from what the run recorded "
-        "(&quot;not recorded&quot; where nothing records it). One epsilon is the claim; other "
-        "accountants' values are alternatives.</p>",
+    intro = (
         "What is protected, against whom, and how strongly, from what the run recorded "
         '("not recorded" where nothing records it). One epsilon is the claim; other '
-        "accountants' values are alternatives.",
+        "accountants' values are alternatives."
     )
+    d.add("<p>" + intro.replace('"', "&quot;") + "</p>", intro)
     d.table(*t["statement"])
     d.add("</section>")
     ev = v.get("evidence_words")

@@ -19,6 +19,7 @@ report is still written), never a crash.
 from __future__ import annotations
 
 import importlib
+import json
 import math
 import re
 from collections.abc import Mapping
@@ -110,11 +111,8 @@ def validate_section(sec: Any, index: int) -> tuple[dict[str, Any], dict[str, by
         if not isinstance(png, (bytes, bytearray)) or not bytes(png).startswith(_PNG):
             raise _Bad(f"section {sid!r}: figure {name!r} must be PNG bytes")
         figures[name] = bytes(png)
-    data = sec.get("data", {})
     try:
-        data = to_jsonable(data)
-        import json
-
+        data = to_jsonable(sec.get("data", {}))
         json.dumps(data, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise _Bad(f"section {sid!r}: 'data' must be JSON-able ({exc})") from None

@@ -143,12 +143,7 @@ def the_claim(run: Any, led: Any, *, ledger_unit: str = "ledger id") -> dict[str
     mech = _obj(cfg, "mechanism")
     priv = _obj(run.metrics, "privacy")
     named = next(
-        (
-            str(x)
-            for x in (cfg.get("accountant"), inner.get("accountant"), mech.get("accountant"))
-            if isinstance(x, str) and x
-        ),
-        None,
+        (x for d in (cfg, inner, mech) if isinstance(x := d.get("accountant"), str) and x), None
     )
     by_method = {
         str(k): n for k, v in _obj(priv, "by_method").items() if (n := json_real(v)) is not None
@@ -255,16 +250,10 @@ def protection_words(claim: dict[str, Any]) -> str:
 def _audit_fields(model: dict[str, Any]) -> dict[str, Any]:
     """Lower bound, confidence, size, threat model and ceiling of the strongest audit."""
     aud = model.get("audits") or {}
-    out = {
-        "lower_bound": None,
-        "confidence": None,
-        "kind": None,
-        "size": NOT_RECORDED,
-        "threat_model": "no audit was run",
-        "ceiling": None,
-        "ceiling_words": "no audit was run",
-        "source": NOT_RECORDED,
-    }
+    none = "no audit was run"
+    out = dict.fromkeys(("lower_bound", "confidence", "kind"))
+    out.update(size=NOT_RECORDED, threat_model=none, ceiling=None, ceiling_words=none)
+    out["source"] = NOT_RECORDED
     if aud.get("status") == "run" and aud.get("results"):
         pairs = [(r, v) for r in aud["results"] for v in r["verdicts"]]
         r, v = max(pairs, key=lambda rv: rv[1]["epsilon_lower_bound"])  # the first largest
@@ -355,10 +344,6 @@ def one_run_audit(name: str, a: dict[str, Any]) -> dict[str, Any] | None:
         return None
     extra = _obj(a, "extra")
     setting = str(extra.get("setting") or kind.removeprefix("one-run-") or "one-run")
-    m = a.get("n") if isinstance(a.get("n"), int) else None
-    conf = json_real(a.get("confidence"))
-    ceiling = json_real(extra.get("steinke_ceiling"))  # the audit's own (ldp_audit.opacus.scoring)
-    white = "white" in setting
     f_dp = _obj(extra, "f_dp")
     return {
         "name": name,
@@ -366,10 +351,10 @@ def one_run_audit(name: str, a: dict[str, Any]) -> dict[str, Any] | None:
         "setting": setting,
         "epsilon_lower_bound": json_real(a.get("epsilon_lower_bound")) or 0.0,
         "claimed_epsilon": json_real(a.get("composed_epsilon") or a.get("epsilon")),
-        "confidence": conf,
-        "canaries": m,
+        "confidence": json_real(a.get("confidence")),
+        "canaries": a.get("n") if isinstance(a.get("n"), int) else None,
         "correct": a.get("correct"),
-        "ceiling": ceiling,
+        "ceiling": json_real(extra.get("steinke_ceiling")),  # the audit's own (opacus.scoring)
         "method": str(extra.get("method") or "Steinke, Nasr & Jagielski 2023"),
         "violation": a.get("violation") is True,
         "mu_claimed": json_real(f_dp.get("mu_claimed")),
@@ -381,7 +366,7 @@ def one_run_audit(name: str, a: dict[str, Any]) -> dict[str, Any] | None:
         "threat_model": (
             "white-box one-run audit: the auditor plants canaries and sees every model update "
             "(the gradients' sum), as a trainer-side attacker would"
-            if white
+            if "white" in setting
             else "black-box one-run audit: the auditor plants canaries and sees only the final "
             "model"
         ),
@@ -419,15 +404,11 @@ def _event_args(ev: Any) -> str:
 def _generic_facts(run: Any, led: Any, claim: dict[str, Any]) -> dict[str, tuple[str, str]]:
     has_local = led is not None and bool(led.agents)
     has_central = led is not None and bool(led.central)
-    model = (
-        "local and central (separate ledger scopes, never summed)"
-        if has_local and has_central
-        else "local (per-agent charges)"
-        if has_local
-        else "central (model-level charges)"
-        if has_central
-        else NOT_RECORDED
-    )
+    model = {
+        (True, True): "local and central (separate ledger scopes, never summed)",
+        (True, False): "local (per-agent charges)",
+        (False, True): "central (model-level charges)",
+    }.get((has_local, has_central), NOT_RECORDED)
     rows_l, ev_l = events_words(led, "local")
     rows_c, ev_c = events_words(led, "central")
     kinds = {r["kind"] for r in rows_l + rows_c}

@@ -7,12 +7,12 @@ Part of :mod:`ldp_audit.report._render` (the renderers lay the tables out on the
 from __future__ import annotations
 
 import html
-import math
 from typing import Any
 
 from ldp_audit.report import markdown
 from ldp_audit.report._audits import short_numbers
 from ldp_audit.report._statement import count_noun
+from ldp_audit.rundir.files import fmt_number
 
 
 def cell_text(v: Any, nd: int = 4) -> str:
@@ -23,11 +23,7 @@ def cell_text(v: Any, nd: int = 4) -> str:
     if isinstance(v, bool):
         return "yes" if v else "no"
     if isinstance(v, float):
-        if math.isinf(v):
-            return "inf" if v > 0 else "-inf"
-        if math.isnan(v):
-            return "NaN"
-        return f"{v:.{nd}g}"
+        return fmt_number(v, nd, nan="NaN")
     if isinstance(v, (list, tuple)):
         if not v:
             return "none"

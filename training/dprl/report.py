@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -49,26 +48,17 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict
         *([f"Stopped early: {met['stopped']}"] if met.get("stopped") else []),
     ]
     rows = [["privacy", cfg.privacy], ["unit", str(priv.get("unit"))]]
-    rows.append(["epsilon (accountant)", fmt_epsilon(_num(priv.get("epsilon", math.inf)))])
+    rows.append(["epsilon (accountant)", fmt_epsilon(priv.get("epsilon", math.inf), none="nan")])
     rows.append(["delta", f"{cfg.delta:g}"])
     for k, v in (priv.get("by_method") or {}).items():
-        rows.append([f"epsilon ({k})", fmt_epsilon(_num(v)) if not isinstance(v, str) else v])
-    sections = [
-        section(
-            "dprl-learning",
-            f"DP-RL training ({cfg.algo}, privacy {cfg.privacy})",
-            paras,
-            figures={"dprl_learning_curve": figure_png(fig)},
-            data={"returns": returns.tolist(), "convergence_episode": conv},
-        ),
-        section(
-            "dprl-privacy",
-            "Privacy guarantee (accountant's upper bound)",
-            [str(priv.get("words", ""))],
-            ("accountant", ["quantity", "value"], rows),
-            data=priv,
-        ),
-    ]
+        rows.append([f"epsilon ({k})", fmt_epsilon(v, none="nan")])
+    title = f"DP-RL training ({cfg.algo}, privacy {cfg.privacy})"
+    figs = {"dprl_learning_curve": figure_png(fig)}
+    data = {"returns": returns.tolist(), "convergence_episode": conv}
+    sections = [section("dprl-learning", title, paras, figures=figs, data=data)]
+    title = "Privacy guarantee (accountant's upper bound)"
+    table = ("accountant", ["quantity", "value"], rows)
+    sections.append(section("dprl-privacy", title, [str(priv.get("words", ""))], table, data=priv))
     from ldp_audit.opacus.scoring import audit_sections
 
     # the one-run audits: the same coverage and tests table as a user's Opacus loop
@@ -76,9 +66,3 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict
                              met.get("updates"), prefix="dprl")  # fmt: skip
     sections += more
     return sections
-
-
-def _num(v: Any) -> float:
-    if isinstance(v, str):
-        return math.inf if v == "inf" else float("nan")
-    return float(v) if v is not None else float("nan")

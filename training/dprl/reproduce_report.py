@@ -16,6 +16,7 @@ import numpy as np
 
 from ldp_audit.report.markdown import wrap_markdown
 from ldp_audit.rundir.files import fmt_number
+from ldp_audit.training.dprl.algos import SOLVED_WINDOW, window_means
 from ldp_audit.training.dprl.reproduce_runs import levels as grid_levels
 from ldp_audit.training.reproduction import restore
 
@@ -25,12 +26,10 @@ if TYPE_CHECKING:
 __all__ = ["figures", "pages", "readme"]
 
 
-def _moving(r: np.ndarray, w: int = 25) -> np.ndarray:
-    if r.size < w:
-        return np.full(r.size, np.nan)
-    c = np.concatenate([[0.0], np.cumsum(r)])
+def _moving(r: np.ndarray) -> np.ndarray:
+    """The mean of the last 25 returns at each episode (NaN before the 25th)."""
     out = np.full(r.size, np.nan)
-    out[w - 1 :] = (c[w:] - c[:-w]) / w
+    out[SOLVED_WINDOW - 1 :] = window_means(r)
     return out
 
 
@@ -105,6 +104,11 @@ def figures(out: Path, runs: list[dict[str, Any]], s: ReproduceSettings) -> dict
 
 def _f(v: Any, nd: int = 3) -> str:
     return fmt_number(v, nd, nan="n/a")
+
+
+def _ci(lo_hi: Any) -> str:
+    """An interval of the README's table, "[lo, hi]" (results.json writes a NaN end as null)."""
+    return "[{}, {}]".format(*(fmt_number(x, 4, none="n/a", nan="n/a") for x in lo_hi))
 
 
 def _reading(audits: list[dict[str, Any]]) -> str:
@@ -206,14 +210,11 @@ def _audit_lines(res: dict[str, Any], s: ReproduceSettings) -> list[str]:
 def pages(res: dict[str, Any], notes: str | None = None) -> dict[str, str]:
     """The report's text pages (file name -> text): README.md from ``res`` (results.json, or the
     results in memory), with the settings it records (notes.md stays beside it)."""
+    from ldp_audit.config import config_from_dict
     from ldp_audit.training.dprl.config import ReproduceSettings
 
     doc = restore(res)
-    for row in doc["table"]:  # results.json writes an interval's NaN end as null
-        for key in ("final_return_ci95", "convergence_ci95"):
-            row[key] = [math.nan if x is None else x for x in row[key]]
-    kw = {k: tuple(v) if isinstance(v, list) else v for k, v in doc["settings"].items()}
-    return {"README.md": readme(doc, ReproduceSettings(**kw))}
+    return {"README.md": readme(doc, config_from_dict(ReproduceSettings, doc["settings"]))}
 
 
 def readme(res: dict[str, Any], s: ReproduceSettings) -> str:
@@ -248,8 +249,6 @@ def readme(res: dict[str, Any], s: ReproduceSettings) -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in res["table"]:
-        lo, hi = r["final_return_ci95"]
-        clo, chi = r["convergence_ci95"]
         eps = r["epsilon"]
         if r["family"] == "obs-noise" and r["sigma"]:
             eps_s = (
@@ -265,8 +264,7 @@ def readme(res: dict[str, Any], s: ReproduceSettings) -> str:
                     eps_s += f"; rdp {_f(by['rdp'], 4)}"
                 eps_s += ")"
         if r.get("eval_mean") is not None:
-            elo, ehi = r["eval_ci95"]
-            ev_s = f"{r['eval_mean']:.1f} [{_f(elo, 4)}, {_f(ehi, 4)}]"
+            ev_s = f"{r['eval_mean']:.1f} {_ci(r['eval_ci95'])}"
             es_s = f"{r['eval_solved']}/{r['seeds']}"
         else:
             ev_s = es_s = "-"
@@ -274,8 +272,8 @@ def readme(res: dict[str, Any], s: ReproduceSettings) -> str:
             f"| {r['algo']} | {r['family']} | "
             f"{'clip only' if r.get('clip_only') else format(r['sigma'], 'g')} "
             f"| {ev_s} | {es_s} | {r['final_return_mean']:.1f} "
-            f"[{_f(lo, 4)}, {_f(hi, 4)}] | {r['solved']}/{r['seeds']} | "
-            f"{_f(r['convergence_median'], 4)} [{_f(clo, 4)}, {_f(chi, 4)}] | {eps_s} | "
+            f"{_ci(r['final_return_ci95'])} | {r['solved']}/{r['seeds']} | "
+            f"{_f(r['convergence_median'], 4)} {_ci(r['convergence_ci95'])} | {eps_s} | "
             f"{r['updates']} | {r.get('cpu_seconds', 0.0):.0f} |"
         )
     L += [

@@ -105,50 +105,33 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict
     sections.append(section("fedrl-privacy", title, paras, (caption, header, table), data=data))
     rows = []
     for name, t in metrics.get("table", {}).items():
-        ps = PAPER_TABLE1["SuccRate"].get(name, {}).get(size)
-        pr = PAPER_TABLE1["AvgRwd"].get(name, {}).get(size)
+        ps, pr = (PAPER_TABLE1[k].get(name, {}).get(size) for k in ("SuccRate", "AvgRwd"))
         lo, hi = t["succ_rate_ci"]
+        ci = "(1 run)" if lo is None else f"[{100 * lo:.1f}, {100 * hi:.1f}]"
+        ps, pr = ("-" if p is None else f"{p:.{nd}f}" for p, nd in ((ps, 2), (pr, 3)))
         rows.append(
-            [
-                name,
-                t["runs"],
-                f"{100 * t['succ_rate']:.1f} "
-                + ("(1 run)" if lo is None else f"[{100 * lo:.1f}, {100 * hi:.1f}]"),
-                "-" if ps is None else f"{ps:.2f}",
-                f"{t['avg_reward']:.1f}",
-                "-" if pr is None else f"{pr:.3f}",
-            ]
+            [name, t["runs"], f"{100 * t['succ_rate']:.1f} {ci}", ps, f"{t['avg_reward']:.1f}", pr]
         )
-    sections.append(
-        section(
-            "fedrl-table1",
-            f"FedRL: Table 1 at {size}x{size} (this run) beside the paper",
-            [
-                f"Greedy episodes on {cfg.get('eval_maps')} test maps after "
-                f"{cfg.get('train_steps')} training iterations x {cfg.get('n_envs')} maps; "
-                "SuccRate with a 95 % t-interval over runs (nan with one run). The paper trained "
-                "far longer; see reports/fedrl/README.md for the reproduction."
-            ]
-            + (
-                [
-                    "Meeting rule: public-code, the authors' code's distance |dx + dy| (not the "
-                    "paper's Manhattan |dx| + |dy|) for meeting, the +50, the shaping term and "
-                    "the success check: agents on the same anti-diagonal band count as met, so "
-                    "these rates are not comparable with Manhattan ones (a random joint policy "
-                    "succeeds far more often under this rule)."
-                ]
-                if cfg.get("meeting_rule", "manhattan") == "public-code"
-                else []
-            ),
-            (
-                "SuccRate (%) and AvgRwd, ours vs paper",
-                ["method", "runs", "SuccRate", "paper", "AvgRwd", "paper"],
-                rows,
-            ),
-            figures={"fedrl_curves": _curve_png(metrics.get("runs", []))},
-            data={"table": metrics.get("table", {})},
+    paras = [
+        f"Greedy episodes on {cfg.get('eval_maps')} test maps after "
+        f"{cfg.get('train_steps')} training iterations x {cfg.get('n_envs')} maps; "
+        "SuccRate with a 95 % t-interval over runs (nan with one run). The paper trained "
+        "far longer; see reports/fedrl/README.md for the reproduction."
+    ]
+    if cfg.get("meeting_rule", "manhattan") == "public-code":
+        paras.append(
+            "Meeting rule: public-code, the authors' code's distance |dx + dy| (not the "
+            "paper's Manhattan |dx| + |dy|) for meeting, the +50, the shaping term and "
+            "the success check: agents on the same anti-diagonal band count as met, so "
+            "these rates are not comparable with Manhattan ones (a random joint policy "
+            "succeeds far more often under this rule)."
         )
-    )
+    header = ["method", "runs", "SuccRate", "paper", "AvgRwd", "paper"]
+    table = ("SuccRate (%) and AvgRwd, ours vs paper", header, rows)
+    title = f"FedRL: Table 1 at {size}x{size} (this run) beside the paper"
+    figs = {"fedrl_curves": _curve_png(metrics.get("runs", []))}
+    data = {"table": metrics.get("table", {})}
+    sections.append(section("fedrl-table1", title, paras, table, figures=figs, data=data))
     if (run_dir / "audit.json").is_file():
         # its verdicts are the core's audit section; this section carries the entries only
         title, items = "FedRL: black-box audit of the output mechanism", rd.json("audit.json")
@@ -160,9 +143,8 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict
                 a["target"],
                 a["n_test"],
                 _fmt(a["accuracy"]),
-                f"[{_fmt(a['accuracy_ci'][0])}, {_fmt(a['accuracy_ci'][1])}]",
-                _fmt(a["chance"]),
-                _fmt(a["ceiling"]),
+                "[{}, {}]".format(*map(_fmt, a["accuracy_ci"])),
+                *map(_fmt, (a["chance"], a["ceiling"])),
             ]
             for a in doc.get("results", [])
         ]

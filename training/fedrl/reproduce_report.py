@@ -230,8 +230,7 @@ def _render_rules(res: dict[str, Any]) -> list[str]:
         "|---|---|---|---|---|",
     ]
     for size, m in have.items():
-        rr = m["random_policy_rules"]
-        man, pub = rr["manhattan"], rr["public-code"]
+        man, pub = (m["random_policy_rules"][k] for k in ("manhattan", "public-code"))
         vals = [{str(k): v for k, v in paper[n].items()}.get(str(size)) for n in paper]
         vals = [v for v in vals if v is not None]
         lines.append(

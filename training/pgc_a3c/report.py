@@ -184,13 +184,12 @@ def fst_values(run: PgcRun) -> np.ndarray:
     if isinstance(fst, list) and len(fst) == z.shape[0]:
         vals = [json_real(v) for v in fst]
         return np.array([math.inf if v is None else v for v in vals])
+    if z.shape[1] == 0:
+        return np.full(z.shape[0], np.inf)
+    from ldp_audit.training.pgc_a3c.metrics import first_success_time
+
     thr = float(run.metrics.get("target_score", TARGET_SCORE))
-    mu = mu_matrix(run)
-    if mu.shape[-1] == 0:
-        return np.full(mu.shape[0], np.inf)
-    hit = mu >= thr
-    first = np.argmax(hit, axis=-1).astype(np.float64) + 1.0
-    return np.where(hit.any(axis=-1), first, np.inf)
+    return first_success_time(z, thr, int(run.metrics.get("window", WINDOW)))
 
 
 def learning_model(run: PgcRun) -> dict[str, Any]:
@@ -215,7 +214,6 @@ def learning_model(run: PgcRun) -> dict[str, Any]:
                 "fst": float(fst[i]),
             }
         )
-    finite = fst[np.isfinite(fst)]
     mech = run.config["mechanism"]
     eps = json_real(mech.get("epsilon"))
     paper = paper_row(str(mech["name"]), eps) if eps is not None else None
@@ -225,7 +223,7 @@ def learning_model(run: PgcRun) -> dict[str, Any]:
         "target_score": float(run.metrics.get("target_score", TARGET_SCORE)),
         "window": int(run.metrics.get("window", WINDOW)),
         "horizon": horizon,
-        "success_ratio": float(finite.size / fst.size) if fst.size else None,
+        "success_ratio": float(np.isfinite(fst).mean()) if fst.size else None,
         "median_fst": float(np.median(fst)) if fst.size else None,
         "relative_auc": json_real(run.metrics.get("relative_auc")),
         "extra_metrics": {
@@ -355,9 +353,7 @@ def _cell(v: Any) -> Any:
         return v
     if isinstance(v, list) and all(x is None or isinstance(x, (str, int, float)) for x in v):
         words = ["yes" if x is True else "no" if x is False else str(x) for x in v]
-        if len(words) == 1:
-            return words[0]
-        return ", ".join(words) + " (per trial)"
+        return words[0] if len(words) == 1 else ", ".join(words) + " (per trial)"
     return json.dumps(v, default=str)
 
 
@@ -549,13 +545,11 @@ def report_sections(
     releases = pgc.releases()
     story = agents_story(pgc, list(context.ledger.agents), set(releases), len(releases))
     sentence = story_sentence(story)
-    learn = learning_model(pgc)
     trials = int(np.unique(pgc.transcript["trial"]).size)
-    figures = bool(context.figures)
     return {
         "sections": [
             _transcript_section(pgc, story, sentence),
-            _learning_section(pgc, learn, trials, figures),
+            _learning_section(pgc, learning_model(pgc), trials, bool(context.figures)),
         ],
         "releases": releases,
         "statement": statement,

@@ -15,6 +15,7 @@ import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.report.markdown import md_table, wrap_markdown
+from ldp_audit.rundir.files import fmt_number
 from ldp_audit.training.pgc_a3c import metrics
 from ldp_audit.training.pgc_a3c.paper import PAPER
 from ldp_audit.training.pgc_a3c.reproduce import MECHANISMS, ReproduceConfig
@@ -50,8 +51,7 @@ def _inf_float(v: Any) -> float:
 
 
 def _fmt(v: float | str, digits: int) -> str:
-    f = _inf_float(v)
-    return f"{f:g}" if math.isinf(f) else f"{f:.{digits}f}"
+    return fmt_number(_inf_float(v), digits, nan="nan", fmt="f")
 
 
 #: decimals of a number (ours and the paper's) and of our interval's ends per measure
@@ -150,13 +150,12 @@ def comparison(results: dict[str, Any]) -> list[dict[str, Any]]:
                 continue  # no reference curve to compare against
             lo, hi = (_inf_float(v) for v in entry[ci_key])
             where = "inside" if lo <= paper <= hi else ("below" if paper < lo else "above")
-            ours = entry[measure]
             out.append(
                 {
                     "setting": key,
                     "measure": measure,
                     "paper": paper,
-                    "ours": ours,
+                    "ours": entry[measure],
                     "ci": [entry[ci_key][0], entry[ci_key][1]],
                     "paper_vs_ci": where,
                 }
@@ -245,13 +244,9 @@ def reproduce_command(cfg: dict[str, Any]) -> str:
         parts.append("--stop-at-target" if cfg["stop_at_target"] else "--no-stop-at-target")
     if differs("figure2"):
         parts.append("--no-figure2")
-    else:
-        for name in ("figure2_trials", "figure2_submissions"):
-            if differs(name):
-                parts.append(f"--{name.replace('_', '-')} {cfg[name]}")
-    for name in ("acting", "clip_kind", "aggregator", "aggregator_lr", "target"):
-        if differs(name):
-            parts.append(f"--{name.replace('_', '-')} {cfg[name]}")
+    names = () if differs("figure2") else ("figure2_trials", "figure2_submissions")
+    names += ("acting", "clip_kind", "aggregator", "aggregator_lr", "target")
+    parts += [f"--{name.replace('_', '-')} {cfg[name]}" for name in names if differs(name)]
     parts.append(f"--seed {cfg['seed']}")
     return " ".join(parts)
 
