@@ -28,7 +28,7 @@ EVENTS = [PureDpEvent(0.25), LaplaceEvent(0.5), PureDpEvent(0.125)]
 def _reference_chain(led: Ledger) -> str:
     """The chain head recomputed from the rows with the reference ``_row_bytes``."""
     prev = LF._genesis(led.meta()["ledger_id"])
-    for row in led._read(
+    for row in led.store.connection.execute(
         f"SELECT id, agent, event, scope, time, run_id, agent_n FROM {LS._CHARGES} ORDER BY id"
     ):
         prev = LF._row_hash(prev, LF._row_bytes(*row))

@@ -312,7 +312,9 @@ class Accountant:
         batch: dict[str, list[str]] = {}
         for agent, text, _ in rows:
             batch.setdefault(agent, []).append(text)
-        memo: dict[Signature, tuple[bool, float]] = {}
+        memo: dict[Signature, float] = {}
+        # the filter is a stopping rule, checked exactly; the others with _BUDGET_RTOL's slack
+        limit = budget.epsilon * (1.0 if budget.method == "filter" else 1.0 + _BUDGET_RTOL)
         for agent, texts in batch.items():
             st = states.get(agent)
             hist = () if st is None else st.history(scope)
@@ -326,16 +328,10 @@ class Accountant:
                     sig = signature([*hist, (t, 1)])
             else:
                 sig = signature([*hist, *((t, 1) for t in texts)])
-            verdict = memo.get(sig)
-            if verdict is None:
-                if budget.method == "filter":
-                    verdict = self._filter_ok(sig, budget)
-                else:
-                    eps = evaluate_full(sig, budget.delta, budget.method)[0]
-                    verdict = (eps <= budget.epsilon * (1.0 + _BUDGET_RTOL), eps)
-                memo[sig] = verdict
-            ok, eps = verdict
-            if not ok:
+            eps = memo.get(sig)
+            if eps is None:
+                eps = memo[sig] = self._spend(sig, budget)
+            if not eps <= limit:
                 raise BudgetExceeded(
                     f"charging agent {agent!r} with {sorted(set(texts))} would spend epsilon "
                     f"{eps:.6g} (delta={budget.delta:g}, method={budget.method!r}) > budget "
@@ -343,18 +339,20 @@ class Accountant:
                 )
 
     @staticmethod
-    def _filter_ok(sig: Signature, budget: Budget) -> tuple[bool, float]:
-        atoms = atoms_of(sig)
+    def _spend(sig: Signature, budget: Budget) -> float:
+        """The spend of history ``sig`` under ``budget``'s method ("filter": the filter's
+        statistic, which must stay <= the budget's epsilon)."""
+        if budget.method != "filter":
+            return evaluate_full(sig, budget.delta, budget.method)[0]
         eps_list: list[float] = []
-        for atom, n in atoms.items():
+        for atom, n in atoms_of(sig).items():
             e = pure_epsilon(atom)
             if e is None:
                 raise InvalidParameterError(
                     f"budget method 'filter' supports pure-DP and Laplace events, got {atom!r}"
                 )
             eps_list.extend([e] * n)
-        stat = filter_epsilon(eps_list, epsilon_budget=budget.epsilon, delta=budget.delta)
-        return stat <= budget.epsilon, stat
+        return filter_epsilon(eps_list, epsilon_budget=budget.epsilon, delta=budget.delta)
 
     # ---- reading -----------------------------------------------------------------------------
 
@@ -396,9 +394,7 @@ class Accountant:
             st = self.ledger.states([agent]).get(agent) or AgentState()
         sig = signature(st.history(scope))
         try:
-            if b.method == "filter":
-                return b.epsilon - self._filter_ok(sig, b)[1] if sig else b.epsilon
-            return b.epsilon - evaluate_full(sig, b.delta, b.method)[0]
+            return b.epsilon - self._spend(sig, b) if sig else b.epsilon
         except InvalidParameterError:
             return None  # the budget's method cannot compose this history
 
@@ -443,7 +439,7 @@ class Accountant:
         "unsupported")``: in bulk, one Gaussian agent must not hide every other number.
         """
         delta, method = check_delta(delta), check_method(method)
-        key = (self.ledger.version(), delta, method, None if scope is None else check_scope(scope))
+        key = (len(self.ledger), delta, method, None if scope is None else check_scope(scope))
         out = self._cache.get(key)
         if out is None:
             memo: dict[Any, tuple[float, str]] = {}

@@ -97,21 +97,20 @@ class LedgerQueries:
 
     # ---- verified state ----------------------------------------------------------------------
 
-    def _load_states(self, agents: Sequence[str]) -> dict[str, AgentState]:
-        """Verified running state of ``agents`` (absent agents: never charged), from three
-        independent records that must agree (``ledger_chain.states_from_records``). Must run
-        inside a transaction or ``_read_tx``."""
-        if not agents:
-            return {}
-        fetched = self._rows_store("rows").state_records(agents)
-        return states_from_records(*fetched, None, self._key, self._ledger_id, self.path)
-
-    def _load_all_states_uncached(
-        self, rows: int, fetched: tuple[list[tuple], list[tuple]] | None = None
+    def _load_states(
+        self,
+        agents: Sequence[str] | None,
+        rows: int | None = None,
+        fetched: tuple[list[tuple], list[tuple]] | None = None,
     ) -> dict[str, AgentState]:
-        """Verify every agent's state rows (checksums, totals, MACs) against ``rows`` charges."""
+        """Verified running state of ``agents`` (absent agents: never charged; every agent when
+        None, whose totals must then add up to ``rows`` charges), from three independent records
+        that must agree (``ledger_chain.states_from_records``). ``fetched``: the records, already
+        read; else they are read here, which must run inside a transaction or a read."""
+        if agents is not None and not agents:
+            return {}
         if fetched is None:
-            fetched = self._rows_store("rows").state_records(None)
+            fetched = self._rows_store("rows").state_records(agents)
         return states_from_records(*fetched, rows, self._key, self._ledger_id, self.path)
 
     # ---- reads -------------------------------------------------------------------------------
@@ -121,11 +120,6 @@ class LedgerQueries:
         """The SQLite store's connection (tests and benchmarks reach it; nothing else should)."""
         return self._store.connection  # type: ignore[attr-defined]
 
-    def _read(self, sql: str, params: Sequence[object] = ()) -> list[tuple]:
-        """One SQL query on the SQLite store's connection (tests read the tables with it)."""
-        with self._store.errors("read"), self._lock:
-            return self._conn.execute(sql, params).fetchall()
-
     def __len__(self) -> int:
         """Number of charges (rows), as recorded by the chain head. Rows are never deleted."""
         store = self._store
@@ -133,10 +127,6 @@ class LedgerQueries:
             return store.count()
         with store.errors("read"), self._lock:
             return self._head()[0]
-
-    def version(self) -> int:
-        """The row count: changes whenever any process commits a charge."""
-        return len(self)
 
     def chain_head(self) -> str:
         """The chain head as hex: the hash of the last row (the genesis hash when empty).
@@ -190,7 +180,7 @@ class LedgerQueries:
             if hit is not None and hit[0] == (rows, head):
                 return hit[1]
             fetched = store.state_records(None)
-        out = self._load_all_states_uncached(rows, fetched)
+        out = self._load_states(None, rows, fetched)
         self._all_states = ((rows, head), out)
         return out
 
@@ -250,7 +240,7 @@ class LedgerQueries:
         with store.errors("verify"), self._store.read():
             rows, head, n_agents = verify_all(
                 store, self._ledger_id, self.path, want, self._check_sealed,
-                self._load_all_states_uncached,
+                lambda rows: self._load_states(None, rows),
             )  # fmt: skip
         return {
             "ok": True,

@@ -66,11 +66,8 @@ def _ledger_anchor(path: Path) -> dict[str, Any] | None:
         return None
     from ldp_audit.accountant.ledger import Ledger
 
-    led = Ledger(str(path), create=False, readonly=True)
-    try:
+    with Ledger(str(path), create=False, readonly=True) as led:
         return led.anchor()
-    finally:
-        led.close()
 
 
 class RunWriter:
