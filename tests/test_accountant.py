@@ -92,7 +92,7 @@ def test_charge_validates_inputs():
     ("kwargs", "match"),
     [
         ({"epsilon": -1.0}, "epsilon must be > 0"),
-        ({"epsilon": 1.0, "delta": 1.5}, "delta must be in"),
+        ({"epsilon": 1.0, "delta": 1.5}, "delta must be finite, >= 0 and < 1, got 1.5"),
         ({"epsilon": 1.0, "method": "magic"}, "method must be one of"),
         ({"epsilon": 1.0, "method": "rdp"}, "delta must be > 0"),
         ({"epsilon": 1.0, "delta": 0.5, "method": "filter"}, "1/e"),

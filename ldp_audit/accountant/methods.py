@@ -207,9 +207,7 @@ def method_value(atoms: Mapping[DpEvent, int], delta: float, method: str) -> flo
     Raises:
         _Skip: the method applies but its estimated cost is out of bounds (the reason).
     """
-    if method not in METHODS:
-        raise InvalidParameterError(f"method must be one of {ALL_METHODS}, got {method!r}")
-    if not _applies(atoms, delta, method):
+    if not _applies(atoms, delta, check_method(method, METHODS)):
         return None
     try:
         with warnings.catch_warnings():

@@ -245,13 +245,7 @@ def verify_run(
         problems.append(f"{lp} is missing: the run's charges cannot be checked")
     else:
         try:
-            led = Ledger(str(lp), create=False, readonly=True, verify=True)
-        except LedgerError as exc:
-            if type(exc).__name__ == "KeyFileError":
-                raise
-            problems.append(f"{lp}: {exc}")
-        else:
-            try:
+            with Ledger(str(lp), create=False, readonly=True, verify=True) as led:
                 if full:
                     led_res = led.verify(expect_head=expect_head)
                 else:
@@ -280,10 +274,10 @@ def verify_run(
                         )
                 if anchor is not None:
                     _check_anchor(lp, anchor, led_res, led, problems)
-            except (LedgerError, InvalidParameterError) as exc:
-                problems.append(f"{lp}: {exc}")
-            finally:
-                led.close()
+        except (LedgerError, InvalidParameterError) as exc:
+            if type(exc).__name__ == "KeyFileError":
+                raise
+            problems.append(f"{lp}: {exc}")
     if man is not None and "ledger" in man and man.get("ledger") is None and lp.is_file():
         problems.append(f"{lp} exists but manifest.json records that the run had no ledger")
     listed = set(man.get("files", {})) if isinstance(man, dict) else set()
