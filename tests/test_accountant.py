@@ -108,6 +108,11 @@ def test_adaptive_mode_refuses_non_filter_methods():
         Accountant(budget=Budget(1.0, delta=1e-5, method="optimal"), adaptive=True)
     Accountant(budget=Budget(1.0, delta=1e-5, method="filter"), adaptive=True)
     Accountant(budget=Budget(1.0), adaptive=True)
+    for bad in ("yes", 1, None):
+        with pytest.raises(
+            InvalidParameterError, match=f"adaptive must be True or False, got {bad!r}"
+        ):
+            Accountant(adaptive=bad)
 
 
 def test_filter_budget_stops_adaptive_rounds():

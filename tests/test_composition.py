@@ -327,3 +327,14 @@ def test_dp_accounting_rr_count_bug_is_worked_around():
     ours = compose(SelfComposedEvent(PureDpEvent(1.0), 10), delta=DELTA, method="pld")[0]
     assert exact - 1e-9 <= ours <= exact * 1.01
     assert theirs < 0.2 * exact  # the upstream under-count we avoid
+
+
+@pytest.mark.parametrize("bad", [0.0, 1.0, -1e-5, math.nan, "1e-5", True])
+def test_rdp_and_pld_refuse_a_delta_outside_the_open_unit_interval(bad):
+    from ldp_audit.accountant.pld import pld_epsilon
+    from ldp_audit.accountant.rdp import rdp_epsilon
+
+    atoms = {GaussianEvent(1.0): 3}
+    for fn in (rdp_epsilon, pld_epsilon):
+        with pytest.raises(InvalidParameterError, match=f"delta must be .*got {bad!r}"):
+            fn(atoms, delta=bad)

@@ -53,7 +53,7 @@ from ldp_audit.accountant.methods import (
     supports,
 )
 from ldp_audit.errors import BudgetExceeded, InvalidParameterError, LedgerError
-from ldp_audit.validation import check_epsilon
+from ldp_audit.validation import check_bool, check_epsilon
 
 __all__ = [
     "METHODS",
@@ -182,8 +182,7 @@ class Accountant:
                     )
                 b = Budget(epsilon=b)
             budgets[name] = b
-        if not isinstance(adaptive, bool):
-            raise InvalidParameterError(f"adaptive must be True or False, got {adaptive!r}")
+        adaptive = check_bool(adaptive, "adaptive")
         if run_id is not None:
             check_text(run_id, "run_id")
         if ledger is None:
