@@ -28,7 +28,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import numbers
 import os
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -175,12 +174,8 @@ class Accountant:
     ) -> None:
         budgets: dict[str, Budget | None] = {}
         for name, b in (("budget", budget), ("central_budget", central_budget)):
-            if b is not None and not isinstance(b, Budget):
-                if isinstance(b, bool) or not isinstance(b, numbers.Real):
-                    raise InvalidParameterError(
-                        f"{name} must be None, a real number (epsilon) or a Budget, got {b!r}"
-                    )
-                b = Budget(epsilon=b)
+            if b is not None and not isinstance(b, Budget):  # a number: its epsilon
+                b = Budget(epsilon=check_epsilon(b, name))
             budgets[name] = b
         adaptive = check_bool(adaptive, "adaptive")
         if run_id is not None:

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ldp_audit.errors import InvalidParameterError, LedgerError
+from ldp_audit.validation import check_choice
 
 __all__ = [
     "APPLICATION",
@@ -78,9 +79,7 @@ def integrity_error(path: str, what: str) -> LedgerIntegrityError:
 
 def check_scope(scope: Any) -> str:
     """``scope`` when it is one of :data:`SCOPES`."""
-    if scope not in SCOPES:
-        raise InvalidParameterError(f"scope must be one of {SCOPES}, got {scope!r}")
-    return str(scope)
+    return check_choice(scope, "scope", SCOPES)
 
 
 #: What SQLite and the chain's hash cannot hold: surrogates (not UTF-8); in an agent id, NUL too

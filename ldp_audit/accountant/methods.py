@@ -60,6 +60,7 @@ from ldp_audit.accountant.events import (
     unsampled,
 )
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.validation import check_choice
 
 __all__ = [
     "METHODS",
@@ -88,9 +89,7 @@ NEEDS_DELTA = {"advanced", "rdp", "prv", "pld"}
 
 def check_method(method: Any, allowed: Sequence[str] = ALL_METHODS) -> str:
     """``method`` when it is one of ``allowed``."""
-    if method not in allowed:
-        raise InvalidParameterError(f"method must be one of {tuple(allowed)}, got {method!r}")
-    return str(method)
+    return check_choice(method, "method", tuple(allowed))
 
 
 #: A history: sorted ``((event_json, count), ...)`` pairs, one per distinct event.
