@@ -30,8 +30,9 @@ from ldp_audit.accountant.ledger_format import (
     integrity_error,
 )
 from ldp_audit.accountant.ledger_store import CountStore, LedgerStore, RowStore
-from ldp_audit.accountant.ledger_verify import parse_head, verify_all
+from ldp_audit.accountant.ledger_verify import verify_all
 from ldp_audit.errors import LedgerError
+from ldp_audit.rundir.files import check_hex64
 
 __all__ = ["LedgerQueries"]
 
@@ -236,7 +237,8 @@ class LedgerQueries:
                 rows, an ``expect_head`` the chain never passes through).
         """
         store = self._rows_store("rows or chain to verify")
-        want = parse_head(expect_head)
+        head_hex = check_hex64(expect_head, "expect_head", "chain head")
+        want = None if head_hex is None else bytes.fromhex(head_hex)
         with store.errors("verify"), self._store.read():
             rows, head, n_agents = verify_all(
                 store, self._ledger_id, self.path, want, self._check_sealed,

@@ -29,7 +29,7 @@ from ldp_audit.accountant.ledger_format import (
     integrity_error,
 )
 from ldp_audit.accountant.ledger_store import RowStore
-from ldp_audit.errors import InvalidParameterError, LedgerError
+from ldp_audit.errors import LedgerError
 
 __all__ = [
     "KeyChoice",
@@ -37,26 +37,10 @@ __all__ = [
     "resolve_key",
     "verify_open",
     "verify_all",
-    "parse_head",
 ]
 
 #: Rows of the chain's tail re-hashed on every open.
 TAIL_ROWS = 64
-
-
-def parse_head(expect_head: str | None) -> bytes | None:
-    """A chain head given as 64 hex digits, as bytes (None stays None)."""
-    if expect_head is None:
-        return None
-    try:
-        want = bytes.fromhex(expect_head)
-        if len(want) != 32:
-            raise ValueError
-    except (TypeError, ValueError):
-        raise InvalidParameterError(
-            f"expect_head must be a 64-digit hex chain head, got {expect_head!r}"
-        ) from None
-    return want
 
 
 def identify(meta: dict[str, str], path: str, table: str) -> int:
