@@ -123,16 +123,12 @@ def epsilon_from_loss_distribution(losses: np.ndarray, log_p: np.ndarray, delta:
     return max(eps + 1e-12 * max(1.0, abs(eps)), 0.0)
 
 
-def _log_binom(k: int) -> np.ndarray:
-    i = np.arange(k + 1, dtype=np.float64)
-    return gammaln(k + 1.0) - gammaln(i + 1.0) - gammaln(k - i + 1.0)
-
-
 def _rr_loss(eps: float, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Privacy loss of k-fold randomized response: values (k-2i) eps and log P-probabilities."""
     i = np.arange(k + 1, dtype=np.float64)
     losses = (k - 2.0 * i) * eps
-    log_p = _log_binom(k) + (k - i) * eps - k * np.logaddexp(0.0, eps)
+    log_binom = gammaln(k + 1.0) - gammaln(i + 1.0) - gammaln(k - i + 1.0)
+    log_p = log_binom + (k - i) * eps - k * np.logaddexp(0.0, eps)
     return losses, log_p
 
 
