@@ -9,8 +9,7 @@ and overshoot.
 
 Composition methods (``spent(..., method=...)``): ``basic``, ``advanced``, ``optimal``, ``rdp``,
 ``prv``, ``pld`` and ``best`` (their minimum); which events each supports, and how ``best`` is
-computed, is :mod:`~ldp_audit.accountant.methods`' (``compose`` and ``supports`` live there and
-are re-exported here).
+computed, is :mod:`~ldp_audit.accountant.methods`' (``compose`` and ``supports`` live there).
 
 Adaptive choice of epsilons (privacy filters): when the epsilon of a round may depend on earlier
 outputs, only ``Budget(method="basic")`` (sequential composition is a valid filter) and
@@ -40,28 +39,18 @@ from ldp_audit.accountant.ledger import Ledger
 from ldp_audit.accountant.ledger_format import SCOPES, AgentState, check_scope, check_text
 from ldp_audit.accountant.methods import (
     ALL_METHODS,
-    METHODS,
     NEEDS_DELTA,
     Signature,
     atoms_of,
     check_method,
-    compose,
     evaluate_full,
     pure_epsilon,
     signature,
-    supports,
 )
 from ldp_audit.errors import BudgetExceeded, InvalidParameterError, LedgerError
 from ldp_audit.validation import check_bool, check_epsilon
 
-__all__ = [
-    "METHODS",
-    "Budget",
-    "SpentDetail",
-    "Accountant",
-    "compose",
-    "supports",
-]
+__all__ = ["Budget", "SpentDetail", "Accountant"]
 
 _BUDGET_METHODS = (*ALL_METHODS, "filter")
 _ADAPTIVE_METHODS = ("basic", "filter")
