@@ -380,6 +380,9 @@ class SqliteStore(RowStore):
 
     def _set_macs(self, macs: bool) -> None:
         self._macs = macs
+        self._sql_head = (
+            f"SELECT rows, hash, meta, {'mac' if macs else 'NULL'} FROM {_HEAD} WHERE k = 1"
+        )
         self._sql_write_head = _SQL_WRITE_HEAD.format(mac="h.mac" if macs else "NULL")
         self._sql_agents = _SQL_AGENT_STATE.format(mac="a.mac" if macs else "NULL")
 
@@ -533,8 +536,11 @@ class SqliteStore(RowStore):
 
     def head(self) -> HeadRecord | None:
         with self._lock:
-            wh = self.write_head()
-        return None if wh is None else wh.head
+            got = self._conn.execute(self._sql_head).fetchall()
+        if len(got) != 1 or not isinstance(got[0][1], bytes):
+            return None
+        rows, h, digest, mac = got[0]
+        return HeadRecord(int(rows), bytes(h), digest, mac)
 
     def write_head(self) -> WriteHead | None:
         got = self._conn.execute(self._sql_write_head).fetchall()
