@@ -5,7 +5,7 @@ whatever its store: :func:`seal_rows` turns a batch of charges into the chained 
 records and event-count records to append (one pass: hash, checksum and MAC per row);
 :func:`states_from_records` rebuilds verified per-agent
 state from stored records (checksums, totals, the chained row each agent record summarises,
-and its MAC); :func:`check_head_mac` and :func:`check_agent_mac` check the keyed parts.
+and its MAC); :func:`check_head_mac` checks the head's MAC.
 Every failure is a :class:`~ldp_audit.accountant.ledger_format.LedgerIntegrityError` naming
 the ledger (``path``).
 """
@@ -37,7 +37,6 @@ from ldp_audit.accountant.ledger_store import HeadRecord
 
 __all__ = [
     "check_head_mac",
-    "check_agent_mac",
     "seal_rows",
     "states_from_records",
     "walk_chain",
@@ -69,32 +68,6 @@ def check_head_mac(key: LedgerKey | None, ledger_id: str, path: str, head: HeadR
             path,
             f"the chain head ({head.rows} rows) or the metadata (budget, ids) does not carry "
             f"the MAC of key id {key.id} (rewritten, truncated or edited)",
-        )
-
-
-def check_agent_mac(
-    key: LedgerKey | None,
-    ledger_id: str,
-    path: str,
-    agent: str,
-    st: AgentState,
-    last_hash: Any,
-    mac: Any,
-) -> None:
-    """An agent's record must carry the MAC of its state and its last chained row's hash."""
-    if key is None:
-        return
-    if not isinstance(last_hash, bytes):
-        raise integrity_error(
-            path, f"agent {agent!r}: its last chained row {st.last_id} is missing"
-        )
-    want = key.mac(_agent_msg(ledger_id, agent, st.n, st.last_id, last_hash, st.events))
-    if not isinstance(mac, bytes) or not hmac.compare_digest(want, mac):
-        raise integrity_error(
-            path,
-            f"the running state of agent {agent!r} ({st.n} charges, last row "
-            f"{st.last_id}) does not carry the MAC of key id {key.id}: the per-agent state "
-            f"was edited apart from its chain",
         )
 
 
@@ -155,9 +128,21 @@ def states_from_records(
             raise integrity_error(
                 path, f"agent {agent!r}: its event counts disagree with its total"
             )
-    if key is not None:
+    if key is not None:  # each agent's MAC: of its state and its last chained row's hash
         for agent, _, _, _, mac, _, _, last_hash in agent_rows:
-            check_agent_mac(key, ledger_id, path, agent, out[agent], last_hash, mac)
+            st = out[agent]
+            if not isinstance(last_hash, bytes):
+                raise integrity_error(
+                    path, f"agent {agent!r}: its last chained row {st.last_id} is missing"
+                )
+            want = key.mac(_agent_msg(ledger_id, agent, st.n, st.last_id, last_hash, st.events))
+            if not isinstance(mac, bytes) or not hmac.compare_digest(want, mac):
+                raise integrity_error(
+                    path,
+                    f"the running state of agent {agent!r} ({st.n} charges, last row "
+                    f"{st.last_id}) does not carry the MAC of key id {key.id}: the per-agent "
+                    f"state was edited apart from its chain",
+                )
     return out
 
 
