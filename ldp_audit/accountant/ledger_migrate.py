@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ldp_audit.accountant.ledger import Ledger
 from ldp_audit.accountant.ledger_format import APPLICATION, LedgerSchemaError
-from ldp_audit.accountant.ledger_sqlite import _CHARGES, META_TABLE, check_ledger_path
+from ldp_audit.accountant.ledger_sqlite import CHARGES_TABLE, META_TABLE, check_ledger_path
 from ldp_audit.errors import LedgerError
 
 __all__ = ["migrate_v1"]
@@ -53,7 +53,7 @@ def migrate_v1(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> Ledg
             if meta["schema_version"] == "2":  # it has a chain: it must verify first
                 Ledger(src_s, create=False, readonly=True, verify="full").close()
             rows = con.execute(
-                f"SELECT agent, event, scope, time, run_id FROM {_CHARGES} ORDER BY id"
+                f"SELECT agent, event, scope, time, run_id FROM {CHARGES_TABLE} ORDER BY id"
             ).fetchall()
         finally:
             con.close()

@@ -21,16 +21,16 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ldp_audit.accountant.keys import LedgerKey
-from ldp_audit.accountant.ledger_chain import check_head_mac, states_from_records
+from ldp_audit.accountant.ledger_chain import check_head_mac, states_from_records, walk_chain
 from ldp_audit.accountant.ledger_format import (
     AgentState,
     LedgerIntegrityError,
-    _meta_digest,
     check_text,
+    genesis_hash,
     integrity_error,
+    metadata_digest,
 )
 from ldp_audit.accountant.ledger_store import CountStore, LedgerStore, RowStore
-from ldp_audit.accountant.ledger_verify import verify_all
 from ldp_audit.errors import LedgerError
 from ldp_audit.rundir.files import check_hex64
 
@@ -83,7 +83,7 @@ class LedgerQueries:
 
     def _check_digest(self, store: RowStore, meta: dict[str, str]) -> None:
         head = store.head()
-        if head is None or head.meta_digest != _meta_digest(meta):
+        if head is None or head.meta_digest != metadata_digest(meta):
             raise self._bad("the metadata (budget, ids) does not match its recorded digest")
 
     def _check_sealed(self) -> None:
@@ -240,14 +240,35 @@ class LedgerQueries:
         head_hex = check_hex64(expect_head, "expect_head", "chain head")
         want = None if head_hex is None else bytes.fromhex(head_hex)
         with store.errors("verify"), self._store.read():
-            rows, head, n_agents = verify_all(
-                store, self._ledger_id, self.path, want, self._check_sealed,
-                lambda rows: self._load_states(None, rows),
-            )  # fmt: skip
+            store.check_storage(full=True)
+            rows, head = self._head()
+            self._check_sealed()  # the metadata's digest and the head's MAC
+            n, prev, counts, per_agent, found = walk_chain(
+                store.rows(1, None), genesis_hash(self._ledger_id), self.path, want
+            )
+            if n != rows or prev != head:
+                raise self._bad(
+                    f"the chain has {n} rows ending in {prev.hex()[:16]}..., the head "
+                    f"records {rows} rows ending in {head.hex()[:16]}..."
+                )
+            # every agent's state, rebuilt from the rows, against its stored records
+            states = self._load_states(None, rows)
+            rebuilt = {(a, s, e): k for a, st in states.items() for (s, e), k in st.events.items()}
+            if rebuilt != counts:
+                diff = sorted(set(rebuilt.items()) ^ set(counts.items()))[:3]
+                raise self._bad(f"the per-agent state disagrees with the rows (e.g. {diff!r})")
+            for agent, (n_agent, last) in per_agent.items():
+                if (states[agent].n, states[agent].last_id) != (n_agent, last):
+                    raise self._bad(f"agent {agent!r}: running total or last row disagrees")
+            if want is not None and not found:
+                raise LedgerIntegrityError(
+                    f"ledger {self.path!r} does not extend the chain head {want.hex()}: no row "
+                    f"of this copy has that hash (an older, rewritten or different ledger)"
+                )
         return {
             "ok": True,
             "rows": rows,
-            "agents": n_agents,
+            "agents": len(states),
             "chain_head": head.hex(),
             "extends": None if want is None else True,
             "ledger_id": self._ledger_id,
