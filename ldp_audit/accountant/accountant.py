@@ -31,6 +31,7 @@ import os
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from ldp_audit.accountant.composition import check_delta, filter_epsilon
@@ -276,13 +277,8 @@ class Accountant:
             rows.append((agent, hit[1], scope))
         if not rows:
             return 0
-        budget = self._budget_for(scope)
-        check = None
-        if budget is not None:
-
-            def check(states: dict[str, AgentState]) -> None:
-                self._check_budget(rows, budget, scope, states)
-
+        budget = self._budget_for(scope)  # checked inside the write, before anything is written
+        check = None if budget is None else partial(self._check_budget, rows, budget, scope)
         return self.ledger.charge_rows(rows, run_id=self.run_id, check=check)
 
     def _check_budget(
