@@ -45,7 +45,10 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit.accountant import composition, pld, prv, rdp
+import ldp_audit.accountant.composition as composition
+import ldp_audit.accountant.pld as pld
+import ldp_audit.accountant.prv as prv
+import ldp_audit.accountant.rdp as rdp
 from ldp_audit.accountant.composition import check_delta
 from ldp_audit.accountant.events import (
     DpEvent,
