@@ -65,6 +65,13 @@ def check_real_in(
     return x
 
 
+def check_choice(value: Any, name: str, allowed: tuple[str, ...]) -> str:
+    """``value`` if it is one of the strings ``allowed`` (a str, never coerced)."""
+    if type(value) is not str or value not in allowed:
+        raise InvalidParameterError(f"{name} must be one of {allowed}, got {value!r}")
+    return value
+
+
 def check_bool(value: Any, name: str) -> bool:
     """Return ``value`` if it is a ``bool`` (or ``numpy.bool_``); ``'no'``, 0 and None are refused
     (a string flag is truthy whatever it says)."""

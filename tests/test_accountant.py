@@ -92,7 +92,7 @@ def test_charge_validates_inputs():
     ("kwargs", "match"),
     [
         ({"epsilon": -1.0}, "epsilon must be > 0"),
-        ({"epsilon": 1.0, "delta": 1.5}, "delta must be in"),
+        ({"epsilon": 1.0, "delta": 1.5}, "delta must be finite, >= 0 and < 1, got 1.5"),
         ({"epsilon": 1.0, "method": "magic"}, "method must be one of"),
         ({"epsilon": 1.0, "method": "rdp"}, "delta must be > 0"),
         ({"epsilon": 1.0, "delta": 0.5, "method": "filter"}, "1/e"),
@@ -108,6 +108,11 @@ def test_adaptive_mode_refuses_non_filter_methods():
         Accountant(budget=Budget(1.0, delta=1e-5, method="optimal"), adaptive=True)
     Accountant(budget=Budget(1.0, delta=1e-5, method="filter"), adaptive=True)
     Accountant(budget=Budget(1.0), adaptive=True)
+    for bad in ("yes", 1, None):
+        with pytest.raises(
+            InvalidParameterError, match=f"adaptive must be True or False, got {bad!r}"
+        ):
+            Accountant(adaptive=bad)
 
 
 def test_filter_budget_stops_adaptive_rounds():

@@ -231,7 +231,7 @@ def test_validation_messages():
         C.basic_epsilon([1.0], [0])
     with pytest.raises(InvalidParameterError, match="same length"):
         C.basic_epsilon([1.0, 2.0], [1])
-    with pytest.raises(InvalidParameterError, match="delta must be in"):
+    with pytest.raises(InvalidParameterError, match="delta must be finite, >= 0 and < 1, got 1.0"):
         C.optimal_epsilon(1.0, 3, delta=1.0)
 
 
@@ -279,6 +279,9 @@ def test_filter_monotone_and_validated():
     assert not C.filter_allows([0.5] * 10, epsilon_budget=1.0, delta=1e-6)
     with pytest.raises(InvalidParameterError, match="1/e"):
         C.filter_epsilon([0.1], epsilon_budget=1.0, delta=0.5)
+    for bad in (0.0, -1.0, math.inf, math.nan, "1", True, None):
+        with pytest.raises(InvalidParameterError, match=f"epsilon_budget must be .*got {bad!r}"):
+            C.filter_epsilon([0.1], epsilon_budget=bad, delta=1e-6)
 
 
 # ---- planning -------------------------------------------------------------------------------
@@ -324,3 +327,14 @@ def test_dp_accounting_rr_count_bug_is_worked_around():
     ours = compose(SelfComposedEvent(PureDpEvent(1.0), 10), delta=DELTA, method="pld")[0]
     assert exact - 1e-9 <= ours <= exact * 1.01
     assert theirs < 0.2 * exact  # the upstream under-count we avoid
+
+
+@pytest.mark.parametrize("bad", [0.0, 1.0, -1e-5, math.nan, "1e-5", True])
+def test_rdp_and_pld_refuse_a_delta_outside_the_open_unit_interval(bad):
+    from ldp_audit.accountant.pld import pld_epsilon
+    from ldp_audit.accountant.rdp import rdp_epsilon
+
+    atoms = {GaussianEvent(1.0): 3}
+    for fn in (rdp_epsilon, pld_epsilon):
+        with pytest.raises(InvalidParameterError, match=f"delta must be .*got {bad!r}"):
+            fn(atoms, delta=bad)

@@ -153,7 +153,7 @@ def _rekey(run: Path) -> None:
     fake = "0123456789abcdef"
     led = run / "ledger.sqlite"
     _rewrite(led, lambda rows: [(a, e.replace("5.0", "0.5"), *r) for a, e, *r in rows])
-    from ldp_audit.accountant.ledger_format import _meta_digest
+    from ldp_audit.accountant.ledger_format import metadata_digest
 
     con = sqlite3.connect(led)
     try:
@@ -161,7 +161,7 @@ def _rekey(run: Path) -> None:
         meta = dict(con.execute("SELECT key, value FROM ldp_audit_meta").fetchall())
         con.execute(
             "UPDATE ldp_audit_head SET meta = ?, mac = ? WHERE k = 1",
-            (_meta_digest(meta), os.urandom(32)),
+            (metadata_digest(meta), os.urandom(32)),
         )
         con.commit()
     finally:

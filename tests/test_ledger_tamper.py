@@ -76,10 +76,10 @@ def _rewrite(path: Path, transform) -> None:
         con.execute("DELETE FROM ldp_audit_state")
         old_macs = dict(con.execute("SELECT agent, mac FROM ldp_audit_agents").fetchall())
         con.execute("DELETE FROM ldp_audit_agents")
-        prev, per_agent, counts = LF._genesis(lid), {}, {}
+        prev, per_agent, counts = LF.genesis_hash(lid), {}, {}
         for i, (agent, event, scope, t, run_id) in enumerate(rows, start=1):
             n = per_agent[agent] = per_agent.get(agent, 0) + 1
-            prev = LF._row_hash(prev, LF._row_bytes(i, agent, event, scope, t, run_id, n))
+            prev = LF.row_hash(prev, LF.row_bytes(i, agent, event, scope, t, run_id, n))
             con.execute(
                 "INSERT INTO ldp_audit_charges VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (i, agent, event, scope, t, run_id, n, prev),
@@ -108,7 +108,7 @@ def _reseal_meta(path: Path, **changes: str) -> None:
         for k, v in changes.items():
             con.execute("UPDATE ldp_audit_meta SET value = ? WHERE key = ?", (v, k))
         meta = dict(con.execute("SELECT key, value FROM ldp_audit_meta").fetchall())
-        con.execute("UPDATE ldp_audit_head SET meta = ? WHERE k = 1", (LF._meta_digest(meta),))
+        con.execute("UPDATE ldp_audit_head SET meta = ? WHERE k = 1", (LF.metadata_digest(meta),))
         con.commit()
     finally:
         con.close()

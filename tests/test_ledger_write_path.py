@@ -26,12 +26,12 @@ EVENTS = [PureDpEvent(0.25), LaplaceEvent(0.5), PureDpEvent(0.125)]
 
 
 def _reference_chain(led: Ledger) -> str:
-    """The chain head recomputed from the rows with the reference ``_row_bytes``."""
-    prev = LF._genesis(led.meta()["ledger_id"])
-    for row in led._read(
-        f"SELECT id, agent, event, scope, time, run_id, agent_n FROM {LS._CHARGES} ORDER BY id"
+    """The chain head recomputed from the rows with the reference ``row_bytes``."""
+    prev = LF.genesis_hash(led.meta()["ledger_id"])
+    for row in led.store.connection.execute(
+        f"SELECT id, agent, event, scope, time, run_id, agent_n FROM {LS.CHARGES_TABLE} ORDER BY id"
     ):
-        prev = LF._row_hash(prev, LF._row_bytes(*row))
+        prev = LF.row_hash(prev, LF.row_bytes(*row))
     return prev.hex()
 
 

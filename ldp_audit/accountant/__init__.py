@@ -18,14 +18,7 @@ Example:
 
 from __future__ import annotations
 
-from ldp_audit.accountant.accountant import (
-    METHODS,
-    Accountant,
-    Budget,
-    SpentDetail,
-    compose,
-    supports,
-)
+from ldp_audit.accountant.accountant import Accountant, Budget, SpentDetail
 from ldp_audit.accountant.events import (
     ComposedEvent,
     DpEvent,
@@ -44,6 +37,7 @@ from ldp_audit.accountant.ledger import Ledger, TallyLedger
 from ldp_audit.accountant.ledger_sqlite import SqliteStore
 from ldp_audit.accountant.ledger_store import CountStore, LedgerStore, RowStore
 from ldp_audit.accountant.ledger_tally import TallyStore
+from ldp_audit.accountant.methods import METHODS, compose, supports
 from ldp_audit.accountant.planning import epsilon_per_round, rounds_for_budget
 
 __all__ = [

@@ -9,8 +9,7 @@ and overshoot.
 
 Composition methods (``spent(..., method=...)``): ``basic``, ``advanced``, ``optimal``, ``rdp``,
 ``prv``, ``pld`` and ``best`` (their minimum); which events each supports, and how ``best`` is
-computed, is :mod:`~ldp_audit.accountant.methods`' (``compose`` and ``supports`` live there and
-are re-exported here).
+computed, is :mod:`~ldp_audit.accountant.methods`' (``compose`` and ``supports`` live there).
 
 Adaptive choice of epsilons (privacy filters): when the epsilon of a round may depend on earlier
 outputs, only ``Budget(method="basic")`` (sequential composition is a valid filter) and
@@ -28,11 +27,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import numbers
 import os
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from ldp_audit.accountant.composition import check_delta, filter_epsilon
@@ -41,28 +40,18 @@ from ldp_audit.accountant.ledger import Ledger
 from ldp_audit.accountant.ledger_format import SCOPES, AgentState, check_scope, check_text
 from ldp_audit.accountant.methods import (
     ALL_METHODS,
-    METHODS,
     NEEDS_DELTA,
     Signature,
     atoms_of,
     check_method,
-    compose,
     evaluate_full,
     pure_epsilon,
     signature,
-    supports,
 )
 from ldp_audit.errors import BudgetExceeded, InvalidParameterError, LedgerError
-from ldp_audit.validation import check_epsilon
+from ldp_audit.validation import check_bool, check_epsilon
 
-__all__ = [
-    "METHODS",
-    "Budget",
-    "SpentDetail",
-    "Accountant",
-    "compose",
-    "supports",
-]
+__all__ = ["Budget", "SpentDetail", "Accountant"]
 
 _BUDGET_METHODS = (*ALL_METHODS, "filter")
 _ADAPTIVE_METHODS = ("basic", "filter")
@@ -175,15 +164,10 @@ class Accountant:
     ) -> None:
         budgets: dict[str, Budget | None] = {}
         for name, b in (("budget", budget), ("central_budget", central_budget)):
-            if b is not None and not isinstance(b, Budget):
-                if isinstance(b, bool) or not isinstance(b, numbers.Real):
-                    raise InvalidParameterError(
-                        f"{name} must be None, a real number (epsilon) or a Budget, got {b!r}"
-                    )
-                b = Budget(epsilon=b)
+            if b is not None and not isinstance(b, Budget):  # a number: its epsilon
+                b = Budget(epsilon=check_epsilon(b, name))
             budgets[name] = b
-        if not isinstance(adaptive, bool):
-            raise InvalidParameterError(f"adaptive must be True or False, got {adaptive!r}")
+        adaptive = check_bool(adaptive, "adaptive")
         if run_id is not None:
             check_text(run_id, "run_id")
         if ledger is None:
@@ -293,13 +277,8 @@ class Accountant:
             rows.append((agent, hit[1], scope))
         if not rows:
             return 0
-        budget = self._budget_for(scope)
-        check = None
-        if budget is not None:
-
-            def check(states: dict[str, AgentState]) -> None:
-                self._check_budget(rows, budget, scope, states)
-
+        budget = self._budget_for(scope)  # checked inside the write, before anything is written
+        check = None if budget is None else partial(self._check_budget, rows, budget, scope)
         return self.ledger.charge_rows(rows, run_id=self.run_id, check=check)
 
     def _check_budget(
@@ -312,7 +291,9 @@ class Accountant:
         batch: dict[str, list[str]] = {}
         for agent, text, _ in rows:
             batch.setdefault(agent, []).append(text)
-        memo: dict[Signature, tuple[bool, float]] = {}
+        memo: dict[Signature, float] = {}
+        # the filter is a stopping rule, checked exactly; the others with _BUDGET_RTOL's slack
+        limit = budget.epsilon * (1.0 if budget.method == "filter" else 1.0 + _BUDGET_RTOL)
         for agent, texts in batch.items():
             st = states.get(agent)
             hist = () if st is None else st.history(scope)
@@ -326,16 +307,10 @@ class Accountant:
                     sig = signature([*hist, (t, 1)])
             else:
                 sig = signature([*hist, *((t, 1) for t in texts)])
-            verdict = memo.get(sig)
-            if verdict is None:
-                if budget.method == "filter":
-                    verdict = self._filter_ok(sig, budget)
-                else:
-                    eps = evaluate_full(sig, budget.delta, budget.method)[0]
-                    verdict = (eps <= budget.epsilon * (1.0 + _BUDGET_RTOL), eps)
-                memo[sig] = verdict
-            ok, eps = verdict
-            if not ok:
+            eps = memo.get(sig)
+            if eps is None:
+                eps = memo[sig] = self._spend(sig, budget)
+            if not eps <= limit:
                 raise BudgetExceeded(
                     f"charging agent {agent!r} with {sorted(set(texts))} would spend epsilon "
                     f"{eps:.6g} (delta={budget.delta:g}, method={budget.method!r}) > budget "
@@ -343,18 +318,20 @@ class Accountant:
                 )
 
     @staticmethod
-    def _filter_ok(sig: Signature, budget: Budget) -> tuple[bool, float]:
-        atoms = atoms_of(sig)
+    def _spend(sig: Signature, budget: Budget) -> float:
+        """The spend of history ``sig`` under ``budget``'s method ("filter": the filter's
+        statistic, which must stay <= the budget's epsilon)."""
+        if budget.method != "filter":
+            return evaluate_full(sig, budget.delta, budget.method)[0]
         eps_list: list[float] = []
-        for atom, n in atoms.items():
+        for atom, n in atoms_of(sig).items():
             e = pure_epsilon(atom)
             if e is None:
                 raise InvalidParameterError(
                     f"budget method 'filter' supports pure-DP and Laplace events, got {atom!r}"
                 )
             eps_list.extend([e] * n)
-        stat = filter_epsilon(eps_list, epsilon_budget=budget.epsilon, delta=budget.delta)
-        return stat <= budget.epsilon, stat
+        return filter_epsilon(eps_list, epsilon_budget=budget.epsilon, delta=budget.delta)
 
     # ---- reading -----------------------------------------------------------------------------
 
@@ -396,9 +373,7 @@ class Accountant:
             st = self.ledger.states([agent]).get(agent) or AgentState()
         sig = signature(st.history(scope))
         try:
-            if b.method == "filter":
-                return b.epsilon - self._filter_ok(sig, b)[1] if sig else b.epsilon
-            return b.epsilon - evaluate_full(sig, b.delta, b.method)[0]
+            return b.epsilon - self._spend(sig, b) if sig else b.epsilon
         except InvalidParameterError:
             return None  # the budget's method cannot compose this history
 
@@ -443,7 +418,7 @@ class Accountant:
         "unsupported")``: in bulk, one Gaussian agent must not hide every other number.
         """
         delta, method = check_delta(delta), check_method(method)
-        key = (self.ledger.version(), delta, method, None if scope is None else check_scope(scope))
+        key = (len(self.ledger), delta, method, None if scope is None else check_scope(scope))
         out = self._cache.get(key)
         if out is None:
             memo: dict[Any, tuple[float, str]] = {}

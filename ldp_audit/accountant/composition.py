@@ -19,7 +19,6 @@
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,6 +26,7 @@ import numpy as np
 from scipy.special import gammaln
 
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.validation import check_real_in
 
 __all__ = [
     "basic_epsilon",
@@ -61,15 +61,9 @@ def _pairs(
 
 
 def check_delta(delta: Any, *, positive: bool = False) -> float:
-    """A delta in [0, 1) (in (0, 1) when ``positive``): a ``numbers.Real``; bool and str are
+    """A delta in [0, 1) (in (0, 1) when ``positive``): an int or float; bool and str are
     refused, never coerced."""
-    need = "(0, 1)" if positive else "[0, 1)"
-    if isinstance(delta, bool) or not isinstance(delta, numbers.Real):
-        raise InvalidParameterError(f"delta must be a real number in {need}, got {delta!r}")
-    d = float(delta)
-    if math.isnan(d) or not (0.0 <= d < 1.0) or (positive and d == 0.0):
-        raise InvalidParameterError(f"delta must be in {need}, got {delta!r}")
-    return d
+    return check_real_in(delta, "delta", lo=0.0, lo_open=positive, hi=1.0, hi_open=True)
 
 
 def basic_epsilon(epsilons: Sequence[float], counts: Sequence[int] | None = None) -> float:
@@ -129,16 +123,12 @@ def epsilon_from_loss_distribution(losses: np.ndarray, log_p: np.ndarray, delta:
     return max(eps + 1e-12 * max(1.0, abs(eps)), 0.0)
 
 
-def _log_binom(k: int) -> np.ndarray:
-    i = np.arange(k + 1, dtype=np.float64)
-    return gammaln(k + 1.0) - gammaln(i + 1.0) - gammaln(k - i + 1.0)
-
-
 def _rr_loss(eps: float, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Privacy loss of k-fold randomized response: values (k-2i) eps and log P-probabilities."""
     i = np.arange(k + 1, dtype=np.float64)
     losses = (k - 2.0 * i) * eps
-    log_p = _log_binom(k) + (k - i) * eps - k * np.logaddexp(0.0, eps)
+    log_binom = gammaln(k + 1.0) - gammaln(i + 1.0) - gammaln(k - i + 1.0)
+    log_p = log_binom + (k - i) * eps - k * np.logaddexp(0.0, eps)
     return losses, log_p
 
 
@@ -202,11 +192,7 @@ def filter_epsilon(epsilons: Sequence[float], *, epsilon_budget: float, delta: f
     d = check_delta(delta, positive=True)
     if d >= 1.0 / math.e:
         raise InvalidParameterError(f"delta must be in (0, 1/e) for the filter, got {delta!r}")
-    g = float(epsilon_budget)
-    if not (g > 0 and math.isfinite(g)):
-        raise InvalidParameterError(
-            f"epsilon_budget must be finite and > 0, got {epsilon_budget!r}"
-        )
+    g = check_real_in(epsilon_budget, "epsilon_budget", lo=0.0, lo_open=True)
     s2 = float(np.dot(e, e))
     lin = float(np.dot(e, np.expm1(e))) / 2.0
     c = _RRUV * math.log(1.0 / d)

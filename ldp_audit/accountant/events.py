@@ -21,7 +21,6 @@ import dataclasses
 import json
 import math
 import numbers
-import operator
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -29,7 +28,7 @@ from functools import lru_cache
 from typing import Any, ClassVar
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.validation import check_epsilon, check_positive, check_probability
+from ldp_audit.validation import check_epsilon, check_int, check_positive, check_real_in
 
 __all__ = [
     "DpEvent",
@@ -130,9 +129,7 @@ class PoissonSampledEvent(DpEvent):
     event: DpEvent
 
     def __post_init__(self) -> None:
-        q = check_probability(self.sample_rate, "sample_rate", open_interval=False)
-        if q == 0.0:
-            raise InvalidParameterError(f"sample_rate must be in (0, 1], got {self.sample_rate!r}")
+        q = check_real_in(self.sample_rate, "sample_rate", lo=0.0, lo_open=True, hi=1.0)
         object.__setattr__(self, "sample_rate", q)
         _check_event(self.event, "event")
 
@@ -171,18 +168,10 @@ class ComposedEvent(DpEvent):
 
 
 def _check_count(count: Any) -> int:
-    if isinstance(count, bool):
-        raise InvalidParameterError(f"count must be an integer >= 1, got {count!r}")
-    try:
-        n = operator.index(count)
-    except TypeError:
-        if isinstance(count, float) and count.is_integer():
-            n = int(count)
-        else:
-            raise InvalidParameterError(f"count must be an integer >= 1, got {count!r}") from None
-    if n < 1:
-        raise InvalidParameterError(f"count must be an integer >= 1, got {count!r}")
-    return n
+    """An integer >= 1 (a float of integer value too; bool refused)."""
+    if isinstance(count, float) and count.is_integer():
+        count = int(count)
+    return check_int(count, "count", minimum=1)
 
 
 def _check_event(event: Any, name: str) -> None:

@@ -55,10 +55,10 @@ from ldp_audit.accountant.ledger_format import (
     SCHEMA_VERSION,
     AgentState,
     LedgerReadOnlyError,
-    _head_msg,
-    _meta_digest,
     check_rows,
     check_text,
+    head_message,
+    metadata_digest,
 )
 from ldp_audit.accountant.ledger_queries import LedgerQueries
 from ldp_audit.accountant.ledger_replay import Replay
@@ -247,12 +247,12 @@ class Ledger(LedgerQueries):
     def _seal_meta(self) -> None:
         """Inside a write: record the metadata's digest in the head and the head's MAC."""
         store = self._rows_store("metadata seal")
-        digest = _meta_digest(store.meta())
+        digest = metadata_digest(store.meta())
         key = self._key
         if key is None:  # pragma: no cover - transaction() refuses unkeyed ledgers
             raise LedgerReadOnlyError(self._write_refusal or f"ledger {self.path!r}: no key")
         rows, head = self._head()
-        store.put_seal(digest, key.mac(_head_msg(self._ledger_id, rows, head, digest)))
+        store.put_seal(digest, key.mac(head_message(self._ledger_id, rows, head, digest)))
 
     # ---- transactions ------------------------------------------------------------------------
 

@@ -5,7 +5,7 @@ whatever its store: :func:`seal_rows` turns a batch of charges into the chained 
 records and event-count records to append (one pass: hash, checksum and MAC per row);
 :func:`states_from_records` rebuilds verified per-agent
 state from stored records (checksums, totals, the chained row each agent record summarises,
-and its MAC); :func:`check_head_mac` and :func:`check_agent_mac` check the keyed parts.
+and its MAC); :func:`check_head_mac` checks the head's MAC.
 Every failure is a :class:`~ldp_audit.accountant.ledger_format.LedgerIntegrityError` naming
 the ledger (``path``).
 """
@@ -25,19 +25,18 @@ from ldp_audit.accountant.ledger_format import (
     APPLICATION,
     SCHEMA_VERSION,
     AgentState,
-    _agent_msg,
-    _genesis,
-    _head_msg,
-    _meta_digest,
-    _row_bytes,
-    _row_hash,
+    agent_message,
+    genesis_hash,
+    head_message,
     integrity_error,
+    metadata_digest,
+    row_bytes,
+    row_hash,
 )
 from ldp_audit.accountant.ledger_store import HeadRecord
 
 __all__ = [
     "check_head_mac",
-    "check_agent_mac",
     "seal_rows",
     "states_from_records",
     "walk_chain",
@@ -55,46 +54,22 @@ def genesis_records(key: LedgerKey) -> tuple[dict[str, str], HeadRecord]:
         "ledger_id": ledger_id,
         "key_id": key.id,
     }
-    genesis, digest = _genesis(ledger_id), _meta_digest(meta)
-    return meta, HeadRecord(0, genesis, digest, key.mac(_head_msg(ledger_id, 0, genesis, digest)))
+    genesis, digest = genesis_hash(ledger_id), metadata_digest(meta)
+    return meta, HeadRecord(
+        0, genesis, digest, key.mac(head_message(ledger_id, 0, genesis, digest))
+    )
 
 
 def check_head_mac(key: LedgerKey | None, ledger_id: str, path: str, head: HeadRecord) -> None:
     """The head (row count, last hash, metadata digest) must carry its MAC (no key: no check)."""
     if key is None:
         return
-    want = key.mac(_head_msg(ledger_id, head.rows, head.hash, bytes(head.meta_digest)))
+    want = key.mac(head_message(ledger_id, head.rows, head.hash, bytes(head.meta_digest)))
     if not isinstance(head.mac, bytes) or not hmac.compare_digest(want, head.mac):
         raise integrity_error(
             path,
             f"the chain head ({head.rows} rows) or the metadata (budget, ids) does not carry "
             f"the MAC of key id {key.id} (rewritten, truncated or edited)",
-        )
-
-
-def check_agent_mac(
-    key: LedgerKey | None,
-    ledger_id: str,
-    path: str,
-    agent: str,
-    st: AgentState,
-    last_hash: Any,
-    mac: Any,
-) -> None:
-    """An agent's record must carry the MAC of its state and its last chained row's hash."""
-    if key is None:
-        return
-    if not isinstance(last_hash, bytes):
-        raise integrity_error(
-            path, f"agent {agent!r}: its last chained row {st.last_id} is missing"
-        )
-    want = key.mac(_agent_msg(ledger_id, agent, st.n, st.last_id, last_hash, st.events))
-    if not isinstance(mac, bytes) or not hmac.compare_digest(want, mac):
-        raise integrity_error(
-            path,
-            f"the running state of agent {agent!r} ({st.n} charges, last row "
-            f"{st.last_id}) does not carry the MAC of key id {key.id}: the per-agent state "
-            f"was edited apart from its chain",
         )
 
 
@@ -155,9 +130,21 @@ def states_from_records(
             raise integrity_error(
                 path, f"agent {agent!r}: its event counts disagree with its total"
             )
-    if key is not None:
+    if key is not None:  # each agent's MAC: of its state and its last chained row's hash
         for agent, _, _, _, mac, _, _, last_hash in agent_rows:
-            check_agent_mac(key, ledger_id, path, agent, out[agent], last_hash, mac)
+            st = out[agent]
+            if not isinstance(last_hash, bytes):
+                raise integrity_error(
+                    path, f"agent {agent!r}: its last chained row {st.last_id} is missing"
+                )
+            want = key.mac(agent_message(ledger_id, agent, st.n, st.last_id, last_hash, st.events))
+            if not isinstance(mac, bytes) or not hmac.compare_digest(want, mac):
+                raise integrity_error(
+                    path,
+                    f"the running state of agent {agent!r} ({st.n} charges, last row "
+                    f"{st.last_id}) does not carry the MAC of key id {key.id}: the per-agent "
+                    f"state was edited apart from its chain",
+                )
     return out
 
 
@@ -197,7 +184,7 @@ def seal_rows(
     if times is None and len({a for a, _, _ in rows}) == len(rows):
         # Every agent once (a lock-step, a fresh round): one pass makes all three kinds of
         # record. The row bytes are f"{id}|{len(agent)}:{agent}" + tail + f"{agent_n}" (exactly
-        # ``_row_bytes``), the state checksum f"{len(agent)}:{agent}" + mid + f"{count}"
+        # ``row_bytes``), the state checksum f"{len(agent)}:{agent}" + mid + f"{count}"
         # (``_state_chk``); tail and mid are shared by every row of an (event, scope).
         parts: dict[tuple[str, str], tuple[str, str]] = {}
         agent_rows = []
@@ -224,7 +211,7 @@ def seal_rows(
             la = f"{len(agent)}:{agent}"
             prev = sha256(prev + f"{i}|{la}{p[0]}{n}".encode()).digest()
             append((i, agent, event, scope, t, run_id, n, prev))
-            mac = mac_of(_agent_msg(lid, agent, n, i, prev, events))
+            mac = mac_of(agent_message(lid, agent, n, i, prev, events))
             add_agent((agent, n, i, crc(f"{la}|{n}|{i}".encode()), mac))
             add_state((agent, scope, event, cnt, crc(f"{la}{p[1]}{cnt}".encode())))
     else:
@@ -253,7 +240,7 @@ def seal_rows(
                 append((i, agent, event, scope, t, run_id, n, prev))
             else:
                 tk = float(times[k])
-                prev = _row_hash(prev, _row_bytes(i, agent, event, scope, tk, run_id, n))
+                prev = row_hash(prev, row_bytes(i, agent, event, scope, tk, run_id, n))
                 append((i, agent, event, scope, tk, run_id, n, prev))
             a[1], a[2] = i, prev
         state_rows = [
@@ -262,7 +249,7 @@ def seal_rows(
         ]
         agent_rows = []
         for a, (n, j, h, ev) in touched.items():
-            mac = mac_of(_agent_msg(lid, a, n, j, h, ev))
+            mac = mac_of(agent_message(lid, a, n, j, h, ev))
             agent_rows.append((a, n, j, crc(f"{len(a)}:{a}|{n}|{j}".encode()), mac))  # _agent_chk
     agent_rows.sort()
     state_rows.sort()
@@ -291,7 +278,7 @@ def walk_chain(
     for i, agent, event, scope, t, run_id, agent_n, h in rows:
         if i != expect:
             raise integrity_error(path, f"row {expect} is missing (next row is {i})")
-        prev = _row_hash(prev, _row_bytes(i, agent, event, scope, t, run_id, agent_n))
+        prev = row_hash(prev, row_bytes(i, agent, event, scope, t, run_id, agent_n))
         if prev != h:
             raise integrity_error(
                 path, f"row {i} does not match its hash (edited, reordered or corrupt)"

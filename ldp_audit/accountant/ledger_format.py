@@ -8,7 +8,7 @@ Changing any of them changes the on-disk format (a new schema version, never an 
 
 A charge row is ``(id, agent, event, scope, time, run_id, agent_n, hash)``: ``id`` counts rows
 from 1, ``agent_n`` is the agent's running number of charges, and
-``hash = SHA-256(previous row's hash | row bytes)``, row 1 chaining from :func:`_genesis` of the
+``hash = SHA-256(previous row's hash | row bytes)``, row 1 chaining from :func:`genesis_hash` of the
 ledger's random id. An agent record is ``(agent, n, last_id, chk, mac)`` and an event-count
 record ``(agent, scope, event, n, chk)``: ``chk`` a CRC-32 (accidents), ``mac`` an HMAC-SHA256
 under the ledger key of the agent's counts and the hash of the row ``last_id`` (a person).
@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ldp_audit.errors import InvalidParameterError, LedgerError
+from ldp_audit.validation import check_choice
 
 __all__ = [
     "APPLICATION",
@@ -78,9 +79,7 @@ def integrity_error(path: str, what: str) -> LedgerIntegrityError:
 
 def check_scope(scope: Any) -> str:
     """``scope`` when it is one of :data:`SCOPES`."""
-    if scope not in SCOPES:
-        raise InvalidParameterError(f"scope must be one of {SCOPES}, got {scope!r}")
-    return str(scope)
+    return check_choice(scope, "scope", SCOPES)
 
 
 #: What SQLite and the chain's hash cannot hold: surrogates (not UTF-8); in an agent id, NUL too
@@ -117,19 +116,19 @@ def check_rows(
 # ---- hashing, checksums, MAC messages ----------------------------------------------------------
 
 
-def _genesis(ledger_id: str) -> bytes:
+def genesis_hash(ledger_id: str) -> bytes:
     return hashlib.sha256(f"ldp-audit ledger v2|{ledger_id}".encode()).digest()
 
 
-def _row_bytes(
+def row_bytes(
     i: int, agent: str, event: str, scope: str, t: float, run_id: str | None, agent_n: int
 ) -> bytes:
     r = "N" if run_id is None else f"{len(run_id)}:{run_id}"
     return f"{i}|{len(agent)}:{agent}|{len(event)}:{event}|{scope}|{t!r}|{r}|{agent_n}".encode()
 
 
-def _row_hash(prev: bytes, row_bytes: bytes) -> bytes:
-    return hashlib.sha256(prev + row_bytes).digest()
+def row_hash(prev: bytes, data: bytes) -> bytes:
+    return hashlib.sha256(prev + data).digest()
 
 
 def _state_chk(agent: str, scope: str, event: str, n: int) -> int:
@@ -148,7 +147,7 @@ def _events_bytes(events: dict[tuple[str, str], int]) -> bytes:
     return "".join(f"{s}|{len(e)}:{e}|{n};" for (s, e), n in sorted(events.items())).encode()
 
 
-def _agent_msg(
+def agent_message(
     ledger_id: str,
     agent: str,
     n: int,
@@ -165,12 +164,12 @@ def _agent_msg(
     )
 
 
-def _head_msg(ledger_id: str, rows: int, head: bytes, meta_digest: bytes) -> bytes:
+def head_message(ledger_id: str, rows: int, head: bytes, meta_digest: bytes) -> bytes:
     """What the head's MAC authenticates: row count, last hash and the metadata's digest."""
     return f"head|{ledger_id}|{rows}|".encode() + head + b"|" + meta_digest
 
 
-def _meta_digest(meta: dict[str, str]) -> bytes:
+def metadata_digest(meta: dict[str, str]) -> bytes:
     return hashlib.sha256(json.dumps(sorted(meta.items())).encode()).digest()
 
 

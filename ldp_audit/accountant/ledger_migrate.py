@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ldp_audit.accountant.ledger import Ledger
 from ldp_audit.accountant.ledger_format import APPLICATION, LedgerSchemaError
-from ldp_audit.accountant.ledger_sqlite import _CHARGES, META_TABLE, check_ledger_path
+from ldp_audit.accountant.ledger_sqlite import CHARGES_TABLE, META_TABLE, check_ledger_path
 from ldp_audit.errors import LedgerError
 
 __all__ = ["migrate_v1"]
@@ -42,18 +42,16 @@ def migrate_v1(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> Ledg
         con = sqlite3.connect(Path(src_s).resolve().as_uri() + "?mode=ro", uri=True)
         try:
             meta = dict(con.execute(f"SELECT key, value FROM {META_TABLE}").fetchall())
-            if meta.get("application") != APPLICATION or meta.get("schema_version") not in (
-                "1",
-                "2",
-            ):
+            version = meta.get("schema_version")
+            if meta.get("application") != APPLICATION or version not in ("1", "2"):
                 raise LedgerSchemaError(
                     f"ledger {src_s!r} is not an ldp-audit ledger of schema version 1 or 2 "
-                    f"(schema_version {meta.get('schema_version')!r})"
+                    f"(schema_version {version!r})"
                 )
-            if meta["schema_version"] == "2":  # it has a chain: it must verify first
+            if version == "2":  # it has a chain: it must verify first
                 Ledger(src_s, create=False, readonly=True, verify="full").close()
             rows = con.execute(
-                f"SELECT agent, event, scope, time, run_id FROM {_CHARGES} ORDER BY id"
+                f"SELECT agent, event, scope, time, run_id FROM {CHARGES_TABLE} ORDER BY id"
             ).fetchall()
         finally:
             con.close()
@@ -76,7 +74,7 @@ def migrate_v1(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> Ledg
             if k2 not in ("application", "schema_version", "created", "ledger_id", "key_id"):
                 store.put_meta(k2, v)
         store.put_meta(
-            f"migrated_from_v{meta['schema_version']}",
+            f"migrated_from_v{version}",
             json.dumps({"path": src_s, "rows": len(rows)}),
         )
         led._seal_meta()

@@ -21,17 +21,18 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ldp_audit.accountant.keys import LedgerKey
-from ldp_audit.accountant.ledger_chain import check_head_mac, states_from_records
+from ldp_audit.accountant.ledger_chain import check_head_mac, states_from_records, walk_chain
 from ldp_audit.accountant.ledger_format import (
     AgentState,
     LedgerIntegrityError,
-    _meta_digest,
     check_text,
+    genesis_hash,
     integrity_error,
+    metadata_digest,
 )
 from ldp_audit.accountant.ledger_store import CountStore, LedgerStore, RowStore
-from ldp_audit.accountant.ledger_verify import parse_head, verify_all
 from ldp_audit.errors import LedgerError
+from ldp_audit.rundir.files import check_hex64
 
 __all__ = ["LedgerQueries"]
 
@@ -82,7 +83,7 @@ class LedgerQueries:
 
     def _check_digest(self, store: RowStore, meta: dict[str, str]) -> None:
         head = store.head()
-        if head is None or head.meta_digest != _meta_digest(meta):
+        if head is None or head.meta_digest != metadata_digest(meta):
             raise self._bad("the metadata (budget, ids) does not match its recorded digest")
 
     def _check_sealed(self) -> None:
@@ -97,21 +98,20 @@ class LedgerQueries:
 
     # ---- verified state ----------------------------------------------------------------------
 
-    def _load_states(self, agents: Sequence[str]) -> dict[str, AgentState]:
-        """Verified running state of ``agents`` (absent agents: never charged), from three
-        independent records that must agree (``ledger_chain.states_from_records``). Must run
-        inside a transaction or ``_read_tx``."""
-        if not agents:
-            return {}
-        fetched = self._rows_store("rows").state_records(agents)
-        return states_from_records(*fetched, None, self._key, self._ledger_id, self.path)
-
-    def _load_all_states_uncached(
-        self, rows: int, fetched: tuple[list[tuple], list[tuple]] | None = None
+    def _load_states(
+        self,
+        agents: Sequence[str] | None,
+        rows: int | None = None,
+        fetched: tuple[list[tuple], list[tuple]] | None = None,
     ) -> dict[str, AgentState]:
-        """Verify every agent's state rows (checksums, totals, MACs) against ``rows`` charges."""
+        """Verified running state of ``agents`` (absent agents: never charged; every agent when
+        None, whose totals must then add up to ``rows`` charges), from three independent records
+        that must agree (``ledger_chain.states_from_records``). ``fetched``: the records, already
+        read; else they are read here, which must run inside a transaction or a read."""
+        if agents is not None and not agents:
+            return {}
         if fetched is None:
-            fetched = self._rows_store("rows").state_records(None)
+            fetched = self._rows_store("rows").state_records(agents)
         return states_from_records(*fetched, rows, self._key, self._ledger_id, self.path)
 
     # ---- reads -------------------------------------------------------------------------------
@@ -121,11 +121,6 @@ class LedgerQueries:
         """The SQLite store's connection (tests and benchmarks reach it; nothing else should)."""
         return self._store.connection  # type: ignore[attr-defined]
 
-    def _read(self, sql: str, params: Sequence[object] = ()) -> list[tuple]:
-        """One SQL query on the SQLite store's connection (tests read the tables with it)."""
-        with self._store.errors("read"), self._lock:
-            return self._conn.execute(sql, params).fetchall()
-
     def __len__(self) -> int:
         """Number of charges (rows), as recorded by the chain head. Rows are never deleted."""
         store = self._store
@@ -133,10 +128,6 @@ class LedgerQueries:
             return store.count()
         with store.errors("read"), self._lock:
             return self._head()[0]
-
-    def version(self) -> int:
-        """The row count: changes whenever any process commits a charge."""
-        return len(self)
 
     def chain_head(self) -> str:
         """The chain head as hex: the hash of the last row (the genesis hash when empty).
@@ -190,7 +181,7 @@ class LedgerQueries:
             if hit is not None and hit[0] == (rows, head):
                 return hit[1]
             fetched = store.state_records(None)
-        out = self._load_all_states_uncached(rows, fetched)
+        out = self._load_states(None, rows, fetched)
         self._all_states = ((rows, head), out)
         return out
 
@@ -246,16 +237,38 @@ class LedgerQueries:
                 rows, an ``expect_head`` the chain never passes through).
         """
         store = self._rows_store("rows or chain to verify")
-        want = parse_head(expect_head)
+        head_hex = check_hex64(expect_head, "expect_head", "chain head")
+        want = None if head_hex is None else bytes.fromhex(head_hex)
         with store.errors("verify"), self._store.read():
-            rows, head, n_agents = verify_all(
-                store, self._ledger_id, self.path, want, self._check_sealed,
-                self._load_all_states_uncached,
-            )  # fmt: skip
+            store.check_storage(full=True)
+            rows, head = self._head()
+            self._check_sealed()  # the metadata's digest and the head's MAC
+            n, prev, counts, per_agent, found = walk_chain(
+                store.rows(1, None), genesis_hash(self._ledger_id), self.path, want
+            )
+            if n != rows or prev != head:
+                raise self._bad(
+                    f"the chain has {n} rows ending in {prev.hex()[:16]}..., the head "
+                    f"records {rows} rows ending in {head.hex()[:16]}..."
+                )
+            # every agent's state, rebuilt from the rows, against its stored records
+            states = self._load_states(None, rows)
+            rebuilt = {(a, s, e): k for a, st in states.items() for (s, e), k in st.events.items()}
+            if rebuilt != counts:
+                diff = sorted(set(rebuilt.items()) ^ set(counts.items()))[:3]
+                raise self._bad(f"the per-agent state disagrees with the rows (e.g. {diff!r})")
+            for agent, (n_agent, last) in per_agent.items():
+                if (states[agent].n, states[agent].last_id) != (n_agent, last):
+                    raise self._bad(f"agent {agent!r}: running total or last row disagrees")
+            if want is not None and not found:
+                raise LedgerIntegrityError(
+                    f"ledger {self.path!r} does not extend the chain head {want.hex()}: no row "
+                    f"of this copy has that hash (an older, rewritten or different ledger)"
+                )
         return {
             "ok": True,
             "rows": rows,
-            "agents": n_agents,
+            "agents": len(states),
             "chain_head": head.hex(),
             "extends": None if want is None else True,
             "ledger_id": self._ledger_id,

@@ -51,7 +51,7 @@ __all__ = ["SqliteStore"]
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 META_TABLE = "ldp_audit_meta"
-_CHARGES = "ldp_audit_charges"
+CHARGES_TABLE = "ldp_audit_charges"
 _STATE = "ldp_audit_state"
 _AGENTS = "ldp_audit_agents"
 _HEAD = "ldp_audit_head"
@@ -62,7 +62,7 @@ _TMP_RE = re.compile(r"^\..+\.ldp-creating\.(\d+)\.\d+\.tmp(-journal|-wal|-shm)?
 
 _SCHEMA = f"""
 CREATE TABLE {META_TABLE} (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE {_CHARGES} (
+CREATE TABLE {CHARGES_TABLE} (
     id INTEGER PRIMARY KEY,
     agent TEXT NOT NULL,
     event TEXT NOT NULL,
@@ -88,7 +88,7 @@ CREATE TABLE {_HEAD} (
 """
 
 _SQL_CHARGES = (
-    f"INSERT INTO {_CHARGES} (id, agent, event, scope, time, run_id, agent_n, hash) VALUES "
+    f"INSERT INTO {CHARGES_TABLE} (id, agent, event, scope, time, run_id, agent_n, hash) VALUES "
 )
 _SQL_STATE = f"INSERT OR REPLACE INTO {_STATE} (agent, scope, event, n, chk) VALUES "
 _SQL_AGENTS = f"INSERT OR REPLACE INTO {_AGENTS} (agent, n, last_id, chk, mac) VALUES "
@@ -98,14 +98,14 @@ _SQL_AGENTS = f"INSERT OR REPLACE INTO {_AGENTS} (agent, n, last_id, chk, mac) V
 _BLOCKS = (256, 32)
 _SQL_WRITE_HEAD = (
     f"SELECT (SELECT data_version FROM pragma_data_version()), h.rows, h.hash, h.meta, {{mac}}, "
-    f"c.id, c.hash FROM {_HEAD} h LEFT JOIN {_CHARGES} c "
-    f"ON c.id = (SELECT MAX(id) FROM {_CHARGES}) WHERE h.k = 1"
+    f"c.id, c.hash FROM {_HEAD} h LEFT JOIN {CHARGES_TABLE} c "
+    f"ON c.id = (SELECT MAX(id) FROM {CHARGES_TABLE}) WHERE h.k = 1"
 )
 #: The agents of a JSON list (one parameter, however many agents).
 _IN_AGENTS = "a.agent IN (SELECT value FROM json_each(?))"
 _SQL_AGENT_STATE = (
     f"SELECT a.agent, a.n, a.last_id, a.chk, {{mac}}, c.agent, c.agent_n, c.hash FROM {_AGENTS} a "
-    f"LEFT JOIN {_CHARGES} c ON c.id = a.last_id"
+    f"LEFT JOIN {CHARGES_TABLE} c ON c.id = a.last_id"
 )
 
 
@@ -435,7 +435,7 @@ class SqliteStore(RowStore):
             _init_schema(self._conn, meta, head)
 
     def check_structure(self) -> None:
-        missing = {_CHARGES, _STATE, _AGENTS, _HEAD} - self._tables()
+        missing = {CHARGES_TABLE, _STATE, _AGENTS, _HEAD} - self._tables()
         if missing:
             raise integrity_error(self.path, f"tables {sorted(missing)} are missing")
 
@@ -570,17 +570,19 @@ class SqliteStore(RowStore):
     # ---- rows --------------------------------------------------------------------------------
 
     def last_row_id(self) -> int:
-        return int(self._conn.execute(f"SELECT COALESCE(MAX(id), 0) FROM {_CHARGES}").fetchone()[0])
+        return int(
+            self._conn.execute(f"SELECT COALESCE(MAX(id), 0) FROM {CHARGES_TABLE}").fetchone()[0]
+        )
 
     def row_hash(self, i: int) -> bytes | None:
-        got = self._conn.execute(f"SELECT hash FROM {_CHARGES} WHERE id = ?", (i,)).fetchall()
+        got = self._conn.execute(f"SELECT hash FROM {CHARGES_TABLE} WHERE id = ?", (i,)).fetchall()
         return bytes(got[0][0]) if got else None
 
     def rows(
         self, first: int = 1, last: int | None = None, agent: str | None = None
     ) -> Iterator[tuple]:
         sql = (
-            f"SELECT id, agent, event, scope, time, run_id, agent_n, hash FROM {_CHARGES} "
+            f"SELECT id, agent, event, scope, time, run_id, agent_n, hash FROM {CHARGES_TABLE} "
             f"WHERE id BETWEEN ? AND ?{'' if agent is None else ' AND agent = ?'} ORDER BY id"
         )
         bounds = (first, _MAX_ID if last is None else last)

@@ -1,4 +1,4 @@
-"""Checking a ledger's store when it is opened and when it is verified in full.
+"""Checking a ledger's store when it is opened: its application, schema and key, and its tail.
 
 Functions over a :class:`~ldp_audit.accountant.ledger_store.RowStore`, used by
 :class:`~ldp_audit.accountant.ledger.Ledger` (so every store is checked by the same code):
@@ -7,14 +7,14 @@ Functions over a :class:`~ldp_audit.accountant.ledger_store.RowStore`, used by
 * :func:`resolve_key`: which key authenticates the ledger, or why none does (then it is read
   unauthenticated and never charged);
 * :func:`verify_open`: on open, the chain's tail re-hashed against the head, and the per-agent
-  records' totals against the row count (cheap);
-* :func:`verify_all`: the whole chain walked and every agent's state rebuilt from the rows
-  (``Ledger.verify()``, ``ldp-audit budget --verify``).
+  records' totals against the row count (cheap).
+
+The full walk (``Ledger.verify()``, ``ldp-audit budget --verify``) is
+:meth:`~ldp_audit.accountant.ledger_queries.LedgerQueries.verify`'s.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import NamedTuple
 
 from ldp_audit.accountant.keys import LedgerKey, load_key
@@ -22,41 +22,22 @@ from ldp_audit.accountant.ledger_chain import walk_chain
 from ldp_audit.accountant.ledger_format import (
     APPLICATION,
     READABLE_VERSIONS,
-    AgentState,
-    LedgerIntegrityError,
     LedgerSchemaError,
-    _genesis,
+    genesis_hash,
     integrity_error,
 )
 from ldp_audit.accountant.ledger_store import RowStore
-from ldp_audit.errors import InvalidParameterError, LedgerError
+from ldp_audit.errors import LedgerError
 
 __all__ = [
     "KeyChoice",
     "identify",
     "resolve_key",
     "verify_open",
-    "verify_all",
-    "parse_head",
 ]
 
 #: Rows of the chain's tail re-hashed on every open.
 TAIL_ROWS = 64
-
-
-def parse_head(expect_head: str | None) -> bytes | None:
-    """A chain head given as 64 hex digits, as bytes (None stays None)."""
-    if expect_head is None:
-        return None
-    try:
-        want = bytes.fromhex(expect_head)
-        if len(want) != 32:
-            raise ValueError
-    except (TypeError, ValueError):
-        raise InvalidParameterError(
-            f"expect_head must be a 64-digit hex chain head, got {expect_head!r}"
-        ) from None
-    return want
 
 
 def identify(meta: dict[str, str], path: str, table: str) -> int:
@@ -138,7 +119,7 @@ def verify_open(store: RowStore, ledger_id: str, path: str) -> None:
             path, f"the chain head records {rows} rows but the last row id is {top}"
         )
     first = max(1, rows - TAIL_ROWS + 1)
-    prev = _genesis(ledger_id) if first == 1 else store.row_hash(first - 1)
+    prev = genesis_hash(ledger_id) if first == 1 else store.row_hash(first - 1)
     if prev is None:
         raise integrity_error(path, f"row {first - 1} is missing")
     last, prev, *_ = walk_chain(store.rows(first, rows), prev, path, None, first)
@@ -156,46 +137,3 @@ def verify_open(store: RowStore, ledger_id: str, path: str) -> None:
             raise integrity_error(
                 path, f"the per-agent state ({name}) counts {total} charges, the chain {rows}"
             )
-
-
-def verify_all(
-    store: RowStore,
-    ledger_id: str,
-    path: str,
-    want: bytes | None,
-    check_sealed: Callable[[], None],
-    all_states: Callable[[int], dict[str, AgentState]],
-) -> tuple[int, bytes, int]:
-    """Walk the whole chain and rebuild every agent's state from the rows (inside a read).
-
-    Returns:
-        ``(rows, chain head, number of agents)``.
-    """
-    store.check_storage(full=True)
-    got = store.checked_head()
-    rows, head = got.rows, got.hash
-    check_sealed()  # the metadata's digest and the head's MAC
-    n, prev, counts, per_agent, found = walk_chain(
-        store.rows(1, None), _genesis(ledger_id), path, want
-    )
-    if n != rows or prev != head:
-        raise integrity_error(
-            path,
-            f"the chain has {n} rows ending in {prev.hex()[:16]}..., the head "
-            f"records {rows} rows ending in {head.hex()[:16]}...",
-        )
-    states = all_states(rows)
-    rebuilt = {(a, s, e): k for a, st in states.items() for (s, e), k in st.events.items()}
-    if rebuilt != counts:
-        diff = sorted(set(rebuilt.items()) ^ set(counts.items()))[:3]
-        raise integrity_error(path, f"the per-agent state disagrees with the rows (e.g. {diff!r})")
-    for agent, (n_agent, last) in per_agent.items():
-        st = states[agent]
-        if (st.n, st.last_id) != (n_agent, last):
-            raise integrity_error(path, f"agent {agent!r}: running total or last row disagrees")
-    if want is not None and not found:
-        raise LedgerIntegrityError(
-            f"ledger {path!r} does not extend the chain head {want.hex()}: no row of "
-            f"this copy has that hash (an older, rewritten or different ledger)"
-        )
-    return rows, head, len(states)

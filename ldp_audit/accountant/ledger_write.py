@@ -31,8 +31,8 @@ from ldp_audit.accountant.ledger_chain import check_head_mac, seal_rows
 from ldp_audit.accountant.ledger_format import (
     AgentState,
     LedgerReadOnlyError,
-    _genesis,
-    _head_msg,
+    genesis_hash,
+    head_message,
     integrity_error,
 )
 from ldp_audit.accountant.ledger_store import HeadRecord, RowStore, WriteHead
@@ -85,7 +85,7 @@ class ChainWriter:
         rows, head = wh.head.rows, wh.head.hash
         top, h = wh.top_id, wh.top_hash
         if not top:
-            top, h = 0, _genesis(self.ledger_id)
+            top, h = 0, genesis_hash(self.ledger_id)
         if top != rows or h != head:
             raise integrity_error(
                 self.path,
@@ -164,7 +164,7 @@ class ChainWriter:
         )  # fmt: skip
         store.put_charges(charges, agent_rows, state_rows)
         store.put_head(
-            i, last, key.mac(_head_msg(self.ledger_id, i, last, bytes(head.meta_digest)))
+            i, last, key.mac(head_message(self.ledger_id, i, last, bytes(head.meta_digest)))
         )
         return agent_rows, state_rows
 

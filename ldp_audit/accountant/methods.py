@@ -45,7 +45,10 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit.accountant import composition, pld, prv, rdp
+import ldp_audit.accountant.composition as composition
+import ldp_audit.accountant.pld as pld
+import ldp_audit.accountant.prv as prv
+import ldp_audit.accountant.rdp as rdp
 from ldp_audit.accountant.composition import check_delta
 from ldp_audit.accountant.events import (
     DpEvent,
@@ -60,6 +63,7 @@ from ldp_audit.accountant.events import (
     unsampled,
 )
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.validation import check_choice
 
 __all__ = [
     "METHODS",
@@ -88,9 +92,7 @@ NEEDS_DELTA = {"advanced", "rdp", "prv", "pld"}
 
 def check_method(method: Any, allowed: Sequence[str] = ALL_METHODS) -> str:
     """``method`` when it is one of ``allowed``."""
-    if method not in allowed:
-        raise InvalidParameterError(f"method must be one of {tuple(allowed)}, got {method!r}")
-    return str(method)
+    return check_choice(method, "method", tuple(allowed))
 
 
 #: A history: sorted ``((event_json, count), ...)`` pairs, one per distinct event.
@@ -207,9 +209,7 @@ def method_value(atoms: Mapping[DpEvent, int], delta: float, method: str) -> flo
     Raises:
         _Skip: the method applies but its estimated cost is out of bounds (the reason).
     """
-    if method not in METHODS:
-        raise InvalidParameterError(f"method must be one of {ALL_METHODS}, got {method!r}")
-    if not _applies(atoms, delta, method):
+    if not _applies(atoms, delta, check_method(method, METHODS)):
         return None
     try:
         with warnings.catch_warnings():

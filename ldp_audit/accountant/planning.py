@@ -12,8 +12,7 @@ import math
 from ldp_audit.accountant.composition import check_delta
 from ldp_audit.accountant.events import LaplaceEvent, PureDpEvent, SelfComposedEvent
 from ldp_audit.accountant.methods import check_method, compose
-from ldp_audit.errors import InvalidParameterError
-from ldp_audit.validation import check_epsilon, check_int
+from ldp_audit.validation import check_choice, check_epsilon, check_int
 
 __all__ = ["rounds_for_budget", "epsilon_per_round"]
 
@@ -25,9 +24,7 @@ _ROUND_EVENTS = {"pure": PureDpEvent, "laplace": LaplaceEvent}
 
 
 def _total(epsilon: float, rounds: int, delta: float, method: str, mechanism: str) -> float:
-    if mechanism not in _ROUND_EVENTS:
-        raise InvalidParameterError(f"mechanism must be 'pure' or 'laplace', got {mechanism!r}")
-    ev = _ROUND_EVENTS[mechanism](epsilon)
+    ev = _ROUND_EVENTS[check_choice(mechanism, "mechanism", tuple(_ROUND_EVENTS))](epsilon)
     return compose(SelfComposedEvent(ev, rounds), delta=delta, method=method)[0]
 
 

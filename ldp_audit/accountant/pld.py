@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ldp_audit.accountant.composition import amplified_epsilon
+from ldp_audit.accountant.composition import amplified_epsilon, check_delta
 from ldp_audit.accountant.events import (
     DpEvent,
     GaussianEvent,
@@ -146,8 +146,7 @@ def pld_epsilon(
         InvalidParameterError: the history would need a discretisation interval above
             ``MAX_DISCRETIZATION``.
     """
-    if not (0.0 < delta < 1.0):
-        raise InvalidParameterError(f"delta must be in (0, 1) for method 'pld', got {delta!r}")
+    delta = check_delta(delta, positive=True)
     vdi, _ = plan(atoms, value_discretization_interval=value_discretization_interval)
     if vdi > MAX_DISCRETIZATION:
         raise InvalidParameterError(

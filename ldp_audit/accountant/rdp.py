@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from ldp_audit.accountant.composition import amplified_epsilon
+from ldp_audit.accountant.composition import amplified_epsilon, check_delta
 from ldp_audit.accountant.events import (
     DpEvent,
     GaussianEvent,
@@ -102,8 +102,7 @@ def rdp_epsilon(
     """
     from opacus.accountants.analysis import rdp as opacus_rdp
 
-    if not (0.0 < delta < 1.0):
-        raise InvalidParameterError(f"delta must be in (0, 1) for method 'rdp', got {delta!r}")
+    delta = check_delta(delta, positive=True)
     total = np.zeros(len(orders))
     for event, count in atoms.items():  # compute_rdp(steps=k) is k times its steps=1 curve
         total = total + event_rdp(event, orders) * int(count)

@@ -15,13 +15,14 @@ import hashlib
 import json
 import math
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ldp_audit.errors import RunDirectoryError
+from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 from ldp_audit.limits import check_regular_file
 from ldp_audit.rundir.paths import check_path_arg
 
@@ -36,6 +37,16 @@ def json_number(v: float) -> float | str | None:
     if math.isinf(v):
         return "inf" if v > 0 else "-inf"
     return v
+
+
+def check_hex64(value: Any, name: str, what: str) -> str | None:
+    """``value``, 64 hex digits naming a ``what`` (a chain head, a run root), in lower case
+    (None stays None)."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not re.fullmatch(r"[0-9a-fA-F]{64}", value):
+        raise InvalidParameterError(f"{name} must be a 64-digit hex {what}, got {value!r}")
+    return value.lower()
 
 
 def json_real(v: Any) -> float | None:

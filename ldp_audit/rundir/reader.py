@@ -201,8 +201,5 @@ class RunDir:
         f = self.path / "ledger.sqlite"
         if not f.is_file():
             raise RunDirectoryError(f"{f} is missing")
-        led = Ledger(str(f), create=False, readonly=True)  # a reader never writes
-        try:
+        with Ledger(str(f), create=False, readonly=True) as led:  # a reader never writes
             return dict(Counter(str(r["agent"]) for r in led.records()))
-        finally:
-            led.close()

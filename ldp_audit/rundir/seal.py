@@ -178,13 +178,6 @@ def seal_analyses(run_dir: Any, names: Sequence[str]) -> list[dict[str, Any]]:
     return added
 
 
-def _analysis_files(run: Path) -> list[str]:
-    """The analysis files present in the run (named artefacts and the report's own files)."""
-    out = [f.name for f in run.iterdir() if f.is_file() and ARTIFACT_PATTERN.match(f.name)]
-    out += [n for n in REPORT_FILES if (run / n).is_file()]
-    return sorted(out)
-
-
 def check_analyses(
     run_dir: Any,
     key: Any,
@@ -245,7 +238,9 @@ def check_analyses(
         problems.append(other_key(str(run / INDEX), ", ".join(sorted(other_keys)), key))
     if key is None and entries:
         notes.append(f"{run / INDEX}: its MACs cannot be checked (this process has no ledger key)")
-    present = _analysis_files(run)
+    # the analysis files present in the run (named artefacts and the report's own files)
+    present = [f.name for f in run.iterdir() if f.is_file() and ARTIFACT_PATTERN.match(f.name)]
+    present = sorted(present + [n for n in REPORT_FILES if (run / n).is_file()])
     sealed: dict[str, str] = {}
     finished = (run / "manifest.json").is_file()
     for name in present:

@@ -18,6 +18,7 @@ from typing import Any
 from ldp_audit.errors import InvalidParameterError, LedgerError, RunDirectoryError
 from ldp_audit.limits import check_run_files
 from ldp_audit.rundir.files import (
+    check_hex64,
     existing_run_dir,
     manifest_bytes,
     read_manifest,
@@ -125,15 +126,6 @@ class VerifyResult:
         return "authenticated" if self.authenticated else "unauthenticated"
 
 
-def _hex64(value: Any, name: str) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str) or not re.fullmatch(r"[0-9a-fA-F]{64}", value):
-        what = "chain head" if name == "expect_head" else "run root"
-        raise InvalidParameterError(f"{name} must be a 64-digit hex {what}, got {value!r}")
-    return value.lower()
-
-
 def verify_run(
     path: Any,
     expect_head: str | None = None,
@@ -176,8 +168,8 @@ def verify_run(
 
     p = existing_run_dir(path)
     check_run_files(p, "run directory")  # before any file is opened (a FIFO would block)
-    expect_head = _hex64(expect_head, "expect_head")
-    expect_root = _hex64(expect_root, "expect_root")
+    expect_head = check_hex64(expect_head, "expect_head", "chain head")
+    expect_root = check_hex64(expect_root, "expect_root", "run root")
     check_key_outside(p)  # a run that carries its own key authenticates nothing
     key = load_key(create=False)
     problems: list[str] = []
@@ -245,13 +237,7 @@ def verify_run(
         problems.append(f"{lp} is missing: the run's charges cannot be checked")
     else:
         try:
-            led = Ledger(str(lp), create=False, readonly=True, verify=True)
-        except LedgerError as exc:
-            if type(exc).__name__ == "KeyFileError":
-                raise
-            problems.append(f"{lp}: {exc}")
-        else:
-            try:
+            with Ledger(str(lp), create=False, readonly=True, verify=True) as led:
                 if full:
                     led_res = led.verify(expect_head=expect_head)
                 else:
@@ -280,10 +266,10 @@ def verify_run(
                         )
                 if anchor is not None:
                     _check_anchor(lp, anchor, led_res, led, problems)
-            except (LedgerError, InvalidParameterError) as exc:
-                problems.append(f"{lp}: {exc}")
-            finally:
-                led.close()
+        except (LedgerError, InvalidParameterError) as exc:
+            if type(exc).__name__ == "KeyFileError":
+                raise
+            problems.append(f"{lp}: {exc}")
     if man is not None and "ledger" in man and man.get("ledger") is None and lp.is_file():
         problems.append(f"{lp} exists but manifest.json records that the run had no ledger")
     listed = set(man.get("files", {})) if isinstance(man, dict) else set()

@@ -36,7 +36,7 @@ from ldp_audit.rundir.paths import (
     is_run_dir,
 )
 from ldp_audit.rundir.seal import seal_analyses, seal_manifest
-from ldp_audit.validation import check_int
+from ldp_audit.validation import check_choice, check_int
 
 __all__ = ["RunWriter", "versions", "write_artifact"]
 
@@ -66,11 +66,8 @@ def _ledger_anchor(path: Path) -> dict[str, Any] | None:
         return None
     from ldp_audit.accountant.ledger import Ledger
 
-    led = Ledger(str(path), create=False, readonly=True)
-    try:
+    with Ledger(str(path), create=False, readonly=True) as led:
         return led.anchor()
-    finally:
-        led.close()
 
 
 class RunWriter:
@@ -113,10 +110,7 @@ class RunWriter:
         mode: str = "new",
         extra: Mapping[str, Any] | None = None,
     ) -> None:
-        if mode not in ("new", "overwrite", "resume"):
-            raise InvalidParameterError(
-                f"mode must be 'new', 'overwrite' or 'resume', got {mode!r}"
-            )
+        check_choice(mode, "mode", ("new", "overwrite", "resume"))
         if not isinstance(algorithm, str) or not algorithm:
             raise InvalidParameterError(f"algorithm must be a non-empty str, got {algorithm!r}")
         check_int(seed, "seed", minimum=0)
@@ -243,10 +237,7 @@ class RunWriter:
         """Write ``manifest.json`` (status, SHA-256 of every file except the ledger, the
         ledger's anchor, a MAC under the ledger key; after a resume, what was replayed) and mark
         ``config.json`` with the status. After this the run is read-only for the writer."""
-        if status not in ("complete", "interrupted", "failed"):
-            raise InvalidParameterError(
-                f"status must be 'complete', 'interrupted' or 'failed', got {status!r}"
-            )
+        check_choice(status, "status", ("complete", "interrupted", "failed"))
         if self._finished:
             raise RunDirectoryError(f"run {str(self.path)!r} is already finished")
         files = {}
