@@ -292,3 +292,14 @@ def test_threads_share_one_accountant(tmp_path):
         assert not errors, errors[0]
         assert len(acc.ledger) == 240
         assert acc.ledger.verify()["ok"]
+
+
+@pytest.mark.parametrize("bad", [1, 0, 1.0, "True", np.bool_(True), "FULL"])
+def test_verify_option_is_typed_not_coerced(tmp_path, bad):
+    """``verify`` is True, False or "full": 1 / 0 (equal to True / False) and look-alikes are
+    refused by name before the file is created."""
+    path = tmp_path / "l.sqlite"
+    with pytest.raises(InvalidParameterError, match="verify must be True, False or 'full'"):
+        Ledger(path, verify=bad)
+    assert not path.exists()
+    Ledger(path, verify="full").close()

@@ -84,7 +84,7 @@ WRITE_CACHE_AGENTS = 262_144
 
 
 def _check_verify(verify: Any) -> None:
-    if verify not in (True, False, "full"):
+    if not (isinstance(verify, bool) or (type(verify) is str and verify == "full")):
         raise InvalidParameterError(f"verify must be True, False or 'full', got {verify!r}")
 
 
