@@ -48,6 +48,7 @@ __all__ = [
     "clopper_pearson_interval",
     "wilson_interval",
     "epsilon_lower_bound_from_counts",
+    "log_ratio_bound",
     "pooled_rate_lower",
     "pooled_rate_upper",
     "epsilon_lower_bound_from_pooled_counts",
@@ -160,7 +161,7 @@ def _pair(k1: Any, k2: Any) -> tuple[np.ndarray, np.ndarray]:
     return out[0], out[1]
 
 
-def _log_ratio(lo: Any, hi: Any) -> Any:
+def log_ratio_bound(lo: Any, hi: Any) -> Any:
     """``ln(lo) - ln(hi)``, ``-inf`` where ``lo <= 0`` (the epsilon bound of two rate bounds)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         out = np.where(lo > 0.0, np.log(np.maximum(lo, 1e-300)) - np.log(hi), -np.inf)
@@ -211,7 +212,7 @@ def epsilon_lower_bound_from_counts(
     d = _check_delta(delta)
     share = check_probability(numerator_share, "numerator_share")
     lo = np.asarray(clopper_pearson_lower(k1, n1, a * share)) - d
-    return _log_ratio(lo, np.asarray(clopper_pearson_upper(k2, n2, a * (1.0 - share))))
+    return log_ratio_bound(lo, np.asarray(clopper_pearson_upper(k2, n2, a * (1.0 - share))))
 
 
 #: the largest one-sided error level at which the pooled bounds below are proven (see
@@ -293,7 +294,7 @@ def epsilon_lower_bound_from_pooled_counts(
     d = _check_delta(delta)
     share = check_probability(numerator_share, "numerator_share")
     lo = np.asarray(pooled_rate_lower(k1, n_total, a * share)) - d
-    return _log_ratio(lo, np.asarray(pooled_rate_upper(k2, n_total, a * (1.0 - share))))
+    return log_ratio_bound(lo, np.asarray(pooled_rate_upper(k2, n_total, a * (1.0 - share))))
 
 
 def poisson_ratio_lower(k1: Any, k2: Any, alpha: float) -> Any:
@@ -487,7 +488,7 @@ def epsilon_from_tpr_fpr(tpr: Any, fpr: Any, *, delta: float = 0.0) -> Any:
     if np.any(~np.isfinite(f)) or np.any((f < 0) | (f > 1)):
         raise InvalidParameterError(f"fpr must be in [0, 1], got {fpr!r}")
     d = _check_delta(delta)
-    a, b = _log_ratio(t - d, f), _log_ratio(1 - f - d, 1 - t)
+    a, b = log_ratio_bound(t - d, f), log_ratio_bound(1 - f - d, 1 - t)
     return _out(np.maximum(np.maximum(a, b), 0.0))
 
 

@@ -24,9 +24,13 @@ __all__ = [
 
 
 class _Json:
+    #: properties written after the fields
+    _derived: tuple[str, ...] = ()
+
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able dict (infinities as ``"inf"``, nested results as their ``to_dict()``)."""
-        return _as_json(self)
+        """JSON-able dict (infinities as ``"inf"``, nested results as their ``to_dict()``), the
+        fields then the derived properties (``above_claim``, ``below_claim``, ``violation``)."""
+        return _as_json(self, **{k: _jsonable(getattr(self, k)) for k in self._derived})
 
 
 @dataclass(frozen=True)
@@ -105,7 +109,7 @@ class Verdict(_Json):
 
 
 @dataclass(frozen=True)
-class PrivacyProfile:
+class PrivacyProfile(_Json):
     """The audited privacy profile: a lower bound on epsilon(delta) at several deltas.
 
     Every point is a lower bound on the mechanism's smallest epsilon at that delta, all points
@@ -132,19 +136,16 @@ class PrivacyProfile:
     confidence: float
     events_estimated: int
     claimed_from: str
+    _derived = ("above_claim",)
 
     @property
     def above_claim(self) -> tuple[bool, ...]:
         """Per delta: does the lower bound exceed the claim (a refuted point of the profile)?"""
         return tuple(lo > c for lo, c in zip(self.epsilon_lower, self.epsilon_claimed, strict=True))
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-able dict; ``"inf"`` where nothing is claimed."""
-        return _as_json(self, above_claim=list(self.above_claim))
-
 
 @dataclass(frozen=True)
-class TradeoffCurve:
+class TradeoffCurve(_Json):
     """The audited f-DP trade-off curve (Dong, Roth & Su 2022) of the witness pair.
 
     For the hypothesis test "H0: the output came from M(x2)" against "H1: from M(x)", every
@@ -202,6 +203,7 @@ class TradeoffCurve:
     family_mu_lower: float | None = None
     family_epsilon_lower: float | None = None
     family_delta_lower: float | None = None
+    _derived = ("below_claim", "violation")
 
     @property
     def below_claim(self) -> tuple[bool, ...]:
@@ -212,10 +214,6 @@ class TradeoffCurve:
     def violation(self) -> bool:
         """True when some point refutes the claimed trade-off curve at ``confidence``."""
         return any(self.below_claim)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-able dict."""
-        return _as_json(self, below_claim=list(self.below_claim), violation=self.violation)
 
 
 @dataclass(frozen=True)

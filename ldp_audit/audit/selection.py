@@ -27,6 +27,7 @@ from ldp_audit.stats import (
     binomial_tail_pvalue,
     clopper_pearson_lower,
     clopper_pearson_upper,
+    log_ratio_bound,
     poisson_log_ratio_lower,
 )
 
@@ -208,14 +209,6 @@ def _tail(model: Any, tc: _ThresholdCounts, x_num: bool, op: str, rates: np.ndar
     return rates if fit is None else np.where(np.isnan(fit), rates, fit)
 
 
-def _log_pred(lo: np.ndarray, hi: np.ndarray, delta: float) -> np.ndarray:
-    """``ln(lo - delta) - ln(hi)``, ``-inf`` where ``lo <= delta``."""
-    with np.errstate(all="ignore"):
-        return np.where(
-            lo - delta > 0, np.log(np.maximum(lo - delta, 1e-300)) - np.log(hi), -np.inf
-        )
-
-
 def _at(
     pair: int,
     stat: ScoreStatistic,
@@ -281,7 +274,7 @@ def best_events(
                         continue  # one joint test: no split to choose
                     pred = poisson_log_ratio_lower(p_num * n_est, p_den0 * n_est, alpha_event)
                 else:
-                    pred = _log_pred(lo, hi0 if delta == 0.0 else hi, delta)
+                    pred = log_ratio_bound(lo - delta, hi0 if delta == 0.0 else hi)
                 i = int(np.argmax(pred))
                 if claimed is not None and not pred[i] > 0:
                     continue
@@ -336,7 +329,7 @@ def probe_event(
         p_den = clopper_pearson_upper(j, float(n_den), 0.5)
         lo = clopper_pearson_lower(p_num * n_est, float(n_est), alpha_event * 0.5)
         hi = clopper_pearson_upper(p_den * n_est, float(n_est), alpha_event * 0.5)
-        pred = np.where(ok, _log_pred(lo, hi, delta), -np.inf)
+        pred = np.where(ok, log_ratio_bound(lo - delta, hi), -np.inf)
         i = int(np.argmax(pred))
         if not np.isfinite(pred[i]) or (best is not None and pred[i] <= best[0].predicted):
             continue
