@@ -10,7 +10,7 @@ turned into simultaneous upper confidence points (type I, type II error) by
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from scipy.special import ndtri
@@ -21,6 +21,10 @@ from ldp_audit.audit.selection import Candidate
 from ldp_audit.errors import UserCodeError
 from ldp_audit.mechanisms.gaussian import analytic_gaussian_delta, analytic_gaussian_epsilon
 from ldp_audit.stats import eps_delta_tradeoff, gaussian_tradeoff, tradeoff_points_from_counts
+
+if TYPE_CHECKING:
+    from ldp_audit.audit.estimation import Counts
+    from ldp_audit.audit.plan import Options
 
 #: what the Gaussian-family bound assumes (stated with it; the verdicts assume nothing)
 FAMILY_ASSUMPTION = (
@@ -100,15 +104,15 @@ def claimed_gaussian_curve(
 
 def tradeoff_curve(
     mechanism: Any,
-    claimed: float,
-    delta: float,
+    o: Options,
     events: list[Candidate],
-    results: dict[int, tuple[int, int]],
-    sizes: dict[int, tuple[int, int]],
+    counts: Counts,
     pair_list: list[tuple[np.ndarray, np.ndarray]],
     alpha: float,
-    conf: float,
 ) -> TradeoffCurve:
+    """The f-DP curve of ``events`` (the threshold tests, then the Gaussian-family one) from
+    their estimation ``counts``, against the claimed curve."""
+    claimed, delta, results, sizes = o.claimed, o.delta, counts.results, counts.sizes
     best = events[0]
     n_alt, n_null = best.oriented(*sizes[best.pair])
     k_alt = np.empty(len(events))
@@ -136,7 +140,7 @@ def tradeoff_curve(
         claimed_alpha=tuple(float(v) for v in grid),
         claimed_beta=tuple(float(v) for v in f(grid)),
         claimed_from=source,
-        confidence=conf,
+        confidence=o.confidence,
         events_estimated=len(events) - 1,
         x=tuple(float(v) for v in xn),
         x2=tuple(float(v) for v in xd),
