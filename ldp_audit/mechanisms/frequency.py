@@ -93,6 +93,11 @@ def one_item(v: Any, k: int, name: str) -> int:
     return int(check_items(a.reshape(1, 1), k, name)[0, 0])
 
 
+def one_hot(xi: np.ndarray, k: int) -> np.ndarray:
+    """bool (n, k): column ``xi[i, 0]`` of row i (the items' one-hot encodings)."""
+    return np.arange(k) == xi
+
+
 def grr_reply(h: Any, p: float, u_keep: Any, u_other: Any, g: int) -> np.ndarray:
     """Randomised response over {0..g-1} from two uniforms per value: keep h when
     ``u_keep < p``, else the ``u_other``-th of the g - 1 other values (int64)."""
