@@ -64,6 +64,7 @@ __all__ = [
     "tradeoff_points_from_counts",
     "bootstrap_median_ci",
     "bonferroni",
+    "check_delta",
     "percentile_interval",
 ]
 
@@ -168,10 +169,11 @@ def log_ratio_bound(lo: Any, hi: Any) -> Any:
     return _out(np.asarray(out, dtype=np.float64))
 
 
-def _check_delta(delta: Any) -> float:
-    d = check_real(delta, "delta")
+def check_delta(delta: Any, name: str = "delta") -> float:
+    """``delta`` as a float if it is a real number in [0, 1), else an error naming ``name``."""
+    d = check_real(delta, name)
     if not (0.0 <= d < 1.0):
-        raise InvalidParameterError(f"delta must be in [0, 1), got {delta!r}")
+        raise InvalidParameterError(f"{name} must be in [0, 1), got {delta!r}")
     return d
 
 
@@ -209,7 +211,7 @@ def epsilon_lower_bound_from_counts(
         The bound (float or array); ``-inf`` where the lower rate bound does not exceed delta.
     """
     a = _alpha(alpha)
-    d = _check_delta(delta)
+    d = check_delta(delta)
     share = check_probability(numerator_share, "numerator_share")
     lo = np.asarray(clopper_pearson_lower(k1, n1, a * share)) - d
     return log_ratio_bound(lo, np.asarray(clopper_pearson_upper(k2, n2, a * (1.0 - share))))
@@ -291,7 +293,7 @@ def epsilon_lower_bound_from_pooled_counts(
         numerator_share: share of ``alpha`` for the numerator's lower bound, in (0, 1).
     """
     a = _alpha(alpha)
-    d = _check_delta(delta)
+    d = check_delta(delta)
     share = check_probability(numerator_share, "numerator_share")
     lo = np.asarray(pooled_rate_lower(k1, n_total, a * share)) - d
     return log_ratio_bound(lo, np.asarray(pooled_rate_upper(k2, n_total, a * (1.0 - share))))
@@ -487,7 +489,7 @@ def epsilon_from_tpr_fpr(tpr: Any, fpr: Any, *, delta: float = 0.0) -> Any:
         raise InvalidParameterError(f"tpr must be in [0, 1], got {tpr!r}")
     if np.any(~np.isfinite(f)) or np.any((f < 0) | (f > 1)):
         raise InvalidParameterError(f"fpr must be in [0, 1], got {fpr!r}")
-    d = _check_delta(delta)
+    d = check_delta(delta)
     a, b = log_ratio_bound(t - d, f), log_ratio_bound(1 - f - d, 1 - t)
     return _out(np.maximum(np.maximum(a, b), 0.0))
 
@@ -567,7 +569,7 @@ def eps_delta_tradeoff(alpha: Any, epsilon: float, delta: float = 0.0) -> Any:
     e = check_real(epsilon, "epsilon")
     if math.isnan(e) or e < 0:
         raise InvalidParameterError(f"epsilon must be >= 0, got {epsilon!r}")
-    d = _check_delta(delta)
+    d = check_delta(delta)
     with np.errstate(all="ignore"):
         first = np.where(a > 0, 1.0 - d - math.exp(e) * a if math.isfinite(e) else -np.inf, 1 - d)
         second = math.exp(-e) * (1.0 - d - a)

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError, LdpAuditError, UserCodeError
+from ldp_audit.stats import check_delta
 from ldp_audit.validation import check_int, check_real
 
 __all__ = ["MAX_DIM", "default_pairs"]
@@ -140,9 +141,7 @@ def check_mechanism(mechanism: Any) -> tuple[float, float]:
             "satisfy; for a non-private baseline there is nothing to audit"
         )
     raw_delta = user_attr(mechanism, "delta", 0.0)
-    delta = 0.0 if raw_delta is None else check_real(raw_delta, "mechanism.delta")
-    if not 0.0 <= delta < 1.0:
-        raise InvalidParameterError(f"mechanism.delta must be in [0, 1), got {raw_delta!r}")
+    delta = 0.0 if raw_delta is None else check_delta(raw_delta, "mechanism.delta")
     return eps, delta
 
 
