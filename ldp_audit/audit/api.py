@@ -250,9 +250,7 @@ def _conclude(
         curve = tradeoff_curve(mechanism, o, kept.tradeoff, counts, pair_list, alpha)
     delta_lb, delta_conf, delta_joint = None, None, False
     if delta > 0 and kept.verdict:
-        delta_lb, delta_joint = _delta_lower_bound(
-            kept.verdict, counts, claimed, alpha, plan.poisson, plan.n_est
-        )
+        delta_lb, delta_joint = _delta_lower_bound(kept.verdict, counts, claimed, plan)
         delta_conf = o.confidence
     warn = list(plan.warnings)
     if top.epsilon_lower_bound == 0.0 and o.event is None:
