@@ -132,7 +132,7 @@ def verdict_bounds(
         event_text = ev.stat.describe(ev.op, ev.t)
         test = ("poisson" if delta == 0 else "poisson-augmented") if poisson else "clopper-pearson"
         pooled = ev.partner is not None
-        if ev.partner is not None:
+        if pooled:
             other = ev.partner.stat.describe(ev.partner.op, ev.partner.t)
             event_text += f" with x the numerator, pooled with {other} with x2 the numerator"
             event_text += " (each without the other's outputs)" if poisson else ""
@@ -155,26 +155,21 @@ def verdict_bounds(
             bnd = epsilon_lower_bound_from_counts(
                 k_num, n_w, k_den, n_w2, a, delta=delta, numerator_share=ev.share
             )
-        bnd = float(bnd)
         xn, xd = ev.oriented(*pair_list[ev.pair])
-        per_event.append(
-            (
-                bnd,
-                Witness(
-                    x=tuple(float(v) for v in xn),
-                    x2=tuple(float(v) for v in xd),
-                    event=event_text,
-                    family=ev.stat.family,
-                    k1=k_num,
-                    n1=n_w,
-                    k2=k_den,
-                    n2=n_w2,
-                    numerator_share=ev.share,
-                    pooled=pooled,
-                    test=test,
-                ),
-            )
+        w = Witness(
+            x=tuple(float(v) for v in xn),
+            x2=tuple(float(v) for v in xd),
+            event=event_text,
+            family=ev.stat.family,
+            k1=k_num,
+            n1=n_w,
+            k2=k_den,
+            n2=n_w2,
+            numerator_share=ev.share,
+            pooled=pooled,
+            test=test,
         )
+        per_event.append((float(bnd), w))
     return [b for b, _ in per_event], per_event
 
 
