@@ -502,8 +502,8 @@ class AuditResult:
         The fields are described in docs/interfaces.md ("Statistics and the auditor").
         """
         d = {
-            "epsilon_lower_bound": _json_float(self.epsilon_lower_bound),
-            "claimed_epsilon": _json_float(self.claimed_epsilon),
+            "epsilon_lower_bound": _jsonable(self.epsilon_lower_bound),
+            "claimed_epsilon": _jsonable(self.claimed_epsilon),
             "violation": self.violation,
             "leak": self.leak,
             **_as_json(self, delta_violation=self.delta_violation, inconclusive=self.inconclusive),
@@ -521,15 +521,9 @@ def _witness_lines(w: Witness) -> list[str]:
     ]
 
 
-def _json_float(v: float) -> float | str:
-    if math.isinf(v):
-        return "inf" if v > 0 else "-inf"
-    return float(v)
-
-
 def _jsonable(v: Any) -> Any:
     if isinstance(v, float):
-        return _json_float(v)
+        return ("inf" if v > 0 else "-inf") if math.isinf(v) else float(v)
     if isinstance(v, (tuple, list)):
         return [_jsonable(a) for a in v]
     if isinstance(v, dict):
