@@ -543,10 +543,9 @@ def short_values(v: Sequence[float], k: int = 6) -> str:
     return "[" + ", ".join(vals) + more + "]"
 
 
-def consequences(
-    dist: tuple[float, bool], impl: tuple[float, bool, str] | None
-) -> tuple[str, str | None]:
-    d_bound, d_viol = dist
+def consequences(dist: Verdict, impl: Verdict | None) -> tuple[str, str | None]:
+    """The plain-language consequences of the distribution and implementation verdicts."""
+    d_viol = dist.violation
     if d_viol:
         d_text = (
             "The output distribution itself violates the claim (exact-arithmetic reading): the "
@@ -560,8 +559,7 @@ def consequences(
         )
     if impl is None:
         return d_text, None
-    i_bound, i_viol, family = impl
-    if not i_viol:
+    if not impl.violation:
         i_text = (
             "No violation found in the outputs as computed (floating-point bit cells "
             "included). This proves nothing beyond this test's power."
@@ -572,7 +570,8 @@ def consequences(
             "samples already shows it: this is (at least) a calibration error, not only a "
             "floating-point leak."
         )
-        if family == "float-bits" and i_bound > d_bound:
+        family = impl.witness.family if impl.witness is not None else ""
+        if family == "float-bits" and impl.epsilon_lower_bound > dist.epsilon_lower_bound:
             i_text += (
                 " The floating-point bits leak further on top of it (Mironov 2012); fixing the "
                 "calibration alone will not remove that part."
@@ -598,13 +597,7 @@ def with_inconclusive_texts(r: AuditResult) -> AuditResult:
     if r.distribution is None:
         return r
     impl = r.implementation
-    impl_info = None
-    if impl is not None:
-        fam = impl.witness.family if impl.witness is not None else ""
-        impl_info = (impl.epsilon_lower_bound, impl.violation, fam)
-    d_text, i_text = consequences(
-        (r.distribution.epsilon_lower_bound, r.distribution.violation), impl_info
-    )
+    d_text, i_text = consequences(r.distribution, impl)
     warn = [w for w in r.warnings if not w.startswith(_INCONCLUSIVE_WARNING)]
     if r.inconclusive:
         vacuous = r.max_refutable_epsilon is not None and (
