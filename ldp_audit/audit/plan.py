@@ -234,12 +234,9 @@ class Plan:
         n_a = n_sel // 2
         alpha = 1.0 - o.confidence
         poisson = o.ratio_test == "poisson"
-        pool = o.pool
-        if not poisson:  # (Poissonized disjoint pairs are valid at any level)
-            pool = pool and (1.0 - min(SHARES)) * alpha < POOLED_MAX_ALPHA
-        profile_deltas: tuple[float, ...] = ()
-        if o.want_profile:
-            profile_deltas = tuple(sorted({*PROFILE_DELTAS, o.delta}))
+        # (Poissonized disjoint pairs are valid at any level)
+        pool = o.pool and (poisson or (1.0 - min(SHARES)) * alpha < POOLED_MAX_ALPHA)
+        profile_deltas = tuple(sorted({*PROFILE_DELTAS, o.delta})) if o.want_profile else ()
         warn: list[str] = []
         top_bound = max_refutable_epsilon(
             n_est, o.confidence, pool, o.ratio_test if o.event else None
