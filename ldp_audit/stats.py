@@ -468,6 +468,14 @@ def epsilon_lower_bound_from_poisson_counts_delta(
     return float(math.log(max(lo[j], r[j], 1.0)))
 
 
+def _rates(v: Any, name: str) -> np.ndarray:
+    """``v`` as a float64 array of rates in [0, 1], else an error naming ``name``."""
+    a = np.asarray(v, dtype=np.float64)
+    if np.any(~np.isfinite(a)) or np.any((a < 0) | (a > 1)):
+        raise InvalidParameterError(f"{name} must be in [0, 1], got {v!r}")
+    return a
+
+
 def epsilon_from_tpr_fpr(tpr: Any, fpr: Any, *, delta: float = 0.0) -> Any:
     """Smallest epsilon consistent with a test's TPR/FPR (a point estimate, not a bound).
 
@@ -483,12 +491,7 @@ def epsilon_from_tpr_fpr(tpr: Any, fpr: Any, *, delta: float = 0.0) -> Any:
     Returns:
         The implied epsilon (``inf`` where a rate is 0 against a positive numerator).
     """
-    t = np.asarray(tpr, dtype=np.float64)
-    f = np.asarray(fpr, dtype=np.float64)
-    if np.any(~np.isfinite(t)) or np.any((t < 0) | (t > 1)):
-        raise InvalidParameterError(f"tpr must be in [0, 1], got {tpr!r}")
-    if np.any(~np.isfinite(f)) or np.any((f < 0) | (f > 1)):
-        raise InvalidParameterError(f"fpr must be in [0, 1], got {fpr!r}")
+    t, f = _rates(tpr, "tpr"), _rates(fpr, "fpr")
     d = check_delta(delta)
     a, b = log_ratio_bound(t - d, f), log_ratio_bound(1 - f - d, 1 - t)
     return _out(np.maximum(np.maximum(a, b), 0.0))
@@ -520,13 +523,6 @@ def epsilon_lower_bound_from_tpr_fpr_counts(
     return _out(np.maximum(np.maximum(e1, e2), 0.0))
 
 
-def _type1(alpha: Any) -> np.ndarray:
-    a = np.asarray(alpha, dtype=np.float64)
-    if np.any(~np.isfinite(a)) or np.any((a < 0) | (a > 1)):
-        raise InvalidParameterError(f"alpha (type I error) must be in [0, 1], got {alpha!r}")
-    return a
-
-
 def gaussian_tradeoff(alpha: Any, mu: float) -> Any:
     """The trade-off function ``G_mu(alpha) = Phi(Phi^{-1}(1 - alpha) - mu)`` of mu-GDP.
 
@@ -542,7 +538,7 @@ def gaussian_tradeoff(alpha: Any, mu: float) -> Any:
     Returns:
         ``G_mu(alpha)`` (float or array), 1 at alpha = 0, 0 at alpha = 1.
     """
-    a = _type1(alpha)
+    a = _rates(alpha, "alpha (type I error)")
     m = check_real(mu, "mu")
     if math.isnan(m) or m < 0:
         raise InvalidParameterError(f"mu must be >= 0, got {mu!r}")
@@ -565,7 +561,7 @@ def eps_delta_tradeoff(alpha: Any, epsilon: float, delta: float = 0.0) -> Any:
         epsilon: >= 0 (may be ``inf``: the curve is ``max(0, 1 - delta - inf * alpha)``).
         delta: in [0, 1).
     """
-    a = _type1(alpha)
+    a = _rates(alpha, "alpha (type I error)")
     e = check_real(epsilon, "epsilon")
     if math.isnan(e) or e < 0:
         raise InvalidParameterError(f"epsilon must be >= 0, got {epsilon!r}")
