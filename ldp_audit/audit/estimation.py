@@ -42,7 +42,6 @@ class Counts:
     sizes: dict[int, tuple[int, int]] = field(default_factory=dict)
     arrivals: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     joints: dict[int, Joint] = field(default_factory=dict)
-    pairs_used: int = 0
 
 
 def estimate_audit(
@@ -71,7 +70,6 @@ def estimate_audit(
             if poisson:  # the pair's events are made disjoint: count the intersection
                 out.joints[id(c)] = Joint(c, c.partner)
                 by_pair[c.pair].append(out.joints[id(c)])
-    out.pairs_used = len(by_pair)
     before(len(by_pair))
     for p, evs in by_pair.items():
         if poisson and delta > 0:

@@ -54,7 +54,6 @@ class Candidate:
     predicted: float
     sel_counts: tuple[int, int]
     share: float = 0.5
-    delta: float = 0.0
     #: the reverse-direction event pooled with this one (see ``_pool``); None: a single event
     partner: Candidate | None = None
 
@@ -216,13 +215,13 @@ def _at(
     combo: tuple,
     i: int,
     pred: Any,
-    **kw: Any,
+    share: float = 0.5,
 ) -> Candidate:
     """The candidate of threshold ``i`` of one of ``tc.combos``, with the predicted bound
-    ``pred``."""
+    ``pred`` and the error split ``share``."""
     op, x_num, c_num, c_den = combo[:4]
     counts = (int(c_num[i]), int(c_den[i]))
-    return Candidate(pair, stat, op, float(tc.ts[i]), x_num, float(pred), counts, **kw)
+    return Candidate(pair, stat, op, float(tc.ts[i]), x_num, float(pred), counts, share)
 
 
 def best_events(
@@ -279,9 +278,7 @@ def best_events(
                 if claimed is not None and not pred[i] > 0:
                     continue
                 if best[j] is None or pred[i] > best[j].predicted:  # type: ignore[union-attr]
-                    best[j] = _at(
-                        pair, stat, tc, combo, i, pred[i], share=share, delta=float(delta)
-                    )
+                    best[j] = _at(pair, stat, tc, combo, i, pred[i], share)
     return best
 
 
@@ -333,7 +330,7 @@ def probe_event(
         i = int(np.argmax(pred))
         if not np.isfinite(pred[i]) or (best is not None and pred[i] <= best[0].predicted):
             continue
-        best = (_at(pair, stat, tc, combo, i, pred[i], delta=float(delta)), float(pval[i]))
+        best = (_at(pair, stat, tc, combo, i, pred[i]), float(pval[i]))
     return best
 
 
@@ -375,9 +372,7 @@ def _pool(
             pred = math.log(lo) - math.log(hi)
         if best is None or pred > best.predicted:
             counts = (int(c_num), int(c_den))
-            best = Candidate(
-                fwd.pair, fwd.stat, fwd.op, fwd.t, True, pred, counts, share, delta, rev
-            )
+            best = Candidate(fwd.pair, fwd.stat, fwd.op, fwd.t, True, pred, counts, share, rev)
     return best
 
 
