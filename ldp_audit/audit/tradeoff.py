@@ -112,25 +112,23 @@ def tradeoff_curve(
 ) -> TradeoffCurve:
     """The f-DP curve of ``events`` (the threshold tests, then the Gaussian-family one) from
     their estimation ``counts``, against the claimed curve."""
-    claimed, delta, results, sizes = o.claimed, o.delta, counts.results, counts.sizes
     best = events[0]
-    n_alt, n_null = best.oriented(*sizes[best.pair])
+    n_alt, n_null = best.oriented(*counts.sizes[best.pair])
     k_alt = np.empty(len(events))
     k_null = np.empty(len(events))
     for i, ev in enumerate(events):
-        k_alt[i], k_null[i] = ev.oriented(*results[id(ev)])
+        k_alt[i], k_null[i] = ev.oriented(*counts.results[id(ev)])
     # the last event is the Gaussian-family one: its own statement, at its own alpha
-    f, source = _claimed_tradeoff(mechanism, claimed, delta)
+    f, source = _claimed_tradeoff(mechanism, o.claimed, o.delta)
     fam: tuple[float | None, ...] = (None, None, None)
     if source.startswith("gaussian"):
-        fam = gaussian_family_bound(k_null[-1], n_null, k_alt[-1], n_alt, alpha, delta, claimed)
+        fam = gaussian_family_bound(k_null[-1], n_null, k_alt[-1], n_alt, alpha, o.delta, o.claimed)
     k_alt, k_null = k_alt[:-1], k_null[:-1]
     a_u, b_u = tradeoff_points_from_counts(k_null, n_null, k_alt, n_alt, alpha)
     a_u, b_u = np.atleast_1d(a_u), np.atleast_1d(b_u)
     order = np.argsort(a_u, kind="stable")
     grid = np.unique(np.concatenate([np.linspace(0.0, 1.0, 101), np.geomspace(1e-6, 0.01, 41)]))
-    x, x2 = pair_list[best.pair]
-    xn, xd = best.oriented(x, x2)
+    xn, xd = best.oriented(*pair_list[best.pair])
     return TradeoffCurve(
         type1_upper=tuple(float(v) for v in a_u[order]),
         type2_upper=tuple(float(v) for v in b_u[order]),
