@@ -65,6 +65,7 @@ __all__ = [
     "bootstrap_median_ci",
     "bonferroni",
     "check_delta",
+    "check_nonnegative",
     "percentile_interval",
 ]
 
@@ -167,6 +168,15 @@ def log_ratio_bound(lo: Any, hi: Any) -> Any:
     with np.errstate(divide="ignore", invalid="ignore"):
         out = np.where(lo > 0.0, np.log(np.maximum(lo, 1e-300)) - np.log(hi), -np.inf)
     return _out(np.asarray(out, dtype=np.float64))
+
+
+def check_nonnegative(value: Any, name: str) -> float:
+    """``value`` as a float if it is a real number >= 0 (inf allowed), else an error naming
+    ``name``."""
+    v = check_real(value, name)
+    if math.isnan(v) or v < 0:
+        raise InvalidParameterError(f"{name} must be >= 0, got {value!r}")
+    return v
 
 
 def check_delta(delta: Any, name: str = "delta") -> float:
@@ -539,9 +549,7 @@ def gaussian_tradeoff(alpha: Any, mu: float) -> Any:
         ``G_mu(alpha)`` (float or array), 1 at alpha = 0, 0 at alpha = 1.
     """
     a = _rates(alpha, "alpha (type I error)")
-    m = check_real(mu, "mu")
-    if math.isnan(m) or m < 0:
-        raise InvalidParameterError(f"mu must be >= 0, got {mu!r}")
+    m = check_nonnegative(mu, "mu")
     with np.errstate(all="ignore"):
         out = special.ndtr(special.ndtri(1.0 - a) - m)
     out = np.where(a <= 0, 1.0, np.where(a >= 1, 0.0, out))
@@ -562,9 +570,7 @@ def eps_delta_tradeoff(alpha: Any, epsilon: float, delta: float = 0.0) -> Any:
         delta: in [0, 1).
     """
     a = _rates(alpha, "alpha (type I error)")
-    e = check_real(epsilon, "epsilon")
-    if math.isnan(e) or e < 0:
-        raise InvalidParameterError(f"epsilon must be >= 0, got {epsilon!r}")
+    e = check_nonnegative(epsilon, "epsilon")
     d = check_delta(delta)
     with np.errstate(all="ignore"):
         first = np.where(a > 0, 1.0 - d - math.exp(e) * a if math.isfinite(e) else -np.inf, 1 - d)
