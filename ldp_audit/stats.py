@@ -64,7 +64,7 @@ __all__ = [
     "tradeoff_points_from_counts",
     "bootstrap_median_ci",
     "bonferroni",
-    "check_delta",
+    "check_delta_range",
     "check_nonnegative",
     "percentile_interval",
 ]
@@ -179,7 +179,7 @@ def check_nonnegative(value: Any, name: str) -> float:
     return v
 
 
-def check_delta(delta: Any, name: str = "delta") -> float:
+def check_delta_range(delta: Any, name: str = "delta") -> float:
     """``delta`` as a float if it is a real number in [0, 1), else an error naming ``name``."""
     d = check_real(delta, name)
     if not (0.0 <= d < 1.0):
@@ -221,7 +221,7 @@ def epsilon_lower_bound_from_counts(
         The bound (float or array); ``-inf`` where the lower rate bound does not exceed delta.
     """
     a = _alpha(alpha)
-    d = check_delta(delta)
+    d = check_delta_range(delta)
     share = check_probability(numerator_share, "numerator_share")
     lo = np.asarray(clopper_pearson_lower(k1, n1, a * share)) - d
     return log_ratio_bound(lo, np.asarray(clopper_pearson_upper(k2, n2, a * (1.0 - share))))
@@ -303,7 +303,7 @@ def epsilon_lower_bound_from_pooled_counts(
         numerator_share: share of ``alpha`` for the numerator's lower bound, in (0, 1).
     """
     a = _alpha(alpha)
-    d = check_delta(delta)
+    d = check_delta_range(delta)
     share = check_probability(numerator_share, "numerator_share")
     lo = np.asarray(pooled_rate_lower(k1, n_total, a * share)) - d
     return log_ratio_bound(lo, np.asarray(pooled_rate_upper(k2, n_total, a * (1.0 - share))))
@@ -502,7 +502,7 @@ def epsilon_from_tpr_fpr(tpr: Any, fpr: Any, *, delta: float = 0.0) -> Any:
         The implied epsilon (``inf`` where a rate is 0 against a positive numerator).
     """
     t, f = _rates(tpr, "tpr"), _rates(fpr, "fpr")
-    d = check_delta(delta)
+    d = check_delta_range(delta)
     a, b = log_ratio_bound(t - d, f), log_ratio_bound(1 - f - d, 1 - t)
     return _out(np.maximum(np.maximum(a, b), 0.0))
 
@@ -571,7 +571,7 @@ def eps_delta_tradeoff(alpha: Any, epsilon: float, delta: float = 0.0) -> Any:
     """
     a = _rates(alpha, "alpha (type I error)")
     e = check_nonnegative(epsilon, "epsilon")
-    d = check_delta(delta)
+    d = check_delta_range(delta)
     with np.errstate(all="ignore"):
         first = np.where(a > 0, 1.0 - d - math.exp(e) * a if math.isfinite(e) else -np.inf, 1 - d)
         second = math.exp(-e) * (1.0 - d - a)

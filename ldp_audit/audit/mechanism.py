@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError, LdpAuditError, UserCodeError
-from ldp_audit.stats import check_delta, check_nonnegative
+from ldp_audit.stats import check_delta_range, check_nonnegative
 from ldp_audit.validation import check_int, check_real
 
 __all__ = ["MAX_DIM", "default_pairs"]
@@ -139,7 +139,7 @@ def check_mechanism(mechanism: Any) -> tuple[float, float]:
             "satisfy; for a non-private baseline there is nothing to audit"
         )
     raw_delta = user_attr(mechanism, "delta", 0.0)
-    delta = 0.0 if raw_delta is None else check_delta(raw_delta, "mechanism.delta")
+    delta = 0.0 if raw_delta is None else check_delta_range(raw_delta, "mechanism.delta")
     return eps, delta
 
 
