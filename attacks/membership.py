@@ -35,7 +35,6 @@ Generic API (any trainer that writes a run directory plugs in):
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -57,6 +56,7 @@ from ldp_audit.attacks.one_run_steinke import check_scores, guess_counts
 from ldp_audit.attacks.scoring import (
     AttackResult,
     composed_epsilon,
+    epsilon_from_accuracy,
     membership_tpr_ceiling,
 )
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
@@ -108,11 +108,11 @@ def one_run_epsilon_lower_bound(
         ``{"epsilon_lower_bound", "guesses", "correct", "fraction"}`` of the best fraction.
     """
     s, inc = check_scores(scores, included)
-    beta = 1.0 - check_probability(confidence, "confidence")
+    level = (1.0 - check_probability(confidence, "confidence")) / max(1, len(fractions))
     best = {"epsilon_lower_bound": 0.0, "guesses": 0, "correct": 0, "fraction": None}
     for f, r, correct in guess_counts(s, inc, fractions):
-        p_lo = float(clopper_pearson_lower(correct, r, beta / len(fractions)))
-        eps = 0.0 if p_lo <= 0.5 else (math.inf if p_lo >= 1 else math.log(p_lo / (1 - p_lo)))
+        # one of two equally likely secrets (in / out) per guess
+        eps = epsilon_from_accuracy(float(clopper_pearson_lower(correct, r, level)), 2)
         # ties (e.g. all 0) go to the larger fraction: more guesses, a tighter accuracy interval
         if eps >= best["epsilon_lower_bound"]:
             best = {"epsilon_lower_bound": eps, "guesses": r, "correct": correct, "fraction": f}

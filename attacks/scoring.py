@@ -331,10 +331,7 @@ class AttackResult:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able dict (``inf`` written as the string ``"inf"``), with ``violation``."""
-        d = asdict(self)
-        d["accuracy_ci"] = list(self.accuracy_ci)
-        d["violation"] = self.violation
-        return _jsonable(d)
+        return _jsonable({**asdict(self), "violation": self.violation})
 
     def summary(self) -> str:
         """One human-readable line (for the CLI)."""

@@ -190,11 +190,10 @@ def theta_task(task: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any
     cells: list[tuple[str, float]] = [("none", math.inf)] if math.inf in epsilons else []
     cells += [(m, e) for m in mechanisms for e in epsilons if math.isfinite(e)]
     results: list[dict[str, Any]] = []
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
+    from tqdm.auto import tqdm
 
-        bar = tqdm(total=len(cells) * len(reports), desc=f"sweep cells ({kind})", unit="cell")
+    total = len(cells) * len(reports)
+    bar = tqdm(total=total, desc=f"sweep cells ({kind})", unit="cell", disable=not progress)
     for (mname, eps), cell_rng in zip(cells, noise_rng.spawn(len(cells)), strict=True):
         mech = make_mechanism(mname, eps)
         fit_rng, rep_rng = cell_rng.spawn(2)
@@ -219,10 +218,8 @@ def theta_task(task: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any
                 extra={"theta": kind, "mechanism_family": mname, "method": est.method_},
             )
             results.append(res.to_dict())
-            if bar is not None:
-                bar.update(1)
-    if bar is not None:
-        bar.close()
+            bar.update(1)
+    bar.close()
     return info, results
 
 

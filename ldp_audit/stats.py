@@ -48,6 +48,7 @@ __all__ = [
     "clopper_pearson_interval",
     "wilson_interval",
     "epsilon_lower_bound_from_counts",
+    "log_ratio_bound",
     "pooled_rate_lower",
     "pooled_rate_upper",
     "epsilon_lower_bound_from_pooled_counts",
@@ -63,6 +64,8 @@ __all__ = [
     "tradeoff_points_from_counts",
     "bootstrap_median_ci",
     "bonferroni",
+    "check_delta_range",
+    "check_nonnegative",
     "percentile_interval",
 ]
 
@@ -160,17 +163,27 @@ def _pair(k1: Any, k2: Any) -> tuple[np.ndarray, np.ndarray]:
     return out[0], out[1]
 
 
-def _log_ratio(lo: Any, hi: Any) -> Any:
+def log_ratio_bound(lo: Any, hi: Any) -> Any:
     """``ln(lo) - ln(hi)``, ``-inf`` where ``lo <= 0`` (the epsilon bound of two rate bounds)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         out = np.where(lo > 0.0, np.log(np.maximum(lo, 1e-300)) - np.log(hi), -np.inf)
     return _out(np.asarray(out, dtype=np.float64))
 
 
-def _check_delta(delta: Any) -> float:
-    d = check_real(delta, "delta")
+def check_nonnegative(value: Any, name: str) -> float:
+    """``value`` as a float if it is a real number >= 0 (inf allowed), else an error naming
+    ``name``."""
+    v = check_real(value, name)
+    if math.isnan(v) or v < 0:
+        raise InvalidParameterError(f"{name} must be >= 0, got {value!r}")
+    return v
+
+
+def check_delta_range(delta: Any, name: str = "delta") -> float:
+    """``delta`` as a float if it is a real number in [0, 1), else an error naming ``name``."""
+    d = check_real(delta, name)
     if not (0.0 <= d < 1.0):
-        raise InvalidParameterError(f"delta must be in [0, 1), got {delta!r}")
+        raise InvalidParameterError(f"{name} must be in [0, 1), got {delta!r}")
     return d
 
 
@@ -208,10 +221,10 @@ def epsilon_lower_bound_from_counts(
         The bound (float or array); ``-inf`` where the lower rate bound does not exceed delta.
     """
     a = _alpha(alpha)
-    d = _check_delta(delta)
+    d = check_delta_range(delta)
     share = check_probability(numerator_share, "numerator_share")
     lo = np.asarray(clopper_pearson_lower(k1, n1, a * share)) - d
-    return _log_ratio(lo, np.asarray(clopper_pearson_upper(k2, n2, a * (1.0 - share))))
+    return log_ratio_bound(lo, np.asarray(clopper_pearson_upper(k2, n2, a * (1.0 - share))))
 
 
 #: the largest one-sided error level at which the pooled bounds below are proven (see
@@ -290,10 +303,10 @@ def epsilon_lower_bound_from_pooled_counts(
         numerator_share: share of ``alpha`` for the numerator's lower bound, in (0, 1).
     """
     a = _alpha(alpha)
-    d = _check_delta(delta)
+    d = check_delta_range(delta)
     share = check_probability(numerator_share, "numerator_share")
     lo = np.asarray(pooled_rate_lower(k1, n_total, a * share)) - d
-    return _log_ratio(lo, np.asarray(pooled_rate_upper(k2, n_total, a * (1.0 - share))))
+    return log_ratio_bound(lo, np.asarray(pooled_rate_upper(k2, n_total, a * (1.0 - share))))
 
 
 def poisson_ratio_lower(k1: Any, k2: Any, alpha: float) -> Any:
@@ -465,6 +478,14 @@ def epsilon_lower_bound_from_poisson_counts_delta(
     return float(math.log(max(lo[j], r[j], 1.0)))
 
 
+def _rates(v: Any, name: str) -> np.ndarray:
+    """``v`` as a float64 array of rates in [0, 1], else an error naming ``name``."""
+    a = np.asarray(v, dtype=np.float64)
+    if np.any(~np.isfinite(a)) or np.any((a < 0) | (a > 1)):
+        raise InvalidParameterError(f"{name} must be in [0, 1], got {v!r}")
+    return a
+
+
 def epsilon_from_tpr_fpr(tpr: Any, fpr: Any, *, delta: float = 0.0) -> Any:
     """Smallest epsilon consistent with a test's TPR/FPR (a point estimate, not a bound).
 
@@ -480,14 +501,9 @@ def epsilon_from_tpr_fpr(tpr: Any, fpr: Any, *, delta: float = 0.0) -> Any:
     Returns:
         The implied epsilon (``inf`` where a rate is 0 against a positive numerator).
     """
-    t = np.asarray(tpr, dtype=np.float64)
-    f = np.asarray(fpr, dtype=np.float64)
-    if np.any(~np.isfinite(t)) or np.any((t < 0) | (t > 1)):
-        raise InvalidParameterError(f"tpr must be in [0, 1], got {tpr!r}")
-    if np.any(~np.isfinite(f)) or np.any((f < 0) | (f > 1)):
-        raise InvalidParameterError(f"fpr must be in [0, 1], got {fpr!r}")
-    d = _check_delta(delta)
-    a, b = _log_ratio(t - d, f), _log_ratio(1 - f - d, 1 - t)
+    t, f = _rates(tpr, "tpr"), _rates(fpr, "fpr")
+    d = check_delta_range(delta)
+    a, b = log_ratio_bound(t - d, f), log_ratio_bound(1 - f - d, 1 - t)
     return _out(np.maximum(np.maximum(a, b), 0.0))
 
 
@@ -517,13 +533,6 @@ def epsilon_lower_bound_from_tpr_fpr_counts(
     return _out(np.maximum(np.maximum(e1, e2), 0.0))
 
 
-def _type1(alpha: Any) -> np.ndarray:
-    a = np.asarray(alpha, dtype=np.float64)
-    if np.any(~np.isfinite(a)) or np.any((a < 0) | (a > 1)):
-        raise InvalidParameterError(f"alpha (type I error) must be in [0, 1], got {alpha!r}")
-    return a
-
-
 def gaussian_tradeoff(alpha: Any, mu: float) -> Any:
     """The trade-off function ``G_mu(alpha) = Phi(Phi^{-1}(1 - alpha) - mu)`` of mu-GDP.
 
@@ -539,10 +548,8 @@ def gaussian_tradeoff(alpha: Any, mu: float) -> Any:
     Returns:
         ``G_mu(alpha)`` (float or array), 1 at alpha = 0, 0 at alpha = 1.
     """
-    a = _type1(alpha)
-    m = check_real(mu, "mu")
-    if math.isnan(m) or m < 0:
-        raise InvalidParameterError(f"mu must be >= 0, got {mu!r}")
+    a = _rates(alpha, "alpha (type I error)")
+    m = check_nonnegative(mu, "mu")
     with np.errstate(all="ignore"):
         out = special.ndtr(special.ndtri(1.0 - a) - m)
     out = np.where(a <= 0, 1.0, np.where(a >= 1, 0.0, out))
@@ -562,11 +569,9 @@ def eps_delta_tradeoff(alpha: Any, epsilon: float, delta: float = 0.0) -> Any:
         epsilon: >= 0 (may be ``inf``: the curve is ``max(0, 1 - delta - inf * alpha)``).
         delta: in [0, 1).
     """
-    a = _type1(alpha)
-    e = check_real(epsilon, "epsilon")
-    if math.isnan(e) or e < 0:
-        raise InvalidParameterError(f"epsilon must be >= 0, got {epsilon!r}")
-    d = _check_delta(delta)
+    a = _rates(alpha, "alpha (type I error)")
+    e = check_nonnegative(epsilon, "epsilon")
+    d = check_delta_range(delta)
     with np.errstate(all="ignore"):
         first = np.where(a > 0, 1.0 - d - math.exp(e) * a if math.isfinite(e) else -np.inf, 1 - d)
         second = math.exp(-e) * (1.0 - d - a)

@@ -48,7 +48,7 @@ def _selection_values(k_leak: int, n: int = 50_000, seed: int = 3):
 @pytest.mark.parametrize("k_leak", [15, 17])
 def test_probe_finds_the_leak_event_the_main_rule_does_not_choose(k_leak):
     s1, s2 = _selection_values(k_leak)
-    stat = statistics._Coordinate(0, 1)
+    stat = statistics._Formula("coordinate", "y", lambda y: y[:, 0])
     n_est, a = 900_000, 0.05 / 3
     main = selection.best_events(stat, selection.threshold_counts(s1, s2), 0, n_est, a, (0.0,))[0]
     # the main rule picks an ordinary Laplace event, not the leak (its zero denominator count is
@@ -70,7 +70,7 @@ def test_no_probe_without_evidence():
     s1, s2 = _selection_values(0)
     # 5 leak outputs are not evidence at the screen's level: (e / (1 + e))^5 = 0.21
     s1b, s2b = _selection_values(5)
-    stat = statistics._Coordinate(0, 1)
+    stat = statistics._Formula("coordinate", "y", lambda y: y[:, 0])
     for a, b in ((s1, s2), (s1b, s2b)):
         pr = selection.probe_event(
             stat, selection.threshold_counts(a, b), 0, 900_000, 0.05 / 3, 1.0, 0.0
@@ -83,7 +83,7 @@ def test_probe_respects_delta():
     # 17 leak outputs are no evidence against (1, 1e-3)
     s1, s2 = _selection_values(17)
     pr = selection.probe_event(
-        statistics._Coordinate(0, 1),
+        statistics._Formula("coordinate", "y", lambda y: y[:, 0]),
         selection.threshold_counts(s1, s2),
         0,
         900_000,

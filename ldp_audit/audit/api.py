@@ -198,18 +198,9 @@ def audit(
             kept = kept_events(sel, o.max_events, o.tradeoff)
         else:
             sel, kept = fixed_event(mechanism, o)
+        events = kept.verdict + kept.profile + kept.tradeoff
         counts = estimate_audit(
-            mechanism,
-            pair_list,
-            kept.verdict + kept.profile + kept.tradeoff,
-            streams=sel.streams,
-            est_rngs=sel.est_rngs,
-            widths=sel.widths,
-            n_est=plan.n_est,
-            delta=o.delta,
-            poisson=plan.poisson,
-            tick=bar.update,
-            before=est_total,
+            mechanism, pair_list, events, sel, plan, o.delta, bar.update, est_total
         )
         bar.total = bar.n  # the last frame says 100% of what was drawn (Poissonized sizes vary)
         bar.refresh()
@@ -238,15 +229,7 @@ def _conclude(
 ) -> AuditResult:
     """The verdicts, the profile, the f-DP curve, the delta bound and the warnings."""
     claimed, delta, alpha = o.claimed, o.delta, plan.alpha
-    bounds, per_event = verdict_bounds(
-        kept.verdict,
-        counts,
-        pair_list,
-        alpha=alpha,
-        delta=delta,
-        n_est=plan.n_est,
-        poisson=plan.poisson,
-    )
+    bounds, per_event = verdict_bounds(kept.verdict, counts, pair_list, plan, delta)
     distribution = _verdict("distribution", per_event[: kept.n_dist], claimed)
     implementation = _verdict("implementation", per_event, claimed) if o.float_bits else None
     top = implementation if implementation is not None else distribution
@@ -264,22 +247,10 @@ def _conclude(
         )
     curve = None
     if kept.tradeoff:
-        curve = tradeoff_curve(
-            mechanism,
-            claimed,
-            delta,
-            kept.tradeoff,
-            counts.results,
-            counts.sizes,
-            pair_list,
-            alpha,
-            o.confidence,
-        )
+        curve = tradeoff_curve(mechanism, o, kept.tradeoff, counts, pair_list, alpha)
     delta_lb, delta_conf, delta_joint = None, None, False
     if delta > 0 and kept.verdict:
-        delta_lb, delta_joint = _delta_lower_bound(
-            kept.verdict, counts, claimed, alpha, plan.poisson, plan.n_est
-        )
+        delta_lb, delta_joint = _delta_lower_bound(kept.verdict, counts, claimed, plan)
         delta_conf = o.confidence
     warn = list(plan.warnings)
     if top.epsilon_lower_bound == 0.0 and o.event is None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ldp_audit.audit.estimation import Counts, event_counts
 from ldp_audit.audit.selection import Candidate
@@ -14,14 +15,12 @@ from ldp_audit.stats import (
     pooled_rate_upper,
 )
 
+if TYPE_CHECKING:
+    from ldp_audit.audit.plan import Plan
+
 
 def _delta_lower_bound(
-    events: Sequence[Candidate],
-    counts: Counts,
-    claimed: float,
-    alpha: float,
-    poisson: bool,
-    n_est: int,
+    events: Sequence[Candidate], counts: Counts, claimed: float, plan: Plan
 ) -> tuple[float, bool]:
     """The lower bound on delta at the claimed epsilon over the verdict events, floored at 0,
     and whether it shares the verdicts' family.
@@ -35,13 +34,13 @@ def _delta_lower_bound(
     realised sample sizes (error split evenly; pooled events, whose counts are then made
     disjoint, are skipped).
     """
-    m = len(events)
+    alpha, poisson, m = plan.alpha, plan.poisson, len(events)
     c = math.exp(min(claimed, 700.0))
     best = 0.0
     for ev in events:
         if ev.partner is not None and poisson:
             continue
-        k_num, n_num, k_den, n_den = event_counts(ev, counts, n_est, poisson)
+        k_num, n_num, k_den, n_den = event_counts(ev, counts, plan.n_est, poisson)
         share = 0.5 if poisson else ev.share
         a_lo, a_hi = alpha * share / m, alpha * (1.0 - share) / m
         if ev.partner is not None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -26,6 +26,10 @@ from ldp_audit.stats import (
     epsilon_lower_bound_from_pooled_counts,
 )
 
+if TYPE_CHECKING:
+    from ldp_audit.audit.plan import Plan
+    from ldp_audit.audit.search import Selection
+
 
 @dataclass
 class Counts:
@@ -38,28 +42,25 @@ class Counts:
     sizes: dict[int, tuple[int, int]] = field(default_factory=dict)
     arrivals: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     joints: dict[int, Joint] = field(default_factory=dict)
-    pairs_used: int = 0
 
 
 def estimate_audit(
     mechanism: Any,
     pair_list: Sequence[tuple[np.ndarray, np.ndarray]],
     events: Sequence[Candidate],
-    *,
-    streams: Sequence[np.random.Generator],
-    est_rngs: Sequence[tuple[np.random.Generator, np.random.Generator]],
-    widths: Sequence[int],
-    n_est: int,
+    sel: Selection,
+    plan: Plan,
     delta: float,
-    poisson: bool,
     tick: Callable[[int], None],
     before: Callable[[int], None],
 ) -> Counts:
     """Count ``events`` on fresh outputs (one pass per input of each pair serves them all).
 
     ``before(pairs_used)`` is called once the pairs to draw are known (the progress bar's
-    total); ``tick(m)`` after each chunk of m outputs.
+    total); ``tick(m)`` after each chunk of m outputs. ``sel``: each pair's streams and output
+    width.
     """
+    n_est, poisson = plan.n_est, plan.poisson
     out = Counts()
     by_pair: dict[int, list[Candidate | Joint]] = {}
     for c in events:
@@ -69,25 +70,24 @@ def estimate_audit(
             if poisson:  # the pair's events are made disjoint: count the intersection
                 out.joints[id(c)] = Joint(c, c.partner)
                 by_pair[c.pair].append(out.joints[id(c)])
-    out.pairs_used = len(by_pair)
     before(len(by_pair))
     for p, evs in by_pair.items():
         if poisson and delta > 0:
             # the augmentation's Poisson processes (rate n delta for single events, 2 n delta
             # for pooled pairs) on [0, 1], from their own stream, independent of the counts
-            g = streams[p].spawn(1)[0]
+            g = sel.streams[p].spawn(1)[0]
             out.arrivals[p] = (
                 g.uniform(size=int(g.poisson(n_est * delta))),
                 g.uniform(size=int(g.poisson(2.0 * n_est * delta))),
             )
         x, x2 = pair_list[p]
-        re1, re2 = est_rngs[p]
+        re1, re2 = sel.est_rngs[p]
         # Poissonization: the sample sizes are Poisson(n_est), drawn before any output
         n1_p = int(re1.poisson(n_est)) if poisson else n_est
         n2_p = int(re2.poisson(n_est)) if poisson else n_est
         out.sizes[p] = (n1_p, n2_p)
-        k_x = stream_counts(mechanism, x, n1_p, re1, evs, tick, widths[p])
-        k_x2 = stream_counts(mechanism, x2, n2_p, re2, evs, tick, widths[p])
+        k_x = stream_counts(mechanism, x, n1_p, re1, evs, tick, sel.widths[p])
+        k_x2 = stream_counts(mechanism, x2, n2_p, re2, evs, tick, sel.widths[p])
         for ev, a, b in zip(evs, k_x, k_x2, strict=True):
             out.results[id(ev)] = (a, b)
     return out
@@ -117,14 +117,12 @@ def verdict_bounds(
     events: Sequence[Candidate],
     counts: Counts,
     pair_list: Sequence[tuple[np.ndarray, np.ndarray]],
-    *,
-    alpha: float,
+    plan: Plan,
     delta: float,
-    n_est: int,
-    poisson: bool,
 ) -> tuple[list[float], list[tuple[float, Witness]]]:
     """Per verdict event, its epsilon lower bound at level ``alpha / m`` (m = the number of
     verdict events) and its witness, in the order of ``events``."""
+    alpha, n_est, poisson = plan.alpha, plan.n_est, plan.poisson
     m = len(events)
     per_event: list[tuple[float, Witness]] = []
     for ev in events:
@@ -132,7 +130,7 @@ def verdict_bounds(
         event_text = ev.stat.describe(ev.op, ev.t)
         test = ("poisson" if delta == 0 else "poisson-augmented") if poisson else "clopper-pearson"
         pooled = ev.partner is not None
-        if ev.partner is not None:
+        if pooled:
             other = ev.partner.stat.describe(ev.partner.op, ev.partner.t)
             event_text += f" with x the numerator, pooled with {other} with x2 the numerator"
             event_text += " (each without the other's outputs)" if poisson else ""
@@ -155,26 +153,21 @@ def verdict_bounds(
             bnd = epsilon_lower_bound_from_counts(
                 k_num, n_w, k_den, n_w2, a, delta=delta, numerator_share=ev.share
             )
-        bnd = float(bnd)
         xn, xd = ev.oriented(*pair_list[ev.pair])
-        per_event.append(
-            (
-                bnd,
-                Witness(
-                    x=tuple(float(v) for v in xn),
-                    x2=tuple(float(v) for v in xd),
-                    event=event_text,
-                    family=ev.stat.family,
-                    k1=k_num,
-                    n1=n_w,
-                    k2=k_den,
-                    n2=n_w2,
-                    numerator_share=ev.share,
-                    pooled=pooled,
-                    test=test,
-                ),
-            )
+        w = Witness(
+            x=tuple(float(v) for v in xn),
+            x2=tuple(float(v) for v in xd),
+            event=event_text,
+            family=ev.stat.family,
+            k1=k_num,
+            n1=n_w,
+            k2=k_den,
+            n2=n_w2,
+            numerator_share=ev.share,
+            pooled=pooled,
+            test=test,
         )
+        per_event.append((float(bnd), w))
     return [b for b, _ in per_event], per_event
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError, LdpAuditError, UserCodeError
+from ldp_audit.stats import check_delta_range, check_nonnegative
 from ldp_audit.validation import check_int, check_real
 
 __all__ = ["MAX_DIM", "default_pairs"]
@@ -130,9 +131,7 @@ def check_mechanism(mechanism: Any) -> tuple[float, float]:
             f"{type(mechanism).__name__}"
         )
     raw = user_attr(mechanism, "epsilon")
-    eps = check_real(raw, "mechanism.epsilon")
-    if math.isnan(eps) or eps < 0:
-        raise InvalidParameterError(f"mechanism.epsilon must be >= 0, got {raw!r}")
+    eps = check_nonnegative(raw, "mechanism.epsilon")
     if math.isinf(eps):
         raise InvalidParameterError(
             f"mechanism.epsilon is {raw!r}: a mechanism that claims no privacy has no claim to "
@@ -140,9 +139,7 @@ def check_mechanism(mechanism: Any) -> tuple[float, float]:
             "satisfy; for a non-private baseline there is nothing to audit"
         )
     raw_delta = user_attr(mechanism, "delta", 0.0)
-    delta = 0.0 if raw_delta is None else check_real(raw_delta, "mechanism.delta")
-    if not 0.0 <= delta < 1.0:
-        raise InvalidParameterError(f"mechanism.delta must be in [0, 1), got {raw_delta!r}")
+    delta = 0.0 if raw_delta is None else check_delta_range(raw_delta, "mechanism.delta")
     return eps, delta
 
 

@@ -17,6 +17,7 @@ import numpy as np
 from ldp_audit.audit.mechanism import (
     MAX_DIM,
     as_pair,
+    call_user,
     check_mechanism,
     default_pairs,
     user_attr,
@@ -25,7 +26,7 @@ from ldp_audit.audit.resolution import estimation_samples, max_refutable_epsilon
 from ldp_audit.audit.results import short_values
 from ldp_audit.audit.selection import PROFILE_DELTAS, SHARES
 from ldp_audit.audit.statistics import EventIndicator, ScoreStatistic, statistic_list
-from ldp_audit.errors import InvalidParameterError, UserCodeError
+from ldp_audit.errors import InvalidParameterError
 from ldp_audit.stats import POOLED_MAX_ALPHA
 from ldp_audit.validation import as_rng, check_bool, check_int, check_probability
 
@@ -64,61 +65,36 @@ class Options:
     event: tuple[np.ndarray, np.ndarray, ScoreStatistic] | None = None
 
 
-def check_arguments(
-    mechanism: Any,
-    *,
-    samples: Any,
-    confidence: Any,
-    rng: Any,
-    dim: Any,
-    selection_fraction: Any,
-    max_events: Any,
-    float_bits: Any,
-    profile: Any,
-    pool: Any,
-    ratio_test: Any,
-    tradeoff: Any,
-    force: Any,
-    progress: Any,
-    statistics: Any,
-    sequential: Any,
-    delta_event: Any,
-    event: Any = None,
-) -> Options:
-    """Every argument of :func:`audit` checked, in a fixed order (the first bad one is named),
-    before any sample is drawn; an int seed or None becomes a ``Generator``."""
+def check_arguments(mechanism: Any, **a: Any) -> Options:
+    """Every argument of :func:`audit` (``a``: its keyword arguments) checked, in a fixed order
+    (the first bad one is named), before any sample is drawn; an int seed or None becomes a
+    ``Generator``."""
     claimed, delta = check_mechanism(mechanism)
     v: dict[str, Any] = {"claimed": claimed, "delta": delta}
-    v["confidence"] = check_probability(confidence, "confidence")
-    v["samples"] = check_int(samples, "samples", minimum=1000)
-    v["selection_fraction"] = check_probability(selection_fraction, "selection_fraction")
-    v["max_events"] = check_int(max_events, "max_events", minimum=1)
+    v["confidence"] = check_probability(a["confidence"], "confidence")
+    v["samples"] = check_int(a["samples"], "samples", minimum=1000)
+    v["selection_fraction"] = check_probability(a["selection_fraction"], "selection_fraction")
+    v["max_events"] = check_int(a["max_events"], "max_events", minimum=1)
+    dim = a["dim"]
     v["dim"] = None if dim is None else check_int(dim, "dim", minimum=1, maximum=MAX_DIM)
-    v["float_bits"] = check_bool(float_bits, "float_bits")
+    v["float_bits"] = check_bool(a["float_bits"], "float_bits")
+    profile, ratio_test = a["profile"], a["ratio_test"]
     v["want_profile"] = delta > 0 if profile is None else check_bool(profile, "profile")
-    v["pool"] = check_bool(pool, "pool")
-    v["tradeoff"] = check_bool(tradeoff, "tradeoff")
+    v["pool"] = check_bool(a["pool"], "pool")
+    v["tradeoff"] = check_bool(a["tradeoff"], "tradeoff")
     if not isinstance(ratio_test, str) or ratio_test not in RATIO_TESTS:
         raise InvalidParameterError(
             f"ratio_test must be one of {', '.join(map(repr, RATIO_TESTS))}, got {ratio_test!r}"
         )
     v["ratio_test"] = ratio_test
-    for name, flag in (("force", force), ("progress", progress), ("sequential", sequential)):
-        v[name] = check_bool(flag, name)
-    v["delta_event"] = check_bool(delta_event, "delta_event")
-    v["user_fns"] = user_fns = statistic_list(statistics, "statistics")
-    mech_fns: list[tuple[Callable[..., Any], str]] = []
+    for name in ("force", "progress", "sequential", "delta_event"):
+        v[name] = check_bool(a[name], name)
+    v["user_fns"] = user_fns = statistic_list(a["statistics"], "statistics")
     shipped = user_attr(mechanism, "audit_statistics")
-    if callable(shipped):
-        try:
-            got = shipped()
-        except Exception as exc:  # noqa: BLE001 - user code
-            raise UserCodeError(
-                f"mechanism.audit_statistics() of {type(mechanism).__name__} raised "
-                f"{type(exc).__name__}: {exc}"
-            ) from exc
-        mech_fns = statistic_list(got, "mechanism.audit_statistics()")
-    v["stat_fns"] = mech_fns + user_fns
+    got = (
+        call_user(mechanism, "mechanism.audit_statistics()", shipped) if callable(shipped) else None
+    )
+    v["stat_fns"] = statistic_list(got, "mechanism.audit_statistics()") + user_fns
     names = [nm for _, nm in v["stat_fns"]]
     dup = sorted({nm for nm in names if names.count(nm) > 1})
     if dup:
@@ -126,8 +102,8 @@ def check_arguments(
             f"statistics: two statistics are named {dup[0]!r}; give each a distinct name "
             "(a name attribute) so the witness says which one it was"
         )
-    rng = as_rng(rng)
-    ev = check_event(event, v)  # with it: the distribution verdict only
+    rng = as_rng(a["rng"])
+    ev = check_event(a["event"], v)  # with it: the distribution verdict only
     if ev is not None:
         v.update(float_bits=False, want_profile=False, tradeoff=False, stat_fns=[])
     return Options(**v, rng=rng, event=ev)
@@ -258,12 +234,9 @@ class Plan:
         n_a = n_sel // 2
         alpha = 1.0 - o.confidence
         poisson = o.ratio_test == "poisson"
-        pool = o.pool
-        if not poisson:  # (Poissonized disjoint pairs are valid at any level)
-            pool = pool and (1.0 - min(SHARES)) * alpha < POOLED_MAX_ALPHA
-        profile_deltas: tuple[float, ...] = ()
-        if o.want_profile:
-            profile_deltas = tuple(sorted({*PROFILE_DELTAS, o.delta}))
+        # (Poissonized disjoint pairs are valid at any level)
+        pool = o.pool and (poisson or (1.0 - min(SHARES)) * alpha < POOLED_MAX_ALPHA)
+        profile_deltas = tuple(sorted({*PROFILE_DELTAS, o.delta})) if o.want_profile else ()
         warn: list[str] = []
         top_bound = max_refutable_epsilon(
             n_est, o.confidence, pool, o.ratio_test if o.event else None

@@ -20,6 +20,7 @@ from ldp_audit.stats import (
     POOLED_MAX_ALPHA,
     clopper_pearson_lower,
     clopper_pearson_upper,
+    log_ratio_bound,
     poisson_log_ratio_lower,
 )
 
@@ -130,7 +131,5 @@ def tightness_ceiling(
     for share in (0.5,) if event else SHARES:
         lo = clopper_pearson_lower(p1 * trials, trials, alpha_event * share) - delta
         hi = clopper_pearson_upper(p2 * trials, trials, alpha_event * (1.0 - share))
-        with np.errstate(all="ignore"):
-            pred = np.where(lo > 0, np.log(np.maximum(lo, 1e-300)) - np.log(hi), 0.0)
-        best = max(best, float(np.max(pred)))
+        best = max(best, float(np.max(log_ratio_bound(lo, hi))))
     return best

@@ -24,9 +24,13 @@ __all__ = [
 
 
 class _Json:
+    #: properties written after the fields
+    _derived: tuple[str, ...] = ()
+
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able dict (infinities as ``"inf"``, nested results as their ``to_dict()``)."""
-        return _as_json(self)
+        """JSON-able dict (infinities as ``"inf"``, nested results as their ``to_dict()``), the
+        fields then the derived properties (``above_claim``, ``below_claim``, ``violation``)."""
+        return _as_json(self, **{k: _jsonable(getattr(self, k)) for k in self._derived})
 
 
 @dataclass(frozen=True)
@@ -105,7 +109,7 @@ class Verdict(_Json):
 
 
 @dataclass(frozen=True)
-class PrivacyProfile:
+class PrivacyProfile(_Json):
     """The audited privacy profile: a lower bound on epsilon(delta) at several deltas.
 
     Every point is a lower bound on the mechanism's smallest epsilon at that delta, all points
@@ -132,19 +136,16 @@ class PrivacyProfile:
     confidence: float
     events_estimated: int
     claimed_from: str
+    _derived = ("above_claim",)
 
     @property
     def above_claim(self) -> tuple[bool, ...]:
         """Per delta: does the lower bound exceed the claim (a refuted point of the profile)?"""
         return tuple(lo > c for lo, c in zip(self.epsilon_lower, self.epsilon_claimed, strict=True))
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-able dict; ``"inf"`` where nothing is claimed."""
-        return _as_json(self, above_claim=list(self.above_claim))
-
 
 @dataclass(frozen=True)
-class TradeoffCurve:
+class TradeoffCurve(_Json):
     """The audited f-DP trade-off curve (Dong, Roth & Su 2022) of the witness pair.
 
     For the hypothesis test "H0: the output came from M(x2)" against "H1: from M(x)", every
@@ -202,6 +203,7 @@ class TradeoffCurve:
     family_mu_lower: float | None = None
     family_epsilon_lower: float | None = None
     family_delta_lower: float | None = None
+    _derived = ("below_claim", "violation")
 
     @property
     def below_claim(self) -> tuple[bool, ...]:
@@ -212,10 +214,6 @@ class TradeoffCurve:
     def violation(self) -> bool:
         """True when some point refutes the claimed trade-off curve at ``confidence``."""
         return any(self.below_claim)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-able dict."""
-        return _as_json(self, below_claim=list(self.below_claim), violation=self.violation)
 
 
 @dataclass(frozen=True)
@@ -504,8 +502,8 @@ class AuditResult:
         The fields are described in docs/interfaces.md ("Statistics and the auditor").
         """
         d = {
-            "epsilon_lower_bound": _json_float(self.epsilon_lower_bound),
-            "claimed_epsilon": _json_float(self.claimed_epsilon),
+            "epsilon_lower_bound": _jsonable(self.epsilon_lower_bound),
+            "claimed_epsilon": _jsonable(self.claimed_epsilon),
             "violation": self.violation,
             "leak": self.leak,
             **_as_json(self, delta_violation=self.delta_violation, inconclusive=self.inconclusive),
@@ -523,15 +521,9 @@ def _witness_lines(w: Witness) -> list[str]:
     ]
 
 
-def _json_float(v: float) -> float | str:
-    if math.isinf(v):
-        return "inf" if v > 0 else "-inf"
-    return float(v)
-
-
 def _jsonable(v: Any) -> Any:
     if isinstance(v, float):
-        return _json_float(v)
+        return ("inf" if v > 0 else "-inf") if math.isinf(v) else float(v)
     if isinstance(v, (tuple, list)):
         return [_jsonable(a) for a in v]
     if isinstance(v, dict):
@@ -551,10 +543,9 @@ def short_values(v: Sequence[float], k: int = 6) -> str:
     return "[" + ", ".join(vals) + more + "]"
 
 
-def consequences(
-    dist: tuple[float, bool], impl: tuple[float, bool, str] | None
-) -> tuple[str, str | None]:
-    d_bound, d_viol = dist
+def consequences(dist: Verdict, impl: Verdict | None) -> tuple[str, str | None]:
+    """The plain-language consequences of the distribution and implementation verdicts."""
+    d_viol = dist.violation
     if d_viol:
         d_text = (
             "The output distribution itself violates the claim (exact-arithmetic reading): the "
@@ -568,8 +559,7 @@ def consequences(
         )
     if impl is None:
         return d_text, None
-    i_bound, i_viol, family = impl
-    if not i_viol:
+    if not impl.violation:
         i_text = (
             "No violation found in the outputs as computed (floating-point bit cells "
             "included). This proves nothing beyond this test's power."
@@ -580,7 +570,8 @@ def consequences(
             "samples already shows it: this is (at least) a calibration error, not only a "
             "floating-point leak."
         )
-        if family == "float-bits" and i_bound > d_bound:
+        family = impl.witness.family if impl.witness is not None else ""
+        if family == "float-bits" and impl.epsilon_lower_bound > dist.epsilon_lower_bound:
             i_text += (
                 " The floating-point bits leak further on top of it (Mironov 2012); fixing the "
                 "calibration alone will not remove that part."
@@ -606,13 +597,7 @@ def with_inconclusive_texts(r: AuditResult) -> AuditResult:
     if r.distribution is None:
         return r
     impl = r.implementation
-    impl_info = None
-    if impl is not None:
-        fam = impl.witness.family if impl.witness is not None else ""
-        impl_info = (impl.epsilon_lower_bound, impl.violation, fam)
-    d_text, i_text = consequences(
-        (r.distribution.epsilon_lower_bound, r.distribution.violation), impl_info
-    )
+    d_text, i_text = consequences(r.distribution, impl)
     warn = [w for w in r.warnings if not w.startswith(_INCONCLUSIVE_WARNING)]
     if r.inconclusive:
         vacuous = r.max_refutable_epsilon is not None and (

@@ -62,8 +62,7 @@ def privatize_rows(
             f"mechanism.privatize must return an array of shape (n, k) with n = {n} rows for "
             f"an (n, d) input, got shape {y.shape}"
         )
-    if y.dtype != np.float64:
-        y = y.astype(np.float64)
+    y = y.astype(np.float64, copy=False)
     return (y, returned) if raw else y
 
 

@@ -228,15 +228,14 @@ class Kept:
 def fixed_event(mechanism: Any, o: Options) -> tuple[Selection, Kept]:
     """The pre-registered event ``o.event`` as the one kept event (x the numerator, the error
     split equally), with its pair's estimation streams and output width: no selection."""
-    x, x2, stat = o.event  # type: ignore[misc]
+    x, _, stat = o.event  # type: ignore[misc]
     sel = Selection(streams=o.rng.spawn(1), prof_best=[])
     probe, re1, re2 = sel.streams[0].spawn(3)
     sel.est_rngs.append((re1, re2))
     y8, raw8 = privatize_rows(mechanism, x, 8, probe, raw=True)
     stat.values(raw8 if stat.needs_raw else y8)  # checked on 8 outputs before the work
     sel.widths.append(max(x.shape[0], y8.shape[1]))
-    cand = Candidate(0, stat, "gt", 0.5, True, 0.0, (0, 0))
-    return sel, Kept([cand], 1, [], [])
+    return sel, Kept([Candidate(0, stat, "gt", 0.5, True, 0.0, (0, 0))], 1, [], [])
 
 
 def kept_events(sel: Selection, max_events: int, want_tradeoff: bool) -> Kept:

@@ -27,6 +27,7 @@ from ldp_audit.stats import (
     binomial_tail_pvalue,
     clopper_pearson_lower,
     clopper_pearson_upper,
+    log_ratio_bound,
     poisson_log_ratio_lower,
 )
 
@@ -53,7 +54,6 @@ class Candidate:
     predicted: float
     sel_counts: tuple[int, int]
     share: float = 0.5
-    delta: float = 0.0
     #: the reverse-direction event pooled with this one (see ``_pool``); None: a single event
     partner: Candidate | None = None
 
@@ -208,14 +208,6 @@ def _tail(model: Any, tc: _ThresholdCounts, x_num: bool, op: str, rates: np.ndar
     return rates if fit is None else np.where(np.isnan(fit), rates, fit)
 
 
-def _log_pred(lo: np.ndarray, hi: np.ndarray, delta: float) -> np.ndarray:
-    """``ln(lo - delta) - ln(hi)``, ``-inf`` where ``lo <= delta``."""
-    with np.errstate(all="ignore"):
-        return np.where(
-            lo - delta > 0, np.log(np.maximum(lo - delta, 1e-300)) - np.log(hi), -np.inf
-        )
-
-
 def _at(
     pair: int,
     stat: ScoreStatistic,
@@ -223,13 +215,13 @@ def _at(
     combo: tuple,
     i: int,
     pred: Any,
-    **kw: Any,
+    share: float = 0.5,
 ) -> Candidate:
     """The candidate of threshold ``i`` of one of ``tc.combos``, with the predicted bound
-    ``pred``."""
+    ``pred`` and the error split ``share``."""
     op, x_num, c_num, c_den = combo[:4]
     counts = (int(c_num[i]), int(c_den[i]))
-    return Candidate(pair, stat, op, float(tc.ts[i]), x_num, float(pred), counts, **kw)
+    return Candidate(pair, stat, op, float(tc.ts[i]), x_num, float(pred), counts, share)
 
 
 def best_events(
@@ -281,14 +273,12 @@ def best_events(
                         continue  # one joint test: no split to choose
                     pred = poisson_log_ratio_lower(p_num * n_est, p_den0 * n_est, alpha_event)
                 else:
-                    pred = _log_pred(lo, hi0 if delta == 0.0 else hi, delta)
+                    pred = log_ratio_bound(lo - delta, hi0 if delta == 0.0 else hi)
                 i = int(np.argmax(pred))
                 if claimed is not None and not pred[i] > 0:
                     continue
                 if best[j] is None or pred[i] > best[j].predicted:  # type: ignore[union-attr]
-                    best[j] = _at(
-                        pair, stat, tc, combo, i, pred[i], share=share, delta=float(delta)
-                    )
+                    best[j] = _at(pair, stat, tc, combo, i, pred[i], share)
     return best
 
 
@@ -336,11 +326,11 @@ def probe_event(
         p_den = clopper_pearson_upper(j, float(n_den), 0.5)
         lo = clopper_pearson_lower(p_num * n_est, float(n_est), alpha_event * 0.5)
         hi = clopper_pearson_upper(p_den * n_est, float(n_est), alpha_event * 0.5)
-        pred = np.where(ok, _log_pred(lo, hi, delta), -np.inf)
+        pred = np.where(ok, log_ratio_bound(lo - delta, hi), -np.inf)
         i = int(np.argmax(pred))
         if not np.isfinite(pred[i]) or (best is not None and pred[i] <= best[0].predicted):
             continue
-        best = (_at(pair, stat, tc, combo, i, pred[i], delta=float(delta)), float(pval[i]))
+        best = (_at(pair, stat, tc, combo, i, pred[i]), float(pval[i]))
     return best
 
 
@@ -382,9 +372,7 @@ def _pool(
             pred = math.log(lo) - math.log(hi)
         if best is None or pred > best.predicted:
             counts = (int(c_num), int(c_den))
-            best = Candidate(
-                fwd.pair, fwd.stat, fwd.op, fwd.t, True, pred, counts, share, delta, rev
-            )
+            best = Candidate(fwd.pair, fwd.stat, fwd.op, fwd.t, True, pred, counts, share, rev)
     return best
 
 

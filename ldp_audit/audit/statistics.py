@@ -64,63 +64,19 @@ class ScoreStatistic(abc.ABC):
         return f"{self.label()} {'>' if op == 'gt' else '<='} {t:.17g}"
 
 
-class _Coordinate(ScoreStatistic):
-    family = "coordinate"
+class _Formula(ScoreStatistic):
+    """A closed-form score ``fn(y)`` (a coordinate, a projection, a norm, the median-anchored
+    L1 log-ratio), with its family and label."""
 
-    def __init__(self, j: int, k: int) -> None:
-        self.j, self.k = j, k
-
-    def _values(self, y: np.ndarray) -> np.ndarray:
-        return y[:, self.j]
-
-    def label(self) -> str:
-        return "y" if self.k == 1 else f"y[{self.j}]"
-
-
-class _Projection(ScoreStatistic):
-    family = "projection"
-
-    def __init__(self, w: np.ndarray, name: str) -> None:
-        self.w, self.name = w, name
-
-    def _values(self, y: np.ndarray) -> np.ndarray:
-        with np.errstate(over="ignore", invalid="ignore"):
-            return y @ self.w
-
-    def label(self) -> str:
-        return f"<y, {self.name}>"
-
-
-class _Norm(ScoreStatistic):
-    def __init__(self, order: int) -> None:
-        self.order = order
-        self.family = f"l{order}-norm"
-
-    def _values(self, y: np.ndarray) -> np.ndarray:
-        with np.errstate(over="ignore", invalid="ignore"):
-            if self.order == 1:
-                return np.abs(y).sum(axis=1)
-            return np.sqrt(np.einsum("ij,ij->i", y, y))
-
-    def label(self) -> str:
-        return f"||y||_{self.order}"
-
-
-class _MedianL1Ratio(ScoreStatistic):
-    """``sum_i |y_i - b_i| - |y_i - a_i|`` with a, b the coordinate medians of M(x), M(x2) on A:
-    the exact log-likelihood ratio (up to scale) of additive Laplace noise around a and b."""
-
-    family = "l1-ratio"
-
-    def __init__(self, a: np.ndarray, b: np.ndarray) -> None:
-        self.a, self.b = a, b
+    def __init__(self, family: str, label: str, fn: Callable[[np.ndarray], np.ndarray]) -> None:
+        self.family, self.text, self.fn = family, label, fn
 
     def _values(self, y: np.ndarray) -> np.ndarray:
         with np.errstate(all="ignore"):
-            return (np.abs(y - self.b) - np.abs(y - self.a)).sum(axis=1)
+            return self.fn(y)
 
     def label(self) -> str:
-        return "sum_i |y_i - median2_i| - |y_i - median1_i|"
+        return self.text
 
 
 def _finite_features(y: np.ndarray) -> np.ndarray:
@@ -310,11 +266,15 @@ class Snapped(ScoreStatistic):
         return self.inner.describe(op, t) + " (outputs on a 2^-32-relative grid)"
 
 
+def _coordinate(j: int, k: int) -> str:
+    return "y" if k == 1 else f"y[{j}]"
+
+
 def float_cell_statistic(ya1: np.ndarray, ya2: np.ndarray, j: int, k: int) -> _CellScore:
     def keyfn(y: np.ndarray) -> np.ndarray:
         return _float_keys(y[:, j])
 
-    name = "float bit cells of " + ("y" if k == 1 else f"y[{j}]")
+    name = "float bit cells of " + _coordinate(j, k)
     return _CellScore(keyfn, keyfn(ya1), keyfn(ya2), "float-bits", name, _describe_float_key)
 
 
@@ -452,7 +412,6 @@ def build_statistics(
 
         stats.append(_CellScore(_row_keys, r1, r2, "cells", "output cells", describe_row))
     if k == 1:
-        stats.append(_Coordinate(0, 1))
         j = 0
     else:
         f1 = _finite_features(ya1)
@@ -462,7 +421,8 @@ def build_statistics(
             sd = np.sqrt(0.5 * (f1.var(axis=0) + f2.var(axis=0)))
             z = np.where(sd > 0, gap / np.where(sd > 0, sd, 1.0), np.where(gap > 0, np.inf, 0.0))
         j = int(np.argmax(np.nan_to_num(z, nan=0.0)))
-        stats.append(_Coordinate(j, k))
+    stats.append(_Formula("coordinate", _coordinate(j, k), lambda y: y[:, j]))
+    if k > 1:
         if x.shape[0] == k and np.any(x != x2):
             w = x - x2
             name = "x - x2"
@@ -471,11 +431,17 @@ def build_statistics(
             name = "mean difference"
         scale = np.max(np.abs(w))
         if np.isfinite(scale) and scale > 0:
-            stats.append(_Projection(w / scale, name))
-        med1, med2 = np.median(f1, axis=0), np.median(f2, axis=0)
-        if np.any(med1 != med2):
-            stats.append(_MedianL1Ratio(med1, med2))
-        stats.append(_Norm(1))
-        stats.append(_Norm(2))
+            w = w / scale
+            stats.append(_Formula("projection", f"<y, {name}>", lambda y: y @ w))
+        a, b = np.median(f1, axis=0), np.median(f2, axis=0)
+        if np.any(a != b):
+            # the exact log-likelihood ratio (up to scale) of additive Laplace noise around the
+            # coordinate medians a, b of M(x), M(x2) on A
+            text = "sum_i |y_i - median2_i| - |y_i - median1_i|"
+            stats.append(
+                _Formula("l1-ratio", text, lambda y: (np.abs(y - b) - np.abs(y - a)).sum(axis=1))
+            )
+        stats.append(_Formula("l1-norm", "||y||_1", lambda y: np.abs(y).sum(axis=1)))
+        stats.append(_Formula("l2-norm", "||y||_2", lambda y: np.sqrt(np.einsum("ij,ij->i", y, y))))
         stats.append(_Classifier(ya1, ya2))
     return stats, j, discrete

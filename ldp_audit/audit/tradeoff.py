@@ -10,7 +10,7 @@ turned into simultaneous upper confidence points (type I, type II error) by
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from scipy.special import ndtri
@@ -21,6 +21,10 @@ from ldp_audit.audit.selection import Candidate
 from ldp_audit.errors import UserCodeError
 from ldp_audit.mechanisms.gaussian import analytic_gaussian_delta, analytic_gaussian_epsilon
 from ldp_audit.stats import eps_delta_tradeoff, gaussian_tradeoff, tradeoff_points_from_counts
+
+if TYPE_CHECKING:
+    from ldp_audit.audit.estimation import Counts
+    from ldp_audit.audit.plan import Options
 
 #: what the Gaussian-family bound assumes (stated with it; the verdicts assume nothing)
 FAMILY_ASSUMPTION = (
@@ -100,33 +104,31 @@ def claimed_gaussian_curve(
 
 def tradeoff_curve(
     mechanism: Any,
-    claimed: float,
-    delta: float,
+    o: Options,
     events: list[Candidate],
-    results: dict[int, tuple[int, int]],
-    sizes: dict[int, tuple[int, int]],
+    counts: Counts,
     pair_list: list[tuple[np.ndarray, np.ndarray]],
     alpha: float,
-    conf: float,
 ) -> TradeoffCurve:
+    """The f-DP curve of ``events`` (the threshold tests, then the Gaussian-family one) from
+    their estimation ``counts``, against the claimed curve."""
     best = events[0]
-    n_alt, n_null = best.oriented(*sizes[best.pair])
+    n_alt, n_null = best.oriented(*counts.sizes[best.pair])
     k_alt = np.empty(len(events))
     k_null = np.empty(len(events))
     for i, ev in enumerate(events):
-        k_alt[i], k_null[i] = ev.oriented(*results[id(ev)])
+        k_alt[i], k_null[i] = ev.oriented(*counts.results[id(ev)])
     # the last event is the Gaussian-family one: its own statement, at its own alpha
-    f, source = _claimed_tradeoff(mechanism, claimed, delta)
+    f, source = _claimed_tradeoff(mechanism, o.claimed, o.delta)
     fam: tuple[float | None, ...] = (None, None, None)
     if source.startswith("gaussian"):
-        fam = gaussian_family_bound(k_null[-1], n_null, k_alt[-1], n_alt, alpha, delta, claimed)
+        fam = gaussian_family_bound(k_null[-1], n_null, k_alt[-1], n_alt, alpha, o.delta, o.claimed)
     k_alt, k_null = k_alt[:-1], k_null[:-1]
     a_u, b_u = tradeoff_points_from_counts(k_null, n_null, k_alt, n_alt, alpha)
     a_u, b_u = np.atleast_1d(a_u), np.atleast_1d(b_u)
     order = np.argsort(a_u, kind="stable")
     grid = np.unique(np.concatenate([np.linspace(0.0, 1.0, 101), np.geomspace(1e-6, 0.01, 41)]))
-    x, x2 = pair_list[best.pair]
-    xn, xd = best.oriented(x, x2)
+    xn, xd = best.oriented(*pair_list[best.pair])
     return TradeoffCurve(
         type1_upper=tuple(float(v) for v in a_u[order]),
         type2_upper=tuple(float(v) for v in b_u[order]),
@@ -136,7 +138,7 @@ def tradeoff_curve(
         claimed_alpha=tuple(float(v) for v in grid),
         claimed_beta=tuple(float(v) for v in f(grid)),
         claimed_from=source,
-        confidence=conf,
+        confidence=o.confidence,
         events_estimated=len(events) - 1,
         x=tuple(float(v) for v in xn),
         x2=tuple(float(v) for v in xd),

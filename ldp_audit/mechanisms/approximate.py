@@ -30,7 +30,8 @@ from scipy import special
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.mechanisms.randomized_response import RandomizedResponse
 from ldp_audit.mechanisms.unary import SymmetricUnaryEncoding
-from ldp_audit.validation import check_probability, check_real
+from ldp_audit.stats import check_delta_range
+from ldp_audit.validation import check_probability
 
 __all__ = ["ApproximateRandomizedResponse", "ApproximateSymmetricUnaryEncoding"]
 
@@ -42,9 +43,7 @@ def _log_expm1(x: float) -> float:
 
 def _inverse_profile(p: float, q: float, delta: float) -> float:
     """The eps' with max(0, p - e^eps' q) = delta (0 when delta >= p - q)."""
-    d = check_real(delta, "delta")
-    if not 0.0 <= d < 1.0:
-        raise InvalidParameterError(f"delta must be in [0, 1), got {delta!r}")
+    d = check_delta_range(delta)
     if d >= p - q:
         return 0.0
     return math.log(p - d) - math.log(q)

@@ -80,13 +80,17 @@ def as_pair_batches(
         a = np.asarray(arr)
         if a.ndim == 1:
             a = a[None, :]
-        a = check_batch(a, name)
-        if a.shape[0] not in (1, n):
-            raise InvalidParameterError(
-                f"{name} must have 1 or {n} rows (one per output), got shape {a.shape}"
-            )
-        out.append(a)
+        out.append(one_or_n_rows(check_batch(a, name), name, n))
     return out[0], out[1], yb
+
+
+def one_or_n_rows(a: np.ndarray, name: str, n: int) -> np.ndarray:
+    """``a`` when it has 1 row (broadcast) or ``n`` (one per output), else an error."""
+    if a.shape[0] not in (1, n):
+        raise InvalidParameterError(
+            f"{name} must have 1 or {n} rows (one per output), got shape {a.shape}"
+        )
+    return a
 
 
 # ----------------------------------------------------------------------------------------------

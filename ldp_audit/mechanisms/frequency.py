@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.mechanisms.base import Mechanism, check_dim
+from ldp_audit.mechanisms.base import Mechanism, check_dim, one_or_n_rows
 from ldp_audit.validation import check_batch
 
 __all__ = ["FrequencyOracle", "SupportStatistic"]
@@ -62,11 +62,7 @@ def pair_items(x: Any, x2: Any, n: int, k: int) -> tuple[np.ndarray, np.ndarray]
     """Items of ``privacy_loss``'s x and x2: (1, 1) or (n, 1) each, returned as int64 (n,)."""
     out = []
     for v, name in ((x, "x"), (x2, "x2")):
-        a = check_items(np.asarray(v).reshape(-1, 1), k, name)
-        if a.shape[0] not in (1, n):
-            raise InvalidParameterError(
-                f"{name} must have 1 or {n} rows (one per output), got shape {a.shape}"
-            )
+        a = one_or_n_rows(check_items(np.asarray(v).reshape(-1, 1), k, name), name, n)
         out.append(np.broadcast_to(a[:, 0], (n,)))
     return out[0], out[1]
 
@@ -91,6 +87,11 @@ def one_item(v: Any, k: int, name: str) -> int:
     if a.size != 1:
         raise InvalidParameterError(f"{name} must be one item, got {a.tolist()!r}")
     return int(check_items(a.reshape(1, 1), k, name)[0, 0])
+
+
+def one_hot(xi: np.ndarray, k: int) -> np.ndarray:
+    """bool (n, k): column ``xi[i, 0]`` of row i (the items' one-hot encodings)."""
+    return np.arange(k) == xi
 
 
 def grr_reply(h: Any, p: float, u_keep: Any, u_other: Any, g: int) -> np.ndarray:

@@ -10,7 +10,6 @@ from typing import Any, ClassVar
 import numpy as np
 from scipy import special
 
-from ldp_audit.errors import InvalidParameterError
 from ldp_audit.mechanisms.base import (
     Mechanism,
     as_pair_batches,
@@ -19,6 +18,7 @@ from ldp_audit.mechanisms.base import (
     clip_l2,
     private_epsilon,
 )
+from ldp_audit.stats import check_nonnegative
 from ldp_audit.validation import (
     check_batch,
     check_positive,
@@ -34,9 +34,7 @@ def analytic_gaussian_delta(epsilon: float, sigma: float, sensitivity: float) ->
 
     ``delta = Phi(D/(2 s) - e s/D) - e^e Phi(-D/(2 s) - e s/D)``.
     """
-    eps = check_real(epsilon, "epsilon")
-    if eps < 0 or math.isnan(eps):
-        raise InvalidParameterError(f"epsilon must be >= 0, got {epsilon!r}")
+    eps = check_nonnegative(epsilon, "epsilon")
     s = check_positive(sigma, "sigma")
     sens = check_positive(sensitivity, "sensitivity")
     if math.isinf(eps):

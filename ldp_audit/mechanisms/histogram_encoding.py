@@ -119,9 +119,7 @@ class _HistogramEncoding(Mechanism):
         loss = self.epsilon * (_clip01(yb[rows, v1]) - _clip01(yb[rows, v2]))
         return np.where(v1 == v2, 0.0, loss)
 
-    def candidate_pairs(self, dim: int = 1) -> list[tuple[np.ndarray, np.ndarray]]:
-        """(0, 1) and (0, k-1), as for every frequency oracle (dim must be 1)."""
-        return FrequencyOracle.candidate_pairs(self, dim)  # type: ignore[arg-type]
+    candidate_pairs = FrequencyOracle.candidate_pairs  # (0, 1) and (0, k-1); dim must be 1
 
     def audit_statistics(self) -> list[HistogramScore]:
         """``clip(y_x, 0, 1) - clip(y_x', 0, 1)``: the privacy loss divided by eps."""

@@ -98,8 +98,7 @@ class _Longitudinal(Mechanism):
         r = check_int(self.reports, "reports", minimum=1, maximum=top)
         object.__setattr__(self, "reports", r)
 
-    def candidate_pairs(self, dim: int = 1) -> list[tuple[np.ndarray, np.ndarray]]:
-        return FrequencyOracle.candidate_pairs(self, dim)  # type: ignore[arg-type]
+    candidate_pairs = FrequencyOracle.candidate_pairs
 
     def audit_statistics(self) -> list[Any]:
         """The report-count difference ``c_x - c_x'`` (the loss is increasing in it)."""
@@ -127,10 +126,8 @@ class MemoisedRappor(_Longitudinal):
     def __post_init__(self) -> None:
         self._check_reports_count(MAX_REPORTS)
         one = self.one_report  # validates k, f, p, q
-        object.__setattr__(self, "k", one.k)
-        object.__setattr__(self, "f", one.f)
-        object.__setattr__(self, "p", one.p)
-        object.__setattr__(self, "q", one.q)
+        for name in ("k", "f", "p", "q"):
+            object.__setattr__(self, name, getattr(one, name))
         if self.reports * self.k > MAX_UNARY_K:
             raise InvalidParameterError(
                 f"reports * k must be <= {MAX_UNARY_K}, got reports = {self.reports!r}, "

@@ -146,11 +146,6 @@ def prs_kernels() -> PrsKernels:
     return _KERNELS
 
 
-def _prs_kernel(*args: Any) -> bool:
-    """The compiled batch kernel (:func:`prs_kernels`), compiled on first use."""
-    return bool(prs_kernels().batch(*args))
-
-
 @dataclass(frozen=True)
 class ProjectedRandomSign(Mechanism):
     """Projected random sign (PRS) mechanism (Algorithm 3).
@@ -249,13 +244,14 @@ class ProjectedRandomSign(Mechanism):
             )
             and _sign_codes is _SIGN_CODES
         )
+        kernel = prs_kernels().batch if fast else None  # compiled on first use
         for lo in range(0, n, step):
             hi = min(n, lo + step)
             # One block of uniforms per report (M's entries, then the d_hat flips), so the
             # generator is consumed report by report and chunking never changes the output.
             uni = rng.random((hi - lo, dh * d + dh))
             bits = np.empty((hi - lo, dh))
-            if fast and _prs_kernel(uni, xb[lo:hi], dh, self.clip, p0, slope, bits, out[lo:hi]):
+            if fast and kernel(uni, xb[lo:hi], dh, self.clip, p0, slope, bits, out[lo:hi]):
                 if keep:
                     bits_all[lo:hi] = bits
                     mats[lo:hi] = _sign_codes(uni[:, : dh * d].reshape(hi - lo, dh, d)) * SQRT3
@@ -286,9 +282,7 @@ class ProjectedRandomSign(Mechanism):
         assert bits is not None and mats is not None
         return out, bits, mats
 
-    def _check_internals(
-        self, bits: Any, matrices: Any, n_rows: int | None = None
-    ) -> tuple[np.ndarray, np.ndarray]:
+    def _check_internals(self, bits: Any, matrices: Any) -> tuple[np.ndarray, np.ndarray]:
         mats = np.asarray(matrices, dtype=np.float64)
         if mats.ndim != 3:
             raise InvalidParameterError(

@@ -33,11 +33,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.mechanisms.frequency import (
-    FrequencyOracle,
-    check_bits,
-    check_items,
-)
+from ldp_audit.mechanisms.frequency import FrequencyOracle, check_bits, check_items, one_hot
 from ldp_audit.mechanisms.unary import MAX_UNARY_K
 from ldp_audit.validation import check_int, check_probability, check_rng
 
@@ -83,11 +79,7 @@ class _RapporBase(FrequencyOracle):
     def _prr(self, xi: np.ndarray, u: np.ndarray) -> np.ndarray:
         h = self.f / 2.0
         # u < f/2: 1; f/2 <= u < f: 0; else the true bit
-        out = (u < h).astype(np.int8)
-        rows = np.arange(xi.shape[0])
-        col = xi[:, 0]
-        out[rows, col] = (u[rows, col] < h) | (u[rows, col] >= self.f)
-        return out
+        return np.where(one_hot(xi, self.k), (u < h) | (u >= self.f), u < h).astype(np.int8)
 
     @property
     @abc.abstractmethod

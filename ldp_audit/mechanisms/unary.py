@@ -22,10 +22,7 @@ import numpy as np
 from scipy import special
 
 from ldp_audit.mechanisms.base import check_epsilon_k
-from ldp_audit.mechanisms.frequency import (
-    FrequencyOracle,
-    check_items,
-)
+from ldp_audit.mechanisms.frequency import FrequencyOracle, check_items, one_hot
 from ldp_audit.validation import check_rng
 
 __all__ = ["SymmetricUnaryEncoding", "OptimizedUnaryEncoding"]
@@ -61,10 +58,7 @@ class _UnaryEncoding(FrequencyOracle):
         rng = check_rng(rng)
         p, q = self.bit_probabilities
         u = rng.random((xi.shape[0], self.k))
-        out = (u < q).astype(np.int8)
-        rows = np.arange(xi.shape[0])
-        out[rows, xi[:, 0]] = u[rows, xi[:, 0]] < p
-        return out
+        return np.where(one_hot(xi, self.k), u < p, u < q).astype(np.int8)
 
 
 @dataclass(frozen=True)
