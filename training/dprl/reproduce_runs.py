@@ -154,7 +154,6 @@ def run_config(spec: dict[str, Any], s: ReproduceSettings) -> dict[str, Any]:
     else:
         kw.update(DQN_PRESETS[s.dqn_preset])
         kw["total_steps"] = s.total_steps
-        kw["eval_episodes"] = s.eval_episodes
     return kw
 
 
