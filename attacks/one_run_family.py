@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from ldp_audit.attacks.one_run_steinke import check_scores
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.validation import check_int, check_probability, check_real, check_real_in
 
@@ -81,15 +82,11 @@ def gdp_epsilon(mu: float, delta: float) -> float:
 
 
 def _split_scores(scores: Any, included: Any) -> tuple[np.ndarray, np.ndarray]:
-    s = np.asarray(scores, dtype=np.float64).reshape(-1)
-    inc = np.asarray(included)
-    if inc.dtype != bool:
-        raise InvalidParameterError(f"included must be a boolean array, got dtype {inc.dtype}")
-    inc = inc.reshape(-1)
-    if s.shape != inc.shape or not np.isfinite(s).all():
+    if np.asarray(included).dtype != bool:
         raise InvalidParameterError(
-            f"scores must be finite with the shape of included, got {s.shape} vs {inc.shape}"
+            f"included must be a boolean array, got dtype {np.asarray(included).dtype}"
         )
+    s, inc = check_scores(scores, included)
     if not inc.any() or inc.all():
         raise InvalidParameterError("included must hold both included and excluded canaries")
     return s[inc], s[~inc]
@@ -158,8 +155,9 @@ def sgm_epsilon(noise_multiplier: float, sample_rate: float, updates: int, delta
     if not math.isfinite(noise_multiplier):
         return 0.0
     from ldp_audit.accountant.pld import plan
+    from ldp_audit.opacus.writer import declared_event
 
-    ev = _event(noise_multiplier, sample_rate)
+    ev = declared_event({"noise_multiplier": float(noise_multiplier), "sample_rate": sample_rate})
     vdi, _ = plan({ev: int(updates)}, value_discretization_interval=1e-3)
     pld = pld_lib.from_gaussian_mechanism(
         float(noise_multiplier),
@@ -174,18 +172,12 @@ def sgm_epsilon(noise_multiplier: float, sample_rate: float, updates: int, delta
     return max(float(pld.get_epsilon_for_delta(delta)), 0.0)
 
 
-def _event(noise_multiplier: float, sample_rate: float) -> Any:
-    from ldp_audit.opacus.writer import declared_event
-
-    return declared_event({"noise_multiplier": float(noise_multiplier),
-                           "sample_rate": float(sample_rate)})  # fmt: skip
-
-
 def _rdp_epsilon(noise_multiplier: float, sample_rate: float, updates: int, delta: float) -> float:
     """The RDP upper bound of the same epsilon (the ledger's ``rdp`` method)."""
     from ldp_audit.accountant import compose
+    from ldp_audit.opacus.writer import declared_event
 
-    ev = _event(noise_multiplier, sample_rate)
+    ev = declared_event({"noise_multiplier": noise_multiplier, "sample_rate": sample_rate})
     return float(compose([(ev, int(updates))], delta=delta, method="rdp")[0])
 
 

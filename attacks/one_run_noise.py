@@ -46,6 +46,7 @@ __all__ = [
     "pair_dependence_test",
     "coordinate_dependence_test",
     "scan_p_value",
+    "verdict",
 ]
 
 
@@ -57,6 +58,14 @@ def scan_p_value(p_min: float, n: int) -> float:
     if p_min >= 1.0:
         return 1.0
     return float(-np.expm1(n * np.log1p(-p_min)))
+
+
+def verdict(level: float, *parts: float, **fields: Any) -> dict[str, Any]:
+    """A test's result from the p-values of its ``parts``, Bonferroni over them (``p = min(1,
+    n min(parts))``, rejected when ``p <= level``; no part: p None, not rejected), with its
+    other ``fields``."""
+    p = min(1.0, len(parts) * min(parts)) if parts else None
+    return {"rejected": p is not None and bool(p <= level), "p_value": p, **fields, "level": level}
 
 
 def _power_ratio(dof: float, level: float, power: float = 0.95) -> float:
@@ -110,10 +119,10 @@ def tensor_noise_test(
     x = np.where(ok, s, 0.0) / sigma**2
     tested = [i for i in range(L) if ok[:, i].any()]
     untested = [names[i] for i in range(L) if i not in tested]
-    out: dict[str, Any] = {"level": level, "updates": T, "untested": untested}
+    out: dict[str, Any] = {"updates": T, "untested": untested}
     if not tested or T == 0:
-        return {**out, "rejected": False, "p_value": None, "p_tensor": None, "p_update": None,
-                "p_cell": None, "tensors": _rows(names, d, ok, None, None, None)}  # fmt: skip
+        return verdict(level, **out, p_tensor=None, p_update=None, p_cell=None,
+                       tensors=_rows(names, d, ok, None, None, None))  # fmt: skip
     lt = len(tested)
     lvl_tensor = level / 3 / lt
     # per tensor, pooled over its tested updates
@@ -138,28 +147,29 @@ def tensor_noise_test(
         p_c[ok[:, i], i] = chi2.cdf(x[ok[:, i], i], float(d[i]))
     cell = np.unravel_index(int(np.argmin(np.where(ok, p_c, 2.0))), p_c.shape)
     p_cell = scan_p_value(float(p_c[cell]), int(ok.sum()))
-    p = min(1.0, 3.0 * min(p_tensor, p_update, p_cell))
     worst_t = int(np.argmin(np.where(rows, p_t, 2.0)))
-    return {
+    return verdict(
+        level,
+        p_tensor,
+        p_update,
+        p_cell,
         **out,
-        "rejected": bool(p <= level),
-        "p_value": p,
-        "p_tensor": p_tensor,
-        "p_update": p_update,
-        "p_cell": p_cell,
-        "worst_update": {
+        p_tensor=p_tensor,
+        p_update=p_update,
+        p_cell=p_cell,
+        worst_update={
             "update": worst_t,
             "p_value": float(p_t[worst_t]),
             "std_ratio": math.sqrt(x[worst_t].sum() / dof_t[worst_t]),
-        },  # fmt: skip
-        "worst_cell": {
+        },
+        worst_cell={
             "update": int(cell[0]),
             "tensor": names[int(cell[1])],
             "p_value": float(p_c[cell]),
-        },  # fmt: skip
-        "update_detectable_std_ratio": _power_ratio(float(dof_t[rows].min()), level / 3 / T),
-        "tensors": _rows(names, d, ok, np.minimum(1.0, lt * p_l), ratio, power),
-    }
+        },
+        update_detectable_std_ratio=_power_ratio(float(dof_t[rows].min()), level / 3 / T),
+        tensors=_rows(names, d, ok, np.minimum(1.0, lt * p_l), ratio, power),
+    )
 
 
 def noise_shape_test(

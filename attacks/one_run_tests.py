@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit.attacks.one_run_noise import scan_p_value
+from ldp_audit.attacks.one_run_noise import scan_p_value, verdict
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.validation import check_probability, check_real_in
 
@@ -55,15 +55,13 @@ def independence_test(projections: Any, *, sigma: float, confidence: float = 0.9
     level = 1.0 - check_probability(confidence, "confidence")
     T, m = y.shape
     if T < 2 or m < 1:
-        return {"rejected": False, "p_value": None, "p_sum": None, "p_min": None,
-                "ratio": None, "level": level, "pairs": max(T - 1, 0)}  # fmt: skip
+        return verdict(level, p_sum=None, p_min=None, ratio=None, pairs=max(T - 1, 0))
     s = (np.diff(y, axis=0) ** 2).sum(axis=1) / sigma**2
     p_sum = float(chi2.cdf(s.sum(), (T - 1) * m))
     f_min = float(chi2.cdf(s.min(), m))
     p_min = scan_p_value(f_min, T - 1)
-    p = min(1.0, 2.0 * min(p_sum, p_min))
-    return {"rejected": bool(p <= level), "p_value": p, "p_sum": p_sum, "p_min": p_min,
-            "ratio": float(s.mean() / m), "level": level, "pairs": T - 1}  # fmt: skip
+    return verdict(level, p_sum, p_min, p_sum=p_sum, p_min=p_min, ratio=float(s.mean() / m),
+                   pairs=T - 1)  # fmt: skip
 
 
 def noise_test(projections: Any, *, sigma: float, confidence: float = 0.95) -> dict:
@@ -90,10 +88,8 @@ def noise_test(projections: Any, *, sigma: float, confidence: float = 0.95) -> d
     f = chi2.cdf(per, y.shape[1])
     worst = int(np.argmin(f))
     p_upd = scan_p_value(f[worst], len(f))
-    p = min(1.0, 2.0 * min(p_pool, p_upd))
-    return {"rejected": bool(p <= level), "p_value": p, "p_pooled": p_pool, "p_update": p_upd,
-            "worst_update": worst, "level": level,
-            "noise_upper_bound": sigma * math.sqrt(ss / chi2.ppf(level, y.size))}  # fmt: skip
+    return verdict(level, p_pool, p_upd, p_pooled=p_pool, p_update=p_upd, worst_update=worst,
+                   noise_upper_bound=sigma * math.sqrt(ss / chi2.ppf(level, y.size)))  # fmt: skip
 
 
 def _bernoulli_proxy(q: float) -> float:
@@ -170,18 +166,15 @@ def contribution_test(
     n_in = int(inc.sum())
     c_lo = canary_norm / (canary_norm + 1e-6)
     if K == 0 or q <= 0.0 or (q >= 1.0 and inc.all()):
-        return {"rejected": False, "p_value": None, "p_excess": None, "p_deficit": None,
-                "contribution": None, "joins": K, "level": level}  # fmt: skip
+        return verdict(level, p_excess=None, p_deficit=None, contribution=None, joins=K)
     if q >= 1.0:
         wn = math.sqrt(1.0 / n_in + 1.0 / (inc.size - n_in))
         S = float((y @ np.where(inc, 1.0 / n_in, -1.0 / (inc.size - n_in))).sum())
         slack, sd = float(n_t.sum()) * wn, sigma * math.sqrt(T) * wn
         p_ex = float(norm.sf((S - T - slack) / sd))
         p_de = float(norm.sf((c_lo * T - slack - S) / sd))
-        p = min(1.0, 2.0 * min(p_ex, p_de))
-        return {"rejected": bool(p <= level), "p_value": p, "p_excess": p_ex, "p_deficit": p_de,
-                "contribution": S / T, "contribution_sd": sd / T, "data_slack": slack / T,
-                "joins": K, "level": level}  # fmt: skip
+        return verdict(level, p_ex, p_de, p_excess=p_ex, p_deficit=p_de, contribution=S / T,
+                       contribution_sd=sd / T, data_slack=slack / T, joins=K)  # fmt: skip
     w = j.astype(np.float64) - q * inc[None, :]
     S = float((y * w).sum())
     va = _bernoulli_proxy(q) * float((n_t**2).sum())
@@ -206,11 +199,9 @@ def contribution_test(
 
     p_ex = tail(S - (1.0 - q) * K)
     p_de = tail((1.0 - q) * K * c_lo - S)
-    p = min(1.0, 2.0 * min(p_ex, p_de))
     sd = math.sqrt(va + sigma**2 * (K * (1 - 2 * q) + n * q * q)) / ((1 - q) * K)
-    return {"rejected": bool(p <= level), "p_value": p, "p_excess": p_ex, "p_deficit": p_de,
-            "contribution": S / ((1.0 - q) * K), "contribution_sd": sd, "joins": K,
-            "level": level}  # fmt: skip
+    return verdict(level, p_ex, p_de, p_excess=p_ex, p_deficit=p_de,
+                   contribution=S / ((1.0 - q) * K), contribution_sd=sd, joins=K)  # fmt: skip
 
 
 def sampling_test(
@@ -255,8 +246,6 @@ def sampling_test(
     lo = (1 + int((sims <= disp).sum())) / (1 + simulations)
     hi = (1 + int((sims >= disp).sum())) / (1 + simulations)
     p_disp = min(1.0, 2.0 * min(lo, hi))
-    p = min(1.0, 2.0 * min(p_tot, p_disp))
-    return {"rejected": bool(p <= level), "p_value": p, "p_total": p_tot, "p_dispersion": p_disp,
-            "mean_batch": tot / T, "expected_batch": N * q,
-            "dispersion_ratio": disp / (T * N * q * (1 - q)) if 0 < q < 1 else None,
-            "level": level}  # fmt: skip
+    ratio = disp / (T * N * q * (1 - q)) if 0 < q < 1 else None
+    return verdict(level, p_tot, p_disp, p_total=p_tot, p_dispersion=p_disp, mean_batch=tot / T,
+                   expected_batch=N * q, dispersion_ratio=ratio)  # fmt: skip

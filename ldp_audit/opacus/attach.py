@@ -487,11 +487,12 @@ class CanaryAudit:
         self._pending = None
         self._charges_since = 0
 
-    def records(self) -> dict[str, np.ndarray]:
-        """What the hooks recorded, one row per released update (the transcript's arrays,
-        ``canary_joins`` of the secrets). Embedded: ``canary_projection`` in the caller's
-        gradient units (``<g_t, u_i>``, float64), without ``update_index`` / ``update_norm``
-        (the caller's transcript has its own)."""
+    def records(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """What the hooks recorded: the transcript's arrays, one row per released update, and
+        the secrets (secrets.npz: the inclusion bits and, for gradient canaries, the joins and
+        counts). Embedded: ``canary_projection`` in the caller's gradient units (``<g_t,
+        u_i>``, float64), without ``update_index`` / ``update_norm`` (the caller's transcript
+        has its own)."""
         rec = self._rec.arrays()
         T = rec["canary_projection"].shape[0]
         rows = list(zip(*self._rows, strict=True)) if T else [()] * len(_ROWS)
@@ -505,33 +506,27 @@ class CanaryAudit:
             **{k: np.array(col, dtype=dt) for (k, dt), col in zip(_ROWS, rows, strict=True)},
             "noise_sq": rec["noise_sq"],
             "noise_sketch": rec["noise_sketch"],
-            "canary_joins": joins,
         }
         if not self.embedded:
             out["update_index"] = np.arange(T, dtype=np.int64)
             out["update_norm"] = rec["update_norm"]
-        return out
-
-    def _secrets(self, joins: np.ndarray) -> dict[str, np.ndarray]:
-        """secrets.npz: the inclusion bits and, for gradient canaries, the joins and counts."""
         sec = {"canary_included": self._included.copy()}
         if self.kind == "gradient":
             sec["canary_joins"] = joins
             sec["canary_participations"] = joins.sum(axis=0).astype(np.int64)
-        return sec
+        return out, sec
 
     def _embedded_records(self) -> AuditRecords:
         """An embedded audit's records (:class:`~ldp_audit.opacus.embed.AuditRecords`)."""
-        rec = self.records()
-        joins = rec.pop("canary_joins")
+        rec, sec = self.records()
         charges = self._charges
         acc = self._accountant
         if not self._embed.charge and acc is not None:  # the caller's: count them once
             charges = sum(1 for r in acc.ledger.records("model") if r.get("scope") == "central")
         return AuditRecords(
             transcript=rec,
-            secrets=self._secrets(joins),
-            joins=joins,
+            secrets=sec,
+            joins=sec["canary_joins"],
             design={
                 **{k: v for k, v in self.config().items() if k != "example"},
                 "directions": "blocks" if self._dense is None else "given",

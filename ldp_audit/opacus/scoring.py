@@ -496,8 +496,31 @@ def audit_sections(run_dir: Path, extra: list[Path] | None, claim: dict[str, Any
     audits = [d for _, d in one_run_audit_documents(run_dir, extra)]
     arows: list[list[Any]] = []
     assumptions: dict[str, str] = {}
+    sampling = None
+    cov_rows: list[list[Any]] = []
     for top in audits:
-        bb = top.get("extra", {}).get("black_box")
+        ex = top.get("extra", {})
+        t = (ex.get("tests") or {}).get("sampling")
+        if sampling is None and ex.get("setting") == "white-box":
+            why = (ex.get("tests_not_run") or {}).get("sampling")
+            sampling = (
+                f"Poisson subsampling at q = {_fmt(claim.get('sample_rate'))} is charged; the "
+                f"sampling test on the run's {updates} batch sizes: p = "
+                f"{_fmt(t.get('p_value'))} at level {_fmt(t.get('level'))}, "
+                + ("REJECTED: the code does not sample that way" if t.get("rejected")
+                   else "consistent with Poisson sampling at that rate")
+                if isinstance(t, dict)
+                else f"Poisson subsampling is charged; not tested: {why or 'no sampling test'}"
+            )  # fmt: skip
+        if not cov_rows and ex.get("setting") == "white-box":
+            for row in (ex.get("coverage") or {}).get("tensors") or []:
+                tested = row.get("updates_tested", 0) if row.get("tested") else None
+                cov_rows.append(
+                    [row["tensor"], row["entries"], "yes" if row.get("canaries") else "no",
+                     f"NOT TESTED: {row.get('reason', '')}" if tested is None else f"{tested}"]
+                    + [_fmt(row.get(k)) for k in ("p_value", "std_ratio", "detectable_std_ratio")]
+                )  # fmt: skip
+        bb = ex.get("black_box")
         for d in [top] + ([bb] if isinstance(bb, dict) else []):
             ex = d.get("extra", {})
             setting = ex.get("setting", d.get("attack"))
@@ -523,31 +546,6 @@ def audit_sections(run_dir: Path, extra: list[Path] | None, claim: dict[str, Any
                 f" (decided by {ex['decided_by']})" if ex.get("decided_by") else ""
             )
             arows.append([setting, "verdict", value, _fmt(d.get("confidence")), result])
-    sampling = None
-    cov_rows = []
-    for top in audits:
-        ex = top.get("extra", {})
-        t = (ex.get("tests") or {}).get("sampling")
-        if sampling is None and ex.get("setting") == "white-box":
-            why = (ex.get("tests_not_run") or {}).get("sampling")
-            sampling = (
-                f"Poisson subsampling at q = {_fmt(claim.get('sample_rate'))} is charged; the "
-                f"sampling test on the run's {updates} batch sizes: p = "
-                f"{_fmt(t.get('p_value'))} at level {_fmt(t.get('level'))}, "
-                + ("REJECTED: the code does not sample that way" if t.get("rejected")
-                   else "consistent with Poisson sampling at that rate")
-                if isinstance(t, dict)
-                else f"Poisson subsampling is charged; not tested: {why or 'no sampling test'}"
-            )  # fmt: skip
-        if cov_rows or ex.get("setting") != "white-box":
-            continue
-        for row in (ex.get("coverage") or {}).get("tensors") or []:
-            tested = row.get("updates_tested", 0) if row.get("tested") else None
-            cov_rows.append(
-                [row["tensor"], row["entries"], "yes" if row.get("canaries") else "no",
-                 f"NOT TESTED: {row.get('reason', '')}" if tested is None else f"{tested}"]
-                + [_fmt(row.get(k)) for k in ("p_value", "std_ratio", "detectable_std_ratio")]
-            )  # fmt: skip
     if cov_rows:
         cov = audits[0].get("extra", {}).get("coverage") or {}
         dep = ", ".join(

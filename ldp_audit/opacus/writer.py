@@ -81,15 +81,14 @@ def write_run(audit: Any, scores: np.ndarray | None) -> None:
     the run (``scores``: the input canaries' scores on the final model, or None)."""
     audit._ensure_writer()
     w = audit._writer
-    rec = audit.records()
-    joins = rec.pop("canary_joins")
+    rec, sec = audit.records()
     T = int(rec["update_index"].shape[0])
     extra_tr = {} if scores is None else {"canary_score": scores}
     w.write_npz(
         "transcript.npz",
         {**rec, "ledger_charges": np.array([audit._charges], dtype=np.int64), **extra_tr},
     )
-    w.write_npz("secrets.npz", audit._secrets(joins))
+    w.write_npz("secrets.npz", sec)
     w.write_json(
         "metrics.json",
         {

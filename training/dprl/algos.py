@@ -17,7 +17,6 @@ from typing import Any
 
 import numpy as np
 
-from ldp_audit.errors import BudgetExceeded
 from ldp_audit.opacus.embed import flat_params
 from ldp_audit.training.dprl.config import DprlConfig
 from ldp_audit.training.dprl.privacy import (
@@ -167,11 +166,23 @@ def _start(cfg: DprlConfig, seed: int, streams: int) -> tuple:
     return t0, gen, spawned, env_seed, dev, envs
 
 
-def _private_parts(cfg, net, model, accountant, hooks, gen, canary_rng, obs_rng) -> tuple:  # noqa: ANN001
-    """The optimizer of ``net``, the canaries (None without), the DP-SGD update of ``model``
-    (None unless dpsgd) and the observation release (None unless obs-noise)."""
+def _private_parts(cfg, net, accountant, hooks, gen, canary_rng, obs_rng, ghost=False) -> tuple:  # noqa: ANN001
+    """The model whose loss is differentiated (``net``, or under dpsgd its Opacus
+    ``GradSampleModule``, ghost clipping's when ``ghost``), the optimizer of ``net``, the
+    canaries (None without), the DP-SGD update of the model (None unless dpsgd) and the
+    observation release (None unless obs-noise)."""
     import torch
+    from opacus import GradSampleModule
+    from opacus.grad_sample import GradSampleModuleFastGradientClipping
 
+    model = net
+    if ghost:
+        model = GradSampleModuleFastGradientClipping(
+            net, batch_first=True, loss_reduction="sum", max_grad_norm=float(cfg.clip)
+        )
+        model._ghost = True
+    elif cfg.privacy == "dpsgd":
+        model = GradSampleModule(net, batch_first=True, loss_reduction="sum")
     optimizer = torch.optim.Adam(net.parameters(), lr=cfg.learning_rate)
     canaries = plant_canaries(cfg, accountant, canary_rng, gen)  # None without canaries
     dp = None
@@ -180,7 +191,7 @@ def _private_parts(cfg, net, model, accountant, hooks, gen, canary_rng, obs_rng)
     obs_release = (
         ObservationRelease(cfg, accountant, obs_rng) if cfg.privacy == "obs-noise" else None
     )
-    return optimizer, canaries, dp, obs_release
+    return model, optimizer, canaries, dp, obs_release
 
 
 # ------------------------------------------------------------------------------------------------
@@ -192,17 +203,15 @@ def train_reinforce(cfg: DprlConfig, *, seed: int, accountant: Any, hooks: Train
                     progress: bool = False) -> DprlResult:  # fmt: skip
     """REINFORCE on CartPole-v1, ``num_envs`` episodes per update (see the module docstring)."""
     import torch
-    from opacus import GradSampleModule
+    from scipy.signal import lfilter
     from tqdm.auto import tqdm
 
     t0, gen, (obs_rng, canary_rng), env_seed, dev, envs = _start(cfg, seed, 2)
     B = cfg.envs
     policy = make_network(cfg, gen).to(dev)  # initialised on the CPU generator, then moved
     initial = flat_params(policy.parameters())
-    private = cfg.privacy == "dpsgd"
-    model = GradSampleModule(policy, batch_first=True, loss_reduction="sum") if private else policy
-    optimizer, canaries, dp, obs_release = _private_parts(
-        cfg, policy, model, accountant, hooks, gen, canary_rng, obs_rng
+    model, optimizer, canaries, dp, obs_release = _private_parts(
+        cfg, policy, accountant, hooks, gen, canary_rng, obs_rng
     )
 
     returns: list[float] = []
@@ -248,12 +257,8 @@ def train_reinforce(cfg: DprlConfig, *, seed: int, accountant: Any, hooks: Train
             bar.update(n_ep)
 
             # --- per-episode loss: -sum_t G_t log pi(a_t | s_t), normalised returns-to-go ---
-            rew = alive[:T].astype(np.float64)
-            g = np.zeros_like(rew)
-            run = np.zeros(B)
-            for t in range(T - 1, -1, -1):
-                run = rew[t] + cfg.gamma * run
-                g[t] = run
+            rew = alive[T - 1 :: -1].astype(np.float64)  # G_t = r_t + gamma G_{t+1}, backwards
+            g = lfilter([1.0], [1.0, -cfg.gamma], rew, axis=0)[::-1]
             n = np.maximum(alive[:T].sum(axis=0), 1)
             mean = (g * alive[:T]).sum(axis=0) / n
             std = np.sqrt((((g - mean) ** 2) * alive[:T]).sum(axis=0) / n)
@@ -272,10 +277,7 @@ def train_reinforce(cfg: DprlConfig, *, seed: int, accountant: Any, hooks: Train
             if dp is not None:
                 dp.opt.zero_grad()
                 per_episode.sum().backward()  # one per-sample gradient per episode
-                try:
-                    dp.step()
-                except BudgetExceeded as exc:
-                    stopped = f"budget exhausted before update {update}: {exc}"
+                if stopped := dp.step():
                     break
             else:
                 optimizer.zero_grad()
@@ -318,7 +320,6 @@ def train_dqn(cfg: DprlConfig, *, seed: int, accountant: Any, hooks: TrainerHook
               progress: bool = False) -> DprlResult:  # fmt: skip
     """DQN on CartPole-v1 (see the module docstring for the privacy unit and sampling)."""
     import torch
-    from opacus import GradSampleModule
     from tqdm.auto import tqdm
 
     t0, gen, (obs_rng, canary_rng, sample_rng, act_rng), env_seed, dev, envs = _start(cfg, seed, 4)
@@ -327,21 +328,9 @@ def train_dqn(cfg: DprlConfig, *, seed: int, accountant: Any, hooks: TrainerHook
     target = make_network(cfg, gen).to(dev)
     target.load_state_dict(q_net.state_dict())
     initial = flat_params(q_net.parameters())
-    private = cfg.privacy == "dpsgd"
-    ghost = private and cfg.ghost and hooks.optimizer_class is None
-    if ghost:
-        from opacus.grad_sample import GradSampleModuleFastGradientClipping
-
-        model = GradSampleModuleFastGradientClipping(
-            q_net, batch_first=True, loss_reduction="sum", max_grad_norm=float(cfg.clip)
-        )
-        model._ghost = True
-    elif private:
-        model = GradSampleModule(q_net, batch_first=True, loss_reduction="sum")
-    else:
-        model = q_net
-    optimizer, canaries, dp, obs_release = _private_parts(
-        cfg, q_net, model, accountant, hooks, gen, canary_rng, obs_rng
+    ghost = cfg.privacy == "dpsgd" and cfg.ghost and hooks.optimizer_class is None
+    model, optimizer, canaries, dp, obs_release = _private_parts(
+        cfg, q_net, accountant, hooks, gen, canary_rng, obs_rng, ghost
     )
 
     # replay buffer (what the learner stores: the observations it saw)
@@ -407,6 +396,7 @@ def train_dqn(cfg: DprlConfig, *, seed: int, accountant: Any, hooks: TrainerHook
                 else:
                     idx = sample_rng.integers(0, size, cfg.batch_size)
                 s = torch.as_tensor(b_obs[idx], device=dev)
+                a_t = torch.as_tensor(b_act[idx], device=dev).unsqueeze(1)
                 with torch.no_grad():
                     tq = target(torch.as_tensor(b_next[idx], device=dev)).max(dim=1).values
                     y = torch.as_tensor(b_rew[idx], device=dev) + cfg.gamma * tq * (
@@ -415,7 +405,6 @@ def train_dqn(cfg: DprlConfig, *, seed: int, accountant: Any, hooks: TrainerHook
                 if dp is not None:
                     dp.opt.zero_grad()
                     if idx.size:
-                        a_t = torch.as_tensor(b_act[idx], device=dev).unsqueeze(1)
                         qsa = model(s).gather(1, a_t).squeeze(1)
                         per = (qsa - y) ** 2  # per-transition squared TD error
                         if ghost:
@@ -431,13 +420,9 @@ def train_dqn(cfg: DprlConfig, *, seed: int, accountant: Any, hooks: TrainerHook
                     else:
                         for p in dp.params:
                             p.grad_sample = torch.zeros((0, *p.shape), dtype=p.dtype, device=dev)
-                    try:
-                        dp.step()
-                    except BudgetExceeded as exc:
-                        stopped = f"budget exhausted before update {dp.t}: {exc}"
+                    if stopped := dp.step():
                         break
                 else:
-                    a_t = torch.as_tensor(b_act[idx], device=dev).unsqueeze(1)
                     qsa = q_net(s).gather(1, a_t).squeeze(1)
                     loss = torch.nn.functional.mse_loss(qsa, y)
                     optimizer.zero_grad()

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ldp_audit.errors import BudgetExceeded
 from ldp_audit.training.dprl.config import DprlConfig
 
 __all__ = [
@@ -179,8 +180,9 @@ class DpSgdUpdate:
         self.norms: list[float] = []
         self.t = 0
 
-    def step(self) -> None:
-        """Per-sample gradients are in ``p.grad_sample``: add canaries, charge, noise, step."""
+    def step(self) -> str | None:
+        """Per-sample gradients are in ``p.grad_sample``: add canaries, charge, noise, step; the
+        reason to stop training when the budget refuses the update (None: released)."""
         from ldp_audit.release import release_with
 
         def randomise() -> Any:
@@ -192,15 +194,18 @@ class DpSgdUpdate:
 
             return torch.cat([p.grad.reshape(-1) for p in self.params]).reshape(1, -1)
 
-        rel = release_with(
-            randomise,
-            accountant=self.accountant,
-            charges=[("model", self.event)],
-            epsilon=math.inf,  # per-update epsilon is not meaningful alone; see the ledger
-            delta=float(self.cfg.delta),
-            meta={"update_index": np.array([self.t])},
-            scope="central",
-        )
+        try:
+            rel = release_with(
+                randomise,
+                accountant=self.accountant,
+                charges=[("model", self.event)],
+                epsilon=math.inf,  # per-update epsilon is not meaningful alone; see the ledger
+                delta=float(self.cfg.delta),
+                meta={"update_index": np.array([self.t])},
+                scope="central",
+            )
+        except BudgetExceeded as exc:  # refused before the noise: nothing released
+            return f"budget exhausted before update {self.t}: {exc}"
         v = rel.values  # the sealed noisy mean gradient (what crossed the boundary)
         self.norms.append(float(np.linalg.norm(v)))
         if self.transcript is not None:

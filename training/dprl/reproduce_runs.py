@@ -154,7 +154,6 @@ def run_config(spec: dict[str, Any], s: ReproduceSettings) -> dict[str, Any]:
     else:
         kw.update(DQN_PRESETS[s.dqn_preset])
         kw["total_steps"] = s.total_steps
-        kw["eval_episodes"] = s.eval_episodes
     return kw
 
 
@@ -245,10 +244,9 @@ def audit_cases(s: ReproduceSettings) -> list[dict[str, Any]]:
     m = s.audit_canaries
     rf = {**AUDIT_REINFORCE, "canaries": min(m, 898), "delta": s.delta}  # 898 parameters
     dqn = {**AUDIT_DQN, "canaries": m, "delta": s.delta}
-    cases = [{"trainer": "correct REINFORCE", "kw": rf, "broken": None, "seed": s.seed + k}
-             for k in range(3)]  # fmt: skip
-    cases += [{"trainer": "correct DQN (q = 0.5)", "kw": dqn, "broken": None, "seed": s.seed + k}
-              for k in range(3)]  # fmt: skip
+    correct = (("correct REINFORCE", rf), ("correct DQN (q = 0.5)", dqn))
+    cases = [{"trainer": name, "kw": kw, "broken": None, "seed": s.seed + k}
+             for name, kw in correct for k in range(3)]  # fmt: skip
     for name in broken_hooks():
         cases.append({"trainer": name, "kw": dqn if "DQN" in name else rf, "broken": name,
                       "seed": s.seed})  # fmt: skip

@@ -346,7 +346,6 @@ def read_run(run_dir: str | Path) -> dict[str, Any]:
             f"run_dir {str(run_dir)!r} is a {doc.get('algorithm')!r} run, not a {ALGORITHM!r} run"
         )
     return {
-        "doc": doc,
         "config": DprlConfig.from_dict(doc["config"]),
         "metrics": rd.metrics(),
         "model": rd.arrays("model.npz", "params", "initial"),
