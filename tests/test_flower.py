@@ -178,7 +178,7 @@ def test_reply_without_release_mod_is_refused():
 
 def test_bad_inputs_refused_before_work(tmp_path):
     cfg = PgcA3cConfig(mechanism="laplace", epsilon=1.0, rounds=2)
-    with pytest.raises(InvalidParameterError, match="gravity must be finite and > 0"):
+    with pytest.raises(InvalidParameterError, match="gravity must be finite, > 0, got -1.0"):
         F.AgentSecrets(-1.0)
     with pytest.raises(InvalidParameterError, match="gravity must be a real number"):
         F.AgentSecrets(True)
