@@ -202,5 +202,5 @@ def test_module_cli_usage_errors(tmp_path, capsys):
     assert F.main(["--out", str(tmp_path / "r"), "--gravities", "9.7,x"]) == 2
     assert "--gravities must be a comma list" in capsys.readouterr().err
     assert F.main(["--out", str(tmp_path / "r"), "--gravities", "9.7,-2"]) == 2
-    assert "gravity must be finite and > 0" in capsys.readouterr().err
+    assert "gravity must be finite, > 0, got -2.0" in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
