@@ -36,6 +36,7 @@ from ldp_audit.cli.types import (
     check_workers,
     confidence,
     int_at_least,
+    show_progress,
 )
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 from ldp_audit.limits import add_force_argument, check_resources
@@ -463,4 +464,5 @@ def _sweep(args: argparse.Namespace) -> int:
     subs = int(args.train_submissions or 0)
     parts = attack_estimates(int(args.agents), int(args.shadow), max(REPORTS), subs, sweep=w)
     check_resources(parts, force=args.force, cli=True)  # before any work
+    args.quiet = args.quiet or not show_progress(args)  # no bar frames into a pipe or a log
     return run_from_args(args)
