@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 
 from ldp_audit.report._ledger import LedgerStats
 from ldp_audit.report._load import RunData
-from ldp_audit.report._statement import count_noun as _plural
+from ldp_audit.report.markdown import count_noun as plural
 
 __all__ = [
     "figure_png",
@@ -195,9 +195,9 @@ def _spend_hist(ax2: Any, led: LedgerStats) -> None:
     n_basic_na = int(led.basic.size - basic.size) - n_inf
     notes = []
     if n_inf:
-        notes.append(f"{_plural(n_inf, 'id')} with epsilon = inf under every method (not drawn)")
+        notes.append(f"{plural(n_inf, 'id')} with epsilon = inf under every method (not drawn)")
     if n_basic_na > 0:
-        notes.append(f"basic composition does not apply to {_plural(n_basic_na, 'id')} (Gaussian)")
+        notes.append(f"basic composition does not apply to {plural(n_basic_na, 'id')} (Gaussian)")
     for k, text in enumerate(notes):
         ax2.annotate(
             text, (0.02, 0.92 - 0.07 * k), xycoords="axes fraction", fontsize=8, color=_RED
@@ -233,7 +233,7 @@ def _spend_hist(ax2: Any, led: LedgerStats) -> None:
     ax2.ticklabel_format(axis="x", style="sci", scilimits=(-3, 4))
     ax2.set_xlabel("spent epsilon (local scope)")
     ax2.set_ylabel("number of agents")
-    ax2.set_title(f"Per-agent spend ({_plural(led.basic.size, 'agent')})", wrap=True)
+    ax2.set_title(f"Per-agent spend ({plural(led.basic.size, 'agent')})", wrap=True)
 
 
 def _scope_panel(ax: Any, led: LedgerStats, claim: dict[str, Any] | None = None) -> None:
@@ -247,7 +247,7 @@ def _scope_panel(ax: Any, led: LedgerStats, claim: dict[str, Any] | None = None)
             ax.boxplot([fin], positions=[i], widths=0.5, showfliers=True)
         n_inf = vals.size - fin.size
         if n_inf or not vals.size:  # infinite spend is not drawn, and an empty scope says so
-            text = f"{_plural(n_inf, 'id')} with epsilon = inf" if n_inf else "no charges"
+            text = f"{plural(n_inf, 'id')} with epsilon = inf" if n_inf else "no charges"
             ax.annotate(text, (i, 0), ha="center", fontsize=8, color=_RED if n_inf else _GREY)
     eps = (claim or {}).get("epsilon")
     if eps is not None and math.isfinite(eps):
@@ -256,7 +256,7 @@ def _scope_panel(ax: Any, led: LedgerStats, claim: dict[str, Any] | None = None)
         ax.plot([pos], [eps], "*", color=_RED, ms=12, label=label)
         legend_below(ax, ncols=1)
         ax.set_ylim(0, max(ax.get_ylim()[1], 1.15 * eps))
-    ax.set_xticks([0, 1], [f"{n}\n{_plural(v.size, 'id')}" for n, v in groups])
+    ax.set_xticks([0, 1], [f"{n}\n{plural(v.size, 'id')}" for n, v in groups])
     ax.set_xlim(-0.6, 1.6)
     ax.set_ylim(bottom=0)
     ax.set_ylabel("spent epsilon (tightest method)")

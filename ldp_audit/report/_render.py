@@ -11,7 +11,6 @@ import html
 import json
 from typing import Any
 
-from ldp_audit.report._statement import count_noun
 from ldp_audit.report._summary import (
     TOC,
     glossary_html,
@@ -28,6 +27,7 @@ from ldp_audit.report._tables import (
     report_tables,
     top_title,
 )
+from ldp_audit.report.markdown import count_noun
 
 __all__ = ["render_html", "render_markdown", "render_json", "FIGURE_TITLES"]
 

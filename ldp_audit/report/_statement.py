@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ldp_audit.report.markdown import count_noun
 from ldp_audit.rundir.files import fmt_number, json_real
 
 __all__ = ["MEANINGFUL_EPSILON", "NOT_RECORDED", "STATEMENT_SCHEMA", "privacy_statement"]
@@ -73,11 +74,6 @@ def _obj(d: dict[str, Any], key: str) -> dict[str, Any]:
 def fmt_eps(v: float | None, nd: int = 4) -> str:
     """An epsilon for prose: ``inf``, ``1.25e+05``, ``0.5182``; ``n/a`` for None."""
     return fmt_number(v, nd, none="n/a", nan="nan")
-
-
-def count_noun(count: int, noun: str, plural: str | None = None) -> str:
-    """``"1 agent"``, ``"1,200 agents"``."""
-    return f"{count:,} {noun if count == 1 else (plural or noun + 's')}"
 
 
 def method_words(method: str | None) -> str:

@@ -11,7 +11,7 @@ from typing import Any
 
 from ldp_audit.report import markdown
 from ldp_audit.report._audits import short_numbers
-from ldp_audit.report._statement import count_noun
+from ldp_audit.report.markdown import count_noun
 from ldp_audit.rundir.files import fmt_number
 
 

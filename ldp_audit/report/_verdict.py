@@ -11,8 +11,8 @@ from functools import partial
 from typing import Any
 
 from ldp_audit.report._load import RunData
-from ldp_audit.report._statement import count_noun as noun
 from ldp_audit.report._statement import fmt_eps
+from ldp_audit.report.markdown import count_noun as noun
 from ldp_audit.rundir.files import json_real
 
 

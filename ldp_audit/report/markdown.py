@@ -108,3 +108,8 @@ def md_table(head: Sequence[str], rows: Iterable[Sequence[Any]], cell: Callable 
     (each value written by ``cell``)."""
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     return out + ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows]
+
+
+def count_noun(count: int, noun: str, plural: str | None = None) -> str:
+    """``"1 agent"``, ``"1,200 agents"``."""
+    return f"{count:,} {noun if count == 1 else (plural or noun + 's')}"

@@ -46,13 +46,13 @@ from ldp_audit.report._load import RunData, missing_files
 from ldp_audit.report._plots import figure_png, legend_below, thin
 from ldp_audit.report._statement import (
     NOT_RECORDED,
-    count_noun,
     events_words,
     fmt_eps,
     library_version,
     method_words,
     versions_words,
 )
+from ldp_audit.report.markdown import count_noun
 
 __all__ = [
     "ReportContext",
