@@ -172,6 +172,26 @@ def tensor_noise_test(
     )
 
 
+def _sketch(sketch: Any, groups: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The (T, K) sketch as float64 and the (K,) tensor index of each coordinate, checked."""
+    z = np.asarray(sketch, dtype=np.float64)
+    g = np.asarray(groups, dtype=np.int64).reshape(-1)
+    if z.ndim != 2 or z.shape[1] != g.size:
+        raise InvalidParameterError(f"sketch must be (T, K) with K = {g.size}, got {z.shape}")
+    return z, g
+
+
+def _families(g: np.ndarray, names: list[str] | None, min_size: int) -> list[tuple[str, Any]]:
+    """The whole sketch and, when it spans several tensors, each tensor holding at least
+    ``min_size`` of its coordinates: ``(name, coordinate mask)``."""
+    fams: list[tuple[str, Any]] = [("all tensors", np.ones(g.size, dtype=bool))]
+    ids = np.unique(g)
+    if ids.size > 1:
+        fams += [(names[i] if names else f"tensor {int(i)}", g == i)
+                 for i in ids if (g == i).sum() >= min_size]  # fmt: skip
+    return fams
+
+
 def noise_shape_test(
     sketch: Any,
     groups: Any,
@@ -206,16 +226,10 @@ def noise_shape_test(
     """
     from scipy.stats import kstest, kstwo
 
-    z = np.asarray(sketch, dtype=np.float64)
-    g = np.asarray(groups, dtype=np.int64).reshape(-1)
-    if z.ndim != 2 or z.shape[1] != g.size:
-        raise InvalidParameterError(f"sketch must be (T, K) with K = {g.size}, got {z.shape}")
+    z, g = _sketch(sketch, groups)
     sigma = check_real_in(sigma, "sigma", lo=0.0, lo_open=True)
     level = 1.0 - check_probability(confidence, "confidence")
-    ids = np.unique(g)
-    fams = [("all tensors", np.ones(g.size, dtype=bool))]
-    if ids.size > 1:
-        fams += [(names[i] if names else f"tensor {int(i)}", g == i) for i in ids]
+    fams = _families(g, names, 1)
     F = len(fams)
     out, best = [], None
     for name, sel in fams:
@@ -304,19 +318,10 @@ def pair_dependence_test(
         ``{"rejected", "p_value", "level", "pairs", "families": [{name, coordinates, p_value,
         max_abs_rho, pair, lag, threshold, detectable_correlation}], ...}``.
     """
-    z = np.asarray(sketch, dtype=np.float64)
-    g = np.asarray(groups, dtype=np.int64).reshape(-1)
-    if z.ndim != 2 or z.shape[1] != g.size:
-        raise InvalidParameterError(f"sketch must be (T, K) with K = {g.size}, got {z.shape}")
+    z, g = _sketch(sketch, groups)
     level = 1.0 - check_probability(confidence, "confidence")
     T = z.shape[0]
-    fams: list[tuple[str, np.ndarray]] = [("all tensors", np.ones(g.size, dtype=bool))]
-    ids = np.unique(g)
-    if ids.size > 1:
-        for i in ids:
-            sel = g == i
-            if sel.sum() >= min_coordinates:
-                fams.append((names[i] if names else f"tensor {int(i)}", sel))
+    fams = _families(g, names, min_coordinates)
     P = T * (T - 1) // 2
     base = {"level": level, "pairs": P, "updates": T}
     if T < 2 or g.size < min_coordinates:
@@ -376,10 +381,7 @@ def coordinate_dependence_test(
         "tensors", "threshold", "detectable_correlation"}``; p_value is None with fewer than
         two updates or coordinates.
     """
-    z = np.asarray(sketch, dtype=np.float64)
-    g = np.asarray(groups, dtype=np.int64).reshape(-1)
-    if z.ndim != 2 or z.shape[1] != g.size:
-        raise InvalidParameterError(f"sketch must be (T, K) with K = {g.size}, got {z.shape}")
+    z, g = _sketch(sketch, groups)
     level = 1.0 - check_probability(confidence, "confidence")
     x = z[np.isfinite(z).all(axis=1)]
     nrm = np.linalg.norm(x, axis=0)
