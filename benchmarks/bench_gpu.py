@@ -1,7 +1,8 @@
 """FedRL and DP-SGD RL on a GPU against the CPU, in the same run (issue 29).
 
 Called by ``benchmarks/gpu_check.sh`` (which finds a Python whose torch sees CUDA); runnable by
-hand: ``python benchmarks/bench_gpu.py [--quick] [--budget-s S] [--out FILE]``.
+hand: ``python benchmarks/bench_gpu.py [--quick] [--budget-s S] [--out FILE] [--overwrite]``
+(an existing ``--out``, the committed record by default, is refused unless ``--overwrite``).
 
 What it measures, every number printed and written to JSON:
 
@@ -714,7 +715,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="tiny sizes (a CPU smoke run)")
     ap.add_argument("--budget-s", type=float, default=400.0, help="time budget in seconds")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "gpu_check.json"))
+    ap.add_argument(
+        "--out",
+        default=str(ROOT / "benchmarks" / "results" / "gpu_check.json"),
+        help="the JSON to write (default: the committed benchmarks/results/gpu_check.json, "
+        "never replaced without --overwrite)",
+    )
+    ap.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     ap.add_argument("--probe", action="store_true", help="print what this Python has, exit")
     ap.add_argument("--no-table1", action="store_true", help="skip the Table 1 run")
     ap.add_argument(
@@ -724,6 +731,11 @@ def main(argv: list[str] | None = None) -> int:
         "script without a GPU; every difference must be zero-ish)",
     )
     args = ap.parse_args(argv)
+    if not args.probe and Path(args.out).exists() and not args.overwrite:  # before any work
+        ap.error(
+            f"--out {args.out} exists (committed results are evidence): pass another --out, "
+            "or --overwrite to replace it"
+        )
     if args.probe:
         print(json.dumps(probe(), indent=1))
         return 0

@@ -8,9 +8,9 @@
 # pure-Python packages the trainers need from the wheels in .whl/ if that Python lacks them
 # (pip --no-index: nothing is downloaded), prints what it found (nvidia-smi, Python, torch, CUDA)
 # and runs benchmarks/bench_gpu.py, which prints every measurement and writes
-# "${OUT:-benchmarks/results}/gpu_check.json". Before it, a short FRD stage times one round of
+# "${OUT:-runs/gpu_check}/gpu_check.json". Before it, a short FRD stage times one round of
 # FRD's distillation (what FRD's --device moves) on both devices and checks they agree
-# ("${OUT:-benchmarks/results}/gpu_check_frd.json"). Without a CUDA torch it says so and
+# ("${OUT:-runs/gpu_check}/gpu_check_frd.json"). Without a CUDA torch it says so and
 # measures the CPU only. Exit status: 0 when every check passed (or was skipped for lack of a GPU or time),
 # 1 when a closeness check failed, a stage broke, or no usable Python was found.
 set -u
@@ -24,7 +24,7 @@ for a in "$@"; do
         *) echo "gpu_check.sh: unknown argument $a (only --quick)" >&2; exit 2 ;;
     esac
 done
-OUTDIR=${OUT:-benchmarks/results}
+OUTDIR=${OUT:-runs/gpu_check}   # never the committed benchmarks/results/ (copy a kept run there)
 mkdir -p "$OUTDIR" || exit 1
 export PYTHONUNBUFFERED=1
 
@@ -125,7 +125,7 @@ except ModuleNotFoundError:
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from ldp_audit.training.frd.engine import distil_rows  # noqa: E402
-from ldp_audit.training.frd.nets import _Nets  # noqa: E402
+from ldp_audit.training.frd.nets import Nets  # noqa: E402
 
 cuda = torch.cuda.is_available()
 doc = {"stage": "frd", "quick": quick, "torch": torch.__version__, "cuda": cuda,
@@ -172,7 +172,7 @@ try:
             doc["cases"].append({"case": [hidden, layers, agents, n], "status": "skipped: time"})
             continue
         rng = np.random.default_rng(0)
-        nets = _Nets(hidden, layers, agents, rng)
+        nets = Nets(hidden, layers, agents, rng)
         lo, hi = np.array([-2.4, -3, -0.2095, -3.5]), np.array([2.4, 3, 0.2095, 3.5])
         X = rng.uniform(lo, hi, (n, 4)).astype(np.float32)
         pol = rng.uniform(size=n)
@@ -264,7 +264,7 @@ fi
 USED=$(( $(date +%s) - T0 ))
 BUDGET=$(( TOTAL_S - USED - 25 ))   # bench_gpu.py's own budget; it stops stages in time
 if [ "$BUDGET" -lt 60 ]; then BUDGET=60; fi
-ARGS=(--budget-s "$BUDGET" --out "$OUTDIR/gpu_check.json")
+ARGS=(--budget-s "$BUDGET" --out "$OUTDIR/gpu_check.json" --overwrite)
 if [ "$QUICK" = "1" ]; then ARGS+=(--quick); fi
 export GPU_CHECK_ENV="python=$PY cuda_python=${PY_CUDA:-none} candidates=${SEEN# }"
 echo "== $PY benchmarks/bench_gpu.py ${ARGS[*]}"

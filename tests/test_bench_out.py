@@ -65,3 +65,19 @@ _FAKE = {
         for u in ("wall", "cpu")
     },
 }
+
+
+def test_gpu_bench_refuses_the_committed_record(monkeypatch, capsys):
+    """``bench_gpu.py`` (a CPU smoke run here) never replaces the committed GPU record."""
+    spec = importlib.util.spec_from_file_location("bench_gpu", ROOT / "benchmarks/bench_gpu.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    committed = ROOT / "benchmarks" / "results" / "gpu_check.json"
+    before = committed.read_bytes()
+    monkeypatch.setattr(mod, "Bench", lambda *a: pytest.fail("work started"))
+    for argv in ([], ["--quick"], ["--self-test", "--out", str(committed)]):
+        with pytest.raises(SystemExit) as exc:
+            mod.main(argv)
+        assert exc.value.code == 2
+        assert "gpu_check.json exists" in capsys.readouterr().err
+    assert committed.read_bytes() == before

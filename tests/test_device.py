@@ -242,6 +242,28 @@ def test_gpu_bench_self_test(tmp_path: Any) -> None:
     assert len(checks) == 15 and all(c["ok"] for c in checks) and not doc["failures"]
 
 
+def test_gpu_check_frd_stage_runs(tmp_path: Any) -> None:
+    """benchmarks/gpu_check.sh's FRD stage (its Python heredoc) runs on this tree's names: a
+    renamed import there broke it silently once (``_Nets``), since only a GPU run calls it."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    text = (root / "benchmarks" / "gpu_check.sh").read_text()
+    code = text.split("<<'PYEOF'\n", 1)[1].split("\nPYEOF\n", 1)[0]
+    out = tmp_path / "frd.json"
+    r = subprocess.run(
+        [sys.executable, "-u", "-", str(out), "1", "60"],
+        input=code, capture_output=True, text=True, timeout=300, cwd=root,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    doc = json.loads(out.read_text())
+    assert not doc["failures"] and len(doc["cases"]) == 2
+    assert all(c["cpu_s_per_round"] > 0 for c in doc["cases"])
+
+
 # PYTHONPATH=. python tests/test_device.py > tests/data/device_golden.json
 if __name__ == "__main__":
     print(json.dumps({"_machine": machine_signature(), **{n: f() for n, f in CASES.items()}},
