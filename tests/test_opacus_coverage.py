@@ -232,7 +232,11 @@ def test_correct_run_covers_every_tensor_and_reads_consistent(tmp_path: Path) ->
 NEW = ["biases released without noise", "one update released without noise",
        "noise repeated at lag 17", "first tensor noised at 0.8 sigma",
        "noise generator reseeded each epoch", "uniform noise of the claimed std",
-       "random-sign noise of the claimed std", "one noise draw in two tensors"]  # fmt: skip
+       "random-sign noise of the claimed std", "one noise draw in two tensors",
+       # stop 46: missed before (consistent), plugged in as docs/opacus.md says
+       "two sampled batches under one noise draw", "every other step past the audit's hooks",
+       "noisy gradient released, clean one applied",
+       "an extra noisy step past the hooks every 4th"]  # fmt: skip
 
 
 @pytest.mark.parametrize("name", NEW)
@@ -240,6 +244,18 @@ def test_new_broken_trainers_flagged(name: str, tmp_path: Path) -> None:
     cls, test = BROKEN[name]
     res = audited_run(tmp_path / "run", 5, optimizer_class=cls)
     assert res.violation and res.extra["decided_by"] == test, res.extra["flagged_by"]
+
+
+def test_parameters_changed_outside_a_released_update_are_named(tmp_path: Path) -> None:
+    """Every change of the parameters is a released update: the clean step that replaced each
+    recorded noisy one is seen before every next update and, at finish, after the last."""
+    cls, _ = BROKEN["noisy gradient released, clean one applied"]
+    res = audited_run(tmp_path / "run", 0, optimizer_class=cls)
+    assert res.extra["flagged_by"] == ["ledger"]
+    assert res.extra["tests"]["ledger"]["problems"] == [
+        "the parameters changed 80 times outside a released update (first before update 1; "
+        "80: after the last)"
+    ]
 
 
 def test_noise_flagged_run_headline_names_the_test(tmp_path: Path) -> None:

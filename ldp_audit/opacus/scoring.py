@@ -141,6 +141,12 @@ def _ledger_test(run_dir: Path, cfg: dict, met: dict, tr: dict) -> dict[str, Any
             f"metrics.json says {met.get('updates')} updates / {met.get('charges')} charges, "
             f"the transcript {T}, the ledger {n_charged}"
         )
+    moved = met.get("moved_unreleased", [])  # absent in a run written before 2026-12-06
+    if moved:
+        problems.append(
+            f"the parameters changed {len(moved)} times outside a released update (first "
+            f"before update {moved[0]}; {T}: after the last)"
+        )
     if not np.asarray(tr["charged"], dtype=bool).all():
         bad = np.flatnonzero(~np.asarray(tr["charged"], dtype=bool))
         problems.append(
