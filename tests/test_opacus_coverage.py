@@ -246,6 +246,21 @@ def test_new_broken_trainers_flagged(name: str, tmp_path: Path) -> None:
     assert res.violation and res.extra["decided_by"] == test, res.extra["flagged_by"]
 
 
+def test_a_test_that_ran_on_nothing_is_named_not_run(tmp_path: Path) -> None:
+    """2 canaries, seed 0: both excluded, so the f-DP test has no guess and the contribution
+    test no join; before stop 46 the result said consistent with both silently p None."""
+    run = tmp_path / "run"
+    res = audited_run(run, 0, canaries=2)
+    ex = res.extra
+    assert ex["members"] == 0 and ex["tests"]["f-dp"] is None
+    assert ex["tests"]["contribution"]["p_value"] is None
+    assert list(ex["tests_not_run"]) == ["f-dp", "contribution"]
+    assert "no included canary joined" in ex["tests_not_run"]["contribution"]
+    assert main(["report", str(run), "--out", str(tmp_path / "rep")]) == 0
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "**Verdict: partially verified.**" in md
+
+
 def test_parameters_changed_outside_a_released_update_are_named(tmp_path: Path) -> None:
     """Every change of the parameters is a released update: the clean step that replaced each
     recorded noisy one is seen before every next update and, at finish, after the last."""

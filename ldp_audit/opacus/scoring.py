@@ -113,6 +113,14 @@ def read_evidence(run_dir: Any) -> Evidence:
     )
 
 
+_IDLE = {
+    "f-dp": "no guess to test: the canaries are all included or all excluded, or the ledger "
+    "holds no single claim",
+    "contribution": "no included canary joined an update: no contribution to measure",
+    "sampling": "no batch size was recorded",
+}
+
+
 def _ledger_test(run_dir: Path, cfg: dict, met: dict, tr: dict) -> dict[str, Any]:
     """The ledger against the transcript and the metrics (deterministic: p is 0 or 1)."""
     from ldp_audit.accountant import event_from_json
@@ -386,6 +394,9 @@ def audit_evidence(ev: Evidence, *, setting: str = "white-box", confidence: floa
             )
     if white:
         tests["ledger"] = _ledger_test(run_dir, cfg, met, tr)
+    for k, t in tests.items():  # a test that ran on nothing is named, never passed in silence
+        if k != "steinke" and (t is None or t.get("p_value") is None):
+            not_run.setdefault(k, _IDLE.get(k, "nothing to test: no p-value"))
     flagged = [k for k, t in tests.items() if t and t.get("rejected")]
     from ldp_audit.opacus.family import family_bound
 
