@@ -412,7 +412,7 @@ BROKEN = {
     "one noise draw in two tensors": (OneDrawTwoTensors, "independence"),
     "two sampled batches under one noise draw": (TwoBatchesOneNoise, "sampling"),
     "every other step past the audit's hooks": (HiddenSteps, "ledger"),
-    "noisy gradient released, clean one applied": (CleanGradientApplied, "ledger"),
+    "noisy gradient released and clean one applied": (CleanGradientApplied, "ledger"),
     "an extra noisy step past the hooks every 4th": (HiddenExtraStep, "ledger"),
     "AR(1) noise correlated 0.3 at lag 1": (AutoregressiveNoise, "independence"),
     "Laplace noise of the claimed std": (LaplaceNoise, "noise"),

@@ -235,7 +235,7 @@ NEW = ["biases released without noise", "one update released without noise",
        "random-sign noise of the claimed std", "one noise draw in two tensors",
        # stop 46: missed before (consistent), plugged in as docs/opacus.md says
        "two sampled batches under one noise draw", "every other step past the audit's hooks",
-       "noisy gradient released, clean one applied",
+       "noisy gradient released and clean one applied",
        "an extra noisy step past the hooks every 4th"]  # fmt: skip
 
 
@@ -264,7 +264,7 @@ def test_a_test_that_ran_on_nothing_is_named_not_run(tmp_path: Path) -> None:
 def test_parameters_changed_outside_a_released_update_are_named(tmp_path: Path) -> None:
     """Every change of the parameters is a released update: the clean step that replaced each
     recorded noisy one is seen before every next update and, at finish, after the last."""
-    cls, _ = BROKEN["noisy gradient released, clean one applied"]
+    cls, _ = BROKEN["noisy gradient released and clean one applied"]
     res = audited_run(tmp_path / "run", 0, optimizer_class=cls)
     assert res.extra["flagged_by"] == ["ledger"]
     assert res.extra["tests"]["ledger"]["problems"] == [
