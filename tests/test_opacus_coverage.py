@@ -170,11 +170,15 @@ def test_detectable_correlation_at_the_recommended_sketch() -> None:
 
 
 def test_parts_of_a_test_combine_by_bonferroni() -> None:
-    from ldp_audit.opacus.scoring import bonferroni
+    from ldp_audit.opacus.scoring import _joined
 
-    assert bonferroni([0.0, 0.7]) == 0.0  # a part at p = 0 decides (0 is not "missing")
-    assert bonferroni([0.01, None]) == 0.01 and bonferroni([None, None]) is None
-    assert bonferroni([0.3, 0.2]) == pytest.approx(0.4) and bonferroni([0.9, 0.8]) == 1.0
+    def p(a: float | None, b: float | None) -> float | None:
+        return _joined({"p_value": a}, {"p_value": b}, 0.01)["p_value"]
+
+    assert p(0.0, 0.7) == 0.0  # a part at p = 0 decides (0 is not "missing")
+    assert p(0.01, None) == 0.01 and p(None, None) is None
+    assert p(0.3, 0.2) == pytest.approx(0.4) and p(0.9, 0.8) == 1.0
+    assert _joined({"p_value": 0.004}, {}, 0.01)["rejected"]
 
 
 def test_scan_p_value_is_the_exact_minimum_law() -> None:
