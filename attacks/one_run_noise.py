@@ -284,14 +284,11 @@ def _rho_threshold(k: int, level: float) -> float:
 def _detectable(k: int, threshold: float, power: float = 0.95) -> float:
     """The correlation detected with ``power`` (Fisher's approximation: the sample correlation
     of ``k`` pairs is about ``N(rho, (1 - rho^2)^2 / k)``)."""
+    from scipy.optimize import brentq
     from scipy.stats import norm
 
-    z = norm.ppf(power)
-    lo, hi = threshold, 1.0
-    for _ in range(60):
-        mid = 0.5 * (lo + hi)
-        lo, hi = (lo, mid) if mid - z * (1 - mid * mid) / math.sqrt(k) >= threshold else (mid, hi)
-    return hi
+    z = norm.ppf(power) / math.sqrt(k)
+    return float(brentq(lambda r: r - z * (1 - r * r) - threshold, threshold, 1.0, xtol=1e-15))
 
 
 def pair_dependence_test(

@@ -35,7 +35,22 @@ written for the noise's shape and the coordinates' dependence (stop 45):
 * :class:`UniformNoise`: uniform noise of exactly the claimed std (bounded support);
 * :class:`RandomSignNoise`: ``+-sigma C`` with random signs (the claimed std, two values);
 * :class:`OneDrawTwoTensors`: the third tensor's noise is the first tensor's draw (same shape
-  here), every std right, every update fresh.
+  here), every std right, every update fresh;
+
+written for stop 46 (an outside-style probe; the first four were missed before it):
+
+* :class:`TwoBatchesOneNoise`: two sampled batches clipped into one sum, noised once (every
+  other ``step`` only accumulates, as Opacus's skip signal does, without being asked to);
+* :class:`HiddenSteps`: every other step clipped, noised and applied through the classes'
+  methods, past the audit's hooks (never charged, never recorded);
+* :class:`CleanGradientApplied`: the noisy gradient released (and recorded), then the
+  parameters set to the step of the clean clipped gradient;
+* :class:`HiddenExtraStep`: every fourth step a second noisy update applied past the hooks;
+* :class:`AutoregressiveNoise`: noise ``0.3 z_{t-1} + sqrt(0.91) w_t`` (AR(1), the claimed std);
+* :class:`LaplaceNoise`: Laplace noise of exactly the claimed std;
+* :class:`SigmaHalvedMidRun`: noise at sigma / 2 from the 41st update on (the claim unchanged);
+* :class:`NoiseSkippedOneIn20`: every 20th update released without noise;
+* :class:`NoiseBySampledBatch`: noise std ``sigma C n_t / B`` (the sampled batch size ``n_t``).
 """
 
 from __future__ import annotations
@@ -266,6 +281,116 @@ class OneDrawTwoTensors(DPOptimizer):
             p.grad = (p.summed_grad + z).view_as(p)
 
 
+def _tick(opt: DPOptimizer) -> int:
+    k = getattr(opt, "_k", 0)
+    opt._k = k + 1
+    return k
+
+
+def _release(opt: DPOptimizer, noises: list) -> None:
+    for p, z in zip(opt.params, noises, strict=True):
+        p.grad = (p.summed_grad + z).view_as(p)
+
+
+class TwoBatchesOneNoise(DPOptimizer):
+    """Every other ``step`` clips and accumulates only; the next noises the sum of both."""
+
+    def pre_step(self, closure=None):  # noqa: ANN001, ANN201 - Opacus's signature
+        self.clip_and_accumulate()
+        self._is_last_step_skipped = _tick(self) % 2 == 0
+        if self._is_last_step_skipped:
+            return False
+        self.add_noise()
+        self.scale_grad()
+        return True
+
+
+class HiddenSteps(DPOptimizer):
+    """Every other step through ``DPOptimizer``'s and the inner optimizer's class methods."""
+
+    def step(self, closure=None):  # noqa: ANN001, ANN201 - Opacus's signature
+        if _tick(self) % 2 == 0:
+            return super().step(closure)
+        for fn in (DPOptimizer.clip_and_accumulate, DPOptimizer.add_noise, DPOptimizer.scale_grad):
+            fn(self)
+        return type(self.original_optimizer).step(self.original_optimizer)
+
+
+class CleanGradientApplied(DPOptimizer):
+    """The noisy step taken (and recorded), then undone for the clean clipped gradient's."""
+
+    def step(self, closure=None):  # noqa: ANN001, ANN201 - Opacus's signature
+        before = [p.detach().clone() for p in self.params]
+        out = super().step(closure)
+        lr = self.original_optimizer.param_groups[0]["lr"]
+        with torch.no_grad():
+            for p, b in zip(self.params, before, strict=True):
+                p.copy_(b - lr * p.summed_grad.view_as(p) / self.expected_batch_size)
+        return out
+
+
+class HiddenExtraStep(DPOptimizer):
+    """Every fourth step, a second update with fresh noise through the inner class's step."""
+
+    def step(self, closure=None):  # noqa: ANN001, ANN201 - Opacus's signature
+        out = super().step(closure)
+        if _tick(self) % 4 == 3:
+            std = self.noise_multiplier * self.max_grad_norm
+            _release(self, [_noise(self, p, std) for p in self.params])
+            for p in self.params:
+                p.grad /= self.expected_batch_size
+            type(self.original_optimizer).step(self.original_optimizer)
+        return out
+
+
+class AutoregressiveNoise(DPOptimizer):
+    """AR(1) noise ``0.3 z_{t-1} + sqrt(1 - 0.09) w_t``: the claimed std, correlated at lag 1."""
+
+    def add_noise(self) -> None:
+        std = self.noise_multiplier * self.max_grad_norm
+        z = [_noise(self, p, std) for p in self.params]
+        if _tick(self):
+            z = [0.3 * a + 0.91**0.5 * b for a, b in zip(self._prev, z, strict=True)]
+        self._prev = z
+        _release(self, z)
+
+
+class LaplaceNoise(DPOptimizer):
+    """Laplace noise of scale ``sigma C / sqrt(2)`` (the claimed std)."""
+
+    def add_noise(self) -> None:
+        b = self.noise_multiplier * self.max_grad_norm / 2**0.5
+        u = [torch.rand(p.summed_grad.shape, generator=self.generator) - 0.5 for p in self.params]
+        _release(self, [-b * x.sign() * torch.log1p(-2 * x.abs()) for x in u])
+
+
+class SigmaHalvedMidRun(DPOptimizer):
+    """Noise at sigma / 2 from update 40 (0-based) on; the optimizer still states sigma."""
+
+    def add_noise(self) -> None:
+        std = self.noise_multiplier * self.max_grad_norm * (0.5 if _tick(self) >= 40 else 1.0)
+        _release(self, [_noise(self, p, std) for p in self.params])
+
+
+class NoiseSkippedOneIn20(DPOptimizer):
+    """Updates 19, 39, 59, 79 (0-based) released without noise."""
+
+    def add_noise(self) -> None:
+        if _tick(self) % 20 == 19:
+            _release(self, [0.0] * len(self.params))
+        else:
+            super().add_noise()
+
+
+class NoiseBySampledBatch(DPOptimizer):
+    """Noise std ``sigma C n_t / B``: scaled by the sampled batch size ``n_t``."""
+
+    def add_noise(self) -> None:
+        n = len(self.grad_samples[0])
+        std = self.noise_multiplier * self.max_grad_norm * n / self.expected_batch_size
+        _release(self, [_noise(self, p, std) for p in self.params])
+
+
 BROKEN = {
     "noise reused across consecutive updates": (ReusedNoise, "independence"),
     "half the updates uncharged": (UnchargedFastPath, "ledger"),
@@ -285,4 +410,13 @@ BROKEN = {
     "uniform noise of the claimed std": (UniformNoise, "noise"),
     "random-sign noise of the claimed std": (RandomSignNoise, "noise"),
     "one noise draw in two tensors": (OneDrawTwoTensors, "independence"),
+    "two sampled batches under one noise draw": (TwoBatchesOneNoise, "sampling"),
+    "every other step past the audit's hooks": (HiddenSteps, "ledger"),
+    "noisy gradient released and clean one applied": (CleanGradientApplied, "ledger"),
+    "an extra noisy step past the hooks every 4th": (HiddenExtraStep, "ledger"),
+    "AR(1) noise correlated 0.3 at lag 1": (AutoregressiveNoise, "independence"),
+    "Laplace noise of the claimed std": (LaplaceNoise, "noise"),
+    "noise at sigma / 2 after half the run": (SigmaHalvedMidRun, "noise"),
+    "noise skipped on one update in 20": (NoiseSkippedOneIn20, "noise"),
+    "noise scaled by the sampled batch size": (NoiseBySampledBatch, "noise"),
 }

@@ -170,11 +170,15 @@ def test_detectable_correlation_at_the_recommended_sketch() -> None:
 
 
 def test_parts_of_a_test_combine_by_bonferroni() -> None:
-    from ldp_audit.opacus.scoring import bonferroni
+    from ldp_audit.opacus.scoring import _joined
 
-    assert bonferroni([0.0, 0.7]) == 0.0  # a part at p = 0 decides (0 is not "missing")
-    assert bonferroni([0.01, None]) == 0.01 and bonferroni([None, None]) is None
-    assert bonferroni([0.3, 0.2]) == pytest.approx(0.4) and bonferroni([0.9, 0.8]) == 1.0
+    def p(a: float | None, b: float | None) -> float | None:
+        return _joined({"p_value": a}, {"p_value": b}, 0.01)["p_value"]
+
+    assert p(0.0, 0.7) == 0.0  # a part at p = 0 decides (0 is not "missing")
+    assert p(0.01, None) == 0.01 and p(None, None) is None
+    assert p(0.3, 0.2) == pytest.approx(0.4) and p(0.9, 0.8) == 1.0
+    assert _joined({"p_value": 0.004}, {}, 0.01)["rejected"]
 
 
 def test_scan_p_value_is_the_exact_minimum_law() -> None:
@@ -232,7 +236,11 @@ def test_correct_run_covers_every_tensor_and_reads_consistent(tmp_path: Path) ->
 NEW = ["biases released without noise", "one update released without noise",
        "noise repeated at lag 17", "first tensor noised at 0.8 sigma",
        "noise generator reseeded each epoch", "uniform noise of the claimed std",
-       "random-sign noise of the claimed std", "one noise draw in two tensors"]  # fmt: skip
+       "random-sign noise of the claimed std", "one noise draw in two tensors",
+       # stop 46: missed before (consistent), plugged in as docs/opacus.md says
+       "two sampled batches under one noise draw", "every other step past the audit's hooks",
+       "noisy gradient released and clean one applied",
+       "an extra noisy step past the hooks every 4th"]  # fmt: skip
 
 
 @pytest.mark.parametrize("name", NEW)
@@ -240,6 +248,33 @@ def test_new_broken_trainers_flagged(name: str, tmp_path: Path) -> None:
     cls, test = BROKEN[name]
     res = audited_run(tmp_path / "run", 5, optimizer_class=cls)
     assert res.violation and res.extra["decided_by"] == test, res.extra["flagged_by"]
+
+
+def test_a_test_that_ran_on_nothing_is_named_not_run(tmp_path: Path) -> None:
+    """2 canaries, seed 0: both excluded, so the f-DP test has no guess and the contribution
+    test no join; before stop 46 the result said consistent with both silently p None."""
+    run = tmp_path / "run"
+    res = audited_run(run, 0, canaries=2)
+    ex = res.extra
+    assert ex["members"] == 0 and ex["tests"]["f-dp"] is None
+    assert ex["tests"]["contribution"]["p_value"] is None
+    assert list(ex["tests_not_run"]) == ["f-dp", "contribution"]
+    assert "no included canary joined" in ex["tests_not_run"]["contribution"]
+    assert main(["report", str(run), "--out", str(tmp_path / "rep")]) == 0
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "**Verdict: partially verified.**" in md
+
+
+def test_parameters_changed_outside_a_released_update_are_named(tmp_path: Path) -> None:
+    """Every change of the parameters is a released update: the clean step that replaced each
+    recorded noisy one is seen before every next update and, at finish, after the last."""
+    cls, _ = BROKEN["noisy gradient released and clean one applied"]
+    res = audited_run(tmp_path / "run", 0, optimizer_class=cls)
+    assert res.extra["flagged_by"] == ["ledger"]
+    assert res.extra["tests"]["ledger"]["problems"] == [
+        "the parameters changed 80 times outside a released update (first before update 1; "
+        "80: after the last)"
+    ]
 
 
 def test_noise_flagged_run_headline_names_the_test(tmp_path: Path) -> None:

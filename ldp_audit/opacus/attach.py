@@ -293,7 +293,9 @@ class CanaryAudit:
         self._accs: list[int] = []  # accumulated iterations at each update
         self._rows: list[tuple] = []  # (batch, charged, sigma, C, expected batch) per update
         self._joins: list[Any] = []  # the canaries that joined each update (indices)
-        self._pending: tuple[int, Any] | None = None
+        self._pending: Any = None  # the canaries drawn to join the update being summed
+        self._after: list[Any] | None = None  # the parameters after the last released update
+        self._moved: list[int] = []  # updates before which the parameters changed unreleased
         self._charges_since = 0
         self._aborted = 0
         self._charges = 0
@@ -325,9 +327,13 @@ class CanaryAudit:
 
         def clip_and_accumulate(*a: Any, **k: Any) -> Any:
             self._batches += 1
+            if getattr(self._params[0], "summed_grad", None) is None:  # a fresh clipped sum
+                self._data_rows, self._pending = 0, None
+            # n_t counts every batch summed into this update; the canaries join it once, so
+            # two sampled batches summed under one noise draw show as a batch of rate 2q
             self._data_rows += self._rows_now()
             check = getattr(opt, "_check_skip_next_step", None)
-            if check is None or not check(pop_next=False):
+            if self._pending is None and (check is None or not check(pop_next=False)):
                 self._add_canaries(opt)
             return orig_clip(*a, **k)
 
@@ -344,7 +350,9 @@ class CanaryAudit:
 
         def step(*a: Any, **k: Any) -> Any:
             self._record(opt)
-            return orig_step(*a, **k)
+            out = orig_step(*a, **k)
+            self._after = [p.detach().clone() for p in self._params]
+            return out
 
         setattr(opt, hook, clip_and_accumulate)
         opt.add_noise = add_noise
@@ -366,14 +374,13 @@ class CanaryAudit:
         """Record the data batch size, draw the joins, append joining canaries as samples."""
         import torch
 
-        n_data, self._data_rows = self._data_rows, 0  # every physical batch of this step
         n_in = self._inc_idx.size
         q = self._claim["sample_rate"]
         sel = torch.rand(n_in, generator=self._gen) < q if q < 1 and n_in else None
         joined = self._inc_idx_t if sel is None else self._inc_idx_t[sel]
         if self.kind != "gradient":  # input canaries join as records of the loader
             joined = self._inc_idx_t[:0]
-        self._pending = (n_data, joined)
+        self._pending = joined
         k = int(joined.numel())
         if k == 0:
             return
@@ -465,13 +472,28 @@ class CanaryAudit:
         self._prepaid -= 1
         self._charges_since += 1
 
+    def _check_moved(self) -> None:
+        """Note the update (its index; T: after the last) before which the parameters had
+        changed since the last released update: a change no released update made (a hidden
+        step, a step with another gradient than the one released)."""
+        import torch
+
+        after, self._after = self._after, None
+        if after is not None and not all(
+            torch.equal(p.detach(), a) for p, a in zip(self._params, after, strict=True)
+        ):
+            self._moved.append(len(self._rows))
+
     def _record(self, opt: Any) -> None:
         """The released update recorded (:class:`~ldp_audit.opacus.recorder.UpdateRecorder`)
         with this update's batch size, joins, charge and the optimizer's claim fields."""
         acc = getattr(opt, "accumulated_iterations", 1) or 1
         self._rec.record(self._unit * acc)
         self._accs.append(acc)
-        batch, joined = self._pending or (-1, self._inc_idx_t[:0])
+        self._check_moved()
+        joined = self._pending
+        batch = -1 if joined is None else self._data_rows
+        joined = self._inc_idx_t[:0] if joined is None else joined
         bs = getattr(opt, "expected_batch_size", None)
         clip = opt.max_grad_norm
         self._rows.append(
@@ -484,7 +506,7 @@ class CanaryAudit:
             )
         )
         self._joins.append(joined)
-        self._pending = None
+        self._pending, self._data_rows = None, 0
         self._charges_since = 0
 
     def records(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
@@ -621,6 +643,7 @@ class CanaryAudit:
             if self.kind == "input"
             else None
         )
+        self._check_moved()
         self._uninstall()
         write_run(self, scores)
         self._finished = True

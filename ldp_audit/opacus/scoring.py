@@ -113,6 +113,14 @@ def read_evidence(run_dir: Any) -> Evidence:
     )
 
 
+_IDLE = {
+    "f-dp": "no guess to test: the canaries are all included or all excluded, or the ledger "
+    "holds no single claim",
+    "contribution": "no included canary joined an update: no contribution to measure",
+    "sampling": "no batch size was recorded",
+}
+
+
 def _ledger_test(run_dir: Path, cfg: dict, met: dict, tr: dict) -> dict[str, Any]:
     """The ledger against the transcript and the metrics (deterministic: p is 0 or 1)."""
     from ldp_audit.accountant import event_from_json
@@ -141,6 +149,12 @@ def _ledger_test(run_dir: Path, cfg: dict, met: dict, tr: dict) -> dict[str, Any
             f"metrics.json says {met.get('updates')} updates / {met.get('charges')} charges, "
             f"the transcript {T}, the ledger {n_charged}"
         )
+    moved = met.get("moved_unreleased", [])  # absent in a run written before 2026-12-06
+    if moved:
+        problems.append(
+            f"the parameters changed {len(moved)} times outside a released update (first "
+            f"before update {moved[0]}; {T}: after the last)"
+        )
     if not np.asarray(tr["charged"], dtype=bool).all():
         bad = np.flatnonzero(~np.asarray(tr["charged"], dtype=bool))
         problems.append(
@@ -168,13 +182,6 @@ def _ledger_test(run_dir: Path, cfg: dict, met: dict, tr: dict) -> dict[str, Any
         "updates": T,
         "problems": problems,
     }
-
-
-def bonferroni(ps: list[float | None]) -> float | None:
-    """The Bonferroni p-value of the parts that ran (None: a part that did not run; 0 is a
-    p-value like any other)."""
-    ran = [float(x) for x in ps if x is not None]
-    return min(1.0, len(ran) * min(ran)) if ran else None
 
 
 def tensor_names(claim: dict[str, Any]) -> list[str]:
@@ -219,21 +226,11 @@ def _noise_tests(
     tn = tensor_noise_test(tr["noise_sq"], sizes, sigma=sigma, confidence=quarter, names=names)
     shape = noise_shape_test(tr["noise_sketch"], groups, sigma=sigma, confidence=quarter,
                              names=names)  # fmt: skip
-    p_res = bonferroni([tn["p_value"], shape["p_value"]])
-    tn = {**tn, "p_size": tn["p_value"], "p_value": p_res, "level": 1.0 - half,
-          "rejected": bool(p_res is not None and p_res <= 1.0 - half), "shape": shape}  # fmt: skip
+    tn = _joined(tn, shape, 1.0 - half, p_size=tn["p_value"], shape=shape)
     dep = pair_dependence_test(tr["noise_sketch"], groups, confidence=quarter, names=names)
     coord = coordinate_dependence_test(tr["noise_sketch"], groups, confidence=quarter,
                                        names=names)  # fmt: skip
-    p_dep = bonferroni([dep["p_value"], coord["p_value"]])
-    dep = {**dep, "p_updates": dep["p_value"], "p_value": p_dep, "level": 1.0 - half,
-           "rejected": bool(p_dep is not None and p_dep <= 1.0 - half),
-           "coordinates": coord}  # fmt: skip
-
-    def both(proj: dict, res: dict, key: str) -> dict:
-        p = bonferroni([proj["p_value"], res.get("p_value")])
-        return {**proj, "p_value": p, "rejected": bool(p is not None and p <= level),
-                "p_projection": proj["p_value"], key: res}  # fmt: skip
+    dep = _joined(dep, coord, 1.0 - half, p_updates=dep["p_value"], coordinates=coord)
 
     for row, c in zip(tn["tensors"], canary_in, strict=True):
         row["canaries"] = c
@@ -246,7 +243,18 @@ def _noise_tests(
                 "dependence": [{k: f[k] for k in ("name", "coordinates", "threshold",
                                                   "detectable_correlation")}
                                for f in dep["families"]]}  # fmt: skip
-    return both(proj_n, tn, "residual"), both(proj_i, dep, "pairs"), coverage
+    return (_joined(proj_n, tn, level, p_projection=proj_n["p_value"], residual=tn),
+            _joined(proj_i, dep, level, p_projection=proj_i["p_value"], pairs=dep),
+            coverage)  # fmt: skip
+
+
+def _joined(first: dict, second: dict, level: float, **more: Any) -> dict:
+    """``first`` with the Bonferroni p-value of its and ``second``'s (a part that did not run
+    takes no share; 0 is a p-value like any other) held to ``level``, and ``more`` fields."""
+    from ldp_audit.attacks.one_run_noise import verdict
+
+    parts = [p for p in (first["p_value"], second.get("p_value")) if p is not None]
+    return {**first, **verdict(level, *parts), **more}
 
 
 def _decided_by(tests: dict[str, dict | None]) -> str | None:
@@ -380,6 +388,9 @@ def audit_evidence(ev: Evidence, *, setting: str = "white-box", confidence: floa
             )
     if white:
         tests["ledger"] = _ledger_test(run_dir, cfg, met, tr)
+    for k, t in tests.items():  # a test that ran on nothing is named, never passed in silence
+        if k != "steinke" and (t is None or t.get("p_value") is None):
+            not_run.setdefault(k, _IDLE.get(k, "nothing to test: no p-value"))
     flagged = [k for k, t in tests.items() if t and t.get("rejected")]
     from ldp_audit.opacus.family import family_bound
 

@@ -98,6 +98,7 @@ def write_run(audit: Any, scores: np.ndarray | None) -> None:
             "charges_aborted": audit._aborted,
             "prepay": audit.prepay,
             "physical_batches": audit._batches,
+            "moved_unreleased": audit._moved,
             "seconds": time.perf_counter() - audit._t0,
             "privacy": privacy(audit._accountant, audit._claim, audit.delta, T),
         },
