@@ -240,6 +240,25 @@ def test_only_nan_outputs_refused():
         audit(AllNan(), PAIR, samples=5_000)
 
 
+class EpsilonRaises(Raises):
+    @property
+    def epsilon(self):
+        raise ZeroDivisionError("no claim")
+
+
+def test_epsilon_property_error_wrapped():
+    # hasattr() let a property's exception escape raw (a traceback at the CLI)
+    with pytest.raises(UserCodeError, match=r"mechanism.epsilon of EpsilonRaises raised Zero"):
+        audit(EpsilonRaises(), PAIR, samples=5_000)
+
+
+def test_epsilon_beyond_exp_overflow_is_inconclusive_not_a_crash():
+    # epsilon 1e300 with force: the claimed f-DP curve used math.exp(eps) (OverflowError)
+    r = audit(DoubleLaplace(1.0, epsilon=1e300), PAIR, samples=5_000, rng=0, force=True)
+    assert not r.violation and r.inconclusive
+    assert not r.tradeoff.violation
+
+
 def test_candidate_pairs_error_wrapped():
     with pytest.raises(UserCodeError, match=r"candidate_pairs\(1\) of BadPairs raised KeyError"):
         audit(BadPairs(), samples=5_000)
