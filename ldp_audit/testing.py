@@ -21,12 +21,11 @@ What it checks (each a :class:`CheckResult` in the returned :class:`MechanismChe
 * ``exact_loss``: where the mechanism has an exact ``privacy_loss`` (pure epsilon only), the loss
   at sampled outputs never exceeds epsilon (PRS-like mechanisms with ``privatize_with_matrices``
   are checked conditional on M).
-* ``empirical_ratio``: for each input pair, half the samples pick the most revealing event among
-  thresholds, output values and privacy-loss level sets; the other half bounds
-  ``ln(P(S|x) - delta) - ln P(S|x2)`` from below with Clopper-Pearson. For an (epsilon,
-  delta)-LDP mechanism the bound exceeds epsilon with probability <= ``alpha`` (Bonferroni over
-  the pairs), so a failure is strong evidence of a violation. A pass proves nothing: it only
-  means these samples and events found no violation.
+* ``empirical_ratio``: the distribution verdict of :func:`ldp_audit.audit.audit` on the pairs
+  at confidence ``1 - alpha`` (events chosen on selection samples, ``ln(P(S|x) - delta) -
+  ln P(S|x2)`` bounded from below on fresh ones). For an (epsilon, delta)-LDP mechanism the
+  bound exceeds epsilon with probability <= ``alpha``, so a failure is strong evidence of a
+  violation. A pass proves nothing: it only means these samples and events found no violation.
 """
 
 from __future__ import annotations
@@ -39,12 +38,9 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError, LdpAuditError
-from ldp_audit.stats import epsilon_lower_bound_from_counts
 from ldp_audit.validation import check_bool, check_int, check_probability
 
 __all__ = ["CheckResult", "MechanismCheckReport", "MechanismCheckError", "check_mechanism"]
-
-_QUANTILES = (0.01, 0.05, 0.2, 0.5, 0.8, 0.95, 0.99)
 
 
 @dataclass(frozen=True)
@@ -107,11 +103,6 @@ def _rows(v: np.ndarray, n: int) -> np.ndarray:
     return np.tile(np.asarray(v, dtype=np.float64), (n, 1))
 
 
-def _as_2d_float(y: Any) -> np.ndarray:
-    a = np.asarray(y, dtype=np.float64)
-    return a.reshape(a.shape[0], -1)
-
-
 def _draw(mech: Any, x: np.ndarray, n: int, rng: np.random.Generator) -> tuple[Any, tuple]:
     """n outputs under ``x`` and the arguments ``privacy_loss`` takes after (x, x2): the
     outputs, or a PRS-like mechanism's (bits, matrices) from ``privatize_with_matrices``."""
@@ -122,58 +113,6 @@ def _draw(mech: Any, x: np.ndarray, n: int, rng: np.random.Generator) -> tuple[A
     return y, (y,)
 
 
-def _statistics(
-    mech: Any, x: np.ndarray, x2: np.ndarray, n: int, rng: np.random.Generator
-) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """Draw n outputs under x and x2 and return statistics (n, s) for both and their names.
-
-    Statistics: the first columns of the output, the projection on x - x2 when shapes agree,
-    and the mechanism's own privacy loss when it offers one (the Neyman-Pearson statistic).
-    """
-    (y1, args1), (y2, args2) = _draw(mech, x, n, rng), _draw(mech, x2, n, rng)
-    y1, y2 = _as_2d_float(y1), _as_2d_float(y2)
-    stats = [(f"y[{j}]", y1[:, j], y2[:, j]) for j in range(min(4, y1.shape[1]))]
-    diff = np.asarray(x, dtype=np.float64) - np.asarray(x2, dtype=np.float64)
-    if y1.shape[1] == diff.size and y1.shape[1] > 1 and np.any(diff):
-        half_diff = np.asarray(x, dtype=np.float64) / 2 - np.asarray(x2, dtype=np.float64) / 2
-        w = half_diff / np.abs(half_diff).max()  # overflow-safe direction of x - x2
-        w /= np.linalg.norm(w)
-        stats.append(("y.(x-x2)", y1 @ w, y2 @ w))
-    loss_fn = getattr(mech, "privacy_loss", None)
-    if callable(loss_fn):
-        try:
-            l1 = np.asarray(loss_fn(x[None], x2[None], *args1), dtype=np.float64)
-            l2 = np.asarray(loss_fn(x[None], x2[None], *args2), dtype=np.float64)
-            if l1.shape == (n,) and l2.shape == (n,):
-                stats.append(("privacy_loss", l1, l2))
-        except (TypeError, ValueError, NotImplementedError):
-            pass
-    names, cols1, cols2 = zip(*stats, strict=True)  # (name, under x, under x2) per statistic
-    return np.column_stack(cols1), np.column_stack(cols2), list(names)
-
-
-def _events(
-    names: list[str], pooled: np.ndarray
-) -> tuple[list[Callable[[np.ndarray], np.ndarray]], list[str]]:
-    """Candidate events chosen from the selection half only: thresholds at pooled quantiles and,
-    for statistics with few distinct values, equality events."""
-    fns: list[Callable[[np.ndarray], np.ndarray]] = []
-    labels: list[str] = []
-    for j, name in enumerate(names):
-        col = pooled[:, j]
-        finite = col[np.isfinite(col)]
-        uniq = np.unique(finite)
-        if uniq.size <= 32:
-            for v in uniq:
-                fns.append(lambda s, j=j, v=v: s[:, j] == v)
-                labels.append(f"{name} == {v:.6g}")
-        if finite.size:
-            for t in np.unique(np.quantile(finite, _QUANTILES)):
-                fns.append(lambda s, j=j, t=t: s[:, j] > t)
-                labels.append(f"{name} > {t:.6g}")
-    return fns, labels
-
-
 def _ratio_check(
     mech: Any,
     pairs: Sequence[tuple[np.ndarray, np.ndarray]],
@@ -181,45 +120,33 @@ def _ratio_check(
     alpha: float,
     rng: np.random.Generator,
 ) -> CheckResult:
+    """The distribution verdict of :func:`ldp_audit.audit.audit` at confidence ``1 - alpha``
+    on ``pairs`` (events chosen on selection samples, bounded on fresh ones)."""
+    from ldp_audit.audit import audit
+
     eps = float(mech.epsilon)
-    delta = float(getattr(mech, "delta", 0.0) or 0.0)
-    a_pair = alpha / len(pairs)
-    half = n_samples // 2
-    worst, worst_detail = -math.inf, "no informative event"
-    for i, (x, x2) in enumerate(pairs):
-        s1, s2, names = _statistics(mech, np.asarray(x), np.asarray(x2), n_samples, rng)
-        sel1, sel2, tst1, tst2 = s1[:half], s2[:half], s1[half:], s2[half:]
-        fns, labels = _events(names, np.vstack([sel1, sel2]))
-        if not fns:
-            continue
-        # Select the event whose Clopper-Pearson bound is largest on the selection half (a
-        # conservative score that does not chase rare, noisy events); test it on fresh samples.
-        c1 = np.array([fn(sel1).sum() for fn in fns], dtype=np.float64)
-        c2 = np.array([fn(sel2).sum() for fn in fns], dtype=np.float64)
-        scores = [  # x the numerator, then x2
-            np.atleast_1d(epsilon_lower_bound_from_counts(a, half, b, half, a_pair, delta=delta))
-            for a, b in ((c1, c2), (c2, c1))
-        ]
-        direction, k = divmod(int(np.argmax(np.concatenate(scores))), len(fns))
-        t1, t2 = float(fns[k](tst1).sum()), float(fns[k](tst2).sum())
-        if direction == 1:
-            t1, t2 = t2, t1
-        n_test = tst1.shape[0]
-        bound = float(epsilon_lower_bound_from_counts(t1, n_test, t2, n_test, a_pair, delta=delta))
-        if bound > worst:
-            arrow = "x vs x2" if direction == 0 else "x2 vs x"
-            worst = bound
-            worst_detail = (
-                f"pair {i}, event '{labels[k]}' ({arrow}): {int(t1)}/{n_test} vs {int(t2)}/{n_test}"
-            )
-    passed = not worst > eps
-    verdict = "<=" if passed else ">"
+    try:
+        r = audit(
+            mech,
+            pairs,
+            samples=n_samples,
+            confidence=1.0 - alpha,
+            rng=rng,
+            float_bits=False,
+            profile=False,
+            tradeoff=False,
+        )
+    except LdpAuditError as exc:
+        return CheckResult("empirical_ratio", False, f"the audit refused it: {exc}")
+    v, w = r.distribution, r.distribution.witness
+    where = "no event" if w is None else f"'{w.event}': {w.k1}/{w.n1} vs {w.k2}/{w.n2}"
     return CheckResult(
         "empirical_ratio",
-        passed,
-        f"epsilon lower bound {worst:.4g} {verdict} claimed {eps:.4g} at confidence "
-        f"{1 - alpha:.7g} over {len(pairs)} pair(s); worst: {worst_detail}"
-        + ("" if passed else " -- the mechanism violates its claim"),
+        not v.violation,
+        f"epsilon lower bound {v.epsilon_lower_bound:.4g} {'>' if v.violation else '<='} "
+        f"claimed {eps:.4g} at confidence {1 - alpha:.7g} over {len(pairs)} pair(s); worst: "
+        + where
+        + (" -- the mechanism violates its claim" if v.violation else ""),
     )
 
 

@@ -195,3 +195,17 @@ def test_cli_sequential_refusal_checks_the_stage_ceilings(capsys):
     assert run_cli(base + ["--epsilon", "10.3"]) == 2
     err = capsys.readouterr().err
     assert "--sequential budget 100000" in err and "cannot be refuted" in err
+
+
+@pytest.mark.parametrize("pool", [False, True])
+def test_some_stage_can_refute_exactly_when_the_whole_budget_can(pool):
+    """The CLI refuses a --sequential claim at the fixed-sample ceiling of the whole budget:
+    that is the same as "no stage of sequential_plan can refute it" (merging)."""
+    from ldp_audit.audit import estimation_samples, max_refutable_epsilon, sequential_plan
+
+    for samples in (2_000, 20_000, 100_000, 1_000_000):
+        top = max_refutable_epsilon(estimation_samples(samples), 0.95, pool)
+        for claim in np.linspace(0.5, top + 1.0, 40):
+            stages = sequential_plan(samples, float(claim), 0.95, pool=pool)
+            best = max(max_refutable_epsilon(estimation_samples(n), 1 - a, pool) for n, a in stages)
+            assert (claim < best) == (claim < top)

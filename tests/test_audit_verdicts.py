@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 
 import numpy as np
 import pytest
 
-from ldp_audit.audit import audit
+from ldp_audit.audit import audit, from_scalar
 from ldp_audit.errors import InvalidParameterError, UserCodeError
 from ldp_audit.mechanisms import (
     Gaussian,
@@ -238,6 +239,35 @@ def test_non_numeric_output_refused():
 def test_only_nan_outputs_refused():
     with pytest.raises(UserCodeError, match=r"only NaN/inf"):
         audit(AllNan(), PAIR, samples=5_000)
+
+
+class EpsilonRaises(Raises):
+    @property
+    def epsilon(self):
+        raise ZeroDivisionError("no claim")
+
+
+def test_epsilon_property_error_wrapped():
+    # hasattr() let a property's exception escape raw (a traceback at the CLI)
+    with pytest.raises(UserCodeError, match=r"mechanism.epsilon of EpsilonRaises raised Zero"):
+        audit(EpsilonRaises(), PAIR, samples=5_000)
+
+
+def test_epsilon_beyond_exp_overflow_is_inconclusive_not_a_crash():
+    # epsilon 1e300 with force: the claimed f-DP curve used math.exp(eps) (OverflowError)
+    r = audit(DoubleLaplace(1.0, epsilon=1e300), PAIR, samples=5_000, rng=0, force=True)
+    assert not r.violation and r.inconclusive
+    assert not r.tradeoff.violation
+
+
+def test_inf_outputs_of_one_input_give_no_raw_numpy_warning():
+    # the selection's tail fit subtracted inf from inf: "RuntimeWarning: invalid value
+    # encountered in subtract" reached a CLI user's stderr. Disjoint outputs: a violation.
+    m = from_scalar(lambda v: math.inf if v > 0.5 else v, epsilon=1.0, domain=(0.0, 1.0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = audit(m, samples=5_000, rng=0, float_bits=False)
+    assert r.violation and any("NaN or inf" in w for w in r.warnings)
 
 
 def test_candidate_pairs_error_wrapped():

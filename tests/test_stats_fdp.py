@@ -33,6 +33,8 @@ def test_eps_delta_tradeoff_closed_forms():
     assert stats.eps_delta_tradeoff(0.1, e, d) == pytest.approx(1 - d - math.e * 0.1)
     assert stats.eps_delta_tradeoff(0.5, e, d) == pytest.approx(math.exp(-1) * (1 - d - 0.5))
     assert stats.eps_delta_tradeoff(1.0, e, d) == 0.0
+    # an epsilon past exp's overflow (709.8) is the curve max(0, e^-eps (1 - d - alpha)) = 0
+    assert np.array_equal(stats.eps_delta_tradeoff([0.0, 0.5], 1e300, d), [1 - d, 0.0])
     # epsilon = 0, delta = 0: no information, 1 - alpha
     a = np.linspace(0, 1, 11)
     assert np.allclose(stats.eps_delta_tradeoff(a, 0.0, 0.0), 1 - a)

@@ -15,7 +15,8 @@ Lu et al. 2022, with the Mironov 2012 floating-point attack added):
    the output itself / its most separating coordinate, the projection onto x - x2, the
    median-anchored L1 log-ratio (exact for additive Laplace noise), the L1 and L2 norms, a
    logistic-regression score trained to separate M(x) from M(x2) (multi-dimensional outputs),
-   and a log-ratio score of discrete output cells (few distinct outputs). For the
+   and a log-ratio score of discrete output cells (few distinct outputs), or else of the
+   output rows seen more than once (*atoms* of continuous outputs). For the
    *implementation* reading, add a log-ratio score of floating-point *bit cells* of the raw
    outputs (sign, exponent, trailing zeros of the mantissa: Mironov 2012 — additive noise in
    IEEE doubles leaves input-dependent gaps in the low bits). On B, choose for each statistic

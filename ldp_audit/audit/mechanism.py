@@ -125,12 +125,13 @@ def user_attr(mechanism: Any, name: str, default: Any = None) -> Any:
 
 
 def check_mechanism(mechanism: Any) -> tuple[float, float]:
-    if not callable(user_attr(mechanism, "privatize")) or not hasattr(mechanism, "epsilon"):
+    missing = object()
+    raw = user_attr(mechanism, "epsilon", missing)  # a property that raises: UserCodeError
+    if not callable(user_attr(mechanism, "privatize")) or raw is missing:
         raise InvalidParameterError(
             "mechanism must have an epsilon attribute and a privatize(x, rng) method, got "
             f"{type(mechanism).__name__}"
         )
-    raw = user_attr(mechanism, "epsilon")
     eps = check_nonnegative(raw, "mechanism.epsilon")
     if math.isinf(eps):
         raise InvalidParameterError(

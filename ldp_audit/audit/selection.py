@@ -145,7 +145,8 @@ def _tail_rates(srt: np.ndarray, ts: np.ndarray, upper: bool, m: int) -> np.ndar
         return None
     tail = srt[-m:] if upper else srt[:m]
     u = float(srt[-m - 1] if upper else srt[m])
-    excess = (tail - u) if upper else (u - tail)
+    with np.errstate(invalid="ignore"):  # inf - inf: NaN, refused below
+        excess = (tail - u) if upper else (u - tail)
     if not np.all(np.isfinite(excess)) or np.unique(tail).size < m:
         return None
     beta = float(np.mean(excess))

@@ -3,8 +3,9 @@
 For every input pair :func:`build_statistics` fits a handful of deterministic maps from an
 output batch to one real score per row (the output coordinate that separates the pair best, the
 projection onto ``x - x2``, the median-anchored L1 log-ratio, the L1 and L2 norms, a
-logistic-regression score, a log-ratio score of discrete output cells); :class:`Snapped`
-reads them on outputs rounded to a 2^-32-relative grid (the *distribution* reading), and
+logistic-regression score, a log-ratio score of discrete output cells, or of the repeated rows
+of continuous outputs); :class:`Snapped` reads them on outputs rounded to a 2^-32-relative grid
+(the *distribution* reading), and
 :func:`float_cell_statistic` scores the floating-point bit cells of the raw outputs (the
 *implementation* reading, Mironov 2012). :class:`UserStatistic` wraps a user's
 ``stat(outputs, x, x_prime)``. A statistic is fixed before the estimation samples are drawn,
@@ -181,7 +182,7 @@ class _CellScore(ScoreStatistic):
         keys, inv = np.unique(np.concatenate([k1, k2]), return_inverse=True)
         c1 = np.bincount(inv[: len(k1)], minlength=len(keys))
         c2 = np.bincount(inv[len(k1) :], minlength=len(keys))
-        self.keys = keys
+        self.keys, self.counts = keys, c1 + c2
         self.scores = np.log((c1 + 0.5) / (len(k1) + 1.0)) - np.log((c2 + 0.5) / (len(k2) + 1.0))
 
     def _values(self, y: np.ndarray) -> np.ndarray:
@@ -399,18 +400,25 @@ def build_statistics(
     discrete = sorted_unique(head).size <= limit and (
         sorted_unique(np.concatenate([r1, r2])).size <= limit
     )
-    if discrete:
-        examples: dict[int, np.ndarray] = {}
+
+    def describe_row(q: int) -> str:
         for rows, keys in ((ya1, r1), (ya2, r2)):
-            uk, first = np.unique(keys, return_index=True)
-            for q, i in zip(uk.tolist(), first.tolist(), strict=True):
-                examples.setdefault(q, rows[i])
+            hit = np.flatnonzero(keys == q)
+            if hit.size:
+                return f"y = {short_values(rows[hit[0]].tolist(), 4)}"
+        return "y = ?"
 
-        def describe_row(q: int) -> str:
-            row = examples.get(q)
-            return "y = ?" if row is None else f"y = {short_values(row.tolist(), 4)}"
-
+    if discrete:
         stats.append(_CellScore(_row_keys, r1, r2, "cells", "output cells", describe_row))
+    else:
+        # atoms: output rows seen more than once in A although the outputs are continuous (a
+        # release of the input itself with some probability, a clamp); every other row
+        # scores 0, so a threshold event is a set of atoms whose ratio the counts favour
+        atoms = _CellScore(_row_keys, r1, r2, "atoms", "repeated output rows", describe_row)
+        rep = atoms.counts >= 2
+        if rep.any():
+            atoms.keys, atoms.scores = atoms.keys[rep], atoms.scores[rep]
+            stats.append(atoms)
     if k == 1:
         j = 0
     else:

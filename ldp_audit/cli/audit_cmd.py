@@ -494,23 +494,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _refuse_untestable_claim(args: argparse.Namespace, claim: float) -> None:
-    """Refuse (exit 2) a claim no bound of this audit could exceed: the fixed-sample ceiling,
-    or with ``--sequential`` the largest ceiling among the stages of its plan
-    (``ldp_audit.audit.sequential_plan``: the stages that could not refute the claim are
-    merged away, so it is the fixed-sample ceiling exactly when only the whole budget could)."""
-    from ldp_audit.audit import estimation_samples, max_refutable_epsilon, sequential_plan
+    """Refuse (exit 2) a claim no bound of this audit could exceed: the fixed-sample ceiling.
+    With ``--sequential`` no stage could refute it exactly then: ``sequential_plan`` merges away
+    the stages that could not, down to one stage with the whole budget at the full level."""
+    from ldp_audit.audit import estimation_samples, max_refutable_epsilon
 
+    test = args.ratio_test if args.event else None  # an event: every sample estimates
+    n_est = args.samples if test else estimation_samples(args.samples)
+    ceiling = max_refutable_epsilon(n_est, args.confidence, args.pool, test)
+    where = f"--samples {args.samples} ({n_est} estimation samples per input)"
     if args.sequential:
-        stages = sequential_plan(args.samples, claim, args.confidence, pool=args.pool)
-        ceiling = max(
-            max_refutable_epsilon(estimation_samples(n), 1.0 - a, args.pool) for n, a in stages
-        )
         where = f"any stage of the --sequential budget {args.samples}"
-    else:
-        test = args.ratio_test if args.event else None  # an event: every sample estimates
-        n_est = args.samples if test else estimation_samples(args.samples)
-        ceiling = max_refutable_epsilon(n_est, args.confidence, args.pool, test)
-        where = f"--samples {args.samples} ({n_est} estimation samples per input)"
     if claim >= ceiling:
         which = "--epsilon" if hasattr(args, "epsilon") else "the mechanism's epsilon"
         raise InvalidParameterError(
