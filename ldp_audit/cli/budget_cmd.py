@@ -116,8 +116,13 @@ def _ledger_path(arg: str) -> Path:
     return path
 
 
-def _run_delta(arg: str, meta: dict[str, str]) -> tuple[float, str]:
-    """The delta a run was accounted at: its config.json, else the recorded budget's, else 0."""
+def _run_delta(arg: str, meta: dict[str, str], allow: bool) -> tuple[float, str, bool]:
+    """The delta a run was accounted at: its config.json, else the recorded budget's, else 0;
+    and whether it came from a run that does not verify (read with ``allow``: exit 4).
+
+    config.json's delta is read only after the run is checked against its sealed manifest (an
+    edited delta changes every epsilon printed): a run that does not verify is refused
+    (``LedgerError``, exit 2) unless ``allow``."""
     run = Path(arg) if Path(arg).is_dir() else Path(arg).parent
     cfg_file = run / "config.json"
     if cfg_file.is_file():
@@ -127,7 +132,14 @@ def _run_delta(arg: str, meta: dict[str, str]) -> tuple[float, str]:
             cfg = {}
         d = cfg.get("delta") if isinstance(cfg, dict) else None
         if isinstance(d, (int, float)) and not isinstance(d, bool) and 0 <= d < 1:
-            return float(d), f"the run's delta ({cfg_file})"
+            res = verify_run(run, full=False)
+            if res.ok:
+                return float(d), f"the run's delta ({cfg_file})", False
+            msg = f"{cfg_file}'s delta is read only from a run that verifies: {res.problems[0]}"
+            if not allow:
+                raise LedgerError(f"{msg}; pass --delta D, or --allow-unverified")
+            print(f"UNVERIFIED EVIDENCE (read with --allow-unverified): {msg}", file=sys.stderr)
+            return float(d), f"the run's delta ({cfg_file}, UNVERIFIED)", True
     for key in ("budget", "central_budget"):
         if meta.get(key):
             try:
@@ -135,8 +147,8 @@ def _run_delta(arg: str, meta: dict[str, str]) -> tuple[float, str]:
             except (ValueError, KeyError, TypeError):
                 continue
             if d > 0:
-                return d, f"the delta of the {key.replace('_', ' ')} the ledger records"
-    return 0.0, "default: pure DP; pass --delta for Gaussian events"
+                return d, f"the delta of the {key.replace('_', ' ')} the ledger records", False
+    return 0.0, "default: pure DP; pass --delta for Gaussian events", False
 
 
 _fmt = partial(fmt_number, nd=6, nan="nan")
@@ -199,7 +211,7 @@ def _run(args: argparse.Namespace) -> int:
         print("(a ledger file alone: pass the run directory to check it against its manifest)")
     else:
         _print_text(out, args.limit)
-    return exit_code(False, out["authenticated"] and not refused)
+    return exit_code(False, out["authenticated"] and out.get("verified", True) and not refused)
 
 
 def _spent(args: argparse.Namespace, ledger: Any, path: Path) -> dict[str, Any]:
@@ -207,8 +219,9 @@ def _spent(args: argparse.Namespace, ledger: Any, path: Path) -> dict[str, Any]:
     from ldp_audit.accountant import Accountant, Budget
 
     meta = ledger.meta()
+    unverified = False
     if args.delta is None:
-        args.delta, delta_source = _run_delta(args.ledger, meta)
+        args.delta, delta_source, unverified = _run_delta(args.ledger, meta, args.allow_unverified)
     else:
         delta_source = "--delta"
     budgets: dict[str, Any] = {"local": None, "central": None}
@@ -254,6 +267,7 @@ def _spent(args: argparse.Namespace, ledger: Any, path: Path) -> dict[str, Any]:
         "chain_head": ledger.chain_head(),
         "delta": args.delta,
         "delta_source": delta_source,
+        "verified": not unverified,
         **{k: getattr(ledger, k) for k in ("authenticated", "auth_note", "key_id")},
         "storage_note": getattr(ledger.store, "hot_journal_note", None),
         "method": args.method,
