@@ -136,3 +136,20 @@ def test_json_convention_inf_is_a_string_nan_is_null() -> None:
     out = to_jsonable({"a": np.float64("inf"), "b": [float("-inf"), np.nan], "p": Path("x")})
     assert out == {"a": "inf", "b": ["-inf", None], "p": "x"}
     json.dumps(out, allow_nan=False)
+
+
+def test_a_full_disk_is_named_not_a_traceback(tmp_path) -> None:
+    """A write the file system refuses (here a file-size limit, EFBIG; ENOSPC on a full tmpfs
+    went the same way) is a RunDirectoryError naming the file: `train` exited 3 with a
+    traceback before. The temp file is removed and the charges already made stay."""
+    resource = pytest.importorskip("resource")
+    w = RunWriter(tmp_path / "r", algorithm="toy", config={}, seed=0)
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, hard))
+    try:
+        big = np.random.default_rng(0).random(1 << 18)  # 2 MiB, incompressible
+        with pytest.raises(RunDirectoryError, match=r"cannot write .*transcript\.npz: File too"):
+            w.write_npz("transcript.npz", {"x": big})
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert sorted(p.name for p in (tmp_path / "r").iterdir()) == ["config.json"]

@@ -150,8 +150,10 @@ def _atomic_write(target: Path, write: Any, *, replace: bool = False) -> None:
         with open(tmp, "rb") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as exc:
         tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError):  # a full or read-only file system: named, not a bug
+            raise RunDirectoryError(f"cannot write {target}: {exc.strerror or exc}") from None
         raise
     _fsync_dir(target.parent)
 
