@@ -116,13 +116,8 @@ def _ledger_path(arg: str) -> Path:
     return path
 
 
-def _run_delta(arg: str, meta: dict[str, str], allow: bool) -> tuple[float, str, bool]:
-    """The delta a run was accounted at: its config.json, else the recorded budget's, else 0;
-    and whether it came from a run that does not verify (read with ``allow``: exit 4).
-
-    config.json's delta is read only after the run is checked against its sealed manifest (an
-    edited delta changes every epsilon printed): a run that does not verify is refused
-    (``LedgerError``, exit 2) unless ``allow``."""
+def _run_delta(arg: str, meta: dict[str, str]) -> tuple[float, str]:
+    """The delta a run was accounted at: its config.json, else the recorded budget's, else 0."""
     run = Path(arg) if Path(arg).is_dir() else Path(arg).parent
     cfg_file = run / "config.json"
     if cfg_file.is_file():
@@ -132,14 +127,7 @@ def _run_delta(arg: str, meta: dict[str, str], allow: bool) -> tuple[float, str,
             cfg = {}
         d = cfg.get("delta") if isinstance(cfg, dict) else None
         if isinstance(d, (int, float)) and not isinstance(d, bool) and 0 <= d < 1:
-            res = verify_run(run, full=False)
-            if res.ok:
-                return float(d), f"the run's delta ({cfg_file})", False
-            msg = f"{cfg_file}'s delta is read only from a run that verifies: {res.problems[0]}"
-            if not allow:
-                raise LedgerError(f"{msg}; pass --delta D, or --allow-unverified")
-            print(f"UNVERIFIED EVIDENCE (read with --allow-unverified): {msg}", file=sys.stderr)
-            return float(d), f"the run's delta ({cfg_file}, UNVERIFIED)", True
+            return float(d), f"the run's delta ({cfg_file})"
     for key in ("budget", "central_budget"):
         if meta.get(key):
             try:
@@ -147,8 +135,28 @@ def _run_delta(arg: str, meta: dict[str, str], allow: bool) -> tuple[float, str,
             except (ValueError, KeyError, TypeError):
                 continue
             if d > 0:
-                return d, f"the delta of the {key.replace('_', ' ')} the ledger records", False
-    return 0.0, "default: pure DP; pass --delta for Gaussian events", False
+                return d, f"the delta of the {key.replace('_', ' ')} the ledger records"
+    return 0.0, "default: pure DP; pass --delta for Gaussian events"
+
+
+def _check_run(path: Path, allow: bool) -> bool:
+    """A ledger in a run directory is read only after the run is checked against its manifest
+    (its files, config.json's delta included, the manifest's MAC, the ledger's anchor; the
+    whole chain is --verify's): an edited delta or another run's ledger changed what was
+    printed, exit 0. Refused (exit 2) unless ``allow``; then True (exit 4)."""
+    if not (path.parent / "config.json").is_file():
+        return False  # a ledger on its own
+    res = verify_run(path.parent, full=False)
+    if res.ok:
+        return False
+    msg = f"run {str(path.parent)!r} does not verify: {res.problems[0]}"
+    if not allow:
+        raise LedgerError(
+            f"{msg}; check it with `ldp-audit budget {path.parent} --verify`, or pass "
+            f"--allow-unverified"
+        )
+    print(f"UNVERIFIED EVIDENCE (read with --allow-unverified): {msg}", file=sys.stderr)
+    return True
 
 
 _fmt = partial(fmt_number, nd=6, nan="nan")
@@ -190,13 +198,14 @@ def _run(args: argparse.Namespace) -> int:
     from ldp_audit.accountant.keys import check_key_outside
 
     check_key_outside(path.parent, "the ledger's folder")  # a key beside the ledger
+    unverified = not args.verify and _check_run(path, args.allow_unverified)
     with Ledger(path, create=False, readonly=True) as ledger:
         refused = _key_refusal(ledger, args.allow_unverified)
         if args.verify:
             out = {**ledger.verify(expect_head=args.expect_head), "ledger": str(path)}
             note = getattr(ledger.store, "hot_journal_note", None)
         else:
-            out = _spent(args, ledger, path)
+            out = {**_spent(args, ledger, path), "verified": not unverified}
     if args.json:
         print(json.dumps(to_jsonable(out), indent=2, default=str, allow_nan=False))
     elif args.verify:
@@ -211,7 +220,7 @@ def _run(args: argparse.Namespace) -> int:
         print("(a ledger file alone: pass the run directory to check it against its manifest)")
     else:
         _print_text(out, args.limit)
-    return exit_code(False, out["authenticated"] and out.get("verified", True) and not refused)
+    return exit_code(False, out["authenticated"] and not (refused or unverified))
 
 
 def _spent(args: argparse.Namespace, ledger: Any, path: Path) -> dict[str, Any]:
@@ -219,9 +228,8 @@ def _spent(args: argparse.Namespace, ledger: Any, path: Path) -> dict[str, Any]:
     from ldp_audit.accountant import Accountant, Budget
 
     meta = ledger.meta()
-    unverified = False
     if args.delta is None:
-        args.delta, delta_source, unverified = _run_delta(args.ledger, meta, args.allow_unverified)
+        args.delta, delta_source = _run_delta(args.ledger, meta)
     else:
         delta_source = "--delta"
     budgets: dict[str, Any] = {"local": None, "central": None}
@@ -267,7 +275,6 @@ def _spent(args: argparse.Namespace, ledger: Any, path: Path) -> dict[str, Any]:
         "chain_head": ledger.chain_head(),
         "delta": args.delta,
         "delta_source": delta_source,
-        "verified": not unverified,
         **{k: getattr(ledger, k) for k in ("authenticated", "auth_note", "key_id")},
         "storage_note": getattr(ledger.store, "hot_journal_note", None),
         "method": args.method,
