@@ -153,3 +153,21 @@ def test_a_full_disk_is_named_not_a_traceback(tmp_path) -> None:
     finally:
         resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
     assert sorted(p.name for p in (tmp_path / "r").iterdir()) == ["config.json"]
+
+
+def test_a_file_created_meanwhile_is_never_replaced(tmp_path, monkeypatch) -> None:
+    """Two writers racing for one new run folder both passed the "exists?" check, and the
+    second renamed its config.json over the first's: the loser then charged the winner's
+    ledger (30 of 30 forked pairs ended with a run holding both writers' charges). The window
+    is replayed here: the check answers "missing" although the other writer's file is there."""
+    from pathlib import Path
+
+    from ldp_audit.rundir.files import write_json_file
+
+    target = tmp_path / "config.json"
+    target.write_text('{"w": 0}')  # the winner's
+    real = Path.exists
+    monkeypatch.setattr(Path, "exists", lambda p: False if p == target else real(p))
+    with pytest.raises(RunDirectoryError, match="created by another writer meanwhile"):
+        write_json_file(target, {"w": 1})
+    assert target.read_text() == '{"w": 0}' and os.listdir(tmp_path) == ["config.json"]
