@@ -225,7 +225,7 @@ def add_force_argument(parser: Any) -> None:
 # ----------------------------------------------------------------------------------------------
 
 
-_KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket"}
+_KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a folder"}
 
 
 def _kind(mode: int) -> str:

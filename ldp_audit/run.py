@@ -227,8 +227,10 @@ class Run:
                 f"{self._clean[0].size} (its first release); every release of a run has one "
                 f"shape, and nothing was charged"
             )
+        score = check_real(score, "score")  # before the charge: typed, never coerced
+        secret = None if secret is None else check_real(secret, "secret")
         if secret is not None and self.cfg.private_parameter is not None:
-            if float(secret) not in self.cfg.private_parameter["values"]:
+            if secret not in self.cfg.private_parameter["values"]:
                 raise InvalidParameterError(
                     f"secret {secret!r} is not one of the declared candidate values "
                     f"{self.cfg.private_parameter['values']}"
@@ -245,9 +247,9 @@ class Run:
             rel,
             submission=np.array([len(self.transcript)]),
             theta_index=np.array([self._theta_index(theta)]),
-            score=np.array([float(score)]),
+            score=np.array([score]),
         )
-        self._secrets.append(math.nan if secret is None else float(secret))
+        self._secrets.append(math.nan if secret is None else secret)
         self._clean.append(x[0].copy())
         return rel
 

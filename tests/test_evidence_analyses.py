@@ -98,6 +98,11 @@ def test_an_unsealed_or_deleted_artefact_is_refused(run: Path, tmp_path: Path, c
     (run / "audit.json").unlink()  # the audit that found the violation, deleted
     res = verify_run(run)
     assert not res.ok and any("audit.json is sealed" in p and "missing" in p for p in res.problems)
+    (run / "audit.json").mkdir()  # a folder in a sealed file's place (verified before: exit 0)
+    (run / "attack_x.json").mkdir()  # ... and under an analysis file's name
+    res = verify_run(run)
+    assert any("audit.json does not match the SHA-256" in p for p in res.problems)
+    assert any("attack_x.json is not sealed" in p for p in res.problems)
 
 
 def test_a_rewritten_index_without_the_key_is_refused(run: Path) -> None:
@@ -368,3 +373,29 @@ def test_another_runs_sealed_artefact_is_a_sealed_extra(run: Path, tmp_path: Pat
     assert main(["report", str(run), str(other), "-o", str(tmp_path / "r1")]) == 0
     _edit_audit(other)
     assert main(["report", str(run), str(other), "-o", str(tmp_path / "r2")]) == 2
+
+
+def test_a_read_only_run_is_refused_before_work_never_a_traceback(
+    run: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run on a read-only file system (EROFS, simulated at the OS calls: root ignores chmod):
+    `audit --run-dir RUN --overwrite` audited, then died with exit 3 and a traceback."""
+    import errno
+    import os
+    import tempfile
+
+    from ldp_audit.errors import RunDirectoryError
+
+    def erofs(*a, **k):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+
+    before = (run / "audit.json").read_bytes()
+    with monkeypatch.context() as m:
+        m.setattr(tempfile, "mkdtemp", erofs)  # the output path's writability probe
+        assert main(["audit", "--run-dir", str(run), "--overwrite"]) == 2
+    err = capsys.readouterr().err
+    assert "--run-dir: cannot create" in err and "Read-only file system" in err, err
+    assert "Traceback" not in err and (run / "audit.json").read_bytes() == before
+    monkeypatch.setattr(os, "replace", erofs)  # the atomic write's rename
+    with pytest.raises(RunDirectoryError, match="cannot write .*attack_x.json: Read-only"):
+        write_artifact(run, "attack_x.json", {"a": 1})

@@ -41,6 +41,11 @@ def test_a_release_with_another_shape_is_refused_before_any_charge(tmp_path) -> 
         run.release(np.ones(4), agent=1, theta=np.zeros(3))
     with pytest.raises(InvalidParameterError, match="values must be an array of numbers"):
         run.release(["a", "b", "c"], agent=1, theta=np.zeros(3))
+    # a secret or score of the wrong type: '0.5' and True were taken as numbers, None was a raw
+    # TypeError after the charge
+    for kw in ({"secret": "0.5"}, {"secret": True}, {"score": "3"}, {"score": None}):
+        with pytest.raises(InvalidParameterError, match="must be a real number"):
+            run.release(np.ones(3), agent=1, theta=np.zeros(3), **kw)
     with Ledger(tmp_path / "r" / "ledger.sqlite", readonly=True) as led:
         assert len(led) == 1  # the refused releases were never charged
     path = run.close()  # closes cleanly: no raw numpy error, no run left "running"

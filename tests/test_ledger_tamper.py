@@ -381,6 +381,27 @@ def test_budget_uses_the_runs_delta_and_refuses_a_fifo(tmp_path: Path, capsys) -
     assert out["delta"] == 0.001 and out["delta_source"] == "--delta"
     assert main(["budget", str(run), *basic]) == 0
     assert "delta = 1e-05 (the run's delta" in capsys.readouterr().out
+    # the run is evidence: an edited delta (every epsilon printed changes) or another run's
+    # ledger swapped in was read, exit 0; both are refused (the run checked against its
+    # manifest, as every reader does), through the ledger file too
+    other = RunWriter(tmp_path / "o", algorithm="toy", config={}, seed=0)
+    Accountant(other.open_ledger()).charge("b", LaplaceEvent(1.0))
+    other.finish()
+    saved = (run / "ledger.sqlite").read_bytes()
+    shutil.copy(tmp_path / "o" / "ledger.sqlite", run / "ledger.sqlite")
+    assert main(["budget", str(run), *basic]) == 2
+    assert "ledger.sqlite is not the run's ledger" in capsys.readouterr().err
+    (run / "ledger.sqlite").write_bytes(saved)
+    cfg = json.loads((run / "config.json").read_text())
+    cfg["config"]["delta"] = 0.5
+    (run / "config.json").write_text(json.dumps(cfg))
+    for target in (run, run / "ledger.sqlite"):
+        assert main(["budget", str(target), *basic]) == 2
+        err = capsys.readouterr().err
+        assert "config.json does not match the SHA-256 in manifest.json" in err, err
+    assert main(["budget", str(run), "--json", "--allow-unverified", *basic]) == 4
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["verified"] is False and "UNVERIFIED" in captured.err
     fifo = tmp_path / "fifo"
     os_mkfifo = getattr(__import__("os"), "mkfifo", None)
     if os_mkfifo is None:

@@ -136,3 +136,38 @@ def test_json_convention_inf_is_a_string_nan_is_null() -> None:
     out = to_jsonable({"a": np.float64("inf"), "b": [float("-inf"), np.nan], "p": Path("x")})
     assert out == {"a": "inf", "b": ["-inf", None], "p": "x"}
     json.dumps(out, allow_nan=False)
+
+
+def test_a_full_disk_is_named_not_a_traceback(tmp_path) -> None:
+    """A write the file system refuses (here a file-size limit, EFBIG; ENOSPC on a full tmpfs
+    went the same way) is a RunDirectoryError naming the file: `train` exited 3 with a
+    traceback before. The temp file is removed and the charges already made stay."""
+    resource = pytest.importorskip("resource")
+    w = RunWriter(tmp_path / "r", algorithm="toy", config={}, seed=0)
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, hard))
+    try:
+        big = np.random.default_rng(0).random(1 << 18)  # 2 MiB, incompressible
+        with pytest.raises(RunDirectoryError, match=r"cannot write .*transcript\.npz: File too"):
+            w.write_npz("transcript.npz", {"x": big})
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert sorted(p.name for p in (tmp_path / "r").iterdir()) == ["config.json"]
+
+
+def test_a_file_created_meanwhile_is_never_replaced(tmp_path, monkeypatch) -> None:
+    """Two writers racing for one new run folder both passed the "exists?" check, and the
+    second renamed its config.json over the first's: the loser then charged the winner's
+    ledger (30 of 30 forked pairs ended with a run holding both writers' charges). The window
+    is replayed here: the check answers "missing" although the other writer's file is there."""
+    from pathlib import Path
+
+    from ldp_audit.rundir.files import write_json_file
+
+    target = tmp_path / "config.json"
+    target.write_text('{"w": 0}')  # the winner's
+    real = Path.exists
+    monkeypatch.setattr(Path, "exists", lambda p: False if p == target else real(p))
+    with pytest.raises(RunDirectoryError, match="created by another writer meanwhile"):
+        write_json_file(target, {"w": 1})
+    assert target.read_text() == '{"w": 0}' and os.listdir(tmp_path) == ["config.json"]

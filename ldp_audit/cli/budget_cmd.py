@@ -139,6 +139,26 @@ def _run_delta(arg: str, meta: dict[str, str]) -> tuple[float, str]:
     return 0.0, "default: pure DP; pass --delta for Gaussian events"
 
 
+def _check_run(path: Path, allow: bool) -> bool:
+    """A ledger in a run directory is read only after the run is checked against its manifest
+    (its files, config.json's delta included, the manifest's MAC, the ledger's anchor; the
+    whole chain is --verify's): an edited delta or another run's ledger changed what was
+    printed, exit 0. Refused (exit 2) unless ``allow``; then True (exit 4)."""
+    if not (path.parent / "config.json").is_file():
+        return False  # a ledger on its own
+    res = verify_run(path.parent, full=False)
+    if res.ok:
+        return False
+    msg = f"run {str(path.parent)!r} does not verify: {res.problems[0]}"
+    if not allow:
+        raise LedgerError(
+            f"{msg}; check it with `ldp-audit budget {path.parent} --verify`, or pass "
+            f"--allow-unverified"
+        )
+    print(f"UNVERIFIED EVIDENCE (read with --allow-unverified): {msg}", file=sys.stderr)
+    return True
+
+
 _fmt = partial(fmt_number, nd=6, nan="nan")
 
 
@@ -178,13 +198,14 @@ def _run(args: argparse.Namespace) -> int:
     from ldp_audit.accountant.keys import check_key_outside
 
     check_key_outside(path.parent, "the ledger's folder")  # a key beside the ledger
+    unverified = not args.verify and _check_run(path, args.allow_unverified)
     with Ledger(path, create=False, readonly=True) as ledger:
         refused = _key_refusal(ledger, args.allow_unverified)
         if args.verify:
             out = {**ledger.verify(expect_head=args.expect_head), "ledger": str(path)}
             note = getattr(ledger.store, "hot_journal_note", None)
         else:
-            out = _spent(args, ledger, path)
+            out = {**_spent(args, ledger, path), "verified": not unverified}
     if args.json:
         print(json.dumps(to_jsonable(out), indent=2, default=str, allow_nan=False))
     elif args.verify:
@@ -199,7 +220,7 @@ def _run(args: argparse.Namespace) -> int:
         print("(a ledger file alone: pass the run directory to check it against its manifest)")
     else:
         _print_text(out, args.limit)
-    return exit_code(False, out["authenticated"] and not refused)
+    return exit_code(False, out["authenticated"] and not (refused or unverified))
 
 
 def _spent(args: argparse.Namespace, ledger: Any, path: Path) -> dict[str, Any]:

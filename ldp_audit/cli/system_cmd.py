@@ -57,7 +57,7 @@ from ldp_audit.config import add_arguments, from_args, given_config, option_name
 from ldp_audit.errors import InvalidParameterError, LdpAuditError, RunDirectoryError
 from ldp_audit.limits import add_force_argument, check_resources, forcing
 from ldp_audit.rundir import RunDir, check_new_file, is_run_dir, to_jsonable, write_artifact
-from ldp_audit.rundir.paths import timestamped_dir
+from ldp_audit.rundir.paths import check_parent_writable, timestamped_dir
 from ldp_audit.rundir.seal import seal_document
 
 _WARNED: set[str] = set()
@@ -397,6 +397,7 @@ def attack_run_dir(
                 f"{target} already exists; write this result elsewhere with --out FILE, or pass "
                 "--overwrite to replace it"
             )
+        check_parent_writable(target, "--run-dir")  # a read-only run: refused before work
     sizes = getattr(_attack_commands(system).get(name), "sizes", None)
     if sizes:  # before any work (--force runs anyway)
         est = systems.call(sizes, f"attack {name!r} sizes")(rd.train_config, **kw)
@@ -472,6 +473,7 @@ def audit_run_dir(args: argparse.Namespace) -> int:
             f"{target_file} already exists; pass --overwrite to replace it (a run's named "
             "artefact is never silently replaced)"
         )
+    check_parent_writable(target_file, "--run-dir")  # a read-only run: refused before work
     own = audit_options(args)  # as for --mechanism
     runs, skipped = [], []
     for t in rd.system.audit_targets(rd.train_config):  # may refuse, with the reason

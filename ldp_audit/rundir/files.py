@@ -149,10 +149,25 @@ def _atomic_write(target: Path, write: Any, *, replace: bool = False) -> None:
         write(tmp)
         with open(tmp, "rb") as fh:
             os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException:
+        if replace:
+            os.replace(tmp, target)
+        else:  # linked, never renamed over a file another writer created meanwhile
+            try:
+                os.link(tmp, target)
+            except FileExistsError:
+                raise
+            except OSError:  # no hard links here: the name claimed with O_EXCL, then filled
+                os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL))
+                os.replace(tmp, target)
+    except FileExistsError:
+        raise RunDirectoryError(
+            f"{target} was created by another writer meanwhile; a run directory's files are "
+            f"written once"
+        ) from None
+    except OSError as exc:  # a full or read-only file system: named, not a bug
+        raise RunDirectoryError(f"cannot write {target}: {exc.strerror or exc}") from None
+    finally:
         tmp.unlink(missing_ok=True)
-        raise
     _fsync_dir(target.parent)
 
 

@@ -239,7 +239,8 @@ def check_analyses(
     if key is None and entries:
         notes.append(f"{run / INDEX}: its MACs cannot be checked (this process has no ledger key)")
     # the analysis files present in the run (named artefacts and the report's own files)
-    present = [f.name for f in run.iterdir() if f.is_file() and ARTIFACT_PATTERN.match(f.name)]
+    # (a folder or a link to nothing under an analysis file's name is never a sealed file)
+    present = [f.name for f in run.iterdir() if ARTIFACT_PATTERN.match(f.name)]
     present = sorted(present + [n for n in REPORT_FILES if (run / n).is_file()])
     sealed: dict[str, str] = {}
     finished = (run / "manifest.json").is_file()
@@ -259,7 +260,7 @@ def check_analyses(
             continue
         try:
             digest = sha256_file(run / name)
-        except OSError:
+        except (OSError, RunDirectoryError):  # a folder in its place: changed
             digest = ""
         if digest != latest[name].get("sha256"):
             problems.append(

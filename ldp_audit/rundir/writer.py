@@ -292,6 +292,5 @@ def write_artifact(run_dir: Any, name: str, obj: Any, *, overwrite: bool = False
             f"--overwrite to replace it"
         )
     write_json_file(target, obj, replace=overwrite)
-
     seal_analyses(p, [name])  # under the ledger key, chained to the run's manifest
     return target
