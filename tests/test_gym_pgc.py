@@ -214,6 +214,10 @@ def test_each_score_is_its_own_episodes_return(monkeypatch) -> None:
             {"env_id": "CartPole-v1", "private_param": "length", "values": (0.5, 1e-300)},
             "'length': env 'CartPole-v1' gives non-finite .* with value 1e-300",
         ),
+        (
+            {"env_id": "CartPole-v1", "private_param": "polemass_length", "values": (0.1, 1)},
+            "'polemass_length' of CartPole is derived from masspole, masscart and length",
+        ),
     ],
 )
 def test_bad_input_is_named_before_any_episode(kwargs: dict, match: str) -> None:

@@ -231,7 +231,8 @@ def check_private_param(
     (:data:`POSITIVE_PARAMS`) must be > 0, and no candidate may be subnormal. A parameter with no
     effect is refused: every candidate gives the same trace (observations, rewards,
     terminations; same seeds and actions) over the probe and again over longer episodes
-    (:func:`_probe_steps`), as for an env that computes a constant from it in ``__init__``.
+    (:func:`_probe_steps`), as for an env that computes a constant from it in ``__init__``; so
+    is an env whose trace differs between two probes of the first candidate (unseeded noise).
 
     Returns:
         ``(EnvInfo, values as floats)``.
@@ -280,6 +281,11 @@ def check_private_param(
                 f"private parameter {name!r} is not an attribute of {type(u).__name__} "
                 f"(env {env_id!r}); numeric attributes there: {public}"
             )
+        if isinstance(u, CartPoleEnv) and name in _CARTPOLE_DERIVED:
+            raise InvalidParameterError(
+                f"private parameter {name!r} of CartPole is derived from masspole, masscart and "
+                "length (recomputed after every set): make one of those the private parameter"
+            )
         cur = getattr(u, name)
         if isinstance(cur, (bool, np.bool_)) or not isinstance(
             cur, (int, float, np.integer, np.floating)
@@ -302,8 +308,18 @@ def check_private_param(
         env.close()
     long = NO_EFFECT_EPISODE * (2 * min(info.obs_dim, 24) + 2)
     for steps in (PROBE_STEPS, long):  # the longer probe only when needed
-        traces = [_probe_steps(env_id, name, v, max_episode_steps, steps) for v in vals]
-        if any(not np.array_equal(t, traces[0]) for t in traces[1:]):
+        # the first candidate twice: a difference there is the env's own unseeded noise
+        traces = [
+            _probe_steps(env_id, name, v, max_episode_steps, steps) for v in (*vals[:1], *vals)
+        ]
+        if not np.array_equal(traces[0], traces[1]):
+            raise InvalidParameterError(
+                f"env {env_id!r} is not reproducible: reset(seed=0) and the same actions with "
+                f"{name}={vals[0]!r} gave two different traces, so no probe or attack can tell "
+                f"{name!r}'s effect from noise; draw the env's randomness from self.np_random "
+                "(Gymnasium's seeding)"
+            )
+        if any(not np.array_equal(t, traces[0]) for t in traces[2:]):
             return info, vals
     raise InvalidParameterError(
         f"private parameter {name!r} has no effect on env {env_id!r}: every candidate "
