@@ -322,6 +322,27 @@ def test_cli_bad_input_exits_2(tmp_path, capsys, extra: list, match: str) -> Non
     assert code == 2 and match in capsys.readouterr().err and not out.exists()
 
 
+@pytest.mark.parametrize(
+    ("extra", "match"),
+    [
+        (["--mechanism", "laplace", "--epsilon", "1e-300"], "the parameters could move by"),
+        (["--mechanism", "none", "--resume"], "--resume: an interrupted pgc-a3c-gym run"),
+    ],
+)
+def test_cli_gym_run_refused_before_any_episode(tmp_path, capsys, extra, match) -> None:
+    """--epsilon 1e-300 trained until theta overflowed ("a gradient is not finite", an
+    interrupted run left behind); --resume named an internal run_mode. Both now refused first."""
+    out = tmp_path / "run"
+    argv = ["train", "pgc-a3c", "--env", "CartPole-v1", "--private-param", "force_mag=5,20",
+            "--max-submissions", "40", "--no-progress", "--out", str(out)]  # fmt: skip
+    if "--resume" in extra:  # an earlier run to resume
+        assert main([*argv, "--mechanism", "none"]) == 0
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    assert main([*argv, *extra]) == 2
+    assert match in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before  # nothing written
+
+
 def test_cartpole_gravity_runs_on_the_paper_engine(capsys, tmp_path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)  # each run without --out lands in runs/pgc-a3c-<ts>, here
     common = ["train", "pgc-a3c", "--mechanism", "laplace", "--epsilon", "1",
