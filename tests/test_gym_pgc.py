@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sqlite3
 
 import gymnasium as gym
@@ -465,3 +466,43 @@ def test_a_param_env_without_set_param_is_refused_at_definition() -> None:
 
     with pytest.raises(TypeError, match="must define set_param"):
         type("NoParam", (ParamVectorEnv,), {})
+
+
+class LateFailCartPole(gym.Wrapper):
+    """CartPole whose 200th step (episodes of one env instance counted together) raises or
+    returns NaN: past the parameter probe's steps, well inside training."""
+
+    def __init__(self, fail: str = "raise") -> None:
+        super().__init__(gym.make("CartPole-v1").unwrapped)
+        self.fail, self.n = fail, 0
+
+    def step(self, action):
+        self.n += 1
+        obs, r, term, trunc, info = self.env.step(action)
+        if self.n >= 200 and self.fail == "raise":
+            raise RuntimeError("the user's env broke")
+        return (obs * np.nan if self.n >= 200 else obs), r, term, trunc, info
+
+
+for _fail in ("raise", "nan"):
+    if f"TestLateFail-{_fail}-v0" not in gym.registry:
+        gym.register(f"TestLateFail-{_fail}-v0", entry_point=f"{__name__}:LateFailCartPole",
+                     kwargs={"fail": _fail}, max_episode_steps=100)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("fail", "match"),
+    [("raise", r"env 'TestLateFail-raise-v0' raised RuntimeError in step: the user's env broke"),
+     ("nan", r"env 'TestLateFail-nan-v0' returned a non-finite observation or reward")],
+)  # fmt: skip
+def test_a_user_env_failing_during_training_is_named_exit_2(tmp_path, capsys, fail, match):
+    """A user env raising mid-run was reported as "a bug in ldp-audit" (exit 3, traceback); one
+    returning NaN as "theta diverged"."""
+    run = tmp_path / "run"
+    argv = ["train", "pgc-a3c", "--env", f"TestLateFail-{fail}-v0", "--private-param",
+            "force_mag=5,20", "--mechanism", "none", "--max-submissions", "200", "--out",
+            str(run), "--no-progress"]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert re.search(match, err) and "Traceback" not in err
+    assert json.loads((run / "manifest.json").read_text())["status"] == "interrupted"

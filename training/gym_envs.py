@@ -602,12 +602,34 @@ class SyncParamVectorEnv(ParamVectorEnv):
         self.num_envs = n
         for k in (*_SPACES, "metadata"):
             setattr(self, k, getattr(self.inner, k))
-        self.param = param
+        self.param, self.env_id = param, env_id
         self._unwrapped = [e.unwrapped for e in self.inner.envs]
+        self.values = np.full(n, np.nan)
 
     def set_param(self, rows: np.ndarray, values: np.ndarray) -> None:
         for r, v in zip(np.asarray(rows).tolist(), np.asarray(values).tolist(), strict=True):
             _set_param(self._unwrapped[r], self.param, float(v))
+            self.values[r] = v
+
+    def _call(self, what: str, fn: Any, *args: Any, **kw: Any) -> Any:
+        """The user's env code: its failure, or a non-finite observation or reward, is an
+        input error naming the env (never reported as a bug of this toolkit)."""
+        try:
+            out = fn(*args, **kw)
+            obs = np.asarray(out[0], dtype=np.float64).reshape(self.num_envs, -1)
+            rew = np.asarray(out[1], dtype=np.float64) if what == "step" else np.zeros(1)
+        except Exception as exc:  # noqa: BLE001 - anything the env's code raises
+            raise InvalidParameterError(
+                f"env {self.env_id!r} raised {type(exc).__name__} in {what}: {exc}"
+            ) from None
+        bad = ~np.isfinite(obs).all(axis=1) | ~np.isfinite(rew)
+        if bad.any():
+            r = int(np.flatnonzero(bad)[0])
+            raise InvalidParameterError(
+                f"env {self.env_id!r} returned a non-finite observation or reward in {what} "
+                f"(row {r}, {self.param}={float(self.values[r])!r})"
+            )
+        return (obs, *out[1:])
 
     def reset(self, *, seed: Any = None, options: Any = None) -> tuple[np.ndarray, dict]:
         rows = _mask_rows(options, self.num_envs)
@@ -616,13 +638,14 @@ class SyncParamVectorEnv(ParamVectorEnv):
         full: list[int | None] = [None] * self.num_envs
         for r, s in zip(rows, _seeds(seed, rows), strict=True):
             full[r] = None if s is None else int(s)
-        obs, info = self.inner.reset(seed=full, options={"reset_mask": mask})
-        return np.asarray(obs).reshape(self.num_envs, -1), info
+        return self._call("reset", self.inner.reset, seed=full, options={"reset_mask": mask})
 
     def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
-        obs, rew, term, trunc, info = self.inner.step(np.asarray(actions, dtype=np.int64))
+        obs, rew, term, trunc, info = self._call(
+            "step", self.inner.step, np.asarray(actions, dtype=np.int64)
+        )
         return (
-            np.asarray(obs).reshape(self.num_envs, -1),
+            obs,
             np.asarray(rew, dtype=np.float64),
             np.asarray(term, dtype=bool),
             np.asarray(trunc, dtype=bool),
