@@ -506,3 +506,26 @@ def test_a_user_env_failing_during_training_is_named_exit_2(tmp_path, capsys, fa
     err = capsys.readouterr().err
     assert re.search(match, err) and "Traceback" not in err
     assert json.loads((run / "manifest.json").read_text())["status"] == "interrupted"
+
+
+def _bad_shape_simulator(theta, values, rng, alpha):
+    return np.zeros((theta.shape[0], 3)), np.zeros(theta.shape[0])
+
+
+@pytest.mark.parametrize(
+    ("ref", "match"),
+    [("os:getcwd", r"simulator 'getcwd' raised TypeError"),
+     (f"{__name__}:_bad_shape_simulator", r"returned gradients of shape \(\d+, 3\), expected "
+      r"\(\d+, 96\)")],
+)  # fmt: skip
+def test_a_failing_user_simulator_is_named_exit_2(tmp_path, capsys, ref, match) -> None:
+    """--simulator raising, or returning gradients of the wrong shape, was "a bug in
+    ldp-audit" (exit 3, traceback)."""
+    run = tmp_path / "run"
+    train(
+        _cfg(trials=1, max_submissions=4, mechanism="none", epsilon=math.inf), seed=0, run_dir=run
+    )
+    argv = ["attack", "dynamics", "--run-dir", str(run), "--shadow", "2", "--simulator", ref]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert re.search(match, err) and "Traceback" not in err

@@ -41,7 +41,7 @@ from gymnasium.envs.classic_control.mountain_car import MountainCarEnv
 from gymnasium.vector import AutoresetMode, SyncVectorEnv, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from ldp_audit.errors import InvalidParameterError
+from ldp_audit.errors import InvalidParameterError, UserCodeError
 
 __all__ = [
     "EnvInfo",
@@ -619,9 +619,9 @@ class SyncParamVectorEnv(ParamVectorEnv):
             obs = np.asarray(out[0], dtype=np.float64).reshape(self.num_envs, -1)
             rew = np.asarray(out[1], dtype=np.float64) if what == "step" else np.zeros(1)
         except Exception as exc:  # noqa: BLE001 - anything the env's code raises
-            raise InvalidParameterError(
+            raise UserCodeError(
                 f"env {self.env_id!r} raised {type(exc).__name__} in {what}: {exc}"
-            ) from None
+            ) from exc
         bad = ~np.isfinite(obs).all(axis=1) | ~np.isfinite(rew)
         if bad.any():
             r = int(np.flatnonzero(bad)[0])
