@@ -529,3 +529,30 @@ def test_a_failing_user_simulator_is_named_exit_2(tmp_path, capsys, ref, match) 
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert re.search(match, err) and "Traceback" not in err
+
+
+class CenteredActionsCartPole(gym.Wrapper):
+    """CartPole with actions -1 (left) and 1 (right) as Discrete(2, start=-1); a 0 or a 2 is
+    refused."""
+
+    def __init__(self) -> None:
+        super().__init__(gym.make("CartPole-v1").unwrapped)
+        self.action_space = gym.spaces.Discrete(2, start=-1)
+
+    def step(self, action):
+        assert action in (-1, 0), f"action {action!r} outside {self.action_space}"
+        return self.env.step(int(action) + 1)
+
+
+if "TestCenteredActions-v0" not in gym.registry:
+    gym.register("TestCenteredActions-v0", entry_point=f"{__name__}:CenteredActionsCartPole",
+                 max_episode_steps=50)  # fmt: skip
+
+
+def test_a_discrete_space_with_a_start_gets_its_own_actions() -> None:
+    """Discrete(n, start=s): the env is sent s..s+n-1 (it was sent 0..n-1: an env that does not
+    check its actions trained on the wrong ones in silence)."""
+    cfg = GymPgcConfig(env_id="TestCenteredActions-v0", private_param="length",
+                       values=(0.25, 1.0), mechanism="none", max_submissions=20)  # fmt: skip
+    res = train(cfg, seed=0)
+    assert res.submissions.tolist() == [20] and cfg.network.n_actions == 2

@@ -352,6 +352,7 @@ def _probe_steps(
             _set_param(env.unwrapped, name, value)
             obs, _ = env.reset(seed=0)
             n, episode, start = int(env.action_space.n), 0, 0
+            first = int(env.action_space.start)  # Discrete(n, start): actions first..first+n-1
             o = np.asarray(obs, dtype=np.float64).ravel()
             trace.append(o)
             bad = not np.all(np.isfinite(o))
@@ -365,7 +366,7 @@ def _probe_steps(
                     action = (n - 1) * int(o[coord] > 0)
                 else:
                     action = int(rng.integers(n))
-                obs, r, term, trunc, _ = env.step(action)
+                obs, r, term, trunc, _ = env.step(first + action)
                 o = np.asarray(obs, dtype=np.float64).ravel()
                 bad = not (np.all(np.isfinite(o)) and math.isfinite(r))
                 trace.append(np.concatenate([o, [r, term, trunc]]))
@@ -603,6 +604,7 @@ class SyncParamVectorEnv(ParamVectorEnv):
         for k in (*_SPACES, "metadata"):
             setattr(self, k, getattr(self.inner, k))
         self.param, self.env_id = param, env_id
+        self.first = int(self.single_action_space.start)  # Discrete(n, start): start + index
         self._unwrapped = [e.unwrapped for e in self.inner.envs]
         self.values = np.full(n, np.nan)
 
@@ -642,7 +644,7 @@ class SyncParamVectorEnv(ParamVectorEnv):
 
     def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
         obs, rew, term, trunc, info = self._call(
-            "step", self.inner.step, np.asarray(actions, dtype=np.int64)
+            "step", self.inner.step, self.first + np.asarray(actions, dtype=np.int64)
         )
         return (
             obs,
