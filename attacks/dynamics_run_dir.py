@@ -35,7 +35,7 @@ from ldp_audit.attacks.scoring import (
     AttackResult,
     one_openmp_thread,
 )
-from ldp_audit.errors import InvalidParameterError, RunDirectoryError
+from ldp_audit.errors import InvalidParameterError, RunDirectoryError, UserCodeError
 from ldp_audit.rundir import RunDir
 from ldp_audit.systems import ArraySpec, TranscriptSchema
 from ldp_audit.validation import check_probability
@@ -373,6 +373,27 @@ def _simulate_generic(
     return simulate_chunks(sim, theta_rows, values, rng, alpha, _GENERIC_CHUNK, progress)
 
 
+def _user_simulator(sim: Simulator) -> Simulator:
+    """``sim`` whose failure, or gradients not of theta's shape and finite, is a
+    :class:`UserCodeError` naming it (the user's code, never a bug of this toolkit)."""
+    name = getattr(sim, "__qualname__", repr(sim))
+
+    def run(theta: np.ndarray, values: np.ndarray, rng: Any, alpha: Any) -> Any:
+        try:
+            grads, scores = sim(theta, values, rng, alpha)
+            g = np.asarray(grads, dtype=np.float64)
+        except Exception as exc:  # noqa: BLE001 - anything the user's simulator raises
+            raise UserCodeError(f"simulator {name!r} raised {type(exc).__name__}: {exc}") from exc
+        if g.shape != theta.shape or not np.isfinite(g).all():
+            raise UserCodeError(
+                f"simulator {name!r} returned gradients of shape {g.shape}, expected "
+                f"{theta.shape} (one finite gradient per theta row)"
+            )
+        return g, scores
+
+    return run
+
+
 def attack_private_param_run(
     run_dir: str | Path,
     *,
@@ -438,6 +459,8 @@ def attack_private_param_run(
         from ldp_audit.training.pgc_a3c_gym.model import simulator_for
 
         simulator = simulator_for(config_from_run(cfg, env_module))
+    else:
+        simulator = _user_simulator(simulator)
     mechanism = _run_mechanism(cfg, generic=True)
     tr = run.transcript(_READS)  # what crossed the trust boundary (never secrets.npz)
     uniq, group_of_row, rows = _groups(tr, max_groups, arrival=True)

@@ -224,26 +224,30 @@ def test_a_subnormal_gravity_is_refused_by_each_cartpole_config() -> None:
 
 CONSTANT_ENV = '''
 import gymnasium as gym
+import numpy as np
 from gymnasium.envs.classic_control.cartpole import CartPoleEnv
 
 
 class FrictionCartPole(CartPoleEnv):
     """``friction`` read in ``__init__`` only (a constant computed from it), or in ``step``."""
 
-    def __init__(self, render_mode=None, in_step=False):
+    def __init__(self, render_mode=None, in_step=False, global_noise=False):
         super().__init__(render_mode=render_mode)
         self.friction = 0.1
-        self.in_step = in_step
+        self.in_step, self.global_noise = in_step, global_noise
         self.damping = 1.0 - self.friction  # the common pattern: a later change is ignored
 
     def step(self, action):
         obs, r, term, trunc, info = super().step(action)
         damping = 1.0 - self.friction if self.in_step else self.damping
         self.state = (self.state[0], self.state[1] * damping, self.state[2], self.state[3])
+        if self.global_noise:  # numpy's global generator, not the seeded self.np_random
+            obs = obs + np.random.normal(0.0, 1e-3, obs.shape).astype(obs.dtype)
         return obs, r, term, trunc, info
 
 
-for _id, _kw in (("ConstFriction-v0", {}), ("StepFriction-v0", {"in_step": True})):
+for _id, _kw in (("ConstFriction-v0", {}), ("StepFriction-v0", {"in_step": True}),
+                 ("NoisyConstFriction-v0", {"global_noise": True})):
     if _id not in gym.registry:
         gym.register(_id, entry_point=f"{__name__}:FrictionCartPole", kwargs=_kw,
                      max_episode_steps=100)
@@ -269,6 +273,18 @@ def test_a_private_parameter_with_no_effect_is_refused(tmp_path, monkeypatch, ca
     err = capsys.readouterr().err
     assert "'friction' has no effect" in err and "__init__" in err and "[0.0, 0.5]" in err
     assert not run.exists()
+
+
+def test_an_env_not_reproducible_from_its_seed_is_refused(tmp_path, monkeypatch) -> None:
+    """Noise from numpy's global generator made every candidate's trace differ, so a parameter
+    the env never reads passed the no-effect check (and the attack then reported chance)."""
+    from ldp_audit.training.gym_envs import check_private_param
+
+    (tmp_path / "friction_envs.py").write_text(CONSTANT_ENV)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(InvalidParameterError, match=r"not reproducible.*self\.np_random"):
+        check_private_param("NoisyConstFriction-v0", "friction", [0.0, 0.5],
+                            env_module="friction_envs")  # fmt: skip
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sqlite3
 
 import gymnasium as gym
@@ -64,8 +65,37 @@ def test_sync_path_sets_the_attribute_and_cartpole_derived_quantities() -> None:
     ve.close()
 
 
+def _torch_gradient(net, theta, obs, acts, rew, steps, boot, *, gamma, lam, beta):
+    """The printed loss of one episode (eqs. 15-18) differentiated by torch autograd."""
+    import torch
+
+    th = torch.tensor(theta, dtype=torch.float64, requires_grad=True)
+    h_, o_, a_ = net.hidden, net.obs_dim, net.n_actions
+    wc = th[: h_ * o_].reshape(h_, o_)
+    wp = th[h_ * o_ : h_ * o_ + a_ * h_].reshape(a_, h_)
+    wv = th[h_ * o_ + a_ * h_ :]
+    T = int(steps)
+    s = torch.tensor(np.asarray(obs[: T + 1], dtype=np.float64))
+    h = torch.relu(s @ wc.T)
+    z, v = h @ wp.T, h @ wv
+    with torch.no_grad():
+        boot_v = v[T] if boot else torch.tensor(0.0, dtype=torch.float64)
+        vhat = torch.zeros(T, dtype=torch.float64)
+        for t in range(T):
+            vhat[t] = (
+                sum(gamma ** (j - t) * rew[j] for j in range(t, T)) + gamma ** (T - t) * boot_v
+            )
+        adv = vhat - v[:T]
+    logp = torch.log_softmax(z[:T], dim=1)
+    ent = -(logp.exp() * logp).sum(1)
+    lp = -(logp[torch.arange(T), torch.tensor(np.asarray(acts[:T]))] * adv).sum() - beta * ent.sum()
+    lv = ((vhat - v[:T]) ** 2).sum()
+    (lp + lam * lv).backward()
+    return th.grad.numpy()
+
+
 def test_gradient_matches_torch_autograd() -> None:
-    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch")
     net = Network(obs_dim=6, n_actions=3, hidden=5)
     rng = np.random.default_rng(1)
     m, L = 4, 7
@@ -77,29 +107,90 @@ def test_gradient_matches_torch_autograd() -> None:
     boot = np.array([True, False, True, False])
     g = loss_gradients(net, theta, obs, acts, rew, lengths, boot, gamma=0.9, lam=0.5, beta=0.01)
     for i in range(m):
-        th = torch.tensor(theta[i], dtype=torch.float64, requires_grad=True)
-        h_, o_, a_ = net.hidden, net.obs_dim, net.n_actions
-        wc = th[: h_ * o_].reshape(h_, o_)
-        wp = th[h_ * o_ : h_ * o_ + a_ * h_].reshape(a_, h_)
-        wv = th[h_ * o_ + a_ * h_ :]
-        T = int(lengths[i])
-        s = torch.tensor(obs[i, : T + 1])
-        h = torch.relu(s @ wc.T)
-        z, v = h @ wp.T, h @ wv
-        with torch.no_grad():
-            boot_v = v[T] if boot[i] else torch.tensor(0.0, dtype=torch.float64)
-            vhat = torch.zeros(T, dtype=torch.float64)
-            for t in range(T):
-                vhat[t] = (
-                    sum(0.9 ** (j - t) * rew[i, j] for j in range(t, T)) + 0.9 ** (T - t) * boot_v
-                )
-            adv = vhat - v[:T]
-        logp = torch.log_softmax(z[:T], dim=1)
-        ent = -(logp.exp() * logp).sum(1)
-        lp = -(logp[torch.arange(T), torch.tensor(acts[i, :T])] * adv).sum() - 0.01 * ent.sum()
-        lv = ((vhat - v[:T]) ** 2).sum()
-        (lp + 0.5 * lv).backward()
-        np.testing.assert_allclose(g[i], th.grad.numpy(), rtol=1e-9, atol=1e-12)
+        ref = _torch_gradient(net, theta[i], obs[i], acts[i], rew[i], lengths[i], boot[i],
+                              gamma=0.9, lam=0.5, beta=0.01)  # fmt: skip
+        np.testing.assert_allclose(g[i], ref, rtol=1e-9, atol=1e-12)
+
+
+def _straightforward_train(cfg: GymPgcConfig, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """PGC-A3C written plainly for one agent slot and one trial: one ``gym.make`` env, a Python
+    loop per step, torch autograd for the loss, the mechanism's own ``privatize``, eq. 22 by
+    hand. It draws from the trainer's documented streams (initial theta, acting uniforms,
+    value then reset seed per agent, the mechanism noise). Returns (scores, final theta)."""
+    from ldp_audit.training.pgc_a3c.engine import TrialStream, mechanism_rng
+    from ldp_audit.training.pgc_a3c_gym.model import SEED_BOUND
+
+    assert cfg.n_agents == 1 and cfg.trials == 1 and cfg.rounds == 1
+    net, st, mech_rng = cfg.network, TrialStream(seed, 0), mechanism_rng(seed)
+    mech, theta, buf, scores = cfg.make_mechanism(), net.init(st.init), [], []
+    env = gym.make(cfg.env_id, max_episode_steps=cfg.steps)
+    while len(scores) < cfg.max_submissions:
+        value = cfg.values[int(st.reset.integers(len(cfg.values)))]
+        setattr(env.unwrapped, cfg.private_param, value)
+        o, _ = env.reset(seed=int(st.reset.integers(0, SEED_BOUND)))
+        alpha = max(0.0, cfg.alpha_start - len(scores) / cfg.alpha_decay)
+        obs, acts, rews, term = [np.asarray(o, dtype=np.float64)], [], [], False
+        while not term and len(acts) < cfg.steps:
+            u = st.act.random()
+            if u < alpha:
+                a = min(int(u / alpha * net.n_actions), net.n_actions - 1)
+            else:
+                a = int(np.argmax(net.logits(theta[None], obs[-1][None])[0]))
+            o, r, term, trunc, _ = env.step(a)
+            obs.append(np.asarray(o, dtype=np.float64))
+            acts.append(a)
+            rews.append(float(r))
+            if trunc:
+                break
+        g = _torch_gradient(net, theta, np.array(obs), acts, rews, len(acts), not term,
+                            gamma=cfg.gamma, lam=cfg.lam, beta=cfg.beta)  # fmt: skip
+        if cfg.mechanism == "none":  # the baseline: L1-clipped to C/2, no noise
+            g = g / max(1.0, np.abs(g).sum() / (cfg.effective_clip / 2))
+        buf.append(mech.privatize(g[None], mech_rng)[0])
+        scores.append(sum(rews))
+        if len(buf) == cfg.effective_buffer_size:
+            theta, buf = theta - cfg.eta * np.mean(buf, axis=0), []  # eq. 22
+    env.close()
+    return np.array(scores), theta
+
+
+@pytest.mark.parametrize(
+    ("env_id", "name", "values", "mechanism"),
+    [("CartPole-v1", "force_mag", (5.0, 20.0), "laplace"),  # SyncVectorEnv path
+     ("Acrobot-v1", "LINK_MASS_2", (0.5, 2.0), "none")],  # native batched physics
+)  # fmt: skip
+def test_trainer_is_the_straightforward_implementation(env_id, name, values, mechanism) -> None:
+    """The lock-step trainer with one agent slot against PGC-A3C written plainly: the same
+    scores and the same final theta (float rounding of numpy vs torch only)."""
+    pytest.importorskip("torch")
+    cfg = GymPgcConfig(env_id=env_id, private_param=name, values=values, mechanism=mechanism,
+                       epsilon=1.0 if mechanism == "laplace" else math.inf, n_agents=1,
+                       max_submissions=12, episode_steps=60)  # fmt: skip
+    res = train(cfg, seed=5)
+    scores, theta = _straightforward_train(cfg, 5)
+    np.testing.assert_array_equal(res.zeta[0], scores)
+    np.testing.assert_allclose(res.theta[0], theta, rtol=1e-8, atol=1e-10)
+
+
+def test_each_score_is_its_own_episodes_return(monkeypatch) -> None:
+    """Rows that end at the same step: each score sums its own episode's rewards (a shorter
+    episode's score once summed the rewards left in its row by an earlier, longer one)."""
+    from ldp_audit.training.pgc_a3c_gym import engine
+
+    lengths: list[np.ndarray] = []
+    real = engine.loss_gradients
+
+    def spy(net, theta, obs, acts, rew, steps, *a, **k):
+        lengths.append(np.asarray(steps).copy())
+        return real(net, theta, obs, acts, rew, steps, *a, **k)
+
+    cfg = GymPgcConfig(env_id="CartPole-v1", private_param="length", values=(0.25, 1.0),
+                       mechanism="none", max_submissions=60)  # fmt: skip
+    monkeypatch.setattr(engine, "loss_gradients", spy)
+    res = train(cfg, seed=0)
+    # CartPole pays 1 per step: a score is its episode's length, in submission order
+    np.testing.assert_array_equal(res.zeta[0], np.concatenate(lengths).astype(float))
+    assert any(np.unique(x).size > 1 for x in lengths)  # rows of different lengths ended together
 
 
 @pytest.mark.parametrize(
@@ -123,6 +214,10 @@ def test_gradient_matches_torch_autograd() -> None:
         (
             {"env_id": "CartPole-v1", "private_param": "length", "values": (0.5, 1e-300)},
             "'length': env 'CartPole-v1' gives non-finite .* with value 1e-300",
+        ),
+        (
+            {"env_id": "CartPole-v1", "private_param": "polemass_length", "values": (0.1, 1)},
+            "'polemass_length' of CartPole is derived from masspole, masscart and length",
         ),
     ],
 )
@@ -226,6 +321,27 @@ def test_cli_bad_input_exits_2(tmp_path, capsys, extra: list, match: str) -> Non
     except SystemExit as exc:  # argparse's own refusal of a malformed value
         code = exc.code
     assert code == 2 and match in capsys.readouterr().err and not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("extra", "match"),
+    [
+        (["--mechanism", "laplace", "--epsilon", "1e-300"], "the parameters could move by"),
+        (["--mechanism", "none", "--resume"], "--resume: an interrupted pgc-a3c-gym run"),
+    ],
+)
+def test_cli_gym_run_refused_before_any_episode(tmp_path, capsys, extra, match) -> None:
+    """--epsilon 1e-300 trained until theta overflowed ("a gradient is not finite", an
+    interrupted run left behind); --resume named an internal run_mode. Both now refused first."""
+    out = tmp_path / "run"
+    argv = ["train", "pgc-a3c", "--env", "CartPole-v1", "--private-param", "force_mag=5,20",
+            "--max-submissions", "40", "--no-progress", "--out", str(out)]  # fmt: skip
+    if "--resume" in extra:  # an earlier run to resume
+        assert main([*argv, "--mechanism", "none"]) == 0
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    assert main([*argv, *extra]) == 2
+    assert match in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before  # nothing written
 
 
 def test_cartpole_gravity_runs_on_the_paper_engine(capsys, tmp_path, monkeypatch) -> None:
@@ -350,3 +466,93 @@ def test_a_param_env_without_set_param_is_refused_at_definition() -> None:
 
     with pytest.raises(TypeError, match="must define set_param"):
         type("NoParam", (ParamVectorEnv,), {})
+
+
+class LateFailCartPole(gym.Wrapper):
+    """CartPole whose 200th step (episodes of one env instance counted together) raises or
+    returns NaN: past the parameter probe's steps, well inside training."""
+
+    def __init__(self, fail: str = "raise") -> None:
+        super().__init__(gym.make("CartPole-v1").unwrapped)
+        self.fail, self.n = fail, 0
+
+    def step(self, action):
+        self.n += 1
+        obs, r, term, trunc, info = self.env.step(action)
+        if self.n >= 200 and self.fail == "raise":
+            raise RuntimeError("the user's env broke")
+        return (obs * np.nan if self.n >= 200 else obs), r, term, trunc, info
+
+
+for _fail in ("raise", "nan"):
+    if f"TestLateFail-{_fail}-v0" not in gym.registry:
+        gym.register(f"TestLateFail-{_fail}-v0", entry_point=f"{__name__}:LateFailCartPole",
+                     kwargs={"fail": _fail}, max_episode_steps=100)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("fail", "match"),
+    [("raise", r"env 'TestLateFail-raise-v0' raised RuntimeError in step: the user's env broke"),
+     ("nan", r"env 'TestLateFail-nan-v0' returned a non-finite observation or reward")],
+)  # fmt: skip
+def test_a_user_env_failing_during_training_is_named_exit_2(tmp_path, capsys, fail, match):
+    """A user env raising mid-run was reported as "a bug in ldp-audit" (exit 3, traceback); one
+    returning NaN as "theta diverged"."""
+    run = tmp_path / "run"
+    argv = ["train", "pgc-a3c", "--env", f"TestLateFail-{fail}-v0", "--private-param",
+            "force_mag=5,20", "--mechanism", "none", "--max-submissions", "200", "--out",
+            str(run), "--no-progress"]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert re.search(match, err) and "Traceback" not in err
+    assert json.loads((run / "manifest.json").read_text())["status"] == "interrupted"
+
+
+def _bad_shape_simulator(theta, values, rng, alpha):
+    return np.zeros((theta.shape[0], 3)), np.zeros(theta.shape[0])
+
+
+@pytest.mark.parametrize(
+    ("ref", "match"),
+    [("os:getcwd", r"simulator 'getcwd' raised TypeError"),
+     (f"{__name__}:_bad_shape_simulator", r"returned gradients of shape \(\d+, 3\), expected "
+      r"\(\d+, 96\)")],
+)  # fmt: skip
+def test_a_failing_user_simulator_is_named_exit_2(tmp_path, capsys, ref, match) -> None:
+    """--simulator raising, or returning gradients of the wrong shape, was "a bug in
+    ldp-audit" (exit 3, traceback)."""
+    run = tmp_path / "run"
+    train(
+        _cfg(trials=1, max_submissions=4, mechanism="none", epsilon=math.inf), seed=0, run_dir=run
+    )
+    argv = ["attack", "dynamics", "--run-dir", str(run), "--shadow", "2", "--simulator", ref]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert re.search(match, err) and "Traceback" not in err
+
+
+class CenteredActionsCartPole(gym.Wrapper):
+    """CartPole with actions -1 (left) and 1 (right) as Discrete(2, start=-1); a 0 or a 2 is
+    refused."""
+
+    def __init__(self) -> None:
+        super().__init__(gym.make("CartPole-v1").unwrapped)
+        self.action_space = gym.spaces.Discrete(2, start=-1)
+
+    def step(self, action):
+        assert action in (-1, 0), f"action {action!r} outside {self.action_space}"
+        return self.env.step(int(action) + 1)
+
+
+if "TestCenteredActions-v0" not in gym.registry:
+    gym.register("TestCenteredActions-v0", entry_point=f"{__name__}:CenteredActionsCartPole",
+                 max_episode_steps=50)  # fmt: skip
+
+
+def test_a_discrete_space_with_a_start_gets_its_own_actions() -> None:
+    """Discrete(n, start=s): the env is sent s..s+n-1 (it was sent 0..n-1: an env that does not
+    check its actions trained on the wrong ones in silence)."""
+    cfg = GymPgcConfig(env_id="TestCenteredActions-v0", private_param="length",
+                       values=(0.25, 1.0), mechanism="none", max_submissions=20)  # fmt: skip
+    res = train(cfg, seed=0)
+    assert res.submissions.tolist() == [20] and cfg.network.n_actions == 2

@@ -41,7 +41,7 @@ from gymnasium.envs.classic_control.mountain_car import MountainCarEnv
 from gymnasium.vector import AutoresetMode, SyncVectorEnv, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from ldp_audit.errors import InvalidParameterError
+from ldp_audit.errors import InvalidParameterError, UserCodeError
 
 __all__ = [
     "EnvInfo",
@@ -231,7 +231,8 @@ def check_private_param(
     (:data:`POSITIVE_PARAMS`) must be > 0, and no candidate may be subnormal. A parameter with no
     effect is refused: every candidate gives the same trace (observations, rewards,
     terminations; same seeds and actions) over the probe and again over longer episodes
-    (:func:`_probe_steps`), as for an env that computes a constant from it in ``__init__``.
+    (:func:`_probe_steps`), as for an env that computes a constant from it in ``__init__``; so
+    is an env whose trace differs between two probes of the first candidate (unseeded noise).
 
     Returns:
         ``(EnvInfo, values as floats)``.
@@ -280,6 +281,11 @@ def check_private_param(
                 f"private parameter {name!r} is not an attribute of {type(u).__name__} "
                 f"(env {env_id!r}); numeric attributes there: {public}"
             )
+        if isinstance(u, CartPoleEnv) and name in _CARTPOLE_DERIVED:
+            raise InvalidParameterError(
+                f"private parameter {name!r} of CartPole is derived from masspole, masscart and "
+                "length (recomputed after every set): make one of those the private parameter"
+            )
         cur = getattr(u, name)
         if isinstance(cur, (bool, np.bool_)) or not isinstance(
             cur, (int, float, np.integer, np.floating)
@@ -302,8 +308,18 @@ def check_private_param(
         env.close()
     long = NO_EFFECT_EPISODE * (2 * min(info.obs_dim, 24) + 2)
     for steps in (PROBE_STEPS, long):  # the longer probe only when needed
-        traces = [_probe_steps(env_id, name, v, max_episode_steps, steps) for v in vals]
-        if any(not np.array_equal(t, traces[0]) for t in traces[1:]):
+        # the first candidate twice: a difference there is the env's own unseeded noise
+        traces = [
+            _probe_steps(env_id, name, v, max_episode_steps, steps) for v in (*vals[:1], *vals)
+        ]
+        if not np.array_equal(traces[0], traces[1]):
+            raise InvalidParameterError(
+                f"env {env_id!r} is not reproducible: reset(seed=0) and the same actions with "
+                f"{name}={vals[0]!r} gave two different traces, so no probe or attack can tell "
+                f"{name!r}'s effect from noise; draw the env's randomness from self.np_random "
+                "(Gymnasium's seeding)"
+            )
+        if any(not np.array_equal(t, traces[0]) for t in traces[2:]):
             return info, vals
     raise InvalidParameterError(
         f"private parameter {name!r} has no effect on env {env_id!r}: every candidate "
@@ -336,6 +352,7 @@ def _probe_steps(
             _set_param(env.unwrapped, name, value)
             obs, _ = env.reset(seed=0)
             n, episode, start = int(env.action_space.n), 0, 0
+            first = int(env.action_space.start)  # Discrete(n, start): actions first..first+n-1
             o = np.asarray(obs, dtype=np.float64).ravel()
             trace.append(o)
             bad = not np.all(np.isfinite(o))
@@ -349,7 +366,7 @@ def _probe_steps(
                     action = (n - 1) * int(o[coord] > 0)
                 else:
                     action = int(rng.integers(n))
-                obs, r, term, trunc, _ = env.step(action)
+                obs, r, term, trunc, _ = env.step(first + action)
                 o = np.asarray(obs, dtype=np.float64).ravel()
                 bad = not (np.all(np.isfinite(o)) and math.isfinite(r))
                 trace.append(np.concatenate([o, [r, term, trunc]]))
@@ -586,12 +603,35 @@ class SyncParamVectorEnv(ParamVectorEnv):
         self.num_envs = n
         for k in (*_SPACES, "metadata"):
             setattr(self, k, getattr(self.inner, k))
-        self.param = param
+        self.param, self.env_id = param, env_id
+        self.first = int(self.single_action_space.start)  # Discrete(n, start): start + index
         self._unwrapped = [e.unwrapped for e in self.inner.envs]
+        self.values = np.full(n, np.nan)
 
     def set_param(self, rows: np.ndarray, values: np.ndarray) -> None:
         for r, v in zip(np.asarray(rows).tolist(), np.asarray(values).tolist(), strict=True):
             _set_param(self._unwrapped[r], self.param, float(v))
+            self.values[r] = v
+
+    def _call(self, what: str, fn: Any, *args: Any, **kw: Any) -> Any:
+        """The user's env code: its failure, or a non-finite observation or reward, is an
+        input error naming the env (never reported as a bug of this toolkit)."""
+        try:
+            out = fn(*args, **kw)
+            obs = np.asarray(out[0], dtype=np.float64).reshape(self.num_envs, -1)
+            rew = np.asarray(out[1], dtype=np.float64) if what == "step" else np.zeros(1)
+        except Exception as exc:  # noqa: BLE001 - anything the env's code raises
+            raise UserCodeError(
+                f"env {self.env_id!r} raised {type(exc).__name__} in {what}: {exc}"
+            ) from exc
+        bad = ~np.isfinite(obs).all(axis=1) | ~np.isfinite(rew)
+        if bad.any():
+            r = int(np.flatnonzero(bad)[0])
+            raise InvalidParameterError(
+                f"env {self.env_id!r} returned a non-finite observation or reward in {what} "
+                f"(row {r}, {self.param}={float(self.values[r])!r})"
+            )
+        return (obs, *out[1:])
 
     def reset(self, *, seed: Any = None, options: Any = None) -> tuple[np.ndarray, dict]:
         rows = _mask_rows(options, self.num_envs)
@@ -600,13 +640,14 @@ class SyncParamVectorEnv(ParamVectorEnv):
         full: list[int | None] = [None] * self.num_envs
         for r, s in zip(rows, _seeds(seed, rows), strict=True):
             full[r] = None if s is None else int(s)
-        obs, info = self.inner.reset(seed=full, options={"reset_mask": mask})
-        return np.asarray(obs).reshape(self.num_envs, -1), info
+        return self._call("reset", self.inner.reset, seed=full, options={"reset_mask": mask})
 
     def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict]:
-        obs, rew, term, trunc, info = self.inner.step(np.asarray(actions, dtype=np.int64))
+        obs, rew, term, trunc, info = self._call(
+            "step", self.inner.step, self.first + np.asarray(actions, dtype=np.int64)
+        )
         return (
-            np.asarray(obs).reshape(self.num_envs, -1),
+            obs,
             np.asarray(rew, dtype=np.float64),
             np.asarray(term, dtype=bool),
             np.asarray(trunc, dtype=bool),

@@ -148,7 +148,7 @@ def config(args: argparse.Namespace, given: dict[str, Any]) -> Any:
 
         if "agents" in sizes:
             sizes["n_agents"] = sizes.pop("agents")
-        return GymPgcConfig(
+        gym_cfg = GymPgcConfig(
             env_id=env,
             private_param=pp[0],
             values=pp[1],
@@ -160,6 +160,8 @@ def config(args: argparse.Namespace, given: dict[str, Any]) -> Any:
             **sizes,
             **kw,
         )  # fmt: skip  (validated before any episode)
+        check_step_scale(gym_cfg)
+        return gym_cfg
     readings = {k: getattr(args, k) for k in READINGS}
     cfg = PgcA3cConfig(trials=args.trials, max_submissions=args.max_submissions,
                        rounds=args.rounds, **readings, **kw)  # fmt: skip
@@ -175,11 +177,13 @@ def check_step_scale(cfg: PgcA3cConfig) -> None:
     scale = cfg.effective_clip
     if cfg.mechanism != "none":
         scale *= max(1.0, 2.0 / cfg.epsilon_per_submission)
-    move = cfg.effective_aggregator_lr * scale * cfg.max_submissions
+    # the Gymnasium trainer's aggregator is SGD at eta
+    lr = cfg.effective_aggregator_lr if isinstance(cfg, PgcA3cConfig) else cfg.eta
+    move = lr * scale * cfg.max_submissions
     if not move <= MAX_THETA_MOVE:
         raise InvalidParameterError(
             f"--epsilon / --clip / --aggregator-lr: the parameters could move by {move:.3g} "
-            f"(aggregator step {cfg.effective_aggregator_lr:g} x report scale {scale:.3g} x "
+            f"(aggregator step {lr:g} x report scale {scale:.3g} x "
             f"{cfg.max_submissions} submissions), beyond the {MAX_THETA_MOVE:g} accepted "
             "(training turns to NaN well before doubles overflow); raise --epsilon or lower "
             "--clip, --aggregator-lr or --eta (the SGD step when --aggregator-lr is none)"

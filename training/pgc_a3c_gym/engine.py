@@ -123,6 +123,7 @@ class Engine:
         mask[rows] = True
         o, _ = self.env.reset(seed=seeds, options={"reset_mask": mask})
         self.t[rows] = 0
+        self.rew[rows] = 0.0  # a score sums its own episode's rewards only
         return np.asarray(o, dtype=np.float64).reshape(self.R, -1)[rows]
 
     def _rank(self, rows: np.ndarray) -> np.ndarray:

@@ -174,9 +174,10 @@ def _system_train(
     """:func:`train` with the registry's signature (``run_mode``: "new" or "overwrite")."""
     from ldp_audit.systems import TrainResult as SystemResult
 
-    if run_mode not in ("new", "overwrite"):
+    if run_mode not in ("new", "overwrite"):  # the CLI's --resume
         raise InvalidParameterError(
-            f"run_mode must be 'new' or 'overwrite' for {ALGORITHM}, got {run_mode!r}"
+            f"--resume: an interrupted {ALGORITHM} run (--env) cannot be continued (run_mode "
+            f"{run_mode!r}); start it again with --overwrite"
         )
     res = train(
         cfg,
