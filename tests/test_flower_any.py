@@ -146,6 +146,20 @@ def test_release_is_charged_before_randomising_and_the_budget_stops_it(tmp_path,
     assert _spent(st1.ledger) == pytest.approx({"1": 2.0})  # charged although nothing left
 
 
+def test_a_seeded_client_never_draws_the_same_noise_twice(tmp_path):
+    """A rerun with the same agent-seed and ledger (or a strategy that sends no server-round:
+    round 0 every time) drew the same noise again, so two reports' difference was the two
+    updates' exact difference; the ledger's row count now keys the stream."""
+    st, model, noise = _settings(tmp_path, 0), [np.zeros(6)], []
+    for r, x in ((1, 0.1), (1, -0.2), (0, 0.3), (0, 0.0)):
+        _, report, _ = release_reply(model, [np.full(6, x)], st, r)
+        noise.append(report - st.mechanism.clip_rows(np.full((1, 6), x))[0])
+    assert all(not np.allclose(a, b, atol=1e-6) for i, a in enumerate(noise) for b in noise[:i])
+    st2 = _settings(tmp_path / "other", 0)  # the same seed and round on a fresh ledger: replayable
+    _, again, _ = release_reply(model, [np.full(6, 0.1)], st2, 1)
+    np.testing.assert_allclose(again - st.mechanism.clip_rows(np.full((1, 6), 0.1))[0], noise[0])
+
+
 def test_only_the_sealed_report_and_its_function_leave(tmp_path):
     """The reply holds exactly the arrays rebuilt from the noisy report, the report, the release
     description and num-examples = 1 (+ declared public metrics); the report is the clipped

@@ -215,7 +215,8 @@ class LdpReleaseMod:
                 agent_ids=[f"0/{agent}"],
                 trial=np.zeros(1, dtype=np.int64),
                 agent=np.array([agent], dtype=np.int64),
-                rng=agent_rng(sec.seed, agent, raw["submission"], 1),  # stream 1: the noise
+                # stream 1: the noise; the ledger's row count: a rerun never reuses it
+                rng=agent_rng(sec.seed, agent, raw["submission"], 1, len(ledger)),
                 clip=cfg.effective_clip if cfg.mechanism == "none" else None,
             )
         finally:
