@@ -207,7 +207,14 @@ def test_bad_inputs_refused_before_work(tmp_path):
 
     with pytest.raises(RunDirectoryError):
         F.run_simulation(cfg, tmp_path / "full", agents=AGENTS, ledger_dir=tmp_path / "l")
-    assert not (tmp_path / "l").exists()
+    # were coerced (int(), bool()) or refused only inside the started Flower run
+    with pytest.raises(InvalidParameterError, match="seed must be an integer >= 0, got -1"):
+        F.AgentSecrets(9.8, seed=-1)
+    for kw, match in (({"seed": -1}, "seed must be an integer >= 0"), ({"seed": 1.5}, "got 1.5"),
+                      ({"overwrite": "no"}, "overwrite must be True or False")):  # fmt: skip
+        with pytest.raises(InvalidParameterError, match=match):
+            F.run_simulation(cfg, tmp_path / "r", agents=AGENTS, ledger_dir=tmp_path / "l", **kw)
+    assert not (tmp_path / "l").exists() and not (tmp_path / "r").exists()
 
 
 def test_module_cli_usage_errors(tmp_path, capsys):

@@ -322,6 +322,23 @@ def test_in_process_federation_writes_a_run_that_report_audit_and_attack_read(tm
     assert "12 charges" in rep  # the server's record ledger, anchored in the manifest
 
 
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        ({"budget": 0}, "budget must be finite, > 0, got 0"),
+        ({"budget": float("inf")}, "budget must be finite, > 0, got inf"),
+        ({"seed": -1}, "seed must be an integer >= 0, got -1"),
+        ({"overwrite": "no"}, "overwrite must be True or False"),
+    ],
+)
+def test_digits_refuses_bad_settings_before_starting_flower(tmp_path, kw, match):
+    """Budget 0 and seed -1 failed only inside the started Flower run (a minute later), with no
+    parameter named; 'no' overwrote."""
+    with pytest.raises(InvalidParameterError, match=match):
+        D.run(tmp_path / "run", **kw)
+    assert not (tmp_path / "run").exists() and not (tmp_path / "run-clients").exists()
+
+
 def test_example_app_project_is_the_shipped_one():
     """examples/flower_digits/ is exactly what write_app_project writes (no drift)."""
     ex = ROOT / "examples" / "flower_digits"

@@ -60,7 +60,7 @@ from ldp_audit.training.pgc_a3c import (
     privatize_reports,
 )
 from ldp_audit.training.pgc_a3c.metrics import first_success_time
-from ldp_audit.validation import check_int, check_positive
+from ldp_audit.validation import check_bool, check_int, check_positive
 
 __all__ = [
     "AgentSecrets",
@@ -94,7 +94,7 @@ class AgentSecrets:
     def __post_init__(self) -> None:
         check_positive(self.gravity, "gravity")
         if self.seed is not None:
-            check_int(self.seed, "seed")
+            check_int(self.seed, "seed", minimum=0)
 
 
 def _pgc_config(cfg: Any, n_agents: int) -> Any:
@@ -547,6 +547,7 @@ def run_simulation(
     if not agents or not all(isinstance(a, AgentSecrets) for a in agents):
         raise InvalidParameterError("agents must be a non-empty list of AgentSecrets")
     cfg = _pgc_config(config, len(agents))
+    seed, overwrite = check_int(seed, "seed", minimum=0), check_bool(overwrite, "overwrite")
     run_dir = check_new_dir(run_dir, name="run_dir", overwrite=overwrite).resolve()
     ldir = Path(ledger_dir).resolve()
     if ldir.exists() and any(ldir.glob("agent-*.sqlite")):
@@ -556,8 +557,8 @@ def run_simulation(
     settings: dict[str, Any] = {
         "pgc-config": json.dumps(cfg.to_dict()),
         "run-dir": str(run_dir),
-        "seed": int(seed),
-        "overwrite": bool(overwrite),
+        "seed": seed,
+        "overwrite": overwrite,
         "num-agents": len(agents),
         "ledger-dir": str(ldir),
         "timeout": 600.0,
