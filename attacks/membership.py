@@ -183,12 +183,12 @@ class FixedThetaTrainer:
         n = agent.size
         # the run-directory contract: a new folder, every report charged to the run's ledger
         # (agent id "0/<agent>") before it is randomised (ldp_audit.release)
-        from ldp_audit.accountant import Accountant, NonPrivateEvent
+        from ldp_audit.accountant import Accountant
         from ldp_audit.mechanisms import NoPrivacy
         from ldp_audit.release import release
         from ldp_audit.rundir import RunWriter
 
-        mech = self.mechanism
+        mech = NoPrivacy() if self.mechanism is None else self.mechanism  # what the run records
         config = {"reports_per_agent": T, "alpha": self.alpha, "n_agents": int(g.size)}
         w = RunWriter(
             Path(run_dir),
@@ -200,11 +200,10 @@ class FixedThetaTrainer:
         try:
             rel = release(
                 grads,
-                mechanism=mech if mech is not None else NoPrivacy(),
+                mechanism=mech,
                 accountant=Accountant(ledger=w.open_ledger()),
                 agent_ids=[f"0/{int(a)}" for a in agent],
                 rng=rng,
-                event=NonPrivateEvent() if mech is None else None,
             )
             transcript = {
                 "trial": np.zeros(n, dtype=np.int64),
@@ -347,13 +346,17 @@ def run(
         one-run bound's best fraction, ``ceiling`` = ``e^{T eps} / (e^{T eps} + 1)``,
         ``epsilon_lower_bound`` the one-run bound, plus AUC, TPR at FPR 1% / 0.1%, advantage and
         the TPR ceilings in ``extra``.
+
+    Raises:
+        InvalidParameterError: before the trainer runs, for a bad argument or canary bits that
+            all came out equal (probability ``2^(1 - n_canaries)``: nothing could be scored).
     """
     t0 = time.perf_counter()
     n_agents = check_count(n_agents, "n_agents", minimum=2)
     n_canaries = check_int(n_canaries, "n_canaries", minimum=2, maximum=n_agents)  # <= n_agents
-    bg = np.asarray(background, dtype=np.float64).reshape(-1)
-    if bg.size == 0 or not np.all(np.isfinite(bg)):
-        raise InvalidParameterError(f"background gravities must be finite, got {list(bg)}")
+    if isinstance(background, str) or not isinstance(background, Sequence) or not background:
+        raise InvalidParameterError(f"background must be a non-empty list, got {background!r}")
+    bg = np.array([check_positive(g, "background gravity") for g in background])
     canary_gravity = check_positive(canary_gravity, "canary_gravity")
     if np.any(np.isclose(bg, float(canary_gravity), rtol=0, atol=1e-9)):
         raise InvalidParameterError(
@@ -361,11 +364,18 @@ def run(
             f"{canary_gravity!r} (a canary indistinguishable by design makes the audit "
             f"meaningless)"
         )
+    check_probability(confidence, "confidence")
+    check_probability(delta, "delta", open_interval=False)
     rng = check_rng(rng) if rng is not None else np.random.default_rng(seed)
     bits_rng, grav_rng, train_rng = rng.spawn(3)
     # --- secrets (scoring only): canary bits and every agent's gravity ---
     included = bits_rng.random(n_canaries) < 0.5
-    gravities = grav_rng.choice(np.asarray(background, dtype=np.float64), size=n_agents)
+    if included.all() or not included.any():  # refused before training: nothing to score
+        raise InvalidParameterError(
+            f"the {n_canaries} canary bits all came out {bool(included[0])} (probability "
+            f"2^(1-{n_canaries})): no membership can be scored; use more canaries or another seed"
+        )
+    gravities = grav_rng.choice(bg, size=n_agents)
     gravities[:n_canaries][included] = float(canary_gravity)
     run_dir = Path(run_dir)
     trainer(gravities, run_dir, train_rng)

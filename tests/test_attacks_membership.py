@@ -110,6 +110,44 @@ def test_validation(tmp_path) -> None:
         M.one_run_epsilon_lower_bound(np.array([np.nan, 1.0]), np.array([True, False]))
 
 
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        ({"background": [True, 9.8]}, "background gravity must be a real number, got True"),
+        ({"background": "9.8"}, "background must be a non-empty list, got '9.8'"),
+        ({"confidence": 1.0}, "confidence must be in"),
+        ({"delta": -0.1}, "delta must be in"),
+        ({"seed": 11}, r"the 3 canary bits all came out False \(probability 2\^\(1-3\)\)"),
+    ],
+)
+def test_refused_before_training(tmp_path, kw, match) -> None:
+    # were: True read as gravity 1, '9.8' a raw ValueError, and confidence, delta and canary bits
+    # that all came out equal (seed 11 draws three False) refused only after training
+    def trainer(gravities, run_dir, rng):
+        raise AssertionError("trained")
+
+    with pytest.raises(InvalidParameterError, match=match):
+        M.run(
+            trainer,
+            run_dir=tmp_path,
+            mechanism=None,
+            n_agents=21,
+            n_canaries=3,
+            **{"seed": 0, **kw},
+        )
+
+
+def test_fixed_theta_trainer_without_a_mechanism_is_scored(tmp_path) -> None:
+    # mechanism=None (its docstring: non-private) recorded {"name": "none"}, which the default
+    # scorer's from_config refused; it now records NoPrivacy's config
+    trainer = M.FixedThetaTrainer(theta=np.zeros(1), simulator=index_simulator)
+    scorer = M.TranscriptScorer(simulator=index_simulator, n_shadow=20)  # boosting: 20 a leaf
+    res = M.run(
+        trainer, run_dir=tmp_path, mechanism=None, n_agents=40, n_canaries=30, scorer=scorer, seed=0
+    )
+    assert res.epsilon == math.inf and res.auc == 1.0  # the raw index: perfectly separable
+
+
 def test_cp_reference() -> None:
     # the Clopper-Pearson lower limit used by the one-run bound agrees with scipy's Beta quantile
     from ldp_audit.stats import clopper_pearson_lower

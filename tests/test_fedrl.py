@@ -311,6 +311,17 @@ def test_observation_attack_recovers_clean_and_not_noisy():
     assert not any(r["violation"] for r in res1)
 
 
+def test_observation_attack_on_a_cell_with_one_obstacle_among_its_training_rows():
+    # a short run's cell seen as an obstacle once: early stopping's stratified split raised
+    # ValueError ('attack fedrl' exit 3); cell j is an obstacle in row j only, so for most cells
+    # that row lands among the 21 training rows
+    obs = np.ones((30, 25), dtype=np.uint8)
+    obs[np.arange(25), np.arange(25)] = 0
+    values = np.random.default_rng(0).normal(size=(30, 16))
+    res = attack_observation(values, obs, epsilon=math.inf, delta=0.0, seed=0)
+    assert len(res) == 24 and all(r["n_test"] == 9 and 0 <= r["correct"] <= 9 for r in res)
+
+
 def test_reward_attack_from_clean_targets():
     rng = np.random.default_rng(1)
     bump = rng.integers(0, 2, 2000)

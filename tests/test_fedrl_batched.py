@@ -137,3 +137,68 @@ def test_cli_reproduce_fig4_steps_and_cpu_time(tmp_path, capsys) -> None:  # noq
     md = (out / "README.md").read_text()
     assert "CPU time of the process" in md and "H = 4: 1 x 8 iterations" in md
     assert "Uniformly random joint policy on the same test maps" in md
+
+
+def test_one_fedrl_update_is_the_straightforward_step_of_eqs_4_to_7() -> None:
+    """The shipped minibatch step (trainer._update, K runs at once, noise-free exchange: sigma 0,
+    no clip) is, for every run, the plain step on torch modules: Y = r + gamma (1 - d) max_a
+    MLP'([Q'_alpha(s'), Q'_beta(s')]) from the target networks, loss = mean over the batch of
+    (MLP([Q_alpha(s), Q_beta(s)])[a] - Y)^2, each network's gradient through its own output."""
+    from ldp_audit.accountant import Accountant
+    from ldp_audit.training.fedrl.exchange import Exchange, Log
+    from ldp_audit.training.fedrl.trainer import _Replay, _update
+
+    cfg = F.FedRLConfig(sigma=0.0, n_maps=20, eval_maps=1, batch_size=B, gamma=0.9)
+    nets = {name: st for name, st, _ in _cases() if name != "qf"}
+    nets["qa"], nets["qb"], nets["g"] = nets.pop("qa"), nets.pop("qb"), nets.pop("g")
+    g = torch.Generator().manual_seed(2)
+    with torch.no_grad():  # online networks apart from their targets, as after some training
+        for st in nets.values():
+            for v in st.params.values():
+                v.add_(0.05 * torch.randn(v.shape, generator=g))
+    targets = {n: {p: st.to_torch(p, v) for p, v in st.target.items()} for n, st in nets.items()}
+    online = {n: {p: v.clone() for p, v in st.torch_params().items()} for n, st in nets.items()}
+    rng = np.random.default_rng(3)
+    reps = []
+    for _ in range(K):
+        rep = _Replay(B, H)
+        sa, sa2 = (rng.integers(0, 2, (B, H, ALPHA_VIEW, ALPHA_VIEW)) for _ in range(2))
+        sb, sb2 = (rng.integers(0, 2, (B, H, BETA_VIEW, BETA_VIEW)) for _ in range(2))
+        rep.add(sa, sb, rng.integers(0, 16, B), rng.normal(size=B), sa2, sb2,
+                rng.random(B) < 0.3, np.zeros(B))  # fmt: skip
+        reps.append(rep)
+    j = np.stack([rng.permutation(B) for _ in range(K)])
+    rngs = {"alpha": np.random.default_rng(4), "beta": np.random.default_rng(5)}
+    ex = Exchange(cfg, range(K), Accountant(), rngs, Log(record=False))
+    ex.prepay_training(0, 1)
+    params = [p for st in nets.values() for p in st.params.values()]
+    # SGD at lr 1 (the trainer's Adam is torch's, element-wise: its first step is sign(gradient),
+    # which float32 summation order flips on gradients near 0): the parameters move by -gradient
+    loss = _update("fedrl", cfg, nets, reps, j, torch.optim.SGD(params, lr=1.0), ex)
+
+    def module(name: str, state: dict, k: int):  # run k's network as a torch module
+        m = copy.deepcopy(nets[name].module)
+        m.load_state_dict({p: v[k].clone() for p, v in state.items()})
+        return m
+
+    want = 0.0
+    for k, rep in enumerate(reps):
+        x = {n: torch.as_tensor(getattr(rep, n)[j[k]]) for n in ("sa", "sb", "sa2", "sb2")}
+        qa, qb, mlp = (module(n, online[n], k) for n in ("qa", "qb", "g"))
+        with torch.no_grad():
+            t = {n: module(n, targets[n], k) for n in ("qa", "qb", "g")}
+            nxt = t["g"](torch.cat([t["qa"](x["sa2"]), t["qb"](x["sb2"])], -1)).max(-1).values
+        y = rep.r[j[k]] + cfg.gamma * (1.0 - rep.d[j[k]]) * nxt.double().numpy()
+        q = mlp(torch.cat([qa(x["sa"]), qb(x["sb"])], -1))
+        taken = q.gather(-1, torch.as_tensor(rep.a[j[k]])[:, None]).squeeze(-1)
+        lk = ((taken - torch.as_tensor(y, dtype=torch.float32)) ** 2).mean()
+        mods = (qa, qb, mlp)
+        opt = torch.optim.SGD([p for m in mods for p in m.parameters()], lr=1.0)
+        lk.backward()
+        opt.step()
+        want += float(lk.detach())
+        for name, m in zip(("qa", "qb", "g"), mods, strict=True):
+            for p, v in m.state_dict().items():
+                got = nets[name].state(k)[p]
+                np.testing.assert_allclose(got, v.numpy(), rtol=1e-4, atol=1e-5, err_msg=p)
+    assert loss == pytest.approx(want, rel=1e-5)

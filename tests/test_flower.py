@@ -176,6 +176,20 @@ def test_reply_without_release_mod_is_refused():
         F._check_reply(_FakeReply(_FakeContent(result={"score": 1.0})), cfg, 112)
 
 
+def test_a_rerun_of_a_seeded_agent_draws_fresh_noise(tmp_path):
+    """The same agent-seed and submission on the same ledger (a rerun) drew the same noise, so
+    two reports of one submission differed by the gradients' exact difference; the ledger's row
+    count now keys the noise stream (the mod's own release, outside Flower's engine)."""
+    from types import SimpleNamespace
+
+    cfg = F._pgc_config(PgcA3cConfig(mechanism="laplace", epsilon=4.0, rounds=2), 1)
+    nc = {"partition-id": 0, "gravity": 9.8, "agent-seed": 5, "ledger-dir": str(tmp_path)}
+    ctx = SimpleNamespace(node_config=nc, run_config={})
+    raw = {"grad": np.zeros((1, 4)), "config": cfg, "agent": 0, "submission": 0}
+    a, b = (np.asarray(F.LdpReleaseMod()._release(raw, ctx).values) for _ in range(2))
+    assert np.all(a != b)
+
+
 def test_bad_inputs_refused_before_work(tmp_path):
     cfg = PgcA3cConfig(mechanism="laplace", epsilon=1.0, rounds=2)
     with pytest.raises(InvalidParameterError, match="gravity must be finite, > 0, got -1.0"):
@@ -193,7 +207,14 @@ def test_bad_inputs_refused_before_work(tmp_path):
 
     with pytest.raises(RunDirectoryError):
         F.run_simulation(cfg, tmp_path / "full", agents=AGENTS, ledger_dir=tmp_path / "l")
-    assert not (tmp_path / "l").exists()
+    # were coerced (int(), bool()) or refused only inside the started Flower run
+    with pytest.raises(InvalidParameterError, match="seed must be an integer >= 0, got -1"):
+        F.AgentSecrets(9.8, seed=-1)
+    for kw, match in (({"seed": -1}, "seed must be an integer >= 0"), ({"seed": 1.5}, "got 1.5"),
+                      ({"overwrite": "no"}, "overwrite must be True or False")):  # fmt: skip
+        with pytest.raises(InvalidParameterError, match=match):
+            F.run_simulation(cfg, tmp_path / "r", agents=AGENTS, ledger_dir=tmp_path / "l", **kw)
+    assert not (tmp_path / "l").exists() and not (tmp_path / "r").exists()
 
 
 def test_module_cli_usage_errors(tmp_path, capsys):

@@ -93,8 +93,9 @@ def federate(run_dir, ledgers, *, clients, rounds, mech, budget=1e9, seed=0):
     [
         ({"ldp-mechanism": None}, {"partition-id": 0}, "must give 'ldp-mechanism'"),
         ({"ldp-mechanism": "{laplace"}, {"partition-id": 0}, "mechanism config as JSON"),
-        ({"ldp-budget": 0}, {"partition-id": 0}, "'ldp-budget' must be a number > 0"),
-        ({"ldp-budget": True}, {"partition-id": 0}, "'ldp-budget' must be a number > 0"),
+        ({"ldp-budget": 0}, {"partition-id": 0}, "'ldp-budget' must be a finite number > 0"),
+        ({"ldp-budget": True}, {"partition-id": 0}, "'ldp-budget' must be a finite number > 0"),
+        ({"ldp-budget": "inf"}, {"partition-id": 0}, "'ldp-budget' must be a finite number > 0"),
         ({"ldp-release": "gradient"}, {"partition-id": 0}, "'ldp-release' must be one of"),
         ({}, {}, "'partition-id'"),
         ({"ldp-ledger-dir": "rel/dir"}, {"partition-id": 0}, "must be an absolute path"),
@@ -144,6 +145,20 @@ def test_release_is_charged_before_randomising_and_the_budget_stops_it(tmp_path,
     with pytest.raises(RuntimeError, match="after the charge"):
         release_reply(model, local, st1, 1)
     assert _spent(st1.ledger) == pytest.approx({"1": 2.0})  # charged although nothing left
+
+
+def test_a_seeded_client_never_draws_the_same_noise_twice(tmp_path):
+    """A rerun with the same agent-seed and ledger (or a strategy that sends no server-round:
+    round 0 every time) drew the same noise again, so two reports' difference was the two
+    updates' exact difference; the ledger's row count now keys the stream."""
+    st, model, noise = _settings(tmp_path, 0), [np.zeros(6)], []
+    for r, x in ((1, 0.1), (1, -0.2), (0, 0.3), (0, 0.0)):
+        _, report, _ = release_reply(model, [np.full(6, x)], st, r)
+        noise.append(report - st.mechanism.clip_rows(np.full((1, 6), x))[0])
+    assert all(not np.allclose(a, b, atol=1e-6) for i, a in enumerate(noise) for b in noise[:i])
+    st2 = _settings(tmp_path / "other", 0)  # the same seed and round on a fresh ledger: replayable
+    _, again, _ = release_reply(model, [np.full(6, 0.1)], st2, 1)
+    np.testing.assert_allclose(again - st.mechanism.clip_rows(np.full((1, 6), 0.1))[0], noise[0])
 
 
 def test_only_the_sealed_report_and_its_function_leave(tmp_path):
@@ -217,6 +232,62 @@ def test_recorder_refuses_unsealed_foreign_or_inconsistent_replies(tmp_path):
     rec.close()
 
 
+def test_strategy_accepts_one_report_per_agent_and_round(tmp_path):
+    """Two nodes with one partition-id were both recorded as that agent (two rows, two charges
+    and its private value, in one round); the second is now refused and named."""
+    from types import SimpleNamespace
+
+    from flwr.app import ArrayRecord, ConfigRecord
+
+    from ldp_audit.training.flower.server import ldp_strategy_class
+
+    class Inner:  # a Flower strategy: what it is handed
+        def configure_train(self, server_round, arrays, config, grid):
+            return []
+
+        def aggregate_train(self, server_round, replies):
+            self.got = [r.metadata.src_node_id for r in replies]
+            return None, None
+
+    rec = FlowerRecorder(tmp_path / "run", system="t", mechanism=from_config(MECH))
+    strategy, model, replies = ldp_strategy_class()(Inner(), rec), [np.zeros(6)], []
+    strategy.configure_train(1, ArrayRecord(model), ConfigRecord(), None)
+    for node, agent, ledgers in ((5, 0, "a"), (6, 0, "b"), (7, 1, "a")):
+        st = _settings(tmp_path / ledgers, agent)
+        out, rep, rel = release_reply(model, [np.full(6, 0.1)], st, 1)
+        content = sealed_content(st, out, rep, rel, {}, 1)
+        meta = SimpleNamespace(src_node_id=node)
+        replies.append(SimpleNamespace(metadata=meta, has_error=lambda: False, content=content))
+    strategy.aggregate_train(1, replies)
+    assert strategy.inner.got == [5, 7] and rec.rows["agent"] == [0, 1]
+    assert rec.rejected == [{"round": 1, "node": 6, "reason": "agent 0 already replied in round 1"}]
+    rec.close()
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "match"),
+    [
+        ("seed", 1.5, "'seed' must be an integer >= 0, got 1.5"),
+        ("seed", "abc", "'seed' must be an integer >= 0"),
+        ("overwrite", "false", "'overwrite' must be True or False, got 'false'"),
+        ("timeout", "x", "'timeout' must be a real number, got 'x'"),
+        ("ldp-release", "gradients", "'ldp-release' must be one of"),
+        ("ldp-budget", "inf", "'ldp-budget' must be a finite number > 0"),
+    ],
+)
+def test_server_refuses_a_bad_run_config_before_any_round(tmp_path, key, value, match):
+    """Were int(), bool() and float() of the value: 'false' overwrote, 1.5 became seed 1, 'x' a
+    raw ValueError; the server starts no round (the grid is never used)."""
+    from types import SimpleNamespace
+
+    from ldp_audit.training.flower.server import ldp_server_main
+
+    rc = {"run-dir": str(tmp_path / "run"), "ldp-mechanism": json.dumps(MECH), key: value}
+    with pytest.raises(InvalidParameterError, match=match):
+        ldp_server_main(None, SimpleNamespace(run_config=rc), system="t", initial_arrays=[[0.0]])
+    assert not (tmp_path / "run").exists()
+
+
 def test_in_process_federation_writes_a_run_that_report_audit_and_attack_read(tmp_path):
     """6 clients x 2 rounds at epsilon 2: an own-loop run directory, verified; the server's
     record of the charges equals every client's own ledger; report and audit read it; the
@@ -249,6 +320,23 @@ def test_in_process_federation_writes_a_run_that_report_audit_and_attack_read(tm
     rep = (tmp_path / "rep" / "report.md").read_text()
     assert "Budget 6 per agent: 0 agents over budget" in rep  # the declared client budget
     assert "12 charges" in rep  # the server's record ledger, anchored in the manifest
+
+
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        ({"budget": 0}, "budget must be finite, > 0, got 0"),
+        ({"budget": float("inf")}, "budget must be finite, > 0, got inf"),
+        ({"seed": -1}, "seed must be an integer >= 0, got -1"),
+        ({"overwrite": "no"}, "overwrite must be True or False"),
+    ],
+)
+def test_digits_refuses_bad_settings_before_starting_flower(tmp_path, kw, match):
+    """Budget 0 and seed -1 failed only inside the started Flower run (a minute later), with no
+    parameter named; 'no' overwrote."""
+    with pytest.raises(InvalidParameterError, match=match):
+        D.run(tmp_path / "run", **kw)
+    assert not (tmp_path / "run").exists() and not (tmp_path / "run-clients").exists()
 
 
 def test_example_app_project_is_the_shipped_one():

@@ -190,6 +190,22 @@ def test_ldp_bits_follow_eq4_and_debias_is_unbiased():
 
 
 # ---------------------------------------------------------------------------------- training
+
+
+def test_debias_is_finite_at_extreme_epsilons_and_vanishing_parts_are_refused():
+    # exp(e) overflowed (--epsilon 1e300 was exit 3) and exp(e) - 1 was 0 (1e-300: inf, nan)
+    bits = np.array([1.0, -1.0])
+    for eps, want in ((1e300, 1.0), (1e-300, 2.0 / (1e-300 / 32 * 0.5)), (1.0, None)):
+        got = ProxyMemoryLDP(epsilon=eps, n_cells=100).debias(bits)
+        e = 1.0 / 32 * 0.5
+        want = (math.exp(e) + 1) / (math.exp(e) - 1) if want is None else want
+        np.testing.assert_array_equal(got, [want, -want])  # the same formula where it was finite
+    with pytest.raises(InvalidParameterError, match=r"epsilon=1e-300, samples=1000000"):
+        FrdConfig(ldp_epsilon=1e-300, ldp_samples=10**6, ldp_cell_share=1e-10)  # at construction
+    res = train_many([FrdConfig(**{**TINY, "ldp_epsilon": 1e300})], seed=0)[0]
+    assert np.isfinite(res.model["flat"]).all()
+
+
 def test_training_is_bit_for_bit_reproducible_and_seed_dependent():
     cfgs = [FrdConfig(**TINY), FrdConfig(**{**TINY, "mode": "fedavg"})]
     a = train_many(cfgs, seed=3, record=True)

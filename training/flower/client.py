@@ -211,7 +211,9 @@ def release_reply(
             mechanism=settings.mechanism,
             accountant=acc,
             agent_ids=[str(settings.agent)],
-            rng=agent_rng(settings.seed, settings.agent, int(server_round)),
+            # the ledger's row count keys the stream too: a rerun with the same seed, or a
+            # strategy that sends no server-round, never draws the same noise twice
+            rng=agent_rng(settings.seed, settings.agent, int(server_round), len(ledger)),
         )
     finally:
         ledger.close()

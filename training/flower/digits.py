@@ -34,7 +34,7 @@ from ldp_audit.training.flower import run as app_run
 from ldp_audit.training.flower.protocol import agent_rng
 from ldp_audit.training.flower.run import app_pyproject
 from ldp_audit.training.flower.server import ldp_server_main, summary
-from ldp_audit.validation import check_int
+from ldp_audit.validation import check_bool, check_int, check_real_in
 
 __all__ = [
     "CANDIDATES",
@@ -275,19 +275,23 @@ def run(
     mech = from_config(mechanism or {"name": "laplace", "epsilon": 2.0, "clip": 2.0})
     for name, v in (("clients", clients), ("rounds", rounds)):
         check_int(v, name, minimum=1)
+    seed = check_int(seed, "seed", minimum=0)  # refused here, not after starting Flower
+    budget = check_real_in(budget, "budget", lo=0.0, lo_open=True)
+    overwrite, scoring = check_bool(overwrite, "overwrite"), check_bool(scoring, "scoring")
+    timeout = check_real_in(timeout, "timeout", lo=0.0, lo_open=True)
     rdir = check_new_dir(run_dir, name="run_dir", overwrite=overwrite).resolve()
     ldir = Path(ledger_dir if ledger_dir is not None else f"{rdir}-clients").resolve()
     if ldir.exists() and any(ldir.glob("client-*.sqlite")):
         raise InvalidParameterError(f"ledger_dir {str(ldir)!r} already holds client ledgers")
     settings = {
         "run-dir": str(rdir),
-        "overwrite": bool(overwrite),
+        "overwrite": overwrite,
         "num-server-rounds": rounds,
         "min-nodes": clients,
-        "seed": int(seed),
-        "scoring": bool(scoring),
+        "seed": seed,
+        "scoring": scoring,
         "ldp-mechanism": json.dumps(mech.to_config()),
-        "ldp-budget": float(budget),
+        "ldp-budget": budget,
         "ldp-ledger-dir": str(ldir),
     }
     app_run.run_app_project(

@@ -60,7 +60,7 @@ from ldp_audit.training.pgc_a3c import (
     privatize_reports,
 )
 from ldp_audit.training.pgc_a3c.metrics import first_success_time
-from ldp_audit.validation import check_int, check_positive
+from ldp_audit.validation import check_bool, check_int, check_positive
 
 __all__ = [
     "AgentSecrets",
@@ -94,7 +94,7 @@ class AgentSecrets:
     def __post_init__(self) -> None:
         check_positive(self.gravity, "gravity")
         if self.seed is not None:
-            check_int(self.seed, "seed")
+            check_int(self.seed, "seed", minimum=0)
 
 
 def _pgc_config(cfg: Any, n_agents: int) -> Any:
@@ -215,7 +215,8 @@ class LdpReleaseMod:
                 agent_ids=[f"0/{agent}"],
                 trial=np.zeros(1, dtype=np.int64),
                 agent=np.array([agent], dtype=np.int64),
-                rng=agent_rng(sec.seed, agent, raw["submission"], 1),  # stream 1: the noise
+                # stream 1: the noise; the ledger's row count: a rerun never reuses it
+                rng=agent_rng(sec.seed, agent, raw["submission"], 1, len(ledger)),
                 clip=cfg.effective_clip if cfg.mechanism == "none" else None,
             )
         finally:
@@ -546,6 +547,7 @@ def run_simulation(
     if not agents or not all(isinstance(a, AgentSecrets) for a in agents):
         raise InvalidParameterError("agents must be a non-empty list of AgentSecrets")
     cfg = _pgc_config(config, len(agents))
+    seed, overwrite = check_int(seed, "seed", minimum=0), check_bool(overwrite, "overwrite")
     run_dir = check_new_dir(run_dir, name="run_dir", overwrite=overwrite).resolve()
     ldir = Path(ledger_dir).resolve()
     if ldir.exists() and any(ldir.glob("agent-*.sqlite")):
@@ -555,8 +557,8 @@ def run_simulation(
     settings: dict[str, Any] = {
         "pgc-config": json.dumps(cfg.to_dict()),
         "run-dir": str(run_dir),
-        "seed": int(seed),
-        "overwrite": bool(overwrite),
+        "seed": seed,
+        "overwrite": overwrite,
         "num-agents": len(agents),
         "ledger-dir": str(ldir),
         "timeout": 600.0,

@@ -147,13 +147,16 @@ def mechanism_from(text: Any, where: str) -> Any:
 
 
 def budget_from(value: Any, where: str) -> float:
-    """An ``ldp-budget`` setting as a float > 0 (a number or a numeric str; bool refused)."""
+    """An ``ldp-budget`` setting as a finite float > 0 (a number or a numeric str; bool refused:
+    an infinite budget is no budget, and every client's ledger would refuse it)."""
     b = math.nan
     if not isinstance(value, bool) and isinstance(value, (int, float, str)):
         try:
             b = float(value)
         except ValueError:
             pass
-    if not b > 0:  # NaN included
-        raise InvalidParameterError(f"{where} 'ldp-budget' must be a number > 0, got {value!r}")
+    if not 0 < b < math.inf:  # NaN included
+        raise InvalidParameterError(
+            f"{where} 'ldp-budget' must be a finite number > 0, got {value!r}"
+        )
     return b

@@ -24,6 +24,7 @@ import numpy as np
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.rundir import RunDir, json_number
 from ldp_audit.training.flower.protocol import (
+    RELEASES,
     budget_from,
     flatten,
     mechanism_from,
@@ -31,7 +32,7 @@ from ldp_audit.training.flower.protocol import (
     sealed_report,
     unflatten,
 )
-from ldp_audit.validation import check_int
+from ldp_audit.validation import check_bool, check_int, check_real_in
 
 __all__ = ["FlowerRecorder", "ldp_strategy_class", "ldp_server_main", "summary"]
 
@@ -226,7 +227,7 @@ def ldp_strategy_class() -> Any:
 
         def aggregate_train(self, server_round: int, replies: Any) -> Any:
             theta, idx = self._theta[server_round]
-            ok = []
+            ok, seen = [], set()
             for rep in sorted(replies, key=lambda m: m.metadata.src_node_id):
                 node = int(rep.metadata.src_node_id)
                 if rep.has_error():
@@ -237,6 +238,11 @@ def ldp_strategy_class() -> Any:
                 except InvalidParameterError as exc:
                     self.recorder.reject(server_round, node, str(exc))
                     continue
+                if agent in seen:  # two nodes with one partition-id: one report per agent
+                    why = f"agent {agent} already replied in round {server_round}"
+                    self.recorder.reject(server_round, node, why)
+                    continue
+                seen.add(agent)
                 self.recorder.accept(server_round, agent, y, idx)
                 for key in ("ldp-report", "ldp-release"):  # recorded; inner sees the model only
                     del rep.content[key]
@@ -316,6 +322,13 @@ def ldp_server_main(
     min_nodes = rc.get("min-nodes", 2)
     for key, v in (("num-server-rounds", rounds), ("min-nodes", min_nodes)):
         check_int(v, f"run config {key!r}", minimum=1)
+    seed = check_int(rc.get("seed", 0), "run config 'seed'", minimum=0)
+    overwrite = check_bool(rc.get("overwrite", False), "run config 'overwrite'")
+    timeout = check_real_in(rc.get("timeout", 600.0), "run config 'timeout'", lo=0, lo_open=True)
+    if rc.get("ldp-release", "update") not in RELEASES:  # every client would refuse every round
+        raise InvalidParameterError(
+            f"run config 'ldp-release' must be one of {RELEASES}, got {rc['ldp-release']!r}"
+        )
     if strategy is None:
         strategy = FedAvg(
             fraction_evaluate=0.0, min_train_nodes=min_nodes, min_available_nodes=min_nodes
@@ -327,8 +340,8 @@ def ldp_server_main(
         config={k: v for k, v in rc.items() if k not in ("run-dir", "overwrite")},
         private=private,
         truth=truth,
-        seed=int(rc.get("seed", 0)),
-        overwrite=bool(rc.get("overwrite", False)),
+        seed=seed,
+        overwrite=overwrite,
         budget=rc.get("ldp-budget"),
     )
     status = "interrupted"
@@ -340,7 +353,7 @@ def ldp_server_main(
             grid=grid,
             initial_arrays=ArrayRecord([np.asarray(a) for a in initial_arrays]),
             num_rounds=rounds,
-            timeout=float(rc.get("timeout", 600.0)),
+            timeout=timeout,
             evaluate_fn=evaluate_fn,
         )
         status = None

@@ -228,6 +228,7 @@ class FrdConfig:
                     f"ldp_epsilon is for mode 'frd' (the LDP proxy memory), got mode {self.mode!r}"
                 )
             object.__setattr__(self, "ldp_epsilon", float(self.ldp_epsilon))
+            self.make_mechanism()  # its parts' epsilons checked before any work
 
     def _check_private_param(self) -> None:
         """``private_param`` / ``private_values`` / ``gravities``, normalised (see the class)."""

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -80,6 +81,13 @@ class ProxyMemoryLDP:
         check_int(self.n_cells, "n_cells", minimum=2)
         check_int(self.samples, "samples", minimum=1)
         check_probability(self.cell_share, "cell_share")
+        part = self.pair_epsilon * min(self.cell_share, 1.0 - self.cell_share)
+        if not part >= sys.float_info.min:  # RR's and the bit's epsilon; debias divides by it
+            raise InvalidParameterError(
+                f"epsilon / samples * min(cell_share, 1 - cell_share) must be >= "
+                f"{sys.float_info.min} (a part's epsilon), got epsilon={self.epsilon!r}, "
+                f"samples={self.samples!r}, cell_share={self.cell_share!r}"
+            )
 
     @property
     def delta(self) -> float:
@@ -116,7 +124,9 @@ class ProxyMemoryLDP:
     def debias(self, bits: np.ndarray) -> np.ndarray:
         """Unbiased estimate of ``2 pi - 1`` from a +-1 bit (eq. 4 inverted)."""
         e = self.pair_epsilon * (1.0 - self.cell_share)
-        return np.asarray(bits, dtype=np.float64) * (math.exp(e) + 1.0) / (math.exp(e) - 1.0)
+        x = math.exp(min(e, 40.0))  # the factor is 1.0 in floats from e ~ 37 (exp overflows at 710)
+        factor = (x + 1.0) / (x - 1.0) if x > 1.0 else 2.0 / e  # exp(e) rounds to 1 below ~1e-16
+        return np.asarray(bits, dtype=np.float64) * factor
 
     def to_config(self) -> dict[str, Any]:
         return {
