@@ -154,3 +154,25 @@ def test_pilot_sizes_and_wording():
     assert pilot_sizes(1_000_000) == (10_000, 40_000)
     assert pilot_sizes(10**8) == (10_000, 40_000)
     assert say(40) == "about 40 s" and say(210) == "about 3.5 min" and say(7200) == "about 2.0 h"
+
+
+def test_sigterm_while_the_subcommands_import_is_the_one_line_and_143() -> None:
+    """A SIGTERM delivered while build_parser imports every subcommand module (about 3 s on
+    the loaded 2-core machine, 2026-12-06) ends like one during the work: the one line, 143.
+    It was a silent death by the signal (-15): the handler was installed after the import."""
+    import subprocess
+    import sys
+
+    child = (
+        "import os, signal, sys\n"
+        "import ldp_audit.cli as cli\n"
+        "real = cli.build_parser\n"
+        "def build():\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    return real()\n"
+        "cli.build_parser = build\n"
+        "sys.exit(cli.main(['budget', '-h']))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True)
+    assert out.returncode == 143, (out.returncode, out.stderr)
+    assert out.stderr.strip() == "ldp-audit: terminated; files written so far are consistent"
