@@ -44,6 +44,8 @@ def test_wrong_option_points_to_the_subcommand_help(capsys):
     err = _usage_error(["audit", "--mechanism", "laplace", "--foo"], capsys)
     assert "unrecognized arguments: --foo (see" in err  # nothing close: no guess
     assert "see 'ldp-audit audit -h'" in err
+    err = _usage_error(["report", "--ov", "run"], capsys)  # an abbreviation: the long option
+    assert "unrecognized arguments: --ov (did you mean --overwrite?)" in err  # was -o
     err = _usage_error(["report"], capsys)  # a subcommand's own error points to its -h too
     assert "see 'ldp-audit report -h' for its options" in err
 

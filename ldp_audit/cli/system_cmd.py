@@ -397,6 +397,7 @@ def attack_run_dir(
                 f"{target} already exists; write this result elsewhere with --out FILE, or pass "
                 "--overwrite to replace it"
             )
+        check_new_file(target, name="--run-dir", overwrite=True)  # writable: before any work
     sizes = getattr(_attack_commands(system).get(name), "sizes", None)
     if sizes:  # before any work (--force runs anyway)
         est = systems.call(sizes, f"attack {name!r} sizes")(rd.train_config, **kw)
@@ -472,6 +473,7 @@ def audit_run_dir(args: argparse.Namespace) -> int:
             f"{target_file} already exists; pass --overwrite to replace it (a run's named "
             "artefact is never silently replaced)"
         )
+    check_new_file(target_file, name="--run-dir", overwrite=True)  # writable: before any work
     own = audit_options(args)  # as for --mechanism
     runs, skipped = [], []
     for t in rd.system.audit_targets(rd.train_config):  # may refuse, with the reason
