@@ -44,6 +44,8 @@ def test_wrong_option_points_to_the_subcommand_help(capsys):
     err = _usage_error(["audit", "--mechanism", "laplace", "--foo"], capsys)
     assert "unrecognized arguments: --foo (see" in err  # nothing close: no guess
     assert "see 'ldp-audit audit -h'" in err
+    err = _usage_error(["report", "--ov", "run"], capsys)  # an abbreviation: the long option
+    assert "unrecognized arguments: --ov (did you mean --overwrite?)" in err  # was -o
     err = _usage_error(["report"], capsys)  # a subcommand's own error points to its -h too
     assert "see 'ldp-audit report -h' for its options" in err
 
@@ -154,3 +156,25 @@ def test_pilot_sizes_and_wording():
     assert pilot_sizes(1_000_000) == (10_000, 40_000)
     assert pilot_sizes(10**8) == (10_000, 40_000)
     assert say(40) == "about 40 s" and say(210) == "about 3.5 min" and say(7200) == "about 2.0 h"
+
+
+def test_sigterm_while_the_subcommands_import_is_the_one_line_and_143() -> None:
+    """A SIGTERM delivered while build_parser imports every subcommand module (about 3 s on
+    the loaded 2-core machine, 2026-12-06) ends like one during the work: the one line, 143.
+    It was a silent death by the signal (-15): the handler was installed after the import."""
+    import subprocess
+    import sys
+
+    child = (
+        "import os, signal, sys\n"
+        "import ldp_audit.cli as cli\n"
+        "real = cli.build_parser\n"
+        "def build():\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    return real()\n"
+        "cli.build_parser = build\n"
+        "sys.exit(cli.main(['budget', '-h']))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True)
+    assert out.returncode == 143, (out.returncode, out.stderr)
+    assert out.stderr.strip() == "ldp-audit: terminated; files written so far are consistent"

@@ -114,6 +114,9 @@ def test_uninstalled_sections_module_is_skipped_with_a_note(tmp_path: Path) -> N
     assert m["sections"] == []
     assert m["sections_source"]["loaded"] is False
     assert "not installed" in m["sections_source"]["reason"]
+    # said on the page (the verdict's "What was not verified"), not only in report.json
+    why = "ldp_audit.training.no_such_trainer is not installed"
+    assert any(why in x for x in m["verdict"]["not_verified"])
 
 
 def test_manifest_check_names_changed_files_and_status(tmp_path: Path) -> None:

@@ -363,6 +363,63 @@ def test_docs_show_the_toy_system_verbatim() -> None:
     assert (root / "tests" / "toy_system.py").read_text() in blocks
 
 
+def test_the_docs_toy_as_a_package_outside_the_repository(
+    plugin_site: Path, tmp_path: Path, capsys
+) -> None:
+    """docs/systems.md's block copied into a package of another name (`mypackage`, its
+    pyproject entry point): its attack and its report sections are its own module's, where
+    the block named `tests.toy_system` (exit 2 and no section outside this repository)."""
+    page = (Path(__file__).resolve().parent.parent / "docs" / "systems.md").read_text()
+    block = next(b for b in re.findall(r"```python\n(.*?)```", page, re.S) if "SystemSpec(" in b)
+    (plugin_site / "mypackage").mkdir()
+    (plugin_site / "mypackage" / "__init__.py").write_text("")
+    (plugin_site / "mypackage" / "toy_system.py").write_text(block)
+    _plugin(plugin_site, "toy = mypackage.toy_system:SYSTEM")
+    systems.reload()
+    toy = systems.get("toy")
+    assert toy.attacks == {"toy-guess": "mypackage.toy_system:guess"}
+    assert toy.report_sections == "mypackage.toy_system:report_sections"
+    run = tmp_path / "run"
+    assert main(["train", "toy", "--out", str(run), "--set", "agents=30", "--seed", "1"]) == 0
+    assert main(["attack", "toy-guess", "--run-dir", str(run)]) == 0
+    assert (run / "attack_toy_guess.json").is_file()
+    assert main(["report", str(run), "--out", str(tmp_path / "rep")]) in (0, 4)
+    assert "Toy reports" in (tmp_path / "rep" / "index.html").read_text()
+    capsys.readouterr()
+
+
+def test_an_unwritable_run_is_refused_before_the_attack_or_audit(
+    plugin_site: Path, tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`attack NAME --run-dir RUN` and `audit --run-dir RUN` write RUN's named artefact: a run
+    folder that takes no new file (read-only: the probe's mkdtemp refused there, as for a
+    user without write permission) is exit 2 naming it, before any work; it was the attack's
+    work and then an internal error (exit 3, a traceback) at the write."""
+    import tempfile
+
+    _plugin(plugin_site, "toy = tests.toy_system:SYSTEM")
+    systems.reload()
+    run = tmp_path / "run"
+    assert main(["train", "toy", "--out", str(run), "--set", "agents=30", "--seed", "1"]) == 0
+    capsys.readouterr()
+    real = tempfile.mkdtemp
+
+    def mkdtemp(*a, **kw):
+        if Path(kw.get("dir", "")).resolve() == run.resolve():
+            raise PermissionError(13, "Permission denied")
+        return real(*a, **kw)
+
+    monkeypatch.setattr(tempfile, "mkdtemp", mkdtemp)
+    monkeypatch.setattr("tests.toy_system.guess", lambda *a, **k: pytest.fail("attack ran"))
+    assert main(["attack", "toy-guess", "--run-dir", str(run)]) == 2
+    assert main(["audit", "--run-dir", str(run), "--samples", "1000"]) == 2
+    err = capsys.readouterr().err
+    for name in ("attack_toy_guess.json", "audit.json"):
+        assert f"--run-dir: cannot create '{run / name}'" in err and "Permission denied" in err
+    assert sorted(p.name for p in run.glob("*.json")) == ["config.json", "manifest.json",
+                                                          "metrics.json"]  # fmt: skip
+
+
 @pytest.mark.parametrize("text", ["agents=1e400", "agents=NaN", "x=-Infinity", "=3", "1a=2", "a"])
 def test_generic_set_refuses_malformed_and_non_finite_values(text: str) -> None:
     import argparse

@@ -150,7 +150,7 @@ SYSTEM = SystemSpec(
     ),
     targets=lambda cfg: [("bit", cfg.mechanism())],
     charges=charges,
-    attacks={"toy-guess": "tests.toy_system:guess"},
-    report_sections="tests.toy_system:report_sections",
+    attacks={"toy-guess": f"{__name__}:guess"},
+    report_sections=f"{__name__}:report_sections",
     tiny_config={"agents": 20, "reports": 3, "epsilon": 2.0},
 )

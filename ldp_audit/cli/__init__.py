@@ -121,13 +121,31 @@ def main(argv: list[str] | None = None, *, watchdog: bool | None = None) -> int:
     added_cwd = cwd not in sys.path
     if added_cwd:
         sys.path.append(cwd)
+    # SIGTERM while the subcommands' modules import (seconds on a loaded machine) is the same
+    # one line and 143 as later, not a silent death by the signal
+    early = _on_sigterm(_terminate)
     try:
         return _main(argv, watchdog)
-    except KeyboardInterrupt as exc:  # Ctrl-C while the subcommands' modules import
+    except KeyboardInterrupt as exc:  # Ctrl-C (or SIGTERM) while the subcommands' modules import
         return _interrupted(exc)
     finally:
         if added_cwd and argv is not None and cwd in sys.path:  # a caller's process: restore
             sys.path.remove(cwd)
+        if argv is not None and early is not None:
+            _on_sigterm(early)
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
+def _on_sigterm(handler: Any) -> Any:
+    """Install ``handler`` for SIGTERM; the one it replaces (None outside the main thread)."""
+    import signal
+
+    with contextlib.suppress(ValueError):  # not the main thread: signals are not ours
+        return signal.signal(signal.SIGTERM, handler)
+    return None
 
 
 def _interrupted(exc: KeyboardInterrupt) -> int:

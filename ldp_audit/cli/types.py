@@ -334,7 +334,8 @@ def unrecognized_error(parser: argparse.ArgumentParser, argv: list[str], extra: 
         renamed = RENAMED_OPTIONS.get(name)
         if renamed is not None and renamed in options:  # one name per quantity
             return renamed
-        return closest(name, options)
+        longer = [o for o in options if o.startswith(name) and o.startswith("--")]
+        return longer[0] if len(longer) == 1 else closest(name, options)  # --ov: --overwrite
 
     hints = [(tok, close) for tok in extra if tok.startswith("-") and (close := hint(tok))]
     message = "unrecognized arguments: " + " ".join(extra)

@@ -371,6 +371,11 @@ def report_verdict(
     for sec in model.get("sections") or []:
         if sec.get("error"):
             not_verified.append(f"Section {sec['title']!r} could not be built: {sec['error']}")
+    src = model.get("sections_source") or {}
+    if src.get("entry") and src.get("reason"):  # its module is missing: said, never silent
+        not_verified.append(
+            f"The system's own sections ({src['entry']}) are left out: {src['reason']}."
+        )
     not_verified.append(
         "Lower bounds and attacks can only find leaks, never prove their absence; the claim "
         "rests on the mechanism's proof and on every release being charged before it is made."
