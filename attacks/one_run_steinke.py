@@ -103,6 +103,7 @@ def check_scores(scores: Any, included: Any) -> tuple[np.ndarray, np.ndarray]:
     if s.shape != inc.shape or s.size < 2 or not np.isfinite(s).all():
         raise InvalidParameterError(
             f"scores must be finite with the shape of included, got {s.shape} vs {inc.shape}"
+            f" ({int((~np.isfinite(s)).sum())} not finite: NaN or inf, e.g. a diverged run)"
         )
     return s, inc
 

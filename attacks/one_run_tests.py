@@ -27,6 +27,15 @@ __all__ = [
 ]
 
 
+def _projections(y: Any, sigma: Any, confidence: Any, *, empty: bool = True) -> tuple:
+    """``(y, sigma, level)`` checked: a finite (T, m) array (non-empty unless ``empty``)."""
+    y = np.asarray(y, dtype=np.float64)
+    if y.ndim != 2 or (y.size == 0 and not empty) or not np.isfinite(y).all():
+        raise InvalidParameterError(f"projections must be a finite (T, m) array, got {y.shape}")
+    sigma = check_real_in(sigma, "sigma", lo=0.0, lo_open=True)
+    return y, sigma, 1.0 - check_probability(confidence, "confidence")
+
+
 def independence_test(projections: Any, *, sigma: float, confidence: float = 0.95) -> dict:
     """Lower-tail chi-square test of fresh noise in every update (noise reused across updates).
 
@@ -48,11 +57,7 @@ def independence_test(projections: Any, *, sigma: float, confidence: float = 0.9
     """
     from scipy.stats import chi2
 
-    y = np.asarray(projections, dtype=np.float64)
-    if y.ndim != 2 or not np.isfinite(y).all():
-        raise InvalidParameterError(f"projections must be a finite (T, m) array, got {y.shape}")
-    sigma = check_real_in(sigma, "sigma", lo=0.0, lo_open=True)
-    level = 1.0 - check_probability(confidence, "confidence")
+    y, sigma, level = _projections(projections, sigma, confidence)
     T, m = y.shape
     if T < 2 or m < 1:
         return verdict(level, p_sum=None, p_min=None, ratio=None, pairs=max(T - 1, 0))
@@ -75,11 +80,7 @@ def noise_test(projections: Any, *, sigma: float, confidence: float = 0.95) -> d
     """
     from scipy.stats import chi2
 
-    y = np.asarray(projections, dtype=np.float64)
-    sigma = check_real_in(sigma, "sigma", lo=0.0, lo_open=True)
-    if y.ndim != 2 or y.size == 0 or not np.isfinite(y).all():
-        raise InvalidParameterError(f"projections must be a finite (T, m) array, got {y.shape}")
-    level = 1.0 - check_probability(confidence, "confidence")
+    y, sigma, level = _projections(projections, sigma, confidence, empty=False)
     ss = float((y * y).sum()) / sigma**2
     p_pool = float(chi2.cdf(ss, y.size))
     # every update on its own: given the past, |y_t|^2 / sigma^2 is at least chi^2(m), so the

@@ -124,3 +124,13 @@ def test_against_jax_privacy_when_installed() -> None:
 
 if __name__ == "__main__" and "--write" in sys.argv:
     _write()
+
+
+def test_non_finite_scores_are_counted_in_the_error() -> None:
+    """A diverged run (NaN parameters) gives NaN scores: the error says how many, not only the
+    shapes (which agree)."""
+    from ldp_audit.attacks.one_run_steinke import check_scores
+    from ldp_audit.errors import InvalidParameterError
+
+    with pytest.raises(InvalidParameterError, match=r"\(2 not finite: NaN or inf"):
+        check_scores(np.array([1.0, np.nan, np.inf, 0.5]), np.array([1, 0, 1, 0]))

@@ -277,6 +277,22 @@ def test_parameters_changed_outside_a_released_update_are_named(tmp_path: Path) 
     ]
 
 
+def test_an_edited_moved_unreleased_is_a_ledger_problem_not_a_crash(tmp_path: Path) -> None:
+    """metrics.json's moved_unreleased edited to a non-list and read with --allow-unverified:
+    named as a ledger problem (exit 1), never a raw TypeError (exit 3)."""
+    import json
+
+    run = tmp_path / "run"
+    audited_run(run, 0, epochs=1)
+    met = json.loads((run / "metrics.json").read_text())
+    (run / "metrics.json").write_text(json.dumps({**met, "moved_unreleased": 5}))
+    out = tmp_path / "a.json"
+    assert main(["attack", "membership", "--run-dir", str(run), "--out", str(out),
+                 "--allow-unverified"]) == 1  # fmt: skip
+    ledger = json.loads(out.read_text())["extra"]["tests"]["ledger"]
+    assert ledger["problems"] == ["metrics.json: moved_unreleased 5"]
+
+
 def test_noise_flagged_run_headline_names_the_test(tmp_path: Path) -> None:
     cls, _ = BROKEN["one update released without noise"]
     run = tmp_path / "run"

@@ -150,7 +150,9 @@ def _ledger_test(run_dir: Path, cfg: dict, met: dict, tr: dict) -> dict[str, Any
             f"the transcript {T}, the ledger {n_charged}"
         )
     moved = met.get("moved_unreleased", [])  # absent in a run written before 2026-12-06
-    if moved:
+    if not (isinstance(moved, list) and all(type(i) is int for i in moved)):
+        problems.append(f"metrics.json: moved_unreleased {moved!r}")
+    elif moved:
         problems.append(
             f"the parameters changed {len(moved)} times outside a released update (first "
             f"before update {moved[0]}; {T}: after the last)"
