@@ -217,6 +217,16 @@ def test_outputs_wider_than_the_chunk_over_1024_are_chunked_too(monkeypatch):
     assert max(n * k for n, k in calls) <= 1 << 14
 
 
+def test_outputs_too_wide_for_memory_refused_before_the_work_unless_forced(monkeypatch):
+    # OUE with k = 2^20 (allowed) wanted 1,000 rows of 2^20 values per input in the fit half
+    # (~47 GiB estimated): now refused, naming the width and the limit, unless forced
+    monkeypatch.setenv("LDP_AUDIT_MEMORY_LIMIT", "1M")
+    wide = UnaryEncoding(1.0, k=512)
+    with pytest.raises(InvalidParameterError, match=r"512 values per row.*memory limit.*force"):
+        audit(wide, samples=3_000, rng=0)
+    assert audit(wide, samples=3_000, rng=0, force=True, float_bits=False).pairs_tested >= 1
+
+
 def test_result_dict_json_and_summary():
     r = audit(RateFake({0.0: 0.6, 1.0: 0.2}, epsilon=1.5), PAIR, samples=5_000, rng=0)
     d = json.loads(json.dumps(r.to_dict()))
