@@ -142,6 +142,15 @@ def test_gaussian_claiming_delta_100x_too_small_flagged():
     assert r.violation and r.distribution.violation, r.summary()
 
 
+@pytest.mark.parametrize("bad", [math.nan, -1.0])
+def test_claimed_profile_must_be_a_nonnegative_epsilon(bad):
+    # NaN was accepted (no point could ever be refuted), a negative claim too
+    m = GaussianClaim(1.0, 2.0, 1e-3)
+    m.epsilon_at = lambda delta: bad
+    with pytest.raises(InvalidParameterError, match=r"epsilon_at\(0.0\) must be >= 0"):
+        audit(m, PAIR, samples=5_000, rng=0, float_bits=False)
+
+
 def test_profile_json_uses_inf_strings_for_no_claim():
     m = DoubleLaplace(1.0)
     m.delta = 1e-3

@@ -16,7 +16,7 @@ import numpy as np
 
 from ldp_audit.errors import InvalidParameterError, LdpAuditError, UserCodeError
 from ldp_audit.stats import check_delta_range, check_nonnegative
-from ldp_audit.validation import check_int, check_real
+from ldp_audit.validation import check_int
 
 __all__ = ["MAX_DIM", "default_pairs"]
 
@@ -150,6 +150,8 @@ def claimed_profile(
     fn = user_attr(mechanism, "epsilon_at")
     if callable(fn):
         name = "mechanism.epsilon_at({!r})".format
-        out = tuple(check_real(call_user(mechanism, name(d), fn, d), name(d)) for d in deltas)
+        out = tuple(
+            check_nonnegative(call_user(mechanism, name(d), fn, d), name(d)) for d in deltas
+        )
         return out, "epsilon_at"
     return tuple(claimed if d >= delta else math.inf for d in deltas), "single point"
