@@ -72,9 +72,9 @@ def default_pairs(mechanism: Any, dim: int | None = None) -> list[tuple[np.ndarr
             "pairs=[(x, x2), ...] (neighbouring inputs to compare), or give the mechanism a "
             f"candidate_pairs(dim) method; got a {type(mechanism).__name__} without one"
         )
-    if dim is not None:
-        dim = check_int(dim, "dim", minimum=1, maximum=MAX_DIM)
-    d = dim if dim is not None else user_attr(mechanism, "dim", None) or 1
+    # the mechanism's own dim is checked like the argument (1e9 ran until killed)
+    name, d = ("dim", dim) if dim is not None else ("mechanism.dim", user_attr(mechanism, "dim"))
+    d = 1 if d is None else check_int(d, name, minimum=1, maximum=MAX_DIM)
     try:
         raw = list(fn(d))
     except LdpAuditError:

@@ -91,7 +91,7 @@ def _claimed_tradeoff(
     sigma = user_attr(mechanism, "sigma")
     sens = user_attr(mechanism, "sensitivity")
     real = [isinstance(v, (int, float)) and not isinstance(v, bool) for v in (sigma, sens)]
-    if delta > 0 and all(real) and sigma > 0 and sens > 0:
+    if delta > 0 and all(real) and 0 < sigma < np.inf and 0 < sens < np.inf:
         mu = float(sens) / float(sigma)
         return (lambda a: np.asarray(gaussian_tradeoff(a, mu))), f"gaussian mu={mu:.6g}"
     return (lambda a: np.asarray(eps_delta_tradeoff(a, claimed, delta))), "epsilon-delta"
