@@ -19,8 +19,8 @@ What it checks (each a :class:`CheckResult` in the returned :class:`MechanismChe
 * ``rejects_1d``: a 1-D input raises; ``rejects_non_generator``: an int seed instead of a
   ``numpy.random.Generator`` raises.
 * ``exact_loss``: where the mechanism has an exact ``privacy_loss`` (pure epsilon only), the loss
-  at sampled outputs never exceeds epsilon (PRS-like mechanisms with ``privatize_with_matrices``
-  are checked conditional on M).
+  at sampled and probe outputs never exceeds epsilon (:func:`ldp_audit.audit.exact_epsilon`;
+  PRS-like mechanisms with ``privatize_with_matrices`` are checked conditional on M).
 * ``empirical_ratio``: the distribution verdict of :func:`ldp_audit.audit.audit` on the pairs
   at confidence ``1 - alpha`` (events chosen on selection samples, ``ln(P(S|x) - delta) -
   ln P(S|x2)`` bounded from below on fresh ones). For an (epsilon, delta)-LDP mechanism the
@@ -99,20 +99,6 @@ class MechanismCheckError(LdpAuditError, AssertionError):
 # ----------------------------------------------------------------------------------------------
 
 
-def _rows(v: np.ndarray, n: int) -> np.ndarray:
-    return np.tile(np.asarray(v, dtype=np.float64), (n, 1))
-
-
-def _draw(mech: Any, x: np.ndarray, n: int, rng: np.random.Generator) -> tuple[Any, tuple]:
-    """n outputs under ``x`` and the arguments ``privacy_loss`` takes after (x, x2): the
-    outputs, or a PRS-like mechanism's (bits, matrices) from ``privatize_with_matrices``."""
-    if callable(getattr(mech, "privatize_with_matrices", None)):
-        y, bits, mats = mech.privatize_with_matrices(_rows(x, n), rng)
-        return y, (bits, mats)
-    y = mech.privatize(_rows(x, n), rng)
-    return y, (y,)
-
-
 def _ratio_check(
     mech: Any,
     pairs: Sequence[tuple[np.ndarray, np.ndarray]],
@@ -153,25 +139,23 @@ def _ratio_check(
 def _exact_check(
     mech: Any, pairs: Sequence[tuple[np.ndarray, np.ndarray]], rng: np.random.Generator
 ) -> CheckResult:
+    """:func:`ldp_audit.audit.exact_epsilon` on 500 outputs of each input (and its probes)."""
+    from ldp_audit.audit import exact_epsilon
+
     eps = float(mech.epsilon)
-    loss_fn = getattr(mech, "privacy_loss", None)
-    if not callable(loss_fn):
+    if not callable(getattr(mech, "privacy_loss", None)):
         return CheckResult("exact_loss", None, "no privacy_loss method")
     if float(getattr(mech, "delta", 0.0) or 0.0) > 0.0:
         return CheckResult("exact_loss", None, "delta > 0: the privacy loss is not bounded")
-    worst = -math.inf
-    for x, x2 in pairs:
-        try:
-            _, args = _draw(mech, x, 500, rng)
-            loss = loss_fn(np.asarray(x)[None], np.asarray(x2)[None], *args)
-        except (TypeError, NotImplementedError) as exc:
-            return CheckResult("exact_loss", None, f"privacy_loss not usable: {exc}")
-        worst = max(worst, float(np.max(np.abs(loss))))
+    try:
+        worst = exact_epsilon(mech, pairs, samples=500, rng=rng)
+    except (TypeError, NotImplementedError) as exc:
+        return CheckResult("exact_loss", None, f"privacy_loss not usable: {exc}")
     passed = worst <= eps * (1 + 1e-9) + 1e-12
     return CheckResult(
         "exact_loss",
         passed,
-        f"max |privacy loss| at 500 sampled outputs per pair = {worst:.6g} "
+        f"max |privacy loss| at 500 sampled outputs per input and probe outputs = {worst:.6g} "
         f"{'<=' if passed else '>'} epsilon {eps:.6g}",
     )
 

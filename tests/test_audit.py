@@ -191,9 +191,40 @@ def test_wide_outputs_are_chunked_by_output_width():
             return y
 
     r = audit(Wide(), PAIR, samples=3_000, rng=0, float_bits=False)
-    # chunks of max(1024, 2^22 / 2048) = 2048 rows: a call never holds more than 2^22 values
+    # chunks of 2^22 / 2048 = 2048 rows: a call never holds more than 2^22 values
     assert max(n * k for n, k in calls) <= 2048 * 2048
     assert r.epsilon_lower_bound >= 0.0 and not r.violation
+
+
+def test_outputs_wider_than_the_chunk_over_1024_are_chunked_too(monkeypatch):
+    # chunks had a floor of 1024 rows: outputs wider than chunk / 1024 values (4096 at the
+    # default 2^22) were drawn 1024 rows at a time, beyond the stated chunk of 2^22 values
+    # (an OUE with k = 20,000: 810 MB peak, 564 MB with the fix, the same result)
+    from ldp_audit.audit import sampling
+
+    monkeypatch.setattr(sampling, "_CHUNK_ELEMENTS", 1 << 14)
+    calls: list[tuple[int, int]] = []
+
+    class Wide:
+        epsilon = 1.0
+
+        def privatize(self, x, rng):
+            y = UnaryEncoding(1.0, k=64).privatize(x, rng)
+            calls.append(y.shape)
+            return y
+
+    audit(Wide(), PAIR, samples=3_000, rng=0, float_bits=False)
+    assert max(n * k for n, k in calls) <= 1 << 14
+
+
+def test_outputs_too_wide_for_memory_refused_before_the_work_unless_forced(monkeypatch):
+    # OUE with k = 2^20 (allowed) wanted 1,000 rows of 2^20 values per input in the fit half
+    # (~47 GiB estimated): now refused, naming the width and the limit, unless forced
+    monkeypatch.setenv("LDP_AUDIT_MEMORY_LIMIT", "1M")
+    wide = UnaryEncoding(1.0, k=512)
+    with pytest.raises(InvalidParameterError, match=r"512 values per row.*memory limit.*force"):
+        audit(wide, samples=3_000, rng=0)
+    assert audit(wide, samples=3_000, rng=0, force=True, float_bits=False).pairs_tested >= 1
 
 
 def test_result_dict_json_and_summary():

@@ -201,6 +201,17 @@ def test_user_tradeoff_curve_and_off_switch():
     with pytest.raises(UserCodeError, match="tradeoff of Raising raised ValueError: nope"):
         audit(Raising(clip=1.0, noise_multiplier=2.0, delta=1e-3), GPAIR, samples=10_000, rng=0)
 
+    # a string came out as a raw ValueError (exit 3 at the CLI); a curve above 1 was a claim
+    # that every point refutes
+    for bad in ("x", [0.5], 1.5):
+
+        class Bad(Gaussian):
+            def tradeoff(self, a, bad=bad):
+                return np.full(np.shape(a), bad) if bad == 1.5 else bad
+
+        with pytest.raises(UserCodeError, match=r"tradeoff of Bad must return values in \[0, 1\]"):
+            audit(Bad(clip=1.0, noise_multiplier=2.0, delta=1e-3), GPAIR, samples=10_000, rng=0)
+
 
 def test_report_model_and_figure_of_the_tradeoff():
     from ldp_audit.report._audits import _tradeoff_model

@@ -142,6 +142,15 @@ def test_gaussian_claiming_delta_100x_too_small_flagged():
     assert r.violation and r.distribution.violation, r.summary()
 
 
+@pytest.mark.parametrize("bad", [math.nan, -1.0])
+def test_claimed_profile_must_be_a_nonnegative_epsilon(bad):
+    # NaN was accepted (no point could ever be refuted), a negative claim too
+    m = GaussianClaim(1.0, 2.0, 1e-3)
+    m.epsilon_at = lambda delta: bad
+    with pytest.raises(InvalidParameterError, match=r"epsilon_at\(0.0\) must be >= 0"):
+        audit(m, PAIR, samples=5_000, rng=0, float_bits=False)
+
+
 def test_profile_json_uses_inf_strings_for_no_claim():
     m = DoubleLaplace(1.0)
     m.delta = 1e-3
@@ -268,6 +277,37 @@ def test_inf_outputs_of_one_input_give_no_raw_numpy_warning():
         warnings.simplefilter("error")
         r = audit(m, samples=5_000, rng=0, float_bits=False)
     assert r.violation and any("NaN or inf" in w for w in r.warnings)
+
+
+class Declared(DoubleLaplace):
+    """A user's Laplace that declares its domain (and optional attributes set per test)."""
+
+    def candidate_pairs(self, dim):
+        return [(np.zeros(dim), np.ones(dim))]
+
+
+@pytest.mark.parametrize(
+    "attr, value, match",
+    [
+        ("dim", "2", r"mechanism.dim must be an integer >= 1, got '2'"),
+        ("dim", True, r"mechanism.dim must be an integer >= 1, got True"),
+        ("dim", 10**9, r"mechanism.dim must be <= 1,000,000"),  # ran until killed
+        ("reproducible", "no", r"mechanism.reproducible must be True or False"),  # was True
+    ],
+)
+def test_optional_mechanism_attributes_type_checked(attr, value, match):
+    m = Declared(1.0)
+    setattr(m, attr, value)
+    with pytest.raises(InvalidParameterError, match=match):
+        audit(m, samples=5_000, rng=0, float_bits=False)
+
+
+def test_infinite_sigma_is_not_a_gaussian_claim():
+    # sigma = inf with a delta claim made the claimed curve G_0 (no information at all)
+    m = Declared(1.0)
+    m.delta, m.sigma, m.sensitivity = 1e-3, math.inf, 1.0
+    r = audit(m, samples=5_000, rng=0, float_bits=False)
+    assert r.tradeoff.claimed_from == "epsilon-delta"
 
 
 def test_candidate_pairs_error_wrapped():

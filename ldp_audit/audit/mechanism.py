@@ -16,7 +16,7 @@ import numpy as np
 
 from ldp_audit.errors import InvalidParameterError, LdpAuditError, UserCodeError
 from ldp_audit.stats import check_delta_range, check_nonnegative
-from ldp_audit.validation import check_int, check_real
+from ldp_audit.validation import check_int
 
 __all__ = ["MAX_DIM", "default_pairs"]
 
@@ -72,9 +72,9 @@ def default_pairs(mechanism: Any, dim: int | None = None) -> list[tuple[np.ndarr
             "pairs=[(x, x2), ...] (neighbouring inputs to compare), or give the mechanism a "
             f"candidate_pairs(dim) method; got a {type(mechanism).__name__} without one"
         )
-    if dim is not None:
-        dim = check_int(dim, "dim", minimum=1, maximum=MAX_DIM)
-    d = dim if dim is not None else user_attr(mechanism, "dim", None) or 1
+    # the mechanism's own dim is checked like the argument (1e9 ran until killed)
+    name, d = ("dim", dim) if dim is not None else ("mechanism.dim", user_attr(mechanism, "dim"))
+    d = 1 if d is None else check_int(d, name, minimum=1, maximum=MAX_DIM)
     try:
         raw = list(fn(d))
     except LdpAuditError:
@@ -150,6 +150,8 @@ def claimed_profile(
     fn = user_attr(mechanism, "epsilon_at")
     if callable(fn):
         name = "mechanism.epsilon_at({!r})".format
-        out = tuple(check_real(call_user(mechanism, name(d), fn, d), name(d)) for d in deltas)
+        out = tuple(
+            check_nonnegative(call_user(mechanism, name(d), fn, d), name(d)) for d in deltas
+        )
         return out, "epsilon_at"
     return tuple(claimed if d >= delta else math.inf for d in deltas), "single point"

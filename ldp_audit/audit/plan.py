@@ -247,7 +247,9 @@ class Plan:
                 f"samples per input: no bound can exceed {top_bound:.3g} here, so 'no violation' "
                 "is vacuous; refuting it needs more than e^epsilon samples per input"
             )
-        reproducible = bool(user_attr(mechanism, "reproducible", True))
+        reproducible = check_bool(
+            user_attr(mechanism, "reproducible", True), "mechanism.reproducible"
+        )
         if not reproducible:
             warn.append(
                 "the mechanism is not reproducible from the seed (it draws its own randomness); "

@@ -67,7 +67,7 @@ def privatize_rows(
 
 
 def _chunks(n: int, d: int) -> list[int]:
-    size = max(1024, _CHUNK_ELEMENTS // max(1, d))
+    size = max(1, _CHUNK_ELEMENTS // max(1, d))  # wide outputs: fewer rows, not more values
     out = [size] * (n // size)
     if n % size:
         out.append(n % size)

@@ -39,6 +39,7 @@ from ldp_audit.audit.statistics import (
 )
 from ldp_audit.audit.tradeoff import TRADEOFF_LEVELS, _tradeoff_events
 from ldp_audit.errors import InvalidParameterError, UserCodeError
+from ldp_audit.limits import fmt_bytes, memory_limit
 
 #: estimated audit time (seconds) above which :func:`ldp_audit.audit.audit` refuses unless
 #: ``force=True``.
@@ -116,6 +117,14 @@ def _fit_statistics(
     cell statistic."""
     ra1, ra2 = rngs_a
     n_a_p = min(plan.n_a, max(1000, FIT_ELEMENTS // width))
+    # A is held whole (raw and snapped outputs, features): about 24 bytes a value per input
+    need, (limit, how) = 48.0 * n_a_p * width, memory_limit()
+    if need > limit and not o.force:
+        raise InvalidParameterError(
+            f"the mechanism's outputs have {width} values per row: the selection's fit half "
+            f"({n_a_p} rows per input) needs about {fmt_bytes(need)}, more than the "
+            f"{fmt_bytes(limit)} memory limit ({how}); pass force=True (--force) to run it anyway"
+        )
     t_a = time.perf_counter()
     ya1 = _sample(mechanism, x, n_a_p, ra1, width)
     ya2 = _sample(mechanism, x2, n_a_p, ra2, width)

@@ -75,11 +75,15 @@ def _claimed_tradeoff(
     if callable(fn):
 
         def user(a: np.ndarray) -> np.ndarray:
-            v = np.asarray(call_user(mechanism, "mechanism.tradeoff", fn, a), dtype=np.float64)
-            if v.shape != np.shape(a) or not np.all(np.isfinite(v)):
+            raw = call_user(mechanism, "mechanism.tradeoff", fn, a)
+            try:
+                v = np.asarray(raw, dtype=np.float64)
+            except (TypeError, ValueError):  # strings, ragged lists: refused below
+                v = np.empty(0)
+            if v.shape != np.shape(a) or not np.all((v >= 0.0) & (v <= 1.0)):
                 raise UserCodeError(
-                    f"mechanism.tradeoff of {type(mechanism).__name__} must return finite "
-                    f"values of the shape of its input {np.shape(a)}, got {v.shape}"
+                    f"mechanism.tradeoff of {type(mechanism).__name__} must return values in "
+                    f"[0, 1] of the shape of its input {np.shape(a)}, got {raw!r:.80}"
                 )
             return v
 
@@ -87,7 +91,7 @@ def _claimed_tradeoff(
     sigma = user_attr(mechanism, "sigma")
     sens = user_attr(mechanism, "sensitivity")
     real = [isinstance(v, (int, float)) and not isinstance(v, bool) for v in (sigma, sens)]
-    if delta > 0 and all(real) and sigma > 0 and sens > 0:
+    if delta > 0 and all(real) and 0 < sigma < np.inf and 0 < sens < np.inf:
         mu = float(sens) / float(sigma)
         return (lambda a: np.asarray(gaussian_tradeoff(a, mu))), f"gaussian mu={mu:.6g}"
     return (lambda a: np.asarray(eps_delta_tradeoff(a, claimed, delta))), "epsilon-delta"
