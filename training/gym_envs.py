@@ -28,6 +28,7 @@ from __future__ import annotations
 import importlib
 import math
 import sys
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -341,23 +342,17 @@ def _probe_steps(
     coordinate in turn (the first action when it is <= 0, the last when > 0: on MountainCar's
     velocity this is the policy that reaches the goal), each even one draws from a fixed
     generator: the same actions for every candidate."""
-    import warnings
-
     env = _make(env_id, max_episode_steps)
     rng = np.random.default_rng(0)
-    trace: list[np.ndarray] = []
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")  # a rejected value's overflow warnings: we say it below
         try:
             _set_param(env.unwrapped, name, value)
-            obs, _ = env.reset(seed=0)
-            n, episode, start = int(env.action_space.n), 0, 0
-            first = int(env.action_space.start)  # Discrete(n, start): actions first..first+n-1
-            o = np.asarray(obs, dtype=np.float64).ravel()
-            trace.append(o)
-            bad = not np.all(np.isfinite(o))
+            n, first = int(env.action_space.n), int(env.action_space.start)  # Discrete(n, start)
+            o = np.asarray(env.reset(seed=0)[0], np.float64).ravel()
+            trace, episode, start = [o], 0, 0
             for k in range(steps):
-                if bad:
+                if not np.isfinite(trace[-1]).all():  # a step's, or a reset's observation
                     break
                 coord = episode // 2 if episode % 2 else None  # even episodes: random actions
                 if k < PROBE_STEPS:
@@ -367,22 +362,15 @@ def _probe_steps(
                 else:
                     action = int(rng.integers(n))
                 obs, r, term, trunc, _ = env.step(first + action)
-                o = np.asarray(obs, dtype=np.float64).ravel()
-                bad = not (np.all(np.isfinite(o)) and math.isfinite(r))
+                o = np.asarray(obs, np.float64).ravel()
                 trace.append(np.concatenate([o, [r, term, trunc]]))
+                if not np.isfinite(trace[-1]).all():
+                    break
                 if term or trunc or k + 1 - start >= NO_EFFECT_EPISODE:
-                    obs, _ = env.reset(seed=k + 1)
-                    o = np.asarray(obs, dtype=np.float64).ravel()
+                    o = np.asarray(env.reset(seed=k + 1)[0], np.float64).ravel()
                     trace.append(o)
-                    bad = bad or not np.all(np.isfinite(o))
                     episode, start = episode + 1, k + 1
-            if bad:
-                raise InvalidParameterError(
-                    f"private parameter {name!r}: env {env_id!r} gives non-finite observations or "
-                    f"rewards with value {value!r}"
-                )
-        except InvalidParameterError:
-            raise
+            out = np.concatenate(trace)
         except Exception as exc:  # noqa: BLE001 - the env rejects the value
             raise InvalidParameterError(
                 f"private parameter {name!r}: env {env_id!r} rejects value {value!r} "
@@ -390,7 +378,12 @@ def _probe_steps(
             ) from None
         finally:
             env.close()
-    return np.concatenate(trace)
+    if not np.isfinite(out).all():
+        raise InvalidParameterError(
+            f"private parameter {name!r}: env {env_id!r} gives non-finite observations or "
+            f"rewards with value {value!r}"
+        )
+    return out
 
 
 # ==============================================================================================
