@@ -79,8 +79,6 @@ MOUNTAINCAR_PARAMS = (
     "goal_position",
     "goal_velocity",
 )
-#: the native batches' per-row attributes
-_NATIVE_PARAMS = {"acrobot": ACROBOT_PARAMS, "mountaincar": MOUNTAINCAR_PARAMS}
 #: Gymnasium classes -> their physical constants a private parameter may be: each candidate
 #: must be > 0 and a normal double (a negative pole length or a subnormal gravity means nothing;
 #: the env would still step). A user env's attributes: any sign.
@@ -145,18 +143,15 @@ def _make(env_id: str, max_episode_steps: int | None = None) -> Any:
     return gym.make(env_id, **kw)
 
 
-def _native_kind(env_id: str, env: Any) -> str | None:
-    """'acrobot' / 'mountaincar' where the env is Gymnasium's own class, made without kwargs."""
-    spec = getattr(env, "spec", None)
+def _is_native(env_id: str, env: Any, name: str) -> bool:
+    """Gymnasium's own Acrobot-v1 (``book`` dynamics, no torque noise) or MountainCar-v0, made
+    without kwargs, and ``name`` one of the constants its batch takes per row."""
+    u, spec = env.unwrapped, getattr(env, "spec", None)
     if spec is not None and spec.kwargs:
-        return None
-    u = env.unwrapped
-    if type(u) is AcrobotEnv and env_id == "Acrobot-v1" and u.book_or_nips == "book":
-        if float(u.torque_noise_max) == 0.0:
-            return "acrobot"
-    if type(u) is MountainCarEnv and env_id == "MountainCar-v0":
-        return "mountaincar"
-    return None
+        return False
+    if type(u) is AcrobotEnv and u.book_or_nips == "book" and float(u.torque_noise_max) == 0.0:
+        return env_id == "Acrobot-v1" and name in ACROBOT_PARAMS
+    return type(u) is MountainCarEnv and env_id == "MountainCar-v0" and name in MOUNTAINCAR_PARAMS
 
 
 def check_candidates(
@@ -296,14 +291,12 @@ def check_private_param(
                 f"(it is {cur!r}, {type(cur).__name__})"
             )
         _check_physical(u, name, vals)
-        native = _native_kind(env_id, env)
-        native = native is not None and name in _NATIVE_PARAMS[native]
         info = EnvInfo(
             env_id=env_id,
             obs_dim=int(np.prod(o_space.shape)),
             n_actions=int(a_space.n),
             max_episode_steps=spec.max_episode_steps,
-            native=native,
+            native=_is_native(env_id, env, name),
         )
     finally:
         env.close()
@@ -656,8 +649,7 @@ def make_param_vector_env(
 ) -> ParamVectorEnv:
     """N rows of ``info.env_id`` with a per-row ``param`` (native NumPy physics where
     ``info.native``, else Gymnasium's ``SyncVectorEnv``)."""
-    if info.native and info.env_id == "Acrobot-v1":
-        return AcrobotParamVectorEnv(n, param)
-    if info.native and info.env_id == "MountainCar-v0":
-        return MountainCarParamVectorEnv(n, param)
+    if info.native:
+        native = {"Acrobot-v1": AcrobotParamVectorEnv, "MountainCar-v0": MountainCarParamVectorEnv}
+        return native[info.env_id](n, param)
     return SyncParamVectorEnv(info.env_id, n, param, max_episode_steps)
