@@ -621,8 +621,7 @@ class SyncParamVectorEnv(ParamVectorEnv):
 
     def reset(self, *, seed: Any = None, options: Any = None) -> tuple[np.ndarray, dict]:
         rows = _mask_rows(options, self.num_envs)
-        mask = np.zeros(self.num_envs, dtype=bool)
-        mask[rows] = True
+        mask = np.isin(np.arange(self.num_envs), rows)
         full: list[int | None] = [None] * self.num_envs
         for r, s in zip(rows, _seeds(seed, rows), strict=True):
             full[r] = None if s is None else int(s)

@@ -98,8 +98,7 @@ class Engine:
             self.theta[r] = self.agg.theta[tr]
             self.tidx[r] = self._theta_index(tr)
         self.env.set_param(rows, self.value[rows])
-        mask = np.zeros(self.R, dtype=bool)
-        mask[rows] = True
+        mask = np.isin(np.arange(self.R), rows)
         o, _ = self.env.reset(seed=seeds, options={"reset_mask": mask})
         self.t[rows] = 0
         self.rew[rows] = 0.0  # a score sums its own episode's rewards only
