@@ -154,6 +154,12 @@ def _is_native(env_id: str, env: Any, name: str) -> bool:
     return type(u) is MountainCarEnv and env_id == "MountainCar-v0" and name in MOUNTAINCAR_PARAMS
 
 
+def _is_number(v: Any) -> bool:
+    """A real number, Python's or NumPy's, not a bool."""
+    real = isinstance(v, (int, float, np.integer, np.floating))
+    return real and not isinstance(v, (bool, np.bool_))
+
+
 def check_candidates(
     name: str, values: Any, *, field: str = "values", positive: bool = False
 ) -> tuple[float, ...]:
@@ -166,8 +172,7 @@ def check_candidates(
         )
     out, where = [], f"private parameter {name!r} ({field})"
     for v in values:
-        real = isinstance(v, (int, float, np.integer, np.floating))
-        if isinstance(v, (bool, np.bool_)) or not real or not math.isfinite(float(v)):
+        if not _is_number(v) or not math.isfinite(float(v)):
             raise InvalidParameterError(f"{where}: candidate {v!r} is not a finite number")
         f = float(v)
         if (f <= 0 and positive) or 0 < abs(f) < sys.float_info.min:
@@ -266,13 +271,7 @@ def check_private_param(
             )
         u = env.unwrapped
         if not hasattr(u, name):
-            public = sorted(
-                k
-                for k in dir(u)
-                if not k.startswith("_")
-                and isinstance(getattr(u, k, None), (int, float))
-                and not isinstance(getattr(u, k, None), bool)
-            )
+            public = sorted(k for k in dir(u) if k[0] != "_" and _is_number(getattr(u, k, None)))
             raise InvalidParameterError(
                 f"private parameter {name!r} is not an attribute of {type(u).__name__} "
                 f"(env {env_id!r}); numeric attributes there: {public}"
@@ -282,10 +281,7 @@ def check_private_param(
                 f"private parameter {name!r} of CartPole is derived from masspole, masscart and "
                 "length (recomputed after every set): make one of those the private parameter"
             )
-        cur = getattr(u, name)
-        if isinstance(cur, (bool, np.bool_)) or not isinstance(
-            cur, (int, float, np.integer, np.floating)
-        ):
+        if not _is_number(cur := getattr(u, name)):
             raise InvalidParameterError(
                 f"private parameter {name!r} of {type(u).__name__} is not numeric "
                 f"(it is {cur!r}, {type(cur).__name__})"
