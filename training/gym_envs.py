@@ -627,13 +627,7 @@ class SyncParamVectorEnv(ParamVectorEnv):
         obs, rew, term, trunc, info = self._call(
             "step", self.inner.step, self.first + np.asarray(actions, dtype=np.int64)
         )
-        return (
-            obs,
-            np.asarray(rew, dtype=np.float64),
-            np.asarray(term, dtype=bool),
-            np.asarray(trunc, dtype=bool),
-            info,
-        )
+        return obs, np.asarray(rew, float), np.asarray(term, bool), np.asarray(trunc, bool), info
 
     def close(self, **kwargs: Any) -> None:
         self.inner.close()
