@@ -132,10 +132,15 @@ def _straightforward_train(cfg: GymPgcConfig, seed: int) -> tuple[np.ndarray, np
         obs, acts, rews, term = [np.asarray(o, dtype=np.float64)], [], [], False
         while not term and len(acts) < cfg.steps:
             u = st.act.random()
+            z = net.logits(theta[None], obs[-1][None])[0]
             if u < alpha:
                 a = min(int(u / alpha * net.n_actions), net.n_actions - 1)
+            elif cfg.acting == "sample":  # the inverse CDF of pi at (u - alpha) / (1 - alpha)
+                cdf = np.cumsum(np.exp(z - z.max()) / np.exp(z - z.max()).sum())
+                v = (u - alpha) / (1.0 - alpha)
+                a = min(int(np.sum(cdf <= v)), net.n_actions - 1)
             else:
-                a = int(np.argmax(net.logits(theta[None], obs[-1][None])[0]))
+                a = int(np.argmax(z))
             o, r, term, trunc, _ = env.step(a)
             obs.append(np.asarray(o, dtype=np.float64))
             acts.append(a)
@@ -155,17 +160,18 @@ def _straightforward_train(cfg: GymPgcConfig, seed: int) -> tuple[np.ndarray, np
 
 
 @pytest.mark.parametrize(
-    ("env_id", "name", "values", "mechanism"),
-    [("CartPole-v1", "force_mag", (5.0, 20.0), "laplace"),  # SyncVectorEnv path
-     ("Acrobot-v1", "LINK_MASS_2", (0.5, 2.0), "none")],  # native batched physics
+    ("env_id", "name", "values", "mechanism", "acting"),
+    [("CartPole-v1", "force_mag", (5.0, 20.0), "laplace", "argmax"),  # SyncVectorEnv path
+     ("Acrobot-v1", "LINK_MASS_2", (0.5, 2.0), "none", "argmax"),  # native batched physics
+     ("MountainCar-v0", "force", (0.0005, 0.002), "none", "sample")],
 )  # fmt: skip
-def test_trainer_is_the_straightforward_implementation(env_id, name, values, mechanism) -> None:
+def test_trainer_is_the_straightforward_implementation(env_id, name, values, mechanism, acting):
     """The lock-step trainer with one agent slot against PGC-A3C written plainly: the same
     scores and the same final theta (float rounding of numpy vs torch only)."""
     pytest.importorskip("torch")
     cfg = GymPgcConfig(env_id=env_id, private_param=name, values=values, mechanism=mechanism,
                        epsilon=1.0 if mechanism == "laplace" else math.inf, n_agents=1,
-                       max_submissions=12, episode_steps=60)  # fmt: skip
+                       max_submissions=12, episode_steps=60, acting=acting)  # fmt: skip
     res = train(cfg, seed=5)
     scores, theta = _straightforward_train(cfg, 5)
     np.testing.assert_array_equal(res.zeta[0], scores)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import importlib
 import math
 import sys
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -78,8 +79,6 @@ MOUNTAINCAR_PARAMS = (
     "goal_position",
     "goal_velocity",
 )
-#: the native batches' per-row attributes
-_NATIVE_PARAMS = {"acrobot": ACROBOT_PARAMS, "mountaincar": MOUNTAINCAR_PARAMS}
 #: Gymnasium classes -> their physical constants a private parameter may be: each candidate
 #: must be > 0 and a normal double (a negative pole length or a subnormal gravity means nothing;
 #: the env would still step). A user env's attributes: any sign.
@@ -144,18 +143,21 @@ def _make(env_id: str, max_episode_steps: int | None = None) -> Any:
     return gym.make(env_id, **kw)
 
 
-def _native_kind(env_id: str, env: Any) -> str | None:
-    """'acrobot' / 'mountaincar' where the env is Gymnasium's own class, made without kwargs."""
-    spec = getattr(env, "spec", None)
+def _is_native(env_id: str, env: Any, name: str) -> bool:
+    """Gymnasium's own Acrobot-v1 (``book`` dynamics, no torque noise) or MountainCar-v0, made
+    without kwargs, and ``name`` one of the constants its batch takes per row."""
+    u, spec = env.unwrapped, getattr(env, "spec", None)
     if spec is not None and spec.kwargs:
-        return None
-    u = env.unwrapped
-    if type(u) is AcrobotEnv and env_id == "Acrobot-v1" and u.book_or_nips == "book":
-        if float(u.torque_noise_max) == 0.0:
-            return "acrobot"
-    if type(u) is MountainCarEnv and env_id == "MountainCar-v0":
-        return "mountaincar"
-    return None
+        return False
+    if type(u) is AcrobotEnv and u.book_or_nips == "book" and float(u.torque_noise_max) == 0.0:
+        return env_id == "Acrobot-v1" and name in ACROBOT_PARAMS
+    return type(u) is MountainCarEnv and env_id == "MountainCar-v0" and name in MOUNTAINCAR_PARAMS
+
+
+def _is_number(v: Any) -> bool:
+    """A real number, Python's or NumPy's, not a bool."""
+    real = isinstance(v, (int, float, np.integer, np.floating))
+    return real and not isinstance(v, (bool, np.bool_))
 
 
 def check_candidates(
@@ -170,8 +172,7 @@ def check_candidates(
         )
     out, where = [], f"private parameter {name!r} ({field})"
     for v in values:
-        real = isinstance(v, (int, float, np.integer, np.floating))
-        if isinstance(v, (bool, np.bool_)) or not real or not math.isfinite(float(v)):
+        if not _is_number(v) or not math.isfinite(float(v)):
             raise InvalidParameterError(f"{where}: candidate {v!r} is not a finite number")
         f = float(v)
         if (f <= 0 and positive) or 0 < abs(f) < sys.float_info.min:
@@ -270,13 +271,7 @@ def check_private_param(
             )
         u = env.unwrapped
         if not hasattr(u, name):
-            public = sorted(
-                k
-                for k in dir(u)
-                if not k.startswith("_")
-                and isinstance(getattr(u, k, None), (int, float))
-                and not isinstance(getattr(u, k, None), bool)
-            )
+            public = sorted(k for k in dir(u) if k[0] != "_" and _is_number(getattr(u, k, None)))
             raise InvalidParameterError(
                 f"private parameter {name!r} is not an attribute of {type(u).__name__} "
                 f"(env {env_id!r}); numeric attributes there: {public}"
@@ -286,23 +281,18 @@ def check_private_param(
                 f"private parameter {name!r} of CartPole is derived from masspole, masscart and "
                 "length (recomputed after every set): make one of those the private parameter"
             )
-        cur = getattr(u, name)
-        if isinstance(cur, (bool, np.bool_)) or not isinstance(
-            cur, (int, float, np.integer, np.floating)
-        ):
+        if not _is_number(cur := getattr(u, name)):
             raise InvalidParameterError(
                 f"private parameter {name!r} of {type(u).__name__} is not numeric "
                 f"(it is {cur!r}, {type(cur).__name__})"
             )
         _check_physical(u, name, vals)
-        native = _native_kind(env_id, env)
-        native = native is not None and name in _NATIVE_PARAMS[native]
         info = EnvInfo(
             env_id=env_id,
             obs_dim=int(np.prod(o_space.shape)),
             n_actions=int(a_space.n),
             max_episode_steps=spec.max_episode_steps,
-            native=native,
+            native=_is_native(env_id, env, name),
         )
     finally:
         env.close()
@@ -341,23 +331,17 @@ def _probe_steps(
     coordinate in turn (the first action when it is <= 0, the last when > 0: on MountainCar's
     velocity this is the policy that reaches the goal), each even one draws from a fixed
     generator: the same actions for every candidate."""
-    import warnings
-
     env = _make(env_id, max_episode_steps)
     rng = np.random.default_rng(0)
-    trace: list[np.ndarray] = []
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")  # a rejected value's overflow warnings: we say it below
         try:
             _set_param(env.unwrapped, name, value)
-            obs, _ = env.reset(seed=0)
-            n, episode, start = int(env.action_space.n), 0, 0
-            first = int(env.action_space.start)  # Discrete(n, start): actions first..first+n-1
-            o = np.asarray(obs, dtype=np.float64).ravel()
-            trace.append(o)
-            bad = not np.all(np.isfinite(o))
+            n, first = int(env.action_space.n), int(env.action_space.start)  # Discrete(n, start)
+            o = np.asarray(env.reset(seed=0)[0], np.float64).ravel()
+            trace, episode, start = [o], 0, 0
             for k in range(steps):
-                if bad:
+                if not np.isfinite(trace[-1]).all():  # a step's, or a reset's observation
                     break
                 coord = episode // 2 if episode % 2 else None  # even episodes: random actions
                 if k < PROBE_STEPS:
@@ -367,22 +351,15 @@ def _probe_steps(
                 else:
                     action = int(rng.integers(n))
                 obs, r, term, trunc, _ = env.step(first + action)
-                o = np.asarray(obs, dtype=np.float64).ravel()
-                bad = not (np.all(np.isfinite(o)) and math.isfinite(r))
+                o = np.asarray(obs, np.float64).ravel()
                 trace.append(np.concatenate([o, [r, term, trunc]]))
+                if not np.isfinite(trace[-1]).all():
+                    break
                 if term or trunc or k + 1 - start >= NO_EFFECT_EPISODE:
-                    obs, _ = env.reset(seed=k + 1)
-                    o = np.asarray(obs, dtype=np.float64).ravel()
+                    o = np.asarray(env.reset(seed=k + 1)[0], np.float64).ravel()
                     trace.append(o)
-                    bad = bad or not np.all(np.isfinite(o))
                     episode, start = episode + 1, k + 1
-            if bad:
-                raise InvalidParameterError(
-                    f"private parameter {name!r}: env {env_id!r} gives non-finite observations or "
-                    f"rewards with value {value!r}"
-                )
-        except InvalidParameterError:
-            raise
+            out = np.concatenate(trace)
         except Exception as exc:  # noqa: BLE001 - the env rejects the value
             raise InvalidParameterError(
                 f"private parameter {name!r}: env {env_id!r} rejects value {value!r} "
@@ -390,7 +367,12 @@ def _probe_steps(
             ) from None
         finally:
             env.close()
-    return np.concatenate(trace)
+    if not np.isfinite(out).all():
+        raise InvalidParameterError(
+            f"private parameter {name!r}: env {env_id!r} gives non-finite observations or "
+            f"rewards with value {value!r}"
+        )
+    return out
 
 
 # ==============================================================================================
@@ -635,8 +617,7 @@ class SyncParamVectorEnv(ParamVectorEnv):
 
     def reset(self, *, seed: Any = None, options: Any = None) -> tuple[np.ndarray, dict]:
         rows = _mask_rows(options, self.num_envs)
-        mask = np.zeros(self.num_envs, dtype=bool)
-        mask[rows] = True
+        mask = np.isin(np.arange(self.num_envs), rows)
         full: list[int | None] = [None] * self.num_envs
         for r, s in zip(rows, _seeds(seed, rows), strict=True):
             full[r] = None if s is None else int(s)
@@ -646,13 +627,7 @@ class SyncParamVectorEnv(ParamVectorEnv):
         obs, rew, term, trunc, info = self._call(
             "step", self.inner.step, self.first + np.asarray(actions, dtype=np.int64)
         )
-        return (
-            obs,
-            np.asarray(rew, dtype=np.float64),
-            np.asarray(term, dtype=bool),
-            np.asarray(trunc, dtype=bool),
-            info,
-        )
+        return obs, np.asarray(rew, float), np.asarray(term, bool), np.asarray(trunc, bool), info
 
     def close(self, **kwargs: Any) -> None:
         self.inner.close()
@@ -663,8 +638,7 @@ def make_param_vector_env(
 ) -> ParamVectorEnv:
     """N rows of ``info.env_id`` with a per-row ``param`` (native NumPy physics where
     ``info.native``, else Gymnasium's ``SyncVectorEnv``)."""
-    if info.native and info.env_id == "Acrobot-v1":
-        return AcrobotParamVectorEnv(n, param)
-    if info.native and info.env_id == "MountainCar-v0":
-        return MountainCarParamVectorEnv(n, param)
+    if info.native:
+        native = {"Acrobot-v1": AcrobotParamVectorEnv, "MountainCar-v0": MountainCarParamVectorEnv}
+        return native[info.env_id](n, param)
     return SyncParamVectorEnv(info.env_id, n, param, max_episode_steps)

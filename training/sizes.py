@@ -263,12 +263,7 @@ def gym_pgc_estimates(cfg: Any, *, record: bool = True, cli: bool = False) -> li
     """Parts of PGC-A3C on a Gymnasium env
     (:class:`~ldp_audit.training.pgc_a3c_gym.config.GymPgcConfig`, validated: its env's shapes
     known). ``record``: the transcript is kept (a run directory)."""
-    net = cfg.network
-    d = (
-        int(net.dim)
-        if hasattr(net, "dim")
-        else int(cfg.hidden) * (int(cfg.info.obs_dim) + int(cfg.info.n_actions) + 1)
-    )
+    d = int(cfg.network.dim)
     trials, agents, subs = int(cfg.trials), int(cfg.n_agents), int(cfg.max_submissions)
     steps, obs = int(cfg.steps), int(cfg.info.obs_dim)
     cells = trials * subs

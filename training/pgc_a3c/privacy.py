@@ -210,29 +210,31 @@ def report_request(
     )
 
 
-def privacy_summary(c: PgcA3cConfig, agents: np.ndarray) -> dict[str, Any]:
-    eps = c.epsilon
+def privacy_summary(c: Any, agents: np.ndarray) -> dict[str, Any]:
+    """The run's privacy record: a :class:`PgcA3cConfig`'s (its clipping and aggregator, the
+    true per-report epsilon) or a Gymnasium run's ``GymPgcConfig``'s (its private parameter)."""
+    eps, gym = c.epsilon, hasattr(c, "private_param")
+    per = c.epsilon_per_submission if gym else c.true_epsilon_per_submission
+    own = {"private_parameter": c.private_parameter()} if gym else {}
     out: dict[str, Any] = {
         "mechanism": c.mechanism,
         "local": True,
-        "epsilon_per_submission": c.true_epsilon_per_submission if math.isfinite(eps) else "inf",
+        "epsilon_per_submission": per if math.isfinite(eps) else "inf",
         "rounds": c.rounds,
-        "epsilon_per_agent": c.true_epsilon_per_submission * c.rounds
-        if math.isfinite(eps)
-        else "inf",
+        "epsilon_per_agent": (eps if gym else per * c.rounds) if math.isfinite(eps) else "inf",
         "composition": "sequential (basic), section 3.2.1",
         "agents_per_trial": agents.tolist(),
-        "clip_kind": c.clip_kind,
-        "aggregator": c.aggregator,
+        **(own or {"clip_kind": c.clip_kind, "aggregator": c.aggregator}),
         "note": (
-            "each agent's reports satisfy epsilon_per_agent-LDP with respect to its gravity; "
-            "agents were charged on the ledger before every release"
+            f"each agent's reports satisfy epsilon_per_agent-LDP with respect to its "
+            f"{c.private_param if gym else 'gravity'}; agents were charged on the ledger before "
+            "every release"
             if math.isfinite(eps)
-            else f"non-private baseline: {c.clip_kind}-clipped gradients (C = effective clip), "
-            "no noise"
+            else f"non-private baseline: {'L1' if gym else c.clip_kind}-clipped gradients (C = "
+            "effective clip), no noise"
         ),
     }
-    if c.clip_kind == "coordinate" and c.mechanism == "laplace":
+    if not gym and c.clip_kind == "coordinate" and c.mechanism == "laplace":
         out["epsilon_claimed_per_submission"] = c.epsilon_per_submission
         out["epsilon_claimed_per_agent"] = eps
         out["warning"] = coordinate_warning(c)

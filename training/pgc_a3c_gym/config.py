@@ -93,11 +93,9 @@ class GymPgcConfig(SharedFields):
 
     @property
     def steps(self) -> int:
-        """The episode cap actually used."""
-        if self.episode_steps is not None:
-            return int(self.episode_steps)
-        m = self.info.max_episode_steps
-        return int(m) if m is not None else 1000
+        """The episode cap actually used (a spec's cap is >= 1, as Gymnasium's TimeLimit
+        requires)."""
+        return int(self.episode_steps or self.info.max_episode_steps or 1000)
 
     def make_mechanism(self) -> Any:
         """The per-report mechanism (:mod:`ldp_audit.mechanisms`)."""

@@ -8,7 +8,6 @@ drives it; it returns the CartPole engine's
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -17,32 +16,12 @@ from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.gym_envs import make_param_vector_env
 from ldp_audit.training.pgc_a3c.config import TrainResult
 from ldp_audit.training.pgc_a3c.engine import equal_runs
-from ldp_audit.training.pgc_a3c.privacy import privatize_reports
+from ldp_audit.training.pgc_a3c.privacy import privacy_summary, privatize_reports
 from ldp_audit.training.pgc_a3c.run_dir import TRANSCRIPT_KEYS, stack_records
 from ldp_audit.training.pgc_a3c_gym.config import GymPgcConfig
 from ldp_audit.training.pgc_a3c_gym.model import SEED_BOUND, loss_gradients
 
 BLOCK = 256  # acting uniforms drawn per trial in blocks of this many lock-steps
-
-
-def privacy_summary(c: GymPgcConfig, agents: np.ndarray) -> dict[str, Any]:
-    fin = math.isfinite(c.epsilon)
-    return {
-        "mechanism": c.mechanism,
-        "local": True,
-        "epsilon_per_submission": c.epsilon_per_submission if fin else "inf",
-        "rounds": c.rounds,
-        "epsilon_per_agent": c.epsilon if fin else "inf",
-        "composition": "sequential (basic), section 3.2.1",
-        "agents_per_trial": agents.tolist(),
-        "private_parameter": c.private_parameter(),
-        "note": (
-            f"each agent's reports satisfy epsilon_per_agent-LDP with respect to its "
-            f"{c.private_param}; agents were charged on the ledger before every release"
-            if fin
-            else "non-private baseline: L1-clipped gradients (C = effective clip), no noise"
-        ),
-    }
 
 
 class Engine:
@@ -119,8 +98,7 @@ class Engine:
             self.theta[r] = self.agg.theta[tr]
             self.tidx[r] = self._theta_index(tr)
         self.env.set_param(rows, self.value[rows])
-        mask = np.zeros(self.R, dtype=bool)
-        mask[rows] = True
+        mask = np.isin(np.arange(self.R), rows)
         o, _ = self.env.reset(seed=seeds, options={"reset_mask": mask})
         self.t[rows] = 0
         self.rew[rows] = 0.0  # a score sums its own episode's rewards only

@@ -12,6 +12,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from scipy.special import softmax
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.gym_envs import SyncParamVectorEnv, make_param_vector_env
@@ -44,17 +45,13 @@ class Network:
         """Glorot-uniform parameters (d,) (TensorFlow's default, as the CartPole engine)."""
         return glorot_uniform(check_rng(rng), self.obs_dim, self.n_actions, self.hidden)
 
-    def unpack(self, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Views (B, H, O), (B, A, H), (B, H) of a (B, d) batch."""
-        return unpack_views(theta, self.obs_dim, self.n_actions, self.hidden)
-
     def check(self, theta: Any, name: str = "theta") -> np.ndarray:
         """``theta`` as a C-contiguous (B, d) float64 batch of finite values ((d,): one row)."""
         return check_params(theta, self.dim, name)
 
     def logits(self, theta: np.ndarray, obs: np.ndarray) -> np.ndarray:
         """Logits (B, A) of one observation per row (theta (B, d), obs (B, O))."""
-        wc, wp, _ = self.unpack(theta)
+        wc, wp, _ = unpack_views(theta, self.obs_dim, self.n_actions, self.hidden)
         h = np.maximum(np.einsum("bho,bo->bh", wc, obs), 0.0)
         return np.einsum("bah,bh->ba", wp, h)
 
@@ -68,9 +65,7 @@ class Network:
         safe_alpha = np.where(alpha > 0, alpha, 1.0)
         rand_a = np.minimum((u / safe_alpha * a_n).astype(np.int64), a_n - 1)
         if sample:
-            zz = z - z.max(axis=1, keepdims=True)
-            p = np.exp(zz)
-            cdf = np.cumsum(p / p.sum(axis=1, keepdims=True), axis=1)
+            cdf = np.cumsum(softmax(z, axis=1), axis=1)
             v = (u - alpha) / np.where(alpha < 1, 1.0 - alpha, 1.0)
             greedy = np.minimum((cdf <= v[:, None]).sum(axis=1), a_n - 1)
         else:

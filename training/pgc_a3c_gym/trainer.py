@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.pgc_a3c.config import TrainResult
@@ -107,11 +108,8 @@ def train(
     acc = make_accountant(ledger, cfg.budget)
     record = (run_dir is not None) if transcript is None else bool(transcript)
     eng = Engine(cfg, seed, acc, record)
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=cfg.trials * cfg.max_submissions, desc=f"{cfg.env_id}", unit="sub")
+    total = cfg.trials * cfg.max_submissions
+    bar = tqdm(total=total, desc=cfg.env_id, unit="sub", disable=not progress)
     t0 = time.perf_counter()
     try:
         eng.run(bar)
@@ -121,8 +119,7 @@ def train(
         raise
     finally:
         eng.env.close()
-        if bar is not None:
-            bar.close()
+        bar.close()
     res = eng.result(time.perf_counter() - t0)
     if writer is not None:
         _write_outputs(writer, res, status="complete")
