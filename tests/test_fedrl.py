@@ -401,6 +401,10 @@ def test_cli_train_attack_report(tmp_path, capsys):
     )
     out = capsys.readouterr().out
     assert "0/beta" in out and "-DP over the whole run" in out and "0/alpha:Y" in out
+    # below the audit's 1000 samples: exit 2 before the attack (was after it, naming "samples")
+    assert _cli(["attack", "fedrl", "--run-dir", str(run), "--audit-samples", "10"]) == 2
+    assert "--audit-samples must be 0 (no audit) or >= 1000, got 10" in capsys.readouterr().err
+    assert not (run / "attack_fedrl.json").exists()
     assert _cli(["attack", "fedrl", "--run-dir", str(run), "--audit-samples", "5000"]) == 0
     assert (run / "attack_fedrl.json").is_file() and (run / "audit.json").is_file()
     doc = json.loads((run / "attack_fedrl.json").read_text())
