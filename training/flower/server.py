@@ -30,9 +30,10 @@ from ldp_audit.training.flower.protocol import (
     mechanism_from,
     require_flwr,
     sealed_report,
+    server_settings,
     unflatten,
 )
-from ldp_audit.validation import check_bool, check_int, check_real_in
+from ldp_audit.validation import check_int
 
 __all__ = ["FlowerRecorder", "ldp_strategy_class", "ldp_server_main", "summary"]
 
@@ -322,9 +323,7 @@ def ldp_server_main(
     min_nodes = rc.get("min-nodes", 2)
     for key, v in (("num-server-rounds", rounds), ("min-nodes", min_nodes)):
         check_int(v, f"run config {key!r}", minimum=1)
-    seed = check_int(rc.get("seed", 0), "run config 'seed'", minimum=0)
-    overwrite = check_bool(rc.get("overwrite", False), "run config 'overwrite'")
-    timeout = check_real_in(rc.get("timeout", 600.0), "run config 'timeout'", lo=0, lo_open=True)
+    seed, timeout, overwrite = server_settings(rc)
     if rc.get("ldp-release", "update") not in RELEASES:  # every client would refuse every round
         raise InvalidParameterError(
             f"run config 'ldp-release' must be one of {RELEASES}, got {rc['ldp-release']!r}"
