@@ -116,17 +116,14 @@ class FlowerRecorder:
         if arrays_key not in content.array_records:
             raise InvalidParameterError(f"reply has no ArrayRecord {arrays_key!r}")
         got = content[arrays_key].to_numpy_ndarrays()
-        like = unflatten(theta, got) if flatten(got).size == theta.size else None
-        mode = rel.get("release", "update")
-        want_arrays = unflatten(theta + y if mode == "update" else y, like or got)
-        if like is None or any(
-            not np.array_equal(a, b) for a, b in zip(got, want_arrays, strict=True)
+        want = theta + y if rel.get("release", "update") == "update" else y  # in got's dtypes
+        if flatten(got).size != theta.size or any(
+            not np.array_equal(a, b) for a, b in zip(got, unflatten(want, got), strict=True)
         ):
             raise InvalidParameterError(
                 "reply's arrays are not the function of its sealed report the protocol allows"
             )
-        agent = rel.get("agent")
-        return check_int(agent, "reply's agent id", minimum=0), y
+        return check_int(rel.get("agent"), "reply's agent id", minimum=0), y
 
     def accept(self, server_round: int, agent: int, report: np.ndarray, theta_index: int) -> None:
         """Record one accepted report and the charge its client declared."""
