@@ -288,12 +288,10 @@ class TranscriptScorer:
         # log posterior odds canary vs. the ordinary mixture (uniform prior cancels up to a const)
         others = np.delete(post, ci, axis=1).sum(axis=1)
         llr = np.log(post[:, ci]) - np.log(np.clip(others, 1e-300, None))
-        agent_ids = pred["groups"][:, 1]
-        out = np.full(np.asarray(agents).size, -np.inf)
-        pos = {int(a): i for i, a in enumerate(agent_ids)}
-        for j, a in enumerate(np.asarray(agents).reshape(-1)):
-            if int(a) in pos:
-                out[j] = llr[pos[int(a)]]
+        agent_ids = pred["groups"][:, 1]  # sorted (np.unique)
+        agents = np.asarray(agents, dtype=np.int64).reshape(-1)
+        hit, out = np.isin(agents, agent_ids), np.full(agents.size, -np.inf)  # -inf: no report
+        out[hit] = llr[np.searchsorted(agent_ids, agents[hit])]
         if not np.isfinite(out).any():
             raise RunDirectoryError("no canary agent appears in the transcript")
         return np.where(np.isfinite(out), out, np.nanmin(out[np.isfinite(out)]) - 1.0)

@@ -13,6 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ldp_audit.errors import InvalidParameterError
+
 __all__ = ["pgc_dynamics", "frd_dynamics", "dprl_membership", "fedrl_transcript"]
 
 
@@ -87,6 +89,10 @@ def fedrl_transcript(
     from ldp_audit.rundir import RunDir
     from ldp_audit.training.fedrl import FedRLConfig
 
+    if 0 < audit_samples < 1000:  # the audit's own minimum, refused before the attack runs
+        raise InvalidParameterError(
+            f"--audit-samples must be 0 (no audit) or >= 1000, got {audit_samples}"
+        )
     res = attack_run(run_dir, seed=seed, confidence=confidence)
     mech = FedRLConfig.from_dict(RunDir(run_dir).config["config"]).output_mechanism()
     if audit_samples > 0 and not mech.private:

@@ -118,6 +118,26 @@ def test_bad_config(kwargs, match):
         FedRLConfig(**kwargs)
 
 
+def test_gridworld_actions_must_be_integers(maps):
+    """3.0 and True were actions 3 and 1 of the Gymnasium env, and 2.7 action 2 of the vector
+    one (np.asarray(..., dtype=int64))."""
+    import gymnasium as gym
+
+    from ldp_audit.training.fedrl.gridworld import VectorGridWorld
+
+    env = gym.make("ldp_audit/FedRLGridWorld-v0", maps=maps, hist_len=1)
+    env.reset(seed=0)
+    for bad in (3.0, True, 16, -1):
+        with pytest.raises(InvalidParameterError, match="action"):
+            env.step(bad)
+    env.step(np.int64(3))
+    vec = VectorGridWorld(maps, np.array([1, 2]), hist_len=1)
+    vec.reset()
+    with pytest.raises(InvalidParameterError, match=r"2 integers in \[0, 16\)"):
+        vec.step(np.array([2.7, 1.0]))
+    assert vec.step(np.array([2, 1]))[3].all()
+
+
 def test_other_size_with_t_max_is_allowed():
     assert FedRLConfig(size=12, t_max=50).episode_limit == 50
 
@@ -381,6 +401,10 @@ def test_cli_train_attack_report(tmp_path, capsys):
     )
     out = capsys.readouterr().out
     assert "0/beta" in out and "-DP over the whole run" in out and "0/alpha:Y" in out
+    # below the audit's 1000 samples: exit 2 before the attack (was after it, naming "samples")
+    assert _cli(["attack", "fedrl", "--run-dir", str(run), "--audit-samples", "10"]) == 2
+    assert "--audit-samples must be 0 (no audit) or >= 1000, got 10" in capsys.readouterr().err
+    assert not (run / "attack_fedrl.json").exists()
     assert _cli(["attack", "fedrl", "--run-dir", str(run), "--audit-samples", "5000"]) == 0
     assert (run / "attack_fedrl.json").is_file() and (run / "audit.json").is_file()
     doc = json.loads((run / "attack_fedrl.json").read_text())

@@ -190,6 +190,49 @@ def test_a_rerun_of_a_seeded_agent_draws_fresh_noise(tmp_path):
     assert np.all(a != b)
 
 
+def test_server_records_one_report_per_agent_and_round(tmp_path, monkeypatch):
+    """Two SuperNodes with one partition-id were both recorded (and charged) as that agent; the
+    ServerApp's main on an in-process grid now refuses the second, naming it. A bad run config
+    seed is refused before any round (was int() of it)."""
+    from types import SimpleNamespace
+
+    from flwr.supercore.task_identity import TaskIdentity
+
+    for key in ("_run_id", "_node_id", "_task_id"):  # what Flower sets in its processes
+        monkeypatch.setattr(TaskIdentity, key, 1)
+    cfg = PgcA3cConfig(mechanism="laplace", epsilon=4.0, rounds=2)
+    nodes = {5: 0, 6: 0, 7: 1}  # node id -> partition-id: nodes 5 and 6 claim agent 0
+
+    class Grid:
+        def get_node_ids(self):
+            return list(nodes)
+
+        def send_and_receive(self, msgs, timeout=None):
+            def reply(m):
+                nc = {
+                    "partition-id": nodes[m.metadata.dst_node_id],
+                    "gravity": 9.8,
+                    "agent-seed": 3,
+                    "ledger-dir": str(tmp_path / f"led{m.metadata.dst_node_id}"),
+                }
+                ctx = SimpleNamespace(node_config=nc, run_config={}, node_id=m.metadata.dst_node_id)
+                return F.LdpReleaseMod()(m, ctx, lambda m, c: F._train(m, c, None, None))
+
+            return [reply(m) for m in msgs]
+
+    rc = {"pgc-config": json.dumps(cfg.to_dict()), "run-dir": str(tmp_path / "run")}
+    with pytest.raises(InvalidParameterError, match="'seed' must be an integer >= 0, got -1"):
+        F._run_server(Grid(), SimpleNamespace(run_config={**rc, "seed": -1}), {})
+    run = F._run_server(Grid(), SimpleNamespace(run_config=rc), {})
+    from ldp_audit.rundir import RunDir
+
+    m = RunDir(run).metrics()
+    assert [(x["round"], x["node"], x["reason"]) for x in m["rejected"]] == [
+        (r, 6, f"agent 0 already replied in round {r}") for r in range(2)
+    ]
+    assert RunDir(run).transcript()["agent"].tolist() == [0, 1, 0, 1]
+
+
 def test_bad_inputs_refused_before_work(tmp_path):
     cfg = PgcA3cConfig(mechanism="laplace", epsilon=1.0, rounds=2)
     with pytest.raises(InvalidParameterError, match="gravity must be finite, > 0, got -1.0"):

@@ -355,9 +355,9 @@ class VectorGridWorld:
             already done), whether the episode is now over, whether the agents met, and which
             slots actually stepped.
         """
-        a = np.asarray(actions, dtype=np.int64).reshape(-1)
-        if a.shape != (self.n,) or a.min() < 0 or a.max() >= N_ACTIONS:
-            raise InvalidParameterError(f"actions must be {self.n} integers in [0, 16)")
+        a = np.asarray(actions).reshape(-1)  # integers: 2.7 is no action (was read as 2)
+        if a.dtype.kind not in "iu" or a.shape != (self.n,) or a.min() < 0 or a.max() >= N_ACTIONS:
+            raise InvalidParameterError(f"actions must be {self.n} integers in [0, 16), got {a!r}")
         active = ~self.done
         n = self.maps.size
         moves = np.stack([MOVES[a // 4], MOVES[a % 4]], axis=1)  # (B, 2, 2)
@@ -441,7 +441,8 @@ class GridWorldEnv(gym.Env):
     def step(self, action: Any) -> tuple[dict[str, np.ndarray], float, bool, bool, dict]:
         if self._vec.done[0]:
             raise InvalidParameterError("step() called after the episode ended; reset()")
-        r, done, met, _ = self._vec.step(np.array([int(action)]))
+        action = check_int(action, "action", minimum=0, maximum=N_ACTIONS - 1)  # not 3.0, True
+        r, done, met, _ = self._vec.step(np.array([action]))
         terminated = bool(met[0])
         truncated = bool(done[0]) and not terminated
         return self._obs(), float(r[0]), terminated, truncated, {"met": terminated}

@@ -78,15 +78,12 @@ def run_fedrl(
     if _state is not None:  # the caller writes what was released if training is interrupted
         _state["log"] = log
     seqs = np.random.SeedSequence(int(seed)).spawn(cfg.runs * len(METHODS))
+    groups = [(m, list(range(cfg.runs))) for m in cfg.methods]
     if only is not None:
         if not isinstance(only, tuple) or len(only) != 2 or only[0] not in cfg.methods:
             raise InvalidParameterError(f"only must be (method in {cfg.methods}, run), got {only}")
-        check_int(only[1], "only[1] (the run)", minimum=0, maximum=cfg.runs - 1)
-    groups = (
-        [(m, list(range(cfg.runs))) for m in cfg.methods]
-        if only is None
-        else [(only[0], [int(only[1])])]
-    )
+        run = check_int(only[1], "only[1] (the run)", minimum=0, maximum=cfg.runs - 1)
+        groups = [(only[0], [run])]
     bar = None
     if progress:
         from tqdm.auto import tqdm

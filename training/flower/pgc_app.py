@@ -52,7 +52,12 @@ from ldp_audit.accountant import Accountant, Budget, Ledger
 from ldp_audit.errors import InvalidParameterError, LdpAuditError
 from ldp_audit.rundir import RunDir, RunWriter, check_new_dir, json_number
 from ldp_audit.training.flower import run as app_run
-from ldp_audit.training.flower.protocol import agent_rng, require_flwr, sealed_report
+from ldp_audit.training.flower.protocol import (
+    agent_rng,
+    require_flwr,
+    sealed_report,
+    server_settings,
+)
 from ldp_audit.training.pgc_a3c import (
     PgcA3cConfig,
     episode_gradients,
@@ -333,8 +338,7 @@ def _run_server(grid: Any, context: Any, settings: dict[str, Any]) -> Path:
     for key in ("pgc-config", "run-dir"):
         if key not in rc:
             raise InvalidParameterError(f"run config must give {key!r}")
-    seed = int(rc.get("seed", 0))
-    timeout = float(rc.get("timeout", 600.0))
+    seed, timeout, overwrite = server_settings(rc)
     want, wait_until = int(rc.get("num-agents", 0)), time.monotonic() + timeout
     while len(nodes := sorted(grid.get_node_ids())) < want and time.monotonic() < wait_until:
         time.sleep(0.5)  # for the SuperNodes the run config names (num-agents)
@@ -354,7 +358,7 @@ def _run_server(grid: Any, context: Any, settings: dict[str, Any]) -> Path:
         config=cfg.to_dict(),
         seed=seed,
         mechanism=mech.to_config(),
-        mode="overwrite" if rc.get("overwrite", False) else "new",
+        mode="overwrite" if overwrite else "new",
         extra={"engine": f"flower {require_flwr().__version__}", "protocol": "synchronous rounds"},
     )
     acc = Accountant(ledger=w.open_ledger())
@@ -381,6 +385,7 @@ def _run_server(grid: Any, context: Any, settings: dict[str, Any]) -> Path:
             replies = list(grid.send_and_receive(msgs, timeout=timeout))
             by_node = {rep.metadata.src_node_id: rep for rep in replies}
             ok: list[tuple[str, Any]] = []
+            seen: set[int] = set()  # one report per agent id and round (not two nodes' with one)
             for k, node in enumerate(nodes):
                 n = r * k_agents + k
                 rep = by_node.get(node)
@@ -393,6 +398,9 @@ def _run_server(grid: Any, context: Any, settings: dict[str, Any]) -> Path:
                     agent = int(rep.content["release"]["agent"])
                     if agent_of_node.setdefault(node, agent) != agent:
                         raise InvalidParameterError("agent id changed between rounds")
+                    if agent in seen:
+                        raise InvalidParameterError(f"agent {agent} already replied in round {r}")
+                    seen.add(agent)
                 except InvalidParameterError as exc:
                     rejected.append({"round": r, "node": int(node), "reason": str(exc)})
                     continue

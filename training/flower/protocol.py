@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.validation import check_bool, check_int, check_real_in
 
 __all__ = [
     "RELEASES",
@@ -33,6 +34,7 @@ __all__ = [
     "unflatten",
     "mechanism_from",
     "budget_from",
+    "server_settings",
 ]
 
 #: What a client may release (``ldp-release``): its update or its parameters.
@@ -160,3 +162,13 @@ def budget_from(value: Any, where: str) -> float:
             f"{where} 'ldp-budget' must be a finite number > 0, got {value!r}"
         )
     return b
+
+
+def server_settings(rc: Mapping[str, Any]) -> tuple[int, float, bool]:
+    """A run config's ``seed`` (int >= 0, default 0), ``timeout`` (seconds > 0, default 600)
+    and ``overwrite`` (bool, default false), checked: both apps' servers read them."""
+    return (
+        check_int(rc.get("seed", 0), "run config 'seed'", minimum=0),
+        check_real_in(rc.get("timeout", 600.0), "run config 'timeout'", lo=0.0, lo_open=True),
+        check_bool(rc.get("overwrite", False), "run config 'overwrite'"),
+    )

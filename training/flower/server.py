@@ -30,9 +30,10 @@ from ldp_audit.training.flower.protocol import (
     mechanism_from,
     require_flwr,
     sealed_report,
+    server_settings,
     unflatten,
 )
-from ldp_audit.validation import check_bool, check_int, check_real_in
+from ldp_audit.validation import check_int
 
 __all__ = ["FlowerRecorder", "ldp_strategy_class", "ldp_server_main", "summary"]
 
@@ -115,17 +116,14 @@ class FlowerRecorder:
         if arrays_key not in content.array_records:
             raise InvalidParameterError(f"reply has no ArrayRecord {arrays_key!r}")
         got = content[arrays_key].to_numpy_ndarrays()
-        like = unflatten(theta, got) if flatten(got).size == theta.size else None
-        mode = rel.get("release", "update")
-        want_arrays = unflatten(theta + y if mode == "update" else y, like or got)
-        if like is None or any(
-            not np.array_equal(a, b) for a, b in zip(got, want_arrays, strict=True)
+        want = theta + y if rel.get("release", "update") == "update" else y  # in got's dtypes
+        if flatten(got).size != theta.size or any(
+            not np.array_equal(a, b) for a, b in zip(got, unflatten(want, got), strict=True)
         ):
             raise InvalidParameterError(
                 "reply's arrays are not the function of its sealed report the protocol allows"
             )
-        agent = rel.get("agent")
-        return check_int(agent, "reply's agent id", minimum=0), y
+        return check_int(rel.get("agent"), "reply's agent id", minimum=0), y
 
     def accept(self, server_round: int, agent: int, report: np.ndarray, theta_index: int) -> None:
         """Record one accepted report and the charge its client declared."""
@@ -322,9 +320,7 @@ def ldp_server_main(
     min_nodes = rc.get("min-nodes", 2)
     for key, v in (("num-server-rounds", rounds), ("min-nodes", min_nodes)):
         check_int(v, f"run config {key!r}", minimum=1)
-    seed = check_int(rc.get("seed", 0), "run config 'seed'", minimum=0)
-    overwrite = check_bool(rc.get("overwrite", False), "run config 'overwrite'")
-    timeout = check_real_in(rc.get("timeout", 600.0), "run config 'timeout'", lo=0, lo_open=True)
+    seed, timeout, overwrite = server_settings(rc)
     if rc.get("ldp-release", "update") not in RELEASES:  # every client would refuse every round
         raise InvalidParameterError(
             f"run config 'ldp-release' must be one of {RELEASES}, got {rc['ldp-release']!r}"
