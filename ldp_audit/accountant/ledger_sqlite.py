@@ -379,7 +379,6 @@ class SqliteStore(RowStore):
         }
 
     def _set_macs(self, macs: bool) -> None:
-        self._macs = macs
         self._sql_head = (
             f"SELECT rows, hash, meta, {'mac' if macs else 'NULL'} FROM {_HEAD} WHERE k = 1"
         )

@@ -150,11 +150,14 @@ def _check_run(path: Path, allow: bool) -> bool:
     if res.ok:
         return False
     msg = f"run {str(path.parent)!r} does not verify: {res.problems[0]}"
+    return _unverified(msg, allow, f"; check it with `ldp-audit budget {path.parent} --verify`")
+
+
+def _unverified(msg: str, allow: bool, hint: str) -> bool:
+    """Evidence that does not verify: refused (``LedgerError``, exit 2, ``msg`` + ``hint``)
+    unless ``allow``; then said first, on stderr, and True (exit 4)."""
     if not allow:
-        raise LedgerError(
-            f"{msg}; check it with `ldp-audit budget {path.parent} --verify`, or pass "
-            f"--allow-unverified"
-        )
+        raise LedgerError(f"{msg}{hint}, or pass --allow-unverified")
     print(f"UNVERIFIED EVIDENCE (read with --allow-unverified): {msg}", file=sys.stderr)
     return True
 
@@ -300,13 +303,8 @@ def _key_refusal(ledger: Any, allow: bool) -> bool:
         f"ledger {ledger.path!r} is not authenticated by this process's ledger key {key.id} "
         f"({key.source}): {ledger.auth_note}"
     )
-    if not allow:
-        raise LedgerError(
-            f"{msg}. Evidence under another (or a made-up) key id is not a pass: read it with "
-            f"the key that wrote it, or pass --allow-unverified"
-        )
-    print(f"UNVERIFIED EVIDENCE (read with --allow-unverified): {msg}", file=sys.stderr)
-    return True
+    hint = ". Evidence under another (or a made-up) key id is not a pass: read it with the key "
+    return _unverified(msg, allow, hint + "that wrote it")
 
 
 def _auth_line(authenticated: bool, note: str, key_id: str | None) -> str:
