@@ -116,7 +116,7 @@ def _ledger_path(arg: str) -> Path:
     return path
 
 
-def _run_delta(arg: str, meta: dict[str, str]) -> tuple[float, str]:
+def _run_delta(arg: str, budgets: dict[str, Any]) -> tuple[float, str]:
     """The delta a run was accounted at: its config.json, else the recorded budget's, else 0."""
     run = Path(arg) if Path(arg).is_dir() else Path(arg).parent
     cfg_file = run / "config.json"
@@ -128,14 +128,9 @@ def _run_delta(arg: str, meta: dict[str, str]) -> tuple[float, str]:
         d = cfg.get("delta") if isinstance(cfg, dict) else None
         if isinstance(d, (int, float)) and not isinstance(d, bool) and 0 <= d < 1:
             return float(d), f"the run's delta ({cfg_file})"
-    for key in ("budget", "central_budget"):
-        if meta.get(key):
-            try:
-                d = float(json.loads(meta[key])["delta"])
-            except (ValueError, KeyError, TypeError):
-                continue
-            if d > 0:
-                return d, f"the delta of the {key.replace('_', ' ')} the ledger records"
+    for scope, what in (("local", "budget"), ("central", "central budget")):
+        if budgets[scope] is not None and budgets[scope].delta > 0:
+            return budgets[scope].delta, f"the delta of the {what} the ledger records"
     return 0.0, "default: pure DP; pass --delta for Gaussian events"
 
 
@@ -231,15 +226,15 @@ def _spent(args: argparse.Namespace, ledger: Any, path: Path) -> dict[str, Any]:
     from ldp_audit.accountant import Accountant, Budget
 
     meta = ledger.meta()
-    if args.delta is None:
-        args.delta, delta_source = _run_delta(args.ledger, meta)
-    else:
-        delta_source = "--delta"
     budgets: dict[str, Any] = {"local": None, "central": None}
     for scope, key in (("local", "budget"), ("central", "central_budget")):
         if meta.get(key):
             b = json.loads(meta[key])
             budgets[scope] = Budget(epsilon=b["epsilon"], delta=b["delta"], method=b["method"])
+    if args.delta is None:
+        args.delta, delta_source = _run_delta(args.ledger, budgets)
+    else:
+        delta_source = "--delta"
     if args.budget is not None:
         budgets["local"] = Budget(epsilon=args.budget)
     acc = Accountant(ledger=ledger)  # no budget: opening must not write to the ledger
