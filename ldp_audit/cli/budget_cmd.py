@@ -139,7 +139,7 @@ def _check_run(path: Path, allow: bool) -> bool:
     (its files, config.json's delta included, the manifest's MAC, the ledger's anchor; the
     whole chain is --verify's): an edited delta or another run's ledger changed what was
     printed, exit 0. Refused (exit 2) unless ``allow``; then True (exit 4)."""
-    if not (path.parent / "config.json").is_file():
+    if not any((path.parent / f).exists() for f in ("config.json", "manifest.json")):
         return False  # a ledger on its own
     res = verify_run(path.parent, full=False)
     if res.ok:
