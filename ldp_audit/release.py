@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.validation import check_bool, check_probability, check_real, check_rng
+from ldp_audit.validation import check_bool, check_choice, check_probability, check_real, check_rng
 
 if TYPE_CHECKING:
     from ldp_audit.accountant.events import DpEvent
@@ -198,12 +198,6 @@ def _check_ids(agent_ids: Sequence[str], n: int) -> tuple[str, ...]:
 _SCOPES = ("local", "central")
 
 
-def _check_scope(scope: Any) -> str:
-    if type(scope) is not str or scope not in _SCOPES:
-        raise InvalidParameterError(f"scope must be one of {_SCOPES}, got {scope!r}")
-    return scope
-
-
 def _check_charges(charges: Any, memo: dict[int, tuple[Any, str]]) -> list[tuple[str, Any]]:
     """``[(agent, event), ...]``: a sequence (not a str) of pairs, agents non-empty str, events
     ledger events (validated once per event object; ``memo`` maps id(event) -> (event, JSON))."""
@@ -347,7 +341,7 @@ def release_many(
         ev = r.event if r.event is not None else event_for(r.mechanism)
         charges.extend((a, ev) for a in ids)
         prepared.append((r, x, ids, ev))
-    scope = _check_scope(scope)
+    scope = check_choice(scope, "scope", _SCOPES)
     if charges:
         accountant.charge_many(charges, scope=scope)  # durable, before any noise
     out = []
@@ -444,7 +438,7 @@ def release_with(
     if not eps >= 0.0:  # also NaN
         raise InvalidParameterError(f"epsilon must be >= 0 (inf allowed), got {epsilon!r}")
     dl = check_probability(delta, "delta", open_interval=False)
-    scope = _check_scope(scope)
+    scope = check_choice(scope, "scope", _SCOPES)
     meta_arrays = _check_meta(meta, None)
     accountant.charge_many(charges, scope=scope)  # durable, before any noise
     value = randomise()
@@ -545,7 +539,7 @@ class Reservation:
                 "this reservation is not itemised: its releases are counted by the engine that "
                 "made it, not drawn through ldp_audit.release"
             )
-        if _check_scope(scope) != self.scope:
+        if check_choice(scope, "scope", _SCOPES) != self.scope:
             raise InvalidParameterError(
                 f"scope {scope!r} differs from the reservation's {self.scope!r}"
             )
@@ -612,7 +606,8 @@ def reserve(
         BudgetExceeded: the accountant's budget refuses the block (nothing charged).
     """
     _check_accountant(accountant)
-    block = Reservation(accountant, _check_scope(scope), check_bool(itemised, "itemised"), _SEAL)
+    scope = check_choice(scope, "scope", _SCOPES)
+    block = Reservation(accountant, scope, check_bool(itemised, "itemised"), _SEAL)
     block.add(charges)
     return block
 

@@ -396,6 +396,10 @@ def test_a_read_only_run_is_refused_before_work_never_a_traceback(
     err = capsys.readouterr().err
     assert "--run-dir: cannot create" in err and "Read-only file system" in err, err
     assert "Traceback" not in err and (run / "audit.json").read_bytes() == before
-    monkeypatch.setattr(os, "replace", erofs)  # the atomic write's rename
+    monkeypatch.setattr(os, "replace", erofs)  # the index's rewrite fails
+    with pytest.raises(RunDirectoryError, match="cannot write .*analyses.json: Read-only"):
+        write_artifact(run, "attack_x.json", {"a": 1})
+    assert not (run / "attack_x.json").exists()  # never left behind unsealed
+    monkeypatch.setattr(os, "link", erofs)  # and the artefact's own write
     with pytest.raises(RunDirectoryError, match="cannot write .*attack_x.json: Read-only"):
         write_artifact(run, "attack_x.json", {"a": 1})

@@ -249,3 +249,28 @@ def test_verify_full_on_open(tmp_path):
         Ledger(path, verify="full")  # ... the full check does
     with pytest.raises(InvalidParameterError, match="verify"):
         Ledger(path, verify="yes")
+
+
+def test_a_ledger_rolled_back_or_replaced_under_a_live_writer_is_refused(tmp_path):
+    """Found from outside (session 46): an authentic older copy put in place while an
+    accountant ran (`cp old ledger.sqlite`) was charged on top of, the budget counted from the
+    older spend (1.0 of 2.0 after 2.0 had been spent); a copy renamed over the file
+    (`mv`) left the writer charging the unlinked old file, which no reader sees."""
+    import shutil
+
+    p = tmp_path / "ledger.sqlite"
+    acc = Accountant(str(p), budget=Budget(epsilon=2.0))
+    acc.charge("a", LaplaceEvent(0.5))
+    shutil.copyfile(p, tmp_path / "old.sqlite")
+    for _ in range(3):
+        acc.charge("a", LaplaceEvent(0.5))
+    shutil.copyfile(tmp_path / "old.sqlite", p)  # in place: the same file, an older chain
+    with pytest.raises(LF.LedgerIntegrityError, match="rolled back .* while it was open"):
+        acc.charge("b", LaplaceEvent(0.5))
+    acc.close()
+    acc = Accountant(str(p))  # a new writer cannot tell (docs: the run's anchor does)
+    shutil.copyfile(p, tmp_path / "copy.sqlite")
+    os.replace(tmp_path / "copy.sqlite", p)  # renamed over: another file at the path
+    with pytest.raises(LF.LedgerIntegrityError, match="replaced by another file while open"):
+        acc.charge("b", LaplaceEvent(0.5))
+    assert len(Ledger(str(p), readonly=True)) == 1  # nothing charged anywhere

@@ -402,6 +402,9 @@ def test_budget_uses_the_runs_delta_and_refuses_a_fifo(tmp_path: Path, capsys) -
     assert main(["budget", str(run), "--json", "--allow-unverified", *basic]) == 4
     captured = capsys.readouterr()
     assert json.loads(captured.out)["verified"] is False and "UNVERIFIED" in captured.err
+    (run / "config.json").unlink()  # no config.json: still a run (its manifest says so)
+    assert main(["budget", str(run), *basic]) == 2
+    assert "config.json is listed in manifest.json but missing" in capsys.readouterr().err
     fifo = tmp_path / "fifo"
     os_mkfifo = getattr(__import__("os"), "mkfifo", None)
     if os_mkfifo is None:

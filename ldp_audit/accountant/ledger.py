@@ -332,6 +332,7 @@ class Ledger(LedgerQueries):
                     check(states)
                 new = w.append(rows, states, run_id=run_id, when=when, head=wh.head)
             if not in_tx:  # committed
+                w.rows = wh.head.rows + len(rows)
                 w.fold(cache, states, new, complete, wh.token, WRITE_CACHE_AGENTS)
         return len(rows)
 

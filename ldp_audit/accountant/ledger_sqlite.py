@@ -137,6 +137,15 @@ def _init_schema(c: sqlite3.Connection, meta: dict[str, str], head: HeadRecord) 
     )
 
 
+def _file_id(path: str) -> tuple[int, int] | None:
+    """(device, inode) of ``path`` (None: gone)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -254,6 +263,8 @@ class SqliteStore(RowStore):
         #: the committed state is read from a private rolled-back copy (say so in notes)
         self.hot_journal_note: str | None = None
         self._copy_dir: str | None = None
+        #: the file opened (a path made absolute, and its device and inode)
+        self._opened = None if self._memory else (os.path.abspath(self.path), _file_id(self.path))
         self._connect()
         try:
             with self.errors("open"):
@@ -379,7 +390,6 @@ class SqliteStore(RowStore):
         }
 
     def _set_macs(self, macs: bool) -> None:
-        self._macs = macs
         self._sql_head = (
             f"SELECT rows, hash, meta, {'mac' if macs else 'NULL'} FROM {_HEAD} WHERE k = 1"
         )
@@ -502,6 +512,12 @@ class SqliteStore(RowStore):
                 self._conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:  # busy: "cannot take the write lock, the ledger is busy"
                 raise self.wrap(exc, "take the write lock") from exc
+            if self._opened is not None and _file_id(self._opened[0]) != self._opened[1]:
+                self._conn.execute("ROLLBACK")  # renamed over: charges would go to the old file
+                raise LedgerIntegrityError(
+                    f"ledger {self.path!r} was replaced by another file while open; nothing is "
+                    f"charged into the file no one reads (open it again, then --verify it)"
+                )
             self._in_tx = True
             try:
                 yield self._conn

@@ -76,6 +76,8 @@ class ChainWriter:
         self.complete = False
         #: The change token the last commit left (the cache is valid only while it holds).
         self.token: Any = None
+        #: The most rows this writer saw or committed: a chain never shrinks under it.
+        self.rows = 0
 
     def check_head(self) -> WriteHead:
         """The head, matched against the last row and its MAC, with the change token."""
@@ -93,6 +95,13 @@ class ChainWriter:
                 f"added or removed outside ldp-audit",
             )
         check_head_mac(self.key, self.ledger_id, self.path, wh.head)
+        if rows < self.rows:  # an authentic older copy put in place while this writer ran
+            raise integrity_error(
+                self.path,
+                f"the chain holds {rows} rows, but this writer saw {self.rows}: the ledger was "
+                f"rolled back (replaced by an older copy) while it was open",
+            )
+        self.rows = rows
         return wh
 
     def states(

@@ -116,7 +116,7 @@ def _ledger_path(arg: str) -> Path:
     return path
 
 
-def _run_delta(arg: str, meta: dict[str, str]) -> tuple[float, str]:
+def _run_delta(arg: str, budgets: dict[str, Any]) -> tuple[float, str]:
     """The delta a run was accounted at: its config.json, else the recorded budget's, else 0."""
     run = Path(arg) if Path(arg).is_dir() else Path(arg).parent
     cfg_file = run / "config.json"
@@ -128,14 +128,9 @@ def _run_delta(arg: str, meta: dict[str, str]) -> tuple[float, str]:
         d = cfg.get("delta") if isinstance(cfg, dict) else None
         if isinstance(d, (int, float)) and not isinstance(d, bool) and 0 <= d < 1:
             return float(d), f"the run's delta ({cfg_file})"
-    for key in ("budget", "central_budget"):
-        if meta.get(key):
-            try:
-                d = float(json.loads(meta[key])["delta"])
-            except (ValueError, KeyError, TypeError):
-                continue
-            if d > 0:
-                return d, f"the delta of the {key.replace('_', ' ')} the ledger records"
+    for scope, what in (("local", "budget"), ("central", "central budget")):
+        if budgets[scope] is not None and budgets[scope].delta > 0:
+            return budgets[scope].delta, f"the delta of the {what} the ledger records"
     return 0.0, "default: pure DP; pass --delta for Gaussian events"
 
 
@@ -144,17 +139,20 @@ def _check_run(path: Path, allow: bool) -> bool:
     (its files, config.json's delta included, the manifest's MAC, the ledger's anchor; the
     whole chain is --verify's): an edited delta or another run's ledger changed what was
     printed, exit 0. Refused (exit 2) unless ``allow``; then True (exit 4)."""
-    if not (path.parent / "config.json").is_file():
+    if not any((path.parent / f).exists() for f in ("config.json", "manifest.json")):
         return False  # a ledger on its own
     res = verify_run(path.parent, full=False)
     if res.ok:
         return False
     msg = f"run {str(path.parent)!r} does not verify: {res.problems[0]}"
+    return _unverified(msg, allow, f"; check it with `ldp-audit budget {path.parent} --verify`")
+
+
+def _unverified(msg: str, allow: bool, hint: str) -> bool:
+    """Evidence that does not verify: refused (``LedgerError``, exit 2, ``msg`` + ``hint``)
+    unless ``allow``; then said first, on stderr, and True (exit 4)."""
     if not allow:
-        raise LedgerError(
-            f"{msg}; check it with `ldp-audit budget {path.parent} --verify`, or pass "
-            f"--allow-unverified"
-        )
+        raise LedgerError(f"{msg}{hint}, or pass --allow-unverified")
     print(f"UNVERIFIED EVIDENCE (read with --allow-unverified): {msg}", file=sys.stderr)
     return True
 
@@ -228,15 +226,15 @@ def _spent(args: argparse.Namespace, ledger: Any, path: Path) -> dict[str, Any]:
     from ldp_audit.accountant import Accountant, Budget
 
     meta = ledger.meta()
-    if args.delta is None:
-        args.delta, delta_source = _run_delta(args.ledger, meta)
-    else:
-        delta_source = "--delta"
     budgets: dict[str, Any] = {"local": None, "central": None}
     for scope, key in (("local", "budget"), ("central", "central_budget")):
         if meta.get(key):
             b = json.loads(meta[key])
             budgets[scope] = Budget(epsilon=b["epsilon"], delta=b["delta"], method=b["method"])
+    if args.delta is None:
+        args.delta, delta_source = _run_delta(args.ledger, budgets)
+    else:
+        delta_source = "--delta"
     if args.budget is not None:
         budgets["local"] = Budget(epsilon=args.budget)
     acc = Accountant(ledger=ledger)  # no budget: opening must not write to the ledger
@@ -300,13 +298,8 @@ def _key_refusal(ledger: Any, allow: bool) -> bool:
         f"ledger {ledger.path!r} is not authenticated by this process's ledger key {key.id} "
         f"({key.source}): {ledger.auth_note}"
     )
-    if not allow:
-        raise LedgerError(
-            f"{msg}. Evidence under another (or a made-up) key id is not a pass: read it with "
-            f"the key that wrote it, or pass --allow-unverified"
-        )
-    print(f"UNVERIFIED EVIDENCE (read with --allow-unverified): {msg}", file=sys.stderr)
-    return True
+    hint = ". Evidence under another (or a made-up) key id is not a pass: read it with the key "
+    return _unverified(msg, allow, hint + "that wrote it")
 
 
 def _auth_line(authenticated: bool, note: str, key_id: str | None) -> str:

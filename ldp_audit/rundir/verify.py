@@ -196,15 +196,14 @@ def verify_run(
     if man is not None:
         mac = man.get("mac")
         if not isinstance(mac, dict):
-            (notes if key is None else problems).append(
-                f"{p / 'manifest.json'} carries no MAC (written before manifests were keyed)"
-                + (
-                    ""
-                    if key is None
-                    else f": not authenticated by this process's key {key.id}; pass "
+            msg = f"{p / 'manifest.json'} carries no MAC (written before manifests were keyed)"
+            if key is None:
+                notes.append(msg)
+            else:
+                problems.append(
+                    f"{msg}: not authenticated by this process's key {key.id}; pass "
                     f"--allow-unverified to read it anyway"
                 )
-            )
         elif key is None:
             notes.append(
                 f"manifest.json was sealed under key id {mac.get('key_id')}; this process has "

@@ -292,5 +292,10 @@ def write_artifact(run_dir: Any, name: str, obj: Any, *, overwrite: bool = False
             f"--overwrite to replace it"
         )
     write_json_file(target, obj, replace=overwrite)
-    seal_analyses(p, [name])  # under the ledger key, chained to the run's manifest
+    try:
+        seal_analyses(p, [name])  # under the ledger key, chained to the run's manifest
+    except BaseException:
+        if not overwrite:  # a full disk: no unsealed artefact left behind
+            target.unlink(missing_ok=True)
+        raise
     return target
