@@ -339,7 +339,7 @@ def _dynamics(args: argparse.Namespace) -> int:
         args.shadow = 1000
     mech, theta, info, attack_rng = _simulation(args)
     kw = dict(theta=theta, n_agents=args.agents, reports_per_agent=args.reports,
-              n_shadow=args.shadow, rng=attack_rng, progress=sys.stderr.isatty())  # fmt: skip
+              n_shadow=args.shadow, rng=attack_rng, progress=show_progress(args))  # fmt: skip
     if args.continuous:
         res = D.run_continuous(mech, **kw)
     else:
