@@ -97,13 +97,25 @@ def report_tables(m: dict[str, Any]) -> dict[str, tuple[list[str], list[list[Any
     )
     st = run["status"]
     lc = st.get("ledger_check")
+    sealed = st.get("sealed_analyses") or []
+    later = [f for f in st["added_later"] if f not in sealed]
     t["status"] = (
         ["run status", "value"],
         [
             ["status", st["run"]],
             ["manifest", st["manifest"] or "none"],
             ["evidence", st["evidence"]],
-            *([["added after the run", st["added_later"]]] if st["added_later"] else []),
+            *(
+                [["sealed files (SHA-256 in manifest.json)", st["sealed"]]]
+                if st.get("sealed")
+                else []
+            ),
+            *([["sealed analyses (analyses.json)", sealed]] if sealed else []),
+            *(
+                [["added after the run" + (", not sealed" if sealed else ""), later]]
+                if later
+                else []
+            ),
             *([["manifest, ledger anchor and keys", lc["words"]]] if lc else []),
         ],
     )
