@@ -191,3 +191,17 @@ def test_a_mistyped_progress_variable_is_named(value, capsys, monkeypatch) -> No
     )
     monkeypatch.setenv("LDP_AUDIT_PROGRESS", " Never ")
     assert main(["attack", "dynamics", "--agents", "100", "--shadow", "50"]) == 0
+
+
+@pytest.mark.parametrize("attack", ["dynamics", "membership"])
+def test_attack_takes_no_progress_like_every_command_with_bars(attack, capsys, monkeypatch) -> None:
+    """`attack dynamics|membership` draw bars (on a terminal, or with LDP_AUDIT_PROGRESS=always;
+    membership on a --run-dir) and take --no-progress like the other commands (it was an
+    unrecognized argument)."""
+    monkeypatch.setenv("LDP_AUDIT_PROGRESS", "always")
+    argv = ["attack", attack, "--agents", "100", "--shadow", "20"]
+    argv += ["--canaries", "20"] if attack == "membership" else []
+    if attack == "dynamics":  # (the simulated membership attack draws none)
+        assert main(argv) == 0 and "%|" in capsys.readouterr().err  # a bar
+    assert main([*argv, "--no-progress"]) == 0
+    assert "%|" not in capsys.readouterr().err

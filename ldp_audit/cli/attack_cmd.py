@@ -91,7 +91,7 @@ def _common(p: argparse.ArgumentParser, shadow: Any = 1000, shadow_help: str = "
     )
     p.add_argument("--seed", type=int_at_least("--seed", 0), default=0)
     p.add_argument("--confidence", type=confidence(), default=0.95)
-    add_flags(p, json="print the result as JSON on stdout")
+    add_flags(p, json="print the result as JSON on stdout", no_progress="no progress bar on stderr")
     p.add_argument("--out", help="also write the JSON result to this (new) file")
     p.add_argument("--plot", help="write a PNG of the result to this (new) file")
     add_flags(
