@@ -178,3 +178,30 @@ def test_sigterm_while_the_subcommands_import_is_the_one_line_and_143() -> None:
     out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True)
     assert out.returncode == 143, (out.returncode, out.stderr)
     assert out.stderr.strip() == "ldp-audit: terminated; files written so far are consistent"
+
+
+@pytest.mark.parametrize("value", ["sometimes", "1", "alway"])
+def test_a_mistyped_progress_variable_is_named(value, capsys, monkeypatch) -> None:
+    """LDP_AUDIT_PROGRESS reads always, never or auto (empty: auto); any other value is exit
+    2 naming it, before the work (it was read as auto in silence)."""
+    monkeypatch.setenv("LDP_AUDIT_PROGRESS", value)
+    assert main(["attack", "dynamics", "--agents", "100", "--shadow", "50"]) == 2
+    assert f"LDP_AUDIT_PROGRESS must be always, never or auto, got {value!r}" in (
+        capsys.readouterr().err
+    )
+    monkeypatch.setenv("LDP_AUDIT_PROGRESS", " Never ")
+    assert main(["attack", "dynamics", "--agents", "100", "--shadow", "50"]) == 0
+
+
+@pytest.mark.parametrize("attack", ["dynamics", "membership"])
+def test_attack_takes_no_progress_like_every_command_with_bars(attack, capsys, monkeypatch) -> None:
+    """`attack dynamics|membership` draw bars (on a terminal, or with LDP_AUDIT_PROGRESS=always;
+    membership on a --run-dir) and take --no-progress like the other commands (it was an
+    unrecognized argument)."""
+    monkeypatch.setenv("LDP_AUDIT_PROGRESS", "always")
+    argv = ["attack", attack, "--agents", "100", "--shadow", "20"]
+    argv += ["--canaries", "20"] if attack == "membership" else []
+    if attack == "dynamics":  # (the simulated membership attack draws none)
+        assert main(argv) == 0 and "%|" in capsys.readouterr().err  # a bar
+    assert main([*argv, "--no-progress"]) == 0
+    assert "%|" not in capsys.readouterr().err

@@ -277,3 +277,29 @@ def test_one_run_audit_documents_reads_the_run_and_extra(tmp_path):
         ("attack_membership.json", 0), ("a.json", 1), ("d.json", 3)
     ]  # fmt: skip
     assert one_run_audit_documents(tmp_path / "nothing") == []
+
+
+def test_the_page_names_the_files_the_run_sealed(tmp_path: Path) -> None:
+    """Which files are evidence: manifest.json's (SHA-256 at the end of the run), analyses.json's
+    (sealed when the toolkit wrote them) and what was added by hand, not sealed; the page said
+    only 'every file the run wrote has the SHA-256 it recorded', naming none."""
+    from ldp_audit.rundir import write_artifact
+
+    run = _fake_run(tmp_path / "run")
+    from ldp_audit.attacks.scoring import AttackResult
+
+    res = AttackResult.from_guesses(attack="guess", mechanism={"name": "laplace", "epsilon": 1.0},
+                                    epsilon=1.0, reports_per_agent=1, k=2, n=50, correct=26,
+                                    confidence=0.95)  # fmt: skip
+    write_artifact(run, "attack_guess.json", res.to_dict())
+    (run / "notes.txt").write_text("by hand")
+    rep = build_report(run, sections_registry=REG, figures=False)
+    st = rep.model["run"]["status"]
+    assert st["sealed"] == ["config.json", "metrics.json"]
+    assert st["sealed_analyses"] == ["attack_guess.json"] and "notes.txt" in st["added_later"]
+    page = rep.to_html()
+    assert (
+        "<td>sealed files (SHA-256 in manifest.json)</td><td>config.json, metrics.json</td>" in page
+    )
+    assert "<td>sealed analyses (analyses.json)</td><td>attack_guess.json</td>" in page
+    assert "<td>added after the run, not sealed</td><td>notes.txt</td>" in page

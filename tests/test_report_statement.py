@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
 
 from ldp_audit.report import build_report
-from ldp_audit.report._statement import FIELDS, MEANINGFUL_EPSILON, NOT_RECORDED
+from ldp_audit.report._statement import FIELDS, MEANINGFUL_EPSILON, NOT_RECORDED, protection_words
 from tests.test_report_fixtures import (
     DPSGD_BY_METHOD,
     STATEMENT_ONLY,
@@ -199,3 +200,11 @@ def test_poisson_sampling_states_what_todays_one_run_audit_checked(
     ).model["privacy_statement"]["fields"]
     assert f["sampling"].startswith("Poisson sampling at rate q = 0.01 per update")
     assert needle in f["sampling"], f["sampling"]
+
+
+@pytest.mark.parametrize("eps", [math.inf, 50.0])
+def test_a_void_claim_protects_nothing_in_words_not_a_python_none(eps: float) -> None:
+    """The row "What the claim protects" of an infinite or meaningless claim began "None: ...",
+    which a reader takes for a Python None leaking into the page."""
+    words = protection_words({"epsilon": eps, "unit": "agent"})
+    assert words.startswith("Nothing") and "None" not in words

@@ -91,6 +91,9 @@ def _put_back(new: dict[str, Any]) -> dict[str, Any]:
     assert new["verdict"].pop("evidence") == "unverified"
     for key in ("root", "expect_root", "analyses"):
         new["run"]["status"]["ledger_check"]["detail"].pop(key)
+    # added 2026-12-06: the files the run sealed, named on the page
+    for key in ("sealed", "sealed_analyses"):
+        new["run"]["status"].pop(key)
     assert new["verdict"].pop("evidence_words").startswith("UNVERIFIED EVIDENCE")
     # (its sentence appears only where the ledger's histories were read: not these fixtures')
     for t in [t for t in new["verdict"]["verified"] if t.startswith("Per agent, the ledger")]:

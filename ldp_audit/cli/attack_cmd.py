@@ -91,7 +91,7 @@ def _common(p: argparse.ArgumentParser, shadow: Any = 1000, shadow_help: str = "
     )
     p.add_argument("--seed", type=int_at_least("--seed", 0), default=0)
     p.add_argument("--confidence", type=confidence(), default=0.95)
-    add_flags(p, json="print the result as JSON on stdout")
+    add_flags(p, json="print the result as JSON on stdout", no_progress="no progress bar on stderr")
     p.add_argument("--out", help="also write the JSON result to this (new) file")
     p.add_argument("--plot", help="write a PNG of the result to this (new) file")
     add_flags(
@@ -339,7 +339,7 @@ def _dynamics(args: argparse.Namespace) -> int:
         args.shadow = 1000
     mech, theta, info, attack_rng = _simulation(args)
     kw = dict(theta=theta, n_agents=args.agents, reports_per_agent=args.reports,
-              n_shadow=args.shadow, rng=attack_rng, progress=sys.stderr.isatty())  # fmt: skip
+              n_shadow=args.shadow, rng=attack_rng, progress=show_progress(args))  # fmt: skip
     if args.continuous:
         res = D.run_continuous(mech, **kw)
     else:

@@ -386,7 +386,12 @@ def show_progress(args: argparse.Namespace) -> bool:
     file or a pipe gets no bar frames (issue 31: ``make demo > log`` wrote 61 KB of them)."""
     if getattr(args, "no_progress", False):
         return False
-    mode = os.environ.get("LDP_AUDIT_PROGRESS", "auto").strip().lower()
+    given = os.environ.get("LDP_AUDIT_PROGRESS", "")
+    mode = given.strip().lower() or "auto"
+    if mode not in ("always", "never", "auto"):  # a typo is named, never read as "auto"
+        raise InvalidParameterError(
+            f"LDP_AUDIT_PROGRESS must be always, never or auto, got {given!r}"
+        )
     return {"always": True, "never": False}.get(mode, sys.stderr.isatty())
 
 

@@ -64,7 +64,7 @@ def _run_section(run: RunData, missing: list[str]) -> dict[str, Any]:
 
 def _status_section(run: RunData) -> dict[str, Any]:
     """Run status (config.json / manifest.json) and the manifest check (evidence intact?)."""
-    from ldp_audit.rundir import verify_manifest
+    from ldp_audit.rundir import read_manifest, verify_manifest
 
     status = run.config.get("status")
     try:
@@ -90,8 +90,15 @@ def _status_section(run: RunData) -> dict[str, Any]:
             for k in ("changed", "missing")
             if man[k]
         )
+    check = _ledger_check(run)
+    try:  # the files the run sealed: manifest.json's SHA-256s, analyses.json's
+        sealed = sorted((read_manifest(run.path) or {}).get("files") or {})
+    except Exception:  # a malformed manifest is named above, never fatal
+        sealed = []
     return {
-        "ledger_check": _ledger_check(run),
+        "ledger_check": check,
+        "sealed": sealed,
+        "sealed_analyses": sorted((check.get("detail") or {}).get("analyses") or {}),
         "run": run_status,
         "manifest": man.get("status"),
         "evidence_ok": bool(man["ok"]),

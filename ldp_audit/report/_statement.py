@@ -223,12 +223,12 @@ def protection_words(claim: dict[str, Any]) -> str:
         return "No claimed epsilon is recorded, so what it protects cannot be stated."
     if math.isinf(eps):
         return (
-            f"None: epsilon = inf per {unit}, so the claim itself gives no protection (a release "
-            "may reveal the unit's data exactly)."
+            f"Nothing: epsilon = inf per {unit}, so the claim itself gives no protection (a "
+            "release may reveal the unit's data exactly)."
         )
     if eps > MEANINGFUL_EPSILON:
         return (
-            f"None in practice: epsilon = {fmt_eps(eps)} per {unit} is above "
+            f"Nothing in practice: epsilon = {fmt_eps(eps)} per {unit} is above "
             f"{MEANINGFUL_EPSILON:g}, so the claim itself gives no protection (an attacker's odds "
             f"may grow by e^{fmt_eps(eps, 3)})."
         )

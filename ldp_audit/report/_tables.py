@@ -97,16 +97,18 @@ def report_tables(m: dict[str, Any]) -> dict[str, tuple[list[str], list[list[Any
     )
     st = run["status"]
     lc = st.get("ledger_check")
-    t["status"] = (
-        ["run status", "value"],
-        [
-            ["status", st["run"]],
-            ["manifest", st["manifest"] or "none"],
-            ["evidence", st["evidence"]],
-            *([["added after the run", st["added_later"]]] if st["added_later"] else []),
-            *([["manifest, ledger anchor and keys", lc["words"]]] if lc else []),
-        ],
-    )
+    sealed = st.get("sealed_analyses") or []
+    later = [f for f in st["added_later"] if f not in sealed]
+    rows = [  # a row without a value is left out
+        ["status", st["run"]],
+        ["manifest", st["manifest"] or "none"],
+        ["evidence", st["evidence"]],
+        ["sealed files (SHA-256 in manifest.json)", st.get("sealed")],
+        ["sealed analyses (analyses.json)", sealed],
+        ["added after the run" + (", not sealed" if sealed else ""), later],
+        ["manifest, ledger anchor and keys", lc and lc["words"]],
+    ]
+    t["status"] = (["run status", "value"], [r for r in rows if r[1]])
     t["config"] = (["parameter", "value"], [[k, cell_text(v)] for k, v in run["config"].items()])
     stats = ("min", "median", "mean", "max")
     rows = [
