@@ -64,7 +64,7 @@ class Aggregator:
         # eq. 22: theta <- theta - eta * (1/|B|) sum_{g~ in B} g~, one compiled pass in row order
         # (sgd; Adam / RMSprop steps on the same mean(B) where the ablation asks)
         aggregate(
+            np.ascontiguousarray(tr, dtype=np.int64), np.ascontiguousarray(y, dtype=np.float64),
             self.theta, self.buffer, self.count, self.version, self.eta, self.buffer_size,
-            self.kind, self.m1, self.m2, self.steps, np.ascontiguousarray(tr, dtype=np.int64),
-            np.ascontiguousarray(y, dtype=np.float64),
+            self.kind, self.m1, self.m2, self.steps,
         )  # fmt: skip
