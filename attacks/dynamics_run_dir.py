@@ -106,16 +106,13 @@ def attack_run_dir(
     check_method(method)
     if isinstance(alpha, str) and alpha != "schedule":
         raise InvalidParameterError(f"alpha must be a probability or 'schedule', got {alpha!r}")
-    uniq, group_of_row, rows = _groups(tr, max_groups, arrival=False)
+    grouping = _groups(tr, max_groups, arrival=False)
     alpha_at = partial(_alpha_at, alpha, train_cfg, 0.5)
     sim = partial(simulate_shadow, simulator=simulator)
-    ll, _ = _shadow_log_likelihood(
-        tr, rows, cands, n_shadow, mechanism, method, alpha_at, seed, sim, progress
+    pred, _ = _predict(
+        tr, grouping, cands, n_shadow, mechanism, method, alpha_at, seed, sim, progress
     )
-    return {
-        **_posterior_by_group(ll, rows, group_of_row, uniq, cands, mechanism),
-        "seconds": time.perf_counter() - t0,
-    }
+    return {**pred, "seconds": time.perf_counter() - t0}
 
 
 def _groups(
@@ -149,9 +146,9 @@ def _alpha_at(alpha: float | str, train_cfg: dict, start: float, submission: flo
     return max(0.0, a0 - float(submission) / float(train_cfg.get("alpha_decay", 1800.0)))
 
 
-def _shadow_log_likelihood(
+def _predict(
     tr: dict[str, np.ndarray],
-    rows: np.ndarray,
+    grouping: tuple[np.ndarray, np.ndarray, np.ndarray],
     cands: np.ndarray,
     n_shadow: int,
     mechanism: Any,
@@ -160,12 +157,19 @@ def _shadow_log_likelihood(
     seed: int | None,
     simulate: Callable[..., np.ndarray],
     progress: bool,
-) -> tuple[np.ndarray, str]:
-    """Per transcript row of ``rows``, the log-likelihood of its report under each candidate,
-    and the method used. Known noise law (or ``method="likelihood"``): shadows at each
-    report's own theta (Monte Carlo per distinct theta). Else one classifier on shadows pooled
-    over the distinct thetas (consecutive thetas differ by one small update), ``n_shadow`` per
-    candidate per theta, one batched call. ``simulate(theta, values, rng, alpha=, progress=)``."""
+) -> tuple[dict[str, Any], str]:
+    """The attack's prediction for the groups of :func:`_groups` (``grouping``), and the method
+    used.
+
+    Per row, the log-likelihood of its report under each candidate: known noise law (or
+    ``method="likelihood"``): shadows at each report's own theta (Monte Carlo per distinct
+    theta). Else one classifier on shadows pooled over the distinct thetas (consecutive thetas
+    differ by one small update), ``n_shadow`` per candidate per theta, one batched call.
+    ``simulate(theta, values, rng, alpha=, progress=)``. The reports of one group are
+    independent given its value, so their log-likelihoods add (uniform prior); the guess is the
+    argmax, the posterior normalised.
+    """
+    groups, group_of_row, rows = grouping
     rng = np.random.default_rng(seed)
     ll = np.zeros((rows.size, cands.size))
     tidx = tr["theta_index"][rows]
@@ -185,30 +189,17 @@ def _shadow_log_likelihood(
             shadow = simulate(tr["thetas"][v], shadow_g, s_rng, alpha=a, progress=False)
             est = ShadowGradientAttack(mechanism, method="likelihood", random_state=n_rng)
             ll[sel] = est.fit(shadow, shadow_g).log_likelihood(tr["report"][rows[sel]])
-        return ll, "likelihood"
-    s_rng, n_rng = rng.spawn(2)
-    th_rows = np.repeat(thetas_used, cands.size * n_shadow)
-    shadow_g = np.tile(np.repeat(cands, n_shadow), thetas_used.size)
-    a_rows = np.repeat([alpha_at(sub[i]) for i in first], cands.size * n_shadow)
-    shadow = simulate(tr["thetas"][th_rows], shadow_g, s_rng, alpha=a_rows, progress=progress)
-    est = ShadowGradientAttack(mechanism, method="classifier", random_state=n_rng)
-    with one_openmp_thread():
-        ll[:] = est.fit(shadow, shadow_g).log_likelihood(tr["report"][rows])
-    return ll, "classifier"
-
-
-def _posterior_by_group(
-    ll: np.ndarray,
-    rows: np.ndarray,
-    group_of_row: np.ndarray,
-    groups: np.ndarray,
-    cands: np.ndarray,
-    mechanism: Any,
-) -> dict[str, Any]:
-    """The attack's prediction from the per-report log-likelihoods ``ll`` (rows x candidates) of
-    the transcript rows ``rows``: the reports of one group are independent given its value, so
-    their log-likelihoods add (uniform prior); the guess is the argmax, the posterior normalised.
-    """
+        used = "likelihood"
+    else:
+        s_rng, n_rng = rng.spawn(2)
+        th_rows = np.repeat(thetas_used, cands.size * n_shadow)
+        shadow_g = np.tile(np.repeat(cands, n_shadow), thetas_used.size)
+        a_rows = np.repeat([alpha_at(sub[i]) for i in first], cands.size * n_shadow)
+        shadow = simulate(tr["thetas"][th_rows], shadow_g, s_rng, alpha=a_rows, progress=progress)
+        est = ShadowGradientAttack(mechanism, method="classifier", random_state=n_rng)
+        with one_openmp_thread():
+            ll[:] = est.fit(shadow, shadow_g).log_likelihood(tr["report"][rows])
+        used = "classifier"
     g_rows = group_of_row[rows]
     gids, inv = np.unique(g_rows, return_inverse=True)
     total = np.zeros((gids.size, cands.size))
@@ -224,7 +215,7 @@ def _posterior_by_group(
         "mechanism": mechanism_config(mechanism),
         "epsilon": mechanism_epsilon(mechanism),
         "reports_per_group": np.bincount(inv, minlength=gids.size),
-    }
+    }, used
 
 
 class _ClippedRelease:
@@ -463,17 +454,17 @@ def attack_private_param_run(
         simulator = _user_simulator(simulator)
     mechanism = _run_mechanism(cfg, generic=True)
     tr = run.transcript(_READS)  # what crossed the trust boundary (never secrets.npz)
-    uniq, group_of_row, rows = _groups(tr, max_groups, arrival=True)
+    grouping = _groups(tr, max_groups, arrival=True)
     check_episodes(
-        int(np.unique(tr["theta_index"][rows]).size) * cands.size * n_shadow, "the shadows"
+        int(np.unique(tr["theta_index"][grouping[2]]).size) * cands.size * n_shadow, "the shadows"
     )
     alpha_at = partial(_alpha_at, alpha, train_cfg, 0.0)
     sim = partial(_simulate_generic, simulator)
-    ll, used = _shadow_log_likelihood(
-        tr, rows, cands, n_shadow, mechanism, method, alpha_at, seed, sim, progress
+    pred, used = _predict(
+        tr, grouping, cands, n_shadow, mechanism, method, alpha_at, seed, sim, progress
     )
     return {
-        **_posterior_by_group(ll, rows, group_of_row, uniq, cands, mechanism),
+        **pred,
         "parameter": pp["name"],
         "env_id": pp.get("env_id"),
         "method": used,

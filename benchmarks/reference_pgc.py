@@ -175,16 +175,16 @@ def loss_gradients_numpy(
     beta: float | np.ndarray = 0.01,
 ) -> np.ndarray:
     """``ldp_audit.training.pgc_a3c.loss_gradients`` in batched NumPy
-    (``gradients.softmax_gradients`` with two actions, the formulation the Gymnasium trainer
-    uses), the reference the compiled kernel is checked against (tests/test_pgc_kernels.py,
+    (``pgc_a3c_gym.model.loss_gradients`` with two actions, the formulation the Gymnasium
+    trainer uses), the reference the compiled kernel is checked against (tests/test_pgc_kernels.py,
     ``bench_pgc.py``). Inputs as ``loss_gradients`` takes them (valid, not checked here).
 
     Rows are grouped by ``bucket_length`` (and by gamma) and each group padded to exactly that
     length, so a row's result never depends on the other rows or on how far the inputs were
     padded.
     """
-    from ldp_audit.training.pgc_a3c.gradients import softmax_gradients
     from ldp_audit.training.pgc_a3c.model import DIM, HIDDEN, N_ACTIONS, OBS_DIM, check_params
+    from ldp_audit.training.pgc_a3c_gym.model import Network, loss_gradients
 
     theta = check_params(theta, DIM)
     m, big_l = np.shape(actions)
@@ -207,8 +207,8 @@ def loss_gradients_numpy(
             o[:, : k + 1] = obs[sel, : k + 1]
             a[:, :k] = actions[sel, :k]
             r[:, :k] = rewards[sel, :k]
-            out[sel] = softmax_gradients(
-                theta[sel], o, a, r, lengths[sel], boot[sel],
-                shape=(OBS_DIM, N_ACTIONS, HIDDEN), gamma=g_val, lam=lam_b[sel], beta=beta_b[sel],
+            out[sel] = loss_gradients(
+                Network(OBS_DIM, N_ACTIONS, HIDDEN), theta[sel], o, a, r, lengths[sel], boot[sel],
+                gamma=g_val, lam=lam_b[sel], beta=beta_b[sel],
             )  # fmt: skip
     return out

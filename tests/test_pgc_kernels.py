@@ -135,7 +135,7 @@ def test_aggregate_kernel_equals_report_by_report_loop(buffer_size):
     cnt, ver = np.zeros(g, dtype=np.int64), np.zeros(g, dtype=np.int64)
     zero, none = np.zeros(g, dtype=np.int64), np.zeros((g, 0))  # kind 0: plain SGD (eq. 22)
     aggregate(
-        th, buf, cnt, ver, eta, np.full(g, buffer_size), zero, none, none, zero.copy(), trial, y
+        trial, y, th, buf, cnt, ver, eta, np.full(g, buffer_size), zero, none, none, zero.copy()
     )
     ref, rbuf = theta0.copy(), [[] for _ in range(g)]
     for i in range(n):  # the straightforward aggregator, eq. 22

@@ -143,16 +143,7 @@ def fused_block(
     alpha_g: np.ndarray,
     sample_g: np.ndarray,
     # ---- per trial (G) ----
-    theta: np.ndarray,
-    buffer: np.ndarray,
-    count: np.ndarray,
-    version: np.ndarray,
-    lr: np.ndarray,
-    buffer_size: np.ndarray,
-    kind: np.ndarray,
-    m1: np.ndarray,
-    m2: np.ndarray,
-    opt_steps: np.ndarray,
+    agg: tuple,  # the aggregator's state: agg_one's arrays (Aggregator.state), theta first
     n_sub: np.ndarray,
     next_agent: np.ndarray,
     active: np.ndarray,
@@ -223,6 +214,7 @@ def fused_block(
     (``paid``), that the pre-drawn randomness, reset uniforms and output arrays cover its worst
     case; otherwise it returns before the step, so the caller can charge, draw and resume.
     """
+    theta, version = agg[0], agg[3]
     n_rows = state.shape[1]
     n_trials = theta.shape[0]
     n_cfg = noise_ptr.shape[0]
@@ -393,10 +385,7 @@ def fused_block(
                     out_report[o, kk] = noisy[q, kk]
                     out_grad[o, kk] = grads[q, kk]
                 out_n[0] = o + 1
-            agg_one(
-                theta, buffer, count, version, lr, buffer_size, kind, m1, m2, opt_steps, g,
-                noisy[q],
-            )  # fmt: skip
+            agg_one(*agg, g, noisy[q])
         any_ended = record_scores(
             k_g[:m], k_sub[:m], k_score[:m], zoff, zeta, n_sub, alpha_g, alpha0, alpha_decay,
             max_sub, stop_target, window, target, active, at_target,

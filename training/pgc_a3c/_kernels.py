@@ -297,23 +297,11 @@ def episode_grad_t(
 
 
 @nb.njit(cache=True, nogil=True)
-def aggregate(
-    theta: np.ndarray,
-    buffer: np.ndarray,
-    count: np.ndarray,
-    version: np.ndarray,
-    lr: np.ndarray,
-    buffer_size: np.ndarray,
-    kind: np.ndarray,
-    m1: np.ndarray,
-    m2: np.ndarray,
-    steps: np.ndarray,
-    trial: np.ndarray,
-    reports: np.ndarray,
-) -> None:
-    """Eq. 22 for reports arriving in row order: report i joins the buffer of trial ``trial[i]``;
-    when that buffer holds ``buffer_size`` reports, the buffer's mean g = mean(buffer) steps
-    theta and the buffer is emptied (``version`` counts the updates).
+def aggregate(trial: np.ndarray, reports: np.ndarray, *state: np.ndarray) -> None:
+    """Eq. 22 for reports arriving in row order (``state``: :func:`agg_one`'s arrays, theta to
+    steps): report i joins the buffer of trial ``trial[i]``; when that buffer holds
+    ``buffer_size`` reports, the buffer's mean g = mean(buffer) steps theta and the buffer is
+    emptied (``version`` counts the updates).
 
     The step is taken per trial by ``kind[g]``: 0 plain SGD, theta <- theta - lr g (eq. 22),
     and, the ``aggregator`` ablation, 1 Adam (Kingma & Ba 2015, beta1 0.9, beta2 0.999, eps
@@ -324,10 +312,7 @@ def aggregate(
     post-processing, no privacy cost.
     """
     for i in range(trial.shape[0]):
-        agg_one(
-            theta, buffer, count, version, lr, buffer_size, kind, m1, m2, steps, trial[i],
-            reports[i],
-        )  # fmt: skip
+        agg_one(*state, trial[i], reports[i])
 
 
 @nb.njit(cache=True, nogil=True)

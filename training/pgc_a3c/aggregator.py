@@ -49,6 +49,9 @@ class Aggregator:
         self.m1 = np.zeros_like(self.theta) if self.adaptive else np.zeros((g, 0))
         self.m2 = np.zeros_like(self.m1)
         self.steps = np.zeros(g, dtype=np.int64)
+        #: the arrays :func:`~ldp_audit.training.pgc_a3c._kernels.agg_one` steps, in its order
+        self.state = (self.theta, self.buffer, self.count, self.version, self.eta,
+                      self.buffer_size, self.kind, self.m1, self.m2, self.steps)  # fmt: skip
 
     def receive(self, *reports: SealedRelease) -> None:
         """Apply batches of reports in row order (rows of one trial contiguous, in arrival
@@ -63,8 +66,5 @@ class Aggregator:
             return
         # eq. 22: theta <- theta - eta * (1/|B|) sum_{g~ in B} g~, one compiled pass in row order
         # (sgd; Adam / RMSprop steps on the same mean(B) where the ablation asks)
-        aggregate(
-            self.theta, self.buffer, self.count, self.version, self.eta, self.buffer_size,
-            self.kind, self.m1, self.m2, self.steps, np.ascontiguousarray(tr, dtype=np.int64),
-            np.ascontiguousarray(y, dtype=np.float64),
-        )  # fmt: skip
+        tr, y = np.ascontiguousarray(tr, dtype=np.int64), np.ascontiguousarray(y, dtype=np.float64)
+        aggregate(tr, y, *self.state)

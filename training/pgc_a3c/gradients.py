@@ -1,8 +1,8 @@
 """The gradient of the PGC-A3C episode loss L = L_p + lambda L_v (eqs. 12-18), by hand.
 
 :func:`loss_gradients` is the engine's own code path (the compiled
-:func:`ldp_audit.training.pgc_a3c._kernels.episode_gradients_kernel`). :func:`softmax_gradients`
-is the batched NumPy formulation (any number of actions), the Gymnasium trainer's
+:func:`ldp_audit.training.pgc_a3c._kernels.episode_gradients_kernel`). The batched NumPy
+formulation (any number of actions) is the Gymnasium trainer's
 (:func:`ldp_audit.training.pgc_a3c_gym.model.loss_gradients`) and, with two actions, the
 reference the kernel is checked against (``loss_gradients_numpy`` in
 ``benchmarks/reference_pgc.py``: they agree to 1e-11 relative, measured about 1e-15). Both equal
@@ -23,96 +23,9 @@ import numpy as np
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.pgc_a3c._kernels import episode_gradients_kernel
 from ldp_audit.training.pgc_a3c.config import TARGETS
-from ldp_audit.training.pgc_a3c.model import (
-    DIM,
-    OBS_DIM,
-    check_params,
-    unpack_views,
-)
+from ldp_audit.training.pgc_a3c.model import DIM, OBS_DIM, check_params
 
 __all__ = ["loss_gradients"]
-
-
-def softmax_gradients(
-    theta: np.ndarray,
-    obs: np.ndarray,
-    actions: np.ndarray,
-    rewards: np.ndarray,
-    lengths: np.ndarray,
-    bootstrap: np.ndarray,
-    *,
-    shape: tuple[int, int, int],
-    gamma: float,
-    lam: float | np.ndarray,
-    beta: float | np.ndarray,
-) -> np.ndarray:
-    """Eqs. 15-18 in batched NumPy for the paper's network with a softmax over any number of
-    actions: h = ReLU(theta_c s), logits theta_p h, value theta_v h, no biases.
-
-    The one NumPy formulation of the episode gradient: the Gymnasium trainer's
-    (:func:`ldp_audit.training.pgc_a3c_gym.model.loss_gradients`) and the reference the
-    CartPole kernel is checked against (``benchmarks/reference_pgc.py``). d/dz_t = -A_t (onehot(a_t)
-    - pi_t) + beta
-    pi_t (log pi_t + H_t), d/dV_t = -2 lambda A_t, A_t = V_hat_t - V(s_t), V_hat_t =
-    sum_{j>=t} gamma^{j-t} r_j + gamma^{T-t} V(s_T) (V(s_T) = 0 where the episode terminated).
-
-    Args:
-        theta: (M, d) parameters, d = hidden (obs_dim + n_actions + 1).
-        obs: (M, L+1, obs_dim); actions, rewards: (M, L); lengths: (M,) in [1, L] (checked by
-            the caller); bootstrap: (M,) True where the episode was cut.
-        shape: (obs_dim, n_actions, hidden).
-        gamma: one discount for every row; lam, beta: one number, or one per row.
-
-    Returns:
-        (M, d) gradients.
-    """
-    obs_dim, n_actions, hidden = shape
-    m, big_l = np.shape(actions)
-    lengths = np.asarray(lengths, dtype=np.int64)
-    wc, wp, wv = unpack_views(theta, obs_dim, n_actions, hidden)
-    s = np.ascontiguousarray(obs, dtype=np.float64)
-    pre = np.matmul(s, wc.transpose(0, 2, 1))  # (M, L+1, H)
-    h = np.maximum(pre, 0.0)
-    z = np.matmul(h, wp.transpose(0, 2, 1))  # (M, L+1, A)
-    v = np.matmul(h, wv[:, :, None])[:, :, 0]  # (M, L+1)
-    ar = np.arange(m)
-    v_last = np.where(np.asarray(bootstrap, dtype=bool), v[ar, lengths], 0.0)
-    steps = np.arange(big_l)
-    valid = steps[None, :] < lengths[:, None]
-    r = np.where(valid, np.asarray(rewards, dtype=np.float64), 0.0)
-    g = float(gamma)
-    pw = g ** steps.astype(np.float64)
-    if big_l == 0 or pw[-1] > 1e-250:
-        v_hat = np.cumsum((pw * r)[:, ::-1], axis=1)[:, ::-1] / pw
-    else:  # gamma^L underflows: backward recursion
-        v_hat = np.empty_like(r)
-        acc = np.zeros(m)
-        for t in range(big_l - 1, -1, -1):
-            acc = r[:, t] + g * acc
-            v_hat[:, t] = acc
-    v_hat = v_hat + g ** np.maximum(lengths[:, None] - steps[None, :], 0) * v_last[:, None]
-    adv = v_hat - v[:, :big_l]
-    zt = z[:, :big_l]
-    zmax = zt.max(axis=2, keepdims=True)
-    logp = zt - (zmax + np.log(np.exp(zt - zmax).sum(axis=2, keepdims=True)))
-    pi = np.exp(logp)
-    ent = -(pi * logp).sum(axis=2, keepdims=True)  # eq. 13
-    a_idx = np.asarray(actions, dtype=np.int64)
-    onehot = (a_idx[:, :, None] == np.arange(n_actions)).astype(np.float64)
-    if np.ndim(beta):  # one per row
-        beta = np.asarray(beta, dtype=np.float64)[:, None, None]
-    if np.ndim(lam):
-        lam = np.asarray(lam, dtype=np.float64)[:, None]
-    dz = -adv[:, :, None] * (onehot - pi) + beta * pi * (logp + ent)  # eq. 16
-    dz = np.where(valid[:, :, None], dz, 0.0)
-    dv = np.where(valid, -2.0 * lam * adv, 0.0)  # eq. 17 x lambda
-    ht = h[:, :big_l]
-    g_wp = np.matmul(dz.transpose(0, 2, 1), ht)  # (M, A, H)
-    g_wv = np.matmul(dv[:, None, :], ht)[:, 0, :]  # (M, H)
-    dh = np.matmul(dz, wp) + dv[:, :, None] * wv[:, None, :]  # (M, L, H)
-    dpre = np.where(pre[:, :big_l] > 0.0, dh, 0.0)
-    g_wc = np.matmul(dpre.transpose(0, 2, 1), s[:, :big_l])  # (M, H, O)
-    return np.concatenate([g_wc.reshape(m, -1), g_wp.reshape(m, -1), g_wv], axis=1)
 
 
 def loss_gradients(

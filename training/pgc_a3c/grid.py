@@ -260,13 +260,12 @@ def _train_grid_parallel(
     finally:
         if meter is not None:
             meter.close()
-    out: list[Any] = [None] * n
-    for idx, part in zip(parts, res, strict=True):
-        for i, r in zip(idx, part, strict=True):
-            out[i] = r
     secs = time.perf_counter() - t0
     # env_steps of a part's results count that part's batch; report the grid's total
     total_steps = sum(int(part[0].env_steps) for part in res)
+    # config i went round-robin to part i % k, at its place i // k there
+    k = len(parts)
+    out = [res[i % k][i // k] for i in range(n)]
     return [dataclasses_replace(r, env_steps=total_steps, seconds=secs) for r in out]
 
 

@@ -30,6 +30,7 @@ from ldp_audit.report.plugin import missing_files, section
 from ldp_audit.rundir import RunDir
 from ldp_audit.rundir.files import json_real
 from ldp_audit.training.pgc_a3c.metrics import TARGET_SCORE, WINDOW, moving_average
+from ldp_audit.training.pgc_a3c.paper import paper_row
 from ldp_audit.training.reproduction_statement import SCORE_WORDS
 from ldp_audit.training.systems import PGC_SCHEMA
 
@@ -194,8 +195,6 @@ def fst_values(run: PgcRun) -> np.ndarray:
 
 def learning_model(run: PgcRun) -> dict[str, Any]:
     """Per-trial scores, mu_n, FST, the success ratio and the paper's row (JSON-able)."""
-    from ldp_audit.training.pgc_a3c.paper import paper_row
-
     z = zeta_matrix(run)
     mu = mu_matrix(run)
     fst = fst_values(run)
@@ -360,6 +359,10 @@ def _cell(v: Any) -> Any:
 # ---------------------------------------------------------------------- workers, agents, reports
 
 
+def _int(v: Any) -> int | None:
+    return v if isinstance(v, int) else None
+
+
 def agents_story(run: PgcRun, ledger_agents: list[str], ids: set[str], reports: int) -> dict:
     """Workers, agents and reports of the run told once, so every count on the page fits one
     story (workers run concurrently; each agent submits ``rounds`` reports)."""
@@ -371,13 +374,11 @@ def agents_story(run: PgcRun, ledger_agents: list[str], ids: set[str], reports: 
         if isinstance(started, list) and all(isinstance(x, int) for x in started)
         else None
     )
-    workers = cfg.get("n_agents") if isinstance(cfg.get("n_agents"), int) else None
-    rounds = cfg.get("rounds") if isinstance(cfg.get("rounds"), int) else None
     submitted = len(ids)
     charged_only = set(ledger_agents) - ids
     return {
-        "workers": workers,
-        "rounds": rounds,
+        "workers": _int(cfg.get("n_agents")),
+        "rounds": _int(cfg.get("rounds")),
         "reports": reports,
         "agents_submitted": submitted,
         "agents_in_ledger": len(ledger_agents),
@@ -461,15 +462,15 @@ def statement_facts(
     claim: dict[str, Any],
     *,
     private: str = "its gravity",
-) -> dict[str, list[str]]:
-    """PGC-A3C's rows of the privacy statement (``[value, source]`` each); ``private`` names
-    an agent's private data (CartPole's gravity; a Gymnasium run's private parameter)."""
+) -> dict[str, Any]:
+    """PGC-A3C's rows of the privacy statement (``[value, source]`` each; ``unit``); ``private``
+    names an agent's private data (CartPole's gravity; a Gymnasium run's private parameter)."""
     from ldp_audit.report.plugin import events_words, method_words, versions_words
 
     inner = config.get("config") or {}
     mech = config.get("mechanism") or {}
     flower = str(config.get("engine", "")).startswith("flower")
-    rounds = inner.get("rounds") if isinstance(inner.get("rounds"), int) else None
+    rounds = _int(inner.get("rounds"))
     clip = mech.get("clip")
     who = "the Flower server (ServerApp)" if flower else "the aggregator (the training server)"
     unit = (
@@ -513,6 +514,7 @@ def statement_facts(
             "ledger events (no PoissonSampledEvent)",
         ],
         "mu_gdp": ["not applicable (pure epsilon-DP Laplace noise, not Gaussian)", "mechanism"],
+        "unit": "agent",
     }
 
 
@@ -535,10 +537,7 @@ def report_sections(
             "them with ldp_audit.report.build_report(run_dir)"
         )
     run = context.run
-    statement: dict[str, Any] = {
-        **statement_facts(run.config, run.metrics, context.ledger, context.claim),
-        "unit": "agent",
-    }
+    statement = statement_facts(run.config, run.metrics, context.ledger, context.claim)
     pgc = load_pgc(run_dir, run.config, run.metrics)
     if isinstance(pgc, list):  # an interrupted run: the ledger and status are still reported
         return {"missing": pgc, "statement": statement}
@@ -586,4 +585,4 @@ def gym_report(
         title = "Private parameter (Gymnasium environment)"
         table = ("", ["field", "value"], rows)
         sections.append(section("private-parameter", title, [para], table, data=param))
-    return {"sections": sections, "statement": {**facts, "unit": "agent"}}
+    return {"sections": sections, "statement": facts}

@@ -16,7 +16,6 @@ from scipy.special import softmax
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.gym_envs import SyncParamVectorEnv, make_param_vector_env
-from ldp_audit.training.pgc_a3c.gradients import softmax_gradients
 from ldp_audit.training.pgc_a3c.model import check_params, glorot_uniform, unpack_views
 from ldp_audit.validation import check_rng
 
@@ -83,11 +82,17 @@ def loss_gradients(
     bootstrap: np.ndarray,
     *,
     gamma: float = 0.99,
-    lam: float = 0.5,
-    beta: float = 0.01,
+    lam: float | np.ndarray = 0.5,
+    beta: float | np.ndarray = 0.01,
 ) -> np.ndarray:
-    """Gradient of L = L_p + lambda L_v (eqs. 15-18) per episode row, by hand (the NumPy
-    formulation shared with the CartPole engine's reference, see the module docstring).
+    """Gradient of L = L_p + lambda L_v (eqs. 15-18) per episode row, by hand: eqs. 15-18 in
+    batched NumPy for the paper's network with a softmax over any number of actions.
+
+    The one NumPy formulation of the episode gradient: the Gymnasium trainer's and, with
+    ``Network(4, 2, 16)``, the reference the CartPole kernel is checked against
+    (``benchmarks/reference_pgc.py``). d/dz_t = -A_t (onehot(a_t) - pi_t) + beta pi_t (log pi_t
+    + H_t), d/dV_t = -2 lambda A_t, A_t = V_hat_t - V(s_t), V_hat_t = sum_{j>=t} gamma^{j-t}
+    r_j + gamma^{T-t} V(s_T) (V(s_T) = 0 where the episode terminated).
 
     Args:
         net: the network.
@@ -96,7 +101,7 @@ def loss_gradients(
         actions: (M, L) actions; rewards: (M, L).
         lengths: (M,) T_m >= 1 actions taken.
         bootstrap: (M,) True where the episode was cut (use V(s_T)), False if it terminated.
-        gamma, lam, beta: the loss hyper-parameters.
+        gamma: one discount for every row; lam, beta: one number, or one per row.
 
     Returns:
         (M, d) gradients.
@@ -106,18 +111,51 @@ def loss_gradients(
     lengths = np.asarray(lengths, dtype=np.int64)
     if lengths.shape != (m,) or lengths.min() < 1 or lengths.max() > big_l:
         raise InvalidParameterError(f"lengths must be (M,) in [1, {big_l}], got {lengths!r}")
-    return softmax_gradients(
-        theta,
-        obs,
-        actions,
-        rewards,
-        lengths,
-        bootstrap,
-        shape=(net.obs_dim, net.n_actions, net.hidden),
-        gamma=gamma,
-        lam=lam,
-        beta=beta,
-    )
+    obs_dim, n_actions, hidden = net.obs_dim, net.n_actions, net.hidden
+    wc, wp, wv = unpack_views(theta, obs_dim, n_actions, hidden)
+    s = np.ascontiguousarray(obs, dtype=np.float64)
+    pre = np.matmul(s, wc.transpose(0, 2, 1))  # (M, L+1, H)
+    h = np.maximum(pre, 0.0)
+    z = np.matmul(h, wp.transpose(0, 2, 1))  # (M, L+1, A)
+    v = np.matmul(h, wv[:, :, None])[:, :, 0]  # (M, L+1)
+    ar = np.arange(m)
+    v_last = np.where(np.asarray(bootstrap, dtype=bool), v[ar, lengths], 0.0)
+    steps = np.arange(big_l)
+    valid = steps[None, :] < lengths[:, None]
+    r = np.where(valid, np.asarray(rewards, dtype=np.float64), 0.0)
+    g = float(gamma)
+    pw = g ** steps.astype(np.float64)
+    if big_l == 0 or pw[-1] > 1e-250:
+        v_hat = np.cumsum((pw * r)[:, ::-1], axis=1)[:, ::-1] / pw
+    else:  # gamma^L underflows: backward recursion
+        v_hat = np.empty_like(r)
+        acc = np.zeros(m)
+        for t in range(big_l - 1, -1, -1):
+            acc = r[:, t] + g * acc
+            v_hat[:, t] = acc
+    v_hat = v_hat + g ** np.maximum(lengths[:, None] - steps[None, :], 0) * v_last[:, None]
+    adv = v_hat - v[:, :big_l]
+    zt = z[:, :big_l]
+    zmax = zt.max(axis=2, keepdims=True)
+    logp = zt - (zmax + np.log(np.exp(zt - zmax).sum(axis=2, keepdims=True)))
+    pi = np.exp(logp)
+    ent = -(pi * logp).sum(axis=2, keepdims=True)  # eq. 13
+    a_idx = np.asarray(actions, dtype=np.int64)
+    onehot = (a_idx[:, :, None] == np.arange(n_actions)).astype(np.float64)
+    if np.ndim(beta):  # one per row
+        beta = np.asarray(beta, dtype=np.float64)[:, None, None]
+    if np.ndim(lam):
+        lam = np.asarray(lam, dtype=np.float64)[:, None]
+    dz = -adv[:, :, None] * (onehot - pi) + beta * pi * (logp + ent)  # eq. 16
+    dz = np.where(valid[:, :, None], dz, 0.0)
+    dv = np.where(valid, -2.0 * lam * adv, 0.0)  # eq. 17 x lambda
+    ht = h[:, :big_l]
+    g_wp = np.matmul(dz.transpose(0, 2, 1), ht)  # (M, A, H)
+    g_wv = np.matmul(dv[:, None, :], ht)[:, 0, :]  # (M, H)
+    dh = np.matmul(dz, wp) + dv[:, :, None] * wv[:, None, :]  # (M, L, H)
+    dpre = np.where(pre[:, :big_l] > 0.0, dh, 0.0)
+    g_wc = np.matmul(dpre.transpose(0, 2, 1), s[:, :big_l])  # (M, H, O)
+    return np.concatenate([g_wc.reshape(m, -1), g_wp.reshape(m, -1), g_wv], axis=1)
 
 
 # ==============================================================================================

@@ -14,8 +14,8 @@ The generic path of ``ldp-audit train pgc-a3c --env ENV_ID --private-param NAME=
   value ``theta_v h``; packed ``[theta_c, theta_p, theta_v]``, d = hidden (obs_dim +
   n_actions + 1), Glorot-uniform;
 - **the episode loss** (eqs. 15-18) over ``n_actions`` actions, by hand in NumPy (checked
-  against torch autograd in tests/test_gym_pgc.py; the same formulation,
-  ``ldp_audit.training.pgc_a3c.gradients.softmax_gradients``, is the reference the CartPole
+  against torch autograd in tests/test_gym_pgc.py; the same function,
+  ``ldp_audit.training.pgc_a3c_gym.model.loss_gradients``, is the reference the CartPole
   engine's compiled gradient is checked against): ``dL/dz_t = -A_t (onehot(a_t) - pi_t) + beta
   pi_t (log pi_t + H_t)``, ``dL/dV_t = -2 lambda A_t``, with ``A_t = V_hat_t - V(s_t)`` and
   ``V_hat_t = sum_{j>=t} gamma^{j-t} r_j + gamma^{T-t} V(s_T)`` (V(s_T) = 0 when the episode
