@@ -20,6 +20,12 @@ is subtracted). So the tests below are exact, need no canary and no bound on the
   independent isotropic Gaussian vectors of ``k`` coordinates has ``(1 + rho) / 2 ~
   Beta((k - 1) / 2, (k - 1) / 2)`` exactly; two-sided, the largest over all pairs with a
   Bonferroni correction, on a public sketch of coordinates and on each tensor's part of it;
+* :func:`shift_dependence_test`: noise shared between updates at a coordinate offset (windows
+  of one pool of draws that overlap, a counter-based generator advanced by fewer draws than an
+  update takes): for a fixed shift ``s`` the normalised circular cross-correlation of two
+  updates' full noise vectors is the normalised inner product of two independent isotropic
+  Gaussian vectors (the rolled one is still one), so it has the same exact law with ``k`` the
+  coordinates tested; the largest over all ``n`` shifts and the pairs at lags 1..L, Bonferroni;
 * :func:`coordinate_dependence_test`: noise shared or correlated across coordinates or tensors
   within the updates (one draw added to two tensors, a vector tiled or broadcast): the same
   exact law for two coordinates' vectors over the updates, the largest over all pairs of sketch
@@ -38,13 +44,14 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.validation import check_probability, check_real_in
+from ldp_audit.validation import check_int, check_probability, check_real_in
 
 __all__ = [
     "tensor_noise_test",
     "noise_shape_test",
     "pair_dependence_test",
     "coordinate_dependence_test",
+    "shift_dependence_test",
     "scan_p_value",
     "verdict",
 ]
@@ -403,3 +410,49 @@ def coordinate_dependence_test(
     return {**base, "rejected": bool(p <= level), "p_value": p, "max_abs_rho": best,
             "coordinates": [i, j], "tensors": tensor, "threshold": thr,
             "detectable_correlation": _detectable(T, thr)}  # fmt: skip
+
+
+def shift_dependence_test(
+    max_rho: Any, earlier: Any, *, shifts: int, confidence: float = 0.95
+) -> dict[str, Any]:
+    """Noise of two updates sharing values at a coordinate offset (any shift, lags 1..L).
+
+    Args:
+        max_rho: (T, L) per update ``t`` and lag ``l``, the largest ``|rho_s|`` over the
+            ``shifts`` shifts of the normalised circular cross-correlation of the noise of
+            updates ``t - l`` and ``t`` (NaN where not computed).
+        earlier: (T, L) the coordinates tested in update ``t - l``'s vector (untested ones were
+            set to 0: with ``k`` its tested coordinates, ``|rho_s|`` is at most the exact law's
+            variable of ``k``, so the test is exact with every tensor tested, conservative
+            otherwise).
+        shifts: the vectors' length (every shift is tried).
+        confidence: level ``1 - confidence``, Bonferroni over the shifts and the pairs.
+
+    Returns:
+        ``{"rejected", "p_value", "level", "pairs", "shifts", "max_abs_rho", "update",
+        "lag", "threshold", "detectable_correlation"}`` (p None when no pair was computed).
+    """
+    rho = np.asarray(max_rho, dtype=np.float64)
+    k = np.asarray(earlier, dtype=np.int64)
+    if rho.ndim != 2 or k.shape != rho.shape:
+        raise InvalidParameterError(
+            f"max_rho and earlier must be (T, L) of one shape, got {rho.shape}, {k.shape}"
+        )
+    n = check_int(shifts, "shifts", minimum=1)
+    level = 1.0 - check_probability(confidence, "confidence")
+    ok = np.isfinite(rho) & (k >= 3)
+    N = int(ok.sum())
+    base: dict[str, Any] = {"level": level, "pairs": N, "shifts": n}
+    if not N:
+        return {**base, "rejected": False, "p_value": None, "max_abs_rho": None}
+    p_cell = np.ones(rho.shape)
+    for kk in np.unique(k[ok]):  # one law per coordinate count
+        sel = ok & (k == kk)
+        p_cell[sel] = _rho_sf(np.minimum(rho[sel], 1.0), int(kk))
+    t, lag = np.unravel_index(int(np.argmin(p_cell)), p_cell.shape)
+    p = min(1.0, N * n * float(p_cell[t, lag]))
+    kmin = int(k[ok].min())
+    thr = _rho_threshold(kmin, level / N / n)
+    return {**base, "rejected": bool(p <= level), "p_value": p,
+            "max_abs_rho": float(rho[t, lag]), "update": int(t), "lag": int(lag) + 1,
+            "threshold": thr, "detectable_correlation": _detectable(kmin, thr)}  # fmt: skip
