@@ -145,6 +145,7 @@ class UpdateRecorder:
         d = self._done
         T = len(self._proj)
         m, L, K = int(self._idx.shape[0]), len(self._sizes), int(self._sketch.numel())
+        shift = np.array(d["shift"], dtype=np.float64).reshape(T, SHIFT_LAGS, 2)
 
         def cat(parts: list[Any], width: int, dtype: Any) -> np.ndarray:
             import torch
@@ -158,10 +159,6 @@ class UpdateRecorder:
             "update_norm": cat(d["norm"], 0, np.float64).reshape(-1),
             "noise_sq": cat(d["sq"], L, np.float64),
             "noise_sketch": cat(d["sketch"], K, np.float32),
-            "noise_shift": np.array(
-                [[v for v, _ in r] for r in d["shift"]], dtype=np.float64
-            ).reshape(T, SHIFT_LAGS),
-            "noise_shift_at": np.array(
-                [[s for _, s in r] for r in d["shift"]], dtype=np.int64
-            ).reshape(T, SHIFT_LAGS),
+            "noise_shift": shift[..., 0],
+            "noise_shift_at": shift[..., 1].astype(np.int64),  # shifts < 2^53: exact
         }
