@@ -281,21 +281,18 @@ def _rho_sf(rho: np.ndarray, k: Any) -> np.ndarray:
     return np.minimum(1.0, 2.0 * beta.sf((1.0 + np.abs(rho)) / 2.0, a, a))
 
 
-def _rho_threshold(k: int, level: float) -> float:
-    from scipy.stats import beta
+def _threshold(k: int, level: float, power: float = 0.95) -> dict[str, float]:
+    """The exact two-sided ``threshold`` on ``|rho|`` at ``level`` for ``k`` coordinates and the
+    correlation detected with ``power`` (Fisher's approximation: the sample correlation of
+    ``k`` pairs is about ``N(rho, (1 - rho^2)^2 / k)``)."""
+    from scipy.optimize import brentq
+    from scipy.stats import beta, norm
 
     a = (k - 1) / 2.0
-    return float(2.0 * beta.isf(level / 2.0, a, a) - 1.0)
-
-
-def _detectable(k: int, threshold: float, power: float = 0.95) -> float:
-    """The correlation detected with ``power`` (Fisher's approximation: the sample correlation
-    of ``k`` pairs is about ``N(rho, (1 - rho^2)^2 / k)``)."""
-    from scipy.optimize import brentq
-    from scipy.stats import norm
-
+    thr = float(2.0 * beta.isf(level / 2.0, a, a) - 1.0)
     z = norm.ppf(power) / math.sqrt(k)
-    return float(brentq(lambda r: r - z * (1 - r * r) - threshold, threshold, 1.0, xtol=1e-15))
+    det = brentq(lambda r: r - z * (1 - r * r) - thr, thr, 1.0, xtol=1e-15)
+    return {"threshold": thr, "detectable_correlation": float(det)}
 
 
 def pair_dependence_test(
@@ -340,10 +337,8 @@ def pair_dependence_test(
         rows &= nrm > 0  # no noise at all: the noise test's to flag
         k = int(sel.sum())
         idx = np.flatnonzero(rows)
-        thr = _rho_threshold(k, level / F / max(P, 1))
         fam: dict[str, Any] = {"name": name, "coordinates": k, "updates": int(idx.size),
-                               "threshold": thr,
-                               "detectable_correlation": _detectable(k, thr)}  # fmt: skip
+                               **_threshold(k, level / F / max(P, 1))}  # fmt: skip
         if idx.size < 2:
             out.append({**fam, "p_value": None, "max_abs_rho": None})
             continue
@@ -404,12 +399,10 @@ def coordinate_dependence_test(
         if r.flat[j] > best:
             best, arg = float(r.flat[j]), (a + j // K, j % K)
     p = min(1.0, P * float(_rho_sf(np.array([best]), T)[0]))
-    thr = _rho_threshold(T, level / P)
     i, j = (int(cols[k]) for k in arg)
     tensor = [names[g[k]] if names else f"tensor {int(g[k])}" for k in (i, j)]
     return {**base, "rejected": bool(p <= level), "p_value": p, "max_abs_rho": best,
-            "coordinates": [i, j], "tensors": tensor, "threshold": thr,
-            "detectable_correlation": _detectable(T, thr)}  # fmt: skip
+            "coordinates": [i, j], "tensors": tensor, **_threshold(T, level / P)}  # fmt: skip
 
 
 def shift_dependence_test(
@@ -449,8 +442,6 @@ def shift_dependence_test(
     p_cell[ok] = _rho_sf(np.minimum(rho[ok], 1.0), k[ok])  # each pair's law: its own k
     t, lag = np.unravel_index(int(np.argmin(p_cell)), p_cell.shape)
     p = min(1.0, N * n * float(p_cell[t, lag]))
-    kmin = int(k[ok].min())
-    thr = _rho_threshold(kmin, level / N / n)
     return {**base, "rejected": bool(p <= level), "p_value": p,
             "max_abs_rho": float(rho[t, lag]), "update": int(t), "lag": int(lag) + 1,
-            "threshold": thr, "detectable_correlation": _detectable(kmin, thr)}  # fmt: skip
+            **_threshold(int(k[ok].min()), level / N / n)}  # fmt: skip
