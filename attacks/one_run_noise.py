@@ -20,6 +20,12 @@ is subtracted). So the tests below are exact, need no canary and no bound on the
   independent isotropic Gaussian vectors of ``k`` coordinates has ``(1 + rho) / 2 ~
   Beta((k - 1) / 2, (k - 1) / 2)`` exactly; two-sided, the largest over all pairs with a
   Bonferroni correction, on a public sketch of coordinates and on each tensor's part of it;
+* :func:`shift_dependence_test`: noise shared between updates at a coordinate offset (windows
+  of one pool of draws that overlap, a counter-based generator advanced by fewer draws than an
+  update takes): for a fixed shift ``s`` the normalised circular cross-correlation of two
+  updates' full noise vectors is the normalised inner product of two independent isotropic
+  Gaussian vectors (the rolled one is still one), so it has the same exact law with ``k`` the
+  coordinates tested; the largest over all ``n`` shifts and the pairs at lags 1..L, Bonferroni;
 * :func:`coordinate_dependence_test`: noise shared or correlated across coordinates or tensors
   within the updates (one draw added to two tensors, a vector tiled or broadcast): the same
   exact law for two coordinates' vectors over the updates, the largest over all pairs of sketch
@@ -38,13 +44,14 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.validation import check_probability, check_real_in
+from ldp_audit.validation import check_int, check_probability, check_real_in
 
 __all__ = [
     "tensor_noise_test",
     "noise_shape_test",
     "pair_dependence_test",
     "coordinate_dependence_test",
+    "shift_dependence_test",
     "scan_p_value",
     "verdict",
 ]
@@ -265,7 +272,7 @@ def _rows(names: list[str], d: np.ndarray, ok: np.ndarray, p: Any, ratio: Any,
     return out
 
 
-def _rho_sf(rho: np.ndarray, k: int) -> np.ndarray:
+def _rho_sf(rho: np.ndarray, k: Any) -> np.ndarray:
     """Two-sided p-value of a normalised inner product ``rho`` of two independent isotropic
     Gaussian vectors of ``k`` coordinates: ``(1 + rho) / 2 ~ Beta((k-1)/2, (k-1)/2)``."""
     from scipy.stats import beta
@@ -274,21 +281,18 @@ def _rho_sf(rho: np.ndarray, k: int) -> np.ndarray:
     return np.minimum(1.0, 2.0 * beta.sf((1.0 + np.abs(rho)) / 2.0, a, a))
 
 
-def _rho_threshold(k: int, level: float) -> float:
-    from scipy.stats import beta
+def _threshold(k: int, level: float, power: float = 0.95) -> dict[str, float]:
+    """The exact two-sided ``threshold`` on ``|rho|`` at ``level`` for ``k`` coordinates and the
+    correlation detected with ``power`` (Fisher's approximation: the sample correlation of
+    ``k`` pairs is about ``N(rho, (1 - rho^2)^2 / k)``)."""
+    from scipy.optimize import brentq
+    from scipy.stats import beta, norm
 
     a = (k - 1) / 2.0
-    return float(2.0 * beta.isf(level / 2.0, a, a) - 1.0)
-
-
-def _detectable(k: int, threshold: float, power: float = 0.95) -> float:
-    """The correlation detected with ``power`` (Fisher's approximation: the sample correlation
-    of ``k`` pairs is about ``N(rho, (1 - rho^2)^2 / k)``)."""
-    from scipy.optimize import brentq
-    from scipy.stats import norm
-
+    thr = float(2.0 * beta.isf(level / 2.0, a, a) - 1.0)
     z = norm.ppf(power) / math.sqrt(k)
-    return float(brentq(lambda r: r - z * (1 - r * r) - threshold, threshold, 1.0, xtol=1e-15))
+    det = brentq(lambda r: r - z * (1 - r * r) - thr, thr, 1.0, xtol=1e-15)
+    return {"threshold": thr, "detectable_correlation": float(det)}
 
 
 def pair_dependence_test(
@@ -333,10 +337,8 @@ def pair_dependence_test(
         rows &= nrm > 0  # no noise at all: the noise test's to flag
         k = int(sel.sum())
         idx = np.flatnonzero(rows)
-        thr = _rho_threshold(k, level / F / max(P, 1))
         fam: dict[str, Any] = {"name": name, "coordinates": k, "updates": int(idx.size),
-                               "threshold": thr,
-                               "detectable_correlation": _detectable(k, thr)}  # fmt: skip
+                               **_threshold(k, level / F / max(P, 1))}  # fmt: skip
         if idx.size < 2:
             out.append({**fam, "p_value": None, "max_abs_rho": None})
             continue
@@ -397,9 +399,49 @@ def coordinate_dependence_test(
         if r.flat[j] > best:
             best, arg = float(r.flat[j]), (a + j // K, j % K)
     p = min(1.0, P * float(_rho_sf(np.array([best]), T)[0]))
-    thr = _rho_threshold(T, level / P)
     i, j = (int(cols[k]) for k in arg)
     tensor = [names[g[k]] if names else f"tensor {int(g[k])}" for k in (i, j)]
     return {**base, "rejected": bool(p <= level), "p_value": p, "max_abs_rho": best,
-            "coordinates": [i, j], "tensors": tensor, "threshold": thr,
-            "detectable_correlation": _detectable(T, thr)}  # fmt: skip
+            "coordinates": [i, j], "tensors": tensor, **_threshold(T, level / P)}  # fmt: skip
+
+
+def shift_dependence_test(
+    max_rho: Any, earlier: Any, *, shifts: int, confidence: float = 0.95
+) -> dict[str, Any]:
+    """Noise of two updates sharing values at a coordinate offset (any shift, lags 1..L).
+
+    Args:
+        max_rho: (T, L) per update ``t`` and lag ``l``, the largest ``|rho_s|`` over the
+            ``shifts`` shifts of the normalised circular cross-correlation of the noise of
+            updates ``t - l`` and ``t`` (NaN where not computed).
+        earlier: (T, L) the coordinates tested in update ``t - l``'s vector (untested ones were
+            set to 0: with ``k`` its tested coordinates, ``|rho_s|`` is at most the exact law's
+            variable of ``k``, so the test is exact with every tensor tested, conservative
+            otherwise).
+        shifts: the vectors' length (every shift is tried).
+        confidence: level ``1 - confidence``, Bonferroni over the shifts and the pairs.
+
+    Returns:
+        ``{"rejected", "p_value", "level", "pairs", "shifts", "max_abs_rho", "update",
+        "lag", "threshold", "detectable_correlation"}`` (p None when no pair was computed).
+    """
+    rho = np.asarray(max_rho, dtype=np.float64)
+    k = np.asarray(earlier, dtype=np.int64)
+    if rho.ndim != 2 or k.shape != rho.shape:
+        raise InvalidParameterError(
+            f"max_rho and earlier must be (T, L) of one shape, got {rho.shape}, {k.shape}"
+        )
+    n = check_int(shifts, "shifts", minimum=1)
+    level = 1.0 - check_probability(confidence, "confidence")
+    ok = np.isfinite(rho) & (k >= 3)
+    N = int(ok.sum())
+    base: dict[str, Any] = {"level": level, "pairs": N, "shifts": n}
+    if not N:
+        return {**base, "rejected": False, "p_value": None, "max_abs_rho": None}
+    p_cell = np.ones(rho.shape)
+    p_cell[ok] = _rho_sf(np.minimum(rho[ok], 1.0), k[ok])  # each pair's law: its own k
+    t, lag = np.unravel_index(int(np.argmin(p_cell)), p_cell.shape)
+    p = min(1.0, N * n * float(p_cell[t, lag]))
+    return {**base, "rejected": bool(p <= level), "p_value": p,
+            "max_abs_rho": float(rho[t, lag]), "update": int(t), "lag": int(lag) + 1,
+            **_threshold(int(k[ok].min()), level / N / n)}  # fmt: skip

@@ -52,11 +52,11 @@ written for stop 46 (an outside-style probe; the first four were missed before i
 * :class:`NoiseSkippedOneIn20`: every 20th update released without noise;
 * :class:`NoiseBySampledBatch`: noise std ``sigma C n_t / B`` (the sampled batch size ``n_t``);
 
-and one the audit does NOT detect (stop 46, docs/opacus.md "Left out"; not in ``BROKEN``):
+and one missed in stop 46, flagged since by the shift test (docs/opacus.md "Coverage"):
 
 * :class:`NoisePoolOverlap`: every update's noise a window of one pool of Gaussian draws,
-  moved on by 1,000 coordinates an update (fewer than the parameters): consecutive updates
-  share most of their noise at a coordinate offset, which no test lines up.
+  moved on by ``STRIDE`` (1,000) coordinates an update (fewer than the parameters):
+  consecutive updates share most of their noise at a coordinate offset.
 """
 
 from __future__ import annotations
@@ -413,8 +413,6 @@ class NoisePoolOverlap(DPOptimizer):
         _release(self, [z.view_as(p.summed_grad) for z, p in zip(w, self.params, strict=True)])
 
 
-NOT_DETECTED = {"noise windows of one pool overlapping at an offset": NoisePoolOverlap}
-
 BROKEN = {
     "noise reused across consecutive updates": (ReusedNoise, "independence"),
     "half the updates uncharged": (UnchargedFastPath, "ledger"),
@@ -443,4 +441,5 @@ BROKEN = {
     "noise at sigma / 2 after half the run": (SigmaHalvedMidRun, "noise"),
     "noise skipped on one update in 20": (NoiseSkippedOneIn20, "noise"),
     "noise scaled by the sampled batch size": (NoiseBySampledBatch, "noise"),
+    "noise windows of one pool overlapping at an offset": (NoisePoolOverlap, "independence"),
 }

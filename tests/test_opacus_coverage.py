@@ -25,12 +25,13 @@ from ldp_audit.attacks.one_run_noise import (
     noise_shape_test,
     pair_dependence_test,
     scan_p_value,
+    shift_dependence_test,
     tensor_noise_test,
 )
 from ldp_audit.cli import main
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 from ldp_audit.opacus import RECOMMENDED_CANARIES, CanaryAudit, noise_sketch
-from tests.broken_opacus import BROKEN
+from tests.broken_opacus import BROKEN, NoisePoolOverlap
 from tests.opacus_loop import audited_run, make_loop, train
 
 torch.set_num_threads(1)
@@ -197,6 +198,73 @@ def test_noise_sketch_keeps_every_small_tensor_whole() -> None:
     assert np.array_equal(noise_sketch([4096, 64, 640, 10], 4096, 0)[0], idx)  # public, seeded
 
 
+def _max_shift_rho(x: np.ndarray, lags: int) -> tuple[np.ndarray, np.ndarray]:
+    """numpy's own (T, lags) largest |normalised circular cross-correlation| over the shifts
+    of each update with the one ``lag`` before, and the tested coordinates of the earlier
+    one (NaN coordinates as 0), for the shift test's inputs."""
+    from scipy.fft import irfft, rfft
+
+    z = np.nan_to_num(x)
+    f, nrm = rfft(z, axis=1), np.linalg.norm(z, axis=1)
+    rho = np.full((x.shape[0], lags), np.nan)
+    k = np.zeros((x.shape[0], lags), dtype=np.int64)
+    for lag in range(1, lags + 1):
+        c = irfft(f[:-lag].conj() * f[lag:], n=x.shape[1], axis=1)
+        rho[lag:, lag - 1] = np.abs(c).max(axis=1) / (nrm[:-lag] * nrm[lag:])
+        k[lag:, lag - 1] = np.isfinite(x[:-lag]).sum(axis=1)
+    return rho, k
+
+
+def test_shift_dependence_test_holds_its_level_on_exact_noise() -> None:
+    """400 games of fresh Gaussian noise (T = 12 updates of 301 coordinates, lags 1 and 2),
+    half with 40 coordinates untested (NaN, as a tensor without a clipped sum): rejections at
+    level 0.1 below the binomial bound (false failure <= 1e-6)."""
+    rng = np.random.default_rng(46)
+    rej = 0
+    for g in range(400):
+        x = rng.normal(size=(12, 301))
+        if g % 2:
+            x[:, 100:140] = np.nan
+        rho, k = _max_shift_rho(x, 2)
+        rej += shift_dependence_test(rho, k, shifts=301, confidence=0.9)["rejected"]
+    assert rej <= _bound(400, 0.1)
+
+
+@pytest.mark.parametrize("stride", [1, 150, 200])
+def test_shift_dependence_test_flags_overlapping_windows_of_a_pool(stride: int) -> None:
+    """Windows of one pool moved by ``stride`` of 301 coordinates: overlap (301 - stride) / 301,
+    flagged in each of 50 games (at the default 5 % level; the stated detectable correlation
+    is met: 0.34 >= it), the lag and shift located."""
+    rng = np.random.default_rng(stride)
+    for _ in range(50):
+        pool = rng.normal(size=301 + 12 * stride)
+        x = np.stack([pool[t * stride : t * stride + 301] for t in range(12)])
+        rho, k = _max_shift_rho(x, 2)
+        r = shift_dependence_test(rho, k, shifts=301)
+        assert r["rejected"] and r["detectable_correlation"] < 0.34, r
+    with pytest.raises(InvalidParameterError, match="shifts"):
+        shift_dependence_test(rho, k, shifts=0)
+    with pytest.raises(InvalidParameterError, match="one shape"):
+        shift_dependence_test(rho, k[:1], shifts=301)
+
+
+@pytest.mark.parametrize("stride", [1, 500, 3000])
+def test_pool_windows_flagged_at_small_and_large_offsets(stride: int, tmp_path: Path) -> None:
+    """NoisePoolOverlap with offsets 1, 500 and 3,000 of the loop's 4,258 coordinates, seeds
+    0-2: flagged by the independence test through its shift part, at lag 1 and the shift
+    4,258 - offset the recorder found (``noise_shift_at``)."""
+    cls = type("Pool", (NoisePoolOverlap,), {"STRIDE": stride})
+    for seed in range(3):
+        run = tmp_path / f"run{seed}"
+        res = audited_run(run, seed, optimizer_class=cls)
+        sh = res.extra["tests"]["independence"]["pairs"]["shifts"]
+        assert res.violation and res.extra["decided_by"] == "independence", sh
+        assert sh["rejected"] and sh["lag"] == 1, sh
+        at = np.load(run / "transcript.npz")["noise_shift_at"]
+        assert at[sh["update"], 0] == 4258 - stride
+        assert sh["max_abs_rho"] == pytest.approx(1 - stride / 4258, abs=0.12)
+
+
 # ------------------------------------------------------------------------------------------------
 # on the loop: coverage in the result, the run's JSON and the report
 # ------------------------------------------------------------------------------------------------
@@ -218,6 +286,8 @@ def test_correct_run_covers_every_tensor_and_reads_consistent(tmp_path: Path) ->
         assert abs(r["std_ratio"] - 1) < 6 * (2 / (r["entries"] * 80)) ** 0.5 / 2 + 1e-3
     assert 0.09 < cov["dependence"][0]["detectable_correlation"] < 0.12
     assert ex["tests"]["noise"]["residual"]["updates"] == 80
+    sh = ex["tests"]["independence"]["pairs"]["shifts"]
+    assert sh["pairs"] == 79 + 78 and sh["shifts"] == 4258 and not sh["rejected"]
     assert "over 80 updates" in res.summary() and "T=1" not in res.summary()
     assert "ceiling=" not in res.summary() and "(at most 4.185 with 500 canaries)" in res.summary()
     d = json.loads((run / "attack_membership.json").read_text())
@@ -240,7 +310,9 @@ NEW = ["biases released without noise", "one update released without noise",
        # stop 46: missed before (consistent), plugged in as docs/opacus.md says
        "two sampled batches under one noise draw", "every other step past the audit's hooks",
        "noisy gradient released and clean one applied",
-       "an extra noisy step past the hooks every 4th"]  # fmt: skip
+       "an extra noisy step past the hooks every 4th",
+       # missed in stop 46, flagged by the shift test
+       "noise windows of one pool overlapping at an offset"]  # fmt: skip
 
 
 @pytest.mark.parametrize("name", NEW)

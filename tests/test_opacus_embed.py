@@ -143,7 +143,8 @@ def test_embedded_records_are_the_standalone_audits(tmp_path: Path) -> None:
 #: what an embedded audit writes into the caller's transcript: the projections and the same
 #: per-update records as a stand-alone audit (the audit of train dprl reads them)
 EMBEDDED_ARRAYS = ("canary_projection", "batch_size", "charged", "noise_multiplier",
-                   "max_grad_norm", "expected_batch_size", "noise_sq", "noise_sketch")  # fmt: skip
+                   "max_grad_norm", "expected_batch_size", "noise_sq", "noise_sketch",
+                   "noise_shift", "noise_shift_at")  # fmt: skip
 
 
 def test_embedded_audit_writes_through_the_callers_writer(tmp_path: Path) -> None:
@@ -234,7 +235,7 @@ def standalone_golden_entries(tmp: Path) -> dict[str, str]:
 
 # arrays the golden's version did not write (issue 36: the released noise per tensor and its
 # sketch, tested in tests/test_opacus_coverage.py); every array it wrote is compared
-NEWER_ARRAYS = ("noise_sq", "noise_sketch")
+NEWER_ARRAYS = ("noise_sq", "noise_sketch", "noise_shift", "noise_shift_at")
 
 
 def test_standalone_audit_runs_bit_identical_to_golden(tmp_path: Path) -> None:

@@ -528,6 +528,8 @@ class CanaryAudit:
             **{k: np.array(col, dtype=dt) for (k, dt), col in zip(_ROWS, rows, strict=True)},
             "noise_sq": rec["noise_sq"],
             "noise_sketch": rec["noise_sketch"],
+            "noise_shift": rec["noise_shift"],
+            "noise_shift_at": rec["noise_shift_at"],
         }
         if not self.embedded:
             out["update_index"] = np.arange(T, dtype=np.int64)

@@ -18,10 +18,13 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["BLOCK", "UpdateRecorder"]
+__all__ = ["BLOCK", "SHIFT_LAGS", "UpdateRecorder"]
 
 BLOCK = 32
 """Updates per block of the recorder's batched statistics."""
+
+SHIFT_LAGS = 2
+"""Lags 1..SHIFT_LAGS of the shift test: each update's noise against the previous ones'."""
 
 
 class UpdateRecorder:
@@ -52,7 +55,8 @@ class UpdateRecorder:
         self._s: Any = None  # (BLOCK, n) the optimizer's clipped sums (NaN where none)
         self._k: list[float] = []  # the open block's factors to units of C
         self._proj: list[Any] = []  # (m,) per update (float64 rows when dense)
-        self._done: dict[str, list[Any]] = {"norm": [], "sq": [], "sketch": []}
+        self._done: dict[str, list[Any]] = {"norm": [], "sq": [], "sketch": [], "shift": []}
+        self._ffts: list[tuple[Any, float]] = []  # the last SHIFT_LAGS updates' (rfft, norm)
 
     @property
     def updates(self) -> int:
@@ -107,15 +111,41 @@ class UpdateRecorder:
             [(c * c).sum(dim=1) for c in r.double().split(self._sizes, dim=1)], dim=1
         ).cpu())  # fmt: skip
         self._done["sketch"].append(r.index_select(1, self._sketch.to(r.device)).cpu())
+        self._done["shift"].extend(self._shifts(x) for x in r.double())
         self._k = []
+
+    def _shifts(self, x: Any) -> list[tuple[float, int]]:
+        """Per lag 1..SHIFT_LAGS, the largest ``|rho_s|`` over the shifts ``s`` of the normalised
+        circular cross-correlation ``rho_s = <x_{t-lag}, roll(x_t, -s)> / |x_{t-lag}| |x_t|``
+        of the full noise vectors (NaN coordinates as 0) and its shift (NaN, -1 where there
+        is no earlier update or no noise). The linear cross-correlation by an FFT of a fast
+        length ``n >= 2P - 1`` (no Bluestein transform of an awkward ``P``), folded to the
+        circular one: ``lin[:P] + lin[n - P:]``. Keeps the last updates' FFTs only."""
+        from scipy.fft import irfft, next_fast_len, rfft
+
+        x = np.nan_to_num(x.cpu().numpy())
+        P = x.size
+        n = next_fast_len(2 * P - 1, real=True)
+        f, nrm = rfft(x, n=n), float(np.linalg.norm(x))
+        out = [(float("nan"), -1)] * SHIFT_LAGS
+        for lag, (g, m) in enumerate(reversed(self._ffts), start=1):
+            if nrm > 0 and m > 0:
+                lin = irfft(g.conj() * f, n=n)
+                c = np.abs(lin[:P] + lin[n - P :])
+                s = int(c.argmax())
+                out[lag - 1] = (float(c[s]) / (nrm * m), s)
+        self._ffts = [*self._ffts, (f, nrm)][-SHIFT_LAGS:]
+        return out
 
     def arrays(self) -> dict[str, np.ndarray]:
         """``canary_projection`` (raw: gradient units, the caller scales), ``update_norm``,
-        ``noise_sq`` (T, L) and ``noise_sketch`` (T, K), one row per recorded update."""
+        ``noise_sq`` (T, L), ``noise_sketch`` (T, K), ``noise_shift`` (T, SHIFT_LAGS) and
+        ``noise_shift_at`` (its shifts), one row per recorded update."""
         self._flush()
         d = self._done
         T = len(self._proj)
         m, L, K = int(self._idx.shape[0]), len(self._sizes), int(self._sketch.numel())
+        shift = np.array(d["shift"], dtype=np.float64).reshape(T, SHIFT_LAGS, 2)
 
         def cat(parts: list[Any], width: int, dtype: Any) -> np.ndarray:
             import torch
@@ -129,4 +159,6 @@ class UpdateRecorder:
             "update_norm": cat(d["norm"], 0, np.float64).reshape(-1),
             "noise_sq": cat(d["sq"], L, np.float64),
             "noise_sketch": cat(d["sketch"], K, np.float32),
+            "noise_shift": shift[..., 0],
+            "noise_shift_at": shift[..., 1].astype(np.int64),  # shifts < 2^53: exact
         }

@@ -229,10 +229,14 @@ def _noise_tests(
     shape = noise_shape_test(tr["noise_sketch"], groups, sigma=sigma, confidence=quarter,
                              names=names)  # fmt: skip
     tn = _joined(tn, shape, 1.0 - half, p_size=tn["p_value"], shape=shape)
-    dep = pair_dependence_test(tr["noise_sketch"], groups, confidence=quarter, names=names)
-    coord = coordinate_dependence_test(tr["noise_sketch"], groups, confidence=quarter,
+    # the independence test's residual half split over three: pairs, coordinates, shifts
+    sixth = 1.0 - (1.0 - conf) / 6.0
+    dep = pair_dependence_test(tr["noise_sketch"], groups, confidence=sixth, names=names)
+    coord = coordinate_dependence_test(tr["noise_sketch"], groups, confidence=sixth,
                                        names=names)  # fmt: skip
-    dep = _joined(dep, coord, 1.0 - half, p_updates=dep["p_value"], coordinates=coord)
+    shift = _shift_test(tr, sizes, sixth)
+    dep = _joined(dep, coord, 1.0 - half, shift, p_updates=dep["p_value"], coordinates=coord,
+                  shifts=shift)  # fmt: skip
 
     for row, c in zip(tn["tensors"], canary_in, strict=True):
         row["canaries"] = c
@@ -250,13 +254,30 @@ def _noise_tests(
             coverage)  # fmt: skip
 
 
-def _joined(first: dict, second: dict, level: float, **more: Any) -> dict:
-    """``first`` with the Bonferroni p-value of its and ``second``'s (a part that did not run
-    takes no share; 0 is a p-value like any other) held to ``level``, and ``more`` fields."""
+def _shift_test(tr: dict, sizes: list[int], conf: float) -> dict:
+    """The shift test on the run's ``noise_shift`` (a run recorded before it has none: not
+    run, p None); the coordinates tested in each pair's earlier update from ``noise_sq``."""
+    from ldp_audit.attacks.one_run_noise import shift_dependence_test
+
+    rho = tr.get("noise_shift")
+    if rho is None:
+        return {"rejected": False, "p_value": None, "level": 1.0 - conf, "pairs": 0}
+    rho = np.asarray(rho, dtype=np.float64)
+    tested = np.isfinite(np.asarray(tr["noise_sq"], dtype=np.float64)) @ np.asarray(sizes)
+    k = np.zeros(rho.shape, dtype=np.int64)
+    for lag in range(1, rho.shape[1] + 1):
+        k[lag:, lag - 1] = tested[:-lag]
+    return shift_dependence_test(rho, k, shifts=sum(sizes), confidence=conf)
+
+
+def _joined(first: dict, second: dict, level: float, *others: dict, **more: Any) -> dict:
+    """``first`` with the Bonferroni p-value of its, ``second``'s and ``others``' (a part that
+    did not run takes no share; 0 is a p-value like any other) held to ``level``, and ``more``
+    fields."""
     from ldp_audit.attacks.one_run_noise import verdict
 
-    parts = [p for p in (first["p_value"], second.get("p_value")) if p is not None]
-    return {**first, **verdict(level, *parts), **more}
+    parts = [t.get("p_value") for t in (first, second, *others)]
+    return {**first, **verdict(level, *[p for p in parts if p is not None]), **more}
 
 
 def _decided_by(tests: dict[str, dict | None]) -> str | None:
