@@ -120,18 +120,20 @@ class UpdateRecorder:
         of the full noise vectors (NaN coordinates as 0) and its shift (NaN, -1 where there
         is no earlier update or no noise). The linear cross-correlation by an FFT of a fast
         length ``n >= 2P - 1`` (no Bluestein transform of an awkward ``P``), folded to the
-        circular one: ``lin[:P] + lin[n - P:]``. Keeps the last updates' FFTs only."""
-        from scipy.fft import irfft, next_fast_len, rfft
+        circular one: ``lin[:P] + lin[n - P:]``; with ``torch.fft`` on the noise's own device
+        (a GPU run does it there, no host copy). Keeps the last updates' FFTs only."""
+        import torch
+        from scipy.fft import next_fast_len
 
-        x = np.nan_to_num(x.cpu().numpy())
-        P = x.size
+        x = torch.nan_to_num(x)
+        P = x.numel()
         n = next_fast_len(2 * P - 1, real=True)
-        f, nrm = rfft(x, n=n), float(np.linalg.norm(x))
+        f, nrm = torch.fft.rfft(x, n=n), float(torch.linalg.vector_norm(x))
         out = [(float("nan"), -1)] * SHIFT_LAGS
         for lag, (g, m) in enumerate(reversed(self._ffts), start=1):
             if nrm > 0 and m > 0:
-                lin = irfft(g.conj() * f, n=n)
-                c = np.abs(lin[:P] + lin[n - P :])
+                lin = torch.fft.irfft(g.conj() * f, n=n)
+                c = (lin[:P] + lin[n - P :]).abs()
                 s = int(c.argmax())
                 out[lag - 1] = (float(c[s]) / (nrm * m), s)
         self._ffts = [*self._ffts, (f, nrm)][-SHIFT_LAGS:]
