@@ -22,7 +22,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ldp_audit.attacks.scoring import one_openmp_thread
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.validation import check_batch, check_int, check_rng
+from ldp_audit.validation import check_batch, check_choice, check_int, check_rng
 
 #: The paper's candidate gravities (Ono & Takahashi 2020, Sec. 4: psi uniform in {9.7, 9.8, 9.9}).
 GRAVITIES: tuple[float, ...] = (9.7, 9.8, 9.9)
@@ -313,7 +313,7 @@ def _check_shadows(Xp: np.ndarray, k: int, mechanism: Any) -> None:
             "zero gradients at theta = 0): they carry no information about the candidates, so "
             "any attack is at chance; attack reports computed at trained parameters"
         )
-    if _non_private(mechanism) and Xp.shape[0] < 2 * LEAF_SAMPLES:
+    if mechanism_epsilon(mechanism) == math.inf and Xp.shape[0] < 2 * LEAF_SAMPLES:
         raise InvalidParameterError(
             f"{Xp.shape[0]} shadow gradients for {k} candidates: the non-private classifier "
             f"(gradient boosting, >= {LEAF_SAMPLES} samples a leaf) cannot split fewer than "
@@ -322,10 +322,6 @@ def _check_shadows(Xp: np.ndarray, k: int, mechanism: Any) -> None:
             "the shadow count (n_shadow, --shadow; with --run-dir, each distinct theta attacked "
             f"gets that many) until each candidate has >= {math.ceil(2 * LEAF_SAMPLES / k)}"
         )
-
-
-def _non_private(mechanism: Any) -> bool:
-    return mechanism is None or mechanism_epsilon(mechanism) == math.inf
 
 
 def _default_classifier(mechanism: Any) -> Any:
@@ -339,7 +335,7 @@ def _default_classifier(mechanism: Any) -> Any:
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
-    if _non_private(mechanism):
+    if mechanism_epsilon(mechanism) == math.inf:  # None too
         from sklearn.ensemble import HistGradientBoostingClassifier
 
         return make_pipeline(
@@ -364,11 +360,7 @@ def _default_classifier(mechanism: Any) -> Any:
 
 def check_method(method: Any) -> str:
     """``method`` of :class:`ShadowGradientAttack` (and of the run-directory attacks)."""
-    if method not in ("auto", "likelihood", "classifier"):
-        raise InvalidParameterError(
-            f"method must be 'auto', 'likelihood' or 'classifier', got {method!r}"
-        )
-    return method
+    return check_choice(method, "method", ("auto", "likelihood", "classifier"))
 
 
 def check_candidates(candidates: Sequence[float]) -> np.ndarray:
