@@ -18,6 +18,7 @@ from ldp_audit.audit import (
     one_count_epsilon,
     tightness_ceiling,
 )
+from ldp_audit.errors import InvalidParameterError
 from ldp_audit.mechanisms import Gaussian, RandomizedResponse, analytic_gaussian_sigma
 from ldp_audit.stats import clopper_pearson_lower, clopper_pearson_upper, gaussian_tradeoff
 
@@ -128,7 +129,9 @@ def test_ceilings_take_off_ln_1_minus_delta(test, delta):
             0.0, f(n, 0.95, False, test) + math.log1p(-delta)
         )
     assert max_refutable_epsilon(n, 0.95, True, test, 0.9999999) == 0.0
-    assert max_refutable_epsilon(n, 0.95, False, test, 1.0) == 0.0
+    for bad in (1.0, -0.1, "0.5", True):
+        with pytest.raises(InvalidParameterError, match="delta"):
+            max_refutable_epsilon(n, 0.95, False, test, bad)
 
 
 @pytest.mark.parametrize("delta", [0.5, 0.99, 0.9999999])

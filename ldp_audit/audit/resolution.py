@@ -18,6 +18,7 @@ import numpy as np
 from ldp_audit.audit.selection import SHARES
 from ldp_audit.stats import (
     POOLED_MAX_ALPHA,
+    check_delta_range,
     clopper_pearson_lower,
     clopper_pearson_upper,
     log_ratio_bound,
@@ -52,7 +53,7 @@ def _count_ceiling(
         bound = -math.log(-math.expm1(math.log(a) / trials))
     else:
         bound = -math.log(float(clopper_pearson_upper(np.array([float(k)]), float(trials), a)[0]))
-    return max(0.0, bound + math.log1p(-delta)) if delta < 1.0 else 0.0
+    return max(0.0, bound + math.log1p(-check_delta_range(delta)))
 
 
 def max_refutable_epsilon(

@@ -47,6 +47,7 @@ from ldp_audit.config import unique_keys
 from ldp_audit.errors import InvalidParameterError, LdpAuditError, UserCodeError
 from ldp_audit.limits import check_resources
 from ldp_audit.parse import parse_real, real_in
+from ldp_audit.stats import check_delta_range
 from ldp_audit.training.sizes import audit_probe_estimates
 
 BUILTIN = ("laplace", "discrete-laplace", "prs", "bitflip", "rr", "gaussian")
@@ -453,9 +454,10 @@ def run(args: argparse.Namespace) -> int:
         event = (*event[:2], _user_statistic(event[2], "--event", "event"))
     from ldp_audit.audit import audit, default_pairs, exact_epsilon
 
-    claim, delta = getattr(mechanism, "epsilon", None), getattr(mechanism, "delta", 0.0)
+    claim = getattr(mechanism, "epsilon", None)
     if isinstance(claim, (int, float)) and math.isfinite(claim) and not args.force:
-        _refuse_untestable_claim(args, float(claim), float(delta or 0.0))
+        delta = check_delta_range(getattr(mechanism, "delta", None) or 0.0, "mechanism.delta")
+        _refuse_untestable_claim(args, float(claim), delta)
     if (
         pairs is None
         and callable(getattr(mechanism, "privatize", None))  # else the audit says what is amiss
