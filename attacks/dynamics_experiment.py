@@ -15,6 +15,7 @@ import numpy as np
 
 from ldp_audit.attacks.dynamics_shadow import (
     GRAVITIES,
+    LEAF_SAMPLES,
     ShadowGradientAttack,
     Simulator,
     check_candidates,
@@ -272,7 +273,8 @@ def craft_theta(
         ``(theta (d,), info)`` with the probe accuracy of every design in ``info``.
     """
     cands = check_candidates(candidates)
-    n_probe = check_count(n_probe, "n_probe", minimum=4)
+    # the non-private classifier is fit on n_probe // 2 per candidate: >= 2 leaves' worth in all
+    n_probe = check_count(n_probe, "n_probe", minimum=2 * math.ceil(2 * LEAF_SAMPLES / cands.size))
     n_designs = check_count(n_designs, "n_designs")
     rng = check_rng(rng) if rng is not None else np.random.default_rng(seed)
     design_rng, probe_rng = rng.spawn(2)

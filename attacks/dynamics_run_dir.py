@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy.special import logsumexp
 
 from ldp_audit.attacks.dynamics_shadow import (
     GRAVITIES,
     ShadowGradientAttack,
     Simulator,
+    add_by_group,
     check_candidates,
     check_count,
     check_episodes,
@@ -200,11 +200,7 @@ def _predict(
         with one_openmp_thread():
             ll[:] = est.fit(shadow, shadow_g).log_likelihood(tr["report"][rows])
         used = "classifier"
-    g_rows = group_of_row[rows]
-    gids, inv = np.unique(g_rows, return_inverse=True)
-    total = np.zeros((gids.size, cands.size))
-    np.add.at(total, inv, ll)
-    post = np.exp(total - logsumexp(total, axis=1, keepdims=True))
+    gids, inv, total, post = add_by_group(ll, group_of_row[rows])
     return {
         "rows": rows,
         "groups": groups[gids],

@@ -22,7 +22,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ldp_audit.attacks.scoring import one_openmp_thread
 from ldp_audit.errors import InvalidParameterError
-from ldp_audit.validation import check_batch, check_int, check_rng
+from ldp_audit.validation import check_batch, check_choice, check_int, check_rng
 
 #: The paper's candidate gravities (Ono & Takahashi 2020, Sec. 4: psi uniform in {9.7, 9.8, 9.9}).
 GRAVITIES: tuple[float, ...] = (9.7, 9.8, 9.9)
@@ -203,6 +203,8 @@ class ShadowGradientAttack(ClassifierMixin, BaseEstimator):
         Xr = np.repeat(X, n_noise, axis=0)
         yr = np.repeat(np.searchsorted(classes, y), n_noise)  # class indices (sklearn labels)
         Xp = privatize(self.mechanism, Xr, rng)
+        if self.classifier is None:
+            _check_shadows(Xp, classes.size, self.mechanism)
         clf = (
             clone(self.classifier)
             if self.classifier is not None
@@ -283,11 +285,43 @@ class ShadowGradientAttack(ClassifierMixin, BaseEstimator):
             raise InvalidParameterError(
                 f"groups must have {ll.shape[0]} entries, got {groups.size}"
             )
-        ids, inv = np.unique(groups, return_inverse=True)
-        total = np.zeros((ids.size, ll.shape[1]))
-        np.add.at(total, inv, ll)
-        post = np.exp(total - logsumexp(total, axis=1, keepdims=True))
+        ids, _, total, post = add_by_group(ll, groups)
         return ids, self.classes_[np.argmax(total, axis=1)], post
+
+
+def add_by_group(
+    ll: np.ndarray, groups: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per group, the sum of its rows' log-likelihoods ``ll`` (reports independent given the
+    value) and the posterior (uniform prior): ``(group ids, row -> group, totals, posterior)``."""
+    ids, inv = np.unique(groups, return_inverse=True)
+    total = np.zeros((ids.size, ll.shape[1]))
+    np.add.at(total, inv, ll)
+    return ids, inv, total, np.exp(total - logsumexp(total, axis=1, keepdims=True))
+
+
+#: the non-private baseline's gradient boosting puts at least this many samples in a leaf.
+LEAF_SAMPLES = 20
+
+
+def _check_shadows(Xp: np.ndarray, k: int, mechanism: Any) -> None:
+    """Refuse shadows the default classifier cannot learn from, instead of a silent chance
+    result (a flat posterior, AUC 0.5) or sklearn's raw ValueError."""
+    if np.all(Xp == Xp[:1]):
+        raise InvalidParameterError(
+            f"all {Xp.shape[0]} shadow gradients are identical (every feature constant, e.g. "
+            "zero gradients at theta = 0): they carry no information about the candidates, so "
+            "any attack is at chance; attack reports computed at trained parameters"
+        )
+    if mechanism_epsilon(mechanism) == math.inf and Xp.shape[0] < 2 * LEAF_SAMPLES:
+        raise InvalidParameterError(
+            f"{Xp.shape[0]} shadow gradients for {k} candidates: the non-private classifier "
+            f"(gradient boosting, >= {LEAF_SAMPLES} samples a leaf) cannot split fewer than "
+            f"{2 * LEAF_SAMPLES}, so every posterior would be flat (chance: the attack would "
+            "prove nothing); raise "
+            "the shadow count (n_shadow, --shadow; with --run-dir, each distinct theta attacked "
+            f"gets that many) until each candidate has >= {math.ceil(2 * LEAF_SAMPLES / k)}"
+        )
 
 
 def _default_classifier(mechanism: Any) -> Any:
@@ -301,12 +335,14 @@ def _default_classifier(mechanism: Any) -> Any:
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
-    if mechanism is None or mechanism_epsilon(mechanism) == math.inf:
+    if mechanism_epsilon(mechanism) == math.inf:  # None too
         from sklearn.ensemble import HistGradientBoostingClassifier
 
         return make_pipeline(
             VarianceThreshold(),
-            HistGradientBoostingClassifier(max_iter=100, random_state=0),
+            HistGradientBoostingClassifier(
+                max_iter=100, min_samples_leaf=LEAF_SAMPLES, random_state=0
+            ),
         )
     from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
 
@@ -324,11 +360,7 @@ def _default_classifier(mechanism: Any) -> Any:
 
 def check_method(method: Any) -> str:
     """``method`` of :class:`ShadowGradientAttack` (and of the run-directory attacks)."""
-    if method not in ("auto", "likelihood", "classifier"):
-        raise InvalidParameterError(
-            f"method must be 'auto', 'likelihood' or 'classifier', got {method!r}"
-        )
-    return method
+    return check_choice(method, "method", ("auto", "likelihood", "classifier"))
 
 
 def check_candidates(candidates: Sequence[float]) -> np.ndarray:

@@ -338,6 +338,9 @@ class Command:
         set_option: train only: ``--set KEY=VALUE`` (JSON) reaching every config field.
         flat_json: train only: ``--json`` puts the metrics at the top level of the document
             (the shipped systems' layout) instead of under ``"metrics"``.
+        resume: train only: the trainer can continue an interrupted run (``run_mode="resume"``);
+            False: no ``--resume`` option, and the refusal of an existing ``--out`` does not
+            suggest it.
     """
 
     help: str = ""
@@ -352,6 +355,7 @@ class Command:
     show: str | None = None
     set_option: bool = True
     flat_json: bool = False
+    resume: bool = True
 
 
 @dataclass(frozen=True)

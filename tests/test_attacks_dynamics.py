@@ -268,3 +268,39 @@ def test_craft_theta_picks_the_most_revealing_design() -> None:
     # gravity separation 10 sd: the chosen design's probe accuracy is ~1 (> 0.9 fails only if
     # more than 9 of 90 test episodes are misclassified, probability < 1e-6)
     assert info["probe_accuracy"]["extra0"] > 0.9
+
+
+@pytest.mark.parametrize("per_class", [1, 13])
+def test_too_few_non_private_shadows_are_refused_naming_the_option(per_class) -> None:
+    """The non-private classifier (gradient boosting, leaves of >= 20) cannot split fewer than
+    40 shadows: before, every posterior was silently flat (1/3 each, AUC 0.5); now refused
+    naming --shadow and the minimum per candidate (ceil(40 / 3) = 14). 14 per class is fit,
+    and its posterior on this separable world is no longer flat."""
+    X = np.repeat(np.arange(3.0), per_class)[:, None] + 0.01 * np.arange(3 * per_class)[:, None]
+    y = CANDS[np.repeat(np.arange(3), per_class)]
+    with pytest.raises(InvalidParameterError, match=r"--shadow.*>= 14"):
+        D.ShadowGradientAttack(None).fit(X, y)
+    X14 = np.repeat(np.arange(3.0), 14)[:, None] + 0.01 * np.arange(42)[:, None]
+    est = D.ShadowGradientAttack(None).fit(X14, CANDS[np.repeat(np.arange(3), 14)])
+    assert np.ptp(est.predict_proba(np.array([[0.0], [2.0]])), axis=1).min() > 0.1
+
+
+@pytest.mark.parametrize("mechanism", [None, NoPrivacy()])
+def test_identical_shadows_are_a_clear_error(mechanism) -> None:
+    """All-zero shadow gradients (theta = 0) carry no information: a clear error saying so
+    (before: sklearn's raw 'No feature in X meets the variance threshold' ValueError)."""
+    y = CANDS[np.repeat(np.arange(3), 20)]
+    with pytest.raises(InvalidParameterError, match="identical.*no information"):
+        D.ShadowGradientAttack(mechanism, method="classifier").fit(np.zeros((60, 5)), y)
+
+
+def test_cli_run_dir_attack_refuses_too_few_shadows(tmp_path, capsys) -> None:
+    """A 20-submission non-private PGC-A3C run (9 distinct thetas): --shadow 1 gives 9 shadows
+    per candidate, 27 in all: exit 2 naming --shadow (before: exit 0, accuracy at chance)."""
+    from ldp_audit.cli import main
+
+    run = str(tmp_path / "run")
+    argv = ["train", "pgc-a3c", "--mechanism", "none", "--max-submissions", "20"]
+    assert main([*argv, "--no-progress", "--out", run]) == 0
+    assert main(["attack", "dynamics", "--run-dir", run, "--shadow", "1"]) == 2
+    assert "--shadow" in capsys.readouterr().err

@@ -18,6 +18,7 @@ from ldp_audit.audit import (
     one_count_epsilon,
     tightness_ceiling,
 )
+from ldp_audit.errors import InvalidParameterError
 from ldp_audit.mechanisms import Gaussian, RandomizedResponse, analytic_gaussian_sigma
 from ldp_audit.stats import clopper_pearson_lower, clopper_pearson_upper, gaussian_tradeoff
 
@@ -101,3 +102,85 @@ def test_cli_prints_the_ceiling_next_to_the_resolution(capsys):
     lines = text.splitlines()
     i = next(i for i, t in enumerate(lines) if t.startswith("resolution:"))
     assert lines[i + 1].startswith("tightness ceiling: ")
+
+
+class _RRClaimingDelta:
+    """Randomised response at ``epsilon`` that claims ``(epsilon, delta)``."""
+
+    def __init__(self, epsilon: float, delta: float) -> None:
+        self.epsilon, self.delta = epsilon, delta
+        self._rr = RandomizedResponse(epsilon=epsilon)
+
+    def privatize(self, x, rng):
+        return self._rr.privatize(x, rng)
+
+    def candidate_pairs(self, dim):
+        return self._rr.candidate_pairs(dim)
+
+
+@pytest.mark.parametrize("test", [None, "clopper-pearson", "poisson"])
+@pytest.mark.parametrize("delta", [0.5, 0.99, 0.9999999])
+def test_ceilings_take_off_ln_1_minus_delta(test, delta):
+    """An event's bound is ln((p1 - delta) / p2) with p1 <= 1: every ceiling falls by
+    ln(1 - delta), floored at 0 (at 0.9999999 and 10^5 samples nothing is left)."""
+    n = estimation_samples(100_000)
+    for f in (max_refutable_epsilon, one_count_epsilon):
+        assert f(n, 0.95, False, test, delta) == max(
+            0.0, f(n, 0.95, False, test) + math.log1p(-delta)
+        )
+    assert max_refutable_epsilon(n, 0.95, True, test, 0.9999999) == 0.0
+    for bad in (1.0, -0.1, "0.5", True):
+        with pytest.raises(InvalidParameterError, match="delta"):
+            max_refutable_epsilon(n, 0.95, False, test, bad)
+
+
+@pytest.mark.parametrize("delta", [0.5, 0.99, 0.9999999])
+def test_poisson_delta_ceiling_is_above_the_augmented_bound(delta):
+    """The augmented Poisson test (n delta / e^eps artificial counts) at the best counts
+    (N, 0) never exceeds the delta ceiling (5 seeds of the arrivals; deterministic)."""
+    from ldp_audit.stats import epsilon_lower_bound_from_poisson_counts_delta as bound
+
+    n, top = 100_000, max_refutable_epsilon(100_000, 0.95, False, "poisson", delta)
+    for seed in range(5):
+        rng = np.random.default_rng(seed)
+        arr = rng.uniform(size=rng.poisson(n * delta))
+        assert bound(n, 0, 0.05, delta_count=n * delta, arrivals=arr) <= top
+
+
+@pytest.mark.parametrize(
+    ("eps", "delta", "ceiling"),
+    [(8.0, 0.5, 7.973311), (6.0, 0.99, 4.061288), (1.0, 0.9999999, 0.0)],
+)
+def test_claim_beyond_the_delta_ceiling_is_inconclusive(eps, delta, ceiling):
+    """Each claim is below the delta-free ceiling 8.666 at 2 x 10^4 samples (before the fix:
+    a plain "no violation") and at or above the one at its delta: inconclusive, saying why."""
+    r = audit(_RRClaimingDelta(eps, delta), samples=20_000, rng=0, float_bits=False)
+    assert r.max_refutable_epsilon == pytest.approx(ceiling, abs=1e-6) and eps >= ceiling
+    assert r.resolution_probability == pytest.approx(math.exp(-8.666459), rel=1e-6)
+    assert r.tightness_ceiling <= r.max_refutable_epsilon
+    assert not r.violation and r.inconclusive
+    assert r.distribution.consequence.startswith("INCONCLUSIVE")
+    assert f"at delta {delta:.10g}" in r.distribution.consequence
+    assert any(w.startswith("inconclusive: ") for w in r.warnings)
+    s = audit(_RRClaimingDelta(eps, delta), samples=20_000, rng=0, sequential=True)
+    assert s.sequential.stopped == "cannot refute" and s.inconclusive
+    assert any(f"at delta {delta:.10g}" in w and "any stage" in w for w in s.warnings)
+
+
+def test_sequential_plan_stage_ceilings_use_delta():
+    from ldp_audit.audit import sequential_plan
+
+    assert len(sequential_plan(10**6, 1.0, 0.95)) > 1
+    assert sequential_plan(10**6, 1.0, 0.95, delta=0.9999999) == [(10**6, pytest.approx(0.05))]
+
+
+@pytest.mark.parametrize(("eps", "delta"), [("9.8", "0.5"), ("1", "0.9999999")])
+def test_cli_refuses_a_claim_beyond_the_delta_ceiling(eps, delta, capsys):
+    """Gaussian at --samples 10^5: the delta-free ceiling is 10.28 (both claims were run
+    before); at --delta 0.5 it is 9.58, at 0.9999999 it is 0: refused, naming --delta."""
+    from tests.test_audit_cli import run_cli
+
+    argv = ["audit", "--mechanism", "gaussian", "--epsilon", eps, "--delta", delta]
+    assert run_cli([*argv, "--samples", "100000"]) == 2
+    err = capsys.readouterr().err
+    assert f"--delta = {delta}" in err and "cannot be refuted" in err and "--force" in err

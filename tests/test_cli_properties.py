@@ -512,3 +512,29 @@ def test_demo_json_and_exit_code_follow_the_verdict(
     assert report["audits"]["results"][0]["leak"] == "float-representation"
     # rerunning into the same folder is refused; --overwrite replaces it whole
     assert_input_error(["demo", "--out", str(out), "--no-progress"], capsys, "--out")
+
+
+# the shipped systems whose trainer cannot continue an interrupted run (it refuses "resume")
+_NO_RESUME = {"fedrl", "opacus"}
+
+
+@pytest.mark.parametrize("name", ["pgc-a3c", "dprl", "fedrl", "frd", "opacus"])
+def test_train_offers_resume_only_where_the_system_can_resume(name, tmp_path, capsys):
+    """``train NAME --help`` lists --resume exactly when the system's train command declares
+    it (``Command.resume``), and the refusal of a non-empty --out suggests it only then."""
+    from ldp_audit import systems
+
+    can = systems.get(name).train_command.resume
+    assert can == (name not in _NO_RESUME)
+    code, out, _ = run_cli(["train", name, "--help"], capsys)
+    assert code == 0 and ("--resume" in out) == can and "--overwrite" in out
+    (tmp_path / "junk").write_text("x")
+    argv = ["train", name, "--out", str(tmp_path), "--no-progress"]
+    argv += {
+        "pgc-a3c": ["--mechanism", "laplace", "--epsilon", "1"],
+        "dprl": ["--algo", "dqn", "--privacy", "none"],
+    }.get(name, [])
+    line = assert_input_error(argv, capsys, "already exists", "--overwrite")
+    assert ("--resume" in line) == can
+    if not can:
+        assert_input_error([*argv, "--resume"], capsys, "unrecognized arguments: --resume")

@@ -445,7 +445,9 @@ def test_user_env_through_env_module(tmp_path, monkeypatch, capsys) -> None:
     monkeypatch.delitem(sys.modules, "my_test_envs")  # as in a fresh attacker's process
     assert main(["attack", "dynamics", "--run-dir", str(run), "--shadow", "4"]) == 2
     assert "--env-module my_test_envs" in capsys.readouterr().err
-    assert main(["attack", "dynamics", "--run-dir", str(run), "--shadow", "4",
+    # 3 thetas x 7 shadows x 2 candidates >= 40: the non-private classifier can split (4 gave
+    # 24 shadows: a flat posterior, now refused)
+    assert main(["attack", "dynamics", "--run-dir", str(run), "--shadow", "7",
                  "--env-module", "my_test_envs", "--json"]) == 0  # fmt: skip
     assert json.loads(capsys.readouterr().out)["n"] == 12
 

@@ -311,6 +311,7 @@ FEDRL = SystemSpec(
         out="runs/fedrl",
         sizes="ldp_audit.training.sizes:fedrl_estimates",
         show="ldp_audit.training.fedrl.runs:summary_lines",
+        resume=False,  # a run is short (training.fedrl.runs.train_run refuses "resume")
     ),
     reproduce_command=Command(
         help="FedRL Table 1, Figure 4 (history length) and the attack sweep",

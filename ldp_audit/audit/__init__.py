@@ -67,7 +67,7 @@ bounds slightly).
 
 **Resolution.** Every result states the smallest event probability under the second input that
 its estimation sample could tell from 0 (``resolution_probability``, ``1 - a^(1/N)``) and the
-largest epsilon it could refute (``max_refutable_epsilon = ln(1 / resolution_probability)``): a
+largest epsilon it could refute (``ln((1 - delta) / resolution_probability)``, floored at 0): a
 mechanism that hides its leak in rarer events ("curator" attacks) is not seen at this size.
 A claim at or above :func:`one_count_epsilon` (only an event never seen under x2 could refute
 it) that is not refuted gives an ``inconclusive`` result, said in its verdicts and warnings;

@@ -29,7 +29,11 @@ from ldp_audit.audit.delta import _delta_lower_bound
 from ldp_audit.audit.estimation import Counts, estimate_audit, profile_lowers, verdict_bounds
 from ldp_audit.audit.mechanism import claimed_profile, mechanism_label
 from ldp_audit.audit.plan import Options, Plan, as_pair_list, check_arguments
-from ldp_audit.audit.resolution import one_count_epsilon, tightness_ceiling
+from ldp_audit.audit.resolution import (
+    max_refutable_epsilon,
+    one_count_epsilon,
+    tightness_ceiling,
+)
 from ldp_audit.audit.results import (
     AuditResult,
     PrivacyProfile,
@@ -277,6 +281,7 @@ def _conclude(
         curve=claimed_gaussian_curve(mechanism, claimed, delta),
         event=o.event is not None,
     )
+    ceil = (plan.pool, o.ratio_test if o.event else None)  # what the ceilings depend on
     result = AuditResult(
         epsilon_lower_bound=top.epsilon_lower_bound,
         claimed_epsilon=claimed,
@@ -300,12 +305,10 @@ def _conclude(
         delta_lower_bound=delta_lb,
         delta_confidence=delta_conf,
         delta_in_verdict=delta_joint,
-        resolution_probability=math.exp(-plan.top_bound),
+        resolution_probability=math.exp(-max_refutable_epsilon(plan.n_est, o.confidence, *ceil)),
         max_refutable_epsilon=plan.top_bound,
         statistics=tuple(nm for _, nm in o.stat_fns),
-        inconclusive_epsilon=one_count_epsilon(
-            plan.n_est, o.confidence, plan.pool, o.ratio_test if o.event else None
-        ),
+        inconclusive_epsilon=one_count_epsilon(plan.n_est, o.confidence, *ceil, delta),
         tightness_ceiling=ceiling,
     )
     return with_inconclusive_texts(result)

@@ -23,7 +23,7 @@ from ldp_audit.audit.mechanism import (
     user_attr,
 )
 from ldp_audit.audit.resolution import estimation_samples, max_refutable_epsilon
-from ldp_audit.audit.results import short_values
+from ldp_audit.audit.results import at_delta, short_values
 from ldp_audit.audit.selection import PROFILE_DELTAS, SHARES
 from ldp_audit.audit.statistics import EventIndicator, ScoreStatistic, statistic_list
 from ldp_audit.errors import InvalidParameterError
@@ -239,13 +239,14 @@ class Plan:
         profile_deltas = tuple(sorted({*PROFILE_DELTAS, o.delta})) if o.want_profile else ()
         warn: list[str] = []
         top_bound = max_refutable_epsilon(
-            n_est, o.confidence, pool, o.ratio_test if o.event else None
+            n_est, o.confidence, pool, o.ratio_test if o.event else None, o.delta
         )
         if o.claimed >= top_bound:
             warn.append(
-                f"a claim of epsilon {o.claimed:.6g} cannot be refuted with {n_est} estimation "
-                f"samples per input: no bound can exceed {top_bound:.3g} here, so 'no violation' "
-                "is vacuous; refuting it needs more than e^epsilon samples per input"
+                f"a claim of epsilon {o.claimed:.6g}{at_delta(o.delta)} cannot be refuted with "
+                f"{n_est} estimation samples per input: no bound can exceed {top_bound:.3g} "
+                "here, so 'no violation' is vacuous; refuting it needs more than e^epsilon "
+                "samples per input"
             )
         reproducible = check_bool(
             user_attr(mechanism, "reproducible", True), "mechanism.reproducible"

@@ -18,35 +18,50 @@ import numpy as np
 from ldp_audit.audit.selection import SHARES
 from ldp_audit.stats import (
     POOLED_MAX_ALPHA,
+    check_delta_range,
     clopper_pearson_lower,
     clopper_pearson_upper,
     log_ratio_bound,
     poisson_log_ratio_lower,
 )
 
-__all__ = ["estimation_samples", "max_refutable_epsilon", "one_count_epsilon", "tightness_ceiling"]
+__all__ = [
+    "estimation_samples",
+    "max_refutable_epsilon",
+    "one_count_epsilon",
+    "tightness_ceiling",
+]
 
 #: per input, at most this many outputs are used for selection (their statistic values are
 #: held in memory); the rest of ``samples`` estimates, streamed in chunks (memory bounded).
 _MAX_SELECTION = 2_000_000
 
 
-def _count_ceiling(k: int, n_est: int, confidence: float, pool: bool, test: str | None) -> float:
+def _count_ceiling(
+    k: int, n_est: int, confidence: float, pool: bool, test: str | None, delta: float
+) -> float:
     """The bound at counts (N, k) (every numerator output in the event, ``k`` denominator ones)
     at the largest error level an audit spends on one event's denominator: the search's share
     0.9 of ``1 - confidence`` (its split is chosen among ``SHARES``), a pre-registered event's
-    even split (``search.fixed_event``), or all of it in the event's joint Poisson test."""
+    even split (``search.fixed_event``), or all of it in the event's joint Poisson test; at a
+    claimed ``delta`` the numerator is at most ``1 - delta`` (floored at 0: no bound is < 0)."""
     a = {None: 1.0 - min(SHARES), "poisson": 1.0}.get(test, 0.5) * (1.0 - confidence)
     trials = max(int(n_est), k + 1) * (2 if pool and a < POOLED_MAX_ALPHA else 1)
     if test == "poisson":
-        return float(poisson_log_ratio_lower(trials, k, a))
-    if k == 0:  # p1_lower <= 1; the Clopper-Pearson upper bound of 0 hits in closed form
-        return -math.log(-math.expm1(math.log(a) / trials))
-    return -math.log(float(clopper_pearson_upper(np.array([float(k)]), float(trials), a)[0]))
+        bound = float(poisson_log_ratio_lower(trials, k, a))
+    elif k == 0:  # p1_lower <= 1; the Clopper-Pearson upper bound of 0 hits in closed form
+        bound = -math.log(-math.expm1(math.log(a) / trials))
+    else:
+        bound = -math.log(float(clopper_pearson_upper(np.array([float(k)]), float(trials), a)[0]))
+    return max(0.0, bound + math.log1p(-check_delta_range(delta)))
 
 
 def max_refutable_epsilon(
-    n_est: int, confidence: float = 0.95, pool: bool = False, event_test: str | None = None
+    n_est: int,
+    confidence: float = 0.95,
+    pool: bool = False,
+    event_test: str | None = None,
+    delta: float = 0.0,
 ) -> float:
     """The largest bound :func:`audit` can give with ``n_est`` estimation samples per input.
 
@@ -58,9 +73,13 @@ def max_refutable_epsilon(
     (``a < 1/4``), else ``n_est``. ``event_test``: the ``ratio_test`` of a pre-registered event
     (``audit(event=)``, ``n_est = samples``; None: the search): ``"clopper-pearson"`` spends
     ``a = (1 - confidence) / 2`` on the denominator, ``"poisson"`` the whole ``1 - confidence``
-    in the joint test (the ceiling is its bound at counts (N, 0)).
+    in the joint test (the ceiling is its bound at counts (N, 0)). ``delta``: the claimed
+    delta; the ceiling is then ``ln((1 - delta) / p2_upper)`` (floored at 0), so a delta near 1
+    leaves nothing to refute (at delta 0.9999999 and 10^5 samples, every epsilon). With the
+    Poisson test and delta > 0 (``n delta / e^eps`` artificial denominator counts, at their
+    mean) the same ``ln(1 - delta)`` is taken off.
     """
-    return _count_ceiling(0, n_est, confidence, pool, event_test)
+    return _count_ceiling(0, n_est, confidence, pool, event_test, delta)
 
 
 def estimation_samples(samples: int, selection_fraction: float = 0.1) -> int:
@@ -70,7 +89,11 @@ def estimation_samples(samples: int, selection_fraction: float = 0.1) -> int:
 
 
 def one_count_epsilon(
-    n_est: int, confidence: float = 0.95, pool: bool = False, event_test: str | None = None
+    n_est: int,
+    confidence: float = 0.95,
+    pool: bool = False,
+    event_test: str | None = None,
+    delta: float = 0.0,
 ) -> float:
     """The largest bound :func:`audit` can give from an event seen once under the second input.
 
@@ -79,9 +102,9 @@ def one_count_epsilon(
     at the largest error share ``a = 0.9 (1 - confidence)``. A claim at or above it can be
     refuted at this sample size only by an event *never* seen under M(x2): the audit can then
     tell "never" from "rarely" and no more, so a result that finds no violation there is
-    inconclusive (:attr:`AuditResult.inconclusive`). ``event_test``: as there.
+    inconclusive (:attr:`AuditResult.inconclusive`). ``event_test``, ``delta``: as there.
     """
-    return _count_ceiling(1, n_est, confidence, pool, event_test)
+    return _count_ceiling(1, n_est, confidence, pool, event_test, delta)
 
 
 def tightness_ceiling(

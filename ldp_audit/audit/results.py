@@ -296,8 +296,9 @@ class AuditResult:
             (``N`` estimation samples, ``a`` the largest error share one event's count gets),
             so a leak confined to events rarer than this under x2 reads as a ratio of at most
             ``1 / p``.
-        max_refutable_epsilon: ``ln(1 / resolution_probability)``, the largest epsilon this
-            sample size could refute (see :func:`max_refutable_epsilon`).
+        max_refutable_epsilon: ``ln((1 - delta) / resolution_probability)`` (floored at 0),
+            the largest epsilon this sample size could refute at the claimed delta (see
+            :func:`max_refutable_epsilon`).
         statistics: the names of the user's / the mechanism's statistics that were searched.
         sequential: the stages of a sequential audit (None for a fixed-sample one).
         inconclusive_epsilon: the largest bound an event seen *once* under the second input
@@ -587,6 +588,11 @@ def consequences(dist: Verdict, impl: Verdict | None) -> tuple[str, str | None]:
     return d_text, i_text
 
 
+def at_delta(delta: float) -> str:
+    """The words that name a claimed delta > 0 as the reason a ceiling is low ("" at 0)."""
+    return f" at delta {delta:.10g} (a bound is ln((p1 - delta) / p2), p1 <= 1)" if delta else ""
+
+
 #: how the inconclusive warning begins (so that it is added once, and replaced on a re-mark).
 _INCONCLUSIVE_WARNING = "inconclusive: "
 
@@ -605,6 +611,7 @@ def with_inconclusive_texts(r: AuditResult) -> AuditResult:
         )
         why = (
             f"no bound can exceed {r.max_refutable_epsilon:.4g} at this sample size"
+            f"{at_delta(r.delta)}"
             if vacuous
             else (
                 f"only an event never seen under the second input could refute it (one "

@@ -12,7 +12,7 @@ import numpy as np
 
 from ldp_audit.audit.mechanism import check_mechanism
 from ldp_audit.audit.resolution import estimation_samples, max_refutable_epsilon
-from ldp_audit.audit.results import AuditResult, SequentialInfo, with_inconclusive_texts
+from ldp_audit.audit.results import AuditResult, SequentialInfo, at_delta, with_inconclusive_texts
 from ldp_audit.validation import check_int
 
 __all__ = ["sequential_alpha", "sequential_plan", "sequential_schedule"]
@@ -61,10 +61,12 @@ def sequential_plan(
     confidence: float = 0.95,
     selection_fraction: float = 0.1,
     pool: bool = False,
+    delta: float = 0.0,
 ) -> list[tuple[int, float]]:
     """The stages of a sequential audit of a claim ``claimed``: ``(samples per input, error
     level)`` per stage, fixed before any sample is drawn (from the budget, the claim and the
-    level only, so any stopping rule stays valid).
+    level only, so any stopping rule stays valid); ``delta``: the claimed delta, which lowers
+    every stage's ceiling (:func:`max_refutable_epsilon`).
 
     Start from :func:`sequential_schedule` with the levels ``alpha 6 / (pi^2 k^2)`` (the last
     stage gets the rest of alpha, so the levels sum to alpha). A stage whose ceiling
@@ -82,7 +84,7 @@ def sequential_plan(
 
     def can_refute(n: int, level: float) -> bool:
         n_est = estimation_samples(n, selection_fraction)
-        return claimed < max_refutable_epsilon(n_est, 1.0 - level, pool)
+        return claimed < max_refutable_epsilon(n_est, 1.0 - level, pool, None, delta)
 
     while len(sizes) > 1:
         levels = _stage_levels(alpha, len(sizes))
@@ -129,12 +131,13 @@ def audit_sequential(
     ``stage`` is the fixed-sample audit each stage runs (:func:`ldp_audit.audit.audit`, passed
     in by it, so this module does not import the one that imports it).
     """
-    claimed, _ = check_mechanism(mechanism)
+    claimed, delta = check_mechanism(mechanism)
     pool = bool(kwargs.get("pool"))
     frac = kwargs["selection_fraction"]
-    plan = sequential_plan(samples, claimed, confidence, frac, pool)
+    plan = sequential_plan(samples, claimed, confidence, frac, pool, delta)
     n_full = estimation_samples(plan[-1][0], frac)
-    vacuous = len(plan) == 1 and claimed >= max_refutable_epsilon(n_full, confidence, pool)
+    ceiling = max_refutable_epsilon(n_full, confidence, pool, None, delta)
+    vacuous = len(plan) == 1 and claimed >= ceiling
     if vacuous:
         # nothing in the budget can refute the claim: one cheap stage, for its bound only
         plan = [(sequential_schedule(samples)[0], 1.0 - confidence)]
@@ -167,11 +170,10 @@ def audit_sequential(
     last = results[-1]
     warn = list(r.warnings)
     if vacuous and not r.violation:
-        ceiling = max_refutable_epsilon(n_full, confidence, pool)
         warn.append(
-            f"a claim of epsilon {claimed:.6g} cannot be refuted by any stage of a budget of "
-            f"{samples} samples per input (even all of it in one audit has the ceiling "
-            f"{ceiling:.4g}): the sequential audit stopped after one stage of "
+            f"a claim of epsilon {claimed:.6g}{at_delta(delta)} cannot be refuted by any stage "
+            f"of a budget of {samples} samples per input (even all of it in one audit has the "
+            f"ceiling {ceiling:.4g}): the sequential audit stopped after one stage of "
             f"{plan[0][0]} samples; its 'no violation' is vacuous: a larger budget is needed"
         )
     out = replace(

@@ -47,6 +47,7 @@ from ldp_audit.config import unique_keys
 from ldp_audit.errors import InvalidParameterError, LdpAuditError, UserCodeError
 from ldp_audit.limits import check_resources
 from ldp_audit.parse import parse_real, real_in
+from ldp_audit.stats import check_delta_range
 from ldp_audit.training.sizes import audit_probe_estimates
 
 BUILTIN = ("laplace", "discrete-laplace", "prs", "bitflip", "rr", "gaussian")
@@ -455,7 +456,8 @@ def run(args: argparse.Namespace) -> int:
 
     claim = getattr(mechanism, "epsilon", None)
     if isinstance(claim, (int, float)) and math.isfinite(claim) and not args.force:
-        _refuse_untestable_claim(args, float(claim))
+        delta = check_delta_range(getattr(mechanism, "delta", None) or 0.0, "mechanism.delta")
+        _refuse_untestable_claim(args, float(claim), delta)
     if (
         pairs is None
         and callable(getattr(mechanism, "privatize", None))  # else the audit says what is amiss
@@ -493,24 +495,30 @@ def run(args: argparse.Namespace) -> int:
     return 1 if result.violation else 0
 
 
-def _refuse_untestable_claim(args: argparse.Namespace, claim: float) -> None:
-    """Refuse (exit 2) a claim no bound of this audit could exceed: the fixed-sample ceiling.
+def _refuse_untestable_claim(args: argparse.Namespace, claim: float, delta: float) -> None:
+    """Refuse (exit 2) a claim no bound of this audit could exceed: the fixed-sample ceiling
+    at the claim's ``delta`` (an event's bound is ``ln((p1 - delta) / p2)``, ``p1 <= 1``).
     With ``--sequential`` no stage could refute it exactly then: ``sequential_plan`` merges away
     the stages that could not, down to one stage with the whole budget at the full level."""
     from ldp_audit.audit import estimation_samples, max_refutable_epsilon
 
     test = args.ratio_test if args.event else None  # an event: every sample estimates
     n_est = args.samples if test else estimation_samples(args.samples)
-    ceiling = max_refutable_epsilon(n_est, args.confidence, args.pool, test)
+    ceiling = max_refutable_epsilon(n_est, args.confidence, args.pool, test, delta)
     where = f"--samples {args.samples} ({n_est} estimation samples per input)"
     if args.sequential:
         where = f"any stage of the --sequential budget {args.samples}"
     if claim >= ceiling:
         which = "--epsilon" if hasattr(args, "epsilon") else "the mechanism's epsilon"
+        which += f" = {claim:g}"
+        if delta:
+            which += f" at {'--delta' if hasattr(args, 'delta') else 'its delta'} = {delta:.10g}"
+            where += " (a bound is ln((p1 - delta) / p2), p1 <= 1)"
         raise InvalidParameterError(
-            f"{which} = {claim:g} cannot be refuted with {where}: no bound can exceed "
+            f"{which} cannot be refuted with {where}: no bound can exceed "
             f"{ceiling:.3g}, so the audit would be vacuous; refuting it needs more than "
-            "e^epsilon samples per input (pass --force to run it anyway)"
+            f"e^epsilon{' / (1 - delta)' if delta else ''} samples per input (pass --force to "
+            "run it anyway)"
         )
 
 

@@ -105,14 +105,16 @@ def check_creatable(path: str | Path, name: str) -> None:
 # ----------------------------------------------------------------------------------------------
 
 
-def add_run_mode_arguments(p: argparse.ArgumentParser) -> None:
-    """``--overwrite`` / ``--resume`` (mutually exclusive) for a command writing a run."""
-    add_flags(
-        p.add_mutually_exclusive_group(),
-        overwrite="replace an earlier run at --out (never merged with it)",
-        resume="continue an interrupted run at --out: same config and seed (checked), same "
-        "ledger (its charges keep counting)",
-    )
+def add_run_mode_arguments(p: argparse.ArgumentParser, resume: bool = True) -> None:
+    """``--overwrite`` / ``--resume`` (mutually exclusive; ``--resume`` only where the trainer
+    can continue a run) for a command writing a run."""
+    flags = {"overwrite": "replace an earlier run at --out (never merged with it)"}
+    if resume:
+        flags["resume"] = (
+            "continue an interrupted run at --out: same config and seed (checked), same ledger "
+            "(its charges keep counting)"
+        )
+    add_flags(p.add_mutually_exclusive_group(), **flags)
 
 
 def run_mode(args: argparse.Namespace) -> str:
@@ -142,8 +144,9 @@ def check_not_inside_run(path: str | Path, name: str, *, allow: str | Path | Non
             )
 
 
-def check_out_for_mode(out: str | None, mode: str) -> None:
-    """Check a run's output folder before any work (raises RunDirectoryError)."""
+def check_out_for_mode(out: str | None, mode: str, can_resume: bool = True) -> None:
+    """Check a run's output folder before any work (raises RunDirectoryError); ``can_resume``:
+    whether the refusal of an existing folder may suggest ``--resume``."""
     if out is None:
         if mode != "new":
             raise InvalidParameterError(f"--{mode} needs --out RUN_DIR")
@@ -153,7 +156,7 @@ def check_out_for_mode(out: str | None, mode: str) -> None:
             raise RunDirectoryError(f"--resume: {out!r} is not a run directory (no config.json)")
         return
     check_not_inside_run(out, "--out")
-    check_new_dir(out, name="--out", overwrite=(mode == "overwrite"))  # its parent probed
+    check_new_dir(out, name="--out", overwrite=(mode == "overwrite"), can_resume=can_resume)
 
 
 def check_workers(workers: int) -> int:

@@ -18,7 +18,7 @@ from ldp_audit.errors import InvalidParameterError
 from ldp_audit.opacus.attach import CanaryAudit
 from ldp_audit.opacus.canaries import ALGORITHM, CANARY_KINDS, NOISE_SKETCH
 from ldp_audit.rundir import RunDir
-from ldp_audit.systems import SystemSpec
+from ldp_audit.systems import Command, SystemSpec
 from ldp_audit.validation import check_int, check_real_in
 
 __all__ = [
@@ -243,4 +243,5 @@ OPACUS = SystemSpec(
     attacks={"membership": "ldp_audit.opacus.scoring:membership"},
     report_sections="ldp_audit.opacus.scoring:report_sections",
     tiny_config={"canaries": 20, "example": {"epochs": 1, "batch_size": 256, "hidden": 4}},
+    train_command=Command(resume=False),  # train_digits writes new runs only
 )
