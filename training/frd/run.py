@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.report.plugin import section
 from ldp_audit.rundir import RunDir, RunWriter
 from ldp_audit.rundir.files import fmt_number
 from ldp_audit.training.frd.config import ALGORITHM, FrdConfig
@@ -212,42 +213,27 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict
         "is bounded only by 1. The LDP variant's accuracy is capped by "
         "e^{T eps}/(e^{T eps}+k-1) with T uploads per agent.",
     ]
-    return [
-        {
-            "id": "frd",
-            "title": "FRD / FedAvg: mission time, leak, LDP variant",
-            "paragraphs": paragraphs,
-            "tables": [
-                {
-                    "caption": "Episodes to mission (median over groups; inf = not reached)",
-                    "header": ["run", "agents", "groups", "median", "reached", "threshold"],
-                    "rows": mission_rows,
-                },
-                {
-                    "caption": "Privacy spent per agent (accountant, basic composition)",
-                    "header": ["run", "epsilon per agent (max)", "uploads per agent"],
-                    "rows": privacy_rows,
-                },
-                {
-                    "caption": "Dynamics inference (of each agent's private CartPole "
-                    "constant, gravity unless the run declares another) on what each agent "
-                    "uploaded",
-                    "header": [
-                        "run",
-                        "n",
-                        "accuracy",
-                        "95% CI",
-                        "chance",
-                        "ceiling",
-                        "composed eps",
-                    ],
-                    "rows": leak_rows,
-                },
-            ],
-            "figures": {},
-            "data": data,
-        }
-    ]
+    leak_head = ["run", "n", "accuracy", "95% CI", "chance", "ceiling", "composed eps"]
+    tables = (
+        (
+            "Episodes to mission (median over groups; inf = not reached)",
+            ["run", "agents", "groups", "median", "reached", "threshold"],
+            mission_rows,
+        ),
+        (
+            "Privacy spent per agent (accountant, basic composition)",
+            ["run", "epsilon per agent (max)", "uploads per agent"],
+            privacy_rows,
+        ),
+        (
+            "Dynamics inference (of each agent's private CartPole constant, gravity unless the run "
+            "declares another) on what each agent uploaded",
+            leak_head,
+            leak_rows,
+        ),
+    )
+    title = "FRD / FedAvg: mission time, leak, LDP variant"
+    return [section("frd", title, paragraphs, *tables, data=data)]
 
 
 def _spent(rd: Path) -> float:
