@@ -17,7 +17,7 @@ import numpy as np
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.release import Charging, Transcript, release_with, require_sealed
 from ldp_audit.training.frd.config import CARTPOLE_DEFAULTS, FrdConfig
-from ldp_audit.training.frd.nets import Nets, _Adam, adam_step_rows
+from ldp_audit.training.frd.nets import Nets, _Adam, adam_step_rows, layer_views
 from ldp_audit.training.frd.proxy import ProxyGrid, aggregate_memories
 from ldp_audit.validation import check_int, check_rng
 
@@ -586,7 +586,7 @@ class _Engine:
             flat = self.nets.flat[self.torch.from_numpy(np.asarray(agents, dtype=np.int64))]
             model = {"flat": flat.numpy().astype(np.float64).reshape(c.groups, c.n_agents, -1)}
             for name in ("actor", "critic"):
-                for k, (wt, bs) in enumerate(self.nets.layer_params(name, flat)):
+                for k, (wt, bs) in enumerate(layer_views(flat, self.nets.specs[name])):
                     for tag, arr in (("w", wt), ("b", bs)):
                         a64 = arr.numpy().astype(np.float64)
                         shape = (c.groups, c.n_agents) + a64.shape[1:]

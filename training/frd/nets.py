@@ -38,9 +38,6 @@ class Nets:
         self.flat = torch.from_numpy(np.concatenate(chunks, axis=1).astype(np.float32))
         self.P = int(self.flat.shape[1])
 
-    def layer_params(self, name: str, flat: Any) -> list[tuple[Any, Any]]:
-        return layer_views(flat, self.specs[name])
-
     def forward(
         self, name: str, x: Any, rows: Any = None, flat: Any = None
     ) -> tuple[Any, list[Any]]:
@@ -50,7 +47,7 @@ class Nets:
 
         flat = self.flat if flat is None else flat
         flat = flat if rows is None else flat[rows]
-        ps = self.layer_params(name, flat)
+        ps = layer_views(flat, self.specs[name])
         hs = [x]
         h = x
         for i, (w, b) in enumerate(ps):
