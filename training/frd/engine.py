@@ -139,7 +139,7 @@ def train_many(
     Returns:
         One :class:`FrdResult` per config, in order.
     """
-    cfgs = _check_batch(configs, accountants, force)
+    cfgs = checked_configs(configs, accountants, force)
     batches = arch_batches(cfgs, seed=seed)
     results: list[FrdResult | None] = [None] * len(cfgs)
     bar = _sink
@@ -182,7 +182,7 @@ def _check_configs(configs: Sequence[FrdConfig]) -> list[FrdConfig]:
     return cfgs
 
 
-def _check_batch(configs: Sequence[FrdConfig], accountants: Any, force: bool) -> list[FrdConfig]:
+def checked_configs(configs: Sequence[FrdConfig], accountants: Any, force: bool) -> list[FrdConfig]:
     """The configs of :func:`train_many` / :func:`train_batch` checked before any allocation:
     types, absurd sizes (``force``), the device ("cuda" without CUDA, mixed devices) and one
     accountant per config (when given)."""
@@ -236,7 +236,7 @@ def train_batch(
     object with ``update(k)`` counting agent-episodes (a tqdm bar or a progress queue).
     ``force``: run even when the batch's estimated memory or time exceeds this machine's limits
     (:mod:`ldp_audit.limits`; otherwise InvalidParameterError before any allocation)."""
-    cfgs = _check_batch(configs, accountants, force)
+    cfgs = checked_configs(configs, accountants, force)
     rng = check_rng(rng)
     if len({c.arch() for c in cfgs}) != 1:
         raise InvalidParameterError(

@@ -17,7 +17,7 @@ from ldp_audit.report.plugin import section
 from ldp_audit.rundir import RunDir, RunWriter
 from ldp_audit.rundir.files import fmt_number
 from ldp_audit.training.frd.config import ALGORITHM, FrdConfig
-from ldp_audit.training.frd.engine import FrdResult, train_many
+from ldp_audit.training.frd.engine import FrdResult, batch_device, checked_configs, train_many
 from ldp_audit.validation import check_int
 
 # ------------------------------------------------------------------------------------------------
@@ -43,13 +43,8 @@ def train(
     if not isinstance(cfg, FrdConfig):
         raise InvalidParameterError(f"cfg must be an FrdConfig, got {type(cfg).__name__}")
     seed = check_int(seed, "seed", minimum=0)
-    from ldp_audit.limits import check_resources
-    from ldp_audit.training.sizes import frd_estimates
-
-    check_resources(frd_estimates(cfg), force=force)  # ``force``: see train_many; before any file
-    from ldp_audit.training.frd.engine import batch_device
-
-    device = batch_device([cfg])  # "cuda" without CUDA: refused before any file
+    # sizes (``force``: see train_many), then the device ("cuda" without CUDA): before any file
+    device = batch_device(checked_configs([cfg], None, force))
     if run_dir is None:
         return train_many([cfg], seed=seed, progress=progress, force=force)[0]
     from ldp_audit.accountant import Accountant
