@@ -134,7 +134,7 @@ def _fedavg_features(
     initialisation (``theta_index = -1``), unknown to the server: they carry no delta and are
     left out (the returned keys omit them).
     """
-    from ldp_audit.training.frd import param_layout, policy_value
+    from ldp_audit.training.frd.nets import layer_views, param_layout, policy_value
 
     rep = np.asarray(transcript["report"], dtype=np.float64)
     first = np.full(uk.shape[0], -1)
@@ -153,9 +153,8 @@ def _fedavg_features(
     delta = theta - prev
     norms = []
     for name in ("actor", "critic"):
-        for off, fi, fo in param_layout(cfg.hidden, cfg.layers)[name]:
-            for lo, hi in ((off, off + fi * fo), (off + fi * fo, off + fi * fo + fo)):
-                norms.append(np.log(np.linalg.norm(delta[:, lo:hi], axis=1) + 1e-12))
+        for layer in layer_views(delta, param_layout(cfg.hidden, cfg.layers)[name]):
+            norms += [np.log(np.linalg.norm(p.reshape(len(p), -1), axis=1) + 1e-12) for p in layer]
     st = _probe_states(probes)
     pi1, v1 = policy_value(theta, cfg, st)
     pi0, v0 = policy_value(prev, cfg, st)

@@ -99,6 +99,7 @@ def federate(run_dir, ledgers, *, clients, rounds, mech, budget=1e9, seed=0):
         ({"ldp-release": "gradient"}, {"partition-id": 0}, "'ldp-release' must be one of"),
         ({}, {}, "'partition-id'"),
         ({"ldp-ledger-dir": "rel/dir"}, {"partition-id": 0}, "must be an absolute path"),
+        ({"ldp-ledger-dir": ""}, {"partition-id": 0}, "client 0's ledger .* got ''"),
         ({}, {"partition-id": 0, "ldp-budget": 3.0}, "pinned to 3.0: refused"),
         (
             {},
@@ -273,6 +274,8 @@ def test_strategy_accepts_one_report_per_agent_and_round(tmp_path):
         ("timeout", "x", "'timeout' must be a real number, got 'x'"),
         ("ldp-release", "gradients", "'ldp-release' must be one of"),
         ("ldp-budget", "inf", "'ldp-budget' must be a finite number > 0"),
+        ("run-dir", "rel/run", "'run-dir' must be an absolute path to a folder .*, got 'rel/run'"),
+        ("run-dir", "", "'run-dir' must be an absolute path to a folder .*, got ''"),
     ],
 )
 def test_server_refuses_a_bad_run_config_before_any_round(tmp_path, key, value, match):

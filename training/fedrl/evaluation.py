@@ -68,7 +68,7 @@ def _evaluate(
     if ex is not None:
         # each step releases one row per map (finished maps included: charged, the safe side)
         ev = mech.exchange_event(nt)
-        step = [(ex.ids(t, a, suffix), ev) for t in ex.trials for a in ("alpha", "beta")]
+        step = [(f"{t}/{a}{suffix}", ev) for t in ex.trials for a in ("alpha", "beta")]
         ex.acc.add(step * cfg.episode_limit)
         ex.step = -1
 

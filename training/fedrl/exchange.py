@@ -71,9 +71,6 @@ class Exchange:
         self.acc = reserve(accountant)  # topped up block by block (prepay_training)
         self.step = 0
 
-    def ids(self, trial: int, agent: str, suffix: str = "") -> str:
-        return f"{trial}/{agent}{suffix}"
-
     def prepay_training(self, iterations: int, updates: int) -> None:
         """Charge the next ``iterations`` acting exchanges and ``updates`` minibatch updates."""
         c = self.cfg
@@ -82,7 +79,7 @@ class Exchange:
         ev_b = self.mech.exchange_event(c.batch_size)
         ev_y = self.ymech.exchange_event(c.batch_size)
         for t in self.trials:
-            a, b, y = self.ids(t, "alpha"), self.ids(t, "beta"), self.ids(t, "alpha", ":Y")
+            a, b, y = f"{t}/alpha", f"{t}/beta", f"{t}/alpha:Y"
             charges += [(a, ev_act), (b, ev_act)] * iterations
             # an update: C_beta(s), C'_beta(s') (beta's target network), C_alpha(s), Y
             charges += [(b, ev_b), (b, ev_b), (a, ev_b), (y, ev_y)] * updates
@@ -111,7 +108,7 @@ class Exchange:
         rel = release_with(
             lambda: mech.privatize(raw, rng),
             accountant=self.acc,
-            charges=[(self.ids(t, sender, suffix), ev) for t in self.trials],
+            charges=[(f"{t}/{sender}{suffix}", ev) for t in self.trials],
             epsilon=mech.epsilon,
             delta=mech.delta if mech.private else 0.0,
         )
@@ -138,9 +135,7 @@ class Exchange:
         rel = release_with(
             lambda: self.ymech.privatize(y.reshape(-1, 1), self.rngs["alpha"]),
             accountant=self.acc,
-            charges=[
-                (self.ids(t, "alpha", ":Y"), self.ymech.exchange_event(n)) for t in self.trials
-            ],
+            charges=[(f"{t}/alpha:Y", self.ymech.exchange_event(n)) for t in self.trials],
             epsilon=self.ymech.epsilon,
             delta=self.ymech.delta if self.ymech.private else 0.0,
         )

@@ -223,7 +223,6 @@ def generate_maps(
     obstacles = np.zeros((n_maps, size, size), dtype=np.uint8)
     a_start = np.zeros((n_maps, 2), dtype=np.int64)
     b_start = np.zeros((n_maps, 2), dtype=np.int64)
-    shortest = np.zeros(n_maps, dtype=np.int64)
     for i in range(n_maps):
         for _attempt in range(1000):
             obs = (rng.random((size, size)) < density).astype(np.uint8)

@@ -6,7 +6,7 @@ range of their noise scales and clip bounds (shared with the config).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from typing import Any
 
@@ -127,13 +127,8 @@ class OutputMechanism:
         return [(b * one, -b * one), (1e3 * b * one, -1e3 * b * one), (b * e0, -b * e0)]
 
     def to_config(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "sigma": self.sigma,
-            "bound": self.bound,
-            "dim": self.dim,
-            "delta": self.delta,
-        }
+        d = asdict(self)  # the fields (the cached epsilon and events are none)
+        return {"name": d.pop("name"), **d}
 
 
 def TargetMechanism(sigma: float, bound: float | None, delta: float = 1e-5) -> OutputMechanism:  # noqa: N802

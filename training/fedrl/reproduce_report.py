@@ -208,16 +208,20 @@ def _cp_pct(v: dict[str, Any], ci: str = "pooled_cp") -> str:
     return f"{100 * k / n:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]"
 
 
+def _section(res: dict[str, Any], key: str, heading: str, *intro: str) -> tuple[dict, list[str]]:
+    """Table 1's sizes whose results hold ``key``, and the first lines of their section (none
+    when no size holds it)."""
+    have = {s: m for s, m in res["table1"].items() if m.get(key)}
+    return have, ["", f"## {heading}", "", *intro] if have else []
+
+
 def _render_rules(res: dict[str, Any]) -> list[str]:
     """The random joint policy under both meeting rules beside Table 1, and the reading."""
-    have = {s: m for s, m in res["table1"].items() if m.get("random_policy_rules")}
-    if not have:
-        return []
     paper = res["paper"]["SuccRate"]
-    lines = [
-        "",
-        "## The meeting rule: Table 1 against chance under both rules",
-        "",
+    have, lines = _section(
+        res,
+        "random_policy_rules",
+        "The meeting rule: Table 1 against chance under both rules",
         "The paper's text defines meeting by the Manhattan distance |dx| + |dy| <= 1. The "
         "authors' public code computes the distance as `abs(sum(b_xy - a_xy))` = |dx + dy| and "
         "uses it for meeting, the +50, the shaping term and the test-time success check, so "
@@ -228,7 +232,7 @@ def _render_rules(res: dict[str, Any]) -> list[str]:
         "| size | Table 1 trained under | random SuccRate, Manhattan (paper's text) | random "
         "SuccRate, abs(dx + dy) (authors' code) | paper's Table 1 SuccRate |",
         "|---|---|---|---|---|",
-    ]
+    )
     for size, m in have.items():
         man, pub = (m["random_policy_rules"][k] for k in ("manhattan", "public-code"))
         vals = [{str(k): v for k, v in paper[n].items()}.get(str(size)) for n in paper]
@@ -260,13 +264,10 @@ def _gain(per: dict[str, Any]) -> float:
 
 def _render_explore(res: dict[str, Any]) -> list[str]:
     """Greedy vs epsilon-greedy evaluation of the same networks (the loop-breaking test)."""
-    have = {s: m for s, m in res["table1"].items() if m.get("explore")}
-    if not have:
-        return []
-    lines = [
-        "",
-        "## Loop breaking: the same networks evaluated greedily and epsilon-greedily",
-        "",
+    have, lines = _section(
+        res,
+        "explore",
+        "Loop breaking: the same networks evaluated greedily and epsilon-greedily",
         "Each run's final networks on the same test maps as Table 1: greedily (Table 1's "
         "numbers) and epsilon-greedily (a uniformly random joint action with probability "
         "epsilon; its own generator). FedRL's row uses the noise-free outputs (FedRL-2's "
@@ -274,7 +275,7 @@ def _render_explore(res: dict[str, Any]) -> list[str]:
         "row. A greedy policy that sees only a short history of a small window can walk in a "
         "loop until T_m; any randomness at test time breaks such loops. Pooled over runs, "
         "Clopper-Pearson 95 %.",
-    ]
+    )
     for size, m in have.items():
         ex = m["explore"]
         epss = list(next(iter(ex.values())))
@@ -297,20 +298,17 @@ def _render_explore(res: dict[str, Any]) -> list[str]:
 
 def _render_curves(res: dict[str, Any]) -> list[str]:
     """Learning curves (greedy SuccRate on a subset of the test maps at checkpoints)."""
-    have = {s: m for s, m in res["table1"].items() if m.get("curves")}
-    if not have:
-        return []
-    lines = [
-        "",
-        "## Learning curves: greedy SuccRate during training",
-        "",
+    have, lines = _section(
+        res,
+        "curves",
+        "Learning curves: greedy SuccRate during training",
         "At evenly spaced iterations, each run's current networks play the first test maps "
         "greedily (FedRL: with noise, FedRL-1, and without, FedRL-2; their own generators, so "
         "Table 1's training is unchanged). Pooled over runs, Clopper-Pearson 95 %. A method "
         "counts as plateaued when each of its last two checkpoints lies inside the other's "
         "95 % interval: no change detectable at this resolution, which is not proof of "
         "convergence.",
-    ]
+    )
     for size, m in have.items():
         c = m["curves"]
         labs = list(c["methods"])

@@ -44,25 +44,24 @@ from ldp_audit.training.fedrl.networks import (
 
 
 class _Replay:
+    #: a transition's columns, in add's order: alpha's and beta's windows, the joint action,
+    #: alpha's (private) reward, the next windows, done, obstacles hit (attack ground truth)
+    COLUMNS = ("sa", "sb", "a", "r", "sa2", "sb2", "d", "bump")
+
     def __init__(self, cap: int, hist: int) -> None:
         self.cap, self.n, self.i = cap, 0, 0
-        self.sa = np.zeros((cap, hist, ALPHA_VIEW, ALPHA_VIEW), np.float32)
-        self.sa2 = np.zeros_like(self.sa)
-        self.sb = np.zeros((cap, hist, BETA_VIEW, BETA_VIEW), np.float32)
-        self.sb2 = np.zeros_like(self.sb)
-        self.a = np.zeros(cap, np.int64)
-        self.r = np.zeros(cap, np.float32)  # alpha's (private) rewards
-        self.d = np.zeros(cap, np.float32)
-        self.bump = np.zeros(cap, np.int64)  # obstacles hit in the step (attack ground truth)
+        wa, wb = (hist, ALPHA_VIEW, ALPHA_VIEW), (hist, BETA_VIEW, BETA_VIEW)
+        f4, i8 = np.float32, np.int64
+        kinds = ((wa, f4), (wb, f4), ((), i8), ((), f4), (wa, f4), (wb, f4), ((), f4), ((), i8))
+        for name, (shape, dtype) in zip(self.COLUMNS, kinds, strict=True):
+            setattr(self, name, np.zeros((cap, *shape), dtype))
 
-    def add(self, sa, sb, a, r, sa2, sb2, d, bump) -> None:  # noqa: ANN001
-        k = len(a)
-        idx = (self.i + np.arange(k)) % self.cap
-        self.bump[idx] = bump
-        self.sa[idx], self.sb[idx], self.a[idx], self.r[idx] = sa, sb, a, r
-        self.sa2[idx], self.sb2[idx], self.d[idx] = sa2, sb2, d
-        self.i = int((self.i + k) % self.cap)
-        self.n = min(self.cap, self.n + k)
+    def add(self, *columns: np.ndarray) -> None:
+        idx = (self.i + np.arange(len(columns[0]))) % self.cap
+        for name, v in zip(self.COLUMNS, columns, strict=True):
+            getattr(self, name)[idx] = v
+        self.i = int((self.i + idx.size) % self.cap)
+        self.n = min(self.cap, self.n + idx.size)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -61,6 +61,7 @@ import numpy as np
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.training.flower.protocol import (
     RELEASES,
+    absolute_folder,
     agent_rng,
     budget_from,
     flatten,
@@ -128,17 +129,10 @@ class ClientSettings:
             raise InvalidParameterError(f"'ldp-release' must be one of {RELEASES}, got {rel!r}")
         agent = nc.get("agent-id", nc.get("partition-id"))
         agent = check_int(agent, "node config 'partition-id' (or 'agent-id')", minimum=0)
-        ldir = nc.get("ledger-dir", rc.get("ldp-ledger-dir"))
-        if not isinstance(ldir, str) or not ldir:
-            raise InvalidParameterError(
-                f"client {agent} has no ledger folder (node config 'ledger-dir' or run "
-                f"config 'ldp-ledger-dir'), got {ldir!r}"
-            )
-        if not Path(ldir).is_absolute():
-            raise InvalidParameterError(
-                f"the ledger folder must be an absolute path (Flower runs the ClientApp in a "
-                f"process whose working folder is not yours), got {ldir!r}"
-            )
+        where = "node config 'ledger-dir' or run config 'ldp-ledger-dir'"
+        ldir = absolute_folder(
+            nc.get("ledger-dir", rc.get("ldp-ledger-dir")), f"client {agent}'s ledger ({where})"
+        )
         pub = merged.get("ldp-public-metrics", "")
         if not isinstance(pub, str):
             raise InvalidParameterError(f"'ldp-public-metrics' must be a str, got {pub!r}")

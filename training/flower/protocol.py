@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -35,6 +36,7 @@ __all__ = [
     "mechanism_from",
     "budget_from",
     "server_settings",
+    "absolute_folder",
 ]
 
 #: What a client may release (``ldp-release``): its update or its parameters.
@@ -172,3 +174,15 @@ def server_settings(rc: Mapping[str, Any]) -> tuple[int, float, bool]:
         check_real_in(rc.get("timeout", 600.0), "run config 'timeout'", lo=0.0, lo_open=True),
         check_bool(rc.get("overwrite", False), "run config 'overwrite'"),
     )
+
+
+def absolute_folder(value: Any, name: str) -> str:
+    """A folder setting (``run-dir``, a ledger folder): a non-empty absolute path, since Flower
+    runs every app in a process whose working folder is not the user's; else
+    InvalidParameterError naming ``name`` and the value."""
+    if not isinstance(value, str) or not value or not os.path.isabs(value):
+        raise InvalidParameterError(
+            f"{name} must be an absolute path to a folder (Flower runs the app in a process "
+            f"whose working folder is not yours), got {value!r}"
+        )
+    return value

@@ -8,6 +8,7 @@ project with a ``pyproject.toml`` runs the same way (docs/flower.md).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -253,8 +254,6 @@ def _stop(proc: Any) -> None:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=20)
     except (ProcessLookupError, subprocess.TimeoutExpired):
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         proc.wait(timeout=10)

@@ -25,6 +25,7 @@ from ldp_audit.errors import InvalidParameterError
 from ldp_audit.rundir import RunDir, json_number
 from ldp_audit.training.flower.protocol import (
     RELEASES,
+    absolute_folder,
     budget_from,
     flatten,
     mechanism_from,
@@ -305,16 +306,7 @@ def ldp_server_main(
     from flwr.serverapp.strategy import FedAvg
 
     rc = dict(context.run_config)
-    run_dir = rc.get("run-dir")
-    if not isinstance(run_dir, str) or not run_dir:
-        raise InvalidParameterError(
-            f"the run config must give 'run-dir' (a folder), got {run_dir!r}"
-        )
-    if not Path(run_dir).is_absolute():
-        raise InvalidParameterError(
-            f"the run config's 'run-dir' must be an absolute path (Flower runs the ServerApp in a "
-            f"process whose working folder is not yours), got {run_dir!r}"
-        )
+    run_dir = absolute_folder(rc.get("run-dir"), "the run config's 'run-dir'")
     mech = mechanism_from(rc.get("ldp-mechanism"), "run config")
     rounds = rc.get("num-server-rounds", 3)
     min_nodes = rc.get("min-nodes", 2)

@@ -5,6 +5,7 @@ loop (:func:`train_many`, :func:`arch_batches`, :func:`train_batch`) and the res
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -16,7 +17,7 @@ import numpy as np
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.release import Charging, Transcript, release_with, require_sealed
 from ldp_audit.training.frd.config import CARTPOLE_DEFAULTS, FrdConfig
-from ldp_audit.training.frd.nets import Nets, _Adam, adam_step_rows
+from ldp_audit.training.frd.nets import Nets, _Adam, adam_step_rows, layer_views
 from ldp_audit.training.frd.proxy import ProxyGrid, aggregate_memories
 from ldp_audit.validation import check_int, check_rng
 
@@ -87,6 +88,9 @@ class FrdResult:
 # The batched engine
 # ------------------------------------------------------------------------------------------------
 
+#: an agent's empty local memory (never written in place: a flush makes new arrays)
+_NO_MEMORY = (np.zeros(0, np.int64), np.zeros(0), np.zeros(0))
+
 
 class _Recorder:
     """Per config: accountant, transcript, secrets rows, global thetas (FedAvg)."""
@@ -135,7 +139,7 @@ def train_many(
     Returns:
         One :class:`FrdResult` per config, in order.
     """
-    cfgs = _check_batch(configs, accountants, force)
+    cfgs = checked_configs(configs, accountants, force)
     batches = arch_batches(cfgs, seed=seed)
     results: list[FrdResult | None] = [None] * len(cfgs)
     bar = _sink
@@ -178,7 +182,7 @@ def _check_configs(configs: Sequence[FrdConfig]) -> list[FrdConfig]:
     return cfgs
 
 
-def _check_batch(configs: Sequence[FrdConfig], accountants: Any, force: bool) -> list[FrdConfig]:
+def checked_configs(configs: Sequence[FrdConfig], accountants: Any, force: bool) -> list[FrdConfig]:
     """The configs of :func:`train_many` / :func:`train_batch` checked before any allocation:
     types, absurd sizes (``force``), the device ("cuda" without CUDA, mixed devices) and one
     accountant per config (when given)."""
@@ -232,7 +236,7 @@ def train_batch(
     object with ``update(k)`` counting agent-episodes (a tqdm bar or a progress queue).
     ``force``: run even when the batch's estimated memory or time exceeds this machine's limits
     (:mod:`ldp_audit.limits`; otherwise InvalidParameterError before any allocation)."""
-    cfgs = _check_batch(configs, accountants, force)
+    cfgs = checked_configs(configs, accountants, force)
     rng = check_rng(rng)
     if len({c.arch() for c in cfgs}) != 1:
         raise InvalidParameterError(
@@ -326,10 +330,8 @@ class _Engine:
         self.last_theta = np.full(len(gi), -1, dtype=np.int64)
         self.clipped = np.zeros(len(cfgs), dtype=np.int64)
         self.memory_sizes: list[list[int]] = [[] for _ in gi]
-        # sparse local memory: key = agent * n_cells + cell -> (sum pi_left, count)
-        self.mem_keys = [np.zeros(0, np.int64) for _ in range(A)]
-        self.mem_sum = [np.zeros(0) for _ in range(A)]
-        self.mem_cnt = [np.zeros(0) for _ in range(A)]
+        # each agent's sparse local memory: (cell ids, sum of pi_left, visits) per cell
+        self.mem = [_NO_MEMORY] * A
         self.buf: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self.buf_rows = 0
         self.is_frd = per("mode", str) == "frd"
@@ -345,9 +347,7 @@ class _Engine:
         """Fold the step buffer into each agent's sparse local memory."""
         if not self.buf:
             return
-        agents = np.concatenate([b[0] for b in self.buf])
-        cells = np.concatenate([b[1] for b in self.buf])
-        vals = np.concatenate([b[2] for b in self.buf])
+        agents, cells, vals = (np.concatenate(col) for col in zip(*self.buf, strict=True))
         self.buf, self.buf_rows = [], 0
         order = np.argsort(agents, kind="stable")
         agents, cells, vals = agents[order], cells[order], vals[order]
@@ -355,13 +355,11 @@ class _Engine:
         for seg_a, seg_c, seg_v in zip(np.split(agents, bounds), np.split(cells, bounds),
                                        np.split(vals, bounds), strict=True):  # fmt: skip
             a = int(seg_a[0])
-            keys = np.concatenate([self.mem_keys[a], seg_c])
-            sums = np.concatenate([self.mem_sum[a], seg_v])
-            cnts = np.concatenate([self.mem_cnt[a], np.ones(seg_c.size)])
+            new = (seg_c, seg_v, np.ones(seg_c.size))
+            keys, sums, cnts = (np.concatenate(p) for p in zip(self.mem[a], new, strict=True))
             uk, inv = np.unique(keys, return_inverse=True)
-            self.mem_keys[a] = uk
-            self.mem_sum[a] = np.bincount(inv, weights=sums, minlength=uk.size)
-            self.mem_cnt[a] = np.bincount(inv, weights=cnts, minlength=uk.size)
+            per_cell = functools.partial(np.bincount, inv, minlength=uk.size)
+            self.mem[a] = (uk, per_cell(weights=sums), per_cell(weights=cnts))
 
     def _start(self, rows: np.ndarray) -> None:
         if rows.size:
@@ -485,7 +483,7 @@ class _Engine:
             self._flush()
             rows, agent_col, secret_col = [], [], []
             for a, s in zip(agents, slots, strict=True):
-                keys, sums, cnt = self.mem_keys[a], self.mem_sum[a], self.mem_cnt[a]
+                keys, sums, cnt = self.mem[a]
                 if keys.size == 0:
                     raise InvalidParameterError(
                         f"proxy memory of agent {trial}/{int(s)} is empty at round {rnd}: it "
@@ -529,9 +527,7 @@ class _Engine:
             self.memory_sizes[G].append(int(cells.size))
             self._distil(agents, self.grids[ci].midpoints(cells), pol, c)
             for a in agents:
-                self.mem_keys[a] = np.zeros(0, np.int64)
-                self.mem_sum[a] = np.zeros(0)
-                self.mem_cnt[a] = np.zeros(0)
+                self.mem[a] = _NO_MEMORY
         self.uploads[agents] += 1
         self.rounds[G] += 1
         if self.on_release is not None:
@@ -590,7 +586,7 @@ class _Engine:
             flat = self.nets.flat[self.torch.from_numpy(np.asarray(agents, dtype=np.int64))]
             model = {"flat": flat.numpy().astype(np.float64).reshape(c.groups, c.n_agents, -1)}
             for name in ("actor", "critic"):
-                for k, (wt, bs) in enumerate(self.nets.layer_params(name, flat)):
+                for k, (wt, bs) in enumerate(layer_views(flat, self.nets.specs[name])):
                     for tag, arr in (("w", wt), ("b", bs)):
                         a64 = arr.numpy().astype(np.float64)
                         shape = (c.groups, c.n_agents) + a64.shape[1:]

@@ -38,14 +38,6 @@ class Nets:
         self.flat = torch.from_numpy(np.concatenate(chunks, axis=1).astype(np.float32))
         self.P = int(self.flat.shape[1])
 
-    def layer_params(self, name: str, flat: Any) -> list[tuple[Any, Any]]:
-        out = []
-        for off, fi, fo in self.specs[name]:
-            w = flat[:, off : off + fi * fo].unflatten(1, (fi, fo))
-            b = flat[:, off + fi * fo : off + fi * fo + fo]
-            out.append((w, b))
-        return out
-
     def forward(
         self, name: str, x: Any, rows: Any = None, flat: Any = None
     ) -> tuple[Any, list[Any]]:
@@ -55,7 +47,7 @@ class Nets:
 
         flat = self.flat if flat is None else flat
         flat = flat if rows is None else flat[rows]
-        ps = self.layer_params(name, flat)
+        ps = layer_views(flat, self.specs[name])
         hs = [x]
         h = x
         for i, (w, b) in enumerate(ps):
@@ -137,6 +129,15 @@ def param_layout(hidden: int, layers: int) -> dict[str, list[tuple[int, int, int
     return out
 
 
+def layer_views(x: Any, spec: list[tuple[int, int, int]]) -> list[tuple[Any, Any]]:
+    """Each layer of ``spec`` (:func:`param_layout`) as views of the rows ``x`` (n, P), a numpy
+    array or a torch tensor: ``(weight (n, fan_in, fan_out), bias (n, fan_out))``."""
+    return [
+        (x[:, o : o + fi * fo].reshape(len(x), fi, fo), x[:, o + fi * fo : o + fi * fo + fo])
+        for o, fi, fo in spec
+    ]
+
+
 def policy_value(flat: np.ndarray, cfg: FrdConfig, states: np.ndarray) -> tuple[np.ndarray, ...]:
     """Evaluate uploaded parameters (n, P) at states (m, 4): (pi_left (n, m), value (n, m))."""
     flat = np.asarray(flat, dtype=np.float64)
@@ -145,9 +146,7 @@ def policy_value(flat: np.ndarray, cfg: FrdConfig, states: np.ndarray) -> tuple[
     for name in ("actor", "critic"):
         h = np.broadcast_to(np.asarray(states, dtype=np.float64), (flat.shape[0],) + states.shape)
         spec = lay[name]
-        for i, (off, fi, fo) in enumerate(spec):
-            w = flat[:, off : off + fi * fo].reshape(-1, fi, fo)
-            b = flat[:, off + fi * fo : off + fi * fo + fo]
+        for i, (w, b) in enumerate(layer_views(flat, spec)):
             h = h @ w + b[:, None, :]
             if i < len(spec) - 1:
                 h = np.maximum(h, 0.0)

@@ -13,10 +13,11 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.report.plugin import section
 from ldp_audit.rundir import RunDir, RunWriter
 from ldp_audit.rundir.files import fmt_number
 from ldp_audit.training.frd.config import ALGORITHM, FrdConfig
-from ldp_audit.training.frd.engine import FrdResult, train_many
+from ldp_audit.training.frd.engine import FrdResult, batch_device, checked_configs, train_many
 from ldp_audit.validation import check_int
 
 # ------------------------------------------------------------------------------------------------
@@ -42,13 +43,8 @@ def train(
     if not isinstance(cfg, FrdConfig):
         raise InvalidParameterError(f"cfg must be an FrdConfig, got {type(cfg).__name__}")
     seed = check_int(seed, "seed", minimum=0)
-    from ldp_audit.limits import check_resources
-    from ldp_audit.training.sizes import frd_estimates
-
-    check_resources(frd_estimates(cfg), force=force)  # ``force``: see train_many; before any file
-    from ldp_audit.training.frd.engine import batch_device
-
-    device = batch_device([cfg])  # "cuda" without CUDA: refused before any file
+    # sizes (``force``: see train_many), then the device ("cuda" without CUDA): before any file
+    device = batch_device(checked_configs([cfg], None, force))
     if run_dir is None:
         return train_many([cfg], seed=seed, progress=progress, force=force)[0]
     from ldp_audit.accountant import Accountant
@@ -212,42 +208,27 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> list[dict
         "is bounded only by 1. The LDP variant's accuracy is capped by "
         "e^{T eps}/(e^{T eps}+k-1) with T uploads per agent.",
     ]
-    return [
-        {
-            "id": "frd",
-            "title": "FRD / FedAvg: mission time, leak, LDP variant",
-            "paragraphs": paragraphs,
-            "tables": [
-                {
-                    "caption": "Episodes to mission (median over groups; inf = not reached)",
-                    "header": ["run", "agents", "groups", "median", "reached", "threshold"],
-                    "rows": mission_rows,
-                },
-                {
-                    "caption": "Privacy spent per agent (accountant, basic composition)",
-                    "header": ["run", "epsilon per agent (max)", "uploads per agent"],
-                    "rows": privacy_rows,
-                },
-                {
-                    "caption": "Dynamics inference (of each agent's private CartPole "
-                    "constant, gravity unless the run declares another) on what each agent "
-                    "uploaded",
-                    "header": [
-                        "run",
-                        "n",
-                        "accuracy",
-                        "95% CI",
-                        "chance",
-                        "ceiling",
-                        "composed eps",
-                    ],
-                    "rows": leak_rows,
-                },
-            ],
-            "figures": {},
-            "data": data,
-        }
-    ]
+    leak_head = ["run", "n", "accuracy", "95% CI", "chance", "ceiling", "composed eps"]
+    tables = (
+        (
+            "Episodes to mission (median over groups; inf = not reached)",
+            ["run", "agents", "groups", "median", "reached", "threshold"],
+            mission_rows,
+        ),
+        (
+            "Privacy spent per agent (accountant, basic composition)",
+            ["run", "epsilon per agent (max)", "uploads per agent"],
+            privacy_rows,
+        ),
+        (
+            "Dynamics inference (of each agent's private CartPole constant, gravity unless the run "
+            "declares another) on what each agent uploaded",
+            leak_head,
+            leak_rows,
+        ),
+    )
+    title = "FRD / FedAvg: mission time, leak, LDP variant"
+    return [section("frd", title, paragraphs, *tables, data=data)]
 
 
 def _spent(rd: Path) -> float:
