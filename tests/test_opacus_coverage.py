@@ -584,3 +584,30 @@ def test_coordinate_dependence_test_holds_its_level_and_finds_a_shared_draw() ->
     w[:, 3] = 0.9 * w[:, 2] + np.sqrt(1 - 0.81) * w[:, 3]
     r = coordinate_dependence_test(w, g)
     assert r["detectable_correlation"] < 0.9 and r["rejected"]
+
+
+def test_recorder_shift_statistic_is_the_brute_force_cross_correlation() -> None:
+    """``UpdateRecorder._shifts`` (FFT of a fast length, folded to circular) equals the
+    normalised circular cross-correlation written out shift by shift, at lags 1 and 2."""
+    import torch
+
+    from ldp_audit.opacus.recorder import UpdateRecorder
+
+    P = 301  # odd and not 5-smooth: the padded length differs from 2P - 1
+    pool = torch.randn(4 * P, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    xs = [pool[70 * i : 70 * i + P].clone() for i in range(3)]
+    rec = UpdateRecorder.__new__(UpdateRecorder)
+    rec._ffts = []
+    got = [rec._shifts(x) for x in xs]
+    assert np.isnan(got[0][0][0]) and got[0][0][1] == -1 and got[1][1][1] == -1
+
+    def brute(a: np.ndarray, b: np.ndarray) -> tuple[float, int]:
+        c = np.array([abs(a @ np.roll(b, -s)) for s in range(P)])
+        c /= np.linalg.norm(a) * np.linalg.norm(b)
+        return float(c.max()), int(c.argmax())
+
+    x = [v.numpy() for v in xs]
+    for t, lag in ((1, 1), (2, 1), (2, 2)):
+        rho, s = brute(x[t - lag], x[t])
+        assert got[t][lag - 1][1] == s == P - 70 * lag
+        assert abs(got[t][lag - 1][0] - rho) < 1e-12
