@@ -586,12 +586,22 @@ def test_coordinate_dependence_test_holds_its_level_and_finds_a_shared_draw() ->
     assert r["detectable_correlation"] < 0.9 and r["rejected"]
 
 
-def test_recorder_shift_statistic_is_the_brute_force_cross_correlation() -> None:
+@pytest.mark.parametrize("backend", ["scipy", "torch"])
+def test_recorder_shift_statistic_is_the_brute_force_cross_correlation(
+    backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """``UpdateRecorder._shifts`` (FFT of a fast length, folded to circular) equals the
-    normalised circular cross-correlation written out shift by shift, at lags 1 and 2."""
+    normalised circular cross-correlation written out shift by shift, at lags 1 and 2, with
+    scipy's FFT (the CPU's) and torch's (a GPU's, run here on CPU tensors)."""
     import torch
 
+    from ldp_audit.opacus import recorder
     from ldp_audit.opacus.recorder import UpdateRecorder
+
+    if backend == "torch":
+        monkeypatch.setattr(
+            recorder, "fft_backend", lambda x: (torch.fft, x, float(torch.linalg.vector_norm(x)))
+        )
 
     P = 301  # odd and not 5-smooth: the padded length differs from 2P - 1
     pool = torch.randn(4 * P, dtype=torch.float64, generator=torch.Generator().manual_seed(0))

@@ -18,13 +18,25 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["BLOCK", "SHIFT_LAGS", "UpdateRecorder"]
+__all__ = ["BLOCK", "SHIFT_LAGS", "UpdateRecorder", "fft_backend"]
 
 BLOCK = 32
 """Updates per block of the recorder's batched statistics."""
 
 SHIFT_LAGS = 2
 """Lags 1..SHIFT_LAGS of the shift test: each update's noise against the previous ones'."""
+
+
+def fft_backend(x: Any) -> tuple[Any, Any, float]:
+    """``(library, vector, norm)`` for the shift test's FFTs of the noise ``x`` (a torch
+    tensor): ``scipy.fft`` and a NumPy view on the CPU, ``torch.fft`` and ``x`` itself on a GPU."""
+    if x.device.type == "cpu":
+        import scipy.fft
+
+        return scipy.fft, x.numpy(), float(np.linalg.norm(x.numpy()))
+    import torch
+
+    return torch.fft, x, float(torch.linalg.vector_norm(x))
 
 
 class UpdateRecorder:
@@ -126,15 +138,9 @@ class UpdateRecorder:
         import scipy.fft
         import torch
 
-        x = torch.nan_to_num(x)
         P = x.numel()
         n = scipy.fft.next_fast_len(2 * P - 1, real=True)
-        lib: Any = torch.fft
-        if x.device.type == "cpu":
-            lib, x = scipy.fft, x.numpy()
-            nrm = float(np.linalg.norm(x))
-        else:
-            nrm = float(torch.linalg.vector_norm(x))
+        lib, x, nrm = fft_backend(torch.nan_to_num(x))
         f = lib.rfft(x, n=n)
         out = [(float("nan"), -1)] * SHIFT_LAGS
         for lag, (g, m) in enumerate(reversed(self._ffts), start=1):
