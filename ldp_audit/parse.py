@@ -22,23 +22,20 @@ _DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)
 _INF_WORDS = {"inf", "+inf", "infinity", "+infinity"}
 
 
-def parse_real(text: str, name: str, *, allow_inf: bool = False) -> float:
+def parse_real(text: str, name: str) -> float:
     """Read a command-line real number strictly, or raise ``argparse.ArgumentTypeError``.
 
     Accepted: plain ASCII decimal or scientific notation (``0.5``, ``-1``, ``1e-3``), surrounding
-    spaces ignored; ``inf`` / ``infinity`` only when ``allow_inf``. Refused, naming ``name`` and
-    the text: the empty string, ``nan``, ``-inf``, hexadecimal, Python's ``1_000``, non-ASCII
+    spaces ignored (``inf``: :func:`real_in` with ``inf=True``). Refused, naming ``name`` and
+    the text: the empty string, ``nan``, ``inf``, hexadecimal, Python's ``1_000``, non-ASCII
     digits (``float('\uff11')`` would read 1), ``True``, and a finite literal too large for a
     double (``1e309`` is not silently infinity).
     """
     t = text.strip() if isinstance(text, str) else ""
     if t.lower() in _INF_WORDS:
-        if allow_inf:
-            return math.inf
         raise argparse.ArgumentTypeError(f"{name} must be finite, got {text!r}")
     if not _DECIMAL.fullmatch(t):
-        what = "a number or 'inf'" if allow_inf else "a finite number"
-        raise argparse.ArgumentTypeError(f"{name} must be {what}, got {text!r}")
+        raise argparse.ArgumentTypeError(f"{name} must be a finite number, got {text!r}")
     v = float(t)
     if math.isinf(v):
         raise argparse.ArgumentTypeError(
