@@ -167,10 +167,9 @@ def run_tasks(
     items = list(items)
     desc = progress if isinstance(progress, str) else "tasks"  # a bar of finished tasks
     with tqdm(total=len(items), desc=desc, unit="task", disable=not progress) as bar:
-        if backend == "ray":
-            return _run_ray(fn, items, address, workers, bar, describe, max_retries, _poll)
-        if workers is not None and workers > 1 and len(items) > 1:
-            return _run_pool(fn, items, workers, bar, describe, _poll)
+        if backend == "ray" or (workers is not None and workers > 1 and len(items) > 1):
+            args = (backend, address, workers, bar, describe, max_retries, _poll)
+            return _run_spread(fn, items, *args)
         out: list[R] = []
         for i, item in enumerate(items):
             try:
@@ -183,40 +182,69 @@ def run_tasks(
         return out
 
 
-def _run_pool(
+def _run_spread(
     fn: Callable[[T], R],
     items: Sequence[T],
-    workers: int,
+    backend: str,
+    address: str | None,
+    workers: int | None,
     bar: Any,
     describe: Any,
+    max_retries: int,
     poll: Callable[[], None] | None = None,
 ) -> list[R]:
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    """The tasks on Ray or on a local pool of ``workers`` processes, collected in item order as
+    they finish (``poll`` called every :data:`_POLL_SECONDS`); a failure or Ctrl-C stops the
+    others (Ray cancels them; the pool's processes are ended, not waited for)."""
+    if backend == "ray":
+        ray = init_ray(address, workers)
+        remote = ray.remote(max_retries=max_retries, retry_exceptions=False)(_call)
+        fn_ref = ray.put(fn)  # any picklable callable (a partial too), shipped once
+        submit = functools.partial(remote.remote, fn_ref)
+        wait = functools.partial(ray.wait, num_returns=1, timeout=_POLL_SECONDS)
+        get, errors = ray.get, ray.exceptions.RayError  # it raised, or died > max_retries
+
+        def stop(pending: Any) -> None:
+            for ref in pending:
+                ray.cancel(ref)
+
+    else:
+        from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor
+        from concurrent.futures import wait as wait_futures
+
+        ctx = mp.get_context("spawn")  # no fork of a process holding threads or open ledgers
+        ex = ProcessPoolExecutor(max_workers=min(workers or 1, len(items)), mp_context=ctx)
+        submit = functools.partial(ex.submit, fn)
+        wait = functools.partial(wait_futures, timeout=_POLL_SECONDS, return_when=FIRST_COMPLETED)
+        get, errors = (lambda fut: fut.result()), Exception
+
+        def stop(pending: Any) -> None:
+            _stop_pool(ex)
 
     results: list[Any] = [None] * len(items)
-    ctx = mp.get_context("spawn")  # no fork of a process holding threads or open ledgers
-    ex = ProcessPoolExecutor(max_workers=min(workers, len(items)), mp_context=ctx)
-    finished = False
+    pending: Any = []
     try:
-        futs = {ex.submit(fn, item): i for i, item in enumerate(items)}
-        pending = set(futs)
+        pending = [submit(item) for item in items]
+        index = {h: i for i, h in enumerate(pending)}
         while pending:
-            done, pending = wait(pending, timeout=_POLL_SECONDS, return_when=FIRST_COMPLETED)
+            done, pending = wait(pending)
             if poll is not None:
                 poll()
-            for fut in done:
-                i = futs[fut]
+            for h in done:
+                i = index[h]
                 try:
-                    results[i] = fut.result()
-                except Exception as exc:
-                    raise _fail(exc, i, items, describe) from exc
+                    results[i] = get(h)
+                except errors as exc:
+                    cause = exc
+                    if backend == "ray" and isinstance(exc, ray.exceptions.RayTaskError):
+                        cause = getattr(exc, "cause", None) or exc.as_instanceof_cause()
+                    raise _fail(cause, i, items, describe) from exc
                 bar.update(1)
-        finished = True
-    finally:
-        if finished:
-            ex.shutdown(wait=True)
-        else:  # a task failed, or Ctrl-C/SIGTERM: stop the others now, do not wait for them
-            _stop_pool(ex)
+    except BaseException:  # a failure or Ctrl-C: the grid's other tasks are stopped too
+        stop(pending)
+        raise
+    if backend != "ray":
+        ex.shutdown(wait=True)
     return results
 
 
@@ -254,45 +282,6 @@ def init_ray(address: str | None, workers: int | None) -> Any:
             kwargs["num_cpus"] = workers
         ray.init(**kwargs)
     return ray
-
-
-def _run_ray(
-    fn: Callable[[T], R],
-    items: Sequence[T],
-    address: str | None,
-    workers: int | None,
-    bar: Any,
-    describe: Any,
-    max_retries: int,
-    poll: Callable[[], None] | None = None,
-) -> list[R]:
-    ray = init_ray(address, workers)
-    remote = ray.remote(max_retries=max_retries, retry_exceptions=False)(_call)
-    fn_ref = ray.put(fn)  # any picklable callable (a partial too), shipped once
-    refs = [remote.remote(fn_ref, item) for item in items]
-    index = {ref: i for i, ref in enumerate(refs)}
-    results: list[Any] = [None] * len(items)
-    pending = list(refs)
-    try:
-        while pending:
-            done, pending = ray.wait(pending, num_returns=1, timeout=_POLL_SECONDS)
-            if poll is not None:
-                poll()
-            for ref in done:
-                i = index[ref]
-                try:
-                    results[i] = ray.get(ref)
-                except ray.exceptions.RayError as exc:  # it raised, or died more than max_retries
-                    cause = exc
-                    if isinstance(exc, ray.exceptions.RayTaskError):
-                        cause = getattr(exc, "cause", None) or exc.as_instanceof_cause()
-                    raise _fail(cause, i, items, describe) from exc
-                bar.update(1)
-    except BaseException:  # a failure or Ctrl-C: the cluster stops the grid's other tasks too
-        for other in pending:
-            ray.cancel(other)
-        raise
-    return results
 
 
 def fresh_run_dir(path: str | Path) -> Path:

@@ -22,23 +22,20 @@ _DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)
 _INF_WORDS = {"inf", "+inf", "infinity", "+infinity"}
 
 
-def parse_real(text: str, name: str, *, allow_inf: bool = False) -> float:
+def parse_real(text: str, name: str) -> float:
     """Read a command-line real number strictly, or raise ``argparse.ArgumentTypeError``.
 
     Accepted: plain ASCII decimal or scientific notation (``0.5``, ``-1``, ``1e-3``), surrounding
-    spaces ignored; ``inf`` / ``infinity`` only when ``allow_inf``. Refused, naming ``name`` and
-    the text: the empty string, ``nan``, ``-inf``, hexadecimal, Python's ``1_000``, non-ASCII
+    spaces ignored (``inf``: :func:`real_in` with ``inf=True``). Refused, naming ``name`` and
+    the text: the empty string, ``nan``, ``inf``, hexadecimal, Python's ``1_000``, non-ASCII
     digits (``float('\uff11')`` would read 1), ``True``, and a finite literal too large for a
     double (``1e309`` is not silently infinity).
     """
     t = text.strip() if isinstance(text, str) else ""
     if t.lower() in _INF_WORDS:
-        if allow_inf:
-            return math.inf
         raise argparse.ArgumentTypeError(f"{name} must be finite, got {text!r}")
     if not _DECIMAL.fullmatch(t):
-        what = "a number or 'inf'" if allow_inf else "a finite number"
-        raise argparse.ArgumentTypeError(f"{name} must be {what}, got {text!r}")
+        raise argparse.ArgumentTypeError(f"{name} must be a finite number, got {text!r}")
     v = float(t)
     if math.isinf(v):
         raise argparse.ArgumentTypeError(
@@ -74,18 +71,6 @@ def parse_int(
     return v
 
 
-def epsilon_or_inf(text: str) -> float:
-    """A positive real epsilon, or ``inf`` for the explicit non-private baseline."""
-    v = parse_real(text, "epsilon", allow_inf=True)
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"epsilon must be > 0 (or inf), got {text!r}")
-    if v < sys.float_info.min:
-        raise argparse.ArgumentTypeError(
-            f"epsilon must be >= {sys.float_info.min:g} (a normal double), got {text!r}"
-        )
-    return v
-
-
 def real_in(
     name: str,
     *,
@@ -93,13 +78,20 @@ def real_in(
     high: float = math.inf,
     low_open: bool = True,
     high_open: bool = True,
+    inf: bool = False,
 ) -> Callable[[str], float]:
     """A converter accepting finite reals in (low, high) (ends open or closed as given); the
     message names the option and the value. With an open lower end at 0 the value must also be a
-    normal double (>= 2.2e-308: a subnormal scale or step loses its precision)."""
+    normal double (>= 2.2e-308: a subnormal scale or step loses its precision). With ``inf``,
+    ``inf`` is a value too (an infinite epsilon), and ``-inf`` where ``low`` is ``-inf`` (an
+    unbounded lower end, e.g. a box's low corner)."""
     lo_b, hi_b = ("(" if low_open else "["), (")" if high_open else "]")
+    words = ("'inf', '-inf' or " if low == -math.inf else "'inf' or ") if inf else ""
 
     def convert(text: str) -> float:
+        t = text.strip().lower() if inf and isinstance(text, str) else ""
+        if t in _INF_WORDS or (t in ("-inf", "-infinity") and low == -math.inf):
+            return math.inf if t[0] != "-" else -math.inf
         try:
             v = parse_real(text, name)
         except argparse.ArgumentTypeError:
@@ -108,7 +100,8 @@ def real_in(
         ok = ok and (v < high if high_open else v <= high)
         if not ok:
             raise argparse.ArgumentTypeError(
-                f"{name} must be a finite number in {lo_b}{low:g}, {high:g}{hi_b}, got {text!r}"
+                f"{name} must be {words}a finite number in {lo_b}{low:g}, {high:g}{hi_b}, got "
+                f"{text!r}"
             )
         if low == 0.0 and low_open and v < sys.float_info.min:
             raise argparse.ArgumentTypeError(
@@ -118,6 +111,9 @@ def real_in(
 
     return convert
 
+
+#: a positive real epsilon, or ``inf`` for the explicit non-private baseline (``--epsilon``)
+epsilon_or_inf = real_in("--epsilon", low=0.0, inf=True)
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 

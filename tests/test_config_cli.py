@@ -477,3 +477,19 @@ def test_an_integer_too_long_to_read_is_refused_by_name() -> None:
     assert parse_int("7" * 30, "--n", maximum=10**40) == int("7" * 30)
     with pytest.raises(argparse.ArgumentTypeError, match=r"--agents must be <= 8 \(in memory\)"):
         int_at_least("--agents", 1, 8, "in memory")("9")
+
+
+def test_epsilon_or_inf_reads_like_a_generated_option() -> None:
+    """The hand-written ``--epsilon`` (attack, train pgc-a3c) is a generated option's reader:
+    ``inf`` or a finite normal double > 0, refused in the same words."""
+    from ldp_audit.parse import epsilon_or_inf
+
+    assert epsilon_or_inf(" inf ") == math.inf and epsilon_or_inf("0.5") == 0.5
+    for bad in ("0", "-1", "nan", "-inf", "1_000", "1e400", ""):
+        with pytest.raises(argparse.ArgumentTypeError) as exc:
+            epsilon_or_inf(bad)
+        assert str(exc.value) == (
+            f"--epsilon must be 'inf' or a finite number in (0, inf), got {bad!r}"
+        )
+    with pytest.raises(argparse.ArgumentTypeError, match="--epsilon must be >= .*normal double"):
+        epsilon_or_inf("1e-320")

@@ -75,7 +75,7 @@ def test_budget_fields_are_typed(kwargs, match):
         Budget(**kwargs)
 
 
-@pytest.mark.parametrize("bad", ["", "   ", 123, None, True, 1.5, b"ledger.sqlite"])
+@pytest.mark.parametrize("bad", ["", "   ", 123, None, True, 1.5, b"ledger.sqlite", "l\x00.sqlite"])
 def test_ledger_path_is_typed(bad):
     with pytest.raises(InvalidParameterError, match="path"):
         Ledger(bad)

@@ -106,6 +106,8 @@ def test_output_paths_are_checked_before_work(tmp_path) -> None:
         check_new_dir("")
     with pytest.raises(InvalidParameterError, match="must be a path"):
         check_new_dir(123)
+    with pytest.raises(InvalidParameterError, match="must not contain NUL"):
+        check_new_dir(str(tmp_path / "a\x00b"))
     with pytest.raises(RunDirectoryError, match="does not exist"):
         check_new_file(tmp_path / "missing" / "x.png", name="--plot")
     with pytest.raises(RunDirectoryError, match="already exists"):

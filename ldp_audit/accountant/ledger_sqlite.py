@@ -43,8 +43,9 @@ from ldp_audit.accountant.ledger_format import (
     integrity_error,
 )
 from ldp_audit.accountant.ledger_store import HeadRecord, RowStore, WriteHead
-from ldp_audit.errors import InvalidParameterError, LedgerError
+from ldp_audit.errors import LedgerError
 from ldp_audit.rundir.files import create_once
+from ldp_audit.rundir.paths import check_path_arg
 from ldp_audit.validation import check_real_in
 
 __all__ = ["SqliteStore"]
@@ -198,16 +199,9 @@ def _create_atomically(path: Path, meta: dict[str, str], head: HeadRecord) -> No
 
 
 def check_ledger_path(path: Any) -> str:
-    if isinstance(path, bool) or not isinstance(path, str | os.PathLike):
-        raise InvalidParameterError(
-            f"path must be a str or os.PathLike naming a ledger file, got {path!r}"
-        )
-    text = os.fspath(path)
-    if isinstance(text, bytes) or not text or not str(text).strip():
-        raise InvalidParameterError(f"path must be a non-empty file name, got {path!r}")
-    if "\x00" in text:
-        raise InvalidParameterError(f"path must not contain NUL bytes, got {path!r}")
-    return str(text)
+    """``path`` (:func:`~ldp_audit.rundir.paths.check_path_arg`) as the str it names."""
+    check_path_arg(path, "path")
+    return os.fspath(path)
 
 
 class SqliteStore(RowStore):

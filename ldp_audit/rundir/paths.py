@@ -54,9 +54,12 @@ def is_run_dir(path: str | Path) -> bool:
 def check_path_arg(path: Any, name: str) -> Path:
     if isinstance(path, bool) or not isinstance(path, (str, os.PathLike)):
         raise InvalidParameterError(f"{name} must be a path (str), got {path!r}")
-    if isinstance(path, str) and not path.strip():
+    text = os.fspath(path)
+    if not isinstance(text, str) or not text.strip():  # a bytes path too
         raise InvalidParameterError(f"{name} must be a non-empty path, got {path!r}")
-    return Path(path)
+    if "\x00" in text:
+        raise InvalidParameterError(f"{name} must not contain NUL bytes, got {path!r}")
+    return Path(text)
 
 
 def check_parent_writable(p: Path, name: str) -> None:

@@ -196,14 +196,8 @@ def verify_run(
     if man is not None:
         mac = man.get("mac")
         if not isinstance(mac, dict):
-            msg = f"{p / 'manifest.json'} carries no MAC (written before manifests were keyed)"
-            if key is None:
-                notes.append(msg)
-            else:
-                problems.append(
-                    f"{msg}: not authenticated by this process's key {key.id}; pass "
-                    f"--allow-unverified to read it anyway"
-                )
+            why = "it carries no MAC (written before manifests were keyed)"
+            _unauthenticated(p / "manifest.json", why, key, notes, problems)
         elif key is None:
             notes.append(
                 f"manifest.json was sealed under key id {mac.get('key_id')}; this process has "
@@ -247,13 +241,7 @@ def verify_run(
                     notes.append(hot)
                 auth_ledger = bool(led.authenticated)
                 if not led.authenticated:
-                    if key is None:
-                        notes.append(f"{lp} is unauthenticated: {led.auth_note}")
-                    else:
-                        problems.append(
-                            f"{lp} is not authenticated by this process's key {key.id}: "
-                            f"{led.auth_note}; pass --allow-unverified to read it anyway"
-                        )
+                    _unauthenticated(lp, led.auth_note, key, notes, problems)
                 if man is not None and led_res.get("schema_version", 0) >= 3:
                     # every manifest of a keyed ledger is sealed and anchors it: one without
                     # is a stripped one, never an old one
@@ -348,6 +336,18 @@ def unverified_banner(res: VerifyResult) -> str | None:
         why = "; ".join(res.notes) or "no ledger key in this process"
         return f"UNAUTHENTICATED EVIDENCE (no ledger key checked it): {why}"
     return None
+
+
+def _unauthenticated(what: Path, why: str, key: Any, notes: list[str], problems: list[str]) -> None:
+    """Evidence ``what`` that no ledger key authenticates (``why``): a note when this process
+    holds no key, a problem when it holds one."""
+    if key is None:
+        notes.append(f"{what} is unauthenticated: {why}")
+    else:
+        problems.append(
+            f"{what} is not authenticated by this process's key {key.id}: {why}; pass "
+            f"--allow-unverified to read it anyway"
+        )
 
 
 def _check_anchor(
