@@ -22,6 +22,7 @@ import numpy as np
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 from ldp_audit.opacus.canaries import ALGORITHM, canary_blocks, noise_sketch
 from ldp_audit.rundir.files import fmt_number
+from ldp_audit.validation import check_choice
 
 __all__ = [
     "Evidence",
@@ -295,9 +296,7 @@ def _decided_by(tests: dict[str, dict | None]) -> str | None:
 
 def check_setting(setting: Any) -> str:
     """``setting`` is ``"white-box"`` or ``"black-box"`` (checked before any file is read)."""
-    if setting not in ("white-box", "black-box"):
-        raise InvalidParameterError(f"setting must be 'white-box' or 'black-box', got {setting!r}")
-    return setting
+    return check_choice(setting, "setting", ("white-box", "black-box"))
 
 
 def audit_run(run_dir: Any, *, setting: str = "white-box", confidence: float = 0.95) -> Any:
