@@ -388,10 +388,8 @@ class CanaryAudit:
             return
         for i, p in enumerate(self._params):
             g = p.grad_sample
-            parts = g if isinstance(g, list) else None  # accumulated physical batches
-            if parts is not None:
-                g = parts[0]
-            n = sum(len(x) for x in parts) if parts is not None else g.shape[0]
+            parts = g if isinstance(g, list) else [g]  # a list: accumulated physical batches
+            g, n = parts[0], sum(len(x) for x in parts)
             buf = self._bufs[i]  # reused: no fresh allocation of a (rows, *shape) tensor a step
             if (
                 buf is None
@@ -403,10 +401,7 @@ class CanaryAudit:
                                   device=g.device)  # fmt: skip
                 self._bufs[i] = buf
             new = buf[: n + k]
-            if parts is None:
-                new[:n].copy_(g)
-            else:  # concatenated straight into the buffer (one copy, not two)
-                torch.cat(parts, dim=0, out=new[:n])
+            torch.cat(parts, dim=0, out=new[:n])  # straight into the buffer (one copy, not two)
             tail = new[n:].view(k, -1)
             tail.zero_()
             if self._vals[i] is not None:
