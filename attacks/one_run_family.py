@@ -107,8 +107,7 @@ def gdp_family_bound(
     delta = check_probability(delta, "delta")
     beta = 1.0 - check_probability(confidence, "confidence")
     n_in, n_out = s_in.size, s_out.size
-    e_in = math.sqrt(math.log(2.0 / beta) / (2.0 * n_in))
-    e_out = math.sqrt(math.log(2.0 / beta) / (2.0 * n_out))
+    e_in, e_out = (math.sqrt(math.log(2.0 / beta) / (2.0 * n)) for n in (n_in, n_out))  # DKW
     # every distinct threshold (guess "in" when score >= t), plus +inf (no "in" guess)
     t = np.concatenate([np.union1d(s_in, s_out), [np.inf]])
     fnr = np.searchsorted(np.sort(s_in), t, side="left") / n_in  # P_in[S < t]
@@ -259,9 +258,8 @@ def sgm_family_bound(
     c_hat, s_hat, c_lb, s_ub = _contribution_and_noise(y1, y0, beta)
     sigma_ub = s_ub / c_lb if c_lb > 0 else math.inf
     eps, at = 0.0, sigma_ub
-    for _ in range(64):  # eps falls with sigma: any larger sigma gives a valid (smaller) bound
-        if not math.isfinite(sigma_ub):
-            break
+    # eps falls with sigma: any larger sigma gives a valid (smaller) bound
+    for _ in range(64 if math.isfinite(sigma_ub) else 0):
         try:
             eps = sgm_epsilon(at, float(q), T, delta)
         except (OverflowError, FloatingPointError, MemoryError):  # loss too large to compose

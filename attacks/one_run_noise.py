@@ -60,9 +60,7 @@ __all__ = [
 def scan_p_value(p_min: float, n: int) -> float:
     """``P[min of n independent Uniform(0, 1) <= p_min] = 1 - (1 - p_min)^n`` (exact; at most
     ``n p_min``, the Bonferroni bound)."""
-    if n <= 0:
-        return 1.0
-    if p_min >= 1.0:
+    if n <= 0 or p_min >= 1.0:
         return 1.0
     return float(-np.expm1(n * np.log1p(-p_min)))
 

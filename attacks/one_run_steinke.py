@@ -90,10 +90,15 @@ def epsilon_lower_bound(m: int, r: int, v: int, *, delta: float, beta: float) ->
     """
     m, r, v = check_counts(m, r, v)
     beta = check_probability(beta, "beta")
-    if r == 0 or p_value(m, r, v, 0.0, delta) >= beta:
+    return _epsilon_bound(lambda e: p_value(m, r, v, e, delta), beta) if r else 0.0
+
+
+def _epsilon_bound(p: Any, beta: float) -> float:
+    """The largest epsilon with ``p(epsilon) < beta`` (bracket and bisection as in
+    :func:`epsilon_lower_bound`); 0.0 when ``p(0) >= beta``."""
+    if p(0.0) >= beta:
         return 0.0
-    return largest_rejected(lambda e: p_value(m, r, v, e, delta) < beta, lo=0.0, hi=1.0,
-                            cap=1e3, steps=40)  # fmt: skip
+    return largest_rejected(lambda e: p(e) < beta, lo=0.0, hi=1.0, cap=1e3, steps=40)
 
 
 def check_scores(scores: Any, included: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -179,14 +184,6 @@ def _p_all_correct(m: int, r: int, epsilon: float, delta: float) -> float:
     return min(beta + alpha * delta * 2 * m, 1.0)
 
 
-def _eps_all_correct(m: int, r: int, delta: float, beta: float) -> float:
-    """:func:`epsilon_lower_bound` for ``v = r`` with :func:`_p_all_correct` (same bisection)."""
-    if r == 0 or _p_all_correct(m, r, 0.0, delta) >= beta:
-        return 0.0
-    return largest_rejected(lambda e: _p_all_correct(m, r, e, delta) < beta, lo=0.0, hi=1.0,
-                            cap=1e3, steps=40)  # fmt: skip
-
-
 def steinke_ceiling(
     m: int, *, delta: float, beta: float, fractions: Sequence[float] = FRACTIONS
 ) -> float:
@@ -202,8 +199,9 @@ def steinke_ceiling(
     best = 0.0
     for f in fractions:
         k = int(math.floor(f * m / 2))
-        if k >= 1:
-            best = max(best, _eps_all_correct(m, 2 * k, delta, beta))
+        if k >= 1:  # epsilon_lower_bound for v = r = 2k, by _p_all_correct (same bisection)
+            bound = _epsilon_bound(lambda e, r=2 * k: _p_all_correct(m, r, e, delta), beta)
+            best = max(best, bound)
     return best
 
 

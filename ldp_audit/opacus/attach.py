@@ -30,7 +30,7 @@ from ldp_audit.opacus.canaries import (
 )
 from ldp_audit.opacus.embed import AuditRecords, check_embedding, dense_rows, flat_params
 from ldp_audit.opacus.recorder import UpdateRecorder
-from ldp_audit.validation import check_int, check_real_in
+from ldp_audit.validation import check_bool, check_choice, check_int, check_real_in
 
 __all__ = ["CanaryAudit", "read_claim"]
 
@@ -91,8 +91,7 @@ class CanaryAudit:
         rng: Any = None,
         generator: Any = None,
     ) -> None:
-        if not isinstance(kind, str) or kind not in CANARY_KINDS:
-            raise InvalidParameterError(f"kind must be one of {CANARY_KINDS}, got {kind!r}")
+        check_choice(kind, "kind", CANARY_KINDS)
         self.canaries = check_int(canaries, "canaries", minimum=2)
         self.seed = check_int(seed, "seed", minimum=0)
         self.delta = check_real_in(delta, "delta", lo=0.0, lo_open=True, hi=1.0, hi_open=True)
@@ -389,10 +388,8 @@ class CanaryAudit:
             return
         for i, p in enumerate(self._params):
             g = p.grad_sample
-            parts = g if isinstance(g, list) else None  # accumulated physical batches
-            if parts is not None:
-                g = parts[0]
-            n = sum(len(x) for x in parts) if parts is not None else g.shape[0]
+            parts = g if isinstance(g, list) else [g]  # a list: accumulated physical batches
+            g, n = parts[0], sum(len(x) for x in parts)
             buf = self._bufs[i]  # reused: no fresh allocation of a (rows, *shape) tensor a step
             if (
                 buf is None
@@ -404,10 +401,7 @@ class CanaryAudit:
                                   device=g.device)  # fmt: skip
                 self._bufs[i] = buf
             new = buf[: n + k]
-            if parts is None:
-                new[:n].copy_(g)
-            else:  # concatenated straight into the buffer (one copy, not two)
-                torch.cat(parts, dim=0, out=new[:n])
+            torch.cat(parts, dim=0, out=new[:n])  # straight into the buffer (one copy, not two)
             tail = new[n:].view(k, -1)
             tail.zero_()
             if self._vals[i] is not None:
@@ -526,10 +520,7 @@ class CanaryAudit:
             if self.embedded
             else rec["canary_projection"] * self._unit * np.asarray(self._accs, float)[:, None],
             **{k: np.array(col, dtype=dt) for (k, dt), col in zip(_ROWS, rows, strict=True)},
-            "noise_sq": rec["noise_sq"],
-            "noise_sketch": rec["noise_sketch"],
-            "noise_shift": rec["noise_shift"],
-            "noise_shift_at": rec["noise_shift_at"],
+            **{k: rec[k] for k in ("noise_sq", "noise_sketch", "noise_shift", "noise_shift_at")},
         }
         if not self.embedded:
             out["update_index"] = np.arange(T, dtype=np.int64)
@@ -605,8 +596,7 @@ class CanaryAudit:
         canaries) -> (m,)`` scores, higher meaning "more likely trained on". The scores are
         kept in ``transcript.npz`` (``canary_score``: what a black-box auditor computes).
         """
-        if not isinstance(audit, bool):
-            raise InvalidParameterError(f"audit must be True or False, got {audit!r}")
+        check_bool(audit, "audit")
         if self.kind == "input" and model is None and self._opt is not None and self._rec.updates:
             raise InvalidParameterError(
                 "model: finish() of kind='input' scores the canary examples on the final "
@@ -693,10 +683,7 @@ def read_claim(
         )
     clip = check_real_in(clip, "optimizer.max_grad_norm", lo=0.0, lo_open=True)
     reduction = getattr(optimizer, "loss_reduction", "mean")
-    if reduction not in ("mean", "sum"):
-        raise InvalidParameterError(
-            f"optimizer.loss_reduction must be 'mean' or 'sum', got {reduction!r}"
-        )
+    check_choice(reduction, "optimizer.loss_reduction", ("mean", "sum"))
     batch = optimizer.expected_batch_size
     if reduction == "mean":
         batch = check_int(batch, "optimizer.expected_batch_size", minimum=1)

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.validation import check_bool
 
 __all__ = ["AuditRecords", "check_embedding", "dense_rows", "flat_params"]
 
@@ -97,8 +98,7 @@ def check_embedding(
     """
     from ldp_audit.accountant import Accountant
 
-    if not isinstance(charge, bool):
-        raise InvalidParameterError(f"charge must be True or False, got {charge!r}")
+    charge = check_bool(charge, "charge")
     embedded = accountant is not None or writer is not None
     given = {"directions": directions, "rng": rng, "generator": generator}
     if not embedded:

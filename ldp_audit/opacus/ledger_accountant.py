@@ -43,7 +43,7 @@ from opacus.accountants import IAccountant, register_accountant
 
 from ldp_audit.errors import InvalidParameterError
 from ldp_audit.opacus.writer import declared_event
-from ldp_audit.validation import check_int, check_real_in
+from ldp_audit.validation import check_bool, check_choice, check_int, check_real_in
 
 __all__ = ["LedgerAccountant", "register_ledger_accountant"]
 
@@ -101,8 +101,7 @@ class LedgerAccountant(IAccountant):
         if not isinstance(self.agent, str) or not self.agent:
             raise InvalidParameterError(f"agent must be a non-empty string, got {self.agent!r}")
         self.method = type(self)._method if method is None else method
-        if self.method not in _METHODS:
-            raise InvalidParameterError(f"method must be one of {_METHODS}, got {self.method!r}")
+        check_choice(self.method, "method", _METHODS)
         self.budget = type(self)._budget if budget is None else budget
         self._acc: Any = None
         self._planned: list[tuple[float, float, int]] | None = None
@@ -237,8 +236,7 @@ def register_ledger_accountant(
     """
     if not isinstance(mechanism, str) or not mechanism:
         raise InvalidParameterError(f"mechanism must be a non-empty string, got {mechanism!r}")
-    if not isinstance(force, bool):
-        raise InvalidParameterError(f"force must be True or False, got {force!r}")
+    force = check_bool(force, "force")
     attrs = {"_ledger": ledger, "_mechanism": mechanism, "_method": method,
              "_agent": agent, "_budget": budget}  # fmt: skip
     cls = type("LedgerAccountant", (LedgerAccountant,), attrs)

@@ -22,6 +22,7 @@ import numpy as np
 from ldp_audit.errors import InvalidParameterError, RunDirectoryError
 from ldp_audit.opacus.canaries import ALGORITHM, canary_blocks, noise_sketch
 from ldp_audit.rundir.files import fmt_number
+from ldp_audit.validation import check_choice
 
 __all__ = [
     "Evidence",
@@ -281,23 +282,19 @@ def _joined(first: dict, second: dict, level: float, *others: dict, **more: Any)
 
 
 def _decided_by(tests: dict[str, dict | None]) -> str | None:
-    """The flagged test with the smallest p / level (else the closest one, for the record)."""
-    best, key = None, math.inf
-    for name, t in tests.items():
-        if not t or t.get("p_value") is None:
-            continue
+    """The flagged test with the smallest p / level (None when no test flagged)."""
+
+    def ratio(t: dict) -> float:  # a deterministic check (level 0) decides first
         lv = t.get("level") or 0.0
-        r = (t["p_value"] / lv) if lv > 0 else (0.0 if t["rejected"] else math.inf)
-        if t["rejected"] and r < key:
-            best, key = name, r
-    return best
+        return t["p_value"] / lv if lv > 0 else 0.0
+
+    hits = [k for k, t in tests.items() if t and t.get("p_value") is not None and t["rejected"]]
+    return min(hits, key=lambda k: ratio(tests[k]), default=None)
 
 
 def check_setting(setting: Any) -> str:
     """``setting`` is ``"white-box"`` or ``"black-box"`` (checked before any file is read)."""
-    if setting not in ("white-box", "black-box"):
-        raise InvalidParameterError(f"setting must be 'white-box' or 'black-box', got {setting!r}")
-    return setting
+    return check_choice(setting, "setting", ("white-box", "black-box"))
 
 
 def audit_run(run_dir: Any, *, setting: str = "white-box", confidence: float = 0.95) -> Any:
@@ -489,6 +486,8 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> dict[str,
     """The claim, the accountant's guarantee, the one-run audit and its coverage (every tensor:
     tested or not, with the power of its noise test), for ``ldp-audit report``; the privacy
     statement's sampling row from the sampling test (``statement``)."""
+    from ldp_audit.report.plugin import section
+
     run_dir = Path(run_dir)
     cfg, met = _config_and_metrics(run_dir)
     priv = met.get("privacy", {})
@@ -501,14 +500,15 @@ def report_sections(run_dir: Path, extra: list[Path] | None = None) -> dict[str,
     if why:
         rows.append(["epsilon Opacus's get_epsilon gives (prv, updates taken)",
                      _fmt(why["opacus_epsilon"])])  # fmt: skip
+    words = [str(priv.get("words", ""))] + ([why["line"]] if why else [])
     sections = [
-        {
-            "id": "opacus-claim",
-            "title": "DP-SGD claim read from the Opacus optimizer",
-            "paragraphs": [str(priv.get("words", ""))] + ([why["line"]] if why else []),
-            "tables": [{"caption": "claim", "header": ["quantity", "value"], "rows": rows}],
-            "data": {"claim": claim, "privacy": priv},
-        }
+        section(
+            "opacus-claim",
+            "DP-SGD claim read from the Opacus optimizer",
+            words,
+            ("claim", ["quantity", "value"], rows),
+            data={"claim": claim, "privacy": priv},
+        )
     ]
     more, sampling = audit_sections(run_dir, extra, claim, met.get("updates"), prefix="opacus")
     out: dict[str, Any] = {"sections": sections + more}
@@ -525,6 +525,7 @@ def audit_sections(run_dir: Path, extra: list[Path] | None, claim: dict[str, Any
     without a white-box audit). Shared by the ``opacus`` and ``dprl`` systems (``prefix``: the
     sections' id prefix)."""
     from ldp_audit.report import one_run_audit_documents
+    from ldp_audit.report.plugin import section
 
     sections: list[dict] = []
     audits = [d for _, d in one_run_audit_documents(run_dir, extra)]
@@ -600,10 +601,10 @@ def audit_sections(run_dir: Path, extra: list[Path] | None, claim: dict[str, Any
         header = ["tensor", "entries", "canaries", "updates tested", "p (noise, per tensor)",
                   "std ratio", "detectable"]  # fmt: skip
         sections.append(
-            {
-                "id": f"{prefix}-coverage",
-                "title": "What the audit covered: every tensor, every update, every lag",
-                "paragraphs": [
+            section(
+                f"{prefix}-coverage",
+                "What the audit covered: every tensor, every update, every lag",
+                [
                     "The released noise of every update is tested tensor by tensor (the released "
                     "sum minus the optimizer's clipped sum, exactly N(0, sigma^2 C^2) per "
                     "coordinate under the claim): per tensor over the updates, per update over "
@@ -617,14 +618,8 @@ def audit_sections(run_dir: Path, extra: list[Path] | None, claim: dict[str, Any
                     "Smallest correlation between two updates' noise detected with 95 % power "
                     f"(any lag): {dep or 'none tested'}. {shp}",
                 ],
-                "tables": [
-                    {
-                        "caption": "per-tensor coverage of the noise tests",
-                        "header": header,
-                        "rows": cov_rows,
-                    }
-                ],
-            }
+                ("per-tensor coverage of the noise tests", header, cov_rows),
+            )
         )
     if arows:
         family = (
@@ -634,25 +629,19 @@ def audit_sections(run_dir: Path, extra: list[Path] | None, claim: dict[str, Any
             + "."
         )
         sections.append(
-            {
-                "id": f"{prefix}-audit",
-                "title": "One-run audit of the Opacus training",
-                "paragraphs": [
+            section(
+                f"{prefix}-audit",
+                "One-run audit of the Opacus training",
+                [
                     "Each test reads the same run and takes a Bonferroni share of 1 - "
                     "confidence (the ledger check is deterministic): a correct trainer is "
                     "flagged with probability at most 1 - confidence. For the (eps, delta) bound "
                     "the value is the lower bound on epsilon; for the others the p-value.",
                 ]
                 + ([family] if assumptions else []),
-                "tables": [
-                    {
-                        "caption": "one-run audit",
-                        "header": ["setting", "test", "value", "level", "result"],
-                        "rows": arows,
-                    }
-                ],
-                "data": {"audits": audits},
-            }
+                ("one-run audit", ["setting", "test", "value", "level", "result"], arows),
+                data={"audits": audits},
+            )
         )
     return sections, sampling
 

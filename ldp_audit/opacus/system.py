@@ -19,7 +19,7 @@ from ldp_audit.opacus.attach import CanaryAudit
 from ldp_audit.opacus.canaries import ALGORITHM, CANARY_KINDS, NOISE_SKETCH
 from ldp_audit.rundir import RunDir
 from ldp_audit.systems import Command, SystemSpec
-from ldp_audit.validation import check_int, check_real_in
+from ldp_audit.validation import check_choice, check_int, check_real_in
 
 __all__ = [
     "EXAMPLE_DEFAULTS",
@@ -73,8 +73,7 @@ class OpacusRunConfig:
     def __post_init__(self) -> None:
         check_int(self.canaries, "canaries", minimum=2)
         check_real_in(self.delta, "delta", lo=0.0, lo_open=True, hi=1.0, hi_open=True)
-        if self.kind not in CANARY_KINDS:
-            raise InvalidParameterError(f"kind must be one of {CANARY_KINDS}, got {self.kind!r}")
+        check_choice(self.kind, "kind", CANARY_KINDS)
         check_real_in(self.confidence, "confidence", lo=0.0, lo_open=True, hi=1.0, hi_open=True)
         check_real_in(self.canary_scale, "canary_scale", lo=1.0, lo_open=True)
         if self.canary_seed is not None:
