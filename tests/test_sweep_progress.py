@@ -14,8 +14,9 @@ import pytest
 
 pytest.importorskip("ldp_audit.training.pgc_a3c")
 
-# the smallest sweep: one theta, 3 agents and 3 shadow episodes per cell (about 5 s of CPU)
-TINY = ["--agents", "3", "--shadow", "3", "--probe", "3", "--thetas", "init"]
+# the smallest sweep: one theta, 3 agents and 14 shadow episodes per candidate (the fewest the
+# non-private classifier can learn from: attacks.dynamics_shadow)
+TINY = ["--agents", "3", "--shadow", "14", "--probe", "3", "--thetas", "init"]
 
 
 def _sweep(out: Path, progress: str | None) -> subprocess.CompletedProcess:

@@ -64,7 +64,7 @@ def _run_section(run: RunData, missing: list[str]) -> dict[str, Any]:
 
 def _status_section(run: RunData) -> dict[str, Any]:
     """Run status (config.json / manifest.json) and the manifest check (evidence intact?)."""
-    from ldp_audit.rundir import read_manifest, verify_manifest
+    from ldp_audit.rundir import RunDir, verify_manifest
 
     status = run.config.get("status")
     try:
@@ -92,8 +92,8 @@ def _status_section(run: RunData) -> dict[str, Any]:
         )
     check = _ledger_check(run)
     try:  # the files the run sealed: manifest.json's SHA-256s, analyses.json's
-        sealed = sorted((read_manifest(run.path) or {}).get("files") or {})
-    except Exception:  # a malformed manifest is named above, never fatal
+        sealed = sorted((RunDir(run.path).manifest() or {}).get("files") or {})
+    except Exception:  # a malformed manifest (or no config.json) is named above, never fatal
         sealed = []
     return {
         "ledger_check": check,
