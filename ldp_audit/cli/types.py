@@ -105,16 +105,18 @@ def check_creatable(path: str | Path, name: str) -> None:
 # ----------------------------------------------------------------------------------------------
 
 
-def add_run_mode_arguments(p: argparse.ArgumentParser, resume: bool = True) -> None:
-    """``--overwrite`` / ``--resume`` (mutually exclusive; ``--resume`` only where the trainer
-    can continue a run) for a command writing a run."""
-    flags = {"overwrite": "replace an earlier run at --out (never merged with it)"}
-    if resume:
-        flags["resume"] = (
-            "continue an interrupted run at --out: same config and seed (checked), same ledger "
-            "(its charges keep counting)"
-        )
-    add_flags(p.add_mutually_exclusive_group(), **flags)
+def add_run_mode_arguments(
+    p: argparse.ArgumentParser, resume: bool = True, overwrite: bool = True
+) -> None:
+    """``--overwrite`` / ``--resume`` (mutually exclusive; each only where the trainer can
+    replace / continue a run) for a command writing a run."""
+    flags = {
+        "overwrite": "replace an earlier run at --out (never merged with it)",
+        "resume": "continue an interrupted run at --out: same config and seed (checked), same "
+        "ledger (its charges keep counting)",
+    }
+    flags = {k: v for k, v in flags.items() if {"overwrite": overwrite, "resume": resume}[k]}
+    add_flags(p.add_mutually_exclusive_group() if len(flags) > 1 else p, **flags)
 
 
 def run_mode(args: argparse.Namespace) -> str:
@@ -144,9 +146,12 @@ def check_not_inside_run(path: str | Path, name: str, *, allow: str | Path | Non
             )
 
 
-def check_out_for_mode(out: str | None, mode: str, can_resume: bool = True) -> None:
-    """Check a run's output folder before any work (raises RunDirectoryError); ``can_resume``:
-    whether the refusal of an existing folder may suggest ``--resume``."""
+def check_out_for_mode(
+    out: str | None, mode: str, can_resume: bool = True, can_overwrite: bool = True
+) -> None:
+    """Check a run's output folder before any work (raises RunDirectoryError); ``can_resume``,
+    ``can_overwrite``: whether the refusal of an existing folder may suggest ``--resume``,
+    ``--overwrite``."""
     if out is None:
         if mode != "new":
             raise InvalidParameterError(f"--{mode} needs --out RUN_DIR")
@@ -156,7 +161,8 @@ def check_out_for_mode(out: str | None, mode: str, can_resume: bool = True) -> N
             raise RunDirectoryError(f"--resume: {out!r} is not a run directory (no config.json)")
         return
     check_not_inside_run(out, "--out")
-    check_new_dir(out, name="--out", overwrite=(mode == "overwrite"), can_resume=can_resume)
+    check_new_dir(out, name="--out", overwrite=(mode == "overwrite"),
+                  can_resume=can_resume, can_overwrite=can_overwrite)  # fmt: skip
 
 
 def check_workers(workers: int) -> int:
