@@ -540,3 +540,15 @@ def test_train_offers_resume_only_where_the_system_can_resume(name, tmp_path, ca
     for flag, can in (("--resume", c.resume), ("--overwrite", c.overwrite)):
         if not can:
             assert_input_error([*argv, flag], capsys, f"unrecognized arguments: {flag}")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--bogus"], ["train", "--bogus"], ["attack", "--bogus"], ["train", "pgc-a3c", "--bogus"]],
+)
+def test_unknown_option_before_the_subcommand_is_named(argv, capsys):
+    """An unknown option where a subcommand (or a required option) is still missing is named
+    (until 2026-12-06 ``ldp-audit --bogus`` said only "COMMAND required"); nothing given still
+    names the missing COMMAND."""
+    assert_input_error(argv, capsys, "unrecognized arguments: --bogus")
+    assert_input_error([], capsys, "required: COMMAND")

@@ -256,8 +256,19 @@ class HelpParser(argparse.ArgumentParser):
                 action, f"{exc.message} (did you mean {close!r}?)"
             ) from None
 
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        self._given = list(sys.argv[1:] if args is None else args)  # a subcommand's own tokens
+        return super().parse_known_args(args, namespace)
+
     def error(self, message: str) -> NoReturn:
-        """Usage, then one error line that says where the command's options are listed; exit 2."""
+        """Usage, then one error line that says where the command's options are listed; exit 2.
+        A missing COMMAND or option next to an unknown option names the unknown one first
+        (``ldp-audit --bogus``: "unrecognized arguments: --bogus", not "COMMAND required")."""
+        given = getattr(self, "_given", [])
+        unknown = [t for t in given if t.startswith("-") and not t.lstrip("-")[:1].isdigit()]
+        unknown = [t for t in unknown if t.split("=")[0] not in self._option_string_actions]
+        if unknown and message.startswith("the following arguments are required"):
+            unrecognized_error(self, given, unknown)
         self.print_usage(sys.stderr)
         self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} -h' for its options)\n")
 
