@@ -105,17 +105,16 @@ def check_creatable(path: str | Path, name: str) -> None:
 # ----------------------------------------------------------------------------------------------
 
 
-def add_run_mode_arguments(
-    p: argparse.ArgumentParser, resume: bool = True, overwrite: bool = True
-) -> None:
+def add_run_mode_arguments(p: argparse.ArgumentParser, c: Any) -> None:
     """``--overwrite`` / ``--resume`` (mutually exclusive; each only where the trainer can
-    replace / continue a run) for a command writing a run."""
+    replace / continue a run: ``c.overwrite`` / ``c.resume`` of the train
+    :class:`~ldp_audit.systems.Command` ``c``) for a command writing a run."""
     flags = {
         "overwrite": "replace an earlier run at --out (never merged with it)",
         "resume": "continue an interrupted run at --out: same config and seed (checked), same "
         "ledger (its charges keep counting)",
     }
-    flags = {k: v for k, v in flags.items() if {"overwrite": overwrite, "resume": resume}[k]}
+    flags = {k: v for k, v in flags.items() if getattr(c, k)}
     add_flags(p.add_mutually_exclusive_group() if len(flags) > 1 else p, **flags)
 
 
@@ -146,12 +145,10 @@ def check_not_inside_run(path: str | Path, name: str, *, allow: str | Path | Non
             )
 
 
-def check_out_for_mode(
-    out: str | None, mode: str, can_resume: bool = True, can_overwrite: bool = True
-) -> None:
-    """Check a run's output folder before any work (raises RunDirectoryError); ``can_resume``,
-    ``can_overwrite``: whether the refusal of an existing folder may suggest ``--resume``,
-    ``--overwrite``."""
+def check_out_for_mode(out: str | None, mode: str, c: Any) -> None:
+    """Check a run's output folder before any work (raises RunDirectoryError); the refusal of
+    an existing folder suggests ``--resume`` / ``--overwrite`` only where the train
+    :class:`~ldp_audit.systems.Command` ``c`` offers it."""
     if out is None:
         if mode != "new":
             raise InvalidParameterError(f"--{mode} needs --out RUN_DIR")
@@ -161,8 +158,9 @@ def check_out_for_mode(
             raise RunDirectoryError(f"--resume: {out!r} is not a run directory (no config.json)")
         return
     check_not_inside_run(out, "--out")
-    check_new_dir(out, name="--out", overwrite=(mode == "overwrite"),
-                  can_resume=can_resume, can_overwrite=can_overwrite)  # fmt: skip
+    check_new_dir(
+        out, overwrite=(mode == "overwrite"), can_resume=c.resume, can_overwrite=c.overwrite
+    )
 
 
 def check_workers(workers: int) -> int:
