@@ -26,9 +26,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import numpy as np
-
 from ldp_audit.errors import InvalidParameterError
+from ldp_audit.rundir import to_jsonable
 from ldp_audit.stats import (
     clopper_pearson_interval,
     clopper_pearson_lower,
@@ -330,8 +329,9 @@ class AttackResult:
         return bool(self.epsilon_lower_bound > self.composed_epsilon * (1.0 + 1e-12))
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able dict (``inf`` written as the string ``"inf"``), with ``violation``."""
-        return _jsonable({**asdict(self), "violation": self.violation})
+        """JSON-able dict (``inf`` written as the string ``"inf"``, NaN as null: the project's
+        :func:`ldp_audit.rundir.to_jsonable`), with ``violation``."""
+        return to_jsonable({**asdict(self), "violation": self.violation})
 
     def summary(self) -> str:
         """One human-readable line (for the CLI)."""
@@ -351,22 +351,3 @@ class AttackResult:
             head += f" auc={self.auc:.3f}"
         verdict = "VIOLATION" if self.violation else "no violation (proves nothing)"
         return f"{head} -> {verdict}"
-
-
-def _jsonable(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return _jsonable(obj.tolist())
-    if isinstance(obj, (np.integer,)):
-        return int(obj)
-    if isinstance(obj, (float, np.floating)):
-        f = float(obj)
-        if math.isnan(f):
-            return "nan"
-        if math.isinf(f):
-            return "inf" if f > 0 else "-inf"
-        return f
-    return obj

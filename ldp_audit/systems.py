@@ -341,6 +341,8 @@ class Command:
         resume: train only: the trainer can continue an interrupted run (``run_mode="resume"``);
             False: no ``--resume`` option, and the refusal of an existing ``--out`` does not
             suggest it.
+        overwrite: train only: the trainer can replace an earlier run (``run_mode="overwrite"``);
+            False: no ``--overwrite`` option, nor a suggestion of it.
     """
 
     help: str = ""
@@ -356,6 +358,7 @@ class Command:
     set_option: bool = True
     flat_json: bool = False
     resume: bool = True
+    overwrite: bool = True
 
 
 @dataclass(frozen=True)

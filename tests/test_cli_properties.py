@@ -514,27 +514,41 @@ def test_demo_json_and_exit_code_follow_the_verdict(
     assert_input_error(["demo", "--out", str(out), "--no-progress"], capsys, "--out")
 
 
-# the shipped systems whose trainer cannot continue an interrupted run (it refuses "resume")
-_NO_RESUME = {"fedrl", "opacus"}
+# the shipped systems whose trainer cannot continue / replace a run (it refuses that run_mode)
+_NO_RESUME, _NO_OVERWRITE = {"fedrl", "opacus"}, {"opacus"}
 
 
 @pytest.mark.parametrize("name", ["pgc-a3c", "dprl", "fedrl", "frd", "opacus"])
 def test_train_offers_resume_only_where_the_system_can_resume(name, tmp_path, capsys):
-    """``train NAME --help`` lists --resume exactly when the system's train command declares
-    it (``Command.resume``), and the refusal of a non-empty --out suggests it only then."""
+    """``train NAME --help`` lists --resume / --overwrite exactly when the system's train
+    command declares it (``Command.resume`` / ``Command.overwrite``), and the refusal of a
+    non-empty --out suggests each only then."""
     from ldp_audit import systems
 
-    can = systems.get(name).train_command.resume
-    assert can == (name not in _NO_RESUME)
+    c = systems.get(name).train_command
+    assert (c.resume, c.overwrite) == (name not in _NO_RESUME, name not in _NO_OVERWRITE)
     code, out, _ = run_cli(["train", name, "--help"], capsys)
-    assert code == 0 and ("--resume" in out) == can and "--overwrite" in out
+    assert code == 0 and ("--resume" in out) == c.resume and ("--overwrite" in out) == c.overwrite
     (tmp_path / "junk").write_text("x")
     argv = ["train", name, "--out", str(tmp_path), "--no-progress"]
     argv += {
         "pgc-a3c": ["--mechanism", "laplace", "--epsilon", "1"],
         "dprl": ["--algo", "dqn", "--privacy", "none"],
     }.get(name, [])
-    line = assert_input_error(argv, capsys, "already exists", "--overwrite")
-    assert ("--resume" in line) == can
-    if not can:
-        assert_input_error([*argv, "--resume"], capsys, "unrecognized arguments: --resume")
+    line = assert_input_error(argv, capsys, "already exists")
+    assert ("--resume" in line, "--overwrite" in line) == (c.resume, c.overwrite)
+    for flag, can in (("--resume", c.resume), ("--overwrite", c.overwrite)):
+        if not can:
+            assert_input_error([*argv, flag], capsys, f"unrecognized arguments: {flag}")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--bogus"], ["train", "--bogus"], ["attack", "--bogus"], ["train", "pgc-a3c", "--bogus"]],
+)
+def test_unknown_option_before_the_subcommand_is_named(argv, capsys):
+    """An unknown option where a subcommand (or a required option) is still missing is named
+    (until 2026-12-06 ``ldp-audit --bogus`` said only "COMMAND required"); nothing given still
+    names the missing COMMAND."""
+    assert_input_error(argv, capsys, "unrecognized arguments: --bogus")
+    assert_input_error([], capsys, "required: COMMAND")

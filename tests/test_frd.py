@@ -82,6 +82,19 @@ def test_bad_config_is_refused_before_any_episode_or_charge():
     assert acc.agents() == []
 
 
+def test_an_absurd_learning_rate_stops_with_diverged_before_releasing_nan():
+    """actor_lr = 1e30 drives an agent's weights to inf/NaN: training stops at the episode end
+    that finds it, naming the agent and the learning rates, before its next release (until
+    2026-12-06 the NaN reached the exchange's randomiser: "randomise()'s value must be finite",
+    with the charge already made)."""
+    acc = Accountant(ledger=Ledger(":memory:"))
+    with pytest.raises(InvalidParameterError) as e:
+        train_many([FrdConfig(**{**TINY, "actor_lr": 1e30})], seed=0, accountants=[acc])
+    msg = str(e.value)
+    assert msg.startswith("frd diverged: config 0, group ") and "agent " in msg
+    assert "learning rate too large (actor_lr=1e+30, critic_lr=0.005)" in msg
+
+
 def test_paper_settings_match_table_1():
     assert len(PAPER_SETTINGS) == 7
     s3 = setting_config(3)

@@ -6,6 +6,7 @@ metadata agreeing with FrdConfig's own __post_init__."""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 
@@ -201,3 +202,17 @@ def test_defaults_unchanged_and_keyword_only():
     assert (d["ldp_samples"], d["stop_at_mission"], d["gravities"]) == (32, True, [9.7, 9.8, 9.9])
     with pytest.raises(TypeError):
         FrdConfig("frd")  # type: ignore[misc]
+
+
+def test_a_diverging_run_is_exit_2_naming_the_learning_rate(tmp_path, capsys):
+    """critic_lr = 1e30: exit 2, one line naming the cause; the run is marked interrupted, with
+    no metrics (nothing shows NaN) and no ledger journal left beside it."""
+    out = tmp_path / "run"
+    argv = ["train", "frd", "--agents", "2", "--groups", "2", "--sections", "10",
+            "--hidden", "8", "--layers", "1", "--max-episodes", "9", "--critic-lr", "1e30",
+            "--no-progress", "--out", str(out)]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "frd diverged" in err and "critic_lr=1e+30" in err and "Traceback" not in err
+    assert json.loads((out / "manifest.json").read_text())["status"] == "interrupted"
+    assert not (out / "metrics.json").exists() and not (out / "ledger.sqlite-journal").exists()

@@ -39,6 +39,25 @@ def test_reopen_gives_same_spent(tmp_path):
         assert len(acc.ledger) == 21
 
 
+def test_closed_ledger_leaves_no_empty_journal(tmp_path):
+    """The TRUNCATE journal stays (empty) beside an open ledger; close() switches the
+    connection to DELETE, which SQLite lets remove it only under the RESERVED lock (never a
+    journal another writer is using): a finished run has no ledger.sqlite-journal (until
+    2026-12-06 an empty one stayed, read by reviewers as a crash). Another open connection
+    recreates it on its next commit and removes it when it closes."""
+    path, journal = tmp_path / "ledger.sqlite", tmp_path / "ledger.sqlite-journal"
+    with Accountant(path) as acc, Accountant(path) as other:
+        acc.charge("0/1", LaplaceEvent(0.5))
+        other.charge("0/2", LaplaceEvent(0.5))
+        assert journal.exists() and journal.stat().st_size == 0
+        acc.close()
+        other.charge("0/3", LaplaceEvent(0.5))
+    assert not journal.exists()
+    with Ledger(path, readonly=True) as led:
+        assert len(led) == 3
+    assert not journal.exists()
+
+
 def test_memory_ledger_is_private():
     a, b = Ledger(":memory:"), Ledger(":memory:")
     a.append([("x", '{"epsilon":1.0,"type":"pure"}')])

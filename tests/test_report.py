@@ -211,6 +211,27 @@ def test_attack_above_ceiling_is_a_violation(tmp_path: Path) -> None:
     assert rep.model["attacks"]["results"][0]["violation"] is True
 
 
+def test_continuous_attack_nan_accuracy_is_null_and_reported(tmp_path: Path) -> None:
+    """The continuous variant has no accuracy (NaN): AttackResult.to_dict() writes it as JSON
+    null (until 2026-12-06 the string "nan", which the report refused), and the report reads
+    it, figures included."""
+    from ldp_audit.attacks.scoring import AttackResult
+
+    nan = float("nan")
+    res = AttackResult(
+        attack="dynamics-continuous", mechanism=GOOD_ATTACK["mechanism"], epsilon=5.0,
+        reports_per_agent=1, k=0, n=300, correct=0, accuracy=nan, accuracy_ci=(nan, nan),
+        ceiling=1.0, composed_epsilon=5.0, epsilon_lower_bound=0.0, mae=0.1, mae_baseline=0.2,
+    )  # fmt: skip
+    att = json.loads(json.dumps(res.to_dict(), allow_nan=False))
+    assert att["accuracy"] is None and att["accuracy_ci"] == [None, None]
+    run = make_run(tmp_path / "r", audit=[GOOD_AUDIT], attacks={"dynamics": att})
+    rep = build_report(run, ledger=ledger_for(run), figures=True)
+    r = rep.model["attacks"]["results"][0]
+    assert r["accuracy"] is None and r["mae"] == 0.1 and r["violation"] is False
+    assert "dynamics" in rep.to_html()  # rendered, no error on the null accuracy
+
+
 def test_uncharged_agents_are_flagged(run: Path) -> None:
     rep = build_report(run, ledger=ledger_for(run, drop=2), figures=False)
     led = rep.model["ledger"]

@@ -68,7 +68,9 @@ def test_resume_checks_config_and_keeps_the_ledger(tmp_path) -> None:
 
     Accountant(ledger=led).charge("x", PureDpEvent(1.0))
     w.write_json("metrics.json", {})
+    assert (run / "ledger.sqlite-journal").exists()  # TRUNCATE: empty while the ledger is open
     w.finish(status="interrupted")
+    assert not (run / "ledger.sqlite-journal").exists()  # finish closed it (since 2026-12-06)
     with pytest.raises(RunDirectoryError, match=r"different config \(a: 1 \(run\) vs 2 \(now\)\)"):
         RunWriter(run, algorithm="test", config={"a": 2}, seed=3, mode="resume")
     with pytest.raises(RunDirectoryError, match="different seed"):

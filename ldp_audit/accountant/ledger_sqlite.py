@@ -465,6 +465,9 @@ class SqliteStore(RowStore):
 
     def close(self) -> None:
         with contextlib.suppress(sqlite3.Error):
+            if not (self.readonly or self._memory):  # TRUNCATE -> DELETE removes the empty
+                # journal, under the RESERVED lock (never one in use; a hot one rolled back)
+                self._conn.execute("PRAGMA journal_mode=DELETE")
             self._conn.close()
         if self._copy_dir is not None:
             shutil.rmtree(self._copy_dir, ignore_errors=True)

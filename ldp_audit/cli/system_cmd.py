@@ -146,7 +146,7 @@ def _register_generic_train(tsub: Any, rsub: Any, s: Any) -> None:
         )
     p.add_argument("--seed", type=int_at_least("--seed", 0), default=0, help="master seed")
     p.add_argument("--out", metavar="RUN_DIR", help=_out_help(c, "run directory"))
-    add_run_mode_arguments(p, c.resume)
+    add_run_mode_arguments(p, c)
     _add_common(p, c, "print the result as JSON on stdout", cls, "the run's config")
     p.set_defaults(func=_generic_train, system_name=s.name)
     if not getattr(s, "reproduce", None):
@@ -243,7 +243,7 @@ def _generic_train(args: argparse.Namespace) -> int:
     mode = run_mode(args)
     if mode == "new":
         args.out = _out(args, c, cfg)
-    check_out_for_mode(args.out, mode, c.resume)
+    check_out_for_mode(args.out, mode, c)
     with _running(args):
         res = s.train(
             cfg,

@@ -105,16 +105,17 @@ def check_creatable(path: str | Path, name: str) -> None:
 # ----------------------------------------------------------------------------------------------
 
 
-def add_run_mode_arguments(p: argparse.ArgumentParser, resume: bool = True) -> None:
-    """``--overwrite`` / ``--resume`` (mutually exclusive; ``--resume`` only where the trainer
-    can continue a run) for a command writing a run."""
-    flags = {"overwrite": "replace an earlier run at --out (never merged with it)"}
-    if resume:
-        flags["resume"] = (
-            "continue an interrupted run at --out: same config and seed (checked), same ledger "
-            "(its charges keep counting)"
-        )
-    add_flags(p.add_mutually_exclusive_group(), **flags)
+def add_run_mode_arguments(p: argparse.ArgumentParser, c: Any) -> None:
+    """``--overwrite`` / ``--resume`` (mutually exclusive; each only where the trainer can
+    replace / continue a run: ``c.overwrite`` / ``c.resume`` of the train
+    :class:`~ldp_audit.systems.Command` ``c``) for a command writing a run."""
+    flags = {
+        "overwrite": "replace an earlier run at --out (never merged with it)",
+        "resume": "continue an interrupted run at --out: same config and seed (checked), same "
+        "ledger (its charges keep counting)",
+    }
+    flags = {k: v for k, v in flags.items() if getattr(c, k)}
+    add_flags(p.add_mutually_exclusive_group() if len(flags) > 1 else p, **flags)
 
 
 def run_mode(args: argparse.Namespace) -> str:
@@ -144,9 +145,10 @@ def check_not_inside_run(path: str | Path, name: str, *, allow: str | Path | Non
             )
 
 
-def check_out_for_mode(out: str | None, mode: str, can_resume: bool = True) -> None:
-    """Check a run's output folder before any work (raises RunDirectoryError); ``can_resume``:
-    whether the refusal of an existing folder may suggest ``--resume``."""
+def check_out_for_mode(out: str | None, mode: str, c: Any) -> None:
+    """Check a run's output folder before any work (raises RunDirectoryError); the refusal of
+    an existing folder suggests ``--resume`` / ``--overwrite`` only where the train
+    :class:`~ldp_audit.systems.Command` ``c`` offers it."""
     if out is None:
         if mode != "new":
             raise InvalidParameterError(f"--{mode} needs --out RUN_DIR")
@@ -156,7 +158,9 @@ def check_out_for_mode(out: str | None, mode: str, can_resume: bool = True) -> N
             raise RunDirectoryError(f"--resume: {out!r} is not a run directory (no config.json)")
         return
     check_not_inside_run(out, "--out")
-    check_new_dir(out, name="--out", overwrite=(mode == "overwrite"), can_resume=can_resume)
+    check_new_dir(
+        out, overwrite=(mode == "overwrite"), can_resume=c.resume, can_overwrite=c.overwrite
+    )
 
 
 def check_workers(workers: int) -> int:
@@ -250,8 +254,19 @@ class HelpParser(argparse.ArgumentParser):
                 action, f"{exc.message} (did you mean {close!r}?)"
             ) from None
 
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        self._given = list(sys.argv[1:] if args is None else args)  # a subcommand's own tokens
+        return super().parse_known_args(args, namespace)
+
     def error(self, message: str) -> NoReturn:
-        """Usage, then one error line that says where the command's options are listed; exit 2."""
+        """Usage, then one error line that says where the command's options are listed; exit 2.
+        A missing COMMAND or option next to an unknown option names the unknown one first
+        (``ldp-audit --bogus``: "unrecognized arguments: --bogus", not "COMMAND required")."""
+        given = getattr(self, "_given", [])
+        unknown = [t for t in given if t.startswith("-") and not t.lstrip("-")[:1].isdigit()]
+        unknown = [t for t in unknown if t.split("=")[0] not in self._option_string_actions]
+        if unknown and message.startswith("the following arguments are required"):
+            unrecognized_error(self, given, unknown)
         self.print_usage(sys.stderr)
         self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} -h' for its options)\n")
 

@@ -242,5 +242,5 @@ OPACUS = SystemSpec(
     attacks={"membership": "ldp_audit.opacus.scoring:membership"},
     report_sections="ldp_audit.opacus.scoring:report_sections",
     tiny_config={"canaries": 20, "example": {"epochs": 1, "batch_size": 256, "hidden": 4}},
-    train_command=Command(resume=False),  # train_digits writes new runs only
+    train_command=Command(resume=False, overwrite=False),  # train_digits writes new runs only
 )

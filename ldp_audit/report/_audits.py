@@ -173,7 +173,7 @@ def attack_section(run: RunData) -> dict[str, Any]:
             {
                 "name": name,
                 "attack": str(a.get("attack") or name),
-                "accuracy": float(a["accuracy"]),
+                "accuracy": json_real(a["accuracy"]),  # null: the continuous variant
                 "ci_low": lo,
                 "ci_high": hi,
                 "confidence": json_real(a.get("confidence")),

@@ -119,8 +119,11 @@ def _check_attack(path: Path, a: Any) -> dict[str, Any]:
             path, f"must hold a JSON object (AttackResult.to_dict()), got {type(a).__name__}"
         )
     v = a.get("accuracy")
-    if not isinstance(v, (int, float)) or isinstance(v, bool) or not 0.0 <= v <= 1.0:
-        raise _err(path, f"'accuracy' must be a number in [0, 1], got {v!r}")
+    if "accuracy" not in a or (
+        v is not None
+        and (not isinstance(v, (int, float)) or isinstance(v, bool) or not 0 <= v <= 1)
+    ):
+        raise _err(path, f"'accuracy' must be a number in [0, 1] or null, got {v!r}")
     return a
 
 

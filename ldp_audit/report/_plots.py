@@ -428,6 +428,7 @@ def tradeoff_figure(model: dict[str, Any]) -> bytes | None:
 def attack_figure(model: dict[str, Any]) -> bytes | None:
     """Attack accuracy (with its confidence interval) beside the ceiling curve over epsilon."""
     res = [r for r in model["attacks"]["results"] if not r.get("one_run")]
+    res = [r for r in res if r["accuracy"] is not None]  # the continuous variant: an MAE
     if not res:
         return None
     eps_default = model["ledger"]["epsilon_per_submission"] or 1.0

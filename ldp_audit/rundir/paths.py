@@ -82,15 +82,21 @@ def check_parent_writable(p: Path, name: str) -> None:
 
 
 def check_new_dir(
-    path: Any, *, name: str = "--out", overwrite: bool = False, can_resume: bool = True
+    path: Any,
+    *,
+    name: str = "--out",
+    overwrite: bool = False,
+    can_resume: bool = True,
+    can_overwrite: bool = True,
 ) -> Path:
     """Check that ``path`` can receive a NEW run or report, before any work starts.
 
     The path must not exist, or be an empty directory; with ``overwrite=True`` it may also be an
     earlier run directory (it is replaced when the writer starts, never merged). Anything else
     (a file, a non-empty folder that is not a run) is refused. The parent must be writable.
-    ``can_resume=False`` for commands that have no ``--resume`` (a report, the demo): the refusal
-    then does not suggest it.
+    ``can_resume=False`` / ``can_overwrite=False`` for commands that have no ``--resume`` (a
+    report, the demo) / no ``--overwrite`` (``train opacus``): the refusal then does not suggest
+    it.
 
     Returns:
         The path as a ``Path``.
@@ -103,8 +109,8 @@ def check_new_dir(
             if not overwrite:
                 raise RunDirectoryError(
                     f"{name} {str(p)!r} already exists and is not empty; a run directory is "
-                    f"evidence and is never overwritten or appended to. Choose a new path, or "
-                    f"pass --overwrite to replace an earlier one"
+                    "evidence and is never overwritten or appended to. Choose a new path"
+                    + (", or pass --overwrite to replace an earlier one" if can_overwrite else "")
                     + (" (or --resume to continue it)" if can_resume else "")
                 )
             if not is_run_dir(p) and not (p / "index.html").exists():

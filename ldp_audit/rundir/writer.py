@@ -205,11 +205,10 @@ class RunWriter:
         """The run's ``ledger.sqlite`` as a ``Ledger`` (created on a new run)."""
         from ldp_audit.accountant.ledger import Ledger
 
-        led = Ledger(str(self.ledger_path), **kwargs)
+        led = self._ledger = Ledger(str(self.ledger_path), **kwargs)  # closed by finish()
         if self.mode == "resume":
             # the rerun's charges already in the ledger are matched, never charged twice
             led.begin_replay()
-            self._ledger = led
         return led
 
     def _target(self, name: str) -> Path:
@@ -236,7 +235,8 @@ class RunWriter:
     def finish(self, status: str = "complete", **info: Any) -> Path:
         """Write ``manifest.json`` (status, SHA-256 of every file except the ledger, the
         ledger's anchor, a MAC under the ledger key; after a resume, what was replayed) and mark
-        ``config.json`` with the status. After this the run is read-only for the writer."""
+        ``config.json`` with the status. After this the run is read-only for the writer: the
+        ledger :meth:`open_ledger` gave is closed (no empty ``ledger.sqlite-journal`` stays)."""
         check_choice(status, "status", ("complete", "interrupted", "failed"))
         if self._finished:
             raise RunDirectoryError(f"run {str(self.path)!r} is already finished")
@@ -256,9 +256,12 @@ class RunWriter:
             "finished": _dt.datetime.now(_dt.timezone.utc).isoformat(),
             "files": files,
             **to_jsonable(info),
-            "ledger": _ledger_anchor(self.ledger_path),
         }
-        replay = getattr(getattr(self, "_ledger", None), "replay_status", lambda: None)()
+        led = getattr(self, "_ledger", None)
+        replay = None if led is None else led.replay_status()
+        if led is not None:  # the run is read-only now; closing drops the empty journal
+            led.close()
+        man["ledger"] = _ledger_anchor(self.ledger_path)
         if replay is not None:  # --resume: earlier charges matched, not charged again
             man["resume"] = replay
 

@@ -427,6 +427,16 @@ class _Engine:
     def _episode_ends(self, ended: np.ndarray, running: np.ndarray) -> None:
         fin = ended[running[ended]]
         restart = list(ended[~running[ended]])  # idle rows: keep their env legal
+        bad = fin[~np.isfinite(self.np_flat[fin]).all(axis=1)]
+        if bad.size:  # before its scores count or its next release (exchange)
+            a, c = int(bad[0]), self.cfgs[self.acfg[bad[0]]]
+            raise InvalidParameterError(
+                f"frd diverged: config {self.acfg[a]}, group {self.group_num[self.agent_group[a]]}"
+                f", agent {self.agent_slot[a]} has non-finite network weights after episode "
+                f"{int(self.ep[a]) + 1} (theta diverged; nothing after it was released); likely "
+                f"cause: a learning rate too large (actor_lr={c.actor_lr!r}, "
+                f"critic_lr={c.critic_lr!r})"
+            )
         for a in fin:
             e = int(self.ep[a])
             self.scores[a, e] = self.ep_len[a]
