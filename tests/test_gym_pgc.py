@@ -333,6 +333,8 @@ def test_cli_bad_input_exits_2(tmp_path, capsys, extra: list, match: str) -> Non
     ("extra", "match"),
     [
         (["--mechanism", "laplace", "--epsilon", "1e-300"], "the parameters could move by"),
+        # the advice names only options of this path (--clip, --aggregator-lr are refused here)
+        (["--mechanism", "laplace", "--epsilon", "1e-300"], "raise --epsilon or lower --eta\n"),
         (["--mechanism", "none", "--resume"], "--resume: an interrupted pgc-a3c-gym run"),
     ],
 )
